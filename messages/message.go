@@ -1,0 +1,43 @@
+package messages
+
+import "time"
+
+// Message is the stored record of one message, as the API shows it. Times are
+// UTC. History is filled only where a caller asked for it (a single message).
+type Message struct {
+	ID                string    `json:"id"`
+	SourceMSISDN      string    `json:"source_msisdn"`
+	DestinationMSISDN string    `json:"destination_msisdn"`
+	Body              string    `json:"message_body"`
+	State             State     `json:"state"`
+	SourceSMSC        string    `json:"source_smsc"`
+	DestSMSC          string    `json:"dest_smsc"`
+	Frontend          string    `json:"frontend"`
+	Attempts          int       `json:"attempts"`
+	Reason            string    `json:"reason,omitempty"`
+	CreatedAt         time.Time `json:"created_at"`
+	UpdatedAt         time.Time `json:"updated_at"`
+	// SubmittedAt is when the message was accepted or last resubmitted; its
+	// validity (--message-validity) counts from here.
+	SubmittedAt time.Time      `json:"submitted_at"`
+	History     []HistoryEntry `json:"history,omitempty"`
+
+	// Seq orders messages by acceptance within one store (list cursors).
+	Seq int64 `json:"-"`
+	// Token is the 64-bit hash of ID that places the message on the ring.
+	Token uint64 `json:"-"`
+}
+
+// HistoryEntry is one transition of a message.
+type HistoryEntry struct {
+	State  State     `json:"state"`
+	At     time.Time `json:"at"`
+	Detail string    `json:"detail,omitempty"`
+}
+
+// Failure reasons recorded on failed messages.
+const (
+	ReasonMaxAttempts = "max_attempts" // --delivery-max-attempts used up
+	ReasonExpired     = "expired"      // --message-validity passed
+	ReasonRejected    = "rejected"     // the frontend refused it permanently
+)

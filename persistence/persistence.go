@@ -1,0 +1,347 @@
+package persistence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+// Sentinel errors callers branch on. Drivers translate their own errors into
+// these (wrapped with %w), never leak driver types.
+var (
+	// ErrNotFound: the message, route or frontend does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("store closed")
+)
+
+// WorkKind is the kind of an outbox row.
+type WorkKind string
+
+// Kinds of work in the outbox.
+const (
+	// WorkDelivery hands a message to a local frontend; Target is the frontend.
+	WorkDelivery WorkKind = "delivery"
+	// WorkForward sends a message to a peer; Target is the peer's name.
+	WorkForward WorkKind = "forward"
+	// WorkStatus reports a delivery_status back to the origin; Target is the peer.
+	WorkStatus WorkKind = "status"
+)
+
+// Valid reports whether k is a known kind.
+func (k WorkKind) Valid() bool {
+	return k == WorkDelivery || k == WorkForward || k == WorkStatus
+}
+
+// WorkSpec is the work a state change causes, written with it.
+type WorkSpec struct {
+	Kind   WorkKind
+	Target string
+	// DueAt is when the work may first be claimed (usually now).
+	DueAt time.Time
+}
+
+// NewMessage is a message to accept. ID must be set (the caller generates one
+// when the client gave none). Token, Seq and the times are set by the store.
+type NewMessage struct {
+	ID                string
+	SourceMSISDN      string
+	DestinationMSISDN string
+	Body              string
+	SourceSMSC        string
+	DestSMSC          string
+	Frontend          string
+	// State is the first state (pending for local or forwarded work).
+	State messages.State
+	// Detail is the history detail of the first transition.
+	Detail string
+	// Work, when non-nil, is written to the outbox in the same transaction.
+	Work *WorkSpec
+}
+
+// Accepted is the result of accepting one NewMessage.
+type Accepted struct {
+	// Message is the stored message: the new one, or the one already stored
+	// under the same id (then Created is false and nothing was written).
+	Message messages.Message
+	Created bool
+}
+
+// Work is one claimed outbox row, with its message.
+type Work struct {
+	ID         int64
+	Kind       WorkKind
+	Target     string
+	MessageID  string
+	Token      uint64
+	DueAt      time.Time
+	LeaseOwner string
+	LeaseUntil time.Time
+	CreatedAt  time.Time
+	// Message is the message as it stands after the claim. For delivery work
+	// its Attempts already counts this claim (the first claim gives 1).
+	Message messages.Message
+}
+
+// ClaimRequest asks for due work of one kind and target.
+type ClaimRequest struct {
+	Kind   WorkKind
+	Target string
+	// Owner names the claiming instance (lease_owner). Leases are taken back
+	// by owner at restart.
+	Owner string
+	// Limit is the most rows to claim (> 0).
+	Limit int
+	// Now is the claim time: rows with due_at <= Now whose lease is absent or
+	// ended (lease_until <= Now) are claimable.
+	Now time.Time
+	// Lease is how long the claimed rows stay leased (> 0).
+	Lease time.Duration
+}
+
+// Claim is the result of ClaimWork.
+type Claim struct {
+	// Work is ordered by due time, then row id.
+	Work []Work
+	// NextDue is the earliest time at which a row of this kind and target that
+	// was not claimed now becomes claimable (its due_at, or its lease end when
+	// leased); zero when there is none. Workers sleep until then.
+	NextDue time.Time
+}
+
+// Result is the outcome of a piece of work.
+type Result string
+
+// Results of work.
+const (
+	// ResultDelivered: the frontend has the message. Final.
+	ResultDelivered Result = "delivered"
+	// ResultFailed: the message is dead-lettered (state failed). Final.
+	ResultFailed Result = "failed"
+	// ResultRetry: try again at RetryAt (state retry).
+	ResultRetry Result = "retry"
+)
+
+// Outcome records the result of delivery work for one message.
+type Outcome struct {
+	Kind      WorkKind
+	Target    string
+	MessageID string
+	Result    Result
+	// RetryAt is when a ResultRetry becomes due again.
+	RetryAt time.Time
+	// Reason is stored on failed messages (messages.Reason*) or a frontend's text.
+	Reason string
+	// Detail is the history detail of the transition.
+	Detail string
+}
+
+// Completion tells what CompleteWork did with one Outcome.
+type Completion string
+
+// Completions of an outcome.
+const (
+	// Applied: the outcome was recorded now.
+	Applied Completion = "applied"
+	// AlreadyRecorded: the ledger already held a final outcome for this work
+	// (or the message is already final); nothing changed.
+	AlreadyRecorded Completion = "already_recorded"
+	// NoWork: the message or its outbox row does not exist; nothing changed.
+	NoWork Completion = "no_work"
+)
+
+// Reroute resubmits one failed or forward_failed message to new work.
+type Reroute struct {
+	ID       string
+	Frontend string
+	DestSMSC string
+	// State is the state it restarts in (pending for local work).
+	State  messages.State
+	Detail string
+	Work   *WorkSpec
+}
+
+// ResubmitResult tells what Resubmit did with one Reroute.
+type ResubmitResult struct {
+	ID string
+	// Applied is true when the message was resubmitted.
+	Applied bool
+	// Found is false when no message has this id.
+	Found bool
+	// State is the message's state after the call.
+	State messages.State
+}
+
+// LedgerEntry is the recorded final outcome of work on one message.
+type LedgerEntry struct {
+	MessageID string
+	Target    string
+	Result    Result
+	At        time.Time
+	Detail    string
+}
+
+// ListQuery selects a page of messages, newest first.
+type ListQuery struct {
+	// State filters by state when non-empty.
+	State messages.State
+	// Limit is the page size (> 0).
+	Limit int
+	// Before is the cursor: only messages with Seq < Before (0 = from newest).
+	Before int64
+}
+
+// Page is one page of messages; Next is the cursor of the following page
+// (0 when this page is the last).
+type Page struct {
+	Messages []messages.Message
+	Next     int64
+}
+
+// Route maps a destination prefix to a frontend.
+type Route struct {
+	Prefix    string    `json:"prefix"`
+	Frontend  string    `json:"frontend"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// FrontendMode is how a frontend receives messages.
+type FrontendMode string
+
+// Frontend modes.
+const (
+	ModePull    FrontendMode = "pull"
+	ModeWebhook FrontendMode = "webhook"
+	ModeActor   FrontendMode = "actor"
+)
+
+// Valid reports whether m is a known mode.
+func (m FrontendMode) Valid() bool { return m == ModePull || m == ModeWebhook || m == ModeActor }
+
+// Frontend is a local frontend's registration.
+type Frontend struct {
+	Name      string       `json:"name"`
+	Mode      FrontendMode `json:"mode"`
+	URL       string       `json:"url,omitempty"`
+	CreatedAt time.Time    `json:"created_at"`
+	UpdatedAt time.Time    `json:"updated_at"`
+}
+
+// Stats are the counts behind /api/status and the gauges.
+type Stats struct {
+	// ByState has an entry for every state in messages.AllStates.
+	ByState map[messages.State]int64
+	// OutboxDepth counts outbox rows of every kind.
+	OutboxDepth int64
+	// DLQDepth counts dead-lettered messages (state failed).
+	DLQDepth int64
+	// OldestOutbox is the creation time of the oldest outbox row (zero if none).
+	OldestOutbox time.Time
+}
+
+// ExpireRequest fails messages whose validity has passed.
+type ExpireRequest struct {
+	Now time.Time
+	// SubmittedBefore: messages submitted (or resubmitted) before this time
+	// are expired.
+	SubmittedBefore time.Time
+	// Limit bounds one call (> 0); callers loop until fewer come back.
+	Limit int
+}
+
+// Store is the durable state of a node. Every method is safe for concurrent
+// use; every write happens in one transaction, all or nothing.
+type Store interface {
+	// Kind names the implementation ("sqlite" or "postgres").
+	Kind() string
+	// Ping checks that the store is reachable.
+	Ping(ctx context.Context) error
+	// Close releases the store; later calls return ErrClosed.
+	Close() error
+
+	// Accept stores messages in one transaction, each with its first history
+	// entry and its outbox work. A message whose id is already stored is left
+	// as it is and returned with Created false. Results are in input order;
+	// an id repeated within the batch is created once.
+	Accept(ctx context.Context, now time.Time, batch []NewMessage) ([]Accepted, error)
+
+	// GetMessage returns one message with its history (oldest first), or
+	// ErrNotFound.
+	GetMessage(ctx context.Context, id string) (messages.Message, error)
+	// ListMessages returns a page of messages (without history), newest first.
+	ListMessages(ctx context.Context, q ListQuery) (Page, error)
+	// Stats counts messages by state and the outbox.
+	Stats(ctx context.Context) (Stats, error)
+
+	// ClaimWork leases due work and reports when the next becomes due. Work
+	// whose outcome the ledger already holds is never returned (it is removed).
+	// For delivery work each claimed message's attempts is incremented.
+	ClaimWork(ctx context.Context, req ClaimRequest) (Claim, error)
+	// CompleteWork records outcomes in one transaction. Delivered and Failed
+	// write the ledger, set the message's final state (with history; Failed
+	// also its reason) and delete the outbox row; Retry sets state retry and
+	// makes the row due at RetryAt, unleased. Outcomes for work whose ledger
+	// entry exists, or whose message is already final, change nothing.
+	CompleteWork(ctx context.Context, now time.Time, outcomes []Outcome) ([]Completion, error)
+	// ReleaseLeases ends every lease held by owner (an earlier run of this
+	// instance) so the work is claimable at once. It returns how many.
+	ReleaseLeases(ctx context.Context, owner string) (int64, error)
+	// Ledger returns the recorded outcome of work on a message, or ErrNotFound.
+	Ledger(ctx context.Context, messageID, target string) (LedgerEntry, error)
+
+	// ExpireMessages fails (reason expired) messages in pending or retry
+	// whose delivery work is not leased and that were submitted before the
+	// cutoff, with history and ledger, and removes their work. It returns the
+	// expired messages.
+	ExpireMessages(ctx context.Context, req ExpireRequest) ([]messages.Message, error)
+
+	// Resubmit moves failed or forward_failed messages back to work in one
+	// transaction: state, frontend and dest_smsc as given, attempts 0, reason
+	// cleared, submitted_at now, their failed ledger entries removed, history
+	// appended, the new work written. Messages in any other state are left.
+	Resubmit(ctx context.Context, now time.Time, reroutes []Reroute) ([]ResubmitResult, error)
+
+	// Routes returns every route ordered by prefix.
+	Routes(ctx context.Context) ([]Route, error)
+	// PutRoute creates or replaces a route.
+	PutRoute(ctx context.Context, r Route) error
+	// DeleteRoute removes a route, or returns ErrNotFound.
+	DeleteRoute(ctx context.Context, prefix string) error
+
+	// Frontends returns every local frontend ordered by name.
+	Frontends(ctx context.Context) ([]Frontend, error)
+	// PutFrontend creates or replaces a frontend (CreatedAt is kept on replace).
+	PutFrontend(ctx context.Context, f Frontend) error
+	// DeleteFrontend removes a frontend, or returns ErrNotFound.
+	DeleteFrontend(ctx context.Context, name string) error
+}
+
+// ValidateClaim reports what is wrong with a claim request.
+func (r ClaimRequest) Validate() error {
+	var errs []error
+	if !r.Kind.Valid() {
+		errs = append(errs, fmt.Errorf("claim: unknown kind %q", r.Kind))
+	}
+	if r.Target == "" {
+		errs = append(errs, errors.New("claim: empty target"))
+	}
+	if r.Owner == "" {
+		errs = append(errs, errors.New("claim: empty owner"))
+	}
+	if r.Limit <= 0 {
+		errs = append(errs, fmt.Errorf("claim: limit %d must be positive", r.Limit))
+	}
+	if r.Lease <= 0 {
+		errs = append(errs, fmt.Errorf("claim: lease %v must be positive", r.Lease))
+	}
+	return errors.Join(errs...)
+}
+
+// Precision is the time precision every store keeps (Postgres timestamptz).
+const Precision = time.Microsecond
+
+// Normalize returns t as the store keeps it: UTC, truncated to Precision.
+func Normalize(t time.Time) time.Time { return t.UTC().Truncate(Precision) }
