@@ -201,34 +201,21 @@ type Page struct {
 	Next     int64
 }
 
-// Route maps a destination prefix to a frontend.
-type Route struct {
-	Prefix    string    `json:"prefix"`
-	Frontend  string    `json:"frontend"`
-	UpdatedAt time.Time `json:"updated_at"`
-}
+// Route maps a destination prefix to a frontend (defined in messages).
+type Route = messages.Route
 
-// FrontendMode is how a frontend receives messages.
-type FrontendMode string
+// FrontendMode is how a frontend receives messages (defined in messages).
+type FrontendMode = messages.FrontendMode
 
 // Frontend modes.
 const (
-	ModePull    FrontendMode = "pull"
-	ModeWebhook FrontendMode = "webhook"
-	ModeActor   FrontendMode = "actor"
+	ModePull    = messages.ModePull
+	ModeWebhook = messages.ModeWebhook
+	ModeActor   = messages.ModeActor
 )
 
-// Valid reports whether m is a known mode.
-func (m FrontendMode) Valid() bool { return m == ModePull || m == ModeWebhook || m == ModeActor }
-
-// Frontend is a local frontend's registration.
-type Frontend struct {
-	Name      string       `json:"name"`
-	Mode      FrontendMode `json:"mode"`
-	URL       string       `json:"url,omitempty"`
-	CreatedAt time.Time    `json:"created_at"`
-	UpdatedAt time.Time    `json:"updated_at"`
-}
+// Frontend is a local frontend's registration (defined in messages).
+type Frontend = messages.Frontend
 
 // Stats are the counts behind /api/status and the gauges.
 type Stats struct {

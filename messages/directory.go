@@ -1,0 +1,35 @@
+package messages
+
+import "time"
+
+// Route maps a destination prefix to a frontend.
+type Route struct {
+	Prefix    string    `json:"prefix"`
+	Frontend  string    `json:"frontend"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// FrontendMode is how a frontend receives messages.
+type FrontendMode string
+
+// Frontend modes.
+const (
+	// ModePull: the frontend long-polls the node and acks.
+	ModePull FrontendMode = "pull"
+	// ModeWebhook: the node POSTs each message to the frontend's URL.
+	ModeWebhook FrontendMode = "webhook"
+	// ModeActor: an in-process actor registered through the embedding API.
+	ModeActor FrontendMode = "actor"
+)
+
+// Valid reports whether m is a known mode.
+func (m FrontendMode) Valid() bool { return m == ModePull || m == ModeWebhook || m == ModeActor }
+
+// Frontend is a local frontend's registration.
+type Frontend struct {
+	Name      string       `json:"name"`
+	Mode      FrontendMode `json:"mode"`
+	URL       string       `json:"url,omitempty"`
+	CreatedAt time.Time    `json:"created_at"`
+	UpdatedAt time.Time    `json:"updated_at"`
+}
