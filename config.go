@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
-	"regexp"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchboard-dev/switchboard/actors/clock"
+	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 )
 
@@ -126,28 +125,16 @@ func DefaultConfig() Config {
 	}
 }
 
-var (
-	nameRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
-	prefixRE = regexp.MustCompile(`^[0-9]{1,20}$`)
-)
-
-// ValidName reports whether s can name a node, instance or frontend: 1-63
-// letters, digits, '.', '_' or '-', starting with a letter or digit.
-func ValidName(s string) bool { return nameRE.MatchString(s) }
-
-// ValidPrefix reports whether s is a route prefix: 1-20 digits.
-func ValidPrefix(s string) bool { return prefixRE.MatchString(s) }
-
 // Validate reports every problem in c, each naming its flag.
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(flag, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("--%s: %s", flag, fmt.Sprintf(format, args...)))
 	}
-	if !ValidName(c.Name) {
+	if !messages.ValidName(c.Name) {
 		bad("name", "%q is not a valid name (1-63 letters, digits, '.', '_', '-')", c.Name)
 	}
-	if !ValidName(c.InstanceID) {
+	if !messages.ValidName(c.InstanceID) {
 		bad("instance-id", "%q is not a valid name (1-63 letters, digits, '.', '_', '-')", c.InstanceID)
 	}
 	for flag, addr := range map[string]string{"listen": c.Listen, "metrics-listen": c.MetricsListen} {
@@ -165,18 +152,18 @@ func (c Config) Validate() error {
 		bad("tls-cert", "--tls-cert and --tls-key must be given together")
 	}
 	for _, r := range c.Routes {
-		if !ValidPrefix(r.Prefix) {
+		if !messages.ValidPrefix(r.Prefix) {
 			bad("route", "prefix %q must be 1-20 digits", r.Prefix)
 		}
-		if !ValidName(r.Frontend) {
+		if !messages.ValidName(r.Frontend) {
 			bad("route", "frontend %q is not a valid name", r.Frontend)
 		}
 	}
 	for _, w := range c.Webhooks {
-		if !ValidName(w.Name) {
+		if !messages.ValidName(w.Name) {
 			bad("frontend", "name %q is not a valid name", w.Name)
 		}
-		if err := ValidWebhookURL(w.URL); err != nil {
+		if err := messages.ValidWebhookURL(w.URL); err != nil {
 			bad("frontend", "%s: %v", w.Name, err)
 		}
 	}
@@ -204,11 +191,6 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// ValidWebhookURL reports why u cannot be a webhook frontend's URL.
-func ValidWebhookURL(u string) error {
-	p, err := url.Parse(u)
-	if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-		return fmt.Errorf("%q is not an http(s) URL", u)
-	}
-	return nil
-}
+// ValidName reports whether s can name a node, instance or frontend (see
+// messages.ValidName).
+func ValidName(s string) bool { return messages.ValidName(s) }

@@ -1,0 +1,35 @@
+package messages
+
+import "fmt"
+
+// Error is a failure a client can act on. Code is the snake_case code of the
+// JSON error document; httpapi maps each code to one HTTP status.
+type Error struct {
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// Errorf builds an *Error.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Error codes of the API. The HTTP status of each is in httpapi.
+const (
+	CodeInvalidRequest  = "invalid_request"    // a field is missing or malformed
+	CodeInvalidJSON     = "invalid_json"       // the body is not the JSON expected
+	CodeBodyTooLarge    = "body_too_large"     // over the 1 MiB limit
+	CodeUnauthorized    = "unauthorized"       // missing or wrong API token
+	CodeNotFound        = "not_found"          // the path names nothing that exists
+	CodeMethodNotAllow  = "method_not_allowed" // the path exists, the method does not
+	CodeNoRoute         = "no_route"           // no route (or no frontend) for a destination
+	CodeUnknownFrontend = "unknown_frontend"   // a route names a frontend nobody serves
+	CodeInvalidState    = "invalid_state"      // e.g. resubmit of a message that is not failed
+	CodeNotPull         = "not_pull_frontend"  // poll/ack on a frontend that is not pull
+	CodeFrontendInUse   = "frontend_in_use"    // delete of a frontend that routes still name
+	CodeOverloaded      = "overloaded"         // admission control: retry later
+	CodeUnavailable     = "unavailable"        // store unreachable or node stopping
+	CodeInternal        = "internal"           // a bug: logged with detail
+)

@@ -1,0 +1,61 @@
+package messages
+
+// Outgoing is a message as a frontend receives it: an element of a poll
+// response, the body of a webhook POST, and the payload of an in-process
+// Delivery. Attempt counts deliveries of this id to this frontend (1 first).
+type Outgoing struct {
+	ID                string `json:"id"`
+	SourceMSISDN      string `json:"source_msisdn"`
+	DestinationMSISDN string `json:"destination_msisdn"`
+	Body              string `json:"message_body"`
+	SourceSMSC        string `json:"source_smsc"`
+	Attempt           int    `json:"attempt"`
+}
+
+// OutgoingOf is the frontend's view of m.
+func OutgoingOf(m Message) Outgoing {
+	return Outgoing{
+		ID: m.ID, SourceMSISDN: m.SourceMSISDN, DestinationMSISDN: m.DestinationMSISDN,
+		Body: m.Body, SourceSMSC: m.SourceSMSC, Attempt: m.Attempts,
+	}
+}
+
+// DeliveryStatus is a frontend's verdict on one message.
+type DeliveryStatus string
+
+// Frontend verdicts.
+const (
+	// Delivered: the subscriber has it.
+	Delivered DeliveryStatus = "delivered"
+	// Failed: it can never be delivered (the message is dead-lettered).
+	Failed DeliveryStatus = "failed"
+	// Retry: not now; the node retries with backoff.
+	Retry DeliveryStatus = "retry"
+)
+
+// Valid reports whether s is a known verdict.
+func (s DeliveryStatus) Valid() bool { return s == Delivered || s == Failed || s == Retry }
+
+// DeliveryResult is a frontend's verdict on one message: an element of a
+// pull frontend's ack, and the reply of an in-process frontend actor to a
+// Delivery.
+type DeliveryResult struct {
+	ID     string         `json:"id"`
+	Status DeliveryStatus `json:"status"`
+	Reason string         `json:"reason,omitempty"`
+}
+
+// AckOutcome tells a pull frontend what its ack of one message did:
+// "applied", "already_recorded" (acked before: harmless) or "no_work"
+// (this frontend has no such message).
+type AckOutcome struct {
+	ID      string `json:"id"`
+	Outcome string `json:"outcome"`
+}
+
+// Delivery is sent to an in-process frontend actor, which must Respond with
+// a *DeliveryResult for the same ID (within the webhook timeout, else the
+// attempt counts as a retry). A redelivery after a crash carries the same ID.
+type Delivery struct {
+	Message Outgoing
+}

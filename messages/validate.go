@@ -1,0 +1,97 @@
+package messages
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+)
+
+var (
+	nameRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+	prefixRE = regexp.MustCompile(`^[0-9]{1,20}$`)
+	msisdnRE = regexp.MustCompile(`^\+?[0-9]{1,20}$`)
+	idRE     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+)
+
+// Limits of message fields.
+const (
+	// MaxSourceLen allows alphanumeric sender ids and long numbers.
+	MaxSourceLen = 32
+	// MaxBodyLen bounds a message body in bytes; the 1 MiB request limit is
+	// the outer bound, this one keeps rows reasonable (a long concatenated
+	// SMS is well under 64 KiB).
+	MaxBodyLen = 64 << 10
+)
+
+// ValidName reports whether s can name a node, instance or frontend: 1-63
+// letters, digits, '.', '_' or '-', starting with a letter or digit.
+func ValidName(s string) bool { return nameRE.MatchString(s) }
+
+// ValidPrefix reports whether s is a route prefix: 1-20 digits.
+func ValidPrefix(s string) bool { return prefixRE.MatchString(s) }
+
+// ValidID reports whether s can be a client-chosen message id: 1-128 of
+// letters, digits, '.', '_', ':' or '-', starting with a letter or digit
+// (ids appear in URL paths).
+func ValidID(s string) bool { return idRE.MatchString(s) }
+
+// RoutingDigits returns the digits a destination is routed by (without a
+// leading '+'), or false when dest is not 1-20 digits.
+func RoutingDigits(dest string) (string, bool) {
+	if !msisdnRE.MatchString(dest) {
+		return "", false
+	}
+	return strings.TrimPrefix(dest, "+"), true
+}
+
+// ValidWebhookURL reports why u cannot be a webhook frontend's URL.
+func ValidWebhookURL(u string) error {
+	p, err := url.Parse(u)
+	if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+		return fmt.Errorf("%q is not an http(s) URL", u)
+	}
+	return nil
+}
+
+// Validate reports the first problem of a submission as an invalid_request
+// *Error naming the field.
+func (s Submission) Validate() error {
+	switch {
+	case s.ID != "" && !ValidID(s.ID):
+		return Errorf(CodeInvalidRequest, "id %q: 1-128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit", s.ID)
+	case s.SourceMSISDN == "":
+		return Errorf(CodeInvalidRequest, "source_msisdn is required")
+	case len(s.SourceMSISDN) > MaxSourceLen || !utf8.ValidString(s.SourceMSISDN) || strings.ContainsAny(s.SourceMSISDN, "\x00\r\n\t"):
+		return Errorf(CodeInvalidRequest, "source_msisdn must be at most %d printable characters", MaxSourceLen)
+	case s.DestinationMSISDN == "":
+		return Errorf(CodeInvalidRequest, "destination_msisdn is required")
+	case !msisdnRE.MatchString(s.DestinationMSISDN):
+		return Errorf(CodeInvalidRequest, "destination_msisdn %q must be 1-20 digits with an optional leading '+'", s.DestinationMSISDN)
+	case s.Body == "":
+		return Errorf(CodeInvalidRequest, "message_body is required")
+	case len(s.Body) > MaxBodyLen:
+		return Errorf(CodeInvalidRequest, "message_body is longer than %d bytes", MaxBodyLen)
+	case !utf8.ValidString(s.Body):
+		return Errorf(CodeInvalidRequest, "message_body is not valid UTF-8")
+	}
+	return nil
+}
+
+// Validate reports what is wrong with a frontend registration.
+func (f Frontend) Validate() error {
+	switch {
+	case !ValidName(f.Name):
+		return Errorf(CodeInvalidRequest, "frontend name %q: 1-63 letters, digits, '.', '_' or '-'", f.Name)
+	case !f.Mode.Valid():
+		return Errorf(CodeInvalidRequest, "mode %q: must be pull or webhook", f.Mode)
+	case f.Mode == ModeWebhook:
+		if err := ValidWebhookURL(f.URL); err != nil {
+			return Errorf(CodeInvalidRequest, "url: %v", err)
+		}
+	case f.URL != "":
+		return Errorf(CodeInvalidRequest, "url is only for webhook frontends")
+	}
+	return nil
+}
