@@ -1,0 +1,86 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/switchboard-dev/switchboard/actors/clock"
+	"github.com/switchboard-dev/switchboard/actors/frontend"
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// Deps is what the delivery actors share.
+type Deps struct {
+	// Owner names this instance on the leases it takes.
+	Owner   string
+	Store   persistence.Store
+	Clock   clock.Clock
+	Policy  Policy
+	Logger  *slog.Logger
+	Metrics *Metrics
+	// Publish receives a StateChanged for every committed transition.
+	Publish func(messages.StateChanged)
+	// HTTPClient makes webhook calls (keep-alive; per call timeout is
+	// SendTimeout).
+	HTTPClient *http.Client
+	// Actors holds the in-process frontends' PIDs.
+	Actors *frontend.Actors
+	// SendTimeout bounds one webhook call or one in-process frontend's reply.
+	SendTimeout time.Duration
+	// MaxInFlight bounds concurrent deliveries per push frontend (default 32:
+	// enough to hide a webhook's latency, few enough not to flood it).
+	MaxInFlight int
+	// StoreTimeout bounds each store call (default 30s).
+	StoreTimeout time.Duration
+	// Seed seeds the workers' jitter; workers derive their own streams.
+	Seed uint64
+	// Props builds a supervised child's props (supervision.Props).
+	Props func(kind string, p actor.Producer) *actor.Props
+}
+
+// Validate reports what is missing.
+func (d *Deps) Validate() error {
+	var errs []error
+	if d.Owner == "" || d.Store == nil || d.Clock == nil || d.Logger == nil || d.Publish == nil ||
+		d.HTTPClient == nil || d.Actors == nil || d.Props == nil {
+		errs = append(errs, errors.New("delivery: Owner, Store, Clock, Logger, Publish, HTTPClient, Actors and Props are required"))
+	}
+	if d.SendTimeout <= 0 {
+		errs = append(errs, errors.New("delivery: SendTimeout must be positive"))
+	}
+	errs = append(errs, d.Policy.Validate())
+	return errors.Join(errs...)
+}
+
+func (d *Deps) withDefaults() *Deps {
+	c := *d
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = 32
+	}
+	if c.StoreTimeout <= 0 {
+		c.StoreTimeout = 30 * time.Second
+	}
+	return &c
+}
+
+func (d *Deps) storeCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d.StoreTimeout)
+}
+
+// pushLease is how long pushed work stays leased: long enough to outlive
+// the call and the commit of its verdict, short enough that a crashed
+// instance's work comes back soon (a restart of the same one takes it back
+// at once anyway).
+func (d *Deps) pushLease() time.Duration { return 2*d.SendTimeout + 5*time.Second }
+
+// rng returns a jitter source for one worker.
+func (d *Deps) rng(name string) *rand.Rand {
+	return rand.New(rand.NewPCG(d.Seed, messages.TokenOf(name)))
+}

@@ -1,0 +1,52 @@
+package delivery
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// Metrics counts delivery outcomes.
+type Metrics struct {
+	dispositions *prometheus.CounterVec
+}
+
+// NewMetrics registers switchboard_delivery_dispositions_total on reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{dispositions: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "switchboard_delivery_dispositions_total",
+		Help: "Recorded outcomes of local delivery attempts, by frontend and outcome (delivered, retry, failed, expired).",
+	}, []string{"frontend", "outcome"})}
+	if err := reg.Register(m.dispositions); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// count records one applied outcome.
+func (m *Metrics) count(o persistence.Outcome) {
+	if m == nil {
+		return
+	}
+	m.dispositions.WithLabelValues(o.Target, disposition(o)).Inc()
+}
+
+// disposition is the outcome label of o.
+func disposition(o persistence.Outcome) string {
+	if o.Result == persistence.ResultFailed && o.Reason == messages.ReasonExpired {
+		return "expired"
+	}
+	return string(o.Result)
+}
+
+// stateOf is the message state an applied outcome leaves.
+func stateOf(r persistence.Result) messages.State {
+	switch r {
+	case persistence.ResultDelivered:
+		return messages.StateDelivered
+	case persistence.ResultFailed:
+		return messages.StateFailed
+	}
+	return messages.StateRetry
+}

@@ -1,0 +1,115 @@
+package delivery
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// Policy decides what happens to a delivery: whether a claimed message may
+// be attempted, and what a frontend's verdict turns into. It is pure.
+type Policy struct {
+	// RetryMin and RetryMax bound the backoff: the wait after attempt n is
+	// RetryMin * 2^(n-1), capped at RetryMax, then jittered into [w/2, w].
+	RetryMin, RetryMax time.Duration
+	// MaxAttempts attempts are made; a retry verdict on the last one fails
+	// the message (dead-letter, reason max_attempts).
+	MaxAttempts int
+	// Validity counts from the message's submission; once it has passed the
+	// message fails with reason expired instead of being attempted.
+	Validity time.Duration
+}
+
+// Validate reports what is wrong with p.
+func (p Policy) Validate() error {
+	var errs []error
+	if p.RetryMin <= 0 || p.RetryMax < p.RetryMin {
+		errs = append(errs, fmt.Errorf("delivery policy: need 0 < RetryMin (%v) <= RetryMax (%v)", p.RetryMin, p.RetryMax))
+	}
+	if p.MaxAttempts < 1 {
+		errs = append(errs, fmt.Errorf("delivery policy: MaxAttempts %d < 1", p.MaxAttempts))
+	}
+	if p.Validity <= 0 {
+		errs = append(errs, fmt.Errorf("delivery policy: Validity %v must be positive", p.Validity))
+	}
+	return errors.Join(errs...)
+}
+
+// Backoff is the wait after failed attempt n (n >= 1). Jitter spreads the
+// retries of a burst that failed together, so that a frontend coming back is
+// not hit by all of them at once; keeping the wait within [w/2, w] keeps the
+// cap a real cap.
+func (p Policy) Backoff(attempt int, rng *rand.Rand) time.Duration {
+	w := p.RetryMax
+	if attempt < 1 {
+		attempt = 1
+	}
+	if shift := attempt - 1; shift < 62 {
+		if d := p.RetryMin << shift; d > 0 && d < p.RetryMax && d>>shift == p.RetryMin {
+			w = d
+		}
+	}
+	half := w / 2
+	return half + time.Duration(rng.Int64N(int64(w-half)+1))
+}
+
+// Expired reports whether m's validity has passed at now.
+func (p Policy) Expired(m messages.Message, now time.Time) bool {
+	return !now.Before(m.SubmittedAt.Add(p.Validity))
+}
+
+// Before checks claimed work before it is attempted. When ok is false the
+// work must not be attempted and the returned outcome recorded instead: the
+// message has expired, or its attempts are used up (a lease that ran out
+// counts as an attempt).
+func (p Policy) Before(w persistence.Work, now time.Time) (o persistence.Outcome, ok bool) {
+	switch {
+	case p.Expired(w.Message, now):
+		return failed(w.Target, w.MessageID, messages.ReasonExpired,
+			fmt.Sprintf("expired: not delivered within %v of submission", p.Validity)), false
+	case w.Message.Attempts > p.MaxAttempts:
+		return failed(w.Target, w.MessageID, messages.ReasonMaxAttempts,
+			fmt.Sprintf("no verdict after %d attempts", p.MaxAttempts)), false
+	}
+	return persistence.Outcome{}, true
+}
+
+// After turns a frontend's verdict on attempt `attempt` of a message into
+// the outcome to record.
+func (p Policy) After(target, id string, attempt int, v messages.DeliveryResult, now time.Time, rng *rand.Rand) persistence.Outcome {
+	switch v.Status {
+	case messages.Delivered:
+		return persistence.Outcome{Kind: persistence.WorkDelivery, Target: target, MessageID: id,
+			Result: persistence.ResultDelivered, Detail: fmt.Sprintf("delivered to %s (attempt %d)", target, attempt)}
+	case messages.Failed:
+		reason := messages.ReasonRejected
+		if v.Reason != "" {
+			reason += ": " + v.Reason
+		}
+		return failed(target, id, reason, fmt.Sprintf("rejected by %s: %s", target, orNone(v.Reason)))
+	}
+	if attempt >= p.MaxAttempts {
+		return failed(target, id, messages.ReasonMaxAttempts,
+			fmt.Sprintf("attempt %d of %d failed: %s", attempt, p.MaxAttempts, orNone(v.Reason)))
+	}
+	wait := p.Backoff(attempt, rng)
+	return persistence.Outcome{Kind: persistence.WorkDelivery, Target: target, MessageID: id,
+		Result: persistence.ResultRetry, RetryAt: now.Add(wait), Reason: v.Reason,
+		Detail: fmt.Sprintf("attempt %d failed: %s; retry in %v", attempt, orNone(v.Reason), wait.Round(time.Millisecond))}
+}
+
+func failed(target, id, reason, detail string) persistence.Outcome {
+	return persistence.Outcome{Kind: persistence.WorkDelivery, Target: target, MessageID: id,
+		Result: persistence.ResultFailed, Reason: reason, Detail: detail}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "no reason given"
+	}
+	return s
+}

@@ -1,0 +1,73 @@
+package frontend
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+// Webhook POSTs messages to one frontend URL.
+type Webhook struct {
+	URL    string
+	Client *http.Client
+}
+
+// Send delivers one message and returns the frontend's verdict. It never
+// returns an error: a failure to reach the frontend is a retry verdict.
+func (w Webhook) Send(ctx context.Context, m messages.Outgoing) messages.DeliveryResult {
+	body, err := json.Marshal(m)
+	if err != nil {
+		return messages.DeliveryResult{ID: m.ID, Status: messages.Failed, Reason: "cannot encode message: " + err.Error()}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(body))
+	if err != nil {
+		return messages.DeliveryResult{ID: m.ID, Status: messages.Failed, Reason: "bad webhook url: " + err.Error()}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", m.ID)
+	req.Header.Set("X-Switchboard-Attempt", strconv.Itoa(m.Attempt))
+	resp, err := w.Client.Do(req)
+	if err != nil {
+		return messages.DeliveryResult{ID: m.ID, Status: messages.Retry, Reason: transportReason(err)}
+	}
+	// Read a little of the body for the reason, drain the rest so the
+	// connection is reused.
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	status := Classify(resp.StatusCode)
+	reason := ""
+	if status != messages.Delivered {
+		reason = fmt.Sprintf("HTTP %d", resp.StatusCode)
+		if s := bytes.TrimSpace(snippet); len(s) > 0 {
+			reason += ": " + string(s)
+		}
+	}
+	return messages.DeliveryResult{ID: m.ID, Status: status, Reason: reason}
+}
+
+// Classify maps a webhook's HTTP status to a verdict (CONTRACT.md).
+func Classify(code int) messages.DeliveryStatus {
+	switch {
+	case code >= 200 && code < 300:
+		return messages.Delivered
+	case code == http.StatusRequestTimeout, code == http.StatusTooManyRequests, code >= 500:
+		return messages.Retry
+	default:
+		return messages.Failed
+	}
+}
+
+func transportReason(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "timeout"
+	}
+	return err.Error()
+}
