@@ -3,11 +3,19 @@
 // programs that embed Switchboard use it directly:
 //
 //	cfg := switchboard.DefaultConfig()
-//	cfg.Name, cfg.DataDir = "dc1", dir
+//	cfg.Name, cfg.DataDir, cfg.Listen = "dc1", dir, "127.0.0.1:8443"
 //	node, err := switchboard.New(cfg)
 //	...
-//	err = node.Start(ctx)
+//	if err := node.Start(ctx); err != nil { ... }
 //	defer node.Stop(context.Background())
+//
+// The node's actor tree:
+//
+//	node guardian (one-for-one, restart budget; exhausted -> Fatal)
+//	├── frontends   one delivery worker per local frontend
+//	├── intake      routing and group-committed acceptance
+//	├── janitor     expiry of messages nobody claimed
+//	└── ...         actors an embedder spawns with Node.Spawn
 //
 // See docs/embedding.md for spawning supervised actors, in-process frontends
 // and state-change subscriptions.
@@ -15,13 +23,74 @@ package switchboard
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/switchboard-dev/switchboard/actors/clock"
+	"github.com/switchboard-dev/switchboard/actors/delivery"
+	"github.com/switchboard-dev/switchboard/actors/frontend"
+	"github.com/switchboard-dev/switchboard/actors/router"
+	"github.com/switchboard-dev/switchboard/httpapi"
+	"github.com/switchboard-dev/switchboard/httpapi/certs"
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/persistence/postgres"
+	"github.com/switchboard-dev/switchboard/persistence/sqlite"
+	"github.com/switchboard-dev/switchboard/supervision"
 )
 
 // Node is one running Switchboard node.
 type Node struct {
-	cfg   Config
-	fatal chan error
+	cfg      Config
+	log      *slog.Logger
+	clock    clock.Clock
+	registry *prometheus.Registry
+
+	store    persistence.Store
+	ownStore bool
+	stats    *statsCache
+
+	system       *actor.ActorSystem
+	guardian     *supervision.Guardian
+	supOpts      supervision.Options
+	stopRestarts func()
+	intake       *actor.PID
+	frontends    *actor.PID
+	actors       *frontend.Actors
+
+	api        *httpapi.Server
+	https      *http.Server
+	metricsSrv *http.Server
+	addr       string
+	maddr      string
+	serveErrs  chan error
+
+	ready    atomic.Bool
+	inflight atomic.Int64 // submits waiting for the intake (admission control)
+	stopping chan struct{}
+
+	mu      sync.Mutex
+	started bool
+	stopped bool
+
+	fatal     chan error
+	fatalOnce sync.Once
 }
 
 // New validates cfg and prepares a node; nothing runs until Start.
@@ -29,23 +98,347 @@ func New(cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Node{cfg: cfg, fatal: make(chan error, 1)}, nil
+	n := &Node{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		clock:    cfg.Clock,
+		registry: cfg.Registry,
+		actors:   &frontend.Actors{},
+		stopping: make(chan struct{}),
+		fatal:    make(chan error, 1),
+	}
+	if n.log == nil {
+		n.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	n.log = n.log.With("node", cfg.Name)
+	if n.clock == nil {
+		n.clock = clock.Real{}
+	}
+	if n.registry == nil {
+		n.registry = prometheus.NewRegistry()
+		n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	return n, nil
 }
 
 // Start opens the store, starts the actors and the listeners. It returns once
-// the node serves.
-func (n *Node) Start(ctx context.Context) error { return errors.New("not implemented yet") }
+// the node serves. A node is started at most once.
+func (n *Node) Start(ctx context.Context) (err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.started {
+		return errors.New("switchboard: node already started")
+	}
+	n.started = true
+	defer func() {
+		if err != nil {
+			n.teardown(context.Background())
+		}
+	}()
+	if err := n.openStore(ctx); err != nil {
+		return err
+	}
+	if err := n.prepareStore(ctx); err != nil {
+		return err
+	}
+	if err := n.startActors(); err != nil {
+		return err
+	}
+	if err := n.startHTTP(); err != nil {
+		return err
+	}
+	n.ready.Store(true)
+	return nil
+}
+
+func (n *Node) openStore(ctx context.Context) error {
+	if n.cfg.Store != nil {
+		n.store = n.cfg.Store
+	} else if n.cfg.Postgres != "" {
+		pc := postgres.DefaultConfig()
+		pc.DSN, pc.Logger = n.cfg.Postgres, n.log.With("component", "store")
+		s, err := postgres.Open(ctx, pc)
+		if err != nil {
+			return fmt.Errorf("--postgres: %w", err)
+		}
+		n.store, n.ownStore = s, true
+	} else {
+		sc := sqlite.DefaultConfig()
+		sc.Path, sc.Logger = filepath.Join(n.cfg.DataDir, "switchboard.db"), n.log.With("component", "store")
+		s, err := sqlite.Open(ctx, sc)
+		if err != nil {
+			return fmt.Errorf("--data-dir: %w", err)
+		}
+		n.store, n.ownStore = s, true
+	}
+	n.stats = newStatsCache(n.store, time.Second)
+	return n.registry.Register(n.stats)
+}
+
+// prepareStore takes back this instance's leases from its previous run and
+// applies the routes and webhooks given as flags.
+func (n *Node) prepareStore(ctx context.Context) error {
+	released, err := n.store.ReleaseLeases(ctx, n.cfg.InstanceID)
+	if err != nil {
+		return fmt.Errorf("release leases of the previous run: %w", err)
+	}
+	if released > 0 {
+		n.log.Info("took back leases of the previous run", "instance_id", n.cfg.InstanceID, "leases", released)
+	}
+	now := n.clock.Now()
+	for _, w := range n.cfg.Webhooks {
+		fe := messages.Frontend{Name: w.Name, Mode: messages.ModeWebhook, URL: w.URL, CreatedAt: now, UpdatedAt: now}
+		if err := n.store.PutFrontend(ctx, fe); err != nil {
+			return fmt.Errorf("--frontend %s: %w", w.Name, err)
+		}
+	}
+	fes, err := n.store.Frontends(ctx)
+	if err != nil {
+		return fmt.Errorf("read frontends: %w", err)
+	}
+	known := map[string]bool{}
+	for _, f := range fes {
+		known[f.Name] = true
+	}
+	for _, r := range n.cfg.Routes {
+		if !known[r.Frontend] {
+			n.log.Warn("route names a frontend that is not registered yet; its destinations get no_route until it registers",
+				"prefix", r.Prefix, "frontend", r.Frontend)
+		}
+		if err := n.store.PutRoute(ctx, messages.Route{Prefix: r.Prefix, Frontend: r.Frontend, UpdatedAt: now}); err != nil {
+			return fmt.Errorf("--route %s=%s: %w", r.Prefix, r.Frontend, err)
+		}
+	}
+	return nil
+}
+
+func (n *Node) startActors() error {
+	alog := n.log.With("lib", "protoactor")
+	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return alog }))
+	supMetrics, err := supervision.NewMetrics(n.registry)
+	if err != nil {
+		return err
+	}
+	delMetrics, err := delivery.NewMetrics(n.registry)
+	if err != nil {
+		return err
+	}
+	n.stopRestarts = supervision.WatchRestarts(n.system, supMetrics, n.log.With("component", "supervision"))
+	n.supOpts = supervision.Options{Logger: n.log, Metrics: supMetrics, Budget: supervision.DefaultBudget()}
+	n.guardian, err = supervision.SpawnGuardian(n.system, supervision.GuardianOptions{
+		Logger: n.log, Metrics: supMetrics, Budget: supervision.DefaultBudget(), OnFatal: n.onFatal,
+	})
+	if err != nil {
+		return err
+	}
+	deps := &delivery.Deps{
+		Owner: n.cfg.InstanceID, Store: n.store, Clock: n.clock, Logger: n.log, Metrics: delMetrics,
+		Policy: delivery.Policy{
+			RetryMin: n.cfg.DeliveryRetryMin, RetryMax: n.cfg.DeliveryRetryMax,
+			MaxAttempts: n.cfg.DeliveryMaxAttempts, Validity: n.cfg.MessageValidity,
+		},
+		Publish:     n.publish,
+		Actors:      n.actors,
+		SendTimeout: n.cfg.WebhookTimeout,
+		Seed:        uint64(n.clock.Now().UnixNano()),
+		Props:       func(kind string, p actor.Producer) *actor.Props { return supervision.Props(kind, p, n.supOpts) },
+	}
+	if deps.HTTPClient, err = n.webhookClient(); err != nil {
+		return err
+	}
+	sup, err := delivery.NewSupervisor(deps)
+	if err != nil {
+		return err
+	}
+	if n.frontends, err = n.guardian.Spawn("frontends", "frontends", sup); err != nil {
+		return err
+	}
+	n.intake, err = n.guardian.Spawn("intake", "intake", router.NewIntake(router.Config{
+		Node: n.cfg.Name, Store: n.store, Clock: n.clock, Logger: n.log,
+		Frontends: n.frontends, Publish: n.publish,
+		NewID: func() string { return uuid.Must(uuid.NewV7()).String() },
+	}))
+	if err != nil {
+		return err
+	}
+	jan, err := delivery.NewJanitor(deps)
+	if err != nil {
+		return err
+	}
+	_, err = n.guardian.Spawn("janitor", "janitor", jan)
+	return err
+}
+
+// webhookClient is the keep-alive client of webhook deliveries; it trusts
+// the system roots plus --tls-ca.
+func (n *Node) webhookClient() (*http.Client, error) {
+	tc, err := certs.ClientConfig("", "", n.cfg.TLSCA, false)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-ca: %w", err)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tc
+	tr.MaxIdleConnsPerHost = 64 // one per in-flight delivery and then some
+	return &http.Client{Transport: tr}, nil
+}
+
+func (n *Node) startHTTP() error {
+	var err error
+	n.api, err = httpapi.New(httpapi.Config{Backend: n, APIToken: n.cfg.APIToken, Logger: n.log})
+	if err != nil {
+		return err
+	}
+	n.serveErrs = make(chan error, 2)
+	if n.cfg.Listen != "" {
+		if err := n.listenHTTPS(); err != nil {
+			return err
+		}
+	}
+	if n.cfg.MetricsListen != "" {
+		ln, err := net.Listen("tcp", n.cfg.MetricsListen)
+		if err != nil {
+			return fmt.Errorf("--metrics-listen: %w", err)
+		}
+		n.maddr = ln.Addr().String()
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(n.registry, promhttp.HandlerOpts{}))
+		n.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go n.serve("metrics", func() error { return n.metricsSrv.Serve(ln) })
+	}
+	return nil
+}
+
+func (n *Node) listenHTTPS() error {
+	certFile, keyFile := n.cfg.TLSCert, n.cfg.TLSKey
+	if certFile == "" {
+		dir := n.cfg.DataDir
+		if dir == "" {
+			dir = "."
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("--data-dir: %w", err)
+		}
+		var err error
+		if certFile, keyFile, err = certs.EnsureSelfSigned(dir, n.cfg.Name, n.clock.Now()); err != nil {
+			return fmt.Errorf("self-signed certificate: %w", err)
+		}
+		n.log.Warn("no --tls-cert given: serving a self-signed development certificate", "cert", certFile)
+	}
+	tc, err := certs.ServerConfig(certFile, keyFile, n.cfg.TLSCA)
+	if err != nil {
+		return fmt.Errorf("--tls-cert: %w", err)
+	}
+	ln, err := net.Listen("tcp", n.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	n.addr = ln.Addr().String()
+	n.https = &http.Server{
+		Handler:           n.api,
+		TLSConfig:         tc,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		// HTTP/1.1 only: on these loads keep-alive HTTP/1.1 serves about
+		// twice the requests of HTTP/2 per connection (BENCH.md).
+		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
+		ErrorLog:     slog.NewLogLogger(n.log.With("component", "https").Handler(), slog.LevelDebug),
+	}
+	go n.serve("https", func() error { return n.https.Serve(tls.NewListener(ln, tc)) })
+	return nil
+}
+
+// serve runs a listener; its unexpected end is fatal for the node.
+func (n *Node) serve(name string, run func() error) {
+	if err := run(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		n.onFatal(name, err)
+	}
+}
+
+func (n *Node) onFatal(child string, reason error) {
+	n.ready.Store(false)
+	n.fatalOnce.Do(func() {
+		err := fmt.Errorf("%s: %w", child, reason)
+		n.log.Error("node cannot go on", "part", child, "err", reason)
+		n.fatal <- err
+	})
+}
 
 // Stop stops accepting, lets in-flight requests and commits finish (within
-// ctx), stops the actors leaves first and closes the store.
-func (n *Node) Stop(ctx context.Context) error { return errors.New("not implemented yet") }
+// ctx), stops the actors leaves first and closes the store. It may be called
+// once; later calls return nil.
+func (n *Node) Stop(ctx context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.started || n.stopped {
+		return nil
+	}
+	return n.teardown(ctx)
+}
+
+// teardown undoes whatever Start did, in reverse.
+func (n *Node) teardown(ctx context.Context) error {
+	n.stopped = true
+	n.ready.Store(false)
+	close(n.stopping) // long-polls answer at once
+	var errs []error
+	if n.https != nil {
+		// No new connections; requests under way (submits waiting for their
+		// commit) finish.
+		if err := n.https.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("https shutdown: %w", err))
+		}
+	}
+	if n.frontends != nil {
+		done := make(chan struct{})
+		n.system.Root.Send(n.frontends, &messages.Drain{Done: done})
+		select {
+		case <-done:
+		case <-ctx.Done():
+			errs = append(errs, errors.New("delivery workers did not drain in time"))
+		}
+	}
+	if n.guardian != nil {
+		if err := n.guardian.StopAll(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop actors: %w", err))
+		}
+	}
+	if n.stopRestarts != nil {
+		n.stopRestarts()
+	}
+	if n.system != nil {
+		n.system.Shutdown()
+	}
+	if n.metricsSrv != nil {
+		if err := n.metricsSrv.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("metrics shutdown: %w", err))
+		}
+	}
+	if n.ownStore && n.store != nil {
+		if err := n.store.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close store: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
 
 // Fatal delivers an error when the node cannot go on (an actor exhausted its
-// restart budget); the owner should Stop it and exit non-zero.
+// restart budget, a listener died); the owner should Stop it and exit
+// non-zero.
 func (n *Node) Fatal() <-chan error { return n.fatal }
 
 // Addr is the HTTPS listener's address once started ("" when none).
-func (n *Node) Addr() string { return "" }
+func (n *Node) Addr() string { return n.addr }
 
 // MetricsAddr is the metrics listener's address once started ("" when none).
-func (n *Node) MetricsAddr() string { return "" }
+func (n *Node) MetricsAddr() string { return n.maddr }
+
+// Handler is the HTTPS API as an http.Handler (nil before Start), for
+// embedders that serve it themselves.
+func (n *Node) Handler() http.Handler { return n.api }
+
+// Registry is the registry the node's metrics are on.
+func (n *Node) Registry() *prometheus.Registry { return n.registry }
+
+// Store is the node's store (nil before Start). Writes must go through the
+// node's API, never directly.
+func (n *Node) Store() persistence.Store { return n.store }

@@ -260,6 +260,10 @@ func (w *Worker) servePolls(c actor.Context) time.Time {
 	for w.waiters.Len() > 0 {
 		wt, _ := w.waiters.Peek()
 		p := wt.Poll
+		if gone(p.Done) {
+			w.waiters.Pop()
+			continue
+		}
 		lease := p.Lease
 		if lease <= 0 {
 			lease = defaultPollLease
@@ -424,4 +428,14 @@ func earliest(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// gone reports whether done is closed.
+func gone(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
 }

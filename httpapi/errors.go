@@ -1,0 +1,66 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+// statusOf is the one place where error codes become HTTP statuses.
+var statusOf = map[string]int{
+	messages.CodeInvalidRequest:  http.StatusBadRequest,
+	messages.CodeInvalidJSON:     http.StatusBadRequest,
+	messages.CodeBodyTooLarge:    http.StatusRequestEntityTooLarge,
+	messages.CodeUnauthorized:    http.StatusUnauthorized,
+	messages.CodeNotFound:        http.StatusNotFound,
+	messages.CodeMethodNotAllow:  http.StatusMethodNotAllowed,
+	messages.CodeNoRoute:         http.StatusUnprocessableEntity,
+	messages.CodeUnknownFrontend: http.StatusUnprocessableEntity,
+	messages.CodeInvalidState:    http.StatusConflict,
+	messages.CodeNotPull:         http.StatusConflict,
+	messages.CodeFrontendInUse:   http.StatusConflict,
+	messages.CodeOverloaded:      http.StatusTooManyRequests,
+	messages.CodeUnavailable:     http.StatusServiceUnavailable,
+	messages.CodeInternal:        http.StatusInternalServerError,
+}
+
+// errorDoc is the JSON error document of CONTRACT.md.
+type errorDoc struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// writeError answers with err as a JSON error document. An error that is
+// not a *messages.Error is a bug or an unexpected failure: it is logged and
+// answered 500 without its detail.
+func writeError(w http.ResponseWriter, log *slog.Logger, r *http.Request, err error) {
+	var e *messages.Error
+	if !errors.As(err, &e) {
+		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		e = messages.Errorf(messages.CodeInternal, "internal error")
+	}
+	status, ok := statusOf[e.Code]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	switch status {
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+		w.Header().Set("Retry-After", "1")
+	case http.StatusUnauthorized:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard"`)
+	}
+	var doc errorDoc
+	doc.Error.Code, doc.Error.Message = e.Code, e.Message
+	writeJSON(w, status, doc)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

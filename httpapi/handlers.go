@@ -1,0 +1,350 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// List limits of GET /api/messages.
+const (
+	defaultListLimit = 50
+	maxListLimit     = 1000
+)
+
+func (s *Server) ctx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+}
+
+// submitReply is the 202 document of a new message.
+type submitReply struct {
+	ID    string         `json:"id"`
+	State messages.State `json:"state"`
+}
+
+func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
+	var sub messages.Submission
+	if err := decode(w, r, &sub); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := sub.Validate(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	m, created, err := s.cfg.Backend.Submit(ctx, sub)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !created {
+		writeJSON(w, http.StatusOK, m)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, submitReply{ID: m.ID, State: m.State})
+}
+
+func (s *Server) getMessage(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	m, err := s.cfg.Backend.Message(ctx, mux.Vars(r)["id"])
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if m.History == nil {
+		m.History = []messages.HistoryEntry{}
+	}
+	writeJSON(w, http.StatusOK, m)
+}
+
+// listReply is the document of GET /api/messages; next_cursor is empty on
+// the last page.
+type listReply struct {
+	Messages   []messages.Message `json:"messages"`
+	NextCursor string             `json:"next_cursor"`
+}
+
+func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) {
+	q := persistence.ListQuery{Limit: defaultListLimit}
+	v := r.URL.Query()
+	if st := v.Get("state"); st != "" {
+		q.State = messages.State(st)
+		if !q.State.Valid() {
+			s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "state %q is not a message state", st))
+			return
+		}
+	}
+	if l := v.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > maxListLimit {
+			s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "limit %q must be an integer from 1 to %d", l, maxListLimit))
+			return
+		}
+		q.Limit = n
+	}
+	if c := v.Get("cursor"); c != "" {
+		n, err := strconv.ParseInt(c, 10, 64)
+		if err != nil || n < 1 {
+			s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "cursor %q is not a cursor this API returned", c))
+			return
+		}
+		q.Before = n
+	}
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	page, err := s.cfg.Backend.Messages(ctx, q)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	reply := listReply{Messages: page.Messages}
+	if reply.Messages == nil {
+		reply.Messages = []messages.Message{}
+	}
+	if page.Next != 0 {
+		reply.NextCursor = strconv.FormatInt(page.Next, 10)
+	}
+	writeJSON(w, http.StatusOK, reply)
+}
+
+func (s *Server) resubmit(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	m, err := s.cfg.Backend.Resubmit(ctx, mux.Vars(r)["id"])
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, m)
+}
+
+func (s *Server) resubmitBulk(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		State messages.State `json:"state"`
+	}
+	if err := decode(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !req.State.Resubmittable() {
+		s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "state must be failed or forward_failed, got %q", req.State))
+		return
+	}
+	// A bulk resubmit may page through many messages: give it longer.
+	ctx, cancel := context.WithTimeout(r.Context(), 10*s.cfg.RequestTimeout)
+	defer cancel()
+	res, err := s.cfg.Backend.ResubmitBulk(ctx, req.State)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	st, err := s.cfg.Backend.Status(ctx)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) listRoutes(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	routes, err := s.cfg.Backend.Routes(ctx)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if routes == nil {
+		routes = []messages.Route{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"routes": routes})
+}
+
+func (s *Server) putRoute(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Frontend string `json:"frontend"`
+	}
+	if err := decode(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	route := messages.Route{Prefix: mux.Vars(r)["prefix"], Frontend: req.Frontend}
+	switch {
+	case !messages.ValidPrefix(route.Prefix):
+		s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "prefix %q must be 1-20 digits", route.Prefix))
+		return
+	case route.Frontend == "":
+		s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "frontend is required"))
+		return
+	}
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	if err := s.cfg.Backend.PutRoute(ctx, route); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, route)
+}
+
+func (s *Server) deleteRoute(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	if err := s.cfg.Backend.DeleteRoute(ctx, mux.Vars(r)["prefix"]); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) listFrontends(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	fes, err := s.cfg.Backend.Frontends(ctx)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if fes == nil {
+		fes = []messages.Frontend{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"frontends": fes})
+}
+
+func (s *Server) putFrontend(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Mode messages.FrontendMode `json:"mode"`
+		URL  string                `json:"url"`
+	}
+	if err := decode(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	fe := messages.Frontend{Name: mux.Vars(r)["name"], Mode: req.Mode, URL: req.URL}
+	if fe.Mode == messages.ModeActor {
+		s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "mode actor is registered through the embedding API, not over HTTP"))
+		return
+	}
+	if err := fe.Validate(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	if err := s.cfg.Backend.PutFrontend(ctx, fe); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, fe)
+}
+
+func (s *Server) deleteFrontend(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	if err := s.cfg.Backend.DeleteFrontend(ctx, mux.Vars(r)["name"]); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// Limits of a long-poll.
+const (
+	defaultPollMax   = 10
+	maxPollMax       = 1000
+	maxPollWait      = 60 * time.Second
+	defaultPollLease = 30 * time.Second
+	minPollLease     = time.Second
+	maxPollLease     = time.Hour
+	maxAckResults    = 10000
+)
+
+func (s *Server) poll(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Max     *int   `json:"max"`
+		WaitMS  *int64 `json:"wait_ms"`
+		LeaseMS *int64 `json:"lease_ms"`
+	}
+	if err := decode(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	max, wait, lease := defaultPollMax, time.Duration(0), defaultPollLease
+	if req.Max != nil {
+		max = *req.Max
+	}
+	if req.WaitMS != nil {
+		wait = time.Duration(*req.WaitMS) * time.Millisecond
+	}
+	if req.LeaseMS != nil {
+		lease = time.Duration(*req.LeaseMS) * time.Millisecond
+	}
+	switch {
+	case max < 1 || max > maxPollMax:
+		s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "max must be from 1 to %d", maxPollMax))
+		return
+	case wait < 0 || wait > maxPollWait:
+		s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "wait_ms must be from 0 to %d", maxPollWait.Milliseconds()))
+		return
+	case lease < minPollLease || lease > maxPollLease:
+		s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "lease_ms must be from %d to %d", minPollLease.Milliseconds(), maxPollLease.Milliseconds()))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout+wait)
+	defer cancel()
+	msgs, err := s.cfg.Backend.Poll(ctx, mux.Vars(r)["name"], max, wait, lease)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if msgs == nil {
+		msgs = []messages.Outgoing{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"messages": msgs})
+}
+
+func (s *Server) ack(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Results []messages.DeliveryResult `json:"results"`
+	}
+	if err := decode(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if len(req.Results) == 0 || len(req.Results) > maxAckResults {
+		s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "results must hold 1 to %d verdicts", maxAckResults))
+		return
+	}
+	for i, res := range req.Results {
+		if res.ID == "" {
+			s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "results[%d].id is required", i))
+			return
+		}
+		if !res.Status.Valid() {
+			s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "results[%d].status %q must be delivered, failed or retry", i, res.Status))
+			return
+		}
+	}
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	out, err := s.cfg.Backend.Ack(ctx, mux.Vars(r)["name"], req.Results)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"results": out})
+}

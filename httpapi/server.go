@@ -1,0 +1,124 @@
+package httpapi
+
+import (
+	"crypto/subtle"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+// Config configures the gateway.
+type Config struct {
+	Backend Backend
+	// APIToken, when set, is required as a Bearer token on /api/* (except
+	// the federation API, which authenticates peers by certificate).
+	APIToken string
+	Logger   *slog.Logger
+	// RequestTimeout bounds a request's wait for the actors (default 30s);
+	// a long-poll may add its own wait on top.
+	RequestTimeout time.Duration
+}
+
+// Server is the gateway's handler.
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	router *mux.Router
+}
+
+// New builds the gateway.
+func New(cfg Config) (*Server, error) {
+	if cfg.Backend == nil || cfg.Logger == nil {
+		return nil, errors.New("httpapi: Backend and Logger are required")
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 30 * time.Second
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "httpapi")}
+	s.router = s.routes()
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+
+// Router exposes the routes (for route inventory tests and the OpenAPI check).
+func (s *Server) Router() *mux.Router { return s.router }
+
+func (s *Server) routes() *mux.Router {
+	r := mux.NewRouter()
+	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		s.fail(w, req, messages.Errorf(messages.CodeNotFound, "no such path: %s", req.URL.Path))
+	})
+	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		s.fail(w, req, messages.Errorf(messages.CodeMethodNotAllow, "method %s is not allowed on %s", req.Method, req.URL.Path))
+	})
+
+	r.HandleFunc("/healthz", s.healthz).Methods(http.MethodGet)
+	r.HandleFunc("/readyz", s.readyz).Methods(http.MethodGet)
+	r.HandleFunc("/", s.ui).Methods(http.MethodGet)
+
+	api := r.PathPrefix("/api").Subrouter()
+	api.Use(s.auth)
+	api.NotFoundHandler = r.NotFoundHandler
+	api.MethodNotAllowedHandler = r.MethodNotAllowedHandler
+	api.HandleFunc("/messages", s.submit).Methods(http.MethodPost)
+	api.HandleFunc("/messages", s.listMessages).Methods(http.MethodGet)
+	api.HandleFunc("/messages/resubmit", s.resubmitBulk).Methods(http.MethodPost)
+	api.HandleFunc("/messages/{id}", s.getMessage).Methods(http.MethodGet)
+	api.HandleFunc("/messages/{id}/resubmit", s.resubmit).Methods(http.MethodPost)
+	api.HandleFunc("/status", s.status).Methods(http.MethodGet)
+	api.HandleFunc("/routes", s.listRoutes).Methods(http.MethodGet)
+	api.HandleFunc("/routes/{prefix}", s.putRoute).Methods(http.MethodPut)
+	api.HandleFunc("/routes/{prefix}", s.deleteRoute).Methods(http.MethodDelete)
+	api.HandleFunc("/frontends", s.listFrontends).Methods(http.MethodGet)
+	api.HandleFunc("/frontends/{name}", s.putFrontend).Methods(http.MethodPut)
+	api.HandleFunc("/frontends/{name}", s.deleteFrontend).Methods(http.MethodDelete)
+	api.HandleFunc("/frontends/{name}/poll", s.poll).Methods(http.MethodPost)
+	api.HandleFunc("/frontends/{name}/ack", s.ack).Methods(http.MethodPost)
+	return r
+}
+
+// auth requires the API token on every /api/* path but the federation API.
+func (s *Server) auth(next http.Handler) http.Handler {
+	if s.cfg.APIToken == "" {
+		return next
+	}
+	want := []byte("Bearer " + s.cfg.APIToken)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/api/federation/") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			s.fail(w, r, messages.Errorf(messages.CodeUnauthorized, "a valid API token is required: Authorization: Bearer <token>"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	writeError(w, s.log, r, err)
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	if err := s.cfg.Backend.Ready(ctx); err != nil {
+		s.fail(w, r, messages.Errorf(messages.CodeUnavailable, "not ready: %v", err))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}

@@ -1,0 +1,85 @@
+package switchboard
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// statsCache serves the store's counts to /api/status and to scrapes, at
+// most one query per ttl, so that a busy dashboard cannot load the store.
+type statsCache struct {
+	store persistence.Store
+	ttl   time.Duration
+
+	mu   sync.Mutex
+	at   time.Time
+	last persistence.Stats
+
+	messages *prometheus.Desc
+	outbox   *prometheus.Desc
+	dlq      *prometheus.Desc
+	oldest   *prometheus.Desc
+}
+
+func newStatsCache(s persistence.Store, ttl time.Duration) *statsCache {
+	return &statsCache{
+		store:    s,
+		ttl:      ttl,
+		messages: prometheus.NewDesc("switchboard_messages", "Messages in the store by state.", []string{"state"}, nil),
+		outbox:   prometheus.NewDesc("switchboard_outbox_depth", "Outbox rows (deliveries, forwards and status reports) not yet done.", nil, nil),
+		dlq:      prometheus.NewDesc("switchboard_dlq_depth", "Dead-lettered messages (state failed) waiting for an operator.", nil, nil),
+		oldest: prometheus.NewDesc("switchboard_outbox_oldest_age_seconds",
+			"Age of the oldest outbox row; 0 when the outbox is empty.", nil, nil),
+	}
+}
+
+// get returns counts no older than ttl. Times are wall-clock: the cache is
+// about load on the store, not about message time.
+func (c *statsCache) get(ctx context.Context) (persistence.Stats, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.at.IsZero() && time.Since(c.at) < c.ttl {
+		return c.last, nil
+	}
+	st, err := c.store.Stats(ctx)
+	if err != nil {
+		return st, err
+	}
+	c.at, c.last = time.Now(), st
+	return st, nil
+}
+
+// Describe implements prometheus.Collector.
+func (c *statsCache) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.messages
+	ch <- c.outbox
+	ch <- c.dlq
+	ch <- c.oldest
+}
+
+// Collect implements prometheus.Collector. When the store does not answer
+// the gauges are left out of the scrape (their absence is the alert).
+func (c *statsCache) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := c.get(ctx)
+	if err != nil {
+		return
+	}
+	for _, s := range messages.AllStates {
+		ch <- prometheus.MustNewConstMetric(c.messages, prometheus.GaugeValue, float64(st.ByState[s]), string(s))
+	}
+	ch <- prometheus.MustNewConstMetric(c.outbox, prometheus.GaugeValue, float64(st.OutboxDepth))
+	ch <- prometheus.MustNewConstMetric(c.dlq, prometheus.GaugeValue, float64(st.DLQDepth))
+	age := 0.0
+	if !st.OldestOutbox.IsZero() {
+		age = max(time.Since(st.OldestOutbox).Seconds(), 0)
+	}
+	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age)
+}
