@@ -83,6 +83,16 @@ func (a *Intake) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *actor.Started:
 		a.load()
+	case *actor.Restarting:
+		// The batch being built dies with this incarnation: answer it now so
+		// submitters retry at once rather than at their deadline. If the
+		// panic came after the commit, a retry with the same id finds the
+		// stored message (submits with an id are idempotent).
+		for _, m := range a.batch {
+			m.Reply <- messages.SubmitReply{Err: messages.Errorf(messages.CodeUnavailable,
+				"the intake restarted before answering; retry with the same id")}
+		}
+		a.batch = nil
 	case *messages.Submit:
 		a.submit(c, m)
 	case flush:

@@ -1,0 +1,40 @@
+# Switchboard. `make help` lists the targets.
+SHELL := bash
+GO ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+BIN := bin/switchboard
+export SWITCHBOARD_TEST_POSTGRES ?= postgres://postgres@127.0.0.1:5432/test?sslmode=disable
+
+# make run: a node on the embedded store, API on https://localhost:8443.
+RUN_FLAGS ?= --name local --data-dir ./data --listen 127.0.0.1:8443 --metrics-listen 127.0.0.1:9568
+
+.PHONY: help build run test test-short bench lint clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+build: ## build bin/switchboard
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/node
+
+run: build ## run a node on the embedded store (RUN_FLAGS to change flags)
+	$(BIN) run $(RUN_FLAGS)
+
+test: ## all tests with -race (starts Postgres when it is down)
+	.ci/postgres
+	$(GO) test -race -count=1 -timeout 25m ./...
+
+test-short: ## quick tests without -race
+	.ci/postgres
+	$(GO) test -count=1 -timeout 10m ./...
+
+bench: build ## benchmarks: prints `bench:` ratio lines (BENCH.md)
+	.ci/postgres
+	$(GO) run ./cmd/bench
+
+lint: ## go vet and gofmt
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go') 2>&1); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+clean: ## remove build output and the default data dir
+	rm -rf bin data
