@@ -1,0 +1,369 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"log/slog"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard"
+)
+
+// envMap is a lookupEnv backed by a map.
+func envMap(m map[string]string) lookupEnv {
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
+}
+
+func noEnv(string) (string, bool) { return "", false }
+
+func TestEnvName(t *testing.T) {
+	for flagName, want := range map[string]string{
+		"name":                  "SWITCHBOARD_NAME",
+		"delivery-max-attempts": "SWITCHBOARD_DELIVERY_MAX_ATTEMPTS",
+		"tls-ca":                "SWITCHBOARD_TLS_CA",
+	} {
+		if got := envName(flagName); got != want {
+			t.Errorf("envName(%q) = %q, want %q", flagName, got, want)
+		}
+	}
+}
+
+func TestParseRunDefaults(t *testing.T) {
+	cfg, lo, err := parseRun(nil, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := switchboard.DefaultConfig()
+	want.Version = version
+	if !reflect.DeepEqual(cfg, want) {
+		t.Errorf("config = %+v\nwant %+v", cfg, want)
+	}
+	if lo != (logOptions{Level: slog.LevelInfo, Format: "auto"}) {
+		t.Errorf("log options = %+v", lo)
+	}
+	if cfg.Logger != nil {
+		t.Error("parseRun set a logger")
+	}
+}
+
+// flagCase gives two valid values of one flag and how to read the result.
+type flagCase struct {
+	flag           string
+	v1, v2         string
+	want1, want2   any
+	get            func(switchboard.Config, logOptions) any
+	needsOtherFlag []string // flags that make v1/v2 valid (e.g. --tls-key with --tls-cert)
+}
+
+var flagCases = []flagCase{
+	{flag: "name", v1: "dc1", v2: "dc-2.example", want1: "dc1", want2: "dc-2.example",
+		get: func(c switchboard.Config, _ logOptions) any { return c.Name }},
+	{flag: "instance-id", v1: "dc1-0", v2: "dc1-1", want1: "dc1-0", want2: "dc1-1",
+		get: func(c switchboard.Config, _ logOptions) any { return c.InstanceID }},
+	{flag: "listen", v1: "127.0.0.1:0", v2: "", want1: "127.0.0.1:0", want2: "",
+		get: func(c switchboard.Config, _ logOptions) any { return c.Listen }},
+	{flag: "metrics-listen", v1: ":9999", v2: "", want1: ":9999", want2: "",
+		get: func(c switchboard.Config, _ logOptions) any { return c.MetricsListen }},
+	{flag: "data-dir", v1: "/var/lib/sb", v2: "rel/dir", want1: "/var/lib/sb", want2: "rel/dir",
+		get: func(c switchboard.Config, _ logOptions) any { return c.DataDir }},
+	{flag: "postgres", v1: "postgres://u:p@db/sb", v2: "host=db", want1: "postgres://u:p@db/sb", want2: "host=db",
+		get: func(c switchboard.Config, _ logOptions) any { return c.Postgres }},
+	{flag: "tls-cert", v1: "a.pem", v2: "b.pem", want1: "a.pem", want2: "b.pem", needsOtherFlag: []string{"--tls-key", "k.key"},
+		get: func(c switchboard.Config, _ logOptions) any { return c.TLSCert }},
+	{flag: "tls-key", v1: "a.key", v2: "b.key", want1: "a.key", want2: "b.key", needsOtherFlag: []string{"--tls-cert", "c.pem"},
+		get: func(c switchboard.Config, _ logOptions) any { return c.TLSKey }},
+	{flag: "tls-ca", v1: "ca.pem", v2: "other.pem", want1: "ca.pem", want2: "other.pem",
+		get: func(c switchboard.Config, _ logOptions) any { return c.TLSCA }},
+	{flag: "api-token", v1: "s3cret", v2: "other", want1: "s3cret", want2: "other",
+		get: func(c switchboard.Config, _ logOptions) any { return c.APIToken }},
+	{flag: "route", v1: "44=uk", v2: "1=us",
+		want1: []switchboard.RouteSpec{{Prefix: "44", Frontend: "uk"}},
+		want2: []switchboard.RouteSpec{{Prefix: "1", Frontend: "us"}},
+		get:   func(c switchboard.Config, _ logOptions) any { return c.Routes }},
+	{flag: "frontend", v1: "uk=https://uk.example/sms", v2: "us=http://127.0.0.1:8080/hook?a=b",
+		want1: []switchboard.WebhookSpec{{Name: "uk", URL: "https://uk.example/sms"}},
+		want2: []switchboard.WebhookSpec{{Name: "us", URL: "http://127.0.0.1:8080/hook?a=b"}},
+		get:   func(c switchboard.Config, _ logOptions) any { return c.Webhooks }},
+	{flag: "delivery-retry-min", v1: "30s", v2: "2m", want1: 30 * time.Second, want2: 2 * time.Minute,
+		get: func(c switchboard.Config, _ logOptions) any { return c.DeliveryRetryMin }},
+	{flag: "delivery-retry-max", v1: "10m", v2: "1h30m", want1: 10 * time.Minute, want2: 90 * time.Minute,
+		get: func(c switchboard.Config, _ logOptions) any { return c.DeliveryRetryMax }},
+	{flag: "delivery-max-attempts", v1: "1", v2: "12", want1: 1, want2: 12,
+		get: func(c switchboard.Config, _ logOptions) any { return c.DeliveryMaxAttempts }},
+	{flag: "message-validity", v1: "1h", v2: "72h", want1: time.Hour, want2: 72 * time.Hour,
+		get: func(c switchboard.Config, _ logOptions) any { return c.MessageValidity }},
+	{flag: "webhook-timeout", v1: "500ms", v2: "1m", want1: 500 * time.Millisecond, want2: time.Minute,
+		get: func(c switchboard.Config, _ logOptions) any { return c.WebhookTimeout }},
+	{flag: "shutdown-timeout", v1: "5s", v2: "2m", want1: 5 * time.Second, want2: 2 * time.Minute,
+		get: func(c switchboard.Config, _ logOptions) any { return c.ShutdownTimeout }},
+	{flag: "max-pending-submits", v1: "1", v2: "500000", want1: 1, want2: 500000,
+		get: func(c switchboard.Config, _ logOptions) any { return c.MaxPendingSubmits }},
+	{flag: "log-level", v1: "debug", v2: "WARN", want1: slog.LevelDebug, want2: slog.LevelWarn,
+		get: func(_ switchboard.Config, lo logOptions) any { return lo.Level }},
+	{flag: "log-format", v1: "json", v2: "text", want1: "json", want2: "text",
+		get: func(_ switchboard.Config, lo logOptions) any { return lo.Format }},
+}
+
+func TestFlagCasesCoverEveryFlag(t *testing.T) {
+	covered := map[string]bool{}
+	for _, c := range flagCases {
+		covered[c.flag] = true
+	}
+	for _, f := range runFlags {
+		if !covered[f.name] {
+			t.Errorf("--%s has no case in flagCases", f.name)
+		}
+	}
+	if len(runFlags) != len(covered) {
+		t.Errorf("%d flags, %d cases", len(runFlags), len(covered))
+	}
+}
+
+func TestParseRunEveryFlag(t *testing.T) {
+	for _, c := range flagCases {
+		t.Run(c.flag, func(t *testing.T) {
+			env := envName(c.flag)
+			check := func(name string, args []string, envm map[string]string, want any) {
+				t.Helper()
+				cfg, lo, err := parseRun(append(args, c.needsOtherFlag...), envMap(envm))
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				if got := c.get(cfg, lo); !reflect.DeepEqual(got, want) {
+					t.Errorf("%s: got %#v, want %#v", name, got, want)
+				}
+			}
+			check("command line --flag value", []string{"--" + c.flag, c.v1}, nil, c.want1)
+			check("command line -flag=value", []string{"-" + c.flag + "=" + c.v2}, nil, c.want2)
+			check("environment", nil, map[string]string{env: c.v1}, c.want1)
+			check("command line beats environment", []string{"--" + c.flag + "=" + c.v2}, map[string]string{env: c.v1}, c.want2)
+			// Look-alike variables are ignored: the default stays.
+			cfg, lo, err := parseRun(nil, envMap(map[string]string{env + "_X": c.v1, "SWITCHBOARD": c.v1, strings.ToLower(env): c.v1}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			def := switchboard.DefaultConfig()
+			if got, want := c.get(cfg, lo), c.get(def, defaultLogOptions()); !reflect.DeepEqual(got, want) {
+				t.Errorf("look-alike variables: got %#v, want the default %#v", got, want)
+			}
+		})
+	}
+}
+
+func TestParseRunRepeatable(t *testing.T) {
+	routes := func(pairs ...string) []switchboard.RouteSpec {
+		var out []switchboard.RouteSpec
+		for i := 0; i < len(pairs); i += 2 {
+			out = append(out, switchboard.RouteSpec{Prefix: pairs[i], Frontend: pairs[i+1]})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want []switchboard.RouteSpec
+	}{
+		{"repeated on the command line, in order", []string{"--route", "44=uk", "--route=1=us", "--route", "4478=uk-mobile"}, nil,
+			routes("44", "uk", "1", "us", "4478", "uk-mobile")},
+		{"comma list in the environment", nil, map[string]string{"SWITCHBOARD_ROUTE": "44=uk, 1=us,,4478=uk-mobile,"},
+			routes("44", "uk", "1", "us", "4478", "uk-mobile")},
+		{"command line replaces the whole environment list", []string{"--route", "33=fr"}, map[string]string{"SWITCHBOARD_ROUTE": "44=uk,1=us"},
+			routes("33", "fr")},
+		{"empty environment list", nil, map[string]string{"SWITCHBOARD_ROUTE": ""}, nil},
+		{"spaces around the parts", []string{"--route", " 44 = uk "}, nil, routes("44", "uk")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, _, err := parseRun(tc.args, envMap(tc.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(cfg.Routes, tc.want) {
+				t.Errorf("routes = %v, want %v", cfg.Routes, tc.want)
+			}
+		})
+	}
+
+	cfg, _, err := parseRun(nil, envMap(map[string]string{
+		"SWITCHBOARD_FRONTEND": "a=http://a.example/x?k=v, b=https://b.example",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []switchboard.WebhookSpec{{Name: "a", URL: "http://a.example/x?k=v"}, {Name: "b", URL: "https://b.example"}}
+	if !reflect.DeepEqual(cfg.Webhooks, want) {
+		t.Errorf("webhooks = %v, want %v", cfg.Webhooks, want)
+	}
+}
+
+func TestParseRunBadValues(t *testing.T) {
+	for _, tc := range []struct {
+		flag  string
+		value string
+		want  string   // in the error, besides the flag
+		extra []string // other flags needed
+	}{
+		{"name", "bad name!", "not a valid name", nil},
+		{"name", "", "not a valid name", nil},
+		{"instance-id", "-x", "not a valid name", nil},
+		{"listen", "8443", "not host:port", nil},
+		{"metrics-listen", "localhost", "not host:port", nil},
+		{"data-dir", "", "must not be empty", nil},
+		{"tls-cert", "c.pem", "must be given together", nil},
+		{"delivery-retry-min", "x", "must be a duration", nil},
+		{"delivery-retry-min", "10", "must be a duration", nil},
+		{"delivery-retry-min", "0s", "must be positive", nil},
+		{"delivery-retry-min", "-1m", "must be positive", nil},
+		{"delivery-retry-max", "soon", "must be a duration", nil},
+		{"delivery-retry-max", "30s", "at least --delivery-retry-min", nil},
+		{"delivery-max-attempts", "x", "must be an integer", nil},
+		{"delivery-max-attempts", "1.5", "must be an integer", nil},
+		{"delivery-max-attempts", "0", "at least 1", nil},
+		{"message-validity", "1d", "must be a duration", nil},
+		{"message-validity", "0", "must be positive", nil},
+		{"webhook-timeout", "fast", "must be a duration", nil},
+		{"webhook-timeout", "-1s", "must be positive", nil},
+		{"shutdown-timeout", "x", "must be a duration", nil},
+		{"shutdown-timeout", "0s", "must be positive", nil},
+		{"max-pending-submits", "many", "must be an integer", nil},
+		{"max-pending-submits", "0", "at least 1", nil},
+		{"log-level", "loud", "one of debug, info, warn, error", nil},
+		{"log-format", "xml", "one of auto, text, json", nil},
+		{"route", "44", "PREFIX=FRONTEND", nil},
+		{"route", "=uk", "PREFIX=FRONTEND", nil},
+		{"route", "44=", "PREFIX=FRONTEND", nil},
+		{"route", "+44=uk", "1-20 digits", nil},
+		{"route", "44=bad name", "not a valid name", nil},
+		{"route", "44=b", "already routed", []string{"--route", "44=a"}},
+		{"frontend", "hook", "NAME=URL", nil},
+		{"frontend", "hook=", "NAME=URL", nil},
+		{"frontend", "hook=ftp://x/y", "not an http(s) URL", nil},
+		{"frontend", "hook=/relative", "not an http(s) URL", nil},
+		{"frontend", "bad name=http://x", "not a valid name", nil},
+		{"frontend", "a=http://y", "given twice", []string{"--frontend", "a=http://x"}},
+	} {
+		t.Run(tc.flag+"="+tc.value, func(t *testing.T) {
+			checkErr := func(err error, fromEnv bool) {
+				t.Helper()
+				if err == nil {
+					t.Fatal("no error")
+				}
+				msg := err.Error()
+				if strings.Contains(msg, "\n") {
+					t.Fatalf("more than one line: %q", msg)
+				}
+				if !strings.HasPrefix(msg, "--"+tc.flag+": ") {
+					t.Errorf("error %q does not start with --%s:", msg, tc.flag)
+				}
+				if !strings.Contains(msg, tc.want) {
+					t.Errorf("error %q does not say %q", msg, tc.want)
+				}
+				suffix := " (from " + envName(tc.flag) + ")"
+				if fromEnv != strings.HasSuffix(msg, suffix) {
+					t.Errorf("error %q: from environment = %v", msg, fromEnv)
+				}
+			}
+			_, _, err := parseRun(append(append([]string{}, tc.extra...), "--"+tc.flag, tc.value), noEnv)
+			checkErr(err, false)
+			if tc.extra == nil { // the duplicate cases need both values on one source
+				_, _, err = parseRun(nil, envMap(map[string]string{envName(tc.flag): tc.value}))
+				checkErr(err, true)
+			}
+		})
+	}
+}
+
+func TestParseRunSeveralProblems(t *testing.T) {
+	// Every bad value is reported, one line each, before validation runs.
+	_, _, err := parseRun([]string{"--delivery-max-attempts", "x", "--route", "nope"},
+		envMap(map[string]string{"SWITCHBOARD_LOG_LEVEL": "loud"}))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	want := []string{
+		`--route: invalid value "nope": must be PREFIX=FRONTEND, e.g. 4478=smpp-uk`,
+		`--delivery-max-attempts: invalid value "x": must be an integer`,
+		`--log-level: invalid value "loud": must be one of debug, info, warn, error (from SWITCHBOARD_LOG_LEVEL)`,
+	}
+	if !reflect.DeepEqual(lines, want) {
+		t.Errorf("lines =\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+
+	// Every validation problem is reported, one line each.
+	_, _, err = parseRun([]string{"--delivery-max-attempts", "0", "--shutdown-timeout", "0s"},
+		envMap(map[string]string{"SWITCHBOARD_NAME": "-bad"}))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	lines = strings.Split(err.Error(), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("lines = %q, want 3", lines)
+	}
+	for _, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "--name: "):
+			if !strings.HasSuffix(l, "(from SWITCHBOARD_NAME)") {
+				t.Errorf("%q does not say it came from SWITCHBOARD_NAME", l)
+			}
+		case strings.HasPrefix(l, "--delivery-max-attempts: "), strings.HasPrefix(l, "--shutdown-timeout: "):
+			if strings.Contains(l, "(from ") {
+				t.Errorf("%q claims to come from the environment", l)
+			}
+		default:
+			t.Errorf("unexpected line %q", l)
+		}
+	}
+}
+
+func TestParseRunCommandLineErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--bogus"}, "--bogus: unknown flag"},
+		{[]string{"--name"}, "--name: needs a value"},
+		{[]string{"--name", "dc1", "extra"}, `unexpected argument "extra"`},
+	} {
+		_, _, err := parseRun(tc.args, noEnv)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("parseRun(%q) = %v, want one line with %q", tc.args, err, tc.want)
+		}
+	}
+	for _, h := range []string{"-h", "--help"} {
+		if _, _, err := parseRun([]string{h}, noEnv); !errors.Is(err, flag.ErrHelp) {
+			t.Errorf("parseRun(%s) = %v, want flag.ErrHelp", h, err)
+		}
+	}
+}
+
+func TestFormatDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		time.Minute:                "1m",
+		24 * time.Hour:             "24h",
+		90 * time.Minute:           "1h30m",
+		10 * time.Second:           "10s",
+		1500 * time.Millisecond:    "1.5s",
+		time.Hour + 30*time.Second: "1h0m30s",
+	} {
+		if got := formatDuration(d); got != want {
+			t.Errorf("formatDuration(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+func TestRunUsageListsEveryFlag(t *testing.T) {
+	var b strings.Builder
+	printRunUsage(&b)
+	for _, f := range runFlags {
+		if !strings.Contains(b.String(), "--"+f.name+" ") || !strings.Contains(b.String(), "["+envName(f.name)+"]") {
+			t.Errorf("usage does not list --%s with %s", f.name, envName(f.name))
+		}
+	}
+}

@@ -1,0 +1,99 @@
+// Command switchboard runs a Switchboard node (a store-and-forward message
+// controller) and the tools around it. It is built from ./cmd/node as
+// bin/switchboard.
+//
+// Subcommands:
+//
+//	switchboard run [flags]                        run a node until SIGINT or SIGTERM
+//	switchboard certs init --dir D --nodes a,b,c   write a CA and a certificate per node (mutual TLS)
+//	switchboard version                            print the version
+//	switchboard help [run|certs]                   print help (also -h, --help)
+//
+// Every flag of run can also be set in the environment as SWITCHBOARD_<FLAG>,
+// upper case with dashes as underscores (--delivery-max-attempts ->
+// SWITCHBOARD_DELIVERY_MAX_ATTEMPTS); repeatable flags (--route, --frontend)
+// take a comma-separated list there. A flag on the command line wins over
+// the environment; for a repeatable flag, any use on the command line
+// replaces the whole environment list.
+//
+// Exit codes: 0 on success and after a stop asked for by a signal; 1 when
+// the node fails (start-up, a fatal actor failure, an unclean stop, a second
+// signal while stopping) or a command fails; 2 for usage and configuration
+// errors, which are printed as one line each, naming the flag.
+//
+// The command wires flags and the environment into switchboard.Config and
+// runs switchboard.Node; it exports nothing. See the switchboard package for
+// embedding a node in another program.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// version is set at build time: go build -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
+// lookupEnv is os.LookupEnv, injected so that tests can supply their own
+// environment.
+type lookupEnv func(key string) (string, bool)
+
+func main() {
+	os.Exit(mainCode(os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv))
+}
+
+// mainCode runs the subcommand named by args[0] and returns the exit code.
+func mainCode(args []string, stdout, stderr io.Writer, env lookupEnv) int {
+	if len(args) == 0 {
+		printUsage(stderr)
+		return 2
+	}
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "run":
+		return runCommand(rest, stdout, stderr, env)
+	case "certs":
+		return certsCommand(rest, stdout, stderr)
+	case "version", "-version", "--version":
+		if len(rest) > 0 {
+			fmt.Fprintf(stderr, "switchboard: version takes no arguments\n")
+			return 2
+		}
+		fmt.Fprintf(stdout, "switchboard %s\n", version)
+		return 0
+	case "help", "-h", "-help", "--help":
+		if len(rest) > 0 {
+			switch rest[0] {
+			case "run":
+				printRunUsage(stdout)
+				return 0
+			case "certs":
+				printCertsUsage(stdout)
+				return 0
+			}
+		}
+		printUsage(stdout)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "switchboard: unknown command %q\n\n", cmd)
+		printUsage(stderr)
+		return 2
+	}
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprint(w, `Usage: switchboard <command> [arguments]
+
+Switchboard is a federated store-and-forward message controller.
+
+Commands:
+  run [flags]                        run a node until SIGINT or SIGTERM
+  certs init --dir D --nodes a,b,c   write a CA and one certificate per node (mutual TLS)
+  version                            print the version
+  help [run|certs]                   print this help, or a command's
+
+Every flag of run can also be set in the environment as SWITCHBOARD_<FLAG>
+(--delivery-max-attempts -> SWITCHBOARD_DELIVERY_MAX_ATTEMPTS); the command line wins.
+Run 'switchboard run -h' for the flags.
+`)
+}

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func runMain(args ...string) (code int, stdout, stderr string) {
+	var out, errOut bytes.Buffer
+	code = mainCode(args, &out, &errOut, noEnv)
+	return code, out.String(), errOut.String()
+}
+
+func TestMainCommands(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		code   int
+		stdout string // substring; "" = must be empty
+		stderr string // substring; "" = must be empty
+	}{
+		{args: nil, code: 2, stderr: "Usage: switchboard <command>"},
+		{args: []string{"help"}, code: 0, stdout: "Usage: switchboard <command>"},
+		{args: []string{"-h"}, code: 0, stdout: "Usage: switchboard <command>"},
+		{args: []string{"--help"}, code: 0, stdout: "certs init --dir D --nodes a,b,c"},
+		{args: []string{"help", "run"}, code: 0, stdout: "--delivery-max-attempts N"},
+		{args: []string{"help", "certs"}, code: 0, stdout: "Usage: switchboard certs init"},
+		{args: []string{"run", "-h"}, code: 0, stdout: "Usage: switchboard run [flags]"},
+		{args: []string{"version"}, code: 0, stdout: "switchboard " + version + "\n"},
+		{args: []string{"version", "x"}, code: 2, stderr: "takes no arguments"},
+		{args: []string{"frobnicate"}, code: 2, stderr: "switchboard: unknown command \"frobnicate\"\n\nUsage:"},
+		{args: []string{"certs"}, code: 2, stderr: "Usage: switchboard certs init"},
+		{args: []string{"certs", "burn"}, code: 2, stderr: "unknown certs command \"burn\""},
+		{args: []string{"certs", "init"}, code: 2, stderr: "switchboard: --dir: required\nswitchboard: --nodes: required"},
+		{args: []string{"certs", "init", "--dir", "x", "--nodes", "a,-b"}, code: 2, stderr: `switchboard: --nodes: invalid value "-b"`},
+		{args: []string{"certs", "init", "--bogus"}, code: 2, stderr: "flag provided but not defined"},
+		{args: []string{"run", "--delivery-max-attempts", "x"}, code: 2,
+			stderr: "switchboard: --delivery-max-attempts: invalid value \"x\": must be an integer\n"},
+	} {
+		code, stdout, stderr := runMain(tc.args...)
+		if code != tc.code {
+			t.Errorf("%q: exit code %d, want %d (stderr %q)", tc.args, code, tc.code, stderr)
+		}
+		if (tc.stdout == "") != (stdout == "") || !strings.Contains(stdout, tc.stdout) {
+			t.Errorf("%q: stdout %q, want it to contain %q", tc.args, stdout, tc.stdout)
+		}
+		if (tc.stderr == "") != (stderr == "") || !strings.Contains(stderr, tc.stderr) {
+			t.Errorf("%q: stderr %q, want it to contain %q", tc.args, stderr, tc.stderr)
+		}
+	}
+}
+
+func TestCertsInit(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "certs")
+	code, stdout, stderr := runMain("certs", "init", "--dir", dir, "--nodes", "dc1, dc2")
+	if code != 0 {
+		t.Fatalf("exit code %d: %s", code, stderr)
+	}
+	var want []string
+	for _, f := range []string{"ca.pem", "ca.key", "dc1.pem", "dc1.key", "dc2.pem", "dc2.key"} {
+		want = append(want, filepath.Join(dir, f))
+	}
+	if got := strings.Fields(stdout); !slices.Equal(got, want) {
+		t.Fatalf("printed %q, want %q", got, want)
+	}
+
+	// Adding a node reuses the CA and prints only the new files.
+	code, stdout, stderr = runMain("certs", "init", "--dir", dir, "--nodes", "dc3")
+	if code != 0 {
+		t.Fatalf("adding dc3: exit code %d: %s", code, stderr)
+	}
+	if got := strings.Fields(stdout); !slices.Equal(got, []string{filepath.Join(dir, "dc3.pem"), filepath.Join(dir, "dc3.key")}) {
+		t.Fatalf("adding dc3 printed %q", got)
+	}
+	if !strings.Contains(stderr, "existing CA") {
+		t.Errorf("reuse of the CA not mentioned: %q", stderr)
+	}
+
+	// Re-issuing an existing node is refused.
+	code, _, stderr = runMain("certs", "init", "--dir", dir, "--nodes", "dc1")
+	if code != 1 || !strings.Contains(stderr, "dc1.pem already exists") || strings.Count(stderr, "\n") != 1 {
+		t.Fatalf("re-issuing dc1: exit code %d, stderr %q", code, stderr)
+	}
+}
+
+// TestBinary builds the real binary and checks what an operator sees.
+func TestBinary(t *testing.T) {
+	// go test puts its own GOROOT/bin first on PATH.
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("go tool not found: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "switchboard")
+	build := exec.Command(goTool, "build", "-ldflags", "-X main.version=v0.0.0-test", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	// The environment of the test, without SWITCHBOARD_* and NO_COLOR.
+	var baseEnv []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SWITCHBOARD_") && !strings.HasPrefix(kv, "NO_COLOR=") {
+			baseEnv = append(baseEnv, kv)
+		}
+	}
+	run := func(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(slices.Clone(baseEnv), env...)
+		cmd.Dir = t.TempDir()
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		var exit *exec.ExitError
+		switch {
+		case err == nil:
+		case errors.As(err, &exit):
+			code = exit.ExitCode()
+		default:
+			t.Fatalf("%s %q: %v", bin, args, err)
+		}
+		return code, out.String(), errOut.String()
+	}
+
+	t.Run("bad flag value", func(t *testing.T) {
+		code, stdout, stderr := run(t, nil, "run", "--name", "dc1", "--delivery-max-attempts", "x")
+		want := "switchboard: --delivery-max-attempts: invalid value \"x\": must be an integer\n"
+		if code != 2 || stderr != want || stdout != "" {
+			t.Fatalf("exit code %d, stdout %q, stderr %q; want 2 and %q", code, stdout, stderr, want)
+		}
+	})
+	t.Run("bad value from the environment", func(t *testing.T) {
+		code, _, stderr := run(t, []string{"SWITCHBOARD_MESSAGE_VALIDITY=forever"}, "run")
+		want := "switchboard: --message-validity: invalid value \"forever\": must be a duration such as 90s, 5m or 1h30m (from SWITCHBOARD_MESSAGE_VALIDITY)\n"
+		if code != 2 || stderr != want {
+			t.Fatalf("exit code %d, stderr %q; want 2 and %q", code, stderr, want)
+		}
+	})
+	t.Run("invalid configuration", func(t *testing.T) {
+		code, _, stderr := run(t, []string{"SWITCHBOARD_SHUTDOWN_TIMEOUT=0s"}, "run", "--name", "dc1", "--delivery-max-attempts", "0")
+		lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+		if code != 2 || len(lines) != 2 {
+			t.Fatalf("exit code %d, stderr %q; want 2 and two lines", code, stderr)
+		}
+		if !slices.Contains(lines, "switchboard: --delivery-max-attempts: must be at least 1, got 0") ||
+			!slices.Contains(lines, "switchboard: --shutdown-timeout: must be positive, got 0s (from SWITCHBOARD_SHUTDOWN_TIMEOUT)") {
+			t.Fatalf("stderr %q", stderr)
+		}
+	})
+	t.Run("unknown command", func(t *testing.T) {
+		code, stdout, stderr := run(t, nil, "serve")
+		if code != 2 || stdout != "" || !strings.HasPrefix(stderr, "switchboard: unknown command \"serve\"\n") || !strings.Contains(stderr, "Usage:") {
+			t.Fatalf("exit code %d, stdout %q, stderr %q", code, stdout, stderr)
+		}
+	})
+	t.Run("certs init", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "pki")
+		nodes := []string{"dc1", "dc2", "dc3"}
+		code, stdout, stderr := run(t, nil, "certs", "init", "--dir", dir, "--nodes", strings.Join(nodes, ","))
+		if code != 0 {
+			t.Fatalf("exit code %d, stderr %q", code, stderr)
+		}
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(entries) != 2*len(nodes)+2 {
+			t.Fatalf("%d files written, want %d: %v", len(entries), 2*len(nodes)+2, entries)
+		}
+		for _, e := range entries {
+			if !strings.Contains(stdout, filepath.Join(dir, e.Name())+"\n") {
+				t.Errorf("%s written but not printed: %q", e.Name(), stdout)
+			}
+		}
+	})
+	t.Run("version", func(t *testing.T) {
+		code, stdout, _ := run(t, nil, "version")
+		if code != 0 || stdout != "switchboard v0.0.0-test\n" {
+			t.Fatalf("exit code %d, stdout %q", code, stdout)
+		}
+	})
+}

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/lmittmann/tint"
+	"github.com/mattn/go-isatty"
+
+	"github.com/switchboard-dev/switchboard"
+)
+
+// stopGrace is how long past --shutdown-timeout the command still waits for
+// Node.Stop to return before it gives up and exits 1: Stop should honour its
+// context, but a stuck stop must not keep a process manager waiting forever.
+var stopGrace = 5 * time.Second
+
+// runCommand is `switchboard run`.
+func runCommand(args []string, stdout, stderr io.Writer, env lookupEnv) int {
+	cfg, lo, err := parseRun(args, env)
+	if errors.Is(err, flag.ErrHelp) {
+		printRunUsage(stdout)
+		return 0
+	}
+	if err != nil {
+		printErrorLines(stderr, err)
+		return 2
+	}
+	logger := newLogger(stderr, lo, isTerminal(stderr), noColor(env))
+	// For libraries that log through package log or slog's default.
+	slog.SetDefault(logger)
+	cfg.Logger = logger
+
+	n, err := switchboard.New(cfg)
+	if err != nil {
+		// parseRun validated cfg already; New can only disagree if Validate
+		// does, so treat it as the configuration error it is.
+		printErrorLines(stderr, err)
+		return 2
+	}
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	return runNode(n, cfg, logger, sigs)
+}
+
+// node is what runNode needs of *switchboard.Node (an interface so that the
+// lifecycle is tested with a fake).
+type node interface {
+	Start(ctx context.Context) error
+	Stop(ctx context.Context) error
+	Fatal() <-chan error
+	Addr() string
+	MetricsAddr() string
+}
+
+// runNode starts n, waits for a signal or a fatal error, stops n and
+// returns the exit code: 0 after a signal and a clean stop, 1 when start-up,
+// the node or the stop fails, or when a second signal cuts the stop short.
+func runNode(n node, cfg switchboard.Config, logger *slog.Logger, sigs <-chan os.Signal) int {
+	startCtx, cancelStart := context.WithCancel(context.Background())
+	defer cancelStart()
+	started := make(chan error, 1)
+	go func() { started <- n.Start(startCtx) }()
+
+	var err error
+	select {
+	case err = <-started:
+	case sig := <-sigs:
+		// Do not wait for a slow start-up (say, an unreachable Postgres)
+		// before honouring the signal.
+		logger.Info("signal received during start-up; stopping", "signal", sig.String())
+		cancelStart()
+		select {
+		case err = <-started:
+		case sig := <-sigs:
+			logger.Error("second signal; exiting at once", "signal", sig.String())
+			return 1
+		}
+		if err != nil {
+			logger.Info("start-up interrupted", "err", err)
+			return 0
+		}
+		return stopNode(n, cfg, logger, sigs, 0)
+	}
+	if err != nil {
+		logger.Error("node failed to start", "err", err)
+		return 1
+	}
+
+	logger.Info("node started",
+		"name", cfg.Name,
+		"instance_id", cfg.InstanceID,
+		"version", cfg.Version,
+		"addr", n.Addr(),
+		"metrics_addr", n.MetricsAddr(),
+		"store", storeKind(cfg),
+	)
+
+	code := 0
+	select {
+	case sig := <-sigs:
+		logger.Info("signal received; stopping", "signal", sig.String(), "timeout", cfg.ShutdownTimeout)
+	case err := <-n.Fatal():
+		logger.Error("node failed; stopping", "err", err, "timeout", cfg.ShutdownTimeout)
+		code = 1
+	}
+	return stopNode(n, cfg, logger, sigs, code)
+}
+
+// stopNode stops n within cfg.ShutdownTimeout and returns code, or 1 if the
+// stop fails or a second signal arrives first.
+func stopNode(n node, cfg switchboard.Config, logger *slog.Logger, sigs <-chan os.Signal, code int) int {
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- n.Stop(ctx) }()
+	giveUp := time.NewTimer(cfg.ShutdownTimeout + stopGrace)
+	defer giveUp.Stop()
+
+	select {
+	case err := <-stopped:
+		if err != nil {
+			logger.Error("node did not stop cleanly", "err", err)
+			return 1
+		}
+		logger.Info("node stopped")
+		return code
+	case sig := <-sigs:
+		logger.Error("second signal; exiting without waiting for the stop", "signal", sig.String())
+		return 1
+	case <-giveUp.C:
+		logger.Error("node did not stop in time; exiting", "timeout", cfg.ShutdownTimeout)
+		return 1
+	}
+}
+
+// storeKind names the store for the start-up log without revealing the
+// Postgres DSN, which may hold a password.
+func storeKind(cfg switchboard.Config) string {
+	switch {
+	case cfg.Store != nil:
+		return "embedder-provided"
+	case cfg.Postgres != "":
+		return "postgres"
+	default:
+		return "sqlite:" + cfg.DataDir
+	}
+}
+
+// newLogger builds the process logger: tint text (colour only in "auto" on
+// a terminal without NO_COLOR), or slog's JSON handler.
+func newLogger(w io.Writer, lo logOptions, terminal, noColor bool) *slog.Logger {
+	var h slog.Handler
+	switch {
+	case lo.Format == "json" || (lo.Format == "auto" && !terminal):
+		h = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lo.Level})
+	case lo.Format == "text":
+		// Full timestamps: plain text usually ends up in a file.
+		h = tint.NewTextHandler(w, &tint.Options{Level: lo.Level, NoColor: true, TimeFormat: "2006-01-02T15:04:05.000Z07:00"})
+	default: // auto on a terminal
+		h = tint.NewTextHandler(w, &tint.Options{Level: lo.Level, NoColor: noColor, TimeFormat: time.TimeOnly + ".000"})
+	}
+	return slog.New(h)
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	return isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())
+}
+
+// noColor honours the NO_COLOR convention (https://no-color.org).
+func noColor(env lookupEnv) bool {
+	v, ok := env("NO_COLOR")
+	return ok && v != ""
+}
+
+// printErrorLines prints err one line per line, each prefixed with the
+// command name, as the contract's "one clear line naming the flag".
+func printErrorLines(w io.Writer, err error) {
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if line != "" {
+			fmt.Fprintf(w, "switchboard: %s\n", line)
+		}
+	}
+}
