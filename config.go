@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -104,10 +105,7 @@ type Config struct {
 
 // DefaultConfig returns the defaults of the contract.
 func DefaultConfig() Config {
-	host, _ := os.Hostname()
-	if host == "" {
-		host = "switchboard"
-	}
+	host := defaultName()
 	return Config{
 		Name:                host,
 		InstanceID:          host,
@@ -148,10 +146,18 @@ func (c Config) Validate() error {
 	if c.Store == nil && c.Postgres == "" && c.DataDir == "" {
 		bad("data-dir", "must not be empty when --postgres is not set")
 	}
-	if (c.TLSCert == "") != (c.TLSKey == "") {
-		bad("tls-cert", "--tls-cert and --tls-key must be given together")
+	switch {
+	case c.TLSCert != "" && c.TLSKey == "":
+		bad("tls-key", "must be given with --tls-cert")
+	case c.TLSCert == "" && c.TLSKey != "":
+		bad("tls-cert", "must be given with --tls-key")
 	}
+	prefixes := map[string]bool{}
 	for _, r := range c.Routes {
+		if prefixes[r.Prefix] {
+			bad("route", "prefix %q given twice", r.Prefix)
+		}
+		prefixes[r.Prefix] = true
 		if !messages.ValidPrefix(r.Prefix) {
 			bad("route", "prefix %q must be 1-20 digits", r.Prefix)
 		}
@@ -159,7 +165,12 @@ func (c Config) Validate() error {
 			bad("route", "frontend %q is not a valid name", r.Frontend)
 		}
 	}
+	hooks := map[string]bool{}
 	for _, w := range c.Webhooks {
+		if hooks[w.Name] {
+			bad("frontend", "name %q given twice", w.Name)
+		}
+		hooks[w.Name] = true
 		if !messages.ValidName(w.Name) {
 			bad("frontend", "name %q is not a valid name", w.Name)
 		}
@@ -194,3 +205,26 @@ func (c Config) Validate() error {
 // ValidName reports whether s can name a node, instance or frontend (see
 // messages.ValidName).
 func ValidName(s string) bool { return messages.ValidName(s) }
+
+// defaultName is the host name made into a valid name: its first label,
+// with characters a name cannot hold replaced by '-' ("switchboard" when
+// nothing usable is left). A Kubernetes pod name (ring-0) stays as it is.
+func defaultName() string {
+	host, _ := os.Hostname()
+	host, _, _ = strings.Cut(host, ".")
+	b := []byte(host)
+	for i, c := range b {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+		if !ok {
+			b[i] = '-'
+		}
+	}
+	name := strings.TrimLeft(string(b), "-_")
+	if len(name) > 63 {
+		name = name[:63]
+	}
+	if !messages.ValidName(name) {
+		return "switchboard"
+	}
+	return name
+}

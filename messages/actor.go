@@ -92,7 +92,10 @@ type Poll struct {
 	Max      int
 	Wait     time.Duration
 	Lease    time.Duration
-	Reply    chan<- PollReply
+	// Done is closed when the poller has gone (its request ended); a
+	// waiting poll whose Done is closed is dropped, not given leases.
+	Done  <-chan struct{}
+	Reply chan<- PollReply
 }
 
 // PollReply answers Poll.

@@ -370,8 +370,9 @@ func (w *Worker) commit(c actor.Context) {
 		w.maybeDrained()
 		return
 	}
+	// batch stays in w.pending until the commit returns, so that a panic in
+	// it still lets stop() answer the acks waiting on it.
 	batch := w.pending
-	w.pending = nil
 	outcomes := make([]persistence.Outcome, len(batch))
 	for i, p := range batch {
 		outcomes[i] = p.o
@@ -380,6 +381,7 @@ func (w *Worker) commit(c actor.Context) {
 	ctx, cancel := w.d.storeCtx()
 	comps, err := w.d.Store.CompleteWork(ctx, now, outcomes)
 	cancel()
+	w.pending = w.pending[len(batch):]
 	if err != nil {
 		w.log.Error("commit of delivery outcomes failed", "outcomes", len(batch), "err", err)
 		// Acks are answered with the error (the poller acks again); our own
