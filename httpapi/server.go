@@ -64,24 +64,25 @@ func (s *Server) routes() *mux.Router {
 	r.HandleFunc("/readyz", s.readyz).Methods(http.MethodGet)
 	r.HandleFunc("/", s.ui).Methods(http.MethodGet)
 
-	api := r.PathPrefix("/api").Subrouter()
-	api.Use(s.auth)
-	api.NotFoundHandler = r.NotFoundHandler
-	api.MethodNotAllowedHandler = r.MethodNotAllowedHandler
-	api.HandleFunc("/messages", s.submit).Methods(http.MethodPost)
-	api.HandleFunc("/messages", s.listMessages).Methods(http.MethodGet)
-	api.HandleFunc("/messages/resubmit", s.resubmitBulk).Methods(http.MethodPost)
-	api.HandleFunc("/messages/{id}", s.getMessage).Methods(http.MethodGet)
-	api.HandleFunc("/messages/{id}/resubmit", s.resubmit).Methods(http.MethodPost)
-	api.HandleFunc("/status", s.status).Methods(http.MethodGet)
-	api.HandleFunc("/routes", s.listRoutes).Methods(http.MethodGet)
-	api.HandleFunc("/routes/{prefix}", s.putRoute).Methods(http.MethodPut)
-	api.HandleFunc("/routes/{prefix}", s.deleteRoute).Methods(http.MethodDelete)
-	api.HandleFunc("/frontends", s.listFrontends).Methods(http.MethodGet)
-	api.HandleFunc("/frontends/{name}", s.putFrontend).Methods(http.MethodPut)
-	api.HandleFunc("/frontends/{name}", s.deleteFrontend).Methods(http.MethodDelete)
-	api.HandleFunc("/frontends/{name}/poll", s.poll).Methods(http.MethodPost)
-	api.HandleFunc("/frontends/{name}/ack", s.ack).Methods(http.MethodPost)
+	// The API's routes sit on the main router (a gorilla/mux subrouter
+	// answers a method mismatch with 404 instead of 405).
+	api := func(path string, h http.HandlerFunc, method string) {
+		r.Handle("/api"+path, s.auth(h)).Methods(method)
+	}
+	api("/messages", s.submit, http.MethodPost)
+	api("/messages", s.listMessages, http.MethodGet)
+	api("/messages/resubmit", s.resubmitBulk, http.MethodPost)
+	api("/messages/{id}", s.getMessage, http.MethodGet)
+	api("/messages/{id}/resubmit", s.resubmit, http.MethodPost)
+	api("/status", s.status, http.MethodGet)
+	api("/routes", s.listRoutes, http.MethodGet)
+	api("/routes/{prefix}", s.putRoute, http.MethodPut)
+	api("/routes/{prefix}", s.deleteRoute, http.MethodDelete)
+	api("/frontends", s.listFrontends, http.MethodGet)
+	api("/frontends/{name}", s.putFrontend, http.MethodPut)
+	api("/frontends/{name}", s.deleteFrontend, http.MethodDelete)
+	api("/frontends/{name}/poll", s.poll, http.MethodPost)
+	api("/frontends/{name}/ack", s.ack, http.MethodPost)
 	return r
 }
 

@@ -89,6 +89,9 @@ func (a *Intake) Receive(c actor.Context) {
 		// panic came after the commit, a retry with the same id finds the
 		// stored message (submits with an id are idempotent).
 		for _, m := range a.batch {
+			if m == nil {
+				continue // already answered
+			}
 			m.Reply <- messages.SubmitReply{Err: messages.Errorf(messages.CodeUnavailable,
 				"the intake restarted before answering; retry with the same id")}
 		}
@@ -161,8 +164,9 @@ func (a *Intake) commit(c actor.Context) {
 	if len(a.batch) == 0 {
 		return
 	}
+	// a.batch keeps the submits until the store call has returned, so that
+	// a panic in it still lets Restarting answer them.
 	batch := a.batch
-	a.batch = nil
 	now := a.cfg.Clock.Now()
 	// stored[k] came from batch[from[k]].
 	stored := make([]persistence.NewMessage, 0, len(batch))
@@ -173,6 +177,7 @@ func (a *Intake) commit(c actor.Context) {
 		fe, err := a.table.Resolve(s.DestinationMSISDN)
 		if err != nil {
 			m.Reply <- messages.SubmitReply{Err: err}
+			batch[i] = nil // answered
 			continue
 		}
 		if s.ID == "" {
@@ -188,11 +193,13 @@ func (a *Intake) commit(c actor.Context) {
 		from = append(from, i)
 	}
 	if len(stored) == 0 {
+		a.batch = nil
 		return
 	}
 	ctx, cancel := a.storeCtx()
 	accepted, err := a.cfg.Store.Accept(ctx, now, stored)
 	cancel()
+	a.batch = nil
 	if err != nil {
 		a.log.Error("accept failed", "messages", len(stored), "err", err)
 		e := messages.Errorf(messages.CodeUnavailable, "the message store is unavailable; retry with the same id")

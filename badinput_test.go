@@ -1,0 +1,201 @@
+package switchboard_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+// snapshot is everything a rejected request must leave unchanged.
+func (h *harness) snapshot() string {
+	h.t.Helper()
+	var msgs struct{ Messages []messages.Message }
+	h.must(200, "GET", "/api/messages?limit=1000", nil, &msgs)
+	var routes, fes json.RawMessage
+	h.must(200, "GET", "/api/routes", nil, &routes)
+	h.must(200, "GET", "/api/frontends", nil, &fes)
+	type row struct {
+		ID       string
+		State    messages.State
+		Attempts int
+		History  int
+	}
+	var rows []row
+	for _, m := range msgs.Messages {
+		full := h.message(m.ID)
+		rows = append(rows, row{m.ID, m.State, m.Attempts, len(full.History)})
+	}
+	data, _ := json.Marshal(map[string]any{"messages": rows, "routes": routes, "frontends": fes})
+	return string(data)
+}
+
+func TestBadInputIsRejectedAndStoresNothing(t *testing.T) {
+	h := startNode(t, testConfig(t))
+	h.pullFrontend("pullfe", "44")
+	wh := newWebhook(t)
+	h.webhookFrontend("hookfe", wh.srv.URL, "33")
+	delivered := h.submit("kept", "441")
+	h.poll("pullfe", 1, 1000, 30000)
+	h.ack("pullfe", messages.DeliveryResult{ID: delivered, Status: messages.Delivered})
+	before := h.snapshot()
+
+	valid := func(mut func(map[string]any)) map[string]any {
+		m := map[string]any{"source_msisdn": "1555", "destination_msisdn": "4412", "message_body": "hi"}
+		mut(m)
+		return m
+	}
+	big := `{"source_msisdn":"1","destination_msisdn":"441","message_body":"` + strings.Repeat("x", 2<<20) + `"}`
+	cases := []struct {
+		name, method, path string
+		body               any
+		status             int
+		code               string
+	}{
+		{"malformed json", "POST", "/api/messages", `{"source_msisdn": "1",`, 400, "invalid_json"},
+		{"not an object", "POST", "/api/messages", `[1,2]`, 400, "invalid_json"},
+		{"wrong type", "POST", "/api/messages", `{"source_msisdn": 5, "destination_msisdn": "441", "message_body": "x"}`, 400, "invalid_json"},
+		{"trailing garbage", "POST", "/api/messages", `{"source_msisdn":"1","destination_msisdn":"441","message_body":"x"} {}`, 400, "invalid_json"},
+		{"empty body", "POST", "/api/messages", nil, 400, "invalid_json"},
+		{"missing source", "POST", "/api/messages", valid(func(m map[string]any) { delete(m, "source_msisdn") }), 400, "invalid_request"},
+		{"missing destination", "POST", "/api/messages", valid(func(m map[string]any) { delete(m, "destination_msisdn") }), 400, "invalid_request"},
+		{"missing body", "POST", "/api/messages", valid(func(m map[string]any) { delete(m, "message_body") }), 400, "invalid_request"},
+		{"bad destination", "POST", "/api/messages", valid(func(m map[string]any) { m["destination_msisdn"] = "44-12" }), 400, "invalid_request"},
+		{"bad id", "POST", "/api/messages", valid(func(m map[string]any) { m["id"] = "has space" }), 400, "invalid_request"},
+		{"no route", "POST", "/api/messages", valid(func(m map[string]any) { m["destination_msisdn"] = "9912" }), 422, "no_route"},
+		{"oversize body", "POST", "/api/messages", big, 413, "body_too_large"},
+		{"unknown message", "GET", "/api/messages/nope", nil, 404, "not_found"},
+		{"bad state filter", "GET", "/api/messages?state=lost", nil, 400, "invalid_request"},
+		{"bad limit", "GET", "/api/messages?limit=0", nil, 400, "invalid_request"},
+		{"bad cursor", "GET", "/api/messages?cursor=abc", nil, 400, "invalid_request"},
+		{"resubmit unknown", "POST", "/api/messages/nope/resubmit", nil, 404, "not_found"},
+		{"resubmit delivered", "POST", "/api/messages/kept/resubmit", nil, 409, "invalid_state"},
+		{"bulk resubmit bad state", "POST", "/api/messages/resubmit", `{"state":"pending"}`, 400, "invalid_request"},
+		{"route to unknown frontend", "PUT", "/api/routes/55", `{"frontend":"ghost"}`, 422, "unknown_frontend"},
+		{"route without frontend", "PUT", "/api/routes/55", `{}`, 400, "invalid_request"},
+		{"bad route prefix", "PUT", "/api/routes/5a", `{"frontend":"pullfe"}`, 400, "invalid_request"},
+		{"delete unknown route", "DELETE", "/api/routes/77", nil, 404, "not_found"},
+		{"frontend bad mode", "PUT", "/api/frontends/x", `{"mode":"carrier-pigeon"}`, 400, "invalid_request"},
+		{"frontend actor mode over http", "PUT", "/api/frontends/x", `{"mode":"actor"}`, 400, "invalid_request"},
+		{"webhook without url", "PUT", "/api/frontends/x", `{"mode":"webhook"}`, 400, "invalid_request"},
+		{"webhook bad url", "PUT", "/api/frontends/x", `{"mode":"webhook","url":"ftp://x"}`, 400, "invalid_request"},
+		{"frontend bad name", "PUT", "/api/frontends/-x", `{"mode":"pull"}`, 400, "invalid_request"},
+		{"delete frontend in use", "DELETE", "/api/frontends/pullfe", nil, 409, "frontend_in_use"},
+		{"delete unknown frontend", "DELETE", "/api/frontends/ghost", nil, 404, "not_found"},
+		{"poll unknown frontend", "POST", "/api/frontends/ghost/poll", `{}`, 404, "not_found"},
+		{"poll webhook frontend", "POST", "/api/frontends/hookfe/poll", `{}`, 409, "not_pull_frontend"},
+		{"poll bad max", "POST", "/api/frontends/pullfe/poll", `{"max":0}`, 400, "invalid_request"},
+		{"poll bad wait", "POST", "/api/frontends/pullfe/poll", `{"wait_ms":600000}`, 400, "invalid_request"},
+		{"poll bad lease", "POST", "/api/frontends/pullfe/poll", `{"lease_ms":5}`, 400, "invalid_request"},
+		{"ack unknown frontend", "POST", "/api/frontends/ghost/ack", `{"results":[{"id":"kept","status":"delivered"}]}`, 404, "not_found"},
+		{"ack bad status", "POST", "/api/frontends/pullfe/ack", `{"results":[{"id":"kept","status":"maybe"}]}`, 400, "invalid_request"},
+		{"ack without id", "POST", "/api/frontends/pullfe/ack", `{"results":[{"status":"delivered"}]}`, 400, "invalid_request"},
+		{"ack empty", "POST", "/api/frontends/pullfe/ack", `{"results":[]}`, 400, "invalid_request"},
+		{"unknown path", "GET", "/api/nothing-here", nil, 404, "not_found"},
+		{"wrong method", "DELETE", "/api/messages", nil, 405, "method_not_allowed"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h.t = t
+			h.apiError(c.status, c.code, c.method, c.path, c.body)
+			if after := h.snapshot(); after != before {
+				t.Fatalf("a rejected request changed the store:\nbefore %s\nafter  %s", before, after)
+			}
+		})
+	}
+}
+
+func TestAPIToken(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.APIToken = "s3cret"
+	h := startNode(t, cfg)
+	h.pullFrontend("fe1", "44")
+	before := h.snapshot()
+	for _, tok := range []string{"", "wrong", "s3cret-but-longer"} {
+		h.token = tok
+		h.apiError(401, "unauthorized", "POST", "/api/messages", `{"source_msisdn":"1","destination_msisdn":"441","message_body":"x"}`)
+		h.apiError(401, "unauthorized", "GET", "/api/status", nil)
+		h.apiError(401, "unauthorized", "PUT", "/api/routes/55", `{"frontend":"fe1"}`)
+	}
+	// Health endpoints stay open for probes.
+	if status, _ := h.do("GET", "/healthz", nil); status != 200 {
+		t.Fatalf("healthz without token: %d", status)
+	}
+	if status, _ := h.do("GET", "/readyz", nil); status != 200 {
+		t.Fatalf("readyz without token: %d", status)
+	}
+	h.token = "s3cret"
+	if after := h.snapshot(); after != before {
+		t.Fatalf("rejected requests changed the store")
+	}
+	h.submit("", "441")
+}
+
+func TestHealthAndStatus(t *testing.T) {
+	h := startNode(t, testConfig(t))
+	h.pullFrontend("fe1", "44")
+	h.submit("s1", "441")
+	st := h.status()
+	if st.Node != "test-node" || st.Store != "sqlite" || st.Counts["pending"] < 0 || len(st.Frontends) != 1 {
+		t.Fatalf("status %+v", st)
+	}
+	for _, s := range messages.AllStates {
+		if _, ok := st.Counts[string(s)]; !ok {
+			t.Fatalf("status counts lack %s: %+v", s, st.Counts)
+		}
+	}
+	h.must(200, "GET", "/healthz", nil, nil)
+	h.must(200, "GET", "/readyz", nil, nil)
+	if status, body := h.do("GET", "/", nil); status != 200 || !strings.Contains(string(body), "Switchboard") {
+		t.Fatalf("web UI: %d %.80s", status, body)
+	}
+}
+
+func TestMetricsAreCompleteAndLintClean(t *testing.T) {
+	h := startNode(t, testConfig(t))
+	h.pullFrontend("fe1", "44")
+	id := h.submit("", "441")
+	h.poll("fe1", 1, 2000, 30000)
+	h.ack("fe1", messages.DeliveryResult{ID: id, Status: messages.Delivered})
+
+	problems, err := testutil.GatherAndLint(h.node.Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("metric %s: %s", p.Metric, p.Text)
+	}
+	resp, err := http.Get("http://" + h.node.MetricsAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(body)
+	for _, want := range []string{
+		`switchboard_messages{state="delivered"} 1`,
+		`switchboard_messages{state="forward_failed"} 0`,
+		"switchboard_outbox_depth 0",
+		"switchboard_dlq_depth 0",
+		"switchboard_outbox_oldest_age_seconds 0",
+		`switchboard_delivery_dispositions_total{frontend="fe1",outcome="delivered"} 1`,
+		`switchboard_actor_messages_total{kind="intake"}`,
+		`switchboard_actor_receive_seconds_bucket{kind="delivery"`,
+		`switchboard_actor_mailbox_depth{kind="frontends"}`,
+		`switchboard_actor_restarts_total{kind="intake"} 0`,
+		"go_goroutines",
+		"process_resident_memory_bytes",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}

@@ -1,0 +1,96 @@
+package switchboard_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+// recordingFrontend is an in-process frontend actor: it fails the first
+// delivery of every id with a retry, then accepts it.
+type recordingFrontend struct {
+	mu   *sync.Mutex
+	seen map[string][]int
+}
+
+func (f *recordingFrontend) Receive(c actor.Context) {
+	d, ok := c.Message().(*messages.Delivery)
+	if !ok {
+		return
+	}
+	f.mu.Lock()
+	f.seen[d.Message.ID] = append(f.seen[d.Message.ID], d.Message.Attempt)
+	n := len(f.seen[d.Message.ID])
+	f.mu.Unlock()
+	status := messages.Delivered
+	if n == 1 {
+		status = messages.Retry
+	}
+	c.Respond(&messages.DeliveryResult{ID: d.Message.ID, Status: status, Reason: "first try"})
+}
+
+func TestEmbeddedActorFrontendAndSubscriptions(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Listen, cfg.MetricsListen = "", "" // embedded: no listeners
+	h := startNode(t, cfg)
+	n := h.node
+
+	var mu sync.Mutex
+	events := map[string][]messages.State{}
+	cancel := n.Subscribe(func(ev messages.StateChanged) {
+		mu.Lock()
+		events[ev.ID] = append(events[ev.ID], ev.State)
+		mu.Unlock()
+	})
+	defer cancel()
+
+	fe := &recordingFrontend{mu: &sync.Mutex{}, seen: map[string][]int{}}
+	pid, err := n.Spawn("sms-gateway", "test-frontend", func() actor.Actor { return fe })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := n.RegisterFrontend(ctx, "gw", pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.PutRoute(ctx, messages.Route{Prefix: "46", Frontend: "gw"}); err != nil {
+		t.Fatal(err)
+	}
+	m, created, err := n.Submit(ctx, messages.Submission{SourceMSISDN: "1", DestinationMSISDN: "46701", Body: "hej"})
+	if err != nil || !created {
+		t.Fatalf("Submit: %v %v", created, err)
+	}
+	eventually(t, 10*time.Second, func() error {
+		got, err := n.Message(ctx, m.ID)
+		if err != nil {
+			return err
+		}
+		if got.State != messages.StateDelivered {
+			return fmt.Errorf("state %s", got.State)
+		}
+		return nil
+	})
+	fe.mu.Lock()
+	attempts := fmt.Sprint(fe.seen[m.ID])
+	fe.mu.Unlock()
+	if attempts != "[1 2]" {
+		t.Fatalf("frontend saw attempts %s, want [1 2]", attempts)
+	}
+	eventually(t, 5*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if got := fmt.Sprint(events[m.ID]); got != "[pending retry delivered]" {
+			return fmt.Errorf("events %s", got)
+		}
+		return nil
+	})
+	if _, err := n.Spawn("sms-gateway", "test-frontend", func() actor.Actor { return fe }); err == nil {
+		t.Fatal("a second child with the same name was spawned")
+	}
+}
