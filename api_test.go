@@ -355,3 +355,22 @@ func TestRestartTakesBackLeasesAtOnce(t *testing.T) {
 		t.Fatalf("after restart (the old lease had an hour left): %+v", got)
 	}
 }
+
+func TestPutRepliesWithTheStoredRecord(t *testing.T) {
+	h := startNode(t, testConfig(t))
+	var fe messages.Frontend
+	h.must(200, "PUT", "/api/frontends/fe1", map[string]string{"mode": "pull"}, &fe)
+	if fe.Name != "fe1" || fe.Mode != messages.ModePull || fe.CreatedAt.IsZero() || fe.UpdatedAt.IsZero() {
+		t.Fatalf("PUT frontend replied %+v", fe)
+	}
+	var again messages.Frontend
+	h.must(200, "PUT", "/api/frontends/fe1", map[string]string{"mode": "webhook", "url": "http://127.0.0.1:1/"}, &again)
+	if again.Mode != messages.ModeWebhook || !again.CreatedAt.Equal(fe.CreatedAt) {
+		t.Fatalf("replacing kept created_at? %+v vs %+v", again, fe)
+	}
+	var r messages.Route
+	h.must(200, "PUT", "/api/routes/44", map[string]string{"frontend": "fe1"}, &r)
+	if r.Prefix != "44" || r.Frontend != "fe1" || r.UpdatedAt.IsZero() {
+		t.Fatalf("PUT route replied %+v", r)
+	}
+}

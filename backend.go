@@ -141,8 +141,27 @@ func (n *Node) Routes(ctx context.Context) ([]messages.Route, error) {
 }
 
 // PutRoute creates or replaces a route; its frontend must be registered.
-func (n *Node) PutRoute(ctx context.Context, r messages.Route) error {
-	return n.askErr(ctx, func(ch chan<- error) any { return &messages.PutRoute{Route: r, Reply: ch} })
+// It returns the route as stored.
+func (n *Node) PutRoute(ctx context.Context, r messages.Route) (messages.Route, error) {
+	if err := n.askErr(ctx, func(ch chan<- error) any { return &messages.PutRoute{Route: r, Reply: ch} }); err != nil {
+		return messages.Route{}, err
+	}
+	routes, err := n.Routes(ctx)
+	return findStored(routes, err, func(x messages.Route) bool { return x.Prefix == r.Prefix })
+}
+
+// findStored returns the element of a fresh read that a write just stored.
+func findStored[T any](all []T, err error, is func(T) bool) (T, error) {
+	var zero T
+	if err != nil {
+		return zero, err
+	}
+	for _, x := range all {
+		if is(x) {
+			return x, nil
+		}
+	}
+	return zero, messages.Errorf(messages.CodeUnavailable, "the record was changed again before it could be read back")
 }
 
 // DeleteRoute removes a route.
@@ -159,9 +178,14 @@ func (n *Node) Frontends(ctx context.Context) ([]messages.Frontend, error) {
 	return fes, nil
 }
 
-// PutFrontend registers (or changes) a pull or webhook frontend.
-func (n *Node) PutFrontend(ctx context.Context, f messages.Frontend) error {
-	return n.askErr(ctx, func(ch chan<- error) any { return &messages.PutFrontend{Frontend: f, Reply: ch} })
+// PutFrontend registers (or changes) a pull or webhook frontend. It
+// returns the frontend as stored.
+func (n *Node) PutFrontend(ctx context.Context, f messages.Frontend) (messages.Frontend, error) {
+	if err := n.askErr(ctx, func(ch chan<- error) any { return &messages.PutFrontend{Frontend: f, Reply: ch} }); err != nil {
+		return messages.Frontend{}, err
+	}
+	fes, err := n.Frontends(ctx)
+	return findStored(fes, err, func(x messages.Frontend) bool { return x.Name == f.Name })
 }
 
 // DeleteFrontend removes a frontend that no route names.

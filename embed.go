@@ -35,7 +35,7 @@ func (n *Node) RegisterFrontend(ctx context.Context, name string, pid *actor.PID
 		return messages.Errorf(messages.CodeInvalidRequest, "frontend %q: nil PID", name)
 	}
 	n.actors.Set(name, pid)
-	err := n.PutFrontend(ctx, messages.Frontend{Name: name, Mode: messages.ModeActor})
+	_, err := n.PutFrontend(ctx, messages.Frontend{Name: name, Mode: messages.ModeActor})
 	if err != nil {
 		n.actors.Delete(name)
 	}

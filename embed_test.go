@@ -59,7 +59,7 @@ func TestEmbeddedActorFrontendAndSubscriptions(t *testing.T) {
 	if err := n.RegisterFrontend(ctx, "gw", pid); err != nil {
 		t.Fatal(err)
 	}
-	if err := n.PutRoute(ctx, messages.Route{Prefix: "46", Frontend: "gw"}); err != nil {
+	if _, err := n.PutRoute(ctx, messages.Route{Prefix: "46", Frontend: "gw"}); err != nil {
 		t.Fatal(err)
 	}
 	m, created, err := n.Submit(ctx, messages.Submission{SourceMSISDN: "1", DestinationMSISDN: "46701", Body: "hej"})

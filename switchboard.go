@@ -156,7 +156,7 @@ func (n *Node) openStore(ctx context.Context) error {
 		n.store = n.cfg.Store
 	} else if n.cfg.Postgres != "" {
 		pc := postgres.DefaultConfig()
-		pc.DSN, pc.Logger = n.cfg.Postgres, n.log.With("component", "store")
+		pc.DSN, pc.Logger = n.cfg.Postgres, n.log
 		s, err := postgres.Open(ctx, pc)
 		if err != nil {
 			return fmt.Errorf("--postgres: %w", err)
@@ -164,7 +164,7 @@ func (n *Node) openStore(ctx context.Context) error {
 		n.store, n.ownStore = s, true
 	} else {
 		sc := sqlite.DefaultConfig()
-		sc.Path, sc.Logger = filepath.Join(n.cfg.DataDir, "switchboard.db"), n.log.With("component", "store")
+		sc.Path, sc.Logger = filepath.Join(n.cfg.DataDir, "switchboard.db"), n.log
 		s, err := sqlite.Open(ctx, sc)
 		if err != nil {
 			return fmt.Errorf("--data-dir: %w", err)

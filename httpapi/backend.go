@@ -19,11 +19,11 @@ type Backend interface {
 	Status(ctx context.Context) (Status, error)
 
 	Routes(ctx context.Context) ([]messages.Route, error)
-	PutRoute(ctx context.Context, r messages.Route) error
+	PutRoute(ctx context.Context, r messages.Route) (messages.Route, error)
 	DeleteRoute(ctx context.Context, prefix string) error
 
 	Frontends(ctx context.Context) ([]messages.Frontend, error)
-	PutFrontend(ctx context.Context, f messages.Frontend) error
+	PutFrontend(ctx context.Context, f messages.Frontend) (messages.Frontend, error)
 	DeleteFrontend(ctx context.Context, name string) error
 	Poll(ctx context.Context, frontend string, max int, wait, lease time.Duration) ([]messages.Outgoing, error)
 	Ack(ctx context.Context, frontend string, results []messages.DeliveryResult) ([]messages.AckOutcome, error)

@@ -194,11 +194,12 @@ func (s *Server) putRoute(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.ctx(r)
 	defer cancel()
-	if err := s.cfg.Backend.PutRoute(ctx, route); err != nil {
+	stored, err := s.cfg.Backend.PutRoute(ctx, route)
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, route)
+	writeJSON(w, http.StatusOK, stored)
 }
 
 func (s *Server) deleteRoute(w http.ResponseWriter, r *http.Request) {
@@ -245,11 +246,12 @@ func (s *Server) putFrontend(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.ctx(r)
 	defer cancel()
-	if err := s.cfg.Backend.PutFrontend(ctx, fe); err != nil {
+	stored, err := s.cfg.Backend.PutFrontend(ctx, fe)
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, fe)
+	writeJSON(w, http.StatusOK, stored)
 }
 
 func (s *Server) deleteFrontend(w http.ResponseWriter, r *http.Request) {

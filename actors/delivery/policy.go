@@ -83,8 +83,12 @@ func (p Policy) Before(w persistence.Work, now time.Time) (o persistence.Outcome
 func (p Policy) After(target, id string, attempt int, v messages.DeliveryResult, now time.Time, rng *rand.Rand) persistence.Outcome {
 	switch v.Status {
 	case messages.Delivered:
+		detail := "delivered to " + target
+		if attempt > 0 {
+			detail += fmt.Sprintf(" (attempt %d)", attempt)
+		}
 		return persistence.Outcome{Kind: persistence.WorkDelivery, Target: target, MessageID: id,
-			Result: persistence.ResultDelivered, Detail: fmt.Sprintf("delivered to %s (attempt %d)", target, attempt)}
+			Result: persistence.ResultDelivered, Detail: detail}
 	case messages.Failed:
 		reason := messages.ReasonRejected
 		if v.Reason != "" {
