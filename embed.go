@@ -3,10 +3,12 @@ package switchboard
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/supervision"
 )
 
 // System is the node's actor system, for sending messages to actors an
@@ -21,6 +23,9 @@ func (n *Node) System() *actor.ActorSystem { return n.system }
 func (n *Node) Spawn(name, kind string, producer actor.Producer) (*actor.PID, error) {
 	if !n.ready.Load() {
 		return nil, errors.New("switchboard: spawn needs a started node")
+	}
+	if isNodeActor(name) {
+		return nil, fmt.Errorf("switchboard: %q is the name of one of the node's own actors", name)
 	}
 	return n.guardian.Spawn(name, kind, producer)
 }
@@ -43,16 +48,57 @@ func (n *Node) RegisterFrontend(ctx context.Context, name string, pid *actor.PID
 }
 
 // Subscribe calls fn with every committed state change until cancel is
-// called. fn runs on the committing actor's goroutine: keep it short, or
-// hand the event to your own goroutine or actor.
+// called. It may be called before Start, so that nothing committed after
+// Start (work resumed from an earlier run included) is missed. fn runs on
+// the committing actor's goroutine: keep it short, or hand the event to your
+// own goroutine or actor.
 func (n *Node) Subscribe(fn func(messages.StateChanged)) (cancel func()) {
-	sub := n.system.EventStream.Subscribe(func(evt any) {
-		if ev, ok := evt.(*messages.StateChanged); ok {
-			fn(*ev)
+	n.subMu.Lock()
+	defer n.subMu.Unlock()
+	n.subSeq++
+	id := n.subSeq
+	subs := map[uint64]func(messages.StateChanged){id: fn}
+	for k, v := range *n.subs.Load() {
+		subs[k] = v
+	}
+	n.subs.Store(&subs)
+	return func() {
+		n.subMu.Lock()
+		defer n.subMu.Unlock()
+		subs := map[uint64]func(messages.StateChanged){}
+		for k, v := range *n.subs.Load() {
+			if k != id {
+				subs[k] = v
+			}
 		}
-	})
-	return func() { n.system.EventStream.Unsubscribe(sub) }
+		n.subs.Store(&subs)
+	}
 }
 
-// publish announces a committed transition.
-func (n *Node) publish(ev messages.StateChanged) { n.system.EventStream.Publish(&ev) }
+// publish announces a committed transition to the subscribers. The map is
+// copied on write, so publishing (hot) takes no lock.
+func (n *Node) publish(ev messages.StateChanged) {
+	for _, fn := range *n.subs.Load() {
+		fn(ev)
+	}
+}
+
+// Props builds supervised props for an actor an embedder's actor spawns as
+// its own child: the same panic logging, actor metrics (under kind) and
+// restart budget as the node's actors. Valid after Start.
+func (n *Node) Props(kind string, producer actor.Producer) *actor.Props {
+	return supervision.Props(kind, producer, n.supOpts)
+}
+
+// StopActor stops an actor spawned with Spawn, on purpose: it handles what
+// is in its mailbox, then stops, and its end is not a fatal error. It
+// returns once the actor has terminated.
+func (n *Node) StopActor(ctx context.Context, name string) error {
+	if n.guardian == nil {
+		return errors.New("switchboard: stop actor needs a started node")
+	}
+	if isNodeActor(name) {
+		return fmt.Errorf("switchboard: %q is one of the node's own actors", name)
+	}
+	return n.guardian.Stop(ctx, name)
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/messages"
 )
 
@@ -94,3 +95,81 @@ func TestEmbeddedActorFrontendAndSubscriptions(t *testing.T) {
 		t.Fatal("a second child with the same name was spawned")
 	}
 }
+
+func TestSubscribeBeforeStartAndStopActor(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Listen, cfg.MetricsListen = "", ""
+	n, err := switchboard.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Handler() != nil {
+		t.Fatal("Handler() before Start must be nil")
+	}
+	seen := make(chan messages.StateChanged, 16)
+	cancel := n.Subscribe(func(ev messages.StateChanged) { seen <- ev })
+	ctx := context.Background()
+	if err := n.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := n.Stop(ctx); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	}()
+	if _, err := n.PutFrontend(ctx, messages.Frontend{Name: "fe", Mode: messages.ModePull}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.PutRoute(ctx, messages.Route{Prefix: "1", Frontend: "fe"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := n.Submit(ctx, messages.Submission{ID: "s1", SourceMSISDN: "1", DestinationMSISDN: "12", Body: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := <-seen; ev.ID != "s1" || ev.State != messages.StatePending {
+		t.Fatalf("event %+v", ev)
+	}
+	cancel()
+	if _, _, err := n.Submit(ctx, messages.Submission{ID: "s2", SourceMSISDN: "1", DestinationMSISDN: "12", Body: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-seen:
+		t.Fatalf("event after cancel: %+v", ev)
+	default:
+	}
+
+	// An embedder's actor, with a supervised child of its own, stopped on
+	// purpose: not a fatal error for the node.
+	childStarted := make(chan struct{})
+	parent := actorFunc(func(c actor.Context) {
+		if _, ok := c.Message().(*actor.Started); ok {
+			c.Spawn(n.Props("test-child", func() actor.Actor {
+				return actorFunc(func(c actor.Context) {
+					if _, ok := c.Message().(*actor.Started); ok {
+						close(childStarted)
+					}
+				})
+			}))
+		}
+	})
+	if _, err := n.Spawn("mine", "test-parent", func() actor.Actor { return parent }); err != nil {
+		t.Fatal(err)
+	}
+	<-childStarted
+	if err := n.StopActor(ctx, "mine"); err != nil {
+		t.Fatalf("StopActor: %v", err)
+	}
+	if err := n.StopActor(ctx, "intake"); err == nil {
+		t.Fatal("StopActor stopped one of the node's own actors")
+	}
+	select {
+	case err := <-n.Fatal():
+		t.Fatalf("stopping an embedder's actor was fatal: %v", err)
+	default:
+	}
+}
+
+type actorFunc func(actor.Context)
+
+func (f actorFunc) Receive(c actor.Context) { f(c) }

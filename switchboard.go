@@ -91,6 +91,22 @@ type Node struct {
 
 	fatal     chan error
 	fatalOnce sync.Once
+
+	// subscribers of state changes (Subscribe), copied on write
+	subMu  sync.Mutex
+	subSeq uint64
+	subs   atomic.Pointer[map[uint64]func(messages.StateChanged)]
+}
+
+// The node's own children of the guardian.
+const (
+	actorFrontends = "frontends"
+	actorIntake    = "intake"
+	actorJanitor   = "janitor"
+)
+
+func isNodeActor(name string) bool {
+	return name == actorFrontends || name == actorIntake || name == actorJanitor
 }
 
 // New validates cfg and prepares a node; nothing runs until Start.
@@ -107,6 +123,7 @@ func New(cfg Config) (*Node, error) {
 		stopping: make(chan struct{}),
 		fatal:    make(chan error, 1),
 	}
+	n.subs.Store(&map[uint64]func(messages.StateChanged){})
 	if n.log == nil {
 		n.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -250,10 +267,10 @@ func (n *Node) startActors() error {
 	if err != nil {
 		return err
 	}
-	if n.frontends, err = n.guardian.Spawn("frontends", "frontends", sup); err != nil {
+	if n.frontends, err = n.guardian.Spawn(actorFrontends, "frontends", sup); err != nil {
 		return err
 	}
-	n.intake, err = n.guardian.Spawn("intake", "intake", router.NewIntake(router.Config{
+	n.intake, err = n.guardian.Spawn(actorIntake, "intake", router.NewIntake(router.Config{
 		Node: n.cfg.Name, Store: n.store, Clock: n.clock, Logger: n.log,
 		Frontends: n.frontends, Publish: n.publish,
 		NewID: func() string { return uuid.Must(uuid.NewV7()).String() },
@@ -265,7 +282,7 @@ func (n *Node) startActors() error {
 	if err != nil {
 		return err
 	}
-	_, err = n.guardian.Spawn("janitor", "janitor", jan)
+	_, err = n.guardian.Spawn(actorJanitor, "janitor", jan)
 	return err
 }
 
@@ -364,14 +381,16 @@ func (n *Node) onFatal(child string, reason error) {
 }
 
 // Stop stops accepting, lets in-flight requests and commits finish (within
-// ctx), stops the actors leaves first and closes the store. It may be called
-// once; later calls return nil.
+// ctx and at most Config.ShutdownTimeout), stops the actors leaves first and
+// closes the store. It may be called once; later calls return nil.
 func (n *Node) Stop(ctx context.Context) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if !n.started || n.stopped {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.ShutdownTimeout)
+	defer cancel()
 	return n.teardown(ctx)
 }
 
@@ -434,7 +453,12 @@ func (n *Node) MetricsAddr() string { return n.maddr }
 
 // Handler is the HTTPS API as an http.Handler (nil before Start), for
 // embedders that serve it themselves.
-func (n *Node) Handler() http.Handler { return n.api }
+func (n *Node) Handler() http.Handler {
+	if n.api == nil {
+		return nil
+	}
+	return n.api
+}
 
 // Registry is the registry the node's metrics are on.
 func (n *Node) Registry() *prometheus.Registry { return n.registry }

@@ -1,5 +1,7 @@
 package messages
 
+import "time"
+
 // Outgoing is a message as a frontend receives it: an element of a poll
 // response, the body of a webhook POST, and the payload of an in-process
 // Delivery. Attempt counts deliveries of this id to this frontend (1 first).
@@ -58,4 +60,7 @@ type AckOutcome struct {
 // attempt counts as a retry). A redelivery after a crash carries the same ID.
 type Delivery struct {
 	Message Outgoing
+	// Deadline is when the node stops waiting for the reply and counts the
+	// attempt as a retry.
+	Deadline time.Time
 }

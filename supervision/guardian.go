@@ -27,6 +27,8 @@ var (
 	// guardian terminated while the node was running: its restart budget was
 	// exhausted, or it stopped itself.
 	ErrChildTerminated = errors.New("supervision: node child terminated")
+	// ErrNoChild is returned by Guardian.Stop for a name no live child has.
+	ErrNoChild = errors.New("supervision: no such child")
 	// ErrGuardianFailed is the reason given to OnFatal (child GuardianName)
 	// when the guardian itself panicked.
 	ErrGuardianFailed = errors.New("supervision: node guardian failed")
@@ -187,6 +189,32 @@ func (g *Guardian) StopAll(ctx context.Context) error {
 	}
 }
 
+// Stop retires one child on purpose: it is poisoned (it handles what is in
+// its mailbox, then stops) and its end is not escalated to OnFatal. Stop
+// returns once the child has terminated, or with ctx's error.
+func (g *Guardian) Stop(ctx context.Context, name string) error {
+	reply := make(chan error, 1)
+	select {
+	case <-g.done:
+		return ErrStopped
+	default:
+	}
+	g.system.Root.Send(g.pid, &stopRequest{name: name, reply: reply})
+	select {
+	case err := <-reply:
+		return err
+	case <-g.done:
+		select {
+		case err := <-reply:
+			return err
+		default:
+			return ErrStopped
+		}
+	case <-ctx.Done():
+		return fmt.Errorf("supervision: stop %q: %w", name, context.Cause(ctx))
+	}
+}
+
 // escalate calls OnFatal on its own goroutine: it usually stops the node,
 // which waits for the guardian, so calling it on the guardian's goroutine
 // would deadlock.
@@ -207,9 +235,18 @@ type spawnReply struct {
 
 type stopAllRequest struct{}
 
+// stopRequest retires one child on purpose: its end is not escalated.
+type stopRequest struct {
+	name  string
+	reply chan<- error // buffered; answered when the child has terminated
+}
+
 type child struct {
 	name, kind string
 	pid        *actor.PID
+	// retired is set when Stop asked for the child's end; it is answered
+	// there instead of escalating.
+	retired chan<- error
 	// lastFailure is the panic that made the supervisor stop the child.
 	lastFailure any
 }
@@ -244,6 +281,19 @@ func (a *guardianActor) Receive(c actor.Context) {
 			a.stopping = true
 			a.g.logger.Info("stopping node actors", slog.Int("children", len(a.order)))
 			a.drainNext(c)
+		}
+	case *stopRequest:
+		ch, ok := a.byName[msg.name]
+		switch {
+		case a.stopping:
+			msg.reply <- ErrStopped
+		case !ok:
+			msg.reply <- fmt.Errorf("%w: %q", ErrNoChild, msg.name)
+		case ch.retired != nil:
+			msg.reply <- fmt.Errorf("supervision: %q is already stopping", msg.name)
+		default:
+			ch.retired = msg.reply
+			c.Poison(ch.pid)
 		}
 	case *actor.Terminated:
 		a.terminated(c, msg.Who)
@@ -325,6 +375,12 @@ func (a *guardianActor) terminated(c actor.Context, who *actor.PID) {
 		if o == ch {
 			a.order = append(a.order[:i], a.order[i+1:]...)
 			break
+		}
+	}
+	if ch.retired != nil {
+		ch.retired <- nil
+		if !a.stopping {
+			return
 		}
 	}
 	if a.stopping {

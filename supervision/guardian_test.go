@@ -371,3 +371,41 @@ func TestSpawnGuardianValidates(t *testing.T) {
 	}
 	_ = g
 }
+
+func TestStopRetiresOneChildWithoutEscalating(t *testing.T) {
+	system := newSystem(t)
+	m, _ := newMetrics(t)
+	logger, _ := newLogger()
+	g, fatals := newGuardian(t, system, m, logger, Budget{})
+
+	seen := make(chan int, 16)
+	pid, err := g.Spawn("retiree", "worker", func() actor.Actor { return &worker{seen: seen} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := holdAt(t, system, pid)
+	for n := 1; n <= 3; n++ {
+		system.Root.Send(pid, &work{n: n})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- g.Stop(ctx, "retiree") }()
+	release()
+	if err := recv(t, stopped, "Stop"); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	// It drained its mailbox (Poison), and its end was not fatal.
+	for n := 1; n <= 3; n++ {
+		if got := recv(t, seen, "work"); got != n {
+			t.Fatalf("got work %d, want %d", got, n)
+		}
+	}
+	noFatal(t, g, fatals)
+	if err := g.Stop(ctx, "retiree"); !errors.Is(err, ErrNoChild) {
+		t.Fatalf("second Stop: %v, want ErrNoChild", err)
+	}
+	if _, err := g.Spawn("retiree", "worker", func() actor.Actor { return &worker{seen: seen} }); err != nil {
+		t.Fatalf("name not free after Stop: %v", err)
+	}
+}

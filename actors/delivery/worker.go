@@ -217,7 +217,7 @@ func (w *Worker) fillPush(c actor.Context) time.Time {
 		w.inflight[wk.MessageID] = flight{work: wk, deadline: now.Add(w.d.SendTimeout + time.Second)}
 		out := messages.OutgoingOf(wk.Message)
 		if target != nil {
-			c.Request(target, &messages.Delivery{Message: out})
+			c.Request(target, &messages.Delivery{Message: out, Deadline: now.Add(w.d.SendTimeout)})
 			continue
 		}
 		go w.sendWebhook(out)

@@ -83,6 +83,10 @@ func (a *Intake) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *actor.Started:
 		a.load()
+	case *actor.Stopping:
+		// A flush queued behind the poison pill never runs: commit and
+		// answer what is left now (the store is still open).
+		a.commit(c)
 	case *actor.Restarting:
 		// The batch being built dies with this incarnation: answer it now so
 		// submitters retry at once rather than at their deadline. If the
