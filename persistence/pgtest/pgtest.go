@@ -1,0 +1,124 @@
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// EnvDSN names the environment variable with the base DSN of the test server.
+const EnvDSN = "SWITCHBOARD_TEST_POSTGRES"
+
+// DefaultDSN is the base DSN when EnvDSN is unset: the local development
+// server with trust authentication.
+const DefaultDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+// setupTimeout bounds connecting and creating or dropping a schema: a server
+// that takes longer is as good as absent.
+const setupTimeout = 10 * time.Second
+
+// BaseDSN returns the DSN of the test server, without a schema.
+func BaseDSN() string {
+	if dsn := os.Getenv(EnvDSN); dsn != "" {
+		return dsn
+	}
+	return DefaultDSN
+}
+
+// DSN creates a schema for this test, drops it (with everything in it) when
+// the test ends, and returns a DSN whose connections have that schema as
+// their search_path. Stores opened with it are isolated from every other
+// test, including parallel ones. It fails the test when the server cannot be
+// reached.
+func DSN(t testing.TB) string {
+	t.Helper()
+	base := BaseDSN()
+	schema := schemaName(t.Name())
+
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		// The DSN itself is not printed: it may hold a password.
+		source := "the DSN in " + EnvDSN
+		if os.Getenv(EnvDSN) == "" {
+			source = EnvDSN + " is unset, so the default " + DefaultDSN
+		}
+		t.Fatalf("pgtest: cannot reach the test Postgres server (%s): %v\n"+
+			"Start it (Debian: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start) "+
+			"or set %s to the DSN of a reachable server. A missing server fails the tests; they are never skipped.",
+			source, err, EnvDSN)
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		t.Fatalf("pgtest: create schema %s: %v", schema, err)
+	}
+	t.Cleanup(func() { drop(t, base, schema) })
+
+	dsn, err := withSearchPath(base, schema)
+	if err != nil {
+		t.Fatalf("pgtest: %s: %v", EnvDSN, err)
+	}
+	return dsn
+}
+
+// drop removes the test's schema. It runs after the test's own cleanups
+// (registered later, run earlier), so the stores are closed by then.
+func drop(t testing.TB, base, schema string) {
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Errorf("pgtest: drop schema %s: %v", schema, err)
+		return
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+		t.Errorf("pgtest: drop schema %s: %v", schema, err)
+	}
+}
+
+// schemaName is "t_", up to 30 characters of the test name (lower-case
+// letters, digits and underscores, for finding a leftover schema) and 16
+// random hex digits, which keep parallel and repeated tests apart. It stays
+// under Postgres's 63-byte identifier limit.
+func schemaName(test string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(test) {
+		if b.Len() == 30 {
+			break
+		}
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	var random [8]byte
+	_, _ = rand.Read(random[:]) // crypto/rand.Read never fails
+	return "t_" + b.String() + "_" + hex.EncodeToString(random[:])
+}
+
+// withSearchPath adds search_path to a URL or keyword/value DSN; pgx sends
+// unknown DSN settings to the server as run-time parameters.
+func withSearchPath(dsn, schema string) (string, error) {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return "", err
+		}
+		q := u.Query()
+		q.Set("search_path", schema)
+		u.RawQuery = q.Encode()
+		return u.String(), nil
+	}
+	return dsn + " search_path=" + schema, nil
+}

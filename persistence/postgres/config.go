@@ -1,0 +1,56 @@
+package postgres
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Config is what Open needs. Start from DefaultConfig and set DSN.
+type Config struct {
+	// DSN is a libpq-style connection string or postgres:// URL. The store's
+	// tables live in the connection's current schema: add search_path to the
+	// DSN to put them elsewhere than public.
+	DSN string
+	// Logger receives the store's few logs (migrations applied).
+	Logger *slog.Logger
+	// MaxConns bounds the connection pool.
+	MaxConns int32
+}
+
+// DefaultConfig returns a Config with every default filled in; only DSN is
+// left for the caller.
+func DefaultConfig() Config {
+	return Config{
+		// A node writes through a handful of actors that batch (intake group
+		// commit, one delivery worker per frontend, the ring's partitions)
+		// plus API readers: 10 connections serve them without queueing, and
+		// a site of several instances stays well under Postgres's default
+		// max_connections of 100.
+		MaxConns: 10,
+		// Quiet unless the node passes its logger: a package never writes to
+		// the process's default logger behind the caller's back.
+		Logger: slog.New(slog.DiscardHandler),
+	}
+}
+
+// Validate reports every problem with c.
+func (c Config) Validate() error {
+	var errs []error
+	if c.DSN == "" {
+		errs = append(errs, errors.New("postgres: empty DSN"))
+	} else if _, err := pgxpool.ParseConfig(c.DSN); err != nil {
+		// The parse error can quote the DSN, password included: keep only
+		// the fact that it does not parse.
+		errs = append(errs, errors.New("postgres: DSN does not parse as a connection string or URL"))
+	}
+	if c.Logger == nil {
+		errs = append(errs, errors.New("postgres: nil Logger"))
+	}
+	if c.MaxConns <= 0 {
+		errs = append(errs, fmt.Errorf("postgres: MaxConns %d must be positive", c.MaxConns))
+	}
+	return errors.Join(errs...)
+}

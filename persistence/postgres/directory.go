@@ -1,0 +1,121 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// Routes implements persistence.Store.
+func (s *Store) Routes(ctx context.Context) ([]persistence.Route, error) {
+	if s.closed.Load() {
+		return nil, s.fail("routes", persistence.ErrClosed)
+	}
+	rows, err := s.pool.Query(ctx, "SELECT prefix, frontend, updated_at FROM routes ORDER BY prefix")
+	if err != nil {
+		return nil, s.fail("routes", err)
+	}
+	routes, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (persistence.Route, error) {
+		var r persistence.Route
+		err := row.Scan(&r.Prefix, &r.Frontend, &r.UpdatedAt)
+		r.UpdatedAt = r.UpdatedAt.UTC()
+		return r, err
+	})
+	if err != nil {
+		return nil, s.fail("routes", err)
+	}
+	return routes, nil
+}
+
+// PutRoute implements persistence.Store. The empty prefix is a route like any
+// other: it matches every destination.
+func (s *Store) PutRoute(ctx context.Context, r persistence.Route) error {
+	if s.closed.Load() {
+		return s.fail("put route", persistence.ErrClosed)
+	}
+	if r.Frontend == "" {
+		return fmt.Errorf("put route %q: empty frontend", r.Prefix)
+	}
+	_, err := s.pool.Exec(ctx, `
+INSERT INTO routes (prefix, frontend, updated_at) VALUES ($1, $2, $3)
+ON CONFLICT (prefix) DO UPDATE SET frontend = excluded.frontend, updated_at = excluded.updated_at`,
+		r.Prefix, r.Frontend, norm(r.UpdatedAt))
+	return s.fail("put route", err)
+}
+
+// DeleteRoute implements persistence.Store.
+func (s *Store) DeleteRoute(ctx context.Context, prefix string) error {
+	if s.closed.Load() {
+		return s.fail("delete route", persistence.ErrClosed)
+	}
+	tag, err := s.pool.Exec(ctx, "DELETE FROM routes WHERE prefix = $1", prefix)
+	if err != nil {
+		return s.fail("delete route", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return s.fail("delete route", fmt.Errorf("route %q: %w", prefix, persistence.ErrNotFound))
+	}
+	return nil
+}
+
+// Frontends implements persistence.Store.
+func (s *Store) Frontends(ctx context.Context) ([]persistence.Frontend, error) {
+	if s.closed.Load() {
+		return nil, s.fail("frontends", persistence.ErrClosed)
+	}
+	rows, err := s.pool.Query(ctx, "SELECT name, mode, url, created_at, updated_at FROM frontends ORDER BY name")
+	if err != nil {
+		return nil, s.fail("frontends", err)
+	}
+	frontends, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (persistence.Frontend, error) {
+		var f persistence.Frontend
+		err := row.Scan(&f.Name, &f.Mode, &f.URL, &f.CreatedAt, &f.UpdatedAt)
+		f.CreatedAt, f.UpdatedAt = f.CreatedAt.UTC(), f.UpdatedAt.UTC()
+		return f, err
+	})
+	if err != nil {
+		return nil, s.fail("frontends", err)
+	}
+	return frontends, nil
+}
+
+// PutFrontend implements persistence.Store; a replace keeps created_at.
+func (s *Store) PutFrontend(ctx context.Context, f persistence.Frontend) error {
+	if s.closed.Load() {
+		return s.fail("put frontend", persistence.ErrClosed)
+	}
+	var errs []error
+	if f.Name == "" {
+		errs = append(errs, errors.New("put frontend: empty name"))
+	}
+	if !f.Mode.Valid() {
+		errs = append(errs, fmt.Errorf("put frontend %q: unknown mode %q", f.Name, f.Mode))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	_, err := s.pool.Exec(ctx, `
+INSERT INTO frontends (name, mode, url, created_at, updated_at) VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (name) DO UPDATE SET mode = excluded.mode, url = excluded.url, updated_at = excluded.updated_at`,
+		f.Name, string(f.Mode), f.URL, norm(f.CreatedAt), norm(f.UpdatedAt))
+	return s.fail("put frontend", err)
+}
+
+// DeleteFrontend implements persistence.Store.
+func (s *Store) DeleteFrontend(ctx context.Context, name string) error {
+	if s.closed.Load() {
+		return s.fail("delete frontend", persistence.ErrClosed)
+	}
+	tag, err := s.pool.Exec(ctx, "DELETE FROM frontends WHERE name = $1", name)
+	if err != nil {
+		return s.fail("delete frontend", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return s.fail("delete frontend", fmt.Errorf("frontend %q: %w", name, persistence.ErrNotFound))
+	}
+	return nil
+}

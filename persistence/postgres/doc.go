@@ -1,0 +1,64 @@
+// Package postgres is the persistence.Store for sites whose instances share
+// one Postgres database (pgx/v5 and pgxpool).
+//
+// # Schema and migrations
+//
+// The schema is a series of versioned SQL files embedded from migrations/.
+// Open applies the ones not yet recorded in schema_migrations, in one
+// transaction, while holding a session advisory lock (migrationLockKey) on a
+// connection of its own: several instances of a site start at once against
+// one database, and only one of them migrates while the others wait and then
+// find nothing left to do. Every table lives in the connection's current
+// schema (search_path), so a DSN with search_path isolates a store; tests use
+// that (persistence/pgtest).
+//
+// # Concurrency
+//
+// Every method runs in one transaction. Several instances claim work from one
+// outbox at once: ClaimWork locks candidate rows with FOR UPDATE SKIP LOCKED,
+// so claimers never wait on each other and never claim one row twice.
+//
+// Batch transactions lock rows in one global order so that two of them can
+// never wait on each other in a cycle (a deadlock Postgres would only break
+// after deadlock_timeout by failing one of them):
+//
+//	outbox rows (ORDER BY id, or SKIP LOCKED)
+//	  -> messages (ORDER BY id, FOR NO KEY UPDATE)
+//	    -> a locked message's ledger and history rows
+//
+// In particular no transaction waits for an outbox row while it holds a
+// message. CompleteWork and ExpireMessages lock every outbox row of their
+// messages first; a later round of the same call (a message repeated in one
+// batch) finds them locked already.
+//
+// Accept inserts new messages in id order for the same reason (a conflicting
+// insert waits for the other transaction), and draws their seq in input order
+// so that acceptance order is still what lists show.
+//
+// # Outcomes by kind
+//
+// CompleteWork moves the message according to the kind of work:
+//
+//	delivery  delivered -> delivered   failed -> failed           retry -> retry
+//	forward   delivered -> forwarded   failed -> forward_failed   retry -> forward_queued
+//	status    the message keeps its state (only the ledger and the outbox change)
+//
+// A status report is written for a message that is final already, so for
+// status work only its own ledger entry makes an outcome AlreadyRecorded.
+//
+// # Plans
+//
+// Batch statements take their keys as arrays (unnest) and join them, rather
+// than filter with = ANY: the join can hash the list or look each key up.
+// Transactions run with plan_cache_mode=force_custom_plan (unless the DSN
+// sets plan_cache_mode), because one cached generic plan cannot suit batches
+// of 1 and of 1000 keys, and one made while a table was small keeps scanning
+// it whole long after it has grown. Accept keeps cached plans: it only
+// inserts. Keys are COLLATE "C" (byte order, as in SQLite).
+//
+// # Errors
+//
+// persistence.ErrNotFound and persistence.ErrClosed are returned wrapped with
+// %w; context cancellation keeps its context error; other driver errors keep
+// only their text, so no pgx type leaks to callers.
+package postgres

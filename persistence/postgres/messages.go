@@ -1,0 +1,335 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// acceptSQL inserts a batch given as parallel arrays in one statement: the
+// messages in id order (the deterministic lock order) with seq drawn in input
+// order, their first history entry and their outbox work. It returns the
+// created messages; the caller reads the others (already stored) afterwards,
+// in a statement of their own, which also sees those that a concurrent Accept
+// committed while this one waited on their ids.
+var acceptSQL = `
+WITH input AS (
+	SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[],
+			$7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::timestamptz[])
+		WITH ORDINALITY AS t(id, token, source_msisdn, destination_msisdn, body, state,
+			source_smsc, dest_smsc, frontend, detail, work_kind, work_target, work_due, ord)
+),
+numbered AS (
+	-- Postgres evaluates a volatile output expression after ORDER BY, so
+	-- seq follows input order.
+	SELECT input.*, nextval('messages_seq_seq') AS seq FROM input ORDER BY ord
+),
+created AS (
+	INSERT INTO messages (id, seq, token, source_msisdn, destination_msisdn, body, state,
+		source_smsc, dest_smsc, frontend, attempts, reason, created_at, updated_at, submitted_at, history_len)
+	SELECT id, seq, token, source_msisdn, destination_msisdn, body, state,
+		source_smsc, dest_smsc, frontend, 0, '', $14, $14, $14, 1
+	FROM numbered ORDER BY id COLLATE "C"
+	ON CONFLICT (id) DO NOTHING
+	RETURNING ` + columns("") + `
+),
+first_history AS (
+	INSERT INTO history (message_id, ordinal, state, at, detail)
+	SELECT c.id, 1, c.state, $14, i.detail FROM created c JOIN input i ON i.id = c.id
+),
+work AS (
+	INSERT INTO outbox (kind, target, message_id, token, due_at, created_at)
+	SELECT i.work_kind, i.work_target, c.id, c.token, i.work_due, $14
+	FROM created c JOIN input i ON i.id = c.id
+	WHERE i.work_kind <> ''
+	ORDER BY i.ord
+)
+SELECT ` + columns("") + ` FROM created`
+
+// Accept implements persistence.Store in one statement (one round trip) when
+// every id is new, and one more that reads the stored messages otherwise.
+func (s *Store) Accept(ctx context.Context, now time.Time, batch []persistence.NewMessage) ([]persistence.Accepted, error) {
+	if s.closed.Load() {
+		return nil, s.fail("accept", persistence.ErrClosed)
+	}
+	if err := validateNew(batch); err != nil {
+		return nil, err
+	}
+	if len(batch) == 0 {
+		return []persistence.Accepted{}, nil
+	}
+	now = norm(now)
+
+	// The first occurrence of an id is the one created.
+	first := make(map[string]int, len(batch))
+	n := len(batch)
+	var (
+		ids, srcs, dsts, bodies, states = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+		srcSMSCs, dstSMSCs, frontends   = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+		details, kinds, targets         = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+		tokens                          = make([]int64, 0, n)
+		dues                            = make([]time.Time, 0, n)
+	)
+	for i, m := range batch {
+		if _, dup := first[m.ID]; dup {
+			continue
+		}
+		first[m.ID] = i
+		ids = append(ids, m.ID)
+		tokens = append(tokens, tokenOf(m.ID))
+		srcs = append(srcs, m.SourceMSISDN)
+		dsts = append(dsts, m.DestinationMSISDN)
+		bodies = append(bodies, m.Body)
+		states = append(states, string(m.State))
+		srcSMSCs = append(srcSMSCs, m.SourceSMSC)
+		dstSMSCs = append(dstSMSCs, m.DestSMSC)
+		frontends = append(frontends, m.Frontend)
+		details = append(details, m.Detail)
+		kind, target, due := workColumns(m.Work, now)
+		kinds = append(kinds, kind)
+		targets = append(targets, target)
+		dues = append(dues, due)
+	}
+
+	rows, err := s.pool.Query(ctx, acceptSQL, ids, tokens, srcs, dsts, bodies, states,
+		srcSMSCs, dstSMSCs, frontends, details, kinds, targets, dues, now)
+	if err != nil {
+		return nil, s.fail("accept", err)
+	}
+	stored := make(map[string]persistence.Accepted, len(ids))
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			rows.Close()
+			return nil, s.fail("accept", err)
+		}
+		stored[m.ID] = persistence.Accepted{Message: m, Created: true}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.fail("accept", err)
+	}
+
+	var missing []string
+	for _, id := range ids {
+		if _, ok := stored[id]; !ok {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 {
+		found, err := s.messagesByID(ctx, s.pool, missing)
+		if err != nil {
+			return nil, s.fail("accept", err)
+		}
+		for _, m := range found {
+			stored[m.ID] = persistence.Accepted{Message: m}
+		}
+	}
+
+	out := make([]persistence.Accepted, len(batch))
+	for i, m := range batch {
+		a, ok := stored[m.ID]
+		if !ok {
+			// Messages are never deleted: a conflicting id must be readable.
+			return nil, s.fail("accept", fmt.Errorf("message %q neither created nor found", m.ID))
+		}
+		if first[m.ID] != i {
+			a.Created = false
+		}
+		out[i] = a
+	}
+	return out, nil
+}
+
+// workColumns flattens an optional WorkSpec; an empty kind means no work.
+func workColumns(w *persistence.WorkSpec, now time.Time) (kind, target string, due time.Time) {
+	if w == nil {
+		return "", "", now
+	}
+	due = now
+	if !w.DueAt.IsZero() {
+		due = norm(w.DueAt)
+	}
+	return string(w.Kind), w.Target, due
+}
+
+func validateNew(batch []persistence.NewMessage) error {
+	var errs []error
+	for i, m := range batch {
+		if m.ID == "" {
+			errs = append(errs, fmt.Errorf("accept: message %d: empty id", i))
+		}
+		if !m.State.Valid() {
+			errs = append(errs, fmt.Errorf("accept: message %d (%q): unknown state %q", i, m.ID, m.State))
+		}
+		if err := validateWork(m.Work); err != nil {
+			errs = append(errs, fmt.Errorf("accept: message %d (%q): %w", i, m.ID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func validateWork(w *persistence.WorkSpec) error {
+	if w == nil {
+		return nil
+	}
+	var errs []error
+	if !w.Kind.Valid() {
+		errs = append(errs, fmt.Errorf("unknown work kind %q", w.Kind))
+	}
+	if w.Target == "" {
+		errs = append(errs, errors.New("work without target"))
+	}
+	return errors.Join(errs...)
+}
+
+// querier is the pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// messagesByIDSQL reads messages by id.
+//
+// Lookups by a list of keys join the unnested list rather than filter with
+// = ANY($1): in a cached generic plan = ANY compares every row of a scan with
+// every element of the array, while a join hashes the list or looks each key
+// up in the index.
+var messagesByIDSQL = "SELECT " + columns("m") + " FROM messages m JOIN unnest($1::text[]) AS k(id) ON m.id = k.id"
+
+// messagesByID reads messages (without history) in no particular order.
+func (s *Store) messagesByID(ctx context.Context, q querier, ids []string) ([]messages.Message, error) {
+	rows, err := q.Query(ctx, messagesByIDSQL, ids)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (messages.Message, error) { return scanMessage(row) })
+}
+
+// GetMessage implements persistence.Store: the message and its history in
+// one statement, so both come from one snapshot.
+func (s *Store) GetMessage(ctx context.Context, id string) (messages.Message, error) {
+	if s.closed.Load() {
+		return messages.Message{}, s.fail("get message", persistence.ErrClosed)
+	}
+	var (
+		states, details []string
+		ats             []time.Time
+	)
+	row := s.pool.QueryRow(ctx, `SELECT `+columns("m")+`,
+		array(SELECT h.state FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal),
+		array(SELECT h.at FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal),
+		array(SELECT h.detail FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal)
+	FROM messages m WHERE m.id = $1`, id)
+	m, err := scanMessage(row, &states, &ats, &details)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return messages.Message{}, s.fail("get message", fmt.Errorf("message %q: %w", id, persistence.ErrNotFound))
+	}
+	if err != nil {
+		return messages.Message{}, s.fail("get message", err)
+	}
+	if len(states) != len(ats) || len(states) != len(details) {
+		return messages.Message{}, s.fail("get message", fmt.Errorf("message %q: history arrays disagree", id))
+	}
+	m.History = make([]messages.HistoryEntry, len(states))
+	for i := range states {
+		m.History[i] = messages.HistoryEntry{State: messages.State(states[i]), At: ats[i].UTC(), Detail: details[i]}
+	}
+	return m, nil
+}
+
+// ListMessages implements persistence.Store. It reads one row more than the
+// page to know whether another page follows.
+func (s *Store) ListMessages(ctx context.Context, q persistence.ListQuery) (persistence.Page, error) {
+	if s.closed.Load() {
+		return persistence.Page{}, s.fail("list messages", persistence.ErrClosed)
+	}
+	var errs []error
+	if q.State != "" && !q.State.Valid() {
+		errs = append(errs, fmt.Errorf("list messages: unknown state %q", q.State))
+	}
+	if q.Limit <= 0 {
+		errs = append(errs, fmt.Errorf("list messages: limit %d must be positive", q.Limit))
+	}
+	if q.Before < 0 {
+		errs = append(errs, fmt.Errorf("list messages: cursor %d must not be negative", q.Before))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return persistence.Page{}, err
+	}
+
+	// Only the conditions in use, so that the planner picks the matching
+	// index (state, seq) or seq.
+	var (
+		conds []string
+		args  []any
+	)
+	if q.State != "" {
+		args = append(args, string(q.State))
+		conds = append(conds, "state = $"+strconv.Itoa(len(args)))
+	}
+	if q.Before > 0 {
+		args = append(args, q.Before)
+		conds = append(conds, "seq < $"+strconv.Itoa(len(args)))
+	}
+	sql := "SELECT " + columns("") + " FROM messages"
+	if len(conds) > 0 {
+		sql += " WHERE " + strings.Join(conds, " AND ")
+	}
+	args = append(args, q.Limit+1)
+	sql += " ORDER BY seq DESC LIMIT $" + strconv.Itoa(len(args))
+
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return persistence.Page{}, s.fail("list messages", err)
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (messages.Message, error) { return scanMessage(row) })
+	if err != nil {
+		return persistence.Page{}, s.fail("list messages", err)
+	}
+	page := persistence.Page{Messages: list}
+	if len(list) > q.Limit {
+		page.Messages = list[:q.Limit]
+		page.Next = page.Messages[q.Limit-1].Seq
+	}
+	return page, nil
+}
+
+// Stats implements persistence.Store: two aggregates in one round trip.
+func (s *Store) Stats(ctx context.Context) (persistence.Stats, error) {
+	if s.closed.Load() {
+		return persistence.Stats{}, s.fail("stats", persistence.ErrClosed)
+	}
+	st := persistence.Stats{ByState: make(map[messages.State]int64, len(messages.AllStates))}
+	for _, state := range messages.AllStates {
+		st.ByState[state] = 0
+	}
+	b := &pgx.Batch{}
+	b.Queue("SELECT state, count(*) FROM messages GROUP BY state").Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var state string
+			var n int64
+			if err := rows.Scan(&state, &n); err != nil {
+				return err
+			}
+			st.ByState[messages.State(state)] = n
+		}
+		return rows.Err()
+	})
+	var oldest *time.Time
+	b.Queue("SELECT count(*), min(created_at) FROM outbox").QueryRow(func(row pgx.Row) error {
+		return row.Scan(&st.OutboxDepth, &oldest)
+	})
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return persistence.Stats{}, s.fail("stats", err)
+	}
+	st.DLQDepth = st.ByState[messages.StateFailed]
+	st.OldestOutbox = utcOrZero(oldest)
+	return st, nil
+}

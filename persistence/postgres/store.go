@@ -1,0 +1,158 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// Store is the Postgres persistence.Store. It is safe for concurrent use, and
+// several Stores (instances of one site) may share one database schema.
+type Store struct {
+	pool *pgxpool.Pool
+	log  *slog.Logger
+	// customPlans makes every transaction plan each statement for its own
+	// arguments (see inTx); false when the DSN sets plan_cache_mode.
+	customPlans bool
+	closed      atomic.Bool
+}
+
+var _ persistence.Store = (*Store)(nil)
+
+// Open validates cfg, applies pending migrations and connects the pool.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	pcfg, err := pgxpool.ParseConfig(cfg.DSN)
+	if err != nil {
+		return nil, errors.New("postgres: DSN does not parse as a connection string or URL")
+	}
+	pcfg.MaxConns = cfg.MaxConns
+	_, planModeSet := pcfg.ConnConfig.RuntimeParams["plan_cache_mode"]
+	log := cfg.Logger.With("component", "store", "store", "postgres")
+
+	if err := migrate(ctx, pcfg.ConnConfig.Copy(), log); err != nil {
+		return nil, fmt.Errorf("postgres: migrate: %w", driverError(err))
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open: %w", driverError(err))
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: open: %w", driverError(err))
+	}
+	return &Store{pool: pool, log: log, customPlans: !planModeSet}, nil
+}
+
+// Kind implements persistence.Store.
+func (s *Store) Kind() string { return "postgres" }
+
+// Ping implements persistence.Store.
+func (s *Store) Ping(ctx context.Context) error {
+	if s.closed.Load() {
+		return s.fail("ping", persistence.ErrClosed)
+	}
+	return s.fail("ping", s.pool.Ping(ctx))
+}
+
+// Close implements persistence.Store. It waits for calls in flight to give
+// back their connections. Closing a closed store returns ErrClosed.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return s.fail("close", persistence.ErrClosed)
+	}
+	s.pool.Close()
+	return nil
+}
+
+// fail translates err from operation op for callers: nil stays nil, every
+// error of a closed store is ErrClosed, the persistence sentinels and context
+// errors stay matchable with errors.Is, and driver errors keep only their
+// text.
+func (s *Store) fail(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if s.closed.Load() {
+		return fmt.Errorf("postgres: %s: %w", op, persistence.ErrClosed)
+	}
+	return fmt.Errorf("postgres: %s: %w", op, driverError(err))
+}
+
+// driverError keeps what callers may branch on and flattens the rest to text.
+func driverError(err error) error {
+	for _, keep := range []error{persistence.ErrNotFound, persistence.ErrClosed, context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, keep) {
+			if err == keep {
+				return err
+			}
+			return fmt.Errorf("%s: %w", err.Error(), keep)
+		}
+	}
+	return errors.New(err.Error())
+}
+
+// messageColumns are the columns scanMessage reads, in its order.
+var messageColumns = []string{
+	"id", "seq", "token", "source_msisdn", "destination_msisdn", "body", "state",
+	"source_smsc", "dest_smsc", "frontend", "attempts", "reason",
+	"created_at", "updated_at", "submitted_at",
+}
+
+// columns lists messageColumns, each prefixed with alias and a dot when
+// alias is not empty.
+func columns(alias string) string {
+	if alias == "" {
+		return strings.Join(messageColumns, ", ")
+	}
+	out := make([]string, len(messageColumns))
+	for i, c := range messageColumns {
+		out[i] = alias + "." + c
+	}
+	return strings.Join(out, ", ")
+}
+
+// scanner is a pgx.Row or pgx.Rows.
+type scanner interface{ Scan(dest ...any) error }
+
+// scanMessage reads columns() and then extra, in that order.
+func scanMessage(row scanner, extra ...any) (messages.Message, error) {
+	var m messages.Message
+	var token int64
+	dest := append([]any{
+		&m.ID, &m.Seq, &token, &m.SourceMSISDN, &m.DestinationMSISDN, &m.Body, &m.State,
+		&m.SourceSMSC, &m.DestSMSC, &m.Frontend, &m.Attempts, &m.Reason,
+		&m.CreatedAt, &m.UpdatedAt, &m.SubmittedAt,
+	}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return messages.Message{}, err
+	}
+	m.Token = uint64(token)
+	m.CreatedAt, m.UpdatedAt, m.SubmittedAt = m.CreatedAt.UTC(), m.UpdatedAt.UTC(), m.SubmittedAt.UTC()
+	return m, nil
+}
+
+// tokenOf is the ring token of id as stored: the uint64's bit pattern.
+func tokenOf(id string) int64 { return int64(messages.TokenOf(id)) }
+
+// norm is persistence.Normalize, short for the many call sites.
+func norm(t time.Time) time.Time { return persistence.Normalize(t) }
+
+// utcOrZero converts a nullable time read from the database.
+func utcOrZero(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}

@@ -1,0 +1,533 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/persistence/pgtest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// t0 is the base of every time the tests hand the store.
+var t0 = time.Date(2031, time.March, 14, 15, 9, 26, 0, time.UTC)
+
+// open opens a store on dsn and closes it when the test ends.
+func open(t testing.TB, dsn string) *Store {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.DSN = dsn
+	s, err := Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// delivery is a pending message with delivery work on target, due at t0.
+func delivery(id, target string) persistence.NewMessage {
+	return persistence.NewMessage{
+		ID: id, SourceMSISDN: "+15550100", DestinationMSISDN: "+447700900123", Body: "body of " + id,
+		Frontend: target, State: messages.StatePending, Detail: "accepted",
+		Work: &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: target, DueAt: t0},
+	}
+}
+
+func deliveries(prefix, target string, n int) []persistence.NewMessage {
+	out := make([]persistence.NewMessage, n)
+	for i := range out {
+		out[i] = delivery(fmt.Sprintf("%s-%04d", prefix, i), target)
+	}
+	return out
+}
+
+func TestConfigValidate(t *testing.T) {
+	valid := DefaultConfig()
+	valid.DSN = "postgres://u@localhost/db"
+	cases := []struct {
+		name   string
+		change func(*Config)
+		want   []string // substrings of the error; none means valid
+	}{
+		{"valid", func(*Config) {}, nil},
+		{"keyword DSN", func(c *Config) { c.DSN = "host=localhost dbname=db" }, nil},
+		{"empty DSN", func(c *Config) { c.DSN = "" }, []string{"empty DSN"}},
+		{"bad DSN", func(c *Config) { c.DSN = "postgres://u@localhost:notaport/db" }, []string{"does not parse"}},
+		{"nil logger", func(c *Config) { c.Logger = nil }, []string{"nil Logger"}},
+		{"zero MaxConns", func(c *Config) { c.MaxConns = 0 }, []string{"MaxConns 0"}},
+		{"every problem at once", func(c *Config) { *c = Config{} }, []string{"empty DSN", "nil Logger", "MaxConns 0"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := valid
+			c.change(&cfg)
+			err := cfg.Validate()
+			if len(c.want) == 0 {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate() = nil, want errors %q", c.want)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate() = %v, want it to mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestOpenRejectsInvalidConfig(t *testing.T) {
+	if _, err := Open(t.Context(), Config{}); err == nil {
+		t.Fatal("Open(Config{}) succeeded")
+	}
+}
+
+func TestLoadMigrations(t *testing.T) {
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) == 0 || ms[0].version != 1 {
+		t.Fatalf("migrations %+v: want the first to be version 1", ms)
+	}
+	for i := 1; i < len(ms); i++ {
+		if ms[i].version <= ms[i-1].version {
+			t.Errorf("migration %d after %d", ms[i].version, ms[i-1].version)
+		}
+	}
+}
+
+// appliedVersions reads schema_migrations.
+func appliedVersions(t *testing.T, s *Store) []int32 {
+	t.Helper()
+	rows, err := s.pool.Query(t.Context(), "SELECT version FROM schema_migrations ORDER BY version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []int32
+	for rows.Next() {
+		var v int32
+		if err := rows.Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func wantAllVersions(t *testing.T, s *Store) {
+	t.Helper()
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []int32
+	for _, m := range ms {
+		want = append(want, int32(m.version))
+	}
+	if got := appliedVersions(t, s); !slices.Equal(got, want) {
+		t.Errorf("schema_migrations = %v, want each of %v once", got, want)
+	}
+}
+
+func TestReopenAppliesNothingTwiceAndKeepsData(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	s := open(t, dsn)
+	wantAllVersions(t, s)
+	if _, err := s.Accept(t.Context(), t0, []persistence.NewMessage{delivery("kept", "fe")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		s = open(t, dsn)
+		wantAllVersions(t, s)
+		if _, err := s.GetMessage(t.Context(), "kept"); err != nil {
+			t.Fatalf("after re-open: GetMessage: %v", err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestConcurrentOpensOnOneSchemaAllSucceed(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	const n = 6
+	stores := make([]*Store, n)
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			cfg := DefaultConfig()
+			cfg.DSN = dsn
+			stores[i], errs[i] = Open(t.Context(), cfg)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("Open %d: %v", i, err)
+			continue
+		}
+		t.Cleanup(func() { _ = stores[i].Close() })
+	}
+	if t.Failed() {
+		return
+	}
+	wantAllVersions(t, stores[0])
+	// Every store works on the same tables.
+	if _, err := stores[n-1].Accept(t.Context(), t0, []persistence.NewMessage{delivery("shared", "fe")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stores[0].GetMessage(t.Context(), "shared"); err != nil {
+		t.Fatalf("a message accepted through one store is not visible through another: %v", err)
+	}
+}
+
+func TestSchemasAreIsolated(t *testing.T) {
+	a, b := open(t, pgtest.DSN(t)), open(t, pgtest.DSN(t))
+	if _, err := a.Accept(t.Context(), t0, []persistence.NewMessage{delivery("only-in-a", "fe")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.GetMessage(t.Context(), "only-in-a"); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("GetMessage in another schema: %v, want ErrNotFound", err)
+	}
+}
+
+// TestClaimsFromTwoStoresNeverOverlap has several claimers on two stores (two
+// instances of one site) drain one outbox at once: SKIP LOCKED must give
+// every row to exactly one of them.
+func TestClaimsFromTwoStoresNeverOverlap(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	stores := []*Store{open(t, dsn), open(t, dsn)}
+	const total = 600
+	batch := deliveries("c", "fe", total)
+	for i := 0; i < total; i += 100 {
+		if _, err := stores[0].Accept(t.Context(), t0, batch[i:i+100]); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	const claimersPerStore = 4
+	var (
+		mu      sync.Mutex
+		claimed = map[string]string{} // message id -> owner
+		dups    []string
+		wg      sync.WaitGroup
+	)
+	start := make(chan struct{})
+	errs := make(chan error, 2*claimersPerStore)
+	for si, s := range stores {
+		for c := range claimersPerStore {
+			owner := fmt.Sprintf("store-%d/claimer-%d", si, c)
+			wg.Go(func() {
+				<-start
+				for {
+					claim, err := s.ClaimWork(t.Context(), persistence.ClaimRequest{
+						Kind: persistence.WorkDelivery, Target: "fe", Owner: owner,
+						Limit: 7, Now: t0, Lease: time.Hour,
+					})
+					if err != nil {
+						errs <- err
+						return
+					}
+					if len(claim.Work) == 0 {
+						return
+					}
+					mu.Lock()
+					for _, w := range claim.Work {
+						if prev, ok := claimed[w.MessageID]; ok {
+							dups = append(dups, fmt.Sprintf("%s by %s and %s", w.MessageID, prev, owner))
+						}
+						claimed[w.MessageID] = owner
+						if w.Message.Attempts != 1 {
+							dups = append(dups, fmt.Sprintf("%s has attempts %d after one claim", w.MessageID, w.Message.Attempts))
+						}
+					}
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("ClaimWork: %v", err)
+	}
+	for _, d := range dups {
+		t.Errorf("claimed twice: %s", d)
+	}
+	if len(claimed) != total {
+		t.Errorf("%d of %d messages claimed", len(claimed), total)
+	}
+	owners := map[string]bool{}
+	for _, o := range claimed {
+		owners[o] = true
+	}
+	t.Logf("%d rows claimed by %d claimers", len(claimed), len(owners))
+}
+
+// TestConcurrentBatchesDoNotDeadlock runs batch transactions that touch the
+// same messages in different orders at once. A lock-order cycle would make
+// Postgres fail one of them (deadlock detected) after deadlock_timeout.
+func TestConcurrentBatchesDoNotDeadlock(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	s1, s2 := open(t, dsn), open(t, dsn)
+	stores := []*Store{s1, s2}
+	const n, workers = 200, 6
+	all := deliveries("d", "fe", n)
+
+	// Accept: every worker accepts all ids, shuffled; each id is created once.
+	created := make([]int, workers)
+	run(t, workers, func(w int, rng *rand.Rand) error {
+		batch := slices.Clone(all)
+		rng.Shuffle(len(batch), func(i, j int) { batch[i], batch[j] = batch[j], batch[i] })
+		res, err := stores[w%2].Accept(t.Context(), t0, batch)
+		for _, r := range res {
+			if r.Created {
+				created[w]++
+			}
+		}
+		return err
+	})
+	total := 0
+	for _, c := range created {
+		total += c
+	}
+	if total != n {
+		t.Fatalf("%d messages created by concurrent overlapping accepts, want %d", total, n)
+	}
+
+	// CompleteWork: every worker records outcomes for all messages,
+	// shuffled, some retries first; each final outcome is applied once.
+	applied := make([]int, workers)
+	run(t, workers, func(w int, rng *rand.Rand) error {
+		var outcomes []persistence.Outcome
+		for _, m := range all {
+			result := persistence.ResultDelivered
+			if rng.IntN(4) == 0 {
+				outcomes = append(outcomes, persistence.Outcome{Kind: persistence.WorkDelivery, Target: "fe", MessageID: m.ID,
+					Result: persistence.ResultRetry, RetryAt: t0.Add(time.Minute)})
+			}
+			outcomes = append(outcomes, persistence.Outcome{Kind: persistence.WorkDelivery, Target: "fe", MessageID: m.ID, Result: result})
+		}
+		rng.Shuffle(len(outcomes), func(i, j int) { outcomes[i], outcomes[j] = outcomes[j], outcomes[i] })
+		// Claims and expiry run alongside.
+		if _, err := stores[w%2].ClaimWork(t.Context(), persistence.ClaimRequest{
+			Kind: persistence.WorkDelivery, Target: "fe", Owner: fmt.Sprint(w), Limit: 50, Now: t0, Lease: time.Second,
+		}); err != nil {
+			return err
+		}
+		if _, err := stores[w%2].ExpireMessages(t.Context(), persistence.ExpireRequest{
+			Now: t0.Add(time.Hour), SubmittedBefore: t0.Add(-time.Hour), Limit: 50,
+		}); err != nil {
+			return err
+		}
+		res, err := stores[w%2].CompleteWork(t.Context(), t0.Add(time.Second), outcomes)
+		for i, c := range res {
+			if c == persistence.Applied && outcomes[i].Result == persistence.ResultDelivered {
+				applied[w]++
+			}
+		}
+		return err
+	})
+	total = 0
+	for _, a := range applied {
+		total += a
+	}
+	if total != n {
+		t.Errorf("%d delivered outcomes applied, want %d (one per message)", total, n)
+	}
+	st, err := s1.Stats(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ByState[messages.StateDelivered] != n || st.OutboxDepth != 0 {
+		t.Errorf("after the outcomes: delivered %d, outbox %d; want %d and 0", st.ByState[messages.StateDelivered], st.OutboxDepth, n)
+	}
+}
+
+// run runs fn in workers goroutines started together, each with its own
+// seeded rand, and fails the test with their errors.
+func run(t *testing.T, workers int, fn func(w int, rng *rand.Rand) error) {
+	t.Helper()
+	errs := make([]error, workers)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			<-start
+			errs[w] = fn(w, rand.New(rand.NewPCG(uint64(w), 42)))
+		})
+	}
+	close(start)
+	wg.Wait()
+	for w, err := range errs {
+		if err != nil {
+			t.Errorf("worker %d: %v", w, err)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+}
+
+func TestAcceptSeqFollowsInputOrder(t *testing.T) {
+	s := open(t, pgtest.DSN(t))
+	// Inserted in id order (a, b, c), numbered in input order.
+	res, err := s.Accept(t.Context(), t0, []persistence.NewMessage{delivery("c", "fe"), delivery("a", "fe"), delivery("b", "fe")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(res[0].Message.Seq < res[1].Message.Seq && res[1].Message.Seq < res[2].Message.Seq) {
+		t.Errorf("seqs c=%d a=%d b=%d, want increasing in input order", res[0].Message.Seq, res[1].Message.Seq, res[2].Message.Seq)
+	}
+	claim, err := s.ClaimWork(t.Context(), persistence.ClaimRequest{
+		Kind: persistence.WorkDelivery, Target: "fe", Owner: "o", Limit: 10, Now: t0, Lease: time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range claim.Work {
+		got = append(got, w.MessageID)
+	}
+	if want := []string{"c", "a", "b"}; !slices.Equal(got, want) {
+		t.Errorf("claimed %q, want input order %q", got, want)
+	}
+}
+
+func TestClosedStoreReturnsErrClosed(t *testing.T) {
+	s := open(t, pgtest.DSN(t))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	calls := map[string]error{
+		"Ping":  s.Ping(ctx),
+		"Close": s.Close(),
+	}
+	_, calls["Accept"] = s.Accept(ctx, t0, []persistence.NewMessage{delivery("x", "fe")})
+	_, calls["GetMessage"] = s.GetMessage(ctx, "x")
+	_, calls["ClaimWork"] = s.ClaimWork(ctx, persistence.ClaimRequest{
+		Kind: persistence.WorkDelivery, Target: "fe", Owner: "o", Limit: 1, Now: t0, Lease: time.Minute,
+	})
+	_, calls["Routes"] = s.Routes(ctx)
+	for name, err := range calls {
+		if !errors.Is(err, persistence.ErrClosed) {
+			t.Errorf("%s after Close: %v, want ErrClosed", name, err)
+		}
+	}
+}
+
+func TestCanceledContext(t *testing.T) {
+	s := open(t, pgtest.DSN(t))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := s.Accept(ctx, t0, []persistence.NewMessage{delivery("x", "fe")}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Accept with a canceled context: %v, want context.Canceled", err)
+	}
+	if _, err := s.ClaimWork(ctx, persistence.ClaimRequest{
+		Kind: persistence.WorkDelivery, Target: "fe", Owner: "o", Limit: 1, Now: t0, Lease: time.Minute,
+	}); !errors.Is(err, context.Canceled) {
+		t.Errorf("ClaimWork with a canceled context: %v, want context.Canceled", err)
+	}
+}
+
+func TestRounds(t *testing.T) {
+	keys := []string{"a", "b", "a", "c", "a", "b"}
+	got := rounds(len(keys), func(i int) string { return keys[i] })
+	want := [][]int{{0, 1, 3}, {2, 5}, {4}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("rounds = %v, want %v", got, want)
+	}
+}
+
+// TestOutcomesByKind pins the states CompleteWork moves forward and status
+// work to (the interface leaves them to the driver; see the package doc).
+func TestOutcomesByKind(t *testing.T) {
+	s := open(t, pgtest.DSN(t))
+	ctx := t.Context()
+	withWork := func(id string, kind persistence.WorkKind, state messages.State) persistence.NewMessage {
+		m := delivery(id, "peer")
+		m.State = state
+		m.Work = &persistence.WorkSpec{Kind: kind, Target: "peer", DueAt: t0}
+		return m
+	}
+	if _, err := s.Accept(ctx, t0, []persistence.NewMessage{
+		withWork("fwd-ok", persistence.WorkForward, messages.StatePending),
+		withWork("fwd-fail", persistence.WorkForward, messages.StatePending),
+		withWork("fwd-retry", persistence.WorkForward, messages.StatePending),
+		withWork("status", persistence.WorkStatus, messages.StateDelivered),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	outcome := func(id string, kind persistence.WorkKind, r persistence.Result) persistence.Outcome {
+		return persistence.Outcome{Kind: kind, Target: "peer", MessageID: id, Result: r, RetryAt: t0.Add(time.Minute), Reason: "peer said no"}
+	}
+	got, err := s.CompleteWork(ctx, t0.Add(time.Second), []persistence.Outcome{
+		outcome("fwd-ok", persistence.WorkForward, persistence.ResultDelivered),
+		outcome("fwd-fail", persistence.WorkForward, persistence.ResultFailed),
+		outcome("fwd-retry", persistence.WorkForward, persistence.ResultRetry),
+		outcome("status", persistence.WorkStatus, persistence.ResultDelivered),
+		outcome("status", persistence.WorkStatus, persistence.ResultDelivered),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []persistence.Completion{persistence.Applied, persistence.Applied, persistence.Applied, persistence.Applied, persistence.AlreadyRecorded}
+	if !slices.Equal(got, want) {
+		t.Errorf("completions %v, want %v", got, want)
+	}
+	for id, state := range map[string]messages.State{
+		"fwd-ok": messages.StateForwarded, "fwd-fail": messages.StateForwardFailed,
+		"fwd-retry": messages.StateForwardQueued, "status": messages.StateDelivered,
+	} {
+		m, err := s.GetMessage(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.State != state {
+			t.Errorf("%s: state %s, want %s", id, m.State, state)
+		}
+		if wantLen := map[bool]int{true: 1, false: 2}[id == "status"]; len(m.History) != wantLen {
+			t.Errorf("%s: %d history entries, want %d", id, len(m.History), wantLen)
+		}
+	}
+	if m, _ := s.GetMessage(ctx, "fwd-fail"); m.Reason != "peer said no" {
+		t.Errorf("fwd-fail: reason %q", m.Reason)
+	}
+	st, err := s.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.OutboxDepth != 1 {
+		t.Errorf("outbox depth %d, want 1 (the forward to retry)", st.OutboxDepth)
+	}
+}
