@@ -107,10 +107,10 @@ func freePort(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func (n *e2eNode) start() {
+func (n *e2eNode) start(extra ...string) {
 	n.t.Helper()
 	logs := &bytes.Buffer{}
-	cmd := exec.Command(n.bin, n.args...)
+	cmd := exec.Command(n.bin, append(slices.Clone(n.args), extra...)...)
 	cmd.Stdout, cmd.Stderr = io.Discard, &lockedWriter{w: logs}
 	cmd.Env = cleanEnv()
 	if err := cmd.Start(); err != nil {
@@ -283,18 +283,27 @@ func runCrashScenario(t *testing.T, storeArgs []string) {
 		}
 	}()
 
+	// Each run of the node registers the webhook (flags are applied at
+	// start) with its own path, so that a call tells which process made it
+	// even when the frontend handles it after the kill.
+	var hookURL string
+	hookFlags := func(run int) []string {
+		return []string{"--frontend", fmt.Sprintf("hookfe=%s/run/%d", hookURL, run), "--route", "33=hookfe"}
+	}
 	l := &ledger{offers: map[string][]int64{}, applied: map[string][]int64{}, lostAcks: map[string][]int64{}, hooked: map[string]map[int]int{}}
-	var run atomic.Int32 // the node run a webhook call belongs to
-	run.Store(1)
 	var sent sync.Map // id -> true once a client has sent it at least once
 
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var m messages.Outgoing
+		var r0 int
+		if _, err := fmt.Sscanf(r.URL.Path, "/run/%d", &r0); err != nil {
+			w.WriteHeader(404)
+			return
+		}
 		if err := json.NewDecoder(r.Body).Decode(&m); err != nil || m.ID != r.Header.Get("Idempotency-Key") {
 			w.WriteHeader(400)
 			return
 		}
-		r0 := int(run.Load())
 		// Some first attempts are refused, so that retries happen too.
 		if m.Attempt == 1 && messages.TokenOf(m.ID)%7 == 0 {
 			w.WriteHeader(503)
@@ -312,12 +321,11 @@ func runCrashScenario(t *testing.T, storeArgs []string) {
 		w.WriteHeader(200)
 	}))
 	defer hook.Close()
+	hookURL = hook.URL
 
-	node.start()
+	node.start(hookFlags(1)...)
 	node.mustCall(200, "PUT", "/api/frontends/pullfe", map[string]string{"mode": "pull"})
-	node.mustCall(200, "PUT", "/api/frontends/hookfe", map[string]string{"mode": "webhook", "url": hook.URL})
 	node.mustCall(200, "PUT", "/api/routes/44", map[string]string{"frontend": "pullfe"})
-	node.mustCall(200, "PUT", "/api/routes/33", map[string]string{"frontend": "hookfe"})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -419,9 +427,8 @@ func runCrashScenario(t *testing.T, storeArgs []string) {
 	// kill -9 in the middle, then restart on the same port and data.
 	eventuallyE2E(t, 60*time.Second, func() bool { return acceptedN.Load() >= killAfter })
 	node.kill()
-	run.Store(2)
 	t.Logf("killed the node after %d accepted messages", acceptedN.Load())
-	node.start()
+	node.start(hookFlags(2)...)
 	clients.Wait()
 	if n := acceptedN.Load(); n != e2eMessages {
 		t.Fatalf("%d of %d messages accepted", n, e2eMessages)
