@@ -1,0 +1,353 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// stubBackend is a fixed node for the UI tests: it answers every call with
+// the same small data set, so the documents the page reads can be checked.
+type stubBackend struct{}
+
+var stubTime = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func stubMessage(id string, state messages.State) messages.Message {
+	return messages.Message{
+		ID: id, SourceMSISDN: "alice", DestinationMSISDN: "+447700900001", Body: "<b>hi</b>",
+		State: state, SourceSMSC: "ui", Frontend: "fe-a", Attempts: 5, Reason: messages.ReasonMaxAttempts,
+		CreatedAt: stubTime, UpdatedAt: stubTime, SubmittedAt: stubTime,
+	}
+}
+
+func (stubBackend) Submit(context.Context, messages.Submission) (messages.Message, bool, error) {
+	return messages.Message{}, false, messages.Errorf(messages.CodeNoRoute, "stub: no route")
+}
+
+func (stubBackend) Message(_ context.Context, id string) (messages.Message, error) {
+	if id != "m-1" {
+		return messages.Message{}, messages.Errorf(messages.CodeNotFound, "message %q not found", id)
+	}
+	m := stubMessage(id, messages.StateFailed)
+	m.History = []messages.HistoryEntry{
+		{State: messages.StatePending, At: stubTime, Detail: "accepted"},
+		{State: messages.StateFailed, At: stubTime, Detail: "max attempts"},
+	}
+	return m, nil
+}
+
+func (stubBackend) Messages(context.Context, persistence.ListQuery) (persistence.Page, error) {
+	return persistence.Page{Messages: []messages.Message{stubMessage("m-1", messages.StateFailed)}, Next: 7}, nil
+}
+
+func (stubBackend) Resubmit(_ context.Context, id string) (messages.Message, error) {
+	return stubMessage(id, messages.StatePending), nil
+}
+
+func (stubBackend) ResubmitBulk(context.Context, messages.State) (messages.BulkReply, error) {
+	return messages.BulkReply{Resubmitted: 2, Skipped: 1}, nil
+}
+
+func (stubBackend) Status(context.Context) (Status, error) {
+	counts := map[string]int64{}
+	for i, s := range messages.AllStates {
+		counts[string(s)] = int64(i)
+	}
+	return Status{
+		Node: "ui-node", Version: "test", Store: "stub", Counts: counts,
+		Peers: []any{}, Frontends: []messages.Frontend{{Name: "fe-a", Mode: messages.ModePull}},
+	}, nil
+}
+
+func (stubBackend) Routes(context.Context) ([]messages.Route, error) {
+	return []messages.Route{{Prefix: "44", Frontend: "fe-a", UpdatedAt: stubTime}}, nil
+}
+
+func (stubBackend) PutRoute(_ context.Context, r messages.Route) (messages.Route, error) {
+	r.UpdatedAt = stubTime
+	return r, nil
+}
+
+func (stubBackend) DeleteRoute(context.Context, string) error { return nil }
+
+func (stubBackend) Frontends(context.Context) ([]messages.Frontend, error) {
+	return []messages.Frontend{
+		{Name: "fe-a", Mode: messages.ModePull, CreatedAt: stubTime, UpdatedAt: stubTime},
+		{Name: "fe-b", Mode: messages.ModeWebhook, URL: "http://127.0.0.1:9/hook", CreatedAt: stubTime, UpdatedAt: stubTime},
+	}, nil
+}
+
+func (stubBackend) PutFrontend(_ context.Context, f messages.Frontend) (messages.Frontend, error) {
+	f.CreatedAt, f.UpdatedAt = stubTime, stubTime
+	return f, nil
+}
+
+func (stubBackend) DeleteFrontend(_ context.Context, name string) error {
+	return messages.Errorf(messages.CodeFrontendInUse, "frontend %q is named by route 44", name)
+}
+
+func (stubBackend) Poll(context.Context, string, int, time.Duration, time.Duration) ([]messages.Outgoing, error) {
+	return nil, nil
+}
+
+func (stubBackend) Ack(context.Context, string, []messages.DeliveryResult) ([]messages.AckOutcome, error) {
+	return nil, nil
+}
+
+func (stubBackend) Ready(context.Context) error { return nil }
+
+const stubToken = "s3cret"
+
+// uiServer serves the gateway over a stub node that requires stubToken.
+func uiServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	s, err := New(Config{Backend: stubBackend{}, APIToken: stubToken, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// fetchPage gets GET / (without a token: the page must load so that the
+// operator can enter one) and returns the response and its body.
+func fetchPage(t *testing.T, srv *httptest.Server) (*http.Response, string) {
+	t.Helper()
+	res, err := http.Get(srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, string(body)
+}
+
+func TestUIServesPage(t *testing.T) {
+	res, page := fetchPage(t, uiServer(t))
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET / = %d, want 200", res.StatusCode)
+	}
+	if ct := res.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/html") {
+		t.Errorf("Content-Type = %q, want text/html", ct)
+	}
+	const csp = "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
+	if got := res.Header.Get("Content-Security-Policy"); got != csp {
+		t.Errorf("Content-Security-Policy = %q, want %q", got, csp)
+	}
+	if !regexp.MustCompile(`<title>[^<]*Switchboard[^<]*</title>`).MatchString(page) {
+		t.Error("the page's <title> does not contain Switchboard")
+	}
+}
+
+// TestUISameOrigin: under the CSP every resource must be inline or
+// same-origin; the page loads nothing from elsewhere.
+func TestUISameOrigin(t *testing.T) {
+	_, page := fetchPage(t, uiServer(t))
+	attr := regexp.MustCompile(`(?i)\s(src|href|action|formaction|poster|srcset|data)\s*=\s*("[^"]*"|'[^']*'|[^\s>]+)`)
+	for _, m := range attr.FindAllStringSubmatch(page, -1) {
+		v := strings.Trim(m[2], `"'`)
+		if strings.Contains(v, "http://") || strings.Contains(v, "https://") || strings.HasPrefix(v, "//") ||
+			(v != "" && !strings.HasPrefix(v, "/") && !strings.HasPrefix(v, "#")) {
+			t.Errorf("%s=%q is not a same-origin path", m[1], v)
+		}
+	}
+	for _, bad := range []string{"<script src", "<link", "@import", "url(http", "url(//", "<iframe", "<object", "<embed"} {
+		if strings.Contains(strings.ToLower(page), bad) {
+			t.Errorf("the page contains %q: only inline styles and scripts are allowed", bad)
+		}
+	}
+	// Every fetch goes through api(path) with a path of the API table.
+	if n := strings.Count(page, "fetch("); n != 1 {
+		t.Errorf("the page calls fetch( %d times, want once (in api())", n)
+	}
+}
+
+// TestUIEscapes: values reach the DOM only through textContent and
+// createElement; none of the HTML-parsing sinks appears in the page.
+func TestUIEscapes(t *testing.T) {
+	_, page := fetchPage(t, uiServer(t))
+	for _, sink := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function", "createContextualFragment"} {
+		if strings.Contains(page, sink) {
+			t.Errorf("the page uses %s", sink)
+		}
+	}
+}
+
+// uiCall is one API call the page makes: the literal path fragments it
+// builds the URL from, a concrete request, and the fields of the answer it
+// reads.
+type uiCall struct {
+	fragments []string // as quoted in the page
+	method    string
+	path      string
+	body      string
+	status    int
+	fields    []string // top-level keys of the JSON answer the page reads
+}
+
+var uiCalls = []uiCall{
+	{[]string{"/api/status"}, "GET", "/api/status", "", 200,
+		[]string{"node", "version", "store", "counts", "forward_queue_depth", "outbox_depth", "dlq_depth", "peers"}},
+	{[]string{"/api/messages?"}, "GET", "/api/messages?limit=100&state=failed&cursor=9", "", 200,
+		[]string{"messages", "next_cursor"}},
+	{[]string{"/api/messages/"}, "GET", "/api/messages/m-1", "", 200,
+		[]string{"id", "state", "reason", "source_msisdn", "destination_msisdn", "message_body", "frontend",
+			"source_smsc", "dest_smsc", "attempts", "created_at", "submitted_at", "updated_at", "history"}},
+	{[]string{"/api/messages/", "/resubmit"}, "POST", "/api/messages/m-1/resubmit", "", 200, []string{"state"}},
+	{[]string{"/api/messages/resubmit"}, "POST", "/api/messages/resubmit", `{"state":"failed"}`, 200,
+		[]string{"resubmitted", "skipped"}},
+	{[]string{"/api/routes"}, "GET", "/api/routes", "", 200, []string{"routes"}},
+	{[]string{"/api/routes/"}, "PUT", "/api/routes/4477", `{"frontend":"fe-a"}`, 200, nil},
+	{[]string{"/api/routes/"}, "DELETE", "/api/routes/4477", "", 204, nil},
+	{[]string{"/api/frontends"}, "GET", "/api/frontends", "", 200, []string{"frontends"}},
+	{[]string{"/api/frontends/"}, "PUT", "/api/frontends/fe-c", `{"mode":"webhook","url":"http://127.0.0.1:9/x"}`, 200, nil},
+	{[]string{"/api/frontends/"}, "DELETE", "/api/frontends/fe-a", "", 409, []string{"error"}},
+}
+
+func uiDo(t *testing.T, srv *httptest.Server, method, path, body, token string) (*http.Response, map[string]any) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, srv.URL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &doc); err != nil {
+			t.Fatalf("%s %s: answer is not a JSON object: %v: %s", method, path, err, raw)
+		}
+	}
+	return res, doc
+}
+
+// TestUIAPIPaths: the page mentions each API path it uses, uses no other,
+// and each of them answers (over the stub node) with the fields the page
+// reads.
+func TestUIAPIPaths(t *testing.T) {
+	srv := uiServer(t)
+	_, page := fetchPage(t, srv)
+
+	var want []string
+	for _, c := range uiCalls {
+		for _, f := range c.fragments {
+			if !slices.Contains(want, f) && strings.HasPrefix(f, "/api") {
+				want = append(want, f)
+			}
+			if !strings.Contains(page, "'"+f+"'") {
+				t.Errorf("the page does not mention %q", f)
+			}
+		}
+		for _, k := range c.fields {
+			if !strings.Contains(page, k) {
+				t.Errorf("the page does not read %q of %s %s", k, c.method, c.path)
+			}
+		}
+	}
+	for _, m := range regexp.MustCompile(`['"](/api[^'"]*)['"]`).FindAllStringSubmatch(page, -1) {
+		if !slices.Contains(want, m[1]) {
+			t.Errorf("the page uses %q, which this test does not know: add it to uiCalls", m[1])
+		}
+	}
+
+	for _, c := range uiCalls {
+		res, doc := uiDo(t, srv, c.method, c.path, c.body, stubToken)
+		if res.StatusCode != c.status {
+			t.Errorf("%s %s = %d, want %d (%v)", c.method, c.path, res.StatusCode, c.status, doc)
+			continue
+		}
+		for _, k := range c.fields {
+			if _, ok := doc[k]; !ok {
+				t.Errorf("%s %s: the answer has no %q: %v", c.method, c.path, k, doc)
+			}
+		}
+	}
+
+	// The details the page relies on beyond top-level keys.
+	_, st := uiDo(t, srv, "GET", "/api/status", "", stubToken)
+	counts, _ := st["counts"].(map[string]any)
+	for _, s := range messages.AllStates {
+		if _, ok := counts[string(s)]; !ok {
+			t.Errorf("/api/status counts has no %q", s)
+		}
+		if !strings.Contains(page, "'"+string(s)+"'") {
+			t.Errorf("the page does not list the state %q", s)
+		}
+	}
+	_, list := uiDo(t, srv, "GET", "/api/messages", "", stubToken)
+	if list["next_cursor"] != "7" {
+		t.Errorf("next_cursor = %v, want \"7\"", list["next_cursor"])
+	}
+	_, msg := uiDo(t, srv, "GET", "/api/messages/m-1", "", stubToken)
+	hist, _ := msg["history"].([]any)
+	if len(hist) != 2 {
+		t.Fatalf("history = %v, want 2 entries", msg["history"])
+	}
+	for _, k := range []string{"state", "at", "detail"} {
+		if _, ok := hist[0].(map[string]any)[k]; !ok {
+			t.Errorf("history entry has no %q: %v", k, hist[0])
+		}
+	}
+}
+
+// TestUIErrorDocuments: the page shows the API's {"error":{code,message}}
+// verbatim and prompts for the token on 401.
+func TestUIErrorDocuments(t *testing.T) {
+	srv := uiServer(t)
+	_, page := fetchPage(t, srv)
+	for _, k := range []string{".error", ".code", ".message", "401", "'Bearer '", "localStorage"} {
+		if !strings.Contains(page, k) {
+			t.Errorf("the page does not contain %q", k)
+		}
+	}
+	for _, tc := range []struct {
+		token, path string
+		status      int
+		code        string
+	}{
+		{"", "/api/status", 401, messages.CodeUnauthorized},
+		{"wrong", "/api/status", 401, messages.CodeUnauthorized},
+		{stubToken, "/api/messages/nope", 404, messages.CodeNotFound},
+		{stubToken, "/api/frontends/fe-a", 409, messages.CodeFrontendInUse},
+	} {
+		method := "GET"
+		if strings.HasPrefix(tc.path, "/api/frontends/") {
+			method = "DELETE"
+		}
+		res, doc := uiDo(t, srv, method, tc.path, "", tc.token)
+		e, _ := doc["error"].(map[string]any)
+		if res.StatusCode != tc.status || e["code"] != tc.code || e["message"] == "" {
+			t.Errorf("%s %s with token %q = %d %v, want %d with code %s and a message",
+				method, tc.path, tc.token, res.StatusCode, doc, tc.status, tc.code)
+		}
+	}
+}
