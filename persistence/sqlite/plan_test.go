@@ -1,0 +1,86 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// TestHotQueriesUseIndexes fails when a statement that runs per claim,
+// completion, expiry or page reads a whole table. The plans are checked on
+// an empty database and again after ANALYZE on a populated one, because
+// statistics can change SQLite's choice.
+func TestHotQueriesUseIndexes(t *testing.T) {
+	ctx := context.Background()
+	s := openAt(t, filepath.Join(t.TempDir(), "plan.db"), nil)
+	statements := []struct {
+		name string
+		sql  string
+		args []any
+	}{
+		{"sweep ledgered", sweepLedgeredSQL, []any{"delivery", "fe", 5, 10}},
+		{"lease end", leaseEndSQL, []any{"delivery", "fe", 5}},
+		{"claim", claimSQL, []any{"delivery", "fe", 5, 10, "o", 9}},
+		{"next due", nextDueSQL, []any{"delivery", "fe", 5}},
+		{"reschedule", rescheduleSQL(2), []any{1, 2, 3, 4}},
+		{"settle", settleSQL(2), []any{1, "a", "delivered", "", "b", "failed", "x"}},
+		{"restart", restartSQL(2), []any{1, 1, "a", "pending", "fe", "s", "b", "pending", "fe", "s"}},
+		{"expirable", expirableSQL, []any{"pending", "retry", 5, 6, 10}},
+		{"list", listSQL, []any{5, 10}},
+		{"list by state", listByStateSQL, []any{"pending", 5, 10}},
+	}
+	check := func(when string) {
+		for _, st := range statements {
+			rows, err := s.wdb.QueryContext(ctx, "EXPLAIN QUERY PLAN "+st.sql, st.args...)
+			if err != nil {
+				t.Fatalf("%s: %s: %v", when, st.name, err)
+			}
+			var plan []string
+			err = scanEach(rows, func(r *sql.Rows) error {
+				var id, parent, unused int
+				var detail string
+				err := r.Scan(&id, &parent, &unused, &detail)
+				plan = append(plan, detail)
+				return err
+			})
+			if err != nil {
+				t.Fatalf("%s: %s: %v", when, st.name, err)
+			}
+			for _, line := range plan {
+				// A scan of a VALUES list or of a bounded subquery (w) is fine;
+				// a scan of a table is not.
+				if strings.HasPrefix(line, "SCAN ") && !strings.Contains(line, "VALUES") && line != "SCAN w" {
+					t.Errorf("%s: %s scans a table:\n\t%s", when, st.name, strings.Join(plan, "\n\t"))
+					break
+				}
+			}
+		}
+	}
+	check("empty database")
+
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	for b := range 20 {
+		batch := make([]persistence.NewMessage, 100)
+		for i := range batch {
+			batch[i] = persistence.NewMessage{ID: fmt.Sprintf("p-%02d-%03d", b, i), State: messages.StatePending, Frontend: "fe",
+				Work: &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: fmt.Sprintf("fe-%d", i%4), DueAt: now.Add(time.Duration(i) * time.Second)}}
+		}
+		if _, err := s.Accept(ctx, now, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.ClaimWork(ctx, persistence.ClaimRequest{Kind: persistence.WorkDelivery, Target: "fe-1", Owner: "o", Limit: 100, Now: now.Add(time.Minute), Lease: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.wdb.ExecContext(ctx, "ANALYZE"); err != nil {
+		t.Fatal(err)
+	}
+	check("2000 messages, analyzed")
+}

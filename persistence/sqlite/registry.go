@@ -1,0 +1,133 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// Routes implements persistence.Store. Prefixes sort bytewise (BINARY).
+func (s *Store) Routes(ctx context.Context) ([]persistence.Route, error) {
+	const op = "routes"
+	var out []persistence.Route
+	err := s.read(ctx, op, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT prefix, frontend, updated_at FROM routes ORDER BY prefix`)
+		if err != nil {
+			return err
+		}
+		return scanEach(rows, func(r *sql.Rows) error {
+			var rt persistence.Route
+			var updated int64
+			if err := r.Scan(&rt.Prefix, &rt.Frontend, &updated); err != nil {
+				return err
+			}
+			rt.UpdatedAt = fromDB(updated)
+			out = append(out, rt)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// PutRoute implements persistence.Store.
+func (s *Store) PutRoute(ctx context.Context, r persistence.Route) error {
+	const op = "put route"
+	if err := s.check(op); err != nil {
+		return err
+	}
+	if r.Frontend == "" {
+		return fmt.Errorf("sqlite: %s %q: empty frontend", op, r.Prefix)
+	}
+	return s.write(ctx, op, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO routes (prefix, frontend, updated_at) VALUES (?, ?, ?)
+			ON CONFLICT (prefix) DO UPDATE SET frontend = excluded.frontend, updated_at = excluded.updated_at`,
+			r.Prefix, r.Frontend, toDB(r.UpdatedAt))
+		return err
+	})
+}
+
+// DeleteRoute implements persistence.Store.
+func (s *Store) DeleteRoute(ctx context.Context, prefix string) error {
+	return s.deleteOne(ctx, "delete route", `DELETE FROM routes WHERE prefix = ?`, prefix)
+}
+
+// Frontends implements persistence.Store. Names sort bytewise (BINARY).
+func (s *Store) Frontends(ctx context.Context) ([]persistence.Frontend, error) {
+	const op = "frontends"
+	var out []persistence.Frontend
+	err := s.read(ctx, op, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT name, mode, url, created_at, updated_at FROM frontends ORDER BY name`)
+		if err != nil {
+			return err
+		}
+		return scanEach(rows, func(r *sql.Rows) error {
+			var f persistence.Frontend
+			var mode string
+			var created, updated int64
+			if err := r.Scan(&f.Name, &mode, &f.URL, &created, &updated); err != nil {
+				return err
+			}
+			f.Mode, f.CreatedAt, f.UpdatedAt = persistence.FrontendMode(mode), fromDB(created), fromDB(updated)
+			out = append(out, f)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// PutFrontend implements persistence.Store.
+func (s *Store) PutFrontend(ctx context.Context, f persistence.Frontend) error {
+	const op = "put frontend"
+	if err := s.check(op); err != nil {
+		return err
+	}
+	var errs []error
+	if f.Name == "" {
+		errs = append(errs, errors.New("empty name"))
+	}
+	if !f.Mode.Valid() {
+		errs = append(errs, fmt.Errorf("unknown mode %q", f.Mode))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("sqlite: %s %q: %w", op, f.Name, err)
+	}
+	return s.write(ctx, op, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO frontends (name, mode, url, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (name) DO UPDATE SET mode = excluded.mode, url = excluded.url, updated_at = excluded.updated_at`,
+			f.Name, string(f.Mode), f.URL, toDB(f.CreatedAt), toDB(f.UpdatedAt))
+		return err
+	})
+}
+
+// DeleteFrontend implements persistence.Store.
+func (s *Store) DeleteFrontend(ctx context.Context, name string) error {
+	return s.deleteOne(ctx, "delete frontend", `DELETE FROM frontends WHERE name = ?`, name)
+}
+
+// deleteOne runs a DELETE by key and reports ErrNotFound when it removed
+// nothing.
+func (s *Store) deleteOne(ctx context.Context, op, query, key string) error {
+	return s.write(ctx, op, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, query, key)
+		if err != nil {
+			return err
+		}
+		n, err := r.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("%q: %w", key, persistence.ErrNotFound)
+		}
+		return nil
+	})
+}

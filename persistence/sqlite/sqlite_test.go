@@ -1,0 +1,335 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"go.uber.org/goleak"
+	sqlitedriver "modernc.org/sqlite"
+
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/persistence/storetest"
+)
+
+// seedingStore gives the suite its LedgerSeeder hook without putting a
+// test-only method on the production type.
+type seedingStore struct{ *Store }
+
+func (s seedingStore) SeedLedger(ctx context.Context, e persistence.LedgerEntry) error {
+	_, err := s.wdb.ExecContext(ctx, `INSERT INTO ledger (message_id, target, result, at, detail) VALUES (?, ?, ?, ?, ?)`,
+		e.MessageID, e.Target, string(e.Result), toDB(e.At), e.Detail)
+	return err
+}
+
+func openAt(t testing.TB, path string, log *slog.Logger) *Store {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Path = path
+	if log != nil {
+		cfg.Logger = log
+	}
+	s, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil && !errors.Is(err, persistence.ErrClosed) {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+func TestStore(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) persistence.Store {
+		return seedingStore{openAt(t, filepath.Join(t.TempDir(), "switchboard.db"), nil)}
+	})
+}
+
+// recorder is a slog handler that keeps the messages it sees.
+type recorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, rec.Message)
+	return nil
+}
+func (r *recorder) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *recorder) WithGroup(string) slog.Handler      { return r }
+
+func (r *recorder) count(msg string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, m := range r.msgs {
+		if m == msg {
+			n++
+		}
+	}
+	return n
+}
+
+func TestReopenKeepsDataAndDoesNotReapplyMigrations(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "data", "switchboard.db")
+	now := time.Date(2030, 1, 2, 3, 4, 5, 6000, time.UTC)
+
+	embeddedMigrations, err := fs.Glob(migrationFiles(), "*.sql")
+	if err != nil || len(embeddedMigrations) == 0 {
+		t.Fatalf("embedded migrations: %v, %v", embeddedMigrations, err)
+	}
+
+	first := &recorder{}
+	s := openAt(t, path, slog.New(first))
+	if n := first.count("migration applied"); n != len(embeddedMigrations) {
+		t.Errorf("fresh database: %d migrations applied, want %d", n, len(embeddedMigrations))
+	}
+	nm := persistence.NewMessage{ID: "keep-me", Body: "still here", State: messages.StatePending, Frontend: "fe", Detail: "accepted",
+		Work: &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: "fe", DueAt: now}}
+	if _, err := s.Accept(ctx, now, []persistence.NewMessage{nm}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutRoute(ctx, persistence.Route{Prefix: "44", Frontend: "fe", UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	second := &recorder{}
+	s = openAt(t, path, slog.New(second))
+	if n := second.count("migration applied"); n != 0 {
+		t.Errorf("reopen applied %d migrations, want 0", n)
+	}
+	var recorded int
+	if err := s.rdb.QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&recorded); err != nil {
+		t.Fatal(err)
+	}
+	if recorded != len(embeddedMigrations) {
+		t.Errorf("schema_migrations has %d rows, want %d", recorded, len(embeddedMigrations))
+	}
+	m, err := s.GetMessage(ctx, "keep-me")
+	if err != nil || m.Body != "still here" || len(m.History) != 1 {
+		t.Errorf("after reopen: %+v, %v", m, err)
+	}
+	c, err := s.ClaimWork(ctx, persistence.ClaimRequest{Kind: persistence.WorkDelivery, Target: "fe", Owner: "o", Limit: 10, Now: now, Lease: time.Minute})
+	if err != nil || len(c.Work) != 1 {
+		t.Errorf("work after reopen: %+v, %v", c, err)
+	}
+	if rs, err := s.Routes(ctx); err != nil || len(rs) != 1 {
+		t.Errorf("routes after reopen: %+v, %v", rs, err)
+	}
+}
+
+func TestMigrateAppliesOnlyNewOnes(t *testing.T) {
+	ctx := context.Background()
+	s := openAt(t, filepath.Join(t.TempDir(), "m.db"), nil)
+	db, log := s.wdb, slog.New(slog.DiscardHandler)
+
+	// Versions above the embedded ones, so they run on top of the real schema.
+	v1 := fstest.MapFS{"0901_alpha.sql": {Data: []byte("CREATE TABLE alpha (x INTEGER);")}}
+	v2 := fstest.MapFS{
+		"0901_alpha.sql": v1["0901_alpha.sql"],
+		"0902_beta.sql":  {Data: []byte("CREATE TABLE beta (y TEXT); INSERT INTO beta VALUES ('one');")},
+	}
+	withEmbedded := func(m fstest.MapFS) fstest.MapFS {
+		out := fstest.MapFS{}
+		names, _ := fs.Glob(migrationFiles(), "*.sql")
+		for _, n := range names {
+			b, _ := fs.ReadFile(migrationFiles(), n)
+			out[n] = &fstest.MapFile{Data: b}
+		}
+		for k, v := range m {
+			out[k] = v
+		}
+		return out
+	}
+	for _, step := range []struct {
+		fsys fstest.MapFS
+		want []int
+	}{
+		{withEmbedded(v1), []int{901}},
+		{withEmbedded(v2), []int{902}}, // 0901 again would fail: alpha exists
+		{withEmbedded(v2), nil},
+	} {
+		got, err := migrate(ctx, db, step.fsys, log)
+		if err != nil {
+			t.Fatalf("migrate: %v", err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(step.want) {
+			t.Errorf("applied %v, want %v", got, step.want)
+		}
+	}
+
+	// A failing migration leaves nothing behind: no table, no record.
+	bad := withEmbedded(v2)
+	bad["0903_gamma.sql"] = &fstest.MapFile{Data: []byte("CREATE TABLE gamma (z); SELECT no_such_column FROM beta;")}
+	if _, err := migrate(ctx, db, bad, log); err == nil {
+		t.Fatal("a failing migration returned no error")
+	}
+	var n int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM sqlite_schema WHERE name = 'gamma'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("failed migration left table gamma (%d, %v)", n, err)
+	}
+	if err := db.QueryRow(`SELECT COUNT(*) FROM schema_migrations WHERE version = 903`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("failed migration recorded (%d, %v)", n, err)
+	}
+
+	// A database newer than the binary is refused.
+	if _, err := migrate(ctx, db, withEmbedded(v1), log); err == nil || !strings.Contains(err.Error(), "schema version 902") {
+		t.Errorf("older migration set on a newer database: err %v", err)
+	}
+	// Badly named files are refused.
+	if _, err := loadMigrations(fstest.MapFS{"init.sql": {}}); err == nil {
+		t.Error("a migration without a version was accepted")
+	}
+	if _, err := loadMigrations(fstest.MapFS{"0001_a.sql": {}, "01_b.sql": {}}); err == nil {
+		t.Error("two migrations with one version were accepted")
+	}
+}
+
+func TestConnectionSettings(t *testing.T) {
+	s := openAt(t, filepath.Join(t.TempDir(), "p.db"), nil)
+	for _, c := range []struct {
+		db    string
+		query string
+		want  string
+	}{
+		{"writer", "PRAGMA journal_mode", "wal"},
+		{"writer", "PRAGMA synchronous", "2"}, // FULL
+		{"writer", "PRAGMA foreign_keys", "1"},
+		{"writer", "PRAGMA busy_timeout", fmt.Sprint(busyTimeout)},
+		{"writer", "PRAGMA query_only", "0"},
+		{"reader", "PRAGMA journal_mode", "wal"},
+		{"reader", "PRAGMA foreign_keys", "1"},
+		{"reader", "PRAGMA query_only", "1"},
+	} {
+		db := s.wdb
+		if c.db == "reader" {
+			db = s.rdb
+		}
+		var got string
+		if err := db.QueryRow(c.query).Scan(&got); err != nil || got != c.want {
+			t.Errorf("%s %s = %q, %v; want %q", c.db, c.query, got, err, c.want)
+		}
+	}
+	if n := s.wdb.Stats().MaxOpenConnections; n != 1 {
+		t.Errorf("writer pool allows %d connections, want 1", n)
+	}
+	if n := s.rdb.Stats().MaxOpenConnections; n != readConns {
+		t.Errorf("reader pool allows %d connections, want %d", n, readConns)
+	}
+	if _, err := s.rdb.Exec(`DELETE FROM routes`); err == nil {
+		t.Error("the reader pool can write")
+	}
+}
+
+func TestOpenCreatesParentDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a", "b")
+	openAt(t, filepath.Join(dir, "switchboard.db"), nil)
+	if _, err := os.Stat(filepath.Join(dir, "switchboard.db")); err != nil {
+		t.Errorf("database file: %v", err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	if err := DefaultConfig().Validate(); err == nil {
+		t.Error("DefaultConfig without a path validated")
+	}
+	ok := DefaultConfig()
+	ok.Path = "/var/lib/switchboard/switchboard.db"
+	if err := ok.Validate(); err != nil {
+		t.Errorf("valid config: %v", err)
+	}
+	for _, path := range []string{"", "x.db?mode=ro", ":memory:", "file:x.db"} {
+		c := DefaultConfig()
+		c.Path = path
+		if err := c.Validate(); err == nil {
+			t.Errorf("path %q validated", path)
+		}
+	}
+	both := Config{}
+	err := both.Validate()
+	if err == nil || !strings.Contains(err.Error(), "path") || !strings.Contains(err.Error(), "logger") {
+		t.Errorf("Validate reports %v, want every problem", err)
+	}
+	if _, err := Open(context.Background(), both); err == nil {
+		t.Error("Open accepted an invalid config")
+	}
+}
+
+func TestDriverErrorsDoNotLeak(t *testing.T) {
+	s := openAt(t, filepath.Join(t.TempDir(), "e.db"), nil)
+	ctx := context.Background()
+	_, raw := s.wdb.ExecContext(ctx, `SELECT * FROM no_such_table`)
+	var se *sqlitedriver.Error
+	if !errors.As(raw, &se) {
+		t.Fatalf("the driver's error is %T, the test expects *sqlitedriver.Error", raw)
+	}
+	err := s.fail(ctx, "op", raw)
+	if errors.As(err, &se) {
+		t.Errorf("fail kept the driver type in the chain: %v", err)
+	}
+	if !strings.Contains(err.Error(), "no_such_table") {
+		t.Errorf("fail lost the message: %v", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := s.Ping(cctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Ping with a cancelled context: %v, want context.Canceled in the chain", err)
+	}
+	if _, err := s.GetMessage(cctx, "x"); !errors.Is(err, context.Canceled) {
+		t.Errorf("GetMessage with a cancelled context: %v, want context.Canceled in the chain", err)
+	}
+}
+
+// BenchmarkAccept measures group commit: each iteration is one Accept (one
+// transaction, one fsync of the WAL) of a batch of new messages with
+// delivery work.
+func BenchmarkAccept(b *testing.B) {
+	for _, size := range []int{1, 16, 100} {
+		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
+			s := openAt(b, filepath.Join(b.TempDir(), "bench.db"), nil)
+			ctx := context.Background()
+			now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+			batch := make([]persistence.NewMessage, size)
+			n := 0
+			for b.Loop() {
+				for i := range batch {
+					n++
+					id := fmt.Sprintf("bench-%09d", n)
+					batch[i] = persistence.NewMessage{
+						ID: id, SourceMSISDN: "+15550100", DestinationMSISDN: "+447700900123",
+						Body: "a message body of a typical length, about sixty characters.", SourceSMSC: "smsc-in",
+						DestSMSC: "smsc-out", Frontend: "fe", State: messages.StatePending, Detail: "accepted",
+						Work: &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: "fe", DueAt: now},
+					}
+				}
+				if _, err := s.Accept(ctx, now, batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msgs/s")
+		})
+	}
+}
+
+// TestMain checks that closing stores leaves no goroutine behind (both
+// database/sql pools must be closed).
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

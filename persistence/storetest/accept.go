@@ -1,0 +1,299 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+func acceptCases() []testCase {
+	return []testCase{
+		{"StoresEveryField", acceptStoresEveryField},
+		{"TokenIsTokenOfID", acceptTokenIsTokenOfID},
+		{"SeqIncreases", acceptSeqIncreases},
+		{"TimesAreNow", acceptTimesAreNow},
+		{"FirstHistoryEntry", acceptFirstHistoryEntry},
+		{"WritesOutboxWork", acceptWritesOutboxWork},
+		{"NoOutboxRowWithoutWork", acceptNoOutboxRowWithoutWork},
+		{"ExistingIDReturnsStoredMessage", acceptExistingIDReturnsStored},
+		{"ExistingIDAfterDeliveryWritesNothing", acceptExistingIDAfterDelivery},
+		{"RepeatedIDInBatchCreatedOnce", acceptRepeatedIDInBatch},
+		{"ResultsInInputOrder", acceptResultsInInputOrder},
+		{"ThousandMessageBatch", acceptThousandMessageBatch},
+		{"EmptyBatch", acceptEmptyBatch},
+		{"InvalidMessageWritesNothing", acceptInvalidMessageWritesNothing},
+	}
+}
+
+func acceptStoresEveryField(f *fixture) {
+	nm := newMsg("acc-fields")
+	nm.SourceMSISDN = "+4915112345678"
+	nm.DestinationMSISDN = "+33612345678"
+	nm.Body = "héllo wörld ✓ and 'quotes' \"too\""
+	nm.SourceSMSC = "smsc-src"
+	nm.DestSMSC = "smsc-dst"
+	nm.Frontend = feB
+	nm.Detail = "from client"
+	got := f.accept(base, nm)
+	if !got[0].Created {
+		f.Errorf("Accept: Created = false for a new id")
+	}
+	want := expected(nm, base)
+	f.checkMessage("Accept", got[0].Message, want)
+	want.Seq = got[0].Message.Seq
+	f.checkMessage("GetMessage", f.get(nm.ID), want)
+}
+
+func acceptTokenIsTokenOfID(f *fixture) {
+	// Tokens are uint64; pick ids on both sides of 1<<63 so a store that keeps
+	// them in a signed column must round-trip the top bit.
+	var low, high string
+	for i := 0; low == "" || high == ""; i++ {
+		id := fmt.Sprintf("tok-%d", i)
+		if messages.TokenOf(id) >= 1<<63 {
+			if high == "" {
+				high = id
+			}
+		} else if low == "" {
+			low = id
+		}
+	}
+	ids := []string{low, high, "ünïcode-ид-🚀"}
+	var batch []persistence.NewMessage
+	for _, id := range ids {
+		batch = append(batch, newMsg(id))
+	}
+	res := f.accept(base, batch...)
+	for i, id := range ids {
+		want := messages.TokenOf(id)
+		if res[i].Message.Token != want {
+			f.Errorf("Accept(%q).Token = %d, want %d", id, res[i].Message.Token, want)
+		}
+		if got := f.get(id).Token; got != want {
+			f.Errorf("GetMessage(%q).Token = %d, want %d", id, got, want)
+		}
+	}
+	for _, m := range f.list(persistence.ListQuery{Limit: 10}).Messages {
+		if m.Token != messages.TokenOf(m.ID) {
+			f.Errorf("ListMessages: %q.Token = %d, want %d", m.ID, m.Token, messages.TokenOf(m.ID))
+		}
+	}
+	for _, w := range f.claimDelivery(feA, ownerA, base, 10).Work {
+		if w.Token != messages.TokenOf(w.MessageID) {
+			f.Errorf("ClaimWork: %q.Token = %d, want %d", w.MessageID, w.Token, messages.TokenOf(w.MessageID))
+		}
+	}
+}
+
+func acceptSeqIncreases(f *fixture) {
+	var seqs []int64
+	var ids []string
+	for _, r := range f.accept(base, newMsg("seq-1")) {
+		seqs, ids = append(seqs, r.Message.Seq), append(ids, r.Message.ID)
+	}
+	for _, r := range f.accept(at(1), newMsg("seq-2")) {
+		seqs, ids = append(seqs, r.Message.Seq), append(ids, r.Message.ID)
+	}
+	for _, r := range f.accept(at(2), newMsg("seq-3"), newMsg("seq-4"), newMsg("seq-5")) {
+		seqs, ids = append(seqs, r.Message.Seq), append(ids, r.Message.ID)
+	}
+	for i, s := range seqs {
+		if s <= 0 {
+			f.Errorf("%s: Seq %d, want > 0 (0 is the cursor for \"from newest\")", ids[i], s)
+		}
+		if i > 0 && s <= seqs[i-1] {
+			f.Errorf("%s: Seq %d not greater than %s's %d", ids[i], s, ids[i-1], seqs[i-1])
+		}
+		if got := f.get(ids[i]).Seq; got != s {
+			f.Errorf("GetMessage(%s).Seq = %d, Accept said %d", ids[i], got, s)
+		}
+	}
+}
+
+func acceptTimesAreNow(f *fixture) {
+	now := at(90*1e9 + 123) // nanoseconds that must be dropped
+	res := f.accept(now, newMsg("acc-times"))
+	for _, m := range []messages.Message{res[0].Message, f.get("acc-times")} {
+		f.wantTime("CreatedAt", m.CreatedAt, now)
+		f.wantTime("UpdatedAt", m.UpdatedAt, now)
+		f.wantTime("SubmittedAt", m.SubmittedAt, now)
+	}
+}
+
+func acceptFirstHistoryEntry(f *fixture) {
+	nm := newMsg("acc-history")
+	nm.Detail = "accepted from smsc-in"
+	f.accept(base, nm)
+	f.checkHistory(nm.ID, messages.HistoryEntry{State: messages.StatePending, At: base, Detail: "accepted from smsc-in"})
+
+	q := newMsg("acc-history-q")
+	q.State = messages.StateForwardQueued
+	q.Detail = "peer unreachable"
+	q.Work = &persistence.WorkSpec{Kind: persistence.WorkForward, Target: peerP, DueAt: base}
+	f.accept(at(1e6), q)
+	f.checkHistory(q.ID, messages.HistoryEntry{State: messages.StateForwardQueued, At: at(1e6), Detail: "peer unreachable"})
+	f.wantState(q.ID, messages.StateForwardQueued)
+}
+
+func acceptWritesOutboxWork(f *fixture) {
+	due := at(5e9)
+	f.accept(base, msgDue("acc-work", due))
+	f.wantOutbox(1)
+	if c := f.claimDelivery(feA, ownerA, base, 10); len(c.Work) != 0 {
+		f.Fatalf("ClaimWork before due_at returned %q", workIDs(c.Work))
+	}
+	c := f.claimDelivery(feA, ownerA, due, 10)
+	if len(c.Work) != 1 {
+		f.Fatalf("ClaimWork at due_at returned %d rows, want 1", len(c.Work))
+	}
+	w := c.Work[0]
+	if w.Kind != persistence.WorkDelivery || w.Target != feA || w.MessageID != "acc-work" || w.Token != messages.TokenOf("acc-work") {
+		f.Errorf("work = {%s %s %s %d}, want {delivery %s acc-work %d}", w.Kind, w.Target, w.MessageID, w.Token, feA, messages.TokenOf("acc-work"))
+	}
+	f.wantTime("Work.DueAt", w.DueAt, due)
+	f.wantTime("Work.CreatedAt", w.CreatedAt, base)
+	f.wantTime("Stats.OldestOutbox", f.stats().OldestOutbox, base)
+}
+
+func acceptNoOutboxRowWithoutWork(f *fixture) {
+	f.accept(base, msgNoWork("acc-nowork"))
+	f.wantOutbox(0)
+	c := f.claimDelivery(feA, ownerA, at(24*3600e9), 10)
+	if len(c.Work) != 0 || !c.NextDue.IsZero() {
+		f.Errorf("ClaimWork = %q, NextDue %v; want nothing", workIDs(c.Work), c.NextDue)
+	}
+}
+
+func acceptExistingIDReturnsStored(f *fixture) {
+	first := newMsg("acc-dup")
+	res := f.accept(base, first)
+	stored := res[0].Message
+
+	again := newMsg("acc-dup")
+	again.Body = "a different body"
+	again.Frontend = feB
+	again.Detail = "second submit"
+	again.Work = &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: feB, DueAt: at(60e9)}
+	res = f.accept(at(60e9), again)
+	if res[0].Created {
+		f.Errorf("Accept of a stored id: Created = true")
+	}
+	want := expected(first, base)
+	want.Seq = stored.Seq
+	f.checkMessage("Accept of a stored id", res[0].Message, want)
+	f.checkMessage("GetMessage", f.get("acc-dup"), want)
+	f.checkHistory("acc-dup", messages.HistoryEntry{State: messages.StatePending, At: base, Detail: "accepted"})
+	f.wantOutbox(1)
+	if c := f.claimDelivery(feB, ownerA, at(60e9), 10); len(c.Work) != 0 {
+		f.Errorf("the repeated accept wrote work: %q", workIDs(c.Work))
+	}
+}
+
+func acceptExistingIDAfterDelivery(f *fixture) {
+	f.accept(base, newMsg("acc-done"))
+	f.claimDelivery(feA, ownerA, base, 1)
+	f.deliver(at(1e9), "acc-done")
+	res := f.accept(at(2e9), newMsg("acc-done"))
+	if res[0].Created {
+		f.Errorf("Accept of a delivered id: Created = true")
+	}
+	want := expected(newMsg("acc-done"), base)
+	want.State = messages.StateDelivered
+	want.Attempts = 1
+	want.UpdatedAt = norm(at(1e9))
+	f.checkMessage("Accept of a delivered id", res[0].Message, want)
+	f.checkMessage("GetMessage", f.get("acc-done"), want)
+	if n := f.historyLen("acc-done"); n != 2 {
+		f.Errorf("history has %d entries, want 2", n)
+	}
+	f.wantOutbox(0)
+	if c := f.claimDelivery(feA, ownerA, at(3*3600e9), 10); len(c.Work) != 0 {
+		f.Errorf("the repeated accept wrote work: %q", workIDs(c.Work))
+	}
+}
+
+func acceptRepeatedIDInBatch(f *fixture) {
+	one := newMsg("acc-twice")
+	one.Body = "body one"
+	two := newMsg("acc-twice")
+	two.Body = "body two"
+	res := f.accept(base, one, newMsg("acc-other"), two)
+	f.wantIDs("result ids", []string{res[0].Message.ID, res[1].Message.ID, res[2].Message.ID}, "acc-twice", "acc-other", "acc-twice")
+	if !res[0].Created || !res[1].Created || res[2].Created {
+		f.Errorf("Created = %v %v %v, want true true false", res[0].Created, res[1].Created, res[2].Created)
+	}
+	if res[2].Message.Body != "body one" || res[2].Message.Seq != res[0].Message.Seq {
+		f.Errorf("repeat returned body %q seq %d, want the first: body %q seq %d",
+			res[2].Message.Body, res[2].Message.Seq, "body one", res[0].Message.Seq)
+	}
+	if got := f.get("acc-twice").Body; got != "body one" {
+		f.Errorf("stored body %q, want %q", got, "body one")
+	}
+	if n := f.historyLen("acc-twice"); n != 1 {
+		f.Errorf("history has %d entries, want 1", n)
+	}
+	f.wantOutbox(2)
+	if got := f.stats().ByState[messages.StatePending]; got != 2 {
+		f.Errorf("pending = %d, want 2", got)
+	}
+}
+
+func acceptResultsInInputOrder(f *fixture) {
+	f.accept(base, newMsg("acc-old"))
+	res := f.accept(at(1e9), newMsg("acc-new-1"), newMsg("acc-old"), newMsg("acc-new-2"))
+	f.wantIDs("result ids", []string{res[0].Message.ID, res[1].Message.ID, res[2].Message.ID}, "acc-new-1", "acc-old", "acc-new-2")
+	if !res[0].Created || res[1].Created || !res[2].Created {
+		f.Errorf("Created = %v %v %v, want true false true", res[0].Created, res[1].Created, res[2].Created)
+	}
+	f.wantTime("acc-old CreatedAt", res[1].Message.CreatedAt, base)
+	f.wantTime("acc-new-2 CreatedAt", res[2].Message.CreatedAt, at(1e9))
+}
+
+func acceptThousandMessageBatch(f *fixture) {
+	const n = 1000
+	batch := make([]persistence.NewMessage, n)
+	for i := range batch {
+		batch[i] = newMsg(fmt.Sprintf("bulk-%04d", i))
+	}
+	res := f.accept(base, batch...)
+	for i, r := range res {
+		if r.Message.ID != batch[i].ID || !r.Created {
+			f.Fatalf("result %d = %s created=%v, want %s created", i, r.Message.ID, r.Created, batch[i].ID)
+		}
+		if i > 0 && r.Message.Seq <= res[i-1].Message.Seq {
+			f.Fatalf("result %d: Seq %d not greater than %d", i, r.Message.Seq, res[i-1].Message.Seq)
+		}
+	}
+	st := f.stats()
+	if st.ByState[messages.StatePending] != n || st.OutboxDepth != n {
+		f.Errorf("Stats: pending %d outbox %d, want %d and %d", st.ByState[messages.StatePending], st.OutboxDepth, n, n)
+	}
+	all := f.listAll("", 300)
+	if len(all) != n || all[0].ID != "bulk-0999" || all[n-1].ID != "bulk-0000" {
+		f.Errorf("ListMessages paged %d messages (first %s), want %d newest first", len(all), all[0].ID, n)
+	}
+	if c := f.claimDelivery(feA, ownerA, base, n); len(c.Work) != n {
+		f.Errorf("ClaimWork returned %d rows, want %d", len(c.Work), n)
+	}
+}
+
+func acceptEmptyBatch(f *fixture) {
+	res, err := f.store.Accept(f.ctx, base, nil)
+	if err != nil || len(res) != 0 {
+		f.Errorf("Accept(nil) = %d results, %v; want none, nil", len(res), err)
+	}
+}
+
+func acceptInvalidMessageWritesNothing(f *fixture) {
+	bad := newMsg("")
+	_, err := f.store.Accept(f.ctx, base, []persistence.NewMessage{newMsg("acc-valid"), bad})
+	if err == nil {
+		f.Fatalf("Accept with an empty id: no error")
+	}
+	if _, err := f.store.GetMessage(f.ctx, "acc-valid"); !errors.Is(err, persistence.ErrNotFound) {
+		f.Errorf("the valid message of a failed batch: GetMessage err %v, want ErrNotFound (all or nothing)", err)
+	}
+	f.wantOutbox(0)
+}
