@@ -148,9 +148,9 @@ func (c Config) Validate() error {
 	}
 	switch {
 	case c.TLSCert != "" && c.TLSKey == "":
-		bad("tls-key", "must be given with --tls-cert")
+		bad("tls-cert", "given without --tls-key; they must be given together")
 	case c.TLSCert == "" && c.TLSKey != "":
-		bad("tls-cert", "must be given with --tls-key")
+		bad("tls-key", "given without --tls-cert; they must be given together")
 	}
 	prefixes := map[string]bool{}
 	for _, r := range c.Routes {
