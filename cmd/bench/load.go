@@ -1,0 +1,667 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/switchboard-dev/switchboard"
+	"github.com/switchboard-dev/switchboard/httpapi/certs"
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+// Phases of a run: clients count completions only while measuring.
+const (
+	warmingUp int32 = iota
+	measuring
+	over
+)
+
+// The pull frontend the submissions are routed to.
+const (
+	frontendName = "bench"
+	routePrefix  = "46"
+)
+
+// runResult is one run of one subject (or of the baseline).
+type runResult struct {
+	rate     float64       // completions per second over the window
+	count    int64         // completions in the window
+	window   time.Duration // measured length of the window
+	submits  int64         // submits answered 202 in the window
+	p50, p99 time.Duration // submit latency in the window
+	errors   int64         // failed requests (whole run, warm-up included)
+	firstErr string
+	note     string
+	cpu      time.Duration // process CPU time (clients included) in the window
+	took     time.Duration // the whole run: start, warm-up, window, stop
+	// goroutines is the process's goroutine count after the run: it should
+	// not grow from run to run.
+	goroutines int
+}
+
+func (r runResult) summary(unit string) string {
+	s := fmt.Sprintf("%.0f %s (%d in %v), submit p50=%v p99=%v, process CPU %.2f cores",
+		r.rate, unit, r.count, r.window.Round(time.Millisecond), r.p50.Round(10*time.Microsecond), r.p99.Round(10*time.Microsecond),
+		r.cpu.Seconds()/r.window.Seconds())
+	if r.count > 0 {
+		s += fmt.Sprintf(" = %.0fµs per %s", float64(r.cpu.Microseconds())/float64(r.count), strings.TrimSuffix(unit, "/s"))
+	}
+	if r.note != "" {
+		s += ", " + r.note
+	}
+	s += fmt.Sprintf(", run took %v, %d goroutines after", r.took.Round(10*time.Millisecond), r.goroutines)
+	if r.errors > 0 {
+		s += fmt.Sprintf(", %d FAILED requests (first: %s)", r.errors, r.firstErr)
+	}
+	return s
+}
+
+// newBodies returns one submission per client, each exactly size bytes of
+// JSON: a destination routed to the pull frontend, and a padded body.
+func newBodies(clients, size int) [][]byte {
+	out := make([][]byte, clients)
+	for i := range out {
+		head := fmt.Sprintf(`{"source_msisdn":"15550001","destination_msisdn":"%s7%09d","message_body":"`, routePrefix, i)
+		const tail = `"}`
+		pad := size - len(head) - len(tail)
+		text := strings.Repeat("Switchboard bench message, padded to a typical submission size. ", pad/64+1)[:pad]
+		out[i] = []byte(head + text + tail)
+	}
+	return out
+}
+
+// newClient is the one transport all clients of a run share: HTTP/1.1
+// keep-alive over TLS, trusting certFile for the name localhost.
+func newClient(certFile string, conns int) (*http.Client, error) {
+	pem, err := os.ReadFile(certFile)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("no certificate in %s", certFile)
+	}
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:     &tls.Config{RootCAs: pool, ServerName: "localhost", MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout: 10 * time.Second,
+		MaxIdleConnsPerHost: max(conns, 64),
+		IdleConnTimeout:     90 * time.Second,
+		ForceAttemptHTTP2:   false,
+		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
+	}
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}, nil
+}
+
+// call sends a JSON request and decodes a JSON reply of status want into out.
+func call(c *http.Client, method, url string, body []byte, want int, out any) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != want {
+		return fmt.Errorf("%s %s: status %d: %s", method, url, resp.StatusCode, bytes.TrimSpace(data))
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("%s %s: reply %q: %w", method, url, data, err)
+		}
+	}
+	return nil
+}
+
+// submitters are the clients: each POSTs its submission, waits for the 202
+// and goes again, until the phase is over.
+type submitters struct {
+	client *http.Client
+	url    string
+	bodies [][]byte
+	phase  *atomic.Int32
+	wg     sync.WaitGroup
+	lat    [][]time.Duration // per client, window only
+
+	errs     atomic.Int64
+	mu       sync.Mutex
+	firstErr string
+}
+
+func startSubmitters(c *http.Client, url string, bodies [][]byte, phase *atomic.Int32) *submitters {
+	s := &submitters{client: c, url: url, bodies: bodies, phase: phase, lat: make([][]time.Duration, len(bodies))}
+	for i := range bodies {
+		s.wg.Add(1)
+		go pprof.Do(context.Background(), pprof.Labels("bench", "client"), func(context.Context) {
+			defer s.wg.Done()
+			s.loop(i)
+		})
+	}
+	return s
+}
+
+func (s *submitters) loop(i int) {
+	body := s.bodies[i]
+	lat := make([]time.Duration, 0, 4096)
+	for s.phase.Load() != over {
+		t := time.Now()
+		err := s.post(body)
+		d := time.Since(t)
+		if err != nil {
+			s.fail(err)
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if s.phase.Load() == measuring {
+			lat = append(lat, d)
+		}
+	}
+	s.lat[i] = lat
+}
+
+var idField = []byte(`"id":"`)
+
+func (s *submitters) post(body []byte) error {
+	req, err := http.NewRequest(http.MethodPost, s.url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusAccepted {
+		return fmt.Errorf("status %d: %s", resp.StatusCode, bytes.TrimSpace(data))
+	}
+	if !bytes.Contains(data, idField) {
+		return fmt.Errorf("202 without an id: %s", data)
+	}
+	return nil
+}
+
+func (s *submitters) fail(err error) {
+	s.errs.Add(1)
+	s.mu.Lock()
+	if s.firstErr == "" {
+		s.firstErr = err.Error()
+	}
+	s.mu.Unlock()
+}
+
+// wait waits for the clients to stop and fills in the submit figures.
+func (s *submitters) wait(r *runResult) {
+	s.wg.Wait()
+	var all []time.Duration
+	for _, l := range s.lat {
+		all = append(all, l...)
+	}
+	slices.Sort(all)
+	r.submits = int64(len(all))
+	r.p50, r.p99 = quantile(all, 0.50), quantile(all, 0.99)
+	r.errors += s.errs.Load()
+	if r.firstErr == "" {
+		r.firstErr = s.firstErr
+	}
+}
+
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q * float64(len(sorted)))
+	if i >= len(sorted) {
+		i = len(sorted) - 1
+	}
+	return sorted[i]
+}
+
+// measure runs the warm-up and the window; the profiler (if any) and the
+// node's actor metrics (if any) cover the window.
+func measure(phase *atomic.Int32, o options, prof *profiler, b *benchNode) (window, cpu time.Duration) {
+	time.Sleep(o.warmup)
+	prof.start()
+	b.snapshot()
+	c0 := processCPU()
+	t0 := time.Now()
+	phase.Store(measuring)
+	time.Sleep(o.window)
+	phase.Store(over)
+	window = time.Since(t0)
+	cpu = processCPU() - c0
+	b.snapshot()
+	prof.stop()
+	return window, cpu
+}
+
+// processCPU is the user+system CPU time of this process so far (clients
+// and server alike: both sides of every run share the process).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// baselineAck is the baseline server's small JSON answer.
+type baselineAck struct {
+	ID    string `json:"id"`
+	State string `json:"state"`
+}
+
+// baselineHandler decodes the submission into a struct and answers 202.
+func baselineHandler() http.Handler {
+	var seq atomic.Uint64
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/api/messages" {
+			http.NotFound(w, r)
+			return
+		}
+		var sub messages.Submission
+		if err := json.NewDecoder(r.Body).Decode(&sub); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if sub.DestinationMSISDN == "" || sub.Body == "" {
+			http.Error(w, "incomplete submission", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		_ = json.NewEncoder(w).Encode(baselineAck{ID: strconv.FormatUint(seq.Add(1), 10), State: "pending"})
+	})
+}
+
+// runBaseline drives a plain net/http HTTPS server with the same clients.
+func runBaseline(o options, bodies [][]byte, certFile, keyFile string) (runResult, error) {
+	tc, err := certs.ServerConfig(certFile, keyFile, "")
+	if err != nil {
+		return runResult{}, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return runResult{}, err
+	}
+	srv := &http.Server{
+		Handler:           baselineHandler(),
+		TLSConfig:         tc,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		TLSNextProto:      map[string]func(*http.Server, *tls.Conn, http.Handler){},
+		ErrorLog:          log.New(io.Discard, "", 0),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(tls.NewListener(ln, tc)) }()
+	client, err := newClient(certFile, len(bodies))
+	if err != nil {
+		srv.Close()
+		return runResult{}, err
+	}
+	defer client.CloseIdleConnections()
+
+	var phase atomic.Int32
+	subs := startSubmitters(client, "https://"+ln.Addr().String()+"/api/messages", bodies, &phase)
+	var r runResult
+	r.window, r.cpu = measure(&phase, o, nil, nil)
+	subs.wait(&r)
+	r.count = r.submits
+	r.rate = float64(r.count) / r.window.Seconds()
+
+	// Close the client side first: the server's Shutdown waits up to 5s
+	// for connections that never carried a request (spare dials).
+	client.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		return r, fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return r, err
+	}
+	if r.count == 0 {
+		return r, fmt.Errorf("no request completed in the window (%d failed; first: %s)", r.errors, r.firstErr)
+	}
+	return r, nil
+}
+
+// benchNode is a node started through the embedding API with its own
+// self-signed certificate, a client that trusts it, and a pull frontend
+// that the submissions are routed to.
+type benchNode struct {
+	node   *switchboard.Node
+	base   string
+	client *http.Client
+	// snaps are the actor metrics at the window's start and end.
+	snaps []map[string]actorStat
+}
+
+// actorStat is the node's switchboard_actor_receive_seconds of one actor
+// kind: messages handled and seconds spent handling them.
+type actorStat struct {
+	n   uint64
+	sec float64
+}
+
+// snapshot reads the actor metrics from the node's registry.
+func (b *benchNode) snapshot() {
+	if b == nil {
+		return
+	}
+	snap := map[string]actorStat{}
+	mfs, err := b.node.Registry().Gather()
+	if err != nil {
+		b.snaps = append(b.snaps, snap)
+		return
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "switchboard_actor_receive_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			kind := "?"
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "kind" {
+					kind = l.GetValue()
+				}
+			}
+			h := m.GetHistogram()
+			snap[kind] = actorStat{n: h.GetSampleCount(), sec: h.GetSampleSum()}
+		}
+	}
+	b.snaps = append(b.snaps, snap)
+}
+
+// actorLoad describes, per actor kind, how busy it was in the window: an
+// actor handles one message at a time, so near 100% it is the bottleneck.
+// The intake receives one flush per group commit besides the submits, so
+// its messages minus the submits estimate the commits.
+func (b *benchNode) actorLoad(window time.Duration, submits int64) string {
+	if len(b.snaps) != 2 {
+		return ""
+	}
+	var kinds []string
+	for k := range b.snaps[1] {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	var parts []string
+	for _, k := range kinds {
+		d := actorStat{n: b.snaps[1][k].n - b.snaps[0][k].n, sec: b.snaps[1][k].sec - b.snaps[0][k].sec}
+		if d.n == 0 {
+			continue
+		}
+		p := fmt.Sprintf("%s busy %.0f%% (%d msgs", k, 100*d.sec/window.Seconds(), d.n)
+		if k == "intake" && int64(d.n) > submits && submits > 0 {
+			commits := int64(d.n) - submits
+			p += fmt.Sprintf(", ~%d commits of ~%.1f submits", commits, float64(submits)/float64(commits))
+		}
+		parts = append(parts, p+")")
+	}
+	return strings.Join(parts, ", ")
+}
+
+func startNode(dir string, conns int) (*benchNode, error) {
+	cfg := switchboard.DefaultConfig()
+	cfg.Name = "bench"
+	cfg.InstanceID = "bench-0"
+	cfg.DataDir = dir
+	cfg.Listen = "127.0.0.1:0"
+	cfg.MetricsListen = ""
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	n, err := switchboard.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := n.Start(ctx); err != nil {
+		return nil, err
+	}
+	b := &benchNode{node: n, base: "https://" + n.Addr()}
+	if b.client, err = newClient(filepath.Join(dir, certs.SelfSignedCertName), conns); err != nil {
+		b.stop()
+		return nil, err
+	}
+	if err := call(b.client, http.MethodPut, b.base+"/api/frontends/"+frontendName, []byte(`{"mode":"pull"}`), http.StatusOK, nil); err != nil {
+		b.stop()
+		return nil, err
+	}
+	if err := call(b.client, http.MethodPut, b.base+"/api/routes/"+routePrefix, []byte(`{"frontend":"`+frontendName+`"}`), http.StatusOK, nil); err != nil {
+		b.stop()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *benchNode) stop() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if b.client != nil {
+		b.client.CloseIdleConnections()
+	}
+	return b.node.Stop(ctx)
+}
+
+// status reads the node's message counts and outbox depth.
+func (b *benchNode) status() (counts map[string]int64, outbox int64, err error) {
+	var doc struct {
+		Counts      map[string]int64 `json:"counts"`
+		OutboxDepth int64            `json:"outbox_depth"`
+	}
+	err = call(b.client, http.MethodGet, b.base+"/api/status", nil, http.StatusOK, &doc)
+	return doc.Counts, doc.OutboxDepth, err
+}
+
+// runIngest: the clients submit to a fresh node; nobody consumes.
+func runIngest(o options, bodies [][]byte, dir string, prof *profiler) (r runResult, err error) {
+	b, err := startNode(dir, len(bodies))
+	if err != nil {
+		return r, err
+	}
+	defer func() {
+		if serr := b.stop(); serr != nil && err == nil {
+			err = fmt.Errorf("stop node: %w", serr)
+		}
+	}()
+	client, err := newClient(filepath.Join(dir, certs.SelfSignedCertName), len(bodies))
+	if err != nil {
+		return r, err
+	}
+	defer client.CloseIdleConnections()
+
+	var phase atomic.Int32
+	subs := startSubmitters(client, b.base+"/api/messages", bodies, &phase)
+	r.window, r.cpu = measure(&phase, o, prof, b)
+	subs.wait(&r)
+	r.count = r.submits
+	r.rate = float64(r.count) / r.window.Seconds()
+	counts, _, err := b.status()
+	if err != nil {
+		return r, err
+	}
+	r.note = fmt.Sprintf("%d pending in the store after the run; %s", counts[string(messages.StatePending)], b.actorLoad(r.window, r.submits))
+	if r.count == 0 {
+		return r, fmt.Errorf("no submit completed in the window (%d failed; first: %s)", r.errors, r.firstErr)
+	}
+	return r, nil
+}
+
+// consumers poll the pull frontend and ack every message as delivered.
+type consumers struct {
+	phase    *atomic.Int32
+	wg       sync.WaitGroup
+	acked    atomic.Int64 // applied acks answered in the window
+	polls    atomic.Int64 // polls answered in the window
+	errs     atomic.Int64
+	mu       sync.Mutex
+	firstErr string
+}
+
+var pollBody = []byte(`{"max":100,"wait_ms":1000,"lease_ms":30000}`)
+
+func startConsumers(b *benchNode, n int, phase *atomic.Int32) *consumers {
+	c := &consumers{phase: phase}
+	for range n {
+		c.wg.Add(1)
+		go pprof.Do(context.Background(), pprof.Labels("bench", "consumer"), func(context.Context) {
+			defer c.wg.Done()
+			c.loop(b)
+		})
+	}
+	return c
+}
+
+func (c *consumers) loop(b *benchNode) {
+	pollURL := b.base + "/api/frontends/" + frontendName + "/poll"
+	ackURL := b.base + "/api/frontends/" + frontendName + "/ack"
+	type result struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	}
+	for c.phase.Load() != over {
+		var polled struct {
+			Messages []struct {
+				ID string `json:"id"`
+			} `json:"messages"`
+		}
+		if err := call(b.client, http.MethodPost, pollURL, pollBody, http.StatusOK, &polled); err != nil {
+			c.fail(err)
+			continue
+		}
+		if c.phase.Load() == measuring {
+			c.polls.Add(1)
+		}
+		if len(polled.Messages) == 0 {
+			continue
+		}
+		ack := struct {
+			Results []result `json:"results"`
+		}{Results: make([]result, len(polled.Messages))}
+		for i, m := range polled.Messages {
+			ack.Results[i] = result{ID: m.ID, Status: string(messages.Delivered)}
+		}
+		body, err := json.Marshal(ack)
+		if err != nil {
+			c.fail(err)
+			continue
+		}
+		var acked struct {
+			Results []messages.AckOutcome `json:"results"`
+		}
+		if err := call(b.client, http.MethodPost, ackURL, body, http.StatusOK, &acked); err != nil {
+			c.fail(err)
+			continue
+		}
+		applied := 0
+		for _, o := range acked.Results {
+			if o.Outcome == "applied" {
+				applied++
+			}
+		}
+		if applied != len(polled.Messages) {
+			c.fail(fmt.Errorf("acked %d messages, %d applied", len(polled.Messages), applied))
+		}
+		if c.phase.Load() == measuring {
+			c.acked.Add(int64(applied))
+		}
+	}
+}
+
+func (c *consumers) fail(err error) {
+	if c.phase.Load() == over {
+		return // the run is ending; the node may be going away
+	}
+	c.errs.Add(1)
+	c.mu.Lock()
+	if c.firstErr == "" {
+		c.firstErr = err.Error()
+	}
+	c.mu.Unlock()
+	time.Sleep(10 * time.Millisecond)
+}
+
+// runDelivery: the clients submit to a fresh node while the consumers poll
+// and ack; the figure is the acks answered in the window.
+func runDelivery(o options, bodies [][]byte, dir string, prof *profiler) (r runResult, err error) {
+	b, err := startNode(dir, len(bodies)+o.consumers)
+	if err != nil {
+		return r, err
+	}
+	defer func() {
+		if serr := b.stop(); serr != nil && err == nil {
+			err = fmt.Errorf("stop node: %w", serr)
+		}
+	}()
+	client, err := newClient(filepath.Join(dir, certs.SelfSignedCertName), len(bodies))
+	if err != nil {
+		return r, err
+	}
+	defer client.CloseIdleConnections()
+
+	var phase atomic.Int32
+	cons := startConsumers(b, o.consumers, &phase)
+	subs := startSubmitters(client, b.base+"/api/messages", bodies, &phase)
+	r.window, r.cpu = measure(&phase, o, prof, b)
+	subs.wait(&r)
+	cons.wg.Wait()
+	r.count = cons.acked.Load()
+	r.rate = float64(r.count) / r.window.Seconds()
+	r.errors += cons.errs.Load()
+	if r.firstErr == "" {
+		r.firstErr = cons.firstErr
+	}
+	counts, outbox, err := b.status()
+	if err != nil {
+		return r, err
+	}
+	polls := cons.polls.Load()
+	perPoll := 0.0
+	if polls > 0 {
+		perPoll = float64(r.count) / float64(polls)
+	}
+	r.note = fmt.Sprintf("submitted %.0f msg/s in the window, %.1f msgs per poll, after the run %d delivered and %d still in the outbox; %s",
+		float64(r.submits)/r.window.Seconds(), perPoll, counts[string(messages.StateDelivered)], outbox, b.actorLoad(r.window, r.submits))
+	if r.count == 0 {
+		return r, fmt.Errorf("no ack completed in the window (%d failed; first: %s)", r.errors, r.firstErr)
+	}
+	return r, nil
+}
