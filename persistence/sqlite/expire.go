@@ -37,7 +37,7 @@ func (s *Store) ExpireMessages(ctx context.Context, req persistence.ExpireReques
 	}
 	now, cutoff := toDB(req.Now), toDB(req.SubmittedBefore)
 	var out []messages.Message
-	err := s.write(ctx, op, func(tx *sql.Tx) error {
+	err := s.write(ctx, op, func(tx querier) error {
 		rows, err := tx.QueryContext(ctx, expirableSQL,
 			string(messages.StatePending), string(messages.StateRetry), cutoff, now, req.Limit)
 		if err != nil {

@@ -43,7 +43,7 @@ func (s *Store) Accept(ctx context.Context, now time.Time, batch []persistence.N
 
 	seqs := make(map[string]int64, len(uniq)) // created now: id -> seq
 	var stored map[string]messages.Message    // stored before this call
-	err := s.write(ctx, op, func(tx *sql.Tx) error {
+	err := s.write(ctx, op, func(tx querier) error {
 		err := chunks(len(uniq), func(lo, hi int) error {
 			args := make([]any, 0, 14*(hi-lo))
 			for _, i := range uniq[lo:hi] {

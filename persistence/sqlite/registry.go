@@ -44,7 +44,7 @@ func (s *Store) PutRoute(ctx context.Context, r persistence.Route) error {
 	if r.Frontend == "" {
 		return fmt.Errorf("sqlite: %s %q: empty frontend", op, r.Prefix)
 	}
-	return s.write(ctx, op, func(tx *sql.Tx) error {
+	return s.write(ctx, op, func(tx querier) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO routes (prefix, frontend, updated_at) VALUES (?, ?, ?)
 			ON CONFLICT (prefix) DO UPDATE SET frontend = excluded.frontend, updated_at = excluded.updated_at`,
 			r.Prefix, r.Frontend, toDB(r.UpdatedAt))
@@ -100,7 +100,7 @@ func (s *Store) PutFrontend(ctx context.Context, f persistence.Frontend) error {
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("sqlite: %s %q: %w", op, f.Name, err)
 	}
-	return s.write(ctx, op, func(tx *sql.Tx) error {
+	return s.write(ctx, op, func(tx querier) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO frontends (name, mode, url, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (name) DO UPDATE SET mode = excluded.mode, url = excluded.url, updated_at = excluded.updated_at`,
 			f.Name, string(f.Mode), f.URL, toDB(f.CreatedAt), toDB(f.UpdatedAt))
@@ -116,7 +116,7 @@ func (s *Store) DeleteFrontend(ctx context.Context, name string) error {
 // deleteOne runs a DELETE by key and reports ErrNotFound when it removed
 // nothing.
 func (s *Store) deleteOne(ctx context.Context, op, query, key string) error {
-	return s.write(ctx, op, func(tx *sql.Tx) error {
+	return s.write(ctx, op, func(tx querier) error {
 		r, err := tx.ExecContext(ctx, query, key)
 		if err != nil {
 			return err

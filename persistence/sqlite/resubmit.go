@@ -39,7 +39,7 @@ func (s *Store) Resubmit(ctx context.Context, now time.Time, reroutes []persiste
 			ids = append(ids, r.ID)
 		}
 	}
-	err := s.write(ctx, op, func(tx *sql.Tx) error {
+	err := s.write(ctx, op, func(tx querier) error {
 		states := make(map[string]messages.State, len(ids))
 		err := chunks(len(ids), func(lo, hi int) error {
 			rows, err := tx.QueryContext(ctx, `SELECT id, state FROM messages WHERE id IN (`+params(hi-lo)+`)`, anys(ids[lo:hi])...)

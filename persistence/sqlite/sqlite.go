@@ -32,8 +32,9 @@ const (
 type Store struct {
 	path   string
 	log    *slog.Logger
-	wdb    *sql.DB // exactly one connection, BEGIN IMMEDIATE
-	rdb    *sql.DB // readers, query_only
+	wdb    *sql.DB    // exactly one connection, BEGIN IMMEDIATE
+	rdb    *sql.DB    // readers, query_only
+	stmts  *stmtCache // prepared statements of the writer
 	closed atomic.Bool
 }
 
@@ -91,7 +92,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %s: %v", cfg.Path, flatten(err))
 	}
 	log.Info("store opened", "path", cfg.Path, "migrations_applied", len(applied))
-	return &Store{path: cfg.Path, log: log, wdb: wdb, rdb: rdb}, nil
+	return &Store{path: cfg.Path, log: log, wdb: wdb, rdb: rdb, stmts: newStmtCache(wdb, maxCachedStmts)}, nil
 }
 
 // dsn is the driver's data source name for path. Every connection gets its
@@ -136,7 +137,7 @@ func (s *Store) Close() error {
 	// No statement runs here: the writer connection may be busy, and Close
 	// must not wait for it. database/sql closes busy connections when they
 	// are returned.
-	err := errors.Join(s.rdb.Close(), s.wdb.Close())
+	err := errors.Join(s.stmts.close(), s.rdb.Close(), s.wdb.Close())
 	if err != nil {
 		return fmt.Errorf("sqlite: close: %v", flatten(err))
 	}
@@ -184,7 +185,7 @@ type querier interface {
 
 // write runs fn in one write transaction (BEGIN IMMEDIATE on the writer
 // connection) and commits it, or rolls back when fn fails.
-func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+func (s *Store) write(ctx context.Context, op string, fn func(tx querier) error) error {
 	if err := s.check(op); err != nil {
 		return err
 	}
@@ -192,12 +193,20 @@ func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error)
 	if err != nil {
 		return s.fail(ctx, op, err)
 	}
-	if err := fn(tx); err != nil {
+	var missed []string
+	err = fn(cachedTx{tx: tx, stmts: s.stmts, missed: &missed})
+	if err != nil {
 		_ = tx.Rollback()
+	} else {
+		err = tx.Commit()
+	}
+	if err != nil {
 		return s.fail(ctx, op, err)
 	}
-	if err := tx.Commit(); err != nil {
-		return s.fail(ctx, op, err)
+	// Statements this transaction parsed are kept prepared for the next.
+	// A failure here costs only speed.
+	if err := s.stmts.prepare(ctx, missed); err != nil {
+		s.log.Debug("statement not cached", "op", op, "err", err)
 	}
 	return nil
 }

@@ -333,3 +333,40 @@ func BenchmarkAccept(b *testing.B) {
 // TestMain checks that closing stores leaves no goroutine behind (both
 // database/sql pools must be closed).
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestWritesReuseCachedStatements: a write's statements are prepared once,
+// after the transaction that first ran them, and reused by later writes.
+func TestWritesReuseCachedStatements(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Path = filepath.Join(t.TempDir(), "switchboard.db")
+	s, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	put := func(name string) {
+		if err := s.PutFrontend(ctx, persistence.Frontend{Name: name, Mode: persistence.ModePull, CreatedAt: now, UpdatedAt: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("a")
+	s.stmts.mu.Lock()
+	cached := len(s.stmts.stmts)
+	s.stmts.mu.Unlock()
+	if cached == 0 {
+		t.Fatal("no statement cached after a write")
+	}
+	put("b")
+	s.stmts.mu.Lock()
+	again := len(s.stmts.stmts)
+	s.stmts.mu.Unlock()
+	if again != cached {
+		t.Fatalf("the same write cached %d more statements", again-cached)
+	}
+	fes, err := s.Frontends(ctx)
+	if err != nil || len(fes) != 2 {
+		t.Fatalf("frontends %v %v", fes, err)
+	}
+}

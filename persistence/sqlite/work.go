@@ -57,7 +57,7 @@ func (s *Store) ClaimWork(ctx context.Context, req persistence.ClaimRequest) (pe
 	}
 	kind, now, until := string(req.Kind), toDB(req.Now), toDB(req.Now.Add(req.Lease))
 	var claim persistence.Claim
-	err := s.write(ctx, op, func(tx *sql.Tx) error {
+	err := s.write(ctx, op, func(tx querier) error {
 		// The ledger barrier. Only the window this claim looks at is checked,
 		// so a claim costs O(limit), not O(outbox); the claim below skips any
 		// ledgered row beyond it, and a later claim removes it.
@@ -250,7 +250,7 @@ func (s *Store) CompleteWork(ctx context.Context, now time.Time, outcomes []pers
 		}
 	}
 
-	err := s.write(ctx, op, func(tx *sql.Tx) error {
+	err := s.write(ctx, op, func(tx querier) error {
 		states := make(map[string]msgState, len(ids))
 		ledgered := map[ledgerKey]bool{}
 		rowOf := map[workKey]int64{}
@@ -394,7 +394,7 @@ func (s *Store) ReleaseLeases(ctx context.Context, owner string) (int64, error) 
 		return 0, fmt.Errorf("sqlite: %s: empty owner", op)
 	}
 	var n int64
-	err := s.write(ctx, op, func(tx *sql.Tx) error {
+	err := s.write(ctx, op, func(tx querier) error {
 		r, err := tx.ExecContext(ctx, `UPDATE outbox SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = ?`, owner)
 		if err != nil {
 			return err
