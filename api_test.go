@@ -374,3 +374,33 @@ func TestPutRepliesWithTheStoredRecord(t *testing.T) {
 		t.Fatalf("PUT route replied %+v", r)
 	}
 }
+
+// TestStaleVerdictOfAnExpiredLeaseIsIgnored: poller A's lease runs out and
+// the message is offered to poller B; A's late "failed" (naming attempt 1)
+// must not dead-letter the message B is delivering.
+func TestStaleVerdictOfAnExpiredLeaseIsIgnored(t *testing.T) {
+	h := startNode(t, testConfig(t))
+	h.pullFrontend("fe1", "44")
+	id := h.submit("", "441")
+	a := h.poll("fe1", 1, 2000, 1000)
+	if len(a) != 1 || a[0].Attempt != 1 {
+		t.Fatalf("A polled %+v", a)
+	}
+	b := h.poll("fe1", 1, 3000, 30000) // offered again once A's 1 s lease ends
+	if len(b) != 1 || b[0].ID != id || b[0].Attempt != 2 {
+		t.Fatalf("B polled %+v", b)
+	}
+	for _, status := range []messages.DeliveryStatus{messages.Failed, messages.Retry} {
+		out := h.ack("fe1", messages.DeliveryResult{ID: id, Status: status, Reason: "late", Attempt: 1})
+		if out[0].Outcome != messages.OutcomeStale {
+			t.Fatalf("A's late %s: %+v", status, out)
+		}
+	}
+	if m := h.message(id); m.State != messages.StatePending || len(m.History) != 1 {
+		t.Fatalf("a stale verdict changed the message: %+v", m)
+	}
+	if out := h.ack("fe1", messages.DeliveryResult{ID: id, Status: messages.Delivered, Attempt: 2}); out[0].Outcome != "applied" {
+		t.Fatalf("B's ack: %+v", out)
+	}
+	h.waitState(id, messages.StateDelivered)
+}

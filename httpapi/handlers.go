@@ -340,6 +340,10 @@ func (s *Server) ack(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "results[%d].status %q must be delivered, failed or retry", i, res.Status))
 			return
 		}
+		if res.Attempt < 0 {
+			s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "results[%d].attempt must not be negative", i))
+			return
+		}
 	}
 	ctx, cancel := s.ctx(r)
 	defer cancel()

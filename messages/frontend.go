@@ -22,6 +22,9 @@ func OutgoingOf(m Message) Outgoing {
 	}
 }
 
+// OutcomeStale is the AckOutcome of a verdict about an old attempt.
+const OutcomeStale = "stale"
+
 // DeliveryStatus is a frontend's verdict on one message.
 type DeliveryStatus string
 
@@ -45,11 +48,18 @@ type DeliveryResult struct {
 	ID     string         `json:"id"`
 	Status DeliveryStatus `json:"status"`
 	Reason string         `json:"reason,omitempty"`
+	// Attempt, when set (pull acks), is the attempt the verdict is about, as
+	// the poll offered it. A retry or failed verdict about an earlier attempt
+	// than the message's latest comes from a lease that ran out while the
+	// message was offered again: it is stale and ignored. A delivered
+	// verdict is always taken.
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // AckOutcome tells a pull frontend what its ack of one message did:
-// "applied", "already_recorded" (acked before: harmless) or "no_work"
-// (this frontend has no such message).
+// "applied", "already_recorded" (acked before: harmless), "no_work" (this
+// frontend has no such message) or "stale" (a retry or failed verdict about
+// an attempt that is no longer the latest; ignored).
 type AckOutcome struct {
 	ID      string `json:"id"`
 	Outcome string `json:"outcome"`

@@ -330,8 +330,10 @@ func (w *Worker) ack(c actor.Context, a *messages.Ack) {
 			continue
 		}
 		first[r.ID] = i
+		// A retry needs the attempt count (for the backoff and the budget);
+		// a verdict naming its attempt is checked for staleness.
 		attempt := 0
-		if r.Status == messages.Retry {
+		if r.Status == messages.Retry || (r.Status == messages.Failed && r.Attempt > 0) {
 			ctx, cancel := w.d.storeCtx()
 			m, err := w.d.Store.GetMessage(ctx, r.ID)
 			cancel()
@@ -340,6 +342,11 @@ func (w *Worker) ack(c actor.Context, a *messages.Ack) {
 				if !isNotFound(err) {
 					failure = errUnavailable("cannot read message " + r.ID)
 				}
+				finish()
+				continue
+			}
+			if r.Attempt > 0 && r.Attempt < m.Attempts {
+				outcomes[i].Outcome = messages.OutcomeStale
 				finish()
 				continue
 			}
