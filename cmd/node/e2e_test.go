@@ -232,7 +232,7 @@ type ledger struct {
 	mu  sync.Mutex
 	seq int64
 	// pull frontend
-	offers  map[string][]int64 // id -> seq of each offer
+	offers  map[string][]int64 // id -> seq at which the poll of each offer was sent
 	applied map[string][]int64 // id -> seq of each ack the node answered "applied"
 	// id -> seq of each repeated ack answered "already_recorded": its first
 	// sending was cut off by the crash after the node had committed it
@@ -337,6 +337,11 @@ func runCrashScenario(t *testing.T, storeArgs []string) {
 		go func() {
 			defer consumers.Done()
 			for ctx.Err() == nil {
+				// An offer is ordered by when its poll was SENT: a poll sent
+				// after an ack was answered is served after that commit.
+				l.mu.Lock()
+				sentAt := l.next()
+				l.mu.Unlock()
 				var pr struct{ Messages []messages.Outgoing }
 				status, err := node.call("POST", "/api/frontends/pullfe/poll", map[string]any{"max": 50, "wait_ms": 500, "lease_ms": 5000}, &pr)
 				if err != nil || status != 200 {
@@ -352,7 +357,7 @@ func runCrashScenario(t *testing.T, storeArgs []string) {
 					if _, ok := sent.Load(m.ID); !ok {
 						l.unexpected = append(l.unexpected, m.ID)
 					}
-					l.offers[m.ID] = append(l.offers[m.ID], l.next())
+					l.offers[m.ID] = append(l.offers[m.ID], sentAt)
 					results = append(results, messages.DeliveryResult{ID: m.ID, Status: messages.Delivered})
 				}
 				l.mu.Unlock()
@@ -491,8 +496,8 @@ func runCrashScenario(t *testing.T, storeArgs []string) {
 		pullIDs++
 		// A pull frontend's completed delivery is an ack the node recorded:
 		// exactly one per id (answered "applied", or cut off by the crash
-		// and then answered "already_recorded"), and the id is never
-		// offered after it.
+		// and then answered "already_recorded"), and no poll sent after
+		// that answer offers the id again.
 		recorded := append(append([]int64(nil), l.applied[id]...), l.lostAcks[id]...)
 		switch {
 		case len(l.applied[id]) > 1:
