@@ -173,3 +173,61 @@ func TestSubscribeBeforeStartAndStopActor(t *testing.T) {
 type actorFunc func(actor.Context)
 
 func (f actorFunc) Receive(c actor.Context) { f(c) }
+
+// slowFrontend answers each delivery "delivered" after a pause, from its
+// own goroutine (an actor must not block its mailbox).
+type slowFrontend struct {
+	got   chan string
+	pause time.Duration
+}
+
+func (f *slowFrontend) Receive(c actor.Context) {
+	d, ok := c.Message().(*messages.Delivery)
+	if !ok {
+		return
+	}
+	f.got <- d.Message.ID
+	sender, sys := c.Sender(), c.ActorSystem()
+	time.AfterFunc(f.pause, func() {
+		sys.Root.Send(sender, &messages.DeliveryResult{ID: d.Message.ID, Status: messages.Delivered})
+	})
+}
+
+// TestStopFinishesDeliveriesInFlight: Stop while a delivery is under way
+// waits for its verdict and commits it before the store closes.
+func TestStopFinishesDeliveriesInFlight(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Listen, cfg.MetricsListen = "", ""
+	fs := newFaultyStore(t) // a store the test can read after the node stopped
+	cfg.Store = fs
+	n, err := switchboard.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := n.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fe := &slowFrontend{got: make(chan string, 1), pause: 300 * time.Millisecond}
+	pid, err := n.Spawn("slow", "test-frontend", func() actor.Actor { return fe })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.RegisterFrontend(ctx, "slow", pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.PutRoute(ctx, messages.Route{Prefix: "7", Frontend: "slow"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := n.Submit(ctx, messages.Submission{ID: "inflight", SourceMSISDN: "1", DestinationMSISDN: "71", Body: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	<-fe.got // the delivery is under way
+	if err := n.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	m, err := fs.GetMessage(ctx, "inflight")
+	if err != nil || m.State != messages.StateDelivered {
+		t.Fatalf("after Stop: %+v %v; the verdict in flight was not committed", m, err)
+	}
+}

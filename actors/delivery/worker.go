@@ -153,15 +153,16 @@ func (w *Worker) onWake(c actor.Context) {
 	w.pump(c)
 }
 
-// pump takes on whatever work is due, then arms the wake-up for the next.
+// pump takes on whatever work is due (none while draining), then arms the
+// wake-up for the next, or for the deadline of a delivery in flight: a
+// drain waits for those.
 func (w *Worker) pump(c actor.Context) {
-	if w.draining {
-		return
-	}
 	var next time.Time
-	if w.fe.Mode == messages.ModePull {
+	switch {
+	case w.draining:
+	case w.fe.Mode == messages.ModePull:
 		next = w.servePolls(c)
-	} else {
+	default:
 		next = w.fillPush(c)
 	}
 	for _, f := range w.inflight {
