@@ -268,8 +268,10 @@ func (a *Intake) resubmit(c actor.Context, id string) messages.ResubmitReply {
 		return messages.ResubmitReply{Err: messages.Errorf(messages.CodeInvalidState,
 			"message %s is %s; only failed and forward_failed messages can be resubmitted", id, res[0].State)}
 	}
-	a.resubmitted(c, []persistence.Reroute{r}, now)
+	// Read the message as resubmitted before the worker is kicked (and
+	// claims it), so the reply shows it as the resubmit left it.
 	m, err = a.cfg.Store.GetMessage(ctx, id)
+	a.resubmitted(c, []persistence.Reroute{r}, now)
 	if err != nil {
 		return messages.ResubmitReply{Err: a.unavailable("get message", err)}
 	}
