@@ -125,6 +125,38 @@ const (
 	ResultRetry Result = "retry"
 )
 
+// StateAfter is the state a message moves to when an outcome of work of
+// kind is applied; "" when the outcome leaves the state alone.
+//
+// Delivery work follows the local frontend diagram (retry, delivered,
+// failed). Forward work follows the peer diagram: accepted by the peer is
+// forwarded (its delivery happens there), given up is forward_failed, try
+// again is forward_queued. Status work reports on a message that is already
+// final here, so it changes no state.
+func StateAfter(kind WorkKind, r Result) messages.State {
+	switch kind {
+	case WorkDelivery:
+		switch r {
+		case ResultDelivered:
+			return messages.StateDelivered
+		case ResultFailed:
+			return messages.StateFailed
+		case ResultRetry:
+			return messages.StateRetry
+		}
+	case WorkForward:
+		switch r {
+		case ResultDelivered:
+			return messages.StateForwarded
+		case ResultFailed:
+			return messages.StateForwardFailed
+		case ResultRetry:
+			return messages.StateForwardQueued
+		}
+	}
+	return ""
+}
+
 // Outcome records the result of delivery work for one message.
 type Outcome struct {
 	Kind      WorkKind

@@ -39,14 +39,3 @@ func disposition(o persistence.Outcome) string {
 	}
 	return string(o.Result)
 }
-
-// stateOf is the message state an applied outcome leaves.
-func stateOf(r persistence.Result) messages.State {
-	switch r {
-	case persistence.ResultDelivered:
-		return messages.StateDelivered
-	case persistence.ResultFailed:
-		return messages.StateFailed
-	}
-	return messages.StateRetry
-}

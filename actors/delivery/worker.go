@@ -408,7 +408,7 @@ func (w *Worker) commit(c actor.Context) {
 	for i, p := range batch {
 		if comps[i] == persistence.Applied {
 			w.d.Metrics.count(p.o)
-			w.d.Publish(messages.StateChanged{ID: p.o.MessageID, State: stateOf(p.o.Result),
+			w.d.Publish(messages.StateChanged{ID: p.o.MessageID, State: persistence.StateAfter(p.o.Kind, p.o.Result),
 				Frontend: w.fe.Name, At: now, Detail: p.o.Detail, Reason: p.o.Reason})
 		}
 		if p.done != nil {

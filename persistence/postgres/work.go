@@ -241,32 +241,27 @@ func rounds(n int, key func(i int) string) [][]int {
 	return out
 }
 
-// targetState is the message state an outcome of kind moves to; empty when
-// the outcome does not change the message (status reports).
-func targetState(kind persistence.WorkKind, result persistence.Result) messages.State {
-	switch kind {
-	case persistence.WorkDelivery:
-		switch result {
-		case persistence.ResultDelivered:
-			return messages.StateDelivered
-		case persistence.ResultFailed:
-			return messages.StateFailed
-		case persistence.ResultRetry:
-			return messages.StateRetry
+// inRounds runs the rounds in one transaction: each round's reads are
+// queued on a batch (the first one together with BEGIN), then the round is
+// applied.
+func (s *Store) inRounds(ctx context.Context, all [][]int, read func(*pgx.Batch, []int), apply func(pgx.Tx, []int) error) error {
+	first := &pgx.Batch{}
+	read(first, all[0])
+	return s.inTx(ctx, first, func(tx pgx.Tx) error {
+		for k, round := range all {
+			if k > 0 {
+				b := &pgx.Batch{}
+				read(b, round)
+				if err := tx.SendBatch(ctx, b).Close(); err != nil {
+					return err
+				}
+			}
+			if err := apply(tx, round); err != nil {
+				return err
+			}
 		}
-	case persistence.WorkForward:
-		// A forward is done when the peer has accepted the message; the
-		// message's delivery happens there.
-		switch result {
-		case persistence.ResultDelivered:
-			return messages.StateForwarded
-		case persistence.ResultFailed:
-			return messages.StateForwardFailed
-		case persistence.ResultRetry:
-			return messages.StateForwardQueued
-		}
-	}
-	return ""
+		return nil
+	})
 }
 
 const (
@@ -434,7 +429,7 @@ func (s *Store) CompleteWork(ctx context.Context, now time.Time, outcomes []pers
 			kinds = append(kinds, string(o.Kind))
 			targets = append(targets, o.Target)
 			results = append(results, string(o.Result))
-			newStates = append(newStates, string(targetState(o.Kind, o.Result)))
+			newStates = append(newStates, string(persistence.StateAfter(o.Kind, o.Result)))
 			reasons = append(reasons, o.Reason)
 			details = append(details, o.Detail)
 		}
@@ -447,24 +442,7 @@ func (s *Store) CompleteWork(ctx context.Context, now time.Time, outcomes []pers
 	}
 
 	all := rounds(len(outcomes), func(i int) string { return outcomes[i].MessageID })
-	first := &pgx.Batch{}
-	read(first, all[0])
-	err := s.inTx(ctx, first, func(tx pgx.Tx) error {
-		for k, round := range all {
-			if k > 0 {
-				b := &pgx.Batch{}
-				read(b, round)
-				if err := tx.SendBatch(ctx, b).Close(); err != nil {
-					return err
-				}
-			}
-			if err := apply(tx, round); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := s.inRounds(ctx, all, read, apply); err != nil {
 		return nil, s.fail("complete work", err)
 	}
 	return out, nil
@@ -703,24 +681,7 @@ func (s *Store) Resubmit(ctx context.Context, now time.Time, reroutes []persiste
 	}
 
 	all := rounds(len(reroutes), func(i int) string { return reroutes[i].ID })
-	first := &pgx.Batch{}
-	read(first, all[0])
-	err := s.inTx(ctx, first, func(tx pgx.Tx) error {
-		for k, round := range all {
-			if k > 0 {
-				b := &pgx.Batch{}
-				read(b, round)
-				if err := tx.SendBatch(ctx, b).Close(); err != nil {
-					return err
-				}
-			}
-			if err := apply(tx, round); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := s.inRounds(ctx, all, read, apply); err != nil {
 		return nil, s.fail("resubmit", err)
 	}
 	return out, nil

@@ -166,38 +166,6 @@ func settleSQL(n int) string {
 		FROM (VALUES ` + tuples(n, 3) + `) AS v WHERE messages.id = v.column1`
 }
 
-// transition is the state an outcome of work of kind moves a message to;
-// "" leaves the state alone.
-//
-// Delivery work follows the local frontend diagram (retry, delivered,
-// failed). Forward work follows the peer diagram: handed to the peer is
-// forwarded, given up is forward_failed, try again is forward_queued (the
-// message waits in its forward queue). Status work reports on a message that
-// is already final here, so it changes no state.
-func transition(kind persistence.WorkKind, r persistence.Result) messages.State {
-	switch kind {
-	case persistence.WorkDelivery:
-		switch r {
-		case persistence.ResultDelivered:
-			return messages.StateDelivered
-		case persistence.ResultFailed:
-			return messages.StateFailed
-		case persistence.ResultRetry:
-			return messages.StateRetry
-		}
-	case persistence.WorkForward:
-		switch r {
-		case persistence.ResultDelivered:
-			return messages.StateForwarded
-		case persistence.ResultFailed:
-			return messages.StateForwardFailed
-		case persistence.ResultRetry:
-			return messages.StateForwardQueued
-		}
-	}
-	return ""
-}
-
 func validOutcome(o persistence.Outcome) error {
 	switch {
 	case !o.Kind.Valid():
@@ -333,7 +301,7 @@ func (s *Store) CompleteWork(ctx context.Context, now time.Time, outcomes []pers
 				delete(retryAt, rowID)
 				deleted = append(deleted, rowID)
 			}
-			if next := transition(o.Kind, o.Result); next != "" {
+			if next := persistence.StateAfter(o.Kind, o.Result); next != "" {
 				if o.Result == persistence.ResultFailed {
 					st.reason = o.Reason // a failure sets the reason; other outcomes keep it
 				}
