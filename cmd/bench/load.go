@@ -491,22 +491,41 @@ func (b *benchNode) status() (counts map[string]int64, outbox int64, err error) 
 	return doc.Counts, doc.OutboxDepth, err
 }
 
+// startNodeAndClient starts a fresh node allowing conns connections and a
+// client of clientConns keep-alive connections that trusts its certificate.
+func startNodeAndClient(dir string, conns, clientConns int) (*benchNode, *http.Client, error) {
+	b, err := startNode(dir, conns)
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := newClient(filepath.Join(dir, certs.SelfSignedCertName), clientConns)
+	if err != nil {
+		_ = b.stop()
+		return nil, nil, err
+	}
+	return b, client, nil
+}
+
+// close closes the client's connections and stops the node.
+func (b *benchNode) close(client *http.Client) error {
+	client.CloseIdleConnections()
+	if err := b.stop(); err != nil {
+		return fmt.Errorf("stop node: %w", err)
+	}
+	return nil
+}
+
 // runIngest: the clients submit to a fresh node; nobody consumes.
 func runIngest(o options, bodies [][]byte, dir string, prof *profiler) (r runResult, err error) {
-	b, err := startNode(dir, len(bodies))
+	b, client, err := startNodeAndClient(dir, len(bodies), len(bodies))
 	if err != nil {
 		return r, err
 	}
 	defer func() {
-		if serr := b.stop(); serr != nil && err == nil {
-			err = fmt.Errorf("stop node: %w", serr)
+		if serr := b.close(client); serr != nil && err == nil {
+			err = serr
 		}
 	}()
-	client, err := newClient(filepath.Join(dir, certs.SelfSignedCertName), len(bodies))
-	if err != nil {
-		return r, err
-	}
-	defer client.CloseIdleConnections()
 
 	var phase atomic.Int32
 	subs := startSubmitters(client, b.base+"/api/messages", bodies, &phase)
@@ -622,20 +641,15 @@ func (c *consumers) fail(err error) {
 // runDelivery: the clients submit to a fresh node while the consumers poll
 // and ack; the figure is the acks answered in the window.
 func runDelivery(o options, bodies [][]byte, dir string, prof *profiler) (r runResult, err error) {
-	b, err := startNode(dir, len(bodies)+o.consumers)
+	b, client, err := startNodeAndClient(dir, len(bodies)+o.consumers, len(bodies))
 	if err != nil {
 		return r, err
 	}
 	defer func() {
-		if serr := b.stop(); serr != nil && err == nil {
-			err = fmt.Errorf("stop node: %w", serr)
+		if serr := b.close(client); serr != nil && err == nil {
+			err = serr
 		}
 	}()
-	client, err := newClient(filepath.Join(dir, certs.SelfSignedCertName), len(bodies))
-	if err != nil {
-		return r, err
-	}
-	defer client.CloseIdleConnections()
 
 	var phase atomic.Int32
 	cons := startConsumers(b, o.consumers, &phase)
