@@ -108,11 +108,12 @@ func TestBinary(t *testing.T) {
 			baseEnv = append(baseEnv, kv)
 		}
 	}
-	run := func(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
+	// runIn runs the binary in dir.
+	runIn := func(t *testing.T, dir string, env []string, args ...string) (code int, stdout, stderr string) {
 		t.Helper()
 		cmd := exec.Command(bin, args...)
 		cmd.Env = append(slices.Clone(baseEnv), env...)
-		cmd.Dir = t.TempDir()
+		cmd.Dir = dir
 		var out, errOut bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errOut
 		err := cmd.Run()
@@ -126,12 +127,21 @@ func TestBinary(t *testing.T) {
 		}
 		return code, out.String(), errOut.String()
 	}
+	run := func(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
+		t.Helper()
+		return runIn(t, t.TempDir(), env, args...)
+	}
 
 	t.Run("bad flag value", func(t *testing.T) {
-		code, stdout, stderr := run(t, nil, "run", "--name", "dc1", "--delivery-max-attempts", "x")
+		dir := t.TempDir()
+		code, stdout, stderr := runIn(t, dir, nil, "run", "--name", "dc1", "--delivery-max-attempts", "x")
 		want := "switchboard: --delivery-max-attempts: invalid value \"x\": must be an integer\n"
 		if code != 2 || stderr != want || stdout != "" {
 			t.Fatalf("exit code %d, stdout %q, stderr %q; want 2 and %q", code, stdout, stderr, want)
+		}
+		// Nothing was created: no data dir, no store, no certificate.
+		if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
+			t.Fatalf("a rejected start left %v in its working directory (%v)", entries, err)
 		}
 	})
 	t.Run("bad value from the environment", func(t *testing.T) {
