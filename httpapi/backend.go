@@ -11,6 +11,8 @@ import (
 // Backend is what the gateway calls: the node. Errors a client can act on
 // are *messages.Error; anything else is answered 500.
 type Backend interface {
+	// Submit validates the submission (an invalid_request *messages.Error)
+	// and accepts it.
 	Submit(ctx context.Context, s messages.Submission) (m messages.Message, created bool, err error)
 	Message(ctx context.Context, id string) (messages.Message, error)
 	Messages(ctx context.Context, q persistence.ListQuery) (persistence.Page, error)

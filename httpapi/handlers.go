@@ -34,10 +34,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if err := sub.Validate(); err != nil {
-		s.fail(w, r, err)
-		return
-	}
+	// The backend validates the submission (one check for HTTP and embedders).
 	ctx, cancel := s.ctx(r)
 	defer cancel()
 	m, created, err := s.cfg.Backend.Submit(ctx, sub)

@@ -31,7 +31,10 @@ func stubMessage(id string, state messages.State) messages.Message {
 	}
 }
 
-func (stubBackend) Submit(context.Context, messages.Submission) (messages.Message, bool, error) {
+func (stubBackend) Submit(_ context.Context, sub messages.Submission) (messages.Message, bool, error) {
+	if err := sub.Validate(); err != nil { // as the Backend contract says
+		return messages.Message{}, false, err
+	}
 	return messages.Message{}, false, messages.Errorf(messages.CodeNoRoute, "stub: no route")
 }
 

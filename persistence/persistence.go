@@ -261,6 +261,16 @@ type Stats struct {
 	OldestOutbox time.Time
 }
 
+// NewStats returns Stats with a zero count for every state, as Store.Stats
+// must (a state without messages is still reported).
+func NewStats() Stats {
+	st := Stats{ByState: make(map[messages.State]int64, len(messages.AllStates))}
+	for _, state := range messages.AllStates {
+		st.ByState[state] = 0
+	}
+	return st
+}
+
 // ExpireRequest fails messages whose validity has passed.
 type ExpireRequest struct {
 	Now time.Time

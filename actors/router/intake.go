@@ -143,11 +143,9 @@ func (a *Intake) load() {
 	a.table = NewTable(routes, frontends)
 }
 
+// submit queues a submission for the next commit. It was validated by
+// Node.Submit, the only sender of Submit.
 func (a *Intake) submit(c actor.Context, m *messages.Submit) {
-	if err := m.Submission.Validate(); err != nil {
-		m.Reply <- messages.SubmitReply{Err: err}
-		return
-	}
 	if _, err := a.table.Resolve(m.Submission.DestinationMSISDN); err != nil {
 		m.Reply <- messages.SubmitReply{Err: err}
 		return

@@ -306,10 +306,7 @@ func (s *Store) Stats(ctx context.Context) (persistence.Stats, error) {
 	if s.closed.Load() {
 		return persistence.Stats{}, s.fail("stats", persistence.ErrClosed)
 	}
-	st := persistence.Stats{ByState: make(map[messages.State]int64, len(messages.AllStates))}
-	for _, state := range messages.AllStates {
-		st.ByState[state] = 0
-	}
+	st := persistence.NewStats()
 	b := &pgx.Batch{}
 	b.Queue("SELECT state, count(*) FROM messages GROUP BY state").Query(func(rows pgx.Rows) error {
 		for rows.Next() {

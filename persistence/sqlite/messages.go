@@ -228,10 +228,7 @@ func (s *Store) ListMessages(ctx context.Context, q persistence.ListQuery) (pers
 // Stats implements persistence.Store with three aggregate queries on one
 // snapshot; the counts come from indexes, not from rows in memory.
 func (s *Store) Stats(ctx context.Context) (persistence.Stats, error) {
-	st := persistence.Stats{ByState: make(map[messages.State]int64, len(messages.AllStates))}
-	for _, state := range messages.AllStates {
-		st.ByState[state] = 0
-	}
+	st := persistence.NewStats()
 	err := s.read(ctx, "stats", func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT state, COUNT(*) FROM messages GROUP BY state`)
 		if err != nil {
