@@ -19,8 +19,11 @@ type Message struct {
 	UpdatedAt         time.Time `json:"updated_at"`
 	// SubmittedAt is when the message was accepted or last resubmitted; its
 	// validity (--message-validity) counts from here.
-	SubmittedAt time.Time      `json:"submitted_at"`
-	History     []HistoryEntry `json:"history,omitempty"`
+	SubmittedAt time.Time `json:"submitted_at"`
+	// QueuedAt is when the message entered forward_queued; nil in every
+	// other state. Its wait for forward_failed counts from here.
+	QueuedAt *time.Time     `json:"queued_at,omitempty"`
+	History  []HistoryEntry `json:"history,omitempty"`
 
 	// Seq orders messages by acceptance within one store (list cursors).
 	Seq int64 `json:"-"`
@@ -40,4 +43,9 @@ const (
 	ReasonMaxAttempts = "max_attempts" // --delivery-max-attempts used up
 	ReasonExpired     = "expired"      // --message-validity passed
 	ReasonRejected    = "rejected"     // the frontend refused it permanently
+	// ReasonForwardTimeout: forward_queued for --forward-max-retries x
+	// --forward-retry-interval without reaching its peer.
+	ReasonForwardTimeout = "forward_timeout"
+	// ReasonPeerRejected: the peer refused the forward for good (4xx).
+	ReasonPeerRejected = "peer_rejected"
 )

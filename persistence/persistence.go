@@ -54,12 +54,19 @@ type NewMessage struct {
 	SourceSMSC        string
 	DestSMSC          string
 	Frontend          string
-	// State is the first state (pending for local or forwarded work).
+	// State is the first state: pending, or forward_queued for a peer that
+	// is not healthy (queued_at is then set to now).
 	State messages.State
 	// Detail is the history detail of the first transition.
 	Detail string
 	// Work, when non-nil, is written to the outbox in the same transaction.
 	Work *WorkSpec
+	// ReportTo, when set, names the peer that forwarded this message to us
+	// (its origin). A final outcome of its delivery work (delivered or
+	// failed, also by ExpireMessages) then writes status work
+	// {WorkStatus, ReportTo, due now} in the same transaction, so the
+	// delivery_status reaches the origin through the outbox.
+	ReportTo string
 }
 
 // Accepted is the result of accepting one NewMessage.
@@ -157,7 +164,21 @@ func StateAfter(kind WorkKind, r Result) messages.State {
 	return ""
 }
 
-// Outcome records the result of delivery work for one message.
+// Outcome records the result of work on one message.
+//
+// Per kind:
+//   - delivery: Delivered/Failed are final (ledger, state, outbox row
+//     removed; status work for ReportTo); Retry sets state retry.
+//   - forward: Delivered means the peer accepted it: state forwarded (not
+//     final: the peer's delivery_status ends it, see ApplyStatus), ledger
+//     written, row removed, queued_at cleared. Failed: forward_failed with
+//     Reason, ledger, row removed. Retry: state forward_queued (queued_at is
+//     set if it was not, kept if it was; history is appended only when the
+//     state changes), the row due at RetryAt, unleased.
+//   - status: Delivered means the origin has the report: ledger written, row
+//     removed, no state change (the message is final already, which is not
+//     a reason to skip it). Failed: the same (the origin refused it for good,
+//     e.g. it does not know the id). Retry: the row due at RetryAt, unleased.
 type Outcome struct {
 	Kind      WorkKind
 	Target    string
@@ -207,9 +228,11 @@ type ResubmitResult struct {
 	State messages.State
 }
 
-// LedgerEntry is the recorded final outcome of work on one message.
+// LedgerEntry is the recorded final outcome of work on one message. The
+// ledger is keyed by (MessageID, Kind, Target).
 type LedgerEntry struct {
 	MessageID string
+	Kind      WorkKind
 	Target    string
 	Result    Result
 	At        time.Time
@@ -259,16 +282,49 @@ type Stats struct {
 	DLQDepth int64
 	// OldestOutbox is the creation time of the oldest outbox row (zero if none).
 	OldestOutbox time.Time
+	// ForwardQueue counts forward outbox rows by target peer (peers with
+	// none are absent); its sum is the node's forward queue depth.
+	ForwardQueue map[string]int64
 }
 
 // NewStats returns Stats with a zero count for every state, as Store.Stats
 // must (a state without messages is still reported).
 func NewStats() Stats {
-	st := Stats{ByState: make(map[messages.State]int64, len(messages.AllStates))}
+	st := Stats{ByState: make(map[messages.State]int64, len(messages.AllStates)), ForwardQueue: map[string]int64{}}
 	for _, state := range messages.AllStates {
 		st.ByState[state] = 0
 	}
 	return st
+}
+
+// StatusUpdate is a peer's delivery_status for a message we forwarded to it.
+type StatusUpdate struct {
+	ID string
+	// From is the reporting peer; it must be the message's dest_smsc.
+	From string
+	// Result is ResultDelivered or ResultFailed.
+	Result Result
+	Reason string
+	// At is when the peer recorded it (kept in the history detail; the
+	// transition's time is the call's now).
+	At time.Time
+}
+
+// ForwardExpiry moves forward_queued messages that waited too long to
+// forward_failed.
+type ForwardExpiry struct {
+	Now time.Time
+	// QueuedBefore: messages whose queued_at is before it are failed.
+	QueuedBefore time.Time
+	// Limit bounds one call (> 0); callers loop until fewer come back.
+	Limit int
+}
+
+// PeerRegistry is a peer's frontend registry as last learned.
+type PeerRegistry struct {
+	Peer      string
+	Frontends []string
+	UpdatedAt time.Time
 }
 
 // ExpireRequest fails messages whose validity has passed.
@@ -319,7 +375,34 @@ type Store interface {
 	// instance) so the work is claimable at once. It returns how many.
 	ReleaseLeases(ctx context.Context, owner string) (int64, error)
 	// Ledger returns the recorded outcome of work on a message, or ErrNotFound.
-	Ledger(ctx context.Context, messageID, target string) (LedgerEntry, error)
+	Ledger(ctx context.Context, kind WorkKind, messageID, target string) (LedgerEntry, error)
+
+	// ApplyStatus records peers' delivery_status reports in one
+	// transaction. An update applies to a message whose dest_smsc is From
+	// and whose state is pending, forward_queued, forwarded or
+	// forward_failed: it moves to delivered or failed (Failed also sets the
+	// reason), with history ("reported by <From>"), writes the forward
+	// ledger entry (id, forward, From) if absent and removes the forward
+	// outbox row (a report can overtake the forward's own completion).
+	// A message already delivered or failed gives AlreadyRecorded; an
+	// unknown id or another dest_smsc gives NoWork. Results are in input
+	// order.
+	ApplyStatus(ctx context.Context, now time.Time, updates []StatusUpdate) ([]Completion, error)
+	// QueueForwards moves up to limit pending messages whose forward work
+	// targets peer (and is not leased) to forward_queued, setting queued_at
+	// to now, with history detail. It returns their ids. A peer that stops
+	// being healthy has its not-yet-sent messages queued this way.
+	QueueForwards(ctx context.Context, now time.Time, peer, detail string, limit int) ([]string, error)
+	// FailForwards moves forward_queued messages whose queued_at is before
+	// QueuedBefore and whose forward work is not leased to forward_failed
+	// (reason forward_timeout), with history and a failed forward ledger
+	// entry, and removes their forward work. It returns the messages.
+	FailForwards(ctx context.Context, req ForwardExpiry) ([]messages.Message, error)
+
+	// PeerRegistries returns every stored peer registry ordered by peer.
+	PeerRegistries(ctx context.Context) ([]PeerRegistry, error)
+	// PutPeerRegistry replaces a peer's stored registry.
+	PutPeerRegistry(ctx context.Context, r PeerRegistry) error
 
 	// ExpireMessages fails (reason expired) messages in pending or retry
 	// whose delivery work is not leased and that were submitted before the
@@ -329,8 +412,11 @@ type Store interface {
 
 	// Resubmit moves failed or forward_failed messages back to work in one
 	// transaction: state, frontend and dest_smsc as given, attempts 0, reason
-	// cleared, submitted_at now, their failed ledger entries removed, history
-	// appended, the new work written. Messages in any other state are left.
+	// cleared, queued_at cleared (set to now when State is forward_queued),
+	// submitted_at now, their failed ledger entries of every kind and their
+	// status ledger entry removed (so a later final outcome is reported to
+	// the origin again), history appended, the new work written. Messages in
+	// any other state are left.
 	Resubmit(ctx context.Context, now time.Time, reroutes []Reroute) ([]ResubmitResult, error)
 
 	// Routes returns every route ordered by prefix.

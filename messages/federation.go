@@ -1,0 +1,289 @@
+package messages
+
+import (
+	"time"
+	"unicode/utf8"
+)
+
+// The federation protocol's wire documents (CONTRACT.md, "Federation").
+// Every request carries the header FederationHeader naming the caller.
+
+// FederationHeader names the calling node on every federation request.
+const FederationHeader = "X-Federation-Node"
+
+// ProtocolVersion is the federation protocol this binary speaks.
+const ProtocolVersion = 1
+
+// Capabilities a node may announce in its identity. A caller uses a batch
+// form only when the callee announces it; the single forms always work.
+const (
+	// CapForwardBatch: POST /api/federation/forward_batch takes
+	// ForwardBatch and answers ForwardBatchReply.
+	CapForwardBatch = "forward_batch"
+	// CapStatusBatch: POST /api/federation/delivery_status_batch takes
+	// StatusBatch and answers StatusBatchReply.
+	CapStatusBatch = "delivery_status_batch"
+)
+
+// Identity is the document of GET /api/federation/identity.
+type Identity struct {
+	Node            string   `json:"node"`
+	InstanceID      string   `json:"instance_id"`
+	ProtocolVersion int      `json:"protocol_version"`
+	Capabilities    []string `json:"capabilities"`
+}
+
+// Has reports whether the identity announces capability c.
+func (id Identity) Has(c string) bool {
+	for _, x := range id.Capabilities {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+// Validate reports what is wrong with an identity a peer sent.
+func (id Identity) Validate() error {
+	switch {
+	case !ValidName(id.Node):
+		return Errorf(CodeInvalidRequest, "identity: node %q is not a valid name", id.Node)
+	case !ValidName(id.InstanceID):
+		return Errorf(CodeInvalidRequest, "identity: instance_id %q is not a valid name", id.InstanceID)
+	case id.ProtocolVersion != ProtocolVersion:
+		return Errorf(CodeInvalidRequest, "identity: protocol_version %d, this node speaks %d", id.ProtocolVersion, ProtocolVersion)
+	}
+	return nil
+}
+
+// Health statuses a node reports about itself.
+const (
+	// HealthOK: the node accepts forwards.
+	HealthOK = "ok"
+	// HealthStopping: the node is shutting down; callers treat it as a
+	// failed check and queue.
+	HealthStopping = "stopping"
+)
+
+// Health is the body and the answer of POST /api/federation/health.
+type Health struct {
+	Node              string    `json:"node"`
+	Time              time.Time `json:"time"`
+	Status            string    `json:"status"`
+	ForwardQueueDepth int64     `json:"forward_queue_depth"`
+}
+
+// Validate reports what is wrong with a health document.
+func (h Health) Validate() error {
+	switch {
+	case !ValidName(h.Node):
+		return Errorf(CodeInvalidRequest, "node %q is not a valid name", h.Node)
+	case h.Time.IsZero():
+		return Errorf(CodeInvalidRequest, "time is required")
+	case h.Status != HealthOK && h.Status != HealthStopping:
+		return Errorf(CodeInvalidRequest, "status %q: must be %q or %q", h.Status, HealthOK, HealthStopping)
+	case h.ForwardQueueDepth < 0:
+		return Errorf(CodeInvalidRequest, "forward_queue_depth must not be negative")
+	}
+	return nil
+}
+
+// MaxRegistryFrontends bounds one registry document.
+const MaxRegistryFrontends = 10000
+
+// Registry is the body and the answer of POST /api/federation/registry: the
+// frontends a node serves.
+type Registry struct {
+	Node      string   `json:"node"`
+	Frontends []string `json:"frontends"`
+}
+
+// Validate reports what is wrong with a registry document.
+func (r Registry) Validate() error {
+	if !ValidName(r.Node) {
+		return Errorf(CodeInvalidRequest, "node %q is not a valid name", r.Node)
+	}
+	if r.Frontends == nil {
+		return Errorf(CodeInvalidRequest, "frontends is required (an empty list is fine)")
+	}
+	if len(r.Frontends) > MaxRegistryFrontends {
+		return Errorf(CodeInvalidRequest, "frontends: at most %d", MaxRegistryFrontends)
+	}
+	for _, f := range r.Frontends {
+		if !ValidName(f) {
+			return Errorf(CodeInvalidRequest, "frontend %q is not a valid name", f)
+		}
+	}
+	return nil
+}
+
+// Forward is the body of POST /api/federation/forward: a message handed to
+// the node that serves its frontend. The id is the origin's and stays the
+// message's id everywhere.
+type Forward struct {
+	ID                string `json:"id"`
+	SourceMSISDN      string `json:"source_msisdn"`
+	DestinationMSISDN string `json:"destination_msisdn"`
+	Body              string `json:"message_body"`
+	SourceSMSC        string `json:"source_smsc"`
+	DestSMSC          string `json:"dest_smsc"`
+	Frontend          string `json:"frontend"`
+}
+
+// ForwardOf is the forward document of a stored message.
+func ForwardOf(m Message) Forward {
+	return Forward{
+		ID: m.ID, SourceMSISDN: m.SourceMSISDN, DestinationMSISDN: m.DestinationMSISDN,
+		Body: m.Body, SourceSMSC: m.SourceSMSC, DestSMSC: m.DestSMSC, Frontend: m.Frontend,
+	}
+}
+
+// Validate reports the first problem of a forward as an invalid_request
+// *Error naming the field. The message fields follow the client rules.
+func (f Forward) Validate() error {
+	if f.ID == "" {
+		return Errorf(CodeInvalidRequest, "id is required")
+	}
+	sub := Submission{ID: f.ID, SourceMSISDN: f.SourceMSISDN, DestinationMSISDN: f.DestinationMSISDN, Body: f.Body}
+	if err := sub.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case !ValidName(f.SourceSMSC):
+		return Errorf(CodeInvalidRequest, "source_smsc %q is not a valid node name", f.SourceSMSC)
+	case !ValidName(f.DestSMSC):
+		return Errorf(CodeInvalidRequest, "dest_smsc %q is not a valid node name", f.DestSMSC)
+	case !ValidName(f.Frontend):
+		return Errorf(CodeInvalidRequest, "frontend %q is not a valid name", f.Frontend)
+	}
+	return nil
+}
+
+// ForwardReply is the 202 answer of POST /api/federation/forward.
+// Duplicate is true when the id was already stored (nothing new was
+// written). State is the message's state at the callee; when it is final
+// (delivered or failed) the origin may record it at once, without waiting
+// for a delivery_status that was perhaps sent before.
+type ForwardReply struct {
+	ID        string `json:"id"`
+	Duplicate bool   `json:"duplicate"`
+	State     State  `json:"state,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+// MaxForwardBatch bounds one forward_batch request.
+const MaxForwardBatch = 1000
+
+// ForwardBatch is the body of POST /api/federation/forward_batch.
+type ForwardBatch struct {
+	Messages []Forward `json:"messages"`
+}
+
+// ForwardResult is one element of a ForwardBatchReply: the reply for the
+// message at the same index, or the error that rejected it (a rejected
+// message is stored nowhere; the others are stored in one transaction).
+type ForwardResult struct {
+	ForwardReply
+	Error *Error `json:"error,omitempty"`
+}
+
+// ForwardBatchReply answers a ForwardBatch, in input order.
+type ForwardBatchReply struct {
+	Results []ForwardResult `json:"results"`
+}
+
+// Report statuses of a StatusReport.
+const (
+	ReportDelivered = "delivered"
+	ReportFailed    = "failed"
+)
+
+// StatusReport is the body of POST /api/federation/delivery_status: the
+// final fate of a forwarded message, sent by the node that delivered it
+// (Node) back to the origin.
+type StatusReport struct {
+	ID     string    `json:"id"`
+	Node   string    `json:"node"`
+	Status string    `json:"status"`
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason,omitempty"`
+}
+
+// MaxReasonLen bounds a failure reason a peer sends.
+const MaxReasonLen = 1024
+
+// Validate reports what is wrong with a status report.
+func (r StatusReport) Validate() error {
+	switch {
+	case !ValidID(r.ID):
+		return Errorf(CodeInvalidRequest, "id %q is not a valid message id", r.ID)
+	case !ValidName(r.Node):
+		return Errorf(CodeInvalidRequest, "node %q is not a valid name", r.Node)
+	case r.Status != ReportDelivered && r.Status != ReportFailed:
+		return Errorf(CodeInvalidRequest, "status %q: must be %q or %q", r.Status, ReportDelivered, ReportFailed)
+	case r.At.IsZero():
+		return Errorf(CodeInvalidRequest, "at is required")
+	case len(r.Reason) > MaxReasonLen || !utf8.ValidString(r.Reason):
+		return Errorf(CodeInvalidRequest, "reason must be valid UTF-8 of at most %d bytes", MaxReasonLen)
+	}
+	return nil
+}
+
+// StatusReply answers a StatusReport: Outcome is "applied",
+// "already_recorded" (reported before, or already final: harmless) or
+// "no_work" (the origin has no such message sent to the reporting node).
+type StatusReply struct {
+	ID      string `json:"id"`
+	Outcome string `json:"outcome"`
+}
+
+// MaxStatusBatch bounds one delivery_status_batch request.
+const MaxStatusBatch = 1000
+
+// StatusBatch is the body of POST /api/federation/delivery_status_batch.
+type StatusBatch struct {
+	Statuses []StatusReport `json:"statuses"`
+}
+
+// StatusBatchReply answers a StatusBatch, in input order.
+type StatusBatchReply struct {
+	Results []StatusReply `json:"results"`
+}
+
+// PeerState is this node's view of a peer's health.
+type PeerState string
+
+// Peer states (CONTRACT.md, "Peer states").
+const (
+	// PeerUnknown: the first check is in progress.
+	PeerUnknown PeerState = "unknown"
+	// PeerHealthy: the last check passed; only healthy peers get forwards.
+	PeerHealthy PeerState = "healthy"
+	// PeerDegraded: 1-2 consecutive failed checks.
+	PeerDegraded PeerState = "degraded"
+	// PeerUnhealthy: 3 or more consecutive failed checks.
+	PeerUnhealthy PeerState = "unhealthy"
+)
+
+// AllPeerStates lists the peer states in a fixed order (metrics labels).
+var AllPeerStates = []PeerState{PeerUnknown, PeerHealthy, PeerDegraded, PeerUnhealthy}
+
+// PeerInstance is one address of a peer (one instance of its site).
+type PeerInstance struct {
+	Address    string `json:"address"`
+	InstanceID string `json:"instance_id"`
+}
+
+// PeerInfo is an element of GET /api/peers and of /api/status's peers.
+type PeerInfo struct {
+	Node                string         `json:"node"`
+	Address             string         `json:"address"`
+	State               PeerState      `json:"state"`
+	ConsecutiveFailures int            `json:"consecutive_failures"`
+	LastSuccess         *time.Time     `json:"last_success"`
+	Frontends           []string       `json:"frontends"`
+	ForwardQueueDepth   int64          `json:"forward_queue_depth"`
+	Instances           []PeerInstance `json:"instances"`
+	// LastError is the last failed check's error (empty after a success).
+	LastError string `json:"last_error,omitempty"`
+}
