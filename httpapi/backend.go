@@ -32,6 +32,33 @@ type Backend interface {
 
 	// Ready reports why the node cannot serve (nil when it can).
 	Ready(ctx context.Context) error
+
+	// Peers lists every known peer (GET /api/peers), ordered by node.
+	Peers(ctx context.Context) ([]messages.PeerInfo, error)
+
+	// The federation API. The gateway has authenticated the caller's
+	// transport (mutual TLS, header = certificate name) and checked that the
+	// body's node (where there is one) equals from, the X-Federation-Node
+	// header. The backend refuses with federation_disabled when federation
+	// is off and unknown_peer when from is no discovered peer; an accepted
+	// call from a peer it does not consider healthy triggers a health check
+	// of that peer at once (wake on contact).
+
+	// Identity is this node's identity document (served even when
+	// federation is off, so an operator can see who answers).
+	Identity() messages.Identity
+	// FederationHealth answers a health exchange with our own document.
+	FederationHealth(ctx context.Context, from string, h messages.Health) (messages.Health, error)
+	// FederationRegistry stores the caller's registry and answers ours.
+	FederationRegistry(ctx context.Context, from string, r messages.Registry) (messages.Registry, error)
+	// FederationForward accepts forwarded messages (validated by the
+	// gateway) in one commit and answers after it, in input order. A message
+	// refused alone (e.g. a frontend we do not serve) has its result's Error
+	// set; an error return refuses them all.
+	FederationForward(ctx context.Context, from string, fs []messages.Forward) ([]messages.ForwardResult, error)
+	// FederationStatus records delivery_status reports (validated by the
+	// gateway), in input order.
+	FederationStatus(ctx context.Context, from string, rs []messages.StatusReport) ([]messages.StatusReply, error)
 }
 
 // Status is the document of GET /api/status.
@@ -45,6 +72,6 @@ type Status struct {
 	OutboxDepth       int64               `json:"outbox_depth"`
 	DLQDepth          int64               `json:"dlq_depth"`
 	OutboxOldest      *time.Time          `json:"outbox_oldest,omitempty"`
-	Peers             []any               `json:"peers"`
+	Peers             []messages.PeerInfo `json:"peers"`
 	Frontends         []messages.Frontend `json:"frontends"`
 }

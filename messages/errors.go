@@ -32,4 +32,11 @@ const (
 	CodeOverloaded      = "overloaded"         // admission control: retry later
 	CodeUnavailable     = "unavailable"        // store unreachable or node stopping
 	CodeInternal        = "internal"           // a bug: logged with detail
+
+	// Federation.
+	CodeFederationOff  = "federation_disabled"         // --federation=false: no peer is served
+	CodeUnknownPeer    = "unknown_peer"                // X-Federation-Node names no discovered peer
+	CodeNodeMismatch   = "node_mismatch"               // X-Federation-Node differs from the certificate or the body's node
+	CodeClientCertReq  = "client_certificate_required" // mutual TLS: no verified client certificate
+	CodeNotOurFrontend = "unknown_frontend_here"       // a forward names a frontend this node does not serve
 )
