@@ -28,6 +28,35 @@ type SubmitReply struct {
 	Err     error
 }
 
+// AcceptForwards asks the intake to accept messages peer From forwarded to
+// us. They join the same group commit as submits; the reply comes after it.
+type AcceptForwards struct {
+	From     string
+	Forwards []Forward
+	Reply    chan<- AcceptForwardsReply
+}
+
+// AcceptForwardsReply answers AcceptForwards: one result per forward, in
+// order, or Err when none was stored.
+type AcceptForwardsReply struct {
+	Results []ForwardResult
+	Err     error
+}
+
+// ApplyStatuses asks the intake to record delivery_status reports of peer
+// From about messages we forwarded to it.
+type ApplyStatuses struct {
+	From    string
+	Reports []StatusReport
+	Reply   chan<- ApplyStatusesReply
+}
+
+// ApplyStatusesReply answers ApplyStatuses, one result per report in order.
+type ApplyStatusesReply struct {
+	Results []StatusReply
+	Err     error
+}
+
 // Resubmit asks the intake to re-route one failed or forward_failed message.
 type Resubmit struct {
 	ID    string
@@ -84,6 +113,50 @@ type (
 
 // Kick tells a frontend's delivery worker that new work was committed for it.
 type Kick struct{ Frontend string }
+
+// PeerUp: discovery found peer Node (new) at these instances, or its
+// instances changed.
+type PeerUp struct {
+	Node      string
+	Instances []PeerInstance
+}
+
+// PeerGone: discovery no longer lists peer Node.
+type PeerGone struct{ Node string }
+
+// PeerLink tells a peer's forward queue how the peer can be reached now;
+// the peer actor sends it after every health check and change of instance.
+type PeerLink struct {
+	// Healthy opens the queue; anything else closes it (and parks the
+	// peer's pending messages in forward_queued).
+	Healthy bool
+	// Addr is the instance to call.
+	Addr string
+	// ForwardBatch and StatusBatch: the peer announced the batch forms.
+	ForwardBatch, StatusBatch bool
+}
+
+// PeerContactFailed: a request to the peer did not complete. The forward
+// queue tells its peer actor, which counts it as a failed check and checks
+// the peer again soon.
+type PeerContactFailed struct{ Err error }
+
+// PeerContact: the peer called us (an authenticated federation call). A
+// peer actor that does not consider it healthy checks it at once.
+type PeerContact struct{ Peer string }
+
+// PeerRegistryFrom: the peer sent us its registry.
+type PeerRegistryFrom struct {
+	Peer      string
+	Frontends []string
+}
+
+// KickPeer tells a peer's forward queue that new forward work was committed
+// for it (and, with Status, delivery_status reports owed to it).
+type KickPeer struct {
+	Peer   string
+	Status bool
+}
 
 // Poll is a pull frontend's long-poll: up to Max messages, waiting up to
 // Wait, each leased for Lease.

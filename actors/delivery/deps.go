@@ -41,6 +41,11 @@ type Deps struct {
 	StoreTimeout time.Duration
 	// Seed seeds the workers' jitter; workers derive their own streams.
 	Seed uint64
+	// ForwardMaxWait, when positive, makes the janitor move messages
+	// forward_queued longer than it to forward_failed, every ForwardSweep
+	// (--forward-max-retries x --forward-retry-interval, checked every
+	// --forward-retry-interval).
+	ForwardMaxWait, ForwardSweep time.Duration
 	// Props builds a supervised child's props (supervision.Props).
 	Props func(kind string, p actor.Producer) *actor.Props
 }

@@ -76,9 +76,44 @@ func (j *Janitor) sweep(c actor.Context) {
 	if len(expired) > 0 {
 		j.log.Info("expired undelivered messages", "count", len(expired))
 	}
-	if len(expired) == expireBatch {
+	failed, ok := j.sweepForwards(now)
+	if !ok {
+		j.wake.Schedule(now.Add(storeRetry))
+		return
+	}
+	if len(expired) == expireBatch || failed == expireBatch {
 		c.Send(c.Self(), sweepMsg{}) // more to do; let other messages in between
 		return
 	}
-	j.wake.Schedule(now.Add(j.d.Policy.SweepInterval()))
+	next := j.d.Policy.SweepInterval()
+	if j.d.ForwardMaxWait > 0 {
+		next = min(next, j.d.ForwardSweep)
+	}
+	j.wake.Schedule(now.Add(next))
+}
+
+// sweepForwards fails one batch of messages that waited in forward_queued
+// longer than ForwardMaxWait. The wait is derived from queued_at; no queued
+// row is touched until its time is up.
+func (j *Janitor) sweepForwards(now time.Time) (int, bool) {
+	if j.d.ForwardMaxWait <= 0 {
+		return 0, true
+	}
+	ctx, cancel := j.d.storeCtx()
+	failed, err := j.d.Store.FailForwards(ctx, persistence.ForwardExpiry{
+		Now: now, QueuedBefore: now.Add(-j.d.ForwardMaxWait), Limit: expireBatch,
+	})
+	cancel()
+	if err != nil {
+		j.log.Error("forward expiry sweep failed", "err", err)
+		return 0, false
+	}
+	for _, m := range failed {
+		j.d.Publish(messages.StateChanged{ID: m.ID, State: messages.StateForwardFailed, Frontend: m.Frontend,
+			At: now, Detail: "waited too long for peer " + m.DestSMSC, Reason: messages.ReasonForwardTimeout})
+	}
+	if len(failed) > 0 {
+		j.log.Warn("queued forwards failed: their peers stayed unreachable", "count", len(failed))
+	}
+	return len(failed), true
 }

@@ -25,6 +25,15 @@ type Config struct {
 	// Frontends is the frontend supervisor, told about directory changes
 	// and kicked after commits.
 	Frontends *actor.PID
+	// Peers is the peers actor, kicked after commits of forward work (nil
+	// without federation).
+	Peers *actor.PID
+	// Remote finds the peer serving a frontend this node does not serve
+	// (the peer book; nil without federation).
+	Remote func(frontend string) (peer string, healthy, ok bool)
+	// LocalFrontends, when set, is told the names of the local frontends
+	// whenever they change (our registry for peers).
+	LocalFrontends func(names []string)
 	// Publish receives a StateChanged for every committed transition.
 	Publish func(messages.StateChanged)
 	// NewID generates ids for submissions without one.
@@ -45,9 +54,49 @@ type Intake struct {
 	cfg   Config
 	log   *slog.Logger
 	table *Table
-	batch []*messages.Submit
+	// batch holds what the next commit stores: submits and forwarded
+	// messages. An entry is zeroed once answered.
+	batch []entry
 	// flushQueued is true while a flush message is in our mailbox.
 	flushQueued bool
+}
+
+// entry is one message of a group commit: a client's submit, or one
+// message of a peer's forward request.
+type entry struct {
+	sub *messages.Submit
+	fwd *forwardReq
+	idx int
+}
+
+// forwardReq collects the results of one AcceptForwards; it is answered
+// when its last message is settled (always within one commit).
+type forwardReq struct {
+	m       *messages.AcceptForwards
+	results []messages.ForwardResult
+	left    int
+}
+
+func (f *forwardReq) settle(i int, r messages.ForwardResult) {
+	f.results[i] = r
+	f.left--
+	if f.left == 0 {
+		f.m.Reply <- messages.AcceptForwardsReply{Results: f.results}
+	}
+}
+
+// fail answers every entry of the batch that is not answered yet.
+func failAll(batch []entry, err error) {
+	failed := map[*forwardReq]bool{}
+	for _, e := range batch {
+		switch {
+		case e.sub != nil:
+			e.sub.Reply <- messages.SubmitReply{Err: err}
+		case e.fwd != nil && !failed[e.fwd] && e.fwd.left > 0:
+			failed[e.fwd] = true
+			e.fwd.m.Reply <- messages.AcceptForwardsReply{Err: err}
+		}
+	}
 }
 
 // flush commits the current batch; it is sent to ourselves behind the
@@ -92,16 +141,15 @@ func (a *Intake) Receive(c actor.Context) {
 		// submitters retry at once rather than at their deadline. If the
 		// panic came after the commit, a retry with the same id finds the
 		// stored message (submits with an id are idempotent).
-		for _, m := range a.batch {
-			if m == nil {
-				continue // already answered
-			}
-			m.Reply <- messages.SubmitReply{Err: messages.Errorf(messages.CodeUnavailable,
-				"the intake restarted before answering; retry with the same id")}
-		}
+		failAll(a.batch, messages.Errorf(messages.CodeUnavailable,
+			"the intake restarted before answering; retry with the same id"))
 		a.batch = nil
 	case *messages.Submit:
 		a.submit(c, m)
+	case *messages.AcceptForwards:
+		a.acceptForwards(c, m)
+	case *messages.ApplyStatuses:
+		m.Reply <- a.applyStatuses(m)
 	case flush:
 		a.flushQueued = false
 		a.commit(c)
@@ -141,6 +189,15 @@ func (a *Intake) load() {
 		panic(fmt.Errorf("intake: load frontends: %w", err))
 	}
 	a.table = NewTable(routes, frontends)
+	a.table.SetRemote(a.cfg.Remote)
+	a.localChanged()
+}
+
+// localChanged tells LocalFrontends the local frontends' names.
+func (a *Intake) localChanged() {
+	if a.cfg.LocalFrontends != nil {
+		a.cfg.LocalFrontends(a.table.LocalNames())
+	}
 }
 
 // submit queues a submission for the next commit. It was validated by
@@ -150,7 +207,12 @@ func (a *Intake) submit(c actor.Context, m *messages.Submit) {
 		m.Reply <- messages.SubmitReply{Err: err}
 		return
 	}
-	a.batch = append(a.batch, m)
+	a.batch = append(a.batch, entry{sub: m})
+	a.queued(c)
+}
+
+// queued commits a full batch, or makes sure a flush follows.
+func (a *Intake) queued(c actor.Context) {
 	if len(a.batch) >= a.cfg.MaxBatch {
 		a.commit(c)
 		return
@@ -161,37 +223,73 @@ func (a *Intake) submit(c actor.Context, m *messages.Submit) {
 	}
 }
 
+// acceptForwards queues a peer's forwarded messages for the next commit.
+// They were validated by the gateway; here each is checked against this
+// node: it must be addressed to us, for a frontend we serve.
+func (a *Intake) acceptForwards(c actor.Context, m *messages.AcceptForwards) {
+	req := &forwardReq{m: m, results: make([]messages.ForwardResult, len(m.Forwards)), left: len(m.Forwards)}
+	if req.left == 0 {
+		m.Reply <- messages.AcceptForwardsReply{Results: req.results}
+		return
+	}
+	for i := range m.Forwards {
+		a.batch = append(a.batch, entry{fwd: req, idx: i})
+	}
+	a.queued(c)
+}
+
+// forwardTarget checks a forwarded message against this node.
+func (a *Intake) forwardTarget(f messages.Forward) error {
+	if f.DestSMSC != a.cfg.Node {
+		return messages.Errorf(messages.CodeNotOurFrontend, "dest_smsc is %q; this node is %q", f.DestSMSC, a.cfg.Node)
+	}
+	if _, ok := a.table.Frontend(f.Frontend); !ok {
+		return messages.Errorf(messages.CodeNotOurFrontend, "frontend %q is not served by %s", f.Frontend, a.cfg.Node)
+	}
+	return nil
+}
+
+// newMessage builds what the store keeps for a submission routed to t.
+func (a *Intake) newMessage(s messages.Submission, t Target, now time.Time) persistence.NewMessage {
+	nm := persistence.NewMessage{
+		ID: s.ID, SourceMSISDN: s.SourceMSISDN, DestinationMSISDN: s.DestinationMSISDN,
+		Body: s.Body, SourceSMSC: a.cfg.Node, DestSMSC: a.cfg.Node, Frontend: t.Frontend,
+		State:  messages.StatePending,
+		Detail: "accepted for frontend " + t.Frontend,
+		Work:   &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: t.Frontend, DueAt: now},
+	}
+	if t.Peer != "" {
+		nm.DestSMSC = t.Peer
+		nm.Work = &persistence.WorkSpec{Kind: persistence.WorkForward, Target: t.Peer, DueAt: now}
+		nm.Detail = fmt.Sprintf("accepted for frontend %s at peer %s", t.Frontend, t.Peer)
+		if !t.Healthy {
+			nm.State = messages.StateForwardQueued
+			nm.Detail = fmt.Sprintf("queued for frontend %s at peer %s, which is not healthy", t.Frontend, t.Peer)
+		}
+	}
+	return nm
+}
+
 // commit writes the batch in one transaction and answers every submitter.
 func (a *Intake) commit(c actor.Context) {
 	if len(a.batch) == 0 {
 		return
 	}
-	// a.batch keeps the submits until the store call has returned, so that
+	// a.batch keeps the entries until the store call has returned, so that
 	// a panic in it still lets Restarting answer them.
 	batch := a.batch
 	now := a.cfg.Clock.Now()
 	// stored[k] came from batch[from[k]].
 	stored := make([]persistence.NewMessage, 0, len(batch))
 	from := make([]int, 0, len(batch))
-	for i, m := range batch {
-		s := m.Submission
-		// Resolve again: a directory change may have arrived after the submit.
-		fe, err := a.table.Resolve(s.DestinationMSISDN)
+	for i, e := range batch {
+		nm, err := a.entryMessage(e, now)
 		if err != nil {
-			m.Reply <- messages.SubmitReply{Err: err}
-			batch[i] = nil // answered
+			a.answer(e, persistence.Accepted{}, err)
+			batch[i] = entry{} // answered
 			continue
 		}
-		if s.ID == "" {
-			s.ID = a.cfg.NewID()
-		}
-		stored = append(stored, persistence.NewMessage{
-			ID: s.ID, SourceMSISDN: s.SourceMSISDN, DestinationMSISDN: s.DestinationMSISDN,
-			Body: s.Body, SourceSMSC: a.cfg.Node, DestSMSC: a.cfg.Node, Frontend: fe.Name,
-			State:  messages.StatePending,
-			Detail: "accepted for frontend " + fe.Name,
-			Work:   &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: fe.Name, DueAt: now},
-		})
+		stored = append(stored, nm)
 		from = append(from, i)
 	}
 	if len(stored) == 0 {
@@ -204,38 +302,140 @@ func (a *Intake) commit(c actor.Context) {
 	a.batch = nil
 	if err != nil {
 		a.log.Error("accept failed", "messages", len(stored), "err", err)
-		e := messages.Errorf(messages.CodeUnavailable, "the message store is unavailable; retry with the same id")
+		live := make([]entry, 0, len(from))
 		for _, i := range from {
-			batch[i].Reply <- messages.SubmitReply{Err: e}
+			live = append(live, batch[i])
 		}
+		failAll(live, messages.Errorf(messages.CodeUnavailable, "the message store is unavailable; retry with the same id"))
 		return
 	}
 	kicked := map[string]bool{}
 	for k, acc := range accepted {
-		batch[from[k]].Reply <- messages.SubmitReply{Message: acc.Message, Created: acc.Created}
+		a.answer(batch[from[k]], acc, nil)
 		if !acc.Created {
 			continue
 		}
-		a.cfg.Publish(messages.StateChanged{ID: acc.Message.ID, State: messages.StatePending,
+		w := stored[k].Work
+		a.cfg.Publish(messages.StateChanged{ID: acc.Message.ID, State: acc.Message.State,
 			Frontend: acc.Message.Frontend, At: now, Detail: stored[k].Detail})
-		if !kicked[acc.Message.Frontend] {
-			kicked[acc.Message.Frontend] = true
-			c.Send(a.cfg.Frontends, &messages.Kick{Frontend: acc.Message.Frontend})
+		if kicked[string(w.Kind)+"/"+w.Target] {
+			continue
+		}
+		kicked[string(w.Kind)+"/"+w.Target] = true
+		switch {
+		case w.Kind == persistence.WorkDelivery:
+			c.Send(a.cfg.Frontends, &messages.Kick{Frontend: w.Target})
+		case acc.Message.State == messages.StatePending && a.cfg.Peers != nil:
+			c.Send(a.cfg.Peers, &messages.KickPeer{Peer: w.Target})
 		}
 	}
+}
+
+// entryMessage routes one entry into what the store keeps.
+func (a *Intake) entryMessage(e entry, now time.Time) (persistence.NewMessage, error) {
+	if e.sub != nil {
+		s := e.sub.Submission
+		// Resolve again: a directory change may have arrived after the submit.
+		t, err := a.table.Resolve(s.DestinationMSISDN)
+		if err != nil {
+			return persistence.NewMessage{}, err
+		}
+		if s.ID == "" {
+			s.ID = a.cfg.NewID()
+		}
+		return a.newMessage(s, t, now), nil
+	}
+	f := e.fwd.m.Forwards[e.idx]
+	if err := a.forwardTarget(f); err != nil {
+		return persistence.NewMessage{}, err
+	}
+	return persistence.NewMessage{
+		ID: f.ID, SourceMSISDN: f.SourceMSISDN, DestinationMSISDN: f.DestinationMSISDN,
+		Body: f.Body, SourceSMSC: f.SourceSMSC, DestSMSC: a.cfg.Node, Frontend: f.Frontend,
+		State:    messages.StatePending,
+		Detail:   fmt.Sprintf("forwarded by %s for frontend %s", e.fwd.m.From, f.Frontend),
+		Work:     &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: f.Frontend, DueAt: now},
+		ReportTo: e.fwd.m.From,
+	}, nil
+}
+
+// answer replies to one entry: the stored message, or err.
+func (a *Intake) answer(e entry, acc persistence.Accepted, err error) {
+	if e.sub != nil {
+		if err != nil {
+			e.sub.Reply <- messages.SubmitReply{Err: err}
+			return
+		}
+		e.sub.Reply <- messages.SubmitReply{Message: acc.Message, Created: acc.Created}
+		return
+	}
+	id := e.fwd.m.Forwards[e.idx].ID
+	r := messages.ForwardResult{ForwardReply: messages.ForwardReply{ID: id}}
+	switch {
+	case err != nil:
+		var me *messages.Error
+		if !errors.As(err, &me) {
+			me = messages.Errorf(messages.CodeInternal, "%v", err)
+		}
+		r.Error = me
+	case !acc.Created && acc.Message.SourceSMSC != e.fwd.m.Forwards[e.idx].SourceSMSC:
+		// Ids are global; one from another origin is another message.
+		r.Error = messages.Errorf(messages.CodeInvalidState,
+			"id %q is already used here by a message from %s", id, acc.Message.SourceSMSC)
+	default:
+		r.Duplicate, r.State = !acc.Created, acc.Message.State
+		if acc.Message.State == messages.StateFailed {
+			r.Reason = acc.Message.Reason
+		}
+	}
+	e.fwd.settle(e.idx, r)
+}
+
+// applyStatuses records a peer's delivery_status reports.
+func (a *Intake) applyStatuses(m *messages.ApplyStatuses) messages.ApplyStatusesReply {
+	now := a.cfg.Clock.Now()
+	updates := make([]persistence.StatusUpdate, len(m.Reports))
+	for i, r := range m.Reports {
+		res := persistence.ResultDelivered
+		if r.Status == messages.ReportFailed {
+			res = persistence.ResultFailed
+		}
+		updates[i] = persistence.StatusUpdate{ID: r.ID, From: m.From, Result: res, Reason: r.Reason, At: r.At}
+	}
+	ctx, cancel := a.storeCtx()
+	defer cancel()
+	comps, err := a.cfg.Store.ApplyStatus(ctx, now, updates)
+	if err != nil {
+		return messages.ApplyStatusesReply{Err: a.unavailable("apply status", err)}
+	}
+	out := make([]messages.StatusReply, len(comps))
+	for i, comp := range comps {
+		out[i] = messages.StatusReply{ID: updates[i].ID, Outcome: string(comp)}
+		if comp != persistence.Applied {
+			continue
+		}
+		state := messages.StateDelivered
+		if updates[i].Result == persistence.ResultFailed {
+			state = messages.StateFailed
+		}
+		a.cfg.Publish(messages.StateChanged{ID: updates[i].ID, State: state, At: now,
+			Detail: "reported by " + m.From, Reason: updates[i].Reason})
+	}
+	return messages.ApplyStatusesReply{Results: out}
 }
 
 // reroute builds the re-routing of a message to whichever frontend serves
 // its destination now.
 func (a *Intake) reroute(m messages.Message, now time.Time) (persistence.Reroute, error) {
-	fe, err := a.table.Resolve(m.DestinationMSISDN)
+	t, err := a.table.Resolve(m.DestinationMSISDN)
 	if err != nil {
 		return persistence.Reroute{}, err
 	}
+	nm := a.newMessage(messages.Submission{ID: m.ID}, t, now)
 	return persistence.Reroute{
-		ID: m.ID, Frontend: fe.Name, DestSMSC: a.cfg.Node, State: messages.StatePending,
-		Detail: fmt.Sprintf("resubmitted from %s to frontend %s", m.State, fe.Name),
-		Work:   &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: fe.Name, DueAt: now},
+		ID: m.ID, Frontend: nm.Frontend, DestSMSC: nm.DestSMSC, State: nm.State,
+		Detail: fmt.Sprintf("resubmitted from %s: %s", m.State, nm.Detail),
+		Work:   nm.Work,
 	}, nil
 }
 
@@ -281,9 +481,16 @@ func (a *Intake) resubmitted(c actor.Context, rs []persistence.Reroute, now time
 	kicked := map[string]bool{}
 	for _, r := range rs {
 		a.cfg.Publish(messages.StateChanged{ID: r.ID, State: r.State, Frontend: r.Frontend, At: now, Detail: r.Detail})
-		if !kicked[r.Frontend] {
-			kicked[r.Frontend] = true
-			c.Send(a.cfg.Frontends, &messages.Kick{Frontend: r.Frontend})
+		key := string(r.Work.Kind) + "/" + r.Work.Target
+		if kicked[key] {
+			continue
+		}
+		kicked[key] = true
+		switch {
+		case r.Work.Kind == persistence.WorkDelivery:
+			c.Send(a.cfg.Frontends, &messages.Kick{Frontend: r.Work.Target})
+		case r.State == messages.StatePending && a.cfg.Peers != nil:
+			c.Send(a.cfg.Peers, &messages.KickPeer{Peer: r.Work.Target})
 		}
 	}
 }
@@ -340,8 +547,8 @@ func (a *Intake) putRoute(r messages.Route) error {
 	if !messages.ValidName(r.Frontend) {
 		return messages.Errorf(messages.CodeInvalidRequest, "frontend %q is not a valid name", r.Frontend)
 	}
-	if _, ok := a.table.Frontend(r.Frontend); !ok {
-		return messages.Errorf(messages.CodeUnknownFrontend, "frontend %q is not registered", r.Frontend)
+	if !a.table.Known(r.Frontend) {
+		return messages.Errorf(messages.CodeUnknownFrontend, "frontend %q is served neither here nor by a known peer", r.Frontend)
 	}
 	r.UpdatedAt = a.cfg.Clock.Now()
 	ctx, cancel := a.storeCtx()
@@ -381,6 +588,7 @@ func (a *Intake) putFrontend(c actor.Context, f messages.Frontend) error {
 		return a.unavailable("put frontend", err)
 	}
 	a.table.PutFrontend(f)
+	a.localChanged()
 	c.Send(a.cfg.Frontends, &messages.FrontendUp{Frontend: f})
 	a.log.Info("frontend registered", "frontend", f.Name, "mode", f.Mode, "url", f.URL)
 	return nil
@@ -401,6 +609,7 @@ func (a *Intake) deleteFrontend(c actor.Context, name string) error {
 		return a.unavailable("delete frontend", err)
 	}
 	a.table.DeleteFrontend(name)
+	a.localChanged()
 	c.Send(a.cfg.Frontends, &messages.FrontendDown{Name: name})
 	a.log.Info("frontend deleted", "frontend", name)
 	return nil

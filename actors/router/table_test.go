@@ -45,15 +45,49 @@ func TestResolve(t *testing.T) {
 		[]messages.Frontend{{Name: "uk", Mode: messages.ModePull}},
 	)
 	fe, err := tb.Resolve("4412")
-	if err != nil || fe.Name != "uk" {
+	if err != nil || fe.Frontend != "uk" || fe.Local.Name != "uk" || fe.Peer != "" {
 		t.Fatalf("Resolve(4412) = %v, %v", fe, err)
 	}
-	for dest, want := range map[string]string{"3312": "not registered", "9912": "no route"} {
+	for dest, want := range map[string]string{"3312": "neither this node nor a known peer", "9912": "no route"} {
 		_, err := tb.Resolve(dest)
 		var e *messages.Error
 		if !errors.As(err, &e) || e.Code != messages.CodeNoRoute || !strings.Contains(e.Message, want) {
 			t.Errorf("Resolve(%s) = %v; want no_route mentioning %q", dest, err, want)
 		}
+	}
+}
+
+func TestResolveRemote(t *testing.T) {
+	tb := NewTable(
+		[]messages.Route{{Prefix: "44", Frontend: "uk"}, {Prefix: "33", Frontend: "fr"}, {Prefix: "49", Frontend: "de"}},
+		[]messages.Frontend{{Name: "uk", Mode: messages.ModePull}},
+	)
+	peers := map[string]struct {
+		peer    string
+		healthy bool
+	}{"fr": {"paris", true}, "de": {"berlin", false}, "uk": {"london", true}}
+	tb.SetRemote(func(fe string) (string, bool, bool) {
+		p, ok := peers[fe]
+		return p.peer, p.healthy, ok
+	})
+	cases := []struct {
+		dest    string
+		want    Target
+		wantErr bool
+	}{
+		{dest: "4412", want: Target{Frontend: "uk", Local: messages.Frontend{Name: "uk", Mode: messages.ModePull}}},
+		{dest: "3312", want: Target{Frontend: "fr", Peer: "paris", Healthy: true}},
+		{dest: "4912", want: Target{Frontend: "de", Peer: "berlin"}},
+		{dest: "9912", wantErr: true},
+	}
+	for _, tc := range cases {
+		got, err := tb.Resolve(tc.dest)
+		if (err != nil) != tc.wantErr || got != tc.want {
+			t.Errorf("Resolve(%s) = %+v, %v; want %+v", tc.dest, got, err, tc.want)
+		}
+	}
+	if !tb.Known("fr") || !tb.Known("uk") || tb.Known("xx") {
+		t.Fatal("Known")
 	}
 }
 

@@ -1,0 +1,68 @@
+package forward
+
+// Lane is the pure flow control of one kind of outbound work to a peer
+// (forwards, or delivery_status reports). It decides when to claim a batch
+// from the store: only while the link is open, never more than InFlight
+// requests at once, and only while the last claim suggested there is more.
+// The queue itself stays in the store; a lane holds no messages.
+type Lane struct {
+	inFlight int
+	limit    int
+	open     bool
+	// more is true until a claim comes back short: there may be due work.
+	more bool
+}
+
+// NewLane returns a closed lane allowing limit requests in flight.
+func NewLane(limit int) *Lane { return &Lane{limit: limit} }
+
+// Open reports whether the lane may send.
+func (l *Lane) Open() bool { return l.open }
+
+// InFlight counts requests under way.
+func (l *Lane) InFlight() int { return l.inFlight }
+
+// SetOpen opens (the peer is healthy) or closes the lane. Opening assumes
+// there is work: a peer turning healthy drains at once.
+func (l *Lane) SetOpen(open bool) {
+	l.open = open
+	if open {
+		l.more = true
+	}
+}
+
+// Kick says new work may be due (a commit, a tick).
+func (l *Lane) Kick() { l.more = true }
+
+// Claims returns how many claims to start now.
+func (l *Lane) Claims() int {
+	if !l.open || !l.more || l.inFlight >= l.limit {
+		return 0
+	}
+	return l.limit - l.inFlight
+}
+
+// Claimed records a claim's result: n rows of at most batch. A short claim
+// means the due work is exhausted for now. It returns whether a request is
+// to be sent (n > 0).
+func (l *Lane) Claimed(n, batch int) bool {
+	if n < batch {
+		l.more = false
+	}
+	if n == 0 {
+		return false
+	}
+	l.inFlight++
+	return true
+}
+
+// Done records a finished request. A request that failed closes the lane
+// until the peer is found healthy again.
+func (l *Lane) Done(ok bool) {
+	if l.inFlight > 0 {
+		l.inFlight--
+	}
+	if !ok {
+		l.open = false
+	}
+}

@@ -1,0 +1,111 @@
+package forward
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// Policy is the pure retry policy of forward queues.
+type Policy struct {
+	// RetryInterval is the forward worker's tick (--forward-retry-interval
+	// 5s): a healthy peer's queue is looked at this often even when nothing
+	// kicks it, and a message the peer refused for now waits this long.
+	RetryInterval time.Duration
+	// MaxRetries is how many ticks a message may spend forward_queued
+	// before it is forward_failed (--forward-max-retries 50): with the
+	// defaults about four minutes, long enough to ride out a link flap,
+	// short enough that an operator hears about a dead peer.
+	MaxRetries int
+	// Batch is the most messages one request carries (256: one commit at
+	// the peer per request keeps its cost near a single insert's).
+	Batch int
+	// InFlight is the most requests under way to one peer (4: enough to
+	// hide a round trip behind the peer's commit, few enough that a peer
+	// that slows down is not flooded).
+	InFlight int
+}
+
+// DefaultPolicy returns the contract's defaults.
+func DefaultPolicy() Policy {
+	return Policy{RetryInterval: 5 * time.Second, MaxRetries: 50, Batch: 256, InFlight: 4}
+}
+
+// Validate reports every problem of p.
+func (p Policy) Validate() error {
+	var errs []error
+	if p.RetryInterval <= 0 {
+		errs = append(errs, fmt.Errorf("forward: retry interval %v must be positive", p.RetryInterval))
+	}
+	if p.MaxRetries < 1 {
+		errs = append(errs, fmt.Errorf("forward: max retries %d must be at least 1", p.MaxRetries))
+	}
+	if p.Batch < 1 || p.Batch > messages.MaxForwardBatch {
+		errs = append(errs, fmt.Errorf("forward: batch %d must be 1-%d", p.Batch, messages.MaxForwardBatch))
+	}
+	if p.InFlight < 1 {
+		errs = append(errs, fmt.Errorf("forward: in flight %d must be at least 1", p.InFlight))
+	}
+	return errors.Join(errs...)
+}
+
+// MaxWait is how long a message may stay forward_queued.
+func (p Policy) MaxWait() time.Duration { return time.Duration(p.MaxRetries) * p.RetryInterval }
+
+// QueuedBefore is the cutoff of FailForwards at now: messages queued
+// before it have waited MaxWait. The count of ticks is derived from
+// queued_at, so no queued row is rewritten per tick.
+func (p Policy) QueuedBefore(now time.Time) time.Time { return now.Add(-p.MaxWait()) }
+
+// Verdict is what to record for one forwarded message.
+type Verdict struct {
+	// Outcome is set for work to complete (forwarded, forward_queued or
+	// forward_failed).
+	Outcome *persistence.Outcome
+	// Status is set instead when the peer's answer already holds the final
+	// state (a duplicate of a message it has delivered or failed).
+	Status *persistence.StatusUpdate
+}
+
+// transientCodes are per-message refusals that may pass later.
+var transientCodes = map[string]bool{messages.CodeUnavailable: true, messages.CodeOverloaded: true, messages.CodeInternal: true}
+
+// Judge turns the peer's result for one message into a verdict.
+func (p Policy) Judge(now time.Time, peer string, w persistence.Work, r messages.ForwardResult) Verdict {
+	o := persistence.Outcome{Kind: persistence.WorkForward, Target: peer, MessageID: w.MessageID}
+	switch {
+	case r.Error == nil && (r.State == messages.StateDelivered || r.State == messages.StateFailed):
+		res := persistence.ResultDelivered
+		if r.State == messages.StateFailed {
+			res = persistence.ResultFailed
+		}
+		return Verdict{Status: &persistence.StatusUpdate{ID: w.MessageID, From: peer, Result: res, Reason: r.Reason, At: now}}
+	case r.Error == nil:
+		o.Result = persistence.ResultDelivered
+		o.Detail = "accepted by " + peer
+		if r.Duplicate {
+			o.Detail += " (already held there)"
+		}
+	case transientCodes[r.Error.Code]:
+		o.Result, o.RetryAt = persistence.ResultRetry, now.Add(p.RetryInterval)
+		o.Detail = fmt.Sprintf("%s refused for now: %s", peer, r.Error.Error())
+	default:
+		o.Result, o.Reason = persistence.ResultFailed, messages.ReasonPeerRejected
+		o.Detail = fmt.Sprintf("%s refused it: %s", peer, r.Error.Error())
+	}
+	return Verdict{Outcome: &o}
+}
+
+// Unsent is the outcome of work whose request did not complete: it waits
+// in forward_queued, due at once, because the queue stops sending until
+// the peer is healthy again (which is what gates the retry).
+func (p Policy) Unsent(now time.Time, peer string, w persistence.Work, err error) persistence.Outcome {
+	return persistence.Outcome{
+		Kind: w.Kind, Target: peer, MessageID: w.MessageID,
+		Result: persistence.ResultRetry, RetryAt: now,
+		Detail: fmt.Sprintf("%s unreachable: %v", peer, err),
+	}
+}

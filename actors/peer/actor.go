@@ -1,0 +1,370 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard-dev/switchboard/actors/clock"
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// Config is what a peer actor needs.
+type Config struct {
+	// Node is our name.
+	Node string
+	// Peer is the peer's name; Instances its addresses (tried in turn).
+	Peer      string
+	Instances []messages.PeerInstance
+	Transport Transport
+	Store     persistence.Store
+	Book      *Book
+	Clock     clock.Clock
+	Logger    *slog.Logger
+	Metrics   *Metrics
+	// HealthInterval (--health-interval), RegistryInterval
+	// (--registry-interval), Timeout (--http-timeout, one call).
+	HealthInterval, RegistryInterval, Timeout time.Duration
+	// Local returns our own health and registry documents.
+	Local func() (messages.Health, messages.Registry)
+	// Queue builds the peer's forward queue, spawned as the child "forward".
+	Queue func(peer string) *actor.Props
+}
+
+// Validate reports what is missing or wrong.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Node == "" || c.Peer == "" || c.Transport == nil || c.Store == nil || c.Book == nil ||
+		c.Clock == nil || c.Logger == nil || c.Metrics == nil || c.Local == nil || c.Queue == nil {
+		errs = append(errs, errors.New("peer: Node, Peer, Transport, Store, Book, Clock, Logger, Metrics, Local and Queue are required"))
+	}
+	if c.HealthInterval <= 0 || c.RegistryInterval <= 0 || c.Timeout <= 0 {
+		errs = append(errs, errors.New("peer: HealthInterval, RegistryInterval and Timeout must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// recheck bounds how soon a failed forward leads to the next check.
+const recheck = time.Second
+
+// Private messages.
+type (
+	healthTick   struct{ gen uint64 }
+	registryTick struct{}
+	checked      struct {
+		addr     string
+		identity *messages.Identity
+		health   messages.Health
+		latency  time.Duration
+		err      error
+	}
+	exchanged struct {
+		reg messages.Registry
+		err error
+	}
+)
+
+// Actor is the actor of one peer: it checks the peer's health every
+// HealthInterval (two-way), exchanges registries with it every
+// RegistryInterval while it is healthy, and opens or closes its forward
+// queue. Build it with New.
+type Actor struct {
+	cfg       Config
+	log       *slog.Logger
+	health    Health
+	instances []messages.PeerInstance
+	current   int
+	identity  *messages.Identity
+	checking  bool
+	self      *actor.PID
+	sys       *actor.ActorSystem
+	queue     *actor.PID
+	wake      *clock.Wakeup
+	stopReg   func() bool
+	exchange  bool
+}
+
+// New returns the producer of a peer actor.
+func New(cfg Config) actor.Producer {
+	return func() actor.Actor {
+		return &Actor{cfg: cfg, instances: cfg.Instances,
+			log: cfg.Logger.With("component", "peer", "peer", cfg.Peer)}
+	}
+}
+
+// Receive implements actor.Actor.
+func (a *Actor) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case *actor.Started:
+		a.self, a.sys = c.Self(), c.ActorSystem()
+		a.wake = clock.NewWakeup(a.cfg.Clock, func(gen uint64) { a.sys.Root.Send(a.self, healthTick{gen}) })
+		a.cfg.Book.Discovered(a.cfg.Peer, a.instances)
+		a.cfg.Metrics.setState(a.cfg.Peer, a.health.State())
+		q, err := c.SpawnNamed(a.cfg.Queue(a.cfg.Peer), "forward")
+		if err != nil {
+			panic(fmt.Errorf("peer %s: spawn forward queue: %w", a.cfg.Peer, err))
+		}
+		a.queue = q
+		a.check(c)
+		a.scheduleRegistry()
+	case *actor.Restarting, *actor.Stopping:
+		a.stop()
+	case healthTick:
+		a.check(c)
+	case registryTick:
+		a.scheduleRegistry()
+		if a.health.Healthy() {
+			a.exchangeRegistry()
+		}
+	case *checked:
+		a.checked(c, m)
+	case *exchanged:
+		a.exchanged(m)
+	case *messages.PeerUp:
+		a.setInstances(m.Instances)
+	case messages.PeerContactFailed:
+		a.observe(c, a.cfg.Clock.Now(), fmt.Errorf("request failed: %w", m.Err))
+		a.wake.Schedule(a.cfg.Clock.Now().Add(min(recheck, a.cfg.HealthInterval)))
+	case *messages.PeerContact:
+		if !a.health.Healthy() {
+			a.check(c)
+		}
+	case *messages.PeerRegistryFrom:
+		a.learn(m.Frontends)
+	case *messages.KickPeer:
+		c.Send(a.queue, m)
+	}
+}
+
+func (a *Actor) stop() {
+	if a.wake != nil {
+		a.wake.Cancel()
+	}
+	if a.stopReg != nil {
+		a.stopReg()
+	}
+}
+
+func (a *Actor) scheduleRegistry() {
+	if a.stopReg != nil {
+		a.stopReg()
+	}
+	self, root := a.self, a.sys.Root
+	a.stopReg = a.cfg.Clock.AfterFunc(a.cfg.RegistryInterval, func() { root.Send(self, registryTick{}) })
+}
+
+func (a *Actor) addr() string {
+	if len(a.instances) == 0 {
+		return ""
+	}
+	return a.instances[a.current%len(a.instances)].Address
+}
+
+func (a *Actor) setInstances(in []messages.PeerInstance) {
+	if slices.Equal(in, a.instances) {
+		return
+	}
+	cur := a.addr()
+	a.instances = append([]messages.PeerInstance(nil), in...)
+	a.current = 0
+	for i, inst := range a.instances {
+		if inst.Address == cur {
+			a.current = i
+		}
+	}
+	if a.addr() != cur {
+		a.identity = nil
+	}
+	a.cfg.Book.Discovered(a.cfg.Peer, a.instances)
+	a.log.Info("peer instances changed", "instances", len(in))
+}
+
+// check runs one health check (with an identity call first when the
+// instance's capabilities are not known) in its own goroutine.
+func (a *Actor) check(c actor.Context) {
+	a.wake.Schedule(a.cfg.Clock.Now().Add(a.cfg.HealthInterval))
+	if a.checking {
+		return
+	}
+	addr := a.addr()
+	if addr == "" {
+		return
+	}
+	a.checking = true
+	needIdentity := a.identity == nil
+	tr, timeout, clk := a.cfg.Transport, a.cfg.Timeout, a.cfg.Clock
+	doc, _ := a.cfg.Local()
+	self, root, peerName := a.self, a.sys.Root, a.cfg.Peer
+	go func() {
+		res := &checked{addr: addr}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		if needIdentity {
+			id, err := tr.Identity(ctx, addr)
+			switch {
+			case err != nil:
+				res.err = fmt.Errorf("identity: %w", err)
+			case id.Node != peerName:
+				res.err = fmt.Errorf("identity: %s answers as %q", addr, id.Node)
+			default:
+				res.identity = &id
+			}
+		}
+		if res.err == nil {
+			start := clk.Now()
+			res.health, res.err = tr.Health(ctx, addr, doc)
+			res.latency = clk.Now().Sub(start)
+			switch {
+			case res.err != nil:
+			case res.health.Node != peerName:
+				res.err = fmt.Errorf("health: %s answers as %q", addr, res.health.Node)
+			case res.health.Status != messages.HealthOK:
+				res.err = fmt.Errorf("health: peer reports %q", res.health.Status)
+			}
+		}
+		root.Send(self, res)
+	}()
+}
+
+func (a *Actor) checked(c actor.Context, r *checked) {
+	a.checking = false
+	now := a.cfg.Clock.Now()
+	if r.identity != nil && r.addr == a.addr() {
+		a.identity = r.identity
+	}
+	if r.err == nil {
+		a.cfg.Metrics.latency.WithLabelValues(a.cfg.Peer).Observe(r.latency.Seconds())
+		if r.latency > SlowCheck {
+			a.log.Warn("slow health check: degraded link", "addr", r.addr, "latency", r.latency)
+		}
+	} else if len(a.instances) > 1 {
+		a.current = (a.current + 1) % len(a.instances)
+		a.identity = nil
+	}
+	a.observe(c, now, r.err)
+}
+
+// observe feeds the state machine and tells the queue, book and metrics.
+func (a *Actor) observe(c actor.Context, now time.Time, err error) {
+	t, changed := a.health.Observe(now, err)
+	a.cfg.Book.SetHealth(a.cfg.Peer, &a.health)
+	if changed {
+		a.cfg.Metrics.setState(a.cfg.Peer, t.To)
+		attrs := []any{"from", t.From, "to", t.To, "addr", a.addr()}
+		if err != nil {
+			attrs = append(attrs, "err", err)
+		}
+		if t.To == messages.PeerHealthy {
+			a.log.Info("peer state changed", attrs...)
+		} else {
+			a.log.Warn("peer state changed", attrs...)
+		}
+		if t.To == messages.PeerHealthy {
+			// Learn its frontends now rather than a registry interval later.
+			a.exchangeRegistry()
+		}
+	}
+	link := messages.PeerLink{Healthy: a.health.Healthy(), Addr: a.addr()}
+	if a.identity != nil {
+		link.ForwardBatch = a.identity.Has(messages.CapForwardBatch)
+		link.StatusBatch = a.identity.Has(messages.CapStatusBatch)
+	}
+	c.Send(a.queue, link)
+}
+
+func (a *Actor) exchangeRegistry() {
+	if a.exchange {
+		return
+	}
+	a.exchange = true
+	_, reg := a.cfg.Local()
+	tr, addr, timeout := a.cfg.Transport, a.addr(), a.cfg.Timeout
+	self, root := a.self, a.sys.Root
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		r, err := tr.Registry(ctx, addr, reg)
+		root.Send(self, &exchanged{reg: r, err: err})
+	}()
+}
+
+func (a *Actor) exchanged(m *exchanged) {
+	a.exchange = false
+	if m.err != nil {
+		a.log.Warn("registry exchange failed", "err", m.err)
+		return
+	}
+	if m.reg.Node != a.cfg.Peer {
+		a.log.Warn("registry answered by another node", "node", m.reg.Node)
+		return
+	}
+	a.learn(m.reg.Frontends)
+}
+
+// learn stores and publishes the peer's frontends when they changed.
+func (a *Actor) learn(frontends []string) {
+	frontends = sortedUnique(frontends)
+	if known, ok := a.cfg.Book.Frontends(a.cfg.Peer); ok && slices.Equal(known, frontends) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.Timeout)
+	defer cancel()
+	now := a.cfg.Clock.Now()
+	if err := a.cfg.Store.PutPeerRegistry(ctx, persistence.PeerRegistry{Peer: a.cfg.Peer, Frontends: frontends, UpdatedAt: now}); err != nil {
+		a.log.Error("storing the peer's registry failed; it is used but not kept", "err", err)
+	}
+	for _, f := range a.cfg.Book.SetRegistry(a.cfg.Peer, frontends) {
+		a.log.Warn("frontend served by several peers; the first by name gets its messages", "frontend", f)
+	}
+	a.log.Info("peer registry learned", "frontends", frontends)
+}
+
+// Metrics are the peers' metrics.
+type Metrics struct {
+	latency *prometheus.HistogramVec
+	state   *prometheus.GaugeVec
+}
+
+// NewMetrics registers the peer metrics on reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "switchboard_federation_health_check_seconds",
+			Help:    "Latency of passed health checks, by peer (a check over 2 s is logged as a degraded link).",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2, 5},
+		}, []string{"peer"}),
+		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "switchboard_peer_state",
+			Help: "1 on each peer's current state (unknown, healthy, degraded, unhealthy).",
+		}, []string{"peer", "state"}),
+	}
+	for _, c := range []prometheus.Collector{m.latency, m.state} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *Metrics) setState(peer string, s messages.PeerState) {
+	for _, st := range messages.AllPeerStates {
+		v := 0.0
+		if st == s {
+			v = 1
+		}
+		m.state.WithLabelValues(peer, string(st)).Set(v)
+	}
+}
+
+// forget removes a gone peer's series.
+func (m *Metrics) forget(peer string) {
+	m.state.DeletePartialMatch(prometheus.Labels{"peer": peer})
+	m.latency.DeletePartialMatch(prometheus.Labels{"peer": peer})
+}

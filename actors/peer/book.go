@@ -1,0 +1,209 @@
+package peer
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+// Book is the node's shared view of its peers: who is discovered, each
+// one's health, and which frontends each serves. Peer actors write their own
+// entry; the intake reads it to route, the API and metrics to report. It is
+// safe for concurrent use. A peer known only from a stored registry (not
+// discovered yet, e.g. down since our start) is in the book as unknown and
+// not Discovered: its frontends still route to it, so messages queue for it.
+type Book struct {
+	mu    sync.RWMutex
+	peers map[string]*entry
+	// owner maps a frontend to the peers whose registry names it.
+	owner map[string][]string
+	// queue is the forward queue depth per peer (from store stats).
+	queue map[string]int64
+}
+
+type entry struct {
+	discovered  bool
+	instances   []messages.PeerInstance
+	state       messages.PeerState
+	failures    int
+	lastSuccess time.Time
+	lastError   string
+	frontends   []string
+}
+
+// NewBook returns an empty book.
+func NewBook() *Book {
+	return &Book{peers: map[string]*entry{}, owner: map[string][]string{}, queue: map[string]int64{}}
+}
+
+func (b *Book) get(name string) *entry {
+	e := b.peers[name]
+	if e == nil {
+		e = &entry{state: messages.PeerUnknown}
+		b.peers[name] = e
+	}
+	return e
+}
+
+// Discovered records that discovery found peer name at these instances.
+func (b *Book) Discovered(name string, instances []messages.PeerInstance) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.get(name)
+	e.discovered = true
+	e.instances = append([]messages.PeerInstance(nil), instances...)
+}
+
+// Gone records that discovery no longer lists peer name. Its registry is
+// kept, so messages already routed to it keep queueing (and count down to
+// forward_failed); new messages for its frontends queue too.
+func (b *Book) Gone(name string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if e := b.peers[name]; e != nil {
+		e.discovered, e.instances = false, nil
+		e.state, e.failures = messages.PeerUnknown, 0
+	}
+}
+
+// SetHealth records a peer's health after a check.
+func (b *Book) SetHealth(name string, h *Health) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.get(name)
+	e.state, e.failures, e.lastSuccess, e.lastError = h.State(), h.Failures(), h.LastSuccess(), h.LastError()
+}
+
+// SetRegistry replaces the frontends peer name serves. It returns the
+// frontends now claimed by more than one peer (for a warning).
+func (b *Book) SetRegistry(name string, frontends []string) (conflicts []string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.get(name)
+	for _, f := range e.frontends {
+		b.owner[f] = remove(b.owner[f], name)
+		if len(b.owner[f]) == 0 {
+			delete(b.owner, f)
+		}
+	}
+	e.frontends = sortedUnique(frontends)
+	for _, f := range e.frontends {
+		b.owner[f] = append(b.owner[f], name)
+		sort.Strings(b.owner[f])
+		if len(b.owner[f]) > 1 {
+			conflicts = append(conflicts, f)
+		}
+	}
+	return conflicts
+}
+
+// Owner returns the peer that serves frontend (the first by name when
+// several claim it) and whether that peer is healthy now.
+func (b *Book) Owner(frontend string) (peer string, healthy, ok bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	owners := b.owner[frontend]
+	if len(owners) == 0 {
+		return "", false, false
+	}
+	e := b.peers[owners[0]]
+	return owners[0], e.state == messages.PeerHealthy, true
+}
+
+// Healthy reports whether peer name is healthy.
+func (b *Book) Healthy(name string) bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	e := b.peers[name]
+	return e != nil && e.state == messages.PeerHealthy
+}
+
+// Known reports whether discovery lists peer name (the federation API
+// serves only such callers).
+func (b *Book) Known(name string) bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	e := b.peers[name]
+	return e != nil && e.discovered
+}
+
+// SetQueueDepths replaces the forward queue depths (peers absent have 0).
+func (b *Book) SetQueueDepths(depths map[string]int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.queue = make(map[string]int64, len(depths))
+	for k, v := range depths {
+		b.queue[k] = v
+	}
+}
+
+// List returns every peer of the book, ordered by name.
+func (b *Book) List() []messages.PeerInfo {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	names := make([]string, 0, len(b.peers))
+	for name := range b.peers {
+		names = append(names, name)
+	}
+	for name := range b.queue {
+		if b.peers[name] == nil {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	out := make([]messages.PeerInfo, 0, len(names))
+	for _, name := range names {
+		info := messages.PeerInfo{Node: name, State: messages.PeerUnknown, Frontends: []string{},
+			Instances: []messages.PeerInstance{}, ForwardQueueDepth: b.queue[name]}
+		if e := b.peers[name]; e != nil {
+			info.State, info.ConsecutiveFailures, info.LastError = e.state, e.failures, e.lastError
+			info.Frontends = append(info.Frontends, e.frontends...)
+			info.Instances = append(info.Instances, e.instances...)
+			if len(e.instances) > 0 {
+				info.Address = e.instances[0].Address
+			}
+			if !e.lastSuccess.IsZero() {
+				t := e.lastSuccess
+				info.LastSuccess = &t
+			}
+		}
+		out = append(out, info)
+	}
+	return out
+}
+
+func remove(xs []string, x string) []string {
+	out := xs[:0]
+	for _, y := range xs {
+		if y != x {
+			out = append(out, y)
+		}
+	}
+	return out
+}
+
+func sortedUnique(xs []string) []string {
+	out := append([]string{}, xs...)
+	sort.Strings(out)
+	w := 0
+	for i, x := range out {
+		if i == 0 || x != out[w-1] {
+			out[w] = x
+			w++
+		}
+	}
+	return out[:w]
+}
+
+// Frontends returns the frontends peer name serves, as last learned.
+func (b *Book) Frontends(name string) ([]string, bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	e := b.peers[name]
+	if e == nil || e.frontends == nil {
+		return nil, false
+	}
+	return append([]string(nil), e.frontends...), true
+}
