@@ -152,7 +152,8 @@ type PeerRegistryFrom struct {
 }
 
 // KickPeer tells a peer's forward queue that new forward work was committed
-// for it (and, with Status, delivery_status reports owed to it).
+// for it (and, with Status, delivery_status reports owed to it). An empty
+// Peer kicks every peer's queue.
 type KickPeer struct {
 	Peer   string
 	Status bool

@@ -17,7 +17,8 @@ import (
 
 // Config is what a forward queue actor needs.
 type Config struct {
-	// Node is our name; Peer the peer this queue sends to.
+	// Node is our name; Peer the peer this queue sends to (filled per
+	// peer; Validate does not require it).
 	Node, Peer string
 	// Owner names this instance on the leases it takes.
 	Owner     string
@@ -38,9 +39,9 @@ type Config struct {
 // Validate reports what is missing or wrong.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Node == "" || c.Peer == "" || c.Owner == "" || c.Store == nil || c.Transport == nil ||
+	if c.Node == "" || c.Owner == "" || c.Store == nil || c.Transport == nil ||
 		c.Clock == nil || c.Logger == nil || c.Publish == nil || c.Metrics == nil {
-		errs = append(errs, errors.New("forward: Node, Peer, Owner, Store, Transport, Clock, Logger, Publish and Metrics are required"))
+		errs = append(errs, errors.New("forward: Node, Owner, Store, Transport, Clock, Logger, Publish and Metrics are required"))
 	}
 	if c.Timeout <= 0 {
 		errs = append(errs, errors.New("forward: Timeout must be positive"))

@@ -21,6 +21,7 @@ type Config struct {
 	// Node is our name.
 	Node string
 	// Peer is the peer's name; Instances its addresses (tried in turn).
+	// Both are filled per peer; Validate does not require them.
 	Peer      string
 	Instances []messages.PeerInstance
 	Transport Transport
@@ -41,9 +42,9 @@ type Config struct {
 // Validate reports what is missing or wrong.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Node == "" || c.Peer == "" || c.Transport == nil || c.Store == nil || c.Book == nil ||
+	if c.Node == "" || c.Transport == nil || c.Store == nil || c.Book == nil ||
 		c.Clock == nil || c.Logger == nil || c.Metrics == nil || c.Local == nil || c.Queue == nil {
-		errs = append(errs, errors.New("peer: Node, Peer, Transport, Store, Book, Clock, Logger, Metrics, Local and Queue are required"))
+		errs = append(errs, errors.New("peer: Node, Transport, Store, Book, Clock, Logger, Metrics, Local and Queue are required"))
 	}
 	if c.HealthInterval <= 0 || c.RegistryInterval <= 0 || c.Timeout <= 0 {
 		errs = append(errs, errors.New("peer: HealthInterval, RegistryInterval and Timeout must be positive"))

@@ -1,6 +1,8 @@
 package peer
 
 import (
+	"errors"
+
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/switchboard-dev/switchboard/messages"
@@ -18,10 +20,16 @@ type Supervisor struct {
 // NewSupervisor returns the producer of the peers actor. cfg is the
 // template of every peer actor (Peer and Instances are filled per peer);
 // props builds a supervised child's props.
-func NewSupervisor(cfg Config, props func(kind string, p actor.Producer) *actor.Props) actor.Producer {
+func NewSupervisor(cfg Config, props func(kind string, p actor.Producer) *actor.Props) (actor.Producer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if props == nil {
+		return nil, errors.New("peer: props is required")
+	}
 	return func() actor.Actor {
 		return &Supervisor{cfg: cfg, props: props, children: map[string]*actor.PID{}}
-	}
+	}, nil
 }
 
 // Receive implements actor.Actor.
@@ -57,6 +65,12 @@ func (s *Supervisor) Receive(c actor.Context) {
 		s.cfg.Logger.Info("peer removed; its queued messages keep waiting until forward_failed",
 			"component", "peer", "peer", m.Node)
 	case *messages.KickPeer:
+		if m.Peer == "" { // every peer
+			for _, pid := range s.children {
+				c.Send(pid, m)
+			}
+			return
+		}
 		s.route(c, m.Peer, m)
 	case *messages.PeerContact:
 		s.route(c, m.Peer, m)
