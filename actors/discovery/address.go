@@ -1,0 +1,98 @@
+package discovery
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// DefaultAPIPort is the federation port of a static peer given without one
+// and of an SRV target whose record says port 0 (CONTRACT.md: 8443).
+const DefaultAPIPort = 8443
+
+// dnsPort is the port of a DNS server given without one.
+const dnsPort = 53
+
+// ParsePeers parses the value of --peers: "host[:port],host[:port],...".
+// An entry without a port gets defaultPort; an IPv6 address with a port is
+// written in brackets ("[2001:db8::1]:8443"), without one it may be bare.
+// Blanks around entries are ignored; an empty value is no peers. It returns
+// the addresses as "host:port" in the order given, without duplicates. The
+// error describes the first bad entry but does not name the flag: the
+// caller does.
+func ParsePeers(s string, defaultPort int) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for i, e := range strings.Split(s, ",") {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			return nil, fmt.Errorf("entry %d is empty (want host:port,host:port)", i+1)
+		}
+		a, err := parseHostPort(e, defaultPort)
+		if err != nil {
+			return nil, fmt.Errorf("entry %d: %w", i+1, err)
+		}
+		if !seen[a] {
+			seen[a] = true
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// ParseDNSServer parses the value of --dns-server: "host[:port]", port 53
+// when omitted.
+func ParseDNSServer(s string) (string, error) {
+	return parseHostPort(strings.TrimSpace(s), dnsPort)
+}
+
+// parseHostPort returns s as "host:port", with defaultPort when s has no
+// port (defaultPort 0: the port is required).
+func parseHostPort(s string, defaultPort int) (string, error) {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		// No port: a host name, an IPv4 address, a bare or bracketed IPv6.
+		bare := strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
+		_, ipErr := netip.ParseAddr(bare)
+		if defaultPort == 0 || (strings.Contains(s, ":") && ipErr != nil) {
+			return "", fmt.Errorf("%q is not host:port", s)
+		}
+		host, port = bare, strconv.Itoa(defaultPort)
+	}
+	if !validHost(host) {
+		return "", fmt.Errorf("%q: %q is not a host name or IP address", s, host)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return "", fmt.Errorf("%q: port %q is not a number in 1-65535", s, port)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// validHost reports whether h is an IP address or a DNS host name: labels
+// of 1-63 letters, digits, '-' or '_' (not starting or ending with '-'),
+// at most 253 characters, an optional final dot.
+func validHost(h string) bool {
+	if _, err := netip.ParseAddr(h); err == nil {
+		return true
+	}
+	h = strings.TrimSuffix(h, ".")
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for _, l := range strings.Split(h, ".") {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return false
+		}
+		for _, r := range l {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+				return false
+			}
+		}
+	}
+	return true
+}

@@ -1,0 +1,400 @@
+package discovery
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"go.uber.org/goleak"
+
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// waitTimeout bounds every wait; a hang is a failure, not a CI timeout.
+const waitTimeout = 10 * time.Second
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
+	}
+}
+
+// zone is a DNS server started in the test on a loopback port, UDP and
+// TCP, serving records the test changes at run time.
+type zone struct {
+	addr string
+
+	mu  sync.Mutex
+	rrs []dns.RR
+	// glue puts the targets' A/AAAA records in SRV answers' additional section.
+	glue bool
+	// truncate answers every UDP query truncated and empty.
+	truncate bool
+	// rcode, when not success, is every answer's.
+	rcode int
+
+	udp, tcp atomic.Int64
+}
+
+func startZone(t *testing.T, records ...string) *zone {
+	t.Helper()
+	z := &zone{}
+	z.set(t, records...)
+	var (
+		pc  net.PacketConn
+		l   net.Listener
+		err error
+	)
+	// The TCP server must share the UDP port (a truncated answer is asked
+	// again on the same address); another test may hold it, so try a few.
+	for range 20 {
+		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+			t.Fatalf("listen udp: %v", err)
+		}
+		if l, err = net.Listen("tcp", pc.LocalAddr().String()); err == nil {
+			break
+		}
+		pc.Close()
+	}
+	if err != nil {
+		t.Fatalf("listen tcp: %v", err)
+	}
+	z.addr = pc.LocalAddr().String()
+	var servers []*dns.Server
+	for _, s := range []*dns.Server{{PacketConn: pc, Handler: z}, {Listener: l, Handler: z}} {
+		started := make(chan struct{})
+		done := make(chan struct{})
+		s.NotifyStartedFunc = func() { close(started) }
+		go func() {
+			defer close(done)
+			_ = s.ActivateAndServe()
+		}()
+		<-started
+		servers = append(servers, s)
+		t.Cleanup(func() { <-done })
+	}
+	t.Cleanup(func() {
+		for _, s := range servers {
+			_ = s.Shutdown()
+		}
+	})
+	return z
+}
+
+// set replaces the records (zone file syntax).
+func (z *zone) set(t *testing.T, records ...string) {
+	t.Helper()
+	var rrs []dns.RR
+	for _, r := range records {
+		rrs = append(rrs, mustRR(t, r))
+	}
+	z.mu.Lock()
+	z.rrs = rrs
+	z.mu.Unlock()
+}
+
+func (z *zone) add(t *testing.T, record string) {
+	t.Helper()
+	rr := mustRR(t, record)
+	z.mu.Lock()
+	z.rrs = append(z.rrs, rr)
+	z.mu.Unlock()
+}
+
+func (z *zone) remove(t *testing.T, record string) {
+	t.Helper()
+	rr := mustRR(t, record)
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	for i, x := range z.rrs {
+		if dns.IsDuplicate(x, rr) {
+			z.rrs = append(z.rrs[:i], z.rrs[i+1:]...)
+			return
+		}
+	}
+	t.Fatalf("remove %q: not in the zone", record)
+}
+
+// configure sets how the zone answers (see the fields).
+func (z *zone) configure(glue, truncate bool) {
+	z.mu.Lock()
+	z.glue, z.truncate = glue, truncate
+	z.mu.Unlock()
+}
+
+func (z *zone) setRcode(rc int) {
+	z.mu.Lock()
+	z.rcode = rc
+	z.mu.Unlock()
+}
+
+func mustRR(t *testing.T, s string) dns.RR {
+	t.Helper()
+	rr, err := dns.NewRR(s)
+	if err != nil {
+		t.Fatalf("record %q: %v", s, err)
+	}
+	return rr
+}
+
+// ServeDNS answers from the records: NXDOMAIN for a name without any.
+func (z *zone) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
+	tcp := w.LocalAddr().Network() == "tcp"
+	if tcp {
+		z.tcp.Add(1)
+	} else {
+		z.udp.Add(1)
+	}
+	m := new(dns.Msg)
+	m.SetReply(req)
+	m.Authoritative = true
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	defer func() { _ = w.WriteMsg(m) }()
+	if z.rcode != dns.RcodeSuccess {
+		m.Rcode = z.rcode
+		return
+	}
+	if z.truncate && !tcp {
+		m.Truncated = true
+		return
+	}
+	q := req.Question[0]
+	exists := false
+	for _, rr := range z.rrs {
+		if !strings.EqualFold(rr.Header().Name, q.Name) {
+			continue
+		}
+		exists = true
+		if rr.Header().Rrtype != q.Qtype {
+			continue
+		}
+		m.Answer = append(m.Answer, dns.Copy(rr))
+		if srv, ok := rr.(*dns.SRV); ok && z.glue {
+			for _, g := range z.rrs {
+				if strings.EqualFold(g.Header().Name, srv.Target) &&
+					(g.Header().Rrtype == dns.TypeA || g.Header().Rrtype == dns.TypeAAAA) {
+					m.Extra = append(m.Extra, dns.Copy(g))
+				}
+			}
+		}
+	}
+	if !exists {
+		m.Rcode = dns.RcodeNameError
+	}
+}
+
+// transport answers identity calls from a table: an address not in it
+// refuses the connection; one in hang blocks until the call is cancelled.
+type transport struct {
+	mu    sync.Mutex
+	ids   map[string]messages.Identity
+	hang  map[string]bool
+	calls map[string]int
+	// hung receives the address of each call that starts hanging.
+	hung chan string
+}
+
+func newTransport() *transport {
+	return &transport{ids: map[string]messages.Identity{}, hang: map[string]bool{}, calls: map[string]int{},
+		hung: make(chan string, 16)}
+}
+
+func (f *transport) answer(addr, node, instance string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ids[addr] = ident(node, instance)
+}
+
+func (f *transport) down(addr string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.ids, addr)
+}
+
+func (f *transport) count(addr string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[addr]
+}
+
+func (f *transport) Identity(ctx context.Context, addr string) (messages.Identity, error) {
+	f.mu.Lock()
+	f.calls[addr]++
+	id, ok := f.ids[addr]
+	hang := f.hang[addr]
+	f.mu.Unlock()
+	if hang {
+		f.hung <- addr
+		<-ctx.Done()
+		return messages.Identity{}, ctx.Err()
+	}
+	if !ok {
+		return messages.Identity{}, fmt.Errorf("dial tcp %s: connection refused", addr)
+	}
+	return id, nil
+}
+
+var errNotUsed = errors.New("not used by discovery")
+
+func (f *transport) Health(context.Context, string, messages.Health) (messages.Health, error) {
+	return messages.Health{}, errNotUsed
+}
+
+func (f *transport) Registry(context.Context, string, messages.Registry) (messages.Registry, error) {
+	return messages.Registry{}, errNotUsed
+}
+
+func (f *transport) Forward(context.Context, string, bool, []messages.Forward) ([]messages.ForwardResult, error) {
+	return nil, errNotUsed
+}
+
+func (f *transport) Status(context.Context, string, bool, []messages.StatusReport) ([]messages.StatusReply, error) {
+	return nil, errNotUsed
+}
+
+// manualClock is a clock the test moves. A function due now runs at once.
+type manualClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*manualTimer
+	// panics makes the next Now panic (to restart the actor).
+	panics atomic.Bool
+}
+
+type manualTimer struct {
+	at   time.Time
+	f    func()
+	done bool
+}
+
+func newManualClock() *manualClock {
+	return &manualClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+}
+
+func (c *manualClock) Now() time.Time {
+	if c.panics.CompareAndSwap(true, false) {
+		panic("test: the clock broke")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) AfterFunc(d time.Duration, f func()) func() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &manualTimer{at: c.now.Add(d), f: f}
+	if d <= 0 {
+		t.done = true
+		go f()
+	} else {
+		c.timers = append(c.timers, t)
+	}
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if t.done {
+			return false
+		}
+		t.done = true
+		return true
+	}
+}
+
+// advance moves the clock and runs what became due.
+func (c *manualClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	var due []func()
+	kept := c.timers[:0]
+	for _, t := range c.timers {
+		switch {
+		case t.done:
+		case !t.at.After(c.now):
+			t.done = true
+			due = append(due, t.f)
+		default:
+			kept = append(kept, t)
+		}
+	}
+	c.timers = kept
+	c.mu.Unlock()
+	for _, f := range due {
+		go f()
+	}
+}
+
+// pending counts the timers armed and not yet run or stopped.
+func (c *manualClock) pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, t := range c.timers {
+		if !t.done {
+			n++
+		}
+	}
+	return n
+}
+
+// logBuffer collects JSON log lines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// records returns the decoded records whose msg is msg.
+func (l *logBuffer) records(t *testing.T, msg string) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	data := bytes.Clone(l.buf.Bytes())
+	l.mu.Unlock()
+	var out []map[string]any
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 1<<20), 1<<24)
+	for sc.Scan() {
+		var rec map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatalf("log line %q: %v", sc.Text(), err)
+		}
+		if rec["msg"] == msg {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+func newLogger() (*slog.Logger, *logBuffer) {
+	lb := &logBuffer{}
+	return slog.New(slog.NewJSONHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug})), lb
+}

@@ -1,0 +1,189 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// resolvConf is where the system's DNS servers are read from when no
+// server is configured.
+const resolvConf = "/etc/resolv.conf"
+
+// ednsSize is the UDP payload size we announce: big enough for the SRV
+// answer of a few dozen peers with their addresses, small enough not to be
+// fragmented on common paths. Larger answers come truncated and are asked
+// again over TCP.
+const ednsSize = 1232
+
+// errNoRecords is a lookup that found no address for the SRV name. It is
+// treated as a failure (the last good list is kept): an empty answer is
+// far more often a zone being reloaded or a typo than every peer gone.
+var errNoRecords = errors.New("no addresses")
+
+// resolver lists the addresses behind an SRV name with miekg/dns.
+type resolver struct {
+	// server is "host:port"; empty: the servers of resolvConf, in turn.
+	server string
+	// resolvConf is the file read when server is empty.
+	resolvConf string
+	// apiPort replaces a target's port 0.
+	apiPort int
+	// timeout bounds one exchange with one server.
+	timeout time.Duration
+}
+
+// lookup returns the addresses ("ip:port", sorted, without duplicates) of
+// every target of the SRV name. Any failure to learn a target's addresses
+// (a server error, a timeout) fails the whole lookup, so that a hiccup
+// never shrinks the list; a target that does not exist (NXDOMAIN) or has
+// no address just contributes none.
+func (r *resolver) lookup(ctx context.Context, name string) ([]string, error) {
+	servers, err := r.servers()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := r.query(ctx, servers, name, dns.TypeSRV)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Rcode == dns.RcodeNameError {
+		return nil, fmt.Errorf("srv %s: no such name (NXDOMAIN)", name)
+	}
+	var addrs []string
+	for _, rr := range resp.Answer {
+		srv, ok := rr.(*dns.SRV)
+		if !ok || srv.Target == "." { // "." : the service is decidedly not available there
+			continue
+		}
+		port := int(srv.Port)
+		if port == 0 {
+			port = r.apiPort
+		}
+		ips := glue(resp.Extra, srv.Target)
+		if len(ips) == 0 {
+			if ips, err = r.hostIPs(ctx, servers, srv.Target); err != nil {
+				return nil, err
+			}
+		}
+		for _, ip := range ips {
+			addrs = append(addrs, net.JoinHostPort(ip.String(), strconv.Itoa(port)))
+		}
+	}
+	addrs = normalize(addrs)
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("srv %s: %w", name, errNoRecords)
+	}
+	return addrs, nil
+}
+
+// glue returns the A and AAAA records for target in an additional section.
+func glue(extra []dns.RR, target string) []net.IP {
+	var ips []net.IP
+	for _, rr := range extra {
+		if !strings.EqualFold(rr.Header().Name, target) {
+			continue
+		}
+		switch a := rr.(type) {
+		case *dns.A:
+			ips = append(ips, a.A)
+		case *dns.AAAA:
+			ips = append(ips, a.AAAA)
+		}
+	}
+	return ips
+}
+
+// hostIPs asks for the A and AAAA records of host.
+func (r *resolver) hostIPs(ctx context.Context, servers []string, host string) ([]net.IP, error) {
+	var ips []net.IP
+	for _, t := range []uint16{dns.TypeA, dns.TypeAAAA} {
+		resp, err := r.query(ctx, servers, host, t)
+		if err != nil {
+			return nil, err
+		}
+		if resp.Rcode == dns.RcodeNameError {
+			return nil, nil
+		}
+		for _, rr := range resp.Answer {
+			switch a := rr.(type) {
+			case *dns.A:
+				ips = append(ips, a.A)
+			case *dns.AAAA:
+				ips = append(ips, a.AAAA)
+			}
+		}
+	}
+	return ips, nil
+}
+
+// servers returns the servers to ask, in order.
+func (r *resolver) servers() ([]string, error) {
+	if r.server != "" {
+		return []string{r.server}, nil
+	}
+	cc, err := dns.ClientConfigFromFile(r.resolvConf)
+	if err != nil {
+		return nil, fmt.Errorf("read DNS servers: %w", err)
+	}
+	if len(cc.Servers) == 0 {
+		return nil, fmt.Errorf("read DNS servers: %s lists no nameserver", r.resolvConf)
+	}
+	out := make([]string, len(cc.Servers))
+	for i, s := range cc.Servers {
+		out[i] = net.JoinHostPort(s, cc.Port)
+	}
+	return out, nil
+}
+
+// query asks the servers in turn until one answers NOERROR or NXDOMAIN
+// (both are answers; anything else, like SERVFAIL or a timeout, moves on
+// to the next server). A truncated UDP answer is asked again over TCP.
+func (r *resolver) query(ctx context.Context, servers []string, name string, qtype uint16) (*dns.Msg, error) {
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(name), qtype)
+	m.RecursionDesired = true
+	m.SetEdns0(ednsSize, false)
+	var errs []error
+	for _, s := range servers {
+		resp, err := r.exchange(ctx, "udp", s, m)
+		if err == nil && resp.Truncated {
+			resp, err = r.exchange(ctx, "tcp", s, m)
+		}
+		if err == nil && resp.Rcode != dns.RcodeSuccess && resp.Rcode != dns.RcodeNameError {
+			err = fmt.Errorf("answer %s", dns.RcodeToString[resp.Rcode])
+		}
+		if err == nil {
+			return resp, nil
+		}
+		errs = append(errs, fmt.Errorf("%s %s from %s: %w", dns.TypeToString[qtype], name, s, err))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, errors.Join(errs...)
+}
+
+// exchange sends m to server over network once. Cancelling ctx closes the
+// connection, so that a stopping actor does not wait for a slow server.
+func (r *resolver) exchange(ctx context.Context, network, server string, m *dns.Msg) (*dns.Msg, error) {
+	c := &dns.Client{Net: network, Timeout: r.timeout}
+	co, err := c.DialContext(ctx, server)
+	if err != nil {
+		return nil, err
+	}
+	defer co.Close()
+	stop := context.AfterFunc(ctx, func() { co.Close() })
+	defer stop()
+	resp, _, err := c.ExchangeWithConnContext(ctx, m, co)
+	if err != nil && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return resp, err
+}

@@ -1,0 +1,177 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+const srvName = "_smsc._tcp.example.test."
+
+func newResolver(server string) *resolver {
+	return &resolver{server: server, resolvConf: resolvConf, apiPort: 9443, timeout: time.Second}
+}
+
+func TestResolverLookup(t *testing.T) {
+	base := []string{
+		srvName + " 60 IN SRV 10 10 8443 a.example.test.",
+		srvName + " 60 IN SRV 10 10 0 b.example.test.", // port 0: the API port
+		srvName + " 60 IN SRV 20 10 7000 c.example.test.",
+		"a.example.test. 60 IN A 127.0.0.2",
+		"b.example.test. 60 IN A 127.0.0.3",
+		"b.example.test. 60 IN AAAA 2001:db8::3",
+		"c.example.test. 60 IN AAAA 2001:db8::4",
+	}
+	want := []string{"127.0.0.2:8443", "127.0.0.3:9443", "[2001:db8::3]:9443", "[2001:db8::4]:7000"}
+	cases := []struct {
+		name      string
+		records   []string
+		glue      bool
+		truncate  bool
+		want      []string
+		err       string
+		usesTCP   bool
+		maxQuerys int64
+	}{
+		{name: "targets resolved by A and AAAA queries", records: base, want: want, maxQuerys: 7},
+		{name: "glue in the additional section is used", records: base, glue: true, want: want, maxQuerys: 1},
+		{name: "truncated UDP answers are asked again over TCP", records: base, truncate: true, want: want, usesTCP: true},
+		{name: "a target without addresses contributes none", records: append([]string{
+			srvName + " 60 IN SRV 10 10 8443 gone.example.test.",
+			srvName + " 60 IN SRV 10 10 8443 .",
+		}, base...), want: want},
+		{name: "the same address twice is listed once", records: append([]string{
+			srvName + " 60 IN SRV 10 10 8443 a.example.test.",
+		}, base...), want: want},
+		{name: "no such SRV name", records: base[3:], err: "NXDOMAIN"},
+		{name: "no SRV record", records: append([]string{srvName + " 60 IN TXT \"x\""}, base[3:]...), err: "no addresses"},
+		{name: "targets without addresses", records: []string{srvName + " 60 IN SRV 10 10 8443 gone.example.test."},
+			err: "no addresses"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			z := startZone(t, tc.records...)
+			z.configure(tc.glue, tc.truncate)
+			got, err := newResolver(z.addr).lookup(context.Background(), srvName)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("lookup = %v, %v; want an error with %q", got, err, tc.err)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("lookup = %v, %v; want %v", got, err, tc.want)
+			}
+			if tc.usesTCP && z.tcp.Load() == 0 {
+				t.Fatal("no query came over TCP")
+			}
+			if q := z.udp.Load() + z.tcp.Load(); tc.maxQuerys > 0 && q > tc.maxQuerys {
+				t.Fatalf("%d queries, want at most %d", q, tc.maxQuerys)
+			}
+		})
+	}
+}
+
+func TestResolverServerFailure(t *testing.T) {
+	z := startZone(t, srvName+" 60 IN SRV 10 10 8443 a.example.test.", "a.example.test. 60 IN A 127.0.0.2")
+	z.setRcode(dns.RcodeServerFailure)
+	if got, err := newResolver(z.addr).lookup(context.Background(), srvName); err == nil || !strings.Contains(err.Error(), "SERVFAIL") {
+		t.Fatalf("lookup = %v, %v; want SERVFAIL", got, err)
+	}
+}
+
+func TestResolverTargetFailureFailsTheLookup(t *testing.T) {
+	// The SRV answer is fine but a target's lookup fails: the list must not
+	// shrink by that target, so the whole lookup fails.
+	good := startZone(t, srvName+" 60 IN SRV 10 10 8443 a.example.test.", "a.example.test. 60 IN A 127.0.0.2")
+	r := newResolver(good.addr)
+	servers, _ := r.servers()
+	if _, err := r.query(context.Background(), servers, srvName, dns.TypeSRV); err != nil {
+		t.Fatal(err)
+	}
+	good.setRcode(dns.RcodeRefused)
+	if _, err := r.hostIPs(context.Background(), servers, "a.example.test."); err == nil {
+		t.Fatal("hostIPs succeeded against a refusing server")
+	}
+}
+
+func TestResolverNextServer(t *testing.T) {
+	// A server that is not there (a closed UDP port: the exchange fails)
+	// is skipped for the next one.
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := pc.LocalAddr().String()
+	pc.Close()
+	z := startZone(t, srvName+" 60 IN SRV 10 10 8443 a.example.test.", "a.example.test. 60 IN A 127.0.0.2")
+	r := newResolver("")
+	resp, err := r.query(context.Background(), []string{dead, z.addr}, srvName, dns.TypeSRV)
+	if err != nil || len(resp.Answer) != 1 {
+		t.Fatalf("query = %v, %v", resp, err)
+	}
+	if _, err := r.query(context.Background(), []string{dead}, srvName, dns.TypeSRV); err == nil || !strings.Contains(err.Error(), dead) {
+		t.Fatalf("query of a dead server = %v; want an error naming it", err)
+	}
+}
+
+func TestResolverCancel(t *testing.T) {
+	// A server that never answers: cancelling the context ends the
+	// exchange at once, not at the timeout.
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	r := newResolver(pc.LocalAddr().String())
+	r.timeout = time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.lookup(ctx, srvName)
+		done <- err
+	}()
+	buf := make([]byte, 512)
+	if _, _, err := pc.ReadFrom(buf); err != nil { // the query arrived
+		t.Fatal(err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("lookup = %v, want context.Canceled", err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("lookup did not end when cancelled")
+	}
+}
+
+func TestResolverServersFromResolvConf(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "resolv.conf")
+	conf := "search example.test\nnameserver 10.0.0.53\nnameserver 2001:db8::53\noptions ndots:1\n"
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := &resolver{resolvConf: path}
+	got, err := r.servers()
+	if want := []string{"10.0.0.53:53", "[2001:db8::53]:53"}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("servers = %v, %v; want %v", got, err, want)
+	}
+	r.resolvConf = filepath.Join(t.TempDir(), "missing")
+	if _, err := r.servers(); err == nil {
+		t.Fatal("a missing resolv.conf gave servers")
+	}
+	// A configured server wins over the file.
+	r.server = "127.0.0.1:5353"
+	if got, err := r.servers(); err != nil || !reflect.DeepEqual(got, []string{"127.0.0.1:5353"}) {
+		t.Fatalf("servers = %v, %v", got, err)
+	}
+}
