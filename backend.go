@@ -115,8 +115,11 @@ func (n *Node) Status(ctx context.Context) (httpapi.Status, error) {
 	doc := httpapi.Status{
 		Node: n.cfg.Name, InstanceID: n.cfg.InstanceID, Version: n.cfg.Version, Store: n.store.Kind(),
 		Counts: map[string]int64{}, OutboxDepth: st.OutboxDepth, DLQDepth: st.DLQDepth,
-		ForwardQueueDepth: st.ByState[messages.StateForwardQueued],
-		Peers:             []any{}, Frontends: fes,
+		ForwardQueueDepth: forwardDepth(st),
+		Frontends:         fes,
+	}
+	if doc.Peers, err = n.Peers(ctx); err != nil {
+		return httpapi.Status{}, err
 	}
 	if doc.Frontends == nil {
 		doc.Frontends = []messages.Frontend{}

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchboard-dev/switchboard/actors/clock"
+	"github.com/switchboard-dev/switchboard/actors/peer"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 )
@@ -86,6 +87,42 @@ type Config struct {
 	// (--max-pending-submits 10000).
 	MaxPendingSubmits int
 
+	// Federation is the master switch (--federation): when false no peer is
+	// discovered or contacted and the federation API refuses every caller.
+	Federation bool
+	// InsecureSkipVerify federates without verifying peers
+	// (--insecure-skip-verify; development only, logged as a warning at
+	// start and every hour). Federation needs it or --tls-ca.
+	InsecureSkipVerify bool
+	// Peers are static peer addresses host:port (--peers; port defaults to
+	// 8443). Used when DNSSRV is empty.
+	Peers []string
+	// DNSSRV is the SRV name to discover peers by (--dns-srv).
+	DNSSRV string
+	// DNSServer is the DNS server host:port to ask (--dns-server); empty is
+	// the system resolver.
+	DNSServer string
+	// DNSPollInterval is how often peers are re-resolved (--dns-poll-interval
+	// 30s: a new data centre shows up within half a minute, and DNS is
+	// asked twice a minute).
+	DNSPollInterval time.Duration
+	// HealthInterval is the health exchange with every known peer
+	// (--health-interval 10s: unhealthy after three misses, ~30 s).
+	HealthInterval time.Duration
+	// RegistryInterval is the registry exchange with healthy peers
+	// (--registry-interval 15s; a peer turning healthy is asked at once).
+	RegistryInterval time.Duration
+	// ForwardRetryInterval is the forward worker's tick
+	// (--forward-retry-interval 5s).
+	ForwardRetryInterval time.Duration
+	// ForwardMaxRetries is how many ticks a message spends forward_queued
+	// before it is forward_failed (--forward-max-retries 50, ~4 min).
+	ForwardMaxRetries int
+	// HTTPTimeout bounds every outbound peer call (--http-timeout 5s).
+	HTTPTimeout time.Duration
+	// APIPort is the port of an SRV target whose record says 0 (--api-port).
+	APIPort int
+
 	// Version is reported by /api/status.
 	Version string
 
@@ -101,25 +138,35 @@ type Config struct {
 	Store persistence.Store
 	// Clock drives every actor's time; nil is the wall clock.
 	Clock clock.Clock
+	// Transport, when set, carries every outbound peer call instead of the
+	// HTTPS peer client (the sim harness's in-memory network).
+	Transport peer.Transport
 }
 
 // DefaultConfig returns the defaults of the contract.
 func DefaultConfig() Config {
 	host := defaultName()
 	return Config{
-		Name:                host,
-		InstanceID:          host,
-		Listen:              ":8443",
-		MetricsListen:       ":9568",
-		DataDir:             "./data",
-		DeliveryRetryMin:    time.Minute,     // a frontend blip rarely lasts longer
-		DeliveryRetryMax:    8 * time.Minute, // 5 attempts then span ~15 min
-		DeliveryMaxAttempts: 5,
-		MessageValidity:     24 * time.Hour, // SMS validity period convention
-		WebhookTimeout:      10 * time.Second,
-		ShutdownTimeout:     30 * time.Second, // inside Kubernetes' default grace period
-		MaxPendingSubmits:   10000,            // ~ a second of peak ingest
-		Version:             "dev",
+		Name:                 host,
+		InstanceID:           host,
+		Listen:               ":8443",
+		MetricsListen:        ":9568",
+		DataDir:              "./data",
+		DeliveryRetryMin:     time.Minute,     // a frontend blip rarely lasts longer
+		DeliveryRetryMax:     8 * time.Minute, // 5 attempts then span ~15 min
+		DeliveryMaxAttempts:  5,
+		MessageValidity:      24 * time.Hour, // SMS validity period convention
+		WebhookTimeout:       10 * time.Second,
+		ShutdownTimeout:      30 * time.Second, // inside Kubernetes' default grace period
+		MaxPendingSubmits:    10000,            // ~ a second of peak ingest
+		DNSPollInterval:      30 * time.Second,
+		HealthInterval:       10 * time.Second,
+		RegistryInterval:     15 * time.Second,
+		ForwardRetryInterval: 5 * time.Second,
+		ForwardMaxRetries:    50,
+		HTTPTimeout:          5 * time.Second, // a peer slower than this is treated as down
+		APIPort:              8443,
+		Version:              "dev",
 	}
 }
 
@@ -199,7 +246,58 @@ func (c Config) Validate() error {
 	if c.MaxPendingSubmits < 1 {
 		bad("max-pending-submits", "must be at least 1, got %d", c.MaxPendingSubmits)
 	}
+	errs = append(errs, c.validateFederation()...)
 	return errors.Join(errs...)
+}
+
+// validateFederation checks the federation flags. Intervals are checked
+// even with federation off, so a typo is caught before it matters.
+func (c Config) validateFederation() []error {
+	var errs []error
+	bad := func(flag, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("--%s: %s", flag, fmt.Sprintf(format, args...)))
+	}
+	for flag, d := range map[string]time.Duration{
+		"dns-poll-interval": c.DNSPollInterval, "health-interval": c.HealthInterval,
+		"registry-interval": c.RegistryInterval, "forward-retry-interval": c.ForwardRetryInterval,
+		"http-timeout": c.HTTPTimeout,
+	} {
+		if d <= 0 {
+			bad(flag, "must be positive, got %v", d)
+		}
+	}
+	if c.ForwardMaxRetries < 1 {
+		bad("forward-max-retries", "must be at least 1, got %d", c.ForwardMaxRetries)
+	}
+	if c.APIPort < 1 || c.APIPort > 65535 {
+		bad("api-port", "must be 1-65535, got %d", c.APIPort)
+	}
+	for _, p := range c.Peers {
+		if _, _, err := net.SplitHostPort(p); err != nil {
+			bad("peers", "%q is not host:port", p)
+		}
+	}
+	if c.DNSServer != "" {
+		if _, _, err := net.SplitHostPort(c.DNSServer); err != nil {
+			bad("dns-server", "%q is not host:port", c.DNSServer)
+		}
+	}
+	if !c.Federation {
+		return errs
+	}
+	switch {
+	case c.DNSSRV != "" && len(c.Peers) > 0:
+		bad("dns-srv", "give either --dns-srv or --peers, not both")
+	case c.DNSSRV == "" && len(c.Peers) == 0:
+		bad("peers", "federation needs --peers or --dns-srv")
+	}
+	switch {
+	case c.TLSCA == "" && !c.InsecureSkipVerify && c.Transport == nil:
+		bad("tls-ca", "federation needs a CA for mutual TLS (or --insecure-skip-verify, for development only)")
+	case c.TLSCA != "" && c.TLSCert == "":
+		bad("tls-cert", "federation with --tls-ca needs --tls-cert and --tls-key signed by that CA")
+	}
+	return errs
 }
 
 // ValidName reports whether s can name a node, instance or frontend (see

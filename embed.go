@@ -78,6 +78,9 @@ func (n *Node) Subscribe(fn func(messages.StateChanged)) (cancel func()) {
 // publish announces a committed transition to the subscribers. The map is
 // copied on write, so publishing (hot) takes no lock.
 func (n *Node) publish(ev messages.StateChanged) {
+	if ev.State == messages.StateDelivered || ev.State == messages.StateFailed {
+		n.kickStatus()
+	}
 	for _, fn := range *n.subs.Load() {
 		fn(ev)
 	}

@@ -16,6 +16,9 @@ import (
 type statsCache struct {
 	store persistence.Store
 	ttl   time.Duration
+	// peers lists the peers whose forward queue depth is reported even
+	// when empty.
+	peers func() []string
 
 	mu   sync.Mutex
 	at   time.Time
@@ -25,12 +28,16 @@ type statsCache struct {
 	outbox   *prometheus.Desc
 	dlq      *prometheus.Desc
 	oldest   *prometheus.Desc
+	fwdQueue *prometheus.Desc
 }
 
-func newStatsCache(s persistence.Store, ttl time.Duration) *statsCache {
+func newStatsCache(s persistence.Store, ttl time.Duration, peers func() []string) *statsCache {
 	return &statsCache{
-		store:    s,
-		ttl:      ttl,
+		store: s,
+		ttl:   ttl,
+		peers: peers,
+		fwdQueue: prometheus.NewDesc("switchboard_forward_queue_depth",
+			"Forward work waiting for each peer (queued or about to be sent).", []string{"peer"}, nil),
 		messages: prometheus.NewDesc("switchboard_messages", "Messages in the store by state.", []string{"state"}, nil),
 		outbox:   prometheus.NewDesc("switchboard_outbox_depth", "Outbox rows (deliveries, forwards and status reports) not yet done.", nil, nil),
 		dlq:      prometheus.NewDesc("switchboard_dlq_depth", "Dead-lettered messages (state failed) waiting for an operator.", nil, nil),
@@ -61,6 +68,7 @@ func (c *statsCache) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.outbox
 	ch <- c.dlq
 	ch <- c.oldest
+	ch <- c.fwdQueue
 }
 
 // Collect implements prometheus.Collector. When the store does not answer
@@ -82,4 +90,14 @@ func (c *statsCache) Collect(ch chan<- prometheus.Metric) {
 		age = max(time.Since(st.OldestOutbox).Seconds(), 0)
 	}
 	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age)
+	depth := map[string]int64{}
+	for _, p := range c.peers() {
+		depth[p] = 0
+	}
+	for p, v := range st.ForwardQueue {
+		depth[p] = v
+	}
+	for p, v := range depth {
+		ch <- prometheus.MustNewConstMetric(c.fwdQueue, prometheus.GaugeValue, float64(v), p)
+	}
 }

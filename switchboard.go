@@ -14,7 +14,9 @@
 //	node guardian (one-for-one, restart budget; exhausted -> Fatal)
 //	├── frontends   one delivery worker per local frontend
 //	├── intake      routing and group-committed acceptance
-//	├── janitor     expiry of messages nobody claimed
+//	├── janitor     expiry of messages nobody claimed; forwards that waited too long
+//	├── peers       one actor per peer (health, registry), each with its forward queue
+//	├── discovery   static peers or DNS SRV (only with federation)
 //	└── ...         actors an embedder spawns with Node.Spawn
 //
 // See docs/embedding.md for spawning supervised actors, in-process frontends
@@ -45,6 +47,7 @@ import (
 	"github.com/switchboard-dev/switchboard/actors/clock"
 	"github.com/switchboard-dev/switchboard/actors/delivery"
 	"github.com/switchboard-dev/switchboard/actors/frontend"
+	"github.com/switchboard-dev/switchboard/actors/peer"
 	"github.com/switchboard-dev/switchboard/actors/router"
 	"github.com/switchboard-dev/switchboard/httpapi"
 	"github.com/switchboard-dev/switchboard/httpapi/certs"
@@ -73,6 +76,15 @@ type Node struct {
 	intake       *actor.PID
 	frontends    *actor.PID
 	actors       *frontend.Actors
+
+	// federation (see federation.go)
+	book         *peer.Book
+	peers        *actor.PID
+	discovery    *actor.PID
+	transport    peer.Transport
+	localNames   atomic.Pointer[[]string]
+	stopWarnings atomic.Pointer[func() bool]
+	statusKick   atomic.Bool
 
 	api        *httpapi.Server
 	https      *http.Server
@@ -106,7 +118,11 @@ const (
 )
 
 func isNodeActor(name string) bool {
-	return name == actorFrontends || name == actorIntake || name == actorJanitor
+	switch name {
+	case actorFrontends, actorIntake, actorJanitor, actorPeers, actorDiscovery:
+		return true
+	}
+	return false
 }
 
 // New validates cfg and prepares a node; nothing runs until Start.
@@ -188,7 +204,7 @@ func (n *Node) openStore(ctx context.Context) error {
 		}
 		n.store, n.ownStore = s, true
 	}
-	n.stats = newStatsCache(n.store, time.Second)
+	n.stats = newStatsCache(n.store, time.Second, n.peerNames)
 	return n.registry.Register(n.stats)
 }
 
@@ -259,6 +275,10 @@ func (n *Node) startActors() error {
 		SendTimeout: n.cfg.WebhookTimeout,
 		Seed:        uint64(n.clock.Now().UnixNano()),
 		Props:       func(kind string, p actor.Producer) *actor.Props { return supervision.Props(kind, p, n.supOpts) },
+		// Messages queued for a peer while federation was on still fail in
+		// time if it is turned off.
+		ForwardMaxWait: time.Duration(n.cfg.ForwardMaxRetries) * n.cfg.ForwardRetryInterval,
+		ForwardSweep:   n.cfg.ForwardRetryInterval,
 	}
 	if deps.HTTPClient, err = n.webhookClient(); err != nil {
 		return err
@@ -270,10 +290,21 @@ func (n *Node) startActors() error {
 	if n.frontends, err = n.guardian.Spawn(actorFrontends, "frontends", sup); err != nil {
 		return err
 	}
+	// Peers before the intake, so that a stop (in reverse order) ends
+	// intake first and the forward queues last.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := n.loadBook(ctx); err != nil {
+		return err
+	}
+	if err := n.startFederation(); err != nil {
+		return err
+	}
 	n.intake, err = n.guardian.Spawn(actorIntake, "intake", router.NewIntake(router.Config{
 		Node: n.cfg.Name, Store: n.store, Clock: n.clock, Logger: n.log,
-		Frontends: n.frontends, Publish: n.publish,
-		NewID: func() string { return uuid.Must(uuid.NewV7()).String() },
+		Frontends: n.frontends, Peers: n.peers, Remote: n.remote(), LocalFrontends: n.setLocalNames,
+		Publish: n.publish,
+		NewID:   func() string { return uuid.Must(uuid.NewV7()).String() },
 	}))
 	if err != nil {
 		return err
@@ -282,8 +313,10 @@ func (n *Node) startActors() error {
 	if err != nil {
 		return err
 	}
-	_, err = n.guardian.Spawn(actorJanitor, "janitor", jan)
-	return err
+	if _, err = n.guardian.Spawn(actorJanitor, "janitor", jan); err != nil {
+		return err
+	}
+	return n.startDiscovery()
 }
 
 // webhookClient is the keep-alive client of webhook deliveries; it trusts
@@ -415,6 +448,9 @@ func (n *Node) teardown(ctx context.Context) error {
 		case <-ctx.Done():
 			errs = append(errs, errors.New("delivery workers did not drain in time"))
 		}
+	}
+	if stop := n.stopWarnings.Load(); stop != nil {
+		(*stop)()
 	}
 	if n.guardian != nil {
 		if err := n.guardian.StopAll(ctx); err != nil {

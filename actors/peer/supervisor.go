@@ -2,6 +2,7 @@ package peer
 
 import (
 	"errors"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -14,21 +15,27 @@ import (
 type Supervisor struct {
 	cfg      Config
 	props    func(kind string, p actor.Producer) *actor.Props
+	resync   func()
 	children map[string]*actor.PID
+	// restarted: this incarnation replaces one that panicked.
+	restarted bool
 }
 
 // NewSupervisor returns the producer of the peers actor. cfg is the
 // template of every peer actor (Peer and Instances are filled per peer);
-// props builds a supervised child's props.
-func NewSupervisor(cfg Config, props func(kind string, p actor.Producer) *actor.Props) (actor.Producer, error) {
+// props builds a supervised child's props; resync, called when the actor
+// restarted, asks discovery to announce every peer again.
+func NewSupervisor(cfg Config, props func(kind string, p actor.Producer) *actor.Props, resync func()) (actor.Producer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if props == nil {
-		return nil, errors.New("peer: props is required")
+	if props == nil || resync == nil {
+		return nil, errors.New("peer: props and resync are required")
 	}
+	var built atomic.Int64
 	return func() actor.Actor {
-		return &Supervisor{cfg: cfg, props: props, children: map[string]*actor.PID{}}
+		return &Supervisor{cfg: cfg, props: props, resync: resync, children: map[string]*actor.PID{},
+			restarted: built.Add(1) > 1}
 	}, nil
 }
 
@@ -36,10 +43,13 @@ func NewSupervisor(cfg Config, props func(kind string, p actor.Producer) *actor.
 func (s *Supervisor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *actor.Restarting:
-		// The children are stopped with us and respawned as discovery
-		// announces them again (it re-sends the whole set after a restart
-		// of ours through the node's discovery sink).
+		// The children are stopped with us; after the restart discovery
+		// announces every peer again (resync) and they are respawned.
 		s.children = map[string]*actor.PID{}
+	case *actor.Started:
+		if s.restarted {
+			s.resync()
+		}
 	case *messages.PeerUp:
 		if pid, ok := s.children[m.Node]; ok {
 			c.Send(pid, m)

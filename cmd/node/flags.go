@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard"
+	"github.com/switchboard-dev/switchboard/actors/discovery"
 	"github.com/switchboard-dev/switchboard/messages"
 )
 
@@ -33,7 +34,9 @@ type runFlag struct {
 	arg        string // placeholder in the usage text
 	usage      string
 	repeatable bool
-	set        func(cfg *switchboard.Config, lo *logOptions, v string) error
+	// boolean flags may be given without a value (--federation).
+	boolean bool
+	set     func(cfg *switchboard.Config, lo *logOptions, v string) error
 	// def returns the default shown in the usage text ("" shows none).
 	def func(cfg switchboard.Config, lo logOptions) string
 }
@@ -91,6 +94,32 @@ var runFlags = []runFlag{
 		func(c *switchboard.Config) *time.Duration { return &c.ShutdownTimeout }),
 	intFlag("max-pending-submits", "submits queued at the intake before new ones get 429",
 		func(c *switchboard.Config) *int { return &c.MaxPendingSubmits }),
+	boolFlag("federation", "master switch: discover and contact peers, serve the federation API",
+		func(c *switchboard.Config) *bool { return &c.Federation }),
+	{
+		name: "peers", arg: "HOST:PORT,...", usage: "static peers (port defaults to 8443); used when --dns-srv is empty",
+		set: setPeers,
+	},
+	stringFlag("dns-srv", "NAME", "SRV name to discover peers by, e.g. _smsc._tcp.example.com",
+		func(c *switchboard.Config) *string { return &c.DNSSRV }, false),
+	stringFlag("dns-server", "HOST:PORT", "DNS server to ask (default: the system resolver)",
+		func(c *switchboard.Config) *string { return &c.DNSServer }, false),
+	durationFlag("dns-poll-interval", "re-resolve --dns-srv (and re-identify peers) this often",
+		func(c *switchboard.Config) *time.Duration { return &c.DNSPollInterval }),
+	durationFlag("health-interval", "health exchange with every known peer",
+		func(c *switchboard.Config) *time.Duration { return &c.HealthInterval }),
+	durationFlag("registry-interval", "frontend registry exchange with every healthy peer",
+		func(c *switchboard.Config) *time.Duration { return &c.RegistryInterval }),
+	durationFlag("forward-retry-interval", "forward worker tick",
+		func(c *switchboard.Config) *time.Duration { return &c.ForwardRetryInterval }),
+	intFlag("forward-max-retries", "ticks a message may wait forward_queued before forward_failed",
+		func(c *switchboard.Config) *int { return &c.ForwardMaxRetries }),
+	durationFlag("http-timeout", "bound on every outbound peer call",
+		func(c *switchboard.Config) *time.Duration { return &c.HTTPTimeout }),
+	intFlag("api-port", "port of an SRV target whose record port is 0",
+		func(c *switchboard.Config) *int { return &c.APIPort }),
+	boolFlag("insecure-skip-verify", "development only: federate without verifying peers (logged as a warning)",
+		func(c *switchboard.Config) *bool { return &c.InsecureSkipVerify }),
 	{
 		name: "log-level", arg: "LEVEL", usage: "debug, info, warn or error",
 		set: func(_ *switchboard.Config, lo *logOptions, v string) error {
@@ -173,6 +202,32 @@ func intFlag(name, usage string, field func(*switchboard.Config) *int) runFlag {
 // only by Config.Validate, so that the error shows the whole value and where
 // it came from; a prefix given twice is refused rather than silently won by
 // the last one.
+func boolFlag(name, usage string, field func(*switchboard.Config) *bool) runFlag {
+	return runFlag{
+		name: name, arg: "BOOL", usage: usage, boolean: true,
+		set: func(c *switchboard.Config, _ *logOptions, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errors.New("must be true or false")
+			}
+			*field(c) = b
+			return nil
+		},
+		def: func(c switchboard.Config, _ logOptions) string { return strconv.FormatBool(*field(&c)) },
+	}
+}
+
+// setPeers parses --peers: a comma-separated list whose entries default to
+// port 8443.
+func setPeers(c *switchboard.Config, _ *logOptions, v string) error {
+	peers, err := discovery.ParsePeers(v, 8443)
+	if err != nil {
+		return err
+	}
+	c.Peers = peers
+	return nil
+}
+
 func setRoute(c *switchboard.Config, _ *logOptions, v string) error {
 	prefix, frontend, ok := strings.Cut(v, "=")
 	prefix, frontend = strings.TrimSpace(prefix), strings.TrimSpace(frontend)
@@ -221,7 +276,11 @@ func setWebhook(c *switchboard.Config, _ *logOptions, v string) error {
 type rawValue struct {
 	vals       []string
 	repeatable bool
+	boolean    bool
 }
+
+// IsBoolFlag lets package flag accept a boolean flag without a value.
+func (r *rawValue) IsBoolFlag() bool { return r.boolean }
 
 func (r *rawValue) String() string { return strings.Join(r.vals, ",") }
 
@@ -253,7 +312,7 @@ func parseRun(args []string, env lookupEnv) (switchboard.Config, logOptions, err
 	fs.SetOutput(io.Discard)
 	raws := make([]*rawValue, len(runFlags))
 	for i, f := range runFlags {
-		raws[i] = &rawValue{repeatable: f.repeatable}
+		raws[i] = &rawValue{repeatable: f.repeatable, boolean: f.boolean}
 		fs.Var(raws[i], f.name, f.usage)
 	}
 	if err := fs.Parse(args); err != nil {

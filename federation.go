@@ -1,0 +1,297 @@
+package switchboard
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/switchboard-dev/switchboard/actors/discovery"
+	"github.com/switchboard-dev/switchboard/actors/forward"
+	"github.com/switchboard-dev/switchboard/actors/peer"
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/supervision"
+)
+
+// The federation children of the guardian.
+const (
+	actorPeers     = "peers"
+	actorDiscovery = "discovery"
+)
+
+// capabilities this node announces in its identity.
+var capabilities = []string{messages.CapForwardBatch, messages.CapStatusBatch}
+
+// loadBook fills the peer book with the registries learned before a
+// restart, so that messages for a peer that is down since our start still
+// queue for it instead of getting no_route.
+func (n *Node) loadBook(ctx context.Context) error {
+	n.book = peer.NewBook()
+	if !n.cfg.Federation {
+		return nil
+	}
+	regs, err := n.store.PeerRegistries(ctx)
+	if err != nil {
+		return fmt.Errorf("read peer registries: %w", err)
+	}
+	for _, r := range regs {
+		n.book.SetRegistry(r.Peer, r.Frontends)
+	}
+	return nil
+}
+
+// remote is the intake's view of frontends served by peers (nil without
+// federation: then no message ever leaves this node).
+func (n *Node) remote() func(string) (string, bool, bool) {
+	if !n.cfg.Federation {
+		return nil
+	}
+	return n.book.Owner
+}
+
+// startFederation spawns the peers actor and discovery.
+func (n *Node) startFederation() error {
+	if !n.cfg.Federation {
+		return nil
+	}
+	if n.cfg.InsecureSkipVerify && n.cfg.TLSCA == "" {
+		n.warnInsecure()
+	}
+	tr, err := n.newTransport()
+	if err != nil {
+		return err
+	}
+	n.transport = tr
+	fwdMetrics, err := forward.NewMetrics(n.registry)
+	if err != nil {
+		return err
+	}
+	peerMetrics, err := peer.NewMetrics(n.registry)
+	if err != nil {
+		return err
+	}
+	props := func(kind string, p actor.Producer) *actor.Props { return supervision.Props(kind, p, n.supOpts) }
+	policy := forward.DefaultPolicy()
+	policy.RetryInterval, policy.MaxRetries = n.cfg.ForwardRetryInterval, n.cfg.ForwardMaxRetries
+	qcfg := forward.Config{
+		Node: n.cfg.Name, Owner: n.cfg.InstanceID, Store: n.store, Transport: tr, Clock: n.clock,
+		Policy: policy, Timeout: n.cfg.HTTPTimeout, Logger: n.log, Metrics: fwdMetrics, Publish: n.publish,
+	}
+	pcfg := peer.Config{
+		Node: n.cfg.Name, Transport: tr, Store: n.store, Book: n.book, Clock: n.clock, Logger: n.log,
+		Metrics: peerMetrics, HealthInterval: n.cfg.HealthInterval, RegistryInterval: n.cfg.RegistryInterval,
+		Timeout: n.cfg.HTTPTimeout, Local: n.localDocs,
+		Queue: func(name string) *actor.Props {
+			c := qcfg
+			c.Peer = name
+			return props("forward", forward.New(c))
+		},
+	}
+	if err := qcfg.Validate(); err != nil {
+		return err
+	}
+	sup, err := peer.NewSupervisor(pcfg, props, n.resyncPeers)
+	if err != nil {
+		return err
+	}
+	n.peers, err = n.guardian.Spawn(actorPeers, "peers", sup)
+	return err
+}
+
+// startDiscovery spawns discovery, which tells the peers actor about
+// peers as they appear and disappear.
+func (n *Node) startDiscovery() error {
+	if !n.cfg.Federation {
+		return nil
+	}
+	dc := discovery.DefaultConfig()
+	dc.Node, dc.Static, dc.SRV, dc.DNSServer = n.cfg.Name, n.cfg.Peers, n.cfg.DNSSRV, n.cfg.DNSServer
+	dc.APIPort, dc.PollInterval, dc.IdentityTimeout = n.cfg.APIPort, n.cfg.DNSPollInterval, n.cfg.HTTPTimeout
+	dc.Transport, dc.Clock, dc.Logger, dc.Sink = n.transport, n.clock, n.log, n.peers
+	p, err := discovery.New(dc)
+	if err != nil {
+		return err
+	}
+	n.discovery, err = n.guardian.Spawn(actorDiscovery, "discovery", p)
+	return err
+}
+
+// resyncPeers asks discovery to announce every peer again (the peers
+// actor restarted and lost its children).
+func (n *Node) resyncPeers() {
+	if n.discovery != nil {
+		n.system.Root.Send(n.discovery, discovery.Resync{})
+	}
+}
+
+// warnInsecure logs that peers are not verified, at start and every hour.
+func (n *Node) warnInsecure() {
+	n.log.Warn("federation without peer verification (--insecure-skip-verify): for development only")
+	stop := n.clock.AfterFunc(time.Hour, n.warnInsecure)
+	n.stopWarnings.Store(&stop)
+}
+
+// statusKickDelay coalesces the kicks of final outcomes into one per
+// interval: a delivered message whose origin is a peer owes it a
+// delivery_status, and the queue to that peer should send it now rather
+// than at its next tick.
+const statusKickDelay = 20 * time.Millisecond
+
+// kickStatus asks every forward queue to look for status reports, at most
+// once per statusKickDelay.
+func (n *Node) kickStatus() {
+	if n.peers == nil || n.statusKick.Swap(true) {
+		return
+	}
+	n.clock.AfterFunc(statusKickDelay, func() {
+		n.statusKick.Store(false)
+		if n.ready.Load() {
+			n.system.Root.Send(n.peers, &messages.KickPeer{Status: true})
+		}
+	})
+}
+
+// localDocs are our health and registry documents for peers.
+func (n *Node) localDocs() (messages.Health, messages.Registry) {
+	h := messages.Health{Node: n.cfg.Name, Time: n.clock.Now(), Status: messages.HealthOK}
+	select {
+	case <-n.stopping:
+		h.Status = messages.HealthStopping
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.HTTPTimeout)
+	defer cancel()
+	if st, err := n.stats.get(ctx); err == nil {
+		h.ForwardQueueDepth = forwardDepth(st)
+	}
+	names := n.localNames.Load()
+	r := messages.Registry{Node: n.cfg.Name, Frontends: []string{}}
+	if names != nil {
+		r.Frontends = append(r.Frontends, (*names)...)
+	}
+	return h, r
+}
+
+func forwardDepth(st persistence.Stats) int64 {
+	var sum int64
+	for _, v := range st.ForwardQueue {
+		sum += v
+	}
+	return sum
+}
+
+// setLocalNames is the intake's LocalFrontends hook.
+func (n *Node) setLocalNames(names []string) {
+	cp := append([]string{}, names...)
+	n.localNames.Store(&cp)
+}
+
+// Identity implements httpapi.Backend.
+func (n *Node) Identity() messages.Identity {
+	return messages.Identity{Node: n.cfg.Name, InstanceID: n.cfg.InstanceID,
+		ProtocolVersion: messages.ProtocolVersion, Capabilities: append([]string{}, capabilities...)}
+}
+
+// caller admits a federation call from peer `from`: federation must be on
+// and from a discovered peer. An admitted call is a contact: a peer we do
+// not consider healthy is checked at once.
+func (n *Node) caller(from string) error {
+	if !n.cfg.Federation {
+		return messages.Errorf(messages.CodeFederationOff, "federation is off on %s (--federation=false)", n.cfg.Name)
+	}
+	if !n.ready.Load() {
+		return unavailable("the node is not running")
+	}
+	if !n.book.Known(from) {
+		if n.discovery != nil {
+			n.system.Root.Send(n.discovery, discovery.Rediscover{})
+		}
+		return messages.Errorf(messages.CodeUnknownPeer, "%s does not know a peer named %q (check --peers or --dns-srv)", n.cfg.Name, from)
+	}
+	if !n.book.Healthy(from) {
+		n.system.Root.Send(n.peers, &messages.PeerContact{Peer: from})
+	}
+	return nil
+}
+
+// FederationHealth implements httpapi.Backend.
+func (n *Node) FederationHealth(_ context.Context, from string, _ messages.Health) (messages.Health, error) {
+	if err := n.caller(from); err != nil {
+		return messages.Health{}, err
+	}
+	h, _ := n.localDocs()
+	return h, nil
+}
+
+// FederationRegistry implements httpapi.Backend.
+func (n *Node) FederationRegistry(_ context.Context, from string, r messages.Registry) (messages.Registry, error) {
+	if err := n.caller(from); err != nil {
+		return messages.Registry{}, err
+	}
+	n.system.Root.Send(n.peers, &messages.PeerRegistryFrom{Peer: from, Frontends: r.Frontends})
+	_, ours := n.localDocs()
+	return ours, nil
+}
+
+// FederationForward implements httpapi.Backend.
+func (n *Node) FederationForward(ctx context.Context, from string, fs []messages.Forward) ([]messages.ForwardResult, error) {
+	if err := n.caller(from); err != nil {
+		return nil, err
+	}
+	if n.inflight.Add(int64(len(fs))) > int64(n.cfg.MaxPendingSubmits) {
+		n.inflight.Add(-int64(len(fs)))
+		return nil, messages.Errorf(messages.CodeOverloaded,
+			"more than %d messages are waiting for their commit; retry shortly", n.cfg.MaxPendingSubmits)
+	}
+	defer n.inflight.Add(-int64(len(fs)))
+	ch := make(chan messages.AcceptForwardsReply, 1)
+	r, err := ask(ctx, n, n.intake, &messages.AcceptForwards{From: from, Forwards: fs, Reply: ch}, ch)
+	if err != nil {
+		return nil, err
+	}
+	return r.Results, r.Err
+}
+
+// FederationStatus implements httpapi.Backend.
+func (n *Node) FederationStatus(ctx context.Context, from string, rs []messages.StatusReport) ([]messages.StatusReply, error) {
+	if err := n.caller(from); err != nil {
+		return nil, err
+	}
+	ch := make(chan messages.ApplyStatusesReply, 1)
+	r, err := ask(ctx, n, n.intake, &messages.ApplyStatuses{From: from, Reports: rs, Reply: ch}, ch)
+	if err != nil {
+		return nil, err
+	}
+	return r.Results, r.Err
+}
+
+// Peers implements httpapi.Backend: every peer of the book with its
+// forward queue depth.
+func (n *Node) Peers(ctx context.Context) ([]messages.PeerInfo, error) {
+	if !n.cfg.Federation || n.book == nil {
+		return []messages.PeerInfo{}, nil
+	}
+	st, err := n.stats.get(ctx)
+	if err != nil {
+		return nil, n.storeErr("stats", err, "")
+	}
+	n.book.SetQueueDepths(st.ForwardQueue)
+	return n.book.List(), nil
+}
+
+// peerNames lists the peers the forward queue gauge reports (every peer
+// of the book, so a drained queue shows 0 rather than vanishing).
+func (n *Node) peerNames() []string {
+	if n.book == nil {
+		return nil
+	}
+	var names []string
+	for _, p := range n.book.List() {
+		names = append(names, p.Node)
+	}
+	sort.Strings(names)
+	return names
+}

@@ -1,0 +1,327 @@
+package switchboard_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard"
+	"github.com/switchboard-dev/switchboard/actors/peer"
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+// fedNet lets in-process test nodes name each other by symbolic addresses
+// ("b.test:1"), resolved at call time to the node's real HTTPS listener, so
+// that peers can be configured before any port is known. Calls go through
+// the real HTTPS peer client; a test can cut a direction (the call fails
+// as a refused connection would, without reaching the peer).
+type fedNet struct {
+	mu    sync.Mutex
+	addrs map[string]string // symbolic -> real
+	cut   map[[2]string]bool
+}
+
+func newFedNet() *fedNet {
+	return &fedNet{addrs: map[string]string{}, cut: map[[2]string]bool{}}
+}
+
+func symbolic(name string) string { return name + ".test:1" }
+
+func (f *fedNet) set(name, real string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.addrs[symbolic(name)] = real
+}
+
+// setCut cuts (or heals) both directions between a and b.
+func (f *fedNet) setCut(a, b string, cut bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cut[[2]string{a, symbolic(b)}] = cut
+	f.cut[[2]string{b, symbolic(a)}] = cut
+}
+
+func (f *fedNet) resolve(from, addr string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cut[[2]string{from, addr}] {
+		return "", fmt.Errorf("dial %s: %w", addr, &net.OpError{Op: "dial", Err: fmt.Errorf("connection refused (cut by the test)")})
+	}
+	real, ok := f.addrs[addr]
+	if !ok {
+		return "", fmt.Errorf("dial %s: no such host", addr)
+	}
+	return real, nil
+}
+
+// viaNet is one node's transport on the fedNet.
+type viaNet struct {
+	from  string
+	net   *fedNet
+	inner peer.Transport
+}
+
+func (v viaNet) Identity(ctx context.Context, addr string) (messages.Identity, error) {
+	real, err := v.net.resolve(v.from, addr)
+	if err != nil {
+		return messages.Identity{}, err
+	}
+	return v.inner.Identity(ctx, real)
+}
+
+func (v viaNet) Health(ctx context.Context, addr string, h messages.Health) (messages.Health, error) {
+	real, err := v.net.resolve(v.from, addr)
+	if err != nil {
+		return messages.Health{}, err
+	}
+	return v.inner.Health(ctx, real, h)
+}
+
+func (v viaNet) Registry(ctx context.Context, addr string, r messages.Registry) (messages.Registry, error) {
+	real, err := v.net.resolve(v.from, addr)
+	if err != nil {
+		return messages.Registry{}, err
+	}
+	return v.inner.Registry(ctx, real, r)
+}
+
+func (v viaNet) Forward(ctx context.Context, addr string, batch bool, fs []messages.Forward) ([]messages.ForwardResult, error) {
+	real, err := v.net.resolve(v.from, addr)
+	if err != nil {
+		return nil, err
+	}
+	return v.inner.Forward(ctx, real, batch, fs)
+}
+
+func (v viaNet) Status(ctx context.Context, addr string, batch bool, rs []messages.StatusReport) ([]messages.StatusReply, error) {
+	real, err := v.net.resolve(v.from, addr)
+	if err != nil {
+		return nil, err
+	}
+	return v.inner.Status(ctx, real, batch, rs)
+}
+
+// fedConfig is a federated test node named name whose peers are others.
+func fedConfig(t *testing.T, fn *fedNet, name string, others ...string) switchboard.Config {
+	cfg := testConfig(t)
+	cfg.Name, cfg.InstanceID = name, name+"-0"
+	cfg.Federation = true
+	for _, o := range others {
+		cfg.Peers = append(cfg.Peers, symbolic(o))
+	}
+	cfg.HealthInterval = 100 * time.Millisecond
+	cfg.RegistryInterval = 100 * time.Millisecond
+	cfg.ForwardRetryInterval = 100 * time.Millisecond
+	cfg.DNSPollInterval = 200 * time.Millisecond
+	cfg.HTTPTimeout = 2 * time.Second
+	cfg.Transport = viaNet{from: name, net: fn, inner: testPeerClient(t, name)}
+	return cfg
+}
+
+// startFed starts a federated node and publishes its address on the net.
+func startFed(t *testing.T, fn *fedNet, cfg switchboard.Config) *harness {
+	h := startNode(t, cfg)
+	fn.set(cfg.Name, h.node.Addr())
+	return h
+}
+
+// waitPeer waits until h sees peer in state.
+func (h *harness) waitPeer(peerName string, state messages.PeerState) messages.PeerInfo {
+	h.t.Helper()
+	var info messages.PeerInfo
+	eventually(h.t, 20*time.Second, func() error {
+		var peers []messages.PeerInfo
+		h.must(200, "GET", "/api/peers", nil, &peers)
+		for _, p := range peers {
+			if p.Node == peerName {
+				info = p
+				if p.State == state {
+					return nil
+				}
+				return fmt.Errorf("peer %s is %s (%s), want %s", peerName, p.State, p.LastError, state)
+			}
+		}
+		return fmt.Errorf("peer %s not listed in %+v", peerName, peers)
+	})
+	return info
+}
+
+// routeWhenKnown sets a route once the node has learned who serves fe.
+func (h *harness) routeWhenKnown(prefix, fe string) {
+	h.t.Helper()
+	eventually(h.t, 20*time.Second, func() error {
+		status, body := h.do("PUT", "/api/routes/"+prefix, map[string]string{"frontend": fe})
+		if status != 200 {
+			return fmt.Errorf("PUT route %s -> %s: %d %s", prefix, fe, status, body)
+		}
+		return nil
+	})
+}
+
+// pollOne long-polls fe until one message comes, and returns it.
+func (h *harness) pollOne(fe string) messages.Outgoing {
+	h.t.Helper()
+	var got []messages.Outgoing
+	eventually(h.t, 20*time.Second, func() error {
+		got = h.poll(fe, 1, 500, 30000)
+		if len(got) != 1 {
+			return fmt.Errorf("no message at %s", fe)
+		}
+		return nil
+	})
+	return got[0]
+}
+
+func states(m messages.Message) []messages.State {
+	var out []messages.State
+	for _, e := range m.History {
+		out = append(out, e.State)
+	}
+	return out
+}
+
+func TestFederationForwardsAndReportsBack(t *testing.T) {
+	fn := newFedNet()
+	a := startFed(t, fn, fedConfig(t, fn, "a", "b"))
+	b := startFed(t, fn, fedConfig(t, fn, "b", "a"))
+	b.pullFrontend("fe-b", "2")
+	a.waitPeer("b", messages.PeerHealthy)
+	b.waitPeer("a", messages.PeerHealthy)
+	a.routeWhenKnown("2", "fe-b")
+
+	id := a.submit("fed-1", "2555")
+	got := b.pollOne("fe-b")
+	if got.ID != id || got.SourceSMSC != "a" {
+		t.Fatalf("b's frontend got %+v", got)
+	}
+	at := b.message(id)
+	if at.SourceSMSC != "a" || at.DestSMSC != "b" || at.Frontend != "fe-b" {
+		t.Fatalf("b stores %+v", at)
+	}
+	b.ack("fe-b", messages.DeliveryResult{ID: id, Status: messages.Delivered, Attempt: got.Attempt})
+	b.waitState(id, messages.StateDelivered)
+	m := a.waitState(id, messages.StateDelivered)
+	want := []messages.State{messages.StatePending, messages.StateForwarded, messages.StateDelivered}
+	if fmt.Sprint(states(m)) != fmt.Sprint(want) || m.DestSMSC != "b" {
+		t.Fatalf("a's history %v (dest %s), want %v", states(m), m.DestSMSC, want)
+	}
+}
+
+func TestFederationQueuesDuringCutAndDrainsAfter(t *testing.T) {
+	fn := newFedNet()
+	a := startFed(t, fn, fedConfig(t, fn, "a", "b"))
+	b := startFed(t, fn, fedConfig(t, fn, "b", "a"))
+	a.pullFrontend("fe-a", "1")
+	b.pullFrontend("fe-b", "2")
+	a.waitPeer("b", messages.PeerHealthy)
+	a.routeWhenKnown("2", "fe-b")
+
+	fn.setCut("a", "b", true)
+	a.waitPeer("b", messages.PeerUnhealthy)
+	var ids []string
+	for i := range 20 {
+		ids = append(ids, a.submit(fmt.Sprintf("cut-%d", i), "2555"))
+	}
+	for _, id := range ids {
+		if m := a.message(id); m.State != messages.StateForwardQueued {
+			t.Fatalf("%s is %s during the cut, want forward_queued", id, m.State)
+		}
+	}
+	if got := a.poll("fe-a", 10, 0, 1000); len(got) != 0 {
+		t.Fatalf("a's own frontend got %d messages meant for b", len(got))
+	}
+
+	fn.setCut("a", "b", false)
+	seen := map[string]int{}
+	eventually(t, 20*time.Second, func() error {
+		for _, o := range b.poll("fe-b", 50, 200, 30000) {
+			seen[o.ID]++
+			b.ack("fe-b", messages.DeliveryResult{ID: o.ID, Status: messages.Delivered, Attempt: o.Attempt})
+		}
+		if len(seen) < len(ids) {
+			return fmt.Errorf("%d of %d delivered at b", len(seen), len(ids))
+		}
+		return nil
+	})
+	for _, id := range ids {
+		if seen[id] != 1 {
+			t.Fatalf("%s seen %d times at b", id, seen[id])
+		}
+		a.waitState(id, messages.StateDelivered)
+	}
+}
+
+func TestFederationForwardFailedThenResubmit(t *testing.T) {
+	fn := newFedNet()
+	cfgA := fedConfig(t, fn, "a", "b")
+	cfgA.ForwardMaxRetries = 3 // 300 ms of waiting
+	a := startFed(t, fn, cfgA)
+	b := startFed(t, fn, fedConfig(t, fn, "b", "a"))
+	b.pullFrontend("fe-b", "2")
+	a.waitPeer("b", messages.PeerHealthy)
+	a.routeWhenKnown("2", "fe-b")
+
+	fn.setCut("a", "b", true)
+	a.waitPeer("b", messages.PeerUnhealthy)
+	id := a.submit("ff-1", "2555")
+	m := a.waitState(id, messages.StateForwardFailed)
+	if m.Reason != messages.ReasonForwardTimeout {
+		t.Fatalf("reason %q", m.Reason)
+	}
+	fn.setCut("a", "b", false)
+	a.waitPeer("b", messages.PeerHealthy)
+	a.must(200, "POST", "/api/messages/"+id+"/resubmit", nil, nil)
+	got := b.pollOne("fe-b")
+	b.ack("fe-b", messages.DeliveryResult{ID: got.ID, Status: messages.Delivered, Attempt: got.Attempt})
+	a.waitState(id, messages.StateDelivered)
+}
+
+func TestFederationRegistrySurvivesRestart(t *testing.T) {
+	fn := newFedNet()
+	cfgA := fedConfig(t, fn, "a", "b")
+	a := startFed(t, fn, cfgA)
+	b := startFed(t, fn, fedConfig(t, fn, "b", "a"))
+	b.pullFrontend("fe-b", "2")
+	a.waitPeer("b", messages.PeerHealthy)
+	a.routeWhenKnown("2", "fe-b")
+	b.stop()
+	a.stop()
+
+	// b stays down; a restarted still knows b serves fe-b, so the message
+	// queues for b instead of being refused (or delivered elsewhere).
+	fn.setCut("a", "b", true)
+	a2 := startFed(t, fn, cfgA)
+	var r struct{ ID, State string }
+	a2.must(202, "POST", "/api/messages", map[string]string{
+		"id": "after-restart", "source_msisdn": "1", "destination_msisdn": "2555", "message_body": "x",
+	}, &r)
+	if r.State != string(messages.StateForwardQueued) {
+		t.Fatalf("state %s, want forward_queued", r.State)
+	}
+}
+
+func TestFederationRefusesUnknownCallers(t *testing.T) {
+	fn := newFedNet()
+	a := startFed(t, fn, fedConfig(t, fn, "a", "b"))
+	// A node that a does not list as a peer.
+	c := startFed(t, fn, fedConfig(t, fn, "c", "a"))
+	eventually(t, 20*time.Second, func() error {
+		var peers []messages.PeerInfo
+		c.must(200, "GET", "/api/peers", nil, &peers)
+		if len(peers) != 1 || peers[0].State == messages.PeerHealthy || !strings.Contains(peers[0].LastError, messages.CodeUnknownPeer) {
+			return fmt.Errorf("c's view of a: %+v", peers)
+		}
+		return nil
+	})
+	var peers []messages.PeerInfo
+	a.must(200, "GET", "/api/peers", nil, &peers)
+	for _, p := range peers {
+		if p.Node == "c" {
+			t.Fatalf("a lists c, which it was not told about: %+v", p)
+		}
+	}
+}
