@@ -1,9 +1,74 @@
-// Package httpapi is the node's HTTPS gateway: the client and operator API
-// of CONTRACT.md on gorilla/mux, the JSON error format, the 1 MiB body
-// limit, the API token, health endpoints and the web UI.
+// Package httpapi is the node's HTTPS gateway and its peer client.
 //
-// The gateway turns each request into a call on a Backend (the node), which
-// sends an actor message and waits for the reply with the request's
-// deadline. It never writes to the store itself. Every error leaves through
-// writeError, which maps an error code to its HTTP status in one table.
+// # Gateway
+//
+// The client and operator API of CONTRACT.md on gorilla/mux, the JSON error
+// format, the 1 MiB body limit, the API token, health endpoints, the web UI
+// and the federation API. The gateway turns each request into a call on a
+// Backend (the node), which sends an actor message and waits for the reply
+// with the request's deadline. It never writes to the store itself. Every
+// error leaves through writeError, which maps an error code to its HTTP
+// status in one table (statusOf).
+//
+// # Federation API
+//
+// /api/federation/* is outside the API token; peers authenticate by
+// certificate. Each request passes, in order:
+//
+//  1. Client certificate (Config.RequireClientCert, set with --tls-ca): the
+//     TLS listener verifies a certificate when one is given
+//     (certs.ServerConfig); the gateway requires one on every federation
+//     path, identity included. None: 403 client_certificate_required.
+//  2. X-Federation-Node (every path but identity): required, a valid node
+//     name (400 invalid_request), and with a client certificate equal to
+//     its CN or one of its DNS SANs, exactly (403 node_mismatch). Without
+//     RequireClientCert (--insecure-skip-verify) the header is trusted.
+//  3. The body: the usual decoder (1 MiB, 413 over it; 400 invalid_json;
+//     unknown fields ignored, as everywhere in the API, so that a newer
+//     peer's additions do not break an older one), then the document's
+//     Validate (400 invalid_request). A node field (health, registry,
+//     delivery_status) must equal the header (403 node_mismatch).
+//  4. The backend: federation_disabled (403) when federation is off,
+//     unknown_peer (403) for a caller it has not discovered, then the call.
+//
+// Steps 1-3 refuse without calling the backend, so a refused request
+// stores nothing. Refusals of steps 1-2 and node mismatches are logged
+// (a misconfigured certificate or someone posing as a peer).
+//
+// identity needs no header: discovery asks it before it knows whom it
+// reaches, and an operator can ask it with curl. It is served even with
+// federation off.
+//
+// forward answers 202 with {id, duplicate, state?, reason?}, or the
+// message's own refusal as the error document (unknown_frontend_here is
+// 422). forward_batch answers 200 with one result per message in input
+// order; a message that fails validation is refused in its result, exactly
+// as the single form would refuse it, and the others are stored.
+// delivery_status answers 200 {id, outcome}; its batch form refuses the
+// whole batch for one bad report (a StatusReply has no room for an error).
+// Batches hold 1 to 1000 entries (400 otherwise).
+//
+// # Peer client
+//
+// PeerClient implements peer.Transport over HTTPS. Peers are dialled by
+// address, often an IP address from an SRV target, so the dialled address
+// is not what a certificate is checked against. Instead, with a CA pool
+// (--tls-ca): the chain is verified against the pool; Identity requires
+// the certificate to name (CN or DNS SAN) the node its document reports and
+// remembers address -> node; every other call requires, in the TLS
+// handshake and so before the request leaves, a certificate naming the node
+// remembered for the address (an address not yet identified is identified
+// first). With InsecureSkipVerify nothing is verified.
+//
+// Errors: an error document (or any non-2xx answer) is a *peer.CallError
+// whose Permanent method tells a refusal (4xx) from a transient failure
+// (5xx, 408, 429); anything else (connection, TLS, timeout, a name check, a
+// malformed answer) is a plain error: the call did not complete.
+//
+// Forwards in single form (a peer without the forward_batch capability)
+// run 8 at a time; a 4xx about the message becomes that message's result
+// Error, while a refusal of the caller (unknown_peer, node_mismatch,
+// federation_disabled, client_certificate_required, 401, 404, 405) or any
+// transient failure fails the whole call, which the forward queue retries
+// (forwards are idempotent).
 package httpapi

@@ -25,6 +25,18 @@ var statusOf = map[string]int{
 	messages.CodeOverloaded:      http.StatusTooManyRequests,
 	messages.CodeUnavailable:     http.StatusServiceUnavailable,
 	messages.CodeInternal:        http.StatusInternalServerError,
+
+	// Federation. A refused caller is 403: it reached us and is not let in
+	// (as who it claims to be, or at all); a peer's client counts 403 as a
+	// refusal that repeating the same call does not cure (peer.CallError).
+	messages.CodeFederationOff: http.StatusForbidden,
+	messages.CodeUnknownPeer:   http.StatusForbidden,
+	messages.CodeNodeMismatch:  http.StatusForbidden,
+	// Not 401: a TLS client certificate is no HTTP authentication scheme,
+	// so there is no WWW-Authenticate challenge to send.
+	messages.CodeClientCertReq: http.StatusForbidden,
+	// Like no_route: the request is well formed, the message cannot go.
+	messages.CodeNotOurFrontend: http.StatusUnprocessableEntity,
 }
 
 // errorDoc is the JSON error document of CONTRACT.md.

@@ -3,23 +3,35 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"unicode/utf8"
+
+	"github.com/switchboard-dev/switchboard/messages"
 )
 
 // fuzzRequest feeds body to one endpoint and checks what any client may
 // rely on: no panic, a status from the contract, and for every error the
 // JSON error document with a code and a message.
-func fuzzRequest(t *testing.T, method, path string, body []byte, allowed ...int) {
+func fuzzRequest(t *testing.T, method, path string, body []byte, allowed ...int) *httptest.ResponseRecorder {
+	return fuzzServe(t, httptest.NewRequest(method, path, bytes.NewReader(body)), body, allowed...)
+}
+
+// fuzzServe serves req (whose body is body) and checks the answer as
+// fuzzRequest says.
+func fuzzServe(t *testing.T, req *http.Request, body []byte, allowed ...int) *httptest.ResponseRecorder {
+	method, path := req.Method, req.URL.Path
 	s, err := New(Config{Backend: stubBackend{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec := httptest.NewRecorder()
-	s.ServeHTTP(rec, httptest.NewRequest(method, path, bytes.NewReader(body)))
+	s.ServeHTTP(rec, req)
 	ok := false
 	for _, a := range append(allowed, http.StatusBadRequest, http.StatusRequestEntityTooLarge) {
 		ok = ok || rec.Code == a
@@ -33,6 +45,7 @@ func fuzzRequest(t *testing.T, method, path string, body []byte, allowed ...int)
 			t.Fatalf("%s %s with %q: %d with body %q, not an error document", method, path, body, rec.Code, rec.Body.String())
 		}
 	}
+	return rec
 }
 
 func FuzzSubmit(f *testing.F) {
@@ -79,5 +92,100 @@ func FuzzDirectory(f *testing.F) {
 		fuzzRequest(t, "PUT", "/api/frontends/fe-z", body, http.StatusOK)
 		fuzzRequest(t, "PUT", "/api/routes/44", body, http.StatusOK)
 		fuzzRequest(t, "POST", "/api/messages/resubmit", body, http.StatusOK)
+	})
+}
+
+// fuzzFederation posts body to a federation path as peer-a (the gateway
+// without RequireClientCert, so the header is trusted; the stub node knows
+// every caller). Besides 400 and 413, a body naming another node is 403.
+func fuzzFederation(t *testing.T, path string, body []byte, allowed ...int) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+	req.Header.Set(messages.FederationHeader, peerA)
+	return fuzzServe(t, req, body, append(allowed, http.StatusForbidden)...)
+}
+
+// fedSeeds are the valid bodies of the federation endpoints and some
+// near misses, as the seed corpus of every federation fuzz target.
+func fedSeeds(f *testing.F) {
+	for _, b := range validBodies() {
+		f.Add([]byte(b))
+	}
+	for _, seed := range []string{
+		``, `null`, `[]`, `{}`, `{"node":"peer-b"}`, `{"node":"peer-a","time":"yesterday"}`,
+		`{"node":"peer-a","frontends":null}`, `{"node":"peer-a","frontends":["a b"]}`,
+		`{"messages":[{}]}`, `{"messages":[null,{"id":"x"}]}`, `{"statuses":[{"id":"m","node":"peer-a","status":"failed","at":"2026-01-01T00:00:00Z","reason":"` + "\xff" + `"}]}`,
+		`{"id":"m-1","node":"peer-a","status":"delivered","at":"0001-01-01T00:00:00Z"}`,
+		`{"node":"peer-a","time":"2026-03-04T05:06:07Z","status":"stopping","forward_queue_depth":-1}`,
+		`{"id":"m-1","source_msisdn":"1","destination_msisdn":"+1","message_body":"\u0000","source_smsc":"a","dest_smsc":"b","frontend":"fe-a"}`,
+	} {
+		f.Add([]byte(seed))
+	}
+}
+
+func FuzzFederationHealth(f *testing.F) {
+	fedSeeds(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		fuzzFederation(t, pathHealth, body, http.StatusOK)
+		fuzzFederation(t, pathRegistry, body, http.StatusOK)
+	})
+}
+
+func FuzzFederationForward(f *testing.F) {
+	fedSeeds(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		// The stub serves fe-a only: another frontend is 422.
+		fuzzFederation(t, pathForward, body, http.StatusAccepted, http.StatusUnprocessableEntity)
+		rec := fuzzFederation(t, pathForwardBat, body, http.StatusOK)
+		if rec.Code != http.StatusOK {
+			return
+		}
+		// One result per message, in order; each either accepted or
+		// refused with a code.
+		var in messages.ForwardBatch
+		var out messages.ForwardBatchReply
+		if err := json.Unmarshal(body, &in); err != nil {
+			t.Fatalf("a body that is not a batch was answered 200: %q", body)
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || len(out.Results) != len(in.Messages) {
+			t.Fatalf("%d messages answered %q", len(in.Messages), rec.Body.String())
+		}
+		for i, r := range out.Results {
+			if r.ID != in.Messages[i].ID || (r.Error != nil && (r.Error.Code == "" || r.Error.Message == "")) {
+				t.Fatalf("result %d = %+v for %+v", i, r, in.Messages[i])
+			}
+		}
+	})
+}
+
+func FuzzFederationStatus(f *testing.F) {
+	fedSeeds(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		fuzzFederation(t, pathStatus, body, http.StatusOK)
+		fuzzFederation(t, pathStatusBatch, body, http.StatusOK)
+	})
+}
+
+// FuzzFederationErrorDocument: whatever a peer answers with an error
+// status, the client makes a CallError with a sane code and a bounded,
+// valid UTF-8 message.
+func FuzzFederationErrorDocument(f *testing.F) {
+	for _, seed := range []string{
+		`{"error":{"code":"unknown_peer","message":"who?"}}`, `{"error":{"code":"Bad Code","message":"x"}}`,
+		`{"error":{"code":"x"}}`, `{"error":null}`, `<html>502</html>`, ``, "\xff\xfe", strings.Repeat("a", 2000),
+	} {
+		f.Add(502, []byte(seed))
+		f.Add(403, []byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, status int, body []byte) {
+		if status < 300 || status > 599 {
+			return
+		}
+		ce := callError(status, body)
+		if ce.Status != status || (!codeRE.MatchString(ce.Code) && ce.Code != fmt.Sprintf("http_%d", status)) {
+			t.Fatalf("callError(%d, %q) = %+v", status, body, ce)
+		}
+		if ce.Message == "" || !utf8.ValidString(ce.Message) || len(ce.Message) > maxCallMessage+len("...") {
+			t.Fatalf("callError(%d, %q): message %q", status, body, ce.Message)
+		}
 	})
 }

@@ -23,6 +23,13 @@ type Config struct {
 	// RequestTimeout bounds a request's wait for the actors (default 30s);
 	// a long-poll may add its own wait on top.
 	RequestTimeout time.Duration
+	// RequireClientCert is set with --tls-ca (mutual TLS): every
+	// /api/federation/* request, identity included, must carry a client
+	// certificate verified against the CA (the TLS listener verifies one
+	// when given, see certs.ServerConfig), and X-Federation-Node must be
+	// its CN or one of its DNS names. Without it the header is trusted
+	// (--insecure-skip-verify, development only).
+	RequireClientCert bool
 }
 
 // Server is the gateway's handler.
@@ -85,6 +92,8 @@ func (s *Server) routes() *mux.Router {
 	api("/frontends/{name}", s.deleteFrontend, http.MethodDelete)
 	api("/frontends/{name}/poll", s.poll, http.MethodPost)
 	api("/frontends/{name}/ack", s.ack, http.MethodPost)
+	api("/peers", s.listPeers, http.MethodGet)
+	s.federationRoutes(r)
 	return r
 }
 

@@ -69,7 +69,7 @@ func (stubBackend) Status(context.Context) (Status, error) {
 	}
 	return Status{
 		Node: "ui-node", Version: "test", Store: "stub", Counts: counts,
-		Peers: []any{}, Frontends: []messages.Frontend{{Name: "fe-a", Mode: messages.ModePull}},
+		Peers: []messages.PeerInfo{}, Frontends: []messages.Frontend{{Name: "fe-a", Mode: messages.ModePull}},
 	}, nil
 }
 
@@ -109,6 +109,46 @@ func (stubBackend) Ack(context.Context, string, []messages.DeliveryResult) ([]me
 }
 
 func (stubBackend) Ready(context.Context) error { return nil }
+
+func (stubBackend) Peers(context.Context) ([]messages.PeerInfo, error) {
+	return []messages.PeerInfo{{Node: "peer-a", Address: "127.0.0.1:8443", State: messages.PeerHealthy,
+		LastSuccess: &stubTime, Frontends: []string{"fe-x"}, Instances: []messages.PeerInstance{}}}, nil
+}
+
+// The federation calls answer as a node "ui-node" that knows every caller
+// and serves the frontend fe-a only (the fuzz tests reach them).
+
+func (stubBackend) Identity() messages.Identity {
+	return messages.Identity{Node: "ui-node", InstanceID: "ui-node", ProtocolVersion: messages.ProtocolVersion,
+		Capabilities: []string{messages.CapForwardBatch, messages.CapStatusBatch}}
+}
+
+func (stubBackend) FederationHealth(context.Context, string, messages.Health) (messages.Health, error) {
+	return messages.Health{Node: "ui-node", Time: stubTime, Status: messages.HealthOK}, nil
+}
+
+func (stubBackend) FederationRegistry(context.Context, string, messages.Registry) (messages.Registry, error) {
+	return messages.Registry{Node: "ui-node", Frontends: []string{"fe-a"}}, nil
+}
+
+func (stubBackend) FederationForward(_ context.Context, _ string, fs []messages.Forward) ([]messages.ForwardResult, error) {
+	out := make([]messages.ForwardResult, len(fs))
+	for i, f := range fs {
+		out[i].ID = f.ID
+		if f.Frontend != "fe-a" {
+			out[i].Error = messages.Errorf(messages.CodeNotOurFrontend, "ui-node does not serve %q", f.Frontend)
+		}
+	}
+	return out, nil
+}
+
+func (stubBackend) FederationStatus(_ context.Context, _ string, rs []messages.StatusReport) ([]messages.StatusReply, error) {
+	out := make([]messages.StatusReply, len(rs))
+	for i, r := range rs {
+		out[i] = messages.StatusReply{ID: r.ID, Outcome: "no_work"}
+	}
+	return out, nil
+}
 
 const stubToken = "s3cret"
 

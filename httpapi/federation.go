@@ -1,0 +1,366 @@
+package httpapi
+
+import (
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/gorilla/mux"
+
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+// Paths of the federation API (CONTRACT.md, "Federation"); the peer client
+// calls the same ones.
+const (
+	pathIdentity    = "/api/federation/identity"
+	pathHealth      = "/api/federation/health"
+	pathRegistry    = "/api/federation/registry"
+	pathForward     = "/api/federation/forward"
+	pathForwardBat  = "/api/federation/forward_batch"
+	pathStatus      = "/api/federation/delivery_status"
+	pathStatusBatch = "/api/federation/delivery_status_batch"
+)
+
+// peerHandler serves an authenticated federation call from the peer named
+// from.
+type peerHandler func(w http.ResponseWriter, r *http.Request, from string)
+
+// federationRoutes adds the federation API. It sits outside the API token
+// (peers authenticate by certificate) and on the main router for the same
+// reason as the client API (405 for a wrong method).
+func (s *Server) federationRoutes(r *mux.Router) {
+	r.Handle(pathIdentity, http.HandlerFunc(s.fedIdentity)).Methods(http.MethodGet)
+	peer := func(path string, h peerHandler) {
+		r.Handle(path, s.peerAuth(h)).Methods(http.MethodPost)
+	}
+	peer(pathHealth, s.fedHealth)
+	peer(pathRegistry, s.fedRegistry)
+	peer(pathForward, s.fedForward)
+	peer(pathForwardBat, s.fedForwardBatch)
+	peer(pathStatus, s.fedStatus)
+	peer(pathStatusBatch, s.fedStatusBatch)
+}
+
+// clientCert returns the caller's verified client certificate, nil when
+// none is required, or client_certificate_required.
+func (s *Server) clientCert(r *http.Request) (*x509.Certificate, error) {
+	if !s.cfg.RequireClientCert {
+		return nil, nil
+	}
+	// The listener verified the chain (VerifyClientCertIfGiven with the
+	// CA); a certificate that did not verify failed the handshake, so a
+	// certificate here without a verified chain cannot happen, and no
+	// certificate at all is what this refuses.
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
+		return nil, messages.Errorf(messages.CodeClientCertReq,
+			"the federation API needs a client certificate signed by this node's --tls-ca")
+	}
+	return r.TLS.VerifiedChains[0][0], nil
+}
+
+// peerAuth authenticates a federation call: with RequireClientCert the
+// caller shows a verified client certificate that names the node of its
+// X-Federation-Node header; without it the header is taken on trust. The
+// backend then admits the name (a discovered peer, federation on). A
+// refused request reaches no handler, so nothing is decoded or stored.
+func (s *Server) peerAuth(h peerHandler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cert, err := s.clientCert(r)
+		if err != nil {
+			s.refuse(w, r, r.Header.Get(messages.FederationHeader), err)
+			return
+		}
+		from := r.Header.Get(messages.FederationHeader)
+		if !messages.ValidName(from) {
+			s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest,
+				"header %s is required and must be a node name (1-63 of letters, digits, '.', '_', '-'), got %q",
+				messages.FederationHeader, from))
+			return
+		}
+		if cert != nil && !certNames(cert, from) {
+			s.refuse(w, r, from, messages.Errorf(messages.CodeNodeMismatch,
+				"%s is %q but the client certificate names %s", messages.FederationHeader, from, certNamesOf(cert)))
+			return
+		}
+		h(w, r, from)
+	})
+}
+
+// refuse answers an authentication failure and logs it: it is either a
+// misconfigured peer (its certificate does not name its --name) or
+// someone posing as one, and the operator of this node should hear of it.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, from string, err error) {
+	var e *messages.Error
+	if errors.As(err, &e) {
+		s.log.Warn("federation caller refused", "code", e.Code, "from", from, "remote", r.RemoteAddr, "path", r.URL.Path, "err", e.Message)
+	}
+	s.fail(w, r, err)
+}
+
+// certNames reports whether cert names node: its CN or one of its DNS
+// SANs, compared exactly. The server uses it for the caller's client
+// certificate and the peer client for the peer's server certificate.
+func certNames(cert *x509.Certificate, node string) bool {
+	return node != "" && (cert.Subject.CommonName == node || slices.Contains(cert.DNSNames, node))
+}
+
+// certNamesOf lists the names a certificate offers, for error messages.
+func certNamesOf(cert *x509.Certificate) string {
+	return fmt.Sprintf("CN %q and DNS names %q", cert.Subject.CommonName, cert.DNSNames)
+}
+
+// fedIdentity serves who we are. It is the one federation path without
+// X-Federation-Node: discovery asks it before it knows whom it reaches,
+// and an operator may ask it with curl. With mutual TLS it still needs a
+// verified client certificate (of any node of the CA), so nobody outside
+// the federation learns the node's name and instance.
+func (s *Server) fedIdentity(w http.ResponseWriter, r *http.Request) {
+	if _, err := s.clientCert(r); err != nil {
+		s.refuse(w, r, r.Header.Get(messages.FederationHeader), err)
+		return
+	}
+	id := s.cfg.Backend.Identity()
+	if id.Capabilities == nil {
+		id.Capabilities = []string{}
+	}
+	writeJSON(w, http.StatusOK, id)
+}
+
+// mismatch is the error of a body naming another node than the caller.
+func mismatch(field, got, from string) error {
+	return messages.Errorf(messages.CodeNodeMismatch, "%s %q is not the caller %q (%s)", field, got, from, messages.FederationHeader)
+}
+
+func (s *Server) fedHealth(w http.ResponseWriter, r *http.Request, from string) {
+	var h messages.Health
+	if err := decode(w, r, &h); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := h.Validate(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if h.Node != from {
+		s.refuse(w, r, from, mismatch("node", h.Node, from))
+		return
+	}
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	ours, err := s.cfg.Backend.FederationHealth(ctx, from, h)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ours)
+}
+
+func (s *Server) fedRegistry(w http.ResponseWriter, r *http.Request, from string) {
+	var reg messages.Registry
+	if err := decode(w, r, &reg); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := reg.Validate(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if reg.Node != from {
+		s.refuse(w, r, from, mismatch("node", reg.Node, from))
+		return
+	}
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	ours, err := s.cfg.Backend.FederationRegistry(ctx, from, reg)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if ours.Frontends == nil {
+		ours.Frontends = []string{}
+	}
+	writeJSON(w, http.StatusOK, ours)
+}
+
+// fedForward is the single form: 202 with the reply once the message is
+// stored, or the message's own refusal as the error document.
+func (s *Server) fedForward(w http.ResponseWriter, r *http.Request, from string) {
+	var f messages.Forward
+	if err := decode(w, r, &f); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := f.Validate(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	res, err := s.cfg.Backend.FederationForward(ctx, from, []messages.Forward{f})
+	if err == nil && len(res) != 1 {
+		err = fmt.Errorf("backend answered %d results for 1 forward", len(res))
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if res[0].Error != nil {
+		s.fail(w, r, res[0].Error)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, res[0].ForwardReply)
+}
+
+// fedForwardBatch is the batch form. A message that fails validation is
+// refused alone, in its result, exactly as the single form would refuse it
+// (400 invalid_request there); the others go to the backend. Refusing the
+// whole batch instead would hold up to MaxForwardBatch good messages behind
+// one bad one, since the sender retries a refused request as a whole.
+func (s *Server) fedForwardBatch(w http.ResponseWriter, r *http.Request, from string) {
+	var b messages.ForwardBatch
+	if err := decode(w, r, &b); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if len(b.Messages) == 0 || len(b.Messages) > messages.MaxForwardBatch {
+		s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "messages must hold 1 to %d forwards, got %d",
+			messages.MaxForwardBatch, len(b.Messages)))
+		return
+	}
+	results := make([]messages.ForwardResult, len(b.Messages))
+	valid := make([]messages.Forward, 0, len(b.Messages))
+	at := make([]int, 0, len(b.Messages)) // index in b.Messages of each valid one
+	for i, f := range b.Messages {
+		if err := f.Validate(); err != nil {
+			e := &messages.Error{Code: messages.CodeInvalidRequest, Message: err.Error()}
+			var me *messages.Error
+			if errors.As(err, &me) {
+				e = &messages.Error{Code: me.Code, Message: fmt.Sprintf("messages[%d]: %s", i, me.Message)}
+			}
+			results[i] = messages.ForwardResult{ForwardReply: messages.ForwardReply{ID: f.ID}, Error: e}
+			continue
+		}
+		valid = append(valid, f)
+		at = append(at, i)
+	}
+	if len(valid) > 0 {
+		ctx, cancel := s.ctx(r)
+		defer cancel()
+		res, err := s.cfg.Backend.FederationForward(ctx, from, valid)
+		if err == nil && len(res) != len(valid) {
+			err = fmt.Errorf("backend answered %d results for %d forwards", len(res), len(valid))
+		}
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		for j, i := range at {
+			results[i] = res[j]
+		}
+	}
+	writeJSON(w, http.StatusOK, messages.ForwardBatchReply{Results: results})
+}
+
+// checkReport validates one delivery_status report from the caller.
+func checkReport(rep messages.StatusReport, from, field string) error {
+	if err := rep.Validate(); err != nil {
+		var e *messages.Error
+		if field != "" && errors.As(err, &e) {
+			return &messages.Error{Code: e.Code, Message: field + ": " + e.Message}
+		}
+		return err
+	}
+	if rep.Node != from {
+		name := "node"
+		if field != "" {
+			name = field + ".node"
+		}
+		return mismatch(name, rep.Node, from)
+	}
+	return nil
+}
+
+func (s *Server) fedStatus(w http.ResponseWriter, r *http.Request, from string) {
+	var rep messages.StatusReport
+	if err := decode(w, r, &rep); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := checkReport(rep, from, ""); err != nil {
+		s.refuseOrFail(w, r, from, err)
+		return
+	}
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	res, err := s.cfg.Backend.FederationStatus(ctx, from, []messages.StatusReport{rep})
+	if err == nil && len(res) != 1 {
+		err = fmt.Errorf("backend answered %d results for 1 report", len(res))
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res[0])
+}
+
+// fedStatusBatch refuses the whole batch for one bad report: a StatusReply
+// has no room for an error, and a report is made by the sender from a
+// stored message, so a bad one is a bug to see, not traffic to route.
+func (s *Server) fedStatusBatch(w http.ResponseWriter, r *http.Request, from string) {
+	var b messages.StatusBatch
+	if err := decode(w, r, &b); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if len(b.Statuses) == 0 || len(b.Statuses) > messages.MaxStatusBatch {
+		s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "statuses must hold 1 to %d reports, got %d",
+			messages.MaxStatusBatch, len(b.Statuses)))
+		return
+	}
+	for i, rep := range b.Statuses {
+		if err := checkReport(rep, from, fmt.Sprintf("statuses[%d]", i)); err != nil {
+			s.refuseOrFail(w, r, from, err)
+			return
+		}
+	}
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	res, err := s.cfg.Backend.FederationStatus(ctx, from, b.Statuses)
+	if err == nil && len(res) != len(b.Statuses) {
+		err = fmt.Errorf("backend answered %d results for %d reports", len(res), len(b.Statuses))
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, messages.StatusBatchReply{Results: res})
+}
+
+// refuseOrFail logs node mismatches (see refuse) and answers every error.
+func (s *Server) refuseOrFail(w http.ResponseWriter, r *http.Request, from string, err error) {
+	var e *messages.Error
+	if errors.As(err, &e) && e.Code == messages.CodeNodeMismatch {
+		s.refuse(w, r, from, err)
+		return
+	}
+	s.fail(w, r, err)
+}
+
+// listPeers is GET /api/peers: a JSON array of every known peer (empty
+// without federation), as docs/federation.md shows it.
+func (s *Server) listPeers(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	peers, err := s.cfg.Backend.Peers(ctx)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if peers == nil {
+		peers = []messages.PeerInfo{}
+	}
+	writeJSON(w, http.StatusOK, peers)
+}

@@ -1,0 +1,592 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/switchboard-dev/switchboard/actors/peer"
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+var _ peer.Transport = (*PeerClient)(nil)
+
+// PeerClientConfig configures a PeerClient.
+//
+// Verification: with RootCAs, a peer's server certificate chain is verified
+// against RootCAs, and the certificate must name the peer NODE (its CN or a
+// DNS SAN), not the address dialled: peers are dialled by address, often
+// an IP address from a DNS SRV target, which says nothing about who should
+// answer there. Which node that is, the client learns from the identity
+// call (see PeerClient). With InsecureSkipVerify instead, nothing is
+// verified. RootCAs wins when both are set (--tls-ca given with
+// --insecure-skip-verify verifies).
+type PeerClientConfig struct {
+	// Node is our federation name (--name), sent as X-Federation-Node on
+	// every call. Required.
+	Node string
+	// Timeout bounds every HTTP request (--http-timeout, default 5s): a
+	// peer that does not answer within it counts as failed, and a batch of
+	// single forwards is several requests, each with its own bound. The
+	// caller's context bounds the whole call as well.
+	Timeout time.Duration
+	// RootCAs verifies peers' certificate chains (--tls-ca).
+	RootCAs *x509.CertPool
+	// Certificate is presented as our client certificate (--tls-cert,
+	// --tls-key); a peer with --tls-ca refuses calls without one
+	// (client_certificate_required).
+	Certificate *tls.Certificate
+	// InsecureSkipVerify accepts any server certificate (development only).
+	// Required when RootCAs is nil.
+	InsecureSkipVerify bool
+	// MaxConnsPerHost bounds the connections to one peer address (default
+	// 64). A forward queue has up to 4 requests in flight per peer, and one
+	// call in single form runs up to SingleConcurrency requests, so 64
+	// leaves room for the queue, the status lane, health and registry
+	// without a call waiting for a connection. Idle connections are kept
+	// up to the same number, so a steady flow never redials.
+	MaxConnsPerHost int
+	// SingleConcurrency is how many single-form requests one Forward or
+	// Status call without batch runs at once (default 8): enough to hide
+	// the round trip and the peer's commit, few enough not to flood a peer
+	// that lacks the batch form (an older or foreign implementation).
+	SingleConcurrency int
+	// Logger receives the client's few logs (an address that now answers
+	// as another node). Nil discards them.
+	Logger *slog.Logger
+}
+
+// DefaultPeerClientConfig returns the defaults; Node and one of RootCAs
+// or InsecureSkipVerify must be set.
+func DefaultPeerClientConfig() PeerClientConfig {
+	return PeerClientConfig{Timeout: 5 * time.Second, MaxConnsPerHost: 64, SingleConcurrency: 8}
+}
+
+// Validate reports every problem of c.
+func (c PeerClientConfig) Validate() error {
+	var errs []error
+	if !messages.ValidName(c.Node) {
+		errs = append(errs, fmt.Errorf("peer client: node %q is not a valid node name", c.Node))
+	}
+	if c.Timeout <= 0 {
+		errs = append(errs, fmt.Errorf("peer client: timeout %v must be positive", c.Timeout))
+	}
+	if c.RootCAs == nil && !c.InsecureSkipVerify {
+		errs = append(errs, errors.New("peer client: a CA pool (--tls-ca) or InsecureSkipVerify is required"))
+	}
+	if c.MaxConnsPerHost < 1 {
+		errs = append(errs, fmt.Errorf("peer client: max connections per host %d must be at least 1", c.MaxConnsPerHost))
+	}
+	if c.SingleConcurrency < 1 {
+		errs = append(errs, fmt.Errorf("peer client: single concurrency %d must be at least 1", c.SingleConcurrency))
+	}
+	if c.Certificate != nil && len(c.Certificate.Certificate) == 0 {
+		errs = append(errs, errors.New("peer client: the client certificate is empty"))
+	}
+	return errors.Join(errs...)
+}
+
+// PeerClient is the HTTPS implementation of peer.Transport: every call to
+// a peer goes through it.
+//
+// Who is at an address: Identity verifies the certificate chain and
+// checks that the certificate names the node the identity document
+// reports; on success it remembers address -> node. Every other call to
+// that address then requires, during the TLS handshake and so before any
+// byte of the request leaves, a certificate naming that node. A call to an
+// address with no identity known yet makes the identity call first.
+// Identity calls use a connection of their own (closed after the call):
+// the name check of a pooled connection is the one made when it was
+// opened, so only connections checked against the remembered node are
+// pooled. When an address starts answering as another node its idle
+// connections are closed.
+//
+// Connections are HTTP/1.1 with keep-alive (HTTP/2 measured slower for
+// these small requests, BENCH.md) and never go through a proxy: the
+// verification above lives in the dialer, which a proxy would bypass.
+type PeerClient struct {
+	cfg    PeerClientConfig
+	log    *slog.Logger
+	verify bool
+	base   *tls.Config
+	calls  *http.Client // keep-alive; handshake checks the remembered node
+	ident  *http.Client // identity calls; one connection each
+
+	mu    sync.Mutex
+	nodes map[string]string // canonical address -> node its certificate must name
+}
+
+// NewPeerClient fills the zero fields of cfg from DefaultPeerClientConfig
+// and validates it.
+func NewPeerClient(cfg PeerClientConfig) (*PeerClient, error) {
+	def := DefaultPeerClientConfig()
+	if cfg.Timeout == 0 {
+		cfg.Timeout = def.Timeout
+	}
+	if cfg.MaxConnsPerHost == 0 {
+		cfg.MaxConnsPerHost = def.MaxConnsPerHost
+	}
+	if cfg.SingleConcurrency == 0 {
+		cfg.SingleConcurrency = def.SingleConcurrency
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := &PeerClient{cfg: cfg, verify: cfg.RootCAs != nil, nodes: map[string]string{}}
+	if cfg.Logger != nil {
+		c.log = cfg.Logger.With("component", "peer-client")
+	} else {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	c.base = &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		// Verification is ours (verifyPeer): the chain against RootCAs and
+		// the certificate's names against the peer node, never against the
+		// dialled address. Without RootCAs nothing is verified.
+		InsecureSkipVerify: true,
+		NextProtos:         []string{"http/1.1"},
+	}
+	if cfg.Certificate != nil {
+		c.base.Certificates = []tls.Certificate{*cfg.Certificate}
+	}
+	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	c.calls = &http.Client{CheckRedirect: noRedirect, Transport: &http.Transport{
+		DialTLSContext:      c.dialCall,
+		ForceAttemptHTTP2:   false,
+		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
+		MaxConnsPerHost:     cfg.MaxConnsPerHost,
+		MaxIdleConnsPerHost: cfg.MaxConnsPerHost,
+		// 90s, as net/http's default transport: longer than the health
+		// interval, so the connection of the last check serves the next.
+		IdleConnTimeout: 90 * time.Second,
+	}}
+	c.ident = &http.Client{CheckRedirect: noRedirect, Transport: &http.Transport{
+		DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return c.dial(ctx, network, addr, "")
+		},
+		ForceAttemptHTTP2: false,
+		TLSNextProto:      map[string]func(string, *tls.Conn) http.RoundTripper{},
+		DisableKeepAlives: true,
+	}}
+	return c, nil
+}
+
+// Close closes the idle connections. Calls under way finish; the client
+// may still be used (it opens new connections).
+func (c *PeerClient) Close() {
+	c.calls.CloseIdleConnections()
+	c.ident.CloseIdleConnections()
+}
+
+// canonAddr is the key of an address: "host:port" as net/http dials it,
+// host lower-cased.
+func canonAddr(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || port == "" {
+		return "", fmt.Errorf("peer address %q is not host:port", addr)
+	}
+	return net.JoinHostPort(strings.ToLower(host), port), nil
+}
+
+func (c *PeerClient) nodeAt(key string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, ok := c.nodes[key]
+	return n, ok
+}
+
+// dialCall opens a pooled connection: its certificate must name the node
+// last identified at addr.
+func (c *PeerClient) dialCall(ctx context.Context, network, addr string) (net.Conn, error) {
+	want := ""
+	if c.verify {
+		key, err := canonAddr(addr)
+		if err != nil {
+			return nil, err
+		}
+		node, ok := c.nodeAt(key)
+		if !ok {
+			// target identifies an address before any call to it, and
+			// entries are never removed: this is a bug, not a peer's doing.
+			return nil, fmt.Errorf("no node known at %s: its identity has not been checked", addr)
+		}
+		want = node
+	}
+	return c.dial(ctx, network, addr, want)
+}
+
+// dial opens a TLS connection to addr, verifying as PeerClient describes;
+// want is the node the certificate must name ("" for an identity call).
+func (c *PeerClient) dial(ctx context.Context, network, addr, want string) (net.Conn, error) {
+	cfg := c.base.Clone()
+	if c.verify {
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error { return c.verifyPeer(cs, want) }
+	}
+	d := tls.Dialer{NetDialer: &net.Dialer{KeepAlive: 30 * time.Second}, Config: cfg}
+	return d.DialContext(ctx, network, addr)
+}
+
+// verifyPeer verifies the peer's chain against RootCAs and, when want is
+// set, that the certificate names that node.
+func (c *PeerClient) verifyPeer(cs tls.ConnectionState, want string) error {
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("peer presented no certificate")
+	}
+	leaf := cs.PeerCertificates[0]
+	inter := x509.NewCertPool()
+	for _, ic := range cs.PeerCertificates[1:] {
+		inter.AddCert(ic)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{
+		Roots: c.cfg.RootCAs, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}); err != nil {
+		return fmt.Errorf("peer certificate not trusted by --tls-ca: %w", err)
+	}
+	if want != "" && !certNames(leaf, want) {
+		return fmt.Errorf("peer certificate (%s) does not name node %q", certNamesOf(leaf), want)
+	}
+	return nil
+}
+
+// maxReply bounds a peer's answer: the largest document (a registry of
+// MaxRegistryFrontends names, a batch reply of 1000 results with reasons)
+// is well under it.
+const maxReply = 8 << 20
+
+// do runs one request and decodes a 2xx answer into out. An error answer
+// is a *peer.CallError; anything else is a failure to complete the call.
+// It returns the connection's TLS state for the caller's name checks.
+func (c *PeerClient) do(ctx context.Context, client *http.Client, key, method, path string, in, out any) (*tls.ConnectionState, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, fmt.Errorf("encoding %s: %w", path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "https://"+key+path, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set(messages.FederationHeader, c.cfg.Node)
+	req.Header.Set("Accept", "application/json")
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		// Read what is left (bounded) so the connection can be reused.
+		_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
+		res.Body.Close()
+	}()
+	raw, err := io.ReadAll(io.LimitReader(res.Body, maxReply+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
+	}
+	if len(raw) > maxReply {
+		return nil, fmt.Errorf("%s %s: the answer is larger than %d bytes", method, path, maxReply)
+	}
+	if res.StatusCode < 200 || res.StatusCode > 299 {
+		return res.TLS, callError(res.StatusCode, raw)
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return nil, fmt.Errorf("%s %s: the peer answered %d with a document that is not the one expected: %w", method, path, res.StatusCode, err)
+	}
+	return res.TLS, nil
+}
+
+// codeRE is what a peer's error code may look like; anything else is
+// replaced by http_<status> (the code ends up in logs and metrics).
+var codeRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+
+// maxCallMessage bounds the peer's error message kept in a CallError
+// (it is logged and shown as a peer's last_error).
+const maxCallMessage = 512
+
+// callError turns an error answer into a *peer.CallError: the code and
+// message of its error document, or http_<status> and the start of the
+// body when it is not one (a proxy's page, say).
+func callError(status int, body []byte) *peer.CallError {
+	var doc errorDoc
+	if json.Unmarshal(body, &doc) == nil && codeRE.MatchString(doc.Error.Code) {
+		return &peer.CallError{Status: status, Code: doc.Error.Code, Message: orStatus(clip(doc.Error.Message), status)}
+	}
+	msg := orStatus(clip(strings.TrimSpace(string(body))), status)
+	return &peer.CallError{Status: status, Code: fmt.Sprintf("http_%d", status), Message: msg}
+}
+
+// orStatus is msg, or the status's text when msg is empty.
+func orStatus(msg string, status int) string {
+	if msg != "" {
+		return msg
+	}
+	if t := http.StatusText(status); t != "" {
+		return t
+	}
+	return fmt.Sprintf("HTTP status %d", status)
+}
+
+// clip makes s valid UTF-8 of at most maxCallMessage bytes (plus "...").
+func clip(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= maxCallMessage {
+		return s
+	}
+	cut := maxCallMessage
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+// Identity implements peer.Transport. With verification, the certificate
+// must name the node the document reports (else an error that is not a
+// *peer.CallError: the call did not reach the node it claims); the
+// address is then remembered as that node's. The document itself is
+// returned as sent: judging it (protocol version, names) is discovery's.
+func (c *PeerClient) Identity(ctx context.Context, addr string) (messages.Identity, error) {
+	key, err := canonAddr(addr)
+	if err != nil {
+		return messages.Identity{}, err
+	}
+	var id messages.Identity
+	ts, err := c.do(ctx, c.ident, key, http.MethodGet, pathIdentity, nil, &id)
+	if err != nil {
+		return messages.Identity{}, err
+	}
+	if !c.verify {
+		return id, nil
+	}
+	if ts == nil || len(ts.PeerCertificates) == 0 {
+		return messages.Identity{}, fmt.Errorf("%s: no peer certificate", addr)
+	}
+	if leaf := ts.PeerCertificates[0]; !messages.ValidName(id.Node) || !certNames(leaf, id.Node) {
+		return messages.Identity{}, fmt.Errorf("%s answers as node %q but its certificate (%s) does not name it", addr, id.Node, certNamesOf(leaf))
+	}
+	c.mu.Lock()
+	old, had := c.nodes[key]
+	c.nodes[key] = id.Node
+	c.mu.Unlock()
+	if had && old != id.Node {
+		// Pooled connections were checked against the old node.
+		c.log.Warn("peer address answers as another node", "addr", addr, "was", old, "now", id.Node)
+		c.calls.CloseIdleConnections()
+	}
+	return id, nil
+}
+
+// target is the address key of a call and the node its certificate must
+// name ("" without verification), identifying the address first when no
+// node is known there.
+func (c *PeerClient) target(ctx context.Context, addr string) (key, want string, err error) {
+	if key, err = canonAddr(addr); err != nil || !c.verify {
+		return key, "", err
+	}
+	if node, ok := c.nodeAt(key); ok {
+		return key, node, nil
+	}
+	id, err := c.Identity(ctx, addr)
+	if err != nil {
+		return "", "", fmt.Errorf("identity of %s: %w", addr, err)
+	}
+	return key, id.Node, nil
+}
+
+// call POSTs in to path at key and decodes the answer into out. The
+// handshake of a new connection already checked the certificate; the
+// check here covers a pooled connection opened for a node the address no
+// longer answers as (the request has left then, but its answer is not
+// taken).
+func (c *PeerClient) call(ctx context.Context, key, want, path string, in, out any) error {
+	ts, err := c.do(ctx, c.calls, key, http.MethodPost, path, in, out)
+	if want != "" && ts != nil && (len(ts.PeerCertificates) == 0 || !certNames(ts.PeerCertificates[0], want)) {
+		return fmt.Errorf("%s: the connection's certificate does not name node %q", key, want)
+	}
+	return err
+}
+
+// Health implements peer.Transport.
+func (c *PeerClient) Health(ctx context.Context, addr string, h messages.Health) (messages.Health, error) {
+	key, want, err := c.target(ctx, addr)
+	if err != nil {
+		return messages.Health{}, err
+	}
+	var out messages.Health
+	if err := c.call(ctx, key, want, pathHealth, h, &out); err != nil {
+		return messages.Health{}, err
+	}
+	if err := out.Validate(); err != nil {
+		return messages.Health{}, fmt.Errorf("%s answered an invalid health document: %v", addr, err)
+	}
+	return out, nil
+}
+
+// Registry implements peer.Transport.
+func (c *PeerClient) Registry(ctx context.Context, addr string, r messages.Registry) (messages.Registry, error) {
+	key, want, err := c.target(ctx, addr)
+	if err != nil {
+		return messages.Registry{}, err
+	}
+	var out messages.Registry
+	if err := c.call(ctx, key, want, pathRegistry, r, &out); err != nil {
+		return messages.Registry{}, err
+	}
+	if err := out.Validate(); err != nil {
+		return messages.Registry{}, fmt.Errorf("%s answered an invalid registry document: %v", addr, err)
+	}
+	return out, nil
+}
+
+// callCodes are refusals of the call, not of the message it carries: in
+// single form they fail the whole Forward (the caller retries it, like a
+// refused batch) instead of failing that message for good.
+var callCodes = map[string]bool{
+	messages.CodeFederationOff:  true,
+	messages.CodeUnknownPeer:    true,
+	messages.CodeNodeMismatch:   true,
+	messages.CodeClientCertReq:  true,
+	messages.CodeUnauthorized:   true,
+	messages.CodeNotFound:       true,
+	messages.CodeMethodNotAllow: true,
+}
+
+// messageRefusal reports whether err is the peer refusing the one message
+// of a single-form forward: a permanent error document whose code is
+// about the message.
+func messageRefusal(err error) (*messages.Error, bool) {
+	var ce *peer.CallError
+	if !errors.As(err, &ce) || !ce.Permanent() || callCodes[ce.Code] || strings.HasPrefix(ce.Code, "http_") {
+		return nil, false
+	}
+	return &messages.Error{Code: ce.Code, Message: ce.Message}, true
+}
+
+// Forward implements peer.Transport. With batch it sends forward_batch
+// requests of at most MaxForwardBatch messages; without, one forward
+// request per message, SingleConcurrency at a time. A message the peer
+// refuses (a 4xx about the message) gets its result's Error; any other
+// failure of any request fails the whole call, even when some messages
+// were accepted: the caller sends them all again, and forwards are
+// idempotent.
+func (c *PeerClient) Forward(ctx context.Context, addr string, batch bool, fs []messages.Forward) ([]messages.ForwardResult, error) {
+	key, want, err := c.target(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]messages.ForwardResult, len(fs))
+	if batch {
+		for lo := 0; lo < len(fs); lo += messages.MaxForwardBatch {
+			hi := min(lo+messages.MaxForwardBatch, len(fs))
+			var out messages.ForwardBatchReply
+			if err := c.call(ctx, key, want, pathForwardBat, messages.ForwardBatch{Messages: fs[lo:hi]}, &out); err != nil {
+				return nil, err
+			}
+			if len(out.Results) != hi-lo {
+				return nil, fmt.Errorf("%s answered %d results for %d forwards", addr, len(out.Results), hi-lo)
+			}
+			copy(results[lo:hi], out.Results)
+		}
+		return results, nil
+	}
+	err = c.each(ctx, len(fs), func(ctx context.Context, i int) error {
+		var out messages.ForwardReply
+		err := c.call(ctx, key, want, pathForward, fs[i], &out)
+		if e, ok := messageRefusal(err); ok {
+			results[i] = messages.ForwardResult{ForwardReply: messages.ForwardReply{ID: fs[i].ID}, Error: e}
+			return nil
+		}
+		results[i] = messages.ForwardResult{ForwardReply: out}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// Status implements peer.Transport: delivery_status_batch requests of at
+// most MaxStatusBatch reports with batch, else one delivery_status request
+// per report, SingleConcurrency at a time. A StatusReply has no room for
+// an error, so any refused or failed request fails the whole call.
+func (c *PeerClient) Status(ctx context.Context, addr string, batch bool, rs []messages.StatusReport) ([]messages.StatusReply, error) {
+	key, want, err := c.target(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]messages.StatusReply, len(rs))
+	if batch {
+		for lo := 0; lo < len(rs); lo += messages.MaxStatusBatch {
+			hi := min(lo+messages.MaxStatusBatch, len(rs))
+			var out messages.StatusBatchReply
+			if err := c.call(ctx, key, want, pathStatusBatch, messages.StatusBatch{Statuses: rs[lo:hi]}, &out); err != nil {
+				return nil, err
+			}
+			if len(out.Results) != hi-lo {
+				return nil, fmt.Errorf("%s answered %d results for %d reports", addr, len(out.Results), hi-lo)
+			}
+			copy(results[lo:hi], out.Results)
+		}
+		return results, nil
+	}
+	err = c.each(ctx, len(rs), func(ctx context.Context, i int) error {
+		return c.call(ctx, key, want, pathStatus, rs[i], &results[i])
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// each runs fn for 0..n-1, SingleConcurrency at a time. The first error
+// cancels the calls not yet finished and is returned.
+func (c *PeerClient) each(ctx context.Context, n int, fn func(context.Context, int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	sem := make(chan struct{}, c.cfg.SingleConcurrency)
+	stopped := false
+	for i := 0; i < n && !stopped; i++ {
+		select {
+		case sem <- struct{}{}:
+			wg.Go(func() {
+				defer func() { <-sem }()
+				if err := fn(ctx, i); err != nil {
+					once.Do(func() { first = err; cancel() })
+				}
+			})
+		case <-ctx.Done():
+			stopped = true
+		}
+	}
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	if stopped {
+		return ctx.Err()
+	}
+	return nil
+}

@@ -1,0 +1,479 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/actors/peer"
+	"github.com/switchboard-dev/switchboard/httpapi/certs"
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+// peerSetup is home's gateway over real TLS (mutual TLS unless insecure)
+// with a fedBackend that knows peer-a, and a request counter in front.
+type peerSetup struct {
+	p    pki
+	b    *fedBackend
+	srv  *httptest.Server
+	hits *countPaths
+	addr string
+	// conns counts the connections the server accepted.
+	conns atomic.Int64
+}
+
+func newPeerSetup(t *testing.T, mtls bool) *peerSetup {
+	t.Helper()
+	st := &peerSetup{p: newPKI(t, homeNode, peerA, peerB), b: newFedBackend(homeNode, peerA)}
+	s, err := New(Config{Backend: st.b, Logger: slog.New(slog.DiscardHandler), RequireClientCert: mtls})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.hits = &countPaths{h: s}
+	st.srv = startTLS(t, st.hits, st.p.serverTLS(t, homeNode, mtls), func(srv *httptest.Server) {
+		srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				st.conns.Add(1)
+			}
+		}
+	})
+	st.addr = st.srv.Listener.Addr().String()
+	return st
+}
+
+// client is peer-a's PeerClient: trusting the CA, with peer-a's
+// certificate (unless noCert).
+func (st *peerSetup) client(t *testing.T, noCert bool, edit ...func(*PeerClientConfig)) *PeerClient {
+	t.Helper()
+	cfg := PeerClientConfig{Node: peerA, RootCAs: st.p.pool}
+	if !noCert {
+		pair := st.p.pair(t, peerA)
+		cfg.Certificate = &pair
+	}
+	for _, e := range edit {
+		e(&cfg)
+	}
+	c, err := NewPeerClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func health() messages.Health {
+	return messages.Health{Node: peerA, Time: fedTime, Status: messages.HealthOK}
+}
+
+func forwards(ids ...string) []messages.Forward {
+	fs := make([]messages.Forward, len(ids))
+	for i, id := range ids {
+		fs[i] = messages.Forward{ID: id, SourceMSISDN: "4477001", DestinationMSISDN: "+4412", Body: "hi",
+			SourceSMSC: peerA, DestSMSC: homeNode, Frontend: "fe-home"}
+	}
+	return fs
+}
+
+func reports(ids ...string) []messages.StatusReport {
+	rs := make([]messages.StatusReport, len(ids))
+	for i, id := range ids {
+		rs[i] = messages.StatusReport{ID: id, Node: peerA, Status: messages.ReportDelivered, At: fedTime}
+	}
+	return rs
+}
+
+// notCallError fails unless err is a failure to complete the call (not a
+// peer's error answer).
+func notCallError(t *testing.T, what string, err error) {
+	t.Helper()
+	var ce *peer.CallError
+	if err == nil || errors.As(err, &ce) {
+		t.Errorf("%s: err = %v (%T), want an error that is not a *peer.CallError", what, err, err)
+	}
+}
+
+func wantCallError(t *testing.T, what string, err error, status int, code string, permanent bool) {
+	t.Helper()
+	var ce *peer.CallError
+	if !errors.As(err, &ce) {
+		t.Fatalf("%s: err = %v (%T), want a *peer.CallError", what, err, err)
+	}
+	if ce.Status != status || ce.Code != code || ce.Message == "" || ce.Permanent() != permanent {
+		t.Errorf("%s: %+v (permanent %v), want %d %s permanent %v", what, ce, ce.Permanent(), status, code, permanent)
+	}
+}
+
+func TestPeerClientMutualTLS(t *testing.T) {
+	st := newPeerSetup(t, true)
+	c := st.client(t, false)
+	ctx := ctxT(t)
+
+	id, err := c.Identity(ctx, st.addr)
+	if err != nil || id.Node != homeNode || !id.Has(messages.CapForwardBatch) {
+		t.Fatalf("Identity = %+v, %v", id, err)
+	}
+	h, err := c.Health(ctx, st.addr, health())
+	if err != nil || h.Node != homeNode || h.ForwardQueueDepth != 3 {
+		t.Fatalf("Health = %+v, %v", h, err)
+	}
+	reg, err := c.Registry(ctx, st.addr, messages.Registry{Node: peerA, Frontends: []string{"fe-a"}})
+	if err != nil || reg.Node != homeNode || fmt.Sprint(reg.Frontends) != "[fe-home]" {
+		t.Fatalf("Registry = %+v, %v", reg, err)
+	}
+	// The header named us: the backend saw peer-a, authenticated by its
+	// certificate.
+	st.b.mu.Lock()
+	if fmt.Sprint(st.b.calls) != "[health from peer-a registry from peer-a]" {
+		t.Errorf("backend calls = %q", st.b.calls)
+	}
+	st.b.mu.Unlock()
+	if n := st.hits.count(pathIdentity); n != 1 {
+		t.Errorf("identity calls = %d, want 1", n)
+	}
+	// Keep-alive: every call after identity (which has a connection of
+	// its own) shares one connection.
+	for range 5 {
+		if _, err := c.Forward(ctx, st.addr, true, forwards("m-1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := st.conns.Load(); n != 2 {
+		t.Errorf("the server accepted %d connections, want 2 (identity, then one kept alive)", n)
+	}
+
+	t.Run("no client certificate", func(t *testing.T) {
+		c := st.client(t, true)
+		_, err := c.Identity(ctx, st.addr)
+		wantCallError(t, "Identity", err, 403, messages.CodeClientCertReq, true)
+		_, err = c.Health(ctx, st.addr, health())
+		wantCallError(t, "Health", err, 403, messages.CodeClientCertReq, true)
+	})
+	t.Run("our certificate names another node", func(t *testing.T) {
+		// peer-b's certificate with peer-a in the header.
+		c := st.client(t, true, func(cfg *PeerClientConfig) {
+			pair := st.p.pair(t, peerB)
+			cfg.Certificate = &pair
+		})
+		_, err := c.Health(ctx, st.addr, health())
+		wantCallError(t, "Health", err, 403, messages.CodeNodeMismatch, true)
+	})
+}
+
+// TestPeerClientIdentityNames: the certificate must name the node the
+// identity reports, whatever address was dialled (here 127.0.0.1, which
+// every test certificate covers: the name check is what refuses).
+func TestPeerClientIdentityNames(t *testing.T) {
+	st := newPeerSetup(t, true)
+	st.b.set(func(b *fedBackend) { b.node = "impostor" }) // home's certificate does not name it
+	c := st.client(t, false)
+	_, err := c.Identity(ctxT(t), st.addr)
+	notCallError(t, "Identity", err)
+	if err != nil && !strings.Contains(err.Error(), `"impostor"`) {
+		t.Errorf("the error does not name the node claimed: %v", err)
+	}
+	// Nothing was learned: a call identifies the address again, and fails
+	// the same way without sending anything.
+	_, err = c.Health(ctxT(t), st.addr, health())
+	notCallError(t, "Health", err)
+	if n := st.b.callCount(); n != 0 {
+		t.Errorf("backend calls = %d, want 0", n)
+	}
+	if n := st.hits.count(pathIdentity); n != 2 {
+		t.Errorf("identity calls = %d, want 2", n)
+	}
+}
+
+// TestPeerClientUntrusted: a server certificate of another CA fails every
+// call, and not as a peer's answer.
+func TestPeerClientUntrusted(t *testing.T) {
+	st := newPeerSetup(t, false)
+	c := st.client(t, false, func(cfg *PeerClientConfig) { cfg.RootCAs = newPKI(t, peerA).pool })
+	_, err := c.Identity(ctxT(t), st.addr)
+	notCallError(t, "Identity", err)
+	_, err = c.Forward(ctxT(t), st.addr, true, forwards("m-1"))
+	notCallError(t, "Forward", err)
+	if n := st.b.callCount(); n != 0 {
+		t.Errorf("backend calls = %d, want 0", n)
+	}
+}
+
+// TestPeerClientChecksBeforeSending: the address answered identity as
+// home, then presents a certificate for peer-b (same CA): the handshake of
+// the next call refuses it, so the forward never leaves.
+func TestPeerClientChecksBeforeSending(t *testing.T) {
+	p := newPKI(t, homeNode, peerA, peerB)
+	b := newFedBackend(homeNode, peerA)
+	s, err := New(Config{Backend: b, Logger: slog.New(slog.DiscardHandler), RequireClientCert: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hits := &countPaths{h: s}
+	homePair, bPair := p.pair(t, homeNode), p.pair(t, peerB)
+	var current atomic.Pointer[tls.Certificate]
+	current.Store(&homePair)
+	base := p.serverTLS(t, homeNode, true)
+	cfg := base.Clone()
+	cfg.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		c := base.Clone()
+		c.Certificates = []tls.Certificate{*current.Load()}
+		return c, nil
+	}
+	srv := startTLS(t, hits, cfg)
+	addr := srv.Listener.Addr().String()
+
+	pair := p.pair(t, peerA)
+	c, err := NewPeerClient(PeerClientConfig{Node: peerA, RootCAs: p.pool, Certificate: &pair})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Identity(ctxT(t), addr); err != nil {
+		t.Fatal(err)
+	}
+	current.Store(&bPair)
+	_, err = c.Forward(ctxT(t), addr, true, forwards("m-1"))
+	notCallError(t, "Forward", err)
+	if err != nil && !strings.Contains(err.Error(), `"home"`) {
+		t.Errorf("the error does not name the node expected: %v", err)
+	}
+	if n := hits.count(pathForwardBat); n != 0 {
+		t.Errorf("forward_batch reached the server %d times", n)
+	}
+
+	// The address now answers as peer-b (its identity and certificate
+	// agree): the client follows, and calls go to peer-b.
+	b.set(func(b *fedBackend) { b.node = peerB })
+	id, err := c.Identity(ctxT(t), addr)
+	if err != nil || id.Node != peerB {
+		t.Fatalf("Identity = %+v, %v", id, err)
+	}
+	if _, err := c.Forward(ctxT(t), addr, true, forwards("m-1")); err != nil {
+		t.Errorf("Forward after the new identity: %v", err)
+	}
+}
+
+// TestPeerClientInsecure: InsecureSkipVerify accepts a self-signed
+// certificate that names nobody in particular, without identity first.
+func TestPeerClientInsecure(t *testing.T) {
+	b := newFedBackend(homeNode, peerA)
+	s, err := New(Config{Backend: b, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile, err := certs.EnsureSelfSigned(t.TempDir(), "somewhere-else", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := certs.ServerConfig(certFile, keyFile, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hits := &countPaths{h: s}
+	srv := startTLS(t, hits, cfg)
+	addr := srv.Listener.Addr().String()
+
+	c, err := NewPeerClient(PeerClientConfig{Node: peerA, InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if h, err := c.Health(ctxT(t), addr, health()); err != nil || h.Node != homeNode {
+		t.Fatalf("Health = %+v, %v", h, err)
+	}
+	if hits.count(pathIdentity) != 0 {
+		t.Error("insecure mode made an identity call first")
+	}
+	if id, err := c.Identity(ctxT(t), addr); err != nil || id.Node != homeNode {
+		t.Fatalf("Identity = %+v, %v", id, err)
+	}
+}
+
+func TestPeerClientForward(t *testing.T) {
+	st := newPeerSetup(t, true)
+	c := st.client(t, false, func(cfg *PeerClientConfig) { cfg.SingleConcurrency = 3 })
+	ctx := ctxT(t)
+
+	fs := forwards("m-1", "m-2", "m-3", "m-4", "m-5", "m-6", "m-7")
+	fs[4].Frontend = "fe-elsewhere" // refused alone: unknown_frontend_here
+
+	for _, batch := range []bool{true, false} {
+		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
+			res, err := c.Forward(ctx, st.addr, batch, fs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res) != len(fs) {
+				t.Fatalf("%d results for %d forwards", len(res), len(fs))
+			}
+			for i, r := range res {
+				if r.ID != fs[i].ID {
+					t.Errorf("result %d is for %q, want %q (input order)", i, r.ID, fs[i].ID)
+				}
+				if (r.Error != nil) != (i == 4) {
+					t.Errorf("result %d: error %v", i, r.Error)
+				}
+			}
+			if e := res[4].Error; e == nil || e.Code != messages.CodeNotOurFrontend || e.Message == "" {
+				t.Errorf("refused message's error = %+v, want %s", e, messages.CodeNotOurFrontend)
+			}
+		})
+	}
+	if n := st.hits.count(pathForwardBat); n != 1 {
+		t.Errorf("forward_batch requests = %d, want 1", n)
+	}
+	if n := st.hits.count(pathForward); n != int64(len(fs)) {
+		t.Errorf("forward requests = %d, want %d", n, len(fs))
+	}
+	st.b.mu.Lock()
+	if st.b.maxIn > 3 {
+		t.Errorf("%d single forwards ran at once, want at most 3", st.b.maxIn)
+	}
+	st.b.mu.Unlock()
+
+	t.Run("empty", func(t *testing.T) {
+		res, err := c.Forward(ctx, st.addr, false, nil)
+		if err != nil || len(res) != 0 {
+			t.Errorf("Forward of nothing = %v, %v", res, err)
+		}
+	})
+	t.Run("one single refused transiently fails the call", func(t *testing.T) {
+		st.b.set(func(b *fedBackend) { b.refuseID["m-3"] = messages.Errorf(messages.CodeUnavailable, "store down") })
+		defer st.b.set(func(b *fedBackend) { delete(b.refuseID, "m-3") })
+		_, err := c.Forward(ctx, st.addr, false, forwards("m-1", "m-2", "m-3", "m-4"))
+		wantCallError(t, "Forward", err, 503, messages.CodeUnavailable, false)
+		_, err = c.Forward(ctx, st.addr, true, forwards("m-1", "m-2", "m-3", "m-4"))
+		wantCallError(t, "Forward batch", err, 503, messages.CodeUnavailable, false)
+	})
+	t.Run("a refusal of the caller fails the call", func(t *testing.T) {
+		// unknown_peer is about us, not the message: the whole call fails
+		// (and is retried) rather than each message failing for good.
+		st.b.set(func(b *fedBackend) { b.refuse = messages.Errorf(messages.CodeUnknownPeer, "who?") })
+		defer st.b.set(func(b *fedBackend) { b.refuse = nil })
+		_, err := c.Forward(ctx, st.addr, false, forwards("m-1", "m-2"))
+		wantCallError(t, "Forward", err, 403, messages.CodeUnknownPeer, true)
+	})
+}
+
+func TestPeerClientStatus(t *testing.T) {
+	st := newPeerSetup(t, true)
+	c := st.client(t, false)
+	ctx := ctxT(t)
+	rs := reports("m-1", "m-2", "m-3")
+	for _, batch := range []bool{true, false} {
+		res, err := c.Status(ctx, st.addr, batch, rs)
+		if err != nil {
+			t.Fatalf("batch=%v: %v", batch, err)
+		}
+		for i, r := range res {
+			if r.ID != rs[i].ID || r.Outcome != "applied" {
+				t.Errorf("batch=%v: result %d = %+v", batch, i, r)
+			}
+		}
+	}
+	if st.hits.count(pathStatusBatch) != 1 || st.hits.count(pathStatus) != 3 {
+		t.Errorf("requests: %d batch, %d single; want 1 and 3", st.hits.count(pathStatusBatch), st.hits.count(pathStatus))
+	}
+	st.b.set(func(b *fedBackend) { b.refuseID["m-2"] = messages.Errorf(messages.CodeOverloaded, "busy") })
+	_, err := c.Status(ctx, st.addr, false, rs)
+	wantCallError(t, "Status", err, 429, messages.CodeOverloaded, false)
+}
+
+// TestPeerClientErrorAnswers: a peer's error answer is a *peer.CallError
+// with the code of its error document, or http_<status> when the body is
+// not one.
+func TestPeerClientErrorAnswers(t *testing.T) {
+	st := newPeerSetup(t, true)
+	c := st.client(t, false)
+	ctx := ctxT(t)
+
+	st.b.set(func(b *fedBackend) {
+		b.refuse = messages.Errorf(messages.CodeFederationOff, "federation is off on home")
+	})
+	_, err := c.Health(ctx, st.addr, health())
+	wantCallError(t, "federation off", err, 403, messages.CodeFederationOff, true)
+	st.b.set(func(b *fedBackend) { b.refuse = nil })
+
+	_, err = c.Health(ctx, st.addr, messages.Health{Node: peerA, Time: fedTime, Status: "fine"})
+	wantCallError(t, "invalid health", err, 400, messages.CodeInvalidRequest, true)
+
+	// A proxy or an old node answering something else than the API.
+	page := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "<html>bad gateway</html>", http.StatusBadGateway)
+	})
+	st.hits.instead.Store(&page)
+	_, err = c.Registry(ctx, st.addr, messages.Registry{Node: peerA, Frontends: []string{}})
+	wantCallError(t, "502 page", err, 502, "http_502", false)
+}
+
+// TestPeerClientTimeout: a peer that does not answer fails the call after
+// Timeout, as a failure to complete (not an answer); the caller's context
+// is honoured too.
+func TestPeerClientTimeout(t *testing.T) {
+	st := newPeerSetup(t, true)
+	block := make(chan struct{})
+	st.b.set(func(b *fedBackend) { b.block = block })
+	t.Cleanup(func() { close(block) }) // before the server closes
+	c := st.client(t, false, func(cfg *PeerClientConfig) { cfg.Timeout = 200 * time.Millisecond })
+	if _, err := c.Identity(ctxT(t), st.addr); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err := c.Health(ctxT(t), st.addr, health())
+	notCallError(t, "Health", err)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("err = %v, want context.DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the call took %v with a 200ms timeout", d)
+	}
+
+	// The caller's context: cancelled once the peer has the request.
+	entered := make(chan string, 2)
+	st.b.set(func(b *fedBackend) { b.entered = entered })
+	long := st.client(t, false)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	go func() {
+		<-entered
+		cancel()
+	}()
+	_, err = long.Forward(ctx, st.addr, false, forwards("m-1", "m-2"))
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Forward with a cancelled context: %v, want context.Canceled", err)
+	}
+}
+
+func TestPeerClientConfig(t *testing.T) {
+	err := PeerClientConfig{Node: "bad name", MaxConnsPerHost: -1, SingleConcurrency: -1}.Validate()
+	for _, want := range []string{"node", "timeout", "CA pool", "max connections", "single concurrency"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v; want it to name %s", err, want)
+		}
+	}
+	c, err := NewPeerClient(PeerClientConfig{Node: peerA, InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	def := DefaultPeerClientConfig()
+	if c.cfg.Timeout != def.Timeout || c.cfg.MaxConnsPerHost != def.MaxConnsPerHost || c.cfg.SingleConcurrency != def.SingleConcurrency {
+		t.Errorf("defaults not filled: %+v", c.cfg)
+	}
+	if _, err := c.Health(context.Background(), "no-port", health()); err == nil {
+		t.Error("an address without a port was accepted")
+	}
+}
