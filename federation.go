@@ -11,6 +11,8 @@ import (
 	"github.com/switchboard-dev/switchboard/actors/discovery"
 	"github.com/switchboard-dev/switchboard/actors/forward"
 	"github.com/switchboard-dev/switchboard/actors/peer"
+	"github.com/switchboard-dev/switchboard/httpapi"
+	"github.com/switchboard-dev/switchboard/httpapi/certs"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/supervision"
@@ -99,6 +101,35 @@ func (n *Node) startFederation() error {
 	}
 	n.peers, err = n.guardian.Spawn(actorPeers, "peers", sup)
 	return err
+}
+
+// newTransport is the HTTPS peer client, or Config.Transport when an
+// embedder (the sim harness) supplies its own network.
+func (n *Node) newTransport() (peer.Transport, error) {
+	if n.cfg.Transport != nil {
+		return n.cfg.Transport, nil
+	}
+	pc := httpapi.DefaultPeerClientConfig()
+	pc.Node, pc.Timeout, pc.Logger = n.cfg.Name, n.cfg.HTTPTimeout, n.log
+	if n.cfg.TLSCA != "" {
+		pool, err := certs.LoadPool(n.cfg.TLSCA)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-ca: %w", err)
+		}
+		kp, err := certs.LoadKeyPair(n.cfg.TLSCert, n.cfg.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-cert: %w", err)
+		}
+		pc.RootCAs, pc.Certificate = pool, &kp
+	} else {
+		pc.InsecureSkipVerify = true
+	}
+	client, err := httpapi.NewPeerClient(pc)
+	if err != nil {
+		return nil, err
+	}
+	n.peerClient = client
+	return client, nil
 }
 
 // startDiscovery spawns discovery, which tells the peers actor about

@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/actors/peer"
+	"github.com/switchboard-dev/switchboard/httpapi"
 	"github.com/switchboard-dev/switchboard/messages"
 )
 
@@ -103,6 +104,19 @@ func (v viaNet) Status(ctx context.Context, addr string, batch bool, rs []messag
 		return nil, err
 	}
 	return v.inner.Status(ctx, real, batch, rs)
+}
+
+// testPeerClient is the real HTTPS peer client of node name, trusting any
+// certificate (the test nodes serve self-signed ones).
+func testPeerClient(t *testing.T, name string) peer.Transport {
+	pc := httpapi.DefaultPeerClientConfig()
+	pc.Node, pc.InsecureSkipVerify = name, true
+	c, err := httpapi.NewPeerClient(pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }
 
 // fedConfig is a federated test node named name whose peers are others.
@@ -224,7 +238,7 @@ func TestFederationQueuesDuringCutAndDrainsAfter(t *testing.T) {
 	a.waitPeer("b", messages.PeerUnhealthy)
 	var ids []string
 	for i := range 20 {
-		ids = append(ids, a.submit(fmt.Sprintf("cut-%d", i), "2555"))
+		ids = append(ids, a.submitAs(fmt.Sprintf("cut-%d", i), "2555", messages.StateForwardQueued))
 	}
 	for _, id := range ids {
 		if m := a.message(id); m.State != messages.StateForwardQueued {
@@ -267,7 +281,7 @@ func TestFederationForwardFailedThenResubmit(t *testing.T) {
 
 	fn.setCut("a", "b", true)
 	a.waitPeer("b", messages.PeerUnhealthy)
-	id := a.submit("ff-1", "2555")
+	id := a.submitAs("ff-1", "2555", messages.StateForwardQueued)
 	m := a.waitState(id, messages.StateForwardFailed)
 	if m.Reason != messages.ReasonForwardTimeout {
 		t.Fatalf("reason %q", m.Reason)

@@ -191,11 +191,17 @@ func (h *harness) webhookFrontend(name, url string, prefixes ...string) {
 
 func (h *harness) submit(id, dest string) string {
 	h.t.Helper()
+	return h.submitAs(id, dest, messages.StatePending)
+}
+
+// submitAs submits and checks the state the 202 reports.
+func (h *harness) submitAs(id, dest string, state messages.State) string {
+	h.t.Helper()
 	var r struct{ ID, State string }
 	h.must(202, "POST", "/api/messages", map[string]string{
 		"id": id, "source_msisdn": "15550001", "destination_msisdn": dest, "message_body": "hello " + id,
 	}, &r)
-	if r.State != "pending" || r.ID == "" || (id != "" && r.ID != id) {
+	if r.State != string(state) || r.ID == "" || (id != "" && r.ID != id) {
 		h.t.Fatalf("submit reply %+v", r)
 	}
 	return r.ID

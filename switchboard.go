@@ -82,6 +82,7 @@ type Node struct {
 	peers        *actor.PID
 	discovery    *actor.PID
 	transport    peer.Transport
+	peerClient   *httpapi.PeerClient // ours to close; nil with Config.Transport
 	localNames   atomic.Pointer[[]string]
 	stopWarnings atomic.Pointer[func() bool]
 	statusKick   atomic.Bool
@@ -334,7 +335,8 @@ func (n *Node) webhookClient() (*http.Client, error) {
 
 func (n *Node) startHTTP() error {
 	var err error
-	n.api, err = httpapi.New(httpapi.Config{Backend: n, APIToken: n.cfg.APIToken, Logger: n.log})
+	n.api, err = httpapi.New(httpapi.Config{Backend: n, APIToken: n.cfg.APIToken, Logger: n.log,
+		RequireClientCert: n.cfg.TLSCA != ""})
 	if err != nil {
 		return err
 	}
@@ -459,6 +461,9 @@ func (n *Node) teardown(ctx context.Context) error {
 	}
 	if n.stopRestarts != nil {
 		n.stopRestarts()
+	}
+	if n.peerClient != nil {
+		n.peerClient.Close()
 	}
 	if n.system != nil {
 		n.system.Shutdown()
