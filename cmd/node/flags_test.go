@@ -59,6 +59,7 @@ type flagCase struct {
 	want1, want2   any
 	get            func(switchboard.Config, logOptions) any
 	needsOtherFlag []string // flags that make v1/v2 valid (e.g. --tls-key with --tls-cert)
+	boolean        bool     // given alone, or as --flag=value
 }
 
 var flagCases = []flagCase{
@@ -104,6 +105,32 @@ var flagCases = []flagCase{
 		get: func(c switchboard.Config, _ logOptions) any { return c.ShutdownTimeout }},
 	{flag: "max-pending-submits", v1: "1", v2: "500000", want1: 1, want2: 500000,
 		get: func(c switchboard.Config, _ logOptions) any { return c.MaxPendingSubmits }},
+	{flag: "federation", v1: "true", v2: "false", want1: true, want2: false, boolean: true,
+		needsOtherFlag: []string{"--peers", "b.example:8443", "--insecure-skip-verify"},
+		get:            func(c switchboard.Config, _ logOptions) any { return c.Federation }},
+	{flag: "peers", v1: "b.example,c.example:9443", v2: "[::1]:8443",
+		want1: []string{"b.example:8443", "c.example:9443"}, want2: []string{"[::1]:8443"},
+		get: func(c switchboard.Config, _ logOptions) any { return c.Peers }},
+	{flag: "dns-srv", v1: "_smsc._tcp.example.com", v2: "_sb._tcp.dc2.example", want1: "_smsc._tcp.example.com", want2: "_sb._tcp.dc2.example",
+		get: func(c switchboard.Config, _ logOptions) any { return c.DNSSRV }},
+	{flag: "dns-server", v1: "127.0.0.1:5353", v2: "10.0.0.2:53", want1: "127.0.0.1:5353", want2: "10.0.0.2:53",
+		get: func(c switchboard.Config, _ logOptions) any { return c.DNSServer }},
+	{flag: "dns-poll-interval", v1: "5s", v2: "2m", want1: 5 * time.Second, want2: 2 * time.Minute,
+		get: func(c switchboard.Config, _ logOptions) any { return c.DNSPollInterval }},
+	{flag: "health-interval", v1: "1s", v2: "30s", want1: time.Second, want2: 30 * time.Second,
+		get: func(c switchboard.Config, _ logOptions) any { return c.HealthInterval }},
+	{flag: "registry-interval", v1: "2s", v2: "1m", want1: 2 * time.Second, want2: time.Minute,
+		get: func(c switchboard.Config, _ logOptions) any { return c.RegistryInterval }},
+	{flag: "forward-retry-interval", v1: "500ms", v2: "10s", want1: 500 * time.Millisecond, want2: 10 * time.Second,
+		get: func(c switchboard.Config, _ logOptions) any { return c.ForwardRetryInterval }},
+	{flag: "forward-max-retries", v1: "1", v2: "1000", want1: 1, want2: 1000,
+		get: func(c switchboard.Config, _ logOptions) any { return c.ForwardMaxRetries }},
+	{flag: "http-timeout", v1: "250ms", v2: "30s", want1: 250 * time.Millisecond, want2: 30 * time.Second,
+		get: func(c switchboard.Config, _ logOptions) any { return c.HTTPTimeout }},
+	{flag: "api-port", v1: "443", v2: "18443", want1: 443, want2: 18443,
+		get: func(c switchboard.Config, _ logOptions) any { return c.APIPort }},
+	{flag: "insecure-skip-verify", v1: "true", v2: "false", want1: true, want2: false, boolean: true,
+		get: func(c switchboard.Config, _ logOptions) any { return c.InsecureSkipVerify }},
 	{flag: "log-level", v1: "debug", v2: "WARN", want1: slog.LevelDebug, want2: slog.LevelWarn,
 		get: func(_ switchboard.Config, lo logOptions) any { return lo.Level }},
 	{flag: "log-format", v1: "json", v2: "text", want1: "json", want2: "text",
@@ -139,7 +166,12 @@ func TestParseRunEveryFlag(t *testing.T) {
 					t.Errorf("%s: got %#v, want %#v", name, got, want)
 				}
 			}
-			check("command line --flag value", []string{"--" + c.flag, c.v1}, nil, c.want1)
+			if c.boolean {
+				// A boolean flag takes no separate value: alone it is true.
+				check("command line --flag", []string{"--" + c.flag}, nil, true)
+			} else {
+				check("command line --flag value", []string{"--" + c.flag, c.v1}, nil, c.want1)
+			}
 			check("command line -flag=value", []string{"-" + c.flag + "=" + c.v2}, nil, c.want2)
 			check("environment", nil, map[string]string{env: c.v1}, c.want1)
 			check("command line beats environment", []string{"--" + c.flag + "=" + c.v2}, map[string]string{env: c.v1}, c.want2)
