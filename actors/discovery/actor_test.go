@@ -13,6 +13,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/switchboard-dev/switchboard/actors/clock"
+	"github.com/switchboard-dev/switchboard/actors/discovery/dnstest"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/supervision"
 )
@@ -147,7 +148,7 @@ func TestActorFollowsSRVRecords(t *testing.T) {
 		srvC = srvName + " 60 IN SRV 10 10 0 c.example.test." // port 0: the API port
 		srvS = srvName + " 60 IN SRV 10 10 8443 self.example.test."
 	)
-	z := startZone(t, srvA, srvB, srvS,
+	z := dnstest.Start(t, srvA, srvB, srvS,
 		"a.example.test. 60 IN A 127.0.0.2",
 		"a.example.test. 60 IN A 127.0.0.12", // a second instance of alpha
 		"b.example.test. 60 IN A 127.0.0.3",
@@ -161,7 +162,7 @@ func TestActorFollowsSRVRecords(t *testing.T) {
 	f.tr.answer("127.0.0.3:8443", "beta", "0")
 	f.tr.answer("127.0.0.4:9443", "gamma", "0")
 	cfg := f.config()
-	cfg.SRV, cfg.DNSServer, cfg.APIPort = srvName, z.addr, 9443
+	cfg.SRV, cfg.DNSServer, cfg.APIPort = srvName, z.Addr, 9443
 	f.start(cfg)
 
 	waitFor(t, "alpha and beta", func() bool {
@@ -176,12 +177,12 @@ func TestActorFollowsSRVRecords(t *testing.T) {
 	}
 
 	// An added record is found by the next poll: one poll interval later.
-	z.add(t, srvC)
+	z.Add(t, srvC)
 	f.clock.advance(poll)
 	waitFor(t, "gamma at the API port", func() bool { return f.sink.has("gamma", "127.0.0.4:9443") })
 
 	// A removed record is noticed by the next poll too.
-	z.remove(t, srvB)
+	z.Remove(t, srvB)
 	f.clock.advance(poll)
 	waitFor(t, "beta gone", func() bool { return f.sink.hasNot("beta") })
 
@@ -203,17 +204,17 @@ func TestActorFollowsSRVRecords(t *testing.T) {
 }
 
 func TestActorDNSFailureKeepsPeers(t *testing.T) {
-	z := startZone(t, srvName+" 60 IN SRV 10 10 8443 a.example.test.", "a.example.test. 60 IN A 127.0.0.2")
+	z := dnstest.Start(t, srvName+" 60 IN SRV 10 10 8443 a.example.test.", "a.example.test. 60 IN A 127.0.0.2")
 	f := newFixture(t)
 	f.tr.answer("127.0.0.2:8443", "alpha", "0")
 	cfg := f.config()
-	cfg.SRV, cfg.DNSServer = srvName, z.addr
+	cfg.SRV, cfg.DNSServer = srvName, z.Addr
 	f.start(cfg)
 	waitFor(t, "alpha", func() bool { return f.sink.has("alpha", "127.0.0.2:8443") })
 	f.waitPolls(1)
 
 	calls := f.tr.count("127.0.0.2:8443")
-	z.setRcode(dns.RcodeServerFailure)
+	z.SetRcode(dns.RcodeServerFailure)
 	f.clock.advance(poll)
 	s := f.waitPolls(2)
 	if !strings.Contains(s.DNSError, "SERVFAIL") {
@@ -226,13 +227,13 @@ func TestActorDNSFailureKeepsPeers(t *testing.T) {
 		t.Fatalf("the last good addresses were asked %d times during the failure, want once", got-calls)
 	}
 	// The SRV name vanishing is a failure too: the list is kept.
-	z.setRcode(dns.RcodeNameError)
+	z.SetRcode(dns.RcodeNameError)
 	f.clock.advance(poll)
 	s = f.waitPolls(3)
 	if !strings.Contains(s.DNSError, "NXDOMAIN") || len(s.Peers) != 1 {
 		t.Fatalf("after NXDOMAIN: dns error %q peers %+v", s.DNSError, s.Peers)
 	}
-	z.setRcode(dns.RcodeSuccess)
+	z.SetRcode(dns.RcodeSuccess)
 	f.clock.advance(poll)
 	if s = f.waitPolls(4); s.DNSError != "" {
 		t.Fatalf("dns error %q after recovery", s.DNSError)
@@ -358,19 +359,19 @@ func TestActorRetriesUnidentifiedSooner(t *testing.T) {
 }
 
 func TestActorRediscover(t *testing.T) {
-	z := startZone(t, srvName+" 60 IN SRV 10 10 8443 a.example.test.", "a.example.test. 60 IN A 127.0.0.2",
+	z := dnstest.Start(t, srvName+" 60 IN SRV 10 10 8443 a.example.test.", "a.example.test. 60 IN A 127.0.0.2",
 		"b.example.test. 60 IN A 127.0.0.3")
 	f := newFixture(t)
 	f.tr.answer("127.0.0.2:8443", "alpha", "0")
 	f.tr.answer("127.0.0.3:8443", "beta", "0")
 	cfg := f.config()
-	cfg.SRV, cfg.DNSServer = srvName, z.addr
+	cfg.SRV, cfg.DNSServer = srvName, z.Addr
 	f.start(cfg)
 	f.waitPolls(1)
 
 	// Beta starts and calls us: Rediscover finds it without waiting for
 	// the poll interval.
-	z.add(t, srvName+" 60 IN SRV 10 10 8443 b.example.test.")
+	z.Add(t, srvName+" 60 IN SRV 10 10 8443 b.example.test.")
 	f.clock.advance(rediscoverGap)
 	f.system.Root.Send(f.pid, Rediscover{})
 	waitFor(t, "beta", func() bool { return f.sink.has("beta", "127.0.0.3:8443") })
@@ -479,12 +480,12 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestActorDNSDownFromStartStillListsStaticPeers(t *testing.T) {
-	z := startZone(t)
-	z.setRcode(dns.RcodeServerFailure)
+	z := dnstest.Start(t)
+	z.SetRcode(dns.RcodeServerFailure)
 	f := newFixture(t)
 	f.tr.answer("10.0.0.2:8443", "alpha", "0")
 	cfg := f.config()
-	cfg.SRV, cfg.DNSServer, cfg.Static = srvName, z.addr, []string{"10.0.0.2:8443"}
+	cfg.SRV, cfg.DNSServer, cfg.Static = srvName, z.Addr, []string{"10.0.0.2:8443"}
 	f.start(cfg)
 	waitFor(t, "the static peer", func() bool { return f.sink.has("alpha", "10.0.0.2:8443") })
 	if s := f.waitPolls(1); !strings.Contains(s.DNSError, "SERVFAIL") {
@@ -494,7 +495,7 @@ func TestActorDNSDownFromStartStillListsStaticPeers(t *testing.T) {
 
 func TestActorRealClock(t *testing.T) {
 	// The production clock: a record added is found by the polls alone.
-	z := startZone(t, srvName+" 60 IN SRV 10 10 8443 a.example.test.", "a.example.test. 60 IN A 127.0.0.2",
+	z := dnstest.Start(t, srvName+" 60 IN SRV 10 10 8443 a.example.test.", "a.example.test. 60 IN A 127.0.0.2",
 		"b.example.test. 60 IN A 127.0.0.3")
 	f := newFixture(t)
 	f.tr.answer("127.0.0.2:8443", "alpha", "0")
@@ -502,11 +503,11 @@ func TestActorRealClock(t *testing.T) {
 	cfg := f.config()
 	cfg.Clock = clock.Real{}
 	cfg.PollInterval = 20 * time.Millisecond
-	cfg.SRV, cfg.DNSServer = srvName, z.addr
+	cfg.SRV, cfg.DNSServer = srvName, z.Addr
 	f.start(cfg)
 	waitFor(t, "alpha", func() bool { return f.sink.has("alpha", "127.0.0.2:8443") })
-	z.add(t, srvName+" 60 IN SRV 10 10 8443 b.example.test.")
+	z.Add(t, srvName+" 60 IN SRV 10 10 8443 b.example.test.")
 	waitFor(t, "beta", func() bool { return f.sink.has("beta", "127.0.0.3:8443") })
-	z.remove(t, srvName+" 60 IN SRV 10 10 8443 a.example.test.")
+	z.Remove(t, srvName+" 60 IN SRV 10 10 8443 a.example.test.")
 	waitFor(t, "alpha gone", func() bool { return f.sink.hasNot("alpha") })
 }

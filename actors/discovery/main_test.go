@@ -8,14 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/miekg/dns"
 	"go.uber.org/goleak"
 
 	"github.com/switchboard-dev/switchboard/messages"
@@ -39,171 +36,6 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		<-tick.C
-	}
-}
-
-// zone is a DNS server started in the test on a loopback port, UDP and
-// TCP, serving records the test changes at run time.
-type zone struct {
-	addr string
-
-	mu  sync.Mutex
-	rrs []dns.RR
-	// glue puts the targets' A/AAAA records in SRV answers' additional section.
-	glue bool
-	// truncate answers every UDP query truncated and empty.
-	truncate bool
-	// rcode, when not success, is every answer's.
-	rcode int
-
-	udp, tcp atomic.Int64
-}
-
-func startZone(t *testing.T, records ...string) *zone {
-	t.Helper()
-	z := &zone{}
-	z.set(t, records...)
-	var (
-		pc  net.PacketConn
-		l   net.Listener
-		err error
-	)
-	// The TCP server must share the UDP port (a truncated answer is asked
-	// again on the same address); another test may hold it, so try a few.
-	for range 20 {
-		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
-			t.Fatalf("listen udp: %v", err)
-		}
-		if l, err = net.Listen("tcp", pc.LocalAddr().String()); err == nil {
-			break
-		}
-		pc.Close()
-	}
-	if err != nil {
-		t.Fatalf("listen tcp: %v", err)
-	}
-	z.addr = pc.LocalAddr().String()
-	var servers []*dns.Server
-	for _, s := range []*dns.Server{{PacketConn: pc, Handler: z}, {Listener: l, Handler: z}} {
-		started := make(chan struct{})
-		done := make(chan struct{})
-		s.NotifyStartedFunc = func() { close(started) }
-		go func() {
-			defer close(done)
-			_ = s.ActivateAndServe()
-		}()
-		<-started
-		servers = append(servers, s)
-		t.Cleanup(func() { <-done })
-	}
-	t.Cleanup(func() {
-		for _, s := range servers {
-			_ = s.Shutdown()
-		}
-	})
-	return z
-}
-
-// set replaces the records (zone file syntax).
-func (z *zone) set(t *testing.T, records ...string) {
-	t.Helper()
-	var rrs []dns.RR
-	for _, r := range records {
-		rrs = append(rrs, mustRR(t, r))
-	}
-	z.mu.Lock()
-	z.rrs = rrs
-	z.mu.Unlock()
-}
-
-func (z *zone) add(t *testing.T, record string) {
-	t.Helper()
-	rr := mustRR(t, record)
-	z.mu.Lock()
-	z.rrs = append(z.rrs, rr)
-	z.mu.Unlock()
-}
-
-func (z *zone) remove(t *testing.T, record string) {
-	t.Helper()
-	rr := mustRR(t, record)
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	for i, x := range z.rrs {
-		if dns.IsDuplicate(x, rr) {
-			z.rrs = append(z.rrs[:i], z.rrs[i+1:]...)
-			return
-		}
-	}
-	t.Fatalf("remove %q: not in the zone", record)
-}
-
-// configure sets how the zone answers (see the fields).
-func (z *zone) configure(glue, truncate bool) {
-	z.mu.Lock()
-	z.glue, z.truncate = glue, truncate
-	z.mu.Unlock()
-}
-
-func (z *zone) setRcode(rc int) {
-	z.mu.Lock()
-	z.rcode = rc
-	z.mu.Unlock()
-}
-
-func mustRR(t *testing.T, s string) dns.RR {
-	t.Helper()
-	rr, err := dns.NewRR(s)
-	if err != nil {
-		t.Fatalf("record %q: %v", s, err)
-	}
-	return rr
-}
-
-// ServeDNS answers from the records: NXDOMAIN for a name without any.
-func (z *zone) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
-	tcp := w.LocalAddr().Network() == "tcp"
-	if tcp {
-		z.tcp.Add(1)
-	} else {
-		z.udp.Add(1)
-	}
-	m := new(dns.Msg)
-	m.SetReply(req)
-	m.Authoritative = true
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	defer func() { _ = w.WriteMsg(m) }()
-	if z.rcode != dns.RcodeSuccess {
-		m.Rcode = z.rcode
-		return
-	}
-	if z.truncate && !tcp {
-		m.Truncated = true
-		return
-	}
-	q := req.Question[0]
-	exists := false
-	for _, rr := range z.rrs {
-		if !strings.EqualFold(rr.Header().Name, q.Name) {
-			continue
-		}
-		exists = true
-		if rr.Header().Rrtype != q.Qtype {
-			continue
-		}
-		m.Answer = append(m.Answer, dns.Copy(rr))
-		if srv, ok := rr.(*dns.SRV); ok && z.glue {
-			for _, g := range z.rrs {
-				if strings.EqualFold(g.Header().Name, srv.Target) &&
-					(g.Header().Rrtype == dns.TypeA || g.Header().Rrtype == dns.TypeAAAA) {
-					m.Extra = append(m.Extra, dns.Copy(g))
-				}
-			}
-		}
-	}
-	if !exists {
-		m.Rcode = dns.RcodeNameError
 	}
 }
 

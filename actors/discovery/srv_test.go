@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/switchboard-dev/switchboard/actors/discovery/dnstest"
 )
 
 const srvName = "_smsc._tcp.example.test."
@@ -58,9 +60,9 @@ func TestResolverLookup(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			z := startZone(t, tc.records...)
-			z.configure(tc.glue, tc.truncate)
-			got, err := newResolver(z.addr).lookup(context.Background(), srvName)
+			z := dnstest.Start(t, tc.records...)
+			z.Configure(tc.glue, tc.truncate)
+			got, err := newResolver(z.Addr).lookup(context.Background(), srvName)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("lookup = %v, %v; want an error with %q", got, err, tc.err)
@@ -70,10 +72,10 @@ func TestResolverLookup(t *testing.T) {
 			if err != nil || !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("lookup = %v, %v; want %v", got, err, tc.want)
 			}
-			if tc.usesTCP && z.tcp.Load() == 0 {
+			if tc.usesTCP && z.TCP.Load() == 0 {
 				t.Fatal("no query came over TCP")
 			}
-			if q := z.udp.Load() + z.tcp.Load(); tc.maxQuerys > 0 && q > tc.maxQuerys {
+			if q := z.UDP.Load() + z.TCP.Load(); tc.maxQuerys > 0 && q > tc.maxQuerys {
 				t.Fatalf("%d queries, want at most %d", q, tc.maxQuerys)
 			}
 		})
@@ -81,9 +83,9 @@ func TestResolverLookup(t *testing.T) {
 }
 
 func TestResolverServerFailure(t *testing.T) {
-	z := startZone(t, srvName+" 60 IN SRV 10 10 8443 a.example.test.", "a.example.test. 60 IN A 127.0.0.2")
-	z.setRcode(dns.RcodeServerFailure)
-	if got, err := newResolver(z.addr).lookup(context.Background(), srvName); err == nil || !strings.Contains(err.Error(), "SERVFAIL") {
+	z := dnstest.Start(t, srvName+" 60 IN SRV 10 10 8443 a.example.test.", "a.example.test. 60 IN A 127.0.0.2")
+	z.SetRcode(dns.RcodeServerFailure)
+	if got, err := newResolver(z.Addr).lookup(context.Background(), srvName); err == nil || !strings.Contains(err.Error(), "SERVFAIL") {
 		t.Fatalf("lookup = %v, %v; want SERVFAIL", got, err)
 	}
 }
@@ -91,13 +93,13 @@ func TestResolverServerFailure(t *testing.T) {
 func TestResolverTargetFailureFailsTheLookup(t *testing.T) {
 	// The SRV answer is fine but a target's lookup fails: the list must not
 	// shrink by that target, so the whole lookup fails.
-	good := startZone(t, srvName+" 60 IN SRV 10 10 8443 a.example.test.", "a.example.test. 60 IN A 127.0.0.2")
-	r := newResolver(good.addr)
+	good := dnstest.Start(t, srvName+" 60 IN SRV 10 10 8443 a.example.test.", "a.example.test. 60 IN A 127.0.0.2")
+	r := newResolver(good.Addr)
 	servers, _ := r.servers()
 	if _, err := r.query(context.Background(), servers, srvName, dns.TypeSRV); err != nil {
 		t.Fatal(err)
 	}
-	good.setRcode(dns.RcodeRefused)
+	good.SetRcode(dns.RcodeRefused)
 	if _, err := r.hostIPs(context.Background(), servers, "a.example.test."); err == nil {
 		t.Fatal("hostIPs succeeded against a refusing server")
 	}
@@ -112,9 +114,9 @@ func TestResolverNextServer(t *testing.T) {
 	}
 	dead := pc.LocalAddr().String()
 	pc.Close()
-	z := startZone(t, srvName+" 60 IN SRV 10 10 8443 a.example.test.", "a.example.test. 60 IN A 127.0.0.2")
+	z := dnstest.Start(t, srvName+" 60 IN SRV 10 10 8443 a.example.test.", "a.example.test. 60 IN A 127.0.0.2")
 	r := newResolver("")
-	resp, err := r.query(context.Background(), []string{dead, z.addr}, srvName, dns.TypeSRV)
+	resp, err := r.query(context.Background(), []string{dead, z.Addr}, srvName, dns.TypeSRV)
 	if err != nil || len(resp.Answer) != 1 {
 		t.Fatalf("query = %v, %v", resp, err)
 	}
