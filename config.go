@@ -295,7 +295,7 @@ func (c Config) validateFederation() []error {
 	case c.TLSCA == "" && !c.InsecureSkipVerify && c.Transport == nil:
 		bad("tls-ca", "federation needs a CA for mutual TLS (or --insecure-skip-verify, for development only)")
 	case c.TLSCA != "" && c.TLSCert == "":
-		bad("tls-cert", "federation with --tls-ca needs --tls-cert and --tls-key signed by that CA")
+		bad("tls-ca", "federation with a CA needs --tls-cert and --tls-key signed by it (a self-signed certificate cannot be verified by peers)")
 	}
 	return errs
 }

@@ -280,6 +280,21 @@ func TestParseRunBadValues(t *testing.T) {
 		{"frontend", "hook=/relative", "not an http(s) URL", nil},
 		{"frontend", "bad name=http://x", "not a valid name", nil},
 		{"frontend", "a=http://y", "given twice", []string{"--frontend", "a=http://x"}},
+		{"peers", "b:1:2", "not host:port", nil},
+		{"peers", "b:port", "not a number in 1-65535", nil},
+		{"peers", "", "federation needs --peers or --dns-srv", []string{"--federation", "--insecure-skip-verify"}},
+		{"dns-srv", "_sb._tcp.example", "either --dns-srv or --peers", []string{"--federation", "--insecure-skip-verify", "--peers", "b:8443"}},
+		{"dns-server", "::1::", "host:port", nil},
+		{"tls-ca", "", "federation needs a CA", []string{"--federation", "--peers", "b:8443"}},
+		{"tls-ca", "ca.pem", "needs --tls-cert and --tls-key", []string{"--federation", "--peers", "b:8443"}},
+		{"dns-poll-interval", "0s", "must be positive", nil},
+		{"health-interval", "often", "must be a duration", nil},
+		{"registry-interval", "-1s", "must be positive", nil},
+		{"forward-retry-interval", "0", "must be positive", nil},
+		{"forward-max-retries", "0", "at least 1", nil},
+		{"http-timeout", "0s", "must be positive", nil},
+		{"api-port", "70000", "1-65535", nil},
+		{"api-port", "0", "1-65535", nil},
 	} {
 		t.Run(tc.flag+"="+tc.value, func(t *testing.T) {
 			checkErr := func(err error, fromEnv bool) {
