@@ -2,8 +2,6 @@ package switchboard_test
 
 import (
 	"encoding/json"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -170,16 +168,7 @@ func TestMetricsAreCompleteAndLintClean(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("metric %s: %s", p.Metric, p.Text)
 	}
-	resp, err := http.Get("http://" + h.node.MetricsAddr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(body)
+	text := scrape(t, h)
 	for _, want := range []string{
 		`switchboard_messages{state="delivered"} 1`,
 		`switchboard_messages{state="forward_failed"} 0`,

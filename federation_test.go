@@ -1,13 +1,19 @@
 package switchboard_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/actors/peer"
@@ -338,4 +344,86 @@ func TestFederationRefusesUnknownCallers(t *testing.T) {
 			t.Fatalf("a lists c, which it was not told about: %+v", p)
 		}
 	}
+}
+
+// TestFederationMetricsAreCompleteAndLintClean: a federated node exports
+// the federation metrics of the contract, lint-clean.
+func TestFederationMetricsAreCompleteAndLintClean(t *testing.T) {
+	fn := newFedNet()
+	a := startFed(t, fn, fedConfig(t, fn, "a", "b"))
+	b := startFed(t, fn, fedConfig(t, fn, "b", "a"))
+	b.pullFrontend("fe-b", "2")
+	a.waitPeer("b", messages.PeerHealthy)
+	a.routeWhenKnown("2", "fe-b")
+	id := a.submit("m-1", "2555")
+	got := b.pollOne("fe-b")
+	b.ack("fe-b", messages.DeliveryResult{ID: id, Status: messages.Delivered, Attempt: got.Attempt})
+	a.waitState(id, messages.StateDelivered)
+
+	problems, err := testutil.GatherAndLint(a.node.Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("metric %s: %s", p.Metric, p.Text)
+	}
+	text := scrape(t, a)
+	for _, want := range []string{
+		`switchboard_federation_forward_completed_total{dest_controller="b"} 1`,
+		`switchboard_forward_queue_depth{peer="b"} 0`,
+		`switchboard_peer_state{peer="b",state="healthy"} 1`,
+		`switchboard_peer_state{peer="b",state="unhealthy"} 0`,
+		`switchboard_federation_health_check_seconds_bucket{peer="b"`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+// TestFederationBadCallersStoreNothing: forwards from a node that is not a
+// peer, or naming another node in the body, are refused and store nothing.
+func TestFederationBadCallersStoreNothing(t *testing.T) {
+	fn := newFedNet()
+	a := startFed(t, fn, fedConfig(t, fn, "a", "b"))
+	a.pullFrontend("fe-a", "1")
+	fwd := messages.Forward{ID: "spoof-1", SourceMSISDN: "1", DestinationMSISDN: "1555", Body: "x",
+		SourceSMSC: "mallory", DestSMSC: "a", Frontend: "fe-a"}
+	call := func(from string, body any) (int, string) {
+		data, _ := json.Marshal(body)
+		req, _ := http.NewRequest("POST", a.base+"/api/federation/forward", bytes.NewReader(data))
+		req.Header.Set(messages.FederationHeader, from)
+		resp, err := a.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var doc struct{ Error struct{ Code string } }
+		_ = json.NewDecoder(resp.Body).Decode(&doc)
+		return resp.StatusCode, doc.Error.Code
+	}
+	if st, code := call("mallory", fwd); st != 403 || code != messages.CodeUnknownPeer {
+		t.Fatalf("unknown node: %d %s", st, code)
+	}
+	if st, code := call("", fwd); st != 400 || code != messages.CodeInvalidRequest {
+		t.Fatalf("no header: %d %s", st, code)
+	}
+	if st, code := call("b", map[string]any{"id": "spoof-1"}); st != 400 {
+		t.Fatalf("missing fields: %d %s", st, code)
+	}
+	a.apiError(404, messages.CodeNotFound, "GET", "/api/messages/spoof-1", nil)
+}
+
+func scrape(t *testing.T, h *harness) string {
+	t.Helper()
+	resp, err := http.Get("http://" + h.node.MetricsAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(body)
 }
