@@ -27,9 +27,15 @@
 //	    -> a locked message's ledger and history rows
 //
 // In particular no transaction waits for an outbox row while it holds a
-// message. CompleteWork and ExpireMessages lock every outbox row of their
-// messages first; a later round of the same call (a message repeated in one
-// batch) finds them locked already.
+// message. CompleteWork, ApplyStatus and the sweeps (ExpireMessages,
+// FailForwards, QueueForwards) lock every outbox row of their messages
+// first; a later round of the same call (a message repeated in one batch)
+// finds them locked already.
+//
+// Those calls decide in Go, on the rows they locked, and write the result
+// with one statement (applyChangesSQL). A sweep finds its candidates without
+// locks, so after locking it checks each again and leaves those another
+// transaction moved meanwhile.
 //
 // Accept inserts new messages in id order for the same reason (a conflicting
 // insert waits for the other transaction), and draws their seq in input order
@@ -45,6 +51,18 @@
 //
 // A status report is written for a message that is final already, so for
 // status work only its own ledger entry makes an outcome AlreadyRecorded.
+// A forward retry of a message already forward_queued is no transition (no
+// history, queued_at kept).
+//
+// # Choices the interface leaves open
+//
+// Both stores make the same ones (see persistence/sqlite's package doc):
+// status work whenever a message with report_to becomes delivered or failed;
+// expiry removes delivery and forward rows, not status rows, with a ledger
+// entry each (or one for the frontend); FailForwards falls back to
+// (forward, dest_smsc); ApplyStatus records the forward with the report's
+// result and gives NoWork for states it does not name; an empty peer registry
+// is stored as nothing.
 //
 // # Plans
 //

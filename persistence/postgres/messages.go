@@ -23,9 +23,9 @@ import (
 var acceptSQL = `
 WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[],
-			$7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::timestamptz[])
+			$7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::timestamptz[], $15::text[])
 		WITH ORDINALITY AS t(id, token, source_msisdn, destination_msisdn, body, state,
-			source_smsc, dest_smsc, frontend, detail, work_kind, work_target, work_due, ord)
+			source_smsc, dest_smsc, frontend, detail, work_kind, work_target, work_due, report_to, ord)
 ),
 numbered AS (
 	-- Postgres evaluates a volatile output expression after ORDER BY, so
@@ -34,9 +34,11 @@ numbered AS (
 ),
 created AS (
 	INSERT INTO messages (id, seq, token, source_msisdn, destination_msisdn, body, state,
-		source_smsc, dest_smsc, frontend, attempts, reason, created_at, updated_at, submitted_at, history_len)
+		source_smsc, dest_smsc, frontend, attempts, reason, created_at, updated_at, submitted_at, history_len,
+		queued_at, report_to)
 	SELECT id, seq, token, source_msisdn, destination_msisdn, body, state,
-		source_smsc, dest_smsc, frontend, 0, '', $14, $14, $14, 1
+		source_smsc, dest_smsc, frontend, 0, '', $14, $14, $14, 1,
+		CASE WHEN state = 'forward_queued' THEN $14::timestamptz END, report_to
 	FROM numbered ORDER BY id COLLATE "C"
 	ON CONFLICT (id) DO NOTHING
 	RETURNING ` + columns("") + `
@@ -75,6 +77,7 @@ func (s *Store) Accept(ctx context.Context, now time.Time, batch []persistence.N
 		ids, srcs, dsts, bodies, states = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
 		srcSMSCs, dstSMSCs, frontends   = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
 		details, kinds, targets         = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+		reportTo                        = make([]string, 0, n)
 		tokens                          = make([]int64, 0, n)
 		dues                            = make([]time.Time, 0, n)
 	)
@@ -97,10 +100,11 @@ func (s *Store) Accept(ctx context.Context, now time.Time, batch []persistence.N
 		kinds = append(kinds, kind)
 		targets = append(targets, target)
 		dues = append(dues, due)
+		reportTo = append(reportTo, m.ReportTo)
 	}
 
 	rows, err := s.pool.Query(ctx, acceptSQL, ids, tokens, srcs, dsts, bodies, states,
-		srcSMSCs, dstSMSCs, frontends, details, kinds, targets, dues, now)
+		srcSMSCs, dstSMSCs, frontends, details, kinds, targets, dues, now, reportTo)
 	if err != nil {
 		return nil, s.fail("accept", err)
 	}
@@ -301,32 +305,39 @@ func (s *Store) ListMessages(ctx context.Context, q persistence.ListQuery) (pers
 	return page, nil
 }
 
-// Stats implements persistence.Store: two aggregates in one round trip.
+// Stats implements persistence.Store: three aggregates in one round trip.
+// The forward queue is counted from the claim index.
 func (s *Store) Stats(ctx context.Context) (persistence.Stats, error) {
 	if s.closed.Load() {
 		return persistence.Stats{}, s.fail("stats", persistence.ErrClosed)
 	}
 	st := persistence.NewStats()
 	b := &pgx.Batch{}
-	b.Queue("SELECT state, count(*) FROM messages GROUP BY state").Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var state string
-			var n int64
-			if err := rows.Scan(&state, &n); err != nil {
-				return err
-			}
-			st.ByState[messages.State(state)] = n
-		}
-		return rows.Err()
-	})
+	b.Queue("SELECT state, count(*) FROM messages GROUP BY state").Query(countsInto(st.ByState))
 	var oldest *time.Time
 	b.Queue("SELECT count(*), min(created_at) FROM outbox").QueryRow(func(row pgx.Row) error {
 		return row.Scan(&st.OutboxDepth, &oldest)
 	})
+	b.Queue("SELECT target, count(*) FROM outbox WHERE kind = 'forward' GROUP BY target").Query(countsInto(st.ForwardQueue))
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return persistence.Stats{}, s.fail("stats", err)
 	}
 	st.DLQDepth = st.ByState[messages.StateFailed]
 	st.OldestOutbox = utcOrZero(oldest)
 	return st, nil
+}
+
+// countsInto reads (key, count) rows into counts.
+func countsInto[K ~string](counts map[K]int64) func(pgx.Rows) error {
+	return func(rows pgx.Rows) error {
+		for rows.Next() {
+			var k K
+			var n int64
+			if err := rows.Scan(&k, &n); err != nil {
+				return err
+			}
+			counts[k] = n
+		}
+		return rows.Err()
+	}
 }

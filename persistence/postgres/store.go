@@ -107,7 +107,7 @@ func driverError(err error) error {
 var messageColumns = []string{
 	"id", "seq", "token", "source_msisdn", "destination_msisdn", "body", "state",
 	"source_smsc", "dest_smsc", "frontend", "attempts", "reason",
-	"created_at", "updated_at", "submitted_at",
+	"created_at", "updated_at", "submitted_at", "queued_at",
 }
 
 // columns lists messageColumns, each prefixed with alias and a dot when
@@ -133,13 +133,17 @@ func scanMessage(row scanner, extra ...any) (messages.Message, error) {
 	dest := append([]any{
 		&m.ID, &m.Seq, &token, &m.SourceMSISDN, &m.DestinationMSISDN, &m.Body, &m.State,
 		&m.SourceSMSC, &m.DestSMSC, &m.Frontend, &m.Attempts, &m.Reason,
-		&m.CreatedAt, &m.UpdatedAt, &m.SubmittedAt,
+		&m.CreatedAt, &m.UpdatedAt, &m.SubmittedAt, &m.QueuedAt,
 	}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return messages.Message{}, err
 	}
 	m.Token = uint64(token)
 	m.CreatedAt, m.UpdatedAt, m.SubmittedAt = m.CreatedAt.UTC(), m.UpdatedAt.UTC(), m.SubmittedAt.UTC()
+	if m.QueuedAt != nil {
+		t := m.QueuedAt.UTC()
+		m.QueuedAt = &t
+	}
 	return m, nil
 }
 

@@ -11,11 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/persistence/pgtest"
+	"github.com/switchboard-dev/switchboard/persistence/storetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -469,65 +471,117 @@ func TestRounds(t *testing.T) {
 	}
 }
 
-// TestOutcomesByKind pins the states CompleteWork moves forward and status
-// work to (the interface leaves them to the driver; see the package doc).
-func TestOutcomesByKind(t *testing.T) {
-	s := open(t, pgtest.DSN(t))
+// TestMigration0002KeepsLedger upgrades a schema written at version 0001:
+// its ledger entries become delivery entries and its messages are neither
+// queued nor owed a report.
+func TestMigration0002KeepsLedger(t *testing.T) {
+	dsn := pgtest.DSN(t)
 	ctx := t.Context()
-	withWork := func(id string, kind persistence.WorkKind, state messages.State) persistence.NewMessage {
-		m := delivery(id, "peer")
-		m.State = state
-		m.Work = &persistence.WorkSpec{Kind: kind, Target: "peer", DueAt: t0}
-		return m
-	}
-	if _, err := s.Accept(ctx, t0, []persistence.NewMessage{
-		withWork("fwd-ok", persistence.WorkForward, messages.StatePending),
-		withWork("fwd-fail", persistence.WorkForward, messages.StatePending),
-		withWork("fwd-retry", persistence.WorkForward, messages.StatePending),
-		withWork("status", persistence.WorkStatus, messages.StateDelivered),
-	}); err != nil {
-		t.Fatal(err)
-	}
-	outcome := func(id string, kind persistence.WorkKind, r persistence.Result) persistence.Outcome {
-		return persistence.Outcome{Kind: kind, Target: "peer", MessageID: id, Result: r, RetryAt: t0.Add(time.Minute), Reason: "peer said no"}
-	}
-	got, err := s.CompleteWork(ctx, t0.Add(time.Second), []persistence.Outcome{
-		outcome("fwd-ok", persistence.WorkForward, persistence.ResultDelivered),
-		outcome("fwd-fail", persistence.WorkForward, persistence.ResultFailed),
-		outcome("fwd-retry", persistence.WorkForward, persistence.ResultRetry),
-		outcome("status", persistence.WorkStatus, persistence.ResultDelivered),
-		outcome("status", persistence.WorkStatus, persistence.ResultDelivered),
-	})
+	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []persistence.Completion{persistence.Applied, persistence.Applied, persistence.Applied, persistence.Applied, persistence.AlreadyRecorded}
-	if !slices.Equal(got, want) {
-		t.Errorf("completions %v, want %v", got, want)
+	schema1, err := migrationFiles.ReadFile("migrations/0001_init.sql")
+	if err != nil {
+		t.Fatal(err)
 	}
-	for id, state := range map[string]messages.State{
-		"fwd-ok": messages.StateForwarded, "fwd-fail": messages.StateForwardFailed,
-		"fwd-retry": messages.StateForwardQueued, "status": messages.StateDelivered,
+	for _, q := range []string{
+		`CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
+		string(schema1),
+		`INSERT INTO schema_migrations (version, name) VALUES (1, 'init')`,
+		`INSERT INTO messages (id, token, source_msisdn, destination_msisdn, body, state, source_smsc, dest_smsc,
+			frontend, created_at, updated_at, submitted_at, history_len)
+			VALUES ('old', 1, '', '', 'b', 'delivered', '', '', 'fe', now(), now(), now(), 0)`,
+		`INSERT INTO ledger (message_id, target, result, at, detail) VALUES ('old', 'fe', 'delivered', now(), 'acked')`,
 	} {
-		m, err := s.GetMessage(ctx, id)
-		if err != nil {
+		if _, err := conn.Exec(ctx, q); err != nil {
 			t.Fatal(err)
 		}
-		if m.State != state {
-			t.Errorf("%s: state %s, want %s", id, m.State, state)
-		}
-		if wantLen := map[bool]int{true: 1, false: 2}[id == "status"]; len(m.History) != wantLen {
-			t.Errorf("%s: %d history entries, want %d", id, len(m.History), wantLen)
+	}
+	if err := conn.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	s := open(t, dsn)
+	wantAllVersions(t, s)
+	storetest.CheckUpgradeFrom0001(t, s, "old", "fe")
+	var reportTo string
+	if err := s.pool.QueryRow(ctx, "SELECT report_to FROM messages WHERE id = 'old'").Scan(&reportTo); err != nil || reportTo != "" {
+		t.Errorf("report_to = %q, %v; want ''", reportTo, err)
+	}
+}
+
+// TestFederationBatchesDoNotDeadlock runs the federation writes on one peer's
+// messages from two stores at once: claims, forward outcomes, status
+// reports, queueing and timing out. None may deadlock or fail, and at the
+// end every message that still waits for the peer has exactly its one
+// forward row, and no other message has one.
+func TestFederationBatchesDoNotDeadlock(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	stores := []*Store{open(t, dsn), open(t, dsn)}
+	const n, workers, peer = 200, 6, "p"
+	all := make([]persistence.NewMessage, n)
+	for i := range all {
+		all[i] = delivery(fmt.Sprintf("f-%04d", i), "far")
+		all[i].DestSMSC = peer
+		all[i].Work = &persistence.WorkSpec{Kind: persistence.WorkForward, Target: peer, DueAt: t0}
+		if i%3 == 0 {
+			all[i].State = messages.StateForwardQueued
 		}
 	}
-	if m, _ := s.GetMessage(ctx, "fwd-fail"); m.Reason != "peer said no" {
-		t.Errorf("fwd-fail: reason %q", m.Reason)
+	if _, err := stores[0].Accept(t.Context(), t0, all); err != nil {
+		t.Fatal(err)
 	}
-	st, err := s.Stats(ctx)
+	run(t, workers, func(w int, rng *rand.Rand) error {
+		s := stores[w%2]
+		now := t0.Add(time.Duration(w) * time.Second)
+		if _, err := s.ClaimWork(t.Context(), persistence.ClaimRequest{
+			Kind: persistence.WorkForward, Target: peer, Owner: fmt.Sprint(w), Limit: 30, Now: now, Lease: time.Second,
+		}); err != nil {
+			return err
+		}
+		var outcomes []persistence.Outcome
+		var updates []persistence.StatusUpdate
+		for _, m := range all {
+			switch rng.IntN(6) {
+			case 0:
+				outcomes = append(outcomes, persistence.Outcome{Kind: persistence.WorkForward, Target: peer, MessageID: m.ID,
+					Result: persistence.ResultRetry, RetryAt: now.Add(time.Minute)})
+			case 1:
+				outcomes = append(outcomes, persistence.Outcome{Kind: persistence.WorkForward, Target: peer, MessageID: m.ID,
+					Result: persistence.ResultDelivered})
+			case 2:
+				updates = append(updates, persistence.StatusUpdate{ID: m.ID, From: peer, Result: persistence.ResultDelivered, At: now})
+			}
+		}
+		rng.Shuffle(len(outcomes), func(i, j int) { outcomes[i], outcomes[j] = outcomes[j], outcomes[i] })
+		rng.Shuffle(len(updates), func(i, j int) { updates[i], updates[j] = updates[j], updates[i] })
+		if _, err := s.QueueForwards(t.Context(), now, peer, "down", 40); err != nil {
+			return err
+		}
+		if _, err := s.CompleteWork(t.Context(), now, outcomes); err != nil {
+			return err
+		}
+		if _, err := s.ApplyStatus(t.Context(), now, updates); err != nil {
+			return err
+		}
+		_, err := s.FailForwards(t.Context(), persistence.ForwardExpiry{Now: now.Add(time.Hour), QueuedBefore: now.Add(-time.Duration(rng.IntN(3)) * time.Second), Limit: 20})
+		return err
+	})
+	st, err := stores[0].Stats(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.OutboxDepth != 1 {
-		t.Errorf("outbox depth %d, want 1 (the forward to retry)", st.OutboxDepth)
+	waiting := st.ByState[messages.StatePending] + st.ByState[messages.StateForwardQueued]
+	if st.ForwardQueue[peer] != waiting || st.OutboxDepth != waiting {
+		t.Errorf("forward rows %d, outbox %d; want one per waiting message (%d): %v", st.ForwardQueue[peer], st.OutboxDepth, waiting, st.ByState)
 	}
+	var total int64
+	for _, c := range st.ByState {
+		total += c
+	}
+	if total != n {
+		t.Errorf("%d messages counted, want %d", total, n)
+	}
+	t.Logf("states after the run: %v", st.ByState)
 }

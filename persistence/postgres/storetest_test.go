@@ -15,8 +15,8 @@ import (
 type seedingStore struct{ *Store }
 
 func (s seedingStore) SeedLedger(ctx context.Context, e persistence.LedgerEntry) error {
-	_, err := s.pool.Exec(ctx, "INSERT INTO ledger (message_id, target, result, at, detail) VALUES ($1, $2, $3, $4, $5)",
-		e.MessageID, e.Target, string(e.Result), norm(e.At), e.Detail)
+	_, err := s.pool.Exec(ctx, "INSERT INTO ledger (message_id, kind, target, result, at, detail) VALUES ($1, $2, $3, $4, $5, $6)",
+		e.MessageID, string(e.Kind), e.Target, string(e.Result), norm(e.At), e.Detail)
 	return err
 }
 

@@ -54,7 +54,8 @@ func (s *Store) inTx(ctx context.Context, first *pgx.Batch, fn func(tx pgx.Tx) e
 const claimSQL = `
 WITH candidates AS (
 	SELECT o.id,
-		EXISTS (SELECT 1 FROM ledger l WHERE l.message_id = o.message_id AND l.target = o.target) AS recorded
+		EXISTS (SELECT 1 FROM ledger l
+			WHERE l.message_id = o.message_id AND l.kind = o.kind AND l.target = o.target) AS recorded
 	FROM outbox o
 	WHERE o.kind = $1 AND o.target = $2 AND o.due_at <= $3
 		AND (o.lease_until IS NULL OR o.lease_until <= $3)
@@ -241,17 +242,26 @@ func rounds(n int, key func(i int) string) [][]int {
 	return out
 }
 
-// inRounds runs the rounds in one transaction: each round's reads are
-// queued on a batch (the first one together with BEGIN), then the round is
-// applied.
-func (s *Store) inRounds(ctx context.Context, all [][]int, read func(*pgx.Batch, []int), apply func(pgx.Tx, []int) error) error {
+// inRounds runs the n items keyed by message id in rounds (see rounds), in
+// one transaction: each round's reads are queued on a batch (the first one
+// together with BEGIN) with the round's ids, then the round is applied.
+func (s *Store) inRounds(ctx context.Context, n int, id func(i int) string,
+	read func(b *pgx.Batch, round []int, ids []string), apply func(pgx.Tx, []int) error) error {
+	all := rounds(n, id)
+	queue := func(b *pgx.Batch, round []int) {
+		ids := make([]string, len(round))
+		for j, i := range round {
+			ids[j] = id(i)
+		}
+		read(b, round, ids)
+	}
 	first := &pgx.Batch{}
-	read(first, all[0])
+	queue(first, all[0])
 	return s.inTx(ctx, first, func(tx pgx.Tx) error {
 		for k, round := range all {
 			if k > 0 {
 				b := &pgx.Batch{}
-				read(b, round)
+				queue(b, round)
 				if err := tx.SendBatch(ctx, b).Close(); err != nil {
 					return err
 				}
@@ -264,66 +274,64 @@ func (s *Store) inRounds(ctx context.Context, all [][]int, read func(*pgx.Batch,
 	})
 }
 
-const (
-	// completeLockWorkSQL locks the outbox rows of the messages, in id order.
-	// It selects by message alone (the caller matches kind and target): a
-	// condition on kind and target too would let the planner pick
-	// outbox_claim, whose (kind, target) prefix can match a whole queue.
-	completeLockWorkSQL = `
-SELECT o.id, o.kind, o.target, o.message_id
-FROM outbox o JOIN unnest($1::text[]) AS k(id) ON o.message_id = k.id
-ORDER BY o.id
-FOR UPDATE OF o`
-	// lockMessagesSQL locks messages (a list of distinct ids) in id order.
-	// FOR NO KEY UPDATE, not FOR UPDATE: it is what an UPDATE that keeps the
-	// key takes anyway.
-	lockMessagesSQL = `
-SELECT m.id, m.state FROM messages m JOIN unnest($1::text[]) AS k(id) ON m.id = k.id
-ORDER BY m.id
-FOR NO KEY UPDATE OF m`
-	// completeLedgerSQL reads which (message, target) pairs have a recorded
-	// outcome, by primary key.
-	completeLedgerSQL = `
-SELECT l.message_id, l.target
-FROM ledger l JOIN unnest($1::text[], $2::text[]) AS k(message_id, target)
-	ON l.message_id = k.message_id AND l.target = k.target`
-	// completeApplySQL records outcomes already decided (one per message);
-	// the outbox rows are named by id ($10 finished, $11 rescheduled to $12).
-	completeApplySQL = `
-WITH input AS (
-	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
-		AS t(message_id, kind, target, result, state, reason, detail)
-),
-moved AS (
-	UPDATE messages m SET state = i.state,
-		reason = CASE WHEN i.result = 'failed' THEN i.reason ELSE m.reason END,
-		updated_at = $8, history_len = m.history_len + 1
-	FROM input i WHERE m.id = i.message_id AND i.state <> ''
-	RETURNING m.id, m.history_len, m.state
-),
-transitions AS (
-	INSERT INTO history (message_id, ordinal, state, at, detail)
-	SELECT mv.id, mv.history_len, mv.state, $8, i.detail FROM moved mv JOIN input i ON i.message_id = mv.id
-),
-recorded AS (
-	INSERT INTO ledger (message_id, target, result, at, detail)
-	SELECT message_id, target, result, $8, detail FROM input WHERE result <> 'retry'
-	ON CONFLICT (message_id, target) DO NOTHING
-),
-finished AS (
-	DELETE FROM outbox o USING unnest($9::bigint[]) AS f(id) WHERE o.id = f.id
-),
-rescheduled AS (
-	UPDATE outbox o SET due_at = r.due_at, lease_owner = NULL, lease_until = NULL
-	FROM unnest($10::bigint[], $11::timestamptz[]) AS r(id, due_at)
-	WHERE o.id = r.id
-)
-SELECT count(*) FROM input`
-)
+// batch is a call that decides items about messages one by one.
+type batch struct {
+	op string
+	n  int
+	id func(i int) string // the message item i is about
+	// read, when set, queues more reads of a round into b.
+	read func(b *pgx.Batch, round []int, ids []string)
+	// decide records what item i does to m (nil when it does not exist),
+	// whose locked outbox rows are work.
+	decide func(i int, m *message, work []workRow, c *changes) persistence.Completion
+}
 
-// CompleteWork implements persistence.Store. Each round (one outcome per
-// message) takes two round trips: lock and read, then apply; the first
-// shares its round trip with BEGIN.
+// decideBatch runs b's items in rounds (one item per message a round):
+// each round locks the messages' outbox rows and then them, reads what
+// b.read adds, decides its items in memory and applies the changes in one
+// statement. Each round takes two round trips; the first shares its round
+// trip with BEGIN.
+func (s *Store) decideBatch(ctx context.Context, now time.Time, b batch) ([]persistence.Completion, error) {
+	out := make([]persistence.Completion, b.n)
+	if b.n == 0 {
+		return out, nil
+	}
+	now = norm(now)
+	var l locked
+	read := func(pb *pgx.Batch, round []int, ids []string) {
+		l.queue(pb, ids)
+		if b.read != nil {
+			b.read(pb, round, ids)
+		}
+	}
+	apply := func(tx pgx.Tx, round []int) error {
+		c := newChanges(now)
+		for _, i := range round {
+			out[i] = b.decide(i, l.msgs[b.id(i)], l.work[b.id(i)], c)
+		}
+		return c.apply(ctx, tx)
+	}
+	if err := s.inRounds(ctx, b.n, b.id, read, apply); err != nil {
+		return nil, s.fail(b.op, err)
+	}
+	return out, nil
+}
+
+// completeLedgerSQL reads which (message, kind, target) triples have a
+// recorded outcome, by primary key.
+const completeLedgerSQL = `
+SELECT l.message_id, l.kind, l.target
+FROM ledger l JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(message_id, kind, target)
+	ON l.message_id = k.message_id AND l.kind = k.kind AND l.target = k.target`
+
+// ledgerKey names a ledger entry.
+type ledgerKey struct {
+	message string
+	kind    persistence.WorkKind
+	target  string
+}
+
+// CompleteWork implements persistence.Store (see decideBatch).
 func (s *Store) CompleteWork(ctx context.Context, now time.Time, outcomes []persistence.Outcome) ([]persistence.Completion, error) {
 	if s.closed.Load() {
 		return nil, s.fail("complete work", persistence.ErrClosed)
@@ -331,121 +339,62 @@ func (s *Store) CompleteWork(ctx context.Context, now time.Time, outcomes []pers
 	if err := validateOutcomes(outcomes); err != nil {
 		return nil, err
 	}
-	out := make([]persistence.Completion, len(outcomes))
-	if len(outcomes) == 0 {
-		return out, nil
-	}
-	now = norm(now)
-	type workKey struct {
-		kind            persistence.WorkKind
-		target, message string
-	}
-	type ledgerKey struct{ message, target string }
-
-	// read queues the locking reads of one round into b; apply decides and
-	// writes it.
-	var (
-		work     map[workKey][]int64 // outbox row ids
-		states   map[string]messages.State
-		recorded map[ledgerKey]bool
-	)
-	read := func(b *pgx.Batch, round []int) {
-		work, states, recorded = map[workKey][]int64{}, map[string]messages.State{}, map[ledgerKey]bool{}
-		targets, ids := make([]string, len(round)), make([]string, len(round))
-		for j, i := range round {
-			targets[j], ids[j] = outcomes[i].Target, outcomes[i].MessageID
-		}
-		b.Queue(completeLockWorkSQL, ids).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var id int64
-				var k workKey
-				if err := rows.Scan(&id, &k.kind, &k.target, &k.message); err != nil {
-					return err
-				}
-				work[k] = append(work[k], id)
+	var recorded map[ledgerKey]bool
+	return s.decideBatch(ctx, now, batch{
+		op: "complete work", n: len(outcomes),
+		id: func(i int) string { return outcomes[i].MessageID },
+		read: func(b *pgx.Batch, round []int, ids []string) {
+			recorded = map[ledgerKey]bool{}
+			kinds, targets := make([]string, len(round)), make([]string, len(round))
+			for j, i := range round {
+				kinds[j], targets[j] = string(outcomes[i].Kind), outcomes[i].Target
 			}
-			return rows.Err()
-		})
-		b.Queue(lockMessagesSQL, ids).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var id string
-				var st messages.State
-				if err := rows.Scan(&id, &st); err != nil {
-					return err
+			b.Queue(completeLedgerSQL, ids, kinds, targets).Query(func(rows pgx.Rows) error {
+				for rows.Next() {
+					var k ledgerKey
+					if err := rows.Scan(&k.message, &k.kind, &k.target); err != nil {
+						return err
+					}
+					recorded[k] = true
 				}
-				states[id] = st
-			}
-			return rows.Err()
-		})
-		b.Queue(completeLedgerSQL, ids, targets).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var k ledgerKey
-				if err := rows.Scan(&k.message, &k.target); err != nil {
-					return err
-				}
-				recorded[k] = true
-			}
-			return rows.Err()
-		})
-	}
-	apply := func(tx pgx.Tx, round []int) error {
-		var ids, kinds, targets, results, newStates, reasons, details []string
-		var finished, retried []int64
-		var retryAts []time.Time
-		for _, i := range round {
+				return rows.Err()
+			})
+		},
+		decide: func(i int, m *message, work []workRow, c *changes) persistence.Completion {
 			o := outcomes[i]
-			state, found := states[o.MessageID]
+			rows := rowsOf(work, o.Kind, o.Target)
 			switch {
-			case !found:
-				out[i] = persistence.NoWork
-				continue
-			case recorded[ledgerKey{o.MessageID, o.Target}]:
-				out[i] = persistence.AlreadyRecorded
-				continue
-			case o.Kind != persistence.WorkStatus && state.Final():
-				// A status report is written for a message that is final
-				// already; only its own ledger entry ends it.
-				out[i] = persistence.AlreadyRecorded
-				continue
-			case len(work[workKey{o.Kind, o.Target, o.MessageID}]) == 0:
-				out[i] = persistence.NoWork
-				continue
+			case m == nil:
+				return persistence.NoWork
+			// A status report is written for a message that is final
+			// already; only its own ledger entry ends it.
+			case recorded[ledgerKey{o.MessageID, o.Kind, o.Target}] || (o.Kind != persistence.WorkStatus && m.State.Final()):
+				return persistence.AlreadyRecorded
+			case len(rows) == 0:
+				return persistence.NoWork
 			}
-			out[i] = persistence.Applied
-			rows := work[workKey{o.Kind, o.Target, o.MessageID}]
 			if o.Result == persistence.ResultRetry {
-				retryAt := now
+				retryAt := c.now
 				if !o.RetryAt.IsZero() {
 					retryAt = norm(o.RetryAt)
 				}
-				for _, id := range rows {
-					retried = append(retried, id)
-					retryAts = append(retryAts, retryAt)
-				}
+				c.reschedule(retryAt, rows...)
 			} else {
-				finished = append(finished, rows...)
+				c.record(o.MessageID, o.Kind, o.Target, o.Result, o.Detail)
+				c.finish(rows...)
 			}
-			ids = append(ids, o.MessageID)
-			kinds = append(kinds, string(o.Kind))
-			targets = append(targets, o.Target)
-			results = append(results, string(o.Result))
-			newStates = append(newStates, string(persistence.StateAfter(o.Kind, o.Result)))
-			reasons = append(reasons, o.Reason)
-			details = append(details, o.Detail)
-		}
-		if len(ids) == 0 {
-			return nil
-		}
-		_, err := tx.Exec(ctx, completeApplySQL, ids, kinds, targets, results, newStates, reasons, details, now,
-			finished, retried, retryAts)
-		return err
-	}
-
-	all := rounds(len(outcomes), func(i int) string { return outcomes[i].MessageID })
-	if err := s.inRounds(ctx, all, read, apply); err != nil {
-		return nil, s.fail("complete work", err)
-	}
-	return out, nil
+			next := persistence.StateAfter(o.Kind, o.Result)
+			// A forward that stays queued is no transition.
+			if next == "" || (o.Kind == persistence.WorkForward && next == m.State) {
+				return persistence.Applied
+			}
+			if o.Result == persistence.ResultFailed {
+				m.Reason = o.Reason // a failure sets the reason; other outcomes keep it
+			}
+			c.move(m, next, o.Detail)
+			return persistence.Applied
+		},
+	})
 }
 
 func validateOutcomes(outcomes []persistence.Outcome) error {
@@ -488,15 +437,15 @@ WHERE id IN (SELECT id FROM outbox WHERE lease_owner = $1 ORDER BY id FOR UPDATE
 }
 
 // Ledger implements persistence.Store.
-func (s *Store) Ledger(ctx context.Context, messageID, target string) (persistence.LedgerEntry, error) {
+func (s *Store) Ledger(ctx context.Context, kind persistence.WorkKind, messageID, target string) (persistence.LedgerEntry, error) {
 	if s.closed.Load() {
 		return persistence.LedgerEntry{}, s.fail("ledger", persistence.ErrClosed)
 	}
-	e := persistence.LedgerEntry{MessageID: messageID, Target: target}
-	err := s.pool.QueryRow(ctx, "SELECT result, at, detail FROM ledger WHERE message_id = $1 AND target = $2",
-		messageID, target).Scan(&e.Result, &e.At, &e.Detail)
+	e := persistence.LedgerEntry{MessageID: messageID, Kind: kind, Target: target}
+	err := s.pool.QueryRow(ctx, "SELECT result, at, detail FROM ledger WHERE message_id = $1 AND kind = $2 AND target = $3",
+		messageID, string(kind), target).Scan(&e.Result, &e.At, &e.Detail)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return persistence.LedgerEntry{}, s.fail("ledger", fmt.Errorf("ledger %q/%q: %w", messageID, target, persistence.ErrNotFound))
+		return persistence.LedgerEntry{}, s.fail("ledger", fmt.Errorf("ledger %q/%s/%q: %w", messageID, kind, target, persistence.ErrNotFound))
 	}
 	if err != nil {
 		return persistence.LedgerEntry{}, s.fail("ledger", err)
@@ -505,88 +454,55 @@ func (s *Store) Ledger(ctx context.Context, messageID, target string) (persisten
 	return e, nil
 }
 
-const (
-	// expireCandidatesSQL finds messages to expire, oldest first.
-	expireCandidatesSQL = `
+// expiredDetail is the history and ledger detail of an expiry.
+const expiredDetail = "message validity expired"
+
+// expireCandidatesSQL finds messages to expire, oldest first.
+const expireCandidatesSQL = `
 SELECT m.id FROM messages m
 WHERE m.state IN ('pending', 'retry') AND m.submitted_at < $1
 	AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.message_id = m.id AND o.lease_until > $2)
 ORDER BY m.submitted_at, m.id
 LIMIT $3`
-	// expireLockWorkSQL locks the candidates' outbox rows in id order.
-	expireLockWorkSQL = `
-SELECT o.id FROM outbox o JOIN unnest($1::text[]) AS k(id) ON o.message_id = k.id
-ORDER BY o.id
-FOR UPDATE OF o`
-)
 
-// expireApplySQL fails the locked candidates that still qualify, with
-// history, ledger entries (each removed row's target and the message's
-// frontend) and their work removed.
-var expireApplySQL = `
-WITH expired AS (
-	UPDATE messages m SET state = 'failed', reason = $4, updated_at = $3, history_len = m.history_len + 1
-	FROM unnest($1::text[]) AS k(id)
-	WHERE m.id = k.id AND m.state IN ('pending', 'retry') AND m.submitted_at < $2
-		AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.message_id = m.id AND o.lease_until > $3)
-	RETURNING ` + columns("m") + `, m.history_len
-),
-transitions AS (
-	INSERT INTO history (message_id, ordinal, state, at, detail)
-	SELECT id, history_len, state, $3, $4 FROM expired
-),
-removed AS (
-	DELETE FROM outbox o USING expired e WHERE o.message_id = e.id
-	RETURNING o.message_id, o.target
-),
-recorded AS (
-	INSERT INTO ledger (message_id, target, result, at, detail)
-	SELECT message_id, target, 'failed', $3, $4 FROM (
-		SELECT message_id, target FROM removed
-		UNION
-		SELECT id, frontend FROM expired WHERE frontend <> ''
-	) t
-	ON CONFLICT (message_id, target) DO NOTHING
-)
-SELECT ` + columns("") + ` FROM expired ORDER BY submitted_at, id`
-
-// ExpireMessages implements persistence.Store in three round trips: begin and
-// find candidates; lock their work and then them, and apply; commit.
+// ExpireMessages implements persistence.Store in four round trips: begin and
+// find candidates; lock their work and then them; apply those that still
+// qualify; commit.
+//
+// A message counts as leased when any of its outbox rows holds a live lease.
+// The ledger gets a failed entry for each delivery or forward row removed; a
+// message without such work gets one for its frontend (delivery), so a late
+// ack for it is still recognised. Status rows (reports owed to an origin)
+// are not the message's own work and stay.
 func (s *Store) ExpireMessages(ctx context.Context, req persistence.ExpireRequest) ([]messages.Message, error) {
-	if s.closed.Load() {
-		return nil, s.fail("expire messages", persistence.ErrClosed)
-	}
 	if req.Limit <= 0 {
+		if s.closed.Load() {
+			return nil, s.fail("expire messages", persistence.ErrClosed)
+		}
 		return nil, fmt.Errorf("expire messages: limit %d must be positive", req.Limit)
 	}
 	now, cutoff := norm(req.Now), norm(req.SubmittedBefore)
-
-	var ids []string
-	first := &pgx.Batch{}
-	first.Queue(expireCandidatesSQL, cutoff, now, req.Limit).Query(func(rows pgx.Rows) error {
-		var err error
-		ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
-		return err
-	})
-	expired := []messages.Message{}
-	err := s.inTx(ctx, first, func(tx pgx.Tx) error {
-		if len(ids) == 0 {
-			return nil
-		}
-		b := &pgx.Batch{}
-		b.Queue(expireLockWorkSQL, ids)
-		b.Queue(lockMessagesSQL, ids)
-		b.Queue(expireApplySQL, ids, cutoff, now, messages.ReasonExpired).Query(func(rows pgx.Rows) error {
-			var err error
-			expired, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (messages.Message, error) { return scanMessage(row) })
-			return err
+	return s.sweep(ctx, "expire messages", now, expireCandidatesSQL, []any{cutoff, now, req.Limit},
+		func(m *message, work []workRow, c *changes) bool {
+			if (m.State != messages.StatePending && m.State != messages.StateRetry) || !m.SubmittedAt.Before(cutoff) ||
+				leased(work, "", now) {
+				return false
+			}
+			c.failWork(m, work, messages.StateFailed, messages.ReasonExpired, expiredDetail,
+				workRow{kind: persistence.WorkDelivery, target: m.Frontend}, persistence.WorkDelivery, persistence.WorkForward)
+			return true
 		})
-		return tx.SendBatch(ctx, b).Close()
-	})
-	if err != nil {
-		return nil, s.fail("expire messages", err)
+}
+
+// leased reports whether a row of kind (any kind when empty) holds a lease
+// live at now.
+func leased(work []workRow, kind persistence.WorkKind, now time.Time) bool {
+	for _, w := range work {
+		if (kind == "" || w.kind == kind) && w.leased(now) {
+			return true
+		}
 	}
-	return expired, nil
+	return false
 }
 
 // resubmitApplySQL moves locked, resubmittable messages (one row each) back
@@ -598,6 +514,7 @@ WITH input AS (
 ),
 moved AS (
 	UPDATE messages m SET state = i.state, frontend = i.frontend, dest_smsc = i.dest_smsc,
+		queued_at = CASE WHEN i.state = 'forward_queued' THEN $9::timestamptz END,
 		attempts = 0, reason = '', submitted_at = $9, updated_at = $9, history_len = m.history_len + 1
 	FROM input i WHERE m.id = i.id
 	RETURNING m.id, m.token, m.history_len
@@ -607,7 +524,7 @@ transitions AS (
 	SELECT mv.id, mv.history_len, i.state, $9, i.detail FROM moved mv JOIN input i ON i.id = mv.id
 ),
 cleared AS (
-	DELETE FROM ledger l USING moved mv WHERE l.message_id = mv.id AND l.result = 'failed'
+	DELETE FROM ledger l USING moved mv WHERE l.message_id = mv.id AND (l.result = 'failed' OR l.kind = 'status')
 ),
 work AS (
 	INSERT INTO outbox (kind, target, message_id, token, due_at, created_at)
@@ -633,33 +550,20 @@ func (s *Store) Resubmit(ctx context.Context, now time.Time, reroutes []persiste
 	}
 	now = norm(now)
 
-	var states map[string]messages.State
-	read := func(b *pgx.Batch, round []int) {
-		states = map[string]messages.State{}
-		ids := make([]string, len(round))
-		for j, i := range round {
-			ids[j] = reroutes[i].ID
-		}
-		b.Queue(lockMessagesSQL, ids).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var id string
-				var st messages.State
-				if err := rows.Scan(&id, &st); err != nil {
-					return err
-				}
-				states[id] = st
-			}
-			return rows.Err()
-		})
-	}
+	var l locked
+	read := func(b *pgx.Batch, _ []int, ids []string) { l.queueMessages(b, ids) }
 	apply := func(tx pgx.Tx, round []int) error {
 		var ids, frontends, dests, newStates, details, kinds, targets []string
 		var dues []time.Time
 		for _, i := range round {
 			r := reroutes[i]
-			state, found := states[r.ID]
-			out[i] = persistence.ResubmitResult{ID: r.ID, Found: found, State: state}
-			if !found || !state.Resubmittable() {
+			m, found := l.msgs[r.ID]
+			if !found {
+				out[i] = persistence.ResubmitResult{ID: r.ID}
+				continue
+			}
+			out[i] = persistence.ResubmitResult{ID: r.ID, Found: true, State: m.State}
+			if !m.State.Resubmittable() {
 				continue
 			}
 			out[i].Applied, out[i].State = true, r.State
@@ -680,8 +584,7 @@ func (s *Store) Resubmit(ctx context.Context, now time.Time, reroutes []persiste
 		return err
 	}
 
-	all := rounds(len(reroutes), func(i int) string { return reroutes[i].ID })
-	if err := s.inRounds(ctx, all, read, apply); err != nil {
+	if err := s.inRounds(ctx, len(reroutes), func(i int) string { return reroutes[i].ID }, read, apply); err != nil {
 		return nil, s.fail("resubmit", err)
 	}
 	return out, nil

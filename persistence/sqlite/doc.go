@@ -23,8 +23,11 @@
 // whatever the batch size: multi-row INSERT ... RETURNING and UPDATE ... FROM
 // (VALUES ...) for batches (chunked below SQLite's bound-parameter limit),
 // outcomes decided in memory in input order between one read phase and one
-// write phase. Every hot query has its index (see migrations/0001_init.sql);
-// Stats counts with aggregates, never by loading rows.
+// write phase (see changes.go: CompleteWork and ApplyStatus decide items
+// one by one, the sweeps ExpireMessages, FailForwards and QueueForwards
+// decide each candidate, and one writer applies the result). Every hot query
+// has its index (see migrations/; TestHotQueriesUseIndexes checks the
+// plans); Stats counts with aggregates, never by loading rows.
 //
 // Times are INTEGER unix microseconds, the precision both stores keep, so
 // comparisons in SQL are integer comparisons and nothing depends on a text
@@ -45,10 +48,24 @@
 //     delivered, failed or retry; forward work to forwarded, forward_failed
 //     or forward_queued; status work leaves the state alone (the message is
 //     already final here) and is not subject to the "already final" rule.
+//   - Any change that makes a message with a report_to delivered or failed
+//     writes its status work (due now, replacing a row it had for that
+//     origin): a final delivery outcome, an expiry, and also a peer's report
+//     (ApplyStatus), although federation never forwards such a message on.
 //   - ExpireMessages treats a message as leased when any of its outbox rows
-//     has a live lease. It writes a failed ledger entry for the target of
-//     each delivery or forward row it removes, or for the message's frontend
-//     when it had none.
+//     has a live lease. It removes the delivery and forward rows (status rows
+//     are reports owed to an origin, not the message's work) and writes a
+//     failed ledger entry for each, or for (delivery, frontend) when it had
+//     none. FailForwards likewise writes (forward, dest_smsc) for a queued
+//     message without forward work.
+//   - ApplyStatus writes the forward ledger entry with the report's result
+//     (so Resubmit, which removes failed entries, lets a message the peer
+//     failed be forwarded again) and gives NoWork for a message of that
+//     dest_smsc in any state it does not name (retry: local work).
+//   - QueueForwards returns messages in acceptance order; FailForwards oldest
+//     queued first.
+//   - A peer registry without frontends is stored as no rows: the peer is
+//     absent from PeerRegistries. Frontends are listed sorted, each once.
 //   - Resubmit also removes the message's old delivery and forward rows (they
 //     belong to the route it failed on) and rejects a restart state that is
 //     final.

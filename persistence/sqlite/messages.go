@@ -45,15 +45,17 @@ func (s *Store) Accept(ctx context.Context, now time.Time, batch []persistence.N
 	var stored map[string]messages.Message    // stored before this call
 	err := s.write(ctx, op, func(tx querier) error {
 		err := chunks(len(uniq), func(lo, hi int) error {
-			args := make([]any, 0, 14*(hi-lo))
+			args := make([]any, 0, 15*(hi-lo))
 			for _, i := range uniq[lo:hi] {
 				nm := batch[i]
 				args = append(args, nm.ID, int64(messages.TokenOf(nm.ID)), nm.SourceMSISDN, nm.DestinationMSISDN,
-					nm.Body, string(nm.State), nm.SourceSMSC, nm.DestSMSC, nm.Frontend, 0, at, at, at)
+					nm.Body, string(nm.State), nm.SourceSMSC, nm.DestSMSC, nm.Frontend, 0, at, at, at,
+					queuedAt(nm.State, sql.NullInt64{}, at), nm.ReportTo)
 			}
 			rows, err := tx.QueryContext(ctx, `INSERT INTO messages (id, token, source_msisdn, destination_msisdn,
-				body, state, source_smsc, dest_smsc, frontend, attempts, created_at, updated_at, submitted_at)
-				VALUES `+tuples(hi-lo, 13)+` ON CONFLICT (id) DO NOTHING RETURNING id, seq`, args...)
+				body, state, source_smsc, dest_smsc, frontend, attempts, created_at, updated_at, submitted_at,
+				queued_at, report_to)
+				VALUES `+tuples(hi-lo, 15)+` ON CONFLICT (id) DO NOTHING RETURNING id, seq`, args...)
 			if err != nil {
 				return err
 			}
@@ -116,7 +118,7 @@ func (s *Store) Accept(ctx context.Context, now time.Time, batch []persistence.N
 				ID: nm.ID, SourceMSISDN: nm.SourceMSISDN, DestinationMSISDN: nm.DestinationMSISDN,
 				Body: nm.Body, State: nm.State, SourceSMSC: nm.SourceSMSC, DestSMSC: nm.DestSMSC,
 				Frontend: nm.Frontend, CreatedAt: t, UpdatedAt: t, SubmittedAt: t,
-				Seq: seq, Token: messages.TokenOf(nm.ID),
+				QueuedAt: timeOrNil(queuedAt(nm.State, sql.NullInt64{}, at)), Seq: seq, Token: messages.TokenOf(nm.ID),
 			}}
 		default:
 			out[i] = persistence.Accepted{Message: stored[nm.ID]}
@@ -225,25 +227,15 @@ func (s *Store) ListMessages(ctx context.Context, q persistence.ListQuery) (pers
 	return page, nil
 }
 
-// Stats implements persistence.Store with three aggregate queries on one
+// forwardQueueSQL counts forward rows by peer from the claim index.
+const forwardQueueSQL = `SELECT target, COUNT(*) FROM outbox WHERE kind = ? GROUP BY target`
+
+// Stats implements persistence.Store with four aggregate queries on one
 // snapshot; the counts come from indexes, not from rows in memory.
 func (s *Store) Stats(ctx context.Context) (persistence.Stats, error) {
 	st := persistence.NewStats()
 	err := s.read(ctx, "stats", func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT state, COUNT(*) FROM messages GROUP BY state`)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var state string
-			var n int64
-			if err := rows.Scan(&state, &n); err != nil {
-				return err
-			}
-			st.ByState[messages.State(state)] = n
-		}
-		if err := rows.Err(); err != nil {
+		if err := countsInto(ctx, tx, st.ByState, `SELECT state, COUNT(*) FROM messages GROUP BY state`); err != nil {
 			return err
 		}
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM outbox`).Scan(&st.OutboxDepth); err != nil {
@@ -254,11 +246,26 @@ func (s *Store) Stats(ctx context.Context) (persistence.Stats, error) {
 			return err
 		}
 		st.OldestOutbox = zeroIfNull(oldest)
-		return nil
+		return countsInto(ctx, tx, st.ForwardQueue, forwardQueueSQL, string(persistence.WorkForward))
 	})
 	if err != nil {
 		return persistence.Stats{}, err
 	}
 	st.DLQDepth = st.ByState[messages.StateFailed]
 	return st, nil
+}
+
+// countsInto runs a query of (key, count) rows into counts.
+func countsInto[K ~string](ctx context.Context, tx *sql.Tx, counts map[K]int64, query string, args ...any) error {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	return scanEach(rows, func(r *sql.Rows) error {
+		var k K
+		var n int64
+		err := r.Scan(&k, &n)
+		counts[k] = n
+		return err
+	})
 }

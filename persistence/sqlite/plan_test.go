@@ -30,9 +30,12 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{"claim", claimSQL, []any{"delivery", "fe", 5, 10, "o", 9}},
 		{"next due", nextDueSQL, []any{"delivery", "fe", 5}},
 		{"reschedule", rescheduleSQL(2), []any{1, 2, 3, 4}},
-		{"settle", settleSQL(2), []any{1, "a", "delivered", "", "b", "failed", "x"}},
-		{"restart", restartSQL(2), []any{1, 1, "a", "pending", "fe", "s", "b", "pending", "fe", "s"}},
+		{"settle", settleSQL(2), []any{1, "a", "delivered", "", nil, "b", "forward_queued", "x", 3}},
+		{"restart", restartSQL(2), []any{1, 1, "a", "pending", "fe", "s", nil, "b", "forward_queued", "fe", "s", 1}},
 		{"expirable", expirableSQL, []any{"pending", "retry", 5, 6, 10}},
+		{"failable", failableSQL, []any{"forward_queued", 5, "forward", 6, 10}},
+		{"queueable", queueableSQL, []any{"pending", "forward", "peer", 5, 10}},
+		{"forward queue", forwardQueueSQL, []any{"forward"}},
 		{"list", listSQL, []any{5, 10}},
 		{"list by state", listByStateSQL, []any{"pending", 5, 10}},
 	}
@@ -76,11 +79,27 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A forward queue: most messages wait for an unhealthy peer, a few are
+	// pending for a healthy one.
+	for b := range 5 {
+		batch := make([]persistence.NewMessage, 100)
+		for i := range batch {
+			state, peer := messages.StateForwardQueued, "peer-down"
+			if i%10 == 0 {
+				state, peer = messages.StatePending, "peer-up"
+			}
+			batch[i] = persistence.NewMessage{ID: fmt.Sprintf("f-%02d-%03d", b, i), State: state, Frontend: "far", DestSMSC: peer,
+				Work: &persistence.WorkSpec{Kind: persistence.WorkForward, Target: peer, DueAt: now}}
+		}
+		if _, err := s.Accept(ctx, now.Add(time.Duration(b)*time.Second), batch); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, err := s.ClaimWork(ctx, persistence.ClaimRequest{Kind: persistence.WorkDelivery, Target: "fe-1", Owner: "o", Limit: 100, Now: now.Add(time.Minute), Lease: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.wdb.ExecContext(ctx, "ANALYZE"); err != nil {
 		t.Fatal(err)
 	}
-	check("2000 messages, analyzed")
+	check("2500 messages, analyzed")
 }

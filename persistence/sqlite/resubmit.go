@@ -15,7 +15,8 @@ import (
 //
 // Besides what the interface says, the message's remaining delivery and
 // forward rows are removed: they belong to the route it failed on. Status
-// rows (reports owed to another node) stay.
+// rows (reports owed to another node) stay; the status ledger entry goes, so
+// the next final state is reported again.
 func (s *Store) Resubmit(ctx context.Context, now time.Time, reroutes []persistence.Reroute) ([]persistence.ResubmitResult, error) {
 	const op = "resubmit"
 	if err := s.check(op); err != nil {
@@ -76,7 +77,7 @@ func (s *Store) Resubmit(ctx context.Context, now time.Time, reroutes []persiste
 				states[r.ID] = r.State
 				res[i] = persistence.ResubmitResult{ID: r.ID, Applied: true, Found: true, State: r.State}
 				applied = append(applied, r.ID)
-				upd = append(upd, r.ID, string(r.State), r.Frontend, r.DestSMSC)
+				upd = append(upd, r.ID, string(r.State), r.Frontend, r.DestSMSC, queuedAt(r.State, sql.NullInt64{}, at))
 				hist = append(hist, historyEntry{messageID: r.ID, state: r.State, at: at, detail: r.Detail})
 				if r.Work != nil {
 					work = append(work, newWork{messageID: r.ID, spec: *r.Work})
@@ -87,13 +88,13 @@ func (s *Store) Resubmit(ctx context.Context, now time.Time, reroutes []persiste
 			return nil
 		}
 		err = chunks(len(applied), func(lo, hi int) error {
-			args := append([]any{at, at}, upd[4*lo:4*hi]...)
+			args := append([]any{at, at}, upd[5*lo:5*hi]...)
 			if _, err := tx.ExecContext(ctx, restartSQL(hi-lo), args...); err != nil {
 				return err
 			}
 			in, idArgs := params(hi-lo), anys(applied[lo:hi])
-			if _, err := tx.ExecContext(ctx, `DELETE FROM ledger WHERE result = ? AND message_id IN (`+in+`)`,
-				append([]any{string(persistence.ResultFailed)}, idArgs...)...); err != nil {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM ledger WHERE (result = ? OR kind = ?) AND message_id IN (`+in+`)`,
+				append([]any{string(persistence.ResultFailed), string(persistence.WorkStatus)}, idArgs...)...); err != nil {
 				return err
 			}
 			_, err := tx.ExecContext(ctx, `DELETE FROM outbox WHERE kind IN (?, ?) AND message_id IN (`+in+`)`,
@@ -114,12 +115,12 @@ func (s *Store) Resubmit(ctx context.Context, now time.Time, reroutes []persiste
 	return res, nil
 }
 
-// restartSQL sets n messages' (id, state, frontend, dest_smsc), submitted
-// and updated at the first two parameters.
+// restartSQL sets n messages' (id, state, frontend, dest_smsc, queued_at),
+// submitted and updated at the first two parameters.
 func restartSQL(n int) string {
 	return `UPDATE messages SET state = v.column2, frontend = v.column3, dest_smsc = v.column4,
-		attempts = 0, reason = '', submitted_at = ?, updated_at = ?
-		FROM (VALUES ` + tuples(n, 4) + `) AS v WHERE messages.id = v.column1`
+		queued_at = v.column5, attempts = 0, reason = '', submitted_at = ?, updated_at = ?
+		FROM (VALUES ` + tuples(n, 5) + `) AS v WHERE messages.id = v.column1`
 }
 
 func validReroute(r persistence.Reroute) error {

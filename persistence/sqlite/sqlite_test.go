@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -27,8 +28,8 @@ import (
 type seedingStore struct{ *Store }
 
 func (s seedingStore) SeedLedger(ctx context.Context, e persistence.LedgerEntry) error {
-	_, err := s.wdb.ExecContext(ctx, `INSERT INTO ledger (message_id, target, result, at, detail) VALUES (?, ?, ?, ?, ?)`,
-		e.MessageID, e.Target, string(e.Result), toDB(e.At), e.Detail)
+	_, err := s.wdb.ExecContext(ctx, `INSERT INTO ledger (message_id, kind, target, result, at, detail) VALUES (?, ?, ?, ?, ?, ?)`,
+		e.MessageID, string(e.Kind), e.Target, string(e.Result), toDB(e.At), e.Detail)
 	return err
 }
 
@@ -368,5 +369,43 @@ func TestWritesReuseCachedStatements(t *testing.T) {
 	fes, err := s.Frontends(ctx)
 	if err != nil || len(fes) != 2 {
 		t.Fatalf("frontends %v %v", fes, err)
+	}
+}
+
+// TestMigration0002KeepsLedger upgrades a database written at schema 0001:
+// its ledger entries become delivery entries and its messages are neither
+// queued nor owed a report.
+func TestMigration0002KeepsLedger(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sql.Open("sqlite", dsn(path, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema1, err := fs.ReadFile(migrationFiles(), "0001_init.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrate(ctx, db, fstest.MapFS{"0001_init.sql": {Data: schema1}}, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO messages (id, token, source_msisdn, destination_msisdn, body, state, source_smsc, dest_smsc,
+			frontend, created_at, updated_at, submitted_at) VALUES ('old', 1, '', '', 'b', 'delivered', '', '', 'fe', 1, 2, 1)`,
+		`INSERT INTO ledger (message_id, target, result, at, detail) VALUES ('old', 'fe', 'delivered', 2, 'acked')`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s := openAt(t, path, nil)
+	storetest.CheckUpgradeFrom0001(t, s, "old", "fe")
+	var reportTo string
+	if err := s.rdb.QueryRow(`SELECT report_to FROM messages WHERE id = 'old'`).Scan(&reportTo); err != nil || reportTo != "" {
+		t.Errorf("report_to = %q, %v; want ''", reportTo, err)
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 // rowsPerStatement bounds the rows of one multi-row statement (and the
 // values of one IN list). SQLite allows 32766 bound parameters; 500 rows of
-// the widest insert (14 columns) use 7000. Larger statements stop paying off:
+// the widest insert (15 columns) use 7500. Larger statements stop paying off:
 // compiling them costs more than the round trips they save.
 const rowsPerStatement = 500
 
@@ -58,23 +58,26 @@ func anys(ids []string) []any {
 
 // messageColumns are scanned by scanMessage, in this order.
 const messageColumns = `seq, id, token, source_msisdn, destination_msisdn, body, state,
-	source_smsc, dest_smsc, frontend, attempts, reason, created_at, updated_at, submitted_at`
+	source_smsc, dest_smsc, frontend, attempts, reason, created_at, updated_at, submitted_at, queued_at`
 
-func scanMessage(sc interface{ Scan(...any) error }) (messages.Message, error) {
+// scanMessage reads messageColumns and then extra, in that order.
+func scanMessage(sc interface{ Scan(...any) error }, extra ...any) (messages.Message, error) {
 	var (
 		m                           messages.Message
 		token                       int64
 		state                       string
 		created, updated, submitted int64
+		queued                      sql.NullInt64
 	)
-	err := sc.Scan(&m.Seq, &m.ID, &token, &m.SourceMSISDN, &m.DestinationMSISDN, &m.Body, &state,
-		&m.SourceSMSC, &m.DestSMSC, &m.Frontend, &m.Attempts, &m.Reason, &created, &updated, &submitted)
+	err := sc.Scan(append([]any{&m.Seq, &m.ID, &token, &m.SourceMSISDN, &m.DestinationMSISDN, &m.Body, &state,
+		&m.SourceSMSC, &m.DestSMSC, &m.Frontend, &m.Attempts, &m.Reason, &created, &updated, &submitted, &queued}, extra...)...)
 	if err != nil {
 		return messages.Message{}, err
 	}
 	m.Token = uint64(token)
 	m.State = messages.State(state)
 	m.CreatedAt, m.UpdatedAt, m.SubmittedAt = fromDB(created), fromDB(updated), fromDB(submitted)
+	m.QueuedAt = timeOrNil(queued)
 	return m, nil
 }
 
@@ -181,13 +184,13 @@ func insertWork(ctx context.Context, q querier, now int64, work []newWork) error
 // insertLedger writes ledger entries; an entry that exists is kept (the
 // first final outcome wins).
 func insertLedger(ctx context.Context, q querier, entries []persistence.LedgerEntry) error {
-	args := make([]any, 0, 5*len(entries))
+	args := make([]any, 0, 6*len(entries))
 	for _, e := range entries {
-		args = append(args, e.MessageID, e.Target, string(e.Result), toDB(e.At), e.Detail)
+		args = append(args, e.MessageID, string(e.Kind), e.Target, string(e.Result), toDB(e.At), e.Detail)
 	}
 	return chunks(len(entries), func(lo, hi int) error {
-		_, err := q.ExecContext(ctx, `INSERT INTO ledger (message_id, target, result, at, detail) VALUES `+
-			tuples(hi-lo, 5)+` ON CONFLICT (message_id, target) DO NOTHING`, args[lo*5:hi*5]...)
+		_, err := q.ExecContext(ctx, `INSERT INTO ledger (message_id, kind, target, result, at, detail) VALUES `+
+			tuples(hi-lo, 6)+` ON CONFLICT (message_id, kind, target) DO NOTHING`, args[lo*6:hi*6]...)
 		return err
 	})
 }
@@ -203,6 +206,27 @@ func validWork(w *persistence.WorkSpec) string {
 		return "work without target"
 	}
 	return ""
+}
+
+// queuedAt is the queued_at a message in state gets at now: kept (or now
+// when it had none) in forward_queued, NULL in every other state.
+func queuedAt(state messages.State, old sql.NullInt64, now int64) sql.NullInt64 {
+	switch {
+	case state != messages.StateForwardQueued:
+		return sql.NullInt64{}
+	case old.Valid:
+		return old
+	}
+	return sql.NullInt64{Int64: now, Valid: true}
+}
+
+// timeOrNil is a nullable stored time as Message.QueuedAt holds it.
+func timeOrNil(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := fromDB(v.Int64)
+	return &t
 }
 
 // zeroIfNull is a nullable stored time.

@@ -22,9 +22,10 @@ const (
 
 	// sweepLedgeredSQL removes ledgered rows among the first ?4 claimable.
 	sweepLedgeredSQL = `DELETE FROM outbox WHERE id IN (
-		SELECT w.id FROM (SELECT o.id, o.message_id, o.target FROM outbox o
+		SELECT w.id FROM (SELECT o.id, o.message_id, o.kind, o.target FROM outbox o
 			WHERE ` + claimable + ` ORDER BY o.due_at, o.id LIMIT ?4) AS w
-		WHERE EXISTS (SELECT 1 FROM ledger l WHERE l.message_id = w.message_id AND l.target = w.target))`
+		WHERE EXISTS (SELECT 1 FROM ledger l
+			WHERE l.message_id = w.message_id AND l.kind = w.kind AND l.target = w.target))`
 
 	// leaseEndSQL finds the earliest end of a live lease.
 	leaseEndSQL = `SELECT lease_until FROM outbox
@@ -33,7 +34,8 @@ const (
 	// claimSQL leases the first ?4 claimable rows without a ledger entry.
 	claimSQL = `UPDATE outbox SET lease_owner = ?5, lease_until = ?6
 		WHERE id IN (SELECT o.id FROM outbox o WHERE ` + claimable + `
-			AND NOT EXISTS (SELECT 1 FROM ledger l WHERE l.message_id = o.message_id AND l.target = o.target)
+			AND NOT EXISTS (SELECT 1 FROM ledger l
+				WHERE l.message_id = o.message_id AND l.kind = o.kind AND l.target = o.target)
 			ORDER BY o.due_at, o.id LIMIT ?4)
 		RETURNING id, message_id, token, due_at, created_at`
 
@@ -153,19 +155,6 @@ func (s *Store) ClaimWork(ctx context.Context, req persistence.ClaimRequest) (pe
 	return claim, nil
 }
 
-// rescheduleSQL makes n outbox rows (id, due_at) due again, unleased.
-func rescheduleSQL(n int) string {
-	return `UPDATE outbox SET due_at = v.column2, lease_owner = NULL, lease_until = NULL
-		FROM (VALUES ` + tuples(n, 2) + `) AS v WHERE outbox.id = v.column1`
-}
-
-// settleSQL sets n messages' (id, state, reason), all updated at the first
-// parameter.
-func settleSQL(n int) string {
-	return `UPDATE messages SET state = v.column2, reason = v.column3, updated_at = ?
-		FROM (VALUES ` + tuples(n, 3) + `) AS v WHERE messages.id = v.column1`
-}
-
 func validOutcome(o persistence.Outcome) error {
 	switch {
 	case !o.Kind.Valid():
@@ -180,176 +169,144 @@ func validOutcome(o persistence.Outcome) error {
 	return nil
 }
 
-// CompleteWork implements persistence.Store. It reads what the batch touches
-// (messages, ledger entries, outbox rows), decides every outcome in input
-// order in memory, so that later outcomes see earlier ones, then writes the
-// changes with one statement per table.
+// CompleteWork implements persistence.Store (see decideBatch).
 func (s *Store) CompleteWork(ctx context.Context, now time.Time, outcomes []persistence.Outcome) ([]persistence.Completion, error) {
-	const op = "complete work"
-	if err := s.check(op); err != nil {
+	ledgered := map[ledgerKey]bool{}
+	return s.decideBatch(ctx, now, batch{
+		op: "complete work", what: "outcome", n: len(outcomes),
+		valid: func(i int) error { return validOutcome(outcomes[i]) },
+		id:    func(i int) string { return outcomes[i].MessageID },
+		read: func(ctx context.Context, tx querier, ids []string) error {
+			return chunks(len(ids), func(lo, hi int) error {
+				rows, err := tx.QueryContext(ctx, `SELECT message_id, kind, target FROM ledger WHERE message_id IN (`+
+					params(hi-lo)+`)`, anys(ids[lo:hi])...)
+				if err != nil {
+					return err
+				}
+				return scanEach(rows, func(r *sql.Rows) error {
+					var k ledgerKey
+					var kind string
+					err := r.Scan(&k.id, &kind, &k.target)
+					k.kind = persistence.WorkKind(kind)
+					ledgered[k] = true
+					return err
+				})
+			})
+		},
+		decide: func(i int, m *msgRow, work []workRow, c *changes) persistence.Completion {
+			o := outcomes[i]
+			lk := ledgerKey{o.MessageID, o.Kind, o.Target}
+			w, hasWork := findWork(work, o.Kind, o.Target)
+			switch {
+			case m == nil:
+				return persistence.NoWork
+			// A status report is written for a message that is final
+			// already; only its own ledger entry ends it.
+			case ledgered[lk] || (o.Kind != persistence.WorkStatus && m.State.Final()):
+				return persistence.AlreadyRecorded
+			case !hasWork:
+				return persistence.NoWork
+			}
+			if o.Result == persistence.ResultRetry {
+				c.reschedule(w.id, toDB(o.RetryAt))
+			} else {
+				ledgered[lk] = true
+				c.record(o.MessageID, o.Kind, o.Target, o.Result, o.Detail)
+				c.finish(w.id)
+			}
+			next := persistence.StateAfter(o.Kind, o.Result)
+			// A forward that stays queued is no transition.
+			if next == "" || (o.Kind == persistence.WorkForward && next == m.State) {
+				return persistence.Applied
+			}
+			if o.Result == persistence.ResultFailed {
+				m.Reason = o.Reason // a failure sets the reason; other outcomes keep it
+			}
+			c.move(m, next, o.Detail)
+			return persistence.Applied
+		},
+	})
+}
+
+// ledgerKey names a ledger entry.
+type ledgerKey struct {
+	id     string
+	kind   persistence.WorkKind
+	target string
+}
+
+// batch is a call that decides items about messages one by one.
+type batch struct {
+	op, what string // the operation and what its items are, for errors
+	n        int
+	valid    func(i int) error
+	id       func(i int) string // the message item i is about
+	// read, when set, reads more in the transaction before any decision.
+	read func(ctx context.Context, tx querier, ids []string) error
+	// decide records what item i does to m (nil when it does not exist,
+	// else as earlier items left it), whose outbox rows are work.
+	decide func(i int, m *msgRow, work []workRow, c *changes) persistence.Completion
+}
+
+// decideBatch validates b's items and, in one write transaction, reads the
+// messages they name and their outbox rows, decides every item in input
+// order in memory, so that later items see earlier ones, then writes the
+// changes with one statement per table.
+func (s *Store) decideBatch(ctx context.Context, now time.Time, b batch) ([]persistence.Completion, error) {
+	if err := s.check(b.op); err != nil {
 		return nil, err
 	}
-	for i, o := range outcomes {
-		if err := validOutcome(o); err != nil {
-			return nil, fmt.Errorf("sqlite: %s: outcome %d: %w", op, i, err)
+	for i := range b.n {
+		if err := b.valid(i); err != nil {
+			return nil, fmt.Errorf("sqlite: %s: %s %d: %w", b.op, b.what, i, err)
 		}
 	}
-	res := make([]persistence.Completion, len(outcomes))
-	if len(outcomes) == 0 {
+	res := make([]persistence.Completion, b.n)
+	if b.n == 0 {
 		return res, nil
 	}
-	at := toDB(now)
-
-	type ledgerKey struct{ id, target string }
-	type workKey struct {
-		kind       persistence.WorkKind
-		target, id string
-	}
-	type msgState struct {
-		state  messages.State
-		reason string
-	}
 	var ids []string
-	seen := map[string]bool{}
-	for _, o := range outcomes {
-		if !seen[o.MessageID] {
-			seen[o.MessageID] = true
-			ids = append(ids, o.MessageID)
+	seen := make(map[string]bool, b.n)
+	for i := range b.n {
+		if id := b.id(i); !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
 		}
 	}
-
-	err := s.write(ctx, op, func(tx querier) error {
-		states := make(map[string]msgState, len(ids))
-		ledgered := map[ledgerKey]bool{}
-		rowOf := map[workKey]int64{}
-		err := chunks(len(ids), func(lo, hi int) error {
-			in, args := params(hi-lo), anys(ids[lo:hi])
-			rows, err := tx.QueryContext(ctx, `SELECT id, state, reason FROM messages WHERE id IN (`+in+`)`, args...)
-			if err != nil {
-				return err
-			}
-			if err := scanEach(rows, func(r *sql.Rows) error {
-				var id, state, reason string
-				err := r.Scan(&id, &state, &reason)
-				states[id] = msgState{messages.State(state), reason}
-				return err
-			}); err != nil {
-				return err
-			}
-			rows, err = tx.QueryContext(ctx, `SELECT message_id, target FROM ledger WHERE message_id IN (`+in+`)`, args...)
-			if err != nil {
-				return err
-			}
-			if err := scanEach(rows, func(r *sql.Rows) error {
-				var k ledgerKey
-				err := r.Scan(&k.id, &k.target)
-				ledgered[k] = true
-				return err
-			}); err != nil {
-				return err
-			}
-			rows, err = tx.QueryContext(ctx, `SELECT id, kind, target, message_id FROM outbox WHERE message_id IN (`+in+`)`, args...)
-			if err != nil {
-				return err
-			}
-			return scanEach(rows, func(r *sql.Rows) error {
-				var rowID int64
-				var k workKey
-				var kind string
-				err := r.Scan(&rowID, &kind, &k.target, &k.id)
-				k.kind = persistence.WorkKind(kind)
-				rowOf[k] = rowID
-				return err
-			})
-		})
+	err := s.write(ctx, b.op, func(tx querier) error {
+		msgs, err := loadRows(ctx, tx, ids)
 		if err != nil {
 			return err
 		}
-
-		var (
-			ledger    []persistence.LedgerEntry
-			hist      []historyEntry
-			deleted   []any
-			retryAt   = map[int64]int64{} // outbox id -> new due_at
-			changed   []string            // messages whose state changed, in order
-			isChanged = map[string]bool{}
-		)
-		for i, o := range outcomes {
-			st, ok := states[o.MessageID]
-			if !ok {
-				res[i] = persistence.NoWork
-				continue
-			}
-			lk := ledgerKey{o.MessageID, o.Target}
-			if ledgered[lk] || (o.Kind != persistence.WorkStatus && st.state.Final()) {
-				res[i] = persistence.AlreadyRecorded
-				continue
-			}
-			wk := workKey{o.Kind, o.Target, o.MessageID}
-			rowID, ok := rowOf[wk]
-			if !ok {
-				res[i] = persistence.NoWork
-				continue
-			}
-			res[i] = persistence.Applied
-			if o.Result == persistence.ResultRetry {
-				retryAt[rowID] = toDB(o.RetryAt)
-			} else {
-				ledgered[lk] = true
-				ledger = append(ledger, persistence.LedgerEntry{MessageID: o.MessageID, Target: o.Target, Result: o.Result, At: now, Detail: o.Detail})
-				delete(rowOf, wk)
-				delete(retryAt, rowID)
-				deleted = append(deleted, rowID)
-			}
-			if next := persistence.StateAfter(o.Kind, o.Result); next != "" {
-				if o.Result == persistence.ResultFailed {
-					st.reason = o.Reason // a failure sets the reason; other outcomes keep it
-				}
-				if !isChanged[o.MessageID] {
-					isChanged[o.MessageID] = true
-					changed = append(changed, o.MessageID)
-				}
-				st.state = next
-				states[o.MessageID] = st
-				hist = append(hist, historyEntry{messageID: o.MessageID, state: next, at: at, detail: o.Detail})
+		work, err := loadWork(ctx, tx, ids)
+		if err != nil {
+			return err
+		}
+		if b.read != nil {
+			if err := b.read(ctx, tx, ids); err != nil {
+				return err
 			}
 		}
-
-		if err := insertLedger(ctx, tx, ledger); err != nil {
-			return err
+		c := newChanges(toDB(now))
+		for i := range b.n {
+			res[i] = b.decide(i, msgs[b.id(i)], work[b.id(i)], c)
 		}
-		if err := chunks(len(deleted), func(lo, hi int) error {
-			_, err := tx.ExecContext(ctx, `DELETE FROM outbox WHERE id IN (`+params(hi-lo)+`)`, deleted[lo:hi]...)
-			return err
-		}); err != nil {
-			return err
-		}
-		retryArgs := make([]any, 0, 2*len(retryAt))
-		for id, due := range retryAt {
-			retryArgs = append(retryArgs, id, due)
-		}
-		if err := chunks(len(retryAt), func(lo, hi int) error {
-			_, err := tx.ExecContext(ctx, rescheduleSQL(hi-lo), retryArgs[2*lo:2*hi]...)
-			return err
-		}); err != nil {
-			return err
-		}
-		msgArgs := make([]any, 0, 3*len(changed))
-		for _, id := range changed {
-			msgArgs = append(msgArgs, id, string(states[id].state), states[id].reason)
-		}
-		if err := chunks(len(changed), func(lo, hi int) error {
-			_, err := tx.ExecContext(ctx, settleSQL(hi-lo), append([]any{at}, msgArgs[3*lo:3*hi]...)...)
-			return err
-		}); err != nil {
-			return err
-		}
-		return appendHistory(ctx, tx, hist)
+		return c.write(ctx, tx)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// findWork is the row of kind and target among a message's rows.
+func findWork(rows []workRow, kind persistence.WorkKind, target string) (workRow, bool) {
+	for _, w := range rows {
+		if w.kind == kind && w.target == target {
+			return w, true
+		}
+	}
+	return workRow{}, false
 }
 
 // ReleaseLeases implements persistence.Store.
@@ -380,18 +337,18 @@ func (s *Store) ReleaseLeases(ctx context.Context, owner string) (int64, error) 
 }
 
 // Ledger implements persistence.Store.
-func (s *Store) Ledger(ctx context.Context, messageID, target string) (persistence.LedgerEntry, error) {
+func (s *Store) Ledger(ctx context.Context, kind persistence.WorkKind, messageID, target string) (persistence.LedgerEntry, error) {
 	const op = "ledger"
 	if err := s.check(op); err != nil {
 		return persistence.LedgerEntry{}, err
 	}
-	e := persistence.LedgerEntry{MessageID: messageID, Target: target}
+	e := persistence.LedgerEntry{MessageID: messageID, Kind: kind, Target: target}
 	var result string
 	var at int64
-	err := s.rdb.QueryRowContext(ctx, `SELECT result, at, detail FROM ledger WHERE message_id = ? AND target = ?`,
-		messageID, target).Scan(&result, &at, &e.Detail)
+	err := s.rdb.QueryRowContext(ctx, `SELECT result, at, detail FROM ledger WHERE message_id = ? AND kind = ? AND target = ?`,
+		messageID, string(kind), target).Scan(&result, &at, &e.Detail)
 	if errors.Is(err, sql.ErrNoRows) {
-		return persistence.LedgerEntry{}, fmt.Errorf("sqlite: %s: message %q target %q: %w", op, messageID, target, persistence.ErrNotFound)
+		return persistence.LedgerEntry{}, fmt.Errorf("sqlite: %s: message %q %s %q: %w", op, messageID, kind, target, persistence.ErrNotFound)
 	}
 	if err != nil {
 		return persistence.LedgerEntry{}, s.fail(ctx, op, err)

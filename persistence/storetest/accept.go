@@ -12,6 +12,7 @@ func acceptCases() []testCase {
 	return []testCase{
 		{"StoresEveryField", acceptStoresEveryField},
 		{"TokenIsTokenOfID", acceptTokenIsTokenOfID},
+		{"ForwardQueuedSetsQueuedAt", acceptForwardQueuedSetsQueuedAt},
 		{"SeqIncreases", acceptSeqIncreases},
 		{"TimesAreNow", acceptTimesAreNow},
 		{"FirstHistoryEntry", acceptFirstHistoryEntry},
@@ -296,4 +297,28 @@ func acceptInvalidMessageWritesNothing(f *fixture) {
 		f.Errorf("the valid message of a failed batch: GetMessage err %v, want ErrNotFound (all or nothing)", err)
 	}
 	f.wantOutbox(0)
+}
+
+func acceptForwardQueuedSetsQueuedAt(f *fixture) {
+	now := at(5e9 + 123) // nanoseconds that must be dropped
+	res := f.accept(now, queuedMsg("acc-queued", peerP), fwdMsg("acc-fwd", peerP))
+	wantQ, wantP := expected(queuedMsg("acc-queued", peerP), now), expected(fwdMsg("acc-fwd", peerP), now)
+	if wantQ.QueuedAt == nil || wantP.QueuedAt != nil {
+		f.Fatalf("expected() does not set QueuedAt for forward_queued only; the suite is wrong")
+	}
+	f.checkMessage("Accept", res[0].Message, wantQ)
+	f.checkMessage("Accept", res[1].Message, wantP)
+	f.checkMessage("GetMessage", f.get("acc-queued"), wantQ)
+	f.checkMessage("GetMessage", f.get("acc-fwd"), wantP)
+	for _, m := range f.list(persistence.ListQuery{Limit: 10}).Messages {
+		f.checkMessage("ListMessages", m, map[string]messages.Message{"acc-queued": wantQ, "acc-fwd": wantP}[m.ID])
+	}
+	for _, m := range f.list(persistence.ListQuery{State: messages.StateForwardQueued, Limit: 10}).Messages {
+		f.checkMessage("ListMessages(forward_queued)", m, wantQ)
+	}
+	c := f.claimOf(persistence.WorkForward, peerP, ownerA, now, 10)
+	f.wantIDSet("claim", workIDs(c.Work), "acc-queued", "acc-fwd")
+	for _, w := range c.Work {
+		f.checkMessage("ClaimWork", w.Message, map[string]messages.Message{"acc-queued": wantQ, "acc-fwd": wantP}[w.MessageID])
+	}
 }

@@ -2,7 +2,10 @@
 // runs. The Store interface is a contract in prose; this package turns each
 // sentence of it into a subtest, so that the embedded SQLite store and the
 // Postgres store cannot drift apart in the places callers rely on: idempotent
-// accept, the outbox lease rules, the ledger barrier, expiry and resubmit.
+// accept, the outbox lease rules, the ledger barrier (keyed by kind of work),
+// outcomes by kind, expiry and resubmit, and federation: delivery_status
+// reports in both directions, the forward queue and its expiry, and peer
+// registries.
 //
 // A driver's test calls Run with an opener that returns a fresh, empty store
 // (wrapped so that it also implements LedgerSeeder) and registers its own
@@ -45,8 +48,17 @@
 //   - An outcome for work of another kind or target than the message's row
 //     is NoWork; an outcome for a final message is AlreadyRecorded even when
 //     that work has no row (the message is done, whatever the worker thinks).
-//   - ExpireMessages also expires pending messages that have no work.
-//
-// CompleteWork is exercised for delivery work only: what forward and status
-// outcomes do to a message's state is not settled by the interface.
+//   - ExpireMessages also expires pending messages that have no work, and
+//     leaves status rows (reports owed to an origin) alone.
+//   - A forward retry of a message already forward_queued appends no history
+//     and keeps updated_at and queued_at.
+//   - ApplyStatus writes the forward ledger entry with the report's result,
+//     keeps a message's reason on a delivered report, details its history
+//     "reported by <peer>...", and gives NoWork for a message of that
+//     dest_smsc in retry (local work, not forwarded).
+//   - QueueForwards returns ids in acceptance order; FailForwards returns
+//     messages oldest queued first.
+//   - PutPeerRegistry refuses an empty peer or frontend name, stores each
+//     frontend once, and lists them sorted; an empty registry leaves the peer
+//     absent from PeerRegistries.
 package storetest

@@ -111,7 +111,7 @@ func lifecycleClosed(f *fixture) {
 			return err
 		},
 		"ReleaseLeases": func() error { _, err := s.ReleaseLeases(ctx, ownerA); return err },
-		"Ledger":        func() error { _, err := s.Ledger(ctx, "closed", feA); return err },
+		"Ledger":        func() error { _, err := s.Ledger(ctx, persistence.WorkDelivery, "closed", feA); return err },
 		"ExpireMessages": func() error {
 			_, err := s.ExpireMessages(ctx, persistence.ExpireRequest{Now: base, SubmittedBefore: base, Limit: 1})
 			return err
@@ -119,6 +119,19 @@ func lifecycleClosed(f *fixture) {
 		"Resubmit": func() error {
 			_, err := s.Resubmit(ctx, base, []persistence.Reroute{reroute("closed", feA, base)})
 			return err
+		},
+		"ApplyStatus": func() error {
+			_, err := s.ApplyStatus(ctx, base, []persistence.StatusUpdate{status("closed", peerP, persistence.ResultDelivered)})
+			return err
+		},
+		"QueueForwards": func() error { _, err := s.QueueForwards(ctx, base, peerP, "x", 1); return err },
+		"FailForwards": func() error {
+			_, err := s.FailForwards(ctx, persistence.ForwardExpiry{Now: base, QueuedBefore: base, Limit: 1})
+			return err
+		},
+		"PeerRegistries": func() error { _, err := s.PeerRegistries(ctx); return err },
+		"PutPeerRegistry": func() error {
+			return s.PutPeerRegistry(ctx, persistence.PeerRegistry{Peer: peerP, Frontends: []string{"fe"}, UpdatedAt: base})
 		},
 		"Routes":         func() error { _, err := s.Routes(ctx); return err },
 		"PutRoute":       func() error { return s.PutRoute(ctx, persistence.Route{Prefix: "1", Frontend: feA, UpdatedAt: base}) },

@@ -231,6 +231,7 @@ func statsCases() []testCase {
 		{"OutboxDepthCountsEveryKind", statsOutboxDepth},
 		{"DLQDepthCountsFailed", statsDLQDepth},
 		{"OldestOutbox", statsOldestOutbox},
+		{"ForwardQueueByPeer", statsForwardQueue},
 	}
 }
 
@@ -316,4 +317,17 @@ func statsOldestOutbox(f *fixture) {
 	if got := f.stats().OldestOutbox; !got.IsZero() {
 		f.Errorf("OldestOutbox = %v with an empty outbox, want zero", got)
 	}
+}
+
+func statsForwardQueue(f *fixture) {
+	f.wantForwardQueue(map[string]int64{})
+	f.accept(base,
+		fwdMsg("fq-p1", peerP), queuedMsg("fq-p2", peerP), queuedMsg("fq-q", peerQ),
+		msgFor("fq-d", persistence.WorkDelivery, peerP), msgFor("fq-s", persistence.WorkStatus, peerP),
+	)
+	f.wantForwardQueue(map[string]int64{peerP: 2, peerQ: 1})
+	f.completeAll(at(1e9), []persistence.Completion{persistence.Applied},
+		outcome(persistence.WorkForward, peerQ, "fq-q", persistence.ResultDelivered))
+	f.wantForwardQueue(map[string]int64{peerP: 2})
+	f.wantOutbox(4)
 }

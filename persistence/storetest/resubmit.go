@@ -12,6 +12,8 @@ func resubmitCases() []testCase {
 		{"FailedMessageGoesBackToWork", resubmitFailed},
 		{"FailedLedgerRemovedSoWorkIsClaimableAgain", resubmitSameTarget},
 		{"ForwardFailedMessage", resubmitForwardFailed},
+		{"ForwardFailedBackToForwardQueue", resubmitToForwardQueue},
+		{"TimedOutForwardToLocalWork", resubmitTimedOutForward},
 		{"UnknownIDNotFound", resubmitUnknown},
 		{"OtherStatesUntouched", resubmitOtherStates},
 		{"SeveralInInputOrder", resubmitSeveral},
@@ -161,4 +163,37 @@ func resubmitSeveral(f *fixture) {
 	}
 	c := f.claimDelivery(feB, ownerA, at(time.Hour), 10)
 	f.wantIDSet("claim", workIDs(c.Work), "rsv-1", "rsv-3")
+}
+
+func resubmitToForwardQueue(f *fixture) {
+	f.accept(base, fwdMsg("rq", peerP))
+	o := outcome(persistence.WorkForward, peerP, "rq", persistence.ResultFailed)
+	o.Reason = messages.ReasonPeerRejected
+	f.completeAll(at(1e9), []persistence.Completion{persistence.Applied}, o)
+	f.ledgerOf(persistence.WorkForward, "rq", peerP)
+	now := at(time.Hour + 3)
+	got := f.resubmit(now, persistence.Reroute{ID: "rq", Frontend: "far-fe", DestSMSC: peerP,
+		State: messages.StateForwardQueued, Detail: "operator resubmit",
+		Work: &persistence.WorkSpec{Kind: persistence.WorkForward, Target: peerP, DueAt: now}})
+	f.wantResult(got[0], persistence.ResubmitResult{ID: "rq", Applied: true, Found: true, State: messages.StateForwardQueued})
+	want := expected(fwdMsg("rq", peerP), base)
+	want.State, want.SubmittedAt, want.UpdatedAt, want.QueuedAt = messages.StateForwardQueued, norm(now), norm(now), ptr(norm(now))
+	f.checkMessage("after Resubmit", f.get("rq"), want)
+	f.noLedgerOf(persistence.WorkForward, "rq", peerP)
+	f.wantIDs("the forward is claimable again", workIDs(f.claimOf(persistence.WorkForward, peerP, ownerA, now, 10).Work), "rq")
+	f.wantForwardQueue(map[string]int64{peerP: 1})
+}
+
+func resubmitTimedOutForward(f *fixture) {
+	f.accept(base, queuedMsg("rt", peerP))
+	f.failForwards(persistence.ForwardExpiry{Now: at(day), QueuedBefore: at(time.Hour), Limit: 10})
+	f.wantState("rt", messages.StateForwardFailed)
+	got := f.resubmit(at(day+time.Hour), reroute("rt", feB, at(day+time.Hour)))
+	f.wantResult(got[0], persistence.ResubmitResult{ID: "rt", Applied: true, Found: true, State: messages.StatePending})
+	f.wantQueuedAt("rt", nil)
+	f.noLedgerOf(persistence.WorkForward, "rt", peerP)
+	if r := f.get("rt").Reason; r != "" {
+		f.Errorf("reason %q after Resubmit, want none", r)
+	}
+	f.wantIDs("claim", workIDs(f.claimDelivery(feB, ownerA, at(day+time.Hour), 10).Work), "rt")
 }

@@ -67,6 +67,12 @@ func groups() []group {
 		{"ReleaseLeases", releaseLeasesCases()},
 		{"Ledger", ledgerCases()},
 		{"ExpireMessages", expireCases()},
+		{"ForwardOutcomes", forwardOutcomeCases()},
+		{"StatusWork", statusWorkCases()},
+		{"ApplyStatus", applyStatusCases()},
+		{"QueueForwards", queueForwardsCases()},
+		{"FailForwards", failForwardsCases()},
+		{"PeerRegistries", peerRegistryCases()},
 		{"Resubmit", resubmitCases()},
 		{"Routes", routeCases()},
 		{"Frontends", frontendCases()},
@@ -138,6 +144,11 @@ func msgNoWork(id string) persistence.NewMessage {
 
 // expected is the message a store must hold right after accepting nm at now.
 func expected(nm persistence.NewMessage, now time.Time) messages.Message {
+	var queued *time.Time
+	if nm.State == messages.StateForwardQueued {
+		t := norm(now)
+		queued = &t
+	}
 	return messages.Message{
 		ID:                nm.ID,
 		SourceMSISDN:      nm.SourceMSISDN,
@@ -150,6 +161,7 @@ func expected(nm persistence.NewMessage, now time.Time) messages.Message {
 		CreatedAt:         norm(now),
 		UpdatedAt:         norm(now),
 		SubmittedAt:       norm(now),
+		QueuedAt:          queued,
 		Token:             messages.TokenOf(nm.ID),
 	}
 }
@@ -239,10 +251,7 @@ func (f *fixture) claim(req persistence.ClaimRequest) persistence.Claim {
 // the suite's long lease.
 func (f *fixture) claimDelivery(target, owner string, now time.Time, limit int) persistence.Claim {
 	f.Helper()
-	return f.claim(persistence.ClaimRequest{
-		Kind: persistence.WorkDelivery, Target: target, Owner: owner,
-		Limit: limit, Now: now, Lease: lease,
-	})
+	return f.claimOf(persistence.WorkDelivery, target, owner, now, limit)
 }
 
 func (f *fixture) complete(now time.Time, outcomes ...persistence.Outcome) []persistence.Completion {
@@ -289,20 +298,35 @@ func (f *fixture) retry(now time.Time, id string, retryAt time.Time) {
 	f.completeOne(now, persistence.Outcome{MessageID: id, Result: persistence.ResultRetry, RetryAt: retryAt, Detail: "busy"}, persistence.Applied)
 }
 
+// ledger is the ledger entry of id's delivery work on target.
 func (f *fixture) ledger(id, target string) persistence.LedgerEntry {
 	f.Helper()
-	e, err := f.store.Ledger(f.ctx, id, target)
+	return f.ledgerOf(persistence.WorkDelivery, id, target)
+}
+
+func (f *fixture) ledgerOf(kind persistence.WorkKind, id, target string) persistence.LedgerEntry {
+	f.Helper()
+	e, err := f.store.Ledger(f.ctx, kind, id, target)
 	if err != nil {
-		f.Fatalf("Ledger(%q, %q): %v", id, target, err)
+		f.Fatalf("Ledger(%s, %q, %q): %v", kind, id, target, err)
+	}
+	if e.MessageID != id || e.Kind != kind || e.Target != target {
+		f.Errorf("Ledger(%s, %q, %q) names %s %q %q", kind, id, target, e.Kind, e.MessageID, e.Target)
 	}
 	return e
 }
 
+// noLedger fails unless id's delivery work on target has no ledger entry.
 func (f *fixture) noLedger(id, target string) {
 	f.Helper()
-	e, err := f.store.Ledger(f.ctx, id, target)
+	f.noLedgerOf(persistence.WorkDelivery, id, target)
+}
+
+func (f *fixture) noLedgerOf(kind persistence.WorkKind, id, target string) {
+	f.Helper()
+	e, err := f.store.Ledger(f.ctx, kind, id, target)
 	if !errors.Is(err, persistence.ErrNotFound) {
-		f.Fatalf("Ledger(%q, %q) = %+v, %v; want ErrNotFound", id, target, e, err)
+		f.Fatalf("Ledger(%s, %q, %q) = %+v, %v; want ErrNotFound", kind, id, target, e, err)
 	}
 }
 
@@ -382,11 +406,39 @@ func messageDiff(got, want messages.Message) []string {
 	tm("CreatedAt", got.CreatedAt, want.CreatedAt)
 	tm("UpdatedAt", got.UpdatedAt, want.UpdatedAt)
 	tm("SubmittedAt", got.SubmittedAt, want.SubmittedAt)
+	if msg := queuedDiff(got.QueuedAt, want.QueuedAt); msg != "" {
+		d = append(d, "QueuedAt: "+msg)
+	}
 	if want.Seq != 0 {
 		eq("Seq", got.Seq, want.Seq)
 	}
 	return d
 }
+
+// queuedDiff compares two QueuedAt values: both nil, or the same time as a
+// store keeps it.
+func queuedDiff(got, want *time.Time) string {
+	switch {
+	case got == nil && want == nil:
+		return ""
+	case got == nil:
+		return fmt.Sprintf("nil, want %v", norm(*want))
+	case want == nil:
+		return fmt.Sprintf("%v, want nil", *got)
+	}
+	return timeDiff(*got, *want)
+}
+
+// wantQueuedAt fails unless id's QueuedAt is want (nil for none).
+func (f *fixture) wantQueuedAt(id string, want *time.Time) {
+	f.Helper()
+	if msg := queuedDiff(f.get(id).QueuedAt, want); msg != "" {
+		f.Errorf("message %s: QueuedAt: %s", id, msg)
+	}
+}
+
+// ptr is &t, for QueuedAt.
+func ptr(t time.Time) *time.Time { return &t }
 
 // checkHistory compares a message's history with want, entry by entry.
 func (f *fixture) checkHistory(id string, want ...messages.HistoryEntry) {

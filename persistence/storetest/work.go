@@ -279,18 +279,24 @@ func claimKindsAndTargetsIsolated(f *fixture) {
 	}
 }
 
-func claimLedgeredWorkNeverReturned(f *fixture) {
+// seed writes a ledger entry through the store's LedgerSeeder.
+func (f *fixture) seed(e persistence.LedgerEntry) {
+	f.Helper()
 	seeder, ok := f.store.(LedgerSeeder)
 	if !ok {
 		f.Fatalf("storetest: the store from open (%T) does not implement storetest.LedgerSeeder; "+
 			"wrap it in the driver's test (see LedgerSeeder)", f.store)
 	}
-	f.accept(base, newMsg("lw-done"), newMsg("lw-open"))
-	if err := seeder.SeedLedger(f.ctx, persistence.LedgerEntry{
-		MessageID: "lw-done", Target: feA, Result: persistence.ResultDelivered, At: base, Detail: "seeded",
-	}); err != nil {
+	if err := seeder.SeedLedger(f.ctx, e); err != nil {
 		f.Fatalf("SeedLedger: %v", err)
 	}
+}
+
+func claimLedgeredWorkNeverReturned(f *fixture) {
+	f.accept(base, newMsg("lw-done"), newMsg("lw-open"))
+	f.seed(persistence.LedgerEntry{
+		MessageID: "lw-done", Kind: persistence.WorkDelivery, Target: feA, Result: persistence.ResultDelivered, At: base, Detail: "seeded",
+	})
 	c := f.claimDelivery(feA, ownerA, base, 10)
 	f.wantIDs("claim", workIDs(c.Work), "lw-open")
 	if !c.NextDue.IsZero() {
@@ -615,7 +621,43 @@ func ledgerCases() []testCase {
 	return []testCase{
 		{"ReturnsRecordedOutcome", ledgerReturnsEntry},
 		{"MissingIsErrNotFound", ledgerMissing},
+		{"KeyedByKind", ledgerKeyedByKind},
 	}
+}
+
+// ledgerKeyedByKind: fe-a names a frontend and, here, a peer too. A delivery
+// to frontend fe-a and a forward to peer fe-a are different work, each with
+// its own ledger entry.
+func ledgerKeyedByKind(f *fixture) {
+	f.accept(base, msgFor("lk-fwd", persistence.WorkForward, feA), msgFor("lk-dlv", persistence.WorkDelivery, feA))
+	f.seed(persistence.LedgerEntry{MessageID: "lk-fwd", Kind: persistence.WorkDelivery, Target: feA,
+		Result: persistence.ResultDelivered, At: base, Detail: "seeded delivery"})
+	f.seed(persistence.LedgerEntry{MessageID: "lk-dlv", Kind: persistence.WorkForward, Target: feA,
+		Result: persistence.ResultDelivered, At: base, Detail: "seeded forward"})
+	f.wantIDs("forward claim beside a delivery entry", workIDs(f.claimOf(persistence.WorkForward, feA, ownerA, base, 10).Work), "lk-fwd")
+	f.wantIDs("delivery claim beside a forward entry", workIDs(f.claimDelivery(feA, ownerA, base, 10).Work), "lk-dlv")
+	f.noLedgerOf(persistence.WorkForward, "lk-fwd", feA)
+	f.noLedgerOf(persistence.WorkStatus, "lk-fwd", feA)
+	f.completeAll(at(1e9), []persistence.Completion{persistence.Applied, persistence.Applied},
+		outcome(persistence.WorkForward, feA, "lk-fwd", persistence.ResultDelivered),
+		outcome(persistence.WorkDelivery, feA, "lk-dlv", persistence.ResultDelivered))
+	f.wantState("lk-fwd", messages.StateForwarded)
+	f.wantState("lk-dlv", messages.StateDelivered)
+	for _, c := range []struct {
+		kind   persistence.WorkKind
+		id     string
+		detail string
+	}{
+		{persistence.WorkDelivery, "lk-fwd", "seeded delivery"},
+		{persistence.WorkForward, "lk-fwd", "forward delivered"},
+		{persistence.WorkForward, "lk-dlv", "seeded forward"},
+		{persistence.WorkDelivery, "lk-dlv", "delivery delivered"},
+	} {
+		if e := f.ledgerOf(c.kind, c.id, feA); e.Detail != c.detail {
+			f.Errorf("Ledger(%s, %s) = %+v, want detail %q", c.kind, c.id, e, c.detail)
+		}
+	}
+	f.wantOutbox(0)
 }
 
 func ledgerReturnsEntry(f *fixture) {
@@ -625,12 +667,12 @@ func ledgerReturnsEntry(f *fixture) {
 		persistence.Outcome{Kind: persistence.WorkDelivery, Target: feA, MessageID: "lg-bad", Result: persistence.ResultFailed, Reason: messages.ReasonRejected, Detail: "nack"},
 	)
 	want := map[string]persistence.LedgerEntry{
-		"lg-ok":  {MessageID: "lg-ok", Target: feA, Result: persistence.ResultDelivered, Detail: "ack 1"},
-		"lg-bad": {MessageID: "lg-bad", Target: feA, Result: persistence.ResultFailed, Detail: "nack"},
+		"lg-ok":  {MessageID: "lg-ok", Kind: persistence.WorkDelivery, Target: feA, Result: persistence.ResultDelivered, Detail: "ack 1"},
+		"lg-bad": {MessageID: "lg-bad", Kind: persistence.WorkDelivery, Target: feA, Result: persistence.ResultFailed, Detail: "nack"},
 	}
 	for id, w := range want {
 		e := f.ledger(id, feA)
-		if e.MessageID != w.MessageID || e.Target != w.Target || e.Result != w.Result || e.Detail != w.Detail {
+		if e != (persistence.LedgerEntry{MessageID: w.MessageID, Kind: w.Kind, Target: w.Target, Result: w.Result, At: e.At, Detail: w.Detail}) {
 			f.Errorf("Ledger(%s) = %+v, want %+v", id, e, w)
 		}
 		f.wantTime("Ledger.At", e.At, at(1e9+999))
@@ -641,7 +683,7 @@ func ledgerMissing(f *fixture) {
 	f.accept(base, newMsg("lm"), newMsg("lm-pending"))
 	f.deliver(at(1e9), "lm")
 	for _, k := range [][2]string{{"lm-unknown", feA}, {"lm-pending", feA}, {"lm", feB}} {
-		if _, err := f.store.Ledger(f.ctx, k[0], k[1]); !errors.Is(err, persistence.ErrNotFound) {
+		if _, err := f.store.Ledger(f.ctx, persistence.WorkDelivery, k[0], k[1]); !errors.Is(err, persistence.ErrNotFound) {
 			f.Errorf("Ledger(%s, %s): err %v, want ErrNotFound", k[0], k[1], err)
 		}
 	}
