@@ -413,10 +413,11 @@ type Store interface {
 	// Resubmit moves failed or forward_failed messages back to work in one
 	// transaction: state, frontend and dest_smsc as given, attempts 0, reason
 	// cleared, queued_at cleared (set to now when State is forward_queued),
-	// submitted_at now, their failed ledger entries of every kind and their
-	// status ledger entry removed (so a later final outcome is reported to
-	// the origin again), history appended, the new work written. Messages in
-	// any other state are left.
+	// submitted_at now, every ledger entry of the message removed (the
+	// message starts its work afresh: a forward that a peer accepted before
+	// it failed there is sent again, and a later final outcome is reported
+	// to the origin again), history appended, the new work written.
+	// Messages in any other state are left.
 	Resubmit(ctx context.Context, now time.Time, reroutes []Reroute) ([]ResubmitResult, error)
 
 	// Routes returns every route ordered by prefix.

@@ -524,7 +524,7 @@ transitions AS (
 	SELECT mv.id, mv.history_len, i.state, $9, i.detail FROM moved mv JOIN input i ON i.id = mv.id
 ),
 cleared AS (
-	DELETE FROM ledger l USING moved mv WHERE l.message_id = mv.id AND (l.result = 'failed' OR l.kind = 'status')
+	DELETE FROM ledger l USING moved mv WHERE l.message_id = mv.id
 ),
 work AS (
 	INSERT INTO outbox (kind, target, message_id, token, due_at, created_at)

@@ -59,8 +59,8 @@
 //     none. FailForwards likewise writes (forward, dest_smsc) for a queued
 //     message without forward work.
 //   - ApplyStatus writes the forward ledger entry with the report's result
-//     (so Resubmit, which removes failed entries, lets a message the peer
-//     failed be forwarded again) and gives NoWork for a message of that
+//     (Resubmit removes every ledger entry of the message, so a message the
+//     peer failed is forwarded again) and gives NoWork for a message of that
 //     dest_smsc in any state it does not name (retry: local work).
 //   - QueueForwards returns messages in acceptance order; FailForwards oldest
 //     queued first.

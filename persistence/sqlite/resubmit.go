@@ -15,8 +15,9 @@ import (
 //
 // Besides what the interface says, the message's remaining delivery and
 // forward rows are removed: they belong to the route it failed on. Status
-// rows (reports owed to another node) stay; the status ledger entry goes, so
-// the next final state is reported again.
+// rows (reports owed to another node) stay; every ledger entry goes (status
+// included), so the message's work starts afresh and the next final state
+// is reported again.
 func (s *Store) Resubmit(ctx context.Context, now time.Time, reroutes []persistence.Reroute) ([]persistence.ResubmitResult, error) {
 	const op = "resubmit"
 	if err := s.check(op); err != nil {
@@ -93,8 +94,7 @@ func (s *Store) Resubmit(ctx context.Context, now time.Time, reroutes []persiste
 				return err
 			}
 			in, idArgs := params(hi-lo), anys(applied[lo:hi])
-			if _, err := tx.ExecContext(ctx, `DELETE FROM ledger WHERE (result = ? OR kind = ?) AND message_id IN (`+in+`)`,
-				append([]any{string(persistence.ResultFailed), string(persistence.WorkStatus)}, idArgs...)...); err != nil {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM ledger WHERE message_id IN (`+in+`)`, idArgs...); err != nil {
 				return err
 			}
 			_, err := tx.ExecContext(ctx, `DELETE FROM outbox WHERE kind IN (?, ?) AND message_id IN (`+in+`)`,

@@ -284,7 +284,28 @@ func statusWorkCases() []testCase {
 		{"OutcomesApplyToFinalMessages", statusOutcomes},
 		{"RetryReschedules", statusRetry},
 		{"ResubmitReportsAgain", statusAfterResubmit},
+		{"ResubmitForwardsAgainAfterPeerFailed", forwardAgainAfterPeerFailed},
 	}
+}
+
+// forwardAgainAfterPeerFailed: a message the peer accepted (forward ledger
+// delivered) and later reported failed is forwarded again when it is
+// resubmitted to the same peer: the old forward entry must not make the
+// claim drop the new work.
+func forwardAgainAfterPeerFailed(f *fixture) {
+	f.accept(base, fwdMsg("rf", peerP))
+	f.claimOf(persistence.WorkForward, peerP, ownerA, base, 10)
+	f.completeAll(at(1e9), []persistence.Completion{persistence.Applied},
+		outcome(persistence.WorkForward, peerP, "rf", persistence.ResultDelivered))
+	f.applyStatus(at(2e9), []persistence.Completion{persistence.Applied}, status("rf", peerP, persistence.ResultFailed))
+	f.wantState("rf", messages.StateFailed)
+	r := reroute("rf", "far-fe", at(time.Hour))
+	r.DestSMSC, r.Work = peerP, &persistence.WorkSpec{Kind: persistence.WorkForward, Target: peerP, DueAt: at(time.Hour)}
+	if res := f.resubmit(at(time.Hour), r); !res[0].Applied {
+		f.Fatalf("resubmit %+v", res[0])
+	}
+	f.noLedgerOf(persistence.WorkForward, "rf", peerP)
+	f.wantIDs("claim after resubmit", workIDs(f.claimOf(persistence.WorkForward, peerP, ownerA, at(time.Hour), 10).Work), "rf")
 }
 
 // wantStatusWork fails unless the status work for peerP at now is exactly

@@ -18,7 +18,7 @@ import (
 // already holds is never returned (it is removed)". Through the Store
 // interface alone a ledger entry and outbox work for the same message and
 // target never coexist (CompleteWork deletes the row in the transaction that
-// writes the entry, Resubmit removes failed entries before writing new work),
+// writes the entry, Resubmit removes the message's entries before writing new work),
 // so the suite cannot build that state without help. It is the state a
 // future writer of the ledger, or a bug, would leave behind, and ClaimWork is
 // the barrier against it.
