@@ -120,6 +120,11 @@ func (q *Queue) Receive(c actor.Context) {
 	case messages.PeerLink:
 		q.setLink(c, m)
 	case *messages.KickPeer:
+		if !q.link.Healthy && !m.Status {
+			// A pending message committed while the peer turned unhealthy
+			// (the intake saw it healthy): queue it like the others.
+			q.startParking(c)
+		}
 		q.lanes[persistence.WorkForward].Kick()
 		if m.Status {
 			q.lanes[persistence.WorkStatus].Kick()
