@@ -214,6 +214,8 @@ func (a *Actor) check(c actor.Context) {
 				res.err = fmt.Errorf("identity: %w", err)
 			case id.Node != peerName:
 				res.err = fmt.Errorf("identity: %s answers as %q", addr, id.Node)
+			case id.Validate() != nil:
+				res.err = fmt.Errorf("identity: %w", id.Validate())
 			default:
 				res.identity = &id
 			}
