@@ -9,7 +9,7 @@ export SWITCHBOARD_TEST_POSTGRES ?= postgres://postgres@127.0.0.1:5432/test?sslm
 # make run: a node on the embedded store, API on https://localhost:8443.
 RUN_FLAGS ?= --name local --data-dir ./data --listen 127.0.0.1:8443 --metrics-listen 127.0.0.1:9568
 
-.PHONY: help build run test test-short bench lint clean
+.PHONY: help build run test test-short bench lint clean demo
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -19,6 +19,9 @@ build: ## build bin/switchboard
 
 run: build ## run a node on the embedded store (RUN_FLAGS to change flags)
 	$(BIN) run $(RUN_FLAGS)
+
+demo: build ## three federated nodes on loopback with mTLS (scripts/demo.sh); Ctrl-C stops them
+	BIN=$(BIN) bash scripts/demo.sh
 
 test: ## all tests with -race (starts Postgres when it is down)
 	.ci/postgres
