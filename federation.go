@@ -45,6 +45,32 @@ func (n *Node) loadBook(ctx context.Context) error {
 	return nil
 }
 
+// parkPage bounds one QueueForwards call at start.
+const parkPage = 512
+
+// parkPendingForwards moves messages still pending with forward work (a
+// crash mid-forward, or a peer gone from discovery) to forward_queued at
+// start, so that they count down to forward_failed instead of waiting
+// unseen; the forward queue of a peer that turns healthy sends them.
+func (n *Node) parkPendingForwards(ctx context.Context) error {
+	st, err := n.store.Stats(ctx)
+	if err != nil {
+		return fmt.Errorf("read stats: %w", err)
+	}
+	for peerName := range st.ForwardQueue {
+		for {
+			ids, err := n.store.QueueForwards(ctx, n.clock.Now(), peerName, "queued at start until peer "+peerName+" is found healthy", parkPage)
+			if err != nil {
+				return fmt.Errorf("queue pending forwards for %s: %w", peerName, err)
+			}
+			if len(ids) < parkPage {
+				break
+			}
+		}
+	}
+	return nil
+}
+
 // remote is the intake's view of frontends served by peers (nil without
 // federation: then no message ever leaves this node).
 func (n *Node) remote() func(string) (string, bool, bool) {

@@ -298,6 +298,9 @@ func (n *Node) startActors() error {
 	if err := n.loadBook(ctx); err != nil {
 		return err
 	}
+	if err := n.parkPendingForwards(ctx); err != nil {
+		return err
+	}
 	if err := n.startFederation(); err != nil {
 		return err
 	}

@@ -1,8 +1,10 @@
 package peer
 
 import (
+	"context"
 	"errors"
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -72,6 +74,7 @@ func (s *Supervisor) Receive(c actor.Context) {
 		c.Stop(pid)
 		s.cfg.Book.Gone(m.Node)
 		s.cfg.Metrics.forget(m.Node)
+		s.park(m.Node)
 		s.cfg.Logger.Info("peer removed; its queued messages keep waiting until forward_failed",
 			"component", "peer", "peer", m.Node)
 	case *messages.KickPeer:
@@ -86,6 +89,28 @@ func (s *Supervisor) Receive(c actor.Context) {
 		s.route(c, m.Peer, m)
 	case *messages.PeerRegistryFrom:
 		s.route(c, m.Peer, m)
+	}
+}
+
+// parkPage bounds one QueueForwards call.
+const parkPage = 512
+
+// park moves a gone peer's pending messages to forward_queued: its queue is
+// stopped, so they would otherwise wait unseen instead of counting down to
+// forward_failed.
+func (s *Supervisor) park(peer string) {
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ids, err := s.cfg.Store.QueueForwards(ctx, s.cfg.Clock.Now(), peer, "peer "+peer+" is gone from discovery", parkPage)
+		cancel()
+		if err != nil {
+			s.cfg.Logger.Error("queueing a gone peer's pending messages failed; they are queued at the next start",
+				"component", "peer", "peer", peer, "err", err)
+			return
+		}
+		if len(ids) < parkPage {
+			return
+		}
 	}
 }
 
