@@ -7,7 +7,19 @@
 //	switchboard run [flags]                        run a node until SIGINT or SIGTERM
 //	switchboard certs init --dir D --nodes a,b,c   write a CA and a certificate per node (mutual TLS)
 //	switchboard version                            print the version
-//	switchboard help [run|certs]                   print help (also -h, --help)
+//	switchboard help [COMMAND]                     print help (also -h, --help)
+//
+// and the admin CLI, a client of a node's HTTPS API (docs/cli.md):
+//
+//	switchboard messages list|show|resubmit        the message queue
+//	switchboard peers                              federation peers and their health
+//	switchboard routes list|set|delete             the routing table
+//	switchboard frontends list|set|delete          this node's frontends
+//	switchboard status                             counts by state and queue depths
+//
+// The admin commands take --addr, --token, --ca, --insecure, --timeout and
+// --json, or SWITCHBOARD_ADDR, SWITCHBOARD_API_TOKEN, SWITCHBOARD_CA,
+// SWITCHBOARD_INSECURE and SWITCHBOARD_TIMEOUT.
 //
 // Every flag of run can also be set in the environment as SWITCHBOARD_<FLAG>,
 // upper case with dashes as underscores (--delivery-max-attempts ->
@@ -54,6 +66,8 @@ func mainCode(args []string, stdout, stderr io.Writer, env lookupEnv) int {
 		return runCommand(rest, stdout, stderr, env)
 	case "certs":
 		return certsCommand(rest, stdout, stderr)
+	case "messages", "peers", "routes", "frontends", "status":
+		return cliMain(cmd, rest, stdout, stderr, env)
 	case "version", "-version", "--version":
 		if len(rest) > 0 {
 			fmt.Fprintf(stderr, "switchboard: version takes no arguments\n")
@@ -69,6 +83,17 @@ func mainCode(args []string, stdout, stderr io.Writer, env lookupEnv) int {
 				return 0
 			case "certs":
 				printCertsUsage(stdout)
+				return 0
+			case "admin":
+				printCLIUsage(stdout)
+				return 0
+			}
+			if t := cliTopicNamed(rest[0]); t != nil {
+				if t.cmd != nil {
+					printCommandUsage(stdout, t.cmd)
+				} else {
+					printTopicUsage(stdout, t)
+				}
 				return 0
 			}
 		}
@@ -90,7 +115,14 @@ Commands:
   run [flags]                        run a node until SIGINT or SIGTERM
   certs init --dir D --nodes a,b,c   write a CA and one certificate per node (mutual TLS)
   version                            print the version
-  help [run|certs]                   print this help, or a command's
+  help [COMMAND]                     print this help, or a command's
+
+Admin commands, talking to a node's HTTPS API (see 'switchboard help admin'):
+  messages list|show|resubmit        the message queue
+  peers                              federation peers and their health
+  routes list|set|delete             the routing table
+  frontends list|set|delete          this node's frontends
+  status                             counts by state and queue depths
 
 Every flag of run can also be set in the environment as SWITCHBOARD_<FLAG>
 (--delivery-max-attempts -> SWITCHBOARD_DELIVERY_MAX_ATTEMPTS); the command line wins.

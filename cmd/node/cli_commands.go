@@ -1,0 +1,645 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/switchboard-dev/switchboard/httpapi"
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+// cliTopics are the admin commands, in usage order.
+var cliTopics = []*cliTopic{
+	{
+		name:  "messages",
+		about: "Inspect the message queue and resubmit failed messages.",
+		def:   "list",
+		verbs: []*cliCommand{
+			{
+				name:     "messages list",
+				summary:  "list messages, newest first",
+				synopsis: "[--state STATE] [--limit N] [--cursor C] [--all]",
+				about: `List messages, newest first, one page at a time (GET /api/messages).
+A further page is announced on stderr with the --cursor that fetches it;
+--all fetches every page (with --json, as one document whose next_cursor is
+empty).`,
+				flags: []cliFlag{
+					{name: "state", arg: "STATE", usage: "only messages in STATE: " + cliStateNames(messages.AllStates)},
+					{name: "limit", arg: "N", usage: "messages per page, 1 to 1000 (default: the node's, 50; 1000 with --all)"},
+					{name: "cursor", arg: "C", usage: "start at the page a previous list announced"},
+					{name: "all", boolean: true, usage: "follow the cursor to the last page"},
+				},
+				run: runMessagesList,
+			},
+			{
+				name:     "messages show",
+				summary:  "show messages with their history",
+				synopsis: "ID...",
+				about:    `Show a message with its history of transitions (GET /api/messages/{id}).`,
+				run:      runMessagesShow,
+			},
+			{
+				name:     "messages resubmit",
+				summary:  "resubmit failed or forward_failed messages",
+				synopsis: "ID... | --state failed|forward_failed",
+				about: `Re-route failed or forward_failed messages: the messages named, or with
+--state every message in that state (POST /api/messages/{id}/resubmit,
+POST /api/messages/resubmit). A bulk resubmit may take up to ten times
+--timeout.`,
+				flags: []cliFlag{
+					{name: "state", arg: "STATE", usage: "resubmit every message in STATE: failed or forward_failed"},
+				},
+				run: runMessagesResubmit,
+			},
+		},
+	},
+	{
+		name: "peers",
+		cmd: &cliCommand{
+			name:    "peers",
+			summary: "federation peers and their health",
+			about: `List the peers this node federates with and its view of their health
+(GET /api/peers); empty when federation is off.`,
+			run: runPeers,
+		},
+	},
+	{
+		name:  "routes",
+		about: "Manage the routing table: destination prefix -> frontend, longest prefix wins.",
+		def:   "list",
+		verbs: []*cliCommand{
+			{
+				name:    "routes list",
+				summary: "list the routes",
+				about:   `List the routes (GET /api/routes).`,
+				run:     runRoutesList,
+			},
+			{
+				name:     "routes set",
+				summary:  "route a destination prefix to a frontend",
+				synopsis: "PREFIX FRONTEND",
+				about:    `Route destinations starting with PREFIX (digits) to FRONTEND, replacing any route of PREFIX (PUT /api/routes/{prefix}).`,
+				run:      runRoutesSet,
+			},
+			{
+				name:     "routes delete",
+				summary:  "delete a route",
+				synopsis: "PREFIX",
+				about:    `Delete the route of PREFIX (DELETE /api/routes/{prefix}). With --json nothing is printed: the API answers no document.`,
+				run:      runRoutesDelete,
+			},
+		},
+	},
+	{
+		name:  "frontends",
+		about: "Manage this node's frontends (the gateways that deliver to subscribers).",
+		def:   "list",
+		verbs: []*cliCommand{
+			{
+				name:    "frontends list",
+				summary: "list this node's frontends",
+				about:   `List this node's frontends (GET /api/frontends).`,
+				run:     runFrontendsList,
+			},
+			{
+				name:     "frontends set",
+				summary:  "register or change a frontend",
+				synopsis: "NAME pull | NAME webhook URL",
+				about:    `Register or change a frontend: a pull frontend polls the node, a webhook frontend gets each message POSTed to URL (PUT /api/frontends/{name}).`,
+				run:      runFrontendsSet,
+			},
+			{
+				name:     "frontends delete",
+				summary:  "remove a frontend",
+				synopsis: "NAME",
+				about:    `Remove a frontend; refused while a route names it (DELETE /api/frontends/{name}). With --json nothing is printed.`,
+				run:      runFrontendsDelete,
+			},
+		},
+	},
+	{
+		name: "status",
+		cmd: &cliCommand{
+			name:    "status",
+			summary: "counts by state and queue depths",
+			about:   `Show the node's identity, message counts by state and queue depths (GET /api/status).`,
+			run:     runStatus,
+		},
+	},
+}
+
+func cliStateNames(states []messages.State) string {
+	names := make([]string, len(states))
+	for i, s := range states {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
+// cliNoArgs refuses positional arguments for a command that takes none.
+func cliNoArgs(inv *cliInvocation) error {
+	if len(inv.args) > 0 {
+		return usageErrorf("unexpected argument %q: %s takes no arguments", inv.args[0], inv.cmd.name)
+	}
+	return nil
+}
+
+// cliMessageIDs checks the ids given to show and resubmit. An id that cannot
+// be valid is a usage error rather than a request whose path would be
+// misread by the node.
+func cliMessageIDs(inv *cliInvocation) error {
+	for _, id := range inv.args {
+		if !messages.ValidID(id) {
+			return usageErrorf("message id %q is not valid: 1-128 letters, digits, '.', '_', ':' or '-'", id)
+		}
+	}
+	return nil
+}
+
+// cliMessageList is the document of GET /api/messages.
+type cliMessageList struct {
+	Messages   []messages.Message `json:"messages"`
+	NextCursor string             `json:"next_cursor"`
+}
+
+// cliRawMessageList is the same document with the messages kept as received,
+// to join the pages of --all --json without changing a byte of them.
+type cliRawMessageList struct {
+	Messages   []json.RawMessage `json:"messages"`
+	NextCursor string            `json:"next_cursor"`
+}
+
+// cliMaxListLimit is the node's largest page (httpapi).
+const cliMaxListLimit = 1000
+
+func runMessagesList(inv *cliInvocation) error {
+	if err := cliNoArgs(inv); err != nil {
+		return err
+	}
+	q := url.Values{}
+	var errs []error
+	if inv.given("state") {
+		s := messages.State(inv.value("state"))
+		if !s.Valid() {
+			errs = append(errs, fmt.Errorf("--state: invalid value %q: must be one of %s", s, cliStateNames(messages.AllStates)))
+		}
+		q.Set("state", string(s))
+	}
+	if inv.given("limit") {
+		v := inv.value("limit")
+		if n, err := strconv.Atoi(v); err != nil || n < 1 || n > cliMaxListLimit {
+			errs = append(errs, fmt.Errorf("--limit: invalid value %q: must be an integer from 1 to %d", v, cliMaxListLimit))
+		}
+		q.Set("limit", v)
+	}
+	if inv.given("cursor") {
+		if inv.value("cursor") == "" {
+			errs = append(errs, errors.New("--cursor: must not be empty"))
+		}
+		q.Set("cursor", inv.value("cursor"))
+	}
+	all, err := inv.boolValue("all")
+	if err != nil {
+		errs = append(errs, err.(*usageError).err)
+	}
+	if len(errs) > 0 {
+		return &usageError{errors.Join(errs...)}
+	}
+
+	if !all {
+		var page cliMessageList
+		data, err := inv.api.getJSON("/api/messages", q, &page)
+		if err != nil {
+			return err
+		}
+		if inv.json {
+			writeAPIDoc(inv.stdout, data)
+		} else {
+			printMessageTable(inv, page.Messages)
+		}
+		if page.NextCursor != "" {
+			fmt.Fprintf(inv.stderr, "switchboard: more messages: add --cursor %s (or use --all)\n", page.NextCursor)
+		}
+		return nil
+	}
+
+	if !inv.given("limit") {
+		q.Set("limit", strconv.Itoa(cliMaxListLimit))
+	}
+	merged := cliRawMessageList{Messages: []json.RawMessage{}}
+	var list []messages.Message
+	seen := make(map[string]bool)
+	for {
+		var page cliMessageList
+		data, err := inv.api.getJSON("/api/messages", q, &page)
+		if err != nil {
+			return err
+		}
+		var raw cliRawMessageList
+		if err := json.Unmarshal(data, &raw); err != nil {
+			return err
+		}
+		merged.Messages = append(merged.Messages, raw.Messages...)
+		list = append(list, page.Messages...)
+		if page.NextCursor == "" {
+			break
+		}
+		if seen[page.NextCursor] {
+			return fmt.Errorf("the node announced cursor %q twice: stopping", page.NextCursor)
+		}
+		seen[page.NextCursor] = true
+		q.Set("cursor", page.NextCursor)
+	}
+	if inv.json {
+		var buf bytes.Buffer
+		if err := json.NewEncoder(&buf).Encode(merged); err != nil {
+			return err
+		}
+		writeAPIDoc(inv.stdout, buf.Bytes())
+		return nil
+	}
+	printMessageTable(inv, list)
+	return nil
+}
+
+func printMessageTable(inv *cliInvocation, list []messages.Message) {
+	tw := newCLITable(inv.stdout)
+	fmt.Fprintln(tw, "ID\tSTATE\tDESTINATION\tFRONTEND\tDEST_SMSC\tATTEMPTS\tUPDATED\tREASON")
+	for _, m := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n",
+			tableCell(m.ID), tableCell(string(m.State)), tableCell(m.DestinationMSISDN), tableCell(m.Frontend),
+			tableCell(m.DestSMSC), m.Attempts, tableTime(m.UpdatedAt), tableCell(m.Reason))
+	}
+	tw.Flush()
+}
+
+func runMessagesShow(inv *cliInvocation) error {
+	if len(inv.args) == 0 {
+		return usageErrorf("give the id of the message to show")
+	}
+	if err := cliMessageIDs(inv); err != nil {
+		return err
+	}
+	for i, id := range inv.args {
+		var m messages.Message
+		data, err := inv.api.getJSON("/api/messages/"+url.PathEscape(id), nil, &m)
+		if err != nil {
+			return err
+		}
+		if inv.json {
+			writeAPIDoc(inv.stdout, data)
+			continue
+		}
+		if i > 0 {
+			fmt.Fprintln(inv.stdout)
+		}
+		printMessage(inv, m)
+	}
+	return nil
+}
+
+func printMessage(inv *cliInvocation, m messages.Message) {
+	tw := newCLITable(inv.stdout)
+	for _, kv := range [][2]string{
+		{"id", tableCell(m.ID)},
+		{"state", tableCell(string(m.State))},
+		{"source", tableCell(m.SourceMSISDN)},
+		{"destination", tableCell(m.DestinationMSISDN)},
+		{"body", tableCell(m.Body)},
+		{"frontend", tableCell(m.Frontend)},
+		{"source_smsc", tableCell(m.SourceSMSC)},
+		{"dest_smsc", tableCell(m.DestSMSC)},
+		{"attempts", strconv.Itoa(m.Attempts)},
+		{"reason", tableCell(m.Reason)},
+		{"created", tableTime(m.CreatedAt)},
+		{"submitted", tableTime(m.SubmittedAt)},
+		{"updated", tableTime(m.UpdatedAt)},
+		{"queued", tableTimePtr(m.QueuedAt)},
+	} {
+		fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
+	}
+	tw.Flush()
+	fmt.Fprintln(inv.stdout, "\nHistory:")
+	tw = newCLITable(inv.stdout)
+	fmt.Fprintln(tw, "AT\tSTATE\tDETAIL")
+	for _, h := range m.History {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", tableTime(h.At), tableCell(string(h.State)), tableCell(h.Detail))
+	}
+	tw.Flush()
+}
+
+func runMessagesResubmit(inv *cliInvocation) error {
+	if inv.given("state") {
+		s := messages.State(inv.value("state"))
+		switch {
+		case len(inv.args) > 0:
+			return usageErrorf("--state: give message ids or --state, not both")
+		case !s.Resubmittable():
+			return usageErrorf("--state: invalid value %q: must be failed or forward_failed", s)
+		}
+		var reply messages.BulkReply
+		data, err := inv.api.doJSON(http.MethodPost, "/api/messages/resubmit", nil,
+			map[string]string{"state": string(s)}, &reply, 10*inv.api.timeout)
+		if err != nil {
+			return err
+		}
+		if inv.json {
+			writeAPIDoc(inv.stdout, data)
+			return nil
+		}
+		fmt.Fprintf(inv.stdout, "resubmitted %d %s message(s)", reply.Resubmitted, s)
+		if reply.Skipped > 0 {
+			fmt.Fprintf(inv.stdout, "; skipped %d that no route serves now", reply.Skipped)
+		}
+		fmt.Fprintln(inv.stdout)
+		return nil
+	}
+	if len(inv.args) == 0 {
+		return usageErrorf("give the ids of the messages to resubmit, or --state failed|forward_failed for all in that state")
+	}
+	if err := cliMessageIDs(inv); err != nil {
+		return err
+	}
+	for _, id := range inv.args {
+		var m messages.Message
+		data, err := inv.api.doJSON(http.MethodPost, "/api/messages/"+url.PathEscape(id)+"/resubmit", nil,
+			nil, &m, inv.api.timeout)
+		if err != nil {
+			return fmt.Errorf("%s: %w", id, err)
+		}
+		if inv.json {
+			writeAPIDoc(inv.stdout, data)
+			continue
+		}
+		fmt.Fprintf(inv.stdout, "resubmitted %s: now %s\n", tableCell(m.ID), tableCell(string(m.State)))
+	}
+	return nil
+}
+
+func runPeers(inv *cliInvocation) error {
+	if err := cliNoArgs(inv); err != nil {
+		return err
+	}
+	var peers []messages.PeerInfo
+	data, err := inv.api.getJSON("/api/peers", nil, &peers)
+	if err != nil {
+		return err
+	}
+	if inv.json {
+		writeAPIDoc(inv.stdout, data)
+		return nil
+	}
+	tw := newCLITable(inv.stdout)
+	fmt.Fprintln(tw, "NODE\tSTATE\tFAILURES\tLAST_SUCCESS\tQUEUE\tFRONTENDS\tADDRESS\tLAST_ERROR")
+	for _, p := range peers {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\n",
+			tableCell(p.Node), tableCell(string(p.State)), p.ConsecutiveFailures, tableTimePtr(p.LastSuccess),
+			p.ForwardQueueDepth, tableCell(strings.Join(p.Frontends, ",")), tableCell(p.Address), tableCell(p.LastError))
+	}
+	tw.Flush()
+	return nil
+}
+
+// cliRouteList is the document of GET /api/routes.
+type cliRouteList struct {
+	Routes []messages.Route `json:"routes"`
+}
+
+func runRoutesList(inv *cliInvocation) error {
+	if err := cliNoArgs(inv); err != nil {
+		return err
+	}
+	var doc cliRouteList
+	data, err := inv.api.getJSON("/api/routes", nil, &doc)
+	if err != nil {
+		return err
+	}
+	if inv.json {
+		writeAPIDoc(inv.stdout, data)
+		return nil
+	}
+	tw := newCLITable(inv.stdout)
+	fmt.Fprintln(tw, "PREFIX\tFRONTEND\tUPDATED")
+	for _, r := range doc.Routes {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", tableCell(r.Prefix), tableCell(r.Frontend), tableTime(r.UpdatedAt))
+	}
+	tw.Flush()
+	return nil
+}
+
+// cliRoutePrefix checks a PREFIX argument.
+func cliRoutePrefix(p string) error {
+	if !messages.ValidPrefix(p) {
+		return usageErrorf("prefix %q must be 1-20 digits", p)
+	}
+	return nil
+}
+
+func runRoutesSet(inv *cliInvocation) error {
+	if len(inv.args) != 2 {
+		return usageErrorf("routes set takes PREFIX FRONTEND, e.g. 'routes set 4478 smpp-uk' (got %d arguments)", len(inv.args))
+	}
+	prefix, frontend := inv.args[0], inv.args[1]
+	if err := cliRoutePrefix(prefix); err != nil {
+		return err
+	}
+	var r messages.Route
+	data, err := inv.api.doJSON(http.MethodPut, "/api/routes/"+prefix, nil,
+		map[string]string{"frontend": frontend}, &r, inv.api.timeout)
+	if err != nil {
+		return err
+	}
+	if inv.json {
+		writeAPIDoc(inv.stdout, data)
+		return nil
+	}
+	fmt.Fprintf(inv.stdout, "route %s -> %s\n", tableCell(r.Prefix), tableCell(r.Frontend))
+	return nil
+}
+
+func runRoutesDelete(inv *cliInvocation) error {
+	if len(inv.args) != 1 {
+		return usageErrorf("routes delete takes one PREFIX (got %d arguments)", len(inv.args))
+	}
+	prefix := inv.args[0]
+	if err := cliRoutePrefix(prefix); err != nil {
+		return err
+	}
+	if _, err := inv.api.call(http.MethodDelete, "/api/routes/"+prefix, nil, nil, inv.api.timeout); err != nil {
+		return err
+	}
+	if !inv.json {
+		fmt.Fprintf(inv.stdout, "route %s deleted\n", prefix)
+	}
+	return nil
+}
+
+// cliFrontendList is the document of GET /api/frontends.
+type cliFrontendList struct {
+	Frontends []messages.Frontend `json:"frontends"`
+}
+
+func runFrontendsList(inv *cliInvocation) error {
+	if err := cliNoArgs(inv); err != nil {
+		return err
+	}
+	var doc cliFrontendList
+	data, err := inv.api.getJSON("/api/frontends", nil, &doc)
+	if err != nil {
+		return err
+	}
+	if inv.json {
+		writeAPIDoc(inv.stdout, data)
+		return nil
+	}
+	tw := newCLITable(inv.stdout)
+	fmt.Fprintln(tw, "NAME\tMODE\tURL\tUPDATED")
+	for _, f := range doc.Frontends {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", tableCell(f.Name), tableCell(string(f.Mode)), tableCell(f.URL), tableTime(f.UpdatedAt))
+	}
+	tw.Flush()
+	return nil
+}
+
+// cliFrontendName checks a NAME argument (it becomes a path segment).
+func cliFrontendName(name string) error {
+	if !messages.ValidName(name) {
+		return usageErrorf("frontend name %q is not valid: 1-63 letters, digits, '.', '_', '-'", name)
+	}
+	return nil
+}
+
+func runFrontendsSet(inv *cliInvocation) error {
+	args := inv.args
+	switch {
+	case len(args) == 2 && args[1] == string(messages.ModePull):
+	case len(args) == 3 && args[1] == string(messages.ModeWebhook):
+	default:
+		return usageErrorf("frontends set takes NAME pull or NAME webhook URL, e.g. 'frontends set hook webhook https://gw.example.com/sms'")
+	}
+	if err := cliFrontendName(args[0]); err != nil {
+		return err
+	}
+	body := map[string]string{"mode": args[1]}
+	if len(args) == 3 {
+		body["url"] = args[2]
+	}
+	var f messages.Frontend
+	data, err := inv.api.doJSON(http.MethodPut, "/api/frontends/"+args[0], nil, body, &f, inv.api.timeout)
+	if err != nil {
+		return err
+	}
+	if inv.json {
+		writeAPIDoc(inv.stdout, data)
+		return nil
+	}
+	fmt.Fprintf(inv.stdout, "frontend %s: %s", tableCell(f.Name), tableCell(string(f.Mode)))
+	if f.URL != "" {
+		fmt.Fprintf(inv.stdout, " %s", tableCell(f.URL))
+	}
+	fmt.Fprintln(inv.stdout)
+	return nil
+}
+
+func runFrontendsDelete(inv *cliInvocation) error {
+	if len(inv.args) != 1 {
+		return usageErrorf("frontends delete takes one NAME (got %d arguments)", len(inv.args))
+	}
+	if err := cliFrontendName(inv.args[0]); err != nil {
+		return err
+	}
+	if _, err := inv.api.call(http.MethodDelete, "/api/frontends/"+inv.args[0], nil, nil, inv.api.timeout); err != nil {
+		return err
+	}
+	if !inv.json {
+		fmt.Fprintf(inv.stdout, "frontend %s deleted\n", inv.args[0])
+	}
+	return nil
+}
+
+func runStatus(inv *cliInvocation) error {
+	if err := cliNoArgs(inv); err != nil {
+		return err
+	}
+	var st httpapi.Status
+	data, err := inv.api.getJSON("/api/status", nil, &st)
+	if err != nil {
+		return err
+	}
+	if inv.json {
+		writeAPIDoc(inv.stdout, data)
+		return nil
+	}
+	fes := make([]string, len(st.Frontends))
+	for i, f := range st.Frontends {
+		fes[i] = f.Name + " (" + string(f.Mode) + ")"
+	}
+	tw := newCLITable(inv.stdout)
+	for _, kv := range [][2]string{
+		{"node", tableCell(st.Node)},
+		{"instance", tableCell(st.InstanceID)},
+		{"version", tableCell(st.Version)},
+		{"store", tableCell(st.Store)},
+		{"forward queue depth", strconv.FormatInt(st.ForwardQueueDepth, 10)},
+		{"outbox depth", strconv.FormatInt(st.OutboxDepth, 10)},
+		{"dlq depth", strconv.FormatInt(st.DLQDepth, 10)},
+		{"outbox oldest", tableTimePtr(st.OutboxOldest)},
+		{"peers", cliPeerSummary(st.Peers)},
+		{"frontends", tableCell(strings.Join(fes, ", "))},
+	} {
+		fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
+	}
+	tw.Flush()
+
+	// The contract's states in their order, then any others the node
+	// reports (a newer node), sorted.
+	fmt.Fprintln(inv.stdout)
+	tw = newCLITable(inv.stdout)
+	fmt.Fprintln(tw, "STATE\tCOUNT")
+	for _, s := range messages.AllStates {
+		fmt.Fprintf(tw, "%s\t%d\n", s, st.Counts[string(s)])
+	}
+	var extra []string
+	for s := range st.Counts {
+		if !messages.State(s).Valid() {
+			extra = append(extra, s)
+		}
+	}
+	slices.Sort(extra)
+	for _, s := range extra {
+		fmt.Fprintf(tw, "%s\t%d\n", tableCell(s), st.Counts[s])
+	}
+	tw.Flush()
+	return nil
+}
+
+// cliPeerSummary is "3 (healthy 2, unhealthy 1)".
+func cliPeerSummary(peers []messages.PeerInfo) string {
+	if len(peers) == 0 {
+		return "0"
+	}
+	n := make(map[messages.PeerState]int)
+	for _, p := range peers {
+		n[p.State]++
+	}
+	var parts []string
+	for _, s := range messages.AllPeerStates {
+		if n[s] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", s, n[s]))
+			delete(n, s)
+		}
+	}
+	var other []string
+	for s := range n {
+		other = append(other, fmt.Sprintf("%s %d", tableCell(string(s)), n[s]))
+	}
+	slices.Sort(other)
+	return fmt.Sprintf("%d (%s)", len(peers), strings.Join(append(parts, other...), ", "))
+}

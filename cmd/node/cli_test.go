@@ -1,0 +1,566 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard"
+	"github.com/switchboard-dev/switchboard/httpapi"
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+// The admin CLI against a real node: switchboard.Node started through the
+// embedding API on a random loopback port with its self-signed certificate
+// and an API token; the CLI runs in-process through mainCode.
+
+const cliTestToken = "cli-secret"
+
+type cliNode struct {
+	t      *testing.T
+	addr   string // host:port of the HTTPS API
+	ca     string // the node's selfsigned.pem
+	base   string
+	client *http.Client
+}
+
+func startCLINode(t *testing.T) *cliNode {
+	t.Helper()
+	cfg := switchboard.DefaultConfig()
+	cfg.Name = "cli-node"
+	cfg.InstanceID = "cli-node-0"
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.MetricsListen = ""
+	cfg.APIToken = cliTestToken
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.ShutdownTimeout = 10 * time.Second
+	n, err := switchboard.New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := n.Start(ctx); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	cn := &cliNode{t: t, addr: n.Addr(), ca: filepath.Join(cfg.DataDir, "selfsigned.pem"), base: "https://" + n.Addr()}
+	pem, err := os.ReadFile(cn.ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool}
+	cn.client = &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	t.Cleanup(func() {
+		tr.CloseIdleConnections()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := n.Stop(ctx); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+	return cn
+}
+
+// env is the environment the CLI sees: the node's address, CA and token.
+func (n *cliNode) env(extra ...string) lookupEnv {
+	m := map[string]string{
+		"SWITCHBOARD_ADDR":      n.addr,
+		"SWITCHBOARD_CA":        n.ca,
+		"SWITCHBOARD_API_TOKEN": cliTestToken,
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		m[extra[i]] = extra[i+1]
+	}
+	return envMap(m)
+}
+
+type cliResult struct {
+	code           int
+	stdout, stderr string
+}
+
+// run runs the CLI with env and checks the exit code.
+func (n *cliNode) runEnv(env lookupEnv, want int, args ...string) cliResult {
+	n.t.Helper()
+	var out, errOut bytes.Buffer
+	code := mainCode(args, &out, &errOut, env)
+	r := cliResult{code, out.String(), errOut.String()}
+	if code != want {
+		n.t.Fatalf("switchboard %s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, want, r.stdout, r.stderr)
+	}
+	return r
+}
+
+func (n *cliNode) run(want int, args ...string) cliResult {
+	n.t.Helper()
+	return n.runEnv(n.env(), want, args...)
+}
+
+// api calls the API directly and returns the body of a 2xx answer.
+func (n *cliNode) api(method, path string, body any) []byte {
+	n.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			n.t.Fatal(err)
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, n.base+path, rd)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+cliTestToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := n.client.Do(req)
+	if err != nil {
+		n.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	if resp.StatusCode/100 != 2 {
+		n.t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, data)
+	}
+	return data
+}
+
+func (n *cliNode) submit(id, dest string) {
+	n.t.Helper()
+	n.api("POST", "/api/messages", map[string]string{
+		"id": id, "source_msisdn": "+15550001", "destination_msisdn": dest, "message_body": "hello " + id,
+	})
+}
+
+// pollAck polls the pull frontend fe until every id of verdicts has been
+// offered, then acks them with their verdicts. Other messages offered stay
+// leased for an hour (they keep their state for the test).
+func (n *cliNode) pollAck(verdicts map[string]messages.DeliveryStatus) {
+	n.t.Helper()
+	attempt := make(map[string]int)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(attempt) < len(verdicts) {
+		if time.Now().After(deadline) {
+			n.t.Fatalf("poll: offered only %v of %v", attempt, verdicts)
+		}
+		var doc struct{ Messages []messages.Outgoing }
+		data := n.api("POST", "/api/frontends/fe/poll", map[string]int{"max": 100, "wait_ms": 1000, "lease_ms": 3600000})
+		if err := json.Unmarshal(data, &doc); err != nil {
+			n.t.Fatal(err)
+		}
+		for _, m := range doc.Messages {
+			if _, ok := verdicts[m.ID]; ok {
+				attempt[m.ID] = m.Attempt
+			}
+		}
+	}
+	var results []messages.DeliveryResult
+	for id, st := range verdicts {
+		results = append(results, messages.DeliveryResult{ID: id, Status: st, Reason: "test verdict", Attempt: attempt[id]})
+	}
+	n.api("POST", "/api/frontends/fe/ack", map[string]any{"results": results})
+	for id, st := range verdicts {
+		want := messages.StateDelivered
+		if st == messages.Failed {
+			want = messages.StateFailed
+		}
+		n.waitState(id, want)
+	}
+}
+
+// waitState polls the message until it is in state (with a deadline).
+func (n *cliNode) waitState(id string, state messages.State) {
+	n.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var m messages.Message
+		if err := json.Unmarshal(n.api("GET", "/api/messages/"+id, nil), &m); err != nil {
+			n.t.Fatal(err)
+		}
+		if m.State == state {
+			return
+		}
+		if time.Now().After(deadline) {
+			n.t.Fatalf("message %s is %s, want %s", id, m.State, state)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// cliTableRows splits a table into the fields of each line; row 0 is the
+// header.
+func cliTableRows(out string) [][]string {
+	var rows [][]string
+	for _, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+		rows = append(rows, strings.Fields(line))
+	}
+	return rows
+}
+
+// cliRow finds the row whose first field is key.
+func cliRow(t *testing.T, rows [][]string, key string) []string {
+	t.Helper()
+	for _, r := range rows {
+		if len(r) > 0 && r[0] == key {
+			return r
+		}
+	}
+	t.Fatalf("no cliRow %q in %q", key, rows)
+	return nil
+}
+
+// cliRoundTrip checks that out is one JSON document (one line) that decodes
+// into T with no unknown field and encodes back to the same document.
+func cliRoundTrip[T any](t *testing.T, out string) T {
+	t.Helper()
+	if strings.Count(out, "\n") != 1 || !strings.HasSuffix(out, "\n") {
+		t.Fatalf("--json output is not one line: %q", out)
+	}
+	var v T
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("--json output %s does not decode into %T: %v", out, v, err)
+	}
+	again, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b any
+	if err := json.Unmarshal([]byte(out), &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(again, &b); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("%T does not round-trip:\n got  %s\n sent %s", v, again, out)
+	}
+	return v
+}
+
+// cliSameDoc checks that the CLI printed exactly the API's document.
+func cliSameDoc(t *testing.T, what, cliOut string, api []byte) {
+	t.Helper()
+	if cliOut != string(api) {
+		t.Fatalf("%s: --json printed\n%s\nthe API answers\n%s", what, cliOut, api)
+	}
+}
+
+// cliListDoc is the document of GET /api/messages (CONTRACT.md).
+type cliListDoc struct {
+	Messages   []messages.Message `json:"messages"`
+	NextCursor string             `json:"next_cursor"`
+}
+
+func TestCLIAgainstNode(t *testing.T) {
+	t.Parallel()
+	n := startCLINode(t)
+
+	// Frontends and routes through the CLI.
+	fe := cliRoundTrip[messages.Frontend](t, n.run(0, "frontends", "set", "fe", "pull", "--json").stdout)
+	if fe.Name != "fe" || fe.Mode != messages.ModePull {
+		t.Fatalf("frontends set: %+v", fe)
+	}
+	if out := n.run(0, "frontends", "set", "hook", "webhook", "http://127.0.0.1:9/sms").stdout; out != "frontend hook: webhook http://127.0.0.1:9/sms\n" {
+		t.Fatalf("frontends set: %q", out)
+	}
+	rows := cliTableRows(n.run(0, "frontends").stdout)
+	if !slices.Equal(rows[0], []string{"NAME", "MODE", "URL", "UPDATED"}) || len(rows) != 3 {
+		t.Fatalf("frontends table: %q", rows)
+	}
+	if r := cliRow(t, rows, "fe"); r[1] != "pull" || r[2] != "-" {
+		t.Fatalf("frontends cliRow fe: %q", r)
+	}
+	if r := cliRow(t, rows, "hook"); r[1] != "webhook" || r[2] != "http://127.0.0.1:9/sms" {
+		t.Fatalf("frontends cliRow hook: %q", r)
+	}
+	n.run(0, "frontends", "delete", "hook")
+	out := n.run(0, "frontends", "list", "--json").stdout
+	cliSameDoc(t, "frontends", out, n.api("GET", "/api/frontends", nil))
+	if doc := cliRoundTrip[cliFrontendList](t, out); len(doc.Frontends) != 1 || doc.Frontends[0] != fe {
+		t.Fatalf("frontends after delete: %+v, want only %+v", doc, fe)
+	}
+
+	if out := n.run(0, "routes", "set", "4470", "fe").stdout; out != "route 4470 -> fe\n" {
+		t.Fatalf("routes set: %q", out)
+	}
+	rt := cliRoundTrip[messages.Route](t, n.run(0, "routes", "set", "4471", "fe", "--json").stdout)
+	if rt.Prefix != "4471" || rt.Frontend != "fe" || rt.UpdatedAt.IsZero() {
+		t.Fatalf("routes set --json: %+v", rt)
+	}
+	rows = cliTableRows(n.run(0, "routes").stdout)
+	if !slices.Equal(rows[0], []string{"PREFIX", "FRONTEND", "UPDATED"}) || len(rows) != 3 {
+		t.Fatalf("routes table: %q", rows)
+	}
+	if r := cliRow(t, rows, "4471"); r[1] != "fe" || r[2] != rt.UpdatedAt.UTC().Format(time.RFC3339) {
+		t.Fatalf("routes cliRow 4471: %q (route %+v)", r, rt)
+	}
+	if out := n.run(0, "routes", "delete", "4471").stdout; out != "route 4471 deleted\n" {
+		t.Fatalf("routes delete: %q", out)
+	}
+	out = n.run(0, "routes", "list", "--json").stdout
+	cliSameDoc(t, "routes", out, n.api("GET", "/api/routes", nil))
+	if doc := cliRoundTrip[cliRouteList](t, out); len(doc.Routes) != 1 || doc.Routes[0].Prefix != "4470" {
+		t.Fatalf("routes after delete: %+v", doc)
+	}
+
+	// Messages in several states, submitted over HTTP.
+	n.submit("m1", "447001")
+	n.submit("m2", "447002")
+	n.pollAck(map[string]messages.DeliveryStatus{"m1": messages.Delivered, "m2": messages.Failed})
+	n.submit("m3", "447003")
+	n.submit("m4", "+447004")
+
+	rows = cliTableRows(n.run(0, "messages", "list").stdout)
+	if !slices.Equal(rows[0], []string{"ID", "STATE", "DESTINATION", "FRONTEND", "DEST_SMSC", "ATTEMPTS", "UPDATED", "REASON"}) || len(rows) != 5 {
+		t.Fatalf("messages table: %q", rows)
+	}
+	for id, want := range map[string][]string{
+		"m1": {"m1", "delivered", "447001", "fe", "cli-node", "1"},
+		"m2": {"m2", "failed", "447002", "fe", "cli-node", "1"},
+		"m3": {"m3", "pending", "447003", "fe", "cli-node", "0"},
+		"m4": {"m4", "pending", "+447004", "fe", "cli-node", "0"},
+	} {
+		if r := cliRow(t, rows, id); !slices.Equal(r[:6], want) {
+			t.Errorf("messages cliRow %s: %q, want %q...", id, r, want)
+		}
+	}
+	// The node lists newest first; the table keeps its order.
+	if got := []string{rows[1][0], rows[2][0], rows[3][0], rows[4][0]}; !slices.Equal(got, []string{"m4", "m3", "m2", "m1"}) {
+		t.Errorf("messages order %q", got)
+	}
+
+	out = n.run(0, "messages", "list", "--json").stdout
+	cliSameDoc(t, "messages list", out, n.api("GET", "/api/messages", nil))
+	all := cliRoundTrip[cliListDoc](t, out)
+	if len(all.Messages) != 4 || all.NextCursor != "" {
+		t.Fatalf("messages list --json: %+v", all)
+	}
+
+	// --state filters; a page announces the next one's cursor on stderr.
+	rows = cliTableRows(n.run(0, "messages", "list", "--state", "failed").stdout)
+	if len(rows) != 2 || rows[1][0] != "m2" {
+		t.Fatalf("messages list --state failed: %q", rows)
+	}
+	r := n.run(0, "messages", "list", "--limit", "2", "--json")
+	page1 := cliRoundTrip[cliListDoc](t, r.stdout)
+	cliSameDoc(t, "messages page 1", r.stdout, n.api("GET", "/api/messages?limit=2", nil))
+	if len(page1.Messages) != 2 || page1.NextCursor == "" || !strings.Contains(r.stderr, "--cursor "+page1.NextCursor) {
+		t.Fatalf("page 1: %+v, stderr %q", page1, r.stderr)
+	}
+	out = n.run(0, "messages", "list", "--limit", "2", "--cursor", page1.NextCursor, "--json").stdout
+	cliSameDoc(t, "messages page 2", out, n.api("GET", "/api/messages?limit=2&cursor="+page1.NextCursor, nil))
+	// --all follows the cursor and prints one document equal to the
+	// whole list.
+	r = n.run(0, "messages", "list", "--all", "--limit", "1", "--json")
+	if got := cliRoundTrip[cliListDoc](t, r.stdout); !reflect.DeepEqual(got, all) || r.stderr != "" {
+		t.Fatalf("--all --json: %+v (stderr %q), want %+v", got, r.stderr, all)
+	}
+	if rows := cliTableRows(n.run(0, "messages", "list", "--all", "--limit", "1").stdout); len(rows) != 5 {
+		t.Fatalf("--all table: %q", rows)
+	}
+
+	// show: the fields and the history.
+	out = n.run(0, "messages", "show", "m2").stdout
+	for _, want := range []string{"id:", "m2", "state:", "failed", "frontend:", "dest_smsc:", "cli-node", "History:", "AT", "DETAIL"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("messages show m2: no %q in\n%s", want, out)
+		}
+	}
+	hist := strings.SplitN(out, "History:\n", 2)[1]
+	if hrows := cliTableRows(hist); len(hrows) != 3 || hrows[1][1] != "pending" || hrows[2][1] != "failed" {
+		t.Errorf("history of m2: %q", hrows)
+	}
+	out = n.run(0, "messages", "show", "--json", "--", "m2").stdout
+	cliSameDoc(t, "messages show", out, n.api("GET", "/api/messages/m2", nil))
+	if m := cliRoundTrip[messages.Message](t, out); m.ID != "m2" || m.State != messages.StateFailed || len(m.History) != 2 {
+		t.Fatalf("show --json: %+v", m)
+	}
+
+	// resubmit: one, then in bulk.
+	r = n.runEnv(n.env(), 1, "messages", "resubmit", "m1")
+	if !strings.Contains(r.stderr, "invalid_state") {
+		t.Errorf("resubmit of a delivered message: %q", r.stderr)
+	}
+	m := cliRoundTrip[messages.Message](t, n.run(0, "messages", "resubmit", "m2", "--json").stdout)
+	if m.ID != "m2" || m.State.Resubmittable() {
+		t.Fatalf("resubmit --json: %+v", m)
+	}
+	n.waitState("m2", m.State)
+	n.pollAck(map[string]messages.DeliveryStatus{"m2": messages.Failed})
+	if out := n.run(0, "messages", "resubmit", "--state", "failed").stdout; out != "resubmitted 1 failed message(s)\n" {
+		t.Fatalf("bulk resubmit: %q", out)
+	}
+	if b := cliRoundTrip[messages.BulkReply](t, n.run(0, "messages", "resubmit", "--state", "forward_failed", "--json").stdout); b.Resubmitted != 0 || b.Skipped != 0 {
+		t.Fatalf("bulk resubmit --json: %+v", b)
+	}
+
+	// peers: none without federation.
+	if rows := cliTableRows(n.run(0, "peers").stdout); len(rows) != 1 || rows[0][0] != "NODE" {
+		t.Fatalf("peers: %q", rows)
+	}
+	out = n.run(0, "peers", "--json").stdout
+	cliSameDoc(t, "peers", out, n.api("GET", "/api/peers", nil))
+	if p := cliRoundTrip[[]messages.PeerInfo](t, out); len(p) != 0 {
+		t.Fatalf("peers: %+v", p)
+	}
+
+	// status: counts and depths.
+	out = n.run(0, "status", "--json").stdout
+	st := cliRoundTrip[httpapi.Status](t, out)
+	cliSameDoc(t, "status", out, n.api("GET", "/api/status", nil))
+	if st.Node != "cli-node" || st.Counts["delivered"] != 1 || st.Counts["pending"] != 3 {
+		t.Fatalf("status: %+v", st)
+	}
+	out = n.run(0, "status").stdout
+	rows = cliTableRows(out)
+	for _, s := range messages.AllStates {
+		if r := cliRow(t, rows, string(s)); len(r) != 2 || r[1] != cliInt(st.Counts[string(s)]) {
+			t.Errorf("status cliRow %s: %q, counts %v", s, r, st.Counts)
+		}
+	}
+	for _, want := range []string{"node:", "cli-node", "forward queue depth:", "outbox depth:", "dlq depth:", "frontends:", "fe (pull)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status: no %q in\n%s", want, out)
+		}
+	}
+}
+
+func cliInt(n int64) string {
+	data, _ := json.Marshal(n)
+	return string(data)
+}
+
+func TestCLIErrors(t *testing.T) {
+	t.Parallel()
+	n := startCLINode(t)
+
+	// Usage errors: exit 2, naming the flag or argument at fault.
+	for _, tc := range []struct {
+		args   []string
+		env    []string
+		stderr string
+	}{
+		{args: []string{"messages", "list", "--limit", "0"}, stderr: `--limit: invalid value "0"`},
+		{args: []string{"messages", "list", "--limit", "x", "--state", "lost"}, stderr: "--state: invalid value \"lost\": must be one of pending"},
+		{args: []string{"messages", "list", "--bogus"}, stderr: "--bogus: unknown flag"},
+		{args: []string{"messages", "list", "--cursor"}, stderr: "--cursor: needs a value"},
+		{args: []string{"messages", "list", "--all=maybe"}, stderr: `--all: invalid value "maybe"`},
+		{args: []string{"messages", "list", "extra"}, stderr: `unexpected argument "extra"`},
+		{args: []string{"messages", "frob"}, stderr: `unknown messages command "frob"`},
+		{args: []string{"messages", "show"}, stderr: "give the id"},
+		{args: []string{"messages", "show", "a/b"}, stderr: `message id "a/b" is not valid`},
+		{args: []string{"messages", "resubmit"}, stderr: "give the ids of the messages to resubmit, or --state failed|forward_failed"},
+		{args: []string{"messages", "resubmit", "--state", "pending"}, stderr: `--state: invalid value "pending": must be failed or forward_failed`},
+		{args: []string{"messages", "resubmit", "m1", "--state", "failed"}, stderr: "--state: give message ids or --state, not both"},
+		{args: []string{"routes", "set", "4470"}, stderr: "routes set takes PREFIX FRONTEND"},
+		{args: []string{"routes", "set", "44x", "fe"}, stderr: `prefix "44x" must be 1-20 digits`},
+		{args: []string{"frontends", "set", "fe", "smtp"}, stderr: "frontends set takes NAME pull or NAME webhook URL"},
+		{args: []string{"status", "now"}, stderr: `unexpected argument "now"`},
+		{args: []string{"status", "--timeout", "0"}, stderr: `--timeout: invalid value "0"`},
+		{args: []string{"status"}, env: []string{"SWITCHBOARD_TIMEOUT", "soon"}, stderr: `--timeout: invalid value "soon": must be a positive duration such as 10s or 2m (from SWITCHBOARD_TIMEOUT)`},
+		{args: []string{"status", "--addr", "ftp://x"}, stderr: `--addr: invalid value "ftp://x": scheme "ftp"`},
+		{args: []string{"status"}, env: []string{"SWITCHBOARD_ADDR", "host:99999"}, stderr: `--addr: invalid value "host:99999": port "99999" must be from 1 to 65535 (from SWITCHBOARD_ADDR)`},
+		{args: []string{"status", "--ca", filepath.Join(t.TempDir(), "none.pem")}, stderr: "--ca: cannot read"},
+		{args: []string{"peers", "--json=maybe"}, stderr: `--json: invalid value "maybe": must be true or false`},
+	} {
+		r := n.runEnv(n.env(tc.env...), 2, tc.args...)
+		if !strings.Contains(r.stderr, "switchboard: "+tc.stderr) || r.stdout != "" {
+			t.Errorf("%q: stderr %q (stdout %q), want %q", tc.args, r.stderr, r.stdout, tc.stderr)
+		}
+	}
+
+	// Help is no error.
+	for _, args := range [][]string{{"messages", "-h"}, {"messages", "list", "-h"}, {"status", "--help"}, {"help", "routes"}, {"help", "admin"}} {
+		if r := n.run(0, args...); !strings.Contains(r.stdout, "Usage: switchboard") || r.stderr != "" {
+			t.Errorf("%q: %q %q", args, r.stdout, r.stderr)
+		}
+	}
+
+	// The node's refusals: exit 1 with the error code and message.
+	r := n.run(1, "messages", "show", "no-such-id")
+	if !strings.Contains(r.stderr, "switchboard: not_found: ") || !strings.Contains(r.stderr, "no-such-id") || r.stdout != "" {
+		t.Errorf("unknown id: %q", r.stderr)
+	}
+	r = n.run(1, "status", "--token", "wrong")
+	if !strings.Contains(r.stderr, "switchboard: unauthorized: ") || !strings.Contains(r.stderr, "--token or SWITCHBOARD_API_TOKEN") {
+		t.Errorf("wrong token: %q", r.stderr)
+	}
+	if r := n.runEnv(n.env("SWITCHBOARD_API_TOKEN", ""), 1, "peers", "--json"); !strings.Contains(r.stderr, "unauthorized") || r.stdout != "" {
+		t.Errorf("no token: %q %q", r.stdout, r.stderr)
+	}
+	if r := n.run(1, "routes", "set", "4470", "nobody"); !strings.Contains(r.stderr, "switchboard: unknown_frontend: ") {
+		t.Errorf("route to an unknown frontend: %q", r.stderr)
+	}
+
+	// Reaching the node: the address that failed is named.
+	env := envMap(map[string]string{"SWITCHBOARD_ADDR": n.addr, "SWITCHBOARD_API_TOKEN": cliTestToken})
+	r = n.runEnv(env, 1, "status")
+	if !strings.Contains(r.stderr, "cannot reach the node at "+n.addr) || !strings.Contains(r.stderr, "--ca FILE") {
+		t.Errorf("untrusted certificate: %q", r.stderr)
+	}
+	n.runEnv(env, 0, "status", "--insecure")
+	n.runEnv(env, 0, "status", "--ca", n.ca)
+	n.runEnv(env, 0, "status", "--addr", "https://"+n.addr+"/", "--ca", n.ca)
+	closed := cliClosedAddr(t)
+	r = n.run(1, "peers", "--addr", closed)
+	if !strings.Contains(r.stderr, "cannot reach the node at "+closed) {
+		t.Errorf("closed port: %q", r.stderr)
+	}
+}
+
+// cliClosedAddr is a loopback address nothing listens on.
+func cliClosedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+func TestCLIParseAddr(t *testing.T) {
+	for addr, want := range map[string]string{
+		"localhost":                       "https://localhost:8443",
+		"localhost:9443":                  "https://localhost:9443",
+		"10.0.0.1":                        "https://10.0.0.1:8443",
+		"::1":                             "https://[::1]:8443",
+		"[::1]:9443":                      "https://[::1]:9443",
+		"https://sb.example.com":          "https://sb.example.com",
+		"https://sb.example.com:8443/":    "https://sb.example.com:8443",
+		"http://proxy.local/switchboard/": "http://proxy.local/switchboard",
+	} {
+		u, err := parseCLIAddr(addr)
+		if err != nil || u.String() != want {
+			t.Errorf("parseAddr(%q) = %v, %v; want %s", addr, u, err, want)
+		}
+	}
+	for _, addr := range []string{"", "ftp://x", "https://", "https://u:p@x", "https://x?q=1", "x:0", "x:http"} {
+		if u, err := parseCLIAddr(addr); err == nil {
+			t.Errorf("parseAddr(%q) = %v, want an error", addr, u)
+		}
+	}
+}
