@@ -93,6 +93,7 @@ func (s *Server) routes() *mux.Router {
 	api("/frontends/{name}/poll", s.poll, http.MethodPost)
 	api("/frontends/{name}/ack", s.ack, http.MethodPost)
 	api("/peers", s.listPeers, http.MethodGet)
+	api("/openapi.json", s.openAPI, http.MethodGet)
 	s.federationRoutes(r)
 	return r
 }
