@@ -349,5 +349,8 @@ func (s *Server) ack(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if out == nil {
+		out = []messages.AckOutcome{} // a list, never null
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"results": out})
 }

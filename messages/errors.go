@@ -5,8 +5,8 @@ import "fmt"
 // Error is a failure a client can act on. Code is the snake_case code of the
 // JSON error document; httpapi maps each code to one HTTP status.
 type Error struct {
-	Code    string
-	Message string
+	Code    string `json:"code"`
+	Message string `json:"message"`
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
