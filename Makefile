@@ -9,7 +9,7 @@ export SWITCHBOARD_TEST_POSTGRES ?= postgres://postgres@127.0.0.1:5432/test?sslm
 # make run: a node on the embedded store, API on https://localhost:8443.
 RUN_FLAGS ?= --name local --data-dir ./data --listen 127.0.0.1:8443 --metrics-listen 127.0.0.1:9568
 
-.PHONY: help build run test test-short bench lint clean demo
+.PHONY: help build run test test-short bench lint clean demo sim
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -30,6 +30,10 @@ test: ## all tests with -race (starts Postgres when it is down)
 test-short: ## quick tests without -race
 	.ci/postgres
 	$(GO) test -count=1 -timeout 10m ./...
+
+sim: ## sim harness: 20 random seeds of 5 nodes, then a 20-node full mesh (SIM_SEEDS, SIM_NODES to change)
+	$(GO) run ./cmd/sim --seeds $${SIM_SEEDS:-20} --nodes $${SIM_NODES:-5} --duration 3s --faults random
+	$(GO) run ./cmd/sim --seed 1 --nodes 20 --duration 5s --faults random
 
 bench: build ## benchmarks: prints `bench:` ratio lines (BENCH.md)
 	.ci/postgres

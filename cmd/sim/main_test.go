@@ -1,0 +1,33 @@
+package main
+
+import (
+	"bytes"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var simLine = regexp.MustCompile(`(?m)^sim: seed=\d+ nodes=\d+ accepted=\d+ delivered=\d+ lost=\d+ duplicated=\d+ unexpected=\d+ misrouted=\d+ disagreeing=\d+\n\z`)
+
+func TestRunEndsWithTheSimLine(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run([]string{"--nodes", "2", "--duration", "500ms", "--seed", "7", "--faults", "random"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	if !simLine.MatchString(out.String()) {
+		t.Fatalf("the report does not end with the sim: line:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "fault schedule (seed 7") {
+		t.Fatalf("the report lacks the schedule:\n%s", out.String())
+	}
+}
+
+func TestBadFlagsExit2(t *testing.T) {
+	for _, args := range [][]string{{"--faults", "nope"}, {"--nodes", "x"}, {"extra"}} {
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}

@@ -1,0 +1,183 @@
+package sim
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+// SubmitOutcome is what a client knows about one submit.
+type SubmitOutcome string
+
+const (
+	// Accepted: the submit returned success; the message must arrive.
+	Accepted SubmitOutcome = "accepted"
+	// Maybe: the submit failed in a way that does not say whether the
+	// message was stored (a timeout, a crash mid-commit). Its delivery is
+	// then not unexpected, and its absence not a loss.
+	Maybe SubmitOutcome = "maybe"
+	// Rejected: the node refused it before storing anything (no_route,
+	// invalid_request, overloaded, node down).
+	Rejected SubmitOutcome = "rejected"
+)
+
+// AckOutcome is what a frontend knows about its ack of one delivery.
+type AckOutcome string
+
+const (
+	// Acked: the frontend handed the message over and the node confirmed
+	// its ack (after the commit).
+	Acked AckOutcome = "acked"
+	// AckUnknown: the ack was sent but its answer did not come (the node
+	// crashed or timed out): it may or may not be recorded.
+	AckUnknown AckOutcome = "unknown"
+	// Offered: the frontend was offered the message and did not ack it
+	// (a redelivery after a lost lease is legitimate).
+	Offered AckOutcome = "offered"
+)
+
+// Submit is one client submission.
+type Submit struct {
+	ID       string
+	Node     string // the node the client submitted to (the origin)
+	Frontend string // the frontend the destination's route names
+	Outcome  SubmitOutcome
+	Err      string
+}
+
+// Delivery is one message seen by a frontend.
+type Delivery struct {
+	ID       string
+	Frontend string
+	Node     string // the frontend's home node
+	Ack      AckOutcome
+}
+
+// History is everything a run observed, the input of Check.
+type History struct {
+	Submits    []Submit
+	Deliveries []Delivery
+	// Origin is each submitted message's final state at its origin after
+	// quiescence ("" when the origin has no such message).
+	Origin map[string]messages.State
+}
+
+// Result is the checker's verdict. Lost, Duplicated, Unexpected,
+// Misrouted and Disagreeing are violations; each counts message ids.
+type Result struct {
+	Accepted, Delivered                                  int
+	Lost, Duplicated, Unexpected, Misrouted, Disagreeing int
+	// Details explain the violations, one line each, sorted.
+	Details []string
+}
+
+// OK reports whether the run holds no violation.
+func (r Result) OK() bool {
+	return r.Lost == 0 && r.Duplicated == 0 && r.Unexpected == 0 && r.Misrouted == 0 && r.Disagreeing == 0
+}
+
+// Line is the report's last line (CONTRACT.md, "Sim report").
+func (r Result) Line(seed int64, nodes int) string {
+	return fmt.Sprintf("sim: seed=%d nodes=%d accepted=%d delivered=%d lost=%d duplicated=%d unexpected=%d misrouted=%d disagreeing=%d",
+		seed, nodes, r.Accepted, r.Delivered, r.Lost, r.Duplicated, r.Unexpected, r.Misrouted, r.Disagreeing)
+}
+
+// Check judges a history. It is pure: the same history, the same result.
+//
+//   - lost: accepted, never acked by any frontend (nor possibly acked), and
+//     not in a legitimate final failure state at its origin (failed,
+//     forward_failed).
+//   - duplicated: acked as delivered more than once (a frontend may be
+//     offered an id again when its ack was not recorded; only completed
+//     deliveries count).
+//   - unexpected: seen by a frontend but never submitted (or refused).
+//   - misrouted: seen by a frontend other than its route's.
+//   - disagreeing: acked by a frontend while its origin's final state is
+//     not delivered, or delivered at its origin while no frontend acked it.
+func Check(h History) Result {
+	var r Result
+	sub := map[string]Submit{}
+	for _, s := range h.Submits {
+		prev, seen := sub[s.ID]
+		if !seen || rank(s.Outcome) > rank(prev.Outcome) {
+			sub[s.ID] = s
+		}
+	}
+	acked := map[string]int{}
+	maybeAcked := map[string]bool{}
+	unexpected := map[string]string{}
+	misrouted := map[string]string{}
+	for _, d := range h.Deliveries {
+		s, ok := sub[d.ID]
+		switch {
+		case !ok || s.Outcome == Rejected:
+			unexpected[d.ID] = fmt.Sprintf("unexpected: %s seen at %s/%s but never accepted", d.ID, d.Node, d.Frontend)
+			continue
+		case d.Frontend != s.Frontend:
+			misrouted[d.ID] = fmt.Sprintf("misrouted: %s seen at %s/%s, its route names %s", d.ID, d.Node, d.Frontend, s.Frontend)
+		}
+		switch d.Ack {
+		case Acked:
+			acked[d.ID]++
+		case AckUnknown:
+			maybeAcked[d.ID] = true
+		}
+	}
+	var details []string
+	for _, line := range unexpected {
+		details = append(details, line)
+	}
+	for _, line := range misrouted {
+		details = append(details, line)
+	}
+	r.Unexpected, r.Misrouted = len(unexpected), len(misrouted)
+	for id, s := range sub {
+		if s.Outcome == Rejected {
+			continue
+		}
+		if s.Outcome == Accepted {
+			r.Accepted++
+		}
+		n := acked[id]
+		if n > 0 && s.Outcome == Accepted {
+			r.Delivered++
+		}
+		if n > 1 {
+			r.Duplicated++
+			details = append(details, fmt.Sprintf("duplicated: %s acked %d times", id, n))
+		}
+		origin, known := h.Origin[id]
+		final := origin
+		if !known || origin == "" {
+			final = "absent"
+		}
+		switch {
+		case s.Outcome == Accepted && n == 0 && !maybeAcked[id] &&
+			origin != messages.StateFailed && origin != messages.StateForwardFailed:
+			r.Lost++
+			details = append(details, fmt.Sprintf("lost: %s accepted at %s for %s, never delivered, %s at its origin", id, s.Node, s.Frontend, final))
+		}
+		switch {
+		case n > 0 && (origin != "" || s.Outcome == Accepted) && origin != messages.StateDelivered:
+			r.Disagreeing++
+			details = append(details, fmt.Sprintf("disagreeing: %s acked at %s but %s at its origin %s", id, s.Frontend, final, s.Node))
+		case n == 0 && !maybeAcked[id] && origin == messages.StateDelivered:
+			r.Disagreeing++
+			details = append(details, fmt.Sprintf("disagreeing: %s delivered at its origin %s but no frontend acked it", id, s.Node))
+		}
+	}
+	sort.Strings(details)
+	r.Details = details
+	return r
+}
+
+func rank(o SubmitOutcome) int {
+	switch o {
+	case Accepted:
+		return 2
+	case Maybe:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,153 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+func TestCheckFindsEachViolation(t *testing.T) {
+	acc := func(id, fe string) Submit { return Submit{ID: id, Node: "n1", Frontend: fe, Outcome: Accepted} }
+	del := func(id, fe string, a AckOutcome) Delivery { return Delivery{ID: id, Frontend: fe, Node: "n2", Ack: a} }
+	delivered := messages.StateDelivered
+	tests := []struct {
+		name string
+		h    History
+		want Result // Details ignored
+		line string // a detail that must be there
+	}{
+		{
+			name: "clean",
+			h: History{
+				Submits:    []Submit{acc("a", "f1"), acc("b", "f2")},
+				Deliveries: []Delivery{del("a", "f1", Acked), del("b", "f2", Offered), del("b", "f2", Acked)},
+				Origin:     map[string]messages.State{"a": delivered, "b": delivered},
+			},
+			want: Result{Accepted: 2, Delivered: 2},
+		},
+		{
+			name: "lost",
+			h: History{
+				Submits: []Submit{acc("a", "f1")},
+				Origin:  map[string]messages.State{"a": messages.StateForwardQueued},
+			},
+			want: Result{Accepted: 1, Lost: 1},
+			line: "lost: a",
+		},
+		{
+			name: "lost because absent at origin",
+			h:    History{Submits: []Submit{acc("a", "f1")}, Origin: map[string]messages.State{}},
+			want: Result{Accepted: 1, Lost: 1},
+			line: "absent at its origin",
+		},
+		{
+			name: "legitimate final failures are not lost",
+			h: History{
+				Submits: []Submit{acc("a", "f1"), acc("b", "f1")},
+				Origin:  map[string]messages.State{"a": messages.StateFailed, "b": messages.StateForwardFailed},
+			},
+			want: Result{Accepted: 2},
+		},
+		{
+			name: "maybe accepted and never seen is not lost",
+			h: History{
+				Submits: []Submit{{ID: "a", Node: "n1", Frontend: "f1", Outcome: Maybe}},
+				Origin:  map[string]messages.State{},
+			},
+			want: Result{},
+		},
+		{
+			name: "duplicated",
+			h: History{
+				Submits:    []Submit{acc("a", "f1")},
+				Deliveries: []Delivery{del("a", "f1", Acked), del("a", "f1", Acked)},
+				Origin:     map[string]messages.State{"a": delivered},
+			},
+			want: Result{Accepted: 1, Delivered: 1, Duplicated: 1},
+			line: "duplicated: a acked 2 times",
+		},
+		{
+			name: "a redelivery after an unknown ack is no duplicate",
+			h: History{
+				Submits:    []Submit{acc("a", "f1")},
+				Deliveries: []Delivery{del("a", "f1", AckUnknown), del("a", "f1", Acked)},
+				Origin:     map[string]messages.State{"a": delivered},
+			},
+			want: Result{Accepted: 1, Delivered: 1},
+		},
+		{
+			name: "unexpected",
+			h: History{
+				Submits:    []Submit{{ID: "r", Frontend: "f1", Outcome: Rejected}},
+				Deliveries: []Delivery{del("x", "f1", Acked), del("r", "f1", Offered)},
+			},
+			want: Result{Unexpected: 2},
+			line: "unexpected: x",
+		},
+		{
+			name: "maybe accepted and delivered is expected",
+			h: History{
+				Submits:    []Submit{{ID: "a", Node: "n1", Frontend: "f1", Outcome: Maybe}},
+				Deliveries: []Delivery{del("a", "f1", Acked)},
+				Origin:     map[string]messages.State{"a": delivered},
+			},
+			want: Result{},
+		},
+		{
+			name: "misrouted",
+			h: History{
+				Submits:    []Submit{acc("a", "f1")},
+				Deliveries: []Delivery{del("a", "f9", Acked)},
+				Origin:     map[string]messages.State{"a": delivered},
+			},
+			want: Result{Accepted: 1, Delivered: 1, Misrouted: 1},
+			line: "misrouted: a seen at n2/f9",
+		},
+		{
+			name: "disagreeing: acked but not delivered at origin",
+			h: History{
+				Submits:    []Submit{acc("a", "f1")},
+				Deliveries: []Delivery{del("a", "f1", Acked)},
+				Origin:     map[string]messages.State{"a": messages.StateForwarded},
+			},
+			want: Result{Accepted: 1, Delivered: 1, Disagreeing: 1},
+			line: "disagreeing: a acked at f1 but forwarded",
+		},
+		{
+			name: "disagreeing: delivered at origin, acked nowhere",
+			h: History{
+				Submits: []Submit{acc("a", "f1")},
+				Origin:  map[string]messages.State{"a": delivered},
+			},
+			want: Result{Accepted: 1, Lost: 1, Disagreeing: 1},
+			line: "no frontend acked it",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Check(tt.h)
+			details := got.Details
+			got.Details = nil
+			if got.Accepted != tt.want.Accepted || got.Delivered != tt.want.Delivered || got.Lost != tt.want.Lost ||
+				got.Duplicated != tt.want.Duplicated || got.Unexpected != tt.want.Unexpected ||
+				got.Misrouted != tt.want.Misrouted || got.Disagreeing != tt.want.Disagreeing {
+				t.Fatalf("got %+v, want %+v\n%s", got, tt.want, strings.Join(details, "\n"))
+			}
+			if got.OK() != (tt.want.Lost+tt.want.Duplicated+tt.want.Unexpected+tt.want.Misrouted+tt.want.Disagreeing == 0) {
+				t.Fatalf("OK() = %v for %+v", got.OK(), got)
+			}
+			if tt.line != "" && !strings.Contains(strings.Join(details, "\n"), tt.line) {
+				t.Fatalf("details lack %q:\n%s", tt.line, strings.Join(details, "\n"))
+			}
+		})
+	}
+}
+
+func TestResultLine(t *testing.T) {
+	r := Result{Accepted: 10, Delivered: 9, Lost: 1}
+	want := "sim: seed=42 nodes=5 accepted=10 delivered=9 lost=1 duplicated=0 unexpected=0 misrouted=0 disagreeing=0"
+	if got := r.Line(42, 5); got != want {
+		t.Fatalf("got %q", got)
+	}
+}

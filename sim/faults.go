@@ -1,0 +1,231 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Kind names what an Action does.
+type Kind string
+
+// The actions of a fault schedule.
+const (
+	// KindPartition cuts every direction between the groups A and B.
+	KindPartition Kind = "partition"
+	// KindCut cuts the directions from every node of A to every node of B
+	// (an asymmetric cut: B still reaches A).
+	KindCut Kind = "cut"
+	// KindHeal ends every link fault between A and B, both directions.
+	KindHeal Kind = "heal"
+	// KindLink sets the faults of the directions from A to B to Link.
+	KindLink Kind = "link"
+	// KindCrash stops node Node abruptly (nothing is drained).
+	KindCrash Kind = "crash"
+	// KindRestart starts a new node on the crashed node's store.
+	KindRestart Kind = "restart"
+	// KindSlow delays every call to Node by D (0 ends it).
+	KindSlow Kind = "slow"
+	// KindCrashAfterForward crashes Node after the next forward call it
+	// commits, before the answer leaves; it restarts after D.
+	KindCrashAfterForward Kind = "crash-after-forward"
+	// KindRemovePeers restarts Node (gracefully) with the nodes of B no
+	// longer among its static peers.
+	KindRemovePeers Kind = "remove-peers"
+	// KindHealAll ends every fault and restarts every crashed node.
+	KindHealAll Kind = "heal-all"
+)
+
+// Action is one step of a fault schedule. Nodes are 0-based indices.
+type Action struct {
+	Kind Kind
+	A, B []int
+	Link Link
+	Node int
+	D    time.Duration
+}
+
+// Event is an action at a time after the workload starts.
+type Event struct {
+	At time.Duration
+	Action
+}
+
+// Schedule is a fault schedule, ordered by time.
+type Schedule []Event
+
+// Constructors of actions, for scenarios.
+
+// Partition cuts a and b apart, both ways.
+func Partition(a, b []int) Action { return Action{Kind: KindPartition, A: a, B: b} }
+
+// Cut cuts the directions from a to b only.
+func Cut(a, b []int) Action { return Action{Kind: KindCut, A: a, B: b} }
+
+// Heal ends the link faults between a and b.
+func Heal(a, b []int) Action { return Action{Kind: KindHeal, A: a, B: b} }
+
+// SetLink sets the faults of the directions from a to b.
+func SetLink(a, b []int, l Link) Action { return Action{Kind: KindLink, A: a, B: b, Link: l} }
+
+// Crash stops node i abruptly.
+func Crash(i int) Action { return Action{Kind: KindCrash, Node: i} }
+
+// Restart starts node i again on its store.
+func Restart(i int) Action { return Action{Kind: KindRestart, Node: i} }
+
+// Slow delays every call to node i by d.
+func Slow(i int, d time.Duration) Action { return Action{Kind: KindSlow, Node: i, D: d} }
+
+// CrashAfterForward crashes node i between the commit of the next forward
+// it receives and its answer, and restarts it after d.
+func CrashAfterForward(i int, d time.Duration) Action {
+	return Action{Kind: KindCrashAfterForward, Node: i, D: d}
+}
+
+// RemovePeers restarts node i without the nodes of peers in its --peers.
+func RemovePeers(i int, peers ...int) Action { return Action{Kind: KindRemovePeers, Node: i, B: peers} }
+
+// HealAll ends every fault and restarts every crashed node.
+func HealAll() Action { return Action{Kind: KindHealAll} }
+
+// At places an action in time.
+func At(t time.Duration, a Action) Event { return Event{At: t, Action: a} }
+
+func names(ids []int) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = nodeName(id)
+	}
+	return strings.Join(s, ",")
+}
+
+func (l Link) String() string {
+	var parts []string
+	if l.Cut {
+		parts = append(parts, "cut")
+	}
+	if l.Delay > 0 {
+		parts = append(parts, "delay="+l.Delay.String())
+	}
+	if l.Drop > 0 {
+		parts = append(parts, fmt.Sprintf("drop=%.2f", l.Drop))
+	}
+	if l.Duplicate > 0 {
+		parts = append(parts, fmt.Sprintf("dup=%.2f", l.Duplicate))
+	}
+	if l.LoseAnswer > 0 {
+		parts = append(parts, fmt.Sprintf("lose-answer=%.2f", l.LoseAnswer))
+	}
+	if l.Only != "" {
+		parts = append(parts, "only="+l.Only)
+	}
+	if len(parts) == 0 {
+		return "clean"
+	}
+	return strings.Join(parts, " ")
+}
+
+func (a Action) String() string {
+	switch a.Kind {
+	case KindPartition:
+		return fmt.Sprintf("partition %s | %s", names(a.A), names(a.B))
+	case KindCut:
+		return fmt.Sprintf("cut %s -> %s", names(a.A), names(a.B))
+	case KindHeal:
+		return fmt.Sprintf("heal %s <-> %s", names(a.A), names(a.B))
+	case KindLink:
+		return fmt.Sprintf("link %s -> %s %s", names(a.A), names(a.B), a.Link)
+	case KindCrash, KindRestart:
+		return fmt.Sprintf("%s %s", a.Kind, nodeName(a.Node))
+	case KindSlow:
+		return fmt.Sprintf("slow %s %v", nodeName(a.Node), a.D)
+	case KindCrashAfterForward:
+		return fmt.Sprintf("crash %s after its next forward commit, restart after %v", nodeName(a.Node), a.D)
+	case KindRemovePeers:
+		return fmt.Sprintf("restart %s without peers %s", nodeName(a.Node), names(a.B))
+	case KindHealAll:
+		return "heal all"
+	}
+	return string(a.Kind)
+}
+
+func (e Event) String() string {
+	return fmt.Sprintf("t=%-7s %s", e.At.Round(time.Millisecond), e.Action)
+}
+
+// String prints the schedule one event a line.
+func (s Schedule) String() string {
+	if len(s) == 0 {
+		return "  (no faults)\n"
+	}
+	var b strings.Builder
+	for _, e := range s {
+		fmt.Fprintf(&b, "  %s\n", e)
+	}
+	return b.String()
+}
+
+func (s Schedule) sorted() Schedule {
+	out := append(Schedule{}, s...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At < out[j].At })
+	return out
+}
+
+// RandomSchedule draws a fault schedule for nodes over d from rng: a
+// sequence of overlapping episodes (partitions, asymmetric cuts, lossy,
+// duplicating and answer-losing links, delays, crashes and restarts, slow
+// nodes, crashes between a forward's commit and its answer), each ending
+// before d. The same rng state gives the same schedule.
+func RandomSchedule(rng *rand.Rand, nodes int, d time.Duration) Schedule {
+	var s Schedule
+	if nodes < 2 || d <= 0 {
+		return s
+	}
+	episodes := max(1, int(d/(400*time.Millisecond)))
+	span := func(min, max time.Duration) time.Duration {
+		return (min + time.Duration(rng.Int63n(int64(max-min)+1))).Round(time.Millisecond)
+	}
+	for range episodes {
+		start := time.Duration(rng.Int63n(int64(d * 8 / 10))).Round(time.Millisecond)
+		length := span(100*time.Millisecond, d/3+100*time.Millisecond)
+		end := min(start+length, d-time.Millisecond)
+		perm := rng.Perm(nodes)
+		k := 1 + rng.Intn(nodes-1)
+		a, b := sortedInts(perm[:k]), sortedInts(perm[k:])
+		one, other := perm[0], perm[1]
+		switch rng.Intn(8) {
+		case 0:
+			s = append(s, At(start, Partition(a, b)), At(end, Heal(a, b)))
+		case 1:
+			s = append(s, At(start, Cut(a, b)), At(end, Heal(a, b)))
+		case 2:
+			l := Link{Drop: rng.Float64() * 0.5, Duplicate: rng.Float64() * 0.3}
+			s = append(s, At(start, SetLink([]int{one}, []int{other}, l)), At(end, Heal([]int{one}, []int{other})))
+		case 3:
+			l := Link{LoseAnswer: 0.2 + rng.Float64()*0.6, Only: OpForward}
+			if rng.Intn(2) == 0 {
+				l.Only = ""
+			}
+			s = append(s, At(start, SetLink(a, b, l)), At(end, Heal(a, b)))
+		case 4:
+			l := Link{Delay: span(5*time.Millisecond, 120*time.Millisecond)}
+			s = append(s, At(start, SetLink(a, b, l)), At(end, Heal(a, b)))
+		case 5:
+			s = append(s, At(start, Crash(one)), At(end, Restart(one)))
+		case 6:
+			s = append(s, At(start, Slow(one, span(10*time.Millisecond, 80*time.Millisecond))), At(end, Slow(one, 0)))
+		case 7:
+			s = append(s, At(start, CrashAfterForward(one, span(50*time.Millisecond, 600*time.Millisecond))))
+		}
+	}
+	return s.sorted()
+}
+
+func sortedInts(x []int) []int {
+	out := append([]int{}, x...)
+	sort.Ints(out)
+	return out
+}

@@ -1,0 +1,544 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchboard-dev/switchboard"
+	"github.com/switchboard-dev/switchboard/actors/peer"
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+// The calls of the federation protocol, as Link.Only names them.
+const (
+	OpIdentity = "identity"
+	OpHealth   = "health"
+	OpRegistry = "registry"
+	OpForward  = "forward"
+	OpStatus   = "status"
+)
+
+// Link is the fault state of one direction between two nodes. The zero
+// Link is a perfect wire.
+type Link struct {
+	// Cut: every call fails as a refused connection, without reaching the
+	// callee.
+	Cut bool
+	// Delay is added before every call reaches the callee.
+	Delay time.Duration
+	// Drop is the probability that a call is lost on the way (it fails
+	// without reaching the callee).
+	Drop float64
+	// Duplicate is the probability that a call reaches the callee twice;
+	// the caller sees the second answer.
+	Duplicate float64
+	// LoseAnswer is the probability that a call reaches the callee and runs
+	// there, but its answer never comes back (the caller sees an error).
+	LoseAnswer float64
+	// Only, when set, limits Drop, Duplicate and LoseAnswer to one kind of
+	// call (OpForward, ...). Cut and Delay apply to every call.
+	Only string
+}
+
+func (l Link) zero() bool { return l == Link{} }
+
+// NetStats counts what the network did.
+type NetStats struct {
+	Calls, Refused, Dropped, Duplicated, AnswersLost, CrashedAfterCommit int64
+}
+
+// Network is the in-memory network between the sim's nodes: each node's
+// Config.Transport is one of its endpoints, and a call goes straight to the
+// callee's *switchboard.Node methods, through the same validation and
+// error statuses as the HTTPS gateway would apply. Faults are per
+// direction. Its randomness comes from one seeded source.
+type Network struct {
+	mu      sync.Mutex
+	rng     *rand.Rand
+	links   map[[2]string]Link
+	slow    map[string]time.Duration
+	nodes   map[string]*switchboard.Node // name -> running node (absent when down)
+	addrs   map[string]string            // address -> name
+	armed   map[string]func()            // name -> crash to run after its next forward commit
+	timeout time.Duration
+	stats   NetStats
+}
+
+// NewNetwork returns a network whose random faults come from seed; every
+// call is bounded by timeout (the nodes' --http-timeout).
+func NewNetwork(seed int64, timeout time.Duration) *Network {
+	return &Network{
+		rng: rand.New(rand.NewSource(seed)), links: map[[2]string]Link{}, slow: map[string]time.Duration{},
+		nodes: map[string]*switchboard.Node{}, addrs: map[string]string{}, armed: map[string]func(){},
+		timeout: timeout,
+	}
+}
+
+// Address registers name at addr (its peers' --peers entry).
+func (w *Network) Address(name, addr string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.addrs[addr] = name
+}
+
+// Attach makes n answer as name (nil: name is down, calls are refused).
+func (w *Network) Attach(name string, n *switchboard.Node) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n == nil {
+		delete(w.nodes, name)
+		return
+	}
+	w.nodes[name] = n
+}
+
+// SetLink replaces the faults of the direction from -> to.
+func (w *Network) SetLink(from, to string, l Link) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if l.zero() {
+		delete(w.links, [2]string{from, to})
+		return
+	}
+	w.links[[2]string{from, to}] = l
+}
+
+// UpdateLink changes the faults of from -> to with f.
+func (w *Network) UpdateLink(from, to string, f func(*Link)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	l := w.links[[2]string{from, to}]
+	f(&l)
+	if l.zero() {
+		delete(w.links, [2]string{from, to})
+		return
+	}
+	w.links[[2]string{from, to}] = l
+}
+
+// SetSlow delays every call to name by d (0 ends it).
+func (w *Network) SetSlow(name string, d time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if d <= 0 {
+		delete(w.slow, name)
+		return
+	}
+	w.slow[name] = d
+}
+
+// ArmCrash runs crash after the next forward call that name commits,
+// before its answer leaves: the caller gets an error.
+func (w *Network) ArmCrash(name string, crash func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.armed[name] = crash
+}
+
+// HealAll ends every link fault, slow node and armed crash.
+func (w *Network) HealAll() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.links = map[[2]string]Link{}
+	w.slow = map[string]time.Duration{}
+	w.armed = map[string]func(){}
+}
+
+// Stats returns the counters so far.
+func (w *Network) Stats() NetStats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stats
+}
+
+// Endpoint is the transport of node from (one incarnation of it: after
+// Kill, its calls fail, as a crashed process makes none).
+func (w *Network) Endpoint(from string) *Endpoint {
+	return &Endpoint{from: from, net: w}
+}
+
+// plan is what the network does with one call.
+type plan struct {
+	callee                  *switchboard.Node
+	to                      string
+	delay                   time.Duration
+	refuse, drop, dup, lose bool
+	crash                   func()
+}
+
+func (w *Network) plan(from, addr, op string) plan {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stats.Calls++
+	to, ok := w.addrs[addr]
+	if !ok {
+		w.stats.Refused++
+		return plan{refuse: true}
+	}
+	l := w.links[[2]string{from, to}]
+	p := plan{to: to, delay: l.Delay + w.slow[to], callee: w.nodes[to]}
+	applies := l.Only == "" || l.Only == op
+	// Draw every number every time, so that the sequence of draws does
+	// not depend on which faults happen to be set.
+	d, u, x := w.rng.Float64(), w.rng.Float64(), w.rng.Float64()
+	switch {
+	case l.Cut || p.callee == nil:
+		p.refuse = true
+		w.stats.Refused++
+	case applies && d < l.Drop:
+		p.drop = true
+		w.stats.Dropped++
+	default:
+		p.dup = applies && u < l.Duplicate
+		p.lose = applies && x < l.LoseAnswer
+		if p.dup {
+			w.stats.Duplicated++
+		}
+		if p.lose {
+			w.stats.AnswersLost++
+		}
+		if op == OpForward {
+			if c, ok := w.armed[to]; ok {
+				delete(w.armed, to)
+				p.crash = c
+				w.stats.CrashedAfterCommit++
+			}
+		}
+	}
+	return p
+}
+
+// Errors the caller sees for calls that did not complete; none is a
+// *peer.CallError (the peer never answered).
+var (
+	errRefused  = errors.New("connection refused (sim)")
+	errDropped  = errors.New("i/o timeout: request lost (sim)")
+	errLost     = errors.New("connection reset: answer lost (sim)")
+	errKilled   = errors.New("the calling node crashed (sim)")
+	errNotFound = errors.New("no such host (sim)")
+)
+
+// Endpoint is one node's peer.Transport on the Network.
+type Endpoint struct {
+	from string
+	net  *Network
+	dead atomic.Bool
+}
+
+var _ peer.Transport = (*Endpoint)(nil)
+
+// Kill ends this incarnation's calls: a crashed node's actors that are
+// still winding down must not reach anyone.
+func (e *Endpoint) Kill() { e.dead.Store(true) }
+
+// do runs one call: fn is the callee's side (it runs once, twice for a
+// duplicate, never when the call is refused or dropped).
+func (e *Endpoint) do(ctx context.Context, addr, op string, fn func(ctx context.Context, n *switchboard.Node) error) error {
+	if e.dead.Load() {
+		return errKilled
+	}
+	p := e.net.plan(e.from, addr, op)
+	if p.to == "" && p.refuse {
+		return errNotFound
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.net.timeout)
+	defer cancel()
+	if p.delay > 0 {
+		t := time.NewTimer(p.delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+	switch {
+	case p.refuse:
+		return errRefused
+	case p.drop:
+		// A lost request: the caller waits for nothing until its timeout
+		// in reality; failing at once keeps the story short.
+		return errDropped
+	}
+	err := fn(ctx, p.callee)
+	if p.dup {
+		err = fn(ctx, p.callee)
+	}
+	if p.crash != nil {
+		p.crash()
+		return errLost
+	}
+	if p.lose {
+		return errLost
+	}
+	if e.dead.Load() {
+		return errKilled
+	}
+	return err
+}
+
+// wire passes v through JSON, as the HTTPS gateway would: nothing is
+// shared between caller and callee.
+func wire[T any](v T) (T, error) {
+	var out T
+	b, err := json.Marshal(v)
+	if err != nil {
+		return out, err
+	}
+	err = json.Unmarshal(b, &out)
+	return out, err
+}
+
+// statusOf mirrors httpapi's code -> HTTP status table for the codes a
+// federation call can answer.
+var statusOf = map[string]int{
+	messages.CodeInvalidRequest:  http.StatusBadRequest,
+	messages.CodeInvalidJSON:     http.StatusBadRequest,
+	messages.CodeNotFound:        http.StatusNotFound,
+	messages.CodeNoRoute:         http.StatusUnprocessableEntity,
+	messages.CodeUnknownFrontend: http.StatusUnprocessableEntity,
+	messages.CodeInvalidState:    http.StatusConflict,
+	messages.CodeOverloaded:      http.StatusTooManyRequests,
+	messages.CodeUnavailable:     http.StatusServiceUnavailable,
+	messages.CodeInternal:        http.StatusInternalServerError,
+	messages.CodeFederationOff:   http.StatusForbidden,
+	messages.CodeUnknownPeer:     http.StatusForbidden,
+	messages.CodeNodeMismatch:    http.StatusForbidden,
+	messages.CodeClientCertReq:   http.StatusForbidden,
+	messages.CodeNotOurFrontend:  http.StatusUnprocessableEntity,
+}
+
+// callError is the *peer.CallError the peer client would return for the
+// gateway's answer to err.
+func callError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var e *messages.Error
+	if !errors.As(err, &e) {
+		return &peer.CallError{Status: http.StatusInternalServerError, Code: messages.CodeInternal, Message: "internal error"}
+	}
+	st, ok := statusOf[e.Code]
+	if !ok {
+		st = http.StatusInternalServerError
+	}
+	return &peer.CallError{Status: st, Code: e.Code, Message: e.Message}
+}
+
+func mismatch(got, from string) error {
+	return callError(messages.Errorf(messages.CodeNodeMismatch, "node %q is not the caller %q", got, from))
+}
+
+// Identity implements peer.Transport.
+func (e *Endpoint) Identity(ctx context.Context, addr string) (messages.Identity, error) {
+	var out messages.Identity
+	err := e.do(ctx, addr, OpIdentity, func(_ context.Context, n *switchboard.Node) error {
+		id := n.Identity()
+		if id.Capabilities == nil {
+			id.Capabilities = []string{}
+		}
+		var err error
+		out, err = wire(id)
+		return err
+	})
+	return out, err
+}
+
+// Health implements peer.Transport.
+func (e *Endpoint) Health(ctx context.Context, addr string, h messages.Health) (messages.Health, error) {
+	var out messages.Health
+	err := e.do(ctx, addr, OpHealth, func(ctx context.Context, n *switchboard.Node) error {
+		in, err := wire(h)
+		if err != nil {
+			return err
+		}
+		if err := in.Validate(); err != nil {
+			return callError(err)
+		}
+		if in.Node != e.from {
+			return mismatch(in.Node, e.from)
+		}
+		ours, err := n.FederationHealth(ctx, e.from, in)
+		if err != nil {
+			return callError(err)
+		}
+		if out, err = wire(ours); err != nil {
+			return err
+		}
+		if err := out.Validate(); err != nil {
+			return fmt.Errorf("%s answered an invalid health document: %v", addr, err)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Registry implements peer.Transport.
+func (e *Endpoint) Registry(ctx context.Context, addr string, r messages.Registry) (messages.Registry, error) {
+	var out messages.Registry
+	err := e.do(ctx, addr, OpRegistry, func(ctx context.Context, n *switchboard.Node) error {
+		in, err := wire(r)
+		if err != nil {
+			return err
+		}
+		if err := in.Validate(); err != nil {
+			return callError(err)
+		}
+		if in.Node != e.from {
+			return mismatch(in.Node, e.from)
+		}
+		ours, err := n.FederationRegistry(ctx, e.from, in)
+		if err != nil {
+			return callError(err)
+		}
+		if ours.Frontends == nil {
+			ours.Frontends = []string{}
+		}
+		if out, err = wire(ours); err != nil {
+			return err
+		}
+		if err := out.Validate(); err != nil {
+			return fmt.Errorf("%s answered an invalid registry document: %v", addr, err)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Forward implements peer.Transport: the batch form as forward_batch
+// (each message validated alone), the single form one call per message
+// (a message refusal becomes that message's result, any other refusal
+// fails the call), as httpapi's gateway and peer client do.
+func (e *Endpoint) Forward(ctx context.Context, addr string, batch bool, fs []messages.Forward) ([]messages.ForwardResult, error) {
+	if !batch {
+		results := make([]messages.ForwardResult, len(fs))
+		for i := range fs {
+			r, err := e.Forward(ctx, addr, true, fs[i:i+1])
+			if err != nil {
+				return nil, err
+			}
+			if r[0].Error != nil && !messageRefusal(r[0].Error) {
+				return nil, callError(r[0].Error)
+			}
+			results[i] = r[0]
+		}
+		return results, nil
+	}
+	var out []messages.ForwardResult
+	for lo := 0; lo < len(fs); lo += messages.MaxForwardBatch {
+		hi := min(lo+messages.MaxForwardBatch, len(fs))
+		var part []messages.ForwardResult
+		err := e.do(ctx, addr, OpForward, func(ctx context.Context, n *switchboard.Node) error {
+			in, err := wire(fs[lo:hi])
+			if err != nil {
+				return err
+			}
+			results := make([]messages.ForwardResult, len(in))
+			var valid []messages.Forward
+			var at []int
+			for i, f := range in {
+				if err := f.Validate(); err != nil {
+					var me *messages.Error
+					if !errors.As(err, &me) {
+						me = &messages.Error{Code: messages.CodeInvalidRequest, Message: err.Error()}
+					}
+					results[i] = messages.ForwardResult{ForwardReply: messages.ForwardReply{ID: f.ID}, Error: me}
+					continue
+				}
+				valid = append(valid, f)
+				at = append(at, i)
+			}
+			if len(valid) > 0 {
+				res, err := n.FederationForward(ctx, e.from, valid)
+				if err == nil && len(res) != len(valid) {
+					err = fmt.Errorf("backend answered %d results for %d forwards", len(res), len(valid))
+				}
+				if err != nil {
+					return callError(err)
+				}
+				for j, i := range at {
+					results[i] = res[j]
+				}
+			}
+			part, err = wire(results)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, part...)
+	}
+	return out, nil
+}
+
+// messageRefusal reports whether a single-form refusal is about the
+// message (permanent, not a refusal of the caller), as the peer client
+// decides.
+func messageRefusal(e *messages.Error) bool {
+	var ce *peer.CallError
+	if !errors.As(callError(e), &ce) || !ce.Permanent() {
+		return false
+	}
+	switch ce.Code {
+	case messages.CodeFederationOff, messages.CodeUnknownPeer, messages.CodeNodeMismatch,
+		messages.CodeClientCertReq, messages.CodeUnauthorized, messages.CodeNotFound, messages.CodeMethodNotAllow:
+		return false
+	}
+	return true
+}
+
+// Status implements peer.Transport (batch or one call per report; any
+// refusal fails the whole call).
+func (e *Endpoint) Status(ctx context.Context, addr string, batch bool, rs []messages.StatusReport) ([]messages.StatusReply, error) {
+	if !batch {
+		out := make([]messages.StatusReply, 0, len(rs))
+		for i := range rs {
+			r, err := e.Status(ctx, addr, true, rs[i:i+1])
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, r...)
+		}
+		return out, nil
+	}
+	var out []messages.StatusReply
+	for lo := 0; lo < len(rs); lo += messages.MaxStatusBatch {
+		hi := min(lo+messages.MaxStatusBatch, len(rs))
+		var part []messages.StatusReply
+		err := e.do(ctx, addr, OpStatus, func(ctx context.Context, n *switchboard.Node) error {
+			in, err := wire(rs[lo:hi])
+			if err != nil {
+				return err
+			}
+			for _, rep := range in {
+				if err := rep.Validate(); err != nil {
+					return callError(err)
+				}
+				if rep.Node != e.from {
+					return mismatch(rep.Node, e.from)
+				}
+			}
+			res, err := n.FederationStatus(ctx, e.from, in)
+			if err == nil && len(res) != len(in) {
+				err = fmt.Errorf("backend answered %d results for %d reports", len(res), len(in))
+			}
+			if err != nil {
+				return callError(err)
+			}
+			part, err = wire(res)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, part...)
+	}
+	return out, nil
+}

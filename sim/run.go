@@ -1,0 +1,267 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+// Report is the outcome of one run.
+type Report struct {
+	Seed     int64
+	Nodes    int
+	Schedule Schedule
+	Result   Result
+	Net      NetStats
+	// Quiesced is false when work was still left at the quiescence
+	// deadline (the check ran anyway).
+	Quiesced bool
+	// Elapsed is the run's wall time, Submitted the submits tried.
+	Elapsed   time.Duration
+	Submitted int
+	Queues    []string
+	Peers     []string
+	// Errors are actions of the schedule that failed (a restart that did
+	// not come up, ...).
+	Errors []string
+}
+
+// maxDetails bounds the violations a report prints.
+const maxDetails = 30
+
+// String is the report of cmd/sim; its last line is the sim: line.
+func (r Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "fault schedule (seed %d, replay with: go run ./cmd/sim --seed %d --nodes %d):\n%s", r.Seed, r.Seed, r.Nodes, r.Schedule)
+	fmt.Fprintf(&b, "network: calls=%d refused=%d dropped=%d duplicated=%d answers_lost=%d crashed_after_commit=%d\n",
+		r.Net.Calls, r.Net.Refused, r.Net.Dropped, r.Net.Duplicated, r.Net.AnswersLost, r.Net.CrashedAfterCommit)
+	fmt.Fprintf(&b, "peer states (transitions seen, state at the end):\n")
+	for _, p := range r.Peers {
+		fmt.Fprintf(&b, "  %s\n", p)
+	}
+	fmt.Fprintf(&b, "queues after quiescence (quiesced=%v):\n", r.Quiesced)
+	for _, q := range r.Queues {
+		fmt.Fprintf(&b, "  %s\n", q)
+	}
+	for _, e := range r.Errors {
+		fmt.Fprintf(&b, "schedule error: %s\n", e)
+	}
+	fmt.Fprintf(&b, "submitted=%d elapsed=%v\n", r.Submitted, r.Elapsed.Round(time.Millisecond))
+	if n := len(r.Result.Details); n > 0 {
+		fmt.Fprintf(&b, "violations (%d):\n", n)
+		for i, d := range r.Result.Details {
+			if i == maxDetails {
+				fmt.Fprintf(&b, "  ... %d more\n", n-maxDetails)
+				break
+			}
+			fmt.Fprintf(&b, "  %s\n", d)
+		}
+	}
+	b.WriteString(r.Result.Line(r.Seed, r.Nodes))
+	b.WriteString("\n")
+	return b.String()
+}
+
+// Run starts a cluster, runs the workload under the schedule for the
+// duration, heals everything, waits for quiescence and checks the
+// history. An error means the run could not be made (a node did not
+// start); violations are in the report.
+func Run(seed int64, opts Options) (Report, error) {
+	begin := time.Now()
+	opts = opts.withDefaults()
+	rep := Report{Seed: seed, Nodes: opts.Nodes, Schedule: opts.Schedule.sorted()}
+	fmt.Fprintf(opts.Progress, "sim: starting %d nodes\n", opts.Nodes)
+	c, err := New(seed, opts)
+	if err != nil {
+		return rep, err
+	}
+	defer c.Close()
+	fmt.Fprintf(opts.Progress, "sim: mesh up after %v; load and faults for %v\n", time.Since(begin).Round(time.Millisecond), opts.Duration)
+
+	// What happens at time 0 happens before the first submit.
+	var errs []string
+	var errMu sync.Mutex
+	rest := rep.Schedule
+	for len(rest) > 0 && rest[0].At <= 0 {
+		fmt.Fprintf(opts.Progress, "sim: %s\n", rest[0])
+		if err := c.apply(rest[0].Action); err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", rest[0], err))
+		}
+		rest = rest[1:]
+	}
+	start := time.Now()
+	stopLoad := make(chan struct{})
+	var load sync.WaitGroup
+	for k := range opts.Clients {
+		load.Go(func() { c.client(k, stopLoad) })
+	}
+	var sched sync.WaitGroup
+	sched.Go(func() {
+		for _, e := range rest {
+			if d := time.Until(start.Add(e.At)); d > 0 {
+				time.Sleep(d)
+			}
+			fmt.Fprintf(opts.Progress, "sim: %s\n", e)
+			if err := c.apply(e.Action); err != nil {
+				errMu.Lock()
+				errs = append(errs, fmt.Sprintf("%s: %v", e, err))
+				errMu.Unlock()
+			}
+		}
+	})
+	time.Sleep(time.Until(start.Add(opts.Duration)))
+	close(stopLoad)
+	load.Wait()
+	sched.Wait()
+	fmt.Fprintf(opts.Progress, "sim: load ends; heal all and wait for quiescence\n")
+	if err := c.apply(HealAll()); err != nil {
+		errs = append(errs, fmt.Sprintf("heal all: %v", err))
+	}
+	rep.Quiesced = c.quiesce(opts.QuiesceTimeout)
+	// The frontends stop before the history is read: no delivery after
+	// the origins' states.
+	c.stopBG()
+	c.timeline.stop()
+	c.rec.mu.Lock()
+	h := History{Submits: append([]Submit{}, c.rec.submits...), Deliveries: append([]Delivery{}, c.rec.deliveries...)}
+	c.rec.mu.Unlock()
+	h.Origin = c.origins(h.Submits)
+	rep.Result = Check(h)
+	rep.Submitted = len(h.Submits)
+	rep.Net = c.net.Stats()
+	rep.Queues = c.queues()
+	rep.Peers = c.timeline.summary()
+	rep.Errors = errs
+	rep.Elapsed = time.Since(begin)
+	return rep, nil
+}
+
+// client submits until stop: each message from a random origin to a
+// random target frontend, with a client-chosen id.
+func (c *Cluster) client(k int, stop <-chan struct{}) {
+	rng := rand.New(rand.NewSource(c.seed*7919 + int64(k)))
+	var fronts []frontend
+	for _, f := range c.fronts {
+		for _, t := range c.opts.Targets {
+			if f.node == t {
+				fronts = append(fronts, f)
+			}
+		}
+	}
+	for seq := 0; ; seq++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		origin := c.opts.Origins[rng.Intn(len(c.opts.Origins))]
+		f := fronts[rng.Intn(len(fronts))]
+		s := Submit{ID: fmt.Sprintf("s%d-c%d-%d", c.seed, k, seq), Node: nodeName(origin), Frontend: f.name}
+		dest := fmt.Sprintf("%s%04d", f.prefix, rng.Intn(10000))
+		if n := c.node(origin); n == nil {
+			s.Outcome, s.Err = Rejected, "node down"
+		} else {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			_, _, err := n.Submit(ctx, messages.Submission{ID: s.ID, SourceMSISDN: "15550000", DestinationMSISDN: dest, Body: "sim " + s.ID})
+			cancel()
+			s.Outcome = classify(err)
+			if err != nil {
+				s.Err = err.Error()
+			}
+		}
+		c.rec.submit(s)
+		select {
+		case <-stop:
+			return
+		case <-time.After(c.opts.Pause):
+		}
+	}
+}
+
+// classify says what a submit's error means for its message.
+func classify(err error) SubmitOutcome {
+	if err == nil {
+		return Accepted
+	}
+	var e *messages.Error
+	if errors.As(err, &e) {
+		switch e.Code {
+		case messages.CodeNoRoute, messages.CodeInvalidRequest, messages.CodeOverloaded:
+			return Rejected
+		}
+	}
+	return Maybe
+}
+
+// timeline samples every node's view of its peers and counts the changes.
+type timeline struct {
+	mu    sync.Mutex
+	last  map[[2]string]messages.PeerState
+	moves map[[2]string]int
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newTimeline() *timeline {
+	return &timeline{last: map[[2]string]messages.PeerState{}, moves: map[[2]string]int{}, done: make(chan struct{})}
+}
+
+func (t *timeline) stop() { t.once.Do(func() { close(t.done) }) }
+
+func (t *timeline) run(c *Cluster) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.done:
+			return
+		case <-c.bgCtx.Done():
+			return
+		case <-tick.C:
+		}
+		for i, m := range c.members {
+			n := c.node(i)
+			if n == nil {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			peers, err := n.Peers(ctx)
+			cancel()
+			if err != nil {
+				continue
+			}
+			t.mu.Lock()
+			for _, p := range peers {
+				k := [2]string{m.name, p.Node}
+				if prev, ok := t.last[k]; ok && prev != p.State {
+					t.moves[k]++
+				}
+				t.last[k] = p.State
+			}
+			t.mu.Unlock()
+		}
+	}
+}
+
+func (t *timeline) summary() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	by := map[string][]string{}
+	for k, s := range t.last {
+		by[k[0]] = append(by[k[0]], fmt.Sprintf("%s:%s(%d)", k[1], s, t.moves[k]))
+	}
+	var out []string
+	for node, views := range by {
+		sort.Strings(views)
+		out = append(out, node+" sees "+strings.Join(views, " "))
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,135 @@
+package sim
+
+import (
+	"math/rand"
+	"sort"
+	"time"
+
+	"github.com/switchboard-dev/switchboard"
+)
+
+// Scenario is a named fault story: it shapes the options of a run (nodes,
+// workload, schedule). cmd/sim runs one with --faults <name>.
+type Scenario struct {
+	Name string
+	// Doc says what the story checks.
+	Doc string
+	// Options returns the run's options; nodes is a request (a scenario
+	// may need a minimum).
+	Options func(seed int64, nodes int) Options
+}
+
+var ms = time.Millisecond
+
+// Scenarios are the named stories, by name.
+var Scenarios = map[string]Scenario{}
+
+func register(s Scenario) { Scenarios[s.Name] = s }
+
+// ScenarioNames lists the scenario names, sorted.
+func ScenarioNames() []string {
+	var out []string
+	for n := range Scenarios {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// RandomOptions is the random fault story of a seed: nodes, duration and
+// a schedule drawn by RandomSchedule from the seed.
+func RandomOptions(seed int64, nodes int, d time.Duration) Options {
+	return Options{Nodes: nodes, Duration: d, Schedule: RandomSchedule(rand.New(rand.NewSource(seed)), nodes, d)}
+}
+
+func half(nodes int) (a, b []int) {
+	for i := range nodes {
+		if i < nodes/2 {
+			a = append(a, i)
+		} else {
+			b = append(b, i)
+		}
+	}
+	return a, b
+}
+
+func init() {
+	register(Scenario{
+		Name: "partition",
+		Doc:  "a symmetric partition of the mesh in two halves during load, then heal: queued forwards drain, nothing is delivered locally instead",
+		Options: func(_ int64, nodes int) Options {
+			nodes = max(nodes, 2)
+			a, b := half(nodes)
+			return Options{Nodes: nodes, Duration: 2500 * ms, Schedule: Schedule{
+				At(400*ms, Partition(a, b)),
+				At(1800*ms, Heal(a, b)),
+			}}
+		},
+	})
+	register(Scenario{
+		Name: "asymmetric",
+		Doc: "n2 hears n1 but n1 cannot hear n2: n1's calls reach n2 and run there but their answers never come back, " +
+			"and n2's calls to n1 are refused; then heal",
+		Options: func(_ int64, nodes int) Options {
+			nodes = max(nodes, 3)
+			return Options{Nodes: nodes, Duration: 2500 * ms, Schedule: Schedule{
+				At(400*ms, SetLink([]int{0}, []int{1}, Link{LoseAnswer: 1})),
+				At(400*ms, Cut([]int{1}, []int{0})),
+				At(1800*ms, Heal([]int{0}, []int{1})),
+			}}
+		},
+	})
+	register(Scenario{
+		Name: "answer-lost",
+		Doc:  "half of all forward answers are lost (the forward ran and committed at the receiver): the origin retries, the receiver must not deliver twice",
+		Options: func(_ int64, nodes int) Options {
+			nodes = max(nodes, 3)
+			all := allNodes(nodes)
+			return Options{Nodes: nodes, Duration: 2500 * ms, Schedule: Schedule{
+				At(200*ms, SetLink(all, all, Link{LoseAnswer: 0.5, Only: OpForward})),
+				At(2000*ms, Heal(all, all)),
+			}}
+		},
+	})
+	register(Scenario{
+		Name: "crash-receiver",
+		Doc:  "the receiving node crashes between the commit of a forward and its answer, twice, and restarts on its store",
+		Options: func(_ int64, nodes int) Options {
+			nodes = max(nodes, 3)
+			return Options{Nodes: nodes, Duration: 2500 * ms, Origins: []int{0}, Targets: []int{1}, Schedule: Schedule{
+				At(400*ms, CrashAfterForward(1, 300*ms)),
+				At(1300*ms, CrashAfterForward(1, 200*ms)),
+			}}
+		},
+	})
+	register(Scenario{
+		Name: "crash-origin",
+		Doc:  "the origin is cut from its peers and fills its forward queues, crashes with the queue full, restarts, then the cut heals: every queued message is delivered once",
+		Options: func(_ int64, nodes int) Options {
+			nodes = max(nodes, 3)
+			others := allNodes(nodes)[1:]
+			return Options{Nodes: nodes, Duration: 2500 * ms, Origins: []int{0}, Targets: others, Schedule: Schedule{
+				At(100*ms, Partition([]int{0}, others)),
+				At(1500*ms, Crash(0)),
+				At(1800*ms, Restart(0)),
+				At(2200*ms, Heal([]int{0}, others)),
+			}}
+		},
+	})
+	register(Scenario{
+		Name: "peer-removed",
+		Doc: "static peers: n1 is cut from n3 while messages for n3 wait in n1's queue, then n1 restarts without n3 in --peers; " +
+			"the waiting messages end forward_failed (a legitimate final state), none is delivered elsewhere",
+		Options: func(_ int64, nodes int) Options {
+			nodes = max(nodes, 3)
+			return Options{Nodes: nodes, Duration: 2000 * ms, Origins: []int{0}, Targets: []int{1, 2},
+				Tune: func(_ int, cfg *switchboard.Config) {
+					cfg.ForwardMaxRetries = 30 // 1.5 s of waiting, so the story ends soon
+				},
+				Schedule: Schedule{
+					At(0, Partition([]int{0}, []int{2})),
+					At(1000*ms, RemovePeers(0, 2)),
+				}}
+		},
+	})
+}
