@@ -60,9 +60,11 @@ type runResult struct {
 }
 
 func (r runResult) summary(unit string) string {
-	s := fmt.Sprintf("%.0f %s (%d in %v), submit p50=%v p99=%v, process CPU %.2f cores",
-		r.rate, unit, r.count, r.window.Round(time.Millisecond), r.p50.Round(10*time.Microsecond), r.p99.Round(10*time.Microsecond),
-		r.cpu.Seconds()/r.window.Seconds())
+	s := fmt.Sprintf("%.0f %s (%d in %v)", r.rate, unit, r.count, r.window.Round(time.Millisecond))
+	if r.p99 > 0 {
+		s += fmt.Sprintf(", submit p50=%v p99=%v", r.p50.Round(10*time.Microsecond), r.p99.Round(10*time.Microsecond))
+	}
+	s += fmt.Sprintf(", process CPU %.2f cores", r.cpu.Seconds()/r.window.Seconds())
 	if r.count > 0 {
 		s += fmt.Sprintf(" = %.0fµs per %s", float64(r.cpu.Microseconds())/float64(r.count), strings.TrimSuffix(unit, "/s"))
 	}
@@ -256,10 +258,12 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 
 // measure runs the warm-up and the window; the profiler (if any) and the
 // node's actor metrics (if any) cover the window.
-func measure(phase *atomic.Int32, o options, prof *profiler, b *benchNode) (window, cpu time.Duration) {
+func measure(phase *atomic.Int32, o options, prof *profiler, nodes ...*benchNode) (window, cpu time.Duration) {
 	time.Sleep(o.warmup)
 	prof.start()
-	b.snapshot()
+	for _, b := range nodes {
+		b.snapshot()
+	}
 	c0 := processCPU()
 	t0 := time.Now()
 	phase.Store(measuring)
@@ -267,7 +271,9 @@ func measure(phase *atomic.Int32, o options, prof *profiler, b *benchNode) (wind
 	phase.Store(over)
 	window = time.Since(t0)
 	cpu = processCPU() - c0
-	b.snapshot()
+	for _, b := range nodes {
+		b.snapshot()
+	}
 	prof.stop()
 	return window, cpu
 }
@@ -341,7 +347,7 @@ func runBaseline(o options, bodies [][]byte, certFile, keyFile string) (runResul
 	var phase atomic.Int32
 	subs := startSubmitters(client, "https://"+ln.Addr().String()+"/api/messages", bodies, &phase)
 	var r runResult
-	r.window, r.cpu = measure(&phase, o, nil, nil)
+	r.window, r.cpu = measure(&phase, o, nil)
 	subs.wait(&r)
 	r.count = r.submits
 	r.rate = float64(r.count) / r.window.Seconds()
@@ -439,14 +445,23 @@ func (b *benchNode) actorLoad(window time.Duration, submits int64) string {
 	return strings.Join(parts, ", ")
 }
 
-func startNode(dir string, conns int) (*benchNode, error) {
+// nodeConfig is the configuration of a bench node named name: embedded
+// store in dir, HTTPS on a free loopback port, no metrics listener, errors
+// only in the log.
+func nodeConfig(name, dir string) switchboard.Config {
 	cfg := switchboard.DefaultConfig()
-	cfg.Name = "bench"
-	cfg.InstanceID = "bench-0"
+	cfg.Name = name
+	cfg.InstanceID = name + "-0"
 	cfg.DataDir = dir
 	cfg.Listen = "127.0.0.1:0"
 	cfg.MetricsListen = ""
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	return cfg
+}
+
+// startNodeConfig starts a node and a client of conns connections that
+// trusts its self-signed certificate.
+func startNodeConfig(cfg switchboard.Config, conns int) (*benchNode, error) {
 	n, err := switchboard.New(cfg)
 	if err != nil {
 		return nil, err
@@ -457,15 +472,34 @@ func startNode(dir string, conns int) (*benchNode, error) {
 		return nil, err
 	}
 	b := &benchNode{node: n, base: "https://" + n.Addr()}
-	if b.client, err = newClient(filepath.Join(dir, certs.SelfSignedCertName), conns); err != nil {
+	if b.client, err = newClient(filepath.Join(cfg.DataDir, certs.SelfSignedCertName), conns); err != nil {
 		b.stop()
 		return nil, err
 	}
-	if err := call(b.client, http.MethodPut, b.base+"/api/frontends/"+frontendName, []byte(`{"mode":"pull"}`), http.StatusOK, nil); err != nil {
+	return b, nil
+}
+
+// pullFrontend registers the bench pull frontend.
+func (b *benchNode) pullFrontend() error {
+	return call(b.client, http.MethodPut, b.base+"/api/frontends/"+frontendName, []byte(`{"mode":"pull"}`), http.StatusOK, nil)
+}
+
+// route routes the bench prefix to the bench frontend (local or, once the
+// node knows which peer serves it, remote).
+func (b *benchNode) route() error {
+	return call(b.client, http.MethodPut, b.base+"/api/routes/"+routePrefix, []byte(`{"frontend":"`+frontendName+`"}`), http.StatusOK, nil)
+}
+
+func startNode(dir string, conns int) (*benchNode, error) {
+	b, err := startNodeConfig(nodeConfig("bench", dir), conns)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.pullFrontend(); err != nil {
 		b.stop()
 		return nil, err
 	}
-	if err := call(b.client, http.MethodPut, b.base+"/api/routes/"+routePrefix, []byte(`{"frontend":"`+frontendName+`"}`), http.StatusOK, nil); err != nil {
+	if err := b.route(); err != nil {
 		b.stop()
 		return nil, err
 	}

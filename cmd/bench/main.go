@@ -13,16 +13,31 @@
 //	          accepted msg/s over the window.
 //	delivery  the same submitters plus pull consumers (poll max 100, ack all
 //	          as delivered); acked msg/s over the window.
+//	federated two federated nodes A and B (embedded SQLite each, real HTTPS
+//	          between them): the clients submit to A, the consumers poll
+//	          and ack on B; acked msg/s at B over the window.
+//	drain     the link A<->B cut, --queued messages (100,000) submitted to
+//	          A wait forward_queued; the link heals; msg/s from the heal
+//	          until B's consumers have acked them all. Its baseline is the
+//	          federated figure of the same run.
+//	memory    growth of the process's VmRSS while A queues
+//	          --memory-queued messages (1,000,000) for the cut-off B (after
+//	          a full GC at each reading), in MB per 100,000 queued
+//	          messages; its baseline is the goal (5 MB per 100k = 50 MB
+//	          per 1M, BENCH.md), so ratio <= 1 meets it. Measured once
+//	          (first repeat only): a fill of 1M takes about 100 s.
 //
-// The baseline of both is a plain net/http HTTPS server (same TLS, HTTP/1.1
-// only) that decodes the same JSON into a struct and answers 202, driven by
-// the same clients for the same window. Each repeat runs the baseline before
-// each subject run (fresh node and data directory per run); the figures and
-// the baseline are the medians over the repeats.
+// The baseline of ingest, delivery and federated is a plain net/http HTTPS
+// server (same TLS, HTTP/1.1 only) that decodes the same JSON into a struct
+// and answers 202, driven by the same clients for the same window. Each
+// repeat runs the baseline before each such subject run (fresh nodes and
+// data directories per run); the figures and the baseline are the medians
+// over the repeats.
 //
 // Usage: go run ./cmd/bench [--window 10s] [--warmup 2s] [--clients 64]
-// [--repeat 3] [--only ingest|delivery] [--short] [--cpuprofile FILE]
-// [--trace FILE]
+// [--repeat 3] [--only FIG[,FIG...]] [--queued 100000]
+// [--memory-queued 1000000] [--short]
+// [--cpuprofile FILE] [--trace FILE] [--profile-figure FIG]
 package main
 
 import (
@@ -52,12 +67,24 @@ type options struct {
 	only       string
 	cpuprofile string
 	trace      string
+	profileFig string
 	dir        string
 	bodySize   int
+	queued     int64
+	memQueued  int64
+	// selected are the figures to run, in the order of figures.
+	selected []string
 }
 
 // figures in the order they are run and printed.
-var figures = []string{"ingest", "delivery"}
+var figures = []string{"ingest", "delivery", "federated", "drain", "memory"}
+
+// httpsBaseline are the figures measured against the raw HTTPS baseline.
+var httpsBaseline = map[string]bool{"ingest": true, "delivery": true, "federated": true}
+
+// memoryGoal is BENCH.md goal 5 (<= 50 MB per 1M queued messages) in the
+// memory figure's unit, MB per 100,000 queued messages.
+const memoryGoal = 5.0
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
@@ -69,10 +96,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.clients, "clients", 64, "concurrent submitting clients (one keep-alive connection each)")
 	fs.IntVar(&o.consumers, "consumers", 4, "pull consumers of the delivery figure")
 	fs.IntVar(&o.repeat, "repeat", 3, "repeats; the median of each figure and of the baseline is reported")
-	fs.StringVar(&o.only, "only", "", "run one figure only: "+strings.Join(figures, "|"))
-	fs.BoolVar(&short, "short", false, "quick check: --window 1s --warmup 0.5s --repeat 1 (explicit flags win)")
+	fs.StringVar(&o.only, "only", "", "run only these figures, comma-separated, of: "+strings.Join(figures, ",")+" (drain implies federated, its baseline)")
+	fs.Int64Var(&o.queued, "queued", 100000, "messages queued during the cut and drained after the heal (drain figure)")
+	fs.Int64Var(&o.memQueued, "memory-queued", 1000000, "messages queued during the cut for the memory figure (BENCH.md's goal is per 1M)")
+	fs.BoolVar(&short, "short", false, "quick check: --window 1s --warmup 0.5s --repeat 1 --queued 10000 --memory-queued 100000 (explicit flags win)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the first subject window (node + clients; clients carry the pprof label bench=client) to FILE")
 	fs.StringVar(&o.trace, "trace", "", "write a runtime/trace execution trace of the first subject window to FILE (go tool trace -pprof=syscall|sched|sync FILE shows where wall time waits)")
+	fs.StringVar(&o.profileFig, "profile-figure", "", "the figure whose first window --cpuprofile/--trace cover (default: the first figure run; memory has no window)")
 	fs.StringVar(&o.dir, "dir", "", "parent of the temporary data directories (default: the system temp dir)")
 	fs.IntVar(&o.bodySize, "body-size", 321, "bytes of each submission's JSON request body")
 	if err := fs.Parse(args); err != nil {
@@ -93,6 +123,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		if !set["repeat"] {
 			o.repeat = 1
 		}
+		if !set["queued"] {
+			o.queued = 10000
+		}
+		if !set["memory-queued"] {
+			o.memQueued = 100000
+		}
 	}
 	switch {
 	case o.window <= 0:
@@ -105,10 +141,37 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("--consumers must be at least 1")
 	case o.repeat < 1:
 		return o, errors.New("--repeat must be at least 1")
-	case o.only != "" && !slices.Contains(figures, o.only):
-		return o, fmt.Errorf("--only %q: want one of %s", o.only, strings.Join(figures, ", "))
 	case o.bodySize < 160:
 		return o, errors.New("--body-size must be at least 160")
+	case o.queued < 100:
+		return o, errors.New("--queued must be at least 100")
+	case o.memQueued < 100:
+		return o, errors.New("--memory-queued must be at least 100")
+	case o.profileFig != "" && (!slices.Contains(figures, o.profileFig) || o.profileFig == "memory"):
+		return o, fmt.Errorf("--profile-figure %q: want one of %s", o.profileFig, strings.Join(slices.DeleteFunc(slices.Clone(figures), func(f string) bool { return f == "memory" }), ", "))
+	}
+	o.selected = figures
+	if o.profileFig != "" && o.only != "" {
+		o.only += "," + o.profileFig
+	}
+	if o.only != "" {
+		want := map[string]bool{}
+		for _, f := range strings.Split(o.only, ",") {
+			f = strings.TrimSpace(f)
+			if !slices.Contains(figures, f) {
+				return o, fmt.Errorf("--only %q: %q is not a figure; want some of %s", o.only, f, strings.Join(figures, ", "))
+			}
+			want[f] = true
+		}
+		if want["drain"] {
+			want["federated"] = true // drain's baseline
+		}
+		o.selected = nil
+		for _, f := range figures {
+			if want[f] {
+				o.selected = append(o.selected, f)
+			}
+		}
 	}
 	return o, nil
 }
@@ -129,10 +192,7 @@ func run(args []string, out, stderr io.Writer) error {
 		return err
 	}
 	begin := time.Now()
-	selected := figures
-	if o.only != "" {
-		selected = []string{o.only}
-	}
+	selected := o.selected
 	root, err := os.MkdirTemp(o.dir, "switchboard-bench-")
 	if err != nil {
 		return err
@@ -145,44 +205,76 @@ func run(args []string, out, stderr io.Writer) error {
 
 	fmt.Fprintf(out, "# switchboard bench: %s, GOMAXPROCS=%d, NumCPU=%d, %s/%s\n",
 		runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH)
-	fmt.Fprintf(out, "# clients=%d consumers=%d window=%v warmup=%v repeat=%d body=%dB data=%s\n",
-		o.clients, o.consumers, o.window, o.warmup, o.repeat, o.bodySize, root)
+	fmt.Fprintf(out, "# clients=%d consumers=%d window=%v warmup=%v repeat=%d body=%dB queued=%d memory-queued=%d data=%s\n",
+		o.clients, o.consumers, o.window, o.warmup, o.repeat, o.bodySize, o.queued, o.memQueued, root)
+	fmt.Fprintf(out, "# figures: %s\n", strings.Join(selected, ", "))
 
 	var prof *profiler
+	profFig := o.profileFig
 	if o.cpuprofile != "" || o.trace != "" {
 		prof = &profiler{path: o.cpuprofile, tracePath: o.trace}
+		if profFig == "" {
+			profFig = selected[0]
+		}
 	}
 	body := newBodies(o.clients, o.bodySize)
+	// base are all raw HTTPS baseline runs; baseOf[fig][i] is the one run
+	// just before fig's i-th run.
 	var base []runResult
+	baseOf := map[string][]runResult{}
 	subj := map[string][]runResult{}
+	var mems []memResult
 	for rep := 1; rep <= o.repeat; rep++ {
 		for _, fig := range selected {
-			t := time.Now()
-			b, err := runBaseline(o, body, certFile, keyFile)
-			b.took = time.Since(t)
-			b.goroutines = runtime.NumGoroutine()
-			if err != nil {
-				return fmt.Errorf("repeat %d: baseline: %w", rep, err)
+			if httpsBaseline[fig] {
+				t := time.Now()
+				b, err := runBaseline(o, body, certFile, keyFile)
+				b.took = time.Since(t)
+				b.goroutines = runtime.NumGoroutine()
+				if err != nil {
+					return fmt.Errorf("repeat %d: baseline: %w", rep, err)
+				}
+				base = append(base, b)
+				baseOf[fig] = append(baseOf[fig], b)
+				fmt.Fprintf(out, "# repeat %d/%d baseline: %s\n", rep, o.repeat, b.summary("req/s"))
 			}
-			base = append(base, b)
-			fmt.Fprintf(out, "# repeat %d/%d baseline: %s\n", rep, o.repeat, b.summary("req/s"))
+			if fig == "memory" && rep > 1 {
+				continue // measured once
+			}
 
 			dir := filepath.Join(root, fmt.Sprintf("%s-%d", fig, rep))
 			var r runResult
-			t = time.Now()
+			var m memResult
+			prof := prof
+			if fig != profFig {
+				prof = nil
+			}
+			t := time.Now()
 			switch fig {
 			case "ingest":
 				r, err = runIngest(o, body, dir, prof)
 			case "delivery":
 				r, err = runDelivery(o, body, dir, prof)
+			case "federated":
+				r, err = runFederated(o, body, dir, prof)
+			case "drain":
+				r, err = runDrain(o, body, dir, prof)
+			case "memory":
+				m, err = runMemory(o, body, dir)
 			}
 			if err != nil {
 				return fmt.Errorf("repeat %d: %s: %w", rep, fig, err)
 			}
 			r.took = time.Since(t)
 			r.goroutines = runtime.NumGoroutine()
-			subj[fig] = append(subj[fig], r)
-			fmt.Fprintf(out, "# repeat %d/%d %s: %s\n", rep, o.repeat, fig, r.summary("msg/s"))
+			if fig == "memory" {
+				mems = append(mems, m)
+				fmt.Fprintf(out, "# repeat %d/%d memory: %s, run took %v, %d goroutines after\n", rep, o.repeat, m.summary(),
+					r.took.Round(10*time.Millisecond), r.goroutines)
+			} else {
+				subj[fig] = append(subj[fig], r)
+				fmt.Fprintf(out, "# repeat %d/%d %s: %s\n", rep, o.repeat, fig, r.summary("msg/s"))
+			}
 			if err := os.RemoveAll(dir); err != nil {
 				return err
 			}
@@ -193,15 +285,46 @@ func run(args []string, out, stderr io.Writer) error {
 	}
 
 	bm := median(rates(base))
-	fmt.Fprintf(out, "# baseline runs (req/s): %s; median %.0f; %s\n", list(rates(base)), bm, latencies(base))
+	if len(base) > 0 {
+		fmt.Fprintf(out, "# baseline runs (req/s): %s; median %.0f; %s\n", list(rates(base)), bm, latencies(base))
+	}
 	for _, fig := range selected {
+		switch fig {
+		case "memory":
+			var vs []float64
+			for _, m := range mems {
+				vs = append(vs, m.perHundredK)
+			}
+			m := median(vs)
+			fmt.Fprintf(out, "# memory (MB of VmRSS growth per 100k queued messages, %d queued, measured once): %s; goal <= %.0f (ratio <= 1 meets it)\n",
+				o.memQueued, listf(vs, "%.2f"), memoryGoal)
+			fmt.Fprintf(out, "bench: memory %.2f MB/100k baseline=%.0f ratio=%.3f\n", m, memoryGoal, m/memoryGoal)
+			continue
+		case "drain":
+			rs, fs := subj[fig], subj["federated"]
+			m, fm := median(rates(rs)), median(rates(fs))
+			var paired []float64
+			for i, r := range rs {
+				if i < len(fs) && fs[i].rate > 0 {
+					paired = append(paired, r.rate/fs[i].rate)
+				}
+			}
+			fmt.Fprintf(out, "# drain runs (msg/s): %s; median %.0f; ratio to the federated run of the same repeat: %s (median %.3f)\n",
+				list(rates(rs)), m, listf(paired, "%.3f"), median(paired))
+			ratio := 0.0
+			if fm > 0 {
+				ratio = m / fm
+			}
+			fmt.Fprintf(out, "bench: drain %.0f msg/s baseline=%.0f ratio=%.3f\n", m, fm, ratio)
+			continue
+		}
 		rs := subj[fig]
 		m := median(rates(rs))
 		// Each subject run's ratio to the baseline run just before it: a
 		// cross-check of the median ratio when the machine's speed drifts.
 		var paired []float64
 		for i, r := range rs {
-			if b := base[i*len(selected)+slices.Index(selected, fig)].rate; b > 0 {
+			if b := baseOf[fig][i].rate; b > 0 {
 				paired = append(paired, r.rate/b)
 			}
 		}
@@ -214,10 +337,10 @@ func run(args []string, out, stderr io.Writer) error {
 		fmt.Fprintf(out, "bench: %s %.0f msg/s baseline=%.0f ratio=%.3f\n", fig, m, bm, ratio)
 	}
 	if prof != nil && prof.started && o.cpuprofile != "" {
-		fmt.Fprintf(out, "# cpu profile of the first %s window: %s (go tool pprof -top -tagignore bench=client FILE for the node alone)\n", selected[0], o.cpuprofile)
+		fmt.Fprintf(out, "# cpu profile of the first %s window: %s (go tool pprof -top -tagignore bench=client FILE for the node alone)\n", profFig, o.cpuprofile)
 	}
 	if prof != nil && prof.started && o.trace != "" {
-		fmt.Fprintf(out, "# execution trace of the first %s window: %s\n", selected[0], o.trace)
+		fmt.Fprintf(out, "# execution trace of the first %s window: %s\n", profFig, o.trace)
 	}
 	fmt.Fprintf(out, "# total time %v\n", time.Since(begin).Round(100*time.Millisecond))
 	return nil
