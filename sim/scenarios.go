@@ -132,4 +132,21 @@ func init() {
 				}}
 		},
 	})
+	register(Scenario{
+		Name: "peer-removed-forwarded",
+		Doc: "known bug (docs/sim.md): n3 cannot call n1 (so its delivery_status reports cannot come back) while n1 forwards to n3, " +
+			"then n1 restarts without n3 in --peers: the messages n3 delivered stay forwarded at n1",
+		Options: func(_ int64, nodes int) Options {
+			nodes = max(nodes, 3)
+			return Options{Nodes: nodes, Duration: 1500 * ms, Origins: []int{0}, Targets: []int{2},
+				QuiesceTimeout: 8 * time.Second,
+				Tune: func(_ int, cfg *switchboard.Config) {
+					cfg.ForwardMaxRetries = 30 // what still waits for n3 ends forward_failed soon
+				},
+				Schedule: Schedule{
+					At(0, Cut([]int{2}, []int{0})),
+					At(1000*ms, RemovePeers(0, 2)),
+				}}
+		},
+	})
 }
