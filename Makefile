@@ -25,11 +25,17 @@ demo: build ## three federated nodes on loopback with mTLS (scripts/demo.sh); Ct
 
 test: ## all tests with -race (starts Postgres when it is down)
 	.ci/postgres
+	scripts/chromium.sh
 	$(GO) test -race -count=1 -timeout 25m ./...
 
 test-short: ## quick tests without -race
 	.ci/postgres
 	$(GO) test -count=1 -timeout 10m ./...
+
+.PHONY: screenshot
+screenshot: ## re-take docs/ui-queue.png (the README's picture) with the web UI's browser test
+	scripts/chromium.sh
+	SWITCHBOARD_UI_SCREENSHOT=$(CURDIR)/docs/ui-queue.png $(GO) test -count=1 -run '^TestUIInBrowser$$' .
 
 sim: ## sim harness: 20 random seeds of 5 nodes, then a 20-node full mesh (SIM_SEEDS, SIM_NODES to change)
 	$(GO) run ./cmd/sim --seeds $${SIM_SEEDS:-20} --nodes $${SIM_NODES:-5} --duration 3s --faults random
