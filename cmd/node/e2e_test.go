@@ -85,6 +85,8 @@ type process struct {
 	cmd  *exec.Cmd
 	logs *bytes.Buffer
 	done chan error
+	// exited is closed once the process is gone (done is read only once).
+	exited chan struct{}
 }
 
 type e2eNode struct {
@@ -116,8 +118,8 @@ func (n *e2eNode) start(extra ...string) {
 	if err := cmd.Start(); err != nil {
 		n.t.Fatal(err)
 	}
-	p := &process{cmd: cmd, logs: logs, done: make(chan error, 1)}
-	go func() { p.done <- cmd.Wait() }()
+	p := &process{cmd: cmd, logs: logs, done: make(chan error, 1), exited: make(chan struct{})}
+	go func() { p.done <- cmd.Wait(); close(p.exited) }()
 	n.proc = p
 	n.logsAll = append(n.logsAll, logs)
 	deadline := time.Now().Add(60 * time.Second)
@@ -153,9 +155,21 @@ func (n *e2eNode) kill() {
 // stop sends SIGTERM and expects a clean exit 0.
 func (n *e2eNode) stop() {
 	n.t.Helper()
+	n.interrupt()
+	n.waitStopped()
+}
+
+// interrupt asks the node to stop (see waitStopped).
+func (n *e2eNode) interrupt() {
+	n.t.Helper()
 	if err := n.proc.cmd.Process.Signal(os.Interrupt); err != nil {
 		n.t.Fatal(err)
 	}
+}
+
+// waitStopped expects a clean exit 0 after interrupt.
+func (n *e2eNode) waitStopped() {
+	n.t.Helper()
 	select {
 	case err := <-n.proc.done:
 		if err != nil {
