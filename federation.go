@@ -253,8 +253,15 @@ func (n *Node) Identity() messages.Identity {
 }
 
 // caller admits a federation call from peer `from`: federation must be on
-// and from a discovered peer. An admitted call is a contact: a peer we do
+// and from a known peer. An admitted call is a contact: a peer we do
 // not consider healthy is checked at once.
+//
+// A peer is known when discovery lists it now, or when it sent us its
+// registry before (stored, so across restarts): a peer removed from
+// --peers or from DNS still owes us the delivery_status of what we
+// forwarded to it, and needs our health answers for its queue to send
+// them. A node never seen is refused (unknown_peer); to cut a node off for
+// good, revoke its certificate.
 func (n *Node) caller(from string) error {
 	if !n.cfg.Federation {
 		return messages.Errorf(messages.CodeFederationOff, "federation is off on %s (--federation=false)", n.cfg.Name)
@@ -262,7 +269,7 @@ func (n *Node) caller(from string) error {
 	if !n.ready.Load() {
 		return unavailable("the node is not running")
 	}
-	if !n.book.Known(from) {
+	if !n.book.Knows(from) {
 		if n.discovery != nil {
 			n.system.Root.Send(n.discovery, discovery.Rediscover{})
 		}
@@ -312,7 +319,8 @@ func (n *Node) FederationForward(ctx context.Context, from string, fs []messages
 	return r.Results, r.Err
 }
 
-// FederationStatus implements httpapi.Backend.
+// FederationStatus implements httpapi.Backend. A report can only touch
+// messages whose dest_smsc is its sender.
 func (n *Node) FederationStatus(ctx context.Context, from string, rs []messages.StatusReport) ([]messages.StatusReply, error) {
 	if err := n.caller(from); err != nil {
 		return nil, err

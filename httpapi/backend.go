@@ -40,7 +40,8 @@ type Backend interface {
 	// transport (mutual TLS, header = certificate name) and checked that the
 	// body's node (where there is one) equals from, the X-Federation-Node
 	// header. The backend refuses with federation_disabled when federation
-	// is off and unknown_peer when from is no discovered peer; an accepted
+	// is off and unknown_peer when from is a node it has never known (not
+	// discovered now, and no registry learned from it before); an accepted
 	// call from a peer it does not consider healthy triggers a health check
 	// of that peer at once (wake on contact).
 

@@ -120,13 +120,13 @@ func (b *Book) Healthy(name string) bool {
 	return e != nil && e.state == messages.PeerHealthy
 }
 
-// Known reports whether discovery lists peer name (the federation API
-// serves only such callers).
-func (b *Book) Known(name string) bool {
+// Knows reports whether the book has peer name at all: discovered now, or
+// known from a registry learned earlier (a peer since removed from
+// discovery, that messages may still have been forwarded to).
+func (b *Book) Knows(name string) bool {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	e := b.peers[name]
-	return e != nil && e.discovered
+	return b.peers[name] != nil
 }
 
 // SetQueueDepths replaces the forward queue depths (peers absent have 0).
