@@ -32,7 +32,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	nodes := fs.Int("nodes", 5, "nodes in the full mesh")
-	duration := fs.Duration("duration", 3*time.Second, "load and faults last this long (the random schedule spans it)")
+	duration := fs.Duration("duration", 3*time.Second, "load and faults last this long with random and none (a scenario sets its own)")
 	seed := fs.Int64("seed", 1, "seed of the fault schedule and the workload")
 	seeds := fs.Int("seeds", 0, "run seeds --seed .. --seed+N-1 and print one sim: line each (0: one run, full report)")
 	faults := fs.String("faults", "random", "random, none, or a scenario: "+strings.Join(sim.ScenarioNames(), ", "))
