@@ -170,6 +170,7 @@ type plan struct {
 	to                      string
 	delay                   time.Duration
 	refuse, drop, dup, lose bool
+	together                bool // the duplicate runs at the same time as the original
 	crash                   func()
 }
 
@@ -187,7 +188,7 @@ func (w *Network) plan(from, addr, op string) plan {
 	applies := l.Only == "" || l.Only == op
 	// Draw every number every time, so that the sequence of draws does
 	// not depend on which faults happen to be set.
-	d, u, x := w.rng.Float64(), w.rng.Float64(), w.rng.Float64()
+	d, u, x, y := w.rng.Float64(), w.rng.Float64(), w.rng.Float64(), w.rng.Float64()
 	switch {
 	case l.Cut || p.callee == nil:
 		p.refuse = true
@@ -200,6 +201,7 @@ func (w *Network) plan(from, addr, op string) plan {
 		p.lose = applies && x < l.LoseAnswer
 		if p.dup {
 			w.stats.Duplicated++
+			p.together = y < 0.5
 		}
 		if p.lose {
 			w.stats.AnswersLost++
@@ -267,8 +269,16 @@ func (e *Endpoint) do(ctx context.Context, addr, op string, fn func(ctx context.
 		// in reality; failing at once keeps the story short.
 		return errDropped
 	}
-	err := fn(ctx, p.callee)
-	if p.dup {
+	var err error
+	switch {
+	case p.dup && p.together && (op == OpForward || op == OpStatus):
+		// The copy and the original race at the callee (a retry that
+		// overtakes a slow original): see racing.
+		err = fn(context.WithValue(ctx, togetherKey{}, true), p.callee)
+	case p.dup:
+		_ = fn(ctx, p.callee)
+		err = fn(ctx, p.callee)
+	default:
 		err = fn(ctx, p.callee)
 	}
 	if p.crash != nil {
@@ -282,6 +292,27 @@ func (e *Endpoint) do(ctx context.Context, addr, op string, fn func(ctx context.
 		return errKilled
 	}
 	return err
+}
+
+// togetherKey marks a call whose duplicate runs at the same time.
+type togetherKey struct{}
+
+// racing calls call(in); for a call marked together it also calls it on
+// a copy of in at the same time, and answers the second one's result.
+func racing[I, O any](ctx context.Context, in I, call func(I) (O, error)) (O, error) {
+	if ctx.Value(togetherKey{}) == nil {
+		return call(in)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if cp, err := wire(in); err == nil {
+			_, _ = call(cp)
+		}
+	}()
+	out, err := call(in)
+	<-done
+	return out, err
 }
 
 // wire passes v through JSON, as the HTTPS gateway would: nothing is
@@ -456,7 +487,9 @@ func (e *Endpoint) Forward(ctx context.Context, addr string, batch bool, fs []me
 				at = append(at, i)
 			}
 			if len(valid) > 0 {
-				res, err := n.FederationForward(ctx, e.from, valid)
+				res, err := racing(ctx, valid, func(v []messages.Forward) ([]messages.ForwardResult, error) {
+					return n.FederationForward(ctx, e.from, v)
+				})
 				if err == nil && len(res) != len(valid) {
 					err = fmt.Errorf("backend answered %d results for %d forwards", len(res), len(valid))
 				}
@@ -525,7 +558,9 @@ func (e *Endpoint) Status(ctx context.Context, addr string, batch bool, rs []mes
 					return mismatch(rep.Node, e.from)
 				}
 			}
-			res, err := n.FederationStatus(ctx, e.from, in)
+			res, err := racing(ctx, in, func(v []messages.StatusReport) ([]messages.StatusReply, error) {
+				return n.FederationStatus(ctx, e.from, v)
+			})
 			if err == nil && len(res) != len(in) {
 				err = fmt.Errorf("backend answered %d results for %d reports", len(res), len(in))
 			}

@@ -92,6 +92,18 @@ func init() {
 		},
 	})
 	register(Scenario{
+		Name: "duplicate",
+		Doc:  "most calls reach their callee twice, half of the copies racing the original: forwards and delivery statuses must stay idempotent",
+		Options: func(_ int64, nodes int) Options {
+			nodes = max(nodes, 3)
+			all := allNodes(nodes)
+			return Options{Nodes: nodes, Duration: 2000 * ms, Schedule: Schedule{
+				At(100*ms, SetLink(all, all, Link{Duplicate: 0.7})),
+				At(1800*ms, Heal(all, all)),
+			}}
+		},
+	})
+	register(Scenario{
 		Name: "crash-receiver",
 		Doc:  "the receiving node crashes between the commit of a forward and its answer, twice, and restarts on its store",
 		Options: func(_ int64, nodes int) Options {

@@ -61,6 +61,13 @@ func TestScenarioAnswerLostOnForwards(t *testing.T) {
 	}
 }
 
+func TestScenarioDuplicatedCalls(t *testing.T) {
+	rep := runScenario(t, "duplicate", 17, 3)
+	if rep.Net.Duplicated == 0 {
+		t.Fatal("no call was duplicated: the scenario tested nothing")
+	}
+}
+
 func TestScenarioCrashReceiverBetweenCommitAndReply(t *testing.T) {
 	rep := runScenario(t, "crash-receiver", 14, 3)
 	if rep.Net.CrashedAfterCommit == 0 {
