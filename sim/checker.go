@@ -94,7 +94,9 @@ func (r Result) Line(seed int64, nodes int) string {
 //   - unexpected: seen by a frontend but never submitted (or refused).
 //   - misrouted: seen by a frontend other than its route's.
 //   - disagreeing: acked by a frontend while its origin's final state is
-//     not delivered, or delivered at its origin while no frontend acked it.
+//     not delivered (or the origin has no such message, even for a maybe
+//     accepted submit), or delivered at its origin while no frontend
+//     acked it.
 func Check(h History) Result {
 	var r Result
 	sub := map[string]Submit{}
@@ -159,7 +161,7 @@ func Check(h History) Result {
 			details = append(details, fmt.Sprintf("lost: %s accepted at %s for %s, never delivered, %s at its origin", id, s.Node, s.Frontend, final))
 		}
 		switch {
-		case n > 0 && (origin != "" || s.Outcome == Accepted) && origin != messages.StateDelivered:
+		case n > 0 && origin != messages.StateDelivered:
 			r.Disagreeing++
 			details = append(details, fmt.Sprintf("disagreeing: %s acked at %s but %s at its origin %s", id, s.Frontend, final, s.Node))
 		case n == 0 && !maybeAcked[id] && origin == messages.StateDelivered:

@@ -95,6 +95,16 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			want: Result{},
 		},
 		{
+			name: "maybe accepted, delivered, and absent at its origin disagrees",
+			h: History{
+				Submits:    []Submit{{ID: "a", Node: "n1", Frontend: "f1", Outcome: Maybe}},
+				Deliveries: []Delivery{del("a", "f1", Acked)},
+				Origin:     map[string]messages.State{},
+			},
+			want: Result{Disagreeing: 1},
+			line: "disagreeing: a acked at f1 but absent",
+		},
+		{
 			name: "misrouted",
 			h: History{
 				Submits:    []Submit{acc("a", "f1")},
