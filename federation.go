@@ -45,9 +45,6 @@ func (n *Node) loadBook(ctx context.Context) error {
 	return nil
 }
 
-// parkPage bounds one QueueForwards call at start.
-const parkPage = 512
-
 // parkPendingForwards moves messages still pending with forward work (a
 // crash mid-forward, or a peer gone from discovery) to forward_queued at
 // start, so that they count down to forward_failed instead of waiting
@@ -58,13 +55,11 @@ func (n *Node) parkPendingForwards(ctx context.Context) error {
 		return fmt.Errorf("read stats: %w", err)
 	}
 	for peerName := range st.ForwardQueue {
-		for {
-			ids, err := n.store.QueueForwards(ctx, n.clock.Now(), peerName, "queued at start until peer "+peerName+" is found healthy", parkPage)
+		for more := true; more; {
+			more, err = peer.Park(ctx, n.store, n.clock.Now(), peerName,
+				"queued at start until peer "+peerName+" is found healthy", n.publish)
 			if err != nil {
 				return fmt.Errorf("queue pending forwards for %s: %w", peerName, err)
-			}
-			if len(ids) < parkPage {
-				break
 			}
 		}
 	}
@@ -102,16 +97,14 @@ func (n *Node) startFederation() error {
 		return err
 	}
 	props := func(kind string, p actor.Producer) *actor.Props { return supervision.Props(kind, p, n.supOpts) }
-	policy := forward.DefaultPolicy()
-	policy.RetryInterval, policy.MaxRetries = n.cfg.ForwardRetryInterval, n.cfg.ForwardMaxRetries
 	qcfg := forward.Config{
 		Node: n.cfg.Name, Owner: n.cfg.InstanceID, Store: n.store, Transport: tr, Clock: n.clock,
-		Policy: policy, Timeout: n.cfg.HTTPTimeout, Logger: n.log, Metrics: fwdMetrics, Publish: n.publish,
+		Policy: n.forwardPolicy(), Timeout: n.cfg.HTTPTimeout, Logger: n.log, Metrics: fwdMetrics, Publish: n.publish,
 	}
 	pcfg := peer.Config{
 		Node: n.cfg.Name, Transport: tr, Store: n.store, Book: n.book, Clock: n.clock, Logger: n.log,
 		Metrics: peerMetrics, HealthInterval: n.cfg.HealthInterval, RegistryInterval: n.cfg.RegistryInterval,
-		Timeout: n.cfg.HTTPTimeout, Local: n.localDocs,
+		Timeout: n.cfg.HTTPTimeout, LocalHealth: n.localHealth, LocalRegistry: n.localRegistry, Publish: n.publish,
 		Queue: func(name string) *actor.Props {
 			c := qcfg
 			c.Peer = name
@@ -186,9 +179,23 @@ func (n *Node) resyncPeers() {
 
 // warnInsecure logs that peers are not verified, at start and every hour.
 func (n *Node) warnInsecure() {
+	n.warnMu.Lock()
+	defer n.warnMu.Unlock()
+	if n.warnStopped {
+		return
+	}
 	n.log.Warn("federation without peer verification (--insecure-skip-verify): for development only")
-	stop := n.clock.AfterFunc(time.Hour, n.warnInsecure)
-	n.stopWarnings.Store(&stop)
+	n.stopWarning = n.clock.AfterFunc(time.Hour, n.warnInsecure)
+}
+
+// stopWarnings ends the hourly warning.
+func (n *Node) stopWarnings() {
+	n.warnMu.Lock()
+	defer n.warnMu.Unlock()
+	n.warnStopped = true
+	if n.stopWarning != nil {
+		n.stopWarning()
+	}
 }
 
 // statusKickDelay coalesces the kicks of final outcomes into one per
@@ -211,8 +218,16 @@ func (n *Node) kickStatus() {
 	})
 }
 
-// localDocs are our health and registry documents for peers.
-func (n *Node) localDocs() (messages.Health, messages.Registry) {
+// forwardPolicy is the forward queues' policy from the flags.
+func (n *Node) forwardPolicy() forward.Policy {
+	p := forward.DefaultPolicy()
+	p.RetryInterval, p.MaxRetries = n.cfg.ForwardRetryInterval, n.cfg.ForwardMaxRetries
+	return p
+}
+
+// localHealth is our health document for peers. It may read the store
+// (the stats cache), so peer actors call it off their mailbox.
+func (n *Node) localHealth() messages.Health {
 	h := messages.Health{Node: n.cfg.Name, Time: n.clock.Now(), Status: messages.HealthOK}
 	select {
 	case <-n.stopping:
@@ -224,12 +239,16 @@ func (n *Node) localDocs() (messages.Health, messages.Registry) {
 	if st, err := n.stats.get(ctx); err == nil {
 		h.ForwardQueueDepth = forwardDepth(st)
 	}
-	names := n.localNames.Load()
+	return h
+}
+
+// localRegistry is our registry document: the local frontends' names.
+func (n *Node) localRegistry() messages.Registry {
 	r := messages.Registry{Node: n.cfg.Name, Frontends: []string{}}
-	if names != nil {
+	if names := n.localNames.Load(); names != nil {
 		r.Frontends = append(r.Frontends, (*names)...)
 	}
-	return h, r
+	return r
 }
 
 func forwardDepth(st persistence.Stats) int64 {
@@ -286,8 +305,7 @@ func (n *Node) FederationHealth(_ context.Context, from string, _ messages.Healt
 	if err := n.caller(from); err != nil {
 		return messages.Health{}, err
 	}
-	h, _ := n.localDocs()
-	return h, nil
+	return n.localHealth(), nil
 }
 
 // FederationRegistry implements httpapi.Backend.
@@ -296,8 +314,7 @@ func (n *Node) FederationRegistry(_ context.Context, from string, r messages.Reg
 		return messages.Registry{}, err
 	}
 	n.system.Root.Send(n.peers, &messages.PeerRegistryFrom{Peer: from, Frontends: r.Frontends})
-	_, ours := n.localDocs()
-	return ours, nil
+	return n.localRegistry(), nil
 }
 
 // FederationForward implements httpapi.Backend.

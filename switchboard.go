@@ -78,14 +78,16 @@ type Node struct {
 	actors       *frontend.Actors
 
 	// federation (see federation.go)
-	book         *peer.Book
-	peers        *actor.PID
-	discovery    *actor.PID
-	transport    peer.Transport
-	peerClient   *httpapi.PeerClient // ours to close; nil with Config.Transport
-	localNames   atomic.Pointer[[]string]
-	stopWarnings atomic.Pointer[func() bool]
-	statusKick   atomic.Bool
+	book        *peer.Book
+	peers       *actor.PID
+	discovery   *actor.PID
+	transport   peer.Transport
+	peerClient  *httpapi.PeerClient // ours to close; nil with Config.Transport
+	localNames  atomic.Pointer[[]string]
+	warnMu      sync.Mutex
+	warnStopped bool
+	stopWarning func() bool // the pending hourly warning
+	statusKick  atomic.Bool
 
 	api        *httpapi.Server
 	https      *http.Server
@@ -278,7 +280,7 @@ func (n *Node) startActors() error {
 		Props:       func(kind string, p actor.Producer) *actor.Props { return supervision.Props(kind, p, n.supOpts) },
 		// Messages queued for a peer while federation was on still fail in
 		// time if it is turned off.
-		ForwardMaxWait: time.Duration(n.cfg.ForwardMaxRetries) * n.cfg.ForwardRetryInterval,
+		ForwardMaxWait: n.forwardPolicy().MaxWait(),
 		ForwardSweep:   n.cfg.ForwardRetryInterval,
 	}
 	if deps.HTTPClient, err = n.webhookClient(); err != nil {
@@ -454,9 +456,7 @@ func (n *Node) teardown(ctx context.Context) error {
 			errs = append(errs, errors.New("delivery workers did not drain in time"))
 		}
 	}
-	if stop := n.stopWarnings.Load(); stop != nil {
-		(*stop)()
-	}
+	n.stopWarnings()
 	if n.guardian != nil {
 		if err := n.guardian.StopAll(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("stop actors: %w", err))

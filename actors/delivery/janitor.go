@@ -21,9 +21,14 @@ type Janitor struct {
 	d    *Deps
 	log  *slog.Logger
 	wake *clock.Wakeup
+	// fwake schedules the forward sweep, on its own cadence.
+	fwake *clock.Wakeup
 }
 
-type sweepMsg struct{}
+type (
+	sweepMsg        struct{}
+	forwardSweepMsg struct{}
+)
 
 // NewJanitor returns the producer of the janitor.
 func NewJanitor(d *Deps) (actor.Producer, error) {
@@ -46,11 +51,18 @@ func (j *Janitor) Receive(c actor.Context) {
 	case *actor.Started:
 		self, sys := c.Self(), c.ActorSystem()
 		j.wake = clock.NewWakeup(j.d.Clock, func(uint64) { sys.Root.Send(self, sweepMsg{}) })
+		j.fwake = clock.NewWakeup(j.d.Clock, func(uint64) { sys.Root.Send(self, forwardSweepMsg{}) })
 		j.wake.Schedule(j.d.Clock.Now())
+		if j.d.ForwardMaxWait > 0 {
+			j.fwake.Schedule(j.d.Clock.Now())
+		}
 	case *actor.Restarting, *actor.Stopping:
 		j.wake.Cancel()
+		j.fwake.Cancel()
 	case sweepMsg:
 		j.sweep(c)
+	case forwardSweepMsg:
+		j.sweepForwards(c)
 	}
 }
 
@@ -76,29 +88,18 @@ func (j *Janitor) sweep(c actor.Context) {
 	if len(expired) > 0 {
 		j.log.Info("expired undelivered messages", "count", len(expired))
 	}
-	failed, ok := j.sweepForwards(now)
-	if !ok {
-		j.wake.Schedule(now.Add(storeRetry))
-		return
-	}
-	if len(expired) == expireBatch || failed == expireBatch {
+	if len(expired) == expireBatch {
 		c.Send(c.Self(), sweepMsg{}) // more to do; let other messages in between
 		return
 	}
-	next := j.d.Policy.SweepInterval()
-	if j.d.ForwardMaxWait > 0 {
-		next = min(next, j.d.ForwardSweep)
-	}
-	j.wake.Schedule(now.Add(next))
+	j.wake.Schedule(now.Add(j.d.Policy.SweepInterval()))
 }
 
 // sweepForwards fails one batch of messages that waited in forward_queued
 // longer than ForwardMaxWait. The wait is derived from queued_at; no queued
 // row is touched until its time is up.
-func (j *Janitor) sweepForwards(now time.Time) (int, bool) {
-	if j.d.ForwardMaxWait <= 0 {
-		return 0, true
-	}
+func (j *Janitor) sweepForwards(c actor.Context) {
+	now := j.d.Clock.Now()
 	ctx, cancel := j.d.storeCtx()
 	failed, err := j.d.Store.FailForwards(ctx, persistence.ForwardExpiry{
 		Now: now, QueuedBefore: now.Add(-j.d.ForwardMaxWait), Limit: expireBatch,
@@ -106,7 +107,8 @@ func (j *Janitor) sweepForwards(now time.Time) (int, bool) {
 	cancel()
 	if err != nil {
 		j.log.Error("forward expiry sweep failed", "err", err)
-		return 0, false
+		j.fwake.Schedule(now.Add(storeRetry))
+		return
 	}
 	for _, m := range failed {
 		j.d.Publish(messages.StateChanged{ID: m.ID, State: messages.StateForwardFailed, Frontend: m.Frontend,
@@ -115,5 +117,9 @@ func (j *Janitor) sweepForwards(now time.Time) (int, bool) {
 	if len(failed) > 0 {
 		j.log.Warn("queued forwards failed: their peers stayed unreachable", "count", len(failed))
 	}
-	return len(failed), true
+	if len(failed) == expireBatch {
+		c.Send(c.Self(), forwardSweepMsg{}) // more to do
+		return
+	}
+	j.fwake.Schedule(now.Add(j.d.ForwardSweep))
 }

@@ -57,12 +57,15 @@ func (l *Lane) Claimed(n, batch int) bool {
 }
 
 // Done records a finished request. A request that failed closes the lane
-// until the peer is found healthy again.
-func (l *Lane) Done(ok bool) {
+// until the peer is found healthy again; Done reports whether this one
+// closed it (the others in flight then fail on a closed lane).
+func (l *Lane) Done(ok bool) (closed bool) {
 	if l.inFlight > 0 {
 		l.inFlight--
 	}
-	if !ok {
+	if !ok && l.open {
 		l.open = false
+		return true
 	}
+	return false
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -52,7 +53,7 @@ func (c Config) Validate() error {
 
 // Private messages.
 type (
-	tick   struct{ gen uint64 }
+	tick   struct{}
 	parked struct{}
 	// sent is a request's result, sent back by its goroutine.
 	sent struct {
@@ -63,10 +64,6 @@ type (
 		err     error
 	}
 )
-
-// parkPage bounds one QueueForwards call; the queue loops by messages to
-// itself so that kicks and results are served in between.
-const parkPage = 512
 
 // Queue is the forward queue actor of one peer: it sends the peer's
 // forward work and the delivery_status reports owed to it, from the
@@ -108,7 +105,7 @@ func (q *Queue) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *actor.Started:
 		q.self, q.parent, q.sys = c.Self(), c.Parent(), c.ActorSystem()
-		q.wake = clock.NewWakeup(q.cfg.Clock, func(gen uint64) { q.sys.Root.Send(q.self, tick{gen}) })
+		q.wake = clock.NewWakeup(q.cfg.Clock, func(uint64) { q.sys.Root.Send(q.self, tick{}) })
 		q.schedule()
 		// Until the peer actor says otherwise the peer is not healthy: its
 		// pending messages (from before a restart) are queued.
@@ -125,9 +122,10 @@ func (q *Queue) Receive(c actor.Context) {
 			// (the intake saw it healthy): queue it like the others.
 			q.startParking(c)
 		}
-		q.lanes[persistence.WorkForward].Kick()
 		if m.Status {
 			q.lanes[persistence.WorkStatus].Kick()
+		} else {
+			q.lanes[persistence.WorkForward].Kick()
 		}
 		q.pump(c)
 	case tick:
@@ -180,20 +178,15 @@ func (q *Queue) park(c actor.Context) {
 		q.parking = false
 		return
 	}
-	now := q.cfg.Clock.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), q.cfg.StoreTimeout)
-	ids, err := q.cfg.Store.QueueForwards(ctx, now, q.cfg.Peer, fmt.Sprintf("peer %s is not healthy", q.cfg.Peer), parkPage)
+	more, err := peer.Park(ctx, q.cfg.Store, q.cfg.Clock.Now(), q.cfg.Peer, "peer "+q.cfg.Peer+" is not healthy", q.cfg.Publish)
 	cancel()
 	if err != nil {
 		q.log.Error("queueing pending forwards failed", "err", err)
 		q.parking = false // the next change of link or restart tries again
 		return
 	}
-	for _, id := range ids {
-		q.cfg.Publish(messages.StateChanged{ID: id, State: messages.StateForwardQueued, At: now,
-			Detail: "peer " + q.cfg.Peer + " is not healthy"})
-	}
-	if len(ids) == parkPage {
+	if more {
 		c.Send(c.Self(), parked{})
 		return
 	}
@@ -265,6 +258,12 @@ func (q *Queue) send(kind persistence.WorkKind, work []persistence.Work) {
 	}()
 }
 
+// overloaded reports whether err is the peer shedding load.
+func overloaded(err error) bool {
+	var ce *peer.CallError
+	return errors.As(err, &ce) && ce.Status == http.StatusTooManyRequests
+}
+
 // ReportOf is the delivery_status report of a message final at node.
 func ReportOf(node string, m messages.Message) messages.StatusReport {
 	status := messages.ReportDelivered
@@ -277,17 +276,27 @@ func ReportOf(node string, m messages.Message) messages.StatusReport {
 // done records a request's results and sends more.
 func (q *Queue) done(c actor.Context, r *sent) {
 	now := q.cfg.Clock.Now()
-	lane := q.lanes[r.kind]
-	lane.Done(r.err == nil)
+	// A peer that sheds load (429) is up: its work waits a retry interval
+	// and the link stays open.
+	busy := overloaded(r.err)
+	closed := q.lanes[r.kind].Done(r.err == nil || busy)
 	var outcomes []persistence.Outcome
 	var updates []persistence.StatusUpdate
 	if r.err != nil {
 		q.log.Warn("request to peer failed", "kind", r.kind, "messages", len(r.work), "err", r.err)
 		q.cfg.Metrics.failed(q.cfg.Peer, r.kind)
 		for _, w := range r.work {
-			outcomes = append(outcomes, q.cfg.Policy.Unsent(now, q.cfg.Peer, w, r.err))
+			o := q.cfg.Policy.Unsent(now, q.cfg.Peer, w, r.err)
+			if busy {
+				o.RetryAt = now.Add(q.cfg.Policy.RetryInterval)
+			}
+			outcomes = append(outcomes, o)
 		}
-		c.Send(q.parent, messages.PeerContactFailed{Err: r.err})
+		if closed {
+			// One failed check per broken link, not one per request that
+			// was in flight when it broke.
+			c.Send(q.parent, messages.PeerContactFailed{Err: r.err})
+		}
 	} else if r.kind == persistence.WorkForward {
 		for i, w := range r.work {
 			v := q.cfg.Policy.Judge(now, q.cfg.Peer, w, r.forward[i])

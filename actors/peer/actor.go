@@ -33,8 +33,13 @@ type Config struct {
 	// HealthInterval (--health-interval), RegistryInterval
 	// (--registry-interval), Timeout (--http-timeout, one call).
 	HealthInterval, RegistryInterval, Timeout time.Duration
-	// Local returns our own health and registry documents.
-	Local func() (messages.Health, messages.Registry)
+	// LocalHealth and LocalRegistry return our own documents. LocalHealth
+	// may read the store: it is called off the actor's mailbox.
+	LocalHealth   func() messages.Health
+	LocalRegistry func() messages.Registry
+	// Publish receives a StateChanged for every committed transition (the
+	// peers actor parks a gone peer's pending messages).
+	Publish func(messages.StateChanged)
 	// Queue builds the peer's forward queue, spawned as the child "forward".
 	Queue func(peer string) *actor.Props
 }
@@ -43,8 +48,8 @@ type Config struct {
 func (c Config) Validate() error {
 	var errs []error
 	if c.Node == "" || c.Transport == nil || c.Store == nil || c.Book == nil ||
-		c.Clock == nil || c.Logger == nil || c.Metrics == nil || c.Local == nil || c.Queue == nil {
-		errs = append(errs, errors.New("peer: Node, Transport, Store, Book, Clock, Logger, Metrics, Local and Queue are required"))
+		c.Clock == nil || c.Logger == nil || c.Metrics == nil || c.LocalHealth == nil || c.LocalRegistry == nil || c.Publish == nil || c.Queue == nil {
+		errs = append(errs, errors.New("peer: Node, Transport, Store, Book, Clock, Logger, Metrics, LocalHealth, LocalRegistry, Publish and Queue are required"))
 	}
 	if c.HealthInterval <= 0 || c.RegistryInterval <= 0 || c.Timeout <= 0 {
 		errs = append(errs, errors.New("peer: HealthInterval, RegistryInterval and Timeout must be positive"))
@@ -57,7 +62,7 @@ const recheck = time.Second
 
 // Private messages.
 type (
-	healthTick   struct{ gen uint64 }
+	healthTick   struct{}
 	registryTick struct{}
 	checked      struct {
 		addr     string
@@ -105,7 +110,7 @@ func (a *Actor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *actor.Started:
 		a.self, a.sys = c.Self(), c.ActorSystem()
-		a.wake = clock.NewWakeup(a.cfg.Clock, func(gen uint64) { a.sys.Root.Send(a.self, healthTick{gen}) })
+		a.wake = clock.NewWakeup(a.cfg.Clock, func(uint64) { a.sys.Root.Send(a.self, healthTick{}) })
 		a.cfg.Book.Discovered(a.cfg.Peer, a.instances)
 		a.cfg.Metrics.setState(a.cfg.Peer, a.health.State())
 		q, err := c.SpawnNamed(a.cfg.Queue(a.cfg.Peer), "forward")
@@ -201,10 +206,11 @@ func (a *Actor) check(c actor.Context) {
 	a.checking = true
 	needIdentity := a.identity == nil
 	tr, timeout, clk := a.cfg.Transport, a.cfg.Timeout, a.cfg.Clock
-	doc, _ := a.cfg.Local()
+	local := a.cfg.LocalHealth
 	self, root, peerName := a.self, a.sys.Root, a.cfg.Peer
 	go func() {
 		res := &checked{addr: addr}
+		doc := local()
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		if needIdentity {
@@ -287,7 +293,7 @@ func (a *Actor) exchangeRegistry() {
 		return
 	}
 	a.exchange = true
-	_, reg := a.cfg.Local()
+	reg := a.cfg.LocalRegistry()
 	tr, addr, timeout := a.cfg.Transport, a.addr(), a.cfg.Timeout
 	self, root := a.self, a.sys.Root
 	go func() {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -74,9 +73,11 @@ func (s *Supervisor) Receive(c actor.Context) {
 		c.Stop(pid)
 		s.cfg.Book.Gone(m.Node)
 		s.cfg.Metrics.forget(m.Node)
-		s.park(m.Node)
+		s.park(c, m.Node)
 		s.cfg.Logger.Info("peer removed; its queued messages keep waiting until forward_failed",
 			"component", "peer", "peer", m.Node)
+	case parkGone:
+		s.park(c, m.peer)
 	case *messages.KickPeer:
 		if m.Peer == "" { // every peer
 			for _, pid := range s.children {
@@ -92,25 +93,27 @@ func (s *Supervisor) Receive(c actor.Context) {
 	}
 }
 
-// parkPage bounds one QueueForwards call.
-const parkPage = 512
+// parkGone continues parking a gone peer's pending messages, one page per
+// message, so that peer routing is served in between.
+type parkGone struct{ peer string }
 
-// park moves a gone peer's pending messages to forward_queued: its queue is
-// stopped, so they would otherwise wait unseen instead of counting down to
-// forward_failed.
-func (s *Supervisor) park(peer string) {
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		ids, err := s.cfg.Store.QueueForwards(ctx, s.cfg.Clock.Now(), peer, "peer "+peer+" is gone from discovery", parkPage)
-		cancel()
-		if err != nil {
-			s.cfg.Logger.Error("queueing a gone peer's pending messages failed; they are queued at the next start",
-				"component", "peer", "peer", peer, "err", err)
-			return
-		}
-		if len(ids) < parkPage {
-			return
-		}
+// park moves one page of a gone peer's pending messages to forward_queued:
+// its queue is stopped, so they would otherwise wait unseen instead of
+// counting down to forward_failed.
+func (s *Supervisor) park(c actor.Context, peerName string) {
+	if _, back := s.children[peerName]; back {
+		return // discovered again: its own queue handles them
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+	more, err := Park(ctx, s.cfg.Store, s.cfg.Clock.Now(), peerName, "peer "+peerName+" is gone from discovery", s.cfg.Publish)
+	cancel()
+	if err != nil {
+		s.cfg.Logger.Error("queueing a gone peer's pending messages failed; they are queued at the next start",
+			"component", "peer", "peer", peerName, "err", err)
+		return
+	}
+	if more {
+		c.Send(c.Self(), parkGone{peerName})
 	}
 }
 
