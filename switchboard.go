@@ -448,13 +448,14 @@ func (n *Node) teardown(ctx context.Context) error {
 		}
 	}
 	if n.frontends != nil {
-		done := make(chan struct{})
-		n.system.Root.Send(n.frontends, &messages.Drain{Done: done})
+		done, abandon := make(chan struct{}), make(chan struct{})
+		n.system.Root.Send(n.frontends, &messages.Drain{Done: done, Abandon: abandon})
 		select {
 		case <-done:
 		case <-ctx.Done():
 			errs = append(errs, errors.New("delivery workers did not drain in time"))
 		}
+		close(abandon)
 	}
 	n.stopWarnings()
 	if n.guardian != nil {

@@ -192,8 +192,13 @@ type AckReply struct {
 }
 
 // Drain asks delivery workers to stop taking new work and finish (and
-// commit) what is in flight; Done is closed when they have.
-type Drain struct{ Done chan<- struct{} }
+// commit) what is in flight; Done is closed when they have. The sender
+// closes Abandon (when set) once it stops waiting, so that nothing waits
+// on workers stopped before they drained.
+type Drain struct {
+	Done    chan<- struct{}
+	Abandon <-chan struct{}
+}
 
 // StateChanged is published on the actor system's event stream after every
 // committed transition.

@@ -73,7 +73,7 @@ func (s *Supervisor) Receive(c actor.Context) {
 		}
 	case *messages.Drain:
 		s.draining = true
-		s.drain(c, m.Done)
+		s.drain(c, m)
 	}
 }
 
@@ -114,13 +114,19 @@ func (s *Supervisor) pullWorker(name string, fail func(error)) (*actor.PID, bool
 
 // drain asks every worker to finish what it has in flight and closes done
 // when all have.
-func (s *Supervisor) drain(c actor.Context, done chan<- struct{}) {
+func (s *Supervisor) drain(c actor.Context, m *messages.Drain) {
 	var wg sync.WaitGroup
 	for _, w := range s.workers {
 		ch := make(chan struct{})
 		wg.Add(1)
-		go func() { <-ch; wg.Done() }()
+		go func() {
+			defer wg.Done()
+			select {
+			case <-ch:
+			case <-m.Abandon: // nil (never) when the sender waits for good
+			}
+		}()
 		c.Send(w.pid, &messages.Drain{Done: ch})
 	}
-	go func() { wg.Wait(); close(done) }()
+	go func() { wg.Wait(); close(m.Done) }()
 }
