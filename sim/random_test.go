@@ -29,7 +29,7 @@ func TestRandomSeeds(t *testing.T) {
 	seeds := envInt(t, "SIM_SEEDS", 2)
 	first := envInt(t, "SIM_SEED_FIRST", 1)
 	nodes := envInt(t, "SIM_NODES", 3)
-	d := 1500 * time.Millisecond
+	d := 1200 * time.Millisecond
 	if v := os.Getenv("SIM_DURATION"); v != "" {
 		var err error
 		if d, err = time.ParseDuration(v); err != nil {

@@ -60,9 +60,9 @@ func init() {
 		Options: func(_ int64, nodes int) Options {
 			nodes = max(nodes, 2)
 			a, b := half(nodes)
-			return Options{Nodes: nodes, Duration: 2500 * ms, Schedule: Schedule{
-				At(400*ms, Partition(a, b)),
-				At(1800*ms, Heal(a, b)),
+			return Options{Nodes: nodes, Duration: 2000 * ms, Schedule: Schedule{
+				At(300*ms, Partition(a, b)),
+				At(1400*ms, Heal(a, b)),
 			}}
 		},
 	})
@@ -72,10 +72,10 @@ func init() {
 			"and n2's calls to n1 are refused; then heal",
 		Options: func(_ int64, nodes int) Options {
 			nodes = max(nodes, 3)
-			return Options{Nodes: nodes, Duration: 2500 * ms, Schedule: Schedule{
-				At(400*ms, SetLink([]int{0}, []int{1}, Link{LoseAnswer: 1})),
-				At(400*ms, Cut([]int{1}, []int{0})),
-				At(1800*ms, Heal([]int{0}, []int{1})),
+			return Options{Nodes: nodes, Duration: 2000 * ms, Schedule: Schedule{
+				At(300*ms, SetLink([]int{0}, []int{1}, Link{LoseAnswer: 1})),
+				At(300*ms, Cut([]int{1}, []int{0})),
+				At(1400*ms, Heal([]int{0}, []int{1})),
 			}}
 		},
 	})
@@ -85,9 +85,9 @@ func init() {
 		Options: func(_ int64, nodes int) Options {
 			nodes = max(nodes, 3)
 			all := allNodes(nodes)
-			return Options{Nodes: nodes, Duration: 2500 * ms, Schedule: Schedule{
+			return Options{Nodes: nodes, Duration: 2000 * ms, Schedule: Schedule{
 				At(200*ms, SetLink(all, all, Link{LoseAnswer: 0.5, Only: OpForward})),
-				At(2000*ms, Heal(all, all)),
+				At(1600*ms, Heal(all, all)),
 			}}
 		},
 	})
@@ -97,9 +97,9 @@ func init() {
 		Options: func(_ int64, nodes int) Options {
 			nodes = max(nodes, 3)
 			all := allNodes(nodes)
-			return Options{Nodes: nodes, Duration: 2000 * ms, Schedule: Schedule{
+			return Options{Nodes: nodes, Duration: 1500 * ms, Schedule: Schedule{
 				At(100*ms, SetLink(all, all, Link{Duplicate: 0.7})),
-				At(1800*ms, Heal(all, all)),
+				At(1300*ms, Heal(all, all)),
 			}}
 		},
 	})
@@ -108,9 +108,9 @@ func init() {
 		Doc:  "the receiving node crashes between the commit of a forward and its answer, twice, and restarts on its store",
 		Options: func(_ int64, nodes int) Options {
 			nodes = max(nodes, 3)
-			return Options{Nodes: nodes, Duration: 2500 * ms, Origins: []int{0}, Targets: []int{1}, Schedule: Schedule{
-				At(400*ms, CrashAfterForward(1, 300*ms)),
-				At(1300*ms, CrashAfterForward(1, 200*ms)),
+			return Options{Nodes: nodes, Duration: 2000 * ms, Origins: []int{0}, Targets: []int{1}, Schedule: Schedule{
+				At(300*ms, CrashAfterForward(1, 300*ms)),
+				At(1100*ms, CrashAfterForward(1, 200*ms)),
 			}}
 		},
 	})
@@ -120,11 +120,11 @@ func init() {
 		Options: func(_ int64, nodes int) Options {
 			nodes = max(nodes, 3)
 			others := allNodes(nodes)[1:]
-			return Options{Nodes: nodes, Duration: 2500 * ms, Origins: []int{0}, Targets: others, Schedule: Schedule{
+			return Options{Nodes: nodes, Duration: 2000 * ms, Origins: []int{0}, Targets: others, Schedule: Schedule{
 				At(100*ms, Partition([]int{0}, others)),
-				At(1500*ms, Crash(0)),
-				At(1800*ms, Restart(0)),
-				At(2200*ms, Heal([]int{0}, others)),
+				At(1200*ms, Crash(0)),
+				At(1400*ms, Restart(0)),
+				At(1700*ms, Heal([]int{0}, others)),
 			}}
 		},
 	})
