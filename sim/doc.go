@@ -24,8 +24,8 @@
 //     origin states): lost, duplicated, unexpected, misrouted,
 //     disagreeing.
 //   - Scenarios: the named stories (partition, asymmetric, answer-lost,
-//     duplicate, crash-receiver, crash-origin, peer-removed, and the known
-//     bug peer-removed-forwarded).
+//     duplicate, crash-receiver, crash-origin, peer-removed,
+//     peer-removed-forwarded).
 //
 // No production package imports sim. See docs/sim.md.
 package sim

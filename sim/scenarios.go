@@ -146,8 +146,8 @@ func init() {
 	})
 	register(Scenario{
 		Name: "peer-removed-forwarded",
-		Doc: "known bug (docs/sim.md): n3 cannot call n1 (so its delivery_status reports cannot come back) while n1 forwards to n3, " +
-			"then n1 restarts without n3 in --peers: the messages n3 delivered stay forwarded at n1",
+		Doc: "n3 cannot call n1 (so its delivery_status reports cannot come back) while n1 forwards to n3, " +
+			"then n1 restarts without n3 in --peers and the cut heals: n3's reports must still reach n1 (bug 1 of docs/sim.md)",
 		Options: func(_ int64, nodes int) Options {
 			nodes = max(nodes, 3)
 			return Options{Nodes: nodes, Duration: 1500 * ms, Origins: []int{0}, Targets: []int{2},

@@ -70,7 +70,10 @@ func TestScenarioDuplicatedCalls(t *testing.T) {
 	}
 }
 
+// TestScenarioCrashReceiverBetweenCommitAndReply also checks that the
+// crashes leave no goroutine behind (bug 2 of docs/sim.md).
 func TestScenarioCrashReceiverBetweenCommitAndReply(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	rep := runScenario(t, "crash-receiver", 14, 3)
 	if rep.Net.CrashedAfterCommit == 0 {
 		t.Fatal("the receiver never crashed after a commit: the scenario tested nothing")
@@ -99,26 +102,9 @@ func TestCheckerCatchesDoubleDelivery(t *testing.T) {
 	}
 }
 
-// TestKnownBugForwardedToRemovedPeer reproduces the bug of docs/sim.md
-// ("Bugs found"): it fails on main until the nodes are fixed, so it runs
-// only with SIM_KNOWN_BUGS=1.
-func TestKnownBugForwardedToRemovedPeer(t *testing.T) {
-	if os.Getenv("SIM_KNOWN_BUGS") == "" {
-		t.Skip("known bug (docs/sim.md); SIM_KNOWN_BUGS=1 runs it")
-	}
+// TestScenarioPeerRemovedWithStatusesOutstanding is the regression test
+// of bug 1 of docs/sim.md: a peer removed from --peers can still report
+// the delivery_status of what was forwarded to it.
+func TestScenarioPeerRemovedWithStatusesOutstanding(t *testing.T) {
 	runScenario(t, "peer-removed-forwarded", 31, 3)
-}
-
-// TestKnownBugAbruptStopLeaksGoroutines reproduces bug 2 of docs/sim.md:
-// a crash (Node.Stop with an expired context) leaves the delivery
-// supervisor's drain goroutines behind. SIM_KNOWN_BUGS=1 runs it.
-func TestKnownBugAbruptStopLeaksGoroutines(t *testing.T) {
-	if os.Getenv("SIM_KNOWN_BUGS") == "" {
-		t.Skip("known bug (docs/sim.md); SIM_KNOWN_BUGS=1 runs it")
-	}
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	o := Scenarios["crash-receiver"].Options(1, 3)
-	if _, err := Run(1, testOptions(t, o)); err != nil {
-		t.Fatal(err)
-	}
 }
