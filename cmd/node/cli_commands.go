@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -384,11 +385,24 @@ func runMessagesResubmit(inv *cliInvocation) error {
 }
 
 func runPeers(inv *cliInvocation) error {
+	return showList(inv, "/api/peers", "NODE\tSTATE\tFAILURES\tLAST_SUCCESS\tQUEUE\tFRONTENDS\tADDRESS\tLAST_ERROR",
+		func(tw io.Writer, peers []messages.PeerInfo) {
+			for _, p := range peers {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\n",
+					tableCell(p.Node), tableCell(string(p.State)), p.ConsecutiveFailures, tableTimePtr(p.LastSuccess),
+					p.ForwardQueueDepth, tableCell(strings.Join(p.Frontends, ",")), tableCell(p.Address), tableCell(p.LastError))
+			}
+		})
+}
+
+// showList is a listing command: GET path into D, then the API's document
+// with --json or a table with header and the rows row writes.
+func showList[D any](inv *cliInvocation, path, header string, rows func(tw io.Writer, doc D)) error {
 	if err := cliNoArgs(inv); err != nil {
 		return err
 	}
-	var peers []messages.PeerInfo
-	data, err := inv.api.getJSON("/api/peers", nil, &peers)
+	var doc D
+	data, err := inv.api.getJSON(path, nil, &doc)
 	if err != nil {
 		return err
 	}
@@ -397,12 +411,8 @@ func runPeers(inv *cliInvocation) error {
 		return nil
 	}
 	tw := newCLITable(inv.stdout)
-	fmt.Fprintln(tw, "NODE\tSTATE\tFAILURES\tLAST_SUCCESS\tQUEUE\tFRONTENDS\tADDRESS\tLAST_ERROR")
-	for _, p := range peers {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\n",
-			tableCell(p.Node), tableCell(string(p.State)), p.ConsecutiveFailures, tableTimePtr(p.LastSuccess),
-			p.ForwardQueueDepth, tableCell(strings.Join(p.Frontends, ",")), tableCell(p.Address), tableCell(p.LastError))
-	}
+	fmt.Fprintln(tw, header)
+	rows(tw, doc)
 	tw.Flush()
 	return nil
 }
@@ -413,25 +423,11 @@ type cliRouteList struct {
 }
 
 func runRoutesList(inv *cliInvocation) error {
-	if err := cliNoArgs(inv); err != nil {
-		return err
-	}
-	var doc cliRouteList
-	data, err := inv.api.getJSON("/api/routes", nil, &doc)
-	if err != nil {
-		return err
-	}
-	if inv.json {
-		writeAPIDoc(inv.stdout, data)
-		return nil
-	}
-	tw := newCLITable(inv.stdout)
-	fmt.Fprintln(tw, "PREFIX\tFRONTEND\tUPDATED")
-	for _, r := range doc.Routes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", tableCell(r.Prefix), tableCell(r.Frontend), tableTime(r.UpdatedAt))
-	}
-	tw.Flush()
-	return nil
+	return showList(inv, "/api/routes", "PREFIX\tFRONTEND\tUPDATED", func(tw io.Writer, doc cliRouteList) {
+		for _, r := range doc.Routes {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", tableCell(r.Prefix), tableCell(r.Frontend), tableTime(r.UpdatedAt))
+		}
+	})
 }
 
 // cliRoutePrefix checks a PREFIX argument.
@@ -487,25 +483,11 @@ type cliFrontendList struct {
 }
 
 func runFrontendsList(inv *cliInvocation) error {
-	if err := cliNoArgs(inv); err != nil {
-		return err
-	}
-	var doc cliFrontendList
-	data, err := inv.api.getJSON("/api/frontends", nil, &doc)
-	if err != nil {
-		return err
-	}
-	if inv.json {
-		writeAPIDoc(inv.stdout, data)
-		return nil
-	}
-	tw := newCLITable(inv.stdout)
-	fmt.Fprintln(tw, "NAME\tMODE\tURL\tUPDATED")
-	for _, f := range doc.Frontends {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", tableCell(f.Name), tableCell(string(f.Mode)), tableCell(f.URL), tableTime(f.UpdatedAt))
-	}
-	tw.Flush()
-	return nil
+	return showList(inv, "/api/frontends", "NAME\tMODE\tURL\tUPDATED", func(tw io.Writer, doc cliFrontendList) {
+		for _, f := range doc.Frontends {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", tableCell(f.Name), tableCell(string(f.Mode)), tableCell(f.URL), tableTime(f.UpdatedAt))
+		}
+	})
 }
 
 // cliFrontendName checks a NAME argument (it becomes a path segment).
