@@ -27,10 +27,13 @@ func (s *Store) ApplyStatus(ctx context.Context, now time.Time, updates []persis
 		id: func(i int) string { return updates[i].ID },
 		decide: func(i int, m *message, work []workRow, c *changes) persistence.Completion {
 			u := updates[i]
-			if done := statusCompletion(m, u); done != persistence.Applied {
+			if m == nil {
+				return persistence.NoWork
+			}
+			if done := persistence.StatusCompletion(m.State, m.DestSMSC, u); done != persistence.Applied {
 				return done
 			}
-			detail := statusDetail(u)
+			detail := persistence.StatusDetail(u)
 			c.finish(rowsOf(work, persistence.WorkForward, u.From)...)
 			c.record(u.ID, persistence.WorkForward, u.From, u.Result, detail)
 			if u.Result == persistence.ResultFailed {
@@ -40,31 +43,6 @@ func (s *Store) ApplyStatus(ctx context.Context, now time.Time, updates []persis
 			return persistence.Applied
 		},
 	})
-}
-
-// statusCompletion is what an update does to m (nil when it does not
-// exist): only the message's dest_smsc reports on it, a final delivery state
-// is kept, and a message is reported on only while it is ours to forward or
-// forwarded.
-func statusCompletion(m *message, u persistence.StatusUpdate) persistence.Completion {
-	switch {
-	case m == nil || m.DestSMSC != u.From:
-		return persistence.NoWork
-	case m.State == messages.StateDelivered || m.State == messages.StateFailed:
-		return persistence.AlreadyRecorded
-	case m.State == messages.StatePending, m.State == messages.StateForwardQueued,
-		m.State == messages.StateForwarded, m.State == messages.StateForwardFailed:
-		return persistence.Applied
-	}
-	return persistence.NoWork
-}
-
-// statusDetail is the history and ledger detail of an applied update.
-func statusDetail(u persistence.StatusUpdate) string {
-	if u.At.IsZero() {
-		return "reported by " + u.From
-	}
-	return "reported by " + u.From + " at " + norm(u.At).Format(time.RFC3339Nano)
 }
 
 func validateStatuses(updates []persistence.StatusUpdate) error {

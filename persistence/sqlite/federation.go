@@ -20,10 +20,13 @@ func (s *Store) ApplyStatus(ctx context.Context, now time.Time, updates []persis
 		id:    func(i int) string { return updates[i].ID },
 		decide: func(i int, m *msgRow, work []workRow, c *changes) persistence.Completion {
 			u := updates[i]
-			if done := statusCompletion(m, u); done != persistence.Applied {
+			if m == nil {
+				return persistence.NoWork
+			}
+			if done := persistence.StatusCompletion(m.State, m.DestSMSC, u); done != persistence.Applied {
 				return done
 			}
-			detail := statusDetail(u)
+			detail := persistence.StatusDetail(u)
 			if w, ok := findWork(work, persistence.WorkForward, u.From); ok {
 				c.finish(w.id)
 			}
@@ -35,31 +38,6 @@ func (s *Store) ApplyStatus(ctx context.Context, now time.Time, updates []persis
 			return persistence.Applied
 		},
 	})
-}
-
-// statusCompletion is what an update does to m (nil when it does not
-// exist): only the message's dest_smsc reports on it, a final delivery state
-// is kept, and a message is reported on only while it is ours to forward or
-// forwarded.
-func statusCompletion(m *msgRow, u persistence.StatusUpdate) persistence.Completion {
-	switch {
-	case m == nil || m.DestSMSC != u.From:
-		return persistence.NoWork
-	case m.State == messages.StateDelivered || m.State == messages.StateFailed:
-		return persistence.AlreadyRecorded
-	case m.State == messages.StatePending, m.State == messages.StateForwardQueued,
-		m.State == messages.StateForwarded, m.State == messages.StateForwardFailed:
-		return persistence.Applied
-	}
-	return persistence.NoWork
-}
-
-// statusDetail is the history and ledger detail of an applied update.
-func statusDetail(u persistence.StatusUpdate) string {
-	if u.At.IsZero() {
-		return "reported by " + u.From
-	}
-	return "reported by " + u.From + " at " + persistence.Normalize(u.At).Format(time.RFC3339Nano)
 }
 
 func validStatus(u persistence.StatusUpdate) error {
