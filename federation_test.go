@@ -2,7 +2,6 @@ package switchboard_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -65,53 +64,6 @@ func (f *fedNet) resolve(from, addr string) (string, error) {
 	return real, nil
 }
 
-// viaNet is one node's transport on the fedNet.
-type viaNet struct {
-	from  string
-	net   *fedNet
-	inner peer.Transport
-}
-
-func (v viaNet) Identity(ctx context.Context, addr string) (messages.Identity, error) {
-	real, err := v.net.resolve(v.from, addr)
-	if err != nil {
-		return messages.Identity{}, err
-	}
-	return v.inner.Identity(ctx, real)
-}
-
-func (v viaNet) Health(ctx context.Context, addr string, h messages.Health) (messages.Health, error) {
-	real, err := v.net.resolve(v.from, addr)
-	if err != nil {
-		return messages.Health{}, err
-	}
-	return v.inner.Health(ctx, real, h)
-}
-
-func (v viaNet) Registry(ctx context.Context, addr string, r messages.Registry) (messages.Registry, error) {
-	real, err := v.net.resolve(v.from, addr)
-	if err != nil {
-		return messages.Registry{}, err
-	}
-	return v.inner.Registry(ctx, real, r)
-}
-
-func (v viaNet) Forward(ctx context.Context, addr string, batch bool, fs []messages.Forward) ([]messages.ForwardResult, error) {
-	real, err := v.net.resolve(v.from, addr)
-	if err != nil {
-		return nil, err
-	}
-	return v.inner.Forward(ctx, real, batch, fs)
-}
-
-func (v viaNet) Status(ctx context.Context, addr string, batch bool, rs []messages.StatusReport) ([]messages.StatusReply, error) {
-	real, err := v.net.resolve(v.from, addr)
-	if err != nil {
-		return nil, err
-	}
-	return v.inner.Status(ctx, real, batch, rs)
-}
-
 // testPeerClient is the real HTTPS peer client of node name, trusting any
 // certificate (the test nodes serve self-signed ones).
 func testPeerClient(t *testing.T, name string) peer.Transport {
@@ -138,7 +90,8 @@ func fedConfig(t *testing.T, fn *fedNet, name string, others ...string) switchbo
 	cfg.ForwardRetryInterval = 100 * time.Millisecond
 	cfg.DNSPollInterval = 200 * time.Millisecond
 	cfg.HTTPTimeout = 2 * time.Second
-	cfg.Transport = viaNet{from: name, net: fn, inner: testPeerClient(t, name)}
+	cfg.Transport = peer.Redirect{Inner: testPeerClient(t, name),
+		Resolve: func(_, addr string) (string, error) { return fn.resolve(name, addr) }}
 	return cfg
 }
 

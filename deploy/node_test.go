@@ -46,58 +46,6 @@ func (f *fedNet) resolve(addr string) (string, error) {
 	return real, nil
 }
 
-// netTransport is one node's transport on the fedNet. failForwards makes
-// that many Forward calls fail as a cut connection would, so that the
-// failed-request counter has a sample.
-type netTransport struct {
-	net          *fedNet
-	inner        peer.Transport
-	failForwards *atomic.Int32
-}
-
-func (v netTransport) Identity(ctx context.Context, addr string) (messages.Identity, error) {
-	real, err := v.net.resolve(addr)
-	if err != nil {
-		return messages.Identity{}, err
-	}
-	return v.inner.Identity(ctx, real)
-}
-
-func (v netTransport) Health(ctx context.Context, addr string, h messages.Health) (messages.Health, error) {
-	real, err := v.net.resolve(addr)
-	if err != nil {
-		return messages.Health{}, err
-	}
-	return v.inner.Health(ctx, real, h)
-}
-
-func (v netTransport) Registry(ctx context.Context, addr string, r messages.Registry) (messages.Registry, error) {
-	real, err := v.net.resolve(addr)
-	if err != nil {
-		return messages.Registry{}, err
-	}
-	return v.inner.Registry(ctx, real, r)
-}
-
-func (v netTransport) Forward(ctx context.Context, addr string, batch bool, fs []messages.Forward) ([]messages.ForwardResult, error) {
-	if v.failForwards.Add(-1) >= 0 {
-		return nil, fmt.Errorf("dial %s: connection refused (injected by the test)", addr)
-	}
-	real, err := v.net.resolve(addr)
-	if err != nil {
-		return nil, err
-	}
-	return v.inner.Forward(ctx, real, batch, fs)
-}
-
-func (v netTransport) Status(ctx context.Context, addr string, batch bool, rs []messages.StatusReport) ([]messages.StatusReply, error) {
-	real, err := v.net.resolve(addr)
-	if err != nil {
-		return nil, err
-	}
-	return v.inner.Status(ctx, real, batch, rs)
-}
-
 // testNode is a federated node started through the embedding API on random
 // loopback ports, with an HTTPS client for its API.
 type testNode struct {
@@ -135,7 +83,14 @@ func startFedNode(t *testing.T, fn *fedNet, name string, peers ...string) *testN
 	cfg.ForwardRetryInterval = 100 * time.Millisecond
 	cfg.DNSPollInterval = 200 * time.Millisecond
 	cfg.HTTPTimeout = 2 * time.Second
-	cfg.Transport = netTransport{net: fn, inner: client, failForwards: fails}
+	// fails makes that many Forward calls fail as a cut connection would,
+	// so that the failed-request counter has a sample.
+	cfg.Transport = peer.Redirect{Inner: client, Resolve: func(call, addr string) (string, error) {
+		if call == peer.CallForward && fails.Add(-1) >= 0 {
+			return "", fmt.Errorf("dial %s: connection refused (injected by the test)", addr)
+		}
+		return fn.resolve(addr)
+	}}
 
 	n, err := switchboard.New(cfg)
 	if err != nil {

@@ -85,56 +85,6 @@ func (l *fedLink) resolve(addr string) (string, error) {
 	return real, nil
 }
 
-// linkTransport is one node's peer.Transport: the real HTTPS peer client
-// (httpapi.NewPeerClient, certificates not verified: the bench nodes serve
-// self-signed ones) behind the fedLink.
-type linkTransport struct {
-	link  *fedLink
-	inner *httpapi.PeerClient
-}
-
-var _ peer.Transport = linkTransport{}
-
-func (t linkTransport) Identity(ctx context.Context, addr string) (messages.Identity, error) {
-	real, err := t.link.resolve(addr)
-	if err != nil {
-		return messages.Identity{}, err
-	}
-	return t.inner.Identity(ctx, real)
-}
-
-func (t linkTransport) Health(ctx context.Context, addr string, h messages.Health) (messages.Health, error) {
-	real, err := t.link.resolve(addr)
-	if err != nil {
-		return messages.Health{}, err
-	}
-	return t.inner.Health(ctx, real, h)
-}
-
-func (t linkTransport) Registry(ctx context.Context, addr string, r messages.Registry) (messages.Registry, error) {
-	real, err := t.link.resolve(addr)
-	if err != nil {
-		return messages.Registry{}, err
-	}
-	return t.inner.Registry(ctx, real, r)
-}
-
-func (t linkTransport) Forward(ctx context.Context, addr string, batch bool, fs []messages.Forward) ([]messages.ForwardResult, error) {
-	real, err := t.link.resolve(addr)
-	if err != nil {
-		return nil, err
-	}
-	return t.inner.Forward(ctx, real, batch, fs)
-}
-
-func (t linkTransport) Status(ctx context.Context, addr string, batch bool, rs []messages.StatusReport) ([]messages.StatusReply, error) {
-	real, err := t.link.resolve(addr)
-	if err != nil {
-		return nil, err
-	}
-	return t.inner.Status(ctx, real, batch, rs)
-}
-
 // fedPair is node A (the clients submit to it) and node B (serves the
 // bench pull frontend), federated over HTTPS, each with its own embedded
 // SQLite store.
@@ -162,7 +112,9 @@ func fedConfig(link *fedLink, name, other, dir string) (switchboard.Config, *htt
 	if err != nil {
 		return cfg, nil, err
 	}
-	cfg.Transport = linkTransport{link: link, inner: client}
+	// The real HTTPS peer client (certificates not verified: the bench
+	// nodes serve self-signed ones) behind the link.
+	cfg.Transport = peer.Redirect{Inner: client, Resolve: func(_, addr string) (string, error) { return link.resolve(addr) }}
 	return cfg, client, nil
 }
 

@@ -1,0 +1,73 @@
+package peer
+
+import (
+	"context"
+
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+// Calls a Redirect names to its Resolve.
+const (
+	CallIdentity = "identity"
+	CallHealth   = "health"
+	CallRegistry = "registry"
+	CallForward  = "forward"
+	CallStatus   = "status"
+)
+
+// Redirect is a Transport that passes every call to Inner at the address
+// Resolve gives for it. Tests and the benchmark name peers by symbolic
+// addresses before their listeners' ports are known, and cut a link by
+// failing Resolve (the call then fails before it leaves, as a refused
+// connection does). call is one of the Call* names.
+type Redirect struct {
+	Inner   Transport
+	Resolve func(call, addr string) (string, error)
+}
+
+var _ Transport = Redirect{}
+
+// Identity implements Transport.
+func (r Redirect) Identity(ctx context.Context, addr string) (messages.Identity, error) {
+	real, err := r.Resolve(CallIdentity, addr)
+	if err != nil {
+		return messages.Identity{}, err
+	}
+	return r.Inner.Identity(ctx, real)
+}
+
+// Health implements Transport.
+func (r Redirect) Health(ctx context.Context, addr string, h messages.Health) (messages.Health, error) {
+	real, err := r.Resolve(CallHealth, addr)
+	if err != nil {
+		return messages.Health{}, err
+	}
+	return r.Inner.Health(ctx, real, h)
+}
+
+// Registry implements Transport.
+func (r Redirect) Registry(ctx context.Context, addr string, reg messages.Registry) (messages.Registry, error) {
+	real, err := r.Resolve(CallRegistry, addr)
+	if err != nil {
+		return messages.Registry{}, err
+	}
+	return r.Inner.Registry(ctx, real, reg)
+}
+
+// Forward implements Transport.
+func (r Redirect) Forward(ctx context.Context, addr string, batch bool, fs []messages.Forward) ([]messages.ForwardResult, error) {
+	real, err := r.Resolve(CallForward, addr)
+	if err != nil {
+		return nil, err
+	}
+	return r.Inner.Forward(ctx, real, batch, fs)
+}
+
+// Status implements Transport.
+func (r Redirect) Status(ctx context.Context, addr string, batch bool, rs []messages.StatusReport) ([]messages.StatusReply, error) {
+	real, err := r.Resolve(CallStatus, addr)
+	if err != nil {
+		return nil, err
+	}
+	return r.Inner.Status(ctx, real, batch, rs)
+}
