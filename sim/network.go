@@ -16,13 +16,14 @@ import (
 	"github.com/switchboard-dev/switchboard/messages"
 )
 
-// The calls of the federation protocol, as Link.Only names them.
+// The calls of the federation protocol, as Link.Only names them (the
+// names peer.Redirect gives them).
 const (
-	OpIdentity = "identity"
-	OpHealth   = "health"
-	OpRegistry = "registry"
-	OpForward  = "forward"
-	OpStatus   = "status"
+	OpIdentity = peer.CallIdentity
+	OpHealth   = peer.CallHealth
+	OpRegistry = peer.CallRegistry
+	OpForward  = peer.CallForward
+	OpStatus   = peer.CallStatus
 )
 
 // Link is the fault state of one direction between two nodes. The zero
@@ -384,59 +385,51 @@ func (e *Endpoint) Identity(ctx context.Context, addr string) (messages.Identity
 
 // Health implements peer.Transport.
 func (e *Endpoint) Health(ctx context.Context, addr string, h messages.Health) (messages.Health, error) {
-	var out messages.Health
-	err := e.do(ctx, addr, OpHealth, func(ctx context.Context, n *switchboard.Node) error {
-		in, err := wire(h)
-		if err != nil {
-			return err
-		}
-		if err := in.Validate(); err != nil {
-			return callError(err)
-		}
-		if in.Node != e.from {
-			return mismatch(in.Node, e.from)
-		}
-		ours, err := n.FederationHealth(ctx, e.from, in)
-		if err != nil {
-			return callError(err)
-		}
-		if out, err = wire(ours); err != nil {
-			return err
-		}
-		if err := out.Validate(); err != nil {
-			return fmt.Errorf("%s answered an invalid health document: %v", addr, err)
-		}
-		return nil
-	})
-	return out, err
+	return exchange(e, ctx, addr, OpHealth, h, "health", func(d messages.Health) string { return d.Node },
+		func(ctx context.Context, n *switchboard.Node, in messages.Health) (messages.Health, error) {
+			return n.FederationHealth(ctx, e.from, in)
+		})
 }
 
 // Registry implements peer.Transport.
 func (e *Endpoint) Registry(ctx context.Context, addr string, r messages.Registry) (messages.Registry, error) {
-	var out messages.Registry
-	err := e.do(ctx, addr, OpRegistry, func(ctx context.Context, n *switchboard.Node) error {
-		in, err := wire(r)
+	return exchange(e, ctx, addr, OpRegistry, r, "registry", func(d messages.Registry) string { return d.Node },
+		func(ctx context.Context, n *switchboard.Node, in messages.Registry) (messages.Registry, error) {
+			ours, err := n.FederationRegistry(ctx, e.from, in)
+			if err == nil && ours.Frontends == nil {
+				ours.Frontends = []string{}
+			}
+			return ours, err
+		})
+}
+
+// exchange is a two-way document exchange (health, registry) as the
+// gateway and the peer client make it: the caller's document through JSON
+// and validated (a body naming another node than the caller is
+// node_mismatch), the callee's answer through JSON and validated.
+func exchange[D interface{ Validate() error }](e *Endpoint, ctx context.Context, addr, op string, doc D, what string,
+	node func(D) string, call func(context.Context, *switchboard.Node, D) (D, error)) (D, error) {
+	var out D
+	err := e.do(ctx, addr, op, func(ctx context.Context, n *switchboard.Node) error {
+		in, err := wire(doc)
 		if err != nil {
 			return err
 		}
 		if err := in.Validate(); err != nil {
 			return callError(err)
 		}
-		if in.Node != e.from {
-			return mismatch(in.Node, e.from)
+		if node(in) != e.from {
+			return mismatch(node(in), e.from)
 		}
-		ours, err := n.FederationRegistry(ctx, e.from, in)
+		ours, err := call(ctx, n, in)
 		if err != nil {
 			return callError(err)
-		}
-		if ours.Frontends == nil {
-			ours.Frontends = []string{}
 		}
 		if out, err = wire(ours); err != nil {
 			return err
 		}
 		if err := out.Validate(); err != nil {
-			return fmt.Errorf("%s answered an invalid registry document: %v", addr, err)
+			return fmt.Errorf("%s answered an invalid %s document: %v", addr, what, err)
 		}
 		return nil
 	})
