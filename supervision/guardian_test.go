@@ -10,6 +10,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/switchboard-dev/switchboard/supervision/logtest"
 )
 
 type fatal struct {
@@ -55,7 +57,7 @@ func noFatal(t *testing.T, g *Guardian, fatals chan fatal) {
 func TestPanicRestartsAndKeepsProcessing(t *testing.T) {
 	system := newSystem(t)
 	m, _ := newMetrics(t)
-	logger, logs := newLogger()
+	logger, logs := logtest.New()
 	defer WatchRestarts(system, m, logger)()
 	g, fatals := newGuardian(t, system, m, logger, Budget{})
 
@@ -89,7 +91,7 @@ func TestPanicRestartsAndKeepsProcessing(t *testing.T) {
 	if got := testutil.ToFloat64(m.restarts.WithLabelValues("worker")); got != 1 {
 		t.Errorf("restarts_total{kind=worker} = %v, want 1", got)
 	}
-	panics := logs.records(t, "actor panicked")
+	panics := logs.Records(t, "actor panicked")
 	if len(panics) != 1 {
 		t.Fatalf("%d panic records, want exactly 1", len(panics))
 	}
@@ -101,7 +103,7 @@ func TestPanicRestartsAndKeepsProcessing(t *testing.T) {
 	if !contains(p["stack"], "supervision.(*worker).Receive") {
 		t.Errorf("panic stack does not show the panic site:\n%v", p["stack"])
 	}
-	restarted := logs.records(t, "actor restarted")
+	restarted := logs.Records(t, "actor restarted")
 	if len(restarted) != 1 || restarted[0]["level"] != "WARN" || restarted[0]["kind"] != "worker" {
 		t.Errorf("restart records = %v", restarted)
 	}
@@ -113,7 +115,7 @@ var errBoom = errors.New("boom")
 func TestBudgetExhaustedCallsOnFatalOnce(t *testing.T) {
 	system := newSystem(t)
 	m, reg := newMetrics(t)
-	logger, logs := newLogger()
+	logger, logs := logtest.New()
 	defer WatchRestarts(system, m, logger)()
 	g, fatals := newGuardian(t, system, m, logger, Budget{MaxRestarts: 2, Within: time.Minute})
 
@@ -134,10 +136,10 @@ func TestBudgetExhaustedCallsOnFatalOnce(t *testing.T) {
 	if got := testutil.ToFloat64(m.restarts.WithLabelValues("crasher")); got != 2 {
 		t.Errorf("restarts_total{kind=crasher} = %v, want 2", got)
 	}
-	if n := len(logs.records(t, "actor stopped by its supervisor")); n != 1 {
+	if n := len(logs.Records(t, "actor stopped by its supervisor")); n != 1 {
 		t.Errorf("%d stop records, want 1", n)
 	}
-	if n := len(logs.records(t, "actor panicked")); n != 3 {
+	if n := len(logs.Records(t, "actor panicked")); n != 3 {
 		t.Errorf("%d panic records, want 3 (2 restarts + the one that stopped it)", n)
 	}
 	// The last 2 messages stay in the stopped actor's suspended mailbox
@@ -169,7 +171,7 @@ func (startCrasher) Receive(c actor.Context) {
 func TestCrashLoopInStartedEscalates(t *testing.T) {
 	system := newSystem(t)
 	m, _ := newMetrics(t)
-	logger, logs := newLogger()
+	logger, logs := logtest.New()
 	defer WatchRestarts(system, m, logger)()
 	g, fatals := newGuardian(t, system, m, logger, Budget{MaxRestarts: 3, Within: time.Minute})
 
@@ -183,7 +185,7 @@ func TestCrashLoopInStartedEscalates(t *testing.T) {
 	if got := testutil.ToFloat64(m.restarts.WithLabelValues("loop")); got != 3 {
 		t.Errorf("restarts_total{kind=loop} = %v, want 3", got)
 	}
-	for _, r := range logs.records(t, "actor panicked") {
+	for _, r := range logs.Records(t, "actor panicked") {
 		if r["message_type"] != "*actor.Started" {
 			t.Errorf("panic record message_type = %v", r["message_type"])
 		}
@@ -193,7 +195,7 @@ func TestCrashLoopInStartedEscalates(t *testing.T) {
 func TestStopAllStopsInReverseOrderAndDrains(t *testing.T) {
 	system := newSystem(t)
 	m, reg := newMetrics(t)
-	logger, _ := newLogger()
+	logger, _ := logtest.New()
 	g, fatals := newGuardian(t, system, m, logger, Budget{})
 
 	names := []string{"a", "b", "c"}
@@ -263,7 +265,7 @@ func TestStopAllStopsInReverseOrderAndDrains(t *testing.T) {
 func TestStopAllHonoursContext(t *testing.T) {
 	system := newSystem(t)
 	m, reg := newMetrics(t)
-	logger, _ := newLogger()
+	logger, _ := logtest.New()
 	g, fatals := newGuardian(t, system, m, logger, Budget{})
 
 	seen := make(chan int, 16)
@@ -294,7 +296,7 @@ func TestStopAllHonoursContext(t *testing.T) {
 func TestGuardianOwnFailureEscalates(t *testing.T) {
 	system := newSystem(t)
 	m, _ := newMetrics(t)
-	logger, logs := newLogger()
+	logger, logs := logtest.New()
 	defer WatchRestarts(system, m, logger)()
 	g, fatals := newGuardian(t, system, m, logger, Budget{})
 
@@ -324,7 +326,7 @@ func TestGuardianOwnFailureEscalates(t *testing.T) {
 	if _, err := g.Spawn("y", "y", func() actor.Actor { return &worker{} }); !errors.Is(err, ErrStopped) {
 		t.Errorf("Spawn after failure: %v, want ErrStopped", err)
 	}
-	recs := logs.records(t, "actor stopped by its supervisor")
+	recs := logs.Records(t, "actor stopped by its supervisor")
 	if len(recs) != 1 || recs[0]["kind"] != guardianKind {
 		t.Errorf("stop records = %v", recs)
 	}
@@ -375,7 +377,7 @@ func TestSpawnGuardianValidates(t *testing.T) {
 func TestStopRetiresOneChildWithoutEscalating(t *testing.T) {
 	system := newSystem(t)
 	m, _ := newMetrics(t)
-	logger, _ := newLogger()
+	logger, _ := logtest.New()
 	g, fatals := newGuardian(t, system, m, logger, Budget{})
 
 	seen := make(chan int, 16)

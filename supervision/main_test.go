@@ -1,9 +1,6 @@
 package supervision
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -43,44 +40,6 @@ func newMetrics(t *testing.T) (*Metrics, *prometheus.Registry) {
 		t.Fatalf("NewMetrics: %v", err)
 	}
 	return m, reg
-}
-
-// logBuffer collects JSON log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// records returns the decoded records whose msg is msg.
-func (l *logBuffer) records(t *testing.T, msg string) []map[string]any {
-	t.Helper()
-	l.mu.Lock()
-	data := bytes.Clone(l.buf.Bytes())
-	l.mu.Unlock()
-	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 1<<20), 1<<24)
-	for sc.Scan() {
-		var rec map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			t.Fatalf("log line %q: %v", sc.Text(), err)
-		}
-		if rec["msg"] == msg {
-			out = append(out, rec)
-		}
-	}
-	return out
-}
-
-func newLogger() (*slog.Logger, *logBuffer) {
-	lb := &logBuffer{}
-	return slog.New(slog.NewJSONHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug})), lb
 }
 
 // recv waits for one value from ch.

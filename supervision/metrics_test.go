@@ -6,12 +6,14 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/switchboard-dev/switchboard/supervision/logtest"
 )
 
 func TestMetricsMoveAndMailboxDepthReturnsToZero(t *testing.T) {
 	system := newSystem(t)
 	m, reg := newMetrics(t)
-	logger, _ := newLogger()
+	logger, _ := logtest.New()
 	defer WatchRestarts(system, m, logger)()
 
 	// A kind is reported from the moment Props is called.

@@ -16,6 +16,7 @@ import (
 	"github.com/switchboard-dev/switchboard/actors/discovery/dnstest"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/supervision"
+	"github.com/switchboard-dev/switchboard/supervision/logtest"
 )
 
 const poll = 30 * time.Second
@@ -74,7 +75,7 @@ type fixture struct {
 	clock  *manualClock
 	tr     *transport
 	sink   *sink
-	logs   *logBuffer
+	logs   *logtest.Buffer
 	pid    *actor.PID
 }
 
@@ -97,7 +98,7 @@ func (f *fixture) config() Config {
 	cfg.IdentityTimeout = time.Second
 	cfg.Transport = f.tr
 	cfg.Clock = f.clock
-	cfg.Logger, f.logs = newLogger()
+	cfg.Logger, f.logs = logtest.New()
 	return cfg
 }
 
@@ -195,10 +196,10 @@ func TestActorFollowsSRVRecords(t *testing.T) {
 	if got := f.sink.effects(); !slices.Equal(got, want) {
 		t.Fatalf("effects %q, want %q", got, want)
 	}
-	if n := len(f.logs.records(t, "peer discovered")); n != 3 {
+	if n := len(f.logs.Records(t, "peer discovered")); n != 3 {
 		t.Errorf("%d 'peer discovered' logs, want 3", n)
 	}
-	if n := len(f.logs.records(t, "address refused")); n != 1 {
+	if n := len(f.logs.Records(t, "address refused")); n != 1 {
 		t.Errorf("%d 'address refused' logs, want 1 (once per change, not per poll)", n)
 	}
 }
@@ -241,10 +242,10 @@ func TestActorDNSFailureKeepsPeers(t *testing.T) {
 	if got := f.sink.effects(); !slices.Equal(got, []string{"up alpha 127.0.0.2:8443=0"}) {
 		t.Fatalf("effects %q: a DNS failure must not change the peers", got)
 	}
-	if n := len(f.logs.records(t, "dns lookup failed; keeping the last address list")); n != 2 {
+	if n := len(f.logs.Records(t, "dns lookup failed; keeping the last address list")); n != 2 {
 		t.Errorf("%d dns failure logs, want 2 (one per distinct error)", n)
 	}
-	if n := len(f.logs.records(t, "dns lookup recovered")); n != 1 {
+	if n := len(f.logs.Records(t, "dns lookup recovered")); n != 1 {
 		t.Errorf("%d dns recovery logs, want 1", n)
 	}
 }
@@ -285,7 +286,7 @@ func TestActorDuplicateInstanceRefused(t *testing.T) {
 	if !reflect.DeepEqual(s.Refused, want) {
 		t.Fatalf("refused %+v, want %+v", s.Refused, want)
 	}
-	recs := f.logs.records(t, "address refused")
+	recs := f.logs.Records(t, "address refused")
 	if len(recs) != 1 || recs[0]["level"] != "WARN" || recs[0]["component"] != "discovery" ||
 		recs[0]["reason"] != string(RefusedDuplicate) || recs[0]["kept"] != "10.0.0.9:8443" {
 		t.Fatalf("refusal logs %v, want one warning", recs)
@@ -337,7 +338,7 @@ func TestActorRetriesUnidentifiedSooner(t *testing.T) {
 	if len(s.Peers) != 0 || len(s.Unreachable) != 1 {
 		t.Fatalf("snapshot %+v: want no peer, one unreachable address", s)
 	}
-	if n := len(f.logs.records(t, "address does not answer identity calls; retrying")); n != 1 {
+	if n := len(f.logs.Records(t, "address does not answer identity calls; retrying")); n != 1 {
 		t.Fatalf("%d logs of the unanswered address, want 1", n)
 	}
 
@@ -353,7 +354,7 @@ func TestActorRetriesUnidentifiedSooner(t *testing.T) {
 	if s := f.snapshot(); s.Polls != 1 {
 		t.Fatalf("%d full polls; the address must have been found by a retry, not a poll", s.Polls)
 	}
-	if n := len(f.logs.records(t, "address does not answer identity calls; retrying")); n != 1 {
+	if n := len(f.logs.Records(t, "address does not answer identity calls; retrying")); n != 1 {
 		t.Fatalf("%d logs of the unanswered address, want 1", n)
 	}
 }

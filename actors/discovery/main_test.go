@@ -1,13 +1,9 @@
 package discovery
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -191,42 +187,4 @@ func (c *manualClock) pending() int {
 		}
 	}
 	return n
-}
-
-// logBuffer collects JSON log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// records returns the decoded records whose msg is msg.
-func (l *logBuffer) records(t *testing.T, msg string) []map[string]any {
-	t.Helper()
-	l.mu.Lock()
-	data := bytes.Clone(l.buf.Bytes())
-	l.mu.Unlock()
-	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 1<<20), 1<<24)
-	for sc.Scan() {
-		var rec map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			t.Fatalf("log line %q: %v", sc.Text(), err)
-		}
-		if rec["msg"] == msg {
-			out = append(out, rec)
-		}
-	}
-	return out
-}
-
-func newLogger() (*slog.Logger, *logBuffer) {
-	lb := &logBuffer{}
-	return slog.New(slog.NewJSONHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug})), lb
 }
