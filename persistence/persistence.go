@@ -87,6 +87,9 @@ type Work struct {
 	DueAt      time.Time
 	LeaseOwner string
 	LeaseUntil time.Time
+	// LeaseEpoch is the ring epoch the row was claimed under (0 when the
+	// claim was not ring-fenced). Outcomes of the work carry it.
+	LeaseEpoch uint64
 	CreatedAt  time.Time
 	// Message is the message as it stands after the claim. For delivery work
 	// its Attempts already counts this claim (the first claim gives 1).
@@ -107,6 +110,9 @@ type ClaimRequest struct {
 	Now time.Time
 	// Lease is how long the claimed rows stay leased (> 0).
 	Lease time.Duration
+	// Ring, when set, fences the claim by the ring (see RingClaim); nil
+	// claims over the whole ring, unfenced.
+	Ring *RingClaim
 }
 
 // Claim is the result of ClaimWork.
@@ -190,6 +196,14 @@ type Outcome struct {
 	Reason string
 	// Detail is the history detail of the transition.
 	Detail string
+	// Epoch and Owner, when Epoch is set, fence the outcome: it applies
+	// only while the outbox row is still leased to Owner under Epoch (the
+	// claim it came from). A row claimed again since (another owner, or a
+	// newer epoch) gives StaleEpoch and nothing changes: the newer claim
+	// speaks for the row. Epoch 0 is unfenced (a pull frontend's ack: the
+	// frontend's own verdict stands whoever offered the message).
+	Epoch uint64
+	Owner string
 }
 
 // Completion tells what CompleteWork did with one Outcome.
@@ -204,6 +218,9 @@ const (
 	AlreadyRecorded Completion = "already_recorded"
 	// NoWork: the message or its outbox row does not exist; nothing changed.
 	NoWork Completion = "no_work"
+	// StaleEpoch: a fenced outcome whose row was claimed again since (see
+	// Outcome.Epoch); nothing changed.
+	StaleEpoch Completion = "stale_epoch"
 )
 
 // Reroute resubmits one failed or forward_failed message to new work.
@@ -366,6 +383,8 @@ type ExpireRequest struct {
 // Store is the durable state of a node. Every method is safe for concurrent
 // use; every write happens in one transaction, all or nothing.
 type Store interface {
+	RingStore
+
 	// Kind names the implementation ("sqlite" or "postgres").
 	Kind() string
 	// Ping checks that the store is reachable.
@@ -478,6 +497,16 @@ func (r ClaimRequest) Validate() error {
 	}
 	if r.Lease <= 0 {
 		errs = append(errs, fmt.Errorf("claim: lease %v must be positive", r.Lease))
+	}
+	if r.Ring != nil {
+		if r.Ring.Epoch == 0 {
+			errs = append(errs, errors.New("claim: ring epoch must be positive"))
+		}
+		for _, rg := range r.Ring.Ranges {
+			if rg.Lo > rg.Hi {
+				errs = append(errs, fmt.Errorf("claim: token range [%d, %d] has lo above hi", rg.Lo, rg.Hi))
+			}
+		}
 	}
 	return errors.Join(errs...)
 }

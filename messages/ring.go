@@ -1,0 +1,116 @@
+package messages
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Ring documents: the master/slave protocol of a multi-instance site
+// (/api/ring/...) and the status document. See docs/ring.md.
+
+// TokenRange is an inclusive range [Lo, Hi] of ring tokens (see TokenOf).
+// The whole ring is {0, MaxUint64}. In JSON it is the pair [lo, hi].
+type TokenRange struct {
+	Lo, Hi uint64
+}
+
+// Ring services: the kinds of work a ring member does (--ring-services).
+// delivery is local delivery work; forward is forward work and the
+// delivery_status reports owed to peers.
+const (
+	ServiceDelivery = "delivery"
+	ServiceForward  = "forward"
+)
+
+// AllServices are the ring services in their canonical order.
+var AllServices = []string{ServiceDelivery, ServiceForward}
+
+// Ring roles (--ring-role).
+const (
+	RoleMaster = "master"
+	RoleSlave  = "slave"
+	RoleIndex  = "index"
+	RoleAuto   = "auto"
+)
+
+// RingJoin is a slave's request to join the master's ring
+// (POST /api/ring/join).
+type RingJoin struct {
+	InstanceID string   `json:"instance_id"`
+	Node       string   `json:"node"`
+	Address    string   `json:"address"`
+	Cluster    string   `json:"cluster"`
+	Region     string   `json:"region"`
+	Zone       string   `json:"zone"`
+	Services   []string `json:"services"`
+}
+
+// RingPoll is a slave's long-lived subscription call (POST /api/ring/poll):
+// it names the epoch the slave has applied (0 = none yet) and is answered
+// when the master publishes a newer one, or after the publish interval with
+// the current assignment (a republish). Each poll also tells the master the
+// slave is alive and holds Epoch.
+type RingPoll struct {
+	InstanceID string `json:"instance_id"`
+	Epoch      uint64 `json:"epoch"`
+}
+
+// RingLeave is a slave's goodbye (POST /api/ring/leave) on a graceful stop.
+type RingLeave struct {
+	InstanceID string `json:"instance_id"`
+}
+
+// RingMember is one member of an assignment.
+type RingMember struct {
+	InstanceID string       `json:"instance_id"`
+	Address    string       `json:"address"`
+	Zone       string       `json:"zone,omitempty"`
+	Services   []string     `json:"services"`
+	Ranges     []TokenRange `json:"ranges"`
+}
+
+// RingAssignment is what the master publishes: who owns which tokens under
+// Epoch. Members are ordered by instance id; their ranges together cover the
+// whole ring. A member works its ranges for the services it has; the master
+// works them for the services the member lacks.
+type RingAssignment struct {
+	Epoch         uint64       `json:"epoch"`
+	Master        string       `json:"master"`
+	MasterAddress string       `json:"master_address"`
+	Cluster       string       `json:"cluster"`
+	Region        string       `json:"region"`
+	Members       []RingMember `json:"members"`
+}
+
+// RingStatus is GET /api/ring/status. Coverage is the fraction of the token
+// space owned (by a member that has applied it) under the current epoch; 1
+// when whole.
+type RingStatus struct {
+	InstanceID string       `json:"instance_id"`
+	Role       string       `json:"role"`
+	Master     string       `json:"master"`
+	Epoch      uint64       `json:"epoch"`
+	Coverage   float64      `json:"coverage"`
+	Members    []RingMember `json:"members"`
+}
+
+// MarshalJSON writes the range as the pair [lo, hi].
+func (r TokenRange) MarshalJSON() ([]byte, error) {
+	return json.Marshal([2]uint64{r.Lo, r.Hi})
+}
+
+// UnmarshalJSON reads the pair [lo, hi] (lo <= hi).
+func (r *TokenRange) UnmarshalJSON(b []byte) error {
+	var p [2]uint64
+	if err := json.Unmarshal(b, &p); err != nil {
+		return fmt.Errorf("token range: want [lo, hi]: %w", err)
+	}
+	if p[0] > p[1] {
+		return fmt.Errorf("token range [%d, %d]: lo is above hi", p[0], p[1])
+	}
+	r.Lo, r.Hi = p[0], p[1]
+	return nil
+}
+
+// Contains reports whether token t is in r.
+func (r TokenRange) Contains(t uint64) bool { return r.Lo <= t && t <= r.Hi }

@@ -1,0 +1,89 @@
+package persistence
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+// ErrStaleEpoch: a ring-fenced claim named an epoch that is not the stored
+// ring epoch, or ranges its owner does not hold under it; or a PublishRing
+// named a previous epoch that is no longer the stored one. Nothing changed.
+var ErrStaleEpoch = errors.New("stale ring epoch")
+
+// TokenRange is an inclusive range of ring tokens (defined in messages).
+type TokenRange = messages.TokenRange
+
+// ServiceOf is the ring service whose owner works outbox rows of kind:
+// delivery work is the delivery service's; forward and status work (both
+// peer traffic) are the forward service's.
+func ServiceOf(k WorkKind) string {
+	if k == WorkDelivery {
+		return messages.ServiceDelivery
+	}
+	return messages.ServiceForward
+}
+
+// RingClaim fences a claim by the ring: Epoch must be the stored ring epoch
+// and every range must lie inside one range stored for (the claim's Owner,
+// the service of the claim's kind) under it; else the claim fails with
+// ErrStaleEpoch. Only rows whose token is in Ranges are claimed (and
+// NextDue only considers those). Claimed rows record Epoch as their lease
+// epoch.
+type RingClaim struct {
+	Epoch  uint64
+	Ranges []TokenRange
+}
+
+// RangeOwner says who works one range of one service.
+type RangeOwner struct {
+	Service string
+	Range   TokenRange
+	Owner   string
+}
+
+// RingState is the ring assignment as stored: the fencing reference of
+// every ring-fenced claim. Epoch 0 with no owners means none was published.
+type RingState struct {
+	Epoch uint64
+	// Master is the publishing master's instance id, MasterAddress where
+	// its slaves reach it (host:port).
+	Master        string
+	MasterAddress string
+	// Owners: for each service, ranges that do not overlap (together they
+	// usually cover the ring; a gap is a range nobody may claim).
+	Owners      []RangeOwner
+	PublishedAt time.Time
+}
+
+// RingStore is the ring part of a Store.
+type RingStore interface {
+	// Ring returns the stored assignment (the zero RingState when none).
+	Ring(ctx context.Context) (RingState, error)
+	// PublishRing replaces the stored assignment with s if, and only if,
+	// the stored epoch is prev (compare-and-set; s.Epoch must be above
+	// prev). Otherwise it returns ErrStaleEpoch and changes nothing: an old
+	// master that is still talking cannot overwrite a newer assignment.
+	PublishRing(ctx context.Context, prev uint64, s RingState) error
+}
+
+// Leadership is a held leader lock (see Elector).
+type Leadership interface {
+	// Lost is closed when the lock is lost (the connection that holds it
+	// broke) or released.
+	Lost() <-chan struct{}
+	// Release gives the lock up.
+	Release(ctx context.Context) error
+}
+
+// Elector is implemented by stores that several instances share (Postgres:
+// a session advisory lock on a connection of its own). The holder of name
+// is the ring master of role auto; when its process dies the database ends
+// its session and the lock is free for the next TryLead.
+type Elector interface {
+	// TryLead takes the lock name if it is free and returns it; it returns
+	// (nil, nil) when another session holds it.
+	TryLead(ctx context.Context, name string) (Leadership, error)
+}
