@@ -54,7 +54,11 @@ type RingState struct {
 	MasterAddress string
 	// Owners: for each service, ranges that do not overlap (together they
 	// usually cover the ring; a gap is a range nobody may claim).
-	Owners      []RangeOwner
+	Owners []RangeOwner
+	// Members is the published assignment's member list, kept as it was
+	// given (for the status page, and so that a new master rebalances from
+	// the last assignment instead of from scratch).
+	Members     []messages.RingMember
 	PublishedAt time.Time
 }
 
