@@ -58,6 +58,13 @@ type workRow struct {
 	kind       persistence.WorkKind
 	target     string
 	leaseUntil sql.NullInt64
+	leaseOwner sql.NullString
+	leaseEpoch int64 // the uint64's bit pattern
+}
+
+// lease is w's lease as persistence.CompletionOf reads it.
+func (w workRow) lease() persistence.WorkLease {
+	return persistence.WorkLease{Owner: w.leaseOwner.String, Epoch: uint64(w.leaseEpoch)}
 }
 
 // leased reports whether w holds a lease live at now.
@@ -68,7 +75,7 @@ func (w workRow) leased(now int64) bool { return w.leaseUntil.Valid && w.leaseUn
 func loadWork(ctx context.Context, q querier, ids []string) (map[string][]workRow, error) {
 	out := map[string][]workRow{}
 	err := chunks(len(ids), func(lo, hi int) error {
-		rows, err := q.QueryContext(ctx, `SELECT id, kind, target, message_id, lease_until FROM outbox
+		rows, err := q.QueryContext(ctx, `SELECT id, kind, target, message_id, lease_until, lease_owner, lease_epoch FROM outbox
 			WHERE message_id IN (`+params(hi-lo)+`) ORDER BY id`, anys(ids[lo:hi])...)
 		if err != nil {
 			return err
@@ -76,7 +83,7 @@ func loadWork(ctx context.Context, q querier, ids []string) (map[string][]workRo
 		return scanEach(rows, func(r *sql.Rows) error {
 			var w workRow
 			var kind, id string
-			err := r.Scan(&w.id, &kind, &w.target, &id, &w.leaseUntil)
+			err := r.Scan(&w.id, &kind, &w.target, &id, &w.leaseUntil, &w.leaseOwner, &w.leaseEpoch)
 			w.kind = persistence.WorkKind(kind)
 			out[id] = append(out[id], w)
 			return err
@@ -170,7 +177,7 @@ func settleSQL(n int) string {
 
 // rescheduleSQL makes n outbox rows (id, due_at) due again, unleased.
 func rescheduleSQL(n int) string {
-	return `UPDATE outbox SET due_at = v.column2, lease_owner = NULL, lease_until = NULL
+	return `UPDATE outbox SET due_at = v.column2, lease_owner = NULL, lease_until = NULL, lease_epoch = 0
 		FROM (VALUES ` + tuples(n, 2) + `) AS v WHERE outbox.id = v.column1`
 }
 

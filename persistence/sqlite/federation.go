@@ -27,8 +27,8 @@ func (s *Store) ApplyStatus(ctx context.Context, now time.Time, updates []persis
 				return done
 			}
 			detail := persistence.StatusDetail(u)
-			if w, ok := findWork(work, persistence.WorkForward, u.From); ok {
-				c.finish(w.id)
+			if j := findWork(work, persistence.WorkForward, u.From); j >= 0 {
+				c.finish(work[j].id)
 			}
 			c.record(u.ID, persistence.WorkForward, u.From, u.Result, detail)
 			if u.Result == persistence.ResultFailed {

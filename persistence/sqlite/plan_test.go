@@ -20,15 +20,23 @@ import (
 func TestHotQueriesUseIndexes(t *testing.T) {
 	ctx := context.Background()
 	s := openAt(t, filepath.Join(t.TempDir(), "plan.db"), nil)
+	// ClaimWork gives every statement all its parameters (see claimable).
+	claimArgs := []any{"delivery", "fe", 5, 10, "o", 9, 0}
+	ringArgs := append(append([]any{}, claimArgs...), -5, 5, 10, 20)
 	statements := []struct {
 		name string
 		sql  string
 		args []any
 	}{
-		{"sweep ledgered", sweepLedgeredSQL, []any{"delivery", "fe", 5, 10}},
-		{"lease end", leaseEndSQL, []any{"delivery", "fe", 5}},
-		{"claim", claimSQL, []any{"delivery", "fe", 5, 10, "o", 9}},
-		{"next due", nextDueSQL, []any{"delivery", "fe", 5}},
+		{"sweep ledgered", sweepLedgeredSQL(0), claimArgs},
+		{"lease end", leaseEndSQL(0), claimArgs},
+		{"claim", claimSQL(0), claimArgs},
+		{"next due", nextDueSQL(0), claimArgs},
+		{"ring: sweep ledgered", sweepLedgeredSQL(2), ringArgs},
+		{"ring: lease end", leaseEndSQL(2), ringArgs},
+		{"ring: claim", claimSQL(2), ringArgs},
+		{"ring: next due", nextDueSQL(2), ringArgs},
+		{"ring: owners", ringOwnersSQL, []any{"delivery", "o"}},
 		{"reschedule", rescheduleSQL(2), []any{1, 2, 3, 4}},
 		{"settle", settleSQL(2), []any{1, "a", "delivered", "", nil, "b", "forward_queued", "x", 3}},
 		{"restart", restartSQL(2), []any{1, 1, "a", "pending", "fe", "s", nil, "b", "forward_queued", "fe", "s", 1}},

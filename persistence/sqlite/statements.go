@@ -175,7 +175,7 @@ func insertWork(ctx context.Context, q querier, now int64, work []newWork) error
 	return chunks(len(work), func(lo, hi int) error {
 		_, err := q.ExecContext(ctx, `INSERT INTO outbox (kind, target, message_id, token, due_at, created_at)
 			VALUES `+tuples(hi-lo, 6)+` ON CONFLICT (message_id, kind, target) DO UPDATE SET
-			due_at = excluded.due_at, created_at = excluded.created_at, lease_owner = NULL, lease_until = NULL`,
+			due_at = excluded.due_at, created_at = excluded.created_at, lease_owner = NULL, lease_until = NULL, lease_epoch = 0`,
 			args[6*lo:6*hi]...)
 		return err
 	})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
@@ -13,42 +14,77 @@ import (
 )
 
 // The statements of ClaimWork. Parameters: ?1 kind, ?2 target, ?3 now,
-// ?4 limit, ?5 owner, ?6 lease end. TestHotQueriesUseIndexes checks their
-// plans.
-const (
-	// claimable is the condition on outbox rows (alias o) a claim may take.
-	claimable = `o.kind = ?1 AND o.target = ?2 AND o.due_at <= ?3
-		AND (o.lease_until IS NULL OR o.lease_until <= ?3)`
+// ?4 limit, ?5 owner, ?6 lease end, ?7 lease epoch, then a ring-fenced
+// claim's token ranges as stored (see tokenFilter). Every statement is
+// given them all. TestHotQueriesUseIndexes checks their plans.
 
-	// sweepLedgeredSQL removes ledgered rows among the first ?4 claimable.
-	sweepLedgeredSQL = `DELETE FROM outbox WHERE id IN (
+// claimable is the condition on outbox rows (alias o) a claim may take:
+// in ranges ranges of tokens, or anywhere when ranges is 0.
+func claimable(ranges int) string {
+	return `o.kind = ?1 AND o.target = ?2 AND o.due_at <= ?3
+		AND (o.lease_until IS NULL OR o.lease_until <= ?3)` + tokenFilter("o.token", ranges)
+}
+
+// tokenFilter is " AND (col BETWEEN ?8 AND ?9 OR ...)" for n signed
+// ranges, "" for none. The claim index is read in claim order and each row
+// checked: a filter, not a separate index, so the claim keeps its order and
+// its LIMIT.
+func tokenFilter(col string, n int) string {
+	if n == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(" AND (")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(" OR ")
+		}
+		fmt.Fprintf(&b, "%s BETWEEN ?%d AND ?%d", col, 8+2*i, 9+2*i)
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// sweepLedgeredSQL removes ledgered rows among the first ?4 claimable.
+func sweepLedgeredSQL(ranges int) string {
+	return `DELETE FROM outbox WHERE id IN (
 		SELECT w.id FROM (SELECT o.id, o.message_id, o.kind, o.target FROM outbox o
-			WHERE ` + claimable + ` ORDER BY o.due_at, o.id LIMIT ?4) AS w
+			WHERE ` + claimable(ranges) + ` ORDER BY o.due_at, o.id LIMIT ?4) AS w
 		WHERE EXISTS (SELECT 1 FROM ledger l
 			WHERE l.message_id = w.message_id AND l.kind = w.kind AND l.target = w.target))`
+}
 
-	// leaseEndSQL finds the earliest end of a live lease.
-	leaseEndSQL = `SELECT lease_until FROM outbox
-		WHERE kind = ?1 AND target = ?2 AND lease_until > ?3 ORDER BY lease_until LIMIT 1`
+// leaseEndSQL finds the earliest end of a live lease.
+func leaseEndSQL(ranges int) string {
+	return `SELECT o.lease_until FROM outbox o
+		WHERE o.kind = ?1 AND o.target = ?2 AND o.lease_until > ?3` + tokenFilter("o.token", ranges) + `
+		ORDER BY o.lease_until LIMIT 1`
+}
 
-	// claimSQL leases the first ?4 claimable rows without a ledger entry.
-	claimSQL = `UPDATE outbox SET lease_owner = ?5, lease_until = ?6
-		WHERE id IN (SELECT o.id FROM outbox o WHERE ` + claimable + `
+// claimSQL leases the first ?4 claimable rows without a ledger entry.
+func claimSQL(ranges int) string {
+	return `UPDATE outbox SET lease_owner = ?5, lease_until = ?6, lease_epoch = ?7
+		WHERE id IN (SELECT o.id FROM outbox o WHERE ` + claimable(ranges) + `
 			AND NOT EXISTS (SELECT 1 FROM ledger l
 				WHERE l.message_id = o.message_id AND l.kind = o.kind AND l.target = o.target)
 			ORDER BY o.due_at, o.id LIMIT ?4)
 		RETURNING id, message_id, token, due_at, created_at`
+}
 
-	// nextDueSQL finds the earliest row without a live lease.
-	nextDueSQL = `SELECT o.due_at FROM outbox o
-		WHERE o.kind = ?1 AND o.target = ?2 AND (o.lease_until IS NULL OR o.lease_until <= ?3)
+// nextDueSQL finds the earliest row without a live lease.
+func nextDueSQL(ranges int) string {
+	return `SELECT o.due_at FROM outbox o
+		WHERE o.kind = ?1 AND o.target = ?2 AND (o.lease_until IS NULL OR o.lease_until <= ?3)` +
+		tokenFilter("o.token", ranges) + `
 		ORDER BY o.due_at, o.id LIMIT 1`
-)
+}
 
 // ClaimWork implements persistence.Store in one transaction of five
 // statements, whatever the limit: drop ledgered rows in the window, find the
 // earliest live lease, lease the rows, count the attempts (returning the
-// messages), find the earliest unleased row left.
+// messages), find the earliest unleased row left. A ring-fenced claim first
+// checks its fence (see checkFence); the writer is the only one, so nothing
+// can publish between the check and the claim.
 func (s *Store) ClaimWork(ctx context.Context, req persistence.ClaimRequest) (persistence.Claim, error) {
 	const op = "claim work"
 	if err := s.check(op); err != nil {
@@ -58,24 +94,44 @@ func (s *Store) ClaimWork(ctx context.Context, req persistence.ClaimRequest) (pe
 		return persistence.Claim{}, fmt.Errorf("sqlite: %s: %w", op, err)
 	}
 	kind, now, until := string(req.Kind), toDB(req.Now), toDB(req.Now.Add(req.Lease))
+	var (
+		epoch  uint64
+		ranges [][2]int64
+	)
+	if req.Ring != nil {
+		epoch, ranges = req.Ring.Epoch, persistence.SignedRanges(req.Ring.Ranges)
+	}
+	args := []any{kind, req.Target, now, req.Limit, req.Owner, until, int64(epoch)}
+	for _, r := range ranges {
+		args = append(args, r[0], r[1])
+	}
+	n := len(ranges)
 	var claim persistence.Claim
 	err := s.write(ctx, op, func(tx querier) error {
+		if req.Ring != nil {
+			if err := checkFence(ctx, tx, req); err != nil {
+				return err
+			}
+			if n == 0 {
+				return nil // no tokens, nothing to claim or wait for
+			}
+		}
 		// The ledger barrier. Only the window this claim looks at is checked,
 		// so a claim costs O(limit), not O(outbox); the claim below skips any
 		// ledgered row beyond it, and a later claim removes it.
-		if _, err := tx.ExecContext(ctx, sweepLedgeredSQL, kind, req.Target, now, req.Limit); err != nil {
+		if _, err := tx.ExecContext(ctx, sweepLedgeredSQL(n), args...); err != nil {
 			return err
 		}
 
 		// Rows leased now are not claimable now, so this is read before the
 		// claim adds leases of its own.
 		var leaseEnd sql.NullInt64
-		err := tx.QueryRowContext(ctx, leaseEndSQL, kind, req.Target, now).Scan(&leaseEnd)
+		err := tx.QueryRowContext(ctx, leaseEndSQL(n), args...).Scan(&leaseEnd)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
 
-		rows, err := tx.QueryContext(ctx, claimSQL, kind, req.Target, now, req.Limit, req.Owner, until)
+		rows, err := tx.QueryContext(ctx, claimSQL(n), args...)
 		if err != nil {
 			return err
 		}
@@ -84,7 +140,7 @@ func (s *Store) ClaimWork(ctx context.Context, req persistence.ClaimRequest) (pe
 		err = func() error {
 			defer rows.Close()
 			for rows.Next() {
-				w := persistence.Work{Kind: req.Kind, Target: req.Target, LeaseOwner: req.Owner, LeaseUntil: leaseUntil}
+				w := persistence.Work{Kind: req.Kind, Target: req.Target, LeaseOwner: req.Owner, LeaseUntil: leaseUntil, LeaseEpoch: epoch}
 				var token, due, created int64
 				if err := rows.Scan(&w.ID, &w.MessageID, &token, &due, &created); err != nil {
 					return err
@@ -135,7 +191,7 @@ func (s *Store) ClaimWork(ctx context.Context, req persistence.ClaimRequest) (pe
 		}
 
 		var nextDue sql.NullInt64
-		err = tx.QueryRowContext(ctx, nextDueSQL, kind, req.Target, now).Scan(&nextDue)
+		err = tx.QueryRowContext(ctx, nextDueSQL(n), args...).Scan(&nextDue)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
@@ -196,17 +252,23 @@ func (s *Store) CompleteWork(ctx context.Context, now time.Time, outcomes []pers
 		decide: func(i int, m *msgRow, work []workRow, c *changes) persistence.Completion {
 			o := outcomes[i]
 			lk := ledgerKey{o.MessageID, o.Kind, o.Target}
-			w, hasWork := findWork(work, o.Kind, o.Target)
-			switch {
-			case m == nil:
-				return persistence.NoWork
-			// A status report is written for a message that is final
-			// already; only its own ledger entry ends it.
-			case ledgered[lk] || (o.Kind != persistence.WorkStatus && m.State.Final()):
-				return persistence.AlreadyRecorded
-			case !hasWork:
-				return persistence.NoWork
+			j := findWork(work, o.Kind, o.Target)
+			var (
+				state  messages.State
+				leases []persistence.WorkLease
+			)
+			if m != nil {
+				state = m.State
 			}
+			if j >= 0 {
+				leases = []persistence.WorkLease{work[j].lease()}
+			}
+			if got := persistence.CompletionOf(o, m != nil, state, ledgered[lk], leases); got != persistence.Applied {
+				return got
+			}
+			w := work[j]
+			// Later outcomes in the batch see the row as this one left it.
+			work[j].leaseOwner, work[j].leaseEpoch = sql.NullString{}, 0
 			if o.Result == persistence.ResultRetry {
 				c.reschedule(w.id, toDB(o.RetryAt))
 			} else {
@@ -299,14 +361,15 @@ func (s *Store) decideBatch(ctx context.Context, now time.Time, b batch) ([]pers
 	return res, nil
 }
 
-// findWork is the row of kind and target among a message's rows.
-func findWork(rows []workRow, kind persistence.WorkKind, target string) (workRow, bool) {
-	for _, w := range rows {
+// findWork is the index of the row of kind and target among a message's
+// rows, -1 when it has none.
+func findWork(rows []workRow, kind persistence.WorkKind, target string) int {
+	for i, w := range rows {
 		if w.kind == kind && w.target == target {
-			return w, true
+			return i
 		}
 	}
-	return workRow{}, false
+	return -1
 }
 
 // ReleaseLeases implements persistence.Store.
@@ -320,7 +383,7 @@ func (s *Store) ReleaseLeases(ctx context.Context, owner string) (int64, error) 
 	}
 	var n int64
 	err := s.write(ctx, op, func(tx querier) error {
-		r, err := tx.ExecContext(ctx, `UPDATE outbox SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = ?`, owner)
+		r, err := tx.ExecContext(ctx, `UPDATE outbox SET lease_owner = NULL, lease_until = NULL, lease_epoch = 0 WHERE lease_owner = ?`, owner)
 		if err != nil {
 			return err
 		}
