@@ -22,20 +22,31 @@ type workRow struct {
 	kind       persistence.WorkKind
 	target     string
 	leaseUntil *time.Time
+	leaseOwner *string
+	leaseEpoch int64 // the uint64's bit pattern
 }
 
 // leased reports whether w holds a lease live at now.
 func (w workRow) leased(now time.Time) bool { return w.leaseUntil != nil && w.leaseUntil.After(now) }
 
-// rowsOf lists the ids of the rows of kind and target among rows.
-func rowsOf(rows []workRow, kind persistence.WorkKind, target string) []int64 {
-	var out []int64
+// rowsOf lists the ids of the rows of kind and target among rows, and
+// their leases.
+func rowsOf(rows []workRow, kind persistence.WorkKind, target string) ([]int64, []persistence.WorkLease) {
+	var (
+		ids    []int64
+		leases []persistence.WorkLease
+	)
 	for _, w := range rows {
 		if w.kind == kind && w.target == target {
-			out = append(out, w.id)
+			l := persistence.WorkLease{Epoch: uint64(w.leaseEpoch)}
+			if w.leaseOwner != nil {
+				l.Owner = *w.leaseOwner
+			}
+			ids = append(ids, w.id)
+			leases = append(leases, l)
 		}
 	}
-	return out
+	return ids, leases
 }
 
 const (
@@ -44,7 +55,7 @@ const (
 	// condition on kind and target too would let the planner pick
 	// outbox_claim, whose (kind, target) prefix can match a whole queue.
 	lockWorkSQL = `
-SELECT o.id, o.kind, o.target, o.message_id, o.lease_until
+SELECT o.id, o.kind, o.target, o.message_id, o.lease_until, o.lease_owner, o.lease_epoch
 FROM outbox o JOIN unnest($1::text[]) AS k(id) ON o.message_id = k.id
 ORDER BY o.id
 FOR UPDATE OF o`
@@ -89,7 +100,7 @@ func (l *locked) queue(b *pgx.Batch, ids []string) {
 		for rows.Next() {
 			var w workRow
 			var id string
-			if err := rows.Scan(&w.id, &w.kind, &w.target, &id, &w.leaseUntil); err != nil {
+			if err := rows.Scan(&w.id, &w.kind, &w.target, &id, &w.leaseUntil, &w.leaseOwner, &w.leaseEpoch); err != nil {
 				return err
 			}
 			l.work[id] = append(l.work[id], w)
@@ -125,7 +136,7 @@ finished AS (
 	DELETE FROM outbox o USING unnest($12::bigint[]) AS f(id) WHERE o.id = f.id
 ),
 rescheduled AS (
-	UPDATE outbox o SET due_at = r.due_at, lease_owner = NULL, lease_until = NULL
+	UPDATE outbox o SET due_at = r.due_at, lease_owner = NULL, lease_until = NULL, lease_epoch = 0
 	FROM unnest($13::bigint[], $14::timestamptz[]) AS r(id, due_at)
 	WHERE o.id = r.id
 ),

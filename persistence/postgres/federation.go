@@ -34,7 +34,8 @@ func (s *Store) ApplyStatus(ctx context.Context, now time.Time, updates []persis
 				return done
 			}
 			detail := persistence.StatusDetail(u)
-			c.finish(rowsOf(work, persistence.WorkForward, u.From)...)
+			forward, _ := rowsOf(work, persistence.WorkForward, u.From)
+			c.finish(forward...)
 			c.record(u.ID, persistence.WorkForward, u.From, u.Result, detail)
 			if u.Result == persistence.ResultFailed {
 				m.Reason = u.Reason

@@ -92,7 +92,7 @@ func (s *Store) fail(op string, err error) error {
 
 // driverError keeps what callers may branch on and flattens the rest to text.
 func driverError(err error) error {
-	for _, keep := range []error{persistence.ErrNotFound, persistence.ErrClosed, context.Canceled, context.DeadlineExceeded} {
+	for _, keep := range []error{persistence.ErrNotFound, persistence.ErrClosed, persistence.ErrStaleEpoch, context.Canceled, context.DeadlineExceeded} {
 		if errors.Is(err, keep) {
 			if err == keep {
 				return err

@@ -48,17 +48,26 @@ func (s *Store) inTx(ctx context.Context, first *pgx.Batch, fn func(tx pgx.Tx) e
 	return tx.Commit(ctx)
 }
 
-// claimSQL leases up to $4 due rows of one kind and target. Rows locked by
-// another claimer are skipped, never waited for. Rows whose outcome the
-// ledger holds are deleted instead (removed = true).
-const claimSQL = `
+// claimSQL leases up to $4 due rows of one kind and target, with lease
+// epoch $7. Rows locked by another claimer are skipped, never waited for.
+// Rows whose outcome the ledger holds are deleted instead (removed = true).
+// A ring-fenced claim (ranges > 0) takes only rows whose token is in its
+// ranges ($8 on, see tokenFilter), and only while $7 is the stored epoch,
+// so that a claim whose fence fails locks no row.
+func claimSQL(ranges int) string {
+	fenced := ""
+	if ranges > 0 {
+		fenced = `
+		AND EXISTS (SELECT 1 FROM ring_state s WHERE s.id = 1 AND s.epoch = $7)` + tokenFilter("o.token", 8, ranges)
+	}
+	return `
 WITH candidates AS (
 	SELECT o.id,
 		EXISTS (SELECT 1 FROM ledger l
 			WHERE l.message_id = o.message_id AND l.kind = o.kind AND l.target = o.target) AS recorded
 	FROM outbox o
 	WHERE o.kind = $1 AND o.target = $2 AND o.due_at <= $3
-		AND (o.lease_until IS NULL OR o.lease_until <= $3)
+		AND (o.lease_until IS NULL OR o.lease_until <= $3)` + fenced + `
 	ORDER BY o.due_at, o.id
 	LIMIT $4
 	FOR UPDATE OF o SKIP LOCKED
@@ -68,13 +77,14 @@ removed AS (
 	RETURNING o.id
 ),
 leased AS (
-	UPDATE outbox o SET lease_owner = $5, lease_until = $6
+	UPDATE outbox o SET lease_owner = $5, lease_until = $6, lease_epoch = $7
 	FROM candidates c WHERE o.id = c.id AND NOT c.recorded
 	RETURNING o.id, o.message_id, o.token, o.due_at, o.created_at
 )
 SELECT false, id, message_id, token, due_at, created_at FROM leased
 UNION ALL
 SELECT true, id, NULL, NULL, NULL, NULL FROM removed`
+}
 
 // claimAttemptSQL counts a delivery attempt on each claimed message, locked
 // in id order first (see the package doc). updated_at stays: it tells when
@@ -85,21 +95,27 @@ UPDATE messages m SET attempts = m.attempts + 1
 FROM locked l WHERE m.id = l.id
 RETURNING ` + columns("m")
 
-// nextDueSQL is the earliest time a row of one kind and target that this
-// claim did not take becomes claimable: the first unleased row by due time
-// (read from the claim index), or the end of a lease (few rows, partial
-// index). A row leased by this claim has lease_until set in the transaction's
-// view and is excluded by id.
-const nextDueSQL = `
+// nextDueSQL is the earliest time a row of one kind and target (and, for a
+// ring-fenced claim, in its token ranges, $4 on) that this claim did not
+// take becomes claimable: the first unleased row by due time (read from the
+// claim index), or the end of a lease (few rows, partial index). A row
+// leased by this claim has lease_until set in the transaction's view and is
+// excluded by id.
+func nextDueSQL(ranges int) string {
+	tokens := tokenFilter("o.token", 4, ranges)
+	return `
 SELECT LEAST(
 	(SELECT o.due_at FROM outbox o
-		WHERE o.kind = $1 AND o.target = $2 AND o.lease_until IS NULL
+		WHERE o.kind = $1 AND o.target = $2 AND o.lease_until IS NULL` + tokens + `
 		ORDER BY o.due_at, o.id LIMIT 1),
 	(SELECT min(GREATEST(o.due_at, o.lease_until)) FROM outbox o
-		WHERE o.kind = $1 AND o.target = $2 AND o.lease_until IS NOT NULL AND o.id <> ALL($3)))`
+		WHERE o.kind = $1 AND o.target = $2 AND o.lease_until IS NOT NULL AND o.id <> ALL($3)` + tokens + `))`
+}
 
 // ClaimWork implements persistence.Store in three round trips: begin and
-// lease; count attempts and find the next due time; commit.
+// lease; count attempts and find the next due time; commit. A ring-fenced
+// claim reads its fence (fenceSQL) in the first round trip, before it
+// leases; when the fence fails the transaction is rolled back.
 func (s *Store) ClaimWork(ctx context.Context, req persistence.ClaimRequest) (persistence.Claim, error) {
 	if s.closed.Load() {
 		return persistence.Claim{}, s.fail("claim work", persistence.ErrClosed)
@@ -109,6 +125,18 @@ func (s *Store) ClaimWork(ctx context.Context, req persistence.ClaimRequest) (pe
 	}
 	now := norm(req.Now)
 	until := norm(req.Now.Add(req.Lease))
+	var (
+		epoch  uint64
+		ranges []any // the signed ranges' ends, lo and hi in turn
+	)
+	if req.Ring != nil {
+		epoch = req.Ring.Epoch
+		for _, r := range persistence.SignedRanges(req.Ring.Ranges) {
+			ranges = append(ranges, r[0], r[1])
+		}
+	}
+	n := len(ranges) / 2
+	claimStatement := claimSQL(n)
 
 	var (
 		work    []persistence.Work
@@ -118,7 +146,8 @@ func (s *Store) ClaimWork(ctx context.Context, req persistence.ClaimRequest) (pe
 	// claim queues one leasing statement whose rows fill work and removed.
 	claim := func(b *pgx.Batch, limit int) {
 		removed = 0
-		b.Queue(claimSQL, string(req.Kind), req.Target, now, limit, req.Owner, until).Query(func(rows pgx.Rows) error {
+		args := append([]any{string(req.Kind), req.Target, now, limit, req.Owner, until, int64(epoch)}, ranges...)
+		b.Queue(claimStatement, args...).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var (
 					gone      bool
@@ -138,17 +167,36 @@ func (s *Store) ClaimWork(ctx context.Context, req persistence.ClaimRequest) (pe
 				work = append(work, persistence.Work{
 					ID: id, Kind: req.Kind, Target: req.Target, MessageID: *messageID,
 					Token: uint64(*token), DueAt: due.UTC(), LeaseOwner: req.Owner,
-					LeaseUntil: until, CreatedAt: at.UTC(),
+					LeaseUntil: until, LeaseEpoch: epoch, CreatedAt: at.UTC(),
 				})
 			}
 			return rows.Err()
 		})
 	}
 
-	var next *time.Time
+	var (
+		next *time.Time
+		f    fence
+	)
+	// A fenced claim without ranges has nothing to claim, but its fence is
+	// still checked.
+	nothing := req.Ring != nil && n == 0
 	first := &pgx.Batch{}
-	claim(first, req.Limit)
+	if req.Ring != nil {
+		f.queue(first, req)
+	}
+	if !nothing {
+		claim(first, req.Limit)
+	}
 	err := s.inTx(ctx, first, func(tx pgx.Tx) error {
+		if req.Ring != nil {
+			if err := f.check(req); err != nil {
+				return err
+			}
+		}
+		if nothing {
+			return nil
+		}
 		// Rows removed for their ledger entry left room: claim again until
 		// the limit is reached or nothing more was removed.
 		for removed > 0 && len(work) < req.Limit {
@@ -188,7 +236,7 @@ func (s *Store) ClaimWork(ctx context.Context, req persistence.ClaimRequest) (pe
 				b.Queue(messagesByIDSQL, ids).Query(collect)
 			}
 		}
-		b.Queue(nextDueSQL, string(req.Kind), req.Target, rowIDs).QueryRow(func(row pgx.Row) error {
+		b.Queue(nextDueSQL(n), append([]any{string(req.Kind), req.Target, rowIDs}, ranges...)...).QueryRow(func(row pgx.Row) error {
 			return row.Scan(&next)
 		})
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
@@ -362,16 +410,14 @@ func (s *Store) CompleteWork(ctx context.Context, now time.Time, outcomes []pers
 		},
 		decide: func(i int, m *message, work []workRow, c *changes) persistence.Completion {
 			o := outcomes[i]
-			rows := rowsOf(work, o.Kind, o.Target)
-			switch {
-			case m == nil:
-				return persistence.NoWork
-			// A status report is written for a message that is final
-			// already; only its own ledger entry ends it.
-			case recorded[ledgerKey{o.MessageID, o.Kind, o.Target}] || (o.Kind != persistence.WorkStatus && m.State.Final()):
-				return persistence.AlreadyRecorded
-			case len(rows) == 0:
-				return persistence.NoWork
+			rows, leases := rowsOf(work, o.Kind, o.Target)
+			var state messages.State
+			if m != nil {
+				state = m.State
+			}
+			done := recorded[ledgerKey{o.MessageID, o.Kind, o.Target}]
+			if got := persistence.CompletionOf(o, m != nil, state, done, leases); got != persistence.Applied {
+				return got
 			}
 			if o.Result == persistence.ResultRetry {
 				retryAt := c.now
@@ -428,7 +474,7 @@ func (s *Store) ReleaseLeases(ctx context.Context, owner string) (int64, error) 
 		return 0, errors.New("release leases: empty owner")
 	}
 	tag, err := s.pool.Exec(ctx, `
-UPDATE outbox SET lease_owner = NULL, lease_until = NULL
+UPDATE outbox SET lease_owner = NULL, lease_until = NULL, lease_epoch = 0
 WHERE id IN (SELECT id FROM outbox WHERE lease_owner = $1 ORDER BY id FOR UPDATE)`, owner)
 	if err != nil {
 		return 0, s.fail("release leases", err)
