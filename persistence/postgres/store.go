@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +25,11 @@ type Store struct {
 	// arguments (see inTx); false when the DSN sets plan_cache_mode.
 	customPlans bool
 	closed      atomic.Bool
+
+	// leaders are the leaderships TryLead handed out and not yet ended;
+	// Close releases them.
+	leadersMu sync.Mutex
+	leaders   map[*leadership]bool
 }
 
 var _ persistence.Store = (*Store)(nil)
@@ -66,12 +72,14 @@ func (s *Store) Ping(ctx context.Context) error {
 	return s.fail("ping", s.pool.Ping(ctx))
 }
 
-// Close implements persistence.Store. It waits for calls in flight to give
-// back their connections. Closing a closed store returns ErrClosed.
+// Close implements persistence.Store. It releases every leadership still
+// held and waits for calls in flight to give back their connections.
+// Closing a closed store returns ErrClosed.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return s.fail("close", persistence.ErrClosed)
 	}
+	s.releaseLeaders()
 	s.pool.Close()
 	return nil
 }

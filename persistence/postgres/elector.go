@@ -1,0 +1,176 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+const (
+	// leaderCheckInterval is how often a held leadership checks its
+	// connection (1 s): a lock lost with a broken connection is noticed
+	// within about this plus leaderCheckTimeout.
+	leaderCheckInterval = time.Second
+	// leaderCheckTimeout bounds one check (2 s): a connection that cannot
+	// answer SELECT 1 in that time is as good as lost, and its lock with it
+	// as far as the holder can tell.
+	leaderCheckTimeout = 2 * time.Second
+	// leaderCloseTimeout bounds unlocking and closing the connection when a
+	// leadership ends without a context of its own (Store.Close), in
+	// seconds (5 s). Closing the connection frees the lock anyway.
+	leaderCloseTimeout = 5 * time.Second
+)
+
+var _ persistence.Elector = (*Store)(nil)
+
+// leaderKey is the advisory lock key of name: a 64-bit FNV-1a hash of
+// "switchboard:"+name, so that other users of advisory locks on the same
+// database are unlikely to collide with it.
+func leaderKey(name string) int64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte("switchboard:" + name))
+	return int64(h.Sum64())
+}
+
+// TryLead implements persistence.Elector: a session advisory lock on a
+// connection of its own (not the pool's: a pooled connection goes back and
+// forth between callers, and the lock is the session's). The lock lasts
+// while that connection does.
+func (s *Store) TryLead(ctx context.Context, name string) (persistence.Leadership, error) {
+	const op = "try lead"
+	if name == "" {
+		return nil, errors.New("postgres: try lead: empty name")
+	}
+	if s.closed.Load() {
+		return nil, s.fail(op, persistence.ErrClosed)
+	}
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return nil, s.fail(op, err)
+	}
+	key := leaderKey(name)
+	var got bool
+	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&got); err != nil || !got {
+		closeConn(conn)
+		if err != nil {
+			return nil, s.fail(op, err)
+		}
+		return nil, nil
+	}
+	l := &leadership{store: s, name: name, key: key, conn: conn,
+		lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	s.leadersMu.Lock()
+	if s.closed.Load() {
+		s.leadersMu.Unlock()
+		closeConn(conn)
+		return nil, s.fail(op, persistence.ErrClosed)
+	}
+	if s.leaders == nil {
+		s.leaders = map[*leadership]bool{}
+	}
+	s.leaders[l] = true
+	s.leadersMu.Unlock()
+	go l.watch()
+	s.log.Info("leadership taken", "name", name)
+	return l, nil
+}
+
+// releaseLeaders releases every leadership still held (Store.Close).
+func (s *Store) releaseLeaders() {
+	s.leadersMu.Lock()
+	held := make([]*leadership, 0, len(s.leaders))
+	for l := range s.leaders {
+		held = append(held, l)
+	}
+	s.leadersMu.Unlock()
+	for _, l := range held {
+		ctx, cancel := context.WithTimeout(context.Background(), leaderCloseTimeout)
+		_ = l.Release(ctx)
+		cancel()
+	}
+}
+
+// leadership is a held advisory lock. watch owns the connection until it
+// returns; then end (once) unlocks and closes it.
+type leadership struct {
+	store *Store
+	name  string
+	key   int64
+	conn  *pgx.Conn
+
+	lost     chan struct{} // closed when the lock is lost or released
+	stop     chan struct{} // closed to stop watch
+	done     chan struct{} // closed when watch has returned
+	stopOnce sync.Once
+	endOnce  sync.Once
+	endErr   error
+}
+
+// Lost implements persistence.Leadership.
+func (l *leadership) Lost() <-chan struct{} { return l.lost }
+
+// Release implements persistence.Leadership. It is idempotent.
+func (l *leadership) Release(ctx context.Context) error {
+	l.stopOnce.Do(func() { close(l.stop) })
+	<-l.done
+	return l.end(ctx, true)
+}
+
+// watch checks the connection every leaderCheckInterval until stopped or
+// the check fails; then the lock counts as lost.
+func (l *leadership) watch() {
+	defer close(l.done)
+	t := time.NewTicker(leaderCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), leaderCheckTimeout)
+		_, err := l.conn.Exec(ctx, "SELECT 1")
+		cancel()
+		if err != nil {
+			l.store.log.Warn("leadership lost", "name", l.name, "err", err.Error())
+			ctx, cancel := context.WithTimeout(context.Background(), leaderCloseTimeout)
+			_ = l.end(ctx, false)
+			cancel()
+			return
+		}
+	}
+}
+
+// end gives the lock up (unlock when asked and the connection still works),
+// closes the connection and Lost, once; the first call's error sticks.
+func (l *leadership) end(ctx context.Context, unlock bool) error {
+	l.endOnce.Do(func() {
+		if unlock && !l.conn.IsClosed() {
+			if _, err := l.conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", l.key); err != nil {
+				l.endErr = l.store.fail("release leadership", err)
+			}
+		}
+		l.endErr = errors.Join(l.endErr, l.conn.Close(ctx))
+		close(l.lost)
+		l.store.leadersMu.Lock()
+		delete(l.store.leaders, l)
+		l.store.leadersMu.Unlock()
+		if unlock {
+			l.store.log.Info("leadership released", "name", l.name)
+		}
+	})
+	return l.endErr
+}
+
+// closeConn closes a connection that holds nothing worth waiting for.
+func closeConn(conn *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), leaderCloseTimeout)
+	defer cancel()
+	_ = conn.Close(ctx)
+}

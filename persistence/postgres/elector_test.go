@@ -1,0 +1,132 @@
+package postgres
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/persistence/pgtest"
+)
+
+// leaderWait bounds the waits for a lost lock to be noticed or freed.
+const leaderWait = 15 * time.Second
+
+// tryLead calls TryLead and fails the test on error.
+func tryLead(t *testing.T, s *Store, name string) persistence.Leadership {
+	t.Helper()
+	l, err := s.TryLead(t.Context(), name)
+	if err != nil {
+		t.Fatalf("TryLead(%q): %v", name, err)
+	}
+	return l
+}
+
+// leadEventually polls TryLead until it gives the lock.
+func leadEventually(t *testing.T, s *Store, name string) persistence.Leadership {
+	t.Helper()
+	deadline := time.Now().Add(leaderWait)
+	for time.Now().Before(deadline) {
+		if l := tryLead(t, s, name); l != nil {
+			return l
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
+	}
+	t.Fatalf("TryLead(%q) never got the free lock", name)
+	return nil
+}
+
+func wantLost(t *testing.T, l persistence.Leadership) {
+	t.Helper()
+	select {
+	case <-l.Lost():
+	case <-time.After(leaderWait):
+		t.Fatal("Lost() not closed")
+	}
+}
+
+func wantHeld(t *testing.T, l persistence.Leadership) {
+	t.Helper()
+	select {
+	case <-l.Lost():
+		t.Fatal("Lost() closed while the lock is held")
+	default:
+	}
+}
+
+func TestTryLeadRelease(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	a, b := open(t, dsn), open(t, dsn)
+
+	la := tryLead(t, a, "master")
+	if la == nil {
+		t.Fatal("the first TryLead did not get the free lock")
+	}
+	if lb := tryLead(t, b, "master"); lb != nil {
+		t.Fatal("a second session got a held lock")
+	}
+	if l2 := tryLead(t, a, "other"); l2 == nil {
+		t.Fatal("another name is another lock")
+	} else if err := l2.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	wantHeld(t, la)
+
+	if err := la.Release(t.Context()); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	wantLost(t, la)
+	if err := la.Release(t.Context()); err != nil {
+		t.Errorf("a second Release: %v", err)
+	}
+	lb := tryLead(t, b, "master")
+	if lb == nil {
+		t.Fatal("the lock is not free after Release")
+	}
+	wantHeld(t, lb)
+
+	// Close gives the lock up.
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wantLost(t, lb)
+	if l := leadEventually(t, a, "master"); l == nil {
+		t.Fatal("unreachable")
+	}
+	if _, err := b.TryLead(t.Context(), "master"); err == nil {
+		t.Error("TryLead on a closed store succeeded")
+	}
+}
+
+func TestLeadershipLostWithItsConnection(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	a, b := open(t, dsn), open(t, dsn)
+	la := tryLead(t, a, "master")
+	if la == nil {
+		t.Fatal("the first TryLead did not get the free lock")
+	}
+	if lb := tryLead(t, b, "master"); lb != nil {
+		t.Fatal("a second session got a held lock")
+	}
+
+	killer, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = killer.Close(context.Background()) }()
+	pid := la.(*leadership).conn.PgConn().PID()
+	var killed bool
+	if err := killer.QueryRow(t.Context(), "SELECT pg_terminate_backend($1)", pid).Scan(&killed); err != nil || !killed {
+		t.Fatalf("pg_terminate_backend(%d) = %v, %v", pid, killed, err)
+	}
+
+	wantLost(t, la)
+	if lb := leadEventually(t, b, "master"); lb == nil {
+		t.Fatal("unreachable")
+	}
+	if err := la.Release(t.Context()); err != nil {
+		t.Logf("Release after the loss: %v", err) // the connection is gone; nothing to give up
+	}
+}
