@@ -1,0 +1,67 @@
+package ring
+
+import (
+	"math/big"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+func TestReconnectValidate(t *testing.T) {
+	if err := (Reconnect{MaxAttempts: 3, Min: time.Second, Max: time.Minute, Jitter: 0.2}).Validate(); err != nil {
+		t.Fatalf("valid config refused: %v", err)
+	}
+	err := (Reconnect{MaxAttempts: 0, Min: 0, Max: -1, Jitter: 1.5}).Validate()
+	if err == nil {
+		t.Fatal("invalid config accepted")
+	}
+	for _, flag := range []string{"--ring-reconnect-max-attempts", "--ring-reconnect-backoff-min", "--ring-reconnect-backoff-max", "--ring-reconnect-jitter"} {
+		if !strings.Contains(err.Error(), flag) {
+			t.Errorf("error %q does not name %s", err, flag)
+		}
+	}
+}
+
+func TestReconnectDelayTable(t *testing.T) {
+	r := Reconnect{MaxAttempts: 5, Min: 100 * time.Millisecond, Max: time.Second}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for attempt, want := range map[int]time.Duration{0: 100 * time.Millisecond, 1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 4: 800 * time.Millisecond, 5: time.Second, 1000: time.Second} {
+		if got := r.Delay(attempt, rng); got != want {
+			t.Errorf("Delay(%d) = %v, want %v", attempt, got, want)
+		}
+	}
+	if r.GiveUp(4) || !r.GiveUp(5) {
+		t.Error("GiveUp: want true from MaxAttempts failures")
+	}
+}
+
+func TestReconnectDelayBounds(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		lo := time.Duration(rapid.Int64Range(1, int64(time.Hour)).Draw(t, "min"))
+		r := Reconnect{
+			MaxAttempts: 1,
+			Min:         lo,
+			Max:         lo + time.Duration(rapid.Int64Range(0, 1<<62).Draw(t, "extra")),
+			Jitter:      rapid.Float64Range(0, 1).Draw(t, "jitter"),
+		}
+		if err := r.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		attempt := rapid.IntRange(1, 200).Draw(t, "attempt")
+		// The reference: Min·2^(attempt-1) capped at Max, exactly.
+		b := new(big.Int).Lsh(big.NewInt(int64(r.Min)), uint(attempt-1))
+		base := r.Max
+		if b.Cmp(big.NewInt(int64(r.Max))) < 0 {
+			base = time.Duration(b.Int64())
+		}
+		rng := rand.New(rand.NewPCG(rapid.Uint64().Draw(t, "s1"), rapid.Uint64().Draw(t, "s2")))
+		d := r.Delay(attempt, rng)
+		floor := time.Duration(float64(base) * (1 - r.Jitter))
+		if d < max(floor, 1) || d > base || d > r.Max || d <= 0 {
+			t.Fatalf("Delay(%d) = %v, want in [%v, %v] (max %v)", attempt, d, floor, base, r.Max)
+		}
+	})
+}
