@@ -149,6 +149,7 @@ func (n *Node) PutRoute(ctx context.Context, r messages.Route) (messages.Route, 
 	if err := n.askErr(ctx, func(ch chan<- error) any { return &messages.PutRoute{Route: r, Reply: ch} }); err != nil {
 		return messages.Route{}, err
 	}
+	n.touchRing()
 	routes, err := n.Routes(ctx)
 	return findStored(routes, err, func(x messages.Route) bool { return x.Prefix == r.Prefix })
 }
@@ -169,7 +170,11 @@ func findStored[T any](all []T, err error, is func(T) bool) (T, error) {
 
 // DeleteRoute removes a route.
 func (n *Node) DeleteRoute(ctx context.Context, prefix string) error {
-	return n.askErr(ctx, func(ch chan<- error) any { return &messages.DeleteRoute{Prefix: prefix, Reply: ch} })
+	err := n.askErr(ctx, func(ch chan<- error) any { return &messages.DeleteRoute{Prefix: prefix, Reply: ch} })
+	if err == nil {
+		n.touchRing()
+	}
+	return err
 }
 
 // Frontends lists the local frontends.
@@ -187,6 +192,7 @@ func (n *Node) PutFrontend(ctx context.Context, f messages.Frontend) (messages.F
 	if err := n.askErr(ctx, func(ch chan<- error) any { return &messages.PutFrontend{Frontend: f, Reply: ch} }); err != nil {
 		return messages.Frontend{}, err
 	}
+	n.touchRing()
 	fes, err := n.Frontends(ctx)
 	return findStored(fes, err, func(x messages.Frontend) bool { return x.Name == f.Name })
 }
@@ -196,6 +202,7 @@ func (n *Node) DeleteFrontend(ctx context.Context, name string) error {
 	err := n.askErr(ctx, func(ch chan<- error) any { return &messages.DeleteFrontend{Name: name, Reply: ch} })
 	if err == nil {
 		n.actors.Delete(name)
+		n.touchRing()
 	}
 	return err
 }

@@ -126,6 +126,44 @@ type Config struct {
 	// Version is reported by /api/status.
 	Version string
 
+	// The ring of a multi-instance site (docs/ring.md).
+
+	// RingRole is master, slave, index or auto (--ring-role auto). auto
+	// elects the master by a Postgres advisory lock; with the embedded
+	// store an instance is always its own master.
+	RingRole string
+	// RingMaster is the master's URL for a slave (--ring-master
+	// https://host:port); empty reads the address the master published in
+	// the shared store.
+	RingMaster string
+	// RingAddress is host:port where the other instances of the site reach
+	// this one (--ring-address). Empty: the --listen address when it names
+	// a host, else $POD_IP or the host name with the --listen port.
+	RingAddress string
+	// Cluster, Region and Zone place the instance (--cluster, --region,
+	// --zone): a master admits only slaves of its own cluster and region;
+	// the zone is shown in the ring status.
+	Cluster, Region, Zone string
+	// RingServices are the kinds of work this instance does
+	// (--ring-services delivery,forward); a slave's must be a subset of its
+	// master's.
+	RingServices []string
+	// RingPublishInterval is how often the master republishes the
+	// assignment (--ring-publish-interval 30s); a member silent for two of
+	// them loses its ranges.
+	RingPublishInterval time.Duration
+	// RingReconnectMaxAttempts is how many failed calls in a row a slave
+	// makes to its master before it exits non-zero
+	// (--ring-reconnect-max-attempts 10: with the backoff below about a
+	// minute, longer than a master's failover).
+	RingReconnectMaxAttempts int
+	// RingReconnectBackoffMin/Max bound the wait between those calls
+	// (--ring-reconnect-backoff-min 2s, --ring-reconnect-backoff-max 6s),
+	// doubling from min; RingReconnectJitter takes up to that fraction off
+	// each wait (--ring-reconnect-jitter 0.5) so slaves do not call in step.
+	RingReconnectBackoffMin, RingReconnectBackoffMax time.Duration
+	RingReconnectJitter                              float64
+
 	// Embedding only (no flags).
 
 	// Logger receives all logs; nil discards them.
@@ -139,8 +177,12 @@ type Config struct {
 	// Clock drives every actor's time; nil is the wall clock.
 	Clock clock.Clock
 	// Transport, when set, carries every outbound peer call instead of the
-	// HTTPS peer client (the sim harness's in-memory network).
+	// HTTPS peer client (the sim harness's in-memory network). When it also
+	// implements ring.Transport it carries the ring's calls too.
 	Transport peer.Transport
+	// Elector, when set, elects the ring master instead of the store (the
+	// sim harness's instances share an embedded store, which cannot).
+	Elector persistence.Elector
 }
 
 // DefaultConfig returns the defaults of the contract.
@@ -167,6 +209,14 @@ func DefaultConfig() Config {
 		HTTPTimeout:          5 * time.Second, // a peer slower than this is treated as down
 		APIPort:              8443,
 		Version:              "dev",
+
+		RingRole:                 messages.RoleAuto,
+		RingServices:             append([]string(nil), messages.AllServices...),
+		RingPublishInterval:      30 * time.Second,
+		RingReconnectMaxAttempts: 10,
+		RingReconnectBackoffMin:  2 * time.Second,
+		RingReconnectBackoffMax:  6 * time.Second,
+		RingReconnectJitter:      0.5,
 	}
 }
 
@@ -247,6 +297,7 @@ func (c Config) Validate() error {
 		bad("max-pending-submits", "must be at least 1, got %d", c.MaxPendingSubmits)
 	}
 	errs = append(errs, c.validateFederation()...)
+	errs = append(errs, c.validateRing()...)
 	return errors.Join(errs...)
 }
 

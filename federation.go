@@ -98,7 +98,7 @@ func (n *Node) startFederation() error {
 	}
 	props := func(kind string, p actor.Producer) *actor.Props { return supervision.Props(kind, p, n.supOpts) }
 	qcfg := forward.Config{
-		Node: n.cfg.Name, Owner: n.cfg.InstanceID, Store: n.store, Transport: tr, Clock: n.clock,
+		Node: n.cfg.Name, Owner: n.cfg.InstanceID, Store: n.store, Transport: tr, Clock: n.clock, Fence: n.shares,
 		Policy: n.forwardPolicy(), Timeout: n.cfg.HTTPTimeout, Logger: n.log, Metrics: fwdMetrics, Publish: n.publish,
 	}
 	pcfg := peer.Config{

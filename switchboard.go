@@ -17,6 +17,7 @@
 //	├── janitor     expiry of messages nobody claimed; forwards that waited too long
 //	├── peers       one actor per peer (health, registry), each with its forward queue
 //	├── discovery   static peers or DNS SRV (only with federation)
+//	├── ring        the site's ring: master or slave; its partitions fence every claim
 //	└── ...         actors an embedder spawns with Node.Spawn
 //
 // See docs/embedding.md for spawning supervised actors, in-process frontends
@@ -48,6 +49,7 @@ import (
 	"github.com/switchboard-dev/switchboard/actors/delivery"
 	"github.com/switchboard-dev/switchboard/actors/frontend"
 	"github.com/switchboard-dev/switchboard/actors/peer"
+	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/actors/router"
 	"github.com/switchboard-dev/switchboard/httpapi"
 	"github.com/switchboard-dev/switchboard/httpapi/certs"
@@ -76,6 +78,11 @@ type Node struct {
 	intake       *actor.PID
 	frontends    *actor.PID
 	actors       *frontend.Actors
+
+	// the ring (see ring.go)
+	ring        atomic.Pointer[actor.PID]
+	shares      *ring.Shares
+	ringMetrics *ring.Metrics
 
 	// federation (see federation.go)
 	book        *peer.Book
@@ -122,7 +129,7 @@ const (
 
 func isNodeActor(name string) bool {
 	switch name {
-	case actorFrontends, actorIntake, actorJanitor, actorPeers, actorDiscovery:
+	case actorFrontends, actorIntake, actorJanitor, actorPeers, actorDiscovery, actorRing:
 		return true
 	}
 	return false
@@ -181,6 +188,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	if err := n.startHTTP(); err != nil {
+		return err
+	}
+	if err := n.startRing(); err != nil {
 		return err
 	}
 	n.ready.Store(true)
@@ -267,7 +277,11 @@ func (n *Node) startActors() error {
 	if err != nil {
 		return err
 	}
+	if err := n.newShares(); err != nil {
+		return err
+	}
 	deps := &delivery.Deps{
+		Fence: n.shares, Sweeps: n.isRingMaster,
 		Owner: n.cfg.InstanceID, Store: n.store, Clock: n.clock, Logger: n.log, Metrics: delMetrics,
 		Policy: delivery.Policy{
 			RetryMin: n.cfg.DeliveryRetryMin, RetryMax: n.cfg.DeliveryRetryMax,
@@ -340,7 +354,7 @@ func (n *Node) webhookClient() (*http.Client, error) {
 
 func (n *Node) startHTTP() error {
 	var err error
-	n.api, err = httpapi.New(httpapi.Config{Backend: n, APIToken: n.cfg.APIToken, Logger: n.log,
+	n.api, err = httpapi.New(httpapi.Config{Backend: n, Ring: n, APIToken: n.cfg.APIToken, Logger: n.log,
 		RequireClientCert: n.cfg.TLSCA != ""})
 	if err != nil {
 		return err

@@ -37,6 +37,18 @@ var statusOf = map[string]int{
 	messages.CodeClientCertReq: http.StatusForbidden,
 	// Like no_route: the request is well formed, the message cannot go.
 	messages.CodeNotOurFrontend: http.StatusUnprocessableEntity,
+
+	// Ring. A refused join is 403 (repeating it cannot succeed: the
+	// instance's flags disagree with the master's); a call that reached an
+	// instance that is not the master, or a poll from one that must join
+	// again, is 409.
+	messages.CodeRingBadJoin:       http.StatusBadRequest,
+	messages.CodeRingNodeMismatch:  http.StatusForbidden,
+	messages.CodeRingCluster:       http.StatusForbidden,
+	messages.CodeRingRegion:        http.StatusForbidden,
+	messages.CodeRingServices:      http.StatusForbidden,
+	messages.CodeRingNotMaster:     http.StatusConflict,
+	messages.CodeRingUnknownMember: http.StatusConflict,
 }
 
 // errorDoc is the JSON error document of CONTRACT.md.

@@ -269,8 +269,8 @@ const maxReply = 8 << 20
 // do runs one request and decodes a 2xx answer into out. An error answer
 // is a *peer.CallError; anything else is a failure to complete the call.
 // It returns the connection's TLS state for the caller's name checks.
-func (c *PeerClient) do(ctx context.Context, client *http.Client, key, method, path string, in, out any) (*tls.ConnectionState, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+func (c *PeerClient) do(ctx context.Context, client *http.Client, timeout time.Duration, key, method, path string, in, out any) (*tls.ConnectionState, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var body io.Reader
 	if in != nil {
@@ -307,6 +307,9 @@ func (c *PeerClient) do(ctx context.Context, client *http.Client, key, method, p
 	}
 	if res.StatusCode < 200 || res.StatusCode > 299 {
 		return res.TLS, callError(res.StatusCode, raw)
+	}
+	if out == nil {
+		return res.TLS, nil
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
 		return nil, fmt.Errorf("%s %s: the peer answered %d with a document that is not the one expected: %w", method, path, res.StatusCode, err)
@@ -369,7 +372,7 @@ func (c *PeerClient) Identity(ctx context.Context, addr string) (messages.Identi
 		return messages.Identity{}, err
 	}
 	var id messages.Identity
-	ts, err := c.do(ctx, c.ident, key, http.MethodGet, pathIdentity, nil, &id)
+	ts, err := c.do(ctx, c.ident, c.cfg.Timeout, key, http.MethodGet, pathIdentity, nil, &id)
 	if err != nil {
 		return messages.Identity{}, err
 	}
@@ -417,7 +420,13 @@ func (c *PeerClient) target(ctx context.Context, addr string) (key, want string,
 // longer answers as (the request has left then, but its answer is not
 // taken).
 func (c *PeerClient) call(ctx context.Context, key, want, path string, in, out any) error {
-	ts, err := c.do(ctx, c.calls, key, http.MethodPost, path, in, out)
+	return c.callWithin(ctx, c.cfg.Timeout, key, want, path, in, out)
+}
+
+// callWithin is call with its own bound on the request (a long-poll's).
+// A nil out ignores the answer's body.
+func (c *PeerClient) callWithin(ctx context.Context, timeout time.Duration, key, want, path string, in, out any) error {
+	ts, err := c.do(ctx, c.calls, timeout, key, http.MethodPost, path, in, out)
 	if want != "" && ts != nil && (len(ts.PeerCertificates) == 0 || !certNames(ts.PeerCertificates[0], want)) {
 		return fmt.Errorf("%s: the connection's certificate does not name node %q", key, want)
 	}

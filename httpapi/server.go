@@ -30,6 +30,9 @@ type Config struct {
 	// its CN or one of its DNS names. Without it the header is trusted
 	// (--insecure-skip-verify, development only).
 	RequireClientCert bool
+	// Ring, when set, serves the ring API (/api/ring/...); without it those
+	// paths answer 404.
+	Ring RingBackend
 }
 
 // Server is the gateway's handler.
@@ -95,6 +98,7 @@ func (s *Server) routes() *mux.Router {
 	api("/peers", s.listPeers, http.MethodGet)
 	api("/openapi.json", s.openAPI, http.MethodGet)
 	s.federationRoutes(r)
+	s.ringRoutes(r)
 	return r
 }
 

@@ -111,7 +111,12 @@ type (
 	FrontendDown struct{ Name string }
 )
 
-// Kick tells a frontend's delivery worker that new work was committed for it.
+// ReloadDirectory tells the intake to read routes and frontends from the
+// store again (another instance of the site may have changed them).
+type ReloadDirectory struct{}
+
+// Kick tells a frontend's delivery worker that new work was committed for
+// it. An empty Frontend kicks every worker.
 type Kick struct{ Frontend string }
 
 // PeerUp: discovery found peer Node (new) at these instances, or its

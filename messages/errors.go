@@ -40,3 +40,14 @@ const (
 	CodeClientCertReq  = "client_certificate_required" // mutual TLS: no verified client certificate
 	CodeNotOurFrontend = "unknown_frontend_here"       // a forward names a frontend this node does not serve
 )
+
+// Ring (multi-instance sites, /api/ring/...).
+const (
+	CodeRingBadJoin       = "ring_bad_join"            // a join document misses a field or names an unknown service
+	CodeRingNodeMismatch  = "ring_node_mismatch"       // the joining instance has another --name: not the same site
+	CodeRingCluster       = "ring_cluster_mismatch"    // another --cluster than the master's
+	CodeRingRegion        = "ring_region_mismatch"     // another --region than the master's
+	CodeRingServices      = "ring_services_not_subset" // --ring-services names a service the master lacks
+	CodeRingNotMaster     = "ring_not_master"          // this instance is not the ring master (now)
+	CodeRingUnknownMember = "ring_unknown_member"      // a poll from an instance that is not (or no longer) a member: join again
+)

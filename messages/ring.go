@@ -53,6 +53,14 @@ type RingJoin struct {
 type RingPoll struct {
 	InstanceID string `json:"instance_id"`
 	Epoch      uint64 `json:"epoch"`
+	// WaitMs is the longest the slave lets the master hold the call (its
+	// own client timeout is a little longer); the master answers at the
+	// latest after min(WaitMs, its publish interval). 0 answers at once.
+	WaitMs int64 `json:"wait_ms"`
+	// Touch says the slave changed the site's directory (routes,
+	// frontends): the master answers every subscription at once, so that
+	// every instance reads the directory again.
+	Touch bool `json:"touch,omitempty"`
 }
 
 // RingLeave is a slave's goodbye (POST /api/ring/leave) on a graceful stop.
@@ -80,6 +88,9 @@ type RingAssignment struct {
 	Cluster       string       `json:"cluster"`
 	Region        string       `json:"region"`
 	Members       []RingMember `json:"members"`
+	// Coverage is the master's coverage when it sent the document (see
+	// RingStatus); slaves show it on their status page.
+	Coverage float64 `json:"coverage"`
 }
 
 // RingStatus is GET /api/ring/status. Coverage is the fraction of the token
@@ -114,3 +125,41 @@ func (r *TokenRange) UnmarshalJSON(b []byte) error {
 
 // Contains reports whether token t is in r.
 func (r TokenRange) Contains(t uint64) bool { return r.Lo <= t && t <= r.Hi }
+
+// Actor messages of the ring coordinator. The gateway's handlers send them
+// and wait on Reply (buffered, capacity 1) or on their request's end.
+
+// RingAnswer is the coordinator's answer to a join or a poll.
+type RingAnswer struct {
+	Assignment RingAssignment
+	Err        error
+}
+
+// RingJoinRequest asks the coordinator (as master) to admit a slave.
+type RingJoinRequest struct {
+	Join  RingJoin
+	Reply chan RingAnswer
+}
+
+// RingPollRequest is a slave's subscription call. When its caller goes
+// away first, the handler sends RingPollGone with the same request.
+type RingPollRequest struct {
+	Poll  RingPoll
+	Reply chan RingAnswer
+}
+
+// RingPollGone withdraws a poll whose caller went away.
+type RingPollGone struct{ Request *RingPollRequest }
+
+// RingLeaveRequest removes a slave (graceful stop).
+type RingLeaveRequest struct {
+	Leave RingLeave
+	Reply chan error
+}
+
+// RingTouch tells the coordinator that this instance changed the site's
+// directory in the shared store: the others should read it again.
+type RingTouch struct{}
+
+// RingStatusRequest asks for GET /api/ring/status.
+type RingStatusRequest struct{ Reply chan RingStatus }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/actors/clock"
 	"github.com/switchboard-dev/switchboard/actors/frontend"
+	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 )
@@ -48,6 +49,14 @@ type Deps struct {
 	ForwardMaxWait, ForwardSweep time.Duration
 	// Props builds a supervised child's props (supervision.Props).
 	Props func(kind string, p actor.Producer) *actor.Props
+	// Fence, when set, fences every claim by the site's ring: workers
+	// claim only work in this instance's delivery ranges, and their own
+	// verdicts carry the epoch of the claim they come from.
+	Fence ring.Fence
+	// Sweeps, when set, tells whether the janitor's site-wide sweeps
+	// (expiry, forwards that waited too long) run on this instance now:
+	// on the ring's master only, so a site sweeps once.
+	Sweeps func() bool
 }
 
 // Validate reports what is missing.

@@ -66,8 +66,21 @@ func (j *Janitor) Receive(c actor.Context) {
 	}
 }
 
+// idle reports whether the site's sweeps run elsewhere now; the sweep
+// looks again soon (within a second: this instance may lead the next).
+func (j *Janitor) idle(w *clock.Wakeup, now time.Time, interval time.Duration) bool {
+	if j.d.Sweeps == nil || j.d.Sweeps() {
+		return false
+	}
+	w.Schedule(now.Add(min(interval, time.Second)))
+	return true
+}
+
 func (j *Janitor) sweep(c actor.Context) {
 	now := j.d.Clock.Now()
+	if j.idle(j.wake, now, j.d.Policy.SweepInterval()) {
+		return
+	}
 	ctx, cancel := j.d.storeCtx()
 	expired, err := j.d.Store.ExpireMessages(ctx, persistence.ExpireRequest{
 		Now: now, SubmittedBefore: now.Add(-j.d.Policy.Validity), Limit: expireBatch,
@@ -100,6 +113,9 @@ func (j *Janitor) sweep(c actor.Context) {
 // row is touched until its time is up.
 func (j *Janitor) sweepForwards(c actor.Context) {
 	now := j.d.Clock.Now()
+	if j.idle(j.fwake, now, j.d.ForwardSweep) {
+		return
+	}
 	ctx, cancel := j.d.storeCtx()
 	failed, err := j.d.Store.FailForwards(ctx, persistence.ForwardExpiry{
 		Now: now, QueuedBefore: now.Add(-j.d.ForwardMaxWait), Limit: expireBatch,

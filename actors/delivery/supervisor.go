@@ -60,6 +60,12 @@ func (s *Supervisor) Receive(c actor.Context) {
 			delete(s.workers, m.Name)
 		}
 	case *messages.Kick:
+		if m.Frontend == "" { // every worker (the ring moved this instance's ranges)
+			for _, w := range s.workers {
+				c.Send(w.pid, m)
+			}
+			return
+		}
 		if w, ok := s.workers[m.Frontend]; ok {
 			c.Send(w.pid, m)
 		}

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -168,9 +169,22 @@ func (w *Worker) pump(c actor.Context) {
 	for _, f := range w.inflight {
 		next = earliest(next, f.deadline)
 	}
+	if p := w.idlePoll(); p > 0 {
+		next = earliest(next, w.d.Clock.Now().Add(p))
+	}
 	if !next.IsZero() {
 		w.wake.Schedule(next)
 	}
+}
+
+// idlePoll is how soon to look for work again without being kicked: in a
+// site of several instances the one that commits work for our tokens
+// cannot kick us. A pull worker looks only while polls wait.
+func (w *Worker) idlePoll() time.Duration {
+	if w.draining || w.d.Fence == nil || (w.fe.Mode == messages.ModePull && w.waiters.Len() == 0) {
+		return 0
+	}
+	return w.d.Fence.IdlePoll()
 }
 
 // claim leases up to limit messages and sets aside those the policy says
@@ -178,18 +192,32 @@ func (w *Worker) pump(c actor.Context) {
 func (w *Worker) claim(c actor.Context, limit int, lease time.Duration) (attempt []persistence.Work, claimed int, next time.Time, ok bool) {
 	now := w.d.Clock.Now()
 	ctx, cancel := w.d.storeCtx()
-	cl, err := w.d.Store.ClaimWork(ctx, persistence.ClaimRequest{
+	req := persistence.ClaimRequest{
 		Kind: persistence.WorkDelivery, Target: w.fe.Name, Owner: w.d.Owner,
 		Limit: limit, Now: now, Lease: lease,
-	})
+	}
+	if w.d.Fence != nil {
+		fence, ok := w.d.Fence.Claim(persistence.WorkDelivery)
+		if !ok {
+			cancel()
+			return nil, 0, time.Time{}, false // none of the ring is ours now; a new assignment kicks us
+		}
+		req.Ring = fence
+	}
+	cl, err := w.d.Store.ClaimWork(ctx, req)
 	cancel()
+	if errors.Is(err, persistence.ErrStaleEpoch) {
+		w.d.Fence.Refused(persistence.WorkDelivery)
+		w.log.Debug("claim refused for a stale ring epoch; waiting for the new assignment")
+		return nil, 0, time.Time{}, false
+	}
 	if err != nil {
 		w.log.Error("claim failed", "err", err)
 		return nil, 0, now.Add(storeRetry), false
 	}
 	for _, wk := range cl.Work {
 		if o, ok := w.d.Policy.Before(wk, now); !ok {
-			w.pending = append(w.pending, pendingOutcome{o: o})
+			w.pending = append(w.pending, pendingOutcome{o: w.fenced(o, wk)})
 			w.queueFlush(c)
 			continue
 		}
@@ -251,8 +279,22 @@ func (w *Worker) verdict(c actor.Context, id string, attempt int, r messages.Del
 		return
 	}
 	o := w.d.Policy.After(w.fe.Name, id, attempt, r, w.d.Clock.Now(), w.rng)
+	if inFlight {
+		o = w.fenced(o, f.work)
+	}
 	w.pending = append(w.pending, pendingOutcome{o: o})
 	w.queueFlush(c)
+}
+
+// fenced stamps an outcome of our own with the claim it comes from: if
+// the ring moved the token and its new owner claimed the row since, the
+// store refuses it (StaleEpoch). The frontend's own verdicts (acks, a late
+// final verdict) are not fenced: the frontend has spoken.
+func (w *Worker) fenced(o persistence.Outcome, wk persistence.Work) persistence.Outcome {
+	if wk.LeaseEpoch > 0 {
+		o.Epoch, o.Owner = wk.LeaseEpoch, w.d.Owner
+	}
+	return o
 }
 
 // servePolls answers waiting polls, oldest first, while work is due.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/actors/clock"
 	"github.com/switchboard-dev/switchboard/actors/peer"
+	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 )
@@ -35,6 +36,9 @@ type Config struct {
 	Publish func(messages.StateChanged)
 	// StoreTimeout bounds each store call (default 30s).
 	StoreTimeout time.Duration
+	// Fence, when set, fences every claim by the site's ring: the queue
+	// claims only work in this instance's forward ranges.
+	Fence ring.Fence
 }
 
 // Validate reports what is missing or wrong.
@@ -141,8 +145,17 @@ func (q *Queue) Receive(c actor.Context) {
 	}
 }
 
+// schedule arms the next tick: the retry interval, or sooner in a site of
+// several instances, whose other instances commit work this queue owns
+// without kicking it.
 func (q *Queue) schedule() {
-	q.wake.Schedule(q.cfg.Clock.Now().Add(q.cfg.Policy.RetryInterval))
+	every := q.cfg.Policy.RetryInterval
+	if q.cfg.Fence != nil {
+		if p := q.cfg.Fence.IdlePoll(); p > 0 {
+			every = min(every, p)
+		}
+	}
+	q.wake.Schedule(q.cfg.Clock.Now().Add(every))
 }
 
 func (q *Queue) setLink(c actor.Context, l messages.PeerLink) {
@@ -210,10 +223,23 @@ func (q *Queue) pump(c actor.Context) {
 func (q *Queue) claim(kind persistence.WorkKind) ([]persistence.Work, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), q.cfg.StoreTimeout)
 	defer cancel()
-	claim, err := q.cfg.Store.ClaimWork(ctx, persistence.ClaimRequest{
+	req := persistence.ClaimRequest{
 		Kind: kind, Target: q.cfg.Peer, Owner: q.cfg.Owner, Limit: q.cfg.Policy.Batch,
 		Now: q.cfg.Clock.Now(), Lease: q.lease(),
-	})
+	}
+	if q.cfg.Fence != nil {
+		fence, ok := q.cfg.Fence.Claim(kind)
+		if !ok {
+			return nil, false // none of the ring is ours now; a new assignment kicks us
+		}
+		req.Ring = fence
+	}
+	claim, err := q.cfg.Store.ClaimWork(ctx, req)
+	if errors.Is(err, persistence.ErrStaleEpoch) {
+		q.cfg.Fence.Refused(kind)
+		q.log.Debug("claim refused for a stale ring epoch; waiting for the new assignment", "kind", kind)
+		return nil, false
+	}
 	if err != nil {
 		q.log.Error("claim failed", "kind", kind, "err", err)
 		return nil, false
@@ -328,8 +354,18 @@ func (q *Queue) record(now time.Time, work []persistence.Work, outcomes []persis
 	ctx, cancel := context.WithTimeout(context.Background(), q.cfg.StoreTimeout)
 	defer cancel()
 	msg := make(map[string]messages.Message, len(work))
+	epoch := make(map[string]uint64, len(work))
 	for _, w := range work {
 		msg[w.MessageID] = w.Message
+		epoch[w.MessageID] = w.LeaseEpoch
+	}
+	for i := range outcomes {
+		// Fenced by the claim they come from: if the ring moved the
+		// token and its new owner claimed the row since, this answer is
+		// not ours to record any more.
+		if e := epoch[outcomes[i].MessageID]; e > 0 {
+			outcomes[i].Epoch, outcomes[i].Owner = e, q.cfg.Owner
+		}
 	}
 	if len(outcomes) > 0 {
 		comps, err := q.cfg.Store.CompleteWork(ctx, now, outcomes)

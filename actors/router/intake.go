@@ -172,7 +172,42 @@ func (a *Intake) Receive(c actor.Context) {
 		m.Reply <- a.putFrontend(c, m.Frontend)
 	case *messages.DeleteFrontend:
 		m.Reply <- a.deleteFrontend(c, m.Name)
+	case *messages.ReloadDirectory:
+		a.reload(c)
 	}
+}
+
+// reload reads the directory again: another instance of the site may have
+// changed it in the shared store. Frontends that appeared or changed get
+// their worker (FrontendUp of an unchanged one only kicks it), those that
+// went away lose it.
+func (a *Intake) reload(c actor.Context) {
+	ctx, cancel := a.storeCtx()
+	defer cancel()
+	routes, err := a.cfg.Store.Routes(ctx)
+	if err != nil {
+		a.log.Warn("reloading routes failed; keeping the ones known", "err", err)
+		return
+	}
+	frontends, err := a.cfg.Store.Frontends(ctx)
+	if err != nil {
+		a.log.Warn("reloading frontends failed; keeping the ones known", "err", err)
+		return
+	}
+	old := a.table.LocalNames()
+	a.table = NewTable(routes, frontends)
+	a.table.SetRemote(a.cfg.Remote)
+	now := map[string]bool{}
+	for _, f := range frontends {
+		now[f.Name] = true
+		c.Send(a.cfg.Frontends, &messages.FrontendUp{Frontend: f})
+	}
+	for _, name := range old {
+		if !now[name] {
+			c.Send(a.cfg.Frontends, &messages.FrontendDown{Name: name})
+		}
+	}
+	a.localChanged()
 }
 
 // load reads the directory. A store that cannot be read is a failure the

@@ -120,6 +120,48 @@ var runFlags = []runFlag{
 		func(c *switchboard.Config) *int { return &c.APIPort }),
 	boolFlag("insecure-skip-verify", "development only: federate without verifying peers (logged as a warning)",
 		func(c *switchboard.Config) *bool { return &c.InsecureSkipVerify }),
+	stringFlag("ring-role", "ROLE", "master, slave, index (StatefulSet ordinal: 0 is master) or auto (Postgres advisory lock)",
+		func(c *switchboard.Config) *string { return &c.RingRole }, true),
+	stringFlag("ring-master", "URL", "a slave's master, https://host:port (default: the address the master published in the store)",
+		func(c *switchboard.Config) *string { return &c.RingMaster }, false),
+	stringFlag("ring-address", "HOST:PORT", "where the site's other instances reach this one (default: --listen, or $POD_IP / host name with its port)",
+		func(c *switchboard.Config) *string { return &c.RingAddress }, false),
+	stringFlag("cluster", "NAME", "cluster of this instance; a master admits slaves of its own cluster only",
+		func(c *switchboard.Config) *string { return &c.Cluster }, false),
+	stringFlag("region", "NAME", "region of this instance; a master admits slaves of its own region only",
+		func(c *switchboard.Config) *string { return &c.Region }, false),
+	stringFlag("zone", "NAME", "zone of this instance (shown in the ring status)",
+		func(c *switchboard.Config) *string { return &c.Zone }, false),
+	{
+		name: "ring-services", arg: "KIND,...", usage: "work this instance does: delivery, forward (a slave's must be a subset of its master's)",
+		set: func(c *switchboard.Config, _ *logOptions, v string) error {
+			c.RingServices = splitList(v)
+			return nil
+		},
+		def: func(c switchboard.Config, _ logOptions) string { return strings.Join(c.RingServices, ",") },
+	},
+	durationFlag("ring-publish-interval", "the master republishes the assignment this often; a member silent for two loses its ranges",
+		func(c *switchboard.Config) *time.Duration { return &c.RingPublishInterval }),
+	intFlag("ring-reconnect-max-attempts", "failed calls in a row to the master before a slave exits non-zero",
+		func(c *switchboard.Config) *int { return &c.RingReconnectMaxAttempts }),
+	durationFlag("ring-reconnect-backoff-min", "first wait before calling an unreachable master again (doubling)",
+		func(c *switchboard.Config) *time.Duration { return &c.RingReconnectBackoffMin }),
+	durationFlag("ring-reconnect-backoff-max", "longest wait before calling an unreachable master again",
+		func(c *switchboard.Config) *time.Duration { return &c.RingReconnectBackoffMax }),
+	{
+		name: "ring-reconnect-jitter", arg: "FRACTION", usage: "up to this fraction (0-1) is taken off each reconnect wait",
+		set: func(c *switchboard.Config, _ *logOptions, v string) error {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return errors.New("must be a number between 0 and 1")
+			}
+			c.RingReconnectJitter = f
+			return nil
+		},
+		def: func(c switchboard.Config, _ logOptions) string {
+			return strconv.FormatFloat(c.RingReconnectJitter, 'g', -1, 64)
+		},
+	},
 	{
 		name: "log-level", arg: "LEVEL", usage: "debug, info, warn or error",
 		set: func(_ *switchboard.Config, lo *logOptions, v string) error {

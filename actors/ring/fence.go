@@ -1,0 +1,143 @@
+package ring
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// Fence is what a worker asks before it claims work: the ring fencing of
+// the claim. Delivery workers and forward queues take one; nil claims the
+// whole ring unfenced (a store used without a ring, as in some tests).
+type Fence interface {
+	// Claim returns the fencing of a claim of work of kind k, or false when
+	// this instance owns none of the ring for k's service now: the worker
+	// claims nothing and waits to be kicked.
+	Claim(k persistence.WorkKind) (*persistence.RingClaim, bool)
+	// Refused tells that the store refused a claim for a stale epoch (a new
+	// assignment is on its way; the worker waits to be kicked).
+	Refused(k persistence.WorkKind)
+	// IdlePoll is how often an idle worker looks for work that other
+	// instances of the site committed (they cannot kick it); 0 when this
+	// instance is alone in its ring and every commit kicks it.
+	IdlePoll() time.Duration
+}
+
+// Partition is what one service's partition holds: its token ranges under
+// an epoch.
+type Partition struct {
+	Service string
+	Epoch   uint64
+	Ranges  []messages.TokenRange
+}
+
+// Shares holds this instance's partitions, one per service it runs, as the
+// coordinator last applied them, and answers its workers' Claim calls. It
+// is safe for concurrent use: the coordinator writes, every worker reads.
+type Shares struct {
+	mu       sync.RWMutex
+	parts    map[string]Partition
+	alone    bool
+	master   bool
+	idlePoll time.Duration
+	refused  func(service string)
+}
+
+// NewShares returns empty shares (nothing may be claimed until the first
+// Apply). idlePoll is Fence.IdlePoll when the ring has other members;
+// refused counts refused claims (a metric), may be nil.
+func NewShares(idlePoll time.Duration, refused func(service string)) *Shares {
+	return &Shares{parts: map[string]Partition{}, alone: true, idlePoll: idlePoll, refused: refused}
+}
+
+// Apply replaces the partitions with those of instance self in a (for the
+// services it runs) and returns the services whose partition changed.
+func (s *Shares) Apply(a messages.RingAssignment, self string, services []string) []string {
+	next := map[string]Partition{}
+	for _, svc := range services {
+		if rs := Grant(a, self, svc); len(rs) > 0 {
+			next[svc] = Partition{Service: svc, Epoch: a.Epoch, Ranges: rs}
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var changed []string
+	for _, svc := range messages.AllServices {
+		old, had := s.parts[svc]
+		nw, has := next[svc]
+		if had != has || old.Epoch != nw.Epoch || !slices.Equal(old.Ranges, nw.Ranges) {
+			changed = append(changed, svc)
+		}
+	}
+	s.parts = next
+	s.alone = len(a.Members) <= 1
+	return changed
+}
+
+// Clear drops every partition (the instance stops working the ring: it
+// stands down, or it stops).
+func (s *Shares) Clear() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.parts = map[string]Partition{}
+	s.master = false
+}
+
+// Partitions returns a copy of the partitions, ordered by service.
+func (s *Shares) Partitions() []Partition {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]Partition, 0, len(s.parts))
+	for _, svc := range messages.AllServices {
+		if p, ok := s.parts[svc]; ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// SetMaster records whether this instance is its ring's master now.
+func (s *Shares) SetMaster(m bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.master = m
+}
+
+// Master reports whether this instance is its ring's master now (the
+// site-wide sweeps of the janitor run there only).
+func (s *Shares) Master() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.master
+}
+
+// Claim implements Fence.
+func (s *Shares) Claim(k persistence.WorkKind) (*persistence.RingClaim, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	p, ok := s.parts[persistence.ServiceOf(k)]
+	if !ok {
+		return nil, false
+	}
+	return &persistence.RingClaim{Epoch: p.Epoch, Ranges: p.Ranges}, true
+}
+
+// Refused implements Fence.
+func (s *Shares) Refused(k persistence.WorkKind) {
+	if s.refused != nil {
+		s.refused(persistence.ServiceOf(k))
+	}
+}
+
+// IdlePoll implements Fence.
+func (s *Shares) IdlePoll() time.Duration {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.alone {
+		return 0
+	}
+	return s.idlePoll
+}

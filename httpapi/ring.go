@@ -1,0 +1,162 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+// Paths of the ring API (CONTRACT.md, "Ring"). join, poll and leave are
+// instance to instance inside one site: they authenticate like the
+// federation API (mutual TLS, X-Federation-Node = the certificate's name,
+// which for an instance of our own site is our own --name) and sit outside
+// the API token. status is an operator call under the API token.
+const (
+	pathRingJoin   = "/api/ring/join"
+	pathRingPoll   = "/api/ring/poll"
+	pathRingLeave  = "/api/ring/leave"
+	pathRingStatus = "/api/ring/status"
+)
+
+// RingBackend is the node's ring coordinator as the gateway sees it. from
+// is the caller's authenticated X-Federation-Node; the backend refuses a
+// caller that is not of its own site (ring_node_mismatch).
+type RingBackend interface {
+	// RingJoin admits a slave and answers the current assignment, or
+	// refuses it (ring_* codes).
+	RingJoin(ctx context.Context, from string, j messages.RingJoin) (messages.RingAssignment, error)
+	// RingPoll is the slave's subscription: it answers when an assignment
+	// newer than p.Epoch is published, or after min(p.WaitMs, the publish
+	// interval) with the current one. ctx ends when the caller goes away.
+	RingPoll(ctx context.Context, from string, p messages.RingPoll) (messages.RingAssignment, error)
+	// RingLeave removes a slave at once (graceful stop).
+	RingLeave(ctx context.Context, from string, l messages.RingLeave) error
+	// RingStatus is GET /api/ring/status.
+	RingStatus(ctx context.Context) (messages.RingStatus, error)
+}
+
+// maxRingWait bounds how long a poll may be held (a slave asking for more
+// gets this); the publish interval is normally far below it.
+const maxRingWait = 10 * time.Minute
+
+// ringRoutes adds the ring API when the node has a ring.
+func (s *Server) ringRoutes(r *mux.Router) {
+	ring := s.cfg.Ring
+	if ring == nil {
+		return
+	}
+	r.Handle(pathRingStatus, s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := s.ctx(r)
+		defer cancel()
+		st, err := ring.RingStatus(ctx)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if st.Members == nil {
+			st.Members = []messages.RingMember{}
+		}
+		writeJSON(w, http.StatusOK, st)
+	}))).Methods(http.MethodGet)
+	r.Handle(pathRingJoin, s.peerAuth(func(w http.ResponseWriter, r *http.Request, from string) {
+		var j messages.RingJoin
+		if err := decode(w, r, &j); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		ctx, cancel := s.ctx(r)
+		defer cancel()
+		a, err := ring.RingJoin(ctx, from, j)
+		if err != nil {
+			s.refuse(w, r, from, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, a)
+	})).Methods(http.MethodPost)
+	r.Handle(pathRingPoll, s.peerAuth(func(w http.ResponseWriter, r *http.Request, from string) {
+		var p messages.RingPoll
+		if err := decode(w, r, &p); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if p.InstanceID == "" || p.WaitMs < 0 {
+			s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "instance_id is required and wait_ms must not be negative"))
+			return
+		}
+		wait := min(time.Duration(p.WaitMs)*time.Millisecond, maxRingWait)
+		ctx, cancel := context.WithTimeout(r.Context(), wait+s.cfg.RequestTimeout)
+		defer cancel()
+		a, err := ring.RingPoll(ctx, from, p)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, a)
+	})).Methods(http.MethodPost)
+	r.Handle(pathRingLeave, s.peerAuth(func(w http.ResponseWriter, r *http.Request, from string) {
+		var l messages.RingLeave
+		if err := decode(w, r, &l); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if l.InstanceID == "" {
+			s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "instance_id is required"))
+			return
+		}
+		ctx, cancel := s.ctx(r)
+		defer cancel()
+		if err := ring.RingLeave(ctx, from, l); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})).Methods(http.MethodPost)
+}
+
+// ringTarget is the address key of a ring call and the node its
+// certificate must name: the master is an instance of our own site, so an
+// address that answers as another node is refused before anything is sent.
+func (c *PeerClient) ringTarget(ctx context.Context, addr string) (key, want string, err error) {
+	key, want, err = c.target(ctx, addr)
+	if err == nil && want != "" && want != c.cfg.Node {
+		err = fmt.Errorf("the ring master at %s is node %q, not an instance of this site %q", addr, want, c.cfg.Node)
+	}
+	return key, want, err
+}
+
+// RingJoin implements ring.Transport.
+func (c *PeerClient) RingJoin(ctx context.Context, addr string, j messages.RingJoin) (messages.RingAssignment, error) {
+	key, want, err := c.ringTarget(ctx, addr)
+	if err != nil {
+		return messages.RingAssignment{}, err
+	}
+	var out messages.RingAssignment
+	err = c.callWithin(ctx, c.cfg.Timeout, key, want, pathRingJoin, j, &out)
+	return out, err
+}
+
+// RingPoll implements ring.Transport: the call may take p.WaitMs, plus
+// the usual --http-timeout for the answer to come back.
+func (c *PeerClient) RingPoll(ctx context.Context, addr string, p messages.RingPoll) (messages.RingAssignment, error) {
+	key, want, err := c.ringTarget(ctx, addr)
+	if err != nil {
+		return messages.RingAssignment{}, err
+	}
+	var out messages.RingAssignment
+	err = c.callWithin(ctx, time.Duration(p.WaitMs)*time.Millisecond+c.cfg.Timeout, key, want, pathRingPoll, p, &out)
+	return out, err
+}
+
+// RingLeave implements ring.Transport.
+func (c *PeerClient) RingLeave(ctx context.Context, addr string, l messages.RingLeave) error {
+	key, want, err := c.ringTarget(ctx, addr)
+	if err != nil {
+		return err
+	}
+	return c.callWithin(ctx, c.cfg.Timeout, key, want, pathRingLeave, l, nil)
+}

@@ -1,0 +1,369 @@
+package switchboard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/actors/ring"
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// actorRing is the ring coordinator's name under the guardian.
+const actorRing = "ring"
+
+// ringIdlePoll is how often an idle worker of a multi-instance site looks
+// for work that another instance committed in its ranges: the instance
+// that accepted a message cannot kick the owner's worker. A fifth of a
+// second keeps an idle site's first delivery quick at five cheap indexed
+// queries a second per worker.
+const ringIdlePoll = 200 * time.Millisecond
+
+// validateRing checks the ring flags.
+func (c Config) validateRing() []error {
+	var errs []error
+	bad := func(flag, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("--%s: %s", flag, fmt.Sprintf(format, args...)))
+	}
+	shared := c.Postgres != "" || c.Store != nil
+	switch c.RingRole {
+	case messages.RoleMaster, messages.RoleAuto:
+	case messages.RoleSlave, messages.RoleIndex:
+		if !shared {
+			bad("ring-role", "%s needs --postgres: the embedded store serves a single instance, which is always its own master", c.RingRole)
+		}
+	default:
+		bad("ring-role", "must be master, slave, index or auto, got %q", c.RingRole)
+	}
+	if c.RingRole == messages.RoleIndex {
+		if _, err := c.ordinal(); err != nil {
+			bad("ring-role", "index: %v", err)
+		}
+	}
+	if c.RingMaster != "" {
+		if _, err := ringMasterAddr(c.RingMaster); err != nil {
+			bad("ring-master", "%v", err)
+		}
+	}
+	if c.RingAddress != "" {
+		if _, _, err := net.SplitHostPort(c.RingAddress); err != nil {
+			bad("ring-address", "%q is not host:port", c.RingAddress)
+		}
+	}
+	for flag, v := range map[string]string{"cluster": c.Cluster, "region": c.Region, "zone": c.Zone} {
+		if v != "" && !messages.ValidName(v) {
+			bad(flag, "%q is not a valid name (1-63 letters, digits, '.', '_', '-')", v)
+		}
+	}
+	if len(c.RingServices) == 0 {
+		bad("ring-services", "must name at least one of %v", messages.AllServices)
+	}
+	seen := map[string]bool{}
+	for _, s := range c.RingServices {
+		if !slices.Contains(messages.AllServices, s) {
+			bad("ring-services", "unknown service %q (known: %v)", s, messages.AllServices)
+		}
+		if seen[s] {
+			bad("ring-services", "service %q given twice", s)
+		}
+		seen[s] = true
+	}
+	if c.RingPublishInterval <= 0 {
+		bad("ring-publish-interval", "must be positive, got %v", c.RingPublishInterval)
+	}
+	if err := c.reconnect().Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+func (c Config) reconnect() ring.Reconnect {
+	return ring.Reconnect{MaxAttempts: c.RingReconnectMaxAttempts, Min: c.RingReconnectBackoffMin,
+		Max: c.RingReconnectBackoffMax, Jitter: c.RingReconnectJitter}
+}
+
+// ordinal is the StatefulSet ordinal of role index: from --instance-id,
+// else $POD_NAME, else $HOSTNAME (the number after the last '-').
+func (c Config) ordinal() (int, error) {
+	var tried []string
+	for _, src := range []struct{ name, v string }{
+		{"--instance-id", c.InstanceID}, {"POD_NAME", os.Getenv("POD_NAME")}, {"HOSTNAME", os.Getenv("HOSTNAME")},
+	} {
+		if src.v == "" {
+			continue
+		}
+		if n, err := ring.Ordinal(src.v); err == nil {
+			return n, nil
+		}
+		tried = append(tried, fmt.Sprintf("%s=%q", src.name, src.v))
+	}
+	return 0, fmt.Errorf("no ordinal (a number after the last '-') in %v", tried)
+}
+
+// ringMasterAddr turns --ring-master (https://host:port, or host:port)
+// into host:port.
+func ringMasterAddr(s string) (string, error) {
+	hostport := s
+	if u, err := url.Parse(s); err == nil && u.Scheme != "" {
+		if u.Scheme != "https" || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return "", fmt.Errorf("%q must be https://host:port", s)
+		}
+		hostport = u.Host
+	}
+	if _, _, err := net.SplitHostPort(hostport); err != nil {
+		return "", fmt.Errorf("%q must be https://host:port", s)
+	}
+	return hostport, nil
+}
+
+// ringRole resolves the role this instance starts in: master, slave or
+// auto. The embedded store (no elector) is always master.
+func (n *Node) ringRole(elector persistence.Elector) string {
+	role := n.cfg.RingRole
+	if role == messages.RoleIndex {
+		if ord, _ := n.cfg.ordinal(); ord == 0 {
+			role = messages.RoleMaster
+		} else {
+			role = messages.RoleSlave
+		}
+	}
+	if role == messages.RoleAuto && elector == nil {
+		role = messages.RoleMaster
+	}
+	return role
+}
+
+// ringAddress is where the site's other instances reach this one.
+func (n *Node) ringAddress() string {
+	if n.cfg.RingAddress != "" {
+		return n.cfg.RingAddress
+	}
+	listen := n.addr
+	if listen == "" {
+		listen = n.cfg.Listen
+	}
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+		return listen
+	}
+	if ip := os.Getenv("POD_IP"); ip != "" {
+		return net.JoinHostPort(ip, port)
+	}
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		h = "localhost"
+	}
+	return net.JoinHostPort(h, port)
+}
+
+// newShares builds the fence the workers claim through; the coordinator
+// fills it.
+func (n *Node) newShares() error {
+	m, err := ring.NewMetrics(n.registry)
+	if err != nil {
+		return err
+	}
+	n.ringMetrics = m
+	n.shares = ring.NewShares(ringIdlePoll, m.Refused)
+	return nil
+}
+
+// startRing spawns the coordinator (after the HTTPS listener, whose
+// address it advertises).
+func (n *Node) startRing() error {
+	elector := n.cfg.Elector
+	if elector == nil {
+		elector, _ = n.store.(persistence.Elector)
+	}
+	role := n.ringRole(elector)
+	master := ""
+	if n.cfg.RingMaster != "" {
+		master, _ = ringMasterAddr(n.cfg.RingMaster)
+	}
+	cfg := ring.Config{
+		Self: messages.RingJoin{
+			InstanceID: n.cfg.InstanceID, Node: n.cfg.Name, Address: n.ringAddress(),
+			Cluster: n.cfg.Cluster, Region: n.cfg.Region, Zone: n.cfg.Zone, Services: n.cfg.RingServices,
+		},
+		Role: role, MasterAddr: master, PublishInterval: n.cfg.RingPublishInterval, Reconnect: n.cfg.reconnect(),
+		Store: n.store, Elector: elector, Clock: n.clock, Seed: uint64(n.clock.Now().UnixNano()),
+		Logger: n.log, Metrics: n.ringMetrics, Shares: n.shares, Kick: n.kickServices, Refresh: n.refreshDirectory,
+		Fatal: func(err error) { n.onFatal("ring", err) },
+	}
+	if role != messages.RoleMaster {
+		tr, err := n.ringTransport()
+		if err != nil {
+			return err
+		}
+		cfg.Transport = tr
+	}
+	prod, err := ring.New(cfg)
+	if err != nil {
+		return err
+	}
+	pid, err := n.guardian.Spawn(actorRing, "ring", prod)
+	if err != nil {
+		return err
+	}
+	n.ring.Store(pid)
+	return nil
+}
+
+// ringTransport is the transport of a slave's calls: the federation's
+// when it carries ring calls, else a peer client of its own.
+func (n *Node) ringTransport() (ring.Transport, error) {
+	if n.transport == nil {
+		if n.cfg.Transport == nil && n.cfg.TLSCA == "" && !n.cfg.InsecureSkipVerify {
+			// An auto instance that never becomes a slave needs none; one
+			// that does stops with this.
+			return nil, nil
+		}
+		tr, err := n.newTransport()
+		if err != nil {
+			return nil, err
+		}
+		n.transport = tr
+	}
+	tr, ok := n.transport.(ring.Transport)
+	if !ok {
+		return nil, errors.New("ring: the configured transport does not carry ring calls")
+	}
+	return tr, nil
+}
+
+// kickServices wakes the workers of the services whose partition changed.
+func (n *Node) kickServices(services []string) {
+	for _, s := range services {
+		switch s {
+		case messages.ServiceDelivery:
+			if n.frontends != nil {
+				n.system.Root.Send(n.frontends, &messages.Kick{})
+			}
+		case messages.ServiceForward:
+			if n.peers != nil {
+				n.system.Root.Send(n.peers, &messages.KickPeer{})
+				n.system.Root.Send(n.peers, &messages.KickPeer{Status: true})
+			}
+		}
+	}
+}
+
+// refreshDirectory has the intake read routes and frontends again.
+func (n *Node) refreshDirectory() {
+	n.system.Root.Send(n.intake, &messages.ReloadDirectory{})
+}
+
+// touchRing spreads a change of the directory made here to the site.
+func (n *Node) touchRing() {
+	if pid := n.ring.Load(); pid != nil {
+		n.system.Root.Send(pid, &messages.RingTouch{})
+	}
+}
+
+// isRingMaster reports whether this instance leads its site's ring now
+// (the janitor's site-wide sweeps run there only).
+func (n *Node) isRingMaster() bool { return n.shares.Master() }
+
+func (n *Node) ringStatus(ctx context.Context) (messages.RingStatus, bool) {
+	pid := n.ring.Load()
+	if pid == nil {
+		return messages.RingStatus{}, false
+	}
+	reply := make(chan messages.RingStatus, 1)
+	n.system.Root.Send(pid, &messages.RingStatusRequest{Reply: reply})
+	select {
+	case st := <-reply:
+		return st, true
+	case <-ctx.Done():
+		return messages.RingStatus{}, false
+	case <-time.After(5 * time.Second):
+		return messages.RingStatus{}, false
+	}
+}
+
+// sameSite refuses a ring caller that is not an instance of this site.
+func (n *Node) sameSite(from string) error {
+	if from != n.cfg.Name {
+		return messages.Errorf(messages.CodeRingNodeMismatch,
+			"%q is not this site (%q): only instances with the same --name form a ring", from, n.cfg.Name)
+	}
+	if n.ring.Load() == nil {
+		return messages.Errorf(messages.CodeUnavailable, "the ring is not running yet")
+	}
+	return nil
+}
+
+// ringAsk sends a request to the coordinator and waits for its answer.
+func ringAsk[T any](n *Node, ctx context.Context, msg any, reply chan T) (T, error) {
+	n.system.Root.Send(n.ring.Load(), msg)
+	select {
+	case v := <-reply:
+		return v, nil
+	case <-ctx.Done():
+		var zero T
+		return zero, messages.Errorf(messages.CodeUnavailable, "the ring coordinator did not answer in time")
+	}
+}
+
+// RingJoin implements httpapi.RingBackend.
+func (n *Node) RingJoin(ctx context.Context, from string, j messages.RingJoin) (messages.RingAssignment, error) {
+	if err := n.sameSite(from); err != nil {
+		return messages.RingAssignment{}, err
+	}
+	reply := make(chan messages.RingAnswer, 1)
+	ans, err := ringAsk(n, ctx, &messages.RingJoinRequest{Join: j, Reply: reply}, reply)
+	if err != nil {
+		return messages.RingAssignment{}, err
+	}
+	return ans.Assignment, ans.Err
+}
+
+// RingPoll implements httpapi.RingBackend: the subscription waits in the
+// coordinator; when its caller goes away first it is withdrawn.
+func (n *Node) RingPoll(ctx context.Context, from string, p messages.RingPoll) (messages.RingAssignment, error) {
+	if err := n.sameSite(from); err != nil {
+		return messages.RingAssignment{}, err
+	}
+	req := &messages.RingPollRequest{Poll: p, Reply: make(chan messages.RingAnswer, 1)}
+	pid := n.ring.Load()
+	n.system.Root.Send(pid, req)
+	select {
+	case ans := <-req.Reply:
+		return ans.Assignment, ans.Err
+	case <-n.stopping:
+	case <-ctx.Done():
+	}
+	n.system.Root.Send(pid, &messages.RingPollGone{Request: req})
+	return messages.RingAssignment{}, messages.Errorf(messages.CodeUnavailable, "the subscription ended before a publication")
+}
+
+// RingLeave implements httpapi.RingBackend.
+func (n *Node) RingLeave(ctx context.Context, from string, l messages.RingLeave) error {
+	if err := n.sameSite(from); err != nil {
+		return err
+	}
+	reply := make(chan error, 1)
+	err, askErr := ringAsk(n, ctx, &messages.RingLeaveRequest{Leave: l, Reply: reply}, reply)
+	if askErr != nil {
+		return askErr
+	}
+	return err
+}
+
+// RingStatus implements httpapi.RingBackend.
+func (n *Node) RingStatus(ctx context.Context) (messages.RingStatus, error) {
+	st, ok := n.ringStatus(ctx)
+	if !ok {
+		return messages.RingStatus{}, messages.Errorf(messages.CodeUnavailable, "the ring coordinator did not answer")
+	}
+	return st, nil
+}
