@@ -339,10 +339,10 @@ func (n *Node) RingPoll(ctx context.Context, from string, p messages.RingPoll) (
 	select {
 	case ans := <-req.Reply:
 		return ans.Assignment, ans.Err
-	case <-n.stopping:
+	case <-n.stopping: // the coordinator answers its subscriptions as it stops
 	case <-ctx.Done():
+		n.system.Root.Send(pid, &messages.RingPollGone{Request: req})
 	}
-	n.system.Root.Send(pid, &messages.RingPollGone{Request: req})
 	return messages.RingAssignment{}, messages.Errorf(messages.CodeUnavailable, "the subscription ended before a publication")
 }
 

@@ -125,6 +125,12 @@ type Coordinator struct {
 	calling    bool
 	retryAt    time.Time
 	stopping   bool
+
+	// calls is the context of the calls to the master and of the lock's
+	// watcher; cancelled when the actor stops, so nothing outlives it or
+	// sends to it once it is gone.
+	calls       context.Context
+	cancelCalls context.CancelFunc
 }
 
 type waiter struct {
@@ -167,6 +173,7 @@ func (co *Coordinator) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *actor.Started:
 		co.self, co.sys = c.Self(), c.ActorSystem()
+		co.calls, co.cancelCalls = context.WithCancel(context.Background())
 		co.wake = clock.NewWakeup(co.cfg.Clock, func(uint64) { co.sys.Root.Send(co.self, wakeMsg{}) })
 		co.start()
 	case *actor.Restarting:
@@ -240,10 +247,17 @@ func (co *Coordinator) tryLead() bool {
 		return false
 	}
 	co.lead = lead
-	self, sys := co.self, co.sys
+	self, sys, quit := co.self, co.sys, co.calls.Done()
 	go func() {
-		<-lead.Lost()
-		sys.Root.Send(self, leadLost{lead: lead})
+		select {
+		case <-lead.Lost():
+			select {
+			case <-quit: // released by stop
+			default:
+				sys.Root.Send(self, leadLost{lead: lead})
+			}
+		case <-quit:
+		}
 	}()
 	return true
 }
@@ -350,9 +364,9 @@ func (co *Coordinator) touch() {
 	case co.joined && co.masterAddr != "":
 		addr, tr := co.masterAddr, co.cfg.Transport
 		p := messages.RingPoll{InstanceID: co.cfg.Self.InstanceID, Epoch: co.held.Epoch, Touch: true}
-		log := co.log
+		log, calls := co.log, co.calls
 		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(calls, 10*time.Second)
 			defer cancel()
 			if _, err := tr.RingPoll(ctx, addr, p); err != nil {
 				log.Warn("telling the master of a directory change failed; the others see it at the next publication", "err", err)
@@ -439,21 +453,26 @@ func (co *Coordinator) stepSlave(now time.Time) time.Time {
 	co.calling = true
 	co.gen++
 	gen, addr, tr := co.gen, co.masterAddr, co.cfg.Transport
-	self, sys := co.self, co.sys
+	self, sys, calls := co.self, co.sys, co.calls
+	send := func(r *callResult) {
+		if calls.Err() == nil {
+			sys.Root.Send(self, r)
+		}
+	}
 	if !co.joined {
 		j := co.cfg.Self
 		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(calls, 30*time.Second)
 			defer cancel()
 			a, err := tr.RingJoin(ctx, addr, j)
-			sys.Root.Send(self, &callResult{gen: gen, join: true, a: a, err: err})
+			send(&callResult{gen: gen, join: true, a: a, err: err})
 		}()
 		return time.Time{}
 	}
 	p := messages.RingPoll{InstanceID: co.cfg.Self.InstanceID, Epoch: co.held.Epoch, WaitMs: co.cfg.PublishInterval.Milliseconds()}
 	go func() {
-		a, err := tr.RingPoll(context.Background(), addr, p)
-		sys.Root.Send(self, &callResult{gen: gen, a: a, err: err})
+		a, err := tr.RingPoll(calls, addr, p)
+		send(&callResult{gen: gen, a: a, err: err})
 	}()
 	return time.Time{}
 }
@@ -592,6 +611,9 @@ func (co *Coordinator) answerWaiters() {
 func (co *Coordinator) stop(final bool) {
 	if co.wake != nil {
 		co.wake.Cancel()
+	}
+	if co.cancelCalls != nil {
+		co.cancelCalls()
 	}
 	co.answerWaiters()
 	if final {

@@ -1,0 +1,194 @@
+package switchboard_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard"
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence/pgtest"
+)
+
+// siteConfig is instance id of site "site-a" on the Postgres database dsn.
+func siteConfig(t *testing.T, dsn, id string) switchboard.Config {
+	cfg := testConfig(t)
+	cfg.Name, cfg.InstanceID, cfg.Postgres = "site-a", id, dsn
+	cfg.InsecureSkipVerify = true // the instances serve self-signed certificates
+	cfg.RingPublishInterval = 500 * time.Millisecond
+	cfg.RingReconnectBackoffMin = 50 * time.Millisecond
+	cfg.RingReconnectBackoffMax = 200 * time.Millisecond
+	cfg.RingReconnectMaxAttempts = 20
+	return cfg
+}
+
+func (h *harness) ringStatus() messages.RingStatus {
+	h.t.Helper()
+	var st messages.RingStatus
+	h.must(200, "GET", "/api/ring/status", nil, &st)
+	return st
+}
+
+// waitRing waits until every instance holds one epoch covering the whole
+// ring with exactly the members named, and returns the master's id.
+func waitRing(t *testing.T, hs []*harness, members ...string) string {
+	t.Helper()
+	slices.Sort(members)
+	var master string
+	eventually(t, 20*time.Second, func() error {
+		var epoch uint64
+		for i, h := range hs {
+			st := h.ringStatus()
+			var ids []string
+			for _, m := range st.Members {
+				ids = append(ids, m.InstanceID)
+			}
+			switch {
+			case !slices.Equal(ids, members):
+				return fmt.Errorf("%s sees members %v, want %v", h.cfg.InstanceID, ids, members)
+			case i > 0 && st.Epoch != epoch:
+				return fmt.Errorf("%s holds epoch %d, %s %d", h.cfg.InstanceID, st.Epoch, hs[0].cfg.InstanceID, epoch)
+			case st.Role == messages.RoleMaster && st.Coverage != 1:
+				return fmt.Errorf("master %s: coverage %v", h.cfg.InstanceID, st.Coverage)
+			}
+			epoch, master = st.Epoch, st.Master
+		}
+		return nil
+	})
+	return master
+}
+
+func fatalOf(t *testing.T, h *harness, within time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-h.node.Fatal():
+		return err
+	case <-time.After(within):
+		t.Fatalf("%s did not stop", h.cfg.InstanceID)
+		return nil
+	}
+}
+
+// TestRingSiteSplitsWorkAndFailsOver: three instances of one site on one
+// Postgres elect a master, split the ring, deliver every message once
+// whichever instance accepted it, and hand the master's work over when it
+// stops.
+func TestRingSiteSplitsWorkAndFailsOver(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	var hs []*harness
+	for _, id := range []string{"a1", "a2", "a3"} {
+		hs = append(hs, startNode(t, siteConfig(t, dsn, id)))
+	}
+	master := waitRing(t, hs, "a1", "a2", "a3")
+	if master != "a1" {
+		t.Fatalf("master %q, want a1 (the first to take the lock)", master)
+	}
+	hs[1].pullFrontend("fe", "44")
+	var ids []string
+	for i := range 90 {
+		ids = append(ids, hs[i%3].submit(fmt.Sprintf("m%03d", i), "4470000"+fmt.Sprint(i)))
+	}
+	// Poll every instance (a load balancer in front of the site would):
+	// each offers the messages in its own ranges.
+	got := map[string]int{}
+	eventually(t, 30*time.Second, func() error {
+		for _, h := range hs {
+			for _, m := range h.poll("fe", 50, 100, 60_000) {
+				got[m.ID]++
+				h.ack("fe", messages.DeliveryResult{ID: m.ID, Status: messages.Delivered})
+			}
+		}
+		if len(got) < len(ids) {
+			return fmt.Errorf("%d of %d offered", len(got), len(ids))
+		}
+		return nil
+	})
+	for id, n := range got {
+		if n != 1 {
+			t.Errorf("%s offered %d times", id, n)
+		}
+	}
+	for _, id := range ids {
+		hs[2].waitState(id, messages.StateDelivered)
+	}
+
+	// The master stops: one of the others takes the lock and the ring.
+	hs[0].stop()
+	rest := hs[1:]
+	master = waitRing(t, rest, "a2", "a3")
+	if master == "a1" {
+		t.Fatal("a1 is still the master after it stopped")
+	}
+	for i := range 30 {
+		ids = append(ids, rest[i%2].submit(fmt.Sprintf("n%03d", i), "4480000"+fmt.Sprint(i)))
+	}
+	eventually(t, 30*time.Second, func() error {
+		for _, h := range rest {
+			for _, m := range h.poll("fe", 50, 100, 60_000) {
+				got[m.ID]++
+				h.ack("fe", messages.DeliveryResult{ID: m.ID, Status: messages.Delivered})
+			}
+		}
+		if len(got) < len(ids) {
+			return fmt.Errorf("%d of %d offered", len(got), len(ids))
+		}
+		return nil
+	})
+	for id, n := range got {
+		if n != 1 {
+			t.Errorf("%s offered %d times", id, n)
+		}
+	}
+}
+
+// TestRingRefusesForeignSlaves: a slave of another cluster or region, or
+// with a service its master lacks, is refused with the code that says why
+// and stops (the process exits non-zero); the master's ring is unchanged.
+func TestRingRefusesForeignSlaves(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	mcfg := siteConfig(t, dsn, "m")
+	mcfg.RingRole, mcfg.Cluster, mcfg.Region = messages.RoleMaster, "c1", "r1"
+	mcfg.RingServices = []string{messages.ServiceDelivery}
+	m := startNode(t, mcfg)
+	for _, tc := range []struct {
+		name, cluster, region string
+		services              []string
+		code                  string
+	}{
+		{"cluster", "c2", "r1", []string{messages.ServiceDelivery}, messages.CodeRingCluster},
+		{"region", "c1", "r2", []string{messages.ServiceDelivery}, messages.CodeRingRegion},
+		{"services", "c1", "r1", messages.AllServices, messages.CodeRingServices},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := siteConfig(t, dsn, "s-"+tc.name)
+			cfg.RingRole, cfg.RingMaster = messages.RoleSlave, "https://"+m.node.Addr()
+			cfg.Cluster, cfg.Region, cfg.RingServices = tc.cluster, tc.region, tc.services
+			s := startNode(t, cfg)
+			err := fatalOf(t, s, 20*time.Second)
+			if err == nil || !strings.Contains(err.Error(), tc.code) {
+				t.Fatalf("slave stopped with %v, want %s", err, tc.code)
+			}
+		})
+	}
+	if st := m.ringStatus(); len(st.Members) != 1 || st.Coverage != 1 {
+		t.Fatalf("master's ring changed: %+v", st)
+	}
+}
+
+// TestRingSlaveGivesUpOnAnUnreachableMaster: after
+// --ring-reconnect-max-attempts failed calls the slave stops.
+func TestRingSlaveGivesUpOnAnUnreachableMaster(t *testing.T) {
+	cfg := siteConfig(t, pgtest.DSN(t), "lonely")
+	cfg.RingRole, cfg.RingMaster = messages.RoleSlave, "https://127.0.0.1:1"
+	cfg.RingReconnectMaxAttempts = 3
+	s := startNode(t, cfg)
+	err := fatalOf(t, s, 20*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "unreachable after 3 attempts") {
+		t.Fatalf("slave stopped with %v", err)
+	}
+	if st := s.ringStatus(); st.Role != messages.RoleSlave || st.Epoch != 0 {
+		t.Fatalf("status of a slave that never joined: %+v", st)
+	}
+}
