@@ -318,11 +318,44 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 
 func mapsSame(a, b map[string]any) bool { return fmt.Sprintf("%p", a) == fmt.Sprintf("%p", b) }
 
+// stubRing is a ring master over stubBackend's site "ui-node": it admits
+// instances of its own site and refuses those of another cluster.
+type stubRing struct{}
+
+func stubAssignment() messages.RingAssignment {
+	return messages.RingAssignment{Epoch: 3, Master: "ui-node-0", MasterAddress: "10.0.0.1:8443", Cluster: "c1", Region: "r1",
+		Members: []messages.RingMember{
+			{InstanceID: "ui-node-0", Address: "10.0.0.1:8443", Zone: "z1", Services: messages.AllServices,
+				Ranges: []messages.TokenRange{{Lo: 0, Hi: 1<<63 - 1}}},
+			{InstanceID: "ui-node-1", Address: "10.0.0.2:8443", Zone: "z2", Services: []string{messages.ServiceDelivery},
+				Ranges: []messages.TokenRange{{Lo: 1 << 63, Hi: 1<<64 - 1}}},
+		}, Coverage: 0.5}
+}
+
+func (stubRing) RingJoin(_ context.Context, from string, j messages.RingJoin) (messages.RingAssignment, error) {
+	if j.Cluster != "c1" {
+		return messages.RingAssignment{}, messages.Errorf(messages.CodeRingCluster, "cluster %q is not the master's cluster \"c1\"", j.Cluster)
+	}
+	return stubAssignment(), nil
+}
+
+func (stubRing) RingPoll(context.Context, string, messages.RingPoll) (messages.RingAssignment, error) {
+	return stubAssignment(), nil
+}
+
+func (stubRing) RingLeave(context.Context, string, messages.RingLeave) error { return nil }
+
+func (stubRing) RingStatus(context.Context) (messages.RingStatus, error) {
+	a := stubAssignment()
+	return messages.RingStatus{InstanceID: "ui-node-0", Role: messages.RoleMaster, Master: a.Master, Epoch: a.Epoch,
+		Coverage: a.Coverage, Members: a.Members}, nil
+}
+
 // TestOpenAPIMatchesRouter: every route the router serves is documented
 // and every documented operation is served.
 func TestOpenAPIMatchesRouter(t *testing.T) {
 	d := loadOpenAPI(t)
-	s, err := New(Config{Backend: stubBackend{}, Logger: slog.New(slog.DiscardHandler)})
+	s, err := New(Config{Backend: stubBackend{}, Ring: stubRing{}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,7 +434,7 @@ func TestOpenAPIServed(t *testing.T) {
 // document it never asks for it.
 func TestOpenAPISecurity(t *testing.T) {
 	d := loadOpenAPI(t)
-	s, err := New(Config{Backend: stubBackend{}, APIToken: stubToken, Logger: slog.New(slog.DiscardHandler)})
+	s, err := New(Config{Backend: stubBackend{}, Ring: stubRing{}, APIToken: stubToken, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -605,6 +638,14 @@ func TestOpenAPISchemasMatchGo(t *testing.T) {
 		{"StatusBatch", messages.StatusBatch{Statuses: []messages.StatusReport{report}}, messages.StatusBatch{}},
 		{"StatusBatchReply", messages.StatusBatchReply{Results: []messages.StatusReply{{ID: "m-1", Outcome: "no_work"}}}, messages.StatusBatchReply{}},
 		{"Error", errDoc, errorDoc{}},
+		{"RingJoin", messages.RingJoin{InstanceID: "a-1", Node: "a", Address: "10.0.0.2:8443", Cluster: "c1", Region: "r1", Zone: "z1",
+			Services: []string{messages.ServiceDelivery}}, messages.RingJoin{}},
+		{"RingPoll", messages.RingPoll{InstanceID: "a-1", Epoch: 3, WaitMs: 30000, Touch: true}, messages.RingPoll{}},
+		{"RingLeave", messages.RingLeave{InstanceID: "a-1"}, messages.RingLeave{}},
+		{"RingMember", stubAssignment().Members[0], messages.RingMember{}},
+		{"RingAssignment", stubAssignment(), messages.RingAssignment{}},
+		{"RingStatus", messages.RingStatus{InstanceID: "a-0", Role: messages.RoleSlave, Master: "a-0", Epoch: 3, Coverage: 1,
+			Members: stubAssignment().Members}, messages.RingStatus{}},
 	}
 	for _, c := range cases {
 		t.Run(c.schema, func(t *testing.T) {
@@ -663,6 +704,9 @@ func TestOpenAPIEnums(t *testing.T) {
 			str(messages.HealthOK, messages.HealthStopping)},
 		{"StatusReport.status", enum(d.deref(d.schema("StatusReport")["properties"].(map[string]any)["status"])),
 			str(messages.ReportDelivered, messages.ReportFailed)},
+		{"RingService", enum(d.schema("RingService")), messages.AllServices},
+		{"RingStatus.role", enum(d.deref(d.schema("RingStatus")["properties"].(map[string]any)["role"])),
+			str(messages.RoleMaster, messages.RoleSlave)},
 	} {
 		if !slices.Equal(c.got, c.want) {
 			t.Errorf("%s: document %v, Go %v", c.name, c.got, c.want)
@@ -693,7 +737,7 @@ func (answerBackend) Ack(_ context.Context, _ string, rs []messages.DeliveryResu
 // meant to be accepted validate against the request schema.
 func TestOpenAPIAnswers(t *testing.T) {
 	d := loadOpenAPI(t)
-	s, err := New(Config{Backend: answerBackend{}, Logger: slog.New(slog.DiscardHandler)})
+	s, err := New(Config{Backend: answerBackend{}, Ring: stubRing{}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -742,6 +786,12 @@ func TestOpenAPIAnswers(t *testing.T) {
 		{"POST", "/api/federation/forward_batch", `{"messages":[` + fwd("m-8", "fe-a") + `,` + fwd("m-9", "fe-z") + `]}`, true, 200},
 		{"POST", "/api/federation/delivery_status", report, true, 200},
 		{"POST", "/api/federation/delivery_status_batch", `{"statuses":[` + report + `]}`, true, 200},
+		{"GET", "/api/ring/status", "", false, 200},
+		{"POST", "/api/ring/join", `{"instance_id":"a-1","node":"peer-a","address":"10.0.0.2:8443","cluster":"c1","region":"r1","zone":"","services":["delivery"]}`, true, 200},
+		{"POST", "/api/ring/join", `{"instance_id":"a-1","node":"peer-a","address":"10.0.0.2:8443","cluster":"c2","region":"r1","zone":"","services":["delivery"]}`, true, 403},
+		{"POST", "/api/ring/poll", `{"instance_id":"a-1","epoch":2,"wait_ms":0}`, true, 200},
+		{"POST", "/api/ring/poll", `{"epoch":2}`, false, 400},
+		{"POST", "/api/ring/leave", `{"instance_id":"a-1"}`, true, 204},
 	}
 	for _, c := range cases {
 		name := c.method + " " + c.path
