@@ -78,6 +78,7 @@ func groups() []group {
 		{"Frontends", frontendCases()},
 		{"Lifecycle", lifecycleCases()},
 		{"Concurrency", concurrencyCases()},
+		{"Ring", ringCases()},
 	}
 }
 
