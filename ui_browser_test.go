@@ -218,10 +218,14 @@ func TestUIInBrowser(t *testing.T) {
 		t.Logf("note: the screenshot shows %s %s, not forward_queued (the page showed it after its 6 s in the queue)", frQueued, shown)
 	}
 
-	// The ring is not built: its section stays hidden (the API answers 404).
-	if !value(br, "ring section", chromedp.Evaluate[bool](`document.getElementById('ring').hidden`)) {
-		t.Error("the ring section shows, but this node has no ring")
-	}
+	// The ring: a single instance on the embedded store is the master and
+	// only member of its own ring, owning all of it.
+	br.do("the ring section",
+		waitJS("the ring section", `!document.getElementById('ring').hidden && document.querySelectorAll('#ring-members tr').length === 1`),
+		waitJS("the ring's one member with the whole ring", `(() => {
+			const c = document.querySelector('#ring-members tr').cells;
+			return c[0].textContent.includes('(master)') && c[5].textContent === '≈ 100.0%';
+		})()`))
 
 	// Search by number: the messages to or from +336... only, newest first.
 	br.do("search by number",

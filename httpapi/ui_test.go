@@ -155,7 +155,7 @@ const stubToken = "s3cret"
 // uiServer serves the gateway over a stub node that requires stubToken.
 func uiServer(t *testing.T) *httptest.Server {
 	t.Helper()
-	s, err := New(Config{Backend: stubBackend{}, APIToken: stubToken, Logger: slog.New(slog.DiscardHandler)})
+	s, err := New(Config{Backend: stubBackend{}, Ring: stubRing{}, APIToken: stubToken, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,9 +260,11 @@ var uiCalls = []uiCall{
 	{[]string{"/api/frontends"}, "GET", "/api/frontends", "", 200, []string{"frontends"}},
 	{[]string{"/api/frontends/"}, "PUT", "/api/frontends/fe-c", `{"mode":"webhook","url":"http://127.0.0.1:9/x"}`, 200, nil},
 	{[]string{"/api/frontends/"}, "DELETE", "/api/frontends/fe-a", "", 409, []string{"error"}},
-	// The ring is not built yet: every node answers 404 and the page keeps
-	// its ring section hidden (it shows it while this answers 200).
-	{[]string{"/api/ring/status"}, "GET", "/api/ring/status", "", 404, []string{"error"}},
+	// Every node answers the ring status (a single instance is the master
+	// and only member of its own ring); the page shows its ring section
+	// while this answers 200 and hides it on a 404 (an older node).
+	{[]string{"/api/ring/status"}, "GET", "/api/ring/status", "", 200,
+		[]string{"instance_id", "role", "master", "epoch", "coverage", "members"}},
 }
 
 func uiDo(t *testing.T, srv *httptest.Server, method, path, body, token string) (*http.Response, map[string]any) {
@@ -354,6 +356,20 @@ func TestUIAPIPaths(t *testing.T) {
 		"last_success", "frontends", "last_error"} {
 		if !strings.Contains(page, "peer."+k) {
 			t.Errorf("the peers table does not show %q", k)
+		}
+	}
+	// The ring's members table shows these fields of each member.
+	_, ring := uiDo(t, srv, "GET", "/api/ring/status", "", stubToken)
+	members, _ := ring["members"].([]any)
+	if len(members) == 0 {
+		t.Fatalf("ring members = %v, want some", ring["members"])
+	}
+	for _, k := range []string{"instance_id", "address", "zone", "services", "ranges"} {
+		if _, ok := members[0].(map[string]any)[k]; !ok {
+			t.Errorf("ring member has no %q: %v", k, members[0])
+		}
+		if !strings.Contains(page, "m."+k) {
+			t.Errorf("the ring members table does not show %q", k)
 		}
 	}
 	_, list := uiDo(t, srv, "GET", "/api/messages", "", stubToken)
