@@ -2,11 +2,13 @@ package postgres
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/persistence/pgtest"
 )
@@ -83,37 +85,62 @@ func benchNaiveInsert(b *testing.B, size int) float64 {
 
 // BenchmarkClaimComplete measures the delivery cycle of one worker, in
 // messages per second: claim a batch of due work, record it delivered (the
-// Accept that queues the work is not timed).
+// Accept that queues the work is not timed). The fenced variant claims
+// under a ring epoch (fence read, token filter) and completes with fenced
+// outcomes.
 func BenchmarkClaimComplete(b *testing.B) {
-	for _, size := range benchSizes {
-		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
-			s := open(b, pgtest.DSN(b))
-			n := 0
-			outcomes := make([]persistence.Outcome, 0, size)
-			for b.Loop() {
-				b.StopTimer()
-				if _, err := s.Accept(b.Context(), t0, deliveries(fmt.Sprint(n), "fe", size)); err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
-				claim, err := s.ClaimWork(b.Context(), persistence.ClaimRequest{
-					Kind: persistence.WorkDelivery, Target: "fe", Owner: "bench", Limit: size, Now: t0, Lease: time.Minute,
-				})
-				if err != nil {
-					b.Fatal(err)
-				}
-				outcomes = outcomes[:0]
-				for _, w := range claim.Work {
-					outcomes = append(outcomes, persistence.Outcome{
-						Kind: w.Kind, Target: w.Target, MessageID: w.MessageID, Result: persistence.ResultDelivered,
-					})
-				}
-				if _, err := s.CompleteWork(b.Context(), t0, outcomes); err != nil {
-					b.Fatal(err)
-				}
-				n += len(outcomes)
+	for _, fenced := range []bool{false, true} {
+		for _, size := range benchSizes {
+			name := fmt.Sprintf("batch=%d", size)
+			if fenced {
+				name = "fenced/" + name
 			}
-			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msgs/s")
-		})
+			b.Run(name, func(b *testing.B) { benchClaimComplete(b, size, fenced) })
+		}
 	}
+}
+
+func benchClaimComplete(b *testing.B, size int, fenced bool) {
+	s := open(b, pgtest.DSN(b))
+	var ring *persistence.RingClaim
+	var epoch uint64
+	if fenced {
+		epoch = 1
+		whole := persistence.TokenRange{Lo: 0, Hi: math.MaxUint64}
+		err := s.PublishRing(b.Context(), 0, persistence.RingState{Epoch: epoch, Owners: []persistence.RangeOwner{
+			{Service: messages.ServiceDelivery, Range: whole, Owner: "bench"}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		// Half the ring: a partition actor's share.
+		ring = &persistence.RingClaim{Epoch: epoch, Ranges: []persistence.TokenRange{{Lo: 1 << 62, Hi: 3<<62 - 1}}}
+	}
+	n, round := 0, 0
+	outcomes := make([]persistence.Outcome, 0, size)
+	for b.Loop() {
+		b.StopTimer()
+		round++
+		if _, err := s.Accept(b.Context(), t0, deliveries(fmt.Sprint(round), "fe", size)); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		claim, err := s.ClaimWork(b.Context(), persistence.ClaimRequest{
+			Kind: persistence.WorkDelivery, Target: "fe", Owner: "bench", Limit: size, Now: t0, Lease: time.Minute, Ring: ring,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		outcomes = outcomes[:0]
+		for _, w := range claim.Work {
+			outcomes = append(outcomes, persistence.Outcome{
+				Kind: w.Kind, Target: w.Target, MessageID: w.MessageID, Result: persistence.ResultDelivered,
+				Epoch: epoch, Owner: "bench",
+			})
+		}
+		if _, err := s.CompleteWork(b.Context(), t0, outcomes); err != nil {
+			b.Fatal(err)
+		}
+		n += len(outcomes)
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msgs/s")
 }

@@ -13,7 +13,7 @@ import (
 // wrote (before the ledger had kinds of work) holding a delivered message id
 // whose ledger entry for target has the detail "acked": the entry must now
 // be a delivery entry, with no forward entry beside it, and the message not
-// queued for a peer.
+// queued for a peer; no ring is published yet.
 func CheckUpgradeFrom0001(t testing.TB, s persistence.Store, id, target string) {
 	t.Helper()
 	ctx := context.Background()
@@ -23,6 +23,9 @@ func CheckUpgradeFrom0001(t testing.TB, s persistence.Store, id, target string) 
 	}
 	if _, err := s.Ledger(ctx, persistence.WorkForward, id, target); !errors.Is(err, persistence.ErrNotFound) {
 		t.Errorf("forward ledger after the upgrade: %v, want ErrNotFound", err)
+	}
+	if r, err := s.Ring(ctx); err != nil || r.Epoch != 0 || len(r.Owners) != 0 || r.Members != nil || !r.PublishedAt.IsZero() {
+		t.Errorf("Ring after the upgrade = %+v, %v; want none", r, err)
 	}
 	m, err := s.GetMessage(ctx, id)
 	if err != nil || m.QueuedAt != nil || m.State != messages.StateDelivered {
