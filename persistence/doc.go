@@ -30,6 +30,17 @@
 // and a second outcome for the same work (a late or repeated ack) changes
 // nothing and is reported as already recorded.
 //
+// # The ring
+//
+// Instances of one site split the outbox by token (messages.TokenOf of the
+// message id). PublishRing stores an assignment by compare-and-set on its
+// epoch; a ring-fenced claim (ClaimRequest.Ring) names the epoch and its
+// ranges, is refused with ErrStaleEpoch unless they are the stored epoch's
+// and its owner's, and leases rows with that epoch (lease_epoch). A fenced
+// outcome (Outcome.Epoch) applies only while its row is still leased to it
+// under that epoch; otherwise it is StaleEpoch: a newer claim speaks for the
+// row. CompletionOf and SignedRanges hold the rules both stores share.
+//
 // # Time
 //
 // Stores never read the clock: every call that writes a time takes `now`.

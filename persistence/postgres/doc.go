@@ -41,6 +41,27 @@
 // insert waits for the other transaction), and draws their seq in input order
 // so that acceptance order is still what lists show.
 //
+// # The ring
+//
+// ring_state is one row (created by migration 0003 with epoch 0), so that
+// fencing and publishing always meet on it. A ring-fenced ClaimWork reads
+// it FOR SHARE, with the owner's ranges, in the round trip that begins the
+// transaction and leases; PublishRing is an UPDATE ... WHERE epoch = prev
+// of that row. The UPDATE waits for every claim that holds the row, and a
+// claim that comes later waits for the UPDATE and then reads the new epoch:
+// so every row claimed under epoch E is committed before E+1 is, and no
+// claim under E commits after it. The claim statement also repeats the
+// epoch test (one-time filter), so a claim whose fence fails locks no row;
+// one whose ranges are not its owner's is rolled back. Tokens and range
+// ends are stored as the uint64's bit pattern; a claim's ranges become
+// signed ranges (persistence.SignedRanges), filtered on the rows the claim
+// index yields in claim order.
+//
+// TryLead (persistence.Elector) takes a session advisory lock on a
+// connection of its own, outside the pool, and checks that connection every
+// second; when it breaks, the server has ended the session and freed the
+// lock, and Lost is closed.
+//
 // # Outcomes by kind
 //
 // CompleteWork moves the message according to the kind of work:
@@ -76,7 +97,7 @@
 //
 // # Errors
 //
-// persistence.ErrNotFound and persistence.ErrClosed are returned wrapped with
+// persistence.ErrNotFound, persistence.ErrClosed and persistence.ErrStaleEpoch are returned wrapped with
 // %w; context cancellation keeps its context error; other driver errors keep
 // only their text, so no pgx type leaks to callers.
 package postgres
