@@ -69,6 +69,14 @@ func (s *Server) ringRoutes(r *mux.Router) {
 			s.fail(w, r, err)
 			return
 		}
+		if err := j.Validate(); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if j.Node != from {
+			s.refuse(w, r, from, mismatch("node", j.Node, from))
+			return
+		}
 		ctx, cancel := s.ctx(r)
 		defer cancel()
 		a, err := ring.RingJoin(ctx, from, j)

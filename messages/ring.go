@@ -3,6 +3,8 @@ package messages
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
+	"strings"
 )
 
 // Ring documents: the master/slave protocol of a multi-instance site
@@ -163,3 +165,36 @@ type RingTouch struct{}
 
 // RingStatusRequest asks for GET /api/ring/status.
 type RingStatusRequest struct{ Reply chan RingStatus }
+
+// Validate reports what is wrong with a join document (ring_bad_join):
+// every field but zone, cluster and region is required, names must be
+// valid and services known.
+func (j RingJoin) Validate() error {
+	var probs []string
+	for field, v := range map[string]string{"instance_id": j.InstanceID, "node": j.Node} {
+		if !ValidName(v) {
+			probs = append(probs, fmt.Sprintf("%s %q is not a valid name", field, v))
+		}
+	}
+	for field, v := range map[string]string{"cluster": j.Cluster, "region": j.Region, "zone": j.Zone} {
+		if v != "" && !ValidName(v) {
+			probs = append(probs, fmt.Sprintf("%s %q is not a valid name", field, v))
+		}
+	}
+	if j.Address == "" || len(j.Address) > 255 {
+		probs = append(probs, "address (host:port where the master can reach the instance) is required")
+	}
+	if len(j.Services) == 0 {
+		probs = append(probs, "services must name at least one of delivery, forward")
+	}
+	for _, s := range j.Services {
+		if s != ServiceDelivery && s != ServiceForward {
+			probs = append(probs, fmt.Sprintf("unknown service %q (known: delivery, forward)", s))
+		}
+	}
+	if len(probs) == 0 {
+		return nil
+	}
+	sort.Strings(probs)
+	return Errorf(CodeRingBadJoin, "%s", strings.Join(probs, "; "))
+}
