@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/httpapi"
 	"github.com/switchboard-dev/switchboard/messages"
 )
@@ -69,6 +70,17 @@ POST /api/messages/resubmit). A bulk resubmit may take up to ten times
 			about: `List the peers this node federates with and its view of their health
 (GET /api/peers); empty when federation is off.`,
 			run: runPeers,
+		},
+	},
+	{
+		name: "ring",
+		cmd: &cliCommand{
+			name:    "ring",
+			summary: "the site's ring: role, master, epoch, coverage, members",
+			about: `Show this instance's view of its site's token ring (GET /api/ring/status):
+its role, the master, the assignment epoch and coverage, and each member's
+address, zone, services and share of the tokens.`,
+			run: runRing,
 		},
 	},
 	{
@@ -393,6 +405,41 @@ func runPeers(inv *cliInvocation) error {
 					p.ForwardQueueDepth, tableCell(strings.Join(p.Frontends, ",")), tableCell(p.Address), tableCell(p.LastError))
 			}
 		})
+}
+
+func runRing(inv *cliInvocation) error {
+	if err := cliNoArgs(inv); err != nil {
+		return err
+	}
+	var st messages.RingStatus
+	data, err := inv.api.getJSON("/api/ring/status", nil, &st)
+	if err != nil {
+		return err
+	}
+	if inv.json {
+		writeAPIDoc(inv.stdout, data)
+		return nil
+	}
+	tw := newCLITable(inv.stdout)
+	for _, kv := range [][2]string{
+		{"instance", tableCell(st.InstanceID)},
+		{"role", tableCell(st.Role)},
+		{"master", tableCell(st.Master)},
+		{"epoch", strconv.FormatUint(st.Epoch, 10)},
+		{"coverage", fmt.Sprintf("%.1f%%", 100*st.Coverage)},
+	} {
+		fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
+	}
+	tw.Flush()
+	fmt.Fprintln(inv.stdout)
+	tw = newCLITable(inv.stdout)
+	fmt.Fprintln(tw, "MEMBER\tADDRESS\tZONE\tSERVICES\tRANGES\tSHARE")
+	for _, m := range st.Members {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.1f%%\n", tableCell(m.InstanceID), tableCell(m.Address), tableCell(m.Zone),
+			tableCell(strings.Join(m.Services, ",")), len(m.Ranges), 100*ring.Fraction(m.Ranges))
+	}
+	tw.Flush()
+	return nil
 }
 
 // showList is a listing command: GET path into D, then the API's document

@@ -426,6 +426,21 @@ func TestCLIAgainstNode(t *testing.T) {
 		t.Fatalf("peers: %+v", p)
 	}
 
+	// ring: a single instance is its own master over the whole ring.
+	out = n.run(0, "ring", "--json").stdout
+	cliSameDoc(t, "ring", out, n.api("GET", "/api/ring/status", nil))
+	if rs := cliRoundTrip[messages.RingStatus](t, out); rs.Role != "master" || rs.Coverage != 1 || len(rs.Members) != 1 {
+		t.Fatalf("ring --json: %+v", rs)
+	}
+	out = n.run(0, "ring").stdout
+	rows = cliTableRows(out)
+	if r := cliRow(t, rows, "role:"); len(r) != 2 || r[1] != "master" {
+		t.Errorf("ring role row: %q in\n%s", r, out)
+	}
+	if !strings.Contains(out, "coverage:  100.0%") || !strings.Contains(out, "100.0%\n") {
+		t.Errorf("ring: no full coverage or share in\n%s", out)
+	}
+
 	// status: counts and depths.
 	out = n.run(0, "status", "--json").stdout
 	st := cliRoundTrip[httpapi.Status](t, out)

@@ -13,6 +13,7 @@
 //
 //	switchboard messages list|show|resubmit        the message queue
 //	switchboard peers                              federation peers and their health
+//	switchboard ring                               the site's token ring
 //	switchboard routes list|set|delete             the routing table
 //	switchboard frontends list|set|delete          this node's frontends
 //	switchboard status                             counts by state and queue depths
@@ -66,7 +67,7 @@ func mainCode(args []string, stdout, stderr io.Writer, env lookupEnv) int {
 		return runCommand(rest, stdout, stderr, env)
 	case "certs":
 		return certsCommand(rest, stdout, stderr)
-	case "messages", "peers", "routes", "frontends", "status":
+	case "messages", "peers", "ring", "routes", "frontends", "status":
 		return cliMain(cmd, rest, stdout, stderr, env)
 	case "version", "-version", "--version":
 		if len(rest) > 0 {
@@ -120,6 +121,7 @@ Commands:
 Admin commands, talking to a node's HTTPS API (see 'switchboard help admin'):
   messages list|show|resubmit        the message queue
   peers                              federation peers and their health
+  ring                               the site's ring: role, master, epoch, coverage, members
   routes list|set|delete             the routing table
   frontends list|set|delete          this node's frontends
   status                             counts by state and queue depths
