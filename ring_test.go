@@ -192,3 +192,20 @@ func TestRingSlaveGivesUpOnAnUnreachableMaster(t *testing.T) {
 		t.Fatalf("status of a slave that never joined: %+v", st)
 	}
 }
+
+// TestRingSecondMasterWaitsForTheLockThenStops: --ring-role master on a
+// site that has one waits for the lock (a restarted master's old session
+// may still hold it) and stops when it stays taken.
+func TestRingSecondMasterWaitsForTheLockThenStops(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	first := siteConfig(t, dsn, "m1")
+	first.RingRole = messages.RoleMaster
+	startNode(t, first)
+	second := siteConfig(t, dsn, "m2")
+	second.RingRole, second.RingReconnectMaxAttempts = messages.RoleMaster, 3
+	h := startNode(t, second)
+	err := fatalOf(t, h, 20*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "lock is still held after 3 attempts") {
+		t.Fatalf("second master stopped with %v", err)
+	}
+}

@@ -286,10 +286,13 @@ func (w *Worker) verdict(c actor.Context, id string, attempt int, r messages.Del
 	w.queueFlush(c)
 }
 
-// fenced stamps an outcome of our own with the claim it comes from: if
-// the ring moved the token and its new owner claimed the row since, the
-// store refuses it (StaleEpoch). The frontend's own verdicts (acks, a late
-// final verdict) are not fenced: the frontend has spoken.
+// fenced stamps an outcome of a delivery in flight (a push frontend's
+// verdict, delivered ones included, or a timeout) with the claim it comes
+// from: if our lease ran out and the ring's new owner of the token claimed
+// the row since, the store refuses it (StaleEpoch) and the new owner's
+// attempt, under the same Idempotency-Key, speaks for the message. A pull
+// frontend's ack and a verdict arriving after its delivery left the
+// flight are not fenced: the frontend has spoken.
 func (w *Worker) fenced(o persistence.Outcome, wk persistence.Work) persistence.Outcome {
 	if wk.LeaseEpoch > 0 {
 		o.Epoch, o.Owner = wk.LeaseEpoch, w.d.Owner

@@ -125,6 +125,15 @@ type Coordinator struct {
 	calling    bool
 	retryAt    time.Time
 	stopping   bool
+	// movedOn: the instance at --ring-master said it is not the master;
+	// the address the master published in the store is followed instead.
+	movedOn bool
+	// reassigned is the master core's count of moved ranges already
+	// added to the metric.
+	reassigned int
+	// waitLead: role master waits for the lock (held by a session that
+	// has not ended yet); failures counts the tries.
+	waitLead bool
 
 	// calls is the context of the calls to the master and of the lock's
 	// watcher; cancelled when the actor stops, so nothing outlives it or
@@ -219,7 +228,12 @@ func (co *Coordinator) start() {
 	switch co.cfg.Role {
 	case messages.RoleMaster:
 		if co.cfg.Elector != nil && !co.tryLead() {
-			co.fatal(errors.New("--ring-role master: another instance holds the ring master lock of this site"))
+			// A master that restarts fast may find its old session still
+			// holding the lock: wait for it like a slave for its master.
+			co.waitLead = true
+			co.log.Warn("the ring master lock is held by another session; waiting for it")
+			co.failed(co.cfg.Clock.Now(), errors.New("--ring-role master: another session holds the ring master lock of this site"))
+			co.step()
 			return
 		}
 		co.becomeMaster()
@@ -293,10 +307,25 @@ func (co *Coordinator) becomeSlave() {
 
 // step does what is due now and arms the next wake-up.
 func (co *Coordinator) step() {
+	now := co.cfg.Clock.Now()
+	if co.waitLead && !co.stopping {
+		switch {
+		case now.Before(co.retryAt):
+			co.wake.Schedule(co.retryAt)
+		case co.tryLead():
+			co.waitLead, co.failures = false, 0
+			co.becomeMaster()
+		default:
+			co.failed(now, errors.New("--ring-role master: another session holds the ring master lock of this site"))
+			if co.waitLead {
+				co.wake.Schedule(co.retryAt)
+			}
+		}
+		return
+	}
 	if co.stopping || co.role == "" {
 		return
 	}
-	now := co.cfg.Clock.Now()
 	var next time.Time
 	if co.role == messages.RoleMaster {
 		next = co.stepMaster(now)
@@ -326,6 +355,8 @@ func (co *Coordinator) stepMaster(now time.Time) time.Time {
 			return now.Add(time.Second)
 		}
 		co.master.Published(now, a)
+		co.cfg.Metrics.reassigned.Add(float64(co.master.Reassignments() - co.reassigned))
+		co.reassigned = co.master.Reassignments()
 		co.log.Info("ring assignment published", "epoch", a.Epoch, "members", len(a.Members))
 		co.apply(co.master.Current())
 		co.master.Applied(a.Epoch)
@@ -477,9 +508,10 @@ func (co *Coordinator) stepSlave(now time.Time) time.Time {
 	return time.Time{}
 }
 
-// resolveMaster is --ring-master, else the address the master published.
+// resolveMaster is --ring-master, else (or once the instance there said
+// it is not the master) the address the master published in the store.
 func (co *Coordinator) resolveMaster() string {
-	if co.cfg.MasterAddr != "" {
+	if co.cfg.MasterAddr != "" && !co.movedOn {
 		return co.cfg.MasterAddr
 	}
 	ctx, cancel := co.storeCtx()
@@ -522,6 +554,7 @@ func (co *Coordinator) onResult(r *callResult) {
 		case ce.Code == messages.CodeRingNotMaster:
 			co.joined = false
 			co.masterAddr = ""
+			co.movedOn = true // the master moved: follow the store from now on
 		case ce.Status == http.StatusForbidden || ce.Status == http.StatusBadRequest:
 			co.fatal(fmt.Errorf("the ring master at %s refused this instance: %s: %s", co.masterAddr, ce.Code, ce.Message))
 			return
@@ -537,22 +570,29 @@ func (co *Coordinator) onResult(r *callResult) {
 // after the configured attempts.
 func (co *Coordinator) failed(now time.Time, err error) {
 	co.failures++
-	if co.cfg.Role == messages.RoleAuto && co.tryLead() {
+	if !co.waitLead && co.cfg.Role == messages.RoleAuto && co.tryLead() {
 		co.log.Info("took the ring master lock: this instance is the master now", "after", err)
 		co.failures = 0
 		co.joined = false
 		co.becomeMaster()
 		return
 	}
-	if co.cfg.MasterAddr == "" {
+	if co.cfg.MasterAddr == "" || co.movedOn {
 		co.masterAddr = "" // the master may have changed: read it again
 	}
 	if co.cfg.Reconnect.GiveUp(co.failures) {
+		if co.waitLead {
+			co.fatal(fmt.Errorf("the ring master lock is still held after %d attempts (--ring-reconnect-max-attempts): %w", co.failures, err))
+			return
+		}
 		co.fatal(fmt.Errorf("the ring master is unreachable after %d attempts (--ring-reconnect-max-attempts): %w", co.failures, err))
 		return
 	}
 	d := co.cfg.Reconnect.Delay(co.failures, co.rng)
 	co.retryAt = now.Add(d)
+	if co.waitLead {
+		return
+	}
 	co.log.Warn("ring master unreachable; trying again", "attempt", co.failures, "of", co.cfg.Reconnect.MaxAttempts, "in", d, "err", err)
 }
 
@@ -566,9 +606,6 @@ func (co *Coordinator) apply(a messages.RingAssignment) {
 	changed := co.cfg.Shares.Apply(a, co.cfg.Self.InstanceID, co.cfg.Self.Services)
 	co.cfg.Metrics.held(a, a.Coverage)
 	if len(changed) > 0 {
-		for range changed {
-			co.cfg.Metrics.reassigned.Inc()
-		}
 		co.log.Info("ring partitions changed", "epoch", a.Epoch, "services", changed)
 		co.cfg.Kick(changed)
 	}

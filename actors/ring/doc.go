@@ -60,9 +60,9 @@
 //
 // # Failures
 //
-//   - The master dies: its slaves' polls fail; after their reconnect
-//     attempts, auto instances race for the Postgres advisory lock and the
-//     winner becomes master. It starts from the stored assignment: the next
+//   - The master dies: its slaves' polls fail; at each failed call an
+//     auto instance tries the Postgres advisory lock (free once the dead
+//     master's session ended) and the one that takes it becomes master. It starts from the stored assignment: the next
 //     epoch, with only itself as member, owning the whole ring; members
 //     that rejoin get their stored ranges back first. Index slaves keep
 //     retrying the ordinal-0 master.

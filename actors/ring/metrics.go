@@ -38,7 +38,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"role"}),
 		reassigned: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "switchboard_ring_reassignments_total",
-			Help: "Partitions of this instance (one per service) whose ranges or epoch changed by a new assignment.",
+			Help: "Token ranges the master moved from one member to another (counted by the master that published them).",
 		}),
 		refusedC: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchboard_ring_claims_refused_total",
