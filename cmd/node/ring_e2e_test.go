@@ -244,6 +244,13 @@ func startRingCluster(t *testing.T) *ringCluster {
 		}, common("b")...),
 	}
 	t.Cleanup(func() {
+		// On failure the whole logs are kept in a directory of their own
+		// (named in the output), and their tails are shown.
+		var keep string
+		if t.Failed() {
+			keep, _ = os.MkdirTemp("", "ring-e2e-logs-")
+			t.Logf("the logs of every run are in %s", keep)
+		}
 		for _, n := range c.nodes() {
 			if n.proc != nil {
 				select {
@@ -255,7 +262,11 @@ func startRingCluster(t *testing.T) *ringCluster {
 			}
 			if t.Failed() {
 				for i, l := range n.logsAll {
-					t.Logf("--- logs of %s, run %d ---\n%s", n.base, i+1, tail(l.String(), 6000))
+					name := c.nodeName(n)
+					t.Logf("--- logs of %s, run %d ---\n%s", name, i+1, tail(l.String(), 6000))
+					if keep != "" {
+						_ = os.WriteFile(filepath.Join(keep, fmt.Sprintf("%s.run%d.log", name, i+1)), l.Bytes(), 0o644)
+					}
 				}
 			}
 		}
@@ -269,6 +280,13 @@ func startRingCluster(t *testing.T) *ringCluster {
 }
 
 func (c *ringCluster) nodes() []*e2eNode { return append(slices.Clone(c.a), c.b) }
+
+func (c *ringCluster) nodeName(n *e2eNode) string {
+	if i := slices.Index(c.a, n); i >= 0 {
+		return ringAIDs[i]
+	}
+	return "b-0"
+}
 
 // hook is both webhook frontends: /fe-a and /fe-b.
 func (c *ringCluster) hook(w http.ResponseWriter, r *http.Request) {
@@ -534,7 +552,12 @@ func (c *ringCluster) submit(p pair, id string, start int, warm bool) (messages.
 			return r.State, nil
 		case err == nil && status == 422 && !warm:
 			c.mu.Lock()
-			c.refusedRoutes = append(c.refusedRoutes, fmt.Sprintf("%s at %s", id, n.base))
+			when := "before any fault"
+			if len(c.events) > 0 {
+				e := c.events[len(c.events)-1]
+				when = fmt.Sprintf("%v after %s", time.Since(e.at).Round(time.Millisecond), e.what)
+			}
+			c.refusedRoutes = append(c.refusedRoutes, fmt.Sprintf("%s at %s %s", id, n.base, when))
 			c.mu.Unlock()
 			return "", nil
 		case err == nil && status != 503 && status != 429 && status != 422:
@@ -682,7 +705,9 @@ func (c *ringCluster) finish() {
 	events := slices.Clone(c.events)
 	c.mu.Unlock()
 	if len(refusedRoutes) > 0 {
-		t.Errorf("%d submits answered no_route after the warm-up: %v", len(refusedRoutes), refusedRoutes[:min(len(refusedRoutes), 20)])
+		// Every route is in place from the warm-up on: a no_route refusal
+		// means the submitting site lost a peer's frontend from its view.
+		t.Errorf("%d submits of routable messages answered 422 no_route after the warm-up: %v", len(refusedRoutes), refusedRoutes[:min(len(refusedRoutes), 20)])
 	}
 
 	// Every accepted message reaches its frontend.
