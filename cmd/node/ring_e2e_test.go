@@ -194,8 +194,8 @@ func startRingCluster(t *testing.T) *ringCluster {
 
 	c := &ringCluster{
 		t: t, bin: bin, dir: dir, certDir: certDir, dsn: pgtest.DSN(t),
-		hooks:   &ringHooks{posts: map[fedKey][]time.Time{}, inflight: map[string]int{}},
-		sent:    map[string]pair{}, accepted: map[string]pair{},
+		hooks: &ringHooks{posts: map[fedKey][]time.Time{}, inflight: map[string]int{}},
+		sent:  map[string]pair{}, accepted: map[string]pair{},
 		aClient: client("a"),
 	}
 	hook := httptest.NewServer(http.HandlerFunc(c.hook))
