@@ -37,9 +37,10 @@ screenshot: ## re-take docs/ui-queue.png (the README's picture) with the web UI'
 	scripts/chromium.sh
 	SWITCHBOARD_UI_SCREENSHOT=$(CURDIR)/docs/ui-queue.png $(GO) test -count=1 -run '^TestUIInBrowser$$' .
 
-sim: ## sim harness: 20 random seeds of 5 nodes, then a 20-node full mesh (SIM_SEEDS, SIM_NODES to change)
+sim: ## sim harness: 20 random seeds of 5 nodes, a 20-node full mesh, then 50 seeds of a 3-instance site (ring-failover)
 	$(GO) run ./cmd/sim --seeds $${SIM_SEEDS:-20} --nodes $${SIM_NODES:-5} --duration 3s --faults random
 	$(GO) run ./cmd/sim --seed 1 --nodes 20 --duration 5s --faults random
+	$(GO) run ./cmd/sim --seeds $${SIM_RING_SEEDS:-50} --nodes 2 --faults ring-failover
 
 bench: build ## benchmarks: prints `bench:` ratio lines (BENCH.md)
 	.ci/postgres

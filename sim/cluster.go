@@ -14,7 +14,10 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard"
+	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/persistence/sqlite"
 )
 
 // Options shape a sim run. The zero value of a field takes its default.
@@ -50,6 +53,32 @@ type Options struct {
 	DoubleAck string
 	// Progress receives a line per phase (nil discards them).
 	Progress io.Writer
+	// Instances makes multi-instance sites: Instances[i] is the number of
+	// instances of node i (missing or 0: 1). The instances of a site share
+	// its name, one SQLite store (Config.Store) and an in-memory master
+	// lock (Config.Elector); they run the ring coordinator (role auto)
+	// over the sim network, and the ring invariants are checked.
+	Instances []int
+	// Scenario names the story, for the report's replay command.
+	Scenario string
+}
+
+// instances is the number of instances of node i.
+func (o Options) instances(i int) int {
+	if i < len(o.Instances) && o.Instances[i] > 1 {
+		return o.Instances[i]
+	}
+	return 1
+}
+
+// multi reports whether some site has several instances.
+func (o Options) multi() bool {
+	for i := range o.Nodes {
+		if o.instances(i) > 1 {
+			return true
+		}
+	}
+	return false
 }
 
 func (o Options) withDefaults() Options {
@@ -94,6 +123,14 @@ func (o Options) validate() error {
 	if o.FrontendsPerNode < 1 || o.Nodes*o.FrontendsPerNode > 99 {
 		errs = append(errs, fmt.Errorf("sim: 1-99 frontends in all, got %d per node", o.FrontendsPerNode))
 	}
+	if len(o.Instances) > o.Nodes {
+		errs = append(errs, fmt.Errorf("sim: %d instance counts for %d nodes", len(o.Instances), o.Nodes))
+	}
+	for i, k := range o.Instances {
+		if k < 0 || k > 9 {
+			errs = append(errs, fmt.Errorf("sim: node %d: 1-9 instances, got %d", i+1, k))
+		}
+	}
 	for _, i := range append(append([]int{}, o.Origins...), o.Targets...) {
 		if i < 0 || i >= o.Nodes {
 			errs = append(errs, fmt.Errorf("sim: node index %d out of range", i))
@@ -118,18 +155,38 @@ func allNodes(n int) []int {
 }
 
 func nodeName(i int) string { return fmt.Sprintf("n%d", i+1) }
-func nodeAddr(i int) string { return nodeName(i) + ":1" }
+func nodeAddr(i int) string { return instAddr(i, 0) }
 
-// member is one node of the cluster across its incarnations.
+// instAddr is the address of instance k of node i (n1:1, n1:2, ...).
+func instAddr(i, k int) string { return fmt.Sprintf("%s:%d", nodeName(i), k+1) }
+
+// instanceID is instance k of node i's --instance-id (n1-0, n1-1, ...).
+func instanceID(i, k int) string { return fmt.Sprintf("%s-%d", nodeName(i), k) }
+
+// member is one instance of a node (a site) across its incarnations.
 type member struct {
-	i    int
-	name string
+	i    int        // the site
+	k    int        // the instance within it
+	name string     // on the network and in the report: the site's name when it has one instance, else the instance id
 	life sync.Mutex // serializes crash, restart and reconfiguration
 	cfg  switchboard.Config
 	node *switchboard.Node // nil while down; guarded by Cluster.mu
 	ep   *Endpoint
+	// view and sess are the incarnation's store view and elector session
+	// (multi-instance sites only).
+	view *storeView
+	sess *session
+	// down is closed when the incarnation stops.
+	down chan struct{}
 	// crashes and restarts, for the report.
 	crashes int
+}
+
+// shared is what the instances of a multi-instance site share.
+type shared struct {
+	store persistence.Store
+	el    *elector
+	log   *claimLog
 }
 
 // frontend is one pull frontend of the workload.
@@ -148,9 +205,13 @@ type Cluster struct {
 	own  bool
 
 	mu      sync.Mutex
-	members []*member
+	members []*member   // every instance
+	sites   [][]*member // the instances of each node
+	shared  []*shared   // per node; nil for a single instance
 	closed  bool
 	rec     recorder
+	ring    ringCheck
+	fatals  []string
 
 	fronts []frontend
 
@@ -181,20 +242,36 @@ func (r *recorder) delivery(d Delivery) {
 	r.deliveries = append(r.deliveries, d)
 }
 
-// nodeConfig is node i's configuration: the contract's defaults with the
-// intervals shrunk so that a long story runs in seconds.
-func (c *Cluster) nodeConfig(i int) switchboard.Config {
+// nodeConfig is instance k of node i's configuration: the contract's
+// defaults with the intervals shrunk so that a long story runs in seconds.
+func (c *Cluster) nodeConfig(i, k int) switchboard.Config {
 	cfg := switchboard.DefaultConfig()
 	cfg.Name = nodeName(i)
-	cfg.InstanceID = nodeName(i) + "-0"
+	cfg.InstanceID = instanceID(i, k)
 	cfg.Listen, cfg.MetricsListen = "", ""
 	cfg.DataDir = filepath.Join(c.dir, nodeName(i))
 	cfg.Logger = c.opts.Logger
 	cfg.Federation = true
 	for j := range c.opts.Nodes {
 		if j != i {
-			cfg.Peers = append(cfg.Peers, nodeAddr(j))
+			// Every instance of a site is an address of one peer.
+			for kk := range c.opts.instances(j) {
+				cfg.Peers = append(cfg.Peers, instAddr(j, kk))
+			}
 		}
+	}
+	if c.opts.instances(i) > 1 {
+		// The ring: elected by the sim's lock, publishing at the pace of
+		// the other exchanges; a slave waits out a master's failover
+		// (200 attempts of 10-50 ms: seconds, longer than any crash of a
+		// run) rather than give up.
+		cfg.RingRole = messages.RoleAuto
+		cfg.RingAddress = instAddr(i, k)
+		cfg.RingPublishInterval = 100 * time.Millisecond
+		cfg.RingReconnectBackoffMin = 10 * time.Millisecond
+		cfg.RingReconnectBackoffMax = 50 * time.Millisecond
+		cfg.RingReconnectMaxAttempts = 200
+		cfg.RingReconnectJitter = 0.5
 	}
 	// Health and registry exchanges grow with the square of the mesh:
 	// beyond 5 nodes they slow down in proportion, so that a 20-node
@@ -243,13 +320,35 @@ func New(seed int64, opts Options) (*Cluster, error) {
 		}
 	}()
 	for i := range opts.Nodes {
-		m := &member{i: i, name: nodeName(i)}
-		m.cfg = c.nodeConfig(i)
-		c.members = append(c.members, m)
-		c.net.Address(m.name, nodeAddr(i))
+		n := opts.instances(i)
+		var sh *shared
+		if n > 1 {
+			sc := sqlite.DefaultConfig()
+			sc.Path, sc.Logger = filepath.Join(c.dir, nodeName(i), "switchboard.db"), opts.Logger
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			st, err := sqlite.Open(ctx, sc)
+			cancel()
+			if err != nil {
+				return nil, fmt.Errorf("%s: shared store: %w", nodeName(i), err)
+			}
+			sh = &shared{store: st, el: newElector(), log: newClaimLog()}
+		}
+		c.shared = append(c.shared, sh)
+		var site []*member
+		for k := range n {
+			m := &member{i: i, k: k, name: nodeName(i)}
+			if n > 1 {
+				m.name = instanceID(i, k)
+			}
+			m.cfg = c.nodeConfig(i, k)
+			c.members = append(c.members, m)
+			site = append(site, m)
+			c.net.AddInstance(nodeName(i), m.name, instAddr(i, k))
+		}
+		c.sites = append(c.sites, site)
 		for k := range opts.FrontendsPerNode {
 			g := len(c.fronts)
-			c.fronts = append(c.fronts, frontend{name: fmt.Sprintf("%s-f%d", m.name, k), node: i, prefix: fmt.Sprintf("1%02d", g)})
+			c.fronts = append(c.fronts, frontend{name: fmt.Sprintf("%s-f%d", nodeName(i), k), node: i, prefix: fmt.Sprintf("1%02d", g)})
 		}
 	}
 	for _, m := range c.members {
@@ -261,6 +360,9 @@ func New(seed int64, opts Options) (*Cluster, error) {
 	defer cancel()
 	for _, f := range c.fronts {
 		n := c.node(f.node)
+		if n == nil {
+			return nil, fmt.Errorf("register %s: %s is down", f.name, nodeName(f.node))
+		}
 		if _, err := n.PutFrontend(ctx, messages.Frontend{Name: f.name, Mode: messages.ModePull}); err != nil {
 			return nil, fmt.Errorf("register %s: %w", f.name, err)
 		}
@@ -272,6 +374,9 @@ func New(seed int64, opts Options) (*Cluster, error) {
 		c.bg.Go(func() { c.drive(f) })
 	}
 	c.bg.Go(func() { c.timeline.run(c) })
+	if opts.multi() {
+		c.bg.Go(func() { c.ring.run(c) })
+	}
 	ok = true
 	return c, nil
 }
@@ -283,7 +388,11 @@ func (c *Cluster) routes(ctx context.Context) error {
 	for _, m := range c.members {
 		for _, f := range c.fronts {
 			for {
-				_, err := c.node(m.i).PutRoute(ctx, messages.Route{Prefix: f.prefix, Frontend: f.name})
+				n := c.nodeOf(m)
+				if n == nil {
+					return fmt.Errorf("route %s -> %s on %s: down", f.prefix, f.name, m.name)
+				}
+				_, err := n.PutRoute(ctx, messages.Route{Prefix: f.prefix, Frontend: f.name})
 				if err == nil {
 					break
 				}
@@ -297,60 +406,205 @@ func (c *Cluster) routes(ctx context.Context) error {
 	return nil
 }
 
-// node is node i's running incarnation (nil while it is down).
+// node is a running incarnation of node i: its first instance that is up
+// (nil while every instance is down). The instances of a site share their
+// store, so any of them reads the site's messages.
 func (c *Cluster) node(i int) *switchboard.Node {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.members[i].node
+	for _, m := range c.sites[i] {
+		if m.node != nil {
+			return m.node
+		}
+	}
+	return nil
 }
 
-// start starts a new incarnation of m on its store.
+// nodeOf is m's running incarnation (nil while it is down).
+func (c *Cluster) nodeOf(m *member) *switchboard.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return m.node
+}
+
+// siteDown reports whether some instance of node i is down.
+func (c *Cluster) siteDown(i int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range c.sites[i] {
+		if m.node == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// start starts a new incarnation of m on its store (for an instance of a
+// multi-instance site, a new view of the shared store and a new session
+// of the site's elector).
 func (c *Cluster) start(m *member) error {
 	ep := c.net.Endpoint(m.name)
 	cfg := m.cfg
 	cfg.Transport = ep
+	var view *storeView
+	var sess *session
+	if sh := c.shared[m.i]; sh != nil {
+		view = &storeView{Store: sh.store, log: sh.log}
+		sess = &session{el: sh.el}
+		cfg.Store, cfg.Elector = view, sess
+	}
+	dead := func() {
+		ep.Kill()
+		if view != nil {
+			view.kill()
+			sess.end()
+		}
+	}
 	n, err := switchboard.New(cfg)
 	if err != nil {
+		dead()
 		return fmt.Errorf("%s: %w", m.name, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := n.Start(ctx); err != nil {
+		dead()
 		return fmt.Errorf("start %s: %w", m.name, err)
 	}
+	down := make(chan struct{})
 	c.mu.Lock()
-	m.node, m.ep = n, ep
+	m.node, m.ep, m.view, m.sess, m.down = n, ep, view, sess, down
+	closed := c.closed
+	if !closed {
+		c.bg.Add(1) // under mu: never after Close began waiting
+	}
 	c.mu.Unlock()
 	c.net.Attach(m.name, n)
+	if !closed {
+		go func() {
+			defer c.bg.Done()
+			c.watch(m, n, down)
+		}()
+	}
 	return nil
 }
 
-// Crash stops node i abruptly: its calls stop at once, its actors are
-// stopped without draining and its store is closed; whatever was not
-// committed is lost. It does nothing when the node is down.
+// watch restarts an incarnation that stopped itself (Node.Fatal: a ring
+// slave refused or out of attempts, a master that lost its lock or was
+// overtaken), as a process supervisor restarts a process that exited.
+func (c *Cluster) watch(m *member, n *switchboard.Node, down <-chan struct{}) {
+	select {
+	case err := <-n.Fatal():
+		c.mu.Lock()
+		c.fatals = append(c.fatals, fmt.Sprintf("%s: %v", m.name, err))
+		c.mu.Unlock()
+		c.crashIncarnation(m, n)
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-c.closing:
+			return
+		}
+		_ = c.restartMember(m)
+	case <-down:
+	case <-c.closing:
+	}
+}
+
+// Crash stops every instance of node i abruptly: its calls stop at once,
+// its actors are stopped without draining and its store is closed (the
+// view of the shared store of a multi-instance site fails every call, and
+// its master lock is lost); whatever was not committed is lost. It does
+// nothing for an instance that is down.
 func (c *Cluster) Crash(i int) {
-	m := c.members[i]
+	for _, m := range c.sites[i] {
+		c.crashMember(m)
+	}
+}
+
+// crashMember crashes one instance.
+func (c *Cluster) crashMember(m *member) { c.crashIncarnation(m, nil) }
+
+// crashIncarnation crashes m's incarnation n (nil: whichever runs).
+func (c *Cluster) crashIncarnation(m *member, only *switchboard.Node) {
 	m.life.Lock()
 	defer m.life.Unlock()
 	c.mu.Lock()
-	n, ep := m.node, m.ep
-	m.node = nil
-	c.mu.Unlock()
-	if n == nil {
+	n, ep, view, sess, down := m.node, m.ep, m.view, m.sess, m.down
+	if n == nil || (only != nil && n != only) {
+		c.mu.Unlock()
 		return
 	}
+	m.node = nil
+	c.mu.Unlock()
 	c.net.Attach(m.name, nil)
 	ep.Kill()
+	if view != nil {
+		view.kill()
+		sess.end()
+	}
+	close(down)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_ = n.Stop(ctx) // an abrupt stop reports what it did not finish
 	m.crashes++
 }
 
-// Restart starts node i again on its store (nothing when it runs, or the
-// cluster is closing).
+// instance is instance k of node i.
+func (c *Cluster) instance(i, k int) *member {
+	if k < 0 || k >= len(c.sites[i]) {
+		return nil
+	}
+	return c.sites[i][k]
+}
+
+// master is the running instance of node i that holds its ring master
+// lock (nil when none does).
+func (c *Cluster) master(i int) *member {
+	sh := c.shared[i]
+	if sh == nil {
+		return nil
+	}
+	sh.el.mu.Lock()
+	l := sh.el.holders[ring.LockName]
+	sh.el.mu.Unlock()
+	if l == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range c.sites[i] {
+		if m.sess == l.s && m.node != nil {
+			return m
+		}
+	}
+	return nil
+}
+
+// slave is the first running instance of node i that is not its master.
+func (c *Cluster) slave(i int) *member {
+	master := c.master(i)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range c.sites[i] {
+		if m != master && m.node != nil {
+			return m
+		}
+	}
+	return nil
+}
+
+// Restart starts every instance of node i that is down again on its
+// store (nothing when it runs, or the cluster is closing).
 func (c *Cluster) Restart(i int) error {
-	m := c.members[i]
+	var errs []error
+	for _, m := range c.sites[i] {
+		errs = append(errs, c.restartMember(m))
+	}
+	return errors.Join(errs...)
+}
+
+// restartMember starts instance m again when it is down.
+func (c *Cluster) restartMember(m *member) error {
 	m.life.Lock()
 	defer m.life.Unlock()
 	c.mu.Lock()
@@ -369,25 +623,28 @@ func (c *Cluster) Restart(i int) error {
 	return err
 }
 
-// Reconfigure stops node i gracefully, changes its configuration with f
-// and starts it again.
+// Reconfigure stops every instance of node i gracefully, changes its
+// configuration with f and starts it again.
 func (c *Cluster) Reconfigure(i int, f func(*switchboard.Config)) error {
-	m := c.members[i]
+	var errs []error
+	for _, m := range c.sites[i] {
+		errs = append(errs, c.reconfigure(m, f))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Cluster) reconfigure(m *member, f func(*switchboard.Config)) error {
 	m.life.Lock()
 	defer m.life.Unlock()
 	c.mu.Lock()
-	n, ep, closed := m.node, m.ep, c.closed
+	n, closed := m.node, c.closed
 	m.node = nil
 	c.mu.Unlock()
 	if closed {
 		return nil
 	}
 	if n != nil {
-		c.net.Attach(m.name, nil)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := n.Stop(ctx)
-		cancel()
-		ep.Kill()
+		err := c.stopGracefully(m, n)
 		if err != nil {
 			return fmt.Errorf("stop %s: %w", m.name, err)
 		}
@@ -396,15 +653,34 @@ func (c *Cluster) Reconfigure(i int, f func(*switchboard.Config)) error {
 	return c.start(m)
 }
 
+// stopGracefully stops m's incarnation n (already taken out of m.node).
+func (c *Cluster) stopGracefully(m *member, n *switchboard.Node) error {
+	c.net.Attach(m.name, nil)
+	close(m.down)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	err := n.Stop(ctx)
+	cancel()
+	m.ep.Kill()
+	if m.view != nil {
+		m.view.kill()
+		m.sess.end()
+	}
+	return err
+}
+
 // drive is one pull frontend: it polls its node (whichever incarnation
-// runs), hands every message to its subscriber (records it) and acks it.
+// runs; every instance of a multi-instance site in turn, as a load
+// balancer in front of the site would: each offers the messages of its own
+// ranges), hands every message to its subscriber (records it) and acks it
+// to the instance that offered it.
 func (c *Cluster) drive(f frontend) {
 	ctx := c.bgCtx
 	fname, home := f.name, nodeName(f.node)
-	for ctx.Err() == nil {
-		n := c.node(f.node)
+	site := c.sites[f.node]
+	for turn := 0; ctx.Err() == nil; turn++ {
+		n := c.nodeOf(site[turn%len(site)])
 		if n == nil {
-			pause(ctx, 10*time.Millisecond)
+			pause(ctx, 10*time.Millisecond/time.Duration(len(site)))
 			continue
 		}
 		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -469,17 +745,18 @@ func (c *Cluster) Close() {
 	for _, m := range c.members {
 		m.life.Lock()
 		c.mu.Lock()
-		n, ep := m.node, m.ep
+		n := m.node
 		m.node = nil
 		c.mu.Unlock()
 		if n != nil {
-			c.net.Attach(m.name, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_ = n.Stop(ctx)
-			cancel()
-			ep.Kill()
+			_ = c.stopGracefully(m, n)
 		}
 		m.life.Unlock()
+	}
+	for _, sh := range c.shared {
+		if sh != nil {
+			_ = sh.store.Close() // the nodes do not close a store they were given
+		}
 	}
 	if c.own {
 		_ = os.RemoveAll(c.dir)
@@ -488,10 +765,12 @@ func (c *Cluster) Close() {
 
 // apply runs one action.
 func (c *Cluster) apply(a Action) error {
+	// A link from a node to itself is the link between the instances of a
+	// multi-instance site (its ring calls).
 	both := func(f func(from, to string)) {
 		for _, x := range a.A {
 			for _, y := range a.B {
-				if x != y {
+				if x != y || len(c.sites[x]) > 1 {
 					f(nodeName(x), nodeName(y))
 				}
 			}
@@ -518,10 +797,37 @@ func (c *Cluster) apply(a Action) error {
 		return c.Restart(a.Node)
 	case KindSlow:
 		c.net.SetSlow(nodeName(a.Node), a.D)
+	case KindCrashInstance:
+		if m := c.instance(a.Node, a.K); m != nil {
+			c.crashMember(m)
+		}
+	case KindRestartInstance:
+		if m := c.instance(a.Node, a.K); m != nil {
+			return c.restartMember(m)
+		}
+	case KindCrashMaster, KindCrashSlave:
+		m := c.master(a.Node)
+		if a.Kind == KindCrashSlave {
+			m = c.slave(a.Node)
+		}
+		if m == nil {
+			return fmt.Errorf("%s: no running instance to crash", a)
+		}
+		fmt.Fprintf(c.opts.Progress, "sim: %s: crashing %s\n", a, m.name)
+		c.crashMember(m)
 	case KindCrashAfterForward:
 		i, d := a.Node, a.D
-		c.net.ArmCrash(nodeName(i), func() {
-			c.Crash(i)
+		c.net.ArmCrash(nodeName(i), func(inst string) {
+			var m *member
+			for _, x := range c.sites[i] {
+				if x.name == inst {
+					m = x
+				}
+			}
+			if m == nil {
+				return
+			}
+			c.crashMember(m)
 			c.mu.Lock()
 			closed := c.closed
 			if !closed {
@@ -538,13 +844,15 @@ func (c *Cluster) apply(a Action) error {
 				case <-c.closing:
 					return
 				}
-				_ = c.Restart(i)
+				_ = c.restartMember(m)
 			}()
 		})
 	case KindRemovePeers:
 		drop := map[string]bool{}
 		for _, j := range a.B {
-			drop[nodeAddr(j)] = true
+			for k := range c.sites[j] {
+				drop[instAddr(j, k)] = true
+			}
 		}
 		return c.Reconfigure(a.Node, func(cfg *switchboard.Config) {
 			var keep []string
@@ -558,7 +866,7 @@ func (c *Cluster) apply(a Action) error {
 	case KindHealAll:
 		c.net.HealAll()
 		var errs []error
-		for i := range c.members {
+		for i := range c.sites {
 			errs = append(errs, c.Restart(i))
 		}
 		return errors.Join(errs...)
@@ -572,9 +880,9 @@ func (c *Cluster) apply(a Action) error {
 // forwarded without their outcome, and outbox rows; a down node counts.
 func (c *Cluster) busy(ctx context.Context) (int64, error) {
 	var left int64
-	for i := range c.members {
+	for i := range c.sites {
 		n := c.node(i)
-		if n == nil {
+		if n == nil || c.siteDown(i) {
 			return 1, nil
 		}
 		st, err := n.Store().Stats(ctx)
@@ -614,17 +922,24 @@ func (c *Cluster) quiesce(timeout time.Duration) bool {
 // queues describes each node's final message counts.
 func (c *Cluster) queues() []string {
 	var out []string
-	for i, m := range c.members {
+	for i, site := range c.sites {
+		name, crashes := nodeName(i), 0
+		for _, x := range site {
+			crashes += x.crashes
+		}
+		if len(site) > 1 {
+			name = fmt.Sprintf("%s (%d instances)", name, len(site))
+		}
 		n := c.node(i)
 		if n == nil {
-			out = append(out, m.name+": down")
+			out = append(out, name+": down")
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		st, err := n.Store().Stats(ctx)
 		cancel()
 		if err != nil {
-			out = append(out, fmt.Sprintf("%s: stats: %v", m.name, err))
+			out = append(out, fmt.Sprintf("%s: stats: %v", name, err))
 			continue
 		}
 		var parts []string
@@ -638,8 +953,8 @@ func (c *Cluster) queues() []string {
 			fq = append(fq, fmt.Sprintf("%s:%d", p, v))
 		}
 		sort.Strings(fq)
-		out = append(out, fmt.Sprintf("%s: %s outbox=%d forward_queue=[%s] crashes=%d", m.name,
-			strings.Join(parts, " "), st.OutboxDepth, strings.Join(fq, " "), m.crashes))
+		out = append(out, fmt.Sprintf("%s: %s outbox=%d forward_queue=[%s] crashes=%d", name,
+			strings.Join(parts, " "), st.OutboxDepth, strings.Join(fq, " "), crashes))
 	}
 	return out
 }
@@ -648,8 +963,8 @@ func (c *Cluster) queues() []string {
 func (c *Cluster) origins(subs []Submit) map[string]messages.State {
 	out := map[string]messages.State{}
 	idx := map[string]int{}
-	for i, m := range c.members {
-		idx[m.name] = i
+	for i := range c.sites {
+		idx[nodeName(i)] = i
 	}
 	for _, s := range subs {
 		if s.Outcome == Rejected {

@@ -36,14 +36,25 @@ const (
 	KindRemovePeers Kind = "remove-peers"
 	// KindHealAll ends every fault and restarts every crashed node.
 	KindHealAll Kind = "heal-all"
+	// KindCrashInstance and KindRestartInstance crash and restart
+	// instance K of Node alone.
+	KindCrashInstance   Kind = "crash-instance"
+	KindRestartInstance Kind = "restart-instance"
+	// KindCrashMaster crashes the instance of a multi-instance Node that
+	// holds the ring master lock when the action runs; KindCrashSlave the
+	// first running instance that does not. Restart brings them back.
+	KindCrashMaster Kind = "crash-master"
+	KindCrashSlave  Kind = "crash-slave"
 )
 
-// Action is one step of a fault schedule. Nodes are 0-based indices.
+// Action is one step of a fault schedule. Nodes are 0-based indices, K
+// an instance of Node (0-based).
 type Action struct {
 	Kind Kind
 	A, B []int
 	Link Link
 	Node int
+	K    int
 	D    time.Duration
 }
 
@@ -90,6 +101,20 @@ func RemovePeers(i int, peers ...int) Action { return Action{Kind: KindRemovePee
 
 // HealAll ends every fault and restarts every crashed node.
 func HealAll() Action { return Action{Kind: KindHealAll} }
+
+// CrashInstance stops instance k of node i abruptly.
+func CrashInstance(i, k int) Action { return Action{Kind: KindCrashInstance, Node: i, K: k} }
+
+// RestartInstance starts instance k of node i again.
+func RestartInstance(i, k int) Action { return Action{Kind: KindRestartInstance, Node: i, K: k} }
+
+// CrashMaster stops abruptly the instance of node i that is its ring
+// master when the action runs.
+func CrashMaster(i int) Action { return Action{Kind: KindCrashMaster, Node: i} }
+
+// CrashSlave stops abruptly a running instance of node i that is not its
+// ring master.
+func CrashSlave(i int) Action { return Action{Kind: KindCrashSlave, Node: i} }
 
 // At places an action in time.
 func At(t time.Duration, a Action) Event { return Event{At: t, Action: a} }
@@ -140,6 +165,12 @@ func (a Action) String() string {
 		return fmt.Sprintf("link %s -> %s %s", names(a.A), names(a.B), a.Link)
 	case KindCrash, KindRestart:
 		return fmt.Sprintf("%s %s", a.Kind, nodeName(a.Node))
+	case KindCrashInstance, KindRestartInstance:
+		return fmt.Sprintf("%s %s", strings.TrimSuffix(string(a.Kind), "-instance"), instanceID(a.Node, a.K))
+	case KindCrashMaster:
+		return fmt.Sprintf("crash the ring master of %s", nodeName(a.Node))
+	case KindCrashSlave:
+		return fmt.Sprintf("crash a ring slave of %s", nodeName(a.Node))
 	case KindSlow:
 		return fmt.Sprintf("slow %s %v", nodeName(a.Node), a.D)
 	case KindCrashAfterForward:
@@ -180,9 +211,28 @@ func (s Schedule) sorted() Schedule {
 // nodes, crashes between a forward's commit and its answer), each ending
 // before d. The same rng state gives the same schedule.
 func RandomSchedule(rng *rand.Rand, nodes int, d time.Duration) Schedule {
+	return RandomSiteSchedule(rng, nodes, nil, d)
+}
+
+// RandomSiteSchedule is RandomSchedule for nodes some of which have
+// several instances (instances as Options.Instances): when one has, the
+// episodes also crash (and restart) the ring master or a slave of such a
+// site, and make the ring calls between its instances lossy. Without one
+// it draws what RandomSchedule draws.
+func RandomSiteSchedule(rng *rand.Rand, nodes int, instances []int, d time.Duration) Schedule {
 	var s Schedule
 	if nodes < 2 || d <= 0 {
 		return s
+	}
+	var multi []int
+	for i, k := range instances {
+		if k > 1 && i < nodes {
+			multi = append(multi, i)
+		}
+	}
+	kinds := 8
+	if len(multi) > 0 {
+		kinds = 11
 	}
 	episodes := max(1, int(d/(400*time.Millisecond)))
 	span := func(min, max time.Duration) time.Duration {
@@ -196,7 +246,7 @@ func RandomSchedule(rng *rand.Rand, nodes int, d time.Duration) Schedule {
 		k := 1 + rng.Intn(nodes-1)
 		a, b := sortedInts(perm[:k]), sortedInts(perm[k:])
 		one, other := perm[0], perm[1]
-		switch rng.Intn(8) {
+		switch rng.Intn(kinds) {
 		case 0:
 			s = append(s, At(start, Partition(a, b)), At(end, Heal(a, b)))
 		case 1:
@@ -219,6 +269,16 @@ func RandomSchedule(rng *rand.Rand, nodes int, d time.Duration) Schedule {
 			s = append(s, At(start, Slow(one, span(10*time.Millisecond, 80*time.Millisecond))), At(end, Slow(one, 0)))
 		case 7:
 			s = append(s, At(start, CrashAfterForward(one, span(50*time.Millisecond, 600*time.Millisecond))))
+		case 8:
+			site := multi[rng.Intn(len(multi))]
+			s = append(s, At(start, CrashMaster(site)), At(end, Restart(site)))
+		case 9:
+			site := multi[rng.Intn(len(multi))]
+			s = append(s, At(start, CrashSlave(site)), At(end, Restart(site)))
+		case 10:
+			site := multi[rng.Intn(len(multi))]
+			l := Link{Drop: rng.Float64() * 0.4, Duplicate: rng.Float64() * 0.3, LoseAnswer: rng.Float64() * 0.3, Only: OpRing}
+			s = append(s, At(start, SetLink([]int{site}, []int{site}, l)), At(end, Heal([]int{site}, []int{site})))
 		}
 	}
 	return s.sorted()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/actors/peer"
+	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/messages"
 )
 
@@ -24,6 +25,12 @@ const (
 	OpRegistry = peer.CallRegistry
 	OpForward  = peer.CallForward
 	OpStatus   = peer.CallStatus
+	// The ring calls of a multi-instance site (slave -> master).
+	OpRingJoin  = "ring_join"
+	OpRingPoll  = "ring_poll"
+	OpRingLeave = "ring_leave"
+	// OpRing, as Link.Only, names the three ring calls at once.
+	OpRing = "ring"
 )
 
 // Link is the fault state of one direction between two nodes. The zero
@@ -44,7 +51,8 @@ type Link struct {
 	// there, but its answer never comes back (the caller sees an error).
 	LoseAnswer float64
 	// Only, when set, limits Drop, Duplicate and LoseAnswer to one kind of
-	// call (OpForward, ...). Cut and Delay apply to every call.
+	// call (OpForward, ..., or OpRing for every ring call). Cut and Delay
+	// apply to every call.
 	Only string
 }
 
@@ -60,14 +68,21 @@ type NetStats struct {
 // callee's *switchboard.Node methods, through the same validation and
 // error statuses as the HTTPS gateway would apply. Faults are per
 // direction. Its randomness comes from one seeded source.
+//
+// A node (a site) may have several instances, each with an address of its
+// own: links, slowness and armed crashes are per site (the instances of
+// one site share a link), the running node and the address per instance.
+// A site's instances call each other (the ring calls) over the link from
+// the site to itself.
 type Network struct {
 	mu      sync.Mutex
 	rng     *rand.Rand
 	links   map[[2]string]Link
 	slow    map[string]time.Duration
-	nodes   map[string]*switchboard.Node // name -> running node (absent when down)
-	addrs   map[string]string            // address -> name
-	armed   map[string]func()            // name -> crash to run after its next forward commit
+	nodes   map[string]*switchboard.Node // instance -> running node (absent when down)
+	addrs   map[string]string            // address -> instance
+	site    map[string]string            // instance -> its site's name
+	armed   map[string]func(string)      // site -> crash (of the instance) to run after its next forward commit
 	timeout time.Duration
 	stats   NetStats
 }
@@ -77,19 +92,25 @@ type Network struct {
 func NewNetwork(seed int64, timeout time.Duration) *Network {
 	return &Network{
 		rng: rand.New(rand.NewSource(seed)), links: map[[2]string]Link{}, slow: map[string]time.Duration{},
-		nodes: map[string]*switchboard.Node{}, addrs: map[string]string{}, armed: map[string]func(){},
+		nodes: map[string]*switchboard.Node{}, addrs: map[string]string{}, site: map[string]string{}, armed: map[string]func(string){},
 		timeout: timeout,
 	}
 }
 
-// Address registers name at addr (its peers' --peers entry).
-func (w *Network) Address(name, addr string) {
+// Address registers the single instance of site name at addr (its peers'
+// --peers entry).
+func (w *Network) Address(name, addr string) { w.AddInstance(name, name, addr) }
+
+// AddInstance registers instance of site at addr.
+func (w *Network) AddInstance(site, instance, addr string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.addrs[addr] = name
+	w.addrs[addr] = instance
+	w.site[instance] = site
 }
 
-// Attach makes n answer as name (nil: name is down, calls are refused).
+// Attach makes n answer as instance name (nil: it is down, calls are
+// refused).
 func (w *Network) Attach(name string, n *switchboard.Node) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -135,9 +156,10 @@ func (w *Network) SetSlow(name string, d time.Duration) {
 	w.slow[name] = d
 }
 
-// ArmCrash runs crash after the next forward call that name commits,
-// before its answer leaves: the caller gets an error.
-func (w *Network) ArmCrash(name string, crash func()) {
+// ArmCrash runs crash after the next forward call that an instance of
+// site name commits, before its answer leaves (crash gets the instance):
+// the caller gets an error.
+func (w *Network) ArmCrash(name string, crash func(instance string)) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.armed[name] = crash
@@ -149,7 +171,7 @@ func (w *Network) HealAll() {
 	defer w.mu.Unlock()
 	w.links = map[[2]string]Link{}
 	w.slow = map[string]time.Duration{}
-	w.armed = map[string]func(){}
+	w.armed = map[string]func(string){}
 }
 
 // Stats returns the counters so far.
@@ -159,10 +181,17 @@ func (w *Network) Stats() NetStats {
 	return w.stats
 }
 
-// Endpoint is the transport of node from (one incarnation of it: after
-// Kill, its calls fail, as a crashed process makes none).
+// Endpoint is the transport of instance from (one incarnation of it:
+// after Kill, its calls fail, as a crashed process makes none). Its calls
+// name the instance's site as their caller.
 func (w *Network) Endpoint(from string) *Endpoint {
-	return &Endpoint{from: from, net: w}
+	w.mu.Lock()
+	site := w.site[from]
+	w.mu.Unlock()
+	if site == "" {
+		site = from
+	}
+	return &Endpoint{from: site, instance: from, net: w}
 }
 
 // plan is what the network does with one call.
@@ -173,20 +202,22 @@ type plan struct {
 	refuse, drop, dup, lose bool
 	together                bool // the duplicate runs at the same time as the original
 	crash                   func()
+	timeout                 time.Duration // 0: the network's
 }
 
 func (w *Network) plan(from, addr, op string) plan {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.stats.Calls++
-	to, ok := w.addrs[addr]
+	inst, ok := w.addrs[addr]
 	if !ok {
 		w.stats.Refused++
 		return plan{refuse: true}
 	}
+	to := w.site[inst]
 	l := w.links[[2]string{from, to}]
-	p := plan{to: to, delay: l.Delay + w.slow[to], callee: w.nodes[to]}
-	applies := l.Only == "" || l.Only == op
+	p := plan{to: to, delay: l.Delay + w.slow[to], callee: w.nodes[inst]}
+	applies := l.Only == "" || l.Only == op || (l.Only == OpRing && ringOp(op))
 	// Draw every number every time, so that the sequence of draws does
 	// not depend on which faults happen to be set.
 	d, u, x, y := w.rng.Float64(), w.rng.Float64(), w.rng.Float64(), w.rng.Float64()
@@ -210,7 +241,7 @@ func (w *Network) plan(from, addr, op string) plan {
 		if op == OpForward {
 			if c, ok := w.armed[to]; ok {
 				delete(w.armed, to)
-				p.crash = c
+				p.crash = func() { c(inst) }
 				w.stats.CrashedAfterCommit++
 			}
 		}
@@ -228,14 +259,21 @@ var (
 	errNotFound = errors.New("no such host (sim)")
 )
 
-// Endpoint is one node's peer.Transport on the Network.
+func ringOp(op string) bool { return op == OpRingJoin || op == OpRingPoll || op == OpRingLeave }
+
+// Endpoint is one instance's peer.Transport (and ring.Transport) on the
+// Network.
 type Endpoint struct {
-	from string
-	net  *Network
-	dead atomic.Bool
+	from     string // the site: the caller every call names
+	instance string
+	net      *Network
+	dead     atomic.Bool
 }
 
-var _ peer.Transport = (*Endpoint)(nil)
+var (
+	_ peer.Transport = (*Endpoint)(nil)
+	_ ring.Transport = (*Endpoint)(nil)
+)
 
 // Kill ends this incarnation's calls: a crashed node's actors that are
 // still winding down must not reach anyone.
@@ -251,7 +289,11 @@ func (e *Endpoint) do(ctx context.Context, addr, op string, fn func(ctx context.
 	if p.to == "" && p.refuse {
 		return errNotFound
 	}
-	ctx, cancel := context.WithTimeout(ctx, e.net.timeout)
+	timeout := e.net.timeout
+	if w, ok := ctx.Value(waitKey{}).(time.Duration); ok {
+		timeout += w // a ring poll may be held that long before its answer
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if p.delay > 0 {
 		t := time.NewTimer(p.delay)
@@ -297,6 +339,10 @@ func (e *Endpoint) do(ctx context.Context, addr, op string, fn func(ctx context.
 
 // togetherKey marks a call whose duplicate runs at the same time.
 type togetherKey struct{}
+
+// waitKey carries how long the callee may hold a call (a ring poll's
+// wait) on top of the network's timeout, as the peer client allows.
+type waitKey struct{}
 
 // racing calls call(in); for a call marked together it also calls it on
 // a copy of in at the same time, and answers the second one's result.
@@ -345,6 +391,14 @@ var statusOf = map[string]int{
 	messages.CodeNodeMismatch:    http.StatusForbidden,
 	messages.CodeClientCertReq:   http.StatusForbidden,
 	messages.CodeNotOurFrontend:  http.StatusUnprocessableEntity,
+
+	messages.CodeRingBadJoin:       http.StatusBadRequest,
+	messages.CodeRingNodeMismatch:  http.StatusForbidden,
+	messages.CodeRingCluster:       http.StatusForbidden,
+	messages.CodeRingRegion:        http.StatusForbidden,
+	messages.CodeRingServices:      http.StatusForbidden,
+	messages.CodeRingNotMaster:     http.StatusConflict,
+	messages.CodeRingUnknownMember: http.StatusConflict,
 }
 
 // callError is the *peer.CallError the peer client would return for the
@@ -569,4 +623,67 @@ func (e *Endpoint) Status(ctx context.Context, addr string, batch bool, rs []mes
 		out = append(out, part...)
 	}
 	return out, nil
+}
+
+// RingJoin implements ring.Transport: the join document through JSON and
+// validated, refused as node_mismatch when it names another site than the
+// caller's, as httpapi's gateway does.
+func (e *Endpoint) RingJoin(ctx context.Context, addr string, j messages.RingJoin) (messages.RingAssignment, error) {
+	var out messages.RingAssignment
+	err := e.do(ctx, addr, OpRingJoin, func(ctx context.Context, n *switchboard.Node) error {
+		in, err := wire(j)
+		if err != nil {
+			return err
+		}
+		if err := in.Validate(); err != nil {
+			return callError(err)
+		}
+		if in.Node != e.from {
+			return mismatch(in.Node, e.from)
+		}
+		a, err := n.RingJoin(ctx, e.from, in)
+		if err != nil {
+			return callError(err)
+		}
+		out, err = wire(a)
+		return err
+	})
+	return out, err
+}
+
+// RingPoll implements ring.Transport: the call may be held p.WaitMs
+// before its answer, plus the network's timeout.
+func (e *Endpoint) RingPoll(ctx context.Context, addr string, p messages.RingPoll) (messages.RingAssignment, error) {
+	var out messages.RingAssignment
+	ctx = context.WithValue(ctx, waitKey{}, time.Duration(max(0, p.WaitMs))*time.Millisecond)
+	err := e.do(ctx, addr, OpRingPoll, func(ctx context.Context, n *switchboard.Node) error {
+		in, err := wire(p)
+		if err != nil {
+			return err
+		}
+		if in.InstanceID == "" || in.WaitMs < 0 {
+			return callError(messages.Errorf(messages.CodeInvalidRequest, "instance_id is required and wait_ms must not be negative"))
+		}
+		a, err := n.RingPoll(ctx, e.from, in)
+		if err != nil {
+			return callError(err)
+		}
+		out, err = wire(a)
+		return err
+	})
+	return out, err
+}
+
+// RingLeave implements ring.Transport.
+func (e *Endpoint) RingLeave(ctx context.Context, addr string, l messages.RingLeave) error {
+	return e.do(ctx, addr, OpRingLeave, func(ctx context.Context, n *switchboard.Node) error {
+		in, err := wire(l)
+		if err != nil {
+			return err
+		}
+		if in.InstanceID == "" {
+			return callError(messages.Errorf(messages.CodeInvalidRequest, "instance_id is required"))
+		}
+		return callError(n.RingLeave(ctx, e.from, in))
+	})
 }

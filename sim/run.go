@@ -31,6 +31,35 @@ type Report struct {
 	// Errors are actions of the schedule that failed (a restart that did
 	// not come up, ...).
 	Errors []string
+	// Instances and Scenario are the run's options of those names (for
+	// the replay command).
+	Instances []int
+	Scenario  string
+	// Ring is the verdict of the ring checks (Sites 0: no multi-instance
+	// site).
+	Ring RingResult
+}
+
+// OK reports whether the run holds no violation: the checker's and, with
+// multi-instance sites, the ring's.
+func (r Report) OK() bool { return r.Result.OK() && r.Ring.OK() }
+
+// Replay is the command that replays the run's story.
+func (r Report) Replay() string {
+	cmd := fmt.Sprintf("go run ./cmd/sim --seed %d --nodes %d", r.Seed, r.Nodes)
+	if r.Scenario != "" {
+		cmd += " --faults " + r.Scenario
+	}
+	var multi bool
+	var ks []string
+	for _, k := range r.Instances {
+		multi = multi || k > 1
+		ks = append(ks, fmt.Sprint(max(k, 1)))
+	}
+	if multi && r.Scenario == "" {
+		cmd += " --instances " + strings.Join(ks, ",")
+	}
+	return cmd
 }
 
 // maxDetails bounds the violations a report prints.
@@ -39,7 +68,7 @@ const maxDetails = 30
 // String is the report of cmd/sim; its last line is the sim: line.
 func (r Report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "fault schedule (seed %d, replay with: go run ./cmd/sim --seed %d --nodes %d):\n%s", r.Seed, r.Seed, r.Nodes, r.Schedule)
+	fmt.Fprintf(&b, "fault schedule (seed %d, replay with: %s):\n%s", r.Seed, r.Replay(), r.Schedule)
 	fmt.Fprintf(&b, "network: calls=%d refused=%d dropped=%d duplicated=%d answers_lost=%d crashed_after_commit=%d\n",
 		r.Net.Calls, r.Net.Refused, r.Net.Dropped, r.Net.Duplicated, r.Net.AnswersLost, r.Net.CrashedAfterCommit)
 	fmt.Fprintf(&b, "peer states (transitions seen, state at the end):\n")
@@ -54,6 +83,23 @@ func (r Report) String() string {
 		fmt.Fprintf(&b, "schedule error: %s\n", e)
 	}
 	fmt.Fprintf(&b, "submitted=%d elapsed=%v\n", r.Submitted, r.Elapsed.Round(time.Millisecond))
+	if r.Ring.Sites > 0 {
+		fmt.Fprintf(&b, "ring: sites=%d checks=%d (%d with the ring split among instances; %d more skipped while the epoch moved) claims=%d\n",
+			r.Ring.Sites, r.Ring.Checks, r.Ring.Split, r.Ring.Skipped, r.Ring.Claims)
+		for _, f := range r.Ring.Fatals {
+			fmt.Fprintf(&b, "  stopped itself and restarted: %s\n", f)
+		}
+		if n := len(r.Ring.Details); n > 0 {
+			fmt.Fprintf(&b, "ring violations (%d):\n", n)
+			for i, d := range r.Ring.Details {
+				if i == maxDetails {
+					fmt.Fprintf(&b, "  ... %d more\n", n-maxDetails)
+					break
+				}
+				fmt.Fprintf(&b, "  %s\n", d)
+			}
+		}
+	}
 	if n := len(r.Result.Details); n > 0 {
 		fmt.Fprintf(&b, "violations (%d):\n", n)
 		for i, d := range r.Result.Details {
@@ -63,6 +109,10 @@ func (r Report) String() string {
 			}
 			fmt.Fprintf(&b, "  %s\n", d)
 		}
+	}
+	if r.Ring.Sites > 0 {
+		b.WriteString(r.Ring.Line())
+		b.WriteString("\n")
 	}
 	b.WriteString(r.Result.Line(r.Seed, r.Nodes))
 	b.WriteString("\n")
@@ -76,7 +126,7 @@ func (r Report) String() string {
 func Run(seed int64, opts Options) (Report, error) {
 	begin := time.Now()
 	opts = opts.withDefaults()
-	rep := Report{Seed: seed, Nodes: opts.Nodes, Schedule: opts.Schedule.sorted()}
+	rep := Report{Seed: seed, Nodes: opts.Nodes, Schedule: opts.Schedule.sorted(), Instances: opts.Instances, Scenario: opts.Scenario}
 	fmt.Fprintf(opts.Progress, "sim: starting %d nodes\n", opts.Nodes)
 	c, err := New(seed, opts)
 	if err != nil {
@@ -139,6 +189,7 @@ func Run(seed int64, opts Options) (Report, error) {
 	rep.Queues = c.queues()
 	rep.Peers = c.timeline.summary()
 	rep.Errors = errs
+	rep.Ring = c.ringResult()
 	rep.Elapsed = time.Since(begin)
 	return rep, nil
 }
@@ -165,7 +216,19 @@ func (c *Cluster) client(k int, stop <-chan struct{}) {
 		f := fronts[rng.Intn(len(fronts))]
 		s := Submit{ID: fmt.Sprintf("s%d-c%d-%d", c.seed, k, seq), Node: nodeName(origin), Frontend: f.name}
 		dest := fmt.Sprintf("%s%04d", f.prefix, rng.Intn(10000))
-		if n := c.node(origin); n == nil {
+		n := c.node(origin)
+		if site := c.sites[origin]; len(site) > 1 {
+			// A load balancer in front of the site: a random instance,
+			// the next one up when it is down.
+			first := rng.Intn(len(site))
+			n = nil
+			for j := range site {
+				if n = c.nodeOf(site[(first+j)%len(site)]); n != nil {
+					break
+				}
+			}
+		}
+		if n == nil {
 			s.Outcome, s.Err = Rejected, "node down"
 		} else {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -226,8 +289,8 @@ func (t *timeline) run(c *Cluster) {
 			return
 		case <-tick.C:
 		}
-		for i, m := range c.members {
-			n := c.node(i)
+		for _, m := range c.members {
+			n := c.nodeOf(m)
 			if n == nil {
 				continue
 			}

@@ -24,7 +24,15 @@ var ms = time.Millisecond
 // Scenarios are the named stories, by name.
 var Scenarios = map[string]Scenario{}
 
-func register(s Scenario) { Scenarios[s.Name] = s }
+func register(s Scenario) {
+	opts := s.Options
+	s.Options = func(seed int64, nodes int) Options {
+		o := opts(seed, nodes)
+		o.Scenario = s.Name
+		return o
+	}
+	Scenarios[s.Name] = s
+}
 
 // ScenarioNames lists the scenario names, sorted.
 func ScenarioNames() []string {
@@ -53,7 +61,34 @@ func half(nodes int) (a, b []int) {
 	return a, b
 }
 
+// RingOptions is the random fault story of a seed with multi-instance
+// sites: instances as Options.Instances, the schedule drawn by
+// RandomSiteSchedule from the seed.
+func RingOptions(seed int64, nodes int, instances []int, d time.Duration) Options {
+	return Options{Nodes: nodes, Instances: instances, Duration: d,
+		Schedule: RandomSiteSchedule(rand.New(rand.NewSource(seed)), nodes, instances, d)}
+}
+
 func init() {
+	register(Scenario{
+		Name: "ring-failover",
+		Doc: "a site of three instances (one shared store, ring coordinator elected by the sim's lock) and a single-instance site, " +
+			"traffic both ways: the ring master is killed, then a slave, each restarted, over random faults drawn from the seed; " +
+			"no token may be owned twice under the current epoch, no row claimed twice under live leases",
+		Options: func(seed int64, nodes int) Options {
+			nodes = max(nodes, 2)
+			d := 2400 * ms
+			instances := []int{3}
+			o := RingOptions(seed, nodes, instances, d)
+			o.Schedule = append(o.Schedule,
+				At(500*ms, CrashMaster(0)),
+				At(1000*ms, Restart(0)),
+				At(1300*ms, CrashSlave(0)),
+				At(1800*ms, Restart(0)),
+			).sorted()
+			return o
+		},
+	})
 	register(Scenario{
 		Name: "partition",
 		Doc:  "a symmetric partition of the mesh in two halves during load, then heal: queued forwards drain, nothing is delivered locally instead",

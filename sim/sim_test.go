@@ -32,7 +32,7 @@ func run(t *testing.T, seed int64, o Options) Report {
 		t.Fatalf("seed %d: %v", seed, err)
 	}
 	t.Logf("\n%s", rep)
-	if !rep.Result.OK() {
+	if !rep.OK() {
 		t.Fatalf("seed %d violates the invariants:\n%s", seed, rep)
 	}
 	if rep.Result.Accepted == 0 {

@@ -7,9 +7,14 @@
 //	go run ./cmd/sim --nodes 5 --duration 30s --seed 42 --faults random
 //	go run ./cmd/sim --seeds 20                # seeds 1..20, one line each
 //	go run ./cmd/sim --faults crash-origin     # a named scenario
+//	go run ./cmd/sim --nodes 2 --instances 3   # n1 is a site of three instances (the ring)
+//	go run ./cmd/sim --faults ring-failover --seeds 50
 //
-// A run is replayed with the same --seed, --nodes, --duration and
-// --faults: the schedule is drawn from the seed alone.
+// A run is replayed with the same --seed, --nodes, --instances,
+// --duration and --faults: the schedule is drawn from the seed alone.
+// With a multi-instance site the report also prints the ring's line
+// (sim: ring checks=.. overlaps=.. double_claims=..) before the sim:
+// line; a ring violation exits 1 too.
 package main
 
 import (
@@ -19,6 +24,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -39,6 +45,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	faults := fs.String("faults", "random", "random, none, or a scenario: "+strings.Join(sim.ScenarioNames(), ", "))
 	frontends := fs.Int("frontends", 1, "pull frontends per node")
 	clients := fs.Int("clients", 2, "concurrent submitting clients")
+	instancesFlag := fs.String("instances", "", "instances per node, comma-separated (\"3\": n1 is a site of three instances sharing one store and a ring; \"3,1,2\"); empty: one each")
 	verbose := fs.Bool("v", false, "print the nodes' logs (debug) and the run's progress to stderr")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: sim [flags]\n\nscenarios:\n")
@@ -58,19 +65,43 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sim: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
+	var instances []int
+	multi := false
+	if *instancesFlag != "" {
+		for _, f := range strings.Split(*instancesFlag, ",") {
+			k, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || k < 1 || k > 9 {
+				fmt.Fprintf(stderr, "sim: --instances: %q is not a list of counts 1-9\n", *instancesFlag)
+				return 2
+			}
+			instances = append(instances, k)
+			multi = multi || k > 1
+		}
+		if len(instances) > *nodes {
+			fmt.Fprintf(stderr, "sim: --instances names %d nodes, --nodes is %d\n", len(instances), *nodes)
+			return 2
+		}
+	}
 	options := func(s int64) (sim.Options, error) {
 		var o sim.Options
 		switch *faults {
 		case "random":
-			o = sim.RandomOptions(s, *nodes, *duration)
+			if multi {
+				o = sim.RingOptions(s, *nodes, instances, *duration)
+			} else {
+				o = sim.RandomOptions(s, *nodes, *duration)
+			}
 		case "none":
-			o = sim.Options{Nodes: *nodes, Duration: *duration}
+			o = sim.Options{Nodes: *nodes, Duration: *duration, Instances: instances}
 		default:
 			sc, ok := sim.Scenarios[*faults]
 			if !ok {
 				return o, fmt.Errorf("--faults: %q is not random, none or a scenario (%s)", *faults, strings.Join(sim.ScenarioNames(), ", "))
 			}
 			o = sc.Options(s, *nodes)
+			if instances != nil {
+				o.Instances = instances
+			}
 		}
 		o.FrontendsPerNode, o.Clients = *frontends, *clients
 		if *verbose {
@@ -93,10 +124,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "sim: seed %d: %v\n", s, err)
 				return 2
 			}
-			if !rep.Result.OK() {
+			if !rep.OK() {
 				failed++
 				fmt.Fprint(stdout, rep)
 				continue
+			}
+			if rep.Ring.Sites > 0 {
+				fmt.Fprintln(stdout, rep.Ring.Line())
 			}
 			fmt.Fprintf(stdout, "%s (%v)\n", rep.Result.Line(s, rep.Nodes), rep.Elapsed.Round(time.Millisecond))
 		}
@@ -117,7 +151,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	fmt.Fprint(stdout, rep)
-	if !rep.Result.OK() {
+	if !rep.OK() {
 		return 1
 	}
 	return 0

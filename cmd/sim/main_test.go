@@ -24,10 +24,26 @@ func TestRunEndsWithTheSimLine(t *testing.T) {
 }
 
 func TestBadFlagsExit2(t *testing.T) {
-	for _, args := range [][]string{{"--faults", "nope"}, {"--nodes", "x"}, {"extra"}} {
+	for _, args := range [][]string{{"--faults", "nope"}, {"--nodes", "x"}, {"extra"}, {"--instances", "0"}, {"--nodes", "1", "--instances", "3,1"}} {
 		var out, errb bytes.Buffer
 		if code := run(args, &out, &errb); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
+	}
+}
+
+var ringLine = regexp.MustCompile(`(?m)^sim: ring checks=\d+ overlaps=0 double_claims=0\nsim: seed=\d+ nodes=2 `)
+
+func TestRunWithAMultiInstanceSite(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run([]string{"--nodes", "2", "--instances", "3", "--duration", "800ms", "--seed", "3", "--faults", "random"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	if !ringLine.MatchString(out.String()) || !simLine.MatchString(out.String()) {
+		t.Fatalf("the report lacks the ring line before the sim: line:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "--instances 3") {
+		t.Fatalf("the replay command lacks --instances:\n%s", out.String())
 	}
 }

@@ -1,0 +1,429 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// A multi-instance site: its instances share one store (opened by the
+// sim, given to each instance as Config.Store) and one in-memory elector
+// (Config.Elector). Each incarnation of an instance sees the store through
+// a storeView and the elector through a session; a crash kills both, as
+// the death of a process ends its database connections: the crashed
+// incarnation's actors, still winding down, write nothing more, and the
+// master lock it held is free at once.
+
+// errCrashed is what a crashed incarnation's store calls answer.
+var errCrashed = fmt.Errorf("the instance crashed (sim): %w", persistence.ErrClosed)
+
+// elector is the in-memory leader lock of one site (a Postgres advisory
+// lock per name).
+type elector struct {
+	mu      sync.Mutex
+	holders map[string]*leadership
+}
+
+func newElector() *elector { return &elector{holders: map[string]*leadership{}} }
+
+// session is one incarnation's connection to the elector.
+type session struct {
+	el   *elector
+	dead atomic.Bool
+}
+
+var _ persistence.Elector = (*session)(nil)
+
+// leadership is a held lock.
+type leadership struct {
+	el   *elector
+	name string
+	s    *session
+	lost chan struct{}
+	once sync.Once
+}
+
+func (l *leadership) Lost() <-chan struct{} { return l.lost }
+
+func (l *leadership) Release(context.Context) error {
+	l.el.mu.Lock()
+	defer l.el.mu.Unlock()
+	l.el.free(l)
+	return nil
+}
+
+// free ends l (el.mu held).
+func (el *elector) free(l *leadership) {
+	if el.holders[l.name] == l {
+		delete(el.holders, l.name)
+	}
+	l.once.Do(func() { close(l.lost) })
+}
+
+// TryLead implements persistence.Elector.
+func (s *session) TryLead(ctx context.Context, name string) (persistence.Leadership, error) {
+	if s.dead.Load() {
+		return nil, errCrashed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.el.mu.Lock()
+	defer s.el.mu.Unlock()
+	if s.el.holders[name] != nil {
+		return nil, nil
+	}
+	l := &leadership{el: s.el, name: name, s: s, lost: make(chan struct{})}
+	s.el.holders[name] = l
+	return l, nil
+}
+
+// end ends the session: every lock it holds is lost (Lost closes).
+func (s *session) end() {
+	s.dead.Store(true)
+	s.el.mu.Lock()
+	defer s.el.mu.Unlock()
+	for _, l := range s.el.holders {
+		if l.s == s {
+			s.el.free(l)
+		}
+	}
+}
+
+// storeView is one incarnation's view of its site's shared store: every
+// call fails once it is killed, and the claims, outcomes and lease
+// releases it makes are logged for the claim check.
+type storeView struct {
+	persistence.Store
+	log  *claimLog
+	dead atomic.Bool
+}
+
+func (v *storeView) kill() { v.dead.Store(true) }
+
+func (v *storeView) ok() error {
+	if v.dead.Load() {
+		return errCrashed
+	}
+	return nil
+}
+
+// Close does nothing: the sim closes the shared store.
+func (v *storeView) Close() error { return nil }
+
+func (v *storeView) Ping(ctx context.Context) error {
+	if err := v.ok(); err != nil {
+		return err
+	}
+	return v.Store.Ping(ctx)
+}
+
+func (v *storeView) Ring(ctx context.Context) (persistence.RingState, error) {
+	if err := v.ok(); err != nil {
+		return persistence.RingState{}, err
+	}
+	return v.Store.Ring(ctx)
+}
+
+func (v *storeView) PublishRing(ctx context.Context, prev uint64, s persistence.RingState) error {
+	if err := v.ok(); err != nil {
+		return err
+	}
+	return v.Store.PublishRing(ctx, prev, s)
+}
+
+func (v *storeView) Accept(ctx context.Context, now time.Time, b []persistence.NewMessage) ([]persistence.Accepted, error) {
+	if err := v.ok(); err != nil {
+		return nil, err
+	}
+	return v.Store.Accept(ctx, now, b)
+}
+
+func (v *storeView) GetMessage(ctx context.Context, id string) (messages.Message, error) {
+	if err := v.ok(); err != nil {
+		return messages.Message{}, err
+	}
+	return v.Store.GetMessage(ctx, id)
+}
+
+func (v *storeView) ListMessages(ctx context.Context, q persistence.ListQuery) (persistence.Page, error) {
+	if err := v.ok(); err != nil {
+		return persistence.Page{}, err
+	}
+	return v.Store.ListMessages(ctx, q)
+}
+
+func (v *storeView) Stats(ctx context.Context) (persistence.Stats, error) {
+	if err := v.ok(); err != nil {
+		return persistence.Stats{}, err
+	}
+	return v.Store.Stats(ctx)
+}
+
+func (v *storeView) ClaimWork(ctx context.Context, req persistence.ClaimRequest) (persistence.Claim, error) {
+	if err := v.ok(); err != nil {
+		return persistence.Claim{}, err
+	}
+	start := time.Now()
+	c, err := v.Store.ClaimWork(ctx, req)
+	if err == nil {
+		v.log.claimed(req, c.Work, start, time.Now())
+	}
+	return c, err
+}
+
+func (v *storeView) CompleteWork(ctx context.Context, now time.Time, os []persistence.Outcome) ([]persistence.Completion, error) {
+	if err := v.ok(); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	cs, err := v.Store.CompleteWork(ctx, now, os)
+	if err == nil {
+		v.log.completed(os, cs, start)
+	}
+	return cs, err
+}
+
+func (v *storeView) ReleaseLeases(ctx context.Context, owner string) (int64, error) {
+	if err := v.ok(); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	n, err := v.Store.ReleaseLeases(ctx, owner)
+	v.log.released(owner, start) // an error may still have released them
+	return n, err
+}
+
+func (v *storeView) Ledger(ctx context.Context, k persistence.WorkKind, id, target string) (persistence.LedgerEntry, error) {
+	if err := v.ok(); err != nil {
+		return persistence.LedgerEntry{}, err
+	}
+	return v.Store.Ledger(ctx, k, id, target)
+}
+
+func (v *storeView) ApplyStatus(ctx context.Context, now time.Time, us []persistence.StatusUpdate) ([]persistence.Completion, error) {
+	if err := v.ok(); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	cs, err := v.Store.ApplyStatus(ctx, now, us)
+	v.log.reported(us, start)
+	return cs, err
+}
+
+func (v *storeView) QueueForwards(ctx context.Context, now time.Time, peer, detail string, limit int) ([]string, error) {
+	if err := v.ok(); err != nil {
+		return nil, err
+	}
+	return v.Store.QueueForwards(ctx, now, peer, detail, limit)
+}
+
+func (v *storeView) FailForwards(ctx context.Context, req persistence.ForwardExpiry) ([]messages.Message, error) {
+	if err := v.ok(); err != nil {
+		return nil, err
+	}
+	return v.Store.FailForwards(ctx, req)
+}
+
+func (v *storeView) PeerRegistries(ctx context.Context) ([]persistence.PeerRegistry, error) {
+	if err := v.ok(); err != nil {
+		return nil, err
+	}
+	return v.Store.PeerRegistries(ctx)
+}
+
+func (v *storeView) PutPeerRegistry(ctx context.Context, r persistence.PeerRegistry) error {
+	if err := v.ok(); err != nil {
+		return err
+	}
+	return v.Store.PutPeerRegistry(ctx, r)
+}
+
+func (v *storeView) ExpireMessages(ctx context.Context, req persistence.ExpireRequest) ([]messages.Message, error) {
+	if err := v.ok(); err != nil {
+		return nil, err
+	}
+	return v.Store.ExpireMessages(ctx, req)
+}
+
+func (v *storeView) Resubmit(ctx context.Context, now time.Time, rs []persistence.Reroute) ([]persistence.ResubmitResult, error) {
+	if err := v.ok(); err != nil {
+		return nil, err
+	}
+	return v.Store.Resubmit(ctx, now, rs)
+}
+
+func (v *storeView) Routes(ctx context.Context) ([]persistence.Route, error) {
+	if err := v.ok(); err != nil {
+		return nil, err
+	}
+	return v.Store.Routes(ctx)
+}
+
+func (v *storeView) PutRoute(ctx context.Context, r persistence.Route) error {
+	if err := v.ok(); err != nil {
+		return err
+	}
+	return v.Store.PutRoute(ctx, r)
+}
+
+func (v *storeView) DeleteRoute(ctx context.Context, prefix string) error {
+	if err := v.ok(); err != nil {
+		return err
+	}
+	return v.Store.DeleteRoute(ctx, prefix)
+}
+
+func (v *storeView) Frontends(ctx context.Context) ([]persistence.Frontend, error) {
+	if err := v.ok(); err != nil {
+		return nil, err
+	}
+	return v.Store.Frontends(ctx)
+}
+
+func (v *storeView) PutFrontend(ctx context.Context, f persistence.Frontend) error {
+	if err := v.ok(); err != nil {
+		return err
+	}
+	return v.Store.PutFrontend(ctx, f)
+}
+
+func (v *storeView) DeleteFrontend(ctx context.Context, name string) error {
+	if err := v.ok(); err != nil {
+		return err
+	}
+	return v.Store.DeleteFrontend(ctx, name)
+}
+
+// workKey names the work on one message (an outbox row's kind, target and
+// message).
+type workKey struct {
+	kind          persistence.WorkKind
+	target, msgID string
+}
+
+// claimRec is one claim of one outbox row: its lease [now, until) and the
+// wall-clock window of the call that took it.
+type claimRec struct {
+	row            int64
+	owner          string
+	epoch          uint64
+	now, until     time.Time
+	callLo, callHi time.Time
+}
+
+// endRec is an event that ends a lease: an outcome recorded (not refused
+// as stale), a peer's status for a forward, or the owner's leases
+// released; at is when its call began (it committed after).
+type endRec struct {
+	at time.Time
+}
+
+// claimLog is the record of one site's claims, for the claim check made
+// after the run: no outbox row is claimed by a second owner while the
+// lease of the first has not ended and no outcome of it was recorded.
+type claimLog struct {
+	mu       sync.Mutex
+	claims   map[workKey][]claimRec
+	ends     map[workKey][]endRec
+	releases map[string][]endRec // by owner
+	statuses map[string][]endRec // forward rows ended by a peer's status, by message
+	n        int64
+}
+
+func newClaimLog() *claimLog {
+	return &claimLog{claims: map[workKey][]claimRec{}, ends: map[workKey][]endRec{},
+		releases: map[string][]endRec{}, statuses: map[string][]endRec{}}
+}
+
+func (l *claimLog) claimed(req persistence.ClaimRequest, ws []persistence.Work, lo, hi time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, w := range ws {
+		k := workKey{w.Kind, w.Target, w.MessageID}
+		l.claims[k] = append(l.claims[k], claimRec{row: w.ID, owner: w.LeaseOwner, epoch: w.LeaseEpoch,
+			now: req.Now, until: w.LeaseUntil, callLo: lo, callHi: hi})
+		l.n++
+	}
+}
+
+func (l *claimLog) completed(os []persistence.Outcome, cs []persistence.Completion, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, o := range os {
+		if i < len(cs) && cs[i] == persistence.StaleEpoch {
+			continue // refused: the lease stands
+		}
+		k := workKey{o.Kind, o.Target, o.MessageID}
+		l.ends[k] = append(l.ends[k], endRec{at: at})
+	}
+}
+
+func (l *claimLog) released(owner string, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.releases[owner] = append(l.releases[owner], endRec{at: at})
+}
+
+func (l *claimLog) reported(us []persistence.StatusUpdate, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, u := range us {
+		l.statuses[u.ID] = append(l.statuses[u.ID], endRec{at: at})
+	}
+}
+
+// ended reports whether some end event began in the window [lo, hi).
+func ended(es []endRec, lo, hi time.Time) bool {
+	for _, e := range es {
+		if !e.at.Before(lo) && e.at.Before(hi) {
+			return true
+		}
+	}
+	return false
+}
+
+// check returns the claims made while another owner's lease on the same
+// work was live and not ended: for two claims by different owners whose
+// leases overlap, the later one (in commit order) must follow an end of
+// the earlier one. The log cannot tell which of two overlapping calls
+// committed first, so an end event anywhere between the first call's
+// start and the second call's end clears the pair (no false alarm, at the
+// price of missing a few).
+func (l *claimLog) check(site string) (claims int64, doubles []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for k, cs := range l.claims {
+		for i := range cs {
+			for j := i + 1; j < len(cs); j++ {
+				a, b := cs[i], cs[j]
+				if a.row != b.row || a.owner == b.owner {
+					continue
+				}
+				if !(a.now.Before(b.until) && b.now.Before(a.until)) {
+					continue // the leases do not overlap
+				}
+				lo, hi := a.callLo, b.callHi
+				if b.callLo.Before(lo) {
+					lo = b.callLo
+				}
+				if a.callHi.After(hi) {
+					hi = a.callHi
+				}
+				if ended(l.ends[k], lo, hi) || ended(l.releases[a.owner], lo, hi) || ended(l.releases[b.owner], lo, hi) ||
+					(k.kind == persistence.WorkForward && ended(l.statuses[k.msgID], lo, hi)) {
+					continue
+				}
+				doubles = append(doubles, fmt.Sprintf("double claim at %s: %s row %d (%s -> %s) leased to %s (epoch %d) until %s, claimed by %s (epoch %d) at %s",
+					site, k.msgID, a.row, k.kind, k.target, a.owner, a.epoch, a.until.Format("15:04:05.000"),
+					b.owner, b.epoch, b.now.Format("15:04:05.000")))
+			}
+		}
+	}
+	return l.n, doubles
+}
