@@ -25,7 +25,12 @@
 //     disagreeing.
 //   - Scenarios: the named stories (partition, asymmetric, answer-lost,
 //     duplicate, crash-receiver, crash-origin, peer-removed,
-//     peer-removed-forwarded).
+//     peer-removed-forwarded, ring-failover).
+//   - Multi-instance sites (Options.Instances): instances of one name on
+//     one shared store, electing their ring master by an in-memory lock;
+//     the ring's calls go over the Network, and the ring invariants (no
+//     token in two partitions under the store's epoch, checked every few
+//     ms; no row claimed under another owner's live lease) are checked.
 //
 // No production package imports sim. See docs/sim.md.
 package sim
