@@ -243,9 +243,15 @@ func (n *Node) prepareStore(ctx context.Context) error {
 		return fmt.Errorf("read frontends: %w", err)
 	}
 	known := map[string]bool{}
+	names := make([]string, 0, len(fes))
 	for _, f := range fes {
 		known[f.Name] = true
+		names = append(names, f.Name)
 	}
+	// The registry peers learn from us is right from the first exchange,
+	// before the intake has loaded the directory (an empty one would make
+	// a peer refuse our destinations until the next exchange).
+	n.setLocalNames(names)
 	for _, r := range n.cfg.Routes {
 		if !known[r.Frontend] {
 			n.log.Warn("route names a frontend that is not registered yet; its destinations get no_route until it registers",

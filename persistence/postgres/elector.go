@@ -29,12 +29,15 @@ const (
 
 var _ persistence.Elector = (*Store)(nil)
 
-// leaderKey is the advisory lock key of name: a 64-bit FNV-1a hash of
-// "switchboard:"+name, so that other users of advisory locks on the same
-// database are unlikely to collide with it.
-func leaderKey(name string) int64 {
+// leaderKey is the advisory lock key of name in schema: a 64-bit FNV-1a
+// hash of "switchboard:"+schema+":"+name. Advisory locks belong to the
+// whole database, so the schema (where this store's tables are) is part of
+// the key: stores in other schemas of the database (other sites, parallel
+// tests) do not compete for the same lock, and other users of advisory
+// locks are unlikely to collide with it.
+func leaderKey(schema, name string) int64 {
 	h := fnv.New64a()
-	_, _ = h.Write([]byte("switchboard:" + name))
+	_, _ = h.Write([]byte("switchboard:" + schema + ":" + name))
 	return int64(h.Sum64())
 }
 
@@ -54,7 +57,12 @@ func (s *Store) TryLead(ctx context.Context, name string) (persistence.Leadershi
 	if err != nil {
 		return nil, s.fail(op, err)
 	}
-	key := leaderKey(name)
+	var schema string
+	if err := conn.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+		closeConn(conn)
+		return nil, s.fail(op, err)
+	}
+	key := leaderKey(schema, name)
 	var got bool
 	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&got); err != nil || !got {
 		closeConn(conn)
