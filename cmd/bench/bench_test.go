@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +21,9 @@ var benchLine = regexp.MustCompile(`^bench: (\S+) (\S+) (\S+) baseline=(\S+) rat
 // printed outside # lines, so the harness cannot rot silently. It uses 8
 // clients: under -race on 2 shared cores, 64 TLS clients spend the short
 // window in handshakes. A 2s window keeps a stall of the shared machine
-// from leaving a figure without a single completion.
+// from leaving a figure without a single completion. postgres-site needs
+// the Postgres server of persistence/pgtest ($SWITCHBOARD_TEST_POSTGRES):
+// without one the test fails, as the store's tests do.
 func TestShortRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real nodes for a few seconds")
@@ -59,13 +62,14 @@ func TestShortRun(t *testing.T) {
 			}
 		}
 	}
-	for _, fig := range figures {
+	want := append(slices.Clone(figures), "postgres-site-vs-single")
+	for _, fig := range want {
 		if seen[fig] != 1 {
 			t.Errorf("figure %s printed %d times, want once", fig, seen[fig])
 		}
 	}
-	if len(seen) != len(figures) {
-		t.Errorf("figures printed: %v, want %v", seen, figures)
+	if len(seen) != len(want) {
+		t.Errorf("figures printed: %v, want %v", seen, want)
 	}
 	if bytes.Contains(out.Bytes(), []byte("FAILED")) {
 		t.Errorf("requests failed during the run:\n%s", &out)
@@ -127,9 +131,29 @@ func TestFlags(t *testing.T) {
 	if want := []string{"ingest", "federated", "drain"}; !slices.Equal(o.selected, want) {
 		t.Errorf("--only ingest --profile-figure drain: figures %v, want %v", o.selected, want)
 	}
+	o, err = parseFlags([]string{"--only", "postgres-site", "--postgres", "postgres://x@h/db"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"postgres-site"}; !slices.Equal(o.selected, want) || o.postgres != "postgres://x@h/db" {
+		t.Errorf("--only postgres-site --postgres: figures %v, postgres %q", o.selected, o.postgres)
+	}
 	for _, bad := range [][]string{{"--profile-figure", "memory"}, {"--profile-figure", "nope"}, {"--only", "nope"}, {"--only", "ingest,nope"}, {"--queued", "10"}, {"--memory-queued", "10"}, {"--repeat", "0"}, {"--clients", "0"}, {"extra"}} {
 		if _, err := parseFlags(bad, &bytes.Buffer{}); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// TestNoPostgres: a server that cannot be reached is a clear error, not a
+// silent skip of the figure.
+func TestNoPostgres(t *testing.T) {
+	var out bytes.Buffer
+	err := run([]string{"--short", "--only", "postgres-site", "--postgres", "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=2"}, &out, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "needs a Postgres server") {
+		t.Fatalf("run without a server: %v\n%s", err, &out)
+	}
+	if bytes.Contains(out.Bytes(), []byte("\nbench: ")) {
+		t.Errorf("a figure was printed without a server:\n%s", &out)
 	}
 }

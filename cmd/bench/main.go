@@ -26,6 +26,21 @@
 //	          messages; its baseline is the goal (5 MB per 100k = 50 MB
 //	          per 1M, BENCH.md), so ratio <= 1 meets it. Measured once
 //	          (first repeat only): a fill of 1M takes about 100 s.
+//	postgres-site
+//	          a site of three instances (switchboard.Node, real HTTPS,
+//	          --ring-role auto) on one fresh Postgres schema: the clients
+//	          spread over the instances, --consumers pull consumers per
+//	          instance poll and ack; acked msg/s over the window, summed.
+//	          Its baseline is a river-style job queue (river's job table,
+//	          COPY-batch producers, FOR UPDATE SKIP LOCKED batch fetchers,
+//	          a batch completer) on the same server, completed jobs/s over
+//	          the same window in the same repeat (BENCH.md goal 4). A second
+//	          line, postgres-site-vs-single, prints the same site figure
+//	          against ONE instance on Postgres (same clients, the same
+//	          total of consumers): does adding instances scale? The server
+//	          is --postgres (default $SWITCHBOARD_TEST_POSTGRES, else the
+//	          local test server pgtest uses); each run creates and drops a
+//	          schema of its own. No server is an error, not a skip.
 //
 // The baseline of ingest, delivery and federated is a plain net/http HTTPS
 // server (same TLS, HTTP/1.1 only) that decodes the same JSON into a struct
@@ -36,7 +51,7 @@
 //
 // Usage: go run ./cmd/bench [--window 10s] [--warmup 2s] [--clients 64]
 // [--repeat 3] [--only FIG[,FIG...]] [--queued 100000]
-// [--memory-queued 1000000] [--short]
+// [--memory-queued 1000000] [--postgres DSN] [--short]
 // [--cpuprofile FILE] [--trace FILE] [--profile-figure FIG]
 package main
 
@@ -72,12 +87,13 @@ type options struct {
 	bodySize   int
 	queued     int64
 	memQueued  int64
+	postgres   string
 	// selected are the figures to run, in the order of figures.
 	selected []string
 }
 
 // figures in the order they are run and printed.
-var figures = []string{"ingest", "delivery", "federated", "drain", "memory"}
+var figures = []string{"ingest", "delivery", "federated", "drain", "memory", "postgres-site"}
 
 // httpsBaseline are the figures measured against the raw HTTPS baseline.
 var httpsBaseline = map[string]bool{"ingest": true, "delivery": true, "federated": true}
@@ -105,6 +121,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.profileFig, "profile-figure", "", "the figure whose first window --cpuprofile/--trace cover (default: the first figure run; memory has no window)")
 	fs.StringVar(&o.dir, "dir", "", "parent of the temporary data directories (default: the system temp dir)")
 	fs.IntVar(&o.bodySize, "body-size", 321, "bytes of each submission's JSON request body")
+	defPG := os.Getenv(envPostgres)
+	if defPG == "" {
+		defPG = defaultPostgres
+	}
+	fs.StringVar(&o.postgres, "postgres", defPG, "Postgres server of the postgres-site figure (default $"+envPostgres+", else "+defaultPostgres+"); the bench creates and drops schemas of its own there")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -208,6 +229,15 @@ func run(args []string, out, stderr io.Writer) error {
 	fmt.Fprintf(out, "# clients=%d consumers=%d window=%v warmup=%v repeat=%d body=%dB queued=%d memory-queued=%d data=%s\n",
 		o.clients, o.consumers, o.window, o.warmup, o.repeat, o.bodySize, o.queued, o.memQueued, root)
 	fmt.Fprintf(out, "# figures: %s\n", strings.Join(selected, ", "))
+	var pg *pgServer
+	if slices.Contains(selected, "postgres-site") {
+		var version string
+		if pg, version, err = openPostgres(o.postgres); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "# postgres-site: Postgres %s; site of %d instances with %d consumers each, single instance with %d consumers\n",
+			version, siteInstances, o.consumers, siteInstances*o.consumers)
+	}
 
 	var prof *profiler
 	profFig := o.profileFig
@@ -224,6 +254,7 @@ func run(args []string, out, stderr io.Writer) error {
 	baseOf := map[string][]runResult{}
 	subj := map[string][]runResult{}
 	var mems []memResult
+	var river, single []runResult
 	for rep := 1; rep <= o.repeat; rep++ {
 		for _, fig := range selected {
 			if httpsBaseline[fig] {
@@ -261,6 +292,26 @@ func run(args []string, out, stderr io.Writer) error {
 				r, err = runDrain(o, body, dir, prof)
 			case "memory":
 				m, err = runMemory(o, body, dir)
+			case "postgres-site":
+				var rv, sg runResult
+				t0 := time.Now()
+				rv, err = runRiver(o, pg, body)
+				rv.took = time.Since(t0)
+				if err != nil {
+					return fmt.Errorf("repeat %d: river-style baseline: %w", rep, err)
+				}
+				rv.goroutines = runtime.NumGoroutine()
+				river = append(river, rv)
+				fmt.Fprintf(out, "# repeat %d/%d river-style baseline: %s\n", rep, o.repeat, rv.summary("jobs/s"))
+				t1 := time.Now()
+				if sg, err = runPgSite(o, pg, body, dir+"-single", 1, siteInstances*o.consumers, nil); err != nil {
+					return fmt.Errorf("repeat %d: postgres single instance: %w", rep, err)
+				}
+				sg.took, sg.goroutines = time.Since(t1), runtime.NumGoroutine()
+				single = append(single, sg)
+				fmt.Fprintf(out, "# repeat %d/%d postgres-single: %s\n", rep, o.repeat, sg.summary("msg/s"))
+				t = time.Now()
+				r, err = runPgSite(o, pg, body, dir, siteInstances, o.consumers, prof)
 			}
 			if err != nil {
 				return fmt.Errorf("repeat %d: %s: %w", rep, fig, err)
@@ -276,6 +327,9 @@ func run(args []string, out, stderr io.Writer) error {
 				fmt.Fprintf(out, "# repeat %d/%d %s: %s\n", rep, o.repeat, fig, r.summary("msg/s"))
 			}
 			if err := os.RemoveAll(dir); err != nil {
+				return err
+			}
+			if err := os.RemoveAll(dir + "-single"); err != nil {
 				return err
 			}
 		}
@@ -316,6 +370,32 @@ func run(args []string, out, stderr io.Writer) error {
 				ratio = m / fm
 			}
 			fmt.Fprintf(out, "bench: drain %.0f msg/s baseline=%.0f ratio=%.3f\n", m, fm, ratio)
+			continue
+		case "postgres-site":
+			rs := subj[fig]
+			m, rm, sm := median(rates(rs)), median(rates(river)), median(rates(single))
+			var pr, ps []float64
+			for i, r := range rs {
+				if i < len(river) && river[i].rate > 0 {
+					pr = append(pr, r.rate/river[i].rate)
+				}
+				if i < len(single) && single[i].rate > 0 {
+					ps = append(ps, r.rate/single[i].rate)
+				}
+			}
+			fmt.Fprintf(out, "# river-style baseline runs (jobs/s): %s; median %.0f\n", list(rates(river)), rm)
+			fmt.Fprintf(out, "# postgres single-instance runs (msg/s): %s; median %.0f; %s\n", list(rates(single)), sm, latencies(single))
+			fmt.Fprintf(out, "# postgres-site runs (msg/s): %s; median %.0f; ratio to the river-style run of the same repeat: %s (median %.3f); to the single instance: %s (median %.3f); %s\n",
+				list(rates(rs)), m, listf(pr, "%.3f"), median(pr), listf(ps, "%.3f"), median(ps), latencies(rs))
+			ratio, ratioS := 0.0, 0.0
+			if rm > 0 {
+				ratio = m / rm
+			}
+			if sm > 0 {
+				ratioS = m / sm
+			}
+			fmt.Fprintf(out, "bench: postgres-site %.0f msg/s baseline=%.0f ratio=%.3f\n", m, rm, ratio)
+			fmt.Fprintf(out, "bench: postgres-site-vs-single %.0f msg/s baseline=%.0f ratio=%.3f\n", m, sm, ratioS)
 			continue
 		}
 		rs := subj[fig]
