@@ -27,16 +27,16 @@ type Reconnect struct {
 func (r Reconnect) Validate() error {
 	var errs []error
 	if r.MaxAttempts < 1 {
-		errs = append(errs, fmt.Errorf("--ring-reconnect-max-attempts %d: must be at least 1", r.MaxAttempts))
+		errs = append(errs, fmt.Errorf("--ring-reconnect-max-attempts: must be at least 1, got %d", r.MaxAttempts))
 	}
 	if r.Min <= 0 {
-		errs = append(errs, fmt.Errorf("--ring-reconnect-backoff-min %v: must be above 0", r.Min))
+		errs = append(errs, fmt.Errorf("--ring-reconnect-backoff-min: must be positive, got %v", r.Min))
 	}
 	if r.Max < r.Min {
-		errs = append(errs, fmt.Errorf("--ring-reconnect-backoff-max %v: must be at least --ring-reconnect-backoff-min %v", r.Max, r.Min))
+		errs = append(errs, fmt.Errorf("--ring-reconnect-backoff-max: must be at least --ring-reconnect-backoff-min (%v), got %v", r.Min, r.Max))
 	}
 	if !(r.Jitter >= 0 && r.Jitter <= 1) {
-		errs = append(errs, fmt.Errorf("--ring-reconnect-jitter %v: must be in [0, 1]", r.Jitter))
+		errs = append(errs, fmt.Errorf("--ring-reconnect-jitter: must be in [0, 1], got %v", r.Jitter))
 	}
 	return errors.Join(errs...)
 }

@@ -131,6 +131,31 @@ var flagCases = []flagCase{
 		get: func(c switchboard.Config, _ logOptions) any { return c.APIPort }},
 	{flag: "insecure-skip-verify", v1: "true", v2: "false", want1: true, want2: false, boolean: true,
 		get: func(c switchboard.Config, _ logOptions) any { return c.InsecureSkipVerify }},
+	{flag: "ring-role", v1: "master", v2: "auto", want1: "master", want2: "auto",
+		get: func(c switchboard.Config, _ logOptions) any { return c.RingRole }},
+	{flag: "ring-master", v1: "https://a-0.a:8443", v2: "10.0.0.1:9443", want1: "https://a-0.a:8443", want2: "10.0.0.1:9443",
+		get: func(c switchboard.Config, _ logOptions) any { return c.RingMaster }},
+	{flag: "ring-address", v1: "10.0.0.5:8443", v2: "a-1.a:8443", want1: "10.0.0.5:8443", want2: "a-1.a:8443",
+		get: func(c switchboard.Config, _ logOptions) any { return c.RingAddress }},
+	{flag: "cluster", v1: "eu", v2: "prod-1", want1: "eu", want2: "prod-1",
+		get: func(c switchboard.Config, _ logOptions) any { return c.Cluster }},
+	{flag: "region", v1: "eu-west", v2: "us", want1: "eu-west", want2: "us",
+		get: func(c switchboard.Config, _ logOptions) any { return c.Region }},
+	{flag: "zone", v1: "a", v2: "eu-west-1b", want1: "a", want2: "eu-west-1b",
+		get: func(c switchboard.Config, _ logOptions) any { return c.Zone }},
+	{flag: "ring-services", v1: "delivery", v2: "forward,delivery",
+		want1: []string{"delivery"}, want2: []string{"forward", "delivery"},
+		get: func(c switchboard.Config, _ logOptions) any { return c.RingServices }},
+	{flag: "ring-publish-interval", v1: "5s", v2: "1m", want1: 5 * time.Second, want2: time.Minute,
+		get: func(c switchboard.Config, _ logOptions) any { return c.RingPublishInterval }},
+	{flag: "ring-reconnect-max-attempts", v1: "1", v2: "100", want1: 1, want2: 100,
+		get: func(c switchboard.Config, _ logOptions) any { return c.RingReconnectMaxAttempts }},
+	{flag: "ring-reconnect-backoff-min", v1: "100ms", v2: "1s", want1: 100 * time.Millisecond, want2: time.Second,
+		get: func(c switchboard.Config, _ logOptions) any { return c.RingReconnectBackoffMin }},
+	{flag: "ring-reconnect-backoff-max", v1: "10s", v2: "1m", want1: 10 * time.Second, want2: time.Minute,
+		get: func(c switchboard.Config, _ logOptions) any { return c.RingReconnectBackoffMax }},
+	{flag: "ring-reconnect-jitter", v1: "0", v2: "0.25", want1: 0.0, want2: 0.25,
+		get: func(c switchboard.Config, _ logOptions) any { return c.RingReconnectJitter }},
 	{flag: "log-level", v1: "debug", v2: "WARN", want1: slog.LevelDebug, want2: slog.LevelWarn,
 		get: func(_ switchboard.Config, lo logOptions) any { return lo.Level }},
 	{flag: "log-format", v1: "json", v2: "text", want1: "json", want2: "text",
@@ -295,6 +320,21 @@ func TestParseRunBadValues(t *testing.T) {
 		{"http-timeout", "0s", "must be positive", nil},
 		{"api-port", "70000", "1-65535", nil},
 		{"api-port", "0", "1-65535", nil},
+		{"ring-role", "leader", "must be master, slave, index or auto", nil},
+		{"ring-role", "slave", "needs --postgres", nil},
+		{"ring-master", "ftp://m:1", "must be https://host:port", nil},
+		{"ring-address", "nohost", "not host:port", nil},
+		{"cluster", "bad name", "not a valid name", nil},
+		{"region", "-x", "not a valid name", nil},
+		{"zone", "a/b", "not a valid name", nil},
+		{"ring-services", "billing", "unknown service", nil},
+		{"ring-services", "delivery,delivery", "given twice", nil},
+		{"ring-publish-interval", "0s", "must be positive", nil},
+		{"ring-reconnect-max-attempts", "0", "at least 1", nil},
+		{"ring-reconnect-backoff-min", "0s", "must be positive", nil},
+		{"ring-reconnect-backoff-max", "1s", "at least --ring-reconnect-backoff-min", nil},
+		{"ring-reconnect-jitter", "1.5", "must be in [0, 1]", nil},
+		{"ring-reconnect-jitter", "lots", "must be a number", nil},
 	} {
 		t.Run(tc.flag+"="+tc.value, func(t *testing.T) {
 			checkErr := func(err error, fromEnv bool) {
@@ -413,5 +453,24 @@ func TestRunUsageListsEveryFlag(t *testing.T) {
 		if !strings.Contains(b.String(), "--"+f.name+" ") || !strings.Contains(b.String(), "["+envName(f.name)+"]") {
 			t.Errorf("usage does not list --%s with %s", f.name, envName(f.name))
 		}
+	}
+}
+
+// TestRingRoleIndexOrdinal: role index takes the StatefulSet ordinal from
+// --instance-id, else POD_NAME, else HOSTNAME; without one it is refused.
+func TestRingRoleIndexOrdinal(t *testing.T) {
+	t.Setenv("POD_NAME", "")
+	t.Setenv("HOSTNAME", "")
+	args := []string{"--ring-role", "index", "--postgres", "host=db"}
+	if _, _, err := parseRun(append(args, "--instance-id", "solo"), noEnv); err == nil ||
+		!strings.HasPrefix(err.Error(), "--ring-role: index: no ordinal") {
+		t.Fatalf("without an ordinal: %v", err)
+	}
+	if _, _, err := parseRun(append(args, "--instance-id", "ring-2"), noEnv); err != nil {
+		t.Fatalf("--instance-id ring-2: %v", err)
+	}
+	t.Setenv("POD_NAME", "ring-0")
+	if _, _, err := parseRun(append(args, "--instance-id", "solo"), noEnv); err != nil {
+		t.Fatalf("POD_NAME ring-0: %v", err)
 	}
 }
