@@ -64,15 +64,20 @@ func (c Config) validateRing() []error {
 	if len(c.RingServices) == 0 {
 		bad("ring-services", "must name at least one of %v", messages.AllServices)
 	}
-	seen := map[string]bool{}
+	seen, unknown := map[string]bool{}, false
 	for _, s := range c.RingServices {
 		if !slices.Contains(messages.AllServices, s) {
 			bad("ring-services", "unknown service %q (known: %v)", s, messages.AllServices)
+			unknown = true
 		}
 		if seen[s] {
 			bad("ring-services", "service %q given twice", s)
 		}
 		seen[s] = true
+	}
+	if !unknown && len(seen) < len(messages.AllServices) && !shared {
+		bad("ring-services", "the embedded store's single instance is its own master and must run every service %v: "+
+			"work of a service nobody runs would wait for good", messages.AllServices)
 	}
 	if c.RingPublishInterval <= 0 {
 		bad("ring-publish-interval", "must be positive, got %v", c.RingPublishInterval)
@@ -173,7 +178,13 @@ func (n *Node) newShares() error {
 		return err
 	}
 	n.ringMetrics = m
-	n.shares = ring.NewShares(ringIdlePoll, m.Refused)
+	var idle time.Duration
+	if n.cfg.Postgres != "" || n.cfg.Store != nil {
+		// A store other instances may share (an embedder's own store may
+		// be: the sim's sites share one).
+		idle = ringIdlePoll
+	}
+	n.shares = ring.NewShares(idle, m.Refused)
 	return nil
 }
 
@@ -293,6 +304,7 @@ func (n *Node) ringStatus(ctx context.Context) (messages.RingStatus, bool) {
 // sameSite refuses a ring caller that is not an instance of this site.
 func (n *Node) sameSite(from string) error {
 	if from != n.cfg.Name {
+		n.log.Warn("ring call from another site refused", "component", "ring", "from", from)
 		return messages.Errorf(messages.CodeRingNodeMismatch,
 			"%q is not this site (%q): only instances with the same --name form a ring", from, n.cfg.Name)
 	}

@@ -49,6 +49,7 @@ var statusOf = map[string]int{
 	messages.CodeRingServices:      http.StatusForbidden,
 	messages.CodeRingNotMaster:     http.StatusConflict,
 	messages.CodeRingUnknownMember: http.StatusConflict,
+	messages.CodeRingDuplicate:     http.StatusConflict,
 }
 
 // errorDoc is the JSON error document of CONTRACT.md.

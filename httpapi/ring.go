@@ -81,7 +81,7 @@ func (s *Server) ringRoutes(r *mux.Router) {
 		defer cancel()
 		a, err := ring.RingJoin(ctx, from, j)
 		if err != nil {
-			s.refuse(w, r, from, err)
+			s.fail(w, r, err) // the coordinator logs the refusals it makes
 			return
 		}
 		writeJSON(w, http.StatusOK, a)

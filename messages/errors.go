@@ -50,4 +50,5 @@ const (
 	CodeRingServices      = "ring_services_not_subset" // --ring-services names a service the master lacks
 	CodeRingNotMaster     = "ring_not_master"          // this instance is not the ring master (now)
 	CodeRingUnknownMember = "ring_unknown_member"      // a poll from an instance that is not (or no longer) a member: join again
+	CodeRingDuplicate     = "ring_duplicate_instance"  // a member with this instance id is subscribed from another address
 )

@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/actors/clock"
 	"github.com/switchboard-dev/switchboard/actors/frontend"
+	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 )
@@ -178,8 +178,8 @@ func (w *Worker) pump(c actor.Context) {
 }
 
 // idlePoll is how soon to look for work again without being kicked: in a
-// site of several instances the one that commits work for our tokens
-// cannot kick us. A pull worker looks only while polls wait.
+// site of several instances the one that commits work we may take cannot
+// kick us. A pull worker looks only while polls wait.
 func (w *Worker) idlePoll() time.Duration {
 	if w.draining || w.d.Fence == nil || (w.fe.Mode == messages.ModePull && w.waiters.Len() == 0) {
 		return 0
@@ -196,24 +196,23 @@ func (w *Worker) claim(c actor.Context, limit int, lease time.Duration) (attempt
 		Kind: persistence.WorkDelivery, Target: w.fe.Name, Owner: w.d.Owner,
 		Limit: limit, Now: now, Lease: lease,
 	}
-	if w.d.Fence != nil {
-		fence, ok := w.d.Fence.Claim(persistence.WorkDelivery)
-		if !ok {
-			cancel()
-			return nil, 0, time.Time{}, false // none of the ring is ours now; a new assignment kicks us
-		}
-		req.Ring = fence
+	// Push deliveries are the ring's: this instance delivers its own tokens.
+	// A pull frontend's poll takes due messages of the whole ring, whichever
+	// instance it reached: the consumer's lease is the ownership (the store
+	// leases each row to one poll at a time), and a consumer connected to
+	// one instance of the site must still get every message.
+	fence := w.d.Fence
+	if w.fe.Mode == messages.ModePull {
+		fence = nil
 	}
-	cl, err := w.d.Store.ClaimWork(ctx, req)
+	cl, ok, err := ring.Claim(ctx, w.d.Store, fence, req)
 	cancel()
-	if errors.Is(err, persistence.ErrStaleEpoch) {
-		w.d.Fence.Refused(persistence.WorkDelivery)
-		w.log.Debug("claim refused for a stale ring epoch; waiting for the new assignment")
-		return nil, 0, time.Time{}, false
-	}
 	if err != nil {
 		w.log.Error("claim failed", "err", err)
 		return nil, 0, now.Add(storeRetry), false
+	}
+	if !ok {
+		return nil, 0, time.Time{}, false // not ours now: a new assignment kicks us
 	}
 	for _, wk := range cl.Work {
 		if o, ok := w.d.Policy.Before(wk, now); !ok {

@@ -227,22 +227,13 @@ func (q *Queue) claim(kind persistence.WorkKind) ([]persistence.Work, bool) {
 		Kind: kind, Target: q.cfg.Peer, Owner: q.cfg.Owner, Limit: q.cfg.Policy.Batch,
 		Now: q.cfg.Clock.Now(), Lease: q.lease(),
 	}
-	if q.cfg.Fence != nil {
-		fence, ok := q.cfg.Fence.Claim(kind)
-		if !ok {
-			return nil, false // none of the ring is ours now; a new assignment kicks us
-		}
-		req.Ring = fence
-	}
-	claim, err := q.cfg.Store.ClaimWork(ctx, req)
-	if errors.Is(err, persistence.ErrStaleEpoch) {
-		q.cfg.Fence.Refused(kind)
-		q.log.Debug("claim refused for a stale ring epoch; waiting for the new assignment", "kind", kind)
-		return nil, false
-	}
+	claim, ok, err := ring.Claim(ctx, q.cfg.Store, q.cfg.Fence, req)
 	if err != nil {
 		q.log.Error("claim failed", "kind", kind, "err", err)
 		return nil, false
+	}
+	if !ok {
+		return nil, false // not ours now: a new assignment kicks us
 	}
 	return claim.Work, true
 }

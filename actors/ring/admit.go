@@ -12,16 +12,19 @@ import (
 const (
 	// CodeBadJoin: the join document is incomplete or names an unknown
 	// service.
-	CodeBadJoin = "ring_bad_join"
+	CodeBadJoin = messages.CodeRingBadJoin
 	// CodeNodeMismatch: the joiner belongs to another node (site).
-	CodeNodeMismatch = "ring_node_mismatch"
+	CodeNodeMismatch = messages.CodeRingNodeMismatch
 	// CodeClusterMismatch: the joiner is configured for another cluster.
-	CodeClusterMismatch = "ring_cluster_mismatch"
+	CodeClusterMismatch = messages.CodeRingCluster
 	// CodeRegionMismatch: the joiner is configured for another region.
-	CodeRegionMismatch = "ring_region_mismatch"
+	CodeRegionMismatch = messages.CodeRingRegion
 	// CodeServicesNotSubset: the joiner offers a service the master lacks
 	// (the master must be able to stand in for every member's services).
-	CodeServicesNotSubset = "ring_services_not_subset"
+	CodeServicesNotSubset = messages.CodeRingServices
+	// CodeDuplicate: a member with the joiner's instance id is subscribed
+	// from another address (two processes share one --instance-id).
+	CodeDuplicate = messages.CodeRingDuplicate
 )
 
 // Refusal is why the master turned a join down: Code is one of the Code

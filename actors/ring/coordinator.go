@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -151,10 +152,11 @@ type waiter struct {
 type (
 	wakeMsg    struct{}
 	callResult struct {
-		gen  uint64
-		join bool
-		a    messages.RingAssignment
-		err  error
+		calls context.Context // of the incarnation that made the call
+		gen   uint64
+		join  bool
+		a     messages.RingAssignment
+		err   error
 	}
 	leadLost struct{ lead persistence.Leadership }
 )
@@ -195,7 +197,7 @@ func (co *Coordinator) Receive(c actor.Context) {
 		co.onResult(m)
 	case leadLost:
 		if m.lead == co.lead && !co.stopping {
-			co.fatal(errors.New("lost the ring master lock (the database session that held it ended); stopping so that another instance can lead"))
+			co.standDown()
 		}
 	case *messages.RingJoinRequest:
 		m.Reply <- co.join(m.Join)
@@ -291,6 +293,12 @@ func (co *Coordinator) becomeMaster() {
 	co.cfg.Metrics.setRole(co.role)
 	co.cfg.Shares.SetMaster(true)
 	co.log.Info("ring master", "stored_epoch", stored.Epoch, "address", co.cfg.Self.Address)
+	for _, svc := range messages.AllServices {
+		if !slices.Contains(co.cfg.Self.Services, svc) {
+			co.log.Warn("the ring master does not run a service: its work waits, since no slave may run a service its master lacks",
+				"service", svc)
+		}
+	}
 	co.step()
 }
 
@@ -346,9 +354,13 @@ func (co *Coordinator) stepMaster(now time.Time) time.Time {
 		ctx, cancel := co.storeCtx()
 		err := co.cfg.Store.PublishRing(ctx, prev, State(a, now))
 		cancel()
+		if errors.Is(err, persistence.ErrStaleEpoch) && co.publishedByUs(a) {
+			err = nil // an earlier try committed and only its answer was lost
+		}
 		switch {
 		case errors.Is(err, persistence.ErrStaleEpoch):
-			co.fatal(fmt.Errorf("another master published a newer ring assignment than epoch %d; this one stands down", prev))
+			co.log.Error("another master published a newer ring assignment; this one stands down", "epoch", prev)
+			co.standDown()
 			return time.Time{}
 		case err != nil:
 			co.log.Error("publishing the ring assignment failed; trying again", "epoch", a.Epoch, "err", err)
@@ -408,7 +420,7 @@ func (co *Coordinator) touch() {
 
 // join admits a slave (as master).
 func (co *Coordinator) join(j messages.RingJoin) messages.RingAnswer {
-	if co.role != messages.RoleMaster {
+	if co.role != messages.RoleMaster || co.stopping {
 		return messages.RingAnswer{Err: co.notMaster()}
 	}
 	now := co.cfg.Clock.Now()
@@ -429,7 +441,7 @@ func (co *Coordinator) join(j messages.RingJoin) messages.RingAnswer {
 
 // poll opens a slave's subscription (as master).
 func (co *Coordinator) poll(req *messages.RingPollRequest) {
-	if co.role != messages.RoleMaster {
+	if co.role != messages.RoleMaster || co.stopping {
 		req.Reply <- messages.RingAnswer{Err: co.notMaster()}
 		return
 	}
@@ -452,7 +464,7 @@ func (co *Coordinator) poll(req *messages.RingPollRequest) {
 }
 
 func (co *Coordinator) leave(l messages.RingLeave) error {
-	if co.role != messages.RoleMaster {
+	if co.role != messages.RoleMaster || co.stopping {
 		return co.notMaster()
 	}
 	co.master.Leave(co.cfg.Clock.Now(), l.InstanceID)
@@ -496,16 +508,68 @@ func (co *Coordinator) stepSlave(now time.Time) time.Time {
 			ctx, cancel := context.WithTimeout(calls, 30*time.Second)
 			defer cancel()
 			a, err := tr.RingJoin(ctx, addr, j)
-			send(&callResult{gen: gen, join: true, a: a, err: err})
+			send(&callResult{calls: calls, gen: gen, join: true, a: a, err: err})
 		}()
 		return time.Time{}
+	}
+	if !co.storeReachable() {
+		// A poll confirms the epoch we hold; holding ranges we cannot
+		// work (every claim fails) would freeze them. Without polls the
+		// master drops us after its grace and gives them to others; we
+		// join again once the store answers.
+		co.calling = false
+		co.retryAt = now.Add(time.Second)
+		return co.retryAt
 	}
 	p := messages.RingPoll{InstanceID: co.cfg.Self.InstanceID, Epoch: co.held.Epoch, WaitMs: co.cfg.PublishInterval.Milliseconds()}
 	go func() {
 		a, err := tr.RingPoll(calls, addr, p)
-		send(&callResult{gen: gen, a: a, err: err})
+		send(&callResult{calls: calls, gen: gen, a: a, err: err})
 	}()
 	return time.Time{}
+}
+
+// storeReachable pings the store, briefly.
+func (co *Coordinator) storeReachable() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := co.cfg.Store.Ping(ctx); err != nil {
+		co.log.Warn("the store does not answer; not confirming the ring assignment until it does", "err", err)
+		return false
+	}
+	return true
+}
+
+// publishedByUs reports whether the store holds a as published by this
+// instance (a publish that committed although its answer was lost).
+func (co *Coordinator) publishedByUs(a messages.RingAssignment) bool {
+	ctx, cancel := co.storeCtx()
+	defer cancel()
+	st, err := co.cfg.Store.Ring(ctx)
+	return err == nil && st.Epoch == a.Epoch && st.Master == co.cfg.Self.InstanceID
+}
+
+// standDown ends this instance's mastership: its lock is lost, or another
+// master published over it. With role auto it goes on as a slave of
+// whoever leads now (its partitions cleared until that master's
+// assignment); an explicit master stops.
+func (co *Coordinator) standDown() {
+	if co.cfg.Role != messages.RoleAuto || co.cfg.Transport == nil {
+		co.fatal(errors.New("this instance is no longer the ring master (its lock was lost or another master published); stopping so that another instance can lead"))
+		return
+	}
+	co.log.Warn("no longer the ring master (lock lost or another master published); going on as a slave")
+	co.answerWaiters()
+	if co.lead != nil {
+		ctx, cancel := co.storeCtx()
+		_ = co.lead.Release(ctx)
+		cancel()
+		co.lead = nil
+	}
+	co.master = nil
+	co.cfg.Shares.Clear()
+	co.joined, co.masterAddr, co.failures, co.retryAt = false, "", 0, time.Time{}
+	co.becomeSlave()
 }
 
 // resolveMaster is --ring-master, else (or once the instance there said
@@ -528,7 +592,7 @@ func (co *Coordinator) resolveMaster() string {
 }
 
 func (co *Coordinator) onResult(r *callResult) {
-	if r.gen != co.gen || co.role != messages.RoleSlave || co.stopping {
+	if r.calls != co.calls || r.gen != co.gen || co.role != messages.RoleSlave || co.stopping {
 		return
 	}
 	co.calling = false

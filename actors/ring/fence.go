@@ -1,6 +1,8 @@
 package ring
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -15,15 +17,40 @@ import (
 type Fence interface {
 	// Claim returns the fencing of a claim of work of kind k, or false when
 	// this instance owns none of the ring for k's service now: the worker
-	// claims nothing and waits to be kicked.
+	// claims nothing until it is kicked or its idle poll comes.
 	Claim(k persistence.WorkKind) (*persistence.RingClaim, bool)
 	// Refused tells that the store refused a claim for a stale epoch (a new
-	// assignment is on its way; the worker waits to be kicked).
+	// assignment is on its way and kicks the worker; its idle poll may
+	// try, and be refused, before).
 	Refused(k persistence.WorkKind)
 	// IdlePoll is how often an idle worker looks for work that other
-	// instances of the site committed (they cannot kick it); 0 when this
-	// instance is alone in its ring and every commit kicks it.
+	// instances of the site committed (they cannot kick it); 0 when the
+	// store is this instance's alone and every commit kicks its worker.
 	IdlePoll() time.Duration
+}
+
+// Claim claims req's work through fence (nil claims unfenced): ok is
+// false, with no error, when this instance owns none of the ring for the
+// work's service now, or when the store refused the claim for a stale
+// epoch (counted by fence; the new assignment is on its way). Both mean:
+// claim nothing now.
+func Claim(ctx context.Context, store persistence.Store, fence Fence, req persistence.ClaimRequest) (persistence.Claim, bool, error) {
+	if fence != nil {
+		rc, ok := fence.Claim(req.Kind)
+		if !ok {
+			return persistence.Claim{}, false, nil
+		}
+		req.Ring = rc
+	}
+	cl, err := store.ClaimWork(ctx, req)
+	switch {
+	case errors.Is(err, persistence.ErrStaleEpoch):
+		fence.Refused(req.Kind)
+		return persistence.Claim{}, false, nil
+	case err != nil:
+		return persistence.Claim{}, false, err
+	}
+	return cl, true, nil
 }
 
 // Partition is what one service's partition holds: its token ranges under
@@ -40,17 +67,16 @@ type Partition struct {
 type Shares struct {
 	mu       sync.RWMutex
 	parts    map[string]Partition
-	alone    bool
 	master   bool
 	idlePoll time.Duration
 	refused  func(service string)
 }
 
 // NewShares returns empty shares (nothing may be claimed until the first
-// Apply). idlePoll is Fence.IdlePoll when the ring has other members;
-// refused counts refused claims (a metric), may be nil.
+// Apply). idlePoll is Fence.IdlePoll: 0 for a store no other instance
+// shares. refused counts refused claims (a metric), may be nil.
 func NewShares(idlePoll time.Duration, refused func(service string)) *Shares {
-	return &Shares{parts: map[string]Partition{}, alone: true, idlePoll: idlePoll, refused: refused}
+	return &Shares{parts: map[string]Partition{}, idlePoll: idlePoll, refused: refused}
 }
 
 // Apply replaces the partitions with those of instance self in a (for the
@@ -73,7 +99,6 @@ func (s *Shares) Apply(a messages.RingAssignment, self string, services []string
 		}
 	}
 	s.parts = next
-	s.alone = len(a.Members) <= 1
 	return changed
 }
 
@@ -132,12 +157,7 @@ func (s *Shares) Refused(k persistence.WorkKind) {
 	}
 }
 
-// IdlePoll implements Fence.
-func (s *Shares) IdlePoll() time.Duration {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.alone {
-		return 0
-	}
-	return s.idlePoll
-}
+// IdlePoll implements Fence. It does not depend on the ring's members: a
+// master alone in its ring still shares the store with instances that may
+// have committed work before they went away.
+func (s *Shares) IdlePoll() time.Duration { return s.idlePoll }

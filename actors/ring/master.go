@@ -103,6 +103,15 @@ func (m *Master) Join(now time.Time, j messages.RingJoin) error {
 	}
 	j.Services = canonical(j.Services)
 	mb, ok := m.members[j.InstanceID]
+	if ok && mb.open > 0 && mb.join.Address != j.Address {
+		// Two live processes with one instance id would pass one fence
+		// and work the same rows: refuse the newcomer while the member
+		// it claims to be is subscribed from elsewhere (a restarted
+		// instance whose old call has not ended yet gets in once it has).
+		return &Refusal{Code: CodeDuplicate, Message: fmt.Sprintf(
+			"instance_id %q is a member subscribed from %s; %s cannot join under the same id (give every instance its own --instance-id)",
+			j.InstanceID, mb.join.Address, j.Address)}
+	}
 	if !ok {
 		mb = &member{}
 		m.members[j.InstanceID] = mb

@@ -279,3 +279,28 @@ func TestMasterFailoverAllBackAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestMasterRefusesADuplicateInstance: while a member is subscribed, a
+// join under its id from another address is refused; once its call has
+// ended (a restarted instance), the join is taken.
+func TestMasterRefusesADuplicateInstance(t *testing.T) {
+	m := newTestMaster(persistence.RingState{})
+	if err := m.Join(t0, joinDoc("ring-1")); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, m, t0)
+	m.PollOpened(t0, "ring-1", m.Current().Epoch)
+	twin := joinDoc("ring-1")
+	twin.Address = "elsewhere:7000"
+	var r *Refusal
+	if err := m.Join(t0, twin); !errors.As(err, &r) || r.Code != CodeDuplicate {
+		t.Fatalf("join of a twin: %v", err)
+	}
+	if err := m.Join(t0, joinDoc("ring-1")); err != nil {
+		t.Fatalf("the member joining again from its own address: %v", err)
+	}
+	m.PollClosed(t0.Add(time.Second), "ring-1")
+	if err := m.Join(t0.Add(time.Second), twin); err != nil {
+		t.Fatalf("join after the old call ended: %v", err)
+	}
+}

@@ -182,21 +182,12 @@ func (a *Intake) Receive(c actor.Context) {
 // their worker (FrontendUp of an unchanged one only kicks it), those that
 // went away lose it.
 func (a *Intake) reload(c actor.Context) {
-	ctx, cancel := a.storeCtx()
-	defer cancel()
-	routes, err := a.cfg.Store.Routes(ctx)
-	if err != nil {
-		a.log.Warn("reloading routes failed; keeping the ones known", "err", err)
-		return
-	}
-	frontends, err := a.cfg.Store.Frontends(ctx)
-	if err != nil {
-		a.log.Warn("reloading frontends failed; keeping the ones known", "err", err)
-		return
-	}
 	old := a.table.LocalNames()
-	a.table = NewTable(routes, frontends)
-	a.table.SetRemote(a.cfg.Remote)
+	frontends, err := a.readDirectory()
+	if err != nil {
+		a.log.Warn("reloading the directory failed; keeping the one known", "err", err)
+		return
+	}
 	now := map[string]bool{}
 	for _, f := range frontends {
 		now[f.Name] = true
@@ -213,19 +204,29 @@ func (a *Intake) reload(c actor.Context) {
 // load reads the directory. A store that cannot be read is a failure the
 // supervisor retries (within its budget).
 func (a *Intake) load() {
+	_, err := a.readDirectory()
+	if err != nil {
+		panic(fmt.Errorf("intake: %w", err))
+	}
+	a.localChanged()
+}
+
+// readDirectory builds the routing table from the store's routes and
+// frontends and returns the frontends.
+func (a *Intake) readDirectory() ([]messages.Frontend, error) {
 	ctx, cancel := a.storeCtx()
 	defer cancel()
 	routes, err := a.cfg.Store.Routes(ctx)
 	if err != nil {
-		panic(fmt.Errorf("intake: load routes: %w", err))
+		return nil, fmt.Errorf("load routes: %w", err)
 	}
 	frontends, err := a.cfg.Store.Frontends(ctx)
 	if err != nil {
-		panic(fmt.Errorf("intake: load frontends: %w", err))
+		return nil, fmt.Errorf("load frontends: %w", err)
 	}
 	a.table = NewTable(routes, frontends)
 	a.table.SetRemote(a.cfg.Remote)
-	a.localChanged()
+	return frontends, nil
 }
 
 // localChanged tells LocalFrontends the local frontends' names.

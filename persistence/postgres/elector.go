@@ -17,10 +17,11 @@ const (
 	// connection (1 s): a lock lost with a broken connection is noticed
 	// within about this plus leaderCheckTimeout.
 	leaderCheckInterval = time.Second
-	// leaderCheckTimeout bounds one check (2 s): a connection that cannot
+	// leaderCheckTimeout bounds one check (5 s): a connection that cannot
 	// answer SELECT 1 in that time is as good as lost, and its lock with it
-	// as far as the holder can tell.
-	leaderCheckTimeout = 2 * time.Second
+	// as far as the holder can tell (a cancelled query may cost the
+	// connection). Long enough to ride out a slow moment of the server.
+	leaderCheckTimeout = 5 * time.Second
 	// leaderCloseTimeout bounds unlocking and closing the connection when a
 	// leadership ends without a context of its own (Store.Close), in
 	// seconds (5 s). Closing the connection frees the lock anyway.
