@@ -170,6 +170,12 @@ func (n *Node) ringAddress() string {
 	return net.JoinHostPort(h, port)
 }
 
+// sharedStore reports whether other instances of the site may use our
+// store: Postgres, or an embedder's own store (the sim's sites share one).
+func (n *Node) sharedStore() bool {
+	return n.cfg.Postgres != "" || n.cfg.Store != nil
+}
+
 // newShares builds the fence the workers claim through; the coordinator
 // fills it.
 func (n *Node) newShares() error {
@@ -179,9 +185,7 @@ func (n *Node) newShares() error {
 	}
 	n.ringMetrics = m
 	var idle time.Duration
-	if n.cfg.Postgres != "" || n.cfg.Store != nil {
-		// A store other instances may share (an embedder's own store may
-		// be: the sim's sites share one).
+	if n.sharedStore() {
 		idle = ringIdlePoll
 	}
 	n.shares = ring.NewShares(idle, m.Refused)
@@ -207,7 +211,7 @@ func (n *Node) startRing() error {
 		},
 		Role: role, MasterAddr: master, PublishInterval: n.cfg.RingPublishInterval, Reconnect: n.cfg.reconnect(),
 		Store: n.store, Elector: elector, Clock: n.clock, Seed: uint64(n.clock.Now().UnixNano()),
-		Logger: n.log, Metrics: n.ringMetrics, Shares: n.shares, Kick: n.kickServices, Refresh: n.refreshDirectory,
+		Logger: n.log, Metrics: n.ringMetrics, Shares: n.shares, Kick: n.kickServices, Refresh: n.refreshDirectory(),
 		Fatal: func(err error) { n.onFatal("ring", err) },
 	}
 	if role != messages.RoleMaster {
@@ -268,9 +272,15 @@ func (n *Node) kickServices(services []string) {
 	}
 }
 
-// refreshDirectory has the intake read routes and frontends again.
-func (n *Node) refreshDirectory() {
-	n.system.Root.Send(n.intake, &messages.ReloadDirectory{})
+// refreshDirectory has the intake read routes and frontends again: on a
+// shared store other instances change them. On a store of its own an
+// instance changes them only through its own intake, so there is nothing
+// to read again.
+func (n *Node) refreshDirectory() func() {
+	if !n.sharedStore() {
+		return func() {}
+	}
+	return func() { n.system.Root.Send(n.intake, &messages.ReloadDirectory{}) }
 }
 
 // touchRing spreads a change of the directory made here to the site.
@@ -353,7 +363,11 @@ func (n *Node) RingPoll(ctx context.Context, from string, p messages.RingPoll) (
 		return ans.Assignment, ans.Err
 	case <-n.stopping: // the coordinator answers its subscriptions as it stops
 	case <-ctx.Done():
-		n.system.Root.Send(pid, &messages.RingPollGone{Request: req})
+		select {
+		case <-n.stopping: // the coordinator may be gone already
+		default:
+			n.system.Root.Send(pid, &messages.RingPollGone{Request: req})
+		}
 	}
 	return messages.RingAssignment{}, messages.Errorf(messages.CodeUnavailable, "the subscription ended before a publication")
 }

@@ -1,7 +1,9 @@
 package switchboard_test
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence/pgtest"
+	"github.com/switchboard-dev/switchboard/persistence/postgres"
 )
 
 // siteConfig is instance id of site "site-a" on the Postgres database dsn.
@@ -144,6 +147,47 @@ func TestRingSiteSplitsWorkAndFailsOver(t *testing.T) {
 			t.Errorf("%s offered %d times", id, n)
 		}
 	}
+}
+
+// TestRingSiteDirectoryIsReadThrough: a frontend registered through one
+// instance routes a submit to another at once, even when the change never
+// spreads through the ring (here it is written straight into the store, as
+// by an instance killed before it told the master), and a destination
+// nobody routes is still refused with no_route.
+func TestRingSiteDirectoryIsReadThrough(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	var hs []*harness
+	for _, id := range []string{"b1", "b2"} {
+		cfg := siteConfig(t, dsn, id)
+		cfg.RingPublishInterval = time.Minute // no periodic refresh in this test
+		hs = append(hs, startNode(t, cfg))
+	}
+	waitRing(t, hs, "b1", "b2")
+	st, err := postgres.Open(context.Background(), postgres.Config{DSN: dsn, Logger: slog.New(slog.DiscardHandler), MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for i := range 6 {
+		fe, prefix := fmt.Sprintf("fe%d", i), fmt.Sprintf("46%d", i)
+		if i%2 == 0 {
+			hs[0].pullFrontend(fe, prefix)
+		} else {
+			now := time.Now()
+			if err := st.PutFrontend(context.Background(), messages.Frontend{Name: fe, Mode: messages.ModePull, CreatedAt: now, UpdatedAt: now}); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.PutRoute(context.Background(), messages.Route{Prefix: prefix, Frontend: fe, UpdatedAt: now}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		id := hs[1].submit(fmt.Sprintf("r%d", i), prefix+"1234")
+		if m := hs[1].message(id); m.Frontend != fe {
+			t.Fatalf("%s went to frontend %q, want %s", id, m.Frontend, fe)
+		}
+	}
+	hs[1].apiError(422, messages.CodeNoRoute, "POST", "/api/messages", map[string]string{
+		"id": "nowhere", "source_msisdn": "15550001", "destination_msisdn": "479999", "message_body": "x"})
 }
 
 // TestRingRefusesForeignSlaves: a slave of another cluster or region, or

@@ -329,8 +329,8 @@ func (n *Node) startActors() error {
 	n.intake, err = n.guardian.Spawn(actorIntake, "intake", router.NewIntake(router.Config{
 		Node: n.cfg.Name, Store: n.store, Clock: n.clock, Logger: n.log,
 		Frontends: n.frontends, Peers: n.peers, Remote: n.remote(), LocalFrontends: n.setLocalNames,
-		Publish: n.publish,
-		NewID:   func() string { return uuid.Must(uuid.NewV7()).String() },
+		Publish: n.publish, Shared: n.sharedStore(),
+		NewID: func() string { return uuid.Must(uuid.NewV7()).String() },
 	}))
 	if err != nil {
 		return err

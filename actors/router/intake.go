@@ -43,6 +43,12 @@ type Config struct {
 	MaxBatch int
 	// StoreTimeout bounds each store call (default 30s).
 	StoreTimeout time.Duration
+	// Shared is true when other instances of the site change the directory
+	// in the same store: a batch holding a message without a route (or a
+	// forward for a frontend not known here) reads the directory again
+	// before refusing it, so a frontend registered through another
+	// instance a moment ago is found. One read per commit at most.
+	Shared bool
 }
 
 // bulkPage is how many messages one step of a bulk resubmit handles; submits
@@ -239,7 +245,9 @@ func (a *Intake) localChanged() {
 // submit queues a submission for the next commit. It was validated by
 // Node.Submit, the only sender of Submit.
 func (a *Intake) submit(c actor.Context, m *messages.Submit) {
-	if _, err := a.table.Resolve(m.Submission.DestinationMSISDN); err != nil {
+	// On a shared store the commit resolves it, after reading the
+	// directory again if needed.
+	if _, err := a.table.Resolve(m.Submission.DestinationMSISDN); err != nil && !a.cfg.Shared {
 		m.Reply <- messages.SubmitReply{Err: err}
 		return
 	}
@@ -315,19 +323,7 @@ func (a *Intake) commit(c actor.Context) {
 	// a panic in it still lets Restarting answer them.
 	batch := a.batch
 	now := a.cfg.Clock.Now()
-	// stored[k] came from batch[from[k]].
-	stored := make([]persistence.NewMessage, 0, len(batch))
-	from := make([]int, 0, len(batch))
-	for i, e := range batch {
-		nm, err := a.entryMessage(e, now)
-		if err != nil {
-			a.answer(e, persistence.Accepted{}, err)
-			batch[i] = entry{} // answered
-			continue
-		}
-		stored = append(stored, nm)
-		from = append(from, i)
-	}
+	stored, from := a.route(c, batch, now)
 	if len(stored) == 0 {
 		a.batch = nil
 		return
@@ -365,6 +361,47 @@ func (a *Intake) commit(c actor.Context) {
 			c.Send(a.cfg.Peers, &messages.KickPeer{Peer: w.Target})
 		}
 	}
+}
+
+// route turns the batch into what the store keeps; stored[k] came from
+// batch[from[k]]. Entries that cannot go are answered and zeroed. On a
+// shared store an entry without a route first has the directory read again.
+func (a *Intake) route(c actor.Context, batch []entry, now time.Time) (stored []persistence.NewMessage, from []int) {
+	errs := make([]error, len(batch))
+	stored = make([]persistence.NewMessage, len(batch))
+	missed := false
+	for i, e := range batch {
+		stored[i], errs[i] = a.entryMessage(e, now)
+		missed = missed || isMiss(errs[i])
+	}
+	if missed && a.cfg.Shared {
+		a.reload(c)
+		for i, e := range batch {
+			if isMiss(errs[i]) {
+				stored[i], errs[i] = a.entryMessage(e, now)
+			}
+		}
+	}
+	from = make([]int, 0, len(batch))
+	k := 0
+	for i, e := range batch {
+		if errs[i] != nil {
+			a.answer(e, persistence.Accepted{}, errs[i])
+			batch[i] = entry{} // answered
+			continue
+		}
+		stored[k] = stored[i]
+		from = append(from, i)
+		k++
+	}
+	return stored[:k], from
+}
+
+// isMiss reports whether err refuses a message for want of a route or a
+// frontend: what another instance's directory change may have cured.
+func isMiss(err error) bool {
+	var me *messages.Error
+	return errors.As(err, &me) && (me.Code == messages.CodeNoRoute || me.Code == messages.CodeNotOurFrontend)
 }
 
 // entryMessage routes one entry into what the store keeps.
