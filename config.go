@@ -183,6 +183,12 @@ type Config struct {
 	// Elector, when set, elects the ring master instead of the store (the
 	// sim harness's instances share an embedded store, which cannot).
 	Elector persistence.Elector
+	// DeadLetterThrottle is how often the actor system logs dead letters
+	// (messages to stopped actors); 0 is protoactor's default, 1s. The
+	// throttle's goroutine lives that long after the last dead letter, so
+	// harnesses that check for leaked goroutines after stopping nodes set
+	// it small.
+	DeadLetterThrottle time.Duration
 }
 
 // DefaultConfig returns the defaults of the contract.

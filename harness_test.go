@@ -43,6 +43,7 @@ func testConfig(t *testing.T) switchboard.Config {
 	cfg.DeliveryRetryMax = 80 * time.Millisecond
 	cfg.WebhookTimeout = 2 * time.Second
 	cfg.ShutdownTimeout = 10 * time.Second
+	cfg.DeadLetterThrottle = 10 * time.Millisecond // goleak waits for its goroutine
 	return cfg
 }
 

@@ -266,7 +266,11 @@ func (n *Node) prepareStore(ctx context.Context) error {
 
 func (n *Node) startActors() error {
 	alog := n.log.With("lib", "protoactor")
-	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return alog }))
+	opts := []actor.ConfigOption{actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return alog })}
+	if n.cfg.DeadLetterThrottle > 0 {
+		opts = append(opts, actor.WithDeadLetterThrottleInterval(n.cfg.DeadLetterThrottle))
+	}
+	n.system = actor.NewActorSystem(opts...)
 	supMetrics, err := supervision.NewMetrics(n.registry)
 	if err != nil {
 		return err

@@ -289,6 +289,9 @@ func (c *Cluster) nodeConfig(i, k int) switchboard.Config {
 	cfg.MessageValidity = time.Hour
 	cfg.WebhookTimeout = time.Second
 	cfg.ShutdownTimeout = 5 * time.Second
+	// Crashes leave dead letters; a short throttle lets its goroutine end
+	// soon after (the leak checks of the tests wait for it).
+	cfg.DeadLetterThrottle = 10 * time.Millisecond
 	if c.opts.Tune != nil {
 		c.opts.Tune(i, &cfg)
 	}

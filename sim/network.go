@@ -165,6 +165,13 @@ func (w *Network) ArmCrash(name string, crash func(instance string)) {
 	w.armed[name] = crash
 }
 
+// Armed is how many armed crashes have not fired yet.
+func (w *Network) Armed() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.armed)
+}
+
 // HealAll ends every link fault, slow node and armed crash.
 func (w *Network) HealAll() {
 	w.mu.Lock()
