@@ -28,6 +28,20 @@ const (
 	leaderCloseTimeout = 5 * time.Second
 )
 
+// leaderKeepalives are the server's TCP keepalive settings of a lock's
+// session (idle 5 s, then a probe every 2 s, 3 unanswered: ~11 s). A holder
+// whose host dies or is cut off without closing its connection sends
+// nothing more; the server ends the session, and frees the lock for the
+// next master, only when TCP notices: with the operating system's defaults
+// (tcp_keepalives_idle 0: Linux's two hours) that would leave the site
+// without a master, and the dead holder's ranges frozen, for over two
+// hours. The holder's own side gives up much sooner (leaderCheckTimeout).
+var leaderKeepalives = map[string]string{
+	"tcp_keepalives_idle":     "5",
+	"tcp_keepalives_interval": "2",
+	"tcp_keepalives_count":    "3",
+}
+
 var _ persistence.Elector = (*Store)(nil)
 
 // leaderKey is the advisory lock key of name in schema: a 64-bit FNV-1a
@@ -54,7 +68,11 @@ func (s *Store) TryLead(ctx context.Context, name string) (persistence.Leadershi
 	if s.closed.Load() {
 		return nil, s.fail(op, persistence.ErrClosed)
 	}
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	cc := s.pool.Config().ConnConfig.Copy()
+	for k, v := range leaderKeepalives {
+		cc.RuntimeParams[k] = v
+	}
+	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		return nil, s.fail(op, err)
 	}

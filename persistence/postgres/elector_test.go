@@ -130,3 +130,32 @@ func TestLeadershipLostWithItsConnection(t *testing.T) {
 		t.Logf("Release after the loss: %v", err) // the connection is gone; nothing to give up
 	}
 }
+
+// TestLeadershipSessionKeepalives: the lock's session has the server probe
+// its client (leaderKeepalives), so a holder whose host dies silently frees
+// the lock in seconds, not in the operating system's two hours.
+func TestLeadershipSessionKeepalives(t *testing.T) {
+	s := open(t, pgtest.DSN(t))
+	l := tryLead(t, s, "master")
+	if l == nil {
+		t.Fatal("TryLead did not get the free lock")
+	}
+	defer func() { _ = l.Release(context.Background()) }()
+	conn := l.(*leadership).conn
+	var tcp bool
+	if err := conn.QueryRow(t.Context(), "SELECT inet_client_addr() IS NOT NULL").Scan(&tcp); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range leaderKeepalives {
+		var got string
+		if err := conn.QueryRow(t.Context(), "SELECT current_setting($1)", name).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if !tcp {
+			want = "0" // Postgres ignores them on a Unix socket and shows 0
+		}
+		if got != want {
+			t.Errorf("%s = %s on the lock's session, want %s (tcp %v)", name, got, want, tcp)
+		}
+	}
+}
