@@ -195,10 +195,7 @@ func (n *Node) newShares() error {
 // startRing spawns the coordinator (after the HTTPS listener, whose
 // address it advertises).
 func (n *Node) startRing() error {
-	elector := n.cfg.Elector
-	if elector == nil {
-		elector, _ = n.store.(persistence.Elector)
-	}
+	elector := n.elector()
 	role := n.ringRole(elector)
 	master := ""
 	if n.cfg.RingMaster != "" {

@@ -3,11 +3,14 @@ package switchboard_test
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/messages"
@@ -188,6 +191,96 @@ func TestRingSiteDirectoryIsReadThrough(t *testing.T) {
 	}
 	hs[1].apiError(422, messages.CodeNoRoute, "POST", "/api/messages", map[string]string{
 		"id": "nowhere", "source_msisdn": "15550001", "destination_msisdn": "479999", "message_body": "x"})
+}
+
+// TestRingInstanceIDInUse: a second process started with an instance id
+// that a running one holds refuses to start (it would free the running
+// one's leases and claim as the same owner); once that one has stopped,
+// the id is free.
+func TestRingInstanceIDInUse(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	first := startNode(t, siteConfig(t, dsn, "c1"))
+	waitRing(t, []*harness{first}, "c1")
+
+	cfg := siteConfig(t, dsn, "c1")
+	cfg.RingReconnectMaxAttempts = 3
+	n, err := switchboard.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = n.Start(t.Context())
+	if err == nil {
+		_ = n.Stop(context.Background())
+		t.Fatal("a second process with instance id c1 started")
+	}
+	if want := `--instance-id: "c1" is in use`; !strings.Contains(err.Error(), want) {
+		t.Fatalf("Start: %v, want it to say %s", err, want)
+	}
+	if st := first.ringStatus(); st.Role != messages.RoleMaster || st.Coverage != 1 {
+		t.Fatalf("the running c1 after the refused start: %+v", st)
+	}
+
+	first.stop()
+	again := startNode(t, siteConfig(t, dsn, "c1"))
+	waitRing(t, []*harness{again}, "c1")
+}
+
+// TestRingInstanceLockTakenAgain: an instance whose lock's connection is
+// ended by the server takes its lock again and goes on; the id stays
+// refused to a second process.
+func TestRingInstanceLockTakenAgain(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	h := startNode(t, siteConfig(t, dsn, "d1"))
+	waitRing(t, []*harness{h}, "d1")
+	db, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = db.Close(context.Background()) }()
+	var schema string
+	if err := db.QueryRow(t.Context(), "SELECT current_schema()").Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	// The session holding the advisory lock of instance/d1 (the key is
+	// persistence/postgres's leaderKey; pg_locks splits it in two halves).
+	key := fnv.New64a()
+	key.Write([]byte("switchboard:" + schema + ":instance/d1"))
+	holder := func() (pid int32) {
+		err := db.QueryRow(t.Context(), `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
+			AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = $1`, int64(key.Sum64())).Scan(&pid)
+		if err != nil {
+			return 0
+		}
+		return pid
+	}
+	old := holder()
+	if old == 0 {
+		t.Fatal("no session holds the instance lock of d1")
+	}
+	if _, err := db.Exec(t.Context(), "SELECT pg_terminate_backend($1)", old); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, func() error {
+		if pid := holder(); pid == 0 || pid == old {
+			return fmt.Errorf("instance lock held by session %d (the ended one was %d)", pid, old)
+		}
+		return nil
+	})
+	select {
+	case err := <-h.node.Fatal():
+		t.Fatalf("the node stopped: %v", err)
+	default:
+	}
+	cfg := siteConfig(t, dsn, "d1")
+	cfg.RingReconnectMaxAttempts = 2
+	n, err := switchboard.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(t.Context()); err == nil {
+		_ = n.Stop(context.Background())
+		t.Fatal("a second d1 started after the first took its lock again")
+	}
 }
 
 // TestRingRefusesForeignSlaves: a slave of another cluster or region, or

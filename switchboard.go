@@ -69,7 +69,11 @@ type Node struct {
 
 	store    persistence.Store
 	ownStore bool
-	stats    *statsCache
+	// instanceStop ends the keeper of the instance lock, which closes
+	// instanceDone (both nil without an elector; see instance.go).
+	instanceStop, instanceDone chan struct{}
+
+	stats *statsCache
 
 	system       *actor.ActorSystem
 	guardian     *supervision.Guardian
@@ -179,6 +183,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		}
 	}()
 	if err := n.openStore(ctx); err != nil {
+		return err
+	}
+	if err := n.claimInstance(ctx); err != nil {
 		return err
 	}
 	if err := n.prepareStore(ctx); err != nil {
@@ -501,6 +508,7 @@ func (n *Node) teardown(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("metrics shutdown: %w", err))
 		}
 	}
+	n.releaseInstance()
 	if n.ownStore && n.store != nil {
 		if err := n.store.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close store: %w", err))
