@@ -77,6 +77,30 @@ func fatalOf(t *testing.T, h *harness, within time.Duration) error {
 	}
 }
 
+// consume polls frontend "fe" at every instance of hs and acks what it gets
+// as delivered, counting offers by id in got, until got holds want ids;
+// then every id must have been offered once.
+func consume(t *testing.T, hs []*harness, got map[string]int, want int) {
+	t.Helper()
+	eventually(t, 30*time.Second, func() error {
+		for _, h := range hs {
+			for _, m := range h.poll("fe", 50, 100, 60_000) {
+				got[m.ID]++
+				h.ack("fe", messages.DeliveryResult{ID: m.ID, Status: messages.Delivered})
+			}
+		}
+		if len(got) < want {
+			return fmt.Errorf("%d of %d offered", len(got), want)
+		}
+		return nil
+	})
+	for id, n := range got {
+		if n != 1 {
+			t.Errorf("%s offered %d times", id, n)
+		}
+	}
+}
+
 // TestRingSiteSplitsWorkAndFailsOver: three instances of one site on one
 // Postgres elect a master, split the ring, deliver every message once
 // whichever instance accepted it, and hand the master's work over when it
@@ -99,23 +123,7 @@ func TestRingSiteSplitsWorkAndFailsOver(t *testing.T) {
 	// Poll every instance (a load balancer in front of the site would):
 	// each offers the messages in its own ranges.
 	got := map[string]int{}
-	eventually(t, 30*time.Second, func() error {
-		for _, h := range hs {
-			for _, m := range h.poll("fe", 50, 100, 60_000) {
-				got[m.ID]++
-				h.ack("fe", messages.DeliveryResult{ID: m.ID, Status: messages.Delivered})
-			}
-		}
-		if len(got) < len(ids) {
-			return fmt.Errorf("%d of %d offered", len(got), len(ids))
-		}
-		return nil
-	})
-	for id, n := range got {
-		if n != 1 {
-			t.Errorf("%s offered %d times", id, n)
-		}
-	}
+	consume(t, hs, got, len(ids))
 	for _, id := range ids {
 		hs[2].waitState(id, messages.StateDelivered)
 	}
@@ -133,23 +141,7 @@ func TestRingSiteSplitsWorkAndFailsOver(t *testing.T) {
 	// A consumer connected to one instance gets every message, whichever
 	// instance accepted it and whichever owns its token: a poll takes due
 	// messages of the whole ring (the lease makes it their one owner).
-	eventually(t, 30*time.Second, func() error {
-		for _, h := range rest[:1] {
-			for _, m := range h.poll("fe", 50, 100, 60_000) {
-				got[m.ID]++
-				h.ack("fe", messages.DeliveryResult{ID: m.ID, Status: messages.Delivered})
-			}
-		}
-		if len(got) < len(ids) {
-			return fmt.Errorf("%d of %d offered", len(got), len(ids))
-		}
-		return nil
-	})
-	for id, n := range got {
-		if n != 1 {
-			t.Errorf("%s offered %d times", id, n)
-		}
-	}
+	consume(t, rest[:1], got, len(ids))
 }
 
 // TestRingSiteDirectoryIsReadThrough: a frontend registered through one

@@ -319,8 +319,7 @@ func runMessagesShow(inv *cliInvocation) error {
 }
 
 func printMessage(inv *cliInvocation, m messages.Message) {
-	tw := newCLITable(inv.stdout)
-	for _, kv := range [][2]string{
+	writeFields(inv.stdout, [][2]string{
 		{"id", tableCell(m.ID)},
 		{"state", tableCell(string(m.State))},
 		{"source", tableCell(m.SourceMSISDN)},
@@ -335,12 +334,9 @@ func printMessage(inv *cliInvocation, m messages.Message) {
 		{"submitted", tableTime(m.SubmittedAt)},
 		{"updated", tableTime(m.UpdatedAt)},
 		{"queued", tableTimePtr(m.QueuedAt)},
-	} {
-		fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
-	}
-	tw.Flush()
+	})
 	fmt.Fprintln(inv.stdout, "\nHistory:")
-	tw = newCLITable(inv.stdout)
+	tw := newCLITable(inv.stdout)
 	fmt.Fprintln(tw, "AT\tSTATE\tDETAIL")
 	for _, h := range m.History {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", tableTime(h.At), tableCell(string(h.State)), tableCell(h.Detail))
@@ -408,43 +404,41 @@ func runPeers(inv *cliInvocation) error {
 }
 
 func runRing(inv *cliInvocation) error {
-	if err := cliNoArgs(inv); err != nil {
-		return err
-	}
-	var st messages.RingStatus
-	data, err := inv.api.getJSON("/api/ring/status", nil, &st)
-	if err != nil {
-		return err
-	}
-	if inv.json {
-		writeAPIDoc(inv.stdout, data)
+	return showDoc(inv, "/api/ring/status", func(st messages.RingStatus) error {
+		writeFields(inv.stdout, [][2]string{
+			{"instance", tableCell(st.InstanceID)},
+			{"role", tableCell(st.Role)},
+			{"master", tableCell(st.Master)},
+			{"epoch", strconv.FormatUint(st.Epoch, 10)},
+			{"coverage", fmt.Sprintf("%.1f%%", 100*st.Coverage)},
+		})
+		fmt.Fprintln(inv.stdout)
+		tw := newCLITable(inv.stdout)
+		fmt.Fprintln(tw, "MEMBER\tADDRESS\tZONE\tSERVICES\tRANGES\tSHARE")
+		for _, m := range st.Members {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.1f%%\n", tableCell(m.InstanceID), tableCell(m.Address), tableCell(m.Zone),
+				tableCell(strings.Join(m.Services, ",")), len(m.Ranges), 100*ring.Fraction(m.Ranges))
+		}
+		tw.Flush()
 		return nil
-	}
-	tw := newCLITable(inv.stdout)
-	for _, kv := range [][2]string{
-		{"instance", tableCell(st.InstanceID)},
-		{"role", tableCell(st.Role)},
-		{"master", tableCell(st.Master)},
-		{"epoch", strconv.FormatUint(st.Epoch, 10)},
-		{"coverage", fmt.Sprintf("%.1f%%", 100*st.Coverage)},
-	} {
-		fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
-	}
-	tw.Flush()
-	fmt.Fprintln(inv.stdout)
-	tw = newCLITable(inv.stdout)
-	fmt.Fprintln(tw, "MEMBER\tADDRESS\tZONE\tSERVICES\tRANGES\tSHARE")
-	for _, m := range st.Members {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.1f%%\n", tableCell(m.InstanceID), tableCell(m.Address), tableCell(m.Zone),
-			tableCell(strings.Join(m.Services, ",")), len(m.Ranges), 100*ring.Fraction(m.Ranges))
-	}
-	tw.Flush()
-	return nil
+	})
 }
 
 // showList is a listing command: GET path into D, then the API's document
 // with --json or a table with header and the rows row writes.
 func showList[D any](inv *cliInvocation, path, header string, rows func(tw io.Writer, doc D)) error {
+	return showDoc(inv, path, func(doc D) error {
+		tw := newCLITable(inv.stdout)
+		fmt.Fprintln(tw, header)
+		rows(tw, doc)
+		tw.Flush()
+		return nil
+	})
+}
+
+// showDoc is a command that shows one document and takes no arguments: GET
+// path into D, then the API's document with --json, else what show prints.
+func showDoc[D any](inv *cliInvocation, path string, show func(doc D) error) error {
 	if err := cliNoArgs(inv); err != nil {
 		return err
 	}
@@ -457,11 +451,16 @@ func showList[D any](inv *cliInvocation, path, header string, rows func(tw io.Wr
 		writeAPIDoc(inv.stdout, data)
 		return nil
 	}
-	tw := newCLITable(inv.stdout)
-	fmt.Fprintln(tw, header)
-	rows(tw, doc)
+	return show(doc)
+}
+
+// writeFields prints name: value lines, the values aligned.
+func writeFields(w io.Writer, fields [][2]string) {
+	tw := newCLITable(w)
+	for _, kv := range fields {
+		fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
+	}
 	tw.Flush()
-	return nil
 }
 
 // cliRouteList is the document of GET /api/routes.
@@ -594,59 +593,45 @@ func runFrontendsDelete(inv *cliInvocation) error {
 }
 
 func runStatus(inv *cliInvocation) error {
-	if err := cliNoArgs(inv); err != nil {
-		return err
-	}
-	var st httpapi.Status
-	data, err := inv.api.getJSON("/api/status", nil, &st)
-	if err != nil {
-		return err
-	}
-	if inv.json {
-		writeAPIDoc(inv.stdout, data)
-		return nil
-	}
-	fes := make([]string, len(st.Frontends))
-	for i, f := range st.Frontends {
-		fes[i] = f.Name + " (" + string(f.Mode) + ")"
-	}
-	tw := newCLITable(inv.stdout)
-	for _, kv := range [][2]string{
-		{"node", tableCell(st.Node)},
-		{"instance", tableCell(st.InstanceID)},
-		{"version", tableCell(st.Version)},
-		{"store", tableCell(st.Store)},
-		{"forward queue depth", strconv.FormatInt(st.ForwardQueueDepth, 10)},
-		{"outbox depth", strconv.FormatInt(st.OutboxDepth, 10)},
-		{"dlq depth", strconv.FormatInt(st.DLQDepth, 10)},
-		{"outbox oldest", tableTimePtr(st.OutboxOldest)},
-		{"peers", cliPeerSummary(st.Peers)},
-		{"frontends", tableCell(strings.Join(fes, ", "))},
-	} {
-		fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
-	}
-	tw.Flush()
-
-	// The contract's states in their order, then any others the node
-	// reports (a newer node), sorted.
-	fmt.Fprintln(inv.stdout)
-	tw = newCLITable(inv.stdout)
-	fmt.Fprintln(tw, "STATE\tCOUNT")
-	for _, s := range messages.AllStates {
-		fmt.Fprintf(tw, "%s\t%d\n", s, st.Counts[string(s)])
-	}
-	var extra []string
-	for s := range st.Counts {
-		if !messages.State(s).Valid() {
-			extra = append(extra, s)
+	return showDoc(inv, "/api/status", func(st httpapi.Status) error {
+		fes := make([]string, len(st.Frontends))
+		for i, f := range st.Frontends {
+			fes[i] = f.Name + " (" + string(f.Mode) + ")"
 		}
-	}
-	slices.Sort(extra)
-	for _, s := range extra {
-		fmt.Fprintf(tw, "%s\t%d\n", tableCell(s), st.Counts[s])
-	}
-	tw.Flush()
-	return nil
+		writeFields(inv.stdout, [][2]string{
+			{"node", tableCell(st.Node)},
+			{"instance", tableCell(st.InstanceID)},
+			{"version", tableCell(st.Version)},
+			{"store", tableCell(st.Store)},
+			{"forward queue depth", strconv.FormatInt(st.ForwardQueueDepth, 10)},
+			{"outbox depth", strconv.FormatInt(st.OutboxDepth, 10)},
+			{"dlq depth", strconv.FormatInt(st.DLQDepth, 10)},
+			{"outbox oldest", tableTimePtr(st.OutboxOldest)},
+			{"peers", cliPeerSummary(st.Peers)},
+			{"frontends", tableCell(strings.Join(fes, ", "))},
+		})
+
+		// The contract's states in their order, then any others the node
+		// reports (a newer node), sorted.
+		fmt.Fprintln(inv.stdout)
+		tw := newCLITable(inv.stdout)
+		fmt.Fprintln(tw, "STATE\tCOUNT")
+		for _, s := range messages.AllStates {
+			fmt.Fprintf(tw, "%s\t%d\n", s, st.Counts[string(s)])
+		}
+		var extra []string
+		for s := range st.Counts {
+			if !messages.State(s).Valid() {
+				extra = append(extra, s)
+			}
+		}
+		slices.Sort(extra)
+		for _, s := range extra {
+			fmt.Fprintf(tw, "%s\t%d\n", tableCell(s), st.Counts[s])
+		}
+		tw.Flush()
+		return nil
+	})
 }
 
 // cliPeerSummary is "3 (healthy 2, unhealthy 1)".

@@ -805,11 +805,21 @@ func (c *fedCluster) finish() {
 }
 
 func (c *fedCluster) checkStores(id string, p pair) error {
+	return checkStored(id, p, fedSites, func(site, id string) (messages.Message, int, error) {
+		var m messages.Message
+		status, err := c.nodes[site].call("GET", "/api/messages/"+id, nil, &m)
+		return m, status, err
+	})
+}
+
+// checkStored checks message id of pair p at every site: delivered once,
+// from p.origin to p.site's frontend, at those two sites, and unknown at
+// the others. get reads it at a site.
+func checkStored(id string, p pair, sites []string, get func(site, id string) (messages.Message, int, error)) error {
 	fe := frontendOf(p.site)
 	var errs []error
-	for _, s := range fedSites {
-		var m messages.Message
-		status, err := c.nodes[s].call("GET", "/api/messages/"+id, nil, &m)
+	for _, s := range sites {
+		m, status, err := get(s, id)
 		if err != nil {
 			return fmt.Errorf("%s: GET %s: %v", s, id, err)
 		}

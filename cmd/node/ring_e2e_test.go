@@ -812,33 +812,5 @@ func (c *ringCluster) finish() {
 }
 
 func (c *ringCluster) checkStores(id string, p pair) error {
-	fe := frontendOf(p.site)
-	var errs []error
-	for _, s := range []string{"a", "b"} {
-		m, status, err := c.message(s, id)
-		if err != nil {
-			return fmt.Errorf("%s: GET %s: %v", s, id, err)
-		}
-		if s != p.origin && s != p.site {
-			if status != 404 {
-				errs = append(errs, fmt.Errorf("%s (from %s for %s) is stored at %s: %d %s", id, p.origin, fe, s, status, m.State))
-			}
-			continue
-		}
-		if status != 200 {
-			errs = append(errs, fmt.Errorf("%s (from %s for %s): GET at %s: %d", id, p.origin, fe, s, status))
-			continue
-		}
-		delivered := 0
-		for _, h := range m.History {
-			if h.State == messages.StateDelivered {
-				delivered++
-			}
-		}
-		if m.State != messages.StateDelivered || delivered != 1 || m.SourceSMSC != p.origin || m.DestSMSC != p.site || m.Frontend != fe {
-			errs = append(errs, fmt.Errorf("%s (from %s for %s) at %s: state %s, %d delivered transitions, source %s, dest %s, frontend %s; history %+v",
-				id, p.origin, fe, s, m.State, delivered, m.SourceSMSC, m.DestSMSC, m.Frontend, m.History))
-		}
-	}
-	return errors.Join(errs...)
+	return checkStored(id, p, []string{"a", "b"}, c.message)
 }
