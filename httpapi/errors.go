@@ -52,6 +52,16 @@ var statusOf = map[string]int{
 	messages.CodeRingDuplicate:     http.StatusConflict,
 }
 
+// StatusOf is the HTTP status the API answers an error of code with (500
+// for a code it does not know). The sim harness's network answers with it
+// too.
+func StatusOf(code string) int {
+	if status, ok := statusOf[code]; ok {
+		return status
+	}
+	return http.StatusInternalServerError
+}
+
 // errorDoc is the JSON error document of CONTRACT.md.
 type errorDoc struct {
 	Error struct {
@@ -69,10 +79,7 @@ func writeError(w http.ResponseWriter, log *slog.Logger, r *http.Request, err er
 		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		e = messages.Errorf(messages.CodeInternal, "internal error")
 	}
-	status, ok := statusOf[e.Code]
-	if !ok {
-		status = http.StatusInternalServerError
-	}
+	status := StatusOf(e.Code)
 	switch status {
 	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
 		w.Header().Set("Retry-After", "1")

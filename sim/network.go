@@ -14,6 +14,7 @@ import (
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/actors/peer"
 	"github.com/switchboard-dev/switchboard/actors/ring"
+	"github.com/switchboard-dev/switchboard/httpapi"
 	"github.com/switchboard-dev/switchboard/messages"
 )
 
@@ -381,33 +382,6 @@ func wire[T any](v T) (T, error) {
 	return out, err
 }
 
-// statusOf mirrors httpapi's code -> HTTP status table for the codes a
-// federation call can answer.
-var statusOf = map[string]int{
-	messages.CodeInvalidRequest:  http.StatusBadRequest,
-	messages.CodeInvalidJSON:     http.StatusBadRequest,
-	messages.CodeNotFound:        http.StatusNotFound,
-	messages.CodeNoRoute:         http.StatusUnprocessableEntity,
-	messages.CodeUnknownFrontend: http.StatusUnprocessableEntity,
-	messages.CodeInvalidState:    http.StatusConflict,
-	messages.CodeOverloaded:      http.StatusTooManyRequests,
-	messages.CodeUnavailable:     http.StatusServiceUnavailable,
-	messages.CodeInternal:        http.StatusInternalServerError,
-	messages.CodeFederationOff:   http.StatusForbidden,
-	messages.CodeUnknownPeer:     http.StatusForbidden,
-	messages.CodeNodeMismatch:    http.StatusForbidden,
-	messages.CodeClientCertReq:   http.StatusForbidden,
-	messages.CodeNotOurFrontend:  http.StatusUnprocessableEntity,
-
-	messages.CodeRingBadJoin:       http.StatusBadRequest,
-	messages.CodeRingNodeMismatch:  http.StatusForbidden,
-	messages.CodeRingCluster:       http.StatusForbidden,
-	messages.CodeRingRegion:        http.StatusForbidden,
-	messages.CodeRingServices:      http.StatusForbidden,
-	messages.CodeRingNotMaster:     http.StatusConflict,
-	messages.CodeRingUnknownMember: http.StatusConflict,
-}
-
 // callError is the *peer.CallError the peer client would return for the
 // gateway's answer to err.
 func callError(err error) error {
@@ -418,11 +392,7 @@ func callError(err error) error {
 	if !errors.As(err, &e) {
 		return &peer.CallError{Status: http.StatusInternalServerError, Code: messages.CodeInternal, Message: "internal error"}
 	}
-	st, ok := statusOf[e.Code]
-	if !ok {
-		st = http.StatusInternalServerError
-	}
-	return &peer.CallError{Status: st, Code: e.Code, Message: e.Message}
+	return &peer.CallError{Status: httpapi.StatusOf(e.Code), Code: e.Code, Message: e.Message}
 }
 
 func mismatch(got, from string) error {

@@ -89,3 +89,14 @@ func (w *Wakeup) Cancel() {
 	}
 	w.gen++
 }
+
+// Earliest is the earlier of two wake-up times, a zero time meaning none.
+func Earliest(a, b time.Time) time.Time {
+	switch {
+	case a.IsZero():
+		return b
+	case b.IsZero() || a.Before(b):
+		return a
+	}
+	return b
+}

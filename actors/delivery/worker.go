@@ -167,10 +167,10 @@ func (w *Worker) pump(c actor.Context) {
 		next = w.fillPush(c)
 	}
 	for _, f := range w.inflight {
-		next = earliest(next, f.deadline)
+		next = clock.Earliest(next, f.deadline)
 	}
 	if p := w.idlePoll(); p > 0 {
-		next = earliest(next, w.d.Clock.Now().Add(p))
+		next = clock.Earliest(next, w.d.Clock.Now().Add(p))
 	}
 	if !next.IsZero() {
 		w.wake.Schedule(next)
@@ -328,7 +328,7 @@ func (w *Worker) servePolls(c actor.Context) time.Time {
 		p.Reply <- messages.PollReply{Messages: out}
 		w.waiters.Pop()
 	}
-	return earliest(next, w.waiters.NextDeadline())
+	return clock.Earliest(next, w.waiters.NextDeadline())
 }
 
 func (w *Worker) poll(c actor.Context, p *messages.Poll) {
@@ -472,16 +472,6 @@ func (w *Worker) maybeDrained() {
 		close(d)
 	}
 	w.drainDone = nil
-}
-
-func earliest(a, b time.Time) time.Time {
-	switch {
-	case a.IsZero():
-		return b
-	case b.IsZero() || a.Before(b):
-		return a
-	}
-	return b
 }
 
 // gone reports whether done is closed.

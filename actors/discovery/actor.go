@@ -229,7 +229,7 @@ func (a *Actor) requestFull() {
 		return
 	}
 	if at := a.lastFull.Add(rediscoverGap); a.cfg.Clock.Now().Before(at) {
-		a.nextFull = earliest(a.nextFull, at)
+		a.nextFull = clock.Earliest(a.nextFull, at)
 		a.wake.Schedule(a.nextFull)
 		return
 	}
@@ -241,7 +241,7 @@ func (a *Actor) requestFull() {
 func (a *Actor) schedule(now time.Time) {
 	at := a.nextFull
 	if len(a.set.Unidentified()) > 0 {
-		at = earliest(at, now.Add(min(a.cfg.PollInterval, unidentifiedRetry)))
+		at = clock.Earliest(at, now.Add(min(a.cfg.PollInterval, unidentifiedRetry)))
 	}
 	a.wake.Schedule(at)
 }
@@ -440,11 +440,4 @@ func instanceAttr(is []messages.PeerInstance) []string {
 		out[i] = in.Address + "=" + in.InstanceID
 	}
 	return out
-}
-
-func earliest(a, b time.Time) time.Time {
-	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
-		return b
-	}
-	return a
 }

@@ -385,7 +385,7 @@ func (co *Coordinator) stepMaster(now time.Time) time.Time {
 			co.master.PollClosed(now, w.id)
 			continue
 		}
-		next = earliest(next, w.deadline)
+		next = clock.Earliest(next, w.deadline)
 	}
 	if co.refreshAt.IsZero() || republish {
 		// The master reads the directory on its own cadence too.
@@ -394,7 +394,7 @@ func (co *Coordinator) stepMaster(now time.Time) time.Time {
 			co.cfg.Refresh()
 		}
 	}
-	return earliest(next, co.refreshAt)
+	return clock.Earliest(next, co.refreshAt)
 }
 
 // touch spreads a change of the directory made here: the master
@@ -742,14 +742,4 @@ func (co *Coordinator) leaveMaster() {
 		}
 		cancel()
 	}
-}
-
-func earliest(a, b time.Time) time.Time {
-	switch {
-	case a.IsZero():
-		return b
-	case b.IsZero() || a.Before(b):
-		return a
-	}
-	return b
 }

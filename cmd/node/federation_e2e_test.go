@@ -726,24 +726,7 @@ func (c *fedCluster) finish() {
 
 	// The stores: delivered at the origin (once) and at the destination,
 	// unknown to the third node.
-	ids := make(chan string)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for id := range ids {
-				if err := c.checkStores(id, accepted[id]); err != nil {
-					t.Error(err)
-				}
-			}
-		}()
-	}
-	for id := range accepted {
-		ids <- id
-	}
-	close(ids)
-	wg.Wait()
+	checkEach(t, accepted, c.checkStores)
 
 	// The frontends: one recorded ack per id at its own frontend, nothing
 	// anywhere else, no offer after the ack, and a repeated offer only
@@ -810,6 +793,28 @@ func (c *fedCluster) checkStores(id string, p pair) error {
 		status, err := c.nodes[site].call("GET", "/api/messages/"+id, nil, &m)
 		return m, status, err
 	})
+}
+
+// checkEach runs check on every accepted message, 8 at a time, and
+// reports what it finds.
+func checkEach(t *testing.T, accepted map[string]pair, check func(id string, p pair) error) {
+	t.Helper()
+	ids := make(chan string)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for id := range ids {
+				if err := check(id, accepted[id]); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	for id := range accepted {
+		ids <- id
+	}
+	close(ids)
+	wg.Wait()
 }
 
 // checkStored checks message id of pair p at every site: delivered once,

@@ -729,24 +729,7 @@ func (c *ringCluster) finish() {
 
 	// The stores: delivered at the origin and at the destination site
 	// (once), unknown to b when a -> a.
-	ids := make(chan string)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for id := range ids {
-				if err := c.checkStores(id, accepted[id]); err != nil {
-					t.Error(err)
-				}
-			}
-		}()
-	}
-	for id := range accepted {
-		ids <- id
-	}
-	close(ids)
-	wg.Wait()
+	checkEach(t, accepted, c.checkStores)
 
 	// The frontends.
 	h := c.hooks
