@@ -89,6 +89,17 @@ type process struct {
 	exited chan struct{}
 }
 
+// end kills the process unless it is gone already, and waits until it is
+// (a test's cleanup).
+func (p *process) end() {
+	select {
+	case <-p.exited:
+	default:
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
 type e2eNode struct {
 	t       *testing.T
 	bin     string

@@ -290,12 +290,7 @@ func startFedCluster(t *testing.T) *fedCluster {
 		for _, s := range fedSites {
 			n := c.nodes[s]
 			if n.proc != nil {
-				select {
-				case <-n.proc.exited:
-				default:
-					_ = n.proc.cmd.Process.Kill()
-					<-n.proc.exited
-				}
+				n.proc.end()
 			}
 			if t.Failed() {
 				for i, l := range n.logsAll {

@@ -253,12 +253,7 @@ func startRingCluster(t *testing.T) *ringCluster {
 		}
 		for _, n := range c.nodes() {
 			if n.proc != nil {
-				select {
-				case <-n.proc.exited:
-				default:
-					_ = n.proc.cmd.Process.Kill()
-					<-n.proc.exited
-				}
+				n.proc.end()
 			}
 			if t.Failed() {
 				for i, l := range n.logsAll {
