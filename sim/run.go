@@ -89,27 +89,9 @@ func (r Report) String() string {
 		for _, f := range r.Ring.Fatals {
 			fmt.Fprintf(&b, "  stopped itself and restarted: %s\n", f)
 		}
-		if n := len(r.Ring.Details); n > 0 {
-			fmt.Fprintf(&b, "ring violations (%d):\n", n)
-			for i, d := range r.Ring.Details {
-				if i == maxDetails {
-					fmt.Fprintf(&b, "  ... %d more\n", n-maxDetails)
-					break
-				}
-				fmt.Fprintf(&b, "  %s\n", d)
-			}
-		}
+		writeDetails(&b, "ring violations", r.Ring.Details)
 	}
-	if n := len(r.Result.Details); n > 0 {
-		fmt.Fprintf(&b, "violations (%d):\n", n)
-		for i, d := range r.Result.Details {
-			if i == maxDetails {
-				fmt.Fprintf(&b, "  ... %d more\n", n-maxDetails)
-				break
-			}
-			fmt.Fprintf(&b, "  %s\n", d)
-		}
-	}
+	writeDetails(&b, "violations", r.Result.Details)
 	if r.Ring.Sites > 0 {
 		b.WriteString(r.Ring.Line())
 		b.WriteString("\n")
@@ -117,6 +99,22 @@ func (r Report) String() string {
 	b.WriteString(r.Result.Line(r.Seed, r.Nodes))
 	b.WriteString("\n")
 	return b.String()
+}
+
+// writeDetails lists up to maxDetails violations under title (nothing
+// when there are none).
+func writeDetails(b *strings.Builder, title string, details []string) {
+	if len(details) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "%s (%d):\n", title, len(details))
+	for i, d := range details {
+		if i == maxDetails {
+			fmt.Fprintf(b, "  ... %d more\n", len(details)-maxDetails)
+			break
+		}
+		fmt.Fprintf(b, "  %s\n", d)
+	}
 }
 
 // armedGrace bounds how long the load outlasts its duration for a crash

@@ -56,17 +56,22 @@ func wantHeld(t *testing.T, l persistence.Leadership) {
 	}
 }
 
-func TestTryLeadRelease(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	a, b := open(t, dsn), open(t, dsn)
-
-	la := tryLead(t, a, "master")
-	if la == nil {
+// contested opens two stores on dsn: a takes the lock "master", b cannot.
+func contested(t *testing.T, dsn string) (a, b *Store, la persistence.Leadership) {
+	t.Helper()
+	a, b = open(t, dsn), open(t, dsn)
+	if la = tryLead(t, a, "master"); la == nil {
 		t.Fatal("the first TryLead did not get the free lock")
 	}
 	if lb := tryLead(t, b, "master"); lb != nil {
 		t.Fatal("a second session got a held lock")
 	}
+	return a, b, la
+}
+
+func TestTryLeadRelease(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	a, b, la := contested(t, dsn)
 	if l2 := tryLead(t, a, "other"); l2 == nil {
 		t.Fatal("another name is another lock")
 	} else if err := l2.Release(t.Context()); err != nil {
@@ -102,14 +107,7 @@ func TestTryLeadRelease(t *testing.T) {
 
 func TestLeadershipLostWithItsConnection(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	a, b := open(t, dsn), open(t, dsn)
-	la := tryLead(t, a, "master")
-	if la == nil {
-		t.Fatal("the first TryLead did not get the free lock")
-	}
-	if lb := tryLead(t, b, "master"); lb != nil {
-		t.Fatal("a second session got a held lock")
-	}
+	_, b, la := contested(t, dsn)
 
 	killer, err := pgx.Connect(t.Context(), dsn)
 	if err != nil {
