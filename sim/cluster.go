@@ -215,7 +215,11 @@ type Cluster struct {
 
 	fronts []frontend
 
-	bg       sync.WaitGroup
+	bg sync.WaitGroup
+	// driving counts the frontends' goroutines (also in bg): the history
+	// is read once they have returned, so an ack under way when they are
+	// stopped is recorded in it.
+	driving  sync.WaitGroup
 	closing  chan struct{}
 	stopBG   context.CancelFunc
 	bgCtx    context.Context
@@ -374,7 +378,11 @@ func New(seed int64, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	for _, f := range c.fronts {
-		c.bg.Go(func() { c.drive(f) })
+		c.driving.Add(1)
+		c.bg.Go(func() {
+			defer c.driving.Done()
+			c.drive(f)
+		})
 	}
 	c.bg.Go(func() { c.timeline.run(c) })
 	if opts.multi() {

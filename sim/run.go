@@ -186,8 +186,10 @@ func Run(seed int64, opts Options) (Report, error) {
 	}
 	rep.Quiesced = c.quiesce(opts.QuiesceTimeout)
 	// The frontends stop before the history is read: no delivery after
-	// the origins' states.
+	// the origins' states, and an ack under way (its commit may already
+	// have made the message delivered) is recorded before the check.
 	c.stopBG()
+	c.driving.Wait()
 	c.timeline.stop()
 	c.rec.mu.Lock()
 	h := History{Submits: append([]Submit{}, c.rec.submits...), Deliveries: append([]Delivery{}, c.rec.deliveries...)}
