@@ -44,7 +44,8 @@ func (r Reconnect) Validate() error {
 // Delay is the wait before retry number attempt (1 for the retry after the
 // first failure): base = min(Max, Min·2^(attempt-1)), and the delay is
 // base·(1 − Jitter·u) with u drawn uniformly from [0, 1) by rng, so it lies
-// in [base·(1−Jitter), base], and is never below 1ns. attempt below 1
+// in [base·(1−Jitter), base] (the low end within float64 rounding), and is
+// never below 1ns. attempt below 1
 // counts as 1. r must be valid.
 func (r Reconnect) Delay(attempt int, rng *rand.Rand) time.Duration {
 	base := r.Min

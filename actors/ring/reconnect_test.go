@@ -59,9 +59,16 @@ func TestReconnectDelayBounds(t *testing.T) {
 		}
 		rng := rand.New(rand.NewPCG(rapid.Uint64().Draw(t, "s1"), rapid.Uint64().Draw(t, "s2")))
 		d := r.Delay(attempt, rng)
-		floor := time.Duration(float64(base) * (1 - r.Jitter))
-		if d < max(floor, 1) || d > base || d > r.Max || d <= 0 {
-			t.Fatalf("Delay(%d) = %v, want in [%v, %v] (max %v)", attempt, d, floor, base, r.Max)
+		// The floor base·(1−Jitter) computed exactly (a float64 floor can
+		// round above base: CI once drew base ≈ 2^62, Jitter 2^-54), less
+		// what Delay's float64 rounding may take off: a few parts in 2^53
+		// of base, bounded by base/2^50.
+		exact := new(big.Float).SetPrec(200).SetInt64(int64(base))
+		exact.Mul(exact, new(big.Float).SetPrec(200).Sub(big.NewFloat(1), big.NewFloat(r.Jitter)))
+		floor, _ := exact.Int64()
+		floor -= int64(base)>>50 + 1
+		if int64(d) < max(floor, 1) || d > base || d > r.Max || d <= 0 {
+			t.Fatalf("Delay(%d) = %v, want in [%v, %v] (max %v)", attempt, d, time.Duration(floor), base, r.Max)
 		}
 	})
 }
