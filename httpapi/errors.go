@@ -72,11 +72,17 @@ type errorDoc struct {
 
 // writeError answers with err as a JSON error document. An error that is
 // not a *messages.Error is a bug or an unexpected failure: it is logged and
-// answered 500 without its detail.
+// answered 500 without its detail; but when the client has gone (the
+// request's context ended: it gave up or hung up) the failure is its
+// doing, logged at debug only, and the answer reaches nobody.
 func writeError(w http.ResponseWriter, log *slog.Logger, r *http.Request, err error) {
 	var e *messages.Error
 	if !errors.As(err, &e) {
-		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		if r.Context().Err() != nil {
+			log.Debug("request ended by the client", "method", r.Method, "path", r.URL.Path, "err", err)
+		} else {
+			log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		}
 		e = messages.Errorf(messages.CodeInternal, "internal error")
 	}
 	status := StatusOf(e.Code)

@@ -293,6 +293,15 @@ func (c *PeerClient) do(ctx context.Context, client *http.Client, timeout time.D
 	if err != nil {
 		return nil, err
 	}
+	if (res.StatusCode < 200 || res.StatusCode > 299) && ctx.Err() != nil {
+		// The call ended (Timeout or the caller) as the answer came. net/http
+		// hands over an answer that raced the cancellation, and closing the
+		// connection ends the request at the peer too, so an error answer
+		// may be the peer's reaction to our giving up, not its answer to the
+		// call: the call did not complete. (A 2xx answer is the peer's.)
+		res.Body.Close()
+		return nil, fmt.Errorf("%s %s: %w", method, path, context.Cause(ctx))
+	}
 	defer func() {
 		// Read what is left (bounded) so the connection can be reused.
 		_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
