@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"cmp"
 	"math/bits"
 	"slices"
 
@@ -18,21 +19,24 @@ import (
 //
 // Movement is minimal: every member keeps as much of its prev ranges as
 // its new share allows. Going through members in id order (an earlier
-// member wins a token that prev gave to several), a member keeps its prev
-// tokens in token order up to its share, trimming the excess from the end.
-// The tokens nobody keeps (of departed members, trimmed excess, gaps) are
-// the free tokens; they go to the members below their share, in id order:
+// member wins a token that prev gave to several), a member over its share
+// keeps its largest prev ranges whole, largest first, and trims the last
+// one it needs from its end: the excess it lets go is its small pieces.
+// The tokens nobody keeps (of departed members, the excess, gaps) are the
+// free tokens; they go to the members below their share, in id order:
 // first free tokens that touch the member's kept ranges (they merge), then
 // the smallest free range that fills the rest at once, else the largest
 // free ranges first. So Assign(Assign(x, m), m) moves nothing; when one
 // member joins n balanced members only its share (about 1/(n+1) of the
 // ring) moves; when one leaves only its tokens move.
 //
-// Fragmentation: a member's ranges never split more than its share forces,
-// and free tokens merge into the ranges they touch. Since members keep the
-// pieces they hold, a member of a ring that once had k members may hold
-// up to about k ranges; the count follows the largest membership, not the
-// amount of churn (TestAssignFragmentation).
+// Fragmentation: which tokens move is free (how many is not), and they are
+// chosen to keep ranges whole: small pieces let go, free tokens merged into
+// the ranges they touch. But minimal movement means members keep the
+// pieces they hold, so pieces follow the membership a ring has seen, not
+// the amount of churn: with twelve instances joining and leaving at random
+// for thousands of steps, members hold about 5 ranges on average, and 25
+// at most (TestAssignFragmentation).
 func Assign(prev map[string][]messages.TokenRange, members []string) map[string][]messages.TokenRange {
 	ids := slices.Clone(members)
 	slices.Sort(ids)
@@ -61,7 +65,7 @@ func Assign(prev map[string][]messages.TokenRange, members []string) map[string]
 	var taken []messages.TokenRange
 	for i, id := range ids {
 		mine := subtract(prev[id], taken)
-		kept[i], need[i] = prefix(mine, quota(i))
+		kept[i], need[i] = keepLargest(mine, quota(i))
 		taken = Normalize(append(taken, kept[i]...))
 	}
 	free := subtract(Whole, taken)
@@ -99,22 +103,31 @@ func Assign(prev map[string][]messages.TokenRange, members []string) map[string]
 	return out
 }
 
-// prefix returns the first q tokens of the normalized rs (all of them when
-// fewer) and how many tokens short of q that is.
-func prefix(rs []messages.TokenRange, q uint64) ([]messages.TokenRange, uint64) {
+// keepLargest returns q tokens of the normalized rs (all of them when fewer),
+// normalized, and how many tokens short of q that is. It keeps the largest
+// ranges whole, largest first, and trims the last one it needs from its
+// end, so the small pieces are the ones let go: the amount kept is the
+// same whichever tokens are kept, and letting pieces go rather than
+// splitting big ranges keeps the ring from fragmenting under churn.
+func keepLargest(rs []messages.TokenRange, q uint64) ([]messages.TokenRange, uint64) {
+	bySize := slices.Clone(rs)
+	slices.SortStableFunc(bySize, func(a, b messages.TokenRange) int {
+		return cmp.Compare(b.Hi-b.Lo, a.Hi-a.Lo)
+	})
 	var out []messages.TokenRange
-	for _, r := range rs {
+	for _, r := range bySize {
 		if q == 0 {
 			break
 		}
 		if r.Hi-r.Lo >= q-1 {
 			out = append(out, messages.TokenRange{Lo: r.Lo, Hi: r.Lo + q - 1})
-			return out, 0
+			q = 0
+			break
 		}
 		out = append(out, r)
 		q -= r.Hi - r.Lo + 1
 	}
-	return out, q
+	return Normalize(out), q
 }
 
 // adjacent finds a free range touching one of kept and returns the part of

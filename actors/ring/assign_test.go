@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math/bits"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -202,35 +203,55 @@ func TestAssignProperties(t *testing.T) {
 	})
 }
 
-// TestAssignFragmentation: churn does not shatter the ring.
+// TestAssignFragmentation: churn does not shatter the ring. Twelve
+// instances join and leave at random, 3000 times, from fixed seeds: the
+// figures are a property of Assign, so they are the same every run. With
+// minimal movement the remaining members keep the pieces they hold, so
+// pieces follow the membership seen, not the amount of churn. Measured on
+// these seeds: about 5 ranges per member on average (6.6 when Assign kept
+// its prefix in token order, 7.5 without merging free tokens into the
+// ranges they touch), the same in the second half as in the first, and at
+// most 25 for one member.
 func TestAssignFragmentation(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
+	const steps, instances = 3000, 12
+	for seed := range uint64(4) {
+		rng := rand.New(rand.NewPCG(seed, instances))
 		var prev map[string]rs
 		present := map[string]bool{}
-		most := 0
-		for step := range 40 {
-			id := rapid.SampledFrom(ids(12)).Draw(t, fmt.Sprint("toggle", step))
+		var sum [2]float64 // ranges per member, summed over each half
+		var n [2]int
+		for step := range steps {
+			id := ids(instances)[rng.IntN(instances)]
 			present[id] = !present[id]
 			var ms []string
-			for m, ok := range present {
-				if ok {
+			for m, in := range present {
+				if in {
 					ms = append(ms, m)
 				}
 			}
 			if len(ms) == 0 {
 				continue
 			}
-			most = max(most, len(ms))
 			prev = Assign(prev, ms)
+			checkPartition(t, prev, ms)
 			total := 0
-			for _, r := range prev {
+			for id, r := range prev {
 				total += len(r)
+				if len(r) > 3*instances {
+					t.Fatalf("seed %d step %d: %s holds %d ranges", seed, step, id, len(r))
+				}
 			}
-			// Minimal movement keeps the pieces members hold, so the
-			// count follows the largest membership seen, not the churn.
-			if limit := 2 * most * len(ms); total > limit {
-				t.Fatalf("step %d: %d members (at most %d) hold %d ranges", step, len(ms), most, total)
-			}
+			half := step * 2 / steps
+			sum[half] += float64(total) / float64(len(ms))
+			n[half]++
 		}
-	})
+		first, second := sum[0]/float64(n[0]), sum[1]/float64(n[1])
+		t.Logf("seed %d: %.2f ranges per member, then %.2f", seed, first, second)
+		if first > 6 || second > 6 {
+			t.Errorf("seed %d: %.2f ranges per member, then %.2f: want at most 6", seed, first, second)
+		}
+		if second > 1.25*first {
+			t.Errorf("seed %d: fragmentation grows with churn: %.2f ranges per member, then %.2f", seed, first, second)
+		}
+	}
 }
