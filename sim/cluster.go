@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchboard-dev/switchboard"
@@ -219,7 +220,10 @@ type Cluster struct {
 	// driving counts the frontends' goroutines (also in bg): the history
 	// is read once they have returned, so an ack under way when they are
 	// stopped is recorded in it.
-	driving  sync.WaitGroup
+	driving sync.WaitGroup
+	// doubled is set once the DoubleAck frontend has handed a message
+	// over twice: the load goes on until it has (Run).
+	doubled  atomic.Bool
 	closing  chan struct{}
 	stopBG   context.CancelFunc
 	bgCtx    context.Context
@@ -726,9 +730,24 @@ func (c *Cluster) drive(f frontend) {
 			c.rec.delivery(d)
 			if fname == c.opts.DoubleAck && ack == Acked {
 				c.rec.delivery(d)
+				c.doubled.Store(true)
 			}
 		}
 	}
+}
+
+// untriggered names the faults that need traffic to happen and have not
+// happened yet: crashes armed for a forward, a double delivery due. None:
+// "".
+func (c *Cluster) untriggered() string {
+	var what []string
+	if n := c.net.Armed(); n > 0 {
+		what = append(what, fmt.Sprintf("%d armed crash(es)", n))
+	}
+	if c.opts.DoubleAck != "" && !c.doubled.Load() {
+		what = append(what, "the double delivery of "+c.opts.DoubleAck)
+	}
+	return strings.Join(what, " and ")
 }
 
 func pause(ctx context.Context, d time.Duration) {

@@ -117,9 +117,10 @@ func writeDetails(b *strings.Builder, title string, details []string) {
 	}
 }
 
-// armedGrace bounds how long the load outlasts its duration for a crash
-// armed for the next forward.
-const armedGrace = 20 * time.Second
+// triggerGrace bounds how long the load outlasts its duration for the
+// faults that need traffic (a crash armed for the next forward, a double
+// delivery).
+const triggerGrace = 20 * time.Second
 
 // Run starts a cluster, runs the workload under the schedule for the
 // duration, heals everything, waits for quiescence and checks the
@@ -170,11 +171,12 @@ func Run(seed int64, opts Options) (Report, error) {
 	})
 	time.Sleep(time.Until(start.Add(opts.Duration)))
 	sched.Wait()
-	// A crash armed for the next forward needs traffic to fire: on a slow
-	// (loaded) machine the load goes on until it has, within armedGrace.
-	if c.net.Armed() > 0 {
-		fmt.Fprintf(opts.Progress, "sim: load goes on until the armed crash fires (at most %v)\n", armedGrace)
-		for end := time.Now().Add(armedGrace); c.net.Armed() > 0 && time.Now().Before(end); {
+	// A crash armed for the next forward, or a double delivery, needs
+	// traffic to happen: on a slow (loaded) machine the load goes on until
+	// it has, within triggerGrace.
+	if what := c.untriggered(); what != "" {
+		fmt.Fprintf(opts.Progress, "sim: load goes on until %s (at most %v)\n", what, triggerGrace)
+		for end := time.Now().Add(triggerGrace); c.untriggered() != "" && time.Now().Before(end); {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
