@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -24,7 +23,7 @@ func TestWriteErrorClientGone(t *testing.T) {
 		}
 		r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/api/federation/health", nil)
 		w := httptest.NewRecorder()
-		writeError(w, log, r, errors.Join(context.Canceled))
+		writeError(w, log, r, context.Canceled)
 		if w.Code != http.StatusInternalServerError {
 			t.Errorf("gone=%v: status %d, want 500", gone, w.Code)
 		}
