@@ -3,7 +3,6 @@ package switchboard_test
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"slices"
 	"strings"
@@ -233,13 +232,11 @@ func TestRingInstanceLockTakenAgain(t *testing.T) {
 	if err := db.QueryRow(t.Context(), "SELECT current_schema()").Scan(&schema); err != nil {
 		t.Fatal(err)
 	}
-	// The session holding the advisory lock of instance/d1 (the key is
-	// persistence/postgres's leaderKey; pg_locks splits it in two halves).
-	key := fnv.New64a()
-	key.Write([]byte("switchboard:" + schema + ":instance/d1"))
+	// The session holding the advisory lock of instance/d1.
+	key := postgres.LockKey(schema, "instance/d1")
 	holder := func() (pid int32) {
 		err := db.QueryRow(t.Context(), `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
-			AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = $1`, int64(key.Sum64())).Scan(&pid)
+			AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = $1`, key).Scan(&pid)
 		if err != nil {
 			return 0
 		}

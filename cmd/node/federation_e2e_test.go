@@ -790,63 +790,6 @@ func (c *fedCluster) checkStores(id string, p pair) error {
 	})
 }
 
-// checkEach runs check on every accepted message, 8 at a time, and
-// reports what it finds.
-func checkEach(t *testing.T, accepted map[string]pair, check func(id string, p pair) error) {
-	t.Helper()
-	ids := make(chan string)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for id := range ids {
-				if err := check(id, accepted[id]); err != nil {
-					t.Error(err)
-				}
-			}
-		})
-	}
-	for id := range accepted {
-		ids <- id
-	}
-	close(ids)
-	wg.Wait()
-}
-
-// checkStored checks message id of pair p at every site: delivered once,
-// from p.origin to p.site's frontend, at those two sites, and unknown at
-// the others. get reads it at a site.
-func checkStored(id string, p pair, sites []string, get func(site, id string) (messages.Message, int, error)) error {
-	fe := frontendOf(p.site)
-	var errs []error
-	for _, s := range sites {
-		m, status, err := get(s, id)
-		if err != nil {
-			return fmt.Errorf("%s: GET %s: %v", s, id, err)
-		}
-		if s != p.origin && s != p.site {
-			if status != 404 {
-				errs = append(errs, fmt.Errorf("%s (from %s for %s) is stored at %s: %d %s", id, p.origin, fe, s, status, m.State))
-			}
-			continue
-		}
-		if status != 200 {
-			errs = append(errs, fmt.Errorf("%s (from %s for %s): GET at %s: %d", id, p.origin, fe, s, status))
-			continue
-		}
-		delivered := 0
-		for _, h := range m.History {
-			if h.State == messages.StateDelivered {
-				delivered++
-			}
-		}
-		if m.State != messages.StateDelivered || delivered != 1 || m.SourceSMSC != p.origin || m.DestSMSC != p.site || m.Frontend != fe {
-			errs = append(errs, fmt.Errorf("%s (from %s for %s) at %s: state %s, %d delivered transitions, source %s, dest %s, frontend %s; history %+v",
-				id, p.origin, fe, s, m.State, delivered, m.SourceSMSC, m.DestSMSC, m.Frontend, m.History))
-		}
-	}
-	return errors.Join(errs...)
-}
-
 func keys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {

@@ -44,13 +44,16 @@ var leaderKeepalives = map[string]string{
 
 var _ persistence.Elector = (*Store)(nil)
 
-// leaderKey is the advisory lock key of name in schema: a 64-bit FNV-1a
+// LockKey is the advisory lock key of the elector's lock name (the ring
+// master's, "instance/<id>") in schema: a 64-bit FNV-1a
 // hash of "switchboard:"+schema+":"+name. Advisory locks belong to the
 // whole database, so the schema (where this store's tables are) is part of
 // the key: stores in other schemas of the database (other sites, parallel
 // tests) do not compete for the same lock, and other users of advisory
-// locks are unlikely to collide with it.
-func leaderKey(schema, name string) int64 {
+// locks are unlikely to collide with it. pg_locks shows it split in two,
+// (classid::bigint << 32) | objid::bigint with objsubid 1: with the key, a
+// query there finds the session that holds a lock (the tests do).
+func LockKey(schema, name string) int64 {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte("switchboard:" + schema + ":" + name))
 	return int64(h.Sum64())
@@ -81,7 +84,7 @@ func (s *Store) TryLead(ctx context.Context, name string) (persistence.Leadershi
 		closeConn(conn)
 		return nil, s.fail(op, err)
 	}
-	key := leaderKey(schema, name)
+	key := LockKey(schema, name)
 	var got bool
 	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&got); err != nil || !got {
 		closeConn(conn)
