@@ -6,6 +6,67 @@
 // persistence/sqlite, the embedded default, and persistence/postgres, for sites
 // whose instances share a database.
 //
+// # One decision core
+//
+// What a transition does is decided here, once, by pure functions over
+// plain rows; the stores only run SQL. A write transaction loads the rows a
+// call names into a Loaded (messages as Row, their outbox rows as WorkRow,
+// their ledger keys), asks the core about each item in input order, and
+// writes the Changes the core returns:
+//
+//	Complete     one outcome of CompleteWork (per kind: StateAfter)
+//	Status       one delivery_status report of ApplyStatus
+//	Expire       one candidate of ExpireMessages
+//	FailForward  one candidate of FailForwards
+//	QueueForward one candidate of QueueForwards
+//	Resubmit     one reroute of Resubmit
+//	NewRow, NewWork, Firsts, AcceptResults   Accept
+//
+// Changes.Move is the one place a message changes state: history (numbered
+// from the row's HistoryLen), queued_at, and the status work owed to an
+// origin. The validators (validate.go) check every call's input and report
+// every problem. A decision sees what earlier items of the same call did,
+// because it changes the Loaded rows as it goes. Each store keeps its
+// candidate queries, its row locking and loading (changes.go) and the
+// statements that write Changes; both name their files alike (changes.go,
+// messages.go, work.go, federation.go, expire.go, resubmit.go,
+// directory.go, ring.go, migrate.go, store.go).
+//
+// # Choices the interface leaves open
+//
+//   - CompleteWork moves a message by the kind of its work: delivery work to
+//     delivered, failed or retry; forward work to forwarded, forward_failed
+//     or forward_queued; status work leaves the state alone (the message is
+//     already final here) and is not subject to the "already final" rule.
+//   - Any change that makes a message with a report_to delivered or failed
+//     writes its status work (due now, replacing a row it had for that
+//     origin): a final delivery outcome, an expiry, and also a peer's report
+//     (ApplyStatus), although federation never forwards such a message on.
+//   - ExpireMessages treats a message as leased when any of its outbox rows
+//     has a live lease. It removes the delivery and forward rows (status rows
+//     are reports owed to an origin, not the message's work) and writes a
+//     failed ledger entry for each, or for (delivery, frontend) when it had
+//     none. FailForwards likewise writes (forward, dest_smsc) for a queued
+//     message without forward work.
+//   - ApplyStatus writes the forward ledger entry with the report's result
+//     (Resubmit removes every ledger entry of the message, so a message the
+//     peer failed is forwarded again) and gives NoWork for a message of that
+//     dest_smsc in any state it does not name (retry: local work).
+//   - QueueForwards returns messages in acceptance order; FailForwards oldest
+//     queued first.
+//   - A peer registry without frontends is stored as no rows: the peer is
+//     absent from PeerRegistries. Frontends are listed sorted, each once.
+//   - Resubmit also removes the message's old delivery and forward rows (they
+//     belong to the route it failed on) and rejects a restart state that is
+//     final.
+//   - A message's first history entry is its acceptance (state, created_at,
+//     detail); the stores may keep it with the message instead of as a
+//     history row.
+//   - ExpireMessages returns messages oldest submission first.
+//   - Every call that is given invalid input reports every problem and
+//     changes nothing; a second Close returns ErrClosed, like every call
+//     after Close.
+//
 // # The outbox
 //
 // Every state change that causes work (a delivery to a frontend, later a
@@ -39,7 +100,8 @@
 // and its owner's, and leases rows with that epoch (lease_epoch). A fenced
 // outcome (Outcome.Epoch) applies only while its row is still leased to it
 // under that epoch; otherwise it is StaleEpoch: a newer claim speaks for the
-// row. CompletionOf and SignedRanges hold the rules both stores share.
+// row. CompletionOf decides it; SignedRanges and Covered hold the range
+// rules both stores' SQL uses.
 //
 // # Time
 //

@@ -327,32 +327,6 @@ type StatusUpdate struct {
 	At time.Time
 }
 
-// StatusCompletion is what ApplyStatus does with u for a message in state
-// whose dest_smsc is destSMSC (a missing message is NoWork). Only the
-// message's dest_smsc reports on it, a final delivery state is kept, and a
-// message is reported on only while it is ours to forward or forwarded.
-// Both stores decide by it.
-func StatusCompletion(state messages.State, destSMSC string, u StatusUpdate) Completion {
-	switch {
-	case destSMSC != u.From:
-		return NoWork
-	case state == messages.StateDelivered || state == messages.StateFailed:
-		return AlreadyRecorded
-	case state == messages.StatePending, state == messages.StateForwardQueued,
-		state == messages.StateForwarded, state == messages.StateForwardFailed:
-		return Applied
-	}
-	return NoWork
-}
-
-// StatusDetail is the history and ledger detail of an applied update.
-func StatusDetail(u StatusUpdate) string {
-	if u.At.IsZero() {
-		return "reported by " + u.From
-	}
-	return "reported by " + u.From + " at " + Normalize(u.At).Format(time.RFC3339Nano)
-}
-
 // ForwardExpiry moves forward_queued messages that waited too long to
 // forward_failed.
 type ForwardExpiry struct {

@@ -10,44 +10,9 @@ import (
 	"github.com/switchboard-dev/switchboard/persistence"
 )
 
-// message is a locked message as a write transaction reads and changes it.
-type message struct {
-	messages.Message
-	reportTo string
-}
-
-// workRow is one locked outbox row of a message.
-type workRow struct {
-	id         int64
-	kind       persistence.WorkKind
-	target     string
-	leaseUntil *time.Time
-	leaseOwner *string
-	leaseEpoch int64 // the uint64's bit pattern
-}
-
-// leased reports whether w holds a lease live at now.
-func (w workRow) leased(now time.Time) bool { return w.leaseUntil != nil && w.leaseUntil.After(now) }
-
-// rowsOf lists the ids of the rows of kind and target among rows, and
-// their leases.
-func rowsOf(rows []workRow, kind persistence.WorkKind, target string) ([]int64, []persistence.WorkLease) {
-	var (
-		ids    []int64
-		leases []persistence.WorkLease
-	)
-	for _, w := range rows {
-		if w.kind == kind && w.target == target {
-			l := persistence.WorkLease{Epoch: uint64(w.leaseEpoch)}
-			if w.leaseOwner != nil {
-				l.Owner = *w.leaseOwner
-			}
-			ids = append(ids, w.id)
-			leases = append(leases, l)
-		}
-	}
-	return ids, leases
-}
+// The store's half of the decision core (persistence.Changes): lock and
+// load the rows a batch names, let the core decide, write what it decided.
+// Nothing here decides.
 
 const (
 	// lockWorkSQL locks the outbox rows of the messages, in id order. It
@@ -59,207 +24,201 @@ SELECT o.id, o.kind, o.target, o.message_id, o.lease_until, o.lease_owner, o.lea
 FROM outbox o JOIN unnest($1::text[]) AS k(id) ON o.message_id = k.id
 ORDER BY o.id
 FOR UPDATE OF o`
+
+	// ledgerKeysSQL reads the ledger keys of the messages (their rows are
+	// locked: nobody else writes their ledger meanwhile).
+	ledgerKeysSQL = `
+SELECT l.message_id, l.kind, l.target FROM ledger l JOIN unnest($1::text[]) AS k(id) ON l.message_id = k.id`
 )
 
 // lockMessagesSQL locks messages (a list of distinct ids) in id order and
 // reads them. FOR NO KEY UPDATE, not FOR UPDATE: it is what an UPDATE that
 // keeps the key takes anyway.
 var lockMessagesSQL = `
-SELECT ` + columns("m") + `, m.report_to FROM messages m JOIN unnest($1::text[]) AS k(id) ON m.id = k.id
+SELECT ` + columns("m") + `, m.report_to, m.history_len FROM messages m JOIN unnest($1::text[]) AS k(id) ON m.id = k.id
 ORDER BY m.id
 FOR NO KEY UPDATE OF m`
 
-// locked is what one round of a write transaction locked and read.
-type locked struct {
-	msgs map[string]*message
-	work map[string][]workRow // by message id, in row order
-}
-
-// queueMessages queues the lock of the messages ids into b; their rows
-// land in l.msgs.
-func (l *locked) queueMessages(b *pgx.Batch, ids []string) {
-	l.msgs = make(map[string]*message, len(ids))
-	b.Queue(lockMessagesSQL, ids).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			m := &message{}
-			var err error
-			if m.Message, err = scanMessage(rows, &m.reportTo); err != nil {
-				return err
-			}
-			l.msgs[m.ID] = m
-		}
-		return rows.Err()
-	})
-}
-
-// queue queues into b the locks of the messages ids and of their outbox
-// rows, in the global lock order: outbox rows first.
-func (l *locked) queue(b *pgx.Batch, ids []string) {
-	l.work = map[string][]workRow{}
+// queueLoad queues into b the locks and reads of the messages ids, in the
+// global lock order (outbox rows first, then the messages; see the package
+// doc), and their ledger keys; the results land in l.
+func queueLoad(b *pgx.Batch, l *persistence.Loaded, ids []string) {
 	b.Queue(lockWorkSQL, ids).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
-			var w workRow
-			var id string
-			if err := rows.Scan(&w.id, &w.kind, &w.target, &id, &w.leaseUntil, &w.leaseOwner, &w.leaseEpoch); err != nil {
+			var (
+				w     persistence.WorkRow
+				id    string
+				until *time.Time
+				owner *string
+				epoch int64
+			)
+			if err := rows.Scan(&w.ID, &w.Kind, &w.Target, &id, &until, &owner, &epoch); err != nil {
 				return err
 			}
-			l.work[id] = append(l.work[id], w)
+			w.LeaseUntil, w.LeaseEpoch = utcOrZero(until), uint64(epoch)
+			if owner != nil {
+				w.LeaseOwner = *owner
+			}
+			l.Work[id] = append(l.Work[id], w)
 		}
 		return rows.Err()
 	})
-	l.queueMessages(b, ids)
-}
-
-// applyChangesSQL writes changes decided in memory: messages moved (each
-// at most once) with their history, ledger entries, outbox rows finished
-// and rescheduled, and status work (replacing any the message had for that
-// origin).
-const applyChangesSQL = `
-WITH moved AS (
-	UPDATE messages m SET state = i.state, reason = i.reason, queued_at = i.queued_at,
-		updated_at = $1, history_len = m.history_len + 1
-	FROM unnest($2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[]) AS i(id, state, reason, queued_at, detail)
-	WHERE m.id = i.id
-	RETURNING m.id, m.history_len, m.state, i.detail
-),
-transitions AS (
-	INSERT INTO history (message_id, ordinal, state, at, detail)
-	SELECT id, history_len, state, $1, detail FROM moved
-),
-recorded AS (
-	INSERT INTO ledger (message_id, kind, target, result, at, detail)
-	SELECT message_id, kind, target, result, $1, detail
-	FROM unnest($7::text[], $8::text[], $9::text[], $10::text[], $11::text[]) AS l(message_id, kind, target, result, detail)
-	ON CONFLICT (message_id, kind, target) DO NOTHING
-),
-finished AS (
-	DELETE FROM outbox o USING unnest($12::bigint[]) AS f(id) WHERE o.id = f.id
-),
-rescheduled AS (
-	UPDATE outbox o SET due_at = r.due_at, lease_owner = NULL, lease_until = NULL, lease_epoch = 0
-	FROM unnest($13::bigint[], $14::timestamptz[]) AS r(id, due_at)
-	WHERE o.id = r.id
-),
-reports AS (
-	SELECT * FROM unnest($15::text[], $16::text[], $17::bigint[]) AS r(message_id, target, token)
-),
-replaced AS (
-	DELETE FROM outbox o USING reports r
-	WHERE o.message_id = r.message_id AND o.kind = 'status' AND o.target = r.target
-),
-reported AS (
-	INSERT INTO outbox (kind, target, message_id, token, due_at, created_at)
-	SELECT 'status', target, message_id, token, $1, $1 FROM reports
-)
-SELECT count(*) FROM moved`
-
-// changes are the writes of one round, decided in memory and written by
-// applyChangesSQL in one statement. A message moves at most once a round.
-type changes struct {
-	now time.Time
-	// messages moved
-	ids, states, reasons, details []string
-	queuedAt                      []*time.Time
-	// ledger entries
-	lIDs, lKinds, lTargets, lResults, lDetails []string
-	// outbox rows
-	finished, retried []int64
-	retryAt           []time.Time
-	// status work
-	reportIDs, reportTargets []string
-	reportTokens             []int64
-}
-
-func newChanges(now time.Time) *changes { return &changes{now: now} }
-
-// move puts m in state next with a history entry. forward_queued keeps
-// queued_at (or sets it to now); every other state clears it. A message with
-// an origin to report to that becomes delivered or failed gets its status
-// work, due now, so the delivery_status leaves through the outbox.
-func (c *changes) move(m *message, next messages.State, detail string) {
-	m.State, m.UpdatedAt = next, c.now
-	switch {
-	case next != messages.StateForwardQueued:
-		m.QueuedAt = nil
-	case m.QueuedAt == nil:
-		t := c.now
-		m.QueuedAt = &t
-	}
-	c.ids = append(c.ids, m.ID)
-	c.states = append(c.states, string(next))
-	c.reasons = append(c.reasons, m.Reason)
-	c.details = append(c.details, detail)
-	c.queuedAt = append(c.queuedAt, m.QueuedAt)
-	if m.reportTo != "" && (next == messages.StateDelivered || next == messages.StateFailed) {
-		c.reportIDs = append(c.reportIDs, m.ID)
-		c.reportTargets = append(c.reportTargets, m.reportTo)
-		c.reportTokens = append(c.reportTokens, int64(m.Token))
-	}
-}
-
-// record writes a ledger entry at the round's time.
-func (c *changes) record(id string, kind persistence.WorkKind, target string, r persistence.Result, detail string) {
-	c.lIDs = append(c.lIDs, id)
-	c.lKinds = append(c.lKinds, string(kind))
-	c.lTargets = append(c.lTargets, target)
-	c.lResults = append(c.lResults, string(r))
-	c.lDetails = append(c.lDetails, detail)
-}
-
-// finish removes outbox rows.
-func (c *changes) finish(rowIDs ...int64) { c.finished = append(c.finished, rowIDs...) }
-
-// reschedule makes outbox rows due at due, unleased.
-func (c *changes) reschedule(due time.Time, rowIDs ...int64) {
-	for _, id := range rowIDs {
-		c.retried = append(c.retried, id)
-		c.retryAt = append(c.retryAt, due)
-	}
-}
-
-// failWork fails m in state with reason, removes its work of the given kinds
-// with a failed ledger entry for each row, or, when it had no such row, one
-// entry for fallback (skipped when its target is empty) so that a late
-// outcome is still recognised.
-func (c *changes) failWork(m *message, work []workRow, state messages.State, reason, detail string,
-	fallback workRow, kinds ...persistence.WorkKind) {
-	removed := 0
-	for _, w := range work {
-		for _, k := range kinds {
-			if w.kind == k {
-				c.finish(w.id)
-				c.record(m.ID, w.kind, w.target, persistence.ResultFailed, detail)
-				removed++
+	b.Queue(lockMessagesSQL, ids).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			m := &persistence.Row{}
+			var err error
+			if m.Message, err = scanMessage(rows, &m.ReportTo, &m.HistoryLen); err != nil {
+				return err
 			}
+			l.Rows[m.ID] = m
 		}
-	}
-	if removed == 0 && fallback.target != "" {
-		c.record(m.ID, fallback.kind, fallback.target, persistence.ResultFailed, detail)
-	}
-	m.Reason = reason
-	c.move(m, state, detail)
+		return rows.Err()
+	})
+	b.Queue(ledgerKeysSQL, ids).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var k persistence.LedgerKey
+			if err := rows.Scan(&k.MessageID, &k.Kind, &k.Target); err != nil {
+				return err
+			}
+			l.Recorded[k] = true
+		}
+		return rows.Err()
+	})
 }
 
-// apply writes the changes (nothing when there are none).
-func (c *changes) apply(ctx context.Context, tx pgx.Tx) error {
-	if len(c.ids)+len(c.lIDs)+len(c.finished)+len(c.retried) == 0 {
+// The statements that write persistence.Changes, one per kind of change,
+// each taking its rows as arrays.
+const (
+	unledgerSQL = `DELETE FROM ledger l USING unnest($1::text[]) AS u(id) WHERE l.message_id = u.id`
+	ledgerSQL   = `
+INSERT INTO ledger (message_id, kind, target, result, at, detail)
+SELECT message_id, kind, target, result, $1, detail
+FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) AS l(message_id, kind, target, result, detail)
+ON CONFLICT (message_id, kind, target) DO NOTHING`
+	finishSQL     = `DELETE FROM outbox o USING unnest($1::bigint[]) AS f(id) WHERE o.id = f.id`
+	rescheduleSQL = `
+UPDATE outbox o SET due_at = r.due_at, lease_owner = NULL, lease_until = NULL, lease_epoch = 0
+FROM unnest($1::bigint[], $2::timestamptz[]) AS r(id, due_at) WHERE o.id = r.id`
+	moveSQL = `
+UPDATE messages m SET state = i.state, reason = i.reason, queued_at = i.queued_at, attempts = i.attempts,
+	frontend = i.frontend, dest_smsc = i.dest_smsc, submitted_at = i.submitted_at, history_len = i.history_len,
+	updated_at = $1
+FROM unnest($2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::int[], $7::text[], $8::text[],
+	$9::timestamptz[], $10::int[]) AS i(id, state, reason, queued_at, attempts, frontend, dest_smsc, submitted_at, history_len)
+WHERE m.id = i.id`
+	historySQL = `
+INSERT INTO history (message_id, ordinal, state, at, detail)
+SELECT message_id, ordinal, state, $1, detail
+FROM unnest($2::text[], $3::int[], $4::text[], $5::text[]) AS h(message_id, ordinal, state, detail)`
+	// workSQL writes new outbox rows, each replacing the row its message
+	// has of the same kind and target. The replaced rows are deleted by
+	// replaceWorkSQL, the statement before it.
+	replaceWorkSQL = `
+DELETE FROM outbox o USING unnest($1::text[], $2::text[], $3::text[]) AS w(message_id, kind, target)
+WHERE o.message_id = w.message_id AND o.kind = w.kind AND o.target = w.target`
+	workSQL = `
+INSERT INTO outbox (kind, target, message_id, token, due_at, created_at)
+SELECT kind, target, message_id, token, due_at, $1
+FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::timestamptz[]) WITH ORDINALITY
+	AS w(kind, target, message_id, token, due_at, ord)
+ORDER BY ord`
+)
+
+// queueChanges queues into b the statements that write c, in the order
+// persistence.Changes names; one round trip sends them all.
+func queueChanges(b *pgx.Batch, c *persistence.Changes) {
+	if len(c.Unledgered) > 0 {
+		b.Queue(unledgerSQL, c.Unledgered)
+	}
+	if n := len(c.Ledger); n > 0 {
+		ids, kinds, targets, results, details := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		for i, e := range c.Ledger {
+			ids[i], kinds[i], targets[i], results[i], details[i] = e.MessageID, string(e.Kind), e.Target, string(e.Result), e.Detail
+		}
+		b.Queue(ledgerSQL, c.Now, ids, kinds, targets, results, details)
+	}
+	if len(c.Finished) > 0 {
+		b.Queue(finishSQL, c.Finished)
+	}
+	if n := len(c.Rescheduled); n > 0 {
+		ids, dues := make([]int64, n), make([]time.Time, n)
+		for i, r := range c.Rescheduled {
+			ids[i], dues[i] = r.Row, r.DueAt
+		}
+		b.Queue(rescheduleSQL, ids, dues)
+	}
+	if n := len(c.Moved); n > 0 {
+		var (
+			ids, states, reasons, frontends, dests = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+			queued                                 = make([]*time.Time, n)
+			submitted                              = make([]time.Time, n)
+			attempts, lens                         = make([]int32, n), make([]int32, n)
+		)
+		for i, m := range c.Moved {
+			ids[i], states[i], reasons[i], frontends[i], dests[i] = m.ID, string(m.State), m.Reason, m.Frontend, m.DestSMSC
+			queued[i], submitted[i], attempts[i], lens[i] = m.QueuedAt, m.SubmittedAt, int32(m.Attempts), int32(m.HistoryLen)
+		}
+		b.Queue(moveSQL, c.Now, ids, states, reasons, queued, attempts, frontends, dests, submitted, lens)
+	}
+	if n := len(c.History); n > 0 {
+		ids, states, details := make([]string, n), make([]string, n), make([]string, n)
+		ordinals := make([]int32, n)
+		for i, h := range c.History {
+			ids[i], ordinals[i], states[i], details[i] = h.MessageID, int32(h.Ordinal), string(h.State), h.Detail
+		}
+		b.Queue(historySQL, c.Now, ids, ordinals, states, details)
+	}
+	if n := len(c.Work); n > 0 {
+		kinds, targets, ids := make([]string, n), make([]string, n), make([]string, n)
+		tokens, dues := make([]int64, n), make([]time.Time, n)
+		for i, w := range c.Work {
+			kinds[i], targets[i], ids[i], tokens[i], dues[i] = string(w.Spec.Kind), w.Spec.Target, w.MessageID, int64(w.Token), w.Spec.DueAt
+		}
+		b.Queue(replaceWorkSQL, ids, kinds, targets)
+		b.Queue(workSQL, c.Now, kinds, targets, ids, tokens, dues)
+	}
+}
+
+// writeChanges writes c in one round trip (nothing when it is empty).
+func writeChanges(ctx context.Context, tx pgx.Tx, c *persistence.Changes) error {
+	if c.Empty() {
 		return nil
 	}
-	_, err := tx.Exec(ctx, applyChangesSQL, c.now,
-		c.ids, c.states, c.reasons, c.queuedAt, c.details,
-		c.lIDs, c.lKinds, c.lTargets, c.lResults, c.lDetails,
-		c.finished, c.retried, c.retryAt,
-		c.reportIDs, c.reportTargets, c.reportTokens)
-	return err
+	b := &pgx.Batch{}
+	queueChanges(b, c)
+	return tx.SendBatch(ctx, b).Close()
+}
+
+// decider is decide for op at now, as persistence.Each runs it.
+func (s *Store) decider(ctx context.Context, op string, now time.Time) func([]string, func(*persistence.Loaded, *persistence.Changes)) error {
+	return func(ids []string, fn func(*persistence.Loaded, *persistence.Changes)) error {
+		return s.decide(ctx, op, now, ids, fn)
+	}
+}
+
+// decide runs one transaction of a batch about the messages ids in three
+// round trips: begin, lock and load them; write what fn decided with the
+// core; commit.
+func (s *Store) decide(ctx context.Context, op string, now time.Time, ids []string,
+	fn func(l *persistence.Loaded, c *persistence.Changes)) error {
+	l := persistence.NewLoaded()
+	first := &pgx.Batch{}
+	queueLoad(first, l, ids)
+	err := s.inTx(ctx, first, func(tx pgx.Tx) error {
+		c := persistence.NewChanges(now)
+		fn(l, c)
+		return writeChanges(ctx, tx, c)
+	})
+	return s.fail(op, err)
 }
 
 // sweep runs a sweep in one transaction: the candidates statement selects
 // message ids (with BEGIN, in one round trip), then their outbox rows and
 // they are locked, decide changes each that still qualifies (it reports
 // whether it did: another transaction may have moved it since), and the
-// changes are applied. It returns the changed messages in candidate order.
+// changes are written. It returns the changed messages in candidate order.
 func (s *Store) sweep(ctx context.Context, op string, now time.Time, candidates string, args []any,
-	decide func(m *message, work []workRow, c *changes) bool) ([]messages.Message, error) {
+	decide func(l *persistence.Loaded, c *persistence.Changes, m *persistence.Row) bool) ([]messages.Message, error) {
 	if s.closed.Load() {
 		return nil, s.fail(op, persistence.ErrClosed)
 	}
@@ -275,19 +234,19 @@ func (s *Store) sweep(ctx context.Context, op string, now time.Time, candidates 
 		if len(ids) == 0 {
 			return nil
 		}
-		var l locked
+		l := persistence.NewLoaded()
 		b := &pgx.Batch{}
-		l.queue(b, ids)
+		queueLoad(b, l, ids)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
-		c := newChanges(now)
+		c := persistence.NewChanges(now)
 		for _, id := range ids {
-			if m, ok := l.msgs[id]; ok && decide(m, l.work[id], c) {
+			if m, ok := l.Rows[id]; ok && decide(l, c, m) {
 				out = append(out, m.Message)
 			}
 		}
-		return c.apply(ctx, tx)
+		return writeChanges(ctx, tx, c)
 	})
 	if err != nil {
 		return nil, s.fail(op, err)

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -34,11 +33,8 @@ func (s *Store) Routes(ctx context.Context) ([]persistence.Route, error) {
 // PutRoute implements persistence.Store. The empty prefix is a route like any
 // other: it matches every destination.
 func (s *Store) PutRoute(ctx context.Context, r persistence.Route) error {
-	if s.closed.Load() {
-		return s.fail("put route", persistence.ErrClosed)
-	}
-	if r.Frontend == "" {
-		return fmt.Errorf("put route %q: empty frontend", r.Prefix)
+	if err := s.precheck("put route", persistence.ValidateRoute(r)); err != nil {
+		return err
 	}
 	_, err := s.pool.Exec(ctx, `
 INSERT INTO routes (prefix, frontend, updated_at) VALUES ($1, $2, $3)
@@ -85,17 +81,7 @@ func (s *Store) Frontends(ctx context.Context) ([]persistence.Frontend, error) {
 
 // PutFrontend implements persistence.Store; a replace keeps created_at.
 func (s *Store) PutFrontend(ctx context.Context, f persistence.Frontend) error {
-	if s.closed.Load() {
-		return s.fail("put frontend", persistence.ErrClosed)
-	}
-	var errs []error
-	if f.Name == "" {
-		errs = append(errs, errors.New("put frontend: empty name"))
-	}
-	if !f.Mode.Valid() {
-		errs = append(errs, fmt.Errorf("put frontend %q: unknown mode %q", f.Name, f.Mode))
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := s.precheck("put frontend", persistence.ValidateFrontend(f)); err != nil {
 		return err
 	}
 	_, err := s.pool.Exec(ctx, `

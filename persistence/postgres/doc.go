@@ -27,15 +27,14 @@
 //	    -> a locked message's ledger and history rows
 //
 // In particular no transaction waits for an outbox row while it holds a
-// message. CompleteWork, ApplyStatus and the sweeps (ExpireMessages,
-// FailForwards, QueueForwards) lock every outbox row of their messages
-// first; a later round of the same call (a message repeated in one batch)
-// finds them locked already.
+// message. CompleteWork, ApplyStatus, Resubmit and the sweeps
+// (ExpireMessages, FailForwards, QueueForwards) lock every outbox row of
+// their messages first, then the messages, in one round trip.
 //
-// Those calls decide in Go, on the rows they locked, and write the result
-// with one statement (applyChangesSQL). A sweep finds its candidates without
-// locks, so after locking it checks each again and leaves those another
-// transaction moved meanwhile.
+// Those calls decide in Go, with the decision core, on the rows they
+// locked, and write the result in one more round trip (changes.go). A
+// sweep finds its candidates without locks, so the core checks each again
+// after locking and leaves those another transaction moved meanwhile.
 //
 // Accept inserts new messages in id order for the same reason (a conflicting
 // insert waits for the other transaction), and draws their seq in input order
@@ -62,28 +61,12 @@
 // second; when it breaks, the server has ended the session and freed the
 // lock, and Lost is closed.
 //
-// # Outcomes by kind
+// # Rules
 //
-// CompleteWork moves the message according to the kind of work:
-//
-//	delivery  delivered -> delivered   failed -> failed           retry -> retry
-//	forward   delivered -> forwarded   failed -> forward_failed   retry -> forward_queued
-//	status    the message keeps its state (only the ledger and the outbox change)
-//
-// A status report is written for a message that is final already, so for
-// status work only its own ledger entry makes an outcome AlreadyRecorded.
-// A forward retry of a message already forward_queued is no transition (no
-// history, queued_at kept).
-//
-// # Choices the interface leaves open
-//
-// Both stores make the same ones (see persistence/sqlite's package doc):
-// status work whenever a message with report_to becomes delivered or failed;
-// expiry removes delivery and forward rows, not status rows, with a ledger
-// entry each (or one for the frontend); FailForwards falls back to
-// (forward, dest_smsc); ApplyStatus records the forward with the report's
-// result and gives NoWork for states it does not name; an empty peer registry
-// is stored as nothing.
+// No rule of a transition lives here: the decision core (package
+// persistence) decides every item on the rows this package locked and
+// loaded, and this package writes what it decided (changes.go), one
+// statement per kind of change, all in one round trip.
 //
 // # Plans
 //

@@ -2,9 +2,7 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,53 +11,13 @@ import (
 	"github.com/switchboard-dev/switchboard/persistence"
 )
 
-// ApplyStatus implements persistence.Store (see decideBatch). A report
-// overtakes a forward still leased.
+// ApplyStatus implements persistence.Store in three round trips (see
+// decide): persistence.Status decides each update in input order.
 func (s *Store) ApplyStatus(ctx context.Context, now time.Time, updates []persistence.StatusUpdate) ([]persistence.Completion, error) {
-	if s.closed.Load() {
-		return nil, s.fail("apply status", persistence.ErrClosed)
-	}
-	if err := validateStatuses(updates); err != nil {
+	if err := s.precheck("apply status", persistence.ValidateStatuses(updates)); err != nil {
 		return nil, err
 	}
-	return s.decideBatch(ctx, now, batch{
-		op: "apply status", n: len(updates),
-		id: func(i int) string { return updates[i].ID },
-		decide: func(i int, m *message, work []workRow, c *changes) persistence.Completion {
-			u := updates[i]
-			if m == nil {
-				return persistence.NoWork
-			}
-			if done := persistence.StatusCompletion(m.State, m.DestSMSC, u); done != persistence.Applied {
-				return done
-			}
-			detail := persistence.StatusDetail(u)
-			forward, _ := rowsOf(work, persistence.WorkForward, u.From)
-			c.finish(forward...)
-			c.record(u.ID, persistence.WorkForward, u.From, u.Result, detail)
-			if u.Result == persistence.ResultFailed {
-				m.Reason = u.Reason
-			}
-			c.move(m, persistence.StateAfter(persistence.WorkDelivery, u.Result), detail)
-			return persistence.Applied
-		},
-	})
-}
-
-func validateStatuses(updates []persistence.StatusUpdate) error {
-	var errs []error
-	for i, u := range updates {
-		if u.ID == "" {
-			errs = append(errs, fmt.Errorf("apply status: update %d: empty id", i))
-		}
-		if u.From == "" {
-			errs = append(errs, fmt.Errorf("apply status: update %d (%q): empty from", i, u.ID))
-		}
-		if u.Result != persistence.ResultDelivered && u.Result != persistence.ResultFailed {
-			errs = append(errs, fmt.Errorf("apply status: update %d (%q): result %q is neither delivered nor failed", i, u.ID, u.Result))
-		}
-	}
-	return errors.Join(errs...)
+	return persistence.Each(updates, func(x persistence.StatusUpdate) string { return x.ID }, persistence.Status, s.decider(ctx, "apply status", now))
 }
 
 // queueCandidatesSQL finds, in acceptance order, pending messages with
@@ -75,29 +33,15 @@ WHERE m.state = 'pending' AND EXISTS (SELECT 1 FROM outbox o
 ORDER BY m.seq
 LIMIT $3`
 
-// QueueForwards implements persistence.Store.
+// QueueForwards implements persistence.Store (persistence.QueueForward
+// decides).
 func (s *Store) QueueForwards(ctx context.Context, now time.Time, peer, detail string, limit int) ([]string, error) {
-	var errs []error
-	if peer == "" {
-		errs = append(errs, errors.New("queue forwards: empty peer"))
-	}
-	if limit <= 0 {
-		errs = append(errs, fmt.Errorf("queue forwards: limit %d must be positive", limit))
-	}
-	if err := errors.Join(errs...); err != nil {
-		if s.closed.Load() {
-			return nil, s.fail("queue forwards", persistence.ErrClosed)
-		}
+	if err := s.precheck("queue forwards", persistence.ValidateQueue(peer, limit)); err != nil {
 		return nil, err
 	}
-	now = norm(now)
-	moved, err := s.sweep(ctx, "queue forwards", now, queueCandidatesSQL, []any{peer, now, limit},
-		func(m *message, work []workRow, c *changes) bool {
-			if m.State != messages.StatePending || !unleased(work, peer, now) {
-				return false
-			}
-			c.move(m, messages.StateForwardQueued, detail)
-			return true
+	moved, err := s.sweep(ctx, "queue forwards", now, queueCandidatesSQL, []any{peer, norm(now), limit},
+		func(l *persistence.Loaded, c *persistence.Changes, m *persistence.Row) bool {
+			return persistence.QueueForward(l, c, m, now, peer, detail)
 		})
 	if err != nil {
 		return nil, err
@@ -107,17 +51,6 @@ func (s *Store) QueueForwards(ctx context.Context, now time.Time, peer, detail s
 		ids[i] = m.ID
 	}
 	return ids, nil
-}
-
-// unleased reports whether work holds a forward row for peer without a
-// lease live at now.
-func unleased(work []workRow, peer string, now time.Time) bool {
-	for _, w := range work {
-		if w.kind == persistence.WorkForward && w.target == peer && !w.leased(now) {
-			return true
-		}
-	}
-	return false
 }
 
 // failForwardsCandidatesSQL finds, oldest first, forward_queued messages
@@ -131,28 +64,15 @@ WHERE m.state = 'forward_queued' AND m.queued_at < $1
 ORDER BY m.queued_at, m.id
 LIMIT $3`
 
-// forwardTimeoutDetail is the history and ledger detail of FailForwards.
-const forwardTimeoutDetail = "waited too long in forward_queued"
-
-// FailForwards implements persistence.Store. A queued message without
-// forward work gets its failed forward ledger entry for its dest_smsc.
+// FailForwards implements persistence.Store (persistence.FailForward
+// decides).
 func (s *Store) FailForwards(ctx context.Context, req persistence.ForwardExpiry) ([]messages.Message, error) {
-	if req.Limit <= 0 {
-		if s.closed.Load() {
-			return nil, s.fail("fail forwards", persistence.ErrClosed)
-		}
-		return nil, fmt.Errorf("fail forwards: limit %d must be positive", req.Limit)
+	if err := s.precheck("fail forwards", req.Validate()); err != nil {
+		return nil, err
 	}
-	now, cutoff := norm(req.Now), norm(req.QueuedBefore)
-	return s.sweep(ctx, "fail forwards", now, failForwardsCandidatesSQL, []any{cutoff, now, req.Limit},
-		func(m *message, work []workRow, c *changes) bool {
-			if m.State != messages.StateForwardQueued || m.QueuedAt == nil || !m.QueuedAt.Before(cutoff) ||
-				leased(work, persistence.WorkForward, now) {
-				return false
-			}
-			c.failWork(m, work, messages.StateForwardFailed, messages.ReasonForwardTimeout, forwardTimeoutDetail,
-				workRow{kind: persistence.WorkForward, target: m.DestSMSC}, persistence.WorkForward)
-			return true
+	return s.sweep(ctx, "fail forwards", req.Now, failForwardsCandidatesSQL, []any{norm(req.QueuedBefore), norm(req.Now), req.Limit},
+		func(l *persistence.Loaded, c *persistence.Changes, m *persistence.Row) bool {
+			return persistence.FailForward(l, c, m, req)
 		})
 }
 
@@ -189,19 +109,13 @@ func (s *Store) PutPeerRegistry(ctx context.Context, r persistence.PeerRegistry)
 	if s.closed.Load() {
 		return s.fail("put peer registry", persistence.ErrClosed)
 	}
-	var errs []error
-	if r.Peer == "" {
-		errs = append(errs, errors.New("put peer registry: empty peer"))
-	}
-	if slices.Contains(r.Frontends, "") {
-		errs = append(errs, fmt.Errorf("put peer registry %q: empty frontend name", r.Peer))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return err
+	frontends, err := persistence.ValidateRegistry(r)
+	if err != nil {
+		return fmt.Errorf("postgres: %w", err)
 	}
 	b := &pgx.Batch{}
 	b.Queue("DELETE FROM peer_registry WHERE peer = $1", r.Peer)
 	b.Queue(`INSERT INTO peer_registry (peer, frontend, updated_at)
-SELECT DISTINCT $1::text, f, $3::timestamptz FROM unnest($2::text[]) AS f`, r.Peer, r.Frontends, norm(r.UpdatedAt))
+SELECT $1::text, f, $3::timestamptz FROM unnest($2::text[]) AS f`, r.Peer, frontends, norm(r.UpdatedAt))
 	return s.fail("put peer registry", s.inTx(ctx, b, nil))
 }

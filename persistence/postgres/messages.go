@@ -16,7 +16,8 @@ import (
 
 // acceptSQL inserts a batch given as parallel arrays in one statement: the
 // messages in id order (the deterministic lock order) with seq drawn in input
-// order, their first history entry and their outbox work. It returns the
+// order, each with its first history entry in the row (first_state,
+// first_detail), and their outbox work. It returns the
 // created messages; the caller reads the others (already stored) afterwards,
 // in a statement of their own, which also sees those that a concurrent Accept
 // committed while this one waited on their ids.
@@ -35,17 +36,13 @@ numbered AS (
 created AS (
 	INSERT INTO messages (id, seq, token, source_msisdn, destination_msisdn, body, state,
 		source_smsc, dest_smsc, frontend, attempts, reason, created_at, updated_at, submitted_at, history_len,
-		queued_at, report_to)
+		queued_at, report_to, first_state, first_detail)
 	SELECT id, seq, token, source_msisdn, destination_msisdn, body, state,
 		source_smsc, dest_smsc, frontend, 0, '', $14, $14, $14, 1,
-		CASE WHEN state = 'forward_queued' THEN $14::timestamptz END, report_to
+		CASE WHEN state = 'forward_queued' THEN $14::timestamptz END, report_to, state, detail
 	FROM numbered ORDER BY id COLLATE "C"
 	ON CONFLICT (id) DO NOTHING
 	RETURNING ` + columns("") + `
-),
-first_history AS (
-	INSERT INTO history (message_id, ordinal, state, at, detail)
-	SELECT c.id, 1, c.state, $14, i.detail FROM created c JOIN input i ON i.id = c.id
 ),
 work AS (
 	INSERT INTO outbox (kind, target, message_id, token, due_at, created_at)
@@ -59,10 +56,7 @@ SELECT ` + columns("") + ` FROM created`
 // Accept implements persistence.Store in one statement (one round trip) when
 // every id is new, and one more that reads the stored messages otherwise.
 func (s *Store) Accept(ctx context.Context, now time.Time, batch []persistence.NewMessage) ([]persistence.Accepted, error) {
-	if s.closed.Load() {
-		return nil, s.fail("accept", persistence.ErrClosed)
-	}
-	if err := validateNew(batch); err != nil {
+	if err := s.precheck("accept", persistence.ValidateNew(batch)); err != nil {
 		return nil, err
 	}
 	if len(batch) == 0 {
@@ -70,37 +64,25 @@ func (s *Store) Accept(ctx context.Context, now time.Time, batch []persistence.N
 	}
 	now = norm(now)
 
-	// The first occurrence of an id is the one created.
-	first := make(map[string]int, len(batch))
-	n := len(batch)
+	uniq := persistence.Firsts(batch)
+	n := len(uniq)
 	var (
-		ids, srcs, dsts, bodies, states = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
-		srcSMSCs, dstSMSCs, frontends   = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
-		details, kinds, targets         = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
-		reportTo                        = make([]string, 0, n)
-		tokens                          = make([]int64, 0, n)
-		dues                            = make([]time.Time, 0, n)
+		ids, srcs, dsts, bodies, states = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		srcSMSCs, dstSMSCs, frontends   = make([]string, n), make([]string, n), make([]string, n)
+		details, kinds, targets         = make([]string, n), make([]string, n), make([]string, n)
+		reportTo                        = make([]string, n)
+		tokens                          = make([]int64, n)
+		dues                            = make([]time.Time, n)
 	)
-	for i, m := range batch {
-		if _, dup := first[m.ID]; dup {
-			continue
+	for k, i := range uniq {
+		m := batch[i]
+		ids[k], tokens[k], srcs[k], dsts[k], bodies[k], states[k] = m.ID, tokenOf(m.ID), m.SourceMSISDN, m.DestinationMSISDN, m.Body, string(m.State)
+		srcSMSCs[k], dstSMSCs[k], frontends[k], details[k], reportTo[k] = m.SourceSMSC, m.DestSMSC, m.Frontend, m.Detail, m.ReportTo
+		dues[k] = now
+		if m.Work != nil {
+			w := persistence.NewWork(m, now)
+			kinds[k], targets[k], dues[k] = string(w.Spec.Kind), w.Spec.Target, w.Spec.DueAt
 		}
-		first[m.ID] = i
-		ids = append(ids, m.ID)
-		tokens = append(tokens, tokenOf(m.ID))
-		srcs = append(srcs, m.SourceMSISDN)
-		dsts = append(dsts, m.DestinationMSISDN)
-		bodies = append(bodies, m.Body)
-		states = append(states, string(m.State))
-		srcSMSCs = append(srcSMSCs, m.SourceSMSC)
-		dstSMSCs = append(dstSMSCs, m.DestSMSC)
-		frontends = append(frontends, m.Frontend)
-		details = append(details, m.Detail)
-		kind, target, due := workColumns(m.Work, now)
-		kinds = append(kinds, kind)
-		targets = append(targets, target)
-		dues = append(dues, due)
-		reportTo = append(reportTo, m.ReportTo)
 	}
 
 	rows, err := s.pool.Query(ctx, acceptSQL, ids, tokens, srcs, dsts, bodies, states,
@@ -108,14 +90,14 @@ func (s *Store) Accept(ctx context.Context, now time.Time, batch []persistence.N
 	if err != nil {
 		return nil, s.fail("accept", err)
 	}
-	stored := make(map[string]persistence.Accepted, len(ids))
+	created := make(map[string]messages.Message, len(ids))
 	for rows.Next() {
 		m, err := scanMessage(rows)
 		if err != nil {
 			rows.Close()
 			return nil, s.fail("accept", err)
 		}
-		stored[m.ID] = persistence.Accepted{Message: m, Created: true}
+		created[m.ID] = m
 	}
 	if err := rows.Err(); err != nil {
 		return nil, s.fail("accept", err)
@@ -123,75 +105,25 @@ func (s *Store) Accept(ctx context.Context, now time.Time, batch []persistence.N
 
 	var missing []string
 	for _, id := range ids {
-		if _, ok := stored[id]; !ok {
+		if _, ok := created[id]; !ok {
 			missing = append(missing, id)
 		}
 	}
+	stored := make(map[string]messages.Message, len(missing))
 	if len(missing) > 0 {
 		found, err := s.messagesByID(ctx, s.pool, missing)
 		if err != nil {
 			return nil, s.fail("accept", err)
 		}
 		for _, m := range found {
-			stored[m.ID] = persistence.Accepted{Message: m}
+			stored[m.ID] = m
 		}
 	}
-
-	out := make([]persistence.Accepted, len(batch))
-	for i, m := range batch {
-		a, ok := stored[m.ID]
-		if !ok {
-			// Messages are never deleted: a conflicting id must be readable.
-			return nil, s.fail("accept", fmt.Errorf("message %q neither created nor found", m.ID))
-		}
-		if first[m.ID] != i {
-			a.Created = false
-		}
-		out[i] = a
+	out, err := persistence.AcceptResults(batch, created, stored)
+	if err != nil {
+		return nil, s.fail("accept", err)
 	}
 	return out, nil
-}
-
-// workColumns flattens an optional WorkSpec; an empty kind means no work.
-func workColumns(w *persistence.WorkSpec, now time.Time) (kind, target string, due time.Time) {
-	if w == nil {
-		return "", "", now
-	}
-	due = now
-	if !w.DueAt.IsZero() {
-		due = norm(w.DueAt)
-	}
-	return string(w.Kind), w.Target, due
-}
-
-func validateNew(batch []persistence.NewMessage) error {
-	var errs []error
-	for i, m := range batch {
-		if m.ID == "" {
-			errs = append(errs, fmt.Errorf("accept: message %d: empty id", i))
-		}
-		if !m.State.Valid() {
-			errs = append(errs, fmt.Errorf("accept: message %d (%q): unknown state %q", i, m.ID, m.State))
-		}
-		if err := validateWork(m.Work); err != nil {
-			errs = append(errs, fmt.Errorf("accept: message %d (%q): %w", i, m.ID, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func validateWork(w *persistence.WorkSpec) error {
-	if w == nil {
-		return nil
-	}
-	var errs []error
-	if !w.Kind.Valid() {
-		errs = append(errs, fmt.Errorf("unknown work kind %q", w.Kind))
-	}
-	if w.Target == "" {
-		errs = append(errs, errors.New("work without target"))
-	}
-	return errors.Join(errs...)
 }
 
 // querier is the pool or a transaction.
@@ -226,12 +158,13 @@ func (s *Store) GetMessage(ctx context.Context, id string) (messages.Message, er
 		states, details []string
 		ats             []time.Time
 	)
-	row := s.pool.QueryRow(ctx, `SELECT `+columns("m")+`,
+	var first messages.HistoryEntry
+	row := s.pool.QueryRow(ctx, `SELECT `+columns("m")+`, m.first_state, m.first_detail,
 		array(SELECT h.state FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal),
 		array(SELECT h.at FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal),
 		array(SELECT h.detail FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal)
 	FROM messages m WHERE m.id = $1`, id)
-	m, err := scanMessage(row, &states, &ats, &details)
+	m, err := scanMessage(row, &first.State, &first.Detail, &states, &ats, &details)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return messages.Message{}, s.fail("get message", fmt.Errorf("message %q: %w", id, persistence.ErrNotFound))
 	}
@@ -241,9 +174,15 @@ func (s *Store) GetMessage(ctx context.Context, id string) (messages.Message, er
 	if len(states) != len(ats) || len(states) != len(details) {
 		return messages.Message{}, s.fail("get message", fmt.Errorf("message %q: history arrays disagree", id))
 	}
-	m.History = make([]messages.HistoryEntry, len(states))
+	// The first entry is held by the row (first_state, at created_at);
+	// messages accepted before migration 0004 have it as a history row.
+	m.History = make([]messages.HistoryEntry, 0, len(states)+1)
+	if first.State != "" {
+		first.At = m.CreatedAt
+		m.History = append(m.History, first)
+	}
 	for i := range states {
-		m.History[i] = messages.HistoryEntry{State: messages.State(states[i]), At: ats[i].UTC(), Detail: details[i]}
+		m.History = append(m.History, messages.HistoryEntry{State: messages.State(states[i]), At: ats[i].UTC(), Detail: details[i]})
 	}
 	return m, nil
 }
@@ -251,20 +190,7 @@ func (s *Store) GetMessage(ctx context.Context, id string) (messages.Message, er
 // ListMessages implements persistence.Store. It reads one row more than the
 // page to know whether another page follows.
 func (s *Store) ListMessages(ctx context.Context, q persistence.ListQuery) (persistence.Page, error) {
-	if s.closed.Load() {
-		return persistence.Page{}, s.fail("list messages", persistence.ErrClosed)
-	}
-	var errs []error
-	if q.State != "" && !q.State.Valid() {
-		errs = append(errs, fmt.Errorf("list messages: unknown state %q", q.State))
-	}
-	if q.Limit <= 0 {
-		errs = append(errs, fmt.Errorf("list messages: limit %d must be positive", q.Limit))
-	}
-	if q.Before < 0 {
-		errs = append(errs, fmt.Errorf("list messages: cursor %d must not be negative", q.Before))
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := s.precheck("list messages", q.Validate()); err != nil {
 		return persistence.Page{}, err
 	}
 
@@ -314,8 +240,10 @@ func (s *Store) Stats(ctx context.Context) (persistence.Stats, error) {
 	st := persistence.NewStats()
 	b := &pgx.Batch{}
 	b.Queue("SELECT state, count(*) FROM messages GROUP BY state").Query(countsInto(st.ByState))
+	// Rows keep creation order by id (new work replaces a row with a new
+	// one), so the oldest is the first.
 	var oldest *time.Time
-	b.Queue("SELECT count(*), min(created_at) FROM outbox").QueryRow(func(row pgx.Row) error {
+	b.Queue("SELECT count(*), (SELECT created_at FROM outbox ORDER BY id LIMIT 1) FROM outbox").QueryRow(func(row pgx.Row) error {
 		return row.Scan(&st.OutboxDepth, &oldest)
 	})
 	b.Queue("SELECT target, count(*) FROM outbox WHERE kind = 'forward' GROUP BY target").Query(countsInto(st.ForwardQueue))

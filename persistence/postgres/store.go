@@ -84,6 +84,18 @@ func (s *Store) Close() error {
 	return nil
 }
 
+// precheck fails a call of op on a closed store, or with the validator's
+// verdict on its input.
+func (s *Store) precheck(op string, invalid error) error {
+	if s.closed.Load() {
+		return s.fail(op, persistence.ErrClosed)
+	}
+	if invalid != nil {
+		return fmt.Errorf("postgres: %w", invalid)
+	}
+	return nil
+}
+
 // fail translates err from operation op for callers: nil stays nil, every
 // error of a closed store is ErrClosed, the persistence sentinels and context
 // errors stay matchable with errors.Is, and driver errors keep only their

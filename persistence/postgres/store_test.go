@@ -462,15 +462,6 @@ func TestCanceledContext(t *testing.T) {
 	}
 }
 
-func TestRounds(t *testing.T) {
-	keys := []string{"a", "b", "a", "c", "a", "b"}
-	got := rounds(len(keys), func(i int) string { return keys[i] })
-	want := [][]int{{0, 1, 3}, {2, 5}, {4}}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("rounds = %v, want %v", got, want)
-	}
-}
-
 // TestMigration0002KeepsLedger upgrades a schema written at version 0001:
 // its ledger entries become delivery entries and its messages are neither
 // queued nor owed a report.

@@ -117,10 +117,7 @@ SELECT LEAST(
 // claim reads its fence (fenceSQL) in the first round trip, before it
 // leases; when the fence fails the transaction is rolled back.
 func (s *Store) ClaimWork(ctx context.Context, req persistence.ClaimRequest) (persistence.Claim, error) {
-	if s.closed.Load() {
-		return persistence.Claim{}, s.fail("claim work", persistence.ErrClosed)
-	}
-	if err := req.Validate(); err != nil {
+	if err := s.precheck("claim work", req.Validate()); err != nil {
 		return persistence.Claim{}, err
 	}
 	now := norm(req.Now)
@@ -272,210 +269,26 @@ func (s *Store) ClaimWork(ctx context.Context, req persistence.ClaimRequest) (pe
 	return persistence.Claim{Work: work, NextDue: utcOrZero(next)}, nil
 }
 
-// rounds splits the indexes 0..n-1 so that no round holds two with the same
-// key: the k-th occurrence of a key goes to round k. A batch statement then
-// changes each row at most once, and later occurrences see the earlier ones,
-// as if the batch were applied one item at a time.
-func rounds(n int, key func(i int) string) [][]int {
-	var out [][]int
-	seen := make(map[string]int, n)
-	for i := 0; i < n; i++ {
-		k := seen[key(i)]
-		seen[key(i)] = k + 1
-		if k == len(out) {
-			out = append(out, nil)
-		}
-		out[k] = append(out[k], i)
-	}
-	return out
-}
-
-// inRounds runs the n items keyed by message id in rounds (see rounds), in
-// one transaction: each round's reads are queued on a batch (the first one
-// together with BEGIN) with the round's ids, then the round is applied.
-func (s *Store) inRounds(ctx context.Context, n int, id func(i int) string,
-	read func(b *pgx.Batch, round []int, ids []string), apply func(pgx.Tx, []int) error) error {
-	all := rounds(n, id)
-	queue := func(b *pgx.Batch, round []int) {
-		ids := make([]string, len(round))
-		for j, i := range round {
-			ids[j] = id(i)
-		}
-		read(b, round, ids)
-	}
-	first := &pgx.Batch{}
-	queue(first, all[0])
-	return s.inTx(ctx, first, func(tx pgx.Tx) error {
-		for k, round := range all {
-			if k > 0 {
-				b := &pgx.Batch{}
-				queue(b, round)
-				if err := tx.SendBatch(ctx, b).Close(); err != nil {
-					return err
-				}
-			}
-			if err := apply(tx, round); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
-// batch is a call that decides items about messages one by one.
-type batch struct {
-	op string
-	n  int
-	id func(i int) string // the message item i is about
-	// read, when set, queues more reads of a round into b.
-	read func(b *pgx.Batch, round []int, ids []string)
-	// decide records what item i does to m (nil when it does not exist),
-	// whose locked outbox rows are work.
-	decide func(i int, m *message, work []workRow, c *changes) persistence.Completion
-}
-
-// decideBatch runs b's items in rounds (one item per message a round):
-// each round locks the messages' outbox rows and then them, reads what
-// b.read adds, decides its items in memory and applies the changes in one
-// statement. Each round takes two round trips; the first shares its round
-// trip with BEGIN.
-func (s *Store) decideBatch(ctx context.Context, now time.Time, b batch) ([]persistence.Completion, error) {
-	out := make([]persistence.Completion, b.n)
-	if b.n == 0 {
-		return out, nil
-	}
-	now = norm(now)
-	var l locked
-	read := func(pb *pgx.Batch, round []int, ids []string) {
-		l.queue(pb, ids)
-		if b.read != nil {
-			b.read(pb, round, ids)
-		}
-	}
-	apply := func(tx pgx.Tx, round []int) error {
-		c := newChanges(now)
-		for _, i := range round {
-			out[i] = b.decide(i, l.msgs[b.id(i)], l.work[b.id(i)], c)
-		}
-		return c.apply(ctx, tx)
-	}
-	if err := s.inRounds(ctx, b.n, b.id, read, apply); err != nil {
-		return nil, s.fail(b.op, err)
-	}
-	return out, nil
-}
-
-// completeLedgerSQL reads which (message, kind, target) triples have a
-// recorded outcome, by primary key.
-const completeLedgerSQL = `
-SELECT l.message_id, l.kind, l.target
-FROM ledger l JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(message_id, kind, target)
-	ON l.message_id = k.message_id AND l.kind = k.kind AND l.target = k.target`
-
-// ledgerKey names a ledger entry.
-type ledgerKey struct {
-	message string
-	kind    persistence.WorkKind
-	target  string
-}
-
-// CompleteWork implements persistence.Store (see decideBatch).
+// CompleteWork implements persistence.Store in three round trips (see
+// decide): persistence.Complete decides each outcome in input order.
 func (s *Store) CompleteWork(ctx context.Context, now time.Time, outcomes []persistence.Outcome) ([]persistence.Completion, error) {
-	if s.closed.Load() {
-		return nil, s.fail("complete work", persistence.ErrClosed)
-	}
-	if err := validateOutcomes(outcomes); err != nil {
+	if err := s.precheck("complete work", persistence.ValidateOutcomes(outcomes)); err != nil {
 		return nil, err
 	}
-	var recorded map[ledgerKey]bool
-	return s.decideBatch(ctx, now, batch{
-		op: "complete work", n: len(outcomes),
-		id: func(i int) string { return outcomes[i].MessageID },
-		read: func(b *pgx.Batch, round []int, ids []string) {
-			recorded = map[ledgerKey]bool{}
-			kinds, targets := make([]string, len(round)), make([]string, len(round))
-			for j, i := range round {
-				kinds[j], targets[j] = string(outcomes[i].Kind), outcomes[i].Target
-			}
-			b.Queue(completeLedgerSQL, ids, kinds, targets).Query(func(rows pgx.Rows) error {
-				for rows.Next() {
-					var k ledgerKey
-					if err := rows.Scan(&k.message, &k.kind, &k.target); err != nil {
-						return err
-					}
-					recorded[k] = true
-				}
-				return rows.Err()
-			})
-		},
-		decide: func(i int, m *message, work []workRow, c *changes) persistence.Completion {
-			o := outcomes[i]
-			rows, leases := rowsOf(work, o.Kind, o.Target)
-			var state messages.State
-			if m != nil {
-				state = m.State
-			}
-			done := recorded[ledgerKey{o.MessageID, o.Kind, o.Target}]
-			if got := persistence.CompletionOf(o, m != nil, state, done, leases); got != persistence.Applied {
-				return got
-			}
-			if o.Result == persistence.ResultRetry {
-				retryAt := c.now
-				if !o.RetryAt.IsZero() {
-					retryAt = norm(o.RetryAt)
-				}
-				c.reschedule(retryAt, rows...)
-			} else {
-				c.record(o.MessageID, o.Kind, o.Target, o.Result, o.Detail)
-				c.finish(rows...)
-			}
-			next := persistence.StateAfter(o.Kind, o.Result)
-			// A forward that stays queued is no transition.
-			if next == "" || (o.Kind == persistence.WorkForward && next == m.State) {
-				return persistence.Applied
-			}
-			if o.Result == persistence.ResultFailed {
-				m.Reason = o.Reason // a failure sets the reason; other outcomes keep it
-			}
-			c.move(m, next, o.Detail)
-			return persistence.Applied
-		},
-	})
-}
-
-func validateOutcomes(outcomes []persistence.Outcome) error {
-	var errs []error
-	for i, o := range outcomes {
-		if !o.Kind.Valid() {
-			errs = append(errs, fmt.Errorf("complete work: outcome %d: unknown kind %q", i, o.Kind))
-		}
-		if o.Target == "" {
-			errs = append(errs, fmt.Errorf("complete work: outcome %d: empty target", i))
-		}
-		if o.MessageID == "" {
-			errs = append(errs, fmt.Errorf("complete work: outcome %d: empty message id", i))
-		}
-		switch o.Result {
-		case persistence.ResultDelivered, persistence.ResultFailed, persistence.ResultRetry:
-		default:
-			errs = append(errs, fmt.Errorf("complete work: outcome %d: unknown result %q", i, o.Result))
-		}
-	}
-	return errors.Join(errs...)
+	return persistence.Each(outcomes, func(x persistence.Outcome) string { return x.MessageID }, persistence.Complete, s.decider(ctx, "complete work", now))
 }
 
 // ReleaseLeases implements persistence.Store. The rows are locked in id order
 // (see the package doc) before they are updated.
 func (s *Store) ReleaseLeases(ctx context.Context, owner string) (int64, error) {
-	if s.closed.Load() {
-		return 0, s.fail("release leases", persistence.ErrClosed)
+	if err := s.precheck("release leases", persistence.ValidateOwner(owner)); err != nil {
+		return 0, err
 	}
-	if owner == "" {
-		return 0, errors.New("release leases: empty owner")
-	}
+	// The leased rows are few (bounded by the work in flight) and
+	// outbox_leased holds them alone.
 	tag, err := s.pool.Exec(ctx, `
 UPDATE outbox SET lease_owner = NULL, lease_until = NULL, lease_epoch = 0
-WHERE id IN (SELECT id FROM outbox WHERE lease_owner = $1 ORDER BY id FOR UPDATE)`, owner)
+WHERE id IN (SELECT id FROM outbox WHERE lease_until IS NOT NULL AND lease_owner = $1 ORDER BY id FOR UPDATE)`, owner)
 	if err != nil {
 		return 0, s.fail("release leases", err)
 	}
@@ -498,156 +311,4 @@ func (s *Store) Ledger(ctx context.Context, kind persistence.WorkKind, messageID
 	}
 	e.At = e.At.UTC()
 	return e, nil
-}
-
-// expiredDetail is the history and ledger detail of an expiry.
-const expiredDetail = "message validity expired"
-
-// expireCandidatesSQL finds messages to expire, oldest first.
-const expireCandidatesSQL = `
-SELECT m.id FROM messages m
-WHERE m.state IN ('pending', 'retry') AND m.submitted_at < $1
-	AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.message_id = m.id AND o.lease_until > $2)
-ORDER BY m.submitted_at, m.id
-LIMIT $3`
-
-// ExpireMessages implements persistence.Store in four round trips: begin and
-// find candidates; lock their work and then them; apply those that still
-// qualify; commit.
-//
-// A message counts as leased when any of its outbox rows holds a live lease.
-// The ledger gets a failed entry for each delivery or forward row removed; a
-// message without such work gets one for its frontend (delivery), so a late
-// ack for it is still recognised. Status rows (reports owed to an origin)
-// are not the message's own work and stay.
-func (s *Store) ExpireMessages(ctx context.Context, req persistence.ExpireRequest) ([]messages.Message, error) {
-	if req.Limit <= 0 {
-		if s.closed.Load() {
-			return nil, s.fail("expire messages", persistence.ErrClosed)
-		}
-		return nil, fmt.Errorf("expire messages: limit %d must be positive", req.Limit)
-	}
-	now, cutoff := norm(req.Now), norm(req.SubmittedBefore)
-	return s.sweep(ctx, "expire messages", now, expireCandidatesSQL, []any{cutoff, now, req.Limit},
-		func(m *message, work []workRow, c *changes) bool {
-			if (m.State != messages.StatePending && m.State != messages.StateRetry) || !m.SubmittedAt.Before(cutoff) ||
-				leased(work, "", now) {
-				return false
-			}
-			c.failWork(m, work, messages.StateFailed, messages.ReasonExpired, expiredDetail,
-				workRow{kind: persistence.WorkDelivery, target: m.Frontend}, persistence.WorkDelivery, persistence.WorkForward)
-			return true
-		})
-}
-
-// leased reports whether a row of kind (any kind when empty) holds a lease
-// live at now.
-func leased(work []workRow, kind persistence.WorkKind, now time.Time) bool {
-	for _, w := range work {
-		if (kind == "" || w.kind == kind) && w.leased(now) {
-			return true
-		}
-	}
-	return false
-}
-
-// resubmitApplySQL moves locked, resubmittable messages (one row each) back
-// to work.
-const resubmitApplySQL = `
-WITH input AS (
-	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[])
-		WITH ORDINALITY AS t(id, frontend, dest_smsc, state, detail, work_kind, work_target, work_due, ord)
-),
-moved AS (
-	UPDATE messages m SET state = i.state, frontend = i.frontend, dest_smsc = i.dest_smsc,
-		queued_at = CASE WHEN i.state = 'forward_queued' THEN $9::timestamptz END,
-		attempts = 0, reason = '', submitted_at = $9, updated_at = $9, history_len = m.history_len + 1
-	FROM input i WHERE m.id = i.id
-	RETURNING m.id, m.token, m.history_len
-),
-transitions AS (
-	INSERT INTO history (message_id, ordinal, state, at, detail)
-	SELECT mv.id, mv.history_len, i.state, $9, i.detail FROM moved mv JOIN input i ON i.id = mv.id
-),
-cleared AS (
-	DELETE FROM ledger l USING moved mv WHERE l.message_id = mv.id
-),
-work AS (
-	INSERT INTO outbox (kind, target, message_id, token, due_at, created_at)
-	SELECT i.work_kind, i.work_target, mv.id, mv.token, i.work_due, $9
-	FROM moved mv JOIN input i ON i.id = mv.id
-	WHERE i.work_kind <> ''
-	ORDER BY i.ord
-)
-SELECT count(*) FROM moved`
-
-// Resubmit implements persistence.Store. Each round (one reroute per
-// message) locks the messages, then applies those that may be resubmitted.
-func (s *Store) Resubmit(ctx context.Context, now time.Time, reroutes []persistence.Reroute) ([]persistence.ResubmitResult, error) {
-	if s.closed.Load() {
-		return nil, s.fail("resubmit", persistence.ErrClosed)
-	}
-	if err := validateReroutes(reroutes); err != nil {
-		return nil, err
-	}
-	out := make([]persistence.ResubmitResult, len(reroutes))
-	if len(reroutes) == 0 {
-		return out, nil
-	}
-	now = norm(now)
-
-	var l locked
-	read := func(b *pgx.Batch, _ []int, ids []string) { l.queueMessages(b, ids) }
-	apply := func(tx pgx.Tx, round []int) error {
-		var ids, frontends, dests, newStates, details, kinds, targets []string
-		var dues []time.Time
-		for _, i := range round {
-			r := reroutes[i]
-			m, found := l.msgs[r.ID]
-			if !found {
-				out[i] = persistence.ResubmitResult{ID: r.ID}
-				continue
-			}
-			out[i] = persistence.ResubmitResult{ID: r.ID, Found: true, State: m.State}
-			if !m.State.Resubmittable() {
-				continue
-			}
-			out[i].Applied, out[i].State = true, r.State
-			kind, target, due := workColumns(r.Work, now)
-			ids = append(ids, r.ID)
-			frontends = append(frontends, r.Frontend)
-			dests = append(dests, r.DestSMSC)
-			newStates = append(newStates, string(r.State))
-			details = append(details, r.Detail)
-			kinds = append(kinds, kind)
-			targets = append(targets, target)
-			dues = append(dues, due)
-		}
-		if len(ids) == 0 {
-			return nil
-		}
-		_, err := tx.Exec(ctx, resubmitApplySQL, ids, frontends, dests, newStates, details, kinds, targets, dues, now)
-		return err
-	}
-
-	if err := s.inRounds(ctx, len(reroutes), func(i int) string { return reroutes[i].ID }, read, apply); err != nil {
-		return nil, s.fail("resubmit", err)
-	}
-	return out, nil
-}
-
-func validateReroutes(reroutes []persistence.Reroute) error {
-	var errs []error
-	for i, r := range reroutes {
-		if r.ID == "" {
-			errs = append(errs, fmt.Errorf("resubmit: reroute %d: empty id", i))
-		}
-		if !r.State.Valid() {
-			errs = append(errs, fmt.Errorf("resubmit: reroute %d (%q): unknown state %q", i, r.ID, r.State))
-		}
-		if err := validateWork(r.Work); err != nil {
-			errs = append(errs, fmt.Errorf("resubmit: reroute %d (%q): %w", i, r.ID, err))
-		}
-	}
-	return errors.Join(errs...)
 }

@@ -3,30 +3,30 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 )
 
-// msgRow is a message as a write transaction reads and changes it.
-type msgRow struct {
-	messages.Message
-	reportTo string
-}
+// The store's half of the decision core (persistence.Changes): load the
+// rows a batch names, let the core decide, write what it decided. Nothing
+// here decides.
 
-// rowColumns are scanned by scanRow: messageColumns, then report_to.
-const rowColumns = messageColumns + `, report_to`
+// rowColumns are scanned by scanRow: messageColumns, then report_to and
+// history_len.
+const rowColumns = messageColumns + `, report_to, history_len`
 
-func scanRow(sc interface{ Scan(...any) error }) (*msgRow, error) {
-	r := &msgRow{}
-	m, err := scanMessage(sc, &r.reportTo)
+func scanRow(sc interface{ Scan(...any) error }) (*persistence.Row, error) {
+	r := &persistence.Row{}
+	m, err := scanMessage(sc, &r.ReportTo, &r.HistoryLen)
 	r.Message = m
 	return r, err
 }
 
 // collectRows scans every row of rows, in order.
-func collectRows(rows *sql.Rows) ([]*msgRow, error) {
-	var out []*msgRow
+func collectRows(rows *sql.Rows) ([]*persistence.Row, error) {
+	var out []*persistence.Row
 	err := scanEach(rows, func(r *sql.Rows) error {
 		m, err := scanRow(r)
 		out = append(out, m)
@@ -35,144 +35,63 @@ func collectRows(rows *sql.Rows) ([]*msgRow, error) {
 	return out, err
 }
 
-// loadRows reads the messages with the given ids (those that exist).
-func loadRows(ctx context.Context, q querier, ids []string) (map[string]*msgRow, error) {
-	out := make(map[string]*msgRow, len(ids))
-	err := chunks(len(ids), func(lo, hi int) error {
-		rows, err := q.QueryContext(ctx, `SELECT `+rowColumns+` FROM messages WHERE id IN (`+params(hi-lo)+`)`, anys(ids[lo:hi])...)
+// load reads into l the messages with the given ids (those that exist),
+// their outbox rows and their ledger keys.
+func load(ctx context.Context, q querier, l *persistence.Loaded, ids []string) error {
+	return chunks(len(ids), func(lo, hi int) error {
+		in, args := params(hi-lo), anys(ids[lo:hi])
+		rows, err := q.QueryContext(ctx, `SELECT `+rowColumns+` FROM messages WHERE id IN (`+in+`)`, args...)
 		if err != nil {
 			return err
 		}
 		list, err := collectRows(rows)
-		for _, m := range list {
-			out[m.ID] = m
+		if err != nil {
+			return err
 		}
-		return err
-	})
-	return out, err
-}
-
-// workRow is one outbox row of a message.
-type workRow struct {
-	id         int64
-	kind       persistence.WorkKind
-	target     string
-	leaseUntil sql.NullInt64
-	leaseOwner sql.NullString
-	leaseEpoch int64 // the uint64's bit pattern
-}
-
-// lease is w's lease as persistence.CompletionOf reads it.
-func (w workRow) lease() persistence.WorkLease {
-	return persistence.WorkLease{Owner: w.leaseOwner.String, Epoch: uint64(w.leaseEpoch)}
-}
-
-// leased reports whether w holds a lease live at now.
-func (w workRow) leased(now int64) bool { return w.leaseUntil.Valid && w.leaseUntil.Int64 > now }
-
-// loadWork reads the outbox rows of the messages with the given ids, by
-// message id, in row order.
-func loadWork(ctx context.Context, q querier, ids []string) (map[string][]workRow, error) {
-	out := map[string][]workRow{}
-	err := chunks(len(ids), func(lo, hi int) error {
-		rows, err := q.QueryContext(ctx, `SELECT id, kind, target, message_id, lease_until, lease_owner, lease_epoch FROM outbox
-			WHERE message_id IN (`+params(hi-lo)+`) ORDER BY id`, anys(ids[lo:hi])...)
+		for _, m := range list {
+			l.Rows[m.ID] = m
+		}
+		rows, err = q.QueryContext(ctx, `SELECT id, kind, target, message_id, lease_until, lease_owner, lease_epoch
+			FROM outbox WHERE message_id IN (`+in+`) ORDER BY id`, args...)
+		if err != nil {
+			return err
+		}
+		err = scanEach(rows, func(r *sql.Rows) error {
+			var (
+				w     persistence.WorkRow
+				id    string
+				until sql.NullInt64
+				owner sql.NullString
+				epoch int64
+			)
+			err := r.Scan(&w.ID, &w.Kind, &w.Target, &id, &until, &owner, &epoch)
+			w.LeaseUntil, w.LeaseOwner, w.LeaseEpoch = zeroIfNull(until), owner.String, uint64(epoch)
+			l.Work[id] = append(l.Work[id], w)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		rows, err = q.QueryContext(ctx, `SELECT message_id, kind, target FROM ledger WHERE message_id IN (`+in+`)`, args...)
 		if err != nil {
 			return err
 		}
 		return scanEach(rows, func(r *sql.Rows) error {
-			var w workRow
-			var kind, id string
-			err := r.Scan(&w.id, &kind, &w.target, &id, &w.leaseUntil, &w.leaseOwner, &w.leaseEpoch)
-			w.kind = persistence.WorkKind(kind)
-			out[id] = append(out[id], w)
+			var k persistence.LedgerKey
+			err := r.Scan(&k.MessageID, &k.Kind, &k.Target)
+			l.Recorded[k] = true
 			return err
 		})
 	})
-	return out, err
 }
 
-// changes are the writes of one transaction, decided in memory in input
-// order (so that later decisions see earlier ones) and then written with
-// one statement per table.
-type changes struct {
-	at      int64
-	moved   []*msgRow // messages whose row changed, in order
-	isMoved map[string]bool
-	hist    []historyEntry
-	ledger  []persistence.LedgerEntry
-	deleted []any           // outbox row ids
-	due     map[int64]int64 // outbox row id -> new due_at
-	work    []newWork
-}
-
-func newChanges(at int64) *changes {
-	return &changes{at: at, isMoved: map[string]bool{}, due: map[int64]int64{}}
-}
-
-// move puts m in state next with a history entry. forward_queued keeps
-// queued_at (or sets it to now); every other state clears it. A message with
-// an origin to report to that becomes delivered or failed gets its status
-// work, due now, so the delivery_status leaves through the outbox.
-func (c *changes) move(m *msgRow, next messages.State, detail string) {
-	var old sql.NullInt64
-	if m.QueuedAt != nil {
-		old = sql.NullInt64{Int64: toDB(*m.QueuedAt), Valid: true}
-	}
-	m.State, m.UpdatedAt, m.QueuedAt = next, fromDB(c.at), timeOrNil(queuedAt(next, old, c.at))
-	if !c.isMoved[m.ID] {
-		c.isMoved[m.ID] = true
-		c.moved = append(c.moved, m)
-	}
-	c.hist = append(c.hist, historyEntry{messageID: m.ID, state: next, at: c.at, detail: detail})
-	if m.reportTo != "" && (next == messages.StateDelivered || next == messages.StateFailed) {
-		c.work = append(c.work, newWork{messageID: m.ID,
-			spec: persistence.WorkSpec{Kind: persistence.WorkStatus, Target: m.reportTo, DueAt: fromDB(c.at)}})
-	}
-}
-
-// record writes a ledger entry at the transaction's time.
-func (c *changes) record(id string, kind persistence.WorkKind, target string, r persistence.Result, detail string) {
-	c.ledger = append(c.ledger, persistence.LedgerEntry{MessageID: id, Kind: kind, Target: target, Result: r, At: fromDB(c.at), Detail: detail})
-}
-
-// finish removes an outbox row.
-func (c *changes) finish(rowID int64) {
-	delete(c.due, rowID)
-	c.deleted = append(c.deleted, rowID)
-}
-
-// reschedule makes an outbox row due at due, unleased.
-func (c *changes) reschedule(rowID, due int64) { c.due[rowID] = due }
-
-// failWork fails m in state with reason, removes its work of the given kinds
-// with a failed ledger entry for each row, or, when it had no such row, one
-// entry for fallback (skipped when its target is empty) so that a late
-// outcome is still recognised.
-func (c *changes) failWork(m *msgRow, work []workRow, state messages.State, reason, detail string,
-	fallback workRow, kinds ...persistence.WorkKind) {
-	removed := 0
-	for _, w := range work {
-		for _, k := range kinds {
-			if w.kind == k {
-				c.finish(w.id)
-				c.record(m.ID, w.kind, w.target, persistence.ResultFailed, detail)
-				removed++
-			}
-		}
-	}
-	if removed == 0 && fallback.target != "" {
-		c.record(m.ID, fallback.kind, fallback.target, persistence.ResultFailed, detail)
-	}
-	m.Reason = reason
-	c.move(m, state, detail)
-}
-
-// settleSQL sets n messages' (id, state, reason, queued_at), all updated
-// at the first parameter.
-func settleSQL(n int) string {
-	return `UPDATE messages SET state = v.column2, reason = v.column3, queued_at = v.column4, updated_at = ?
-		FROM (VALUES ` + tuples(n, 4) + `) AS v WHERE messages.id = v.column1`
+// moveSQL writes n moved messages (id, state, reason, queued_at, attempts,
+// frontend, dest_smsc, submitted_at, history_len), all updated at the
+// first parameter (SQLite numbers ? in the order of the text).
+func moveSQL(n int) string {
+	return `UPDATE messages SET state = v.column2, reason = v.column3, queued_at = v.column4, attempts = v.column5,
+		frontend = v.column6, dest_smsc = v.column7, submitted_at = v.column8, history_len = v.column9, updated_at = ?
+		FROM (VALUES ` + tuples(n, 9) + `) AS v WHERE messages.id = v.column1`
 }
 
 // rescheduleSQL makes n outbox rows (id, due_at) due again, unleased.
@@ -181,81 +100,143 @@ func rescheduleSQL(n int) string {
 		FROM (VALUES ` + tuples(n, 2) + `) AS v WHERE outbox.id = v.column1`
 }
 
-// write applies the changes.
-func (c *changes) write(ctx context.Context, tx querier) error {
-	if err := insertLedger(ctx, tx, c.ledger); err != nil {
-		return err
+// writeChanges writes what the core decided, one statement (per chunk)
+// for each kind of change, in the order persistence.Changes names.
+func writeChanges(ctx context.Context, tx querier, c *persistence.Changes) error {
+	if c.Empty() {
+		return nil
 	}
-	if err := chunks(len(c.deleted), func(lo, hi int) error {
-		_, err := tx.ExecContext(ctx, `DELETE FROM outbox WHERE id IN (`+params(hi-lo)+`)`, c.deleted[lo:hi]...)
+	at := toDB(c.Now)
+	if err := chunks(len(c.Unledgered), func(lo, hi int) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM ledger WHERE message_id IN (`+params(hi-lo)+`)`, anys(c.Unledgered[lo:hi])...)
 		return err
 	}); err != nil {
 		return err
 	}
-	dueArgs := make([]any, 0, 2*len(c.due))
-	for id, due := range c.due {
-		dueArgs = append(dueArgs, id, due)
-	}
-	if err := chunks(len(c.due), func(lo, hi int) error {
-		_, err := tx.ExecContext(ctx, rescheduleSQL(hi-lo), dueArgs[2*lo:2*hi]...)
-		return err
-	}); err != nil {
+	if err := insertLedger(ctx, tx, c.Ledger); err != nil {
 		return err
 	}
-	msgArgs := make([]any, 0, 4*len(c.moved))
-	for _, m := range c.moved {
-		var queued sql.NullInt64
-		if m.QueuedAt != nil {
-			queued = sql.NullInt64{Int64: toDB(*m.QueuedAt), Valid: true}
+	if err := chunks(len(c.Finished), func(lo, hi int) error {
+		args := make([]any, 0, hi-lo)
+		for _, id := range c.Finished[lo:hi] {
+			args = append(args, id)
 		}
-		msgArgs = append(msgArgs, m.ID, string(m.State), m.Reason, queued)
-	}
-	if err := chunks(len(c.moved), func(lo, hi int) error {
-		_, err := tx.ExecContext(ctx, settleSQL(hi-lo), append([]any{c.at}, msgArgs[4*lo:4*hi]...)...)
+		_, err := tx.ExecContext(ctx, `DELETE FROM outbox WHERE id IN (`+params(hi-lo)+`)`, args...)
 		return err
 	}); err != nil {
 		return err
 	}
-	if err := appendHistory(ctx, tx, c.hist); err != nil {
+	if err := chunks(len(c.Rescheduled), func(lo, hi int) error {
+		args := make([]any, 0, 2*(hi-lo))
+		for _, r := range c.Rescheduled[lo:hi] {
+			args = append(args, r.Row, toDB(r.DueAt))
+		}
+		_, err := tx.ExecContext(ctx, rescheduleSQL(hi-lo), args...)
+		return err
+	}); err != nil {
 		return err
 	}
-	return insertWork(ctx, tx, c.at, c.work)
+	if err := chunks(len(c.Moved), func(lo, hi int) error {
+		args := make([]any, 1, 9*(hi-lo)+1)
+		args[0] = at
+		for _, m := range c.Moved[lo:hi] {
+			args = append(args, m.ID, string(m.State), m.Reason, nullTime(m.QueuedAt), m.Attempts,
+				m.Frontend, m.DestSMSC, toDB(m.SubmittedAt), m.HistoryLen)
+		}
+		_, err := tx.ExecContext(ctx, moveSQL(hi-lo), args...)
+		return err
+	}); err != nil {
+		return err
+	}
+	hist := make([]any, 0, 5*len(c.History))
+	for _, h := range c.History {
+		hist = append(hist, h.MessageID, h.Ordinal, string(h.State), at, h.Detail)
+	}
+	if err := insertRows(ctx, tx, `INSERT INTO history (message_id, ordinal, state, at, detail)`, 5, hist); err != nil {
+		return err
+	}
+	return insertWork(ctx, tx, at, c.Work)
 }
 
-// sweep finds candidates with one statement (it selects rowColumns, at
-// most limit rows), reads their outbox rows and lets decide change each
-// (decide reports whether it did), then writes the changes. It returns the
-// changed messages in candidate order.
-func (s *Store) sweep(ctx context.Context, op string, now int64, candidates string, args []any,
-	decide func(m *msgRow, work []workRow, c *changes) bool) ([]messages.Message, error) {
-	if err := s.check(op); err != nil {
-		return nil, err
+// insertWork writes outbox rows created at `at`. A row the message has of
+// the same kind and target is replaced by the new one (a new id, so that
+// ids keep creation order).
+func insertWork(ctx context.Context, q querier, at int64, work []persistence.WorkAdd) error {
+	args := make([]any, 0, 6*len(work))
+	for _, w := range work {
+		args = append(args, string(w.Spec.Kind), w.Spec.Target, w.MessageID, int64(w.Token), toDB(w.Spec.DueAt), at)
 	}
-	var out []messages.Message
+	return insertRows(ctx, q, `REPLACE INTO outbox (kind, target, message_id, token, due_at, created_at)`, 6, args)
+}
+
+// insertLedger writes ledger entries; an entry that exists is kept (the
+// first final outcome wins).
+func insertLedger(ctx context.Context, q querier, entries []persistence.LedgerEntry) error {
+	args := make([]any, 0, 6*len(entries))
+	for _, e := range entries {
+		args = append(args, e.MessageID, string(e.Kind), e.Target, string(e.Result), toDB(e.At), e.Detail)
+	}
+	return chunks(len(entries), func(lo, hi int) error {
+		_, err := q.ExecContext(ctx, `INSERT INTO ledger (message_id, kind, target, result, at, detail) VALUES `+
+			tuples(hi-lo, 6)+` ON CONFLICT (message_id, kind, target) DO NOTHING`, args[lo*6:hi*6]...)
+		return err
+	})
+}
+
+// decider is decide for op at now, as persistence.Each runs it.
+func (s *Store) decider(ctx context.Context, op string, now time.Time) func([]string, func(*persistence.Loaded, *persistence.Changes)) error {
+	return func(ids []string, fn func(*persistence.Loaded, *persistence.Changes)) error {
+		return s.decide(ctx, op, now, ids, fn)
+	}
+}
+
+// decide runs one write transaction of a batch about the messages ids:
+// load them, let fn decide with the core, write the changes.
+func (s *Store) decide(ctx context.Context, op string, now time.Time, ids []string,
+	fn func(l *persistence.Loaded, c *persistence.Changes)) error {
+	return s.write(ctx, op, func(tx querier) error {
+		l := persistence.NewLoaded()
+		if err := load(ctx, tx, l, ids); err != nil {
+			return err
+		}
+		c := persistence.NewChanges(now)
+		fn(l, c)
+		return writeChanges(ctx, tx, c)
+	})
+}
+
+// sweep finds candidates with one statement (it selects message ids, at
+// most the sweep's limit, in the order to decide them), loads them and
+// lets decide change each (it reports whether it did), then writes the
+// changes. It returns the changed messages in candidate order.
+func (s *Store) sweep(ctx context.Context, op string, now time.Time, candidates string, args []any,
+	decide func(l *persistence.Loaded, c *persistence.Changes, m *persistence.Row) bool) ([]messages.Message, error) {
+	out := []messages.Message{}
 	err := s.write(ctx, op, func(tx querier) error {
 		rows, err := tx.QueryContext(ctx, candidates, args...)
 		if err != nil {
 			return err
 		}
-		list, err := collectRows(rows)
-		if err != nil || len(list) == 0 {
+		var ids []string
+		if err := scanEach(rows, func(r *sql.Rows) error {
+			var id string
+			err := r.Scan(&id)
+			ids = append(ids, id)
+			return err
+		}); err != nil || len(ids) == 0 {
 			return err
 		}
-		ids := make([]string, len(list))
-		for i, m := range list {
-			ids[i] = m.ID
-		}
-		work, err := loadWork(ctx, tx, ids)
-		if err != nil {
+		l := persistence.NewLoaded()
+		if err := load(ctx, tx, l, ids); err != nil {
 			return err
 		}
-		c := newChanges(now)
-		for _, m := range list {
-			if decide(m, work[m.ID], c) {
+		c := persistence.NewChanges(now)
+		for _, id := range ids {
+			if m, ok := l.Rows[id]; ok && decide(l, c, m) {
 				out = append(out, m.Message)
 			}
 		}
-		return c.write(ctx, tx)
+		return writeChanges(ctx, tx, c)
 	})
 	if err != nil {
 		return nil, err

@@ -13,162 +13,128 @@ import (
 )
 
 // Accept implements persistence.Store. The batch costs one INSERT ...
-// RETURNING per 500 distinct ids, one SELECT for the ids already stored,
-// and one multi-row INSERT each for history and outbox.
+// RETURNING per 500 distinct ids (each message carries its first history
+// entry: no history row is written), one SELECT for the ids already stored,
+// and one multi-row INSERT for the outbox.
 func (s *Store) Accept(ctx context.Context, now time.Time, batch []persistence.NewMessage) ([]persistence.Accepted, error) {
 	const op = "accept"
-	if err := s.check(op); err != nil {
+	if err := s.precheck(op, persistence.ValidateNew(batch)); err != nil {
 		return nil, err
 	}
-	for i, nm := range batch {
-		if err := validNew(nm); err != nil {
-			return nil, fmt.Errorf("sqlite: %s: message %d: %w", op, i, err)
-		}
-	}
-	out := make([]persistence.Accepted, len(batch))
 	if len(batch) == 0 {
-		return out, nil
+		return []persistence.Accepted{}, nil
 	}
-	at := toDB(now)
-
-	// The first occurrence of an id is the one created; repeats get its result.
-	first := make(map[string]int, len(batch))
-	uniq := make([]int, 0, len(batch))
-	for i, nm := range batch {
-		if _, ok := first[nm.ID]; !ok {
-			first[nm.ID] = i
-			uniq = append(uniq, i)
-		}
-	}
-
-	seqs := make(map[string]int64, len(uniq)) // created now: id -> seq
-	var stored map[string]messages.Message    // stored before this call
+	uniq := persistence.Firsts(batch)
+	var created, stored map[string]messages.Message
 	err := s.write(ctx, op, func(tx querier) error {
+		created = make(map[string]messages.Message, len(uniq))
+		rows := make([]persistence.Row, len(uniq))
 		err := chunks(len(uniq), func(lo, hi int) error {
-			args := make([]any, 0, 15*(hi-lo))
-			for _, i := range uniq[lo:hi] {
-				nm := batch[i]
-				args = append(args, nm.ID, int64(messages.TokenOf(nm.ID)), nm.SourceMSISDN, nm.DestinationMSISDN,
-					nm.Body, string(nm.State), nm.SourceSMSC, nm.DestSMSC, nm.Frontend, 0, at, at, at,
-					queuedAt(nm.State, sql.NullInt64{}, at), nm.ReportTo)
+			args := make([]any, 0, 18*(hi-lo))
+			for k := lo; k < hi; k++ {
+				nm := batch[uniq[k]]
+				r := persistence.NewRow(nm, now)
+				rows[k] = r
+				at := toDB(r.CreatedAt)
+				args = append(args, r.ID, int64(r.Token), r.SourceMSISDN, r.DestinationMSISDN, r.Body, string(r.State),
+					r.SourceSMSC, r.DestSMSC, r.Frontend, r.Attempts, at, at, at, nullTime(r.QueuedAt), r.ReportTo,
+					r.HistoryLen, string(r.State), nm.Detail)
 			}
-			rows, err := tx.QueryContext(ctx, `INSERT INTO messages (id, token, source_msisdn, destination_msisdn,
+			res, err := tx.QueryContext(ctx, `INSERT INTO messages (id, token, source_msisdn, destination_msisdn,
 				body, state, source_smsc, dest_smsc, frontend, attempts, created_at, updated_at, submitted_at,
-				queued_at, report_to)
-				VALUES `+tuples(hi-lo, 15)+` ON CONFLICT (id) DO NOTHING RETURNING id, seq`, args...)
+				queued_at, report_to, history_len, first_state, first_detail)
+				VALUES `+tuples(hi-lo, 18)+` ON CONFLICT (id) DO NOTHING RETURNING id, seq`, args...)
 			if err != nil {
 				return err
 			}
-			defer rows.Close()
-			for rows.Next() {
+			return scanEach(res, func(r *sql.Rows) error {
 				var id string
 				var seq int64
-				if err := rows.Scan(&id, &seq); err != nil {
-					return err
-				}
-				seqs[id] = seq
-			}
-			return rows.Err()
+				err := r.Scan(&id, &seq)
+				created[id] = messages.Message{ID: id, Seq: seq}
+				return err
+			})
 		})
 		if err != nil {
 			return err
 		}
-
 		var existing []string
-		var hist []historyEntry
-		var work []newWork
-		for _, i := range uniq {
+		var work []persistence.WorkAdd
+		for k, i := range uniq {
 			nm := batch[i]
-			if _, ok := seqs[nm.ID]; !ok {
+			c, ok := created[nm.ID]
+			if !ok {
 				existing = append(existing, nm.ID)
 				continue
 			}
-			hist = append(hist, historyEntry{messageID: nm.ID, state: nm.State, at: at, detail: nm.Detail})
+			m := rows[k].Message
+			m.Seq = c.Seq
+			created[nm.ID] = m
 			if nm.Work != nil {
-				work = append(work, newWork{messageID: nm.ID, spec: *nm.Work})
+				work = append(work, persistence.NewWork(nm, now))
 			}
 		}
 		if stored, err = loadMessages(ctx, tx, existing); err != nil {
 			return err
 		}
-		if len(stored) != len(existing) {
-			return fmt.Errorf("%d of %d existing messages vanished", len(existing)-len(stored), len(existing))
-		}
-		// Every created message's first entry is ordinal 1: no read needed.
-		args := make([]any, 0, 5*len(hist))
-		for _, h := range hist {
-			args = append(args, h.messageID, 1, string(h.state), h.at, h.detail)
-		}
-		if err := insertRows(ctx, tx, `INSERT INTO history (message_id, ordinal, state, at, detail)`, 5, args); err != nil {
-			return err
-		}
-		return insertWork(ctx, tx, at, work)
+		return insertWork(ctx, tx, toDB(now), work)
 	})
 	if err != nil {
 		return nil, err
 	}
-
-	t := fromDB(at)
-	for i, nm := range batch {
-		switch seq, ok := seqs[nm.ID]; {
-		case i != first[nm.ID]:
-			out[i] = persistence.Accepted{Message: out[first[nm.ID]].Message}
-		case ok:
-			out[i] = persistence.Accepted{Created: true, Message: messages.Message{
-				ID: nm.ID, SourceMSISDN: nm.SourceMSISDN, DestinationMSISDN: nm.DestinationMSISDN,
-				Body: nm.Body, State: nm.State, SourceSMSC: nm.SourceSMSC, DestSMSC: nm.DestSMSC,
-				Frontend: nm.Frontend, CreatedAt: t, UpdatedAt: t, SubmittedAt: t,
-				QueuedAt: timeOrNil(queuedAt(nm.State, sql.NullInt64{}, at)), Seq: seq, Token: messages.TokenOf(nm.ID),
-			}}
-		default:
-			out[i] = persistence.Accepted{Message: stored[nm.ID]}
-		}
+	out, err := persistence.AcceptResults(batch, created, stored)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %s: %w", op, err)
 	}
 	return out, nil
 }
 
-func validNew(nm persistence.NewMessage) error {
-	switch {
-	case nm.ID == "":
-		return errors.New("empty id")
-	case !nm.State.Valid():
-		return fmt.Errorf("id %q: unknown state %q", nm.ID, nm.State)
-	}
-	if msg := validWork(nm.Work); msg != "" {
-		return fmt.Errorf("id %q: %s", nm.ID, msg)
-	}
-	return nil
+// loadMessages reads the messages with the given ids (those that exist).
+func loadMessages(ctx context.Context, q querier, ids []string) (map[string]messages.Message, error) {
+	out := make(map[string]messages.Message, len(ids))
+	err := chunks(len(ids), func(lo, hi int) error {
+		rows, err := q.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages WHERE id IN (`+params(hi-lo)+`)`, anys(ids[lo:hi])...)
+		if err != nil {
+			return err
+		}
+		return collectMessages(rows, out)
+	})
+	return out, err
 }
 
-// GetMessage implements persistence.Store.
+// GetMessage implements persistence.Store. The first history entry is
+// held by the message row (first_state, at created_at); messages accepted
+// before migration 0004 have it as a history row instead.
 func (s *Store) GetMessage(ctx context.Context, id string) (messages.Message, error) {
 	var m messages.Message
 	err := s.read(ctx, "get message", func(tx *sql.Tx) error {
+		var first messages.HistoryEntry
 		var err error
-		m, err = scanMessage(tx.QueryRowContext(ctx, `SELECT `+messageColumns+` FROM messages WHERE id = ?`, id))
+		m, err = scanMessage(tx.QueryRowContext(ctx, `SELECT `+messageColumns+`, first_state, first_detail FROM messages WHERE id = ?`, id),
+			&first.State, &first.Detail)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("message %q: %w", id, persistence.ErrNotFound)
 		}
 		if err != nil {
 			return err
 		}
+		m.History = []messages.HistoryEntry{}
+		if first.State != "" {
+			first.At = m.CreatedAt
+			m.History = append(m.History, first)
+		}
 		rows, err := tx.QueryContext(ctx, `SELECT state, at, detail FROM history WHERE message_id = ? ORDER BY ordinal`, id)
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		m.History = []messages.HistoryEntry{}
-		for rows.Next() {
+		return scanEach(rows, func(r *sql.Rows) error {
 			var h messages.HistoryEntry
-			var state string
 			var at int64
-			if err := rows.Scan(&state, &at, &h.Detail); err != nil {
-				return err
-			}
-			h.State, h.At = messages.State(state), fromDB(at)
+			err := r.Scan(&h.State, &at, &h.Detail)
+			h.At = fromDB(at)
 			m.History = append(m.History, h)
-		}
-		return rows.Err()
+			return err
+		})
 	})
 	if err != nil {
 		return messages.Message{}, err
@@ -186,11 +152,8 @@ const (
 // page to know whether another page follows.
 func (s *Store) ListMessages(ctx context.Context, q persistence.ListQuery) (persistence.Page, error) {
 	const op = "list messages"
-	if err := s.check(op); err != nil {
+	if err := s.precheck(op, q.Validate()); err != nil {
 		return persistence.Page{}, err
-	}
-	if q.Limit <= 0 {
-		return persistence.Page{}, fmt.Errorf("sqlite: %s: limit %d must be positive", op, q.Limit)
 	}
 	before := q.Before
 	if before <= 0 {
@@ -227,6 +190,9 @@ func (s *Store) ListMessages(ctx context.Context, q persistence.ListQuery) (pers
 	return page, nil
 }
 
+// oldestOutboxSQL reads the creation time of the first outbox row.
+const oldestOutboxSQL = `SELECT created_at FROM outbox ORDER BY id LIMIT 1`
+
 // forwardQueueSQL counts forward rows by peer from the claim index.
 const forwardQueueSQL = `SELECT target, COUNT(*) FROM outbox WHERE kind = ? GROUP BY target`
 
@@ -241,8 +207,11 @@ func (s *Store) Stats(ctx context.Context) (persistence.Stats, error) {
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM outbox`).Scan(&st.OutboxDepth); err != nil {
 			return err
 		}
+		// Rows keep creation order by id (new work replaces a row with a
+		// new one), so the oldest is the first.
 		var oldest sql.NullInt64
-		if err := tx.QueryRowContext(ctx, `SELECT MIN(created_at) FROM outbox`).Scan(&oldest); err != nil {
+		err := tx.QueryRowContext(ctx, oldestOutboxSQL).Scan(&oldest)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
 		st.OldestOutbox = zeroIfNull(oldest)

@@ -38,14 +38,22 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{"ring: next due", nextDueSQL(2), ringArgs},
 		{"ring: owners", ringOwnersSQL, []any{"delivery", "o"}},
 		{"reschedule", rescheduleSQL(2), []any{1, 2, 3, 4}},
-		{"settle", settleSQL(2), []any{1, "a", "delivered", "", nil, "b", "forward_queued", "x", 3}},
-		{"restart", restartSQL(2), []any{1, 1, "a", "pending", "fe", "s", nil, "b", "forward_queued", "fe", "s", 1}},
-		{"expirable", expirableSQL, []any{"pending", "retry", 5, 6, 10}},
+		{"move", moveSQL(2), []any{9, "a", "delivered", "", nil, 1, "fe", "s", 1, 2, "b", "forward_queued", "x", 3, 0, "fe", "s", 1, 3}},
+		{"expirable", expirableSQL, []any{5, 6, 10}},
+		{"release leases", releaseSQL, []any{"o"}},
+		{"oldest outbox", oldestOutboxSQL, nil},
 		{"failable", failableSQL, []any{"forward_queued", 5, "forward", 6, 10}},
 		{"queueable", queueableSQL, []any{"pending", "forward", "peer", 5, 10}},
 		{"forward queue", forwardQueueSQL, []any{"forward"}},
 		{"list", listSQL, []any{5, 10}},
 		{"list by state", listByStateSQL, []any{"pending", 5, 10}},
+	}
+	// The one scan a statement may make: of a partial index that holds
+	// only the rows it wants, or of the table in rowid order that stops at
+	// the first row.
+	allowed := map[string]string{
+		"release leases": "SCAN outbox USING INDEX outbox_lease",
+		"oldest outbox":  "SCAN outbox",
 	}
 	check := func(when string) {
 		for _, st := range statements {
@@ -67,7 +75,7 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			for _, line := range plan {
 				// A scan of a VALUES list or of a bounded subquery (w) is fine;
 				// a scan of a table is not.
-				if strings.HasPrefix(line, "SCAN ") && !strings.Contains(line, "VALUES") && line != "SCAN w" {
+				if strings.HasPrefix(line, "SCAN ") && !strings.Contains(line, "VALUES") && line != "SCAN w" && line != allowed[st.name] {
 					t.Errorf("%s: %s scans a table:\n\t%s", when, st.name, strings.Join(plan, "\n\t"))
 					break
 				}

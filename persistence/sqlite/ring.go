@@ -62,11 +62,8 @@ func (s *Store) Ring(ctx context.Context) (persistence.RingState, error) {
 // PublishRing implements persistence.RingStore.
 func (s *Store) PublishRing(ctx context.Context, prev uint64, st persistence.RingState) error {
 	const op = "publish ring"
-	if err := s.check(op); err != nil {
+	if err := s.precheck(op, persistence.ValidatePublish(prev, st)); err != nil {
 		return err
-	}
-	if err := persistence.ValidatePublish(prev, st); err != nil {
-		return fmt.Errorf("sqlite: %w", err)
 	}
 	members, err := json.Marshal(st.Members)
 	if err != nil {

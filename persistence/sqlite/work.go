@@ -211,179 +211,32 @@ func (s *Store) ClaimWork(ctx context.Context, req persistence.ClaimRequest) (pe
 	return claim, nil
 }
 
-func validOutcome(o persistence.Outcome) error {
-	switch {
-	case !o.Kind.Valid():
-		return fmt.Errorf("unknown work kind %q", o.Kind)
-	case o.Target == "":
-		return errors.New("empty target")
-	case o.MessageID == "":
-		return errors.New("empty message id")
-	case o.Result != persistence.ResultDelivered && o.Result != persistence.ResultFailed && o.Result != persistence.ResultRetry:
-		return fmt.Errorf("unknown result %q", o.Result)
-	}
-	return nil
-}
-
-// CompleteWork implements persistence.Store (see decideBatch).
+// CompleteWork implements persistence.Store: one transaction loads the
+// messages, their outbox rows and ledger keys, persistence.Complete decides
+// each outcome in input order, and the changes are written.
 func (s *Store) CompleteWork(ctx context.Context, now time.Time, outcomes []persistence.Outcome) ([]persistence.Completion, error) {
-	ledgered := map[ledgerKey]bool{}
-	return s.decideBatch(ctx, now, batch{
-		op: "complete work", what: "outcome", n: len(outcomes),
-		valid: func(i int) error { return validOutcome(outcomes[i]) },
-		id:    func(i int) string { return outcomes[i].MessageID },
-		read: func(ctx context.Context, tx querier, ids []string) error {
-			return chunks(len(ids), func(lo, hi int) error {
-				rows, err := tx.QueryContext(ctx, `SELECT message_id, kind, target FROM ledger WHERE message_id IN (`+
-					params(hi-lo)+`)`, anys(ids[lo:hi])...)
-				if err != nil {
-					return err
-				}
-				return scanEach(rows, func(r *sql.Rows) error {
-					var k ledgerKey
-					var kind string
-					err := r.Scan(&k.id, &kind, &k.target)
-					k.kind = persistence.WorkKind(kind)
-					ledgered[k] = true
-					return err
-				})
-			})
-		},
-		decide: func(i int, m *msgRow, work []workRow, c *changes) persistence.Completion {
-			o := outcomes[i]
-			lk := ledgerKey{o.MessageID, o.Kind, o.Target}
-			j := findWork(work, o.Kind, o.Target)
-			var (
-				state  messages.State
-				leases []persistence.WorkLease
-			)
-			if m != nil {
-				state = m.State
-			}
-			if j >= 0 {
-				leases = []persistence.WorkLease{work[j].lease()}
-			}
-			if got := persistence.CompletionOf(o, m != nil, state, ledgered[lk], leases); got != persistence.Applied {
-				return got
-			}
-			w := work[j]
-			// Later outcomes in the batch see the row as this one left it.
-			work[j].leaseOwner, work[j].leaseEpoch = sql.NullString{}, 0
-			if o.Result == persistence.ResultRetry {
-				c.reschedule(w.id, toDB(o.RetryAt))
-			} else {
-				ledgered[lk] = true
-				c.record(o.MessageID, o.Kind, o.Target, o.Result, o.Detail)
-				c.finish(w.id)
-			}
-			next := persistence.StateAfter(o.Kind, o.Result)
-			// A forward that stays queued is no transition.
-			if next == "" || (o.Kind == persistence.WorkForward && next == m.State) {
-				return persistence.Applied
-			}
-			if o.Result == persistence.ResultFailed {
-				m.Reason = o.Reason // a failure sets the reason; other outcomes keep it
-			}
-			c.move(m, next, o.Detail)
-			return persistence.Applied
-		},
-	})
-}
-
-// ledgerKey names a ledger entry.
-type ledgerKey struct {
-	id     string
-	kind   persistence.WorkKind
-	target string
-}
-
-// batch is a call that decides items about messages one by one.
-type batch struct {
-	op, what string // the operation and what its items are, for errors
-	n        int
-	valid    func(i int) error
-	id       func(i int) string // the message item i is about
-	// read, when set, reads more in the transaction before any decision.
-	read func(ctx context.Context, tx querier, ids []string) error
-	// decide records what item i does to m (nil when it does not exist,
-	// else as earlier items left it), whose outbox rows are work.
-	decide func(i int, m *msgRow, work []workRow, c *changes) persistence.Completion
-}
-
-// decideBatch validates b's items and, in one write transaction, reads the
-// messages they name and their outbox rows, decides every item in input
-// order in memory, so that later items see earlier ones, then writes the
-// changes with one statement per table.
-func (s *Store) decideBatch(ctx context.Context, now time.Time, b batch) ([]persistence.Completion, error) {
-	if err := s.check(b.op); err != nil {
+	const op = "complete work"
+	if err := s.precheck(op, persistence.ValidateOutcomes(outcomes)); err != nil {
 		return nil, err
 	}
-	for i := range b.n {
-		if err := b.valid(i); err != nil {
-			return nil, fmt.Errorf("sqlite: %s: %s %d: %w", b.op, b.what, i, err)
-		}
-	}
-	res := make([]persistence.Completion, b.n)
-	if b.n == 0 {
-		return res, nil
-	}
-	var ids []string
-	seen := make(map[string]bool, b.n)
-	for i := range b.n {
-		if id := b.id(i); !seen[id] {
-			seen[id] = true
-			ids = append(ids, id)
-		}
-	}
-	err := s.write(ctx, b.op, func(tx querier) error {
-		msgs, err := loadRows(ctx, tx, ids)
-		if err != nil {
-			return err
-		}
-		work, err := loadWork(ctx, tx, ids)
-		if err != nil {
-			return err
-		}
-		if b.read != nil {
-			if err := b.read(ctx, tx, ids); err != nil {
-				return err
-			}
-		}
-		c := newChanges(toDB(now))
-		for i := range b.n {
-			res[i] = b.decide(i, msgs[b.id(i)], work[b.id(i)], c)
-		}
-		return c.write(ctx, tx)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return res, nil
+	return persistence.Each(outcomes, func(x persistence.Outcome) string { return x.MessageID }, persistence.Complete, s.decider(ctx, op, now))
 }
 
-// findWork is the index of the row of kind and target among a message's
-// rows, -1 when it has none.
-func findWork(rows []workRow, kind persistence.WorkKind, target string) int {
-	for i, w := range rows {
-		if w.kind == kind && w.target == target {
-			return i
-		}
-	}
-	return -1
-}
+// releaseSQL ends the leases of owner ?.
+const releaseSQL = `UPDATE outbox SET lease_owner = NULL, lease_until = NULL, lease_epoch = 0
+	WHERE id IN (SELECT id FROM outbox INDEXED BY outbox_lease WHERE lease_until IS NOT NULL AND lease_owner = ?)`
 
-// ReleaseLeases implements persistence.Store.
+// ReleaseLeases implements persistence.Store. It walks the leased rows
+// (outbox_lease), few however large the outbox: ReleaseLeases runs once per
+// start.
 func (s *Store) ReleaseLeases(ctx context.Context, owner string) (int64, error) {
 	const op = "release leases"
-	if owner == "" {
-		if err := s.check(op); err != nil {
-			return 0, err
-		}
-		return 0, fmt.Errorf("sqlite: %s: empty owner", op)
+	if err := s.precheck(op, persistence.ValidateOwner(owner)); err != nil {
+		return 0, err
 	}
 	var n int64
 	err := s.write(ctx, op, func(tx querier) error {
-		r, err := tx.ExecContext(ctx, `UPDATE outbox SET lease_owner = NULL, lease_until = NULL, lease_epoch = 0 WHERE lease_owner = ?`, owner)
+		r, err := tx.ExecContext(ctx, releaseSQL, owner)
 		if err != nil {
 			return err
 		}

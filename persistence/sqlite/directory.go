@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 
 	"github.com/switchboard-dev/switchboard/persistence"
@@ -38,11 +37,8 @@ func (s *Store) Routes(ctx context.Context) ([]persistence.Route, error) {
 // PutRoute implements persistence.Store.
 func (s *Store) PutRoute(ctx context.Context, r persistence.Route) error {
 	const op = "put route"
-	if err := s.check(op); err != nil {
+	if err := s.precheck(op, persistence.ValidateRoute(r)); err != nil {
 		return err
-	}
-	if r.Frontend == "" {
-		return fmt.Errorf("sqlite: %s %q: empty frontend", op, r.Prefix)
 	}
 	return s.write(ctx, op, func(tx querier) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO routes (prefix, frontend, updated_at) VALUES (?, ?, ?)
@@ -87,18 +83,8 @@ func (s *Store) Frontends(ctx context.Context) ([]persistence.Frontend, error) {
 // PutFrontend implements persistence.Store.
 func (s *Store) PutFrontend(ctx context.Context, f persistence.Frontend) error {
 	const op = "put frontend"
-	if err := s.check(op); err != nil {
+	if err := s.precheck(op, persistence.ValidateFrontend(f)); err != nil {
 		return err
-	}
-	var errs []error
-	if f.Name == "" {
-		errs = append(errs, errors.New("empty name"))
-	}
-	if !f.Mode.Valid() {
-		errs = append(errs, fmt.Errorf("unknown mode %q", f.Mode))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("sqlite: %s %q: %w", op, f.Name, err)
 	}
 	return s.write(ctx, op, func(tx querier) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO frontends (name, mode, url, created_at, updated_at) VALUES (?, ?, ?, ?, ?)

@@ -153,6 +153,18 @@ func (s *Store) check(op string) error {
 	return nil
 }
 
+// precheck fails a call of op on a closed store, or with the validator's
+// verdict on its input.
+func (s *Store) precheck(op string, invalid error) error {
+	if err := s.check(op); err != nil {
+		return err
+	}
+	if invalid != nil {
+		return fmt.Errorf("sqlite: %w", invalid)
+	}
+	return nil
+}
+
 // fail turns an error from a store operation into what callers see: our
 // sentinels and the context's errors stay in the chain; driver errors are
 // flattened to text so nobody branches on a driver type.

@@ -1,0 +1,73 @@
+package persistence
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+// Firsts lists, in input order, the index of the first occurrence of each
+// id in batch: the one Accept creates (a repeat gets the first's result).
+func Firsts(batch []NewMessage) []int {
+	seen := make(map[string]bool, len(batch))
+	out := make([]int, 0, len(batch))
+	for i, nm := range batch {
+		if !seen[nm.ID] {
+			seen[nm.ID] = true
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// NewRow is the row nm starts as when it is accepted at now: its first
+// history entry is its state with nm.Detail; forward_queued sets queued_at.
+// The store draws Seq.
+func NewRow(nm NewMessage, now time.Time) Row {
+	now = Normalize(now)
+	m := messages.Message{
+		ID: nm.ID, SourceMSISDN: nm.SourceMSISDN, DestinationMSISDN: nm.DestinationMSISDN, Body: nm.Body,
+		State: nm.State, SourceSMSC: nm.SourceSMSC, DestSMSC: nm.DestSMSC, Frontend: nm.Frontend,
+		CreatedAt: now, UpdatedAt: now, SubmittedAt: now, Token: messages.TokenOf(nm.ID),
+	}
+	if nm.State == messages.StateForwardQueued {
+		m.QueuedAt = &now
+	}
+	return Row{Message: m, ReportTo: nm.ReportTo, HistoryLen: 1}
+}
+
+// NewWork is the outbox row nm's work (nm.Work must be set) starts as when
+// it is accepted at now; a zero DueAt means now.
+func NewWork(nm NewMessage, now time.Time) WorkAdd {
+	spec := *nm.Work
+	if spec.DueAt.IsZero() {
+		spec.DueAt = now
+	}
+	spec.DueAt = Normalize(spec.DueAt)
+	return WorkAdd{MessageID: nm.ID, Token: messages.TokenOf(nm.ID), Spec: spec}
+}
+
+// AcceptResults assembles Accept's results in input order: created holds
+// the messages this call created (by id), stored the others as they were
+// stored before it. A repeat of an id within the batch gets the first
+// occurrence's message with Created false.
+func AcceptResults(batch []NewMessage, created, stored map[string]messages.Message) ([]Accepted, error) {
+	out := make([]Accepted, len(batch))
+	first := make(map[string]int, len(batch))
+	for i, nm := range batch {
+		if j, ok := first[nm.ID]; ok {
+			out[i] = Accepted{Message: out[j].Message}
+			continue
+		}
+		first[nm.ID] = i
+		if m, ok := created[nm.ID]; ok {
+			out[i] = Accepted{Message: m, Created: true}
+		} else if m, ok := stored[nm.ID]; ok {
+			out[i] = Accepted{Message: m}
+		} else {
+			return nil, fmt.Errorf("message %q neither created nor found", nm.ID)
+		}
+	}
+	return out, nil
+}

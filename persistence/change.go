@@ -1,0 +1,291 @@
+package persistence
+
+import (
+	"slices"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+// Row is a message as a write transaction loaded it: what a decision reads
+// and changes. Both stores load rows, let the functions of this package
+// decide, and write the Changes they return; no store decides on its own.
+type Row struct {
+	messages.Message
+	// ReportTo names the peer owed a delivery_status for this message ("").
+	ReportTo string
+	// HistoryLen counts the message's history entries (its first entry
+	// included); the next entry's ordinal is HistoryLen+1.
+	HistoryLen int
+}
+
+// WorkRow is one outbox row of a message as a write transaction loaded it.
+type WorkRow struct {
+	ID     int64
+	Kind   WorkKind
+	Target string
+	// LeaseOwner is "" and LeaseUntil zero when the row is not leased.
+	LeaseOwner string
+	LeaseUntil time.Time
+	LeaseEpoch uint64
+}
+
+// Leased reports whether w holds a lease live at now.
+func (w WorkRow) Leased(now time.Time) bool { return !w.LeaseUntil.IsZero() && w.LeaseUntil.After(now) }
+
+// Lease is w's lease as CompletionOf reads it.
+func (w WorkRow) Lease() WorkLease { return WorkLease{Owner: w.LeaseOwner, Epoch: w.LeaseEpoch} }
+
+// LedgerKey names a ledger entry.
+type LedgerKey struct {
+	MessageID string
+	Kind      WorkKind
+	Target    string
+}
+
+// Loaded is what a write transaction read before deciding: the messages a
+// batch names (absent ids are missing), their outbox rows in row order, and
+// which of their ledger entries exist. Decisions change it as they go, so
+// that a later item of a batch sees what an earlier one did.
+type Loaded struct {
+	Rows     map[string]*Row
+	Work     map[string][]WorkRow
+	Recorded map[LedgerKey]bool
+}
+
+// NewLoaded returns an empty Loaded for a store to fill.
+func NewLoaded() *Loaded {
+	return &Loaded{Rows: map[string]*Row{}, Work: map[string][]WorkRow{}, Recorded: map[LedgerKey]bool{}}
+}
+
+// Distinct lists the message ids of n items (id(i) is item i's) once each,
+// in first-occurrence order: the messages a batch names.
+func Distinct(n int, id func(i int) string) []string {
+	seen := make(map[string]bool, n)
+	out := make([]string, 0, n)
+	for i := range n {
+		if k := id(i); !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// Each decides the items of one call in input order, in one transaction:
+// run loads the messages the items name (ids) and calls fn with what it
+// loaded and the changes to fill, then writes them. decide is one of the
+// core's decisions (Complete, Status, Resubmit); its results come back in
+// input order.
+func Each[T, R any](items []T, id func(T) string, decide func(*Loaded, *Changes, T) R,
+	run func(ids []string, fn func(*Loaded, *Changes)) error) ([]R, error) {
+	res := make([]R, len(items))
+	if len(items) == 0 {
+		return res, nil
+	}
+	ids := Distinct(len(items), func(i int) string { return id(items[i]) })
+	err := run(ids, func(l *Loaded, c *Changes) {
+		for i, it := range items {
+			res[i] = decide(l, c, it)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// HistoryAdd is a history entry to append; its time is the Changes' Now.
+type HistoryAdd struct {
+	MessageID string
+	Ordinal   int
+	State     messages.State
+	Detail    string
+}
+
+// WorkAdd is an outbox row to write. It replaces a row the message has of
+// the same kind and target (a message has at most one).
+type WorkAdd struct {
+	MessageID string
+	Token     uint64
+	Spec      WorkSpec
+}
+
+// Reschedule makes an outbox row due again at DueAt, unleased.
+type Reschedule struct {
+	Row   int64
+	DueAt time.Time
+}
+
+// Changes are the writes one transaction's decisions came to, in decision
+// order, for the store to write: a store writes them in this order of kinds
+// (ledger removals, ledger entries, finished rows, rescheduled rows, moved
+// messages, history, new work), with a statement or a few per kind.
+type Changes struct {
+	// Now is the time of every change (updated_at, history, ledger, work).
+	Now time.Time
+	// Moved are the messages whose row changed, each once, in the order of
+	// their first change, as they end: a store writes their state, reason,
+	// queued_at, attempts, frontend, dest_smsc, submitted_at and
+	// history_len, and updated_at = Now.
+	Moved   []*Row
+	History []HistoryAdd
+	// Unledgered are messages whose every ledger entry goes (a resubmit);
+	// it is written before Ledger.
+	Unledgered []string
+	Ledger     []LedgerEntry
+	// Finished are outbox rows to delete.
+	Finished    []int64
+	Rescheduled []Reschedule
+	Work        []WorkAdd
+
+	moved map[string]bool
+	due   map[int64]int // row -> index in Rescheduled
+}
+
+// NewChanges starts the changes of a transaction at now (normalized).
+func NewChanges(now time.Time) *Changes {
+	return &Changes{Now: Normalize(now), moved: map[string]bool{}, due: map[int64]int{}}
+}
+
+// Empty reports whether there is nothing to write.
+func (c *Changes) Empty() bool {
+	return len(c.Moved)+len(c.History)+len(c.Unledgered)+len(c.Ledger)+len(c.Finished)+len(c.Rescheduled)+len(c.Work) == 0
+}
+
+// touch marks m changed.
+func (c *Changes) touch(m *Row) {
+	m.UpdatedAt = c.Now
+	if !c.moved[m.ID] {
+		c.moved[m.ID] = true
+		c.Moved = append(c.Moved, m)
+	}
+}
+
+// Move puts m in state next with a history entry. forward_queued keeps
+// queued_at (or sets it to now); every other state clears it. A message
+// with an origin to report to that becomes delivered or failed gets its
+// status work, due now, so the delivery_status leaves through the outbox.
+func (c *Changes) Move(m *Row, next messages.State, detail string) {
+	switch {
+	case next != messages.StateForwardQueued:
+		m.QueuedAt = nil
+	case m.QueuedAt == nil:
+		t := c.Now
+		m.QueuedAt = &t
+	}
+	m.State = next
+	m.HistoryLen++
+	c.History = append(c.History, HistoryAdd{MessageID: m.ID, Ordinal: m.HistoryLen, State: next, Detail: detail})
+	c.touch(m)
+	if m.ReportTo != "" && (next == messages.StateDelivered || next == messages.StateFailed) {
+		c.AddWork(m.ID, m.Token, WorkSpec{Kind: WorkStatus, Target: m.ReportTo, DueAt: c.Now})
+	}
+}
+
+// Record writes a ledger entry at Now and notes it in l; an entry that
+// exists is kept (the first final outcome wins).
+func (c *Changes) Record(l *Loaded, k LedgerKey, r Result, detail string) {
+	if l.Recorded[k] {
+		return
+	}
+	l.Recorded[k] = true
+	c.Ledger = append(c.Ledger, LedgerEntry{MessageID: k.MessageID, Kind: k.Kind, Target: k.Target, Result: r, At: c.Now, Detail: detail})
+}
+
+// Unledger removes every ledger entry of message id, those recorded earlier
+// in this transaction included.
+func (c *Changes) Unledger(l *Loaded, id string) {
+	for k := range l.Recorded {
+		if k.MessageID == id {
+			delete(l.Recorded, k)
+		}
+	}
+	kept := c.Ledger[:0]
+	for _, e := range c.Ledger {
+		if e.MessageID != id {
+			kept = append(kept, e)
+		}
+	}
+	c.Ledger = kept
+	c.Unledgered = append(c.Unledgered, id)
+}
+
+// Finish removes outbox row `row` of message id (from l too: later
+// decisions do not see it).
+func (c *Changes) Finish(l *Loaded, id string, row int64) {
+	if _, ok := c.due[row]; ok {
+		kept := c.Rescheduled[:0]
+		for _, r := range c.Rescheduled {
+			if r.Row != row {
+				kept = append(kept, r)
+			}
+		}
+		c.Rescheduled = kept
+		c.due = make(map[int64]int, len(kept))
+		for i, r := range kept {
+			c.due[r.Row] = i
+		}
+	}
+	c.Finished = append(c.Finished, row)
+	l.Work[id] = slices.DeleteFunc(l.Work[id], func(w WorkRow) bool { return w.ID == row })
+}
+
+// Reschedule makes outbox row `row` of message id due at due, unleased (in l
+// too). A zero due means now.
+func (c *Changes) Reschedule(l *Loaded, id string, row int64, due time.Time) {
+	if due.IsZero() {
+		due = c.Now
+	}
+	due = Normalize(due)
+	if i, ok := c.due[row]; ok {
+		c.Rescheduled[i].DueAt = due
+	} else {
+		c.due[row] = len(c.Rescheduled)
+		c.Rescheduled = append(c.Rescheduled, Reschedule{Row: row, DueAt: due})
+	}
+	for i, w := range l.Work[id] {
+		if w.ID == row {
+			l.Work[id][i].LeaseOwner, l.Work[id][i].LeaseUntil, l.Work[id][i].LeaseEpoch = "", time.Time{}, 0
+		}
+	}
+}
+
+// AddWork writes an outbox row for message id (token its token), replacing
+// one already added for the same kind and target. A zero DueAt means now.
+func (c *Changes) AddWork(id string, token uint64, spec WorkSpec) {
+	if spec.DueAt.IsZero() {
+		spec.DueAt = c.Now
+	}
+	spec.DueAt = Normalize(spec.DueAt)
+	for i, w := range c.Work {
+		if w.MessageID == id && w.Spec.Kind == spec.Kind && w.Spec.Target == spec.Target {
+			c.Work[i].Spec = spec
+			return
+		}
+	}
+	c.Work = append(c.Work, WorkAdd{MessageID: id, Token: token, Spec: spec})
+}
+
+// FailWork fails m in state with reason: its outbox rows of the given kinds
+// go, with a failed ledger entry each; a message that had no such row gets
+// one entry for fallback instead (none when fallback's target is empty), so
+// that a late outcome of its work is still recognised.
+func (c *Changes) FailWork(l *Loaded, m *Row, state messages.State, reason, detail string, fallback LedgerKey, kinds ...WorkKind) {
+	removed := 0
+	for _, w := range append([]WorkRow(nil), l.Work[m.ID]...) {
+		for _, k := range kinds {
+			if w.Kind == k {
+				c.Finish(l, m.ID, w.ID)
+				c.Record(l, LedgerKey{MessageID: m.ID, Kind: w.Kind, Target: w.Target}, ResultFailed, detail)
+				removed++
+			}
+		}
+	}
+	if removed == 0 && fallback.Target != "" {
+		fallback.MessageID = m.ID
+		c.Record(l, fallback, ResultFailed, detail)
+	}
+	m.Reason = reason
+	c.Move(m, state, detail)
+}

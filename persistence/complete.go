@@ -1,0 +1,148 @@
+package persistence
+
+import (
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+// WorkLease is an outbox row's lease as CompleteWork reads it (Owner is
+// empty when the row is not leased).
+type WorkLease struct {
+	Owner string
+	Epoch uint64
+}
+
+// CompletionOf decides what CompleteWork does with o, for a message that
+// exists (found) in state, whose work o names has a ledger entry
+// (recorded), and whose outbox rows of o's kind and target hold leases.
+// Applied means: apply it now.
+//
+// A recorded outcome or a final message comes first (status work is
+// written for messages that are final already: only its ledger entry ends
+// it), then missing work, then the fence: a fenced outcome (Epoch > 0)
+// applies only while every row is still leased to its Owner under its
+// Epoch, whether or not the lease has run out since, so that a claim made
+// since speaks for the row.
+func CompletionOf(o Outcome, found bool, state messages.State, recorded bool, rows []WorkLease) Completion {
+	switch {
+	case !found:
+		return NoWork
+	case recorded || (o.Kind != WorkStatus && state.Final()):
+		return AlreadyRecorded
+	case len(rows) == 0:
+		return NoWork
+	}
+	if o.Epoch > 0 {
+		for _, r := range rows {
+			if r.Owner != o.Owner || r.Epoch != o.Epoch {
+				return StaleEpoch
+			}
+		}
+	}
+	return Applied
+}
+
+// Complete decides one outcome of CompleteWork on what l holds and writes
+// it into c.
+//
+// Per kind (see StateAfter): a final result (delivered, failed) writes the
+// ledger entry and removes the work's row; a retry makes the row due again
+// at RetryAt (now when zero), unleased. The message then moves to the
+// kind's state for the result, with history, except that status work
+// changes no state and a forward retry of a message already forward_queued
+// is no transition (no history, queued_at kept). A failure sets the
+// message's reason; other outcomes keep it.
+func Complete(l *Loaded, c *Changes, o Outcome) Completion {
+	m := l.Rows[o.MessageID]
+	var (
+		state  messages.State
+		rows   []int64
+		leases []WorkLease
+	)
+	if m != nil {
+		state = m.State
+	}
+	for _, w := range l.Work[o.MessageID] {
+		if w.Kind == o.Kind && w.Target == o.Target {
+			rows = append(rows, w.ID)
+			leases = append(leases, w.Lease())
+		}
+	}
+	key := LedgerKey{MessageID: o.MessageID, Kind: o.Kind, Target: o.Target}
+	if got := CompletionOf(o, m != nil, state, l.Recorded[key], leases); got != Applied {
+		return got
+	}
+	for _, row := range rows {
+		if o.Result == ResultRetry {
+			c.Reschedule(l, o.MessageID, row, o.RetryAt)
+		} else {
+			c.Finish(l, o.MessageID, row)
+		}
+	}
+	if o.Result != ResultRetry {
+		c.Record(l, key, o.Result, o.Detail)
+	}
+	next := StateAfter(o.Kind, o.Result)
+	if next == "" || (o.Kind == WorkForward && next == m.State) {
+		return Applied
+	}
+	if o.Result == ResultFailed {
+		m.Reason = o.Reason
+	}
+	c.Move(m, next, o.Detail)
+	return Applied
+}
+
+// StatusCompletion is what ApplyStatus does with u for a message in state
+// whose dest_smsc is destSMSC (a missing message is NoWork). Only the
+// message's dest_smsc reports on it, a final delivery state is kept, and a
+// message is reported on only while it is ours to forward or forwarded.
+func StatusCompletion(state messages.State, destSMSC string, u StatusUpdate) Completion {
+	switch {
+	case destSMSC != u.From:
+		return NoWork
+	case state == messages.StateDelivered || state == messages.StateFailed:
+		return AlreadyRecorded
+	case state == messages.StatePending, state == messages.StateForwardQueued,
+		state == messages.StateForwarded, state == messages.StateForwardFailed:
+		return Applied
+	}
+	return NoWork
+}
+
+// StatusDetail is the history and ledger detail of an applied update.
+func StatusDetail(u StatusUpdate) string {
+	if u.At.IsZero() {
+		return "reported by " + u.From
+	}
+	return "reported by " + u.From + " at " + Normalize(u.At).Format(time.RFC3339Nano)
+}
+
+// Status decides one update of ApplyStatus on what l holds and writes it
+// into c. An applied report moves the message to delivered or failed (a
+// failure sets its reason) with history, writes the forward ledger entry
+// (id, forward, From) with the report's result unless one exists, and
+// removes the forward's outbox row: a report can overtake the forward's
+// own completion, even one still leased.
+func Status(l *Loaded, c *Changes, u StatusUpdate) Completion {
+	m := l.Rows[u.ID]
+	if m == nil {
+		return NoWork
+	}
+	if done := StatusCompletion(m.State, m.DestSMSC, u); done != Applied {
+		return done
+	}
+	detail := StatusDetail(u)
+	for _, w := range append([]WorkRow(nil), l.Work[u.ID]...) {
+		if w.Kind == WorkForward && w.Target == u.From {
+			c.Finish(l, u.ID, w.ID)
+		}
+	}
+	c.Record(l, LedgerKey{MessageID: u.ID, Kind: WorkForward, Target: u.From}, u.Result, detail)
+	if u.Result == ResultFailed {
+		m.Reason = u.Reason
+	}
+	c.Move(m, StateAfter(WorkDelivery, u.Result), detail)
+	return Applied
+}

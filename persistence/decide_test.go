@@ -1,0 +1,407 @@
+package persistence
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+var t0 = time.Date(2031, 3, 14, 15, 9, 26, 0, time.UTC)
+
+// loaded builds a Loaded holding one message of id in state with the given
+// outbox rows (ids from 1) and recorded ledger keys.
+func loaded(id string, state messages.State, work []WorkRow, recorded ...LedgerKey) (*Loaded, *Row) {
+	l := NewLoaded()
+	m := &Row{Message: messages.Message{ID: id, State: state, Frontend: "fe", DestSMSC: "peer", Token: 7,
+		SubmittedAt: t0, CreatedAt: t0}, HistoryLen: 1}
+	l.Rows[id] = m
+	for i := range work {
+		work[i].ID = int64(i + 1)
+	}
+	l.Work[id] = work
+	for _, k := range recorded {
+		l.Recorded[k] = true
+	}
+	return l, m
+}
+
+func deliveryRow(owner string, until time.Time, epoch uint64) WorkRow {
+	return WorkRow{Kind: WorkDelivery, Target: "fe", LeaseOwner: owner, LeaseUntil: until, LeaseEpoch: epoch}
+}
+
+func TestComplete(t *testing.T) {
+	now := t0.Add(time.Minute)
+	leased := deliveryRow("a", now.Add(time.Hour), 3)
+	cases := []struct {
+		name     string
+		state    messages.State
+		work     []WorkRow
+		recorded []LedgerKey
+		reportTo string
+		o        Outcome
+		want     Completion
+		// what the changes must show
+		wantState    messages.State
+		wantLedger   int
+		wantFinished int
+		wantDue      []time.Time
+		wantWork     []WorkKind
+		wantReason   string
+	}{
+		{name: "delivered", state: messages.StatePending, work: []WorkRow{leased},
+			o:    Outcome{Kind: WorkDelivery, Target: "fe", MessageID: "m", Result: ResultDelivered, Detail: "ok"},
+			want: Applied, wantState: messages.StateDelivered, wantLedger: 1, wantFinished: 1},
+		{name: "delivered reports to the origin", state: messages.StatePending, work: []WorkRow{leased}, reportTo: "origin",
+			o:    Outcome{Kind: WorkDelivery, Target: "fe", MessageID: "m", Result: ResultDelivered},
+			want: Applied, wantState: messages.StateDelivered, wantLedger: 1, wantFinished: 1, wantWork: []WorkKind{WorkStatus}},
+		{name: "failed sets the reason", state: messages.StateRetry, work: []WorkRow{leased},
+			o:    Outcome{Kind: WorkDelivery, Target: "fe", MessageID: "m", Result: ResultFailed, Reason: "rejected"},
+			want: Applied, wantState: messages.StateFailed, wantLedger: 1, wantFinished: 1, wantReason: "rejected"},
+		{name: "retry reschedules", state: messages.StatePending, work: []WorkRow{leased},
+			o:    Outcome{Kind: WorkDelivery, Target: "fe", MessageID: "m", Result: ResultRetry, RetryAt: now.Add(time.Hour)},
+			want: Applied, wantState: messages.StateRetry, wantDue: []time.Time{now.Add(time.Hour)}},
+		{name: "retry without a time is due now", state: messages.StatePending, work: []WorkRow{leased},
+			o:    Outcome{Kind: WorkDelivery, Target: "fe", MessageID: "m", Result: ResultRetry},
+			want: Applied, wantState: messages.StateRetry, wantDue: []time.Time{now}},
+		{name: "forward retry of a queued message is no transition", state: messages.StateForwardQueued,
+			work: []WorkRow{{Kind: WorkForward, Target: "peer"}},
+			o:    Outcome{Kind: WorkForward, Target: "peer", MessageID: "m", Result: ResultRetry, RetryAt: now},
+			want: Applied, wantState: messages.StateForwardQueued, wantDue: []time.Time{now}},
+		{name: "forward accepted is forwarded", state: messages.StatePending,
+			work: []WorkRow{{Kind: WorkForward, Target: "peer"}},
+			o:    Outcome{Kind: WorkForward, Target: "peer", MessageID: "m", Result: ResultDelivered},
+			want: Applied, wantState: messages.StateForwarded, wantLedger: 1, wantFinished: 1},
+		{name: "status work of a final message", state: messages.StateDelivered,
+			work: []WorkRow{{Kind: WorkStatus, Target: "origin"}},
+			o:    Outcome{Kind: WorkStatus, Target: "origin", MessageID: "m", Result: ResultDelivered},
+			want: Applied, wantState: messages.StateDelivered, wantLedger: 1, wantFinished: 1},
+		{name: "recorded", state: messages.StatePending, work: []WorkRow{leased},
+			recorded: []LedgerKey{{MessageID: "m", Kind: WorkDelivery, Target: "fe"}},
+			o:        Outcome{Kind: WorkDelivery, Target: "fe", MessageID: "m", Result: ResultDelivered},
+			want:     AlreadyRecorded, wantState: messages.StatePending},
+		{name: "final message", state: messages.StateFailed, work: []WorkRow{leased},
+			o:    Outcome{Kind: WorkDelivery, Target: "fe", MessageID: "m", Result: ResultDelivered},
+			want: AlreadyRecorded, wantState: messages.StateFailed},
+		{name: "no row", state: messages.StatePending,
+			o:    Outcome{Kind: WorkDelivery, Target: "fe", MessageID: "m", Result: ResultDelivered},
+			want: NoWork, wantState: messages.StatePending},
+		{name: "unknown message", state: messages.StatePending, work: []WorkRow{leased},
+			o:    Outcome{Kind: WorkDelivery, Target: "fe", MessageID: "other", Result: ResultDelivered},
+			want: NoWork, wantState: messages.StatePending},
+		{name: "fenced by the claim it came from", state: messages.StatePending, work: []WorkRow{leased},
+			o:    Outcome{Kind: WorkDelivery, Target: "fe", MessageID: "m", Result: ResultDelivered, Epoch: 3, Owner: "a"},
+			want: Applied, wantState: messages.StateDelivered, wantLedger: 1, wantFinished: 1},
+		{name: "fenced, claimed again since", state: messages.StatePending, work: []WorkRow{leased},
+			o:    Outcome{Kind: WorkDelivery, Target: "fe", MessageID: "m", Result: ResultDelivered, Epoch: 2, Owner: "a"},
+			want: StaleEpoch, wantState: messages.StatePending},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l, m := loaded("m", tc.state, tc.work, tc.recorded...)
+			m.ReportTo = tc.reportTo
+			c := NewChanges(now)
+			if got := Complete(l, c, tc.o); got != tc.want {
+				t.Fatalf("Complete = %s, want %s", got, tc.want)
+			}
+			if m.State != tc.wantState {
+				t.Errorf("state %s, want %s", m.State, tc.wantState)
+			}
+			if len(c.Ledger) != tc.wantLedger || len(c.Finished) != tc.wantFinished {
+				t.Errorf("ledger %d, finished %d; want %d, %d", len(c.Ledger), len(c.Finished), tc.wantLedger, tc.wantFinished)
+			}
+			if len(c.Rescheduled) != len(tc.wantDue) {
+				t.Fatalf("rescheduled %+v, want due %v", c.Rescheduled, tc.wantDue)
+			}
+			for i, due := range tc.wantDue {
+				if !c.Rescheduled[i].DueAt.Equal(due) {
+					t.Errorf("rescheduled due %v, want %v", c.Rescheduled[i].DueAt, due)
+				}
+			}
+			var kinds []WorkKind
+			for _, w := range c.Work {
+				kinds = append(kinds, w.Spec.Kind)
+			}
+			if strings.Join(kindStrings(kinds), ",") != strings.Join(kindStrings(tc.wantWork), ",") {
+				t.Errorf("new work %v, want %v", kinds, tc.wantWork)
+			}
+			if m.Reason != tc.wantReason {
+				t.Errorf("reason %q, want %q", m.Reason, tc.wantReason)
+			}
+			moved := tc.wantState != tc.state
+			if moved != (len(c.Moved) == 1) || moved != (len(c.History) == 1) {
+				t.Errorf("moved %d, history %d; want one each only when the state changes", len(c.Moved), len(c.History))
+			}
+			if moved && (c.History[0].Ordinal != 2 || m.HistoryLen != 2 || !m.UpdatedAt.Equal(now)) {
+				t.Errorf("history %+v, history_len %d, updated %v; want ordinal 2 at now", c.History[0], m.HistoryLen, m.UpdatedAt)
+			}
+		})
+	}
+}
+
+func kindStrings(ks []WorkKind) []string {
+	out := make([]string, len(ks))
+	for i, k := range ks {
+		out[i] = string(k)
+	}
+	return out
+}
+
+// TestCompleteBatchSeesEarlierItems: a later item of a batch sees what an
+// earlier one did (a second verdict is recorded already; a retry leaves the
+// row unleased for the fence).
+func TestCompleteBatchSeesEarlierItems(t *testing.T) {
+	now := t0.Add(time.Minute)
+	l, m := loaded("m", messages.StatePending, []WorkRow{deliveryRow("a", now.Add(time.Hour), 3)})
+	c := NewChanges(now)
+	o := Outcome{Kind: WorkDelivery, Target: "fe", MessageID: "m", Result: ResultRetry, RetryAt: now.Add(time.Hour), Epoch: 3, Owner: "a"}
+	if got := Complete(l, c, o); got != Applied {
+		t.Fatalf("first retry: %s", got)
+	}
+	if got := Complete(l, c, o); got != StaleEpoch {
+		t.Errorf("the same fenced retry again: %s, want stale_epoch (the row is no longer leased to it)", got)
+	}
+	d := Outcome{Kind: WorkDelivery, Target: "fe", MessageID: "m", Result: ResultDelivered}
+	if got := Complete(l, c, d); got != Applied {
+		t.Fatalf("delivered: %s", got)
+	}
+	if got := Complete(l, c, d); got != AlreadyRecorded {
+		t.Errorf("delivered again: %s, want already_recorded", got)
+	}
+	if m.State != messages.StateDelivered || len(c.Moved) != 1 || len(c.History) != 2 || c.History[1].Ordinal != 3 {
+		t.Errorf("state %s, moved %d, history %+v", m.State, len(c.Moved), c.History)
+	}
+	if len(c.Rescheduled) != 0 || len(c.Finished) != 1 {
+		t.Errorf("a finished row is not rescheduled too: rescheduled %+v, finished %v", c.Rescheduled, c.Finished)
+	}
+}
+
+func TestStatus(t *testing.T) {
+	now := t0.Add(time.Minute)
+	for _, tc := range []struct {
+		state messages.State
+		from  string
+		want  Completion
+	}{
+		{messages.StatePending, "peer", Applied},
+		{messages.StateForwardQueued, "peer", Applied},
+		{messages.StateForwarded, "peer", Applied},
+		{messages.StateForwardFailed, "peer", Applied},
+		{messages.StateDelivered, "peer", AlreadyRecorded},
+		{messages.StateFailed, "peer", AlreadyRecorded},
+		{messages.StateRetry, "peer", NoWork},
+		{messages.StateForwarded, "someone-else", NoWork},
+	} {
+		l, m := loaded("m", tc.state, []WorkRow{{Kind: WorkForward, Target: "peer", LeaseOwner: "a", LeaseUntil: now.Add(time.Hour)}})
+		c := NewChanges(now)
+		u := StatusUpdate{ID: "m", From: tc.from, Result: ResultFailed, Reason: "gone", At: t0}
+		if got := Status(l, c, u); got != tc.want {
+			t.Errorf("%s from %s: %s, want %s", tc.state, tc.from, got, tc.want)
+			continue
+		}
+		if tc.want != Applied {
+			if !c.Empty() {
+				t.Errorf("%s from %s: changes %+v, want none", tc.state, tc.from, c)
+			}
+			continue
+		}
+		if m.State != messages.StateFailed || m.Reason != "gone" || len(c.Finished) != 1 || len(c.Ledger) != 1 ||
+			c.Ledger[0].Kind != WorkForward || c.Ledger[0].Result != ResultFailed {
+			t.Errorf("%s: state %s reason %q finished %v ledger %+v", tc.state, m.State, m.Reason, c.Finished, c.Ledger)
+		}
+		if want := "reported by peer at 2031-03-14T15:09:26Z"; c.History[0].Detail != want {
+			t.Errorf("detail %q, want %q", c.History[0].Detail, want)
+		}
+	}
+	l := NewLoaded()
+	if got := Status(l, NewChanges(now), StatusUpdate{ID: "nobody", From: "peer", Result: ResultDelivered}); got != NoWork {
+		t.Errorf("unknown message: %s, want no_work", got)
+	}
+}
+
+func TestSweeps(t *testing.T) {
+	now := t0.Add(48 * time.Hour)
+	live := WorkRow{Kind: WorkDelivery, Target: "fe", LeaseOwner: "a", LeaseUntil: now.Add(time.Minute)}
+	ended := WorkRow{Kind: WorkDelivery, Target: "fe", LeaseOwner: "a", LeaseUntil: now}
+	status := WorkRow{Kind: WorkStatus, Target: "origin"}
+	expire := ExpireRequest{Now: now, SubmittedBefore: t0.Add(time.Hour), Limit: 10}
+
+	t.Run("expire", func(t *testing.T) {
+		for _, tc := range []struct {
+			name  string
+			state messages.State
+			work  []WorkRow
+			want  bool
+		}{
+			{"pending", messages.StatePending, []WorkRow{{Kind: WorkDelivery, Target: "fe"}, status}, true},
+			{"retry, lease ended", messages.StateRetry, []WorkRow{ended}, true},
+			{"without work", messages.StatePending, nil, true},
+			{"leased", messages.StatePending, []WorkRow{live}, false},
+			{"forward_queued", messages.StateForwardQueued, []WorkRow{{Kind: WorkForward, Target: "peer"}}, false},
+			{"delivered", messages.StateDelivered, nil, false},
+		} {
+			l, m := loaded("m", tc.state, tc.work)
+			c := NewChanges(now)
+			if got := Expire(l, c, m, expire); got != tc.want {
+				t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+				continue
+			}
+			if !tc.want {
+				continue
+			}
+			if m.State != messages.StateFailed || m.Reason != messages.ReasonExpired || len(c.Ledger) != 1 {
+				t.Errorf("%s: state %s reason %q ledger %+v", tc.name, m.State, m.Reason, c.Ledger)
+			}
+			if k := (LedgerKey{MessageID: "m", Kind: WorkDelivery, Target: "fe"}); !l.Recorded[k] {
+				t.Errorf("%s: ledger key %+v not recorded", tc.name, k)
+			}
+			for _, w := range l.Work["m"] {
+				if w.Kind != WorkStatus {
+					t.Errorf("%s: row %+v left; only status rows stay", tc.name, w)
+				}
+			}
+		}
+		_, young := loaded("m", messages.StatePending, nil)
+		young.SubmittedAt = t0.Add(time.Hour)
+		if Expire(NewLoaded(), NewChanges(now), young, expire) {
+			t.Errorf("a message submitted at the cutoff expired")
+		}
+	})
+
+	t.Run("fail forward", func(t *testing.T) {
+		q := t0
+		l, m := loaded("m", messages.StateForwardQueued, nil)
+		m.QueuedAt = &q
+		c := NewChanges(now)
+		req := ForwardExpiry{Now: now, QueuedBefore: t0.Add(time.Second), Limit: 10}
+		if !FailForward(l, c, m, req) || m.State != messages.StateForwardFailed || m.QueuedAt != nil {
+			t.Fatalf("state %s queued %v", m.State, m.QueuedAt)
+		}
+		if len(c.Ledger) != 1 || c.Ledger[0].Kind != WorkForward || c.Ledger[0].Target != "peer" {
+			t.Errorf("fallback ledger %+v, want (forward, dest_smsc)", c.Ledger)
+		}
+		l, m = loaded("m", messages.StateForwardQueued, []WorkRow{{Kind: WorkForward, Target: "peer", LeaseUntil: now.Add(time.Second), LeaseOwner: "a"}})
+		m.QueuedAt = &q
+		if FailForward(l, NewChanges(now), m, req) {
+			t.Errorf("failed a forward in flight")
+		}
+	})
+
+	t.Run("queue forward", func(t *testing.T) {
+		l, m := loaded("m", messages.StatePending, []WorkRow{{Kind: WorkForward, Target: "peer"}})
+		c := NewChanges(now)
+		if !QueueForward(l, c, m, now, "peer", "peer down") || m.State != messages.StateForwardQueued || !m.QueuedAt.Equal(now) {
+			t.Fatalf("state %s queued %v", m.State, m.QueuedAt)
+		}
+		for _, tc := range []struct {
+			name  string
+			state messages.State
+			work  WorkRow
+		}{
+			{"leased", messages.StatePending, WorkRow{Kind: WorkForward, Target: "peer", LeaseOwner: "a", LeaseUntil: now.Add(time.Second)}},
+			{"another peer", messages.StatePending, WorkRow{Kind: WorkForward, Target: "other"}},
+			{"not pending", messages.StateForwarded, WorkRow{Kind: WorkForward, Target: "peer"}},
+		} {
+			l, m := loaded("m", tc.state, []WorkRow{tc.work})
+			if QueueForward(l, NewChanges(now), m, now, "peer", "x") {
+				t.Errorf("%s: queued", tc.name)
+			}
+		}
+	})
+}
+
+func TestResubmit(t *testing.T) {
+	now := t0.Add(time.Hour)
+	work := &WorkSpec{Kind: WorkForward, Target: "peer2"}
+	r := Reroute{ID: "m", Frontend: "fe2", DestSMSC: "peer2", State: messages.StateForwardQueued, Detail: "again", Work: work}
+
+	l, m := loaded("m", messages.StateFailed,
+		[]WorkRow{{Kind: WorkDelivery, Target: "fe"}, {Kind: WorkStatus, Target: "origin"}},
+		LedgerKey{MessageID: "m", Kind: WorkDelivery, Target: "fe"})
+	m.Attempts, m.Reason = 5, "rejected"
+	c := NewChanges(now)
+	c.Record(l, LedgerKey{MessageID: "m", Kind: WorkStatus, Target: "origin"}, ResultDelivered, "earlier in the batch")
+	got := Resubmit(l, c, r)
+	if got != (ResubmitResult{ID: "m", Applied: true, Found: true, State: messages.StateForwardQueued}) {
+		t.Fatalf("Resubmit = %+v", got)
+	}
+	if m.Frontend != "fe2" || m.DestSMSC != "peer2" || m.Attempts != 0 || m.Reason != "" ||
+		!m.SubmittedAt.Equal(now) || m.QueuedAt == nil || !m.QueuedAt.Equal(now) {
+		t.Errorf("row after resubmit: %+v", m.Message)
+	}
+	if len(c.Ledger) != 0 || len(c.Unledgered) != 1 || len(l.Recorded) != 0 {
+		t.Errorf("ledger %+v unledgered %v recorded %v: every entry goes, those of this batch too", c.Ledger, c.Unledgered, l.Recorded)
+	}
+	if len(c.Finished) != 1 || c.Finished[0] != 1 || len(l.Work["m"]) != 1 || l.Work["m"][0].Kind != WorkStatus {
+		t.Errorf("finished %v, left %+v: the old delivery row goes, the status row stays", c.Finished, l.Work["m"])
+	}
+	if len(c.Work) != 1 || c.Work[0].Spec.Target != "peer2" || !c.Work[0].Spec.DueAt.Equal(now) || c.Work[0].Token != 7 {
+		t.Errorf("new work %+v", c.Work)
+	}
+	if again := Resubmit(l, c, r); again.Applied || !again.Found || again.State != messages.StateForwardQueued {
+		t.Errorf("a repeat in the same batch: %+v, want left alone", again)
+	}
+	if got := Resubmit(l, c, Reroute{ID: "nobody", State: messages.StatePending}); got != (ResubmitResult{ID: "nobody"}) {
+		t.Errorf("unknown: %+v", got)
+	}
+}
+
+func TestChanges(t *testing.T) {
+	now := t0
+	l, _ := loaded("m", messages.StatePending, []WorkRow{{Kind: WorkDelivery, Target: "fe"}, {Kind: WorkForward, Target: "p"}})
+	c := NewChanges(now)
+	c.Reschedule(l, "m", 1, now.Add(time.Hour))
+	c.Reschedule(l, "m", 2, now.Add(time.Hour))
+	c.Reschedule(l, "m", 1, now.Add(2*time.Hour))
+	if len(c.Rescheduled) != 2 || !c.Rescheduled[0].DueAt.Equal(now.Add(2*time.Hour)) {
+		t.Errorf("rescheduled %+v: one entry per row, the last time", c.Rescheduled)
+	}
+	c.Finish(l, "m", 1)
+	if len(c.Rescheduled) != 1 || c.Rescheduled[0].Row != 2 || len(l.Work["m"]) != 1 {
+		t.Errorf("after finishing row 1: rescheduled %+v, work %+v", c.Rescheduled, l.Work["m"])
+	}
+	c.Reschedule(l, "m", 2, now.Add(3*time.Hour))
+	if len(c.Rescheduled) != 1 || !c.Rescheduled[0].DueAt.Equal(now.Add(3*time.Hour)) {
+		t.Errorf("rescheduled %+v after the index was rebuilt", c.Rescheduled)
+	}
+	c.AddWork("m", 7, WorkSpec{Kind: WorkStatus, Target: "o", DueAt: now.Add(time.Second)})
+	c.AddWork("m", 7, WorkSpec{Kind: WorkStatus, Target: "o"})
+	if len(c.Work) != 1 || !c.Work[0].Spec.DueAt.Equal(now) {
+		t.Errorf("work %+v: one row per kind and target, the last spec (zero due = now)", c.Work)
+	}
+}
+
+func TestValidatorsReportEveryProblem(t *testing.T) {
+	for name, err := range map[string]error{
+		"new":       ValidateNew([]NewMessage{{State: "x"}, {ID: "b", State: messages.StatePending, Work: &WorkSpec{Kind: "k"}}}),
+		"outcomes":  ValidateOutcomes([]Outcome{{}, {Kind: WorkDelivery, Target: "t", MessageID: "m", Result: "x"}}),
+		"statuses":  ValidateStatuses([]StatusUpdate{{}, {ID: "i", From: "f", Result: ResultRetry}}),
+		"reroutes":  ValidateReroutes([]Reroute{{State: messages.StatePending}, {ID: "i", State: messages.StateDelivered}}),
+		"queue":     ValidateQueue("", 0),
+		"list":      ListQuery{State: "x", Limit: 0, Before: -1}.Validate(),
+		"registry":  func() error { _, err := ValidateRegistry(PeerRegistry{Frontends: []string{""}}); return err }(),
+		"frontend":  ValidateFrontend(Frontend{Mode: "x"}),
+		"claim":     ClaimRequest{}.Validate(),
+		"owner":     errors.Join(ValidateOwner(""), ValidateRoute(Route{Prefix: "1"})),
+		"expiry":    errors.Join(ExpireRequest{}.Validate(), ForwardExpiry{}.Validate()),
+		"publish":   ValidatePublish(2, RingState{Epoch: 1, Owners: []RangeOwner{{Service: "x"}}}),
+		"final too": ValidateReroutes([]Reroute{{ID: "i", State: messages.StateFailed}, {ID: "j", State: messages.StateDelivered}}),
+	} {
+		if err == nil {
+			t.Errorf("%s: no error", name)
+			continue
+		}
+		if n := strings.Count(err.Error(), "\n") + 1; n < 2 {
+			t.Errorf("%s: %d problem reported, want every one: %v", name, n, err)
+		}
+	}
+	if err := ValidateReroutes([]Reroute{{ID: "i", State: messages.StatePending, Work: &WorkSpec{Kind: WorkDelivery, Target: "t"}}}); err != nil {
+		t.Errorf("a valid reroute: %v", err)
+	}
+	fes, err := ValidateRegistry(PeerRegistry{Peer: "p", Frontends: []string{"b", "a", "b"}})
+	if err != nil || strings.Join(fes, ",") != "a,b" {
+		t.Errorf("ValidateRegistry = %v, %v; want [a b]", fes, err)
+	}
+}

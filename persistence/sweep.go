@@ -1,0 +1,77 @@
+package persistence
+
+import (
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+// The history and ledger details of the sweeps.
+const (
+	ExpiredDetail        = "message validity expired"
+	ForwardTimeoutDetail = "waited too long in forward_queued"
+)
+
+// A store finds the candidates of a sweep with a query of its own (an index
+// range, at most Limit rows), loads them with their outbox rows, and asks
+// the functions below about each, in candidate order: they check the
+// candidate again (it may have moved since the query, in a store that other
+// instances share) and, when it still qualifies, write its change into c
+// and report true.
+
+// Expire fails (reason expired) a message in pending or retry submitted
+// before req.SubmittedBefore none of whose outbox rows holds a live lease: a
+// worker may be handing it over right now, and its outcome will settle it.
+// Its delivery and forward rows go with a failed ledger entry each; a
+// message without such work gets one for (delivery, its frontend), so a
+// late ack is still recognised. Status rows (reports owed to an origin) are
+// not the message's own work and stay.
+func Expire(l *Loaded, c *Changes, m *Row, req ExpireRequest) bool {
+	if (m.State != messages.StatePending && m.State != messages.StateRetry) ||
+		!m.SubmittedAt.Before(Normalize(req.SubmittedBefore)) || leased(l.Work[m.ID], "", req.Now) {
+		return false
+	}
+	c.FailWork(l, m, messages.StateFailed, messages.ReasonExpired, ExpiredDetail,
+		LedgerKey{Kind: WorkDelivery, Target: m.Frontend}, WorkDelivery, WorkForward)
+	return true
+}
+
+// FailForward moves a message forward_queued since before req.QueuedBefore
+// whose forward work holds no live lease to forward_failed (reason
+// forward_timeout), its forward rows removed with a failed ledger entry
+// each, or one for (forward, its dest_smsc) when it had none.
+func FailForward(l *Loaded, c *Changes, m *Row, req ForwardExpiry) bool {
+	if m.State != messages.StateForwardQueued || m.QueuedAt == nil || !m.QueuedAt.Before(Normalize(req.QueuedBefore)) ||
+		leased(l.Work[m.ID], WorkForward, req.Now) {
+		return false
+	}
+	c.FailWork(l, m, messages.StateForwardFailed, messages.ReasonForwardTimeout, ForwardTimeoutDetail,
+		LedgerKey{Kind: WorkForward, Target: m.DestSMSC}, WorkForward)
+	return true
+}
+
+// QueueForward moves a pending message whose forward work for peer is not
+// leased at now to forward_queued (queued_at now), with detail.
+func QueueForward(l *Loaded, c *Changes, m *Row, now time.Time, peer, detail string) bool {
+	if m.State != messages.StatePending {
+		return false
+	}
+	for _, w := range l.Work[m.ID] {
+		if w.Kind == WorkForward && w.Target == peer && !w.Leased(now) {
+			c.Move(m, messages.StateForwardQueued, detail)
+			return true
+		}
+	}
+	return false
+}
+
+// leased reports whether a row of kind (any kind when empty) holds a lease
+// live at now.
+func leased(work []WorkRow, kind WorkKind, now time.Time) bool {
+	for _, w := range work {
+		if (kind == "" || w.Kind == kind) && w.Leased(now) {
+			return true
+		}
+	}
+	return false
+}

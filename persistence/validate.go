@@ -1,0 +1,191 @@
+package persistence
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// The validators of every Store call's input. Each reports every problem
+// it finds (errors.Join), naming the operation and the item; a store
+// prefixes its own name ("sqlite: ...") and changes nothing when one fails.
+
+// ValidateNew reports what is wrong with a batch for Accept.
+func ValidateNew(batch []NewMessage) error {
+	var errs []error
+	for i, m := range batch {
+		if m.ID == "" {
+			errs = append(errs, fmt.Errorf("accept: message %d: empty id", i))
+		}
+		if !m.State.Valid() {
+			errs = append(errs, fmt.Errorf("accept: message %d (%q): unknown state %q", i, m.ID, m.State))
+		}
+		if err := validateWork(m.Work); err != nil {
+			errs = append(errs, fmt.Errorf("accept: message %d (%q): %w", i, m.ID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// validateWork reports what is wrong with a work spec (nil is none).
+func validateWork(w *WorkSpec) error {
+	if w == nil {
+		return nil
+	}
+	var errs []error
+	if !w.Kind.Valid() {
+		errs = append(errs, fmt.Errorf("unknown work kind %q", w.Kind))
+	}
+	if w.Target == "" {
+		errs = append(errs, errors.New("work without target"))
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateOutcomes reports what is wrong with outcomes for CompleteWork.
+func ValidateOutcomes(outcomes []Outcome) error {
+	var errs []error
+	for i, o := range outcomes {
+		if !o.Kind.Valid() {
+			errs = append(errs, fmt.Errorf("complete work: outcome %d: unknown kind %q", i, o.Kind))
+		}
+		if o.Target == "" {
+			errs = append(errs, fmt.Errorf("complete work: outcome %d: empty target", i))
+		}
+		if o.MessageID == "" {
+			errs = append(errs, fmt.Errorf("complete work: outcome %d: empty message id", i))
+		}
+		switch o.Result {
+		case ResultDelivered, ResultFailed, ResultRetry:
+		default:
+			errs = append(errs, fmt.Errorf("complete work: outcome %d: unknown result %q", i, o.Result))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateStatuses reports what is wrong with updates for ApplyStatus.
+func ValidateStatuses(updates []StatusUpdate) error {
+	var errs []error
+	for i, u := range updates {
+		if u.ID == "" {
+			errs = append(errs, fmt.Errorf("apply status: update %d: empty id", i))
+		}
+		if u.From == "" {
+			errs = append(errs, fmt.Errorf("apply status: update %d (%q): empty from", i, u.ID))
+		}
+		if u.Result != ResultDelivered && u.Result != ResultFailed {
+			errs = append(errs, fmt.Errorf("apply status: update %d (%q): result %q is neither delivered nor failed", i, u.ID, u.Result))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateReroutes reports what is wrong with reroutes for Resubmit: a
+// message restarts in a state that is not final (a resubmit is new work).
+func ValidateReroutes(reroutes []Reroute) error {
+	var errs []error
+	for i, r := range reroutes {
+		if r.ID == "" {
+			errs = append(errs, fmt.Errorf("resubmit: reroute %d: empty id", i))
+		}
+		switch {
+		case !r.State.Valid():
+			errs = append(errs, fmt.Errorf("resubmit: reroute %d (%q): unknown state %q", i, r.ID, r.State))
+		case r.State.Final():
+			errs = append(errs, fmt.Errorf("resubmit: reroute %d (%q): cannot restart in final state %q", i, r.ID, r.State))
+		}
+		if err := validateWork(r.Work); err != nil {
+			errs = append(errs, fmt.Errorf("resubmit: reroute %d (%q): %w", i, r.ID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateQueue reports what is wrong with QueueForwards' arguments.
+func ValidateQueue(peer string, limit int) error {
+	var errs []error
+	if peer == "" {
+		errs = append(errs, errors.New("queue forwards: empty peer"))
+	}
+	if limit <= 0 {
+		errs = append(errs, fmt.Errorf("queue forwards: limit %d must be positive", limit))
+	}
+	return errors.Join(errs...)
+}
+
+// Validate reports what is wrong with an expiry request.
+func (r ExpireRequest) Validate() error {
+	if r.Limit <= 0 {
+		return fmt.Errorf("expire messages: limit %d must be positive", r.Limit)
+	}
+	return nil
+}
+
+// Validate reports what is wrong with a forward expiry request.
+func (r ForwardExpiry) Validate() error {
+	if r.Limit <= 0 {
+		return fmt.Errorf("fail forwards: limit %d must be positive", r.Limit)
+	}
+	return nil
+}
+
+// Validate reports what is wrong with a list query.
+func (q ListQuery) Validate() error {
+	var errs []error
+	if q.State != "" && !q.State.Valid() {
+		errs = append(errs, fmt.Errorf("list messages: unknown state %q", q.State))
+	}
+	if q.Limit <= 0 {
+		errs = append(errs, fmt.Errorf("list messages: limit %d must be positive", q.Limit))
+	}
+	if q.Before < 0 {
+		errs = append(errs, fmt.Errorf("list messages: cursor %d must not be negative", q.Before))
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateRegistry reports what is wrong with a peer registry to store and
+// returns its frontends sorted, each once.
+func ValidateRegistry(r PeerRegistry) ([]string, error) {
+	var errs []error
+	if r.Peer == "" {
+		errs = append(errs, errors.New("put peer registry: empty peer"))
+	}
+	if slices.Contains(r.Frontends, "") {
+		errs = append(errs, fmt.Errorf("put peer registry %q: empty frontend name", r.Peer))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return slices.Compact(slices.Sorted(slices.Values(r.Frontends))), nil
+}
+
+// ValidateRoute reports what is wrong with a route to store. The empty
+// prefix is a route like any other: it matches every destination.
+func ValidateRoute(r Route) error {
+	if r.Frontend == "" {
+		return fmt.Errorf("put route %q: empty frontend", r.Prefix)
+	}
+	return nil
+}
+
+// ValidateFrontend reports what is wrong with a frontend to store.
+func ValidateFrontend(f Frontend) error {
+	var errs []error
+	if f.Name == "" {
+		errs = append(errs, errors.New("put frontend: empty name"))
+	}
+	if !f.Mode.Valid() {
+		errs = append(errs, fmt.Errorf("put frontend %q: unknown mode %q", f.Name, f.Mode))
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateOwner reports what is wrong with ReleaseLeases' owner.
+func ValidateOwner(owner string) error {
+	if owner == "" {
+		return errors.New("release leases: empty owner")
+	}
+	return nil
+}
