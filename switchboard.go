@@ -218,6 +218,9 @@ func (n *Node) openStore(ctx context.Context) error {
 	} else {
 		sc := sqlite.DefaultConfig()
 		sc.Path, sc.Logger = filepath.Join(n.cfg.DataDir, "switchboard.db"), n.log
+		// A failed fsync stops the store: what is on disk is not known
+		// until a restart reads it back, so the node stops too.
+		sc.OnFatal = func(err error) { n.onFatal("store", err) }
 		s, err := sqlite.Open(ctx, sc)
 		if err != nil {
 			return fmt.Errorf("--data-dir: %w", err)

@@ -123,6 +123,10 @@ type Claim struct {
 	// was not claimed now becomes claimable (its due_at, or its lease end when
 	// leased); zero when there is none. Workers sleep until then.
 	NextDue time.Time
+	// Refused is set when a ring-fenced claim named a stale epoch or
+	// ranges its owner does not hold (ClaimWork returns ErrStaleEpoch):
+	// nothing was claimed.
+	Refused bool
 }
 
 // Result is the outcome of a piece of work.
@@ -365,6 +369,12 @@ type Store interface {
 	Ping(ctx context.Context) error
 	// Close releases the store; later calls return ErrClosed.
 	Close() error
+
+	// Write does the parts of w in one transaction (see Write): a worker
+	// records what it finished and claims what comes next in one commit, the
+	// intake stores its group commit and a peer's reports together. The
+	// calls below are its one-part forms.
+	Write(ctx context.Context, now time.Time, w Write) (Written, error)
 
 	// Accept stores messages in one transaction, each with its first history
 	// entry and its outbox work. A message whose id is already stored is left

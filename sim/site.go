@@ -137,6 +137,26 @@ func (v *storeView) PublishRing(ctx context.Context, prev uint64, s persistence.
 	return v.Store.PublishRing(ctx, prev, s)
 }
 
+func (v *storeView) Write(ctx context.Context, now time.Time, w persistence.Write) (persistence.Written, error) {
+	if err := v.ok(); err != nil {
+		return persistence.Written{}, err
+	}
+	start := time.Now()
+	got, err := v.Store.Write(ctx, now, w)
+	if err == nil {
+		for i, c := range got.Claims {
+			if !c.Refused {
+				v.log.claimed(w.Claims[i], c.Work, start, time.Now())
+			}
+		}
+		v.log.completed(w.Outcomes, got.Completions, start)
+	}
+	if len(w.Statuses) > 0 {
+		v.log.reported(w.Statuses, start)
+	}
+	return got, err
+}
+
 func (v *storeView) Accept(ctx context.Context, now time.Time, b []persistence.NewMessage) ([]persistence.Accepted, error) {
 	if err := v.ok(); err != nil {
 		return nil, err

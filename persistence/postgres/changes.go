@@ -180,7 +180,7 @@ func queueChanges(b *pgx.Batch, c *persistence.Changes) {
 }
 
 // writeChanges writes c in one round trip (nothing when it is empty).
-func writeChanges(ctx context.Context, tx pgx.Tx, c *persistence.Changes) error {
+func writeChanges(ctx context.Context, tx conn, c *persistence.Changes) error {
 	if c.Empty() {
 		return nil
 	}

@@ -11,15 +11,6 @@ import (
 	"github.com/switchboard-dev/switchboard/persistence"
 )
 
-// ApplyStatus implements persistence.Store in three round trips (see
-// decide): persistence.Status decides each update in input order.
-func (s *Store) ApplyStatus(ctx context.Context, now time.Time, updates []persistence.StatusUpdate) ([]persistence.Completion, error) {
-	if err := s.precheck("apply status", persistence.ValidateStatuses(updates)); err != nil {
-		return nil, err
-	}
-	return persistence.Each(updates, func(x persistence.StatusUpdate) string { return x.ID }, persistence.Status, s.decider(ctx, "apply status", now))
-}
-
 // queueCandidatesSQL finds, in acceptance order, pending messages with
 // unleased forward work for a peer. It walks the pending messages
 // (messages_state_seq), not the peer's outbox rows: those include every

@@ -53,17 +53,10 @@ work AS (
 )
 SELECT ` + columns("") + ` FROM created`
 
-// Accept implements persistence.Store in one statement (one round trip) when
-// every id is new, and one more that reads the stored messages otherwise.
-func (s *Store) Accept(ctx context.Context, now time.Time, batch []persistence.NewMessage) ([]persistence.Accepted, error) {
-	if err := s.precheck("accept", persistence.ValidateNew(batch)); err != nil {
-		return nil, err
-	}
-	if len(batch) == 0 {
-		return []persistence.Accepted{}, nil
-	}
-	now = norm(now)
-
+// acceptPart stores the new messages of a Write (Accept) in one statement
+// (its first round trip), and one more that reads the stored messages when
+// some ids were taken. It fills *out.
+func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[]persistence.Accepted) part {
 	uniq := persistence.Firsts(batch)
 	n := len(uniq)
 	var (
@@ -84,52 +77,44 @@ func (s *Store) Accept(ctx context.Context, now time.Time, batch []persistence.N
 			kinds[k], targets[k], dues[k] = string(w.Spec.Kind), w.Spec.Target, w.Spec.DueAt
 		}
 	}
-
-	rows, err := s.pool.Query(ctx, acceptSQL, ids, tokens, srcs, dsts, bodies, states,
-		srcSMSCs, dstSMSCs, frontends, details, kinds, targets, dues, now, reportTo)
-	if err != nil {
-		return nil, s.fail("accept", err)
+	created := make(map[string]messages.Message, n)
+	queue := func(b *pgx.Batch) {
+		b.Queue(acceptSQL, ids, tokens, srcs, dsts, bodies, states,
+			srcSMSCs, dstSMSCs, frontends, details, kinds, targets, dues, now, reportTo).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				m, err := scanMessage(rows)
+				if err != nil {
+					return err
+				}
+				created[m.ID] = m
+			}
+			return rows.Err()
+		})
 	}
-	created := make(map[string]messages.Message, len(ids))
-	for rows.Next() {
-		m, err := scanMessage(rows)
-		if err != nil {
-			rows.Close()
-			return nil, s.fail("accept", err)
+	run := func(ctx context.Context, q conn) error {
+		var missing []string
+		for _, id := range ids {
+			if _, ok := created[id]; !ok {
+				missing = append(missing, id)
+			}
 		}
-		created[m.ID] = m
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.fail("accept", err)
-	}
-
-	var missing []string
-	for _, id := range ids {
-		if _, ok := created[id]; !ok {
-			missing = append(missing, id)
+		stored := make(map[string]messages.Message, len(missing))
+		if len(missing) > 0 {
+			found, err := s.messagesByID(ctx, q, missing)
+			if err != nil {
+				return err
+			}
+			for _, m := range found {
+				stored[m.ID] = m
+			}
 		}
+		var err error
+		*out, err = persistence.AcceptResults(batch, created, stored)
+		return err
 	}
-	stored := make(map[string]messages.Message, len(missing))
-	if len(missing) > 0 {
-		found, err := s.messagesByID(ctx, s.pool, missing)
-		if err != nil {
-			return nil, s.fail("accept", err)
-		}
-		for _, m := range found {
-			stored[m.ID] = m
-		}
-	}
-	out, err := persistence.AcceptResults(batch, created, stored)
-	if err != nil {
-		return nil, s.fail("accept", err)
-	}
-	return out, nil
+	return part{queue: queue, run: run}
 }
 
-// querier is the pool or a transaction.
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
 
 // messagesByIDSQL reads messages by id.
 //
@@ -140,7 +125,7 @@ type querier interface {
 var messagesByIDSQL = "SELECT " + columns("m") + " FROM messages m JOIN unnest($1::text[]) AS k(id) ON m.id = k.id"
 
 // messagesByID reads messages (without history) in no particular order.
-func (s *Store) messagesByID(ctx context.Context, q querier, ids []string) ([]messages.Message, error) {
+func (s *Store) messagesByID(ctx context.Context, q conn, ids []string) ([]messages.Message, error) {
 	rows, err := q.Query(ctx, messagesByIDSQL, ids)
 	if err != nil {
 		return nil, err

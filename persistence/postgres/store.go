@@ -19,6 +19,8 @@ import (
 // Store is the Postgres persistence.Store. It is safe for concurrent use, and
 // several Stores (instances of one site) may share one database schema.
 type Store struct {
+	// Calls are the one-part forms of Write (Accept, ClaimWork, ...).
+	persistence.Calls
 	pool *pgxpool.Pool
 	log  *slog.Logger
 	// customPlans makes every transaction plan each statement for its own
@@ -58,7 +60,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open: %w", driverError(err))
 	}
-	return &Store{pool: pool, log: log, customPlans: !planModeSet}, nil
+	s := &Store{pool: pool, log: log, customPlans: !planModeSet}
+	s.Calls = persistence.Calls{Writer: s}
+	return s, nil
 }
 
 // Kind implements persistence.Store.

@@ -112,14 +112,13 @@ SELECT LEAST(
 		WHERE o.kind = $1 AND o.target = $2 AND o.lease_until IS NOT NULL AND o.id <> ALL($3)` + tokens + `))`
 }
 
-// ClaimWork implements persistence.Store in three round trips: begin and
-// lease; count attempts and find the next due time; commit. A ring-fenced
-// claim reads its fence (fenceSQL) in the first round trip, before it
-// leases; when the fence fails the transaction is rolled back.
-func (s *Store) ClaimWork(ctx context.Context, req persistence.ClaimRequest) (persistence.Claim, error) {
-	if err := s.precheck("claim work", req.Validate()); err != nil {
-		return persistence.Claim{}, err
-	}
+// claimPart makes one claim of a Write (ClaimWork) in two round trips of
+// the transaction: lease (its first); count attempts and find the next due
+// time. A ring-fenced claim reads its fence (fenceSQL) in the first round
+// trip, before it leases, inside a savepoint: when the fence fails the
+// savepoint is rolled back (a lease under ranges its owner does not hold is
+// undone) and the claim comes back Refused. It fills *out.
+func (s *Store) claimPart(req persistence.ClaimRequest, out *persistence.Claim) part {
 	now := norm(req.Now)
 	until := norm(req.Now.Add(req.Lease))
 	var (
@@ -139,6 +138,8 @@ func (s *Store) ClaimWork(ctx context.Context, req persistence.ClaimRequest) (pe
 		work    []persistence.Work
 		removed int // by the last claim statement
 		dropped int // by all of them
+		next    *time.Time
+		f       fence
 	)
 	// claim queues one leasing statement whose rows fill work and removed.
 	claim := func(b *pgx.Batch, limit int) {
@@ -170,26 +171,24 @@ func (s *Store) ClaimWork(ctx context.Context, req persistence.ClaimRequest) (pe
 			return rows.Err()
 		})
 	}
-
-	var (
-		next *time.Time
-		f    fence
-	)
 	// A fenced claim without ranges has nothing to claim, but its fence is
 	// still checked.
 	nothing := req.Ring != nil && n == 0
-	first := &pgx.Batch{}
-	if req.Ring != nil {
-		f.queue(first, req)
-	}
-	if !nothing {
-		claim(first, req.Limit)
-	}
-	err := s.inTx(ctx, first, func(tx pgx.Tx) error {
+	queue := func(b *pgx.Batch) {
 		if req.Ring != nil {
-			if err := f.check(req); err != nil {
-				return err
-			}
+			b.Queue("SAVEPOINT claim")
+			f.queue(b, req)
+		}
+		if !nothing {
+			claim(b, req.Limit)
+		}
+	}
+	run := func(ctx context.Context, tx conn) error {
+		*out = persistence.Claim{Work: []persistence.Work{}}
+		if req.Ring != nil && f.check(req) != nil {
+			out.Refused = true
+			_, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT claim")
+			return err
 		}
 		if nothing {
 			return nil
@@ -246,36 +245,25 @@ func (s *Store) ClaimWork(ctx context.Context, req persistence.ClaimRequest) (pe
 			}
 			work[i].Message = m
 		}
-		return nil
-	})
-	if err != nil {
-		return persistence.Claim{}, s.fail("claim work", err)
-	}
-	if dropped > 0 {
-		// Nothing through the interface leaves such rows behind: worth a
-		// look when it happens.
-		s.log.Warn("removed outbox work whose outcome the ledger holds",
-			"kind", string(req.Kind), "target", req.Target, "rows", dropped)
-	}
-	sort.Slice(work, func(i, j int) bool {
-		if !work[i].DueAt.Equal(work[j].DueAt) {
-			return work[i].DueAt.Before(work[j].DueAt)
+		if dropped > 0 {
+			// Nothing through the interface leaves such rows behind: worth a
+			// look when it happens.
+			s.log.Warn("removed outbox work whose outcome the ledger holds",
+				"kind", string(req.Kind), "target", req.Target, "rows", dropped)
 		}
-		return work[i].ID < work[j].ID
-	})
-	if work == nil {
-		work = []persistence.Work{}
+		sort.Slice(work, func(i, j int) bool {
+			if !work[i].DueAt.Equal(work[j].DueAt) {
+				return work[i].DueAt.Before(work[j].DueAt)
+			}
+			return work[i].ID < work[j].ID
+		})
+		if work != nil {
+			out.Work = work
+		}
+		out.NextDue = utcOrZero(next)
+		return nil
 	}
-	return persistence.Claim{Work: work, NextDue: utcOrZero(next)}, nil
-}
-
-// CompleteWork implements persistence.Store in three round trips (see
-// decide): persistence.Complete decides each outcome in input order.
-func (s *Store) CompleteWork(ctx context.Context, now time.Time, outcomes []persistence.Outcome) ([]persistence.Completion, error) {
-	if err := s.precheck("complete work", persistence.ValidateOutcomes(outcomes)); err != nil {
-		return nil, err
-	}
-	return persistence.Each(outcomes, func(x persistence.Outcome) string { return x.MessageID }, persistence.Complete, s.decider(ctx, "complete work", now))
+	return part{queue: queue, run: run}
 }
 
 // ReleaseLeases implements persistence.Store. The rows are locked in id order

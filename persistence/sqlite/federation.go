@@ -10,16 +10,6 @@ import (
 	"github.com/switchboard-dev/switchboard/persistence"
 )
 
-// ApplyStatus implements persistence.Store: one transaction loads the
-// messages and persistence.Status decides each update in input order.
-func (s *Store) ApplyStatus(ctx context.Context, now time.Time, updates []persistence.StatusUpdate) ([]persistence.Completion, error) {
-	const op = "apply status"
-	if err := s.precheck(op, persistence.ValidateStatuses(updates)); err != nil {
-		return nil, err
-	}
-	return persistence.Each(updates, func(x persistence.StatusUpdate) string { return x.ID }, persistence.Status, s.decider(ctx, op, now))
-}
-
 // failableSQL selects, oldest first, up to ?5 messages in state ?1 queued
 // before ?2 without work of kind ?3 leased at ?4. It reads the partial
 // index messages_state_queued, so it costs O(limit), whatever the queue.

@@ -12,22 +12,15 @@ import (
 	"github.com/switchboard-dev/switchboard/persistence"
 )
 
-// Accept implements persistence.Store. The batch costs one INSERT ...
-// RETURNING per 500 distinct ids (each message carries its first history
-// entry: no history row is written), one SELECT for the ids already stored,
-// and one multi-row INSERT for the outbox.
-func (s *Store) Accept(ctx context.Context, now time.Time, batch []persistence.NewMessage) ([]persistence.Accepted, error) {
-	const op = "accept"
-	if err := s.precheck(op, persistence.ValidateNew(batch)); err != nil {
-		return nil, err
-	}
-	if len(batch) == 0 {
-		return []persistence.Accepted{}, nil
-	}
+// accept stores the new messages of a Write (Accept). The batch costs one
+// INSERT ... RETURNING per 500 distinct ids (each message carries its first
+// history entry: no history row is written), one SELECT for the ids already
+// stored, and one multi-row INSERT for the outbox.
+func accept(ctx context.Context, tx querier, now time.Time, batch []persistence.NewMessage) ([]persistence.Accepted, error) {
 	uniq := persistence.Firsts(batch)
-	var created, stored map[string]messages.Message
-	err := s.write(ctx, op, func(tx querier) error {
-		created = make(map[string]messages.Message, len(uniq))
+	var stored map[string]messages.Message
+	created := make(map[string]messages.Message, len(uniq))
+	err := func() error {
 		rows := make([]persistence.Row, len(uniq))
 		err := chunks(len(uniq), func(lo, hi int) error {
 			args := make([]any, 0, 18*(hi-lo))
@@ -78,15 +71,11 @@ func (s *Store) Accept(ctx context.Context, now time.Time, batch []persistence.N
 			return err
 		}
 		return insertWork(ctx, tx, toDB(now), work)
-	})
+	}()
 	if err != nil {
 		return nil, err
 	}
-	out, err := persistence.AcceptResults(batch, created, stored)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: %s: %w", op, err)
-	}
-	return out, nil
+	return persistence.AcceptResults(batch, created, stored)
 }
 
 // loadMessages reads the messages with the given ids (those that exist).
@@ -159,29 +148,28 @@ func (s *Store) ListMessages(ctx context.Context, q persistence.ListQuery) (pers
 	if before <= 0 {
 		before = math.MaxInt64
 	}
-	var (
-		rows *sql.Rows
-		err  error
-	)
-	if q.State == "" {
-		rows, err = s.rdb.QueryContext(ctx, listSQL, before, q.Limit+1)
-	} else {
-		rows, err = s.rdb.QueryContext(ctx, listByStateSQL, string(q.State), before, q.Limit+1)
-	}
-	if err != nil {
-		return persistence.Page{}, s.fail(ctx, op, err)
-	}
-	defer rows.Close()
 	var page persistence.Page
-	for rows.Next() {
-		m, err := scanMessage(rows)
-		if err != nil {
-			return persistence.Page{}, s.fail(ctx, op, err)
+	err := s.read(ctx, op, func(tx *sql.Tx) error {
+		var (
+			rows *sql.Rows
+			err  error
+		)
+		if q.State == "" {
+			rows, err = tx.QueryContext(ctx, listSQL, before, q.Limit+1)
+		} else {
+			rows, err = tx.QueryContext(ctx, listByStateSQL, string(q.State), before, q.Limit+1)
 		}
-		page.Messages = append(page.Messages, m)
-	}
-	if err := rows.Err(); err != nil {
-		return persistence.Page{}, s.fail(ctx, op, err)
+		if err != nil {
+			return err
+		}
+		return scanEach(rows, func(r *sql.Rows) error {
+			m, err := scanMessage(r)
+			page.Messages = append(page.Messages, m)
+			return err
+		})
+	})
+	if err != nil {
+		return persistence.Page{}, err
 	}
 	if len(page.Messages) > q.Limit {
 		page.Messages = page.Messages[:q.Limit]

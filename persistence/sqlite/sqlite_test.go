@@ -213,7 +213,8 @@ func TestConnectionSettings(t *testing.T) {
 		want  string
 	}{
 		{"writer", "PRAGMA journal_mode", "wal"},
-		{"writer", "PRAGMA synchronous", "2"}, // FULL
+		{"writer", "PRAGMA synchronous", "1"}, // NORMAL: the syncer syncs the WAL
+		{"writer", "PRAGMA wal_autocheckpoint", "0"},
 		{"writer", "PRAGMA foreign_keys", "1"},
 		{"writer", "PRAGMA busy_timeout", fmt.Sprint(busyTimeout)},
 		{"writer", "PRAGMA query_only", "0"},
@@ -378,7 +379,7 @@ func TestWritesReuseCachedStatements(t *testing.T) {
 func TestMigration0002KeepsLedger(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "old.db")
-	db, err := sql.Open("sqlite", dsn(path, true))
+	db, err := sql.Open("sqlite", dsn(path, roleWriter))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,20 +28,38 @@ const (
 )
 
 // Store is the embedded persistence.Store. It is safe for concurrent use:
-// writes queue for its one writer connection, reads use a pool.
+// writes are jobs for its one writer (writer.go), reads use a pool.
 type Store struct {
-	path   string
-	log    *slog.Logger
-	wdb    *sql.DB    // exactly one connection, BEGIN IMMEDIATE
-	rdb    *sql.DB    // readers, query_only
-	stmts  *stmtCache // prepared statements of the writer
-	closed atomic.Bool
+	// Calls are the one-part forms of Write (Accept, ClaimWork, ...).
+	persistence.Calls
+	path  string
+	log   *slog.Logger
+	wdb   *sql.DB    // exactly one connection, BEGIN IMMEDIATE; the writer's
+	rdb   *sql.DB    // readers, query_only
+	cdb   *sql.DB    // the checkpointer's one connection (nil without one)
+	stmts *stmtCache // prepared statements of the writer
+	wal   *syncer
+
+	jobs    chan *job
+	commits chan commit
+	// commitSeq numbers the writer's commits (from 1), taken before each
+	// COMMIT; wal.synced is the last one made durable.
+	commitSeq atomic.Uint64
+	brokenErr atomic.Pointer[error]
+	onFatal   func(error)
+
+	closed                   atomic.Bool
+	closing                  chan struct{} // closed by Close: the loops end
+	syncDone, checkpointDone chan struct{}
 }
 
 var _ persistence.Store = (*Store)(nil)
 
-// Open opens (creating when missing) the database at cfg.Path and applies
-// the migrations it lacks.
+// errStoreClosed is what calls on a closed store fail with.
+var errStoreClosed = persistence.ErrClosed
+
+// Open opens (creating when missing) the database at cfg.Path, applies
+// the migrations it lacks, makes them durable and starts the writer.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -51,12 +69,13 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	log := cfg.Logger.With("component", "store", "store", "sqlite")
 
-	wdb, err := sql.Open("sqlite", dsn(cfg.Path, true))
+	wdb, err := sql.Open("sqlite", dsn(cfg.Path, roleWriter))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open: %v", err)
 	}
-	// One connection: SQLite has one writer anyway, and queueing in
-	// database/sql is cheaper and fairer than SQLITE_BUSY retries.
+	// One connection: SQLite has one writer anyway, and the writer
+	// goroutine is its only user (between transactions the statement
+	// cache prepares on it).
 	wdb.SetMaxOpenConns(1)
 	wdb.SetMaxIdleConns(1)
 	wdb.SetConnMaxLifetime(0)
@@ -72,13 +91,15 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 
 	// Let SQLite gather the planner statistics it lacks, bounded so that it
-	// stays cheap on a large database (SQLite's advice for long-lived
-	// connections). Only a slower plan is at stake, so a failure is logged.
-	if _, err := wdb.ExecContext(ctx, "PRAGMA optimize=0x10002"); err != nil {
+	// stays cheap on a large database (analysis_limit: SQLite's advice for
+	// long-lived connections; without it ANALYZE reads every index whole,
+	// seconds on a store of a million messages). Only a slower plan is at
+	// stake, so a failure is logged.
+	if _, err := wdb.ExecContext(ctx, "PRAGMA analysis_limit=400; PRAGMA optimize=0x10002"); err != nil {
 		log.Warn("optimize failed", "err", flatten(err))
 	}
 
-	rdb, err := sql.Open("sqlite", dsn(cfg.Path, false))
+	rdb, err := sql.Open("sqlite", dsn(cfg.Path, roleReader))
 	if err != nil {
 		_ = wdb.Close()
 		return nil, fmt.Errorf("sqlite: open: %v", err)
@@ -91,21 +112,79 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		_ = wdb.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %v", cfg.Path, flatten(err))
 	}
+	var cdb *sql.DB
+	if cfg.Checkpoint > 0 {
+		if cdb, err = sql.Open("sqlite", dsn(cfg.Path, roleCheckpointer)); err != nil {
+			_ = rdb.Close()
+			_ = wdb.Close()
+			return nil, fmt.Errorf("sqlite: open: %v", err)
+		}
+		cdb.SetMaxOpenConns(1)
+		cdb.SetConnMaxIdleTime(0)
+	}
+	closeAll := func() {
+		_ = rdb.Close()
+		_ = wdb.Close()
+		if cdb != nil {
+			_ = cdb.Close()
+		}
+	}
+	// What Open wrote (migrations, statistics) is durable before anything
+	// else is written: the writer's connection syncs only at checkpoints.
+	wal, err := openWAL(cfg.Path, cfg.Sync)
+	if err == nil {
+		err = wal.syncFile()
+	}
+	if err != nil {
+		if wal != nil {
+			_ = wal.close()
+		}
+		closeAll()
+		return nil, fmt.Errorf("sqlite: open %s: write-ahead log: %w", cfg.Path, err)
+	}
+	s := &Store{path: cfg.Path, log: log, wdb: wdb, rdb: rdb, cdb: cdb, stmts: newStmtCache(wdb, maxCachedStmts), wal: wal,
+		jobs: make(chan *job, maxJobs), commits: make(chan commit, 8), onFatal: cfg.OnFatal,
+		closing: make(chan struct{}), syncDone: make(chan struct{}), checkpointDone: make(chan struct{})}
+	s.Calls = persistence.Calls{Writer: s}
+	go s.writeLoop()
+	go s.syncLoop()
+	if cdb != nil {
+		go s.checkpointLoop(cfg.Checkpoint)
+	} else {
+		close(s.checkpointDone)
+	}
 	log.Info("store opened", "path", cfg.Path, "migrations_applied", len(applied))
-	return &Store{path: cfg.Path, log: log, wdb: wdb, rdb: rdb, stmts: newStmtCache(wdb, maxCachedStmts)}, nil
+	return s, nil
 }
 
-// dsn is the driver's data source name for path. Every connection gets its
-// pragmas from it, so a connection database/sql opens later is configured
-// like the first.
-func dsn(path string, writer bool) string {
-	q := fmt.Sprintf("?_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(FULL)", busyTimeout)
-	if writer {
-		// WAL lets readers run beside the writer; FULL syncs the WAL at every
-		// commit, so an acknowledged message survives power loss. IMMEDIATE
-		// takes the write lock at BEGIN, so a transaction never fails halfway
-		// for want of it.
-		return path + q + "&_pragma=journal_mode(WAL)&_txlock=immediate"
+// The roles of the store's connections.
+const (
+	roleWriter = iota
+	roleReader
+	roleCheckpointer
+)
+
+// dsn is the driver's data source name for path and a connection role.
+// Every connection gets its pragmas from it, so a connection database/sql
+// opens later is configured like the first.
+func dsn(path string, role int) string {
+	q := fmt.Sprintf("?_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", busyTimeout)
+	switch role {
+	case roleWriter:
+		// WAL lets readers run beside the writer. synchronous=NORMAL: a
+		// commit only writes its frames to the WAL; the syncer makes them
+		// durable (writer.go) before anything that depends on them is
+		// answered. Checkpoints are the checkpointer's (autocheckpoint 0),
+		// so that the writer never waits for one; journal_size_limit
+		// shrinks a WAL that a long read let grow. IMMEDIATE takes the
+		// write lock at BEGIN, so a transaction never fails halfway for
+		// want of it.
+		return path + q + "&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)" +
+			"&_pragma=journal_size_limit(67108864)&_txlock=immediate"
+	case roleCheckpointer:
+		// Checkpoints sync the WAL before they copy it and the database
+		// after (NORMAL does that much).
+		return path + q + "&_pragma=synchronous(NORMAL)"
 	}
 	// The writer already switched the file to WAL (it is persistent).
 	return path + q + "&_pragma=query_only(1)"
@@ -129,16 +208,21 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close implements persistence.Store. A second Close reports ErrClosed.
+// Close implements persistence.Store. Writes queued and not yet begun
+// fail with ErrClosed; a transaction under way commits and is synced
+// first. A second Close reports ErrClosed.
 func (s *Store) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return fmt.Errorf("sqlite: close: %w", persistence.ErrClosed)
 	}
-	// No statement runs here: the writer connection may be busy, and Close
-	// must not wait for it. database/sql closes busy connections when they
-	// are returned.
-	err := errors.Join(s.stmts.close(), s.rdb.Close(), s.wdb.Close())
-	if err != nil {
+	close(s.closing)
+	<-s.syncDone
+	<-s.checkpointDone
+	errs := []error{s.stmts.close(), s.rdb.Close(), s.wdb.Close(), s.wal.close()}
+	if s.cdb != nil {
+		errs = append(errs, s.cdb.Close())
+	}
+	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("sqlite: close: %v", flatten(err))
 	}
 	s.log.Info("store closed", "path", s.path)
@@ -149,6 +233,9 @@ func (s *Store) Close() error {
 func (s *Store) check(op string) error {
 	if s.closed.Load() {
 		return fmt.Errorf("sqlite: %s: %w", op, persistence.ErrClosed)
+	}
+	if err := s.broken(); err != nil {
+		return fmt.Errorf("sqlite: %s: %w", op, err)
 	}
 	return nil
 }
@@ -195,36 +282,11 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// write runs fn in one write transaction (BEGIN IMMEDIATE on the writer
-// connection) and commits it, or rolls back when fn fails.
-func (s *Store) write(ctx context.Context, op string, fn func(tx querier) error) error {
-	if err := s.check(op); err != nil {
-		return err
-	}
-	tx, err := s.wdb.BeginTx(ctx, nil)
-	if err != nil {
-		return s.fail(ctx, op, err)
-	}
-	var missed []string
-	err = fn(cachedTx{tx: tx, stmts: s.stmts, missed: &missed})
-	if err != nil {
-		_ = tx.Rollback()
-	} else {
-		err = tx.Commit()
-	}
-	if err != nil {
-		return s.fail(ctx, op, err)
-	}
-	// Statements this transaction parsed are kept prepared for the next.
-	// A failure here costs only speed.
-	if err := s.stmts.prepare(ctx, missed); err != nil {
-		s.log.Debug("statement not cached", "op", op, "err", err)
-	}
-	return nil
-}
-
 // read runs fn in one read transaction on the reader pool, so that the
-// queries in it see one snapshot.
+// queries in it see one snapshot, and returns once every commit that
+// snapshot may hold is durable (see awaitSynced): what a read returns
+// leaves the process, and must not depend on a commit a power cut would
+// undo.
 func (s *Store) read(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
 	if err := s.check(op); err != nil {
 		return err
@@ -233,8 +295,12 @@ func (s *Store) read(ctx context.Context, op string, fn func(tx *sql.Tx) error) 
 	if err != nil {
 		return s.fail(ctx, op, err)
 	}
-	defer func() { _ = tx.Rollback() }()
-	if err := fn(tx); err != nil {
+	err = fn(tx)
+	_ = tx.Rollback()
+	if err == nil {
+		err = s.awaitSynced(ctx)
+	}
+	if err != nil {
 		return s.fail(ctx, op, err)
 	}
 	return nil

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
@@ -79,20 +78,13 @@ func nextDueSQL(ranges int) string {
 		ORDER BY o.due_at, o.id LIMIT 1`
 }
 
-// ClaimWork implements persistence.Store in one transaction of five
-// statements, whatever the limit: drop ledgered rows in the window, find the
-// earliest live lease, lease the rows, count the attempts (returning the
-// messages), find the earliest unleased row left. A ring-fenced claim first
-// checks its fence (see checkFence); the writer is the only one, so nothing
-// can publish between the check and the claim.
-func (s *Store) ClaimWork(ctx context.Context, req persistence.ClaimRequest) (persistence.Claim, error) {
-	const op = "claim work"
-	if err := s.check(op); err != nil {
-		return persistence.Claim{}, err
-	}
-	if err := req.Validate(); err != nil {
-		return persistence.Claim{}, fmt.Errorf("sqlite: %s: %w", op, err)
-	}
+// claim makes one claim of a Write (ClaimWork) in five statements,
+// whatever the limit: drop ledgered rows in the window, find the earliest
+// live lease, lease the rows, count the attempts (returning the messages),
+// find the earliest unleased row left. A ring-fenced claim first checks its
+// fence (see checkFence) and comes back Refused when it fails; the writer is
+// the only one, so nothing can publish between the check and the claim.
+func claim(ctx context.Context, tx querier, req persistence.ClaimRequest) (persistence.Claim, error) {
 	kind, now, until := string(req.Kind), toDB(req.Now), toDB(req.Now.Add(req.Lease))
 	var (
 		epoch  uint64
@@ -107,9 +99,14 @@ func (s *Store) ClaimWork(ctx context.Context, req persistence.ClaimRequest) (pe
 	}
 	n := len(ranges)
 	var claim persistence.Claim
-	err := s.write(ctx, op, func(tx querier) error {
+	err := func() error {
 		if req.Ring != nil {
-			if err := checkFence(ctx, tx, req); err != nil {
+			err := checkFence(ctx, tx, req)
+			if errors.Is(err, persistence.ErrStaleEpoch) {
+				claim.Refused = true
+				return nil
+			}
+			if err != nil {
 				return err
 			}
 			if n == 0 {
@@ -204,22 +201,11 @@ func (s *Store) ClaimWork(ctx context.Context, req persistence.ClaimRequest) (pe
 			claim.NextDue = fromDB(nextDue.Int64)
 		}
 		return nil
-	})
+	}()
 	if err != nil {
 		return persistence.Claim{}, err
 	}
 	return claim, nil
-}
-
-// CompleteWork implements persistence.Store: one transaction loads the
-// messages, their outbox rows and ledger keys, persistence.Complete decides
-// each outcome in input order, and the changes are written.
-func (s *Store) CompleteWork(ctx context.Context, now time.Time, outcomes []persistence.Outcome) ([]persistence.Completion, error) {
-	const op = "complete work"
-	if err := s.precheck(op, persistence.ValidateOutcomes(outcomes)); err != nil {
-		return nil, err
-	}
-	return persistence.Each(outcomes, func(x persistence.Outcome) string { return x.MessageID }, persistence.Complete, s.decider(ctx, op, now))
 }
 
 // releaseSQL ends the leases of owner ?.
@@ -255,21 +241,20 @@ func (s *Store) ReleaseLeases(ctx context.Context, owner string) (int64, error) 
 // Ledger implements persistence.Store.
 func (s *Store) Ledger(ctx context.Context, kind persistence.WorkKind, messageID, target string) (persistence.LedgerEntry, error) {
 	const op = "ledger"
-	if err := s.check(op); err != nil {
+	e := persistence.LedgerEntry{MessageID: messageID, Kind: kind, Target: target}
+	err := s.read(ctx, op, func(tx *sql.Tx) error {
+		var at int64
+		err := tx.QueryRowContext(ctx, `SELECT result, at, detail FROM ledger WHERE message_id = ? AND kind = ? AND target = ?`,
+			messageID, string(kind), target).Scan(&e.Result, &at, &e.Detail)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("message %q %s %q: %w", messageID, kind, target, persistence.ErrNotFound)
+		}
+		e.At = fromDB(at)
+		return err
+	})
+	if err != nil {
 		return persistence.LedgerEntry{}, err
 	}
-	e := persistence.LedgerEntry{MessageID: messageID, Kind: kind, Target: target}
-	var result string
-	var at int64
-	err := s.rdb.QueryRowContext(ctx, `SELECT result, at, detail FROM ledger WHERE message_id = ? AND kind = ? AND target = ?`,
-		messageID, string(kind), target).Scan(&result, &at, &e.Detail)
-	if errors.Is(err, sql.ErrNoRows) {
-		return persistence.LedgerEntry{}, fmt.Errorf("sqlite: %s: message %q %s %q: %w", op, messageID, kind, target, persistence.ErrNotFound)
-	}
-	if err != nil {
-		return persistence.LedgerEntry{}, s.fail(ctx, op, err)
-	}
-	e.Result, e.At = persistence.Result(result), fromDB(at)
 	return e, nil
 }
 

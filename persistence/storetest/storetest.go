@@ -79,6 +79,7 @@ func groups() []group {
 		{"Lifecycle", lifecycleCases()},
 		{"Concurrency", concurrencyCases()},
 		{"Ring", ringCases()},
+		{"Write", writeCases()},
 		{"Drift", driftCases()},
 	}
 }

@@ -1,0 +1,380 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The writer: every write of the store is a job for one goroutine, which
+// runs the jobs queued while it was busy in one transaction (each job in a
+// savepoint of its own, so that one job's failure rolls back only that job)
+// and commits. SQLite then only writes the commit's frames to the -wal file
+// (synchronous=NORMAL): a second goroutine, the syncer, makes them durable
+// with an fsync of that file while the writer already runs the next batch.
+// A job is answered when the sync that covers its commit has returned;
+// reads wait likewise for the commits they may have seen (awaitSynced). See
+// the package doc for why this is as durable as synchronous=FULL.
+
+// maxJobs bounds the jobs of one transaction (64): the batch of a burst,
+// small enough that one transaction stays in the milliseconds.
+const maxJobs = 64
+
+// job is one write of the store: fn runs in the shared transaction.
+type job struct {
+	ctx  context.Context
+	fn   func(tx querier) error
+	err  error
+	done chan struct{}
+}
+
+// commit is one committed (or failed) transaction handed to the syncer;
+// seq is its number (see Store.commitSeq).
+type commit struct {
+	seq  uint64
+	jobs []*job
+}
+
+// errBroken wraps the error that stopped the store: an fsync failed, so
+// what the store holds on disk is not known (retrying an fsync can report
+// success without the data). The node must stop; a restart recovers from
+// what the disk has.
+var errBroken = errors.New("the write-ahead log could not be made durable; the store stopped")
+
+// syncer is the WAL file's durability: its own descriptor of the -wal file
+// and the position reached.
+type syncer struct {
+	path string
+	sync func(*os.File) error
+	file *os.File
+	// synced is the number of the last commit made durable; seq of the
+	// store's commits count from 1.
+	synced atomic.Uint64
+	// wakeMu guards wake, closed (and replaced) after each sync.
+	wakeMu sync.Mutex
+	wake   chan struct{}
+}
+
+// write runs fn in the writer's next transaction and returns once that
+// transaction is durable (or failed). fn must use only tx and ctx.
+func (s *Store) write(ctx context.Context, op string, fn func(tx querier) error) error {
+	if err := s.check(op); err != nil {
+		return err
+	}
+	j := &job{ctx: ctx, fn: fn, done: make(chan struct{})}
+	select {
+	case s.jobs <- j:
+	case <-s.closing:
+		return fmt.Errorf("sqlite: %s: %w", op, errClosedOr(s.broken()))
+	}
+	<-j.done
+	if j.err != nil {
+		return s.fail(ctx, op, j.err)
+	}
+	return nil
+}
+
+// writeLoop is the writer goroutine. It ends when closing is closed,
+// failing the jobs still queued, and then closes commits.
+func (s *Store) writeLoop() {
+	defer close(s.commits)
+	for {
+		var batch []*job
+		select {
+		case j := <-s.jobs:
+			batch = append(batch, j)
+		case <-s.closing:
+			for {
+				select {
+				case j := <-s.jobs:
+					j.err = errClosedOr(s.broken())
+					close(j.done)
+				default:
+					return
+				}
+			}
+		}
+	more:
+		for len(batch) < maxJobs {
+			select {
+			case j := <-s.jobs:
+				batch = append(batch, j)
+			default:
+				break more
+			}
+		}
+		s.runBatch(batch)
+	}
+}
+
+// runBatch runs jobs in one transaction and hands the commit to the
+// syncer. Jobs that never reached a commit are answered at once.
+func (s *Store) runBatch(jobs []*job) {
+	finish := func(err error) {
+		for _, j := range jobs {
+			if err != nil && j.err == nil {
+				j.err = err
+			}
+			close(j.done)
+		}
+	}
+	if err := s.broken(); err != nil {
+		finish(err)
+		return
+	}
+	tx, err := s.wdb.BeginTx(context.Background(), nil)
+	if err != nil {
+		finish(err)
+		return
+	}
+	var missed []string
+	ctx := context.Background()
+	ctxTx := cachedTx{tx: tx, stmts: s.stmts, missed: &missed}
+	shared := len(jobs) > 1
+	ok := 0
+	for _, j := range jobs {
+		if err := j.ctx.Err(); err != nil {
+			j.err = err
+			continue
+		}
+		if shared {
+			if _, err := ctxTx.ExecContext(ctx, "SAVEPOINT job"); err != nil {
+				_ = tx.Rollback()
+				finish(err)
+				return
+			}
+		}
+		j.err = j.fn(ctxTx)
+		switch {
+		case j.err == nil && shared:
+			if _, err := ctxTx.ExecContext(ctx, "RELEASE job"); err != nil {
+				_ = tx.Rollback()
+				finish(err)
+				return
+			}
+			ok++
+		case j.err == nil:
+			ok++
+		case shared:
+			// SQLite rolls a whole transaction back itself after some
+			// errors (a full disk, an I/O error); then the savepoint is
+			// gone, and so is every job's work.
+			_, err := ctxTx.ExecContext(ctx, "ROLLBACK TO job")
+			if err == nil {
+				_, err = ctxTx.ExecContext(ctx, "RELEASE job")
+			}
+			if err != nil {
+				_ = tx.Rollback()
+				finish(fmt.Errorf("transaction lost after a failed write (%v): %w", j.err, err))
+				return
+			}
+		}
+	}
+	if ok == 0 {
+		_ = tx.Rollback()
+		finish(nil)
+		return
+	}
+	// The number is taken before COMMIT: a reader whose snapshot holds
+	// this commit reads it afterwards and waits for its sync.
+	seq := s.commitSeq.Add(1)
+	if err := tx.Commit(); err != nil {
+		for _, j := range jobs {
+			if j.err == nil {
+				j.err = err
+			}
+		}
+	}
+	// Statements this transaction parsed are kept prepared for the next.
+	// A failure here costs only speed.
+	if err := s.stmts.prepare(ctx, missed); err != nil {
+		s.log.Debug("statement not cached", "err", err)
+	}
+	s.commits <- commit{seq: seq, jobs: jobs}
+}
+
+// syncLoop is the syncer goroutine: it makes each commit durable with one
+// fsync of the -wal file (several commits that came meanwhile share one),
+// then answers their jobs. A failed fsync stops the store for good.
+func (s *Store) syncLoop() {
+	defer close(s.syncDone)
+	for c := range s.commits {
+		batch := []commit{c}
+	more:
+		for {
+			select {
+			case c, ok := <-s.commits:
+				if !ok {
+					break more
+				}
+				batch = append(batch, c)
+			default:
+				break more
+			}
+		}
+		err := s.broken()
+		if err == nil {
+			if err = s.wal.syncFile(); err != nil {
+				err = fmt.Errorf("%w: %v", errBroken, err)
+				s.stop(err)
+			}
+		}
+		for _, c := range batch {
+			for _, j := range c.jobs {
+				if err != nil && j.err == nil {
+					j.err = err
+				}
+				close(j.done)
+			}
+		}
+		if err == nil {
+			s.wal.advance(batch[len(batch)-1].seq)
+		} else {
+			s.wal.advance(0) // wake the readers: they see the store broken
+		}
+	}
+}
+
+// stop breaks the store: every later write fails with err, and OnFatal
+// is told once.
+func (s *Store) stop(err error) {
+	if s.brokenErr.CompareAndSwap(nil, &err) {
+		s.log.Error("store stopped", "err", err)
+		if s.onFatal != nil {
+			go s.onFatal(err)
+		}
+	}
+}
+
+// broken is the error that stopped the store, or nil.
+func (s *Store) broken() error {
+	if p := s.brokenErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// errClosedOr is err, or ErrClosed when there is none.
+func errClosedOr(err error) error {
+	if err != nil {
+		return err
+	}
+	return errStoreClosed
+}
+
+// awaitSynced returns once every commit a read that has just ended may
+// have seen is durable (nothing that depends on store state leaves the
+// process before that), or with the error that broke the store.
+func (s *Store) awaitSynced(ctx context.Context) error {
+	target := s.commitSeq.Load()
+	for {
+		if s.wal.synced.Load() >= target {
+			return nil
+		}
+		if err := s.broken(); err != nil {
+			return err
+		}
+		s.wal.wakeMu.Lock()
+		wake := s.wal.wake
+		s.wal.wakeMu.Unlock()
+		if s.wal.synced.Load() >= target {
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// openWAL opens the syncer's descriptor of the -wal file (which the
+// writer's connection has created) and makes its directory entry durable.
+func openWAL(dbPath string, sync func(*os.File) error) (*syncer, error) {
+	w := &syncer{path: dbPath + "-wal", sync: sync, wake: make(chan struct{})}
+	f, err := os.Open(w.path)
+	if err != nil {
+		return nil, err
+	}
+	w.file = f
+	if err := syncDir(filepath.Dir(dbPath)); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// syncFile makes the -wal file durable. The file SQLite writes is the one
+// opened (SQLite keeps it while a connection is open; were it ever replaced,
+// the new one is opened and its directory synced too).
+func (w *syncer) syncFile() error {
+	if cur, err := os.Stat(w.path); err == nil {
+		if old, err := w.file.Stat(); err == nil && !os.SameFile(cur, old) {
+			f, err := os.Open(w.path)
+			if err != nil {
+				return err
+			}
+			_ = w.file.Close()
+			w.file = f
+			if err := syncDir(filepath.Dir(w.path)); err != nil {
+				return err
+			}
+		}
+	}
+	return w.sync(w.file)
+}
+
+// advance records that the commits up to seq are durable (0: none more)
+// and wakes the readers waiting.
+func (w *syncer) advance(seq uint64) {
+	if seq > w.synced.Load() {
+		w.synced.Store(seq)
+	}
+	w.wakeMu.Lock()
+	close(w.wake)
+	w.wake = make(chan struct{})
+	w.wakeMu.Unlock()
+}
+
+func (w *syncer) close() error { return w.file.Close() }
+
+// syncDir makes a directory's entries durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// checkpointLoop copies the WAL into the database every interval while
+// commits come, on a connection of its own, so that the writer never
+// stops for a checkpoint (a PASSIVE checkpoint runs beside readers and the
+// writer; it syncs the WAL before it copies and the database after).
+func (s *Store) checkpointLoop(interval time.Duration) {
+	defer close(s.checkpointDone)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var last uint64
+	for {
+		select {
+		case <-s.closing:
+			return
+		case <-t.C:
+		}
+		seq := s.commitSeq.Load()
+		if seq == last || s.broken() != nil {
+			continue
+		}
+		last = seq
+		if _, err := s.cdb.ExecContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)"); err != nil && !s.closed.Load() {
+			s.log.Warn("checkpoint failed", "err", flatten(err))
+		}
+	}
+}

@@ -1,0 +1,364 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// gate is a Sync that can be held shut: while shut, syncs wait; each sync
+// records the -wal file's size when it began (what it makes durable).
+type gate struct {
+	mu     sync.Mutex
+	open   chan struct{} // closed while the gate is open
+	synced atomic.Int64  // size covered by the last sync that returned
+	calls  atomic.Int64
+	fail   atomic.Pointer[error]
+}
+
+func newGate() *gate {
+	g := &gate{open: make(chan struct{})}
+	close(g.open)
+	return g
+}
+
+func (g *gate) shut() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-g.open:
+		g.open = make(chan struct{})
+	default:
+	}
+}
+
+func (g *gate) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-g.open:
+	default:
+		close(g.open)
+	}
+}
+
+func (g *gate) sync(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	g.mu.Lock()
+	open := g.open
+	g.mu.Unlock()
+	<-open
+	g.calls.Add(1)
+	if p := g.fail.Load(); p != nil {
+		return *p
+	}
+	if err := SyncData(f); err != nil {
+		return err
+	}
+	g.synced.Store(fi.Size())
+	return nil
+}
+
+// openGated opens a store at path whose syncs go through g; checkpoints are
+// off, so the WAL only grows and a cut at a synced size is a power cut.
+func openGated(t *testing.T, path string, g *gate, onFatal func(error)) *Store {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Path, cfg.Sync, cfg.Checkpoint, cfg.OnFatal = path, g.sync, -1, onFatal
+	s, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		g.release()
+		if err := s.Close(); err != nil && !errors.Is(err, persistence.ErrClosed) {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+func pending(id string) persistence.NewMessage {
+	return persistence.NewMessage{ID: id, State: messages.StatePending, Frontend: "fe", Detail: "accepted",
+		Work: &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: "fe"}}
+}
+
+// returns reports whether f returns within d (f keeps running otherwise).
+func returns(d time.Duration, f func()) bool {
+	done := make(chan struct{})
+	go func() { f(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// TestNothingLeavesBeforeItsSync holds the WAL's sync back: a write whose
+// commit is not durable does not return, and neither does a read that may
+// see it (a duplicate submit's answer is built from such a read), until
+// the sync is let through. Batches meanwhile still execute.
+func TestNothingLeavesBeforeItsSync(t *testing.T) {
+	g := newGate()
+	s := openGated(t, filepath.Join(t.TempDir(), "s.db"), g, nil)
+	ctx := context.Background()
+	if _, err := s.Accept(ctx, time.Now(), []persistence.NewMessage{pending("before")}); err != nil {
+		t.Fatal(err)
+	}
+
+	g.shut()
+	accepted := make(chan error, 1)
+	go func() {
+		_, err := s.Accept(ctx, time.Now(), []persistence.NewMessage{pending("held")})
+		accepted <- err
+	}()
+	// The commit happens (a reader sees the row) while its sync is held.
+	waitFor(t, "the held commit", func() bool {
+		var n int
+		_ = s.rdb.QueryRow(`SELECT count(*) FROM messages WHERE id = 'held'`).Scan(&n)
+		return n == 1
+	})
+	select {
+	case err := <-accepted:
+		t.Fatalf("Accept returned (%v) before its commit was synced", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	for name, read := range map[string]func(){
+		"GetMessage":   func() { _, _ = s.GetMessage(ctx, "held") },
+		"ListMessages": func() { _, _ = s.ListMessages(ctx, persistence.ListQuery{Limit: 10}) },
+		"Stats":        func() { _, _ = s.Stats(ctx) },
+		"Accept of the same id": func() {
+			_, _ = s.Accept(ctx, time.Now(), []persistence.NewMessage{pending("held")})
+		},
+	} {
+		if returns(100*time.Millisecond, read) {
+			t.Errorf("%s returned while the commit it may see was not durable", name)
+		}
+	}
+	// A later batch executes while the first one's sync is held.
+	claimed := make(chan persistence.Claim, 1)
+	go func() {
+		c, _ := s.ClaimWork(ctx, persistence.ClaimRequest{Kind: persistence.WorkDelivery, Target: "fe", Owner: "o",
+			Limit: 10, Now: time.Now().Add(time.Second), Lease: time.Minute})
+		claimed <- c
+	}()
+	waitFor(t, "the next batch's commit", func() bool {
+		var n int
+		_ = s.rdb.QueryRow(`SELECT count(*) FROM outbox WHERE lease_owner = 'o'`).Scan(&n)
+		return n == 2
+	})
+
+	g.release()
+	if err := <-accepted; err != nil {
+		t.Fatalf("Accept after the sync: %v", err)
+	}
+	if c := <-claimed; len(c.Work) != 2 {
+		t.Errorf("claim after the sync: %d rows, want 2", len(c.Work))
+	}
+	if m, err := s.GetMessage(ctx, "held"); err != nil || m.ID != "held" {
+		t.Errorf("GetMessage after the sync: %v", err)
+	}
+}
+
+// TestPowerCutLosesNothingAnswered writes from several goroutines, cuts
+// the WAL back to what the last sync covered while syncs are held (what a
+// power cut leaves: kill -9 would keep the page cache), and opens the copy:
+// every write that returned is there.
+func TestPowerCutLosesNothingAnswered(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "s.db")
+	g := newGate()
+	s := openGated(t, path, g, nil)
+	ctx := context.Background()
+
+	var mu sync.Mutex
+	var answered []string
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := fmt.Sprintf("w%d-%04d", w, i)
+				if _, err := s.Accept(ctx, time.Now(), []persistence.NewMessage{pending(id)}); err != nil {
+					return // the store closed under us at the end
+				}
+				mu.Lock()
+				answered = append(answered, id)
+				mu.Unlock()
+			}
+		}()
+	}
+	waitFor(t, "some answered writes", func() bool { mu.Lock(); defer mu.Unlock(); return len(answered) > 200 })
+	g.shut()
+	waitFor(t, "a commit held back", func() bool { return s.commitSeq.Load() > s.wal.synced.Load() })
+	mu.Lock()
+	done := append([]string(nil), answered...)
+	mu.Unlock()
+
+	// The power cut: the database as it is, the WAL as far as synced.
+	cut := filepath.Join(t.TempDir(), "cut.db")
+	copyFile(t, path, cut, -1)
+	copyFile(t, path+"-wal", cut+"-wal", g.synced.Load())
+	close(stop)
+	g.release()
+	wg.Wait()
+
+	after := openAt(t, cut, nil)
+	for _, id := range done {
+		if _, err := after.GetMessage(ctx, id); err != nil {
+			t.Fatalf("answered write %s lost in the power cut: %v", id, err)
+		}
+	}
+	st, err := after.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d answered before the cut, %d pending after it", len(done), st.ByState[messages.StatePending])
+}
+
+func copyFile(t *testing.T, from, to string, size int64) {
+	t.Helper()
+	in, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.Create(to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r io.Reader = in
+	if size >= 0 {
+		r = io.LimitReader(in, size)
+	}
+	if _, err := io.Copy(out, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFailedSyncStopsTheStore: the writes waiting for a failed sync fail,
+// OnFatal is told, and every later write fails without retrying the sync.
+func TestFailedSyncStopsTheStore(t *testing.T) {
+	g := newGate()
+	fatal := make(chan error, 1)
+	s := openGated(t, filepath.Join(t.TempDir(), "s.db"), g, func(err error) { fatal <- err })
+	ctx := context.Background()
+	boom := errors.New("disk on fire")
+	g.fail.Store(&boom)
+	if _, err := s.Accept(ctx, time.Now(), []persistence.NewMessage{pending("x")}); err == nil || !errors.Is(err, errBroken) {
+		t.Fatalf("Accept whose sync failed: %v, want the store broken", err)
+	}
+	select {
+	case err := <-fatal:
+		if !errors.Is(err, errBroken) {
+			t.Errorf("OnFatal(%v), want the store broken", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("OnFatal not called")
+	}
+	calls := g.calls.Load()
+	if _, err := s.Accept(ctx, time.Now(), []persistence.NewMessage{pending("y")}); err == nil {
+		t.Error("a write after the failed sync succeeded")
+	}
+	if _, err := s.GetMessage(ctx, "x"); err == nil {
+		t.Error("a read after the failed sync succeeded")
+	}
+	if g.calls.Load() != calls {
+		t.Error("the failed sync was retried")
+	}
+}
+
+// TestWritesShareTransactions: writes queued while the writer is busy
+// commit together, and a job that fails rolls back only itself.
+func TestWritesShareTransactions(t *testing.T) {
+	g := newGate()
+	s := openGated(t, filepath.Join(t.TempDir(), "s.db"), g, nil)
+	ctx := context.Background()
+	// A job that holds the writer until the others are queued.
+	hold, running := make(chan struct{}), make(chan struct{})
+	held := make(chan error, 1)
+	go func() {
+		held <- s.write(ctx, "hold", func(querier) error { close(running); <-hold; return nil })
+	}()
+	<-running
+	released := false
+	defer func() {
+		if !released {
+			close(hold) // a failed wait below must not leave the writer held
+		}
+	}()
+	var wg sync.WaitGroup
+	errs := make([]error, 20)
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i == 7 {
+				errs[i] = s.write(ctx, "fails", func(tx querier) error {
+					if _, err := tx.ExecContext(ctx, `INSERT INTO routes (prefix, frontend, updated_at) VALUES ('7', 'fe', 0)`); err != nil {
+						return err
+					}
+					return errors.New("this job fails after writing")
+				})
+				return
+			}
+			_, errs[i] = s.Accept(ctx, time.Now(), []persistence.NewMessage{pending(fmt.Sprint("m", i))})
+		}()
+	}
+	waitFor(t, "the writes to queue", func() bool { return len(s.jobs) == 20 })
+	close(hold)
+	released = true
+	wg.Wait()
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	for i, err := range errs {
+		if (err != nil) != (i == 7) {
+			t.Errorf("write %d: %v", i, err)
+		}
+	}
+	if n := s.commitSeq.Load(); n != 2 {
+		t.Errorf("%d commits for a held write and 20 queued behind it, want 2", n)
+	}
+	if routes, err := s.Routes(ctx); err != nil || len(routes) != 0 {
+		t.Errorf("routes %v, %v: the failed job's insert must be rolled back", routes, err)
+	}
+	if st, err := s.Stats(ctx); err != nil || st.ByState[messages.StatePending] != 19 {
+		t.Errorf("pending %d, %v; want the 19 other writes", st.ByState[messages.StatePending], err)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
