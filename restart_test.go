@@ -68,6 +68,20 @@ func (f *faultyStore) trip(method string, after bool) {
 	}
 }
 
+// Write trips the one-part call each of its parts stands for.
+func (f *faultyStore) Write(ctx context.Context, now time.Time, w persistence.Write) (persistence.Written, error) {
+	for name, in := range map[string]bool{"Accept": len(w.Accept) > 0, "CompleteWork": len(w.Outcomes) > 0, "ClaimWork": len(w.Claims) > 0} {
+		if in {
+			f.trip(name, false)
+		}
+	}
+	r, err := f.Store.Write(ctx, now, w)
+	if len(w.Accept) > 0 {
+		f.trip("Accept", true)
+	}
+	return r, err
+}
+
 func (f *faultyStore) Accept(ctx context.Context, now time.Time, b []persistence.NewMessage) ([]persistence.Accepted, error) {
 	f.trip("Accept", false)
 	r, err := f.Store.Accept(ctx, now, b)

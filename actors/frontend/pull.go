@@ -30,6 +30,9 @@ func (w *Waiters[T]) Peek() (Waiter[T], bool) {
 	return w.q[0], true
 }
 
+// Items are the waiting polls, oldest first (not to be changed).
+func (w *Waiters[T]) Items() []Waiter[T] { return w.q }
+
 // Pop removes the oldest waiting poll (after it was answered).
 func (w *Waiters[T]) Pop() {
 	var zero Waiter[T]

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -55,59 +57,44 @@ type Config struct {
 // queued meanwhile are served between steps.
 const bulkPage = 256
 
-// Intake is the intake actor. Build it with NewIntake.
+// commitDepth is how many group commits may be out at once (3): while one
+// waits for its fsync the next one's transaction runs, and the store's
+// writer can merge what queues behind them.
+const commitDepth = 3
+
+// Intake is the intake actor: the shell of a Pipeline of group commits,
+// which it runs on goroutines of their own (Receive never waits on the
+// store for a commit), and the owner of the directory. Build it with
+// NewIntake.
 type Intake struct {
 	cfg   Config
 	log   *slog.Logger
 	table *Table
-	// batch holds what the next commit stores: submits and forwarded
-	// messages. An entry is zeroed once answered.
-	batch []entry
+	pipe  Pipeline
+	// commits counts the commits out, across incarnations: a stop waits
+	// for them, so that their submitters are answered before the store
+	// closes.
+	commits *sync.WaitGroup
+	self    *actor.PID
+	sys     *actor.ActorSystem
 	// flushQueued is true while a flush message is in our mailbox.
 	flushQueued bool
 }
 
-// entry is one message of a group commit: a client's submit, or one
-// message of a peer's forward request.
-type entry struct {
-	sub *messages.Submit
-	fwd *forwardReq
-	idx int
-}
-
-// forwardReq collects the results of one AcceptForwards; it is answered
-// when its last message is settled (always within one commit).
-type forwardReq struct {
-	m       *messages.AcceptForwards
-	results []messages.ForwardResult
-	left    int
-}
-
-func (f *forwardReq) settle(i int, r messages.ForwardResult) {
-	f.results[i] = r
-	f.left--
-	if f.left == 0 {
-		f.m.Reply <- messages.AcceptForwardsReply{Results: f.results}
-	}
-}
-
-// fail answers every entry of the batch that is not answered yet.
-func failAll(batch []entry, err error) {
-	failed := map[*forwardReq]bool{}
-	for _, e := range batch {
-		switch {
-		case e.sub != nil:
-			e.sub.Reply <- messages.SubmitReply{Err: err}
-		case e.fwd != nil && !failed[e.fwd] && e.fwd.left > 0:
-			failed[e.fwd] = true
-			e.fwd.m.Reply <- messages.AcceptForwardsReply{Err: err}
-		}
-	}
-}
-
-// flush commits the current batch; it is sent to ourselves behind the
-// submits already queued, so one transaction takes a whole mailbox drain.
+// flush starts the next commit; it is sent to ourselves behind the work
+// already queued, so one transaction takes a whole mailbox drain.
 type flush struct{}
+
+// committed says a commit ended; its submitters have been answered.
+type committed struct{ kicks []persistence.WorkSpec }
+
+// panicked carries a panic of a commit's goroutine back to the actor,
+// which panics with it: its supervisor restarts it, as when the commit ran
+// in Receive.
+type panicked struct {
+	value any
+	stack []byte
+}
 
 // bulkStep continues a bulk resubmit after `before`.
 type bulkStep struct {
@@ -124,8 +111,10 @@ func NewIntake(cfg Config) actor.Producer {
 	if cfg.StoreTimeout <= 0 {
 		cfg.StoreTimeout = 30 * time.Second
 	}
+	commits := &sync.WaitGroup{}
 	return func() actor.Actor {
-		return &Intake{cfg: cfg, log: cfg.Logger.With("component", "intake")}
+		return &Intake{cfg: cfg, log: cfg.Logger.With("component", "intake"), commits: commits,
+			pipe: Pipeline{Depth: commitDepth, MaxBatch: cfg.MaxBatch}}
 	}
 }
 
@@ -137,28 +126,53 @@ func (a *Intake) storeCtx() (context.Context, context.CancelFunc) {
 func (a *Intake) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *actor.Started:
+		a.self, a.sys = c.Self(), c.ActorSystem()
 		a.load()
 	case *actor.Stopping:
-		// A flush queued behind the poison pill never runs: commit and
-		// answer what is left now (the store is still open).
-		a.commit(c)
+		// A flush queued behind the poison pill never runs: once every
+		// commit out has ended, commit what is left now (the store is still
+		// open).
+		a.commits.Wait()
+		a.pipe.Settled()
+		for {
+			b, ok := a.batch(c)
+			if !ok {
+				break
+			}
+			a.run(b)
+			a.pipe.Done()
+		}
 	case *actor.Restarting:
-		// The batch being built dies with this incarnation: answer it now so
-		// submitters retry at once rather than at their deadline. If the
-		// panic came after the commit, a retry with the same id finds the
-		// stored message (submits with an id are idempotent).
-		failAll(a.batch, messages.Errorf(messages.CodeUnavailable,
+		// The work queued dies with this incarnation: answer it now so its
+		// senders retry at once rather than at their deadline. Commits out
+		// answer their own; if a panic came after a commit, a retry with the
+		// same id finds the stored message (submits with an id are
+		// idempotent).
+		entries, reports := a.pipe.Drop()
+		failAll(entries, reports, messages.Errorf(messages.CodeUnavailable,
 			"the intake restarted before answering; retry with the same id"))
-		a.batch = nil
 	case *messages.Submit:
 		a.submit(c, m)
 	case *messages.AcceptForwards:
-		a.acceptForwards(c, m)
+		if !a.pipe.Forwards(m) {
+			m.Reply <- messages.AcceptForwardsReply{Results: []messages.ForwardResult{}}
+			return
+		}
+		a.queued(c)
 	case *messages.ApplyStatuses:
-		m.Reply <- a.applyStatuses(m)
+		a.pipe.Statuses(m)
+		a.queued(c)
 	case flush:
 		a.flushQueued = false
-		a.commit(c)
+		a.start(c)
+	case *committed:
+		a.pipe.Done()
+		a.kick(c, m.kicks)
+		a.start(c)
+	case *panicked:
+		a.pipe.Done()
+		a.log.Error("commit panicked", "panic", m.value, "stack", string(m.stack))
+		panic(m.value)
 	case *messages.Resubmit:
 		m.Reply <- a.resubmit(c, m.ID)
 	case *messages.ResubmitBulk:
@@ -251,14 +265,14 @@ func (a *Intake) submit(c actor.Context, m *messages.Submit) {
 		m.Reply <- messages.SubmitReply{Err: err}
 		return
 	}
-	a.batch = append(a.batch, entry{sub: m})
+	a.pipe.Submit(m)
 	a.queued(c)
 }
 
-// queued commits a full batch, or makes sure a flush follows.
+// queued starts a commit of a full batch, or makes sure a flush follows.
 func (a *Intake) queued(c actor.Context) {
-	if len(a.batch) >= a.cfg.MaxBatch {
-		a.commit(c)
+	if a.pipe.Full() {
+		a.start(c)
 		return
 	}
 	if !a.flushQueued {
@@ -267,234 +281,95 @@ func (a *Intake) queued(c actor.Context) {
 	}
 }
 
-// acceptForwards queues a peer's forwarded messages for the next commit.
-// They were validated by the gateway; here each is checked against this
-// node: it must be addressed to us, for a frontend we serve.
-func (a *Intake) acceptForwards(c actor.Context, m *messages.AcceptForwards) {
-	req := &forwardReq{m: m, results: make([]messages.ForwardResult, len(m.Forwards)), left: len(m.Forwards)}
-	if req.left == 0 {
-		m.Reply <- messages.AcceptForwardsReply{Results: req.results}
+// start starts the next commit when the pipeline gives one out.
+func (a *Intake) start(c actor.Context) {
+	b, ok := a.batch(c)
+	if !ok {
 		return
 	}
-	for i := range m.Forwards {
-		a.batch = append(a.batch, entry{fwd: req, idx: i})
-	}
-	a.queued(c)
+	a.commits.Add(1)
+	go func() {
+		defer a.commits.Done()
+		defer func() {
+			if v := recover(); v != nil {
+				b.abandon(messages.Errorf(messages.CodeUnavailable, "the intake restarted before answering; retry with the same id"))
+				a.sys.Root.Send(a.self, &panicked{value: v, stack: debug.Stack()})
+			}
+		}()
+		a.sys.Root.Send(a.self, &committed{kicks: a.run(b)})
+	}()
 }
 
-// forwardTarget checks a forwarded message against this node.
-func (a *Intake) forwardTarget(f messages.Forward) error {
-	if f.DestSMSC != a.cfg.Node {
-		return messages.Errorf(messages.CodeNotOurFrontend, "dest_smsc is %q; this node is %q", f.DestSMSC, a.cfg.Node)
+// batch takes the pipeline's next batch and routes it; the entries that
+// cannot go are answered at once. On a shared store an entry without a
+// route first has the directory read again.
+func (a *Intake) batch(c actor.Context) (*Batch, bool) {
+	entries, reports, ok := a.pipe.Take()
+	if !ok {
+		return nil, false
 	}
-	if _, ok := a.table.Frontend(f.Frontend); !ok {
-		return messages.Errorf(messages.CodeNotOurFrontend, "frontend %q is not served by %s", f.Frontend, a.cfg.Node)
+	b := &Batch{Now: a.cfg.Clock.Now(), entries: entries, reports: reports}
+	for _, r := range reports {
+		b.Updates = append(b.Updates, r.updates...)
 	}
-	return nil
-}
-
-// newMessage builds what the store keeps for a submission routed to t.
-func (a *Intake) newMessage(s messages.Submission, t Target, now time.Time) persistence.NewMessage {
-	nm := persistence.NewMessage{
-		ID: s.ID, SourceMSISDN: s.SourceMSISDN, DestinationMSISDN: s.DestinationMSISDN,
-		Body: s.Body, SourceSMSC: a.cfg.Node, DestSMSC: a.cfg.Node, Frontend: t.Frontend,
-		State:  messages.StatePending,
-		Detail: "accepted for frontend " + t.Frontend,
-		Work:   &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: t.Frontend, DueAt: now},
-	}
-	if t.Peer != "" {
-		nm.DestSMSC = t.Peer
-		nm.Work = &persistence.WorkSpec{Kind: persistence.WorkForward, Target: t.Peer, DueAt: now}
-		nm.Detail = fmt.Sprintf("accepted for frontend %s at peer %s", t.Frontend, t.Peer)
-		if !t.Healthy {
-			nm.State = messages.StateForwardQueued
-			nm.Detail = fmt.Sprintf("queued for frontend %s at peer %s, which is not healthy", t.Frontend, t.Peer)
-		}
-	}
-	return nm
-}
-
-// commit writes the batch in one transaction and answers every submitter.
-func (a *Intake) commit(c actor.Context) {
-	if len(a.batch) == 0 {
-		return
-	}
-	// a.batch keeps the entries until the store call has returned, so that
-	// a panic in it still lets Restarting answer them.
-	batch := a.batch
-	now := a.cfg.Clock.Now()
-	stored, from := a.route(c, batch, now)
-	if len(stored) == 0 {
-		a.batch = nil
-		return
-	}
-	ctx, cancel := a.storeCtx()
-	accepted, err := a.cfg.Store.Accept(ctx, now, stored)
-	cancel()
-	a.batch = nil
-	if err != nil {
-		a.log.Error("accept failed", "messages", len(stored), "err", err)
-		live := make([]entry, 0, len(from))
-		for _, i := range from {
-			live = append(live, batch[i])
-		}
-		failAll(live, messages.Errorf(messages.CodeUnavailable, "the message store is unavailable; retry with the same id"))
-		return
-	}
-	kicked := map[string]bool{}
-	for k, acc := range accepted {
-		a.answer(batch[from[k]], acc, nil)
-		if !acc.Created {
-			continue
-		}
-		w := stored[k].Work
-		a.cfg.Publish(messages.StateChanged{ID: acc.Message.ID, State: acc.Message.State,
-			Frontend: acc.Message.Frontend, At: now, Detail: stored[k].Detail})
-		if kicked[string(w.Kind)+"/"+w.Target] {
-			continue
-		}
-		kicked[string(w.Kind)+"/"+w.Target] = true
-		switch {
-		case w.Kind == persistence.WorkDelivery:
-			c.Send(a.cfg.Frontends, &messages.Kick{Frontend: w.Target})
-		case acc.Message.State == messages.StatePending && a.cfg.Peers != nil:
-			c.Send(a.cfg.Peers, &messages.KickPeer{Peer: w.Target})
-		}
-	}
-}
-
-// route turns the batch into what the store keeps; stored[k] came from
-// batch[from[k]]. Entries that cannot go are answered and zeroed. On a
-// shared store an entry without a route first has the directory read again.
-func (a *Intake) route(c actor.Context, batch []entry, now time.Time) (stored []persistence.NewMessage, from []int) {
-	errs := make([]error, len(batch))
-	stored = make([]persistence.NewMessage, len(batch))
+	rt := router{table: a.table, node: a.cfg.Node, newID: a.cfg.NewID}
+	errs := make([]error, len(entries))
+	stored := make([]persistence.NewMessage, len(entries))
 	missed := false
-	for i, e := range batch {
-		stored[i], errs[i] = a.entryMessage(e, now)
+	for i, e := range entries {
+		stored[i], errs[i] = rt.entryMessage(e, b.Now)
 		missed = missed || isMiss(errs[i])
 	}
 	if missed && a.cfg.Shared {
 		a.reload(c)
-		for i, e := range batch {
+		rt.table = a.table
+		for i, e := range entries {
 			if isMiss(errs[i]) {
-				stored[i], errs[i] = a.entryMessage(e, now)
+				stored[i], errs[i] = rt.entryMessage(e, b.Now)
 			}
 		}
 	}
-	from = make([]int, 0, len(batch))
-	k := 0
-	for i, e := range batch {
+	for i, e := range entries {
 		if errs[i] != nil {
-			a.answer(e, persistence.Accepted{}, errs[i])
-			batch[i] = entry{} // answered
+			answer(e, persistence.Accepted{}, errs[i])
 			continue
 		}
-		stored[k] = stored[i]
-		from = append(from, i)
-		k++
+		b.Stored = append(b.Stored, stored[i])
+		b.from = append(b.from, i)
 	}
-	return stored[:k], from
+	if len(b.Stored)+len(b.Updates) == 0 {
+		a.pipe.Done()
+		return a.batch(c)
+	}
+	return b, true
 }
 
-// isMiss reports whether err refuses a message for want of a route or a
-// frontend: what another instance's directory change may have cured.
-func isMiss(err error) bool {
-	var me *messages.Error
-	return errors.As(err, &me) && (me.Code == messages.CodeNoRoute || me.Code == messages.CodeNotOurFrontend)
-}
-
-// entryMessage routes one entry into what the store keeps.
-func (a *Intake) entryMessage(e entry, now time.Time) (persistence.NewMessage, error) {
-	if e.sub != nil {
-		s := e.sub.Submission
-		// Resolve again: a directory change may have arrived after the submit.
-		t, err := a.table.Resolve(s.DestinationMSISDN)
-		if err != nil {
-			return persistence.NewMessage{}, err
-		}
-		if s.ID == "" {
-			s.ID = a.cfg.NewID()
-		}
-		return a.newMessage(s, t, now), nil
-	}
-	f := e.fwd.m.Forwards[e.idx]
-	if err := a.forwardTarget(f); err != nil {
-		return persistence.NewMessage{}, err
-	}
-	return persistence.NewMessage{
-		ID: f.ID, SourceMSISDN: f.SourceMSISDN, DestinationMSISDN: f.DestinationMSISDN,
-		Body: f.Body, SourceSMSC: f.SourceSMSC, DestSMSC: a.cfg.Node, Frontend: f.Frontend,
-		State:    messages.StatePending,
-		Detail:   fmt.Sprintf("forwarded by %s for frontend %s", e.fwd.m.From, f.Frontend),
-		Work:     &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: f.Frontend, DueAt: now},
-		ReportTo: e.fwd.m.From,
-	}, nil
-}
-
-// answer replies to one entry: the stored message, or err.
-func (a *Intake) answer(e entry, acc persistence.Accepted, err error) {
-	if e.sub != nil {
-		if err != nil {
-			e.sub.Reply <- messages.SubmitReply{Err: err}
-			return
-		}
-		e.sub.Reply <- messages.SubmitReply{Message: acc.Message, Created: acc.Created}
-		return
-	}
-	id := e.fwd.m.Forwards[e.idx].ID
-	r := messages.ForwardResult{ForwardReply: messages.ForwardReply{ID: id}}
-	switch {
-	case err != nil:
-		var me *messages.Error
-		if !errors.As(err, &me) {
-			me = messages.Errorf(messages.CodeInternal, "%v", err)
-		}
-		r.Error = me
-	case !acc.Created && acc.Message.SourceSMSC != e.fwd.m.Forwards[e.idx].SourceSMSC:
-		// Ids are global; one from another origin is another message.
-		r.Error = messages.Errorf(messages.CodeInvalidState,
-			"id %q is already used here by a message from %s", id, acc.Message.SourceSMSC)
-	default:
-		r.Duplicate, r.State = !acc.Created, acc.Message.State
-		if acc.Message.State == messages.StateFailed {
-			r.Reason = acc.Message.Reason
-		}
-	}
-	e.fwd.settle(e.idx, r)
-}
-
-// applyStatuses records a peer's delivery_status reports.
-func (a *Intake) applyStatuses(m *messages.ApplyStatuses) messages.ApplyStatusesReply {
-	now := a.cfg.Clock.Now()
-	updates := make([]persistence.StatusUpdate, len(m.Reports))
-	for i, r := range m.Reports {
-		res := persistence.ResultDelivered
-		if r.Status == messages.ReportFailed {
-			res = persistence.ResultFailed
-		}
-		updates[i] = persistence.StatusUpdate{ID: r.ID, From: m.From, Result: res, Reason: r.Reason, At: r.At}
-	}
+// run commits a batch, answers everyone in it and publishes its changes;
+// it returns the work to kick.
+func (a *Intake) run(b *Batch) []persistence.WorkSpec {
 	ctx, cancel := a.storeCtx()
-	defer cancel()
-	comps, err := a.cfg.Store.ApplyStatus(ctx, now, updates)
+	w, err := a.cfg.Store.Write(ctx, b.Now, b.Write())
+	cancel()
 	if err != nil {
-		return messages.ApplyStatusesReply{Err: a.unavailable("apply status", err)}
+		a.log.Error("commit failed", "messages", len(b.Stored), "reports", len(b.Updates), "err", err)
 	}
-	out := make([]messages.StatusReply, len(comps))
-	for i, comp := range comps {
-		out[i] = messages.StatusReply{ID: updates[i].ID, Outcome: string(comp)}
-		if comp != persistence.Applied {
-			continue
-		}
-		state := messages.StateDelivered
-		if updates[i].Result == persistence.ResultFailed {
-			state = messages.StateFailed
-		}
-		a.cfg.Publish(messages.StateChanged{ID: updates[i].ID, State: state, At: now,
-			Detail: "reported by " + m.From, Reason: updates[i].Reason})
+	changes, kicks := b.settle(w, err)
+	for _, ch := range changes {
+		a.cfg.Publish(ch)
 	}
-	return messages.ApplyStatusesReply{Results: out}
+	return kicks
+}
+
+// kick wakes the workers of the work a commit wrote.
+func (a *Intake) kick(c actor.Context, kicks []persistence.WorkSpec) {
+	for _, k := range kicks {
+		switch {
+		case k.Kind == persistence.WorkDelivery:
+			c.Send(a.cfg.Frontends, &messages.Kick{Frontend: k.Target})
+		case a.cfg.Peers != nil:
+			c.Send(a.cfg.Peers, &messages.KickPeer{Peer: k.Target})
+		}
+	}
 }
 
 // reroute builds the re-routing of a message to whichever frontend serves
@@ -504,7 +379,7 @@ func (a *Intake) reroute(m messages.Message, now time.Time) (persistence.Reroute
 	if err != nil {
 		return persistence.Reroute{}, err
 	}
-	nm := a.newMessage(messages.Submission{ID: m.ID}, t, now)
+	nm := router{node: a.cfg.Node}.newMessage(messages.Submission{ID: m.ID}, t, now)
 	return persistence.Reroute{
 		ID: m.ID, Frontend: nm.Frontend, DestSMSC: nm.DestSMSC, State: nm.State,
 		Detail: fmt.Sprintf("resubmitted from %s: %s", m.State, nm.Detail),

@@ -1,0 +1,536 @@
+package delivery
+
+import (
+	"math/rand/v2"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/actors/clock"
+	"github.com/switchboard-dev/switchboard/actors/frontend"
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// Dispatcher is the pure state machine of one frontend's delivery worker:
+// when to claim work and how much, who gets what a claim brings, which
+// verdicts to record, what to answer. The worker feeds it polls, acks,
+// verdicts, kicks, handed-over work and the time; runs the store round it
+// asks for (Next: the verdicts to record and the next claim, one Write,
+// one round at a time, off the actor's goroutine) and tells it how the
+// round went (Done); and carries out the Effects. Not safe for concurrent
+// use.
+//
+// A pull frontend's waiting polls are served from one claim for all of them
+// that ask for the same lease (up to MaxClaim rows), oldest poll first; a
+// push frontend claims its free slots (MaxInFlight). A claim that comes
+// back short means the due work is exhausted until a kick, a new poll or
+// the NextDue the store reported.
+type Dispatcher struct {
+	cfg DispatcherConfig
+
+	waiters  frontend.Waiters[*messages.Poll]
+	ready    []persistence.Work // pull: leased to us, not yet offered
+	inflight map[string]flight  // push: deliveries under way, by message id
+	pending  []pending          // verdicts to record
+	round    *Round             // the store round in flight
+	more     bool               // due work may be waiting in the store
+	nextDue  time.Time          // when the store said more becomes due
+	retryAt  time.Time          // after a failed round: not before
+	draining bool
+	held     bool // push: the frontend cannot take deliveries now
+}
+
+// DispatcherConfig is what a Dispatcher needs.
+type DispatcherConfig struct {
+	Frontend string
+	// Pull is true for a pull frontend (polls and acks), false for a push
+	// one (webhook, in-process actor).
+	Pull bool
+	// Owner names this instance on leases.
+	Owner  string
+	Policy Policy
+	// MaxInFlight bounds a push frontend's deliveries under way.
+	MaxInFlight int
+	// MaxClaim bounds one pull claim (the sum of the waiting polls' max).
+	MaxClaim int
+	// PushLease is how long pushed work stays leased; DeliveryTimeout is
+	// how long a delivery may take before it counts as a retry.
+	PushLease, DeliveryTimeout time.Duration
+}
+
+type flight struct {
+	work     persistence.Work
+	deadline time.Time
+}
+
+// pending is one verdict to record; ack is the ack waiting for it (nil for
+// a push frontend's own verdict, which is retried until recorded).
+type pending struct {
+	o   persistence.Outcome
+	ack *ackState
+	idx int
+}
+
+// ackState is a pull frontend's ack waiting for its verdicts' commit.
+type ackState struct {
+	a        *messages.Ack
+	outcomes []messages.AckOutcome
+	left     int
+	dupOf    map[int]int
+	err      error
+}
+
+// Round is one store round: the verdicts to record and, when Claim is
+// set, the next claim, in one Write.
+type Round struct {
+	Outcomes []persistence.Outcome
+	Claim    *persistence.ClaimRequest
+	pending  []pending
+}
+
+// Answer is a poll to answer.
+type Answer struct {
+	Poll  *messages.Poll
+	Reply messages.PollReply
+}
+
+// AckDone is an ack to answer.
+type AckDone struct {
+	Ack   *messages.Ack
+	Reply messages.AckReply
+}
+
+// Effects are what the worker must do after a call, in this order:
+// record the Applied outcomes (metrics, state changes), answer the acks
+// and the polls, start the deliveries.
+type Effects struct {
+	Applied []persistence.Outcome
+	Acks    []AckDone
+	Answers []Answer
+	Start   []persistence.Work
+	// Drained is set once a drain is complete: nothing in flight or to
+	// record.
+	Drained bool
+}
+
+func (e *Effects) add(o Effects) {
+	e.Applied = append(e.Applied, o.Applied...)
+	e.Acks = append(e.Acks, o.Acks...)
+	e.Answers = append(e.Answers, o.Answers...)
+	e.Start = append(e.Start, o.Start...)
+	e.Drained = e.Drained || o.Drained
+}
+
+// storeRetry is how soon a round is tried again after one failed.
+const storeRetry = time.Second
+
+// NewDispatcher returns a Dispatcher that assumes work may be due.
+func NewDispatcher(cfg DispatcherConfig) *Dispatcher {
+	return &Dispatcher{cfg: cfg, inflight: map[string]flight{}, more: true}
+}
+
+// Kick says work may be due (a commit, a ring change).
+func (d *Dispatcher) Kick() { d.more = true }
+
+// Hold stops (or resumes) claims for a push frontend that cannot take
+// deliveries now (an in-process frontend not registered yet).
+func (d *Dispatcher) Hold(held bool) { d.held = held }
+
+// Waiting reports whether polls wait.
+func (d *Dispatcher) Waiting() bool { return d.waiters.Len() > 0 }
+
+// Poll queues a pull frontend's long-poll; it is answered from work at
+// hand, or by a later claim, or empty at its deadline.
+func (d *Dispatcher) Poll(now time.Time, p *messages.Poll) Effects {
+	if d.draining {
+		return Effects{Answers: []Answer{{Poll: p, Reply: messages.PollReply{Err: errUnavailable("the node is stopping")}}}}
+	}
+	d.waiters.Add(p, now.Add(p.Wait))
+	d.more = true
+	return d.serve(now)
+}
+
+// Handover gives the dispatcher work already leased to it (a claim made
+// elsewhere, or a commit that leased it): a pull frontend offers it to the
+// waiting polls, a push frontend delivers it.
+func (d *Dispatcher) Handover(now time.Time, work []persistence.Work) Effects {
+	var e Effects
+	for _, wk := range d.admit(now, work) {
+		if d.cfg.Pull {
+			d.ready = append(d.ready, wk)
+			continue
+		}
+		d.inflight[wk.MessageID] = flight{work: wk, deadline: now.Add(d.cfg.DeliveryTimeout)}
+		e.Start = append(e.Start, wk)
+	}
+	if d.cfg.Pull {
+		e.add(d.serve(now))
+	}
+	return e
+}
+
+// admit keeps the work the policy lets be attempted; the rest (expired,
+// out of attempts) gets its failure queued.
+func (d *Dispatcher) admit(now time.Time, work []persistence.Work) []persistence.Work {
+	var out []persistence.Work
+	for _, wk := range work {
+		if o, ok := d.cfg.Policy.Before(wk, now); !ok {
+			d.pending = append(d.pending, pending{o: fenced(o, wk, d.cfg.Owner)})
+			continue
+		}
+		out = append(out, wk)
+	}
+	return out
+}
+
+// serve answers waiting polls, oldest first, from the work at hand. Work
+// whose lease has less than half of the poll's lease left is not offered
+// (a poller could not count on it): it is dropped, and claimable again once
+// its lease ends. That happens only to work claimed for a poll that left
+// before the claim came back.
+func (d *Dispatcher) serve(now time.Time) Effects {
+	var e Effects
+	for len(d.ready) > 0 && d.waiters.Len() > 0 {
+		w, _ := d.waiters.Peek()
+		d.waiters.Pop()
+		if gone(w.Poll.Done) {
+			continue
+		}
+		keep := leaseOf(w.Poll) / 2
+		out := make([]messages.Outgoing, 0, min(max(w.Poll.Max, 1), len(d.ready)))
+		for len(d.ready) > 0 && len(out) < cap(out) {
+			wk := d.ready[0]
+			d.ready = d.ready[1:]
+			if wk.LeaseUntil.Sub(now) >= keep {
+				out = append(out, messages.OutgoingOf(wk.Message))
+			}
+		}
+		if len(out) == 0 {
+			d.waiters.Add(w.Poll, w.Deadline) // nothing fit: it waits on
+			continue
+		}
+		e.Answers = append(e.Answers, Answer{Poll: w.Poll, Reply: messages.PollReply{Messages: out}})
+	}
+	return e
+}
+
+// Verdict records a push frontend's verdict on a delivery. attempt is 0
+// when the sender does not know it (an in-process frontend's reply). A
+// verdict for a delivery no longer in flight (it timed out, or the worker
+// restarted) is still recorded when it is final: the frontend has spoken.
+// A late retry verdict is dropped: the timeout already scheduled one.
+func (d *Dispatcher) Verdict(now time.Time, id string, attempt int, r messages.DeliveryResult, actor bool, rng *rand.Rand) {
+	f, inFlight := d.inflight[id]
+	if inFlight {
+		delete(d.inflight, id)
+		attempt = f.work.Message.Attempts
+	}
+	if !r.Status.Valid() {
+		r = messages.DeliveryResult{ID: id, Status: messages.Retry, Reason: "frontend replied with unknown status " + string(r.Status)}
+	}
+	if !inFlight && (r.Status == messages.Retry || attempt == 0 && !actor) {
+		return
+	}
+	o := d.cfg.Policy.After(d.cfg.Frontend, id, attempt, r, now, rng)
+	if inFlight {
+		o = fenced(o, f.work, d.cfg.Owner)
+	}
+	d.pending = append(d.pending, pending{o: o})
+}
+
+// fenced stamps an outcome of a delivery in flight (a push frontend's
+// verdict, delivered ones included, or a timeout) with the claim it comes
+// from: if our lease ran out and the ring's new owner of the token claimed
+// the row since, the store refuses it (StaleEpoch) and the new owner's
+// attempt, under the same Idempotency-Key, speaks for the message. A pull
+// frontend's ack and a verdict arriving after its delivery left the
+// flight are not fenced: the frontend has spoken.
+func fenced(o persistence.Outcome, wk persistence.Work, owner string) persistence.Outcome {
+	if wk.LeaseEpoch > 0 {
+		o.Epoch, o.Owner = wk.LeaseEpoch, owner
+	}
+	return o
+}
+
+// Attempts are the attempt counts an ack's verdicts need (by message id,
+// absent when the message does not exist), read before Ack.
+type Attempts map[string]int
+
+// NeedsAttempts reports whether the verdict needs the message's attempt
+// count: a retry (for the backoff and the budget), or one that names its
+// attempt (to tell a stale verdict).
+func NeedsAttempts(r messages.DeliveryResult) bool {
+	return r.Status == messages.Retry || (r.Status == messages.Failed && r.Attempt > 0)
+}
+
+// Ack queues a pull frontend's verdicts; the ack is answered when they are
+// recorded. attempts holds the counts NeedsAttempts asks for; readErr, when
+// set, is why some could not be read (those verdicts then answer no_work
+// and the ack fails, so the frontend acks again). An id repeated within
+// one ack is a repeat of its first occurrence.
+func (d *Dispatcher) Ack(now time.Time, a *messages.Ack, attempts Attempts, readErr error, rng *rand.Rand) Effects {
+	st := &ackState{a: a, outcomes: make([]messages.AckOutcome, len(a.Results)), left: len(a.Results), dupOf: map[int]int{}}
+	first := map[string]int{}
+	for i, r := range a.Results {
+		st.outcomes[i].ID = r.ID
+		if j, dup := first[r.ID]; dup {
+			st.dupOf[i] = j
+			st.left--
+			continue
+		}
+		first[r.ID] = i
+		attempt := 0
+		if NeedsAttempts(r) {
+			n, ok := attempts[r.ID]
+			switch {
+			case !ok:
+				st.outcomes[i].Outcome = string(persistence.NoWork)
+				st.err = readErr
+				st.left--
+				continue
+			case r.Attempt > 0 && r.Attempt < n:
+				st.outcomes[i].Outcome = messages.OutcomeStale
+				st.left--
+				continue
+			}
+			attempt = n
+		}
+		o := d.cfg.Policy.After(d.cfg.Frontend, r.ID, attempt, r, now, rng)
+		d.pending = append(d.pending, pending{o: o, ack: st, idx: i})
+	}
+	if st.left == 0 {
+		return Effects{Acks: []AckDone{st.reply()}}
+	}
+	return Effects{}
+}
+
+// reply is the ack's answer once every verdict is settled.
+func (st *ackState) reply() AckDone {
+	for i, j := range st.dupOf {
+		st.outcomes[i].Outcome = st.outcomes[j].Outcome
+		if st.outcomes[i].Outcome == string(persistence.Applied) {
+			st.outcomes[i].Outcome = string(persistence.AlreadyRecorded)
+		}
+	}
+	return AckDone{Ack: st.a, Reply: messages.AckReply{Outcomes: st.outcomes, Err: st.err}}
+}
+
+// settle records one verdict's completion; it returns the ack's answer
+// when that was its last.
+func (st *ackState) settle(idx int, outcome string, err error) (AckDone, bool) {
+	st.outcomes[idx].Outcome = outcome
+	if err != nil {
+		st.err = err
+	}
+	st.left--
+	if st.left > 0 {
+		return AckDone{}, false
+	}
+	return st.reply(), true
+}
+
+// Next returns the store round to run now, if any: every verdict waiting
+// to be recorded, and the claim the waiting polls or free push slots call
+// for. Only one round is out at a time; Done ends it.
+func (d *Dispatcher) Next(now time.Time) (*Round, bool) {
+	if d.round != nil || now.Before(d.retryAt) {
+		return nil, false
+	}
+	r := &Round{pending: d.pending}
+	d.pending = nil
+	for _, p := range r.pending {
+		r.Outcomes = append(r.Outcomes, p.o)
+	}
+	if len(r.Outcomes) > 0 {
+		// Verdicts free slots and reschedule work: the claim that follows
+		// them in the same Write takes what is due, and its NextDue
+		// tells when a retry falls due.
+		d.more = true
+	}
+	r.Claim = d.claim(now)
+	if r.Claim == nil && len(r.Outcomes) == 0 {
+		return nil, false
+	}
+	d.round = r
+	return r, true
+}
+
+// claim is the claim due now, or nil.
+func (d *Dispatcher) claim(now time.Time) *persistence.ClaimRequest {
+	if d.draining || !(d.more || (!d.nextDue.IsZero() && !d.nextDue.After(now))) {
+		return nil
+	}
+	req := &persistence.ClaimRequest{Kind: persistence.WorkDelivery, Target: d.cfg.Frontend, Owner: d.cfg.Owner, Now: now}
+	if !d.cfg.Pull {
+		if req.Limit = d.cfg.MaxInFlight - len(d.inflight); req.Limit <= 0 || d.held {
+			return nil // verdicts free slots
+		}
+		req.Lease = d.cfg.PushLease
+		return req
+	}
+	// One claim for the waiting polls that ask for the oldest one's lease.
+	var lease time.Duration
+	for _, w := range d.waiters.Items() {
+		if gone(w.Poll.Done) {
+			continue
+		}
+		l := leaseOf(w.Poll)
+		if lease == 0 {
+			lease = l
+		}
+		if l == lease {
+			req.Limit += max(w.Poll.Max, 1)
+		}
+	}
+	if req.Limit == 0 {
+		return nil
+	}
+	req.Limit, req.Lease = min(req.Limit-len(d.ready), d.cfg.MaxClaim), lease
+	if req.Limit <= 0 {
+		return nil
+	}
+	return req
+}
+
+// defaultPollLease is a pull lease when the poll names none.
+const defaultPollLease = 30 * time.Second
+
+func leaseOf(p *messages.Poll) time.Duration {
+	if p.Lease <= 0 {
+		return defaultPollLease
+	}
+	return p.Lease
+}
+
+// Done ends the round in flight. claimed is what its claim took (nil when
+// it had none, or the ring fence gave this instance none of the ring: then
+// nothing is claimed until a kick); err is the round's failure: its acks
+// are answered with it (the frontend acks again), its push verdicts wait
+// for the next round, and the next round waits storeRetry.
+func (d *Dispatcher) Done(now time.Time, r *Round, completions []persistence.Completion, claimed *persistence.Claim, err error) Effects {
+	d.round = nil
+	var e Effects
+	if err != nil {
+		d.retryAt = now.Add(storeRetry)
+		for _, p := range r.pending {
+			if p.ack == nil {
+				d.pending = append(d.pending, p)
+			} else if a, done := p.ack.settle(p.idx, "", errUnavailable("the message store is unavailable; ack again")); done {
+				e.Acks = append(e.Acks, a)
+			}
+		}
+		e.Drained = d.drained()
+		return e
+	}
+	d.retryAt = time.Time{}
+	for i, p := range r.pending {
+		c := completions[i]
+		if c == persistence.Applied {
+			e.Applied = append(e.Applied, p.o)
+		}
+		if p.ack != nil {
+			if a, done := p.ack.settle(p.idx, string(c), nil); done {
+				e.Acks = append(e.Acks, a)
+			}
+		}
+	}
+	if r.Claim != nil {
+		if claimed == nil || claimed.Refused {
+			d.more, d.nextDue = false, time.Time{}
+		} else {
+			d.more, d.nextDue = len(claimed.Work) >= r.Claim.Limit, claimed.NextDue
+			e.add(d.Handover(now, claimed.Work))
+		}
+	}
+	e.Drained = d.drained()
+	return e
+}
+
+// Tick is the time passing: polls at their deadline are answered empty,
+// push deliveries past theirs count as retries, and work the store said
+// would be due by now is looked for.
+func (d *Dispatcher) Tick(now time.Time, rng *rand.Rand) Effects {
+	var e Effects
+	for _, p := range d.waiters.Expire(now) {
+		e.Answers = append(e.Answers, Answer{Poll: p, Reply: messages.PollReply{Messages: []messages.Outgoing{}}})
+	}
+	for id, f := range d.inflight {
+		if !f.deadline.After(now) {
+			d.Verdict(now, id, f.work.Message.Attempts, messages.DeliveryResult{ID: id, Status: messages.Retry, Reason: "timeout"}, false, rng)
+		}
+	}
+	if !d.nextDue.IsZero() && !d.nextDue.After(now) {
+		d.more = true
+	}
+	return e
+}
+
+// Wake is when Tick is next needed (zero: not until something happens):
+// a poll's deadline, a delivery's deadline, the store's next due time while
+// someone could take it, the retry of a failed round.
+func (d *Dispatcher) Wake() time.Time {
+	next := d.waiters.NextDeadline()
+	for _, f := range d.inflight {
+		next = clock.Earliest(next, f.deadline)
+	}
+	if !d.draining && (!d.cfg.Pull || d.waiters.Len() > 0) {
+		next = clock.Earliest(next, d.nextDue)
+	}
+	if len(d.pending) > 0 || d.more {
+		next = clock.Earliest(next, d.retryAt)
+	}
+	return next
+}
+
+// Drain stops taking new work: the waiting polls are answered empty, and
+// Effects.Drained comes once nothing is in flight or waiting to be
+// recorded.
+func (d *Dispatcher) Drain() Effects {
+	d.draining = true
+	e := Effects{Answers: d.answerAll()}
+	e.Drained = d.drained()
+	return e
+}
+
+// Stop ends the dispatcher (its worker stops or restarts): the waiting
+// polls are answered empty and the acks waiting on verdicts not yet
+// recorded fail (the frontend acks again).
+func (d *Dispatcher) Stop() Effects {
+	e := Effects{Answers: d.answerAll()}
+	prs := d.pending
+	if d.round != nil {
+		prs = append(prs, d.round.pending...)
+	}
+	for _, p := range prs {
+		if p.ack == nil {
+			continue
+		}
+		if a, done := p.ack.settle(p.idx, "", errUnavailable("the delivery worker restarted")); done {
+			e.Acks = append(e.Acks, a)
+		}
+	}
+	d.pending, d.round = nil, nil
+	return e
+}
+
+func (d *Dispatcher) answerAll() []Answer {
+	var out []Answer
+	for _, p := range d.waiters.All() {
+		out = append(out, Answer{Poll: p, Reply: messages.PollReply{Messages: []messages.Outgoing{}}})
+	}
+	return out
+}
+
+// drained reports whether a drain is complete.
+func (d *Dispatcher) drained() bool {
+	return d.draining && len(d.inflight) == 0 && len(d.pending) == 0 && d.round == nil
+}
+
+// gone reports whether done is closed.
+func gone(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}

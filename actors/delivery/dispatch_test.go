@@ -1,0 +1,266 @@
+package delivery
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+var t0 = time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+
+// dispatchPolicy allows 3 attempts.
+var dispatchPolicy = Policy{RetryMin: time.Minute, RetryMax: 8 * time.Minute, MaxAttempts: 3, Validity: 24 * time.Hour}
+
+func newPull() *Dispatcher {
+	return NewDispatcher(DispatcherConfig{Frontend: "fe", Pull: true, Owner: "me", Policy: dispatchPolicy, MaxClaim: 1000})
+}
+
+func newPush(max int) *Dispatcher {
+	return NewDispatcher(DispatcherConfig{Frontend: "fe", Owner: "me", Policy: dispatchPolicy, MaxInFlight: max,
+		PushLease: time.Minute, DeliveryTimeout: 10 * time.Second})
+}
+
+func poll(max int, lease time.Duration) *messages.Poll {
+	return &messages.Poll{Frontend: "fe", Max: max, Wait: 5 * time.Second, Lease: lease, Done: make(chan struct{}),
+		Reply: make(chan messages.PollReply, 1)}
+}
+
+// work is n claimed rows leased until t0+lease, first attempt.
+func work(prefix string, n int, lease time.Duration) []persistence.Work {
+	out := make([]persistence.Work, n)
+	for i := range out {
+		id := fmt.Sprintf("%s%d", prefix, i)
+		out[i] = persistence.Work{Kind: persistence.WorkDelivery, Target: "fe", MessageID: id, LeaseOwner: "me",
+			LeaseUntil: t0.Add(lease), Message: messages.Message{ID: id, Attempts: 1, SubmittedAt: t0}}
+	}
+	return out
+}
+
+func rng() *rand.Rand { return rand.New(rand.NewPCG(1, 2)) }
+
+func ids(out []messages.Outgoing) []string {
+	var s []string
+	for _, o := range out {
+		s = append(s, o.ID)
+	}
+	return s
+}
+
+func TestPullClaimsOnceForEveryWaitingPoll(t *testing.T) {
+	d := newPull()
+	if _, ok := d.Next(t0); ok {
+		t.Fatal("a round with no poll waiting")
+	}
+	p1, p2, p3 := poll(2, 30*time.Second), poll(3, 30*time.Second), poll(5, time.Minute)
+	d.Poll(t0, p1)
+	d.Poll(t0, p2)
+	d.Poll(t0, p3)
+	r, ok := d.Next(t0)
+	if !ok || r.Claim == nil || r.Claim.Limit != 5 || r.Claim.Lease != 30*time.Second {
+		t.Fatalf("round %+v: want one claim of 5 (the polls asking for the oldest poll's lease)", r)
+	}
+	if _, ok := d.Next(t0); ok {
+		t.Fatal("a second round while one is out")
+	}
+	e := d.Done(t0, r, nil, &persistence.Claim{Work: work("m", 4, 30*time.Second)}, nil)
+	if len(e.Answers) != 2 || fmt.Sprint(ids(e.Answers[0].Reply.Messages)) != "[m0 m1]" ||
+		fmt.Sprint(ids(e.Answers[1].Reply.Messages)) != "[m2 m3]" {
+		t.Fatalf("answers %+v: want p1 two, p2 the other two", e.Answers)
+	}
+	// The claim came back short: no more claims until something changes.
+	if r, ok := d.Next(t0); ok {
+		t.Fatalf("round %+v after a short claim", r)
+	}
+	d.Kick()
+	r, ok = d.Next(t0)
+	if !ok || r.Claim.Limit != 5 || r.Claim.Lease != time.Minute {
+		t.Fatalf("after a kick: round %+v, want a claim for p3", r)
+	}
+}
+
+func TestPullSkipsGoneAndStalePolls(t *testing.T) {
+	d := newPull()
+	gonePoll := poll(10, 30*time.Second)
+	left := make(chan struct{})
+	close(left)
+	gonePoll.Done = left
+	d.Poll(t0, gonePoll)
+	if _, ok := d.Next(t0); ok {
+		t.Fatal("claimed for a poll whose poller left")
+	}
+	p := poll(10, 30*time.Second)
+	d.Poll(t0, p)
+	r, _ := d.Next(t0)
+	// Half of the lease is gone by the time the claim returns: the poll
+	// would not get what it asked for.
+	e := d.Done(t0.Add(20*time.Second), r, nil, &persistence.Claim{Work: work("s", 2, 30*time.Second)}, nil)
+	if len(e.Answers) != 0 {
+		t.Fatalf("answered %+v with work whose lease is nearly over", e.Answers)
+	}
+	if !d.Waiting() {
+		t.Fatal("the poll stopped waiting")
+	}
+}
+
+func TestPullPollAnsweredEmptyAtItsDeadline(t *testing.T) {
+	d := newPull()
+	p := poll(10, 0)
+	d.Poll(t0, p)
+	if w := d.Wake(); !w.Equal(t0.Add(5 * time.Second)) {
+		t.Errorf("Wake = %v, want the poll's deadline", w)
+	}
+	e := d.Tick(t0.Add(5*time.Second), rng())
+	if len(e.Answers) != 1 || len(e.Answers[0].Reply.Messages) != 0 || e.Answers[0].Reply.Err != nil {
+		t.Fatalf("answers %+v, want one empty", e.Answers)
+	}
+}
+
+func TestAckAnsweredAfterItsCommit(t *testing.T) {
+	d := newPull()
+	reply := make(chan messages.AckReply, 1)
+	a := &messages.Ack{Frontend: "fe", Reply: reply, Results: []messages.DeliveryResult{
+		{ID: "a", Status: messages.Delivered},
+		{ID: "b", Status: messages.Retry, Attempt: 1},
+		{ID: "a", Status: messages.Delivered},
+		{ID: "c", Status: messages.Failed, Attempt: 1},
+		{ID: "gone", Status: messages.Retry},
+	}}
+	attempts := Attempts{"b": 1, "c": 2}
+	if e := d.Ack(t0, a, attempts, nil, rng()); len(e.Acks) != 0 {
+		t.Fatalf("answered before the commit: %+v", e.Acks)
+	}
+	r, ok := d.Next(t0)
+	if !ok || len(r.Outcomes) != 2 || r.Claim != nil {
+		t.Fatalf("round %+v: want the two verdicts to record (c is stale, gone has no message), no claim", r)
+	}
+	if r.Outcomes[1].Result != persistence.ResultRetry || r.Outcomes[1].RetryAt.IsZero() {
+		t.Errorf("retry outcome %+v", r.Outcomes[1])
+	}
+	e := d.Done(t0, r, []persistence.Completion{persistence.Applied, persistence.Applied}, nil, nil)
+	if len(e.Acks) != 1 || len(e.Applied) != 2 {
+		t.Fatalf("effects %+v", e)
+	}
+	got := fmt.Sprint(e.Acks[0].Reply.Outcomes)
+	want := "[{a applied} {b applied} {a already_recorded} {c stale} {gone no_work}]"
+	if got != want || e.Acks[0].Reply.Err != nil {
+		t.Errorf("ack reply %s %v, want %s", got, e.Acks[0].Reply.Err, want)
+	}
+}
+
+func TestFailedRoundFailsAcksAndKeepsVerdicts(t *testing.T) {
+	d := newPush(4)
+	r, _ := d.Next(t0)
+	e := d.Done(t0, r, nil, &persistence.Claim{Work: work("p", 2, time.Minute)}, nil)
+	if len(e.Start) != 2 {
+		t.Fatalf("started %d, want 2", len(e.Start))
+	}
+	d.Verdict(t0, "p0", 0, messages.DeliveryResult{ID: "p0", Status: messages.Delivered}, false, rng())
+	r, ok := d.Next(t0)
+	if !ok || len(r.Outcomes) != 1 || r.Claim == nil || r.Claim.Limit != 3 {
+		t.Fatalf("round %+v: want the verdict and a claim of the free slots in one Write", r)
+	}
+	d.Done(t0, r, nil, nil, errors.New("disk gone"))
+	if _, ok := d.Next(t0.Add(time.Millisecond)); ok {
+		t.Fatal("a round right after a failed one")
+	}
+	if w := d.Wake(); !w.Equal(t0.Add(storeRetry)) {
+		t.Errorf("Wake = %v, want the retry at +%v", w, storeRetry)
+	}
+	r, ok = d.Next(t0.Add(storeRetry))
+	if !ok || len(r.Outcomes) != 1 || r.Outcomes[0].MessageID != "p0" {
+		t.Fatalf("round %+v after the retry wait: want p0's verdict again", r)
+	}
+}
+
+func TestPushClaimsItsFreeSlots(t *testing.T) {
+	d := newPush(3)
+	r, ok := d.Next(t0)
+	if !ok || r.Claim == nil || r.Claim.Limit != 3 || r.Claim.Lease != time.Minute {
+		t.Fatalf("first round %+v, want a claim of 3", r)
+	}
+	e := d.Done(t0, r, nil, &persistence.Claim{Work: work("p", 3, time.Minute)}, nil)
+	if len(e.Start) != 3 {
+		t.Fatalf("started %d", len(e.Start))
+	}
+	if _, ok := d.Next(t0); ok {
+		t.Fatal("claimed with no free slot")
+	}
+	// A timeout frees a slot and queues a retry; the full claim said more
+	// may be due.
+	e = d.Tick(t0.Add(10*time.Second), rng())
+	r, ok = d.Next(t0.Add(10 * time.Second))
+	if !ok || len(r.Outcomes) != 3 || r.Claim == nil || r.Claim.Limit != 3 {
+		t.Fatalf("after the timeouts: round %+v, want 3 retries and a claim of 3", r)
+	}
+	d.Hold(true)
+	d.Done(t0, r, []persistence.Completion{persistence.Applied, persistence.Applied, persistence.Applied}, &persistence.Claim{}, nil)
+	d.Kick()
+	if r, ok := d.Next(t0); ok && r.Claim != nil {
+		t.Errorf("claimed while held: %+v", r)
+	}
+}
+
+func TestClaimedWorkThePolicyRefuses(t *testing.T) {
+	d := newPush(10)
+	r, _ := d.Next(t0)
+	w := work("x", 2, time.Minute)
+	w[0].Message.Attempts = 4 // past MaxAttempts (3): a lease ran out too often
+	w[1].Message.SubmittedAt = t0.Add(-25 * time.Hour)
+	w[1].LeaseEpoch = 7
+	e := d.Done(t0, r, nil, &persistence.Claim{Work: w}, nil)
+	if len(e.Start) != 0 {
+		t.Fatalf("started %+v", e.Start)
+	}
+	r, ok := d.Next(t0)
+	if !ok || len(r.Outcomes) != 2 {
+		t.Fatalf("round %+v, want the two failures", r)
+	}
+	if r.Outcomes[0].Reason != messages.ReasonMaxAttempts || r.Outcomes[1].Reason != messages.ReasonExpired ||
+		r.Outcomes[1].Epoch != 7 || r.Outcomes[1].Owner != "me" {
+		t.Errorf("outcomes %+v", r.Outcomes)
+	}
+}
+
+func TestDrain(t *testing.T) {
+	d := newPush(2)
+	r, _ := d.Next(t0)
+	d.Done(t0, r, nil, &persistence.Claim{Work: work("d", 1, time.Minute)}, nil)
+	if e := d.Drain(); e.Drained {
+		t.Fatal("drained with a delivery in flight")
+	}
+	d.Verdict(t0, "d0", 0, messages.DeliveryResult{ID: "d0", Status: messages.Delivered}, false, rng())
+	r, ok := d.Next(t0)
+	if !ok || r.Claim != nil {
+		t.Fatalf("round %+v while draining: want the verdict only", r)
+	}
+	if e := d.Done(t0, r, []persistence.Completion{persistence.Applied}, nil, nil); !e.Drained {
+		t.Error("not drained once the last verdict was recorded")
+	}
+	p := poll(1, 0)
+	if e := newPull().Drain(); !e.Drained {
+		t.Error("an idle dispatcher is not drained at once")
+	}
+	dp := newPull()
+	dp.Drain()
+	if e := dp.Poll(t0, p); len(e.Answers) != 1 || e.Answers[0].Reply.Err == nil {
+		t.Errorf("a poll while draining: %+v, want refused", e.Answers)
+	}
+}
+
+func TestStopFailsWaitingAcks(t *testing.T) {
+	d := newPull()
+	reply := make(chan messages.AckReply, 1)
+	d.Ack(t0, &messages.Ack{Frontend: "fe", Reply: reply, Results: []messages.DeliveryResult{{ID: "a", Status: messages.Delivered}}}, nil, nil, rng())
+	d.Next(t0)
+	p := poll(1, 0)
+	d.Poll(t0, p)
+	e := d.Stop()
+	if len(e.Acks) != 1 || e.Acks[0].Reply.Err == nil || len(e.Answers) != 1 {
+		t.Fatalf("effects %+v: want the ack failed and the poll answered", e)
+	}
+}

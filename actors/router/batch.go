@@ -1,0 +1,336 @@
+package router
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// The pure half of the intake's group commits: the Pipeline that queues
+// submits, peers' forwards and peers' reports and bounds the commits in
+// flight, and the functions that turn a batch into what the store keeps
+// (route) and the store's answer into replies (settle).
+
+// entry is one message of a group commit: a client's submit, or one
+// message of a peer's forward request.
+type entry struct {
+	sub *messages.Submit
+	fwd *forwardReq
+	idx int
+}
+
+// forwardReq collects the results of one AcceptForwards; it is answered
+// when its last message is settled (always within one commit).
+type forwardReq struct {
+	m       *messages.AcceptForwards
+	results []messages.ForwardResult
+	left    int
+}
+
+func (f *forwardReq) settle(i int, r messages.ForwardResult) {
+	f.results[i] = r
+	f.left--
+	if f.left == 0 {
+		f.m.Reply <- messages.AcceptForwardsReply{Results: f.results}
+	}
+}
+
+// statusReq is one ApplyStatuses of a group commit: a peer's reports on
+// messages we forwarded to it.
+type statusReq struct {
+	m       *messages.ApplyStatuses
+	updates []persistence.StatusUpdate
+}
+
+// updatesOf turns a peer's reports into status updates.
+func updatesOf(m *messages.ApplyStatuses) []persistence.StatusUpdate {
+	updates := make([]persistence.StatusUpdate, len(m.Reports))
+	for i, r := range m.Reports {
+		res := persistence.ResultDelivered
+		if r.Status == messages.ReportFailed {
+			res = persistence.ResultFailed
+		}
+		updates[i] = persistence.StatusUpdate{ID: r.ID, From: m.From, Result: res, Reason: r.Reason, At: r.At}
+	}
+	return updates
+}
+
+// Pipeline queues the intake's work for its group commits and bounds the
+// commits in flight: while Depth are out, work queues and the next commit
+// takes all of it (up to MaxBatch messages). With two or more out, one
+// commit's transaction runs while the one before waits for its fsync. It
+// is pure: the intake feeds it and runs the batches it gives out.
+type Pipeline struct {
+	Depth, MaxBatch int
+
+	entries  []entry
+	reports  []*statusReq
+	inFlight int
+}
+
+// Submit queues a client's submission.
+func (p *Pipeline) Submit(m *messages.Submit) { p.entries = append(p.entries, entry{sub: m}) }
+
+// Forwards queues a peer's forwarded messages; false when there are none
+// (then the request is answered at once, with no results).
+func (p *Pipeline) Forwards(m *messages.AcceptForwards) bool {
+	if len(m.Forwards) == 0 {
+		return false
+	}
+	req := &forwardReq{m: m, results: make([]messages.ForwardResult, len(m.Forwards)), left: len(m.Forwards)}
+	for i := range m.Forwards {
+		p.entries = append(p.entries, entry{fwd: req, idx: i})
+	}
+	return true
+}
+
+// Statuses queues a peer's delivery_status reports.
+func (p *Pipeline) Statuses(m *messages.ApplyStatuses) {
+	p.reports = append(p.reports, &statusReq{m: m, updates: updatesOf(m)})
+}
+
+// Full reports whether a batch of MaxBatch messages is waiting.
+func (p *Pipeline) Full() bool { return len(p.entries) >= p.MaxBatch }
+
+// Take gives out the next batch when a commit may start: something is
+// queued and fewer than Depth are in flight.
+func (p *Pipeline) Take() (entries []entry, reports []*statusReq, ok bool) {
+	if p.inFlight >= p.Depth || len(p.entries)+len(p.reports) == 0 {
+		return nil, nil, false
+	}
+	n := min(len(p.entries), p.MaxBatch)
+	entries, p.entries = p.entries[:n:n], p.entries[n:]
+	reports, p.reports = p.reports, nil
+	p.inFlight++
+	return entries, reports, true
+}
+
+// Done says a commit given out by Take has ended.
+func (p *Pipeline) Done() {
+	if p.inFlight > 0 {
+		p.inFlight--
+	}
+}
+
+// Settled says no commit is out any more (the intake waited for them all).
+func (p *Pipeline) Settled() { p.inFlight = 0 }
+
+// Drop empties the queue and returns what was in it (to be answered: the
+// intake is restarting).
+func (p *Pipeline) Drop() ([]entry, []*statusReq) {
+	entries, reports := p.entries, p.reports
+	p.entries, p.reports = nil, nil
+	return entries, reports
+}
+
+// failAll answers every entry and report not answered yet with err.
+func failAll(batch []entry, reports []*statusReq, err error) {
+	failed := map[*forwardReq]bool{}
+	for _, e := range batch {
+		switch {
+		case e.sub != nil:
+			e.sub.Reply <- messages.SubmitReply{Err: err}
+		case e.fwd != nil && !failed[e.fwd] && e.fwd.left > 0:
+			failed[e.fwd] = true
+			e.fwd.m.Reply <- messages.AcceptForwardsReply{Err: err}
+		}
+	}
+	for _, r := range reports {
+		r.m.Reply <- messages.ApplyStatusesReply{Err: err}
+	}
+}
+
+// router turns entries into what the store keeps, with the routing table
+// and this node's name.
+type router struct {
+	table *Table
+	node  string
+	newID func() string
+}
+
+// newMessage builds what the store keeps for a submission routed to t.
+func (r router) newMessage(s messages.Submission, t Target, now time.Time) persistence.NewMessage {
+	nm := persistence.NewMessage{
+		ID: s.ID, SourceMSISDN: s.SourceMSISDN, DestinationMSISDN: s.DestinationMSISDN,
+		Body: s.Body, SourceSMSC: r.node, DestSMSC: r.node, Frontend: t.Frontend,
+		State:  messages.StatePending,
+		Detail: "accepted for frontend " + t.Frontend,
+		Work:   &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: t.Frontend, DueAt: now},
+	}
+	if t.Peer != "" {
+		nm.DestSMSC = t.Peer
+		nm.Work = &persistence.WorkSpec{Kind: persistence.WorkForward, Target: t.Peer, DueAt: now}
+		nm.Detail = fmt.Sprintf("accepted for frontend %s at peer %s", t.Frontend, t.Peer)
+		if !t.Healthy {
+			nm.State = messages.StateForwardQueued
+			nm.Detail = fmt.Sprintf("queued for frontend %s at peer %s, which is not healthy", t.Frontend, t.Peer)
+		}
+	}
+	return nm
+}
+
+// forwardTarget checks a forwarded message against this node: it must be
+// addressed to us, for a frontend we serve.
+func (r router) forwardTarget(f messages.Forward) error {
+	if f.DestSMSC != r.node {
+		return messages.Errorf(messages.CodeNotOurFrontend, "dest_smsc is %q; this node is %q", f.DestSMSC, r.node)
+	}
+	if _, ok := r.table.Frontend(f.Frontend); !ok {
+		return messages.Errorf(messages.CodeNotOurFrontend, "frontend %q is not served by %s", f.Frontend, r.node)
+	}
+	return nil
+}
+
+// entryMessage routes one entry into what the store keeps.
+func (r router) entryMessage(e entry, now time.Time) (persistence.NewMessage, error) {
+	if e.sub != nil {
+		s := e.sub.Submission
+		// Resolve again: a directory change may have arrived after the submit.
+		t, err := r.table.Resolve(s.DestinationMSISDN)
+		if err != nil {
+			return persistence.NewMessage{}, err
+		}
+		if s.ID == "" {
+			s.ID = r.newID()
+		}
+		return r.newMessage(s, t, now), nil
+	}
+	f := e.fwd.m.Forwards[e.idx]
+	if err := r.forwardTarget(f); err != nil {
+		return persistence.NewMessage{}, err
+	}
+	return persistence.NewMessage{
+		ID: f.ID, SourceMSISDN: f.SourceMSISDN, DestinationMSISDN: f.DestinationMSISDN,
+		Body: f.Body, SourceSMSC: f.SourceSMSC, DestSMSC: r.node, Frontend: f.Frontend,
+		State:    messages.StatePending,
+		Detail:   fmt.Sprintf("forwarded by %s for frontend %s", e.fwd.m.From, f.Frontend),
+		Work:     &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: f.Frontend, DueAt: now},
+		ReportTo: e.fwd.m.From,
+	}, nil
+}
+
+// isMiss reports whether err refuses a message for want of a route or a
+// frontend: what another instance's directory change may have cured.
+func isMiss(err error) bool {
+	var me *messages.Error
+	return errors.As(err, &me) && (me.Code == messages.CodeNoRoute || me.Code == messages.CodeNotOurFrontend)
+}
+
+// answer replies to one entry: the stored message, or err.
+func answer(e entry, acc persistence.Accepted, err error) {
+	if e.sub != nil {
+		if err != nil {
+			e.sub.Reply <- messages.SubmitReply{Err: err}
+			return
+		}
+		e.sub.Reply <- messages.SubmitReply{Message: acc.Message, Created: acc.Created}
+		return
+	}
+	id := e.fwd.m.Forwards[e.idx].ID
+	r := messages.ForwardResult{ForwardReply: messages.ForwardReply{ID: id}}
+	switch {
+	case err != nil:
+		var me *messages.Error
+		if !errors.As(err, &me) {
+			me = messages.Errorf(messages.CodeInternal, "%v", err)
+		}
+		r.Error = me
+	case !acc.Created && acc.Message.SourceSMSC != e.fwd.m.Forwards[e.idx].SourceSMSC:
+		// Ids are global; one from another origin is another message.
+		r.Error = messages.Errorf(messages.CodeInvalidState,
+			"id %q is already used here by a message from %s", id, acc.Message.SourceSMSC)
+	default:
+		r.Duplicate, r.State = !acc.Created, acc.Message.State
+		if acc.Message.State == messages.StateFailed {
+			r.Reason = acc.Message.Reason
+		}
+	}
+	e.fwd.settle(e.idx, r)
+}
+
+// Batch is one group commit under way: the entries it stores (stored[k]
+// came from entries[from[k]]) and the peers' reports folded into it.
+type Batch struct {
+	Now     time.Time
+	Stored  []persistence.NewMessage
+	Updates []persistence.StatusUpdate
+	entries []entry
+	from    []int
+	reports []*statusReq
+	settled bool // settle began: its answers are on their way
+}
+
+// Write is what the batch asks of the store: the reports and the new
+// messages in one transaction.
+func (b *Batch) Write() persistence.Write {
+	return persistence.Write{Statuses: b.Updates, Accept: b.Stored}
+}
+
+// abandon answers everyone in the batch with err unless settle has begun
+// (a commit's goroutine panicked: its senders retry at once rather than at
+// their deadline; if the panic came after the commit, a retry with the same
+// id finds the stored message).
+func (b *Batch) abandon(err error) {
+	if b.settled {
+		return
+	}
+	b.settled = true
+	live := make([]entry, 0, len(b.from))
+	for _, i := range b.from {
+		live = append(live, b.entries[i])
+	}
+	failAll(live, b.reports, err)
+}
+
+// settle answers everyone in the batch from the store's answer (or its
+// failure) and returns the state changes to publish and the work to kick.
+func (b *Batch) settle(w persistence.Written, err error) (changes []messages.StateChanged, kicks []persistence.WorkSpec) {
+	b.settled = true
+	if err != nil {
+		live := make([]entry, 0, len(b.from))
+		for _, i := range b.from {
+			live = append(live, b.entries[i])
+		}
+		failAll(live, b.reports, messages.Errorf(messages.CodeUnavailable, "the message store is unavailable; retry with the same id"))
+		return nil, nil
+	}
+	kicked := map[persistence.WorkSpec]bool{}
+	for k, acc := range w.Accepted {
+		answer(b.entries[b.from[k]], acc, nil)
+		if !acc.Created {
+			continue
+		}
+		nm := b.Stored[k]
+		changes = append(changes, messages.StateChanged{ID: acc.Message.ID, State: acc.Message.State,
+			Frontend: acc.Message.Frontend, At: b.Now, Detail: nm.Detail})
+		key := persistence.WorkSpec{Kind: nm.Work.Kind, Target: nm.Work.Target}
+		// Forwards of a peer that is not healthy wait; the others are due.
+		if !kicked[key] && (key.Kind == persistence.WorkDelivery || acc.Message.State == messages.StatePending) {
+			kicked[key] = true
+			kicks = append(kicks, key)
+		}
+	}
+	i := 0
+	for _, r := range b.reports {
+		out := make([]messages.StatusReply, len(r.updates))
+		for j, u := range r.updates {
+			comp := w.Reported[i]
+			i++
+			out[j] = messages.StatusReply{ID: u.ID, Outcome: string(comp)}
+			if comp != persistence.Applied {
+				continue
+			}
+			state := messages.StateDelivered
+			if u.Result == persistence.ResultFailed {
+				state = messages.StateFailed
+			}
+			changes = append(changes, messages.StateChanged{ID: u.ID, State: state, At: b.Now,
+				Detail: "reported by " + r.m.From, Reason: u.Reason})
+		}
+		r.m.Reply <- messages.ApplyStatusesReply{Results: out}
+	}
+	return changes, kicks
+}

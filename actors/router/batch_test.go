@@ -1,0 +1,160 @@
+package router
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+var t0 = time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func submit(id, dest string) (*messages.Submit, chan messages.SubmitReply) {
+	reply := make(chan messages.SubmitReply, 1)
+	return &messages.Submit{Submission: messages.Submission{ID: id, DestinationMSISDN: dest}, Reply: reply}, reply
+}
+
+func TestPipelineBoundsCommitsInFlight(t *testing.T) {
+	p := Pipeline{Depth: 2, MaxBatch: 3}
+	if _, _, ok := p.Take(); ok {
+		t.Fatal("a batch from an empty pipeline")
+	}
+	for i := range 7 {
+		s, _ := submit(fmt.Sprint(i), "44")
+		p.Submit(s)
+	}
+	if !p.Full() {
+		t.Error("7 queued with MaxBatch 3: not full")
+	}
+	var sizes []int
+	for {
+		e, _, ok := p.Take()
+		if !ok {
+			break
+		}
+		sizes = append(sizes, len(e))
+	}
+	if fmt.Sprint(sizes) != "[3 3]" {
+		t.Fatalf("batches %v, want two of 3 (Depth 2), the rest waiting", sizes)
+	}
+	p.Done()
+	e, reports, ok := p.Take()
+	if !ok || len(e) != 1 || len(reports) != 0 {
+		t.Fatalf("after a commit ended: %d entries, ok %v", len(e), ok)
+	}
+	p.Statuses(&messages.ApplyStatuses{From: "b", Reports: []messages.StatusReport{{ID: "x", Status: messages.ReportFailed, Reason: "gone"}}})
+	p.Done()
+	e, reports, ok = p.Take()
+	if !ok || len(e) != 0 || len(reports) != 1 || reports[0].updates[0].Result != persistence.ResultFailed {
+		t.Fatalf("a report alone makes a batch: %d entries, %+v", len(e), reports)
+	}
+	if p.Forwards(&messages.AcceptForwards{}) {
+		t.Error("an empty forward request queued")
+	}
+}
+
+func TestRouteEntries(t *testing.T) {
+	table := NewTable([]messages.Route{{Prefix: "44", Frontend: "uk"}, {Prefix: "46", Frontend: "se"}},
+		[]messages.Frontend{{Name: "uk", Mode: messages.ModePull}})
+	table.SetRemote(func(fe string) (string, bool, bool) { return "peer-b", fe == "se", fe == "se" })
+	r := router{table: table, node: "a", newID: func() string { return "generated" }}
+
+	s, _ := submit("", "447700")
+	nm, err := r.entryMessage(entry{sub: s}, t0)
+	if err != nil || nm.ID != "generated" || nm.Work.Kind != persistence.WorkDelivery || nm.Work.Target != "uk" ||
+		nm.State != messages.StatePending || nm.DestSMSC != "a" {
+		t.Errorf("local: %+v, %v", nm, err)
+	}
+	s, _ = submit("f", "46700")
+	nm, err = r.entryMessage(entry{sub: s}, t0)
+	if err != nil || nm.Work.Kind != persistence.WorkForward || nm.Work.Target != "peer-b" || nm.DestSMSC != "peer-b" {
+		t.Errorf("remote: %+v, %v", nm, err)
+	}
+	s, _ = submit("n", "33")
+	if _, err := r.entryMessage(entry{sub: s}, t0); !isMiss(err) {
+		t.Errorf("no route: %v, want a miss", err)
+	}
+	fwd := &forwardReq{m: &messages.AcceptForwards{From: "c", Forwards: []messages.Forward{
+		{ID: "x", DestSMSC: "a", Frontend: "uk"}, {ID: "y", DestSMSC: "z", Frontend: "uk"}, {ID: "w", DestSMSC: "a", Frontend: "se"},
+	}}}
+	nm, err = r.entryMessage(entry{fwd: fwd, idx: 0}, t0)
+	if err != nil || nm.ReportTo != "c" || nm.Work.Target != "uk" {
+		t.Errorf("forward: %+v, %v", nm, err)
+	}
+	for i := 1; i < 3; i++ {
+		if _, err := r.entryMessage(entry{fwd: fwd, idx: i}, t0); !isMiss(err) {
+			t.Errorf("forward %d: %v, want not_our_frontend", i, err)
+		}
+	}
+}
+
+func TestSettle(t *testing.T) {
+	s1, r1 := submit("a", "44")
+	s2, r2 := submit("b", "44")
+	fwdReply := make(chan messages.AcceptForwardsReply, 1)
+	fwd := &forwardReq{m: &messages.AcceptForwards{From: "c", Reply: fwdReply,
+		Forwards: []messages.Forward{{ID: "x", SourceSMSC: "c"}, {ID: "y", SourceSMSC: "c"}}}, results: make([]messages.ForwardResult, 2), left: 2}
+	statusReply := make(chan messages.ApplyStatusesReply, 1)
+	rep := &statusReq{m: &messages.ApplyStatuses{From: "p", Reply: statusReply},
+		updates: []persistence.StatusUpdate{{ID: "r1", From: "p", Result: persistence.ResultDelivered}, {ID: "r2", From: "p", Result: persistence.ResultFailed}}}
+	work := func(kind persistence.WorkKind, target string) *persistence.WorkSpec {
+		return &persistence.WorkSpec{Kind: kind, Target: target}
+	}
+	b := &Batch{Now: t0,
+		entries: []entry{{sub: s1}, {sub: s2}, {fwd: fwd, idx: 0}, {fwd: fwd, idx: 1}},
+		from:    []int{0, 1, 2, 3},
+		Stored: []persistence.NewMessage{
+			{ID: "a", Work: work(persistence.WorkDelivery, "uk")}, {ID: "b", Work: work(persistence.WorkForward, "peer")},
+			{ID: "x", Work: work(persistence.WorkDelivery, "uk")}, {ID: "y", Work: work(persistence.WorkDelivery, "uk")},
+		},
+		reports: []*statusReq{rep},
+	}
+	w := persistence.Written{
+		Accepted: []persistence.Accepted{
+			{Created: true, Message: messages.Message{ID: "a", State: messages.StatePending}},
+			{Created: true, Message: messages.Message{ID: "b", State: messages.StateForwardQueued}},
+			{Created: false, Message: messages.Message{ID: "x", State: messages.StateDelivered, SourceSMSC: "c"}},
+			{Created: false, Message: messages.Message{ID: "y", SourceSMSC: "elsewhere"}},
+		},
+		Reported: []persistence.Completion{persistence.Applied, persistence.NoWork},
+	}
+	changes, kicks := b.settle(w, nil)
+	if got := (<-r1).Message.ID; got != "a" {
+		t.Errorf("submit a answered %q", got)
+	}
+	if got := <-r2; !got.Created || got.Message.State != messages.StateForwardQueued {
+		t.Errorf("submit b answered %+v", got)
+	}
+	fr := <-fwdReply
+	if !fr.Results[0].Duplicate || fr.Results[0].Error != nil || fr.Results[1].Error == nil {
+		t.Errorf("forward results %+v: x a duplicate, y another origin's id", fr.Results)
+	}
+	sr := <-statusReply
+	if sr.Results[0].Outcome != "applied" || sr.Results[1].Outcome != "no_work" {
+		t.Errorf("status results %+v", sr.Results)
+	}
+	// a and b created, r1 applied; the queued forward kicks nothing.
+	if len(changes) != 3 || changes[2].ID != "r1" || changes[2].State != messages.StateDelivered {
+		t.Errorf("changes %+v", changes)
+	}
+	if len(kicks) != 1 || kicks[0].Target != "uk" {
+		t.Errorf("kicks %+v, want the uk worker only", kicks)
+	}
+
+	s3, r3 := submit("c", "44")
+	rep2Reply := make(chan messages.ApplyStatusesReply, 1)
+	rep2 := &statusReq{m: &messages.ApplyStatuses{From: "p", Reply: rep2Reply}}
+	b = &Batch{entries: []entry{{sub: s3}}, from: []int{0}, Stored: []persistence.NewMessage{{ID: "c"}}, reports: []*statusReq{rep2}}
+	if changes, kicks := b.settle(persistence.Written{}, errors.New("disk full")); changes != nil || kicks != nil {
+		t.Errorf("a failed commit published %v, kicked %v", changes, kicks)
+	}
+	if got := <-r3; got.Err == nil {
+		t.Error("submit of a failed commit answered without error")
+	}
+	if got := <-rep2Reply; got.Err == nil {
+		t.Error("reports of a failed commit answered without error")
+	}
+}
