@@ -115,7 +115,6 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 	return part{queue: queue, run: run}
 }
 
-
 // messagesByIDSQL reads messages by id.
 //
 // Lookups by a list of keys join the unnested list rather than filter with
