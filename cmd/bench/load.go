@@ -66,7 +66,7 @@ func (r runResult) summary(unit string) string {
 	}
 	s += fmt.Sprintf(", process CPU %.2f cores", r.cpu.Seconds()/r.window.Seconds())
 	if r.count > 0 {
-		s += fmt.Sprintf(" = %.0fµs per %s", float64(r.cpu.Microseconds())/float64(r.count), strings.TrimSuffix(unit, "/s"))
+		s += fmt.Sprintf(" = %.0fµs per %s", float64(r.cpu.Microseconds())/float64(r.count), perUnit(unit))
 	}
 	if r.note != "" {
 		s += ", " + r.note
@@ -76,6 +76,15 @@ func (r runResult) summary(unit string) string {
 		s += fmt.Sprintf(", %d FAILED requests (first: %s)", r.errors, r.firstErr)
 	}
 	return s
+}
+
+// perUnit is what one of unit is ("jobs/s" -> "job").
+func perUnit(unit string) string {
+	u := strings.TrimSuffix(unit, "/s")
+	if u == "jobs" {
+		return "job"
+	}
+	return u
 }
 
 // newBodies returns one submission per client, each exactly size bytes of
