@@ -16,6 +16,7 @@ require (
 	github.com/riverqueue/river v0.51.2
 	github.com/riverqueue/river/riverdriver v0.51.2
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.2
+	github.com/riverqueue/river/riverdriver/riversqlite v0.51.2
 	github.com/rs/zerolog v1.33.0
 	go.uber.org/goleak v1.3.0
 	modernc.org/sqlite v1.62.0

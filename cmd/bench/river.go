@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,7 +16,9 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
+	_ "modernc.org/sqlite" // database/sql driver "sqlite": River's SQLite figure
 )
 
 // River, the Go job queue, is the yardstick of two figures: the baseline of
@@ -133,6 +137,38 @@ func runRiverPostgres(o options, pg *pgServer, bodies [][]byte) (r runResult, er
 		measure: func(phase *atomic.Int32) (time.Duration, time.Duration, func(int64) string) {
 			window, cpu, a, b := measureDB(pg, phase, o, nil)
 			return window, cpu, func(n int64) string { return serverNote(a, b, n, window) }
+		},
+	})
+}
+
+// sqliteDSN is the modernc DSN of a database/sql pool on path: WAL and
+// synchronous=FULL, as the node's embedded store (a commit is durable when
+// it returns).
+func sqliteDSN(path string) string {
+	return path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate"
+}
+
+// runRiverSQLite measures River on SQLite (modernc.org/sqlite through
+// database/sql) in a fresh database file under dir.
+func runRiverSQLite(o options, bodies [][]byte, dir string) (r runResult, err error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return r, err
+	}
+	db, err := sql.Open("sqlite", sqliteDSN(filepath.Join(dir, "river.db")))
+	if err != nil {
+		return r, err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if err := db.Ping(); err != nil {
+		return r, err
+	}
+	return runRiver(o, riversqlite.New(db), bodies, riverSettings{
+		workers: riverSQLiteWorkers, insertBatch: riverSQLiteBatch, backlog: riverSQLiteBacklog,
+		fetchCooldown: riverFetchCooldown, fetchPoll: riverFetchPoll,
+		measure: func(phase *atomic.Int32) (time.Duration, time.Duration, func(int64) string) {
+			window, cpu := measure(phase, o, nil)
+			return window, cpu, nil
 		},
 	})
 }
