@@ -32,6 +32,19 @@
 //	          A wait forward_queued; the link heals; msg/s from the heal
 //	          until B's consumers have acked them all. Its baseline is the
 //	          federated figure of the same run.
+//	latency   the federated pair A and B; clients submit to A at a fixed
+//	          open-loop rate (--latency-rate, 100 msg/s: each submission
+//	          starts when it is due, answered or not), one pull consumer
+//	          long-polls B and acks each message delivered. A message's
+//	          latency runs from the start of its submission to the 200 of
+//	          the ack that carried it; the figure is the p99 over the
+//	          window's submissions (ms). Its baseline, measured just before
+//	          in the same repeat at the same rate and window, is the p99 of
+//	          a durable echo: an HTTPS JSON handler (the raw baseline's TLS,
+//	          HTTP/1.1 keep-alive) that decodes the same submission,
+//	          commits it as one row in its own transaction (modernc SQLite
+//	          through database/sql, WAL, synchronous=FULL) and answers 202.
+//	          Goal (BENCH.md goal 6): ratio <= 3, lower is better.
 //	memory    growth of the process's VmRSS while A queues
 //	          --memory-queued messages (1,000,000) for the cut-off B (after
 //	          a full GC at each reading), in MB per 100,000 queued
@@ -66,7 +79,7 @@
 // over the repeats.
 //
 // Usage: go run ./cmd/bench [--window 10s] [--warmup 2s] [--clients 64]
-// [--repeat 3] [--only FIG[,FIG...]] [--queued 100000]
+// [--repeat 3] [--only FIG[,FIG...]] [--queued 100000] [--latency-rate 100]
 // [--memory-queued 1000000] [--postgres DSN] [--short]
 // [--cpuprofile FILE] [--trace FILE] [--profile-figure FIG]
 package main
@@ -104,12 +117,14 @@ type options struct {
 	queued     int64
 	memQueued  int64
 	postgres   string
+	// latencyRate is the latency figure's open-loop rate (msg/s).
+	latencyRate float64
 	// selected are the figures to run, in the order of figures.
 	selected []string
 }
 
 // figures in the order they are run and printed.
-var figures = []string{"ingest", "delivery", "river-sqlite", "federated", "drain", "memory", "postgres-site"}
+var figures = []string{"ingest", "delivery", "river-sqlite", "federated", "drain", "latency", "memory", "postgres-site"}
 
 // implies maps a figure to the figure that is its baseline: --only runs
 // that one too.
@@ -149,6 +164,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.profileFig, "profile-figure", "", "the figure whose first window --cpuprofile/--trace cover (default: the first figure run; memory has no window)")
 	fs.StringVar(&o.dir, "dir", "", "parent of the temporary data directories (default: the system temp dir)")
 	fs.IntVar(&o.bodySize, "body-size", 321, "bytes of each submission's JSON request body")
+	fs.Float64Var(&o.latencyRate, "latency-rate", 100, "open-loop submission rate of the latency figure and its durable echo (msg/s; BENCH.md goal 6 is at 100)")
 	defPG := os.Getenv(envPostgres)
 	if defPG == "" {
 		defPG = defaultPostgres
@@ -192,6 +208,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("--repeat must be at least 1")
 	case o.bodySize < 160:
 		return o, errors.New("--body-size must be at least 160")
+	case o.latencyRate <= 0 || o.latencyRate > 10000:
+		return o, errors.New("--latency-rate must be in (0, 10000]")
 	case o.queued < 100:
 		return o, errors.New("--queued must be at least 100")
 	case o.memQueued < 100:
@@ -285,6 +303,7 @@ func run(args []string, out, stderr io.Writer) error {
 	subj := map[string][]runResult{}
 	var mems []memResult
 	var river, single []runResult
+	var lats, echos []latResult
 	for rep := 1; rep <= o.repeat; rep++ {
 		for _, fig := range selected {
 			if httpsBaseline[fig] {
@@ -324,6 +343,29 @@ func run(args []string, out, stderr io.Writer) error {
 				r, err = runDrain(o, body, dir, prof)
 			case "memory":
 				m, err = runMemory(o, body, dir)
+			case "latency":
+				var e, l latResult
+				t0 := time.Now()
+				if e, err = runEcho(o, certFile, keyFile, dir+"-echo"); err != nil {
+					return fmt.Errorf("repeat %d: durable echo: %w", rep, err)
+				}
+				e.took = time.Since(t0)
+				echos = append(echos, e)
+				fmt.Fprintf(out, "# repeat %d/%d durable echo: %s\n", rep, o.repeat, e.summary())
+				t1 := time.Now()
+				if l, err = runLatency(o, dir); err != nil {
+					return fmt.Errorf("repeat %d: latency: %w", rep, err)
+				}
+				l.took = time.Since(t1)
+				lats = append(lats, l)
+				fmt.Fprintf(out, "# repeat %d/%d latency: %s\n", rep, o.repeat, l.summary())
+				if err := os.RemoveAll(dir); err != nil {
+					return err
+				}
+				if err := os.RemoveAll(dir + "-echo"); err != nil {
+					return err
+				}
+				continue
 			case "postgres-site":
 				var rv, sg runResult
 				t0 := time.Now()
@@ -389,6 +431,27 @@ func run(args []string, out, stderr io.Writer) error {
 			fmt.Fprintf(out, "# memory (MB of VmRSS growth per 100k queued messages, %d queued, measured once): %s; goal <= %.0f (ratio <= 1 meets it)\n",
 				o.memQueued, listf(vs, "%.2f"), memoryGoal)
 			fmt.Fprintf(out, "bench: memory %.2f MB/100k baseline=%.0f ratio=%.3f\n", m, memoryGoal, m/memoryGoal)
+			continue
+		case "latency":
+			var p50, p99, e50, e99, paired []float64
+			for i, l := range lats {
+				p50, p99 = append(p50, ms(l.p50)), append(p99, ms(l.p99))
+				e50, e99 = append(e50, ms(echos[i].p50)), append(e99, ms(echos[i].p99))
+				if echos[i].p99 > 0 {
+					paired = append(paired, float64(l.p99)/float64(echos[i].p99))
+				}
+			}
+			m, em := median(p99), median(e99)
+			ratio := 0.0
+			if em > 0 {
+				ratio = m / em
+			}
+			fmt.Fprintf(out, "# latency (ms, at %.0f msg/s open loop, client -> A -> B -> pull consumer's ack answered): p50 %s, p99 %s; "+
+				"durable echo (HTTPS JSON, one SQLite row per commit, synchronous=FULL): p50 %s, p99 %s; "+
+				"medians p50=%.2f p99=%.2f, echo p50=%.2f p99=%.2f; ratio of the p99s per repeat %s; goal <= %.0f (lower is better, BENCH.md goal 6)\n",
+				o.latencyRate, listf(p50, "%.2f"), listf(p99, "%.2f"), listf(e50, "%.2f"), listf(e99, "%.2f"),
+				median(p50), m, median(e50), em, listf(paired, "%.2f"), latencyGoal)
+			fmt.Fprintf(out, "bench: latency %.2f ms baseline=%.2f ratio=%.3f\n", m, em, ratio)
 			continue
 		case "river-sqlite":
 			rs, ds := subj[fig], subj["delivery"]
@@ -578,6 +641,9 @@ func latencies(rs []runResult) string {
 	return fmt.Sprintf("submit latency p50=%v p99=%v (medians over the runs)",
 		time.Duration(median(p50)).Round(10*time.Microsecond), time.Duration(median(p99)).Round(10*time.Microsecond))
 }
+
+// ms is d in milliseconds.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // safeInv is 1/x, or 0 for 0.
 func safeInv(x float64) float64 {
