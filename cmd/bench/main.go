@@ -18,8 +18,8 @@
 //	          River (github.com/riverqueue/river) on its SQLite driver
 //	          (modernc.org/sqlite, WAL, synchronous=FULL, one connection)
 //	          in the bench process: jobs carrying the same submission JSON
-//	          inserted with InsertMany (batches of 500, at most 5,000
-//	          ahead) while 100 workers that only complete work them;
+//	          inserted with InsertMany (batches of 200, at most 5,000
+//	          ahead) while 500 workers that only complete work them;
 //	          completed jobs/s over the window. Its baseline is the
 //	          delivery figure of the same run (--only river-sqlite runs
 //	          delivery too): the ratio is what a user who picked River on
@@ -51,6 +51,23 @@
 //	          messages; its baseline is the goal (5 MB per 100k = 50 MB
 //	          per 1M, BENCH.md), so ratio <= 1 meets it. Measured once
 //	          (first repeat only): a fill of 1M takes about 100 s.
+//	restart   time for the real binary holding --restart-queued messages
+//	          (1,000,000) to recover from kill -9, against the same with
+//	          --restart-small (1,000), in ms; ratio <= 2 meets BENCH.md
+//	          goal 5 (lower is better). The messages are loaded straight
+//	          into an embedded store (persistence/sqlite, Accept batches
+//	          of 1,000 pending messages with delivery work for the pull
+//	          frontend, which is registered with its route); then the
+//	          binary (--node-binary, else built from ./cmd/node into the
+//	          temp dir) runs on that data dir until /readyz answers, and
+//	          three times: a poll leases 100 messages (not acked), the
+//	          node runs a second, is killed with SIGKILL and started
+//	          again. Each start after a kill is timed from its exec until
+//	          /readyz answers 200 and until a poll returns a queued
+//	          message (which is acked); the figure is the median of the
+//	          latter. The # lines give the node's JSON log of the median
+//	          start, in ms after its exec. Measured once (first repeat
+//	          only): the fill of 1M takes about 30-40 s.
 //	postgres-site
 //	          a site of three instances (switchboard.Node, real HTTPS,
 //	          --ring-role auto) on one fresh Postgres schema: the clients
@@ -80,7 +97,8 @@
 //
 // Usage: go run ./cmd/bench [--window 10s] [--warmup 2s] [--clients 64]
 // [--repeat 3] [--only FIG[,FIG...]] [--queued 100000] [--latency-rate 100]
-// [--memory-queued 1000000] [--postgres DSN] [--short]
+// [--memory-queued 1000000] [--restart-queued 1000000] [--restart-small 1000]
+// [--node-binary FILE] [--postgres DSN] [--short]
 // [--cpuprofile FILE] [--trace FILE] [--profile-figure FIG]
 package main
 
@@ -119,12 +137,20 @@ type options struct {
 	postgres   string
 	// latencyRate is the latency figure's open-loop rate (msg/s).
 	latencyRate float64
+	// restartQueued and restartSmall are the queues of the restart figure
+	// and of its baseline; nodeBinary is its binary ("" = build one).
+	restartQueued, restartSmall int64
+	nodeBinary                  string
 	// selected are the figures to run, in the order of figures.
 	selected []string
 }
 
 // figures in the order they are run and printed.
-var figures = []string{"ingest", "delivery", "river-sqlite", "federated", "drain", "latency", "memory", "postgres-site"}
+var figures = []string{"ingest", "delivery", "river-sqlite", "federated", "drain", "latency", "memory", "restart", "postgres-site"}
+
+// once are the figures measured in the first repeat only: each takes
+// minutes of filling.
+var once = map[string]bool{"memory": true, "restart": true}
 
 // implies maps a figure to the figure that is its baseline: --only runs
 // that one too.
@@ -132,6 +158,10 @@ var implies = map[string]string{"drain": "federated", "river-sqlite": "delivery"
 
 // httpsBaseline are the figures measured against the raw HTTPS baseline.
 var httpsBaseline = map[string]bool{"ingest": true, "delivery": true, "federated": true}
+
+// profiled are the figures --profile-figure can cover: those with a window
+// of the node in this process.
+var profiled = map[string]bool{"ingest": true, "delivery": true, "federated": true, "drain": true, "postgres-site": true}
 
 // httpsGoals are the goals of the figures measured against the raw HTTPS
 // baseline (BENCH.md goals 1 and 2), as ratios: the figure passes at or
@@ -158,12 +188,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.only, "only", "", "run only these figures, comma-separated, of: "+strings.Join(figures, ",")+" (drain implies federated and river-sqlite implies delivery, their baselines)")
 	fs.Int64Var(&o.queued, "queued", 100000, "messages queued during the cut and drained after the heal (drain figure)")
 	fs.Int64Var(&o.memQueued, "memory-queued", 1000000, "messages queued during the cut for the memory figure (BENCH.md's goal is per 1M)")
-	fs.BoolVar(&short, "short", false, "quick check: --window 1s --warmup 0.5s --repeat 1 --queued 10000 --memory-queued 100000 (explicit flags win)")
+	fs.BoolVar(&short, "short", false, "quick check: --window 1s --warmup 0.5s --repeat 1 --queued 10000 --memory-queued 100000 --restart-queued 100000 (explicit flags win)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the first subject window (node + clients; clients carry the pprof label bench=client) to FILE")
 	fs.StringVar(&o.trace, "trace", "", "write a runtime/trace execution trace of the first subject window to FILE (go tool trace -pprof=syscall|sched|sync FILE shows where wall time waits)")
 	fs.StringVar(&o.profileFig, "profile-figure", "", "the figure whose first window --cpuprofile/--trace cover (default: the first figure run; memory has no window)")
 	fs.StringVar(&o.dir, "dir", "", "parent of the temporary data directories (default: the system temp dir)")
 	fs.IntVar(&o.bodySize, "body-size", 321, "bytes of each submission's JSON request body")
+	fs.Int64Var(&o.restartQueued, "restart-queued", 1000000, "messages queued in the store of the restart figure (BENCH.md's goal is for 1M)")
+	fs.Int64Var(&o.restartSmall, "restart-small", 1000, "messages queued in the store of the restart figure's baseline")
+	fs.StringVar(&o.nodeBinary, "node-binary", "", "the switchboard binary of the restart figure (default: go build ./cmd/node into the bench's temp dir)")
 	fs.Float64Var(&o.latencyRate, "latency-rate", 100, "open-loop submission rate of the latency figure and its durable echo (msg/s; BENCH.md goal 6 is at 100)")
 	defPG := os.Getenv(envPostgres)
 	if defPG == "" {
@@ -194,6 +227,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		if !set["memory-queued"] {
 			o.memQueued = 100000
 		}
+		if !set["restart-queued"] {
+			o.restartQueued = 100000
+		}
 	}
 	switch {
 	case o.window <= 0:
@@ -214,8 +250,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("--queued must be at least 100")
 	case o.memQueued < 100:
 		return o, errors.New("--memory-queued must be at least 100")
-	case o.profileFig != "" && (!slices.Contains(figures, o.profileFig) || o.profileFig == "memory"):
-		return o, fmt.Errorf("--profile-figure %q: want one of %s", o.profileFig, strings.Join(slices.DeleteFunc(slices.Clone(figures), func(f string) bool { return f == "memory" }), ", "))
+	case o.restartSmall < 1:
+		return o, errors.New("--restart-small must be at least 1")
+	case o.restartQueued < o.restartSmall:
+		return o, errors.New("--restart-queued must be at least --restart-small")
+	case o.profileFig != "" && (!slices.Contains(figures, o.profileFig) || !profiled[o.profileFig]):
+		return o, fmt.Errorf("--profile-figure %q: want one of %s", o.profileFig, strings.Join(slices.DeleteFunc(slices.Clone(figures), func(f string) bool { return !profiled[f] }), ", "))
 	}
 	o.selected = figures
 	if o.profileFig != "" && o.only != "" {
@@ -304,6 +344,7 @@ func run(args []string, out, stderr io.Writer) error {
 	var mems []memResult
 	var river, single []runResult
 	var lats, echos []latResult
+	var restarts []restartResult // [small, big]
 	for rep := 1; rep <= o.repeat; rep++ {
 		for _, fig := range selected {
 			if httpsBaseline[fig] {
@@ -318,7 +359,7 @@ func run(args []string, out, stderr io.Writer) error {
 				baseOf[fig] = append(baseOf[fig], b)
 				fmt.Fprintf(out, "# repeat %d/%d baseline: %s\n", rep, o.repeat, b.summary("req/s"))
 			}
-			if fig == "memory" && rep > 1 {
+			if once[fig] && rep > 1 {
 				continue // measured once
 			}
 
@@ -343,6 +384,27 @@ func run(args []string, out, stderr io.Writer) error {
 				r, err = runDrain(o, body, dir, prof)
 			case "memory":
 				m, err = runMemory(o, body, dir)
+			case "restart":
+				bin, built, err := nodeBinary(o, root)
+				if err != nil {
+					return err
+				}
+				if built > 0 {
+					fmt.Fprintf(out, "# restart: built %s from ./cmd/node in %v\n", bin, built.Round(100*time.Millisecond))
+				}
+				for _, n := range []int64{o.restartSmall, o.restartQueued} {
+					t0 := time.Now()
+					rr, err := runRestart(o, bin, fmt.Sprintf("%s-%d", dir, n), n)
+					if err != nil {
+						return fmt.Errorf("restart with %d queued: %w", n, err)
+					}
+					restarts = append(restarts, rr)
+					fmt.Fprintf(out, "# repeat %d/%d restart: %s; run took %v\n", rep, o.repeat, rr.summary(), time.Since(t0).Round(100*time.Millisecond))
+					if err := os.RemoveAll(fmt.Sprintf("%s-%d", dir, n)); err != nil {
+						return err
+					}
+				}
+				continue
 			case "latency":
 				var e, l latResult
 				t0 := time.Now()
@@ -431,6 +493,17 @@ func run(args []string, out, stderr io.Writer) error {
 			fmt.Fprintf(out, "# memory (MB of VmRSS growth per 100k queued messages, %d queued, measured once): %s; goal <= %.0f (ratio <= 1 meets it)\n",
 				o.memQueued, listf(vs, "%.2f"), memoryGoal)
 			fmt.Fprintf(out, "bench: memory %.2f MB/100k baseline=%.0f ratio=%.3f\n", m, memoryGoal, m/memoryGoal)
+			continue
+		case "restart":
+			small, big := restarts[0], restarts[1]
+			ratio := 0.0
+			if small.delivered > 0 {
+				ratio = float64(big.delivered) / float64(small.delivered)
+			}
+			fmt.Fprintf(out, "# restart (ms from the exec after kill -9, measured once): %d queued: ready %.0f, first message polled %.0f; %d queued: ready %.0f, first message polled %.0f; "+
+				"ratio of the first deliveries %.3f, of the readiness %.3f; goal <= 2 (lower is better, BENCH.md goal 5)\n",
+				small.queued, ms(small.ready), ms(small.delivered), big.queued, ms(big.ready), ms(big.delivered), ratio, float64(big.ready)/float64(max(small.ready, 1)))
+			fmt.Fprintf(out, "bench: restart %.0f ms baseline=%.0f ratio=%.3f\n", ms(big.delivered), ms(small.delivered), ratio)
 			continue
 		case "latency":
 			var p50, p99, e50, e99, paired []float64
