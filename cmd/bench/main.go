@@ -18,8 +18,8 @@
 //	          River (github.com/riverqueue/river) on its SQLite driver
 //	          (modernc.org/sqlite, WAL, synchronous=FULL, one connection)
 //	          in the bench process: jobs carrying the same submission JSON
-//	          inserted with InsertMany (batches of 200, at most 5,000
-//	          ahead) while 500 workers that only complete work them;
+//	          inserted with InsertMany (batches of 100, at most 2,000
+//	          ahead) while 100 workers that only complete work them;
 //	          completed jobs/s over the window. Its baseline is the
 //	          delivery figure of the same run (--only river-sqlite runs
 //	          delivery too): the ratio is what a user who picked River on

@@ -92,13 +92,16 @@ const (
 // writer; more connections only collide on SQLITE_BUSY). The inserter, the
 // producer's fetches and the completer share that connection, and this
 // driver inserts and completes one row per statement, so an InsertMany
-// holds it for the whole batch: batches of 200 (1,000 starved the
-// completer under -race) at most 5,000 ahead. 500 workers: 20 fetched too
-// little per round trip; 100 to 1,000 were the same within the noise.
+// holds it for the whole batch, and a fetch takes as many jobs as there are
+// free workers, which then complete together: batches of 100 at most 2,000
+// ahead, 100 workers. Without -race, 100 to 1,000 workers and batches of
+// 100 to 1,000 gave the same rate within this machine's noise (~1.2-2k
+// jobs/s); under -race (the tests), 500 workers completed in bursts
+// seconds apart and a short window could count none.
 const (
-	riverSQLiteWorkers = 500
-	riverSQLiteBatch   = 200
-	riverSQLiteBacklog = 5000
+	riverSQLiteWorkers = 100
+	riverSQLiteBatch   = 100
+	riverSQLiteBacklog = 2000
 )
 
 const (
