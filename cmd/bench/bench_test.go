@@ -16,24 +16,29 @@ import (
 // benchLine is the format of BENCH.md.
 var benchLine = regexp.MustCompile(`^bench: (\S+) (\S+) (\S+) baseline=(\S+) ratio=(\S+)$`)
 
-// TestShortRun runs the whole benchmark with --short and checks that every
-// figure prints exactly one parseable bench: line, and nothing else is
-// printed outside # lines, so the harness cannot rot silently. It uses 8
-// clients: under -race on 2 shared cores, 64 TLS clients spend the short
-// window in handshakes. A 2s window keeps a stall of the shared machine
-// from leaving a figure without a single completion. 500 queued messages
-// (the drain's bound is 1 min + 4 ms a message) leave room for a machine
-// loaded by the other packages' -race tests: one such run drained at 6
-// msg/s. postgres-site needs
-// the Postgres server of persistence/pgtest ($SWITCHBOARD_TEST_POSTGRES):
-// without one the test fails, as the store's tests do.
-func TestShortRun(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs real nodes for a few seconds")
-	}
+// units are the unit of each bench: line.
+var units = map[string]string{
+	"ingest": "msg/s", "delivery": "msg/s", "river-sqlite": "jobs/s", "federated": "msg/s", "drain": "msg/s",
+	"latency": "ms", "memory": "MB/100k", "restart": "ms", "postgres-site": "msg/s", "postgres-site-vs-single": "msg/s",
+}
+
+// The figures each output-shape test runs: together every figure, so that
+// no figure's line can rot silently (TestEveryFigureChecked).
+var (
+	shortRunFigures   = []string{"ingest", "delivery", "federated", "drain", "memory", "postgres-site"}
+	riverSQLiteFigure = []string{"river-sqlite"} // brings delivery, its baseline
+	latencyFigure     = []string{"latency"}
+	restartFigure     = []string{"restart"}
+)
+
+// checkShape runs the benchmark with args and checks that it prints
+// exactly one parseable bench: line for each figure of want (and no other),
+// nothing outside # lines, and no failed request.
+func checkShape(t *testing.T, args []string, want []string) {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	start := time.Now()
-	if err := run([]string{"--short", "--window", "2s", "--clients", "8", "--consumers", "2", "--queued", "500", "--memory-queued", "500"}, &out, &errOut); err != nil {
+	if err := run(args, &out, &errOut); err != nil {
 		t.Fatalf("run: %v\nstdout:\n%s\nstderr:\n%s", err, &out, &errOut)
 	}
 	t.Logf("took %v:\n%s", time.Since(start).Round(time.Millisecond), &out)
@@ -49,12 +54,8 @@ func TestShortRun(t *testing.T) {
 		}
 		name := string(m[1])
 		seen[name]++
-		unit := "msg/s"
-		if name == "memory" {
-			unit = "MB/100k"
-		}
-		if string(m[3]) != unit {
-			t.Errorf("%s: unit %q, want %s", name, m[3], unit)
+		if unit := units[name]; string(m[3]) != unit {
+			t.Errorf("%s: unit %q, want %q", name, m[3], unit)
 		}
 		for _, f := range []struct{ what, s string }{{"value", string(m[2])}, {"baseline", string(m[4])}, {"ratio", string(m[5])}} {
 			v, err := strconv.ParseFloat(f.s, 64)
@@ -65,7 +66,6 @@ func TestShortRun(t *testing.T) {
 			}
 		}
 	}
-	want := append(slices.Clone(figures), "postgres-site-vs-single")
 	for _, fig := range want {
 		if seen[fig] != 1 {
 			t.Errorf("figure %s printed %d times, want once", fig, seen[fig])
@@ -76,6 +76,68 @@ func TestShortRun(t *testing.T) {
 	}
 	if bytes.Contains(out.Bytes(), []byte("FAILED")) {
 		t.Errorf("requests failed during the run:\n%s", &out)
+	}
+}
+
+// TestShortRun runs the throughput, federation and Postgres figures with
+// --short. It uses 8 clients: under -race on 2 shared cores, 64 TLS
+// clients spend the short window in handshakes. A 2s window keeps a stall
+// of the shared machine from leaving a figure without a single completion.
+// 500 queued messages (the drain's bound is 1 min + 4 ms a message) leave
+// room for a machine loaded by the other packages' -race tests: one such
+// run drained at 6 msg/s. postgres-site needs the Postgres server of
+// persistence/pgtest ($SWITCHBOARD_TEST_POSTGRES): without one the test
+// fails, as the store's tests do.
+func TestShortRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real nodes for a few seconds")
+	}
+	checkShape(t, []string{"--short", "--window", "2s", "--clients", "8", "--consumers", "2", "--queued", "500", "--memory-queued", "500",
+		"--only", strings.Join(shortRunFigures, ",")}, append(slices.Clone(shortRunFigures), "postgres-site-vs-single"))
+}
+
+// TestRiverSQLiteLine: River on SQLite and the delivery figure, its
+// baseline. Under -race River on SQLite completes ~50 jobs/s in bursts of
+// a fetch (100) each ~2 s: a 3 s window counts at least one.
+func TestRiverSQLiteLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a node and River for a few seconds")
+	}
+	checkShape(t, []string{"--short", "--window", "3s", "--clients", "8", "--consumers", "2", "--only", strings.Join(riverSQLiteFigure, ",")},
+		[]string{"delivery", "river-sqlite"})
+}
+
+// TestLatencyLine: the federated pair and the durable echo at 100 msg/s
+// for a 2 s window (200 submissions each).
+func TestLatencyLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a federated pair for a few seconds")
+	}
+	checkShape(t, []string{"--short", "--window", "2s", "--only", strings.Join(latencyFigure, ",")}, latencyFigure)
+}
+
+// TestRestartLine: the real binary (built by the figure) killed and
+// restarted on stores of 2,000 and 200 queued messages.
+func TestRestartLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	checkShape(t, []string{"--only", strings.Join(restartFigure, ","), "--restart-queued", "2000", "--restart-small", "200"}, restartFigure)
+}
+
+// TestEveryFigureChecked: the shape tests above run every figure.
+func TestEveryFigureChecked(t *testing.T) {
+	var checked []string
+	for _, l := range [][]string{shortRunFigures, riverSQLiteFigure, latencyFigure, restartFigure} {
+		checked = append(checked, l...)
+	}
+	for _, f := range figures {
+		if !slices.Contains(checked, f) {
+			t.Errorf("figure %s: no test checks its line", f)
+		}
+		if units[f] == "" {
+			t.Errorf("figure %s: no unit in the test's table", f)
+		}
 	}
 }
 
@@ -116,7 +178,7 @@ func TestFlags(t *testing.T) {
 	if o.window != 10*time.Second || o.warmup != 2*time.Second || o.repeat != 3 || o.clients != 64 {
 		t.Errorf("defaults %+v", o)
 	}
-	if o.queued != 100000 || o.memQueued != 1000000 || !slices.Equal(o.selected, figures) {
+	if o.queued != 100000 || o.memQueued != 1000000 || o.restartQueued != 1000000 || !slices.Equal(o.selected, figures) {
 		t.Errorf("defaults: queued %d, memory-queued %d, figures %v", o.queued, o.memQueued, o.selected)
 	}
 	o, err = parseFlags([]string{"--short", "--only", "memory,drain"}, &bytes.Buffer{})
@@ -126,6 +188,21 @@ func TestFlags(t *testing.T) {
 	// drain implies federated (its baseline); the order is figures' order.
 	if want := []string{"federated", "drain", "memory"}; !slices.Equal(o.selected, want) || o.queued != 10000 || o.memQueued != 100000 {
 		t.Errorf("--short --only memory,drain: figures %v, queued %d, memory-queued %d; want %v, 10000, 100000", o.selected, o.queued, o.memQueued, want)
+	}
+	o, err = parseFlags([]string{"--only", "river-sqlite,latency"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// river-sqlite implies delivery (its baseline).
+	if want := []string{"delivery", "river-sqlite", "latency"}; !slices.Equal(o.selected, want) {
+		t.Errorf("--only river-sqlite,latency: figures %v, want %v", o.selected, want)
+	}
+	o, err = parseFlags([]string{"--short"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.restartQueued != 100000 || o.restartSmall != 1000 || o.latencyRate != 100 {
+		t.Errorf("--short: restart-queued %d, restart-small %d, latency-rate %v; want 100000, 1000, 100", o.restartQueued, o.restartSmall, o.latencyRate)
 	}
 	o, err = parseFlags([]string{"--only", "ingest", "--profile-figure", "drain"}, &bytes.Buffer{})
 	if err != nil {
@@ -141,7 +218,7 @@ func TestFlags(t *testing.T) {
 	if want := []string{"postgres-site"}; !slices.Equal(o.selected, want) || o.postgres != "postgres://x@h/db" {
 		t.Errorf("--only postgres-site --postgres: figures %v, postgres %q", o.selected, o.postgres)
 	}
-	for _, bad := range [][]string{{"--profile-figure", "memory"}, {"--profile-figure", "nope"}, {"--only", "nope"}, {"--only", "ingest,nope"}, {"--queued", "10"}, {"--memory-queued", "10"}, {"--repeat", "0"}, {"--clients", "0"}, {"extra"}} {
+	for _, bad := range [][]string{{"--profile-figure", "memory"}, {"--profile-figure", "restart"}, {"--profile-figure", "latency"}, {"--profile-figure", "nope"}, {"--restart-queued", "10"}, {"--latency-rate", "0"}, {"--only", "nope"}, {"--only", "ingest,nope"}, {"--queued", "10"}, {"--memory-queued", "10"}, {"--repeat", "0"}, {"--clients", "0"}, {"extra"}} {
 		if _, err := parseFlags(bad, &bytes.Buffer{}); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

@@ -66,7 +66,7 @@ func (r runResult) summary(unit string) string {
 	}
 	s += fmt.Sprintf(", process CPU %.2f cores", r.cpu.Seconds()/r.window.Seconds())
 	if r.count > 0 {
-		s += fmt.Sprintf(" = %.0fµs per %s", float64(r.cpu.Microseconds())/float64(r.count), strings.TrimSuffix(unit, "/s"))
+		s += fmt.Sprintf(" = %.0fµs per %s", float64(r.cpu.Microseconds())/float64(r.count), perUnit(unit))
 	}
 	if r.note != "" {
 		s += ", " + r.note
@@ -78,19 +78,37 @@ func (r runResult) summary(unit string) string {
 	return s
 }
 
+// perUnit is what one of unit is ("jobs/s" -> "job").
+func perUnit(unit string) string {
+	u := strings.TrimSuffix(unit, "/s")
+	if u == "jobs" {
+		return "job"
+	}
+	return u
+}
+
 // newBodies returns one submission per client, each exactly size bytes of
 // JSON: a destination routed to the pull frontend, and a padded body.
 func newBodies(clients, size int) [][]byte {
 	out := make([][]byte, clients)
 	for i := range out {
-		head := fmt.Sprintf(`{"source_msisdn":"15550001","destination_msisdn":"%s7%09d","message_body":"`, routePrefix, i)
-		const tail = `"}`
-		pad := size - len(head) - len(tail)
-		text := strings.Repeat("Switchboard bench message, padded to a typical submission size. ", pad/64+1)[:pad]
-		out[i] = []byte(head + text + tail)
+		out[i] = newBody(i, size)
 	}
 	return out
 }
+
+// newBody is submission number n: its destination (under the bench
+// route's prefix) tells it apart; it is exactly size bytes of JSON.
+func newBody(n, size int) []byte {
+	head := fmt.Sprintf(`{"source_msisdn":"15550001","destination_msisdn":"%s","message_body":"`, destination(n))
+	const tail = `"}`
+	pad := size - len(head) - len(tail)
+	text := strings.Repeat("Switchboard bench message, padded to a typical submission size. ", pad/64+1)[:pad]
+	return []byte(head + text + tail)
+}
+
+// destination is the destination number of submission n.
+func destination(n int) string { return fmt.Sprintf("%s7%09d", routePrefix, n) }
 
 // newClient is the one transport all clients of a run share: HTTP/1.1
 // keep-alive over TLS, trusting certFile for the name localhost.
@@ -317,18 +335,20 @@ func baselineHandler() http.Handler {
 	})
 }
 
-// runBaseline drives a plain net/http HTTPS server with the same clients.
-func runBaseline(o options, bodies [][]byte, certFile, keyFile string) (runResult, error) {
+// serveHTTPS serves h over TLS (the baseline certificate, HTTP/1.1 only,
+// as a node serves) on a free loopback port. shutdown closes the client
+// side first, then the server.
+func serveHTTPS(h http.Handler, certFile, keyFile string) (addr string, shutdown func(client *http.Client) error, err error) {
 	tc, err := certs.ServerConfig(certFile, keyFile, "")
 	if err != nil {
-		return runResult{}, err
+		return "", nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return runResult{}, err
+		return "", nil, err
 	}
 	srv := &http.Server{
-		Handler:           baselineHandler(),
+		Handler:           h,
 		TLSConfig:         tc,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -337,30 +357,46 @@ func runBaseline(o options, bodies [][]byte, certFile, keyFile string) (runResul
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(tls.NewListener(ln, tc)) }()
+	shutdown = func(client *http.Client) error {
+		// Close the client side first: the server's Shutdown waits up to
+		// 5s for connections that never carried a request (spare dials).
+		if client != nil {
+			client.CloseIdleConnections()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			return fmt.Errorf("shutdown: %w", err)
+		}
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	}
+	return ln.Addr().String(), shutdown, nil
+}
+
+// runBaseline drives a plain net/http HTTPS server with the same clients.
+func runBaseline(o options, bodies [][]byte, certFile, keyFile string) (runResult, error) {
+	addr, shutdown, err := serveHTTPS(baselineHandler(), certFile, keyFile)
+	if err != nil {
+		return runResult{}, err
+	}
 	client, err := newClient(certFile, len(bodies))
 	if err != nil {
-		srv.Close()
+		_ = shutdown(nil)
 		return runResult{}, err
 	}
 	defer client.CloseIdleConnections()
 
 	var phase atomic.Int32
-	subs := startSubmitters(client, "https://"+ln.Addr().String()+"/api/messages", bodies, &phase)
+	subs := startSubmitters(client, "https://"+addr+"/api/messages", bodies, &phase)
 	var r runResult
 	r.window, r.cpu = measure(&phase, o, nil)
 	subs.wait(&r)
 	r.count = r.submits
 	r.rate = float64(r.count) / r.window.Seconds()
-
-	// Close the client side first: the server's Shutdown waits up to 5s
-	// for connections that never carried a request (spare dials).
-	client.CloseIdleConnections()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(ctx); err != nil {
-		return r, fmt.Errorf("shutdown: %w", err)
-	}
-	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+	if err := shutdown(client); err != nil {
 		return r, err
 	}
 	if r.count == 0 {

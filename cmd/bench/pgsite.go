@@ -13,12 +13,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchboard-dev/switchboard/messages"
 )
@@ -74,7 +72,8 @@ func openPostgres(dsn string) (*pgServer, string, error) {
 func (s *pgServer) isolated(prefix string) (dsn string, drop func() error, err error) {
 	u, perr := url.Parse(s.base)
 	if perr != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return s.schema(prefix)
+		dsn, _, drop, err := s.schema(prefix)
+		return dsn, drop, err
 	}
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:])
@@ -87,7 +86,8 @@ func (s *pgServer) isolated(prefix string) (dsn string, drop func() error, err e
 	}
 	defer conn.Close(context.Background())
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		return s.schema(prefix)
+		dsn, _, drop, err := s.schema(prefix)
+		return dsn, drop, err
 	}
 	drop = func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -107,20 +107,20 @@ func (s *pgServer) isolated(prefix string) (dsn string, drop func() error, err e
 }
 
 // schema creates a fresh schema and returns a DSN whose connections use
-// it, and a function that drops it with everything in it.
-func (s *pgServer) schema(prefix string) (dsn string, drop func() error, err error) {
+// it, its name, and a function that drops it with everything in it.
+func (s *pgServer) schema(prefix string) (dsn, name string, drop func() error, err error) {
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:])
-	name := prefix + "_" + hex.EncodeToString(rnd[:])
+	name = prefix + "_" + hex.EncodeToString(rnd[:])
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, s.base)
 	if err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	defer conn.Close(context.Background())
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{name}.Sanitize()); err != nil {
-		return "", nil, fmt.Errorf("create schema %s: %w", name, err)
+		return "", "", nil, fmt.Errorf("create schema %s: %w", name, err)
 	}
 	drop = func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -139,14 +139,14 @@ func (s *pgServer) schema(prefix string) (dsn string, drop func() error, err err
 		u, err := url.Parse(s.base)
 		if err != nil {
 			_ = drop()
-			return "", nil, err
+			return "", "", nil, err
 		}
 		q := u.Query()
 		q.Set("search_path", name)
 		u.RawQuery = q.Encode()
-		return u.String(), drop, nil
+		return u.String(), name, drop, nil
 	}
-	return s.base + " search_path=" + name, drop, nil
+	return s.base + " search_path=" + name, name, drop, nil
 }
 
 // dbStats are server-wide readings taken at the window's edges: the
@@ -201,233 +201,6 @@ func measureDB(pg *pgServer, phase *atomic.Int32, o options, prof *profiler, nod
 	window, cpu = measure(phase, o, prof, nodes...)
 	b = pg.stats()
 	return window, cpu, a, b
-}
-
-// The river-style job queue: river's job table (the columns and indexes
-// of river_job that a plain insert and work path touch), producers that
-// insert batches with COPY, workers that fetch batches with FOR UPDATE
-// SKIP LOCKED (marking them running, as river's JobGetAvailable does) and
-// a completer that marks finished jobs completed in batches (river's
-// BatchCompleter). The jobs do nothing; their args are the bench's
-// submission JSON, so a job carries what a message does.
-const riverSchema = `
-CREATE TABLE bench_job (
-	id bigserial PRIMARY KEY,
-	state text NOT NULL DEFAULT 'available',
-	queue text NOT NULL DEFAULT 'default',
-	priority smallint NOT NULL DEFAULT 1,
-	kind text NOT NULL,
-	args jsonb NOT NULL DEFAULT '{}',
-	metadata jsonb NOT NULL DEFAULT '{}',
-	tags varchar(255)[] NOT NULL DEFAULT '{}',
-	errors jsonb[],
-	attempt smallint NOT NULL DEFAULT 0,
-	max_attempts smallint NOT NULL DEFAULT 25,
-	attempted_by text[],
-	created_at timestamptz NOT NULL DEFAULT now(),
-	scheduled_at timestamptz NOT NULL DEFAULT now(),
-	attempted_at timestamptz,
-	finalized_at timestamptz
-);
-CREATE INDEX bench_job_kind ON bench_job USING btree (kind);
-CREATE INDEX bench_job_state_and_finalized_at_index ON bench_job USING btree (state, finalized_at) WHERE finalized_at IS NOT NULL;
-CREATE INDEX bench_job_prioritized_fetching_index ON bench_job USING btree (state, queue, priority, scheduled_at, id);
-CREATE INDEX bench_job_args_index ON bench_job USING gin (args);
-CREATE INDEX bench_job_metadata_index ON bench_job USING gin (metadata);
-`
-
-const riverFetch = `
-WITH locked AS (
-	SELECT id FROM bench_job
-	WHERE state = 'available' AND queue = 'default' AND scheduled_at <= now()
-	ORDER BY priority, scheduled_at, id
-	LIMIT $1
-	FOR UPDATE SKIP LOCKED
-)
-UPDATE bench_job SET state = 'running', attempt = bench_job.attempt + 1, attempted_at = now(),
-	attempted_by = array_append(bench_job.attempted_by, $2::text)
-FROM locked WHERE bench_job.id = locked.id
-RETURNING bench_job.id, bench_job.args`
-
-const riverComplete = `UPDATE bench_job SET state = 'completed', finalized_at = now() WHERE id = any($1::bigint[])`
-
-// River-style sizes: COPY batches of 1,000 by two producers that stop
-// while 20,000 jobs are available (the queue never runs dry, nor grows
-// without bound); four fetchers of up to 200 jobs each (river fetches as
-// many as its free worker slots); completions flushed at 2,000 ids or
-// every 50 ms (river's BatchCompleter).
-const (
-	riverProducers    = 2
-	riverInsertBatch  = 1000
-	riverBacklog      = 20000
-	riverFetchers     = 4
-	riverFetchLimit   = 200
-	riverCompleters   = 2
-	riverCompleteMax  = 2000
-	riverCompleteTick = 50 * time.Millisecond
-)
-
-// runRiver measures the job queue's completed jobs per second.
-func runRiver(o options, pg *pgServer, bodies [][]byte) (r runResult, err error) {
-	dsn, drop, err := pg.schema("bench_river")
-	if err != nil {
-		return r, err
-	}
-	defer func() {
-		if derr := drop(); derr != nil && err == nil {
-			err = derr
-		}
-	}()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	pcfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		return r, err
-	}
-	pcfg.MaxConns = int32(riverProducers + riverFetchers + riverCompleters + 1)
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return r, err
-	}
-	defer pool.Close()
-	if _, err := pool.Exec(ctx, riverSchema); err != nil {
-		return r, fmt.Errorf("job table: %w", err)
-	}
-
-	var (
-		phase              atomic.Int32
-		inserted, finished atomic.Int64 // whole run
-		completed          atomic.Int64 // in the window
-		errs               atomic.Int64
-		mu                 sync.Mutex
-		firstErr           string
-		wg                 sync.WaitGroup
-	)
-	fail := func(err error) {
-		if ctx.Err() != nil {
-			return
-		}
-		errs.Add(1)
-		mu.Lock()
-		if firstErr == "" {
-			firstErr = err.Error()
-		}
-		mu.Unlock()
-		time.Sleep(10 * time.Millisecond)
-	}
-	args := make([]string, len(bodies))
-	for i, b := range bodies {
-		args[i] = string(b)
-	}
-	for p := range riverProducers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rows := make([][]any, riverInsertBatch)
-			for ctx.Err() == nil {
-				if inserted.Load()-finished.Load() > riverBacklog {
-					time.Sleep(2 * time.Millisecond)
-					continue
-				}
-				for i := range rows {
-					rows[i] = []any{"bench", args[(p+i)%len(args)]}
-				}
-				n, err := pool.CopyFrom(ctx, pgx.Identifier{"bench_job"}, []string{"kind", "args"}, pgx.CopyFromRows(rows))
-				if err != nil {
-					fail(fmt.Errorf("insert: %w", err))
-					continue
-				}
-				inserted.Add(n)
-			}
-		}()
-	}
-	done := make(chan int64, riverFetchers*riverFetchLimit)
-	for w := range riverFetchers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			worker := fmt.Sprintf("bench-worker-%d", w)
-			for ctx.Err() == nil {
-				rows, err := pool.Query(ctx, riverFetch, riverFetchLimit, worker)
-				if err != nil {
-					fail(fmt.Errorf("fetch: %w", err))
-					continue
-				}
-				n := 0
-				for rows.Next() {
-					var id int64
-					var a []byte
-					if err := rows.Scan(&id, &a); err != nil {
-						break
-					}
-					n++
-					select {
-					case done <- id: // the job's work: nothing
-					case <-ctx.Done():
-					}
-				}
-				rows.Close()
-				if err := rows.Err(); err != nil {
-					fail(fmt.Errorf("fetch: %w", err))
-				}
-				if n == 0 {
-					time.Sleep(10 * time.Millisecond) // river polls every 100ms and listens; the queue is never dry here
-				}
-			}
-		}()
-	}
-	var cwg sync.WaitGroup
-	for range riverCompleters {
-		cwg.Add(1)
-		go func() {
-			defer cwg.Done()
-			tick := time.NewTicker(riverCompleteTick)
-			defer tick.Stop()
-			var ids []int64
-			flush := func() {
-				if len(ids) == 0 {
-					return
-				}
-				ct, err := pool.Exec(ctx, riverComplete, ids)
-				if err != nil {
-					fail(fmt.Errorf("complete: %w", err))
-					ids = ids[:0]
-					return
-				}
-				finished.Add(ct.RowsAffected())
-				if phase.Load() == measuring {
-					completed.Add(ct.RowsAffected())
-				}
-				ids = ids[:0]
-			}
-			for {
-				select {
-				case id := <-done:
-					ids = append(ids, id)
-					if len(ids) >= riverCompleteMax {
-						flush()
-					}
-				case <-tick.C:
-					flush()
-				case <-ctx.Done():
-					return
-				}
-			}
-		}()
-	}
-	var a, b dbStats
-	r.window, r.cpu, a, b = measureDB(pg, &phase, o, nil)
-	r.count = completed.Load()
-	r.rate = float64(r.count) / r.window.Seconds()
-	cancel()
-	wg.Wait()
-	cwg.Wait()
-	r.errors, r.firstErr = errs.Load(), firstErr
-	r.note = fmt.Sprintf("%d inserted, %d completed in the whole run; %s", inserted.Load(), finished.Load(), serverNote(a, b, r.count, r.window))
-	if r.count == 0 {
-		return r, fmt.Errorf("no job completed in the window (%d errors; first: %s)", r.errors, r.firstErr)
-	}
-	return r, nil
 }
 
 // pgSite is one site of n instances on a fresh schema.
