@@ -459,18 +459,22 @@ func (d *Dispatcher) Tick(now time.Time, rng *rand.Rand) Effects {
 		}
 	}
 	if !d.nextDue.IsZero() && !d.nextDue.After(now) {
-		d.more = true
+		d.more, d.nextDue = true, time.Time{}
 	}
 	return e
 }
 
 // Wake is when Tick is next needed (zero: not until something happens):
-// a poll's deadline, a delivery's deadline, the store's next due time while
-// someone could take it, the retry of a failed round.
+// a poll's deadline, a delivery's deadline, and, while no round is out
+// (its end looks again anyway), the store's next due time while someone
+// could take it and the retry of a failed round.
 func (d *Dispatcher) Wake() time.Time {
 	next := d.waiters.NextDeadline()
 	for _, f := range d.inflight {
 		next = clock.Earliest(next, f.deadline)
+	}
+	if d.round != nil {
+		return next
 	}
 	if !d.draining && (!d.cfg.Pull || d.waiters.Len() > 0) {
 		next = clock.Earliest(next, d.nextDue)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -61,22 +62,38 @@ type (
 	parked struct{}
 	// sent is a request's result, sent back by its goroutine.
 	sent struct {
-		kind    persistence.WorkKind
-		work    []persistence.Work
+		batch   Batch
 		forward []messages.ForwardResult
 		status  []messages.StatusReply
 		err     error
 	}
+	// roundDone is a store round's result.
+	roundDone struct {
+		round   *FlowRound
+		written persistence.Written
+		claims  []*persistence.Claim
+		err     error
+	}
+	// panicked carries a panic of a store round's goroutine back to the
+	// actor, which panics with it: its supervisor restarts it, as when the
+	// call was made in Receive.
+	panicked struct {
+		value any
+		stack []byte
+	}
 )
 
-// Queue is the forward queue actor of one peer: it sends the peer's
-// forward work and the delivery_status reports owed to it, from the
-// outbox, in batches, while the peer is healthy. Build it with New.
+// Queue is the forward queue actor of one peer: the shell of a Flow. It
+// sends the peer's forward work and the delivery_status reports owed to
+// it, from the outbox, in batches, while the peer is healthy; it records
+// their results and claims the next batches in one store round at a time,
+// on a goroutine of its own, so Receive waits neither on the network nor on
+// the store. Build it with New.
 type Queue struct {
 	cfg     Config
 	log     *slog.Logger
 	link    messages.PeerLink
-	lanes   map[persistence.WorkKind]*Lane
+	flow    *Flow
 	self    *actor.PID
 	parent  *actor.PID
 	sys     *actor.ActorSystem
@@ -91,18 +108,12 @@ func New(cfg Config) actor.Producer {
 	}
 	return func() actor.Actor {
 		return &Queue{
-			cfg: cfg,
-			log: cfg.Logger.With("component", "forward", "peer", cfg.Peer),
-			lanes: map[persistence.WorkKind]*Lane{
-				persistence.WorkForward: NewLane(cfg.Policy.InFlight),
-				persistence.WorkStatus:  NewLane(cfg.Policy.InFlight),
-			},
+			cfg:  cfg,
+			log:  cfg.Logger.With("component", "forward", "peer", cfg.Peer),
+			flow: NewFlow(cfg.Peer, cfg.Owner, cfg.Policy),
 		}
 	}
 }
-
-// kinds is the order lanes are served in.
-var kinds = []persistence.WorkKind{persistence.WorkStatus, persistence.WorkForward}
 
 // Receive implements actor.Actor.
 func (q *Queue) Receive(c actor.Context) {
@@ -114,10 +125,12 @@ func (q *Queue) Receive(c actor.Context) {
 		// Until the peer actor says otherwise the peer is not healthy: its
 		// pending messages (from before a restart) are queued.
 		q.startParking(c)
+		return
 	case *actor.Restarting, *actor.Stopping:
 		if q.wake != nil {
 			q.wake.Cancel()
 		}
+		return
 	case messages.PeerLink:
 		q.setLink(c, m)
 	case *messages.KickPeer:
@@ -127,22 +140,38 @@ func (q *Queue) Receive(c actor.Context) {
 			q.startParking(c)
 		}
 		if m.Status {
-			q.lanes[persistence.WorkStatus].Kick()
+			q.flow.Lane(persistence.WorkStatus).Kick()
 		} else {
-			q.lanes[persistence.WorkForward].Kick()
+			q.flow.Lane(persistence.WorkForward).Kick()
 		}
-		q.pump(c)
 	case tick:
 		q.schedule()
-		for _, l := range q.lanes {
-			l.Kick()
+		for _, k := range kinds {
+			q.flow.Lane(k).Kick()
 		}
-		q.pump(c)
 	case parked:
 		q.park(c)
+		return
 	case *sent:
-		q.done(c, m)
+		q.sent(c, m)
+	case *roundDone:
+		if m.err != nil {
+			q.log.Error("recording forward results failed; the leases will run out and the work be retried", "err", m.err)
+		}
+		sends, changes := q.flow.Done(q.cfg.Clock.Now(), m.round, m.written, m.claims, m.err)
+		for _, ch := range changes {
+			q.cfg.Publish(ch)
+		}
+		for _, b := range sends {
+			q.send(b)
+		}
+	case *panicked:
+		q.log.Error("store call panicked", "panic", m.value, "stack", string(m.stack))
+		panic(m.value)
+	default:
+		return
 	}
+	q.step()
 }
 
 // schedule arms the next tick: the retry interval, or sooner in a site of
@@ -161,7 +190,8 @@ func (q *Queue) schedule() {
 func (q *Queue) setLink(c actor.Context, l messages.PeerLink) {
 	was := q.link.Healthy
 	q.link = l
-	for _, lane := range q.lanes {
+	for _, k := range kinds {
+		lane := q.flow.Lane(k)
 		// A lane closed by a failed request reopens on the next passed
 		// check; an open lane stays as it is.
 		if l.Healthy && (!was || !lane.Open()) {
@@ -172,7 +202,6 @@ func (q *Queue) setLink(c actor.Context, l messages.PeerLink) {
 	}
 	if l.Healthy {
 		q.parking = false
-		q.pump(c)
 	} else if was {
 		q.startParking(c)
 	}
@@ -206,36 +235,51 @@ func (q *Queue) park(c actor.Context) {
 	q.parking = false
 }
 
-// pump claims and sends while the lanes allow.
-func (q *Queue) pump(c actor.Context) {
-	for _, kind := range kinds {
-		lane := q.lanes[kind]
-		for lane.Claims() > 0 {
-			work, ok := q.claim(kind)
-			if !ok || !lane.Claimed(len(work), q.cfg.Policy.Batch) {
-				break
-			}
-			q.send(kind, work)
-		}
+// step starts the store round the flow asks for.
+func (q *Queue) step() {
+	if r, ok := q.flow.Next(q.cfg.Clock.Now(), q.lease()); ok {
+		go q.run(r)
 	}
 }
 
-func (q *Queue) claim(kind persistence.WorkKind) ([]persistence.Work, bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), q.cfg.StoreTimeout)
-	defer cancel()
-	req := persistence.ClaimRequest{
-		Kind: kind, Target: q.cfg.Peer, Owner: q.cfg.Owner, Limit: q.cfg.Policy.Batch,
-		Now: q.cfg.Clock.Now(), Lease: q.lease(),
+// run does one store round: the results and the claims in one Write, each
+// claim fenced by the ring (a claim of a service this instance owns none of
+// now is not made).
+func (q *Queue) run(r *FlowRound) {
+	defer func() {
+		if v := recover(); v != nil {
+			q.sys.Root.Send(q.self, &panicked{value: v, stack: debug.Stack()})
+		}
+	}()
+	res := &roundDone{round: r, claims: make([]*persistence.Claim, len(r.Claims))}
+	w := persistence.Write{Outcomes: r.Outcomes, Statuses: r.Updates}
+	var at []int // w.Claims[j] is r.Claims[at[j]]
+	for i, req := range r.Claims {
+		if q.cfg.Fence != nil {
+			rc, ok := q.cfg.Fence.Claim(req.Kind)
+			if !ok {
+				continue // not ours now: a new assignment kicks us
+			}
+			req.Ring = rc
+		}
+		w.Claims = append(w.Claims, req)
+		at = append(at, i)
 	}
-	claim, ok, err := ring.Claim(ctx, q.cfg.Store, q.cfg.Fence, req)
-	if err != nil {
-		q.log.Error("claim failed", "kind", kind, "err", err)
-		return nil, false
+	if !w.Empty() {
+		ctx, cancel := context.WithTimeout(context.Background(), q.cfg.StoreTimeout)
+		res.written, res.err = q.cfg.Store.Write(ctx, q.cfg.Clock.Now(), w)
+		cancel()
+		if res.err == nil {
+			for j, cl := range res.written.Claims {
+				if cl.Refused {
+					q.cfg.Fence.Refused(w.Claims[j].Kind)
+					continue
+				}
+				res.claims[at[j]] = &res.written.Claims[j]
+			}
+		}
 	}
-	if !ok {
-		return nil, false // not ours now: a new assignment kicks us
-	}
-	return claim.Work, true
+	q.sys.Root.Send(q.self, res)
 }
 
 // lease outlives the request it covers (timeout plus the commit after it);
@@ -244,17 +288,17 @@ func (q *Queue) lease() time.Duration { return 2*q.cfg.Timeout + 10*time.Second 
 
 // send runs one request in its own goroutine; its result comes back as a
 // message, so Receive never waits on the network.
-func (q *Queue) send(kind persistence.WorkKind, work []persistence.Work) {
+func (q *Queue) send(b Batch) {
 	link, tr, timeout := q.link, q.cfg.Transport, q.cfg.Timeout
 	self, root := q.self, q.sys.Root
 	node := q.cfg.Node
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		res := &sent{kind: kind, work: work}
-		if kind == persistence.WorkForward {
-			fs := make([]messages.Forward, len(work))
-			for i, w := range work {
+		res := &sent{batch: b}
+		if b.Kind == persistence.WorkForward {
+			fs := make([]messages.Forward, len(b.Work))
+			for i, w := range b.Work {
 				fs[i] = messages.ForwardOf(w.Message)
 			}
 			res.forward, res.err = tr.Forward(ctx, link.Addr, link.ForwardBatch, fs)
@@ -262,8 +306,8 @@ func (q *Queue) send(kind persistence.WorkKind, work []persistence.Work) {
 				res.err = fmt.Errorf("peer answered %d results for %d forwards", len(res.forward), len(fs))
 			}
 		} else {
-			rs := make([]messages.StatusReport, len(work))
-			for i, w := range work {
+			rs := make([]messages.StatusReport, len(b.Work))
+			for i, w := range b.Work {
 				rs[i] = ReportOf(node, w.Message)
 			}
 			res.status, res.err = tr.Status(ctx, link.Addr, link.StatusBatch, rs)
@@ -290,105 +334,22 @@ func ReportOf(node string, m messages.Message) messages.StatusReport {
 	return messages.StatusReport{ID: m.ID, Node: node, Status: status, At: m.UpdatedAt, Reason: m.Reason}
 }
 
-// done records a request's results and sends more.
-func (q *Queue) done(c actor.Context, r *sent) {
+// sent takes a request's result: its outcomes wait for the next round.
+func (q *Queue) sent(c actor.Context, r *sent) {
 	now := q.cfg.Clock.Now()
-	// A peer that sheds load (429) is up: its work waits a retry interval
-	// and the link stays open.
 	busy := overloaded(r.err)
-	closed := q.lanes[r.kind].Done(r.err == nil || busy)
-	var outcomes []persistence.Outcome
-	var updates []persistence.StatusUpdate
 	if r.err != nil {
-		q.log.Warn("request to peer failed", "kind", r.kind, "messages", len(r.work), "err", r.err)
-		q.cfg.Metrics.failed(q.cfg.Peer, r.kind)
-		for _, w := range r.work {
-			o := q.cfg.Policy.Unsent(now, q.cfg.Peer, w, r.err)
-			if busy {
-				o.RetryAt = now.Add(q.cfg.Policy.RetryInterval)
-			}
-			outcomes = append(outcomes, o)
-		}
-		if closed {
-			// One failed check per broken link, not one per request that
-			// was in flight when it broke.
-			c.Send(q.parent, messages.PeerContactFailed{Err: r.err})
-		}
-	} else if r.kind == persistence.WorkForward {
-		for i, w := range r.work {
-			v := q.cfg.Policy.Judge(now, q.cfg.Peer, w, r.forward[i])
-			if v.Status != nil {
-				updates = append(updates, *v.Status)
-			} else {
-				outcomes = append(outcomes, *v.Outcome)
-			}
-			if r.forward[i].Error == nil {
-				q.cfg.Metrics.completed(q.cfg.Peer)
-			}
-		}
-	} else {
-		// Every answer is final for the report: applied, recorded before, or
-		// unknown to the origin (nothing more we can tell it).
-		for _, w := range r.work {
-			outcomes = append(outcomes, persistence.Outcome{Kind: persistence.WorkStatus, Target: q.cfg.Peer,
-				MessageID: w.MessageID, Result: persistence.ResultDelivered, Detail: "reported to " + q.cfg.Peer})
+		q.log.Warn("request to peer failed", "kind", r.batch.Kind, "messages", len(r.batch.Work), "err", r.err)
+		q.cfg.Metrics.failed(q.cfg.Peer, r.batch.Kind)
+	}
+	for _, f := range r.forward {
+		if f.Error == nil {
+			q.cfg.Metrics.completed(q.cfg.Peer)
 		}
 	}
-	q.record(now, r.work, outcomes, updates)
-	q.pump(c)
-}
-
-// record commits outcomes and status updates. If the store fails, the
-// leases run out and the work is claimed again (forwards are idempotent at
-// the peer, reports at the origin).
-func (q *Queue) record(now time.Time, work []persistence.Work, outcomes []persistence.Outcome, updates []persistence.StatusUpdate) {
-	ctx, cancel := context.WithTimeout(context.Background(), q.cfg.StoreTimeout)
-	defer cancel()
-	msg := make(map[string]messages.Message, len(work))
-	epoch := make(map[string]uint64, len(work))
-	for _, w := range work {
-		msg[w.MessageID] = w.Message
-		epoch[w.MessageID] = w.LeaseEpoch
-	}
-	for i := range outcomes {
-		// Fenced by the claim they come from: if the ring moved the
-		// token and its new owner claimed the row since, this answer is
-		// not ours to record any more.
-		if e := epoch[outcomes[i].MessageID]; e > 0 {
-			outcomes[i].Epoch, outcomes[i].Owner = e, q.cfg.Owner
-		}
-	}
-	if len(outcomes) > 0 {
-		comps, err := q.cfg.Store.CompleteWork(ctx, now, outcomes)
-		if err != nil {
-			q.log.Error("recording forward outcomes failed; the leases will run out and the work be retried", "err", err)
-		}
-		for i, comp := range comps {
-			o := outcomes[i]
-			state := persistence.StateAfter(o.Kind, o.Result)
-			if comp != persistence.Applied || state == "" || (state == msg[o.MessageID].State && o.Result == persistence.ResultRetry) {
-				continue
-			}
-			q.cfg.Publish(messages.StateChanged{ID: o.MessageID, State: state, Frontend: msg[o.MessageID].Frontend,
-				At: now, Detail: o.Detail, Reason: o.Reason})
-		}
-	}
-	if len(updates) > 0 {
-		comps, err := q.cfg.Store.ApplyStatus(ctx, now, updates)
-		if err != nil {
-			q.log.Error("recording final states failed; the leases will run out and the work be retried", "err", err)
-		}
-		for i, comp := range comps {
-			if comp != persistence.Applied {
-				continue
-			}
-			u := updates[i]
-			state := messages.StateDelivered
-			if u.Result == persistence.ResultFailed {
-				state = messages.StateFailed
-			}
-			q.cfg.Publish(messages.StateChanged{ID: u.ID, State: state, Frontend: msg[u.ID].Frontend,
-				At: now, Detail: "reported by " + q.cfg.Peer, Reason: u.Reason})
-		}
+	if q.flow.Sent(now, r.batch, r.forward, r.err, busy) && r.err != nil && !busy {
+		// One failed check per broken link, not one per request that was
+		// in flight when it broke.
+		c.Send(q.parent, messages.PeerContactFailed{Err: r.err})
 	}
 }

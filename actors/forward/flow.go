@@ -1,0 +1,187 @@
+package forward
+
+import (
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// Flow is the pure state machine of one peer's forward queue: its two
+// lanes (forwards, and the delivery_status reports owed to the peer), the
+// results of requests waiting to be recorded, and the store round that
+// records them and claims the next batches, one Write at a time. The queue
+// feeds it kicks, the link and requests' results; runs the round Next asks
+// for off the actor's goroutine; and sends the batches Done returns. Not
+// safe for concurrent use.
+type Flow struct {
+	peer, owner string
+	policy      Policy
+	lanes       map[persistence.WorkKind]*Lane
+	// outcomes and updates wait to be recorded; msgs holds what their
+	// state changes are published with.
+	outcomes []persistence.Outcome
+	updates  []persistence.StatusUpdate
+	msgs     map[string]messages.Message
+	round    *FlowRound
+}
+
+// kinds is the order lanes are served in.
+var kinds = []persistence.WorkKind{persistence.WorkStatus, persistence.WorkForward}
+
+// FlowRound is one store round: results to record and claims to make, in
+// one Write. Claims[i] is for lane Kinds[i], Slots[i] requests' worth.
+type FlowRound struct {
+	Outcomes []persistence.Outcome
+	Updates  []persistence.StatusUpdate
+	Claims   []persistence.ClaimRequest
+	Kinds    []persistence.WorkKind
+	Slots    []int
+	msgs     map[string]messages.Message
+}
+
+// Batch is a request to send: work of one kind, claimed for the peer.
+type Batch struct {
+	Kind persistence.WorkKind
+	Work []persistence.Work
+}
+
+// NewFlow returns the flow of peer's queue, both lanes closed.
+func NewFlow(peer, owner string, policy Policy) *Flow {
+	return &Flow{peer: peer, owner: owner, policy: policy, msgs: map[string]messages.Message{},
+		lanes: map[persistence.WorkKind]*Lane{
+			persistence.WorkForward: NewLane(policy.InFlight),
+			persistence.WorkStatus:  NewLane(policy.InFlight),
+		}}
+}
+
+// Lane is the lane of kind.
+func (f *Flow) Lane(k persistence.WorkKind) *Lane { return f.lanes[k] }
+
+// Next returns the round to run now, if any: every result waiting to be
+// recorded, and a claim for each lane with room (one claim of Batch rows
+// for each request it may start). Only one round is out at a time.
+func (f *Flow) Next(now time.Time, lease time.Duration) (*FlowRound, bool) {
+	if f.round != nil {
+		return nil, false
+	}
+	r := &FlowRound{Outcomes: f.outcomes, Updates: f.updates, msgs: f.msgs}
+	f.outcomes, f.updates, f.msgs = nil, nil, map[string]messages.Message{}
+	for _, k := range kinds {
+		if n := f.lanes[k].Claims(); n > 0 {
+			r.Claims = append(r.Claims, persistence.ClaimRequest{Kind: k, Target: f.peer, Owner: f.owner,
+				Limit: n * f.policy.Batch, Now: now, Lease: lease})
+			r.Kinds = append(r.Kinds, k)
+			r.Slots = append(r.Slots, n)
+		}
+	}
+	if len(r.Claims)+len(r.Outcomes)+len(r.Updates) == 0 {
+		return nil, false
+	}
+	f.round = r
+	return r, true
+}
+
+// Done ends the round in flight. claims[i] is what r.Claims[i] took (nil
+// when the ring gave this instance none of the ring, or refused it: the lane
+// claims nothing until kicked). It returns the batches to send and the
+// state changes the recorded results made. A round that failed records
+// nothing: the leases of its work run out and the work is claimed again
+// (forwards are idempotent at the peer, reports at the origin); its claims
+// took nothing.
+func (f *Flow) Done(now time.Time, r *FlowRound, w persistence.Written, claims []*persistence.Claim, err error) ([]Batch, []messages.StateChanged) {
+	f.round = nil
+	if err != nil {
+		for _, k := range r.Kinds {
+			f.lanes[k].Kick() // the claim did not happen
+		}
+		return nil, nil
+	}
+	var changes []messages.StateChanged
+	for i, o := range r.Outcomes {
+		state := persistence.StateAfter(o.Kind, o.Result)
+		m := r.msgs[o.MessageID]
+		if w.Completions[i] != persistence.Applied || state == "" || (state == m.State && o.Result == persistence.ResultRetry) {
+			continue
+		}
+		changes = append(changes, messages.StateChanged{ID: o.MessageID, State: state, Frontend: m.Frontend,
+			At: now, Detail: o.Detail, Reason: o.Reason})
+	}
+	for i, u := range r.Updates {
+		if w.Reported[i] != persistence.Applied {
+			continue
+		}
+		state := messages.StateDelivered
+		if u.Result == persistence.ResultFailed {
+			state = messages.StateFailed
+		}
+		changes = append(changes, messages.StateChanged{ID: u.ID, State: state, Frontend: r.msgs[u.ID].Frontend,
+			At: now, Detail: "reported by " + f.peer, Reason: u.Reason})
+	}
+	var sends []Batch
+	for i, k := range r.Kinds {
+		lane := f.lanes[k]
+		var work []persistence.Work
+		if claims[i] != nil {
+			work = claims[i].Work
+		}
+		for s := 0; s < r.Slots[i]; s++ {
+			n := min(len(work), f.policy.Batch)
+			if !lane.Claimed(n, f.policy.Batch) {
+				break
+			}
+			sends = append(sends, Batch{Kind: k, Work: work[:n:n]})
+			work = work[n:]
+		}
+	}
+	return sends, changes
+}
+
+// Sent takes a request's result: the lane learns whether the link works
+// (closed reports whether this request closed it: one failed check per
+// broken link), and the outcomes and status updates to record are queued.
+// A peer that sheds load (429) is up: its work waits a retry interval and
+// the link stays open.
+func (f *Flow) Sent(now time.Time, b Batch, forward []messages.ForwardResult, err error, busy bool) (closed bool) {
+	closed = f.lanes[b.Kind].Done(err == nil || busy)
+	for _, w := range b.Work {
+		f.msgs[w.MessageID] = w.Message
+	}
+	switch {
+	case err != nil:
+		for _, w := range b.Work {
+			o := f.policy.Unsent(now, f.peer, w, err)
+			if busy {
+				o.RetryAt = now.Add(f.policy.RetryInterval)
+			}
+			f.outcomes = append(f.outcomes, f.fenced(o, w))
+		}
+	case b.Kind == persistence.WorkForward:
+		for i, w := range b.Work {
+			v := f.policy.Judge(now, f.peer, w, forward[i])
+			if v.Status != nil {
+				f.updates = append(f.updates, *v.Status)
+			} else {
+				f.outcomes = append(f.outcomes, f.fenced(*v.Outcome, w))
+			}
+		}
+	default:
+		// Every answer is final for the report: applied, recorded before, or
+		// unknown to the origin (nothing more we can tell it).
+		for _, w := range b.Work {
+			f.outcomes = append(f.outcomes, f.fenced(persistence.Outcome{Kind: persistence.WorkStatus, Target: f.peer,
+				MessageID: w.MessageID, Result: persistence.ResultDelivered, Detail: "reported to " + f.peer}, w))
+		}
+	}
+	return closed
+}
+
+// fenced stamps an outcome with the claim it comes from: if the ring moved
+// the token and its new owner claimed the row since, this answer is not
+// ours to record any more.
+func (f *Flow) fenced(o persistence.Outcome, w persistence.Work) persistence.Outcome {
+	if w.LeaseEpoch > 0 {
+		o.Epoch, o.Owner = w.LeaseEpoch, f.owner
+	}
+	return o
+}

@@ -1,0 +1,120 @@
+package forward
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+
+func flowPolicy() Policy {
+	p := DefaultPolicy()
+	p.Batch, p.InFlight = 10, 2
+	return p
+}
+
+func claimed(kind persistence.WorkKind, n int) *persistence.Claim {
+	c := &persistence.Claim{}
+	for i := range n {
+		id := fmt.Sprintf("%s-%d", kind, i)
+		c.Work = append(c.Work, persistence.Work{Kind: kind, Target: "b", MessageID: id, LeaseEpoch: 3,
+			Message: messages.Message{ID: id, State: messages.StatePending, Frontend: "fe"}})
+	}
+	return c
+}
+
+func TestFlowClaimsForEveryFreeSlotInOneRound(t *testing.T) {
+	f := NewFlow("b", "me", flowPolicy())
+	if _, ok := f.Next(t0, time.Minute); ok {
+		t.Fatal("a round with both lanes closed")
+	}
+	f.Lane(persistence.WorkForward).SetOpen(true)
+	f.Lane(persistence.WorkStatus).SetOpen(true)
+	r, ok := f.Next(t0, time.Minute)
+	if !ok || len(r.Claims) != 2 || r.Claims[0].Kind != persistence.WorkStatus || r.Claims[1].Limit != 20 {
+		t.Fatalf("round %+v: want a status claim and a forward claim of 2 x 10", r)
+	}
+	if _, ok := f.Next(t0, time.Minute); ok {
+		t.Fatal("a second round while one is out")
+	}
+	sends, _ := f.Done(t0, r, persistence.Written{}, []*persistence.Claim{claimed(persistence.WorkStatus, 0), claimed(persistence.WorkForward, 14)}, nil)
+	if len(sends) != 2 || len(sends[0].Work) != 10 || len(sends[1].Work) != 4 {
+		t.Fatalf("sends %+v: want the 14 forwards in a batch of 10 and one of 4", sends)
+	}
+	if r, ok := f.Next(t0, time.Minute); ok {
+		t.Fatalf("round %+v: both lanes came back short and the forward lane is full", r)
+	}
+}
+
+func TestFlowRecordsResultsWithTheNextClaims(t *testing.T) {
+	f := NewFlow("b", "me", flowPolicy())
+	f.Lane(persistence.WorkForward).SetOpen(true)
+	r, _ := f.Next(t0, time.Minute)
+	sends, _ := f.Done(t0, r, persistence.Written{}, []*persistence.Claim{claimed(persistence.WorkForward, 3)}, nil)
+	results := []messages.ForwardResult{
+		{ForwardReply: messages.ForwardReply{ID: "forward-0"}},
+		{ForwardReply: messages.ForwardReply{ID: "forward-1", Duplicate: true, State: messages.StateDelivered}},
+		{ForwardReply: messages.ForwardReply{ID: "forward-2"}, Error: messages.Errorf(messages.CodeNotOurFrontend, "no")},
+	}
+	if closed := f.Sent(t0, sends[0], results, nil, false); closed {
+		t.Fatal("a request that worked closed the lane")
+	}
+	f.Lane(persistence.WorkForward).Kick()
+	r, ok := f.Next(t0, time.Minute)
+	if !ok || len(r.Outcomes)+len(r.Updates) != 3 || len(r.Claims) != 1 {
+		t.Fatalf("round %+v: want the three results and the next claim", r)
+	}
+	for _, o := range r.Outcomes {
+		if o.Epoch != 3 || o.Owner != "me" {
+			t.Errorf("outcome %+v not fenced by its claim", o)
+		}
+	}
+	comps := make([]persistence.Completion, len(r.Outcomes))
+	for i := range comps {
+		comps[i] = persistence.Applied
+	}
+	reps := make([]persistence.Completion, len(r.Updates))
+	for i := range reps {
+		reps[i] = persistence.Applied
+	}
+	_, changes := f.Done(t0, r, persistence.Written{Completions: comps, Reported: reps}, []*persistence.Claim{{}}, nil)
+	if len(changes) != 3 {
+		t.Errorf("changes %+v, want one per recorded result", changes)
+	}
+}
+
+func TestFlowFailedRequestClosesTheLaneOnce(t *testing.T) {
+	f := NewFlow("b", "me", flowPolicy())
+	f.Lane(persistence.WorkForward).SetOpen(true)
+	r, _ := f.Next(t0, time.Minute)
+	sends, _ := f.Done(t0, r, persistence.Written{}, []*persistence.Claim{claimed(persistence.WorkForward, 20)}, nil)
+	if len(sends) != 2 {
+		t.Fatalf("sends %d, want 2", len(sends))
+	}
+	boom := errors.New("connection refused")
+	if !f.Sent(t0, sends[0], nil, boom, false) {
+		t.Error("the first failed request did not close the lane")
+	}
+	if f.Sent(t0, sends[1], nil, boom, false) {
+		t.Error("the second failed request closed it again")
+	}
+	r, ok := f.Next(t0, time.Minute)
+	if !ok || len(r.Outcomes) != 20 || len(r.Claims) != 0 {
+		t.Fatalf("round %+v: want the 20 retries recorded, no claim on the closed lane", r)
+	}
+	for _, o := range r.Outcomes {
+		if o.Result != persistence.ResultRetry {
+			t.Errorf("outcome %+v, want a retry", o)
+		}
+	}
+	// A failed round records nothing; its claims are asked for again.
+	f.Lane(persistence.WorkForward).SetOpen(true)
+	f.Done(t0, r, persistence.Written{}, nil, errors.New("store down"))
+	if r, ok := f.Next(t0, time.Minute); !ok || len(r.Claims) != 1 {
+		t.Errorf("after a failed round: %+v", r)
+	}
+}
