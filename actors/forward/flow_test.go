@@ -10,7 +10,6 @@ import (
 	"github.com/switchboard-dev/switchboard/persistence"
 )
 
-
 func flowPolicy() Policy {
 	p := DefaultPolicy()
 	p.Batch, p.InFlight = 10, 2
