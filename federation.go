@@ -50,11 +50,11 @@ func (n *Node) loadBook(ctx context.Context) error {
 // start, so that they count down to forward_failed instead of waiting
 // unseen; the forward queue of a peer that turns healthy sends them.
 func (n *Node) parkPendingForwards(ctx context.Context) error {
-	st, err := n.store.Stats(ctx)
+	peers, err := n.store.ForwardTargets(ctx)
 	if err != nil {
-		return fmt.Errorf("read stats: %w", err)
+		return fmt.Errorf("read forward targets: %w", err)
 	}
-	for peerName := range st.ForwardQueue {
+	for _, peerName := range peers {
 		for more := true; more; {
 			more, err = peer.Park(ctx, n.store, n.clock.Now(), peerName,
 				"queued at start until peer "+peerName+" is found healthy", n.publish)

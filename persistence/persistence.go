@@ -428,6 +428,11 @@ type Store interface {
 	// entry, and removes their forward work. It returns the messages.
 	FailForwards(ctx context.Context, req ForwardExpiry) ([]messages.Message, error)
 
+	// ForwardTargets returns the peers that forward work is for (once
+	// each, ordered), at a cost that grows with the number of peers, not
+	// of queued messages.
+	ForwardTargets(ctx context.Context) ([]string, error)
+
 	// PeerRegistries returns every stored peer registry ordered by peer.
 	PeerRegistries(ctx context.Context) ([]PeerRegistry, error)
 	// PutPeerRegistry replaces a peer's stored registry.

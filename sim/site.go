@@ -250,6 +250,13 @@ func (v *storeView) FailForwards(ctx context.Context, req persistence.ForwardExp
 	return v.Store.FailForwards(ctx, req)
 }
 
+func (v *storeView) ForwardTargets(ctx context.Context) ([]string, error) {
+	if err := v.ok(); err != nil {
+		return nil, err
+	}
+	return v.Store.ForwardTargets(ctx)
+}
+
 func (v *storeView) PeerRegistries(ctx context.Context) ([]persistence.PeerRegistry, error) {
 	if err := v.ok(); err != nil {
 		return nil, err

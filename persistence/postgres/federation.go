@@ -67,6 +67,35 @@ func (s *Store) FailForwards(ctx context.Context, req persistence.ForwardExpiry)
 		})
 }
 
+// forwardTargetsSQL walks the distinct targets of forward work with one
+// seek of outbox_claim per target (a loose index scan), so it costs
+// O(peers), not O(queued forwards).
+const forwardTargetsSQL = `
+WITH RECURSIVE t(target) AS (
+	SELECT (SELECT min(target) FROM outbox WHERE kind = 'forward')
+	UNION ALL
+	SELECT (SELECT min(o.target) FROM outbox o WHERE o.kind = 'forward' AND o.target > t.target) FROM t WHERE t.target IS NOT NULL
+) SELECT target FROM t WHERE target IS NOT NULL`
+
+// ForwardTargets implements persistence.Store.
+func (s *Store) ForwardTargets(ctx context.Context) ([]string, error) {
+	if s.closed.Load() {
+		return nil, s.fail("forward targets", persistence.ErrClosed)
+	}
+	rows, err := s.pool.Query(ctx, forwardTargetsSQL)
+	if err != nil {
+		return nil, s.fail("forward targets", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, s.fail("forward targets", err)
+	}
+	if out == nil {
+		out = []string{}
+	}
+	return out, nil
+}
+
 // PeerRegistries implements persistence.Store: peers and their frontends
 // sort bytewise.
 func (s *Store) PeerRegistries(ctx context.Context) ([]persistence.PeerRegistry, error) {

@@ -66,6 +66,36 @@ func (s *Store) QueueForwards(ctx context.Context, now time.Time, peer, detail s
 	return ids, nil
 }
 
+// forwardTargetsSQL walks the distinct targets of forward work with one
+// seek of outbox_claim per target (a loose index scan), so it costs
+// O(peers), not O(queued forwards).
+const forwardTargetsSQL = `WITH RECURSIVE t(target) AS (
+	SELECT (SELECT min(target) FROM outbox WHERE kind = 'forward')
+	UNION ALL
+	SELECT (SELECT min(o.target) FROM outbox o WHERE o.kind = 'forward' AND o.target > t.target) FROM t WHERE t.target IS NOT NULL
+) SELECT target FROM t WHERE target IS NOT NULL`
+
+// ForwardTargets implements persistence.Store.
+func (s *Store) ForwardTargets(ctx context.Context) ([]string, error) {
+	out := []string{}
+	err := s.read(ctx, "forward targets", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, forwardTargetsSQL)
+		if err != nil {
+			return err
+		}
+		return scanEach(rows, func(r *sql.Rows) error {
+			var t string
+			err := r.Scan(&t)
+			out = append(out, t)
+			return err
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerRegistries implements persistence.Store: peers and their frontends
 // sort bytewise.
 func (s *Store) PeerRegistries(ctx context.Context) ([]persistence.PeerRegistry, error) {

@@ -800,6 +800,24 @@ func failInvalid(f *fixture) {
 	}
 }
 
+func forwardTargetsCases() []testCase {
+	return []testCase{{"EachPeerOnceOrdered", forwardTargetsEachOnce}}
+}
+
+func forwardTargetsEachOnce(f *fixture) {
+	got, err := f.store.ForwardTargets(f.ctx)
+	if err != nil || len(got) != 0 {
+		f.Fatalf("ForwardTargets of an empty store = %q, %v", got, err)
+	}
+	f.accept(base, fwdMsg("ft-1", "peer-z"), fwdMsg("ft-2", peerP), queuedMsg("ft-3", peerP), newMsg("ft-local"),
+		msgFor("ft-status", persistence.WorkStatus, "peer-s"))
+	got, err = f.store.ForwardTargets(f.ctx)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.wantIDs("ForwardTargets", got, peerP, "peer-z")
+}
+
 func peerRegistryCases() []testCase {
 	return []testCase{
 		{"PutListReplace", registryPutListReplace},

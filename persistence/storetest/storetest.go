@@ -72,6 +72,7 @@ func groups() []group {
 		{"ApplyStatus", applyStatusCases()},
 		{"QueueForwards", queueForwardsCases()},
 		{"FailForwards", failForwardsCases()},
+		{"ForwardTargets", forwardTargetsCases()},
 		{"PeerRegistries", peerRegistryCases()},
 		{"Resubmit", resubmitCases()},
 		{"Routes", routeCases()},
