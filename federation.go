@@ -100,6 +100,7 @@ func (n *Node) startFederation() error {
 	qcfg := forward.Config{
 		Node: n.cfg.Name, Owner: n.cfg.InstanceID, Store: n.store, Transport: tr, Clock: n.clock, Fence: n.shares,
 		Policy: n.forwardPolicy(), Timeout: n.cfg.HTTPTimeout, Logger: n.log, Metrics: fwdMetrics, Publish: n.publish,
+		Board: n.board,
 	}
 	pcfg := peer.Config{
 		Node: n.cfg.Name, Transport: tr, Store: n.store, Book: n.book, Clock: n.clock, Logger: n.log,

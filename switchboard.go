@@ -48,6 +48,7 @@ import (
 	"github.com/switchboard-dev/switchboard/actors/clock"
 	"github.com/switchboard-dev/switchboard/actors/delivery"
 	"github.com/switchboard-dev/switchboard/actors/frontend"
+	"github.com/switchboard-dev/switchboard/actors/handover"
 	"github.com/switchboard-dev/switchboard/actors/peer"
 	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/actors/router"
@@ -82,6 +83,9 @@ type Node struct {
 	intake       *actor.PID
 	frontends    *actor.PID
 	actors       *frontend.Actors
+	// board is where the workers offer to take new work at once, and the
+	// intake hands it over (package handover).
+	board *handover.Board
 
 	// the ring (see ring.go)
 	ring        atomic.Pointer[actor.PID]
@@ -150,6 +154,7 @@ func New(cfg Config) (*Node, error) {
 		clock:    cfg.Clock,
 		registry: cfg.Registry,
 		actors:   &frontend.Actors{},
+		board:    handover.NewBoard(),
 		stopping: make(chan struct{}),
 		fatal:    make(chan error, 1),
 	}
@@ -309,6 +314,7 @@ func (n *Node) startActors() error {
 		},
 		Publish:     n.publish,
 		Actors:      n.actors,
+		Board:       n.board,
 		SendTimeout: n.cfg.WebhookTimeout,
 		Seed:        uint64(n.clock.Now().UnixNano()),
 		Props:       func(kind string, p actor.Producer) *actor.Props { return supervision.Props(kind, p, n.supOpts) },
@@ -343,7 +349,7 @@ func (n *Node) startActors() error {
 	n.intake, err = n.guardian.Spawn(actorIntake, "intake", router.NewIntake(router.Config{
 		Node: n.cfg.Name, Store: n.store, Clock: n.clock, Logger: n.log,
 		Frontends: n.frontends, Peers: n.peers, Remote: n.remote(), LocalFrontends: n.setLocalNames,
-		Publish: n.publish, Shared: n.sharedStore(),
+		Publish: n.publish, Shared: n.sharedStore(), Owner: n.cfg.InstanceID, Board: n.board,
 		NewID: func() string { return uuid.Must(uuid.NewV7()).String() },
 	}))
 	if err != nil {

@@ -34,6 +34,9 @@ func NewRow(nm NewMessage, now time.Time) Row {
 	if nm.State == messages.StateForwardQueued {
 		m.QueuedAt = &now
 	}
+	if nm.Lease != nil && nm.Work != nil && nm.Work.Kind == WorkDelivery {
+		m.Attempts = 1 // the lease is this attempt's, as a claim's would be
+	}
 	return Row{Message: m, ReportTo: nm.ReportTo, HistoryLen: 1}
 }
 
@@ -45,14 +48,26 @@ func NewWork(nm NewMessage, now time.Time) WorkAdd {
 		spec.DueAt = now
 	}
 	spec.DueAt = Normalize(spec.DueAt)
-	return WorkAdd{MessageID: nm.ID, Token: messages.TokenOf(nm.ID), Spec: spec}
+	return WorkAdd{MessageID: nm.ID, Token: messages.TokenOf(nm.ID), Spec: spec, Lease: nm.Lease}
+}
+
+// LeasedWork is the Work a created message's leased row (id row) stands
+// for, as a claim would return it; nil when nm asked for no lease.
+func LeasedWork(nm NewMessage, m messages.Message, row int64) *Work {
+	if nm.Lease == nil || nm.Work == nil {
+		return nil
+	}
+	w := NewWork(nm, m.CreatedAt)
+	return &Work{ID: row, Kind: w.Spec.Kind, Target: w.Spec.Target, MessageID: m.ID, Token: m.Token, DueAt: w.Spec.DueAt,
+		LeaseOwner: nm.Lease.Owner, LeaseUntil: Normalize(nm.Lease.Until), CreatedAt: m.CreatedAt, Message: m}
 }
 
 // AcceptResults assembles Accept's results in input order: created holds
 // the messages this call created (by id), stored the others as they were
-// stored before it. A repeat of an id within the batch gets the first
-// occurrence's message with Created false.
-func AcceptResults(batch []NewMessage, created, stored map[string]messages.Message) ([]Accepted, error) {
+// stored before it, rows the outbox row ids of created messages' leased
+// work. A repeat of an id within the batch gets the first occurrence's
+// message with Created false.
+func AcceptResults(batch []NewMessage, created, stored map[string]messages.Message, rows map[string]int64) ([]Accepted, error) {
 	out := make([]Accepted, len(batch))
 	first := make(map[string]int, len(batch))
 	for i, nm := range batch {
@@ -62,7 +77,7 @@ func AcceptResults(batch []NewMessage, created, stored map[string]messages.Messa
 		}
 		first[nm.ID] = i
 		if m, ok := created[nm.ID]; ok {
-			out[i] = Accepted{Message: m, Created: true}
+			out[i] = Accepted{Message: m, Created: true, Work: LeasedWork(nm, m, rows[nm.ID])}
 		} else if m, ok := stored[nm.ID]; ok {
 			out[i] = Accepted{Message: m}
 		} else {

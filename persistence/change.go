@@ -109,6 +109,8 @@ type WorkAdd struct {
 	MessageID string
 	Token     uint64
 	Spec      WorkSpec
+	// Lease, when set, writes the row leased (unfenced).
+	Lease *Lease
 }
 
 // Reschedule makes an outbox row due again at DueAt, unleased.

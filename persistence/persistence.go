@@ -61,6 +61,12 @@ type NewMessage struct {
 	Detail string
 	// Work, when non-nil, is written to the outbox in the same transaction.
 	Work *WorkSpec
+	// Lease, when set (with Work), writes the work already leased: a
+	// worker that is ready takes it at once from the accepting commit
+	// (handed over in memory) instead of claiming it in a transaction of
+	// its own. The lease is unfenced (epoch 0); for delivery work the
+	// message's attempts count it, as a claim's would (1).
+	Lease *Lease
 	// ReportTo, when set, names the peer that forwarded this message to us
 	// (its origin). A final outcome of its delivery work (delivered or
 	// failed, also by ExpireMessages) then writes status work
@@ -69,12 +75,22 @@ type NewMessage struct {
 	ReportTo string
 }
 
+// Lease is who holds work written leased, and until when.
+type Lease struct {
+	Owner string
+	Until time.Time
+}
+
 // Accepted is the result of accepting one NewMessage.
 type Accepted struct {
 	// Message is the stored message: the new one, or the one already stored
 	// under the same id (then Created is false and nothing was written).
 	Message messages.Message
 	Created bool
+	// Work is the outbox row written leased for a created message whose
+	// NewMessage asked for a Lease, as a claim would return it; nil
+	// otherwise.
+	Work *Work
 }
 
 // Work is one claimed outbox row, with its message.

@@ -23,6 +23,9 @@ func ValidateNew(batch []NewMessage) error {
 		if err := validateWork(m.Work); err != nil {
 			errs = append(errs, fmt.Errorf("accept: message %d (%q): %w", i, m.ID, err))
 		}
+		if l := m.Lease; l != nil && (m.Work == nil || l.Owner == "" || l.Until.IsZero()) {
+			errs = append(errs, fmt.Errorf("accept: message %d (%q): a lease needs work, an owner and an end", i, m.ID))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -150,6 +150,12 @@ func (v *storeView) Write(ctx context.Context, now time.Time, w persistence.Writ
 			}
 		}
 		v.log.completed(w.Outcomes, got.Completions, start)
+		for _, acc := range got.Accepted {
+			if acc.Work != nil { // written leased: a claim made by the accepting commit
+				req := persistence.ClaimRequest{Kind: acc.Work.Kind, Target: acc.Work.Target, Owner: acc.Work.LeaseOwner}
+				v.log.claimed(req, []persistence.Work{*acc.Work}, start, time.Now())
+			}
+		}
 	}
 	if len(w.Statuses) > 0 {
 		v.log.reported(w.Statuses, start)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/actors/clock"
 	"github.com/switchboard-dev/switchboard/actors/frontend"
+	"github.com/switchboard-dev/switchboard/actors/handover"
 	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
@@ -53,6 +54,12 @@ type Deps struct {
 	// claim only work in this instance's delivery ranges, and their own
 	// verdicts carry the epoch of the claim they come from.
 	Fence ring.Fence
+	// Board, when set, is where the workers offer to take new work at once
+	// (see package handover): pull workers for their waiting polls, and,
+	// when the store is this instance's alone (no Fence, or one without an
+	// idle poll), push workers for their free slots. On a shared store a
+	// push delivery is the ring owner's, so only claims take it.
+	Board *handover.Board
 	// Sweeps, when set, tells whether the janitor's site-wide sweeps
 	// (expiry, forwards that waited too long) run on this instance now:
 	// on the ring's master only, so a site sweeps once.

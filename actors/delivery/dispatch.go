@@ -367,8 +367,20 @@ func (d *Dispatcher) claim(now time.Time) *persistence.ClaimRequest {
 		req.Lease = d.cfg.PushLease
 		return req
 	}
-	// One claim for the waiting polls that ask for the oldest one's lease.
-	var lease time.Duration
+	if req.Limit, req.Lease = d.pollRoom(); req.Limit <= 0 {
+		return nil
+	}
+	return req
+}
+
+// pollRoom is how many rows the waiting polls that ask for the oldest
+// one's lease can take (up to MaxClaim, less the work at hand), and that
+// lease: what one claim for them all takes.
+func (d *Dispatcher) pollRoom() (int, time.Duration) {
+	var (
+		n     int
+		lease time.Duration
+	)
 	for _, w := range d.waiters.Items() {
 		if gone(w.Poll.Done) {
 			continue
@@ -378,17 +390,29 @@ func (d *Dispatcher) claim(now time.Time) *persistence.ClaimRequest {
 			lease = l
 		}
 		if l == lease {
-			req.Limit += max(w.Poll.Max, 1)
+			n += max(w.Poll.Max, 1)
 		}
 	}
-	if req.Limit == 0 {
-		return nil
+	return min(n-len(d.ready), d.cfg.MaxClaim), lease
+}
+
+// Offer is how many rows the dispatcher can take at once now, leased for
+// how long: the waiting polls' room (pull) or the free slots (push); none
+// while work may wait in the store (new work must not overtake it), while a
+// claim is out (it will serve them), while draining or held. The worker
+// puts it on the handover board.
+func (d *Dispatcher) Offer() (int, time.Duration) {
+	if d.draining || d.more || (d.round != nil && d.round.Claim != nil) {
+		return 0, 0
 	}
-	req.Limit, req.Lease = min(req.Limit-len(d.ready), d.cfg.MaxClaim), lease
-	if req.Limit <= 0 {
-		return nil
+	if !d.cfg.Pull {
+		if d.held {
+			return 0, 0
+		}
+		return max(d.cfg.MaxInFlight-len(d.inflight), 0), d.cfg.PushLease
 	}
-	return req
+	n, lease := d.pollRoom()
+	return max(n, 0), lease
 }
 
 // defaultPollLease is a pull lease when the poll names none.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/actors/clock"
 	"github.com/switchboard-dev/switchboard/actors/frontend"
+	"github.com/switchboard-dev/switchboard/actors/handover"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 )
@@ -29,8 +30,15 @@ type Worker struct {
 	sys  *actor.ActorSystem
 	wake *clock.Wakeup
 	core *Dispatcher
+	// offered is what the worker last put on the handover board.
+	offered offered
 
 	drainDone []chan<- struct{}
+}
+
+type offered struct {
+	n     int
+	lease time.Duration
 }
 
 // Private messages of the worker.
@@ -93,7 +101,10 @@ func (w *Worker) Receive(c actor.Context) {
 	case *actor.Restarting, *actor.Stopping:
 		w.wake.Cancel()
 		w.apply(c, w.core.Stop())
+		w.offer(offered{})
 		return
+	case *handover.Work:
+		w.apply(c, w.core.Handover(now, m.Work))
 	case *messages.Kick:
 		w.core.Kick()
 	case wakeMsg:
@@ -149,6 +160,20 @@ func (w *Worker) step() {
 	if !next.IsZero() {
 		w.wake.Schedule(next)
 	}
+	if w.fe.Mode == messages.ModePull || w.d.Fence == nil || w.d.Fence.IdlePoll() == 0 {
+		n, lease := w.core.Offer()
+		w.offer(offered{n: n, lease: lease})
+	}
+}
+
+// offer puts what the worker can take on the handover board, when it
+// changed.
+func (w *Worker) offer(o offered) {
+	if w.d.Board == nil || o == w.offered {
+		return
+	}
+	w.offered = o
+	w.d.Board.Offer(handover.Key{Kind: persistence.WorkDelivery, Target: w.fe.Name}, o.n, o.lease, w.self)
 }
 
 // idlePoll is how soon to look for work again without being kicked: in a

@@ -137,6 +137,33 @@ func (f *Flow) Done(now time.Time, r *FlowRound, w persistence.Written, claims [
 	return sends, changes
 }
 
+// Offer is how many forwards the queue can send at once now (room in the
+// open forward lane, Batch a request), for the handover board: none while
+// work may wait in the store (new work must not overtake it) or a claim is
+// out.
+func (f *Flow) Offer() int {
+	l := f.lanes[persistence.WorkForward]
+	if !l.Open() || !l.Drained() || (f.round != nil && len(f.round.Claims) > 0) {
+		return 0
+	}
+	return max(f.policy.InFlight-l.InFlight(), 0) * f.policy.Batch
+}
+
+// Handover takes forwards already leased to this queue (handed over by the
+// intake's commit) and returns the batches to send: they take room in the
+// forward lane as a claim's would, whether or not it is still there.
+func (f *Flow) Handover(work []persistence.Work) []Batch {
+	var out []Batch
+	l := f.lanes[persistence.WorkForward]
+	for len(work) > 0 {
+		n := min(len(work), f.policy.Batch)
+		l.Took()
+		out = append(out, Batch{Kind: persistence.WorkForward, Work: work[:n:n]})
+		work = work[n:]
+	}
+	return out
+}
+
 // Sent takes a request's result: the lane learns whether the link works
 // (closed reports whether this request closed it: one failed check per
 // broken link), and the outcomes and status updates to record are queued.

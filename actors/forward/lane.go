@@ -31,6 +31,10 @@ func (l *Lane) SetOpen(open bool) {
 	}
 }
 
+// Drained reports whether the last claim came back short: no work waits
+// in the store that new work could overtake.
+func (l *Lane) Drained() bool { return !l.more }
+
 // Kick says new work may be due (a commit, a tick).
 func (l *Lane) Kick() { l.more = true }
 
@@ -55,6 +59,11 @@ func (l *Lane) Claimed(n, batch int) bool {
 	l.inFlight++
 	return true
 }
+
+// Took records a request for work that came without a claim (handed
+// over): it is in flight like a claimed one, and says nothing of what else
+// is due.
+func (l *Lane) Took() { l.inFlight++ }
 
 // Done records a finished request. A request that failed closes the lane
 // until the peer is found healthy again; Done reports whether this one

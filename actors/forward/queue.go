@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/switchboard-dev/switchboard/actors/clock"
+	"github.com/switchboard-dev/switchboard/actors/handover"
 	"github.com/switchboard-dev/switchboard/actors/peer"
 	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/messages"
@@ -40,6 +41,11 @@ type Config struct {
 	// Fence, when set, fences every claim by the site's ring: the queue
 	// claims only work in this instance's forward ranges.
 	Fence ring.Fence
+	// Board, when set, is where the queue offers to take new forwards at
+	// once (see package handover); only while the store is this
+	// instance's alone (no Fence, or one without an idle poll): on a shared
+	// store a forward is the ring owner's, so only claims take it.
+	Board *handover.Board
 }
 
 // Validate reports what is missing or wrong.
@@ -99,6 +105,7 @@ type Queue struct {
 	sys     *actor.ActorSystem
 	wake    *clock.Wakeup
 	parking bool
+	offered int // what the queue last put on the handover board
 }
 
 // New returns the producer of a forward queue actor.
@@ -130,7 +137,12 @@ func (q *Queue) Receive(c actor.Context) {
 		if q.wake != nil {
 			q.wake.Cancel()
 		}
+		q.offer(0)
 		return
+	case *handover.Work:
+		for _, b := range q.flow.Handover(m.Work) {
+			q.send(b)
+		}
 	case messages.PeerLink:
 		q.setLink(c, m)
 	case *messages.KickPeer:
@@ -235,11 +247,25 @@ func (q *Queue) park(c actor.Context) {
 	q.parking = false
 }
 
-// step starts the store round the flow asks for.
+// step starts the store round the flow asks for and updates the queue's
+// offer.
 func (q *Queue) step() {
 	if r, ok := q.flow.Next(q.cfg.Clock.Now(), q.lease()); ok {
 		go q.run(r)
 	}
+	if q.cfg.Fence == nil || q.cfg.Fence.IdlePoll() == 0 {
+		q.offer(q.flow.Offer())
+	}
+}
+
+// offer puts what the queue can send at once on the handover board, when
+// it changed.
+func (q *Queue) offer(n int) {
+	if q.cfg.Board == nil || n == q.offered {
+		return
+	}
+	q.offered = n
+	q.cfg.Board.Offer(handover.Key{Kind: persistence.WorkForward, Target: q.cfg.Peer}, n, q.lease(), q.self)
 }
 
 // run does one store round: the results and the claims in one Write, each

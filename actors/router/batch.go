@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/switchboard-dev/switchboard/actors/handover"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 )
@@ -261,6 +264,57 @@ type Batch struct {
 	from    []int
 	reports []*statusReq
 	settled bool // settle began: its answers are on their way
+	// to is, per work key handed over (see hand), the worker it goes to.
+	to map[handover.Key]*actor.PID
+}
+
+// hand takes up the workers' offers on board for the batch's new work that
+// is due now (pending messages: a queued forward waits for its peer): as
+// much of each key's work as was offered is written leased to owner, for
+// the lease the worker asked for.
+func (b *Batch) hand(board *handover.Board, owner string) {
+	byKey := map[handover.Key][]int{}
+	var keys []handover.Key
+	for k, nm := range b.Stored {
+		if nm.Work == nil || nm.State != messages.StatePending {
+			continue
+		}
+		key := handover.Key{Kind: nm.Work.Kind, Target: nm.Work.Target}
+		if _, ok := byKey[key]; !ok {
+			keys = append(keys, key)
+		}
+		byKey[key] = append(byKey[key], k)
+	}
+	for _, key := range keys {
+		idx := byKey[key]
+		n, lease, to := board.Take(key, len(idx))
+		if n == 0 {
+			continue
+		}
+		if b.to == nil {
+			b.to = map[handover.Key]*actor.PID{}
+		}
+		b.to[key] = to
+		for _, k := range idx[:n] {
+			b.Stored[k].Lease = &persistence.Lease{Owner: owner, Until: b.Now.Add(lease)}
+		}
+	}
+}
+
+// handedOver is the work the commit wrote leased, by the worker it goes to.
+func (b *Batch) handedOver(w persistence.Written) map[*actor.PID][]persistence.Work {
+	var out map[*actor.PID][]persistence.Work
+	for _, acc := range w.Accepted {
+		if acc.Work == nil {
+			continue
+		}
+		to := b.to[handover.Key{Kind: acc.Work.Kind, Target: acc.Work.Target}]
+		if out == nil {
+			out = map[*actor.PID][]persistence.Work{}
+		}
+		out[to] = append(out[to], *acc.Work)
+	}
+	return out
 }
 
 // Write is what the batch asks of the store: the reports and the new
@@ -307,8 +361,9 @@ func (b *Batch) settle(w persistence.Written, err error) (changes []messages.Sta
 		changes = append(changes, messages.StateChanged{ID: acc.Message.ID, State: acc.Message.State,
 			Frontend: acc.Message.Frontend, At: b.Now, Detail: nm.Detail})
 		key := persistence.WorkSpec{Kind: nm.Work.Kind, Target: nm.Work.Target}
-		// Forwards of a peer that is not healthy wait; the others are due.
-		if !kicked[key] && (key.Kind == persistence.WorkDelivery || acc.Message.State == messages.StatePending) {
+		// Forwards of a peer that is not healthy wait, work handed over is
+		// taken; the rest is due for a claim.
+		if !kicked[key] && acc.Work == nil && (key.Kind == persistence.WorkDelivery || acc.Message.State == messages.StatePending) {
 			kicked[key] = true
 			kicks = append(kicks, key)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/switchboard-dev/switchboard/actors/clock"
+	"github.com/switchboard-dev/switchboard/actors/handover"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 )
@@ -45,6 +46,12 @@ type Config struct {
 	MaxBatch int
 	// StoreTimeout bounds each store call (default 30s).
 	StoreTimeout time.Duration
+	// Owner names this instance on the leases it writes for work it hands
+	// over; Board, when set, is where the workers offer to take new work at
+	// once (package handover): a commit writes that work leased to them and
+	// hands it over once durable, instead of kicking them to claim it.
+	Owner string
+	Board *handover.Board
 	// Shared is true when other instances of the site change the directory
 	// in the same store: a batch holding a message without a route (or a
 	// forward for a frontend not known here) reads the directory again
@@ -341,6 +348,9 @@ func (a *Intake) batch(c actor.Context) (*Batch, bool) {
 		a.pipe.Done()
 		return a.batch(c)
 	}
+	if a.cfg.Board != nil {
+		b.hand(a.cfg.Board, a.cfg.Owner)
+	}
 	return b, true
 }
 
@@ -356,6 +366,11 @@ func (a *Intake) run(b *Batch) []persistence.WorkSpec {
 	changes, kicks := b.settle(w, err)
 	for _, ch := range changes {
 		a.cfg.Publish(ch)
+	}
+	if err == nil {
+		for to, work := range b.handedOver(w) {
+			a.sys.Root.Send(to, &handover.Work{Work: work})
+		}
 	}
 	return kicks
 }

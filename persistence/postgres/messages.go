@@ -17,16 +17,19 @@ import (
 // acceptSQL inserts a batch given as parallel arrays in one statement: the
 // messages in id order (the deterministic lock order) with seq drawn in input
 // order, each with its first history entry in the row (first_state,
-// first_detail), and their outbox work. It returns the
-// created messages; the caller reads the others (already stored) afterwards,
+// first_detail), and their outbox work (leased when a lease owner is
+// given). It returns the created messages, each with the id of its outbox
+// row when that was leased; the caller reads the others (already stored) afterwards,
 // in a statement of their own, which also sees those that a concurrent Accept
 // committed while this one waited on their ids.
 var acceptSQL = `
 WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[],
-			$7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::timestamptz[], $15::text[])
+			$7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::timestamptz[], $15::text[],
+			$16::int[], $17::text[], $18::timestamptz[])
 		WITH ORDINALITY AS t(id, token, source_msisdn, destination_msisdn, body, state,
-			source_smsc, dest_smsc, frontend, detail, work_kind, work_target, work_due, report_to, ord)
+			source_smsc, dest_smsc, frontend, detail, work_kind, work_target, work_due, report_to,
+			attempts, lease_owner, lease_until, ord)
 ),
 numbered AS (
 	-- Postgres evaluates a volatile output expression after ORDER BY, so
@@ -38,20 +41,21 @@ created AS (
 		source_smsc, dest_smsc, frontend, attempts, reason, created_at, updated_at, submitted_at, history_len,
 		queued_at, report_to, first_state, first_detail)
 	SELECT id, seq, token, source_msisdn, destination_msisdn, body, state,
-		source_smsc, dest_smsc, frontend, 0, '', $14, $14, $14, 1,
+		source_smsc, dest_smsc, frontend, attempts, '', $14, $14, $14, 1,
 		CASE WHEN state = 'forward_queued' THEN $14::timestamptz END, report_to, state, detail
 	FROM numbered ORDER BY id COLLATE "C"
 	ON CONFLICT (id) DO NOTHING
 	RETURNING ` + columns("") + `
 ),
 work AS (
-	INSERT INTO outbox (kind, target, message_id, token, due_at, created_at)
-	SELECT i.work_kind, i.work_target, c.id, c.token, i.work_due, $14
+	INSERT INTO outbox (kind, target, message_id, token, due_at, created_at, lease_owner, lease_until)
+	SELECT i.work_kind, i.work_target, c.id, c.token, i.work_due, $14, NULLIF(i.lease_owner, ''), i.lease_until
 	FROM created c JOIN input i ON i.id = c.id
 	WHERE i.work_kind <> ''
 	ORDER BY i.ord
+	RETURNING id, message_id, lease_owner IS NOT NULL AS leased
 )
-SELECT ` + columns("") + ` FROM created`
+SELECT ` + columns("c") + `, w.id FROM created c LEFT JOIN work w ON w.message_id = c.id AND w.leased`
 
 // acceptPart stores the new messages of a Write (Accept) in one statement
 // (its first round trip), and one more that reads the stored messages when
@@ -63,9 +67,11 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 		ids, srcs, dsts, bodies, states = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		srcSMSCs, dstSMSCs, frontends   = make([]string, n), make([]string, n), make([]string, n)
 		details, kinds, targets         = make([]string, n), make([]string, n), make([]string, n)
-		reportTo                        = make([]string, n)
+		reportTo, leaseOwners           = make([]string, n), make([]string, n)
 		tokens                          = make([]int64, n)
+		attempts                        = make([]int32, n)
 		dues                            = make([]time.Time, n)
+		leaseUntils                     = make([]*time.Time, n)
 	)
 	for k, i := range uniq {
 		m := batch[i]
@@ -75,18 +81,29 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 		if m.Work != nil {
 			w := persistence.NewWork(m, now)
 			kinds[k], targets[k], dues[k] = string(w.Spec.Kind), w.Spec.Target, w.Spec.DueAt
+			if w.Lease != nil {
+				until := norm(w.Lease.Until)
+				leaseOwners[k], leaseUntils[k] = w.Lease.Owner, &until
+			}
 		}
+		attempts[k] = int32(persistence.NewRow(m, now).Attempts)
 	}
 	created := make(map[string]messages.Message, n)
+	leased := map[string]int64{}
 	queue := func(b *pgx.Batch) {
 		b.Queue(acceptSQL, ids, tokens, srcs, dsts, bodies, states,
-			srcSMSCs, dstSMSCs, frontends, details, kinds, targets, dues, now, reportTo).Query(func(rows pgx.Rows) error {
+			srcSMSCs, dstSMSCs, frontends, details, kinds, targets, dues, now, reportTo,
+			attempts, leaseOwners, leaseUntils).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
-				m, err := scanMessage(rows)
+				var row *int64
+				m, err := scanMessage(rows, &row)
 				if err != nil {
 					return err
 				}
 				created[m.ID] = m
+				if row != nil {
+					leased[m.ID] = *row
+				}
 			}
 			return rows.Err()
 		})
@@ -109,7 +126,7 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 			}
 		}
 		var err error
-		*out, err = persistence.AcceptResults(batch, created, stored)
+		*out, err = persistence.AcceptResults(batch, created, stored, leased)
 		return err
 	}
 	return part{queue: queue, run: run}

@@ -155,18 +155,48 @@ func writeChanges(ctx context.Context, tx querier, c *persistence.Changes) error
 	if err := insertRows(ctx, tx, `INSERT INTO history (message_id, ordinal, state, at, detail)`, 5, hist); err != nil {
 		return err
 	}
-	return insertWork(ctx, tx, at, c.Work)
+	_, err := insertWork(ctx, tx, at, c.Work)
+	return err
 }
 
 // insertWork writes outbox rows created at `at`. A row the message has of
 // the same kind and target is replaced by the new one (a new id, so that
-// ids keep creation order).
-func insertWork(ctx context.Context, q querier, at int64, work []persistence.WorkAdd) error {
-	args := make([]any, 0, 6*len(work))
+// ids keep creation order). It returns the ids of the leased rows, by
+// message id.
+func insertWork(ctx context.Context, q querier, at int64, work []persistence.WorkAdd) (map[string]int64, error) {
+	args := make([]any, 0, 8*len(work))
+	leased := 0
 	for _, w := range work {
-		args = append(args, string(w.Spec.Kind), w.Spec.Target, w.MessageID, int64(w.Token), toDB(w.Spec.DueAt), at)
+		var owner sql.NullString
+		var until sql.NullInt64
+		if w.Lease != nil {
+			owner, until = sql.NullString{String: w.Lease.Owner, Valid: true}, sql.NullInt64{Int64: toDB(w.Lease.Until), Valid: true}
+			leased++
+		}
+		args = append(args, string(w.Spec.Kind), w.Spec.Target, w.MessageID, int64(w.Token), toDB(w.Spec.DueAt), at, owner, until)
 	}
-	return insertRows(ctx, q, `REPLACE INTO outbox (kind, target, message_id, token, due_at, created_at)`, 6, args)
+	const head = `REPLACE INTO outbox (kind, target, message_id, token, due_at, created_at, lease_owner, lease_until)`
+	if leased == 0 {
+		return nil, insertRows(ctx, q, head, 8, args)
+	}
+	ids := make(map[string]int64, leased)
+	err := chunks(len(work), func(lo, hi int) error {
+		rows, err := q.QueryContext(ctx, head+" VALUES "+tuples(hi-lo, 8)+" RETURNING id, message_id, lease_owner IS NOT NULL", args[8*lo:8*hi]...)
+		if err != nil {
+			return err
+		}
+		return scanEach(rows, func(r *sql.Rows) error {
+			var id int64
+			var m string
+			var isLeased bool
+			err := r.Scan(&id, &m, &isLeased)
+			if isLeased {
+				ids[m] = id
+			}
+			return err
+		})
+	})
+	return ids, err
 }
 
 // insertLedger writes ledger entries; an entry that exists is kept (the

@@ -19,6 +19,7 @@ import (
 func accept(ctx context.Context, tx querier, now time.Time, batch []persistence.NewMessage) ([]persistence.Accepted, error) {
 	uniq := persistence.Firsts(batch)
 	var stored map[string]messages.Message
+	var leased map[string]int64 // leased outbox rows by message id
 	created := make(map[string]messages.Message, len(uniq))
 	err := func() error {
 		rows := make([]persistence.Row, len(uniq))
@@ -70,12 +71,13 @@ func accept(ctx context.Context, tx querier, now time.Time, batch []persistence.
 		if stored, err = loadMessages(ctx, tx, existing); err != nil {
 			return err
 		}
-		return insertWork(ctx, tx, toDB(now), work)
+		leased, err = insertWork(ctx, tx, toDB(now), work)
+		return err
 	}()
 	if err != nil {
 		return nil, err
 	}
-	return persistence.AcceptResults(batch, created, stored)
+	return persistence.AcceptResults(batch, created, stored, leased)
 }
 
 // loadMessages reads the messages with the given ids (those that exist).

@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
@@ -25,7 +26,75 @@ func acceptCases() []testCase {
 		{"ThousandMessageBatch", acceptThousandMessageBatch},
 		{"EmptyBatch", acceptEmptyBatch},
 		{"InvalidMessageWritesNothing", acceptInvalidMessageWritesNothing},
+		{"LeasedWorkIsHandedOver", acceptLeased},
+		{"LeaseWithoutWorkRefused", acceptLeaseWithoutWork},
 	}
+}
+
+// leased is m with its work written leased to owner until until.
+func leased(m persistence.NewMessage, owner string, until time.Time) persistence.NewMessage {
+	m.Lease = &persistence.Lease{Owner: owner, Until: until}
+	return m
+}
+
+// acceptLeased: work written leased is returned as a claim would return
+// it, counts an attempt (delivery), is nobody else's until the lease ends,
+// and is completed or released like claimed work.
+func acceptLeased(f *fixture) {
+	until := at(time.Hour)
+	res := f.accept(base, leased(newMsg("al-1"), ownerA, until), leased(newMsg("al-2"), ownerA, until),
+		leased(fwdMsg("al-fwd", peerP), ownerA, until), newMsg("al-plain"))
+	for i, id := range []string{"al-1", "al-2", "al-fwd"} {
+		w := res[i].Work
+		if w == nil {
+			f.Fatalf("%s: no work handed over", id)
+		}
+		if w.MessageID != id || w.LeaseOwner != ownerA || w.LeaseEpoch != 0 || w.ID == 0 || w.Message.ID != id {
+			f.Errorf("%s: work %+v", id, *w)
+		}
+		f.wantTime(id+" LeaseUntil", w.LeaseUntil, until)
+		f.wantTime(id+" DueAt", w.DueAt, base)
+	}
+	if res[3].Work != nil {
+		f.Errorf("al-plain: work %+v handed over without a lease", res[3].Work)
+	}
+	if a := res[0].Work.Message.Attempts; a != 1 || f.get("al-1").Attempts != 1 {
+		f.Errorf("delivery work handed over: attempts %d (stored %d), want 1", a, f.get("al-1").Attempts)
+	}
+	if a := res[2].Work.Message.Attempts; a != 0 {
+		f.Errorf("forward work handed over: attempts %d, want 0", a)
+	}
+	c := f.claimDelivery(feA, ownerB, base, 10)
+	f.wantIDs("claim beside the leases", workIDs(c.Work), "al-plain")
+	f.wantTime("NextDue (the lease end)", c.NextDue, until)
+	f.completeAll(at(time.Minute), []persistence.Completion{persistence.Applied},
+		outcome(persistence.WorkDelivery, feA, "al-1", persistence.ResultDelivered))
+	f.wantState("al-1", messages.StateDelivered)
+	if n, err := f.store.ReleaseLeases(f.ctx, ownerA); err != nil || n != 2 {
+		f.Errorf("ReleaseLeases = %d, %v; want al-2 and al-fwd", n, err)
+	}
+	c = f.claimDelivery(feA, ownerB, at(time.Minute), 10)
+	f.wantIDs("claim after the release", workIDs(c.Work), "al-2")
+	if len(c.Work) == 1 && c.Work[0].Message.Attempts != 2 {
+		f.Errorf("al-2 claimed with attempts %d, want 2", c.Work[0].Message.Attempts)
+	}
+	again := f.accept(at(time.Minute), leased(newMsg("al-2"), ownerA, at(2*time.Hour)))
+	if again[0].Created || again[0].Work != nil {
+		f.Errorf("an existing id accepted again with a lease: %+v", again[0])
+	}
+}
+
+func acceptLeaseWithoutWork(f *fixture) {
+	for _, m := range []persistence.NewMessage{
+		leased(msgNoWork("aln"), ownerA, at(time.Hour)),
+		leased(newMsg("alo"), "", at(time.Hour)),
+		leased(newMsg("alu"), ownerA, time.Time{}),
+	} {
+		if _, err := f.store.Accept(f.ctx, base, []persistence.NewMessage{m}); err == nil {
+			f.Errorf("Accept of %s with lease %+v and work %+v: no error", m.ID, m.Lease, m.Work)
+		}
+	}
+	f.wantOutbox(0)
 }
 
 func acceptStoresEveryField(f *fixture) {
