@@ -128,9 +128,10 @@ type Changes struct {
 	Now time.Time
 	// Moved are the messages whose row changed, each once, in the order of
 	// their first change, as they end: a store writes their state, reason,
-	// queued_at, attempts, frontend, dest_smsc, submitted_at and
-	// history_len, and updated_at = Now.
-	Moved   []*Row
+	// queued_at and history_len, and updated_at = Now; for those Restarted
+	// (a resubmit) also attempts, frontend, dest_smsc and submitted_at.
+	Moved     []*Row
+	Restarted map[string]bool
 	History []HistoryAdd
 	// Unledgered are messages whose every ledger entry goes (a resubmit);
 	// it is written before Ledger.
@@ -147,7 +148,7 @@ type Changes struct {
 
 // NewChanges starts the changes of a transaction at now (normalized).
 func NewChanges(now time.Time) *Changes {
-	return &Changes{Now: Normalize(now), moved: map[string]bool{}, due: map[int64]int{}}
+	return &Changes{Now: Normalize(now), moved: map[string]bool{}, due: map[int64]int{}, Restarted: map[string]bool{}}
 }
 
 // Empty reports whether there is nothing to write.

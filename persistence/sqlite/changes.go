@@ -24,32 +24,42 @@ func scanRow(sc interface{ Scan(...any) error }) (*persistence.Row, error) {
 	return r, err
 }
 
-// collectRows scans every row of rows, in order.
-func collectRows(rows *sql.Rows) ([]*persistence.Row, error) {
-	var out []*persistence.Row
-	err := scanEach(rows, func(r *sql.Rows) error {
-		m, err := scanRow(r)
-		out = append(out, m)
-		return err
-	})
-	return out, err
+// decisionColumns are what a decision reads and a write of its changes
+// writes (scanDecision reads them): not the message's numbers, body or
+// times of its own, which no decision looks at.
+const decisionColumns = `id, token, state, dest_smsc, frontend, attempts, reason, submitted_at, queued_at, report_to, history_len`
+
+func scanDecision(sc interface{ Scan(...any) error }) (*persistence.Row, error) {
+	r := &persistence.Row{}
+	var token, submitted int64
+	var queued sql.NullInt64
+	err := sc.Scan(&r.ID, &token, &r.State, &r.DestSMSC, &r.Frontend, &r.Attempts, &r.Reason, &submitted, &queued,
+		&r.ReportTo, &r.HistoryLen)
+	r.Token, r.SubmittedAt, r.QueuedAt = uint64(token), fromDB(submitted), timeOrNil(queued)
+	return r, err
 }
 
 // load reads into l the messages with the given ids (those that exist),
-// their outbox rows and their ledger keys.
-func load(ctx context.Context, q querier, l *persistence.Loaded, ids []string) error {
+// their outbox rows and their ledger keys. full reads the whole message
+// (a sweep returns what it changed), else what decisions need.
+func load(ctx context.Context, q querier, l *persistence.Loaded, ids []string, full bool) error {
 	return chunks(len(ids), func(lo, hi int) error {
 		in, args := params(hi-lo), anys(ids[lo:hi])
-		rows, err := q.QueryContext(ctx, `SELECT `+rowColumns+` FROM messages WHERE id IN (`+in+`)`, args...)
+		cols, scan := decisionColumns, scanDecision
+		if full {
+			cols, scan = rowColumns, scanRow
+		}
+		rows, err := q.QueryContext(ctx, `SELECT `+cols+` FROM messages WHERE id IN (`+in+`)`, args...)
 		if err != nil {
 			return err
 		}
-		list, err := collectRows(rows)
-		if err != nil {
-			return err
-		}
-		for _, m := range list {
+		err = scanEach(rows, func(r *sql.Rows) error {
+			m, err := scan(r)
 			l.Rows[m.ID] = m
+			return err
+		})
+		if err != nil {
+			return err
 		}
 		rows, err = q.QueryContext(ctx, `SELECT id, kind, target, message_id, lease_until, lease_owner, lease_epoch
 			FROM outbox WHERE message_id IN (`+in+`) ORDER BY id`, args...)
@@ -85,12 +95,19 @@ func load(ctx context.Context, q querier, l *persistence.Loaded, ids []string) e
 	})
 }
 
-// moveSQL writes n moved messages (id, state, reason, queued_at, attempts,
-// frontend, dest_smsc, submitted_at, history_len), all updated at the
-// first parameter (SQLite numbers ? in the order of the text).
+// moveSQL writes n moved messages (id, state, reason, queued_at,
+// history_len), all updated at the first parameter (SQLite numbers ? in the
+// order of the text).
 func moveSQL(n int) string {
-	return `UPDATE messages SET state = v.column2, reason = v.column3, queued_at = v.column4, attempts = v.column5,
-		frontend = v.column6, dest_smsc = v.column7, submitted_at = v.column8, history_len = v.column9, updated_at = ?
+	return `UPDATE messages SET state = v.column2, reason = v.column3, queued_at = v.column4, history_len = v.column5,
+		updated_at = ? FROM (VALUES ` + tuples(n, 5) + `) AS v WHERE messages.id = v.column1`
+}
+
+// restartSQL writes n restarted messages: moveSQL's columns, then
+// attempts, frontend, dest_smsc and submitted_at.
+func restartSQL(n int) string {
+	return `UPDATE messages SET state = v.column2, reason = v.column3, queued_at = v.column4, history_len = v.column5,
+		attempts = v.column6, frontend = v.column7, dest_smsc = v.column8, submitted_at = v.column9, updated_at = ?
 		FROM (VALUES ` + tuples(n, 9) + `) AS v WHERE messages.id = v.column1`
 }
 
@@ -136,17 +153,33 @@ func writeChanges(ctx context.Context, tx querier, c *persistence.Changes) error
 	}); err != nil {
 		return err
 	}
-	if err := chunks(len(c.Moved), func(lo, hi int) error {
-		args := make([]any, 1, 9*(hi-lo)+1)
-		args[0] = at
-		for _, m := range c.Moved[lo:hi] {
-			args = append(args, m.ID, string(m.State), m.Reason, nullTime(m.QueuedAt), m.Attempts,
-				m.Frontend, m.DestSMSC, toDB(m.SubmittedAt), m.HistoryLen)
+	var moved, restarted []*persistence.Row
+	for _, m := range c.Moved {
+		if c.Restarted[m.ID] {
+			restarted = append(restarted, m)
+		} else {
+			moved = append(moved, m)
 		}
-		_, err := tx.ExecContext(ctx, moveSQL(hi-lo), args...)
-		return err
-	}); err != nil {
-		return err
+	}
+	for _, set := range []struct {
+		rows    []*persistence.Row
+		sql     func(int) string
+		restart bool
+	}{{moved, moveSQL, false}, {restarted, restartSQL, true}} {
+		if err := chunks(len(set.rows), func(lo, hi int) error {
+			args := make([]any, 1, 9*(hi-lo)+1)
+			args[0] = at
+			for _, m := range set.rows[lo:hi] {
+				args = append(args, m.ID, string(m.State), m.Reason, nullTime(m.QueuedAt), m.HistoryLen)
+				if set.restart {
+					args = append(args, m.Attempts, m.Frontend, m.DestSMSC, toDB(m.SubmittedAt))
+				}
+			}
+			_, err := tx.ExecContext(ctx, set.sql(hi-lo), args...)
+			return err
+		}); err != nil {
+			return err
+		}
 	}
 	hist := make([]any, 0, 5*len(c.History))
 	for _, h := range c.History {
@@ -226,7 +259,7 @@ func (s *Store) decide(ctx context.Context, op string, now time.Time, ids []stri
 	fn func(l *persistence.Loaded, c *persistence.Changes)) error {
 	return s.write(ctx, op, func(tx querier) error {
 		l := persistence.NewLoaded()
-		if err := load(ctx, tx, l, ids); err != nil {
+		if err := load(ctx, tx, l, ids, false); err != nil {
 			return err
 		}
 		c := persistence.NewChanges(now)
@@ -257,7 +290,7 @@ func (s *Store) sweep(ctx context.Context, op string, now time.Time, candidates 
 			return err
 		}
 		l := persistence.NewLoaded()
-		if err := load(ctx, tx, l, ids); err != nil {
+		if err := load(ctx, tx, l, ids, true); err != nil {
 			return err
 		}
 		c := persistence.NewChanges(now)

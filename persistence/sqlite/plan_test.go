@@ -28,17 +28,16 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		sql  string
 		args []any
 	}{
-		{"sweep ledgered", sweepLedgeredSQL(0), claimArgs},
 		{"lease end", leaseEndSQL(0), claimArgs},
 		{"claim", claimSQL(0), claimArgs},
 		{"next due", nextDueSQL(0), claimArgs},
-		{"ring: sweep ledgered", sweepLedgeredSQL(2), ringArgs},
 		{"ring: lease end", leaseEndSQL(2), ringArgs},
 		{"ring: claim", claimSQL(2), ringArgs},
 		{"ring: next due", nextDueSQL(2), ringArgs},
 		{"ring: owners", ringOwnersSQL, []any{"delivery", "o"}},
 		{"reschedule", rescheduleSQL(2), []any{1, 2, 3, 4}},
-		{"move", moveSQL(2), []any{9, "a", "delivered", "", nil, 1, "fe", "s", 1, 2, "b", "forward_queued", "x", 3, 0, "fe", "s", 1, 3}},
+		{"move", moveSQL(2), []any{9, "a", "delivered", "", nil, 2, "b", "forward_queued", "x", 3, 3}},
+		{"restart", restartSQL(2), []any{9, "a", "pending", "", nil, 2, 0, "fe", "s", 1, "b", "forward_queued", "", 3, 3, 0, "fe", "s", 1}},
 		{"expirable", expirableSQL, []any{5, 6, 10}},
 		{"release leases", releaseSQL, []any{"o"}},
 		{"oldest outbox", oldestOutboxSQL, nil},

@@ -10,10 +10,10 @@ import (
 )
 
 // rowsPerStatement bounds the rows of one multi-row statement (and the
-// values of one IN list). SQLite allows 32766 bound parameters; 500 rows of
-// the widest insert (15 columns) use 7500. Larger statements stop paying off:
-// compiling them costs more than the round trips they save.
-const rowsPerStatement = 500
+// values of one IN list). SQLite allows 32766 bound parameters; 256 rows of
+// the widest insert (18 columns) use 4608. Larger statements stop paying
+// off: compiling them costs more than the round trips they save.
+const rowsPerStatement = 256
 
 // tuples is "(?,?),(?,?)": rows tuples of cols parameters.
 func tuples(rows, cols int) string {
@@ -26,13 +26,21 @@ func params(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
 }
 
-// chunks calls fn for consecutive [lo, hi) ranges of at most rowsPerStatement
-// that cover [0, n).
+// chunks calls fn for consecutive [lo, hi) ranges that cover [0, n), each
+// of a power-of-two size up to rowsPerStatement (37 rows: 32, 4, 1). A
+// statement's text depends on its row count, and the writer keeps its
+// statements prepared (stmtCache): with sizes from a set of nine, every
+// shape is soon prepared, where sizes 1 to 500 would each be compiled anew.
 func chunks(n int, fn func(lo, hi int) error) error {
-	for lo := 0; lo < n; lo += rowsPerStatement {
-		if err := fn(lo, min(lo+rowsPerStatement, n)); err != nil {
+	for lo := 0; lo < n; {
+		size := rowsPerStatement
+		for size > n-lo {
+			size /= 2
+		}
+		if err := fn(lo, lo+size); err != nil {
 			return err
 		}
+		lo += size
 	}
 	return nil
 }

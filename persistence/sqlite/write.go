@@ -24,7 +24,7 @@ func (s *Store) Write(ctx context.Context, now time.Time, w persistence.Write) (
 	err := s.write(ctx, op, func(tx querier) error {
 		if decide != nil {
 			l := persistence.NewLoaded()
-			if err := load(ctx, tx, l, ids); err != nil {
+			if err := load(ctx, tx, l, ids, false); err != nil {
 				return err
 			}
 			c := persistence.NewChanges(now)
