@@ -73,7 +73,7 @@ func TestEmbeddedActorFrontendAndSubscriptions(t *testing.T) {
 			return err
 		}
 		if got.State != messages.StateDelivered {
-			return fmt.Errorf("state %s", got.State)
+			return fmt.Errorf("state %s: %+v", got.State, got)
 		}
 		return nil
 	})

@@ -85,6 +85,9 @@ type Round struct {
 	Outcomes []persistence.Outcome
 	Claim    *persistence.ClaimRequest
 	pending  []pending
+	// kicked: work may have become due while the round was out (its claim
+	// may not have seen it), so a short claim does not end the search.
+	kicked bool
 }
 
 // Answer is a poll to answer.
@@ -129,7 +132,12 @@ func NewDispatcher(cfg DispatcherConfig) *Dispatcher {
 }
 
 // Kick says work may be due (a commit, a ring change).
-func (d *Dispatcher) Kick() { d.more = true }
+func (d *Dispatcher) Kick() {
+	d.more = true
+	if d.round != nil {
+		d.round.kicked = true
+	}
+}
 
 // Hold stops (or resumes) claims for a push frontend that cannot take
 // deliveries now (an in-process frontend not registered yet).
@@ -145,7 +153,7 @@ func (d *Dispatcher) Poll(now time.Time, p *messages.Poll) Effects {
 		return Effects{Answers: []Answer{{Poll: p, Reply: messages.PollReply{Err: errUnavailable("the node is stopping")}}}}
 	}
 	d.waiters.Add(p, now.Add(p.Wait))
-	d.more = true
+	d.Kick()
 	return d.serve(now)
 }
 
@@ -459,9 +467,9 @@ func (d *Dispatcher) Done(now time.Time, r *Round, completions []persistence.Com
 	}
 	if r.Claim != nil {
 		if claimed == nil || claimed.Refused {
-			d.more, d.nextDue = false, time.Time{}
+			d.more, d.nextDue = r.kicked, time.Time{}
 		} else {
-			d.more, d.nextDue = len(claimed.Work) >= r.Claim.Limit, claimed.NextDue
+			d.more, d.nextDue = r.kicked || len(claimed.Work) >= r.Claim.Limit, claimed.NextDue
 			e.add(d.Handover(now, claimed.Work))
 		}
 	}

@@ -37,6 +37,7 @@ type FlowRound struct {
 	Claims   []persistence.ClaimRequest
 	Kinds    []persistence.WorkKind
 	Slots    []int
+	kicks    []int // each lane's Kicks() when the claim began
 	msgs     map[string]messages.Message
 }
 
@@ -73,6 +74,7 @@ func (f *Flow) Next(now time.Time, lease time.Duration) (*FlowRound, bool) {
 				Limit: n * f.policy.Batch, Now: now, Lease: lease})
 			r.Kinds = append(r.Kinds, k)
 			r.Slots = append(r.Slots, n)
+			r.kicks = append(r.kicks, f.lanes[k].Kicks())
 		}
 	}
 	if len(r.Claims)+len(r.Outcomes)+len(r.Updates) == 0 {
@@ -127,7 +129,7 @@ func (f *Flow) Done(now time.Time, r *FlowRound, w persistence.Written, claims [
 		}
 		for s := 0; s < r.Slots[i]; s++ {
 			n := min(len(work), f.policy.Batch)
-			if !lane.Claimed(n, f.policy.Batch) {
+			if !lane.Claimed(n, f.policy.Batch, r.kicks[i]) {
 				break
 			}
 			sends = append(sends, Batch{Kind: k, Work: work[:n:n]})

@@ -11,6 +11,9 @@ type Lane struct {
 	open     bool
 	// more is true until a claim comes back short: there may be due work.
 	more bool
+	// kicks counts Kick calls: a kick during a claim (which may not have
+	// seen the new work) outlives the claim's coming back short.
+	kicks int
 }
 
 // NewLane returns a closed lane allowing limit requests in flight.
@@ -36,7 +39,13 @@ func (l *Lane) SetOpen(open bool) {
 func (l *Lane) Drained() bool { return !l.more }
 
 // Kick says new work may be due (a commit, a tick).
-func (l *Lane) Kick() { l.more = true }
+func (l *Lane) Kick() {
+	l.more = true
+	l.kicks++
+}
+
+// Kicks counts the kicks so far (see Claimed).
+func (l *Lane) Kicks() int { return l.kicks }
 
 // Claims returns how many claims to start now.
 func (l *Lane) Claims() int {
@@ -47,10 +56,11 @@ func (l *Lane) Claims() int {
 }
 
 // Claimed records a claim's result: n rows of at most batch. A short claim
-// means the due work is exhausted for now. It returns whether a request is
+// means the due work is exhausted for now, unless the lane was kicked since
+// the claim began (kicksAt is Kicks() then). It returns whether a request is
 // to be sent (n > 0).
-func (l *Lane) Claimed(n, batch int) bool {
-	if n < batch {
+func (l *Lane) Claimed(n, batch, kicksAt int) bool {
+	if n < batch && l.kicks == kicksAt {
 		l.more = false
 	}
 	if n == 0 {

@@ -111,14 +111,21 @@ func TestLane(t *testing.T) {
 	ops := []op{
 		{"closed lane claims nothing", func(l *Lane) bool { l.Kick(); return l.Open() }, false, 0},
 		{"healthy opens with work assumed", func(l *Lane) bool { l.SetOpen(true); return l.Open() }, true, 2},
-		{"full claim sends", func(l *Lane) bool { return l.Claimed(batch, batch) }, true, 1},
-		{"second full claim sends", func(l *Lane) bool { return l.Claimed(batch, batch) }, true, 0},
+		{"full claim sends", func(l *Lane) bool { return l.Claimed(batch, batch, l.Kicks()) }, true, 1},
+		{"second full claim sends", func(l *Lane) bool { return l.Claimed(batch, batch, l.Kicks()) }, true, 0},
 		{"success frees a slot, more assumed", func(l *Lane) bool { return !l.Done(true) && l.Open() }, true, 1},
-		{"short claim sends and ends the drain", func(l *Lane) bool { return l.Claimed(3, batch) }, true, 0},
+		{"short claim sends and ends the drain", func(l *Lane) bool { return l.Claimed(3, batch, l.Kicks()) }, true, 0},
 		{"success with nothing more", func(l *Lane) bool { l.Done(true); return l.Open() }, true, 0},
 		{"kick makes it look again", func(l *Lane) bool { l.Kick(); return l.Open() }, true, 1},
-		{"empty claim sends nothing", func(l *Lane) bool { return l.Claimed(0, batch) }, false, 0},
-		{"kick again fills the second slot", func(l *Lane) bool { l.Kick(); return l.Claimed(batch, batch) }, true, 0},
+		{"empty claim sends nothing", func(l *Lane) bool { return l.Claimed(0, batch, l.Kicks()) }, false, 0},
+		{"kick again fills the second slot", func(l *Lane) bool { l.Kick(); return l.Claimed(batch, batch, l.Kicks()) }, true, 0},
+		{"a kick during a claim outlives its coming back short", func(l *Lane) bool {
+			at := l.Kicks()
+			l.Done(true)
+			l.Done(true)
+			l.Kick()
+			return l.Claimed(1, batch, at)
+		}, true, 1},
 		{"failure closes the lane and says so", func(l *Lane) bool { return l.Done(false) && !l.Open() }, true, 0},
 		{"the other request failing on the closed lane does not", func(l *Lane) bool { return l.Done(false) }, false, 0},
 		{"kicks while closed do nothing", func(l *Lane) bool { l.Kick(); return l.Open() }, false, 0},

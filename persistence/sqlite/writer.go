@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -79,16 +80,42 @@ func (s *Store) write(ctx context.Context, op string, fn func(tx querier) error)
 	return nil
 }
 
-// writeLoop is the writer goroutine. It ends when closing is closed,
-// failing the jobs still queued, and then closes commits.
+// writeLoop is the writer goroutine. It keeps one transaction open while
+// the syncer is busy with the previous commit, running every job that comes
+// meanwhile in it, and commits when the syncer is free (or the transaction
+// holds maxJobs): a job waits for the sync after the one under way either
+// way, so it waits no longer, and the jobs that come during one sync share
+// one commit (fewer, larger commits write each page to the WAL once). It
+// ends when closing is closed, failing the jobs still queued, and then
+// closes commits.
 func (s *Store) writeLoop() {
 	defer close(s.commits)
+	var b *batch
 	for {
-		var batch []*job
+		var idle <-chan struct{}
+		if b != nil {
+			idle = s.syncIdle
+		}
 		select {
 		case j := <-s.jobs:
-			batch = append(batch, j)
+			if b == nil {
+				b = s.begin()
+			}
+			b.run(j)
+		more:
+			for len(b.jobs) < maxJobs {
+				select {
+				case j := <-s.jobs:
+					b.run(j)
+				default:
+					break more
+				}
+			}
+		case <-idle:
 		case <-s.closing:
+			if b != nil {
+				s.commit(b)
+			}
 			for {
 				select {
 				case j := <-s.jobs:
@@ -99,92 +126,99 @@ func (s *Store) writeLoop() {
 				}
 			}
 		}
-	more:
-		for len(batch) < maxJobs {
-			select {
-			case j := <-s.jobs:
-				batch = append(batch, j)
-			default:
-				break more
-			}
+		if b != nil && (b.failed() || !s.syncing.Load() || len(b.jobs) >= maxJobs) {
+			s.commit(b)
+			b = nil
 		}
-		s.runBatch(batch)
 	}
 }
 
-// runBatch runs jobs in one transaction and hands the commit to the
-// syncer. Jobs that never reached a commit are answered at once.
-func (s *Store) runBatch(jobs []*job) {
+// batch is the writer's open transaction and the jobs run in it.
+type batch struct {
+	s      *Store
+	tx     *sql.Tx
+	ctxTx  cachedTx
+	missed []string
+	jobs   []*job
+	ok     int   // jobs whose work stands
+	err    error // the transaction is lost (or never began): every job fails
+}
+
+// begin opens a transaction (BEGIN IMMEDIATE on the writer connection).
+func (s *Store) begin() *batch {
+	b := &batch{s: s}
+	if b.err = s.broken(); b.err != nil {
+		return b
+	}
+	if b.tx, b.err = s.wdb.BeginTx(context.Background(), nil); b.err != nil {
+		return b
+	}
+	b.ctxTx = cachedTx{tx: b.tx, stmts: s.stmts, missed: &b.missed}
+	return b
+}
+
+func (b *batch) failed() bool { return b.err != nil }
+
+// run runs j in its own savepoint of the open transaction, so that its
+// failure rolls back only its own work.
+func (b *batch) run(j *job) {
+	b.jobs = append(b.jobs, j)
+	if b.err != nil {
+		return
+	}
+	if err := j.ctx.Err(); err != nil {
+		j.err = err
+		return
+	}
+	ctx := context.Background()
+	if _, err := b.ctxTx.ExecContext(ctx, "SAVEPOINT job"); err != nil {
+		b.err = err
+		return
+	}
+	if j.err = j.fn(b.ctxTx); j.err == nil {
+		if _, err := b.ctxTx.ExecContext(ctx, "RELEASE job"); err != nil {
+			b.err = err
+			return
+		}
+		b.ok++
+		return
+	}
+	// SQLite rolls a whole transaction back itself after some errors (a
+	// full disk, an I/O error); then the savepoint is gone, and so is every
+	// job's work.
+	_, err := b.ctxTx.ExecContext(ctx, "ROLLBACK TO job")
+	if err == nil {
+		_, err = b.ctxTx.ExecContext(ctx, "RELEASE job")
+	}
+	if err != nil {
+		b.err = fmt.Errorf("transaction lost after a failed write (%v): %w", j.err, err)
+	}
+}
+
+// commit ends the batch: its commit goes to the syncer, which answers the
+// jobs once it is durable; a batch that failed or holds no work that stands
+// is rolled back and its jobs answered at once.
+func (s *Store) commit(b *batch) {
 	finish := func(err error) {
-		for _, j := range jobs {
+		for _, j := range b.jobs {
 			if err != nil && j.err == nil {
 				j.err = err
 			}
 			close(j.done)
 		}
 	}
-	if err := s.broken(); err != nil {
-		finish(err)
-		return
-	}
-	tx, err := s.wdb.BeginTx(context.Background(), nil)
-	if err != nil {
-		finish(err)
-		return
-	}
-	var missed []string
-	ctx := context.Background()
-	ctxTx := cachedTx{tx: tx, stmts: s.stmts, missed: &missed}
-	shared := len(jobs) > 1
-	ok := 0
-	for _, j := range jobs {
-		if err := j.ctx.Err(); err != nil {
-			j.err = err
-			continue
+	if b.err != nil || b.ok == 0 {
+		if b.tx != nil {
+			_ = b.tx.Rollback()
 		}
-		if shared {
-			if _, err := ctxTx.ExecContext(ctx, "SAVEPOINT job"); err != nil {
-				_ = tx.Rollback()
-				finish(err)
-				return
-			}
-		}
-		j.err = j.fn(ctxTx)
-		switch {
-		case j.err == nil && shared:
-			if _, err := ctxTx.ExecContext(ctx, "RELEASE job"); err != nil {
-				_ = tx.Rollback()
-				finish(err)
-				return
-			}
-			ok++
-		case j.err == nil:
-			ok++
-		case shared:
-			// SQLite rolls a whole transaction back itself after some
-			// errors (a full disk, an I/O error); then the savepoint is
-			// gone, and so is every job's work.
-			_, err := ctxTx.ExecContext(ctx, "ROLLBACK TO job")
-			if err == nil {
-				_, err = ctxTx.ExecContext(ctx, "RELEASE job")
-			}
-			if err != nil {
-				_ = tx.Rollback()
-				finish(fmt.Errorf("transaction lost after a failed write (%v): %w", j.err, err))
-				return
-			}
-		}
-	}
-	if ok == 0 {
-		_ = tx.Rollback()
-		finish(nil)
+		finish(b.err)
 		return
 	}
 	// The number is taken before COMMIT: a reader whose snapshot holds
 	// this commit reads it afterwards and waits for its sync.
 	seq := s.commitSeq.Add(1)
-	if err := tx.Commit(); err != nil {
-		for _, j := range jobs {
+	if err := b.tx.Commit(); err != nil {
+		for _, j := range b.jobs {
 			if j.err == nil {
 				j.err = err
 			}
@@ -192,10 +226,11 @@ func (s *Store) runBatch(jobs []*job) {
 	}
 	// Statements this transaction parsed are kept prepared for the next.
 	// A failure here costs only speed.
-	if err := s.stmts.prepare(ctx, missed); err != nil {
+	if err := s.stmts.prepare(context.Background(), b.missed); err != nil {
 		s.log.Debug("statement not cached", "err", err)
 	}
-	s.commits <- commit{seq: seq, jobs: jobs}
+	s.syncing.Store(true)
+	s.commits <- commit{seq: seq, jobs: b.jobs}
 }
 
 // syncLoop is the syncer goroutine: it makes each commit durable with one
@@ -236,6 +271,15 @@ func (s *Store) syncLoop() {
 			s.wal.advance(batch[len(batch)-1].seq)
 		} else {
 			s.wal.advance(0) // wake the readers: they see the store broken
+		}
+		if len(s.commits) == 0 {
+			// Free: the writer may commit what it holds open. (A commit
+			// that raced this sets syncing again before it is sent.)
+			s.syncing.Store(false)
+			select {
+			case s.syncIdle <- struct{}{}:
+			default:
+			}
 		}
 	}
 }
