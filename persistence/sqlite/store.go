@@ -45,10 +45,6 @@ type Store struct {
 	// commitSeq numbers the writer's commits (from 1), taken before each
 	// COMMIT; wal.synced is the last one made durable.
 	commitSeq atomic.Uint64
-	// syncing is true from a commit's hand-over until the syncer has no
-	// commit left; syncIdle tells the writer that it became false.
-	syncing   atomic.Bool
-	syncIdle  chan struct{}
 	brokenErr atomic.Pointer[error]
 	onFatal   func(error)
 
@@ -147,7 +143,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %s: write-ahead log: %w", cfg.Path, err)
 	}
 	s := &Store{path: cfg.Path, log: log, wdb: wdb, rdb: rdb, cdb: cdb, stmts: newStmtCache(wdb, maxCachedStmts), wal: wal,
-		jobs: make(chan *job, maxJobs), commits: make(chan commit, 8), syncIdle: make(chan struct{}, 1), onFatal: cfg.OnFatal,
+		jobs: make(chan *job, maxJobs), commits: make(chan commit, 8), onFatal: cfg.OnFatal,
 		closing: make(chan struct{}), syncDone: make(chan struct{}), checkpointDone: make(chan struct{})}
 	s.Calls = persistence.Calls{Writer: s}
 	go s.writeLoop()

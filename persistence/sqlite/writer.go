@@ -80,27 +80,21 @@ func (s *Store) write(ctx context.Context, op string, fn func(tx querier) error)
 	return nil
 }
 
-// writeLoop is the writer goroutine. It keeps one transaction open while
-// the syncer is busy with the previous commit, running every job that comes
-// meanwhile in it, and commits when the syncer is free (or the transaction
-// holds maxJobs): a job waits for the sync after the one under way either
-// way, so it waits no longer, and the jobs that come during one sync share
-// one commit (fewer, larger commits write each page to the WAL once). It
-// ends when closing is closed, failing the jobs still queued, and then
-// closes commits.
+// writeLoop is the writer goroutine: it takes every job queued (up to
+// maxJobs), runs them in one transaction and commits; the syncer makes that
+// commit durable while the writer already runs the next batch. It ends
+// when closing is closed, failing the jobs still queued, and then closes
+// commits.
+//
+// (Holding the transaction open until the syncer is free, so that one sync
+// cycle's jobs share one commit, was tried: the commit's own time then no
+// longer overlaps the previous sync, and every figure of the bench lost.)
 func (s *Store) writeLoop() {
 	defer close(s.commits)
-	var b *batch
 	for {
-		var idle <-chan struct{}
-		if b != nil {
-			idle = s.syncIdle
-		}
 		select {
 		case j := <-s.jobs:
-			if b == nil {
-				b = s.begin()
-			}
+			b := s.begin()
 			b.run(j)
 		more:
 			for len(b.jobs) < maxJobs {
@@ -111,11 +105,8 @@ func (s *Store) writeLoop() {
 					break more
 				}
 			}
-		case <-idle:
+			s.commit(b)
 		case <-s.closing:
-			if b != nil {
-				s.commit(b)
-			}
 			for {
 				select {
 				case j := <-s.jobs:
@@ -126,14 +117,10 @@ func (s *Store) writeLoop() {
 				}
 			}
 		}
-		if b != nil && (b.failed() || !s.syncing.Load() || len(b.jobs) >= maxJobs) {
-			s.commit(b)
-			b = nil
-		}
 	}
 }
 
-// batch is the writer's open transaction and the jobs run in it.
+// batch is the writer's transaction and the jobs run in it.
 type batch struct {
 	s      *Store
 	tx     *sql.Tx
@@ -156,8 +143,6 @@ func (s *Store) begin() *batch {
 	b.ctxTx = cachedTx{tx: b.tx, stmts: s.stmts, missed: &b.missed}
 	return b
 }
-
-func (b *batch) failed() bool { return b.err != nil }
 
 // run runs j in its own savepoint of the open transaction, so that its
 // failure rolls back only its own work.
@@ -229,7 +214,6 @@ func (s *Store) commit(b *batch) {
 	if err := s.stmts.prepare(context.Background(), b.missed); err != nil {
 		s.log.Debug("statement not cached", "err", err)
 	}
-	s.syncing.Store(true)
 	s.commits <- commit{seq: seq, jobs: b.jobs}
 }
 
@@ -271,15 +255,6 @@ func (s *Store) syncLoop() {
 			s.wal.advance(batch[len(batch)-1].seq)
 		} else {
 			s.wal.advance(0) // wake the readers: they see the store broken
-		}
-		if len(s.commits) == 0 {
-			// Free: the writer may commit what it holds open. (A commit
-			// that raced this sets syncing again before it is sent.)
-			s.syncing.Store(false)
-			select {
-			case s.syncIdle <- struct{}{}:
-			default:
-			}
 		}
 	}
 }

@@ -149,8 +149,8 @@ func TestNothingLeavesBeforeItsSync(t *testing.T) {
 			t.Errorf("%s returned while the commit it may see was not durable", name)
 		}
 	}
-	// A later write executes while the first one's sync is held (in a
-	// transaction that commits once the syncer is free).
+	// A later write executes (and commits) while the first one's sync is
+	// held.
 	ran := make(chan struct{})
 	later := make(chan error, 1)
 	go func() {
@@ -351,7 +351,7 @@ func TestWritesShareTransactions(t *testing.T) {
 		}
 	}
 	if n := s.commitSeq.Load(); n != 1 {
-		t.Errorf("%d commits for a held write and 20 queued behind it, want 1 (they join its transaction)", n)
+		t.Errorf("%d commits for a held write and 20 queued behind it, want 1 (they join its batch)", n)
 	}
 	if routes, err := s.Routes(ctx); err != nil || len(routes) != 0 {
 		t.Errorf("routes %v, %v: the failed job's insert must be rolled back", routes, err)
