@@ -74,14 +74,27 @@
 // row in the same transaction. Workers only ever work from the outbox:
 //
 //	Accept / Resubmit ──► outbox row (due_at) ──ClaimWork──► leased (lease_until, lease_owner)
-//	                           ▲                                  │
-//	                           └──── Retry (new due_at) ◄─────────┤ CompleteWork
-//	                                                              ▼
+//	       │                   ▲                                  ▲ │
+//	       │                   └──── Retry (new due_at) ◄─────────┼─┤ CompleteWork
+//	       └── NewMessage.Lease: written leased (handed over) ────┘ ▼
 //	                                     Delivered / Failed: row deleted, ledger written
 //
 // A lease that runs out makes the row claimable again, so a crashed worker's
 // work is retried with the same message id. ReleaseLeases takes back at once
-// the leases of an earlier run of the same instance.
+// the leases of an earlier run of the same instance. Work for a worker that
+// is ready may be written leased to it by the accepting commit itself
+// (NewMessage.Lease; Accepted.Work is the leased row, as a claim would
+// return it), so that it is handed over in memory rather than claimed in a
+// transaction of its own; the store stays its record and recovery path.
+//
+// # One transaction, several parts
+//
+// Write does outcomes and delivery_status reports (decided by the core),
+// new messages and claims in one transaction, in that order: a worker
+// records what it finished and claims what comes next in one commit, the
+// intake stores its group commit and a peer's reports together. Accept,
+// CompleteWork, ApplyStatus and ClaimWork are its one-part forms (Calls). A
+// claim the ring fence refuses comes back Refused without failing the rest.
 //
 // # The idempotency ledger
 //

@@ -6,18 +6,55 @@
 // # Why it is built this way
 //
 // SQLite has one writer at a time. Rather than let several connections race
-// for the lock and retry on SQLITE_BUSY, every write goes through one
-// connection that begins its transactions IMMEDIATE (it takes the write lock
-// at BEGIN, so a transaction never fails halfway for want of it); callers
-// queue in database/sql instead. Reads use a separate pool of query_only
-// connections: in WAL mode they see the last commit and never block the
-// writer. The actors batch their writes (group commit), so the single writer
-// is not the limit: the fsync of each commit is, and a batch shares it.
+// for the lock and retry on SQLITE_BUSY, every write is a job for one writer
+// goroutine on one connection that begins its transactions IMMEDIATE (it
+// takes the write lock at BEGIN, so a transaction never fails halfway for
+// want of it). The writer runs every job queued while it was busy in one
+// transaction, each job in a savepoint of its own (one job's failure rolls
+// back only that job): writes of different callers (the intake's group
+// commit, a delivery worker's acks and claim, a forward queue's results)
+// share a commit. Reads use a separate pool of query_only connections: in
+// WAL mode they see the last commit and never block the writer.
 //
-// synchronous=FULL syncs the WAL at every commit. The store acknowledges a
-// message only after its commit and rule 1 of the design ("durable before
-// acknowledged") means that commit must survive power loss, which NORMAL in
-// WAL mode does not promise.
+// # Durable before anything leaves
+//
+// The writer's connection runs with synchronous=NORMAL: COMMIT only writes
+// the transaction's frames to the -wal file. A second goroutine, the
+// syncer, makes them durable with an fdatasync of that file (one for all
+// the commits made meanwhile) while the writer already runs the next batch:
+// batch N+1 executes while batch N syncs. The rule that keeps this as
+// durable as synchronous=FULL, from the design: nothing that depends on
+// store state leaves the process until the synced position has reached the
+// last commit that existed when that state was written or read.
+//
+//   - A write returns only after the sync that covers its commit (its
+//     caller answers a client, a peer or a frontend, or hands work to a
+//     worker, only then).
+//   - A read returns only after every commit its snapshot may hold is synced
+//     (awaitSynced): commits are numbered before COMMIT, so a commit a
+//     reader can see has a number no higher than the one it reads
+//     afterwards. A duplicate submit's 200 and a message document are
+//     built from such reads.
+//   - Why a synced WAL is enough: SQLite recovers a WAL by reading frames
+//     from its start up to the last valid commit frame (checksums, salts), so
+//     frames of a commit that was never synced, or half written, are
+//     dropped, and nothing answered depended on them. A checkpoint (on its
+//     own connection, every 200ms while commits come, so that the writer
+//     never waits for one) syncs the WAL before it copies pages into the
+//     database and the database after, in NORMAL as in FULL; a WAL restarted
+//     after a complete checkpoint is synced like any other. The directory
+//     entry of the -wal file is synced once, when the store opens.
+//   - An fsync that fails stops the store for good: every later call
+//     fails, and Config.OnFatal is told (the node stops). Retrying an fsync
+//     can report success without the data (Linux drops the dirty pages of a
+//     failed write-back), so the only honest recovery is a restart that
+//     reads back what the disk holds.
+//
+// The tests hold the sync back and check that writes, reads and a
+// duplicate accept wait for it (writer_test.go, and at the node level
+// durability_test.go), and emulate a power cut by cutting the -wal file back
+// to the size the last returned sync covered (kill -9 keeps the page cache,
+// so it proves nothing here): every answered write survives.
 //
 // Every method is one transaction with a small, fixed number of statements
 // whatever the batch size: multi-row INSERT ... RETURNING and UPDATE ... FROM
