@@ -132,7 +132,7 @@ type Changes struct {
 	// (a resubmit) also attempts, frontend, dest_smsc and submitted_at.
 	Moved     []*Row
 	Restarted map[string]bool
-	History []HistoryAdd
+	History   []HistoryAdd
 	// Unledgered are messages whose every ledger entry goes (a resubmit);
 	// it is written before Ledger.
 	Unledgered []string
