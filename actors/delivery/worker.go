@@ -196,16 +196,15 @@ func (w *Worker) run(r *Round) {
 	defer w.recover()
 	res := &roundDone{round: r}
 	wr := persistence.Write{Outcomes: r.Outcomes}
-	claim := r.Claim != nil
-	if claim && w.fe.Mode != messages.ModePull && w.d.Fence != nil {
-		rc, ok := w.d.Fence.Claim(persistence.WorkDelivery)
-		claim = ok // not ours now: a new assignment kicks us
-		req := *r.Claim
-		req.Ring = rc
-		r.Claim = &req
-	}
+	claim := r.Claim != nil // the round is the actor's: its claim is read, not changed
 	if claim {
-		wr.Claims = []persistence.ClaimRequest{*r.Claim}
+		req := *r.Claim
+		if w.fe.Mode != messages.ModePull && w.d.Fence != nil {
+			req.Ring, claim = w.d.Fence.Claim(persistence.WorkDelivery) // not ours now: a new assignment kicks us
+		}
+		if claim {
+			wr.Claims = []persistence.ClaimRequest{req}
+		}
 	}
 	if !wr.Empty() {
 		ctx, cancel := w.d.storeCtx()
