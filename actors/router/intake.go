@@ -2,8 +2,6 @@ package router
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"runtime/debug"
 	"sync"
@@ -60,10 +58,6 @@ type Config struct {
 	Shared bool
 }
 
-// bulkPage is how many messages one step of a bulk resubmit handles; submits
-// queued meanwhile are served between steps.
-const bulkPage = 256
-
 // commitDepth is how many group commits may be out at once (3): while one
 // waits for its fsync the next one's transaction runs, and the store's
 // writer can merge what queues behind them.
@@ -101,13 +95,6 @@ type committed struct{ kicks []persistence.WorkSpec }
 type panicked struct {
 	value any
 	stack []byte
-}
-
-// bulkStep continues a bulk resubmit after `before`.
-type bulkStep struct {
-	req    *messages.ResubmitBulk
-	before int64
-	acc    messages.BulkReply
 }
 
 // NewIntake returns the producer of the intake actor.
@@ -201,65 +188,6 @@ func (a *Intake) Receive(c actor.Context) {
 		m.Reply <- a.deleteFrontend(c, m.Name)
 	case *messages.ReloadDirectory:
 		a.reload(c)
-	}
-}
-
-// reload reads the directory again: another instance of the site may have
-// changed it in the shared store. Frontends that appeared or changed get
-// their worker (FrontendUp of an unchanged one only kicks it), those that
-// went away lose it.
-func (a *Intake) reload(c actor.Context) {
-	old := a.table.LocalNames()
-	frontends, err := a.readDirectory()
-	if err != nil {
-		a.log.Warn("reloading the directory failed; keeping the one known", "err", err)
-		return
-	}
-	now := map[string]bool{}
-	for _, f := range frontends {
-		now[f.Name] = true
-		c.Send(a.cfg.Frontends, &messages.FrontendUp{Frontend: f})
-	}
-	for _, name := range old {
-		if !now[name] {
-			c.Send(a.cfg.Frontends, &messages.FrontendDown{Name: name})
-		}
-	}
-	a.localChanged()
-}
-
-// load reads the directory. A store that cannot be read is a failure the
-// supervisor retries (within its budget).
-func (a *Intake) load() {
-	_, err := a.readDirectory()
-	if err != nil {
-		panic(fmt.Errorf("intake: %w", err))
-	}
-	a.localChanged()
-}
-
-// readDirectory builds the routing table from the store's routes and
-// frontends and returns the frontends.
-func (a *Intake) readDirectory() ([]messages.Frontend, error) {
-	ctx, cancel := a.storeCtx()
-	defer cancel()
-	routes, err := a.cfg.Store.Routes(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("load routes: %w", err)
-	}
-	frontends, err := a.cfg.Store.Frontends(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("load frontends: %w", err)
-	}
-	a.table = NewTable(routes, frontends)
-	a.table.SetRemote(a.cfg.Remote)
-	return frontends, nil
-}
-
-// localChanged tells LocalFrontends the local frontends' names.
-func (a *Intake) localChanged() {
-	if a.cfg.LocalFrontends != nil {
-		a.cfg.LocalFrontends(a.table.LocalNames())
 	}
 }
 
@@ -385,197 +313,6 @@ func (a *Intake) kick(c actor.Context, kicks []persistence.WorkSpec) {
 			c.Send(a.cfg.Peers, &messages.KickPeer{Peer: k.Target})
 		}
 	}
-}
-
-// reroute builds the re-routing of a message to whichever frontend serves
-// its destination now.
-func (a *Intake) reroute(m messages.Message, now time.Time) (persistence.Reroute, error) {
-	t, err := a.table.Resolve(m.DestinationMSISDN)
-	if err != nil {
-		return persistence.Reroute{}, err
-	}
-	nm := router{node: a.cfg.Node}.newMessage(messages.Submission{ID: m.ID}, t, now)
-	return persistence.Reroute{
-		ID: m.ID, Frontend: nm.Frontend, DestSMSC: nm.DestSMSC, State: nm.State,
-		Detail: fmt.Sprintf("resubmitted from %s: %s", m.State, nm.Detail),
-		Work:   nm.Work,
-	}, nil
-}
-
-func (a *Intake) resubmit(c actor.Context, id string) messages.ResubmitReply {
-	ctx, cancel := a.storeCtx()
-	defer cancel()
-	m, err := a.cfg.Store.GetMessage(ctx, id)
-	if errors.Is(err, persistence.ErrNotFound) {
-		return messages.ResubmitReply{Err: messages.Errorf(messages.CodeNotFound, "no message with id %q", id)}
-	}
-	if err != nil {
-		return messages.ResubmitReply{Err: a.unavailable("get message", err)}
-	}
-	if !m.State.Resubmittable() {
-		return messages.ResubmitReply{Err: messages.Errorf(messages.CodeInvalidState,
-			"message %s is %s; only failed and forward_failed messages can be resubmitted", id, m.State)}
-	}
-	now := a.cfg.Clock.Now()
-	r, err := a.reroute(m, now)
-	if err != nil {
-		return messages.ResubmitReply{Err: err}
-	}
-	res, err := a.cfg.Store.Resubmit(ctx, now, []persistence.Reroute{r})
-	if err != nil {
-		return messages.ResubmitReply{Err: a.unavailable("resubmit", err)}
-	}
-	if !res[0].Applied {
-		return messages.ResubmitReply{Err: messages.Errorf(messages.CodeInvalidState,
-			"message %s is %s; only failed and forward_failed messages can be resubmitted", id, res[0].State)}
-	}
-	// Read the message as resubmitted before the worker is kicked (and
-	// claims it), so the reply shows it as the resubmit left it.
-	m, err = a.cfg.Store.GetMessage(ctx, id)
-	a.resubmitted(c, []persistence.Reroute{r}, now)
-	if err != nil {
-		return messages.ResubmitReply{Err: a.unavailable("get message", err)}
-	}
-	return messages.ResubmitReply{Message: m}
-}
-
-// resubmitted publishes and kicks for applied reroutes.
-func (a *Intake) resubmitted(c actor.Context, rs []persistence.Reroute, now time.Time) {
-	kicked := map[string]bool{}
-	for _, r := range rs {
-		a.cfg.Publish(messages.StateChanged{ID: r.ID, State: r.State, Frontend: r.Frontend, At: now, Detail: r.Detail})
-		key := string(r.Work.Kind) + "/" + r.Work.Target
-		if kicked[key] {
-			continue
-		}
-		kicked[key] = true
-		switch {
-		case r.Work.Kind == persistence.WorkDelivery:
-			c.Send(a.cfg.Frontends, &messages.Kick{Frontend: r.Work.Target})
-		case r.State == messages.StatePending && a.cfg.Peers != nil:
-			c.Send(a.cfg.Peers, &messages.KickPeer{Peer: r.Work.Target})
-		}
-	}
-}
-
-// bulk handles one page of a bulk resubmit and queues the next step, so
-// that submits are served in between.
-func (a *Intake) bulk(c actor.Context, step bulkStep) {
-	ctx, cancel := a.storeCtx()
-	defer cancel()
-	page, err := a.cfg.Store.ListMessages(ctx, persistence.ListQuery{State: step.req.State, Limit: bulkPage, Before: step.before})
-	if err != nil {
-		step.acc.Err = a.unavailable("list messages", err)
-		step.req.Reply <- step.acc
-		return
-	}
-	now := a.cfg.Clock.Now()
-	var rs []persistence.Reroute
-	for _, m := range page.Messages {
-		r, err := a.reroute(m, now)
-		if err != nil {
-			step.acc.Skipped++
-			continue
-		}
-		rs = append(rs, r)
-	}
-	if len(rs) > 0 {
-		res, err := a.cfg.Store.Resubmit(ctx, now, rs)
-		if err != nil {
-			step.acc.Err = a.unavailable("resubmit", err)
-			step.req.Reply <- step.acc
-			return
-		}
-		applied := rs[:0]
-		for i, r := range res {
-			if r.Applied {
-				applied = append(applied, rs[i])
-			}
-		}
-		step.acc.Resubmitted += len(applied)
-		a.resubmitted(c, applied, now)
-	}
-	if page.Next == 0 {
-		step.req.Reply <- step.acc
-		return
-	}
-	step.before = page.Next
-	c.Send(c.Self(), step)
-}
-
-func (a *Intake) putRoute(r messages.Route) error {
-	if !messages.ValidPrefix(r.Prefix) {
-		return messages.Errorf(messages.CodeInvalidRequest, "prefix %q must be 1-20 digits", r.Prefix)
-	}
-	if !messages.ValidName(r.Frontend) {
-		return messages.Errorf(messages.CodeInvalidRequest, "frontend %q is not a valid name", r.Frontend)
-	}
-	if !a.table.Known(r.Frontend) {
-		return messages.Errorf(messages.CodeUnknownFrontend, "frontend %q is served neither here nor by a known peer", r.Frontend)
-	}
-	r.UpdatedAt = a.cfg.Clock.Now()
-	ctx, cancel := a.storeCtx()
-	defer cancel()
-	if err := a.cfg.Store.PutRoute(ctx, r); err != nil {
-		return a.unavailable("put route", err)
-	}
-	a.table.PutRoute(r.Prefix, r.Frontend)
-	a.log.Info("route set", "prefix", r.Prefix, "frontend", r.Frontend)
-	return nil
-}
-
-func (a *Intake) deleteRoute(prefix string) error {
-	ctx, cancel := a.storeCtx()
-	defer cancel()
-	err := a.cfg.Store.DeleteRoute(ctx, prefix)
-	if errors.Is(err, persistence.ErrNotFound) {
-		return messages.Errorf(messages.CodeNotFound, "no route with prefix %q", prefix)
-	}
-	if err != nil {
-		return a.unavailable("delete route", err)
-	}
-	a.table.DeleteRoute(prefix)
-	a.log.Info("route deleted", "prefix", prefix)
-	return nil
-}
-
-func (a *Intake) putFrontend(c actor.Context, f messages.Frontend) error {
-	if err := f.Validate(); err != nil {
-		return err
-	}
-	now := a.cfg.Clock.Now()
-	f.CreatedAt, f.UpdatedAt = now, now
-	ctx, cancel := a.storeCtx()
-	defer cancel()
-	if err := a.cfg.Store.PutFrontend(ctx, f); err != nil {
-		return a.unavailable("put frontend", err)
-	}
-	a.table.PutFrontend(f)
-	a.localChanged()
-	c.Send(a.cfg.Frontends, &messages.FrontendUp{Frontend: f})
-	a.log.Info("frontend registered", "frontend", f.Name, "mode", f.Mode, "url", f.URL)
-	return nil
-}
-
-func (a *Intake) deleteFrontend(c actor.Context, name string) error {
-	if prefixes := a.table.RoutesTo(name); len(prefixes) > 0 {
-		return messages.Errorf(messages.CodeFrontendInUse,
-			"frontend %q is still named by routes %v; delete or change them first", name, prefixes)
-	}
-	ctx, cancel := a.storeCtx()
-	defer cancel()
-	err := a.cfg.Store.DeleteFrontend(ctx, name)
-	if errors.Is(err, persistence.ErrNotFound) {
-		return messages.Errorf(messages.CodeNotFound, "no frontend named %q", name)
-	}
-	if err != nil {
-		return a.unavailable("delete frontend", err)
-	}
-	a.table.DeleteFrontend(name)
-	a.localChanged()
-	c.Send(a.cfg.Frontends, &messages.FrontendDown{Name: name})
-	a.log.Info("frontend deleted", "frontend", name)
-	return nil
 }
 
 func (a *Intake) unavailable(op string, err error) error {

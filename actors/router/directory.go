@@ -1,0 +1,148 @@
+package router
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// The intake owns the directory: routes and local frontends, in the store
+// and in its routing table.
+
+// reload reads the directory again: another instance of the site may have
+// changed it in the shared store. Frontends that appeared or changed get
+// their worker (FrontendUp of an unchanged one only kicks it), those that
+// went away lose it.
+func (a *Intake) reload(c actor.Context) {
+	old := a.table.LocalNames()
+	frontends, err := a.readDirectory()
+	if err != nil {
+		a.log.Warn("reloading the directory failed; keeping the one known", "err", err)
+		return
+	}
+	now := map[string]bool{}
+	for _, f := range frontends {
+		now[f.Name] = true
+		c.Send(a.cfg.Frontends, &messages.FrontendUp{Frontend: f})
+	}
+	for _, name := range old {
+		if !now[name] {
+			c.Send(a.cfg.Frontends, &messages.FrontendDown{Name: name})
+		}
+	}
+	a.localChanged()
+}
+
+// load reads the directory. A store that cannot be read is a failure the
+// supervisor retries (within its budget).
+func (a *Intake) load() {
+	_, err := a.readDirectory()
+	if err != nil {
+		panic(fmt.Errorf("intake: %w", err))
+	}
+	a.localChanged()
+}
+
+// readDirectory builds the routing table from the store's routes and
+// frontends and returns the frontends.
+func (a *Intake) readDirectory() ([]messages.Frontend, error) {
+	ctx, cancel := a.storeCtx()
+	defer cancel()
+	routes, err := a.cfg.Store.Routes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load routes: %w", err)
+	}
+	frontends, err := a.cfg.Store.Frontends(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load frontends: %w", err)
+	}
+	a.table = NewTable(routes, frontends)
+	a.table.SetRemote(a.cfg.Remote)
+	return frontends, nil
+}
+
+// localChanged tells LocalFrontends the local frontends' names.
+func (a *Intake) localChanged() {
+	if a.cfg.LocalFrontends != nil {
+		a.cfg.LocalFrontends(a.table.LocalNames())
+	}
+}
+
+func (a *Intake) putRoute(r messages.Route) error {
+	if !messages.ValidPrefix(r.Prefix) {
+		return messages.Errorf(messages.CodeInvalidRequest, "prefix %q must be 1-20 digits", r.Prefix)
+	}
+	if !messages.ValidName(r.Frontend) {
+		return messages.Errorf(messages.CodeInvalidRequest, "frontend %q is not a valid name", r.Frontend)
+	}
+	if !a.table.Known(r.Frontend) {
+		return messages.Errorf(messages.CodeUnknownFrontend, "frontend %q is served neither here nor by a known peer", r.Frontend)
+	}
+	r.UpdatedAt = a.cfg.Clock.Now()
+	ctx, cancel := a.storeCtx()
+	defer cancel()
+	if err := a.cfg.Store.PutRoute(ctx, r); err != nil {
+		return a.unavailable("put route", err)
+	}
+	a.table.PutRoute(r.Prefix, r.Frontend)
+	a.log.Info("route set", "prefix", r.Prefix, "frontend", r.Frontend)
+	return nil
+}
+
+func (a *Intake) deleteRoute(prefix string) error {
+	ctx, cancel := a.storeCtx()
+	defer cancel()
+	err := a.cfg.Store.DeleteRoute(ctx, prefix)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return messages.Errorf(messages.CodeNotFound, "no route with prefix %q", prefix)
+	}
+	if err != nil {
+		return a.unavailable("delete route", err)
+	}
+	a.table.DeleteRoute(prefix)
+	a.log.Info("route deleted", "prefix", prefix)
+	return nil
+}
+
+func (a *Intake) putFrontend(c actor.Context, f messages.Frontend) error {
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	now := a.cfg.Clock.Now()
+	f.CreatedAt, f.UpdatedAt = now, now
+	ctx, cancel := a.storeCtx()
+	defer cancel()
+	if err := a.cfg.Store.PutFrontend(ctx, f); err != nil {
+		return a.unavailable("put frontend", err)
+	}
+	a.table.PutFrontend(f)
+	a.localChanged()
+	c.Send(a.cfg.Frontends, &messages.FrontendUp{Frontend: f})
+	a.log.Info("frontend registered", "frontend", f.Name, "mode", f.Mode, "url", f.URL)
+	return nil
+}
+
+func (a *Intake) deleteFrontend(c actor.Context, name string) error {
+	if prefixes := a.table.RoutesTo(name); len(prefixes) > 0 {
+		return messages.Errorf(messages.CodeFrontendInUse,
+			"frontend %q is still named by routes %v; delete or change them first", name, prefixes)
+	}
+	ctx, cancel := a.storeCtx()
+	defer cancel()
+	err := a.cfg.Store.DeleteFrontend(ctx, name)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return messages.Errorf(messages.CodeNotFound, "no frontend named %q", name)
+	}
+	if err != nil {
+		return a.unavailable("delete frontend", err)
+	}
+	a.table.DeleteFrontend(name)
+	a.localChanged()
+	c.Send(a.cfg.Frontends, &messages.FrontendDown{Name: name})
+	a.log.Info("frontend deleted", "frontend", name)
+	return nil
+}
