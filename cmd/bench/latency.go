@@ -170,17 +170,8 @@ const echoSchema = `CREATE TABLE IF NOT EXISTS echo (
 // and answers 202 once the commit returned.
 func echoHandler(db *sql.DB) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || r.URL.Path != "/api/messages" {
-			http.NotFound(w, r)
-			return
-		}
-		var sub messages.Submission
-		if err := json.NewDecoder(r.Body).Decode(&sub); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		if sub.DestinationMSISDN == "" || sub.Body == "" {
-			http.Error(w, "incomplete submission", http.StatusBadRequest)
+		sub, ok := decodeSubmission(w, r)
+		if !ok {
 			return
 		}
 		id := uuid.Must(uuid.NewV7()).String()

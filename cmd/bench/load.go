@@ -312,21 +312,31 @@ type baselineAck struct {
 	State string `json:"state"`
 }
 
+// decodeSubmission reads a POST /api/messages body into a submission, as
+// every baseline handler does; when it cannot, it answers the request and
+// returns false.
+func decodeSubmission(w http.ResponseWriter, r *http.Request) (messages.Submission, bool) {
+	var sub messages.Submission
+	if r.Method != http.MethodPost || r.URL.Path != "/api/messages" {
+		http.NotFound(w, r)
+		return sub, false
+	}
+	if err := json.NewDecoder(r.Body).Decode(&sub); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return sub, false
+	}
+	if sub.DestinationMSISDN == "" || sub.Body == "" {
+		http.Error(w, "incomplete submission", http.StatusBadRequest)
+		return sub, false
+	}
+	return sub, true
+}
+
 // baselineHandler decodes the submission into a struct and answers 202.
 func baselineHandler() http.Handler {
 	var seq atomic.Uint64
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || r.URL.Path != "/api/messages" {
-			http.NotFound(w, r)
-			return
-		}
-		var sub messages.Submission
-		if err := json.NewDecoder(r.Body).Decode(&sub); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		if sub.DestinationMSISDN == "" || sub.Body == "" {
-			http.Error(w, "incomplete submission", http.StatusBadRequest)
+		if _, ok := decodeSubmission(w, r); !ok {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")

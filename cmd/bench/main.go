@@ -529,12 +529,7 @@ func run(args []string, out, stderr io.Writer) error {
 		case "river-sqlite":
 			rs, ds := subj[fig], subj["delivery"]
 			m, dm := median(rates(rs)), median(rates(ds))
-			var paired []float64
-			for i, r := range rs {
-				if i < len(ds) && ds[i].rate > 0 {
-					paired = append(paired, r.rate/ds[i].rate)
-				}
-			}
+			paired := pairedRatios(rs, ds)
 			ratio := 0.0
 			if dm > 0 {
 				ratio = m / dm
@@ -550,12 +545,7 @@ func run(args []string, out, stderr io.Writer) error {
 		case "drain":
 			rs, fs := subj[fig], subj["federated"]
 			m, fm := median(rates(rs)), median(rates(fs))
-			var paired []float64
-			for i, r := range rs {
-				if i < len(fs) && fs[i].rate > 0 {
-					paired = append(paired, r.rate/fs[i].rate)
-				}
-			}
+			paired := pairedRatios(rs, fs)
 			fmt.Fprintf(out, "# drain runs (msg/s): %s; median %.0f; ratio to the federated run of the same repeat: %s (median %.3f)\n",
 				list(rates(rs)), m, listf(paired, "%.3f"), median(paired))
 			ratio := 0.0
@@ -567,15 +557,7 @@ func run(args []string, out, stderr io.Writer) error {
 		case "postgres-site":
 			rs := subj[fig]
 			m, rm, sm := median(rates(rs)), median(rates(river)), median(rates(single))
-			var pr, ps []float64
-			for i, r := range rs {
-				if i < len(river) && river[i].rate > 0 {
-					pr = append(pr, r.rate/river[i].rate)
-				}
-				if i < len(single) && single[i].rate > 0 {
-					ps = append(ps, r.rate/single[i].rate)
-				}
-			}
+			pr, ps := pairedRatios(rs, river), pairedRatios(rs, single)
 			fmt.Fprintf(out, "# River baseline runs (jobs/s): %s; median %.0f\n", list(rates(river)), rm)
 			fmt.Fprintf(out, "# postgres single-instance runs (msg/s): %s; median %.0f; %s\n", list(rates(single)), sm, latencies(single))
 			fmt.Fprintf(out, "# postgres-site runs (msg/s): %s; median %.0f; ratio to the River run of the same repeat: %s (median %.3f; goal >= 0.50, BENCH.md goal 4); to the single instance: %s (median %.3f); %s\n",
@@ -593,14 +575,8 @@ func run(args []string, out, stderr io.Writer) error {
 		}
 		rs := subj[fig]
 		m := median(rates(rs))
-		// Each subject run's ratio to the baseline run just before it: a
-		// cross-check of the median ratio when the machine's speed drifts.
-		var paired []float64
-		for i, r := range rs {
-			if b := baseOf[fig][i].rate; b > 0 {
-				paired = append(paired, r.rate/b)
-			}
-		}
+		// Each subject run's ratio to the baseline run just before it.
+		paired := pairedRatios(rs, baseOf[fig])
 		g := httpsGoals[fig]
 		fmt.Fprintf(out, "# %s runs (msg/s): %s; median %.0f; ratio to the baseline run before each: %s (median %.3f); goal >= %.2f of the raw HTTPS baseline (BENCH.md goal %d); %s\n",
 			fig, list(rates(rs)), m, listf(paired, "%.3f"), median(paired), g.min, g.goal, latencies(rs))
@@ -682,6 +658,19 @@ func (p *profiler) stop() {
 			p.err = errors.Join(p.err, err)
 		}
 	}
+}
+
+// pairedRatios is each run's rate over the rate of the run of base from
+// the same repeat (a cross-check of the median ratio when the machine's
+// speed drifts).
+func pairedRatios(rs, base []runResult) []float64 {
+	var out []float64
+	for i, r := range rs {
+		if i < len(base) && base[i].rate > 0 {
+			out = append(out, r.rate/base[i].rate)
+		}
+	}
+	return out
 }
 
 func rates(rs []runResult) []float64 {
