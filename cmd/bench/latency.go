@@ -131,26 +131,27 @@ func (r *latResult) quantiles(lat []time.Duration) {
 	}
 }
 
-// post sends one submission and expects the 202.
-func post(c *http.Client, url string, body []byte) error {
+// post POSTs a JSON body and returns the answer's body, which must come
+// with 202.
+func post(c *http.Client, url string, body []byte) ([]byte, error) {
 	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if resp.StatusCode != http.StatusAccepted {
-		return fmt.Errorf("status %d: %s", resp.StatusCode, bytes.TrimSpace(data))
+		return nil, fmt.Errorf("status %d: %s", resp.StatusCode, bytes.TrimSpace(data))
 	}
-	return nil
+	return data, nil
 }
 
 // echoSchema is the durable echo's one table: what a node's messages row
@@ -230,7 +231,7 @@ func runEcho(o options, certFile, keyFile, dir string) (r latResult, err error) 
 	r.window, r.lag = openLoop(o.latencyRate, o.warmup, o.window, func(n int, measured bool) {
 		body := newBody(n, o.bodySize)
 		t := time.Now()
-		err := post(client, url, body)
+		_, err := post(client, url, body)
 		d := time.Since(t)
 		if err != nil {
 			fail.add(err)
@@ -351,7 +352,7 @@ func runLatency(o options, dir string) (r latResult, err error) {
 			started[destination(n)] = t
 			mu.Unlock()
 		}
-		err := post(p.submit, url, body)
+		_, err := post(p.submit, url, body)
 		d := time.Since(t)
 		if err != nil {
 			fail.add(fmt.Errorf("submit: %w", err))

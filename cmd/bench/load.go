@@ -215,22 +215,9 @@ func (s *submitters) loop(i int) {
 var idField = []byte(`"id":"`)
 
 func (s *submitters) post(body []byte) error {
-	req, err := http.NewRequest(http.MethodPost, s.url, bytes.NewReader(body))
+	data, err := post(s.client, s.url, body)
 	if err != nil {
 		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusAccepted {
-		return fmt.Errorf("status %d: %s", resp.StatusCode, bytes.TrimSpace(data))
 	}
 	if !bytes.Contains(data, idField) {
 		return fmt.Errorf("202 without an id: %s", data)
