@@ -24,6 +24,9 @@ type Flow struct {
 	updates  []persistence.StatusUpdate
 	msgs     map[string]messages.Message
 	round    *FlowRound
+	// handed are forwards handed over by the intake, waiting for room in
+	// the forward lane.
+	handed []persistence.Work
 }
 
 // kinds is the order lanes are served in.
@@ -140,28 +143,34 @@ func (f *Flow) Done(now time.Time, r *FlowRound, w persistence.Written, claims [
 }
 
 // Offer is how many forwards the queue can send at once now (room in the
-// open forward lane, Batch a request), for the handover board: none while
-// work may wait in the store (new work must not overtake it) or a claim is
-// out.
+// open forward lane, Batch a request, less what was handed over and waits
+// for room), for the handover board: none while work may wait in the store
+// (new work must not overtake it) or a claim is out.
 func (f *Flow) Offer() int {
 	l := f.lanes[persistence.WorkForward]
 	if !l.Open() || !l.Drained() || (f.round != nil && len(f.round.Claims) > 0) {
 		return 0
 	}
-	return max(f.policy.InFlight-l.InFlight(), 0) * f.policy.Batch
+	return max(max(f.policy.InFlight-l.InFlight(), 0)*f.policy.Batch-len(f.handed), 0)
 }
 
 // Handover takes forwards already leased to this queue (handed over by the
-// intake's commit) and returns the batches to send: they take room in the
-// forward lane as a claim's would, whether or not it is still there.
-func (f *Flow) Handover(work []persistence.Work) []Batch {
+// intake's commit); they go out with HandedOut.
+func (f *Flow) Handover(work []persistence.Work) { f.handed = append(f.handed, work...) }
+
+// HandedOut returns the batches of handed-over forwards to send now: while
+// the forward lane has room, Batch at a time, so that what came in several
+// small commits while requests were out leaves in one request. A lane that
+// closed meanwhile sends them anyway (they are leased to this queue; its
+// request fails like the others and records their retry).
+func (f *Flow) HandedOut() []Batch {
 	var out []Batch
 	l := f.lanes[persistence.WorkForward]
-	for len(work) > 0 {
-		n := min(len(work), f.policy.Batch)
+	for len(f.handed) > 0 && (l.InFlight() < f.policy.InFlight || !l.Open()) {
+		n := min(len(f.handed), f.policy.Batch)
 		l.Took()
-		out = append(out, Batch{Kind: persistence.WorkForward, Work: work[:n:n]})
-		work = work[n:]
+		out = append(out, Batch{Kind: persistence.WorkForward, Work: f.handed[:n:n]})
+		f.handed = f.handed[n:]
 	}
 	return out
 }

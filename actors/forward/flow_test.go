@@ -117,3 +117,34 @@ func TestFlowFailedRequestClosesTheLaneOnce(t *testing.T) {
 		t.Errorf("after a failed round: %+v", r)
 	}
 }
+
+// TestFlowHandedOverForwardsShareRequests: forwards handed over while the
+// lane is full wait, and leave together once a request ends.
+func TestFlowHandedOverForwardsShareRequests(t *testing.T) {
+	f := NewFlow("b", "me", flowPolicy())
+	f.Lane(persistence.WorkForward).SetOpen(true)
+	r, _ := f.Next(t0, time.Minute)
+	sends, _ := f.Done(t0, r, persistence.Written{}, []*persistence.Claim{claimed(persistence.WorkForward, 0)}, nil)
+	if len(sends) != 0 || f.Offer() != 20 {
+		t.Fatalf("an idle open lane: sends %d, offer %d; want none and 2 x 10", len(sends), f.Offer())
+	}
+	f.Handover(claimed(persistence.WorkForward, 3).Work)
+	f.Handover(claimed(persistence.WorkForward, 3).Work)
+	f.Handover(claimed(persistence.WorkForward, 12).Work)
+	out := f.HandedOut()
+	if len(out) != 2 || len(out[0].Work) != 10 || len(out[1].Work) != 8 {
+		t.Fatalf("handed out %d batches, want 10 and 8", len(out))
+	}
+	f.Handover(claimed(persistence.WorkForward, 3).Work)
+	f.Handover(claimed(persistence.WorkForward, 4).Work)
+	if out := f.HandedOut(); len(out) != 0 {
+		t.Fatalf("sent %d with the lane full", len(out))
+	}
+	if n := f.Offer(); n != 0 {
+		t.Errorf("offer %d with the lane full", n)
+	}
+	f.Sent(t0, Batch{Kind: persistence.WorkForward, Work: out[0].Work}, make([]messages.ForwardResult, 10), nil, false)
+	if out := f.HandedOut(); len(out) != 1 || len(out[0].Work) != 7 {
+		t.Fatalf("after a request ended: %+v, want the 7 waiting in one batch", out)
+	}
+}

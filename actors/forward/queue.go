@@ -140,9 +140,7 @@ func (q *Queue) Receive(c actor.Context) {
 		q.offer(0)
 		return
 	case *handover.Work:
-		for _, b := range q.flow.Handover(m.Work) {
-			q.send(b)
-		}
+		q.flow.Handover(m.Work)
 	case messages.PeerLink:
 		q.setLink(c, m)
 	case *messages.KickPeer:
@@ -247,9 +245,12 @@ func (q *Queue) park(c actor.Context) {
 	q.parking = false
 }
 
-// step starts the store round the flow asks for and updates the queue's
-// offer.
+// step sends the handed-over forwards there is room for, starts the store
+// round the flow asks for and updates the queue's offer.
 func (q *Queue) step() {
+	for _, b := range q.flow.HandedOut() {
+		q.send(b)
+	}
 	if r, ok := q.flow.Next(q.cfg.Clock.Now(), q.lease()); ok {
 		go q.run(r)
 	}
