@@ -280,7 +280,7 @@ func runFederated(o options, bodies [][]byte, dir string, prof *profiler) (r run
 	}
 	r.note = fmt.Sprintf("submitted to A %.0f msg/s in the window, %.1f msgs per poll at B; after the run A: %s (forward queue %d, outbox %d), B: %s (outbox %d); A: %s; B: %s",
 		float64(r.submits)/r.window.Seconds(), perPoll, stA.counts(), stA.ForwardQueueDepth, stA.OutboxDepth,
-		stB.counts(), stB.OutboxDepth, p.a.actorLoad(r.window, r.submits), p.b.actorLoad(r.window, 0))
+		stB.counts(), stB.OutboxDepth, p.a.actorLoad(r.window), p.b.actorLoad(r.window))
 	if r.count == 0 {
 		return r, fmt.Errorf("no ack completed at B in the window (%d failed; first: %s)", r.errors, r.firstErr)
 	}
@@ -598,6 +598,6 @@ func runDrain(o options, bodies [][]byte, dir string, prof *profiler) (r runResu
 	}
 	r.note = fmt.Sprintf("%d messages queued at %s (filled in %v at %.0f msg/s; cut seen unhealthy after %v, %d calls refused by the cut); %s healthy at %s %s; after the drain A: %s (forward queue %d), B: %s; A: %s; B: %s",
 		o.queued, nodeA, filled.Round(10*time.Millisecond), float64(o.queued)/filled.Seconds(), cutSeen.Round(time.Millisecond), refused, nodeB, nodeA, seen,
-		stA.counts(), stA.ForwardQueueDepth, stB.counts(), p.a.actorLoad(r.window, 0), p.b.actorLoad(r.window, 0))
+		stA.counts(), stA.ForwardQueueDepth, stB.counts(), p.a.actorLoad(r.window), p.b.actorLoad(r.window))
 	return r, nil
 }

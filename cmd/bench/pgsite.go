@@ -381,7 +381,7 @@ func runPgSite(o options, pg *pgServer, bodies [][]byte, dir string, n, consumer
 	}
 	var loads []string
 	for i, b := range s.nodes {
-		loads = append(loads, fmt.Sprintf("instance %d: %s", i, b.actorLoad(r.window, 0)))
+		loads = append(loads, fmt.Sprintf("instance %d: %s", i, b.actorLoad(r.window)))
 	}
 	r.note = fmt.Sprintf("%d instance(s), %d consumers each; submitted %.0f msg/s in the window; submitted/acked per instance %s; %s; after the run %s (outbox %d); %s",
 		n, consumersPer, float64(r.submits)/r.window.Seconds(), strings.Join(perNode, " "), serverNote(a, z, r.count, r.window),
