@@ -9,8 +9,8 @@
 // Figures:
 //
 //	ingest    64 keep-alive HTTPS clients POST ~321-byte submissions to a node
-//	          (embedded SQLite, synchronous=FULL) and wait for the 202;
-//	          accepted msg/s over the window.
+//	          (embedded SQLite: its WAL synced before an answer) and wait
+//	          for the 202; accepted msg/s over the window.
 //	delivery  the same submitters plus pull consumers (poll max 100, ack all
 //	          as delivered); acked msg/s over the window. Goal (BENCH.md
 //	          goal 1): >= 0.50 of the raw HTTPS baseline (ingest: 0.60).

@@ -148,8 +148,8 @@ func runRiverPostgres(o options, pg *pgServer, bodies [][]byte) (r runResult, er
 }
 
 // sqliteDSN is the modernc DSN of a database/sql pool on path: WAL and
-// synchronous=FULL, as the node's embedded store (a commit is durable when
-// it returns).
+// synchronous=FULL (a commit is durable when it returns), the durability
+// of the node's embedded store, which syncs its WAL itself.
 func sqliteDSN(path string) string {
 	return path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate"
 }
