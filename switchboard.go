@@ -279,6 +279,16 @@ func (n *Node) prepareStore(ctx context.Context) error {
 	return nil
 }
 
+// commitDepth is how many of the intake's group commits may be out at once
+// on a store of this kind (router.Config.CommitDepth): 3 on Postgres, whose
+// transactions run side by side on the server; 1 on the embedded store.
+func commitDepth(kind string) int {
+	if kind == "postgres" {
+		return 3
+	}
+	return 1
+}
+
 func (n *Node) startActors() error {
 	alog := n.log.With("lib", "protoactor")
 	opts := []actor.ConfigOption{actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return alog })}
@@ -350,7 +360,8 @@ func (n *Node) startActors() error {
 		Node: n.cfg.Name, Store: n.store, Clock: n.clock, Logger: n.log,
 		Frontends: n.frontends, Peers: n.peers, Remote: n.remote(), LocalFrontends: n.setLocalNames,
 		Publish: n.publish, Shared: n.sharedStore(), Owner: n.cfg.InstanceID, Board: n.board,
-		NewID: func() string { return uuid.Must(uuid.NewV7()).String() },
+		CommitDepth: commitDepth(n.store.Kind()),
+		NewID:       func() string { return uuid.Must(uuid.NewV7()).String() },
 	}))
 	if err != nil {
 		return err

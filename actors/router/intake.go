@@ -44,6 +44,14 @@ type Config struct {
 	MaxBatch int
 	// StoreTimeout bounds each store call (default 30s).
 	StoreTimeout time.Duration
+	// CommitDepth is how many group commits may be out at once (default
+	// 1). More pays on a store whose transactions run side by side
+	// (Postgres: one commit's round trip and fsync overlap the next); on
+	// the embedded store, whose one writer runs them in turn and syncs
+	// off its goroutine, 1 is faster: while a commit is out, the next
+	// batch grows, and measured (cmd/bench, alternating runs) depth 3
+	// there moved ~17% fewer submits a second in smaller commits.
+	CommitDepth int
 	// Owner names this instance on the leases it writes for work it hands
 	// over; Board, when set, is where the workers offer to take new work at
 	// once (package handover): a commit writes that work leased to them and
@@ -57,11 +65,6 @@ type Config struct {
 	// instance a moment ago is found. One read per commit at most.
 	Shared bool
 }
-
-// commitDepth is how many group commits may be out at once (3): while one
-// waits for its fsync the next one's transaction runs, and the store's
-// writer can merge what queues behind them.
-const commitDepth = 3
 
 // Intake is the intake actor: the shell of a Pipeline of group commits,
 // which it runs on goroutines of their own (Receive never waits on the
@@ -105,10 +108,13 @@ func NewIntake(cfg Config) actor.Producer {
 	if cfg.StoreTimeout <= 0 {
 		cfg.StoreTimeout = 30 * time.Second
 	}
+	if cfg.CommitDepth <= 0 {
+		cfg.CommitDepth = 1
+	}
 	commits := &sync.WaitGroup{}
 	return func() actor.Actor {
 		return &Intake{cfg: cfg, log: cfg.Logger.With("component", "intake"), commits: commits,
-			pipe: Pipeline{Depth: commitDepth, MaxBatch: cfg.MaxBatch}}
+			pipe: Pipeline{Depth: cfg.CommitDepth, MaxBatch: cfg.MaxBatch}}
 	}
 }
 
