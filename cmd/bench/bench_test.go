@@ -237,3 +237,13 @@ func TestNoPostgres(t *testing.T) {
 		t.Errorf("a figure was printed without a server:\n%s", &out)
 	}
 }
+
+// TestRateText: a bench line keeps a small rate (a loaded test run's River
+// on SQLite did 1 job in 3 s, which "%.0f" printed as 0).
+func TestRateText(t *testing.T) {
+	for v, want := range map[float64]string{0.333: "0.333", 12.34: "12.3", 99.4: "99.4", 100: "100", 7425.4: "7425", 0: "0"} {
+		if got := rateText(v); got != want {
+			t.Errorf("rateText(%v) = %q, want %q", v, got, want)
+		}
+	}
+}

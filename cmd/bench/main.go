@@ -113,6 +113,7 @@ import (
 	"runtime/pprof"
 	"runtime/trace"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -540,7 +541,7 @@ func run(args []string, out, stderr io.Writer) error {
 				"baseline = our delivery figure (submit -> poll -> ack on one node, embedded SQLite). The ratio is River's completed jobs/s over our acked msg/s: "+
 				"above 1 a user picking River on SQLite instead would move more jobs per second than our delivery path moves messages, below 1 ours is faster (by 1/ratio = %.2fx); "+
 				"no goal (River does no HTTPS, polls or acks over the network)\n", safeInv(ratio))
-			fmt.Fprintf(out, "bench: river-sqlite %.0f jobs/s baseline=%.0f ratio=%.3f\n", m, dm, ratio)
+			fmt.Fprintf(out, "bench: river-sqlite %s jobs/s baseline=%s ratio=%.3f\n", rateText(m), rateText(dm), ratio)
 			continue
 		case "drain":
 			rs, fs := subj[fig], subj["federated"]
@@ -552,7 +553,7 @@ func run(args []string, out, stderr io.Writer) error {
 			if fm > 0 {
 				ratio = m / fm
 			}
-			fmt.Fprintf(out, "bench: drain %.0f msg/s baseline=%.0f ratio=%.3f\n", m, fm, ratio)
+			fmt.Fprintf(out, "bench: drain %s msg/s baseline=%s ratio=%.3f\n", rateText(m), rateText(fm), ratio)
 			continue
 		case "postgres-site":
 			rs := subj[fig]
@@ -569,8 +570,8 @@ func run(args []string, out, stderr io.Writer) error {
 			if sm > 0 {
 				ratioS = m / sm
 			}
-			fmt.Fprintf(out, "bench: postgres-site %.0f msg/s baseline=%.0f ratio=%.3f\n", m, rm, ratio)
-			fmt.Fprintf(out, "bench: postgres-site-vs-single %.0f msg/s baseline=%.0f ratio=%.3f\n", m, sm, ratioS)
+			fmt.Fprintf(out, "bench: postgres-site %s msg/s baseline=%s ratio=%.3f\n", rateText(m), rateText(rm), ratio)
+			fmt.Fprintf(out, "bench: postgres-site-vs-single %s msg/s baseline=%s ratio=%.3f\n", rateText(m), rateText(sm), ratioS)
 			continue
 		}
 		rs := subj[fig]
@@ -584,7 +585,7 @@ func run(args []string, out, stderr io.Writer) error {
 		if bm > 0 {
 			ratio = m / bm
 		}
-		fmt.Fprintf(out, "bench: %s %.0f msg/s baseline=%.0f ratio=%.3f\n", fig, m, bm, ratio)
+		fmt.Fprintf(out, "bench: %s %s msg/s baseline=%s ratio=%.3f\n", fig, rateText(m), rateText(bm), ratio)
 	}
 	if prof != nil && prof.started && o.cpuprofile != "" {
 		fmt.Fprintf(out, "# cpu profile of the first %s window: %s (go tool pprof -top -tagignore bench=client FILE for the node alone)\n", profFig, o.cpuprofile)
@@ -723,4 +724,13 @@ func listf(xs []float64, format string) string {
 		parts[i] = fmt.Sprintf(format, x)
 	}
 	return strings.Join(parts, " ")
+}
+
+// rateText prints a rate of a bench line: whole numbers from 100 up, three
+// significant digits below (a loaded test run's 0.33 jobs/s is not 0).
+func rateText(v float64) string {
+	if v >= 100 {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(v, 'g', 3, 64)
 }
