@@ -371,3 +371,47 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestFirstJobFailsAlone: the first job of a transaction runs without a
+// savepoint; when it fails after writing, its writes are rolled back and
+// the job queued behind it commits in the transaction begun again.
+func TestFirstJobFailsAlone(t *testing.T) {
+	g := newGate()
+	s := openGated(t, filepath.Join(t.TempDir(), "s.db"), g, nil)
+	ctx := context.Background()
+	hold, running := make(chan struct{}), make(chan struct{})
+	held := make(chan error, 1)
+	go func() {
+		held <- s.write(ctx, "fails", func(tx querier) error {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO routes (prefix, frontend, updated_at) VALUES ('1', 'fe', 0)`); err != nil {
+				return err
+			}
+			close(running)
+			<-hold
+			return errors.New("this job fails after writing")
+		})
+	}()
+	<-running
+	next := make(chan error, 1)
+	go func() {
+		_, err := s.Accept(ctx, time.Now(), []persistence.NewMessage{pending("after")})
+		next <- err
+	}()
+	waitFor(t, "the second write to queue", func() bool { return len(s.jobs) == 1 })
+	close(hold)
+	if err := <-held; err == nil {
+		t.Error("the failing job reported no error")
+	}
+	if err := <-next; err != nil {
+		t.Errorf("the write behind it: %v", err)
+	}
+	if n := s.commitSeq.Load(); n != 1 {
+		t.Errorf("%d commits, want 1", n)
+	}
+	if routes, err := s.Routes(ctx); err != nil || len(routes) != 0 {
+		t.Errorf("routes %v, %v: the failed job's insert must be rolled back", routes, err)
+	}
+	if _, err := s.GetMessage(ctx, "after"); err != nil {
+		t.Errorf("the write behind the failed one: %v", err)
+	}
+}
