@@ -1,6 +1,7 @@
 package router
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -94,14 +95,10 @@ func (a *Intake) putRoute(r messages.Route) error {
 }
 
 func (a *Intake) deleteRoute(prefix string) error {
-	ctx, cancel := a.storeCtx()
-	defer cancel()
-	err := a.cfg.Store.DeleteRoute(ctx, prefix)
-	if errors.Is(err, persistence.ErrNotFound) {
-		return messages.Errorf(messages.CodeNotFound, "no route with prefix %q", prefix)
-	}
-	if err != nil {
-		return a.unavailable("delete route", err)
+	if err := a.remove("delete route", fmt.Sprintf("no route with prefix %q", prefix), func(ctx context.Context) error {
+		return a.cfg.Store.DeleteRoute(ctx, prefix)
+	}); err != nil {
+		return err
 	}
 	a.table.DeleteRoute(prefix)
 	a.log.Info("route deleted", "prefix", prefix)
@@ -131,18 +128,29 @@ func (a *Intake) deleteFrontend(c actor.Context, name string) error {
 		return messages.Errorf(messages.CodeFrontendInUse,
 			"frontend %q is still named by routes %v; delete or change them first", name, prefixes)
 	}
-	ctx, cancel := a.storeCtx()
-	defer cancel()
-	err := a.cfg.Store.DeleteFrontend(ctx, name)
-	if errors.Is(err, persistence.ErrNotFound) {
-		return messages.Errorf(messages.CodeNotFound, "no frontend named %q", name)
-	}
-	if err != nil {
-		return a.unavailable("delete frontend", err)
+	if err := a.remove("delete frontend", fmt.Sprintf("no frontend named %q", name), func(ctx context.Context) error {
+		return a.cfg.Store.DeleteFrontend(ctx, name)
+	}); err != nil {
+		return err
 	}
 	a.table.DeleteFrontend(name)
 	a.localChanged()
 	c.Send(a.cfg.Frontends, &messages.FrontendDown{Name: name})
 	a.log.Info("frontend deleted", "frontend", name)
+	return nil
+}
+
+// remove runs a store delete of the directory: a row that is not there is
+// the API's not_found with notFound, any other failure unavailable.
+func (a *Intake) remove(op, notFound string, del func(context.Context) error) error {
+	ctx, cancel := a.storeCtx()
+	defer cancel()
+	err := del(ctx)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return messages.Errorf(messages.CodeNotFound, "%s", notFound)
+	}
+	if err != nil {
+		return a.unavailable(op, err)
+	}
 	return nil
 }
