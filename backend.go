@@ -50,6 +50,9 @@ func (n *Node) Submit(ctx context.Context, s messages.Submission) (messages.Mess
 	if err := s.Validate(); err != nil {
 		return messages.Message{}, false, err
 	}
+	if err := s.CheckTimes(n.clock.Now(), n.cfg.MessageValidity); err != nil {
+		return messages.Message{}, false, err
+	}
 	if n.inflight.Add(1) > int64(n.cfg.MaxPendingSubmits) {
 		n.inflight.Add(-1)
 		return messages.Message{}, false, messages.Errorf(messages.CodeOverloaded,

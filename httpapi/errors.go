@@ -13,6 +13,8 @@ import (
 var statusOf = map[string]int{
 	messages.CodeInvalidRequest:  http.StatusBadRequest,
 	messages.CodeInvalidJSON:     http.StatusBadRequest,
+	messages.CodeUnknownField:    http.StatusBadRequest,
+	messages.CodeIDConflict:      http.StatusConflict,
 	messages.CodeBodyTooLarge:    http.StatusRequestEntityTooLarge,
 	messages.CodeUnauthorized:    http.StatusUnauthorized,
 	messages.CodeNotFound:        http.StatusNotFound,

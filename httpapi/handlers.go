@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -324,8 +325,10 @@ func (s *Server) ack(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if len(req.Results) == 0 || len(req.Results) > maxAckResults {
-		s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "results must hold 1 to %d verdicts", maxAckResults))
+	// An empty ack is a harmless no-op (a poll-then-ack loop acks what an
+	// empty poll gave it).
+	if req.Results == nil || len(req.Results) > maxAckResults {
+		s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "results is required and holds at most %d verdicts", maxAckResults))
 		return
 	}
 	for i, res := range req.Results {
@@ -339,6 +342,14 @@ func (s *Server) ack(w http.ResponseWriter, r *http.Request) {
 		}
 		if res.Attempt < 0 {
 			s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "results[%d].attempt must not be negative", i))
+			return
+		}
+		if len(res.Reason) > messages.MaxReasonLen {
+			s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "results[%d].reason is longer than %d bytes", i, messages.MaxReasonLen))
+			return
+		}
+		if err := messages.TextError(fmt.Sprintf("results[%d].reason", i), res.Reason); err != nil {
+			s.fail(w, r, err)
 			return
 		}
 	}

@@ -586,7 +586,10 @@ func TestOpenAPISchemasMatchGo(t *testing.T) {
 	d := loadOpenAPI(t)
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	hist := []messages.HistoryEntry{{State: messages.StatePending, At: at, Detail: "accepted"}}
-	msg := messages.Message{ID: "m-1", SourceMSISDN: "alice", DestinationMSISDN: "+447700900001", Body: "hi",
+	// Every field set, to marshal every property (a real message has a
+	// text body or a binary one, never both).
+	opts := messages.Options{DataCoding: messages.CodingBinary, Binary: []byte{0, 255}, ValidityUntil: &at, DeliverAfter: &at}
+	msg := messages.Message{ID: "m-1", SourceMSISDN: "alice", DestinationMSISDN: "+447700900001", Body: "hi", Options: opts,
 		State: messages.StateForwardQueued, SourceSMSC: "a", DestSMSC: "b", Frontend: "fe", Attempts: 1,
 		Reason: messages.ReasonExpired, CreatedAt: at, UpdatedAt: at, SubmittedAt: at, QueuedAt: &at, History: hist}
 	peer := messages.PeerInfo{Node: "b", Address: "127.0.0.1:8443", State: messages.PeerDegraded, ConsecutiveFailures: 1,
@@ -597,9 +600,9 @@ func TestOpenAPISchemasMatchGo(t *testing.T) {
 	for _, s := range messages.AllStates {
 		counts[string(s)] = 1
 	}
-	fwd := messages.Forward{ID: "m-1", SourceMSISDN: "alice", DestinationMSISDN: "+4477", Body: "hi", SourceSMSC: "a", DestSMSC: "b", Frontend: "fe"}
+	fwd := messages.Forward{ID: "m-1", SourceMSISDN: "alice", DestinationMSISDN: "+4477", Body: "hi", Options: opts, SourceSMSC: "a", DestSMSC: "b", Frontend: "fe"}
 	reply := messages.ForwardReply{ID: "m-1", Duplicate: true, State: messages.StateFailed, Reason: messages.ReasonRejected}
-	report := messages.StatusReport{ID: "m-1", Node: "b", Status: messages.ReportFailed, At: at, Reason: "rejected"}
+	report := messages.StatusReport{ID: "m-1", Node: "b", Status: messages.ReportFailed, At: at, Reason: "rejected", Attempts: 2}
 	var errDoc errorDoc
 	errDoc.Error.Code, errDoc.Error.Message = messages.CodeNotFound, "no such message"
 
@@ -607,7 +610,7 @@ func TestOpenAPISchemasMatchGo(t *testing.T) {
 		schema     string
 		full, zero any
 	}{
-		{"Submission", messages.Submission{ID: "m-1", SourceMSISDN: "alice", DestinationMSISDN: "+4477", Body: "hi"}, messages.Submission{}},
+		{"Submission", messages.Submission{ID: "m-1", SourceMSISDN: "alice", DestinationMSISDN: "+4477", Body: "hi", Options: opts}, messages.Submission{}},
 		{"SubmitReply", submitReply{ID: "m-1", State: messages.StatePending}, submitReply{}},
 		{"Message", msg, messages.Message{}},
 		{"HistoryEntry", hist[0], messages.HistoryEntry{}},

@@ -65,7 +65,7 @@ func (s *Server) ringRoutes(r *mux.Router) {
 	}))).Methods(http.MethodGet)
 	r.Handle(pathRingJoin, s.peerAuth(func(w http.ResponseWriter, r *http.Request, from string) {
 		var j messages.RingJoin
-		if err := decode(w, r, &j); err != nil {
+		if err := decodePeer(w, r, &j); err != nil {
 			s.fail(w, r, err)
 			return
 		}
@@ -88,7 +88,7 @@ func (s *Server) ringRoutes(r *mux.Router) {
 	})).Methods(http.MethodPost)
 	r.Handle(pathRingPoll, s.peerAuth(func(w http.ResponseWriter, r *http.Request, from string) {
 		var p messages.RingPoll
-		if err := decode(w, r, &p); err != nil {
+		if err := decodePeer(w, r, &p); err != nil {
 			s.fail(w, r, err)
 			return
 		}
@@ -108,7 +108,7 @@ func (s *Server) ringRoutes(r *mux.Router) {
 	})).Methods(http.MethodPost)
 	r.Handle(pathRingLeave, s.peerAuth(func(w http.ResponseWriter, r *http.Request, from string) {
 		var l messages.RingLeave
-		if err := decode(w, r, &l); err != nil {
+		if err := decodePeer(w, r, &l); err != nil {
 			s.fail(w, r, err)
 			return
 		}

@@ -5,12 +5,15 @@ import "time"
 // Actor messages. Requests from outside the actor system (HTTP handlers, the
 // embedding API) carry a buffered reply channel instead of using futures.
 
-// Submission is a client's message to accept (POST /api/messages).
+// Submission is a client's message to accept (POST /api/messages). Body
+// is the text of a text message; a binary message has Options.Binary
+// instead (data_coding binary), never both.
 type Submission struct {
 	ID                string `json:"id,omitempty"`
 	SourceMSISDN      string `json:"source_msisdn"`
 	DestinationMSISDN string `json:"destination_msisdn"`
-	Body              string `json:"message_body"`
+	Body              string `json:"message_body,omitempty"`
+	Options
 }
 
 // Submit asks the intake to accept a submission. The reply comes after the

@@ -20,6 +20,8 @@ func Errorf(code, format string, args ...any) *Error {
 const (
 	CodeInvalidRequest  = "invalid_request"    // a field is missing or malformed
 	CodeInvalidJSON     = "invalid_json"       // the body is not the JSON expected
+	CodeUnknownField    = "unknown_field"      // a client or directory body names a field the API does not know
+	CodeIDConflict      = "id_conflict"        // a submission reuses a stored id with other content
 	CodeBodyTooLarge    = "body_too_large"     // over the 1 MiB limit
 	CodeUnauthorized    = "unauthorized"       // missing or wrong API token
 	CodeNotFound        = "not_found"          // the path names nothing that exists

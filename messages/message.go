@@ -5,18 +5,21 @@ import "time"
 // Message is the stored record of one message, as the API shows it. Times are
 // UTC. History is filled only where a caller asked for it (a single message).
 type Message struct {
-	ID                string    `json:"id"`
-	SourceMSISDN      string    `json:"source_msisdn"`
-	DestinationMSISDN string    `json:"destination_msisdn"`
-	Body              string    `json:"message_body"`
-	State             State     `json:"state"`
-	SourceSMSC        string    `json:"source_smsc"`
-	DestSMSC          string    `json:"dest_smsc"`
-	Frontend          string    `json:"frontend"`
-	Attempts          int       `json:"attempts"`
-	Reason            string    `json:"reason,omitempty"`
-	CreatedAt         time.Time `json:"created_at"`
-	UpdatedAt         time.Time `json:"updated_at"`
+	ID                string `json:"id"`
+	SourceMSISDN      string `json:"source_msisdn"`
+	DestinationMSISDN string `json:"destination_msisdn"`
+	// Body is the text of a text message; a binary message has
+	// Options.Binary instead.
+	Body string `json:"message_body,omitempty"`
+	Options
+	State      State     `json:"state"`
+	SourceSMSC string    `json:"source_smsc"`
+	DestSMSC   string    `json:"dest_smsc"`
+	Frontend   string    `json:"frontend"`
+	Attempts   int       `json:"attempts"`
+	Reason     string    `json:"reason,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
 	// SubmittedAt is when the message was accepted or last resubmitted; its
 	// validity (--message-validity) counts from here.
 	SubmittedAt time.Time `json:"submitted_at"`

@@ -51,9 +51,11 @@ type NewMessage struct {
 	SourceMSISDN      string
 	DestinationMSISDN string
 	Body              string
-	SourceSMSC        string
-	DestSMSC          string
-	Frontend          string
+	// Options are the message's optional fields, stored as given.
+	messages.Options
+	SourceSMSC string
+	DestSMSC   string
+	Frontend   string
 	// State is the first state: pending, or forward_queued for a peer that
 	// is not healthy (queued_at is then set to now).
 	State messages.State
@@ -68,7 +70,8 @@ type NewMessage struct {
 	// message's attempts count it, as a claim's would (1).
 	Lease *Lease
 	// ReportTo, when set, names the peer that forwarded this message to us
-	// (its origin). A final outcome of its delivery work (delivered or
+	// (its origin); when empty, the message is a client's submission, whose
+	// id must not be reused with other content (Accepted.Conflict). A final outcome of its delivery work (delivered or
 	// failed, also by ExpireMessages) then writes status work
 	// {WorkStatus, ReportTo, due now} in the same transaction, so the
 	// delivery_status reaches the origin through the outbox.
@@ -87,6 +90,11 @@ type Accepted struct {
 	// under the same id (then Created is false and nothing was written).
 	Message messages.Message
 	Created bool
+	// Conflict, for a client's submission (no ReportTo) whose id was
+	// already stored with other content, names the first field that
+	// differs (messages.ContentDiff); nothing was written for it. A peer's
+	// forward of a stored id is never a conflict: it is a retry.
+	Conflict string
 	// Work is the outbox row written leased for a created message whose
 	// NewMessage asked for a Lease, as a claim would return it; nil
 	// otherwise.
@@ -224,6 +232,12 @@ type Outcome struct {
 	// frontend's own verdict stands whoever offered the message).
 	Epoch uint64
 	Owner string
+	// Ack marks a pull frontend's verdict (delivery work): it applies only
+	// to a message that was offered to the frontend, that is leased to it
+	// at least once since it was accepted or resubmitted (attempts > 0).
+	// Otherwise it is NotOffered and nothing changes. A late verdict on a
+	// lease that ran out, the message not yet offered again, applies.
+	Ack bool
 }
 
 // Completion tells what CompleteWork did with one Outcome.
@@ -241,6 +255,9 @@ const (
 	// StaleEpoch: a fenced outcome whose row was claimed again since (see
 	// Outcome.Epoch); nothing changed.
 	StaleEpoch Completion = "stale_epoch"
+	// NotOffered: a pull frontend's verdict (Outcome.Ack) on a message
+	// never offered to it; nothing changed.
+	NotOffered Completion = "not_offered"
 )
 
 // Reroute resubmits one failed or forward_failed message to new work.

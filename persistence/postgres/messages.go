@@ -26,10 +26,10 @@ var acceptSQL = `
 WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[],
 			$7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::timestamptz[], $15::text[],
-			$16::int[], $17::text[], $18::timestamptz[])
+			$16::int[], $17::text[], $18::timestamptz[], $19::text[], $20::bytea[], $21::timestamptz[], $22::timestamptz[])
 		WITH ORDINALITY AS t(id, token, source_msisdn, destination_msisdn, body, state,
 			source_smsc, dest_smsc, frontend, detail, work_kind, work_target, work_due, report_to,
-			attempts, lease_owner, lease_until, ord)
+			attempts, lease_owner, lease_until, data_coding, body_binary, validity_until, deliver_after, ord)
 ),
 numbered AS (
 	-- Postgres evaluates a volatile output expression after ORDER BY, so
@@ -39,10 +39,11 @@ numbered AS (
 created AS (
 	INSERT INTO messages (id, seq, token, source_msisdn, destination_msisdn, body, state,
 		source_smsc, dest_smsc, frontend, attempts, reason, created_at, updated_at, submitted_at, history_len,
-		queued_at, report_to, first_state, first_detail)
+		queued_at, report_to, first_state, first_detail, data_coding, body_binary, validity_until, deliver_after)
 	SELECT id, seq, token, source_msisdn, destination_msisdn, body, state,
 		source_smsc, dest_smsc, frontend, attempts, '', $14, $14, $14, 1,
-		CASE WHEN state = 'forward_queued' THEN $14::timestamptz END, report_to, state, detail
+		CASE WHEN state = 'forward_queued' THEN $14::timestamptz END, report_to, state, detail,
+		data_coding, body_binary, validity_until, deliver_after
 	FROM numbered ORDER BY id COLLATE "C"
 	ON CONFLICT (id) DO NOTHING
 	RETURNING ` + columns("") + `
@@ -72,9 +73,15 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 		attempts                        = make([]int32, n)
 		dues                            = make([]time.Time, n)
 		leaseUntils                     = make([]*time.Time, n)
+		codings                         = make([]string, n)
+		binaries                        = make([][]byte, n)
+		validities, delivers            = make([]*time.Time, n), make([]*time.Time, n)
 	)
 	for k, i := range uniq {
 		m := batch[i]
+		r := persistence.NewRow(m, now)
+		codings[k], binaries[k], validities[k], delivers[k] = string(r.DataCoding), r.Binary, r.ValidityUntil, r.DeliverAfter
+		attempts[k] = int32(r.Attempts)
 		ids[k], tokens[k], srcs[k], dsts[k], bodies[k], states[k] = m.ID, tokenOf(m.ID), m.SourceMSISDN, m.DestinationMSISDN, m.Body, string(m.State)
 		srcSMSCs[k], dstSMSCs[k], frontends[k], details[k], reportTo[k] = m.SourceSMSC, m.DestSMSC, m.Frontend, m.Detail, m.ReportTo
 		dues[k] = now
@@ -86,14 +93,13 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 				leaseOwners[k], leaseUntils[k] = w.Lease.Owner, &until
 			}
 		}
-		attempts[k] = int32(persistence.NewRow(m, now).Attempts)
 	}
 	created := make(map[string]messages.Message, n)
 	leased := map[string]int64{}
 	queue := func(b *pgx.Batch) {
 		b.Queue(acceptSQL, ids, tokens, srcs, dsts, bodies, states,
 			srcSMSCs, dstSMSCs, frontends, details, kinds, targets, dues, now, reportTo,
-			attempts, leaseOwners, leaseUntils).Query(func(rows pgx.Rows) error {
+			attempts, leaseOwners, leaseUntils, codings, binaries, validities, delivers).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var row *int64
 				m, err := scanMessage(rows, &row)

@@ -154,6 +154,7 @@ var messageColumns = []string{
 	"id", "seq", "token", "source_msisdn", "destination_msisdn", "body", "state",
 	"source_smsc", "dest_smsc", "frontend", "attempts", "reason",
 	"created_at", "updated_at", "submitted_at", "queued_at",
+	"data_coding", "body_binary", "validity_until", "deliver_after",
 }
 
 // columns lists messageColumns, each prefixed with alias and a dot when
@@ -180,15 +181,18 @@ func scanMessage(row scanner, extra ...any) (messages.Message, error) {
 		&m.ID, &m.Seq, &token, &m.SourceMSISDN, &m.DestinationMSISDN, &m.Body, &m.State,
 		&m.SourceSMSC, &m.DestSMSC, &m.Frontend, &m.Attempts, &m.Reason,
 		&m.CreatedAt, &m.UpdatedAt, &m.SubmittedAt, &m.QueuedAt,
+		&m.DataCoding, &m.Binary, &m.ValidityUntil, &m.DeliverAfter,
 	}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return messages.Message{}, err
 	}
 	m.Token = uint64(token)
 	m.CreatedAt, m.UpdatedAt, m.SubmittedAt = m.CreatedAt.UTC(), m.UpdatedAt.UTC(), m.SubmittedAt.UTC()
-	if m.QueuedAt != nil {
-		t := m.QueuedAt.UTC()
-		m.QueuedAt = &t
+	for _, t := range []**time.Time{&m.QueuedAt, &m.ValidityUntil, &m.DeliverAfter} {
+		if *t != nil {
+			u := (**t).UTC()
+			*t = &u
+		}
 	}
 	return m, nil
 }
