@@ -120,9 +120,14 @@ func TestBadInputIsRejectedAndStoresNothing(t *testing.T) {
 		{"binary with text", "POST", "/api/messages", valid(func(m map[string]any) { m["data_coding"], m["message_body_base64"] = "binary", "AAE=" }), 400, "invalid_request"},
 		{"binary without bytes", "POST", "/api/messages", valid(func(m map[string]any) { m["data_coding"] = "binary"; delete(m, "message_body") }), 400, "invalid_request"},
 		{"bytes without binary coding", "POST", "/api/messages", valid(func(m map[string]any) { m["message_body_base64"] = "AAE="; delete(m, "message_body") }), 400, "invalid_request"},
-		{"bad base64", "POST", "/api/messages", valid(func(m map[string]any) { m["data_coding"], m["message_body_base64"] = "binary", "not base64!"; delete(m, "message_body") }), 400, "invalid_request"},
+		{"bad base64", "POST", "/api/messages", valid(func(m map[string]any) {
+			m["data_coding"], m["message_body_base64"] = "binary", "not base64!"
+			delete(m, "message_body")
+		}), 400, "invalid_request"},
 		{"validity in the past", "POST", "/api/messages", valid(func(m map[string]any) { m["validity_until"] = "2001-01-01T00:00:00Z" }), 400, "invalid_request"},
-		{"validity beyond the node's", "POST", "/api/messages", valid(func(m map[string]any) { m["validity_until"] = time.Now().Add(48 * time.Hour).UTC().Format(time.RFC3339) }), 400, "invalid_request"},
+		{"validity beyond the node's", "POST", "/api/messages", valid(func(m map[string]any) {
+			m["validity_until"] = time.Now().Add(48 * time.Hour).UTC().Format(time.RFC3339)
+		}), 400, "invalid_request"},
 		{"validity not RFC 3339", "POST", "/api/messages", valid(func(m map[string]any) { m["validity_until"] = "tomorrow" }), 400, "invalid_request"},
 		{"scheduled after expiry", "POST", "/api/messages", valid(func(m map[string]any) { m["deliver_after"] = time.Now().Add(25 * time.Hour).UTC().Format(time.RFC3339) }), 400, "invalid_request"},
 		{"scheduled after its validity", "POST", "/api/messages", valid(func(m map[string]any) {

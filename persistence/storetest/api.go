@@ -71,10 +71,10 @@ func apiReusedIDConflicts(f *fixture) {
 	first := newMsg("api-dup")
 	f.accept(base, first)
 	for field, change := range map[string]func(*persistence.NewMessage){
-		"source_msisdn":       func(m *persistence.NewMessage) { m.SourceMSISDN = "+1999" },
-		"destination_msisdn":  func(m *persistence.NewMessage) { m.DestinationMSISDN = "4400" },
-		"message_body":        func(m *persistence.NewMessage) { m.Body = "another body" },
-		"data_coding":         func(m *persistence.NewMessage) { m.DataCoding = messages.CodingUCS2 },
+		"source_msisdn":      func(m *persistence.NewMessage) { m.SourceMSISDN = "+1999" },
+		"destination_msisdn": func(m *persistence.NewMessage) { m.DestinationMSISDN = "4400" },
+		"message_body":       func(m *persistence.NewMessage) { m.Body = "another body" },
+		"data_coding":        func(m *persistence.NewMessage) { m.DataCoding = messages.CodingUCS2 },
 	} {
 		again := newMsg("api-dup")
 		change(&again)
