@@ -35,6 +35,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -107,6 +108,11 @@ type Node struct {
 	api        *httpapi.Server
 	https      *http.Server
 	metricsSrv *http.Server
+	// httpsLn and metricsLn are bound by bind before the store opens and
+	// served by startHTTP (nil once served); httpsTLS is httpsLn's
+	// configuration.
+	httpsLn, metricsLn net.Listener
+	httpsTLS           *tls.Config
 	addr       string
 	maddr      string
 	serveErrs  chan error
@@ -187,6 +193,12 @@ func (n *Node) Start(ctx context.Context) (err error) {
 			n.teardown(context.Background())
 		}
 	}()
+	// The listeners first: a port that is taken (or a certificate that
+	// does not load) stops the start before the store is opened and
+	// migrated.
+	if err := n.bind(); err != nil {
+		return err
+	}
 	if err := n.openStore(ctx); err != nil {
 		return err
 	}
@@ -238,6 +250,13 @@ func (n *Node) openStore(ctx context.Context) error {
 
 // prepareStore takes back this instance's leases from its previous run and
 // applies the routes and webhooks given as flags.
+//
+// The flags create what is missing and never overwrite: a route or
+// frontend stored already (created through the API, or by these flags at
+// an earlier start and changed since) is kept, and each that differs from
+// its flag is logged at warn with both values, at every start until the
+// flag or the stored entry changes. The API is where a running site's
+// directory is managed; the flags seed a new one.
 func (n *Node) prepareStore(ctx context.Context) error {
 	released, err := n.store.ReleaseLeases(ctx, n.cfg.InstanceID)
 	if err != nil {
@@ -247,34 +266,62 @@ func (n *Node) prepareStore(ctx context.Context) error {
 		n.log.Info("took back leases of the previous run", "instance_id", n.cfg.InstanceID, "leases", released)
 	}
 	now := n.clock.Now()
-	for _, w := range n.cfg.Webhooks {
-		fe := messages.Frontend{Name: w.Name, Mode: messages.ModeWebhook, URL: w.URL, CreatedAt: now, UpdatedAt: now}
-		if err := n.store.PutFrontend(ctx, fe); err != nil {
-			return fmt.Errorf("--frontend %s: %w", w.Name, err)
-		}
-	}
 	fes, err := n.store.Frontends(ctx)
 	if err != nil {
 		return fmt.Errorf("read frontends: %w", err)
 	}
-	known := map[string]bool{}
-	names := make([]string, 0, len(fes))
+	stored := map[string]messages.Frontend{}
 	for _, f := range fes {
-		known[f.Name] = true
-		names = append(names, f.Name)
+		stored[f.Name] = f
 	}
+	for _, w := range n.cfg.Webhooks {
+		if f, ok := stored[w.Name]; ok {
+			if f.Mode != messages.ModeWebhook || f.URL != w.URL {
+				n.log.Warn("--frontend differs from the stored frontend, which is kept (flags never overwrite the directory; change it through the API)",
+					"name", w.Name, "flag_url", w.URL, "stored_mode", f.Mode, "stored_url", f.URL)
+			}
+			continue
+		}
+		fe := messages.Frontend{Name: w.Name, Mode: messages.ModeWebhook, URL: w.URL, CreatedAt: now, UpdatedAt: now}
+		if err := n.store.PutFrontend(ctx, fe); err != nil {
+			return fmt.Errorf("--frontend %s: %w", w.Name, err)
+		}
+		stored[w.Name] = fe
+		n.log.Info("frontend registered from --frontend", "name", w.Name, "url", w.URL)
+	}
+	names := make([]string, 0, len(stored))
+	for name := range stored {
+		names = append(names, name)
+	}
+	sort.Strings(names)
 	// The registry peers learn from us is right from the first exchange,
 	// before the intake has loaded the directory (an empty one would make
 	// a peer refuse our destinations until the next exchange).
 	n.setLocalNames(names)
+	routes, err := n.store.Routes(ctx)
+	if err != nil {
+		return fmt.Errorf("read routes: %w", err)
+	}
+	routed := map[string]string{}
+	for _, r := range routes {
+		routed[r.Prefix] = r.Frontend
+	}
 	for _, r := range n.cfg.Routes {
-		if !known[r.Frontend] {
+		if fe, ok := routed[r.Prefix]; ok {
+			if fe != r.Frontend {
+				n.log.Warn("--route differs from the stored route, which is kept (flags never overwrite the directory; change it through the API)",
+					"prefix", r.Prefix, "flag_frontend", r.Frontend, "stored_frontend", fe)
+			}
+			continue
+		}
+		if _, ok := stored[r.Frontend]; !ok {
 			n.log.Warn("route names a frontend that is not registered yet; its destinations get no_route until it registers",
 				"prefix", r.Prefix, "frontend", r.Frontend)
 		}
 		if err := n.store.PutRoute(ctx, messages.Route{Prefix: r.Prefix, Frontend: r.Frontend, UpdatedAt: now}); err != nil {
 			return fmt.Errorf("--route %s=%s: %w", r.Prefix, r.Frontend, err)
 		}
+		n.log.Info("route created from --route", "prefix", r.Prefix, "frontend", r.Frontend)
 	}
 	return nil
 }
@@ -389,6 +436,32 @@ func (n *Node) webhookClient() (*http.Client, error) {
 	return &http.Client{Transport: tr}, nil
 }
 
+// bind opens the listeners (and loads the HTTPS certificate, making the
+// self-signed one when none is given); startHTTP serves them.
+func (n *Node) bind() error {
+	if n.cfg.Listen != "" {
+		ln, err := net.Listen("tcp", n.cfg.Listen)
+		if err != nil {
+			return fmt.Errorf("--listen: %w", err)
+		}
+		tc, err := n.serverTLS()
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		n.addr, n.httpsLn = ln.Addr().String(), tls.NewListener(ln, tc)
+		n.httpsTLS = tc
+	}
+	if n.cfg.MetricsListen != "" {
+		ln, err := net.Listen("tcp", n.cfg.MetricsListen)
+		if err != nil {
+			return fmt.Errorf("--metrics-listen: %w", err)
+		}
+		n.maddr, n.metricsLn = ln.Addr().String(), ln
+	}
+	return nil
+}
+
 func (n *Node) startHTTP() error {
 	var err error
 	n.api, err = httpapi.New(httpapi.Config{Backend: n, Ring: n, APIToken: n.cfg.APIToken, Logger: n.log,
@@ -397,17 +470,22 @@ func (n *Node) startHTTP() error {
 		return err
 	}
 	n.serveErrs = make(chan error, 2)
-	if n.cfg.Listen != "" {
-		if err := n.listenHTTPS(); err != nil {
-			return err
+	if ln := n.httpsLn; ln != nil {
+		n.httpsLn = nil // served: the server closes it
+		n.https = &http.Server{
+			Handler:           n.api,
+			TLSConfig:         n.httpsTLS,
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			// HTTP/1.1 only: on these loads keep-alive HTTP/1.1 serves about
+			// twice the requests of HTTP/2 per connection (docs/performance.md).
+			TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
+			ErrorLog:     slog.NewLogLogger(n.log.With("component", "https").Handler(), slog.LevelDebug),
 		}
+		go n.serve("https", func() error { return n.https.Serve(ln) })
 	}
-	if n.cfg.MetricsListen != "" {
-		ln, err := net.Listen("tcp", n.cfg.MetricsListen)
-		if err != nil {
-			return fmt.Errorf("--metrics-listen: %w", err)
-		}
-		n.maddr = ln.Addr().String()
+	if ln := n.metricsLn; ln != nil {
+		n.metricsLn = nil
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(n.registry, promhttp.HandlerOpts{}))
 		n.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -416,7 +494,9 @@ func (n *Node) startHTTP() error {
 	return nil
 }
 
-func (n *Node) listenHTTPS() error {
+// serverTLS is the HTTPS listener's TLS configuration: --tls-cert and
+// --tls-key, or a self-signed development certificate in the data dir.
+func (n *Node) serverTLS() (*tls.Config, error) {
 	certFile, keyFile := n.cfg.TLSCert, n.cfg.TLSKey
 	if certFile == "" {
 		dir := n.cfg.DataDir
@@ -424,35 +504,19 @@ func (n *Node) listenHTTPS() error {
 			dir = "."
 		}
 		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return fmt.Errorf("--data-dir: %w", err)
+			return nil, fmt.Errorf("--data-dir: %w", err)
 		}
 		var err error
 		if certFile, keyFile, err = certs.EnsureSelfSigned(dir, n.cfg.Name, n.clock.Now()); err != nil {
-			return fmt.Errorf("self-signed certificate: %w", err)
+			return nil, fmt.Errorf("self-signed certificate: %w", err)
 		}
 		n.log.Warn("no --tls-cert given: serving a self-signed development certificate", "cert", certFile)
 	}
 	tc, err := certs.ServerConfig(certFile, keyFile, n.cfg.TLSCA)
 	if err != nil {
-		return fmt.Errorf("--tls-cert: %w", err)
+		return nil, fmt.Errorf("--tls-cert: %w", err)
 	}
-	ln, err := net.Listen("tcp", n.cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("--listen: %w", err)
-	}
-	n.addr = ln.Addr().String()
-	n.https = &http.Server{
-		Handler:           n.api,
-		TLSConfig:         tc,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		// HTTP/1.1 only: on these loads keep-alive HTTP/1.1 serves about
-		// twice the requests of HTTP/2 per connection (BENCH.md).
-		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
-		ErrorLog:     slog.NewLogLogger(n.log.With("component", "https").Handler(), slog.LevelDebug),
-	}
-	go n.serve("https", func() error { return n.https.Serve(tls.NewListener(ln, tc)) })
-	return nil
+	return tc, nil
 }
 
 // serve runs a listener; its unexpected end is fatal for the node.
@@ -526,6 +590,12 @@ func (n *Node) teardown(ctx context.Context) error {
 	if n.metricsSrv != nil {
 		if err := n.metricsSrv.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("metrics shutdown: %w", err))
+		}
+	}
+	// Listeners bound but never served (a start that failed after bind).
+	for _, ln := range []net.Listener{n.httpsLn, n.metricsLn} {
+		if ln != nil {
+			ln.Close()
 		}
 	}
 	n.releaseInstance()

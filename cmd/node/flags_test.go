@@ -4,6 +4,8 @@ import (
 	"errors"
 	"flag"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -270,7 +272,13 @@ func TestParseRunBadValues(t *testing.T) {
 		{"name", "", "not a valid name", nil},
 		{"instance-id", "-x", "not a valid name", nil},
 		{"listen", "8443", "not host:port", nil},
+		{"listen", "127.0.0.1:99999", "not a number from 0 to 65535", nil},
+		{"listen", "127.0.0.1:http", "not a number from 0 to 65535", nil},
+		{"listen", "bad host!:8443", "not a host name or IP address", nil},
 		{"metrics-listen", "localhost", "not host:port", nil},
+		{"metrics-listen", ":-1", "not a number from 0 to 65535", nil},
+		{"metrics-listen", "127.0.0.1:8443", "is --listen too", []string{"--listen", "127.0.0.1:8443"}},
+		{"postgres", "postgres://u@h:notaport/db", "does not parse", nil},
 		{"data-dir", "", "must not be empty", nil},
 		{"tls-cert", "c.pem", "given without --tls-key; they must be given together", nil},
 		{"tls-key", "k.key", "given without --tls-cert; they must be given together", nil},
@@ -365,6 +373,34 @@ func TestParseRunBadValues(t *testing.T) {
 				checkErr(err, true)
 			}
 		})
+	}
+}
+
+// TestParseRunChecksFiles: the files the flags name are read before
+// anything opens.
+func TestParseRunChecksFiles(t *testing.T) {
+	dir := t.TempDir()
+	notDir := filepath.Join(dir, "file")
+	garbage := filepath.Join(dir, "garbage.pem")
+	for _, f := range []string{notDir, garbage} {
+		if err := os.WriteFile(f, []byte("not a certificate"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--data-dir", notDir}, "--data-dir: " + notDir + " is a file, not a directory"},
+		{[]string{"--tls-cert", garbage, "--tls-key", garbage}, "--tls-cert: "},
+		{[]string{"--tls-ca", garbage}, "--tls-ca: "},
+		{[]string{"--tls-cert", "missing.pem", "--tls-key", "missing.key"}, "--tls-cert: "},
+		{[]string{"--tls-ca", "missing-ca.pem"}, "--tls-ca: "},
+	} {
+		_, _, err := parseStart(tc.args, noEnv)
+		if err == nil || strings.Contains(err.Error(), "\n") || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("parseRun(%q) = %v, want one line starting %q", tc.args, err, tc.want)
+		}
 	}
 }
 

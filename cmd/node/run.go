@@ -26,7 +26,7 @@ var stopGrace = 5 * time.Second
 
 // runCommand is `switchboard run`.
 func runCommand(args []string, stdout, stderr io.Writer, env lookupEnv) int {
-	cfg, lo, err := parseRun(args, env)
+	cfg, lo, err := parseStart(args, env)
 	if errors.Is(err, flag.ErrHelp) {
 		printRunUsage(stdout)
 		return 0
