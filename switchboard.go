@@ -113,9 +113,9 @@ type Node struct {
 	// configuration.
 	httpsLn, metricsLn net.Listener
 	httpsTLS           *tls.Config
-	addr       string
-	maddr      string
-	serveErrs  chan error
+	addr               string
+	maddr              string
+	serveErrs          chan error
 
 	ready    atomic.Bool
 	inflight atomic.Int64 // submits waiting for the intake (admission control)
