@@ -117,7 +117,7 @@ func (n *Node) Status(ctx context.Context) (httpapi.Status, error) {
 	}
 	doc := httpapi.Status{
 		Node: n.cfg.Name, InstanceID: n.cfg.InstanceID, Version: n.cfg.Version, Store: n.store.Kind(),
-		Counts: map[string]int64{}, OutboxDepth: st.OutboxDepth, DLQDepth: st.DLQDepth,
+		Federation: n.cfg.Federation, Counts: map[string]int64{}, OutboxDepth: st.OutboxDepth, DLQDepth: st.DLQDepth,
 		ForwardQueueDepth: forwardDepth(st),
 		Frontends:         fes,
 	}

@@ -60,6 +60,7 @@ import (
 	"github.com/switchboard-dev/switchboard/persistence/postgres"
 	"github.com/switchboard-dev/switchboard/persistence/sqlite"
 	"github.com/switchboard-dev/switchboard/supervision"
+	"github.com/switchboard-dev/switchboard/supervision/ratelog"
 )
 
 // Node is one running Switchboard node.
@@ -117,6 +118,10 @@ type Node struct {
 	maddr              string
 	serveErrs          chan error
 
+	// failures logs each message that ends failed or forward_failed, at a
+	// bounded rate (see publish).
+	failures *ratelog.Log
+
 	ready    atomic.Bool
 	inflight atomic.Int64 // submits waiting for the intake (admission control)
 	stopping chan struct{}
@@ -133,6 +138,14 @@ type Node struct {
 	subSeq uint64
 	subs   atomic.Pointer[map[uint64]func(messages.StateChanged)]
 }
+
+// The rate of the "message failed" log lines: a burst of failures (a
+// frontend rejecting everything, a peer gone for good) logs its first 20 a
+// minute one by one and then a count, instead of a line per message.
+const (
+	failureLogBurst  = 20
+	failureLogWindow = time.Minute
+)
 
 // The node's own children of the guardian.
 const (
@@ -171,6 +184,12 @@ func New(cfg Config) (*Node, error) {
 	n.log = n.log.With("node", cfg.Name)
 	if n.clock == nil {
 		n.clock = clock.Real{}
+	}
+	var err error
+	if n.failures, err = ratelog.New(ratelog.Config{Logger: n.log, Level: slog.LevelWarn,
+		Msg: "message failed", Summary: "message failures not logged one by one",
+		Burst: failureLogBurst, Window: failureLogWindow, Now: n.clock.Now, AfterFunc: n.clock.AfterFunc}); err != nil {
+		return nil, err
 	}
 	if n.registry == nil {
 		n.registry = prometheus.NewRegistry()
@@ -597,6 +616,10 @@ func (n *Node) teardown(ctx context.Context) error {
 		if ln != nil {
 			ln.Close()
 		}
+	}
+	n.failures.Close()
+	if n.api != nil {
+		n.api.Close()
 	}
 	n.releaseInstance()
 	if n.ownStore && n.store != nil {

@@ -64,10 +64,12 @@ type Backend interface {
 
 // Status is the document of GET /api/status.
 type Status struct {
-	Node              string              `json:"node"`
-	InstanceID        string              `json:"instance_id"`
-	Version           string              `json:"version"`
-	Store             string              `json:"store"`
+	Node       string `json:"node"`
+	InstanceID string `json:"instance_id"`
+	Version    string `json:"version"`
+	Store      string `json:"store"`
+	// Federation is --federation: whether the node has peers at all.
+	Federation        bool                `json:"federation"`
 	Counts            map[string]int64    `json:"counts"`
 	ForwardQueueDepth int64               `json:"forward_queue_depth"`
 	OutboxDepth       int64               `json:"outbox_depth"`

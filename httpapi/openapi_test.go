@@ -616,7 +616,7 @@ func TestOpenAPISchemasMatchGo(t *testing.T) {
 		{"HistoryEntry", hist[0], messages.HistoryEntry{}},
 		{"MessageList", listReply{Messages: []messages.Message{msg}, NextCursor: "7"}, listReply{}},
 		{"BulkReply", messages.BulkReply{Resubmitted: 2, Skipped: 1}, messages.BulkReply{}},
-		{"Status", Status{Node: "a", InstanceID: "a-0", Version: "v", Store: "embedded", Counts: counts, ForwardQueueDepth: 1,
+		{"Status", Status{Node: "a", InstanceID: "a-0", Version: "v", Store: "embedded", Federation: true, Counts: counts, ForwardQueueDepth: 1,
 			OutboxDepth: 1, DLQDepth: 1, OutboxOldest: &at, Peers: []messages.PeerInfo{peer}, Frontends: []messages.Frontend{fe}}, Status{}},
 		{"PeerInfo", peer, messages.PeerInfo{}},
 		{"PeerInstance", peer.Instances[0], messages.PeerInstance{}},

@@ -68,7 +68,10 @@ POST /api/messages/resubmit). A bulk resubmit may take up to ten times
 			name:    "peers",
 			summary: "federation peers and their health",
 			about: `List the peers this node federates with and its view of their health
-(GET /api/peers); empty when federation is off.`,
+(GET /api/peers). An address that has not answered yet is listed under its
+address until its name is learned; a peer that discovery no longer lists
+reads removed while messages still wait for it. Says so when federation
+is off.`,
 			run: runPeers,
 		},
 	},
@@ -393,6 +396,29 @@ func runMessagesResubmit(inv *cliInvocation) error {
 }
 
 func runPeers(inv *cliInvocation) error {
+	if err := cliNoArgs(inv); err != nil {
+		return err
+	}
+	if !inv.json {
+		// An empty list may mean federation is off: say so rather than
+		// print a bare header.
+		var peers []messages.PeerInfo
+		if _, err := inv.api.getJSON("/api/peers", nil, &peers); err != nil {
+			return err
+		}
+		if len(peers) == 0 {
+			var st httpapi.Status
+			if _, err := inv.api.getJSON("/api/status", nil, &st); err != nil {
+				return err
+			}
+			if !st.Federation {
+				fmt.Fprintf(inv.stdout, "federation is off on %s (it runs without --federation): it has no peers\n", tableCell(st.Node))
+				return nil
+			}
+			fmt.Fprintf(inv.stdout, "%s federates but knows no peer yet (check its --peers or --dns-srv)\n", tableCell(st.Node))
+			return nil
+		}
+	}
 	return showList(inv, "/api/peers", "NODE\tSTATE\tFAILURES\tLAST_SUCCESS\tQUEUE\tFRONTENDS\tADDRESS\tLAST_ERROR",
 		func(tw io.Writer, peers []messages.PeerInfo) {
 			for _, p := range peers {

@@ -416,9 +416,9 @@ func TestCLIAgainstNode(t *testing.T) {
 		t.Fatalf("bulk resubmit --json: %+v", b)
 	}
 
-	// peers: none without federation.
-	if rows := cliTableRows(n.run(0, "peers").stdout); len(rows) != 1 || rows[0][0] != "NODE" {
-		t.Fatalf("peers: %q", rows)
+	// peers: none without federation, and it says why.
+	if out := n.run(0, "peers").stdout; !strings.Contains(out, "federation is off on") || strings.Contains(out, "NODE") {
+		t.Fatalf("peers without federation: %q", out)
 	}
 	out = n.run(0, "peers", "--json").stdout
 	cliSameDoc(t, "peers", out, n.api("GET", "/api/peers", nil))
@@ -518,12 +518,19 @@ func TestCLIErrors(t *testing.T) {
 	if !strings.Contains(r.stderr, "switchboard: not_found: ") || !strings.Contains(r.stderr, "no-such-id") || r.stdout != "" {
 		t.Errorf("unknown id: %q", r.stderr)
 	}
+	// A wrong token and none get different words.
 	r = n.run(1, "status", "--token", "wrong")
-	if !strings.Contains(r.stderr, "switchboard: unauthorized: ") || !strings.Contains(r.stderr, "--token or SWITCHBOARD_API_TOKEN") {
+	if !strings.Contains(r.stderr, "switchboard: unauthorized: the API token is not valid") ||
+		!strings.Contains(r.stderr, "the token given (--token or SWITCHBOARD_API_TOKEN) is not the node's --api-token") {
 		t.Errorf("wrong token: %q", r.stderr)
 	}
-	if r := n.runEnv(n.env("SWITCHBOARD_API_TOKEN", ""), 1, "peers", "--json"); !strings.Contains(r.stderr, "unauthorized") || r.stdout != "" {
+	if r := n.runEnv(n.env("SWITCHBOARD_API_TOKEN", ""), 1, "peers", "--json"); !strings.Contains(r.stderr, "unauthorized: an API token is required") ||
+		!strings.Contains(r.stderr, "give the node's API token with --token or SWITCHBOARD_API_TOKEN") || r.stdout != "" {
 		t.Errorf("no token: %q %q", r.stdout, r.stderr)
+	}
+	// Plain HTTP to the HTTPS API: a hint to use https.
+	if r := n.run(1, "status", "--addr", "http://"+n.addr); !strings.Contains(r.stderr, "the node speaks HTTPS: use --addr https://"+n.addr) {
+		t.Errorf("http:// against https: %q", r.stderr)
 	}
 	if r := n.run(1, "routes", "set", "4470", "nobody"); !strings.Contains(r.stderr, "switchboard: unknown_frontend: ") {
 		t.Errorf("route to an unknown frontend: %q", r.stderr)
