@@ -25,7 +25,7 @@ const (
 )
 
 // capabilities this node announces in its identity.
-var capabilities = []string{messages.CapForwardBatch, messages.CapStatusBatch}
+var capabilities = []string{messages.CapForwardBatch, messages.CapStatusBatch, messages.CapMessageFields}
 
 // loadBook fills the peer book with the registries learned before a
 // restart, so that messages for a peer that is down since our start still

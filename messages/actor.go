@@ -142,6 +142,9 @@ type PeerLink struct {
 	Addr string
 	// ForwardBatch and StatusBatch: the peer announced the batch forms.
 	ForwardBatch, StatusBatch bool
+	// MessageFields: the peer announced CapMessageFields (the optional
+	// message fields and the attempts of a delivery_status).
+	MessageFields bool
 }
 
 // PeerContactFailed: a request to the peer did not complete. The forward

@@ -41,6 +41,10 @@ const (
 	CodeNodeMismatch   = "node_mismatch"               // X-Federation-Node differs from the certificate or the body's node
 	CodeClientCertReq  = "client_certificate_required" // mutual TLS: no verified client certificate
 	CodeNotOurFrontend = "unknown_frontend_here"       // a forward names a frontend this node does not serve
+	// CodeCapabilityMissing is never an HTTP answer: the result of a
+	// forward the origin did not send, the peer lacking a capability the
+	// message needs (CapMessageFields).
+	CodeCapabilityMissing = "capability_missing"
 )
 
 // Ring (multi-instance sites, /api/ring/...).

@@ -51,4 +51,9 @@ const (
 	ReasonForwardTimeout = "forward_timeout"
 	// ReasonPeerRejected: the peer refused the forward for good (4xx).
 	ReasonPeerRejected = "peer_rejected"
+	// ReasonPeerUnsupported: the message uses optional fields (data coding,
+	// binary body, validity, scheduled delivery) and its peer does not
+	// announce the capability to carry them: it is not forwarded rather
+	// than delivered otherwise than asked. Upgrade the peer, resubmit.
+	ReasonPeerUnsupported = "peer_unsupported"
 )

@@ -120,7 +120,8 @@ func StatusDetail(u StatusUpdate) string {
 
 // Status decides one update of ApplyStatus on what l holds and writes it
 // into c. An applied report moves the message to delivered or failed (a
-// failure sets its reason) with history, writes the forward ledger entry
+// failure sets its reason, a report with attempts sets the message's) with
+// history, writes the forward ledger entry
 // (id, forward, From) with the report's result unless one exists, and
 // removes the forward's outbox row: a report can overtake the forward's
 // own completion, even one still leased.
@@ -141,6 +142,9 @@ func Status(l *Loaded, c *Changes, u StatusUpdate) Completion {
 	c.Record(l, LedgerKey{MessageID: u.ID, Kind: WorkForward, Target: u.From}, u.Result, detail)
 	if u.Result == ResultFailed {
 		m.Reason = u.Reason
+	}
+	if u.Attempts > 0 {
+		m.Attempts = u.Attempts
 	}
 	c.Move(m, StateAfter(WorkDelivery, u.Result), detail)
 	return Applied

@@ -362,6 +362,10 @@ type StatusUpdate struct {
 	// At is when the peer recorded it (kept in the history detail; the
 	// transition's time is the call's now).
 	At time.Time
+	// Attempts, when positive, is how many delivery attempts the peer
+	// made: the message's attempts here become it (the origin's own count
+	// of a forwarded message is 0).
+	Attempts int
 }
 
 // ForwardExpiry moves forward_queued messages that waited too long to

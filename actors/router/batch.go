@@ -56,7 +56,7 @@ func updatesOf(m *messages.ApplyStatuses) []persistence.StatusUpdate {
 		if r.Status == messages.ReportFailed {
 			res = persistence.ResultFailed
 		}
-		updates[i] = persistence.StatusUpdate{ID: r.ID, From: m.From, Result: res, Reason: r.Reason, At: r.At}
+		updates[i] = persistence.StatusUpdate{ID: r.ID, From: m.From, Result: res, Reason: r.Reason, At: r.At, Attempts: r.Attempts}
 	}
 	return updates
 }

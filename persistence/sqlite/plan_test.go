@@ -36,7 +36,7 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{"ring: next due", nextDueSQL(2), ringArgs},
 		{"ring: owners", ringOwnersSQL, []any{"delivery", "o"}},
 		{"reschedule", rescheduleSQL(2), []any{1, 2, 3, 4}},
-		{"move", moveSQL(2), []any{9, "a", "delivered", "", nil, 2, "b", "forward_queued", "x", 3, 3}},
+		{"move", moveSQL(2), []any{9, "a", "delivered", "", nil, 2, 1, "b", "forward_queued", "x", 3, 3, 0}},
 		{"restart", restartSQL(2), []any{9, "a", "pending", "", nil, 2, 0, "fe", "s", 1, "b", "forward_queued", "", 3, 3, 0, "fe", "s", 1}},
 		{"expirable", expirableSQL, []any{5, 6, 10}},
 		{"release leases", releaseSQL, []any{"o"}},

@@ -19,6 +19,7 @@ func apiCases() []testCase {
 		{"AckOfMessageNeverOfferedChangesNothing", apiAckNotOffered},
 		{"AckAfterTheLeaseRanOutApplies", apiAckAfterLease},
 		{"OwnValidityExpires", apiOwnValidityExpires},
+		{"ReportedAttemptsAreTheMessages", apiReportedAttempts},
 	}
 }
 
@@ -182,4 +183,17 @@ func apiOwnValidityExpires(f *fixture) {
 	// The node's validity still applies to the others.
 	got = f.expire(persistence.ExpireRequest{Now: at(2 * time.Hour), SubmittedBefore: at(time.Second), Limit: 10})
 	f.wantIDSet("expired by the node's validity", messageIDs(got), "api-later", "api-node-validity")
+}
+
+func apiReportedAttempts(f *fixture) {
+	f.accept(base, fwdMsg("api-att", peerP), fwdMsg("api-att-none", peerP))
+	f.applyStatus(at(time.Minute), []persistence.Completion{persistence.Applied, persistence.Applied},
+		persistence.StatusUpdate{ID: "api-att", From: peerP, Result: persistence.ResultDelivered, At: at(time.Second), Attempts: 3},
+		persistence.StatusUpdate{ID: "api-att-none", From: peerP, Result: persistence.ResultDelivered, At: at(time.Second)})
+	if m := f.get("api-att"); m.State != messages.StateDelivered || m.Attempts != 3 {
+		f.Errorf("reported with 3 attempts: %s with %d attempts", m.State, m.Attempts)
+	}
+	if m := f.get("api-att-none"); m.Attempts != 0 {
+		f.Errorf("reported without attempts (an older peer): %d attempts, want 0", m.Attempts)
+	}
 }
