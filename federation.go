@@ -92,7 +92,7 @@ func (n *Node) startFederation() error {
 	if err != nil {
 		return err
 	}
-	peerMetrics, err := peer.NewMetrics(n.registry)
+	peerMetrics, err := peer.NewMetrics(n.registry, n.book)
 	if err != nil {
 		return err
 	}
@@ -357,11 +357,11 @@ func (n *Node) Peers(ctx context.Context) ([]messages.PeerInfo, error) {
 	if !n.cfg.Federation || n.book == nil {
 		return []messages.PeerInfo{}, nil
 	}
-	st, err := n.stats.get(ctx)
-	if err != nil {
+	// A fresh count refreshes the book's queue depths (a removed peer is
+	// listed while messages wait for it).
+	if _, err := n.stats.get(ctx); err != nil {
 		return nil, n.storeErr("stats", err, "")
 	}
-	n.book.SetQueueDepths(st.ForwardQueue)
 	return n.book.List(), nil
 }
 

@@ -263,7 +263,11 @@ func (n *Node) openStore(ctx context.Context) error {
 		}
 		n.store, n.ownStore = s, true
 	}
-	n.stats = newStatsCache(n.store, time.Second, n.peerNames)
+	n.stats = newStatsCache(n.store, time.Second, n.peerNames, func(st persistence.Stats) {
+		if n.book != nil {
+			n.book.SetQueueDepths(st.ForwardQueue)
+		}
+	})
 	return n.registry.Register(n.stats)
 }
 

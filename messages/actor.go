@@ -132,6 +132,21 @@ type PeerUp struct {
 // PeerGone: discovery no longer lists peer Node.
 type PeerGone struct{ Node string }
 
+// PeerAddresses: discovery's listed addresses that have never answered an
+// identity call, after each of its rounds (and at its start). The peers
+// actor shows each as a peer named by its address until its name is
+// learned, so that an address that was down from the start is seen (and
+// alerted on) like any peer.
+type PeerAddresses struct{ Unidentified []AddressCheck }
+
+// AddressCheck is one unidentified address: Checked when the round asked
+// it, Err that call's failure.
+type AddressCheck struct {
+	Address string
+	Checked bool
+	Err     string
+}
+
 // PeerLink tells a peer's forward queue how the peer can be reached now;
 // the peer actor sends it after every health check and change of instance.
 type PeerLink struct {
