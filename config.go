@@ -65,10 +65,10 @@ type Config struct {
 	// APIToken, when set, is required as a Bearer token on /api/* (--api-token).
 	APIToken string
 
-	// Routes and Webhooks are applied at start (--route, --frontend): each
-	// that is not stored yet is created; one stored already is kept (the
-	// flags never overwrite what the API changed) and logged at warn when
-	// it differs. They are stored, so they also survive without the flags.
+	// Routes and Webhooks are applied at start (--route, --frontend): the
+	// flags win, and each stored entry they change (one the API changed
+	// since, say) is logged at warn with both values; none is overwritten
+	// in silence. They are stored, so they also survive without the flags.
 	Routes   []RouteSpec
 	Webhooks []WebhookSpec
 

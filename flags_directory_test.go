@@ -8,10 +8,11 @@ import (
 	"github.com/switchboard-dev/switchboard/supervision/logtest"
 )
 
-// TestDirectoryFlagsNeverOverwrite: --route and --frontend create what is
-// missing; a route or frontend changed through the API since is kept at
-// the next start with the same flags, and each difference is logged.
-func TestDirectoryFlagsNeverOverwrite(t *testing.T) {
+// TestDirectoryFlagsOverwriteLoudly: --route and --frontend are applied at
+// every start and win over what the API changed since, but never in
+// silence: each overwrite is logged at warn with both values; an entry the
+// flags do not name is left alone.
+func TestDirectoryFlagsOverwriteLoudly(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Webhooks = []switchboard.WebhookSpec{{Name: "hook", URL: "https://flag.example/in"}}
 	cfg.Routes = []switchboard.RouteSpec{{Prefix: "44", Frontend: "hook"}, {Prefix: "33", Frontend: "hook"}}
@@ -24,6 +25,7 @@ func TestDirectoryFlagsNeverOverwrite(t *testing.T) {
 	// The operator changes the directory through the API.
 	h.pullFrontend("pullfe")
 	h.must(200, "PUT", "/api/routes/44", map[string]string{"frontend": "pullfe"}, nil)
+	h.must(200, "PUT", "/api/routes/55", map[string]string{"frontend": "pullfe"}, nil)
 	h.must(200, "PUT", "/api/frontends/hook", map[string]string{"mode": "webhook", "url": "https://api.example/in"}, nil)
 	h.stop()
 
@@ -36,22 +38,22 @@ func TestDirectoryFlagsNeverOverwrite(t *testing.T) {
 	for _, r := range routes.Routes {
 		got[r.Prefix] = r.Frontend
 	}
-	if got["44"] != "pullfe" || got["33"] != "hook" || got["1"] != "hook" || len(got) != 3 {
-		t.Fatalf("routes after the restart: %v; want 44 kept on pullfe, 33 and the new 1 on hook", got)
+	if got["44"] != "hook" || got["33"] != "hook" || got["1"] != "hook" || got["55"] != "pullfe" || len(got) != 4 {
+		t.Fatalf("routes after the restart: %v; want the flags' 44, 33 and 1, and the API's 55 kept", got)
 	}
 	var fes struct{ Frontends []messages.Frontend }
 	h.must(200, "GET", "/api/frontends", nil, &fes)
 	for _, f := range fes.Frontends {
-		if f.Name == "hook" && f.URL != "https://api.example/in" {
-			t.Fatalf("frontend hook overwritten by the flag: %+v", f)
+		if f.Name == "hook" && f.URL != "https://flag.example/in" {
+			t.Fatalf("frontend hook not set by its flag: %+v", f)
 		}
 	}
-	rl := buf.Records(t, "--route differs from the stored route, which is kept (flags never overwrite the directory; change it through the API)")
-	if len(rl) != 1 || rl[0]["prefix"] != "44" || rl[0]["flag_frontend"] != "hook" || rl[0]["stored_frontend"] != "pullfe" {
+	rl := buf.Records(t, "--route overwrites the stored route (the flags win; a change made through the API is lost)")
+	if len(rl) != 1 || rl[0]["prefix"] != "44" || rl[0]["flag_frontend"] != "hook" || rl[0]["stored_frontend"] != "pullfe" || rl[0]["level"] != "WARN" {
 		t.Fatalf("route log lines %v, want one about 44", rl)
 	}
-	fl := buf.Records(t, "--frontend differs from the stored frontend, which is kept (flags never overwrite the directory; change it through the API)")
-	if len(fl) != 1 || fl[0]["name"] != "hook" || fl[0]["stored_url"] != "https://api.example/in" {
+	fl := buf.Records(t, "--frontend overwrites the stored frontend (the flags win; a change made through the API is lost)")
+	if len(fl) != 1 || fl[0]["name"] != "hook" || fl[0]["stored_url"] != "https://api.example/in" || fl[0]["flag_url"] != "https://flag.example/in" {
 		t.Fatalf("frontend log lines %v, want one about hook", fl)
 	}
 	if created := buf.Records(t, "route created from --route"); len(created) != 1 || created[0]["prefix"] != "1" {

@@ -274,12 +274,12 @@ func (n *Node) openStore(ctx context.Context) error {
 // prepareStore takes back this instance's leases from its previous run and
 // applies the routes and webhooks given as flags.
 //
-// The flags create what is missing and never overwrite: a route or
-// frontend stored already (created through the API, or by these flags at
-// an earlier start and changed since) is kept, and each that differs from
-// its flag is logged at warn with both values, at every start until the
-// flag or the stored entry changes. The API is where a running site's
-// directory is managed; the flags seed a new one.
+// The flags are the configuration and win: each route or frontend they
+// name is written as they say. None is overwritten in silence: one the
+// store held otherwise (changed through the API since, or by an earlier
+// version of the flags) is logged at warn with the stored and the flag's
+// value, and one the store lacked at info. Entries the flags do not name
+// are left as they are.
 func (n *Node) prepareStore(ctx context.Context) error {
 	released, err := n.store.ReleaseLeases(ctx, n.cfg.InstanceID)
 	if err != nil {
@@ -298,19 +298,21 @@ func (n *Node) prepareStore(ctx context.Context) error {
 		stored[f.Name] = f
 	}
 	for _, w := range n.cfg.Webhooks {
-		if f, ok := stored[w.Name]; ok {
-			if f.Mode != messages.ModeWebhook || f.URL != w.URL {
-				n.log.Warn("--frontend differs from the stored frontend, which is kept (flags never overwrite the directory; change it through the API)",
-					"name", w.Name, "flag_url", w.URL, "stored_mode", f.Mode, "stored_url", f.URL)
-			}
+		f, ok := stored[w.Name]
+		switch {
+		case ok && f.Mode == messages.ModeWebhook && f.URL == w.URL:
 			continue
+		case ok:
+			n.log.Warn("--frontend overwrites the stored frontend (the flags win; a change made through the API is lost)",
+				"name", w.Name, "flag_url", w.URL, "stored_mode", f.Mode, "stored_url", f.URL)
+		default:
+			n.log.Info("frontend registered from --frontend", "name", w.Name, "url", w.URL)
 		}
 		fe := messages.Frontend{Name: w.Name, Mode: messages.ModeWebhook, URL: w.URL, CreatedAt: now, UpdatedAt: now}
 		if err := n.store.PutFrontend(ctx, fe); err != nil {
 			return fmt.Errorf("--frontend %s: %w", w.Name, err)
 		}
 		stored[w.Name] = fe
-		n.log.Info("frontend registered from --frontend", "name", w.Name, "url", w.URL)
 	}
 	names := make([]string, 0, len(stored))
 	for name := range stored {
@@ -330,12 +332,15 @@ func (n *Node) prepareStore(ctx context.Context) error {
 		routed[r.Prefix] = r.Frontend
 	}
 	for _, r := range n.cfg.Routes {
-		if fe, ok := routed[r.Prefix]; ok {
-			if fe != r.Frontend {
-				n.log.Warn("--route differs from the stored route, which is kept (flags never overwrite the directory; change it through the API)",
-					"prefix", r.Prefix, "flag_frontend", r.Frontend, "stored_frontend", fe)
-			}
+		fe, ok := routed[r.Prefix]
+		switch {
+		case ok && fe == r.Frontend:
 			continue
+		case ok:
+			n.log.Warn("--route overwrites the stored route (the flags win; a change made through the API is lost)",
+				"prefix", r.Prefix, "flag_frontend", r.Frontend, "stored_frontend", fe)
+		default:
+			n.log.Info("route created from --route", "prefix", r.Prefix, "frontend", r.Frontend)
 		}
 		if _, ok := stored[r.Frontend]; !ok {
 			n.log.Warn("route names a frontend that is not registered yet; its destinations get no_route until it registers",
@@ -344,7 +349,6 @@ func (n *Node) prepareStore(ctx context.Context) error {
 		if err := n.store.PutRoute(ctx, messages.Route{Prefix: r.Prefix, Frontend: r.Frontend, UpdatedAt: now}); err != nil {
 			return fmt.Errorf("--route %s=%s: %w", r.Prefix, r.Frontend, err)
 		}
-		n.log.Info("route created from --route", "prefix", r.Prefix, "frontend", r.Frontend)
 	}
 	return nil
 }
