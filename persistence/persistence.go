@@ -293,21 +293,65 @@ type LedgerEntry struct {
 	Detail    string
 }
 
-// ListQuery selects a page of messages, newest first.
+// ListQuery selects a page of messages, newest first: by acceptance order
+// (seq), or, for a time range without a number (ByTime), by acceptance
+// time (created_at, then seq). Every filter set must match.
 type ListQuery struct {
 	// State filters by state when non-empty.
 	State messages.State
 	// Limit is the page size (> 0).
 	Limit int
-	// Before is the cursor: only messages with Seq < Before (0 = from newest).
-	Before int64
+	// Before is the cursor: only messages with Seq < Before (0 = from
+	// newest); for a ByTime query, with BeforeAt, only messages before
+	// (BeforeAt, Before) in (created_at, seq) order.
+	Before   int64
+	BeforeAt time.Time
+	// Destination and Source match the number without its leading '+'
+	// (messages.NumberKey), exactly or as a prefix.
+	Destination, Source NumberMatch
+	// Since and Until bound the acceptance time: Since <= created_at <
+	// Until (zero: unbounded).
+	Since, Until time.Time
+	// Frontend matches the message's frontend; Peer its source_smsc or
+	// dest_smsc (what it came from or went to).
+	Frontend, Peer string
 }
 
-// Page is one page of messages; Next is the cursor of the following page
-// (0 when this page is the last).
+// NumberMatch is a number filter: Key (a messages.NumberKey) exactly, or
+// every number starting with it.
+type NumberMatch struct {
+	Key    string
+	Prefix bool
+}
+
+// ByTime reports whether q lists by acceptance time: a time range without
+// a number filter. A number's index is read in seq order; a time range
+// alone walks the created_at index.
+func (q ListQuery) ByTime() bool {
+	return (!q.Since.IsZero() || !q.Until.IsZero()) && q.Destination.Key == "" && q.Source.Key == ""
+}
+
+// Page is one page of messages; Next (and NextAt for a ByTime query) is
+// the cursor of the following page (0 when this page is the last).
 type Page struct {
 	Messages []messages.Message
 	Next     int64
+	NextAt   time.Time
+}
+
+// PageOf cuts rows (the query's Limit+1 rows at most, in its order) to a
+// page and sets its cursor when more follow.
+func PageOf(q ListQuery, rows []messages.Message) Page {
+	p := Page{Messages: rows}
+	if len(rows) > q.Limit {
+		p.Messages = rows[:q.Limit]
+		last := p.Messages[q.Limit-1]
+		p.Next = last.Seq
+		if q.ByTime() {
+			p.NextAt = last.CreatedAt
+		}
+	}
+	return p
 }
 
 // Route maps a destination prefix to a frontend (defined in messages).

@@ -381,6 +381,23 @@ func TestCLIAgainstNode(t *testing.T) {
 		t.Fatalf("--all table: %q", rows)
 	}
 
+	// The search: --to with or without '+', a prefix, a time range.
+	for _, to := range []string{"447004", "+447004"} {
+		if rows := cliTableRows(n.run(0, "messages", "list", "--to", to).stdout); len(rows) != 2 || rows[1][0] != "m4" {
+			t.Errorf("messages list --to %s: %q", to, rows)
+		}
+	}
+	if rows := cliTableRows(n.run(0, "messages", "list", "--to", "44700*", "--state", "pending").stdout); len(rows) != 3 ||
+		rows[1][0] != "m4" || rows[2][0] != "m3" {
+		t.Errorf("messages list --to 44700* --state pending: %q", rows)
+	}
+	if rows := cliTableRows(n.run(0, "messages", "list", "--since", "1h", "--all").stdout); len(rows) != 5 {
+		t.Errorf("messages list --since 1h: %q", rows)
+	}
+	if rows := cliTableRows(n.run(0, "messages", "list", "--until", "1h").stdout); len(rows) != 1 {
+		t.Errorf("messages list --until 1h: %q", rows)
+	}
+
 	// show: the fields and the history.
 	out = n.run(0, "messages", "show", "m2").stdout
 	for _, want := range []string{"id:", "m2", "state:", "failed", "frontend:", "dest_smsc:", "cli-node", "History:", "AT", "DETAIL"} {
@@ -480,6 +497,8 @@ func TestCLIErrors(t *testing.T) {
 		{args: []string{"messages", "list", "--limit", "0"}, stderr: `--limit: invalid value "0"`},
 		{args: []string{"messages", "list", "--limit", "x", "--state", "lost"}, stderr: "--state: invalid value \"lost\": must be one of pending"},
 		{args: []string{"messages", "list", "--bogus"}, stderr: "--bogus: unknown flag"},
+		{args: []string{"messages", "list", "--since", "yesterday"}, stderr: `--since: invalid value "yesterday": must be an RFC 3339 time`},
+		{args: []string{"messages", "list", "--to", ""}, stderr: "--to: must not be empty"},
 		{args: []string{"messages", "list", "--cursor"}, stderr: "--cursor: needs a value"},
 		{args: []string{"messages", "list", "--all=maybe"}, stderr: `--all: invalid value "maybe"`},
 		{args: []string{"messages", "list", "extra"}, stderr: `unexpected argument "extra"`},

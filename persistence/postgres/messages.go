@@ -200,29 +200,8 @@ func (s *Store) ListMessages(ctx context.Context, q persistence.ListQuery) (pers
 	if err := s.precheck("list messages", q.Validate()); err != nil {
 		return persistence.Page{}, err
 	}
-
-	// Only the conditions in use, so that the planner picks the matching
-	// index (state, seq) or seq.
-	var (
-		conds []string
-		args  []any
-	)
-	if q.State != "" {
-		args = append(args, string(q.State))
-		conds = append(conds, "state = $"+strconv.Itoa(len(args)))
-	}
-	if q.Before > 0 {
-		args = append(args, q.Before)
-		conds = append(conds, "seq < $"+strconv.Itoa(len(args)))
-	}
-	sql := "SELECT " + columns("") + " FROM messages"
-	if len(conds) > 0 {
-		sql += " WHERE " + strings.Join(conds, " AND ")
-	}
-	args = append(args, q.Limit+1)
-	sql += " ORDER BY seq DESC LIMIT $" + strconv.Itoa(len(args))
-
-	rows, err := s.pool.Query(ctx, sql, args...)
+	query, args := listQuery(q)
+	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return persistence.Page{}, s.fail("list messages", err)
 	}
@@ -230,12 +209,73 @@ func (s *Store) ListMessages(ctx context.Context, q persistence.ListQuery) (pers
 	if err != nil {
 		return persistence.Page{}, s.fail("list messages", err)
 	}
-	page := persistence.Page{Messages: list}
-	if len(list) > q.Limit {
-		page.Messages = list[:q.Limit]
-		page.Next = page.Messages[q.Limit-1].Seq
+	return persistence.PageOf(q, list), nil
+}
+
+// listQuery is the statement of ListMessages for q and its arguments, with
+// only the conditions in use, so that the planner picks the matching
+// index: a number's (messages_destination, messages_source: the number
+// without its '+' in byte order, then seq; a prefix is a LIKE the index
+// serves as a range), created_at's for a time range alone
+// (messages_created), (state, seq) for a state, or seq.
+func listQuery(q persistence.ListQuery) (string, []any) {
+	var (
+		conds []string
+		args  []any
+	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
 	}
-	return page, nil
+	number := func(col string, m persistence.NumberMatch) {
+		expr := "(ltrim(" + col + ", '+') COLLATE \"C\")"
+		switch {
+		case m.Key == "":
+		case m.Prefix:
+			conds = append(conds, expr+" LIKE "+arg(likePrefix(m.Key)))
+		default:
+			conds = append(conds, expr+" = "+arg(m.Key))
+		}
+	}
+	number("destination_msisdn", q.Destination)
+	number("source_msisdn", q.Source)
+	if q.State != "" {
+		conds = append(conds, "state = "+arg(string(q.State)))
+	}
+	if !q.Since.IsZero() {
+		conds = append(conds, "created_at >= "+arg(norm(q.Since)))
+	}
+	if !q.Until.IsZero() {
+		conds = append(conds, "created_at < "+arg(norm(q.Until)))
+	}
+	if q.Frontend != "" {
+		conds = append(conds, "frontend = "+arg(q.Frontend))
+	}
+	if q.Peer != "" {
+		p := arg(q.Peer)
+		conds = append(conds, "(source_smsc = "+p+" OR dest_smsc = "+p+")")
+	}
+	order := " ORDER BY seq DESC"
+	switch {
+	case q.ByTime():
+		order = " ORDER BY created_at DESC, seq DESC"
+		if q.Before > 0 {
+			conds = append(conds, "(created_at, seq) < ("+arg(norm(q.BeforeAt))+", "+arg(q.Before)+")")
+		}
+	case q.Before > 0:
+		conds = append(conds, "seq < "+arg(q.Before))
+	}
+	sql := "SELECT " + columns("") + " FROM messages"
+	if len(conds) > 0 {
+		sql += " WHERE " + strings.Join(conds, " AND ")
+	}
+	return sql + order + " LIMIT " + arg(q.Limit+1), args
+}
+
+// likePrefix is a LIKE pattern matching every string that starts with p
+// (its own % _ and \ escaped).
+func likePrefix(p string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(p) + "%"
 }
 
 // Stats implements persistence.Store: three aggregates in one round trip.

@@ -45,8 +45,23 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{"queueable", queueableSQL, []any{"pending", "forward", "peer", 5, 10}},
 		{"forward queue", forwardQueueSQL, []any{"forward"}},
 		{"forward targets", forwardTargetsSQL, nil},
-		{"list", listSQL, []any{5, 10}},
-		{"list by state", listByStateSQL, []any{"pending", 5, 10}},
+	}
+	t5 := time.Date(2030, 1, 1, 0, 0, 5, 0, time.UTC)
+	for name, q := range map[string]persistence.ListQuery{
+		"list":                      {Limit: 10, Before: 5},
+		"list by state":             {State: messages.StatePending, Limit: 10, Before: 5},
+		"search destination":        {Destination: persistence.NumberMatch{Key: "447700"}, Limit: 10, Before: 5},
+		"search destination prefix": {Destination: persistence.NumberMatch{Key: "4477", Prefix: true}, State: messages.StatePending, Limit: 10},
+		"search source":             {Source: persistence.NumberMatch{Key: "ACME"}, Since: t5, Limit: 10},
+		"search time":               {Since: t5, Until: t5.Add(time.Hour), Frontend: "fe", Limit: 10, Before: 5, BeforeAt: t5},
+		"search time and state":     {Until: t5, State: messages.StateFailed, Peer: "b", Limit: 10},
+	} {
+		query, args := listQuery(q)
+		statements = append(statements, struct {
+			name string
+			sql  string
+			args []any
+		}{name, query, args})
 	}
 	// The one scan a statement may make: of a partial index that holds
 	// only the rows it wants, of the table in rowid order that stops at
@@ -72,6 +87,9 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			})
 			if err != nil {
 				t.Fatalf("%s: %s: %v", when, st.name, err)
+			}
+			if testing.Verbose() && strings.HasPrefix(st.name, "search") {
+				t.Logf("%s: %s", st.name, strings.Join(plan, " | "))
 			}
 			for _, line := range plan {
 				// A scan of a VALUES list or of a bounded subquery (w, or

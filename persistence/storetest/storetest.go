@@ -83,6 +83,7 @@ func groups() []group {
 		{"Write", writeCases()},
 		{"Drift", driftCases()},
 		{"APIv2", apiCases()},
+		{"Search", searchCases()},
 	}
 }
 
