@@ -20,6 +20,8 @@ var benchLine = regexp.MustCompile(`^bench: (\S+) (\S+) (\S+) baseline=(\S+) rat
 var units = map[string]string{
 	"ingest": "msg/s", "delivery": "msg/s", "river-sqlite": "jobs/s", "federated": "msg/s", "drain": "msg/s",
 	"latency": "ms", "memory": "MB/100k", "restart": "ms", "postgres-site": "msg/s", "postgres-site-vs-single": "msg/s",
+	"search": "ms", "search-sqlite": "ms", "search-prefix-sqlite": "ms", "search-time-sqlite": "ms", "search-ingest-sqlite": "rows/s",
+	"search-postgres": "ms", "search-prefix-postgres": "ms", "search-time-postgres": "ms", "search-ingest-postgres": "rows/s",
 }
 
 // The figures each output-shape test runs: together every figure, so that
@@ -29,6 +31,7 @@ var (
 	riverSQLiteFigure = []string{"river-sqlite"} // brings delivery, its baseline
 	latencyFigure     = []string{"latency"}
 	restartFigure     = []string{"restart"}
+	searchFigure      = []string{"search"}
 )
 
 // checkShape runs the benchmark with args and checks that it prints
@@ -125,10 +128,23 @@ func TestRestartLine(t *testing.T) {
 	checkShape(t, []string{"--only", strings.Join(restartFigure, ","), "--restart-queued", "2000", "--restart-small", "200"}, restartFigure)
 }
 
+// TestSearchLines: the search figures on a few thousand messages in each
+// store (the figure's point is 10 million: make bench).
+func TestSearchLines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills two stores")
+	}
+	var lines []string
+	for _, store := range []string{"sqlite", "postgres"} {
+		lines = append(lines, "search-"+store, "search-prefix-"+store, "search-time-"+store, "search-ingest-"+store)
+	}
+	checkShape(t, []string{"--only", strings.Join(searchFigure, ","), "--search-rows", "3000", "--window", "300ms"}, lines)
+}
+
 // TestEveryFigureChecked: the shape tests above run every figure.
 func TestEveryFigureChecked(t *testing.T) {
 	var checked []string
-	for _, l := range [][]string{shortRunFigures, riverSQLiteFigure, latencyFigure, restartFigure} {
+	for _, l := range [][]string{shortRunFigures, riverSQLiteFigure, latencyFigure, restartFigure, searchFigure} {
 		checked = append(checked, l...)
 	}
 	for _, f := range figures {

@@ -88,6 +88,11 @@
 //	          local test server pgtest uses); each run creates and drops a
 //	          schema of its own. No server is an error, not a skip.
 //
+//	search    (measured once, on each store) a search by destination on a
+//	          store holding --search-rows messages (10,000,000), against
+//	          the same search without its index; and what the search
+//	          indexes cost ingest (search.go).
+//
 // The baseline of ingest, delivery and federated is a plain net/http HTTPS
 // server (same TLS, HTTP/1.1 only) that decodes the same JSON into a struct
 // and answers 202, driven by the same clients for the same window. Each
@@ -98,7 +103,7 @@
 // Usage: go run ./cmd/bench [--window 10s] [--warmup 2s] [--clients 64]
 // [--repeat 3] [--only FIG[,FIG...]] [--queued 100000] [--latency-rate 100]
 // [--memory-queued 1000000] [--restart-queued 1000000] [--restart-small 1000]
-// [--node-binary FILE] [--postgres DSN] [--short]
+// [--node-binary FILE] [--search-rows 10000000] [--postgres DSN] [--short]
 // [--cpuprofile FILE] [--trace FILE] [--profile-figure FIG]
 package main
 
@@ -142,16 +147,18 @@ type options struct {
 	// and of its baseline; nodeBinary is its binary ("" = build one).
 	restartQueued, restartSmall int64
 	nodeBinary                  string
+	// searchRows is how many messages the search figures store.
+	searchRows int64
 	// selected are the figures to run, in the order of figures.
 	selected []string
 }
 
 // figures in the order they are run and printed.
-var figures = []string{"ingest", "delivery", "river-sqlite", "federated", "drain", "latency", "memory", "restart", "postgres-site"}
+var figures = []string{"ingest", "delivery", "river-sqlite", "federated", "drain", "latency", "memory", "restart", "postgres-site", "search"}
 
 // once are the figures measured in the first repeat only: each takes
 // minutes of filling.
-var once = map[string]bool{"memory": true, "restart": true}
+var once = map[string]bool{"memory": true, "restart": true, "search": true}
 
 // implies maps a figure to the figure that is its baseline: --only runs
 // that one too.
@@ -189,7 +196,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.only, "only", "", "run only these figures, comma-separated, of: "+strings.Join(figures, ",")+" (drain implies federated and river-sqlite implies delivery, their baselines)")
 	fs.Int64Var(&o.queued, "queued", 100000, "messages queued during the cut and drained after the heal (drain figure)")
 	fs.Int64Var(&o.memQueued, "memory-queued", 1000000, "messages queued during the cut for the memory figure (BENCH.md's goal is per 1M)")
-	fs.BoolVar(&short, "short", false, "quick check: --window 1s --warmup 0.5s --repeat 1 --queued 10000 --memory-queued 100000 --restart-queued 100000 (explicit flags win)")
+	fs.BoolVar(&short, "short", false, "quick check: --window 1s --warmup 0.5s --repeat 1 --queued 10000 --memory-queued 100000 --restart-queued 100000 --search-rows 100000 (explicit flags win)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the first subject window (node + clients; clients carry the pprof label bench=client) to FILE")
 	fs.StringVar(&o.trace, "trace", "", "write a runtime/trace execution trace of the first subject window to FILE (go tool trace -pprof=syscall|sched|sync FILE shows where wall time waits)")
 	fs.StringVar(&o.profileFig, "profile-figure", "", "the figure whose first window --cpuprofile/--trace cover (default: the first figure run; memory has no window)")
@@ -197,6 +204,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.bodySize, "body-size", 321, "bytes of each submission's JSON request body")
 	fs.Int64Var(&o.restartQueued, "restart-queued", 1000000, "messages queued in the store of the restart figure (BENCH.md's goal is for 1M)")
 	fs.Int64Var(&o.restartSmall, "restart-small", 1000, "messages queued in the store of the restart figure's baseline")
+	fs.Int64Var(&o.searchRows, "search-rows", 10_000_000, "messages stored for the search figures (the goal: milliseconds on 10 million)")
 	fs.StringVar(&o.nodeBinary, "node-binary", "", "the switchboard binary of the restart figure (default: go build ./cmd/node into the bench's temp dir)")
 	fs.Float64Var(&o.latencyRate, "latency-rate", 100, "open-loop submission rate of the latency figure and its durable echo (msg/s; BENCH.md goal 6 is at 100)")
 	defPG := os.Getenv(envPostgres)
@@ -227,6 +235,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		}
 		if !set["memory-queued"] {
 			o.memQueued = 100000
+		}
+		if !set["search-rows"] {
+			o.searchRows = 100000
 		}
 		if !set["restart-queued"] {
 			o.restartQueued = 100000
@@ -319,7 +330,7 @@ func run(args []string, out, stderr io.Writer) error {
 		o.clients, o.consumers, o.window, o.warmup, o.repeat, o.bodySize, o.queued, o.memQueued, root)
 	fmt.Fprintf(out, "# figures: %s\n", strings.Join(selected, ", "))
 	var pg *pgServer
-	if slices.Contains(selected, "postgres-site") {
+	if slices.Contains(selected, "postgres-site") || slices.Contains(selected, "search") {
 		var version string
 		if pg, version, err = openPostgres(o.postgres); err != nil {
 			return err
@@ -346,6 +357,7 @@ func run(args []string, out, stderr io.Writer) error {
 	var river, single []runResult
 	var lats, echos []latResult
 	var restarts []restartResult // [small, big]
+	var searches []searchResult
 	for rep := 1; rep <= o.repeat; rep++ {
 		for _, fig := range selected {
 			if httpsBaseline[fig] {
@@ -404,6 +416,14 @@ func run(args []string, out, stderr io.Writer) error {
 					if err := os.RemoveAll(fmt.Sprintf("%s-%d", dir, n)); err != nil {
 						return err
 					}
+				}
+				continue
+			case "search":
+				if searches, err = runSearch(o, dir, pg, out); err != nil {
+					return fmt.Errorf("search: %w", err)
+				}
+				if err := os.RemoveAll(dir); err != nil {
+					return err
 				}
 				continue
 			case "latency":
@@ -494,6 +514,9 @@ func run(args []string, out, stderr io.Writer) error {
 			fmt.Fprintf(out, "# memory (MB of VmRSS growth per 100k queued messages, %d queued, measured once): %s; goal <= %.0f (ratio <= 1 meets it)\n",
 				o.memQueued, listf(vs, "%.2f"), memoryGoal)
 			fmt.Fprintf(out, "bench: memory %.2f MB/100k baseline=%.0f ratio=%.3f\n", m, memoryGoal, m/memoryGoal)
+			continue
+		case "search":
+			printSearch(out, searches)
 			continue
 		case "restart":
 			small, big := restarts[0], restarts[1]
