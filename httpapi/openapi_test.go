@@ -591,7 +591,8 @@ func TestOpenAPISchemasMatchGo(t *testing.T) {
 	opts := messages.Options{DataCoding: messages.CodingBinary, Binary: []byte{0, 255}, ValidityUntil: &at, DeliverAfter: &at}
 	msg := messages.Message{ID: "m-1", SourceMSISDN: "alice", DestinationMSISDN: "+447700900001", Body: "hi", Options: opts,
 		State: messages.StateForwardQueued, SourceSMSC: "a", DestSMSC: "b", Frontend: "fe", Attempts: 1,
-		Reason: messages.ReasonExpired, CreatedAt: at, UpdatedAt: at, SubmittedAt: at, QueuedAt: &at, History: hist}
+		Reason: messages.ReasonExpired, CreatedAt: at, UpdatedAt: at, SubmittedAt: at, QueuedAt: &at, NextAttemptAt: &at,
+		LastDetail: "accepted", History: hist}
 	peer := messages.PeerInfo{Node: "b", Address: "127.0.0.1:8443", State: messages.PeerDegraded, ConsecutiveFailures: 1,
 		LastSuccess: &at, Frontends: []string{"fe"}, ForwardQueueDepth: 3,
 		Instances: []messages.PeerInstance{{Address: "127.0.0.1:8443", InstanceID: "b-0"}}, LastError: "timeout"}

@@ -25,8 +25,16 @@ type Message struct {
 	SubmittedAt time.Time `json:"submitted_at"`
 	// QueuedAt is when the message entered forward_queued; nil in every
 	// other state. Its wait for forward_failed counts from here.
-	QueuedAt *time.Time     `json:"queued_at,omitempty"`
-	History  []HistoryEntry `json:"history,omitempty"`
+	QueuedAt *time.Time `json:"queued_at,omitempty"`
+	// NextAttemptAt is when its delivery (or forward) work is due next:
+	// the next retry, a scheduled delivery; nil without such work. Read
+	// by GetMessage and ListMessages only.
+	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
+	// LastDetail is the detail of its last transition: why it waits
+	// ("attempt 2 failed: HTTP 503; retry in 40s") or failed. Read by
+	// GetMessage and ListMessages only.
+	LastDetail string         `json:"last_detail,omitempty"`
+	History    []HistoryEntry `json:"history,omitempty"`
 
 	// Seq orders messages by acceptance within one store (list cursors).
 	Seq int64 `json:"-"`

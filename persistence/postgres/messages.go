@@ -166,12 +166,12 @@ func (s *Store) GetMessage(ctx context.Context, id string) (messages.Message, er
 		ats             []time.Time
 	)
 	var first messages.HistoryEntry
-	row := s.pool.QueryRow(ctx, `SELECT `+columns("m")+`, m.first_state, m.first_detail,
+	row := s.pool.QueryRow(ctx, `SELECT `+columns("m")+`, `+apiColumns("m")+`, m.first_state, m.first_detail,
 		array(SELECT h.state FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal),
 		array(SELECT h.at FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal),
 		array(SELECT h.detail FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal)
 	FROM messages m WHERE m.id = $1`, id)
-	m, err := scanMessage(row, &first.State, &first.Detail, &states, &ats, &details)
+	m, err := scanAPIMessage(row, &first.State, &first.Detail, &states, &ats, &details)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return messages.Message{}, s.fail("get message", fmt.Errorf("message %q: %w", id, persistence.ErrNotFound))
 	}
@@ -205,7 +205,7 @@ func (s *Store) ListMessages(ctx context.Context, q persistence.ListQuery) (pers
 	if err != nil {
 		return persistence.Page{}, s.fail("list messages", err)
 	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (messages.Message, error) { return scanMessage(row) })
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (messages.Message, error) { return scanAPIMessage(row) })
 	if err != nil {
 		return persistence.Page{}, s.fail("list messages", err)
 	}
@@ -265,7 +265,7 @@ func listQuery(q persistence.ListQuery) (string, []any) {
 	case q.Before > 0:
 		conds = append(conds, "seq < "+arg(q.Before))
 	}
-	sql := "SELECT " + columns("") + " FROM messages"
+	sql := "SELECT " + columns("") + ", " + apiColumns("messages") + " FROM messages"
 	if len(conds) > 0 {
 		sql += " WHERE " + strings.Join(conds, " AND ")
 	}

@@ -170,6 +170,31 @@ func columns(alias string) string {
 	return strings.Join(out, ", ")
 }
 
+// apiColumns are read after the message columns of table t (its name or
+// alias) for the API's documents (GetMessage, ListMessages): when the
+// message's work is next due (NextAttemptAt) and its last transition's
+// detail (LastDetail: its first entry's when that is the only one, held
+// by the row). Each is one index lookup.
+func apiColumns(t string) string {
+	return "(SELECT min(o.due_at) FROM outbox o WHERE o.message_id = " + t + ".id AND o.kind <> 'status'), " +
+		"COALESCE((SELECT h.detail FROM history h WHERE h.message_id = " + t + ".id AND h.ordinal = " + t + ".history_len), " + t + ".first_detail)"
+}
+
+// scanAPIMessage reads the message columns, apiColumns and then extra.
+func scanAPIMessage(row scanner, extra ...any) (messages.Message, error) {
+	var (
+		due  *time.Time
+		last string
+	)
+	m, err := scanMessage(row, append([]any{&due, &last}, extra...)...)
+	if due != nil {
+		t := due.UTC()
+		m.NextAttemptAt = &t
+	}
+	m.LastDetail = last
+	return m, err
+}
+
 // scanner is a pgx.Row or pgx.Rows.
 type scanner interface{ Scan(dest ...any) error }
 

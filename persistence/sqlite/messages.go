@@ -103,7 +103,7 @@ func (s *Store) GetMessage(ctx context.Context, id string) (messages.Message, er
 	err := s.read(ctx, "get message", func(tx *sql.Tx) error {
 		var first messages.HistoryEntry
 		var err error
-		m, err = scanMessage(tx.QueryRowContext(ctx, `SELECT `+messageColumns+`, first_state, first_detail FROM messages WHERE id = ?`, id),
+		m, err = scanAPIMessage(tx.QueryRowContext(ctx, `SELECT `+messageColumns+`, `+apiColumns+`, first_state, first_detail FROM messages WHERE id = ?`, id),
 			&first.State, &first.Detail)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("message %q: %w", id, persistence.ErrNotFound)
@@ -206,7 +206,7 @@ func listQuery(q persistence.ListQuery) (string, []any) {
 	case q.Before > 0:
 		where("seq < ?", q.Before)
 	}
-	sql := "SELECT " + messageColumns + " FROM messages" + index
+	sql := "SELECT " + messageColumns + ", " + apiColumns + " FROM messages" + index
 	if len(conds) > 0 {
 		sql += " WHERE " + strings.Join(conds, " AND ")
 	}
@@ -228,7 +228,7 @@ func (s *Store) ListMessages(ctx context.Context, q persistence.ListQuery) (pers
 			return err
 		}
 		return scanEach(rows, func(r *sql.Rows) error {
-			m, err := scanMessage(r)
+			m, err := scanAPIMessage(r)
 			list = append(list, m)
 			return err
 		})

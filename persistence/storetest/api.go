@@ -20,6 +20,7 @@ func apiCases() []testCase {
 		{"AckAfterTheLeaseRanOutApplies", apiAckAfterLease},
 		{"OwnValidityExpires", apiOwnValidityExpires},
 		{"ReportedAttemptsAreTheMessages", apiReportedAttempts},
+		{"NextAttemptAndLastDetail", apiNextAttemptAndLastDetail},
 	}
 }
 
@@ -196,4 +197,30 @@ func apiReportedAttempts(f *fixture) {
 	if m := f.get("api-att-none"); m.Attempts != 0 {
 		f.Errorf("reported without attempts (an older peer): %d attempts, want 0", m.Attempts)
 	}
+}
+
+func apiNextAttemptAndLastDetail(f *fixture) {
+	f.accept(base, msgDue("api-next", at(time.Minute)), newMsg("api-done"))
+	check := func(what, id string, due *time.Time, detail string) {
+		f.Helper()
+		var listed messages.Message
+		for _, m := range f.list(persistence.ListQuery{Limit: 10}).Messages {
+			if m.ID == id {
+				listed = m
+			}
+		}
+		for where, m := range map[string]messages.Message{"GetMessage": f.get(id), "ListMessages": listed} {
+			if msg := queuedDiff(m.NextAttemptAt, due); msg != "" || m.LastDetail != detail {
+				f.Errorf("%s: %s: next attempt %v (%s), last detail %q; want %q", what, where, m.NextAttemptAt, msg, m.LastDetail, detail)
+			}
+		}
+	}
+	check("accepted", "api-next", ptr(at(time.Minute)), "accepted")
+	f.claimDelivery(feA, ownerA, at(time.Minute), 10)
+	f.completeOne(at(2*time.Minute), persistence.Outcome{MessageID: "api-next", Result: persistence.ResultRetry, RetryAt: at(10 * time.Minute),
+		Detail: "attempt 1 failed: busy; retry in 8m"}, persistence.Applied)
+	check("retrying", "api-next", ptr(at(10*time.Minute)), "attempt 1 failed: busy; retry in 8m")
+	f.claimDelivery(feA, ownerA, base, 10)
+	f.deliver(at(time.Second), "api-done")
+	check("delivered", "api-done", nil, "delivered")
 }
