@@ -83,6 +83,7 @@ func (n *Node) publish(ev messages.StateChanged) {
 	if ev.State == messages.StateDelivered || ev.State == messages.StateFailed {
 		n.kickStatus()
 	}
+	n.events.count(ev)
 	if ev.State == messages.StateFailed || ev.State == messages.StateForwardFailed {
 		n.failures.Write("id", ev.ID, "state", ev.State, "frontend", ev.Frontend, "reason", ev.Reason, "detail", ev.Detail)
 	}

@@ -121,6 +121,12 @@ type Node struct {
 	// failures logs each message that ends failed or forward_failed, at a
 	// bounded rate (see publish).
 	failures *ratelog.Log
+	// events and timeline are the UI's live chart (timeline.go).
+	events          eventCounts
+	timeline        timeline
+	timelineMu      sync.Mutex
+	timelineStopped bool
+	stopTimeline    func() bool
 
 	ready    atomic.Bool
 	inflight atomic.Int64 // submits waiting for the intake (admission control)
@@ -236,6 +242,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err := n.startRing(); err != nil {
 		return err
 	}
+	n.startTimeline()
 	n.ready.Store(true)
 	return nil
 }
@@ -625,6 +632,7 @@ func (n *Node) teardown(ctx context.Context) error {
 			ln.Close()
 		}
 	}
+	n.endTimeline()
 	n.failures.Close()
 	if n.api != nil {
 		n.api.Close()

@@ -30,6 +30,9 @@ type Backend interface {
 	Poll(ctx context.Context, frontend string, max int, wait, lease time.Duration) ([]messages.Outgoing, error)
 	Ack(ctx context.Context, frontend string, results []messages.DeliveryResult) ([]messages.AckOutcome, error)
 
+	// Timeline is the node's own last hour (GET /api/stats/timeline).
+	Timeline(ctx context.Context) (Timeline, error)
+
 	// Ready reports why the node cannot serve (nil when it can).
 	Ready(ctx context.Context) error
 
@@ -77,4 +80,24 @@ type Status struct {
 	OutboxOldest      *time.Time          `json:"outbox_oldest,omitempty"`
 	Peers             []messages.PeerInfo `json:"peers"`
 	Frontends         []messages.Frontend `json:"frontends"`
+}
+
+// Timeline is the document of GET /api/stats/timeline: the node's own
+// counters over the last hour, a point each IntervalSeconds, oldest first
+// (the web UI's live chart).
+type Timeline struct {
+	IntervalSeconds int             `json:"interval_seconds"`
+	Points          []TimelinePoint `json:"points"`
+}
+
+// TimelinePoint is one interval: messages accepted, delivered and failed
+// (failed or forward_failed) per second over it, and the depths at its
+// end (omitted when the store could not be read).
+type TimelinePoint struct {
+	At                time.Time `json:"at"`
+	Accepted          float64   `json:"accepted_per_second"`
+	Delivered         float64   `json:"delivered_per_second"`
+	Failed            float64   `json:"failed_per_second"`
+	OutboxDepth       *int64    `json:"outbox_depth,omitempty"`
+	ForwardQueueDepth *int64    `json:"forward_queue_depth,omitempty"`
 }

@@ -245,6 +245,20 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
+func (s *Server) timeline(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	tl, err := s.cfg.Backend.Timeline(ctx)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if tl.Points == nil {
+		tl.Points = []TimelinePoint{}
+	}
+	writeJSON(w, http.StatusOK, tl)
+}
+
 func (s *Server) listRoutes(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.ctx(r)
 	defer cancel()

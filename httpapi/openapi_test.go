@@ -606,6 +606,7 @@ func TestOpenAPISchemasMatchGo(t *testing.T) {
 	report := messages.StatusReport{ID: "m-1", Node: "b", Status: messages.ReportFailed, At: at, Reason: "rejected", Attempts: 2}
 	var errDoc errorDoc
 	errDoc.Error.Code, errDoc.Error.Message = messages.CodeNotFound, "no such message"
+	one := int64(1)
 
 	cases := []struct {
 		schema     string
@@ -620,6 +621,9 @@ func TestOpenAPISchemasMatchGo(t *testing.T) {
 		{"Status", Status{Node: "a", InstanceID: "a-0", Version: "v", Store: "embedded", Federation: true, Counts: counts, ForwardQueueDepth: 1,
 			OutboxDepth: 1, DLQDepth: 1, OutboxOldest: &at, Peers: []messages.PeerInfo{peer}, Frontends: []messages.Frontend{fe}}, Status{}},
 		{"PeerInfo", peer, messages.PeerInfo{}},
+		{"Timeline", Timeline{IntervalSeconds: 10, Points: []TimelinePoint{{At: at, Accepted: 1, Delivered: 1, Failed: 1,
+			OutboxDepth: &one, ForwardQueueDepth: &one}}}, Timeline{}},
+		{"TimelinePoint", TimelinePoint{At: at, Accepted: 1, Delivered: 1, Failed: 1, OutboxDepth: &one, ForwardQueueDepth: &one}, TimelinePoint{}},
 		{"PeerInstance", peer.Instances[0], messages.PeerInstance{}},
 		{"Route", messages.Route{Prefix: "44", Frontend: "fe", UpdatedAt: at}, messages.Route{}},
 		{"Frontend", fe, messages.Frontend{}},

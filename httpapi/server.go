@@ -101,6 +101,7 @@ func (s *Server) routes() *mux.Router {
 	api("/messages/{id}", s.getMessage, http.MethodGet)
 	api("/messages/{id}/resubmit", s.resubmit, http.MethodPost)
 	api("/status", s.status, http.MethodGet)
+	api("/stats/timeline", s.timeline, http.MethodGet)
 	api("/routes", s.listRoutes, http.MethodGet)
 	api("/routes/{prefix}", s.putRoute, http.MethodPut)
 	api("/routes/{prefix}", s.deleteRoute, http.MethodDelete)

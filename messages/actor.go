@@ -235,4 +235,7 @@ type StateChanged struct {
 	At       time.Time
 	Detail   string
 	Reason   string
+	// Accepted marks the first transition of a message this node accepted
+	// (a client's submission or a peer's forward), not a resubmit.
+	Accepted bool
 }

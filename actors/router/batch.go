@@ -378,7 +378,7 @@ func (b *Batch) settle(w persistence.Written, err error) (changes []messages.Sta
 		}
 		nm := b.Stored[k]
 		changes = append(changes, messages.StateChanged{ID: acc.Message.ID, State: acc.Message.State,
-			Frontend: acc.Message.Frontend, At: b.Now, Detail: nm.Detail})
+			Frontend: acc.Message.Frontend, At: b.Now, Detail: nm.Detail, Accepted: true})
 		key := persistence.WorkSpec{Kind: nm.Work.Kind, Target: nm.Work.Target}
 		// Forwards of a peer that is not healthy wait, work handed over is
 		// taken; the rest is due for a claim.
