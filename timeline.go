@@ -71,10 +71,10 @@ func (t *timeline) snapshot() []httpapi.TimelinePoint {
 func (n *Node) sample(now time.Time, elapsed time.Duration) {
 	secs := elapsed.Seconds()
 	p := httpapi.TimelinePoint{
-		At:          now.UTC(),
-		Accepted:    float64(n.events.accepted.Swap(0)) / secs,
-		Delivered:   float64(n.events.delivered.Swap(0)) / secs,
-		Failed:      float64(n.events.failed.Swap(0)) / secs,
+		At:        now.UTC(),
+		Accepted:  float64(n.events.accepted.Swap(0)) / secs,
+		Delivered: float64(n.events.delivered.Swap(0)) / secs,
+		Failed:    float64(n.events.failed.Swap(0)) / secs,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
