@@ -42,7 +42,7 @@ sim: ## sim harness: 20 random seeds of 5 nodes, a 20-node full mesh, then 50 se
 	$(GO) run ./cmd/sim --seed 1 --nodes 20 --duration 5s --faults random
 	$(GO) run ./cmd/sim --seeds $${SIM_RING_SEEDS:-50} --nodes 2 --faults ring-failover
 
-bench: build ## benchmarks: prints `bench:` ratio lines (BENCH.md)
+bench: build ## benchmarks: prints `bench:` ratio lines (docs/performance.md)
 	.ci/postgres
 	$(GO) run ./cmd/bench
 

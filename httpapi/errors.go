@@ -64,7 +64,7 @@ func StatusOf(code string) int {
 	return http.StatusInternalServerError
 }
 
-// errorDoc is the JSON error document of CONTRACT.md.
+// errorDoc is the JSON error document of docs/api.md.
 type errorDoc struct {
 	Error struct {
 		Code    string `json:"code"`

@@ -12,7 +12,7 @@ import (
 	"github.com/switchboard-dev/switchboard/messages"
 )
 
-// Paths of the federation API (CONTRACT.md, "Federation"); the peer client
+// Paths of the federation API (docs/federation.md); the peer client
 // calls the same ones.
 const (
 	pathIdentity    = "/api/federation/identity"

@@ -11,7 +11,7 @@ import (
 	"github.com/switchboard-dev/switchboard/messages"
 )
 
-// Paths of the ring API (CONTRACT.md, "Ring"). join, poll and leave are
+// Paths of the ring API (docs/ring.md). join, poll and leave are
 // instance to instance inside one site: they authenticate like the
 // federation API (mutual TLS, X-Federation-Node = the certificate's name,
 // which for an instance of our own site is our own --name) and sit outside

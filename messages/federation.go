@@ -5,7 +5,7 @@ import (
 	"unicode/utf8"
 )
 
-// The federation protocol's wire documents (CONTRACT.md, "Federation").
+// The federation protocol's wire documents (docs/federation.md).
 // Every request carries the header FederationHeader naming the caller.
 
 // FederationHeader names the calling node on every federation request.
@@ -266,7 +266,7 @@ type StatusBatchReply struct {
 // PeerState is this node's view of a peer's health.
 type PeerState string
 
-// Peer states (CONTRACT.md, "Peer states").
+// Peer states (docs/api.md, "Peer states").
 const (
 	// PeerUnknown: the first check is in progress.
 	PeerUnknown PeerState = "unknown"

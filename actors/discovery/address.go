@@ -9,7 +9,7 @@ import (
 )
 
 // DefaultAPIPort is the federation port of a static peer given without one
-// and of an SRV target whose record says port 0 (CONTRACT.md: 8443).
+// and of an SRV target whose record says port 0 (--api-port, 8443 by default).
 const DefaultAPIPort = 8443
 
 // dnsPort is the port of a DNS server given without one.

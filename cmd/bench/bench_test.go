@@ -13,7 +13,7 @@ import (
 	"github.com/switchboard-dev/switchboard/messages"
 )
 
-// benchLine is the format of BENCH.md.
+// benchLine is the format docs/performance.md describes.
 var benchLine = regexp.MustCompile(`^bench: (\S+) (\S+) (\S+) baseline=(\S+) ratio=(\S+)$`)
 
 // units are the unit of each bench: line.

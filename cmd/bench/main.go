@@ -1,10 +1,12 @@
 // Command bench measures a Switchboard node against a baseline measured by
-// the same process in the same run (see BENCH.md: the machines are noisy, so
+// the same process in the same run (see docs/performance.md: the machines are noisy, so
 // every figure is a ratio). For each figure it prints exactly one line
 //
 //	bench: <name> <value> <unit> baseline=<value> ratio=<value>
 //
 // and human context on lines starting with '#'.
+//
+// The goals (goal 1 to 7) are listed in docs/performance.md.
 //
 // Figures:
 //
@@ -12,8 +14,8 @@
 //	          (embedded SQLite: its WAL synced before an answer) and wait
 //	          for the 202; accepted msg/s over the window.
 //	delivery  the same submitters plus pull consumers (poll max 100, ack all
-//	          as delivered); acked msg/s over the window. Goal (BENCH.md
-//	          goal 1): >= 0.50 of the raw HTTPS baseline (ingest: 0.60).
+//	          as delivered); acked msg/s over the window. Goal
+//	          (docs/performance.md, goal 1): >= 0.50 of the raw HTTPS baseline (ingest: 0.60).
 //	river-sqlite
 //	          River (github.com/riverqueue/river) on its SQLite driver
 //	          (modernc.org/sqlite, WAL, synchronous=FULL, one connection)
@@ -44,16 +46,16 @@
 //	          HTTP/1.1 keep-alive) that decodes the same submission,
 //	          commits it as one row in its own transaction (modernc SQLite
 //	          through database/sql, WAL, synchronous=FULL) and answers 202.
-//	          Goal (BENCH.md goal 6): ratio <= 3, lower is better.
+//	          Goal 6: ratio <= 3, lower is better.
 //	memory    growth of the process's VmRSS while A queues
 //	          --memory-queued messages (1,000,000) for the cut-off B (after
 //	          a full GC at each reading), in MB per 100,000 queued
 //	          messages; its baseline is the goal (5 MB per 100k = 50 MB
-//	          per 1M, BENCH.md), so ratio <= 1 meets it. Measured once
+//	          per 1M, goal 5), so ratio <= 1 meets it. Measured once
 //	          (first repeat only): a fill of 1M takes about 100 s.
 //	restart   time for the real binary holding --restart-queued messages
 //	          (1,000,000) to recover from kill -9, against the same with
-//	          --restart-small (1,000), in ms; ratio <= 2 meets BENCH.md
+//	          --restart-small (1,000), in ms; ratio <= 2 meets
 //	          goal 5 (lower is better). The messages are loaded straight
 //	          into an embedded store (persistence/sqlite, Accept batches
 //	          of 1,000 pending messages with delivery work for the pull
@@ -80,7 +82,7 @@
 //	          1,000, at most 20,000 ahead) while working them with a worker
 //	          that only completes (2,000 workers), as river bench does
 //	          continuously; completed jobs/s over the same window in the
-//	          same repeat (BENCH.md goal 4: >= 0.50). A second
+//	          same repeat (goal 4: >= 0.50). A second
 //	          line, postgres-site-vs-single, prints the same site figure
 //	          against ONE instance on Postgres (same clients, the same
 //	          total of consumers): does adding instances scale? The server
@@ -172,14 +174,14 @@ var httpsBaseline = map[string]bool{"ingest": true, "delivery": true, "federated
 var profiled = map[string]bool{"ingest": true, "delivery": true, "federated": true, "drain": true, "postgres-site": true}
 
 // httpsGoals are the goals of the figures measured against the raw HTTPS
-// baseline (BENCH.md goals 1 and 2), as ratios: the figure passes at or
+// baseline (goals 1 and 2), as ratios: the figure passes at or
 // above it.
 var httpsGoals = map[string]struct {
 	min  float64
 	goal int
 }{"ingest": {0.60, 1}, "delivery": {0.50, 1}, "federated": {0.50, 2}}
 
-// memoryGoal is BENCH.md goal 5 (<= 50 MB per 1M queued messages) in the
+// memoryGoal is goal 5 (<= 50 MB per 1M queued messages) in the
 // memory figure's unit, MB per 100,000 queued messages.
 const memoryGoal = 5.0
 
@@ -195,18 +197,18 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.repeat, "repeat", 3, "repeats; the median of each figure and of the baseline is reported")
 	fs.StringVar(&o.only, "only", "", "run only these figures, comma-separated, of: "+strings.Join(figures, ",")+" (drain implies federated and river-sqlite implies delivery, their baselines)")
 	fs.Int64Var(&o.queued, "queued", 100000, "messages queued during the cut and drained after the heal (drain figure)")
-	fs.Int64Var(&o.memQueued, "memory-queued", 1000000, "messages queued during the cut for the memory figure (BENCH.md's goal is per 1M)")
+	fs.Int64Var(&o.memQueued, "memory-queued", 1000000, "messages queued during the cut for the memory figure (the goal is per 1M)")
 	fs.BoolVar(&short, "short", false, "quick check: --window 1s --warmup 0.5s --repeat 1 --queued 10000 --memory-queued 100000 --restart-queued 100000 --search-rows 100000 (explicit flags win)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the first subject window (node + clients; clients carry the pprof label bench=client) to FILE")
 	fs.StringVar(&o.trace, "trace", "", "write a runtime/trace execution trace of the first subject window to FILE (go tool trace -pprof=syscall|sched|sync FILE shows where wall time waits)")
 	fs.StringVar(&o.profileFig, "profile-figure", "", "the figure whose first window --cpuprofile/--trace cover (default: the first figure run; memory has no window)")
 	fs.StringVar(&o.dir, "dir", "", "parent of the temporary data directories (default: the system temp dir)")
 	fs.IntVar(&o.bodySize, "body-size", 321, "bytes of each submission's JSON request body")
-	fs.Int64Var(&o.restartQueued, "restart-queued", 1000000, "messages queued in the store of the restart figure (BENCH.md's goal is for 1M)")
+	fs.Int64Var(&o.restartQueued, "restart-queued", 1000000, "messages queued in the store of the restart figure (the goal is for 1M)")
 	fs.Int64Var(&o.restartSmall, "restart-small", 1000, "messages queued in the store of the restart figure's baseline")
 	fs.Int64Var(&o.searchRows, "search-rows", 10_000_000, "messages stored for the search figures (the goal: milliseconds on 10 million)")
 	fs.StringVar(&o.nodeBinary, "node-binary", "", "the switchboard binary of the restart figure (default: go build ./cmd/node into the bench's temp dir)")
-	fs.Float64Var(&o.latencyRate, "latency-rate", 100, "open-loop submission rate of the latency figure and its durable echo (msg/s; BENCH.md goal 6 is at 100)")
+	fs.Float64Var(&o.latencyRate, "latency-rate", 100, "open-loop submission rate of the latency figure and its durable echo (msg/s; goal 6 is at 100)")
 	defPG := os.Getenv(envPostgres)
 	if defPG == "" {
 		defPG = defaultPostgres
@@ -525,7 +527,7 @@ func run(args []string, out, stderr io.Writer) error {
 				ratio = float64(big.delivered) / float64(small.delivered)
 			}
 			fmt.Fprintf(out, "# restart (ms from the exec after kill -9, measured once): %d queued: ready %.0f, first message polled %.0f; %d queued: ready %.0f, first message polled %.0f; "+
-				"ratio of the first deliveries %.3f, of the readiness %.3f; goal <= 2 (lower is better, BENCH.md goal 5)\n",
+				"ratio of the first deliveries %.3f, of the readiness %.3f; goal <= 2 (lower is better, goal 5)\n",
 				small.queued, ms(small.ready), ms(small.delivered), big.queued, ms(big.ready), ms(big.delivered), ratio, float64(big.ready)/float64(max(small.ready, 1)))
 			fmt.Fprintf(out, "bench: restart %.0f ms baseline=%.0f ratio=%.3f\n", ms(big.delivered), ms(small.delivered), ratio)
 			continue
@@ -545,7 +547,7 @@ func run(args []string, out, stderr io.Writer) error {
 			}
 			fmt.Fprintf(out, "# latency (ms, at %.0f msg/s open loop, client -> A -> B -> pull consumer's ack answered): p50 %s, p99 %s; "+
 				"durable echo (HTTPS JSON, one SQLite row per commit, synchronous=FULL): p50 %s, p99 %s; "+
-				"medians p50=%.2f p99=%.2f, echo p50=%.2f p99=%.2f; ratio of the p99s per repeat %s; goal <= %.0f (lower is better, BENCH.md goal 6)\n",
+				"medians p50=%.2f p99=%.2f, echo p50=%.2f p99=%.2f; ratio of the p99s per repeat %s; goal <= %.0f (lower is better, goal 6)\n",
 				o.latencyRate, listf(p50, "%.2f"), listf(p99, "%.2f"), listf(e50, "%.2f"), listf(e99, "%.2f"),
 				median(p50), m, median(e50), em, listf(paired, "%.2f"), latencyGoal)
 			fmt.Fprintf(out, "bench: latency %.2f ms baseline=%.2f ratio=%.3f\n", m, em, ratio)
@@ -584,7 +586,7 @@ func run(args []string, out, stderr io.Writer) error {
 			pr, ps := pairedRatios(rs, river), pairedRatios(rs, single)
 			fmt.Fprintf(out, "# River baseline runs (jobs/s): %s; median %.0f\n", list(rates(river)), rm)
 			fmt.Fprintf(out, "# postgres single-instance runs (msg/s): %s; median %.0f; %s\n", list(rates(single)), sm, latencies(single))
-			fmt.Fprintf(out, "# postgres-site runs (msg/s): %s; median %.0f; ratio to the River run of the same repeat: %s (median %.3f; goal >= 0.50, BENCH.md goal 4); to the single instance: %s (median %.3f); %s\n",
+			fmt.Fprintf(out, "# postgres-site runs (msg/s): %s; median %.0f; ratio to the River run of the same repeat: %s (median %.3f; goal >= 0.50, goal 4); to the single instance: %s (median %.3f); %s\n",
 				list(rates(rs)), m, listf(pr, "%.3f"), median(pr), listf(ps, "%.3f"), median(ps), latencies(rs))
 			ratio, ratioS := 0.0, 0.0
 			if rm > 0 {
@@ -602,7 +604,7 @@ func run(args []string, out, stderr io.Writer) error {
 		// Each subject run's ratio to the baseline run just before it.
 		paired := pairedRatios(rs, baseOf[fig])
 		g := httpsGoals[fig]
-		fmt.Fprintf(out, "# %s runs (msg/s): %s; median %.0f; ratio to the baseline run before each: %s (median %.3f); goal >= %.2f of the raw HTTPS baseline (BENCH.md goal %d); %s\n",
+		fmt.Fprintf(out, "# %s runs (msg/s): %s; median %.0f; ratio to the baseline run before each: %s (median %.3f); goal >= %.2f of the raw HTTPS baseline (goal %d); %s\n",
 			fig, list(rates(rs)), m, listf(paired, "%.3f"), median(paired), g.min, g.goal, latencies(rs))
 		ratio := 0.0
 		if bm > 0 {

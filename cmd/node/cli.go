@@ -1,7 +1,7 @@
 package main
 
 // The admin CLI: switchboard messages|peers|routes|frontends|status, a client
-// of a node's HTTPS API (CONTRACT.md, "HTTP API"). This file holds what every
+// of a node's HTTPS API (docs/api.md). This file holds what every
 // command shares: the common flags and their environment variables, the
 // parsing of a command line, the API client and the mapping of failures to
 // exit codes; cli_commands.go holds the commands. docs/cli.md is the
@@ -145,7 +145,7 @@ func usageErrorf(format string, args ...any) error {
 	return &usageError{fmt.Errorf(format, args...)}
 }
 
-// apiError is an error document the node answered (CONTRACT.md: 4xx/5xx with
+// apiError is an error document the node answered (docs/api.md: 4xx/5xx with
 // {"error":{"code","message"}}). Code is empty when the answer was not such
 // a document (e.g. a proxy's error page); Message then quotes the body.
 type apiError struct {

@@ -267,7 +267,7 @@ func cliSameDoc(t *testing.T, what, cliOut string, api []byte) {
 	}
 }
 
-// cliListDoc is the document of GET /api/messages (CONTRACT.md).
+// cliListDoc is the document of GET /api/messages (docs/api.md).
 type cliListDoc struct {
 	Messages   []messages.Message `json:"messages"`
 	NextCursor string             `json:"next_cursor"`
