@@ -9,14 +9,14 @@ import (
 	"github.com/switchboard-dev/switchboard/messages"
 )
 
-// search lists every message of a search through the API, following the
-// cursor (pages of 2), and returns the ids.
+// search lists every message of a query of GET /api/messages, following
+// the cursor, and returns the ids.
 func (h *harness) search(query string) []string {
 	h.t.Helper()
 	var ids []string
 	cursor := ""
 	for range 50 {
-		q := query + "&limit=2"
+		q := query
 		if cursor != "" {
 			q += "&cursor=" + url.QueryEscape(cursor)
 		}
@@ -60,15 +60,15 @@ func TestSearchMessages(t *testing.T) {
 			t.Errorf("%s: %v, want %v", what, got, want)
 		}
 	}
-	same("destination with +", h.search("destination=%2B447700900001"), "m5", "m2", "m1")
-	same("destination without +", h.search("destination=447700900001"), "m5", "m2", "m1")
-	same("a + that became a space", h.search("destination=+447700900001"), "m5", "m2", "m1")
-	same("destination prefix", h.search("destination=4477*"), "m5", "m3", "m2", "m1")
-	same("source", h.search("source=15550001"), "m5", "m4", "m1")
-	same("source prefix", h.search("source=AC*"), "m3")
-	same("since", h.search("since="+url.QueryEscape(mid.Format(time.RFC3339Nano))), "m5")
-	same("until", h.search("until="+url.QueryEscape(mid.Format(time.RFC3339Nano))), "m4", "m3", "m2", "m1")
-	same("frontend", h.search("frontend=fr"), "m4")
-	same("number and frontend", h.search("destination=4477*&frontend=fr"))
-	same("number, state and time", h.search("destination=447700900001&state=pending&until="+url.QueryEscape(mid.Format(time.RFC3339Nano))), "m2", "m1")
+	same("destination with +", h.search("destination=%2B447700900001&limit=2"), "m5", "m2", "m1")
+	same("destination without +", h.search("destination=447700900001&limit=2"), "m5", "m2", "m1")
+	same("a + that became a space", h.search("destination=+447700900001&limit=2"), "m5", "m2", "m1")
+	same("destination prefix", h.search("destination=4477*&limit=2"), "m5", "m3", "m2", "m1")
+	same("source", h.search("source=15550001&limit=2"), "m5", "m4", "m1")
+	same("source prefix", h.search("source=AC*&limit=2"), "m3")
+	same("since", h.search("limit=2&since="+url.QueryEscape(mid.Format(time.RFC3339Nano))), "m5")
+	same("until", h.search("limit=2&until="+url.QueryEscape(mid.Format(time.RFC3339Nano))), "m4", "m3", "m2", "m1")
+	same("frontend", h.search("frontend=fr&limit=2"), "m4")
+	same("number and frontend", h.search("destination=4477*&frontend=fr&limit=2"))
+	same("number, state and time", h.search("limit=2&destination=447700900001&state=pending&until="+url.QueryEscape(mid.Format(time.RFC3339Nano))), "m2", "m1")
 }

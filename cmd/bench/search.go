@@ -57,17 +57,27 @@ type searchResult struct {
 
 // searchStore is a store under measurement and a raw connection to the
 // same data for what the store does not offer (dropping indexes, the
-// forced scan).
+// planner's statistics, the forced scan).
 type searchStore struct {
 	store persistence.Store
 	// scan runs the exact search for number without an index.
 	scan func(ctx context.Context, number string) (int, error)
-	// bare drops the search indexes.
-	bare func(ctx context.Context) error
-	// analyze updates the planner's statistics, as a store that has been
-	// filled for a while has them (autovacuum, SQLite's optimize).
-	analyze func(ctx context.Context) error
+	// exec runs a statement on the raw connection; analyze is the
+	// statement that updates the planner's statistics, as a store filled
+	// for a while has them (autovacuum, SQLite's optimize).
+	exec    func(ctx context.Context, sql string) error
+	analyze string
 	close   func() error
+}
+
+// bare drops the search indexes of s.
+func (s *searchStore) bare(ctx context.Context) error {
+	for _, ix := range searchIndexes {
+		if err := s.exec(ctx, "DROP INDEX "+ix); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // runSearch measures both stores (Postgres only when pg is set).
@@ -96,7 +106,7 @@ func runSearch(o options, dir string, pg *pgServer, out io.Writer) ([]searchResu
 		}
 		err = searchFill(s, &r)
 		if err == nil {
-			err = s.analyze(context.Background())
+			err = s.exec(context.Background(), s.analyze)
 		}
 		if err == nil {
 			fmt.Fprintf(out, "# search-%s: %d messages stored in %v\n", st.name, r.rows, r.fill.Round(time.Second))
@@ -268,19 +278,12 @@ func openSearchSQLite(dir string) (*searchStore, error) {
 			return countRows(db.QueryContext(ctx, `SELECT id FROM messages NOT INDEXED WHERE ltrim(destination_msisdn, '+') = ?
 				ORDER BY seq DESC LIMIT 50`, number))
 		},
-		bare: func(ctx context.Context) error {
-			for _, ix := range searchIndexes {
-				if _, err := db.ExecContext(ctx, "DROP INDEX "+ix); err != nil {
-					return err
-				}
-			}
-			return nil
-		},
-		analyze: func(ctx context.Context) error {
-			_, err := db.ExecContext(ctx, "ANALYZE")
+		exec: func(ctx context.Context, sql string) error {
+			_, err := db.ExecContext(ctx, sql)
 			return err
 		},
-		close: func() error { db.Close(); return st.Close() },
+		analyze: "ANALYZE",
+		close:   func() error { db.Close(); return st.Close() },
 	}, nil
 }
 
@@ -322,18 +325,11 @@ func openSearchPostgres(pg *pgServer) (*searchStore, error) {
 			ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 			return len(ids), err
 		},
-		bare: func(ctx context.Context) error {
-			for _, ix := range searchIndexes {
-				if _, err := conn.Exec(ctx, "DROP INDEX "+ix); err != nil {
-					return err
-				}
-			}
-			return nil
-		},
-		analyze: func(ctx context.Context) error {
-			_, err := conn.Exec(ctx, "ANALYZE messages")
+		exec: func(ctx context.Context, sql string) error {
+			_, err := conn.Exec(ctx, sql)
 			return err
 		},
+		analyze: "ANALYZE messages",
 		close: func() error {
 			conn.Close(context.Background())
 			st.Close()
