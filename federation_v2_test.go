@@ -55,8 +55,9 @@ func (f *actorFrontend) delivery(id string) (messages.Outgoing, bool) {
 
 // TestFederationCarriesBinaryToEveryFrontendKind: a binary message (every
 // byte value) submitted at A reaches a pull, a webhook and an in-process
-// actor frontend at B byte for byte, with its data coding and validity;
-// A's document then shows B's delivery attempts.
+// actor frontend at B byte for byte, with its data coding, validity and
+// scheduled delivery time (which B keeps); A's document then shows B's
+// delivery attempts.
 func TestFederationCarriesBinaryToEveryFrontendKind(t *testing.T) {
 	fn := newFedNet()
 	a := startFed(t, fn, fedConfig(t, fn, "a", "b"))
@@ -96,10 +97,16 @@ func TestFederationCarriesBinaryToEveryFrontendKind(t *testing.T) {
 
 	payload := everyByte()
 	validity := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	// The pull frontend's message is scheduled: b holds it until then.
+	later := time.Now().Add(1500 * time.Millisecond).UTC()
 	for _, id := range []string{"bin-pull", "bin-hook", "bin-actor"} {
 		dest := map[string]string{"bin-pull": "2100", "bin-hook": "2200", "bin-actor": "2300"}[id]
-		a.must(202, "POST", "/api/messages", map[string]any{"id": id, "source_msisdn": "ACME", "destination_msisdn": dest,
-			"data_coding": "binary", "message_body_base64": payload, "validity_until": validity}, nil)
+		doc := map[string]any{"id": id, "source_msisdn": "ACME", "destination_msisdn": dest,
+			"data_coding": "binary", "message_body_base64": payload, "validity_until": validity}
+		if id == "bin-pull" {
+			doc["deliver_after"] = later
+		}
+		a.must(202, "POST", "/api/messages", doc, nil)
 	}
 	check := func(where string, o messages.Outgoing) {
 		t.Helper()
@@ -110,6 +117,9 @@ func TestFederationCarriesBinaryToEveryFrontendKind(t *testing.T) {
 	}
 	got := b.pollOne("fe-pull")
 	check("the pull frontend", got)
+	if time.Now().Before(later) || got.DeliverAfter == nil || !got.DeliverAfter.Equal(later.Truncate(time.Microsecond)) {
+		t.Fatalf("the scheduled message reached b's frontend at %v with deliver_after %v, want after %v", time.Now(), got.DeliverAfter, later)
+	}
 	b.ack("fe-pull", messages.DeliveryResult{ID: got.ID, Status: messages.Delivered, Attempt: got.Attempt})
 	eventually(t, 20*time.Second, func() error {
 		hookMu.Lock()
