@@ -90,7 +90,7 @@ func Complete(l *Loaded, c *Changes, o Outcome) Completion {
 	if o.Result == ResultFailed {
 		m.Reason = o.Reason
 	}
-	c.Move(m, next, o.Detail)
+	c.Move(l, m, next, o.Detail)
 	return Applied
 }
 
@@ -143,6 +143,6 @@ func Status(l *Loaded, c *Changes, u StatusUpdate) Completion {
 	if u.Result == ResultFailed {
 		m.Reason = u.Reason
 	}
-	c.Move(m, StateAfter(WorkDelivery, u.Result), detail)
+	c.Move(l, m, StateAfter(WorkDelivery, u.Result), detail)
 	return Applied
 }

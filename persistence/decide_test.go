@@ -366,8 +366,8 @@ func TestChanges(t *testing.T) {
 	if len(c.Rescheduled) != 1 || !c.Rescheduled[0].DueAt.Equal(now.Add(3*time.Hour)) {
 		t.Errorf("rescheduled %+v after the index was rebuilt", c.Rescheduled)
 	}
-	c.AddWork("m", 7, WorkSpec{Kind: WorkStatus, Target: "o", DueAt: now.Add(time.Second)})
-	c.AddWork("m", 7, WorkSpec{Kind: WorkStatus, Target: "o"})
+	c.AddWork(NewLoaded(), "m", 7, WorkSpec{Kind: WorkStatus, Target: "o", DueAt: now.Add(time.Second)})
+	c.AddWork(NewLoaded(), "m", 7, WorkSpec{Kind: WorkStatus, Target: "o"})
 	if len(c.Work) != 1 || !c.Work[0].Spec.DueAt.Equal(now) {
 		t.Errorf("work %+v: one row per kind and target, the last spec (zero due = now)", c.Work)
 	}

@@ -206,3 +206,12 @@ func utcOrZero(t *time.Time) time.Time {
 	}
 	return t.UTC()
 }
+
+// utcOrNil is a nullable time read from the database, in UTC.
+func utcOrNil(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}

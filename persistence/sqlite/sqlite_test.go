@@ -33,6 +33,32 @@ func (s seedingStore) SeedLedger(ctx context.Context, e persistence.LedgerEntry)
 	return err
 }
 
+// Recount implements storetest.Recounter.
+func (s seedingStore) Recount(ctx context.Context) (counted, maintained persistence.Counts, err error) {
+	if s.closed.Load() {
+		return nil, nil, persistence.ErrClosed
+	}
+	counted = persistence.Counts{}
+	for _, q := range []string{`SELECT 'state', state, count(*) FROM messages GROUP BY state`,
+		`SELECT kind, target, count(*) FROM outbox GROUP BY kind, target`} {
+		rows, err := s.rdb.QueryContext(ctx, q)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := scanEach(rows, func(r *sql.Rows) error {
+			var k persistence.Counter
+			var n int64
+			err := r.Scan(&k.Of, &k.Key, &n)
+			counted.Merge(persistence.Counts{k: n})
+			return err
+		}); err != nil {
+			return nil, nil, err
+		}
+	}
+	maintained, err = readCounts(ctx, s.rdb)
+	return counted, maintained, err
+}
+
 func openAt(t testing.TB, path string, log *slog.Logger) *Store {
 	t.Helper()
 	cfg := DefaultConfig()

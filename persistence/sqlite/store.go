@@ -171,7 +171,10 @@ func dsn(path string, role int) string {
 	q := fmt.Sprintf("?_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", busyTimeout)
 	switch role {
 	case roleWriter:
-		// WAL lets readers run beside the writer. synchronous=NORMAL: a
+		// auto_vacuum=INCREMENTAL takes effect when the database is created
+		// (before its first table; on an older database it is a no-op):
+		// pages freed by a purge can then be given back by Compact. WAL lets
+		// readers run beside the writer. synchronous=NORMAL: a
 		// commit only writes its frames to the WAL; the syncer makes them
 		// durable (writer.go) before anything that depends on them is
 		// answered. Checkpoints are the checkpointer's (autocheckpoint 0),
@@ -179,7 +182,7 @@ func dsn(path string, role int) string {
 		// shrinks a WAL that a long read let grow. IMMEDIATE takes the
 		// write lock at BEGIN, so a transaction never fails halfway for
 		// want of it.
-		return path + q + "&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)" +
+		return path + q + "&_pragma=auto_vacuum(INCREMENTAL)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)" +
 			"&_pragma=journal_size_limit(67108864)&_txlock=immediate"
 	case roleCheckpointer:
 		// Checkpoints sync the WAL before they copy it and the database

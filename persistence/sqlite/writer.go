@@ -410,8 +410,20 @@ func (s *Store) checkpointLoop(interval time.Duration) {
 			continue
 		}
 		last = seq
-		if _, err := s.cdb.ExecContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)"); err != nil && !s.closed.Load() {
+		if err := s.checkpoint(context.Background()); err != nil && !s.closed.Load() {
 			s.log.Warn("checkpoint failed", "err", flatten(err))
 		}
 	}
+}
+
+// checkpoint copies what the WAL holds into the database, beside readers
+// and the writer (PASSIVE), on the checkpointer's connection. A store whose
+// checkpoints were disabled (Config.Checkpoint < 0) has none and does
+// nothing.
+func (s *Store) checkpoint(ctx context.Context) error {
+	if s.cdb == nil {
+		return nil
+	}
+	_, err := s.cdb.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)")
+	return err
 }
