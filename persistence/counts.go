@@ -33,7 +33,9 @@ type Counts map[Counter]int64
 func (c Counts) State(s messages.State, n int64) { c.add(Counter{Of: CountState, Key: string(s)}, n) }
 
 // Work adds n to the count of outbox rows of kind k for target.
-func (c Counts) Work(k WorkKind, target string, n int64) { c.add(Counter{Of: string(k), Key: target}, n) }
+func (c Counts) Work(k WorkKind, target string, n int64) {
+	c.add(Counter{Of: string(k), Key: target}, n)
+}
 
 func (c Counts) add(k Counter, n int64) {
 	if n == 0 {

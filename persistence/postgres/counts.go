@@ -14,7 +14,7 @@ import (
 // statement (one snapshot): exact whenever it is read.
 
 const (
-	countsSQL = `INSERT INTO counter_deltas (of, key, n) SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])`
+	countsSQL     = `INSERT INTO counter_deltas (of, key, n) SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])`
 	readCountsSQL = `SELECT of, key, sum(n)::bigint FROM (
 	SELECT of, key, n FROM counters UNION ALL SELECT of, key, n FROM counter_deltas) t GROUP BY of, key`
 	// foldSQL folds the deltas it sees into the counters; deltas committed
