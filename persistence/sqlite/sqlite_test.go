@@ -239,6 +239,7 @@ func TestConnectionSettings(t *testing.T) {
 		want  string
 	}{
 		{"writer", "PRAGMA journal_mode", "wal"},
+		{"writer", "PRAGMA auto_vacuum", "2"}, // INCREMENTAL: Compact gives pages back
 		{"writer", "PRAGMA synchronous", "1"}, // NORMAL: the syncer syncs the WAL
 		{"writer", "PRAGMA wal_autocheckpoint", "0"},
 		{"writer", "PRAGMA foreign_keys", "1"},
@@ -434,5 +435,72 @@ func TestMigration0002KeepsLedger(t *testing.T) {
 	var reportTo string
 	if err := s.rdb.QueryRow(`SELECT report_to FROM messages WHERE id = 'old'`).Scan(&reportTo); err != nil || reportTo != "" {
 		t.Errorf("report_to = %q, %v; want ''", reportTo, err)
+	}
+}
+
+// TestCompactGivesSpaceBack: after a purge, Compact frees the pages beyond
+// its reserve and the checkpoint shrinks the database file.
+func TestCompactGivesSpaceBack(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "c.db")
+	s := openAt(t, path, nil)
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	var ids []string
+	for b := range 10 {
+		batch := make([]persistence.NewMessage, 200)
+		for i := range batch {
+			id := fmt.Sprintf("c-%d-%d", b, i)
+			ids = append(ids, id)
+			batch[i] = persistence.NewMessage{ID: id, State: messages.StatePending, Frontend: "fe", Body: strings.Repeat("x", 2000),
+				Work: &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: "fe"}}
+		}
+		if _, err := s.Accept(ctx, now, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for lo := 0; lo < len(ids); lo += 500 {
+		var out []persistence.Outcome
+		for _, id := range ids[lo:min(lo+500, len(ids))] {
+			out = append(out, persistence.Outcome{Kind: persistence.WorkDelivery, Target: "fe", MessageID: id, Result: persistence.ResultDelivered})
+		}
+		if _, err := s.CompleteWork(ctx, now, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	size := func() int64 {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	full := size()
+	req := persistence.PurgeRequest{Now: now.Add(time.Hour), Limit: 5000,
+		Before: map[messages.State]time.Time{messages.StateDelivered: now.Add(time.Minute)}}
+	if got, err := s.Purge(ctx, req, nil); err != nil || len(got) != len(ids) {
+		t.Fatalf("Purge: %d, %v", len(got), err)
+	}
+	var freed int64
+	for range 10 {
+		n, err := s.Compact(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		freed += n
+	}
+	if freed == 0 {
+		t.Fatalf("Compact gave nothing back after purging %d messages of 2 kB", len(ids))
+	}
+	if after := size(); after > full-freed/2 || after >= full {
+		t.Errorf("database file %d bytes before the purge, %d after Compact said it freed %d", full, after, freed)
+	}
+	if st, err := s.Stats(ctx); err != nil || st.StoreBytes <= 0 {
+		t.Errorf("Stats.StoreBytes = %d, %v", st.StoreBytes, err)
 	}
 }

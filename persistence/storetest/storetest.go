@@ -115,6 +115,7 @@ func groups() []group {
 		{"Ring", ringCases()},
 		{"Write", writeCases()},
 		{"Drift", driftCases()},
+		{"Retention", retentionCases()},
 	}
 }
 
