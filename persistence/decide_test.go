@@ -438,7 +438,9 @@ func TestCountsFollowChanges(t *testing.T) {
 			},
 			Counts{state(messages.StatePending): -1, state(messages.StateRetry): 1}},
 		{"status work replaced: the count stays", messages.StateDelivered, []WorkRow{{Kind: WorkStatus, Target: "origin"}}, "origin",
-			func(l *Loaded, c *Changes, m *Row) { c.AddWork(l, "m", 7, WorkSpec{Kind: WorkStatus, Target: "origin"}) },
+			func(l *Loaded, c *Changes, m *Row) {
+				c.AddWork(l, "m", 7, WorkSpec{Kind: WorkStatus, Target: "origin"})
+			},
 			Counts{}},
 		{"purged", messages.StateFailed, nil, "",
 			func(l *Loaded, c *Changes, m *Row) {
