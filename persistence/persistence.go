@@ -468,6 +468,9 @@ type Store interface {
 	// now, each with its history (oldest first): what a call record is made
 	// of before its message goes. It reads; it changes nothing.
 	Purgeable(ctx context.Context, req PurgeRequest) ([]messages.Message, error)
+	// CountPurgeable counts the messages Purge would delete now, up to
+	// req.Limit (which bounds the work of counting). It reads.
+	CountPurgeable(ctx context.Context, req PurgeRequest) (int64, error)
 	// Purge deletes, in one transaction, up to req.Limit messages that
 	// persistence.Purge lets go (past their state's cutoff, no outbox row
 	// left), with their history and ledger entries; when ids is not nil,

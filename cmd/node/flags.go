@@ -94,6 +94,14 @@ var runFlags = []runFlag{
 		func(c *switchboard.Config) *time.Duration { return &c.ShutdownTimeout }),
 	intFlag("max-pending-submits", "submits queued at the intake before new ones get 429",
 		func(c *switchboard.Config) *int { return &c.MaxPendingSubmits }),
+	durationFlag("retention", "a delivered message is purged this long after its delivery (0: kept forever)",
+		func(c *switchboard.Config) *time.Duration { return &c.Retention }),
+	durationFlag("retention-failed", "a failed or forward_failed message is purged this long after it failed (0: kept forever)",
+		func(c *switchboard.Config) *time.Duration { return &c.RetentionFailed }),
+	stringFlag("cdr-file", "FILE", "append each message's final record (JSON lines) here before it can be purged",
+		func(c *switchboard.Config) *string { return &c.CDRFile }, false),
+	sizeFlag("cdr-rotate-size", "rotate --cdr-file when it would grow past this size",
+		func(c *switchboard.Config) *int64 { return &c.CDRRotateBytes }),
 	boolFlag("federation", "master switch: discover and contact peers, serve the federation API",
 		func(c *switchboard.Config) *bool { return &c.Federation }),
 	{
@@ -240,10 +248,60 @@ func intFlag(name, usage string, field func(*switchboard.Config) *int) runFlag {
 	}
 }
 
-// setRoute parses PREFIX=FRONTEND. The prefix and name are checked here, not
-// only by Config.Validate, so that the error shows the whole value and where
-// it came from; a prefix given twice is refused rather than silently won by
-// the last one.
+func sizeFlag(name, usage string, field func(*switchboard.Config) *int64) runFlag {
+	return runFlag{
+		name: name, arg: "SIZE", usage: usage,
+		set: func(c *switchboard.Config, _ *logOptions, v string) error {
+			n, err := parseSize(v)
+			if err != nil {
+				return err
+			}
+			*field(c) = n
+			return nil
+		},
+		def: func(c switchboard.Config, _ logOptions) string { return formatSize(*field(&c)) },
+	}
+}
+
+// sizeUnits are the suffixes parseSize knows, longest first.
+var sizeUnits = []struct {
+	suffix string
+	bytes  int64
+}{
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1},
+}
+
+// parseSize reads a byte size: a whole number with an optional unit
+// (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB).
+func parseSize(v string) (int64, error) {
+	num, unit := strings.TrimSpace(v), int64(1)
+	for _, u := range sizeUnits {
+		if rest, ok := strings.CutSuffix(num, u.suffix); ok {
+			num, unit = strings.TrimSpace(rest), u.bytes
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || (unit > 1 && n > (1<<63-1)/unit) {
+		return 0, errors.New("must be a size such as 512MiB, 2GiB or 1000000 (bytes)")
+	}
+	return n * unit, nil
+}
+
+// formatSize prints a size in the largest binary unit that divides it.
+func formatSize(n int64) string {
+	for _, u := range []struct {
+		suffix string
+		bytes  int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.bytes && n%u.bytes == 0 {
+			return strconv.FormatInt(n/u.bytes, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
 func boolFlag(name, usage string, field func(*switchboard.Config) *bool) runFlag {
 	return runFlag{
 		name: name, arg: "BOOL", usage: usage, boolean: true,
@@ -270,6 +328,10 @@ func setPeers(c *switchboard.Config, _ *logOptions, v string) error {
 	return nil
 }
 
+// setRoute parses PREFIX=FRONTEND. The prefix and name are checked here, not
+// only by Config.Validate, so that the error shows the whole value and where
+// it came from; a prefix given twice is refused rather than silently won by
+// the last one.
 func setRoute(c *switchboard.Config, _ *logOptions, v string) error {
 	prefix, frontend, ok := strings.Cut(v, "=")
 	prefix, frontend = strings.TrimSpace(prefix), strings.TrimSpace(frontend)

@@ -97,6 +97,20 @@ func (s *Store) Purgeable(ctx context.Context, req persistence.PurgeRequest) ([]
 	return out, nil
 }
 
+// CountPurgeable implements persistence.Store: the candidates counted on
+// the index, req.Limit in all.
+func (s *Store) CountPurgeable(ctx context.Context, req persistence.PurgeRequest) (int64, error) {
+	const op = "count purgeable"
+	if err := s.precheck(op, req.Validate()); err != nil {
+		return 0, err
+	}
+	var n int64
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM (`+purgeableSQL+`) c`, purgeableArgs(req)...).Scan(&n); err != nil {
+		return 0, s.fail(op, err)
+	}
+	return n, nil
+}
+
 // Purge implements persistence.Store (persistence.Purge decides).
 func (s *Store) Purge(ctx context.Context, req persistence.PurgeRequest, ids []string) ([]persistence.Purged, error) {
 	const op = "purge"

@@ -67,6 +67,30 @@ func (s *Store) Purgeable(ctx context.Context, req persistence.PurgeRequest) ([]
 	return out, nil
 }
 
+// CountPurgeable implements persistence.Store: each state's candidates,
+// counted on the index, req.Limit in all.
+func (s *Store) CountPurgeable(ctx context.Context, req persistence.PurgeRequest) (int64, error) {
+	const op = "count purgeable"
+	if err := s.precheck(op, req.Validate()); err != nil {
+		return 0, err
+	}
+	var total int64
+	err := s.read(ctx, op, func(tx *sql.Tx) error {
+		for _, st := range slices.Sorted(maps.Keys(req.Before)) {
+			var n int64
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM (`+purgeableSQL+`)`,
+				string(st), toDB(req.Before[st]), int64(req.Limit)-total).Scan(&n); err != nil {
+				return err
+			}
+			if total += n; total >= int64(req.Limit) {
+				break
+			}
+		}
+		return nil
+	})
+	return total, err
+}
+
 // Purge implements persistence.Store (persistence.Purge decides).
 func (s *Store) Purge(ctx context.Context, req persistence.PurgeRequest, ids []string) ([]persistence.Purged, error) {
 	const op = "purge"

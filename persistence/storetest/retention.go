@@ -240,6 +240,13 @@ func purgePurgeable(f *fixture) {
 	}
 	sort.Strings(ids)
 	f.wantIDs("purgeable", ids, "pgp-a", "pgp-b")
+	for limit, want := range map[int]int64{1: 1, 2: 2, 10: 2} {
+		req := req
+		req.Limit = limit
+		if n, err := f.store.CountPurgeable(f.ctx, req); err != nil || n != want {
+			f.Errorf("CountPurgeable(limit %d) = %d, %v; want %d", limit, n, err, want)
+		}
+	}
 	for _, m := range got {
 		want := f.get(m.ID)
 		f.checkMessage("purgeable", m, want)
