@@ -15,6 +15,7 @@ import (
 	"github.com/switchboard-dev/switchboard/actors/peer"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/persistence/space"
 )
 
 // RouteSpec is an initial route (--route PREFIX=FRONTEND).
@@ -105,6 +106,13 @@ type Config struct {
 	// CDRRotateBytes rotates CDRFile when it would grow past this size
 	// (--cdr-rotate-size 64MiB: a few hundred thousand records a file).
 	CDRRotateBytes int64
+	// MinFreeSpace is the free space kept on DataDir's file system
+	// (--min-free-space 256MiB): below it new submits and forwards get
+	// 507 storage_full, so that what is left lets outcomes, status reports
+	// and the retention cleaner go on committing. A write that fails for
+	// lack of space (the embedded store or Postgres) refuses new work for
+	// a few seconds too. See package persistence/space.
+	MinFreeSpace space.Reserve
 
 	// Federation is the master switch (--federation): when false no peer is
 	// discovered or contacted and the federation API refuses every caller.
@@ -229,6 +237,7 @@ func DefaultConfig() Config {
 		Retention:            24 * time.Hour,
 		RetentionFailed:      7 * 24 * time.Hour,
 		CDRRotateBytes:       64 << 20,
+		MinFreeSpace:         space.Reserve{Bytes: 256 << 20}, // minutes of full-rate writes; the cleaner's deletes need WAL room
 		DNSPollInterval:      30 * time.Second,
 		HealthInterval:       10 * time.Second,
 		RegistryInterval:     15 * time.Second,
@@ -355,6 +364,9 @@ func (c Config) validateRetention() []error {
 				"a forward repeated after its purge would be delivered twice", flag, d,
 				c.ForwardMaxRetries, c.ForwardRetryInterval, c.HTTPTimeout, horizon))
 		}
+	}
+	if c.MinFreeSpace.Bytes < 0 || c.MinFreeSpace.Percent < 0 || c.MinFreeSpace.Percent > 90 {
+		errs = append(errs, fmt.Errorf("--min-free-space: must be a size or a percentage from 0%% to 90%%, got %s", c.MinFreeSpace))
 	}
 	if c.CDRRotateBytes <= 0 {
 		errs = append(errs, fmt.Errorf("--cdr-rotate-size: must be positive, got %d", c.CDRRotateBytes))

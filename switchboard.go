@@ -59,6 +59,7 @@ import (
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/persistence/postgres"
+	"github.com/switchboard-dev/switchboard/persistence/space"
 	"github.com/switchboard-dev/switchboard/persistence/sqlite"
 	"github.com/switchboard-dev/switchboard/supervision"
 )
@@ -90,6 +91,12 @@ type Node struct {
 	board *handover.Board
 	// records is the call record file (nil without --cdr-file).
 	records *retention.Records
+	// space refuses new work while the store is short of room (space.go);
+	// spaceWatch is set when the free space of the data directory is
+	// read (the embedded store), spaceRead when it was last read.
+	space      *space.Gate
+	spaceWatch bool
+	spaceRead  atomic.Int64
 
 	// the ring (see ring.go)
 	ring        atomic.Pointer[actor.PID]
@@ -199,6 +206,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	if err := n.prepareStore(ctx); err != nil {
+		return err
+	}
+	if err := n.startSpace(); err != nil {
 		return err
 	}
 	if err := n.startActors(); err != nil {

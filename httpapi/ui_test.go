@@ -109,6 +109,7 @@ func (stubBackend) Ack(context.Context, string, []messages.DeliveryResult) ([]me
 }
 
 func (stubBackend) Ready(context.Context) error { return nil }
+func (stubBackend) Storage() (string, string)   { return "ok", "" }
 
 func (stubBackend) Peers(context.Context) ([]messages.PeerInfo, error) {
 	return []messages.PeerInfo{{Node: "peer-a", Address: "127.0.0.1:8443", State: messages.PeerHealthy,

@@ -16,6 +16,10 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store closed")
+	// ErrNoSpace: a write failed because the store has no room left (a
+	// full disk or volume, a file system mounted read-only). Nothing of it
+	// was written; it may work once space is back.
+	ErrNoSpace = errors.New("no space left for the store")
 )
 
 // WorkKind is the kind of an outbox row.

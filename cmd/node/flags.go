@@ -14,6 +14,7 @@ import (
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/actors/discovery"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence/space"
 )
 
 // logOptions are the run flags that shape the logger rather than the node.
@@ -102,6 +103,16 @@ var runFlags = []runFlag{
 		func(c *switchboard.Config) *string { return &c.CDRFile }, false),
 	sizeFlag("cdr-rotate-size", "rotate --cdr-file when it would grow past this size",
 		func(c *switchboard.Config) *int64 { return &c.CDRRotateBytes }),
+	{
+		name: "min-free-space", arg: "SIZE|N%",
+		usage: "below this free space on --data-dir's file system new submits and forwards get 507 (a size or a percentage)",
+		set: func(c *switchboard.Config, _ *logOptions, v string) error {
+			r, err := space.ParseReserve(v)
+			c.MinFreeSpace = r
+			return err
+		},
+		def: func(c switchboard.Config, _ logOptions) string { return c.MinFreeSpace.String() },
+	},
 	boolFlag("federation", "master switch: discover and contact peers, serve the federation API",
 		func(c *switchboard.Config) *bool { return &c.Federation }),
 	{
@@ -252,54 +263,15 @@ func sizeFlag(name, usage string, field func(*switchboard.Config) *int64) runFla
 	return runFlag{
 		name: name, arg: "SIZE", usage: usage,
 		set: func(c *switchboard.Config, _ *logOptions, v string) error {
-			n, err := parseSize(v)
+			n, err := space.ParseSize(v)
 			if err != nil {
 				return err
 			}
 			*field(c) = n
 			return nil
 		},
-		def: func(c switchboard.Config, _ logOptions) string { return formatSize(*field(&c)) },
+		def: func(c switchboard.Config, _ logOptions) string { return space.FormatSize(*field(&c)) },
 	}
-}
-
-// sizeUnits are the suffixes parseSize knows, longest first.
-var sizeUnits = []struct {
-	suffix string
-	bytes  int64
-}{
-	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
-	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1},
-}
-
-// parseSize reads a byte size: a whole number with an optional unit
-// (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB).
-func parseSize(v string) (int64, error) {
-	num, unit := strings.TrimSpace(v), int64(1)
-	for _, u := range sizeUnits {
-		if rest, ok := strings.CutSuffix(num, u.suffix); ok {
-			num, unit = strings.TrimSpace(rest), u.bytes
-			break
-		}
-	}
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n < 0 || (unit > 1 && n > (1<<63-1)/unit) {
-		return 0, errors.New("must be a size such as 512MiB, 2GiB or 1000000 (bytes)")
-	}
-	return n * unit, nil
-}
-
-// formatSize prints a size in the largest binary unit that divides it.
-func formatSize(n int64) string {
-	for _, u := range []struct {
-		suffix string
-		bytes  int64
-	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n >= u.bytes && n%u.bytes == 0 {
-			return strconv.FormatInt(n/u.bytes, 10) + u.suffix
-		}
-	}
-	return strconv.FormatInt(n, 10)
 }
 
 func boolFlag(name, usage string, field func(*switchboard.Config) *bool) runFlag {

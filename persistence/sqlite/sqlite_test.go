@@ -20,6 +20,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/persistence/space/spacetest"
 	"github.com/switchboard-dev/switchboard/persistence/storetest"
 )
 
@@ -502,5 +503,71 @@ func TestCompactGivesSpaceBack(t *testing.T) {
 	}
 	if st, err := s.Stats(ctx); err != nil || st.StoreBytes <= 0 {
 		t.Errorf("Stats.StoreBytes = %d, %v", st.StoreBytes, err)
+	}
+}
+
+// TestFullDiskIsNoSpaceAndRecovers: on a file system that fills up, a
+// write fails with persistence.ErrNoSpace and changes nothing; once space
+// is back the same store writes again, with nothing answered lost.
+func TestFullDiskIsNoSpaceAndRecovers(t *testing.T) {
+	ctx := context.Background()
+	dir := spacetest.Tmpfs(t, 24<<20)
+	filler := spacetest.Fill(t, dir, 12<<20) // the space an operator adds later
+	s := openAt(t, filepath.Join(dir, "full.db"), nil)
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	msg := func(id string) persistence.NewMessage {
+		return persistence.NewMessage{ID: id, State: messages.StatePending, Frontend: "fe", Body: strings.Repeat("x", 4000),
+			Work: &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: "fe"}}
+	}
+	var accepted []string
+	var full error
+	for i := 0; full == nil && i < 100000; i++ {
+		id := fmt.Sprintf("m-%06d", i)
+		if _, err := s.Accept(ctx, now, []persistence.NewMessage{msg(id)}); err != nil {
+			full = err
+			break
+		}
+		accepted = append(accepted, id)
+	}
+	if !errors.Is(full, persistence.ErrNoSpace) || len(accepted) == 0 {
+		t.Fatalf("filling the disk ended with %v, want ErrNoSpace (after %d messages)", full, len(accepted))
+	}
+	if _, err := s.GetMessage(ctx, "m-refused"); !errors.Is(err, persistence.ErrNotFound) {
+		t.Errorf("reads on a full disk: %v", err)
+	}
+	// Nothing commits on a disk this full, outcomes included (that is what
+	// a reserve is for); the store is not broken by it.
+	if _, err := s.CompleteWork(ctx, now, []persistence.Outcome{{Kind: persistence.WorkDelivery, Target: "fe",
+		MessageID: accepted[0], Result: persistence.ResultDelivered}}); err != nil && !errors.Is(err, persistence.ErrNoSpace) {
+		t.Fatalf("an outcome on the full disk: %v", err)
+	}
+	// Room again (the operator removes a file): the writes that were
+	// answered are all there, and new ones go through, in the same store.
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	req := persistence.PurgeRequest{Now: now.Add(time.Hour), Limit: 100000, Before: map[messages.State]time.Time{messages.StateDelivered: now.Add(time.Minute)}}
+	var outcomes []persistence.Outcome
+	for _, id := range accepted[:len(accepted)/2] {
+		outcomes = append(outcomes, persistence.Outcome{Kind: persistence.WorkDelivery, Target: "fe", MessageID: id, Result: persistence.ResultDelivered})
+	}
+	if _, err := s.CompleteWork(ctx, now, outcomes); err != nil {
+		t.Fatalf("outcomes once space is back: %v", err)
+	}
+	if _, err := s.Purge(ctx, req, nil); err != nil {
+		t.Fatalf("purge: %v", err)
+	}
+	for range 5 {
+		if _, err := s.Compact(ctx); err != nil {
+			t.Fatalf("compact: %v", err)
+		}
+	}
+	if _, err := s.Accept(ctx, now, []persistence.NewMessage{msg("after")}); err != nil {
+		t.Fatalf("accept after the purge freed space: %v", err)
+	}
+	for _, id := range accepted[len(accepted)/2:] {
+		if _, err := s.GetMessage(ctx, id); err != nil {
+			t.Fatalf("accepted message %s: %v", id, err)
+		}
 	}
 }

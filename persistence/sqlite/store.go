@@ -269,14 +269,26 @@ func (s *Store) fail(ctx context.Context, op string, err error) error {
 }
 
 // flatten replaces a driver error by its text; any other error (ours,
-// database/sql's) is kept, so sentinels stay in the chain.
+// database/sql's) is kept, so sentinels stay in the chain. A write that
+// failed for want of room (SQLITE_FULL; SQLITE_READONLY, a file system
+// mounted read-only) is persistence.ErrNoSpace.
 func flatten(err error) error {
 	var se *sqlitedriver.Error
 	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqliteFull, sqliteReadOnly:
+			return fmt.Errorf("%w: %s", persistence.ErrNoSpace, err.Error())
+		}
 		return errors.New(err.Error())
 	}
 	return err
 }
+
+// The primary result codes flatten knows (https://sqlite.org/rescode.html).
+const (
+	sqliteReadOnly = 8
+	sqliteFull     = 13
+)
 
 // querier is what *sql.DB and *sql.Tx have in common.
 type querier interface {
