@@ -37,37 +37,7 @@ func runFullDisk(t *testing.T, reserve string) {
 	bin := buildBinary(t)
 	disk := spacetest.Tmpfs(t, 64<<20)
 	filler := spacetest.Fill(t, disk, 24<<20) // what the operator frees later
-	certDir := filepath.Join(t.TempDir(), "certs")
-	if out, err := exec.Command(bin, "certs", "init", "--dir", certDir, "--nodes", "full").CombinedOutput(); err != nil {
-		t.Fatalf("certs init: %v\n%s", err, out)
-	}
-	caPEM, err := os.ReadFile(filepath.Join(certDir, "ca.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "full"}, MaxIdleConnsPerHost: 16}
-	defer tr.CloseIdleConnections()
-	addr := freePort(t)
-	node := &e2eNode{
-		t: t, bin: bin, base: "https://" + addr,
-		client: &http.Client{Transport: tr, Timeout: 30 * time.Second},
-		args: []string{"run", "--name", "full", "--instance-id", "full-0",
-			"--data-dir", filepath.Join(disk, "data"), "--min-free-space", reserve,
-			"--listen", addr, "--metrics-listen", "",
-			"--tls-cert", filepath.Join(certDir, "full.pem"), "--tls-key", filepath.Join(certDir, "full.key"),
-			"--route", "44=fe", "--log-format", "json"},
-	}
-	defer func() {
-		if t.Failed() {
-			for i, l := range node.logsAll {
-				t.Logf("--- logs of run %d ---\n%s", i+1, tail(l.String(), 6000))
-			}
-		}
-	}()
-	node.start()
-	t.Cleanup(node.proc.end)
+	node := singleNode(t, bin, "full", filepath.Join(disk, "data"), "--min-free-space", reserve, "--route", "44=fe")
 	node.mustCall(200, "PUT", "/api/frontends/fe", map[string]string{"mode": "pull"})
 
 	// Fill: 8 clients submit 8 kB messages until each has seen a 507.
@@ -192,6 +162,45 @@ func runFullDisk(t *testing.T, reserve string) {
 			t.Fatalf("acknowledged message %s: %d after the restart", id, status)
 		}
 	}
+}
+
+// singleNode starts the binary as node name on dataDir (HTTPS with a
+// certificate of a CA of its own, which its client trusts) with extra
+// flags; the test's cleanup ends it, and its logs are printed when the test
+// failed.
+func singleNode(t *testing.T, bin, name, dataDir string, extra ...string) *e2eNode {
+	t.Helper()
+	certDir := filepath.Join(t.TempDir(), "certs")
+	if out, err := exec.Command(bin, "certs", "init", "--dir", certDir, "--nodes", name).CombinedOutput(); err != nil {
+		t.Fatalf("certs init: %v\n%s", err, out)
+	}
+	caPEM, err := os.ReadFile(filepath.Join(certDir, "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: name}, MaxIdleConnsPerHost: 16}
+	t.Cleanup(tr.CloseIdleConnections)
+	addr := freePort(t)
+	node := &e2eNode{
+		t: t, bin: bin, base: "https://" + addr,
+		client: &http.Client{Transport: tr, Timeout: 30 * time.Second},
+		args: append([]string{"run", "--name", name, "--instance-id", name + "-0", "--data-dir", dataDir,
+			"--listen", addr, "--metrics-listen", "",
+			"--tls-cert", filepath.Join(certDir, name+".pem"), "--tls-key", filepath.Join(certDir, name+".key"),
+			"--log-format", "json"}, extra...),
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for i, l := range node.logsAll {
+				t.Logf("--- logs of run %d of %s ---\n%s", i+1, name, tail(l.String(), 6000))
+			}
+		}
+	})
+	node.start()
+	t.Cleanup(func() { node.proc.end() })
+	return node
 }
 
 // logs is what the current run has logged so far.
