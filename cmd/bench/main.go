@@ -11,6 +11,14 @@
 //	ingest    64 keep-alive HTTPS clients POST ~321-byte submissions to a node
 //	          (embedded SQLite: its WAL synced before an answer) and wait
 //	          for the 202; accepted msg/s over the window.
+//	ingest-retention
+//	          the ingest figure on a node whose store starts with a backlog
+//	          of delivered messages past their retention (bulk-loaded as
+//	          delivered two days ago; --retention 24h), which its cleaner
+//	          purges while the clients submit (the # line tells at what
+//	          rate, against the intake's). Its baseline is the ingest figure
+//	          of the same run (--only ingest-retention runs ingest too);
+//	          goal (BENCH.md goal 7): ratio >= 0.9.
 //	delivery  the same submitters plus pull consumers (poll max 100, ack all
 //	          as delivered); acked msg/s over the window. Goal (BENCH.md
 //	          goal 1): >= 0.50 of the raw HTTPS baseline (ingest: 0.60).
@@ -68,6 +76,12 @@
 //	          latter. The # lines give the node's JSON log of the median
 //	          start, in ms after its exec. Measured once (first repeat
 //	          only): the fill of 1M takes about 30-40 s.
+//	storage   bytes on disk per message kept for its retention: an
+//	          embedded store bulk-loaded with --storage-messages (100,000)
+//	          delivered messages (each with two history entries and a
+//	          ledger entry), its write-ahead log checkpointed; the baseline
+//	          is a message's raw content (id, numbers, body). Reported, no
+//	          goal; measured once.
 //	postgres-site
 //	          a site of three instances (switchboard.Node, real HTTPS,
 //	          --ring-role auto) on one fresh Postgres schema: the clients
@@ -142,27 +156,29 @@ type options struct {
 	// and of its baseline; nodeBinary is its binary ("" = build one).
 	restartQueued, restartSmall int64
 	nodeBinary                  string
+	// storageCount is the delivered messages the storage figure stores.
+	storageCount int64
 	// selected are the figures to run, in the order of figures.
 	selected []string
 }
 
 // figures in the order they are run and printed.
-var figures = []string{"ingest", "delivery", "river-sqlite", "federated", "drain", "latency", "memory", "restart", "postgres-site"}
+var figures = []string{"ingest", "ingest-retention", "delivery", "river-sqlite", "federated", "drain", "latency", "memory", "restart", "storage", "postgres-site"}
 
 // once are the figures measured in the first repeat only: each takes
 // minutes of filling.
-var once = map[string]bool{"memory": true, "restart": true}
+var once = map[string]bool{"memory": true, "restart": true, "storage": true}
 
 // implies maps a figure to the figure that is its baseline: --only runs
 // that one too.
-var implies = map[string]string{"drain": "federated", "river-sqlite": "delivery"}
+var implies = map[string]string{"drain": "federated", "river-sqlite": "delivery", "ingest-retention": "ingest"}
 
 // httpsBaseline are the figures measured against the raw HTTPS baseline.
 var httpsBaseline = map[string]bool{"ingest": true, "delivery": true, "federated": true}
 
 // profiled are the figures --profile-figure can cover: those with a window
 // of the node in this process.
-var profiled = map[string]bool{"ingest": true, "delivery": true, "federated": true, "drain": true, "postgres-site": true}
+var profiled = map[string]bool{"ingest": true, "ingest-retention": true, "delivery": true, "federated": true, "drain": true, "postgres-site": true}
 
 // httpsGoals are the goals of the figures measured against the raw HTTPS
 // baseline (BENCH.md goals 1 and 2), as ratios: the figure passes at or
@@ -198,6 +214,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Int64Var(&o.restartQueued, "restart-queued", 1000000, "messages queued in the store of the restart figure (BENCH.md's goal is for 1M)")
 	fs.Int64Var(&o.restartSmall, "restart-small", 1000, "messages queued in the store of the restart figure's baseline")
 	fs.StringVar(&o.nodeBinary, "node-binary", "", "the switchboard binary of the restart figure (default: go build ./cmd/node into the bench's temp dir)")
+	fs.Int64Var(&o.storageCount, "storage-messages", 100000, "delivered messages stored for the storage figure")
 	fs.Float64Var(&o.latencyRate, "latency-rate", 100, "open-loop submission rate of the latency figure and its durable echo (msg/s; BENCH.md goal 6 is at 100)")
 	defPG := os.Getenv(envPostgres)
 	if defPG == "" {
@@ -231,6 +248,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		if !set["restart-queued"] {
 			o.restartQueued = 100000
 		}
+		if !set["storage-messages"] {
+			o.storageCount = 10000
+		}
 	}
 	switch {
 	case o.window <= 0:
@@ -255,6 +275,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("--restart-small must be at least 1")
 	case o.restartQueued < o.restartSmall:
 		return o, errors.New("--restart-queued must be at least --restart-small")
+	case o.storageCount < 100:
+		return o, errors.New("--storage-messages must be at least 100")
 	case o.profileFig != "" && (!slices.Contains(figures, o.profileFig) || !profiled[o.profileFig]):
 		return o, fmt.Errorf("--profile-figure %q: want one of %s", o.profileFig, strings.Join(slices.DeleteFunc(slices.Clone(figures), func(f string) bool { return !profiled[f] }), ", "))
 	}
@@ -346,6 +368,7 @@ func run(args []string, out, stderr io.Writer) error {
 	var river, single []runResult
 	var lats, echos []latResult
 	var restarts []restartResult // [small, big]
+	var storages []storageResult
 	for rep := 1; rep <= o.repeat; rep++ {
 		for _, fig := range selected {
 			if httpsBaseline[fig] {
@@ -375,6 +398,19 @@ func run(args []string, out, stderr io.Writer) error {
 			switch fig {
 			case "ingest":
 				r, err = runIngest(o, body, dir, prof)
+			case "ingest-retention":
+				r, err = runIngestRetention(o, body, dir, prof)
+			case "storage":
+				sr, err := runStorage(o, dir)
+				if err != nil {
+					return fmt.Errorf("storage: %w", err)
+				}
+				storages = append(storages, sr)
+				fmt.Fprintf(out, "# repeat %d/%d storage: %s\n", rep, o.repeat, sr.summary())
+				if err := os.RemoveAll(dir); err != nil {
+					return err
+				}
+				continue
 			case "delivery":
 				r, err = runDelivery(o, body, dir, prof)
 			case "river-sqlite":
@@ -526,6 +562,23 @@ func run(args []string, out, stderr io.Writer) error {
 				o.latencyRate, listf(p50, "%.2f"), listf(p99, "%.2f"), listf(e50, "%.2f"), listf(e99, "%.2f"),
 				median(p50), m, median(e50), em, listf(paired, "%.2f"), latencyGoal)
 			fmt.Fprintf(out, "bench: latency %.2f ms baseline=%.2f ratio=%.3f\n", m, em, ratio)
+			continue
+		case "storage":
+			sr := storages[0]
+			fmt.Fprintf(out, "# storage (bytes on disk per delivered message kept for its retention, measured once): %s; no goal (reported, BENCH.md)\n", sr.summary())
+			fmt.Fprintf(out, "bench: storage %.0f B/msg baseline=%.0f ratio=%.3f\n", sr.perMessage, sr.rawPerMsg, sr.perMessage/sr.rawPerMsg)
+			continue
+		case "ingest-retention":
+			rs, is := subj[fig], subj["ingest"]
+			m, im := median(rates(rs)), median(rates(is))
+			paired := pairedRatios(rs, is)
+			ratio := 0.0
+			if im > 0 {
+				ratio = m / im
+			}
+			fmt.Fprintf(out, "# ingest-retention runs (msg/s): %s; median %.0f; ratio to the ingest run of the same repeat: %s (median %.3f); goal >= 0.90 of ingest (BENCH.md goal 7); %s\n",
+				list(rates(rs)), m, listf(paired, "%.3f"), median(paired), latencies(rs))
+			fmt.Fprintf(out, "bench: ingest-retention %s msg/s baseline=%s ratio=%.3f\n", rateText(m), rateText(im), ratio)
 			continue
 		case "river-sqlite":
 			rs, ds := subj[fig], subj["delivery"]
