@@ -58,6 +58,10 @@ type Cleaner struct {
 	rng    *rand.Rand
 	wake   *clock.Wakeup
 	inPass bool
+	// passAt is when the pass under way started: the next one starts an
+	// interval after it, so that passes come every interval however long
+	// each took (a pass that takes longer is followed at once).
+	passAt time.Time
 	// eligible is what the pass counted, less what it purged since.
 	eligible int64
 	// failures not logged since lastLogged.
@@ -133,7 +137,8 @@ func (c *Cleaner) pass() {
 		c.wake.Schedule(now.Add(interval))
 		return
 	}
-	c.inPass = true
+	c.pacer.Pass(n, interval)
+	c.inPass, c.passAt = true, now
 	c.batch()
 }
 
@@ -160,7 +165,7 @@ func (c *Cleaner) batch() {
 	}
 	c.inPass = false
 	c.compact()
-	c.wake.Schedule(now.Add(c.cfg.Policy.Interval()))
+	c.wake.Schedule(c.passAt.Add(c.cfg.Policy.Interval()))
 }
 
 // purge runs one batch: with call records, the batch is read whole, its

@@ -112,3 +112,23 @@ func TestPacerBounds(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestPacerKeepsThePassPace: a pass over what became eligible since the
+// last one spreads its batches over the interval; a backlog goes at the
+// duty cap.
+func TestPacerKeepsThePassPace(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	p := DefaultPacer()
+	p.Pass(6000, time.Minute) // 120 a second with the headroom
+	asked := p.Batch()
+	pause, more := p.Done(asked, asked, time.Millisecond, false, r)
+	want := time.Duration(float64(asked)/120*float64(time.Second)) - time.Millisecond
+	if !more || pause < want*8/10 || pause > want*12/10 {
+		t.Errorf("a paced pass: pause %v after %d, want about %v", pause, asked, want)
+	}
+	p.Pass(100_000_000, time.Minute) // a backlog: the duty cap rules
+	asked = p.Batch()
+	if pause, _ := p.Done(asked, asked, 20*time.Millisecond, false, r); pause < 16*time.Millisecond || pause > 24*time.Millisecond {
+		t.Errorf("a backlog: pause %v after a batch of 20ms", pause)
+	}
+}

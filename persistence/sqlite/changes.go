@@ -275,41 +275,49 @@ func (s *Store) decide(ctx context.Context, op string, now time.Time, ids []stri
 	})
 }
 
-// candidates finds the messages a sweep decides on: their ids, at most
-// the sweep's limit, in the order to decide them.
-type candidates func(ctx context.Context, tx querier) ([]string, error)
+// candidates finds the messages a sweep decides on and loads them into l
+// (with what decisions read: their outbox rows and ledger keys); it returns
+// their ids, at most the sweep's limit, in the order to decide them.
+type candidates func(ctx context.Context, tx querier, l *persistence.Loaded) ([]string, error)
 
-// query is the candidates one statement selects.
+// query is the candidates one statement selects, loaded whole (the
+// expiry sweeps return them to callers that publish them).
 func query(text string, args ...any) candidates {
-	return func(ctx context.Context, tx querier) ([]string, error) {
-		rows, err := tx.QueryContext(ctx, text, args...)
-		if err != nil {
-			return nil, err
+	return func(ctx context.Context, tx querier, l *persistence.Loaded) ([]string, error) {
+		ids, err := queryIDs(ctx, tx, text, args...)
+		if err != nil || len(ids) == 0 {
+			return ids, err
 		}
-		var ids []string
-		err = scanEach(rows, func(r *sql.Rows) error {
-			var id string
-			err := r.Scan(&id)
-			ids = append(ids, id)
-			return err
-		})
-		return ids, err
+		return ids, load(ctx, tx, l, ids, true)
 	}
 }
 
-// sweep finds its candidates, loads them and lets decide change each (it
+// queryIDs runs a statement that selects message ids.
+func queryIDs(ctx context.Context, tx querier, text string, args ...any) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, text, args...)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	err = scanEach(rows, func(r *sql.Rows) error {
+		var id string
+		err := r.Scan(&id)
+		ids = append(ids, id)
+		return err
+	})
+	return ids, err
+}
+
+// sweep finds and loads its candidates and lets decide change each (it
 // reports whether it did), then writes the changes. It returns the changed
 // messages in candidate order.
 func (s *Store) sweep(ctx context.Context, op string, now time.Time, find candidates,
 	decide func(l *persistence.Loaded, c *persistence.Changes, m *persistence.Row) bool) ([]messages.Message, error) {
 	out := []messages.Message{}
 	err := s.write(ctx, op, func(tx querier) error {
-		ids, err := find(ctx, tx)
-		if err != nil || len(ids) == 0 {
-			return err
-		}
 		l := persistence.NewLoaded()
-		if err := load(ctx, tx, l, ids, true); err != nil {
+		ids, err := find(ctx, tx, l)
+		if err != nil || len(ids) == 0 {
 			return err
 		}
 		c := persistence.NewChanges(now)

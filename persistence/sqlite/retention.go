@@ -12,29 +12,43 @@ import (
 )
 
 // purgeableSQL selects, oldest first, up to ?3 messages in resting state ?1
-// that came to rest before ?2 and have no outbox row. It walks the partial
-// index messages_finalized (only resting messages are in it), so it costs
-// O(limit) plus the messages it skips for their work: reports still owed
-// to an origin, few.
-const purgeableSQL = `SELECT m.id FROM messages m INDEXED BY messages_finalized
+// that came to rest before ?2 and have no outbox row, with what the purge
+// decision reads. It walks the partial index messages_finalized (only
+// resting messages are in it), so it costs O(limit) plus the messages it
+// skips for their work: reports still owed to an origin, few.
+const purgeableSQL = `SELECT m.id, m.state, m.finalized_at FROM messages m INDEXED BY messages_finalized
 	WHERE m.state = ?1 AND m.finalized_at IS NOT NULL AND m.finalized_at < ?2
 	AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.message_id = m.id)
 	ORDER BY m.finalized_at LIMIT ?3`
 
-// purgeable finds the candidates of a purge: each state's oldest first,
-// the states in order, req.Limit in all.
+// purgeable finds the candidates of a purge, each state's oldest first,
+// the states in order, req.Limit in all. They are loaded as the query
+// reads them: it runs in the purge's own transaction, on the store's one
+// writer, so that they have no outbox row (its condition) holds until the
+// purge is written, and the decision reads nothing else.
 func purgeable(req persistence.PurgeRequest) candidates {
-	return func(ctx context.Context, tx querier) ([]string, error) {
+	return func(ctx context.Context, tx querier, l *persistence.Loaded) ([]string, error) {
 		var ids []string
 		for _, st := range slices.Sorted(maps.Keys(req.Before)) {
 			if len(ids) >= req.Limit {
 				break
 			}
-			more, err := query(purgeableSQL, string(st), toDB(req.Before[st]), req.Limit-len(ids))(ctx, tx)
+			rows, err := tx.QueryContext(ctx, purgeableSQL, string(st), toDB(req.Before[st]), req.Limit-len(ids))
 			if err != nil {
 				return nil, err
 			}
-			ids = append(ids, more...)
+			if err := scanEach(rows, func(r *sql.Rows) error {
+				m := &persistence.Row{}
+				var at int64
+				err := r.Scan(&m.ID, &m.State, &at)
+				t := fromDB(at)
+				m.FinalizedAt = &t
+				l.Rows[m.ID] = m
+				ids = append(ids, m.ID)
+				return err
+			}); err != nil {
+				return nil, err
+			}
 		}
 		return ids, nil
 	}
@@ -49,7 +63,7 @@ func (s *Store) Purgeable(ctx context.Context, req persistence.PurgeRequest) ([]
 	}
 	out := []messages.Message{}
 	err := s.read(ctx, op, func(tx *sql.Tx) error {
-		ids, err := purgeable(req)(ctx, tx)
+		ids, err := purgeable(req)(ctx, tx, persistence.NewLoaded())
 		if err != nil || len(ids) == 0 {
 			return err
 		}
@@ -100,7 +114,9 @@ func (s *Store) Purge(ctx context.Context, req persistence.PurgeRequest, ids []s
 	find := purgeable(req)
 	if ids != nil {
 		given := ids[:min(len(ids), req.Limit)]
-		find = func(context.Context, querier) ([]string, error) { return given, nil }
+		find = func(ctx context.Context, tx querier, l *persistence.Loaded) ([]string, error) {
+			return given, load(ctx, tx, l, given, false)
+		}
 	}
 	gone, err := s.sweep(ctx, op, req.Now, find, func(l *persistence.Loaded, c *persistence.Changes, m *persistence.Row) bool {
 		return persistence.Purge(l, c, m, req)
