@@ -121,7 +121,11 @@ func (c *Cleaner) pass() {
 	}
 	req, ok := c.cfg.Policy.Request(now, c.cfg.CountCap)
 	if !ok {
-		return // everything is kept forever: no pass ever
+		// Everything is kept forever: nothing to purge, but the store's
+		// upkeep goes on (Postgres folds its counters' deltas).
+		c.compact()
+		c.wake.Schedule(now.Add(interval))
+		return
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), c.cfg.StoreTimeout)
 	n, err := c.cfg.Store.CountPurgeable(sctx, req)
@@ -134,6 +138,7 @@ func (c *Cleaner) pass() {
 	c.eligible = n
 	c.cfg.Metrics.eligible.Set(float64(n))
 	if n == 0 {
+		c.compact()
 		c.wake.Schedule(now.Add(interval))
 		return
 	}

@@ -39,13 +39,17 @@ func (p Policy) Request(now time.Time, limit int) (req persistence.PurgeRequest,
 
 // Interval is the pause between passes: a tenth of the shortest
 // retention, within [1s, 1m], so that a message outlives its retention by
-// at most 10% (and by a minute for the day-long defaults).
+// at most 10% (and by a minute for the day-long defaults); a minute when
+// everything is kept forever (the store's upkeep still runs).
 func (p Policy) Interval() time.Duration {
 	shortest := time.Duration(0)
 	for _, d := range []time.Duration{p.Retention, p.RetentionFailed, p.ForwardedAfter} {
 		if d > 0 && (shortest == 0 || d < shortest) {
 			shortest = d
 		}
+	}
+	if shortest == 0 {
+		return time.Minute
 	}
 	return min(max(shortest/10, time.Second), time.Minute)
 }

@@ -47,6 +47,7 @@ func TestPolicyInterval(t *testing.T) {
 		{Policy{Retention: 30 * time.Second, RetentionFailed: time.Hour}, 3 * time.Second},
 		{Policy{Retention: 2 * time.Second}, time.Second},
 		{Policy{RetentionFailed: 5 * time.Minute}, 30 * time.Second},
+		{Policy{}, time.Minute},
 	} {
 		if got := c.p.Interval(); got != c.want {
 			t.Errorf("%+v: Interval %v, want %v", c.p, got, c.want)

@@ -32,8 +32,11 @@ func Backup(ctx context.Context, dbPath, to string) (BackupInfo, error) {
 		return info, fmt.Errorf("sqlite: backup: %s exists; a backup never overwrites a file", to)
 	}
 	// Not the reader's query_only connection: SQLite refuses VACUUM INTO
-	// there. VACUUM INTO writes only the new file.
-	src, err := sql.Open("sqlite", fmt.Sprintf("%s?_pragma=busy_timeout(%d)", dbPath, busyTimeout))
+	// there. VACUUM INTO writes only the new file. auto_vacuum set on the
+	// connection applies to the copy: a backup of a database created
+	// before this store created them incremental is incremental, so that
+	// a backup and a restore convert it (docs/operations.md).
+	src, err := sql.Open("sqlite", fmt.Sprintf("%s?_pragma=busy_timeout(%d)&_pragma=auto_vacuum(INCREMENTAL)", dbPath, busyTimeout))
 	if err != nil {
 		return info, fmt.Errorf("sqlite: backup: %v", err)
 	}

@@ -624,6 +624,10 @@ func TestBackupWhileWriting(t *testing.T) {
 		t.Errorf("a second backup to the same file: %v", err)
 	}
 	restored := openAt(t, to, nil)
+	var mode int
+	if err := restored.rdb.QueryRow(`PRAGMA auto_vacuum`).Scan(&mode); err != nil || mode != 2 {
+		t.Errorf("the backup's auto_vacuum is %d (%v), want 2 (incremental)", mode, err)
+	}
 	st, err := restored.Stats(ctx)
 	if err != nil || st.ByState[messages.StatePending] != info.Messages {
 		t.Fatalf("the restored store counts %+v (%v), the backup held %d", st.ByState, err, info.Messages)
@@ -635,5 +639,37 @@ func TestBackupWhileWriting(t *testing.T) {
 	}
 	if _, err := Backup(ctx, filepath.Join(dir, "missing.db"), filepath.Join(t.TempDir(), "x.db")); err == nil {
 		t.Error("a backup of a missing store worked")
+	}
+}
+
+// TestBackupConvertsToIncremental: a database created without
+// auto_vacuum (before this store created them incremental) keeps working,
+// and its backup is incremental: restoring it converts the store.
+func TestBackupConvertsToIncremental(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(`CREATE TABLE predates_us (a)`); err != nil {
+		t.Fatal(err)
+	}
+	_ = raw.Close()
+	s := openAt(t, path, nil)
+	var mode int
+	if err := s.rdb.QueryRow(`PRAGMA auto_vacuum`).Scan(&mode); err != nil || mode != 0 {
+		t.Fatalf("the old database's auto_vacuum is %d (%v), want 0", mode, err)
+	}
+	if n, err := s.Compact(ctx); err != nil || n != 0 {
+		t.Errorf("Compact on a database without auto_vacuum: %d, %v; want 0, nil", n, err)
+	}
+	to := filepath.Join(t.TempDir(), "new.db")
+	if _, err := Backup(ctx, path, to); err != nil {
+		t.Fatal(err)
+	}
+	restored := openAt(t, to, nil)
+	if err := restored.rdb.QueryRow(`PRAGMA auto_vacuum`).Scan(&mode); err != nil || mode != 2 {
+		t.Errorf("the backup's auto_vacuum is %d (%v), want 2", mode, err)
 	}
 }

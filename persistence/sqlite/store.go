@@ -149,7 +149,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	go s.writeLoop()
 	go s.syncLoop()
 	if cdb != nil {
-		go s.checkpointLoop(cfg.Checkpoint)
+		go s.checkpointLoop(cfg.Checkpoint, cfg.WALLimit)
 	} else {
 		close(s.checkpointDone)
 	}
@@ -186,8 +186,11 @@ func dsn(path string, role int) string {
 			"&_pragma=journal_size_limit(67108864)&_txlock=immediate"
 	case roleCheckpointer:
 		// Checkpoints sync the WAL before they copy it and the database
-		// after (NORMAL does that much).
-		return path + q + "&_pragma=synchronous(NORMAL)"
+		// after (NORMAL does that much). No busy wait: a TRUNCATE
+		// checkpoint that waited for a long reader would hold the writer
+		// back meanwhile; without one it tries once and, when readers are
+		// in the way, copies what it can as a PASSIVE one would.
+		return path + "?_pragma=busy_timeout(0)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
 	}
 	// The writer already switched the file to WAL (it is persistent).
 	return path + q + "&_pragma=query_only(1)"
