@@ -20,6 +20,7 @@ var benchLine = regexp.MustCompile(`^bench: (\S+) (\S+) (\S+) baseline=(\S+) rat
 var units = map[string]string{
 	"ingest": "msg/s", "delivery": "msg/s", "river-sqlite": "jobs/s", "federated": "msg/s", "drain": "msg/s",
 	"latency": "ms", "memory": "MB/100k", "restart": "ms", "postgres-site": "msg/s", "postgres-site-vs-single": "msg/s",
+	"ingest-retention": "msg/s", "storage": "B/msg",
 }
 
 // The figures each output-shape test runs: together every figure, so that
@@ -29,6 +30,7 @@ var (
 	riverSQLiteFigure = []string{"river-sqlite"} // brings delivery, its baseline
 	latencyFigure     = []string{"latency"}
 	restartFigure     = []string{"restart"}
+	storageFigures    = []string{"ingest-retention", "storage"} // ingest-retention brings ingest
 )
 
 // checkShape runs the benchmark with args and checks that it prints
@@ -125,10 +127,21 @@ func TestRestartLine(t *testing.T) {
 	checkShape(t, []string{"--only", strings.Join(restartFigure, ","), "--restart-queued", "2000", "--restart-small", "200"}, restartFigure)
 }
 
+// TestStorageLines: ingest while the cleaner purges at its rate (with
+// ingest, its baseline), and the bytes on disk of 2,000 delivered
+// messages.
+func TestStorageLines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a node for a few seconds")
+	}
+	checkShape(t, []string{"--short", "--window", "2s", "--clients", "8", "--storage-messages", "2000", "--only", strings.Join(storageFigures, ",")},
+		[]string{"ingest", "ingest-retention", "storage"})
+}
+
 // TestEveryFigureChecked: the shape tests above run every figure.
 func TestEveryFigureChecked(t *testing.T) {
 	var checked []string
-	for _, l := range [][]string{shortRunFigures, riverSQLiteFigure, latencyFigure, restartFigure} {
+	for _, l := range [][]string{shortRunFigures, riverSQLiteFigure, latencyFigure, restartFigure, storageFigures} {
 		checked = append(checked, l...)
 	}
 	for _, f := range figures {
