@@ -9,7 +9,7 @@ export SWITCHBOARD_TEST_POSTGRES ?= postgres://postgres@127.0.0.1:5432/test?sslm
 # make run: a node on the embedded store, API on https://localhost:8443.
 RUN_FLAGS ?= --name local --data-dir ./data --listen 127.0.0.1:8443 --metrics-listen 127.0.0.1:9568
 
-.PHONY: help build run test test-short bench lint clean demo sim
+.PHONY: help build run test test-short bench lint clean demo sim soak
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -41,6 +41,9 @@ sim: ## sim harness: 20 random seeds of 5 nodes, a 20-node full mesh, then 50 se
 	$(GO) run ./cmd/sim --seeds $${SIM_SEEDS:-20} --nodes $${SIM_NODES:-5} --duration 3s --faults random
 	$(GO) run ./cmd/sim --seed 1 --nodes 20 --duration 5s --faults random
 	$(GO) run ./cmd/sim --seeds $${SIM_RING_SEEDS:-50} --nodes 2 --faults ring-failover
+
+soak: ## long runs behind make test: retention soak (a node with short retentions under steady load, sizes per cycle; SOAK_CYCLES, SOAK_RATE)
+	$(GO) test -tags soak -count=1 -timeout 30m -run '^TestSoak' -v ./cmd/node
 
 bench: build ## benchmarks: prints `bench:` ratio lines (docs/performance.md)
 	.ci/postgres

@@ -53,6 +53,9 @@ func (n *Node) Submit(ctx context.Context, s messages.Submission) (messages.Mess
 	if err := s.CheckTimes(n.clock.Now(), n.cfg.MessageValidity); err != nil {
 		return messages.Message{}, false, err
 	}
+	if err := n.roomForNew(); err != nil {
+		return messages.Message{}, false, err
+	}
 	if n.inflight.Add(1) > int64(n.cfg.MaxPendingSubmits) {
 		n.inflight.Add(-1)
 		return messages.Message{}, false, messages.Errorf(messages.CodeOverloaded,
@@ -64,6 +67,7 @@ func (n *Node) Submit(ctx context.Context, s messages.Submission) (messages.Mess
 	if err != nil {
 		return messages.Message{}, false, err
 	}
+	n.noteFull(r.Err)
 	return r.Message, r.Created, r.Err
 }
 
@@ -255,6 +259,9 @@ func (n *Node) Ack(ctx context.Context, fe string, results []messages.DeliveryRe
 	}
 	return r.Outcomes, r.Err
 }
+
+// Storage implements httpapi.Backend.
+func (n *Node) Storage() (state, why string) { return n.storageState() }
 
 // Ready reports why the node cannot serve (nil when it can).
 func (n *Node) Ready(ctx context.Context) error {

@@ -19,6 +19,7 @@ import (
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/persistence/postgres"
+	"github.com/switchboard-dev/switchboard/persistence/space"
 )
 
 // RouteSpec is an initial route (--route PREFIX=FRONTEND).
@@ -92,6 +93,32 @@ type Config struct {
 	// submit gets 429 with Retry-After instead of queueing without limit
 	// (--max-pending-submits 10000).
 	MaxPendingSubmits int
+
+	// Retention keeps a delivered message this long after it was
+	// delivered, then purges it with its history, outbox and ledger rows
+	// (--retention 24h: SMS centres keep a delivered message for a day;
+	// its record lives on in CDRFile). A client's id deduplicates its
+	// submits for as long as the message is kept. 0 keeps them forever.
+	Retention time.Duration
+	// RetentionFailed does the same for failed and forward_failed
+	// messages (--retention-failed 168h: a week for an operator to look at
+	// the dead letters). A forwarded message whose peer never reports is
+	// purged MessageValidity + RetentionFailed after it was forwarded (the
+	// peer's validity ended its delivery long before). 0 keeps them forever.
+	RetentionFailed time.Duration
+	// CDRFile, when set, gets each message's final record (a JSON line)
+	// before the message can be purged (--cdr-file); see docs/operations.md.
+	CDRFile string
+	// CDRRotateBytes rotates CDRFile when it would grow past this size
+	// (--cdr-rotate-size 64MiB: a few hundred thousand records a file).
+	CDRRotateBytes int64
+	// MinFreeSpace is the free space kept on DataDir's file system
+	// (--min-free-space 256MiB): below it new submits and forwards get
+	// 507 storage_full, so that what is left lets outcomes, status reports
+	// and the retention cleaner go on committing. A write that fails for
+	// lack of space (the embedded store or Postgres) refuses new work for
+	// a few seconds too. See package persistence/space.
+	MinFreeSpace space.Reserve
 
 	// Federation is the master switch (--federation): when false no peer is
 	// discovered or contacted and the federation API refuses every caller.
@@ -213,6 +240,10 @@ func DefaultConfig() Config {
 		WebhookTimeout:       10 * time.Second,
 		ShutdownTimeout:      30 * time.Second, // inside Kubernetes' default grace period
 		MaxPendingSubmits:    10000,            // ~ a second of peak ingest
+		Retention:            24 * time.Hour,
+		RetentionFailed:      7 * 24 * time.Hour,
+		CDRRotateBytes:       64 << 20,
+		MinFreeSpace:         space.Reserve{Bytes: 256 << 20}, // minutes of full-rate writes; the cleaner's deletes need WAL room
 		DNSPollInterval:      30 * time.Second,
 		HealthInterval:       10 * time.Second,
 		RegistryInterval:     15 * time.Second,
@@ -319,9 +350,45 @@ func (c Config) Validate() error {
 	if c.MaxPendingSubmits < 1 {
 		bad("max-pending-submits", "must be at least 1, got %d", c.MaxPendingSubmits)
 	}
+	errs = append(errs, c.validateRetention()...)
 	errs = append(errs, c.validateFederation()...)
 	errs = append(errs, c.validateRing()...)
 	return errors.Join(errs...)
+}
+
+// RedeliveryHorizon is how long after a message was first queued for a
+// peer its origin may still send it there: the forward retries of
+// ForwardMaxRetries x ForwardRetryInterval, plus the last call's
+// HTTPTimeout. A node keeps a message it received at least that long, so
+// that a forward repeated because its answer was lost finds it (and is
+// answered as a duplicate) instead of being accepted and delivered again.
+func (c Config) RedeliveryHorizon() time.Duration {
+	return time.Duration(c.ForwardMaxRetries)*c.ForwardRetryInterval + c.HTTPTimeout
+}
+
+// validateRetention checks the retention flags against the redelivery
+// horizon of the forward flags.
+func (c Config) validateRetention() []error {
+	var errs []error
+	horizon := c.RedeliveryHorizon()
+	for flag, d := range map[string]time.Duration{"retention": c.Retention, "retention-failed": c.RetentionFailed} {
+		switch {
+		case d < 0:
+			errs = append(errs, fmt.Errorf("--%s: must not be negative (0 keeps messages forever), got %v", flag, d))
+		case d > 0 && d < horizon:
+			errs = append(errs, fmt.Errorf("--%s: %v is shorter than a peer may still send a message again "+
+				"(--forward-max-retries %d x --forward-retry-interval %v + --http-timeout %v = %v): "+
+				"a forward repeated after its purge would be delivered twice", flag, d,
+				c.ForwardMaxRetries, c.ForwardRetryInterval, c.HTTPTimeout, horizon))
+		}
+	}
+	if c.MinFreeSpace.Bytes < 0 || c.MinFreeSpace.Percent < 0 || c.MinFreeSpace.Percent > 90 {
+		errs = append(errs, fmt.Errorf("--min-free-space: must be a size or a percentage from 0%% to 90%%, got %s", c.MinFreeSpace))
+	}
+	if c.CDRRotateBytes <= 0 {
+		errs = append(errs, fmt.Errorf("--cdr-rotate-size: must be positive, got %d", c.CDRRotateBytes))
+	}
+	return errs
 }
 
 // validateFederation checks the federation flags. Intervals are checked

@@ -323,6 +323,9 @@ func (n *Node) FederationForward(ctx context.Context, from string, fs []messages
 	if err := n.caller(from); err != nil {
 		return nil, err
 	}
+	if err := n.roomForNew(); err != nil {
+		return nil, err
+	}
 	if n.inflight.Add(int64(len(fs))) > int64(n.cfg.MaxPendingSubmits) {
 		n.inflight.Add(-int64(len(fs)))
 		return nil, messages.Errorf(messages.CodeOverloaded,
@@ -334,6 +337,7 @@ func (n *Node) FederationForward(ctx context.Context, from string, fs []messages
 	if err != nil {
 		return nil, err
 	}
+	n.noteFull(r.Err)
 	return r.Results, r.Err
 }
 

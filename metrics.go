@@ -32,6 +32,7 @@ type statsCache struct {
 	dlq      *prometheus.Desc
 	oldest   *prometheus.Desc
 	fwdQueue *prometheus.Desc
+	bytes    *prometheus.Desc
 }
 
 func newStatsCache(s persistence.Store, ttl time.Duration, peers func() []string, fresh func(persistence.Stats)) *statsCache {
@@ -47,6 +48,8 @@ func newStatsCache(s persistence.Store, ttl time.Duration, peers func() []string
 		dlq:      prometheus.NewDesc("switchboard_dlq_depth", "Dead-lettered messages (state failed) waiting for an operator.", nil, nil),
 		oldest: prometheus.NewDesc("switchboard_outbox_oldest_age_seconds",
 			"Age of the oldest outbox row; 0 when the outbox is empty.", nil, nil),
+		bytes: prometheus.NewDesc("switchboard_store_bytes",
+			"Size of the store on disk: the embedded database and its write-ahead log, or the node's Postgres schema with its indexes.", nil, nil),
 	}
 }
 
@@ -76,6 +79,7 @@ func (c *statsCache) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.dlq
 	ch <- c.oldest
 	ch <- c.fwdQueue
+	ch <- c.bytes
 }
 
 // Collect implements prometheus.Collector. When the store does not answer
@@ -97,6 +101,7 @@ func (c *statsCache) Collect(ch chan<- prometheus.Metric) {
 		age = max(time.Since(st.OldestOutbox).Seconds(), 0)
 	}
 	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age)
+	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(st.StoreBytes))
 	depth := map[string]int64{}
 	for _, p := range c.peers() {
 		depth[p] = 0

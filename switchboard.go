@@ -15,6 +15,7 @@
 //	├── frontends   one delivery worker per local frontend
 //	├── intake      routing and group-committed acceptance
 //	├── janitor     expiry of messages nobody claimed; forwards that waited too long
+//	├── retention   purges messages past their retention (call records first)
 //	├── peers       one actor per peer (health, registry), each with its forward queue
 //	├── discovery   static peers or DNS SRV (only with federation)
 //	├── ring        the site's ring: master or slave; its partitions fence every claim
@@ -51,6 +52,7 @@ import (
 	"github.com/switchboard-dev/switchboard/actors/frontend"
 	"github.com/switchboard-dev/switchboard/actors/handover"
 	"github.com/switchboard-dev/switchboard/actors/peer"
+	"github.com/switchboard-dev/switchboard/actors/retention"
 	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/actors/router"
 	"github.com/switchboard-dev/switchboard/httpapi"
@@ -58,6 +60,7 @@ import (
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/persistence/postgres"
+	"github.com/switchboard-dev/switchboard/persistence/space"
 	"github.com/switchboard-dev/switchboard/persistence/sqlite"
 	"github.com/switchboard-dev/switchboard/supervision"
 	"github.com/switchboard-dev/switchboard/supervision/ratelog"
@@ -88,6 +91,14 @@ type Node struct {
 	// board is where the workers offer to take new work at once, and the
 	// intake hands it over (package handover).
 	board *handover.Board
+	// records is the call record file (nil without --cdr-file).
+	records *retention.Records
+	// space refuses new work while the store is short of room (space.go);
+	// spaceWatch is set when the free space of the data directory is
+	// read (the embedded store), spaceRead when it was last read.
+	space      *space.Gate
+	spaceWatch bool
+	spaceRead  atomic.Int64
 
 	// the ring (see ring.go)
 	ring        atomic.Pointer[actor.PID]
@@ -158,11 +169,12 @@ const (
 	actorFrontends = "frontends"
 	actorIntake    = "intake"
 	actorJanitor   = "janitor"
+	actorRetention = "retention"
 )
 
 func isNodeActor(name string) bool {
 	switch name {
-	case actorFrontends, actorIntake, actorJanitor, actorPeers, actorDiscovery, actorRing:
+	case actorFrontends, actorIntake, actorJanitor, actorRetention, actorPeers, actorDiscovery, actorRing:
 		return true
 	}
 	return false
@@ -231,6 +243,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	if err := n.prepareStore(ctx); err != nil {
+		return err
+	}
+	if err := n.startSpace(); err != nil {
 		return err
 	}
 	if err := n.startActors(); err != nil {
@@ -454,7 +469,36 @@ func (n *Node) startActors() error {
 	if _, err = n.guardian.Spawn(actorJanitor, "janitor", jan); err != nil {
 		return err
 	}
+	if err := n.startRetention(); err != nil {
+		return err
+	}
 	return n.startDiscovery()
+}
+
+// startRetention starts the cleaner (it purges on the ring's master only).
+func (n *Node) startRetention() error {
+	m, err := retention.NewMetrics(n.registry)
+	if err != nil {
+		return err
+	}
+	if n.cfg.CDRFile != "" {
+		if n.records, err = retention.OpenRecords(n.cfg.CDRFile, n.cfg.CDRRotateBytes); err != nil {
+			return fmt.Errorf("--cdr-file: %w", err)
+		}
+	}
+	policy := retention.Policy{Retention: n.cfg.Retention, RetentionFailed: n.cfg.RetentionFailed}
+	if n.cfg.RetentionFailed > 0 {
+		policy.ForwardedAfter = n.cfg.MessageValidity + n.cfg.RetentionFailed
+	}
+	p, err := retention.NewCleaner(retention.Config{
+		Node: n.cfg.Name, Store: n.store, Clock: n.clock, Logger: n.log, Policy: policy, Records: n.records,
+		Metrics: m, Leader: n.isRingMaster, Seed: uint64(n.clock.Now().UnixNano()),
+	})
+	if err != nil {
+		return err
+	}
+	_, err = n.guardian.Spawn(actorRetention, "retention", p)
+	return err
 }
 
 // webhookClient is the keep-alive client of webhook deliveries; it trusts
@@ -638,6 +682,11 @@ func (n *Node) teardown(ctx context.Context) error {
 		n.api.Close()
 	}
 	n.releaseInstance()
+	if n.records != nil {
+		if err := n.records.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close call records: %w", err))
+		}
+	}
 	if n.ownStore && n.store != nil {
 		if err := n.store.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close store: %w", err))

@@ -35,6 +35,10 @@ type Backend interface {
 
 	// Ready reports why the node cannot serve (nil when it can).
 	Ready(ctx context.Context) error
+	// Storage tells whether the store has room for new work: "ok", or
+	// "full" and why (submits and forwards then get 507 storage_full;
+	// everything else goes on, so the node stays ready).
+	Storage() (state, why string)
 
 	// Peers lists every known peer (GET /api/peers), ordered by node.
 	Peers(ctx context.Context) ([]messages.PeerInfo, error)

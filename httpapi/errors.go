@@ -26,6 +26,7 @@ var statusOf = map[string]int{
 	messages.CodeFrontendInUse:   http.StatusConflict,
 	messages.CodeOverloaded:      http.StatusTooManyRequests,
 	messages.CodeUnavailable:     http.StatusServiceUnavailable,
+	messages.CodeStorageFull:     http.StatusInsufficientStorage,
 	messages.CodeInternal:        http.StatusInternalServerError,
 
 	// Federation. A refused caller is 403: it reached us and is not let in
@@ -91,6 +92,10 @@ func writeError(w http.ResponseWriter, log *slog.Logger, r *http.Request, err er
 	switch status {
 	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
 		w.Header().Set("Retry-After", "1")
+	case http.StatusInsufficientStorage:
+		// Space comes back when the cleaner's next pass or an operator
+		// frees it: not within a second.
+		w.Header().Set("Retry-After", "5")
 	case http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard"`)
 	}

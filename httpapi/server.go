@@ -159,5 +159,10 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, messages.Errorf(messages.CodeUnavailable, "not ready: %v", err))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	doc := map[string]string{"status": "ready"}
+	doc["storage"], doc["storage_reason"] = s.cfg.Backend.Storage()
+	if doc["storage_reason"] == "" {
+		delete(doc, "storage_reason")
+	}
+	writeJSON(w, http.StatusOK, doc)
 }

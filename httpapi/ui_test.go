@@ -110,6 +110,7 @@ func (stubBackend) Ack(context.Context, string, []messages.DeliveryResult) ([]me
 }
 
 func (stubBackend) Ready(context.Context) error { return nil }
+func (stubBackend) Storage() (string, string)   { return "ok", "" }
 
 func (stubBackend) Timeline(context.Context) (Timeline, error) {
 	depth := int64(3)

@@ -33,6 +33,7 @@ const (
 	CodeFrontendInUse   = "frontend_in_use"    // delete of a frontend that routes still name
 	CodeOverloaded      = "overloaded"         // admission control: retry later
 	CodeUnavailable     = "unavailable"        // store unreachable or node stopping
+	CodeStorageFull     = "storage_full"       // the store has no room for new work: retry later
 	CodeInternal        = "internal"           // a bug: logged with detail
 
 	// Federation.

@@ -109,3 +109,16 @@ func Conflict(nm NewMessage, stored messages.Message) string {
 	}
 	return messages.ContentDiff(NewRow(nm, stored.CreatedAt).Message, stored)
 }
+
+// AcceptedCounts are the counter deltas of storing the created messages
+// (each in its first state) with their new outbox rows.
+func AcceptedCounts(created map[string]messages.Message, work []WorkAdd) Counts {
+	c := Counts{}
+	for _, m := range created {
+		c.State(m.State, 1)
+	}
+	for _, w := range work {
+		c.Work(w.Spec.Kind, w.Spec.Target, 1)
+	}
+	return c
+}

@@ -17,7 +17,16 @@ type Row struct {
 	// HistoryLen counts the message's history entries (its first entry
 	// included); the next entry's ordinal is HistoryLen+1.
 	HistoryLen int
+	// FinalizedAt is when the message came to rest in its state (see
+	// Resting): its retention counts from it. Nil in every other state.
+	FinalizedAt *time.Time
 }
+
+// Resting reports whether a message in s has come to rest here: final
+// (delivered, failed, forward_failed), or forwarded (this node's own work is
+// done; only the peer's report is owed). Retention counts from then
+// (Row.FinalizedAt).
+func Resting(s messages.State) bool { return s.Final() || s == messages.StateForwarded }
 
 // WorkRow is one outbox row of a message as a write transaction loaded it.
 type WorkRow struct {
@@ -122,14 +131,16 @@ type Reschedule struct {
 // Changes are the writes one transaction's decisions came to, in decision
 // order, for the store to write: a store writes them in this order of kinds
 // (ledger removals, ledger entries, finished rows, rescheduled rows, moved
-// messages, history, new work), with a statement or a few per kind.
+// messages, history, new work, purged messages, counts), with a statement
+// or a few per kind.
 type Changes struct {
 	// Now is the time of every change (updated_at, history, ledger, work).
 	Now time.Time
 	// Moved are the messages whose row changed, each once, in the order of
 	// their first change, as they end: a store writes their state, reason,
-	// queued_at, attempts and history_len, and updated_at = Now; for those
-	// Restarted (a resubmit) also frontend, dest_smsc and submitted_at.
+	// queued_at, finalized_at, attempts and history_len, and updated_at =
+	// Now; for those Restarted (a resubmit) also frontend, dest_smsc and
+	// submitted_at.
 	Moved     []*Row
 	Restarted map[string]bool
 	History   []HistoryAdd
@@ -141,6 +152,12 @@ type Changes struct {
 	Finished    []int64
 	Rescheduled []Reschedule
 	Work        []WorkAdd
+	// Purged are messages to delete with their history and ledger entries
+	// (they have no outbox rows: see Purge).
+	Purged []*Row
+	// Counts are the deltas of the maintained counters that these changes
+	// make (see Counts); a store writes them in the same transaction.
+	Counts Counts
 
 	moved map[string]bool
 	due   map[int64]int // row -> index in Rescheduled
@@ -148,12 +165,14 @@ type Changes struct {
 
 // NewChanges starts the changes of a transaction at now (normalized).
 func NewChanges(now time.Time) *Changes {
-	return &Changes{Now: Normalize(now), moved: map[string]bool{}, due: map[int64]int{}, Restarted: map[string]bool{}}
+	return &Changes{Now: Normalize(now), moved: map[string]bool{}, due: map[int64]int{}, Restarted: map[string]bool{},
+		Counts: Counts{}}
 }
 
 // Empty reports whether there is nothing to write.
 func (c *Changes) Empty() bool {
-	return len(c.Moved)+len(c.History)+len(c.Unledgered)+len(c.Ledger)+len(c.Finished)+len(c.Rescheduled)+len(c.Work) == 0
+	return len(c.Moved)+len(c.History)+len(c.Unledgered)+len(c.Ledger)+len(c.Finished)+len(c.Rescheduled)+len(c.Work)+
+		len(c.Purged)+len(c.Counts) == 0
 }
 
 // touch marks m changed.
@@ -167,9 +186,11 @@ func (c *Changes) touch(m *Row) {
 
 // Move puts m in state next with a history entry. forward_queued keeps
 // queued_at (or sets it to now); every other state clears it. A message
-// with an origin to report to that becomes delivered or failed gets its
-// status work, due now, so the delivery_status leaves through the outbox.
-func (c *Changes) Move(m *Row, next messages.State, detail string) {
+// that comes to rest (Resting) has finalized_at set to now, any other has it
+// cleared. A message with an origin to report to that becomes delivered or
+// failed gets its status work, due now, so the delivery_status leaves
+// through the outbox.
+func (c *Changes) Move(l *Loaded, m *Row, next messages.State, detail string) {
 	switch {
 	case next != messages.StateForwardQueued:
 		m.QueuedAt = nil
@@ -177,12 +198,19 @@ func (c *Changes) Move(m *Row, next messages.State, detail string) {
 		t := c.Now
 		m.QueuedAt = &t
 	}
+	m.FinalizedAt = nil
+	if Resting(next) {
+		t := c.Now
+		m.FinalizedAt = &t
+	}
+	c.Counts.State(m.State, -1)
+	c.Counts.State(next, 1)
 	m.State = next
 	m.HistoryLen++
 	c.History = append(c.History, HistoryAdd{MessageID: m.ID, Ordinal: m.HistoryLen, State: next, Detail: detail})
 	c.touch(m)
 	if m.ReportTo != "" && (next == messages.StateDelivered || next == messages.StateFailed) {
-		c.AddWork(m.ID, m.Token, WorkSpec{Kind: WorkStatus, Target: m.ReportTo, DueAt: c.Now})
+		c.AddWork(l, m.ID, m.Token, WorkSpec{Kind: WorkStatus, Target: m.ReportTo, DueAt: c.Now})
 	}
 }
 
@@ -231,7 +259,12 @@ func (c *Changes) Finish(l *Loaded, id string, row int64) {
 		}
 	}
 	c.Finished = append(c.Finished, row)
-	l.Work[id] = slices.DeleteFunc(l.Work[id], func(w WorkRow) bool { return w.ID == row })
+	l.Work[id] = slices.DeleteFunc(l.Work[id], func(w WorkRow) bool {
+		if w.ID == row {
+			c.Counts.Work(w.Kind, w.Target, -1)
+		}
+		return w.ID == row
+	})
 }
 
 // Reschedule makes outbox row `row` of message id due at due, unleased (in l
@@ -255,8 +288,10 @@ func (c *Changes) Reschedule(l *Loaded, id string, row int64, due time.Time) {
 }
 
 // AddWork writes an outbox row for message id (token its token), replacing
-// one already added for the same kind and target. A zero DueAt means now.
-func (c *Changes) AddWork(id string, token uint64, spec WorkSpec) {
+// one already added for the same kind and target, or the row the message has
+// of that kind and target (in l; the store replaces it). A zero DueAt means
+// now.
+func (c *Changes) AddWork(l *Loaded, id string, token uint64, spec WorkSpec) {
 	if spec.DueAt.IsZero() {
 		spec.DueAt = c.Now
 	}
@@ -268,6 +303,12 @@ func (c *Changes) AddWork(id string, token uint64, spec WorkSpec) {
 		}
 	}
 	c.Work = append(c.Work, WorkAdd{MessageID: id, Token: token, Spec: spec})
+	for _, w := range l.Work[id] {
+		if w.Kind == spec.Kind && w.Target == spec.Target {
+			return // a replacement: the count stays
+		}
+	}
+	c.Counts.Work(spec.Kind, spec.Target, 1)
 }
 
 // FailWork fails m in state with reason: its outbox rows of the given kinds
@@ -290,5 +331,5 @@ func (c *Changes) FailWork(l *Loaded, m *Row, state messages.State, reason, deta
 		c.Record(l, fallback, ResultFailed, detail)
 	}
 	m.Reason = reason
-	c.Move(m, state, detail)
+	c.Move(l, m, state, detail)
 }

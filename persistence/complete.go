@@ -89,7 +89,7 @@ func Complete(l *Loaded, c *Changes, o Outcome) Completion {
 	if o.Result == ResultFailed {
 		m.Reason = o.Reason
 	}
-	c.Move(m, next, o.Detail)
+	c.Move(l, m, next, o.Detail)
 	return Applied
 }
 
@@ -146,6 +146,6 @@ func Status(l *Loaded, c *Changes, u StatusUpdate) Completion {
 	if u.Attempts > 0 {
 		m.Attempts = u.Attempts
 	}
-	c.Move(m, StateAfter(WorkDelivery, u.Result), detail)
+	c.Move(l, m, StateAfter(WorkDelivery, u.Result), detail)
 	return Applied
 }

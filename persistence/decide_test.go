@@ -2,6 +2,8 @@ package persistence
 
 import (
 	"errors"
+	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -366,8 +368,8 @@ func TestChanges(t *testing.T) {
 	if len(c.Rescheduled) != 1 || !c.Rescheduled[0].DueAt.Equal(now.Add(3*time.Hour)) {
 		t.Errorf("rescheduled %+v after the index was rebuilt", c.Rescheduled)
 	}
-	c.AddWork("m", 7, WorkSpec{Kind: WorkStatus, Target: "o", DueAt: now.Add(time.Second)})
-	c.AddWork("m", 7, WorkSpec{Kind: WorkStatus, Target: "o"})
+	c.AddWork(NewLoaded(), "m", 7, WorkSpec{Kind: WorkStatus, Target: "o", DueAt: now.Add(time.Second)})
+	c.AddWork(NewLoaded(), "m", 7, WorkSpec{Kind: WorkStatus, Target: "o"})
 	if len(c.Work) != 1 || !c.Work[0].Spec.DueAt.Equal(now) {
 		t.Errorf("work %+v: one row per kind and target, the last spec (zero due = now)", c.Work)
 	}
@@ -405,3 +407,106 @@ func TestValidatorsReportEveryProblem(t *testing.T) {
 		t.Errorf("ValidateRegistry = %v, %v; want [a b]", fes, err)
 	}
 }
+
+// TestCountsFollowChanges: every change the core decides carries the
+// deltas of the counters it touches, and only those.
+func TestCountsFollowChanges(t *testing.T) {
+	now := t0.Add(time.Minute)
+	state := func(s messages.State) Counter { return Counter{Of: CountState, Key: string(s)} }
+	work := func(k WorkKind, target string) Counter { return Counter{Of: string(k), Key: target} }
+	cases := []struct {
+		name   string
+		state  messages.State
+		work   []WorkRow
+		report string
+		decide func(l *Loaded, c *Changes, m *Row)
+		want   Counts
+	}{
+		{"delivered: a state moves, the row goes", messages.StatePending, []WorkRow{deliveryRow("a", now.Add(time.Hour), 0)}, "",
+			func(l *Loaded, c *Changes, _ *Row) {
+				Complete(l, c, Outcome{Kind: WorkDelivery, Target: "fe", MessageID: "m", Result: ResultDelivered})
+			},
+			Counts{state(messages.StatePending): -1, state(messages.StateDelivered): 1, work(WorkDelivery, "fe"): -1}},
+		{"delivered with a report owed: status work comes", messages.StatePending, []WorkRow{deliveryRow("a", now.Add(time.Hour), 0)}, "origin",
+			func(l *Loaded, c *Changes, _ *Row) {
+				Complete(l, c, Outcome{Kind: WorkDelivery, Target: "fe", MessageID: "m", Result: ResultDelivered})
+			},
+			Counts{state(messages.StatePending): -1, state(messages.StateDelivered): 1, work(WorkDelivery, "fe"): -1, work(WorkStatus, "origin"): 1}},
+		{"retry: the row stays", messages.StatePending, []WorkRow{deliveryRow("a", now.Add(time.Hour), 0)}, "",
+			func(l *Loaded, c *Changes, _ *Row) {
+				Complete(l, c, Outcome{Kind: WorkDelivery, Target: "fe", MessageID: "m", Result: ResultRetry, RetryAt: now})
+			},
+			Counts{state(messages.StatePending): -1, state(messages.StateRetry): 1}},
+		{"status work replaced: the count stays", messages.StateDelivered, []WorkRow{{Kind: WorkStatus, Target: "origin"}}, "origin",
+			func(l *Loaded, c *Changes, m *Row) {
+				c.AddWork(l, "m", 7, WorkSpec{Kind: WorkStatus, Target: "origin"})
+			},
+			Counts{}},
+		{"purged", messages.StateFailed, nil, "",
+			func(l *Loaded, c *Changes, m *Row) {
+				at := t0
+				m.FinalizedAt = &at
+				Purge(l, c, m, PurgeRequest{Before: map[messages.State]time.Time{messages.StateFailed: now}, Limit: 1})
+			},
+			Counts{state(messages.StateFailed): -1}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l, m := loaded("m", tc.state, tc.work)
+			m.ReportTo = tc.report
+			c := NewChanges(now)
+			tc.decide(l, c, m)
+			if got, want := fmt.Sprint(c.Counts.Sorted()), fmt.Sprint(tc.want.Sorted()); got != want {
+				t.Errorf("counts %s, want %s", got, want)
+			}
+		})
+	}
+}
+
+func TestPurgeDecides(t *testing.T) {
+	rest := t0
+	cut := map[messages.State]time.Time{messages.StateDelivered: t0.Add(time.Second), messages.StateForwarded: t0.Add(time.Second)}
+	cases := []struct {
+		name      string
+		state     messages.State
+		finalized *time.Time
+		work      []WorkRow
+		want      bool
+	}{
+		{"delivered past its cutoff", messages.StateDelivered, &rest, nil, true},
+		{"forwarded past its cutoff", messages.StateForwarded, &rest, nil, true},
+		{"no cutoff for its state", messages.StateFailed, &rest, nil, false},
+		{"at rest after the cutoff", messages.StateDelivered, ptr(t0.Add(time.Second)), nil, false},
+		{"no rest time", messages.StateDelivered, nil, nil, false},
+		{"a report still owed", messages.StateDelivered, &rest, []WorkRow{{Kind: WorkStatus, Target: "origin"}}, false},
+		{"live, with a cutoff given anyway", messages.StatePending, &rest, nil, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l, m := loaded("m", tc.state, tc.work)
+			m.FinalizedAt = tc.finalized
+			req := PurgeRequest{Before: maps.Clone(cut), Limit: 1}
+			if tc.state == messages.StatePending {
+				req.Before[messages.StatePending] = t0.Add(time.Hour)
+			}
+			c := NewChanges(t0.Add(time.Hour))
+			if got := Purge(l, c, m, req); got != tc.want || (len(c.Purged) == 1) != tc.want {
+				t.Errorf("Purge = %v (%d purged), want %v", got, len(c.Purged), tc.want)
+			}
+		})
+	}
+}
+
+func TestMoveSetsTheRestTime(t *testing.T) {
+	now := t0.Add(time.Minute)
+	for _, next := range messages.AllStates {
+		l, m := loaded("m", messages.StatePending, nil)
+		c := NewChanges(now)
+		c.Move(l, m, next, "x")
+		if Resting(next) != (m.FinalizedAt != nil) || (m.FinalizedAt != nil && !m.FinalizedAt.Equal(now)) {
+			t.Errorf("moved to %s: finalized_at %v", next, m.FinalizedAt)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

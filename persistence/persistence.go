@@ -16,6 +16,10 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store closed")
+	// ErrNoSpace: a write failed because the store has no room left (a
+	// full disk or volume, a file system mounted read-only). Nothing of it
+	// was written; it may work once space is back.
+	ErrNoSpace = errors.New("no space left for the store")
 )
 
 // WorkKind is the kind of an outbox row.
@@ -383,6 +387,10 @@ type Stats struct {
 	// ForwardQueue counts forward outbox rows by target peer (peers with
 	// none are absent); its sum is the node's forward queue depth.
 	ForwardQueue map[string]int64
+	// StoreBytes is the store's size on disk: the database and its
+	// write-ahead log (embedded), or the relations of the node's schema,
+	// indexes included (Postgres).
+	StoreBytes int64
 }
 
 // NewStats returns Stats with a zero count for every state, as Store.Stats
@@ -524,6 +532,25 @@ type Store interface {
 	// cutoff, with history and ledger, and removes their work. It returns the
 	// expired messages.
 	ExpireMessages(ctx context.Context, req ExpireRequest) ([]messages.Message, error)
+
+	// Purgeable returns up to req.Limit messages that Purge would delete
+	// now, each with its history (oldest first): what a call record is made
+	// of before its message goes. It reads; it changes nothing.
+	Purgeable(ctx context.Context, req PurgeRequest) ([]messages.Message, error)
+	// CountPurgeable counts the messages Purge would delete now, up to
+	// req.Limit (which bounds the work of counting). It reads.
+	CountPurgeable(ctx context.Context, req PurgeRequest) (int64, error)
+	// Purge deletes, in one transaction, up to req.Limit messages that
+	// persistence.Purge lets go (past their state's cutoff, no outbox row
+	// left), with their history and ledger entries; when ids is not nil,
+	// only those of ids that still qualify. It returns what it deleted.
+	Purge(ctx context.Context, req PurgeRequest, ids []string) ([]Purged, error)
+	// Compact gives space back after a purge, bounded so that it never
+	// holds the store for long: the embedded store frees pages from the end
+	// of its file and checkpoints its write-ahead log; Postgres folds the
+	// counters' deltas (its autovacuum reclaims space). It returns the
+	// bytes it gave back (0 when it cannot tell).
+	Compact(ctx context.Context) (int64, error)
 
 	// Resubmit moves failed or forward_failed messages back to work in one
 	// transaction: state, frontend and dest_smsc as given, attempts 0, reason

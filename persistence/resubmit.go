@@ -27,9 +27,9 @@ func Resubmit(l *Loaded, c *Changes, r Reroute) ResubmitResult {
 	m.Frontend, m.DestSMSC, m.Attempts, m.Reason = r.Frontend, r.DestSMSC, 0, ""
 	m.SubmittedAt, m.QueuedAt = c.Now, nil
 	c.Restarted[m.ID] = true
-	c.Move(m, r.State, r.Detail)
+	c.Move(l, m, r.State, r.Detail)
 	if r.Work != nil {
-		c.AddWork(r.ID, m.Token, *r.Work)
+		c.AddWork(l, r.ID, m.Token, *r.Work)
 	}
 	return ResubmitResult{ID: r.ID, Applied: true, Found: true, State: r.State}
 }

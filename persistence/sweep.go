@@ -60,7 +60,7 @@ func QueueForward(l *Loaded, c *Changes, m *Row, now time.Time, peer, detail str
 	}
 	for _, w := range l.Work[m.ID] {
 		if w.Kind == WorkForward && w.Target == peer && !w.Leased(now) {
-			c.Move(m, messages.StateForwardQueued, detail)
+			c.Move(l, m, messages.StateForwardQueued, detail)
 			return true
 		}
 	}
@@ -76,4 +76,36 @@ func leased(work []WorkRow, kind WorkKind, now time.Time) bool {
 		}
 	}
 	return false
+}
+
+// PurgeRequest asks for final messages past their retention to be purged.
+type PurgeRequest struct {
+	Now time.Time
+	// Before maps each state whose messages may be purged (those for which
+	// Resting holds) to its cutoff: a message in that state that came to
+	// rest before the cutoff goes. A state absent is kept.
+	Before map[messages.State]time.Time
+	// Limit bounds one call (> 0); callers loop until fewer come back.
+	Limit int
+}
+
+// Purged is one message Purge deleted.
+type Purged struct {
+	ID    string
+	State messages.State
+}
+
+// Purge deletes a message that came to rest (Resting) before its state's
+// cutoff in req and has no outbox row left: a report owed to its origin
+// (status work), or any other work, keeps it, whatever its age. Its history
+// and ledger entries go with it.
+func Purge(l *Loaded, c *Changes, m *Row, req PurgeRequest) bool {
+	cut, ok := req.Before[m.State]
+	if !ok || !Resting(m.State) || m.FinalizedAt == nil || !m.FinalizedAt.Before(Normalize(cut)) || len(l.Work[m.ID]) > 0 {
+		return false
+	}
+	c.Purged = append(c.Purged, m)
+	c.Counts.State(m.State, -1)
+	delete(l.Rows, m.ID)
+	return true
 }

@@ -3,6 +3,7 @@ package persistence
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/switchboard-dev/switchboard/messages"
@@ -133,6 +134,24 @@ func (r ForwardExpiry) Validate() error {
 		return fmt.Errorf("fail forwards: limit %d must be positive", r.Limit)
 	}
 	return nil
+}
+
+// Validate reports every problem of a purge request: a positive limit,
+// and cutoffs only for states whose messages have come to rest.
+func (r PurgeRequest) Validate() error {
+	var errs []error
+	if r.Limit <= 0 {
+		errs = append(errs, fmt.Errorf("purge: limit %d must be positive", r.Limit))
+	}
+	if len(r.Before) == 0 {
+		errs = append(errs, errors.New("purge: no state to purge"))
+	}
+	for _, st := range slices.Sorted(maps.Keys(r.Before)) {
+		if !Resting(st) {
+			errs = append(errs, fmt.Errorf("purge: messages in state %q are never purged", st))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Validate reports what is wrong with a list query.

@@ -367,7 +367,7 @@ func (b *Batch) settle(w persistence.Written, err error) (changes []messages.Sta
 		for _, i := range b.from {
 			live = append(live, b.entries[i])
 		}
-		failAll(live, b.reports, messages.Errorf(messages.CodeUnavailable, "the message store is unavailable; retry with the same id"))
+		failAll(live, b.reports, commitError(err))
 		return nil, nil
 	}
 	kicked := map[persistence.WorkSpec]bool{}
@@ -407,4 +407,14 @@ func (b *Batch) settle(w persistence.Written, err error) (changes []messages.Sta
 		r.m.Reply <- messages.ApplyStatusesReply{Results: out}
 	}
 	return changes, kicks
+}
+
+// commitError is what the submitters of a commit that failed are told: the
+// store has no room (storage_full), or it is unavailable; either way
+// nothing was stored and a retry with the same id is safe.
+func commitError(err error) error {
+	if errors.Is(err, persistence.ErrNoSpace) {
+		return messages.Errorf(messages.CodeStorageFull, "the message store has no room left; retry later with the same id")
+	}
+	return messages.Errorf(messages.CodeUnavailable, "the message store is unavailable; retry with the same id")
 }

@@ -22,6 +22,7 @@ var units = map[string]string{
 	"latency": "ms", "memory": "MB/100k", "restart": "ms", "postgres-site": "msg/s", "postgres-site-vs-single": "msg/s",
 	"search": "ms", "search-sqlite": "ms", "search-prefix-sqlite": "ms", "search-time-sqlite": "ms", "search-ingest-sqlite": "rows/s",
 	"search-postgres": "ms", "search-prefix-postgres": "ms", "search-time-postgres": "ms", "search-ingest-postgres": "rows/s",
+	"ingest-retention": "msg/s", "storage": "B/msg",
 }
 
 // The figures each output-shape test runs: together every figure, so that
@@ -32,6 +33,7 @@ var (
 	latencyFigure     = []string{"latency"}
 	restartFigure     = []string{"restart"}
 	searchFigure      = []string{"search"}
+	storageFigures    = []string{"ingest-retention", "storage"} // ingest-retention brings ingest
 )
 
 // checkShape runs the benchmark with args and checks that it prints
@@ -141,10 +143,21 @@ func TestSearchLines(t *testing.T) {
 	checkShape(t, []string{"--only", strings.Join(searchFigure, ","), "--search-rows", "3000", "--window", "300ms"}, lines)
 }
 
+// TestStorageLines: ingest while the cleaner purges at its rate (with
+// ingest, its baseline), and the bytes on disk of 2,000 delivered
+// messages.
+func TestStorageLines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a node for a few seconds")
+	}
+	checkShape(t, []string{"--short", "--window", "2s", "--clients", "8", "--storage-messages", "2000", "--only", strings.Join(storageFigures, ",")},
+		[]string{"ingest", "ingest-retention", "storage"})
+}
+
 // TestEveryFigureChecked: the shape tests above run every figure.
 func TestEveryFigureChecked(t *testing.T) {
 	var checked []string
-	for _, l := range [][]string{shortRunFigures, riverSQLiteFigure, latencyFigure, restartFigure, searchFigure} {
+	for _, l := range [][]string{shortRunFigures, riverSQLiteFigure, latencyFigure, restartFigure, storageFigures, searchFigure} {
 		checked = append(checked, l...)
 	}
 	for _, f := range figures {

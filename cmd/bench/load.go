@@ -264,10 +264,19 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 // measure runs the warm-up and the window; the profiler (if any) and the
 // node's actor metrics (if any) cover the window.
 func measure(phase *atomic.Int32, o options, prof *profiler, nodes ...*benchNode) (window, cpu time.Duration) {
+	return measureWith(phase, o, prof, nil, nodes...)
+}
+
+// measureWith is measure that also calls at(0) as the window opens and
+// at(1) as it closes (at may be nil).
+func measureWith(phase *atomic.Int32, o options, prof *profiler, at func(int), nodes ...*benchNode) (window, cpu time.Duration) {
 	time.Sleep(o.warmup)
 	prof.start()
 	for _, b := range nodes {
 		b.snapshot()
+	}
+	if at != nil {
+		at(0)
 	}
 	c0 := processCPU()
 	t0 := time.Now()
@@ -276,6 +285,9 @@ func measure(phase *atomic.Int32, o options, prof *profiler, nodes ...*benchNode
 	phase.Store(over)
 	window = time.Since(t0)
 	cpu = processCPU() - c0
+	if at != nil {
+		at(1)
+	}
 	for _, b := range nodes {
 		b.snapshot()
 	}

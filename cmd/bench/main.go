@@ -13,6 +13,16 @@
 //	ingest    64 keep-alive HTTPS clients POST ~321-byte submissions to a node
 //	          (embedded SQLite: its WAL synced before an answer) and wait
 //	          for the 202; accepted msg/s over the window.
+//	ingest-retention
+//	          the ingest figure on a node whose cleaner purges at the
+//	          intake's rate meanwhile: its store is bulk-loaded with
+//	          delivered messages that come to the end of their retention,
+//	          one after the other, at the rate of the ingest run of the
+//	          same repeat, through the warm-up and the window (a short
+//	          retention, so that the cleaner's passes come often; the #
+//	          line tells how fast it purged). Its baseline is the ingest
+//	          figure of the same run (--only ingest-retention runs ingest
+//	          too); goal 7: ratio >= 0.9.
 //	delivery  the same submitters plus pull consumers (poll max 100, ack all
 //	          as delivered); acked msg/s over the window. Goal
 //	          (docs/performance.md, goal 1): >= 0.50 of the raw HTTPS baseline (ingest: 0.60).
@@ -70,6 +80,12 @@
 //	          latter. The # lines give the node's JSON log of the median
 //	          start, in ms after its exec. Measured once (first repeat
 //	          only): the fill of 1M takes about 30-40 s.
+//	storage   bytes on disk per message kept for its retention: an
+//	          embedded store bulk-loaded with --storage-messages (100,000)
+//	          delivered messages (each with two history entries and a
+//	          ledger entry), its write-ahead log checkpointed; the baseline
+//	          is a message's raw content (id, numbers, body). Reported, no
+//	          goal; measured once.
 //	postgres-site
 //	          a site of three instances (switchboard.Node, real HTTPS,
 //	          --ring-role auto) on one fresh Postgres schema: the clients
@@ -151,27 +167,29 @@ type options struct {
 	nodeBinary                  string
 	// searchRows is how many messages the search figures store.
 	searchRows int64
+	// storageCount is the delivered messages the storage figure stores.
+	storageCount int64
 	// selected are the figures to run, in the order of figures.
 	selected []string
 }
 
 // figures in the order they are run and printed.
-var figures = []string{"ingest", "delivery", "river-sqlite", "federated", "drain", "latency", "memory", "restart", "postgres-site", "search"}
+var figures = []string{"ingest", "ingest-retention", "delivery", "river-sqlite", "federated", "drain", "latency", "memory", "restart", "storage", "postgres-site", "search"}
 
 // once are the figures measured in the first repeat only: each takes
 // minutes of filling.
-var once = map[string]bool{"memory": true, "restart": true, "search": true}
+var once = map[string]bool{"memory": true, "restart": true, "storage": true, "search": true}
 
 // implies maps a figure to the figure that is its baseline: --only runs
 // that one too.
-var implies = map[string]string{"drain": "federated", "river-sqlite": "delivery"}
+var implies = map[string]string{"drain": "federated", "river-sqlite": "delivery", "ingest-retention": "ingest"}
 
 // httpsBaseline are the figures measured against the raw HTTPS baseline.
 var httpsBaseline = map[string]bool{"ingest": true, "delivery": true, "federated": true}
 
 // profiled are the figures --profile-figure can cover: those with a window
 // of the node in this process.
-var profiled = map[string]bool{"ingest": true, "delivery": true, "federated": true, "drain": true, "postgres-site": true}
+var profiled = map[string]bool{"ingest": true, "ingest-retention": true, "delivery": true, "federated": true, "drain": true, "postgres-site": true}
 
 // httpsGoals are the goals of the figures measured against the raw HTTPS
 // baseline (goals 1 and 2), as ratios: the figure passes at or
@@ -208,6 +226,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Int64Var(&o.restartSmall, "restart-small", 1000, "messages queued in the store of the restart figure's baseline")
 	fs.Int64Var(&o.searchRows, "search-rows", 10_000_000, "messages stored for the search figures (the goal: milliseconds on 10 million)")
 	fs.StringVar(&o.nodeBinary, "node-binary", "", "the switchboard binary of the restart figure (default: go build ./cmd/node into the bench's temp dir)")
+	fs.Int64Var(&o.storageCount, "storage-messages", 100000, "delivered messages stored for the storage figure")
 	fs.Float64Var(&o.latencyRate, "latency-rate", 100, "open-loop submission rate of the latency figure and its durable echo (msg/s; goal 6 is at 100)")
 	defPG := os.Getenv(envPostgres)
 	if defPG == "" {
@@ -244,6 +263,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		if !set["restart-queued"] {
 			o.restartQueued = 100000
 		}
+		if !set["storage-messages"] {
+			o.storageCount = 10000
+		}
 	}
 	switch {
 	case o.window <= 0:
@@ -268,6 +290,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("--restart-small must be at least 1")
 	case o.restartQueued < o.restartSmall:
 		return o, errors.New("--restart-queued must be at least --restart-small")
+	case o.storageCount < 100:
+		return o, errors.New("--storage-messages must be at least 100")
 	case o.profileFig != "" && (!slices.Contains(figures, o.profileFig) || !profiled[o.profileFig]):
 		return o, fmt.Errorf("--profile-figure %q: want one of %s", o.profileFig, strings.Join(slices.DeleteFunc(slices.Clone(figures), func(f string) bool { return !profiled[f] }), ", "))
 	}
@@ -360,6 +384,7 @@ func run(args []string, out, stderr io.Writer) error {
 	var lats, echos []latResult
 	var restarts []restartResult // [small, big]
 	var searches []searchResult
+	var storages []storageResult
 	for rep := 1; rep <= o.repeat; rep++ {
 		for _, fig := range selected {
 			if httpsBaseline[fig] {
@@ -389,6 +414,23 @@ func run(args []string, out, stderr io.Writer) error {
 			switch fig {
 			case "ingest":
 				r, err = runIngest(o, body, dir, prof)
+			case "ingest-retention":
+				var rate float64
+				if runs := subj["ingest"]; len(runs) > 0 {
+					rate = runs[len(runs)-1].rate
+				}
+				r, err = runIngestRetention(o, body, dir, prof, rate)
+			case "storage":
+				sr, err := runStorage(o, dir)
+				if err != nil {
+					return fmt.Errorf("storage: %w", err)
+				}
+				storages = append(storages, sr)
+				fmt.Fprintf(out, "# repeat %d/%d storage: %s\n", rep, o.repeat, sr.summary())
+				if err := os.RemoveAll(dir); err != nil {
+					return err
+				}
+				continue
 			case "delivery":
 				r, err = runDelivery(o, body, dir, prof)
 			case "river-sqlite":
@@ -551,6 +593,23 @@ func run(args []string, out, stderr io.Writer) error {
 				o.latencyRate, listf(p50, "%.2f"), listf(p99, "%.2f"), listf(e50, "%.2f"), listf(e99, "%.2f"),
 				median(p50), m, median(e50), em, listf(paired, "%.2f"), latencyGoal)
 			fmt.Fprintf(out, "bench: latency %.2f ms baseline=%.2f ratio=%.3f\n", m, em, ratio)
+			continue
+		case "storage":
+			sr := storages[0]
+			fmt.Fprintf(out, "# storage (bytes on disk per delivered message kept for its retention, measured once): %s; no goal (reported, goal 7)\n", sr.summary())
+			fmt.Fprintf(out, "bench: storage %.0f B/msg baseline=%.0f ratio=%.3f\n", sr.perMessage, sr.rawPerMsg, sr.perMessage/sr.rawPerMsg)
+			continue
+		case "ingest-retention":
+			rs, is := subj[fig], subj["ingest"]
+			m, im := median(rates(rs)), median(rates(is))
+			paired := pairedRatios(rs, is)
+			ratio := 0.0
+			if im > 0 {
+				ratio = m / im
+			}
+			fmt.Fprintf(out, "# ingest-retention runs (msg/s): %s; median %.0f; ratio to the ingest run of the same repeat: %s (median %.3f); goal >= 0.90 of ingest (goal 7); %s\n",
+				list(rates(rs)), m, listf(paired, "%.3f"), median(paired), latencies(rs))
+			fmt.Fprintf(out, "bench: ingest-retention %s msg/s baseline=%s ratio=%.3f\n", rateText(m), rateText(im), ratio)
 			continue
 		case "river-sqlite":
 			rs, ds := subj[fig], subj["delivery"]

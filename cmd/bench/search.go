@@ -258,7 +258,7 @@ func acceptRate(st persistence.Store, window time.Duration) (float64, error) {
 	return float64(n) / time.Since(start).Seconds(), nil
 }
 
-// searchIndexes are the indexes of migration 0005 that serve the search.
+// searchIndexes are the indexes of migration 0006 that serve the search.
 var searchIndexes = []string{"messages_destination", "messages_source", "messages_created"}
 
 func openSearchSQLite(dir string) (*searchStore, error) {

@@ -14,6 +14,7 @@ import (
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/actors/discovery"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence/space"
 )
 
 // logOptions are the run flags that shape the logger rather than the node.
@@ -94,6 +95,24 @@ var runFlags = []runFlag{
 		func(c *switchboard.Config) *time.Duration { return &c.ShutdownTimeout }),
 	intFlag("max-pending-submits", "submits queued at the intake before new ones get 429",
 		func(c *switchboard.Config) *int { return &c.MaxPendingSubmits }),
+	durationFlag("retention", "a delivered message is purged this long after its delivery (0: kept forever)",
+		func(c *switchboard.Config) *time.Duration { return &c.Retention }),
+	durationFlag("retention-failed", "a failed or forward_failed message is purged this long after it failed (0: kept forever)",
+		func(c *switchboard.Config) *time.Duration { return &c.RetentionFailed }),
+	stringFlag("cdr-file", "FILE", "append each message's final record (JSON lines) here before it can be purged",
+		func(c *switchboard.Config) *string { return &c.CDRFile }, false),
+	sizeFlag("cdr-rotate-size", "rotate --cdr-file when it would grow past this size",
+		func(c *switchboard.Config) *int64 { return &c.CDRRotateBytes }),
+	{
+		name: "min-free-space", arg: "SIZE|N%",
+		usage: "below this free space on --data-dir's file system new submits and forwards get 507 (a size or a percentage)",
+		set: func(c *switchboard.Config, _ *logOptions, v string) error {
+			r, err := space.ParseReserve(v)
+			c.MinFreeSpace = r
+			return err
+		},
+		def: func(c switchboard.Config, _ logOptions) string { return c.MinFreeSpace.String() },
+	},
 	boolFlag("federation", "master switch: discover and contact peers, serve the federation API",
 		func(c *switchboard.Config) *bool { return &c.Federation }),
 	{
@@ -240,10 +259,21 @@ func intFlag(name, usage string, field func(*switchboard.Config) *int) runFlag {
 	}
 }
 
-// setRoute parses PREFIX=FRONTEND. The prefix and name are checked here, not
-// only by Config.Validate, so that the error shows the whole value and where
-// it came from; a prefix given twice is refused rather than silently won by
-// the last one.
+func sizeFlag(name, usage string, field func(*switchboard.Config) *int64) runFlag {
+	return runFlag{
+		name: name, arg: "SIZE", usage: usage,
+		set: func(c *switchboard.Config, _ *logOptions, v string) error {
+			n, err := space.ParseSize(v)
+			if err != nil {
+				return err
+			}
+			*field(c) = n
+			return nil
+		},
+		def: func(c switchboard.Config, _ logOptions) string { return space.FormatSize(*field(&c)) },
+	}
+}
+
 func boolFlag(name, usage string, field func(*switchboard.Config) *bool) runFlag {
 	return runFlag{
 		name: name, arg: "BOOL", usage: usage, boolean: true,
@@ -270,6 +300,10 @@ func setPeers(c *switchboard.Config, _ *logOptions, v string) error {
 	return nil
 }
 
+// setRoute parses PREFIX=FRONTEND. The prefix and name are checked here, not
+// only by Config.Validate, so that the error shows the whole value and where
+// it came from; a prefix given twice is refused rather than silently won by
+// the last one.
 func setRoute(c *switchboard.Config, _ *logOptions, v string) error {
 	prefix, frontend, ok := strings.Cut(v, "=")
 	prefix, frontend = strings.TrimSpace(prefix), strings.TrimSpace(frontend)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard"
+	"github.com/switchboard-dev/switchboard/persistence/space"
 )
 
 // envMap is a lookupEnv backed by a map.
@@ -107,6 +108,16 @@ var flagCases = []flagCase{
 		get: func(c switchboard.Config, _ logOptions) any { return c.ShutdownTimeout }},
 	{flag: "max-pending-submits", v1: "1", v2: "500000", want1: 1, want2: 500000,
 		get: func(c switchboard.Config, _ logOptions) any { return c.MaxPendingSubmits }},
+	{flag: "retention", v1: "1h", v2: "0s", want1: time.Hour, want2: time.Duration(0),
+		get: func(c switchboard.Config, _ logOptions) any { return c.Retention }},
+	{flag: "retention-failed", v1: "720h", v2: "10m", want1: 720 * time.Hour, want2: 10 * time.Minute,
+		get: func(c switchboard.Config, _ logOptions) any { return c.RetentionFailed }},
+	{flag: "cdr-file", v1: "/var/lib/switchboard/cdr.jsonl", v2: "cdr.jsonl", want1: "/var/lib/switchboard/cdr.jsonl", want2: "cdr.jsonl",
+		get: func(c switchboard.Config, _ logOptions) any { return c.CDRFile }},
+	{flag: "cdr-rotate-size", v1: "1GiB", v2: "5000000", want1: int64(1 << 30), want2: int64(5000000),
+		get: func(c switchboard.Config, _ logOptions) any { return c.CDRRotateBytes }},
+	{flag: "min-free-space", v1: "1GiB", v2: "5%", want1: space.Reserve{Bytes: 1 << 30}, want2: space.Reserve{Percent: 5},
+		get: func(c switchboard.Config, _ logOptions) any { return c.MinFreeSpace }},
 	{flag: "federation", v1: "true", v2: "false", want1: true, want2: false, boolean: true,
 		needsOtherFlag: []string{"--peers", "b.example:8443", "--insecure-skip-verify"},
 		get:            func(c switchboard.Config, _ logOptions) any { return c.Federation }},
@@ -299,6 +310,16 @@ func TestParseRunBadValues(t *testing.T) {
 		{"shutdown-timeout", "0s", "must be positive", nil},
 		{"max-pending-submits", "many", "must be an integer", nil},
 		{"max-pending-submits", "0", "at least 1", nil},
+		{"retention", "a day", "must be a duration", nil},
+		{"retention", "-1h", "must not be negative", nil},
+		{"retention", "4m", "shorter than a peer may still send a message again (--forward-max-retries 50 x --forward-retry-interval 5s + --http-timeout 5s = 4m15s)", nil},
+		{"retention-failed", "1m", "shorter than a peer may still send a message again", []string{"--retention", "1h"}},
+		{"retention", "10m", "--forward-max-retries 200", []string{"--forward-max-retries", "200"}},
+		{"min-free-space", "plenty", "must be a size such as 256MiB or a percentage", nil},
+		{"min-free-space", "95%", "from 0% to 90%", nil},
+		{"cdr-rotate-size", "big", "must be a size", nil},
+		{"cdr-rotate-size", "1.5GiB", "must be a size", nil},
+		{"cdr-rotate-size", "0", "must be positive", nil},
 		{"log-level", "loud", "one of debug, info, warn, error", nil},
 		{"log-format", "xml", "one of auto, text, json", nil},
 		{"route", "44", "PREFIX=FRONTEND", nil},

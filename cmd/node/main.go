@@ -67,6 +67,8 @@ func mainCode(args []string, stdout, stderr io.Writer, env lookupEnv) int {
 		return runCommand(rest, stdout, stderr, env)
 	case "certs":
 		return certsCommand(rest, stdout, stderr)
+	case "backup":
+		return backupCommand(rest, stdout, stderr, env)
 	case "messages", "peers", "ring", "routes", "frontends", "status":
 		return cliMain(cmd, rest, stdout, stderr, env)
 	case "version", "-version", "--version":
@@ -84,6 +86,9 @@ func mainCode(args []string, stdout, stderr io.Writer, env lookupEnv) int {
 				return 0
 			case "certs":
 				printCertsUsage(stdout)
+				return 0
+			case "backup":
+				printBackupUsage(stdout)
 				return 0
 			case "admin":
 				printCLIUsage(stdout)
@@ -115,6 +120,7 @@ Switchboard is a federated store-and-forward message controller.
 Commands:
   run [flags]                        run a node until SIGINT or SIGTERM
   certs init --dir D --nodes a,b,c   write a CA and one certificate per node (mutual TLS)
+  backup --to FILE [--data-dir D]    an online copy of the embedded store
   version                            print the version
   help [COMMAND]                     print this help, or a command's
 

@@ -35,7 +35,7 @@ SELECT l.message_id, l.kind, l.target FROM ledger l JOIN unnest($1::text[]) AS k
 // reads them. FOR NO KEY UPDATE, not FOR UPDATE: it is what an UPDATE that
 // keeps the key takes anyway.
 var lockMessagesSQL = `
-SELECT ` + columns("m") + `, m.report_to, m.history_len FROM messages m JOIN unnest($1::text[]) AS k(id) ON m.id = k.id
+SELECT ` + columns("m") + `, m.report_to, m.history_len, m.finalized_at FROM messages m JOIN unnest($1::text[]) AS k(id) ON m.id = k.id
 ORDER BY m.id
 FOR NO KEY UPDATE OF m`
 
@@ -67,9 +67,10 @@ func queueLoad(b *pgx.Batch, l *persistence.Loaded, ids []string) {
 		for rows.Next() {
 			m := &persistence.Row{}
 			var err error
-			if m.Message, err = scanMessage(rows, &m.ReportTo, &m.HistoryLen); err != nil {
+			if m.Message, err = scanMessage(rows, &m.ReportTo, &m.HistoryLen, &m.FinalizedAt); err != nil {
 				return err
 			}
+			m.FinalizedAt = utcOrNil(m.FinalizedAt)
 			l.Rows[m.ID] = m
 		}
 		return rows.Err()
@@ -102,9 +103,10 @@ FROM unnest($1::bigint[], $2::timestamptz[]) AS r(id, due_at) WHERE o.id = r.id`
 	moveSQL = `
 UPDATE messages m SET state = i.state, reason = i.reason, queued_at = i.queued_at, attempts = i.attempts,
 	frontend = i.frontend, dest_smsc = i.dest_smsc, submitted_at = i.submitted_at, history_len = i.history_len,
-	updated_at = $1
+	finalized_at = i.finalized_at, updated_at = $1
 FROM unnest($2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::int[], $7::text[], $8::text[],
-	$9::timestamptz[], $10::int[]) AS i(id, state, reason, queued_at, attempts, frontend, dest_smsc, submitted_at, history_len)
+	$9::timestamptz[], $10::int[], $11::timestamptz[])
+	AS i(id, state, reason, queued_at, attempts, frontend, dest_smsc, submitted_at, history_len, finalized_at)
 WHERE m.id = i.id`
 	historySQL = `
 INSERT INTO history (message_id, ordinal, state, at, detail)
@@ -150,15 +152,16 @@ func queueChanges(b *pgx.Batch, c *persistence.Changes) {
 	if n := len(c.Moved); n > 0 {
 		var (
 			ids, states, reasons, frontends, dests = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-			queued                                 = make([]*time.Time, n)
+			queued, finalized                      = make([]*time.Time, n), make([]*time.Time, n)
 			submitted                              = make([]time.Time, n)
 			attempts, lens                         = make([]int32, n), make([]int32, n)
 		)
 		for i, m := range c.Moved {
 			ids[i], states[i], reasons[i], frontends[i], dests[i] = m.ID, string(m.State), m.Reason, m.Frontend, m.DestSMSC
 			queued[i], submitted[i], attempts[i], lens[i] = m.QueuedAt, m.SubmittedAt, int32(m.Attempts), int32(m.HistoryLen)
+			finalized[i] = m.FinalizedAt
 		}
-		b.Queue(moveSQL, c.Now, ids, states, reasons, queued, attempts, frontends, dests, submitted, lens)
+		b.Queue(moveSQL, c.Now, ids, states, reasons, queued, attempts, frontends, dests, submitted, lens, finalized)
 	}
 	if n := len(c.History); n > 0 {
 		ids, states, details := make([]string, n), make([]string, n), make([]string, n)
@@ -177,6 +180,14 @@ func queueChanges(b *pgx.Batch, c *persistence.Changes) {
 		b.Queue(replaceWorkSQL, ids, kinds, targets)
 		b.Queue(workSQL, c.Now, kinds, targets, ids, tokens, dues)
 	}
+	if len(c.Purged) > 0 {
+		ids := make([]string, len(c.Purged))
+		for i, m := range c.Purged {
+			ids[i] = m.ID
+		}
+		queuePurge(b, ids)
+	}
+	queueCounts(b, c.Counts)
 }
 
 // writeChanges writes c in one round trip (nothing when it is empty).

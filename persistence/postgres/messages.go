@@ -54,7 +54,14 @@ work AS (
 	FROM created c JOIN input i ON i.id = c.id
 	WHERE i.work_kind <> ''
 	ORDER BY i.ord
-	RETURNING id, message_id, lease_owner IS NOT NULL AS leased
+	RETURNING id, message_id, kind, target, lease_owner IS NOT NULL AS leased
+),
+counted AS (
+	-- The counters' deltas (see counts.go), in the same statement.
+	INSERT INTO counter_deltas (of, key, n)
+	SELECT 'state', state, count(*) FROM created GROUP BY state
+	UNION ALL
+	SELECT kind, target, count(*) FROM work GROUP BY kind, target
 )
 SELECT ` + columns("c") + `, w.id FROM created c LEFT JOIN work w ON w.message_id = c.id AND w.leased`
 
@@ -161,35 +168,25 @@ func (s *Store) GetMessage(ctx context.Context, id string) (messages.Message, er
 	if s.closed.Load() {
 		return messages.Message{}, s.fail("get message", persistence.ErrClosed)
 	}
-	var (
-		states, details []string
-		ats             []time.Time
-	)
-	var first messages.HistoryEntry
-	row := s.pool.QueryRow(ctx, `SELECT `+columns("m")+`, `+apiColumns("m")+`, m.first_state, m.first_detail,
-		array(SELECT h.state FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal),
-		array(SELECT h.at FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal),
-		array(SELECT h.detail FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal)
-	FROM messages m WHERE m.id = $1`, id)
-	m, err := scanAPIMessage(row, &first.State, &first.Detail, &states, &ats, &details)
+	m, err := scanWithHistory(s.pool.QueryRow(ctx, withHistory("unnest($1::text[]) AS k(id)"), []string{id}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return messages.Message{}, s.fail("get message", fmt.Errorf("message %q: %w", id, persistence.ErrNotFound))
 	}
 	if err != nil {
 		return messages.Message{}, s.fail("get message", err)
 	}
-	if len(states) != len(ats) || len(states) != len(details) {
-		return messages.Message{}, s.fail("get message", fmt.Errorf("message %q: history arrays disagree", id))
+	// The API's extras (see apiColumns): the last entry's detail, and when
+	// its work is due next.
+	if n := len(m.History); n > 0 {
+		m.LastDetail = m.History[n-1].Detail
 	}
-	// The first entry is held by the row (first_state, at created_at);
-	// messages accepted before migration 0004 have it as a history row.
-	m.History = make([]messages.HistoryEntry, 0, len(states)+1)
-	if first.State != "" {
-		first.At = m.CreatedAt
-		m.History = append(m.History, first)
+	var due *time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT min(due_at) FROM outbox WHERE message_id = $1 AND kind <> 'status'`, id).Scan(&due); err != nil {
+		return messages.Message{}, s.fail("get message", err)
 	}
-	for i := range states {
-		m.History = append(m.History, messages.HistoryEntry{State: messages.State(states[i]), At: ats[i].UTC(), Detail: details[i]})
+	if due != nil {
+		t := due.UTC()
+		m.NextAttemptAt = &t
 	}
 	return m, nil
 }
@@ -278,41 +275,31 @@ func likePrefix(p string) string {
 	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(p) + "%"
 }
 
-// Stats implements persistence.Store: three aggregates in one round trip.
-// The forward queue is counted from the claim index.
+// storeBytesSQL is the size on disk of the schema's tables, with their
+// indexes and TOAST.
+const storeBytesSQL = `SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c
+	WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'`
+
+// Stats implements persistence.Store: the maintained counters, the first
+// outbox row and the schema's size, in one round trip.
 func (s *Store) Stats(ctx context.Context) (persistence.Stats, error) {
 	if s.closed.Load() {
 		return persistence.Stats{}, s.fail("stats", persistence.ErrClosed)
 	}
-	st := persistence.NewStats()
+	totals := persistence.Counts{}
+	var (
+		oldest *time.Time
+		bytes  int64
+	)
 	b := &pgx.Batch{}
-	b.Queue("SELECT state, count(*) FROM messages GROUP BY state").Query(countsInto(st.ByState))
+	b.Queue(readCountsSQL).Query(scanCounts(totals))
 	// Rows keep creation order by id (new work replaces a row with a new
 	// one), so the oldest is the first.
-	var oldest *time.Time
-	b.Queue("SELECT count(*), (SELECT created_at FROM outbox ORDER BY id LIMIT 1) FROM outbox").QueryRow(func(row pgx.Row) error {
-		return row.Scan(&st.OutboxDepth, &oldest)
+	b.Queue("SELECT (SELECT created_at FROM outbox ORDER BY id LIMIT 1), (" + storeBytesSQL + ")").QueryRow(func(row pgx.Row) error {
+		return row.Scan(&oldest, &bytes)
 	})
-	b.Queue("SELECT target, count(*) FROM outbox WHERE kind = 'forward' GROUP BY target").Query(countsInto(st.ForwardQueue))
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return persistence.Stats{}, s.fail("stats", err)
 	}
-	st.DLQDepth = st.ByState[messages.StateFailed]
-	st.OldestOutbox = utcOrZero(oldest)
-	return st, nil
-}
-
-// countsInto reads (key, count) rows into counts.
-func countsInto[K ~string](counts map[K]int64) func(pgx.Rows) error {
-	return func(rows pgx.Rows) error {
-		for rows.Next() {
-			var k K
-			var n int64
-			if err := rows.Scan(&k, &n); err != nil {
-				return err
-			}
-			counts[k] = n
-		}
-		return rows.Err()
-	}
+	return persistence.StatsOf(totals, utcOrZero(oldest), bytes), nil
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchboard-dev/switchboard/messages"
@@ -136,8 +137,14 @@ func (s *Store) fail(op string, err error) error {
 	return fmt.Errorf("postgres: %s: %w", op, driverError(err))
 }
 
-// driverError keeps what callers may branch on and flattens the rest to text.
+// driverError keeps what callers may branch on and flattens the rest to
+// text. The server's "no room" errors (disk_full, and a data directory
+// that went read-only) are persistence.ErrNoSpace.
 func driverError(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == pgDiskFull || pe.Code == pgReadOnlyTx) {
+		return fmt.Errorf("%s: %w", err.Error(), persistence.ErrNoSpace)
+	}
 	for _, keep := range []error{persistence.ErrNotFound, persistence.ErrClosed, persistence.ErrStaleEpoch, context.Canceled, context.DeadlineExceeded} {
 		if errors.Is(err, keep) {
 			if err == keep {
@@ -148,6 +155,14 @@ func driverError(err error) error {
 	}
 	return errors.New(err.Error())
 }
+
+// The SQLSTATEs driverError maps to persistence.ErrNoSpace: disk_full
+// (class 53, insufficient resources) and read_only_sql_transaction (a
+// server whose storage went read-only, or a standby).
+const (
+	pgDiskFull   = "53100"
+	pgReadOnlyTx = "25006"
+)
 
 // messageColumns are the columns scanMessage reads, in its order.
 var messageColumns = []string{
@@ -171,7 +186,7 @@ func columns(alias string) string {
 }
 
 // apiColumns are read after the message columns of table t (its name or
-// alias) for the API's documents (GetMessage, ListMessages): when the
+// alias) for the API's list (ListMessages): when the
 // message's work is next due (NextAttemptAt) and its last transition's
 // detail (LastDetail: its first entry's when that is the only one, held
 // by the row). Each is one index lookup.
@@ -234,4 +249,13 @@ func utcOrZero(t *time.Time) time.Time {
 		return time.Time{}
 	}
 	return t.UTC()
+}
+
+// utcOrNil is a nullable time read from the database, in UTC.
+func utcOrNil(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
 }

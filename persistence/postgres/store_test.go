@@ -576,3 +576,34 @@ func TestFederationBatchesDoNotDeadlock(t *testing.T) {
 	}
 	t.Logf("states after the run: %v", st.ByState)
 }
+
+// TestDiskFullIsNoSpace: the server's disk_full error (raised for real by
+// the server, from a trigger: the shared server's disk is never filled) is
+// persistence.ErrNoSpace, nothing of the write stays, and the store writes
+// again once the server can.
+func TestDiskFullIsNoSpace(t *testing.T) {
+	s := open(t, pgtest.DSN(t))
+	ctx := t.Context()
+	for _, q := range []string{
+		`CREATE FUNCTION disk_full() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'could not extend file: No space left on device' USING ERRCODE = 'disk_full'; END $$`,
+		`CREATE TRIGGER disk_full BEFORE INSERT ON messages FOR EACH ROW EXECUTE FUNCTION disk_full()`,
+	} {
+		if _, err := s.pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := s.Accept(ctx, t0, deliveries("full", "fe", 3))
+	if !errors.Is(err, persistence.ErrNoSpace) {
+		t.Fatalf("Accept on a full disk: %v, want ErrNoSpace", err)
+	}
+	if st, err := s.Stats(ctx); err != nil || st.ByState[messages.StatePending] != 0 || st.OutboxDepth != 0 {
+		t.Fatalf("after the refused write: %+v, %v", st, err)
+	}
+	if _, err := s.pool.Exec(ctx, `DROP TRIGGER disk_full ON messages`); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.Accept(ctx, t0, deliveries("full", "fe", 3)); err != nil || !res[0].Created {
+		t.Fatalf("Accept once the server can write: %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"github.com/jackc/pgx/v5"
 	"testing"
 
 	"github.com/switchboard-dev/switchboard/persistence"
@@ -18,6 +19,20 @@ func (s seedingStore) SeedLedger(ctx context.Context, e persistence.LedgerEntry)
 	_, err := s.pool.Exec(ctx, "INSERT INTO ledger (message_id, kind, target, result, at, detail) VALUES ($1, $2, $3, $4, $5, $6)",
 		e.MessageID, string(e.Kind), e.Target, string(e.Result), norm(e.At), e.Detail)
 	return err
+}
+
+// Recount implements storetest.Recounter.
+func (s seedingStore) Recount(ctx context.Context) (counted, maintained persistence.Counts, err error) {
+	if s.closed.Load() {
+		return nil, nil, persistence.ErrClosed
+	}
+	counted, maintained = persistence.Counts{}, persistence.Counts{}
+	b := &pgx.Batch{}
+	b.Queue(`SELECT 'state', state, count(*) FROM messages GROUP BY state
+		UNION ALL SELECT kind, target, count(*) FROM outbox GROUP BY kind, target`).Query(scanCounts(counted))
+	b.Queue(readCountsSQL).Query(scanCounts(maintained))
+	err = s.pool.SendBatch(ctx, b).Close()
+	return counted, maintained, err
 }
 
 func TestStore(t *testing.T) {

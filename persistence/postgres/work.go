@@ -225,6 +225,9 @@ func (s *Store) claimPart(req persistence.ClaimRequest, out *persistence.Claim) 
 			return rows.Err()
 		}
 		b := &pgx.Batch{}
+		gone := persistence.Counts{}
+		gone.Work(req.Kind, req.Target, -int64(dropped))
+		queueCounts(b, gone)
 		if len(ids) > 0 {
 			if req.Kind == persistence.WorkDelivery {
 				b.Queue(claimAttemptSQL, ids).Query(collect)

@@ -13,29 +13,31 @@ import (
 // rows a batch names, let the core decide, write what it decided. Nothing
 // here decides.
 
-// rowColumns are scanned by scanRow: messageColumns, then report_to and
-// history_len.
-const rowColumns = messageColumns + `, report_to, history_len`
+// rowColumns are scanned by scanRow: messageColumns, then report_to,
+// history_len and finalized_at.
+const rowColumns = messageColumns + `, report_to, history_len, finalized_at`
 
 func scanRow(sc interface{ Scan(...any) error }) (*persistence.Row, error) {
 	r := &persistence.Row{}
-	m, err := scanMessage(sc, &r.ReportTo, &r.HistoryLen)
-	r.Message = m
+	var finalized sql.NullInt64
+	m, err := scanMessage(sc, &r.ReportTo, &r.HistoryLen, &finalized)
+	r.Message, r.FinalizedAt = m, timeOrNil(finalized)
 	return r, err
 }
 
 // decisionColumns are what a decision reads and a write of its changes
 // writes (scanDecision reads them): not the message's numbers, body or
 // times of its own, which no decision looks at.
-const decisionColumns = `id, token, state, dest_smsc, frontend, attempts, reason, submitted_at, queued_at, report_to, history_len`
+const decisionColumns = `id, token, state, dest_smsc, frontend, attempts, reason, submitted_at, queued_at, report_to,
+	history_len, finalized_at`
 
 func scanDecision(sc interface{ Scan(...any) error }) (*persistence.Row, error) {
 	r := &persistence.Row{}
 	var token, submitted int64
-	var queued sql.NullInt64
+	var queued, finalized sql.NullInt64
 	err := sc.Scan(&r.ID, &token, &r.State, &r.DestSMSC, &r.Frontend, &r.Attempts, &r.Reason, &submitted, &queued,
-		&r.ReportTo, &r.HistoryLen)
-	r.Token, r.SubmittedAt, r.QueuedAt = uint64(token), fromDB(submitted), timeOrNil(queued)
+		&r.ReportTo, &r.HistoryLen, &finalized)
+	r.Token, r.SubmittedAt, r.QueuedAt, r.FinalizedAt = uint64(token), fromDB(submitted), timeOrNil(queued), timeOrNil(finalized)
 	return r, err
 }
 
@@ -96,19 +98,19 @@ func load(ctx context.Context, q querier, l *persistence.Loaded, ids []string, f
 }
 
 // moveSQL writes n moved messages (id, state, reason, queued_at,
-// history_len, attempts), all updated at the first parameter (SQLite
-// numbers ? in the order of the text).
+// history_len, finalized_at, attempts), all updated at the first parameter
+// (SQLite numbers ? in the order of the text).
 func moveSQL(n int) string {
 	return `UPDATE messages SET state = v.column2, reason = v.column3, queued_at = v.column4, history_len = v.column5,
-		attempts = v.column6, updated_at = ? FROM (VALUES ` + tuples(n, 6) + `) AS v WHERE messages.id = v.column1`
+		finalized_at = v.column6, attempts = v.column7, updated_at = ? FROM (VALUES ` + tuples(n, 7) + `) AS v WHERE messages.id = v.column1`
 }
 
 // restartSQL writes n restarted messages: moveSQL's columns, then
 // frontend, dest_smsc and submitted_at.
 func restartSQL(n int) string {
 	return `UPDATE messages SET state = v.column2, reason = v.column3, queued_at = v.column4, history_len = v.column5,
-		attempts = v.column6, frontend = v.column7, dest_smsc = v.column8, submitted_at = v.column9, updated_at = ?
-		FROM (VALUES ` + tuples(n, 9) + `) AS v WHERE messages.id = v.column1`
+		finalized_at = v.column6, attempts = v.column7, frontend = v.column8, dest_smsc = v.column9,
+		submitted_at = v.column10, updated_at = ? FROM (VALUES ` + tuples(n, 10) + `) AS v WHERE messages.id = v.column1`
 }
 
 // rescheduleSQL makes n outbox rows (id, due_at) due again, unleased.
@@ -167,10 +169,10 @@ func writeChanges(ctx context.Context, tx querier, c *persistence.Changes) error
 		restart bool
 	}{{moved, moveSQL, false}, {restarted, restartSQL, true}} {
 		if err := chunks(len(set.rows), func(lo, hi int) error {
-			args := make([]any, 1, 9*(hi-lo)+1)
+			args := make([]any, 1, 10*(hi-lo)+1)
 			args[0] = at
 			for _, m := range set.rows[lo:hi] {
-				args = append(args, m.ID, string(m.State), m.Reason, nullTime(m.QueuedAt), m.HistoryLen, m.Attempts)
+				args = append(args, m.ID, string(m.State), m.Reason, nullTime(m.QueuedAt), m.HistoryLen, nullTime(m.FinalizedAt), m.Attempts)
 				if set.restart {
 					args = append(args, m.Frontend, m.DestSMSC, toDB(m.SubmittedAt))
 				}
@@ -188,8 +190,13 @@ func writeChanges(ctx context.Context, tx querier, c *persistence.Changes) error
 	if err := insertRows(ctx, tx, `INSERT INTO history (message_id, ordinal, state, at, detail)`, 5, hist); err != nil {
 		return err
 	}
-	_, err := insertWork(ctx, tx, at, c.Work)
-	return err
+	if _, err := insertWork(ctx, tx, at, c.Work); err != nil {
+		return err
+	}
+	if err := deletePurged(ctx, tx, c.Purged); err != nil {
+		return err
+	}
+	return writeCounts(ctx, tx, c.Counts)
 }
 
 // insertWork writes outbox rows created at `at`. A row the message has of
@@ -268,29 +275,49 @@ func (s *Store) decide(ctx context.Context, op string, now time.Time, ids []stri
 	})
 }
 
-// sweep finds candidates with one statement (it selects message ids, at
-// most the sweep's limit, in the order to decide them), loads them and
-// lets decide change each (it reports whether it did), then writes the
-// changes. It returns the changed messages in candidate order.
-func (s *Store) sweep(ctx context.Context, op string, now time.Time, candidates string, args []any,
+// candidates finds the messages a sweep decides on and loads them into l
+// (with what decisions read: their outbox rows and ledger keys); it returns
+// their ids, at most the sweep's limit, in the order to decide them.
+type candidates func(ctx context.Context, tx querier, l *persistence.Loaded) ([]string, error)
+
+// query is the candidates one statement selects, loaded whole (the
+// expiry sweeps return them to callers that publish them).
+func query(text string, args ...any) candidates {
+	return func(ctx context.Context, tx querier, l *persistence.Loaded) ([]string, error) {
+		ids, err := queryIDs(ctx, tx, text, args...)
+		if err != nil || len(ids) == 0 {
+			return ids, err
+		}
+		return ids, load(ctx, tx, l, ids, true)
+	}
+}
+
+// queryIDs runs a statement that selects message ids.
+func queryIDs(ctx context.Context, tx querier, text string, args ...any) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, text, args...)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	err = scanEach(rows, func(r *sql.Rows) error {
+		var id string
+		err := r.Scan(&id)
+		ids = append(ids, id)
+		return err
+	})
+	return ids, err
+}
+
+// sweep finds and loads its candidates and lets decide change each (it
+// reports whether it did), then writes the changes. It returns the changed
+// messages in candidate order.
+func (s *Store) sweep(ctx context.Context, op string, now time.Time, find candidates,
 	decide func(l *persistence.Loaded, c *persistence.Changes, m *persistence.Row) bool) ([]messages.Message, error) {
 	out := []messages.Message{}
 	err := s.write(ctx, op, func(tx querier) error {
-		rows, err := tx.QueryContext(ctx, candidates, args...)
-		if err != nil {
-			return err
-		}
-		var ids []string
-		if err := scanEach(rows, func(r *sql.Rows) error {
-			var id string
-			err := r.Scan(&id)
-			ids = append(ids, id)
-			return err
-		}); err != nil || len(ids) == 0 {
-			return err
-		}
 		l := persistence.NewLoaded()
-		if err := load(ctx, tx, l, ids, true); err != nil {
+		ids, err := find(ctx, tx, l)
+		if err != nil || len(ids) == 0 {
 			return err
 		}
 		c := persistence.NewChanges(now)

@@ -31,6 +31,10 @@ type Config struct {
 	// disables it, so that the WAL only grows: only for tests that emulate
 	// a power cut by cutting the WAL back (it is never read back otherwise).
 	Checkpoint time.Duration
+	// WALLimit is the size of the -wal file past which the checkpointer
+	// truncates it (default 64 MiB: a PASSIVE checkpoint alone never starts
+	// the file over under steady traffic, see checkpointLoop).
+	WALLimit int64
 	// OnFatal, when set, is told (once, on a goroutine of its own) that the
 	// store stopped because an fsync failed; every write then fails. The
 	// node stops: what the disk holds is not known until a restart reads it.
@@ -40,7 +44,7 @@ type Config struct {
 // DefaultConfig returns a Config with every default filled in; Path is left
 // empty (see Config.Path).
 func DefaultConfig() Config {
-	return Config{Logger: slog.New(slog.DiscardHandler), Sync: SyncData, Checkpoint: 200 * time.Millisecond}
+	return Config{Logger: slog.New(slog.DiscardHandler), Sync: SyncData, Checkpoint: 200 * time.Millisecond, WALLimit: 64 << 20}
 }
 
 // Validate reports every problem with c.
@@ -62,6 +66,9 @@ func (c Config) Validate() error {
 	}
 	if c.Sync == nil {
 		errs = append(errs, errors.New("sqlite: nil Sync (DefaultConfig sets SyncData)"))
+	}
+	if c.WALLimit <= 0 {
+		errs = append(errs, errors.New("sqlite: WALLimit must be positive (DefaultConfig sets 64 MiB)"))
 	}
 	if c.Checkpoint == 0 {
 		errs = append(errs, errors.New("sqlite: Checkpoint 0 (DefaultConfig sets 200ms; negative disables it)"))

@@ -73,8 +73,10 @@ func accept(ctx context.Context, tx querier, now time.Time, batch []persistence.
 		if stored, err = loadMessages(ctx, tx, existing); err != nil {
 			return err
 		}
-		leased, err = insertWork(ctx, tx, toDB(now), work)
-		return err
+		if leased, err = insertWork(ctx, tx, toDB(now), work); err != nil {
+			return err
+		}
+		return writeCounts(ctx, tx, persistence.AcceptedCounts(created, work))
 	}()
 	if err != nil {
 		return nil, err
@@ -95,44 +97,76 @@ func loadMessages(ctx context.Context, q querier, ids []string) (map[string]mess
 	return out, err
 }
 
-// GetMessage implements persistence.Store. The first history entry is
-// held by the message row (first_state, at created_at); messages accepted
-// before migration 0004 have it as a history row instead.
+// GetMessage implements persistence.Store.
 func (s *Store) GetMessage(ctx context.Context, id string) (messages.Message, error) {
 	var m messages.Message
 	err := s.read(ctx, "get message", func(tx *sql.Tx) error {
-		var first messages.HistoryEntry
-		var err error
-		m, err = scanAPIMessage(tx.QueryRowContext(ctx, `SELECT `+messageColumns+`, `+apiColumns+`, first_state, first_detail FROM messages WHERE id = ?`, id),
-			&first.State, &first.Detail)
-		if errors.Is(err, sql.ErrNoRows) {
+		byID, err := loadWithHistory(ctx, tx, []string{id})
+		if err != nil {
+			return err
+		}
+		var ok bool
+		if m, ok = byID[id]; !ok {
 			return fmt.Errorf("message %q: %w", id, persistence.ErrNotFound)
 		}
-		if err != nil {
-			return err
+		if n := len(m.History); n > 0 {
+			m.LastDetail = m.History[n-1].Detail
 		}
-		m.History = []messages.HistoryEntry{}
-		if first.State != "" {
-			first.At = m.CreatedAt
-			m.History = append(m.History, first)
-		}
-		rows, err := tx.QueryContext(ctx, `SELECT state, at, detail FROM history WHERE message_id = ? ORDER BY ordinal`, id)
-		if err != nil {
-			return err
-		}
-		return scanEach(rows, func(r *sql.Rows) error {
-			var h messages.HistoryEntry
-			var at int64
-			err := r.Scan(&h.State, &at, &h.Detail)
-			h.At = fromDB(at)
-			m.History = append(m.History, h)
-			return err
-		})
+		var due sql.NullInt64
+		err = tx.QueryRowContext(ctx, messageDueSQL, id).Scan(&due)
+		m.NextAttemptAt = timeOrNil(due)
+		return err
 	})
 	if err != nil {
 		return messages.Message{}, err
 	}
 	return m, nil
+}
+
+// loadWithHistory reads the messages with the given ids (those that
+// exist), each with its history, oldest first. The first entry is held by
+// the message row (first_state, at created_at); messages accepted before
+// migration 0004 have it as a history row instead.
+func loadWithHistory(ctx context.Context, q querier, ids []string) (map[string]messages.Message, error) {
+	out := make(map[string]messages.Message, len(ids))
+	err := chunks(len(ids), func(lo, hi int) error {
+		in, args := params(hi-lo), anys(ids[lo:hi])
+		rows, err := q.QueryContext(ctx, `SELECT `+messageColumns+`, first_state, first_detail FROM messages WHERE id IN (`+in+`)`, args...)
+		if err != nil {
+			return err
+		}
+		if err := scanEach(rows, func(r *sql.Rows) error {
+			var first messages.HistoryEntry
+			m, err := scanMessage(r, &first.State, &first.Detail)
+			m.History = []messages.HistoryEntry{}
+			if first.State != "" {
+				first.At = m.CreatedAt
+				m.History = append(m.History, first)
+			}
+			out[m.ID] = m
+			return err
+		}); err != nil {
+			return err
+		}
+		rows, err = q.QueryContext(ctx, `SELECT message_id, state, at, detail FROM history WHERE message_id IN (`+in+`)
+			ORDER BY message_id, ordinal`, args...)
+		if err != nil {
+			return err
+		}
+		return scanEach(rows, func(r *sql.Rows) error {
+			var id string
+			var h messages.HistoryEntry
+			var at int64
+			err := r.Scan(&id, &h.State, &at, &h.Detail)
+			h.At = fromDB(at)
+			if m, ok := out[id]; ok {
+				m.History = append(m.History, h)
+				out[id] = m
+			}
+			return err
+		})
+	})
+	return out, err
 }
 
 // listQuery is the statement of ListMessages for q, and its arguments: one
@@ -242,48 +276,28 @@ func (s *Store) ListMessages(ctx context.Context, q persistence.ListQuery) (pers
 // oldestOutboxSQL reads the creation time of the first outbox row.
 const oldestOutboxSQL = `SELECT created_at FROM outbox ORDER BY id LIMIT 1`
 
-// forwardQueueSQL counts forward rows by peer from the claim index.
-const forwardQueueSQL = `SELECT target, COUNT(*) FROM outbox WHERE kind = ? GROUP BY target`
-
-// Stats implements persistence.Store with four aggregate queries on one
-// snapshot; the counts come from indexes, not from rows in memory.
+// Stats implements persistence.Store: the maintained counters and the
+// first outbox row, on one snapshot.
 func (s *Store) Stats(ctx context.Context) (persistence.Stats, error) {
-	st := persistence.NewStats()
+	var (
+		totals persistence.Counts
+		oldest sql.NullInt64
+	)
 	err := s.read(ctx, "stats", func(tx *sql.Tx) error {
-		if err := countsInto(ctx, tx, st.ByState, `SELECT state, COUNT(*) FROM messages GROUP BY state`); err != nil {
-			return err
-		}
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM outbox`).Scan(&st.OutboxDepth); err != nil {
+		var err error
+		if totals, err = readCounts(ctx, tx); err != nil {
 			return err
 		}
 		// Rows keep creation order by id (new work replaces a row with a
 		// new one), so the oldest is the first.
-		var oldest sql.NullInt64
-		err := tx.QueryRowContext(ctx, oldestOutboxSQL).Scan(&oldest)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return err
+		err = tx.QueryRowContext(ctx, oldestOutboxSQL).Scan(&oldest)
+		if errors.Is(err, sql.ErrNoRows) {
+			err = nil
 		}
-		st.OldestOutbox = zeroIfNull(oldest)
-		return countsInto(ctx, tx, st.ForwardQueue, forwardQueueSQL, string(persistence.WorkForward))
+		return err
 	})
 	if err != nil {
 		return persistence.Stats{}, err
 	}
-	st.DLQDepth = st.ByState[messages.StateFailed]
-	return st, nil
-}
-
-// countsInto runs a query of (key, count) rows into counts.
-func countsInto[K ~string](ctx context.Context, tx *sql.Tx, counts map[K]int64, query string, args ...any) error {
-	rows, err := tx.QueryContext(ctx, query, args...)
-	if err != nil {
-		return err
-	}
-	return scanEach(rows, func(r *sql.Rows) error {
-		var k K
-		var n int64
-		err := r.Scan(&k, &n)
-		counts[k] = n
-		return err
-	})
+	return persistence.StatsOf(totals, zeroIfNull(oldest), s.fileBytes()), nil
 }

@@ -36,14 +36,14 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{"ring: next due", nextDueSQL(2), ringArgs},
 		{"ring: owners", ringOwnersSQL, []any{"delivery", "o"}},
 		{"reschedule", rescheduleSQL(2), []any{1, 2, 3, 4}},
-		{"move", moveSQL(2), []any{9, "a", "delivered", "", nil, 2, 1, "b", "forward_queued", "x", 3, 3, 0}},
-		{"restart", restartSQL(2), []any{9, "a", "pending", "", nil, 2, 0, "fe", "s", 1, "b", "forward_queued", "", 3, 3, 0, "fe", "s", 1}},
+		{"move", moveSQL(2), []any{9, "a", "delivered", "", nil, 2, 9, 1, "b", "forward_queued", "x", 3, 3, nil, 0}},
+		{"restart", restartSQL(2), []any{9, "a", "pending", "", nil, 2, nil, 0, "fe", "s", 1, "b", "forward_queued", "", 3, 3, nil, 0, "fe", "s", 1}},
 		{"expirable", expirableSQL, []any{5, 6, 10}},
 		{"release leases", releaseSQL, []any{"o"}},
 		{"oldest outbox", oldestOutboxSQL, nil},
 		{"failable", failableSQL, []any{"forward_queued", 5, "forward", 6, 10}},
 		{"queueable", queueableSQL, []any{"pending", "forward", "peer", 5, 10}},
-		{"forward queue", forwardQueueSQL, []any{"forward"}},
+		{"purgeable", purgeableSQL, []any{"delivered", 5, 10}},
 		{"forward targets", forwardTargetsSQL, nil},
 	}
 	t5 := time.Date(2030, 1, 1, 0, 0, 5, 0, time.UTC)

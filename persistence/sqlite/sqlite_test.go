@@ -20,6 +20,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/persistence/space/spacetest"
 	"github.com/switchboard-dev/switchboard/persistence/storetest"
 )
 
@@ -31,6 +32,32 @@ func (s seedingStore) SeedLedger(ctx context.Context, e persistence.LedgerEntry)
 	_, err := s.wdb.ExecContext(ctx, `INSERT INTO ledger (message_id, kind, target, result, at, detail) VALUES (?, ?, ?, ?, ?, ?)`,
 		e.MessageID, string(e.Kind), e.Target, string(e.Result), toDB(e.At), e.Detail)
 	return err
+}
+
+// Recount implements storetest.Recounter.
+func (s seedingStore) Recount(ctx context.Context) (counted, maintained persistence.Counts, err error) {
+	if s.closed.Load() {
+		return nil, nil, persistence.ErrClosed
+	}
+	counted = persistence.Counts{}
+	for _, q := range []string{`SELECT 'state', state, count(*) FROM messages GROUP BY state`,
+		`SELECT kind, target, count(*) FROM outbox GROUP BY kind, target`} {
+		rows, err := s.rdb.QueryContext(ctx, q)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := scanEach(rows, func(r *sql.Rows) error {
+			var k persistence.Counter
+			var n int64
+			err := r.Scan(&k.Of, &k.Key, &n)
+			counted.Merge(persistence.Counts{k: n})
+			return err
+		}); err != nil {
+			return nil, nil, err
+		}
+	}
+	maintained, err = readCounts(ctx, s.rdb)
+	return counted, maintained, err
 }
 
 func openAt(t testing.TB, path string, log *slog.Logger) *Store {
@@ -213,6 +240,7 @@ func TestConnectionSettings(t *testing.T) {
 		want  string
 	}{
 		{"writer", "PRAGMA journal_mode", "wal"},
+		{"writer", "PRAGMA auto_vacuum", "2"}, // INCREMENTAL: Compact gives pages back
 		{"writer", "PRAGMA synchronous", "1"}, // NORMAL: the syncer syncs the WAL
 		{"writer", "PRAGMA wal_autocheckpoint", "0"},
 		{"writer", "PRAGMA foreign_keys", "1"},
@@ -408,5 +436,240 @@ func TestMigration0002KeepsLedger(t *testing.T) {
 	var reportTo string
 	if err := s.rdb.QueryRow(`SELECT report_to FROM messages WHERE id = 'old'`).Scan(&reportTo); err != nil || reportTo != "" {
 		t.Errorf("report_to = %q, %v; want ''", reportTo, err)
+	}
+}
+
+// TestCompactGivesSpaceBack: after a purge, Compact frees the pages beyond
+// its reserve and the checkpoint shrinks the database file.
+func TestCompactGivesSpaceBack(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "c.db")
+	s := openAt(t, path, nil)
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	var ids []string
+	for b := range 10 {
+		batch := make([]persistence.NewMessage, 200)
+		for i := range batch {
+			id := fmt.Sprintf("c-%d-%d", b, i)
+			ids = append(ids, id)
+			batch[i] = persistence.NewMessage{ID: id, State: messages.StatePending, Frontend: "fe", Body: strings.Repeat("x", 2000),
+				Work: &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: "fe"}}
+		}
+		if _, err := s.Accept(ctx, now, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for lo := 0; lo < len(ids); lo += 500 {
+		var out []persistence.Outcome
+		for _, id := range ids[lo:min(lo+500, len(ids))] {
+			out = append(out, persistence.Outcome{Kind: persistence.WorkDelivery, Target: "fe", MessageID: id, Result: persistence.ResultDelivered})
+		}
+		if _, err := s.CompleteWork(ctx, now, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	size := func() int64 {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	full := size()
+	req := persistence.PurgeRequest{Now: now.Add(time.Hour), Limit: 5000,
+		Before: map[messages.State]time.Time{messages.StateDelivered: now.Add(time.Minute)}}
+	if got, err := s.Purge(ctx, req, nil); err != nil || len(got) != len(ids) {
+		t.Fatalf("Purge: %d, %v", len(got), err)
+	}
+	var freed int64
+	for range 10 {
+		n, err := s.Compact(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		freed += n
+	}
+	if freed == 0 {
+		t.Fatalf("Compact gave nothing back after purging %d messages of 2 kB", len(ids))
+	}
+	if after := size(); after > full-freed/2 || after >= full {
+		t.Errorf("database file %d bytes before the purge, %d after Compact said it freed %d", full, after, freed)
+	}
+	if st, err := s.Stats(ctx); err != nil || st.StoreBytes <= 0 {
+		t.Errorf("Stats.StoreBytes = %d, %v", st.StoreBytes, err)
+	}
+}
+
+// TestFullDiskIsNoSpaceAndRecovers: on a file system that fills up, a
+// write fails with persistence.ErrNoSpace and changes nothing; once space
+// is back the same store writes again, with nothing answered lost.
+func TestFullDiskIsNoSpaceAndRecovers(t *testing.T) {
+	ctx := context.Background()
+	dir := spacetest.Tmpfs(t, 24<<20)
+	filler := spacetest.Fill(t, dir, 12<<20) // the space an operator adds later
+	s := openAt(t, filepath.Join(dir, "full.db"), nil)
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	msg := func(id string) persistence.NewMessage {
+		return persistence.NewMessage{ID: id, State: messages.StatePending, Frontend: "fe", Body: strings.Repeat("x", 4000),
+			Work: &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: "fe"}}
+	}
+	var accepted []string
+	var full error
+	for i := 0; full == nil && i < 100000; i++ {
+		id := fmt.Sprintf("m-%06d", i)
+		if _, err := s.Accept(ctx, now, []persistence.NewMessage{msg(id)}); err != nil {
+			full = err
+			break
+		}
+		accepted = append(accepted, id)
+	}
+	if !errors.Is(full, persistence.ErrNoSpace) || len(accepted) == 0 {
+		t.Fatalf("filling the disk ended with %v, want ErrNoSpace (after %d messages)", full, len(accepted))
+	}
+	if _, err := s.GetMessage(ctx, "m-refused"); !errors.Is(err, persistence.ErrNotFound) {
+		t.Errorf("reads on a full disk: %v", err)
+	}
+	// Nothing commits on a disk this full, outcomes included (that is what
+	// a reserve is for); the store is not broken by it.
+	if _, err := s.CompleteWork(ctx, now, []persistence.Outcome{{Kind: persistence.WorkDelivery, Target: "fe",
+		MessageID: accepted[0], Result: persistence.ResultDelivered}}); err != nil && !errors.Is(err, persistence.ErrNoSpace) {
+		t.Fatalf("an outcome on the full disk: %v", err)
+	}
+	// Room again (the operator removes a file): the writes that were
+	// answered are all there, and new ones go through, in the same store.
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	req := persistence.PurgeRequest{Now: now.Add(time.Hour), Limit: 100000, Before: map[messages.State]time.Time{messages.StateDelivered: now.Add(time.Minute)}}
+	var outcomes []persistence.Outcome
+	for _, id := range accepted[:len(accepted)/2] {
+		outcomes = append(outcomes, persistence.Outcome{Kind: persistence.WorkDelivery, Target: "fe", MessageID: id, Result: persistence.ResultDelivered})
+	}
+	if _, err := s.CompleteWork(ctx, now, outcomes); err != nil {
+		t.Fatalf("outcomes once space is back: %v", err)
+	}
+	if _, err := s.Purge(ctx, req, nil); err != nil {
+		t.Fatalf("purge: %v", err)
+	}
+	for range 5 {
+		if _, err := s.Compact(ctx); err != nil {
+			t.Fatalf("compact: %v", err)
+		}
+	}
+	if _, err := s.Accept(ctx, now, []persistence.NewMessage{msg("after")}); err != nil {
+		t.Fatalf("accept after the purge freed space: %v", err)
+	}
+	for _, id := range accepted[len(accepted)/2:] {
+		if _, err := s.GetMessage(ctx, id); err != nil {
+			t.Fatalf("accepted message %s: %v", id, err)
+		}
+	}
+}
+
+// TestBackupWhileWriting: a backup taken while writes go on holds every
+// message committed before it began, passes its check, and opens as a
+// store; it never overwrites a file.
+func TestBackupWhileWriting(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "live.db")
+	s := openAt(t, path, nil)
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	batch := func(prefix string, n int) []persistence.NewMessage {
+		out := make([]persistence.NewMessage, n)
+		for i := range out {
+			out[i] = persistence.NewMessage{ID: fmt.Sprintf("%s-%04d", prefix, i), State: messages.StatePending, Frontend: "fe",
+				Work: &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: "fe"}}
+		}
+		return out
+	}
+	if _, err := s.Accept(ctx, now, batch("before", 500)); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() { // writes go on during the backup
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			if _, err := s.Accept(ctx, now, batch(fmt.Sprintf("during-%d", i), 20)); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	to := filepath.Join(t.TempDir(), "backup.db")
+	info, err := Backup(ctx, path, to)
+	close(stop)
+	if werr := <-done; werr != nil {
+		t.Fatalf("writes during the backup: %v", werr)
+	}
+	if err != nil {
+		t.Fatalf("Backup: %v", err)
+	}
+	if info.Messages < 500 || info.Bytes <= 0 || info.Path != to {
+		t.Errorf("Backup = %+v", info)
+	}
+	if _, err := Backup(ctx, path, to); err == nil || !strings.Contains(err.Error(), "exists") {
+		t.Errorf("a second backup to the same file: %v", err)
+	}
+	restored := openAt(t, to, nil)
+	var mode int
+	if err := restored.rdb.QueryRow(`PRAGMA auto_vacuum`).Scan(&mode); err != nil || mode != 2 {
+		t.Errorf("the backup's auto_vacuum is %d (%v), want 2 (incremental)", mode, err)
+	}
+	st, err := restored.Stats(ctx)
+	if err != nil || st.ByState[messages.StatePending] != info.Messages {
+		t.Fatalf("the restored store counts %+v (%v), the backup held %d", st.ByState, err, info.Messages)
+	}
+	for i := range 500 {
+		if _, err := restored.GetMessage(ctx, fmt.Sprintf("before-%04d", i)); err != nil {
+			t.Fatalf("message committed before the backup: %v", err)
+		}
+	}
+	if _, err := Backup(ctx, filepath.Join(dir, "missing.db"), filepath.Join(t.TempDir(), "x.db")); err == nil {
+		t.Error("a backup of a missing store worked")
+	}
+}
+
+// TestBackupConvertsToIncremental: a database created without
+// auto_vacuum (before this store created them incremental) keeps working,
+// and its backup is incremental: restoring it converts the store.
+func TestBackupConvertsToIncremental(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(`CREATE TABLE predates_us (a)`); err != nil {
+		t.Fatal(err)
+	}
+	_ = raw.Close()
+	s := openAt(t, path, nil)
+	var mode int
+	if err := s.rdb.QueryRow(`PRAGMA auto_vacuum`).Scan(&mode); err != nil || mode != 0 {
+		t.Fatalf("the old database's auto_vacuum is %d (%v), want 0", mode, err)
+	}
+	if n, err := s.Compact(ctx); err != nil || n != 0 {
+		t.Errorf("Compact on a database without auto_vacuum: %d, %v; want 0, nil", n, err)
+	}
+	to := filepath.Join(t.TempDir(), "new.db")
+	if _, err := Backup(ctx, path, to); err != nil {
+		t.Fatal(err)
+	}
+	restored := openAt(t, to, nil)
+	if err := restored.rdb.QueryRow(`PRAGMA auto_vacuum`).Scan(&mode); err != nil || mode != 2 {
+		t.Errorf("the backup's auto_vacuum is %d (%v), want 2", mode, err)
 	}
 }

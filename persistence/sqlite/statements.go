@@ -68,12 +68,16 @@ const messageColumns = `seq, id, token, source_msisdn, destination_msisdn, body,
 	source_smsc, dest_smsc, frontend, attempts, reason, created_at, updated_at, submitted_at, queued_at,
 	data_coding, body_binary, validity_until, deliver_after`
 
-// apiColumns are read after messageColumns for the API's documents (GetMessage,
-// ListMessages): when the message's work is next due (NextAttemptAt) and
+// apiColumns are read after messageColumns for the API's list
+// (ListMessages): when the message's work is next due (NextAttemptAt) and
 // its last transition's detail (LastDetail: its first entry's when that
 // is the only one, held by the row). Each is one index lookup.
 const apiColumns = `(SELECT min(o.due_at) FROM outbox o WHERE o.message_id = messages.id AND o.kind <> 'status'),
 	COALESCE((SELECT h.detail FROM history h WHERE h.message_id = messages.id AND h.ordinal = messages.history_len), messages.first_detail)`
+
+// messageDueSQL is GetMessage's NextAttemptAt (its LastDetail is its last
+// history entry's).
+const messageDueSQL = `SELECT min(due_at) FROM outbox WHERE message_id = ? AND kind <> 'status'`
 
 // scanAPIMessage reads messageColumns, apiColumns and then extra.
 func scanAPIMessage(sc interface{ Scan(...any) error }, extra ...any) (messages.Message, error) {

@@ -149,7 +149,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	go s.writeLoop()
 	go s.syncLoop()
 	if cdb != nil {
-		go s.checkpointLoop(cfg.Checkpoint)
+		go s.checkpointLoop(cfg.Checkpoint, cfg.WALLimit)
 	} else {
 		close(s.checkpointDone)
 	}
@@ -171,7 +171,10 @@ func dsn(path string, role int) string {
 	q := fmt.Sprintf("?_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", busyTimeout)
 	switch role {
 	case roleWriter:
-		// WAL lets readers run beside the writer. synchronous=NORMAL: a
+		// auto_vacuum=INCREMENTAL takes effect when the database is created
+		// (before its first table; on an older database it is a no-op):
+		// pages freed by a purge can then be given back by Compact. WAL lets
+		// readers run beside the writer. synchronous=NORMAL: a
 		// commit only writes its frames to the WAL; the syncer makes them
 		// durable (writer.go) before anything that depends on them is
 		// answered. Checkpoints are the checkpointer's (autocheckpoint 0),
@@ -179,12 +182,15 @@ func dsn(path string, role int) string {
 		// shrinks a WAL that a long read let grow. IMMEDIATE takes the
 		// write lock at BEGIN, so a transaction never fails halfway for
 		// want of it.
-		return path + q + "&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)" +
+		return path + q + "&_pragma=auto_vacuum(INCREMENTAL)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)" +
 			"&_pragma=journal_size_limit(67108864)&_txlock=immediate"
 	case roleCheckpointer:
 		// Checkpoints sync the WAL before they copy it and the database
-		// after (NORMAL does that much).
-		return path + q + "&_pragma=synchronous(NORMAL)"
+		// after (NORMAL does that much). No busy wait: a TRUNCATE
+		// checkpoint that waited for a long reader would hold the writer
+		// back meanwhile; without one it tries once and, when readers are
+		// in the way, copies what it can as a PASSIVE one would.
+		return path + "?_pragma=busy_timeout(0)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
 	}
 	// The writer already switched the file to WAL (it is persistent).
 	return path + q + "&_pragma=query_only(1)"
@@ -266,14 +272,26 @@ func (s *Store) fail(ctx context.Context, op string, err error) error {
 }
 
 // flatten replaces a driver error by its text; any other error (ours,
-// database/sql's) is kept, so sentinels stay in the chain.
+// database/sql's) is kept, so sentinels stay in the chain. A write that
+// failed for want of room (SQLITE_FULL; SQLITE_READONLY, a file system
+// mounted read-only) is persistence.ErrNoSpace.
 func flatten(err error) error {
 	var se *sqlitedriver.Error
 	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqliteFull, sqliteReadOnly:
+			return fmt.Errorf("%w: %s", persistence.ErrNoSpace, err.Error())
+		}
 		return errors.New(err.Error())
 	}
 	return err
 }
+
+// The primary result codes flatten knows (https://sqlite.org/rescode.html).
+const (
+	sqliteReadOnly = 8
+	sqliteFull     = 13
+)
 
 // querier is what *sql.DB and *sql.Tx have in common.
 type querier interface {

@@ -158,6 +158,11 @@ func claim(ctx context.Context, tx querier, req persistence.ClaimRequest) (persi
 		}); err != nil {
 			return err
 		}
+		gone := persistence.Counts{}
+		gone.Work(req.Kind, req.Target, -int64(len(ledgered)))
+		if err := writeCounts(ctx, tx, gone); err != nil {
+			return err
+		}
 		// RETURNING comes in no particular order.
 		sort.Slice(claim.Work, func(i, j int) bool {
 			a, b := claim.Work[i], claim.Work[j]

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -413,5 +414,65 @@ func TestFirstJobFailsAlone(t *testing.T) {
 	}
 	if _, err := s.GetMessage(ctx, "after"); err != nil {
 		t.Errorf("the write behind the failed one: %v", err)
+	}
+}
+
+// TestWALStaysBounded: a -wal file that grew (here: a long read held a
+// snapshot while commits went on, so no checkpoint could copy past it) is
+// truncated once it is past WALLimit and the checkpoints can catch up. A
+// PASSIVE checkpoint alone would leave it at its size (and under steady
+// traffic never start it over: see checkpointLoop).
+func TestWALStaysBounded(t *testing.T) {
+	ctx := context.Background()
+	cfg := DefaultConfig()
+	cfg.Path = filepath.Join(t.TempDir(), "wal.db")
+	cfg.Checkpoint = 5 * time.Millisecond
+	cfg.WALLimit = 256 << 10
+	s, err := Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	accept := func(prefix string, n int) {
+		for i := range n {
+			m := persistence.NewMessage{ID: fmt.Sprintf("%s-%05d", prefix, i), State: messages.StatePending, Frontend: "fe",
+				Body: strings.Repeat("b", 500), Work: &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: "fe"}}
+			if _, err := s.Accept(ctx, now, []persistence.NewMessage{m}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	walSize := func() int64 {
+		fi, err := os.Stat(cfg.Path + "-wal")
+		if err != nil {
+			return 0
+		}
+		return fi.Size()
+	}
+	// A read that holds its snapshot while 300 commits go on.
+	rtx, err := s.rdb.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := rtx.QueryRowContext(ctx, `SELECT count(*) FROM messages`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	accept("held", 300)
+	grown := walSize()
+	if grown < 1<<20 {
+		t.Fatalf("the -wal file is %d bytes after 300 commits behind a held read, want it grown past 1 MiB", grown)
+	}
+	_ = rtx.Rollback()
+	// The read ended: the checkpoints copy everything, and the file is cut
+	// back, while commits go on.
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; walSize() > 2*cfg.WALLimit; i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("the -wal file is still %d bytes (was %d), limit %d", walSize(), grown, cfg.WALLimit)
+		}
+		accept(fmt.Sprintf("after-%d", i), 5)
+		time.Sleep(10 * time.Millisecond)
 	}
 }

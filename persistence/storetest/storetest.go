@@ -30,6 +30,15 @@ type LedgerSeeder interface {
 	SeedLedger(ctx context.Context, e persistence.LedgerEntry) error
 }
 
+// Recounter counts, from the tables themselves, what a store's counters
+// maintain (persistence.Counts), and reads the counters. The value open
+// returns must implement it too (a test-only wrapper, like LedgerSeeder):
+// after every case of the suite, the two must agree, so that no path of a
+// store can change a state or an outbox row without its count.
+type Recounter interface {
+	Recount(ctx context.Context) (counted, maintained persistence.Counts, err error)
+}
+
 // Run runs the whole suite against stores made by open. open must return a
 // fresh, empty store each time it is called (once per subtest) and register
 // its own cleanup with t.Cleanup.
@@ -39,10 +48,34 @@ func Run(t *testing.T, open func(t *testing.T) persistence.Store) {
 		t.Run(g.name, func(t *testing.T) {
 			for _, c := range g.cases {
 				t.Run(c.name, func(t *testing.T) {
-					c.run(newFixture(t, open(t)))
+					f := newFixture(t, open(t))
+					c.run(f)
+					if !t.Failed() {
+						f.checkCounts()
+					}
 				})
 			}
 		})
+	}
+}
+
+// checkCounts fails the case when the store's counters disagree with what
+// its tables hold (a closed store is not checked).
+func (f *fixture) checkCounts() {
+	f.Helper()
+	r, ok := f.store.(Recounter)
+	if !ok {
+		f.Fatalf("the store under test does not implement storetest.Recounter")
+	}
+	counted, maintained, err := r.Recount(context.Background())
+	if errors.Is(err, persistence.ErrClosed) {
+		return
+	}
+	if err != nil {
+		f.Fatalf("Recount: %v", err)
+	}
+	if fmt.Sprint(counted.Sorted()) != fmt.Sprint(maintained.Sorted()) {
+		f.Errorf("the maintained counters drifted from the tables:\n counted    %v\n maintained %v", counted.Sorted(), maintained.Sorted())
 	}
 }
 
@@ -82,6 +115,7 @@ func groups() []group {
 		{"Ring", ringCases()},
 		{"Write", writeCases()},
 		{"Drift", driftCases()},
+		{"Retention", retentionCases()},
 		{"APIv2", apiCases()},
 		{"Search", searchCases()},
 	}

@@ -1,4 +1,4 @@
--- 0005: the message fields of API v2, the search indexes, and the sweep of
+-- 0006: the message fields of API v2, the search indexes, and the sweep of
 -- per-message validity.
 --
 -- data_coding is '' (unspecified), gsm7, ucs2 or binary. body_binary holds

@@ -1,0 +1,227 @@
+package retention
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/switchboard-dev/switchboard/actors/clock"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// Config is what the cleaner needs.
+type Config struct {
+	// Node is this node's name, in the call records.
+	Node   string
+	Store  persistence.Store
+	Clock  clock.Clock
+	Logger *slog.Logger
+	Policy Policy
+	// Pacer sizes the batches (DefaultPacer when zero).
+	Pacer Pacer
+	// Records, when set, gets each message's record before it is purged.
+	Records *Records
+	Metrics *Metrics
+	// Leader tells whether this instance purges now (the ring's master);
+	// nil: always.
+	Leader func() bool
+	// Seed seeds the pauses' jitter.
+	Seed uint64
+	// StoreTimeout bounds one batch's store calls (default 30s).
+	StoreTimeout time.Duration
+	// CountCap bounds the count of eligible messages at the start of a
+	// pass (default 10,000,000: beyond it the gauge reads the cap).
+	CountCap int
+}
+
+// Validate reports what is missing.
+func (c Config) Validate() error {
+	if c.Store == nil || c.Clock == nil || c.Logger == nil || c.Metrics == nil {
+		return errors.New("retention: Store, Clock, Logger and Metrics are required")
+	}
+	return nil
+}
+
+// errorEvery is how often a failing cleaner logs: the first failure at
+// once, then at most one line in this long, with how many were not logged.
+const errorEvery = time.Minute
+
+// Cleaner is the cleaner's actor: the shell of a Pacer and a Policy.
+type Cleaner struct {
+	cfg    Config
+	log    *slog.Logger
+	pacer  Pacer
+	rng    *rand.Rand
+	wake   *clock.Wakeup
+	inPass bool
+	// passAt is when the pass under way started: the next one starts an
+	// interval after it, so that passes come every interval however long
+	// each took (a pass that takes longer is followed at once).
+	passAt time.Time
+	// eligible is what the pass counted, less what it purged since.
+	eligible int64
+	// failures not logged since lastLogged.
+	unlogged   int
+	lastLogged time.Time
+}
+
+type wakeMsg struct{}
+
+// NewCleaner returns the producer of the cleaner.
+func NewCleaner(cfg Config) (actor.Producer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Pacer.Max == 0 {
+		cfg.Pacer = DefaultPacer()
+	}
+	if cfg.StoreTimeout <= 0 {
+		cfg.StoreTimeout = 30 * time.Second
+	}
+	if cfg.CountCap <= 0 {
+		cfg.CountCap = 10_000_000
+	}
+	return func() actor.Actor {
+		return &Cleaner{cfg: cfg, log: cfg.Logger.With("component", "retention"), pacer: cfg.Pacer,
+			rng: rand.New(rand.NewPCG(cfg.Seed, 0x7265746e))}
+	}, nil
+}
+
+// Receive implements actor.Actor.
+func (c *Cleaner) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *actor.Started:
+		self, sys := ctx.Self(), ctx.ActorSystem()
+		c.wake = clock.NewWakeup(c.cfg.Clock, func(uint64) { sys.Root.Send(self, wakeMsg{}) })
+		c.wake.Schedule(c.cfg.Clock.Now())
+	case *actor.Restarting, *actor.Stopping:
+		c.wake.Cancel()
+	case wakeMsg:
+		if c.inPass {
+			c.batch()
+		} else {
+			c.pass()
+		}
+	}
+}
+
+// pass starts a pass: count what is eligible, then the first batch.
+func (c *Cleaner) pass() {
+	now := c.cfg.Clock.Now()
+	interval := c.cfg.Policy.Interval()
+	if c.cfg.Leader != nil && !c.cfg.Leader() {
+		c.eligible = 0
+		c.cfg.Metrics.eligible.Set(0)
+		c.wake.Schedule(now.Add(min(interval, time.Second))) // this instance may lead soon
+		return
+	}
+	req, ok := c.cfg.Policy.Request(now, c.cfg.CountCap)
+	if !ok {
+		// Everything is kept forever: nothing to purge, but the store's
+		// upkeep goes on (Postgres folds its counters' deltas).
+		c.compact()
+		c.wake.Schedule(now.Add(interval))
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), c.cfg.StoreTimeout)
+	n, err := c.cfg.Store.CountPurgeable(sctx, req)
+	cancel()
+	if err != nil {
+		c.failed("count", err)
+		c.wake.Schedule(now.Add(c.cfg.Pacer.Backoff))
+		return
+	}
+	c.eligible = n
+	c.cfg.Metrics.eligible.Set(float64(n))
+	if n == 0 {
+		c.compact()
+		c.wake.Schedule(now.Add(interval))
+		return
+	}
+	c.pacer.Pass(n, interval)
+	c.inPass, c.passAt = true, now
+	c.batch()
+}
+
+// batch purges one batch and schedules what comes next.
+func (c *Cleaner) batch() {
+	start := c.cfg.Clock.Now()
+	asked := c.pacer.Batch()
+	req, _ := c.cfg.Policy.Request(start, asked)
+	found, purged, err := c.purge(req)
+	took := c.cfg.Clock.Now().Sub(start)
+	for _, p := range purged {
+		c.cfg.Metrics.purged.WithLabelValues(string(p.State)).Inc()
+	}
+	c.eligible = max(0, c.eligible-int64(len(purged)))
+	c.cfg.Metrics.eligible.Set(float64(c.eligible))
+	if err != nil {
+		c.failed("purge", err)
+	}
+	pause, more := c.pacer.Done(asked, found, took, err != nil, c.rng)
+	now := c.cfg.Clock.Now()
+	if more {
+		c.wake.Schedule(now.Add(pause))
+		return
+	}
+	c.inPass = false
+	c.compact()
+	c.wake.Schedule(c.passAt.Add(c.cfg.Policy.Interval()))
+}
+
+// purge runs one batch: with call records, the batch is read whole, its
+// records written and synced, then purged by id; without, purged at once.
+// found is how many candidates the batch had (it tells the pacer whether
+// more are left), purged what went.
+func (c *Cleaner) purge(req persistence.PurgeRequest) (found int, purged []persistence.Purged, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.StoreTimeout)
+	defer cancel()
+	if c.cfg.Records == nil {
+		purged, err = c.cfg.Store.Purge(ctx, req, nil)
+		return len(purged), purged, err
+	}
+	msgs, err := c.cfg.Store.Purgeable(ctx, req)
+	if err != nil || len(msgs) == 0 {
+		return 0, nil, err
+	}
+	recs := make([]Record, len(msgs))
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		recs[i], ids[i] = RecordOf(c.cfg.Node, m, req.Now), m.ID
+	}
+	if err := c.cfg.Records.Append(recs, req.Now); err != nil {
+		return len(msgs), nil, err
+	}
+	purged, err = c.cfg.Store.Purge(ctx, req, ids)
+	return len(msgs), purged, err
+}
+
+// compact gives space back after a pass.
+func (c *Cleaner) compact() {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.StoreTimeout)
+	defer cancel()
+	freed, err := c.cfg.Store.Compact(ctx)
+	if err != nil {
+		c.failed("compact", err)
+		return
+	}
+	if freed > 0 {
+		c.log.Debug("space given back", "bytes", freed)
+	}
+}
+
+// failed logs a failure of op, the first at once and then at most one line
+// a minute (with the count of those not logged).
+func (c *Cleaner) failed(op string, err error) {
+	now := c.cfg.Clock.Now()
+	if !c.lastLogged.IsZero() && now.Sub(c.lastLogged) < errorEvery {
+		c.unlogged++
+		return
+	}
+	c.log.Warn("retention cleaner failed; it tries again", "op", op, "err", err, "failures_not_logged", c.unlogged)
+	c.lastLogged, c.unlogged = now, 0
+}

@@ -1,0 +1,35 @@
+// Package retention is the storage life cycle of a node: the cleaner that
+// purges messages once they have rested past their retention, with the
+// call records written before they go.
+//
+// A message comes to rest when it is delivered, failed or forward_failed,
+// or forwarded (the peer has it; only its report is owed). From then on:
+//
+//	delivered                         purged Retention after it came to rest
+//	failed, forward_failed            purged RetentionFailed after
+//	forwarded, no report ever came    purged ForwardedAfter after it was forwarded
+//	                                  (the peer's own validity ends its delivery
+//	                                  within MessageValidity; the report is then
+//	                                  taken as lost)
+//	anything with outbox work left    kept (a report owed to its origin)
+//	anything not at rest              kept
+//
+// The cleaner runs on the ring's master only (the embedded store's one
+// instance), so a site purges once. A pass counts what is eligible (the
+// switchboard_retention_eligible gauge), then purges in batches, each one
+// transaction, with a pause after each; the Pacer sizes the batches so
+// that one holds the store for about Target (shrinking after a slow or
+// failed batch, growing while they are fast), and the pause is as long as
+// the batch took, so that the cleaner takes at most half of the store's
+// writer while it catches up and the intake the rest. A pass ends when a
+// batch comes back short; Compact then gives space back, and the next pass
+// comes Interval later.
+//
+// With a call record file (Config.CDR), each batch is read whole first
+// (Store.Purgeable), its records are appended and synced, and only then
+// is the batch purged, by id: a message's record is on disk before the
+// message can go. A crash between the two writes the records again on the
+// next pass (a record names its message id and its final time: readers
+// drop repeats). When the records cannot be written (a full disk), nothing
+// is purged until they can.
+package retention

@@ -1,0 +1,247 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence/space/spacetest"
+)
+
+// The full-disk scenario of the storage issue, on the real binary with its
+// data directory on a small file system of its own (a tmpfs the test
+// mounts): concurrent clients submit until the node refuses with 507
+// storage_full; reads, /readyz and acks of delivered messages go on; once an
+// operator frees space the node takes new work again by itself; after a
+// kill -9 and a restart every message it acknowledged is there.
+//
+// With a reserve (--min-free-space) the free-space check refuses first;
+// without one the disk fills for real and the store's failed write does.
+
+func TestFullDiskWithReserve(t *testing.T) { runFullDisk(t, "16MiB") }
+
+func TestFullDiskWithoutReserve(t *testing.T) { runFullDisk(t, "0") }
+
+func runFullDisk(t *testing.T, reserve string) {
+	bin := buildBinary(t)
+	disk := spacetest.Tmpfs(t, 64<<20)
+	filler := spacetest.Fill(t, disk, 24<<20) // what the operator frees later
+	node := singleNode(t, bin, "full", filepath.Join(disk, "data"), "--min-free-space", reserve, "--route", "44=fe")
+	node.mustCall(200, "PUT", "/api/frontends/fe", map[string]string{"mode": "pull"})
+
+	// Fill: 8 clients submit 8 kB messages until each has seen a 507.
+	body := strings.Repeat("x", 8000)
+	var (
+		mu       sync.Mutex
+		accepted []string
+		wg       sync.WaitGroup
+	)
+	for c := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				id := fmt.Sprintf("c%d-%06d", c, i)
+				status, err := node.submitStatus(id, body)
+				switch {
+				case err != nil:
+					t.Errorf("submit %s: %v", id, err)
+					return
+				case status == 202:
+					mu.Lock()
+					accepted = append(accepted, id)
+					mu.Unlock()
+				case status == 507:
+					return
+				default:
+					t.Errorf("submit %s: status %d", id, status)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	t.Logf("reserve %s: %d messages accepted before the first 507", reserve, len(accepted))
+	if len(accepted) == 0 {
+		t.Fatal("nothing was accepted before the disk was full")
+	}
+
+	// Full: new work is refused with 507, Retry-After and the code; the
+	// node stays ready and says why; reads work.
+	status, hdr, doc := node.raw("POST", "/api/messages", map[string]string{
+		"id": "refused", "source_msisdn": "1555", "destination_msisdn": "4471", "message_body": body})
+	if status != 507 || hdr.Get("Retry-After") == "" || !strings.Contains(doc, `"storage_full"`) {
+		t.Fatalf("a submit on the full disk: %d Retry-After=%q %s", status, hdr.Get("Retry-After"), doc)
+	}
+	status, _, doc = node.raw("GET", "/readyz", nil)
+	if status != 200 || !strings.Contains(doc, `"storage":"full"`) || !strings.Contains(doc, "storage_reason") {
+		t.Fatalf("/readyz on the full disk: %d %s", status, doc)
+	}
+	if status, _, _ := node.raw("GET", "/api/messages/"+accepted[0], nil); status != 200 {
+		t.Fatalf("reading a message on the full disk: %d", status)
+	}
+	if status, _, _ := node.raw("GET", "/api/messages/refused", nil); status != 404 {
+		t.Fatalf("the refused message: %d, want 404", status)
+	}
+
+	// With a reserve, outcomes still commit: a frontend takes and acks.
+	if reserve != "0" {
+		var poll struct{ Messages []messages.Outgoing }
+		if status, err := node.call("POST", "/api/frontends/fe/poll", map[string]any{"max": 50, "wait_ms": 1000, "lease_ms": 60000}, &poll); err != nil || status != 200 || len(poll.Messages) == 0 {
+			t.Fatalf("poll on the full disk: %d %v (%d messages)", status, err, len(poll.Messages))
+		}
+		var results []messages.DeliveryResult
+		for _, m := range poll.Messages {
+			results = append(results, messages.DeliveryResult{ID: m.ID, Status: messages.Delivered, Attempt: m.Attempt})
+		}
+		var acked struct{ Results []messages.AckOutcome }
+		if status, err := node.call("POST", "/api/frontends/fe/ack", map[string]any{"results": results}, &acked); err != nil || status != 200 {
+			t.Fatalf("ack on the full disk: %d %v", status, err)
+		}
+		for _, o := range acked.Results {
+			if o.Outcome != "applied" {
+				t.Fatalf("ack on the full disk: %+v", o)
+			}
+		}
+	}
+
+	// The operator frees space: new work is taken again, without a restart.
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; ; i++ {
+		id := fmt.Sprintf("after-%d", i)
+		status, err := node.submitStatus(id, "after")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if status == 202 {
+			accepted = append(accepted, id)
+			break
+		}
+		if status != 507 || time.Now().After(deadline) {
+			t.Fatalf("a submit after space came back: %d (%v)", status, time.Since(deadline.Add(-30*time.Second)))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if status, _, doc := node.raw("GET", "/readyz", nil); status != 200 || !strings.Contains(doc, `"storage":"ok"`) {
+		t.Fatalf("/readyz with room again: %d %s", status, doc)
+	}
+	// Each change is logged once (within the shell's second).
+	deadline = time.Now().Add(10 * time.Second)
+	for !strings.Contains(node.logs(), "storage has room again") {
+		if time.Now().After(deadline) {
+			t.Fatal("the recovery was not logged")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := strings.Count(node.logs(), "storage full: new submits and forwards are refused"); n != 1 {
+		t.Errorf("the full storage was logged %d times, want once", n)
+	}
+
+	// Nothing acknowledged is lost, also across kill -9.
+	node.kill()
+	node.start()
+	for _, id := range accepted {
+		if status, _, _ := node.raw("GET", "/api/messages/"+id, nil); status != 200 {
+			t.Fatalf("acknowledged message %s: %d after the restart", id, status)
+		}
+	}
+}
+
+// singleNode starts the binary as node name on dataDir (HTTPS with a
+// certificate of a CA of its own, which its client trusts) with extra
+// flags; the test's cleanup ends it, and its logs are printed when the test
+// failed.
+func singleNode(t *testing.T, bin, name, dataDir string, extra ...string) *e2eNode {
+	t.Helper()
+	certDir := filepath.Join(t.TempDir(), "certs")
+	if out, err := exec.Command(bin, "certs", "init", "--dir", certDir, "--nodes", name).CombinedOutput(); err != nil {
+		t.Fatalf("certs init: %v\n%s", err, out)
+	}
+	caPEM, err := os.ReadFile(filepath.Join(certDir, "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: name}, MaxIdleConnsPerHost: 16}
+	t.Cleanup(tr.CloseIdleConnections)
+	addr := freePort(t)
+	node := &e2eNode{
+		t: t, bin: bin, base: "https://" + addr,
+		client: &http.Client{Transport: tr, Timeout: 30 * time.Second},
+		args: append([]string{"run", "--name", name, "--instance-id", name + "-0", "--data-dir", dataDir,
+			"--listen", addr, "--metrics-listen", "",
+			"--tls-cert", filepath.Join(certDir, name+".pem"), "--tls-key", filepath.Join(certDir, name+".key"),
+			"--log-format", "json"}, extra...),
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for i, l := range node.logsAll {
+				t.Logf("--- logs of run %d of %s ---\n%s", i+1, name, tail(l.String(), 6000))
+			}
+		}
+	})
+	node.start()
+	t.Cleanup(func() { node.proc.end() })
+	return node
+}
+
+// logs is what the current run has logged so far.
+func (n *e2eNode) logs() string {
+	w := n.proc.cmd.Stderr.(*lockedWriter)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.String()
+}
+
+// submitStatus submits id with body to destination 4471 and returns the
+// status.
+func (n *e2eNode) submitStatus(id, body string) (int, error) {
+	return n.call("POST", "/api/messages", map[string]string{
+		"id": id, "source_msisdn": "1555", "destination_msisdn": "4471", "message_body": body}, nil)
+}
+
+// raw sends a JSON request and returns the status, the headers and the
+// body as text; a transport error fails the test.
+func (n *e2eNode) raw(method, path string, body any) (int, http.Header, string) {
+	n.t.Helper()
+	var data []byte
+	if body != nil {
+		var err error
+		if data, err = json.Marshal(body); err != nil {
+			n.t.Fatal(err)
+		}
+	}
+	req, err := http.NewRequest(method, n.base+path, strings.NewReader(string(data)))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := n.client.Do(req)
+	if err != nil {
+		n.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	var sb strings.Builder
+	if _, err := io.Copy(&sb, resp.Body); err != nil {
+		n.t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, sb.String()
+}

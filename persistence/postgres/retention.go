@@ -1,0 +1,159 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// purgeableSQL selects, for each resting state $1[i] with its cutoff
+// $2[i] (in that order), up to $3 messages that came to rest before the
+// cutoff and have no outbox row, oldest first; $3 in all. Each state is one
+// range of the partial index messages_finalized (only resting messages are
+// in it), so it costs O(limit) plus the messages skipped for their work:
+// reports still owed to an origin, few.
+const purgeableSQL = `
+SELECT x.id FROM unnest($1::text[], $2::timestamptz[]) WITH ORDINALITY AS c(state, before, ord)
+CROSS JOIN LATERAL (
+	SELECT m.id FROM messages m
+	WHERE m.state = c.state AND m.finalized_at < c.before
+		AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.message_id = m.id)
+	ORDER BY m.finalized_at LIMIT $3) x
+ORDER BY c.ord
+LIMIT $3`
+
+// purgeableArgs are purgeableSQL's arguments for req.
+func purgeableArgs(req persistence.PurgeRequest) []any {
+	states := slices.Sorted(maps.Keys(req.Before))
+	names, cuts := make([]string, len(states)), make([]time.Time, len(states))
+	for i, st := range states {
+		names[i], cuts[i] = string(st), norm(req.Before[st])
+	}
+	return []any{names, cuts, req.Limit}
+}
+
+// withHistory is the statement that reads the messages whose ids keys (a
+// relation with an id column, aliased k) names, each with its first
+// history entry (held by the row: first_state, first_detail) and the rest
+// of its history as arrays, oldest first; scanWithHistory reads its rows.
+func withHistory(keys string) string {
+	return `SELECT ` + columns("m") + `, m.first_state, m.first_detail,
+	array(SELECT h.state FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal),
+	array(SELECT h.at FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal),
+	array(SELECT h.detail FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal)
+FROM messages m JOIN ` + keys + ` ON m.id = k.id`
+}
+
+// scanWithHistory reads one row of withHistory.
+func scanWithHistory(row scanner) (messages.Message, error) {
+	var (
+		first           messages.HistoryEntry
+		states, details []string
+		ats             []time.Time
+	)
+	m, err := scanMessage(row, &first.State, &first.Detail, &states, &ats, &details)
+	if err != nil {
+		return messages.Message{}, err
+	}
+	if len(states) != len(ats) || len(states) != len(details) {
+		return messages.Message{}, fmt.Errorf("message %q: history arrays disagree", m.ID)
+	}
+	// Messages accepted before migration 0004 have their first entry as a
+	// history row (first_state '').
+	m.History = make([]messages.HistoryEntry, 0, len(states)+1)
+	if first.State != "" {
+		first.At = m.CreatedAt
+		m.History = append(m.History, first)
+	}
+	for i := range states {
+		m.History = append(m.History, messages.HistoryEntry{State: messages.State(states[i]), At: ats[i].UTC(), Detail: details[i]})
+	}
+	return m, nil
+}
+
+// Purgeable implements persistence.Store: the candidates of a purge, read
+// whole with their history, in one statement (one snapshot).
+func (s *Store) Purgeable(ctx context.Context, req persistence.PurgeRequest) ([]messages.Message, error) {
+	const op = "purgeable"
+	if err := s.precheck(op, req.Validate()); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `WITH c AS (`+purgeableSQL+`) `+withHistory("c AS k")+` ORDER BY m.finalized_at`,
+		purgeableArgs(req)...)
+	if err != nil {
+		return nil, s.fail(op, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (messages.Message, error) { return scanWithHistory(row) })
+	if err != nil {
+		return nil, s.fail(op, err)
+	}
+	return out, nil
+}
+
+// CountPurgeable implements persistence.Store: the candidates counted on
+// the index, req.Limit in all.
+func (s *Store) CountPurgeable(ctx context.Context, req persistence.PurgeRequest) (int64, error) {
+	const op = "count purgeable"
+	if err := s.precheck(op, req.Validate()); err != nil {
+		return 0, err
+	}
+	var n int64
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM (`+purgeableSQL+`) c`, purgeableArgs(req)...).Scan(&n); err != nil {
+		return 0, s.fail(op, err)
+	}
+	return n, nil
+}
+
+// Purge implements persistence.Store (persistence.Purge decides).
+func (s *Store) Purge(ctx context.Context, req persistence.PurgeRequest, ids []string) ([]persistence.Purged, error) {
+	const op = "purge"
+	if err := s.precheck(op, req.Validate()); err != nil {
+		return nil, err
+	}
+	candidates, args := purgeableSQL, purgeableArgs(req)
+	if ids != nil {
+		candidates, args = `SELECT unnest($1::text[])`, []any{ids[:min(len(ids), req.Limit)]}
+	}
+	gone, err := s.sweep(ctx, op, req.Now, candidates, args, func(l *persistence.Loaded, c *persistence.Changes, m *persistence.Row) bool {
+		return persistence.Purge(l, c, m, req)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]persistence.Purged, len(gone))
+	for i, m := range gone {
+		out[i] = persistence.Purged{ID: m.ID, State: m.State}
+	}
+	return out, nil
+}
+
+// queuePurge queues the deletes of purged messages with their history and
+// ledger entries.
+func queuePurge(b *pgx.Batch, ids []string) {
+	for _, table := range []string{"history t USING unnest($1::text[]) AS p(id) WHERE t.message_id = p.id",
+		"ledger t USING unnest($1::text[]) AS p(id) WHERE t.message_id = p.id",
+		"messages t USING unnest($1::text[]) AS p(id) WHERE t.id = p.id"} {
+		b.Queue(`DELETE FROM `+table, ids)
+	}
+}
+
+// Compact implements persistence.Store: it folds the counters' deltas
+// (autovacuum reclaims the space of purged rows; nothing to give back
+// here).
+func (s *Store) Compact(ctx context.Context) (int64, error) {
+	const op = "compact"
+	if s.closed.Load() {
+		return 0, s.fail(op, persistence.ErrClosed)
+	}
+	if _, err := s.pool.Exec(ctx, foldSQL); err != nil {
+		return 0, s.fail(op, err)
+	}
+	return 0, nil
+}

@@ -1,0 +1,210 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// purgeableSQL selects, oldest first, up to ?3 messages in resting state ?1
+// that came to rest before ?2 and have no outbox row, with what the purge
+// decision reads. It walks the partial index messages_finalized (only
+// resting messages are in it), so it costs O(limit) plus the messages it
+// skips for their work: reports still owed to an origin, few.
+const purgeableSQL = `SELECT m.id, m.state, m.finalized_at FROM messages m INDEXED BY messages_finalized
+	WHERE m.state = ?1 AND m.finalized_at IS NOT NULL AND m.finalized_at < ?2
+	AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.message_id = m.id)
+	ORDER BY m.finalized_at LIMIT ?3`
+
+// purgeable finds the candidates of a purge, each state's oldest first,
+// the states in order, req.Limit in all. They are loaded as the query
+// reads them: it runs in the purge's own transaction, on the store's one
+// writer, so that they have no outbox row (its condition) holds until the
+// purge is written, and the decision reads nothing else.
+func purgeable(req persistence.PurgeRequest) candidates {
+	return func(ctx context.Context, tx querier, l *persistence.Loaded) ([]string, error) {
+		var ids []string
+		for _, st := range slices.Sorted(maps.Keys(req.Before)) {
+			if len(ids) >= req.Limit {
+				break
+			}
+			rows, err := tx.QueryContext(ctx, purgeableSQL, string(st), toDB(req.Before[st]), req.Limit-len(ids))
+			if err != nil {
+				return nil, err
+			}
+			if err := scanEach(rows, func(r *sql.Rows) error {
+				m := &persistence.Row{}
+				var at int64
+				err := r.Scan(&m.ID, &m.State, &at)
+				t := fromDB(at)
+				m.FinalizedAt = &t
+				l.Rows[m.ID] = m
+				ids = append(ids, m.ID)
+				return err
+			}); err != nil {
+				return nil, err
+			}
+		}
+		return ids, nil
+	}
+}
+
+// Purgeable implements persistence.Store: the candidates of a purge, read
+// whole with their history.
+func (s *Store) Purgeable(ctx context.Context, req persistence.PurgeRequest) ([]messages.Message, error) {
+	const op = "purgeable"
+	if err := s.precheck(op, req.Validate()); err != nil {
+		return nil, err
+	}
+	out := []messages.Message{}
+	err := s.read(ctx, op, func(tx *sql.Tx) error {
+		ids, err := purgeable(req)(ctx, tx, persistence.NewLoaded())
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		byID, err := loadWithHistory(ctx, tx, ids)
+		for _, id := range ids {
+			if m, ok := byID[id]; ok {
+				out = append(out, m)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// CountPurgeable implements persistence.Store: each state's candidates,
+// counted on the index, req.Limit in all.
+func (s *Store) CountPurgeable(ctx context.Context, req persistence.PurgeRequest) (int64, error) {
+	const op = "count purgeable"
+	if err := s.precheck(op, req.Validate()); err != nil {
+		return 0, err
+	}
+	var total int64
+	err := s.read(ctx, op, func(tx *sql.Tx) error {
+		for _, st := range slices.Sorted(maps.Keys(req.Before)) {
+			var n int64
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM (`+purgeableSQL+`)`,
+				string(st), toDB(req.Before[st]), int64(req.Limit)-total).Scan(&n); err != nil {
+				return err
+			}
+			if total += n; total >= int64(req.Limit) {
+				break
+			}
+		}
+		return nil
+	})
+	return total, err
+}
+
+// Purge implements persistence.Store (persistence.Purge decides).
+func (s *Store) Purge(ctx context.Context, req persistence.PurgeRequest, ids []string) ([]persistence.Purged, error) {
+	const op = "purge"
+	if err := s.precheck(op, req.Validate()); err != nil {
+		return nil, err
+	}
+	find := purgeable(req)
+	if ids != nil {
+		given := ids[:min(len(ids), req.Limit)]
+		find = func(ctx context.Context, tx querier, l *persistence.Loaded) ([]string, error) {
+			return given, load(ctx, tx, l, given, false)
+		}
+	}
+	gone, err := s.sweep(ctx, op, req.Now, find, func(l *persistence.Loaded, c *persistence.Changes, m *persistence.Row) bool {
+		return persistence.Purge(l, c, m, req)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]persistence.Purged, len(gone))
+	for i, m := range gone {
+		out[i] = persistence.Purged{ID: m.ID, State: m.State}
+	}
+	return out, nil
+}
+
+// deletePurged deletes purged messages with their history and ledger
+// entries (children first: the foreign keys are checked).
+func deletePurged(ctx context.Context, tx querier, purged []*persistence.Row) error {
+	ids := make([]string, len(purged))
+	for i, m := range purged {
+		ids[i] = m.ID
+	}
+	return chunks(len(ids), func(lo, hi int) error {
+		in, args := params(hi-lo), anys(ids[lo:hi])
+		for _, table := range []string{"history WHERE message_id", "ledger WHERE message_id", "messages WHERE id"} {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` IN (`+in+`)`, args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Space given back by Compact: the free pages beyond a reserve, at most
+// compactPages a call (8 MiB of 4 KiB pages: a few milliseconds of the
+// writer). The reserve (1/16 of the file, at least reservePages = 1 MiB)
+// stays free for the next writes: freeing pages the next hour's messages
+// take again only moves data around.
+const (
+	compactPages = 2048
+	reservePages = 256
+)
+
+// Compact implements persistence.Store: a bounded incremental vacuum in
+// the writer (the database must have been created with
+// auto_vacuum=INCREMENTAL, as this store creates them; an older one keeps
+// its free pages for reuse, see docs/operations.md), then a checkpoint, which
+// shrinks the file.
+func (s *Store) Compact(ctx context.Context) (int64, error) {
+	const op = "compact"
+	var mode, pages, free, size int64
+	err := s.read(ctx, op, func(tx *sql.Tx) error {
+		for _, p := range []struct {
+			pragma string
+			v      *int64
+		}{{"auto_vacuum", &mode}, {"page_count", &pages}, {"freelist_count", &free}, {"page_size", &size}} {
+			if err := tx.QueryRowContext(ctx, "PRAGMA "+p.pragma).Scan(p.v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	excess := free - max(reservePages, pages/16)
+	if mode != 2 || excess <= 0 { // 2: incremental
+		return 0, nil
+	}
+	n := min(excess, compactPages)
+	err = s.write(ctx, op, func(tx querier) error {
+		// incremental_vacuum returns a row per page it frees; reading them
+		// all is what makes it run to the end.
+		return scanEachQuery(ctx, tx, "PRAGMA incremental_vacuum("+strconv.FormatInt(n, 10)+")")
+	})
+	if err != nil {
+		return 0, err
+	}
+	if err := s.checkpoint(ctx); err != nil {
+		return 0, s.fail(ctx, op, err)
+	}
+	return n * size, nil
+}
+
+// scanEachQuery runs a query and reads (and drops) every row it returns.
+func scanEachQuery(ctx context.Context, q querier, text string) error {
+	rows, err := q.QueryContext(ctx, text)
+	if err != nil {
+		return err
+	}
+	return scanEach(rows, func(*sql.Rows) error { return nil })
+}

@@ -1,0 +1,340 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+func retentionCases() []testCase {
+	return []testCase{
+		{"PurgesRestingMessagesPastTheirCutoff", purgePastCutoff},
+		{"NeverPurgesLiveMessages", purgeNeverLive},
+		{"OwedReportKeepsTheMessage", purgeKeepsOwedReport},
+		{"ForwardedAtTheOrigin", purgeForwardedAtOrigin},
+		{"ResubmitEndsTheRest", purgeAfterResubmit},
+		{"LimitAndGivenIDs", purgeLimitAndIDs},
+		{"PurgeableReadsWholeMessages", purgePurgeable},
+		{"AnIDIsFreeAfterItsPurge", purgeFreesTheID},
+		{"RequestValidated", purgeValidated},
+		{"CountsFollowPurges", purgeCounts},
+		{"CompactAfterPurge", purgeCompact},
+	}
+}
+
+// hour is the retention the purge tests pretend to use.
+const hour = time.Hour
+
+// retention is a request purging delivered messages that came to rest
+// before deliveredBefore and failed and forward_failed ones before
+// failedBefore, at now.
+func retention(now, deliveredBefore, failedBefore time.Time) persistence.PurgeRequest {
+	return persistence.PurgeRequest{Now: now, Limit: 100, Before: map[messages.State]time.Time{
+		messages.StateDelivered:     deliveredBefore,
+		messages.StateFailed:        failedBefore,
+		messages.StateForwardFailed: failedBefore,
+	}}
+}
+
+func (f *fixture) purge(req persistence.PurgeRequest, ids []string) []persistence.Purged {
+	f.Helper()
+	got, err := f.store.Purge(f.ctx, req, ids)
+	if err != nil {
+		f.Fatalf("Purge(%+v): %v", req, err)
+	}
+	return got
+}
+
+// purgedIDs is the sorted ids of purged messages.
+func purgedIDs(p []persistence.Purged) []string {
+	out := make([]string, len(p))
+	for i, x := range p {
+		out[i] = x.ID
+	}
+	sort.Strings(out)
+	return out
+}
+
+// wantGone fails unless id, its history and its ledger entry on feA are gone.
+func (f *fixture) wantGone(id string) {
+	f.Helper()
+	if m, err := f.store.GetMessage(f.ctx, id); !errors.Is(err, persistence.ErrNotFound) {
+		f.Errorf("GetMessage(%s) after its purge = %s, %v; want ErrNotFound", id, m.State, err)
+	}
+	f.noLedger(id, feA)
+}
+
+func purgePastCutoff(f *fixture) {
+	ff := msgNoWork("pg-ffailed")
+	ff.State = messages.StateForwardQueued
+	ff.Work = &persistence.WorkSpec{Kind: persistence.WorkForward, Target: peerP, DueAt: base}
+	f.accept(base, newMsg("pg-old-delivered"), newMsg("pg-young-delivered"), newMsg("pg-old-failed"),
+		newMsg("pg-mid-failed"), ff)
+	f.deliver(at(hour), "pg-old-delivered")
+	f.fail(at(hour), "pg-old-failed")
+	f.fail(at(3*hour), "pg-mid-failed")
+	f.deliver(at(5*hour), "pg-young-delivered")
+	f.failForwards(persistence.ForwardExpiry{Now: at(hour), QueuedBefore: at(hour), Limit: 10})
+	f.wantState("pg-ffailed", messages.StateForwardFailed)
+
+	// At 6h: delivered kept 4h (cutoff 2h), failed kept 1.5h (cutoff 4.5h).
+	got := f.purge(retention(at(6*hour), at(2*hour), at(4*hour+30*time.Minute)), nil)
+	f.wantIDs("purged", purgedIDs(got), "pg-ffailed", "pg-mid-failed", "pg-old-delivered", "pg-old-failed")
+	for _, p := range got {
+		want := map[string]messages.State{"pg-old-delivered": messages.StateDelivered, "pg-old-failed": messages.StateFailed,
+			"pg-mid-failed": messages.StateFailed, "pg-ffailed": messages.StateForwardFailed}[p.ID]
+		if p.State != want {
+			f.Errorf("purged %s in state %s, want %s", p.ID, p.State, want)
+		}
+	}
+	for _, id := range []string{"pg-old-delivered", "pg-old-failed", "pg-mid-failed", "pg-ffailed"} {
+		f.wantGone(id)
+	}
+	f.noLedgerOf(persistence.WorkForward, "pg-ffailed", peerP)
+	f.wantState("pg-young-delivered", messages.StateDelivered)
+	f.ledger("pg-young-delivered", feA)
+	if again := f.purge(retention(at(6*hour), at(2*hour), at(4*hour+30*time.Minute)), nil); len(again) != 0 {
+		f.Errorf("a second purge deleted %v", purgedIDs(again))
+	}
+	// The cutoff is exclusive: a message at rest since exactly the cutoff stays.
+	if got := f.purge(retention(at(9*hour), at(5*hour), at(5*hour)), nil); len(got) != 0 {
+		f.Errorf("purge with the cutoff at pg-young-delivered's rest deleted %v", purgedIDs(got))
+	}
+	f.wantIDs("purged once past it", purgedIDs(f.purge(retention(at(9*hour), at(5*hour+time.Microsecond), at(5*hour)), nil)),
+		"pg-young-delivered")
+}
+
+func purgeNeverLive(f *fixture) {
+	q := newMsg("pg-queued")
+	q.State = messages.StateForwardQueued
+	q.Work = &persistence.WorkSpec{Kind: persistence.WorkForward, Target: peerP, DueAt: base}
+	f.accept(base, newMsg("pg-pending"), newMsg("pg-retry"), q, msgNoWork("pg-nowork"))
+	f.retry(at(hour), "pg-retry", at(2*hour))
+	// Every resting state, cutoffs far in the future: nothing live goes.
+	req := retention(at(100*hour), at(99*hour), at(99*hour))
+	req.Before[messages.StateForwarded] = at(99 * hour)
+	if got := f.purge(req, nil); len(got) != 0 {
+		f.Errorf("purged live messages %v", purgedIDs(got))
+	}
+	if got := f.purge(req, []string{"pg-pending", "pg-retry", "pg-queued", "pg-nowork"}); len(got) != 0 {
+		f.Errorf("purged live messages named by id %v", purgedIDs(got))
+	}
+	f.wantState("pg-pending", messages.StatePending)
+	f.wantState("pg-retry", messages.StateRetry)
+	f.wantState("pg-queued", messages.StateForwardQueued)
+	f.wantState("pg-nowork", messages.StatePending)
+}
+
+func purgeKeepsOwedReport(f *fixture) {
+	f.accept(base, reportMsg("pg-owed"))
+	f.deliver(at(hour), "pg-owed")
+	f.wantStatusWork(at(hour), "pg-owed") // leased now, until at(2h)
+	req := retention(at(10*hour), at(9*hour), at(9*hour))
+	if got := f.purge(req, nil); len(got) != 0 {
+		f.Errorf("purged %v while its report to the origin is owed", purgedIDs(got))
+	}
+	if got := f.purge(req, []string{"pg-owed"}); len(got) != 0 {
+		f.Errorf("purged %v by id while its report to the origin is owed", purgedIDs(got))
+	}
+	f.completeAll(at(3*hour), []persistence.Completion{persistence.Applied},
+		outcome(persistence.WorkStatus, peerP, "pg-owed", persistence.ResultDelivered))
+	f.wantIDs("purged once the origin has its report", purgedIDs(f.purge(req, nil)), "pg-owed")
+	f.wantGone("pg-owed")
+	f.noLedgerOf(persistence.WorkStatus, "pg-owed", peerP)
+}
+
+func purgeForwardedAtOrigin(f *fixture) {
+	f.accept(base, fwdMsg("pg-fwd-reported", peerP), fwdMsg("pg-fwd-silent", peerP))
+	f.claimOf(persistence.WorkForward, peerP, ownerA, base, 10)
+	f.completeAll(at(hour), []persistence.Completion{persistence.Applied, persistence.Applied},
+		outcome(persistence.WorkForward, peerP, "pg-fwd-reported", persistence.ResultDelivered),
+		outcome(persistence.WorkForward, peerP, "pg-fwd-silent", persistence.ResultDelivered))
+	f.wantState("pg-fwd-silent", messages.StateForwarded)
+
+	// Without a cutoff for forwarded, a forwarded message is kept however old.
+	if got := f.purge(retention(at(100*hour), at(99*hour), at(99*hour)), nil); len(got) != 0 {
+		f.Errorf("purged forwarded messages %v with no cutoff for forwarded", purgedIDs(got))
+	}
+	// The report arrives: delivered, at rest from the report's arrival.
+	f.applyStatus(at(10*hour), []persistence.Completion{persistence.Applied}, status("pg-fwd-reported", peerP, persistence.ResultDelivered))
+	if got := f.purge(retention(at(11*hour), at(10*hour), at(10*hour)), nil); len(got) != 0 {
+		f.Errorf("purged %v: reported delivered at 10h, cutoff 10h", purgedIDs(got))
+	}
+	f.wantIDs("purged a reported forward past the delivered cutoff",
+		purgedIDs(f.purge(retention(at(12*hour), at(11*hour), at(11*hour)), nil)), "pg-fwd-reported")
+	f.noLedgerOf(persistence.WorkForward, "pg-fwd-reported", peerP)
+
+	// A report that never comes: the forwarded cutoff (counted from the
+	// forward's acceptance, 1h) ends it.
+	req := retention(at(50*hour), at(49*hour), at(49*hour))
+	req.Before[messages.StateForwarded] = at(hour)
+	if got := f.purge(req, nil); len(got) != 0 {
+		f.Errorf("purged %v: forwarded at 1h, forwarded cutoff 1h", purgedIDs(got))
+	}
+	req.Before[messages.StateForwarded] = at(2 * hour)
+	f.wantIDs("purged a forward whose report never came", purgedIDs(f.purge(req, nil)), "pg-fwd-silent")
+	// A report that comes after all finds nothing.
+	f.applyStatus(at(60*hour), []persistence.Completion{persistence.NoWork}, status("pg-fwd-silent", peerP, persistence.ResultDelivered))
+}
+
+func purgeAfterResubmit(f *fixture) {
+	f.accept(base, newMsg("pg-again"))
+	f.fail(at(hour), "pg-again")
+	f.resubmit(at(2*hour), persistence.Reroute{ID: "pg-again", Frontend: feA, State: messages.StatePending, Detail: "resubmitted",
+		Work: &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: feA}})
+	if got := f.purge(retention(at(10*hour), at(9*hour), at(9*hour)), nil); len(got) != 0 {
+		f.Errorf("purged %v: resubmitted, back at work", purgedIDs(got))
+	}
+	f.claimDelivery(feA, ownerA, at(3*hour), 10)
+	f.deliver(at(4*hour), "pg-again")
+	// At rest again from 4h, not from its first failure.
+	if got := f.purge(retention(at(10*hour), at(4*hour), at(9*hour)), nil); len(got) != 0 {
+		f.Errorf("purged %v: delivered at 4h, cutoff 4h", purgedIDs(got))
+	}
+	f.wantIDs("purged", purgedIDs(f.purge(retention(at(10*hour), at(5*hour), at(9*hour)), nil)), "pg-again")
+}
+
+func purgeLimitAndIDs(f *fixture) {
+	var batch []persistence.NewMessage
+	for i := range 7 {
+		batch = append(batch, newMsg(fmt.Sprintf("pgl-%d", i)))
+	}
+	f.accept(base, batch...)
+	for i := range 7 {
+		f.deliver(at(time.Duration(i+1)*time.Minute), fmt.Sprintf("pgl-%d", i))
+	}
+	req := retention(at(10*hour), at(9*hour), at(9*hour))
+	req.Limit = 3
+	f.wantIDs("first batch: the oldest three", purgedIDs(f.purge(req, nil)), "pgl-0", "pgl-1", "pgl-2")
+	// By id: only the named ones that are still eligible; ids past Limit
+	// are not looked at.
+	f.wantIDs("by id", purgedIDs(f.purge(req, []string{"pgl-5", "pgl-0", "pg-unknown"})), "pgl-5")
+	f.wantIDs("by id", purgedIDs(f.purge(req, []string{"pgl-6"})), "pgl-6")
+	req.Limit = 1
+	f.wantIDs("by id, limit 1", purgedIDs(f.purge(req, []string{"pgl-3", "pgl-4"})), "pgl-3")
+	if got := f.purge(req, []string{}); len(got) != 0 {
+		f.Errorf("an empty id list purged %v", purgedIDs(got))
+	}
+	req.Limit = 10
+	f.wantIDs("the rest", purgedIDs(f.purge(req, nil)), "pgl-4")
+}
+
+func purgePurgeable(f *fixture) {
+	f.accept(base, newMsg("pgp-a"), newMsg("pgp-b"), newMsg("pgp-young"), reportMsg("pgp-owed"))
+	f.deliver(at(hour), "pgp-b")
+	f.fail(at(2*hour), "pgp-a")
+	f.deliver(at(hour), "pgp-owed")
+	f.deliver(at(8*hour), "pgp-young")
+	req := retention(at(10*hour), at(5*hour), at(5*hour))
+	got, err := f.store.Purgeable(f.ctx, req)
+	if err != nil {
+		f.Fatalf("Purgeable: %v", err)
+	}
+	var ids []string
+	for _, m := range got {
+		ids = append(ids, m.ID)
+	}
+	sort.Strings(ids)
+	f.wantIDs("purgeable", ids, "pgp-a", "pgp-b")
+	for limit, want := range map[int]int64{1: 1, 2: 2, 10: 2} {
+		req := req
+		req.Limit = limit
+		if n, err := f.store.CountPurgeable(f.ctx, req); err != nil || n != want {
+			f.Errorf("CountPurgeable(limit %d) = %d, %v; want %d", limit, n, err, want)
+		}
+	}
+	for _, m := range got {
+		want := f.get(m.ID)
+		f.checkMessage("purgeable", m, want)
+		if len(m.History) != len(want.History) || len(m.History) != 2 {
+			f.Errorf("purgeable %s: history %+v, want %+v", m.ID, m.History, want.History)
+		}
+	}
+	// It read; nothing went.
+	f.wantState("pgp-a", messages.StateFailed)
+	f.wantIDs("purged after", purgedIDs(f.purge(req, ids)), "pgp-a", "pgp-b")
+}
+
+func purgeFreesTheID(f *fixture) {
+	first := newMsg("pg-reused")
+	f.accept(base, first)
+	f.deliver(at(hour), "pg-reused")
+	// Within retention the id is taken: the stored message comes back.
+	if res := f.accept(at(2*hour), newMsg("pg-reused")); res[0].Created || res[0].Message.State != messages.StateDelivered {
+		f.Errorf("accept within retention: created %v state %s, want the stored delivered message", res[0].Created, res[0].Message.State)
+	}
+	f.wantIDs("purged", purgedIDs(f.purge(retention(at(30*hour), at(25*hour), at(25*hour)), nil)), "pg-reused")
+	res := f.accept(at(31*hour), newMsg("pg-reused"))
+	if !res[0].Created || res[0].Message.State != messages.StatePending {
+		f.Errorf("accept after the purge: created %v state %s, want a new pending message", res[0].Created, res[0].Message.State)
+	}
+	if h := f.get("pg-reused").History; len(h) != 1 {
+		f.Errorf("the new message carries history %+v", h)
+	}
+}
+
+func purgeValidated(f *fixture) {
+	f.accept(base, newMsg("pgv"))
+	f.deliver(at(hour), "pgv")
+	for _, req := range []persistence.PurgeRequest{
+		{Now: at(10 * hour), Limit: 0, Before: map[messages.State]time.Time{messages.StateDelivered: at(9 * hour)}},
+		{Now: at(10 * hour), Limit: 10},
+		{Now: at(10 * hour), Limit: 10, Before: map[messages.State]time.Time{messages.StateDelivered: at(9 * hour), messages.StatePending: at(9 * hour)}},
+	} {
+		if _, err := f.store.Purge(f.ctx, req, nil); err == nil {
+			f.Errorf("Purge(%+v) accepted", req)
+		}
+		if _, err := f.store.Purgeable(f.ctx, req); err == nil {
+			f.Errorf("Purgeable(%+v) accepted", req)
+		}
+	}
+	f.wantState("pgv", messages.StateDelivered)
+}
+
+func purgeCounts(f *fixture) {
+	f.accept(base, newMsg("pgc-1"), newMsg("pgc-2"), newMsg("pgc-3"))
+	f.deliver(at(hour), "pgc-1")
+	f.deliver(at(hour), "pgc-2")
+	f.fail(at(hour), "pgc-3")
+	f.wantByState(f.stats().ByState, map[messages.State]int64{messages.StateDelivered: 2, messages.StateFailed: 1})
+	f.purge(retention(at(10*hour), at(9*hour), at(9*hour)), []string{"pgc-1", "pgc-3"})
+	st := f.stats()
+	f.wantByState(st.ByState, map[messages.State]int64{messages.StateDelivered: 1})
+	if st.DLQDepth != 0 {
+		f.Errorf("DLQ depth %d after purging the failed message", st.DLQDepth)
+	}
+}
+
+func purgeCompact(f *fixture) {
+	var batch []persistence.NewMessage
+	for i := range 300 {
+		m := newMsg(fmt.Sprintf("pgk-%03d", i))
+		m.Body = fmt.Sprintf("%01000d", i) // 1 kB each: pages to give back
+		batch = append(batch, m)
+	}
+	f.accept(base, batch...)
+	for _, m := range batch {
+		f.deliver(at(hour), m.ID)
+	}
+	req := retention(at(10*hour), at(9*hour), at(9*hour))
+	req.Limit = 1000
+	if got := f.purge(req, nil); len(got) != len(batch) {
+		f.Fatalf("purged %d of %d", len(got), len(batch))
+	}
+	freed, err := f.store.Compact(f.ctx)
+	if err != nil {
+		f.Fatalf("Compact: %v", err)
+	}
+	if freed < 0 {
+		f.Errorf("Compact gave back %d bytes", freed)
+	}
+	if _, err := f.store.Compact(f.ctx); err != nil {
+		f.Fatalf("Compact again: %v", err)
+	}
+	f.accept(at(11*hour), newMsg("pgk-after"))
+	f.wantState("pgk-after", messages.StatePending)
+}
