@@ -17,6 +17,8 @@ var statusOf = map[string]int{
 	messages.CodeIDConflict:      http.StatusConflict,
 	messages.CodeBodyTooLarge:    http.StatusRequestEntityTooLarge,
 	messages.CodeUnauthorized:    http.StatusUnauthorized,
+	messages.CodeForbidden:       http.StatusForbidden,
+	messages.CodeRateLimited:     http.StatusTooManyRequests,
 	messages.CodeNotFound:        http.StatusNotFound,
 	messages.CodeMethodNotAllow:  http.StatusMethodNotAllowed,
 	messages.CodeNoRoute:         http.StatusUnprocessableEntity,

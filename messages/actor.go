@@ -14,6 +14,10 @@ type Submission struct {
 	DestinationMSISDN string `json:"destination_msisdn"`
 	Body              string `json:"message_body,omitempty"`
 	Options
+	// SubmittedBy is the credential that submits it (set by the gateway
+	// from the caller, never read from the body): a client credential
+	// reads only its own messages, and an id it chose is its own.
+	SubmittedBy string `json:"-"`
 }
 
 // Submit asks the intake to accept a submission. The reply comes after the

@@ -27,9 +27,16 @@ func (m FrontendMode) Valid() bool { return m == ModePull || m == ModeWebhook ||
 
 // Frontend is a local frontend's registration.
 type Frontend struct {
-	Name      string       `json:"name"`
-	Mode      FrontendMode `json:"mode"`
-	URL       string       `json:"url,omitempty"`
-	CreatedAt time.Time    `json:"created_at"`
-	UpdatedAt time.Time    `json:"updated_at"`
+	Name string       `json:"name"`
+	Mode FrontendMode `json:"mode"`
+	URL  string       `json:"url,omitempty"`
+	// Secret, when set, signs each webhook call (X-Switchboard-Signature,
+	// docs/api.md). It is never written to JSON: the API shows only
+	// SecretSet.
+	Secret string `json:"-"`
+	// SecretSet tells whether the frontend has a Secret (filled by the
+	// store when it reads the frontend).
+	SecretSet bool      `json:"secret_set,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }

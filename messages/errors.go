@@ -24,6 +24,8 @@ const (
 	CodeIDConflict      = "id_conflict"        // a submission reuses a stored id with other content
 	CodeBodyTooLarge    = "body_too_large"     // over the 1 MiB limit
 	CodeUnauthorized    = "unauthorized"       // missing or wrong API token
+	CodeForbidden       = "forbidden"          // the credential's role (or binding) does not allow the call
+	CodeRateLimited     = "rate_limited"       // a client credential's submit rate is used up: retry later
 	CodeNotFound        = "not_found"          // the path names nothing that exists
 	CodeMethodNotAllow  = "method_not_allowed" // the path exists, the method does not
 	CodeNoRoute         = "no_route"           // no route (or no frontend) for a destination

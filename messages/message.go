@@ -33,8 +33,12 @@ type Message struct {
 	// LastDetail is the detail of its last transition: why it waits
 	// ("attempt 2 failed: HTTP 503; retry in 40s") or failed. Read by
 	// GetMessage and ListMessages only.
-	LastDetail string         `json:"last_detail,omitempty"`
-	History    []HistoryEntry `json:"history,omitempty"`
+	LastDetail string `json:"last_detail,omitempty"`
+	// SubmittedBy names the credential that submitted it on this node
+	// (empty on a node without credentials, and for a message a peer
+	// forwarded).
+	SubmittedBy string         `json:"submitted_by,omitempty"`
+	History     []HistoryEntry `json:"history,omitempty"`
 
 	// Seq orders messages by acceptance within one store (list cursors).
 	Seq int64 `json:"-"`

@@ -92,5 +92,19 @@ func (f Frontend) Validate() error {
 	case f.URL != "":
 		return Errorf(CodeInvalidRequest, "url is only for webhook frontends")
 	}
+	switch {
+	case f.Secret == "":
+	case f.Mode != ModeWebhook:
+		return Errorf(CodeInvalidRequest, "secret is only for webhook frontends (it signs the node's calls)")
+	case len(f.Secret) < MinWebhookSecret || len(f.Secret) > MaxWebhookSecret || strings.ContainsFunc(f.Secret, func(r rune) bool { return r <= ' ' || r > '~' }):
+		return Errorf(CodeInvalidRequest, "secret: %d-%d printable ASCII characters without blanks (e.g. 32 random bytes in hex)", MinWebhookSecret, MaxWebhookSecret)
+	}
 	return nil
 }
+
+// Bounds of a webhook secret: at least 16 characters (a guessable secret
+// signs nothing), at most 256.
+const (
+	MinWebhookSecret = 16
+	MaxWebhookSecret = 256
+)

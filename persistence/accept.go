@@ -29,7 +29,7 @@ func NewRow(nm NewMessage, now time.Time) Row {
 	m := messages.Message{
 		ID: nm.ID, SourceMSISDN: nm.SourceMSISDN, DestinationMSISDN: nm.DestinationMSISDN, Body: nm.Body,
 		Options: normalizeOptions(nm.Options), State: nm.State, SourceSMSC: nm.SourceSMSC, DestSMSC: nm.DestSMSC, Frontend: nm.Frontend,
-		CreatedAt: now, UpdatedAt: now, SubmittedAt: now, Token: messages.TokenOf(nm.ID),
+		SubmittedBy: nm.SubmittedBy, CreatedAt: now, UpdatedAt: now, SubmittedAt: now, Token: messages.TokenOf(nm.ID),
 	}
 	if nm.State == messages.StateForwardQueued {
 		m.QueuedAt = &now
@@ -102,13 +102,21 @@ func AcceptResults(batch []NewMessage, created, stored map[string]messages.Messa
 // Conflict names the first field of content (messages.ContentDiff) in
 // which nm, a client's submission, differs from stored, the message
 // already stored under its id; "" when they agree or nm came from a peer
-// (ReportTo set: a forward that arrives again is its origin's retry).
+// (ReportTo set: a forward that arrives again is its origin's retry). An
+// id stored for another credential is "submitted_by" whatever the
+// content: a client never gets another's message back by naming its id.
 func Conflict(nm NewMessage, stored messages.Message) string {
 	if nm.ReportTo != "" {
 		return ""
 	}
+	if nm.SubmittedBy != stored.SubmittedBy {
+		return ConflictOwner
+	}
 	return messages.ContentDiff(NewRow(nm, stored.CreatedAt).Message, stored)
 }
+
+// ConflictOwner is the Conflict of an id another credential submitted.
+const ConflictOwner = "submitted_by"
 
 // AcceptedCounts are the counter deltas of storing the created messages
 // (each in its first state) with their new outbox rows.

@@ -60,6 +60,10 @@ type NewMessage struct {
 	SourceSMSC string
 	DestSMSC   string
 	Frontend   string
+	// SubmittedBy names the credential of a client's submission (empty
+	// without credentials, and for a peer's forward). A client's id is
+	// its own: the same id from another credential is a Conflict.
+	SubmittedBy string
 	// State is the first state: pending, or forward_queued for a peer that
 	// is not healthy (queued_at is then set to now).
 	State messages.State
@@ -319,6 +323,9 @@ type ListQuery struct {
 	// Frontend matches the message's frontend; Peer its source_smsc or
 	// dest_smsc (what it came from or went to).
 	Frontend, Peer string
+	// SubmittedBy, when set, keeps only the messages that credential
+	// submitted (a client credential's view).
+	SubmittedBy string
 }
 
 // NumberMatch is a number filter: Key (a messages.NumberKey) exactly, or
@@ -451,6 +458,8 @@ type ExpireRequest struct {
 // use; every write happens in one transaction, all or nothing.
 type Store interface {
 	RingStore
+	CredentialStore
+	AuditStore
 
 	// Kind names the implementation ("sqlite" or "postgres").
 	Kind() string

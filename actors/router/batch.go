@@ -159,9 +159,10 @@ func (r router) newMessage(s messages.Submission, t Target, now time.Time) persi
 	nm := persistence.NewMessage{
 		ID: s.ID, SourceMSISDN: s.SourceMSISDN, DestinationMSISDN: s.DestinationMSISDN,
 		Body: s.Body, Options: s.Options, SourceSMSC: r.node, DestSMSC: r.node, Frontend: t.Frontend,
-		State:  messages.StatePending,
-		Detail: "accepted for frontend " + t.Frontend,
-		Work:   &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: t.Frontend, DueAt: firstAttempt(s.Options, now)},
+		SubmittedBy: s.SubmittedBy,
+		State:       messages.StatePending,
+		Detail:      "accepted for frontend " + t.Frontend,
+		Work:        &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: t.Frontend, DueAt: firstAttempt(s.Options, now)},
 	}
 	if t.Peer != "" {
 		nm.DestSMSC = t.Peer
@@ -241,6 +242,9 @@ func answer(e entry, acc persistence.Accepted, err error) {
 		switch {
 		case err != nil:
 			e.sub.Reply <- messages.SubmitReply{Err: err}
+		case acc.Conflict == persistence.ConflictOwner:
+			e.sub.Reply <- messages.SubmitReply{Err: messages.Errorf(messages.CodeIDConflict,
+				"id %q is already used by a message another credential submitted; choose a new id", acc.Message.ID)}
 		case acc.Conflict != "":
 			e.sub.Reply <- messages.SubmitReply{Err: messages.Errorf(messages.CodeIDConflict,
 				"id %q is already used by a message with another %s; choose a new id for new content (the same content again returns the stored message)",

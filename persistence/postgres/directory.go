@@ -63,14 +63,15 @@ func (s *Store) Frontends(ctx context.Context) ([]persistence.Frontend, error) {
 	if s.closed.Load() {
 		return nil, s.fail("frontends", persistence.ErrClosed)
 	}
-	rows, err := s.pool.Query(ctx, "SELECT name, mode, url, created_at, updated_at FROM frontends ORDER BY name")
+	rows, err := s.pool.Query(ctx, "SELECT name, mode, url, secret, created_at, updated_at FROM frontends ORDER BY name")
 	if err != nil {
 		return nil, s.fail("frontends", err)
 	}
 	frontends, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (persistence.Frontend, error) {
 		var f persistence.Frontend
-		err := row.Scan(&f.Name, &f.Mode, &f.URL, &f.CreatedAt, &f.UpdatedAt)
+		err := row.Scan(&f.Name, &f.Mode, &f.URL, &f.Secret, &f.CreatedAt, &f.UpdatedAt)
 		f.CreatedAt, f.UpdatedAt = f.CreatedAt.UTC(), f.UpdatedAt.UTC()
+		f.SecretSet = f.Secret != ""
 		return f, err
 	})
 	if err != nil {
@@ -85,9 +86,9 @@ func (s *Store) PutFrontend(ctx context.Context, f persistence.Frontend) error {
 		return err
 	}
 	_, err := s.pool.Exec(ctx, `
-INSERT INTO frontends (name, mode, url, created_at, updated_at) VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (name) DO UPDATE SET mode = excluded.mode, url = excluded.url, updated_at = excluded.updated_at`,
-		f.Name, string(f.Mode), f.URL, norm(f.CreatedAt), norm(f.UpdatedAt))
+INSERT INTO frontends (name, mode, url, secret, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (name) DO UPDATE SET mode = excluded.mode, url = excluded.url, secret = excluded.secret, updated_at = excluded.updated_at`,
+		f.Name, string(f.Mode), f.URL, f.Secret, norm(f.CreatedAt), norm(f.UpdatedAt))
 	return s.fail("put frontend", err)
 }
 

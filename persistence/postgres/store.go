@@ -145,7 +145,8 @@ func driverError(err error) error {
 	if errors.As(err, &pe) && (pe.Code == pgDiskFull || pe.Code == pgReadOnlyTx) {
 		return fmt.Errorf("%s: %w", err.Error(), persistence.ErrNoSpace)
 	}
-	for _, keep := range []error{persistence.ErrNotFound, persistence.ErrClosed, persistence.ErrStaleEpoch, context.Canceled, context.DeadlineExceeded} {
+	for _, keep := range []error{persistence.ErrNotFound, persistence.ErrClosed, persistence.ErrStaleEpoch,
+		persistence.ErrExists, persistence.ErrLastCredential, context.Canceled, context.DeadlineExceeded} {
 		if errors.Is(err, keep) {
 			if err == keep {
 				return err
@@ -169,7 +170,7 @@ var messageColumns = []string{
 	"id", "seq", "token", "source_msisdn", "destination_msisdn", "body", "state",
 	"source_smsc", "dest_smsc", "frontend", "attempts", "reason",
 	"created_at", "updated_at", "submitted_at", "queued_at",
-	"data_coding", "body_binary", "validity_until", "deliver_after",
+	"data_coding", "body_binary", "validity_until", "deliver_after", "submitted_by",
 }
 
 // columns lists messageColumns, each prefixed with alias and a dot when
@@ -221,7 +222,7 @@ func scanMessage(row scanner, extra ...any) (messages.Message, error) {
 		&m.ID, &m.Seq, &token, &m.SourceMSISDN, &m.DestinationMSISDN, &m.Body, &m.State,
 		&m.SourceSMSC, &m.DestSMSC, &m.Frontend, &m.Attempts, &m.Reason,
 		&m.CreatedAt, &m.UpdatedAt, &m.SubmittedAt, &m.QueuedAt,
-		&m.DataCoding, &m.Binary, &m.ValidityUntil, &m.DeliverAfter,
+		&m.DataCoding, &m.Binary, &m.ValidityUntil, &m.DeliverAfter, &m.SubmittedBy,
 	}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return messages.Message{}, err

@@ -58,7 +58,7 @@ func (s *Store) Frontends(ctx context.Context) ([]persistence.Frontend, error) {
 	const op = "frontends"
 	var out []persistence.Frontend
 	err := s.read(ctx, op, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT name, mode, url, created_at, updated_at FROM frontends ORDER BY name`)
+		rows, err := tx.QueryContext(ctx, `SELECT name, mode, url, secret, created_at, updated_at FROM frontends ORDER BY name`)
 		if err != nil {
 			return err
 		}
@@ -66,10 +66,11 @@ func (s *Store) Frontends(ctx context.Context) ([]persistence.Frontend, error) {
 			var f persistence.Frontend
 			var mode string
 			var created, updated int64
-			if err := r.Scan(&f.Name, &mode, &f.URL, &created, &updated); err != nil {
+			if err := r.Scan(&f.Name, &mode, &f.URL, &f.Secret, &created, &updated); err != nil {
 				return err
 			}
 			f.Mode, f.CreatedAt, f.UpdatedAt = persistence.FrontendMode(mode), fromDB(created), fromDB(updated)
+			f.SecretSet = f.Secret != ""
 			out = append(out, f)
 			return nil
 		})
@@ -87,9 +88,9 @@ func (s *Store) PutFrontend(ctx context.Context, f persistence.Frontend) error {
 		return err
 	}
 	return s.write(ctx, op, func(tx querier) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO frontends (name, mode, url, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT (name) DO UPDATE SET mode = excluded.mode, url = excluded.url, updated_at = excluded.updated_at`,
-			f.Name, string(f.Mode), f.URL, toDB(f.CreatedAt), toDB(f.UpdatedAt))
+		_, err := tx.ExecContext(ctx, `INSERT INTO frontends (name, mode, url, secret, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (name) DO UPDATE SET mode = excluded.mode, url = excluded.url, secret = excluded.secret, updated_at = excluded.updated_at`,
+			f.Name, string(f.Mode), f.URL, f.Secret, toDB(f.CreatedAt), toDB(f.UpdatedAt))
 		return err
 	})
 }

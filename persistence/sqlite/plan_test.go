@@ -55,6 +55,8 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		"search source":             {Source: persistence.NumberMatch{Key: "ACME"}, Since: t5, Limit: 10},
 		"search time":               {Since: t5, Until: t5.Add(time.Hour), Frontend: "fe", Limit: 10, Before: 5, BeforeAt: t5},
 		"search time and state":     {Until: t5, State: messages.StateFailed, Peer: "b", Limit: 10},
+		"a client's own":            {SubmittedBy: "app", Limit: 10, Before: 5},
+		"a client's own by state":   {SubmittedBy: "app", State: messages.StateFailed, Limit: 10},
 	} {
 		query, args := listQuery(q)
 		statements = append(statements, struct {

@@ -118,6 +118,7 @@ func groups() []group {
 		{"Retention", retentionCases()},
 		{"APIv2", apiCases()},
 		{"Search", searchCases()},
+		{"Security", securityCases()},
 	}
 }
 
@@ -199,6 +200,7 @@ func expected(nm persistence.NewMessage, now time.Time) messages.Message {
 		SourceSMSC:        nm.SourceSMSC,
 		DestSMSC:          nm.DestSMSC,
 		Frontend:          nm.Frontend,
+		SubmittedBy:       nm.SubmittedBy,
 		CreatedAt:         norm(now),
 		UpdatedAt:         norm(now),
 		SubmittedAt:       norm(now),
@@ -452,6 +454,7 @@ func messageDiff(got, want messages.Message) []string {
 	eq("SourceSMSC", got.SourceSMSC, want.SourceSMSC)
 	eq("DestSMSC", got.DestSMSC, want.DestSMSC)
 	eq("Frontend", got.Frontend, want.Frontend)
+	eq("SubmittedBy", got.SubmittedBy, want.SubmittedBy)
 	eq("Attempts", got.Attempts, want.Attempts)
 	eq("Reason", got.Reason, want.Reason)
 	eq("Token", got.Token, want.Token)
