@@ -1,0 +1,67 @@
+package auth
+
+import (
+	"math"
+	"sync"
+	"time"
+)
+
+// Limiter holds one token bucket per credential: a client credential with
+// a submit rate r may submit r messages a second, in bursts of up to
+// max(1, r) (one second's worth), so one misbehaving application cannot
+// starve the others. It takes the time from its caller. Safe for
+// concurrent use.
+type Limiter struct {
+	mu      sync.Mutex
+	buckets map[string]*bucket
+}
+
+type bucket struct {
+	rate   float64
+	tokens float64
+	at     time.Time
+}
+
+// NewLimiter returns a Limiter without buckets.
+func NewLimiter() *Limiter { return &Limiter{buckets: map[string]*bucket{}} }
+
+// Allow takes one submit from name's bucket at now. rate <= 0 always
+// allows. When the bucket is empty it returns false and how long until a
+// submit is allowed again.
+func (l *Limiter) Allow(name string, rate float64, now time.Time) (bool, time.Duration) {
+	if rate <= 0 {
+		return true, 0
+	}
+	burst := math.Max(1, rate)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.buckets[name]
+	if b == nil || b.rate != rate {
+		// A new credential, or its rate changed: start full.
+		b = &bucket{rate: rate, tokens: burst, at: now}
+		l.buckets[name] = b
+	}
+	if now.After(b.at) {
+		b.tokens = math.Min(burst, b.tokens+now.Sub(b.at).Seconds()*rate)
+		b.at = now
+	}
+	// A bucket that is full to within rounding is full: the wait we
+	// answer is rounded up, and the refill after it must count.
+	if b.tokens >= 1-1e-9 {
+		b.tokens = max(0, b.tokens-1)
+		return true, 0
+	}
+	wait := time.Duration(math.Ceil((1 - b.tokens) / rate * float64(time.Second)))
+	return false, max(wait, time.Millisecond)
+}
+
+// Forget drops the buckets of credentials not in keep (revoked ones).
+func (l *Limiter) Forget(keep func(name string) bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for name := range l.buckets {
+		if !keep(name) {
+			delete(l.buckets, name)
+		}
+	}
+}

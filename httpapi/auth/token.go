@@ -1,0 +1,33 @@
+package auth
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"strings"
+)
+
+// TokenPrefix starts every token this package makes.
+const TokenPrefix = "sbt_"
+
+// NewToken returns a fresh random token and its hash (the stored form).
+func NewToken() (token, hash string) {
+	var b [32]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	token = TokenPrefix + base64.RawURLEncoding.EncodeToString(b[:])
+	return token, Hash(token)
+}
+
+// Hash is the stored form of a token: its SHA-256 in lower-case hex.
+func Hash(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// ValidToken reports whether a token given to the node (--api-token, a
+// file's) can be sent in an Authorization header: printable ASCII without
+// blanks, 16 to 512 characters.
+func ValidToken(t string) bool {
+	return len(t) >= 16 && len(t) <= 512 && !strings.ContainsFunc(t, func(r rune) bool { return r <= ' ' || r > '~' })
+}
