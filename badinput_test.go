@@ -111,7 +111,7 @@ func TestBadInputIsRejectedAndStoresNothing(t *testing.T) {
 		{"unknown field (typo of id)", "POST", "/api/messages", valid(func(m map[string]any) { m["msg_id"] = "retry-me" }), 400, "unknown_field"},
 		{"unknown field priority", "POST", "/api/messages", valid(func(m map[string]any) { m["priority"] = 1 }), 400, "unknown_field"},
 		{"unknown field in a route", "PUT", "/api/routes/55", `{"frontend":"pullfe","weight":2}`, 400, "unknown_field"},
-		{"unknown field in a frontend", "PUT", "/api/frontends/x", `{"mode":"pull","secret":"s"}`, 400, "unknown_field"},
+		{"unknown field in a frontend", "PUT", "/api/frontends/x", `{"mode":"pull","password":"s"}`, 400, "unknown_field"},
 		{"unknown field in a poll", "POST", "/api/frontends/pullfe/poll", `{"max":1,"timeout_ms":5}`, 400, "unknown_field"},
 		{"unknown field in an ack", "POST", "/api/frontends/pullfe/ack", `{"results":[{"id":"kept","status":"delivered","code":0}]}`, 400, "unknown_field"},
 		{"unknown field in a bulk resubmit", "POST", "/api/messages/resubmit", `{"state":"failed","limit":5}`, 400, "unknown_field"},

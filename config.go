@@ -66,6 +66,30 @@ type Config struct {
 	// APIToken, when set, is required as a Bearer token on /api/* (--api-token).
 	APIToken string
 
+	// Who may do what (docs/api.md, "Roles"; docs/operations.md, "Credentials").
+
+	// APITokenFile holds the API token instead of APIToken
+	// (--api-token-file), so that it stays out of the process list; it is
+	// read at start and again on Reload.
+	APITokenFile string
+	// Credentials is the credentials file (--credentials): named tokens with
+	// roles, re-read on Reload (SIGHUP) and when it changes. Without it the
+	// credentials are the store's (a site's shared store; the CLI's
+	// `switchboard credentials` edits either).
+	Credentials string
+	// Redact masks numbers and drops message bodies in logs and the audit
+	// trail (--redact off|on).
+	Redact string
+	// AuditRetention keeps the audit trail this long (--audit-retention
+	// 8760h: a year, what telecom audits usually ask for); it is never
+	// purged with messages. 0 keeps it forever.
+	AuditRetention time.Duration
+	// WatchInterval is how often the credentials (the file, or the
+	// store's) and the TLS files are checked for changes (1s: a revocation
+	// takes effect within a second everywhere; each check is a stat-sized
+	// read or one small query).
+	WatchInterval time.Duration
+
 	// Routes and Webhooks are applied at start (--route, --frontend): the
 	// flags win, and each stored entry they change (one the API changed
 	// since, say) is logged at warn with both values; none is overwritten
@@ -244,6 +268,9 @@ func DefaultConfig() Config {
 		RetentionFailed:      7 * 24 * time.Hour,
 		CDRRotateBytes:       64 << 20,
 		MinFreeSpace:         space.Reserve{Bytes: 256 << 20}, // minutes of full-rate writes; the cleaner's deletes need WAL room
+		Redact:               RedactOff,
+		AuditRetention:       365 * 24 * time.Hour,
+		WatchInterval:        time.Second,
 		DNSPollInterval:      30 * time.Second,
 		HealthInterval:       10 * time.Second,
 		RegistryInterval:     15 * time.Second,
@@ -351,6 +378,7 @@ func (c Config) Validate() error {
 		bad("max-pending-submits", "must be at least 1, got %d", c.MaxPendingSubmits)
 	}
 	errs = append(errs, c.validateRetention()...)
+	errs = append(errs, c.validateAccess()...)
 	errs = append(errs, c.validateFederation()...)
 	errs = append(errs, c.validateRing()...)
 	return errors.Join(errs...)
@@ -480,6 +508,7 @@ func (c Config) Preflight() error {
 			errs = append(errs, fmt.Errorf("--tls-ca: %v", err))
 		}
 	}
+	errs = append(errs, c.preflightAccess()...)
 	if c.Store == nil && c.Postgres == "" && c.DataDir != "" {
 		if fi, err := os.Stat(c.DataDir); err == nil && !fi.IsDir() {
 			errs = append(errs, fmt.Errorf("--data-dir: %s is a file, not a directory", c.DataDir))

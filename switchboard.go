@@ -64,6 +64,7 @@ import (
 	"github.com/switchboard-dev/switchboard/persistence/sqlite"
 	"github.com/switchboard-dev/switchboard/supervision"
 	"github.com/switchboard-dev/switchboard/supervision/ratelog"
+	"github.com/switchboard-dev/switchboard/supervision/redact"
 )
 
 // Node is one running Switchboard node.
@@ -116,6 +117,13 @@ type Node struct {
 	warnStopped bool
 	stopWarning func() bool // the pending hourly warning
 	statusKick  atomic.Bool
+
+	// creds are the credentials in force (access.go); watch checks them
+	// and the TLS files every WatchInterval (reload.go).
+	creds       *credentials
+	watch       watcher
+	watchLogMu  sync.Mutex
+	watchLogged map[string]time.Time
 
 	api        *httpapi.Server
 	https      *http.Server
@@ -199,6 +207,9 @@ func New(cfg Config) (*Node, error) {
 	if n.log == nil {
 		n.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if cfg.Redact == RedactOn {
+		n.log = slog.New(redact.NewHandler(n.log.Handler()))
+	}
 	n.log = n.log.With("node", cfg.Name)
 	if n.clock == nil {
 		n.clock = clock.Real{}
@@ -245,6 +256,10 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err := n.prepareStore(ctx); err != nil {
 		return err
 	}
+	n.creds = &credentials{n: n}
+	if err := n.creds.load(ctx, "start"); err != nil {
+		return err
+	}
 	if err := n.startSpace(); err != nil {
 		return err
 	}
@@ -258,6 +273,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	n.startTimeline()
+	n.startWatch()
 	n.ready.Store(true)
 	return nil
 }
@@ -486,7 +502,7 @@ func (n *Node) startRetention() error {
 			return fmt.Errorf("--cdr-file: %w", err)
 		}
 	}
-	policy := retention.Policy{Retention: n.cfg.Retention, RetentionFailed: n.cfg.RetentionFailed}
+	policy := retention.Policy{Retention: n.cfg.Retention, RetentionFailed: n.cfg.RetentionFailed, AuditRetention: n.cfg.AuditRetention}
 	if n.cfg.RetentionFailed > 0 {
 		policy.ForwardedAfter = n.cfg.MessageValidity + n.cfg.RetentionFailed
 	}
@@ -542,7 +558,7 @@ func (n *Node) bind() error {
 
 func (n *Node) startHTTP() error {
 	var err error
-	n.api, err = httpapi.New(httpapi.Config{Backend: n, Ring: n, APIToken: n.cfg.APIToken, Logger: n.log,
+	n.api, err = httpapi.New(httpapi.Config{Backend: n, Ring: n, Credentials: n.creds, Now: n.clock.Now, Logger: n.log,
 		RequireClientCert: n.cfg.TLSCA != ""})
 	if err != nil {
 		return err
@@ -677,6 +693,7 @@ func (n *Node) teardown(ctx context.Context) error {
 		}
 	}
 	n.endTimeline()
+	n.watch.stop()
 	n.failures.Close()
 	if n.api != nil {
 		n.api.Close()

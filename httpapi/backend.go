@@ -33,6 +33,13 @@ type Backend interface {
 	// Timeline is the node's own last hour (GET /api/stats/timeline).
 	Timeline(ctx context.Context) (Timeline, error)
 
+	// Audit records a change a caller made (it was made: the record
+	// follows it) in the audit trail and as a log line; a record the
+	// store cannot keep is logged as an error, never lost in silence.
+	Audit(ctx context.Context, e messages.AuditEntry)
+	// AuditTrail is a page of the trail (GET /api/audit).
+	AuditTrail(ctx context.Context, q persistence.AuditQuery) (persistence.AuditPage, error)
+
 	// Ready reports why the node cannot serve (nil when it can).
 	Ready(ctx context.Context) error
 	// Storage tells whether the store has room for new work: "ok", or

@@ -52,13 +52,13 @@ func decodePeer(w http.ResponseWriter, r *http.Request, v any) error {
 // readBody reads the whole body, at most MaxBody bytes (413 beyond).
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if r.ContentLength > MaxBody {
-		return nil, tooLarge()
+		return nil, tooLarge(w)
 	}
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
 	var mb *http.MaxBytesError
 	switch {
 	case errors.As(err, &mb):
-		return nil, tooLarge()
+		return nil, tooLarge(w)
 	case err != nil:
 		return nil, messages.Errorf(messages.CodeInvalidJSON, "the request body could not be read: %v", err)
 	case len(bytes.TrimSpace(raw)) == 0:
@@ -174,6 +174,39 @@ func hex4(raw []byte, at int) (rune, bool) {
 	return r, true
 }
 
-func tooLarge() error {
+// tooLarge is the 413 of a body over MaxBody. It lets the handler read the
+// rest of the body after it has written the answer (linger): an HTTP/1
+// handler otherwise cannot.
+func tooLarge(w http.ResponseWriter) error {
+	_ = http.NewResponseController(w).EnableFullDuplex()
+	w.Header().Set("Connection", "close")
 	return messages.Errorf(messages.CodeBodyTooLarge, "the request body is larger than %d bytes", MaxBody)
+}
+
+// How long and how much of an oversize body linger reads (the way nginx
+// lingers before it closes): 16 MiB in at most 10 s covers a client that
+// sends a few MiB over any link worth serving, and bounds what a client
+// can make the node read for nothing.
+const (
+	lingerBytes = 16 << 20
+	lingerTime  = 10 * time.Second
+)
+
+// linger is called after a 413 was written: it sends the answer at once,
+// then reads and discards what the client still sends (up to lingerBytes
+// within lingerTime), so that the connection closes after the client
+// finished sending. Closing while unread data waits in the socket makes
+// the kernel reset the connection, and a client that sends its whole body
+// before it reads (Python's urllib, most simple clients) then sees a
+// broken connection ("EOF occurred in violation of protocol") instead of
+// the 413. A client that asked "Expect: 100-continue" was never told to
+// send the body: nothing to read.
+func linger(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+	if strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+		return
+	}
+	_ = rc.SetReadDeadline(time.Now().Add(lingerTime))
+	_, _ = io.CopyN(io.Discard, r.Body, lingerBytes)
 }

@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
 )
@@ -101,10 +104,27 @@ func writeError(w http.ResponseWriter, log *slog.Logger, r *http.Request, err er
 	case http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard"`)
 	}
+	var ra *retryAfterError
+	if errors.As(err, &ra) {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(ra.after.Seconds()))))
+	}
 	var doc errorDoc
 	doc.Error.Code, doc.Error.Message = e.Code, e.Message
 	writeJSON(w, status, doc)
 }
+
+// retryAfterError is an error whose answer tells when to retry
+// (Retry-After, in whole seconds rounded up) when the code's usual second
+// is not it: a client credential's submit rate.
+type retryAfterError struct {
+	err   *messages.Error
+	after time.Duration
+}
+
+func (e *retryAfterError) Error() string { return e.err.Error() }
+func (e *retryAfterError) Unwrap() error { return e.err }
+
+func retryAfter(e *messages.Error, after time.Duration) error { return &retryAfterError{e, after} }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")

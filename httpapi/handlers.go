@@ -34,10 +34,17 @@ type submitReply struct {
 }
 
 func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
+	if err := s.submitAllowed(r); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	var sub messages.Submission
 	if err := decode(w, r, &sub); err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	if !s.creds.Current().Open() {
+		sub.SubmittedBy = principal(r).Name
 	}
 	// The backend validates the submission (one check for HTTP and embedders).
 	ctx, cancel := s.ctx(r)
@@ -57,7 +64,12 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 func (s *Server) getMessage(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.ctx(r)
 	defer cancel()
-	m, err := s.cfg.Backend.Message(ctx, mux.Vars(r)["id"])
+	id := mux.Vars(r)["id"]
+	m, err := s.cfg.Backend.Message(ctx, id)
+	if name, own := ownOnly(r); err == nil && own && m.SubmittedBy != name {
+		// Another client's message is not told apart from none.
+		err = messages.Errorf(messages.CodeNotFound, "no message with id %s", id)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -80,6 +92,9 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	if name, own := ownOnly(r); own {
+		q.SubmittedBy = name
 	}
 	ctx, cancel := s.ctx(r)
 	defer cancel()
@@ -208,6 +223,7 @@ func (s *Server) resubmit(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	s.record(r, messages.AuditResubmit, m.ID, auditDetail("to frontend %s, now %s", m.Frontend, m.State))
 	writeJSON(w, http.StatusOK, m)
 }
 
@@ -231,6 +247,7 @@ func (s *Server) resubmitBulk(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	s.record(r, messages.AuditResubmitBulk, string(req.State), auditDetail("%d resubmitted, %d skipped", res.Resubmitted, res.Skipped))
 	writeJSON(w, http.StatusOK, res)
 }
 
@@ -297,16 +314,19 @@ func (s *Server) putRoute(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	s.record(r, messages.AuditRoutePut, stored.Prefix, auditDetail("frontend %s", stored.Frontend))
 	writeJSON(w, http.StatusOK, stored)
 }
 
 func (s *Server) deleteRoute(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.ctx(r)
 	defer cancel()
-	if err := s.cfg.Backend.DeleteRoute(ctx, mux.Vars(r)["prefix"]); err != nil {
+	prefix := mux.Vars(r)["prefix"]
+	if err := s.cfg.Backend.DeleteRoute(ctx, prefix); err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	s.record(r, messages.AuditRouteDelete, prefix, "")
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -325,15 +345,19 @@ func (s *Server) listFrontends(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) putFrontend(w http.ResponseWriter, r *http.Request) {
+	if !s.bound(w, r, mux.Vars(r)["name"]) {
+		return
+	}
 	var req struct {
-		Mode messages.FrontendMode `json:"mode"`
-		URL  string                `json:"url"`
+		Mode   messages.FrontendMode `json:"mode"`
+		URL    string                `json:"url"`
+		Secret string                `json:"secret"`
 	}
 	if err := decode(w, r, &req); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	fe := messages.Frontend{Name: mux.Vars(r)["name"], Mode: req.Mode, URL: req.URL}
+	fe := messages.Frontend{Name: mux.Vars(r)["name"], Mode: req.Mode, URL: req.URL, Secret: req.Secret}
 	if fe.Mode == messages.ModeActor {
 		s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "mode actor is registered through the embedding API, not over HTTP"))
 		return
@@ -349,16 +373,21 @@ func (s *Server) putFrontend(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	// The secret is never returned nor recorded: only that there is one.
+	s.record(r, messages.AuditFrontendPut, stored.Name, auditDetail("mode %s, url %q, signed %v", stored.Mode, stored.URL, stored.SecretSet))
+	stored.Secret = ""
 	writeJSON(w, http.StatusOK, stored)
 }
 
 func (s *Server) deleteFrontend(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.ctx(r)
 	defer cancel()
-	if err := s.cfg.Backend.DeleteFrontend(ctx, mux.Vars(r)["name"]); err != nil {
+	name := mux.Vars(r)["name"]
+	if err := s.cfg.Backend.DeleteFrontend(ctx, name); err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	s.record(r, messages.AuditFrontendDelete, name, "")
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -374,6 +403,9 @@ const (
 )
 
 func (s *Server) poll(w http.ResponseWriter, r *http.Request) {
+	if !s.bound(w, r, mux.Vars(r)["name"]) {
+		return
+	}
 	var req struct {
 		Max     *int   `json:"max"`
 		WaitMS  *int64 `json:"wait_ms"`
@@ -418,6 +450,9 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) ack(w http.ResponseWriter, r *http.Request) {
+	if !s.bound(w, r, mux.Vars(r)["name"]) {
+		return
+	}
 	var req struct {
 		Results []messages.DeliveryResult `json:"results"`
 	}

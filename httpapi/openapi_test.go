@@ -592,11 +592,13 @@ func TestOpenAPISchemasMatchGo(t *testing.T) {
 	msg := messages.Message{ID: "m-1", SourceMSISDN: "alice", DestinationMSISDN: "+447700900001", Body: "hi", Options: opts,
 		State: messages.StateForwardQueued, SourceSMSC: "a", DestSMSC: "b", Frontend: "fe", Attempts: 1,
 		Reason: messages.ReasonExpired, CreatedAt: at, UpdatedAt: at, SubmittedAt: at, QueuedAt: &at, NextAttemptAt: &at,
-		LastDetail: "accepted", History: hist}
+		LastDetail: "accepted", History: hist, SubmittedBy: "shop"}
 	peer := messages.PeerInfo{Node: "b", Address: "127.0.0.1:8443", State: messages.PeerDegraded, ConsecutiveFailures: 1,
 		LastSuccess: &at, Frontends: []string{"fe"}, ForwardQueueDepth: 3,
 		Instances: []messages.PeerInstance{{Address: "127.0.0.1:8443", InstanceID: "b-0"}}, LastError: "timeout"}
-	fe := messages.Frontend{Name: "fe", Mode: messages.ModeWebhook, URL: "https://fe.example/hook", CreatedAt: at, UpdatedAt: at}
+	fe := messages.Frontend{Name: "fe", Mode: messages.ModeWebhook, URL: "https://fe.example/hook", SecretSet: true, CreatedAt: at, UpdatedAt: at}
+	entry := messages.AuditEntry{Seq: 3, At: at, Actor: "ops", Role: messages.RoleOperator, Remote: "192.0.2.1:5000",
+		Action: messages.AuditRoutePut, Target: "44", Detail: "frontend fe"}
 	counts := map[string]int64{}
 	for _, s := range messages.AllStates {
 		counts[string(s)] = 1
@@ -646,6 +648,9 @@ func TestOpenAPISchemasMatchGo(t *testing.T) {
 		{"StatusBatch", messages.StatusBatch{Statuses: []messages.StatusReport{report}}, messages.StatusBatch{}},
 		{"StatusBatchReply", messages.StatusBatchReply{Results: []messages.StatusReply{{ID: "m-1", Outcome: "no_work"}}}, messages.StatusBatchReply{}},
 		{"Error", errDoc, errorDoc{}},
+		{"AuditEntry", entry, messages.AuditEntry{}},
+		{"AuditList", auditReply{Entries: []messages.AuditEntry{entry}, NextCursor: "3"}, auditReply{}},
+		{"Whoami", whoamiReply{Name: "shop", Role: messages.RoleClient, Frontends: []string{"fe"}, SubmitRate: 5, Open: false}, whoamiReply{}},
 		{"RingJoin", messages.RingJoin{InstanceID: "a-1", Node: "a", Address: "10.0.0.2:8443", Cluster: "c1", Region: "r1", Zone: "z1",
 			Services: []string{messages.ServiceDelivery}}, messages.RingJoin{}},
 		{"RingPoll", messages.RingPoll{InstanceID: "a-1", Epoch: 3, WaitMs: 30000, Touch: true}, messages.RingPoll{}},
@@ -713,6 +718,8 @@ func TestOpenAPIEnums(t *testing.T) {
 		{"StatusReport.status", enum(d.deref(d.schema("StatusReport")["properties"].(map[string]any)["status"])),
 			str(messages.ReportDelivered, messages.ReportFailed)},
 		{"RingService", enum(d.schema("RingService")), messages.AllServices},
+		{"Role", enum(d.schema("Role")), str(messages.RoleAdmin, messages.RoleOperator, messages.RoleClient, messages.RoleFrontend)},
+		{"AuditAction", enum(d.schema("AuditAction")), messages.AuditActions},
 		{"RingStatus.role", enum(d.deref(d.schema("RingStatus")["properties"].(map[string]any)["role"])),
 			str(messages.RoleMaster, messages.RoleSlave)},
 	} {
@@ -774,6 +781,9 @@ func TestOpenAPIAnswers(t *testing.T) {
 		{"POST", "/api/messages/m-1/resubmit", "", false, 200},
 		{"GET", "/api/status", "", false, 200},
 		{"GET", "/api/peers", "", false, 200},
+		{"GET", "/api/audit?actor=ops&action=message.resubmit&since=2026-01-01T00:00:00Z&limit=10", "", false, 200},
+		{"GET", "/api/audit?who=ops", "", false, 400},
+		{"GET", "/api/whoami", "", false, 200},
 		{"GET", "/api/routes", "", false, 200},
 		{"PUT", "/api/routes/44", `{"frontend":"fe-a"}`, true, 200},
 		{"PUT", "/api/routes/4x", `{"frontend":"fe-a"}`, false, 400},
@@ -875,6 +885,43 @@ func TestOpenAPIFederationHeader(t *testing.T) {
 		}
 		if want := !strings.HasSuffix(key, "/identity"); has != want {
 			t.Errorf("%s: documents %s = %v, want %v", key, messages.FederationHeader, has, want)
+		}
+	}
+}
+
+// TestOpenAPIRoles: every guarded operation states its roles
+// (x-switchboard-roles), exactly those the gateway lets in, and the
+// operations without a guard (probes, the UI, federation, the ring's
+// instance calls) state none.
+func TestOpenAPIRoles(t *testing.T) {
+	d := loadOpenAPI(t)
+	s, err := New(Config{Backend: stubBackend{}, Ring: stubRing{}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	guarded := s.RouteRoles()
+	for key, op := range d.operations() {
+		var documented []string
+		if rs, ok := op["x-switchboard-roles"].([]any); ok {
+			for _, r := range rs {
+				documented = append(documented, r.(string))
+			}
+		}
+		var served []string
+		for _, r := range guarded[key] {
+			served = append(served, string(r))
+		}
+		if !slices.Equal(documented, served) {
+			t.Errorf("%s: the document says roles %v, the gateway lets in %v", key, documented, served)
+		}
+		_, has403 := op["responses"].(map[string]any)["403"]
+		if want := len(served) > 0 && len(served) < len(messages.AllRoles); want && !has403 {
+			t.Errorf("%s: refuses some roles but documents no 403", key)
+		}
+	}
+	for key := range guarded {
+		if _, ok := d.operations()[key]; !ok {
+			t.Errorf("the gateway guards %s, which the document lacks", key)
 		}
 	}
 }

@@ -50,7 +50,7 @@ func (s *Server) ringRoutes(r *mux.Router) {
 	if ring == nil {
 		return
 	}
-	r.Handle(pathRingStatus, s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.guarded(r, pathRingStatus, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := s.ctx(r)
 		defer cancel()
 		st, err := ring.RingStatus(ctx)
@@ -62,7 +62,7 @@ func (s *Server) ringRoutes(r *mux.Router) {
 			st.Members = []messages.RingMember{}
 		}
 		writeJSON(w, http.StatusOK, st)
-	}))).Methods(http.MethodGet)
+	}), http.MethodGet, readers)
 	r.Handle(pathRingJoin, s.peerAuth(func(w http.ResponseWriter, r *http.Request, from string) {
 		var j messages.RingJoin
 		if err := decodePeer(w, r, &j); err != nil {

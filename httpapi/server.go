@@ -1,15 +1,14 @@
 package httpapi
 
 import (
-	"crypto/subtle"
 	"errors"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/gorilla/mux"
 
+	"github.com/switchboard-dev/switchboard/httpapi/auth"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/supervision/ratelog"
 )
@@ -17,10 +16,17 @@ import (
 // Config configures the gateway.
 type Config struct {
 	Backend Backend
-	// APIToken, when set, is required as a Bearer token on /api/* (except
-	// the federation API, which authenticates peers by certificate).
-	APIToken string
-	Logger   *slog.Logger
+	// Credentials, when set, are the credentials in force (the node's:
+	// --api-token, the --credentials file or the store), asked on every
+	// call. Without it, APIToken alone: when set, it is required as a
+	// Bearer token on /api/* (except the federation API, which
+	// authenticates peers by certificate) and is an admin; when empty too,
+	// the API is open.
+	Credentials Credentials
+	APIToken    string
+	// Now is the clock of the submit rates (time.Now when nil).
+	Now    func() time.Time
+	Logger *slog.Logger
 	// RequestTimeout bounds a request's wait for the actors (default 30s);
 	// a long-poll may add its own wait on top.
 	RequestTimeout time.Duration
@@ -42,8 +48,13 @@ type Server struct {
 	log    *slog.Logger
 	router *mux.Router
 	// refused logs refused API tokens at a bounded rate: someone guessing
-	// tokens must not flood the log, a misconfigured client must show.
-	refused *ratelog.Log
+	// tokens must not flood the log, a misconfigured client must show;
+	// forbidden does the same for calls a role does not allow.
+	refused, forbidden *ratelog.Log
+	creds              Credentials
+	limiter            *auth.Limiter
+	// roles of each guarded route, by "METHOD /template".
+	roles map[string][]messages.Role
 }
 
 // New builds the gateway.
@@ -54,10 +65,26 @@ func New(cfg Config) (*Server, error) {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 30 * time.Second
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "httpapi")}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "httpapi"), creds: cfg.Credentials,
+		limiter: auth.NewLimiter(), roles: map[string][]messages.Role{}}
+	if s.creds == nil {
+		var creds []messages.Credential
+		if cfg.APIToken != "" {
+			creds = append(creds, TokenCredential(cfg.APIToken))
+		}
+		s.creds = staticCredentials{auth.NewSet(creds, false)}
+	}
 	var err error
 	if s.refused, err = ratelog.New(ratelog.Config{Logger: s.log, Level: slog.LevelWarn,
 		Msg: "api token refused", Summary: "api token refusals not logged one by one",
+		Burst: 10, Window: time.Minute}); err != nil {
+		return nil, err
+	}
+	if s.forbidden, err = ratelog.New(ratelog.Config{Logger: s.log, Level: slog.LevelWarn,
+		Msg: "api call forbidden to its credential's role", Summary: "forbidden api calls not logged one by one",
 		Burst: 10, Window: time.Minute}); err != nil {
 		return nil, err
 	}
@@ -67,7 +94,10 @@ func New(cfg Config) (*Server, error) {
 
 // Close reports what the rate-limited logs still count (the node calls it
 // when it stops).
-func (s *Server) Close() { s.refused.Close() }
+func (s *Server) Close() {
+	s.refused.Close()
+	s.forbidden.Close()
+}
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
@@ -91,61 +121,51 @@ func (s *Server) routes() *mux.Router {
 	r.HandleFunc("/favicon.ico", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }).Methods(http.MethodGet)
 
 	// The API's routes sit on the main router (a gorilla/mux subrouter
-	// answers a method mismatch with 404 instead of 405).
-	api := func(path string, h http.HandlerFunc, method string) {
-		r.Handle("/api"+path, s.auth(h)).Methods(method)
+	// answers a method mismatch with 404 instead of 405). Each names the
+	// roles that may call it (access.go).
+	api := func(path string, h http.HandlerFunc, method string, roles []messages.Role) {
+		s.guarded(r, "/api"+path, h, method, roles)
 	}
-	api("/messages", s.submit, http.MethodPost)
-	api("/messages", s.listMessages, http.MethodGet)
-	api("/messages/resubmit", s.resubmitBulk, http.MethodPost)
-	api("/messages/{id}", s.getMessage, http.MethodGet)
-	api("/messages/{id}/resubmit", s.resubmit, http.MethodPost)
-	api("/status", s.status, http.MethodGet)
-	api("/stats/timeline", s.timeline, http.MethodGet)
-	api("/routes", s.listRoutes, http.MethodGet)
-	api("/routes/{prefix}", s.putRoute, http.MethodPut)
-	api("/routes/{prefix}", s.deleteRoute, http.MethodDelete)
-	api("/frontends", s.listFrontends, http.MethodGet)
-	api("/frontends/{name}", s.putFrontend, http.MethodPut)
-	api("/frontends/{name}", s.deleteFrontend, http.MethodDelete)
-	api("/frontends/{name}/poll", s.poll, http.MethodPost)
-	api("/frontends/{name}/ack", s.ack, http.MethodPost)
-	api("/peers", s.listPeers, http.MethodGet)
-	api("/openapi.json", s.openAPI, http.MethodGet)
+	api("/messages", s.submit, http.MethodPost, submitters)
+	api("/messages", s.listMessages, http.MethodGet, messageReaders)
+	api("/messages/resubmit", s.resubmitBulk, http.MethodPost, resubmitters)
+	api("/messages/{id}", s.getMessage, http.MethodGet, messageReaders)
+	api("/messages/{id}/resubmit", s.resubmit, http.MethodPost, resubmitters)
+	api("/status", s.status, http.MethodGet, readers)
+	api("/stats/timeline", s.timeline, http.MethodGet, readers)
+	api("/routes", s.listRoutes, http.MethodGet, readers)
+	api("/routes/{prefix}", s.putRoute, http.MethodPut, adminOnly)
+	api("/routes/{prefix}", s.deleteRoute, http.MethodDelete, adminOnly)
+	api("/frontends", s.listFrontends, http.MethodGet, readers)
+	api("/frontends/{name}", s.putFrontend, http.MethodPut, frontendRoles)
+	api("/frontends/{name}", s.deleteFrontend, http.MethodDelete, adminOnly)
+	api("/frontends/{name}/poll", s.poll, http.MethodPost, frontendRoles)
+	api("/frontends/{name}/ack", s.ack, http.MethodPost, frontendRoles)
+	api("/peers", s.listPeers, http.MethodGet, readers)
+	api("/audit", s.auditTrail, http.MethodGet, readers)
+	api("/whoami", s.whoami, http.MethodGet, allRoles)
+	api("/openapi.json", s.openAPI, http.MethodGet, allRoles)
 	s.federationRoutes(r)
 	s.ringRoutes(r)
 	return r
 }
 
-// auth requires the API token on every /api/* path but the federation API.
-func (s *Server) auth(next http.Handler) http.Handler {
-	if s.cfg.APIToken == "" {
-		return next
-	}
-	want := []byte("Bearer " + s.cfg.APIToken)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/api/federation/") {
-			next.ServeHTTP(w, r)
-			return
-		}
-		got := []byte(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
-			// Missing and wrong are told apart (the caller knows which it
-			// sent); the log names the caller's address, never a token.
-			why, msg := "wrong", "the API token is not valid (Authorization: Bearer <token> must carry the node's --api-token)"
-			if len(got) == 0 {
-				why, msg = "missing", "an API token is required: Authorization: Bearer <token>"
-			}
-			s.refused.Write("token", why, "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path)
-			s.fail(w, r, messages.Errorf(messages.CodeUnauthorized, "%s", msg))
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+// guarded serves h on path and method to the roles given (guard).
+func (s *Server) guarded(r *mux.Router, path string, h http.Handler, method string, roles []messages.Role) {
+	s.roles[method+" "+path] = roles
+	r.Handle(path, s.guard(roles, h)).Methods(method)
 }
 
+// fail answers err. A body over the limit is answered 413 and then read
+// and discarded up to a bound (linger), so that a client that sends its
+// whole body before it reads gets the answer instead of a reset
+// connection.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	writeError(w, s.log, r, err)
+	var e *messages.Error
+	if errors.As(err, &e) && e.Code == messages.CodeBodyTooLarge {
+		linger(w, r)
+	}
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {

@@ -112,6 +112,13 @@ func (stubBackend) Ack(context.Context, string, []messages.DeliveryResult) ([]me
 func (stubBackend) Ready(context.Context) error { return nil }
 func (stubBackend) Storage() (string, string)   { return "ok", "" }
 
+func (stubBackend) Audit(context.Context, messages.AuditEntry) {}
+
+func (stubBackend) AuditTrail(context.Context, persistence.AuditQuery) (persistence.AuditPage, error) {
+	return persistence.AuditPage{Entries: []messages.AuditEntry{{Seq: 7, At: stubTime, Actor: "ops", Role: messages.RoleOperator,
+		Remote: "192.0.2.1:40000", Action: messages.AuditResubmit, Target: "m-1", Detail: "to frontend fe-a, now pending"}}, Next: 7}, nil
+}
+
 func (stubBackend) Timeline(context.Context) (Timeline, error) {
 	depth := int64(3)
 	return Timeline{IntervalSeconds: 10, Points: []TimelinePoint{

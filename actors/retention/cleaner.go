@@ -123,7 +123,7 @@ func (c *Cleaner) pass() {
 	if !ok {
 		// Everything is kept forever: nothing to purge, but the store's
 		// upkeep goes on (Postgres folds its counters' deltas).
-		c.compact()
+		c.upkeep()
 		c.wake.Schedule(now.Add(interval))
 		return
 	}
@@ -138,7 +138,7 @@ func (c *Cleaner) pass() {
 	c.eligible = n
 	c.cfg.Metrics.eligible.Set(float64(n))
 	if n == 0 {
-		c.compact()
+		c.upkeep()
 		c.wake.Schedule(now.Add(interval))
 		return
 	}
@@ -169,7 +169,7 @@ func (c *Cleaner) batch() {
 		return
 	}
 	c.inPass = false
-	c.compact()
+	c.upkeep()
 	c.wake.Schedule(c.passAt.Add(c.cfg.Policy.Interval()))
 }
 
@@ -198,6 +198,48 @@ func (c *Cleaner) purge(req persistence.PurgeRequest) (found int, purged []persi
 	}
 	purged, err = c.cfg.Store.Purge(ctx, req, ids)
 	return len(msgs), purged, err
+}
+
+// upkeep ends a pass: the audit trail's own purge, then compact.
+func (c *Cleaner) upkeep() {
+	c.purgeAudit()
+	c.compact()
+}
+
+// auditBatch bounds one purge of the audit trail, and auditBatches the
+// purges of one pass: the trail grows by the changes people make, a few
+// thousand a day at most, so this catches up with any backlog in a few
+// passes without holding the store.
+const (
+	auditBatch   = 1000
+	auditBatches = 10
+)
+
+// purgeAudit deletes the audit entries older than the policy's
+// AuditRetention (none when it is 0).
+func (c *Cleaner) purgeAudit() {
+	keep := c.cfg.Policy.AuditRetention
+	if keep <= 0 {
+		return
+	}
+	before := c.cfg.Clock.Now().Add(-keep)
+	var total int64
+	for range auditBatches {
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.StoreTimeout)
+		n, err := c.cfg.Store.PurgeAudit(ctx, before, auditBatch)
+		cancel()
+		if err != nil {
+			c.failed("purge audit", err)
+			break
+		}
+		total += n
+		if n < auditBatch {
+			break
+		}
+	}
+	if total > 0 {
+		c.log.Info("audit entries purged", "entries", total, "older_than", before)
+	}
 }
 
 // compact gives space back after a pass.

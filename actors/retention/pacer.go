@@ -20,6 +20,10 @@ type Policy struct {
 	// (--message-validity + --retention-failed: by then the peer has ended
 	// its delivery, and a failure would have been kept that long).
 	ForwardedAfter time.Duration
+	// AuditRetention keeps the audit trail (--audit-retention, a year).
+	// It is purged by age alone, after each pass over messages, never
+	// with them.
+	AuditRetention time.Duration
 }
 
 // Request is the purge request of a batch of limit at now: each resting

@@ -69,8 +69,26 @@ var runFlags = []runFlag{
 		func(c *switchboard.Config) *string { return &c.TLSKey }, false),
 	stringFlag("tls-ca", "FILE", "CA bundle: verify peers and require their client certificates on /api/federation/*",
 		func(c *switchboard.Config) *string { return &c.TLSCA }, false),
-	stringFlag("api-token", "TOKEN", "when set, non-federation /api/* calls need 'Authorization: Bearer TOKEN'",
+	stringFlag("api-token", "TOKEN", "when set, non-federation /api/* calls need 'Authorization: Bearer TOKEN' (one admin credential)",
 		func(c *switchboard.Config) *string { return &c.APIToken }, false),
+	stringFlag("api-token-file", "FILE", "read --api-token from FILE (keeps it out of the process list); re-read on SIGHUP",
+		func(c *switchboard.Config) *string { return &c.APITokenFile }, false),
+	stringFlag("credentials", "FILE", "credentials file (named, hashed tokens with roles; 'switchboard credentials'); re-read on SIGHUP and on change",
+		func(c *switchboard.Config) *string { return &c.Credentials }, false),
+	{
+		name: "redact", arg: "off|on", usage: "on: mask numbers (first 5 digits kept) and drop message bodies in logs and the audit trail",
+		set: func(c *switchboard.Config, _ *logOptions, v string) error {
+			switch v = strings.ToLower(v); v {
+			case switchboard.RedactOff, switchboard.RedactOn:
+				c.Redact = v
+				return nil
+			}
+			return errors.New("must be off or on")
+		},
+		def: func(c switchboard.Config, _ logOptions) string { return c.Redact },
+	},
+	durationFlag("audit-retention", "the audit trail is kept this long, apart from messages (0: forever)",
+		func(c *switchboard.Config) *time.Duration { return &c.AuditRetention }),
 	{
 		name: "route", arg: "PREFIX=FRONTEND", repeatable: true,
 		usage: "initial route: destination prefix (digits) to frontend name; repeatable",

@@ -86,6 +86,14 @@ var flagCases = []flagCase{
 		get: func(c switchboard.Config, _ logOptions) any { return c.TLSCA }},
 	{flag: "api-token", v1: "s3cret", v2: "other", want1: "s3cret", want2: "other",
 		get: func(c switchboard.Config, _ logOptions) any { return c.APIToken }},
+	{flag: "api-token-file", v1: "/run/secrets/token", v2: "token.txt", want1: "/run/secrets/token", want2: "token.txt",
+		get: func(c switchboard.Config, _ logOptions) any { return c.APITokenFile }},
+	{flag: "credentials", v1: "/etc/switchboard/credentials.json", v2: "creds.json", want1: "/etc/switchboard/credentials.json", want2: "creds.json",
+		get: func(c switchboard.Config, _ logOptions) any { return c.Credentials }},
+	{flag: "redact", v1: "on", v2: "OFF", want1: "on", want2: "off",
+		get: func(c switchboard.Config, _ logOptions) any { return c.Redact }},
+	{flag: "audit-retention", v1: "2160h", v2: "0s", want1: 2160 * time.Hour, want2: time.Duration(0),
+		get: func(c switchboard.Config, _ logOptions) any { return c.AuditRetention }},
 	{flag: "route", v1: "44=uk", v2: "1=us",
 		want1: []switchboard.RouteSpec{{Prefix: "44", Frontend: "uk"}},
 		want2: []switchboard.RouteSpec{{Prefix: "1", Frontend: "us"}},
@@ -365,6 +373,12 @@ func TestParseRunBadValues(t *testing.T) {
 		{"ring-reconnect-backoff-max", "1s", "at least --ring-reconnect-backoff-min", nil},
 		{"ring-reconnect-jitter", "1.5", "must be in [0, 1]", nil},
 		{"ring-reconnect-jitter", "lots", "must be a number", nil},
+		{"redact", "partly", "must be off or on", nil},
+		{"audit-retention", "a year", "must be a duration", nil},
+		{"audit-retention", "-1h", "must not be negative", nil},
+		{"api-token-file", "token.txt", "given with --api-token", []string{"--api-token", "abc"}},
+		{"api-token", "two words", "printable ASCII without blanks", nil},
+		{"credentials", "creds.json", "the credentials live in the database", []string{"--postgres", "postgres://u@h/db"}},
 	} {
 		t.Run(tc.flag+"="+tc.value, func(t *testing.T) {
 			checkErr := func(err error, fromEnv bool) {
@@ -408,6 +422,10 @@ func TestParseRunChecksFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	emptyFile := filepath.Join(dir, "empty")
+	if err := os.WriteFile(emptyFile, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -417,6 +435,11 @@ func TestParseRunChecksFiles(t *testing.T) {
 		{[]string{"--tls-ca", garbage}, "--tls-ca: "},
 		{[]string{"--tls-cert", "missing.pem", "--tls-key", "missing.key"}, "--tls-cert: "},
 		{[]string{"--tls-ca", "missing-ca.pem"}, "--tls-ca: "},
+		{[]string{"--credentials", garbage}, "--credentials: " + garbage + ": not a credentials file"},
+		{[]string{"--credentials", "missing.json"}, "--credentials: "},
+		{[]string{"--api-token-file", "missing.txt"}, "--api-token-file: "},
+		{[]string{"--api-token-file", emptyFile}, "--api-token-file: " + emptyFile + " is empty"},
+		{[]string{"--api-token-file", garbage}, "--api-token-file: " + garbage + ": the token must be one line"},
 	} {
 		_, _, err := parseStart(tc.args, noEnv)
 		if err == nil || strings.Contains(err.Error(), "\n") || !strings.HasPrefix(err.Error(), tc.want) {

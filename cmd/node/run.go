@@ -51,7 +51,25 @@ func runCommand(args []string, stdout, stderr io.Writer, env lookupEnv) int {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
+	hups := make(chan os.Signal, 1)
+	signal.Notify(hups, syscall.SIGHUP)
+	go reloadOnHangup(n, logger, hups)
+	defer func() {
+		signal.Stop(hups) // no delivery after it returns: closing is safe
+		close(hups)
+	}()
 	return runNode(n, cfg, logger, sigs)
+}
+
+// reloadOnHangup reloads the node's credentials and certificates on each
+// SIGHUP (a node not started yet, or stopping, says so and goes on).
+func reloadOnHangup(n *switchboard.Node, logger *slog.Logger, hups <-chan os.Signal) {
+	for range hups {
+		logger.Info("SIGHUP: reloading the credentials and the TLS files")
+		if err := n.Reload(); err != nil {
+			logger.Warn("reload incomplete; what could not be read stays as it was", "err", err)
+		}
+	}
 }
 
 // node is what runNode needs of *switchboard.Node (an interface so that the

@@ -1,0 +1,269 @@
+package switchboard
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/httpapi"
+	"github.com/switchboard-dev/switchboard/httpapi/auth"
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+// The node's credentials (docs/operations.md, "Credentials"): --api-token
+// (or --api-token-file), one admin, plus the --credentials file or, without
+// one, the store's credentials (a site on Postgres keeps them there, so one
+// revocation reaches every instance). The gateway asks for the current Set
+// on every call; the node replaces it when a source changes: on Reload
+// (SIGHUP), and when a check every WatchInterval finds the file changed or
+// the store's credentials different. A source that cannot be read, or a
+// file that does not parse, keeps the Set in force (never fewer checks
+// because of an error) and is logged.
+
+// Values of Config.Redact.
+const (
+	RedactOff = "off"
+	RedactOn  = "on"
+)
+
+// validateAccess checks the access flags.
+func (c Config) validateAccess() []error {
+	var errs []error
+	bad := func(flag, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("--%s: %s", flag, fmt.Sprintf(format, args...)))
+	}
+	switch {
+	case c.APIToken != "" && c.APITokenFile != "":
+		bad("api-token-file", "given with --api-token; give the token one way")
+	case c.APIToken != "" && strings.ContainsFunc(c.APIToken, func(r rune) bool { return r <= ' ' || r > '~' }):
+		bad("api-token", "must be printable ASCII without blanks (it is sent in an HTTP header)")
+	}
+	if c.Credentials != "" && c.Postgres != "" {
+		bad("credentials", "with --postgres the credentials live in the database, so that one revocation reaches every instance: "+
+			"add them with 'switchboard credentials add --postgres DSN'")
+	}
+	if c.Redact != RedactOff && c.Redact != RedactOn {
+		bad("redact", "must be off or on, got %q", c.Redact)
+	}
+	if c.AuditRetention < 0 {
+		bad("audit-retention", "must not be negative (0 keeps the audit trail forever), got %v", c.AuditRetention)
+	}
+	if c.WatchInterval <= 0 {
+		errs = append(errs, fmt.Errorf("WatchInterval must be positive, got %v", c.WatchInterval))
+	}
+	return errs
+}
+
+// preflightAccess reads the token file and the credentials file as the
+// node will at start, so that a bad one stops start-up naming its flag.
+func (c Config) preflightAccess() []error {
+	var errs []error
+	if c.APITokenFile != "" {
+		if _, err := readTokenFile(c.APITokenFile); err != nil {
+			errs = append(errs, fmt.Errorf("--api-token-file: %v", err))
+		}
+	}
+	if c.Credentials != "" {
+		if _, _, err := readCredentialsFile(c.Credentials); err != nil {
+			errs = append(errs, fmt.Errorf("--credentials: %v", err))
+		}
+	}
+	return errs
+}
+
+// readTokenFile reads an API token: the file's one line.
+func readTokenFile(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	tok := strings.TrimSpace(string(data))
+	switch {
+	case tok == "":
+		return "", fmt.Errorf("%s is empty", path)
+	case !auth.ValidToken(tok):
+		return "", fmt.Errorf("%s: the token must be one line of 16-512 printable ASCII characters without blanks", path)
+	}
+	return tok, nil
+}
+
+// readCredentialsFile reads and parses the credentials file; sum is its
+// content's hash (what the watch compares). A file that does not exist
+// is refused: a typo in the flag must not run a node nobody can call.
+func readCredentialsFile(path string) (auth.File, [32]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return auth.File{}, [32]byte{}, err
+	}
+	f, err := auth.ParseFile(data)
+	if err != nil {
+		return auth.File{}, [32]byte{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, sha256.Sum256(data), nil
+}
+
+// credentials is the node's httpapi.Credentials.
+type credentials struct {
+	n   *Node
+	set atomic.Pointer[auth.Set]
+
+	mu sync.Mutex // one load at a time
+	// sum is the hash of the token file and the credentials file as last
+	// loaded: the watch reloads when it changes.
+	sum [32]byte
+}
+
+var _ httpapi.Credentials = (*credentials)(nil)
+
+// Current implements httpapi.Credentials.
+func (c *credentials) Current() *auth.Set { return c.set.Load() }
+
+// sourcesSum hashes the files the credentials come from (nil error when
+// there are none). The store's credentials are compared as a set instead.
+func (c *credentials) sourcesSum() ([32]byte, error) {
+	h := sha256.New()
+	for _, path := range []string{c.n.cfg.APITokenFile, c.n.cfg.Credentials} {
+		if path == "" {
+			continue
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return [32]byte{}, err
+		}
+		h.Write(data)
+		h.Write([]byte{0})
+	}
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum, nil
+}
+
+// load reads every source and puts the new Set in force. why names what
+// asked for it (start, reload, a change seen by the watch). An error
+// keeps the Set in force.
+func (c *credentials) load(ctx context.Context, why string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cfg := c.n.cfg
+	sum, err := c.sourcesSum()
+	if err != nil {
+		return err
+	}
+	token := cfg.APIToken
+	if cfg.APITokenFile != "" {
+		if token, err = readTokenFile(cfg.APITokenFile); err != nil {
+			return fmt.Errorf("--api-token-file: %w", err)
+		}
+	}
+	var creds []messages.Credential
+	required := token != ""
+	if cfg.Credentials != "" {
+		f, _, err := readCredentialsFile(cfg.Credentials)
+		if err != nil {
+			return fmt.Errorf("--credentials: %w", err)
+		}
+		creds, required = f.Credentials, true
+	} else {
+		if creds, err = c.n.store.Credentials(ctx); err != nil {
+			return fmt.Errorf("the store's credentials: %w", err)
+		}
+		// The store's: checked by the store on the way in; a row an
+		// older or foreign writer left invalid is left out, loudly.
+		valid := creds[:0]
+		for _, cr := range creds {
+			if err := cr.Validate(); err != nil {
+				c.n.log.Error("a stored credential is invalid and is ignored", "err", err)
+				continue
+			}
+			valid = append(valid, cr)
+		}
+		creds = valid
+		required = required || len(creds) > 0
+	}
+	if token != "" {
+		creds = append(creds, httpapi.TokenCredential(token))
+	}
+	next := auth.NewSet(creds, required)
+	old := c.set.Load()
+	c.sum = sum
+	c.set.Store(next)
+	c.report(old, next, why)
+	return nil
+}
+
+// report logs what changed, and records in the audit trail the changes of
+// the credentials file (a store's changes are recorded by whoever made
+// them, in the transaction that made them).
+func (c *credentials) report(old, next *auth.Set, why string) {
+	log := c.n.log.With("component", "credentials")
+	if old == nil {
+		switch {
+		case next.Open():
+			log.Warn("no API token and no credentials: the API answers anyone who reaches it (give --api-token, --credentials, or add credentials to the store)")
+		default:
+			log.Info("credentials loaded", "credentials", next.Len(), "source", c.source())
+		}
+		return
+	}
+	added, removed := old.Diff(next)
+	if len(added) == 0 && len(removed) == 0 {
+		return
+	}
+	log.Info("credentials changed", "why", why, "source", c.source(), "added", added, "removed", removed, "credentials", next.Len())
+	if c.n.cfg.Credentials == "" {
+		return
+	}
+	now := c.n.clock.Now()
+	var entries []messages.AuditEntry
+	for _, list := range []struct {
+		action string
+		names  []string
+	}{{messages.AuditCredentialRevoke, removed}, {messages.AuditCredentialAdd, added}} {
+		for _, name := range list.names {
+			if name == messages.ReservedCredential {
+				continue // --api-token-file: not a credential of the file
+			}
+			detail := ""
+			if cr, ok := next.Credential(name); ok && list.action == messages.AuditCredentialAdd {
+				detail = "role " + string(cr.Role)
+			}
+			entries = append(entries, messages.AuditEntry{At: now, Actor: "credentials-file", Remote: c.n.cfg.Credentials + " (" + why + ")",
+				Action: list.action, Target: name, Detail: detail})
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c.n.audit(ctx, entries...)
+}
+
+func (c *credentials) source() string {
+	if c.n.cfg.Credentials != "" {
+		return c.n.cfg.Credentials
+	}
+	return "store"
+}
+
+// check is the watch's look at the sources: a file whose content changed,
+// or the store's credentials (read every time: a query of a small table).
+func (c *credentials) check(ctx context.Context) error {
+	if c.n.cfg.Credentials == "" {
+		return c.load(ctx, "store")
+	}
+	sum, err := c.sourcesSum()
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	same := bytes.Equal(sum[:], c.sum[:])
+	c.mu.Unlock()
+	if same {
+		return nil
+	}
+	return c.load(ctx, "file changed")
+}

@@ -1,0 +1,180 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/httpapi/auth"
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+// Who may call what. Every client and operator route names the roles that
+// may call it (routes, below; the OpenAPI document states the same as
+// x-switchboard-roles on each operation, and a test holds the gateway to
+// it for every route and role). A call is let in, in order:
+//
+//  1. Authentication: the Bearer token names a credential of the current
+//     Set (401 unauthorized otherwise). A node without any credential is
+//     open: every caller is Anonymous, an admin.
+//  2. The route's roles: the credential's role must be one of them (403
+//     forbidden, naming the roles the call needs).
+//  3. In the handler, what the role may touch: a frontend credential only
+//     its bound frontends (403 forbidden); a client only the messages it
+//     submitted (another's reads as not_found, so that ids of others'
+//     messages are not revealed), at its submit rate (429 rate_limited).
+//
+// A refused call reaches no backend call: it changes nothing.
+
+// Roles of the routes, from the widest grant down.
+var (
+	allRoles       = messages.AllRoles
+	adminOnly      = []messages.Role{messages.RoleAdmin}
+	readers        = []messages.Role{messages.RoleAdmin, messages.RoleOperator}
+	resubmitters   = []messages.Role{messages.RoleAdmin, messages.RoleOperator}
+	submitters     = []messages.Role{messages.RoleAdmin, messages.RoleClient}
+	messageReaders = []messages.Role{messages.RoleAdmin, messages.RoleOperator, messages.RoleClient}
+	frontendRoles  = []messages.Role{messages.RoleAdmin, messages.RoleFrontend}
+)
+
+// Credentials gives the gateway the credentials in force now: the node
+// replaces its Set when the credentials file or the store changes.
+type Credentials interface {
+	Current() *auth.Set
+}
+
+// staticCredentials is Config.APIToken alone (or nothing: open).
+type staticCredentials struct{ set *auth.Set }
+
+func (c staticCredentials) Current() *auth.Set { return c.set }
+
+// TokenCredential is the credential --api-token stands for: one admin.
+func TokenCredential(token string) messages.Credential {
+	return messages.Credential{Name: messages.ReservedCredential, Role: messages.RoleAdmin, TokenHash: auth.Hash(token)}
+}
+
+type principalKey struct{}
+
+// principal is the caller of r, as guard let it in (Anonymous on routes
+// without a guard).
+func principal(r *http.Request) auth.Principal {
+	if p, ok := r.Context().Value(principalKey{}).(auth.Principal); ok {
+		return p
+	}
+	return auth.Anonymous
+}
+
+// guard lets a call in as described above (steps 1 and 2).
+func (s *Server) guard(roles []messages.Role, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		set := s.creds.Current()
+		if set.Open() {
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, auth.Anonymous)))
+			return
+		}
+		header := r.Header.Get("Authorization")
+		token, bearer := strings.CutPrefix(header, "Bearer ")
+		p, ok := auth.Principal{}, false
+		if bearer {
+			p, ok = set.Authenticate(token)
+		}
+		if !ok {
+			// Missing and wrong are told apart (the caller knows which it
+			// sent); the log names the caller's address, never a token.
+			why, msg := "wrong", "the token is not a valid credential of this node (Authorization: Bearer <token>: an --api-token or a credential of 'switchboard credentials add')"
+			if header == "" {
+				why, msg = "missing", "a credential is required: Authorization: Bearer <token>"
+			}
+			s.refused.Write("token", why, "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path)
+			s.fail(w, r, messages.Errorf(messages.CodeUnauthorized, "%s", msg))
+			return
+		}
+		if !p.Has(roles) {
+			s.forbid(w, r, p, fmt.Sprintf("this call needs the role %s", roleList(roles)))
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	})
+}
+
+// forbid answers 403 forbidden for p and logs it at a bounded rate.
+func (s *Server) forbid(w http.ResponseWriter, r *http.Request, p auth.Principal, why string) {
+	s.forbidden.Write("credential", p.Name, "role", p.Role, "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path)
+	s.fail(w, r, messages.Errorf(messages.CodeForbidden, "credential %q has the role %s: %s", p.Name, p.Role, why))
+}
+
+// bound refuses (403, and false) a call for frontend by a credential not
+// bound to it.
+func (s *Server) bound(w http.ResponseWriter, r *http.Request, frontend string) bool {
+	p := principal(r)
+	if p.Bound(frontend) {
+		return true
+	}
+	s.forbid(w, r, p, fmt.Sprintf("it may act only for the frontends %s, not %q (the role admin may act for all)",
+		strings.Join(p.Frontends, ", "), frontend))
+	return false
+}
+
+// ownOnly reports whether r's caller sees only the messages it submitted.
+func ownOnly(r *http.Request) (string, bool) {
+	p := principal(r)
+	return p.Name, p.Role == messages.RoleClient
+}
+
+// submitAllowed takes one submit from the caller's rate, if it has one.
+func (s *Server) submitAllowed(r *http.Request) error {
+	p := principal(r)
+	if p.SubmitRate <= 0 {
+		return nil
+	}
+	ok, wait := s.limiter.Allow(p.Name, p.SubmitRate, s.cfg.Now())
+	if ok {
+		return nil
+	}
+	return retryAfter(messages.Errorf(messages.CodeRateLimited,
+		"credential %q may submit %g messages a second; retry after %s", p.Name, p.SubmitRate, wait.Round(time.Millisecond)), wait)
+}
+
+func roleList(roles []messages.Role) string {
+	names := make([]string, len(roles))
+	for i, r := range roles {
+		names[i] = string(r)
+	}
+	if len(names) == 1 {
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// whoamiReply is the document of GET /api/whoami: the caller's credential
+// (never its token), and whether the node requires one at all.
+type whoamiReply struct {
+	Name       string        `json:"name"`
+	Role       messages.Role `json:"role"`
+	Frontends  []string      `json:"frontends"`
+	SubmitRate float64       `json:"submit_rate,omitempty"`
+	// Open is true on a node without credentials: anyone is an admin.
+	Open bool `json:"open"`
+}
+
+func (s *Server) whoami(w http.ResponseWriter, r *http.Request) {
+	p := principal(r)
+	doc := whoamiReply{Name: p.Name, Role: p.Role, Frontends: p.Frontends, SubmitRate: p.SubmitRate, Open: s.creds.Current().Open()}
+	if doc.Frontends == nil {
+		doc.Frontends = []string{}
+	}
+	writeJSON(w, http.StatusOK, doc)
+}
+
+// RouteRoles is the roles each guarded route lets in, by "METHOD
+// /template" (for the route x role tests and the OpenAPI check).
+func (s *Server) RouteRoles() map[string][]messages.Role {
+	out := make(map[string][]messages.Role, len(s.roles))
+	for k, v := range s.roles {
+		out[k] = slices.Clone(v)
+	}
+	return out
+}
