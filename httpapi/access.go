@@ -84,9 +84,9 @@ func (s *Server) guard(roles []messages.Role, next http.Handler) http.Handler {
 		if !ok {
 			// Missing and wrong are told apart (the caller knows which it
 			// sent); the log names the caller's address, never a token.
-			why, msg := "wrong", "the token is not a valid credential of this node (Authorization: Bearer <token>: an --api-token or a credential of 'switchboard credentials add')"
+			why, msg := "wrong", "the API token is not valid (Authorization: Bearer <token> must carry the node's --api-token or the token of one of its credentials)"
 			if header == "" {
-				why, msg = "missing", "a credential is required: Authorization: Bearer <token>"
+				why, msg = "missing", "an API token is required: Authorization: Bearer <token>"
 			}
 			s.refused.Write("token", why, "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path)
 			s.fail(w, r, messages.Errorf(messages.CodeUnauthorized, "%s", msg))

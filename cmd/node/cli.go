@@ -506,11 +506,14 @@ func (c *apiClient) call(method, path string, query url.Values, body any, timeou
 	}
 	if json.Unmarshal(data, &doc) == nil && doc.Error != nil && doc.Error.Code != "" {
 		e := &apiError{Status: resp.StatusCode, Code: doc.Error.Code, Message: doc.Error.Message}
-		if e.Code == messages.CodeUnauthorized {
+		switch e.Code {
+		case messages.CodeUnauthorized:
 			e.hint = "give the node's API token with --token or SWITCHBOARD_API_TOKEN"
 			if c.token != "" {
-				e.hint = "the token given (--token or SWITCHBOARD_API_TOKEN) is not the node's --api-token: check it"
+				e.hint = "the token given (--token or SWITCHBOARD_API_TOKEN) is not the node's --api-token nor a credential's token: check it"
 			}
+		case messages.CodeForbidden:
+			e.hint = "the credential of --token may not do this: use one with a role the message names ('switchboard credentials list' shows the roles)"
 		}
 		return nil, e
 	}

@@ -540,7 +540,7 @@ func TestCLIErrors(t *testing.T) {
 	// A wrong token and none get different words.
 	r = n.run(1, "status", "--token", "wrong")
 	if !strings.Contains(r.stderr, "switchboard: unauthorized: the API token is not valid") ||
-		!strings.Contains(r.stderr, "the token given (--token or SWITCHBOARD_API_TOKEN) is not the node's --api-token") {
+		!strings.Contains(r.stderr, "the token given (--token or SWITCHBOARD_API_TOKEN) is not the node's --api-token nor a credential's token") {
 		t.Errorf("wrong token: %q", r.stderr)
 	}
 	if r := n.runEnv(n.env("SWITCHBOARD_API_TOKEN", ""), 1, "peers", "--json"); !strings.Contains(r.stderr, "unauthorized: an API token is required") ||

@@ -6,6 +6,7 @@
 //
 //	switchboard run [flags]                        run a node until SIGINT or SIGTERM
 //	switchboard certs init --dir D --nodes a,b,c   write a CA and a certificate per node (mutual TLS)
+//	switchboard credentials add|list|revoke        the node's credentials (file or database)
 //	switchboard version                            print the version
 //	switchboard help [COMMAND]                     print help (also -h, --help)
 //
@@ -69,6 +70,8 @@ func mainCode(args []string, stdout, stderr io.Writer, env lookupEnv) int {
 		return certsCommand(rest, stdout, stderr)
 	case "backup":
 		return backupCommand(rest, stdout, stderr, env)
+	case "credentials":
+		return credentialsCommand(rest, stdout, stderr, env)
 	case "messages", "peers", "ring", "routes", "frontends", "status":
 		return cliMain(cmd, rest, stdout, stderr, env)
 	case "version", "-version", "--version":
@@ -89,6 +92,9 @@ func mainCode(args []string, stdout, stderr io.Writer, env lookupEnv) int {
 				return 0
 			case "backup":
 				printBackupUsage(stdout)
+				return 0
+			case "credentials":
+				printCredentialsUsage(stdout)
 				return 0
 			case "admin":
 				printCLIUsage(stdout)
@@ -121,6 +127,7 @@ Commands:
   run [flags]                        run a node until SIGINT or SIGTERM
   certs init --dir D --nodes a,b,c   write a CA and one certificate per node (mutual TLS)
   backup --to FILE [--data-dir D]    an online copy of the embedded store
+  credentials add|list|revoke        the node's credentials (its --credentials file or its database)
   version                            print the version
   help [COMMAND]                     print this help, or a command's
 

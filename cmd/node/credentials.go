@@ -1,0 +1,408 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/httpapi/auth"
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/persistence/postgres"
+)
+
+// credentialsCommand is `switchboard credentials add|list|revoke`: it edits
+// the credentials of whichever source the node uses, the --credentials
+// file (the node re-reads it within a second) or the store of a node on
+// Postgres (every instance reads it within a second). It works with the
+// node running or not, so the first admin credential can be made before
+// anyone can call the API.
+func credentialsCommand(args []string, stdout, stderr io.Writer, env lookupEnv) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		printCredentialsUsage(stdout)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	verb, rest := args[0], args[1:]
+	switch verb {
+	case "add", "list", "revoke":
+	default:
+		fmt.Fprintf(stderr, "switchboard: unknown credentials command %q (add, list or revoke; see 'switchboard credentials -h')\n", verb)
+		return 2
+	}
+	fs := flag.NewFlagSet("switchboard credentials "+verb, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	file, _ := env(envName("credentials"))
+	pg, _ := env(envName("postgres"))
+	fs.StringVar(&file, "credentials", file, "")
+	fs.StringVar(&pg, "postgres", pg, "")
+	role := fs.String("role", "", "")
+	rate := fs.String("submit-rate", "", "")
+	tokenFile := fs.String("token-file", "", "")
+	asJSON := fs.Bool("json", false, "")
+	var fes listFlag
+	fs.Var(&fes, "frontend", "")
+	// Flags may follow the name: parse, take a positional, parse again.
+	var pos []string
+	for rest := rest; ; {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				printCredentialsUsage(stdout)
+				return 0
+			}
+			fmt.Fprintf(stderr, "switchboard: %s (see 'switchboard credentials -h')\n", flagSyntaxError(err))
+			return 2
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos, rest = append(pos, fs.Arg(0)), fs.Args()[1:]
+	}
+	var errs []error
+	switch {
+	case file != "" && strings.TrimSpace(pg) != "":
+		errs = append(errs, errors.New("--credentials: give the node's credentials file or its --postgres DSN, not both"))
+	case file == "" && strings.TrimSpace(pg) == "":
+		errs = append(errs, errors.New("--credentials: required (the node's credentials file), or --postgres DSN for a node on Postgres"))
+	}
+	var c messages.Credential
+	switch verb {
+	case "add":
+		if len(pos) != 1 {
+			errs = append(errs, errors.New("add takes one NAME: switchboard credentials add NAME --role ROLE"))
+		} else {
+			c.Name = pos[0]
+		}
+		c.Role, c.Frontends = messages.Role(*role), fes
+		if *rate != "" {
+			r, err := strconv.ParseFloat(*rate, 64)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("--submit-rate: invalid value %q: must be a number of messages a second", *rate))
+			}
+			c.SubmitRate = r
+		}
+	case "revoke":
+		if len(pos) != 1 {
+			errs = append(errs, errors.New("revoke takes one NAME: switchboard credentials revoke NAME"))
+		} else {
+			c.Name = pos[0]
+		}
+	case "list":
+		if len(pos) > 0 {
+			errs = append(errs, fmt.Errorf("unexpected argument %q: list takes only flags", pos[0]))
+		}
+	}
+	if verb != "add" && (*role != "" || *rate != "" || len(fes) > 0 || *tokenFile != "") {
+		errs = append(errs, errors.New("--role, --frontend, --submit-rate and --token-file are for add"))
+	}
+	var token string
+	if verb == "add" {
+		token, c.TokenHash = auth.NewToken()
+		c.CreatedAt = time.Now().UTC().Truncate(time.Second)
+		if err := c.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		printErrorLines(stderr, errors.Join(errs...))
+		return 2
+	}
+
+	src, err := openCredentialSource(file, pg)
+	if err != nil {
+		printErrorLines(stderr, err)
+		return 1
+	}
+	defer src.close()
+	switch verb {
+	case "list":
+		err = listCredentials(src, stdout, *asJSON)
+	case "add":
+		if err = src.add(c); err == nil {
+			err = showToken(c, token, *tokenFile, stdout, *asJSON)
+		}
+	case "revoke":
+		if err = src.revoke(c.Name); err == nil {
+			fmt.Fprintf(stdout, "revoked %s: its token no longer opens anything (the node sees it within a second)\n", c.Name)
+		}
+	}
+	if err != nil {
+		printErrorLines(stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// listFlag collects a repeatable flag, each value possibly a comma list.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error {
+	*l = append(*l, splitList(v)...)
+	return nil
+}
+
+// showToken gives the new token to the operator, once: on stdout, or in a
+// file of its own (mode 0600) with --token-file, so that it never shows
+// on a terminal or in a shell's scroll-back.
+func showToken(c messages.Credential, token, tokenFile string, stdout io.Writer, asJSON bool) error {
+	if tokenFile != "" {
+		if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+			return fmt.Errorf("--token-file: %w (the credential %s was added: revoke it, or add another)", err, c.Name)
+		}
+		token = ""
+	}
+	if asJSON {
+		doc := map[string]any{"name": c.Name, "role": c.Role, "frontends": c.Frontends, "created_at": c.CreatedAt}
+		if token != "" {
+			doc["token"] = token
+		} else {
+			doc["token_file"] = tokenFile
+		}
+		return json.NewEncoder(stdout).Encode(doc)
+	}
+	fmt.Fprintf(stdout, "added %s (role %s)\n", c.Name, c.Role)
+	if token != "" {
+		fmt.Fprintf(stdout, "token: %s\nThis is the only time the token is shown: only its hash is kept.\n", token)
+	} else {
+		fmt.Fprintf(stdout, "token written to %s (only its hash is kept)\n", tokenFile)
+	}
+	return nil
+}
+
+func listCredentials(src credentialSource, stdout io.Writer, asJSON bool) error {
+	cs, err := src.list()
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		type shown struct {
+			Name       string        `json:"name"`
+			Role       messages.Role `json:"role"`
+			Frontends  []string      `json:"frontends,omitempty"`
+			SubmitRate float64       `json:"submit_rate,omitempty"`
+			CreatedAt  time.Time     `json:"created_at"`
+		}
+		out := make([]shown, len(cs))
+		for i, c := range cs {
+			out[i] = shown{c.Name, c.Role, c.Frontends, c.SubmitRate, c.CreatedAt}
+		}
+		return json.NewEncoder(stdout).Encode(map[string]any{"credentials": out})
+	}
+	tw := newCLITable(stdout)
+	fmt.Fprintln(tw, "NAME\tROLE\tFRONTENDS\tSUBMIT RATE\tCREATED (UTC)")
+	for _, c := range cs {
+		r := "-"
+		if c.SubmitRate > 0 {
+			r = strconv.FormatFloat(c.SubmitRate, 'g', -1, 64) + "/s"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Name, c.Role, tableCell(strings.Join(c.Frontends, ",")), r, tableTime(c.CreatedAt))
+	}
+	return tw.Flush()
+}
+
+// credentialSource is where a node keeps its credentials.
+type credentialSource interface {
+	list() ([]messages.Credential, error)
+	add(c messages.Credential) error
+	revoke(name string) error
+	close()
+}
+
+func openCredentialSource(file, dsn string) (credentialSource, error) {
+	if file != "" {
+		return credentialsFile{path: file}, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := postgres.DefaultConfig()
+	cfg.DSN, cfg.MaxConns = dsn, 2
+	s, err := postgres.Open(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("--postgres: %w", err)
+	}
+	return credentialStore{s}, nil
+}
+
+// credentialsFile edits the --credentials file: under a lock (two edits
+// at once must not lose one), written whole to a temporary file, synced
+// and renamed over the old one, so that the node never reads half a file.
+type credentialsFile struct{ path string }
+
+func (f credentialsFile) close() {}
+
+func (f credentialsFile) list() ([]messages.Credential, error) {
+	file, err := f.read()
+	return file.Credentials, err
+}
+
+// read parses the file; a file that does not exist yet is empty.
+func (f credentialsFile) read() (auth.File, error) {
+	data, err := os.ReadFile(f.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return auth.File{}, nil
+	}
+	if err != nil {
+		return auth.File{}, err
+	}
+	file, err := auth.ParseFile(data)
+	if err != nil {
+		return auth.File{}, fmt.Errorf("%s: %w (fix it by hand; nothing was changed)", f.path, err)
+	}
+	return file, nil
+}
+
+func (f credentialsFile) add(c messages.Credential) error {
+	return f.edit(func(file *auth.File) error {
+		for _, old := range file.Credentials {
+			if old.Name == c.Name {
+				return fmt.Errorf("credential %q exists already: revoke it first, or choose another name", c.Name)
+			}
+		}
+		file.Credentials = append(file.Credentials, c)
+		return nil
+	})
+}
+
+func (f credentialsFile) revoke(name string) error {
+	return f.edit(func(file *auth.File) error {
+		i := slices.IndexFunc(file.Credentials, func(c messages.Credential) bool { return c.Name == name })
+		if i < 0 {
+			return fmt.Errorf("no credential %q in %s", name, f.path)
+		}
+		file.Credentials = slices.Delete(file.Credentials, i, i+1)
+		return nil
+	})
+}
+
+func (f credentialsFile) edit(change func(*auth.File) error) error {
+	lock, err := os.OpenFile(f.path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("lock %s: %w", lock.Name(), err)
+	}
+	file, err := f.read()
+	if err != nil {
+		return err
+	}
+	if err := change(&file); err != nil {
+		return err
+	}
+	if _, err := auth.ParseFile(file.Format()); err != nil {
+		return err // a change the node would refuse is not written
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(f.path), filepath.Base(f.path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // gone after the rename: a no-op then
+	if _, err := tmp.Write(file.Format()); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), f.path)
+}
+
+// credentialStore edits the credentials of a node on Postgres; each change
+// is recorded in the audit trail in the same transaction.
+type credentialStore struct{ s *postgres.Store }
+
+func (c credentialStore) close() { c.s.Close() }
+
+func (c credentialStore) list() ([]messages.Credential, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return c.s.Credentials(ctx)
+}
+
+func (c credentialStore) add(cr messages.Credential) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := c.s.AddCredential(ctx, cr, cliAudit(messages.AuditCredentialAdd, cr.Name, "role "+string(cr.Role)))
+	if errors.Is(err, persistence.ErrExists) {
+		return fmt.Errorf("credential %q exists already: revoke it first, or choose another name", cr.Name)
+	}
+	return err
+}
+
+func (c credentialStore) revoke(name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := c.s.RevokeCredential(ctx, name, cliAudit(messages.AuditCredentialRevoke, name, ""))
+	switch {
+	case errors.Is(err, persistence.ErrNotFound):
+		return fmt.Errorf("no credential %q in the store", name)
+	case errors.Is(err, persistence.ErrLastCredential):
+		return fmt.Errorf("%q is the store's last credential: without any, a node without --api-token answers anyone; add another first", name)
+	}
+	return err
+}
+
+// cliAudit is the audit entry of a change this command makes: who is the
+// user running it, on which host.
+func cliAudit(action, target, detail string) messages.AuditEntry {
+	who := "unknown"
+	if u, err := user.Current(); err == nil {
+		who = u.Username
+	}
+	host, _ := os.Hostname()
+	return messages.AuditEntry{At: time.Now(), Actor: "cli:" + who + "@" + host, Remote: host + " (switchboard credentials)",
+		Action: action, Target: target, Detail: detail}
+}
+
+func printCredentialsUsage(w io.Writer) {
+	fmt.Fprint(w, `Usage: switchboard credentials add NAME --role ROLE [--frontend F]... [--submit-rate N] [--token-file FILE]
+       switchboard credentials list [--json]
+       switchboard credentials revoke NAME
+
+Edits the credentials of a node, in whichever place it keeps them: its
+--credentials file, or the database of a node on --postgres. The node sees
+a change within a second (and at once on SIGHUP). It works whether the node
+runs or not.
+
+Roles: admin (everything), operator (reads everything, resubmits), client
+(submits, reads the messages it submitted), frontend (polls, acks and
+registers the frontends given with --frontend).
+
+add makes a random token and keeps only its SHA-256: the token is printed
+once (or written to --token-file, mode 0600) and cannot be shown again.
+Changes to the database are recorded in its audit trail; the node records
+the changes it reads from a file.
+
+Flags:
+  --credentials FILE   the node's credentials file [SWITCHBOARD_CREDENTIALS]
+  --postgres DSN       the database of a node on Postgres [SWITCHBOARD_POSTGRES]
+  --role ROLE          add: admin, operator, client or frontend
+  --frontend NAME      add: a frontend a frontend credential is bound to (repeatable, or a comma list)
+  --submit-rate N      add: a client credential's submits per second (429 beyond it; default no bound)
+  --token-file FILE    add: write the token to FILE instead of printing it
+  --json               add, list: print JSON
+`)
+}

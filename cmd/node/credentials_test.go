@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/switchboard-dev/switchboard/httpapi/auth"
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/persistence/pgtest"
+	"github.com/switchboard-dev/switchboard/persistence/postgres"
+)
+
+var printedToken = regexp.MustCompile(`(?m)^token: (sbt_[A-Za-z0-9_-]{43})$`)
+
+// TestCredentialsFile: add, list and revoke on a credentials file; the
+// token is printed once and only its hash is kept; bad commands exit 2
+// and refusals 1, changing nothing.
+func TestCredentialsFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "credentials.json")
+	code, out, errOut := runMain("credentials", "add", "root", "--role", "admin", "--credentials", file)
+	if code != 0 {
+		t.Fatalf("add root: exit %d: %s", code, errOut)
+	}
+	m := printedToken.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("add printed no token: %q", out)
+	}
+	root := m[1]
+	if code, _, errOut := runMain("credentials", "add", "gw", "--credentials", file, "--role", "frontend", "--frontend", "fe-b,fe-a", "--frontend", "fe-c"); code != 0 {
+		t.Fatalf("add gw: exit %d: %s", code, errOut)
+	}
+	tokFile := filepath.Join(t.TempDir(), "shop.token")
+	code, out, _ = runMain("credentials", "add", "shop", "--role", "client", "--submit-rate", "2.5", "--token-file", tokFile, "--credentials", file)
+	if code != 0 || strings.Contains(out, "sbt_") {
+		t.Fatalf("add shop with --token-file: exit %d, printed %q (the token must go to the file only)", code, out)
+	}
+	shopTok, err := os.ReadFile(tokFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(tokFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("token file mode %v, %v; want 0600", fi.Mode().Perm(), err)
+	}
+
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), root) || strings.Contains(string(data), strings.TrimSpace(string(shopTok))) {
+		t.Fatal("the credentials file holds a token")
+	}
+	if fi, _ := os.Stat(file); fi.Mode().Perm() != 0o600 {
+		t.Errorf("credentials file mode %v, want 0600", fi.Mode().Perm())
+	}
+	f, err := auth.ParseFile(data)
+	if err != nil {
+		t.Fatalf("the file the command wrote does not parse: %v", err)
+	}
+	set := auth.NewSet(f.Credentials, true)
+	for tok, want := range map[string]string{root: "root", strings.TrimSpace(string(shopTok)): "shop"} {
+		if p, ok := set.Authenticate(tok); !ok || p.Name != want {
+			t.Errorf("the printed token of %s authenticates as %+v, %v", want, p, ok)
+		}
+	}
+	if c, _ := set.Credential("gw"); !slices.Equal(c.Frontends, []string{"fe-a", "fe-b", "fe-c"}) || c.Role != messages.RoleFrontend {
+		t.Errorf("gw stored as %+v", c)
+	}
+	if c, _ := set.Credential("shop"); c.SubmitRate != 2.5 {
+		t.Errorf("shop's rate %v, want 2.5", c.SubmitRate)
+	}
+
+	code, out, _ = runMain("credentials", "list", "--credentials", file)
+	if code != 0 || !strings.Contains(out, "gw") || !strings.Contains(out, "fe-a,fe-b,fe-c") || !strings.Contains(out, "2.5/s") ||
+		strings.Contains(out, "sbt_") || strings.Contains(out, f.Credentials[0].TokenHash) {
+		t.Errorf("list: exit %d:\n%s", code, out)
+	}
+	code, out, _ = runMain("credentials", "list", "--json", "--credentials", file)
+	var doc struct{ Credentials []map[string]any }
+	if code != 0 || json.Unmarshal([]byte(out), &doc) != nil || len(doc.Credentials) != 3 {
+		t.Fatalf("list --json: exit %d: %s", code, out)
+	}
+	for _, c := range doc.Credentials {
+		if _, ok := c["token_sha256"]; ok {
+			t.Errorf("list --json shows the hash: %v", c)
+		}
+	}
+
+	before, _ := os.ReadFile(file)
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"add", "root", "--role", "admin"}, 1, `"root" exists already`},
+		{[]string{"add", "x", "--role", "root"}, 2, "role"},
+		{[]string{"add", "x", "--role", "frontend"}, 2, "bound to at least one frontend"},
+		{[]string{"add", "x", "--role", "operator", "--submit-rate", "5"}, 2, "only a client credential"},
+		{[]string{"add", "x", "--role", "client", "--submit-rate", "fast"}, 2, "--submit-rate"},
+		{[]string{"add", "api-token", "--role", "admin"}, 2, "--api-token credential's"},
+		{[]string{"add", "--role", "admin"}, 2, "one NAME"},
+		{[]string{"revoke", "nobody"}, 1, `no credential "nobody"`},
+		{[]string{"revoke", "root", "--role", "admin"}, 2, "are for add"},
+		{[]string{"list", "extra"}, 2, "unexpected argument"},
+		{[]string{"rotate", "root"}, 2, "unknown credentials command"},
+	} {
+		code, _, errOut := runMain(append(append([]string{"credentials"}, c.args...), "--credentials", file)...)
+		if code != c.code || !strings.Contains(errOut, c.want) {
+			t.Errorf("credentials %v: exit %d %q; want %d and %q", c.args, code, errOut, c.code, c.want)
+		}
+	}
+	if code, _, errOut := runMain("credentials", "list"); code != 2 || !strings.Contains(errOut, "--credentials: required") {
+		t.Errorf("list without a source: exit %d %q", code, errOut)
+	}
+	if after, _ := os.ReadFile(file); string(after) != string(before) {
+		t.Error("a refused command changed the file")
+	}
+
+	if code, out, errOut := runMain("credentials", "revoke", "gw", "--credentials", file); code != 0 || !strings.Contains(out, "revoked gw") {
+		t.Fatalf("revoke gw: exit %d %s %s", code, out, errOut)
+	}
+	data, _ = os.ReadFile(file)
+	if f, err := auth.ParseFile(data); err != nil || len(f.Credentials) != 2 {
+		t.Errorf("after revoking gw: %+v, %v", f.Credentials, err)
+	}
+	// A file that no longer parses is not overwritten.
+	if err := os.WriteFile(file, []byte(`{"credentials":[{"name":"x"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runMain("credentials", "add", "y", "--role", "admin", "--credentials", file); code != 1 || !strings.Contains(errOut, "nothing was changed") {
+		t.Errorf("add to a broken file: exit %d %q", code, errOut)
+	}
+}
+
+// TestCredentialsPostgres: the same commands edit a node's database, each
+// change recorded in its audit trail; the last credential stays.
+func TestCredentialsPostgres(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	env := envMap(map[string]string{"SWITCHBOARD_POSTGRES": dsn})
+	run := func(args ...string) (int, string, string) {
+		var out, errOut strings.Builder
+		code := mainCode(append([]string{"credentials"}, args...), &out, &errOut, env)
+		return code, out.String(), errOut.String()
+	}
+	code, out, errOut := run("add", "ops", "--role", "operator")
+	if code != 0 || printedToken.FindStringSubmatch(out) == nil {
+		t.Fatalf("add ops: exit %d %q %q", code, out, errOut)
+	}
+	if code, _, errOut := run("add", "uk-gw", "--role", "frontend", "--frontend", "sms-uk"); code != 0 {
+		t.Fatalf("add uk-gw: exit %d %q", code, errOut)
+	}
+	if code, _, errOut := run("add", "ops", "--role", "admin"); code != 1 || !strings.Contains(errOut, "exists already") {
+		t.Errorf("add ops again: exit %d %q", code, errOut)
+	}
+	if code, out, _ := run("list"); code != 0 || !strings.Contains(out, "uk-gw") || !strings.Contains(out, "operator") {
+		t.Errorf("list: exit %d:\n%s", code, out)
+	}
+	if code, _, errOut := run("revoke", "uk-gw"); code != 0 {
+		t.Fatalf("revoke uk-gw: exit %d %q", code, errOut)
+	}
+	if code, _, errOut := run("revoke", "ops"); code != 1 || !strings.Contains(errOut, "last credential") {
+		t.Errorf("revoke the last: exit %d %q", code, errOut)
+	}
+
+	cfg := postgres.DefaultConfig()
+	cfg.DSN = dsn
+	s, err := postgres.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	creds, err := s.Credentials(context.Background())
+	if err != nil || len(creds) != 1 || creds[0].Name != "ops" {
+		t.Errorf("stored credentials %+v, %v; want ops alone", creds, err)
+	}
+	page, err := s.ListAudit(context.Background(), persistence.AuditQuery{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var trail []string
+	for _, e := range page.Entries {
+		if !strings.HasPrefix(e.Actor, "cli:") {
+			t.Errorf("audit actor %q, want the command's user", e.Actor)
+		}
+		trail = append(trail, e.Action+" "+e.Target)
+	}
+	if want := []string{"credential.revoke uk-gw", "credential.add uk-gw", "credential.add ops"}; !slices.Equal(trail, want) {
+		t.Errorf("audit trail %v, want %v", trail, want)
+	}
+}
