@@ -112,7 +112,7 @@ func TestRouteRoleTable(t *testing.T) {
 	ops := map[string]roleOp{
 		"POST /api/messages": {want: 202, setup: func(*roleNode, int) string { return "/api/messages" },
 			body: nil /* set per call below */},
-		"GET /api/messages":           {path: "/api/messages?limit=5", want: 200},
+		"GET /api/messages": {path: "/api/messages?limit=5", want: 200},
 		"POST /api/messages/resubmit": {path: "/api/messages/resubmit", body: map[string]string{"state": "failed"}, want: 200,
 			setup: func(n *roleNode, _ int) string { failed(n); return "/api/messages/resubmit" }},
 		"GET /api/messages/{id}": {path: "/api/messages/" + shopMsg, want: 200},
@@ -128,8 +128,8 @@ func TestRouteRoleTable(t *testing.T) {
 			n.must(200, "PUT", "/api/routes/"+p, map[string]string{"frontend": "fe-a"}, nil)
 			return "/api/routes/" + p
 		}},
-		"GET /api/frontends":           {path: "/api/frontends", want: 200},
-		"PUT /api/frontends/{name}":    {path: "/api/frontends/fe-a", body: map[string]string{"mode": "pull"}, want: 200},
+		"GET /api/frontends":        {path: "/api/frontends", want: 200},
+		"PUT /api/frontends/{name}": {path: "/api/frontends/fe-a", body: map[string]string{"mode": "pull"}, want: 200},
 		"DELETE /api/frontends/{name}": {want: 204, setup: func(n *roleNode, call int) string {
 			name := fmt.Sprintf("tmp-%d", call)
 			n.must(200, "PUT", "/api/frontends/"+name, map[string]string{"mode": "pull"}, nil)
