@@ -346,7 +346,8 @@ func (n *Node) prepareStore(ctx context.Context) error {
 		default:
 			n.log.Info("frontend registered from --frontend", "name", w.Name, "url", w.URL)
 		}
-		fe := messages.Frontend{Name: w.Name, Mode: messages.ModeWebhook, URL: w.URL, CreatedAt: now, UpdatedAt: now}
+		// A secret set through the API stays: the flag names no secret.
+		fe := messages.Frontend{Name: w.Name, Mode: messages.ModeWebhook, URL: w.URL, Secret: f.Secret, CreatedAt: now, UpdatedAt: now}
 		if err := n.store.PutFrontend(ctx, fe); err != nil {
 			return fmt.Errorf("--frontend %s: %w", w.Name, err)
 		}

@@ -83,10 +83,11 @@ func (s *Supervisor) Receive(c actor.Context) {
 	}
 }
 
-// up spawns the worker of a frontend, replacing one whose mode or URL changed.
+// up spawns the worker of a frontend, replacing one whose mode, URL or
+// secret changed.
 func (s *Supervisor) up(c actor.Context, fe messages.Frontend) {
 	if w, ok := s.workers[fe.Name]; ok {
-		if w.fe.Mode == fe.Mode && w.fe.URL == fe.URL {
+		if w.fe.Mode == fe.Mode && w.fe.URL == fe.URL && w.fe.Secret == fe.Secret {
 			c.Send(w.pid, &messages.Kick{Frontend: fe.Name})
 			return
 		}

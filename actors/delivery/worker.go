@@ -314,6 +314,6 @@ func (w *Worker) start(c actor.Context, work []persistence.Work) {
 func (w *Worker) sendWebhook(out messages.Outgoing) {
 	ctx, cancel := context.WithTimeout(context.Background(), w.d.SendTimeout)
 	defer cancel()
-	r := frontend.Webhook{URL: w.fe.URL, Client: w.d.HTTPClient}.Send(ctx, out)
+	r := frontend.Webhook{URL: w.fe.URL, Client: w.d.HTTPClient, Secret: w.fe.Secret, Now: w.d.Clock.Now}.Send(ctx, out)
 	w.sys.Root.Send(w.self, &pushResult{id: out.ID, attempt: out.Attempt, result: r})
 }

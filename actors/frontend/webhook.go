@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
 )
@@ -17,6 +18,10 @@ import (
 type Webhook struct {
 	URL    string
 	Client *http.Client
+	// Secret, when set, signs each call (signature.go); Now is the time
+	// of the signature (time.Now when nil).
+	Secret string
+	Now    func() time.Time
 }
 
 // Send delivers one message and returns the frontend's verdict. It never
@@ -33,6 +38,13 @@ func (w Webhook) Send(ctx context.Context, m messages.Outgoing) messages.Deliver
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", m.ID)
 	req.Header.Set("X-Switchboard-Attempt", strconv.Itoa(m.Attempt))
+	if w.Secret != "" {
+		now := time.Now
+		if w.Now != nil {
+			now = w.Now
+		}
+		req.Header.Set(SignatureHeader, Sign(w.Secret, now(), body))
+	}
 	resp, err := w.Client.Do(req)
 	if err != nil {
 		return messages.DeliveryResult{ID: m.ID, Status: messages.Retry, Reason: transportReason(err)}
