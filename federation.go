@@ -12,7 +12,6 @@ import (
 	"github.com/switchboard-dev/switchboard/actors/forward"
 	"github.com/switchboard-dev/switchboard/actors/peer"
 	"github.com/switchboard-dev/switchboard/httpapi"
-	"github.com/switchboard-dev/switchboard/httpapi/certs"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/supervision"
@@ -132,15 +131,13 @@ func (n *Node) newTransport() (peer.Transport, error) {
 	pc := httpapi.DefaultPeerClientConfig()
 	pc.Node, pc.Timeout, pc.Logger = n.cfg.Name, n.cfg.HTTPTimeout, n.log
 	if n.cfg.TLSCA != "" {
-		pool, err := certs.LoadPool(n.cfg.TLSCA)
+		// The listener's material: a certificate reloaded is presented to
+		// peers too, and a CA bundle reloaded verifies them.
+		r, err := n.tlsMaterial()
 		if err != nil {
-			return nil, fmt.Errorf("--tls-ca: %w", err)
+			return nil, err
 		}
-		kp, err := certs.LoadKeyPair(n.cfg.TLSCert, n.cfg.TLSKey)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-cert: %w", err)
-		}
-		pc.RootCAs, pc.Certificate = pool, &kp
+		pc.TLS = r
 	} else {
 		pc.InsecureSkipVerify = true
 	}

@@ -45,6 +45,9 @@ func (n *Node) startWatch() {
 			n.watchFailed("credentials", err)
 		}
 		cancel()
+		if err := n.reloadTLS("file changed"); err != nil {
+			n.watchFailed("TLS files", err)
+		}
 		n.watch.schedule(n, n.cfg.WatchInterval, tick)
 	}
 	n.watch.schedule(n, n.cfg.WatchInterval, tick)
@@ -76,9 +79,14 @@ func (n *Node) Reload() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := n.creds.load(ctx, "reload")
-	if err != nil {
+	var errs []error
+	if err := n.creds.load(ctx, "reload"); err != nil {
 		n.log.Error("reload: the credentials stay as they were", "err", err)
+		errs = append(errs, err)
 	}
-	return err
+	if err := n.reloadTLS("reload"); err != nil {
+		n.log.Error("reload: the TLS certificate, key and CA stay as they were", "err", err)
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }

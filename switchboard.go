@@ -125,6 +125,9 @@ type Node struct {
 	watchLogMu  sync.Mutex
 	watchLogged map[string]time.Time
 
+	// tls is the node's certificate, key and CA, reloadable (tlsreload.go).
+	tls *certs.Reloader
+
 	api        *httpapi.Server
 	https      *http.Server
 	metricsSrv *http.Server
@@ -546,6 +549,9 @@ func (n *Node) bind() error {
 		}
 		n.addr, n.httpsLn = ln.Addr().String(), tls.NewListener(ln, tc)
 		n.httpsTLS = tc
+		if err := n.registry.Register(newCertExpiry(n)); err != nil {
+			return err
+		}
 	}
 	if n.cfg.MetricsListen != "" {
 		ln, err := net.Listen("tcp", n.cfg.MetricsListen)
@@ -590,28 +596,19 @@ func (n *Node) startHTTP() error {
 }
 
 // serverTLS is the HTTPS listener's TLS configuration: --tls-cert and
-// --tls-key, or a self-signed development certificate in the data dir.
+// --tls-key, or a self-signed development certificate in the data dir,
+// as the node's TLS material holds them at each handshake (tlsreload.go).
 func (n *Node) serverTLS() (*tls.Config, error) {
-	certFile, keyFile := n.cfg.TLSCert, n.cfg.TLSKey
-	if certFile == "" {
-		dir := n.cfg.DataDir
-		if dir == "" {
-			dir = "."
-		}
-		if err := os.MkdirAll(dir, 0o700); err != nil {
+	if n.cfg.TLSCert == "" && n.cfg.DataDir != "" {
+		if err := os.MkdirAll(n.cfg.DataDir, 0o700); err != nil {
 			return nil, fmt.Errorf("--data-dir: %w", err)
 		}
-		var err error
-		if certFile, keyFile, err = certs.EnsureSelfSigned(dir, n.cfg.Name, n.clock.Now()); err != nil {
-			return nil, fmt.Errorf("self-signed certificate: %w", err)
-		}
-		n.log.Warn("no --tls-cert given: serving a self-signed development certificate", "cert", certFile)
 	}
-	tc, err := certs.ServerConfig(certFile, keyFile, n.cfg.TLSCA)
+	r, err := n.tlsMaterial()
 	if err != nil {
-		return nil, fmt.Errorf("--tls-cert: %w", err)
+		return nil, err
 	}
-	return tc, nil
+	return r.ServerConfig(), nil
 }
 
 // serve runs a listener; its unexpected end is fatal for the node.

@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/switchboard-dev/switchboard/actors/peer"
+	"github.com/switchboard-dev/switchboard/httpapi/certs"
 	"github.com/switchboard-dev/switchboard/messages"
 )
 
@@ -49,6 +50,11 @@ type PeerClientConfig struct {
 	// --tls-key); a peer with --tls-ca refuses calls without one
 	// (client_certificate_required).
 	Certificate *tls.Certificate
+	// TLS, when set, stands for RootCAs and Certificate: its CA pool and
+	// certificate in force are read at each handshake, so a certificate
+	// or CA reloaded while the node runs is used by the next connection
+	// (connections already open keep theirs).
+	TLS *certs.Reloader
 	// InsecureSkipVerify accepts any server certificate (development only).
 	// Required when RootCAs is nil.
 	InsecureSkipVerify bool
@@ -84,7 +90,7 @@ func (c PeerClientConfig) Validate() error {
 	if c.Timeout <= 0 {
 		errs = append(errs, fmt.Errorf("peer client: timeout %v must be positive", c.Timeout))
 	}
-	if c.RootCAs == nil && !c.InsecureSkipVerify {
+	if c.RootCAs == nil && (c.TLS == nil || c.TLS.Pool() == nil) && !c.InsecureSkipVerify {
 		errs = append(errs, errors.New("peer client: a CA pool (--tls-ca) or InsecureSkipVerify is required"))
 	}
 	if c.MaxConnsPerHost < 1 {
@@ -145,7 +151,7 @@ func NewPeerClient(cfg PeerClientConfig) (*PeerClient, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c := &PeerClient{cfg: cfg, verify: cfg.RootCAs != nil, nodes: map[string]string{}}
+	c := &PeerClient{cfg: cfg, verify: cfg.RootCAs != nil || (cfg.TLS != nil && cfg.TLS.Pool() != nil), nodes: map[string]string{}}
 	if cfg.Logger != nil {
 		c.log = cfg.Logger.With("component", "peer-client")
 	} else {
@@ -159,7 +165,10 @@ func NewPeerClient(cfg PeerClientConfig) (*PeerClient, error) {
 		InsecureSkipVerify: true,
 		NextProtos:         []string{"http/1.1"},
 	}
-	if cfg.Certificate != nil {
+	switch {
+	case cfg.TLS != nil:
+		c.base.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cfg.TLS.Certificate(), nil }
+	case cfg.Certificate != nil:
 		c.base.Certificates = []tls.Certificate{*cfg.Certificate}
 	}
 	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
@@ -251,7 +260,7 @@ func (c *PeerClient) verifyPeer(cs tls.ConnectionState, want string) error {
 		inter.AddCert(ic)
 	}
 	if _, err := leaf.Verify(x509.VerifyOptions{
-		Roots: c.cfg.RootCAs, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		Roots: c.roots(), Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}); err != nil {
 		return fmt.Errorf("peer certificate not trusted by --tls-ca: %w", err)
 	}
@@ -259,6 +268,14 @@ func (c *PeerClient) verifyPeer(cs tls.ConnectionState, want string) error {
 		return fmt.Errorf("peer certificate (%s) does not name node %q", certNamesOf(leaf), want)
 	}
 	return nil
+}
+
+// roots is the CA pool peers are verified against now.
+func (c *PeerClient) roots() *x509.CertPool {
+	if c.cfg.TLS != nil {
+		return c.cfg.TLS.Pool()
+	}
+	return c.cfg.RootCAs
 }
 
 // maxReply bounds a peer's answer: the largest document (a registry of

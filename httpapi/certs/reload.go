@@ -1,0 +1,167 @@
+package certs
+
+import (
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+)
+
+// Reloader holds a node's TLS material (its certificate and key, the CA
+// bundle) and reads it again on demand: on SIGHUP, and when the node's
+// watch sees the files change. New handshakes, of the server and of the
+// peer client, use what it holds at that moment; connections already
+// made keep theirs, so nothing in flight is dropped. A read that fails (a
+// file missing, a key that does not match its certificate, a CA bundle
+// without a certificate) changes nothing: the material in force stays.
+type Reloader struct {
+	certFile, keyFile, caFile string
+	cur                       atomic.Pointer[material]
+}
+
+// material is one consistent read of the files.
+type material struct {
+	pair *tls.Certificate
+	pool *x509.CertPool // nil without a CA file
+	// caExpiry is the earliest end of validity in the CA bundle.
+	caExpiry time.Time
+	sum      [32]byte
+}
+
+// NewReloader reads certFile and keyFile (required) and caFile (optional).
+func NewReloader(certFile, keyFile, caFile string) (*Reloader, error) {
+	r := &Reloader{certFile: certFile, keyFile: keyFile, caFile: caFile}
+	m, err := r.read()
+	if err != nil {
+		return nil, err
+	}
+	r.cur.Store(m)
+	return r, nil
+}
+
+// sum hashes the files' contents: Reload parses only when it changed.
+func (r *Reloader) sum() ([32]byte, error) {
+	h := sha256.New()
+	for _, f := range []string{r.certFile, r.keyFile, r.caFile} {
+		if f == "" {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return [32]byte{}, fmt.Errorf("certs: %w", err)
+		}
+		h.Write(data)
+		h.Write([]byte{0})
+	}
+	var s [32]byte
+	h.Sum(s[:0])
+	return s, nil
+}
+
+func (r *Reloader) read() (*material, error) {
+	sum, err := r.sum()
+	if err != nil {
+		return nil, err
+	}
+	pair, err := LoadKeyPair(r.certFile, r.keyFile)
+	if err != nil {
+		return nil, err
+	}
+	m := &material{pair: &pair, sum: sum}
+	if r.caFile != "" {
+		if m.pool, err = LoadPool(r.caFile); err != nil {
+			return nil, err
+		}
+		if m.caExpiry, err = earliestExpiry(r.caFile); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// Reload reads the files again when their contents changed. It reports
+// whether new material is now in force; on an error the old one stays.
+func (r *Reloader) Reload() (changed bool, err error) {
+	sum, err := r.sum()
+	if err != nil {
+		return false, err
+	}
+	if sum == r.cur.Load().sum {
+		return false, nil
+	}
+	m, err := r.read()
+	if err != nil {
+		return false, err
+	}
+	r.cur.Store(m)
+	return true, nil
+}
+
+// Certificate is the certificate in force (with its Leaf).
+func (r *Reloader) Certificate() *tls.Certificate { return r.cur.Load().pair }
+
+// Pool is the CA pool in force (nil without a CA file).
+func (r *Reloader) Pool() *x509.CertPool { return r.cur.Load().pool }
+
+// Expiry is when the certificate in force and the CA bundle's first
+// certificate to expire end (zero without a CA file).
+func (r *Reloader) Expiry() (cert, ca time.Time) {
+	m := r.cur.Load()
+	return m.pair.Leaf.NotAfter, m.caExpiry
+}
+
+// Files names the files, for logs: the certificate, the key, the CA.
+func (r *Reloader) Files() (cert, key, ca string) { return r.certFile, r.keyFile, r.caFile }
+
+// ServerConfig is the gateway's TLS configuration (as ServerConfig
+// describes it), reading the material in force at each handshake.
+func (r *Reloader) ServerConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			m := r.cur.Load()
+			cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*m.pair}}
+			if m.pool != nil {
+				cfg.ClientCAs = m.pool
+				cfg.ClientAuth = tls.VerifyClientCertIfGiven
+			}
+			return cfg, nil
+		},
+	}
+}
+
+// earliestExpiry is the earliest NotAfter of the certificates in a PEM
+// bundle.
+func earliestExpiry(file string) (time.Time, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("certs: %w", err)
+	}
+	var first time.Time
+	for {
+		var b *pem.Block
+		b, data = pem.Decode(data)
+		if b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("certs: %s: %w", file, err)
+		}
+		if first.IsZero() || c.NotAfter.Before(first) {
+			first = c.NotAfter
+		}
+	}
+	if first.IsZero() {
+		return time.Time{}, fmt.Errorf("certs: %s: %w", file, errNoCerts)
+	}
+	return first, nil
+}
+
