@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -419,4 +420,134 @@ func checkScreenshot(t *testing.T, shot []byte) {
 		}
 		t.Logf("screenshot of the queue view: %s", p)
 	}
+}
+
+// TestUIOperatorInBrowser: an operator in the web UI. The page and its
+// files come with the security headers, and nothing on it breaks the
+// policy (the browser reports no violation; an inline script injected into
+// the page does not run). With the operator's token the page says who it
+// is, lists routes and frontends but offers no way to change them, and
+// resubmits a failed message, which the audit trail then shows with the
+// operator's name.
+func TestUIOperatorInBrowser(t *testing.T) {
+	if _, err := os.Stat(chromiumPath()); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("the browser test needs Chromium at %s (Debian's chromium package; scripts/chromium.sh installs it): %v", chromiumPath(), err)
+		}
+		t.Skipf("no Chromium at %s: run scripts/chromium.sh (or apt-get install chromium); in CI this test fails instead", chromiumPath())
+	}
+	n := startRoleNode(t)
+	n.pullFrontend("sms-uk", "44")
+	failed := n.submit("dead-1", "447700900111")
+	for _, o := range n.poll("sms-uk", 10, 1000, 30000) {
+		n.ack("sms-uk", messages.DeliveryResult{ID: o.ID, Status: messages.Failed, Reason: "barred", Attempt: o.Attempt})
+	}
+	n.waitState(failed, messages.StateFailed)
+
+	// The headers, at the real gateway.
+	for _, path := range []string{"/", "/ui.js", "/ui.css"} {
+		resp, err := n.client.Get(n.base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		for k, want := range map[string]string{
+			"Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+			"X-Content-Type-Options":  "nosniff",
+			"Referrer-Policy":         "no-referrer",
+			"X-Frame-Options":         "DENY",
+		} {
+			if got := resp.Header.Get(k); got != want {
+				t.Errorf("GET %s: %s = %q, want %q", path, k, got, want)
+			}
+		}
+	}
+
+	br := newBrowser(t)
+	var mu sync.Mutex
+	var console []string
+	msgs := chromedp.Console(br.ctx)
+	go func() {
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			console = append(console, m.String())
+			mu.Unlock()
+		}
+	}()
+	violations := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		var out []string
+		for _, m := range console {
+			if strings.Contains(m, "Content Security Policy") {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+
+	br.do("open the UI and enter the operator's token",
+		chromedp.Navigate(n.base+"/"), chromedp.WaitVisible(chromedp.ID("banner-auth")),
+		chromedp.SendKeys(chromedp.ID("token"), n.tokens[messages.RoleOperator]),
+		chromedp.Click(chromedp.CSS("#token-form button[type=submit]")),
+		chromedp.WaitNotVisible(chromedp.ID("banner-auth")),
+		waitJS("who the token is", `document.getElementById('whoami').textContent === 'ops · operator'`),
+		waitJS("the failed message listed", fmt.Sprintf(`(document.querySelector('#queue-body tr[data-id=%q] .badge') || {}).textContent === 'failed'`, failed)),
+		waitJS("the route listed", `[...document.querySelectorAll('#rt-body tr')].some((r) => r.cells[0].textContent === '44')`),
+		waitJS("the frontend listed", `[...document.querySelectorAll('#fe-body tr')].some((r) => r.cells[0].textContent === 'sms-uk')`))
+
+	// Routes and frontends are shown, never offered for change.
+	offered := value(br, "look for ways to change the directory", chromedp.Evaluate[[]string](`(() => {
+		const out = [];
+		for (const id of ['rt-form', 'fe-form']) {
+			const f = document.getElementById(id);
+			if (!f.hidden || f.offsetParent !== null) out.push(id + ' is shown');
+		}
+		for (const b of document.querySelectorAll('#rt-body button, #fe-body button')) out.push('button ' + b.textContent);
+		return out;
+	})()`))
+	if len(offered) > 0 {
+		t.Errorf("the operator is offered directory changes: %v", offered)
+	}
+	if shown := value(br, "the audit section", chromedp.Evaluate[bool](`!document.getElementById('audit').hidden`)); !shown {
+		t.Error("the operator does not see the audit trail")
+	}
+
+	// The resubmit: the row's button, the confirm dialog, the API.
+	br.do("resubmit the failed message",
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`#queue-body tr[data-id=%q] td.actions button`, failed))),
+		chromedp.WaitVisible(chromedp.CSS("#confirm-dialog[open] #confirm-ok")),
+		chromedp.Click(chromedp.ID("confirm-ok")),
+		chromedp.WaitVisible(chromedp.CSS("#queue-notice .notice.ok")))
+	if m := n.message(failed); m.State != messages.StatePending || m.Attempts != 0 {
+		t.Fatalf("after the operator's resubmit %s is %s (attempts %d), want pending", failed, m.State, m.Attempts)
+	}
+	br.do("the audit trail shows it",
+		waitJS("the resubmit in the audit trail", fmt.Sprintf(`[...document.querySelectorAll('#audit-body tr')].some((r) =>
+			r.cells[1].textContent === 'ops' && r.cells[2].textContent === 'operator' &&
+			r.cells[3].textContent === 'message.resubmit' && r.cells[4].textContent === %q)`, failed)))
+	if v := violations(); len(v) > 0 {
+		t.Errorf("the page broke its Content-Security-Policy: %v", v)
+	}
+
+	// The policy is enforced: an inline script put into the page does not
+	// run, and the browser reports it.
+	ran := value(br, "inject an inline script", chromedp.Evaluate[bool](`(() => {
+		const s = document.createElement('script');
+		s.textContent = 'window.injected = true';
+		document.body.append(s);
+		return window.injected === true;
+	})()`))
+	if ran {
+		t.Error("an inline script injected into the page ran: the policy does not forbid it")
+	}
+	eventually(t, 10*time.Second, func() error {
+		if len(violations()) == 0 {
+			return errors.New("the browser reported no violation for the injected script")
+		}
+		return nil
+	})
 }

@@ -117,6 +117,8 @@ func (s *Server) routes() *mux.Router {
 	r.HandleFunc("/healthz", s.healthz).Methods(http.MethodGet)
 	r.HandleFunc("/readyz", s.readyz).Methods(http.MethodGet)
 	r.HandleFunc("/", s.ui).Methods(http.MethodGet)
+	r.HandleFunc("/ui.css", uiAsset(uiStyle, "text/css; charset=utf-8")).Methods(http.MethodGet)
+	r.HandleFunc("/ui.js", uiAsset(uiScript, "text/javascript; charset=utf-8")).Methods(http.MethodGet)
 	// Browsers ask for it on their own; no icon is better than a 404 in the console.
 	r.HandleFunc("/favicon.ico", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }).Methods(http.MethodGet)
 

@@ -179,11 +179,12 @@ func uiServer(t *testing.T) *httptest.Server {
 	return srv
 }
 
-// fetchPage gets GET / (without a token: the page must load so that the
-// operator can enter one) and returns the response and its body.
-func fetchPage(t *testing.T, srv *httptest.Server) (*http.Response, string) {
+// fetchUI gets path (GET /, /ui.js or /ui.css, without a token: the page
+// must load so that the operator can enter one) and returns the response
+// and its body.
+func fetchUI(t *testing.T, srv *httptest.Server, path string) (*http.Response, string) {
 	t.Helper()
-	res, err := http.Get(srv.URL + "/")
+	res, err := http.Get(srv.URL + path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,27 +196,50 @@ func fetchPage(t *testing.T, srv *httptest.Server) (*http.Response, string) {
 	return res, string(body)
 }
 
+// uiScriptOf is the page's script, where everything the page does is.
+func uiScriptOf(t *testing.T, srv *httptest.Server) string {
+	t.Helper()
+	_, script := fetchUI(t, srv, "/ui.js")
+	return script
+}
+
+// TestUIServesPage: the page and its two files, each with its type and
+// the security headers: a policy that allows no inline script or style
+// and nothing from another origin, no MIME sniffing, no referrer, no
+// framing.
 func TestUIServesPage(t *testing.T) {
-	res, page := fetchPage(t, uiServer(t))
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("GET / = %d, want 200", res.StatusCode)
+	srv := uiServer(t)
+	for _, c := range []struct{ path, ctype string }{
+		{"/", "text/html; charset=utf-8"}, {"/ui.js", "text/javascript; charset=utf-8"}, {"/ui.css", "text/css; charset=utf-8"},
+	} {
+		res, body := fetchUI(t, srv, c.path)
+		if res.StatusCode != http.StatusOK || body == "" {
+			t.Fatalf("GET %s = %d (%d bytes), want 200", c.path, res.StatusCode, len(body))
+		}
+		for k, want := range map[string]string{
+			"Content-Type":            c.ctype,
+			"Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+			"X-Content-Type-Options":  "nosniff",
+			"Referrer-Policy":         "no-referrer",
+			"X-Frame-Options":         "DENY",
+		} {
+			if got := res.Header.Get(k); got != want {
+				t.Errorf("GET %s: %s = %q, want %q", c.path, k, got, want)
+			}
+		}
 	}
-	if ct := res.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/html") {
-		t.Errorf("Content-Type = %q, want text/html", ct)
-	}
-	const csp = "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
-	if got := res.Header.Get("Content-Security-Policy"); got != csp {
-		t.Errorf("Content-Security-Policy = %q, want %q", got, csp)
-	}
+	_, page := fetchUI(t, srv, "/")
 	if !regexp.MustCompile(`<title>[^<]*Switchboard[^<]*</title>`).MatchString(page) {
 		t.Error("the page's <title> does not contain Switchboard")
 	}
 }
 
-// TestUISameOrigin: under the CSP every resource must be inline or
-// same-origin; the page loads nothing from elsewhere.
+// TestUISameOrigin: under the policy every resource is a file of the node;
+// the page holds no inline script, style or event handler (which the
+// policy would block), and loads nothing from elsewhere.
 func TestUISameOrigin(t *testing.T) {
-	_, page := fetchPage(t, uiServer(t))
+	srv := uiServer(t)
+	_, page := fetchUI(t, srv, "/")
 	attr := regexp.MustCompile(`(?i)\s(src|href|action|formaction|poster|srcset|data)\s*=\s*("[^"]*"|'[^']*'|[^\s>]+)`)
 	for _, m := range attr.FindAllStringSubmatch(page, -1) {
 		v := strings.Trim(m[2], `"'`)
@@ -224,24 +248,44 @@ func TestUISameOrigin(t *testing.T) {
 			t.Errorf("%s=%q is not a same-origin path", m[1], v)
 		}
 	}
-	for _, bad := range []string{"<script src", "<link", "@import", "url(http", "url(//", "<iframe", "<object", "<embed"} {
-		if strings.Contains(strings.ToLower(page), bad) {
-			t.Errorf("the page contains %q: only inline styles and scripts are allowed", bad)
+	markup := regexp.MustCompile(`(?s)<!--.*?-->`).ReplaceAllString(page, "")
+	if got := regexp.MustCompile(`(?i)<script[^>]*>`).FindAllString(markup, -1); !slices.Equal(got, []string{`<script src="/ui.js" defer>`}) {
+		t.Errorf("script elements %q, want only <script src=\"/ui.js\" defer>", got)
+	}
+	if strings.Contains(markup, "</script>") && !strings.Contains(markup, `<script src="/ui.js" defer></script>`) {
+		t.Error("a script element has content: inline script is blocked by the policy")
+	}
+	for _, bad := range []*regexp.Regexp{regexp.MustCompile(`(?i)<style`), regexp.MustCompile(`(?i)\sstyle\s*=`),
+		regexp.MustCompile(`(?i)\son[a-z]+\s*=`), regexp.MustCompile(`(?i)javascript:`)} {
+		if m := bad.FindString(markup); m != "" {
+			t.Errorf("the page contains %q: inline styles, handlers and scripts are blocked by the policy", m)
 		}
 	}
+	script := uiScriptOf(t, srv)
+	_, style := fetchUI(t, srv, "/ui.css")
+	for _, bad := range []string{"@import", "url(", "http://", "https://", "//cdn"} {
+		if strings.Contains(style, bad) {
+			t.Errorf("ui.css contains %q", bad)
+		}
+	}
+	// Styles set from the script go through the CSSOM (allowed), never a
+	// style attribute (blocked).
+	if strings.Contains(script, "setAttribute('style'") || strings.Contains(script, "{ style:") {
+		t.Error("ui.js sets a style attribute; the policy blocks it")
+	}
 	// Every fetch goes through api(path) with a path of the API table.
-	if n := strings.Count(page, "fetch("); n != 1 {
-		t.Errorf("the page calls fetch( %d times, want once (in api())", n)
+	if n := strings.Count(script, "fetch("); n != 1 {
+		t.Errorf("the script calls fetch( %d times, want once (in api())", n)
 	}
 }
 
 // TestUIEscapes: values reach the DOM only through textContent and
-// createElement; none of the HTML-parsing sinks appears in the page.
+// createElement; none of the HTML-parsing sinks appears in the script.
 func TestUIEscapes(t *testing.T) {
-	_, page := fetchPage(t, uiServer(t))
+	script := uiScriptOf(t, uiServer(t))
 	for _, sink := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function", "createContextualFragment"} {
-		if strings.Contains(page, sink) {
-			t.Errorf("the page uses %s", sink)
+		if strings.Contains(script, sink) {
+			t.Errorf("the script uses %s", sink)
 		}
 	}
 }
@@ -284,6 +328,9 @@ var uiCalls = []uiCall{
 	// while this answers 200 and hides it on a 404 (an older node).
 	{[]string{"/api/ring/status"}, "GET", "/api/ring/status", "", 200,
 		[]string{"instance_id", "role", "master", "epoch", "coverage", "members"}},
+	// Who the token is: the page shows and offers what its role may do.
+	{[]string{"/api/whoami"}, "GET", "/api/whoami", "", 200, []string{"name", "role", "frontends", "open"}},
+	{[]string{"/api/audit?limit="}, "GET", "/api/audit?limit=50", "", 200, []string{"entries"}},
 }
 
 func uiDo(t *testing.T, srv *httptest.Server, method, path, body, token string) (*http.Response, map[string]any) {
@@ -322,7 +369,7 @@ func uiDo(t *testing.T, srv *httptest.Server, method, path, body, token string) 
 // reads.
 func TestUIAPIPaths(t *testing.T) {
 	srv := uiServer(t)
-	_, page := fetchPage(t, srv)
+	page := uiScriptOf(t, srv)
 
 	var want []string
 	for _, c := range uiCalls {
@@ -411,8 +458,8 @@ func TestUIAPIPaths(t *testing.T) {
 // verbatim and prompts for the token on 401.
 func TestUIErrorDocuments(t *testing.T) {
 	srv := uiServer(t)
-	_, page := fetchPage(t, srv)
-	for _, k := range []string{".error", ".code", ".message", "401", "'Bearer '", "localStorage"} {
+	page := uiScriptOf(t, srv)
+	for _, k := range []string{".error", ".code", ".message", "401", "403", "'Bearer '", "localStorage"} {
 		if !strings.Contains(page, k) {
 			t.Errorf("the page does not contain %q", k)
 		}
