@@ -1,0 +1,377 @@
+package switchboard_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/httpapi/auth"
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence/pgtest"
+)
+
+// logBuffer is a log sink a test reads while the node writes.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// status is the status of method path as token.
+func (h *harness) statusAs(token, method, path string, body any) int {
+	h.t.Helper()
+	status, _ := h.as(token).do(method, path, body)
+	return status
+}
+
+// writeCredentials writes f as the credentials file at path: aside, then
+// renamed into place, as `switchboard credentials` does.
+func writeCredentials(t *testing.T, path string, f auth.File) {
+	t.Helper()
+	if err := os.WriteFile(path+".tmp", f.Format(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCredentialsFileAndTokenFileReload: credentials added to or revoked
+// from the --credentials file take effect within a second, each change in
+// the audit trail; a file that does not parse changes nothing; the
+// --api-token-file is re-read on Reload (SIGHUP), and the old token stops
+// working.
+func TestCredentialsFileAndTokenFileReload(t *testing.T) {
+	cfg := testConfig(t)
+	dir := t.TempDir()
+	cfg.Credentials, cfg.APITokenFile = filepath.Join(dir, "credentials.json"), filepath.Join(dir, "token")
+	rootTok, rootHash := auth.NewToken()
+	file := auth.File{Credentials: []messages.Credential{{Name: "root", Role: messages.RoleAdmin, TokenHash: rootHash}}}
+	writeCredentials(t, cfg.Credentials, file)
+	oldAdmin := "file-token-0123456789abcdef"
+	if err := os.WriteFile(cfg.APITokenFile, []byte(oldAdmin+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := startNode(t, cfg)
+	h.token = rootTok
+	if got := h.statusAs(oldAdmin, "GET", "/api/status", nil); got != 200 {
+		t.Fatalf("the --api-token-file's token: %d, want 200", got)
+	}
+
+	// A new operator appears within a second; revoked, it goes as fast.
+	opsTok, opsHash := auth.NewToken()
+	file.Credentials = append(file.Credentials, messages.Credential{Name: "ops", Role: messages.RoleOperator, TokenHash: opsHash})
+	writeCredentials(t, cfg.Credentials, file)
+	eventually(t, 5*time.Second, func() error {
+		if got := h.statusAs(opsTok, "GET", "/api/status", nil); got != 200 {
+			return fmt.Errorf("the new operator gets %d", got)
+		}
+		return nil
+	})
+	h.as(opsTok).apiError(403, messages.CodeForbidden, "PUT", "/api/routes/44", map[string]string{"frontend": "x"})
+	file.Credentials = file.Credentials[:1]
+	writeCredentials(t, cfg.Credentials, file)
+	eventually(t, 5*time.Second, func() error {
+		if got := h.statusAs(opsTok, "GET", "/api/status", nil); got != 401 {
+			return fmt.Errorf("the revoked operator gets %d", got)
+		}
+		return nil
+	})
+	var trail struct{ Entries []messages.AuditEntry }
+	h.must(200, "GET", "/api/audit?actor=credentials-file", nil, &trail)
+	if len(trail.Entries) != 2 || trail.Entries[0].Action != messages.AuditCredentialRevoke || trail.Entries[1].Action != messages.AuditCredentialAdd ||
+		trail.Entries[1].Target != "ops" || !strings.HasPrefix(trail.Entries[1].Remote, cfg.Credentials) {
+		t.Errorf("the audit trail of the file's changes: %+v", trail.Entries)
+	}
+
+	// A broken file is refused: Reload says so, and what was in force stays.
+	if err := os.WriteFile(cfg.Credentials, []byte(`{"credentials":[{"name":"x","role":"root"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.node.Reload(); err == nil || !strings.Contains(err.Error(), "--credentials") {
+		t.Errorf("Reload of a broken credentials file: %v, want an error naming --credentials", err)
+	}
+	if got := h.statusAs(rootTok, "GET", "/api/status", nil); got != 200 {
+		t.Errorf("after a broken file the admin gets %d, want 200 (the old credentials stay)", got)
+	}
+	writeCredentials(t, cfg.Credentials, file)
+
+	// The token file, rotated and reloaded.
+	newAdmin := "file-token-fedcba9876543210"
+	if err := os.WriteFile(cfg.APITokenFile, []byte(newAdmin), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.node.Reload(); err != nil {
+		t.Fatalf("Reload: %v", err)
+	}
+	if a, b := h.statusAs(newAdmin, "GET", "/api/status", nil), h.statusAs(oldAdmin, "GET", "/api/status", nil); a != 200 || b != 401 {
+		t.Errorf("after the token file's rotation: new token %d, old %d; want 200 and 401", a, b)
+	}
+}
+
+// TestStoreCredentialsReachEverySite: on Postgres the credentials are the
+// database's: one added there lets its holder into every instance of the
+// site within a second, and one revocation shuts it out of all of them.
+func TestStoreCredentialsReachEverySite(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	a := startNode(t, siteConfig(t, dsn, "site-a-0"))
+	b := startNode(t, siteConfig(t, dsn, "site-a-1"))
+	// Without credentials a node answers anyone.
+	for _, h := range []*harness{a, b} {
+		if got := h.statusAs("", "GET", "/api/status", nil); got != 200 {
+			t.Fatalf("%s without credentials: %d, want 200", h.cfg.InstanceID, got)
+		}
+	}
+	ctx := context.Background()
+	audit := func(action, target string) messages.AuditEntry {
+		return messages.AuditEntry{At: time.Now(), Actor: "cli:test@host", Remote: "test", Action: action, Target: target}
+	}
+	rootTok, rootHash := auth.NewToken()
+	opsTok, opsHash := auth.NewToken()
+	for _, c := range []messages.Credential{
+		{Name: "root", Role: messages.RoleAdmin, TokenHash: rootHash, CreatedAt: time.Now()},
+		{Name: "ops", Role: messages.RoleOperator, TokenHash: opsHash, CreatedAt: time.Now()},
+	} {
+		if err := a.node.Store().AddCredential(ctx, c, audit(messages.AuditCredentialAdd, c.Name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, h := range []*harness{a, b} {
+		eventually(t, 5*time.Second, func() error {
+			if got := h.statusAs("", "GET", "/api/status", nil); got != 401 {
+				return fmt.Errorf("%s without a token: %d, want 401 now that the site has credentials", h.cfg.InstanceID, got)
+			}
+			if got := h.statusAs(opsTok, "GET", "/api/status", nil); got != 200 {
+				return fmt.Errorf("%s: the operator gets %d", h.cfg.InstanceID, got)
+			}
+			return nil
+		})
+	}
+	if err := b.node.Store().RevokeCredential(ctx, "ops", audit(messages.AuditCredentialRevoke, "ops")); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []*harness{a, b} {
+		eventually(t, 5*time.Second, func() error {
+			if got := h.statusAs(opsTok, "GET", "/api/status", nil); got != 401 {
+				return fmt.Errorf("%s: the revoked operator gets %d", h.cfg.InstanceID, got)
+			}
+			return nil
+		})
+		if got := h.statusAs(rootTok, "GET", "/api/status", nil); got != 200 {
+			t.Errorf("%s: the admin gets %d", h.cfg.InstanceID, got)
+		}
+	}
+}
+
+// TestClientSubmitRate: a client credential with a submit rate gets 429
+// rate_limited with Retry-After beyond it, storing nothing; another client
+// is not slowed by it.
+func TestClientSubmitRate(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Credentials = filepath.Join(t.TempDir(), "credentials.json")
+	rootTok, rootHash := auth.NewToken()
+	slowTok, slowHash := auth.NewToken()
+	freeTok, freeHash := auth.NewToken()
+	writeCredentials(t, cfg.Credentials, auth.File{Credentials: []messages.Credential{
+		{Name: "root", Role: messages.RoleAdmin, TokenHash: rootHash},
+		{Name: "slow", Role: messages.RoleClient, TokenHash: slowHash, SubmitRate: 0.2},
+		{Name: "free", Role: messages.RoleClient, TokenHash: freeHash},
+	}})
+	h := startNode(t, cfg)
+	h.token = rootTok
+	h.pullFrontend("fe", "44")
+	slow, free := h.as(slowTok), h.as(freeTok)
+	body := func(id string) map[string]string {
+		return map[string]string{"id": id, "source_msisdn": "1555", "destination_msisdn": "441", "message_body": "hi"}
+	}
+	slow.must(202, "POST", "/api/messages", body("slow-1"), nil) // a burst of one
+	before := h.snapshotWithAudit()
+	req, err := http.NewRequest("POST", h.base+"/api/messages", strings.NewReader(`{"id":"slow-2","source_msisdn":"1555","destination_msisdn":"441","message_body":"hi"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+slowTok)
+	resp, err := h.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	ra, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+	if resp.StatusCode != 429 || ra < 4 || ra > 5 {
+		t.Fatalf("over the rate: %d, Retry-After %q; want 429 and 4-5 s (one submit every 5 s)", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	slow.apiError(429, messages.CodeRateLimited, "POST", "/api/messages", body("slow-3"))
+	if after := h.snapshotWithAudit(); after != before {
+		t.Error("a submit refused for its rate changed the node")
+	}
+	for i := range 20 {
+		free.must(202, "POST", "/api/messages", body(fmt.Sprintf("free-%d", i)), nil)
+	}
+}
+
+// TestAuditTrailOfChanges: every change made through the API is in the
+// trail with who, what, when and from where, and is logged; the trail
+// filters by actor and action; reads are not recorded.
+func TestAuditTrailOfChanges(t *testing.T) {
+	logs := &logBuffer{}
+	cfg := testConfig(t)
+	cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	cfg.APIToken = "root-token-0123456789"
+	h := startNode(t, cfg)
+	start := time.Now().Add(-time.Second)
+	hook := newWebhook(t, 400, 400, 400, 400)
+	h.must(200, "PUT", "/api/frontends/fe", map[string]string{"mode": "webhook", "url": hook.srv.URL, "secret": "0123456789abcdef0123"}, nil)
+	h.must(200, "PUT", "/api/routes/44", map[string]string{"frontend": "fe"}, nil)
+	id := h.submit("", "441")
+	h.waitState(id, messages.StateFailed)
+	h.must(200, "POST", "/api/messages/"+id+"/resubmit", nil, nil)
+	h.waitState(id, messages.StateFailed)
+	h.must(200, "POST", "/api/messages/resubmit", map[string]string{"state": "failed"}, nil)
+	h.must(200, "GET", "/api/status", nil, nil)
+	h.must(204, "DELETE", "/api/routes/44", nil, nil)
+	h.must(204, "DELETE", "/api/frontends/fe", nil, nil)
+
+	var trail struct{ Entries []messages.AuditEntry }
+	h.must(200, "GET", "/api/audit", nil, &trail)
+	var got []string
+	for _, e := range trail.Entries {
+		got = append(got, e.Action+" "+e.Target+" "+e.Detail)
+		if e.Actor != messages.ReservedCredential || e.Role != messages.RoleAdmin || !strings.HasPrefix(e.Remote, "127.0.0.1:") ||
+			e.At.Before(start) || e.At.After(time.Now()) {
+			t.Errorf("entry %+v: want actor api-token, role admin, a loopback address and a time of this test", e)
+		}
+	}
+	want := []string{
+		"frontend.delete fe ",
+		"route.delete 44 ",
+		"message.resubmit_bulk failed 1 resubmitted, 0 skipped",
+		"message.resubmit " + id + " to frontend fe, now pending",
+		"route.put 44 frontend fe",
+		fmt.Sprintf("frontend.put fe mode webhook, url %q, signed true", hook.srv.URL),
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the audit trail, newest first:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	h.must(200, "GET", "/api/audit?action=route.put", nil, &trail)
+	if len(trail.Entries) != 1 || trail.Entries[0].Target != "44" {
+		t.Errorf("filtered by action: %+v", trail.Entries)
+	}
+	h.must(200, "GET", "/api/audit?actor=nobody", nil, &trail)
+	if len(trail.Entries) != 0 {
+		t.Errorf("filtered by an actor who did nothing: %+v", trail.Entries)
+	}
+	h.apiError(400, messages.CodeUnknownField, "GET", "/api/audit?who=me", nil)
+	h.apiError(400, messages.CodeInvalidRequest, "GET", "/api/audit?action=route.rename", nil)
+	if n := strings.Count(logs.String(), `"msg":"audit"`); n != 6 {
+		t.Errorf("%d audit log lines, want one per change (6)", n)
+	}
+	if strings.Contains(logs.String(), "0123456789abcdef0123") {
+		t.Error("the webhook secret is in the log")
+	}
+}
+
+// TestAuditRetentionIsItsOwn: the cleaner purges audit entries past
+// --audit-retention, and only those.
+func TestAuditRetentionIsItsOwn(t *testing.T) {
+	cfg := testConfig(t)
+	// The cleaner passes every second (the forward flags shrunk so that the
+	// start-up check of the redelivery horizon allows short retentions).
+	cfg.ForwardMaxRetries, cfg.ForwardRetryInterval, cfg.HTTPTimeout = 2, 100*time.Millisecond, 200*time.Millisecond
+	cfg.Retention, cfg.RetentionFailed = time.Second, time.Second
+	cfg.AuditRetention = 2 * time.Second
+	h := startNode(t, cfg)
+	h.pullFrontend("fe", "44") // two audit entries
+	var trail struct{ Entries []messages.AuditEntry }
+	h.must(200, "GET", "/api/audit", nil, &trail)
+	if len(trail.Entries) != 2 {
+		t.Fatalf("audit trail %+v, want 2 entries", trail.Entries)
+	}
+	eventually(t, 15*time.Second, func() error {
+		h.must(200, "GET", "/api/audit", nil, &trail)
+		if len(trail.Entries) != 0 {
+			return fmt.Errorf("%d audit entries left", len(trail.Entries))
+		}
+		return nil
+	})
+	// A fresh one stays until its own time comes.
+	h.must(200, "PUT", "/api/routes/45", map[string]string{"frontend": "fe"}, nil)
+	h.must(200, "GET", "/api/audit", nil, &trail)
+	if len(trail.Entries) != 1 {
+		t.Errorf("a fresh entry: %+v", trail.Entries)
+	}
+}
+
+// TestRedactedLogsAndAudit: with --redact on, numbers in the logs and the
+// audit trail keep their first digits and bodies never appear; without
+// it they are written as they are.
+func TestRedactedLogsAndAudit(t *testing.T) {
+	for _, redact := range []string{"on", "off"} {
+		t.Run(redact, func(t *testing.T) {
+			logs := &logBuffer{}
+			cfg := testConfig(t)
+			cfg.Redact = redact
+			cfg.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			h := startNode(t, cfg)
+			h.pullFrontend("fe", "44")
+			// A client may choose a number as its id.
+			id := h.submit("447700900123", "447700900999")
+			got := h.poll("fe", 1, 2000, 30000)
+			if len(got) != 1 {
+				t.Fatalf("polled %v", got)
+			}
+			h.ack("fe", messages.DeliveryResult{ID: id, Status: messages.Failed, Reason: "unknown subscriber 447700900999", Attempt: got[0].Attempt})
+			h.waitState(id, messages.StateFailed)
+			h.must(200, "POST", "/api/messages/"+id+"/resubmit", nil, nil)
+			var trail struct{ Entries []messages.AuditEntry }
+			h.must(200, "GET", "/api/audit?action=message.resubmit", nil, &trail)
+			eventually(t, 5*time.Second, func() error {
+				if !strings.Contains(logs.String(), `"msg":"message failed"`) {
+					return errors.New("no message failed line yet")
+				}
+				return nil
+			})
+			out := logs.String()
+			if redact == "on" {
+				for _, leak := range []string{"447700900123", "447700900999", "hello " + id} {
+					if strings.Contains(out, leak) {
+						t.Errorf("the redacted log shows %q", leak)
+					}
+				}
+				if !strings.Contains(out, "44770*******") {
+					t.Error("the redacted log lacks the masked numbers")
+				}
+				if len(trail.Entries) != 1 || trail.Entries[0].Target != "44770*******" {
+					t.Errorf("the audit entry: %+v, want its target masked", trail.Entries)
+				}
+			} else {
+				if !strings.Contains(out, "unknown subscriber 447700900999") {
+					t.Error("without --redact the failure's reason is not logged as it is")
+				}
+				if len(trail.Entries) != 1 || trail.Entries[0].Target != id {
+					t.Errorf("the audit entry: %+v", trail.Entries)
+				}
+			}
+		})
+	}
+}
