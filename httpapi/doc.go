@@ -3,8 +3,9 @@
 // # Gateway
 //
 // The client and operator API (docs/api.md) on gorilla/mux, the JSON error
-// format, the 1 MiB body limit, the API token, health endpoints, the web UI
-// and the federation API. Client and directory bodies are decoded strictly
+// format, the 1 MiB body limit (a 413 lingers to read what the client
+// still sends, so that it gets the answer), credentials and roles, the
+// audit trail, health endpoints, the web UI and the federation API. Client and directory bodies are decoded strictly
 // (decode: an unknown field is 400 unknown_field; invalid UTF-8 and lone
 // surrogate escapes are 400), peer bodies tolerantly (decodePeer). The
 // gateway turns each request into a call on a Backend (the node), which
@@ -12,6 +13,18 @@
 // deadline. It never writes to the store itself. Every
 // error leaves through writeError, which maps an error code to its HTTP
 // status in one table (statusOf).
+//
+// # Credentials and roles
+//
+// Each client and operator route names the roles that may call it
+// (access.go; the OpenAPI document says the same as x-switchboard-roles).
+// The caller's Bearer token is looked up in the Credentials in force
+// (package auth): none valid is 401 unauthorized, a role the route does not
+// name 403 forbidden. Within a route a frontend credential acts only for
+// its bound frontends, and a client only on the messages it submitted
+// (another's reads as 404), at its submit rate (429 rate_limited). A
+// refused call reaches no backend call. Changes made through the API are
+// recorded with Backend.Audit once made (audit.go).
 //
 // # Federation API
 //

@@ -881,6 +881,7 @@
     const name = $('fe-name').value.trim();
     const mode = $('fe-mode').value;
     const url = $('fe-url').value.trim();
+    const secret = $('fe-secret').value;
     if (!name || name.includes('/') || name === '.' || name === '..') {
       notify(area, 'error', 'Enter a frontend name: 1-63 letters, digits, ".", "_" or "-".');
       return;
@@ -889,9 +890,12 @@
     if (old && !await confirmDialog('Replace frontend ' + name + '?', [
       'Frontend ' + name + ' exists (' + describeFrontend(old.mode, old.url) + ').',
       'Saving replaces it with ' + describeFrontend(mode, url) + '.',
-    ], 'Replace')) return;
+      old.secret_set && !(mode === 'webhook' && secret)
+        ? 'Its signing secret goes with it: enter the secret again to keep its calls signed.' : '',
+    ].filter(Boolean), 'Replace')) return;
     const body = { mode };
     if (mode === 'webhook') body.url = url;
+    if (mode === 'webhook' && secret) body.secret = secret;
     try {
       await api('PUT', API.frontend(name), body);
       notify(area, 'ok', 'Frontend ' + name + ' saved (' + describeFrontend(mode, url) + ').');
@@ -921,6 +925,7 @@
   function syncModeField() {
     const webhook = $('fe-mode').value === 'webhook';
     $('fe-url').disabled = !webhook;
+    $('fe-secret').disabled = !webhook;
   }
 
   // ---------------------------------------------------------------- routes
