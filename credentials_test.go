@@ -1,42 +1,22 @@
 package switchboard_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/httpapi/auth"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence/pgtest"
+	"github.com/switchboard-dev/switchboard/supervision/logtest"
 )
-
-// logBuffer is a log sink a test reads while the node writes.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // status is the status of method path as token.
 func (h *harness) statusAs(token, method, path string, body any) int {
@@ -234,9 +214,9 @@ func TestClientSubmitRate(t *testing.T) {
 // trail with who, what, when and from where, and is logged; the trail
 // filters by actor and action; reads are not recorded.
 func TestAuditTrailOfChanges(t *testing.T) {
-	logs := &logBuffer{}
 	cfg := testConfig(t)
-	cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	var logs *logtest.Buffer
+	cfg.Logger, logs = logtest.New()
 	cfg.APIToken = "root-token-0123456789"
 	h := startNode(t, cfg)
 	start := time.Now().Add(-time.Second)
@@ -328,10 +308,10 @@ func TestAuditRetentionIsItsOwn(t *testing.T) {
 func TestRedactedLogsAndAudit(t *testing.T) {
 	for _, redact := range []string{"on", "off"} {
 		t.Run(redact, func(t *testing.T) {
-			logs := &logBuffer{}
 			cfg := testConfig(t)
 			cfg.Redact = redact
-			cfg.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			var logs *logtest.Buffer
+			cfg.Logger, logs = logtest.New()
 			h := startNode(t, cfg)
 			h.pullFrontend("fe", "44")
 			// A client may choose a number as its id.

@@ -96,27 +96,12 @@ func auditQueryOf(v url.Values) (persistence.AuditQuery, error) {
 		}
 		q.Action = a
 	}
-	for _, p := range []struct {
-		name string
-		into *time.Time
-	}{{"since", &q.Since}, {"until", &q.Until}} {
-		if raw := v.Get(p.name); raw != "" {
-			t, err := time.Parse(time.RFC3339Nano, strings.ReplaceAll(raw, " ", "+"))
-			if err != nil {
-				return bad("%s %q is not an RFC 3339 time (e.g. 2026-05-01T12:00:00Z)", p.name, raw)
-			}
-			*p.into = t
-		}
+	var err error
+	if q.Since, q.Until, err = timeRangeOf(v); err != nil {
+		return q, err
 	}
-	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Since.Before(q.Until) {
-		return bad("since must be before until")
-	}
-	if l := v.Get("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > maxListLimit {
-			return bad("limit %q must be an integer from 1 to %d", l, maxListLimit)
-		}
-		q.Limit = n
+	if q.Limit, err = limitOf(v, q.Limit); err != nil {
+		return q, err
 	}
 	if c := v.Get("cursor"); c != "" {
 		n, err := strconv.ParseInt(c, 10, 64)

@@ -3,8 +3,8 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"

@@ -136,12 +136,9 @@ func listQueryOf(v url.Values) (persistence.ListQuery, error) {
 			return bad("state %q is not a message state", st)
 		}
 	}
-	if l := v.Get("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > maxListLimit {
-			return bad("limit %q must be an integer from 1 to %d", l, maxListLimit)
-		}
-		q.Limit = n
+	var err error
+	if q.Limit, err = limitOf(v, q.Limit); err != nil {
+		return q, err
 	}
 	for _, p := range []struct {
 		name string
@@ -165,20 +162,8 @@ func listQueryOf(v url.Values) (persistence.ListQuery, error) {
 		}
 		*p.into = persistence.NumberMatch{Key: key, Prefix: prefix}
 	}
-	for _, p := range []struct {
-		name string
-		into *time.Time
-	}{{"since", &q.Since}, {"until", &q.Until}} {
-		if raw := v.Get(p.name); raw != "" {
-			t, err := time.Parse(time.RFC3339Nano, strings.ReplaceAll(raw, " ", "+"))
-			if err != nil {
-				return bad("%s %q is not an RFC 3339 time (e.g. 2026-05-01T12:00:00Z)", p.name, raw)
-			}
-			*p.into = t
-		}
-	}
-	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Since.Before(q.Until) {
-		return bad("since must be before until")
+	if q.Since, q.Until, err = timeRangeOf(v); err != nil {
+		return q, err
 	}
 	for _, p := range []struct {
 		name string
@@ -207,6 +192,41 @@ func listQueryOf(v url.Values) (persistence.ListQuery, error) {
 		}
 	}
 	return q, nil
+}
+
+// limitOf reads the parameter limit of a list: 1 to maxListLimit, def
+// when absent.
+func limitOf(v url.Values, def int) (int, error) {
+	l := v.Get("limit")
+	if l == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(l)
+	if err != nil || n < 1 || n > maxListLimit {
+		return def, messages.Errorf(messages.CodeInvalidRequest, "limit %q must be an integer from 1 to %d", l, maxListLimit)
+	}
+	return n, nil
+}
+
+// timeRangeOf reads the parameters since and until: RFC 3339 times (a '+'
+// a URL turned into a space taken back), since before until.
+func timeRangeOf(v url.Values) (since, until time.Time, err error) {
+	for _, p := range []struct {
+		name string
+		into *time.Time
+	}{{"since", &since}, {"until", &until}} {
+		if raw := v.Get(p.name); raw != "" {
+			t, err := time.Parse(time.RFC3339Nano, strings.ReplaceAll(raw, " ", "+"))
+			if err != nil {
+				return since, until, messages.Errorf(messages.CodeInvalidRequest, "%s %q is not an RFC 3339 time (e.g. 2026-05-01T12:00:00Z)", p.name, raw)
+			}
+			*p.into = t
+		}
+	}
+	if !since.IsZero() && !until.IsZero() && !since.Before(until) {
+		return since, until, messages.Errorf(messages.CodeInvalidRequest, "since must be before until")
+	}
+	return since, until, nil
 }
 
 // listParams are the parameters of GET /api/messages.

@@ -64,6 +64,40 @@ type AuditQuery struct {
 	Before int64
 }
 
+// AuditFilter is one condition of an audit query: Column Op Value, where
+// a time Value is normalized (a store converts it to its own form).
+type AuditFilter struct {
+	Column, Op string
+	Value      any
+}
+
+// Filters lists q's conditions, the cursor's included, for a store's
+// WHERE: the trail is read newest first by seq and filtered (it is small
+// next to messages), so no index is chosen here.
+func (q AuditQuery) Filters() []AuditFilter {
+	var fs []AuditFilter
+	if q.Actor != "" {
+		fs = append(fs, AuditFilter{"actor", "=", q.Actor})
+	}
+	if q.Action != "" {
+		fs = append(fs, AuditFilter{"action", "=", q.Action})
+	}
+	if !q.Since.IsZero() {
+		fs = append(fs, AuditFilter{"at", ">=", Normalize(q.Since)})
+	}
+	if !q.Until.IsZero() {
+		fs = append(fs, AuditFilter{"at", "<", Normalize(q.Until)})
+	}
+	if q.Before > 0 {
+		fs = append(fs, AuditFilter{"seq", "<", q.Before})
+	}
+	return fs
+}
+
+// AuditColumns are the columns of an audit entry as the stores read them,
+// in the order of their scans.
+const AuditColumns = "seq, at, actor, role, remote, action, target, detail"
+
 // AuditPage is one page of the trail; Next is the cursor of the next
 // (0 on the last page).
 type AuditPage struct {
@@ -136,19 +170,22 @@ func ValidateAudit(entries []messages.AuditEntry) ([]messages.AuditEntry, error)
 	return out, errors.Join(errs...)
 }
 
-// ValidateCredential reports what is wrong with a credential to add and
-// returns it as the store keeps it (its bound frontends sorted, once
-// each; its time normalized).
-func ValidateCredential(c messages.Credential) (messages.Credential, error) {
+// ValidateAddCredential reports what is wrong with AddCredential's input
+// and returns the credential and its audit entry as the store keeps them
+// (the bound frontends sorted, once each; times normalized).
+func ValidateAddCredential(c messages.Credential, audit messages.AuditEntry) (messages.Credential, messages.AuditEntry, error) {
+	var errs []error
 	if err := c.Validate(); err != nil {
-		return c, fmt.Errorf("add credential: %w", err)
+		errs = append(errs, fmt.Errorf("add credential: %w", err))
 	}
 	if c.CreatedAt.IsZero() {
-		return c, fmt.Errorf("add credential %q: no creation time", c.Name)
+		errs = append(errs, fmt.Errorf("add credential %q: no creation time", c.Name))
 	}
 	c.Frontends = slices.Compact(slices.Sorted(slices.Values(c.Frontends)))
 	c.CreatedAt = Normalize(c.CreatedAt)
-	return c, nil
+	entries, err := ValidateAudit([]messages.AuditEntry{audit})
+	errs = append(errs, err)
+	return c, entries[0], errors.Join(errs...)
 }
 
 // RevokeLeaves decides a revocation given how many credentials the store

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-dev/switchboard/httpapi/certs"
+	"github.com/switchboard-dev/switchboard/httpapi/certs/certstest"
 	"github.com/switchboard-dev/switchboard/messages"
 )
 
@@ -96,7 +96,7 @@ func TestFederationE2ECertificateRotation(t *testing.T) {
 
 	// The rotation: a new certificate from the same CA, renamed into
 	// place, then SIGHUP.
-	reissue(t, filepath.Dir(caFile), certFile, keyFile, "a")
+	certstest.Reissue(t, filepath.Dir(caFile), certFile, keyFile, "a")
 	if err := a.proc.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
@@ -163,41 +163,4 @@ func flagValue(args []string, flag string) string {
 		return ""
 	}
 	return args[i+1]
-}
-
-// reissue writes a new certificate for node signed by the CA in caDir to
-// certFile and keyFile: made aside, then renamed into place, as a
-// deployment tool does.
-func reissue(t *testing.T, caDir, certFile, keyFile, node string) {
-	t.Helper()
-	other := t.TempDir()
-	for _, f := range []string{"ca.pem", "ca.key"} {
-		data, err := os.ReadFile(filepath.Join(caDir, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(other, f), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := certs.InitCA(other, []string{node}, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	newCert, newKey := certs.NodeFiles(other, node)
-	// Key first: a reload in between sees a pair that does not match and
-	// keeps the old one until the certificate follows.
-	for from, to := range map[string]string{newKey: keyFile + ".new", newCert: certFile + ".new"} {
-		data, err := os.ReadFile(from)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(to, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, f := range []string{keyFile, certFile} {
-		if err := os.Rename(f+".new", f); err != nil {
-			t.Fatal(err)
-		}
-	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/switchboard-dev/switchboard/messages"
 )
@@ -68,15 +69,7 @@ func ParseFile(data []byte) (File, error) {
 // newline at the end.
 func (f File) Format() []byte {
 	cs := slices.Clone(f.Credentials)
-	slices.SortFunc(cs, func(a, b messages.Credential) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(cs, func(a, b messages.Credential) int { return strings.Compare(a.Name, b.Name) })
 	if cs == nil {
 		cs = []messages.Credential{}
 	}

@@ -164,4 +164,3 @@ func earliestExpiry(file string) (time.Time, error) {
 	}
 	return first, nil
 }
-

@@ -1,39 +1,15 @@
-package certs
+package certs_test
 
 import (
 	"crypto/tls"
 	"crypto/x509"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
-)
 
-// reissue writes a new certificate for node, signed by dir's CA, over
-// dir's node files (written aside, then renamed, as a deployment does).
-func reissue(t *testing.T, dir, node string, now time.Time) {
-	t.Helper()
-	other := t.TempDir()
-	for _, f := range []string{"ca.pem", "ca.key"} {
-		data, err := os.ReadFile(filepath.Join(dir, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(other, f), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := InitCA(other, []string{node}, now); err != nil {
-		t.Fatal(err)
-	}
-	newCert, newKey := NodeFiles(other, node)
-	cert, key := NodeFiles(dir, node)
-	for from, to := range map[string]string{newCert: cert, newKey: key} {
-		if err := os.Rename(from, to); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
+	"github.com/switchboard-dev/switchboard/httpapi/certs"
+	"github.com/switchboard-dev/switchboard/httpapi/certs/certstest"
+)
 
 // servedSerial dials addr and returns the serial of the certificate served.
 func servedSerial(t *testing.T, addr string, pool *x509.CertPool) string {
@@ -49,12 +25,12 @@ func servedSerial(t *testing.T, addr string, pool *x509.CertPool) string {
 func TestReloaderRotates(t *testing.T) {
 	dir := t.TempDir()
 	now := time.Now()
-	if err := InitCA(dir, []string{"a"}, now); err != nil {
+	if err := certs.InitCA(dir, []string{"a"}, now); err != nil {
 		t.Fatal(err)
 	}
-	cert, key := NodeFiles(dir, "a")
-	caFile, _ := CAFiles(dir)
-	r, err := NewReloader(cert, key, caFile)
+	cert, key := certs.NodeFiles(dir, "a")
+	caFile, _ := certs.CAFiles(dir)
+	r, err := certs.NewReloader(cert, key, caFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +74,7 @@ func TestReloaderRotates(t *testing.T) {
 	}
 	defer open.Close()
 
-	reissue(t, dir, "a", now.Add(time.Hour))
+	certstest.Reissue(t, dir, cert, key, "a")
 	if changed, err := r.Reload(); !changed || err != nil {
 		t.Fatalf("Reload after a new certificate: %v, %v", changed, err)
 	}

@@ -46,9 +46,8 @@ func (s *Store) Credentials(ctx context.Context) ([]messages.Credential, error) 
 // AddCredential implements persistence.Store.
 func (s *Store) AddCredential(ctx context.Context, c messages.Credential, audit messages.AuditEntry) error {
 	const op = "add credential"
-	c, err := persistence.ValidateCredential(c)
-	entries, aerr := persistence.ValidateAudit([]messages.AuditEntry{audit})
-	if err := s.precheck(op, errors.Join(err, aerr)); err != nil {
+	c, audit, err := persistence.ValidateAddCredential(c, audit)
+	if err := s.precheck(op, err); err != nil {
 		return err
 	}
 	return s.write(ctx, op, func(tx querier) error {
@@ -61,7 +60,7 @@ func (s *Store) AddCredential(ctx context.Context, c messages.Credential, audit 
 		if err != nil {
 			return err
 		}
-		return appendAudit(ctx, tx, entries)
+		return appendAudit(ctx, tx, []messages.AuditEntry{audit})
 	})
 }
 
@@ -129,26 +128,15 @@ func (s *Store) ListAudit(ctx context.Context, q persistence.AuditQuery) (persis
 	}
 	var conds []string
 	var args []any
-	where := func(cond string, v any) {
-		conds = append(conds, cond)
-		args = append(args, v)
+	for _, f := range q.Filters() {
+		conds = append(conds, f.Column+" "+f.Op+" ?")
+		if t, ok := f.Value.(time.Time); ok {
+			args = append(args, toDB(t))
+		} else {
+			args = append(args, f.Value)
+		}
 	}
-	if q.Actor != "" {
-		where("actor = ?", q.Actor)
-	}
-	if q.Action != "" {
-		where("action = ?", q.Action)
-	}
-	if !q.Since.IsZero() {
-		where("at >= ?", toDB(q.Since))
-	}
-	if !q.Until.IsZero() {
-		where("at < ?", toDB(q.Until))
-	}
-	if q.Before > 0 {
-		where("seq < ?", q.Before)
-	}
-	query := `SELECT seq, at, actor, role, remote, action, target, detail FROM audit`
+	query := `SELECT ` + persistence.AuditColumns + ` FROM audit`
 	if len(conds) > 0 {
 		query += " WHERE " + strings.Join(conds, " AND ")
 	}

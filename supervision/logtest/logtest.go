@@ -51,3 +51,11 @@ func New() (*slog.Logger, *Buffer) {
 	lb := &Buffer{}
 	return slog.New(slog.NewJSONHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug})), lb
 }
+
+// String is everything logged so far, for a test that looks for a text
+// anywhere in the log (a value that must not leak, say).
+func (l *Buffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
