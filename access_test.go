@@ -94,10 +94,15 @@ func documentedRoles(t *testing.T, h *harness) map[string][]messages.Role {
 // every one of them is 401 and changes nothing either.
 func TestRouteRoleTable(t *testing.T) {
 	n := startRoleNode(t)
+	// fe-a is polled and acked by the calls below and never holds a
+	// message: a poll that finds one leases it, a change the refusals'
+	// snapshots would see. The submits go to fe-c, which nobody polls;
+	// fe-b makes failed messages to resubmit.
 	n.pullFrontend("fe-a", "44")
 	n.pullFrontend("fe-b", "33")
+	n.pullFrontend("fe-c", "55")
 	// A message the client submitted, which every reader may read.
-	shopMsg := n.as(n.tokens[messages.RoleClient]).submit("", "441")
+	shopMsg := n.as(n.tokens[messages.RoleClient]).submit("", "551")
 	seq := 0
 	unique := func(p string) string { seq++; return fmt.Sprintf("%s-%d", p, seq) }
 	failed := func(n *roleNode) string {
@@ -162,7 +167,7 @@ func TestRouteRoleTable(t *testing.T) {
 				path = op.setup(n, call)
 			}
 			if key == "POST /api/messages" {
-				body = map[string]string{"id": unique("m"), "source_msisdn": "1555", "destination_msisdn": "4412", "message_body": "hi"}
+				body = map[string]string{"id": unique("m"), "source_msisdn": "1555", "destination_msisdn": "5512", "message_body": "hi"}
 			}
 			return path, body
 		}

@@ -78,12 +78,16 @@ func TestCredentialsFileAndTokenFileReload(t *testing.T) {
 		}
 		return nil
 	})
+	// The record follows the change (the revocation is in force first).
 	var trail struct{ Entries []messages.AuditEntry }
-	h.must(200, "GET", "/api/audit?actor=credentials-file", nil, &trail)
-	if len(trail.Entries) != 2 || trail.Entries[0].Action != messages.AuditCredentialRevoke || trail.Entries[1].Action != messages.AuditCredentialAdd ||
-		trail.Entries[1].Target != "ops" || !strings.HasPrefix(trail.Entries[1].Remote, cfg.Credentials) {
-		t.Errorf("the audit trail of the file's changes: %+v", trail.Entries)
-	}
+	eventually(t, 5*time.Second, func() error {
+		h.must(200, "GET", "/api/audit?actor=credentials-file", nil, &trail)
+		if len(trail.Entries) != 2 || trail.Entries[0].Action != messages.AuditCredentialRevoke || trail.Entries[1].Action != messages.AuditCredentialAdd ||
+			trail.Entries[1].Target != "ops" || !strings.HasPrefix(trail.Entries[1].Remote, cfg.Credentials) {
+			return fmt.Errorf("the audit trail of the file's changes: %+v", trail.Entries)
+		}
+		return nil
+	})
 
 	// A broken file is refused: Reload says so, and what was in force stays.
 	if err := os.WriteFile(cfg.Credentials, []byte(`{"credentials":[{"name":"x","role":"root"}]}`), 0o600); err != nil {
