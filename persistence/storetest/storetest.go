@@ -116,6 +116,7 @@ func groups() []group {
 		{"Write", writeCases()},
 		{"Drift", driftCases()},
 		{"Retention", retentionCases()},
+		{"Bus", busCases()},
 	}
 }
 
