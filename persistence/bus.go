@@ -78,4 +78,6 @@ func ClaimableAt(due, leaseUntil, now time.Time) time.Time {
 
 // SortRelays orders rows a relay took oldest first, as RelayWork returns
 // them (a store's RETURNING comes in no particular order).
-func SortRelays(rs []Relay) { slices.SortFunc(rs, func(a, b Relay) int { return cmp.Compare(a.Row, b.Row) }) }
+func SortRelays(rs []Relay) {
+	slices.SortFunc(rs, func(a, b Relay) int { return cmp.Compare(a.Row, b.Row) })
+}

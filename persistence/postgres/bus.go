@@ -44,7 +44,6 @@ func (s *Store) RelayWork(ctx context.Context, req persistence.RelayRequest) ([]
 	return out, nil
 }
 
-
 // MarkRelayed implements persistence.Store.
 func (s *Store) MarkRelayed(ctx context.Context, rows []int64) error {
 	const op = "mark relayed"
