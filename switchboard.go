@@ -46,6 +46,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/switchboard-dev/switchboard/actors/bus"
 	"github.com/switchboard-dev/switchboard/actors/clock"
 	"github.com/switchboard-dev/switchboard/actors/delivery"
 	"github.com/switchboard-dev/switchboard/actors/frontend"
@@ -97,6 +98,10 @@ type Node struct {
 	space      *space.Gate
 	spaceWatch bool
 	spaceRead  atomic.Int64
+
+	// the delivery bus (see bus.go; nil without --nats-url)
+	bus   *bus.Bus
+	relay *bus.Relayer
 
 	// the ring (see ring.go)
 	ring        atomic.Pointer[actor.PID]
@@ -330,7 +335,11 @@ func (n *Node) startActors() error {
 	if err := n.newShares(); err != nil {
 		return err
 	}
+	if err := n.startBus(); err != nil {
+		return err
+	}
 	deps := &delivery.Deps{
+		Bus: n.bus, Relay: n.kickRelay(),
 		Fence: n.shares, Sweeps: n.isRingMaster,
 		Owner: n.cfg.InstanceID, Store: n.store, Clock: n.clock, Logger: n.log, Metrics: delMetrics,
 		Policy: delivery.Policy{
@@ -561,6 +570,7 @@ func (n *Node) teardown(ctx context.Context) error {
 	if n.stopRestarts != nil {
 		n.stopRestarts()
 	}
+	n.stopBus()
 	if n.peerClient != nil {
 		n.peerClient.Close()
 	}

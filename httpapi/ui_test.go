@@ -70,6 +70,7 @@ func (stubBackend) Status(context.Context) (Status, error) {
 	return Status{
 		Node: "ui-node", Version: "test", Store: "stub", Counts: counts,
 		Peers: []messages.PeerInfo{}, Frontends: []messages.Frontend{{Name: "fe-a", Mode: messages.ModePull}},
+		Delivery: "store",
 	}, nil
 }
 
@@ -110,6 +111,7 @@ func (stubBackend) Ack(context.Context, string, []messages.DeliveryResult) ([]me
 
 func (stubBackend) Ready(context.Context) error { return nil }
 func (stubBackend) Storage() (string, string)   { return "ok", "" }
+func (stubBackend) Bus() (string, string)       { return "off", "" }
 
 func (stubBackend) Peers(context.Context) ([]messages.PeerInfo, error) {
 	return []messages.PeerInfo{{Node: "peer-a", Address: "127.0.0.1:8443", State: messages.PeerHealthy,

@@ -36,7 +36,9 @@ type Dispatcher struct {
 	nextDue  time.Time          // when the store said more becomes due
 	retryAt  time.Time          // after a failed round: not before
 	draining bool
-	held     bool // push: the frontend cannot take deliveries now
+	held     bool     // push: the frontend cannot take deliveries now
+	busUp    bool     // the bus is up: claim only what it names
+	named    []string // message ids the bus handed out, to claim
 }
 
 // DispatcherConfig is what a Dispatcher needs.
@@ -55,6 +57,11 @@ type DispatcherConfig struct {
 	// PushLease is how long pushed work stays leased; DeliveryTimeout is
 	// how long a delivery may take before it counts as a retry.
 	PushLease, DeliveryTimeout time.Duration
+	// Bus is set when delivery work comes from the bus (--nats-url): while
+	// it is up (SetBus) the dispatcher claims only the rows of the messages
+	// the bus hands out (Named); while it is down it claims from the store
+	// as without a bus.
+	Bus bool
 }
 
 type flight struct {
@@ -102,6 +109,21 @@ type AckDone struct {
 	Reply messages.AckReply
 }
 
+// Settled is an outcome that a round committed, with what the store did
+// with it.
+type Settled struct {
+	Outcome    persistence.Outcome
+	Completion persistence.Completion
+}
+
+// Unclaimed is a message the bus named whose row a claim could not take:
+// Later is when it becomes claimable (zero: it has no row; its work is
+// done or gone).
+type Unclaimed struct {
+	ID    string
+	Later time.Time
+}
+
 // Effects are what the worker must do after a call, in this order:
 // record the Applied outcomes (metrics, state changes), answer the acks
 // and the polls, start the deliveries.
@@ -110,6 +132,13 @@ type Effects struct {
 	Acks    []AckDone
 	Answers []Answer
 	Start   []persistence.Work
+	// With the bus: Settled are every outcome a round committed (its bus
+	// message is settled after the commit), Unclaimed the named messages
+	// whose rows could not be claimed, Claimed the work a claim of named
+	// messages took.
+	Settled   []Settled
+	Unclaimed []Unclaimed
+	Claimed   []persistence.Work
 	// Drained is set once a drain is complete: nothing in flight or to
 	// record.
 	Drained bool
@@ -120,6 +149,9 @@ func (e *Effects) add(o Effects) {
 	e.Acks = append(e.Acks, o.Acks...)
 	e.Answers = append(e.Answers, o.Answers...)
 	e.Start = append(e.Start, o.Start...)
+	e.Settled = append(e.Settled, o.Settled...)
+	e.Unclaimed = append(e.Unclaimed, o.Unclaimed...)
+	e.Claimed = append(e.Claimed, o.Claimed...)
 	e.Drained = e.Drained || o.Drained
 }
 
@@ -364,6 +396,9 @@ func (d *Dispatcher) Next(now time.Time) (*Round, bool) {
 
 // claim is the claim due now, or nil.
 func (d *Dispatcher) claim(now time.Time) *persistence.ClaimRequest {
+	if d.cfg.Bus && d.busUp {
+		return d.claimNamed(now)
+	}
 	if d.draining || !(d.more || (!d.nextDue.IsZero() && !d.nextDue.After(now))) {
 		return nil
 	}
@@ -379,6 +414,60 @@ func (d *Dispatcher) claim(now time.Time) *persistence.ClaimRequest {
 		return nil
 	}
 	return req
+}
+
+// claimNamed is the claim of the messages the bus handed out, or nil.
+func (d *Dispatcher) claimNamed(now time.Time) *persistence.ClaimRequest {
+	if len(d.named) == 0 {
+		return nil
+	}
+	req := &persistence.ClaimRequest{Kind: persistence.WorkDelivery, Target: d.cfg.Frontend, Owner: d.cfg.Owner, Now: now,
+		IDs: d.named, Limit: len(d.named), Lease: d.cfg.PushLease}
+	if d.cfg.Pull {
+		if _, req.Lease = d.pollRoom(); req.Lease == 0 {
+			req.Lease = defaultPollLease
+		}
+	}
+	d.named = nil
+	return req
+}
+
+// SetBus says whether the bus is up. While it is down the dispatcher
+// claims from the store: work may be due there at once.
+func (d *Dispatcher) SetBus(up bool) {
+	if d.busUp && !up {
+		d.more = true
+	}
+	d.busUp = up
+}
+
+// BusRoom is how many more messages to ask the bus for now: the free push
+// slots, or the waiting polls' room, less what is named or being claimed
+// already. None without the bus up, while draining or held.
+func (d *Dispatcher) BusRoom() int {
+	if !d.cfg.Bus || !d.busUp || d.draining || d.held {
+		return 0
+	}
+	n := len(d.named)
+	if d.round != nil && d.round.Claim != nil {
+		n += len(d.round.Claim.IDs)
+	}
+	if !d.cfg.Pull {
+		return max(d.cfg.MaxInFlight-len(d.inflight)-n, 0)
+	}
+	room, _ := d.pollRoom()
+	return max(min(room, d.cfg.MaxClaim)-n, 0)
+}
+
+// Named gives the dispatcher messages the bus handed out, to claim by id;
+// it returns those it cannot take now (a pull frontend with no poll
+// waiting any more, a drain): the bus hands them out again.
+func (d *Dispatcher) Named(ids ...string) (refused []string) {
+	if d.draining || (d.cfg.Pull && d.waiters.Len() == 0) {
+		return ids
+	}
+	d.named = append(d.named, ids...)
+	return nil
 }
 
 // pollRoom is how many rows the waiting polls that ask for the oldest
@@ -442,6 +531,9 @@ func (d *Dispatcher) Done(now time.Time, r *Round, completions []persistence.Com
 	d.round = nil
 	var e Effects
 	if err != nil {
+		if r.Claim != nil {
+			d.named = append(r.Claim.IDs, d.named...)
+		}
 		d.retryAt = now.Add(storeRetry)
 		for _, p := range r.pending {
 			if p.ack == nil {
@@ -459,13 +551,19 @@ func (d *Dispatcher) Done(now time.Time, r *Round, completions []persistence.Com
 		if c == persistence.Applied {
 			e.Applied = append(e.Applied, p.o)
 		}
+		if d.cfg.Bus {
+			e.Settled = append(e.Settled, Settled{Outcome: p.o, Completion: c})
+		}
 		if p.ack != nil {
 			if a, done := p.ack.settle(p.idx, string(c), nil); done {
 				e.Acks = append(e.Acks, a)
 			}
 		}
 	}
-	if r.Claim != nil {
+	switch {
+	case r.Claim != nil && r.Claim.IDs != nil:
+		e.add(d.claimedNamed(now, r.Claim.IDs, claimed))
+	case r.Claim != nil:
 		if claimed == nil || claimed.Refused {
 			d.more, d.nextDue = r.kicked, time.Time{}
 		} else {
@@ -474,6 +572,32 @@ func (d *Dispatcher) Done(now time.Time, r *Round, completions []persistence.Com
 		}
 	}
 	e.Drained = d.drained()
+	return e
+}
+
+// claimedNamed hands the work a claim of named messages took over, and
+// tells which of them it could not take.
+func (d *Dispatcher) claimedNamed(now time.Time, ids []string, claimed *persistence.Claim) Effects {
+	var e Effects
+	got := map[string]bool{}
+	if claimed != nil {
+		for _, w := range claimed.Work {
+			got[w.MessageID] = true
+		}
+		e.Claimed = claimed.Work
+	}
+	for _, id := range ids {
+		if !got[id] {
+			u := Unclaimed{ID: id}
+			if claimed != nil {
+				u.Later = claimed.Later[id]
+			}
+			e.Unclaimed = append(e.Unclaimed, u)
+		}
+	}
+	if claimed != nil {
+		e.add(d.Handover(now, claimed.Work))
+	}
 	return e
 }
 
