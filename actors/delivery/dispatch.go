@@ -39,6 +39,9 @@ type Dispatcher struct {
 	held     bool     // push: the frontend cannot take deliveries now
 	busUp    bool     // the bus is up: claim only what it names
 	named    []string // message ids the bus handed out, to claim
+	// lastLease is the lease the last poll asked for: a claim of named
+	// messages made after the polls were answered leases for the next.
+	lastLease time.Duration
 }
 
 // DispatcherConfig is what a Dispatcher needs.
@@ -185,6 +188,7 @@ func (d *Dispatcher) Poll(now time.Time, p *messages.Poll) Effects {
 		return Effects{Answers: []Answer{{Poll: p, Reply: messages.PollReply{Err: errUnavailable("the node is stopping")}}}}
 	}
 	d.waiters.Add(p, now.Add(p.Wait))
+	d.lastLease = leaseOf(p)
 	d.Kick()
 	return d.serve(now)
 }
@@ -425,7 +429,7 @@ func (d *Dispatcher) claimNamed(now time.Time) *persistence.ClaimRequest {
 		IDs: d.named, Limit: len(d.named), Lease: d.cfg.PushLease}
 	if d.cfg.Pull {
 		if _, req.Lease = d.pollRoom(); req.Lease == 0 {
-			req.Lease = defaultPollLease
+			req.Lease = max(d.lastLease, defaultPollLease)
 		}
 	}
 	d.named = nil

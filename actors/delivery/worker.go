@@ -231,7 +231,8 @@ func (w *Worker) run(r *Round) {
 	claim := r.Claim != nil // the round is the actor's: its claim is read, not changed
 	if claim {
 		req := *r.Claim
-		if w.fe.Mode != messages.ModePull && w.d.Fence != nil {
+		// A claim of what the bus named is the bus's share, not the ring's.
+		if w.fe.Mode != messages.ModePull && w.d.Fence != nil && req.IDs == nil {
 			req.Ring, claim = w.d.Fence.Claim(persistence.WorkDelivery) // not ours now: a new assignment kicks us
 		}
 		if claim {

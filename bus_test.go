@@ -1,0 +1,223 @@
+package switchboard_test
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard"
+	"github.com/switchboard-dev/switchboard/actors/bus/bustest"
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence/pgtest"
+)
+
+// busSite starts instances of one site on one Postgres schema with the
+// delivery bus at url, and waits for their ring.
+func busSite(t *testing.T, url string, ids ...string) []*harness {
+	t.Helper()
+	dsn := pgtest.DSN(t)
+	var hs []*harness
+	for _, id := range ids {
+		cfg := siteConfig(t, dsn, id)
+		cfg.NatsURL = url
+		hs = append(hs, startNode(t, cfg))
+	}
+	waitRing(t, hs, ids...)
+	return hs
+}
+
+// busState is the bus part of /api/status.
+type busState struct {
+	Delivery string
+	Bus      *struct{ State, Stream, Reason string }
+}
+
+func (h *harness) busState() busState {
+	h.t.Helper()
+	var s busState
+	h.must(200, "GET", "/api/status", nil, &s)
+	return s
+}
+
+func (h *harness) readyz() map[string]string {
+	h.t.Helper()
+	var doc map[string]string
+	h.must(200, "GET", "/readyz", nil, &doc)
+	return doc
+}
+
+// waitBus waits until every instance says its delivery comes from the bus.
+func waitBus(t *testing.T, hs []*harness, state string) {
+	t.Helper()
+	eventually(t, 20*time.Second, func() error {
+		for _, h := range hs {
+			if st := h.busState(); st.Bus == nil || st.Bus.State != state {
+				return fmt.Errorf("%s: bus %+v, want %s", h.cfg.InstanceID, st.Bus, state)
+			}
+		}
+		return nil
+	})
+}
+
+// countingHook counts the deliveries a webhook frontend received by id.
+type countingHook struct {
+	mu  sync.Mutex
+	got map[string]int
+}
+
+func (c *countingHook) calls(w *webhookFrontend) map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.got = map[string]int{}
+	for _, call := range w.seen() {
+		if call.Status/100 == 2 {
+			c.got[call.ID]++
+		}
+	}
+	return c.got
+}
+
+// TestBusSiteDeliversEachMessageOnce: two instances of one site with the
+// bus deliver every message once to a pull frontend polled at both and to
+// a webhook (one that asks for a retry first, so the retry goes through
+// the bus's delayed redelivery), whichever instance accepted it; the bus's
+// metrics count what was published and settled.
+func TestBusSiteDeliversEachMessageOnce(t *testing.T) {
+	nats := bustest.Start(t)
+	hs := busSite(t, nats.URL(), "n1", "n2")
+	waitBus(t, hs, "up")
+	if st := hs[0].busState(); st.Delivery != "bus" || st.Bus.Stream != "SWITCHBOARD_site-a" {
+		t.Fatalf("status %+v, want delivery bus on stream SWITCHBOARD_site-a", st)
+	}
+	if doc := hs[1].readyz(); doc["bus"] != "up" {
+		t.Fatalf("readyz %v, want bus up", doc)
+	}
+	hs[0].pullFrontend("fe", "44")
+	wh := newWebhook(t, 503)
+	hs[1].webhookFrontend("hook", wh.srv.URL, "45")
+
+	var pulled, pushed []string
+	for i := range 60 {
+		pulled = append(pulled, hs[i%2].submit(fmt.Sprintf("p%03d", i), "4470000"+fmt.Sprint(i)))
+		pushed = append(pushed, hs[(i+1)%2].submit(fmt.Sprintf("w%03d", i), "4570000"+fmt.Sprint(i)))
+	}
+	got := map[string]int{}
+	consume(t, hs, got, len(pulled))
+	for _, id := range append(pulled, pushed...) {
+		hs[i2(id)].waitState(id, messages.StateDelivered)
+	}
+	hook := &countingHook{}
+	calls := hook.calls(wh)
+	for _, id := range pushed {
+		if calls[id] != 1 {
+			t.Errorf("%s delivered to the webhook %d times", id, calls[id])
+		}
+	}
+	var published, acked float64
+	for _, h := range hs {
+		text := scrape(t, h)
+		published += metricValue(t, text, "switchboard_bus_published_total")
+		acked += metricValue(t, text, `switchboard_bus_settled_total{action="acked",frontend="hook"}`)
+		if up := metricValue(t, text, "switchboard_bus_up"); up != 1 {
+			t.Errorf("%s: switchboard_bus_up %v", h.cfg.InstanceID, up)
+		}
+	}
+	if published < float64(len(pulled)+len(pushed)) {
+		t.Errorf("published %v, want at least %d", published, len(pulled)+len(pushed))
+	}
+	if acked < float64(len(pushed)) {
+		t.Errorf("webhook messages acked on the bus: %v, want %d", acked, len(pushed))
+	}
+}
+
+// i2 spreads reads over two instances by id.
+func i2(id string) int { return int(id[len(id)-1]) % 2 }
+
+// TestBusDownSubmitsGoOnAndWorkIsRelayedWhenItReturns: with NATS stopped
+// an instance stays ready (readyz 200, bus down), accepts submits and
+// delivers them from the store; work committed while it was down is
+// relayed when NATS returns (the relay's lag goes back to 0), and delivery
+// goes through the bus again, each message once.
+func TestBusDownSubmitsGoOnAndWorkIsRelayedWhenItReturns(t *testing.T) {
+	nats := bustest.Start(t)
+	hs := busSite(t, nats.URL(), "d1")
+	h := hs[0]
+	waitBus(t, hs, "up")
+	wh := newWebhook(t)
+	h.webhookFrontend("hook", wh.srv.URL, "45")
+	h.pullFrontend("fe", "44") // nobody polls it while NATS is down
+
+	nats.Stop()
+	waitBus(t, hs, "down")
+	doc := h.readyz()
+	if doc["status"] != "ready" || doc["bus"] != "down" {
+		t.Fatalf("readyz with NATS down: %v", doc)
+	}
+	if st := h.busState(); st.Delivery != "store" {
+		t.Fatalf("delivery %q with the bus down, want store", st.Delivery)
+	}
+	var ids, waiting []string
+	for i := range 20 {
+		ids = append(ids, h.submit(fmt.Sprintf("down-%02d", i), "4570000"+fmt.Sprint(i)))
+		waiting = append(waiting, h.submit(fmt.Sprintf("wait-%02d", i), "4470000"+fmt.Sprint(i)))
+	}
+	for _, id := range ids {
+		h.waitState(id, messages.StateDelivered) // from the store, the ring's path
+	}
+	if lag := metricValue(t, scrape(t, h), "switchboard_bus_relay_lag_seconds"); lag < 0 {
+		t.Fatalf("lag %v", lag)
+	}
+
+	nats.Restart()
+	waitBus(t, hs, "up")
+	eventually(t, 20*time.Second, func() error {
+		text := scrape(t, h)
+		if lag := metricValue(t, text, "switchboard_bus_relay_lag_seconds"); lag != 0 {
+			return fmt.Errorf("relay lag %v", lag)
+		}
+		if p := metricValue(t, text, "switchboard_bus_published_total"); p < float64(len(waiting)) {
+			return fmt.Errorf("published %v of the %d waiting", p, len(waiting))
+		}
+		return nil
+	})
+	got := map[string]int{}
+	consume(t, hs, got, len(waiting))
+	for _, id := range waiting {
+		h.waitState(id, messages.StateDelivered)
+	}
+	// New work now goes through the bus.
+	more := h.submit("after", "45123")
+	h.waitState(more, messages.StateDelivered)
+	hook := &countingHook{}
+	calls := hook.calls(wh)
+	for _, id := range append(ids, more) {
+		if calls[id] != 1 {
+			t.Errorf("%s delivered to the webhook %d times", id, calls[id])
+		}
+	}
+	if a := metricValue(t, scrape(t, h), `switchboard_bus_settled_total{action="acked",frontend="hook"}`); a < 1 {
+		t.Errorf("no webhook message acked on the bus after its return")
+	}
+}
+
+// TestBusRefusedWithTheEmbeddedStore: --nats-url needs the shared store.
+func TestBusRefusedWithTheEmbeddedStore(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.NatsURL = "nats://127.0.0.1:4222"
+	_, err := switchboard.New(cfg)
+	if err == nil || !strings.Contains(err.Error(), "--nats-url: the delivery bus needs the shared store (--postgres)") {
+		t.Fatalf("New with --nats-url on the embedded store: %v", err)
+	}
+	cfg = testConfig(t)
+	cfg.NatsStream = "S"
+	if _, err := switchboard.New(cfg); err == nil || !strings.Contains(err.Error(), "--nats-stream: given without --nats-url") {
+		t.Fatalf("New with --nats-stream alone: %v", err)
+	}
+	cfg = testConfig(t)
+	cfg.Postgres, cfg.NatsURL, cfg.NatsStream = "postgres://x", "nats://127.0.0.1:4222", "a.b"
+	if _, err := switchboard.New(cfg); err == nil || !strings.Contains(err.Error(), "--nats-stream:") {
+		t.Fatalf("New with a stream name holding '.': %v", err)
+	}
+}
