@@ -2,8 +2,8 @@ package bus_test
 
 import (
 	"context"
-	"log/slog"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
