@@ -53,7 +53,10 @@ func (s *Store) MarkRelayed(ctx context.Context, rows []int64) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	_, err := s.pool.Exec(ctx, `UPDATE outbox SET relayed = true, relay_until = NULL WHERE id = ANY($1)`, rows)
+	// The rows are locked in id order (see the package doc): a worker's
+	// transaction may hold some of them.
+	_, err := s.pool.Exec(ctx, `UPDATE outbox SET relayed = true, relay_until = NULL
+WHERE id IN (SELECT id FROM outbox WHERE id = ANY($1) ORDER BY id FOR UPDATE)`, rows)
 	return s.fail(op, err)
 }
 
