@@ -229,6 +229,7 @@ func (b *Bus) consumer(ctx context.Context, frontend string) (jetstream.Consumer
 	b.mu.Lock()
 	b.consumers[frontend] = c
 	b.mu.Unlock()
+	b.m.frontend(frontend)
 	return c, nil
 }
 

@@ -52,3 +52,14 @@ func (m *Metrics) Redelivered(frontend string) {
 		m.redelivered.WithLabelValues(frontend).Inc()
 	}
 }
+
+// frontend makes a frontend's series present from its first use, at 0.
+func (m *Metrics) frontend(fe string) {
+	if m == nil {
+		return
+	}
+	m.redelivered.WithLabelValues(fe)
+	for _, a := range []Action{Ack, Nak, Term} {
+		m.settled.WithLabelValues(fe, a.String())
+	}
+}
