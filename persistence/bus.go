@@ -27,6 +27,11 @@ type RelayRequest struct {
 	// another relay skips them meanwhile, and takes them after it if they
 	// were not marked relayed (the relay died, or the bus refused them).
 	Lease time.Duration
+	// Relayed are rows the caller published since its last call: they are
+	// marked relayed (as MarkRelayed would) in the same transaction,
+	// before the take, so that a busy relay spends one transaction a
+	// round.
+	Relayed []int64
 }
 
 // Validate reports what is wrong with r.
@@ -41,6 +46,7 @@ func (r RelayRequest) Validate() error {
 	if r.Now.IsZero() {
 		errs = append(errs, errors.New("relay: now must be set"))
 	}
+	errs = append(errs, ValidateRows(r.Relayed))
 	return errors.Join(errs...)
 }
 

@@ -497,9 +497,10 @@ type Store interface {
 	// bytes it gave back (0 when it cannot tell).
 	Compact(ctx context.Context) (int64, error)
 
-	// RelayWork takes up to req.Limit delivery rows not yet relayed to the
-	// bus whose relay lease is absent or ended, oldest first, and leases
-	// them to the caller until req.Now + req.Lease (see RelayRequest).
+	// RelayWork marks req.Relayed relayed, then takes up to req.Limit
+	// delivery rows not yet relayed to the bus whose relay lease is absent
+	// or ended, oldest first, and leases them to the caller until
+	// req.Now + req.Lease, in one transaction (see RelayRequest).
 	RelayWork(ctx context.Context, req RelayRequest) ([]Relay, error)
 	// MarkRelayed records that the rows' work is in the bus: they are never
 	// relayed again. Rows that no longer exist are ignored.

@@ -24,6 +24,11 @@ type Relayer struct {
 	core  Relay
 	rng   *rand.Rand
 
+	// published are rows the stream took that are not marked relayed
+	// yet: the next round marks them with its take (one transaction), or
+	// this round at once when no more work waits.
+	published []int64
+
 	kick chan struct{}
 	stop chan struct{}
 	done chan struct{}
@@ -79,6 +84,7 @@ func (r *Relayer) run() {
 		select {
 		case <-r.stop:
 			cancel()
+			r.flush()
 			return
 		case <-r.kick:
 			r.core.Kick()
@@ -92,15 +98,23 @@ func (r *Relayer) run() {
 func (r *Relayer) round(now time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.bus.cfg.RelayLease)
 	defer cancel()
-	rows, err := r.store.RelayWork(ctx, persistence.RelayRequest{Now: now, Limit: r.core.Batch, Lease: r.bus.cfg.RelayLease})
+	rows, err := r.store.RelayWork(ctx, persistence.RelayRequest{Now: now, Limit: r.core.Batch, Lease: r.bus.cfg.RelayLease,
+		Relayed: r.published})
+	if err == nil {
+		r.published = nil
+	}
 	if err == nil && len(rows) > 0 {
 		var ok []int64
 		ok, err = r.bus.Publish(ctx, rows)
-		if len(ok) > 0 {
-			// Rows the stream took but that are not marked (this fails, or
-			// we die first) are published again after their relay lease:
-			// the stream's duplicate window drops the copy.
-			if merr := r.store.MarkRelayed(ctx, ok); merr != nil && err == nil {
+		// Rows the stream took but that are not marked (a mark fails, or
+		// we die first) are published again after their relay lease: the
+		// stream's duplicate window drops the copy.
+		r.published = ok
+		if len(ok) > 0 && (err != nil || len(rows) < r.core.Batch) {
+			// No round follows at once: mark them now.
+			if merr := r.store.MarkRelayed(ctx, ok); merr == nil {
+				r.published = nil
+			} else if err == nil {
 				err = merr
 			}
 		}
@@ -116,6 +130,20 @@ func (r *Relayer) round(now time.Time) {
 		r.bus.log.Info("relaying delivery work to the bus works again", "failed_rounds", n)
 	}
 	r.lag(ctx)
+}
+
+// flush marks what was published and not marked yet (at stop; if it
+// fails, the rows are published again after their lease and dropped as
+// duplicates).
+func (r *Relayer) flush() {
+	if len(r.published) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.bus.cfg.PublishTimeout)
+	defer cancel()
+	if err := r.store.MarkRelayed(ctx, r.published); err == nil {
+		r.published = nil
+	}
 }
 
 // lag reads the age of the oldest unrelayed row for the metric.

@@ -21,22 +21,39 @@ FROM (SELECT id FROM outbox
 WHERE o.id = c.id
 RETURNING o.id, o.message_id, o.target, o.created_at`
 
+// markRelayedSQL marks rows ($1) relayed, locking them in id order (see the
+// package doc): a worker's transaction may hold some of them.
+const markRelayedSQL = `UPDATE outbox SET relayed = true, relay_until = NULL
+WHERE id IN (SELECT id FROM outbox WHERE id = ANY($1) ORDER BY id FOR UPDATE)`
+
 // RelayWork implements persistence.Store.
 func (s *Store) RelayWork(ctx context.Context, req persistence.RelayRequest) ([]persistence.Relay, error) {
 	const op = "relay work"
 	if err := s.precheck(op, req.Validate()); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, relaySQL, norm(req.Now), req.Limit, norm(req.Now.Add(req.Lease)))
-	if err != nil {
-		return nil, s.fail(op, err)
+	var out []persistence.Relay
+	take := func(q conn) error {
+		rows, err := q.Query(ctx, relaySQL, norm(req.Now), req.Limit, norm(req.Now.Add(req.Lease)))
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (persistence.Relay, error) {
+			var w persistence.Relay
+			err := r.Scan(&w.Row, &w.MessageID, &w.Target, &w.CreatedAt)
+			w.CreatedAt = w.CreatedAt.UTC()
+			return w, err
+		})
+		return err
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (persistence.Relay, error) {
-		var w persistence.Relay
-		err := r.Scan(&w.Row, &w.MessageID, &w.Target, &w.CreatedAt)
-		w.CreatedAt = w.CreatedAt.UTC()
-		return w, err
-	})
+	var err error
+	if len(req.Relayed) == 0 {
+		err = take(s.pool)
+	} else {
+		b := &pgx.Batch{}
+		b.Queue(markRelayedSQL, req.Relayed)
+		err = s.inTx(ctx, b, func(tx pgx.Tx) error { return take(tx) })
+	}
 	if err != nil {
 		return nil, s.fail(op, err)
 	}
@@ -53,10 +70,7 @@ func (s *Store) MarkRelayed(ctx context.Context, rows []int64) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	// The rows are locked in id order (see the package doc): a worker's
-	// transaction may hold some of them.
-	_, err := s.pool.Exec(ctx, `UPDATE outbox SET relayed = true, relay_until = NULL
-WHERE id IN (SELECT id FROM outbox WHERE id = ANY($1) ORDER BY id FOR UPDATE)`, rows)
+	_, err := s.pool.Exec(ctx, markRelayedSQL, rows)
 	return s.fail(op, err)
 }
 

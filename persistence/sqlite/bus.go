@@ -26,6 +26,9 @@ func (s *Store) RelayWork(ctx context.Context, req persistence.RelayRequest) ([]
 	var out []persistence.Relay
 	err := s.write(ctx, op, func(tx querier) error {
 		out = nil // a retried transaction starts over
+		if err := markRelayed(ctx, tx, req.Relayed); err != nil {
+			return err
+		}
 		rows, err := tx.QueryContext(ctx, relaySQL, toDB(req.Now), req.Limit, toDB(req.Now.Add(req.Lease)))
 		if err != nil {
 			return err
@@ -59,15 +62,18 @@ func (s *Store) MarkRelayed(ctx context.Context, rows []int64) error {
 	if len(rows) == 0 {
 		return nil
 	}
+	return s.write(ctx, op, func(tx querier) error { return markRelayed(ctx, tx, rows) })
+}
+
+// markRelayed marks rows relayed.
+func markRelayed(ctx context.Context, tx querier, rows []int64) error {
 	ids := make([]any, len(rows))
 	for i, r := range rows {
 		ids[i] = r
 	}
-	return s.write(ctx, op, func(tx querier) error {
-		return chunks(len(ids), func(lo, hi int) error {
-			_, err := tx.ExecContext(ctx, `UPDATE outbox SET relayed = 1, relay_until = NULL WHERE id IN (`+params(hi-lo)+`)`, ids[lo:hi]...)
-			return err
-		})
+	return chunks(len(ids), func(lo, hi int) error {
+		_, err := tx.ExecContext(ctx, `UPDATE outbox SET relayed = 1, relay_until = NULL WHERE id IN (`+params(hi-lo)+`)`, ids[lo:hi]...)
+		return err
 	})
 }
 

@@ -16,6 +16,7 @@ func busCases() []testCase {
 		{"RelayLeaseKeepsOtherRelaysOff", relayLease},
 		{"MarkedRowsAreNeverRelayedAgain", relayMarked},
 		{"NewWorkOfAResubmitIsRelayedAgain", relayResubmit},
+		{"RelayWorkMarksWhatTheLastRoundPublished", relayMarksAndTakes},
 		{"RelayInvalidRequestIsError", relayInvalid},
 		{"ClaimNamedTakesOnlyThoseRows", claimNamedOnly},
 		{"ClaimNamedTellsWhenTheRestIsClaimable", claimNamedLater},
@@ -111,6 +112,23 @@ func relayMarked(f *fixture) {
 	f.wantOldestUnrelayed(time.Time{})
 	if err := f.store.MarkRelayed(f.ctx, nil); err != nil {
 		f.Errorf("MarkRelayed(nil): %v", err)
+	}
+}
+
+func relayMarksAndTakes(f *fixture) {
+	f.accept(base, newMsg("mt-0"), newMsg("mt-1"))
+	first := f.relay(base, 1, time.Minute)
+	f.wantIDs("first round", relayIDs(first), "mt-0")
+	rs, err := f.store.RelayWork(f.ctx, persistence.RelayRequest{Now: base, Limit: 10, Lease: time.Minute, Relayed: relayRows(first)})
+	if err != nil {
+		f.Fatalf("RelayWork with Relayed: %v", err)
+	}
+	f.wantIDs("second round", relayIDs(rs), "mt-1")
+	// mt-0 was marked: after every lease it is never taken again; mt-1 was
+	// not: it comes back after its lease.
+	f.wantIDs("after the leases", relayIDs(f.relay(at(time.Hour), 10, time.Minute)), "mt-1")
+	if _, err := f.store.RelayWork(f.ctx, persistence.RelayRequest{Now: base, Limit: 1, Lease: time.Minute, Relayed: []int64{-1}}); err == nil {
+		f.Errorf("RelayWork with a bad Relayed row succeeded")
 	}
 }
 
