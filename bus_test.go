@@ -81,9 +81,9 @@ func (c *countingHook) calls(w *webhookFrontend) map[string]int {
 
 // TestBusSiteDeliversEachMessageOnce: two instances of one site with the
 // bus deliver every message once to a pull frontend polled at both and to
-// a webhook (one that asks for a retry first, so the retry goes through
-// the bus's delayed redelivery), whichever instance accepted it; the bus's
-// metrics count what was published and settled.
+// a webhook (one that asks for a retry first: the retry is announced on
+// the bus), whichever instance accepted it; the bus's metrics count what
+// was published and settled.
 func TestBusSiteDeliversEachMessageOnce(t *testing.T) {
 	nats := bustest.Start(t)
 	hs := busSite(t, nats.URL(), "n1", "n2")
@@ -115,20 +115,24 @@ func TestBusSiteDeliversEachMessageOnce(t *testing.T) {
 			t.Errorf("%s delivered to the webhook %d times", id, calls[id])
 		}
 	}
+	// Nobody polled while the messages were submitted: the pull frontend's
+	// work all went through the bus. The webhook's was mostly handed over
+	// in memory by the instance that accepted it (its worker was ready);
+	// its retries were announced on the bus.
 	var published, acked float64
 	for _, h := range hs {
 		text := scrape(t, h)
 		published += metricValue(t, text, "switchboard_bus_published_total")
-		acked += metricValue(t, text, `switchboard_bus_settled_total{action="acked",frontend="hook"}`)
+		acked += metricValue(t, text, `switchboard_bus_settled_total{action="acked",frontend="fe"}`)
 		if up := metricValue(t, text, "switchboard_bus_up"); up != 1 {
 			t.Errorf("%s: switchboard_bus_up %v", h.cfg.InstanceID, up)
 		}
 	}
-	if published < float64(len(pulled)+len(pushed)) {
-		t.Errorf("published %v, want at least %d", published, len(pulled)+len(pushed))
+	if published < float64(len(pulled)+1) {
+		t.Errorf("published %v, want at least the %d pull messages and the webhook's retry", published, len(pulled))
 	}
-	if acked < float64(len(pushed)) {
-		t.Errorf("webhook messages acked on the bus: %v, want %d", acked, len(pushed))
+	if acked < float64(len(pulled)) {
+		t.Errorf("pull messages acked on the bus: %v, want %d", acked, len(pulled))
 	}
 }
 
@@ -182,12 +186,16 @@ func TestBusDownSubmitsGoOnAndWorkIsRelayedWhenItReturns(t *testing.T) {
 		}
 		return nil
 	})
+	// The pull frontend's work, relayed on the bus's return, is delivered
+	// through the bus.
 	got := map[string]int{}
 	consume(t, hs, got, len(waiting))
 	for _, id := range waiting {
 		h.waitState(id, messages.StateDelivered)
 	}
-	// New work now goes through the bus.
+	if a := metricValue(t, scrape(t, h), `switchboard_bus_settled_total{action="acked",frontend="fe"}`); a < float64(len(waiting)) {
+		t.Errorf("%v pull messages acked on the bus after its return, want %d", a, len(waiting))
+	}
 	more := h.submit("after", "45123")
 	h.waitState(more, messages.StateDelivered)
 	hook := &countingHook{}
@@ -196,9 +204,6 @@ func TestBusDownSubmitsGoOnAndWorkIsRelayedWhenItReturns(t *testing.T) {
 		if calls[id] != 1 {
 			t.Errorf("%s delivered to the webhook %d times", id, calls[id])
 		}
-	}
-	if a := metricValue(t, scrape(t, h), `switchboard_bus_settled_total{action="acked",frontend="hook"}`); a < 1 {
-		t.Errorf("no webhook message acked on the bus after its return")
 	}
 }
 

@@ -70,6 +70,14 @@ func ValidateRows(rows []int64) error {
 	return nil
 }
 
+// Relayed reports whether a row is written relayed: a row written leased
+// (NewMessage.Lease) is handed over in memory to a worker that is ready
+// for it and is that worker's at once, so it is not published to the bus.
+// If that worker dies, the bus's backstop (a claim from the store of work
+// overdue for a while) takes it after its lease. Every other delivery row
+// starts unrelayed.
+func (w WorkAdd) Relayed() bool { return w.Lease != nil }
+
 // ClaimableAt is when an outbox row due at due whose lease ends at
 // leaseUntil (zero when not leased) may be claimed, seen at now: its due
 // time, or the end of a lease still live, whichever is later. A claim of

@@ -94,6 +94,16 @@ func TestPublishTwiceIsDeduplicated(t *testing.T) {
 	if n := streamMsgs(t, srv.URL()); n != 6 {
 		t.Fatalf("stream holds %d messages, want 6", n)
 	}
+	// A retry announced twice is one message; the next retry is another.
+	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, when := range []time.Time{at, at, at.Add(time.Minute)} {
+		if err := b.Announce(context.Background(), "m-1", "fe", when); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := streamMsgs(t, srv.URL()); n != 8 {
+		t.Fatalf("stream holds %d messages after two retries announced, one twice; want 8", n)
+	}
 }
 
 // TestFetchSettleAndRestart: a frontend's consumer hands a message out;

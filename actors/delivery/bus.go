@@ -6,6 +6,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/actors/bus"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
 )
 
 // The worker's side of the delivery bus (Deps.Bus): it asks its
@@ -15,11 +16,29 @@ import (
 // nak with the retry's backoff, term) once the outcome of its work is
 // committed — never before. The idempotency ledger stays the barrier: a
 // message whose work is recorded finds no row to claim and is acked.
+//
+// The room is also offered on the handover board, as without the bus: work
+// this instance's commits can hand to a ready worker at once is written
+// leased to it (and not relayed), so the hot path costs no bus round trip.
+// Both may fill the room at once, so a worker may have up to twice its
+// window under way for a moment.
 
 // busTouch is how often a held message is touched (InProgress): a third
 // of the consumer's AckWait (30s), so that a slow webhook or a pull
 // frontend's lease keeps its message.
 const busTouch = 10 * time.Second
+
+// The bus's backstop: every busBackstop (2s) a worker claims from the store
+// the work due and unleased for busOverdue (10s: far longer than the bus
+// takes to hand out work it holds, unless it has a backlog): work that was
+// handed over to a worker that died or whose polls left (it was never
+// relayed), or whose bus message was lost (NATS lost its store). A claim
+// that takes work the bus still holds is harmless: the row is leased, and
+// the bus message finds it so (nak) or gone (ack).
+const (
+	busOverdue  = 10 * time.Second
+	busBackstop = 2 * time.Second
+)
 
 // busFetchWait is how long one fetch waits for messages: a push worker's
 // long poll of the bus; a pull worker's polls wait on it, so it is short.
@@ -94,6 +113,10 @@ func (w *Worker) settle(e Effects, now time.Time) {
 	for _, s := range e.Settled {
 		if m, ok := w.holds.Take(s.Outcome.MessageID); ok {
 			w.settleOne(m, bus.Settled(s.Outcome, s.Completion, now))
+			continue
+		}
+		if s.Outcome.Result == persistence.ResultRetry && s.Completion == persistence.Applied && w.d.Bus.Up() {
+			w.announce(s.Outcome)
 		}
 	}
 	for _, u := range e.Unclaimed {
@@ -108,6 +131,18 @@ func (w *Worker) settle(e Effects, now time.Time) {
 			w.holds.Lease(wk.MessageID, wk.LeaseUntil)
 		}
 	}
+}
+
+// announce gives a retry of work the bus does not hold (it was handed
+// over, or claimed from the store) a bus message, so that the bus hands it
+// out when it is due. If that fails the backstop claims it, later.
+func (w *Worker) announce(o persistence.Outcome) {
+	b, log := w.d.Bus, w.log
+	go func() {
+		if err := b.Announce(context.Background(), o.MessageID, o.Target, o.RetryAt); err != nil {
+			log.Debug("announcing a retry on the delivery bus failed; the backstop claims it", "id", o.MessageID, "err", err)
+		}
+	}()
 }
 
 func (w *Worker) settleOne(m *bus.Msg, d bus.Decision) {

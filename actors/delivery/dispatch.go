@@ -42,6 +42,8 @@ type Dispatcher struct {
 	// lastLease is the lease the last poll asked for: a claim of named
 	// messages made after the polls were answered leases for the next.
 	lastLease time.Duration
+	// backstopAt is when the bus's backstop claims next.
+	backstopAt time.Time
 }
 
 // DispatcherConfig is what a Dispatcher needs.
@@ -61,10 +63,14 @@ type DispatcherConfig struct {
 	// how long a delivery may take before it counts as a retry.
 	PushLease, DeliveryTimeout time.Duration
 	// Bus is set when delivery work comes from the bus (--nats-url): while
-	// it is up (SetBus) the dispatcher claims only the rows of the messages
-	// the bus hands out (Named); while it is down it claims from the store
-	// as without a bus.
-	Bus bool
+	// it is up (SetBus) the dispatcher claims the rows of the messages the
+	// bus hands out (Named), takes work handed over from the commits of
+	// this instance, and claims from the store only work overdue by
+	// BusOverdue (the backstop: a row whose bus message was lost, or whose
+	// worker died after it was handed over), at most every BusBackstop;
+	// while it is down it claims from the store as without a bus.
+	Bus                     bool
+	BusOverdue, BusBackstop time.Duration
 }
 
 type flight struct {
@@ -401,7 +407,10 @@ func (d *Dispatcher) Next(now time.Time) (*Round, bool) {
 // claim is the claim due now, or nil.
 func (d *Dispatcher) claim(now time.Time) *persistence.ClaimRequest {
 	if d.cfg.Bus && d.busUp {
-		return d.claimNamed(now)
+		if req := d.claimNamed(now); req != nil {
+			return req
+		}
+		return d.claimOverdue(now)
 	}
 	if d.draining || !(d.more || (!d.nextDue.IsZero() && !d.nextDue.After(now))) {
 		return nil
@@ -433,6 +442,31 @@ func (d *Dispatcher) claimNamed(now time.Time) *persistence.ClaimRequest {
 		}
 	}
 	d.named = nil
+	return req
+}
+
+// claimOverdue is the bus's backstop: a claim from the store of work due
+// and unleased for BusOverdue (its bus message is late or lost), made as
+// if it were BusOverdue ago, so that it takes nothing the bus is about to
+// hand out. nil when it is not time, or there is no room.
+func (d *Dispatcher) claimOverdue(now time.Time) *persistence.ClaimRequest {
+	if d.draining || now.Before(d.backstopAt) {
+		return nil
+	}
+	req := &persistence.ClaimRequest{Kind: persistence.WorkDelivery, Target: d.cfg.Frontend, Owner: d.cfg.Owner,
+		Now: now.Add(-d.cfg.BusOverdue)}
+	lease := d.cfg.PushLease
+	if d.cfg.Pull {
+		req.Limit, lease = d.pollRoom()
+		req.Limit -= len(d.named)
+	} else if !d.held {
+		req.Limit = d.cfg.MaxInFlight - len(d.inflight)
+	}
+	if req.Limit <= 0 {
+		return nil
+	}
+	req.Lease = lease + d.cfg.BusOverdue // it ends lease after now
+	d.backstopAt = now.Add(d.cfg.BusBackstop)
 	return req
 }
 
@@ -503,6 +537,15 @@ func (d *Dispatcher) pollRoom() (int, time.Duration) {
 // claim is out (it will serve them), while draining or held. The worker
 // puts it on the handover board.
 func (d *Dispatcher) Offer() (int, time.Duration) {
+	if d.cfg.Bus && d.busUp {
+		// New work overtakes nothing waiting in the store: that is in the
+		// bus, whose messages share the room.
+		if d.cfg.Pull {
+			_, lease := d.pollRoom()
+			return d.BusRoom(), lease
+		}
+		return d.BusRoom(), d.cfg.PushLease
+	}
 	if d.draining || d.more || (d.round != nil && d.round.Claim != nil) {
 		return 0, 0
 	}
@@ -641,6 +684,9 @@ func (d *Dispatcher) Wake() time.Time {
 	}
 	if len(d.pending) > 0 || d.more {
 		next = clock.Earliest(next, d.retryAt)
+	}
+	if d.cfg.Bus && d.busUp && !d.draining && !d.backstopAt.IsZero() && (!d.cfg.Pull || d.waiters.Len() > 0) {
+		next = clock.Earliest(next, d.backstopAt)
 	}
 	return next
 }

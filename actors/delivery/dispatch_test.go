@@ -267,9 +267,41 @@ func TestStopFailsWaitingAcks(t *testing.T) {
 
 func newBusPush(max int) *Dispatcher {
 	d := NewDispatcher(DispatcherConfig{Frontend: "fe", Owner: "me", Policy: dispatchPolicy, MaxInFlight: max,
-		PushLease: time.Minute, DeliveryTimeout: 10 * time.Second, Bus: true})
+		PushLease: time.Minute, DeliveryTimeout: 10 * time.Second, Bus: true, BusOverdue: time.Minute, BusBackstop: 10 * time.Second})
 	d.SetBus(true)
+	// The first round is the backstop's claim of overdue work: none.
+	r, ok := d.Next(t0)
+	if !ok || r.Claim == nil || r.Claim.IDs != nil {
+		panic(fmt.Sprintf("the first round with the bus up is %+v, want the backstop's claim", r))
+	}
+	d.Done(t0, r, nil, &persistence.Claim{}, nil)
 	return d
+}
+
+// TestBusBackstopClaimsOverdueWork: with the bus up, a claim from the
+// store is made every BusBackstop, as if BusOverdue ago (only work due and
+// unleased that long), with a lease that still runs PushLease from now.
+func TestBusBackstopClaimsOverdueWork(t *testing.T) {
+	d := newBusPush(3)
+	if r, ok := d.Next(t0.Add(9 * time.Second)); ok {
+		t.Fatalf("a round before the backstop is due: %+v", r)
+	}
+	if w := d.Wake(); !w.Equal(t0.Add(10 * time.Second)) {
+		t.Fatalf("Wake = %v, want the backstop at +10s", w)
+	}
+	now := t0.Add(10 * time.Second)
+	r, ok := d.Next(now)
+	if !ok || r.Claim == nil || r.Claim.IDs != nil || !r.Claim.Now.Equal(now.Add(-time.Minute)) ||
+		r.Claim.Lease != 2*time.Minute || r.Claim.Limit != 3 {
+		t.Fatalf("backstop round = %+v", r.Claim)
+	}
+	e := d.Done(now, r, nil, &persistence.Claim{Work: work("late", 1, time.Minute)}, nil)
+	if len(e.Start) != 1 {
+		t.Fatalf("the overdue work was not started: %+v", e)
+	}
+	if n, _ := d.Offer(); n != 2 {
+		t.Fatalf("Offer with the bus up and one slot busy = %d, want 2", n)
+	}
 }
 
 // TestBusClaimsOnlyWhatTheBusNames: with the bus up a push dispatcher
@@ -281,7 +313,7 @@ func TestBusClaimsOnlyWhatTheBusNames(t *testing.T) {
 	d := newBusPush(3)
 	d.Kick()
 	if r, ok := d.Next(t0); ok {
-		t.Fatalf("a round with the bus up and nothing named: %+v", r)
+		t.Fatalf("a round with the bus up, nothing named and the backstop not due: %+v", r)
 	}
 	if n := d.BusRoom(); n != 3 {
 		t.Fatalf("BusRoom = %d, want the 3 free slots", n)
@@ -348,7 +380,8 @@ func TestBusDownClaimsTheQueue(t *testing.T) {
 // only while polls wait; a claim made after the polls were answered
 // leases for the last poll's lease.
 func TestBusPullRefusesWithoutPolls(t *testing.T) {
-	d := NewDispatcher(DispatcherConfig{Frontend: "fe", Pull: true, Owner: "me", Policy: dispatchPolicy, MaxClaim: 1000, Bus: true})
+	d := NewDispatcher(DispatcherConfig{Frontend: "fe", Pull: true, Owner: "me", Policy: dispatchPolicy, MaxClaim: 1000, Bus: true,
+		BusOverdue: time.Minute, BusBackstop: 10 * time.Second})
 	d.SetBus(true)
 	if refused := d.Named("a"); fmt.Sprint(refused) != "[a]" {
 		t.Fatalf("Named with no poll = %v, want a refused", refused)
@@ -360,9 +393,14 @@ func TestBusPullRefusesWithoutPolls(t *testing.T) {
 	if n := d.BusRoom(); n != 2 {
 		t.Fatalf("BusRoom = %d, want the poll's 2", n)
 	}
+	r, _ := d.Next(t0) // the backstop's first claim, for the poll
+	if r.Claim.IDs != nil || r.Claim.Limit != 2 || r.Claim.Lease != 3*time.Minute {
+		t.Fatalf("backstop round for the poll = %+v", r.Claim)
+	}
+	d.Done(t0, r, nil, &persistence.Claim{}, nil)
 	d.Named("a")
 	close(done) // the poll went away before the claim
-	r, _ := d.Next(t0)
+	r, _ = d.Next(t0)
 	if r.Claim.Lease != 2*time.Minute {
 		t.Fatalf("lease %v, want the last poll's", r.Claim.Lease)
 	}

@@ -94,7 +94,7 @@ func NewWorker(d *Deps, fe messages.Frontend) actor.Producer {
 				Frontend: fe.Name, Pull: fe.Mode == messages.ModePull, Owner: d.Owner, Policy: d.Policy,
 				MaxInFlight: d.MaxInFlight, MaxClaim: maxClaim,
 				PushLease: d.pushLease(), DeliveryTimeout: d.SendTimeout + time.Second,
-				Bus: d.Bus != nil,
+				Bus: d.Bus != nil, BusOverdue: busOverdue, BusBackstop: busBackstop,
 			}),
 			holds: bus.Holds[*bus.Msg]{Touch: busTouch},
 		}
@@ -189,10 +189,9 @@ func (w *Worker) step() {
 	if !next.IsZero() {
 		w.wake.Schedule(next)
 	}
-	if w.d.Bus != nil {
-		return // new work reaches us through the bus, not the board
-	}
-	if w.fe.Mode == messages.ModePull || w.d.Fence == nil || w.d.Fence.IdlePoll() == 0 {
+	// With the bus up a push delivery is the bus's, not the ring owner's:
+	// this instance's commits may hand it over too.
+	if w.fe.Mode == messages.ModePull || w.d.Fence == nil || w.d.Fence.IdlePoll() == 0 || w.d.Bus.Up() {
 		n, lease := w.core.Offer()
 		w.offer(offered{n: n, lease: lease})
 	}

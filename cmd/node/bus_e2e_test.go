@@ -6,12 +6,15 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -129,12 +132,14 @@ func runBusSite(t *testing.T, natsURL string, restartNATS func()) {
 	if natsURL != "" {
 		t.Cleanup(func() { deleteStream(t, natsURL, stream) })
 	}
+	var metrics []string
 	for i := range 3 {
 		addr := freePort(t)
+		metrics = append(metrics, freePort(t))
 		args := []string{"run",
 			"--name", "site", "--instance-id", fmt.Sprintf("s-%d", i),
 			"--postgres", dsn, "--data-dir", filepath.Join(dir, fmt.Sprint(i)),
-			"--listen", addr, "--metrics-listen", "127.0.0.1:0",
+			"--listen", addr, "--metrics-listen", metrics[i],
 			"--tls-ca", filepath.Join(certDir, "ca.pem"),
 			"--tls-cert", filepath.Join(certDir, "site.pem"), "--tls-key", filepath.Join(certDir, "site.key"),
 			"--ring-publish-interval", "1s", "--ring-reconnect-backoff-min", "100ms", "--ring-reconnect-backoff-max", "500ms",
@@ -242,6 +247,21 @@ func runBusSite(t *testing.T, natsURL string, restartNATS func()) {
 	cancel()
 	consumers.Wait()
 	s.check(&accepted, hooked)
+	if natsURL != "" {
+		// The bus carried work: what the instances could not hand over in
+		// memory at once (polls waiting elsewhere, the work of the killed
+		// instance, what waited while NATS restarted, retries).
+		var published, acked float64
+		for _, m := range metrics {
+			published += scrapeValue(t, m, "switchboard_bus_published_total")
+			acked += scrapeValue(t, m, `switchboard_bus_settled_total{action="acked",frontend="pullfe"}`) +
+				scrapeValue(t, m, `switchboard_bus_settled_total{action="acked",frontend="hookfe"}`)
+		}
+		t.Logf("bus: %v published, %v acked (live instances' counters)", published, acked)
+		if published == 0 || acked == 0 {
+			t.Errorf("the bus carried no work: %v published, %v acked", published, acked)
+		}
+	}
 	for _, n := range s.nodes {
 		n.stop()
 		for _, lg := range n.logsAll {
@@ -411,4 +431,29 @@ func deleteStream(t *testing.T, url, stream string) {
 	if err != nil {
 		t.Logf("delete stream %s: %v", stream, err)
 	}
+}
+
+// scrapeValue is the value of one series at a metrics address (0 when the
+// series is absent).
+func scrapeValue(t *testing.T, addr, series string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", series, err)
+			}
+			return f
+		}
+	}
+	return 0
 }

@@ -17,6 +17,7 @@ func busCases() []testCase {
 		{"MarkedRowsAreNeverRelayedAgain", relayMarked},
 		{"NewWorkOfAResubmitIsRelayedAgain", relayResubmit},
 		{"RelayWorkMarksWhatTheLastRoundPublished", relayMarksAndTakes},
+		{"WorkWrittenLeasedIsNotRelayed", relayNotLeasedAtAccept},
 		{"RelayInvalidRequestIsError", relayInvalid},
 		{"ClaimNamedTakesOnlyThoseRows", claimNamedOnly},
 		{"ClaimNamedTellsWhenTheRestIsClaimable", claimNamedLater},
@@ -130,6 +131,16 @@ func relayMarksAndTakes(f *fixture) {
 	if _, err := f.store.RelayWork(f.ctx, persistence.RelayRequest{Now: base, Limit: 1, Lease: time.Minute, Relayed: []int64{-1}}); err == nil {
 		f.Errorf("RelayWork with a bad Relayed row succeeded")
 	}
+}
+
+func relayNotLeasedAtAccept(f *fixture) {
+	held := newMsg("held")
+	held.Lease = &persistence.Lease{Owner: ownerA, Until: at(time.Minute)}
+	f.accept(base, held, newMsg("free"))
+	f.wantIDs("RelayWork", relayIDs(f.relay(base, 10, time.Minute)), "free")
+	// The worker it was handed to died: after its lease a claim from the
+	// store (the bus's backstop) takes it.
+	f.wantIDs("claim after the lease", workIDs(f.claimDelivery(feA, ownerB, at(time.Minute), 10).Work), "held", "free")
 }
 
 func relayResubmit(f *fixture) {
