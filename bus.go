@@ -67,14 +67,26 @@ func (n *Node) startBus() error {
 	return nil
 }
 
-// busChanged wakes the relay and every delivery worker when the bus goes
-// up or down: the workers switch between the bus and claims from the store.
-func (n *Node) busChanged(bool) {
-	if n.relay != nil {
-		n.relay.Kick()
+// wireBus makes the bus's changes wake the relay and every delivery worker
+// (once both run): the workers switch between the bus and claims from the
+// store. The bus calls from a goroutine of its own, so what it calls is
+// published atomically, built from values that no longer change.
+func (n *Node) wireBus() {
+	if n.bus == nil {
+		return
 	}
-	if n.frontends != nil && n.system != nil {
-		n.system.Root.Send(n.frontends, &messages.Kick{})
+	relay, sys, frontends := n.relay, n.system, n.frontends
+	wake := func() {
+		relay.Kick()
+		sys.Root.Send(frontends, &messages.Kick{})
+	}
+	n.busWake.Store(&wake)
+}
+
+// busChanged is the bus's onChange.
+func (n *Node) busChanged(bool) {
+	if wake := n.busWake.Load(); wake != nil {
+		(*wake)()
 	}
 }
 
@@ -88,6 +100,7 @@ func (n *Node) kickRelay() func() {
 
 // stopBus stops the relay and disconnects (after the workers stopped).
 func (n *Node) stopBus() {
+	n.busWake.Store(nil)
 	if n.relay != nil {
 		n.relay.Stop()
 		n.relay = nil

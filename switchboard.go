@@ -99,9 +99,11 @@ type Node struct {
 	spaceWatch bool
 	spaceRead  atomic.Int64
 
-	// the delivery bus (see bus.go; nil without --nats-url)
-	bus   *bus.Bus
-	relay *bus.Relayer
+	// the delivery bus (see bus.go; nil without --nats-url); busWake is
+	// what its changes call
+	bus     *bus.Bus
+	relay   *bus.Relayer
+	busWake atomic.Pointer[func()]
 
 	// the ring (see ring.go)
 	ring        atomic.Pointer[actor.PID]
@@ -367,6 +369,7 @@ func (n *Node) startActors() error {
 	if n.frontends, err = n.guardian.Spawn(actorFrontends, "frontends", sup); err != nil {
 		return err
 	}
+	n.wireBus()
 	// Peers before the intake, so that a stop (in reverse order) ends
 	// intake first and the forward queues last.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
