@@ -20,6 +20,7 @@ var benchLine = regexp.MustCompile(`^bench: (\S+) (\S+) (\S+) baseline=(\S+) rat
 var units = map[string]string{
 	"ingest": "msg/s", "delivery": "msg/s", "river-sqlite": "jobs/s", "federated": "msg/s", "drain": "msg/s",
 	"latency": "ms", "memory": "MB/100k", "restart": "ms", "postgres-site": "msg/s", "postgres-site-vs-single": "msg/s",
+	"postgres-site-nats": "msg/s",
 }
 
 // The figures each output-shape test runs: together every figure, so that
@@ -93,7 +94,7 @@ func TestShortRun(t *testing.T) {
 		t.Skip("runs real nodes for a few seconds")
 	}
 	checkShape(t, []string{"--short", "--window", "2s", "--clients", "8", "--consumers", "2", "--queued", "500", "--memory-queued", "500",
-		"--only", strings.Join(shortRunFigures, ",")}, append(slices.Clone(shortRunFigures), "postgres-site-vs-single"))
+		"--only", strings.Join(shortRunFigures, ",")}, append(slices.Clone(shortRunFigures), "postgres-site-vs-single", "postgres-site-nats"))
 }
 
 // TestRiverSQLiteLine: River on SQLite and the delivery figure, its

@@ -3,16 +3,12 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -91,16 +87,7 @@ type busSite struct {
 func runBusSite(t *testing.T, natsURL string, restartNATS func()) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	certDir := filepath.Join(dir, "certs")
-	if out, err := exec.Command(bin, "certs", "init", "--dir", certDir, "--nodes", "site").CombinedOutput(); err != nil {
-		t.Fatalf("certs init: %v\n%s", err, out)
-	}
-	caPEM, err := os.ReadFile(filepath.Join(certDir, "ca.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
+	certDir, pool := devCerts(t, bin, dir, "site")
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "site"}, MaxIdleConnsPerHost: 64}
 	t.Cleanup(tr.CloseIdleConnections)
 	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
@@ -189,39 +176,8 @@ func runBusSite(t *testing.T, natsURL string, restartNATS func()) {
 
 	var accepted sync.Map
 	var acceptedN atomic.Int32
-	ids := make(chan string, busE2EMessages)
-	for i := range busE2EMessages {
-		ids <- fmt.Sprintf("b%04d", i)
-	}
-	close(ids)
-	var clients sync.WaitGroup
-	for c := range busE2EClients {
-		clients.Go(func() {
-			k := c
-			for id := range ids {
-				dest := "4470000"
-				if messages.TokenOf(id)%2 == 0 {
-					dest = "3360000"
-				}
-				body := map[string]string{"id": id, "source_msisdn": "1555", "destination_msisdn": dest + id[1:], "message_body": "bus " + id}
-				for ctx.Err() == nil {
-					s.sent.Store(id, true)
-					k++
-					status, err := s.nodes[k%len(s.nodes)].call("POST", "/api/messages", body, nil)
-					if err == nil && (status == 202 || status == 200) {
-						accepted.Store(id, true)
-						acceptedN.Add(1)
-						break
-					}
-					if err == nil && status != 503 && status != 429 {
-						t.Errorf("submit %s: status %d", id, status)
-						break
-					}
-					time.Sleep(20 * time.Millisecond)
-				}
-			}
-		})
-	}
+	clients := submitAll(ctx, t, "b", busE2EMessages, busE2EClients, &s.sent, &accepted, &acceptedN,
+		func(k int) *e2eNode { return s.nodes[k%len(s.nodes)] })
 
 	eventuallyE2E(t, 120*time.Second, func() bool { return acceptedN.Load() >= busE2EKill })
 	s.nodes[1].kill()
@@ -280,56 +236,11 @@ func (n *e2eNode) delivery() string {
 	return st.Delivery
 }
 
-// consume polls the pull frontend at instance i, recording each offer by
-// when its poll was sent, and acks what it got (repeating an ack until an
-// instance answers it: acks are idempotent and an instance may be down).
+// consume polls the pull frontend at instance i and acks what it gets
+// (at the next instance when one is down) until ctx ends.
 func (s *busSite) consume(ctx context.Context, i int) {
-	l, n := s.l, s.nodes[i]
-	for ctx.Err() == nil {
-		l.mu.Lock()
-		sentAt := l.next()
-		l.mu.Unlock()
-		var pr struct{ Messages []messages.Outgoing }
-		status, err := n.call("POST", "/api/frontends/pullfe/poll", map[string]any{"max": 50, "wait_ms": 500, "lease_ms": 10000}, &pr)
-		if err != nil || status != 200 || len(pr.Messages) == 0 {
-			if err != nil || status != 200 {
-				time.Sleep(50 * time.Millisecond)
-			}
-			continue
-		}
-		var results []messages.DeliveryResult
-		l.mu.Lock()
-		for _, m := range pr.Messages {
-			if _, ok := s.sent.Load(m.ID); !ok {
-				l.unexpected = append(l.unexpected, m.ID)
-			}
-			l.offers[m.ID] = append(l.offers[m.ID], sentAt)
-			results = append(results, messages.DeliveryResult{ID: m.ID, Status: messages.Delivered})
-		}
-		l.mu.Unlock()
-		var ar struct{ Results []messages.AckOutcome }
-		lost := false
-		for k := i; ; k++ {
-			status, err = s.nodes[k%len(s.nodes)].call("POST", "/api/frontends/pullfe/ack", map[string]any{"results": results}, &ar)
-			if err == nil && status == 200 {
-				break
-			}
-			lost = true
-			if ctx.Err() != nil {
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		l.mu.Lock()
-		for _, o := range ar.Results {
-			switch {
-			case o.Outcome == "applied":
-				l.applied[o.ID] = append(l.applied[o.ID], l.next())
-			case o.Outcome == "already_recorded" && lost:
-				l.lostAcks[o.ID] = append(l.lostAcks[o.ID], l.next())
-			}
-		}
-		l.mu.Unlock()
+	body := map[string]any{"max": 50, "wait_ms": 500, "lease_ms": 10000}
+	for s.l.pullOnce(ctx, &s.sent, s.nodes[i], body, func(k int) *e2eNode { return s.nodes[(i+k)%len(s.nodes)] }) {
 	}
 }
 
@@ -383,22 +294,7 @@ func (s *busSite) check(accepted *sync.Map, hooked map[string][]time.Time) {
 			continue
 		}
 		pulled++
-		recorded := append(slices.Clone(l.applied[id]), l.lostAcks[id]...)
-		switch {
-		case len(l.applied[id]) > 1:
-			t.Errorf("pull: %s recorded %d times", id, len(l.applied[id]))
-			continue
-		case len(recorded) == 0:
-			t.Errorf("pull: %s delivered but no ack of it was recorded", id)
-			continue
-		}
-		first := slices.Min(recorded)
-		for _, o := range l.offers[id] {
-			if o > first {
-				t.Errorf("pull: %s offered again after its ack was recorded", id)
-			}
-		}
-		if len(l.offers[id]) > 1 {
+		if l.checkPull(t, id) {
 			again++
 		}
 	}
