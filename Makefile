@@ -45,7 +45,7 @@ sim: ## sim harness: 20 random seeds of 5 nodes, a 20-node full mesh, then 50 se
 soak: ## long runs behind make test: retention soak (a node with short retentions under steady load, sizes per cycle; SOAK_CYCLES, SOAK_RATE)
 	$(GO) test -tags soak -count=1 -timeout 30m -run '^TestSoak' -v ./cmd/node
 
-bench: build ## benchmarks: prints `bench:` ratio lines (BENCH.md)
+bench: build ## benchmarks: prints `bench:` ratio lines (docs/performance.md)
 	.ci/postgres
 	$(GO) run ./cmd/bench
 

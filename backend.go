@@ -50,6 +50,9 @@ func (n *Node) Submit(ctx context.Context, s messages.Submission) (messages.Mess
 	if err := s.Validate(); err != nil {
 		return messages.Message{}, false, err
 	}
+	if err := s.CheckTimes(n.clock.Now(), n.cfg.MessageValidity); err != nil {
+		return messages.Message{}, false, err
+	}
 	if err := n.roomForNew(); err != nil {
 		return messages.Message{}, false, err
 	}
@@ -118,7 +121,7 @@ func (n *Node) Status(ctx context.Context) (httpapi.Status, error) {
 	}
 	doc := httpapi.Status{
 		Node: n.cfg.Name, InstanceID: n.cfg.InstanceID, Version: n.cfg.Version, Store: n.store.Kind(),
-		Counts: map[string]int64{}, OutboxDepth: st.OutboxDepth, DLQDepth: st.DLQDepth,
+		Federation: n.cfg.Federation, Counts: map[string]int64{}, OutboxDepth: st.OutboxDepth, DLQDepth: st.DLQDepth,
 		ForwardQueueDepth: forwardDepth(st),
 		Frontends:         fes,
 		Delivery:          "store",

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -71,6 +72,15 @@ func TestBadInputIsRejectedAndStoresNothing(t *testing.T) {
 		{"bad state filter", "GET", "/api/messages?state=lost", nil, 400, "invalid_request"},
 		{"bad limit", "GET", "/api/messages?limit=0", nil, 400, "invalid_request"},
 		{"bad cursor", "GET", "/api/messages?cursor=abc", nil, 400, "invalid_request"},
+		{"search: bad destination", "GET", "/api/messages?destination=44-12", nil, 400, "invalid_request"},
+		{"search: only a star", "GET", "/api/messages?destination=*", nil, 400, "invalid_request"},
+		{"search: source too long", "GET", "/api/messages?source=" + strings.Repeat("x", 33), nil, 400, "invalid_request"},
+		{"search: bad time", "GET", "/api/messages?since=yesterday", nil, 400, "invalid_request"},
+		{"search: since after until", "GET", "/api/messages?since=2026-02-01T00:00:00Z&until=2026-01-01T00:00:00Z", nil, 400, "invalid_request"},
+		{"search: bad frontend", "GET", "/api/messages?frontend=-x", nil, 400, "invalid_request"},
+		{"search: unknown parameter", "GET", "/api/messages?to=44", nil, 400, "unknown_field"},
+		{"search: a seq cursor for a time range", "GET", "/api/messages?since=2026-01-01T00:00:00Z&cursor=5", nil, 400, "invalid_request"},
+		{"search: a time cursor without one", "GET", "/api/messages?cursor=5@1700000000000000", nil, 400, "invalid_request"},
 		{"resubmit unknown", "POST", "/api/messages/nope/resubmit", nil, 404, "not_found"},
 		{"resubmit delivered", "POST", "/api/messages/kept/resubmit", nil, 409, "invalid_state"},
 		{"bulk resubmit bad state", "POST", "/api/messages/resubmit", `{"state":"pending"}`, 400, "invalid_request"},
@@ -93,7 +103,50 @@ func TestBadInputIsRejectedAndStoresNothing(t *testing.T) {
 		{"ack unknown frontend", "POST", "/api/frontends/ghost/ack", `{"results":[{"id":"kept","status":"delivered"}]}`, 404, "not_found"},
 		{"ack bad status", "POST", "/api/frontends/pullfe/ack", `{"results":[{"id":"kept","status":"maybe"}]}`, 400, "invalid_request"},
 		{"ack without id", "POST", "/api/frontends/pullfe/ack", `{"results":[{"status":"delivered"}]}`, 400, "invalid_request"},
-		{"ack empty", "POST", "/api/frontends/pullfe/ack", `{"results":[]}`, 400, "invalid_request"},
+		{"ack without results", "POST", "/api/frontends/pullfe/ack", `{}`, 400, "invalid_request"},
+		{"ack reason with a control character", "POST", "/api/frontends/pullfe/ack", `{"results":[{"id":"kept","status":"failed","reason":"bad\u0007bell"}]}`, 400, "invalid_request"},
+
+		// Strict intake: unknown fields, text a decoder would change, the
+		// optional fields' rules, an id reused with other content.
+		{"unknown field (typo of id)", "POST", "/api/messages", valid(func(m map[string]any) { m["msg_id"] = "retry-me" }), 400, "unknown_field"},
+		{"unknown field priority", "POST", "/api/messages", valid(func(m map[string]any) { m["priority"] = 1 }), 400, "unknown_field"},
+		{"unknown field in a route", "PUT", "/api/routes/55", `{"frontend":"pullfe","weight":2}`, 400, "unknown_field"},
+		{"unknown field in a frontend", "PUT", "/api/frontends/x", `{"mode":"pull","secret":"s"}`, 400, "unknown_field"},
+		{"unknown field in a poll", "POST", "/api/frontends/pullfe/poll", `{"max":1,"timeout_ms":5}`, 400, "unknown_field"},
+		{"unknown field in an ack", "POST", "/api/frontends/pullfe/ack", `{"results":[{"id":"kept","status":"delivered","code":0}]}`, 400, "unknown_field"},
+		{"unknown field in a bulk resubmit", "POST", "/api/messages/resubmit", `{"state":"failed","limit":5}`, 400, "unknown_field"},
+		{"invalid utf-8 in the body", "POST", "/api/messages", []byte("{\"source_msisdn\":\"1\",\"destination_msisdn\":\"441\",\"message_body\":\"\xff\xfe\"}"), 400, "invalid_request"},
+		{"lone surrogate escape", "POST", "/api/messages", `{"source_msisdn":"1","destination_msisdn":"441","message_body":"a\ud800b"}`, 400, "invalid_request"},
+		{"lone low surrogate escape", "POST", "/api/messages", `{"source_msisdn":"1","destination_msisdn":"441","message_body":"\udc00"}`, 400, "invalid_request"},
+		{"NUL in the body", "POST", "/api/messages", valid(func(m map[string]any) { m["message_body"] = "a\x00b" }), 400, "invalid_request"},
+		{"escape character in the body", "POST", "/api/messages", valid(func(m map[string]any) { m["message_body"] = "\x1b[31mred" }), 400, "invalid_request"},
+		{"tab in the body", "POST", "/api/messages", valid(func(m map[string]any) { m["message_body"] = "a\tb" }), 400, "invalid_request"},
+		{"C1 control in the body", "POST", "/api/messages", valid(func(m map[string]any) { m["message_body"] = "a\u0085b" }), 400, "invalid_request"},
+		{"control character in the source", "POST", "/api/messages", valid(func(m map[string]any) { m["source_msisdn"] = "AC\nME" }), 400, "invalid_request"},
+		{"unknown data coding", "POST", "/api/messages", valid(func(m map[string]any) { m["data_coding"] = "latin1" }), 400, "invalid_request"},
+		{"gsm7 text outside the alphabet", "POST", "/api/messages", valid(func(m map[string]any) { m["data_coding"], m["message_body"] = "gsm7", "emoji 🙂" }), 400, "invalid_request"},
+		{"gsm7 backtick", "POST", "/api/messages", valid(func(m map[string]any) { m["data_coding"], m["message_body"] = "gsm7", "`x`" }), 400, "invalid_request"},
+		{"binary with text", "POST", "/api/messages", valid(func(m map[string]any) { m["data_coding"], m["message_body_base64"] = "binary", "AAE=" }), 400, "invalid_request"},
+		{"binary without bytes", "POST", "/api/messages", valid(func(m map[string]any) { m["data_coding"] = "binary"; delete(m, "message_body") }), 400, "invalid_request"},
+		{"bytes without binary coding", "POST", "/api/messages", valid(func(m map[string]any) { m["message_body_base64"] = "AAE="; delete(m, "message_body") }), 400, "invalid_request"},
+		{"bad base64", "POST", "/api/messages", valid(func(m map[string]any) {
+			m["data_coding"], m["message_body_base64"] = "binary", "not base64!"
+			delete(m, "message_body")
+		}), 400, "invalid_request"},
+		{"validity in the past", "POST", "/api/messages", valid(func(m map[string]any) { m["validity_until"] = "2001-01-01T00:00:00Z" }), 400, "invalid_request"},
+		{"validity beyond the node's", "POST", "/api/messages", valid(func(m map[string]any) {
+			m["validity_until"] = time.Now().Add(48 * time.Hour).UTC().Format(time.RFC3339)
+		}), 400, "invalid_request"},
+		{"validity not RFC 3339", "POST", "/api/messages", valid(func(m map[string]any) { m["validity_until"] = "tomorrow" }), 400, "invalid_request"},
+		{"scheduled after expiry", "POST", "/api/messages", valid(func(m map[string]any) { m["deliver_after"] = time.Now().Add(25 * time.Hour).UTC().Format(time.RFC3339) }), 400, "invalid_request"},
+		{"scheduled after its validity", "POST", "/api/messages", valid(func(m map[string]any) {
+			m["validity_until"] = time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+			m["deliver_after"] = time.Now().Add(2 * time.Hour).UTC().Format(time.RFC3339)
+		}), 400, "invalid_request"},
+		{"id reused with another body", "POST", "/api/messages", map[string]string{"id": "kept", "source_msisdn": "15550001", "destination_msisdn": "441", "message_body": "another body"}, 409, "id_conflict"},
+		{"id reused with another destination", "POST", "/api/messages", map[string]string{"id": "kept", "source_msisdn": "15550001", "destination_msisdn": "4412", "message_body": "hello kept"}, 409, "id_conflict"},
+		{"id reused with another source", "POST", "/api/messages", map[string]string{"id": "kept", "source_msisdn": "15550002", "destination_msisdn": "441", "message_body": "hello kept"}, 409, "id_conflict"},
+		{"id reused with a data coding", "POST", "/api/messages", map[string]string{"id": "kept", "source_msisdn": "15550001", "destination_msisdn": "441", "message_body": "hello kept", "data_coding": "ucs2"}, 409, "id_conflict"},
 		{"unknown path", "GET", "/api/nothing-here", nil, 404, "not_found"},
 		{"wrong method", "DELETE", "/api/messages", nil, 405, "method_not_allowed"},
 	}

@@ -6,15 +6,19 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchboard-dev/switchboard/actors/clock"
+	"github.com/switchboard-dev/switchboard/actors/discovery"
 	"github.com/switchboard-dev/switchboard/actors/peer"
+	"github.com/switchboard-dev/switchboard/httpapi/certs"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/persistence/postgres"
 	"github.com/switchboard-dev/switchboard/persistence/space"
 )
 
@@ -62,8 +66,10 @@ type Config struct {
 	// APIToken, when set, is required as a Bearer token on /api/* (--api-token).
 	APIToken string
 
-	// Routes and Webhooks are applied at start (--route, --frontend); they
-	// are stored, so they also survive without the flags.
+	// Routes and Webhooks are applied at start (--route, --frontend): the
+	// flags win, and each stored entry they change (one the API changed
+	// since, say) is logged at warn with both values; none is overwritten
+	// in silence. They are stored, so they also survive without the flags.
 	Routes   []RouteSpec
 	Webhooks []WebhookSpec
 
@@ -284,12 +290,23 @@ func (c Config) Validate() error {
 		if addr == "" {
 			continue
 		}
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			bad(flag, "%q is not host:port", addr)
+		if err := checkHostPort(addr, true); err != nil {
+			bad(flag, "%v", err)
 		}
+	}
+	if c.Listen != "" && c.Listen == c.MetricsListen && !strings.HasSuffix(c.Listen, ":0") {
+		bad("metrics-listen", "%q is --listen too; they need addresses of their own", c.MetricsListen)
 	}
 	if c.Store == nil && c.Postgres == "" && c.DataDir == "" {
 		bad("data-dir", "must not be empty when --postgres is not set")
+	}
+	if c.Store == nil && c.Postgres != "" {
+		pc := postgres.DefaultConfig()
+		pc.DSN = c.Postgres
+		if err := pc.Validate(); err != nil {
+			// The parse error can quote the DSN, password included.
+			bad("postgres", "does not parse as a connection string (key=value ...) or a postgres:// URL")
+		}
 	}
 	switch {
 	case c.TLSCert != "" && c.TLSKey == "":
@@ -409,13 +426,13 @@ func (c Config) validateFederation() []error {
 		bad("api-port", "must be 1-65535, got %d", c.APIPort)
 	}
 	for _, p := range c.Peers {
-		if _, _, err := net.SplitHostPort(p); err != nil {
-			bad("peers", "%q is not host:port", p)
+		if err := checkHostPort(p, false); err != nil {
+			bad("peers", "%v", err)
 		}
 	}
 	if c.DNSServer != "" {
-		if _, _, err := net.SplitHostPort(c.DNSServer); err != nil {
-			bad("dns-server", "%q is not host:port", c.DNSServer)
+		if err := checkHostPort(c.DNSServer, false); err != nil {
+			bad("dns-server", "%v", err)
 		}
 	}
 	if !c.Federation {
@@ -434,6 +451,53 @@ func (c Config) validateFederation() []error {
 		bad("tls-ca", "federation with a CA needs --tls-cert and --tls-key signed by it (a self-signed certificate cannot be verified by peers)")
 	}
 	return errs
+}
+
+// checkHostPort reports why addr is not host:port: a host name or an IP
+// address (for a listen address also empty: every interface) and a port
+// from 1 to 65535 (for a listen address also 0: any free port).
+func checkHostPort(addr string, listen bool) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port", addr)
+	}
+	if !(listen && host == "") && !discovery.ValidHost(host) {
+		return fmt.Errorf("%q: %q is not a host name or IP address", addr, host)
+	}
+	low := 1
+	if listen {
+		low = 0
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < low || p > 65535 {
+		return fmt.Errorf("%q: port %q is not a number from %d to 65535", addr, port, low)
+	}
+	return nil
+}
+
+// Preflight checks what Validate cannot without reading files: the TLS
+// certificate and key load and match, the CA bundle holds certificates,
+// and the data directory, when it exists, is a directory. The command
+// runs it before anything opens, so that a bad file stops start-up with
+// one line naming its flag (exit 2) instead of after the store was opened
+// and migrated.
+func (c Config) Preflight() error {
+	var errs []error
+	if c.TLSCert != "" {
+		if _, err := certs.LoadKeyPair(c.TLSCert, c.TLSKey); err != nil {
+			errs = append(errs, fmt.Errorf("--tls-cert: %v", err))
+		}
+	}
+	if c.TLSCA != "" {
+		if _, err := certs.LoadPool(c.TLSCA); err != nil {
+			errs = append(errs, fmt.Errorf("--tls-ca: %v", err))
+		}
+	}
+	if c.Store == nil && c.Postgres == "" && c.DataDir != "" {
+		if fi, err := os.Stat(c.DataDir); err == nil && !fi.IsDir() {
+			errs = append(errs, fmt.Errorf("--data-dir: %s is a file, not a directory", c.DataDir))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // ValidName reports whether s can name a node, instance or frontend (see

@@ -3,6 +3,7 @@ package switchboard_test
 import (
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,4 +95,39 @@ func TestDiscoveryBySRV(t *testing.T) {
 		return nil
 	})
 	a.submitAs("srv-2", "3555", messages.StateForwardQueued)
+	// c reads removed (not unknown) while a message waits for it.
+	gone := a.waitPeer("c", messages.PeerRemoved)
+	if gone.ForwardQueueDepth != 1 || gone.Address != "" {
+		t.Fatalf("a lists the removed c as %+v", gone)
+	}
+	if m := scrape(t, a); !strings.Contains(m, `switchboard_peer_state{peer="c",state="removed"} 1`) {
+		t.Fatalf("metrics do not show c removed:\n%s", m)
+	}
+}
+
+// TestAddressThatNeverAnsweredIsAPeer: a configured address that is down
+// from the start is listed under its address at once, its failed checks
+// counted from the first, so it goes degraded then unhealthy (and the
+// unhealthy alert's series exists); once it answers, its name replaces it.
+func TestAddressThatNeverAnsweredIsAPeer(t *testing.T) {
+	fn := newFedNet()
+	a := startFed(t, fn, fedConfig(t, fn, "a", "b"))
+	addr := symbolic("b")
+	p := a.waitPeer(addr, messages.PeerUnhealthy)
+	if p.Address != addr || p.ConsecutiveFailures < 3 || p.LastError == "" || p.LastSuccess != nil {
+		t.Fatalf("a lists the silent address as %+v", p)
+	}
+	if m := scrape(t, a); !strings.Contains(m, `switchboard_peer_state{peer="`+addr+`",state="unhealthy"} 1`) {
+		t.Fatalf("metrics do not show the address unhealthy:\n%s", m)
+	}
+	startFed(t, fn, fedConfig(t, fn, "b", "a"))
+	a.waitPeer("b", messages.PeerHealthy)
+	eventually(t, 10*time.Second, func() error {
+		var peers []messages.PeerInfo
+		a.must(200, "GET", "/api/peers", nil, &peers)
+		if len(peers) != 1 || peers[0].Node != "b" {
+			return fmt.Errorf("a lists %+v, want b alone", peers)
+		}
+		return nil
+	})
 }

@@ -97,7 +97,7 @@ func TestNothingLeavesBeforeItsSync(t *testing.T) {
 	got := make(chan []messages.Outgoing, 1)
 	call("poll", func() { got <- h.poll("fe2", 10, 10000, 30000) })
 	call("duplicate submit", func() {
-		h.must(200, "POST", "/api/messages", map[string]string{"id": "before", "source_msisdn": "1", "destination_msisdn": "441", "message_body": "x"}, nil)
+		h.must(200, "POST", "/api/messages", map[string]string{"id": "before", "source_msisdn": "15550001", "destination_msisdn": "441", "message_body": "hello before"}, nil)
 	})
 	call("message document", func() { h.message("before") })
 	call("ack", func() { h.ack("fe", messages.DeliveryResult{ID: "before", Status: messages.Delivered}) })

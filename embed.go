@@ -76,10 +76,16 @@ func (n *Node) Subscribe(fn func(messages.StateChanged)) (cancel func()) {
 }
 
 // publish announces a committed transition to the subscribers. The map is
-// copied on write, so publishing (hot) takes no lock.
+// copied on write, so publishing (hot) takes no lock. A message that ends
+// failed or forward_failed is logged (at a bounded rate): it waits for an
+// operator.
 func (n *Node) publish(ev messages.StateChanged) {
 	if ev.State == messages.StateDelivered || ev.State == messages.StateFailed {
 		n.kickStatus()
+	}
+	n.events.count(ev)
+	if ev.State == messages.StateFailed || ev.State == messages.StateForwardFailed {
+		n.failures.Write("id", ev.ID, "state", ev.State, "frontend", ev.Frontend, "reason", ev.Reason, "detail", ev.Detail)
 	}
 	for _, fn := range *n.subs.Load() {
 		fn(ev)

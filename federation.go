@@ -25,7 +25,7 @@ const (
 )
 
 // capabilities this node announces in its identity.
-var capabilities = []string{messages.CapForwardBatch, messages.CapStatusBatch}
+var capabilities = []string{messages.CapForwardBatch, messages.CapStatusBatch, messages.CapMessageFields}
 
 // loadBook fills the peer book with the registries learned before a
 // restart, so that messages for a peer that is down since our start still
@@ -92,7 +92,7 @@ func (n *Node) startFederation() error {
 	if err != nil {
 		return err
 	}
-	peerMetrics, err := peer.NewMetrics(n.registry)
+	peerMetrics, err := peer.NewMetrics(n.registry, n.book)
 	if err != nil {
 		return err
 	}
@@ -361,11 +361,11 @@ func (n *Node) Peers(ctx context.Context) ([]messages.PeerInfo, error) {
 	if !n.cfg.Federation || n.book == nil {
 		return []messages.PeerInfo{}, nil
 	}
-	st, err := n.stats.get(ctx)
-	if err != nil {
+	// A fresh count refreshes the book's queue depths (a removed peer is
+	// listed while messages wait for it).
+	if _, err := n.stats.get(ctx); err != nil {
 		return nil, n.storeErr("stats", err, "")
 	}
-	n.book.SetQueueDepths(st.ForwardQueue)
 	return n.book.List(), nil
 }
 

@@ -19,6 +19,9 @@ type statsCache struct {
 	// peers lists the peers whose forward queue depth is reported even
 	// when empty.
 	peers func() []string
+	// fresh, when set, is told each count read from the store (the peer
+	// book keeps the forward queue depths from it).
+	fresh func(persistence.Stats)
 
 	mu   sync.Mutex
 	at   time.Time
@@ -32,11 +35,12 @@ type statsCache struct {
 	bytes    *prometheus.Desc
 }
 
-func newStatsCache(s persistence.Store, ttl time.Duration, peers func() []string) *statsCache {
+func newStatsCache(s persistence.Store, ttl time.Duration, peers func() []string, fresh func(persistence.Stats)) *statsCache {
 	return &statsCache{
 		store: s,
 		ttl:   ttl,
 		peers: peers,
+		fresh: fresh,
 		fwdQueue: prometheus.NewDesc("switchboard_forward_queue_depth",
 			"Forward work waiting for each peer (queued or about to be sent).", []string{"peer"}, nil),
 		messages: prometheus.NewDesc("switchboard_messages", "Messages in the store by state.", []string{"state"}, nil),
@@ -62,6 +66,9 @@ func (c *statsCache) get(ctx context.Context) (persistence.Stats, error) {
 		return st, err
 	}
 	c.at, c.last = time.Now(), st
+	if c.fresh != nil {
+		c.fresh(st)
+	}
 	return st, nil
 }
 

@@ -52,8 +52,8 @@ func (c Config) validateRing() []error {
 		}
 	}
 	if c.RingAddress != "" {
-		if _, _, err := net.SplitHostPort(c.RingAddress); err != nil {
-			bad("ring-address", "%q is not host:port", c.RingAddress)
+		if err := checkHostPort(c.RingAddress, false); err != nil {
+			bad("ring-address", "%v", err)
 		}
 	}
 	for flag, v := range map[string]string{"cluster": c.Cluster, "region": c.Region, "zone": c.Zone} {

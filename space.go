@@ -94,6 +94,9 @@ func (n *Node) readSpace(now time.Time) error {
 // roomForNew refuses new work while the gate is shut. The free space it
 // goes by is at most spaceFresh old: one caller at a time reads it again.
 func (n *Node) roomForNew() error {
+	if n.space == nil {
+		return nil // not started: the call is refused as unavailable
+	}
 	now := n.clock.Now()
 	if last := n.spaceRead.Load(); n.spaceWatch && now.UnixNano()-last > int64(spaceFresh) &&
 		n.spaceRead.CompareAndSwap(last, now.UnixNano()) {
@@ -109,7 +112,7 @@ func (n *Node) roomForNew() error {
 // noteFull shuts the gate when err says a commit found no room.
 func (n *Node) noteFull(err error) {
 	var e *messages.Error
-	if errors.As(err, &e) && e.Code == messages.CodeStorageFull {
+	if n.space != nil && errors.As(err, &e) && e.Code == messages.CodeStorageFull {
 		now := n.clock.Now()
 		n.space.Failed(now, errors.New(e.Message))
 		n.spaceChanged(now)
@@ -118,6 +121,9 @@ func (n *Node) noteFull(err error) {
 
 // storageState is the gate's state for /readyz: "ok", or "full" and why.
 func (n *Node) storageState() (state, why string) {
+	if n.space == nil {
+		return "ok", ""
+	}
 	if shut, why := n.space.Shut(n.clock.Now()); shut {
 		return "full", why
 	}

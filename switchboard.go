@@ -36,6 +36,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +64,7 @@ import (
 	"github.com/switchboard-dev/switchboard/persistence/space"
 	"github.com/switchboard-dev/switchboard/persistence/sqlite"
 	"github.com/switchboard-dev/switchboard/supervision"
+	"github.com/switchboard-dev/switchboard/supervision/ratelog"
 )
 
 // Node is one running Switchboard node.
@@ -125,9 +127,24 @@ type Node struct {
 	api        *httpapi.Server
 	https      *http.Server
 	metricsSrv *http.Server
-	addr       string
-	maddr      string
-	serveErrs  chan error
+	// httpsLn and metricsLn are bound by bind before the store opens and
+	// served by startHTTP (nil once served); httpsTLS is httpsLn's
+	// configuration.
+	httpsLn, metricsLn net.Listener
+	httpsTLS           *tls.Config
+	addr               string
+	maddr              string
+	serveErrs          chan error
+
+	// failures logs each message that ends failed or forward_failed, at a
+	// bounded rate (see publish).
+	failures *ratelog.Log
+	// events and timeline are the UI's live chart (timeline.go).
+	events          eventCounts
+	timeline        timeline
+	timelineMu      sync.Mutex
+	timelineStopped bool
+	stopTimeline    func() bool
 
 	ready    atomic.Bool
 	inflight atomic.Int64 // submits waiting for the intake (admission control)
@@ -145,6 +162,14 @@ type Node struct {
 	subSeq uint64
 	subs   atomic.Pointer[map[uint64]func(messages.StateChanged)]
 }
+
+// The rate of the "message failed" log lines: a burst of failures (a
+// frontend rejecting everything, a peer gone for good) logs its first 20 a
+// minute one by one and then a count, instead of a line per message.
+const (
+	failureLogBurst  = 20
+	failureLogWindow = time.Minute
+)
 
 // The node's own children of the guardian.
 const (
@@ -185,6 +210,12 @@ func New(cfg Config) (*Node, error) {
 	if n.clock == nil {
 		n.clock = clock.Real{}
 	}
+	var err error
+	if n.failures, err = ratelog.New(ratelog.Config{Logger: n.log, Level: slog.LevelWarn,
+		Msg: "message failed", Summary: "message failures not logged one by one",
+		Burst: failureLogBurst, Window: failureLogWindow, Now: n.clock.Now, AfterFunc: n.clock.AfterFunc}); err != nil {
+		return nil, err
+	}
 	if n.registry == nil {
 		n.registry = prometheus.NewRegistry()
 		n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -206,6 +237,12 @@ func (n *Node) Start(ctx context.Context) (err error) {
 			n.teardown(context.Background())
 		}
 	}()
+	// The listeners first: a port that is taken (or a certificate that
+	// does not load) stops the start before the store is opened and
+	// migrated.
+	if err := n.bind(); err != nil {
+		return err
+	}
 	if err := n.openStore(ctx); err != nil {
 		return err
 	}
@@ -227,6 +264,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err := n.startRing(); err != nil {
 		return err
 	}
+	n.startTimeline()
 	n.ready.Store(true)
 	return nil
 }
@@ -254,12 +292,23 @@ func (n *Node) openStore(ctx context.Context) error {
 		}
 		n.store, n.ownStore = s, true
 	}
-	n.stats = newStatsCache(n.store, time.Second, n.peerNames)
+	n.stats = newStatsCache(n.store, time.Second, n.peerNames, func(st persistence.Stats) {
+		if n.book != nil {
+			n.book.SetQueueDepths(st.ForwardQueue)
+		}
+	})
 	return n.registry.Register(n.stats)
 }
 
 // prepareStore takes back this instance's leases from its previous run and
 // applies the routes and webhooks given as flags.
+//
+// The flags are the configuration and win: each route or frontend they
+// name is written as they say. None is overwritten in silence: one the
+// store held otherwise (changed through the API since, or by an earlier
+// version of the flags) is logged at warn with the stored and the flag's
+// value, and one the store lacked at info. Entries the flags do not name
+// are left as they are.
 func (n *Node) prepareStore(ctx context.Context) error {
 	released, err := n.store.ReleaseLeases(ctx, n.cfg.InstanceID)
 	if err != nil {
@@ -269,28 +318,60 @@ func (n *Node) prepareStore(ctx context.Context) error {
 		n.log.Info("took back leases of the previous run", "instance_id", n.cfg.InstanceID, "leases", released)
 	}
 	now := n.clock.Now()
-	for _, w := range n.cfg.Webhooks {
-		fe := messages.Frontend{Name: w.Name, Mode: messages.ModeWebhook, URL: w.URL, CreatedAt: now, UpdatedAt: now}
-		if err := n.store.PutFrontend(ctx, fe); err != nil {
-			return fmt.Errorf("--frontend %s: %w", w.Name, err)
-		}
-	}
 	fes, err := n.store.Frontends(ctx)
 	if err != nil {
 		return fmt.Errorf("read frontends: %w", err)
 	}
-	known := map[string]bool{}
-	names := make([]string, 0, len(fes))
+	stored := map[string]messages.Frontend{}
 	for _, f := range fes {
-		known[f.Name] = true
-		names = append(names, f.Name)
+		stored[f.Name] = f
 	}
+	for _, w := range n.cfg.Webhooks {
+		f, ok := stored[w.Name]
+		switch {
+		case ok && f.Mode == messages.ModeWebhook && f.URL == w.URL:
+			continue
+		case ok:
+			n.log.Warn("--frontend overwrites the stored frontend (the flags win; a change made through the API is lost)",
+				"name", w.Name, "flag_url", w.URL, "stored_mode", f.Mode, "stored_url", f.URL)
+		default:
+			n.log.Info("frontend registered from --frontend", "name", w.Name, "url", w.URL)
+		}
+		fe := messages.Frontend{Name: w.Name, Mode: messages.ModeWebhook, URL: w.URL, CreatedAt: now, UpdatedAt: now}
+		if err := n.store.PutFrontend(ctx, fe); err != nil {
+			return fmt.Errorf("--frontend %s: %w", w.Name, err)
+		}
+		stored[w.Name] = fe
+	}
+	names := make([]string, 0, len(stored))
+	for name := range stored {
+		names = append(names, name)
+	}
+	sort.Strings(names)
 	// The registry peers learn from us is right from the first exchange,
 	// before the intake has loaded the directory (an empty one would make
 	// a peer refuse our destinations until the next exchange).
 	n.setLocalNames(names)
+	routes, err := n.store.Routes(ctx)
+	if err != nil {
+		return fmt.Errorf("read routes: %w", err)
+	}
+	routed := map[string]string{}
+	for _, r := range routes {
+		routed[r.Prefix] = r.Frontend
+	}
 	for _, r := range n.cfg.Routes {
-		if !known[r.Frontend] {
+		fe, ok := routed[r.Prefix]
+		switch {
+		case ok && fe == r.Frontend:
+			continue
+		case ok:
+			n.log.Warn("--route overwrites the stored route (the flags win; a change made through the API is lost)",
+				"prefix", r.Prefix, "flag_frontend", r.Frontend, "stored_frontend", fe)
+		default:
+			n.log.Info("route created from --route", "prefix", r.Prefix, "frontend", r.Frontend)
+		}
+		if _, ok := stored[r.Frontend]; !ok {
 			n.log.Warn("route names a frontend that is not registered yet; its destinations get no_route until it registers",
 				"prefix", r.Prefix, "frontend", r.Frontend)
 		}
@@ -445,6 +526,32 @@ func (n *Node) webhookClient() (*http.Client, error) {
 	return &http.Client{Transport: tr}, nil
 }
 
+// bind opens the listeners (and loads the HTTPS certificate, making the
+// self-signed one when none is given); startHTTP serves them.
+func (n *Node) bind() error {
+	if n.cfg.Listen != "" {
+		ln, err := net.Listen("tcp", n.cfg.Listen)
+		if err != nil {
+			return fmt.Errorf("--listen: %w", err)
+		}
+		tc, err := n.serverTLS()
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		n.addr, n.httpsLn = ln.Addr().String(), tls.NewListener(ln, tc)
+		n.httpsTLS = tc
+	}
+	if n.cfg.MetricsListen != "" {
+		ln, err := net.Listen("tcp", n.cfg.MetricsListen)
+		if err != nil {
+			return fmt.Errorf("--metrics-listen: %w", err)
+		}
+		n.maddr, n.metricsLn = ln.Addr().String(), ln
+	}
+	return nil
+}
+
 func (n *Node) startHTTP() error {
 	var err error
 	n.api, err = httpapi.New(httpapi.Config{Backend: n, Ring: n, APIToken: n.cfg.APIToken, Logger: n.log,
@@ -453,17 +560,22 @@ func (n *Node) startHTTP() error {
 		return err
 	}
 	n.serveErrs = make(chan error, 2)
-	if n.cfg.Listen != "" {
-		if err := n.listenHTTPS(); err != nil {
-			return err
+	if ln := n.httpsLn; ln != nil {
+		n.httpsLn = nil // served: the server closes it
+		n.https = &http.Server{
+			Handler:           n.api,
+			TLSConfig:         n.httpsTLS,
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			// HTTP/1.1 only: on these loads keep-alive HTTP/1.1 serves about
+			// twice the requests of HTTP/2 per connection (docs/performance.md).
+			TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
+			ErrorLog:     slog.NewLogLogger(n.log.With("component", "https").Handler(), slog.LevelDebug),
 		}
+		go n.serve("https", func() error { return n.https.Serve(ln) })
 	}
-	if n.cfg.MetricsListen != "" {
-		ln, err := net.Listen("tcp", n.cfg.MetricsListen)
-		if err != nil {
-			return fmt.Errorf("--metrics-listen: %w", err)
-		}
-		n.maddr = ln.Addr().String()
+	if ln := n.metricsLn; ln != nil {
+		n.metricsLn = nil
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(n.registry, promhttp.HandlerOpts{}))
 		n.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -472,7 +584,9 @@ func (n *Node) startHTTP() error {
 	return nil
 }
 
-func (n *Node) listenHTTPS() error {
+// serverTLS is the HTTPS listener's TLS configuration: --tls-cert and
+// --tls-key, or a self-signed development certificate in the data dir.
+func (n *Node) serverTLS() (*tls.Config, error) {
 	certFile, keyFile := n.cfg.TLSCert, n.cfg.TLSKey
 	if certFile == "" {
 		dir := n.cfg.DataDir
@@ -480,35 +594,19 @@ func (n *Node) listenHTTPS() error {
 			dir = "."
 		}
 		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return fmt.Errorf("--data-dir: %w", err)
+			return nil, fmt.Errorf("--data-dir: %w", err)
 		}
 		var err error
 		if certFile, keyFile, err = certs.EnsureSelfSigned(dir, n.cfg.Name, n.clock.Now()); err != nil {
-			return fmt.Errorf("self-signed certificate: %w", err)
+			return nil, fmt.Errorf("self-signed certificate: %w", err)
 		}
 		n.log.Warn("no --tls-cert given: serving a self-signed development certificate", "cert", certFile)
 	}
 	tc, err := certs.ServerConfig(certFile, keyFile, n.cfg.TLSCA)
 	if err != nil {
-		return fmt.Errorf("--tls-cert: %w", err)
+		return nil, fmt.Errorf("--tls-cert: %w", err)
 	}
-	ln, err := net.Listen("tcp", n.cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("--listen: %w", err)
-	}
-	n.addr = ln.Addr().String()
-	n.https = &http.Server{
-		Handler:           n.api,
-		TLSConfig:         tc,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		// HTTP/1.1 only: on these loads keep-alive HTTP/1.1 serves about
-		// twice the requests of HTTP/2 per connection (BENCH.md).
-		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
-		ErrorLog:     slog.NewLogLogger(n.log.With("component", "https").Handler(), slog.LevelDebug),
-	}
-	go n.serve("https", func() error { return n.https.Serve(tls.NewListener(ln, tc)) })
-	return nil
+	return tc, nil
 }
 
 // serve runs a listener; its unexpected end is fatal for the node.
@@ -584,6 +682,17 @@ func (n *Node) teardown(ctx context.Context) error {
 		if err := n.metricsSrv.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("metrics shutdown: %w", err))
 		}
+	}
+	// Listeners bound but never served (a start that failed after bind).
+	for _, ln := range []net.Listener{n.httpsLn, n.metricsLn} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+	n.endTimeline()
+	n.failures.Close()
+	if n.api != nil {
+		n.api.Close()
 	}
 	n.releaseInstance()
 	if n.records != nil {

@@ -38,8 +38,9 @@ const uiScreenshotEnv = "SWITCHBOARD_UI_SCREENSHOT"
 // headless Chromium: it enters the token the page asks for, resubmits a
 // failed message through the row's button and the confirm dialog and
 // checks through the API that the message was resubmitted, takes a
-// screenshot of the queue with messages in every state and a peer, then
-// searches by number and by id.
+// screenshot of the queue with messages in every state and a peer, checks
+// why messages failed or wait and the live chart, then searches by number
+// (destination and source) and by id.
 //
 // In CI (CI=1, set by .ci/run) a missing Chromium fails the test; elsewhere
 // it skips, saying how to install it.
@@ -222,10 +223,6 @@ func TestUIInBrowser(t *testing.T) {
 		waitJS("the counts by state", strings.Join(tiles, " && ")),
 		waitJS("peer par-1 unhealthy with its queue depth",
 			`[...document.querySelectorAll('#peers-body tr')].some((r) => r.cells[0].textContent === 'par-1' && r.cells[2].textContent === 'unhealthy' && Number(r.cells[3].textContent) === `+tile(messages.StateForwardQueued)+`)`))
-	checkScreenshot(t, value(br, "screenshot", chromedp.FullScreenshot(100)))
-	if shown := value(br, "read a state", chromedp.Evaluate[string](rowState(frQueued))); shown != string(messages.StateForwardQueued) {
-		t.Logf("note: the screenshot shows %s %s, not forward_queued (the page showed it after its 6 s in the queue)", frQueued, shown)
-	}
 
 	// The ring: a single instance on the embedded store is the master and
 	// only member of its own ring, owning all of it.
@@ -236,7 +233,35 @@ func TestUIInBrowser(t *testing.T) {
 			return c[0].textContent.includes('(master)') && c[5].textContent === '≈ 100.0%';
 		})()`))
 
-	// Search by number: the messages to or from +336... only, newest first.
+	// Why a message failed or waits, and when it is tried next.
+	why := func(id string) string {
+		return fmt.Sprintf(`((document.querySelector('#queue-body tr[data-id=%q] td.why') || {}).textContent || '')`, id)
+	}
+	br.do("why messages fail or wait",
+		waitJS("the failed message's reason", why(failed2)+`.includes('rejected') && `+why(failed2)+`.includes('barred')`),
+		waitJS("the retried message's reason and next attempt", why(retry1)+`.includes('handset busy') && `+why(retry1)+`.includes('next: ')`))
+
+	// The live chart: the node's own counters, a point every 10 s (the
+	// first comes 10 s after the start), shows the messages accepted.
+	br.do("the live chart",
+		waitJS("a point with messages accepted", `(() => {
+			const line = document.querySelector('#chart-rates polyline[data-series=accepted_per_second]');
+			if (document.getElementById('live-charts').hidden || !line) return false;
+			const ys = line.getAttribute('points').trim().split(' ').filter(Boolean).map((p) => Number(p.split(',')[1]));
+			return ys.length > 0 && Math.min(...ys) < 110; // above the zero line (y 114)
+		})()`),
+		waitJS("the queues chart", `document.querySelectorAll('#chart-depths polyline').length === 2 &&
+			document.querySelector('#chart-depths .legend [data-series=outbox_depth] b').textContent !== '—'`))
+
+	// The screenshot: the queue with every state, why messages wait, the
+	// live chart, the stopped peer, the ring.
+	checkScreenshot(t, value(br, "screenshot", chromedp.FullScreenshot(100)))
+	if shown := value(br, "read a state", chromedp.Evaluate[string](rowState(frQueued))); shown != string(messages.StateForwardQueued) {
+		t.Logf("note: the screenshot shows %s %s, not forward_queued (the page showed it after its 6 s in the queue)", frQueued, shown)
+	}
+
+	// Search by number (the API's destination search): the messages to
+	// +336... only, newest first.
 	br.do("search by number",
 		chromedp.SendKeys(chromedp.ID("search"), "+336"),
 		chromedp.Click(chromedp.CSS("#search-form button[type=submit]")),
@@ -245,6 +270,17 @@ func TestUIInBrowser(t *testing.T) {
 	if wantIDs := []string{frQueued, frFailed, frForwarded, frDelivered}; !slices.Equal(ids, wantIDs) {
 		t.Fatalf("searching +336 lists %v, want %v", ids, wantIDs)
 	}
+	// The source search: the messages from ACME.
+	br.do("search by source",
+		chromedp.SetValue(chromedp.ID("search-field"), "source"),
+		chromedp.SetValue(chromedp.ID("search"), "ACME"),
+		chromedp.Click(chromedp.CSS("#search-form button[type=submit]")),
+		waitJS("the source search", `document.querySelectorAll('#queue-body tr.row').length === 3`))
+	ids = value(br, "read the rows", chromedp.Evaluate[[]string](`[...document.querySelectorAll('#queue-body tr.row')].map((r) => r.dataset.id)`))
+	if wantIDs := []string{pending1, retry1, delivered1}; !slices.Equal(ids, wantIDs) {
+		t.Fatalf("searching the source ACME lists %v, want %v", ids, wantIDs)
+	}
+	br.do("back to the destination", chromedp.SetValue(chromedp.ID("search-field"), "destination"))
 
 	// Search by id: the message opens with its history.
 	br.do("search by id",

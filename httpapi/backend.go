@@ -30,6 +30,9 @@ type Backend interface {
 	Poll(ctx context.Context, frontend string, max int, wait, lease time.Duration) ([]messages.Outgoing, error)
 	Ack(ctx context.Context, frontend string, results []messages.DeliveryResult) ([]messages.AckOutcome, error)
 
+	// Timeline is the node's own last hour (GET /api/stats/timeline).
+	Timeline(ctx context.Context) (Timeline, error)
+
 	// Ready reports why the node cannot serve (nil when it can).
 	Ready(ctx context.Context) error
 	// Storage tells whether the store has room for new work: "ok", or
@@ -71,10 +74,12 @@ type Backend interface {
 
 // Status is the document of GET /api/status.
 type Status struct {
-	Node              string              `json:"node"`
-	InstanceID        string              `json:"instance_id"`
-	Version           string              `json:"version"`
-	Store             string              `json:"store"`
+	Node       string `json:"node"`
+	InstanceID string `json:"instance_id"`
+	Version    string `json:"version"`
+	Store      string `json:"store"`
+	// Federation is --federation: whether the node has peers at all.
+	Federation        bool                `json:"federation"`
 	Counts            map[string]int64    `json:"counts"`
 	ForwardQueueDepth int64               `json:"forward_queue_depth"`
 	OutboxDepth       int64               `json:"outbox_depth"`
@@ -93,4 +98,24 @@ type BusStatus struct {
 	State  string `json:"state"`
 	Stream string `json:"stream"`
 	Reason string `json:"reason,omitempty"`
+}
+
+// Timeline is the document of GET /api/stats/timeline: the node's own
+// counters over the last hour, a point each IntervalSeconds, oldest first
+// (the web UI's live chart).
+type Timeline struct {
+	IntervalSeconds int             `json:"interval_seconds"`
+	Points          []TimelinePoint `json:"points"`
+}
+
+// TimelinePoint is one interval: messages accepted, delivered and failed
+// (failed or forward_failed) per second over it, and the depths at its
+// end (omitted when the store could not be read).
+type TimelinePoint struct {
+	At                time.Time `json:"at"`
+	Accepted          float64   `json:"accepted_per_second"`
+	Delivered         float64   `json:"delivered_per_second"`
+	Failed            float64   `json:"failed_per_second"`
+	OutboxDepth       *int64    `json:"outbox_depth,omitempty"`
+	ForwardQueueDepth *int64    `json:"forward_queue_depth,omitempty"`
 }

@@ -2,11 +2,14 @@
 //
 // # Gateway
 //
-// The client and operator API of CONTRACT.md on gorilla/mux, the JSON error
+// The client and operator API (docs/api.md) on gorilla/mux, the JSON error
 // format, the 1 MiB body limit, the API token, health endpoints, the web UI
-// and the federation API. The gateway turns each request into a call on a
-// Backend (the node), which sends an actor message and waits for the reply
-// with the request's deadline. It never writes to the store itself. Every
+// and the federation API. Client and directory bodies are decoded strictly
+// (decode: an unknown field is 400 unknown_field; invalid UTF-8 and lone
+// surrogate escapes are 400), peer bodies tolerantly (decodePeer). The
+// gateway turns each request into a call on a Backend (the node), which
+// sends an actor message and waits for the reply with the request's
+// deadline. It never writes to the store itself. Every
 // error leaves through writeError, which maps an error code to its HTTP
 // status in one table (statusOf).
 //
@@ -23,8 +26,8 @@
 //     name (400 invalid_request), and with a client certificate equal to
 //     its CN or one of its DNS SANs, exactly (403 node_mismatch). Without
 //     RequireClientCert (--insecure-skip-verify) the header is trusted.
-//  3. The body: the usual decoder (1 MiB, 413 over it; 400 invalid_json;
-//     unknown fields ignored, as everywhere in the API, so that a newer
+//  3. The body: decodePeer (1 MiB, 413 over it; 400 invalid_json;
+//     unknown fields ignored, unlike the client API, so that a newer
 //     peer's additions do not break an older one), then the document's
 //     Validate (400 invalid_request). A node field (health, registry,
 //     delivery_status) must equal the header (403 node_mismatch).

@@ -13,6 +13,8 @@ import (
 var statusOf = map[string]int{
 	messages.CodeInvalidRequest:  http.StatusBadRequest,
 	messages.CodeInvalidJSON:     http.StatusBadRequest,
+	messages.CodeUnknownField:    http.StatusBadRequest,
+	messages.CodeIDConflict:      http.StatusConflict,
 	messages.CodeBodyTooLarge:    http.StatusRequestEntityTooLarge,
 	messages.CodeUnauthorized:    http.StatusUnauthorized,
 	messages.CodeNotFound:        http.StatusNotFound,
@@ -63,7 +65,7 @@ func StatusOf(code string) int {
 	return http.StatusInternalServerError
 }
 
-// errorDoc is the JSON error document of CONTRACT.md.
+// errorDoc is the JSON error document of docs/api.md.
 type errorDoc struct {
 	Error struct {
 		Code    string `json:"code"`

@@ -12,7 +12,7 @@ import (
 	"github.com/switchboard-dev/switchboard/messages"
 )
 
-// Paths of the federation API (CONTRACT.md, "Federation"); the peer client
+// Paths of the federation API (docs/federation.md); the peer client
 // calls the same ones.
 const (
 	pathIdentity    = "/api/federation/identity"
@@ -136,7 +136,7 @@ func mismatch(field, got, from string) error {
 
 func (s *Server) fedHealth(w http.ResponseWriter, r *http.Request, from string) {
 	var h messages.Health
-	if err := decode(w, r, &h); err != nil {
+	if err := decodePeer(w, r, &h); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -160,7 +160,7 @@ func (s *Server) fedHealth(w http.ResponseWriter, r *http.Request, from string) 
 
 func (s *Server) fedRegistry(w http.ResponseWriter, r *http.Request, from string) {
 	var reg messages.Registry
-	if err := decode(w, r, &reg); err != nil {
+	if err := decodePeer(w, r, &reg); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -189,7 +189,7 @@ func (s *Server) fedRegistry(w http.ResponseWriter, r *http.Request, from string
 // stored, or the message's own refusal as the error document.
 func (s *Server) fedForward(w http.ResponseWriter, r *http.Request, from string) {
 	var f messages.Forward
-	if err := decode(w, r, &f); err != nil {
+	if err := decodePeer(w, r, &f); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -221,7 +221,7 @@ func (s *Server) fedForward(w http.ResponseWriter, r *http.Request, from string)
 // one bad one, since the sender retries a refused request as a whole.
 func (s *Server) fedForwardBatch(w http.ResponseWriter, r *http.Request, from string) {
 	var b messages.ForwardBatch
-	if err := decode(w, r, &b); err != nil {
+	if err := decodePeer(w, r, &b); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -285,7 +285,7 @@ func checkReport(rep messages.StatusReport, from, field string) error {
 
 func (s *Server) fedStatus(w http.ResponseWriter, r *http.Request, from string) {
 	var rep messages.StatusReport
-	if err := decode(w, r, &rep); err != nil {
+	if err := decodePeer(w, r, &rep); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -311,7 +311,7 @@ func (s *Server) fedStatus(w http.ResponseWriter, r *http.Request, from string) 
 // stored message, so a bad one is a bug to see, not traffic to route.
 func (s *Server) fedStatusBatch(w http.ResponseWriter, r *http.Request, from string) {
 	var b messages.StatusBatch
-	if err := decode(w, r, &b); err != nil {
+	if err := decodePeer(w, r, &b); err != nil {
 		s.fail(w, r, err)
 		return
 	}

@@ -189,3 +189,36 @@ func FuzzFederationErrorDocument(f *testing.F) {
 		}
 	})
 }
+
+// FuzzTextError: the strict decoder's text scan never panics, refuses
+// every body that is not UTF-8, and lets through no JSON whose decoding
+// would invent a U+FFFD (a lone surrogate escape): what it passes decodes
+// to the same text a strict reader would see.
+func FuzzTextError(f *testing.F) {
+	for _, seed := range []string{
+		`{"message_body":"hi"}`, `{"message_body":"\ud83d\ude00"}`, `{"message_body":"\ud800"}`,
+		`{"message_body":"\udc00x"}`, `{"message_body":"a\\ud800"}`, `{"message_body":"\ud800\u0041"}`,
+		"{\"message_body\":\"\xff\xfe\"}", `{"message_body":"\ufffd"}`, `{"message_body":"\u00e9\u20ac"}`, `"\`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		err := textError(raw)
+		if !utf8.Valid(raw) {
+			if err == nil {
+				t.Fatalf("%q: invalid UTF-8 passed", raw)
+			}
+			return
+		}
+		var s string
+		if err != nil || json.Unmarshal(raw, &s) != nil {
+			return
+		}
+		// The decoder invented a U+FFFD only from a lone surrogate; the
+		// input spelled every U+FFFD the text holds.
+		spelled := strings.Count(string(raw), "\ufffd") + strings.Count(strings.ToLower(string(raw)), `\ufffd`)
+		if n := strings.Count(s, "\ufffd"); n > spelled {
+			t.Fatalf("%q passed, and decodes to %q with %d U+FFFD the input did not spell", raw, s, n)
+		}
+	})
+}

@@ -2,8 +2,13 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -71,30 +76,10 @@ type listReply struct {
 }
 
 func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) {
-	q := persistence.ListQuery{Limit: defaultListLimit}
-	v := r.URL.Query()
-	if st := v.Get("state"); st != "" {
-		q.State = messages.State(st)
-		if !q.State.Valid() {
-			s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "state %q is not a message state", st))
-			return
-		}
-	}
-	if l := v.Get("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > maxListLimit {
-			s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "limit %q must be an integer from 1 to %d", l, maxListLimit))
-			return
-		}
-		q.Limit = n
-	}
-	if c := v.Get("cursor"); c != "" {
-		n, err := strconv.ParseInt(c, 10, 64)
-		if err != nil || n < 1 {
-			s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "cursor %q is not a cursor this API returned", c))
-			return
-		}
-		q.Before = n
+	q, err := listQueryOf(r.URL.Query())
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
 	ctx, cancel := s.ctx(r)
 	defer cancel()
@@ -109,9 +94,111 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	if page.Next != 0 {
 		reply.NextCursor = strconv.FormatInt(page.Next, 10)
+		if !page.NextAt.IsZero() {
+			reply.NextCursor += "@" + strconv.FormatInt(page.NextAt.UnixMicro(), 10)
+		}
 	}
 	writeJSON(w, http.StatusOK, reply)
 }
+
+// listQueryOf reads the parameters of GET /api/messages: state, limit,
+// cursor, and the search (destination, source: a number, its '+' optional,
+// a trailing '*' for a prefix; since, until: RFC 3339; frontend, peer).
+// An unknown parameter is refused, like an unknown field.
+func listQueryOf(v url.Values) (persistence.ListQuery, error) {
+	q := persistence.ListQuery{Limit: defaultListLimit}
+	bad := func(format string, args ...any) (persistence.ListQuery, error) {
+		return q, messages.Errorf(messages.CodeInvalidRequest, format, args...)
+	}
+	for name := range v {
+		if !slices.Contains(listParams, name) {
+			return q, messages.Errorf(messages.CodeUnknownField, "unknown parameter %q (known: %s)", name, strings.Join(listParams, ", "))
+		}
+	}
+	if st := v.Get("state"); st != "" {
+		q.State = messages.State(st)
+		if !q.State.Valid() {
+			return bad("state %q is not a message state", st)
+		}
+	}
+	if l := v.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > maxListLimit {
+			return bad("limit %q must be an integer from 1 to %d", l, maxListLimit)
+		}
+		q.Limit = n
+	}
+	for _, p := range []struct {
+		name string
+		into *persistence.NumberMatch
+		ok   func(string) bool
+		want string
+	}{
+		{"destination", &q.Destination, func(k string) bool { return digitsRE.MatchString(k) }, "1-20 digits, with an optional leading '+'"},
+		{"source", &q.Source, func(k string) bool {
+			return k != "" && len(k) <= messages.MaxSourceLen && messages.TextError("source", k) == nil && !strings.ContainsAny(k, "\n\r\f")
+		}, fmt.Sprintf("1-%d printable characters", messages.MaxSourceLen)},
+	} {
+		raw := v.Get(p.name)
+		if raw == "" {
+			continue
+		}
+		key, prefix := strings.CutSuffix(raw, "*")
+		key = messages.NumberKey(key)
+		if !p.ok(key) {
+			return bad("%s %q: want %s, and a trailing '*' for every number starting so", p.name, raw, p.want)
+		}
+		*p.into = persistence.NumberMatch{Key: key, Prefix: prefix}
+	}
+	for _, p := range []struct {
+		name string
+		into *time.Time
+	}{{"since", &q.Since}, {"until", &q.Until}} {
+		if raw := v.Get(p.name); raw != "" {
+			t, err := time.Parse(time.RFC3339Nano, strings.ReplaceAll(raw, " ", "+"))
+			if err != nil {
+				return bad("%s %q is not an RFC 3339 time (e.g. 2026-05-01T12:00:00Z)", p.name, raw)
+			}
+			*p.into = t
+		}
+	}
+	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Since.Before(q.Until) {
+		return bad("since must be before until")
+	}
+	for _, p := range []struct {
+		name string
+		into *string
+	}{{"frontend", &q.Frontend}, {"peer", &q.Peer}} {
+		if raw := v.Get(p.name); raw != "" {
+			if !messages.ValidName(raw) {
+				return bad("%s %q is not a valid name", p.name, raw)
+			}
+			*p.into = raw
+		}
+	}
+	if c := v.Get("cursor"); c != "" {
+		seq, at, timed := strings.Cut(c, "@")
+		n, err := strconv.ParseInt(seq, 10, 64)
+		var micros int64
+		if timed {
+			micros, err = strconv.ParseInt(at, 10, 64)
+		}
+		if err != nil || n < 1 || timed != q.ByTime() {
+			return bad("cursor %q is not a cursor this API returned for this search", c)
+		}
+		q.Before = n
+		if timed {
+			q.BeforeAt = time.UnixMicro(micros).UTC()
+		}
+	}
+	return q, nil
+}
+
+// listParams are the parameters of GET /api/messages.
+var listParams = []string{"state", "limit", "cursor", "destination", "source", "since", "until", "frontend", "peer"}
+
+// digitsRE is a destination's number key: its digits.
+var digitsRE = regexp.MustCompile(`^[0-9]{1,20}$`)
 
 func (s *Server) resubmit(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.ctx(r)
@@ -156,6 +243,20 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) timeline(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	tl, err := s.cfg.Backend.Timeline(ctx)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if tl.Points == nil {
+		tl.Points = []TimelinePoint{}
+	}
+	writeJSON(w, http.StatusOK, tl)
 }
 
 func (s *Server) listRoutes(w http.ResponseWriter, r *http.Request) {
@@ -324,8 +425,10 @@ func (s *Server) ack(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if len(req.Results) == 0 || len(req.Results) > maxAckResults {
-		s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "results must hold 1 to %d verdicts", maxAckResults))
+	// An empty ack is a harmless no-op (a poll-then-ack loop acks what an
+	// empty poll gave it).
+	if req.Results == nil || len(req.Results) > maxAckResults {
+		s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "results is required and holds at most %d verdicts", maxAckResults))
 		return
 	}
 	for i, res := range req.Results {
@@ -339,6 +442,14 @@ func (s *Server) ack(w http.ResponseWriter, r *http.Request) {
 		}
 		if res.Attempt < 0 {
 			s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "results[%d].attempt must not be negative", i))
+			return
+		}
+		if len(res.Reason) > messages.MaxReasonLen {
+			s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "results[%d].reason is longer than %d bytes", i, messages.MaxReasonLen))
+			return
+		}
+		if err := messages.TextError(fmt.Sprintf("results[%d].reason", i), res.Reason); err != nil {
+			s.fail(w, r, err)
 			return
 		}
 	}

@@ -14,7 +14,7 @@ import (
 var openAPIDoc []byte
 
 // openAPI serves the description. It sits behind the API token like every
-// other non-federation /api/* path (CONTRACT.md): the document is no
+// other non-federation /api/* path (docs/api.md): the document is no
 // secret, but one exception would make "a node with a token answers
 // nothing under /api/ to an anonymous caller" false, and every client that
 // can use the API has the token anyway.

@@ -586,9 +586,13 @@ func TestOpenAPISchemasMatchGo(t *testing.T) {
 	d := loadOpenAPI(t)
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	hist := []messages.HistoryEntry{{State: messages.StatePending, At: at, Detail: "accepted"}}
-	msg := messages.Message{ID: "m-1", SourceMSISDN: "alice", DestinationMSISDN: "+447700900001", Body: "hi",
+	// Every field set, to marshal every property (a real message has a
+	// text body or a binary one, never both).
+	opts := messages.Options{DataCoding: messages.CodingBinary, Binary: []byte{0, 255}, ValidityUntil: &at, DeliverAfter: &at}
+	msg := messages.Message{ID: "m-1", SourceMSISDN: "alice", DestinationMSISDN: "+447700900001", Body: "hi", Options: opts,
 		State: messages.StateForwardQueued, SourceSMSC: "a", DestSMSC: "b", Frontend: "fe", Attempts: 1,
-		Reason: messages.ReasonExpired, CreatedAt: at, UpdatedAt: at, SubmittedAt: at, QueuedAt: &at, History: hist}
+		Reason: messages.ReasonExpired, CreatedAt: at, UpdatedAt: at, SubmittedAt: at, QueuedAt: &at, NextAttemptAt: &at,
+		LastDetail: "accepted", History: hist}
 	peer := messages.PeerInfo{Node: "b", Address: "127.0.0.1:8443", State: messages.PeerDegraded, ConsecutiveFailures: 1,
 		LastSuccess: &at, Frontends: []string{"fe"}, ForwardQueueDepth: 3,
 		Instances: []messages.PeerInstance{{Address: "127.0.0.1:8443", InstanceID: "b-0"}}, LastError: "timeout"}
@@ -597,27 +601,31 @@ func TestOpenAPISchemasMatchGo(t *testing.T) {
 	for _, s := range messages.AllStates {
 		counts[string(s)] = 1
 	}
-	fwd := messages.Forward{ID: "m-1", SourceMSISDN: "alice", DestinationMSISDN: "+4477", Body: "hi", SourceSMSC: "a", DestSMSC: "b", Frontend: "fe"}
+	fwd := messages.Forward{ID: "m-1", SourceMSISDN: "alice", DestinationMSISDN: "+4477", Body: "hi", Options: opts, SourceSMSC: "a", DestSMSC: "b", Frontend: "fe"}
 	reply := messages.ForwardReply{ID: "m-1", Duplicate: true, State: messages.StateFailed, Reason: messages.ReasonRejected}
-	report := messages.StatusReport{ID: "m-1", Node: "b", Status: messages.ReportFailed, At: at, Reason: "rejected"}
+	report := messages.StatusReport{ID: "m-1", Node: "b", Status: messages.ReportFailed, At: at, Reason: "rejected", Attempts: 2}
 	var errDoc errorDoc
 	errDoc.Error.Code, errDoc.Error.Message = messages.CodeNotFound, "no such message"
+	one := int64(1)
 
 	cases := []struct {
 		schema     string
 		full, zero any
 	}{
-		{"Submission", messages.Submission{ID: "m-1", SourceMSISDN: "alice", DestinationMSISDN: "+4477", Body: "hi"}, messages.Submission{}},
+		{"Submission", messages.Submission{ID: "m-1", SourceMSISDN: "alice", DestinationMSISDN: "+4477", Body: "hi", Options: opts}, messages.Submission{}},
 		{"SubmitReply", submitReply{ID: "m-1", State: messages.StatePending}, submitReply{}},
 		{"Message", msg, messages.Message{}},
 		{"HistoryEntry", hist[0], messages.HistoryEntry{}},
 		{"MessageList", listReply{Messages: []messages.Message{msg}, NextCursor: "7"}, listReply{}},
 		{"BulkReply", messages.BulkReply{Resubmitted: 2, Skipped: 1}, messages.BulkReply{}},
-		{"Status", Status{Node: "a", InstanceID: "a-0", Version: "v", Store: "embedded", Counts: counts, ForwardQueueDepth: 1,
+		{"Status", Status{Node: "a", InstanceID: "a-0", Version: "v", Store: "embedded", Federation: true, Counts: counts, ForwardQueueDepth: 1,
 			OutboxDepth: 1, DLQDepth: 1, OutboxOldest: &at, Peers: []messages.PeerInfo{peer}, Frontends: []messages.Frontend{fe},
 			Delivery: "bus", Bus: &BusStatus{State: "down", Stream: "SWITCHBOARD_a", Reason: "connection refused"}}, Status{}},
 		{"BusStatus", BusStatus{State: "down", Stream: "SWITCHBOARD_a", Reason: "connection refused"}, BusStatus{}},
 		{"PeerInfo", peer, messages.PeerInfo{}},
+		{"Timeline", Timeline{IntervalSeconds: 10, Points: []TimelinePoint{{At: at, Accepted: 1, Delivered: 1, Failed: 1,
+			OutboxDepth: &one, ForwardQueueDepth: &one}}}, Timeline{}},
+		{"TimelinePoint", TimelinePoint{At: at, Accepted: 1, Delivered: 1, Failed: 1, OutboxDepth: &one, ForwardQueueDepth: &one}, TimelinePoint{}},
 		{"PeerInstance", peer.Instances[0], messages.PeerInstance{}},
 		{"Route", messages.Route{Prefix: "44", Frontend: "fe", UpdatedAt: at}, messages.Route{}},
 		{"Frontend", fe, messages.Frontend{}},

@@ -115,7 +115,7 @@ func (c PeerClientConfig) Validate() error {
 // connections are closed.
 //
 // Connections are HTTP/1.1 with keep-alive (HTTP/2 measured slower for
-// these small requests, BENCH.md) and never go through a proxy: the
+// these small requests, docs/performance.md) and never go through a proxy: the
 // verification above lives in the dialer, which a proxy would bypass.
 type PeerClient struct {
 	cfg    PeerClientConfig

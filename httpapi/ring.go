@@ -11,7 +11,7 @@ import (
 	"github.com/switchboard-dev/switchboard/messages"
 )
 
-// Paths of the ring API (CONTRACT.md, "Ring"). join, poll and leave are
+// Paths of the ring API (docs/ring.md). join, poll and leave are
 // instance to instance inside one site: they authenticate like the
 // federation API (mutual TLS, X-Federation-Node = the certificate's name,
 // which for an instance of our own site is our own --name) and sit outside
@@ -65,7 +65,7 @@ func (s *Server) ringRoutes(r *mux.Router) {
 	}))).Methods(http.MethodGet)
 	r.Handle(pathRingJoin, s.peerAuth(func(w http.ResponseWriter, r *http.Request, from string) {
 		var j messages.RingJoin
-		if err := decode(w, r, &j); err != nil {
+		if err := decodePeer(w, r, &j); err != nil {
 			s.fail(w, r, err)
 			return
 		}
@@ -88,7 +88,7 @@ func (s *Server) ringRoutes(r *mux.Router) {
 	})).Methods(http.MethodPost)
 	r.Handle(pathRingPoll, s.peerAuth(func(w http.ResponseWriter, r *http.Request, from string) {
 		var p messages.RingPoll
-		if err := decode(w, r, &p); err != nil {
+		if err := decodePeer(w, r, &p); err != nil {
 			s.fail(w, r, err)
 			return
 		}
@@ -108,7 +108,7 @@ func (s *Server) ringRoutes(r *mux.Router) {
 	})).Methods(http.MethodPost)
 	r.Handle(pathRingLeave, s.peerAuth(func(w http.ResponseWriter, r *http.Request, from string) {
 		var l messages.RingLeave
-		if err := decode(w, r, &l); err != nil {
+		if err := decodePeer(w, r, &l); err != nil {
 			s.fail(w, r, err)
 			return
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/supervision/ratelog"
 )
 
 // Config configures the gateway.
@@ -40,6 +41,9 @@ type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	router *mux.Router
+	// refused logs refused API tokens at a bounded rate: someone guessing
+	// tokens must not flood the log, a misconfigured client must show.
+	refused *ratelog.Log
 }
 
 // New builds the gateway.
@@ -51,9 +55,19 @@ func New(cfg Config) (*Server, error) {
 		cfg.RequestTimeout = 30 * time.Second
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "httpapi")}
+	var err error
+	if s.refused, err = ratelog.New(ratelog.Config{Logger: s.log, Level: slog.LevelWarn,
+		Msg: "api token refused", Summary: "api token refusals not logged one by one",
+		Burst: 10, Window: time.Minute}); err != nil {
+		return nil, err
+	}
 	s.router = s.routes()
 	return s, nil
 }
+
+// Close reports what the rate-limited logs still count (the node calls it
+// when it stops).
+func (s *Server) Close() { s.refused.Close() }
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
@@ -87,6 +101,7 @@ func (s *Server) routes() *mux.Router {
 	api("/messages/{id}", s.getMessage, http.MethodGet)
 	api("/messages/{id}/resubmit", s.resubmit, http.MethodPost)
 	api("/status", s.status, http.MethodGet)
+	api("/stats/timeline", s.timeline, http.MethodGet)
 	api("/routes", s.listRoutes, http.MethodGet)
 	api("/routes/{prefix}", s.putRoute, http.MethodPut)
 	api("/routes/{prefix}", s.deleteRoute, http.MethodDelete)
@@ -115,7 +130,14 @@ func (s *Server) auth(next http.Handler) http.Handler {
 		}
 		got := []byte(r.Header.Get("Authorization"))
 		if subtle.ConstantTimeCompare(got, want) != 1 {
-			s.fail(w, r, messages.Errorf(messages.CodeUnauthorized, "a valid API token is required: Authorization: Bearer <token>"))
+			// Missing and wrong are told apart (the caller knows which it
+			// sent); the log names the caller's address, never a token.
+			why, msg := "wrong", "the API token is not valid (Authorization: Bearer <token> must carry the node's --api-token)"
+			if len(got) == 0 {
+				why, msg = "missing", "an API token is required: Authorization: Bearer <token>"
+			}
+			s.refused.Write("token", why, "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path)
+			s.fail(w, r, messages.Errorf(messages.CodeUnauthorized, "%s", msg))
 			return
 		}
 		next.ServeHTTP(w, r)

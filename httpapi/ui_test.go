@@ -43,6 +43,7 @@ func (stubBackend) Message(_ context.Context, id string) (messages.Message, erro
 		return messages.Message{}, messages.Errorf(messages.CodeNotFound, "message %q not found", id)
 	}
 	m := stubMessage(id, messages.StateFailed)
+	m.NextAttemptAt, m.LastDetail = &stubTime, "max attempts"
 	m.History = []messages.HistoryEntry{
 		{State: messages.StatePending, At: stubTime, Detail: "accepted"},
 		{State: messages.StateFailed, At: stubTime, Detail: "max attempts"},
@@ -112,6 +113,12 @@ func (stubBackend) Ack(context.Context, string, []messages.DeliveryResult) ([]me
 func (stubBackend) Ready(context.Context) error { return nil }
 func (stubBackend) Storage() (string, string)   { return "ok", "" }
 func (stubBackend) Bus() (string, string)       { return "off", "" }
+
+func (stubBackend) Timeline(context.Context) (Timeline, error) {
+	depth := int64(3)
+	return Timeline{IntervalSeconds: 10, Points: []TimelinePoint{
+		{At: stubTime, Accepted: 1.5, Delivered: 1.2, Failed: 0.1, OutboxDepth: &depth, ForwardQueueDepth: &depth}}}, nil
+}
 
 func (stubBackend) Peers(context.Context) ([]messages.PeerInfo, error) {
 	return []messages.PeerInfo{{Node: "peer-a", Address: "127.0.0.1:8443", State: messages.PeerHealthy,
@@ -251,9 +258,13 @@ var uiCalls = []uiCall{
 		[]string{"node", "version", "store", "counts", "forward_queue_depth", "outbox_depth", "dlq_depth", "peers"}},
 	{[]string{"/api/messages?"}, "GET", "/api/messages?limit=100&state=failed&cursor=9", "", 200,
 		[]string{"messages", "next_cursor"}},
+	{[]string{"/api/messages?"}, "GET", "/api/messages?limit=100&destination=4477*&since=2026-01-01T00:00:00Z", "", 200,
+		[]string{"messages", "next_cursor"}},
+	{[]string{"/api/stats/timeline"}, "GET", "/api/stats/timeline", "", 200, []string{"interval_seconds", "points"}},
 	{[]string{"/api/messages/"}, "GET", "/api/messages/m-1", "", 200,
 		[]string{"id", "state", "reason", "source_msisdn", "destination_msisdn", "message_body", "frontend",
-			"source_smsc", "dest_smsc", "attempts", "created_at", "submitted_at", "updated_at", "history"}},
+			"source_smsc", "dest_smsc", "attempts", "created_at", "submitted_at", "updated_at", "history",
+			"next_attempt_at", "last_detail"}},
 	{[]string{"/api/messages/", "/resubmit"}, "POST", "/api/messages/m-1/resubmit", "", 200, []string{"state"}},
 	{[]string{"/api/messages/resubmit"}, "POST", "/api/messages/resubmit", `{"state":"failed"}`, 200,
 		[]string{"resubmitted", "skipped"}},

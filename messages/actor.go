@@ -5,12 +5,15 @@ import "time"
 // Actor messages. Requests from outside the actor system (HTTP handlers, the
 // embedding API) carry a buffered reply channel instead of using futures.
 
-// Submission is a client's message to accept (POST /api/messages).
+// Submission is a client's message to accept (POST /api/messages). Body
+// is the text of a text message; a binary message has Options.Binary
+// instead (data_coding binary), never both.
 type Submission struct {
 	ID                string `json:"id,omitempty"`
 	SourceMSISDN      string `json:"source_msisdn"`
 	DestinationMSISDN string `json:"destination_msisdn"`
-	Body              string `json:"message_body"`
+	Body              string `json:"message_body,omitempty"`
+	Options
 }
 
 // Submit asks the intake to accept a submission. The reply comes after the
@@ -129,6 +132,21 @@ type PeerUp struct {
 // PeerGone: discovery no longer lists peer Node.
 type PeerGone struct{ Node string }
 
+// PeerAddresses: discovery's listed addresses that have never answered an
+// identity call, after each of its rounds (and at its start). The peers
+// actor shows each as a peer named by its address until its name is
+// learned, so that an address that was down from the start is seen (and
+// alerted on) like any peer.
+type PeerAddresses struct{ Unidentified []AddressCheck }
+
+// AddressCheck is one unidentified address: Checked when the round asked
+// it, Err that call's failure.
+type AddressCheck struct {
+	Address string
+	Checked bool
+	Err     string
+}
+
 // PeerLink tells a peer's forward queue how the peer can be reached now;
 // the peer actor sends it after every health check and change of instance.
 type PeerLink struct {
@@ -139,6 +157,9 @@ type PeerLink struct {
 	Addr string
 	// ForwardBatch and StatusBatch: the peer announced the batch forms.
 	ForwardBatch, StatusBatch bool
+	// MessageFields: the peer announced CapMessageFields (the optional
+	// message fields and the attempts of a delivery_status).
+	MessageFields bool
 }
 
 // PeerContactFailed: a request to the peer did not complete. The forward
@@ -214,4 +235,7 @@ type StateChanged struct {
 	At       time.Time
 	Detail   string
 	Reason   string
+	// Accepted marks the first transition of a message this node accepted
+	// (a client's submission or a peer's forward), not a resubmit.
+	Accepted bool
 }

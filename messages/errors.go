@@ -20,6 +20,8 @@ func Errorf(code, format string, args ...any) *Error {
 const (
 	CodeInvalidRequest  = "invalid_request"    // a field is missing or malformed
 	CodeInvalidJSON     = "invalid_json"       // the body is not the JSON expected
+	CodeUnknownField    = "unknown_field"      // a client or directory body names a field the API does not know
+	CodeIDConflict      = "id_conflict"        // a submission reuses a stored id with other content
 	CodeBodyTooLarge    = "body_too_large"     // over the 1 MiB limit
 	CodeUnauthorized    = "unauthorized"       // missing or wrong API token
 	CodeNotFound        = "not_found"          // the path names nothing that exists
@@ -40,6 +42,10 @@ const (
 	CodeNodeMismatch   = "node_mismatch"               // X-Federation-Node differs from the certificate or the body's node
 	CodeClientCertReq  = "client_certificate_required" // mutual TLS: no verified client certificate
 	CodeNotOurFrontend = "unknown_frontend_here"       // a forward names a frontend this node does not serve
+	// CodeCapabilityMissing is never an HTTP answer: the result of a
+	// forward the origin did not send, the peer lacking a capability the
+	// message needs (CapMessageFields).
+	CodeCapabilityMissing = "capability_missing"
 )
 
 // Ring (multi-instance sites, /api/ring/...).

@@ -5,7 +5,7 @@ import (
 	"unicode/utf8"
 )
 
-// The federation protocol's wire documents (CONTRACT.md, "Federation").
+// The federation protocol's wire documents (docs/federation.md).
 // Every request carries the header FederationHeader naming the caller.
 
 // FederationHeader names the calling node on every federation request.
@@ -23,6 +23,12 @@ const (
 	// CapStatusBatch: POST /api/federation/delivery_status_batch takes
 	// StatusBatch and answers StatusBatchReply.
 	CapStatusBatch = "delivery_status_batch"
+	// CapMessageFields: the node takes the optional message fields
+	// (Options: data_coding, message_body_base64, validity_until,
+	// deliver_after) in forwards and the attempts of a delivery_status. A
+	// message that uses them is forwarded only to a peer announcing it;
+	// attempts are reported only to one.
+	CapMessageFields = "message_fields"
 )
 
 // Identity is the document of GET /api/federation/identity.
@@ -124,17 +130,18 @@ type Forward struct {
 	ID                string `json:"id"`
 	SourceMSISDN      string `json:"source_msisdn"`
 	DestinationMSISDN string `json:"destination_msisdn"`
-	Body              string `json:"message_body"`
-	SourceSMSC        string `json:"source_smsc"`
-	DestSMSC          string `json:"dest_smsc"`
-	Frontend          string `json:"frontend"`
+	Body              string `json:"message_body,omitempty"`
+	Options
+	SourceSMSC string `json:"source_smsc"`
+	DestSMSC   string `json:"dest_smsc"`
+	Frontend   string `json:"frontend"`
 }
 
 // ForwardOf is the forward document of a stored message.
 func ForwardOf(m Message) Forward {
 	return Forward{
 		ID: m.ID, SourceMSISDN: m.SourceMSISDN, DestinationMSISDN: m.DestinationMSISDN,
-		Body: m.Body, SourceSMSC: m.SourceSMSC, DestSMSC: m.DestSMSC, Frontend: m.Frontend,
+		Body: m.Body, Options: m.Options, SourceSMSC: m.SourceSMSC, DestSMSC: m.DestSMSC, Frontend: m.Frontend,
 	}
 }
 
@@ -144,7 +151,7 @@ func (f Forward) Validate() error {
 	if f.ID == "" {
 		return Errorf(CodeInvalidRequest, "id is required")
 	}
-	sub := Submission{ID: f.ID, SourceMSISDN: f.SourceMSISDN, DestinationMSISDN: f.DestinationMSISDN, Body: f.Body}
+	sub := Submission{ID: f.ID, SourceMSISDN: f.SourceMSISDN, DestinationMSISDN: f.DestinationMSISDN, Body: f.Body, Options: f.Options}
 	if err := sub.Validate(); err != nil {
 		return err
 	}
@@ -207,6 +214,10 @@ type StatusReport struct {
 	Status string    `json:"status"`
 	At     time.Time `json:"at"`
 	Reason string    `json:"reason,omitempty"`
+	// Attempts is how many delivery attempts the reporting node made
+	// (sent only to an origin announcing CapMessageFields); the origin
+	// shows it as the message's attempts.
+	Attempts int `json:"attempts,omitempty"`
 }
 
 // MaxReasonLen bounds a failure reason a peer sends.
@@ -225,6 +236,8 @@ func (r StatusReport) Validate() error {
 		return Errorf(CodeInvalidRequest, "at is required")
 	case len(r.Reason) > MaxReasonLen || !utf8.ValidString(r.Reason):
 		return Errorf(CodeInvalidRequest, "reason must be valid UTF-8 of at most %d bytes", MaxReasonLen)
+	case r.Attempts < 0:
+		return Errorf(CodeInvalidRequest, "attempts must not be negative")
 	}
 	return nil
 }
@@ -253,7 +266,7 @@ type StatusBatchReply struct {
 // PeerState is this node's view of a peer's health.
 type PeerState string
 
-// Peer states (CONTRACT.md, "Peer states").
+// Peer states (docs/api.md, "Peer states").
 const (
 	// PeerUnknown: the first check is in progress.
 	PeerUnknown PeerState = "unknown"
@@ -263,10 +276,14 @@ const (
 	PeerDegraded PeerState = "degraded"
 	// PeerUnhealthy: 3 or more consecutive failed checks.
 	PeerUnhealthy PeerState = "unhealthy"
+	// PeerRemoved: discovery no longer lists the peer; it is shown until
+	// the messages queued for it are gone (forwarded after all, failed or
+	// resubmitted).
+	PeerRemoved PeerState = "removed"
 )
 
 // AllPeerStates lists the peer states in a fixed order (metrics labels).
-var AllPeerStates = []PeerState{PeerUnknown, PeerHealthy, PeerDegraded, PeerUnhealthy}
+var AllPeerStates = []PeerState{PeerUnknown, PeerHealthy, PeerDegraded, PeerUnhealthy, PeerRemoved}
 
 // PeerInstance is one address of a peer (one instance of its site).
 type PeerInstance struct {

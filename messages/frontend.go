@@ -9,16 +9,17 @@ type Outgoing struct {
 	ID                string `json:"id"`
 	SourceMSISDN      string `json:"source_msisdn"`
 	DestinationMSISDN string `json:"destination_msisdn"`
-	Body              string `json:"message_body"`
-	SourceSMSC        string `json:"source_smsc"`
-	Attempt           int    `json:"attempt"`
+	Body              string `json:"message_body,omitempty"`
+	Options
+	SourceSMSC string `json:"source_smsc"`
+	Attempt    int    `json:"attempt"`
 }
 
 // OutgoingOf is the frontend's view of m.
 func OutgoingOf(m Message) Outgoing {
 	return Outgoing{
 		ID: m.ID, SourceMSISDN: m.SourceMSISDN, DestinationMSISDN: m.DestinationMSISDN,
-		Body: m.Body, SourceSMSC: m.SourceSMSC, Attempt: m.Attempts,
+		Body: m.Body, Options: m.Options, SourceSMSC: m.SourceSMSC, Attempt: m.Attempts,
 	}
 }
 
@@ -58,8 +59,9 @@ type DeliveryResult struct {
 
 // AckOutcome tells a pull frontend what its ack of one message did:
 // "applied", "already_recorded" (acked before: harmless), "no_work" (this
-// frontend has no such message) or "stale" (a retry or failed verdict about
-// an attempt that is no longer the latest; ignored).
+// frontend has no such message), "not_offered" (the message was never
+// offered to this frontend: nothing changed) or "stale" (a retry or failed
+// verdict about an attempt that is no longer the latest; ignored).
 type AckOutcome struct {
 	ID      string `json:"id"`
 	Outcome string `json:"outcome"`

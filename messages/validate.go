@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -56,27 +57,25 @@ func ValidWebhookURL(u string) error {
 }
 
 // Validate reports the first problem of a submission as an invalid_request
-// *Error naming the field.
+// *Error naming the field. Its times are checked against each other here
+// and against the clock by Options.CheckTimes, at acceptance.
 func (s Submission) Validate() error {
 	switch {
 	case s.ID != "" && !ValidID(s.ID):
 		return Errorf(CodeInvalidRequest, "id %q: 1-128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit", s.ID)
 	case s.SourceMSISDN == "":
 		return Errorf(CodeInvalidRequest, "source_msisdn is required")
-	case len(s.SourceMSISDN) > MaxSourceLen || !utf8.ValidString(s.SourceMSISDN) || strings.ContainsAny(s.SourceMSISDN, "\x00\r\n\t"):
+	case len(s.SourceMSISDN) > MaxSourceLen || !utf8.ValidString(s.SourceMSISDN) || strings.ContainsFunc(s.SourceMSISDN, unicode.IsControl):
 		return Errorf(CodeInvalidRequest, "source_msisdn must be at most %d printable characters", MaxSourceLen)
 	case s.DestinationMSISDN == "":
 		return Errorf(CodeInvalidRequest, "destination_msisdn is required")
 	case !msisdnRE.MatchString(s.DestinationMSISDN):
 		return Errorf(CodeInvalidRequest, "destination_msisdn %q must be 1-20 digits with an optional leading '+'", s.DestinationMSISDN)
-	case s.Body == "":
-		return Errorf(CodeInvalidRequest, "message_body is required")
-	case len(s.Body) > MaxBodyLen:
-		return Errorf(CodeInvalidRequest, "message_body is longer than %d bytes", MaxBodyLen)
-	case !utf8.ValidString(s.Body):
-		return Errorf(CodeInvalidRequest, "message_body is not valid UTF-8")
 	}
-	return nil
+	if err := s.validateBody(s.Body); err != nil {
+		return err
+	}
+	return s.validateTimes()
 }
 
 // Validate reports what is wrong with a frontend registration.

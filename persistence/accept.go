@@ -28,7 +28,7 @@ func NewRow(nm NewMessage, now time.Time) Row {
 	now = Normalize(now)
 	m := messages.Message{
 		ID: nm.ID, SourceMSISDN: nm.SourceMSISDN, DestinationMSISDN: nm.DestinationMSISDN, Body: nm.Body,
-		State: nm.State, SourceSMSC: nm.SourceSMSC, DestSMSC: nm.DestSMSC, Frontend: nm.Frontend,
+		Options: normalizeOptions(nm.Options), State: nm.State, SourceSMSC: nm.SourceSMSC, DestSMSC: nm.DestSMSC, Frontend: nm.Frontend,
 		CreatedAt: now, UpdatedAt: now, SubmittedAt: now, Token: messages.TokenOf(nm.ID),
 	}
 	if nm.State == messages.StateForwardQueued {
@@ -38,6 +38,17 @@ func NewRow(nm NewMessage, now time.Time) Row {
 		m.Attempts = 1 // the lease is this attempt's, as a claim's would be
 	}
 	return Row{Message: m, ReportTo: nm.ReportTo, HistoryLen: 1}
+}
+
+// normalizeOptions returns o with its times as the store keeps them.
+func normalizeOptions(o messages.Options) messages.Options {
+	for _, t := range []**time.Time{&o.ValidityUntil, &o.DeliverAfter} {
+		if *t != nil {
+			n := Normalize(**t)
+			*t = &n
+		}
+	}
+	return o
 }
 
 // NewWork is the outbox row nm's work (nm.Work must be set) starts as when
@@ -66,25 +77,37 @@ func LeasedWork(nm NewMessage, m messages.Message, row int64) *Work {
 // the messages this call created (by id), stored the others as they were
 // stored before it, rows the outbox row ids of created messages' leased
 // work. A repeat of an id within the batch gets the first occurrence's
-// message with Created false.
+// message with Created false. A client's submission whose id is stored
+// (or taken earlier in the batch) with other content is a Conflict.
 func AcceptResults(batch []NewMessage, created, stored map[string]messages.Message, rows map[string]int64) ([]Accepted, error) {
 	out := make([]Accepted, len(batch))
 	first := make(map[string]int, len(batch))
 	for i, nm := range batch {
 		if j, ok := first[nm.ID]; ok {
-			out[i] = Accepted{Message: out[j].Message}
+			out[i] = Accepted{Message: out[j].Message, Conflict: Conflict(nm, out[j].Message)}
 			continue
 		}
 		first[nm.ID] = i
 		if m, ok := created[nm.ID]; ok {
 			out[i] = Accepted{Message: m, Created: true, Work: LeasedWork(nm, m, rows[nm.ID])}
 		} else if m, ok := stored[nm.ID]; ok {
-			out[i] = Accepted{Message: m}
+			out[i] = Accepted{Message: m, Conflict: Conflict(nm, m)}
 		} else {
 			return nil, fmt.Errorf("message %q neither created nor found", nm.ID)
 		}
 	}
 	return out, nil
+}
+
+// Conflict names the first field of content (messages.ContentDiff) in
+// which nm, a client's submission, differs from stored, the message
+// already stored under its id; "" when they agree or nm came from a peer
+// (ReportTo set: a forward that arrives again is its origin's retry).
+func Conflict(nm NewMessage, stored messages.Message) string {
+	if nm.ReportTo != "" {
+		return ""
+	}
+	return messages.ContentDiff(NewRow(nm, stored.CreatedAt).Message, stored)
 }
 
 // AcceptedCounts are the counter deltas of storing the created messages

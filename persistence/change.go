@@ -138,8 +138,8 @@ type Changes struct {
 	Now time.Time
 	// Moved are the messages whose row changed, each once, in the order of
 	// their first change, as they end: a store writes their state, reason,
-	// queued_at, finalized_at and history_len, and updated_at = Now; for
-	// those Restarted (a resubmit) also attempts, frontend, dest_smsc and
+	// queued_at, finalized_at, attempts and history_len, and updated_at =
+	// Now; for those Restarted (a resubmit) also frontend, dest_smsc and
 	// submitted_at.
 	Moved     []*Row
 	Restarted map[string]bool

@@ -13,25 +13,28 @@ type WorkLease struct {
 	Epoch uint64
 }
 
-// CompletionOf decides what CompleteWork does with o, for a message that
-// exists (found) in state, whose work o names has a ledger entry
+// CompletionOf decides what CompleteWork does with o, for a message m
+// (nil when it does not exist), whose work o names has a ledger entry
 // (recorded), and whose outbox rows of o's kind and target hold leases.
 // Applied means: apply it now.
 //
 // A recorded outcome or a final message comes first (status work is
 // written for messages that are final already: only its ledger entry ends
-// it), then missing work, then the fence: a fenced outcome (Epoch > 0)
-// applies only while every row is still leased to its Owner under its
+// it), then missing work, then a pull frontend's verdict on a message
+// never offered (Outcome.Ack), then the fence: a fenced outcome (Epoch >
+// 0) applies only while every row is still leased to its Owner under its
 // Epoch, whether or not the lease has run out since, so that a claim made
 // since speaks for the row.
-func CompletionOf(o Outcome, found bool, state messages.State, recorded bool, rows []WorkLease) Completion {
+func CompletionOf(o Outcome, m *Row, recorded bool, rows []WorkLease) Completion {
 	switch {
-	case !found:
+	case m == nil:
 		return NoWork
-	case recorded || (o.Kind != WorkStatus && state.Final()):
+	case recorded || (o.Kind != WorkStatus && m.State.Final()):
 		return AlreadyRecorded
 	case len(rows) == 0:
 		return NoWork
+	case o.Ack && m.Attempts == 0:
+		return NotOffered
 	}
 	if o.Epoch > 0 {
 		for _, r := range rows {
@@ -56,13 +59,9 @@ func CompletionOf(o Outcome, found bool, state messages.State, recorded bool, ro
 func Complete(l *Loaded, c *Changes, o Outcome) Completion {
 	m := l.Rows[o.MessageID]
 	var (
-		state  messages.State
 		rows   []int64
 		leases []WorkLease
 	)
-	if m != nil {
-		state = m.State
-	}
 	for _, w := range l.Work[o.MessageID] {
 		if w.Kind == o.Kind && w.Target == o.Target {
 			rows = append(rows, w.ID)
@@ -70,7 +69,7 @@ func Complete(l *Loaded, c *Changes, o Outcome) Completion {
 		}
 	}
 	key := LedgerKey{MessageID: o.MessageID, Kind: o.Kind, Target: o.Target}
-	if got := CompletionOf(o, m != nil, state, l.Recorded[key], leases); got != Applied {
+	if got := CompletionOf(o, m, l.Recorded[key], leases); got != Applied {
 		return got
 	}
 	for _, row := range rows {
@@ -121,7 +120,8 @@ func StatusDetail(u StatusUpdate) string {
 
 // Status decides one update of ApplyStatus on what l holds and writes it
 // into c. An applied report moves the message to delivered or failed (a
-// failure sets its reason) with history, writes the forward ledger entry
+// failure sets its reason, a report with attempts sets the message's) with
+// history, writes the forward ledger entry
 // (id, forward, From) with the report's result unless one exists, and
 // removes the forward's outbox row: a report can overtake the forward's
 // own completion, even one still leased.
@@ -142,6 +142,9 @@ func Status(l *Loaded, c *Changes, u StatusUpdate) Completion {
 	c.Record(l, LedgerKey{MessageID: u.ID, Kind: WorkForward, Target: u.From}, u.Result, detail)
 	if u.Result == ResultFailed {
 		m.Reason = u.Reason
+	}
+	if u.Attempts > 0 {
+		m.Attempts = u.Attempts
 	}
 	c.Move(l, m, StateAfter(WorkDelivery, u.Result), detail)
 	return Applied

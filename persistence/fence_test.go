@@ -116,29 +116,39 @@ func TestRingStateValidate(t *testing.T) {
 func TestCompletionOf(t *testing.T) {
 	fenced := Outcome{Kind: WorkDelivery, Epoch: 4, Owner: "a"}
 	status := Outcome{Kind: WorkStatus, Epoch: 4, Owner: "a"}
+	ack := Outcome{Kind: WorkDelivery, Ack: true}
 	mine := []WorkLease{{"a", 4}}
 	cases := []struct {
 		name     string
 		o        Outcome
 		found    bool
 		state    messages.State
+		attempts int
 		recorded bool
 		rows     []WorkLease
 		want     Completion
 	}{
-		{"no message", fenced, false, "", false, mine, NoWork},
-		{"recorded", fenced, true, messages.StatePending, true, []WorkLease{{"b", 5}}, AlreadyRecorded},
-		{"final message", fenced, true, messages.StateDelivered, false, nil, AlreadyRecorded},
-		{"final message, status work", status, true, messages.StateDelivered, false, mine, Applied},
-		{"no row", fenced, true, messages.StatePending, false, nil, NoWork},
-		{"leased to it", fenced, true, messages.StatePending, false, mine, Applied},
-		{"another owner", fenced, true, messages.StatePending, false, []WorkLease{{"b", 4}}, StaleEpoch},
-		{"another epoch", fenced, true, messages.StatePending, false, []WorkLease{{"a", 5}}, StaleEpoch},
-		{"unleased", fenced, true, messages.StateRetry, false, []WorkLease{{}}, StaleEpoch},
-		{"unfenced", Outcome{Kind: WorkDelivery}, true, messages.StatePending, false, []WorkLease{{"b", 5}}, Applied},
+		{"no message", fenced, false, "", 1, false, mine, NoWork},
+		{"recorded", fenced, true, messages.StatePending, 1, true, []WorkLease{{"b", 5}}, AlreadyRecorded},
+		{"final message", fenced, true, messages.StateDelivered, 1, false, nil, AlreadyRecorded},
+		{"final message, status work", status, true, messages.StateDelivered, 0, false, mine, Applied},
+		{"no row", fenced, true, messages.StatePending, 1, false, nil, NoWork},
+		{"leased to it", fenced, true, messages.StatePending, 1, false, mine, Applied},
+		{"another owner", fenced, true, messages.StatePending, 1, false, []WorkLease{{"b", 4}}, StaleEpoch},
+		{"another epoch", fenced, true, messages.StatePending, 1, false, []WorkLease{{"a", 5}}, StaleEpoch},
+		{"unleased", fenced, true, messages.StateRetry, 1, false, []WorkLease{{}}, StaleEpoch},
+		{"unfenced", Outcome{Kind: WorkDelivery}, true, messages.StatePending, 1, false, []WorkLease{{"b", 5}}, Applied},
+		{"ack, never offered", ack, true, messages.StatePending, 0, false, []WorkLease{{}}, NotOffered},
+		{"ack, lease ran out", ack, true, messages.StatePending, 1, false, []WorkLease{{}}, Applied},
+		{"ack, recorded before", ack, true, messages.StatePending, 0, true, []WorkLease{{}}, AlreadyRecorded},
+		{"ack, no row", ack, true, messages.StatePending, 0, false, nil, NoWork},
 	}
 	for _, c := range cases {
-		if got := CompletionOf(c.o, c.found, c.state, c.recorded, c.rows); got != c.want {
+		var m *Row
+		if c.found {
+			m = &Row{Message: messages.Message{State: c.state, Attempts: c.attempts}}
+		}
+		if got := CompletionOf(c.o, m, c.recorded, c.rows); got != c.want {
 			t.Errorf("%s: CompletionOf = %s, want %s", c.name, got, c.want)
 		}
 	}

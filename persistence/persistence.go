@@ -55,9 +55,11 @@ type NewMessage struct {
 	SourceMSISDN      string
 	DestinationMSISDN string
 	Body              string
-	SourceSMSC        string
-	DestSMSC          string
-	Frontend          string
+	// Options are the message's optional fields, stored as given.
+	messages.Options
+	SourceSMSC string
+	DestSMSC   string
+	Frontend   string
 	// State is the first state: pending, or forward_queued for a peer that
 	// is not healthy (queued_at is then set to now).
 	State messages.State
@@ -72,7 +74,8 @@ type NewMessage struct {
 	// message's attempts count it, as a claim's would (1).
 	Lease *Lease
 	// ReportTo, when set, names the peer that forwarded this message to us
-	// (its origin). A final outcome of its delivery work (delivered or
+	// (its origin); when empty, the message is a client's submission, whose
+	// id must not be reused with other content (Accepted.Conflict). A final outcome of its delivery work (delivered or
 	// failed, also by ExpireMessages) then writes status work
 	// {WorkStatus, ReportTo, due now} in the same transaction, so the
 	// delivery_status reaches the origin through the outbox.
@@ -91,6 +94,11 @@ type Accepted struct {
 	// under the same id (then Created is false and nothing was written).
 	Message messages.Message
 	Created bool
+	// Conflict, for a client's submission (no ReportTo) whose id was
+	// already stored with other content, names the first field that
+	// differs (messages.ContentDiff); nothing was written for it. A peer's
+	// forward of a stored id is never a conflict: it is a retry.
+	Conflict string
 	// Work is the outbox row written leased for a created message whose
 	// NewMessage asked for a Lease, as a claim would return it; nil
 	// otherwise.
@@ -238,6 +246,12 @@ type Outcome struct {
 	// frontend's own verdict stands whoever offered the message).
 	Epoch uint64
 	Owner string
+	// Ack marks a pull frontend's verdict (delivery work): it applies only
+	// to a message that was offered to the frontend, that is leased to it
+	// at least once since it was accepted or resubmitted (attempts > 0).
+	// Otherwise it is NotOffered and nothing changes. A late verdict on a
+	// lease that ran out, the message not yet offered again, applies.
+	Ack bool
 }
 
 // Completion tells what CompleteWork did with one Outcome.
@@ -255,6 +269,9 @@ const (
 	// StaleEpoch: a fenced outcome whose row was claimed again since (see
 	// Outcome.Epoch); nothing changed.
 	StaleEpoch Completion = "stale_epoch"
+	// NotOffered: a pull frontend's verdict (Outcome.Ack) on a message
+	// never offered to it; nothing changed.
+	NotOffered Completion = "not_offered"
 )
 
 // Reroute resubmits one failed or forward_failed message to new work.
@@ -290,21 +307,65 @@ type LedgerEntry struct {
 	Detail    string
 }
 
-// ListQuery selects a page of messages, newest first.
+// ListQuery selects a page of messages, newest first: by acceptance order
+// (seq), or, for a time range without a number (ByTime), by acceptance
+// time (created_at, then seq). Every filter set must match.
 type ListQuery struct {
 	// State filters by state when non-empty.
 	State messages.State
 	// Limit is the page size (> 0).
 	Limit int
-	// Before is the cursor: only messages with Seq < Before (0 = from newest).
-	Before int64
+	// Before is the cursor: only messages with Seq < Before (0 = from
+	// newest); for a ByTime query, with BeforeAt, only messages before
+	// (BeforeAt, Before) in (created_at, seq) order.
+	Before   int64
+	BeforeAt time.Time
+	// Destination and Source match the number without its leading '+'
+	// (messages.NumberKey), exactly or as a prefix.
+	Destination, Source NumberMatch
+	// Since and Until bound the acceptance time: Since <= created_at <
+	// Until (zero: unbounded).
+	Since, Until time.Time
+	// Frontend matches the message's frontend; Peer its source_smsc or
+	// dest_smsc (what it came from or went to).
+	Frontend, Peer string
 }
 
-// Page is one page of messages; Next is the cursor of the following page
-// (0 when this page is the last).
+// NumberMatch is a number filter: Key (a messages.NumberKey) exactly, or
+// every number starting with it.
+type NumberMatch struct {
+	Key    string
+	Prefix bool
+}
+
+// ByTime reports whether q lists by acceptance time: a time range without
+// a number filter. A number's index is read in seq order; a time range
+// alone walks the created_at index.
+func (q ListQuery) ByTime() bool {
+	return (!q.Since.IsZero() || !q.Until.IsZero()) && q.Destination.Key == "" && q.Source.Key == ""
+}
+
+// Page is one page of messages; Next (and NextAt for a ByTime query) is
+// the cursor of the following page (0 when this page is the last).
 type Page struct {
 	Messages []messages.Message
 	Next     int64
+	NextAt   time.Time
+}
+
+// PageOf cuts rows (the query's Limit+1 rows at most, in its order) to a
+// page and sets its cursor when more follow.
+func PageOf(q ListQuery, rows []messages.Message) Page {
+	p := Page{Messages: rows}
+	if len(rows) > q.Limit {
+		p.Messages = rows[:q.Limit]
+		last := p.Messages[q.Limit-1]
+		p.Next = last.Seq
+		if q.ByTime() {
+			p.NextAt = last.CreatedAt
+		}
+	}
+	return p
 }
 
 // Route maps a destination prefix to a frontend (defined in messages).
@@ -363,6 +424,10 @@ type StatusUpdate struct {
 	// At is when the peer recorded it (kept in the history detail; the
 	// transition's time is the call's now).
 	At time.Time
+	// Attempts, when positive, is how many delivery attempts the peer
+	// made: the message's attempts here become it (the origin's own count
+	// of a forwarded message is 0).
+	Attempts int
 }
 
 // ForwardExpiry moves forward_queued messages that waited too long to

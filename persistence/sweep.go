@@ -20,15 +20,17 @@ const (
 // and report true.
 
 // Expire fails (reason expired) a message in pending or retry submitted
-// before req.SubmittedBefore none of whose outbox rows holds a live lease: a
-// worker may be handing it over right now, and its outcome will settle it.
+// before req.SubmittedBefore, or whose own validity_until is at or before
+// req.Now, none of whose outbox rows holds a live lease: a worker may be
+// handing it over right now, and its outcome will settle it.
 // Its delivery and forward rows go with a failed ledger entry each; a
 // message without such work gets one for (delivery, its frontend), so a
 // late ack is still recognised. Status rows (reports owed to an origin) are
 // not the message's own work and stay.
 func Expire(l *Loaded, c *Changes, m *Row, req ExpireRequest) bool {
-	if (m.State != messages.StatePending && m.State != messages.StateRetry) ||
-		!m.SubmittedAt.Before(Normalize(req.SubmittedBefore)) || leased(l.Work[m.ID], "", req.Now) {
+	passed := m.SubmittedAt.Before(Normalize(req.SubmittedBefore)) ||
+		(m.ValidityUntil != nil && !m.ValidityUntil.After(Normalize(req.Now)))
+	if (m.State != messages.StatePending && m.State != messages.StateRetry) || !passed || leased(l.Work[m.ID], "", req.Now) {
 		return false
 	}
 	c.FailWork(l, m, messages.StateFailed, messages.ReasonExpired, ExpiredDetail,

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/switchboard-dev/switchboard/messages"
 )
 
 // The validators of every Store call's input. Each reports every problem
@@ -163,6 +165,17 @@ func (q ListQuery) Validate() error {
 	}
 	if q.Before < 0 {
 		errs = append(errs, fmt.Errorf("list messages: cursor %d must not be negative", q.Before))
+	}
+	if !q.BeforeAt.IsZero() && (!q.ByTime() || q.Before == 0) {
+		errs = append(errs, errors.New("list messages: a time cursor is for a time range without a number, with a seq"))
+	}
+	for name, m := range map[string]NumberMatch{"destination": q.Destination, "source": q.Source} {
+		if m.Key != messages.NumberKey(m.Key) || (m.Prefix && m.Key == "") {
+			errs = append(errs, fmt.Errorf("list messages: %s %q is not a number key", name, m.Key))
+		}
+	}
+	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Since.Before(q.Until) {
+		errs = append(errs, fmt.Errorf("list messages: since %v is not before until %v", q.Since, q.Until))
 	}
 	return errors.Join(errs...)
 }

@@ -77,7 +77,7 @@ func (r Result) OK() bool {
 	return r.Lost == 0 && r.Duplicated == 0 && r.Unexpected == 0 && r.Misrouted == 0 && r.Disagreeing == 0
 }
 
-// Line is the report's last line (CONTRACT.md, "Sim report").
+// Line is the report's last line (docs/sim.md, the report).
 func (r Result) Line(seed int64, nodes int) string {
 	return fmt.Sprintf("sim: seed=%d nodes=%d accepted=%d delivered=%d lost=%d duplicated=%d unexpected=%d misrouted=%d disagreeing=%d",
 		seed, nodes, r.Accepted, r.Delivered, r.Lost, r.Duplicated, r.Unexpected, r.Misrouted, r.Disagreeing)

@@ -26,7 +26,7 @@ var receiveBuckets = []float64{
 	10,
 }
 
-// Metrics are the actor metrics of CONTRACT.md, labelled by actor kind (a
+// Metrics are the actor metrics of docs/metrics.md, labelled by actor kind (a
 // low-cardinality name such as "peer" or "intake", never a per-instance name).
 // One Metrics serves any number of actor systems; it is safe for concurrent use.
 //

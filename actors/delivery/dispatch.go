@@ -345,6 +345,7 @@ func (d *Dispatcher) Ack(now time.Time, a *messages.Ack, attempts Attempts, read
 			attempt = n
 		}
 		o := d.cfg.Policy.After(d.cfg.Frontend, r.ID, attempt, r, now, rng)
+		o.Ack = true // a verdict on a message never offered changes nothing
 		d.pending = append(d.pending, pending{o: o, ack: st, idx: i})
 	}
 	if st.left == 0 {

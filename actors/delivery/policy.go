@@ -57,9 +57,11 @@ func (p Policy) Backoff(attempt int, rng *rand.Rand) time.Duration {
 	return half + time.Duration(rng.Int64N(int64(w-half)+1))
 }
 
-// Expired reports whether m's validity has passed at now.
+// Expired reports whether m's validity has passed at now: the node's
+// Validity from its submission, or the message's own validity_until when
+// that is earlier.
 func (p Policy) Expired(m messages.Message, now time.Time) bool {
-	return !now.Before(m.SubmittedAt.Add(p.Validity))
+	return !now.Before(m.ExpiresAt(m.SubmittedAt, p.Validity))
 }
 
 // Before checks claimed work before it is attempted. When ok is false the
@@ -69,8 +71,7 @@ func (p Policy) Expired(m messages.Message, now time.Time) bool {
 func (p Policy) Before(w persistence.Work, now time.Time) (o persistence.Outcome, ok bool) {
 	switch {
 	case p.Expired(w.Message, now):
-		return failed(w.Target, w.MessageID, messages.ReasonExpired,
-			fmt.Sprintf("expired: not delivered within %v of submission", p.Validity)), false
+		return failed(w.Target, w.MessageID, messages.ReasonExpired, expiredDetail(w.Message, p.Validity)), false
 	case w.Message.Attempts > p.MaxAttempts:
 		return failed(w.Target, w.MessageID, messages.ReasonMaxAttempts,
 			fmt.Sprintf("no verdict after %d attempts", p.MaxAttempts)), false
@@ -104,6 +105,14 @@ func (p Policy) After(target, id string, attempt int, v messages.DeliveryResult,
 	return persistence.Outcome{Kind: persistence.WorkDelivery, Target: target, MessageID: id,
 		Result: persistence.ResultRetry, RetryAt: now.Add(wait), Reason: v.Reason,
 		Detail: fmt.Sprintf("attempt %d failed: %s; retry in %v", attempt, orNone(v.Reason), wait.Round(time.Millisecond))}
+}
+
+// expiredDetail says which validity passed.
+func expiredDetail(m messages.Message, validity time.Duration) string {
+	if m.ValidityUntil != nil && m.ValidityUntil.Before(m.SubmittedAt.Add(validity)) {
+		return "expired: not delivered by its validity_until " + m.ValidityUntil.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("expired: not delivered within %v of submission", validity)
 }
 
 func failed(target, id, reason, detail string) persistence.Outcome {

@@ -191,6 +191,17 @@ func (a *Actor) start(c actor.Context) {
 	self, sys, session := a.self, a.sys, a.session
 	a.wake = clock.NewWakeup(a.cfg.Clock, func(uint64) { sys.Root.Send(self, tick{session}) })
 	a.log.Info("discovery started", "srv", a.cfg.SRV, "static", a.cfg.Static, "poll_interval", a.cfg.PollInterval)
+	// Every configured address is visible from the start, before the first
+	// round has asked it anything (after a restart: those still unknown).
+	pending := normalize(a.cfg.Static)
+	if len(a.set.Listed()) > 0 {
+		pending = a.set.Unidentified()
+	}
+	unknown := &messages.PeerAddresses{}
+	for _, addr := range pending {
+		unknown.Unidentified = append(unknown.Unidentified, messages.AddressCheck{Address: addr})
+	}
+	c.Send(a.cfg.Sink, unknown)
 	a.startRound(true)
 }
 
@@ -350,6 +361,16 @@ func (a *Actor) onRound(c actor.Context, r *roundDone) {
 		}
 		c.Send(a.cfg.Sink, e)
 	}
+	// The addresses still unknown, with what this round learned of them.
+	unknown := &messages.PeerAddresses{}
+	for _, addr := range a.set.Unidentified() {
+		ch := messages.AddressCheck{Address: addr}
+		if err, asked := r.failed[addr]; asked {
+			ch.Checked, ch.Err = true, err.Error()
+		}
+		unknown.Unidentified = append(unknown.Unidentified, ch)
+	}
+	c.Send(a.cfg.Sink, unknown)
 	for _, rf := range out.Refused {
 		level := slog.LevelWarn
 		if rf.Reason == RefusedOwnNode {

@@ -9,7 +9,7 @@ import (
 )
 
 // DefaultAPIPort is the federation port of a static peer given without one
-// and of an SRV target whose record says port 0 (CONTRACT.md: 8443).
+// and of an SRV target whose record says port 0 (--api-port, 8443 by default).
 const DefaultAPIPort = 8443
 
 // dnsPort is the port of a DNS server given without one.
@@ -64,7 +64,7 @@ func parseHostPort(s string, defaultPort int) (string, error) {
 		}
 		host, port = bare, strconv.Itoa(defaultPort)
 	}
-	if !validHost(host) {
+	if !ValidHost(host) {
 		return "", fmt.Errorf("%q: %q is not a host name or IP address", s, host)
 	}
 	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
@@ -73,10 +73,10 @@ func parseHostPort(s string, defaultPort int) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
-// validHost reports whether h is an IP address or a DNS host name: labels
+// ValidHost reports whether h is an IP address or a DNS host name: labels
 // of 1-63 letters, digits, '-' or '_' (not starting or ending with '-'),
 // at most 253 characters, an optional final dot.
-func validHost(h string) bool {
+func ValidHost(h string) bool {
 	if _, err := netip.ParseAddr(h); err == nil {
 		return true
 	}

@@ -31,7 +31,7 @@
 // # Identity rules
 //
 // PeerSet, the pure core, turns "addresses listed now" and "what each
-// address last said" into the peer set (CONTRACT.md, federation identity):
+// address last said" into the peer set (docs/federation.md, the identity rules):
 //   - several addresses reporting one node are ONE peer, the instances of
 //     one site, sorted by address;
 //   - an address reporting our own node is refused (logged at info: with

@@ -28,7 +28,7 @@ type Effect = any
 // Reason says why an address was refused.
 type Reason string
 
-// Refusal reasons (CONTRACT.md, federation identity).
+// Refusal reasons (docs/federation.md, the identity rules).
 const (
 	// RefusedOwnNode: the address reports our own node name (with SRV
 	// discovery every node lists itself; this is expected there).

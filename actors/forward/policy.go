@@ -89,6 +89,9 @@ func (p Policy) Judge(now time.Time, peer string, w persistence.Work, r messages
 		if r.Duplicate {
 			o.Detail += " (already held there)"
 		}
+	case r.Error.Code == messages.CodeCapabilityMissing:
+		o.Result, o.Reason = persistence.ResultFailed, messages.ReasonPeerUnsupported
+		o.Detail = fmt.Sprintf("not forwarded to %s: %s; upgrade it, then resubmit", peer, r.Error.Message)
 	case transientCodes[r.Error.Code]:
 		o.Result, o.RetryAt = persistence.ResultRetry, now.Add(p.RetryInterval)
 		o.Detail = fmt.Sprintf("%s refused for now: %s", peer, r.Error.Error())

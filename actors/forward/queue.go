@@ -324,18 +324,14 @@ func (q *Queue) send(b Batch) {
 		defer cancel()
 		res := &sent{batch: b}
 		if b.Kind == persistence.WorkForward {
-			fs := make([]messages.Forward, len(b.Work))
-			for i, w := range b.Work {
-				fs[i] = messages.ForwardOf(w.Message)
-			}
-			res.forward, res.err = tr.Forward(ctx, link.Addr, link.ForwardBatch, fs)
-			if res.err == nil && len(res.forward) != len(fs) {
-				res.err = fmt.Errorf("peer answered %d results for %d forwards", len(res.forward), len(fs))
-			}
+			res.forward, res.err = sendForwards(ctx, tr, link, b.Work)
 		} else {
 			rs := make([]messages.StatusReport, len(b.Work))
 			for i, w := range b.Work {
 				rs[i] = ReportOf(node, w.Message)
+				if !link.MessageFields {
+					rs[i].Attempts = 0 // a field the peer did not announce
+				}
 			}
 			res.status, res.err = tr.Status(ctx, link.Addr, link.StatusBatch, rs)
 			if res.err == nil && len(res.status) != len(rs) {
@@ -344,6 +340,41 @@ func (q *Queue) send(b Batch) {
 		}
 		root.Send(self, res)
 	}()
+}
+
+// sendForwards sends the forwards of work in one call and returns a result for
+// each, in order. A message that uses the optional fields is not sent to a
+// peer that did not announce CapMessageFields (an older version would
+// refuse it, or drop the fields and deliver it otherwise than asked): its
+// result is a capability_missing error, which fails it (see Judge).
+func sendForwards(ctx context.Context, tr peer.Transport, link messages.PeerLink, work []persistence.Work) ([]messages.ForwardResult, error) {
+	out := make([]messages.ForwardResult, len(work))
+	fs := make([]messages.Forward, 0, len(work))
+	at := make([]int, 0, len(work))
+	for i, w := range work {
+		f := messages.ForwardOf(w.Message)
+		if f.Options.Used() && !link.MessageFields {
+			out[i] = messages.ForwardResult{ForwardReply: messages.ForwardReply{ID: f.ID},
+				Error: messages.Errorf(messages.CodeCapabilityMissing, "the peer does not announce %s, which carries data_coding, "+
+					"message_body_base64, validity_until and deliver_after", messages.CapMessageFields)}
+			continue
+		}
+		fs, at = append(fs, f), append(at, i)
+	}
+	if len(fs) == 0 {
+		return out, nil
+	}
+	res, err := tr.Forward(ctx, link.Addr, link.ForwardBatch, fs)
+	if err == nil && len(res) != len(fs) {
+		err = fmt.Errorf("peer answered %d results for %d forwards", len(res), len(fs))
+	}
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range at {
+		out[i] = res[j]
+	}
+	return out, nil
 }
 
 // overloaded reports whether err is the peer shedding load.
@@ -358,7 +389,7 @@ func ReportOf(node string, m messages.Message) messages.StatusReport {
 	if m.State == messages.StateFailed {
 		status = messages.ReportFailed
 	}
-	return messages.StatusReport{ID: m.ID, Node: node, Status: status, At: m.UpdatedAt, Reason: m.Reason}
+	return messages.StatusReport{ID: m.ID, Node: node, Status: status, At: m.UpdatedAt, Reason: m.Reason, Attempts: m.Attempts}
 }
 
 // sent takes a request's result: its outcomes wait for the next round.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -46,7 +47,7 @@ func TestWebhookSend(t *testing.T) {
 	if r.Status != messages.Delivered || r.ID != "m-1" || r.Reason != "" {
 		t.Fatalf("200: %+v", r)
 	}
-	if got != out || key != "m-1" || attempt != "3" {
+	if !reflect.DeepEqual(got, out) || key != "m-1" || attempt != "3" {
 		t.Fatalf("frontend saw %+v key=%q attempt=%q", got, key, attempt)
 	}
 	status = http.StatusServiceUnavailable

@@ -53,7 +53,7 @@ func (w Webhook) Send(ctx context.Context, m messages.Outgoing) messages.Deliver
 	return messages.DeliveryResult{ID: m.ID, Status: status, Reason: reason}
 }
 
-// Classify maps a webhook's HTTP status to a verdict (CONTRACT.md).
+// Classify maps a webhook's HTTP status to a verdict (docs/api.md, "Webhook frontends").
 func Classify(code int) messages.DeliveryStatus {
 	switch {
 	case code >= 200 && code < 300:

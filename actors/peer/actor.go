@@ -112,7 +112,7 @@ func (a *Actor) Receive(c actor.Context) {
 		a.self, a.sys = c.Self(), c.ActorSystem()
 		a.wake = clock.NewWakeup(a.cfg.Clock, func(uint64) { a.sys.Root.Send(a.self, healthTick{}) })
 		a.cfg.Book.Discovered(a.cfg.Peer, a.instances)
-		a.cfg.Metrics.setState(a.cfg.Peer, a.health.State())
+		a.cfg.Book.SetHealth(a.cfg.Peer, &a.health)
 		q, err := c.SpawnNamed(a.cfg.Queue(a.cfg.Peer), "forward")
 		if err != nil {
 			panic(fmt.Errorf("peer %s: spawn forward queue: %w", a.cfg.Peer, err))
@@ -265,7 +265,6 @@ func (a *Actor) observe(c actor.Context, now time.Time, err error) {
 	t, changed := a.health.Observe(now, err)
 	a.cfg.Book.SetHealth(a.cfg.Peer, &a.health)
 	if changed {
-		a.cfg.Metrics.setState(a.cfg.Peer, t.To)
 		attrs := []any{"from", t.From, "to", t.To, "addr", a.addr()}
 		if err != nil {
 			attrs = append(attrs, "err", err)
@@ -284,6 +283,7 @@ func (a *Actor) observe(c actor.Context, now time.Time, err error) {
 	if a.identity != nil {
 		link.ForwardBatch = a.identity.Has(messages.CapForwardBatch)
 		link.StatusBatch = a.identity.Has(messages.CapStatusBatch)
+		link.MessageFields = a.identity.Has(messages.CapMessageFields)
 	}
 	c.Send(a.queue, link)
 }
@@ -335,26 +335,23 @@ func (a *Actor) learn(frontends []string) {
 	a.log.Info("peer registry learned", "frontends", frontends)
 }
 
-// Metrics are the peers' metrics.
+// Metrics are the peers' metrics. Their states are read from the book at
+// each scrape (StateCollector).
 type Metrics struct {
 	latency *prometheus.HistogramVec
-	state   *prometheus.GaugeVec
 }
 
-// NewMetrics registers the peer metrics on reg.
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+// NewMetrics registers the peer metrics on reg: the health check latency,
+// and the peer states of book.
+func NewMetrics(reg prometheus.Registerer, book *Book) (*Metrics, error) {
 	m := &Metrics{
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "switchboard_federation_health_check_seconds",
 			Help:    "Latency of passed health checks, by peer (a check over 2 s is logged as a degraded link).",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2, 5},
 		}, []string{"peer"}),
-		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "switchboard_peer_state",
-			Help: "1 on each peer's current state (unknown, healthy, degraded, unhealthy).",
-		}, []string{"peer", "state"}),
 	}
-	for _, c := range []prometheus.Collector{m.latency, m.state} {
+	for _, c := range []prometheus.Collector{m.latency, &stateCollector{book: book, desc: stateDesc}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -362,18 +359,35 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-func (m *Metrics) setState(peer string, s messages.PeerState) {
-	for _, st := range messages.AllPeerStates {
-		v := 0.0
-		if st == s {
-			v = 1
+var stateDesc = prometheus.NewDesc("switchboard_peer_state",
+	"1 on each peer's current state (unknown, healthy, degraded, unhealthy, removed); an address that never answered is its own peer until its name is learned.",
+	[]string{"peer", "state"}, nil)
+
+// stateCollector reports every peer of the book (as List shows them) at
+// each scrape: the book is the one record of peer states, so the metric,
+// /api/peers and the UI never disagree.
+type stateCollector struct {
+	book *Book
+	desc *prometheus.Desc
+}
+
+// Describe implements prometheus.Collector.
+func (s *stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- s.desc }
+
+// Collect implements prometheus.Collector.
+func (s *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, p := range s.book.List() {
+		for _, st := range messages.AllPeerStates {
+			v := 0.0
+			if st == p.State {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(s.desc, prometheus.GaugeValue, v, p.Node, string(st))
 		}
-		m.state.WithLabelValues(peer, string(st)).Set(v)
 	}
 }
 
 // forget removes a gone peer's series.
 func (m *Metrics) forget(peer string) {
-	m.state.DeletePartialMatch(prometheus.Labels{"peer": peer})
 	m.latency.DeletePartialMatch(prometheus.Labels{"peer": peer})
 }

@@ -14,6 +14,11 @@ import (
 // safe for concurrent use. A peer known only from a stored registry (not
 // discovered yet, e.g. down since our start) is in the book as unknown and
 // not Discovered: its frontends still route to it, so messages queue for it.
+//
+// An address discovery lists that has never answered is in the book under
+// the address (SetAddress) until its name is learned: it is listed, with
+// its failed checks, like any peer. A peer discovery no longer lists reads
+// removed, and is listed until no message waits for it.
 type Book struct {
 	mu    sync.RWMutex
 	peers map[string]*entry
@@ -24,6 +29,8 @@ type Book struct {
 }
 
 type entry struct {
+	// address: the entry is an address that never answered, named by it.
+	address     bool
 	discovered  bool
 	instances   []messages.PeerInstance
 	state       messages.PeerState
@@ -54,17 +61,43 @@ func (b *Book) Discovered(name string, instances []messages.PeerInstance) {
 	e := b.get(name)
 	e.discovered = true
 	e.instances = append([]messages.PeerInstance(nil), instances...)
+	if e.state == messages.PeerRemoved {
+		e.state, e.failures, e.lastError = messages.PeerUnknown, 0, ""
+	}
 }
 
-// Gone records that discovery no longer lists peer name. Its registry is
-// kept, so messages already routed to it keep queueing (and count down to
-// forward_failed); new messages for its frontends queue too.
+// SetAddress records an address discovery lists that has never answered,
+// with its checks so far (h): listed under the address until its name is
+// learned (ForgetAddress).
+func (b *Book) SetAddress(addr string, h *Health) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.get(addr)
+	e.address = true
+	e.instances = []messages.PeerInstance{{Address: addr}}
+	e.state, e.failures, e.lastSuccess, e.lastError = h.State(), h.Failures(), h.LastSuccess(), h.LastError()
+}
+
+// ForgetAddress removes an address's entry (its name is learned, or it is
+// no longer listed).
+func (b *Book) ForgetAddress(addr string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if e := b.peers[addr]; e != nil && e.address {
+		delete(b.peers, addr)
+	}
+}
+
+// Gone records that discovery no longer lists peer name: it reads removed.
+// Its registry is kept, so messages already routed to it keep queueing
+// (and count down to forward_failed); new messages for its frontends queue
+// too. List shows it while messages wait for it.
 func (b *Book) Gone(name string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if e := b.peers[name]; e != nil {
 		e.discovered, e.instances = false, nil
-		e.state, e.failures = messages.PeerUnknown, 0
+		e.state, e.failures = messages.PeerRemoved, 0
 	}
 }
 
@@ -139,12 +172,17 @@ func (b *Book) SetQueueDepths(depths map[string]int64) {
 	}
 }
 
-// List returns every peer of the book, ordered by name.
+// List returns every peer of the book, ordered by name: the addresses
+// that never answered under their address, and a removed peer only while
+// messages wait for it (its forward queue depth, SetQueueDepths).
 func (b *Book) List() []messages.PeerInfo {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	names := make([]string, 0, len(b.peers))
-	for name := range b.peers {
+	for name, e := range b.peers {
+		if e.state == messages.PeerRemoved && b.queue[name] == 0 {
+			continue
+		}
 		names = append(names, name)
 	}
 	for name := range b.queue {

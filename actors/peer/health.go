@@ -6,7 +6,7 @@ import (
 	"github.com/switchboard-dev/switchboard/messages"
 )
 
-// Thresholds of the health state machine (CONTRACT.md, "Peer states").
+// Thresholds of the health state machine (docs/api.md, "Peer states").
 const (
 	// UnhealthyAfter consecutive failed checks make a peer unhealthy; fewer
 	// (but at least one) make it degraded.

@@ -11,13 +11,17 @@ import (
 )
 
 // Supervisor is the "peers" actor: the parent of one peer actor per
-// discovered peer. It turns discovery's PeerUp and PeerGone into children
+// discovered peer. It turns discovery's PeerUp and PeerGone into children,
+// keeps the health of the addresses that never answered (PeerAddresses),
 // and routes peer-addressed messages to them. Build it with NewSupervisor.
 type Supervisor struct {
 	cfg      Config
 	props    func(kind string, p actor.Producer) *actor.Props
 	resync   func()
 	children map[string]*actor.PID
+	// addresses are the health of the listed addresses that never
+	// answered (discovery's PeerAddresses), by address.
+	addresses map[string]*Health
 	// restarted: this incarnation replaces one that panicked.
 	restarted bool
 }
@@ -36,7 +40,7 @@ func NewSupervisor(cfg Config, props func(kind string, p actor.Producer) *actor.
 	var built atomic.Int64
 	return func() actor.Actor {
 		return &Supervisor{cfg: cfg, props: props, resync: resync, children: map[string]*actor.PID{},
-			restarted: built.Add(1) > 1}
+			addresses: map[string]*Health{}, restarted: built.Add(1) > 1}
 	}, nil
 }
 
@@ -74,8 +78,10 @@ func (s *Supervisor) Receive(c actor.Context) {
 		s.cfg.Book.Gone(m.Node)
 		s.cfg.Metrics.forget(m.Node)
 		s.park(c, m.Node)
-		s.cfg.Logger.Info("peer removed; its queued messages keep waiting until forward_failed",
+		s.cfg.Logger.Info("peer removed: it reads removed while its queued messages keep waiting until forward_failed",
 			"component", "peer", "peer", m.Node)
+	case *messages.PeerAddresses:
+		s.addressesChecked(m)
 	case parkGone:
 		s.park(c, m.peer)
 	case *messages.KickPeer:
@@ -90,6 +96,37 @@ func (s *Supervisor) Receive(c actor.Context) {
 		s.route(c, m.Peer, m)
 	case *messages.PeerRegistryFrom:
 		s.route(c, m.Peer, m)
+	}
+}
+
+// addressesChecked keeps the book's entries of the addresses that never
+// answered: each counts its failed identity calls from the first one, like
+// a peer's health checks (degraded, then unhealthy: the alert fires for an
+// address that was down from the start), and goes once its name is known
+// or it is no longer listed.
+func (s *Supervisor) addressesChecked(m *messages.PeerAddresses) {
+	now := s.cfg.Clock.Now()
+	listed := map[string]bool{}
+	for _, a := range m.Unidentified {
+		listed[a.Address] = true
+		h := s.addresses[a.Address]
+		if h == nil {
+			h = &Health{}
+			s.addresses[a.Address] = h
+		}
+		if a.Checked {
+			if t, changed := h.Observe(now, errors.New(a.Err)); changed {
+				s.cfg.Logger.Warn("peer address state changed: it has never answered", "component", "peer",
+					"address", a.Address, "from", t.From, "to", t.To, "err", a.Err)
+			}
+		}
+		s.cfg.Book.SetAddress(a.Address, h)
+	}
+	for addr := range s.addresses {
+		if !listed[addr] {
+			delete(s.addresses, addr)
+			s.cfg.Book.ForgetAddress(addr)
+		}
 	}
 }
 

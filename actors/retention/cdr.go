@@ -43,7 +43,7 @@ type Record struct {
 func RecordOf(node string, m messages.Message, now time.Time) Record {
 	r := Record{Record: RecordKind, Node: node, ID: m.ID, SourceMSISDN: m.SourceMSISDN, DestinationMSISDN: m.DestinationMSISDN,
 		SourceSMSC: m.SourceSMSC, DestSMSC: m.DestSMSC, Frontend: m.Frontend, State: m.State, Reason: m.Reason,
-		Attempts: m.Attempts, BodyBytes: len(m.Body), CreatedAt: m.CreatedAt, FinalAt: m.UpdatedAt, WrittenAt: now.UTC(),
+		Attempts: m.Attempts, BodyBytes: len(m.Body) + len(m.Binary), CreatedAt: m.CreatedAt, FinalAt: m.UpdatedAt, WrittenAt: now.UTC(),
 		History: m.History}
 	if n := len(m.History); n > 0 {
 		r.FinalAt = m.History[n-1].At

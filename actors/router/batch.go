@@ -56,7 +56,7 @@ func updatesOf(m *messages.ApplyStatuses) []persistence.StatusUpdate {
 		if r.Status == messages.ReportFailed {
 			res = persistence.ResultFailed
 		}
-		updates[i] = persistence.StatusUpdate{ID: r.ID, From: m.From, Result: res, Reason: r.Reason, At: r.At}
+		updates[i] = persistence.StatusUpdate{ID: r.ID, From: m.From, Result: res, Reason: r.Reason, At: r.At, Attempts: r.Attempts}
 	}
 	return updates
 }
@@ -158,10 +158,10 @@ type router struct {
 func (r router) newMessage(s messages.Submission, t Target, now time.Time) persistence.NewMessage {
 	nm := persistence.NewMessage{
 		ID: s.ID, SourceMSISDN: s.SourceMSISDN, DestinationMSISDN: s.DestinationMSISDN,
-		Body: s.Body, SourceSMSC: r.node, DestSMSC: r.node, Frontend: t.Frontend,
+		Body: s.Body, Options: s.Options, SourceSMSC: r.node, DestSMSC: r.node, Frontend: t.Frontend,
 		State:  messages.StatePending,
 		Detail: "accepted for frontend " + t.Frontend,
-		Work:   &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: t.Frontend, DueAt: now},
+		Work:   &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: t.Frontend, DueAt: firstAttempt(s.Options, now)},
 	}
 	if t.Peer != "" {
 		nm.DestSMSC = t.Peer
@@ -207,12 +207,22 @@ func (r router) entryMessage(e entry, now time.Time) (persistence.NewMessage, er
 	}
 	return persistence.NewMessage{
 		ID: f.ID, SourceMSISDN: f.SourceMSISDN, DestinationMSISDN: f.DestinationMSISDN,
-		Body: f.Body, SourceSMSC: f.SourceSMSC, DestSMSC: r.node, Frontend: f.Frontend,
+		Body: f.Body, Options: f.Options, SourceSMSC: f.SourceSMSC, DestSMSC: r.node, Frontend: f.Frontend,
 		State:    messages.StatePending,
 		Detail:   fmt.Sprintf("forwarded by %s for frontend %s", e.fwd.m.From, f.Frontend),
-		Work:     &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: f.Frontend, DueAt: now},
+		Work:     &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: f.Frontend, DueAt: firstAttempt(f.Options, now)},
 		ReportTo: e.fwd.m.From,
 	}, nil
+}
+
+// firstAttempt is when a message's first delivery may be made: now, or its
+// scheduled delivery time (deliver_after) when that is later. A forward
+// leaves at once: the delivering node waits for the time.
+func firstAttempt(o messages.Options, now time.Time) time.Time {
+	if o.DeliverAfter != nil && o.DeliverAfter.After(now) {
+		return *o.DeliverAfter
+	}
+	return now
 }
 
 // isMiss reports whether err refuses a message for want of a route or a
@@ -222,14 +232,22 @@ func isMiss(err error) bool {
 	return errors.As(err, &me) && (me.Code == messages.CodeNoRoute || me.Code == messages.CodeNotOurFrontend)
 }
 
-// answer replies to one entry: the stored message, or err.
+// answer replies to one entry: the stored message, or err. A client's
+// submission that reuses a stored id with other content is refused
+// (id_conflict): answering with the stored message would drop the new
+// content in silence.
 func answer(e entry, acc persistence.Accepted, err error) {
 	if e.sub != nil {
-		if err != nil {
+		switch {
+		case err != nil:
 			e.sub.Reply <- messages.SubmitReply{Err: err}
-			return
+		case acc.Conflict != "":
+			e.sub.Reply <- messages.SubmitReply{Err: messages.Errorf(messages.CodeIDConflict,
+				"id %q is already used by a message with another %s; choose a new id for new content (the same content again returns the stored message)",
+				acc.Message.ID, acc.Conflict)}
+		default:
+			e.sub.Reply <- messages.SubmitReply{Message: acc.Message, Created: acc.Created}
 		}
-		e.sub.Reply <- messages.SubmitReply{Message: acc.Message, Created: acc.Created}
 		return
 	}
 	id := e.fwd.m.Forwards[e.idx].ID
@@ -269,14 +287,15 @@ type Batch struct {
 }
 
 // hand takes up the workers' offers on board for the batch's new work that
-// is due now (pending messages: a queued forward waits for its peer): as
+// is due now (pending messages: a queued forward waits for its peer, a
+// scheduled delivery for its time): as
 // much of each key's work as was offered is written leased to owner, for
 // the lease the worker asked for.
 func (b *Batch) hand(board *handover.Board, owner string) {
 	byKey := map[handover.Key][]int{}
 	var keys []handover.Key
 	for k, nm := range b.Stored {
-		if nm.Work == nil || nm.State != messages.StatePending {
+		if nm.Work == nil || nm.State != messages.StatePending || nm.Work.DueAt.After(b.Now) {
 			continue
 		}
 		key := handover.Key{Kind: nm.Work.Kind, Target: nm.Work.Target}
@@ -359,7 +378,7 @@ func (b *Batch) settle(w persistence.Written, err error) (changes []messages.Sta
 		}
 		nm := b.Stored[k]
 		changes = append(changes, messages.StateChanged{ID: acc.Message.ID, State: acc.Message.State,
-			Frontend: acc.Message.Frontend, At: b.Now, Detail: nm.Detail})
+			Frontend: acc.Message.Frontend, At: b.Now, Detail: nm.Detail, Accepted: true})
 		key := persistence.WorkSpec{Kind: nm.Work.Kind, Target: nm.Work.Target}
 		// Forwards of a peer that is not healthy wait, work handed over is
 		// taken; the rest is due for a claim.

@@ -13,13 +13,16 @@ import (
 	"github.com/switchboard-dev/switchboard/messages"
 )
 
-// benchLine is the format of BENCH.md.
+// benchLine is the format docs/performance.md describes.
 var benchLine = regexp.MustCompile(`^bench: (\S+) (\S+) (\S+) baseline=(\S+) ratio=(\S+)$`)
 
 // units are the unit of each bench: line.
 var units = map[string]string{
 	"ingest": "msg/s", "delivery": "msg/s", "river-sqlite": "jobs/s", "federated": "msg/s", "drain": "msg/s",
 	"latency": "ms", "memory": "MB/100k", "restart": "ms", "postgres-site": "msg/s", "postgres-site-vs-single": "msg/s",
+	"search": "ms", "search-sqlite": "ms", "search-prefix-sqlite": "ms", "search-time-sqlite": "ms", "search-ingest-sqlite": "rows/s",
+	"search-postgres": "ms", "search-prefix-postgres": "ms", "search-time-postgres": "ms", "search-ingest-postgres": "rows/s",
+	"ingest-retention": "msg/s", "storage": "B/msg",
 	"postgres-site-nats": "msg/s",
 }
 
@@ -30,6 +33,8 @@ var (
 	riverSQLiteFigure = []string{"river-sqlite"} // brings delivery, its baseline
 	latencyFigure     = []string{"latency"}
 	restartFigure     = []string{"restart"}
+	searchFigure      = []string{"search"}
+	storageFigures    = []string{"ingest-retention", "storage"} // ingest-retention brings ingest
 )
 
 // checkShape runs the benchmark with args and checks that it prints
@@ -126,10 +131,34 @@ func TestRestartLine(t *testing.T) {
 	checkShape(t, []string{"--only", strings.Join(restartFigure, ","), "--restart-queued", "2000", "--restart-small", "200"}, restartFigure)
 }
 
+// TestSearchLines: the search figures on a few thousand messages in each
+// store (the figure's point is 10 million: make bench).
+func TestSearchLines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills two stores")
+	}
+	var lines []string
+	for _, store := range []string{"sqlite", "postgres"} {
+		lines = append(lines, "search-"+store, "search-prefix-"+store, "search-time-"+store, "search-ingest-"+store)
+	}
+	checkShape(t, []string{"--only", strings.Join(searchFigure, ","), "--search-rows", "3000", "--window", "300ms"}, lines)
+}
+
+// TestStorageLines: ingest while the cleaner purges at its rate (with
+// ingest, its baseline), and the bytes on disk of 2,000 delivered
+// messages.
+func TestStorageLines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a node for a few seconds")
+	}
+	checkShape(t, []string{"--short", "--window", "2s", "--clients", "8", "--storage-messages", "2000", "--only", strings.Join(storageFigures, ",")},
+		[]string{"ingest", "ingest-retention", "storage"})
+}
+
 // TestEveryFigureChecked: the shape tests above run every figure.
 func TestEveryFigureChecked(t *testing.T) {
 	var checked []string
-	for _, l := range [][]string{shortRunFigures, riverSQLiteFigure, latencyFigure, restartFigure} {
+	for _, l := range [][]string{shortRunFigures, riverSQLiteFigure, latencyFigure, restartFigure, storageFigures, searchFigure} {
 		checked = append(checked, l...)
 	}
 	for _, f := range figures {

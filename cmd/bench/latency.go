@@ -21,12 +21,12 @@ import (
 	"github.com/switchboard-dev/switchboard/messages"
 )
 
-// The latency figure (BENCH.md goal 6): submissions sent at a fixed rate,
+// The latency figure (docs/performance.md, goal 6): submissions sent at a fixed rate,
 // open loop (each one when it is due, whether or not the ones before it
 // were answered), so that the figure is the path's latency at a light load
 // and not a queue the clients built themselves.
 
-// latencyGoal is BENCH.md goal 6: the path's p99 at most 3 times the
+// latencyGoal is goal 6 of docs/performance.md: the path's p99 at most 3 times the
 // durable echo's.
 const latencyGoal = 3.0
 

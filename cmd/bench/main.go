@@ -1,10 +1,12 @@
 // Command bench measures a Switchboard node against a baseline measured by
-// the same process in the same run (see BENCH.md: the machines are noisy, so
+// the same process in the same run (see docs/performance.md: the machines are noisy, so
 // every figure is a ratio). For each figure it prints exactly one line
 //
 //	bench: <name> <value> <unit> baseline=<value> ratio=<value>
 //
 // and human context on lines starting with '#'.
+//
+// The goals (goal 1 to 7) are listed in docs/performance.md.
 //
 // Figures:
 //
@@ -20,10 +22,10 @@
 //	          retention, so that the cleaner's passes come often; the #
 //	          line tells how fast it purged). Its baseline is the ingest
 //	          figure of the same run (--only ingest-retention runs ingest
-//	          too); goal (BENCH.md goal 7): ratio >= 0.9.
+//	          too); goal 7: ratio >= 0.9.
 //	delivery  the same submitters plus pull consumers (poll max 100, ack all
-//	          as delivered); acked msg/s over the window. Goal (BENCH.md
-//	          goal 1): >= 0.50 of the raw HTTPS baseline (ingest: 0.60).
+//	          as delivered); acked msg/s over the window. Goal
+//	          (docs/performance.md, goal 1): >= 0.50 of the raw HTTPS baseline (ingest: 0.60).
 //	river-sqlite
 //	          River (github.com/riverqueue/river) on its SQLite driver
 //	          (modernc.org/sqlite, WAL, synchronous=FULL, one connection)
@@ -54,16 +56,16 @@
 //	          HTTP/1.1 keep-alive) that decodes the same submission,
 //	          commits it as one row in its own transaction (modernc SQLite
 //	          through database/sql, WAL, synchronous=FULL) and answers 202.
-//	          Goal (BENCH.md goal 6): ratio <= 3, lower is better.
+//	          Goal 6: ratio <= 3, lower is better.
 //	memory    growth of the process's VmRSS while A queues
 //	          --memory-queued messages (1,000,000) for the cut-off B (after
 //	          a full GC at each reading), in MB per 100,000 queued
 //	          messages; its baseline is the goal (5 MB per 100k = 50 MB
-//	          per 1M, BENCH.md), so ratio <= 1 meets it. Measured once
+//	          per 1M, goal 5), so ratio <= 1 meets it. Measured once
 //	          (first repeat only): a fill of 1M takes about 100 s.
 //	restart   time for the real binary holding --restart-queued messages
 //	          (1,000,000) to recover from kill -9, against the same with
-//	          --restart-small (1,000), in ms; ratio <= 2 meets BENCH.md
+//	          --restart-small (1,000), in ms; ratio <= 2 meets
 //	          goal 5 (lower is better). The messages are loaded straight
 //	          into an embedded store (persistence/sqlite, Accept batches
 //	          of 1,000 pending messages with delivery work for the pull
@@ -96,7 +98,7 @@
 //	          1,000, at most 20,000 ahead) while working them with a worker
 //	          that only completes (2,000 workers), as river bench does
 //	          continuously; completed jobs/s over the same window in the
-//	          same repeat (BENCH.md goal 4: >= 0.50). A second
+//	          same repeat (goal 4: >= 0.50). A second
 //	          line, postgres-site-vs-single, prints the same site figure
 //	          against ONE instance on Postgres (same clients, the same
 //	          total of consumers): does adding instances scale? The server
@@ -114,6 +116,11 @@
 //	          next; the p50 from the submit to the poll's answer (printed
 //	          as a # line, with and without the bus).
 //
+//	search    (measured once, on each store) a search by destination on a
+//	          store holding --search-rows messages (10,000,000), against
+//	          the same search without its index; and what the search
+//	          indexes cost ingest (search.go).
+//
 // The baseline of ingest, delivery and federated is a plain net/http HTTPS
 // server (same TLS, HTTP/1.1 only) that decodes the same JSON into a struct
 // and answers 202, driven by the same clients for the same window. Each
@@ -124,7 +131,7 @@
 // Usage: go run ./cmd/bench [--window 10s] [--warmup 2s] [--clients 64]
 // [--repeat 3] [--only FIG[,FIG...]] [--queued 100000] [--latency-rate 100]
 // [--memory-queued 1000000] [--restart-queued 1000000] [--restart-small 1000]
-// [--node-binary FILE] [--postgres DSN] [--short]
+// [--node-binary FILE] [--search-rows 10000000] [--postgres DSN] [--short]
 // [--cpuprofile FILE] [--trace FILE] [--profile-figure FIG]
 package main
 
@@ -168,6 +175,8 @@ type options struct {
 	// and of its baseline; nodeBinary is its binary ("" = build one).
 	restartQueued, restartSmall int64
 	nodeBinary                  string
+	// searchRows is how many messages the search figures store.
+	searchRows int64
 	// storageCount is the delivered messages the storage figure stores.
 	storageCount int64
 	// selected are the figures to run, in the order of figures.
@@ -175,11 +184,11 @@ type options struct {
 }
 
 // figures in the order they are run and printed.
-var figures = []string{"ingest", "ingest-retention", "delivery", "river-sqlite", "federated", "drain", "latency", "memory", "restart", "storage", "postgres-site"}
+var figures = []string{"ingest", "ingest-retention", "delivery", "river-sqlite", "federated", "drain", "latency", "memory", "restart", "storage", "postgres-site", "search"}
 
 // once are the figures measured in the first repeat only: each takes
 // minutes of filling.
-var once = map[string]bool{"memory": true, "restart": true, "storage": true}
+var once = map[string]bool{"memory": true, "restart": true, "storage": true, "search": true}
 
 // implies maps a figure to the figure that is its baseline: --only runs
 // that one too.
@@ -193,14 +202,14 @@ var httpsBaseline = map[string]bool{"ingest": true, "delivery": true, "federated
 var profiled = map[string]bool{"ingest": true, "ingest-retention": true, "delivery": true, "federated": true, "drain": true, "postgres-site": true}
 
 // httpsGoals are the goals of the figures measured against the raw HTTPS
-// baseline (BENCH.md goals 1 and 2), as ratios: the figure passes at or
+// baseline (goals 1 and 2), as ratios: the figure passes at or
 // above it.
 var httpsGoals = map[string]struct {
 	min  float64
 	goal int
 }{"ingest": {0.60, 1}, "delivery": {0.50, 1}, "federated": {0.50, 2}}
 
-// memoryGoal is BENCH.md goal 5 (<= 50 MB per 1M queued messages) in the
+// memoryGoal is goal 5 (<= 50 MB per 1M queued messages) in the
 // memory figure's unit, MB per 100,000 queued messages.
 const memoryGoal = 5.0
 
@@ -216,18 +225,19 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.repeat, "repeat", 3, "repeats; the median of each figure and of the baseline is reported")
 	fs.StringVar(&o.only, "only", "", "run only these figures, comma-separated, of: "+strings.Join(figures, ",")+" (drain implies federated and river-sqlite implies delivery, their baselines)")
 	fs.Int64Var(&o.queued, "queued", 100000, "messages queued during the cut and drained after the heal (drain figure)")
-	fs.Int64Var(&o.memQueued, "memory-queued", 1000000, "messages queued during the cut for the memory figure (BENCH.md's goal is per 1M)")
-	fs.BoolVar(&short, "short", false, "quick check: --window 1s --warmup 0.5s --repeat 1 --queued 10000 --memory-queued 100000 --restart-queued 100000 (explicit flags win)")
+	fs.Int64Var(&o.memQueued, "memory-queued", 1000000, "messages queued during the cut for the memory figure (the goal is per 1M)")
+	fs.BoolVar(&short, "short", false, "quick check: --window 1s --warmup 0.5s --repeat 1 --queued 10000 --memory-queued 100000 --restart-queued 100000 --search-rows 100000 (explicit flags win)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the first subject window (node + clients; clients carry the pprof label bench=client) to FILE")
 	fs.StringVar(&o.trace, "trace", "", "write a runtime/trace execution trace of the first subject window to FILE (go tool trace -pprof=syscall|sched|sync FILE shows where wall time waits)")
 	fs.StringVar(&o.profileFig, "profile-figure", "", "the figure whose first window --cpuprofile/--trace cover (default: the first figure run; memory has no window)")
 	fs.StringVar(&o.dir, "dir", "", "parent of the temporary data directories (default: the system temp dir)")
 	fs.IntVar(&o.bodySize, "body-size", 321, "bytes of each submission's JSON request body")
-	fs.Int64Var(&o.restartQueued, "restart-queued", 1000000, "messages queued in the store of the restart figure (BENCH.md's goal is for 1M)")
+	fs.Int64Var(&o.restartQueued, "restart-queued", 1000000, "messages queued in the store of the restart figure (the goal is for 1M)")
 	fs.Int64Var(&o.restartSmall, "restart-small", 1000, "messages queued in the store of the restart figure's baseline")
+	fs.Int64Var(&o.searchRows, "search-rows", 10_000_000, "messages stored for the search figures (the goal: milliseconds on 10 million)")
 	fs.StringVar(&o.nodeBinary, "node-binary", "", "the switchboard binary of the restart figure (default: go build ./cmd/node into the bench's temp dir)")
 	fs.Int64Var(&o.storageCount, "storage-messages", 100000, "delivered messages stored for the storage figure")
-	fs.Float64Var(&o.latencyRate, "latency-rate", 100, "open-loop submission rate of the latency figure and its durable echo (msg/s; BENCH.md goal 6 is at 100)")
+	fs.Float64Var(&o.latencyRate, "latency-rate", 100, "open-loop submission rate of the latency figure and its durable echo (msg/s; goal 6 is at 100)")
 	defPG := os.Getenv(envPostgres)
 	if defPG == "" {
 		defPG = defaultPostgres
@@ -256,6 +266,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		}
 		if !set["memory-queued"] {
 			o.memQueued = 100000
+		}
+		if !set["search-rows"] {
+			o.searchRows = 100000
 		}
 		if !set["restart-queued"] {
 			o.restartQueued = 100000
@@ -353,7 +366,7 @@ func run(args []string, out, stderr io.Writer) error {
 		o.clients, o.consumers, o.window, o.warmup, o.repeat, o.bodySize, o.queued, o.memQueued, root)
 	fmt.Fprintf(out, "# figures: %s\n", strings.Join(selected, ", "))
 	var pg *pgServer
-	if slices.Contains(selected, "postgres-site") {
+	if slices.Contains(selected, "postgres-site") || slices.Contains(selected, "search") {
 		var version string
 		if pg, version, err = openPostgres(o.postgres); err != nil {
 			return err
@@ -380,6 +393,7 @@ func run(args []string, out, stderr io.Writer) error {
 	var river, single, onBus []runResult
 	var lats, echos []latResult
 	var restarts []restartResult // [small, big]
+	var searches []searchResult
 	var storages []storageResult
 	for rep := 1; rep <= o.repeat; rep++ {
 		for _, fig := range selected {
@@ -456,6 +470,14 @@ func run(args []string, out, stderr io.Writer) error {
 					if err := os.RemoveAll(fmt.Sprintf("%s-%d", dir, n)); err != nil {
 						return err
 					}
+				}
+				continue
+			case "search":
+				if searches, err = runSearch(o, dir, pg, out); err != nil {
+					return fmt.Errorf("search: %w", err)
+				}
+				if err := os.RemoveAll(dir); err != nil {
+					return err
 				}
 				continue
 			case "latency":
@@ -559,6 +581,9 @@ func run(args []string, out, stderr io.Writer) error {
 				o.memQueued, listf(vs, "%.2f"), memoryGoal)
 			fmt.Fprintf(out, "bench: memory %.2f MB/100k baseline=%.0f ratio=%.3f\n", m, memoryGoal, m/memoryGoal)
 			continue
+		case "search":
+			printSearch(out, searches)
+			continue
 		case "restart":
 			small, big := restarts[0], restarts[1]
 			ratio := 0.0
@@ -566,7 +591,7 @@ func run(args []string, out, stderr io.Writer) error {
 				ratio = float64(big.delivered) / float64(small.delivered)
 			}
 			fmt.Fprintf(out, "# restart (ms from the exec after kill -9, measured once): %d queued: ready %.0f, first message polled %.0f; %d queued: ready %.0f, first message polled %.0f; "+
-				"ratio of the first deliveries %.3f, of the readiness %.3f; goal <= 2 (lower is better, BENCH.md goal 5)\n",
+				"ratio of the first deliveries %.3f, of the readiness %.3f; goal <= 2 (lower is better, goal 5)\n",
 				small.queued, ms(small.ready), ms(small.delivered), big.queued, ms(big.ready), ms(big.delivered), ratio, float64(big.ready)/float64(max(small.ready, 1)))
 			fmt.Fprintf(out, "bench: restart %.0f ms baseline=%.0f ratio=%.3f\n", ms(big.delivered), ms(small.delivered), ratio)
 			continue
@@ -586,14 +611,14 @@ func run(args []string, out, stderr io.Writer) error {
 			}
 			fmt.Fprintf(out, "# latency (ms, at %.0f msg/s open loop, client -> A -> B -> pull consumer's ack answered): p50 %s, p99 %s; "+
 				"durable echo (HTTPS JSON, one SQLite row per commit, synchronous=FULL): p50 %s, p99 %s; "+
-				"medians p50=%.2f p99=%.2f, echo p50=%.2f p99=%.2f; ratio of the p99s per repeat %s; goal <= %.0f (lower is better, BENCH.md goal 6)\n",
+				"medians p50=%.2f p99=%.2f, echo p50=%.2f p99=%.2f; ratio of the p99s per repeat %s; goal <= %.0f (lower is better, goal 6)\n",
 				o.latencyRate, listf(p50, "%.2f"), listf(p99, "%.2f"), listf(e50, "%.2f"), listf(e99, "%.2f"),
 				median(p50), m, median(e50), em, listf(paired, "%.2f"), latencyGoal)
 			fmt.Fprintf(out, "bench: latency %.2f ms baseline=%.2f ratio=%.3f\n", m, em, ratio)
 			continue
 		case "storage":
 			sr := storages[0]
-			fmt.Fprintf(out, "# storage (bytes on disk per delivered message kept for its retention, measured once): %s; no goal (reported, BENCH.md)\n", sr.summary())
+			fmt.Fprintf(out, "# storage (bytes on disk per delivered message kept for its retention, measured once): %s; no goal (reported, goal 7)\n", sr.summary())
 			fmt.Fprintf(out, "bench: storage %.0f B/msg baseline=%.0f ratio=%.3f\n", sr.perMessage, sr.rawPerMsg, sr.perMessage/sr.rawPerMsg)
 			continue
 		case "ingest-retention":
@@ -604,7 +629,7 @@ func run(args []string, out, stderr io.Writer) error {
 			if im > 0 {
 				ratio = m / im
 			}
-			fmt.Fprintf(out, "# ingest-retention runs (msg/s): %s; median %.0f; ratio to the ingest run of the same repeat: %s (median %.3f); goal >= 0.90 of ingest (BENCH.md goal 7); %s\n",
+			fmt.Fprintf(out, "# ingest-retention runs (msg/s): %s; median %.0f; ratio to the ingest run of the same repeat: %s (median %.3f); goal >= 0.90 of ingest (goal 7); %s\n",
 				list(rates(rs)), m, listf(paired, "%.3f"), median(paired), latencies(rs))
 			fmt.Fprintf(out, "bench: ingest-retention %s msg/s baseline=%s ratio=%.3f\n", rateText(m), rateText(im), ratio)
 			continue
@@ -642,7 +667,7 @@ func run(args []string, out, stderr io.Writer) error {
 			pr, ps := pairedRatios(rs, river), pairedRatios(rs, single)
 			fmt.Fprintf(out, "# River baseline runs (jobs/s): %s; median %.0f\n", list(rates(river)), rm)
 			fmt.Fprintf(out, "# postgres single-instance runs (msg/s): %s; median %.0f; %s\n", list(rates(single)), sm, latencies(single))
-			fmt.Fprintf(out, "# postgres-site runs (msg/s): %s; median %.0f; ratio to the River run of the same repeat: %s (median %.3f; goal >= 0.50, BENCH.md goal 4); to the single instance: %s (median %.3f); %s\n",
+			fmt.Fprintf(out, "# postgres-site runs (msg/s): %s; median %.0f; ratio to the River run of the same repeat: %s (median %.3f; goal >= 0.50, goal 4); to the single instance: %s (median %.3f); %s\n",
 				list(rates(rs)), m, listf(pr, "%.3f"), median(pr), listf(ps, "%.3f"), median(ps), latencies(rs))
 			ratio, ratioS := 0.0, 0.0
 			if rm > 0 {
@@ -671,7 +696,7 @@ func run(args []string, out, stderr io.Writer) error {
 		// Each subject run's ratio to the baseline run just before it.
 		paired := pairedRatios(rs, baseOf[fig])
 		g := httpsGoals[fig]
-		fmt.Fprintf(out, "# %s runs (msg/s): %s; median %.0f; ratio to the baseline run before each: %s (median %.3f); goal >= %.2f of the raw HTTPS baseline (BENCH.md goal %d); %s\n",
+		fmt.Fprintf(out, "# %s runs (msg/s): %s; median %.0f; ratio to the baseline run before each: %s (median %.3f); goal >= %.2f of the raw HTTPS baseline (goal %d); %s\n",
 			fig, list(rates(rs)), m, listf(paired, "%.3f"), median(paired), g.min, g.goal, latencies(rs))
 		ratio := 0.0
 		if bm > 0 {

@@ -26,7 +26,7 @@ import (
 	"github.com/switchboard-dev/switchboard/persistence/sqlite"
 )
 
-// The restart figure (BENCH.md goal 5): how long the real binary takes to
+// The restart figure (docs/performance.md, goal 5): how long the real binary takes to
 // recover from kill -9 holding many queued messages, against the same with
 // few. The queue is loaded straight into the embedded store (the API would
 // take minutes for 1M), then the binary runs, is killed, and runs again.

@@ -22,7 +22,7 @@ import (
 )
 
 // River, the Go job queue, is the yardstick of two figures: the baseline of
-// postgres-site (River on Postgres, BENCH.md goal 4) and river-sqlite (River
+// postgres-site (River on Postgres, docs/performance.md, goal 4) and river-sqlite (River
 // on SQLite against our delivery figure). Both run the same way as River's
 // own `river bench` in its continuous mode: jobs are inserted with
 // InsertMany while a client works them, the worker does nothing, and the

@@ -1,7 +1,7 @@
 package main
 
 // The admin CLI: switchboard messages|peers|routes|frontends|status, a client
-// of a node's HTTPS API (CONTRACT.md, "HTTP API"). This file holds what every
+// of a node's HTTPS API (docs/api.md). This file holds what every
 // command shares: the common flags and their environment variables, the
 // parsing of a command line, the API client and the mapping of failures to
 // exit codes; cli_commands.go holds the commands. docs/cli.md is the
@@ -145,13 +145,15 @@ func usageErrorf(format string, args ...any) error {
 	return &usageError{fmt.Errorf(format, args...)}
 }
 
-// apiError is an error document the node answered (CONTRACT.md: 4xx/5xx with
+// apiError is an error document the node answered (docs/api.md: 4xx/5xx with
 // {"error":{"code","message"}}). Code is empty when the answer was not such
 // a document (e.g. a proxy's error page); Message then quotes the body.
 type apiError struct {
 	Status  int
 	Code    string
 	Message string
+	// hint is a line on what to do about it, when the CLI can tell.
+	hint string
 }
 
 func (e *apiError) Error() string {
@@ -228,8 +230,8 @@ func reportCLIError(stderr io.Writer, c *cliCommand, err error) int {
 		return 2
 	case errors.As(err, &ae):
 		printErrorLines(stderr, err)
-		if ae.Code == messages.CodeUnauthorized {
-			fmt.Fprintln(stderr, "switchboard: give the node's API token with --token or SWITCHBOARD_API_TOKEN")
+		if ae.hint != "" {
+			fmt.Fprintln(stderr, "switchboard: "+ae.hint)
 		}
 		return 1
 	default:
@@ -503,13 +505,27 @@ func (c *apiClient) call(method, path string, query url.Values, body any, timeou
 		} `json:"error"`
 	}
 	if json.Unmarshal(data, &doc) == nil && doc.Error != nil && doc.Error.Code != "" {
-		return nil, &apiError{Status: resp.StatusCode, Code: doc.Error.Code, Message: doc.Error.Message}
+		e := &apiError{Status: resp.StatusCode, Code: doc.Error.Code, Message: doc.Error.Message}
+		if e.Code == messages.CodeUnauthorized {
+			e.hint = "give the node's API token with --token or SWITCHBOARD_API_TOKEN"
+			if c.token != "" {
+				e.hint = "the token given (--token or SWITCHBOARD_API_TOKEN) is not the node's --api-token: check it"
+			}
+		}
+		return nil, e
 	}
 	snippet := strings.TrimSpace(string(data))
 	if len(snippet) > 200 {
 		snippet = snippet[:200] + "..."
 	}
-	return nil, &apiError{Status: resp.StatusCode, Message: fmt.Sprintf("%s %s: %s", method, target, tableCell(snippet))}
+	e := &apiError{Status: resp.StatusCode, Message: fmt.Sprintf("%s %s: %s", method, target, tableCell(snippet))}
+	if c.base.Scheme == "http" && resp.StatusCode == http.StatusBadRequest && strings.Contains(snippet, "HTTPS server") {
+		// Go's HTTPS server answers a plain HTTP request so.
+		u := *c.base
+		u.Scheme = "https"
+		e.hint = "the node speaks HTTPS: use --addr " + u.String() + " (or just " + u.Host + ")"
+	}
+	return nil, e
 }
 
 // connError explains why the node at c.base could not be asked, with a hint

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/httpapi"
@@ -26,13 +27,23 @@ var cliTopics = []*cliTopic{
 		verbs: []*cliCommand{
 			{
 				name:     "messages list",
-				summary:  "list messages, newest first",
-				synopsis: "[--state STATE] [--limit N] [--cursor C] [--all]",
-				about: `List messages, newest first, one page at a time (GET /api/messages).
-A further page is announced on stderr with the --cursor that fetches it;
---all fetches every page (with --json, as one document whose next_cursor is
-empty).`,
+				summary:  "list and search messages, newest first",
+				synopsis: "[--to NUMBER] [--from NUMBER] [--since T] [--until T] [--state STATE] [--limit N] [--cursor C] [--all]",
+				about: `List messages, newest first, one page at a time (GET /api/messages), or
+search them: --to and --from match a number exactly, its '+' optional, or
+every number starting so with a trailing '*' (quote it from the shell);
+--since and --until bound the acceptance time. A further page is announced
+on stderr with the --cursor that fetches it; --all fetches every page (with
+--json, as one document whose next_cursor is empty).
+
+  switchboard messages list --to '+447700900123' --since 24h`,
 				flags: []cliFlag{
+					{name: "to", arg: "NUMBER", usage: "only messages to this destination; NUMBER* for every one starting so"},
+					{name: "from", arg: "NUMBER", usage: "only messages from this source (number or sender id); NUMBER* for a prefix"},
+					{name: "since", arg: "TIME", usage: "only messages accepted at or after TIME: RFC 3339, or a duration ago (24h)"},
+					{name: "until", arg: "TIME", usage: "only messages accepted before TIME: RFC 3339, or a duration ago"},
+					{name: "frontend", arg: "NAME", usage: "only messages for this frontend"},
+					{name: "peer", arg: "NODE", usage: "only messages from or to this peer"},
 					{name: "state", arg: "STATE", usage: "only messages in STATE: " + cliStateNames(messages.AllStates)},
 					{name: "limit", arg: "N", usage: "messages per page, 1 to 1000 (default: the node's, 50; 1000 with --all)"},
 					{name: "cursor", arg: "C", usage: "start at the page a previous list announced"},
@@ -68,7 +79,10 @@ POST /api/messages/resubmit). A bulk resubmit may take up to ten times
 			name:    "peers",
 			summary: "federation peers and their health",
 			about: `List the peers this node federates with and its view of their health
-(GET /api/peers); empty when federation is off.`,
+(GET /api/peers). An address that has not answered yet is listed under its
+address until its name is learned; a peer that discovery no longer lists
+reads removed while messages still wait for it. Says so when federation
+is off.`,
 			run: runPeers,
 		},
 	},
@@ -218,6 +232,23 @@ func runMessagesList(inv *cliInvocation) error {
 		}
 		q.Set("cursor", inv.value("cursor"))
 	}
+	for flag, param := range map[string]string{"to": "destination", "from": "source", "frontend": "frontend", "peer": "peer"} {
+		if inv.given(flag) {
+			if inv.value(flag) == "" {
+				errs = append(errs, fmt.Errorf("--%s: must not be empty", flag))
+			}
+			q.Set(param, inv.value(flag))
+		}
+	}
+	for _, flag := range []string{"since", "until"} {
+		if inv.given(flag) {
+			t, err := cliTime(inv.value(flag), time.Now())
+			if err != nil {
+				errs = append(errs, fmt.Errorf("--%s: invalid value %q: %v", flag, inv.value(flag), err))
+			}
+			q.Set(flag, t.Format(time.RFC3339Nano))
+		}
+	}
 	all, err := inv.boolValue("all")
 	if err != nil {
 		errs = append(errs, err.(*usageError).err)
@@ -280,6 +311,17 @@ func runMessagesList(inv *cliInvocation) error {
 	}
 	printMessageTable(inv, list)
 	return nil
+}
+
+// cliTime reads a time flag: RFC 3339, or a duration that long before now.
+func cliTime(v string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t.UTC(), nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+		return now.Add(-d).UTC(), nil
+	}
+	return time.Time{}, errors.New("must be an RFC 3339 time (2026-05-01T12:00:00Z) or a duration ago (90m, 24h)")
 }
 
 func printMessageTable(inv *cliInvocation, list []messages.Message) {
@@ -393,6 +435,29 @@ func runMessagesResubmit(inv *cliInvocation) error {
 }
 
 func runPeers(inv *cliInvocation) error {
+	if err := cliNoArgs(inv); err != nil {
+		return err
+	}
+	if !inv.json {
+		// An empty list may mean federation is off: say so rather than
+		// print a bare header.
+		var peers []messages.PeerInfo
+		if _, err := inv.api.getJSON("/api/peers", nil, &peers); err != nil {
+			return err
+		}
+		if len(peers) == 0 {
+			var st httpapi.Status
+			if _, err := inv.api.getJSON("/api/status", nil, &st); err != nil {
+				return err
+			}
+			if !st.Federation {
+				fmt.Fprintf(inv.stdout, "federation is off on %s (it runs without --federation): it has no peers\n", tableCell(st.Node))
+				return nil
+			}
+			fmt.Fprintf(inv.stdout, "%s federates but knows no peer yet (check its --peers or --dns-srv)\n", tableCell(st.Node))
+			return nil
+		}
+	}
 	return showList(inv, "/api/peers", "NODE\tSTATE\tFAILURES\tLAST_SUCCESS\tQUEUE\tFRONTENDS\tADDRESS\tLAST_ERROR",
 		func(tw io.Writer, peers []messages.PeerInfo) {
 			for _, p := range peers {

@@ -267,7 +267,7 @@ func cliSameDoc(t *testing.T, what, cliOut string, api []byte) {
 	}
 }
 
-// cliListDoc is the document of GET /api/messages (CONTRACT.md).
+// cliListDoc is the document of GET /api/messages (docs/api.md).
 type cliListDoc struct {
 	Messages   []messages.Message `json:"messages"`
 	NextCursor string             `json:"next_cursor"`
@@ -381,6 +381,23 @@ func TestCLIAgainstNode(t *testing.T) {
 		t.Fatalf("--all table: %q", rows)
 	}
 
+	// The search: --to with or without '+', a prefix, a time range.
+	for _, to := range []string{"447004", "+447004"} {
+		if rows := cliTableRows(n.run(0, "messages", "list", "--to", to).stdout); len(rows) != 2 || rows[1][0] != "m4" {
+			t.Errorf("messages list --to %s: %q", to, rows)
+		}
+	}
+	if rows := cliTableRows(n.run(0, "messages", "list", "--to", "44700*", "--state", "pending").stdout); len(rows) != 3 ||
+		rows[1][0] != "m4" || rows[2][0] != "m3" {
+		t.Errorf("messages list --to 44700* --state pending: %q", rows)
+	}
+	if rows := cliTableRows(n.run(0, "messages", "list", "--since", "1h", "--all").stdout); len(rows) != 5 {
+		t.Errorf("messages list --since 1h: %q", rows)
+	}
+	if rows := cliTableRows(n.run(0, "messages", "list", "--until", "1h").stdout); len(rows) != 1 {
+		t.Errorf("messages list --until 1h: %q", rows)
+	}
+
 	// show: the fields and the history.
 	out = n.run(0, "messages", "show", "m2").stdout
 	for _, want := range []string{"id:", "m2", "state:", "failed", "frontend:", "dest_smsc:", "cli-node", "History:", "AT", "DETAIL"} {
@@ -416,9 +433,9 @@ func TestCLIAgainstNode(t *testing.T) {
 		t.Fatalf("bulk resubmit --json: %+v", b)
 	}
 
-	// peers: none without federation.
-	if rows := cliTableRows(n.run(0, "peers").stdout); len(rows) != 1 || rows[0][0] != "NODE" {
-		t.Fatalf("peers: %q", rows)
+	// peers: none without federation, and it says why.
+	if out := n.run(0, "peers").stdout; !strings.Contains(out, "federation is off on") || strings.Contains(out, "NODE") {
+		t.Fatalf("peers without federation: %q", out)
 	}
 	out = n.run(0, "peers", "--json").stdout
 	cliSameDoc(t, "peers", out, n.api("GET", "/api/peers", nil))
@@ -480,6 +497,8 @@ func TestCLIErrors(t *testing.T) {
 		{args: []string{"messages", "list", "--limit", "0"}, stderr: `--limit: invalid value "0"`},
 		{args: []string{"messages", "list", "--limit", "x", "--state", "lost"}, stderr: "--state: invalid value \"lost\": must be one of pending"},
 		{args: []string{"messages", "list", "--bogus"}, stderr: "--bogus: unknown flag"},
+		{args: []string{"messages", "list", "--since", "yesterday"}, stderr: `--since: invalid value "yesterday": must be an RFC 3339 time`},
+		{args: []string{"messages", "list", "--to", ""}, stderr: "--to: must not be empty"},
 		{args: []string{"messages", "list", "--cursor"}, stderr: "--cursor: needs a value"},
 		{args: []string{"messages", "list", "--all=maybe"}, stderr: `--all: invalid value "maybe"`},
 		{args: []string{"messages", "list", "extra"}, stderr: `unexpected argument "extra"`},
@@ -518,12 +537,19 @@ func TestCLIErrors(t *testing.T) {
 	if !strings.Contains(r.stderr, "switchboard: not_found: ") || !strings.Contains(r.stderr, "no-such-id") || r.stdout != "" {
 		t.Errorf("unknown id: %q", r.stderr)
 	}
+	// A wrong token and none get different words.
 	r = n.run(1, "status", "--token", "wrong")
-	if !strings.Contains(r.stderr, "switchboard: unauthorized: ") || !strings.Contains(r.stderr, "--token or SWITCHBOARD_API_TOKEN") {
+	if !strings.Contains(r.stderr, "switchboard: unauthorized: the API token is not valid") ||
+		!strings.Contains(r.stderr, "the token given (--token or SWITCHBOARD_API_TOKEN) is not the node's --api-token") {
 		t.Errorf("wrong token: %q", r.stderr)
 	}
-	if r := n.runEnv(n.env("SWITCHBOARD_API_TOKEN", ""), 1, "peers", "--json"); !strings.Contains(r.stderr, "unauthorized") || r.stdout != "" {
+	if r := n.runEnv(n.env("SWITCHBOARD_API_TOKEN", ""), 1, "peers", "--json"); !strings.Contains(r.stderr, "unauthorized: an API token is required") ||
+		!strings.Contains(r.stderr, "give the node's API token with --token or SWITCHBOARD_API_TOKEN") || r.stdout != "" {
 		t.Errorf("no token: %q %q", r.stdout, r.stderr)
+	}
+	// Plain HTTP to the HTTPS API: a hint to use https.
+	if r := n.run(1, "status", "--addr", "http://"+n.addr); !strings.Contains(r.stderr, "the node speaks HTTPS: use --addr https://"+n.addr) {
+		t.Errorf("http:// against https: %q", r.stderr)
 	}
 	if r := n.run(1, "routes", "set", "4470", "nobody"); !strings.Contains(r.stderr, "switchboard: unknown_frontend: ") {
 		t.Errorf("route to an unknown frontend: %q", r.stderr)

@@ -440,6 +440,17 @@ func parseRun(args []string, env lookupEnv) (switchboard.Config, logOptions, err
 	return cfg, lo, nil
 }
 
+// parseStart is parseRun, then the files the flags name read and checked
+// (Config.Preflight): everything `switchboard run` checks before anything
+// opens.
+func parseStart(args []string, env lookupEnv) (switchboard.Config, logOptions, error) {
+	cfg, lo, err := parseRun(args, env)
+	if err != nil {
+		return cfg, lo, err
+	}
+	return cfg, lo, cfg.Preflight()
+}
+
 // flagSyntaxError rewrites package flag's messages about the command line
 // itself into this command's "--flag: problem" form.
 func flagSyntaxError(err error) string {

@@ -4,12 +4,15 @@ import (
 	"errors"
 	"flag"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/switchboard-dev/switchboard"
+	"github.com/switchboard-dev/switchboard/persistence/space"
 )
 
 // envMap is a lookupEnv backed by a map.
@@ -113,6 +116,8 @@ var flagCases = []flagCase{
 		get: func(c switchboard.Config, _ logOptions) any { return c.CDRFile }},
 	{flag: "cdr-rotate-size", v1: "1GiB", v2: "5000000", want1: int64(1 << 30), want2: int64(5000000),
 		get: func(c switchboard.Config, _ logOptions) any { return c.CDRRotateBytes }},
+	{flag: "min-free-space", v1: "1GiB", v2: "5%", want1: space.Reserve{Bytes: 1 << 30}, want2: space.Reserve{Percent: 5},
+		get: func(c switchboard.Config, _ logOptions) any { return c.MinFreeSpace }},
 	{flag: "nats-url", v1: "nats://127.0.0.1:4222", v2: "nats://a:4222,nats://b:4222", want1: "nats://127.0.0.1:4222", want2: "nats://a:4222,nats://b:4222",
 		get:            func(c switchboard.Config, _ logOptions) any { return c.NatsURL },
 		needsOtherFlag: []string{"--postgres", "postgres://db/x"}},
@@ -288,7 +293,13 @@ func TestParseRunBadValues(t *testing.T) {
 		{"name", "", "not a valid name", nil},
 		{"instance-id", "-x", "not a valid name", nil},
 		{"listen", "8443", "not host:port", nil},
+		{"listen", "127.0.0.1:99999", "not a number from 0 to 65535", nil},
+		{"listen", "127.0.0.1:http", "not a number from 0 to 65535", nil},
+		{"listen", "bad host!:8443", "not a host name or IP address", nil},
 		{"metrics-listen", "localhost", "not host:port", nil},
+		{"metrics-listen", ":-1", "not a number from 0 to 65535", nil},
+		{"metrics-listen", "127.0.0.1:8443", "is --listen too", []string{"--listen", "127.0.0.1:8443"}},
+		{"postgres", "postgres://u@h:notaport/db", "does not parse", nil},
 		{"data-dir", "", "must not be empty", nil},
 		{"tls-cert", "c.pem", "given without --tls-key; they must be given together", nil},
 		{"tls-key", "k.key", "given without --tls-cert; they must be given together", nil},
@@ -314,6 +325,8 @@ func TestParseRunBadValues(t *testing.T) {
 		{"retention", "4m", "shorter than a peer may still send a message again (--forward-max-retries 50 x --forward-retry-interval 5s + --http-timeout 5s = 4m15s)", nil},
 		{"retention-failed", "1m", "shorter than a peer may still send a message again", []string{"--retention", "1h"}},
 		{"retention", "10m", "--forward-max-retries 200", []string{"--forward-max-retries", "200"}},
+		{"min-free-space", "plenty", "must be a size such as 256MiB or a percentage", nil},
+		{"min-free-space", "95%", "from 0% to 90%", nil},
 		{"nats-url", "nats://127.0.0.1:4222", "the delivery bus needs the shared store (--postgres)", nil},
 		{"nats-stream", "a.b", "a stream name may not", []string{"--postgres", "postgres://db/x", "--nats-url", "nats://n:4222"}},
 		{"nats-stream", "S", "given without --nats-url", nil},
@@ -395,6 +408,34 @@ func TestParseRunBadValues(t *testing.T) {
 				checkErr(err, true)
 			}
 		})
+	}
+}
+
+// TestParseRunChecksFiles: the files the flags name are read before
+// anything opens.
+func TestParseRunChecksFiles(t *testing.T) {
+	dir := t.TempDir()
+	notDir := filepath.Join(dir, "file")
+	garbage := filepath.Join(dir, "garbage.pem")
+	for _, f := range []string{notDir, garbage} {
+		if err := os.WriteFile(f, []byte("not a certificate"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--data-dir", notDir}, "--data-dir: " + notDir + " is a file, not a directory"},
+		{[]string{"--tls-cert", garbage, "--tls-key", garbage}, "--tls-cert: "},
+		{[]string{"--tls-ca", garbage}, "--tls-ca: "},
+		{[]string{"--tls-cert", "missing.pem", "--tls-key", "missing.key"}, "--tls-cert: "},
+		{[]string{"--tls-ca", "missing-ca.pem"}, "--tls-ca: "},
+	} {
+		_, _, err := parseStart(tc.args, noEnv)
+		if err == nil || strings.Contains(err.Error(), "\n") || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("parseRun(%q) = %v, want one line starting %q", tc.args, err, tc.want)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -142,6 +143,44 @@ func TestBinary(t *testing.T) {
 		// Nothing was created: no data dir, no store, no certificate.
 		if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
 			t.Fatalf("a rejected start left %v in its working directory (%v)", entries, err)
+		}
+	})
+	t.Run("listen port out of range", func(t *testing.T) {
+		dir := t.TempDir()
+		code, stdout, stderr := runIn(t, dir, nil, "run", "--name", "dc1", "--listen", "127.0.0.1:99999")
+		want := "switchboard: --listen: \"127.0.0.1:99999\": port \"99999\" is not a number from 0 to 65535\n"
+		if code != 2 || stderr != want || stdout != "" {
+			t.Fatalf("exit code %d, stdout %q, stderr %q; want 2 and %q", code, stdout, stderr, want)
+		}
+		if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
+			t.Fatalf("a rejected start left %v in its working directory (%v)", entries, err)
+		}
+	})
+	t.Run("certificate file missing", func(t *testing.T) {
+		dir := t.TempDir()
+		code, _, stderr := runIn(t, dir, nil, "run", "--name", "dc1", "--tls-cert", "nope.pem", "--tls-key", "nope.key")
+		if code != 2 || strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, "switchboard: --tls-cert: ") {
+			t.Fatalf("exit code %d, stderr %q; want 2 and one line naming --tls-cert", code, stderr)
+		}
+		if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
+			t.Fatalf("a rejected start left %v in its working directory (%v)", entries, err)
+		}
+	})
+	t.Run("listen port taken", func(t *testing.T) {
+		taken, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer taken.Close()
+		dir := t.TempDir()
+		code, _, stderr := runIn(t, dir, nil, "run", "--name", "dc1", "--data-dir", "data", "--log-format", "json",
+			"--listen", taken.Addr().String(), "--metrics-listen", "127.0.0.1:0")
+		if code != 1 || !strings.Contains(stderr, "--listen") {
+			t.Fatalf("exit code %d, stderr %q; want 1 and the --listen failure", code, stderr)
+		}
+		// The port is tried before the store is opened: no store was made.
+		if _, err := os.Stat(filepath.Join(dir, "data", "switchboard.db")); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("the store was opened before the port was bound: %v", err)
 		}
 	})
 	t.Run("bad value from the environment", func(t *testing.T) {

@@ -26,7 +26,7 @@ var stopGrace = 5 * time.Second
 
 // runCommand is `switchboard run`.
 func runCommand(args []string, stdout, stderr io.Writer, env lookupEnv) int {
-	cfg, lo, err := parseRun(args, env)
+	cfg, lo, err := parseStart(args, env)
 	if errors.Is(err, flag.ErrHelp) {
 		printRunUsage(stdout)
 		return 0
@@ -164,7 +164,7 @@ func newLogger(w io.Writer, lo logOptions, terminal, noColor bool) *slog.Logger 
 	var h slog.Handler
 	switch {
 	case lo.Format == "json" || (lo.Format == "auto" && !terminal):
-		h = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lo.Level})
+		h = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lo.Level, ReplaceAttr: durationString})
 	case lo.Format == "text":
 		// Full timestamps: plain text usually ends up in a file.
 		h = tint.NewTextHandler(w, &tint.Options{Level: lo.Level, NoColor: true, TimeFormat: "2006-01-02T15:04:05.000Z07:00"})
@@ -172,6 +172,16 @@ func newLogger(w io.Writer, lo logOptions, terminal, noColor bool) *slog.Logger 
 		h = tint.NewTextHandler(w, &tint.Options{Level: lo.Level, NoColor: noColor, TimeFormat: time.TimeOnly + ".000"})
 	}
 	return slog.New(h)
+}
+
+// durationString writes a duration as Go prints it ("30s", "1m30s")
+// rather than slog's JSON default of integer nanoseconds
+// ("timeout":30000000000), which nobody reads at a glance.
+func durationString(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 func isTerminal(w io.Writer) bool {

@@ -332,6 +332,20 @@ func TestNewLogger(t *testing.T) {
 	if !strings.Contains(b.String(), "shown") {
 		t.Errorf("debug level dropped a debug record: %q", b.String())
 	}
+
+	// Durations read as durations, not nanoseconds, in JSON too.
+	b.Reset()
+	newLogger(&b, logOptions{slog.LevelInfo, "json"}, false, false).Info("stopping", "timeout", 30*time.Second,
+		slog.Group("retry", "wait", 1500*time.Millisecond))
+	var rec struct {
+		Timeout string `json:"timeout"`
+		Retry   struct {
+			Wait string `json:"wait"`
+		} `json:"retry"`
+	}
+	if err := json.Unmarshal(b.Bytes(), &rec); err != nil || rec.Timeout != "30s" || rec.Retry.Wait != "1.5s" {
+		t.Errorf("JSON durations: %q (%v), want \"30s\" and \"1.5s\"", b.String(), err)
+	}
 }
 
 func TestNoColor(t *testing.T) {

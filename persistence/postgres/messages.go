@@ -26,10 +26,11 @@ var acceptSQL = `
 WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[],
 			$7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::timestamptz[], $15::text[],
-			$16::int[], $17::text[], $18::timestamptz[], $19::bool[])
+			$16::int[], $17::text[], $18::timestamptz[], $19::text[], $20::bytea[], $21::timestamptz[], $22::timestamptz[],
+			$23::bool[])
 		WITH ORDINALITY AS t(id, token, source_msisdn, destination_msisdn, body, state,
 			source_smsc, dest_smsc, frontend, detail, work_kind, work_target, work_due, report_to,
-			attempts, lease_owner, lease_until, relayed, ord)
+			attempts, lease_owner, lease_until, data_coding, body_binary, validity_until, deliver_after, relayed, ord)
 ),
 numbered AS (
 	-- Postgres evaluates a volatile output expression after ORDER BY, so
@@ -39,10 +40,11 @@ numbered AS (
 created AS (
 	INSERT INTO messages (id, seq, token, source_msisdn, destination_msisdn, body, state,
 		source_smsc, dest_smsc, frontend, attempts, reason, created_at, updated_at, submitted_at, history_len,
-		queued_at, report_to, first_state, first_detail)
+		queued_at, report_to, first_state, first_detail, data_coding, body_binary, validity_until, deliver_after)
 	SELECT id, seq, token, source_msisdn, destination_msisdn, body, state,
 		source_smsc, dest_smsc, frontend, attempts, '', $14, $14, $14, 1,
-		CASE WHEN state = 'forward_queued' THEN $14::timestamptz END, report_to, state, detail
+		CASE WHEN state = 'forward_queued' THEN $14::timestamptz END, report_to, state, detail,
+		data_coding, body_binary, validity_until, deliver_after
 	FROM numbered ORDER BY id COLLATE "C"
 	ON CONFLICT (id) DO NOTHING
 	RETURNING ` + columns("") + `
@@ -79,10 +81,16 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 		attempts                        = make([]int32, n)
 		dues                            = make([]time.Time, n)
 		leaseUntils                     = make([]*time.Time, n)
+		codings                         = make([]string, n)
+		binaries                        = make([][]byte, n)
+		validities, delivers            = make([]*time.Time, n), make([]*time.Time, n)
 		relayed                         = make([]bool, n)
 	)
 	for k, i := range uniq {
 		m := batch[i]
+		r := persistence.NewRow(m, now)
+		codings[k], binaries[k], validities[k], delivers[k] = string(r.DataCoding), r.Binary, r.ValidityUntil, r.DeliverAfter
+		attempts[k] = int32(r.Attempts)
 		ids[k], tokens[k], srcs[k], dsts[k], bodies[k], states[k] = m.ID, tokenOf(m.ID), m.SourceMSISDN, m.DestinationMSISDN, m.Body, string(m.State)
 		srcSMSCs[k], dstSMSCs[k], frontends[k], details[k], reportTo[k] = m.SourceSMSC, m.DestSMSC, m.Frontend, m.Detail, m.ReportTo
 		dues[k] = now
@@ -95,14 +103,13 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 			}
 			relayed[k] = w.Relayed()
 		}
-		attempts[k] = int32(persistence.NewRow(m, now).Attempts)
 	}
 	created := make(map[string]messages.Message, n)
 	leased := map[string]int64{}
 	queue := func(b *pgx.Batch) {
 		b.Queue(acceptSQL, ids, tokens, srcs, dsts, bodies, states,
 			srcSMSCs, dstSMSCs, frontends, details, kinds, targets, dues, now, reportTo,
-			attempts, leaseOwners, leaseUntils, relayed).Query(func(rows pgx.Rows) error {
+			attempts, leaseOwners, leaseUntils, codings, binaries, validities, delivers, relayed).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var row *int64
 				m, err := scanMessage(rows, &row)
@@ -171,6 +178,19 @@ func (s *Store) GetMessage(ctx context.Context, id string) (messages.Message, er
 	if err != nil {
 		return messages.Message{}, s.fail("get message", err)
 	}
+	// The API's extras (see apiColumns): the last entry's detail, and when
+	// its work is due next.
+	if n := len(m.History); n > 0 {
+		m.LastDetail = m.History[n-1].Detail
+	}
+	var due *time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT min(due_at) FROM outbox WHERE message_id = $1 AND kind <> 'status'`, id).Scan(&due); err != nil {
+		return messages.Message{}, s.fail("get message", err)
+	}
+	if due != nil {
+		t := due.UTC()
+		m.NextAttemptAt = &t
+	}
 	return m, nil
 }
 
@@ -180,42 +200,82 @@ func (s *Store) ListMessages(ctx context.Context, q persistence.ListQuery) (pers
 	if err := s.precheck("list messages", q.Validate()); err != nil {
 		return persistence.Page{}, err
 	}
+	query, args := listQuery(q)
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return persistence.Page{}, s.fail("list messages", err)
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (messages.Message, error) { return scanAPIMessage(row) })
+	if err != nil {
+		return persistence.Page{}, s.fail("list messages", err)
+	}
+	return persistence.PageOf(q, list), nil
+}
 
-	// Only the conditions in use, so that the planner picks the matching
-	// index (state, seq) or seq.
+// listQuery is the statement of ListMessages for q and its arguments, with
+// only the conditions in use, so that the planner picks the matching
+// index: a number's (messages_destination, messages_source: the number
+// without its '+' in byte order, then seq; a prefix is a LIKE the index
+// serves as a range), created_at's for a time range alone
+// (messages_created), (state, seq) for a state, or seq.
+func listQuery(q persistence.ListQuery) (string, []any) {
 	var (
 		conds []string
 		args  []any
 	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	number := func(col string, m persistence.NumberMatch) {
+		expr := "(ltrim(" + col + ", '+') COLLATE \"C\")"
+		switch {
+		case m.Key == "":
+		case m.Prefix:
+			conds = append(conds, expr+" LIKE "+arg(likePrefix(m.Key)))
+		default:
+			conds = append(conds, expr+" = "+arg(m.Key))
+		}
+	}
+	number("destination_msisdn", q.Destination)
+	number("source_msisdn", q.Source)
 	if q.State != "" {
-		args = append(args, string(q.State))
-		conds = append(conds, "state = $"+strconv.Itoa(len(args)))
+		conds = append(conds, "state = "+arg(string(q.State)))
 	}
-	if q.Before > 0 {
-		args = append(args, q.Before)
-		conds = append(conds, "seq < $"+strconv.Itoa(len(args)))
+	if !q.Since.IsZero() {
+		conds = append(conds, "created_at >= "+arg(norm(q.Since)))
 	}
-	sql := "SELECT " + columns("") + " FROM messages"
+	if !q.Until.IsZero() {
+		conds = append(conds, "created_at < "+arg(norm(q.Until)))
+	}
+	if q.Frontend != "" {
+		conds = append(conds, "frontend = "+arg(q.Frontend))
+	}
+	if q.Peer != "" {
+		p := arg(q.Peer)
+		conds = append(conds, "(source_smsc = "+p+" OR dest_smsc = "+p+")")
+	}
+	order := " ORDER BY seq DESC"
+	switch {
+	case q.ByTime():
+		order = " ORDER BY created_at DESC, seq DESC"
+		if q.Before > 0 {
+			conds = append(conds, "(created_at, seq) < ("+arg(norm(q.BeforeAt))+", "+arg(q.Before)+")")
+		}
+	case q.Before > 0:
+		conds = append(conds, "seq < "+arg(q.Before))
+	}
+	sql := "SELECT " + columns("") + ", " + apiColumns("messages") + " FROM messages"
 	if len(conds) > 0 {
 		sql += " WHERE " + strings.Join(conds, " AND ")
 	}
-	args = append(args, q.Limit+1)
-	sql += " ORDER BY seq DESC LIMIT $" + strconv.Itoa(len(args))
+	return sql + order + " LIMIT " + arg(q.Limit+1), args
+}
 
-	rows, err := s.pool.Query(ctx, sql, args...)
-	if err != nil {
-		return persistence.Page{}, s.fail("list messages", err)
-	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (messages.Message, error) { return scanMessage(row) })
-	if err != nil {
-		return persistence.Page{}, s.fail("list messages", err)
-	}
-	page := persistence.Page{Messages: list}
-	if len(list) > q.Limit {
-		page.Messages = list[:q.Limit]
-		page.Next = page.Messages[q.Limit-1].Seq
-	}
-	return page, nil
+// likePrefix is a LIKE pattern matching every string that starts with p
+// (its own % _ and \ escaped).
+func likePrefix(p string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(p) + "%"
 }
 
 // storeBytesSQL is the size on disk of the schema's tables, with their

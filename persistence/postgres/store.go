@@ -169,6 +169,7 @@ var messageColumns = []string{
 	"id", "seq", "token", "source_msisdn", "destination_msisdn", "body", "state",
 	"source_smsc", "dest_smsc", "frontend", "attempts", "reason",
 	"created_at", "updated_at", "submitted_at", "queued_at",
+	"data_coding", "body_binary", "validity_until", "deliver_after",
 }
 
 // columns lists messageColumns, each prefixed with alias and a dot when
@@ -184,6 +185,31 @@ func columns(alias string) string {
 	return strings.Join(out, ", ")
 }
 
+// apiColumns are read after the message columns of table t (its name or
+// alias) for the API's list (ListMessages): when the
+// message's work is next due (NextAttemptAt) and its last transition's
+// detail (LastDetail: its first entry's when that is the only one, held
+// by the row). Each is one index lookup.
+func apiColumns(t string) string {
+	return "(SELECT min(o.due_at) FROM outbox o WHERE o.message_id = " + t + ".id AND o.kind <> 'status'), " +
+		"COALESCE((SELECT h.detail FROM history h WHERE h.message_id = " + t + ".id AND h.ordinal = " + t + ".history_len), " + t + ".first_detail)"
+}
+
+// scanAPIMessage reads the message columns, apiColumns and then extra.
+func scanAPIMessage(row scanner, extra ...any) (messages.Message, error) {
+	var (
+		due  *time.Time
+		last string
+	)
+	m, err := scanMessage(row, append([]any{&due, &last}, extra...)...)
+	if due != nil {
+		t := due.UTC()
+		m.NextAttemptAt = &t
+	}
+	m.LastDetail = last
+	return m, err
+}
+
 // scanner is a pgx.Row or pgx.Rows.
 type scanner interface{ Scan(dest ...any) error }
 
@@ -195,15 +221,18 @@ func scanMessage(row scanner, extra ...any) (messages.Message, error) {
 		&m.ID, &m.Seq, &token, &m.SourceMSISDN, &m.DestinationMSISDN, &m.Body, &m.State,
 		&m.SourceSMSC, &m.DestSMSC, &m.Frontend, &m.Attempts, &m.Reason,
 		&m.CreatedAt, &m.UpdatedAt, &m.SubmittedAt, &m.QueuedAt,
+		&m.DataCoding, &m.Binary, &m.ValidityUntil, &m.DeliverAfter,
 	}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return messages.Message{}, err
 	}
 	m.Token = uint64(token)
 	m.CreatedAt, m.UpdatedAt, m.SubmittedAt = m.CreatedAt.UTC(), m.UpdatedAt.UTC(), m.SubmittedAt.UTC()
-	if m.QueuedAt != nil {
-		t := m.QueuedAt.UTC()
-		m.QueuedAt = &t
+	for _, t := range []**time.Time{&m.QueuedAt, &m.ValidityUntil, &m.DeliverAfter} {
+		if *t != nil {
+			u := (**t).UTC()
+			*t = &u
+		}
 	}
 	return m, nil
 }

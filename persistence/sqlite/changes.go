@@ -98,15 +98,15 @@ func load(ctx context.Context, q querier, l *persistence.Loaded, ids []string, f
 }
 
 // moveSQL writes n moved messages (id, state, reason, queued_at,
-// history_len, finalized_at), all updated at the first parameter (SQLite
-// numbers ? in the order of the text).
+// history_len, finalized_at, attempts), all updated at the first parameter
+// (SQLite numbers ? in the order of the text).
 func moveSQL(n int) string {
 	return `UPDATE messages SET state = v.column2, reason = v.column3, queued_at = v.column4, history_len = v.column5,
-		finalized_at = v.column6, updated_at = ? FROM (VALUES ` + tuples(n, 6) + `) AS v WHERE messages.id = v.column1`
+		finalized_at = v.column6, attempts = v.column7, updated_at = ? FROM (VALUES ` + tuples(n, 7) + `) AS v WHERE messages.id = v.column1`
 }
 
 // restartSQL writes n restarted messages: moveSQL's columns, then
-// attempts, frontend, dest_smsc and submitted_at.
+// frontend, dest_smsc and submitted_at.
 func restartSQL(n int) string {
 	return `UPDATE messages SET state = v.column2, reason = v.column3, queued_at = v.column4, history_len = v.column5,
 		finalized_at = v.column6, attempts = v.column7, frontend = v.column8, dest_smsc = v.column9,
@@ -172,9 +172,9 @@ func writeChanges(ctx context.Context, tx querier, c *persistence.Changes) error
 			args := make([]any, 1, 10*(hi-lo)+1)
 			args[0] = at
 			for _, m := range set.rows[lo:hi] {
-				args = append(args, m.ID, string(m.State), m.Reason, nullTime(m.QueuedAt), m.HistoryLen, nullTime(m.FinalizedAt))
+				args = append(args, m.ID, string(m.State), m.Reason, nullTime(m.QueuedAt), m.HistoryLen, nullTime(m.FinalizedAt), m.Attempts)
 				if set.restart {
-					args = append(args, m.Attempts, m.Frontend, m.DestSMSC, toDB(m.SubmittedAt))
+					args = append(args, m.Frontend, m.DestSMSC, toDB(m.SubmittedAt))
 				}
 			}
 			_, err := tx.ExecContext(ctx, set.sql(hi-lo), args...)

@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
+	"strings"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
@@ -24,7 +24,7 @@ func accept(ctx context.Context, tx querier, now time.Time, batch []persistence.
 	err := func() error {
 		rows := make([]persistence.Row, len(uniq))
 		err := chunks(len(uniq), func(lo, hi int) error {
-			args := make([]any, 0, 18*(hi-lo))
+			args := make([]any, 0, 22*(hi-lo))
 			for k := lo; k < hi; k++ {
 				nm := batch[uniq[k]]
 				r := persistence.NewRow(nm, now)
@@ -32,12 +32,14 @@ func accept(ctx context.Context, tx querier, now time.Time, batch []persistence.
 				at := toDB(r.CreatedAt)
 				args = append(args, r.ID, int64(r.Token), r.SourceMSISDN, r.DestinationMSISDN, r.Body, string(r.State),
 					r.SourceSMSC, r.DestSMSC, r.Frontend, r.Attempts, at, at, at, nullTime(r.QueuedAt), r.ReportTo,
-					r.HistoryLen, string(r.State), nm.Detail)
+					r.HistoryLen, string(r.State), nm.Detail,
+					string(r.DataCoding), r.Binary, nullTime(r.ValidityUntil), nullTime(r.DeliverAfter))
 			}
 			res, err := tx.QueryContext(ctx, `INSERT INTO messages (id, token, source_msisdn, destination_msisdn,
 				body, state, source_smsc, dest_smsc, frontend, attempts, created_at, updated_at, submitted_at,
-				queued_at, report_to, history_len, first_state, first_detail)
-				VALUES `+tuples(hi-lo, 18)+` ON CONFLICT (id) DO NOTHING RETURNING id, seq`, args...)
+				queued_at, report_to, history_len, first_state, first_detail,
+				data_coding, body_binary, validity_until, deliver_after)
+				VALUES `+tuples(hi-lo, 22)+` ON CONFLICT (id) DO NOTHING RETURNING id, seq`, args...)
 			if err != nil {
 				return err
 			}
@@ -107,7 +109,13 @@ func (s *Store) GetMessage(ctx context.Context, id string) (messages.Message, er
 		if m, ok = byID[id]; !ok {
 			return fmt.Errorf("message %q: %w", id, persistence.ErrNotFound)
 		}
-		return nil
+		if n := len(m.History); n > 0 {
+			m.LastDetail = m.History[n-1].Detail
+		}
+		var due sql.NullInt64
+		err = tx.QueryRowContext(ctx, messageDueSQL, id).Scan(&due)
+		m.NextAttemptAt = timeOrNil(due)
+		return err
 	})
 	if err != nil {
 		return messages.Message{}, err
@@ -161,11 +169,83 @@ func loadWithHistory(ctx context.Context, q querier, ids []string) (map[string]m
 	return out, err
 }
 
-// The statements of ListMessages: one page (plus one row) below a cursor.
-const (
-	listSQL        = `SELECT ` + messageColumns + ` FROM messages WHERE seq < ? ORDER BY seq DESC LIMIT ?`
-	listByStateSQL = `SELECT ` + messageColumns + ` FROM messages WHERE state = ? AND seq < ? ORDER BY seq DESC LIMIT ?`
-)
+// listQuery is the statement of ListMessages for q, and its arguments: one
+// page (plus one row) below the cursor. Each kind of query names the index
+// it walks, so that the plan does not depend on statistics:
+//
+//	a number              messages_destination or messages_source (the
+//	                      number's entries end with seq: an exact number is
+//	                      read newest first; a prefix is a range, sorted)
+//	a time range          messages_created, newest first (created_at, seq)
+//	a state               messages_state_seq
+//	none of these         the table in seq order
+//
+// Frontend and peer are filters on the rows that walk yields: frontends
+// and peers are few, so their messages are many and soon found.
+func listQuery(q persistence.ListQuery) (string, []any) {
+	var (
+		conds []string
+		args  []any
+	)
+	where := func(cond string, vals ...any) {
+		conds = append(conds, cond)
+		args = append(args, vals...)
+	}
+	index := ""
+	number := func(col string, m persistence.NumberMatch) {
+		expr := "ltrim(" + col + ", '+')"
+		switch {
+		case m.Key == "":
+			return
+		case m.Prefix:
+			// Every key starting with the prefix sorts below prefix+0xFF
+			// (no UTF-8 byte is 0xFF; SQLite compares bytes).
+			where(expr+" >= ? AND "+expr+" < ?", m.Key, m.Key+"\xff")
+		default:
+			where(expr+" = ?", m.Key)
+		}
+		if index == "" {
+			index = " INDEXED BY messages_" + strings.TrimSuffix(col, "_msisdn")
+		}
+	}
+	number("destination_msisdn", q.Destination)
+	number("source_msisdn", q.Source)
+	if q.State != "" {
+		where("state = ?", string(q.State))
+		if index == "" && !q.ByTime() {
+			index = " INDEXED BY messages_state_seq"
+		}
+	}
+	if !q.Since.IsZero() {
+		where("created_at >= ?", toDB(q.Since))
+	}
+	if !q.Until.IsZero() {
+		where("created_at < ?", toDB(q.Until))
+	}
+	if q.Frontend != "" {
+		where("frontend = ?", q.Frontend)
+	}
+	if q.Peer != "" {
+		where("(source_smsc = ? OR dest_smsc = ?)", q.Peer, q.Peer)
+	}
+	order := " ORDER BY seq DESC"
+	switch {
+	case q.ByTime():
+		index, order = " INDEXED BY messages_created", " ORDER BY created_at DESC, seq DESC"
+		if q.Before > 0 {
+			// The first condition is the index's seek, the second the
+			// exact cursor.
+			where("created_at <= ? AND (created_at, seq) < (?, ?)", toDB(q.BeforeAt), toDB(q.BeforeAt), q.Before)
+		}
+	case q.Before > 0:
+		where("seq < ?", q.Before)
+	}
+	sql := "SELECT " + messageColumns + ", " + apiColumns + " FROM messages" + index
+	if len(conds) > 0 {
+		sql += " WHERE " + strings.Join(conds, " AND ")
+	}
+	return sql + order + " LIMIT ?", append(args, q.Limit+1)
+}
 
 // ListMessages implements persistence.Store. It reads one row more than the
 // page to know whether another page follows.
@@ -174,38 +254,23 @@ func (s *Store) ListMessages(ctx context.Context, q persistence.ListQuery) (pers
 	if err := s.precheck(op, q.Validate()); err != nil {
 		return persistence.Page{}, err
 	}
-	before := q.Before
-	if before <= 0 {
-		before = math.MaxInt64
-	}
-	var page persistence.Page
+	var list []messages.Message
 	err := s.read(ctx, op, func(tx *sql.Tx) error {
-		var (
-			rows *sql.Rows
-			err  error
-		)
-		if q.State == "" {
-			rows, err = tx.QueryContext(ctx, listSQL, before, q.Limit+1)
-		} else {
-			rows, err = tx.QueryContext(ctx, listByStateSQL, string(q.State), before, q.Limit+1)
-		}
+		query, args := listQuery(q)
+		rows, err := tx.QueryContext(ctx, query, args...)
 		if err != nil {
 			return err
 		}
 		return scanEach(rows, func(r *sql.Rows) error {
-			m, err := scanMessage(r)
-			page.Messages = append(page.Messages, m)
+			m, err := scanAPIMessage(r)
+			list = append(list, m)
 			return err
 		})
 	})
 	if err != nil {
 		return persistence.Page{}, err
 	}
-	if len(page.Messages) > q.Limit {
-		page.Messages = page.Messages[:q.Limit]
-		page.Next = page.Messages[q.Limit-1].Seq
-	}
-	return page, nil
+	return persistence.PageOf(q, list), nil
 }
 
 // oldestOutboxSQL reads the creation time of the first outbox row.

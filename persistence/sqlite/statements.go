@@ -11,7 +11,7 @@ import (
 
 // rowsPerStatement bounds the rows of one multi-row statement (and the
 // values of one IN list). SQLite allows 32766 bound parameters; 256 rows of
-// the widest insert (18 columns) use 4608. Larger statements stop paying
+// the widest insert (22 columns) use 5632. Larger statements stop paying
 // off: compiling them costs more than the round trips they save.
 const rowsPerStatement = 256
 
@@ -65,7 +65,28 @@ func anys(ids []string) []any {
 
 // messageColumns are scanned by scanMessage, in this order.
 const messageColumns = `seq, id, token, source_msisdn, destination_msisdn, body, state,
-	source_smsc, dest_smsc, frontend, attempts, reason, created_at, updated_at, submitted_at, queued_at`
+	source_smsc, dest_smsc, frontend, attempts, reason, created_at, updated_at, submitted_at, queued_at,
+	data_coding, body_binary, validity_until, deliver_after`
+
+// apiColumns are read after messageColumns for the API's list
+// (ListMessages): when the message's work is next due (NextAttemptAt) and
+// its last transition's detail (LastDetail: its first entry's when that
+// is the only one, held by the row). Each is one index lookup.
+const apiColumns = `(SELECT min(o.due_at) FROM outbox o WHERE o.message_id = messages.id AND o.kind <> 'status'),
+	COALESCE((SELECT h.detail FROM history h WHERE h.message_id = messages.id AND h.ordinal = messages.history_len), messages.first_detail)`
+
+// messageDueSQL is GetMessage's NextAttemptAt (its LastDetail is its last
+// history entry's).
+const messageDueSQL = `SELECT min(due_at) FROM outbox WHERE message_id = ? AND kind <> 'status'`
+
+// scanAPIMessage reads messageColumns, apiColumns and then extra.
+func scanAPIMessage(sc interface{ Scan(...any) error }, extra ...any) (messages.Message, error) {
+	var due sql.NullInt64
+	var last string
+	m, err := scanMessage(sc, append([]any{&due, &last}, extra...)...)
+	m.NextAttemptAt, m.LastDetail = timeOrNil(due), last
+	return m, err
+}
 
 // scanMessage reads messageColumns and then extra, in that order.
 func scanMessage(sc interface{ Scan(...any) error }, extra ...any) (messages.Message, error) {
@@ -74,17 +95,18 @@ func scanMessage(sc interface{ Scan(...any) error }, extra ...any) (messages.Mes
 		token                       int64
 		state                       string
 		created, updated, submitted int64
-		queued                      sql.NullInt64
+		queued, validity, deliver   sql.NullInt64
 	)
 	err := sc.Scan(append([]any{&m.Seq, &m.ID, &token, &m.SourceMSISDN, &m.DestinationMSISDN, &m.Body, &state,
-		&m.SourceSMSC, &m.DestSMSC, &m.Frontend, &m.Attempts, &m.Reason, &created, &updated, &submitted, &queued}, extra...)...)
+		&m.SourceSMSC, &m.DestSMSC, &m.Frontend, &m.Attempts, &m.Reason, &created, &updated, &submitted, &queued,
+		&m.DataCoding, &m.Binary, &validity, &deliver}, extra...)...)
 	if err != nil {
 		return messages.Message{}, err
 	}
 	m.Token = uint64(token)
 	m.State = messages.State(state)
 	m.CreatedAt, m.UpdatedAt, m.SubmittedAt = fromDB(created), fromDB(updated), fromDB(submitted)
-	m.QueuedAt = timeOrNil(queued)
+	m.QueuedAt, m.ValidityUntil, m.DeliverAfter = timeOrNil(queued), timeOrNil(validity), timeOrNil(deliver)
 	return m, nil
 }
 

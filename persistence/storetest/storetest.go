@@ -116,6 +116,8 @@ func groups() []group {
 		{"Write", writeCases()},
 		{"Drift", driftCases()},
 		{"Retention", retentionCases()},
+		{"APIv2", apiCases()},
+		{"Search", searchCases()},
 		{"Bus", busCases()},
 	}
 }
@@ -193,6 +195,7 @@ func expected(nm persistence.NewMessage, now time.Time) messages.Message {
 		SourceMSISDN:      nm.SourceMSISDN,
 		DestinationMSISDN: nm.DestinationMSISDN,
 		Body:              nm.Body,
+		Options:           nm.Options,
 		State:             nm.State,
 		SourceSMSC:        nm.SourceSMSC,
 		DestSMSC:          nm.DestSMSC,
@@ -435,6 +438,17 @@ func messageDiff(got, want messages.Message) []string {
 	eq("SourceMSISDN", got.SourceMSISDN, want.SourceMSISDN)
 	eq("DestinationMSISDN", got.DestinationMSISDN, want.DestinationMSISDN)
 	eq("Body", got.Body, want.Body)
+	eq("DataCoding", got.DataCoding, want.DataCoding)
+	eq("Binary", string(got.Binary), string(want.Binary))
+	if got.Binary == nil != (want.Binary == nil) {
+		d = append(d, fmt.Sprintf("Binary nil = %v, want %v", got.Binary == nil, want.Binary == nil))
+	}
+	if msg := queuedDiff(got.ValidityUntil, want.ValidityUntil); msg != "" {
+		d = append(d, "ValidityUntil: "+msg)
+	}
+	if msg := queuedDiff(got.DeliverAfter, want.DeliverAfter); msg != "" {
+		d = append(d, "DeliverAfter: "+msg)
+	}
 	eq("State", got.State, want.State)
 	eq("SourceSMSC", got.SourceSMSC, want.SourceSMSC)
 	eq("DestSMSC", got.DestSMSC, want.DestSMSC)
@@ -454,8 +468,8 @@ func messageDiff(got, want messages.Message) []string {
 	return d
 }
 
-// queuedDiff compares two QueuedAt values: both nil, or the same time as a
-// store keeps it.
+// queuedDiff compares two optional times (QueuedAt, ValidityUntil,
+// DeliverAfter): both nil, or the same time as a store keeps it.
 func queuedDiff(got, want *time.Time) string {
 	switch {
 	case got == nil && want == nil:

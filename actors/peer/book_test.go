@@ -1,0 +1,48 @@
+package peer
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+func TestBookAddressesAndRemovedPeers(t *testing.T) {
+	b := NewBook()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	h := &Health{}
+	b.SetAddress("10.0.0.9:8443", h)
+	list := b.List()
+	if len(list) != 1 || list[0].Node != "10.0.0.9:8443" || list[0].Address != "10.0.0.9:8443" || list[0].State != messages.PeerUnknown {
+		t.Fatalf("an address not asked yet: %+v", list)
+	}
+	for range 3 {
+		h.Observe(t0, errors.New("connection refused"))
+	}
+	b.SetAddress("10.0.0.9:8443", h)
+	if p := b.List()[0]; p.State != messages.PeerUnhealthy || p.ConsecutiveFailures != 3 || p.LastError != "connection refused" {
+		t.Fatalf("after 3 failed calls: %+v", p)
+	}
+	b.ForgetAddress("10.0.0.9:8443")
+	if list := b.List(); len(list) != 0 {
+		t.Fatalf("a forgotten address is listed: %+v", list)
+	}
+
+	// A removed peer is listed while messages wait for it.
+	b.Discovered("c", []messages.PeerInstance{{Address: "10.0.0.3:8443", InstanceID: "c-0"}})
+	b.ForgetAddress("c") // a name is not an address: kept
+	b.Gone("c")
+	b.SetQueueDepths(map[string]int64{"c": 2})
+	if list := b.List(); len(list) != 1 || list[0].State != messages.PeerRemoved || list[0].ForwardQueueDepth != 2 || !b.Knows("c") {
+		t.Fatalf("a removed peer with messages waiting: %+v", list)
+	}
+	b.SetQueueDepths(map[string]int64{})
+	if list := b.List(); len(list) != 0 || !b.Knows("c") {
+		t.Fatalf("a removed peer without messages: listed %+v (still known: %v)", list, b.Knows("c"))
+	}
+	b.Discovered("c", []messages.PeerInstance{{Address: "10.0.0.3:8443", InstanceID: "c-0"}})
+	if list := b.List(); len(list) != 1 || list[0].State != messages.PeerUnknown {
+		t.Fatalf("a removed peer discovered again: %+v", list)
+	}
+}

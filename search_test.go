@@ -1,0 +1,74 @@
+package switchboard_test
+
+import (
+	"fmt"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+// search lists every message of a query of GET /api/messages, following
+// the cursor, and returns the ids.
+func (h *harness) search(query string) []string {
+	h.t.Helper()
+	var ids []string
+	cursor := ""
+	for range 50 {
+		q := query
+		if cursor != "" {
+			q += "&cursor=" + url.QueryEscape(cursor)
+		}
+		var page struct {
+			Messages   []messages.Message
+			NextCursor string `json:"next_cursor"`
+		}
+		h.must(200, "GET", "/api/messages?"+q, nil, &page)
+		for _, m := range page.Messages {
+			ids = append(ids, m.ID)
+		}
+		if page.NextCursor == "" {
+			return ids
+		}
+		cursor = page.NextCursor
+	}
+	h.t.Fatalf("%s: more than 50 pages", query)
+	return nil
+}
+
+// TestSearchMessages: the search of GET /api/messages on a real node: a
+// number with or without '+' (and a '+' a URL turned into a space), a
+// prefix, a source, a time range, a frontend, with cursor paging.
+func TestSearchMessages(t *testing.T) {
+	h := startNode(t, testConfig(t))
+	h.pullFrontend("uk", "44")
+	h.pullFrontend("fr", "33")
+	send := func(id, src, dest string) {
+		h.must(202, "POST", "/api/messages", map[string]string{"id": id, "source_msisdn": src, "destination_msisdn": dest, "message_body": "x"}, nil)
+	}
+	send("m1", "+15550001", "+447700900001")
+	send("m2", "15550002", "447700900001")
+	send("m3", "ACME", "447700900002")
+	send("m4", "+15550001", "33612345678")
+	mid := time.Now().UTC()
+	send("m5", "15550001", "+447700900001")
+
+	same := func(what string, got []string, want ...string) {
+		t.Helper()
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: %v, want %v", what, got, want)
+		}
+	}
+	same("destination with +", h.search("destination=%2B447700900001&limit=2"), "m5", "m2", "m1")
+	same("destination without +", h.search("destination=447700900001&limit=2"), "m5", "m2", "m1")
+	same("a + that became a space", h.search("destination=+447700900001&limit=2"), "m5", "m2", "m1")
+	same("destination prefix", h.search("destination=4477*&limit=2"), "m5", "m3", "m2", "m1")
+	same("source", h.search("source=15550001&limit=2"), "m5", "m4", "m1")
+	same("source prefix", h.search("source=AC*&limit=2"), "m3")
+	same("since", h.search("limit=2&since="+url.QueryEscape(mid.Format(time.RFC3339Nano))), "m5")
+	same("until", h.search("limit=2&until="+url.QueryEscape(mid.Format(time.RFC3339Nano))), "m4", "m3", "m2", "m1")
+	same("frontend", h.search("frontend=fr&limit=2"), "m4")
+	same("number and frontend", h.search("destination=4477*&frontend=fr&limit=2"))
+	same("number, state and time", h.search("limit=2&destination=447700900001&state=pending&until="+url.QueryEscape(mid.Format(time.RFC3339Nano))), "m2", "m1")
+}
