@@ -94,6 +94,9 @@ func TestBusSiteDeliversEachMessageOnce(t *testing.T) {
 	if doc := hs[1].readyz(); doc["bus"] != "up" {
 		t.Fatalf("readyz %v, want bus up", doc)
 	}
+	if st := hs[1].ringStatus(); st.Delivery != "bus" {
+		t.Fatalf("ring status delivery %q, want bus", st.Delivery)
+	}
 	hs[0].pullFrontend("fe", "44")
 	wh := newWebhook(t, 503)
 	hs[1].webhookFrontend("hook", wh.srv.URL, "45")
@@ -161,6 +164,9 @@ func TestBusDownSubmitsGoOnAndWorkIsRelayedWhenItReturns(t *testing.T) {
 	}
 	if st := h.busState(); st.Delivery != "store" {
 		t.Fatalf("delivery %q with the bus down, want store", st.Delivery)
+	}
+	if st := h.ringStatus(); st.Delivery != "ring" {
+		t.Fatalf("ring status delivery %q with the bus down, want ring", st.Delivery)
 	}
 	var ids, waiting []string
 	for i := range 20 {

@@ -655,7 +655,7 @@ func TestOpenAPISchemasMatchGo(t *testing.T) {
 		{"RingMember", stubAssignment().Members[0], messages.RingMember{}},
 		{"RingAssignment", stubAssignment(), messages.RingAssignment{}},
 		{"RingStatus", messages.RingStatus{InstanceID: "a-0", Role: messages.RoleSlave, Master: "a-0", Epoch: 3, Coverage: 1,
-			Members: stubAssignment().Members}, messages.RingStatus{}},
+			Members: stubAssignment().Members, Delivery: "bus"}, messages.RingStatus{}},
 	}
 	for _, c := range cases {
 		t.Run(c.schema, func(t *testing.T) {
