@@ -25,9 +25,10 @@ type Relayer struct {
 	rng   *rand.Rand
 
 	// published are rows the stream took that are not marked relayed
-	// yet: the next round marks them with its take (one transaction), or
-	// this round at once when no more work waits.
+	// yet: the next round marks them with its take (one transaction).
 	published []int64
+	// lagAt is when the lag was last read (at most every lagEvery).
+	lagAt time.Time
 
 	kick chan struct{}
 	stop chan struct{}
@@ -39,7 +40,8 @@ type Relayer struct {
 func StartRelay(b *Bus, store persistence.Store, clk clock.Clock, seed uint64) *Relayer {
 	r := &Relayer{
 		bus: b, store: store, clock: clk, rng: rand.New(rand.NewPCG(seed, 0x72656c6179)),
-		core: Relay{Batch: b.cfg.RelayBatch, Sweep: b.cfg.RelaySweep, RetryMin: 100 * time.Millisecond, RetryMax: 5 * time.Second},
+		core: Relay{Batch: b.cfg.RelayBatch, Sweep: b.cfg.RelaySweep, RetryMin: 100 * time.Millisecond, RetryMax: 5 * time.Second,
+			MarkDelay: 100 * time.Millisecond},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	r.core.Kick() // work written before the start (or while the bus was off) waits
@@ -110,14 +112,6 @@ func (r *Relayer) round(now time.Time) {
 		// we die first) are published again after their relay lease: the
 		// stream's duplicate window drops the copy.
 		r.published = ok
-		if len(ok) > 0 && (err != nil || len(rows) < r.core.Batch) {
-			// No round follows at once: mark them now.
-			if merr := r.store.MarkRelayed(ctx, ok); merr == nil {
-				r.published = nil
-			} else if err == nil {
-				err = merr
-			}
-		}
 	}
 	if err != nil {
 		wait := r.core.Failed(r.clock.Now(), r.rng)
@@ -126,11 +120,18 @@ func (r *Relayer) round(now time.Time) {
 		}
 		return
 	}
-	if n := r.core.Done(r.clock.Now(), len(rows)); n > 0 {
+	now = r.clock.Now()
+	if n := r.core.Done(now, len(rows), len(r.published) > 0); n > 0 {
 		r.bus.log.Info("relaying delivery work to the bus works again", "failed_rounds", n)
 	}
-	r.lag(ctx)
+	if now.Sub(r.lagAt) >= lagEvery {
+		r.lagAt = now
+		r.lag(ctx)
+	}
 }
+
+// lagEvery is how often a busy relay reads its lag (a query of its own).
+const lagEvery = time.Second
 
 // flush marks what was published and not marked yet (at stop; if it
 // fails, the rows are published again after their lease and dropped as
