@@ -454,6 +454,9 @@ func (d *Dispatcher) claimOverdue(now time.Time) *persistence.ClaimRequest {
 	if d.draining || now.Before(d.backstopAt) {
 		return nil
 	}
+	// Its time has come whether or not there is room: without room it waits
+	// for the next (else the wake-up at its time would come back at once).
+	d.backstopAt = now.Add(d.cfg.BusBackstop)
 	req := &persistence.ClaimRequest{Kind: persistence.WorkDelivery, Target: d.cfg.Frontend, Owner: d.cfg.Owner,
 		Now: now.Add(-d.cfg.BusOverdue)}
 	lease := d.cfg.PushLease
@@ -467,7 +470,6 @@ func (d *Dispatcher) claimOverdue(now time.Time) *persistence.ClaimRequest {
 		return nil
 	}
 	req.Lease = lease + d.cfg.BusOverdue // it ends lease after now
-	d.backstopAt = now.Add(d.cfg.BusBackstop)
 	return req
 }
 

@@ -302,6 +302,17 @@ func TestBusBackstopClaimsOverdueWork(t *testing.T) {
 	if n, _ := d.Offer(); n != 2 {
 		t.Fatalf("Offer with the bus up and one slot busy = %d, want 2", n)
 	}
+	// Full: the backstop's time passes without a claim, and its wake-up
+	// moves on (it must not come back at once).
+	full := newBusPush(2)
+	at := t0.Add(10 * time.Second)
+	full.Handover(at, work("busy", 2, time.Minute))
+	if r, ok := full.Next(at); ok {
+		t.Fatalf("a round with every slot busy: %+v", r.Claim)
+	}
+	if w := full.Wake(); !w.After(at) {
+		t.Fatalf("Wake = %v, not after %v: the worker would spin", w, at)
+	}
 }
 
 // TestBusClaimsOnlyWhatTheBusNames: with the bus up a push dispatcher
