@@ -2,52 +2,31 @@ package persistence
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
 )
 
-// The delivery bus (--nats-url): the relay publishes each outbox row of
-// delivery work to a NATS JetStream stream once and marks it relayed; the
-// consumers that take a row's bus message claim that row by its message id
-// (ClaimRequest.IDs) and record its outcome as any worker does. Every
-// delivery row starts unrelayed, with or without a bus, so that work
-// written before the bus was enabled, or while it was down, is relayed when
-// it runs; a row replaced by new work (a resubmit) is new, unrelayed work.
+// The delivery bus (--nats-url): the relay takes outbox rows of delivery
+// work not yet relayed, marking them relayed as it takes them (one
+// statement: another relay skips them), publishes them to a NATS JetStream
+// stream, and gives back with Unrelay those the stream did not take, for a
+// later round. A relay that dies between its take and its publish leaves
+// rows marked relayed that the bus never got: the delivery workers'
+// backstop (a claim from the store of work overdue for a while) delivers
+// them. The consumers that take a row's bus message claim that row by its
+// message id (ClaimRequest.IDs) and record its outcome as any worker does.
+// Every delivery row starts unrelayed, with or without a bus (except one
+// written leased, see WorkAdd.Relayed), so that work written before the bus
+// was enabled, or while it was down, is relayed when it runs; a row
+// replaced by new work (a resubmit) is new, unrelayed work.
 
-// RelayRequest asks for delivery rows to publish to the bus.
-type RelayRequest struct {
-	// Now: rows whose relay lease is absent or ended (relay_until <= Now)
-	// may be taken.
-	Now time.Time
-	// Limit is the most rows to take (> 0).
-	Limit int
-	// Lease is how long the taken rows stay the caller's to publish (> 0):
-	// another relay skips them meanwhile, and takes them after it if they
-	// were not marked relayed (the relay died, or the bus refused them).
-	Lease time.Duration
-	// Relayed are rows the caller published since its last call: they are
-	// marked relayed (as MarkRelayed would) in the same transaction,
-	// before the take, so that a busy relay spends one transaction a
-	// round.
-	Relayed []int64
-}
-
-// Validate reports what is wrong with r.
-func (r RelayRequest) Validate() error {
-	var errs []error
-	if r.Limit <= 0 {
-		errs = append(errs, fmt.Errorf("relay: limit %d must be positive", r.Limit))
+// ValidateRelayLimit reports what is wrong with the limit of RelayWork.
+func ValidateRelayLimit(limit int) error {
+	if limit <= 0 {
+		return fmt.Errorf("relay: limit %d must be positive", limit)
 	}
-	if r.Lease <= 0 {
-		errs = append(errs, fmt.Errorf("relay: lease %v must be positive", r.Lease))
-	}
-	if r.Now.IsZero() {
-		errs = append(errs, errors.New("relay: now must be set"))
-	}
-	errs = append(errs, ValidateRows(r.Relayed))
-	return errors.Join(errs...)
+	return nil
 }
 
 // Relay is one outbox row of delivery work a relay took to publish. Row is
@@ -60,7 +39,7 @@ type Relay struct {
 	CreatedAt time.Time
 }
 
-// ValidateRows reports what is wrong with the rows of MarkRelayed.
+// ValidateRows reports what is wrong with the rows of Unrelay.
 func ValidateRows(rows []int64) error {
 	for _, r := range rows {
 		if r <= 0 {

@@ -562,14 +562,13 @@ type Store interface {
 	// bytes it gave back (0 when it cannot tell).
 	Compact(ctx context.Context) (int64, error)
 
-	// RelayWork marks req.Relayed relayed, then takes up to req.Limit
-	// delivery rows not yet relayed to the bus whose relay lease is absent
-	// or ended, oldest first, and leases them to the caller until
-	// req.Now + req.Lease, in one transaction (see RelayRequest).
-	RelayWork(ctx context.Context, req RelayRequest) ([]Relay, error)
-	// MarkRelayed records that the rows' work is in the bus: they are never
-	// relayed again. Rows that no longer exist are ignored.
-	MarkRelayed(ctx context.Context, rows []int64) error
+	// RelayWork takes up to limit delivery rows not yet relayed to the bus,
+	// oldest first, and marks them relayed in the same statement (rows
+	// another transaction holds are skipped, never waited for).
+	RelayWork(ctx context.Context, limit int) ([]Relay, error)
+	// Unrelay marks rows not relayed again (the bus did not take them), for
+	// a later RelayWork. Rows that no longer exist are ignored.
+	Unrelay(ctx context.Context, rows []int64) error
 	// OldestUnrelayed is the creation time of the oldest delivery row not
 	// yet relayed (zero when there is none): the relay's lag.
 	OldestUnrelayed(ctx context.Context) (time.Time, error)

@@ -43,12 +43,10 @@ type Config struct {
 	// MaxDeliver stays in the stream and raises an advisory; its work stays
 	// in the outbox, where the expiry of --message-validity ends it.
 	MaxDeliver int
-	// RelayLease is how long the relay holds unrelayed rows while it
-	// publishes them (30s); PublishTimeout bounds one publish round (5s).
-	// The stream's duplicate window is twice their sum: a relay that
-	// published and died before it marked its rows relayed has them
-	// published again after RelayLease, and the stream drops the copy.
-	RelayLease, PublishTimeout time.Duration
+	// PublishTimeout bounds one publish round (5s): a row the stream did
+	// not confirm within it is given back and published again by a later
+	// round, with the same Nats-Msg-Id.
+	PublishTimeout time.Duration
 	// RelayBatch is the most rows one relay round publishes (256).
 	RelayBatch int
 	// RelaySweep is how often the relay looks for unrelayed work it was
@@ -63,16 +61,20 @@ func DefaultConfig() Config {
 		AckWait:        30 * time.Second,
 		MaxAckPending:  4096,
 		MaxDeliver:     1000,
-		RelayLease:     30 * time.Second,
 		PublishTimeout: 5 * time.Second,
 		RelayBatch:     256,
 		RelaySweep:     time.Second,
 	}
 }
 
-// DuplicateWindow is the stream's duplicate window: it covers a relay's
-// retry span (see RelayLease) twice over.
-func (c Config) DuplicateWindow() time.Duration { return 2 * (c.RelayLease + c.PublishTimeout) }
+// DuplicateWindow is the stream's duplicate window: the span within which
+// a row published again (its first publish was taken, but its answer was
+// lost: the relay gave the row back and a later round, after the relay's
+// backoff of at most 5 s, publishes it again) is dropped as a copy. Two
+// minutes, JetStream's own default, covers that many times over; a copy
+// past it would be harmless anyway (the ledger and the row's lease are the
+// barrier), only work.
+func (c Config) DuplicateWindow() time.Duration { return 2 * time.Minute }
 
 // Validate reports every problem, each naming its flag.
 func (c Config) Validate() error {
@@ -88,9 +90,9 @@ func (c Config) Validate() error {
 	if err := ValidStream(c.Stream); err != nil {
 		errs = append(errs, fmt.Errorf("--nats-stream: %v", err))
 	}
-	if c.AckWait <= 0 || c.MaxAckPending <= 0 || c.MaxDeliver <= 0 || c.RelayLease <= 0 || c.PublishTimeout <= 0 ||
+	if c.AckWait <= 0 || c.MaxAckPending <= 0 || c.MaxDeliver <= 0 || c.PublishTimeout <= 0 ||
 		c.RelayBatch <= 0 || c.RelaySweep <= 0 {
-		errs = append(errs, errors.New("bus: AckWait, MaxAckPending, MaxDeliver, RelayLease, PublishTimeout, RelayBatch and RelaySweep must be positive"))
+		errs = append(errs, errors.New("bus: AckWait, MaxAckPending, MaxDeliver, PublishTimeout, RelayBatch and RelaySweep must be positive"))
 	}
 	return errors.Join(errs...)
 }

@@ -191,10 +191,6 @@ type Relay struct {
 	// RetryMin and RetryMax bound the backoff after a failed round
 	// (doubling, jittered into [w/2, w]).
 	RetryMin, RetryMax time.Duration
-	// MarkDelay is how soon a round follows one that left published rows
-	// to mark: the next round marks them with its take, so that a busy
-	// relay spends one transaction a round (commits kick it sooner).
-	MarkDelay time.Duration
 
 	more     bool
 	failures int
@@ -213,16 +209,12 @@ func (r *Relay) Due(now time.Time) bool {
 }
 
 // Done ends a round that published n rows (a full batch means more may be
-// waiting), leaving published rows to mark or not; it returns how many
-// failures came before (0 on a plain round), so that the shell can log
-// the bus's return once.
-func (r *Relay) Done(now time.Time, n int, unmarked bool) (recovered int) {
+// waiting); it returns how many failures came before (0 on a plain round),
+// so that the shell can log the bus's return once.
+func (r *Relay) Done(now time.Time, n int) (recovered int) {
 	recovered, r.failures = r.failures, 0
 	r.more = n >= r.Batch
 	r.next = now.Add(r.Sweep)
-	if unmarked && r.MarkDelay < r.Sweep {
-		r.next = now.Add(r.MarkDelay)
-	}
 	return recovered
 }
 

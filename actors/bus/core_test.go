@@ -142,18 +142,13 @@ func TestRelayBackoffAndSweep(t *testing.T) {
 	if !r.Due(t0) {
 		t.Fatal("a new relay is not due")
 	}
-	r.Done(t0, 10, true) // a full batch: more may wait
+	r.Done(t0, 10) // a full batch: more may wait
 	if !r.Due(t0) {
 		t.Fatal("not due after a full batch")
 	}
-	r.Done(t0, 3, false)
+	r.Done(t0, 3)
 	if r.Due(t0) || !r.Due(t0.Add(time.Second)) {
 		t.Fatal("after a short batch the relay should wait for its sweep")
-	}
-	r.MarkDelay = 100 * time.Millisecond
-	r.Done(t0, 3, true)
-	if r.Due(t0.Add(99*time.Millisecond)) || !r.Due(t0.Add(100*time.Millisecond)) {
-		t.Fatal("after a short batch with rows to mark the next round should come after MarkDelay")
 	}
 	r.Kick()
 	if !r.Due(t0) {
@@ -173,7 +168,7 @@ func TestRelayBackoffAndSweep(t *testing.T) {
 			t.Fatalf("failure %d: a kick overrides the backoff", i+1)
 		}
 	}
-	if n := r.Done(t0, 0, false); n != 8 {
+	if n := r.Done(t0, 0); n != 8 {
 		t.Fatalf("Done after 8 failures reports %d", n)
 	}
 }

@@ -11,9 +11,9 @@ import (
 )
 
 // Relayer is the relay's shell: one goroutine that takes unrelayed
-// delivery rows from the store (RelayWork: each instance's relay gets rows
-// no other relay is publishing), publishes them, marks those the stream
-// took, and reports the lag. The intake kicks it after each commit of
+// delivery rows from the store (RelayWork marks them as it takes them, so
+// each instance's relay gets rows no other relay has), publishes them,
+// gives back those the stream did not take, and reports the lag. The intake kicks it after each commit of
 // delivery work; it also sweeps every RelaySweep for work other instances
 // left behind, and it waits while the bus is down (the rows wait in the
 // outbox, and are relayed when it returns).
@@ -24,9 +24,6 @@ type Relayer struct {
 	core  Relay
 	rng   *rand.Rand
 
-	// published are rows the stream took that are not marked relayed
-	// yet: the next round marks them with its take (one transaction).
-	published []int64
 	// lagAt is when the lag was last read (at most every lagEvery).
 	lagAt time.Time
 
@@ -40,8 +37,7 @@ type Relayer struct {
 func StartRelay(b *Bus, store persistence.Store, clk clock.Clock, seed uint64) *Relayer {
 	r := &Relayer{
 		bus: b, store: store, clock: clk, rng: rand.New(rand.NewPCG(seed, 0x72656c6179)),
-		core: Relay{Batch: b.cfg.RelayBatch, Sweep: b.cfg.RelaySweep, RetryMin: 100 * time.Millisecond, RetryMax: 5 * time.Second,
-			MarkDelay: 100 * time.Millisecond},
+		core: Relay{Batch: b.cfg.RelayBatch, Sweep: b.cfg.RelaySweep, RetryMin: 100 * time.Millisecond, RetryMax: 5 * time.Second},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	r.core.Kick() // work written before the start (or while the bus was off) waits
@@ -86,7 +82,6 @@ func (r *Relayer) run() {
 		select {
 		case <-r.stop:
 			cancel()
-			r.flush()
 			return
 		case <-r.kick:
 			r.core.Kick()
@@ -96,22 +91,24 @@ func (r *Relayer) run() {
 	}
 }
 
-// round publishes one batch.
+// round publishes one batch: take (marking relayed), publish, give back
+// what the stream did not take.
 func (r *Relayer) round(now time.Time) {
-	ctx, cancel := context.WithTimeout(context.Background(), r.bus.cfg.RelayLease)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*r.bus.cfg.PublishTimeout)
 	defer cancel()
-	rows, err := r.store.RelayWork(ctx, persistence.RelayRequest{Now: now, Limit: r.core.Batch, Lease: r.bus.cfg.RelayLease,
-		Relayed: r.published})
-	if err == nil {
-		r.published = nil
-	}
+	rows, err := r.store.RelayWork(ctx, r.core.Batch)
 	if err == nil && len(rows) > 0 {
 		var ok []int64
 		ok, err = r.bus.Publish(ctx, rows)
-		// Rows the stream took but that are not marked (a mark fails, or
-		// we die first) are published again after their relay lease: the
-		// stream's duplicate window drops the copy.
-		r.published = ok
+		if len(ok) < len(rows) {
+			// A publish whose answer was lost is published again with the
+			// same Nats-Msg-Id: the stream's duplicate window drops it. If
+			// giving back fails too (or we die first), the rows stay marked
+			// and the workers' backstop delivers them from the store.
+			if uerr := r.store.Unrelay(ctx, missing(rows, ok)); uerr != nil && err == nil {
+				err = uerr
+			}
+		}
 	}
 	if err != nil {
 		wait := r.core.Failed(r.clock.Now(), r.rng)
@@ -121,7 +118,7 @@ func (r *Relayer) round(now time.Time) {
 		return
 	}
 	now = r.clock.Now()
-	if n := r.core.Done(now, len(rows), len(r.published) > 0); n > 0 {
+	if n := r.core.Done(now, len(rows)); n > 0 {
 		r.bus.log.Info("relaying delivery work to the bus works again", "failed_rounds", n)
 	}
 	if now.Sub(r.lagAt) >= lagEvery {
@@ -130,22 +127,23 @@ func (r *Relayer) round(now time.Time) {
 	}
 }
 
+// missing are the rows of rs not in ok.
+func missing(rs []persistence.Relay, ok []int64) []int64 {
+	took := make(map[int64]bool, len(ok))
+	for _, id := range ok {
+		took[id] = true
+	}
+	var out []int64
+	for _, r := range rs {
+		if !took[r.Row] {
+			out = append(out, r.Row)
+		}
+	}
+	return out
+}
+
 // lagEvery is how often a busy relay reads its lag (a query of its own).
 const lagEvery = time.Second
-
-// flush marks what was published and not marked yet (at stop; if it
-// fails, the rows are published again after their lease and dropped as
-// duplicates).
-func (r *Relayer) flush() {
-	if len(r.published) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.bus.cfg.PublishTimeout)
-	defer cancel()
-	if err := r.store.MarkRelayed(ctx, r.published); err == nil {
-		r.published = nil
-	}
-}
 
 // lag reads the age of the oldest unrelayed row for the metric.
 func (r *Relayer) lag(ctx context.Context) {

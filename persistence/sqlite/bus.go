@@ -9,27 +9,23 @@ import (
 	"github.com/switchboard-dev/switchboard/persistence"
 )
 
-// relaySQL leases to the relay (?3 = until) up to ?2 delivery rows not yet
-// relayed whose relay lease ended at ?1, oldest first, from outbox_relay.
-const relaySQL = `UPDATE outbox SET relay_until = ?3
+// relaySQL takes up to ?1 delivery rows not yet relayed, oldest first, from
+// outbox_relay, and marks them relayed.
+const relaySQL = `UPDATE outbox SET relayed = 1
 	WHERE id IN (SELECT id FROM outbox INDEXED BY outbox_relay
-		WHERE kind = 'delivery' AND relayed = 0 AND (relay_until IS NULL OR relay_until <= ?1)
-		ORDER BY id LIMIT ?2)
+		WHERE kind = 'delivery' AND relayed = 0 ORDER BY id LIMIT ?1)
 	RETURNING id, message_id, target, created_at`
 
 // RelayWork implements persistence.Store.
-func (s *Store) RelayWork(ctx context.Context, req persistence.RelayRequest) ([]persistence.Relay, error) {
+func (s *Store) RelayWork(ctx context.Context, limit int) ([]persistence.Relay, error) {
 	const op = "relay work"
-	if err := s.precheck(op, req.Validate()); err != nil {
+	if err := s.precheck(op, persistence.ValidateRelayLimit(limit)); err != nil {
 		return nil, err
 	}
 	var out []persistence.Relay
 	err := s.write(ctx, op, func(tx querier) error {
 		out = nil // a retried transaction starts over
-		if err := markRelayed(ctx, tx, req.Relayed); err != nil {
-			return err
-		}
-		rows, err := tx.QueryContext(ctx, relaySQL, toDB(req.Now), req.Limit, toDB(req.Now.Add(req.Lease)))
+		rows, err := tx.QueryContext(ctx, relaySQL, limit)
 		if err != nil {
 			return err
 		}
@@ -53,27 +49,24 @@ func (s *Store) RelayWork(ctx context.Context, req persistence.RelayRequest) ([]
 	return out, nil
 }
 
-// MarkRelayed implements persistence.Store.
-func (s *Store) MarkRelayed(ctx context.Context, rows []int64) error {
-	const op = "mark relayed"
+// Unrelay implements persistence.Store.
+func (s *Store) Unrelay(ctx context.Context, rows []int64) error {
+	const op = "unrelay"
 	if err := s.precheck(op, persistence.ValidateRows(rows)); err != nil {
 		return err
 	}
 	if len(rows) == 0 {
 		return nil
 	}
-	return s.write(ctx, op, func(tx querier) error { return markRelayed(ctx, tx, rows) })
-}
-
-// markRelayed marks rows relayed.
-func markRelayed(ctx context.Context, tx querier, rows []int64) error {
 	ids := make([]any, len(rows))
 	for i, r := range rows {
 		ids[i] = r
 	}
-	return chunks(len(ids), func(lo, hi int) error {
-		_, err := tx.ExecContext(ctx, `UPDATE outbox SET relayed = 1, relay_until = NULL WHERE id IN (`+params(hi-lo)+`)`, ids[lo:hi]...)
-		return err
+	return s.write(ctx, op, func(tx querier) error {
+		return chunks(len(ids), func(lo, hi int) error {
+			_, err := tx.ExecContext(ctx, `UPDATE outbox SET relayed = 0 WHERE id IN (`+params(hi-lo)+`)`, ids[lo:hi]...)
+			return err
+		})
 	})
 }
 

@@ -7,16 +7,13 @@ import (
 	"github.com/switchboard-dev/switchboard/persistence"
 )
 
-// The delivery bus's store support: the relay's work (RelayWork,
-// MarkRelayed, OldestUnrelayed) and claims of named messages
-// (ClaimRequest.IDs).
+// The delivery bus's store support: the relay's work (RelayWork, Unrelay,
+// OldestUnrelayed) and claims of named messages (ClaimRequest.IDs).
 func busCases() []testCase {
 	return []testCase{
 		{"RelayTakesUnrelayedDeliveryRowsOldestFirst", relayOldestFirst},
-		{"RelayLeaseKeepsOtherRelaysOff", relayLease},
-		{"MarkedRowsAreNeverRelayedAgain", relayMarked},
+		{"TakenRowsAreNotTakenAgainUntilUnrelayed", relayTakenOnce},
 		{"NewWorkOfAResubmitIsRelayedAgain", relayResubmit},
-		{"RelayWorkMarksWhatTheLastRoundPublished", relayMarksAndTakes},
 		{"WorkWrittenLeasedIsNotRelayed", relayNotLeasedAtAccept},
 		{"RelayInvalidRequestIsError", relayInvalid},
 		{"ClaimNamedTakesOnlyThoseRows", claimNamedOnly},
@@ -25,13 +22,20 @@ func busCases() []testCase {
 	}
 }
 
-func (f *fixture) relay(now time.Time, limit int, lease time.Duration) []persistence.Relay {
+func (f *fixture) relay(limit int) []persistence.Relay {
 	f.Helper()
-	rs, err := f.store.RelayWork(f.ctx, persistence.RelayRequest{Now: now, Limit: limit, Lease: lease})
+	rs, err := f.store.RelayWork(f.ctx, limit)
 	if err != nil {
 		f.Fatalf("RelayWork: %v", err)
 	}
 	return rs
+}
+
+func (f *fixture) unrelay(rows []int64) {
+	f.Helper()
+	if err := f.store.Unrelay(f.ctx, rows); err != nil {
+		f.Fatalf("Unrelay: %v", err)
+	}
 }
 
 func relayIDs(rs []persistence.Relay) []string {
@@ -65,7 +69,7 @@ func relayOldestFirst(f *fixture) {
 	f.accept(at(1e9), msgFor("r-fwd", persistence.WorkForward, peerP), msgDue("r-1", at(time.Hour)))
 	f.accept(at(2e9), msgFor("r-2", persistence.WorkDelivery, feB))
 	f.wantOldestUnrelayed(base)
-	rs := f.relay(at(3e9), 2, time.Minute)
+	rs := f.relay(2)
 	f.wantIDs("RelayWork", relayIDs(rs), "r-0", "r-1")
 	if len(rs) == 2 {
 		if rs[0].Target != feA || rs[0].Row <= 0 || rs[0].Row >= rs[1].Row {
@@ -73,82 +77,39 @@ func relayOldestFirst(f *fixture) {
 		}
 		f.wantTime("CreatedAt", rs[0].CreatedAt, base)
 	}
+	f.wantOldestUnrelayed(at(2e9))
 	// Work not yet due is relayed too: the bus holds it until a consumer
 	// finds it due.
-	rs = f.relay(at(3e9), 10, time.Minute)
+	rs = f.relay(10)
 	f.wantIDs("RelayWork after the first two were taken", relayIDs(rs), "r-2")
 	if len(rs) == 1 && rs[0].Target != feB {
 		f.Errorf("Target = %q, want %q", rs[0].Target, feB)
 	}
-}
-
-func relayLease(f *fixture) {
-	f.accept(base, newMsg("l-0"), newMsg("l-1"))
-	first := f.relay(base, 10, time.Minute)
-	f.wantIDs("first relay", relayIDs(first), "l-0", "l-1")
-	f.wantIDs("a second relay within the lease", relayIDs(f.relay(at(59e9), 10, time.Minute)))
-	// Its publish failed (nothing marked): after the lease another relay
-	// takes them again.
-	f.wantIDs("after the lease", relayIDs(f.relay(at(60e9), 10, time.Minute)), "l-0", "l-1")
-	f.wantOldestUnrelayed(base)
-}
-
-func relayMarked(f *fixture) {
-	f.accept(base, newMsg("m-0"), newMsg("m-1"))
-	f.accept(at(1e9), newMsg("m-2"))
-	rs := f.relay(base, 10, time.Minute)
-	if err := f.store.MarkRelayed(f.ctx, relayRows(rs[:2])); err != nil {
-		f.Fatalf("MarkRelayed: %v", err)
-	}
-	f.wantOldestUnrelayed(at(1e9))
-	f.wantIDs("after marking", relayIDs(f.relay(at(time.Hour), 10, time.Minute)), "m-2")
-	// Marking a row that is gone (delivered since) is harmless; the marks
-	// change nothing else of the work.
-	c := f.claimDelivery(feA, ownerA, base, 10)
-	f.wantIDs("ClaimWork of relayed work", workIDs(c.Work), "m-0", "m-1", "m-2")
-	f.deliver(base, "m-2")
-	if err := f.store.MarkRelayed(f.ctx, relayRows(rs)); err != nil {
-		f.Fatalf("MarkRelayed of a row that is gone: %v", err)
-	}
 	f.wantOldestUnrelayed(time.Time{})
-	if err := f.store.MarkRelayed(f.ctx, nil); err != nil {
-		f.Errorf("MarkRelayed(nil): %v", err)
-	}
 }
 
-func relayMarksAndTakes(f *fixture) {
-	f.accept(base, newMsg("mt-0"), newMsg("mt-1"))
-	first := f.relay(base, 1, time.Minute)
-	f.wantIDs("first round", relayIDs(first), "mt-0")
-	rs, err := f.store.RelayWork(f.ctx, persistence.RelayRequest{Now: base, Limit: 10, Lease: time.Minute, Relayed: relayRows(first)})
-	if err != nil {
-		f.Fatalf("RelayWork with Relayed: %v", err)
-	}
-	f.wantIDs("second round", relayIDs(rs), "mt-1")
-	// mt-0 was marked: after every lease it is never taken again; mt-1 was
-	// not: it comes back after its lease.
-	f.wantIDs("after the leases", relayIDs(f.relay(at(time.Hour), 10, time.Minute)), "mt-1")
-	if _, err := f.store.RelayWork(f.ctx, persistence.RelayRequest{Now: base, Limit: 1, Lease: time.Minute, Relayed: []int64{-1}}); err == nil {
-		f.Errorf("RelayWork with a bad Relayed row succeeded")
-	}
-}
-
-func relayNotLeasedAtAccept(f *fixture) {
-	held := newMsg("held")
-	held.Lease = &persistence.Lease{Owner: ownerA, Until: at(time.Minute)}
-	f.accept(base, held, newMsg("free"))
-	f.wantIDs("RelayWork", relayIDs(f.relay(base, 10, time.Minute)), "free")
-	// The worker it was handed to died: after its lease a claim from the
-	// store (the bus's backstop) takes it.
-	f.wantIDs("claim after the lease", workIDs(f.claimDelivery(feA, ownerB, at(time.Minute), 10).Work), "held", "free")
+func relayTakenOnce(f *fixture) {
+	f.accept(base, newMsg("t-0"), newMsg("t-1"))
+	first := f.relay(10)
+	f.wantIDs("first relay", relayIDs(first), "t-0", "t-1")
+	f.wantIDs("a second relay", relayIDs(f.relay(10)))
+	// The bus did not take t-1: given back, it is taken again.
+	f.unrelay(relayRows(first[1:]))
+	f.wantOldestUnrelayed(base)
+	f.wantIDs("after Unrelay", relayIDs(f.relay(10)), "t-1")
+	// Relaying changes nothing else of the work; giving back a row that is
+	// gone (delivered since) is harmless.
+	c := f.claimDelivery(feA, ownerA, base, 10)
+	f.wantIDs("ClaimWork of relayed work", workIDs(c.Work), "t-0", "t-1")
+	f.deliver(base, "t-0")
+	f.unrelay(relayRows(first))
+	f.wantIDs("after giving back a delivered row and t-1", relayIDs(f.relay(10)), "t-1")
+	f.unrelay(nil)
 }
 
 func relayResubmit(f *fixture) {
 	f.accept(base, newMsg("rs"))
-	rs := f.relay(base, 10, time.Minute)
-	if err := f.store.MarkRelayed(f.ctx, relayRows(rs)); err != nil {
-		f.Fatalf("MarkRelayed: %v", err)
-	}
+	rs := f.relay(10)
 	f.claimDelivery(feA, ownerA, base, 1)
 	f.fail(base, "rs")
 	res, err := f.store.Resubmit(f.ctx, at(1e9), []persistence.Reroute{{ID: "rs", Frontend: feA, DestSMSC: "smsc-out",
@@ -157,25 +118,29 @@ func relayResubmit(f *fixture) {
 	if err != nil || len(res) != 1 || !res[0].Applied {
 		f.Fatalf("Resubmit = %+v, %v", res, err)
 	}
-	again := f.relay(at(1e9), 10, time.Minute)
+	again := f.relay(10)
 	f.wantIDs("RelayWork after a resubmit", relayIDs(again), "rs")
-	if len(again) == 1 && again[0].Row == rs[0].Row {
+	if len(again) == 1 && len(rs) == 1 && again[0].Row == rs[0].Row {
 		f.Errorf("the resubmit's work has the old row id %d: the bus would drop it as a duplicate", rs[0].Row)
 	}
 }
 
+func relayNotLeasedAtAccept(f *fixture) {
+	held := newMsg("held")
+	held.Lease = &persistence.Lease{Owner: ownerA, Until: at(time.Minute)}
+	f.accept(base, held, newMsg("free"))
+	f.wantIDs("RelayWork", relayIDs(f.relay(10)), "free")
+	// The worker it was handed to died: after its lease a claim from the
+	// store (the bus's backstop) takes it.
+	f.wantIDs("claim after the lease", workIDs(f.claimDelivery(feA, ownerB, at(time.Minute), 10).Work), "held", "free")
+}
+
 func relayInvalid(f *fixture) {
-	for _, req := range []persistence.RelayRequest{
-		{Now: base, Limit: 0, Lease: time.Minute},
-		{Now: base, Limit: 1},
-		{Limit: 1, Lease: time.Minute},
-	} {
-		if _, err := f.store.RelayWork(f.ctx, req); err == nil {
-			f.Errorf("RelayWork(%+v) succeeded", req)
-		}
+	if _, err := f.store.RelayWork(f.ctx, 0); err == nil {
+		f.Errorf("RelayWork(0) succeeded")
 	}
-	if err := f.store.MarkRelayed(f.ctx, []int64{0}); err == nil {
-		f.Errorf("MarkRelayed([0]) succeeded")
+	if err := f.store.Unrelay(f.ctx, []int64{0}); err == nil {
+		f.Errorf("Unrelay([0]) succeeded")
 	}
 	req := persistence.ClaimRequest{Kind: persistence.WorkDelivery, Target: feA, Owner: ownerA, Limit: 1, Now: base,
 		Lease: lease, IDs: []string{"x"}, Ring: &persistence.RingClaim{Epoch: 1}}
