@@ -104,12 +104,14 @@ func TestShortRun(t *testing.T) {
 
 // TestRiverSQLiteLine: River on SQLite and the delivery figure, its
 // baseline. Under -race River on SQLite completes ~50 jobs/s in bursts of
-// a fetch (100) each ~2 s: a 3 s window counts at least one.
+// a fetch (100) each ~2 s; on a machine loaded by the other packages' -race
+// tests a burst took more than 3 s (a run counted none), so the window is
+// 10 s.
 func TestRiverSQLiteLine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a node and River for a few seconds")
 	}
-	checkShape(t, []string{"--short", "--window", "3s", "--clients", "8", "--consumers", "2", "--only", strings.Join(riverSQLiteFigure, ",")},
+	checkShape(t, []string{"--short", "--window", "10s", "--clients", "8", "--consumers", "2", "--only", strings.Join(riverSQLiteFigure, ",")},
 		[]string{"delivery", "river-sqlite"})
 }
 
