@@ -124,6 +124,14 @@ func (n *Node) Status(ctx context.Context) (httpapi.Status, error) {
 		Federation: n.cfg.Federation, Counts: map[string]int64{}, OutboxDepth: st.OutboxDepth, DLQDepth: st.DLQDepth,
 		ForwardQueueDepth: forwardDepth(st),
 		Frontends:         fes,
+		Delivery:          "store",
+	}
+	if n.bus != nil {
+		state, why := n.bus.State()
+		doc.Bus = &httpapi.BusStatus{State: state, Stream: n.bus.Stream(), Reason: why}
+		if state == "up" {
+			doc.Delivery = "bus"
+		}
 	}
 	if doc.Peers, err = n.Peers(ctx); err != nil {
 		return httpapi.Status{}, err
@@ -259,6 +267,9 @@ func (n *Node) Ack(ctx context.Context, fe string, results []messages.DeliveryRe
 	}
 	return r.Outcomes, r.Err
 }
+
+// Bus implements httpapi.Backend.
+func (n *Node) Bus() (state, why string) { return n.BusState() }
 
 // Storage implements httpapi.Backend.
 func (n *Node) Storage() (state, why string) { return n.storageState() }

@@ -144,6 +144,17 @@ type Config struct {
 	// a few seconds too. See package persistence/space.
 	MinFreeSpace space.Reserve
 
+	// NatsURL, when set, puts delivery on the NATS JetStream bus
+	// (--nats-url; shared store only, see docs/nats.md): the outbox stays
+	// the durable record and the ledger the exactly-once barrier.
+	NatsURL string
+	// NatsCreds is the NATS credentials file (--nats-creds).
+	NatsCreds string
+	// NatsStream is the bus's stream (--nats-stream); empty is
+	// SWITCHBOARD_<Name> with the characters a stream name may not hold
+	// replaced (bus.StreamName).
+	NatsStream string
+
 	// Federation is the master switch (--federation): when false no peer is
 	// discovered or contacted and the federation API refuses every caller.
 	Federation bool
@@ -381,6 +392,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.validateAccess()...)
 	errs = append(errs, c.validateFederation()...)
 	errs = append(errs, c.validateRing()...)
+	errs = append(errs, c.validateBus()...)
 	return errors.Join(errs...)
 }
 

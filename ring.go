@@ -388,6 +388,10 @@ func (n *Node) RingStatus(ctx context.Context) (messages.RingStatus, error) {
 	if !ok {
 		return messages.RingStatus{}, messages.Errorf(messages.CodeUnavailable, "the ring coordinator did not answer")
 	}
+	st.Delivery = "ring"
+	if n.bus.Up() {
+		st.Delivery = "bus"
+	}
 	return st, nil
 }
 

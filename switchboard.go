@@ -47,6 +47,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/switchboard-dev/switchboard/actors/bus"
 	"github.com/switchboard-dev/switchboard/actors/clock"
 	"github.com/switchboard-dev/switchboard/actors/delivery"
 	"github.com/switchboard-dev/switchboard/actors/frontend"
@@ -100,6 +101,12 @@ type Node struct {
 	space      *space.Gate
 	spaceWatch bool
 	spaceRead  atomic.Int64
+
+	// the delivery bus (see bus.go; nil without --nats-url); busWake is
+	// what its changes call
+	bus     *bus.Bus
+	relay   *bus.Relayer
+	busWake atomic.Pointer[func()]
 
 	// the ring (see ring.go)
 	ring        atomic.Pointer[actor.PID]
@@ -431,7 +438,11 @@ func (n *Node) startActors() error {
 	if err := n.newShares(); err != nil {
 		return err
 	}
+	if err := n.startBus(); err != nil {
+		return err
+	}
 	deps := &delivery.Deps{
+		Bus: n.bus, Relay: n.kickRelay(),
 		Fence: n.shares, Sweeps: n.isRingMaster,
 		Owner: n.cfg.InstanceID, Store: n.store, Clock: n.clock, Logger: n.log, Metrics: delMetrics,
 		Policy: delivery.Policy{
@@ -459,6 +470,7 @@ func (n *Node) startActors() error {
 	if n.frontends, err = n.guardian.Spawn(actorFrontends, "frontends", sup); err != nil {
 		return err
 	}
+	n.wireBus()
 	// Peers before the intake, so that a stop (in reverse order) ends
 	// intake first and the forward queues last.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -673,6 +685,7 @@ func (n *Node) teardown(ctx context.Context) error {
 	if n.stopRestarts != nil {
 		n.stopRestarts()
 	}
+	n.stopBus()
 	if n.peerClient != nil {
 		n.peerClient.Close()
 	}

@@ -412,11 +412,22 @@ func TestMetricsExistOnARunningNode(t *testing.T) {
 	a := startFedNode(t, fn, "a", "b")
 	b := startFedNode(t, fn, "b", "a")
 	driveTraffic(t, a, b)
+	// The delivery bus's metrics exist only on a node with --nats-url.
+	c := startBusNode(t)
+	driveBus(t, c)
+	onBus := func(use promqlUse) bool {
+		for _, s := range use.selectors {
+			if strings.HasPrefix(s.metric, "switchboard_bus_") {
+				return true
+			}
+		}
+		return false
+	}
 
 	// Counters and the store gauges (cached for a second) settle quickly;
 	// give them a little time before reporting what is missing.
 	var problems []string
-	var sc scrape
+	var sc, busScrape scrape
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		var err error
@@ -424,9 +435,16 @@ func TestMetricsExistOnARunningNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if busScrape, err = c.scrape(); err != nil {
+			t.Fatal(err)
+		}
 		problems = problems[:0]
 		for where, use := range uses {
-			for _, m := range sc.missing(use) {
+			from := sc
+			if onBus(use) {
+				from = busScrape
+			}
+			for _, m := range from.missing(use) {
 				problems = append(problems, where+": "+m)
 			}
 		}

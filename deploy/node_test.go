@@ -15,9 +15,11 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard"
+	"github.com/switchboard-dev/switchboard/actors/bus/bustest"
 	"github.com/switchboard-dev/switchboard/actors/peer"
 	"github.com/switchboard-dev/switchboard/httpapi"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence/pgtest"
 )
 
 // fedNet lets the test nodes name each other ("b.test:1") before their
@@ -67,13 +69,7 @@ func startFedNode(t *testing.T, fn *fedNet, name string, peers ...string) *testN
 	t.Cleanup(client.Close)
 
 	fails := &atomic.Int32{}
-	cfg := switchboard.DefaultConfig()
-	cfg.Name, cfg.InstanceID = name, name+"-0"
-	cfg.DataDir = t.TempDir()
-	cfg.Listen, cfg.MetricsListen = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg.DeliveryRetryMin, cfg.DeliveryRetryMax = 20*time.Millisecond, 80*time.Millisecond
-	cfg.ShutdownTimeout = 10 * time.Second
+	cfg := baseConfig(t, name)
 	cfg.Federation = true
 	for _, p := range peers {
 		cfg.Peers = append(cfg.Peers, symbolic(p))
@@ -92,6 +88,28 @@ func startFedNode(t *testing.T, fn *fedNet, name string, peers ...string) *testN
 		return fn.resolve(addr)
 	}}
 
+	tn := runNode(t, cfg)
+	tn.fails = fails
+	fn.set(name, tn.node.Addr())
+	return tn
+}
+
+// baseConfig is a test node's configuration: random loopback ports, quick
+// retries.
+func baseConfig(t *testing.T, name string) switchboard.Config {
+	cfg := switchboard.DefaultConfig()
+	cfg.Name, cfg.InstanceID = name, name+"-0"
+	cfg.DataDir = t.TempDir()
+	cfg.Listen, cfg.MetricsListen = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.DeliveryRetryMin, cfg.DeliveryRetryMax = 20*time.Millisecond, 80*time.Millisecond
+	cfg.ShutdownTimeout = 10 * time.Second
+	return cfg
+}
+
+// runNode starts a node with cfg and stops it when the test ends.
+func runNode(t *testing.T, cfg switchboard.Config) *testNode {
+	t.Helper()
 	n, err := switchboard.New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -101,20 +119,43 @@ func startFedNode(t *testing.T, fn *fedNet, name string, peers ...string) *testN
 	if err := n.Start(ctx); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	fn.set(name, n.Addr())
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	// The node serves a self-signed certificate on loopback.
 	tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true}
-	tn := &testNode{t: t, node: n, base: "https://" + n.Addr(), client: &http.Client{Transport: tr, Timeout: 30 * time.Second}, fails: fails}
+	tn := &testNode{t: t, node: n, base: "https://" + n.Addr(), client: &http.Client{Transport: tr, Timeout: 30 * time.Second}, fails: &atomic.Int32{}}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		if err := n.Stop(ctx); err != nil {
-			t.Errorf("Stop %s: %v", name, err)
+			t.Errorf("Stop %s: %v", cfg.Name, err)
 		}
 		tn.client.CloseIdleConnections()
 	})
 	return tn
+}
+
+// startBusNode starts a node on Postgres with the delivery bus on a
+// JetStream server of the test's own: the bus's metrics exist only there.
+func startBusNode(t *testing.T) *testNode {
+	t.Helper()
+	cfg := baseConfig(t, "c")
+	cfg.Postgres, cfg.NatsURL = pgtest.DSN(t), bustest.Start(t).URL()
+	return runNode(t, cfg)
+}
+
+// driveBus makes the bus node deliver through the bus: one message after a
+// retry (a delayed redelivery), one failed for good (termed).
+func driveBus(t *testing.T, c *testNode) {
+	t.Helper()
+	c.must(200, "PUT", "/api/frontends/fe-c", map[string]string{"mode": "pull"}, nil)
+	c.must(200, "PUT", "/api/routes/3", map[string]string{"frontend": "fe-c"}, nil)
+	c.submit("bus-1", "3555")
+	c.ack("fe-c", c.pollOne("fe-c"), messages.Retry)
+	c.ack("fe-c", c.pollOne("fe-c"), messages.Delivered)
+	c.waitState("bus-1", messages.StateDelivered)
+	c.submit("bus-2", "3556")
+	c.ack("fe-c", c.pollOne("fe-c"), messages.Failed)
+	c.waitState("bus-2", messages.StateFailed)
 }
 
 // do sends a JSON request and returns the status and the body.

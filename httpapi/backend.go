@@ -46,6 +46,9 @@ type Backend interface {
 	// "full" and why (submits and forwards then get 507 storage_full;
 	// everything else goes on, so the node stays ready).
 	Storage() (state, why string)
+	// Bus tells the delivery bus's state: "off" (no --nats-url), "up", or
+	// "down" and why (the node stays ready: submits go to the outbox).
+	Bus() (state, why string)
 
 	// Peers lists every known peer (GET /api/peers), ordered by node.
 	Peers(ctx context.Context) ([]messages.PeerInfo, error)
@@ -91,6 +94,17 @@ type Status struct {
 	OutboxOldest      *time.Time          `json:"outbox_oldest,omitempty"`
 	Peers             []messages.PeerInfo `json:"peers"`
 	Frontends         []messages.Frontend `json:"frontends"`
+	// Delivery is where the instance's delivery work comes from now:
+	// "store" or "bus"; Bus is the bus's state (nil without --nats-url).
+	Delivery string     `json:"delivery"`
+	Bus      *BusStatus `json:"bus,omitempty"`
+}
+
+// BusStatus is the delivery bus in GET /api/status.
+type BusStatus struct {
+	State  string `json:"state"`
+	Stream string `json:"stream"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // Timeline is the document of GET /api/stats/timeline: the node's own

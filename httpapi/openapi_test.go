@@ -621,7 +621,9 @@ func TestOpenAPISchemasMatchGo(t *testing.T) {
 		{"MessageList", listReply{Messages: []messages.Message{msg}, NextCursor: "7"}, listReply{}},
 		{"BulkReply", messages.BulkReply{Resubmitted: 2, Skipped: 1}, messages.BulkReply{}},
 		{"Status", Status{Node: "a", InstanceID: "a-0", Version: "v", Store: "embedded", Federation: true, Counts: counts, ForwardQueueDepth: 1,
-			OutboxDepth: 1, DLQDepth: 1, OutboxOldest: &at, Peers: []messages.PeerInfo{peer}, Frontends: []messages.Frontend{fe}}, Status{}},
+			OutboxDepth: 1, DLQDepth: 1, OutboxOldest: &at, Peers: []messages.PeerInfo{peer}, Frontends: []messages.Frontend{fe},
+			Delivery: "bus", Bus: &BusStatus{State: "down", Stream: "SWITCHBOARD_a", Reason: "connection refused"}}, Status{}},
+		{"BusStatus", BusStatus{State: "down", Stream: "SWITCHBOARD_a", Reason: "connection refused"}, BusStatus{}},
 		{"PeerInfo", peer, messages.PeerInfo{}},
 		{"Timeline", Timeline{IntervalSeconds: 10, Points: []TimelinePoint{{At: at, Accepted: 1, Delivered: 1, Failed: 1,
 			OutboxDepth: &one, ForwardQueueDepth: &one}}}, Timeline{}},
@@ -658,7 +660,7 @@ func TestOpenAPISchemasMatchGo(t *testing.T) {
 		{"RingMember", stubAssignment().Members[0], messages.RingMember{}},
 		{"RingAssignment", stubAssignment(), messages.RingAssignment{}},
 		{"RingStatus", messages.RingStatus{InstanceID: "a-0", Role: messages.RoleSlave, Master: "a-0", Epoch: 3, Coverage: 1,
-			Members: stubAssignment().Members}, messages.RingStatus{}},
+			Members: stubAssignment().Members, Delivery: "bus"}, messages.RingStatus{}},
 	}
 	for _, c := range cases {
 		t.Run(c.schema, func(t *testing.T) {

@@ -186,5 +186,9 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if doc["storage_reason"] == "" {
 		delete(doc, "storage_reason")
 	}
+	doc["bus"], doc["bus_reason"] = s.cfg.Backend.Bus()
+	if doc["bus_reason"] == "" {
+		delete(doc, "bus_reason")
+	}
 	writeJSON(w, http.StatusOK, doc)
 }

@@ -71,6 +71,7 @@ func (stubBackend) Status(context.Context) (Status, error) {
 	return Status{
 		Node: "ui-node", Version: "test", Store: "stub", Counts: counts,
 		Peers: []messages.PeerInfo{}, Frontends: []messages.Frontend{{Name: "fe-a", Mode: messages.ModePull}},
+		Delivery: "store",
 	}, nil
 }
 
@@ -111,6 +112,7 @@ func (stubBackend) Ack(context.Context, string, []messages.DeliveryResult) ([]me
 
 func (stubBackend) Ready(context.Context) error { return nil }
 func (stubBackend) Storage() (string, string)   { return "ok", "" }
+func (stubBackend) Bus() (string, string)       { return "off", "" }
 
 func (stubBackend) Audit(context.Context, messages.AuditEntry) {}
 

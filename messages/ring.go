@@ -105,6 +105,11 @@ type RingStatus struct {
 	Epoch      uint64       `json:"epoch"`
 	Coverage   float64      `json:"coverage"`
 	Members    []RingMember `json:"members"`
+	// Delivery is where this instance's delivery work comes from now:
+	// "ring" (claims from the store in its delivery ranges) or "bus" (the
+	// delivery bus of --nats-url, up: the ranges then serve forward work,
+	// and delivery only while the bus is down).
+	Delivery string `json:"delivery,omitempty"`
 }
 
 // MarshalJSON writes the range as the pair [lo, hi].

@@ -145,6 +145,11 @@ type ClaimRequest struct {
 	// Ring, when set, fences the claim by the ring (see RingClaim); nil
 	// claims over the whole ring, unfenced.
 	Ring *RingClaim
+	// IDs, when set, claims only the rows of these messages (the delivery
+	// bus names the work it hands out); such a claim is not ring-fenced,
+	// reports no NextDue, and tells in Claim.Later when the rows it could
+	// not take become claimable.
+	IDs []string
 }
 
 // Claim is the result of ClaimWork.
@@ -159,6 +164,11 @@ type Claim struct {
 	// ranges its owner does not hold (ClaimWork returns ErrStaleEpoch):
 	// nothing was claimed.
 	Refused bool
+	// Later, for a claim of IDs, holds each named message whose row of
+	// this kind and target exists but was not claimable now, with the time
+	// it becomes so (ClaimableAt). A named message in neither Work nor
+	// Later has no such row: its work is done (or was never there).
+	Later map[string]time.Time
 }
 
 // Result is the outcome of a piece of work.
@@ -561,6 +571,17 @@ type Store interface {
 	// bytes it gave back (0 when it cannot tell).
 	Compact(ctx context.Context) (int64, error)
 
+	// RelayWork takes up to limit delivery rows not yet relayed to the bus,
+	// oldest first, and marks them relayed in the same statement (rows
+	// another transaction holds are skipped, never waited for).
+	RelayWork(ctx context.Context, limit int) ([]Relay, error)
+	// Unrelay marks rows not relayed again (the bus did not take them), for
+	// a later RelayWork. Rows that no longer exist are ignored.
+	Unrelay(ctx context.Context, rows []int64) error
+	// OldestUnrelayed is the creation time of the oldest delivery row not
+	// yet relayed (zero when there is none): the relay's lag.
+	OldestUnrelayed(ctx context.Context) (time.Time, error)
+
 	// Resubmit moves failed or forward_failed messages back to work in one
 	// transaction: state, frontend and dest_smsc as given, attempts 0, reason
 	// cleared, queued_at cleared (set to now when State is forward_queued),
@@ -603,6 +624,15 @@ func (r ClaimRequest) Validate() error {
 	}
 	if r.Lease <= 0 {
 		errs = append(errs, fmt.Errorf("claim: lease %v must be positive", r.Lease))
+	}
+	if r.Ring != nil && r.IDs != nil {
+		errs = append(errs, errors.New("claim: a claim of named messages is not ring-fenced"))
+	}
+	for _, id := range r.IDs {
+		if id == "" {
+			errs = append(errs, errors.New("claim: empty message id"))
+			break
+		}
 	}
 	if r.Ring != nil {
 		if r.Ring.Epoch == 0 {

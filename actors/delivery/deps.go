@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/switchboard-dev/switchboard/actors/bus"
 	"github.com/switchboard-dev/switchboard/actors/clock"
 	"github.com/switchboard-dev/switchboard/actors/frontend"
 	"github.com/switchboard-dev/switchboard/actors/handover"
@@ -60,6 +61,14 @@ type Deps struct {
 	// idle poll), push workers for their free slots. On a shared store a
 	// push delivery is the ring owner's, so only claims take it.
 	Board *handover.Board
+	// Bus, when set, is the delivery bus (--nats-url): while it is up the
+	// workers take their work from their frontends' consumers (claiming
+	// each row the bus names), and settle each bus message once the
+	// outcome of its work is committed; while it is down they claim from
+	// the store as without it. Relay, when set, is kicked after each
+	// commit of delivery work (the intake kicks the frontends then).
+	Bus   *bus.Bus
+	Relay func()
 	// Sweeps, when set, tells whether the janitor's site-wide sweeps
 	// (expiry, forwards that waited too long) run on this instance now:
 	// on the ring's master only, so a site sweeps once.

@@ -36,7 +36,14 @@ type Dispatcher struct {
 	nextDue  time.Time          // when the store said more becomes due
 	retryAt  time.Time          // after a failed round: not before
 	draining bool
-	held     bool // push: the frontend cannot take deliveries now
+	held     bool     // push: the frontend cannot take deliveries now
+	busUp    bool     // the bus is up: claim only what it names
+	named    []string // message ids the bus handed out, to claim
+	// lastLease is the lease the last poll asked for: a claim of named
+	// messages made after the polls were answered leases for the next.
+	lastLease time.Duration
+	// backstopAt is when the bus's backstop claims next.
+	backstopAt time.Time
 }
 
 // DispatcherConfig is what a Dispatcher needs.
@@ -55,6 +62,15 @@ type DispatcherConfig struct {
 	// PushLease is how long pushed work stays leased; DeliveryTimeout is
 	// how long a delivery may take before it counts as a retry.
 	PushLease, DeliveryTimeout time.Duration
+	// Bus is set when delivery work comes from the bus (--nats-url): while
+	// it is up (SetBus) the dispatcher claims the rows of the messages the
+	// bus hands out (Named), takes work handed over from the commits of
+	// this instance, and claims from the store only work overdue by
+	// BusOverdue (the backstop: a row whose bus message was lost, or whose
+	// worker died after it was handed over), at most every BusBackstop;
+	// while it is down it claims from the store as without a bus.
+	Bus                     bool
+	BusOverdue, BusBackstop time.Duration
 }
 
 type flight struct {
@@ -102,6 +118,21 @@ type AckDone struct {
 	Reply messages.AckReply
 }
 
+// Settled is an outcome that a round committed, with what the store did
+// with it.
+type Settled struct {
+	Outcome    persistence.Outcome
+	Completion persistence.Completion
+}
+
+// Unclaimed is a message the bus named whose row a claim could not take:
+// Later is when it becomes claimable (zero: it has no row; its work is
+// done or gone).
+type Unclaimed struct {
+	ID    string
+	Later time.Time
+}
+
 // Effects are what the worker must do after a call, in this order:
 // record the Applied outcomes (metrics, state changes), answer the acks
 // and the polls, start the deliveries.
@@ -110,6 +141,13 @@ type Effects struct {
 	Acks    []AckDone
 	Answers []Answer
 	Start   []persistence.Work
+	// With the bus: Settled are every outcome a round committed (its bus
+	// message is settled after the commit), Unclaimed the named messages
+	// whose rows could not be claimed, Claimed the work a claim of named
+	// messages took.
+	Settled   []Settled
+	Unclaimed []Unclaimed
+	Claimed   []persistence.Work
 	// Drained is set once a drain is complete: nothing in flight or to
 	// record.
 	Drained bool
@@ -120,6 +158,9 @@ func (e *Effects) add(o Effects) {
 	e.Acks = append(e.Acks, o.Acks...)
 	e.Answers = append(e.Answers, o.Answers...)
 	e.Start = append(e.Start, o.Start...)
+	e.Settled = append(e.Settled, o.Settled...)
+	e.Unclaimed = append(e.Unclaimed, o.Unclaimed...)
+	e.Claimed = append(e.Claimed, o.Claimed...)
 	e.Drained = e.Drained || o.Drained
 }
 
@@ -153,6 +194,7 @@ func (d *Dispatcher) Poll(now time.Time, p *messages.Poll) Effects {
 		return Effects{Answers: []Answer{{Poll: p, Reply: messages.PollReply{Err: errUnavailable("the node is stopping")}}}}
 	}
 	d.waiters.Add(p, now.Add(p.Wait))
+	d.lastLease = leaseOf(p)
 	d.Kick()
 	return d.serve(now)
 }
@@ -365,6 +407,12 @@ func (d *Dispatcher) Next(now time.Time) (*Round, bool) {
 
 // claim is the claim due now, or nil.
 func (d *Dispatcher) claim(now time.Time) *persistence.ClaimRequest {
+	if d.cfg.Bus && d.busUp {
+		if req := d.claimNamed(now); req != nil {
+			return req
+		}
+		return d.claimOverdue(now)
+	}
 	if d.draining || !(d.more || (!d.nextDue.IsZero() && !d.nextDue.After(now))) {
 		return nil
 	}
@@ -380,6 +428,87 @@ func (d *Dispatcher) claim(now time.Time) *persistence.ClaimRequest {
 		return nil
 	}
 	return req
+}
+
+// claimNamed is the claim of the messages the bus handed out, or nil.
+func (d *Dispatcher) claimNamed(now time.Time) *persistence.ClaimRequest {
+	if len(d.named) == 0 {
+		return nil
+	}
+	req := &persistence.ClaimRequest{Kind: persistence.WorkDelivery, Target: d.cfg.Frontend, Owner: d.cfg.Owner, Now: now,
+		IDs: d.named, Limit: len(d.named), Lease: d.cfg.PushLease}
+	if d.cfg.Pull {
+		if _, req.Lease = d.pollRoom(); req.Lease == 0 {
+			req.Lease = max(d.lastLease, defaultPollLease)
+		}
+	}
+	d.named = nil
+	return req
+}
+
+// claimOverdue is the bus's backstop: a claim from the store of work due
+// and unleased for BusOverdue (its bus message is late or lost), made as
+// if it were BusOverdue ago, so that it takes nothing the bus is about to
+// hand out. nil when it is not time, or there is no room.
+func (d *Dispatcher) claimOverdue(now time.Time) *persistence.ClaimRequest {
+	if d.draining || now.Before(d.backstopAt) {
+		return nil
+	}
+	// Its time has come whether or not there is room: without room it waits
+	// for the next (else the wake-up at its time would come back at once).
+	d.backstopAt = now.Add(d.cfg.BusBackstop)
+	req := &persistence.ClaimRequest{Kind: persistence.WorkDelivery, Target: d.cfg.Frontend, Owner: d.cfg.Owner,
+		Now: now.Add(-d.cfg.BusOverdue)}
+	lease := d.cfg.PushLease
+	if d.cfg.Pull {
+		req.Limit, lease = d.pollRoom()
+		req.Limit -= len(d.named)
+	} else if !d.held {
+		req.Limit = d.cfg.MaxInFlight - len(d.inflight)
+	}
+	if req.Limit <= 0 {
+		return nil
+	}
+	req.Lease = lease + d.cfg.BusOverdue // it ends lease after now
+	return req
+}
+
+// SetBus says whether the bus is up. While it is down the dispatcher
+// claims from the store: work may be due there at once.
+func (d *Dispatcher) SetBus(up bool) {
+	if d.busUp && !up {
+		d.more = true
+	}
+	d.busUp = up
+}
+
+// BusRoom is how many more messages to ask the bus for now: the free push
+// slots, or the waiting polls' room, less what is named or being claimed
+// already. None without the bus up, while draining or held.
+func (d *Dispatcher) BusRoom() int {
+	if !d.cfg.Bus || !d.busUp || d.draining || d.held {
+		return 0
+	}
+	n := len(d.named)
+	if d.round != nil && d.round.Claim != nil {
+		n += len(d.round.Claim.IDs)
+	}
+	if !d.cfg.Pull {
+		return max(d.cfg.MaxInFlight-len(d.inflight)-n, 0)
+	}
+	room, _ := d.pollRoom()
+	return max(min(room, d.cfg.MaxClaim)-n, 0)
+}
+
+// Named gives the dispatcher messages the bus handed out, to claim by id;
+// it returns those it cannot take now (a pull frontend with no poll
+// waiting any more, a drain): the bus hands them out again.
+func (d *Dispatcher) Named(ids ...string) (refused []string) {
+	if d.draining || (d.cfg.Pull && d.waiters.Len() == 0) {
+		return ids
+	}
+	d.named = append(d.named, ids...)
+	return nil
 }
 
 // pollRoom is how many rows the waiting polls that ask for the oldest
@@ -411,6 +540,15 @@ func (d *Dispatcher) pollRoom() (int, time.Duration) {
 // claim is out (it will serve them), while draining or held. The worker
 // puts it on the handover board.
 func (d *Dispatcher) Offer() (int, time.Duration) {
+	if d.cfg.Bus && d.busUp {
+		// New work overtakes nothing waiting in the store: that is in the
+		// bus, whose messages share the room.
+		if d.cfg.Pull {
+			_, lease := d.pollRoom()
+			return d.BusRoom(), lease
+		}
+		return d.BusRoom(), d.cfg.PushLease
+	}
 	if d.draining || d.more || (d.round != nil && d.round.Claim != nil) {
 		return 0, 0
 	}
@@ -443,6 +581,9 @@ func (d *Dispatcher) Done(now time.Time, r *Round, completions []persistence.Com
 	d.round = nil
 	var e Effects
 	if err != nil {
+		if r.Claim != nil {
+			d.named = append(r.Claim.IDs, d.named...)
+		}
 		d.retryAt = now.Add(storeRetry)
 		for _, p := range r.pending {
 			if p.ack == nil {
@@ -460,13 +601,19 @@ func (d *Dispatcher) Done(now time.Time, r *Round, completions []persistence.Com
 		if c == persistence.Applied {
 			e.Applied = append(e.Applied, p.o)
 		}
+		if d.cfg.Bus {
+			e.Settled = append(e.Settled, Settled{Outcome: p.o, Completion: c})
+		}
 		if p.ack != nil {
 			if a, done := p.ack.settle(p.idx, string(c), nil); done {
 				e.Acks = append(e.Acks, a)
 			}
 		}
 	}
-	if r.Claim != nil {
+	switch {
+	case r.Claim != nil && r.Claim.IDs != nil:
+		e.add(d.claimedNamed(now, r.Claim.IDs, claimed))
+	case r.Claim != nil:
 		if claimed == nil || claimed.Refused {
 			d.more, d.nextDue = r.kicked, time.Time{}
 		} else {
@@ -475,6 +622,32 @@ func (d *Dispatcher) Done(now time.Time, r *Round, completions []persistence.Com
 		}
 	}
 	e.Drained = d.drained()
+	return e
+}
+
+// claimedNamed hands the work a claim of named messages took over, and
+// tells which of them it could not take.
+func (d *Dispatcher) claimedNamed(now time.Time, ids []string, claimed *persistence.Claim) Effects {
+	var e Effects
+	got := map[string]bool{}
+	if claimed != nil {
+		for _, w := range claimed.Work {
+			got[w.MessageID] = true
+		}
+		e.Claimed = claimed.Work
+	}
+	for _, id := range ids {
+		if !got[id] {
+			u := Unclaimed{ID: id}
+			if claimed != nil {
+				u.Later = claimed.Later[id]
+			}
+			e.Unclaimed = append(e.Unclaimed, u)
+		}
+	}
+	if claimed != nil {
+		e.add(d.Handover(now, claimed.Work))
+	}
 	return e
 }
 
@@ -514,6 +687,9 @@ func (d *Dispatcher) Wake() time.Time {
 	}
 	if len(d.pending) > 0 || d.more {
 		next = clock.Earliest(next, d.retryAt)
+	}
+	if d.cfg.Bus && d.busUp && !d.draining && !d.backstopAt.IsZero() && (!d.cfg.Pull || d.waiters.Len() > 0) {
+		next = clock.Earliest(next, d.backstopAt)
 	}
 	return next
 }

@@ -264,3 +264,155 @@ func TestStopFailsWaitingAcks(t *testing.T) {
 		t.Fatalf("effects %+v: want the ack failed and the poll answered", e)
 	}
 }
+
+func newBusPush(max int) *Dispatcher {
+	d := NewDispatcher(DispatcherConfig{Frontend: "fe", Owner: "me", Policy: dispatchPolicy, MaxInFlight: max,
+		PushLease: time.Minute, DeliveryTimeout: 10 * time.Second, Bus: true, BusOverdue: time.Minute, BusBackstop: 10 * time.Second})
+	d.SetBus(true)
+	// The first round is the backstop's claim of overdue work: none.
+	r, ok := d.Next(t0)
+	if !ok || r.Claim == nil || r.Claim.IDs != nil {
+		panic(fmt.Sprintf("the first round with the bus up is %+v, want the backstop's claim", r))
+	}
+	d.Done(t0, r, nil, &persistence.Claim{}, nil)
+	return d
+}
+
+// TestBusBackstopClaimsOverdueWork: with the bus up, a claim from the
+// store is made every BusBackstop, as if BusOverdue ago (only work due and
+// unleased that long), with a lease that still runs PushLease from now.
+func TestBusBackstopClaimsOverdueWork(t *testing.T) {
+	d := newBusPush(3)
+	if r, ok := d.Next(t0.Add(9 * time.Second)); ok {
+		t.Fatalf("a round before the backstop is due: %+v", r)
+	}
+	if w := d.Wake(); !w.Equal(t0.Add(10 * time.Second)) {
+		t.Fatalf("Wake = %v, want the backstop at +10s", w)
+	}
+	now := t0.Add(10 * time.Second)
+	r, ok := d.Next(now)
+	if !ok || r.Claim == nil || r.Claim.IDs != nil || !r.Claim.Now.Equal(now.Add(-time.Minute)) ||
+		r.Claim.Lease != 2*time.Minute || r.Claim.Limit != 3 {
+		t.Fatalf("backstop round = %+v", r.Claim)
+	}
+	e := d.Done(now, r, nil, &persistence.Claim{Work: work("late", 1, time.Minute)}, nil)
+	if len(e.Start) != 1 {
+		t.Fatalf("the overdue work was not started: %+v", e)
+	}
+	if n, _ := d.Offer(); n != 2 {
+		t.Fatalf("Offer with the bus up and one slot busy = %d, want 2", n)
+	}
+	// Full: the backstop's time passes without a claim, and its wake-up
+	// moves on (it must not come back at once).
+	full := newBusPush(2)
+	at := t0.Add(10 * time.Second)
+	full.Handover(at, work("busy", 2, time.Minute))
+	if r, ok := full.Next(at); ok {
+		t.Fatalf("a round with every slot busy: %+v", r.Claim)
+	}
+	if w := full.Wake(); !w.After(at) {
+		t.Fatalf("Wake = %v, not after %v: the worker would spin", w, at)
+	}
+}
+
+// TestBusClaimsOnlyWhatTheBusNames: with the bus up a push dispatcher
+// never claims the queue; it asks the bus for its free slots, claims the
+// rows of the messages the bus names (unfenced, by id), delivers what it
+// got, reports the rest with when they become claimable, and reports every
+// committed outcome for its bus message to be settled.
+func TestBusClaimsOnlyWhatTheBusNames(t *testing.T) {
+	d := newBusPush(3)
+	d.Kick()
+	if r, ok := d.Next(t0); ok {
+		t.Fatalf("a round with the bus up, nothing named and the backstop not due: %+v", r)
+	}
+	if n := d.BusRoom(); n != 3 {
+		t.Fatalf("BusRoom = %d, want the 3 free slots", n)
+	}
+	if refused := d.Named("a", "b", "gone"); refused != nil {
+		t.Fatalf("Named refused %v", refused)
+	}
+	if n := d.BusRoom(); n != 0 {
+		t.Fatalf("BusRoom = %d with 3 named, want 0", n)
+	}
+	r, ok := d.Next(t0)
+	if !ok || r.Claim == nil || fmt.Sprint(r.Claim.IDs) != "[a b gone]" || r.Claim.Limit != 3 || r.Claim.Ring != nil {
+		t.Fatalf("round = %+v, want a claim of a, b and gone", r)
+	}
+	later := t0.Add(time.Minute)
+	claimed := &persistence.Claim{Work: work("a", 1, time.Minute), Later: map[string]time.Time{"b": later}}
+	e := d.Done(t0, r, nil, claimed, nil)
+	if len(e.Start) != 1 || e.Start[0].MessageID != "a0" {
+		t.Fatalf("Start = %+v, want a0", e.Start)
+	}
+	// work("a", 1) names a0: a itself came back unclaimed with b and gone.
+	want := map[string]time.Time{"a": {}, "b": later, "gone": {}}
+	if len(e.Unclaimed) != 3 {
+		t.Fatalf("Unclaimed = %+v", e.Unclaimed)
+	}
+	for _, u := range e.Unclaimed {
+		if w, ok := want[u.ID]; !ok || !u.Later.Equal(w) {
+			t.Errorf("Unclaimed %s later %v, want %v", u.ID, u.Later, w)
+		}
+	}
+	d.Verdict(t0, "a0", 1, messages.DeliveryResult{ID: "a0", Status: messages.Retry, Reason: "busy"}, false, rng())
+	r, _ = d.Next(t0)
+	e = d.Done(t0, r, []persistence.Completion{persistence.Applied}, nil, nil)
+	if len(e.Settled) != 1 || e.Settled[0].Outcome.Result != persistence.ResultRetry || e.Settled[0].Completion != persistence.Applied {
+		t.Fatalf("Settled = %+v, want a0's retry", e.Settled)
+	}
+}
+
+// TestBusDownClaimsTheQueue: while the bus is down the dispatcher claims
+// from the store as without it; a failed claim of named messages names
+// them again.
+func TestBusDownClaimsTheQueue(t *testing.T) {
+	d := newBusPush(2)
+	d.Named("x")
+	r, _ := d.Next(t0)
+	d.Done(t0, r, nil, nil, errors.New("store down"))
+	d.SetBus(false)
+	if d.BusRoom() != 0 {
+		t.Fatal("BusRoom with the bus down")
+	}
+	r, ok := d.Next(t0.Add(storeRetry))
+	if !ok || r.Claim == nil || r.Claim.IDs != nil || r.Claim.Limit != 2 {
+		t.Fatalf("round with the bus down = %+v, want a claim of the queue", r)
+	}
+	d.Done(t0, r, nil, &persistence.Claim{}, nil)
+	d.SetBus(true)
+	r, ok = d.Next(t0.Add(storeRetry))
+	if !ok || fmt.Sprint(r.Claim.IDs) != "[x]" {
+		t.Fatalf("round with the bus up again = %+v, want x named again", r)
+	}
+}
+
+// TestBusPullRefusesWithoutPolls: a pull dispatcher takes named messages
+// only while polls wait; a claim made after the polls were answered
+// leases for the last poll's lease.
+func TestBusPullRefusesWithoutPolls(t *testing.T) {
+	d := NewDispatcher(DispatcherConfig{Frontend: "fe", Pull: true, Owner: "me", Policy: dispatchPolicy, MaxClaim: 1000, Bus: true,
+		BusOverdue: time.Minute, BusBackstop: 10 * time.Second})
+	d.SetBus(true)
+	if refused := d.Named("a"); fmt.Sprint(refused) != "[a]" {
+		t.Fatalf("Named with no poll = %v, want a refused", refused)
+	}
+	p := poll(2, 2*time.Minute)
+	done := make(chan struct{})
+	p.Done = done
+	d.Poll(t0, p)
+	if n := d.BusRoom(); n != 2 {
+		t.Fatalf("BusRoom = %d, want the poll's 2", n)
+	}
+	r, _ := d.Next(t0) // the backstop's first claim, for the poll
+	if r.Claim.IDs != nil || r.Claim.Limit != 2 || r.Claim.Lease != 3*time.Minute {
+		t.Fatalf("backstop round for the poll = %+v", r.Claim)
+	}
+	d.Done(t0, r, nil, &persistence.Claim{}, nil)
+	d.Named("a")
+	close(done) // the poll went away before the claim
+	r, _ = d.Next(t0)
+	if r.Claim.Lease != 2*time.Minute {
+		t.Fatalf("lease %v, want the last poll's", r.Claim.Lease)
+	}
+}

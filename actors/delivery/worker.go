@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/switchboard-dev/switchboard/actors/bus"
 	"github.com/switchboard-dev/switchboard/actors/clock"
 	"github.com/switchboard-dev/switchboard/actors/frontend"
 	"github.com/switchboard-dev/switchboard/actors/handover"
@@ -32,6 +33,14 @@ type Worker struct {
 	core *Dispatcher
 	// offered is what the worker last put on the handover board.
 	offered offered
+
+	// With the bus: the messages held while their work is under way, and
+	// the fetch out (at most one).
+	holds       bus.Holds[*bus.Msg]
+	fetching    bool
+	fetchCancel context.CancelFunc
+	fetchAfter  time.Time
+	fetchErr    string
 
 	drainDone []chan<- struct{}
 }
@@ -63,6 +72,9 @@ type (
 		value any
 		stack []byte
 	}
+	// busMsg is a message the bus handed out; fetchDone ends a fetch.
+	busMsg    struct{ m *bus.Msg }
+	fetchDone struct{ err error }
 	// ackRead is an ack whose verdicts' attempt counts were read.
 	ackRead struct {
 		ack      *messages.Ack
@@ -82,7 +94,9 @@ func NewWorker(d *Deps, fe messages.Frontend) actor.Producer {
 				Frontend: fe.Name, Pull: fe.Mode == messages.ModePull, Owner: d.Owner, Policy: d.Policy,
 				MaxInFlight: d.MaxInFlight, MaxClaim: maxClaim,
 				PushLease: d.pushLease(), DeliveryTimeout: d.SendTimeout + time.Second,
+				Bus: d.Bus != nil, BusOverdue: busOverdue, BusBackstop: busBackstop,
 			}),
+			holds: bus.Holds[*bus.Msg]{Touch: busTouch},
 		}
 	}
 }
@@ -100,6 +114,9 @@ func (w *Worker) Receive(c actor.Context) {
 		w.wake = clock.NewWakeup(w.d.Clock, func(uint64) { w.sys.Root.Send(w.self, wakeMsg{}) })
 	case *actor.Restarting, *actor.Stopping:
 		w.wake.Cancel()
+		if w.fetchCancel != nil {
+			w.fetchCancel()
+		}
 		w.apply(c, w.core.Stop())
 		w.offer(offered{})
 		return
@@ -111,7 +128,12 @@ func (w *Worker) Receive(c actor.Context) {
 		if w.idlePoll() > 0 {
 			w.core.Kick() // another instance may have committed work we may take
 		}
+		w.tickHolds(now)
 		w.apply(c, w.core.Tick(now, w.rng))
+	case *busMsg:
+		w.take(m.m, now)
+	case *fetchDone:
+		w.fetched(m.err, now)
 	case *messages.Poll:
 		w.apply(c, w.core.Poll(now, m))
 	case *messages.Ack:
@@ -150,17 +172,26 @@ func (w *Worker) Receive(c actor.Context) {
 // step starts the round the dispatcher asks for and arms the wake-up.
 func (w *Worker) step() {
 	now := w.d.Clock.Now()
+	if w.d.Bus != nil {
+		w.core.SetBus(w.d.Bus.Up())
+	}
 	if r, ok := w.core.Next(now); ok {
 		go w.run(r)
 	}
-	next := w.core.Wake()
+	w.fetch(now)
+	next := clock.Earliest(w.core.Wake(), w.holds.Wake())
 	if p := w.idlePoll(); p > 0 {
 		next = clock.Earliest(next, now.Add(p))
+	}
+	if w.fetchErr != "" && w.d.Bus.Up() {
+		next = clock.Earliest(next, w.fetchAfter)
 	}
 	if !next.IsZero() {
 		w.wake.Schedule(next)
 	}
-	if w.fe.Mode == messages.ModePull || w.d.Fence == nil || w.d.Fence.IdlePoll() == 0 {
+	// With the bus up a push delivery is the bus's, not the ring owner's:
+	// this instance's commits may hand it over too.
+	if w.fe.Mode == messages.ModePull || w.d.Fence == nil || w.d.Fence.IdlePoll() == 0 || w.d.Bus.Up() {
 		n, lease := w.core.Offer()
 		w.offer(offered{n: n, lease: lease})
 	}
@@ -180,7 +211,7 @@ func (w *Worker) offer(o offered) {
 // site of several instances the one that commits work we may take cannot
 // kick us. A pull worker looks only while polls wait.
 func (w *Worker) idlePoll() time.Duration {
-	if w.d.Fence == nil || (w.fe.Mode == messages.ModePull && !w.core.Waiting()) {
+	if w.d.Fence == nil || (w.fe.Mode == messages.ModePull && !w.core.Waiting()) || w.d.Bus.Up() {
 		return 0
 	}
 	return w.d.Fence.IdlePoll()
@@ -199,7 +230,8 @@ func (w *Worker) run(r *Round) {
 	claim := r.Claim != nil // the round is the actor's: its claim is read, not changed
 	if claim {
 		req := *r.Claim
-		if w.fe.Mode != messages.ModePull && w.d.Fence != nil {
+		// A claim of what the bus named is the bus's share, not the ring's.
+		if w.fe.Mode != messages.ModePull && w.d.Fence != nil && req.IDs == nil {
 			req.Ring, claim = w.d.Fence.Claim(persistence.WorkDelivery) // not ours now: a new assignment kicks us
 		}
 		if claim {
@@ -265,6 +297,7 @@ func (w *Worker) ack(c actor.Context, a *messages.Ack, now time.Time) {
 // apply carries out the dispatcher's effects.
 func (w *Worker) apply(c actor.Context, e Effects) {
 	now := w.d.Clock.Now()
+	w.settle(e, now)
 	for _, o := range e.Applied {
 		w.d.Metrics.count(o)
 		w.d.Publish(messages.StateChanged{ID: o.MessageID, State: persistence.StateAfter(o.Kind, o.Result),

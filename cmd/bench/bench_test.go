@@ -23,6 +23,7 @@ var units = map[string]string{
 	"search": "ms", "search-sqlite": "ms", "search-prefix-sqlite": "ms", "search-time-sqlite": "ms", "search-ingest-sqlite": "rows/s",
 	"search-postgres": "ms", "search-prefix-postgres": "ms", "search-time-postgres": "ms", "search-ingest-postgres": "rows/s",
 	"ingest-retention": "msg/s", "storage": "B/msg",
+	"postgres-site-nats": "msg/s",
 }
 
 // The figures each output-shape test runs: together every figure, so that
@@ -98,17 +99,19 @@ func TestShortRun(t *testing.T) {
 		t.Skip("runs real nodes for a few seconds")
 	}
 	checkShape(t, []string{"--short", "--window", "2s", "--clients", "8", "--consumers", "2", "--queued", "500", "--memory-queued", "500",
-		"--only", strings.Join(shortRunFigures, ",")}, append(slices.Clone(shortRunFigures), "postgres-site-vs-single"))
+		"--only", strings.Join(shortRunFigures, ",")}, append(slices.Clone(shortRunFigures), "postgres-site-vs-single", "postgres-site-nats"))
 }
 
 // TestRiverSQLiteLine: River on SQLite and the delivery figure, its
 // baseline. Under -race River on SQLite completes ~50 jobs/s in bursts of
-// a fetch (100) each ~2 s: a 3 s window counts at least one.
+// a fetch (100) each ~2 s; on a machine loaded by the other packages' -race
+// tests a burst took more than 3 s (a run counted none), so the window is
+// 10 s.
 func TestRiverSQLiteLine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a node and River for a few seconds")
 	}
-	checkShape(t, []string{"--short", "--window", "3s", "--clients", "8", "--consumers", "2", "--only", strings.Join(riverSQLiteFigure, ",")},
+	checkShape(t, []string{"--short", "--window", "10s", "--clients", "8", "--consumers", "2", "--only", strings.Join(riverSQLiteFigure, ",")},
 		[]string{"delivery", "river-sqlite"})
 }
 

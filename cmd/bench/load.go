@@ -57,6 +57,8 @@ type runResult struct {
 	// goroutines is the process's goroutine count after the run: it should
 	// not grow from run to run.
 	goroutines int
+	// idle is the first delivery after an idle period (postgres-site runs).
+	idle time.Duration
 }
 
 func (r runResult) summary(unit string) string {

@@ -105,6 +105,16 @@
 //	          is --postgres (default $SWITCHBOARD_TEST_POSTGRES, else the
 //	          local test server pgtest uses); each run creates and drops a
 //	          schema of its own. No server is an error, not a skip.
+//	postgres-site-nats
+//	          the same site with the delivery bus (--nats-url, a JetStream
+//	          server run in this process with its store in the temp dir),
+//	          against the postgres-site run of the same repeat (BENCH.md
+//	          goal 7: >= 1.0, the bus must not slow a site). Part of the
+//	          postgres-site figure. Both runs also time the first delivery
+//	          after an idle period: 7 times, after a second of rest, a
+//	          poll waits at one instance and a message is submitted at the
+//	          next; the p50 from the submit to the poll's answer (printed
+//	          as a # line, with and without the bus).
 //
 //	search    (measured once, on each store) a search by destination on a
 //	          store holding --search-rows messages (10,000,000), against
@@ -380,7 +390,7 @@ func run(args []string, out, stderr io.Writer) error {
 	baseOf := map[string][]runResult{}
 	subj := map[string][]runResult{}
 	var mems []memResult
-	var river, single []runResult
+	var river, single, onBus []runResult
 	var lats, echos []latResult
 	var restarts []restartResult // [small, big]
 	var searches []searchResult
@@ -505,14 +515,23 @@ func run(args []string, out, stderr io.Writer) error {
 				river = append(river, rv)
 				fmt.Fprintf(out, "# repeat %d/%d River baseline: %s\n", rep, o.repeat, rv.summary("jobs/s"))
 				t1 := time.Now()
-				if sg, err = runPgSite(o, pg, body, dir+"-single", 1, siteInstances*o.consumers, nil); err != nil {
+				if sg, err = runPgSite(o, pg, body, dir+"-single", 1, siteInstances*o.consumers, "", nil); err != nil {
 					return fmt.Errorf("repeat %d: postgres single instance: %w", rep, err)
 				}
 				sg.took, sg.goroutines = time.Since(t1), runtime.NumGoroutine()
 				single = append(single, sg)
 				fmt.Fprintf(out, "# repeat %d/%d postgres-single: %s\n", rep, o.repeat, sg.summary("msg/s"))
+				var nr runResult
+				t2 := time.Now()
+				if nr, err = runPgSiteNATS(o, pg, body, dir+"-nats"); err != nil {
+					return fmt.Errorf("repeat %d: postgres-site-nats: %w", rep, err)
+				}
+				nr.took, nr.goroutines = time.Since(t2), runtime.NumGoroutine()
+				onBus = append(onBus, nr)
+				fmt.Fprintf(out, "# repeat %d/%d postgres-site-nats: %s; first delivery after %v idle (p50 of %d): %v\n",
+					rep, o.repeat, nr.summary("msg/s"), idlePause, idleSamples, nr.idle.Round(100*time.Microsecond))
 				t = time.Now()
-				r, err = runPgSite(o, pg, body, dir, siteInstances, o.consumers, prof)
+				r, err = runPgSite(o, pg, body, dir, siteInstances, o.consumers, "", prof)
 			}
 			if err != nil {
 				return fmt.Errorf("repeat %d: %s: %w", rep, fig, err)
@@ -535,6 +554,9 @@ func run(args []string, out, stderr io.Writer) error {
 				return err
 			}
 			if err := os.RemoveAll(dir + "-single"); err != nil {
+				return err
+			}
+			if err := os.RemoveAll(dir + "-nats"); err != nil {
 				return err
 			}
 		}
@@ -656,6 +678,17 @@ func run(args []string, out, stderr io.Writer) error {
 			}
 			fmt.Fprintf(out, "bench: postgres-site %s msg/s baseline=%s ratio=%.3f\n", rateText(m), rateText(rm), ratio)
 			fmt.Fprintf(out, "bench: postgres-site-vs-single %s msg/s baseline=%s ratio=%.3f\n", rateText(m), rateText(sm), ratioS)
+			nm := median(rates(onBus))
+			pn := pairedRatios(onBus, rs)
+			fmt.Fprintf(out, "# postgres-site-nats runs (msg/s): %s; median %.0f; ratio to the postgres-site run of the same repeat: %s (median %.3f; goal >= 1.0, BENCH.md goal 7); %s\n",
+				list(rates(onBus)), nm, listf(pn, "%.3f"), median(pn), latencies(onBus))
+			fmt.Fprintf(out, "# first delivery after %v idle, p50 of %d per run (submit at one instance, the poll waiting at the next): with the bus %s, without %s\n",
+				idlePause, idleSamples, idleList(onBus), idleList(rs))
+			ratioN := 0.0
+			if m > 0 {
+				ratioN = nm / m
+			}
+			fmt.Fprintf(out, "bench: postgres-site-nats %s msg/s baseline=%s ratio=%.3f\n", rateText(nm), rateText(m), ratioN)
 			continue
 		}
 		rs := subj[fig]

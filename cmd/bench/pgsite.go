@@ -226,8 +226,9 @@ func (s *pgSite) close() error {
 // the first takes the advisory lock and is the master), waits until every
 // instance holds one epoch of a ring of all n, and registers the pull
 // frontend and the route through every instance. conns is the connection
-// pool of each instance's client.
-func startSite(o options, pg *pgServer, dir string, n, conns int) (s *pgSite, err error) {
+// pool of each instance's client; natsURL, when set, puts delivery on the
+// bus there (postgres-site-nats).
+func startSite(o options, pg *pgServer, dir string, n, conns int, natsURL string) (s *pgSite, err error) {
 	s = &pgSite{}
 	dsn, drop, err := pg.isolated("bench_site")
 	if err != nil {
@@ -247,6 +248,7 @@ func startSite(o options, pg *pgServer, dir string, n, conns int) (s *pgSite, er
 		cfg.InsecureSkipVerify = true // the slaves call the master, which serves a self-signed certificate
 		cfg.RingReconnectBackoffMin = 50 * time.Millisecond
 		cfg.RingReconnectBackoffMax = 200 * time.Millisecond
+		cfg.NatsURL = natsURL
 		b, err := startNodeConfig(cfg, conns)
 		if err != nil {
 			return s, fmt.Errorf("start %s: %w", cfg.InstanceID, err)
@@ -323,10 +325,12 @@ func (s *pgSite) ringFormed(want int) error {
 // over the instances (client i submits to instance i mod n), and every
 // instance has consumersPer pull consumers (each instance offers only the
 // messages of its own ranges). The figure is the acks answered in the
-// window, summed over the instances.
-func runPgSite(o options, pg *pgServer, bodies [][]byte, dir string, n, consumersPer int, prof *profiler) (r runResult, err error) {
+// window, summed over the instances. With natsURL the site's delivery is on
+// the bus there; the run also measures the first delivery after an idle
+// period (r.idle).
+func runPgSite(o options, pg *pgServer, bodies [][]byte, dir string, n, consumersPer int, natsURL string, prof *profiler) (r runResult, err error) {
 	perInstance := (len(bodies) + n - 1) / n
-	s, err := startSite(o, pg, dir, n, perInstance+consumersPer)
+	s, err := startSite(o, pg, dir, n, perInstance+consumersPer, natsURL)
 	if err != nil {
 		return r, err
 	}
@@ -389,5 +393,105 @@ func runPgSite(o options, pg *pgServer, bodies [][]byte, dir string, n, consumer
 	if r.count == 0 {
 		return r, fmt.Errorf("no ack completed in the window (%d failed; first: %s)", r.errors, r.firstErr)
 	}
+	if n > 1 {
+		if r.idle, err = s.firstDelivery(idleSamples, idlePause); err != nil {
+			return r, err
+		}
+	}
 	return r, nil
+}
+
+// The first delivery after an idle period: idleSamples times, the site
+// rests idlePause, a poll waits at one instance and a message is submitted
+// at the next; the time from the submit to the poll's answer. The messages
+// go to a frontend of their own (the load's backlog is not in the way).
+const (
+	idleSamples  = 7
+	idlePause    = time.Second
+	idleFrontend = "bench-idle"
+	idlePrefix   = "47"
+)
+
+// firstDelivery is the median of those times.
+func (s *pgSite) firstDelivery(samples int, pause time.Duration) (time.Duration, error) {
+	b0 := s.nodes[0]
+	if err := call(b0.client, http.MethodPut, b0.base+"/api/frontends/"+idleFrontend, []byte(`{"mode":"pull"}`), http.StatusOK, nil); err != nil {
+		return 0, err
+	}
+	if err := call(b0.client, http.MethodPut, b0.base+"/api/routes/"+idlePrefix, []byte(`{"frontend":"`+idleFrontend+`"}`), http.StatusOK, nil); err != nil {
+		return 0, err
+	}
+	// Every instance knows the frontend once the ring spread the change (a
+	// poll of an unknown frontend is 404).
+	for _, b := range s.nodes {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			err := call(b.client, http.MethodPost, b.base+"/api/frontends/"+idleFrontend+"/poll", []byte(`{"max":1,"wait_ms":0}`), http.StatusOK, nil)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				return 0, err
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	var got []time.Duration
+	for i := range samples {
+		time.Sleep(pause)
+		poller, submitter := s.nodes[(i+1)%len(s.nodes)], s.nodes[i%len(s.nodes)]
+		var p struct {
+			Messages []struct {
+				ID string `json:"id"`
+			} `json:"messages"`
+		}
+		answer := make(chan error, 1)
+		var at time.Time
+		go func() {
+			err := call(poller.client, http.MethodPost, poller.base+"/api/frontends/"+idleFrontend+"/poll",
+				[]byte(`{"max":1,"wait_ms":5000,"lease_ms":30000}`), http.StatusOK, &p)
+			at = time.Now()
+			answer <- err
+		}()
+		time.Sleep(100 * time.Millisecond) // the poll is waiting
+		body := fmt.Sprintf(`{"id":"idle-%d-%d","source_msisdn":"15550001","destination_msisdn":"%s%09d","message_body":"idle"}`,
+			time.Now().UnixNano(), i, idlePrefix, i)
+		t0 := time.Now()
+		if err := call(submitter.client, http.MethodPost, submitter.base+"/api/messages", []byte(body), http.StatusAccepted, nil); err != nil {
+			return 0, fmt.Errorf("first delivery: %w", err)
+		}
+		if err := <-answer; err != nil {
+			return 0, fmt.Errorf("first delivery: %w", err)
+		}
+		if len(p.Messages) != 1 {
+			return 0, fmt.Errorf("first delivery: the poll answered %d messages within 5s", len(p.Messages))
+		}
+		got = append(got, at.Sub(t0))
+		ack := fmt.Sprintf(`{"results":[{"id":%q,"status":"delivered"}]}`, p.Messages[0].ID)
+		if err := call(poller.client, http.MethodPost, poller.base+"/api/frontends/"+idleFrontend+"/ack", []byte(ack), http.StatusOK, nil); err != nil {
+			return 0, fmt.Errorf("first delivery: %w", err)
+		}
+	}
+	slices.Sort(got)
+	return quantile(got, 0.5), nil
+}
+
+// runPgSiteNATS is runPgSite with the delivery bus: a JetStream server in
+// this process, its store under dir (postgres-site-nats).
+func runPgSiteNATS(o options, pg *pgServer, bodies [][]byte, dir string) (runResult, error) {
+	url, stop, err := startNATS(filepath.Join(dir, "nats"))
+	if err != nil {
+		return runResult{}, err
+	}
+	defer stop()
+	return runPgSite(o, pg, bodies, dir, siteInstances, o.consumers, url, nil)
+}
+
+// idleList lists the runs' first deliveries after an idle period.
+func idleList(rs []runResult) string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.idle.Round(100*time.Microsecond).String())
+	}
+	return strings.Join(out, ", ")
 }

@@ -271,11 +271,141 @@ type ledger struct {
 
 func (l *ledger) next() int64 { l.seq++; return l.seq }
 
-func runCrashScenario(t *testing.T, storeArgs []string) {
-	bin := buildBinary(t)
-	dir := t.TempDir()
+// pullOnce is one round of a pull consumer of pullfe: it polls at poller,
+// records each offer by when its poll was SENT (a poll sent after an ack
+// was answered is served after that commit), and acks every offer as
+// delivered, repeating the ack (at ackAt(0), ackAt(1), ...) until a node
+// answers it: acks are idempotent, and an ack cut off by a crash may have
+// been committed, which only the node can say. It records the ack's
+// outcomes; false when ctx ended.
+func (l *ledger) pullOnce(ctx context.Context, sent *sync.Map, poller *e2eNode, pollBody map[string]any, ackAt func(k int) *e2eNode) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	l.mu.Lock()
+	sentAt := l.next()
+	l.mu.Unlock()
+	var pr struct{ Messages []messages.Outgoing }
+	status, err := poller.call("POST", "/api/frontends/pullfe/poll", pollBody, &pr)
+	if err != nil || status != 200 {
+		time.Sleep(20 * time.Millisecond)
+		return true
+	}
+	if len(pr.Messages) == 0 {
+		return true
+	}
+	var results []messages.DeliveryResult
+	l.mu.Lock()
+	for _, m := range pr.Messages {
+		if _, ok := sent.Load(m.ID); !ok {
+			l.unexpected = append(l.unexpected, m.ID)
+		}
+		l.offers[m.ID] = append(l.offers[m.ID], sentAt)
+		results = append(results, messages.DeliveryResult{ID: m.ID, Status: messages.Delivered})
+	}
+	l.mu.Unlock()
+	var ar struct{ Results []messages.AckOutcome }
+	lost := false
+	for k := 0; ; k++ {
+		status, err = ackAt(k).call("POST", "/api/frontends/pullfe/ack", map[string]any{"results": results}, &ar)
+		if err == nil && status == 200 {
+			break
+		}
+		lost = true
+		if ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, o := range ar.Results {
+		switch {
+		case o.Outcome == "applied":
+			l.applied[o.ID] = append(l.applied[o.ID], l.next())
+		case o.Outcome == "already_recorded" && lost:
+			l.lostAcks[o.ID] = append(l.lostAcks[o.ID], l.next())
+		}
+	}
+	return true
+}
+
+// submitAll has clients goroutines submit n messages with their own ids
+// (prefix and a number; half of them, by token, to 33..., routed to the
+// webhook frontend, the others to 44..., the pull frontend), each repeated
+// with the same id (at submitAt(k) for the k-th try) until a node accepts
+// it (202, or 200 for one stored already): a crash in between is harmless.
+// sent records an id before its first try, accepted once accepted (with
+// the status). Wait on the returned group.
+func submitAll(ctx context.Context, t *testing.T, prefix string, n, clients int, sent, accepted *sync.Map, acceptedN *atomic.Int32,
+	submitAt func(k int) *e2eNode) *sync.WaitGroup {
+	ids := make(chan string, n)
+	for i := range n {
+		ids <- fmt.Sprintf("%s%04d", prefix, i)
+	}
+	close(ids)
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			k := c
+			for id := range ids {
+				dest := "4470000"
+				if messages.TokenOf(id)%2 == 0 {
+					dest = "3360000"
+				}
+				body := map[string]string{"id": id, "source_msisdn": "1555", "destination_msisdn": dest + id[1:], "message_body": "e2e " + id}
+				for ctx.Err() == nil {
+					sent.Store(id, true)
+					k++
+					status, err := submitAt(k).call("POST", "/api/messages", body, nil)
+					if err == nil && (status == 202 || status == 200) {
+						accepted.Store(id, status)
+						acceptedN.Add(1)
+						break
+					}
+					if err == nil && status != 503 && status != 429 {
+						t.Errorf("submit %s: status %d", id, status)
+						break
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+		})
+	}
+	return &wg
+}
+
+// checkPull checks a pull frontend's delivery of id (l.mu held): it is an
+// ack the node recorded, exactly one (answered "applied", or cut off by a
+// crash and then answered "already_recorded"), and no poll sent after that
+// answer offers the id again. again reports an offer before it (a lease
+// that ran out, or a crash).
+func (l *ledger) checkPull(t *testing.T, id string) (again bool) {
+	t.Helper()
+	recorded := append(slices.Clone(l.applied[id]), l.lostAcks[id]...)
+	switch {
+	case len(l.applied[id]) > 1:
+		t.Errorf("pull: %s recorded %d times", id, len(l.applied[id]))
+		return false
+	case len(recorded) == 0:
+		t.Errorf("pull: %s delivered but no ack of it was recorded", id)
+		return false
+	}
+	first := slices.Min(recorded)
+	for _, o := range l.offers[id] {
+		if o > first {
+			t.Errorf("pull: %s offered again after its ack was recorded", id)
+		}
+	}
+	return len(l.offers[id]) > 1
+}
+
+// devCerts runs `switchboard certs init` for nodes (comma-separated) into
+// dir/certs and returns that directory and a pool that trusts its CA.
+func devCerts(t *testing.T, bin, dir, nodes string) (string, *x509.CertPool) {
+	t.Helper()
 	certDir := filepath.Join(dir, "certs")
-	if out, err := exec.Command(bin, "certs", "init", "--dir", certDir, "--nodes", "e2e").CombinedOutput(); err != nil {
+	if out, err := exec.Command(bin, "certs", "init", "--dir", certDir, "--nodes", nodes).CombinedOutput(); err != nil {
 		t.Fatalf("certs init: %v\n%s", err, out)
 	}
 	caPEM, err := os.ReadFile(filepath.Join(certDir, "ca.pem"))
@@ -284,6 +414,13 @@ func runCrashScenario(t *testing.T, storeArgs []string) {
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
+	return certDir, pool
+}
+
+func runCrashScenario(t *testing.T, storeArgs []string) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	certDir, pool := devCerts(t, bin, dir, "e2e")
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "e2e"}, MaxIdleConnsPerHost: 64}
 	defer tr.CloseIdleConnections()
 
@@ -359,101 +496,17 @@ func runCrashScenario(t *testing.T, storeArgs []string) {
 	// Two pull consumers: poll, record, ack.
 	var consumers sync.WaitGroup
 	for range 2 {
-		consumers.Add(1)
-		go func() {
-			defer consumers.Done()
-			for ctx.Err() == nil {
-				// An offer is ordered by when its poll was SENT: a poll sent
-				// after an ack was answered is served after that commit.
-				l.mu.Lock()
-				sentAt := l.next()
-				l.mu.Unlock()
-				var pr struct{ Messages []messages.Outgoing }
-				status, err := node.call("POST", "/api/frontends/pullfe/poll", map[string]any{"max": 50, "wait_ms": 500, "lease_ms": 5000}, &pr)
-				if err != nil || status != 200 {
-					time.Sleep(20 * time.Millisecond)
-					continue
-				}
-				if len(pr.Messages) == 0 {
-					continue
-				}
-				var results []messages.DeliveryResult
-				l.mu.Lock()
-				for _, m := range pr.Messages {
-					if _, ok := sent.Load(m.ID); !ok {
-						l.unexpected = append(l.unexpected, m.ID)
-					}
-					l.offers[m.ID] = append(l.offers[m.ID], sentAt)
-					results = append(results, messages.DeliveryResult{ID: m.ID, Status: messages.Delivered})
-				}
-				l.mu.Unlock()
-				// A frontend repeats an ack until the node answers it (acks are
-				// idempotent): an ack cut off by the crash may have been
-				// committed, and only the node can say.
-				var ar struct{ Results []messages.AckOutcome }
-				lost := false
-				for {
-					status, err = node.call("POST", "/api/frontends/pullfe/ack", map[string]any{"results": results}, &ar)
-					if err == nil && status == 200 {
-						break
-					}
-					lost = true
-					if ctx.Err() != nil {
-						return
-					}
-					time.Sleep(20 * time.Millisecond)
-				}
-				l.mu.Lock()
-				for _, o := range ar.Results {
-					switch {
-					case o.Outcome == "applied":
-						l.applied[o.ID] = append(l.applied[o.ID], l.next())
-					case o.Outcome == "already_recorded" && lost:
-						l.lostAcks[o.ID] = append(l.lostAcks[o.ID], l.next())
-					}
-				}
-				l.mu.Unlock()
+		consumers.Go(func() {
+			for l.pullOnce(ctx, &sent, node, map[string]any{"max": 50, "wait_ms": 500, "lease_ms": 5000}, func(int) *e2eNode { return node }) {
 			}
-		}()
+		})
 	}
 
 	// 16 clients send 1,000 messages with their own ids, retrying the same
 	// id through the crash until the node answers.
 	var accepted sync.Map // id -> status (202 new, 200 already stored)
 	var acceptedN atomic.Int32
-	ids := make(chan string, e2eMessages)
-	for i := range e2eMessages {
-		ids <- fmt.Sprintf("m%04d", i)
-	}
-	close(ids)
-	var clients sync.WaitGroup
-	for range e2eClients {
-		clients.Add(1)
-		go func() {
-			defer clients.Done()
-			for id := range ids {
-				dest := "4470000"
-				if messages.TokenOf(id)%2 == 0 {
-					dest = "3360000"
-				}
-				body := map[string]string{"id": id, "source_msisdn": "1555", "destination_msisdn": dest + id[1:], "message_body": "e2e " + id}
-				for ctx.Err() == nil {
-					sent.Store(id, true)
-					status, err := node.call("POST", "/api/messages", body, nil)
-					if err == nil && (status == 202 || status == 200) {
-						accepted.Store(id, status)
-						acceptedN.Add(1)
-						break
-					}
-					if err == nil && status != 503 && status != 429 {
-						t.Errorf("submit %s: status %d", id, status)
-						break
-					}
-					time.Sleep(20 * time.Millisecond)
-				}
-			}
-		}()
-	}
+	clients := submitAll(ctx, t, "m", e2eMessages, e2eClients, &sent, &accepted, &acceptedN, func(int) *e2eNode { return node })
 
 	// kill -9 in the middle, then restart on the same port and data.
 	eventuallyE2E(t, 60*time.Second, func() bool { return acceptedN.Load() >= killAfter })
@@ -520,26 +573,7 @@ func runCrashScenario(t *testing.T, storeArgs []string) {
 			return true
 		}
 		pullIDs++
-		// A pull frontend's completed delivery is an ack the node recorded:
-		// exactly one per id (answered "applied", or cut off by the crash
-		// and then answered "already_recorded"), and no poll sent after
-		// that answer offers the id again.
-		recorded := append(append([]int64(nil), l.applied[id]...), l.lostAcks[id]...)
-		switch {
-		case len(l.applied[id]) > 1:
-			t.Errorf("pull: %s recorded %d times", id, len(l.applied[id]))
-			return true
-		case len(recorded) == 0:
-			t.Errorf("pull: %s delivered but no ack of it was recorded", id)
-			return true
-		}
-		first := slices.Min(recorded)
-		for _, o := range l.offers[id] {
-			if o > first {
-				t.Errorf("pull: %s offered again after its ack was recorded", id)
-			}
-		}
-		if len(l.offers[id]) > 1 {
+		if l.checkPull(t, id) {
 			redelivered++
 		}
 		return true

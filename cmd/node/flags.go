@@ -131,6 +131,12 @@ var runFlags = []runFlag{
 		},
 		def: func(c switchboard.Config, _ logOptions) string { return c.MinFreeSpace.String() },
 	},
+	stringFlag("nats-url", "URL", "NATS server(s) of the delivery bus, nats://host:4222[,...] (empty: no bus; needs --postgres)",
+		func(c *switchboard.Config) *string { return &c.NatsURL }, false),
+	stringFlag("nats-creds", "FILE", "NATS credentials file for --nats-url",
+		func(c *switchboard.Config) *string { return &c.NatsCreds }, false),
+	stringFlag("nats-stream", "NAME", "JetStream stream of the delivery bus (default: SWITCHBOARD_<name>)",
+		func(c *switchboard.Config) *string { return &c.NatsStream }, false),
 	boolFlag("federation", "master switch: discover and contact peers, serve the federation API",
 		func(c *switchboard.Config) *bool { return &c.Federation }),
 	{

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -176,16 +175,7 @@ func TestRingE2EFailover(t *testing.T) {
 func startRingCluster(t *testing.T) *ringCluster {
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	certDir := filepath.Join(dir, "certs")
-	if out, err := exec.Command(bin, "certs", "init", "--dir", certDir, "--nodes", "a,b").CombinedOutput(); err != nil {
-		t.Fatalf("certs init: %v\n%s", err, out)
-	}
-	caPEM, err := os.ReadFile(filepath.Join(certDir, "ca.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
+	certDir, pool := devCerts(t, bin, dir, "a,b")
 	client := func(name string) *http.Client {
 		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: name}, MaxIdleConnsPerHost: 16}
 		t.Cleanup(tr.CloseIdleConnections)

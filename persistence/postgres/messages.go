@@ -27,10 +27,10 @@ WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[],
 			$7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::timestamptz[], $15::text[],
 			$16::int[], $17::text[], $18::timestamptz[], $19::text[], $20::bytea[], $21::timestamptz[], $22::timestamptz[],
-			$23::text[])
+			$23::bool[], $24::text[])
 		WITH ORDINALITY AS t(id, token, source_msisdn, destination_msisdn, body, state,
 			source_smsc, dest_smsc, frontend, detail, work_kind, work_target, work_due, report_to,
-			attempts, lease_owner, lease_until, data_coding, body_binary, validity_until, deliver_after, submitted_by, ord)
+			attempts, lease_owner, lease_until, data_coding, body_binary, validity_until, deliver_after, relayed, submitted_by, ord)
 ),
 numbered AS (
 	-- Postgres evaluates a volatile output expression after ORDER BY, so
@@ -50,8 +50,8 @@ created AS (
 	RETURNING ` + columns("") + `
 ),
 work AS (
-	INSERT INTO outbox (kind, target, message_id, token, due_at, created_at, lease_owner, lease_until)
-	SELECT i.work_kind, i.work_target, c.id, c.token, i.work_due, $14, NULLIF(i.lease_owner, ''), i.lease_until
+	INSERT INTO outbox (kind, target, message_id, token, due_at, created_at, lease_owner, lease_until, relayed)
+	SELECT i.work_kind, i.work_target, c.id, c.token, i.work_due, $14, NULLIF(i.lease_owner, ''), i.lease_until, i.relayed
 	FROM created c JOIN input i ON i.id = c.id
 	WHERE i.work_kind <> ''
 	ORDER BY i.ord
@@ -84,6 +84,7 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 		codings                         = make([]string, n)
 		binaries                        = make([][]byte, n)
 		validities, delivers            = make([]*time.Time, n), make([]*time.Time, n)
+		relayed                         = make([]bool, n)
 		submitters                      = make([]string, n)
 	)
 	for k, i := range uniq {
@@ -102,6 +103,7 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 				until := norm(w.Lease.Until)
 				leaseOwners[k], leaseUntils[k] = w.Lease.Owner, &until
 			}
+			relayed[k] = w.Relayed()
 		}
 	}
 	created := make(map[string]messages.Message, n)
@@ -109,7 +111,7 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 	queue := func(b *pgx.Batch) {
 		b.Queue(acceptSQL, ids, tokens, srcs, dsts, bodies, states,
 			srcSMSCs, dstSMSCs, frontends, details, kinds, targets, dues, now, reportTo,
-			attempts, leaseOwners, leaseUntils, codings, binaries, validities, delivers, submitters).Query(func(rows pgx.Rows) error {
+			attempts, leaseOwners, leaseUntils, codings, binaries, validities, delivers, relayed, submitters).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var row *int64
 				m, err := scanMessage(rows, &row)

@@ -53,9 +53,14 @@ func (s *Store) inTx(ctx context.Context, first *pgx.Batch, fn func(tx pgx.Tx) e
 // Rows whose outcome the ledger holds are deleted instead (removed = true).
 // A ring-fenced claim (ranges > 0) takes only rows whose token is in its
 // ranges ($8 on, see tokenFilter), and only while $7 is the stored epoch,
-// so that a claim whose fence fails locks no row.
-func claimSQL(ranges int) string {
+// so that a claim whose fence fails locks no row. A claim of named
+// messages (ids) takes only their rows ($8, an array; never fenced).
+func claimSQL(ranges int, ids bool) string {
 	fenced := ""
+	if ids {
+		fenced = `
+		AND o.message_id = ANY($8)`
+	}
 	if ranges > 0 {
 		fenced = `
 		AND EXISTS (SELECT 1 FROM ring_state s WHERE s.id = 1 AND s.epoch = $7)` + tokenFilter("o.token", 8, ranges)
@@ -132,7 +137,11 @@ func (s *Store) claimPart(req persistence.ClaimRequest, out *persistence.Claim) 
 		}
 	}
 	n := len(ranges) / 2
-	claimStatement := claimSQL(n)
+	named := req.IDs != nil
+	claimStatement := claimSQL(n, named)
+	if named {
+		ranges = []any{req.IDs}
+	}
 
 	var (
 		work    []persistence.Work
@@ -235,9 +244,13 @@ func (s *Store) claimPart(req persistence.ClaimRequest, out *persistence.Claim) 
 				b.Queue(messagesByIDSQL, ids).Query(collect)
 			}
 		}
-		b.Queue(nextDueSQL(n), append([]any{string(req.Kind), req.Target, rowIDs}, ranges...)...).QueryRow(func(row pgx.Row) error {
-			return row.Scan(&next)
-		})
+		if named {
+			queueLater(b, req, rowIDs, out)
+		} else {
+			b.Queue(nextDueSQL(n), append([]any{string(req.Kind), req.Target, rowIDs}, ranges...)...).QueryRow(func(row pgx.Row) error {
+				return row.Scan(&next)
+			})
+		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
@@ -267,6 +280,35 @@ func (s *Store) claimPart(req persistence.ClaimRequest, out *persistence.Claim) 
 		return nil
 	}
 	return part{queue: queue, run: run}
+}
+
+// laterSQL reads the rows of named messages ($3) that a claim did not take
+// (ids $4), from the index of a message's work.
+const laterSQL = `
+SELECT message_id, due_at, lease_until FROM outbox
+WHERE message_id = ANY($3) AND kind = $1 AND target = $2 AND id <> ALL($4)`
+
+// queueLater fills out.Later for a claim of named messages: when each row
+// it did not take becomes claimable.
+func queueLater(b *pgx.Batch, req persistence.ClaimRequest, taken []int64, out *persistence.Claim) {
+	now := norm(req.Now)
+	b.Queue(laterSQL, string(req.Kind), req.Target, req.IDs, taken).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var (
+				id    string
+				due   time.Time
+				until *time.Time
+			)
+			if err := rows.Scan(&id, &due, &until); err != nil {
+				return err
+			}
+			if out.Later == nil {
+				out.Later = map[string]time.Time{}
+			}
+			out.Later[id] = persistence.ClaimableAt(due.UTC(), utcOrZero(until), now)
+		}
+		return rows.Err()
+	})
 }
 
 // ReleaseLeases implements persistence.Store. The rows are locked in id order

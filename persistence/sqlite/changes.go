@@ -204,7 +204,8 @@ func writeChanges(ctx context.Context, tx querier, c *persistence.Changes) error
 // ids keep creation order). It returns the ids of the leased rows, by
 // message id.
 func insertWork(ctx context.Context, q querier, at int64, work []persistence.WorkAdd) (map[string]int64, error) {
-	args := make([]any, 0, 8*len(work))
+	const cols = 9
+	args := make([]any, 0, cols*len(work))
 	leased := 0
 	for _, w := range work {
 		var owner sql.NullString
@@ -213,15 +214,15 @@ func insertWork(ctx context.Context, q querier, at int64, work []persistence.Wor
 			owner, until = sql.NullString{String: w.Lease.Owner, Valid: true}, sql.NullInt64{Int64: toDB(w.Lease.Until), Valid: true}
 			leased++
 		}
-		args = append(args, string(w.Spec.Kind), w.Spec.Target, w.MessageID, int64(w.Token), toDB(w.Spec.DueAt), at, owner, until)
+		args = append(args, string(w.Spec.Kind), w.Spec.Target, w.MessageID, int64(w.Token), toDB(w.Spec.DueAt), at, owner, until, w.Relayed())
 	}
-	const head = `REPLACE INTO outbox (kind, target, message_id, token, due_at, created_at, lease_owner, lease_until)`
+	const head = `REPLACE INTO outbox (kind, target, message_id, token, due_at, created_at, lease_owner, lease_until, relayed)`
 	if leased == 0 {
-		return nil, insertRows(ctx, q, head, 8, args)
+		return nil, insertRows(ctx, q, head, cols, args)
 	}
 	ids := make(map[string]int64, leased)
 	err := chunks(len(work), func(lo, hi int) error {
-		rows, err := q.QueryContext(ctx, head+" VALUES "+tuples(hi-lo, 8)+" RETURNING id, message_id, lease_owner IS NOT NULL", args[8*lo:8*hi]...)
+		rows, err := q.QueryContext(ctx, head+" VALUES "+tuples(hi-lo, cols)+" RETURNING id, message_id, lease_owner IS NOT NULL", args[cols*lo:cols*hi]...)
 		if err != nil {
 			return err
 		}

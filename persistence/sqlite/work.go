@@ -3,10 +3,12 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
@@ -63,6 +65,23 @@ func claimSQL(ranges int) string {
 			WHERE l.message_id = outbox.message_id AND l.kind = outbox.kind AND l.target = outbox.target)`
 }
 
+// claimNamedSQL is claimSQL for a claim of named messages (?8, a JSON
+// array of ids): their rows are found by message (outbox_message), not by
+// walking the target's queue.
+const claimNamedSQL = `UPDATE outbox SET lease_owner = ?5, lease_until = ?6, lease_epoch = ?7
+		WHERE id IN (SELECT o.id FROM outbox o INDEXED BY outbox_message
+			WHERE o.message_id IN (SELECT value FROM json_each(?8)) AND ` + `o.kind = ?1 AND o.target = ?2 AND o.due_at <= ?3
+			AND (o.lease_until IS NULL OR o.lease_until <= ?3)
+			ORDER BY o.due_at, o.id LIMIT ?4)
+		RETURNING id, message_id, token, due_at, created_at, EXISTS (SELECT 1 FROM ledger l
+			WHERE l.message_id = outbox.message_id AND l.kind = outbox.kind AND l.target = outbox.target)`
+
+// laterSQL reads the rows of named messages (?8) that a claim could not
+// take (leased now: the claim's own rows are leased past ?3 as well, and
+// are left out by the caller).
+const laterSQL = `SELECT o.message_id, o.due_at, o.lease_until FROM outbox o INDEXED BY outbox_message
+	WHERE o.message_id IN (SELECT value FROM json_each(?8)) AND o.kind = ?1 AND o.target = ?2`
+
 // nextDueSQL finds the earliest row without a live lease.
 func nextDueSQL(ranges int) string {
 	return `SELECT o.due_at FROM outbox o
@@ -92,6 +111,16 @@ func claim(ctx context.Context, tx querier, req persistence.ClaimRequest) (persi
 		args = append(args, r[0], r[1])
 	}
 	n := len(ranges)
+	claimStatement := claimSQL(n)
+	named := req.IDs != nil
+	if named {
+		ids, err := json.Marshal(req.IDs)
+		if err != nil {
+			return persistence.Claim{}, err
+		}
+		args = append(args, string(ids))
+		claimStatement = claimNamedSQL
+	}
 	var claim persistence.Claim
 	err := func() error {
 		if req.Ring != nil {
@@ -110,9 +139,11 @@ func claim(ctx context.Context, tx querier, req persistence.ClaimRequest) (persi
 		// Rows leased now are not claimable now, so this is read before the
 		// claim adds leases of its own.
 		var leaseEnd sql.NullInt64
-		err := tx.QueryRowContext(ctx, leaseEndSQL(n), args...).Scan(&leaseEnd)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return err
+		if !named {
+			err := tx.QueryRowContext(ctx, leaseEndSQL(n), args...).Scan(&leaseEnd)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
 		}
 
 		leaseUntil := fromDB(until)
@@ -120,7 +151,7 @@ func claim(ctx context.Context, tx querier, req persistence.ClaimRequest) (persi
 		var ledgered []any // rows the claim took whose outcome the ledger holds
 		take := func(limit int) error {
 			args[3] = limit
-			rows, err := tx.QueryContext(ctx, claimSQL(n), args...)
+			rows, err := tx.QueryContext(ctx, claimStatement, args...)
 			if err != nil {
 				return err
 			}
@@ -173,7 +204,7 @@ func claim(ctx context.Context, tx querier, req persistence.ClaimRequest) (persi
 		})
 
 		msgs := make(map[string]messages.Message, len(ids))
-		err = chunks(len(ids), func(lo, hi int) error {
+		err := chunks(len(ids), func(lo, hi int) error {
 			var rows *sql.Rows
 			var err error
 			if req.Kind == persistence.WorkDelivery {
@@ -199,6 +230,9 @@ func claim(ctx context.Context, tx querier, req persistence.ClaimRequest) (persi
 			claim.Work[i].Message = m
 		}
 
+		if named {
+			return later(ctx, tx, args, &claim, req.Now)
+		}
 		var nextDue sql.NullInt64
 		err = tx.QueryRowContext(ctx, nextDueSQL(n), args...).Scan(&nextDue)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -218,6 +252,37 @@ func claim(ctx context.Context, tx querier, req persistence.ClaimRequest) (persi
 		return persistence.Claim{}, err
 	}
 	return claim, nil
+}
+
+// later fills claim.Later for a claim of named messages: when each of
+// their rows it did not take becomes claimable.
+func later(ctx context.Context, tx querier, args []any, claim *persistence.Claim, now time.Time) error {
+	taken := make(map[string]bool, len(claim.Work))
+	for _, w := range claim.Work {
+		taken[w.MessageID] = true
+	}
+	rows, err := tx.QueryContext(ctx, laterSQL, args...)
+	if err != nil {
+		return err
+	}
+	return scanEach(rows, func(r *sql.Rows) error {
+		var (
+			id    string
+			due   int64
+			until sql.NullInt64
+		)
+		if err := r.Scan(&id, &due, &until); err != nil {
+			return err
+		}
+		if taken[id] {
+			return nil
+		}
+		if claim.Later == nil {
+			claim.Later = map[string]time.Time{}
+		}
+		claim.Later[id] = persistence.ClaimableAt(fromDB(due), zeroIfNull(until), now)
+		return nil
+	})
 }
 
 // releaseSQL ends the leases of owner ?.

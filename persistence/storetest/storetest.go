@@ -118,6 +118,7 @@ func groups() []group {
 		{"Retention", retentionCases()},
 		{"APIv2", apiCases()},
 		{"Search", searchCases()},
+		{"Bus", busCases()},
 		{"Security", securityCases()},
 	}
 }

@@ -1,0 +1,91 @@
+// Package bustest runs a real NATS server with JetStream inside a test
+// process (github.com/nats-io/nats-server/v2), with its store in a
+// temporary directory, so that the delivery bus is tested against the real
+// engine on a machine with nothing installed. A server can be stopped and
+// started again on the same port with the same store, as a restart of
+// NATS in production.
+package bustest
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// EnvNATS names a NATS server (nats://host:port) that end-to-end tests may
+// also run against; tests that stop and start NATS always use their own.
+const EnvNATS = "SWITCHBOARD_TEST_NATS"
+
+// Server is a JetStream server of a test.
+type Server struct {
+	t    testing.TB
+	port int
+	dir  string
+	srv  *server.Server
+}
+
+// Start starts a server on a free loopback port with its store in a
+// temporary directory of t; t's cleanup stops it.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("bustest: free port: %v", err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	_ = ln.Close()
+	s := &Server{t: t, port: port, dir: t.TempDir()}
+	s.Restart()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// URL is the server's client URL.
+func (s *Server) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.port) }
+
+// Stop shuts the server down (a no-op when stopped).
+func (s *Server) Stop() {
+	if s.srv == nil {
+		return
+	}
+	s.srv.Shutdown()
+	s.srv.WaitForShutdown()
+	s.srv = nil
+}
+
+// Restart starts the server (again) on its port with its store: the
+// streams, their messages and the consumers survive, as across a restart
+// of a real server.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Stop()
+	opts := &server.Options{
+		Host: "127.0.0.1", Port: s.port, JetStream: true, StoreDir: s.dir,
+		NoLog: true, NoSigs: true, ServerName: "bustest",
+	}
+	var err error
+	// The port was just freed (by us or the last incarnation): another
+	// process may hold it for a moment in TIME_WAIT-free reuse races.
+	for range 50 {
+		s.srv, err = server.NewServer(opts)
+		if err == nil {
+			s.srv.Start()
+			if s.srv.ReadyForConnections(5 * time.Second) {
+				return
+			}
+			s.srv.Shutdown()
+			s.srv.WaitForShutdown()
+			err = fmt.Errorf("not ready for connections")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.t.Fatalf("bustest: start a JetStream server on port %d: %v", s.port, err)
+}
+
+// Shared is the server SWITCHBOARD_TEST_NATS names ("" when unset). Tests
+// may publish to it only under streams of their own, and never stop it.
+func Shared() string { return os.Getenv(EnvNATS) }

@@ -1,0 +1,168 @@
+package bus
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Config is what the bus needs. Start from DefaultConfig.
+type Config struct {
+	// URL is the NATS server or servers, comma-separated (--nats-url).
+	URL string
+	// Creds is a NATS credentials file (--nats-creds); empty: none.
+	Creds string
+	// TLSCA, TLSCert and TLSKey, when set, are used for a tls:// server
+	// (and only then): the node's own --tls-ca, --tls-cert and --tls-key.
+	TLSCA, TLSCert, TLSKey string
+	// Stream is the JetStream stream (--nats-stream; StreamName of the
+	// site by default). Its subjects are Stream.<frontend>.
+	Stream string
+	// Name names this connection on the server (the instance id).
+	Name   string
+	Logger *slog.Logger
+
+	// AckWait is how long a consumer waits for an ack before it hands a
+	// message out again (30s: long enough for a webhook's timeout and the
+	// commit after it; a worker touches what it holds every AckWait/3).
+	AckWait time.Duration
+	// MaxAckPending bounds the messages out at once per frontend, all
+	// instances together (4096: a push frontend takes MaxInFlight, 32, per
+	// instance, and a pull frontend's polls up to 1000 per claim; see
+	// docs/nats.md for sizing).
+	MaxAckPending int
+	// MaxDeliver is JetStream's own limit of deliveries per message, a
+	// backstop only: --delivery-max-attempts is the limit, recorded in the
+	// store (the dead letter) before the message is termed. A message past
+	// MaxDeliver stays in the stream and raises an advisory; its work stays
+	// in the outbox, where the expiry of --message-validity ends it.
+	MaxDeliver int
+	// PublishTimeout bounds one publish round (5s): a row the stream did
+	// not confirm within it is given back and published again by a later
+	// round, with the same Nats-Msg-Id.
+	PublishTimeout time.Duration
+	// RelayBatch is the most rows one relay round publishes (256).
+	RelayBatch int
+	// RelaySweep is how often the relay looks for unrelayed work it was
+	// not told of (1s): work other instances committed while the bus was
+	// down, or left behind when they died. Its own commits kick it.
+	RelaySweep time.Duration
+}
+
+// DefaultConfig returns the defaults (URL, Stream and Name left empty).
+func DefaultConfig() Config {
+	return Config{
+		AckWait:        30 * time.Second,
+		MaxAckPending:  4096,
+		MaxDeliver:     1000,
+		PublishTimeout: 5 * time.Second,
+		RelayBatch:     256,
+		RelaySweep:     time.Second,
+	}
+}
+
+// DuplicateWindow is the stream's duplicate window: the span within which
+// a row published again (its first publish was taken, but its answer was
+// lost: the relay gave the row back and a later round, after the relay's
+// backoff of at most 5 s, publishes it again) is dropped as a copy. Two
+// minutes, JetStream's own default, covers that many times over; a copy
+// past it would be harmless anyway (the ledger and the row's lease are the
+// barrier), only work.
+func (c Config) DuplicateWindow() time.Duration { return 2 * time.Minute }
+
+// Validate reports every problem, each naming its flag.
+func (c Config) Validate() error {
+	var errs []error
+	if strings.TrimSpace(c.URL) == "" {
+		errs = append(errs, errors.New("--nats-url: must not be empty"))
+	}
+	if c.Creds != "" {
+		if _, err := os.Stat(c.Creds); err != nil {
+			errs = append(errs, fmt.Errorf("--nats-creds: %v", err))
+		}
+	}
+	if err := ValidStream(c.Stream); err != nil {
+		errs = append(errs, fmt.Errorf("--nats-stream: %v", err))
+	}
+	if c.AckWait <= 0 || c.MaxAckPending <= 0 || c.MaxDeliver <= 0 || c.PublishTimeout <= 0 ||
+		c.RelayBatch <= 0 || c.RelaySweep <= 0 {
+		errs = append(errs, errors.New("bus: AckWait, MaxAckPending, MaxDeliver, PublishTimeout, RelayBatch and RelaySweep must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// StreamName is the default stream of a site: SWITCHBOARD_<name>, with
+// each character a stream name may not hold ('.', '*', '>', '/', '\\',
+// white space) replaced by '_'.
+func StreamName(site string) string {
+	return "SWITCHBOARD_" + strings.Map(func(r rune) rune {
+		if badStreamRune(r) {
+			return '_'
+		}
+		return r
+	}, site)
+}
+
+// badStreamRune reports whether a stream name may not hold r.
+func badStreamRune(r rune) bool { return strings.ContainsRune(".*>/\\", r) || r <= ' ' || r == 0x7f }
+
+// ValidStream reports whether s may name a stream (and prefix subjects).
+func ValidStream(s string) error {
+	switch {
+	case s == "":
+		return errors.New("must not be empty")
+	case len(s) > 200:
+		return fmt.Errorf("%q is longer than 200 characters", s)
+	case strings.IndexFunc(s, badStreamRune) >= 0:
+		return fmt.Errorf("%q holds a character a stream name may not ('.', '*', '>', '/', '\\', white space)", s)
+	}
+	return nil
+}
+
+// Subject is the subject of a frontend's delivery work in stream.
+func Subject(stream, frontend string) string { return stream + "." + frontend }
+
+// ConsumerName is the durable consumer of a frontend, shared by every
+// instance of the site. A frontend name may hold '.', which a consumer
+// name may not: it is replaced, and a hash of the name keeps "a.b" and
+// "a_b" apart.
+func ConsumerName(frontend string) string {
+	safe := strings.ReplaceAll(frontend, ".", "_")
+	if safe == frontend {
+		return "delivery_" + frontend
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(frontend))
+	return fmt.Sprintf("delivery_%s_%08x", safe, h.Sum32())
+}
+
+// options are the client's options: reconnect for good (a bus that is down
+// is waited for, never given up), and the credentials and TLS given.
+func (c Config) options(handlers ...nats.Option) []nats.Option {
+	opts := []nats.Option{
+		nats.Name(c.Name),
+		nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(time.Second),
+	}
+	if c.Creds != "" {
+		opts = append(opts, nats.UserCredentials(c.Creds))
+	}
+	if strings.Contains(c.URL, "tls://") {
+		// Only for a TLS server: a CA given for federation must not make
+		// the client demand TLS of a plain nats:// server.
+		if c.TLSCA != "" {
+			opts = append(opts, nats.RootCAs(c.TLSCA))
+		}
+		if c.TLSCert != "" && c.TLSKey != "" {
+			opts = append(opts, nats.ClientCert(c.TLSCert, c.TLSKey))
+		}
+	}
+	return append(opts, handlers...)
+}

@@ -1,0 +1,428 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// Bus is the node's connection to the delivery bus: the stream, one
+// durable pull consumer per frontend, and whether the bus is up. It
+// reconnects by itself for good; while it is down Up is false (the relay
+// waits, the workers claim from the store) and a log line and
+// switchboard_bus_up say so. Safe for concurrent use.
+type Bus struct {
+	cfg      Config
+	log      *slog.Logger
+	m        *Metrics
+	onChange func(up bool)
+
+	nc *nats.Conn
+	js jetstream.JetStream
+
+	up      atomic.Bool
+	changed chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+
+	mu        sync.Mutex
+	consumers map[string]jetstream.Consumer
+	lastErr   string
+}
+
+// Work is the document of a bus message: one outbox row of delivery work.
+type Work struct {
+	ID       string `json:"id"`
+	Frontend string `json:"frontend"`
+	Row      int64  `json:"row"`
+}
+
+// Open connects to the bus (a server that is down is waited for in the
+// background: Open does not fail for it) and starts the keeper that makes
+// sure of the stream after every (re)connect. onChange, when set, is called
+// whenever the bus goes up or down.
+func Open(cfg Config, m *Metrics, onChange func(up bool)) (*Bus, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	b := &Bus{cfg: cfg, log: cfg.Logger.With("component", "bus", "stream", cfg.Stream), m: m, onChange: onChange,
+		changed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		consumers: map[string]jetstream.Consumer{}}
+	signal := func(*nats.Conn) { b.signal() }
+	nc, err := nats.Connect(cfg.URL, cfg.options(
+		nats.ConnectHandler(signal), nats.ReconnectHandler(signal),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				b.note(err)
+			}
+			b.signal()
+		}),
+		nats.ClosedHandler(signal),
+	)...)
+	if err != nil {
+		return nil, fmt.Errorf("--nats-url: %w", err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("--nats-url: %w", err)
+	}
+	b.nc, b.js = nc, js
+	if m != nil {
+		m.up.Set(0)
+	}
+	go b.keep()
+	b.signal()
+	return b, nil
+}
+
+func (b *Bus) signal() {
+	select {
+	case b.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (b *Bus) note(err error) {
+	b.mu.Lock()
+	b.lastErr = err.Error()
+	b.mu.Unlock()
+}
+
+// Up reports whether the bus is connected and its stream ready.
+func (b *Bus) Up() bool { return b != nil && b.up.Load() }
+
+// State is "up" or "down", with why it is down when known.
+func (b *Bus) State() (state, why string) {
+	if b.Up() {
+		return "up", ""
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.lastErr == "" {
+		return "down", "not connected to " + b.cfg.URL
+	}
+	return "down", b.lastErr
+}
+
+// Stream is the stream's name.
+func (b *Bus) Stream() string { return b.cfg.Stream }
+
+// keepEvery is how often the keeper checks the connection and reads the
+// consumers' counts for the metrics.
+const keepEvery = 5 * time.Second
+
+// keep follows the connection: after a (re)connect it makes sure of the
+// stream, then marks the bus up; a lost connection marks it down.
+func (b *Bus) keep() {
+	defer close(b.done)
+	t := time.NewTicker(keepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-b.changed:
+		case <-t.C:
+			b.readConsumers()
+		}
+		b.check()
+	}
+}
+
+func (b *Bus) check() {
+	if !b.nc.IsConnected() {
+		b.set(false)
+		return
+	}
+	if b.up.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.PublishTimeout)
+	defer cancel()
+	if err := b.ensureStream(ctx); err != nil {
+		b.note(err)
+		b.log.Warn("the delivery bus is connected but its stream is not ready", "err", err)
+		return
+	}
+	b.set(true)
+}
+
+func (b *Bus) set(up bool) {
+	if b.up.Swap(up) == up {
+		return
+	}
+	if up {
+		b.log.Info("the delivery bus is up", "url", b.nc.ConnectedUrlRedacted())
+		if b.m != nil {
+			b.m.up.Set(1)
+		}
+	} else {
+		_, why := b.State()
+		b.log.Warn("the delivery bus is down: submits are still accepted (the outbox holds the work) and delivery goes on from the store until it returns",
+			"why", why)
+		if b.m != nil {
+			b.m.up.Set(0)
+		}
+		b.mu.Lock()
+		// A server that lost its store loses its consumers too: make sure
+		// of them again once it is back.
+		b.consumers = map[string]jetstream.Consumer{}
+		b.mu.Unlock()
+	}
+	if b.onChange != nil {
+		b.onChange(up)
+	}
+}
+
+// ensureStream creates the work-queue stream or brings its settings up to
+// date: each message is removed once acked (or termed); the file store
+// keeps what is not across a restart of the server.
+func (b *Bus) ensureStream(ctx context.Context) error {
+	_, err := b.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        b.cfg.Stream,
+		Description: "Switchboard delivery work (one subject per frontend)",
+		Subjects:    []string{b.cfg.Stream + ".>"},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Duplicates:  b.cfg.DuplicateWindow(),
+		Discard:     jetstream.DiscardNew,
+	})
+	return err
+}
+
+// consumer is the durable consumer of a frontend, created (or brought up
+// to date) on first use.
+func (b *Bus) consumer(ctx context.Context, frontend string) (jetstream.Consumer, error) {
+	b.mu.Lock()
+	c, ok := b.consumers[frontend]
+	b.mu.Unlock()
+	if ok {
+		return c, nil
+	}
+	c, err := b.js.CreateOrUpdateConsumer(ctx, b.cfg.Stream, jetstream.ConsumerConfig{
+		Durable:       ConsumerName(frontend),
+		Description:   "Switchboard delivery to frontend " + frontend,
+		FilterSubject: Subject(b.cfg.Stream, frontend),
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       b.cfg.AckWait,
+		MaxDeliver:    b.cfg.MaxDeliver,
+		MaxAckPending: b.cfg.MaxAckPending,
+	})
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	b.consumers[frontend] = c
+	b.mu.Unlock()
+	b.m.frontend(frontend)
+	return c, nil
+}
+
+// forget drops a frontend's consumer after a failure, so that the next
+// fetch makes sure of it again.
+func (b *Bus) forget(frontend string) {
+	b.mu.Lock()
+	delete(b.consumers, frontend)
+	b.mu.Unlock()
+}
+
+// readConsumers reads the pending counts of the consumers in use.
+func (b *Bus) readConsumers() {
+	if b.m == nil || !b.Up() {
+		return
+	}
+	b.mu.Lock()
+	cs := make(map[string]jetstream.Consumer, len(b.consumers))
+	for fe, c := range b.consumers {
+		cs[fe] = c
+	}
+	b.mu.Unlock()
+	for fe, c := range cs {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		info, err := c.Info(ctx)
+		cancel()
+		if err != nil {
+			continue
+		}
+		b.m.pending.WithLabelValues(fe).Set(float64(info.NumPending))
+		b.m.ackPending.WithLabelValues(fe).Set(float64(info.NumAckPending))
+	}
+}
+
+// Msg is a bus message a worker holds: the work it names and how to
+// settle it.
+type Msg struct {
+	Work
+	// Delivered counts the times the bus handed it out (1 the first time).
+	Delivered uint64
+	raw       jetstream.Msg
+	m         *Metrics
+}
+
+// Settle does what d says (nothing for Keep). An error means the bus did
+// not hear it: the message comes back after AckWait, and its next holder
+// finds out from the store what became of its work.
+func (m *Msg) Settle(d Decision) error {
+	m.m.Settle(m.Frontend, d.Action)
+	switch d.Action {
+	case Ack:
+		return m.raw.Ack()
+	case Nak:
+		if d.Delay <= 0 {
+			return m.raw.Nak()
+		}
+		return m.raw.NakWithDelay(d.Delay)
+	case Term:
+		return m.raw.Term()
+	}
+	return nil
+}
+
+// Touch tells the bus the work is still under way (InProgress).
+func (m *Msg) Touch() error { return m.raw.InProgress() }
+
+// Fetch asks the frontend's consumer for up to n messages, waiting up to
+// wait (or until ctx ends), and calls got for each as it arrives (in the
+// caller's goroutine). A message whose document cannot be read is termed:
+// no worker could do anything with it.
+func (b *Bus) Fetch(ctx context.Context, frontend string, n int, wait time.Duration, got func(*Msg)) error {
+	if !b.Up() {
+		return errors.New("the delivery bus is down")
+	}
+	c, err := b.consumer(ctx, frontend)
+	if err != nil {
+		b.forget(frontend)
+		return err
+	}
+	fctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	batch, err := c.Fetch(n, jetstream.FetchContext(fctx))
+	if err != nil {
+		b.forget(frontend)
+		return err
+	}
+	for raw := range batch.Messages() {
+		m := &Msg{raw: raw, Delivered: 1, m: b.m}
+		if md, err := raw.Metadata(); err == nil {
+			m.Delivered = md.NumDelivered
+		}
+		if err := json.Unmarshal(raw.Data(), &m.Work); err != nil || m.ID == "" {
+			b.log.Error("a bus message without readable work was termed", "subject", raw.Subject(), "err", err)
+			_ = raw.Term()
+			continue
+		}
+		if m.Delivered > 1 && b.m != nil {
+			b.m.Redelivered(frontend)
+		}
+		got(m)
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) &&
+		!errors.Is(err, nats.ErrTimeout) {
+		b.forget(frontend)
+		return err
+	}
+	return nil
+}
+
+// Publish publishes the rows to the stream, each with its stable id as
+// Nats-Msg-Id, and waits (up to PublishTimeout) for the stream to take
+// them. It returns the rows the stream took (a duplicate it dropped
+// counts as taken: the first copy is in it) and the first error.
+func (b *Bus) Publish(ctx context.Context, rows []persistence.Relay) ([]int64, error) {
+	if !b.Up() {
+		return nil, errors.New("the delivery bus is down")
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.PublishTimeout)
+	defer cancel()
+	futures := make([]jetstream.PubAckFuture, len(rows))
+	var firstErr error
+	for i, r := range rows {
+		data, _ := json.Marshal(Work{ID: r.MessageID, Frontend: r.Target, Row: r.Row})
+		msg := nats.NewMsg(Subject(b.cfg.Stream, r.Target))
+		msg.Data = data
+		f, err := b.js.PublishMsgAsync(msg, jetstream.WithMsgID(MsgID(r)))
+		if err != nil {
+			firstErr = err
+			break
+		}
+		futures[i] = f
+	}
+	var ok []int64
+	for i, f := range futures {
+		if f == nil {
+			break
+		}
+		select {
+		case <-f.Ok():
+			ok = append(ok, rows[i].Row)
+		case err := <-f.Err():
+			if firstErr == nil {
+				firstErr = err
+			}
+		case <-ctx.Done():
+			if firstErr == nil {
+				firstErr = ctx.Err()
+			}
+		}
+	}
+	if b.m != nil {
+		b.m.published.Add(float64(len(ok)))
+	}
+	return ok, firstErr
+}
+
+// Announce publishes a bus message for work that has none: a retry of
+// work that was handed over in memory (or claimed from the store) is
+// announced once its retry is committed, so that the bus hands it out
+// when it is due (the consumer that gets it early naks it until then).
+// Its Nats-Msg-Id names the retry (due at at): a later retry of the same
+// work is new.
+func (b *Bus) Announce(ctx context.Context, id, frontend string, at time.Time) error {
+	if !b.Up() {
+		return errors.New("the delivery bus is down")
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.PublishTimeout)
+	defer cancel()
+	data, _ := json.Marshal(Work{ID: id, Frontend: frontend})
+	msg := nats.NewMsg(Subject(b.cfg.Stream, frontend))
+	msg.Data = data
+	_, err := b.js.PublishMsg(ctx, msg, jetstream.WithMsgID(fmt.Sprintf("%s/retry/%d", id, at.UnixMicro())))
+	if err == nil && b.m != nil {
+		b.m.published.Inc()
+	}
+	return err
+}
+
+// MsgID is a row's Nats-Msg-Id: its message id and outbox row, stable
+// across every publish of that row.
+func MsgID(r persistence.Relay) string { return fmt.Sprintf("%s/%d", r.MessageID, r.Row) }
+
+// SetLag records the relay's lag.
+func (b *Bus) SetLag(d time.Duration) {
+	if b.m != nil {
+		b.m.lag.Set(d.Seconds())
+	}
+}
+
+// Close disconnects (after the relay and the workers stopped).
+func (b *Bus) Close() {
+	close(b.stop)
+	<-b.done
+	b.nc.Close()
+	b.up.Store(false)
+}

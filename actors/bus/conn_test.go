@@ -1,0 +1,177 @@
+package bus_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+
+	"github.com/switchboard-dev/switchboard/actors/bus"
+	"github.com/switchboard-dev/switchboard/actors/bus/bustest"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func open(t *testing.T, url string) *bus.Bus {
+	t.Helper()
+	cfg := bus.DefaultConfig()
+	cfg.URL, cfg.Stream, cfg.Name = url, "SWITCHBOARD_test", "t"
+	cfg.AckWait = time.Second // an unsettled message comes back soon
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	m, err := bus.NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := bus.Open(cfg, m, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	waitUp(t, b, true)
+	return b
+}
+
+func waitUp(t *testing.T, b *bus.Bus, up bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for b.Up() != up {
+		if time.Now().After(deadline) {
+			t.Fatalf("bus up = %v after 10s, want %v", b.Up(), up)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func streamMsgs(t *testing.T, url string) uint64 {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	s, err := js.Stream(context.Background(), "SWITCHBOARD_test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+// TestPublishTwiceIsDeduplicated: a relay that publishes rows again (it
+// died before marking them relayed) adds nothing to the stream: each row's
+// Nats-Msg-Id is stable and within the duplicate window.
+func TestPublishTwiceIsDeduplicated(t *testing.T) {
+	srv := bustest.Start(t)
+	b := open(t, srv.URL())
+	var rows []persistence.Relay
+	for i := range 5 {
+		rows = append(rows, persistence.Relay{Row: int64(i + 1), MessageID: fmt.Sprintf("m-%d", i), Target: "fe"})
+	}
+	for range 2 {
+		ok, err := b.Publish(context.Background(), rows)
+		if err != nil || len(ok) != len(rows) {
+			t.Fatalf("Publish = %v, %v", ok, err)
+		}
+	}
+	if n := streamMsgs(t, srv.URL()); n != 5 {
+		t.Fatalf("stream holds %d messages after publishing 5 rows twice, want 5", n)
+	}
+	// A new row of the same message (a resubmit) is new work.
+	if _, err := b.Publish(context.Background(), []persistence.Relay{{Row: 9, MessageID: "m-0", Target: "fe"}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := streamMsgs(t, srv.URL()); n != 6 {
+		t.Fatalf("stream holds %d messages, want 6", n)
+	}
+	// A retry announced twice is one message; the next retry is another.
+	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, when := range []time.Time{at, at, at.Add(time.Minute)} {
+		if err := b.Announce(context.Background(), "m-1", "fe", when); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := streamMsgs(t, srv.URL()); n != 8 {
+		t.Fatalf("stream holds %d messages after two retries announced, one twice; want 8", n)
+	}
+}
+
+// TestFetchSettleAndRestart: a frontend's consumer hands a message out;
+// a nak with a delay brings it back no sooner than the delay, with its
+// delivery count; a message left unsettled across a restart of the server
+// comes back after the AckWait (the stream, its messages and the consumer
+// survive the restart); an ack removes it (work queue); the bus reports
+// down while the server is.
+func TestFetchSettleAndRestart(t *testing.T) {
+	srv := bustest.Start(t)
+	b := open(t, srv.URL())
+	if _, err := b.Publish(context.Background(), []persistence.Relay{{Row: 1, MessageID: "m-1", Target: "fe"}}); err != nil {
+		t.Fatal(err)
+	}
+	fetch := func() *bus.Msg {
+		t.Helper()
+		var got *bus.Msg
+		deadline := time.Now().Add(10 * time.Second)
+		for got == nil && time.Now().Before(deadline) {
+			err := b.Fetch(context.Background(), "fe", 1, time.Second, func(m *bus.Msg) { got = m })
+			if err != nil && b.Up() {
+				t.Fatalf("Fetch: %v", err)
+			}
+			if err != nil {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		if got == nil {
+			t.Fatal("nothing fetched in 10s")
+		}
+		return got
+	}
+	m := fetch()
+	if m.ID != "m-1" || m.Frontend != "fe" || m.Row != 1 || m.Delivered != 1 {
+		t.Fatalf("fetched %+v", m)
+	}
+	naked := time.Now()
+	if err := m.Settle(bus.Decision{Action: bus.Nak, Delay: 300 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	m = fetch()
+	if d := time.Since(naked); d < 250*time.Millisecond || m.Delivered != 2 {
+		t.Fatalf("redelivered after %v with count %d; want >= the nak's delay, count 2", d, m.Delivered)
+	}
+	if err := m.Touch(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Unsettled across a restart of the server: it comes back after the
+	// consumer's AckWait.
+	srv.Restart()
+	m = fetch()
+	if m.ID != "m-1" {
+		t.Fatalf("after the restart fetched %+v", m)
+	}
+	if err := m.Settle(bus.Decision{Action: bus.Ack}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for streamMsgs(t, srv.URL()) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the acked message is still in the work-queue stream")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	srv.Stop()
+	waitUp(t, b, false)
+	if state, _ := b.State(); state != "down" {
+		t.Fatalf("State = %s with the server stopped", state)
+	}
+}

@@ -1,0 +1,239 @@
+package bus
+
+import (
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// Action is what to do with a bus message.
+type Action int
+
+// Actions on a bus message.
+const (
+	// Keep holds the message: its work is under way here.
+	Keep Action = iota
+	// Ack removes it from the stream: its work is done (recorded, or
+	// gone).
+	Ack
+	// Nak hands it out again after Decision.Delay.
+	Nak
+	// Term removes it for good: its work failed for good (recorded as the
+	// dead letter first).
+	Term
+)
+
+func (a Action) String() string {
+	switch a {
+	case Ack:
+		return "acked"
+	case Nak:
+		return "naked"
+	case Term:
+		return "termed"
+	}
+	return "kept"
+}
+
+// Decision is what to do with one bus message, and after how long for a
+// Nak.
+type Decision struct {
+	Action Action
+	Delay  time.Duration
+}
+
+// Claimed decides what a bus message becomes once its row was claimed by
+// id: claimed (the worker delivers it: Keep), not claimable before later
+// (another holder's lease, or a retry not yet due: Nak until then), or
+// without a row (its work is done or gone: Ack; the ledger is the barrier,
+// so a redelivery of recorded work is acked without a second delivery).
+func Claimed(claimed bool, later time.Time, now time.Time) Decision {
+	switch {
+	case claimed:
+		return Decision{Action: Keep}
+	case !later.IsZero():
+		return Decision{Action: Nak, Delay: max(later.Sub(now), 0) + nakSlack}
+	}
+	return Decision{Action: Ack}
+}
+
+// nakSlack is added to a Nak until a store time: the consumer that gets the
+// message again finds the row claimable, also when its clock is a little
+// behind the one that wrote the time.
+const nakSlack = 50 * time.Millisecond
+
+// Settled decides what a bus message becomes once an outcome of its work
+// was committed: a delivery recorded (or found recorded, or gone) is acked;
+// a retry is naked with the same backoff the store was given (its RetryAt);
+// a failure — the policy's dead letter, recorded in the store first — is
+// termed. Only a committed outcome settles a message: the store is
+// written before the bus is told.
+func Settled(o persistence.Outcome, c persistence.Completion, now time.Time) Decision {
+	if c != persistence.Applied {
+		// Recorded before (a redelivery), or no work left: nothing to do.
+		// A stale fenced outcome cannot come from the bus (its claims are
+		// unfenced); if one did, the row's newer holder speaks for it.
+		if c == persistence.StaleEpoch {
+			return Decision{Action: Nak}
+		}
+		return Decision{Action: Ack}
+	}
+	switch o.Result {
+	case persistence.ResultRetry:
+		return Decision{Action: Nak, Delay: max(o.RetryAt.Sub(now), 0) + nakSlack}
+	case persistence.ResultFailed:
+		return Decision{Action: Term}
+	}
+	return Decision{Action: Ack}
+}
+
+// Holds are the bus messages a worker holds while their work is under
+// way, by message id. It tells when each must be touched (InProgress, so
+// that a slow webhook or a pull frontend's lease does not have it handed
+// out again) and when a held message whose lease ended without an outcome
+// here must go back (a pull frontend acked it through another instance, or
+// not at all: the next holder finds out from the store). Not safe for
+// concurrent use; M is the message type (the shell's).
+type Holds[M any] struct {
+	// Touch is how often a held message is touched: well within the
+	// consumer's AckWait.
+	Touch time.Duration
+	m     map[string]*hold[M]
+}
+
+type hold[M any] struct {
+	msg     M
+	touched time.Time
+	// until is the end of the work's lease; zero while unknown (not yet
+	// claimed, or pushed: its delivery's own deadline settles it).
+	until time.Time
+}
+
+// Add holds msg for id; false when id is held already (a redelivery of a
+// message this worker still holds: the caller acts on the new one).
+func (h *Holds[M]) Add(id string, msg M, now time.Time) bool {
+	if h.m == nil {
+		h.m = map[string]*hold[M]{}
+	}
+	if _, ok := h.m[id]; ok {
+		return false
+	}
+	h.m[id] = &hold[M]{msg: msg, touched: now}
+	return true
+}
+
+// Lease records when the work of a held message stops being this worker's
+// (a pull frontend's lease): past it the message goes back.
+func (h *Holds[M]) Lease(id string, until time.Time) {
+	if x, ok := h.m[id]; ok {
+		x.until = until
+	}
+}
+
+// Take stops holding id and returns its message.
+func (h *Holds[M]) Take(id string) (M, bool) {
+	x, ok := h.m[id]
+	if !ok {
+		var zero M
+		return zero, false
+	}
+	delete(h.m, id)
+	return x.msg, true
+}
+
+// Len is how many messages are held.
+func (h *Holds[M]) Len() int { return len(h.m) }
+
+// Due returns the held messages to touch now, and takes those whose lease
+// ended (to Nak at once), both in message id order.
+func (h *Holds[M]) Due(now time.Time) (touch, expired []M) {
+	for _, id := range slices.Sorted(maps.Keys(h.m)) {
+		x := h.m[id]
+		switch {
+		case !x.until.IsZero() && !x.until.After(now):
+			expired = append(expired, x.msg)
+			delete(h.m, id)
+		case now.Sub(x.touched) >= h.Touch:
+			x.touched = now
+			touch = append(touch, x.msg)
+		}
+	}
+	return touch, expired
+}
+
+// Wake is when Due is next needed (zero when nothing is held).
+func (h *Holds[M]) Wake() time.Time {
+	var next time.Time
+	for _, x := range h.m {
+		t := x.touched.Add(h.Touch)
+		if !x.until.IsZero() && x.until.Before(t) {
+			t = x.until
+		}
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	return next
+}
+
+// Relay is the pure core of the relay: when to take the next batch of
+// unrelayed work from the store, and how long to back off after the bus
+// or the store failed.
+type Relay struct {
+	// Batch is the most rows one round publishes.
+	Batch int
+	// Sweep is how often the relay looks for work without being kicked:
+	// work that other instances committed, or left behind when they died.
+	Sweep time.Duration
+	// RetryMin and RetryMax bound the backoff after a failed round
+	// (doubling, jittered into [w/2, w]).
+	RetryMin, RetryMax time.Duration
+
+	more     bool
+	failures int
+	next     time.Time
+}
+
+// Kick says new work was committed here: look at once.
+func (r *Relay) Kick() { r.more = true }
+
+// Due reports whether a round should start now.
+func (r *Relay) Due(now time.Time) bool {
+	if r.failures > 0 {
+		return !now.Before(r.next)
+	}
+	return r.more || !now.Before(r.next)
+}
+
+// Done ends a round that published n rows (a full batch means more may be
+// waiting); it returns how many failures came before (0 on a plain round),
+// so that the shell can log the bus's return once.
+func (r *Relay) Done(now time.Time, n int) (recovered int) {
+	recovered, r.failures = r.failures, 0
+	r.more = n >= r.Batch
+	r.next = now.Add(r.Sweep)
+	return recovered
+}
+
+// Failed ends a round that failed; it returns the wait before the next.
+func (r *Relay) Failed(now time.Time, rng *rand.Rand) time.Duration {
+	r.failures++
+	w := r.RetryMax
+	if shift := r.failures - 1; shift < 30 {
+		if d := r.RetryMin << shift; d > 0 && d < r.RetryMax {
+			w = d
+		}
+	}
+	w = w/2 + time.Duration(rng.Int64N(int64(w/2)+1))
+	r.next = now.Add(w)
+	return w
+}
+
+// Failures is how many rounds in a row failed.
+func (r *Relay) Failures() int { return r.failures }
+
+// Wake is when Due next turns true without a kick.
+func (r *Relay) Wake() time.Time { return r.next }

@@ -1,0 +1,193 @@
+package bus
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func TestClaimed(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		claimed bool
+		later   time.Time
+		want    Decision
+	}{
+		{"claimed: delivered here", true, time.Time{}, Decision{Action: Keep}},
+		{"leased elsewhere or not due: back when claimable", false, t0.Add(3 * time.Second), Decision{Action: Nak, Delay: 3*time.Second + nakSlack}},
+		{"claimable already (a race): back at once", false, t0.Add(-time.Second), Decision{Action: Nak, Delay: nakSlack}},
+		{"no row: done or gone, the ledger barrier", false, time.Time{}, Decision{Action: Ack}},
+	} {
+		if got := Claimed(c.claimed, c.later, t0); got != c.want {
+			t.Errorf("%s: Claimed = %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestSettled(t *testing.T) {
+	o := func(r persistence.Result, retryAt time.Time) persistence.Outcome {
+		return persistence.Outcome{Kind: persistence.WorkDelivery, Target: "fe", MessageID: "m", Result: r, RetryAt: retryAt}
+	}
+	for _, c := range []struct {
+		name string
+		o    persistence.Outcome
+		c    persistence.Completion
+		want Decision
+	}{
+		{"delivered", o(persistence.ResultDelivered, time.Time{}), persistence.Applied, Decision{Action: Ack}},
+		{"retry: the store's backoff", o(persistence.ResultRetry, t0.Add(time.Minute)), persistence.Applied, Decision{Action: Nak, Delay: time.Minute + nakSlack}},
+		{"dead letter recorded: term", o(persistence.ResultFailed, time.Time{}), persistence.Applied, Decision{Action: Term}},
+		{"recorded before: a redelivery", o(persistence.ResultDelivered, time.Time{}), persistence.AlreadyRecorded, Decision{Action: Ack}},
+		{"a retry verdict on recorded work", o(persistence.ResultRetry, t0.Add(time.Minute)), persistence.AlreadyRecorded, Decision{Action: Ack}},
+		{"a failure on recorded work is no dead letter", o(persistence.ResultFailed, time.Time{}), persistence.AlreadyRecorded, Decision{Action: Ack}},
+		{"no work left", o(persistence.ResultFailed, time.Time{}), persistence.NoWork, Decision{Action: Ack}},
+		{"stale: the newer holder speaks", o(persistence.ResultDelivered, time.Time{}), persistence.StaleEpoch, Decision{Action: Nak}},
+	} {
+		if got := Settled(c.o, c.c, t0); got != c.want {
+			t.Errorf("%s: Settled = %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestHoldsTouchAndExpire(t *testing.T) {
+	h := Holds[string]{Touch: 10 * time.Second}
+	if !h.Wake().IsZero() {
+		t.Fatal("Wake of nothing held is not zero")
+	}
+	h.Add("a", "msg-a", t0)
+	h.Add("b", "msg-b", t0.Add(time.Second))
+	if h.Add("a", "again", t0) {
+		t.Fatal("a second Add of a held id succeeded")
+	}
+	h.Lease("b", t0.Add(5*time.Second))
+	if got := h.Wake(); !got.Equal(t0.Add(5 * time.Second)) {
+		t.Fatalf("Wake = %v, want b's lease end", got)
+	}
+	touch, expired := h.Due(t0.Add(5 * time.Second))
+	if len(touch) != 0 || fmt.Sprint(expired) != "[msg-b]" {
+		t.Fatalf("Due at +5s = %v, %v; want b expired", touch, expired)
+	}
+	touch, expired = h.Due(t0.Add(10 * time.Second))
+	if fmt.Sprint(touch) != "[msg-a]" || len(expired) != 0 {
+		t.Fatalf("Due at +10s = %v, %v; want a touched", touch, expired)
+	}
+	if got := h.Wake(); !got.Equal(t0.Add(20 * time.Second)) {
+		t.Fatalf("Wake after the touch = %v, want +20s", got)
+	}
+	if m, ok := h.Take("a"); !ok || m != "msg-a" || h.Len() != 0 {
+		t.Fatalf("Take = %q %v, %d left", m, ok, h.Len())
+	}
+	if _, ok := h.Take("a"); ok {
+		t.Fatal("Take of a taken id succeeded")
+	}
+}
+
+// TestHoldsProperty: against a model, every held message is either taken,
+// expired once at its lease end, or still held; none is touched later
+// than Touch after its last touch when Due runs at every Wake.
+func TestHoldsProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		h := Holds[string]{Touch: 10 * time.Second}
+		now := t0
+		held := map[string]bool{}
+		for i := range rapid.IntRange(1, 60).Draw(t, "steps") {
+			switch rapid.IntRange(0, 3).Draw(t, "op") {
+			case 0:
+				id := fmt.Sprint(rapid.IntRange(0, 9).Draw(t, "id"))
+				if h.Add(id, id, now) == held[id] {
+					t.Fatalf("step %d: Add(%s) disagrees with the model (held %v)", i, id, held[id])
+				}
+				held[id] = true
+			case 1:
+				id := fmt.Sprint(rapid.IntRange(0, 9).Draw(t, "id"))
+				if _, ok := h.Take(id); ok != held[id] {
+					t.Fatalf("step %d: Take(%s) = %v, model %v", i, id, ok, held[id])
+				}
+				delete(held, id)
+			case 2:
+				id := fmt.Sprint(rapid.IntRange(0, 9).Draw(t, "id"))
+				h.Lease(id, now.Add(time.Duration(rapid.IntRange(0, 30).Draw(t, "lease"))*time.Second))
+			case 3:
+				if w := h.Wake(); !w.IsZero() {
+					if w.Sub(now) > 10*time.Second {
+						t.Fatalf("step %d: Wake %v is more than Touch away", i, w.Sub(now))
+					}
+					now = w
+				}
+				_, expired := h.Due(now)
+				for _, id := range expired {
+					if !held[id] {
+						t.Fatalf("step %d: %s expired but was not held", i, id)
+					}
+					delete(held, id)
+				}
+			}
+			if h.Len() != len(held) {
+				t.Fatalf("step %d: %d held, model %d", i, h.Len(), len(held))
+			}
+		}
+	})
+}
+
+func TestRelayBackoffAndSweep(t *testing.T) {
+	r := Relay{Batch: 10, Sweep: time.Second, RetryMin: 100 * time.Millisecond, RetryMax: time.Second}
+	rng := rand.New(rand.NewPCG(1, 2))
+	if !r.Due(t0) {
+		t.Fatal("a new relay is not due")
+	}
+	r.Done(t0, 10) // a full batch: more may wait
+	if !r.Due(t0) {
+		t.Fatal("not due after a full batch")
+	}
+	r.Done(t0, 3)
+	if r.Due(t0) || !r.Due(t0.Add(time.Second)) {
+		t.Fatal("after a short batch the relay should wait for its sweep")
+	}
+	r.Kick()
+	if !r.Due(t0) {
+		t.Fatal("a kick does not make it due")
+	}
+	for i := range 8 {
+		w := r.Failed(t0, rng)
+		cap := min(100*time.Millisecond<<i, time.Second)
+		if w < cap/2 || w > cap {
+			t.Fatalf("failure %d: wait %v outside [%v, %v]", i+1, w, cap/2, cap)
+		}
+		if r.Due(t0.Add(w-time.Millisecond)) && w > time.Millisecond {
+			t.Fatalf("failure %d: due before its wait", i+1)
+		}
+		r.Kick()
+		if r.Due(t0) {
+			t.Fatalf("failure %d: a kick overrides the backoff", i+1)
+		}
+	}
+	if n := r.Done(t0, 0); n != 8 {
+		t.Fatalf("Done after 8 failures reports %d", n)
+	}
+}
+
+func TestNames(t *testing.T) {
+	for site, want := range map[string]string{"dc1": "SWITCHBOARD_dc1", "a.b-c_d": "SWITCHBOARD_a_b-c_d"} {
+		if got := StreamName(site); got != want || ValidStream(got) != nil {
+			t.Errorf("StreamName(%q) = %q (valid: %v), want %q", site, got, ValidStream(got), want)
+		}
+	}
+	for _, bad := range []string{"", "a.b", "a b", "a*", "a>", "a/b"} {
+		if ValidStream(bad) == nil {
+			t.Errorf("ValidStream(%q) accepted it", bad)
+		}
+	}
+	if ConsumerName("a.b") == ConsumerName("a_b") || ConsumerName("fe") != "delivery_fe" {
+		t.Errorf("consumer names: %q %q %q", ConsumerName("a.b"), ConsumerName("a_b"), ConsumerName("fe"))
+	}
+	if got := MsgID(persistence.Relay{MessageID: "m-1", Row: 42}); got != "m-1/42" {
+		t.Errorf("MsgID = %q", got)
+	}
+}

@@ -1,0 +1,41 @@
+// Package bus is the optional delivery bus of a multi-instance site
+// (--nats-url, docs/nats.md): a NATS JetStream work-queue stream that
+// carries delivery work between the site's instances. The outbox stays the
+// durable record of the work and the idempotency ledger its exactly-once
+// barrier; the bus only tells an instance which row to claim, and when.
+//
+// The pure core (core.go) decides; the shells (conn.go, relay.go, and the
+// delivery workers of package delivery) do the I/O:
+//
+//   - Relay: when the relay takes the next batch of unrelayed rows from the
+//     store (kicked by commits, a sweep every second, a jittered backoff
+//     after a failure).
+//   - Claimed: what a bus message becomes once its row was claimed by id:
+//     delivered here (Keep), not claimable yet (Nak until it is), or gone
+//     (Ack: its work is recorded, or was never there).
+//   - Settled: what it becomes once the outcome of its work is committed:
+//     delivered or already recorded (Ack), a retry (Nak with the backoff
+//     the store was given), the dead letter (Term). Never before the
+//     commit.
+//   - Holds: the messages a worker holds while their work is under way,
+//     touched (InProgress) well within the ack wait, and handed back when a
+//     pull frontend's lease ends here without an outcome.
+//
+// A message's life:
+//
+//	outbox row ──relay──► stream (Nats-Msg-Id = <id>/<row>: a publish repeated
+//	                       │                     after a crash is dropped)
+//	                       ▼ fetch (one durable consumer per frontend, shared)
+//	                    held ──claim by id──► not claimable ──► Nak(until claimable)
+//	                       │                  no row ─────────► Ack
+//	                       ▼ claimed
+//	              delivered / retry / failed, committed
+//	                       ▼
+//	                 Ack / Nak(backoff) / Term
+//
+// Failure: the bus's connection reconnects for good; while it is down Up is
+// false, the relay waits (the rows wait in the outbox) and the workers
+// claim from the store. A process that dies holding messages leaves them
+// to come back after the consumer's ack wait; their rows' leases decide
+// who may claim them, and the ledger whether anything is left to do.
+package bus

@@ -1,0 +1,159 @@
+package bus
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/actors/clock"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// Relayer is the relay's shell: one goroutine that takes unrelayed
+// delivery rows from the store (RelayWork marks them as it takes them, so
+// each instance's relay gets rows no other relay has), publishes them,
+// gives back those the stream did not take, and reports the lag. The intake kicks it after each commit of
+// delivery work; it also sweeps every RelaySweep for work other instances
+// left behind, and it waits while the bus is down (the rows wait in the
+// outbox, and are relayed when it returns).
+type Relayer struct {
+	bus   *Bus
+	store persistence.Store
+	clock clock.Clock
+	core  Relay
+	rng   *rand.Rand
+
+	// lagAt is when the lag was last read (at most every lagEvery).
+	lagAt time.Time
+
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+// StartRelay starts the relay of b's work from store.
+func StartRelay(b *Bus, store persistence.Store, clk clock.Clock, seed uint64) *Relayer {
+	r := &Relayer{
+		bus: b, store: store, clock: clk, rng: rand.New(rand.NewPCG(seed, 0x72656c6179)),
+		core: Relay{Batch: b.cfg.RelayBatch, Sweep: b.cfg.RelaySweep, RetryMin: 100 * time.Millisecond, RetryMax: 5 * time.Second},
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	r.core.Kick() // work written before the start (or while the bus was off) waits
+	go r.run()
+	return r
+}
+
+// Kick says delivery work was committed.
+func (r *Relayer) Kick() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Stop ends the relay and waits for it.
+func (r *Relayer) Stop() {
+	r.once.Do(func() { close(r.stop) })
+	<-r.done
+}
+
+func (r *Relayer) run() {
+	defer close(r.done)
+	for {
+		now := r.clock.Now()
+		var wait time.Duration
+		switch {
+		case !r.bus.Up():
+			// The bus's return kicks us; the lag goes on growing meanwhile.
+			wait = r.core.Sweep
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			r.lag(ctx)
+			cancel()
+		case r.core.Due(now):
+			r.round(now)
+			continue
+		default:
+			wait = r.core.Wake().Sub(now)
+		}
+		timer := make(chan struct{})
+		cancel := r.clock.AfterFunc(max(wait, time.Millisecond), func() { close(timer) })
+		select {
+		case <-r.stop:
+			cancel()
+			return
+		case <-r.kick:
+			r.core.Kick()
+		case <-timer:
+		}
+		cancel()
+	}
+}
+
+// round publishes one batch: take (marking relayed), publish, give back
+// what the stream did not take.
+func (r *Relayer) round(now time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*r.bus.cfg.PublishTimeout)
+	defer cancel()
+	rows, err := r.store.RelayWork(ctx, r.core.Batch)
+	if err == nil && len(rows) > 0 {
+		var ok []int64
+		ok, err = r.bus.Publish(ctx, rows)
+		if len(ok) < len(rows) {
+			// A publish whose answer was lost is published again with the
+			// same Nats-Msg-Id: the stream's duplicate window drops it. If
+			// giving back fails too (or we die first), the rows stay marked
+			// and the workers' backstop delivers them from the store.
+			if uerr := r.store.Unrelay(ctx, missing(rows, ok)); uerr != nil && err == nil {
+				err = uerr
+			}
+		}
+	}
+	if err != nil {
+		wait := r.core.Failed(r.clock.Now(), r.rng)
+		if r.core.Failures() == 1 {
+			r.bus.log.Warn("relaying delivery work to the bus failed; the work waits in the outbox", "err", err, "retry_in", wait)
+		}
+		return
+	}
+	now = r.clock.Now()
+	if n := r.core.Done(now, len(rows)); n > 0 {
+		r.bus.log.Info("relaying delivery work to the bus works again", "failed_rounds", n)
+	}
+	if now.Sub(r.lagAt) >= lagEvery {
+		r.lagAt = now
+		r.lag(ctx)
+	}
+}
+
+// missing are the rows of rs not in ok.
+func missing(rs []persistence.Relay, ok []int64) []int64 {
+	took := make(map[int64]bool, len(ok))
+	for _, id := range ok {
+		took[id] = true
+	}
+	var out []int64
+	for _, r := range rs {
+		if !took[r.Row] {
+			out = append(out, r.Row)
+		}
+	}
+	return out
+}
+
+// lagEvery is how often a busy relay reads its lag (a query of its own).
+const lagEvery = time.Second
+
+// lag reads the age of the oldest unrelayed row for the metric.
+func (r *Relayer) lag(ctx context.Context) {
+	oldest, err := r.store.OldestUnrelayed(ctx)
+	if err != nil {
+		return
+	}
+	if oldest.IsZero() {
+		r.bus.SetLag(0)
+		return
+	}
+	r.bus.SetLag(max(r.clock.Now().Sub(oldest), 0))
+}

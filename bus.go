@@ -1,0 +1,121 @@
+package switchboard
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/switchboard-dev/switchboard/actors/bus"
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+// The delivery bus (--nats-url, docs/nats.md): the relay publishes the
+// outbox's delivery work to a JetStream work-queue stream and the delivery
+// workers take it from one durable consumer per frontend, shared by the
+// site's instances. Without --nats-url nothing of it runs.
+
+// validateBus checks the bus flags: the bus carries the work of a site
+// that shares one store, so the embedded store refuses it.
+func (c Config) validateBus() []error {
+	if c.NatsURL == "" {
+		for flag, v := range map[string]string{"nats-creds": c.NatsCreds, "nats-stream": c.NatsStream} {
+			if v != "" {
+				return []error{fmt.Errorf("--%s: given without --nats-url", flag)}
+			}
+		}
+		return nil
+	}
+	if c.Postgres == "" && c.Store == nil {
+		return []error{errors.New("--nats-url: the delivery bus needs the shared store (--postgres); the embedded store serves a single instance")}
+	}
+	if err := c.busConfig(nil).Validate(); err != nil {
+		return []error{err}
+	}
+	return nil
+}
+
+// busConfig is the bus's configuration from the node's.
+func (c Config) busConfig(n *Node) bus.Config {
+	bc := bus.DefaultConfig()
+	bc.URL, bc.Creds, bc.Stream, bc.Name = c.NatsURL, c.NatsCreds, c.NatsStream, c.InstanceID
+	if bc.Stream == "" {
+		bc.Stream = bus.StreamName(c.Name)
+	}
+	bc.TLSCA, bc.TLSCert, bc.TLSKey = c.TLSCA, c.TLSCert, c.TLSKey
+	if n != nil {
+		bc.Logger = n.log
+	}
+	return bc
+}
+
+// startBus connects to the bus and starts the relay (before the workers,
+// which take from it). A bus that is down at start is waited for in the
+// background: the node starts and delivers from the store meanwhile.
+func (n *Node) startBus() error {
+	if n.cfg.NatsURL == "" {
+		return nil
+	}
+	m, err := bus.NewMetrics(n.registry)
+	if err != nil {
+		return err
+	}
+	b, err := bus.Open(n.cfg.busConfig(n), m, n.busChanged)
+	if err != nil {
+		return err
+	}
+	n.bus = b
+	n.relay = bus.StartRelay(b, n.store, n.clock, uint64(n.clock.Now().UnixNano()))
+	return nil
+}
+
+// wireBus makes the bus's changes wake the relay and every delivery worker
+// (once both run): the workers switch between the bus and claims from the
+// store. The bus calls from a goroutine of its own, so what it calls is
+// published atomically, built from values that no longer change.
+func (n *Node) wireBus() {
+	if n.bus == nil {
+		return
+	}
+	relay, sys, frontends := n.relay, n.system, n.frontends
+	wake := func() {
+		relay.Kick()
+		sys.Root.Send(frontends, &messages.Kick{})
+	}
+	n.busWake.Store(&wake)
+}
+
+// busChanged is the bus's onChange.
+func (n *Node) busChanged(bool) {
+	if wake := n.busWake.Load(); wake != nil {
+		(*wake)()
+	}
+}
+
+// kickRelay is the workers' Deps.Relay (nil without the bus).
+func (n *Node) kickRelay() func() {
+	if n.bus == nil {
+		return nil
+	}
+	return func() { n.relay.Kick() }
+}
+
+// stopBus stops the relay and disconnects (after the workers stopped).
+func (n *Node) stopBus() {
+	n.busWake.Store(nil)
+	if n.relay != nil {
+		n.relay.Stop()
+		n.relay = nil
+	}
+	if n.bus != nil {
+		n.bus.Close()
+		n.bus = nil
+	}
+}
+
+// BusState is the bus's state for /readyz and /api/status: "off" without
+// --nats-url, else "up" or "down" (with why).
+func (n *Node) BusState() (state, why string) {
+	if n.bus == nil {
+		return "off", ""
+	}
+	return n.bus.State()
+}

@@ -1,0 +1,234 @@
+package switchboard_test
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard"
+	"github.com/switchboard-dev/switchboard/actors/bus/bustest"
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence/pgtest"
+)
+
+// busSite starts instances of one site on one Postgres schema with the
+// delivery bus at url, and waits for their ring.
+func busSite(t *testing.T, url string, ids ...string) []*harness {
+	t.Helper()
+	dsn := pgtest.DSN(t)
+	var hs []*harness
+	for _, id := range ids {
+		cfg := siteConfig(t, dsn, id)
+		cfg.NatsURL = url
+		hs = append(hs, startNode(t, cfg))
+	}
+	waitRing(t, hs, ids...)
+	return hs
+}
+
+// busState is the bus part of /api/status.
+type busState struct {
+	Delivery string
+	Bus      *struct{ State, Stream, Reason string }
+}
+
+func (h *harness) busState() busState {
+	h.t.Helper()
+	var s busState
+	h.must(200, "GET", "/api/status", nil, &s)
+	return s
+}
+
+func (h *harness) readyz() map[string]string {
+	h.t.Helper()
+	var doc map[string]string
+	h.must(200, "GET", "/readyz", nil, &doc)
+	return doc
+}
+
+// waitBus waits until every instance says its delivery comes from the bus.
+func waitBus(t *testing.T, hs []*harness, state string) {
+	t.Helper()
+	eventually(t, 20*time.Second, func() error {
+		for _, h := range hs {
+			if st := h.busState(); st.Bus == nil || st.Bus.State != state {
+				return fmt.Errorf("%s: bus %+v, want %s", h.cfg.InstanceID, st.Bus, state)
+			}
+		}
+		return nil
+	})
+}
+
+// countingHook counts the deliveries a webhook frontend received by id.
+type countingHook struct {
+	mu  sync.Mutex
+	got map[string]int
+}
+
+func (c *countingHook) calls(w *webhookFrontend) map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.got = map[string]int{}
+	for _, call := range w.seen() {
+		if call.Status/100 == 2 {
+			c.got[call.ID]++
+		}
+	}
+	return c.got
+}
+
+// TestBusSiteDeliversEachMessageOnce: two instances of one site with the
+// bus deliver every message once to a pull frontend polled at both and to
+// a webhook (one that asks for a retry first: the retry is announced on
+// the bus), whichever instance accepted it; the bus's metrics count what
+// was published and settled.
+func TestBusSiteDeliversEachMessageOnce(t *testing.T) {
+	nats := bustest.Start(t)
+	hs := busSite(t, nats.URL(), "n1", "n2")
+	waitBus(t, hs, "up")
+	if st := hs[0].busState(); st.Delivery != "bus" || st.Bus.Stream != "SWITCHBOARD_site-a" {
+		t.Fatalf("status %+v, want delivery bus on stream SWITCHBOARD_site-a", st)
+	}
+	if doc := hs[1].readyz(); doc["bus"] != "up" {
+		t.Fatalf("readyz %v, want bus up", doc)
+	}
+	if st := hs[1].ringStatus(); st.Delivery != "bus" {
+		t.Fatalf("ring status delivery %q, want bus", st.Delivery)
+	}
+	hs[0].pullFrontend("fe", "44")
+	wh := newWebhook(t, 503)
+	hs[1].webhookFrontend("hook", wh.srv.URL, "45")
+
+	var pulled, pushed []string
+	for i := range 60 {
+		pulled = append(pulled, hs[i%2].submit(fmt.Sprintf("p%03d", i), "4470000"+fmt.Sprint(i)))
+		pushed = append(pushed, hs[(i+1)%2].submit(fmt.Sprintf("w%03d", i), "4570000"+fmt.Sprint(i)))
+	}
+	got := map[string]int{}
+	consume(t, hs, got, len(pulled))
+	for _, id := range append(pulled, pushed...) {
+		hs[i2(id)].waitState(id, messages.StateDelivered)
+	}
+	hook := &countingHook{}
+	calls := hook.calls(wh)
+	for _, id := range pushed {
+		if calls[id] != 1 {
+			t.Errorf("%s delivered to the webhook %d times", id, calls[id])
+		}
+	}
+	// Nobody polled while the messages were submitted: the pull frontend's
+	// work all went through the bus. The webhook's was mostly handed over
+	// in memory by the instance that accepted it (its worker was ready);
+	// its retries were announced on the bus.
+	var published, acked float64
+	for _, h := range hs {
+		text := scrape(t, h)
+		published += metricValue(t, text, "switchboard_bus_published_total")
+		acked += metricValue(t, text, `switchboard_bus_settled_total{action="acked",frontend="fe"}`)
+		if up := metricValue(t, text, "switchboard_bus_up"); up != 1 {
+			t.Errorf("%s: switchboard_bus_up %v", h.cfg.InstanceID, up)
+		}
+	}
+	if published < float64(len(pulled)+1) {
+		t.Errorf("published %v, want at least the %d pull messages and the webhook's retry", published, len(pulled))
+	}
+	if acked < float64(len(pulled)) {
+		t.Errorf("pull messages acked on the bus: %v, want %d", acked, len(pulled))
+	}
+}
+
+// i2 spreads reads over two instances by id.
+func i2(id string) int { return int(id[len(id)-1]) % 2 }
+
+// TestBusDownSubmitsGoOnAndWorkIsRelayedWhenItReturns: with NATS stopped
+// an instance stays ready (readyz 200, bus down), accepts submits and
+// delivers them from the store; work committed while it was down is
+// relayed when NATS returns (the relay's lag goes back to 0), and delivery
+// goes through the bus again, each message once.
+func TestBusDownSubmitsGoOnAndWorkIsRelayedWhenItReturns(t *testing.T) {
+	nats := bustest.Start(t)
+	hs := busSite(t, nats.URL(), "d1")
+	h := hs[0]
+	waitBus(t, hs, "up")
+	wh := newWebhook(t)
+	h.webhookFrontend("hook", wh.srv.URL, "45")
+	h.pullFrontend("fe", "44") // nobody polls it while NATS is down
+
+	nats.Stop()
+	waitBus(t, hs, "down")
+	doc := h.readyz()
+	if doc["status"] != "ready" || doc["bus"] != "down" {
+		t.Fatalf("readyz with NATS down: %v", doc)
+	}
+	if st := h.busState(); st.Delivery != "store" {
+		t.Fatalf("delivery %q with the bus down, want store", st.Delivery)
+	}
+	if st := h.ringStatus(); st.Delivery != "ring" {
+		t.Fatalf("ring status delivery %q with the bus down, want ring", st.Delivery)
+	}
+	var ids, waiting []string
+	for i := range 20 {
+		ids = append(ids, h.submit(fmt.Sprintf("down-%02d", i), "4570000"+fmt.Sprint(i)))
+		waiting = append(waiting, h.submit(fmt.Sprintf("wait-%02d", i), "4470000"+fmt.Sprint(i)))
+	}
+	for _, id := range ids {
+		h.waitState(id, messages.StateDelivered) // from the store, the ring's path
+	}
+	if lag := metricValue(t, scrape(t, h), "switchboard_bus_relay_lag_seconds"); lag < 0 {
+		t.Fatalf("lag %v", lag)
+	}
+
+	nats.Restart()
+	waitBus(t, hs, "up")
+	eventually(t, 20*time.Second, func() error {
+		text := scrape(t, h)
+		if lag := metricValue(t, text, "switchboard_bus_relay_lag_seconds"); lag != 0 {
+			return fmt.Errorf("relay lag %v", lag)
+		}
+		if p := metricValue(t, text, "switchboard_bus_published_total"); p < float64(len(waiting)) {
+			return fmt.Errorf("published %v of the %d waiting", p, len(waiting))
+		}
+		return nil
+	})
+	// The pull frontend's work, relayed on the bus's return, is delivered
+	// through the bus.
+	got := map[string]int{}
+	consume(t, hs, got, len(waiting))
+	for _, id := range waiting {
+		h.waitState(id, messages.StateDelivered)
+	}
+	if a := metricValue(t, scrape(t, h), `switchboard_bus_settled_total{action="acked",frontend="fe"}`); a < float64(len(waiting)) {
+		t.Errorf("%v pull messages acked on the bus after its return, want %d", a, len(waiting))
+	}
+	more := h.submit("after", "45123")
+	h.waitState(more, messages.StateDelivered)
+	hook := &countingHook{}
+	calls := hook.calls(wh)
+	for _, id := range append(ids, more) {
+		if calls[id] != 1 {
+			t.Errorf("%s delivered to the webhook %d times", id, calls[id])
+		}
+	}
+}
+
+// TestBusRefusedWithTheEmbeddedStore: --nats-url needs the shared store.
+func TestBusRefusedWithTheEmbeddedStore(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.NatsURL = "nats://127.0.0.1:4222"
+	_, err := switchboard.New(cfg)
+	if err == nil || !strings.Contains(err.Error(), "--nats-url: the delivery bus needs the shared store (--postgres)") {
+		t.Fatalf("New with --nats-url on the embedded store: %v", err)
+	}
+	cfg = testConfig(t)
+	cfg.NatsStream = "S"
+	if _, err := switchboard.New(cfg); err == nil || !strings.Contains(err.Error(), "--nats-stream: given without --nats-url") {
+		t.Fatalf("New with --nats-stream alone: %v", err)
+	}
+	cfg = testConfig(t)
+	cfg.Postgres, cfg.NatsURL, cfg.NatsStream = "postgres://x", "nats://127.0.0.1:4222", "a.b"
+	if _, err := switchboard.New(cfg); err == nil || !strings.Contains(err.Error(), "--nats-stream:") {
+		t.Fatalf("New with a stream name holding '.': %v", err)
+	}
+}

@@ -1,0 +1,76 @@
+package persistence
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// The delivery bus (--nats-url): the relay takes outbox rows of delivery
+// work not yet relayed, marking them relayed as it takes them (one
+// statement: another relay skips them), publishes them to a NATS JetStream
+// stream, and gives back with Unrelay those the stream did not take, for a
+// later round. A relay that dies between its take and its publish leaves
+// rows marked relayed that the bus never got: the delivery workers'
+// backstop (a claim from the store of work overdue for a while) delivers
+// them. The consumers that take a row's bus message claim that row by its
+// message id (ClaimRequest.IDs) and record its outcome as any worker does.
+// Every delivery row starts unrelayed, with or without a bus (except one
+// written leased, see WorkAdd.Relayed), so that work written before the bus
+// was enabled, or while it was down, is relayed when it runs; a row
+// replaced by new work (a resubmit) is new, unrelayed work.
+
+// ValidateRelayLimit reports what is wrong with the limit of RelayWork.
+func ValidateRelayLimit(limit int) error {
+	if limit <= 0 {
+		return fmt.Errorf("relay: limit %d must be positive", limit)
+	}
+	return nil
+}
+
+// Relay is one outbox row of delivery work a relay took to publish. Row is
+// its stable id: the bus deduplicates publishes by it.
+type Relay struct {
+	Row       int64
+	MessageID string
+	// Target is the frontend.
+	Target    string
+	CreatedAt time.Time
+}
+
+// ValidateRows reports what is wrong with the rows of Unrelay.
+func ValidateRows(rows []int64) error {
+	for _, r := range rows {
+		if r <= 0 {
+			return fmt.Errorf("relayed: row id %d must be positive", r)
+		}
+	}
+	return nil
+}
+
+// Relayed reports whether a row is written relayed: a row written leased
+// (NewMessage.Lease) is handed over in memory to a worker that is ready
+// for it and is that worker's at once, so it is not published to the bus.
+// If that worker dies, the bus's backstop (a claim from the store of work
+// overdue for a while) takes it after its lease. Every other delivery row
+// starts unrelayed.
+func (w WorkAdd) Relayed() bool { return w.Lease != nil }
+
+// ClaimableAt is when an outbox row due at due whose lease ends at
+// leaseUntil (zero when not leased) may be claimed, seen at now: its due
+// time, or the end of a lease still live, whichever is later. A claim of
+// named messages (ClaimRequest.IDs) reports it for rows it could not take
+// (Claim.Later), so that the bus hands their message out again then.
+func ClaimableAt(due, leaseUntil, now time.Time) time.Time {
+	if leaseUntil.After(now) && leaseUntil.After(due) {
+		return leaseUntil
+	}
+	return due
+}
+
+// SortRelays orders rows a relay took oldest first, as RelayWork returns
+// them (a store's RETURNING comes in no particular order).
+func SortRelays(rs []Relay) {
+	slices.SortFunc(rs, func(a, b Relay) int { return cmp.Compare(a.Row, b.Row) })
+}

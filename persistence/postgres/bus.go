@@ -1,0 +1,77 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// relaySQL takes up to $1 delivery rows not yet relayed, oldest first, from
+// outbox_relay, and marks them relayed. Rows another transaction holds are
+// skipped, never waited for.
+const relaySQL = `
+UPDATE outbox o SET relayed = true
+FROM (SELECT id FROM outbox WHERE kind = 'delivery' AND NOT relayed
+	ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED) c
+WHERE o.id = c.id
+RETURNING o.id, o.message_id, o.target, o.created_at`
+
+// RelayWork implements persistence.Store.
+func (s *Store) RelayWork(ctx context.Context, limit int) ([]persistence.Relay, error) {
+	const op = "relay work"
+	if err := s.precheck(op, persistence.ValidateRelayLimit(limit)); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, relaySQL, limit)
+	if err != nil {
+		return nil, s.fail(op, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (persistence.Relay, error) {
+		var w persistence.Relay
+		err := r.Scan(&w.Row, &w.MessageID, &w.Target, &w.CreatedAt)
+		w.CreatedAt = w.CreatedAt.UTC()
+		return w, err
+	})
+	if err != nil {
+		return nil, s.fail(op, err)
+	}
+	persistence.SortRelays(out)
+	return out, nil
+}
+
+// Unrelay implements persistence.Store. The rows are locked in id order
+// (see the package doc): a worker's transaction may hold some of them.
+func (s *Store) Unrelay(ctx context.Context, rows []int64) error {
+	const op = "unrelay"
+	if err := s.precheck(op, persistence.ValidateRows(rows)); err != nil {
+		return err
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	_, err := s.pool.Exec(ctx, `UPDATE outbox SET relayed = false
+WHERE id IN (SELECT id FROM outbox WHERE id = ANY($1) ORDER BY id FOR UPDATE)`, rows)
+	return s.fail(op, err)
+}
+
+// OldestUnrelayed implements persistence.Store: the first row of
+// outbox_relay (ids grow with creation).
+func (s *Store) OldestUnrelayed(ctx context.Context) (time.Time, error) {
+	const op = "oldest unrelayed"
+	if err := s.precheck(op, nil); err != nil {
+		return time.Time{}, err
+	}
+	var at time.Time
+	err := s.pool.QueryRow(ctx, `SELECT created_at FROM outbox WHERE kind = 'delivery' AND NOT relayed ORDER BY id LIMIT 1`).Scan(&at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, s.fail(op, err)
+	}
+	return at.UTC(), nil
+}

@@ -1,0 +1,88 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// relaySQL takes up to ?1 delivery rows not yet relayed, oldest first, from
+// outbox_relay, and marks them relayed.
+const relaySQL = `UPDATE outbox SET relayed = 1
+	WHERE id IN (SELECT id FROM outbox INDEXED BY outbox_relay
+		WHERE kind = 'delivery' AND relayed = 0 ORDER BY id LIMIT ?1)
+	RETURNING id, message_id, target, created_at`
+
+// RelayWork implements persistence.Store.
+func (s *Store) RelayWork(ctx context.Context, limit int) ([]persistence.Relay, error) {
+	const op = "relay work"
+	if err := s.precheck(op, persistence.ValidateRelayLimit(limit)); err != nil {
+		return nil, err
+	}
+	var out []persistence.Relay
+	err := s.write(ctx, op, func(tx querier) error {
+		out = nil // a retried transaction starts over
+		rows, err := tx.QueryContext(ctx, relaySQL, limit)
+		if err != nil {
+			return err
+		}
+		return scanEach(rows, func(r *sql.Rows) error {
+			var (
+				w  persistence.Relay
+				at int64
+			)
+			if err := r.Scan(&w.Row, &w.MessageID, &w.Target, &at); err != nil {
+				return err
+			}
+			w.CreatedAt = fromDB(at)
+			out = append(out, w)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	persistence.SortRelays(out)
+	return out, nil
+}
+
+// Unrelay implements persistence.Store.
+func (s *Store) Unrelay(ctx context.Context, rows []int64) error {
+	const op = "unrelay"
+	if err := s.precheck(op, persistence.ValidateRows(rows)); err != nil {
+		return err
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	ids := make([]any, len(rows))
+	for i, r := range rows {
+		ids[i] = r
+	}
+	return s.write(ctx, op, func(tx querier) error {
+		return chunks(len(ids), func(lo, hi int) error {
+			_, err := tx.ExecContext(ctx, `UPDATE outbox SET relayed = 0 WHERE id IN (`+params(hi-lo)+`)`, ids[lo:hi]...)
+			return err
+		})
+	})
+}
+
+// OldestUnrelayed implements persistence.Store: the first row of
+// outbox_relay (row ids grow with creation).
+func (s *Store) OldestUnrelayed(ctx context.Context) (time.Time, error) {
+	var at time.Time
+	err := s.read(ctx, "oldest unrelayed", func(tx *sql.Tx) error {
+		var us int64
+		err := tx.QueryRowContext(ctx, `SELECT created_at FROM outbox INDEXED BY outbox_relay
+			WHERE kind = 'delivery' AND relayed = 0 ORDER BY id LIMIT 1`).Scan(&us)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		at = fromDB(us)
+		return err
+	})
+	return at, err
+}

@@ -1,0 +1,204 @@
+package storetest
+
+import (
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// The delivery bus's store support: the relay's work (RelayWork, Unrelay,
+// OldestUnrelayed) and claims of named messages (ClaimRequest.IDs).
+func busCases() []testCase {
+	return []testCase{
+		{"RelayTakesUnrelayedDeliveryRowsOldestFirst", relayOldestFirst},
+		{"TakenRowsAreNotTakenAgainUntilUnrelayed", relayTakenOnce},
+		{"NewWorkOfAResubmitIsRelayedAgain", relayResubmit},
+		{"WorkWrittenLeasedIsNotRelayed", relayNotLeasedAtAccept},
+		{"RelayInvalidRequestIsError", relayInvalid},
+		{"ClaimNamedTakesOnlyThoseRows", claimNamedOnly},
+		{"ClaimNamedTellsWhenTheRestIsClaimable", claimNamedLater},
+		{"ClaimNamedOfDoneWorkFindsNothing", claimNamedDone},
+	}
+}
+
+func (f *fixture) relay(limit int) []persistence.Relay {
+	f.Helper()
+	rs, err := f.store.RelayWork(f.ctx, limit)
+	if err != nil {
+		f.Fatalf("RelayWork: %v", err)
+	}
+	return rs
+}
+
+func (f *fixture) unrelay(rows []int64) {
+	f.Helper()
+	if err := f.store.Unrelay(f.ctx, rows); err != nil {
+		f.Fatalf("Unrelay: %v", err)
+	}
+}
+
+func relayIDs(rs []persistence.Relay) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.MessageID
+	}
+	return out
+}
+
+func relayRows(rs []persistence.Relay) []int64 {
+	out := make([]int64, len(rs))
+	for i, r := range rs {
+		out[i] = r.Row
+	}
+	return out
+}
+
+func (f *fixture) wantOldestUnrelayed(want time.Time) {
+	f.Helper()
+	got, err := f.store.OldestUnrelayed(f.ctx)
+	if err != nil {
+		f.Fatalf("OldestUnrelayed: %v", err)
+	}
+	f.wantTime("OldestUnrelayed", got, want)
+}
+
+func relayOldestFirst(f *fixture) {
+	f.wantOldestUnrelayed(time.Time{})
+	f.accept(base, newMsg("r-0"))
+	f.accept(at(1e9), msgFor("r-fwd", persistence.WorkForward, peerP), msgDue("r-1", at(time.Hour)))
+	f.accept(at(2e9), msgFor("r-2", persistence.WorkDelivery, feB))
+	f.wantOldestUnrelayed(base)
+	rs := f.relay(2)
+	f.wantIDs("RelayWork", relayIDs(rs), "r-0", "r-1")
+	if len(rs) == 2 {
+		if rs[0].Target != feA || rs[0].Row <= 0 || rs[0].Row >= rs[1].Row {
+			f.Errorf("RelayWork rows = %+v, want fe-a first, rows positive and increasing", rs)
+		}
+		f.wantTime("CreatedAt", rs[0].CreatedAt, base)
+	}
+	f.wantOldestUnrelayed(at(2e9))
+	// Work not yet due is relayed too: the bus holds it until a consumer
+	// finds it due.
+	rs = f.relay(10)
+	f.wantIDs("RelayWork after the first two were taken", relayIDs(rs), "r-2")
+	if len(rs) == 1 && rs[0].Target != feB {
+		f.Errorf("Target = %q, want %q", rs[0].Target, feB)
+	}
+	f.wantOldestUnrelayed(time.Time{})
+}
+
+func relayTakenOnce(f *fixture) {
+	f.accept(base, newMsg("t-0"), newMsg("t-1"))
+	first := f.relay(10)
+	f.wantIDs("first relay", relayIDs(first), "t-0", "t-1")
+	f.wantIDs("a second relay", relayIDs(f.relay(10)))
+	// The bus did not take t-1: given back, it is taken again.
+	f.unrelay(relayRows(first[1:]))
+	f.wantOldestUnrelayed(base)
+	f.wantIDs("after Unrelay", relayIDs(f.relay(10)), "t-1")
+	// Relaying changes nothing else of the work; giving back a row that is
+	// gone (delivered since) is harmless.
+	c := f.claimDelivery(feA, ownerA, base, 10)
+	f.wantIDs("ClaimWork of relayed work", workIDs(c.Work), "t-0", "t-1")
+	f.deliver(base, "t-0")
+	f.unrelay(relayRows(first))
+	f.wantIDs("after giving back a delivered row and t-1", relayIDs(f.relay(10)), "t-1")
+	f.unrelay(nil)
+}
+
+func relayResubmit(f *fixture) {
+	f.accept(base, newMsg("rs"))
+	rs := f.relay(10)
+	f.claimDelivery(feA, ownerA, base, 1)
+	f.fail(base, "rs")
+	res, err := f.store.Resubmit(f.ctx, at(1e9), []persistence.Reroute{{ID: "rs", Frontend: feA, DestSMSC: "smsc-out",
+		State: messages.StatePending, Detail: "resubmitted",
+		Work: &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: feA, DueAt: at(1e9)}}})
+	if err != nil || len(res) != 1 || !res[0].Applied {
+		f.Fatalf("Resubmit = %+v, %v", res, err)
+	}
+	again := f.relay(10)
+	f.wantIDs("RelayWork after a resubmit", relayIDs(again), "rs")
+	if len(again) == 1 && len(rs) == 1 && again[0].Row == rs[0].Row {
+		f.Errorf("the resubmit's work has the old row id %d: the bus would drop it as a duplicate", rs[0].Row)
+	}
+}
+
+func relayNotLeasedAtAccept(f *fixture) {
+	held := newMsg("held")
+	held.Lease = &persistence.Lease{Owner: ownerA, Until: at(time.Minute)}
+	f.accept(base, held, newMsg("free"))
+	f.wantIDs("RelayWork", relayIDs(f.relay(10)), "free")
+	// The worker it was handed to died: after its lease a claim from the
+	// store (the bus's backstop) takes it.
+	f.wantIDs("claim after the lease", workIDs(f.claimDelivery(feA, ownerB, at(time.Minute), 10).Work), "held", "free")
+}
+
+func relayInvalid(f *fixture) {
+	if _, err := f.store.RelayWork(f.ctx, 0); err == nil {
+		f.Errorf("RelayWork(0) succeeded")
+	}
+	if err := f.store.Unrelay(f.ctx, []int64{0}); err == nil {
+		f.Errorf("Unrelay([0]) succeeded")
+	}
+	req := persistence.ClaimRequest{Kind: persistence.WorkDelivery, Target: feA, Owner: ownerA, Limit: 1, Now: base,
+		Lease: lease, IDs: []string{"x"}, Ring: &persistence.RingClaim{Epoch: 1}}
+	if _, err := f.store.ClaimWork(f.ctx, req); err == nil {
+		f.Errorf("a ring-fenced claim of named messages succeeded")
+	}
+}
+
+func (f *fixture) claimNamed(now time.Time, ids ...string) persistence.Claim {
+	f.Helper()
+	return f.claim(persistence.ClaimRequest{Kind: persistence.WorkDelivery, Target: feA, Owner: ownerB,
+		Limit: len(ids), Now: now, Lease: lease, IDs: ids})
+}
+
+func claimNamedOnly(f *fixture) {
+	f.accept(base, newMsg("n-0"), newMsg("n-1"), newMsg("n-2"), msgFor("n-b", persistence.WorkDelivery, feB))
+	c := f.claimNamed(base, "n-2", "n-0", "n-b", "unknown")
+	f.wantIDs("claim of named messages", workIDs(c.Work), "n-0", "n-2")
+	if len(c.Later) != 0 {
+		f.Errorf("Later = %v, want none (fe-b's work and an unknown id have no row for fe-a)", c.Later)
+	}
+	if !c.NextDue.IsZero() {
+		f.Errorf("NextDue = %v, want zero for a claim of named messages", c.NextDue)
+	}
+	for _, w := range c.Work {
+		if w.Message.Attempts != 1 || w.LeaseOwner != ownerB || w.LeaseEpoch != 0 {
+			f.Errorf("claimed %s: attempts %d, owner %q, epoch %d; want 1, %q, 0", w.MessageID, w.Message.Attempts,
+				w.LeaseOwner, w.LeaseEpoch, ownerB)
+		}
+	}
+	f.wantIDs("the rest by a claim of the queue", workIDs(f.claimDelivery(feA, ownerA, base, 10).Work), "n-1")
+}
+
+func claimNamedLater(f *fixture) {
+	f.accept(base, msgDue("later-due", at(time.Minute)), newMsg("later-leased"), newMsg("later-free"))
+	f.claim(persistence.ClaimRequest{Kind: persistence.WorkDelivery, Target: feA, Owner: ownerA, Limit: 1, Now: base,
+		Lease: 2 * time.Minute, IDs: []string{"later-leased"}})
+	c := f.claimNamed(at(1e9), "later-due", "later-leased", "later-free")
+	f.wantIDs("claim", workIDs(c.Work), "later-free")
+	if len(c.Later) != 2 {
+		f.Fatalf("Later = %v, want the two rows not claimable", c.Later)
+	}
+	f.wantTime("Later of the row not due", c.Later["later-due"], at(time.Minute))
+	f.wantTime("Later of the leased row", c.Later["later-leased"], at(2*time.Minute))
+	if _, ok := c.Later["later-free"]; ok {
+		f.Errorf("Later names the row the claim took")
+	}
+}
+
+func claimNamedDone(f *fixture) {
+	f.accept(base, newMsg("done"))
+	f.claimDelivery(feA, ownerA, base, 1)
+	f.deliver(base, "done")
+	c := f.claimNamed(at(1e9), "done")
+	if len(c.Work) != 0 || len(c.Later) != 0 {
+		f.Errorf("claim of delivered work = %+v, want nothing", c)
+	}
+	if got := f.get("done"); got.State != messages.StateDelivered || got.Attempts != 1 {
+		f.Errorf("message after the claim: state %s attempts %d, want delivered, 1", got.State, got.Attempts)
+	}
+}
