@@ -10,7 +10,8 @@ import (
 // a submit rate r may submit r messages a second, in bursts of up to
 // max(1, r) (one second's worth), so one misbehaving application cannot
 // starve the others. It takes the time from its caller. Safe for
-// concurrent use.
+// concurrent use. A bucket is a few words per client credential with a
+// rate that ever submitted: they are kept for the node's life.
 type Limiter struct {
 	mu      sync.Mutex
 	buckets map[string]*bucket
@@ -53,15 +54,4 @@ func (l *Limiter) Allow(name string, rate float64, now time.Time) (bool, time.Du
 	}
 	wait := time.Duration(math.Ceil((1 - b.tokens) / rate * float64(time.Second)))
 	return false, max(wait, time.Millisecond)
-}
-
-// Forget drops the buckets of credentials not in keep (revoked ones).
-func (l *Limiter) Forget(keep func(name string) bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for name := range l.buckets {
-		if !keep(name) {
-			delete(l.buckets, name)
-		}
-	}
 }
