@@ -1,10 +1,12 @@
 package switchboard
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -248,6 +250,18 @@ type Config struct {
 	// HTTPS peer client (the sim harness's in-memory network). When it also
 	// implements ring.Transport it carries the ring's calls too.
 	Transport peer.Transport
+	// Listener, when set, serves the HTTPS API (with the node's TLS, as
+	// Listen would) on it instead of binding Listen; the node closes it
+	// when it stops. The sim harness gives each node an in-memory one.
+	Listener net.Listener
+	// Dial, when set, opens every outbound connection of the node (peer
+	// and ring calls, webhook deliveries) instead of a TCP dial; TLS runs
+	// over what it returns. The sim harness dials its in-memory network.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Intercept, when set, wraps the HTTPS API's handler (the sim harness
+	// injects request faults there: a request lost, run twice, or whose
+	// answer is lost after it ran).
+	Intercept func(http.Handler) http.Handler
 	// Elector, when set, elects the ring master instead of the store (the
 	// sim harness's instances share an embedded store, which cannot).
 	Elector persistence.Elector

@@ -129,7 +129,7 @@ func (n *Node) newTransport() (peer.Transport, error) {
 		return n.cfg.Transport, nil
 	}
 	pc := httpapi.DefaultPeerClientConfig()
-	pc.Node, pc.Timeout, pc.Logger = n.cfg.Name, n.cfg.HTTPTimeout, n.log
+	pc.Node, pc.Timeout, pc.Logger, pc.Dial = n.cfg.Name, n.cfg.HTTPTimeout, n.log, n.cfg.Dial
 	if n.cfg.TLSCA != "" {
 		// The listener's material: a certificate reloaded is presented to
 		// peers too, and a CA bundle reloaded verifies them.

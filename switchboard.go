@@ -542,6 +542,9 @@ func (n *Node) webhookClient() (*http.Client, error) {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = tc
+	if n.cfg.Dial != nil {
+		tr.DialContext, tr.Proxy = n.cfg.Dial, nil
+	}
 	tr.MaxIdleConnsPerHost = 64 // one per in-flight delivery and then some
 	return &http.Client{Transport: tr}, nil
 }
@@ -549,10 +552,13 @@ func (n *Node) webhookClient() (*http.Client, error) {
 // bind opens the listeners (and loads the HTTPS certificate, making the
 // self-signed one when none is given); startHTTP serves them.
 func (n *Node) bind() error {
-	if n.cfg.Listen != "" {
-		ln, err := net.Listen("tcp", n.cfg.Listen)
-		if err != nil {
-			return fmt.Errorf("--listen: %w", err)
+	if n.cfg.Listen != "" || n.cfg.Listener != nil {
+		ln := n.cfg.Listener
+		if ln == nil {
+			var err error
+			if ln, err = net.Listen("tcp", n.cfg.Listen); err != nil {
+				return fmt.Errorf("--listen: %w", err)
+			}
 		}
 		tc, err := n.serverTLS()
 		if err != nil {
@@ -585,8 +591,12 @@ func (n *Node) startHTTP() error {
 	n.serveErrs = make(chan error, 2)
 	if ln := n.httpsLn; ln != nil {
 		n.httpsLn = nil // served: the server closes it
+		var h http.Handler = n.api
+		if n.cfg.Intercept != nil {
+			h = n.cfg.Intercept(h)
+		}
 		n.https = &http.Server{
-			Handler:           n.api,
+			Handler:           h,
 			TLSConfig:         n.httpsTLS,
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       2 * time.Minute,

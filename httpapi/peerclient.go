@@ -70,6 +70,9 @@ type PeerClientConfig struct {
 	// the round trip and the peer's commit, few enough not to flood a peer
 	// that lacks the batch form (an older or foreign implementation).
 	SingleConcurrency int
+	// Dial, when set, opens the connection TLS runs over instead of a
+	// TCP dial (an embedder's in-memory network).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Logger receives the client's few logs (an address that now answers
 	// as another node). Nil discards them.
 	Logger *slog.Logger
@@ -244,8 +247,20 @@ func (c *PeerClient) dial(ctx context.Context, network, addr, want string) (net.
 	if c.verify {
 		cfg.VerifyConnection = func(cs tls.ConnectionState) error { return c.verifyPeer(cs, want) }
 	}
-	d := tls.Dialer{NetDialer: &net.Dialer{KeepAlive: 30 * time.Second}, Config: cfg}
-	return d.DialContext(ctx, network, addr)
+	if c.cfg.Dial == nil {
+		d := tls.Dialer{NetDialer: &net.Dialer{KeepAlive: 30 * time.Second}, Config: cfg}
+		return d.DialContext(ctx, network, addr)
+	}
+	raw, err := c.cfg.Dial(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	conn := tls.Client(raw, cfg)
+	if err := conn.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		return nil, err
+	}
+	return conn, nil
 }
 
 // verifyPeer verifies the peer's chain against RootCAs and, when want is

@@ -16,8 +16,10 @@ import (
 
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/actors/ring"
+	"github.com/switchboard-dev/switchboard/httpapi/certs"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/persistence/space"
 	"github.com/switchboard-dev/switchboard/persistence/sqlite"
 )
 
@@ -27,20 +29,21 @@ type Options struct {
 	Nodes int
 	// FrontendsPerNode: pull frontends each node serves (default 1).
 	FrontendsPerNode int
-	// Duration of the workload and the faults (default 3s).
+	// Duration of the workload and the faults, on the run's virtual clock
+	// (default 5m).
 	Duration time.Duration
 	// Schedule is the fault schedule (nil: no faults); times count from
 	// the start of the workload.
 	Schedule Schedule
 	// Clients submitting at once (default 2), each pausing Pause between
-	// submits (default 10ms).
+	// submits (default 250ms: 8 messages a second of virtual time).
 	Clients int
 	Pause   time.Duration
 	// Origins are the nodes clients submit to, Targets the nodes whose
 	// frontends the messages are for (both default to every node).
 	Origins, Targets []int
 	// QuiesceTimeout bounds the wait for quiescence after the faults end
-	// (default 60s); the check runs anyway when it passes.
+	// (default 15m of virtual time); the check runs anyway when it passes.
 	QuiesceTimeout time.Duration
 	// Logger receives the nodes' logs (nil discards them).
 	Logger *slog.Logger
@@ -90,13 +93,13 @@ func (o Options) withDefaults() Options {
 		o.FrontendsPerNode = 1
 	}
 	if o.Duration == 0 {
-		o.Duration = 3 * time.Second
+		o.Duration = 5 * time.Minute
 	}
 	if o.Clients == 0 {
 		o.Clients = 2
 	}
 	if o.Pause == 0 {
-		o.Pause = 10 * time.Millisecond
+		o.Pause = 250 * time.Millisecond
 	}
 	if len(o.Origins) == 0 {
 		o.Origins = allNodes(o.Nodes)
@@ -105,7 +108,7 @@ func (o Options) withDefaults() Options {
 		o.Targets = allNodes(o.Nodes)
 	}
 	if o.QuiesceTimeout == 0 {
-		o.QuiesceTimeout = 60 * time.Second
+		o.QuiesceTimeout = 15 * time.Minute
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -251,7 +254,11 @@ func (r *recorder) delivery(d Delivery) {
 }
 
 // nodeConfig is instance k of node i's configuration: the contract's
-// defaults with the intervals shrunk so that a long story runs in seconds.
+// defaults, production intervals included (health 10 s, registry 15 s,
+// forward retries every 5 s, ring publication 30 s, real backoffs and
+// timeouts): the run is on virtual time, so they cost no wall time.
+// Every node speaks mutual TLS with certificates of the run's CA, over
+// the sim network (Listener, Dial, Intercept).
 func (c *Cluster) nodeConfig(i, k int) switchboard.Config {
 	cfg := switchboard.DefaultConfig()
 	cfg.Name = nodeName(i)
@@ -260,6 +267,8 @@ func (c *Cluster) nodeConfig(i, k int) switchboard.Config {
 	cfg.DataDir = filepath.Join(c.dir, nodeName(i))
 	cfg.Logger = c.opts.Logger
 	cfg.Federation = true
+	cfg.TLSCert, cfg.TLSKey = certs.NodeFiles(c.certDir(), nodeName(i))
+	cfg.TLSCA, _ = certs.CAFiles(c.certDir())
 	for j := range c.opts.Nodes {
 		if j != i {
 			// Every instance of a site is an address of one peer.
@@ -269,42 +278,26 @@ func (c *Cluster) nodeConfig(i, k int) switchboard.Config {
 		}
 	}
 	if c.opts.instances(i) > 1 {
-		// The ring: elected by the sim's lock, publishing at the pace of
-		// the other exchanges; a slave waits out a master's failover
-		// (200 attempts of 10-50 ms: seconds, longer than any crash of a
-		// run) rather than give up.
+		// The ring: elected by the sim's lock; a slave waits out a
+		// master's failover rather than give up.
 		cfg.RingRole = messages.RoleAuto
 		cfg.RingAddress = instAddr(i, k)
-		cfg.RingPublishInterval = 100 * time.Millisecond
-		cfg.RingReconnectBackoffMin = 10 * time.Millisecond
-		cfg.RingReconnectBackoffMax = 50 * time.Millisecond
-		cfg.RingReconnectMaxAttempts = 200
-		cfg.RingReconnectJitter = 0.5
+		cfg.RingReconnectMaxAttempts = 100
 	}
-	// Health and registry exchanges grow with the square of the mesh:
-	// beyond 5 nodes they slow down in proportion, so that a 20-node
-	// mesh spends its CPU on messages rather than on heartbeats.
-	scale := time.Duration(max(1, c.opts.Nodes/5))
-	cfg.HealthInterval = 50 * time.Millisecond * scale
-	cfg.RegistryInterval = 50 * time.Millisecond * scale
-	cfg.ForwardRetryInterval = 50 * time.Millisecond
-	cfg.ForwardMaxRetries = 600 // 30 s: longer than any fault of a run
-	cfg.DNSPollInterval = 100 * time.Millisecond
-	cfg.HTTPTimeout = time.Second
-	cfg.DeliveryRetryMin = 20 * time.Millisecond
-	cfg.DeliveryRetryMax = 100 * time.Millisecond
-	cfg.DeliveryMaxAttempts = 1000
-	cfg.MessageValidity = time.Hour
-	cfg.WebhookTimeout = time.Second
-	cfg.ShutdownTimeout = 5 * time.Second
+	// The space check reads the host's file system, which the sim does
+	// not model: the store wrapper makes full disks instead.
+	cfg.MinFreeSpace = space.Reserve{}
 	// Crashes leave dead letters; a short throttle lets its goroutine end
-	// soon after (the leak checks of the tests wait for it).
+	// soon after (every goroutine must end before the run's bubble does).
 	cfg.DeadLetterThrottle = 10 * time.Millisecond
 	if c.opts.Tune != nil {
 		c.opts.Tune(i, &cfg)
 	}
 	return cfg
 }
+
+// certDir holds the run's CA and the node certificates.
+func (c *Cluster) certDir() string { return filepath.Join(c.dir, "certs") }
 
 // New starts a cluster: every node, its pull frontends, and a route on
 // every node to every frontend (waiting until the registries are known).
@@ -314,7 +307,7 @@ func New(seed int64, opts Options) (*Cluster, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	c := &Cluster{seed: seed, opts: opts, net: NewNetwork(seed, time.Second), dir: opts.Dir, closing: make(chan struct{})}
+	c := &Cluster{seed: seed, opts: opts, net: NewNetwork(seed, time.Minute), dir: opts.Dir, closing: make(chan struct{})}
 	if c.dir == "" {
 		d, err := os.MkdirTemp("", "switchboard-sim-")
 		if err != nil {
@@ -324,6 +317,15 @@ func New(seed int64, opts Options) (*Cluster, error) {
 	}
 	c.bgCtx, c.stopBG = context.WithCancel(context.Background())
 	c.timeline = newTimeline()
+	// Made now: in the run's bubble the clock starts at 2000-01-01, and a
+	// certificate must be valid then.
+	var names []string
+	for i := range opts.Nodes {
+		names = append(names, nodeName(i))
+	}
+	if err := certs.InitCA(c.certDir(), names, time.Now()); err != nil {
+		return nil, fmt.Errorf("certificates: %w", err)
+	}
 	ok := false
 	defer func() {
 		if !ok {
@@ -460,7 +462,7 @@ func (c *Cluster) siteDown(i int) bool {
 func (c *Cluster) start(m *member) error {
 	ep := c.net.Endpoint(m.name)
 	cfg := m.cfg
-	cfg.Transport = ep
+	cfg.Listener, cfg.Dial, cfg.Intercept = ep.Listener(), ep.Dial, ep.Intercept
 	var view *storeView
 	var sess *session
 	if sh := c.shared[m.i]; sh != nil {
@@ -494,7 +496,7 @@ func (c *Cluster) start(m *member) error {
 		c.bg.Add(1) // under mu: never after Close began waiting
 	}
 	c.mu.Unlock()
-	c.net.Attach(m.name, n)
+	ep.Attach()
 	if !closed {
 		go func() {
 			defer c.bg.Done()
@@ -551,7 +553,6 @@ func (c *Cluster) crashIncarnation(m *member, only *switchboard.Node) {
 	}
 	m.node = nil
 	c.mu.Unlock()
-	c.net.Attach(m.name, nil)
 	ep.Kill()
 	if view != nil {
 		view.kill()
@@ -670,7 +671,7 @@ func (c *Cluster) reconfigure(m *member, f func(*switchboard.Config)) error {
 
 // stopGracefully stops m's incarnation n (already taken out of m.node).
 func (c *Cluster) stopGracefully(m *member, n *switchboard.Node) error {
-	c.net.Attach(m.name, nil)
+	m.ep.Detach()
 	close(m.down)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	err := n.Stop(ctx)
@@ -699,7 +700,7 @@ func (c *Cluster) drive(f frontend) {
 			continue
 		}
 		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		msgs, err := n.Poll(pctx, fname, 64, 50*time.Millisecond, time.Second)
+		msgs, err := n.Poll(pctx, fname, 64, time.Second, 30*time.Second)
 		cancel()
 		if err != nil || len(msgs) == 0 {
 			if err != nil {
@@ -945,7 +946,7 @@ func (c *Cluster) quiesce(timeout time.Duration) bool {
 		if time.Now().After(deadline) {
 			return false
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(time.Second)
 	}
 }
 

@@ -234,13 +234,15 @@ func RandomSiteSchedule(rng *rand.Rand, nodes int, instances []int, d time.Durat
 	if len(multi) > 0 {
 		kinds = 11
 	}
-	episodes := max(1, int(d/(400*time.Millisecond)))
+	// On virtual time with production intervals (forward retries every
+	// 5 s, health every 10 s) an episode lasts seconds to minutes.
+	episodes := max(1, int(d/(24*time.Second)))
 	span := func(min, max time.Duration) time.Duration {
 		return (min + time.Duration(rng.Int63n(int64(max-min)+1))).Round(time.Millisecond)
 	}
 	for range episodes {
 		start := time.Duration(rng.Int63n(int64(d * 8 / 10))).Round(time.Millisecond)
-		length := span(100*time.Millisecond, d/3+100*time.Millisecond)
+		length := span(6*time.Second, d/3+6*time.Second)
 		end := min(start+length, d-time.Millisecond)
 		perm := rng.Perm(nodes)
 		k := 1 + rng.Intn(nodes-1)
@@ -266,9 +268,9 @@ func RandomSiteSchedule(rng *rand.Rand, nodes int, instances []int, d time.Durat
 		case 5:
 			s = append(s, At(start, Crash(one)), At(end, Restart(one)))
 		case 6:
-			s = append(s, At(start, Slow(one, span(10*time.Millisecond, 80*time.Millisecond))), At(end, Slow(one, 0)))
+			s = append(s, At(start, Slow(one, span(100*time.Millisecond, 3*time.Second))), At(end, Slow(one, 0)))
 		case 7:
-			s = append(s, At(start, CrashAfterForward(one, span(50*time.Millisecond, 600*time.Millisecond))))
+			s = append(s, At(start, CrashAfterForward(one, span(3*time.Second, 36*time.Second))))
 		case 8:
 			site := multi[rng.Intn(len(multi))]
 			s = append(s, At(start, CrashMaster(site)), At(end, Restart(site)))

@@ -12,7 +12,7 @@ import (
 )
 
 // ringCheckEvery is how often the ring invariant is checked during a run.
-const ringCheckEvery = 5 * time.Millisecond
+const ringCheckEvery = 250 * time.Millisecond
 
 // RingResult is the verdict of the ring checks of a run with
 // multi-instance sites.

@@ -19,7 +19,11 @@ type Scenario struct {
 	Options func(seed int64, nodes int) Options
 }
 
-var ms = time.Millisecond
+// ms is the unit of the stories: they were written for shrunk intervals
+// on real time; on virtual time with production intervals (forward
+// retries every 5 s, health every 10 s) each of their milliseconds lasts
+// 60 ms.
+var ms = 60 * time.Millisecond
 
 // Scenarios are the named stories, by name.
 var Scenarios = map[string]Scenario{}
@@ -191,7 +195,6 @@ func init() {
 		Options: func(_ int64, nodes int) Options {
 			nodes = max(nodes, 3)
 			return Options{Nodes: nodes, Duration: 1500 * ms, Origins: []int{0}, Targets: []int{2},
-				QuiesceTimeout: 8 * time.Second,
 				Tune: func(_ int, cfg *switchboard.Config) {
 					cfg.ForwardMaxRetries = 30 // what still waits for n3 ends forward_failed soon
 				},

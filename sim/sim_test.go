@@ -27,7 +27,10 @@ func testOptions(t *testing.T, o Options) Options {
 // report (seed and schedule included).
 func run(t *testing.T, seed int64, o Options) Report {
 	t.Helper()
-	rep, err := Run(seed, testOptions(t, o))
+	rep, err, ok := RunIn(t, "run", seed, testOptions(t, o))
+	if !ok {
+		t.Fatalf("seed %d: the run's bubble failed", seed)
+	}
 	if err != nil {
 		t.Fatalf("seed %d: %v", seed, err)
 	}
@@ -90,7 +93,10 @@ func TestScenarioStaticPeerRemovedWhileMessagesWait(t *testing.T) {
 // over twice fails the run.
 func TestCheckerCatchesDoubleDelivery(t *testing.T) {
 	o := testOptions(t, Options{Nodes: 2, Duration: 500 * ms, DoubleAck: "n2-f0"})
-	rep, err := Run(21, o)
+	rep, err, ok := RunIn(t, "run", 21, o)
+	if !ok {
+		t.Fatal("the run's bubble failed")
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,20 +26,25 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/sim"
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(sim.Main(os.Stdout, func(t *testing.T, stdout io.Writer) int {
+		return run(t, os.Args[1:], stdout, os.Stderr)
+	}))
 }
 
-func run(args []string, stdout, stderr io.Writer) int {
+// run is the command; every sim runs in a synctest bubble as a subtest of
+// t (virtual time: see sim.Main).
+func run(t *testing.T, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	nodes := fs.Int("nodes", 5, "nodes in the full mesh")
-	duration := fs.Duration("duration", 3*time.Second, "load and faults last this long with random and none (a scenario sets its own)")
+	duration := fs.Duration("duration", 5*time.Minute, "load and faults last this long on the virtual clock with random and none (a scenario sets its own)")
 	seed := fs.Int64("seed", 1, "seed of the fault schedule and the workload")
 	seeds := fs.Int("seeds", 0, "run seeds --seed .. --seed+N-1 and print one sim: line each (0: one run, full report)")
 	faults := fs.String("faults", "random", "random, none, or a scenario: "+strings.Join(sim.ScenarioNames(), ", "))
@@ -119,7 +124,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintln(stderr, err)
 				return 2
 			}
-			rep, err := sim.Run(s, o)
+			rep, err, ok := sim.RunIn(t, fmt.Sprintf("seed=%d", s), s, o)
+			if !ok {
+				fmt.Fprintf(stderr, "sim: seed %d: the run's bubble failed (above); replay: %s\n", s, rep.Replay())
+				return 2
+			}
 			if err != nil {
 				fmt.Fprintf(stderr, "sim: seed %d: %v\n", s, err)
 				return 2
@@ -132,7 +141,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			if rep.Ring.Sites > 0 {
 				fmt.Fprintln(stdout, rep.Ring.Line())
 			}
-			fmt.Fprintf(stdout, "%s (%v)\n", rep.Result.Line(s, rep.Nodes), rep.Elapsed.Round(time.Millisecond))
+			fmt.Fprintf(stdout, "%s (%v wall)\n", rep.Result.Line(s, rep.Nodes), rep.Wall.Round(time.Millisecond))
 		}
 		fmt.Fprintf(stdout, "sim: %d seeds, %d failed, %v\n", *seeds, failed, time.Since(begin).Round(time.Second))
 		if failed > 0 {
@@ -145,7 +154,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
-	rep, err := sim.Run(*seed, o)
+	rep, err, ok := sim.RunIn(t, fmt.Sprintf("seed=%d", *seed), *seed, o)
+	if !ok {
+		fmt.Fprintf(stderr, "sim: the run's bubble failed (above)\n")
+		return 2
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "sim: %v\n", err)
 		return 2

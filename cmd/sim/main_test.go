@@ -11,7 +11,7 @@ var simLine = regexp.MustCompile(`(?m)^sim: seed=\d+ nodes=\d+ accepted=\d+ deli
 
 func TestRunEndsWithTheSimLine(t *testing.T) {
 	var out, errb bytes.Buffer
-	code := run([]string{"--nodes", "2", "--duration", "500ms", "--seed", "7", "--faults", "random"}, &out, &errb)
+	code := run(t, []string{"--nodes", "2", "--duration", "500ms", "--seed", "7", "--faults", "random"}, &out, &errb)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
@@ -26,7 +26,7 @@ func TestRunEndsWithTheSimLine(t *testing.T) {
 func TestBadFlagsExit2(t *testing.T) {
 	for _, args := range [][]string{{"--faults", "nope"}, {"--nodes", "x"}, {"extra"}, {"--instances", "0"}, {"--nodes", "1", "--instances", "3,1"}} {
 		var out, errb bytes.Buffer
-		if code := run(args, &out, &errb); code != 2 {
+		if code := run(t, args, &out, &errb); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
 	}
@@ -36,7 +36,7 @@ var ringLine = regexp.MustCompile(`(?m)^sim: ring checks=\d+ overlaps=0 double_c
 
 func TestRunWithAMultiInstanceSite(t *testing.T) {
 	var out, errb bytes.Buffer
-	code := run([]string{"--nodes", "2", "--instances", "3", "--duration", "800ms", "--seed", "3", "--faults", "random"}, &out, &errb)
+	code := run(t, []string{"--nodes", "2", "--instances", "3", "--duration", "800ms", "--seed", "3", "--faults", "random"}, &out, &errb)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
