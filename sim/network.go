@@ -544,4 +544,3 @@ func (e *Endpoint) sleep(ctx context.Context, d time.Duration) bool {
 		return false
 	}
 }
-
