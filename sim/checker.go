@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"sort"
 
@@ -182,4 +184,17 @@ func rank(o SubmitOutcome) int {
 		return 1
 	}
 	return 0
+}
+
+// digest is a short hash of h's submits and deliveries in the order
+// they were recorded, with their outcomes.
+func (h History) digest() string {
+	d := sha256.New()
+	for _, s := range h.Submits {
+		fmt.Fprintf(d, "s %s %s %s %s\n", s.ID, s.Node, s.Frontend, s.Outcome)
+	}
+	for _, x := range h.Deliveries {
+		fmt.Fprintf(d, "d %s %s %v\n", x.ID, x.Frontend, x.Ack)
+	}
+	return hex.EncodeToString(d.Sum(nil))[:12]
 }

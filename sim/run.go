@@ -38,6 +38,14 @@ type Report struct {
 	// the replay command).
 	Instances []int
 	Scenario  string
+	// Duration, Clients and FrontendsPerNode are the run's options of
+	// those names (for the replay command).
+	Duration                  time.Duration
+	Clients, FrontendsPerNode int
+	// Digest is the history's digest, in the order it was observed
+	// (submits, then deliveries): two runs with the same digest saw the
+	// same outcomes in the same order.
+	Digest string
 	// Ring is the verdict of the ring checks (Sites 0: no multi-instance
 	// site).
 	Ring RingResult
@@ -49,9 +57,17 @@ func (r Report) OK() bool { return r.Result.OK() && r.Ring.OK() }
 
 // Replay is the command that replays the run's story.
 func (r Report) Replay() string {
-	cmd := fmt.Sprintf("go run ./cmd/sim --seed %d --nodes %d", r.Seed, r.Nodes)
+	cmd := fmt.Sprintf("go run%s ./cmd/sim --seed %d --nodes %d", replayTags, r.Seed, r.Nodes)
 	if r.Scenario != "" {
 		cmd += " --faults " + r.Scenario
+	} else if r.Duration > 0 {
+		cmd += " --duration " + r.Duration.String()
+	}
+	if r.Clients > 0 && r.Clients != 2 {
+		cmd += fmt.Sprintf(" --clients %d", r.Clients)
+	}
+	if r.FrontendsPerNode > 1 {
+		cmd += fmt.Sprintf(" --frontends %d", r.FrontendsPerNode)
 	}
 	var multi bool
 	var ks []string
@@ -85,7 +101,7 @@ func (r Report) String() string {
 	for _, e := range r.Errors {
 		fmt.Fprintf(&b, "schedule error: %s\n", e)
 	}
-	fmt.Fprintf(&b, "submitted=%d virtual=%v wall=%v\n", r.Submitted, r.Elapsed.Round(time.Millisecond), r.Wall.Round(time.Millisecond))
+	fmt.Fprintf(&b, "submitted=%d virtual=%v wall=%v history=%s\n", r.Submitted, r.Elapsed.Round(time.Millisecond), r.Wall.Round(time.Millisecond), r.Digest)
 	if r.Ring.Sites > 0 {
 		fmt.Fprintf(&b, "ring: sites=%d checks=%d (%d with the ring split among instances; %d more skipped while the epoch moved) claims=%d\n",
 			r.Ring.Sites, r.Ring.Checks, r.Ring.Split, r.Ring.Skipped, r.Ring.Claims)
@@ -132,7 +148,8 @@ const triggerGrace = 5 * time.Minute
 func Run(seed int64, opts Options) (Report, error) {
 	begin := time.Now()
 	opts = opts.withDefaults()
-	rep := Report{Seed: seed, Nodes: opts.Nodes, Schedule: opts.Schedule.sorted(), Instances: opts.Instances, Scenario: opts.Scenario}
+	rep := Report{Seed: seed, Nodes: opts.Nodes, Schedule: opts.Schedule.sorted(), Instances: opts.Instances, Scenario: opts.Scenario,
+		Duration: opts.Duration, Clients: opts.Clients, FrontendsPerNode: opts.FrontendsPerNode}
 	fmt.Fprintf(opts.Progress, "sim: starting %d nodes\n", opts.Nodes)
 	c, err := New(seed, opts)
 	if err != nil {
@@ -201,6 +218,7 @@ func Run(seed int64, opts Options) (Report, error) {
 	c.rec.mu.Unlock()
 	h.Origin = c.origins(h.Submits)
 	rep.Result = Check(h)
+	rep.Digest = h.digest()
 	rep.Submitted = len(h.Submits)
 	rep.Net = c.net.Stats()
 	rep.Queues = c.queues()

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -14,6 +15,11 @@ import (
 func testOptions(t *testing.T, o Options) Options {
 	t.Helper()
 	o.Dir = t.TempDir()
+	if o.Pause == 0 {
+		// A lighter load than cmd/sim's (-race makes the store slow):
+		// 2 messages a second of virtual time.
+		o.Pause = time.Second
+	}
 	if os.Getenv("SIM_LOG") != "" {
 		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		o.Progress = os.Stderr
