@@ -54,6 +54,14 @@ type Delivery struct {
 	Frontend string
 	Node     string // the frontend's home node
 	Ack      AckOutcome
+	// Push: a webhook or actor frontend, handed the message by incarnation
+	// By of a node (Acked: it answered delivered and the node was still
+	// waiting; AckUnknown: its answer was lost).
+	Push bool
+	By   string
+	// Kind is the frontend's kind (KindPull, KindWebhook, KindActor; ""
+	// counts as pull), for the report.
+	Kind string
 }
 
 // History is everything a run observed, the input of Check.
@@ -70,19 +78,23 @@ type History struct {
 type Result struct {
 	Accepted, Delivered                                  int
 	Lost, Duplicated, Unexpected, Misrouted, Disagreeing int
+	// Redelivered counts messages a push frontend was handed again by
+	// the incarnation that had its answer "delivered" (appended to the
+	// contract line as redelivered=n).
+	Redelivered int
 	// Details explain the violations, one line each, sorted.
 	Details []string
 }
 
 // OK reports whether the run holds no violation.
 func (r Result) OK() bool {
-	return r.Lost == 0 && r.Duplicated == 0 && r.Unexpected == 0 && r.Misrouted == 0 && r.Disagreeing == 0
+	return r.Lost == 0 && r.Duplicated == 0 && r.Unexpected == 0 && r.Misrouted == 0 && r.Disagreeing == 0 && r.Redelivered == 0
 }
 
 // Line is the report's last line (docs/sim.md, the report).
 func (r Result) Line(seed int64, nodes int) string {
-	return fmt.Sprintf("sim: seed=%d nodes=%d accepted=%d delivered=%d lost=%d duplicated=%d unexpected=%d misrouted=%d disagreeing=%d",
-		seed, nodes, r.Accepted, r.Delivered, r.Lost, r.Duplicated, r.Unexpected, r.Misrouted, r.Disagreeing)
+	return fmt.Sprintf("sim: seed=%d nodes=%d accepted=%d delivered=%d lost=%d duplicated=%d unexpected=%d misrouted=%d disagreeing=%d redelivered=%d",
+		seed, nodes, r.Accepted, r.Delivered, r.Lost, r.Duplicated, r.Unexpected, r.Misrouted, r.Disagreeing, r.Redelivered)
 }
 
 // Check judges a history. It is pure: the same history, the same result.
@@ -90,9 +102,12 @@ func (r Result) Line(seed int64, nodes int) string {
 //   - lost: accepted, never acked by any frontend (nor possibly acked), and
 //     not in a legitimate final failure state at its origin (failed,
 //     forward_failed).
-//   - duplicated: acked as delivered more than once (a frontend may be
-//     offered an id again when its ack was not recorded; only completed
-//     deliveries count).
+//   - duplicated: acked as delivered more than once by pull frontends (a
+//     frontend may be offered an id again when its ack was not recorded;
+//     only completed deliveries count).
+//   - redelivered: handed to a push frontend (webhook, actor) again by
+//     the incarnation that had already had its "delivered" answer (a new
+//     incarnation may hand it again: at least once across a crash).
 //   - unexpected: seen by a frontend but never submitted (or refused).
 //   - misrouted: seen by a frontend other than its route's.
 //   - disagreeing: acked by a frontend while its origin's final state is
@@ -108,7 +123,9 @@ func Check(h History) Result {
 			sub[s.ID] = s
 		}
 	}
-	acked := map[string]int{}
+	acked := map[string]int{}  // acks of any frontend
+	pulled := map[string]int{} // acks of pull frontends
+	pushed := map[[2]string]int{}
 	maybeAcked := map[string]bool{}
 	unexpected := map[string]string{}
 	misrouted := map[string]string{}
@@ -124,6 +141,11 @@ func Check(h History) Result {
 		switch d.Ack {
 		case Acked:
 			acked[d.ID]++
+			if d.Push {
+				pushed[[2]string{d.ID, d.By}]++
+			} else {
+				pulled[d.ID]++
+			}
 		case AckUnknown:
 			maybeAcked[d.ID] = true
 		}
@@ -147,9 +169,9 @@ func Check(h History) Result {
 		if n > 0 && s.Outcome == Accepted {
 			r.Delivered++
 		}
-		if n > 1 {
+		if pulled[id] > 1 {
 			r.Duplicated++
-			details = append(details, fmt.Sprintf("duplicated: %s acked %d times", id, n))
+			details = append(details, fmt.Sprintf("duplicated: %s acked %d times", id, pulled[id]))
 		}
 		origin, known := h.Origin[id]
 		final := origin
@@ -169,6 +191,14 @@ func Check(h History) Result {
 		case n == 0 && !maybeAcked[id] && origin == messages.StateDelivered:
 			r.Disagreeing++
 			details = append(details, fmt.Sprintf("disagreeing: %s delivered at its origin %s but no frontend acked it", id, s.Node))
+		}
+	}
+	redelivered := map[string]bool{}
+	for k, n := range pushed {
+		if n > 1 && !redelivered[k[0]] {
+			redelivered[k[0]] = true
+			r.Redelivered++
+			details = append(details, fmt.Sprintf("redelivered: %s handed %d times to its push frontend by %s after it answered delivered", k[0], n, k[1]))
 		}
 	}
 	sort.Strings(details)
@@ -194,7 +224,7 @@ func (h History) digest() string {
 		fmt.Fprintf(d, "s %s %s %s %s\n", s.ID, s.Node, s.Frontend, s.Outcome)
 	}
 	for _, x := range h.Deliveries {
-		fmt.Fprintf(d, "d %s %s %v\n", x.ID, x.Frontend, x.Ack)
+		fmt.Fprintf(d, "d %s %s %v %s\n", x.ID, x.Frontend, x.Ack, x.By)
 	}
 	return hex.EncodeToString(d.Sum(nil))[:12]
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -29,6 +31,9 @@ type Options struct {
 	Nodes int
 	// FrontendsPerNode: pull frontends each node serves (default 1).
 	FrontendsPerNode int
+	// Webhooks and Actors: webhook and in-process actor frontends each
+	// node serves (default 0; RandomOptions: 1 each).
+	Webhooks, Actors int
 	// Duration of the workload and the faults, on the run's virtual clock
 	// (default 5m).
 	Duration time.Duration
@@ -124,8 +129,8 @@ func (o Options) validate() error {
 	if o.Nodes < 1 || o.Nodes > 99 {
 		errs = append(errs, fmt.Errorf("sim: nodes must be 1-99, got %d", o.Nodes))
 	}
-	if o.FrontendsPerNode < 1 || o.Nodes*o.FrontendsPerNode > 99 {
-		errs = append(errs, fmt.Errorf("sim: 1-99 frontends in all, got %d per node", o.FrontendsPerNode))
+	if o.FrontendsPerNode < 1 || o.Webhooks < 0 || o.Actors < 0 || o.Nodes*(o.FrontendsPerNode+o.Webhooks+o.Actors) > 99 {
+		errs = append(errs, fmt.Errorf("sim: 1-99 frontends in all, got %d pull, %d webhook, %d actor per node", o.FrontendsPerNode, o.Webhooks, o.Actors))
 	}
 	if len(o.Instances) > o.Nodes {
 		errs = append(errs, fmt.Errorf("sim: %d instance counts for %d nodes", len(o.Instances), o.Nodes))
@@ -182,8 +187,9 @@ type member struct {
 	sess *session
 	// down is closed when the incarnation stops.
 	down chan struct{}
-	// crashes and restarts, for the report.
+	// crashes, for the report; gen counts the incarnations.
 	crashes int
+	gen     int
 }
 
 // shared is what the instances of a multi-instance site share.
@@ -193,11 +199,12 @@ type shared struct {
 	log   *claimLog
 }
 
-// frontend is one pull frontend of the workload.
+// frontend is one frontend of the workload.
 type frontend struct {
 	name   string
 	node   int
 	prefix string
+	kind   string // KindPull, KindWebhook, KindActor
 }
 
 // Cluster is N real nodes in one process, federated over a Network.
@@ -218,6 +225,11 @@ type Cluster struct {
 	fatals  []string
 
 	fronts []frontend
+	// frontFaults are the push frontends' faults per node, drawn from
+	// frontRng; receivers are the webhook receivers' servers.
+	frontFaults map[int]FrontendFault
+	frontRng    *rand.Rand
+	receivers   []*http.Server
 
 	bg sync.WaitGroup
 	// driving counts the frontends' goroutines (also in bg): the history
@@ -307,7 +319,8 @@ func New(seed int64, opts Options) (*Cluster, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	c := &Cluster{seed: seed, opts: opts, net: NewNetwork(seed, time.Minute), dir: opts.Dir, closing: make(chan struct{})}
+	c := &Cluster{seed: seed, opts: opts, net: NewNetwork(seed, time.Minute), dir: opts.Dir, closing: make(chan struct{}),
+		frontFaults: map[int]FrontendFault{}, frontRng: rand.New(rand.NewSource(seed * 31))}
 	if c.dir == "" {
 		d, err := os.MkdirTemp("", "switchboard-sim-")
 		if err != nil {
@@ -322,6 +335,9 @@ func New(seed int64, opts Options) (*Cluster, error) {
 	var names []string
 	for i := range opts.Nodes {
 		names = append(names, nodeName(i))
+		for k := range opts.Webhooks {
+			names = append(names, hookHost(fmt.Sprintf("%s-w%d", nodeName(i), k)))
+		}
 	}
 	if err := certs.InitCA(c.certDir(), names, time.Now()); err != nil {
 		return nil, fmt.Errorf("certificates: %w", err)
@@ -359,10 +375,15 @@ func New(seed int64, opts Options) (*Cluster, error) {
 			c.net.AddInstance(nodeName(i), m.name, instAddr(i, k))
 		}
 		c.sites = append(c.sites, site)
-		for k := range opts.FrontendsPerNode {
-			g := len(c.fronts)
-			c.fronts = append(c.fronts, frontend{name: fmt.Sprintf("%s-f%d", nodeName(i), k), node: i, prefix: fmt.Sprintf("1%02d", g)})
+		add := func(kind, tag string, n int) {
+			for k := range n {
+				g := len(c.fronts)
+				c.fronts = append(c.fronts, frontend{name: fmt.Sprintf("%s-%s%d", nodeName(i), tag, k), node: i, prefix: fmt.Sprintf("1%02d", g), kind: kind})
+			}
 		}
+		add(KindPull, "f", opts.FrontendsPerNode)
+		add(KindWebhook, "w", opts.Webhooks)
+		add(KindActor, "a", opts.Actors)
 	}
 	for _, m := range c.members {
 		if err := c.start(m); err != nil {
@@ -376,7 +397,17 @@ func New(seed int64, opts Options) (*Cluster, error) {
 		if n == nil {
 			return nil, fmt.Errorf("register %s: %s is down", f.name, nodeName(f.node))
 		}
-		if _, err := n.PutFrontend(ctx, messages.Frontend{Name: f.name, Mode: messages.ModePull}); err != nil {
+		fe := messages.Frontend{Name: f.name, Mode: messages.ModePull}
+		switch f.kind {
+		case KindActor:
+			continue // registered by every incarnation (start)
+		case KindWebhook:
+			if err := c.startReceiver(f); err != nil {
+				return nil, err
+			}
+			fe = messages.Frontend{Name: f.name, Mode: messages.ModeWebhook, URL: hookURL(f.name)}
+		}
+		if _, err := n.PutFrontend(ctx, fe); err != nil {
 			return nil, fmt.Errorf("register %s: %w", f.name, err)
 		}
 	}
@@ -384,6 +415,9 @@ func New(seed int64, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	for _, f := range c.fronts {
+		if f.kind != KindPull {
+			continue
+		}
 		c.driving.Add(1)
 		c.bg.Go(func() {
 			defer c.driving.Done()
@@ -461,6 +495,9 @@ func (c *Cluster) siteDown(i int) bool {
 // of the site's elector).
 func (c *Cluster) start(m *member) error {
 	ep := c.net.Endpoint(m.name)
+	m.gen++
+	by := fmt.Sprintf("%s#%d", m.name, m.gen)
+	ep.label = by
 	cfg := m.cfg
 	cfg.Listener, cfg.Dial, cfg.Intercept = ep.Listener(), ep.Dial, ep.Intercept
 	var view *storeView
@@ -485,6 +522,11 @@ func (c *Cluster) start(m *member) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := n.Start(ctx); err != nil {
+		dead()
+		return fmt.Errorf("start %s: %w", m.name, err)
+	}
+	if err := c.registerActors(ctx, m.i, n, by); err != nil {
+		_ = n.Stop(ctx)
 		dead()
 		return fmt.Errorf("start %s: %w", m.name, err)
 	}
@@ -727,7 +769,7 @@ func (c *Cluster) drive(f frontend) {
 			case outcome[m.ID] == "applied" || outcome[m.ID] == "already_recorded":
 				ack = Acked
 			}
-			d := Delivery{ID: m.ID, Frontend: fname, Node: home, Ack: ack}
+			d := Delivery{ID: m.ID, Frontend: fname, Node: home, Ack: ack, Kind: KindPull}
 			c.rec.delivery(d)
 			if fname == c.opts.DoubleAck && ack == Acked {
 				c.rec.delivery(d)
@@ -772,6 +814,9 @@ func (c *Cluster) Close() {
 	c.mu.Unlock()
 	close(c.closing)
 	c.stopBG()
+	for _, r := range c.receivers {
+		_ = r.Close()
+	}
 	c.bg.Wait()
 	for _, m := range c.members {
 		m.life.Lock()
@@ -894,8 +939,15 @@ func (c *Cluster) apply(a Action) error {
 			}
 			cfg.Peers = keep
 		})
+	case KindFrontendFault:
+		c.mu.Lock()
+		c.frontFaults[a.Node] = a.Front
+		c.mu.Unlock()
 	case KindHealAll:
 		c.net.HealAll()
+		c.mu.Lock()
+		c.frontFaults = map[int]FrontendFault{}
+		c.mu.Unlock()
 		var errs []error
 		for i := range c.sites {
 			errs = append(errs, c.Restart(i))

@@ -45,6 +45,9 @@ const (
 	// first running instance that does not. Restart brings them back.
 	KindCrashMaster Kind = "crash-master"
 	KindCrashSlave  Kind = "crash-slave"
+	// KindFrontendFault sets the faults of Node's push frontends (its
+	// webhook receivers and actor frontends) to Front.
+	KindFrontendFault Kind = "frontend-fault"
 )
 
 // Action is one step of a fault schedule. Nodes are 0-based indices, K
@@ -53,9 +56,10 @@ type Action struct {
 	Kind Kind
 	A, B []int
 	Link Link
-	Node int
-	K    int
-	D    time.Duration
+	Node  int
+	K     int
+	D     time.Duration
+	Front FrontendFault
 }
 
 // Event is an action at a time after the workload starts.
@@ -98,6 +102,12 @@ func CrashAfterForward(i int, d time.Duration) Action {
 
 // RemovePeers restarts node i without the nodes of peers in its --peers.
 func RemovePeers(i int, peers ...int) Action { return Action{Kind: KindRemovePeers, Node: i, B: peers} }
+
+// FrontendFaults makes node i's push frontends slow, failing or losing
+// their answers (the zero FrontendFault ends it).
+func FrontendFaults(i int, f FrontendFault) Action {
+	return Action{Kind: KindFrontendFault, Node: i, Front: f}
+}
 
 // HealAll ends every fault and restarts every crashed node.
 func HealAll() Action { return Action{Kind: KindHealAll} }
@@ -179,6 +189,8 @@ func (a Action) String() string {
 		return fmt.Sprintf("restart %s without peers %s", nodeName(a.Node), names(a.B))
 	case KindHealAll:
 		return "heal all"
+	case KindFrontendFault:
+		return fmt.Sprintf("push frontends of %s %s", nodeName(a.Node), a.Front)
 	}
 	return string(a.Kind)
 }
@@ -230,9 +242,9 @@ func RandomSiteSchedule(rng *rand.Rand, nodes int, instances []int, d time.Durat
 			multi = append(multi, i)
 		}
 	}
-	kinds := 8
+	kinds := 9
 	if len(multi) > 0 {
-		kinds = 11
+		kinds = 12
 	}
 	// On virtual time with production intervals (forward retries every
 	// 5 s, health every 10 s) an episode lasts seconds to minutes.
@@ -272,12 +284,15 @@ func RandomSiteSchedule(rng *rand.Rand, nodes int, instances []int, d time.Durat
 		case 7:
 			s = append(s, At(start, CrashAfterForward(one, span(3*time.Second, 36*time.Second))))
 		case 8:
-			site := multi[rng.Intn(len(multi))]
-			s = append(s, At(start, CrashMaster(site)), At(end, Restart(site)))
+			f := FrontendFault{Slow: span(0, 3*time.Second), Fail: rng.Float64() * 0.5, LoseAnswer: rng.Float64() * 0.3}
+			s = append(s, At(start, FrontendFaults(one, f)), At(end, FrontendFaults(one, FrontendFault{})))
 		case 9:
 			site := multi[rng.Intn(len(multi))]
-			s = append(s, At(start, CrashSlave(site)), At(end, Restart(site)))
+			s = append(s, At(start, CrashMaster(site)), At(end, Restart(site)))
 		case 10:
+			site := multi[rng.Intn(len(multi))]
+			s = append(s, At(start, CrashSlave(site)), At(end, Restart(site)))
+		case 11:
 			site := multi[rng.Intn(len(multi))]
 			l := Link{Drop: rng.Float64() * 0.4, Duplicate: rng.Float64() * 0.3, LoseAnswer: rng.Float64() * 0.3, Only: OpRing}
 			s = append(s, At(start, SetLink([]int{site}, []int{site}, l)), At(end, Heal([]int{site}, []int{site})))

@@ -212,6 +212,9 @@ type Endpoint struct {
 	net      *Network
 	ln       *listener
 	dead     atomic.Bool
+	// label names the incarnation to those it calls (their
+	// RemoteAddr); "" is its address.
+	label string
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
@@ -313,7 +316,11 @@ func (e *Endpoint) Dial(ctx context.Context, _, addr string) (net.Conn, error) {
 	}
 	w.mu.Unlock()
 	client, server := net.Pipe()
-	cc, sc := &conn{Conn: client, ep: e, local: e.addr, remote: addr}, &conn{Conn: server, ep: ln.ep, local: addr, remote: e.addr}
+	from := e.label
+	if from == "" {
+		from = e.addr
+	}
+	cc, sc := &conn{Conn: client, ep: e, local: from, remote: addr}, &conn{Conn: server, ep: ln.ep, local: addr, remote: from}
 	if !e.track(cc) {
 		server.Close()
 		return nil, errKilled

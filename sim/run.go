@@ -42,6 +42,9 @@ type Report struct {
 	// those names (for the replay command).
 	Duration                  time.Duration
 	Clients, FrontendsPerNode int
+	// HandedOver counts the hand-overs to frontends by kind (pull,
+	// webhook, actor), answered or not.
+	HandedOver map[string]int
 	// Digest is the history's digest, in the order it was observed
 	// (submits, then deliveries): two runs with the same digest saw the
 	// same outcomes in the same order.
@@ -101,6 +104,7 @@ func (r Report) String() string {
 	for _, e := range r.Errors {
 		fmt.Fprintf(&b, "schedule error: %s\n", e)
 	}
+	fmt.Fprintf(&b, "handed over: pull=%d webhook=%d actor=%d\n", r.HandedOver[KindPull], r.HandedOver[KindWebhook], r.HandedOver[KindActor])
 	fmt.Fprintf(&b, "submitted=%d virtual=%v wall=%v history=%s\n", r.Submitted, r.Elapsed.Round(time.Millisecond), r.Wall.Round(time.Millisecond), r.Digest)
 	if r.Ring.Sites > 0 {
 		fmt.Fprintf(&b, "ring: sites=%d checks=%d (%d with the ring split among instances; %d more skipped while the epoch moved) claims=%d\n",
@@ -219,6 +223,10 @@ func Run(seed int64, opts Options) (Report, error) {
 	h.Origin = c.origins(h.Submits)
 	rep.Result = Check(h)
 	rep.Digest = h.digest()
+	rep.HandedOver = map[string]int{}
+	for _, d := range h.Deliveries {
+		rep.HandedOver[d.Kind]++
+	}
 	rep.Submitted = len(h.Submits)
 	rep.Net = c.net.Stats()
 	rep.Queues = c.queues()

@@ -51,7 +51,7 @@ func ScenarioNames() []string {
 // RandomOptions is the random fault story of a seed: nodes, duration and
 // a schedule drawn by RandomSchedule from the seed.
 func RandomOptions(seed int64, nodes int, d time.Duration) Options {
-	return Options{Nodes: nodes, Duration: d, Schedule: RandomSchedule(rand.New(rand.NewSource(seed)), nodes, d)}
+	return Options{Nodes: nodes, Duration: d, Webhooks: 1, Actors: 1, Schedule: RandomSchedule(rand.New(rand.NewSource(seed)), nodes, d)}
 }
 
 func half(nodes int) (a, b []int) {

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-var simLine = regexp.MustCompile(`(?m)^sim: seed=\d+ nodes=\d+ accepted=\d+ delivered=\d+ lost=\d+ duplicated=\d+ unexpected=\d+ misrouted=\d+ disagreeing=\d+\n\z`)
+var simLine = regexp.MustCompile(`(?m)^sim: seed=\d+ nodes=\d+ accepted=\d+ delivered=\d+ lost=\d+ duplicated=\d+ unexpected=\d+ misrouted=\d+ disagreeing=\d+( [a-z_]+=\d+)*\n\z`)
 
 func TestRunEndsWithTheSimLine(t *testing.T) {
 	var out, errb bytes.Buffer
