@@ -10,6 +10,9 @@ import (
 func TestCheckFindsEachViolation(t *testing.T) {
 	acc := func(id, fe string) Submit { return Submit{ID: id, Node: "n1", Frontend: fe, Outcome: Accepted} }
 	del := func(id, fe string, a AckOutcome) Delivery { return Delivery{ID: id, Frontend: fe, Node: "n2", Ack: a} }
+	push := func(id, by string, a AckOutcome) Delivery {
+		return Delivery{ID: id, Frontend: "w1", Node: "n2", Ack: a, Push: true, By: by, Kind: KindWebhook}
+	}
 	delivered := messages.StateDelivered
 	tests := []struct {
 		name string
@@ -125,6 +128,35 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			line: "disagreeing: a acked at f1 but forwarded",
 		},
 		{
+			name: "redelivered: a push frontend handed a message again by the incarnation that had its answer",
+			h: History{
+				Submits:    []Submit{acc("a", "w1"), acc("b", "w1")},
+				Deliveries: []Delivery{push("a", "n2#1", Acked), push("a", "n2#1", Acked), push("b", "n2#1", Acked)},
+				Origin:     map[string]messages.State{"a": delivered, "b": delivered},
+			},
+			want: Result{Accepted: 2, Delivered: 2, Redelivered: 1},
+			line: "redelivered: a handed 2 times to its push frontend by n2#1",
+		},
+		{
+			name: "a push frontend handed a message again by a new incarnation, or after a lost answer, is at least once",
+			h: History{
+				Submits: []Submit{acc("a", "w1"), acc("b", "w1")},
+				Deliveries: []Delivery{push("a", "n2#1", Acked), push("a", "n2#2", Acked),
+					push("b", "n2#1", AckUnknown), push("b", "n2#1", Acked)},
+				Origin: map[string]messages.State{"a": delivered, "b": delivered},
+			},
+			want: Result{Accepted: 2, Delivered: 2},
+		},
+		{
+			name: "a push answered with its answer lost is not lost",
+			h: History{
+				Submits:    []Submit{acc("a", "w1")},
+				Deliveries: []Delivery{push("a", "n2#1", AckUnknown)},
+				Origin:     map[string]messages.State{"a": messages.StateForwarded},
+			},
+			want: Result{Accepted: 1},
+		},
+		{
 			name: "disagreeing: delivered at origin, acked nowhere",
 			h: History{
 				Submits: []Submit{acc("a", "f1")},
@@ -141,10 +173,10 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			got.Details = nil
 			if got.Accepted != tt.want.Accepted || got.Delivered != tt.want.Delivered || got.Lost != tt.want.Lost ||
 				got.Duplicated != tt.want.Duplicated || got.Unexpected != tt.want.Unexpected ||
-				got.Misrouted != tt.want.Misrouted || got.Disagreeing != tt.want.Disagreeing {
+				got.Misrouted != tt.want.Misrouted || got.Disagreeing != tt.want.Disagreeing || got.Redelivered != tt.want.Redelivered {
 				t.Fatalf("got %+v, want %+v\n%s", got, tt.want, strings.Join(details, "\n"))
 			}
-			if got.OK() != (tt.want.Lost+tt.want.Duplicated+tt.want.Unexpected+tt.want.Misrouted+tt.want.Disagreeing == 0) {
+			if got.OK() != (tt.want.Lost+tt.want.Duplicated+tt.want.Unexpected+tt.want.Misrouted+tt.want.Disagreeing+tt.want.Redelivered == 0) {
 				t.Fatalf("OK() = %v for %+v", got.OK(), got)
 			}
 			if tt.line != "" && !strings.Contains(strings.Join(details, "\n"), tt.line) {
@@ -156,7 +188,7 @@ func TestCheckFindsEachViolation(t *testing.T) {
 
 func TestResultLine(t *testing.T) {
 	r := Result{Accepted: 10, Delivered: 9, Lost: 1}
-	want := "sim: seed=42 nodes=5 accepted=10 delivered=9 lost=1 duplicated=0 unexpected=0 misrouted=0 disagreeing=0"
+	want := "sim: seed=42 nodes=5 accepted=10 delivered=9 lost=1 duplicated=0 unexpected=0 misrouted=0 disagreeing=0 redelivered=0"
 	if got := r.Line(42, 5); got != want {
 		t.Fatalf("got %q", got)
 	}

@@ -53,9 +53,9 @@ const (
 // Action is one step of a fault schedule. Nodes are 0-based indices, K
 // an instance of Node (0-based).
 type Action struct {
-	Kind Kind
-	A, B []int
-	Link Link
+	Kind  Kind
+	A, B  []int
+	Link  Link
 	Node  int
 	K     int
 	D     time.Duration
