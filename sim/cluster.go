@@ -194,6 +194,7 @@ type member struct {
 
 // shared is what the instances of a multi-instance site share.
 type shared struct {
+	multi bool // several instances (the ring checks apply)
 	store persistence.Store
 	el    *elector
 	log   *claimLog
@@ -230,6 +231,10 @@ type Cluster struct {
 	frontFaults map[int]FrontendFault
 	frontRng    *rand.Rand
 	receivers   []*http.Server
+	// storeFaults are the stores' faults per node; storeFailed counts
+	// the writes that met one.
+	storeFaults map[int]StoreFault
+	storeFailed map[int]int
 
 	bg sync.WaitGroup
 	// driving counts the frontends' goroutines (also in bg): the history
@@ -320,7 +325,7 @@ func New(seed int64, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{seed: seed, opts: opts, net: NewNetwork(seed, time.Minute), dir: opts.Dir, closing: make(chan struct{}),
-		frontFaults: map[int]FrontendFault{}, frontRng: rand.New(rand.NewSource(seed * 31))}
+		frontFaults: map[int]FrontendFault{}, storeFaults: map[int]StoreFault{}, storeFailed: map[int]int{}, frontRng: rand.New(rand.NewSource(seed * 31))}
 	if c.dir == "" {
 		d, err := os.MkdirTemp("", "switchboard-sim-")
 		if err != nil {
@@ -350,8 +355,11 @@ func New(seed int64, opts Options) (*Cluster, error) {
 	}()
 	for i := range opts.Nodes {
 		n := opts.instances(i)
+		// Every node's store is opened by the sim and given to its
+		// incarnations (through the fault wrapper and a view that dies
+		// with the incarnation); with one instance the elector is its own.
 		var sh *shared
-		if n > 1 {
+		{
 			sc := sqlite.DefaultConfig()
 			sc.Path, sc.Logger = filepath.Join(c.dir, nodeName(i), "switchboard.db"), opts.Logger
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -360,7 +368,7 @@ func New(seed int64, opts Options) (*Cluster, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s: shared store: %w", nodeName(i), err)
 			}
-			sh = &shared{store: st, el: newElector(), log: newClaimLog()}
+			sh = &shared{store: st, el: newElector(), log: newClaimLog(), multi: n > 1}
 		}
 		c.shared = append(c.shared, sh)
 		var site []*member
@@ -503,7 +511,7 @@ func (c *Cluster) start(m *member) error {
 	var view *storeView
 	var sess *session
 	if sh := c.shared[m.i]; sh != nil {
-		view = &storeView{Store: sh.store, log: sh.log}
+		view = &storeView{Store: &faultStore{Store: sh.store, c: c, i: m.i}, log: sh.log}
 		sess = &session{el: sh.el}
 		cfg.Store, cfg.Elector = view, sess
 	}
@@ -619,7 +627,7 @@ func (c *Cluster) instance(i, k int) *member {
 // lock (nil when none does).
 func (c *Cluster) master(i int) *member {
 	sh := c.shared[i]
-	if sh == nil {
+	if sh == nil || !sh.multi {
 		return nil
 	}
 	sh.el.mu.Lock()
@@ -943,10 +951,15 @@ func (c *Cluster) apply(a Action) error {
 		c.mu.Lock()
 		c.frontFaults[a.Node] = a.Front
 		c.mu.Unlock()
+	case KindStoreFault:
+		c.mu.Lock()
+		c.storeFaults[a.Node] = a.Store
+		c.mu.Unlock()
 	case KindHealAll:
 		c.net.HealAll()
 		c.mu.Lock()
 		c.frontFaults = map[int]FrontendFault{}
+		c.storeFaults = map[int]StoreFault{}
 		c.mu.Unlock()
 		var errs []error
 		for i := range c.sites {

@@ -48,6 +48,8 @@ const (
 	// KindFrontendFault sets the faults of Node's push frontends (its
 	// webhook receivers and actor frontends) to Front.
 	KindFrontendFault Kind = "frontend-fault"
+	// KindStoreFault sets the faults of Node's store to Store.
+	KindStoreFault Kind = "store-fault"
 )
 
 // Action is one step of a fault schedule. Nodes are 0-based indices, K
@@ -60,6 +62,7 @@ type Action struct {
 	K     int
 	D     time.Duration
 	Front FrontendFault
+	Store StoreFault
 }
 
 // Event is an action at a time after the workload starts.
@@ -107,6 +110,12 @@ func RemovePeers(i int, peers ...int) Action { return Action{Kind: KindRemovePee
 // their answers (the zero FrontendFault ends it).
 func FrontendFaults(i int, f FrontendFault) Action {
 	return Action{Kind: KindFrontendFault, Node: i, Front: f}
+}
+
+// StoreFaults makes node i's store fail or slow its writes (the zero
+// StoreFault ends it).
+func StoreFaults(i int, f StoreFault) Action {
+	return Action{Kind: KindStoreFault, Node: i, Store: f}
 }
 
 // HealAll ends every fault and restarts every crashed node.
@@ -191,6 +200,8 @@ func (a Action) String() string {
 		return "heal all"
 	case KindFrontendFault:
 		return fmt.Sprintf("push frontends of %s %s", nodeName(a.Node), a.Front)
+	case KindStoreFault:
+		return fmt.Sprintf("store of %s %s", nodeName(a.Node), a.Store)
 	}
 	return string(a.Kind)
 }
@@ -242,9 +253,9 @@ func RandomSiteSchedule(rng *rand.Rand, nodes int, instances []int, d time.Durat
 			multi = append(multi, i)
 		}
 	}
-	kinds := 9
+	kinds := 10
 	if len(multi) > 0 {
-		kinds = 12
+		kinds = 13
 	}
 	// On virtual time with production intervals (forward retries every
 	// 5 s, health every 10 s) an episode lasts seconds to minutes.
@@ -287,12 +298,21 @@ func RandomSiteSchedule(rng *rand.Rand, nodes int, instances []int, d time.Durat
 			f := FrontendFault{Slow: span(0, 3*time.Second), Fail: rng.Float64() * 0.5, LoseAnswer: rng.Float64() * 0.3}
 			s = append(s, At(start, FrontendFaults(one, f)), At(end, FrontendFaults(one, FrontendFault{})))
 		case 9:
-			site := multi[rng.Intn(len(multi))]
-			s = append(s, At(start, CrashMaster(site)), At(end, Restart(site)))
+			// A store fault: short (a full disk is noticed and freed, an
+			// I/O error burst passes) so that the run still moves.
+			f := StoreFault{IOError: rng.Float64() * 0.3, Slow: span(0, 200*time.Millisecond)}
+			if rng.Intn(3) == 0 {
+				f = StoreFault{Full: true}
+			}
+			stop := min(start+span(time.Second, 20*time.Second), d-time.Millisecond)
+			s = append(s, At(start, StoreFaults(one, f)), At(stop, StoreFaults(one, StoreFault{})))
 		case 10:
 			site := multi[rng.Intn(len(multi))]
-			s = append(s, At(start, CrashSlave(site)), At(end, Restart(site)))
+			s = append(s, At(start, CrashMaster(site)), At(end, Restart(site)))
 		case 11:
+			site := multi[rng.Intn(len(multi))]
+			s = append(s, At(start, CrashSlave(site)), At(end, Restart(site)))
+		case 12:
 			site := multi[rng.Intn(len(multi))]
 			l := Link{Drop: rng.Float64() * 0.4, Duplicate: rng.Float64() * 0.3, LoseAnswer: rng.Float64() * 0.3, Only: OpRing}
 			s = append(s, At(start, SetLink([]int{site}, []int{site}, l)), At(end, Heal([]int{site}, []int{site})))

@@ -103,7 +103,7 @@ func (c *Cluster) receive(f frontend, w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not now", http.StatusServiceUnavailable)
 		return
 	}
-	d := Delivery{ID: m.ID, Frontend: f.name, Node: nodeName(f.node), Push: true, By: r.RemoteAddr, Kind: KindWebhook}
+	d := Delivery{ID: m.ID, Frontend: f.name, Node: nodeName(f.node), Push: true, By: c.storeEpoch(f.node, r.RemoteAddr), Kind: KindWebhook}
 	if lose {
 		d.Ack = AckUnknown
 		c.rec.delivery(d)
@@ -116,6 +116,18 @@ func (c *Cluster) receive(f frontend, w http.ResponseWriter, r *http.Request) {
 		d.Ack = AckUnknown
 	}
 	c.rec.delivery(d)
+}
+
+// storeEpoch qualifies incarnation by with the store faults node i's
+// writes have met so far: a node whose store failed the write of a
+// delivery's outcome hands it over again, legitimately.
+func (c *Cluster) storeEpoch(i int, by string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := c.storeFailed[i]; n > 0 {
+		return fmt.Sprintf("%s/store%d", by, n)
+	}
+	return by
 }
 
 // registerActors spawns node n's actor frontends (incarnation by) and
@@ -156,7 +168,7 @@ func (a *actorFrontend) Receive(ctx actor.Context) {
 		ctx.Respond(&messages.DeliveryResult{ID: d.Message.ID, Status: messages.Retry, Reason: "not now (sim)"})
 		return
 	}
-	rec := Delivery{ID: d.Message.ID, Frontend: a.f.name, Node: nodeName(a.f.node), Push: true, By: a.by, Ack: Acked, Kind: KindActor}
+	rec := Delivery{ID: d.Message.ID, Frontend: a.f.name, Node: nodeName(a.f.node), Push: true, By: a.c.storeEpoch(a.f.node, a.by), Ack: Acked, Kind: KindActor}
 	if lose {
 		rec.Ack = AckUnknown
 		a.c.rec.delivery(rec)

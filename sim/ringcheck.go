@@ -67,7 +67,7 @@ func (r *ringCheck) run(c *Cluster) {
 		case <-tick.C:
 		}
 		for i, sh := range c.shared {
-			if sh != nil {
+			if sh != nil && sh.multi {
 				r.look(c, i)
 			}
 		}
@@ -163,7 +163,7 @@ func (r *ringCheck) look(c *Cluster, i int) {
 func (c *Cluster) ringResult() RingResult {
 	var res RingResult
 	for i, sh := range c.shared {
-		if sh == nil {
+		if sh == nil || !sh.multi {
 			continue
 		}
 		res.Sites++

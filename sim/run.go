@@ -45,6 +45,8 @@ type Report struct {
 	// HandedOver counts the hand-overs to frontends by kind (pull,
 	// webhook, actor), answered or not.
 	HandedOver map[string]int
+	// StoreFaulted counts the store writes that met a fault.
+	StoreFaulted int
 	// Digest is the history's digest, in the order it was observed
 	// (submits, then deliveries): two runs with the same digest saw the
 	// same outcomes in the same order.
@@ -104,7 +106,8 @@ func (r Report) String() string {
 	for _, e := range r.Errors {
 		fmt.Fprintf(&b, "schedule error: %s\n", e)
 	}
-	fmt.Fprintf(&b, "handed over: pull=%d webhook=%d actor=%d\n", r.HandedOver[KindPull], r.HandedOver[KindWebhook], r.HandedOver[KindActor])
+	fmt.Fprintf(&b, "handed over: pull=%d webhook=%d actor=%d; store writes that met a fault: %d\n",
+		r.HandedOver[KindPull], r.HandedOver[KindWebhook], r.HandedOver[KindActor], r.StoreFaulted)
 	fmt.Fprintf(&b, "submitted=%d virtual=%v wall=%v history=%s\n", r.Submitted, r.Elapsed.Round(time.Millisecond), r.Wall.Round(time.Millisecond), r.Digest)
 	if r.Ring.Sites > 0 {
 		fmt.Fprintf(&b, "ring: sites=%d checks=%d (%d with the ring split among instances; %d more skipped while the epoch moved) claims=%d\n",
@@ -223,6 +226,11 @@ func Run(seed int64, opts Options) (Report, error) {
 	h.Origin = c.origins(h.Submits)
 	rep.Result = Check(h)
 	rep.Digest = h.digest()
+	c.mu.Lock()
+	for _, n := range c.storeFailed {
+		rep.StoreFaulted += n
+	}
+	c.mu.Unlock()
 	rep.HandedOver = map[string]int{}
 	for _, d := range h.Deliveries {
 		rep.HandedOver[d.Kind]++

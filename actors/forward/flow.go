@@ -97,8 +97,12 @@ func (f *Flow) Next(now time.Time, lease time.Duration) (*FlowRound, bool) {
 func (f *Flow) Done(now time.Time, r *FlowRound, w persistence.Written, claims []*persistence.Claim, err error) ([]Batch, []messages.StateChanged) {
 	f.round = nil
 	if err != nil {
+		// The claim did not happen, but asking again at once would spin
+		// while the store keeps failing (a full disk answers at once):
+		// the lanes wait for the next kick (the queue's tick every retry
+		// interval, or new work).
 		for _, k := range r.Kinds {
-			f.lanes[k].Kick() // the claim did not happen
+			f.lanes[k].Wait()
 		}
 		return nil, nil
 	}

@@ -110,11 +110,22 @@ func TestFlowFailedRequestClosesTheLaneOnce(t *testing.T) {
 			t.Errorf("outcome %+v, want a retry", o)
 		}
 	}
-	// A failed round records nothing; its claims are asked for again.
+	// A failed round records nothing; its claims are asked for again at
+	// the next kick (the queue's tick), not at once: a store that keeps
+	// failing is not called in a loop.
 	f.Lane(persistence.WorkForward).SetOpen(true)
 	f.Done(t0, r, persistence.Written{}, nil, errors.New("store down"))
+	r, ok = f.Next(t0, time.Minute)
+	if !ok || len(r.Claims) != 1 {
+		t.Fatalf("after a failed round and the lane reopened: %+v", r)
+	}
+	f.Done(t0, r, persistence.Written{}, nil, errors.New("store down"))
+	if r, ok := f.Next(t0, time.Minute); ok {
+		t.Errorf("a failed claim was retried at once: %+v", r)
+	}
+	f.Lane(persistence.WorkForward).Kick()
 	if r, ok := f.Next(t0, time.Minute); !ok || len(r.Claims) != 1 {
-		t.Errorf("after a failed round: %+v", r)
+		t.Errorf("after a failed round and a kick: %+v", r)
 	}
 }
 

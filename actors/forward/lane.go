@@ -44,6 +44,10 @@ func (l *Lane) Kick() {
 	l.kicks++
 }
 
+// Wait makes the lane claim nothing until it is kicked again (a store
+// round that failed).
+func (l *Lane) Wait() { l.more = false }
+
 // Kicks counts the kicks so far (see Claimed).
 func (l *Lane) Kicks() int { return l.kicks }
 
