@@ -37,12 +37,14 @@ screenshot: ## re-take docs/ui-queue.png (the README's picture) with the web UI'
 	scripts/chromium.sh
 	SWITCHBOARD_UI_SCREENSHOT=$(CURDIR)/docs/ui-queue.png $(GO) test -count=1 -run '^TestUIInBrowser$$' .
 
-sim: ## sim harness: 20 random seeds of 5 nodes, a 20-node full mesh, then 50 seeds of a 3-instance site (ring-failover)
-	$(GO) run ./cmd/sim --seeds $${SIM_SEEDS:-20} --nodes $${SIM_NODES:-5} --duration 3s --faults random
-	$(GO) run ./cmd/sim --seed 1 --nodes 20 --duration 5s --faults random
-	$(GO) run ./cmd/sim --seeds $${SIM_RING_SEEDS:-50} --nodes 2 --faults ring-failover
+sim: ## sim harness on virtual time: 20 random seeds of 5 nodes (5 min each), a 20-node mesh, 20 ring-failover seeds
+	$(GO) run ./cmd/sim --seeds $${SIM_SEEDS:-20} --nodes $${SIM_NODES:-5} --duration 5m --faults random
+	$(GO) run ./cmd/sim --seed 1 --nodes 20 --duration 5m --clients 8 --faults random
+	$(GO) run ./cmd/sim --seeds $${SIM_RING_SEEDS:-20} --nodes 2 --faults ring-failover
 
-soak: ## long runs behind make test: retention soak (a node with short retentions under steady load, sizes per cycle; SOAK_CYCLES, SOAK_RATE)
+soak: ## long runs behind make test: retention soak (SOAK_CYCLES, SOAK_RATE), fuzzing, the sim's large seed counts (SIM_SOAK_SEEDS of 5 nodes, SIM_SOAK_SEEDS_20 of 20)
+	$(GO) run ./cmd/sim --seeds $${SIM_SOAK_SEEDS:-1000} --nodes 5 --duration $${SIM_SOAK_DURATION:-1m} --faults random
+	$(GO) run ./cmd/sim --seeds $${SIM_SOAK_SEEDS_20:-20} --nodes 20 --duration 5m --clients 8 --faults random
 	$(GO) test -tags soak -count=1 -timeout 30m -run '^TestSoak' -v ./cmd/node
 	scripts/fuzz.sh $${FUZZ_TIME:-60s}
 

@@ -1,36 +1,43 @@
 // Package sim runs many real Switchboard nodes in one process — the same
-// actors and embedded stores as production, built through the embedding
-// API — over an in-memory network that injects faults from a seeded
-// schedule, and checks the delivery invariants after every run.
+// actors, embedded stores, HTTPS gateway and peer client as production,
+// built through the embedding API — over an in-memory network that
+// injects faults from a seeded schedule, on virtual time (a
+// testing/synctest bubble), and checks the delivery invariants after
+// every run.
 //
-//	rep, err := sim.Run(42, sim.RandomOptions(42, 5, 3*time.Second))
+//	rep, err, ok := sim.RunIn(t, "seed=42", 42, sim.RandomOptions(42, 5, 5*time.Minute))
 //	fmt.Print(rep) // schedule, peers, queues, violations, then the sim: line
 //
 // The pieces:
 //
-//   - Network and Endpoint: each node's Config.Transport. A call goes
-//     straight to the callee's *switchboard.Node federation methods, with
-//     the gateway's validation and error statuses; per direction it can be
-//     cut, delayed, dropped, duplicated (sequentially or racing the
-//     original) or lose its answer after the callee ran it.
-//   - Cluster: N nodes in a full static mesh, each with its own store in a
-//     temporary directory and its pull frontends; Crash stops a node
-//     abruptly (nothing drained) and Restart starts a new Node on the same
-//     store.
+//   - RunIn and Main: a run inside a synctest bubble (from a test, or
+//     from a program through testing.MainStart); the nodes keep their
+//     production intervals.
+//   - Network and Endpoint: each incarnation's listener, dialer and
+//     request interceptor (Config.Listener, Config.Dial,
+//     Config.Intercept): calls between nodes are HTTPS requests over
+//     in-memory pipes; per direction they can be cut, delayed, dropped,
+//     duplicated (sequentially or racing the original) or lose their
+//     answer after the callee ran them.
+//   - Cluster: N nodes in a full static mesh, each on a store the sim
+//     opens (through the store fault wrapper: I/O errors, full disk, slow
+//     fsync), with pull, webhook and in-process actor frontends (the push
+//     frontends with faults of their own); Crash stops a node abruptly
+//     (nothing drained) and Restart starts a new Node on the same store.
 //   - Schedule, Action and RandomSchedule: the fault story, as events at
 //     times after the load starts; a random one is drawn from the seed
 //     alone, so a seed replays its schedule.
 //   - Check: the pure checker of a History (submits, deliveries, final
 //     origin states): lost, duplicated, unexpected, misrouted,
-//     disagreeing.
+//     disagreeing, redelivered.
 //   - Scenarios: the named stories (partition, asymmetric, answer-lost,
 //     duplicate, crash-receiver, crash-origin, peer-removed,
 //     peer-removed-forwarded, ring-failover).
 //   - Multi-instance sites (Options.Instances): instances of one name on
 //     one shared store, electing their ring master by an in-memory lock;
 //     the ring's calls go over the Network, and the ring invariants (no
-//     token in two partitions under the store's epoch, checked every few
-//     ms; no row claimed under another owner's live lease) are checked.
+//     token in two partitions under the store's epoch; no row claimed
+//     under another owner's live lease) are checked.
 //
 // No production package imports sim. See docs/sim.md.
 package sim
