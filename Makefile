@@ -37,10 +37,11 @@ screenshot: ## re-take docs/ui-queue.png (the README's picture) with the web UI'
 	scripts/chromium.sh
 	SWITCHBOARD_UI_SCREENSHOT=$(CURDIR)/docs/ui-queue.png $(GO) test -count=1 -run '^TestUIInBrowser$$' .
 
-sim: ## sim harness on virtual time: 20 random seeds of 5 nodes (5 min each), a 20-node mesh, 20 ring-failover seeds
+sim: ## sim harness on virtual time: 20 random seeds of 5 nodes (5 min each), a 20-node mesh, 20 ring-failover seeds, every named scenario
 	$(GO) run ./cmd/sim --seeds $${SIM_SEEDS:-20} --nodes $${SIM_NODES:-5} --duration 5m --faults random
 	$(GO) run ./cmd/sim --seed 1 --nodes 20 --duration 5m --clients 8 --faults random
 	$(GO) run ./cmd/sim --seeds $${SIM_RING_SEEDS:-20} --nodes 2 --faults ring-failover
+	SIM_SCENARIOS=all $(GO) test -count=1 -timeout 1h -run '^TestScenarios$$' ./sim/
 
 soak: ## long runs behind make test: retention soak (SOAK_CYCLES, SOAK_RATE), fuzzing, the sim's large seed counts (SIM_SOAK_SEEDS of 5 nodes, SIM_SOAK_SEEDS_20 of 20)
 	$(GO) run ./cmd/sim --seeds $${SIM_SOAK_SEEDS:-1000} --nodes 5 --duration $${SIM_SOAK_DURATION:-1m} --faults random
