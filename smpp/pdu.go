@@ -72,9 +72,9 @@ const MaxSeq = 0x7FFFFFFF
 
 // PDU is one protocol data unit. Body is nil for the PDUs that have none
 // (enquire_link, unbind, their responses, generic_nack) and for a response
-// whose body was left out because its status is an error (as the
-// specification allows); otherwise it is the pointer type of the command
-// (see Body).
+// whose body was left out (as the specification allows when its status is
+// an error, and as some SMSCs send a deliver_sm_resp); otherwise it is the
+// pointer type of the command (see Body).
 type PDU struct {
 	Command CommandID
 	Status  Status
@@ -200,7 +200,7 @@ func decodeBody(p PDU, b []byte) (PDU, error) {
 		return fail(StatusInvalidCmdLen, "sequence_number", "%d is over %d", p.Seq, MaxSeq)
 	}
 	body := newBody(p.Command)
-	if body == nil || (len(b) == 0 && p.Command.IsResponse() && p.Status != StatusOK) {
+	if body == nil || (len(b) == 0 && p.Command.IsResponse()) {
 		if len(b) != 0 {
 			return fail(StatusInvalidCmdLen, "", "%d octets after a header that has no body", len(b))
 		}
