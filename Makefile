@@ -26,6 +26,7 @@ demo: build ## three federated nodes on loopback with mTLS (scripts/demo.sh); Ct
 test: ## all tests with -race (starts Postgres when it is down)
 	.ci/postgres
 	scripts/chromium.sh
+	scripts/debian-package.sh "SMPP interop tests" "perl -MNet::SMPP -e 1" libnet-smpp-perl
 	$(GO) test -race -count=1 -timeout 25m ./...
 
 test-short: ## quick tests without -race
