@@ -304,6 +304,9 @@ func (c *Cluster) nodeConfig(i, k int) switchboard.Config {
 	// The space check reads the host's file system, which the sim does
 	// not model: the store wrapper makes full disks instead.
 	cfg.MinFreeSpace = space.Reserve{}
+	// The TLS files and credentials never change in a run: looking for
+	// changes every second of virtual time would only cost file reads.
+	cfg.WatchInterval = time.Minute
 	// Crashes leave dead letters; a short throttle lets its goroutine end
 	// soon after (every goroutine must end before the run's bubble does).
 	cfg.DeadLetterThrottle = 10 * time.Millisecond
@@ -362,6 +365,11 @@ func New(seed int64, opts Options) (*Cluster, error) {
 		{
 			sc := sqlite.DefaultConfig()
 			sc.Path, sc.Logger = filepath.Join(c.dir, nodeName(i), "switchboard.db"), opts.Logger
+			// No fsync: a crash in the sim is a process's, the host's page
+			// cache survives it (power loss is not modelled), and a real
+			// fsync is wall time that the bubble's clock cannot hide. The
+			// store wrapper makes slow fsyncs on the virtual clock.
+			sc.Sync = func(*os.File) error { return nil }
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			st, err := sqlite.Open(ctx, sc)
 			cancel()
@@ -750,7 +758,7 @@ func (c *Cluster) drive(f frontend) {
 			continue
 		}
 		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		msgs, err := n.Poll(pctx, fname, 64, time.Second, 30*time.Second)
+		msgs, err := n.Poll(pctx, fname, 64, 2*time.Second, 30*time.Second)
 		cancel()
 		if err != nil || len(msgs) == 0 {
 			if err != nil {
