@@ -22,7 +22,7 @@ func envInt(t *testing.T, name string, def int) int {
 }
 
 // TestRandomSeeds runs random fault schedules: one seed of three nodes
-// and 1 minute of virtual time by default (under -race a run costs tens
+// and 30 s of virtual time by default (under -race a run costs tens
 // of seconds);
 // SIM_SEEDS=200 (make sim) runs more, SIM_SEED_FIRST moves the
 // range, SIM_NODES and SIM_DURATION shape each run.
@@ -30,7 +30,7 @@ func TestRandomSeeds(t *testing.T) {
 	seeds := envInt(t, "SIM_SEEDS", 1)
 	first := envInt(t, "SIM_SEED_FIRST", 1)
 	nodes := envInt(t, "SIM_NODES", 3)
-	d := time.Minute
+	d := 30 * time.Second
 	if v := os.Getenv("SIM_DURATION"); v != "" {
 		var err error
 		if d, err = time.ParseDuration(v); err != nil {

@@ -22,8 +22,8 @@ type Scenario struct {
 // ms is the unit of the stories: they were written for shrunk intervals
 // on real time; on virtual time with production intervals (forward
 // retries every 5 s, health every 10 s) each of their milliseconds lasts
-// 60 ms.
-var ms = 60 * time.Millisecond
+// 20 ms (a 0.7 s window is 14 s: three forward retries).
+var ms = 20 * time.Millisecond
 
 // Scenarios are the named stories, by name.
 var Scenarios = map[string]Scenario{}
