@@ -180,7 +180,7 @@ func init() {
 			nodes = max(nodes, 3)
 			return Options{Nodes: nodes, Duration: 2000 * ms, Origins: []int{0}, Targets: []int{1, 2},
 				Tune: func(_ int, cfg *switchboard.Config) {
-					cfg.ForwardMaxRetries = 30 // 1.5 s of waiting, so the story ends soon
+					cfg.ForwardMaxRetries = 10 // 50 s of waiting (retries every 5 s), so the story ends soon
 				},
 				Schedule: Schedule{
 					At(0, Partition([]int{0}, []int{2})),
@@ -196,7 +196,7 @@ func init() {
 			nodes = max(nodes, 3)
 			return Options{Nodes: nodes, Duration: 1500 * ms, Origins: []int{0}, Targets: []int{2},
 				Tune: func(_ int, cfg *switchboard.Config) {
-					cfg.ForwardMaxRetries = 30 // what still waits for n3 ends forward_failed soon
+					cfg.ForwardMaxRetries = 10 // what still waits for n3 ends forward_failed soon (50 s of virtual time)
 				},
 				Schedule: Schedule{
 					At(0, Cut([]int{2}, []int{0})),
