@@ -69,16 +69,8 @@ func DefaultConfig() Config {
 // Validate reports every problem of c.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Endpoint != "" {
-		u, err := url.Parse(c.Endpoint)
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("--otlp-endpoint: %w", err))
-		case u.Scheme != "http" && u.Scheme != "https":
-			errs = append(errs, fmt.Errorf("--otlp-endpoint %q: must be an http:// or https:// URL", c.Endpoint))
-		case u.Host == "":
-			errs = append(errs, fmt.Errorf("--otlp-endpoint %q: names no host", c.Endpoint))
-		}
+	if err := ValidateEndpoint(c.Endpoint); err != nil {
+		errs = append(errs, err)
 	}
 	if c.ErrorLogWindow <= 0 {
 		errs = append(errs, errors.New("telemetry: ErrorLogWindow must be positive"))
@@ -87,6 +79,23 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("telemetry: Gatherer is required"))
 	}
 	return errors.Join(errs...)
+}
+
+// ValidateEndpoint checks an --otlp-endpoint ("" is none).
+func ValidateEndpoint(endpoint string) error {
+	if endpoint == "" {
+		return nil
+	}
+	u, err := url.Parse(endpoint)
+	switch {
+	case err != nil:
+		return fmt.Errorf("--otlp-endpoint: %w", err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("--otlp-endpoint %q: must be an http:// or https:// URL", endpoint)
+	case u.Host == "":
+		return fmt.Errorf("--otlp-endpoint %q: names no host", endpoint)
+	}
+	return nil
 }
 
 // Telemetry is the running export of one node. Its zero value exports

@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -42,6 +43,32 @@ func (s linkSampler) ShouldSample(p sdktrace.SamplingParameters) sdktrace.Sampli
 func (s linkSampler) Description() string {
 	return "LinkSampled{" + s.base.Description() + "}"
 }
+
+// The span names (docs/observability.md).
+const (
+	// SpanSubmit is the submit's HTTP server span.
+	SpanSubmit = "POST /api/messages"
+	// SpanIntakeCommit is one group commit, linked to each message's trace.
+	SpanIntakeCommit = "switchboard.intake.commit"
+	// SpanForward is one forward to a peer (client), a child of the
+	// message's trace context.
+	SpanForward = "switchboard.forward"
+	// SpanForwardReceive is the peer's receipt of a forward (server), a
+	// child of SpanForward; the message's trace context at the peer.
+	SpanForwardReceive = "switchboard.forward.receive"
+	// SpanDeliverWebhook is one webhook attempt (client); the webhook
+	// gets its traceparent.
+	SpanDeliverWebhook = "switchboard.deliver.webhook"
+	// SpanDeliverPull covers a pull frontend's lease of the message until
+	// its ack (or the lease's end).
+	SpanDeliverPull = "switchboard.deliver.pull"
+	// SpanDeliverActor is one attempt of an in-process actor frontend.
+	SpanDeliverActor = "switchboard.deliver.actor"
+	// SpanStatus is a delivery_status sent back to the origin (client).
+	SpanStatus = "switchboard.delivery_status"
+	// SpanStatusReceive is the origin's receipt of it (server).
+	SpanStatusReceive = "switchboard.delivery_status.receive"
+)
 
 // TracerName is the instrumentation scope of Switchboard's spans.
 const TracerName = "github.com/switchboard-dev/switchboard"
@@ -101,6 +128,8 @@ func (t *Tracing) Handler(h http.Handler, name string) http.Handler {
 	return otelhttp.NewHandler(h, name,
 		otelhttp.WithTracerProvider(t.provider),
 		otelhttp.WithPropagators(propagation.TraceContext{}),
+		// The registry's metrics are the node's: no second set.
+		otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
 		otelhttp.WithSpanNameFormatter(func(string, *http.Request) string { return name }),
 	)
 }
