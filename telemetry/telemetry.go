@@ -105,6 +105,10 @@ type Telemetry struct {
 	tracer  *sdktrace.TracerProvider
 	tracing *Tracing
 	logs    []*ratelog.Log
+	// stop ends the exports under way (a collector that is down or slow
+	// must not hold up a stop past its last flush).
+	stop, abort context.Context
+	cancel      context.CancelFunc
 }
 
 // Start starts the exports that are configured: metrics when Endpoint,
@@ -126,6 +130,7 @@ func Start(ctx context.Context, cfg Config) (*Telemetry, error) {
 	}
 	log := cfg.Logger.With("component", "telemetry")
 	t := &Telemetry{}
+	t.stop, t.cancel = context.WithCancel(context.Background())
 	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
 		return t, nil
 	}
@@ -171,7 +176,7 @@ func Start(ctx context.Context, cfg Config) (*Telemetry, error) {
 		if cfg.MetricInterval > 0 {
 			ropts = append(ropts, sdkmetric.WithInterval(cfg.MetricInterval))
 		}
-		reader := sdkmetric.NewPeriodicReader(&metricExporter{Exporter: exp, log: l}, ropts...)
+		reader := sdkmetric.NewPeriodicReader(&metricExporter{Exporter: exp, log: l, stop: t.stop}, ropts...)
 		t.meter = sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(reader))
 	}
 	if traces {
@@ -193,7 +198,7 @@ func Start(ctx context.Context, cfg Config) (*Telemetry, error) {
 		}
 		popts := []sdktrace.TracerProviderOption{
 			sdktrace.WithResource(res),
-			sdktrace.WithBatcher(&spanExporter{SpanExporter: exp, log: l}, bopts...),
+			sdktrace.WithBatcher(&spanExporter{SpanExporter: exp, log: l, stop: t.stop}, bopts...),
 		}
 		// OTEL_TRACES_SAMPLER, when set, is read by the SDK; otherwise
 		// the default sampler (see DefaultSampler).
@@ -236,17 +241,27 @@ func (t *Telemetry) Flush(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Shutdown flushes and stops the exports (a graceful stop's last push).
+// ShutdownFlush bounds the last push of a stop: a collector that does not
+// take it within this (or ctx's deadline, when sooner) loses it (5s: a
+// stop is not held up for long by a collector that is down).
+const ShutdownFlush = 5 * time.Second
+
+// Shutdown pushes what is pending (a graceful stop's last push, within
+// ShutdownFlush), then ends the exports, a retry under way included.
 func (t *Telemetry) Shutdown(ctx context.Context) error {
-	if t == nil {
+	if t == nil || t.cancel == nil {
 		return nil
 	}
-	var errs []error
+	fctx, cancel := context.WithTimeout(ctx, ShutdownFlush)
+	err := t.Flush(fctx)
+	cancel()
+	t.cancel()
+	errs := []error{err}
 	if t.tracer != nil {
-		errs = append(errs, t.tracer.Shutdown(ctx))
+		errs = append(errs, t.tracer.Shutdown(context.Background()))
 	}
 	if t.meter != nil {
-		errs = append(errs, t.meter.Shutdown(ctx))
+		errs = append(errs, t.meter.Shutdown(context.Background()))
 	}
 	for _, l := range t.logs {
 		l.Close()
@@ -254,16 +269,33 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// bounded is ctx, also cancelled when stop is: an export that waits on a
+// collector (or on its retry) ends at once when the node stops.
+func bounded(ctx, stop context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	unhook := context.AfterFunc(stop, cancel)
+	return ctx, func() {
+		unhook()
+		cancel()
+	}
+}
+
 // metricExporter logs a failed export at a bounded rate and reports it
 // handled: the SDK would otherwise hand it to the process-wide otel error
 // handler, which logs every one.
 type metricExporter struct {
 	*otlpmetrichttp.Exporter
-	log *ratelog.Log
+	log  *ratelog.Log
+	stop context.Context
 }
 
 func (e *metricExporter) Export(ctx context.Context, rm *metricdata.ResourceMetrics) error {
-	if err := e.Exporter.Export(ctx, rm); err != nil {
+	if e.stop.Err() != nil {
+		return nil
+	}
+	ctx, cancel := bounded(ctx, e.stop)
+	defer cancel()
+	if err := e.Exporter.Export(ctx, rm); err != nil && e.stop.Err() == nil {
 		e.log.Write("signal", "metrics", "err", err)
 	}
 	return nil
@@ -272,11 +304,17 @@ func (e *metricExporter) Export(ctx context.Context, rm *metricdata.ResourceMetr
 // spanExporter does the same for spans.
 type spanExporter struct {
 	sdktrace.SpanExporter
-	log *ratelog.Log
+	log  *ratelog.Log
+	stop context.Context
 }
 
 func (e *spanExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
-	if err := e.SpanExporter.ExportSpans(ctx, spans); err != nil {
+	if e.stop.Err() != nil {
+		return nil
+	}
+	ctx, cancel := bounded(ctx, e.stop)
+	defer cancel()
+	if err := e.SpanExporter.ExportSpans(ctx, spans); err != nil && e.stop.Err() == nil {
 		e.log.Write("signal", "traces", "spans", len(spans), "err", err)
 	}
 	return nil
