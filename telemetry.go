@@ -24,9 +24,9 @@ func (c Config) validateTelemetry() []error {
 		u, err := url.Parse(strings.ReplaceAll(c.TraceURL, "{trace_id}", "0"))
 		switch {
 		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-			errs = append(errs, fmt.Errorf("--trace-url %q: must be an http:// or https:// URL", c.TraceURL))
+			errs = append(errs, fmt.Errorf("--trace-url: %q must be an http:// or https:// URL", c.TraceURL))
 		case !strings.Contains(c.TraceURL, "{trace_id}"):
-			errs = append(errs, fmt.Errorf("--trace-url %q: must hold {trace_id}, where the trace's id goes", c.TraceURL))
+			errs = append(errs, fmt.Errorf("--trace-url: %q must hold {trace_id}, where the trace's id goes", c.TraceURL))
 		}
 	}
 	return errs

@@ -91,9 +91,9 @@ func ValidateEndpoint(endpoint string) error {
 	case err != nil:
 		return fmt.Errorf("--otlp-endpoint: %w", err)
 	case u.Scheme != "http" && u.Scheme != "https":
-		return fmt.Errorf("--otlp-endpoint %q: must be an http:// or https:// URL", endpoint)
+		return fmt.Errorf("--otlp-endpoint: %q must be an http:// or https:// URL", endpoint)
 	case u.Host == "":
-		return fmt.Errorf("--otlp-endpoint %q: names no host", endpoint)
+		return fmt.Errorf("--otlp-endpoint: %q names no host", endpoint)
 	}
 	return nil
 }
