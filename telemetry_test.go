@@ -32,13 +32,27 @@ const (
 // submitTraced submits with a traceparent header and checks the 202.
 func (h *harness) submitTraced(id, dest, traceparent string, state messages.State) {
 	h.t.Helper()
-	body := fmt.Sprintf(`{"id":%q,"source_msisdn":"15550001","destination_msisdn":%q,"message_body":"hello"}`, id, dest)
+	h.submitTracedAs(id, dest, traceparent, state)
+}
+
+// submitTracedAs is submitTraced that returns the id (the node's when id
+// is empty).
+func (h *harness) submitTracedAs(id, dest, traceparent string, state messages.State) string {
+	h.t.Helper()
+	idField := ""
+	if id != "" {
+		idField = fmt.Sprintf(`"id":%q,`, id)
+	}
+	body := fmt.Sprintf(`{%s"source_msisdn":"15550001","destination_msisdn":%q,"message_body":"hello"}`, idField, dest)
 	req, err := http.NewRequest("POST", h.base+"/api/messages", strings.NewReader(body))
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("traceparent", traceparent)
+	if h.token != "" {
+		req.Header.Set("Authorization", "Bearer "+h.token)
+	}
 	resp, err := h.client.Do(req)
 	if err != nil {
 		h.t.Fatal(err)
@@ -48,6 +62,7 @@ func (h *harness) submitTraced(id, dest, traceparent string, state messages.Stat
 	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || resp.StatusCode != 202 || r.State != string(state) {
 		h.t.Fatalf("traced submit %s: %d %+v %v", id, resp.StatusCode, r, err)
 	}
+	return r.ID
 }
 
 // promPoints reads the counters and gauges of a /metrics scrape by

@@ -4,10 +4,8 @@ import (
 	"context"
 	"net/http"
 
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -120,19 +118,48 @@ func (t *Tracing) StartLinked(name string, traces []string, attrs ...attribute.K
 
 // Handler wraps h in the HTTP server span named name: an incoming
 // traceparent is its parent, else it starts a new trace (as the sampler
-// decides). On a nil Tracing it is h.
+// decides). A request whose span is not sampled goes to h as it came (no
+// copy of the request, no wrapped writer): most submits cost a sampling
+// decision only. On a nil Tracing it is h.
 func (t *Tracing) Handler(h http.Handler, name string) http.Handler {
 	if t == nil {
 		return h
 	}
-	return otelhttp.NewHandler(h, name,
-		otelhttp.WithTracerProvider(t.provider),
-		otelhttp.WithPropagators(propagation.TraceContext{}),
-		// The registry's metrics are the node's: no second set.
-		otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
-		otelhttp.WithSpanNameFormatter(func(string, *http.Request) string { return name }),
-	)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		if tp := r.Header.Get("traceparent"); tp != "" {
+			ctx = propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(r.Header))
+		}
+		ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer))
+		if !span.SpanContext().IsSampled() {
+			span.End()
+			h.ServeHTTP(w, r)
+			return
+		}
+		span.SetAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path))
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(sw, r.WithContext(ctx))
+		span.SetAttributes(attribute.Int("http.response.status_code", sw.status))
+		if sw.status >= 500 {
+			span.SetStatus(codes.Error, http.StatusText(sw.status))
+		}
+		span.End()
+	})
 }
+
+// statusWriter remembers the status a handler answered.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Sampled is the traceparent of the span in ctx when it is sampled, else
 // "": only a sampled trace is kept with a message, so that a message of
