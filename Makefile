@@ -26,7 +26,8 @@ demo: build ## three federated nodes on loopback with mTLS (scripts/demo.sh); Ct
 test: ## all tests with -race (starts Postgres when it is down; installs Chromium and promtool when missing)
 	.ci/postgres
 	scripts/chromium.sh
-	scripts/prometheus.sh
+	scripts/debian-package.sh "SMPP interop tests" "perl -MNet::SMPP -e 1" libnet-smpp-perl
+	scripts/debian-package.sh "promtool checks of deploy/" "command -v promtool" prometheus
 	$(GO) test -race -count=1 -timeout 25m ./...
 
 test-short: ## quick tests without -race

@@ -388,7 +388,7 @@ func TestAlertRules(t *testing.T) {
 }
 
 // lookPromtool finds promtool (Debian's prometheus package, which
-// scripts/prometheus.sh installs for make test). Without it the check is
+// make test installs through scripts/debian-package.sh). Without it the check is
 // skipped with a line in the log, and fails in CI (CI set).
 func lookPromtool(t *testing.T, what string) string {
 	t.Helper()
@@ -397,9 +397,9 @@ func lookPromtool(t *testing.T, what string) string {
 		return p
 	}
 	if os.Getenv("CI") != "" {
-		t.Fatalf("promtool %s: promtool is not on PATH (Debian package prometheus; scripts/prometheus.sh installs it)", what)
+		t.Fatalf("promtool %s: promtool is not on PATH (Debian package prometheus; make test installs it)", what)
 	}
-	t.Logf("promtool not on PATH (Debian package prometheus; scripts/prometheus.sh installs it): skipping promtool %s", what)
+	t.Logf("promtool not on PATH (Debian package prometheus; make test installs it): skipping promtool %s", what)
 	return ""
 }
 

@@ -5,6 +5,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/switchboard-dev/switchboard/gsm7"
 )
 
 // DataCoding is how a message centre encodes a message's body for the air
@@ -58,31 +60,10 @@ func (o Options) Used() bool {
 	return o.DataCoding != "" || o.Binary != nil || o.ValidityUntil != nil || o.DeliverAfter != nil
 }
 
-// gsm7Chars is the GSM 03.38 default alphabet (without the escape to the
-// extension table, 0x1B) and its extension table (form feed ^ { } \ [ ~ ]
-// | and the euro sign), as a message centre can encode them in 7 bits.
-const gsm7Chars = "@£$¥èéùìòÇ\nØø\rÅåΔ_ΦΓΛΩΠΨΣΘΞÆæßÉ !\"#¤%&'()*+,-./0123456789:;<=>?" +
-	"¡ABCDEFGHIJKLMNOPQRSTUVWXYZÄÖÑÜ§¿abcdefghijklmnopqrstuvwxyzäöñüà" +
-	"\f^{}\\[~]|€"
-
-var gsm7Set = func() map[rune]bool {
-	m := make(map[rune]bool, 140)
-	for _, r := range gsm7Chars {
-		m[r] = true
-	}
-	return m
-}()
-
 // GSM7Offending returns the first character of s outside the GSM 7-bit
-// alphabet and its byte offset, or ok true when there is none.
-func GSM7Offending(s string) (r rune, at int, ok bool) {
-	for i, c := range s {
-		if !gsm7Set[c] {
-			return c, i, false
-		}
-	}
-	return 0, 0, true
-}
+// alphabet (with its extension table) and its byte offset, or ok true
+// when there is none.
+func GSM7Offending(s string) (r rune, at int, ok bool) { return gsm7.Offending(s) }
 
 // TextError reports why s cannot be text of field: invalid UTF-8, or a
 // control character other than line feed, carriage return and form feed

@@ -114,7 +114,7 @@
 //	postgres-site-nats
 //	          the same site with the delivery bus (--nats-url, a JetStream
 //	          server run in this process with its store in the temp dir),
-//	          against the postgres-site run of the same repeat (BENCH.md
+//	          against the postgres-site run of the same repeat (docs/performance.md
 //	          goal 7: >= 1.0, the bus must not slow a site). Part of the
 //	          postgres-site figure. Both runs also time the first delivery
 //	          after an idle period: 7 times, after a second of rest, a
@@ -701,7 +701,7 @@ func run(args []string, out, stderr io.Writer) error {
 			fmt.Fprintf(out, "bench: postgres-site-vs-single %s msg/s baseline=%s ratio=%.3f\n", rateText(m), rateText(sm), ratioS)
 			nm := median(rates(onBus))
 			pn := pairedRatios(onBus, rs)
-			fmt.Fprintf(out, "# postgres-site-nats runs (msg/s): %s; median %.0f; ratio to the postgres-site run of the same repeat: %s (median %.3f; goal >= 1.0, BENCH.md goal 7); %s\n",
+			fmt.Fprintf(out, "# postgres-site-nats runs (msg/s): %s; median %.0f; ratio to the postgres-site run of the same repeat: %s (median %.3f; goal >= 1.0, docs/performance.md goal 7); %s\n",
 				list(rates(onBus)), nm, listf(pn, "%.3f"), median(pn), latencies(onBus))
 			fmt.Fprintf(out, "# first delivery after %v idle, p50 of %d per run (submit at one instance, the poll waiting at the next): with the bus %s, without %s\n",
 				idlePause, idleSamples, idleList(onBus), idleList(rs))

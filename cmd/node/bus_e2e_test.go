@@ -129,7 +129,13 @@ func runBusSite(t *testing.T, natsURL string, restartNATS func()) {
 			"--listen", addr, "--metrics-listen", metrics[i],
 			"--tls-ca", filepath.Join(certDir, "ca.pem"),
 			"--tls-cert", filepath.Join(certDir, "site.pem"), "--tls-key", filepath.Join(certDir, "site.key"),
+			// Short reconnect waits, but a give-up span (200 attempts, at
+			// least 50 s) longer than any graceful stop of the master: the
+			// test stops s-0 first, and a loaded machine once took 3 s to
+			// stop it while ten attempts of at most 500 ms ran out on both
+			// slaves, which then exited non-zero.
 			"--ring-publish-interval", "1s", "--ring-reconnect-backoff-min", "100ms", "--ring-reconnect-backoff-max", "500ms",
+			"--ring-reconnect-max-attempts", "200",
 			"--delivery-retry-min", "50ms", "--delivery-retry-max", "200ms",
 			"--delivery-max-attempts", "50", "--webhook-timeout", "3s",
 			"--route", "33=hookfe", "--route", "44=pullfe",

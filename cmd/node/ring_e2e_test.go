@@ -221,6 +221,9 @@ func startRingCluster(t *testing.T) *ringCluster {
 				"--cluster", "c1", "--region", "r1",
 				"--ring-publish-interval", ringPublish.String(),
 				"--ring-reconnect-backoff-min", "100ms", "--ring-reconnect-backoff-max", "500ms",
+				// A give-up span (at least 50 s) longer than any graceful
+				// stop of the master (see the bus site test).
+				"--ring-reconnect-max-attempts", "200",
 			}, common("a")...),
 		})
 	}

@@ -1,0 +1,110 @@
+package smpp
+
+import (
+	"fmt"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/switchboard-dev/switchboard/gsm7"
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+// The data_coding values of the codings (SMPP v3.4 section 5.2.19).
+const (
+	DCDefault  = 0x00 // SMSC default alphabet: GSM 7-bit here
+	DCIA5      = 0x01 // IA5 (ASCII)
+	DCBinary2  = 0x02 // octet unspecified (8-bit binary)
+	DCLatin1   = 0x03 // ISO-8859-1
+	DCBinary   = 0x04 // octet unspecified (8-bit binary)
+	DCUCS2     = 0x08 // UCS-2 (big endian)
+	dcClassBit = 0xF0 // 1111xxxx: message class coding, bit 2 = 8-bit data
+)
+
+// DataCodingOf is the data_coding of a message's coding ("" is sent as
+// GSM 7-bit when its text fits that alphabet, else UCS-2: see EncodeContent).
+func DataCodingOf(c messages.DataCoding) byte {
+	switch c {
+	case messages.CodingUCS2:
+		return DCUCS2
+	case messages.CodingBinary:
+		return DCBinary
+	}
+	return DCDefault
+}
+
+// EncodeContent returns a message's content as the octets of its data_coding:
+// GSM 7-bit septets (unpacked, one per octet), UCS-2 (UTF-16 big endian; a
+// character outside the Basic Multilingual Plane takes a surrogate pair,
+// as handsets read it), or the binary body as it is. A message without a
+// coding goes as GSM 7-bit when its text fits that alphabet, else UCS-2;
+// the coding used is returned.
+func EncodeContent(c messages.DataCoding, text string, bin []byte) ([]byte, messages.DataCoding, error) {
+	if c == "" {
+		c = messages.CodingUCS2
+		if bin == nil && gsm7.Septets(text) >= 0 {
+			c = messages.CodingGSM7
+		}
+	}
+	switch c {
+	case messages.CodingGSM7:
+		b, err := gsm7.Encode(text)
+		return b, c, err
+	case messages.CodingUCS2:
+		u := utf16.Encode([]rune(text))
+		b := make([]byte, 0, 2*len(u))
+		for _, v := range u {
+			b = append(b, byte(v>>8), byte(v))
+		}
+		return b, c, nil
+	case messages.CodingBinary:
+		if bin == nil {
+			return nil, c, fmt.Errorf("a binary message without its bytes")
+		}
+		return bin, c, nil
+	}
+	return nil, c, fmt.Errorf("data coding %q is not gsm7, ucs2 or binary", c)
+}
+
+// DecodeContent reads a message's content of data_coding dc: the text of a text
+// coding (with the coding it maps to: gsm7, ucs2, or "" for IA5 and
+// Latin-1, which carry text without a coding of ours), or the bytes of a
+// binary one. An unknown data_coding is an error (answer
+// ESME_RINVDCS-like refusals with StatusSubmitFailed).
+func DecodeContent(dc byte, b []byte) (text string, bin []byte, c messages.DataCoding, err error) {
+	switch {
+	case dc == DCDefault || (dc&0xF0 == dcClassBit && dc&0x04 == 0):
+		text, err = gsm7.Decode(b)
+		return text, nil, messages.CodingGSM7, err
+	case dc == DCIA5:
+		for i, v := range b {
+			if v > 0x7F {
+				return "", nil, "", fmt.Errorf("octet %d (0x%02X) is not IA5", i, v)
+			}
+		}
+		return string(b), nil, "", nil
+	case dc == DCLatin1:
+		r := make([]byte, 0, len(b)+len(b)/2)
+		for _, v := range b {
+			r = utf8.AppendRune(r, rune(v))
+		}
+		return string(r), nil, "", nil
+	case dc == DCUCS2:
+		if len(b)%2 != 0 {
+			return "", nil, "", fmt.Errorf("UCS-2 of %d octets (not whole characters)", len(b))
+		}
+		u := make([]uint16, len(b)/2)
+		for i := range u {
+			u[i] = uint16(b[2*i])<<8 | uint16(b[2*i+1])
+		}
+		rs := utf16.Decode(u)
+		for i, r := range rs {
+			if r == utf8.RuneError {
+				return "", nil, "", fmt.Errorf("UCS-2 character %d is an unpaired surrogate", i)
+			}
+		}
+		return string(rs), nil, messages.CodingUCS2, nil
+	case dc == DCBinary || dc == DCBinary2 || (dc&0xF0 == dcClassBit && dc&0x04 != 0):
+		return "", append([]byte(nil), b...), messages.CodingBinary, nil
+	}
+	return "", nil, "", fmt.Errorf("data_coding 0x%02X is not one this node reads (0x00, 0x01, 0x02, 0x03, 0x04, 0x08, 0xF0-0xFF)", dc)
+}

@@ -1,0 +1,173 @@
+package smpp
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+func TestEncodeDecodeContent(t *testing.T) {
+	cases := []struct {
+		coding messages.DataCoding
+		text   string
+		bin    []byte
+		want   messages.DataCoding
+		octets []byte
+	}{
+		{"", "Hi €", nil, messages.CodingGSM7, []byte{'H', 'i', ' ', 0x1B, 0x65}},
+		{"", "Привет", nil, messages.CodingUCS2, []byte{0x04, 0x1F, 0x04, 0x40, 0x04, 0x38, 0x04, 0x32, 0x04, 0x35, 0x04, 0x42}},
+		{messages.CodingUCS2, "a😀", nil, messages.CodingUCS2, []byte{0, 'a', 0xD8, 0x3D, 0xDE, 0x00}},
+		{messages.CodingGSM7, "@£", nil, messages.CodingGSM7, []byte{0, 1}},
+		{messages.CodingBinary, "", []byte{0, 0xFF, 0x0B}, messages.CodingBinary, []byte{0, 0xFF, 0x0B}},
+	}
+	for _, c := range cases {
+		b, got, err := EncodeContent(c.coding, c.text, c.bin)
+		if err != nil || got != c.want || !bytes.Equal(b, c.octets) {
+			t.Errorf("EncodeContent(%q, %q) = % X, %q, %v; want % X, %q", c.coding, c.text, b, got, err, c.octets, c.want)
+			continue
+		}
+		text, bin, back, err := DecodeContent(DataCodingOf(got), b)
+		if err != nil || back != c.want || text != c.text || !bytes.Equal(bin, c.bin) {
+			t.Errorf("DecodeContent(0x%02X, % X) = %q, % X, %q, %v", DataCodingOf(got), b, text, bin, back, err)
+		}
+	}
+	if _, _, err := EncodeContent(messages.CodingGSM7, "ç", nil); err == nil {
+		t.Error("ç encoded in GSM 7-bit")
+	}
+	// The other codings a peer may send.
+	reads := []struct {
+		dc   byte
+		in   []byte
+		text string
+		bin  []byte
+		c    messages.DataCoding
+	}{
+		{DCIA5, []byte("abc"), "abc", nil, ""},
+		{DCLatin1, []byte{'c', 0xE7, 'a'}, "cça", nil, ""},
+		{0xF0, []byte{'A'}, "A", nil, messages.CodingGSM7},
+		{0xF5, []byte{1, 2}, "", []byte{1, 2}, messages.CodingBinary},
+		{DCBinary2, []byte{9}, "", []byte{9}, messages.CodingBinary},
+	}
+	for _, r := range reads {
+		text, bin, c, err := DecodeContent(r.dc, r.in)
+		if err != nil || text != r.text || !bytes.Equal(bin, r.bin) || c != r.c {
+			t.Errorf("DecodeContent(0x%02X) = %q, % X, %q, %v", r.dc, text, bin, c, err)
+		}
+	}
+	for _, bad := range []struct {
+		dc byte
+		in []byte
+	}{{DCUCS2, []byte{0, 'a', 0}}, {DCUCS2, []byte{0xD8, 0x3D}}, {DCIA5, []byte{0x80}}, {0x05, []byte{1}}, {DCDefault, []byte{0x80}}} {
+		if _, _, _, err := DecodeContent(bad.dc, bad.in); err == nil {
+			t.Errorf("DecodeContent(0x%02X, % X) accepted", bad.dc, bad.in)
+		}
+	}
+}
+
+func TestSplitAndParts(t *testing.T) {
+	one, err := Split(messages.CodingGSM7, bytes.Repeat([]byte{'a'}, 160), 1)
+	if err != nil || len(one) != 1 || len(one[0]) != 160 {
+		t.Fatalf("160 septets: %d parts, %v", len(one), err)
+	}
+	// 161 septets whose 153rd is an escape: the escape moves to part 2.
+	gsm := append(bytes.Repeat([]byte{'a'}, 152), 0x1B, 0x65, 'b', 'c', 'd', 'e', 'f', 'g', 'h')
+	parts, err := Split(messages.CodingGSM7, gsm, 7)
+	if err != nil || len(parts) != 2 {
+		t.Fatalf("gsm: %d parts, %v", len(parts), err)
+	}
+	if len(parts[0]) != udhLen+152 || parts[1][udhLen] != 0x1B {
+		t.Errorf("the escape was cut from its septet: % X / % X", parts[0][len(parts[0])-2:], parts[1][:udhLen+2])
+	}
+	// UCS-2 with a surrogate pair across octet 134.
+	u := append(bytes.Repeat([]byte{0, 'x'}, 66), 0xD8, 0x3D, 0xDE, 0x00, 0, 'y', 0, 'z', 0, 'w')
+	parts, err = Split(messages.CodingUCS2, u, 9)
+	if err != nil || len(parts) != 2 || len(parts[0]) != udhLen+132 {
+		t.Fatalf("ucs2: %d parts (%d octets in the first), %v", len(parts), len(parts[0]), err)
+	}
+	var joined []byte
+	for i, p := range parts {
+		sm := &SM{ESMClass: ESMClassUDHI, ShortMessage: p}
+		part, ok, err := PartOf(sm)
+		if err != nil || !ok || part.Ref != 9 || part.Total != 2 || int(part.Seq) != i+1 {
+			t.Fatalf("PartOf part %d = %+v, %v, %v", i, part, ok, err)
+		}
+		joined = append(joined, part.Data...)
+	}
+	if !bytes.Equal(joined, u) {
+		t.Error("the parts do not join to the message")
+	}
+	if _, err := Split(messages.CodingBinary, make([]byte, 134*256), 1); err == nil {
+		t.Error("256 parts accepted")
+	}
+
+	// sar_* TLVs, a 16-bit reference header, and refusals.
+	sar := &SM{ShortMessage: []byte("x"), TLVs: TLVs{{Tag: TagSARMsgRefNum, Value: []byte{1, 2}},
+		{Tag: TagSARTotalSegments, Value: []byte{3}}, {Tag: TagSARSegmentSeqnum, Value: []byte{2}}}}
+	if p, ok, err := PartOf(sar); err != nil || !ok || p.Ref != 0x0102 || p.Total != 3 || p.Seq != 2 || string(p.Data) != "x" {
+		t.Errorf("sar: %+v %v %v", p, ok, err)
+	}
+	udh16 := &SM{ESMClass: ESMClassUDHI, ShortMessage: []byte{6, 8, 4, 0xAB, 0xCD, 2, 2, 'z'}}
+	if p, ok, err := PartOf(udh16); err != nil || !ok || p.Ref != 0xABCD || p.Seq != 2 || string(p.Data) != "z" {
+		t.Errorf("16-bit: %+v %v %v", p, ok, err)
+	}
+	if _, ok, err := PartOf(&SM{ShortMessage: []byte("plain")}); ok || err != nil {
+		t.Error("a plain message is a part")
+	}
+	for i, bad := range []*SM{
+		{ESMClass: ESMClassUDHI},
+		{ESMClass: ESMClassUDHI, ShortMessage: []byte{9, 0, 3}},
+		{ESMClass: ESMClassUDHI, ShortMessage: []byte{5, 0, 3, 1, 2, 3}},
+		{ESMClass: ESMClassUDHI, ShortMessage: []byte{5, 0, 3, 1, 0, 0, 'a'}},
+		{TLVs: TLVs{{Tag: TagSARMsgRefNum, Value: []byte{1, 2}}}},
+	} {
+		if _, _, err := PartOf(bad); err == nil {
+			t.Errorf("bad part %d accepted", i)
+		}
+	}
+}
+
+func TestReceipt(t *testing.T) {
+	r := Receipt{ID: "sb-42", Submitted: 1, Delivered: 1, SubmitDate: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC),
+		DoneDate: time.Date(2026, 12, 2, 12, 1, 0, 0, time.UTC), Stat: StateDelivered.Stat(), Err: "000", Text: "Hello world"}
+	s := r.String()
+	if s != "id:sb-42 sub:001 dlvrd:001 submit date:2612021200 done date:2612021201 stat:DELIVRD err:000 text:Hello world" {
+		t.Errorf("String = %q", s)
+	}
+	back, err := ParseReceipt(s)
+	if err != nil || back != r {
+		t.Errorf("ParseReceipt = %+v, %v", back, err)
+	}
+	// Another SMSC's spelling: upper-case keys, seconds, no text.
+	o, err := ParseReceipt("id:0A1B sub:001 dlvrd:000 Submit date:261202120000 Done date:261202120130 stat:UNDELIV err:021")
+	if err != nil || o.ID != "0A1B" || o.Stat != "UNDELIV" || o.Err != "021" || o.DoneDate.Second() != 30 || o.Text != "" {
+		t.Errorf("ParseReceipt = %+v, %v", o, err)
+	}
+	if st, ok := StateOfStat(o.Stat); !ok || st != StateUndeliverable || !st.Final() {
+		t.Errorf("StateOfStat(UNDELIV) = %v %v", st, ok)
+	}
+	for _, bad := range []string{"", "hello", "id: sub:001 dlvrd:001 submit date:2612021200 done date:2612021201 stat:DELIVRD err:000",
+		"id:1 sub:x dlvrd:001 submit date:2612021200 done date:2612021201 stat:DELIVRD err:0",
+		"id:1 sub:001 dlvrd:001 submit date:26120 done date:2612021201 stat:DELIVRD err:0"} {
+		if _, err := ParseReceipt(bad); err == nil {
+			t.Errorf("ParseReceipt(%q) accepted", bad)
+		}
+	}
+	if !strings.Contains(StateEnroute.Stat(), "ENROUTE") || StateEnroute.Final() || MessageState(99).Final() {
+		t.Error("states")
+	}
+}
+
+// A receipt's text never panics the parser.
+func FuzzParseReceipt(f *testing.F) {
+	f.Add("id:sb-42 sub:001 dlvrd:001 submit date:2612021200 done date:2612021201 stat:DELIVRD err:000 text:Hello")
+	f.Add("id:1 stat:x")
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := ParseReceipt(s)
+		if err == nil && (r.ID == "" || r.Stat == "") {
+			t.Fatalf("accepted %q without id or stat", s)
+		}
+	})
+}
