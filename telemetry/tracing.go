@@ -74,13 +74,12 @@ const TracerName = "github.com/switchboard-dev/switchboard"
 // Tracing makes the spans of messages. A nil *Tracing makes none: its
 // methods return at once (a node without an OTLP endpoint pays nothing).
 type Tracing struct {
-	provider trace.TracerProvider
-	tracer   trace.Tracer
+	tracer trace.Tracer
 }
 
 // NewTracing makes spans with tp.
 func NewTracing(tp trace.TracerProvider) *Tracing {
-	return &Tracing{provider: tp, tracer: tp.Tracer(TracerName)}
+	return &Tracing{tracer: tp.Tracer(TracerName)}
 }
 
 // Start starts span name as a child of parent, a W3C traceparent (a new
