@@ -125,6 +125,7 @@ func (n *Node) Status(ctx context.Context) (httpapi.Status, error) {
 		ForwardQueueDepth: forwardDepth(st),
 		Frontends:         fes,
 		Delivery:          "store",
+		TraceURL:          n.cfg.TraceURL,
 	}
 	if n.bus != nil {
 		state, why := n.bus.State()

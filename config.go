@@ -157,6 +157,21 @@ type Config struct {
 	// replaced (bus.StreamName).
 	NatsStream string
 
+	// OTLPEndpoint is the OpenTelemetry collector's OTLP/HTTP base URL
+	// (--otlp-endpoint): the registry's metrics and the messages' spans
+	// are pushed there. Empty leaves it to the standard
+	// OTEL_EXPORTER_OTLP_* variables; with none set nothing is pushed
+	// and tracing costs nothing (docs/observability.md).
+	OTLPEndpoint string
+	// OTLPInterval, when not 0, is how often metrics are pushed and spans
+	// sent in batches, instead of OTEL_METRIC_EXPORT_INTERVAL (60s) and
+	// OTEL_BSP_SCHEDULE_DELAY (5s). Not a flag: for tests and embedders.
+	OTLPInterval time.Duration
+	// TraceURL is the web UI's link to a message's trace (--trace-url),
+	// with {trace_id} replaced, e.g. https://jaeger.example/trace/{trace_id};
+	// empty shows the trace id without a link.
+	TraceURL string
+
 	// Federation is the master switch (--federation): when false no peer is
 	// discovered or contacted and the federation API refuses every caller.
 	Federation bool
@@ -407,6 +422,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.validateFederation()...)
 	errs = append(errs, c.validateRing()...)
 	errs = append(errs, c.validateBus()...)
+	errs = append(errs, c.validateTelemetry()...)
 	return errors.Join(errs...)
 }
 

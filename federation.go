@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-dev/switchboard/actors/discovery"
 	"github.com/switchboard-dev/switchboard/actors/forward"
@@ -15,6 +17,7 @@ import (
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/supervision"
+	"github.com/switchboard-dev/switchboard/telemetry"
 )
 
 // The federation children of the guardian.
@@ -24,7 +27,7 @@ const (
 )
 
 // capabilities this node announces in its identity.
-var capabilities = []string{messages.CapForwardBatch, messages.CapStatusBatch, messages.CapMessageFields}
+var capabilities = []string{messages.CapForwardBatch, messages.CapStatusBatch, messages.CapMessageFields, messages.CapTraceContext}
 
 // loadBook fills the peer book with the registries learned before a
 // restart, so that messages for a peer that is down since our start still
@@ -99,7 +102,7 @@ func (n *Node) startFederation() error {
 	qcfg := forward.Config{
 		Node: n.cfg.Name, Owner: n.cfg.InstanceID, Store: n.store, Transport: tr, Clock: n.clock, Fence: n.shares,
 		Policy: n.forwardPolicy(), Timeout: n.cfg.HTTPTimeout, Logger: n.log, Metrics: fwdMetrics, Publish: n.publish,
-		Board: n.board,
+		Board: n.board, Tracing: n.tracing,
 	}
 	pcfg := peer.Config{
 		Node: n.cfg.Name, Transport: tr, Store: n.store, Book: n.book, Clock: n.clock, Logger: n.log,
@@ -329,13 +332,74 @@ func (n *Node) FederationForward(ctx context.Context, from string, fs []messages
 			"more than %d messages are waiting for their commit; retry shortly", n.cfg.MaxPendingSubmits)
 	}
 	defer n.inflight.Add(-int64(len(fs)))
+	// The peer's traceparent is never kept: a message keeps its receipt's
+	// span here (its later spans on this node are children of it), or
+	// nothing without tracing.
+	var spans []trace.Span
+	if n.tracing != nil {
+		spans = n.receiptSpans(telemetry.SpanForwardReceive, from, len(fs),
+			func(i int) (string, string) { return fs[i].Traceparent, fs[i].ID })
+	}
+	for i := range fs {
+		fs[i].Traceparent = ""
+		if spans != nil && spans[i] != nil {
+			fs[i].Traceparent = telemetry.Of(spans[i])
+		}
+	}
 	ch := make(chan messages.AcceptForwardsReply, 1)
 	r, err := ask(ctx, n, n.intake, &messages.AcceptForwards{From: from, Forwards: fs, Reply: ch}, ch)
 	if err != nil {
+		endReceipts(spans, err, nil)
 		return nil, err
 	}
 	n.noteFull(r.Err)
+	endReceipts(spans, r.Err, func(i int) error {
+		if i < len(r.Results) && r.Results[i].Error != nil {
+			return r.Results[i].Error
+		}
+		return nil
+	})
 	return r.Results, r.Err
+}
+
+// receiptSpans starts a server span name for each of the count documents
+// a peer sent that carries a traceparent (of(i) is its traceparent and
+// message id), as its child; nil without tracing or when none came. Only
+// authenticated federation calls get here, and a peer sends one only when
+// we announce CapTraceContext.
+func (n *Node) receiptSpans(name, from string, count int, of func(int) (tp, id string)) []trace.Span {
+	if n.tracing == nil {
+		return nil
+	}
+	var spans []trace.Span
+	for i := 0; i < count; i++ {
+		tp, id := of(i)
+		if _, ok := telemetry.Parse(tp); !ok {
+			continue
+		}
+		if spans == nil {
+			spans = make([]trace.Span, count)
+		}
+		spans[i] = n.tracing.Start(tp, name, trace.SpanKindServer,
+			attribute.String("switchboard.message_id", id), attribute.String("switchboard.peer", from))
+	}
+	return spans
+}
+
+// endReceipts ends the spans of receiptSpans: failed with err (the whole
+// call's), else with the message's own error.
+func endReceipts(spans []trace.Span, err error, of func(int) error) {
+	for i, s := range spans {
+		if s == nil {
+			continue
+		}
+		if err != nil {
+			telemetry.Fail(s, err)
+		} else if of != nil {
+			telemetry.Fail(s, of(i))
+		}
+		s.End()
+	}
 }
 
 // FederationStatus implements httpapi.Backend. A report can only touch
@@ -344,11 +408,20 @@ func (n *Node) FederationStatus(ctx context.Context, from string, rs []messages.
 	if err := n.caller(from); err != nil {
 		return nil, err
 	}
+	spans := n.receiptSpans(telemetry.SpanStatusReceive, from, len(rs),
+		func(i int) (string, string) { return rs[i].Traceparent, rs[i].ID })
 	ch := make(chan messages.ApplyStatusesReply, 1)
 	r, err := ask(ctx, n, n.intake, &messages.ApplyStatuses{From: from, Reports: rs, Reply: ch}, ch)
 	if err != nil {
+		endReceipts(spans, err, nil)
 		return nil, err
 	}
+	endReceipts(spans, r.Err, func(i int) error {
+		if i < len(r.Results) {
+			spans[i].SetAttributes(attribute.String("switchboard.outcome", r.Results[i].Outcome))
+		}
+		return nil
+	})
 	return r.Results, r.Err
 }
 

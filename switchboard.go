@@ -66,6 +66,7 @@ import (
 	"github.com/switchboard-dev/switchboard/supervision"
 	"github.com/switchboard-dev/switchboard/supervision/ratelog"
 	"github.com/switchboard-dev/switchboard/supervision/redact"
+	"github.com/switchboard-dev/switchboard/telemetry"
 )
 
 // Node is one running Switchboard node.
@@ -134,6 +135,11 @@ type Node struct {
 
 	// tls is the node's certificate, key and CA, reloadable (tlsreload.go).
 	tls *certs.Reloader
+
+	// telemetry pushes metrics and spans over OTLP (telemetry.go);
+	// tracing is nil when no span is made.
+	telemetry *telemetry.Telemetry
+	tracing   *telemetry.Tracing
 
 	api        *httpapi.Server
 	https      *http.Server
@@ -271,6 +277,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	if err := n.startSpace(); err != nil {
+		return err
+	}
+	if err := n.startTelemetry(ctx); err != nil {
 		return err
 	}
 	if err := n.startActors(); err != nil {
@@ -452,6 +461,7 @@ func (n *Node) startActors() error {
 		Publish:     n.publish,
 		Actors:      n.actors,
 		Board:       n.board,
+		Tracing:     n.tracing,
 		SendTimeout: n.cfg.WebhookTimeout,
 		Seed:        uint64(n.clock.Now().UnixNano()),
 		Props:       func(kind string, p actor.Producer) *actor.Props { return supervision.Props(kind, p, n.supOpts) },
@@ -488,8 +498,8 @@ func (n *Node) startActors() error {
 		Node: n.cfg.Name, Store: n.store, Clock: n.clock, Logger: n.log,
 		Frontends: n.frontends, Peers: n.peers, Remote: n.remote(), LocalFrontends: n.setLocalNames,
 		Publish: n.publish, Shared: n.sharedStore(), Owner: n.cfg.InstanceID, Board: n.board,
-		CommitDepth: commitDepth(n.store.Kind()),
-		NewID:       func() string { return uuid.Must(uuid.NewV7()).String() },
+		CommitDepth: commitDepth(n.store.Kind()), Tracing: n.tracing,
+		NewID: func() string { return uuid.Must(uuid.NewV7()).String() },
 	}))
 	if err != nil {
 		return err
@@ -584,7 +594,7 @@ func (n *Node) bind() error {
 func (n *Node) startHTTP() error {
 	var err error
 	n.api, err = httpapi.New(httpapi.Config{Backend: n, Ring: n, Credentials: n.creds, Now: n.clock.Now, Logger: n.log,
-		RequireClientCert: n.cfg.TLSCA != ""})
+		RequireClientCert: n.cfg.TLSCA != "", Tracing: n.tracing})
 	if err != nil {
 		return err
 	}
@@ -720,6 +730,11 @@ func (n *Node) teardown(ctx context.Context) error {
 		n.api.Close()
 	}
 	n.releaseInstance()
+	// The last push, after the actors' last spans and with the metrics as
+	// the stop left them.
+	if err := n.telemetry.Shutdown(ctx); err != nil {
+		n.log.Warn("last otlp push failed", "err", err)
+	}
 	if n.records != nil {
 		if err := n.records.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close call records: %w", err))

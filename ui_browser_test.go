@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/telemetry/otlptest"
 )
 
 // chromiumPath is the browser: Debian's chromium package, which
@@ -61,6 +62,9 @@ func TestUIInBrowser(t *testing.T) {
 	cfgA := fedConfig(t, fn, "lon-1", "par-1")
 	cfgA.APIToken = token
 	cfgA.ForwardMaxRetries = 60 // forward_failed after 6 s without the peer
+	// Traces go to a collector; the UI links a message's trace.
+	cfgA.OTLPEndpoint, cfgA.OTLPInterval = otlptest.New(t).URL(), time.Second
+	cfgA.TraceURL = "https://traces.example/trace/{trace_id}"
 	a := startFed(t, fn, cfgA)
 	b := startFed(t, fn, fedConfig(t, fn, "par-1", "lon-1"))
 	a.pullFrontend("sms-uk", "44")
@@ -95,7 +99,8 @@ func TestUIInBrowser(t *testing.T) {
 	delivered1 := submit("ACME", "+447700900101", "Your code is 4711")
 	failed1 := submit("+447700900201", "+447700900102", "Meeting moved to 3pm")
 	retry1 := submit("ACME", "+447700900103", "Your code is 9832")
-	failed2 := submit("BANK", "+447700900104", "Card ending 0042 blocked")
+	// failed2 comes in the client's trace (a traceparent header).
+	failed2 := a.submitTracedAs("", "+447700900104", clientParent, messages.StatePending)
 	delivered2 := submit("+447700900202", "+447700900105", "On my way")
 	var offered []messages.Outgoing
 	eventually(t, 10*time.Second, func() error {
@@ -291,6 +296,10 @@ func TestUIInBrowser(t *testing.T) {
 	history := value(br, "read the history", chromedp.Text(chromedp.ID("md-history")))
 	if !strings.Contains(history, "pending") || !strings.Contains(history, "failed") || !strings.Contains(history, "barred") {
 		t.Fatalf("the history of %s shows %q", failed2, history)
+	}
+	// Its trace id links to the trace UI (--trace-url).
+	if href := value(br, "read the trace link", chromedp.Evaluate[string](`document.getElementById('md-trace').href`)); href != "https://traces.example/trace/"+clientTraceID {
+		t.Fatalf("the trace link of %s is %q", failed2, href)
 	}
 	br.do("close the message", chromedp.Click(chromedp.ID("md-close")), chromedp.WaitNotPresent(chromedp.CSS("#msg-dialog[open]")))
 	t.Logf("browser test took %v", time.Since(start).Round(time.Millisecond))

@@ -257,24 +257,33 @@ func (n *testNode) waitPeer(name string, state messages.PeerState) {
 
 // scrape fetches the node's /metrics from its plain-HTTP metrics listener.
 func (n *testNode) scrape() (scrape, error) {
-	req, err := http.NewRequest("GET", "http://"+n.node.MetricsAddr()+"/metrics", nil)
+	text, err := n.scrapeText()
 	if err != nil {
 		return nil, err
+	}
+	return parseScrape(text)
+}
+
+// scrapeText is the node's /metrics as served.
+func (n *testNode) scrapeText() (string, error) {
+	req, err := http.NewRequest("GET", "http://"+n.node.MetricsAddr()+"/metrics", nil)
+	if err != nil {
+		return "", err
 	}
 	req.Close = true // no idle connection left for goleak to find
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	if resp.StatusCode != 200 {
-		return nil, fmt.Errorf("GET /metrics: %d %s", resp.StatusCode, data)
+		return "", fmt.Errorf("GET /metrics: %d %s", resp.StatusCode, data)
 	}
-	return parseScrape(string(data))
+	return string(data), nil
 }
 
 // driveTraffic makes node a exercise what the dashboard and the alerts

@@ -98,6 +98,9 @@ type Status struct {
 	// "store" or "bus"; Bus is the bus's state (nil without --nats-url).
 	Delivery string     `json:"delivery"`
 	Bus      *BusStatus `json:"bus,omitempty"`
+	// TraceURL is --trace-url: the link of a message's trace_id, with
+	// {trace_id} replaced (absent when not set).
+	TraceURL string `json:"trace_url,omitempty"`
 }
 
 // BusStatus is the delivery bus in GET /api/status.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/telemetry"
 )
 
 // List limits of GET /api/messages.
@@ -46,6 +47,9 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	if !s.creds.Current().Open() {
 		sub.SubmittedBy = principal(r).Name
 	}
+	// The submit's span, when sampled, is the parent of the message's
+	// later spans (on this node and its peers).
+	sub.Trace = telemetry.Sampled(r.Context())
 	// The backend validates the submission (one check for HTTP and embedders).
 	ctx, cancel := s.ctx(r)
 	defer cancel()

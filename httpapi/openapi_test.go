@@ -592,7 +592,7 @@ func TestOpenAPISchemasMatchGo(t *testing.T) {
 	msg := messages.Message{ID: "m-1", SourceMSISDN: "alice", DestinationMSISDN: "+447700900001", Body: "hi", Options: opts,
 		State: messages.StateForwardQueued, SourceSMSC: "a", DestSMSC: "b", Frontend: "fe", Attempts: 1,
 		Reason: messages.ReasonExpired, CreatedAt: at, UpdatedAt: at, SubmittedAt: at, QueuedAt: &at, NextAttemptAt: &at,
-		LastDetail: "accepted", History: hist, SubmittedBy: "shop"}
+		LastDetail: "accepted", History: hist, SubmittedBy: "shop", TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"}
 	peer := messages.PeerInfo{Node: "b", Address: "127.0.0.1:8443", State: messages.PeerDegraded, ConsecutiveFailures: 1,
 		LastSuccess: &at, Frontends: []string{"fe"}, ForwardQueueDepth: 3,
 		Instances: []messages.PeerInstance{{Address: "127.0.0.1:8443", InstanceID: "b-0"}}, LastError: "timeout"}
@@ -622,7 +622,7 @@ func TestOpenAPISchemasMatchGo(t *testing.T) {
 		{"BulkReply", messages.BulkReply{Resubmitted: 2, Skipped: 1}, messages.BulkReply{}},
 		{"Status", Status{Node: "a", InstanceID: "a-0", Version: "v", Store: "embedded", Federation: true, Counts: counts, ForwardQueueDepth: 1,
 			OutboxDepth: 1, DLQDepth: 1, OutboxOldest: &at, Peers: []messages.PeerInfo{peer}, Frontends: []messages.Frontend{fe},
-			Delivery: "bus", Bus: &BusStatus{State: "down", Stream: "SWITCHBOARD_a", Reason: "connection refused"}}, Status{}},
+			Delivery: "bus", Bus: &BusStatus{State: "down", Stream: "SWITCHBOARD_a", Reason: "connection refused"}, TraceURL: "https://jaeger.example/trace/{trace_id}"}, Status{}},
 		{"BusStatus", BusStatus{State: "down", Stream: "SWITCHBOARD_a", Reason: "connection refused"}, BusStatus{}},
 		{"PeerInfo", peer, messages.PeerInfo{}},
 		{"Timeline", Timeline{IntervalSeconds: 10, Points: []TimelinePoint{{At: at, Accepted: 1, Delivered: 1, Failed: 1,

@@ -11,6 +11,7 @@ import (
 	"github.com/switchboard-dev/switchboard/httpapi/auth"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/supervision/ratelog"
+	"github.com/switchboard-dev/switchboard/telemetry"
 )
 
 // Config configures the gateway.
@@ -40,6 +41,9 @@ type Config struct {
 	// Ring, when set, serves the ring API (/api/ring/...); without it those
 	// paths answer 404.
 	Ring RingBackend
+	// Tracing makes the submit's HTTP server span (an incoming
+	// traceparent is its parent); nil makes none.
+	Tracing *telemetry.Tracing
 }
 
 // Server is the gateway's handler.
@@ -155,8 +159,19 @@ func (s *Server) routes() *mux.Router {
 // guarded serves h on path and method to the roles given (guard).
 func (s *Server) guarded(r *mux.Router, path string, h http.Handler, method string, roles []messages.Role) {
 	s.roles[method+" "+path] = roles
-	r.Handle(path, s.guard(roles, h)).Methods(method)
+	h = s.guard(roles, h)
+	if method == http.MethodPost && path == submitPath {
+		// The submit starts (or continues) the message's trace.
+		h = s.cfg.Tracing.Handler(h, submitSpan)
+	}
+	r.Handle(path, h).Methods(method)
 }
+
+// submitPath is the submit's route; submitSpan names its server span.
+const (
+	submitPath = "/api/messages"
+	submitSpan = telemetry.SpanSubmit
+)
 
 // fail answers err. A body over the limit is answered 413 and then read
 // and discarded up to a bound (linger), so that a client that sends its

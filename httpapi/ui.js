@@ -724,6 +724,15 @@
     }
   }
 
+  // traceCell shows a message's trace id, linked to the trace UI when the
+  // node has --trace-url (its {trace_id} replaced).
+  function traceCell(id) {
+    if (typeof id !== 'string' || !/^[0-9a-f]{32}$/.test(id)) return el('span', { class: 'muted' }, '—');
+    const tmpl = lastStatus && typeof lastStatus.trace_url === 'string' ? lastStatus.trace_url : '';
+    if (!/^https?:\/\//.test(tmpl)) return el('span', { class: 'mono' }, id);
+    return el('a', { class: 'mono', id: 'md-trace', href: tmpl.split('{trace_id}').join(id), target: '_blank', rel: 'noopener noreferrer' }, id);
+  }
+
   function showMessage(m, keepNotice) {
     current = m;
     if (!keepNotice) $('md-notice').replaceChildren();
@@ -748,6 +757,7 @@
       ['next attempt (UTC)', m.next_attempt_at ? fmtTime(m.next_attempt_at, true) : '—'],
       ['valid until (UTC)', m.validity_until ? fmtTime(m.validity_until, true) : 'the node\'s --message-validity'],
       ['deliver after (UTC)', m.deliver_after ? fmtTime(m.deliver_after, true) : '—'],
+      ['trace', traceCell(m.trace_id)],
     ];
     $('md-fields').replaceChildren(...fields.flatMap(([k, v]) => [el('dt', null, k), el('dd', null, v)]));
     // A binary body is shown as its base64, as the API carries it.

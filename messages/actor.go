@@ -18,6 +18,9 @@ type Submission struct {
 	// from the caller, never read from the body): a client credential
 	// reads only its own messages, and an id it chose is its own.
 	SubmittedBy string `json:"-"`
+	// Trace is the W3C traceparent of the submit's span when its trace is
+	// sampled (set by the gateway, never read from the body).
+	Trace string `json:"-"`
 }
 
 // Submit asks the intake to accept a submission. The reply comes after the
@@ -164,6 +167,9 @@ type PeerLink struct {
 	// MessageFields: the peer announced CapMessageFields (the optional
 	// message fields and the attempts of a delivery_status).
 	MessageFields bool
+	// TraceContext: the peer announced CapTraceContext (a traceparent in
+	// forwards and delivery_status reports).
+	TraceContext bool
 }
 
 // PeerContactFailed: a request to the peer did not complete. The forward

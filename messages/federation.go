@@ -29,6 +29,11 @@ const (
 	// message that uses them is forwarded only to a peer announcing it;
 	// attempts are reported only to one.
 	CapMessageFields = "message_fields"
+	// CapTraceContext: the node takes a W3C traceparent in forwards and
+	// delivery_status reports and continues the message's trace with it.
+	// A node sends one only to a peer announcing it (and only over the
+	// authenticated federation API).
+	CapTraceContext = "trace_context"
 )
 
 // Identity is the document of GET /api/federation/identity.
@@ -135,6 +140,10 @@ type Forward struct {
 	SourceSMSC string `json:"source_smsc"`
 	DestSMSC   string `json:"dest_smsc"`
 	Frontend   string `json:"frontend"`
+	// Traceparent is the W3C trace context of the forward's span (only to
+	// a peer announcing CapTraceContext; empty when the message's trace is
+	// not sampled).
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // ForwardOf is the forward document of a stored message.
@@ -218,6 +227,9 @@ type StatusReport struct {
 	// (sent only to an origin announcing CapMessageFields); the origin
 	// shows it as the message's attempts.
 	Attempts int `json:"attempts,omitempty"`
+	// Traceparent is the W3C trace context of the report's span (only to
+	// an origin announcing CapTraceContext).
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // MaxReasonLen bounds a failure reason a peer sends.

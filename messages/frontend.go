@@ -13,13 +13,16 @@ type Outgoing struct {
 	Options
 	SourceSMSC string `json:"source_smsc"`
 	Attempt    int    `json:"attempt"`
+	// Trace is the message's W3C traceparent (a webhook gets its
+	// attempt's span in the traceparent header); not in the body.
+	Trace string `json:"-"`
 }
 
 // OutgoingOf is the frontend's view of m.
 func OutgoingOf(m Message) Outgoing {
 	return Outgoing{
 		ID: m.ID, SourceMSISDN: m.SourceMSISDN, DestinationMSISDN: m.DestinationMSISDN,
-		Body: m.Body, Options: m.Options, SourceSMSC: m.SourceSMSC, Attempt: m.Attempts,
+		Body: m.Body, Options: m.Options, SourceSMSC: m.SourceSMSC, Attempt: m.Attempts, Trace: m.Trace,
 	}
 }
 

@@ -37,13 +37,35 @@ type Message struct {
 	// SubmittedBy names the credential that submitted it on this node
 	// (empty on a node without credentials, and for a message a peer
 	// forwarded).
-	SubmittedBy string         `json:"submitted_by,omitempty"`
-	History     []HistoryEntry `json:"history,omitempty"`
+	SubmittedBy string `json:"submitted_by,omitempty"`
+	// TraceID is the id of the message's trace (see Trace); empty when
+	// its trace was not sampled.
+	TraceID string         `json:"trace_id,omitempty"`
+	History []HistoryEntry `json:"history,omitempty"`
+	// Trace is the W3C traceparent of the span the message's later spans
+	// are children of (its submit, or its receipt from a peer), kept with
+	// it so that a retry hours later continues the same trace; empty when
+	// the trace was not sampled. Set it with SetTrace.
+	Trace string `json:"-"`
 
 	// Seq orders messages by acceptance within one store (list cursors).
 	Seq int64 `json:"-"`
 	// Token is the 64-bit hash of ID that places the message on the ring.
 	Token uint64 `json:"-"`
+}
+
+// SetTrace sets Trace to tp and TraceID to its trace id.
+func (m *Message) SetTrace(tp string) {
+	m.Trace, m.TraceID = tp, TraceIDOf(tp)
+}
+
+// TraceIDOf is the trace id of a W3C traceparent
+// (version-traceid-spanid-flags), or "" when tp is too short to hold one.
+func TraceIDOf(tp string) string {
+	if len(tp) < 55 || tp[2] != '-' || tp[35] != '-' {
+		return ""
+	}
+	return tp[3:35]
 }
 
 // HistoryEntry is one transition of a message.

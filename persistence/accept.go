@@ -31,6 +31,7 @@ func NewRow(nm NewMessage, now time.Time) Row {
 		Options: normalizeOptions(nm.Options), State: nm.State, SourceSMSC: nm.SourceSMSC, DestSMSC: nm.DestSMSC, Frontend: nm.Frontend,
 		SubmittedBy: nm.SubmittedBy, CreatedAt: now, UpdatedAt: now, SubmittedAt: now, Token: messages.TokenOf(nm.ID),
 	}
+	m.SetTrace(nm.Trace)
 	if nm.State == messages.StateForwardQueued {
 		m.QueuedAt = &now
 	}

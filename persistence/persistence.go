@@ -64,6 +64,9 @@ type NewMessage struct {
 	// without credentials, and for a peer's forward). A client's id is
 	// its own: the same id from another credential is a Conflict.
 	SubmittedBy string
+	// Trace is the message's W3C traceparent (messages.Message.Trace),
+	// stored as given; empty when its trace is not sampled.
+	Trace string
 	// State is the first state: pending, or forward_queued for a peer that
 	// is not healthy (queued_at is then set to now).
 	State messages.State

@@ -17,6 +17,7 @@ import (
 	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/telemetry"
 )
 
 // Deps is what the delivery actors share.
@@ -35,6 +36,9 @@ type Deps struct {
 	HTTPClient *http.Client
 	// Actors holds the in-process frontends' PIDs.
 	Actors *frontend.Actors
+	// Tracing makes the delivery attempts' spans of traced messages (nil:
+	// none).
+	Tracing *telemetry.Tracing
 	// SendTimeout bounds one webhook call or one in-process frontend's reply.
 	SendTimeout time.Duration
 	// MaxInFlight bounds concurrent deliveries per push frontend (default 32:

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-dev/switchboard/actors/bus"
 	"github.com/switchboard-dev/switchboard/actors/clock"
@@ -15,6 +16,7 @@ import (
 	"github.com/switchboard-dev/switchboard/actors/handover"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/telemetry"
 )
 
 // Worker is the delivery worker of one frontend: the actor shell of a
@@ -43,6 +45,11 @@ type Worker struct {
 	fetchErr    string
 
 	drainDone []chan<- struct{}
+
+	// spans are the open delivery spans of traced messages handed to a
+	// pull frontend (lease to ack) or an in-process actor (request to
+	// verdict), by message id (trace.go).
+	spans map[string]trace.Span
 }
 
 type offered struct {
@@ -118,6 +125,7 @@ func (w *Worker) Receive(c actor.Context) {
 			w.fetchCancel()
 		}
 		w.apply(c, w.core.Stop())
+		w.closeSpans()
 		w.offer(offered{})
 		return
 	case *handover.Work:
@@ -299,6 +307,7 @@ func (w *Worker) apply(c actor.Context, e Effects) {
 	now := w.d.Clock.Now()
 	w.settle(e, now)
 	for _, o := range e.Applied {
+		w.closeSpan(o)
 		w.d.Metrics.count(o)
 		w.d.Publish(messages.StateChanged{ID: o.MessageID, State: persistence.StateAfter(o.Kind, o.Result),
 			Frontend: w.fe.Name, At: now, Detail: o.Detail, Reason: o.Reason})
@@ -307,6 +316,9 @@ func (w *Worker) apply(c actor.Context, e Effects) {
 		a.Ack.Reply <- a.Reply
 	}
 	for _, a := range e.Answers {
+		for _, m := range a.Reply.Messages {
+			w.openSpan(telemetry.SpanDeliverPull, m)
+		}
 		a.Poll.Reply <- a.Reply
 	}
 	if len(e.Start) > 0 {
@@ -337,6 +349,7 @@ func (w *Worker) start(c actor.Context, work []persistence.Work) {
 	for _, wk := range work {
 		out := messages.OutgoingOf(wk.Message)
 		if target != nil {
+			w.openSpan(telemetry.SpanDeliverActor, out)
 			c.Request(target, &messages.Delivery{Message: out, Deadline: deadline})
 			continue
 		}
@@ -347,6 +360,15 @@ func (w *Worker) start(c actor.Context, work []persistence.Work) {
 func (w *Worker) sendWebhook(out messages.Outgoing) {
 	ctx, cancel := context.WithTimeout(context.Background(), w.d.SendTimeout)
 	defer cancel()
+	var span trace.Span
+	if w.d.Tracing != nil && out.Trace != "" {
+		// The webhook's traceparent is this attempt's span.
+		span = w.attemptSpan(telemetry.SpanDeliverWebhook, out)
+		out.Trace = telemetry.Of(span)
+	}
 	r := frontend.Webhook{URL: w.fe.URL, Client: w.d.HTTPClient, Secret: w.fe.Secret, Now: w.d.Clock.Now}.Send(ctx, out)
+	if span != nil {
+		endAttempt(span, r.Status, r.Reason)
+	}
 	w.sys.Root.Send(w.self, &pushResult{id: out.ID, attempt: out.Attempt, result: r})
 }

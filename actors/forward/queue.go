@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-dev/switchboard/actors/clock"
 	"github.com/switchboard-dev/switchboard/actors/handover"
@@ -17,6 +19,7 @@ import (
 	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/telemetry"
 )
 
 // Config is what a forward queue actor needs.
@@ -46,6 +49,9 @@ type Config struct {
 	// instance's alone (no Fence, or one without an idle poll): on a shared
 	// store a forward is the ring owner's, so only claims take it.
 	Board *handover.Board
+	// Tracing makes the spans of the forwards and delivery_status reports
+	// of traced messages (nil: none).
+	Tracing *telemetry.Tracing
 }
 
 // Validate reports what is missing or wrong.
@@ -318,28 +324,77 @@ func (q *Queue) lease() time.Duration { return 2*q.cfg.Timeout + 10*time.Second 
 func (q *Queue) send(b Batch) {
 	link, tr, timeout := q.link, q.cfg.Transport, q.cfg.Timeout
 	self, root := q.self, q.sys.Root
-	node := q.cfg.Node
+	node, peerName, tracing := q.cfg.Node, q.cfg.Peer, q.cfg.Tracing
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		res := &sent{batch: b}
 		if b.Kind == persistence.WorkForward {
-			res.forward, res.err = sendForwards(ctx, tr, link, b.Work)
+			spans := startSpans(tracing, telemetry.SpanForward, peerName, b.Work)
+			res.forward, res.err = sendForwards(ctx, tr, link, b.Work, spans)
+			endSpans(spans, res.err, func(i int) *messages.Error {
+				if res.forward == nil {
+					return nil
+				}
+				return res.forward[i].Error
+			})
 		} else {
+			spans := startSpans(tracing, telemetry.SpanStatus, peerName, b.Work)
 			rs := make([]messages.StatusReport, len(b.Work))
 			for i, w := range b.Work {
 				rs[i] = ReportOf(node, w.Message)
 				if !link.MessageFields {
 					rs[i].Attempts = 0 // a field the peer did not announce
 				}
+				if link.TraceContext && spans != nil {
+					rs[i].Traceparent = telemetry.Of(spans[i])
+				}
 			}
 			res.status, res.err = tr.Status(ctx, link.Addr, link.StatusBatch, rs)
 			if res.err == nil && len(res.status) != len(rs) {
 				res.err = fmt.Errorf("peer answered %d results for %d reports", len(res.status), len(rs))
 			}
+			endSpans(spans, res.err, func(int) *messages.Error { return nil })
 		}
 		root.Send(self, res)
 	}()
+}
+
+// startSpans starts span name (a client span to peer) for each traced
+// message of work, as a child of its trace; nil when none is traced.
+func startSpans(t *telemetry.Tracing, name, peerName string, work []persistence.Work) []trace.Span {
+	if t == nil {
+		return nil
+	}
+	var spans []trace.Span
+	for i, w := range work {
+		if w.Message.Trace == "" {
+			continue
+		}
+		if spans == nil {
+			spans = make([]trace.Span, len(work))
+		}
+		spans[i] = t.Start(w.Message.Trace, name, trace.SpanKindClient,
+			attribute.String("switchboard.message_id", w.Message.ID), attribute.String("switchboard.peer", peerName))
+	}
+	return spans
+}
+
+// endSpans ends the spans of startSpans: failed with err (the request's),
+// else with the message's own error.
+func endSpans(spans []trace.Span, err error, of func(i int) *messages.Error) {
+	for i, s := range spans {
+		if s == nil {
+			continue
+		}
+		switch e := of(i); {
+		case err != nil:
+			telemetry.Fail(s, err)
+		case e != nil:
+			telemetry.Fail(s, e)
+		}
+		s.End()
+	}
 }
 
 // sendForwards sends the forwards of work in one call and returns a result for
@@ -347,7 +402,7 @@ func (q *Queue) send(b Batch) {
 // peer that did not announce CapMessageFields (an older version would
 // refuse it, or drop the fields and deliver it otherwise than asked): its
 // result is a capability_missing error, which fails it (see Judge).
-func sendForwards(ctx context.Context, tr peer.Transport, link messages.PeerLink, work []persistence.Work) ([]messages.ForwardResult, error) {
+func sendForwards(ctx context.Context, tr peer.Transport, link messages.PeerLink, work []persistence.Work, spans []trace.Span) ([]messages.ForwardResult, error) {
 	out := make([]messages.ForwardResult, len(work))
 	fs := make([]messages.Forward, 0, len(work))
 	at := make([]int, 0, len(work))
@@ -358,6 +413,10 @@ func sendForwards(ctx context.Context, tr peer.Transport, link messages.PeerLink
 				Error: messages.Errorf(messages.CodeCapabilityMissing, "the peer does not announce %s, which carries data_coding, "+
 					"message_body_base64, validity_until and deliver_after", messages.CapMessageFields)}
 			continue
+		}
+		if link.TraceContext && spans != nil && spans[i] != nil {
+			// Only to a peer that announced it: it continues the trace.
+			f.Traceparent = telemetry.Of(spans[i])
 		}
 		fs, at = append(fs, f), append(at, i)
 	}

@@ -38,6 +38,9 @@ func (w Webhook) Send(ctx context.Context, m messages.Outgoing) messages.Deliver
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", m.ID)
 	req.Header.Set("X-Switchboard-Attempt", strconv.Itoa(m.Attempt))
+	if m.Trace != "" {
+		req.Header.Set("traceparent", m.Trace)
+	}
 	if w.Secret != "" {
 		now := time.Now
 		if w.Now != nil {

@@ -284,6 +284,7 @@ func (a *Actor) observe(c actor.Context, now time.Time, err error) {
 		link.ForwardBatch = a.identity.Has(messages.CapForwardBatch)
 		link.StatusBatch = a.identity.Has(messages.CapStatusBatch)
 		link.MessageFields = a.identity.Has(messages.CapMessageFields)
+		link.TraceContext = a.identity.Has(messages.CapTraceContext)
 	}
 	c.Send(a.queue, link)
 }

@@ -159,10 +159,10 @@ func (r router) newMessage(s messages.Submission, t Target, now time.Time) persi
 	nm := persistence.NewMessage{
 		ID: s.ID, SourceMSISDN: s.SourceMSISDN, DestinationMSISDN: s.DestinationMSISDN,
 		Body: s.Body, Options: s.Options, SourceSMSC: r.node, DestSMSC: r.node, Frontend: t.Frontend,
-		SubmittedBy: s.SubmittedBy,
-		State:       messages.StatePending,
-		Detail:      "accepted for frontend " + t.Frontend,
-		Work:        &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: t.Frontend, DueAt: firstAttempt(s.Options, now)},
+		SubmittedBy: s.SubmittedBy, Trace: s.Trace,
+		State:  messages.StatePending,
+		Detail: "accepted for frontend " + t.Frontend,
+		Work:   &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: t.Frontend, DueAt: firstAttempt(s.Options, now)},
 	}
 	if t.Peer != "" {
 		nm.DestSMSC = t.Peer
@@ -209,6 +209,8 @@ func (r router) entryMessage(e entry, now time.Time) (persistence.NewMessage, er
 	return persistence.NewMessage{
 		ID: f.ID, SourceMSISDN: f.SourceMSISDN, DestinationMSISDN: f.DestinationMSISDN,
 		Body: f.Body, Options: f.Options, SourceSMSC: f.SourceSMSC, DestSMSC: r.node, Frontend: f.Frontend,
+		// The gateway replaced the peer's traceparent with its receipt's.
+		Trace:    f.Traceparent,
 		State:    messages.StatePending,
 		Detail:   fmt.Sprintf("forwarded by %s for frontend %s", e.fwd.m.From, f.Frontend),
 		Work:     &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: f.Frontend, DueAt: firstAttempt(f.Options, now)},

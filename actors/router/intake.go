@@ -8,11 +8,14 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-dev/switchboard/actors/clock"
 	"github.com/switchboard-dev/switchboard/actors/handover"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/telemetry"
 )
 
 // Config is what the intake actor needs.
@@ -57,7 +60,9 @@ type Config struct {
 	// once (package handover): a commit writes that work leased to them and
 	// hands it over once durable, instead of kicking them to claim it.
 	Owner string
-	Board *handover.Board
+	// Tracing makes the group commits' spans (nil: none).
+	Tracing *telemetry.Tracing
+	Board   *handover.Board
 	// Shared is true when other instances of the site change the directory
 	// in the same store: a batch holding a message without a route (or a
 	// forward for a frontend not known here) reads the directory again
@@ -291,9 +296,14 @@ func (a *Intake) batch(c actor.Context) (*Batch, bool) {
 // run commits a batch, answers everyone in it and publishes its changes;
 // it returns the work to kick.
 func (a *Intake) run(b *Batch) []persistence.WorkSpec {
+	span := a.commitSpan(b)
 	ctx, cancel := a.storeCtx()
 	w, err := a.cfg.Store.Write(ctx, b.Now, b.Write())
 	cancel()
+	if span != nil {
+		telemetry.Fail(span, err)
+		span.End()
+	}
 	if err != nil {
 		a.log.Error("commit failed", "messages", len(b.Stored), "reports", len(b.Updates), "err", err)
 	}
@@ -307,6 +317,26 @@ func (a *Intake) run(b *Batch) []persistence.WorkSpec {
 		}
 	}
 	return kicks
+}
+
+// commitSpan starts the span of a group commit that carries traced
+// messages: it links to each message's trace (a commit belongs to many),
+// and is nil when none is traced (no span, no cost).
+func (a *Intake) commitSpan(b *Batch) trace.Span {
+	if a.cfg.Tracing == nil {
+		return nil
+	}
+	var traces []string
+	for _, nm := range b.Stored {
+		if nm.Trace != "" {
+			traces = append(traces, nm.Trace)
+		}
+	}
+	if len(traces) == 0 {
+		return nil
+	}
+	return a.cfg.Tracing.StartLinked(telemetry.SpanIntakeCommit, traces,
+		attribute.Int("switchboard.messages", len(b.Stored)), attribute.Int("switchboard.reports", len(b.Updates)))
 }
 
 // kick wakes the workers of the work a commit wrote.

@@ -22,7 +22,7 @@ var units = map[string]string{
 	"latency": "ms", "memory": "MB/100k", "restart": "ms", "postgres-site": "msg/s", "postgres-site-vs-single": "msg/s",
 	"search": "ms", "search-sqlite": "ms", "search-prefix-sqlite": "ms", "search-time-sqlite": "ms", "search-ingest-sqlite": "rows/s",
 	"search-postgres": "ms", "search-prefix-postgres": "ms", "search-time-postgres": "ms", "search-ingest-postgres": "rows/s",
-	"ingest-retention": "msg/s", "storage": "B/msg",
+	"ingest-retention": "msg/s", "storage": "B/msg", "ingest-traced": "msg/s",
 	"postgres-site-nats": "msg/s",
 }
 
@@ -35,6 +35,7 @@ var (
 	restartFigure     = []string{"restart"}
 	searchFigure      = []string{"search"}
 	storageFigures    = []string{"ingest-retention", "storage"} // ingest-retention brings ingest
+	tracedFigure      = []string{"ingest-traced"}               // brings ingest
 )
 
 // checkShape runs the benchmark with args and checks that it prints
@@ -157,10 +158,20 @@ func TestStorageLines(t *testing.T) {
 		[]string{"ingest", "ingest-retention", "storage"})
 }
 
+// TestTracedLine: ingest on a node exporting over OTLP, with ingest, its
+// baseline.
+func TestTracedLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two nodes for a few seconds")
+	}
+	checkShape(t, []string{"--short", "--window", "2s", "--clients", "8", "--only", strings.Join(tracedFigure, ",")},
+		[]string{"ingest", "ingest-traced"})
+}
+
 // TestEveryFigureChecked: the shape tests above run every figure.
 func TestEveryFigureChecked(t *testing.T) {
 	var checked []string
-	for _, l := range [][]string{shortRunFigures, riverSQLiteFigure, latencyFigure, restartFigure, storageFigures, searchFigure} {
+	for _, l := range [][]string{shortRunFigures, riverSQLiteFigure, latencyFigure, restartFigure, storageFigures, searchFigure, tracedFigure} {
 		checked = append(checked, l...)
 	}
 	for _, f := range figures {

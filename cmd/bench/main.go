@@ -23,6 +23,12 @@
 //	          line tells how fast it purged). Its baseline is the ingest
 //	          figure of the same run (--only ingest-retention runs ingest
 //	          too); goal 7: ratio >= 0.9.
+//	ingest-traced
+//	          the ingest figure on a node that pushes its metrics and
+//	          traces over OTLP (--otlp-endpoint) to a collector in this
+//	          process, with the default sampler (1% of new traces; the
+//	          clients send no traceparent). Its baseline is the ingest
+//	          figure of the same run; goal 7: ratio >= 0.95.
 //	delivery  the same submitters plus pull consumers (poll max 100, ack all
 //	          as delivered); acked msg/s over the window. Goal
 //	          (docs/performance.md, goal 1): >= 0.50 of the raw HTTPS baseline (ingest: 0.60).
@@ -184,7 +190,7 @@ type options struct {
 }
 
 // figures in the order they are run and printed.
-var figures = []string{"ingest", "ingest-retention", "delivery", "river-sqlite", "federated", "drain", "latency", "memory", "restart", "storage", "postgres-site", "search"}
+var figures = []string{"ingest", "ingest-retention", "ingest-traced", "delivery", "river-sqlite", "federated", "drain", "latency", "memory", "restart", "storage", "postgres-site", "search"}
 
 // once are the figures measured in the first repeat only: each takes
 // minutes of filling.
@@ -192,14 +198,14 @@ var once = map[string]bool{"memory": true, "restart": true, "storage": true, "se
 
 // implies maps a figure to the figure that is its baseline: --only runs
 // that one too.
-var implies = map[string]string{"drain": "federated", "river-sqlite": "delivery", "ingest-retention": "ingest"}
+var implies = map[string]string{"drain": "federated", "river-sqlite": "delivery", "ingest-retention": "ingest", "ingest-traced": "ingest"}
 
 // httpsBaseline are the figures measured against the raw HTTPS baseline.
 var httpsBaseline = map[string]bool{"ingest": true, "delivery": true, "federated": true}
 
 // profiled are the figures --profile-figure can cover: those with a window
 // of the node in this process.
-var profiled = map[string]bool{"ingest": true, "ingest-retention": true, "delivery": true, "federated": true, "drain": true, "postgres-site": true}
+var profiled = map[string]bool{"ingest": true, "ingest-retention": true, "ingest-traced": true, "delivery": true, "federated": true, "drain": true, "postgres-site": true}
 
 // httpsGoals are the goals of the figures measured against the raw HTTPS
 // baseline (goals 1 and 2), as ratios: the figure passes at or
@@ -430,6 +436,8 @@ func run(args []string, out, stderr io.Writer) error {
 					rate = runs[len(runs)-1].rate
 				}
 				r, err = runIngestRetention(o, body, dir, prof, rate)
+			case "ingest-traced":
+				r, err = runIngestTraced(o, body, dir, prof)
 			case "storage":
 				sr, err := runStorage(o, dir)
 				if err != nil {
@@ -632,6 +640,19 @@ func run(args []string, out, stderr io.Writer) error {
 			fmt.Fprintf(out, "# ingest-retention runs (msg/s): %s; median %.0f; ratio to the ingest run of the same repeat: %s (median %.3f); goal >= 0.90 of ingest (goal 7); %s\n",
 				list(rates(rs)), m, listf(paired, "%.3f"), median(paired), latencies(rs))
 			fmt.Fprintf(out, "bench: ingest-retention %s msg/s baseline=%s ratio=%.3f\n", rateText(m), rateText(im), ratio)
+			continue
+		case "ingest-traced":
+			rs, is := subj[fig], subj["ingest"]
+			m, im := median(rates(rs)), median(rates(is))
+			paired := pairedRatios(rs, is)
+			ratio := 0.0
+			if im > 0 {
+				ratio = m / im
+			}
+			fmt.Fprintf(out, "# ingest-traced runs (msg/s, OTLP metrics and traces to a collector in this process, default sampler): %s; median %.0f; "+
+				"ratio to the ingest run of the same repeat: %s (median %.3f); goal >= 0.95 of ingest (goal 7); %s\n",
+				list(rates(rs)), m, listf(paired, "%.3f"), median(paired), latencies(rs))
+			fmt.Fprintf(out, "bench: ingest-traced %s msg/s baseline=%s ratio=%.3f\n", rateText(m), rateText(im), ratio)
 			continue
 		case "river-sqlite":
 			rs, ds := subj[fig], subj["delivery"]

@@ -137,6 +137,10 @@ var runFlags = []runFlag{
 		func(c *switchboard.Config) *string { return &c.NatsCreds }, false),
 	stringFlag("nats-stream", "NAME", "JetStream stream of the delivery bus (default: SWITCHBOARD_<name>)",
 		func(c *switchboard.Config) *string { return &c.NatsStream }, false),
+	stringFlag("otlp-endpoint", "URL", "OpenTelemetry collector, OTLP/HTTP base URL: metrics and traces are pushed there (the OTEL_EXPORTER_OTLP_* variables work too; this flag wins)",
+		func(c *switchboard.Config) *string { return &c.OTLPEndpoint }, false),
+	stringFlag("trace-url", "URL", "web UI link to a message's trace, {trace_id} replaced, e.g. https://jaeger.example/trace/{trace_id}",
+		func(c *switchboard.Config) *string { return &c.TraceURL }, false),
 	boolFlag("federation", "master switch: discover and contact peers, serve the federation API",
 		func(c *switchboard.Config) *bool { return &c.Federation }),
 	{

@@ -27,10 +27,10 @@ WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[],
 			$7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::timestamptz[], $15::text[],
 			$16::int[], $17::text[], $18::timestamptz[], $19::text[], $20::bytea[], $21::timestamptz[], $22::timestamptz[],
-			$23::bool[], $24::text[])
+			$23::bool[], $24::text[], $25::text[])
 		WITH ORDINALITY AS t(id, token, source_msisdn, destination_msisdn, body, state,
 			source_smsc, dest_smsc, frontend, detail, work_kind, work_target, work_due, report_to,
-			attempts, lease_owner, lease_until, data_coding, body_binary, validity_until, deliver_after, relayed, submitted_by, ord)
+			attempts, lease_owner, lease_until, data_coding, body_binary, validity_until, deliver_after, relayed, submitted_by, traceparent, ord)
 ),
 numbered AS (
 	-- Postgres evaluates a volatile output expression after ORDER BY, so
@@ -40,11 +40,11 @@ numbered AS (
 created AS (
 	INSERT INTO messages (id, seq, token, source_msisdn, destination_msisdn, body, state,
 		source_smsc, dest_smsc, frontend, attempts, reason, created_at, updated_at, submitted_at, history_len,
-		queued_at, report_to, first_state, first_detail, data_coding, body_binary, validity_until, deliver_after, submitted_by)
+		queued_at, report_to, first_state, first_detail, data_coding, body_binary, validity_until, deliver_after, submitted_by, traceparent)
 	SELECT id, seq, token, source_msisdn, destination_msisdn, body, state,
 		source_smsc, dest_smsc, frontend, attempts, '', $14, $14, $14, 1,
 		CASE WHEN state = 'forward_queued' THEN $14::timestamptz END, report_to, state, detail,
-		data_coding, body_binary, validity_until, deliver_after, submitted_by
+		data_coding, body_binary, validity_until, deliver_after, submitted_by, traceparent
 	FROM numbered ORDER BY id COLLATE "C"
 	ON CONFLICT (id) DO NOTHING
 	RETURNING ` + columns("") + `
@@ -86,12 +86,13 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 		validities, delivers            = make([]*time.Time, n), make([]*time.Time, n)
 		relayed                         = make([]bool, n)
 		submitters                      = make([]string, n)
+		traces                          = make([]string, n)
 	)
 	for k, i := range uniq {
 		m := batch[i]
 		r := persistence.NewRow(m, now)
 		codings[k], binaries[k], validities[k], delivers[k] = string(r.DataCoding), r.Binary, r.ValidityUntil, r.DeliverAfter
-		submitters[k] = r.SubmittedBy
+		submitters[k], traces[k] = r.SubmittedBy, r.Trace
 		attempts[k] = int32(r.Attempts)
 		ids[k], tokens[k], srcs[k], dsts[k], bodies[k], states[k] = m.ID, tokenOf(m.ID), m.SourceMSISDN, m.DestinationMSISDN, m.Body, string(m.State)
 		srcSMSCs[k], dstSMSCs[k], frontends[k], details[k], reportTo[k] = m.SourceSMSC, m.DestSMSC, m.Frontend, m.Detail, m.ReportTo
@@ -111,7 +112,7 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 	queue := func(b *pgx.Batch) {
 		b.Queue(acceptSQL, ids, tokens, srcs, dsts, bodies, states,
 			srcSMSCs, dstSMSCs, frontends, details, kinds, targets, dues, now, reportTo,
-			attempts, leaseOwners, leaseUntils, codings, binaries, validities, delivers, relayed, submitters).Query(func(rows pgx.Rows) error {
+			attempts, leaseOwners, leaseUntils, codings, binaries, validities, delivers, relayed, submitters, traces).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var row *int64
 				m, err := scanMessage(rows, &row)

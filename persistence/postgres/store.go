@@ -170,7 +170,7 @@ var messageColumns = []string{
 	"id", "seq", "token", "source_msisdn", "destination_msisdn", "body", "state",
 	"source_smsc", "dest_smsc", "frontend", "attempts", "reason",
 	"created_at", "updated_at", "submitted_at", "queued_at",
-	"data_coding", "body_binary", "validity_until", "deliver_after", "submitted_by",
+	"data_coding", "body_binary", "validity_until", "deliver_after", "submitted_by", "traceparent",
 }
 
 // columns lists messageColumns, each prefixed with alias and a dot when
@@ -222,12 +222,13 @@ func scanMessage(row scanner, extra ...any) (messages.Message, error) {
 		&m.ID, &m.Seq, &token, &m.SourceMSISDN, &m.DestinationMSISDN, &m.Body, &m.State,
 		&m.SourceSMSC, &m.DestSMSC, &m.Frontend, &m.Attempts, &m.Reason,
 		&m.CreatedAt, &m.UpdatedAt, &m.SubmittedAt, &m.QueuedAt,
-		&m.DataCoding, &m.Binary, &m.ValidityUntil, &m.DeliverAfter, &m.SubmittedBy,
+		&m.DataCoding, &m.Binary, &m.ValidityUntil, &m.DeliverAfter, &m.SubmittedBy, &m.Trace,
 	}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return messages.Message{}, err
 	}
 	m.Token = uint64(token)
+	m.SetTrace(m.Trace)
 	m.CreatedAt, m.UpdatedAt, m.SubmittedAt = m.CreatedAt.UTC(), m.UpdatedAt.UTC(), m.SubmittedAt.UTC()
 	for _, t := range []**time.Time{&m.QueuedAt, &m.ValidityUntil, &m.DeliverAfter} {
 		if *t != nil {

@@ -92,6 +92,7 @@ type testCase struct {
 func groups() []group {
 	return []group{
 		{"Accept", acceptCases()},
+		{"Trace", traceCases()},
 		{"GetMessage", getMessageCases()},
 		{"ListMessages", listMessagesCases()},
 		{"Stats", statsCases()},

@@ -1,0 +1,53 @@
+package switchboard
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/switchboard-dev/switchboard/telemetry"
+)
+
+// Telemetry (--otlp-endpoint, --trace-url; docs/observability.md): the
+// registry's metrics pushed over OTLP, and one trace per message across
+// every node it crosses. Without an endpoint n.tracing is nil and no span
+// is made.
+
+// validateTelemetry checks the telemetry flags.
+func (c Config) validateTelemetry() []error {
+	var errs []error
+	if err := telemetry.ValidateEndpoint(c.OTLPEndpoint); err != nil {
+		errs = append(errs, err)
+	}
+	if c.TraceURL != "" {
+		u, err := url.Parse(strings.ReplaceAll(c.TraceURL, "{trace_id}", "0"))
+		switch {
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			errs = append(errs, fmt.Errorf("--trace-url: %q must be an http:// or https:// URL", c.TraceURL))
+		case !strings.Contains(c.TraceURL, "{trace_id}"):
+			errs = append(errs, fmt.Errorf("--trace-url: %q must hold {trace_id}, where the trace's id goes", c.TraceURL))
+		}
+	}
+	return errs
+}
+
+// startTelemetry starts the OTLP export when an endpoint is configured.
+func (n *Node) startTelemetry(ctx context.Context) error {
+	tc := telemetry.DefaultConfig()
+	tc.Endpoint, tc.Node, tc.InstanceID, tc.Version = n.cfg.OTLPEndpoint, n.cfg.Name, n.cfg.InstanceID, n.cfg.Version
+	tc.Gatherer, tc.Logger = n.registry, n.log
+	tc.MetricInterval, tc.SpanBatchTimeout = n.cfg.OTLPInterval, n.cfg.OTLPInterval
+	t, err := telemetry.Start(ctx, tc)
+	if err != nil {
+		return err
+	}
+	n.telemetry, n.tracing = t, t.Tracing()
+	return nil
+}
+
+// FlushTelemetry pushes the metrics as they are now and the spans ended so
+// far (nothing without an OTLP endpoint). A graceful Stop does it last.
+func (n *Node) FlushTelemetry(ctx context.Context) error {
+	return n.telemetry.Flush(ctx)
+}

@@ -1,0 +1,321 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	promclient "github.com/prometheus/client_golang/prometheus"
+	promBridge "go.opentelemetry.io/contrib/bridges/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/switchboard-dev/switchboard/supervision/ratelog"
+)
+
+// ServiceName is the service.name resource attribute of every node.
+const ServiceName = "switchboard"
+
+// NodeAttribute is the resource attribute that carries the node's name
+// (its federation identity, --name).
+const NodeAttribute = "switchboard.node"
+
+// Config configures Start.
+type Config struct {
+	// Endpoint is the collector's OTLP/HTTP base URL (--otlp-endpoint);
+	// metrics go to Endpoint/v1/metrics and spans to Endpoint/v1/traces.
+	// Empty leaves the endpoints to the standard OTEL_EXPORTER_OTLP_*
+	// variables; with none of them set, nothing is exported.
+	Endpoint string
+	// Node, InstanceID and Version are resource attributes
+	// (NodeAttribute, service.instance.id, service.version).
+	Node, InstanceID, Version string
+	// Gatherer is the registry whose metrics are pushed (the one /metrics
+	// serves).
+	Gatherer promclient.Gatherer
+	// Logger gets the export failures, at most one line per
+	// ErrorLogWindow.
+	Logger *slog.Logger
+	// ErrorLogWindow bounds the export failure lines (1m: a collector that
+	// is down for a day costs a line a minute, and a failure is seen
+	// within a minute).
+	ErrorLogWindow time.Duration
+	// MetricInterval, when not 0, replaces OTEL_METRIC_EXPORT_INTERVAL
+	// (whose default is 60s). Tests shorten it.
+	MetricInterval time.Duration
+	// SpanBatchTimeout, when not 0, replaces OTEL_BSP_SCHEDULE_DELAY
+	// (whose default is 5s). Tests shorten it.
+	SpanBatchTimeout time.Duration
+	// Getenv reads the environment (os.Getenv when nil).
+	Getenv func(string) string
+}
+
+// DefaultConfig returns a Config with the defaults filled in.
+func DefaultConfig() Config {
+	return Config{ErrorLogWindow: time.Minute}
+}
+
+// Validate reports every problem of c.
+func (c Config) Validate() error {
+	var errs []error
+	if err := ValidateEndpoint(c.Endpoint); err != nil {
+		errs = append(errs, err)
+	}
+	if c.ErrorLogWindow <= 0 {
+		errs = append(errs, errors.New("telemetry: ErrorLogWindow must be positive"))
+	}
+	if c.Gatherer == nil {
+		errs = append(errs, errors.New("telemetry: Gatherer is required"))
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateEndpoint checks an --otlp-endpoint ("" is none).
+func ValidateEndpoint(endpoint string) error {
+	if endpoint == "" {
+		return nil
+	}
+	u, err := url.Parse(endpoint)
+	switch {
+	case err != nil:
+		return fmt.Errorf("--otlp-endpoint: %w", err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("--otlp-endpoint: %q must be an http:// or https:// URL", endpoint)
+	case u.Host == "":
+		return fmt.Errorf("--otlp-endpoint: %q names no host", endpoint)
+	}
+	return nil
+}
+
+// Telemetry is the running export of one node. Its zero value exports
+// nothing.
+type Telemetry struct {
+	meter   *sdkmetric.MeterProvider
+	tracer  *sdktrace.TracerProvider
+	tracing *Tracing
+	logs    []*ratelog.Log
+	// stop ends the exports under way (a collector that is down or slow
+	// must not hold up a stop past its last flush).
+	stop, abort context.Context
+	cancel      context.CancelFunc
+}
+
+// Start starts the exports that are configured: metrics when Endpoint,
+// OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_METRICS_ENDPOINT is
+// set; traces when Endpoint, OTEL_EXPORTER_OTLP_ENDPOINT or
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set. OTEL_SDK_DISABLED=true turns
+// both off. The rest of the OTEL_* variables (headers, timeout,
+// compression, intervals, OTEL_TRACES_SAMPLER) are read by the SDK.
+func Start(ctx context.Context, cfg Config) (*Telemetry, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	getenv := cfg.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	log := cfg.Logger.With("component", "telemetry")
+	t := &Telemetry{}
+	t.stop, t.cancel = context.WithCancel(context.Background())
+	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
+		return t, nil
+	}
+	metrics := cfg.Endpoint != "" || getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") != ""
+	traces := cfg.Endpoint != "" || getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+	if !metrics && !traces {
+		return t, nil
+	}
+	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(
+		attribute.String("service.name", ServiceName),
+		attribute.String("service.version", cfg.Version),
+		attribute.String("service.instance.id", cfg.InstanceID),
+		attribute.String(NodeAttribute, cfg.Node),
+	))
+	if err != nil {
+		return nil, fmt.Errorf("telemetry resource: %w", err)
+	}
+	newLog := func() (*ratelog.Log, error) {
+		l, err := ratelog.New(ratelog.Config{Logger: log, Level: slog.LevelWarn,
+			Msg: "otlp export failed", Summary: "otlp export failures not logged one by one",
+			Burst: 1, Window: cfg.ErrorLogWindow})
+		if err == nil {
+			t.logs = append(t.logs, l)
+		}
+		return l, err
+	}
+	if metrics {
+		var opts []otlpmetrichttp.Option
+		if cfg.Endpoint != "" {
+			opts = append(opts, otlpmetrichttp.WithEndpointURL(joinPath(cfg.Endpoint, "/v1/metrics")))
+		}
+		exp, err := otlpmetrichttp.New(ctx, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("otlp metrics exporter: %w", err)
+		}
+		l, err := newLog()
+		if err != nil {
+			return nil, err
+		}
+		ropts := []sdkmetric.PeriodicReaderOption{
+			sdkmetric.WithProducer(promBridge.NewMetricProducer(promBridge.WithGatherer(cfg.Gatherer))),
+		}
+		if cfg.MetricInterval > 0 {
+			ropts = append(ropts, sdkmetric.WithInterval(cfg.MetricInterval))
+		}
+		reader := sdkmetric.NewPeriodicReader(&metricExporter{Exporter: exp, log: l, stop: t.stop}, ropts...)
+		t.meter = sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(reader))
+	}
+	if traces {
+		var opts []otlptracehttp.Option
+		if cfg.Endpoint != "" {
+			opts = append(opts, otlptracehttp.WithEndpointURL(joinPath(cfg.Endpoint, "/v1/traces")))
+		}
+		exp, err := otlptracehttp.New(ctx, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("otlp trace exporter: %w", err)
+		}
+		l, err := newLog()
+		if err != nil {
+			return nil, err
+		}
+		var bopts []sdktrace.BatchSpanProcessorOption
+		if cfg.SpanBatchTimeout > 0 {
+			bopts = append(bopts, sdktrace.WithBatchTimeout(cfg.SpanBatchTimeout))
+		}
+		popts := []sdktrace.TracerProviderOption{
+			sdktrace.WithResource(res),
+			sdktrace.WithBatcher(&spanExporter{SpanExporter: exp, log: l, stop: t.stop}, bopts...),
+		}
+		// OTEL_TRACES_SAMPLER, when set, is read by the SDK; otherwise
+		// the default sampler (see DefaultSampler).
+		if strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER")) == "" {
+			popts = append(popts, sdktrace.WithSampler(DefaultSampler()))
+		}
+		t.tracer = sdktrace.NewTracerProvider(popts...)
+		t.tracing = NewTracing(t.tracer)
+	}
+	return t, nil
+}
+
+// joinPath appends path to the base URL's path.
+func joinPath(base, path string) string {
+	return strings.TrimRight(base, "/") + path
+}
+
+// Tracing is what the node's parts make spans with; nil when traces are
+// not exported.
+func (t *Telemetry) Tracing() *Tracing {
+	if t == nil {
+		return nil
+	}
+	return t.tracing
+}
+
+// Flush exports what is pending now (metrics read from the registry at
+// this moment, spans ended so far).
+func (t *Telemetry) Flush(ctx context.Context) error {
+	if t == nil {
+		return nil
+	}
+	var errs []error
+	if t.meter != nil {
+		errs = append(errs, t.meter.ForceFlush(ctx))
+	}
+	if t.tracer != nil {
+		errs = append(errs, t.tracer.ForceFlush(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// ShutdownFlush bounds the last push of a stop: a collector that does not
+// take it within this (or ctx's deadline, when sooner) loses it (5s: a
+// stop is not held up for long by a collector that is down).
+const ShutdownFlush = 5 * time.Second
+
+// Shutdown pushes what is pending (a graceful stop's last push, within
+// ShutdownFlush), then ends the exports, a retry under way included.
+func (t *Telemetry) Shutdown(ctx context.Context) error {
+	if t == nil || t.cancel == nil {
+		return nil
+	}
+	fctx, cancel := context.WithTimeout(ctx, ShutdownFlush)
+	err := t.Flush(fctx)
+	cancel()
+	t.cancel()
+	errs := []error{err}
+	if t.tracer != nil {
+		errs = append(errs, t.tracer.Shutdown(context.Background()))
+	}
+	if t.meter != nil {
+		errs = append(errs, t.meter.Shutdown(context.Background()))
+	}
+	for _, l := range t.logs {
+		l.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// bounded is ctx, also cancelled when stop is: an export that waits on a
+// collector (or on its retry) ends at once when the node stops.
+func bounded(ctx, stop context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	unhook := context.AfterFunc(stop, cancel)
+	return ctx, func() {
+		unhook()
+		cancel()
+	}
+}
+
+// metricExporter logs a failed export at a bounded rate and reports it
+// handled: the SDK would otherwise hand it to the process-wide otel error
+// handler, which logs every one.
+type metricExporter struct {
+	*otlpmetrichttp.Exporter
+	log  *ratelog.Log
+	stop context.Context
+}
+
+func (e *metricExporter) Export(ctx context.Context, rm *metricdata.ResourceMetrics) error {
+	if e.stop.Err() != nil {
+		return nil
+	}
+	ctx, cancel := bounded(ctx, e.stop)
+	defer cancel()
+	if err := e.Exporter.Export(ctx, rm); err != nil && e.stop.Err() == nil {
+		e.log.Write("signal", "metrics", "err", err)
+	}
+	return nil
+}
+
+// spanExporter does the same for spans.
+type spanExporter struct {
+	sdktrace.SpanExporter
+	log  *ratelog.Log
+	stop context.Context
+}
+
+func (e *spanExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	if e.stop.Err() != nil {
+		return nil
+	}
+	ctx, cancel := bounded(ctx, e.stop)
+	defer cancel()
+	if err := e.SpanExporter.ExportSpans(ctx, spans); err != nil && e.stop.Err() == nil {
+		e.log.Write("signal", "traces", "spans", len(spans), "err", err)
+	}
+	return nil
+}

@@ -1,0 +1,212 @@
+package telemetry_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/goleak"
+
+	"github.com/switchboard-dev/switchboard/telemetry"
+	"github.com/switchboard-dev/switchboard/telemetry/otlptest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+func TestParseFormat(t *testing.T) {
+	sc, ok := telemetry.Parse(parent)
+	if !ok || sc.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" || sc.SpanID().String() != "00f067aa0ba902b7" || !sc.IsSampled() {
+		t.Fatalf("Parse(%q) = %v %v", parent, sc, ok)
+	}
+	if got := telemetry.Format(sc); got != parent {
+		t.Fatalf("Format = %q, want %q", got, parent)
+	}
+	for _, bad := range []string{
+		"", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7", // too short
+		"00-00000000000000000000000000000000-00f067aa0ba902b7-01", // zero trace id
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01", // zero span id
+		"00-4bf92f3577b34da6a3ce929d0e0e473x-00f067aa0ba902b7-01", // not hex
+		"ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", // version ff
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0g",
+	} {
+		if _, ok := telemetry.Parse(bad); ok {
+			t.Errorf("Parse(%q) accepted", bad)
+		}
+	}
+	// A later version may add fields after the four it shares.
+	if _, ok := telemetry.Parse("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-more"); !ok {
+		t.Error("a later version's traceparent refused")
+	}
+}
+
+func TestDefaultSampler(t *testing.T) {
+	s := telemetry.DefaultSampler()
+	sampled, _ := telemetry.Parse(parent)
+	unsampled := trace.NewSpanContext(trace.SpanContextConfig{TraceID: sampled.TraceID(), SpanID: sampled.SpanID(), Remote: true})
+	decide := func(p sdktrace.SamplingParameters) sdktrace.SamplingDecision { return s.ShouldSample(p).Decision }
+	ctxOf := func(sc trace.SpanContext) context.Context {
+		return trace.ContextWithRemoteSpanContext(context.Background(), sc)
+	}
+	if d := decide(sdktrace.SamplingParameters{ParentContext: ctxOf(sampled), TraceID: sampled.TraceID()}); d != sdktrace.RecordAndSample {
+		t.Errorf("child of a sampled parent: %v", d)
+	}
+	if d := decide(sdktrace.SamplingParameters{ParentContext: ctxOf(unsampled), TraceID: sampled.TraceID()}); d != sdktrace.Drop {
+		t.Errorf("child of an unsampled parent: %v", d)
+	}
+	if d := decide(sdktrace.SamplingParameters{ParentContext: context.Background(), TraceID: sampled.TraceID(),
+		Links: []trace.Link{{SpanContext: unsampled}, {SpanContext: sampled}}}); d != sdktrace.RecordAndSample {
+		t.Errorf("a root linked to a sampled span: %v", d)
+	}
+	// New traces: about DefaultRatio of them.
+	kept := 0
+	const n = 20000
+	for i := range n {
+		var tid trace.TraceID
+		for j := range 8 {
+			tid[8+j] = byte(uint64(i) * 0x9e3779b97f4a7c15 >> (8 * j))
+		}
+		if decide(sdktrace.SamplingParameters{ParentContext: context.Background(), TraceID: tid}) == sdktrace.RecordAndSample {
+			kept++
+		}
+	}
+	if r := float64(kept) / n; r < telemetry.DefaultRatio/2 || r > telemetry.DefaultRatio*2 {
+		t.Errorf("new traces kept: %v, want about %v", r, telemetry.DefaultRatio)
+	}
+}
+
+// TestOffCostsNothing: without an endpoint there is no tracing, and a nil
+// Tracing's spans allocate nothing.
+func TestOffCostsNothing(t *testing.T) {
+	cfg := telemetry.DefaultConfig()
+	cfg.Gatherer = prometheus.NewRegistry()
+	cfg.Getenv = func(string) string { return "" }
+	tel, err := telemetry.Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	tr := tel.Tracing()
+	if tr != nil {
+		t.Fatal("tracing without an endpoint")
+	}
+	if a := testing.AllocsPerRun(100, func() {
+		s := tr.Start(parent, telemetry.SpanForward, trace.SpanKindClient)
+		s.End()
+	}); a != 0 {
+		t.Errorf("a nil Tracing's span allocates %v times", a)
+	}
+}
+
+func TestEndpointFromEnvironment(t *testing.T) {
+	rcv := otlptest.New(t)
+	env := map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": rcv.URL() + "/v1/traces"}
+	cfg := telemetry.DefaultConfig()
+	cfg.Gatherer = prometheus.NewRegistry()
+	cfg.Getenv = func(k string) string { return env[k] }
+	tel, err := telemetry.Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	if tel.Tracing() == nil {
+		t.Fatal("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT did not turn tracing on")
+	}
+	env["OTEL_SDK_DISABLED"] = "true"
+	off, err := telemetry.Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off.Tracing() != nil {
+		t.Fatal("OTEL_SDK_DISABLED=true left tracing on")
+	}
+}
+
+// logBuffer is a concurrency-safe log sink.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.b.String(), s)
+}
+
+// TestCollectorDown: spans that cannot be sent are dropped once the
+// bounded queue is full (the heap stays flat however many are made), and
+// the failures are logged at most once a window per signal.
+func TestCollectorDown(t *testing.T) {
+	// Nothing listens there: every export is refused at once.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + ln.Addr().String()
+	ln.Close()
+	var logs logBuffer
+	cfg := telemetry.DefaultConfig()
+	cfg.Endpoint, cfg.Gatherer = down, prometheus.NewRegistry()
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	cfg.MetricInterval, cfg.SpanBatchTimeout = 10*time.Millisecond, 10*time.Millisecond
+	cfg.Getenv = func(string) string { return "" }
+	tel, err := telemetry.Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tel.Tracing()
+	spans := func(n int) uint64 {
+		for range n {
+			s := tr.Start(parent, telemetry.SpanForward, trace.SpanKindClient)
+			s.End()
+		}
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	h1 := spans(10000) // fills the queue (2048)
+	h2 := spans(50000)
+	// Kept, 50000 spans would be tens of megabytes.
+	if h2 > h1+8<<20 {
+		t.Errorf("heap grew from %d to %d bytes over 50000 spans the collector could not take", h1, h2)
+	}
+	// Each signal logs its first failure; the exports fail every 10ms
+	// but the next lines wait for the window (a minute).
+	deadline := time.Now().Add(20 * time.Second)
+	for logs.count("signal=traces") == 0 || logs.count("signal=metrics") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no export failure logged for each signal:\n%s", logs.b.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	spans(100)
+	if n := logs.count("otlp export failed"); n != 2 {
+		t.Errorf("%d export failure lines, want 2 (one per signal in the window):\n%s", n, logs.b.String())
+	}
+	start := time.Now()
+	if err := tel.Shutdown(context.Background()); err != nil {
+		t.Logf("shutdown: %v", err)
+	}
+	if d := time.Since(start); d > telemetry.ShutdownFlush+5*time.Second {
+		t.Errorf("shutdown took %v with the collector down", d)
+	}
+}

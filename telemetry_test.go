@@ -1,0 +1,406 @@
+package switchboard_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/switchboard-dev/switchboard"
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/telemetry"
+	"github.com/switchboard-dev/switchboard/telemetry/otlptest"
+)
+
+// The client's trace of the traced tests: a sampled traceparent whose
+// parent span (the client's) is not exported.
+const (
+	clientTraceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	clientSpanID  = "00f067aa0ba902b7"
+	clientParent  = "00-" + clientTraceID + "-" + clientSpanID + "-01"
+)
+
+// submitTraced submits with a traceparent header and checks the 202.
+func (h *harness) submitTraced(id, dest, traceparent string, state messages.State) {
+	h.t.Helper()
+	h.submitTracedAs(id, dest, traceparent, state)
+}
+
+// submitTracedAs is submitTraced that returns the id (the node's when id
+// is empty).
+func (h *harness) submitTracedAs(id, dest, traceparent string, state messages.State) string {
+	h.t.Helper()
+	idField := ""
+	if id != "" {
+		idField = fmt.Sprintf(`"id":%q,`, id)
+	}
+	body := fmt.Sprintf(`{%s"source_msisdn":"15550001","destination_msisdn":%q,"message_body":"hello"}`, idField, dest)
+	req, err := http.NewRequest("POST", h.base+"/api/messages", strings.NewReader(body))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("traceparent", traceparent)
+	if h.token != "" {
+		req.Header.Set("Authorization", "Bearer "+h.token)
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r struct{ ID, State string }
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || resp.StatusCode != 202 || r.State != string(state) {
+		h.t.Fatalf("traced submit %s: %d %+v %v", id, resp.StatusCode, r, err)
+	}
+	return r.ID
+}
+
+// promPoints reads the counters and gauges of a /metrics scrape by
+// otlptest.Point.Key.
+func promPoints(t *testing.T, text string) map[string]float64 {
+	t.Helper()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	out := map[string]float64{}
+	for name, f := range fams {
+		for _, m := range f.Metric {
+			labels := map[string]string{}
+			for _, l := range m.Label {
+				labels[l.GetName()] = l.GetValue()
+			}
+			var v float64
+			switch {
+			case m.Counter != nil:
+				v = m.Counter.GetValue()
+			case m.Gauge != nil:
+				v = m.Gauge.GetValue()
+			default:
+				continue
+			}
+			out[otlptest.Point{Metric: name, Labels: labels, Value: v}.Key()] = v
+		}
+	}
+	return out
+}
+
+// TestOTLPMetricsAreTheRegistry: what is pushed over OTLP is what /metrics
+// shows at that moment (same names, labels and values, read from the same
+// registry), with the resource attributes of the node.
+func TestOTLPMetricsAreTheRegistry(t *testing.T) {
+	rcv := otlptest.New(t)
+	cfg := testConfig(t)
+	cfg.OTLPEndpoint = rcv.URL()
+	cfg.OTLPInterval = time.Hour // only FlushTelemetry pushes
+	cfg.Version = "v9.9.9-test"
+	h := startNode(t, cfg)
+	h.pullFrontend("fe", "1")
+	for i := range 5 {
+		h.submit(fmt.Sprintf("m-%d", i), "1555")
+	}
+	for _, o := range h.poll("fe", 10, 1000, 30000) {
+		h.ack("fe", messages.DeliveryResult{ID: o.ID, Status: messages.Delivered, Attempt: o.Attempt})
+	}
+	// The push is compared with two scrapes around it: every series that
+	// did not move between them must be pushed with that value.
+	var before map[string]float64
+	eventually(t, 20*time.Second, func() error {
+		before = promPoints(t, scrape(t, h))
+		if before[`switchboard_messages{state="delivered"}`] != 5 {
+			return fmt.Errorf("delivered gauge %v", before[`switchboard_messages{state="delivered"}`])
+		}
+		return nil
+	})
+	// A gauge may move and come back between the two scrapes (a mailbox
+	// depth): a disagreement must hold on every try to fail the test.
+	var res map[string]string
+	var problems []string
+	for try := 0; try < 5; try++ {
+		if try > 0 {
+			before = promPoints(t, scrape(t, h))
+		}
+		var compared int
+		res, compared, problems = pushAndCompare(t, h, rcv, before)
+		if compared < 20 {
+			problems = append(problems, fmt.Sprintf("only %d stable switchboard_ series compared", compared))
+		}
+		if len(problems) == 0 {
+			break
+		}
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+	for k, want := range map[string]string{"service.name": "switchboard", "service.version": "v9.9.9-test",
+		"service.instance.id": cfg.InstanceID, telemetry.NodeAttribute: cfg.Name} {
+		if res[k] != want {
+			t.Errorf("resource %s = %q, want %q (all: %v)", k, res[k], want, res)
+		}
+	}
+}
+
+// pushAndCompare pushes the metrics now, scrapes again, and compares the
+// push with every switchboard_ series that stood still between the two
+// scrapes; it returns the push's resource attributes, how many series it
+// compared and the disagreements.
+func pushAndCompare(t *testing.T, h *harness, rcv *otlptest.Receiver, before map[string]float64) (map[string]string, int, []string) {
+	t.Helper()
+	n := rcv.MetricRequests()
+	if err := h.node.FlushTelemetry(t.Context()); err != nil {
+		t.Fatalf("FlushTelemetry: %v", err)
+	}
+	after := promPoints(t, scrape(t, h))
+	rcv.Wait(t, 20*time.Second, "a metrics push", func(r *otlptest.Receiver) bool { return r.MetricRequests() > n })
+	res, points, _ := rcv.LastMetrics()
+	pushed := map[string]float64{}
+	for _, p := range points {
+		pushed[p.Key()] = p.Value
+	}
+	var problems []string
+	compared := 0
+	var keys []string
+	for k := range before {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v, stable := before[k], after[k] == before[k]
+		if !stable || !strings.HasPrefix(k, "switchboard_") {
+			continue
+		}
+		got, ok := pushed[k]
+		switch {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("%s = %v on /metrics, not pushed", k, v))
+		case got != v:
+			problems = append(problems, fmt.Sprintf("%s: pushed %v, /metrics %v", k, got, v))
+		}
+		compared++
+	}
+	for _, k := range []string{`switchboard_messages{state="delivered"}`, `switchboard_delivery_dispositions_total{frontend="fe",outcome="delivered"}`} {
+		if pushed[k] != before[k] || before[k] == 0 {
+			problems = append(problems, fmt.Sprintf("%s: pushed %v, /metrics %v", k, pushed[k], before[k]))
+		}
+	}
+	return res, compared, problems
+}
+
+// TestOneTraceAcrossAPartition: a message submitted with a traceparent
+// while its peer is cut off waits forward_queued, drains after the heal
+// and is delivered at the peer; the collector gets the spans of both
+// nodes under the client's trace id, forming one tree under the client's
+// span, and the group commit's span links to the trace.
+func TestOneTraceAcrossAPartition(t *testing.T) {
+	rcv := otlptest.New(t)
+	fn := newFedNet()
+	ca, cb := fedConfig(t, fn, "a", "b"), fedConfig(t, fn, "b", "a")
+	for _, c := range []*switchboard.Config{&ca, &cb} {
+		c.OTLPEndpoint, c.OTLPInterval = rcv.URL(), 50*time.Millisecond
+	}
+	a, b := startFed(t, fn, ca), startFed(t, fn, cb)
+	b.pullFrontend("fe-b", "2")
+	a.waitPeer("b", messages.PeerHealthy)
+	a.routeWhenKnown("2", "fe-b")
+
+	fn.setCut("a", "b", true)
+	a.waitPeer("b", messages.PeerUnhealthy)
+	a.submitTraced("traced-1", "2555", clientParent, messages.StateForwardQueued)
+	if m := a.message("traced-1"); m.TraceID != clientTraceID {
+		t.Fatalf("a's message trace_id %q, want %q", m.TraceID, clientTraceID)
+	}
+	fn.setCut("a", "b", false)
+	got := b.pollOne("fe-b")
+	b.ack("fe-b", messages.DeliveryResult{ID: got.ID, Status: messages.Delivered, Attempt: got.Attempt})
+	a.waitState("traced-1", messages.StateDelivered)
+	if m := b.message("traced-1"); m.TraceID != clientTraceID {
+		t.Fatalf("b's message trace_id %q, want %q", m.TraceID, clientTraceID)
+	}
+
+	want := map[string]string{ // span name -> the node that makes it
+		telemetry.SpanSubmit: "a", telemetry.SpanForward: "a", telemetry.SpanForwardReceive: "b",
+		telemetry.SpanDeliverPull: "b", telemetry.SpanStatus: "b", telemetry.SpanStatusReceive: "a",
+	}
+	var spans []otlptest.Span
+	rcv.Wait(t, 30*time.Second, "the message's spans", func(r *otlptest.Receiver) bool {
+		spans = nil
+		names := map[string]bool{}
+		for _, s := range r.Spans() {
+			if s.TraceID == clientTraceID {
+				spans = append(spans, s)
+				names[s.Name] = true
+			}
+		}
+		for name := range want {
+			if !names[name] {
+				return false
+			}
+		}
+		return true
+	})
+	ids := map[string]otlptest.Span{}
+	for _, s := range spans {
+		ids[s.SpanID] = s
+	}
+	roots := 0
+	for _, s := range spans {
+		if node, ok := want[s.Name]; ok && s.Resource[telemetry.NodeAttribute] != node {
+			t.Errorf("span %s from node %q, want %q", s.Name, s.Resource[telemetry.NodeAttribute], node)
+		}
+		if s.Resource["service.name"] != "switchboard" {
+			t.Errorf("span %s: service.name %q", s.Name, s.Resource["service.name"])
+		}
+		switch _, ok := ids[s.ParentSpanID]; {
+		case s.ParentSpanID == clientSpanID:
+			roots++
+			if s.Name != telemetry.SpanSubmit {
+				t.Errorf("span %s hangs from the client's span; only the submit should", s.Name)
+			}
+		case !ok:
+			t.Errorf("span %s: parent %q is not a span of the trace (not one tree)", s.Name, s.ParentSpanID)
+		}
+	}
+	if roots != 1 {
+		t.Errorf("%d spans hang from the client's span, want 1 (the submit)", roots)
+	}
+	// The chain: submit <- forward <- receipt <- {delivery, status} and
+	// status <- its receipt.
+	parentName := func(name string) []string {
+		var out []string
+		for _, s := range spans {
+			if s.Name == name {
+				out = append(out, ids[s.ParentSpanID].Name)
+			}
+		}
+		return out
+	}
+	for child, parent := range map[string]string{
+		telemetry.SpanForward: telemetry.SpanSubmit, telemetry.SpanForwardReceive: telemetry.SpanForward,
+		telemetry.SpanDeliverPull: telemetry.SpanForwardReceive, telemetry.SpanStatus: telemetry.SpanForwardReceive,
+		telemetry.SpanStatusReceive: telemetry.SpanStatus,
+	} {
+		for _, p := range parentName(child) {
+			if p != parent {
+				t.Errorf("span %s is a child of %q, want %s", child, p, parent)
+			}
+		}
+	}
+	// The group commits that carried it (at a, and at b) link to its trace.
+	rcv.Wait(t, 30*time.Second, "the commits' spans linking to the trace", func(r *otlptest.Receiver) bool {
+		nodes := map[string]bool{}
+		for _, s := range r.Spans() {
+			if s.Name != telemetry.SpanIntakeCommit || s.TraceID == clientTraceID {
+				continue
+			}
+			for _, l := range s.Links {
+				if l.TraceID == clientTraceID {
+					nodes[s.Resource[telemetry.NodeAttribute]] = true
+				}
+			}
+		}
+		return nodes["a"] && nodes["b"]
+	})
+}
+
+// TestWebhookGetsTheAttemptsTraceparent: a webhook call carries the
+// traceparent of its attempt's span, in the message's trace.
+func TestWebhookGetsTheAttemptsTraceparent(t *testing.T) {
+	rcv := otlptest.New(t)
+	var mu sync.Mutex
+	var header string
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		header = r.Header.Get("traceparent")
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer hook.Close()
+	cfg := testConfig(t)
+	cfg.OTLPEndpoint, cfg.OTLPInterval = rcv.URL(), 50*time.Millisecond
+	h := startNode(t, cfg)
+	h.webhookFrontend("hook", hook.URL, "3")
+	h.submitTraced("hooked", "3555", clientParent, messages.StatePending)
+	h.waitState("hooked", messages.StateDelivered)
+	mu.Lock()
+	tp := header
+	mu.Unlock()
+	sc, ok := telemetry.Parse(tp)
+	if !ok || sc.TraceID().String() != clientTraceID || !sc.IsSampled() {
+		t.Fatalf("webhook traceparent %q, want one in trace %s, sampled", tp, clientTraceID)
+	}
+	rcv.Wait(t, 20*time.Second, "the webhook attempt's span", func(r *otlptest.Receiver) bool {
+		for _, s := range r.Spans() {
+			if s.Name == telemetry.SpanDeliverWebhook && s.SpanID == sc.SpanID().String() && s.TraceID == clientTraceID {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// TestUnsampledSubmitKeepsNoTrace: a traceparent that is not sampled is
+// followed (nothing is exported, nothing kept with the message).
+func TestUnsampledSubmitKeepsNoTrace(t *testing.T) {
+	rcv := otlptest.New(t)
+	cfg := testConfig(t)
+	cfg.OTLPEndpoint, cfg.OTLPInterval = rcv.URL(), 50*time.Millisecond
+	h := startNode(t, cfg)
+	h.pullFrontend("fe", "1")
+	h.submitTraced("quiet", "1555", "00-"+clientTraceID+"-"+clientSpanID+"-00", messages.StatePending)
+	if m := h.message("quiet"); m.TraceID != "" {
+		t.Fatalf("trace_id %q kept for an unsampled trace", m.TraceID)
+	}
+}
+
+// TestCollectorDownOrSlow: a collector that is down, then one that does
+// not answer, costs the node neither its submits nor memory that grows
+// with the spans it cannot send (the span queue is bounded).
+func TestCollectorDownOrSlow(t *testing.T) {
+	// A smaller span queue than the default 2048 (the standard variable,
+	// read by the SDK) fills within the first round.
+	t.Setenv("OTEL_BSP_MAX_QUEUE_SIZE", "256")
+	rcv := otlptest.New(t)
+	rcv.SetDown(true)
+	cfg := testConfig(t)
+	cfg.OTLPEndpoint, cfg.OTLPInterval = rcv.URL(), 20*time.Millisecond
+	h := startNode(t, cfg)
+	h.pullFrontend("fe", "1")
+	round := func(prefix string) uint64 {
+		for i := range 300 {
+			tp := fmt.Sprintf("00-%032x-%016x-01", i+1, i+1)
+			h.submitTraced(fmt.Sprintf("%s-%d", prefix, i), "1555", tp, messages.StatePending)
+		}
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	// The first round fills the span queue (two spans a message); the
+	// ones after it may not grow the heap by more than the queue could
+	// hold, whatever the number of spans dropped.
+	round("down-a")
+	rcv.Wait(t, 20*time.Second, "failed exports", func(r *otlptest.Receiver) bool { return r.Requests() >= 2 })
+	h1 := round("down-b")
+	rcv.SetDown(false)
+	rcv.SetSlow(true)
+	round("slow-a")
+	h2 := round("slow-b")
+	const bound = 16 << 20
+	if h2 > h1+bound {
+		t.Fatalf("heap grew from %d to %d bytes over 600 traced submits with the collector down or slow (bound %d)", h1, h2, bound)
+	}
+	if st := h.status(); st.Counts["pending"] != 1200 {
+		t.Fatalf("pending %d, want 1200: %+v", st.Counts["pending"], st.Counts)
+	}
+}
