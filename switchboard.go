@@ -163,9 +163,12 @@ type Node struct {
 	timelineStopped bool
 	stopTimeline    func() bool
 
-	ready    atomic.Bool
-	inflight atomic.Int64 // submits waiting for the intake (admission control)
-	stopping chan struct{}
+	ready atomic.Bool
+	// gathering is set once Start has set everything up, and stays set: the
+	// OTLP push gathers the registry only from then on (telemetry.go).
+	gathering atomic.Bool
+	inflight  atomic.Int64 // submits waiting for the intake (admission control)
+	stopping  chan struct{}
 
 	mu      sync.Mutex
 	started bool
@@ -293,6 +296,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	n.startTimeline()
 	n.startWatch()
+	n.gathering.Store(true)
 	n.ready.Store(true)
 	return nil
 }

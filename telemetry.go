@@ -6,6 +6,9 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/switchboard-dev/switchboard/telemetry"
 )
 
@@ -36,7 +39,17 @@ func (c Config) validateTelemetry() []error {
 func (n *Node) startTelemetry(ctx context.Context) error {
 	tc := telemetry.DefaultConfig()
 	tc.Endpoint, tc.Node, tc.InstanceID, tc.Version = n.cfg.OTLPEndpoint, n.cfg.Name, n.cfg.InstanceID, n.cfg.Version
-	tc.Gatherer, tc.Logger = n.registry, n.log
+	// Nothing is gathered before Start has set everything up: the
+	// registry's collectors read what it is still setting up (the peer
+	// book), and /metrics is not served before then either. The last push
+	// of a stop gathers.
+	tc.Gatherer = prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		if !n.gathering.Load() {
+			return nil, nil
+		}
+		return n.registry.Gather()
+	})
+	tc.Logger = n.log
 	tc.MetricInterval, tc.SpanBatchTimeout = n.cfg.OTLPInterval, n.cfg.OTLPInterval
 	t, err := telemetry.Start(ctx, tc)
 	if err != nil {
