@@ -604,12 +604,7 @@ func runIngest(o options, bodies [][]byte, dir string, prof *profiler) (r runRes
 		}
 	}()
 
-	var phase atomic.Int32
-	subs := startSubmitters(client, b.base+"/api/messages", bodies, &phase)
-	r.window, r.cpu = measure(&phase, o, prof, b)
-	subs.wait(&r)
-	r.count = r.submits
-	r.rate = float64(r.count) / r.window.Seconds()
+	submitWindow(b, client, o, bodies, prof, nil, &r)
 	counts, _, err := b.status()
 	if err != nil {
 		return r, err
@@ -619,6 +614,17 @@ func runIngest(o options, bodies [][]byte, dir string, prof *profiler) (r runRes
 		return r, fmt.Errorf("no submit completed in the window (%d failed; first: %s)", r.errors, r.firstErr)
 	}
 	return r, nil
+}
+
+// submitWindow runs the submitters against b through the measured window
+// (at as measureWith's) and sets r's window, CPU, count and rate.
+func submitWindow(b *benchNode, client *http.Client, o options, bodies [][]byte, prof *profiler, at func(int), r *runResult) {
+	var phase atomic.Int32
+	subs := startSubmitters(client, b.base+"/api/messages", bodies, &phase)
+	r.window, r.cpu = measureWith(&phase, o, prof, at, b)
+	subs.wait(r)
+	r.count = r.submits
+	r.rate = float64(r.count) / r.window.Seconds()
 }
 
 // consumers poll the pull frontend and ack every message as delivered.

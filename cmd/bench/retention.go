@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -167,13 +166,8 @@ func runIngestRetention(o options, bodies [][]byte, dir string, prof *profiler, 
 	if err := b.route(); err != nil {
 		return r, err
 	}
-	var phase atomic.Int32
-	subs := startSubmitters(client, b.base+"/api/messages", bodies, &phase)
 	var inWindow [2]float64
-	r.window, r.cpu = measureWith(&phase, o, prof, func(i int) { inWindow[i] = b.purged() }, b)
-	subs.wait(&r)
-	r.count = r.submits
-	r.rate = float64(r.count) / r.window.Seconds()
+	submitWindow(b, client, o, bodies, prof, func(i int) { inWindow[i] = b.purged() }, &r)
 	purgeRate := (inWindow[1] - inWindow[0]) / r.window.Seconds()
 	r.note = fmt.Sprintf("the cleaner purged %.0f msg/s in the window, messages came to the end of their retention at %.0f msg/s (the ingest run's rate; %d bulk-loaded in %v); %s",
 		purgeRate, rate, backlog, filled.Round(100*time.Millisecond), b.actorLoad(r.window))

@@ -61,12 +61,7 @@ func runIngestTraced(o options, bodies [][]byte, dir string, prof *profiler) (r 
 	if err := b.route(); err != nil {
 		return r, err
 	}
-	var phase atomic.Int32
-	subs := startSubmitters(client, b.base+"/api/messages", bodies, &phase)
-	r.window, r.cpu = measure(&phase, o, prof, b)
-	subs.wait(&r)
-	r.count = r.submits
-	r.rate = float64(r.count) / r.window.Seconds()
+	submitWindow(b, client, o, bodies, prof, nil, &r)
 	r.note = fmt.Sprintf("the collector took %d span and %d metric exports (%d KiB) during the run; %s",
 		sink.spans.Load(), sink.metrics.Load(), sink.bytes.Load()>>10, b.actorLoad(r.window))
 	if r.count == 0 {
