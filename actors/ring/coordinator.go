@@ -40,7 +40,13 @@ type Config struct {
 	PublishInterval time.Duration
 	// Reconnect is a slave's patience with an unreachable master.
 	Reconnect Reconnect
-	Store     persistence.Store
+	// MasterStopGrace is how long a slave waits for a master that said it
+	// is stopping (a 503 from it: a graceful stop drains its deliveries
+	// before it gives up the lock) without counting its failures towards
+	// Reconnect.MaxAttempts: the master's --shutdown-timeout and a margin.
+	// Zero means 40s.
+	MasterStopGrace time.Duration
+	Store           persistence.Store
 	// Elector elects the master of role auto (and guards role master
 	// against a second one); nil with a store that only one instance uses.
 	Elector   persistence.Elector
@@ -135,6 +141,10 @@ type Coordinator struct {
 	// waitLead: role master waits for the lock (held by a session that
 	// has not ended yet); failures counts the tries.
 	waitLead bool
+	// masterStopping is when the master said it is stopping (zero: it
+	// did not, or answered since): for MasterStopGrace from then the
+	// slave's failures do not count towards giving up.
+	masterStopping time.Time
 
 	// calls is the context of the calls to the master and of the lock's
 	// watcher; cancelled when the actor stops, so nothing outlives it or
@@ -168,6 +178,9 @@ func New(cfg Config) (actor.Producer, error) {
 	}
 	if cfg.StoreTimeout <= 0 {
 		cfg.StoreTimeout = 10 * time.Second
+	}
+	if cfg.MasterStopGrace <= 0 {
+		cfg.MasterStopGrace = 40 * time.Second
 	}
 	return func() actor.Actor {
 		return &Coordinator{
@@ -568,7 +581,7 @@ func (co *Coordinator) standDown() {
 	}
 	co.master = nil
 	co.cfg.Shares.Clear()
-	co.joined, co.masterAddr, co.failures, co.retryAt = false, "", 0, time.Time{}
+	co.joined, co.masterAddr, co.failures, co.retryAt, co.masterStopping = false, "", 0, time.Time{}, time.Time{}
 	co.becomeSlave()
 }
 
@@ -602,7 +615,7 @@ func (co *Coordinator) onResult(r *callResult) {
 			co.joined = true
 			co.log.Info("joined the ring", "master", r.a.Master, "address", co.masterAddr, "epoch", r.a.Epoch)
 		}
-		co.failures = 0
+		co.failures, co.masterStopping = 0, time.Time{}
 		co.apply(r.a)
 		co.cfg.Refresh()
 		co.step()
@@ -622,6 +635,13 @@ func (co *Coordinator) onResult(r *callResult) {
 		case ce.Status == http.StatusForbidden || ce.Status == http.StatusBadRequest:
 			co.fatal(fmt.Errorf("the ring master at %s refused this instance: %s: %s", co.masterAddr, ce.Code, ce.Message))
 			return
+		case ce.Status == http.StatusServiceUnavailable && co.masterStopping.IsZero():
+			// The master is there but not serving: it is stopping (its
+			// subscriptions end first), and its graceful stop may take
+			// its whole --shutdown-timeout before it lets the lock go.
+			co.masterStopping = now
+			co.log.Info("the ring master is stopping; waiting for it (or, with role auto, for its lock) without counting the failures",
+				"master", co.masterAddr, "for", co.cfg.MasterStopGrace)
 		}
 	}
 	co.failed(now, r.err)
@@ -633,7 +653,9 @@ func (co *Coordinator) onResult(r *callResult) {
 // published), tries to lead itself when the role is auto, and gives up
 // after the configured attempts.
 func (co *Coordinator) failed(now time.Time, err error) {
-	co.failures++
+	if co.masterStopping.IsZero() || now.Sub(co.masterStopping) >= co.cfg.MasterStopGrace {
+		co.failures++
+	}
 	if !co.waitLead && co.cfg.Role == messages.RoleAuto && co.tryLead() {
 		co.log.Info("took the ring master lock: this instance is the master now", "after", err)
 		co.failures = 0
@@ -652,7 +674,7 @@ func (co *Coordinator) failed(now time.Time, err error) {
 		co.fatal(fmt.Errorf("the ring master is unreachable after %d attempts (--ring-reconnect-max-attempts): %w", co.failures, err))
 		return
 	}
-	d := co.cfg.Reconnect.Delay(co.failures, co.rng)
+	d := co.cfg.Reconnect.Delay(max(co.failures, 1), co.rng)
 	co.retryAt = now.Add(d)
 	if co.waitLead {
 		return
