@@ -28,8 +28,9 @@ type Config struct {
 	// site's --name), the address its slaves reach it at, cluster, region,
 	// zone and services.
 	Self messages.RingJoin
-	// Role is master, slave or auto (index is resolved to master or slave
-	// before, see ResolveRole).
+	// Role is master, slave or auto. The node resolves --ring-role index
+	// to master (ordinal 0) or slave before it starts the coordinator, and
+	// auto to master on a store that does not elect.
 	Role string
 	// MasterAddr is --ring-master as host:port; empty makes a slave read
 	// the master's address from the store (the master publishes it).
