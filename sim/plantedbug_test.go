@@ -37,7 +37,7 @@ func TestPlantedBugIsCaught(t *testing.T) {
 		if again.OK() {
 			t.Fatalf("the replay of seed %d passed: the verdict was not reproduced:\n%s", s, again)
 		}
-		t.Logf("replay: %s (history %s, first run %s)", again.Result.Line(s, 3), again.Digest, rep.Digest)
+		t.Logf("replay: %s (history %s, first run %s)", again.Line(), again.Digest, rep.Digest)
 		return
 	}
 	t.Fatalf("the planted bug survived %d seeds", plantedBugSeeds)
