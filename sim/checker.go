@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
 )
@@ -44,8 +45,11 @@ type Submit struct {
 	ID       string
 	Node     string // the node the client submitted to (the origin)
 	Frontend string // the frontend the destination's route names
+	Target   string // the frontend's home node
 	Outcome  SubmitOutcome
 	Err      string
+	// At is when the client called (the run's time, not a node's clock).
+	At time.Time
 }
 
 // Delivery is one message seen by a frontend.
@@ -69,8 +73,26 @@ type History struct {
 	Submits    []Submit
 	Deliveries []Delivery
 	// Origin is each submitted message's final state at its origin after
-	// quiescence ("" when the origin has no such message).
+	// quiescence ("" when the origin has no such message), Reason its
+	// failure reason there; ReadAt is when they were read (the run's time).
 	Origin map[string]messages.State
+	Reason map[string]string
+	ReadAt time.Time
+	// Waits are each node's waits before it fails a message, Ahead how
+	// far each node's clock was moved forward in all (skews and jumps)
+	// during the run.
+	Waits map[string]Waits
+	Ahead map[string]time.Duration
+}
+
+// Waits are how long a node lets a message wait before it fails it.
+type Waits struct {
+	// Forward: --forward-max-retries x --forward-retry-interval in
+	// forward_queued, then forward_failed (forward_timeout).
+	Forward time.Duration
+	// Validity: --message-validity from its submission, then failed
+	// (expired).
+	Validity time.Duration
 }
 
 // Result is the checker's verdict. Lost, Duplicated, Unexpected,
@@ -82,19 +104,25 @@ type Result struct {
 	// the incarnation that had its answer "delivered" (appended to the
 	// contract line as redelivered=n).
 	Redelivered int
+	// FailedEarly counts messages that ended forward_failed
+	// (forward_timeout) or failed (expired) before they could have waited
+	// their node's wait, by the run's time and what their nodes' clocks
+	// were moved forward (appended as failed_early=n).
+	FailedEarly int
 	// Details explain the violations, one line each, sorted.
 	Details []string
 }
 
 // OK reports whether the run holds no violation.
 func (r Result) OK() bool {
-	return r.Lost == 0 && r.Duplicated == 0 && r.Unexpected == 0 && r.Misrouted == 0 && r.Disagreeing == 0 && r.Redelivered == 0
+	return r.Lost == 0 && r.Duplicated == 0 && r.Unexpected == 0 && r.Misrouted == 0 && r.Disagreeing == 0 && r.Redelivered == 0 &&
+		r.FailedEarly == 0
 }
 
 // Line is the report's last line (docs/sim.md, the report).
 func (r Result) Line(seed int64, nodes int) string {
-	return fmt.Sprintf("sim: seed=%d nodes=%d accepted=%d delivered=%d lost=%d duplicated=%d unexpected=%d misrouted=%d disagreeing=%d redelivered=%d",
-		seed, nodes, r.Accepted, r.Delivered, r.Lost, r.Duplicated, r.Unexpected, r.Misrouted, r.Disagreeing, r.Redelivered)
+	return fmt.Sprintf("sim: seed=%d nodes=%d accepted=%d delivered=%d lost=%d duplicated=%d unexpected=%d misrouted=%d disagreeing=%d redelivered=%d failed_early=%d",
+		seed, nodes, r.Accepted, r.Delivered, r.Lost, r.Duplicated, r.Unexpected, r.Misrouted, r.Disagreeing, r.Redelivered, r.FailedEarly)
 }
 
 // Check judges a history. It is pure: the same history, the same result.
@@ -114,6 +142,14 @@ func (r Result) Line(seed int64, nodes int) string {
 //     not delivered (or the origin has no such message, even for a maybe
 //     accepted submit), or delivered at its origin while no frontend
 //     acked it.
+//   - failed_early: forward_failed for forward_timeout at its origin
+//     although, from its submit to the reading of its state, the origin's
+//     clock cannot have advanced by the origin's forward wait (the run's
+//     time between them plus every forward move of that clock); or failed
+//     as expired although neither the origin's nor the destination's
+//     clock can have advanced by its validity. A clock stepped forward
+//     may fail a message early by its own reading; a node failing one by
+//     another node's clock, or counting a wait wrong, cannot pass.
 func Check(h History) Result {
 	var r Result
 	sub := map[string]Submit{}
@@ -192,6 +228,10 @@ func Check(h History) Result {
 			r.Disagreeing++
 			details = append(details, fmt.Sprintf("disagreeing: %s delivered at its origin %s but no frontend acked it", id, s.Node))
 		}
+		if line := h.failedEarly(s, origin); line != "" {
+			r.FailedEarly++
+			details = append(details, line)
+		}
 	}
 	redelivered := map[string]bool{}
 	for k, n := range pushed {
@@ -204,6 +244,34 @@ func Check(h History) Result {
 	sort.Strings(details)
 	r.Details = details
 	return r
+}
+
+// failedEarly explains why s's message failed sooner than its nodes'
+// clocks allow ("" when it did not, or the history has no times).
+func (h History) failedEarly(s Submit, state messages.State) string {
+	if h.ReadAt.IsZero() || s.At.IsZero() {
+		return ""
+	}
+	passed := h.ReadAt.Sub(s.At)
+	reason := h.Reason[s.ID]
+	switch {
+	case state == messages.StateForwardFailed && reason == messages.ReasonForwardTimeout:
+		wait, ahead := h.Waits[s.Node].Forward, h.Ahead[s.Node]
+		if passed+ahead < wait {
+			return fmt.Sprintf("failed_early: %s forward_failed (%s) at %s %v after its submit (clock moved forward %v), its wait is %v",
+				s.ID, reason, s.Node, passed.Round(time.Millisecond), ahead, wait)
+		}
+	case state == messages.StateFailed && reason == messages.ReasonExpired:
+		wait, ahead := h.Waits[s.Node].Validity, max(h.Ahead[s.Node], h.Ahead[s.Target])
+		if v := h.Waits[s.Target].Validity; v > 0 && v < wait {
+			wait = v
+		}
+		if passed+ahead < wait {
+			return fmt.Sprintf("failed_early: %s failed (%s) at %s %v after its submit (clocks moved forward %v), its validity is %v",
+				s.ID, reason, s.Node, passed.Round(time.Millisecond), ahead, wait)
+		}
+	}
+	return ""
 }
 
 func rank(o SubmitOutcome) int {

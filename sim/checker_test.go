@@ -3,6 +3,7 @@ package sim
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
 )
@@ -14,6 +15,13 @@ func TestCheckFindsEachViolation(t *testing.T) {
 		return Delivery{ID: id, Frontend: "w1", Node: "n2", Ack: a, Push: true, By: by, Kind: KindWebhook}
 	}
 	delivered := messages.StateDelivered
+	t0 := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s Submit, d time.Duration) Submit { s.At, s.Target = t0.Add(d), "n2"; return s }
+	waits := map[string]Waits{"n1": {Forward: 250 * time.Second, Validity: time.Hour}, "n2": {Forward: 250 * time.Second, Validity: time.Hour}}
+	timed := func(h History, ahead map[string]time.Duration) History {
+		h.ReadAt, h.Waits, h.Ahead = t0.Add(5*time.Minute), waits, ahead
+		return h
+	}
 	tests := []struct {
 		name string
 		h    History
@@ -157,6 +165,35 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			want: Result{Accepted: 1},
 		},
 		{
+			name: "failed_early: forward_failed sooner than its origin's forward wait",
+			h: timed(History{
+				Submits: []Submit{at(acc("a", "f1"), 0), at(acc("b", "f1"), 3*time.Minute)},
+				Origin:  map[string]messages.State{"a": messages.StateForwardFailed, "b": messages.StateForwardFailed},
+				Reason:  map[string]string{"a": messages.ReasonForwardTimeout, "b": messages.ReasonForwardTimeout},
+			}, nil),
+			want: Result{Accepted: 2, FailedEarly: 1},
+			line: "failed_early: b forward_failed (forward_timeout) at n1 2m0s after its submit",
+		},
+		{
+			name: "a clock moved forward may fail a message sooner by its own reading",
+			h: timed(History{
+				Submits: []Submit{at(acc("b", "f1"), 3*time.Minute), at(acc("c", "f1"), 4*time.Minute)},
+				Origin:  map[string]messages.State{"b": messages.StateForwardFailed, "c": messages.StateForwardFailed},
+				Reason:  map[string]string{"b": messages.ReasonForwardTimeout, "c": messages.ReasonPeerRejected},
+			}, map[string]time.Duration{"n1": 3 * time.Minute}),
+			want: Result{Accepted: 2},
+		},
+		{
+			name: "failed_early: expired sooner than the validity, the destination's clock moved forward less",
+			h: timed(History{
+				Submits: []Submit{at(acc("a", "f1"), 0), at(acc("b", "f1"), 0)},
+				Origin:  map[string]messages.State{"a": messages.StateFailed, "b": messages.StateFailed},
+				Reason:  map[string]string{"a": messages.ReasonExpired, "b": messages.ReasonMaxAttempts},
+			}, map[string]time.Duration{"n2": 50 * time.Minute}),
+			want: Result{Accepted: 2, FailedEarly: 1},
+			line: "failed_early: a failed (expired) at n1 5m0s after its submit (clocks moved forward 50m0s), its validity is 1h0m0s",
+		},
+		{
 			name: "disagreeing: delivered at origin, acked nowhere",
 			h: History{
 				Submits: []Submit{acc("a", "f1")},
@@ -173,10 +210,11 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			got.Details = nil
 			if got.Accepted != tt.want.Accepted || got.Delivered != tt.want.Delivered || got.Lost != tt.want.Lost ||
 				got.Duplicated != tt.want.Duplicated || got.Unexpected != tt.want.Unexpected ||
-				got.Misrouted != tt.want.Misrouted || got.Disagreeing != tt.want.Disagreeing || got.Redelivered != tt.want.Redelivered {
+				got.Misrouted != tt.want.Misrouted || got.Disagreeing != tt.want.Disagreeing || got.Redelivered != tt.want.Redelivered ||
+				got.FailedEarly != tt.want.FailedEarly {
 				t.Fatalf("got %+v, want %+v\n%s", got, tt.want, strings.Join(details, "\n"))
 			}
-			if got.OK() != (tt.want.Lost+tt.want.Duplicated+tt.want.Unexpected+tt.want.Misrouted+tt.want.Disagreeing+tt.want.Redelivered == 0) {
+			if got.OK() != (tt.want.Lost+tt.want.Duplicated+tt.want.Unexpected+tt.want.Misrouted+tt.want.Disagreeing+tt.want.Redelivered+tt.want.FailedEarly == 0) {
 				t.Fatalf("OK() = %v for %+v", got.OK(), got)
 			}
 			if tt.line != "" && !strings.Contains(strings.Join(details, "\n"), tt.line) {
@@ -188,8 +226,12 @@ func TestCheckFindsEachViolation(t *testing.T) {
 
 func TestResultLine(t *testing.T) {
 	r := Result{Accepted: 10, Delivered: 9, Lost: 1}
-	want := "sim: seed=42 nodes=5 accepted=10 delivered=9 lost=1 duplicated=0 unexpected=0 misrouted=0 disagreeing=0 redelivered=0"
+	want := "sim: seed=42 nodes=5 accepted=10 delivered=9 lost=1 duplicated=0 unexpected=0 misrouted=0 disagreeing=0 redelivered=0 failed_early=0"
 	if got := r.Line(42, 5); got != want {
+		t.Fatalf("got %q", got)
+	}
+	rep := Report{Seed: 42, Nodes: 5, Result: r, Faults: FaultCounts{Skews: 1, Jumps: 2, Removals: 3, DrainRestarts: 4}}
+	if got := rep.Line(); got != want+" skews=1 jumps=2 removals=3 drain_restarts=4" {
 		t.Fatalf("got %q", got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -235,6 +236,12 @@ type Cluster struct {
 	// the writes that met one.
 	storeFaults map[int]StoreFault
 	storeFailed map[int]int
+	// clocks are the nodes' clocks (Config.Clock), moved by skews and
+	// jumps.
+	clocks []*nodeClock
+	// faults counts the faults of the kinds that need a count to show
+	// they happened (guarded by mu).
+	faults FaultCounts
 
 	bg sync.WaitGroup
 	// driving counts the frontends' goroutines (also in bg): the history
@@ -283,17 +290,11 @@ func (c *Cluster) nodeConfig(i, k int) switchboard.Config {
 	cfg.Listen, cfg.MetricsListen = "", ""
 	cfg.DataDir = filepath.Join(c.dir, nodeName(i))
 	cfg.Logger = c.opts.Logger
+	cfg.Clock = c.clocks[i]
 	cfg.Federation = true
 	cfg.TLSCert, cfg.TLSKey = certs.NodeFiles(c.certDir(), nodeName(i))
 	cfg.TLSCA, _ = certs.CAFiles(c.certDir())
-	for j := range c.opts.Nodes {
-		if j != i {
-			// Every instance of a site is an address of one peer.
-			for kk := range c.opts.instances(j) {
-				cfg.Peers = append(cfg.Peers, instAddr(j, kk))
-			}
-		}
-	}
+	cfg.Peers = c.peerAddrs(i, nil)
 	if c.opts.instances(i) > 1 {
 		// The ring: elected by the sim's lock; a slave waits out a
 		// master's failover rather than give up.
@@ -314,6 +315,20 @@ func (c *Cluster) nodeConfig(i, k int) switchboard.Config {
 		c.opts.Tune(i, &cfg)
 	}
 	return cfg
+}
+
+// peerAddrs is node i's --peers: every instance of every other node (each
+// an address of one peer) but those of the nodes in without.
+func (c *Cluster) peerAddrs(i int, without map[int]bool) []string {
+	var out []string
+	for j := range c.opts.Nodes {
+		if j != i && !without[j] {
+			for k := range c.opts.instances(j) {
+				out = append(out, instAddr(j, k))
+			}
+		}
+	}
+	return out
 }
 
 // certDir holds the run's CA and the node certificates.
@@ -338,6 +353,9 @@ func New(seed int64, opts Options) (*Cluster, error) {
 	}
 	c.bgCtx, c.stopBG = context.WithCancel(context.Background())
 	c.timeline = newTimeline()
+	for range opts.Nodes {
+		c.clocks = append(c.clocks, &nodeClock{})
+	}
 	// Made now: in the run's bubble the clock starts at 2000-01-01, and a
 	// certificate must be valid then.
 	var names []string
@@ -924,41 +942,43 @@ func (c *Cluster) apply(a Action) error {
 				return
 			}
 			c.crashMember(m)
-			c.mu.Lock()
-			closed := c.closed
-			if !closed {
-				c.bg.Add(1) // under mu: never after Close began waiting
-			}
-			c.mu.Unlock()
-			if closed {
-				return
-			}
-			go func() {
-				defer c.bg.Done()
-				select {
-				case <-time.After(d):
-				case <-c.closing:
-					return
-				}
-				_ = c.restartMember(m)
-			}()
+			c.after(d, func() { _ = c.restartMember(m) })
 		})
-	case KindRemovePeers:
-		drop := map[string]bool{}
-		for _, j := range a.B {
-			for k := range c.sites[j] {
-				drop[instAddr(j, k)] = true
-			}
+	case KindRemovePeers, KindAddPeers:
+		waiting := c.forwardRows(a.Node, a.B)
+		c.mu.Lock()
+		if a.Kind == KindRemovePeers {
+			c.faults.Removals++
+		} else {
+			c.faults.Readded = append(c.faults.Readded, waiting)
 		}
+		c.mu.Unlock()
 		return c.Reconfigure(a.Node, func(cfg *switchboard.Config) {
-			var keep []string
-			for _, p := range cfg.Peers {
-				if !drop[p] {
-					keep = append(keep, p)
-				}
+			// The peers configured now, less or plus those of a.B.
+			without := map[int]bool{}
+			for j := range c.opts.Nodes {
+				without[j] = !slices.Contains(cfg.Peers, nodeAddr(j))
 			}
-			cfg.Peers = keep
+			for _, j := range a.B {
+				without[j] = a.Kind == KindRemovePeers
+			}
+			cfg.Peers = c.peerAddrs(a.Node, without)
 		})
+	case KindSkew:
+		c.clocks[a.Node].set(a.D)
+		if a.D != 0 {
+			c.mu.Lock()
+			c.faults.Skews++
+			c.mu.Unlock()
+		}
+	case KindJump:
+		c.clocks[a.Node].shift(a.D)
+		c.mu.Lock()
+		c.faults.Jumps++
+		c.mu.Unlock()
+	case KindDrainRestart:
+		i, graceful, d := a.Node, a.Graceful, a.D
+		c.net.ArmDrainRestart(nodeName(i), !graceful, func() { c.after(0, func() { c.drainRestart(i, graceful, d) }) })
 	case KindFrontendFault:
 		c.mu.Lock()
 		c.frontFaults[a.Node] = a.Front
@@ -969,6 +989,9 @@ func (c *Cluster) apply(a Action) error {
 		c.mu.Unlock()
 	case KindHealAll:
 		c.net.HealAll()
+		for _, k := range c.clocks {
+			k.set(0)
+		}
 		c.mu.Lock()
 		c.frontFaults = map[int]FrontendFault{}
 		c.storeFaults = map[int]StoreFault{}
@@ -982,6 +1005,71 @@ func (c *Cluster) apply(a Action) error {
 		return fmt.Errorf("sim: unknown action %q", a.Kind)
 	}
 	return nil
+}
+
+// after runs f after d of the run, in the background, unless the
+// cluster closes first.
+func (c *Cluster) after(d time.Duration, f func()) {
+	c.mu.Lock()
+	closed := c.closed
+	if !closed {
+		c.bg.Add(1) // under mu: never after Close began waiting
+	}
+	c.mu.Unlock()
+	if closed {
+		return
+	}
+	go func() {
+		defer c.bg.Done()
+		select {
+		case <-time.After(d):
+		case <-c.closing:
+			return
+		}
+		f()
+	}()
+}
+
+// forwardRows is node i's forward outbox rows for the nodes of peers
+// (all peers when nil); -1 when it cannot tell (it is down).
+func (c *Cluster) forwardRows(i int, peers []int) int64 {
+	n := c.node(i)
+	if n == nil {
+		return -1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := n.Store().Stats(ctx)
+	if err != nil {
+		return -1
+	}
+	var rows int64
+	for p, v := range st.ForwardQueue {
+		for j := range c.opts.Nodes {
+			if p == nodeName(j) && (peers == nil || slices.Contains(peers, j)) {
+				rows += v
+			}
+		}
+	}
+	return rows
+}
+
+// drainRestart restarts node i while it drains its forward queue (an
+// armed KindDrainRestart fired on its forward call): gracefully, or
+// abruptly and back after d. The forward work it still had (its forward
+// outbox rows) is counted for the report.
+func (c *Cluster) drainRestart(i int, graceful bool, d time.Duration) {
+	queued := c.forwardRows(i, nil)
+	c.mu.Lock()
+	c.faults.DrainRestarts++
+	c.faults.DrainQueued = append(c.faults.DrainQueued, queued)
+	c.mu.Unlock()
+	if graceful {
+		_ = c.Reconfigure(i, func(*switchboard.Config) {})
+		return
+	}
+	c.Crash(i)
+	c.after(d, func() { _ = c.Restart(i) })
 }
 
 // busy is the work left on the running nodes: messages not yet final or
@@ -1067,9 +1155,24 @@ func (c *Cluster) queues() []string {
 	return out
 }
 
-// origins reads every submitted message's state at its origin.
-func (c *Cluster) origins(subs []Submit) map[string]messages.State {
-	out := map[string]messages.State{}
+// waits are each node's waits before it fails a message (for the
+// checker's failed_early), and how far its clock was moved forward.
+func (c *Cluster) waits() (map[string]Waits, map[string]time.Duration) {
+	waits, ahead := map[string]Waits{}, map[string]time.Duration{}
+	for i, site := range c.sites {
+		site[0].life.Lock()
+		cfg := site[0].cfg
+		site[0].life.Unlock()
+		waits[nodeName(i)] = Waits{Forward: time.Duration(cfg.ForwardMaxRetries) * cfg.ForwardRetryInterval, Validity: cfg.MessageValidity}
+		_, ahead[nodeName(i)] = c.clocks[i].state()
+	}
+	return waits, ahead
+}
+
+// origins reads every submitted message's state (and failure reason) at
+// its origin.
+func (c *Cluster) origins(subs []Submit) (map[string]messages.State, map[string]string) {
+	out, reasons := map[string]messages.State{}, map[string]string{}
 	idx := map[string]int{}
 	for i := range c.sites {
 		idx[nodeName(i)] = i
@@ -1086,8 +1189,8 @@ func (c *Cluster) origins(subs []Submit) map[string]messages.State {
 		m, err := n.Message(ctx, s.ID)
 		cancel()
 		if err == nil {
-			out[s.ID] = m.State
+			out[s.ID], reasons[s.ID] = m.State, m.Reason
 		}
 	}
-	return out
+	return out, reasons
 }

@@ -21,18 +21,23 @@
 //     answer after the callee ran them.
 //   - Cluster: N nodes in a full static mesh, each on a store the sim
 //     opens (through the store fault wrapper: I/O errors, full disk, slow
-//     fsync), with pull, webhook and in-process actor frontends (the push
-//     frontends with faults of their own); Crash stops a node abruptly
-//     (nothing drained) and Restart starts a new Node on the same store.
+//     fsync) and on a clock of its own (Config.Clock: skewed from the
+//     run's time, stepped forward or back), with pull, webhook and
+//     in-process actor frontends (the push frontends with faults of their
+//     own); Crash stops a node abruptly (nothing drained), Restart starts
+//     a new Node on the same store, RemovePeers and AddPeers restart it
+//     with another --peers, and DrainRestart restarts it during the
+//     first forward of a drain.
 //   - Schedule, Action and RandomSchedule: the fault story, as events at
 //     times after the load starts; a random one is drawn from the seed
 //     alone, so a seed replays its schedule.
 //   - Check: the pure checker of a History (submits, deliveries, final
 //     origin states): lost, duplicated, unexpected, misrouted,
-//     disagreeing, redelivered.
+//     disagreeing, redelivered, failed_early.
 //   - Scenarios: the named stories (partition, asymmetric, answer-lost,
 //     duplicate, crash-receiver, crash-origin, peer-removed,
-//     peer-removed-forwarded, ring-failover).
+//     peer-removed-forwarded, ring-failover, clock-skew, peer-flap,
+//     drain-restart).
 //   - Multi-instance sites (Options.Instances): instances of one name on
 //     one shared store, electing their ring master by an in-memory lock;
 //     the ring's calls go over the Network, and the ring invariants (no

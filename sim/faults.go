@@ -50,6 +50,20 @@ const (
 	KindFrontendFault Kind = "frontend-fault"
 	// KindStoreFault sets the faults of Node's store to Store.
 	KindStoreFault Kind = "store-fault"
+	// KindSkew sets Node's clock to the run's time plus D (a constant
+	// skew from the other nodes; 0 ends it).
+	KindSkew Kind = "skew"
+	// KindJump moves Node's clock by D, forward or back, at once (a clock
+	// stepped while the node runs).
+	KindJump Kind = "jump"
+	// KindAddPeers restarts Node (gracefully) with the nodes of B among
+	// its static peers again (after KindRemovePeers).
+	KindAddPeers Kind = "add-peers"
+	// KindDrainRestart restarts Node in the middle of its next forward
+	// call (the drain of its forward queue after a heal): abruptly once
+	// the callee committed it, back after D; or, Graceful, a stop and
+	// start while the call runs.
+	KindDrainRestart Kind = "drain-restart"
 )
 
 // Action is one step of a fault schedule. Nodes are 0-based indices, K
@@ -63,6 +77,8 @@ type Action struct {
 	D     time.Duration
 	Front FrontendFault
 	Store StoreFault
+	// Graceful: KindDrainRestart stops the node gracefully.
+	Graceful bool
 }
 
 // Event is an action at a time after the workload starts.
@@ -118,7 +134,24 @@ func StoreFaults(i int, f StoreFault) Action {
 	return Action{Kind: KindStoreFault, Node: i, Store: f}
 }
 
-// HealAll ends every fault and restarts every crashed node.
+// Skew sets node i's clock to the run's time plus d (0 ends the skew).
+func Skew(i int, d time.Duration) Action { return Action{Kind: KindSkew, Node: i, D: d} }
+
+// Jump moves node i's clock by d (negative: back) while it runs.
+func Jump(i int, d time.Duration) Action { return Action{Kind: KindJump, Node: i, D: d} }
+
+// AddPeers restarts node i with the nodes of peers in its --peers again.
+func AddPeers(i int, peers ...int) Action { return Action{Kind: KindAddPeers, Node: i, B: peers} }
+
+// DrainRestart restarts node i in the middle of its next forward call:
+// abruptly after the callee committed it (the answer is lost), back after
+// d; or gracefully, while the call runs.
+func DrainRestart(i int, graceful bool, d time.Duration) Action {
+	return Action{Kind: KindDrainRestart, Node: i, Graceful: graceful, D: d}
+}
+
+// HealAll ends every fault, gives every node its clock and its peers back
+// and restarts every crashed node.
 func HealAll() Action { return Action{Kind: KindHealAll} }
 
 // CrashInstance stops instance k of node i abruptly.
@@ -202,6 +235,18 @@ func (a Action) String() string {
 		return fmt.Sprintf("push frontends of %s %s", nodeName(a.Node), a.Front)
 	case KindStoreFault:
 		return fmt.Sprintf("store of %s %s", nodeName(a.Node), a.Store)
+	case KindSkew:
+		return fmt.Sprintf("clock of %s skewed %v", nodeName(a.Node), a.D)
+	case KindJump:
+		return fmt.Sprintf("clock of %s jumps %v", nodeName(a.Node), a.D)
+	case KindAddPeers:
+		return fmt.Sprintf("restart %s with peers %s again", nodeName(a.Node), names(a.B))
+	case KindDrainRestart:
+		how := fmt.Sprintf("crash it, restart after %v", a.D)
+		if a.Graceful {
+			how = "stop and start it"
+		}
+		return fmt.Sprintf("restart %s during its next forward (the drain): %s", nodeName(a.Node), how)
 	}
 	return string(a.Kind)
 }
@@ -231,8 +276,12 @@ func (s Schedule) sorted() Schedule {
 // RandomSchedule draws a fault schedule for nodes over d from rng: a
 // sequence of overlapping episodes (partitions, asymmetric cuts, lossy,
 // duplicating and answer-losing links, delays, crashes and restarts, slow
-// nodes, crashes between a forward's commit and its answer), each ending
-// before d. The same rng state gives the same schedule.
+// nodes, crashes between a forward's commit and its answer, push frontend
+// and store faults), each ending before d, then half as many more of the
+// kinds added later (clock skews, clock jumps, a peer removed from a
+// node's --peers and added back, a restart in the middle of a drain): the
+// first episodes of a seed are the ones it drew before those kinds came.
+// The same rng state gives the same schedule.
 func RandomSchedule(rng *rand.Rand, nodes int, d time.Duration) Schedule {
 	return RandomSiteSchedule(rng, nodes, nil, d)
 }
@@ -316,6 +365,39 @@ func RandomSiteSchedule(rng *rand.Rand, nodes int, instances []int, d time.Durat
 			site := multi[rng.Intn(len(multi))]
 			l := Link{Drop: rng.Float64() * 0.4, Duplicate: rng.Float64() * 0.3, LoseAnswer: rng.Float64() * 0.3, Only: OpRing}
 			s = append(s, At(start, SetLink([]int{site}, []int{site}, l)), At(end, Heal([]int{site}, []int{site})))
+		}
+	}
+	for range max(1, episodes/2) {
+		start := time.Duration(rng.Int63n(int64(d * 8 / 10))).Round(time.Millisecond)
+		end := min(start+span(6*time.Second, d/3+6*time.Second), d-time.Millisecond)
+		perm := rng.Perm(nodes)
+		one, other := perm[0], perm[1]
+		switch rng.Intn(4) {
+		case 0:
+			// Its clock runs ahead of or behind the others' for a while.
+			skew := span(time.Second, 5*time.Minute)
+			if rng.Intn(2) == 0 {
+				skew = -skew
+			}
+			s = append(s, At(start, Skew(one, skew)), At(end, Skew(one, 0)))
+		case 1:
+			// Stepped forward (up to 10 min: more than a forward's wait
+			// of 250 s) or back (up to 2 min: its due work waits that
+			// much more), then stepped back.
+			jump := span(time.Second, 10*time.Minute)
+			if rng.Intn(2) == 0 {
+				jump = -span(time.Second, 2*time.Minute)
+			}
+			s = append(s, At(start, Jump(one, jump)), At(end, Jump(one, -jump)))
+		case 2:
+			s = append(s, At(start, RemovePeers(one, other)), At(end, AddPeers(one, other)))
+		case 3:
+			// Cut off long enough for its queues to fill, then healed:
+			// it restarts while they drain.
+			rest := allNodes(nodes)
+			rest = append(rest[:one], rest[one+1:]...)
+			restart := DrainRestart(one, rng.Intn(2) == 0, span(time.Second, 10*time.Second))
+			s = append(s, At(start, Partition([]int{one}, rest)), At(end, Heal([]int{one}, rest)), At(end, restart))
 		}
 	}
 	return s.sorted()

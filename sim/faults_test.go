@@ -34,3 +34,49 @@ func TestRandomScheduleReplays(t *testing.T) {
 		}
 	}
 }
+
+// TestRandomScheduleDrawsTheLaterKinds: random schedules skew and step
+// clocks, remove peers and add them back, and restart nodes during a
+// drain; each skew, step and removal is undone in its episode.
+func TestRandomScheduleDrawsTheLaterKinds(t *testing.T) {
+	seen := map[Kind]int{}
+	for seed := int64(1); seed <= 50; seed++ {
+		s := RandomSchedule(rand.New(rand.NewSource(seed)), 5, 5*time.Minute)
+		offset := map[int]time.Duration{}
+		removed := map[[2]int]int{}
+		for _, e := range s {
+			seen[e.Kind]++
+			switch e.Kind {
+			case KindJump:
+				offset[e.Node] += e.D
+			case KindRemovePeers, KindAddPeers:
+				for _, p := range e.B {
+					if e.Kind == KindRemovePeers {
+						removed[[2]int{e.Node, p}]++
+					} else {
+						removed[[2]int{e.Node, p}]--
+					}
+				}
+			case KindDrainRestart:
+				if e.D <= 0 && !e.Graceful {
+					t.Fatalf("seed %d: %s restarts at once", seed, e)
+				}
+			}
+		}
+		for n, d := range offset {
+			if d != 0 {
+				t.Fatalf("seed %d: the clock of %s ends %v off:\n%s", seed, nodeName(n), d, s)
+			}
+		}
+		for k, n := range removed {
+			if n != 0 {
+				t.Fatalf("seed %d: %s removed from %s and not added back:\n%s", seed, nodeName(k[1]), nodeName(k[0]), s)
+			}
+		}
+	}
+	for _, k := range []Kind{KindSkew, KindJump, KindRemovePeers, KindAddPeers, KindDrainRestart} {
+		if seen[k] == 0 {
+			t.Errorf("50 seeds drew no %s", k)
+		}
+	}
+}

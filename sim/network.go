@@ -92,14 +92,17 @@ type NetStats struct {
 // A site's instances call each other (the ring calls) over the link from
 // the site to itself.
 type Network struct {
-	mu      sync.Mutex
-	rng     *rand.Rand
-	links   map[[2]string]Link
-	slow    map[string]time.Duration
-	lns     map[string]*listener // instance -> its running incarnation's listener (absent when down)
-	addrs   map[string]string    // address -> instance
-	site    map[string]string    // instance -> its site's name
-	armed   map[string]func(string)
+	mu    sync.Mutex
+	rng   *rand.Rand
+	links map[[2]string]Link
+	slow  map[string]time.Duration
+	lns   map[string]*listener // instance -> its running incarnation's listener (absent when down)
+	addrs map[string]string    // address -> instance
+	site  map[string]string    // instance -> its site's name
+	armed map[string]func(string)
+	// drains are the restarts armed for the next forward a site makes
+	// (by caller site).
+	drains  map[string]drain
 	timeout time.Duration
 	stats   NetStats
 }
@@ -111,7 +114,7 @@ func NewNetwork(seed int64, timeout time.Duration) *Network {
 	return &Network{
 		rng: rand.New(rand.NewSource(seed)), links: map[[2]string]Link{}, slow: map[string]time.Duration{},
 		lns: map[string]*listener{}, addrs: map[string]string{}, site: map[string]string{}, armed: map[string]func(string){},
-		timeout: timeout,
+		drains: map[string]drain{}, timeout: timeout,
 	}
 }
 
@@ -171,11 +174,28 @@ func (w *Network) ArmCrash(name string, crash func(instance string)) {
 	w.armed[name] = crash
 }
 
-// Armed is how many armed crashes have not fired yet.
+// drain is a restart armed for a site's next forward call.
+type drain struct {
+	// abrupt: restart runs once the callee committed the call, and its
+	// answer is lost; else restart starts as the callee gets the call.
+	abrupt  bool
+	restart func()
+}
+
+// ArmDrainRestart runs restart during the next forward call that site
+// name makes (the drain of its queue, after a heal): abrupt, once the
+// callee committed it, the answer lost; else as the callee starts on it.
+func (w *Network) ArmDrainRestart(name string, abrupt bool, restart func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.drains[name] = drain{abrupt: abrupt, restart: restart}
+}
+
+// Armed is how many armed crashes and drain restarts have not fired yet.
 func (w *Network) Armed() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return len(w.armed)
+	return len(w.armed) + len(w.drains)
 }
 
 // HealAll ends every link fault, slow node and armed crash.
@@ -185,6 +205,7 @@ func (w *Network) HealAll() {
 	w.links = map[[2]string]Link{}
 	w.slow = map[string]time.Duration{}
 	w.armed = map[string]func(string){}
+	w.drains = map[string]drain{}
 }
 
 // Stats returns the counters so far.
@@ -398,6 +419,7 @@ type plan struct {
 	refuse, drop, dup, lose bool
 	together                bool // the duplicate runs at the same time as the original
 	crash                   func()
+	drain                   drain // the caller restarts (restart nil: not)
 }
 
 func (w *Network) plan(from, to, inst, op string) plan {
@@ -432,6 +454,10 @@ func (w *Network) plan(from, to, inst, op string) plan {
 				delete(w.armed, to)
 				p.crash = func() { c(inst) }
 				w.stats.CrashedAfterCommit++
+			}
+			if d, ok := w.drains[from]; ok && from != to {
+				delete(w.drains, from)
+				p.drain = d
 			}
 		}
 	}
@@ -517,11 +543,19 @@ func (e *Endpoint) Intercept(api http.Handler) http.Handler {
 		case p.dup:
 			api.ServeHTTP(httptest.NewRecorder(), again())
 		}
-		if p.crash == nil && !p.lose {
+		if p.drain.restart != nil && !p.drain.abrupt {
+			// The caller stops while the callee runs its call.
+			go p.drain.restart()
+		}
+		if p.crash == nil && !p.lose && !p.drain.abrupt {
 			api.ServeHTTP(w, again())
 			return
 		}
 		api.ServeHTTP(httptest.NewRecorder(), again())
+		if p.drain.abrupt {
+			// The caller dies with the call committed and unanswered.
+			go p.drain.restart()
+		}
 		if p.crash != nil {
 			// The callee dies before its answer leaves; the crash stops
 			// this server, which waits for this handler: it runs apart.

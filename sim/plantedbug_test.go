@@ -28,7 +28,7 @@ func TestPlantedBugIsCaught(t *testing.T) {
 		if rep.Result.Lost == 0 {
 			t.Fatalf("seed %d failed without losing a message:\n%s", s, rep)
 		}
-		t.Logf("caught by seed %d (%s); replay: %s", s, rep.Result.Line(s, 3), rep.Replay())
+		t.Logf("caught by seed %d (%s); replay: %s", s, rep.Line(), rep.Replay())
 		o.Dir = t.TempDir()
 		again, err, ok := RunIn(t, fmt.Sprintf("replay seed=%d", s), s, o)
 		if !ok || err != nil {
@@ -37,7 +37,7 @@ func TestPlantedBugIsCaught(t *testing.T) {
 		if again.OK() {
 			t.Fatalf("the replay of seed %d passed: the verdict was not reproduced:\n%s", s, again)
 		}
-		t.Logf("replay: %s (history %s, first run %s)", again.Result.Line(s, 3), again.Digest, rep.Digest)
+		t.Logf("replay: %s (history %s, first run %s)", again.Line(), again.Digest, rep.Digest)
 		return
 	}
 	t.Fatalf("the planted bug survived %d seeds", plantedBugSeeds)

@@ -54,6 +54,34 @@ type Report struct {
 	// Ring is the verdict of the ring checks (Sites 0: no multi-instance
 	// site).
 	Ring RingResult
+	// Faults counts the clock skews and jumps, peer removals and
+	// restarts during a drain that happened.
+	Faults FaultCounts
+}
+
+// FaultCounts counts faults that happened, for the kinds whose action
+// alone does not show it (a drain restart waits for a forward; a skew
+// matters only if the node reads its clock).
+type FaultCounts struct {
+	// Skews: a node's clock set off the run's time (not counting the
+	// ends of skews); Jumps: a node's clock stepped while it ran.
+	Skews, Jumps int
+	// Removals: a node restarted with a peer taken out of its --peers;
+	// Readded is the node's forward outbox rows for the peers it got
+	// back, at each restart that gave them back (what waited for them).
+	Removals int
+	Readded  []int64
+	// DrainRestarts: a node restarted during a forward call after a heal;
+	// DrainQueued is its forward outbox rows at that moment, each.
+	DrainRestarts int
+	DrainQueued   []int64
+}
+
+// Line is the report's last line: the checker's verdict (Result.Line)
+// and the counts of the faults (skews, jumps, removals, drain_restarts).
+func (r Report) Line() string {
+	return fmt.Sprintf("%s skews=%d jumps=%d removals=%d drain_restarts=%d", r.Result.Line(r.Seed, r.Nodes),
+		r.Faults.Skews, r.Faults.Jumps, r.Faults.Removals, r.Faults.DrainRestarts)
 }
 
 // OK reports whether the run holds no violation: the checker's and, with
@@ -108,6 +136,8 @@ func (r Report) String() string {
 	}
 	fmt.Fprintf(&b, "handed over: pull=%d webhook=%d actor=%d; store writes that met a fault: %d\n",
 		r.HandedOver[KindPull], r.HandedOver[KindWebhook], r.HandedOver[KindActor], r.StoreFaulted)
+	fmt.Fprintf(&b, "clocks: %d skews, %d jumps; peers removed: %d (forward rows waiting for them when added back: %v); restarts during a drain: %d (forward rows then: %v)\n",
+		r.Faults.Skews, r.Faults.Jumps, r.Faults.Removals, r.Faults.Readded, r.Faults.DrainRestarts, r.Faults.DrainQueued)
 	fmt.Fprintf(&b, "submitted=%d virtual=%v wall=%v history=%s\n", r.Submitted, r.Elapsed.Round(time.Millisecond), r.Wall.Round(time.Millisecond), r.Digest)
 	if r.Ring.Sites > 0 {
 		fmt.Fprintf(&b, "ring: sites=%d checks=%d (%d with the ring split among instances; %d more skipped while the epoch moved) claims=%d\n",
@@ -122,7 +152,7 @@ func (r Report) String() string {
 		b.WriteString(r.Ring.Line())
 		b.WriteString("\n")
 	}
-	b.WriteString(r.Result.Line(r.Seed, r.Nodes))
+	b.WriteString(r.Line())
 	b.WriteString("\n")
 	return b.String()
 }
@@ -223,13 +253,16 @@ func Run(seed int64, opts Options) (Report, error) {
 	c.rec.mu.Lock()
 	h := History{Submits: append([]Submit{}, c.rec.submits...), Deliveries: append([]Delivery{}, c.rec.deliveries...)}
 	c.rec.mu.Unlock()
-	h.Origin = c.origins(h.Submits)
+	h.Waits, h.Ahead = c.waits()
+	h.ReadAt = time.Now()
+	h.Origin, h.Reason = c.origins(h.Submits)
 	rep.Result = Check(h)
 	rep.Digest = h.digest()
 	c.mu.Lock()
 	for _, n := range c.storeFailed {
 		rep.StoreFaulted += n
 	}
+	rep.Faults = c.faults
 	c.mu.Unlock()
 	rep.HandedOver = map[string]int{}
 	for _, d := range h.Deliveries {
@@ -265,7 +298,7 @@ func (c *Cluster) client(k int, stop <-chan struct{}) {
 		}
 		origin := c.opts.Origins[rng.Intn(len(c.opts.Origins))]
 		f := fronts[rng.Intn(len(fronts))]
-		s := Submit{ID: fmt.Sprintf("s%d-c%d-%d", c.seed, k, seq), Node: nodeName(origin), Frontend: f.name}
+		s := Submit{ID: fmt.Sprintf("s%d-c%d-%d", c.seed, k, seq), Node: nodeName(origin), Frontend: f.name, Target: nodeName(f.node), At: time.Now()}
 		dest := fmt.Sprintf("%s%04d", f.prefix, rng.Intn(10000))
 		n := c.node(origin)
 		if site := c.sites[origin]; len(site) > 1 {

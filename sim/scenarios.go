@@ -189,6 +189,54 @@ func init() {
 		},
 	})
 	register(Scenario{
+		Name: "clock-skew",
+		Doc: "the nodes' clocks disagree: n1 runs 3 min ahead, n2 2 min behind, n3's clock steps 6 min forward (more than a forward's wait) " +
+			"while n1 and n3 are cut apart, n1's steps 90 s back; nothing is lost, delivered twice or failed sooner than its own node's clock allows",
+		Options: func(_ int64, nodes int) Options {
+			nodes = max(nodes, 3)
+			return Options{Nodes: nodes, Duration: 2000 * ms, Schedule: Schedule{
+				At(0, Skew(0, 3*time.Minute)),
+				At(0, Skew(1, -2*time.Minute)),
+				At(300*ms, Partition([]int{0}, []int{2})),
+				At(600*ms, Jump(2, 6*time.Minute)),
+				At(1000*ms, Jump(0, -90*time.Second)),
+				At(1200*ms, Heal([]int{0}, []int{2})),
+				At(1400*ms, Jump(2, -6*time.Minute)),
+			}}
+		},
+	})
+	register(Scenario{
+		Name: "peer-flap",
+		Doc: "n1, then n3, restart without n2 in --peers and later with it again, under load for n2's frontends: " +
+			"what waits for n2 meanwhile queues (its registry is kept) and drains once it is back, nothing goes elsewhere",
+		Options: func(_ int64, nodes int) Options {
+			nodes = max(nodes, 3)
+			return Options{Nodes: nodes, Duration: 2000 * ms, Targets: []int{1}, Schedule: Schedule{
+				At(300*ms, RemovePeers(0, 1)),
+				At(500*ms, RemovePeers(2, 1)),
+				At(1200*ms, AddPeers(0, 1)),
+				At(1500*ms, AddPeers(2, 1)),
+			}}
+		},
+	})
+	register(Scenario{
+		Name: "drain-restart",
+		Doc: "n1 is cut off while its clients submit for the other nodes' frontends, the cut heals, and n1 restarts during its first forward " +
+			"(the drain of its queue): abruptly once the peer committed it, then, after a second cut, gracefully; every queued message is delivered once",
+		Options: func(_ int64, nodes int) Options {
+			nodes = max(nodes, 3)
+			others := allNodes(nodes)[1:]
+			return Options{Nodes: nodes, Duration: 2000 * ms, Origins: []int{0}, Targets: others, Schedule: Schedule{
+				At(100*ms, Partition([]int{0}, others)),
+				At(800*ms, Heal([]int{0}, others)),
+				At(800*ms, DrainRestart(0, false, 150*ms)),
+				At(1100*ms, Partition([]int{0}, others)),
+				At(1700*ms, Heal([]int{0}, others)),
+				At(1700*ms, DrainRestart(0, true, 0)),
+			}}
+		},
+	})
+	register(Scenario{
 		Name: "peer-removed-forwarded",
 		Doc: "n3 cannot call n1 (so its delivery_status reports cannot come back) while n1 forwards to n3, " +
 			"then n1 restarts without n3 in --peers and the cut heals: n3's reports must still reach n1 (bug 1 of docs/sim.md)",

@@ -96,14 +96,29 @@ var scenarioCases = []scenarioCase{
 	}},
 	{name: "crash-origin", seed: 15, nodes: 3},
 	{name: "peer-removed", seed: 16, nodes: 3},
+	{name: "clock-skew", seed: 18, nodes: 3, check: func(t *testing.T, rep Report) {
+		if rep.Faults.Skews != 2 || rep.Faults.Jumps != 3 {
+			t.Fatalf("skews=%d jumps=%d, want 2 and 3: the scenario tested nothing", rep.Faults.Skews, rep.Faults.Jumps)
+		}
+	}},
+	{name: "peer-flap", seed: 19, nodes: 3, check: func(t *testing.T, rep Report) {
+		if rep.Faults.Removals != 2 || len(rep.Faults.Readded) != 2 || rep.Faults.Readded[0] <= 0 {
+			t.Fatalf("removals=%d, rows waiting when added back %v: nothing waited for the removed peer", rep.Faults.Removals, rep.Faults.Readded)
+		}
+	}},
+	{name: "drain-restart", seed: 20, nodes: 3, check: func(t *testing.T, rep Report) {
+		if rep.Faults.DrainRestarts != 2 || len(rep.Faults.DrainQueued) != 2 || rep.Faults.DrainQueued[0] <= 0 || rep.Faults.DrainQueued[1] <= 0 {
+			t.Fatalf("drain_restarts=%d, forward rows at each %v: no restart met a queue draining", rep.Faults.DrainRestarts, rep.Faults.DrainQueued)
+		}
+	}},
 }
 
 // TestScenarios runs the scenarios SIM_SCENARIOS names (default: the
-// regression stories crash-receiver and peer-removed-forwarded; "all":
-// every one). Each must pass the checker and leave no goroutine behind
-// (bug 2 of docs/sim.md).
+// regression stories crash-receiver and peer-removed-forwarded, and
+// drain-restart; "all": every one). Each must pass the checker and leave
+// no goroutine behind (bug 2 of docs/sim.md).
 func TestScenarios(t *testing.T) {
-	want := map[string]bool{"crash-receiver": true, "peer-removed-forwarded": true}
+	want := map[string]bool{"crash-receiver": true, "peer-removed-forwarded": true, "drain-restart": true}
 	if v := os.Getenv("SIM_SCENARIOS"); v != "" {
 		want = map[string]bool{}
 		for _, n := range strings.Split(v, ",") {

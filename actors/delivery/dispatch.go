@@ -386,6 +386,10 @@ func (d *Dispatcher) Next(now time.Time) (*Round, bool) {
 	if d.round != nil || now.Before(d.retryAt) {
 		return nil, false
 	}
+	// The wait after a failed round is over. Kept, a past retryAt would
+	// stay in Wake while nothing can be claimed (a pull frontend with no
+	// poll waiting): a wake-up due at once, again and again.
+	d.retryAt = time.Time{}
 	r := &Round{pending: d.pending}
 	d.pending = nil
 	for _, p := range r.pending {

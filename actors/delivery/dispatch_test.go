@@ -177,6 +177,36 @@ func TestFailedRoundFailsAcksAndKeepsVerdicts(t *testing.T) {
 	}
 }
 
+// TestPullWaitsForAPollAfterAFailedRound: once the wait after a failed
+// round is over, a pull dispatcher with no poll waiting asks for no
+// wake-up (the sim found a worker of a multi-instance site waking up at
+// once, for ever, at 100% CPU, after a store write failed while its
+// frontend polled the other instances).
+func TestPullWaitsForAPollAfterAFailedRound(t *testing.T) {
+	d := newPull()
+	p := poll(2, 30*time.Second)
+	d.Poll(t0, p)
+	r, ok := d.Next(t0)
+	if !ok || r.Claim == nil {
+		t.Fatalf("round %+v, want the poll's claim", r)
+	}
+	d.Done(t0, r, nil, nil, errors.New("disk gone"))
+	d.Tick(t0.Add(p.Wait), rng()) // the poll ends unanswered
+	if d.waiters.Len() != 0 {
+		t.Fatal("the poll still waits")
+	}
+	if _, ok := d.Next(t0.Add(storeRetry)); ok {
+		t.Fatal("a round with nothing to record and no poll waiting")
+	}
+	if w := d.Wake(); !w.IsZero() {
+		t.Fatalf("Wake = %v with no poll waiting and nothing to record: a wake-up due at once", w)
+	}
+	d.Poll(t0.Add(storeRetry), poll(2, 30*time.Second))
+	if r, ok := d.Next(t0.Add(storeRetry)); !ok || r.Claim == nil {
+		t.Fatalf("round %+v: a new poll claims", r)
+	}
+}
+
 func TestPushClaimsItsFreeSlots(t *testing.T) {
 	d := newPush(3)
 	r, ok := d.Next(t0)

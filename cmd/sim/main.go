@@ -141,7 +141,7 @@ func run(t *testing.T, args []string, stdout, stderr io.Writer) int {
 			if rep.Ring.Sites > 0 {
 				fmt.Fprintln(stdout, rep.Ring.Line())
 			}
-			fmt.Fprintf(stdout, "%s (%v wall)\n", rep.Result.Line(s, rep.Nodes), rep.Wall.Round(time.Millisecond))
+			fmt.Fprintf(stdout, "%s (%v wall)\n", rep.Line(), rep.Wall.Round(time.Millisecond))
 		}
 		fmt.Fprintf(stdout, "sim: %d seeds, %d failed, %v\n", *seeds, failed, time.Since(begin).Round(time.Second))
 		if failed > 0 {

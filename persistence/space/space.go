@@ -157,7 +157,8 @@ func (g *Gate) Observe(free, total uint64) {
 }
 
 // Failed records a write that failed for lack of space at now: the gate
-// stays shut for Hold.
+// stays shut for Hold (at most Hold from any later look: a clock stepped
+// back does not make it longer).
 func (g *Gate) Failed(now time.Time, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -173,6 +174,11 @@ func (g *Gate) Shut(now time.Time) (bool, string) {
 }
 
 func (g *Gate) shutLocked(now time.Time) (bool, string) {
+	if g.until.After(now.Add(Hold)) {
+		// The clock was stepped back since the failure: the hold is
+		// Hold from now, not the step's length more.
+		g.until = now.Add(Hold)
+	}
 	if now.Before(g.until) {
 		return true, g.failed
 	}

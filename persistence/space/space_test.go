@@ -67,6 +67,29 @@ func TestGate(t *testing.T) {
 	step("after the hold", 500<<20, false, "")
 }
 
+// TestGateHoldSurvivesAClockStepBack: a clock stepped back after a
+// failed write (NTP correcting a clock that ran ahead) shuts the gate for
+// Hold from the step, not for the step's length more (the sim found a
+// node refusing every message for minutes after its disk had room).
+func TestGateHoldSurvivesAClockStepBack(t *testing.T) {
+	now := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+	g := NewGate(Reserve{})
+	g.Observe(500<<20, 1<<40)
+	g.Failed(now, errors.New("database or disk is full"))
+	back := now.Add(-4 * time.Minute)
+	if shut, _ := g.Shut(back); !shut {
+		t.Fatal("the gate opened at once after the clock stepped back")
+	}
+	if shut, why := g.Shut(back.Add(Hold)); shut {
+		t.Fatalf("the gate is still shut %v after the clock stepped back 4m: %s", Hold, why)
+	}
+	// Forward steps keep ending the hold early, as before.
+	g.Failed(now, errors.New("database or disk is full"))
+	if shut, _ := g.Shut(now.Add(time.Hour)); shut {
+		t.Fatal("the gate is shut an hour later")
+	}
+}
+
 func TestGateChangedOnce(t *testing.T) {
 	now := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
 	g := NewGate(Reserve{Bytes: 10 << 20})
