@@ -52,7 +52,7 @@ type searchResult struct {
 	rows                     int64
 	fill                     time.Duration // the bulk fill: its rows, then its indexes
 	fillRows, fillIndexes    time.Duration
-	bytes                    int64 // the store's size on disk once filled
+	bytes                    int64         // the store's size on disk once filled
 	exact, prefix, minute    time.Duration // medians
 	scan                     time.Duration // the exact search without its index
 	ingest, ingestBare       float64       // rows/s with and without the search indexes
@@ -76,8 +76,8 @@ type searchStore struct {
 	analyze string
 	// rows reads a query's rows on the raw connection (the test that holds
 	// the bulk fill to Accept compares the two stores' tables with it).
-	rows func(ctx context.Context, sql string) ([][]any, error)
-	close   func() error
+	rows  func(ctx context.Context, sql string) ([][]any, error)
+	close func() error
 }
 
 // bare drops the search indexes of s.
@@ -334,7 +334,7 @@ func openSearchSQLite(dir string) (*searchStore, error) {
 			}
 			return out, rows.Err()
 		},
-		close:   func() error { db.Close(); return st.Close() },
+		close: func() error { db.Close(); return st.Close() },
 	}, nil
 }
 
