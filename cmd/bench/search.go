@@ -34,7 +34,8 @@ import (
 //	                       the indexes cost ingest (ratio < 1).
 //
 // The messages go to searchNumbers distinct destinations (~10 a number at
-// 10M rows) under a few country prefixes, and are accepted over a day.
+// 10M rows) under a few country prefixes, and are accepted over a day; the
+// store is filled in bulk with the rows Accept would write (searchfill.go).
 
 const (
 	searchBatch   = 1000
