@@ -45,14 +45,15 @@ const (
 	searchSpan = 24 * time.Hour
 )
 
+// searchStart is when the fill's first message is accepted.
 var searchStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // searchResult is the figures of one store.
 type searchResult struct {
 	store                    string
 	rows                     int64
-	fill                     time.Duration // the bulk fill: its rows, then its indexes
-	fillRows, fillIndexes    time.Duration
+	fill                     time.Duration // the bulk fill, of which:
+	fillRows, fillIndexes    time.Duration // its rows, then its indexes
 	bytes                    int64         // the store's size on disk once filled
 	exact, prefix, minute    time.Duration // medians
 	scan                     time.Duration // the exact search without its index
