@@ -123,7 +123,8 @@
 //	          as a # line, with and without the bus).
 //
 //	search    (measured once, on each store) a search by destination on a
-//	          store holding --search-rows messages (10,000,000), against
+//	          store holding --search-rows messages (10,000,000, filled in
+//	          bulk with the rows Accept writes: searchfill.go), against
 //	          the same search without its index; and what the search
 //	          indexes cost ingest (search.go).
 //

@@ -34,20 +34,27 @@ import (
 //	                       the indexes cost ingest (ratio < 1).
 //
 // The messages go to searchNumbers distinct destinations (~10 a number at
-// 10M rows) under a few country prefixes, and are accepted over a day.
+// 10M rows) under a few country prefixes, and are accepted over a day; the
+// store is filled in bulk with the rows Accept would write (searchfill.go).
 
 const (
 	searchBatch   = 1000
 	searchQueries = 25
-	// searchSpan is the acceptance time the fill spreads its rows over.
+	// searchSpan is the acceptance time the fill spreads its rows over,
+	// from searchStart.
 	searchSpan = 24 * time.Hour
 )
+
+// searchStart is when the fill's first message is accepted.
+var searchStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // searchResult is the figures of one store.
 type searchResult struct {
 	store                    string
 	rows                     int64
-	fill                     time.Duration
+	fill                     time.Duration // the bulk fill, of which:
+	fillRows, fillIndexes    time.Duration // its rows, then its indexes
+	bytes                    int64         // the store's size on disk once filled
 	exact, prefix, minute    time.Duration // medians
 	scan                     time.Duration // the exact search without its index
 	ingest, ingestBare       float64       // rows/s with and without the search indexes
@@ -60,6 +67,8 @@ type searchResult struct {
 // planner's statistics, the forced scan).
 type searchStore struct {
 	store persistence.Store
+	// fill bulk-fills the store with the messages of searchBatches.
+	fill func(ctx context.Context, rows int64) (fillReport, error)
 	// scan runs the exact search for number without an index.
 	scan func(ctx context.Context, number string) (int, error)
 	// exec runs a statement on the raw connection; analyze is the
@@ -67,7 +76,10 @@ type searchStore struct {
 	// for a while has them (autovacuum, SQLite's optimize).
 	exec    func(ctx context.Context, sql string) error
 	analyze string
-	close   func() error
+	// rows reads a query's rows on the raw connection (the test that holds
+	// the bulk fill to Accept compares the two stores' tables with it).
+	rows  func(ctx context.Context, sql string) ([][]any, error)
+	close func() error
 }
 
 // bare drops the search indexes of s.
@@ -108,8 +120,15 @@ func runSearch(o options, dir string, pg *pgServer, out io.Writer) ([]searchResu
 		if err == nil {
 			err = s.exec(context.Background(), s.analyze)
 		}
+		var stats persistence.Stats
 		if err == nil {
-			fmt.Fprintf(out, "# search-%s: %d messages stored in %v\n", st.name, r.rows, r.fill.Round(time.Second))
+			stats, err = s.store.Stats(context.Background())
+		}
+		if err == nil {
+			r.bytes = stats.StoreBytes
+			fmt.Fprintf(out, "# search-%s: %d messages bulk-filled in %v (rows %v, indexes built again %v; ANALYZE after); store size %.2f GB (%.0f bytes a message)\n",
+				st.name, r.rows, r.fill.Round(time.Second), r.fillRows.Round(time.Second), r.fillIndexes.Round(time.Second),
+				float64(r.bytes)/1e9, float64(r.bytes)/float64(r.rows))
 			err = searchMeasure(s, &r)
 		}
 		if cerr := s.close(); err == nil {
@@ -132,34 +151,43 @@ func searchNumber(i int64) string {
 	return fmt.Sprintf("%d%010d", []int{44, 33, 49, 1}[i%4], 7000000000+i)
 }
 
-// searchMessage is the i-th message of a fill.
-func searchMessage(run string, i int64, rng *rand.Rand, numbers int64) persistence.NewMessage {
+// searchMessage is a message of a fill with the given id.
+func searchMessage(id string, rng *rand.Rand, numbers int64) persistence.NewMessage {
 	return persistence.NewMessage{
-		ID: fmt.Sprintf("%s-%d", run, i), SourceMSISDN: fmt.Sprintf("1555%06d", rng.IntN(1000)),
+		ID: id, SourceMSISDN: fmt.Sprintf("1555%06d", rng.IntN(1000)),
 		DestinationMSISDN: "+" + searchNumber(rng.Int64N(numbers)), Body: "search bench message body, about the size of an SMS",
 		SourceSMSC: "bench", DestSMSC: "bench", Frontend: "fe", State: messages.StatePending, Detail: "accepted",
 	}
 }
 
-// searchFill accepts r.rows messages, their acceptance times spread over
-// searchSpan.
-func searchFill(s *searchStore, r *searchResult) error {
-	ctx := context.Background()
+// searchBatches makes the messages of a fill of rows, in batches of
+// searchBatch that share their acceptance time (at), spread over
+// searchSpan, and passes each to f. The ids are numbered in order, as an
+// id that grows with time would be.
+func searchBatches(rows int64, f func(at time.Time, batch []persistence.NewMessage) error) error {
 	rng := rand.New(rand.NewPCG(1, 2))
-	t0, numbers := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), searchNumbers(r.rows)
-	start := time.Now()
+	numbers := searchNumbers(rows)
 	batch := make([]persistence.NewMessage, 0, searchBatch)
-	for i := int64(0); i < r.rows; i += searchBatch {
+	for i := int64(0); i < rows; i += searchBatch {
 		batch = batch[:0]
-		for j := i; j < min(i+searchBatch, r.rows); j++ {
-			batch = append(batch, searchMessage("m", j, rng, numbers))
+		for j := i; j < min(i+searchBatch, rows); j++ {
+			batch = append(batch, searchMessage(fmt.Sprintf("m-%010d", j), rng, numbers))
 		}
-		at := t0.Add(time.Duration(float64(searchSpan) * float64(i) / float64(r.rows)))
-		if _, err := s.store.Accept(ctx, at, batch); err != nil {
+		if err := f(searchStart.Add(time.Duration(float64(searchSpan)*float64(i)/float64(rows))), batch); err != nil {
 			return err
 		}
 	}
-	r.fill = time.Since(start)
+	return nil
+}
+
+// searchFill bulk-fills the store with r.rows messages (searchfill.go).
+func searchFill(s *searchStore, r *searchResult) error {
+	start := time.Now()
+	rep, err := s.fill(context.Background(), r.rows)
+	if err != nil {
+		return err
+	}
+	r.fill, r.fillRows, r.fillIndexes = time.Since(start), rep.rows, rep.indexes
 	return nil
 }
 
@@ -168,7 +196,7 @@ func searchMeasure(s *searchStore, r *searchResult) error {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(3, 4))
 	numbers := searchNumbers(r.rows)
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	t0 := searchStart
 	// A time window holding two batches of the fill (which share their
 	// acceptance time): ~2,000 messages, under 20 s at 10M a day.
 	window := max(time.Duration(float64(searchSpan)*2*searchBatch/float64(r.rows)), time.Second)
@@ -247,7 +275,7 @@ func acceptRate(st persistence.Store, window time.Duration) (float64, error) {
 	batch := make([]persistence.NewMessage, 512)
 	for time.Since(start) < window {
 		for j := range batch {
-			batch[j] = searchMessage("i", n+int64(j), rng, 100000)
+			batch[j] = searchMessage(fmt.Sprintf("i-%d", n+int64(j)), rng, 100000)
 			batch[j].Work = &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: "fe"}
 		}
 		if _, err := st.Accept(ctx, time.Now(), batch); err != nil {
@@ -274,6 +302,7 @@ func openSearchSQLite(dir string) (*searchStore, error) {
 		return nil, err
 	}
 	return &searchStore{store: st,
+		fill: func(ctx context.Context, rows int64) (fillReport, error) { return fillSQLite(ctx, cfg.Path, rows) },
 		scan: func(ctx context.Context, number string) (int, error) {
 			return countRows(db.QueryContext(ctx, `SELECT id FROM messages NOT INDEXED WHERE ltrim(destination_msisdn, '+') = ?
 				ORDER BY seq DESC LIMIT 50`, number))
@@ -283,7 +312,31 @@ func openSearchSQLite(dir string) (*searchStore, error) {
 			return err
 		},
 		analyze: "ANALYZE",
-		close:   func() error { db.Close(); return st.Close() },
+		rows: func(ctx context.Context, query string) ([][]any, error) {
+			rows, err := db.QueryContext(ctx, query)
+			if err != nil {
+				return nil, err
+			}
+			defer rows.Close()
+			cols, err := rows.Columns()
+			if err != nil {
+				return nil, err
+			}
+			var out [][]any
+			for rows.Next() {
+				vals := make([]any, len(cols))
+				ptrs := make([]any, len(cols))
+				for i := range vals {
+					ptrs[i] = &vals[i]
+				}
+				if err := rows.Scan(ptrs...); err != nil {
+					return nil, err
+				}
+				out = append(out, vals)
+			}
+			return out, rows.Err()
+		},
+		close: func() error { db.Close(); return st.Close() },
 	}, nil
 }
 
@@ -306,6 +359,7 @@ func openSearchPostgres(pg *pgServer) (*searchStore, error) {
 		return nil, err
 	}
 	return &searchStore{store: st,
+		fill: func(ctx context.Context, rows int64) (fillReport, error) { return fillPostgres(ctx, dsn, rows) },
 		scan: func(ctx context.Context, number string) (int, error) {
 			// The same search with the index turned off for this one
 			// statement's transaction.
@@ -330,6 +384,13 @@ func openSearchPostgres(pg *pgServer) (*searchStore, error) {
 			return err
 		},
 		analyze: "ANALYZE messages",
+		rows: func(ctx context.Context, query string) ([][]any, error) {
+			rows, err := conn.Query(ctx, query)
+			if err != nil {
+				return nil, err
+			}
+			return pgx.CollectRows(rows, func(r pgx.CollectableRow) ([]any, error) { return r.Values() })
+		},
 		close: func() error {
 			conn.Close(context.Background())
 			st.Close()
