@@ -189,7 +189,8 @@ func (c *Changes) touch(m *Row) {
 // that comes to rest (Resting) has finalized_at set to now, any other has it
 // cleared. A message with an origin to report to that becomes delivered or
 // failed gets its status work, due now, so the delivery_status leaves
-// through the outbox.
+// through the outbox; one submitted over SMPP with a receipt asked for
+// gets its receipt work when it becomes final (forward_failed too).
 func (c *Changes) Move(l *Loaded, m *Row, next messages.State, detail string) {
 	switch {
 	case next != messages.StateForwardQueued:
@@ -209,7 +210,11 @@ func (c *Changes) Move(l *Loaded, m *Row, next messages.State, detail string) {
 	m.HistoryLen++
 	c.History = append(c.History, HistoryAdd{MessageID: m.ID, Ordinal: m.HistoryLen, State: next, Detail: detail})
 	c.touch(m)
-	if m.ReportTo != "" && (next == messages.StateDelivered || next == messages.StateFailed) {
+	if esme, ok := ReceiptTarget(m.ReportTo); ok {
+		if next.Final() {
+			c.AddWork(l, m.ID, m.Token, WorkSpec{Kind: WorkReceipt, Target: esme, DueAt: c.Now})
+		}
+	} else if m.ReportTo != "" && (next == messages.StateDelivered || next == messages.StateFailed) {
 		c.AddWork(l, m.ID, m.Token, WorkSpec{Kind: WorkStatus, Target: m.ReportTo, DueAt: c.Now})
 	}
 }

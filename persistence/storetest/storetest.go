@@ -103,6 +103,7 @@ func groups() []group {
 		{"ExpireMessages", expireCases()},
 		{"ForwardOutcomes", forwardOutcomeCases()},
 		{"StatusWork", statusWorkCases()},
+		{"ReceiptWork", receiptWorkCases()},
 		{"ApplyStatus", applyStatusCases()},
 		{"QueueForwards", queueForwardsCases()},
 		{"FailForwards", failForwardsCases()},
