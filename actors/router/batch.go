@@ -154,6 +154,15 @@ type router struct {
 	newID func() string
 }
 
+// receiptTo is the ReportTo of a submission whose ESME asked for a
+// receipt ("" for none).
+func receiptTo(systemID string) string {
+	if systemID == "" {
+		return ""
+	}
+	return persistence.ReceiptReportTo(systemID)
+}
+
 // newMessage builds what the store keeps for a submission routed to t.
 func (r router) newMessage(s messages.Submission, t Target, now time.Time) persistence.NewMessage {
 	nm := persistence.NewMessage{
@@ -161,6 +170,9 @@ func (r router) newMessage(s messages.Submission, t Target, now time.Time) persi
 		Body: s.Body, Options: s.Options, SourceSMSC: r.node, DestSMSC: r.node, Frontend: t.Frontend,
 		SubmittedBy: s.SubmittedBy, Trace: s.Trace,
 		State:  messages.StatePending,
+		// An SMPP client that asked for a delivery receipt gets it
+		// through the outbox (receipt work) once the message is final.
+		ReportTo: receiptTo(s.ReceiptTo),
 		Detail: "accepted for frontend " + t.Frontend,
 		Work:   &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: t.Frontend, DueAt: firstAttempt(s.Options, now)},
 	}
