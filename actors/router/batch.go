@@ -169,12 +169,12 @@ func (r router) newMessage(s messages.Submission, t Target, now time.Time) persi
 		ID: s.ID, SourceMSISDN: s.SourceMSISDN, DestinationMSISDN: s.DestinationMSISDN,
 		Body: s.Body, Options: s.Options, SourceSMSC: r.node, DestSMSC: r.node, Frontend: t.Frontend,
 		SubmittedBy: s.SubmittedBy, Trace: s.Trace,
-		State:  messages.StatePending,
+		State: messages.StatePending,
 		// An SMPP client that asked for a delivery receipt gets it
 		// through the outbox (receipt work) once the message is final.
 		ReportTo: receiptTo(s.ReceiptTo),
-		Detail: "accepted for frontend " + t.Frontend,
-		Work:   &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: t.Frontend, DueAt: firstAttempt(s.Options, now)},
+		Detail:   "accepted for frontend " + t.Frontend,
+		Work:     &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: t.Frontend, DueAt: firstAttempt(s.Options, now)},
 	}
 	if t.Peer != "" {
 		nm.DestSMSC = t.Peer

@@ -96,7 +96,7 @@ func receiptOutcomes(f *fixture) {
 	if e := f.ledgerOf(persistence.WorkReceipt, "ro-ok", esmeE); e.Result != persistence.ResultDelivered {
 		f.Errorf("receipt ledger = %+v", e)
 	}
-	f.wantReceiptWork(at(30*time.Minute))
+	f.wantReceiptWork(at(30 * time.Minute))
 	f.wantReceiptWork(at(time.Hour), "ro-later")
 	f.wantOutbox(1)
 }
