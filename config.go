@@ -53,6 +53,19 @@ type Config struct {
 	// Empty: no metrics listener.
 	MetricsListen string
 
+	// SMPPListen is the address ESMEs bind to with SMPP v3.4
+	// (--smpp-listen; docs/smpp.md, "Inbound"). Empty: no SMPP listener.
+	SMPPListen string
+	// SMPPTLS makes the SMPP listener speak TLS with the node's
+	// certificate (--smpp-tls; that of --tls-cert, or the self-signed
+	// one), reloaded as the HTTPS listener's is.
+	SMPPTLS bool
+	// SMPPWindow is how many of an ESME's requests may await their answer
+	// on one session (--smpp-window 64: an ESME's usual window of 10 with
+	// room for the parts of long messages, which wait for their last
+	// part); one more is answered ESME_RTHROTTLED.
+	SMPPWindow int
+
 	// DataDir holds the embedded store and generated certificates (--data-dir).
 	DataDir string
 	// Postgres, when set, selects the Postgres store (--postgres DSN).
@@ -296,6 +309,7 @@ func DefaultConfig() Config {
 		InstanceID:           host,
 		Listen:               ":8443",
 		MetricsListen:        ":9568",
+		SMPPWindow:           64,
 		DataDir:              "./data",
 		DeliveryRetryMin:     time.Minute,     // a frontend blip rarely lasts longer
 		DeliveryRetryMax:     8 * time.Minute, // 5 attempts then span ~15 min
@@ -423,6 +437,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.validateRing()...)
 	errs = append(errs, c.validateBus()...)
 	errs = append(errs, c.validateTelemetry()...)
+	errs = append(errs, c.validateSMPP()...)
 	return errors.Join(errs...)
 }
 

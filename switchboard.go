@@ -63,6 +63,7 @@ import (
 	"github.com/switchboard-dev/switchboard/persistence/postgres"
 	"github.com/switchboard-dev/switchboard/persistence/space"
 	"github.com/switchboard-dev/switchboard/persistence/sqlite"
+	"github.com/switchboard-dev/switchboard/smsc"
 	"github.com/switchboard-dev/switchboard/supervision"
 	"github.com/switchboard-dev/switchboard/supervision/ratelog"
 	"github.com/switchboard-dev/switchboard/supervision/redact"
@@ -151,7 +152,12 @@ type Node struct {
 	httpsTLS           *tls.Config
 	addr               string
 	maddr              string
-	serveErrs          chan error
+	// the SMPP listener (smpp.go): smppLn is bound by bind and served by
+	// startSMPP (nil once served); saddr is its address.
+	smppLn    net.Listener
+	smpp      *smsc.Server
+	saddr     string
+	serveErrs chan error
 
 	// failures logs each message that ends failed or forward_failed, at a
 	// bounded rate (see publish).
@@ -289,6 +295,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	if err := n.startHTTP(); err != nil {
+		return err
+	}
+	if err := n.startSMPP(); err != nil {
 		return err
 	}
 	if err := n.startRing(); err != nil {
@@ -592,7 +601,7 @@ func (n *Node) bind() error {
 		}
 		n.maddr, n.metricsLn = ln.Addr().String(), ln
 	}
-	return nil
+	return n.bindSMPP()
 }
 
 func (n *Node) startHTTP() error {
@@ -689,6 +698,9 @@ func (n *Node) teardown(ctx context.Context) error {
 		if err := n.https.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("https shutdown: %w", err))
 		}
+	}
+	if err := n.stopSMPP(ctx); err != nil {
+		errs = append(errs, err)
 	}
 	if n.frontends != nil {
 		done, abandon := make(chan struct{}), make(chan struct{})
