@@ -11,7 +11,7 @@ import (
 // StateOf is the message_state and receipt stat a final message is
 // reported with: delivered is DELIVRD (a frontend accepted it: see
 // docs/smpp.md, "Receipts"), expired EXPIRED, refused by its frontend or a
-// peer REJECTD, any other failure (attempts used up, a peer never
+// peer REJECTD (reason rejected, with or without the frontend's words), any other failure (attempts used up, a peer never
 // reached) UNDELIV.
 func StateOf(m messages.Message) smpp.MessageState {
 	switch {
@@ -19,7 +19,7 @@ func StateOf(m messages.Message) smpp.MessageState {
 		return smpp.StateDelivered
 	case m.Reason == messages.ReasonExpired:
 		return smpp.StateExpired
-	case m.Reason == messages.ReasonRejected || m.Reason == messages.ReasonPeerRejected:
+	case strings.HasPrefix(m.Reason, messages.ReasonRejected) || m.Reason == messages.ReasonPeerRejected:
 		return smpp.StateRejected
 	}
 	return smpp.StateUndeliverable
