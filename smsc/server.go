@@ -241,7 +241,9 @@ func errString(err error) string {
 func (srv *Server) handle(c *conn, s *smpp.Session, req smpp.PDU) {
 	switch {
 	case req.Command.IsBind():
-		go srv.bind(c, s, req)
+		// Answered here, before the next request is read: a credential
+		// check is a map lookup and a hash.
+		srv.bind(c, s, req)
 	case req.Command == smpp.SubmitSM || req.Command == smpp.DataSM:
 		srv.submit(c, s, req)
 	case req.Command == smpp.QuerySM:
@@ -267,7 +269,7 @@ func (srv *Server) bind(c *conn, s *smpp.Session, req smpp.PDU) {
 		srv.cfg.Metrics.bindRefused.WithLabelValues(st.String()).Inc()
 		srv.log.Warn("smpp bind refused", "system_id", b.SystemID, "remote", s.RemoteAddr().String(), "status", st.String())
 		srv.reply(s, req, st, nil)
-		s.Close()
+		go s.Close() // not on the reading goroutine, which Close waits for
 		return
 	}
 	state, _ := smpp.BoundState(req.Command)
