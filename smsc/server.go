@@ -280,7 +280,7 @@ func (srv *Server) bind(c *conn, s *smpp.Session, req smpp.PDU) {
 	if srv.closed || !s.State().Bound() {
 		return
 	}
-	c.account, c.who, c.state = who.Name, who, state
+	c.s, c.account, c.who, c.state = s, who.Name, who, state // c.s too: a bind may come before open has set it
 	srv.cfg.Metrics.binds.WithLabelValues(c.account, state.String()).Inc()
 	srv.log.Info("esme bound", "account", c.account, "type", state.String(), "remote", s.RemoteAddr().String())
 	if state == smpp.StateBoundRX || state == smpp.StateBoundTRX {
