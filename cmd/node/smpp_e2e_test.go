@@ -467,4 +467,3 @@ func TestSMPPListenKill9(t *testing.T) {
 	}
 	t.Logf("%d submits answered before kill -9, %d stored after the restart", len(answered), stored)
 }
-
