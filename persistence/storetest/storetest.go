@@ -121,6 +121,7 @@ func groups() []group {
 		{"Search", searchCases()},
 		{"Bus", busCases()},
 		{"Security", securityCases()},
+		{"Receipts", receiptCases()},
 	}
 }
 
