@@ -155,6 +155,12 @@ type Changes struct {
 	// Purged are messages to delete with their history and ledger entries
 	// (they have no outbox rows: see Purge).
 	Purged []*Row
+	// Refs are SMSC message ids to keep (a delivered outcome's; one of the
+	// same frontend and id is replaced: an SMSC that reuses its ids names
+	// the newest message), Receipts the stats of receipts to write on
+	// theirs.
+	Refs     []SMSCRef
+	Receipts []ReceiptMark
 	// Counts are the deltas of the maintained counters that these changes
 	// make (see Counts); a store writes them in the same transaction.
 	Counts Counts
@@ -172,7 +178,7 @@ func NewChanges(now time.Time) *Changes {
 // Empty reports whether there is nothing to write.
 func (c *Changes) Empty() bool {
 	return len(c.Moved)+len(c.History)+len(c.Unledgered)+len(c.Ledger)+len(c.Finished)+len(c.Rescheduled)+len(c.Work)+
-		len(c.Purged)+len(c.Counts) == 0
+		len(c.Purged)+len(c.Counts)+len(c.Refs)+len(c.Receipts) == 0
 }
 
 // touch marks m changed.

@@ -82,6 +82,9 @@ func Complete(l *Loaded, c *Changes, o Outcome) Completion {
 	if o.Result != ResultRetry {
 		c.Record(l, key, o.Result, o.Detail)
 	}
+	if len(o.SMSCMessageIDs) > 0 {
+		c.Refs = append(c.Refs, refsOf(o)...)
+	}
 	next := StateAfter(o.Kind, o.Result)
 	if next == "" || (o.Kind == WorkForward && next == m.State) {
 		return Applied

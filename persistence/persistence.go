@@ -280,6 +280,10 @@ type Outcome struct {
 	// frontend's own verdict stands whoever offered the message).
 	Epoch uint64
 	Owner string
+	// SMSCMessageIDs, with a delivered delivery of an smpp frontend, are
+	// the ids its SMSC gave the message's submit_sm (one per part), kept
+	// for its receipts (see SMSCRef).
+	SMSCMessageIDs []string
 	// Ack marks a pull frontend's verdict (delivery work): it applies only
 	// to a message that was offered to the frontend, that is leased to it
 	// at least once since it was accepted or resubmitted (attempts > 0).
@@ -500,6 +504,7 @@ type Store interface {
 	RingStore
 	CredentialStore
 	AuditStore
+	ReceiptStore
 
 	// Kind names the implementation ("sqlite" or "postgres").
 	Kind() string

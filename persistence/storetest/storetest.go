@@ -122,6 +122,7 @@ func groups() []group {
 		{"Search", searchCases()},
 		{"Bus", busCases()},
 		{"Security", securityCases()},
+		{"Receipts", receiptCases()},
 	}
 }
 
