@@ -60,10 +60,6 @@ type Credential struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// MaxSMPPSystemID is the longest system_id of SMPP v3.4 (16 octets with
-// its NUL): an SMPP account's name is at most this long.
-const MaxSMPPSystemID = 15
-
 // ReservedCredential is the name of the --api-token credential: no stored
 // credential may take it.
 const ReservedCredential = "api-token"
