@@ -522,6 +522,11 @@ func (s *Session) response(p PDU) {
 		s.log.Warn("smpp response without its request", "command", p.Command.String(), "seq", p.Seq, "status", p.Status.String())
 		return
 	}
+	if st, ok := BoundState(p.Command); ok && p.Status == StatusOK && s.cfg.Role == RoleESME {
+		// Bound before the next PDU is read: an SMSC may send a
+		// deliver_sm right behind its bind response.
+		s.setState(st)
+	}
 	if p.Command == UnbindResp {
 		// Our unbind is answered: the end is clean, whatever the peer's
 		// closing of the connection makes the reader see next.

@@ -48,8 +48,9 @@ type Config struct {
 	// one more is answered ESME_RTHROTTLED. Default 64.
 	Window int
 	// ReassemblyWait bounds the wait of a concatenated message for its
-	// missing parts from its first part. Default 10 s: ESMEs give up on a
-	// response after 10-30 s, so a part held longer waits for nobody.
+	// missing parts from its first part. Default 5 s: a windowed ESME
+	// sends the parts within milliseconds, and gives up on a response
+	// after 10-30 s, so the refusal must reach it before that.
 	ReassemblyWait time.Duration
 	// MaxHeldParts bounds the parts held in all (each at most 254
 	// octets); one more is answered ESME_RMSGQFUL. Default 10000.
@@ -79,7 +80,7 @@ type Config struct {
 
 // DefaultConfig is a Config with the defaults of the durations and bounds.
 func DefaultConfig() Config {
-	return Config{Window: 64, ReassemblyWait: 10 * time.Second, MaxHeldParts: 10000, SubmitTimeout: 30 * time.Second,
+	return Config{Window: 64, ReassemblyWait: 5 * time.Second, MaxHeldParts: 10000, SubmitTimeout: 30 * time.Second,
 		ReceiptPoll: time.Second, ReceiptLease: time.Minute, ReceiptRetry: 30 * time.Second,
 		Session: smpp.DefaultSessionConfig(smpp.RoleSMSC)}
 }
@@ -563,7 +564,9 @@ func (srv *Server) pump(account string, kick chan struct{}) {
 				o.Result, o.RetryAt, o.Detail = persistence.ResultRetry, srv.cfg.Clock.Now(), "receipt not answered: "+err.Error()
 			case resp.Status == smpp.StatusOK:
 				o.Result, o.Detail = persistence.ResultDelivered, "receipt sent"
-			case resp.Status.Temporary():
+			case resp.Status.Temporary() || resp.Status == smpp.StatusInvalidBindState:
+				// ESME_RINVBNDSTS: an ESME that reads the receipt before it
+				// has taken in its bind's answer; later it will take it.
 				o.Result, o.RetryAt, o.Detail = persistence.ResultRetry, srv.cfg.Clock.Now().Add(srv.cfg.ReceiptRetry), "receipt refused for now: "+resp.Status.String()
 			default:
 				o.Result, o.Detail = persistence.ResultFailed, "receipt refused: "+resp.Status.String()
