@@ -30,10 +30,30 @@ type RouteSpec struct {
 	Frontend string
 }
 
-// WebhookSpec is a webhook frontend registered at start (--frontend NAME=URL).
+// WebhookSpec is a frontend registered at start (--frontend NAME=URL): a
+// webhook (http(s) URL) or an smpp frontend (smpp:// or smpps:// URL, its
+// password in the URL).
 type WebhookSpec struct {
 	Name string
 	URL  string
+}
+
+// Frontend is the frontend w registers (an smpp URL's password as its
+// secret), or why its URL is not one.
+func (w WebhookSpec) Frontend() (messages.Frontend, error) {
+	fe := messages.Frontend{Name: w.Name, Mode: messages.ModeWebhook, URL: w.URL}
+	if strings.HasPrefix(w.URL, "smpp://") || strings.HasPrefix(w.URL, "smpps://") {
+		fe.Mode = messages.ModeSMPP
+		var err error
+		if fe, err = fe.Normalized(); err != nil {
+			return fe, err
+		}
+		if err := fe.Validate(); err != nil {
+			return fe, err
+		}
+		return fe, nil
+	}
+	return fe, messages.ValidWebhookURL(w.URL)
 }
 
 // Config is everything a Node needs. Start from DefaultConfig; New validates.
@@ -392,7 +412,7 @@ func (c Config) Validate() error {
 		if !messages.ValidName(w.Name) {
 			bad("frontend", "name %q is not a valid name", w.Name)
 		}
-		if err := messages.ValidWebhookURL(w.URL); err != nil {
+		if _, err := w.Frontend(); err != nil {
 			bad("frontend", "%s: %v", w.Name, err)
 		}
 	}

@@ -96,7 +96,7 @@ var runFlags = []runFlag{
 	},
 	{
 		name: "frontend", arg: "NAME=URL", repeatable: true,
-		usage: "webhook frontend registered at start; repeatable",
+		usage: "webhook (https://...) or smpp (smpp://system_id:password@host:port?...) frontend registered at start; repeatable",
 		set:   setWebhook,
 	},
 	durationFlag("delivery-retry-min", "first local delivery retry wait (doubling, jittered)",
@@ -358,11 +358,11 @@ func setWebhook(c *switchboard.Config, _ *logOptions, v string) error {
 	name, u = strings.TrimSpace(name), strings.TrimSpace(u)
 	switch {
 	case !ok || name == "" || u == "":
-		return errors.New("must be NAME=URL, e.g. hook=https://example.com/sms")
+		return errors.New("must be NAME=URL, e.g. hook=https://example.com/sms or smsc=smpp://acme:secret@smsc.example:2775")
 	case !switchboard.ValidName(name):
 		return fmt.Errorf("name %q is not a valid name (1-63 letters, digits, '.', '_', '-')", name)
 	}
-	if err := messages.ValidWebhookURL(u); err != nil {
+	if _, err := (switchboard.WebhookSpec{Name: name, URL: u}).Frontend(); err != nil {
 		return err
 	}
 	for _, w := range c.Webhooks {
