@@ -132,6 +132,12 @@ type Config struct {
 	// WebhookTimeout bounds one webhook POST (--webhook-timeout 10s); a
 	// timeout is a retry.
 	WebhookTimeout time.Duration
+	// SMPPReconnectMin and SMPPReconnectMax bound the wait of an smpp
+	// frontend before it dials its SMSC again after a failed dial or bind
+	// or a lost link (--smpp-reconnect-min 1s, --smpp-reconnect-max 1m):
+	// doubling from min per failure in a row up to max, up to half of each
+	// wait taken off at random.
+	SMPPReconnectMin, SMPPReconnectMax time.Duration
 	// ShutdownTimeout bounds a graceful stop (--shutdown-timeout 30s): in-flight
 	// requests and commits get this long before the node stops regardless.
 	ShutdownTimeout time.Duration
@@ -322,6 +328,8 @@ func DefaultConfig() Config {
 		DeliveryMaxAttempts:  5,
 		MessageValidity:      24 * time.Hour, // SMS validity period convention
 		WebhookTimeout:       10 * time.Second,
+		SMPPReconnectMin:     time.Second, // a restarted SMSC is back in seconds
+		SMPPReconnectMax:     time.Minute, // an SMSC down for long is not hammered
 		ShutdownTimeout:      30 * time.Second, // inside Kubernetes' default grace period
 		MaxPendingSubmits:    10000,            // ~ a second of peak ingest
 		Retention:            24 * time.Hour,
@@ -421,6 +429,12 @@ func (c Config) Validate() error {
 	}
 	if c.DeliveryRetryMax < c.DeliveryRetryMin {
 		bad("delivery-retry-max", "must be at least --delivery-retry-min (%v), got %v", c.DeliveryRetryMin, c.DeliveryRetryMax)
+	}
+	if c.SMPPReconnectMin <= 0 {
+		bad("smpp-reconnect-min", "must be positive, got %v", c.SMPPReconnectMin)
+	}
+	if c.SMPPReconnectMax < c.SMPPReconnectMin {
+		bad("smpp-reconnect-max", "must be at least --smpp-reconnect-min (%v), got %v", c.SMPPReconnectMin, c.SMPPReconnectMax)
 	}
 	if c.DeliveryMaxAttempts < 1 {
 		bad("delivery-max-attempts", "must be at least 1, got %d", c.DeliveryMaxAttempts)

@@ -35,9 +35,10 @@ type Config struct {
 	// Share is this instance's part of the frontend's submit rate, in
 	// [0, 1] (nil: all of it). See Share.
 	Share func() float64
-	// OnBound is called each time the client has bound (the worker
-	// claims again).
-	OnBound func()
+	// OnChange is called each time the client has bound, and each time
+	// it lost its bind (the worker claims again, or stops claiming and
+	// offering to take new work).
+	OnChange func()
 	// Dial opens the connection to the SMSC (default: a net.Dialer).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Reconnect paces the reconnects after a failed dial or bind or a
@@ -95,7 +96,7 @@ type Client struct {
 
 	mu      sync.Mutex
 	sess    *smpp.Session
-	changed chan struct{} // closed (and replaced) when sess changes
+	wake    chan struct{} // closed (and replaced) when sess changes
 	lastErr error
 	limiter Limiter
 	// recent are the SMSC ids accepted in the last ReceiptWait (see
@@ -117,7 +118,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{cfg: cfg, opts: o, log: cfg.Logger.With("component", "smpp", "frontend", cfg.Frontend.Name),
-		closing: make(chan struct{}), done: make(chan struct{}), changed: make(chan struct{}),
+		closing: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}),
 		lastErr: errors.New("connecting"), recent: map[string]time.Time{}}
 	if o.TLS {
 		host, _, _ := net.SplitHostPort(o.Addr)
@@ -183,9 +184,7 @@ func (c *Client) run(rng *rand.Rand) {
 			failures = 0
 			c.set(sess, nil)
 			c.log.Info("bound to the SMSC", "addr", c.opts.Addr, "bind", c.opts.Bind)
-			if c.cfg.OnBound != nil {
-				c.cfg.OnBound()
-			}
+			c.changed()
 			select {
 			case <-sess.Done():
 				err = sess.Err()
@@ -193,6 +192,8 @@ func (c *Client) run(rng *rand.Rand) {
 					err = errors.New("the session ended")
 				}
 				c.log.Warn("the SMSC connection ended", "err", err)
+				c.set(nil, err)
+				c.changed()
 			case <-c.closing:
 				ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ResponseTimeout)
 				_ = sess.Unbind(ctx)
@@ -209,6 +210,13 @@ func (c *Client) run(rng *rand.Rand) {
 			c.set(nil, errors.New("the frontend is stopping"))
 			return
 		}
+	}
+}
+
+// changed tells OnChange.
+func (c *Client) changed() {
+	if c.cfg.OnChange != nil {
+		c.cfg.OnChange()
 	}
 }
 
@@ -283,8 +291,8 @@ func (c *Client) set(s *smpp.Session, err error) {
 	if err != nil {
 		c.lastErr = err
 	}
-	close(c.changed)
-	c.changed = make(chan struct{})
+	close(c.wake)
+	c.wake = make(chan struct{})
 	c.mu.Unlock()
 	if s == nil {
 		c.cfg.Metrics.setState(c.cfg.Frontend.Name, smpp.StateClosed)
@@ -296,7 +304,7 @@ func (c *Client) set(s *smpp.Session, err error) {
 func (c *Client) session(ctx context.Context) (*smpp.Session, error) {
 	for {
 		c.mu.Lock()
-		s, ch, last := c.sess, c.changed, c.lastErr
+		s, ch, last := c.sess, c.wake, c.lastErr
 		c.mu.Unlock()
 		if s != nil && s.State().Bound() {
 			return s, nil

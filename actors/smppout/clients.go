@@ -13,7 +13,8 @@ import (
 // outlives a restart of the worker (a panic does not drop the bind).
 type Clients struct {
 	base Config
-	// kick tells the frontend's worker that its client bound.
+	// kick tells the frontend's worker that its client bound, or lost
+	// its bind.
 	kick func(frontend string)
 
 	mu sync.Mutex
@@ -21,8 +22,8 @@ type Clients struct {
 }
 
 // NewClients returns the registry; base is every client's Config but its
-// Frontend and OnBound, kick is called with a frontend's name each time
-// its client binds.
+// Frontend and OnChange, kick is called with a frontend's name each time
+// its client binds or loses its bind.
 func NewClients(base Config, kick func(frontend string)) *Clients {
 	return &Clients{base: base, kick: kick, m: map[string]*Client{}}
 }
@@ -43,7 +44,7 @@ func (cs *Clients) Get(fe messages.Frontend) (*Client, error) {
 	cfg.Frontend = fe
 	if cs.kick != nil {
 		name := fe.Name
-		cfg.OnBound = func() { cs.kick(name) }
+		cfg.OnChange = func() { cs.kick(name) }
 	}
 	c, err := New(cfg)
 	if err != nil {
