@@ -30,10 +30,30 @@ type RouteSpec struct {
 	Frontend string
 }
 
-// WebhookSpec is a webhook frontend registered at start (--frontend NAME=URL).
+// WebhookSpec is a frontend registered at start (--frontend NAME=URL): a
+// webhook (http(s) URL) or an smpp frontend (smpp:// or smpps:// URL, its
+// password in the URL).
 type WebhookSpec struct {
 	Name string
 	URL  string
+}
+
+// Frontend is the frontend w registers (an smpp URL's password as its
+// secret), or why its URL is not one.
+func (w WebhookSpec) Frontend() (messages.Frontend, error) {
+	fe := messages.Frontend{Name: w.Name, Mode: messages.ModeWebhook, URL: w.URL}
+	if strings.HasPrefix(w.URL, "smpp://") || strings.HasPrefix(w.URL, "smpps://") {
+		fe.Mode = messages.ModeSMPP
+		var err error
+		if fe, err = fe.Normalized(); err != nil {
+			return fe, err
+		}
+		if err := fe.Validate(); err != nil {
+			return fe, err
+		}
+		return fe, nil
+	}
+	return fe, messages.ValidWebhookURL(w.URL)
 }
 
 // Config is everything a Node needs. Start from DefaultConfig; New validates.
@@ -125,6 +145,12 @@ type Config struct {
 	// WebhookTimeout bounds one webhook POST (--webhook-timeout 10s); a
 	// timeout is a retry.
 	WebhookTimeout time.Duration
+	// SMPPReconnectMin and SMPPReconnectMax bound the wait of an smpp
+	// frontend before it dials its SMSC again after a failed dial or bind
+	// or a lost link (--smpp-reconnect-min 1s, --smpp-reconnect-max 1m):
+	// doubling from min per failure in a row up to max, up to half of each
+	// wait taken off at random.
+	SMPPReconnectMin, SMPPReconnectMax time.Duration
 	// ShutdownTimeout bounds a graceful stop (--shutdown-timeout 30s): in-flight
 	// requests and commits get this long before the node stops regardless.
 	ShutdownTimeout time.Duration
@@ -316,6 +342,8 @@ func DefaultConfig() Config {
 		DeliveryMaxAttempts:  5,
 		MessageValidity:      24 * time.Hour, // SMS validity period convention
 		WebhookTimeout:       10 * time.Second,
+		SMPPReconnectMin:     time.Second, // a restarted SMSC is back in seconds
+		SMPPReconnectMax:     time.Minute, // an SMSC down for long is not hammered
 		ShutdownTimeout:      30 * time.Second, // inside Kubernetes' default grace period
 		MaxPendingSubmits:    10000,            // ~ a second of peak ingest
 		Retention:            24 * time.Hour,
@@ -406,7 +434,7 @@ func (c Config) Validate() error {
 		if !messages.ValidName(w.Name) {
 			bad("frontend", "name %q is not a valid name", w.Name)
 		}
-		if err := messages.ValidWebhookURL(w.URL); err != nil {
+		if _, err := w.Frontend(); err != nil {
 			bad("frontend", "%s: %v", w.Name, err)
 		}
 	}
@@ -415,6 +443,12 @@ func (c Config) Validate() error {
 	}
 	if c.DeliveryRetryMax < c.DeliveryRetryMin {
 		bad("delivery-retry-max", "must be at least --delivery-retry-min (%v), got %v", c.DeliveryRetryMin, c.DeliveryRetryMax)
+	}
+	if c.SMPPReconnectMin <= 0 {
+		bad("smpp-reconnect-min", "must be positive, got %v", c.SMPPReconnectMin)
+	}
+	if c.SMPPReconnectMax < c.SMPPReconnectMin {
+		bad("smpp-reconnect-max", "must be at least --smpp-reconnect-min (%v), got %v", c.SMPPReconnectMin, c.SMPPReconnectMax)
 	}
 	if c.DeliveryMaxAttempts < 1 {
 		bad("delivery-max-attempts", "must be at least 1, got %d", c.DeliveryMaxAttempts)
