@@ -97,7 +97,7 @@ func (n *Node) startSMPP() error {
 		ln.Close()
 		return err
 	}
-	n.smpp = srv
+	n.smppIn = srv
 	n.saddr = ln.Addr().String()
 	go n.serve("smpp", srv.Serve)
 	n.log.Info("smpp listener serves", "addr", n.saddr, "tls", n.cfg.SMPPTLS)
@@ -110,10 +110,10 @@ func (n *Node) stopSMPP(ctx context.Context) error {
 	if n.smppLn != nil {
 		n.smppLn.Close()
 	}
-	if n.smpp == nil {
+	if n.smppIn == nil {
 		return nil
 	}
-	if err := n.smpp.Close(ctx); err != nil {
+	if err := n.smppIn.Close(ctx); err != nil {
 		return fmt.Errorf("smpp listener: %w", err)
 	}
 	return nil
@@ -121,8 +121,8 @@ func (n *Node) stopSMPP(ctx context.Context) error {
 
 // kickReceipts wakes the receipt senders when a message becomes final.
 func (n *Node) kickReceipts(ev messages.StateChanged) {
-	if n.smpp != nil && ev.State.Final() {
-		n.smpp.Kick()
+	if n.smppIn != nil && ev.State.Final() {
+		n.smppIn.Kick()
 	}
 }
 

@@ -161,7 +161,7 @@ type Node struct {
 	// the SMPP listener (smpp.go): smppLn is bound by bind and served by
 	// startSMPP (nil once served); saddr is its address.
 	smppLn    net.Listener
-	smpp      *smsc.Server
+	smppIn    *smsc.Server
 	saddr     string
 	serveErrs chan error
 

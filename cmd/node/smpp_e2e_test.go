@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/smpp"
+	"github.com/switchboard-dev/switchboard/smpp/smpptest"
 )
 
 // The SMPP listener, end to end: the real binary with --smpp-listen and
@@ -46,7 +46,7 @@ var printedSMPP = regexp.MustCompile(`(?m)^SMPP account: system_id (\S+), passwo
 // routed by 33 and 34, and the admin token on the API.
 func smppNode(t *testing.T, extra ...string) (*e2eNode, string, string) {
 	t.Helper()
-	needNetSMPP(t)
+	smpptest.NeedNetSMPP(t)
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	creds := filepath.Join(dir, "credentials.json")
@@ -84,19 +84,6 @@ func smppNode(t *testing.T, extra ...string) (*e2eNode, string, string) {
 	})
 	n.start()
 	return n, smppAddr, m[2]
-}
-
-// needNetSMPP makes sure Perl's Net::SMPP is there (make test installs
-// it); outside CI a missing module skips, saying why.
-func needNetSMPP(t *testing.T) {
-	t.Helper()
-	if out, err := exec.Command("perl", "-MNet::SMPP", "-e", "1").CombinedOutput(); err != nil {
-		msg := "Perl's Net::SMPP is missing (apt-get install libnet-smpp-perl, or make test): " + strings.TrimSpace(string(out))
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg + "; in CI this test fails instead")
-	}
 }
 
 func TestSMPPListen(t *testing.T) {
