@@ -25,9 +25,9 @@ type Backend interface {
 	Credentials() *auth.Set
 }
 
-// ReceiptStore is the part of the store the receipts are worked from: the
+// Outbox is the part of the store the receipts are worked from: the
 // outbox's receipt rows of an account.
-type ReceiptStore interface {
+type Outbox interface {
 	ClaimWork(ctx context.Context, req persistence.ClaimRequest) (persistence.Claim, error)
 	CompleteWork(ctx context.Context, now time.Time, outcomes []persistence.Outcome) ([]persistence.Completion, error)
 }
@@ -72,7 +72,7 @@ type Config struct {
 	Session smpp.SessionConfig
 
 	Backend Backend
-	Store   ReceiptStore
+	Store   Outbox
 	Metrics *Metrics
 	Clock   clock.Clock
 	Logger  *slog.Logger
