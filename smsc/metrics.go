@@ -15,6 +15,7 @@ type Metrics struct {
 	submitTime  prometheus.Histogram
 	receipts    *prometheus.CounterVec
 	partsHeld   prometheus.Gauge
+	pending     prometheus.Gauge
 }
 
 // NewMetrics registers the listener's metrics on reg.
@@ -35,8 +36,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Delivery receipts sent to ESMEs, by result: delivered (deliver_sm_resp ESME_ROK), retry, failed (refused for good)."}, []string{"result"}),
 		partsHeld: prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchboard_smpp_listen_parts_held",
 			Help: "Parts of concatenated messages held for the rest of their message."}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchboard_smpp_listen_window_in_use",
+			Help: "submit_sm and data_sm of every session awaiting their answer (their commit, or their message's last part)."}),
 	}
-	for _, c := range []prometheus.Collector{m.binds, m.bindRefused, m.responses, m.submits, m.submitTime, m.receipts, m.partsHeld} {
+	for _, c := range []prometheus.Collector{m.binds, m.bindRefused, m.responses, m.submits, m.submitTime, m.receipts, m.partsHeld, m.pending} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -303,6 +303,7 @@ func (srv *Server) account(c *conn) (string, auth.Principal) {
 func (srv *Server) submit(c *conn, s *smpp.Session, req smpp.PDU) {
 	now := srv.cfg.Clock.Now()
 	o := owed{s: s, req: req, read: now}
+	srv.cfg.Metrics.pending.Inc()
 	sh, _ := ShortOf(req)
 	if r := sh.Check(); r != nil {
 		srv.refuse(r, o)
@@ -345,19 +346,30 @@ func (srv *Server) submit(c *conn, s *smpp.Session, req smpp.PDU) {
 	case err != nil:
 		srv.refuse(refuse(smpp.StatusSubmitFailed, "%v", err), o)
 	case whole != nil:
-		owe := make([]owed, len(whole.Parts))
-		for i, h := range whole.Parts {
-			owe[i] = h.Owed
-		}
-		srv.toIntake(account, sh, whole.Content, whole.DataCoding, owe)
+		srv.toIntake(account, sh, whole.Content, whole.DataCoding, partsOwed(*whole))
 	}
+}
+
+// partsOwed are the requests a message's parts are owed answers for.
+func partsOwed(w Whole[owed]) []owed {
+	owe := make([]owed, len(w.Parts))
+	for i, h := range w.Parts {
+		owe[i] = h.Owed
+	}
+	return owe
+}
+
+// answer answers a submit owed its answer.
+func (srv *Server) answer(o owed, st smpp.Status, body smpp.Body) {
+	srv.reply(o.s, o.req, st, body)
+	srv.cfg.Metrics.pending.Dec()
 }
 
 // refuse answers every request of owe with r's status.
 func (srv *Server) refuse(r *Refusal, owe ...owed) {
 	for _, o := range owe {
 		srv.log.Info("smpp submit refused", "command", o.req.Command.String(), "seq", o.req.Seq, "status", r.Status.String(), "why", r.Why)
-		srv.reply(o.s, o.req, r.Status, nil)
+		srv.answer(o, r.Status, nil)
 	}
 }
 
@@ -393,7 +405,7 @@ func (srv *Server) toIntake(account string, sh Short, content []byte, dc byte, o
 		srv.cfg.Metrics.submits.WithLabelValues(account).Inc()
 		done := srv.cfg.Clock.Now()
 		for _, o := range owe {
-			srv.reply(o.s, o.req, smpp.StatusOK, &smpp.SMResp{MessageID: m.ID})
+			srv.answer(o, smpp.StatusOK, &smpp.SMResp{MessageID: m.ID})
 			srv.cfg.Metrics.submitTime.Observe(done.Sub(o.read).Seconds())
 		}
 	}()
@@ -424,10 +436,7 @@ func (srv *Server) expire() {
 	}
 	srv.mu.Unlock()
 	for _, w := range gone {
-		r := refuse(smpp.StatusSubmitFailed, "%s: not every part came within %v", w.Key, srv.cfg.ReassemblyWait)
-		for _, h := range w.Parts {
-			srv.refuse(r, h.Owed)
-		}
+		srv.refuse(refuse(smpp.StatusSubmitFailed, "%s: not every part came within %v", w.Key, srv.cfg.ReassemblyWait), partsOwed(w)...)
 	}
 }
 
@@ -648,8 +657,10 @@ func (srv *Server) Close(ctx context.Context) error {
 	srv.mu.Lock()
 	gone := srv.table.Expire(srv.cfg.Clock.Now().Add(srv.cfg.ReassemblyWait))
 	srv.mu.Unlock()
-	if n := len(gone); n > 0 {
-		srv.log.Info("concatenated messages dropped at stop, their parts unanswered", "messages", n)
+	for _, w := range gone {
+		// Their sessions are closed: the answers go nowhere, the counts
+		// come right.
+		srv.refuse(refuse(smpp.StatusSystemError, "%s: the node stopped before every part came", w.Key), partsOwed(w)...)
 	}
 	return err
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/switchboard-dev/switchboard/httpapi/auth"
 	"github.com/switchboard-dev/switchboard/messages"
@@ -114,7 +115,7 @@ func (r *receipts) results() []persistence.Outcome {
 }
 
 // serve starts a listener on ln, stopped with the test.
-func serve(t *testing.T, b *backend, r *receipts) *pipeListener {
+func serve(t *testing.T, b *backend, r *receipts) (*pipeListener, *Metrics) {
 	t.Helper()
 	ln := newPipeListener()
 	m, err := NewMetrics(prometheus.NewRegistry())
@@ -140,7 +141,7 @@ func serve(t *testing.T, b *backend, r *receipts) *pipeListener {
 			t.Error(err)
 		}
 	})
-	return ln
+	return ln, m
 }
 
 // esme binds a session over ln; its deliver_sm go to handle.
@@ -170,7 +171,7 @@ func partSM(ref, total, seq byte, text string) *smpp.SM {
 func TestServerReassembles(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &backend{}
-		ln := serve(t, b, &receipts{due: map[string]time.Time{}})
+		ln, m := serve(t, b, &receipts{due: map[string]time.Time{}})
 		s := esme(t, ln, smpp.BindTransmitter, nil)
 		ctx := context.Background()
 		c2, err := s.Send(ctx, smpp.PDU{Command: smpp.SubmitSM, Body: partSM(7, 2, 2, "world")})
@@ -184,6 +185,9 @@ func TestServerReassembles(t *testing.T) {
 		synctest.Wait()
 		if len(b.submissions()) != 0 {
 			t.Fatal("a part was submitted alone")
+		}
+		if held, pending := testutil.ToFloat64(m.partsHeld), testutil.ToFloat64(m.pending); held != 2 || pending != 2 {
+			t.Errorf("parts held %v, window in use %v; want 2 and 2", held, pending)
 		}
 		c1, err := s.Send(ctx, smpp.PDU{Command: smpp.SubmitSM, Body: partSM(7, 2, 1, "hello ")})
 		if err != nil {
@@ -209,6 +213,9 @@ func TestServerReassembles(t *testing.T) {
 		if len(b.submissions()) != 1 {
 			t.Error("the incomplete message was submitted")
 		}
+		if held, pending := testutil.ToFloat64(m.partsHeld), testutil.ToFloat64(m.pending); held != 0 || pending != 0 {
+			t.Errorf("parts held %v, window in use %v after every answer; want 0 and 0", held, pending)
+		}
 	})
 }
 
@@ -217,7 +224,7 @@ func TestServerReassembles(t *testing.T) {
 func TestServerSendsReceipts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := &receipts{due: map[string]time.Time{"m1": time.Now()}}
-		ln := serve(t, &backend{}, r)
+		ln, _ := serve(t, &backend{}, r)
 		esme(t, ln, smpp.BindTransmitter, nil)
 		time.Sleep(5 * time.Second)
 		if got := r.results(); len(got) != 0 {
