@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/switchboard-dev/switchboard/httpapi/auth"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/smpp"
@@ -155,5 +158,23 @@ func TestReceiptOf(t *testing.T) {
 			!r.DoneDate.Equal(at.Add(time.Minute)) || (r.Delivered == 1) != (c.want == smpp.StateDelivered) {
 			t.Errorf("%s/%s: receipt %+v (state %d, id %s, from %s to %s)", c.state, c.reason, r, st, id, sm.Source.Addr, sm.Dest.Addr)
 		}
+	}
+}
+
+// The listener's metrics pass client_golang's linter (promtool's rules).
+func TestMetricsLint(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.binds.WithLabelValues("esme1", "bound_trx").Inc()
+	m.bindRefused.WithLabelValues("ESME_RINVPASWD").Inc()
+	m.observe(true, smpp.PDU{Command: smpp.SubmitSMResp})
+	m.submits.WithLabelValues("esme1").Inc()
+	m.submitTime.Observe(0.01)
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %+v", err, problems)
 	}
 }
