@@ -26,6 +26,9 @@ type Submission struct {
 	// state is reported back to that client (docs/smpp.md). Set by the
 	// SMPP listener only.
 	ReceiptTo string `json:"-"`
+	// ReceiptFailedOnly asks for the receipt of a failure only
+	// (registered_delivery 0x02).
+	ReceiptFailedOnly bool `json:"-"`
 }
 
 // Submit asks the intake to accept a submission. The reply comes after the

@@ -216,8 +216,8 @@ func (c *Changes) Move(l *Loaded, m *Row, next messages.State, detail string) {
 	m.HistoryLen++
 	c.History = append(c.History, HistoryAdd{MessageID: m.ID, Ordinal: m.HistoryLen, State: next, Detail: detail})
 	c.touch(m)
-	if esme, ok := ReceiptTarget(m.ReportTo); ok {
-		if next.Final() {
+	if esme, failedOnly, ok := ReceiptTarget(m.ReportTo); ok {
+		if next.Final() && !(failedOnly && next == messages.StateDelivered) {
 			c.AddWork(l, m.ID, m.Token, WorkSpec{Kind: WorkReceipt, Target: esme, DueAt: c.Now})
 		}
 	} else if m.ReportTo != "" && (next == messages.StateDelivered || next == messages.StateFailed) {

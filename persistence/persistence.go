@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
@@ -43,22 +44,35 @@ func (k WorkKind) Valid() bool {
 	return k == WorkDelivery || k == WorkForward || k == WorkStatus || k == WorkReceipt
 }
 
-// ReceiptPrefix starts the ReportTo of a message submitted over SMPP with
-// a delivery receipt asked for: "smpp:" and the ESME's system_id. A peer's
-// name cannot hold a ':', so the two never meet.
-const ReceiptPrefix = "smpp:"
+// The ReportTo of a message submitted over SMPP with a delivery receipt
+// asked for is one of these prefixes and the ESME's system_id: "smpp:"
+// for a receipt of every final state, "smpp-failed:" for one of a failure
+// only (registered_delivery 0x02). A peer's name cannot hold a ':', so
+// the two never meet.
+const (
+	ReceiptPrefix       = "smpp:"
+	ReceiptFailedPrefix = "smpp-failed:"
+)
 
 // ReceiptReportTo is the ReportTo of a message whose ESME systemID asked
-// for a delivery receipt.
-func ReceiptReportTo(systemID string) string { return ReceiptPrefix + systemID }
-
-// ReceiptTarget is the system_id a ReportTo owes a delivery receipt to
-// (ok false when it names a peer, or nobody).
-func ReceiptTarget(reportTo string) (systemID string, ok bool) {
-	if len(reportTo) > len(ReceiptPrefix) && reportTo[:len(ReceiptPrefix)] == ReceiptPrefix {
-		return reportTo[len(ReceiptPrefix):], true
+// for a delivery receipt (of a failure only when failedOnly).
+func ReceiptReportTo(systemID string, failedOnly bool) string {
+	if failedOnly {
+		return ReceiptFailedPrefix + systemID
 	}
-	return "", false
+	return ReceiptPrefix + systemID
+}
+
+// ReceiptTarget is the system_id a ReportTo owes a delivery receipt to,
+// and whether of a failure only (ok false when it names a peer, or
+// nobody).
+func ReceiptTarget(reportTo string) (systemID string, failedOnly, ok bool) {
+	for _, p := range []string{ReceiptPrefix, ReceiptFailedPrefix} {
+		if id, found := strings.CutPrefix(reportTo, p); found && id != "" {
+			return id, p == ReceiptFailedPrefix, true
+		}
+	}
+	return "", false, false
 }
 
 // WorkSpec is the work a state change causes, written with it.

@@ -75,6 +75,12 @@ func TestShortToSubmission(t *testing.T) {
 		sub.ValidityUntil == nil || !sub.ValidityUntil.Equal(now.Add(time.Hour)) || sub.Validate() != nil {
 		t.Errorf("submission %+v, %v", sub, r)
 	}
+	for rd, want := range map[byte][2]any{0: {"", false}, smpp.RegisteredFinal: {"esme1", false}, smpp.RegisteredFailure: {"esme1", true}, 0x13: {"esme1", false}} {
+		sub, _ := Short{Source: "1", Dest: "1", RegisteredDelivery: rd}.Submission([]byte("x"), 0, "esme1", now)
+		if sub.ReceiptTo != want[0] || sub.ReceiptFailedOnly != want[1] {
+			t.Errorf("registered_delivery 0x%02X: receipt to %q, failed only %v", rd, sub.ReceiptTo, sub.ReceiptFailedOnly)
+		}
+	}
 	sub, r = Short{Source: "1", Dest: "1"}.Submission([]byte{0xDE, 0xAD}, smpp.DCBinary, "esme1", now)
 	if r != nil || string(sub.Binary) != "\xDE\xAD" || sub.DataCoding != messages.CodingBinary || sub.ReceiptTo != "" {
 		t.Errorf("binary %+v, %v", sub, r)

@@ -213,6 +213,7 @@ func TestServerReassembles(t *testing.T) {
 		if len(b.submissions()) != 1 {
 			t.Error("the incomplete message was submitted")
 		}
+		synctest.Wait() // the gauge moves just after the answer is written
 		if held, pending := testutil.ToFloat64(m.partsHeld), testutil.ToFloat64(m.pending); held != 0 || pending != 0 {
 			t.Errorf("parts held %v, window in use %v after every answer; want 0 and 0", held, pending)
 		}

@@ -97,8 +97,11 @@ func (s Short) Submission(content []byte, dc byte, account string, now time.Time
 		}
 		sub.DeliverAfter = &t
 	}
-	if s.RegisteredDelivery&smpp.RegisteredMask != 0 {
+	switch s.RegisteredDelivery & smpp.RegisteredMask {
+	case smpp.RegisteredFinal, smpp.RegisteredMask:
 		sub.ReceiptTo = account
+	case smpp.RegisteredFailure:
+		sub.ReceiptTo, sub.ReceiptFailedOnly = account, true
 	}
 	return sub, nil
 }

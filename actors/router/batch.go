@@ -156,11 +156,11 @@ type router struct {
 
 // receiptTo is the ReportTo of a submission whose ESME asked for a
 // receipt ("" for none).
-func receiptTo(systemID string) string {
+func receiptTo(systemID string, failedOnly bool) string {
 	if systemID == "" {
 		return ""
 	}
-	return persistence.ReceiptReportTo(systemID)
+	return persistence.ReceiptReportTo(systemID, failedOnly)
 }
 
 // newMessage builds what the store keeps for a submission routed to t.
@@ -172,7 +172,7 @@ func (r router) newMessage(s messages.Submission, t Target, now time.Time) persi
 		State: messages.StatePending,
 		// An SMPP client that asked for a delivery receipt gets it
 		// through the outbox (receipt work) once the message is final.
-		ReportTo: receiptTo(s.ReceiptTo),
+		ReportTo: receiptTo(s.ReceiptTo, s.ReceiptFailedOnly),
 		Detail:   "accepted for frontend " + t.Frontend,
 		Work:     &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: t.Frontend, DueAt: firstAttempt(s.Options, now)},
 	}

@@ -14,7 +14,7 @@ const esmeE = "esme-e"
 // receipt asked for.
 func receiptMsg(id string) persistence.NewMessage {
 	m := newMsg(id)
-	m.ReportTo = persistence.ReceiptReportTo(esmeE)
+	m.ReportTo = persistence.ReceiptReportTo(esmeE, false)
 	return m
 }
 
@@ -22,6 +22,7 @@ func receiptWorkCases() []testCase {
 	return []testCase{
 		{"WrittenOnEveryFinalState", receiptOnFinal},
 		{"NotWrittenBeforeFinalOrWithoutAsking", receiptNotWritten},
+		{"FailureOnly", receiptFailureOnly},
 		{"OutcomesApplyToFinalMessages", receiptOutcomes},
 		{"KeepsTheMessageFromPurge", receiptKeepsMessage},
 		{"SameIDIsAClientsConflict", receiptConflict},
@@ -42,7 +43,7 @@ func (f *fixture) wantReceiptWork(now time.Time, ids ...string) []persistence.Wo
 // no status work is written for it (it names no peer).
 func receiptOnFinal(f *fixture) {
 	fwd := fwdMsg("rc-fwd", peerP)
-	fwd.ReportTo = persistence.ReceiptReportTo(esmeE)
+	fwd.ReportTo = persistence.ReceiptReportTo(esmeE, false)
 	f.accept(base, receiptMsg("rc-ok"), receiptMsg("rc-bad"), receiptMsg("rc-exp"), fwd)
 	f.deliver(at(1e9), "rc-ok")
 	f.fail(at(1e9), "rc-bad")
@@ -72,6 +73,18 @@ func receiptNotWritten(f *fixture) {
 		outcome(persistence.WorkForward, peerP, "rn-fwd", persistence.ResultDelivered))
 	f.wantReceiptWork(at(time.Hour))
 	f.wantOutbox(1) // rn-retry's delivery
+}
+
+// receiptFailureOnly: registered_delivery 0x02 asks for the receipt of
+// a failure only.
+func receiptFailureOnly(f *fixture) {
+	ok, bad := newMsg("rfo-ok"), newMsg("rfo-bad")
+	ok.ReportTo = persistence.ReceiptReportTo(esmeE, true)
+	bad.ReportTo = ok.ReportTo
+	f.accept(base, ok, bad)
+	f.deliver(at(1e9), "rfo-ok")
+	f.fail(at(1e9), "rfo-bad")
+	f.wantReceiptWork(at(1e9), "rfo-bad")
 }
 
 // receiptOutcomes: the ESME's answer (or giving up) records the receipt
