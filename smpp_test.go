@@ -77,6 +77,23 @@ func TestSMPPListenTLS(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("no receipt")
 	}
+	// query_sm answers the message's state now that it is final.
+	q, err := s.Request(ctx, smpp.PDU{Command: smpp.QuerySM, Body: &smpp.Query{MessageID: id, Source: smpp.Address{Addr: "Shop"}}})
+	if err != nil || q.Status != smpp.StatusOK || q.Body.(*smpp.QueryResp).MessageState != smpp.StateDelivered || q.Body.(*smpp.QueryResp).FinalDate == "" {
+		t.Errorf("query_sm: %+v %v", q, err)
+	}
+	if q, err := s.Request(ctx, smpp.PDU{Command: smpp.QuerySM, Body: &smpp.Query{MessageID: "nope"}}); err != nil || q.Status != smpp.StatusQueryFailed {
+		t.Errorf("query_sm of an unknown id: %+v %v", q, err)
+	}
+	// data_sm: the content in message_payload, answered with the id too.
+	d, err := s.Request(ctx, smpp.PDU{Command: smpp.DataSM, Body: &smpp.DataSMBody{Source: smpp.Address{Addr: "Shop"},
+		Dest: smpp.Address{Addr: "447700900002"}, TLVs: smpp.TLVs{{Tag: smpp.TagMessagePayload, Value: []byte("by data sm")}}}})
+	if err != nil || d.Status != smpp.StatusOK || d.Command != smpp.DataSMResp {
+		t.Fatalf("data_sm: %+v %v", d, err)
+	}
+	if m := h.message(d.Body.(*smpp.SMResp).MessageID); m.Body != "by data sm" || m.DestinationMSISDN != "447700900002" {
+		t.Errorf("data_sm stored %+v", m)
+	}
 	h.stop()
 	select {
 	case <-s.Done():
