@@ -328,8 +328,8 @@ func DefaultConfig() Config {
 		DeliveryMaxAttempts:  5,
 		MessageValidity:      24 * time.Hour, // SMS validity period convention
 		WebhookTimeout:       10 * time.Second,
-		SMPPReconnectMin:     time.Second, // a restarted SMSC is back in seconds
-		SMPPReconnectMax:     time.Minute, // an SMSC down for long is not hammered
+		SMPPReconnectMin:     time.Second,      // a restarted SMSC is back in seconds
+		SMPPReconnectMax:     time.Minute,      // an SMSC down for long is not hammered
 		ShutdownTimeout:      30 * time.Second, // inside Kubernetes' default grace period
 		MaxPendingSubmits:    10000,            // ~ a second of peak ingest
 		Retention:            24 * time.Hour,

@@ -370,6 +370,10 @@ func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.Del
 		if c.cfg.Share != nil {
 			share = c.cfg.Share()
 		}
+		if share <= 0 {
+			return messages.DeliveryResult{Status: messages.Retry,
+				Reason: "this instance holds none of the ring's delivery work now: no share of the submit rate"}
+		}
 		now := c.cfg.Clock.Now()
 		deadline, ok := ctx.Deadline()
 		if !ok {
