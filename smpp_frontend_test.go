@@ -56,6 +56,13 @@ func TestSMPPFrontendStatusesAndReceipts(t *testing.T) {
 	if len(fes.Frontends) != 1 || fes.Frontends[0].URL != "smpp://sb@"+smsc.Addr+"?window=4&system_type=SB" || !fes.Frontends[0].SecretSet {
 		t.Fatalf("frontends %+v: the password must not show", fes.Frontends)
 	}
+	eventually(t, 20*time.Second, func() error {
+		h.must(200, "GET", "/api/frontends", nil, &fes)
+		if st := fes.Frontends[0].BindState; st != "bound_trx" {
+			return fmt.Errorf("bind_state %q", st)
+		}
+		return nil
+	})
 	h.apiError(400, "invalid_request", "PUT", "/api/frontends/bad", map[string]string{"mode": "smpp", "url": "smpp://sb:pw@" + smsc.Addr + "?window=0"})
 
 	h.submit("m-ok", "33600000001")

@@ -41,7 +41,11 @@ type Frontend struct {
 	Secret string `json:"-"`
 	// SecretSet tells whether the frontend has a Secret (filled by the
 	// store when it reads the frontend).
-	SecretSet bool      `json:"secret_set,omitempty"`
+	SecretSet bool `json:"secret_set,omitempty"`
+	// BindState, of an smpp frontend in the API's answers, is the state of
+	// its connection to the SMSC on the instance that answered (open,
+	// bound_tx, bound_trx, closed); not stored.
+	BindState string    `json:"bind_state,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 }

@@ -341,6 +341,9 @@ func (w *Worker) apply(c actor.Context, e Effects) {
 	now := w.d.Clock.Now()
 	w.settle(e, now)
 	for _, o := range e.Applied {
+		if w.smpp != nil && len(o.SMSCMessageIDs) > 0 {
+			w.smpp.Committed(o.SMSCMessageIDs)
+		}
 		w.closeSpan(o)
 		w.d.Metrics.count(o)
 		w.d.Publish(messages.StateChanged{ID: o.MessageID, State: persistence.StateAfter(o.Kind, o.Result),

@@ -50,10 +50,11 @@ type Config struct {
 	// ResponseTimeout bounds the dial, the bind and each response
 	// (default 10 s: as the session's).
 	ResponseTimeout time.Duration
-	// ReceiptWait is how long a receipt whose SMSC id is not recorded yet,
-	// though the SMSC accepted a submit of ours under it moments ago,
-	// waits for that verdict's commit (default 10 s: the SMSC sends a
-	// receipt right after the submit_sm_resp, before our group commit).
+	// ReceiptWait is how long a receipt waits in memory for the commit of
+	// its message's verdict, when it names an SMSC id the SMSC accepted a
+	// submit of ours under moments ago (SMSCs send a receipt right after
+	// the submit_sm_resp, before the group commit; default 30 s: a commit
+	// takes milliseconds, a verdict waits for every part of its message).
 	ReceiptWait time.Duration
 	// Seed seeds the reconnect jitter.
 	Seed uint64
@@ -77,7 +78,7 @@ func (c *Config) defaults() {
 		c.ResponseTimeout = 10 * time.Second
 	}
 	if c.ReceiptWait <= 0 {
-		c.ReceiptWait = 10 * time.Second
+		c.ReceiptWait = 30 * time.Second
 	}
 }
 
@@ -99,9 +100,18 @@ type Client struct {
 	wake    chan struct{} // closed (and replaced) when sess changes
 	lastErr error
 	limiter Limiter
-	// recent are the SMSC ids accepted in the last ReceiptWait (see
-	// ReceiptWait), with when.
-	recent map[string]time.Time
+	// recent are the SMSC ids accepted in the last ReceiptWait, with
+	// when; committed those whose verdict was committed in that time;
+	// early the receipts that came for recent ids before that commit.
+	recent, committed map[string]time.Time
+	early             map[string][]early
+}
+
+// early is a receipt that came before its message's verdict was
+// committed.
+type early struct {
+	r  Receipt
+	at time.Time
 }
 
 // New starts the client of cfg.Frontend: it dials at once.
@@ -119,7 +129,8 @@ func New(cfg Config) (*Client, error) {
 	}
 	c := &Client{cfg: cfg, opts: o, log: cfg.Logger.With("component", "smpp", "frontend", cfg.Frontend.Name),
 		closing: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}),
-		lastErr: errors.New("connecting"), recent: map[string]time.Time{}}
+		lastErr: errors.New("connecting"), recent: map[string]time.Time{}, committed: map[string]time.Time{},
+		early: map[string][]early{}}
 	if o.TLS {
 		host, _, _ := net.SplitHostPort(o.Addr)
 		c.tls = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
@@ -359,6 +370,10 @@ func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.Del
 		if c.cfg.Share != nil {
 			share = c.cfg.Share()
 		}
+		if share <= 0 {
+			return messages.DeliveryResult{Status: messages.Retry,
+				Reason: "this instance holds none of the ring's delivery work now: no share of the submit rate"}
+		}
 		now := c.cfg.Clock.Now()
 		deadline, ok := ctx.Deadline()
 		if !ok {
@@ -412,32 +427,72 @@ func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.Del
 }
 
 // noteRecent remembers an SMSC id the SMSC just accepted (see
-// ReceiptWait), forgetting those older than ReceiptWait.
+// ReceiptWait).
 func (c *Client) noteRecent(id string) {
 	now := c.cfg.Clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.recent) >= 1024 {
-		for k, at := range c.recent {
-			if now.Sub(at) > c.cfg.ReceiptWait {
-				delete(c.recent, k)
-			}
-		}
-	}
+	c.prune(now)
 	c.recent[id] = now
 }
 
-// isRecent reports whether the SMSC accepted a submit under id within
-// ReceiptWait.
-func (c *Client) isRecent(id string) bool {
+// prune forgets what is older than ReceiptWait: recent and committed ids,
+// and early receipts whose verdict never came (counted unknown). c.mu
+// held; it runs when the maps grow past a bound, so they stay small.
+func (c *Client) prune(now time.Time) {
+	if len(c.recent)+len(c.committed)+len(c.early) < 256 {
+		return
+	}
+	old := func(at time.Time) bool { return now.Sub(at) > c.cfg.ReceiptWait }
+	for k, at := range c.recent {
+		if old(at) {
+			delete(c.recent, k)
+		}
+	}
+	for k, at := range c.committed {
+		if old(at) {
+			delete(c.committed, k)
+		}
+	}
+	for k, es := range c.early {
+		if old(es[0].at) {
+			delete(c.early, k)
+			for _, e := range es {
+				c.cfg.Metrics.receipt(c.cfg.Frontend.Name, "unknown")
+				c.log.Warn("receipt dropped: its message's verdict was not committed in time", "smsc_message_id", e.r.ID, "stat", e.r.Stat)
+			}
+		}
+	}
+}
+
+// Committed tells the client that the verdict naming these SMSC ids is
+// committed: the receipts that came for them before are recorded now
+// (off the caller's goroutine).
+func (c *Client) Committed(ids []string) {
+	now := c.cfg.Clock.Now()
+	var rs []Receipt
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	at, ok := c.recent[id]
-	return ok && c.cfg.Clock.Now().Sub(at) <= c.cfg.ReceiptWait
+	for _, id := range ids {
+		c.committed[id] = now
+		for _, e := range c.early[id] {
+			rs = append(rs, e.r)
+		}
+		delete(c.early, id)
+	}
+	c.prune(now)
+	c.mu.Unlock()
+	if len(rs) > 0 {
+		go func() {
+			for _, r := range rs {
+				c.store(r, true)
+			}
+		}()
+	}
 }
 
 // handle answers the SMSC's requests: a delivery receipt is recorded
-// (off the session's reading goroutine) and answered after its commit; a
+// (off the session's reading goroutine) and answered after its commit (or
+// held for its message's verdict, see store); a
 // mobile-originated message is refused (an outbound frontend has no
 // intake: that is --smpp-listen's); a malformed receipt is taken and
 // dropped (sending it again would not mend it).
@@ -462,39 +517,58 @@ func (c *Client) handle(s *smpp.Session, p smpp.PDU) {
 	}
 }
 
-// record records a receipt and answers it.
+// record records a receipt and answers it: ESME_ROK once it is in the
+// store, or held for the commit of its message's verdict (an id the SMSC
+// accepted moments ago), or about no message we know (counted, logged);
+// ESME_RX_T_APPN when the store failed, for the SMSC to send it again.
 func (c *Client) record(s *smpp.Session, p smpp.PDU, r Receipt) {
+	st := smpp.StatusOK
+	if !c.store(r, false) {
+		st = smpp.StatusTempAppError
+	}
+	_ = s.Reply(p, st, nil)
+}
+
+// store records r; false when the store failed. A receipt for an id not
+// (yet) stored waits in memory when the SMSC accepted a submit under it
+// moments ago and its verdict is not committed yet; after that commit
+// (late), or without such a submit, it is about no known message.
+func (c *Client) store(r Receipt, late bool) bool {
 	fe := c.cfg.Frontend.Name
-	deadline := c.cfg.Clock.Now().Add(c.cfg.ReceiptWait)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		res, err := c.cfg.Store.RecordReceipts(ctx, c.cfg.Clock.Now(), []persistence.Receipt{{Frontend: fe,
-			SMSCMessageID: r.ID, Stat: r.Stat, Detail: r.Detail()}})
-		cancel()
-		switch {
-		case err != nil:
-			c.cfg.Metrics.receipt(fe, "error")
-			c.log.Error("receipt not recorded: refused for the SMSC to send again", "smsc_message_id", r.ID, "err", err)
-			_ = s.Reply(p, smpp.StatusTempAppError, nil)
-			return
-		case res[0] == persistence.Applied:
-			c.cfg.Metrics.receipt(fe, "recorded")
-			if r.Took > 0 {
-				c.cfg.Metrics.receiptDelay(fe, r.Took.Seconds())
-			}
-			_ = s.Reply(p, smpp.StatusOK, &smpp.SMResp{})
-			return
-		case !c.isRecent(r.ID) || !c.cfg.Clock.Now().Before(deadline):
-			c.cfg.Metrics.receipt(fe, "unknown")
-			c.log.Warn("receipt for no known message (never recorded, or purged)", "smsc_message_id", r.ID, "stat", r.Stat)
-			_ = s.Reply(p, smpp.StatusOK, &smpp.SMResp{})
-			return
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	res, err := c.cfg.Store.RecordReceipts(ctx, c.cfg.Clock.Now(), []persistence.Receipt{{Frontend: fe,
+		SMSCMessageID: r.ID, Stat: r.Stat, Detail: r.Detail()}})
+	cancel()
+	switch {
+	case err != nil:
+		c.cfg.Metrics.receipt(fe, "error")
+		c.log.Error("receipt not recorded", "smsc_message_id", r.ID, "err", err)
+		return false
+	case res[0] == persistence.Applied:
+		c.cfg.Metrics.receipt(fe, "recorded")
+		if r.Took > 0 {
+			c.cfg.Metrics.receiptDelay(fe, r.Took.Seconds())
 		}
-		if !c.sleep(context.Background(), 50*time.Millisecond) {
-			_ = s.Reply(p, smpp.StatusTempAppError, nil)
-			return
+		return true
+	}
+	if !late {
+		now := c.cfg.Clock.Now()
+		c.mu.Lock()
+		_, recent := c.recent[r.ID]
+		_, committed := c.committed[r.ID]
+		if recent && !committed {
+			c.early[r.ID] = append(c.early[r.ID], early{r: r, at: now})
+			c.mu.Unlock()
+			return true
+		}
+		c.mu.Unlock()
+		if committed {
+			return c.store(r, true) // committed since our read
 		}
 	}
+	c.cfg.Metrics.receipt(fe, "unknown")
+	c.log.Warn("receipt for no known message (never recorded, or purged)", "smsc_message_id", r.ID, "stat", r.Stat)
+	return true
 }
 
 // ResendNote is the history mark of an attempt that may send the message

@@ -138,7 +138,7 @@ address, zone, services and share of the tokens.`,
 			{
 				name:     "frontends set",
 				summary:  "register or change a frontend",
-				synopsis: "NAME pull | NAME webhook URL",
+				synopsis: "NAME pull | NAME webhook URL | NAME smpp URL",
 				about:    `Register or change a frontend: a pull frontend polls the node, a webhook frontend gets each message POSTed to URL (PUT /api/frontends/{name}).`,
 				run:      runFrontendsSet,
 			},
