@@ -55,8 +55,9 @@ bench: build ## benchmarks: prints `bench:` ratio lines (docs/performance.md)
 	.ci/postgres
 	$(GO) run ./cmd/bench
 
-lint: ## go vet and gofmt
+lint: ## go vet, gofmt and the import rules (docs/architecture.md)
 	$(GO) vet ./...
+	$(GO) test -count=1 ./architecture/
 	@out=$$(gofmt -l $$(git ls-files '*.go') 2>&1); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 clean: ## remove build output and the default data dir

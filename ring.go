@@ -207,7 +207,8 @@ func (n *Node) startRing() error {
 			Cluster: n.cfg.Cluster, Region: n.cfg.Region, Zone: n.cfg.Zone, Services: n.cfg.RingServices,
 		},
 		Role: role, MasterAddr: master, PublishInterval: n.cfg.RingPublishInterval, Reconnect: n.cfg.reconnect(),
-		Store: n.store, Elector: elector, Clock: n.clock, Seed: uint64(n.clock.Now().UnixNano()),
+		MasterStopGrace: n.cfg.ShutdownTimeout + 10*time.Second,
+		Store:           n.store, Elector: elector, Clock: n.clock, Seed: uint64(n.clock.Now().UnixNano()),
 		Logger: n.log, Metrics: n.ringMetrics, Shares: n.shares, Kick: n.kickServices, Refresh: n.refreshDirectory(),
 		Fatal: func(err error) { n.onFatal("ring", err) },
 	}
@@ -359,6 +360,7 @@ func (n *Node) RingPoll(ctx context.Context, from string, p messages.RingPoll) (
 	case ans := <-req.Reply:
 		return ans.Assignment, ans.Err
 	case <-n.stopping: // the coordinator answers its subscriptions as it stops
+		return messages.RingAssignment{}, messages.Errorf(messages.CodeUnavailable, "the ring master is stopping")
 	case <-ctx.Done():
 		select {
 		case <-n.stopping: // the coordinator may be gone already

@@ -1,9 +1,13 @@
 package switchboard_test
 
 import (
+	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -319,6 +323,79 @@ func TestRingSlaveGivesUpOnAnUnreachableMaster(t *testing.T) {
 	}
 	if st := s.ringStatus(); st.Role != messages.RoleSlave || st.Epoch != 0 {
 		t.Fatalf("status of a slave that never joined: %+v", st)
+	}
+}
+
+// TestRingSlaveWaitsForAStoppingMaster: a master's graceful stop can take
+// up to its --shutdown-timeout (requests under way finish, deliveries
+// drain) before it lets the lock go. Its slave, told that it is stopping,
+// waits without counting its failures and then takes the lock (role auto),
+// where it used to give up after --ring-reconnect-max-attempts and exit.
+func TestRingSlaveWaitsForAStoppingMaster(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	m := startNode(t, siteConfig(t, dsn, "m1"))
+	scfg := siteConfig(t, dsn, "s1")
+	scfg.RingReconnectMaxAttempts = 3 // at 50-200 ms apart: given up within a second
+	s := startNode(t, scfg)
+	if master := waitRing(t, []*harness{m, s}, "m1", "s1"); master != "m1" {
+		t.Fatalf("master %q, want m1", master)
+	}
+
+	// A submit whose body is still on its way holds m's stop in its HTTP
+	// shutdown, as a slow client would (HTTP/1.1 on a connection of our
+	// own, so that what is written is sent).
+	body := `{"id":"slow","destination_msisdn":"4470000001","message_body":"hi"}`
+	tr := m.client.Transport.(*http.Transport)
+	conn, err := tls.Dial("tcp", strings.TrimPrefix(m.base, "https://"), tr.TLSClientConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	head := fmt.Sprintf("POST /api/messages HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\nExpect: 100-continue\r\n", len(body))
+	if m.token != "" {
+		head += "Authorization: Bearer " + m.token + "\r\n"
+	}
+	if _, err := io.WriteString(conn, head+"\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	// The node asks for the body ("100 Continue") when the handler first
+	// reads it: from then on the request is under way.
+	answers := bufio.NewReader(conn)
+	if line, err := answers.ReadString('\n'); err != nil || !strings.Contains(line, " 100 ") {
+		t.Fatalf("waiting for 100 Continue: %q, %v", line, err)
+	}
+	if _, err := answers.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		m.stop()
+	}()
+	// m is stopping and holds the lock for as long as the slow submit
+	// lasts: far longer than s's three attempts.
+	select {
+	case err := <-s.node.Fatal():
+		t.Fatalf("the slave gave up while its master was stopping: %v", err)
+	case <-stopped:
+		t.Fatal("m stopped while a request was still under way")
+	case <-time.After(3 * time.Second):
+	}
+	if _, err := io.WriteString(conn, body); err != nil {
+		t.Fatal(err)
+	}
+	line, err := answers.ReadString('\n')
+	t.Logf("the slow submit was answered %q (%v)", strings.TrimSpace(line), err)
+	<-stopped
+
+	if master := waitRing(t, []*harness{s}, "s1"); master != "s1" {
+		t.Fatalf("master %q after m stopped, want s1", master)
+	}
+	select {
+	case err := <-s.node.Fatal():
+		t.Fatalf("the slave stopped: %v", err)
+	default:
 	}
 }
 

@@ -28,8 +28,9 @@ type Config struct {
 	// site's --name), the address its slaves reach it at, cluster, region,
 	// zone and services.
 	Self messages.RingJoin
-	// Role is master, slave or auto (index is resolved to master or slave
-	// before, see ResolveRole).
+	// Role is master, slave or auto. The node resolves --ring-role index
+	// to master (ordinal 0) or slave before it starts the coordinator, and
+	// auto to master on a store that does not elect.
 	Role string
 	// MasterAddr is --ring-master as host:port; empty makes a slave read
 	// the master's address from the store (the master publishes it).
@@ -40,7 +41,13 @@ type Config struct {
 	PublishInterval time.Duration
 	// Reconnect is a slave's patience with an unreachable master.
 	Reconnect Reconnect
-	Store     persistence.Store
+	// MasterStopGrace is how long a slave waits for a master that said it
+	// is stopping (a 503 from it: a graceful stop drains its deliveries
+	// before it gives up the lock) without counting its failures towards
+	// Reconnect.MaxAttempts: the master's --shutdown-timeout and a margin.
+	// Zero means 40s.
+	MasterStopGrace time.Duration
+	Store           persistence.Store
 	// Elector elects the master of role auto (and guards role master
 	// against a second one); nil with a store that only one instance uses.
 	Elector   persistence.Elector
@@ -101,13 +108,13 @@ func (c Config) Validate() error {
 type Coordinator struct {
 	cfg  Config
 	log  *slog.Logger
-	rng  *rand.Rand
 	self *actor.PID
 	sys  *actor.ActorSystem
 	wake *clock.Wakeup
 
-	role string // master or slave (now)
-	lead persistence.Leadership
+	// member is the role and slave state machine (the pure core).
+	member *Member
+	lead   persistence.Leadership
 
 	// master
 	master  *Master
@@ -117,24 +124,11 @@ type Coordinator struct {
 	// after a touch.
 	refreshAt time.Time
 
-	// slave
-	held       messages.RingAssignment
-	masterAddr string
-	joined     bool
-	failures   int
-	gen        uint64 // of the call in flight; results of older calls are dropped
-	calling    bool
-	retryAt    time.Time
-	stopping   bool
-	// movedOn: the instance at --ring-master said it is not the master;
-	// the address the master published in the store is followed instead.
-	movedOn bool
+	// held is the assignment this instance works from.
+	held messages.RingAssignment
 	// reassigned is the master core's count of moved ranges already
 	// added to the metric.
 	reassigned int
-	// waitLead: role master waits for the lock (held by a session that
-	// has not ended yet); failures counts the tries.
-	waitLead bool
 
 	// calls is the context of the calls to the master and of the lock's
 	// watcher; cancelled when the actor stops, so nothing outlives it or
@@ -155,6 +149,7 @@ type (
 		calls context.Context // of the incarnation that made the call
 		gen   uint64
 		join  bool
+		addr  string
 		a     messages.RingAssignment
 		err   error
 	}
@@ -169,11 +164,16 @@ func New(cfg Config) (actor.Producer, error) {
 	if cfg.StoreTimeout <= 0 {
 		cfg.StoreTimeout = 10 * time.Second
 	}
+	if cfg.MasterStopGrace <= 0 {
+		cfg.MasterStopGrace = 40 * time.Second
+	}
 	return func() actor.Actor {
+		rng := rand.New(rand.NewPCG(cfg.Seed, messages.TokenOf(cfg.Self.InstanceID)))
 		return &Coordinator{
-			cfg:     cfg,
-			log:     cfg.Logger.With("component", "ring", "instance_id", cfg.Self.InstanceID),
-			rng:     rand.New(rand.NewPCG(cfg.Seed, messages.TokenOf(cfg.Self.InstanceID))),
+			cfg: cfg,
+			log: cfg.Logger.With("component", "ring", "instance_id", cfg.Self.InstanceID),
+			member: NewMember(MemberConfig{Role: cfg.Role, MasterAddr: cfg.MasterAddr, Elects: cfg.Elector != nil,
+				CanCall: cfg.Transport != nil, Reconnect: cfg.Reconnect, MasterStopGrace: cfg.MasterStopGrace}, rng),
 			waiters: map[*messages.RingPollRequest]waiter{},
 		}
 	}, nil
@@ -186,25 +186,25 @@ func (co *Coordinator) Receive(c actor.Context) {
 		co.self, co.sys = c.Self(), c.ActorSystem()
 		co.calls, co.cancelCalls = context.WithCancel(context.Background())
 		co.wake = clock.NewWakeup(co.cfg.Clock, func(uint64) { co.sys.Root.Send(co.self, wakeMsg{}) })
-		co.start()
+		co.feed(Start{})
 	case *actor.Restarting:
 		co.stop(false)
 	case *actor.Stopping:
 		co.stop(true)
 	case wakeMsg:
-		co.step()
+		co.feed(Wake{})
 	case *callResult:
 		co.onResult(m)
 	case leadLost:
-		if m.lead == co.lead && !co.stopping {
-			co.standDown()
+		if m.lead == co.lead {
+			co.feed(LeadLost{})
 		}
 	case *messages.RingJoinRequest:
 		m.Reply <- co.join(m.Join)
-		co.step()
+		co.feed(Wake{})
 	case *messages.RingPollRequest:
 		co.poll(m)
-		co.step()
+		co.feed(Wake{})
 	case *messages.RingPollGone:
 		if w, ok := co.waiters[m.Request]; ok {
 			delete(co.waiters, m.Request)
@@ -212,7 +212,7 @@ func (co *Coordinator) Receive(c actor.Context) {
 		}
 	case *messages.RingLeaveRequest:
 		m.Reply <- co.leave(m.Leave)
-		co.step()
+		co.feed(Wake{})
 	case *messages.RingStatusRequest:
 		m.Reply <- co.status()
 	case *messages.RingTouch:
@@ -220,34 +220,65 @@ func (co *Coordinator) Receive(c actor.Context) {
 	}
 }
 
-func (co *Coordinator) storeCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), co.cfg.StoreTimeout)
+// feed steps the role machine with ev and carries out its effects; an
+// effect that asks something is answered at once, in order.
+func (co *Coordinator) feed(ev Event) {
+	for _, e := range co.member.Step(co.cfg.Clock.Now(), ev) {
+		co.do(e)
+	}
 }
 
-// start takes the role: master (taking the lock when the store elects),
-// slave, or for auto whichever the lock decides.
-func (co *Coordinator) start() {
-	switch co.cfg.Role {
-	case messages.RoleMaster:
-		if co.cfg.Elector != nil && !co.tryLead() {
-			// A master that restarts fast may find its old session still
-			// holding the lock: wait for it like a slave for its master.
-			co.waitLead = true
-			co.log.Warn("the ring master lock is held by another session; waiting for it")
-			co.failed(co.cfg.Clock.Now(), errors.New("--ring-role master: another session holds the ring master lock of this site"))
-			co.step()
-			return
-		}
+// do carries out one effect of the role machine.
+func (co *Coordinator) do(e Effect) {
+	switch e := e.(type) {
+	case TryLead:
+		co.feed(LeadResult{Won: co.tryLead()})
+	case BecomeMaster:
 		co.becomeMaster()
-	case messages.RoleAuto:
-		if co.tryLead() {
-			co.becomeMaster()
-			return
+	case BecameSlave:
+		co.cfg.Metrics.setRole(messages.RoleSlave)
+		co.log.Info("ring slave", "master", co.cfg.MasterAddr)
+	case StepMaster:
+		if next := co.stepMaster(co.cfg.Clock.Now()); !next.IsZero() {
+			co.wake.Schedule(next)
 		}
-		co.becomeSlave()
-	default:
-		co.becomeSlave()
+	case StandDown:
+		co.answerWaiters()
+		if co.lead != nil {
+			ctx, cancel := co.storeCtx()
+			_ = co.lead.Release(ctx)
+			cancel()
+			co.lead = nil
+		}
+		co.master = nil
+		co.cfg.Shares.Clear()
+	case ResolveMaster:
+		co.feed(MasterAddr{Addr: co.resolveMaster()})
+	case PingStore:
+		co.feed(StorePing{OK: co.storeReachable()})
+	case CallMaster:
+		co.callMaster(e)
+	case Schedule:
+		co.wake.Schedule(e.At)
+	case GiveUp:
+		co.cfg.Shares.Clear()
+		co.answerWaiters()
+		co.cfg.Fatal(e.Err)
+	case LeaveMaster:
+		// Say goodbye, so that the master hands this instance's ranges
+		// over at once instead of after its grace.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if err := co.cfg.Transport.RingLeave(ctx, e.Addr, messages.RingLeave{InstanceID: co.cfg.Self.InstanceID}); err != nil {
+			co.log.Debug("ring leave failed (the master drops this instance after its grace)", "err", err)
+		}
+		cancel()
+	case Log:
+		co.log.Log(context.Background(), e.Level, e.Msg, e.Args...)
 	}
+}
+
+func (co *Coordinator) storeCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), co.cfg.StoreTimeout)
 }
 
 // tryLead takes the master lock if it is free.
@@ -278,19 +309,17 @@ func (co *Coordinator) tryLead() bool {
 	return true
 }
 
+// becomeMaster leads from the stored assignment.
 func (co *Coordinator) becomeMaster() {
 	ctx, cancel := co.storeCtx()
 	stored, err := co.cfg.Store.Ring(ctx)
 	cancel()
 	if err != nil {
-		co.fatal(fmt.Errorf("reading the stored ring assignment: %w", err))
+		co.feed(MasterReady{Err: err})
 		return
 	}
-	co.role = messages.RoleMaster
-	co.gen++ // a slave's call still in flight is of no interest now
-	co.calling = false
 	co.master = NewMaster(MasterConfig{Self: co.cfg.Self, PublishInterval: co.cfg.PublishInterval}, stored)
-	co.cfg.Metrics.setRole(co.role)
+	co.cfg.Metrics.setRole(messages.RoleMaster)
 	co.cfg.Shares.SetMaster(true)
 	co.log.Info("ring master", "stored_epoch", stored.Epoch, "address", co.cfg.Self.Address)
 	for _, svc := range messages.AllServices {
@@ -299,50 +328,7 @@ func (co *Coordinator) becomeMaster() {
 				"service", svc)
 		}
 	}
-	co.step()
-}
-
-func (co *Coordinator) becomeSlave() {
-	if co.cfg.Transport == nil {
-		co.fatal(errors.New("this instance is a ring slave and has no way to reach its master: give --tls-ca (or --insecure-skip-verify, for development)"))
-		return
-	}
-	co.role = messages.RoleSlave
-	co.cfg.Metrics.setRole(co.role)
-	co.log.Info("ring slave", "master", co.cfg.MasterAddr)
-	co.step()
-}
-
-// step does what is due now and arms the next wake-up.
-func (co *Coordinator) step() {
-	now := co.cfg.Clock.Now()
-	if co.waitLead && !co.stopping {
-		switch {
-		case now.Before(co.retryAt):
-			co.wake.Schedule(co.retryAt)
-		case co.tryLead():
-			co.waitLead, co.failures = false, 0
-			co.becomeMaster()
-		default:
-			co.failed(now, errors.New("--ring-role master: another session holds the ring master lock of this site"))
-			if co.waitLead {
-				co.wake.Schedule(co.retryAt)
-			}
-		}
-		return
-	}
-	if co.stopping || co.role == "" {
-		return
-	}
-	var next time.Time
-	if co.role == messages.RoleMaster {
-		next = co.stepMaster(now)
-	} else {
-		next = co.stepSlave(now)
-	}
-	if !next.IsZero() {
-		co.wake.Schedule(next)
-	}
+	co.feed(MasterReady{})
 }
 
 // stepMaster publishes a new assignment when membership changed, answers
@@ -360,7 +346,7 @@ func (co *Coordinator) stepMaster(now time.Time) time.Time {
 		switch {
 		case errors.Is(err, persistence.ErrStaleEpoch):
 			co.log.Error("another master published a newer ring assignment; this one stands down", "epoch", prev)
-			co.standDown()
+			co.feed(LeadLost{})
 			return time.Time{}
 		case err != nil:
 			co.log.Error("publishing the ring assignment failed; trying again", "epoch", a.Epoch, "err", err)
@@ -400,27 +386,30 @@ func (co *Coordinator) stepMaster(now time.Time) time.Time {
 // touch spreads a change of the directory made here: the master
 // republishes at once; a slave tells its master, which does.
 func (co *Coordinator) touch() {
-	switch {
-	case co.role == messages.RoleMaster:
+	if co.member.Role() == messages.RoleMaster {
 		co.refreshAt = co.cfg.Clock.Now()
-		co.step()
-	case co.joined && co.masterAddr != "":
-		addr, tr := co.masterAddr, co.cfg.Transport
-		p := messages.RingPoll{InstanceID: co.cfg.Self.InstanceID, Epoch: co.held.Epoch, Touch: true}
-		log, calls := co.log, co.calls
-		go func() {
-			ctx, cancel := context.WithTimeout(calls, 10*time.Second)
-			defer cancel()
-			if _, err := tr.RingPoll(ctx, addr, p); err != nil {
-				log.Warn("telling the master of a directory change failed; the others see it at the next publication", "err", err)
-			}
-		}()
+		co.feed(Wake{})
+		return
 	}
+	addr, ok := co.member.Joined()
+	if !ok {
+		return
+	}
+	tr := co.cfg.Transport
+	p := messages.RingPoll{InstanceID: co.cfg.Self.InstanceID, Epoch: co.held.Epoch, Touch: true}
+	log, calls := co.log, co.calls
+	go func() {
+		ctx, cancel := context.WithTimeout(calls, 10*time.Second)
+		defer cancel()
+		if _, err := tr.RingPoll(ctx, addr, p); err != nil {
+			log.Warn("telling the master of a directory change failed; the others see it at the next publication", "err", err)
+		}
+	}()
 }
 
 // join admits a slave (as master).
 func (co *Coordinator) join(j messages.RingJoin) messages.RingAnswer {
-	if co.role != messages.RoleMaster || co.stopping {
+	if !co.member.Serving() {
 		return messages.RingAnswer{Err: co.notMaster()}
 	}
 	now := co.cfg.Clock.Now()
@@ -441,7 +430,7 @@ func (co *Coordinator) join(j messages.RingJoin) messages.RingAnswer {
 
 // poll opens a slave's subscription (as master).
 func (co *Coordinator) poll(req *messages.RingPollRequest) {
-	if co.role != messages.RoleMaster || co.stopping {
+	if !co.member.Serving() {
 		req.Reply <- messages.RingAnswer{Err: co.notMaster()}
 		return
 	}
@@ -464,7 +453,7 @@ func (co *Coordinator) poll(req *messages.RingPollRequest) {
 }
 
 func (co *Coordinator) leave(l messages.RingLeave) error {
-	if co.role != messages.RoleMaster || co.stopping {
+	if !co.member.Serving() {
 		return co.notMaster()
 	}
 	co.master.Leave(co.cfg.Clock.Now(), l.InstanceID)
@@ -477,56 +466,30 @@ func (co *Coordinator) notMaster() error {
 		co.cfg.Self.InstanceID, co.cfg.Self.Node, co.held.Master)
 }
 
-// stepSlave starts the next call to the master when none is in flight and
-// its retry time has come.
-func (co *Coordinator) stepSlave(now time.Time) time.Time {
-	if co.calling {
-		return time.Time{}
-	}
-	if now.Before(co.retryAt) {
-		return co.retryAt
-	}
-	if co.masterAddr == "" {
-		co.masterAddr = co.resolveMaster()
-		if co.masterAddr == "" {
-			co.failed(now, errors.New("no ring master has published its address yet"))
-			return co.retryAt
-		}
-	}
-	co.calling = true
-	co.gen++
-	gen, addr, tr := co.gen, co.masterAddr, co.cfg.Transport
-	self, sys, calls := co.self, co.sys, co.calls
+// callMaster joins or polls the master off the mailbox; its end comes back
+// as a callResult.
+func (co *Coordinator) callMaster(c CallMaster) {
+	tr, self, sys, calls := co.cfg.Transport, co.self, co.sys, co.calls
 	send := func(r *callResult) {
 		if calls.Err() == nil {
 			sys.Root.Send(self, r)
 		}
 	}
-	if !co.joined {
+	if c.Join {
 		j := co.cfg.Self
 		go func() {
 			ctx, cancel := context.WithTimeout(calls, 30*time.Second)
 			defer cancel()
-			a, err := tr.RingJoin(ctx, addr, j)
-			send(&callResult{calls: calls, gen: gen, join: true, a: a, err: err})
+			a, err := tr.RingJoin(ctx, c.Addr, j)
+			send(&callResult{calls: calls, gen: c.Gen, join: true, addr: c.Addr, a: a, err: err})
 		}()
-		return time.Time{}
-	}
-	if !co.storeReachable() {
-		// A poll confirms the epoch we hold; holding ranges we cannot
-		// work (every claim fails) would freeze them. Without polls the
-		// master drops us after its grace and gives them to others; we
-		// join again once the store answers.
-		co.calling = false
-		co.retryAt = now.Add(time.Second)
-		return co.retryAt
+		return
 	}
 	p := messages.RingPoll{InstanceID: co.cfg.Self.InstanceID, Epoch: co.held.Epoch, WaitMs: co.cfg.PublishInterval.Milliseconds()}
 	go func() {
-		a, err := tr.RingPoll(calls, addr, p)
-		send(&callResult{calls: calls, gen: gen, a: a, err: err})
+		a, err := tr.RingPoll(calls, c.Addr, p)
+		send(&callResult{calls: calls, gen: c.Gen, addr: c.Addr, a: a, err: err})
 	}()
-	return time.Time{}
 }
 
 // storeReachable pings the store, briefly.
@@ -549,35 +512,9 @@ func (co *Coordinator) publishedByUs(a messages.RingAssignment) bool {
 	return err == nil && st.Epoch == a.Epoch && st.Master == co.cfg.Self.InstanceID
 }
 
-// standDown ends this instance's mastership: its lock is lost, or another
-// master published over it. With role auto it goes on as a slave of
-// whoever leads now (its partitions cleared until that master's
-// assignment); an explicit master stops.
-func (co *Coordinator) standDown() {
-	if co.cfg.Role != messages.RoleAuto || co.cfg.Transport == nil {
-		co.fatal(errors.New("this instance is no longer the ring master (its lock was lost or another master published); stopping so that another instance can lead"))
-		return
-	}
-	co.log.Warn("no longer the ring master (lock lost or another master published); going on as a slave")
-	co.answerWaiters()
-	if co.lead != nil {
-		ctx, cancel := co.storeCtx()
-		_ = co.lead.Release(ctx)
-		cancel()
-		co.lead = nil
-	}
-	co.master = nil
-	co.cfg.Shares.Clear()
-	co.joined, co.masterAddr, co.failures, co.retryAt = false, "", 0, time.Time{}
-	co.becomeSlave()
-}
-
-// resolveMaster is --ring-master, else (or once the instance there said
-// it is not the master) the address the master published in the store.
+// resolveMaster is the address the master published in the store ("" when
+// none is, or it is this instance's own earlier run).
 func (co *Coordinator) resolveMaster() string {
-	if co.cfg.MasterAddr != "" && !co.movedOn {
-		return co.cfg.MasterAddr
-	}
 	ctx, cancel := co.storeCtx()
 	defer cancel()
 	st, err := co.cfg.Store.Ring(ctx)
@@ -591,73 +528,35 @@ func (co *Coordinator) resolveMaster() string {
 	return st.MasterAddress
 }
 
+// onResult classifies how a call to the master ended for the role machine;
+// an assignment of the call it waits for is applied first.
 func (co *Coordinator) onResult(r *callResult) {
-	if r.calls != co.calls || r.gen != co.gen || co.role != messages.RoleSlave || co.stopping {
+	if r.calls != co.calls || !co.member.Awaits(r.gen) {
 		return
 	}
-	co.calling = false
-	now := co.cfg.Clock.Now()
-	if r.err == nil {
+	kind, err := CallOK, r.err
+	var ce *peer.CallError
+	switch {
+	case r.err == nil:
 		if r.join {
-			co.joined = true
-			co.log.Info("joined the ring", "master", r.a.Master, "address", co.masterAddr, "epoch", r.a.Epoch)
+			co.log.Info("joined the ring", "master", r.a.Master, "address", r.addr, "epoch", r.a.Epoch)
 		}
-		co.failures = 0
 		co.apply(r.a)
 		co.cfg.Refresh()
-		co.step()
-		return
+	case !errors.As(r.err, &ce):
+		kind = CallFailed
+	case ce.Code == messages.CodeRingUnknownMember:
+		kind = CallUnknownMember
+	case ce.Code == messages.CodeRingNotMaster:
+		kind = CallNotMaster
+	case ce.Status == http.StatusForbidden || ce.Status == http.StatusBadRequest:
+		kind, err = CallRefused, fmt.Errorf("%s: %s", ce.Code, ce.Message)
+	case ce.Status == http.StatusServiceUnavailable:
+		kind = CallStopping
+	default:
+		kind = CallFailed
 	}
-	var ce *peer.CallError
-	if errors.As(r.err, &ce) {
-		switch {
-		case ce.Code == messages.CodeRingUnknownMember:
-			co.joined = false // dropped, or a new master: join again at once
-			co.step()
-			return
-		case ce.Code == messages.CodeRingNotMaster:
-			co.joined = false
-			co.masterAddr = ""
-			co.movedOn = true // the master moved: follow the store from now on
-		case ce.Status == http.StatusForbidden || ce.Status == http.StatusBadRequest:
-			co.fatal(fmt.Errorf("the ring master at %s refused this instance: %s: %s", co.masterAddr, ce.Code, ce.Message))
-			return
-		}
-	}
-	co.failed(now, r.err)
-	co.step()
-}
-
-// failed counts a failed call to the master: the slave keeps working the
-// partitions it holds (the store fences them if a newer assignment was
-// published), tries to lead itself when the role is auto, and gives up
-// after the configured attempts.
-func (co *Coordinator) failed(now time.Time, err error) {
-	co.failures++
-	if !co.waitLead && co.cfg.Role == messages.RoleAuto && co.tryLead() {
-		co.log.Info("took the ring master lock: this instance is the master now", "after", err)
-		co.failures = 0
-		co.joined = false
-		co.becomeMaster()
-		return
-	}
-	if co.cfg.MasterAddr == "" || co.movedOn {
-		co.masterAddr = "" // the master may have changed: read it again
-	}
-	if co.cfg.Reconnect.GiveUp(co.failures) {
-		if co.waitLead {
-			co.fatal(fmt.Errorf("the ring master lock is still held after %d attempts (--ring-reconnect-max-attempts): %w", co.failures, err))
-			return
-		}
-		co.fatal(fmt.Errorf("the ring master is unreachable after %d attempts (--ring-reconnect-max-attempts): %w", co.failures, err))
-		return
-	}
-	d := co.cfg.Reconnect.Delay(co.failures, co.rng)
-	co.retryAt = now.Add(d)
-	if co.waitLead {
-		return
-	}
-	co.log.Warn("ring master unreachable; trying again", "attempt", co.failures, "of", co.cfg.Reconnect.MaxAttempts, "in", d, "err", err)
+	co.feed(CallDone{Gen: r.gen, Join: r.join, Kind: kind, Err: err})
 }
 
 // apply makes a the assignment this instance works from.
@@ -676,9 +575,9 @@ func (co *Coordinator) apply(a messages.RingAssignment) {
 }
 
 func (co *Coordinator) status() messages.RingStatus {
-	st := messages.RingStatus{InstanceID: co.cfg.Self.InstanceID, Role: co.role, Members: []messages.RingMember{}}
+	st := messages.RingStatus{InstanceID: co.cfg.Self.InstanceID, Role: co.member.Role(), Members: []messages.RingMember{}}
 	a := co.held
-	if co.role == messages.RoleMaster {
+	if co.member.Role() == messages.RoleMaster {
 		a = co.master.Current()
 		a.Coverage = co.master.Coverage()
 	}
@@ -687,16 +586,6 @@ func (co *Coordinator) status() messages.RingStatus {
 		st.Members = a.Members
 	}
 	return st
-}
-
-func (co *Coordinator) fatal(err error) {
-	if co.stopping {
-		return
-	}
-	co.stopping = true
-	co.cfg.Shares.Clear()
-	co.answerWaiters()
-	co.cfg.Fatal(err)
 }
 
 func (co *Coordinator) answerWaiters() {
@@ -718,8 +607,7 @@ func (co *Coordinator) stop(final bool) {
 	}
 	co.answerWaiters()
 	if final {
-		co.stopping = true
-		co.leaveMaster()
+		co.feed(Stop{})
 	}
 	co.cfg.Shares.Clear()
 	if co.lead != nil {
@@ -729,17 +617,5 @@ func (co *Coordinator) stop(final bool) {
 		}
 		cancel()
 		co.lead = nil
-	}
-}
-
-// leaveMaster says goodbye to the master, so that it hands this
-// instance's ranges over at once instead of after its grace.
-func (co *Coordinator) leaveMaster() {
-	if co.role == messages.RoleSlave && co.joined && co.masterAddr != "" {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		if err := co.cfg.Transport.RingLeave(ctx, co.masterAddr, messages.RingLeave{InstanceID: co.cfg.Self.InstanceID}); err != nil {
-			co.log.Debug("ring leave failed (the master drops this instance after its grace)", "err", err)
-		}
-		cancel()
 	}
 }

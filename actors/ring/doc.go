@@ -6,8 +6,15 @@
 // core: range arithmetic (ranges.go), the balanced minimal-movement split
 // (Assign), what a member works under an assignment (Owners, Grant), the
 // join check (Admit), the master's membership state machine (Master), the
-// slaves' reconnect backoff (Reconnect) and StatefulSet ordinals (Ordinal).
-// They take the time and randomness as arguments and do no I/O.
+// role and slave state machine of every instance (Member: which role it
+// takes, when a slave calls its master, what a failed call means, when it
+// stands for master or gives up), the slaves' reconnect backoff
+// (Reconnect) and StatefulSet ordinals (Ordinal). They take the time and
+// randomness as arguments and do no I/O. The Coordinator actor is their
+// shell: it feeds Member its events (a wake-up, a call's end, a lock lost)
+// and carries out the effects Member returns (take the lock, read the
+// store, call the master, schedule the next wake-up), and runs Master's
+// admission, publication and subscriptions.
 //
 // # Roles
 //

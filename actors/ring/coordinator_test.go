@@ -1,0 +1,172 @@
+package ring_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard-dev/switchboard/actors/clock"
+	"github.com/switchboard-dev/switchboard/actors/ring"
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence/sqlite"
+)
+
+// The coordinator's shell, on synctest's virtual time: a real SQLite store,
+// a real actor system, a transport the test plays the master with.
+
+const publish = 30 * time.Second
+
+func self(id string) messages.RingJoin {
+	return messages.RingJoin{InstanceID: id, Node: "site", Address: id + ":7000", Services: messages.AllServices}
+}
+
+type shell struct {
+	sys   *actor.ActorSystem
+	pid   *actor.PID
+	store *sqlite.Store
+	fatal chan error
+}
+
+// startShell starts a coordinator of role with tr (may be nil) on a fresh
+// store; its actor system and store close when the bubble's test ends.
+func startShell(t *testing.T, role string, tr ring.Transport, master string) *shell {
+	t.Helper()
+	cfg := sqlite.DefaultConfig()
+	cfg.Path = filepath.Join(t.TempDir(), "ring.db")
+	cfg.Checkpoint = -1
+	st, err := sqlite.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, err := ring.NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	sh := &shell{sys: sys, store: st, fatal: make(chan error, 1)}
+	prod, err := ring.New(ring.Config{
+		Self: self("i-0"), Role: role, MasterAddr: master, PublishInterval: publish,
+		Reconnect: ring.Reconnect{MaxAttempts: 3, Min: 2 * time.Second, Max: 6 * time.Second, Jitter: 0.5},
+		Store:     st, Transport: tr, Clock: clock.Real{}, Seed: 1, Logger: slog.New(slog.DiscardHandler),
+		Metrics: metrics, Shares: ring.NewShares(0, nil), Kick: func([]string) {}, Refresh: func() {},
+		Fatal: func(err error) { sh.fatal <- err },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh.pid = sh.sys.Root.Spawn(actor.PropsFromProducer(prod))
+	t.Cleanup(func() {
+		_ = sh.sys.Root.StopFuture(sh.pid).Wait()
+		sh.sys.Shutdown()
+		_ = st.Close()
+	})
+	return sh
+}
+
+func (sh *shell) status(t *testing.T) messages.RingStatus {
+	t.Helper()
+	reply := make(chan messages.RingStatus, 1)
+	sh.sys.Root.Send(sh.pid, &messages.RingStatusRequest{Reply: reply})
+	return <-reply
+}
+
+// TestCoordinatorMasterPublishesAdmitsAndDrops: a master publishes its
+// first assignment to the store, admits a joiner in a new epoch, answers a
+// subscription when the publish interval has passed, and drops a member
+// that stopped polling.
+func TestCoordinatorMasterPublishesAdmitsAndDrops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sh := startShell(t, messages.RoleMaster, nil, "")
+		synctest.Wait()
+		if st := sh.status(t); st.Role != messages.RoleMaster || st.Epoch != 1 || st.Coverage != 1 {
+			t.Fatalf("status after start: %+v", st)
+		}
+		if stored, err := sh.store.Ring(context.Background()); err != nil || stored.Epoch != 1 || stored.Master != "i-0" {
+			t.Fatalf("stored ring: %+v, %v", stored, err)
+		}
+
+		join := make(chan messages.RingAnswer, 1)
+		sh.sys.Root.Send(sh.pid, &messages.RingJoinRequest{Join: self("i-1"), Reply: join})
+		a := (<-join).Assignment
+		if a.Epoch != 2 || len(a.Members) != 2 {
+			t.Fatalf("assignment after the join: epoch %d, %d members", a.Epoch, len(a.Members))
+		}
+
+		poll := &messages.RingPollRequest{Poll: messages.RingPoll{InstanceID: "i-1", Epoch: 2, WaitMs: publish.Milliseconds()},
+			Reply: make(chan messages.RingAnswer, 1)}
+		sh.sys.Root.Send(sh.pid, poll)
+		time.Sleep(publish - time.Second)
+		synctest.Wait()
+		select {
+		case ans := <-poll.Reply:
+			t.Fatalf("a subscription holding the current epoch was answered early: %+v", ans)
+		default:
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if ans := <-poll.Reply; ans.Err != nil || ans.Assignment.Epoch != 2 {
+			t.Fatalf("subscription after the publish interval: %+v", ans)
+		}
+
+		// i-1 polls no more: after the master's grace it is dropped.
+		time.Sleep(3 * publish)
+		synctest.Wait()
+		if st := sh.status(t); len(st.Members) != 1 || st.Epoch != 3 {
+			t.Fatalf("status after i-1 went silent: epoch %d, members %+v", st.Epoch, st.Members)
+		}
+	})
+}
+
+// master is a transport whose master refuses or fails as told.
+type master struct {
+	mu    sync.Mutex
+	calls int
+	err   error
+}
+
+func (m *master) RingJoin(ctx context.Context, addr string, j messages.RingJoin) (messages.RingAssignment, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls++
+	return messages.RingAssignment{}, m.err
+}
+
+func (m *master) RingPoll(ctx context.Context, addr string, p messages.RingPoll) (messages.RingAssignment, error) {
+	return m.RingJoin(ctx, addr, messages.RingJoin{})
+}
+
+func (m *master) RingLeave(context.Context, string, messages.RingLeave) error { return nil }
+
+// TestCoordinatorSlaveGivesUpOnItsBackoff: a slave whose master does not
+// answer tries --ring-reconnect-max-attempts times, its backoff apart, then
+// reports the failure that stops the node.
+func TestCoordinatorSlaveGivesUpOnItsBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &master{err: errors.New("connection refused")}
+		start := time.Now()
+		sh := startShell(t, messages.RoleSlave, tr, "m:7000")
+		err := <-sh.fatal
+		took := time.Since(start)
+		if err == nil || !strings.Contains(err.Error(), "unreachable after 3 attempts") {
+			t.Fatalf("fatal: %v", err)
+		}
+		// Two waits between three calls: 2 s then 4 s, less up to half
+		// of each (jitter 0.5).
+		if tr.calls != 3 || took < 3*time.Second || took > 6*time.Second {
+			t.Fatalf("%d calls over %v, want 3 over 3-6 s", tr.calls, took)
+		}
+		if st := sh.status(t); st.Role != messages.RoleSlave || st.Epoch != 0 {
+			t.Fatalf("status of a slave that never joined: %+v", st)
+		}
+	})
+}

@@ -1,0 +1,492 @@
+package ring
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+// Member is the role and slave state machine of one instance's ring
+// coordinator: which role it plays, when a slave calls its master, what a
+// failed call means, when it stands for master and when it gives up. It is
+// a pure core: Step takes an event at now and returns the effects the
+// coordinator (the actor shell) carries out. An effect that asks something
+// (TryLead, ResolveMaster, PingStore, BecomeMaster) is answered by the
+// shell with the matching event (LeadResult, MasterAddr, StorePing,
+// MasterReady) before any other; a call to the master (Join, Poll) is
+// answered by CallDone whenever it ends. The master's own work (admission,
+// publication, subscriptions) is the Master core's.
+type Member struct {
+	cfg MemberConfig
+	rng *rand.Rand
+
+	role     string // "" until the first role is taken; then master or slave
+	stopping bool   // stopped or given up: nothing more happens
+	// waitLead: role master waits for the lock, held by a session that
+	// has not ended yet; failures counts the tries.
+	waitLead bool
+	// leadFor is why the lock was asked for (the answer's meaning).
+	leadFor leadReason
+	// failedErr is the failure a lock try after a failed call was for.
+	failedErr error
+
+	// slave
+	masterAddr string
+	// movedOn: the instance at MasterAddr said it is not the master; the
+	// address the master published in the store is followed instead.
+	movedOn  bool
+	joined   bool
+	calling  bool
+	gen      uint64 // of the call in flight; answers of older calls are dropped
+	failures int
+	retryAt  time.Time
+	// masterStopping is when the master said it is stopping (zero: it did
+	// not, or answered since): for MasterStopGrace from then the failures
+	// do not count towards giving up.
+	masterStopping time.Time
+}
+
+// MemberConfig is what the role machine needs of the coordinator's Config.
+type MemberConfig struct {
+	// Role is master, slave or auto.
+	Role string
+	// MasterAddr is --ring-master as host:port; empty: read the address
+	// the master published in the store.
+	MasterAddr string
+	// Elects: the store elects a master (Postgres); without it role auto
+	// is master and role master does not take a lock.
+	Elects bool
+	// CanCall: the instance has a Transport to reach a master.
+	CanCall bool
+	// Reconnect is a slave's patience with an unreachable master.
+	Reconnect Reconnect
+	// MasterStopGrace: see Config.
+	MasterStopGrace time.Duration
+}
+
+type leadReason int
+
+const (
+	leadNone    leadReason = iota
+	leadStart              // the first role
+	leadWait               // role master waiting for the lock
+	leadFailure            // an auto slave whose call failed
+)
+
+// NewMember returns the role machine; rng draws the reconnect jitter.
+func NewMember(cfg MemberConfig, rng *rand.Rand) *Member {
+	return &Member{cfg: cfg, rng: rng}
+}
+
+// Events the shell gives Step.
+type (
+	// Event is one of the types below.
+	Event interface{ event() }
+	// Start: the actor started (or restarted).
+	Start struct{}
+	// Wake: a Schedule came due, or something changed that may let the
+	// machine go on.
+	Wake struct{}
+	// LeadResult answers TryLead: Won when this instance holds the lock now.
+	LeadResult struct{ Won bool }
+	// MasterReady answers BecomeMaster: Err when the stored assignment
+	// could not be read (the instance cannot lead).
+	MasterReady struct{ Err error }
+	// MasterAddr answers ResolveMaster: the master's address, "" when none
+	// is published yet.
+	MasterAddr struct{ Addr string }
+	// StorePing answers PingStore.
+	StorePing struct{ OK bool }
+	// CallDone is the end of a Join or Poll of generation Gen.
+	CallDone struct {
+		Gen  uint64
+		Join bool
+		Kind CallKind
+		Err  error
+	}
+	// LeadLost: the master lock was lost, or another master published
+	// over this one.
+	LeadLost struct{}
+	// Fail: something the instance cannot go on without failed.
+	Fail struct{ Err error }
+	// Stop: the actor stops for good.
+	Stop struct{}
+)
+
+func (Start) event()       {}
+func (Wake) event()        {}
+func (LeadResult) event()  {}
+func (MasterReady) event() {}
+func (MasterAddr) event()  {}
+func (StorePing) event()   {}
+func (CallDone) event()    {}
+func (LeadLost) event()    {}
+func (Fail) event()        {}
+func (Stop) event()        {}
+
+// CallKind classifies how a call to the master ended.
+type CallKind int
+
+const (
+	// CallOK: answered with an assignment.
+	CallOK CallKind = iota
+	// CallUnknownMember: the master does not know this instance (it was
+	// dropped, or the master changed): join again at once.
+	CallUnknownMember
+	// CallNotMaster: the instance called is not the master.
+	CallNotMaster
+	// CallRefused: the master refused this instance for good (403, 400).
+	CallRefused
+	// CallStopping: the master answered 503: it is stopping.
+	CallStopping
+	// CallFailed: no answer, a connection error, any other status.
+	CallFailed
+)
+
+// Effects Step returns, for the shell to carry out in order.
+type (
+	// Effect is one of the types below.
+	Effect interface{ effect() }
+	// TryLead: take the master lock if it is free; answer LeadResult.
+	TryLead struct{}
+	// BecomeMaster: read the stored assignment and lead from it; answer
+	// MasterReady.
+	BecomeMaster struct{}
+	// BecameSlave: the instance is a slave now (metrics, log).
+	BecameSlave struct{}
+	// StepMaster: do the master's due work and schedule its next look.
+	StepMaster struct{}
+	// StandDown: stop leading: answer the subscriptions, release the lock,
+	// drop the master core and the partitions held.
+	StandDown struct{}
+	// ResolveMaster: read the master's published address; answer
+	// MasterAddr.
+	ResolveMaster struct{}
+	// PingStore: is the store there? Answer StorePing.
+	PingStore struct{}
+	// CallMaster: join (Join) or poll the master at Addr, as generation
+	// Gen; CallDone follows whenever it ends.
+	CallMaster struct {
+		Gen  uint64
+		Join bool
+		Addr string
+	}
+	// Schedule a Wake at At.
+	Schedule struct{ At time.Time }
+	// GiveUp: the instance cannot go on; the node stops.
+	GiveUp struct{ Err error }
+	// LeaveMaster: say goodbye to the master at Addr (a final stop).
+	LeaveMaster struct{ Addr string }
+	// Log a line.
+	Log struct {
+		Level slog.Level
+		Msg   string
+		Args  []any
+	}
+)
+
+func (TryLead) effect()       {}
+func (BecomeMaster) effect()  {}
+func (BecameSlave) effect()   {}
+func (StepMaster) effect()    {}
+func (StandDown) effect()     {}
+func (ResolveMaster) effect() {}
+func (PingStore) effect()     {}
+func (CallMaster) effect()    {}
+func (Schedule) effect()      {}
+func (GiveUp) effect()        {}
+func (LeaveMaster) effect()   {}
+func (Log) effect()           {}
+
+var (
+	errLockHeld = errors.New("--ring-role master: another session holds the ring master lock of this site")
+	errNoMaster = errors.New("no ring master has published its address yet")
+)
+
+// Role is master or slave ("" before the first role is taken).
+func (m *Member) Role() string { return m.role }
+
+// Serving reports whether this instance leads and is not stopping.
+func (m *Member) Serving() bool { return m.role == messages.RoleMaster && !m.stopping }
+
+// Stopping reports whether the machine has stopped or given up.
+func (m *Member) Stopping() bool { return m.stopping }
+
+// Joined returns the master's address when this slave has joined it.
+func (m *Member) Joined() (addr string, ok bool) {
+	return m.masterAddr, m.role == messages.RoleSlave && m.joined && m.masterAddr != ""
+}
+
+// Awaits reports whether gen is the call the slave waits for.
+func (m *Member) Awaits(gen uint64) bool {
+	return m.calling && gen == m.gen && m.role == messages.RoleSlave && !m.stopping
+}
+
+// Failures is the count of failed calls (or lock tries) in a row.
+func (m *Member) Failures() int { return m.failures }
+
+// Step takes ev at now and returns what to do.
+func (m *Member) Step(now time.Time, ev Event) []Effect {
+	var out []Effect
+	switch e := ev.(type) {
+	case Start:
+		out = m.start(now)
+	case Wake:
+		out = m.step(now)
+	case LeadResult:
+		out = m.leadResult(now, e.Won)
+	case MasterReady:
+		if e.Err != nil {
+			return m.giveUp(fmt.Errorf("reading the stored ring assignment: %w", e.Err))
+		}
+		m.role = messages.RoleMaster
+		m.gen++ // a slave's call still in flight is of no interest now
+		m.calling = false
+		out = []Effect{StepMaster{}}
+	case MasterAddr:
+		out = m.masterAddr_(now, e.Addr)
+	case StorePing:
+		out = m.storePing(now, e.OK)
+	case CallDone:
+		out = m.callDone(now, e)
+	case LeadLost:
+		if m.stopping || m.role != messages.RoleMaster {
+			return nil
+		}
+		out = m.standDown(now)
+	case Fail:
+		out = m.giveUp(e.Err)
+	case Stop:
+		if addr, ok := m.Joined(); ok {
+			out = []Effect{LeaveMaster{Addr: addr}}
+		}
+		m.stopping = true
+	}
+	return out
+}
+
+// start takes the first role: master (taking the lock when the store
+// elects), slave, or for auto whichever the lock decides.
+func (m *Member) start(now time.Time) []Effect {
+	switch {
+	case m.cfg.Role == messages.RoleSlave:
+		return m.becomeSlave(now)
+	case !m.cfg.Elects:
+		return []Effect{BecomeMaster{}}
+	}
+	m.leadFor = leadStart
+	return []Effect{TryLead{}}
+}
+
+func (m *Member) leadResult(now time.Time, won bool) []Effect {
+	why := m.leadFor
+	m.leadFor = leadNone
+	switch {
+	case won && why == leadFailure:
+		m.failures, m.joined, m.failedErr = 0, false, nil
+		return append([]Effect{Log{Level: slog.LevelInfo, Msg: "took the ring master lock: this instance is the master now"}}, BecomeMaster{})
+	case won:
+		m.waitLead, m.failures = false, 0
+		return []Effect{BecomeMaster{}}
+	case why == leadStart && m.cfg.Role == messages.RoleMaster:
+		// A master that restarts fast may find its old session still
+		// holding the lock: wait for it like a slave for its master.
+		m.waitLead = true
+		out := []Effect{Log{Level: slog.LevelWarn, Msg: "the ring master lock is held by another session; waiting for it"}}
+		out = append(out, m.failed(now, errLockHeld)...)
+		return append(out, m.step(now)...)
+	case why == leadStart:
+		return m.becomeSlave(now)
+	case why == leadWait:
+		out := m.failed(now, errLockHeld)
+		if m.waitLead && !m.stopping {
+			out = append(out, Schedule{At: m.retryAt})
+		}
+		return out
+	case why == leadFailure:
+		err := m.failedErr
+		m.failedErr = nil
+		return append(m.failedOn(now, err), m.step(now)...)
+	}
+	return nil
+}
+
+func (m *Member) becomeSlave(now time.Time) []Effect {
+	if !m.cfg.CanCall {
+		return m.giveUp(errors.New("this instance is a ring slave and has no way to reach its master: give --tls-ca (or --insecure-skip-verify, for development)"))
+	}
+	m.role = messages.RoleSlave
+	return append([]Effect{BecameSlave{}}, m.step(now)...)
+}
+
+// step does what is due now and arms the next wake-up.
+func (m *Member) step(now time.Time) []Effect {
+	if m.waitLead && !m.stopping {
+		if now.Before(m.retryAt) {
+			return []Effect{Schedule{At: m.retryAt}}
+		}
+		m.leadFor = leadWait
+		return []Effect{TryLead{}}
+	}
+	switch {
+	case m.stopping || m.role == "":
+		return nil
+	case m.role == messages.RoleMaster:
+		return []Effect{StepMaster{}}
+	case m.calling:
+		return nil
+	case now.Before(m.retryAt):
+		return []Effect{Schedule{At: m.retryAt}}
+	case m.masterAddr == "":
+		if m.cfg.MasterAddr != "" && !m.movedOn {
+			return m.masterAddr_(now, m.cfg.MasterAddr)
+		}
+		return []Effect{ResolveMaster{}}
+	}
+	return m.call(now)
+}
+
+// masterAddr_ takes the master's address (resolved, or --ring-master).
+func (m *Member) masterAddr_(now time.Time, addr string) []Effect {
+	if addr == "" {
+		return m.failedThenStep(now, errNoMaster)
+	}
+	m.masterAddr = addr
+	return m.call(now)
+}
+
+// call starts the next call to the master: a join, or (once joined and the
+// store answers) a poll.
+func (m *Member) call(now time.Time) []Effect {
+	if !m.joined {
+		m.calling = true
+		m.gen++
+		return []Effect{CallMaster{Gen: m.gen, Join: true, Addr: m.masterAddr}}
+	}
+	return []Effect{PingStore{}}
+}
+
+func (m *Member) storePing(now time.Time, ok bool) []Effect {
+	if m.stopping || m.role != messages.RoleSlave || m.calling {
+		return nil
+	}
+	if !ok {
+		// A poll confirms the epoch held; holding ranges that cannot be
+		// worked (every claim fails) would freeze them. Without polls the
+		// master drops this instance after its grace and gives them to
+		// others; it joins again once the store answers.
+		m.retryAt = now.Add(time.Second)
+		return []Effect{Schedule{At: m.retryAt}}
+	}
+	m.calling = true
+	m.gen++
+	return []Effect{CallMaster{Gen: m.gen, Addr: m.masterAddr}}
+}
+
+func (m *Member) callDone(now time.Time, d CallDone) []Effect {
+	if d.Gen != m.gen || m.role != messages.RoleSlave || m.stopping {
+		return nil
+	}
+	m.calling = false
+	switch d.Kind {
+	case CallOK:
+		if d.Join {
+			m.joined = true
+		}
+		m.failures, m.masterStopping = 0, time.Time{}
+		return m.step(now)
+	case CallUnknownMember:
+		m.joined = false // dropped, or a new master: join again at once
+		return m.step(now)
+	case CallNotMaster:
+		m.joined = false
+		m.masterAddr = ""
+		m.movedOn = true // the master moved: follow the store from now on
+	case CallRefused:
+		return m.giveUp(fmt.Errorf("the ring master at %s refused this instance: %w", m.masterAddr, d.Err))
+	case CallStopping:
+		if m.masterStopping.IsZero() {
+			// The master is there but not serving: it is stopping (its
+			// subscriptions end first), and its graceful stop may take its
+			// whole --shutdown-timeout before it lets the lock go.
+			m.masterStopping = now
+			out := []Effect{Log{Level: slog.LevelInfo, Msg: "the ring master is stopping; waiting for it (or, with role auto, for its lock) without counting the failures",
+				Args: []any{"master", m.masterAddr, "for", m.cfg.MasterStopGrace}}}
+			return append(out, m.failedThenStep(now, d.Err)...)
+		}
+	}
+	return m.failedThenStep(now, d.Err)
+}
+
+// failedThenStep counts a failure and goes on: at once, or once the lock
+// try it asked for is answered.
+func (m *Member) failedThenStep(now time.Time, err error) []Effect {
+	out := m.failed(now, err)
+	if m.leadFor != leadNone {
+		return out // the lock try's answer goes on
+	}
+	return append(out, m.step(now)...)
+}
+
+// failed counts a failed call to the master (or lock try): the slave keeps
+// working the partitions it holds (the store fences them if a newer
+// assignment was published), tries to lead itself when the role is auto,
+// and gives up after the configured attempts.
+func (m *Member) failed(now time.Time, err error) []Effect {
+	if m.masterStopping.IsZero() || now.Sub(m.masterStopping) >= m.cfg.MasterStopGrace {
+		m.failures++
+	}
+	if !m.waitLead && m.cfg.Role == messages.RoleAuto && m.cfg.Elects {
+		m.leadFor, m.failedErr = leadFailure, err
+		return []Effect{TryLead{}}
+	}
+	return m.failedOn(now, err)
+}
+
+// failedOn goes on with a failure once leading was not an option.
+func (m *Member) failedOn(now time.Time, err error) []Effect {
+	if m.cfg.MasterAddr == "" || m.movedOn {
+		m.masterAddr = "" // the master may have changed: read it again
+	}
+	if m.cfg.Reconnect.GiveUp(m.failures) {
+		if m.waitLead {
+			return m.giveUp(fmt.Errorf("the ring master lock is still held after %d attempts (--ring-reconnect-max-attempts): %w", m.failures, err))
+		}
+		return m.giveUp(fmt.Errorf("the ring master is unreachable after %d attempts (--ring-reconnect-max-attempts): %w", m.failures, err))
+	}
+	d := m.cfg.Reconnect.Delay(max(m.failures, 1), m.rng)
+	m.retryAt = now.Add(d)
+	if m.waitLead {
+		return nil
+	}
+	return []Effect{Log{Level: slog.LevelWarn, Msg: "ring master unreachable; trying again",
+		Args: []any{"attempt", m.failures, "of", m.cfg.Reconnect.MaxAttempts, "in", d, "err", err}}}
+}
+
+// standDown ends this instance's mastership: its lock is lost, or another
+// master published over it. With role auto it goes on as a slave of
+// whoever leads now (its partitions cleared until that master's
+// assignment); an explicit master stops.
+func (m *Member) standDown(now time.Time) []Effect {
+	if m.cfg.Role != messages.RoleAuto || !m.cfg.CanCall {
+		return m.giveUp(errors.New("this instance is no longer the ring master (its lock was lost or another master published); stopping so that another instance can lead"))
+	}
+	out := []Effect{
+		Log{Level: slog.LevelWarn, Msg: "no longer the ring master (lock lost or another master published); going on as a slave"},
+		StandDown{},
+	}
+	m.joined, m.masterAddr, m.failures, m.retryAt, m.masterStopping = false, "", 0, time.Time{}, time.Time{}
+	return append(out, m.becomeSlave(now)...)
+}
+
+func (m *Member) giveUp(err error) []Effect {
+	if m.stopping {
+		return nil
+	}
+	m.stopping = true
+	return []Effect{GiveUp{Err: err}}
+}

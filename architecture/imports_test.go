@@ -1,0 +1,182 @@
+package architecture
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/switchboard-dev/switchboard"
+
+// A rule forbids packages matching From to import packages matching To,
+// except those matching Allow. Patterns are module-relative: "" is the root
+// package, "x/..." is x and everything under it, anything else one package.
+type rule struct {
+	From, To []string
+	Allow    []string
+	Why      string
+}
+
+// rules are the import rules of docs/architecture.md. Only production
+// imports count: a test may import what it needs to set things up.
+var rules = []rule{
+	{From: []string{"messages"}, To: []string{"..."}, Allow: []string{"gsm7"},
+		Why: "messages are plain data: they import no package of ours but the GSM alphabet"},
+	{From: []string{"gsm7", "smpp"}, To: []string{"..."}, Allow: []string{"gsm7", "messages"},
+		Why: "the codecs are leaves: bytes in, values out"},
+	{From: []string{"persistence/..."}, To: []string{"..."}, Allow: []string{"messages", "gsm7", "persistence/..."},
+		Why: "the stores know messages and nothing that runs them (no actors, gateway, telemetry or node)"},
+	{From: []string{"actors/..."}, To: []string{"", "httpapi/...", "cmd/...", "sim/...", "examples/..."},
+		Why: "actors know the store and messages; the gateway calls them, not the other way round"},
+	{From: []string{"httpapi/..."}, To: []string{"", "actors/...", "cmd/...", "sim/...", "persistence/sqlite", "persistence/postgres"},
+		Allow: []string{"actors/peer"},
+		Why:   "the gateway talks to the node through its Backend; actors/peer only for the peer client's Transport and CallError (until they move to a transport package of their own)"},
+	{From: []string{"supervision/..."}, To: []string{"..."}, Allow: []string{"supervision/..."},
+		Why: "supervision is below everything"},
+	{From: []string{"telemetry/..."}, To: []string{"..."}, Allow: []string{"supervision/...", "telemetry/..."},
+		Why: "telemetry is below the node: it knows no message, store or actor"},
+	{From: []string{"...", ""}, To: []string{"sim/..."}, Allow: []string{},
+		Why: "production code never imports the sim (only cmd/sim does, and the sim's own packages)"},
+	{From: []string{"...", ""}, To: []string{"cmd/..."},
+		Why: "nothing imports a command"},
+}
+
+// exempt are importers a rule never applies to: the sim and its command
+// run the node (they may reach into anything), and a command's own packages.
+var exempt = []string{"sim/...", "cmd/sim"}
+
+// match reports whether the module-relative package p matches pattern.
+func match(pattern, p string) bool {
+	switch {
+	case pattern == "...":
+		return p != "" // every package of the module but the root
+	case strings.HasSuffix(pattern, "/..."):
+		base := strings.TrimSuffix(pattern, "/...")
+		return p == base || strings.HasPrefix(p, base+"/")
+	}
+	return p == pattern
+}
+
+func matchAny(patterns []string, p string) bool {
+	return slices.ContainsFunc(patterns, func(pat string) bool { return match(pat, p) })
+}
+
+// violations are the imports (from -> to, module-relative) that break a rule.
+func violations(rs []rule, imports map[string][]string) []string {
+	var out []string
+	for from, tos := range imports {
+		if matchAny(exempt, from) {
+			continue
+		}
+		for _, to := range tos {
+			if to == from {
+				continue
+			}
+			for _, r := range rs {
+				if matchAny(r.From, from) && matchAny(r.To, to) && !matchAny(r.Allow, to) {
+					out = append(out, fmt.Sprintf("%s imports %s: %s", show(from), show(to), r.Why))
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func show(p string) string {
+	if p == "" {
+		return "switchboard (the root package)"
+	}
+	return p
+}
+
+// moduleImports lists each package of the module with the module's
+// packages it imports (production code: not its tests).
+func moduleImports(t *testing.T) map[string][]string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, module+"/...")
+	cmd.Dir = ".."
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v: %s", err, stderr.String())
+	}
+	rel := func(p string) (string, bool) {
+		if p == module {
+			return "", true
+		}
+		r, ok := strings.CutPrefix(p, module+"/")
+		return r, ok
+	}
+	imports := map[string][]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		from, _ := rel(f[0])
+		imports[from] = []string{}
+		for _, imp := range f[1:] {
+			if to, ok := rel(imp); ok {
+				imports[from] = append(imports[from], to)
+			}
+		}
+	}
+	return imports
+}
+
+// TestImportRules fails on every import of the module that a rule forbids.
+func TestImportRules(t *testing.T) {
+	imports := moduleImports(t)
+	for _, v := range violations(rules, imports) {
+		t.Error(v)
+	}
+	// A rule whose packages were renamed away would hold for nothing: every
+	// pattern a rule names must match a package of the module.
+	for _, r := range rules {
+		for _, pat := range slices.Concat(r.From, r.To, r.Allow) {
+			found := false
+			for p := range imports {
+				if match(pat, p) {
+					found = true
+					break
+				}
+			}
+			if !found {
+				t.Errorf("rule %q names %q, which matches no package of the module", r.Why, pat)
+			}
+		}
+	}
+}
+
+// TestViolationsFound: the checker reports a forbidden import, keeps an
+// allowed one, and leaves the exempt sim alone.
+func TestViolationsFound(t *testing.T) {
+	imports := map[string][]string{
+		"persistence/sqlite": {"messages", "persistence", "actors/ring"},
+		"httpapi":            {"actors/peer", "actors/delivery", "messages"},
+		"messages":           {"gsm7"},
+		"actors/forward":     {"httpapi"},
+		"":                   {"sim"},
+		"sim":                {"", "actors/ring", "persistence/sqlite"},
+		"cmd/node":           {"", "httpapi"},
+	}
+	got := violations(rules, imports)
+	want := []string{
+		"actors/forward imports httpapi",
+		"httpapi imports actors/delivery",
+		"persistence/sqlite imports actors/ring",
+		"switchboard (the root package) imports sim",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("violations:\n%s\nwant %d starting with:\n%s", strings.Join(got, "\n"), len(want), strings.Join(want, "\n"))
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]+":") {
+			t.Errorf("violation %d: %q, want it to start with %q", i, got[i], want[i])
+		}
+	}
+}
