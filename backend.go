@@ -10,6 +10,7 @@ import (
 	"github.com/switchboard-dev/switchboard/httpapi"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/smpp"
 )
 
 // The node is the gateway's Backend: each call sends an actor message and
@@ -198,6 +199,19 @@ func (n *Node) Frontends(ctx context.Context) ([]messages.Frontend, error) {
 	fes, err := n.store.Frontends(ctx)
 	if err != nil {
 		return nil, n.storeErr("frontends", err, "")
+	}
+	var states map[string]smpp.BindState
+	if n.smpp != nil {
+		states = n.smpp.States()
+	}
+	for i, f := range fes {
+		if f.Mode == messages.ModeSMPP {
+			st, ok := states[f.Name]
+			if !ok {
+				st = smpp.StateClosed
+			}
+			fes[i].BindState = st.String()
+		}
 	}
 	return fes, nil
 }

@@ -30,10 +30,30 @@ type RouteSpec struct {
 	Frontend string
 }
 
-// WebhookSpec is a webhook frontend registered at start (--frontend NAME=URL).
+// WebhookSpec is a frontend registered at start (--frontend NAME=URL): a
+// webhook (http(s) URL) or an smpp frontend (smpp:// or smpps:// URL, its
+// password in the URL).
 type WebhookSpec struct {
 	Name string
 	URL  string
+}
+
+// Frontend is the frontend w registers (an smpp URL's password as its
+// secret), or why its URL is not one.
+func (w WebhookSpec) Frontend() (messages.Frontend, error) {
+	fe := messages.Frontend{Name: w.Name, Mode: messages.ModeWebhook, URL: w.URL}
+	if strings.HasPrefix(w.URL, "smpp://") || strings.HasPrefix(w.URL, "smpps://") {
+		fe.Mode = messages.ModeSMPP
+		var err error
+		if fe, err = fe.Normalized(); err != nil {
+			return fe, err
+		}
+		if err := fe.Validate(); err != nil {
+			return fe, err
+		}
+		return fe, nil
+	}
+	return fe, messages.ValidWebhookURL(w.URL)
 }
 
 // Config is everything a Node needs. Start from DefaultConfig; New validates.
@@ -52,6 +72,19 @@ type Config struct {
 	// MetricsListen is the plain HTTP address of /metrics (--metrics-listen).
 	// Empty: no metrics listener.
 	MetricsListen string
+
+	// SMPPListen is the address ESMEs bind to with SMPP v3.4
+	// (--smpp-listen; docs/smpp.md, "Inbound"). Empty: no SMPP listener.
+	SMPPListen string
+	// SMPPTLS makes the SMPP listener speak TLS with the node's
+	// certificate (--smpp-tls; that of --tls-cert, or the self-signed
+	// one), reloaded as the HTTPS listener's is.
+	SMPPTLS bool
+	// SMPPWindow is how many of an ESME's requests may await their answer
+	// on one session (--smpp-window 64: an ESME's usual window of 10 with
+	// room for the parts of long messages, which wait for their last
+	// part); one more is answered ESME_RTHROTTLED.
+	SMPPWindow int
 
 	// DataDir holds the embedded store and generated certificates (--data-dir).
 	DataDir string
@@ -112,6 +145,12 @@ type Config struct {
 	// WebhookTimeout bounds one webhook POST (--webhook-timeout 10s); a
 	// timeout is a retry.
 	WebhookTimeout time.Duration
+	// SMPPReconnectMin and SMPPReconnectMax bound the wait of an smpp
+	// frontend before it dials its SMSC again after a failed dial or bind
+	// or a lost link (--smpp-reconnect-min 1s, --smpp-reconnect-max 1m):
+	// doubling from min per failure in a row up to max, up to half of each
+	// wait taken off at random.
+	SMPPReconnectMin, SMPPReconnectMax time.Duration
 	// ShutdownTimeout bounds a graceful stop (--shutdown-timeout 30s): in-flight
 	// requests and commits get this long before the node stops regardless.
 	ShutdownTimeout time.Duration
@@ -296,12 +335,15 @@ func DefaultConfig() Config {
 		InstanceID:           host,
 		Listen:               ":8443",
 		MetricsListen:        ":9568",
+		SMPPWindow:           64,
 		DataDir:              "./data",
 		DeliveryRetryMin:     time.Minute,     // a frontend blip rarely lasts longer
 		DeliveryRetryMax:     8 * time.Minute, // 5 attempts then span ~15 min
 		DeliveryMaxAttempts:  5,
 		MessageValidity:      24 * time.Hour, // SMS validity period convention
 		WebhookTimeout:       10 * time.Second,
+		SMPPReconnectMin:     time.Second,      // a restarted SMSC is back in seconds
+		SMPPReconnectMax:     time.Minute,      // an SMSC down for long is not hammered
 		ShutdownTimeout:      30 * time.Second, // inside Kubernetes' default grace period
 		MaxPendingSubmits:    10000,            // ~ a second of peak ingest
 		Retention:            24 * time.Hour,
@@ -392,7 +434,7 @@ func (c Config) Validate() error {
 		if !messages.ValidName(w.Name) {
 			bad("frontend", "name %q is not a valid name", w.Name)
 		}
-		if err := messages.ValidWebhookURL(w.URL); err != nil {
+		if _, err := w.Frontend(); err != nil {
 			bad("frontend", "%s: %v", w.Name, err)
 		}
 	}
@@ -401,6 +443,12 @@ func (c Config) Validate() error {
 	}
 	if c.DeliveryRetryMax < c.DeliveryRetryMin {
 		bad("delivery-retry-max", "must be at least --delivery-retry-min (%v), got %v", c.DeliveryRetryMin, c.DeliveryRetryMax)
+	}
+	if c.SMPPReconnectMin <= 0 {
+		bad("smpp-reconnect-min", "must be positive, got %v", c.SMPPReconnectMin)
+	}
+	if c.SMPPReconnectMax < c.SMPPReconnectMin {
+		bad("smpp-reconnect-max", "must be at least --smpp-reconnect-min (%v), got %v", c.SMPPReconnectMin, c.SMPPReconnectMax)
 	}
 	if c.DeliveryMaxAttempts < 1 {
 		bad("delivery-max-attempts", "must be at least 1, got %d", c.DeliveryMaxAttempts)
@@ -423,6 +471,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.validateRing()...)
 	errs = append(errs, c.validateBus()...)
 	errs = append(errs, c.validateTelemetry()...)
+	errs = append(errs, c.validateSMPP()...)
 	return errors.Join(errs...)
 }
 

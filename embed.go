@@ -84,6 +84,7 @@ func (n *Node) publish(ev messages.StateChanged) {
 		n.kickStatus()
 	}
 	n.events.count(ev)
+	n.kickReceipts(ev)
 	if ev.State == messages.StateFailed || ev.State == messages.StateForwardFailed {
 		n.failures.Write("id", ev.ID, "state", ev.State, "frontend", ev.Frontend, "reason", ev.Reason, "detail", ev.Detail)
 	}

@@ -42,6 +42,8 @@ func testConfig(t *testing.T) switchboard.Config {
 	cfg.DeliveryRetryMin = 20 * time.Millisecond
 	cfg.DeliveryRetryMax = 80 * time.Millisecond
 	cfg.WebhookTimeout = 2 * time.Second
+	cfg.SMPPReconnectMin = 20 * time.Millisecond
+	cfg.SMPPReconnectMax = 100 * time.Millisecond
 	cfg.ShutdownTimeout = 10 * time.Second
 	cfg.DeadLetterThrottle = 10 * time.Millisecond // goleak waits for its goroutine
 	return cfg

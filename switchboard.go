@@ -56,6 +56,7 @@ import (
 	"github.com/switchboard-dev/switchboard/actors/retention"
 	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/actors/router"
+	"github.com/switchboard-dev/switchboard/actors/smppout"
 	"github.com/switchboard-dev/switchboard/httpapi"
 	"github.com/switchboard-dev/switchboard/httpapi/certs"
 	"github.com/switchboard-dev/switchboard/messages"
@@ -63,6 +64,7 @@ import (
 	"github.com/switchboard-dev/switchboard/persistence/postgres"
 	"github.com/switchboard-dev/switchboard/persistence/space"
 	"github.com/switchboard-dev/switchboard/persistence/sqlite"
+	"github.com/switchboard-dev/switchboard/smsc"
 	"github.com/switchboard-dev/switchboard/supervision"
 	"github.com/switchboard-dev/switchboard/supervision/ratelog"
 	"github.com/switchboard-dev/switchboard/supervision/redact"
@@ -91,6 +93,11 @@ type Node struct {
 	intake       *actor.PID
 	frontends    *actor.PID
 	actors       *frontend.Actors
+	// smpp are the smpp frontends' clients (their binds to SMSCs), whose
+	// binds kick the workers through frontendsPID (frontends, read off
+	// the goroutine that sets it).
+	smpp         *smppout.Clients
+	frontendsPID atomic.Pointer[actor.PID]
 	// board is where the workers offer to take new work at once, and the
 	// intake hands it over (package handover).
 	board *handover.Board
@@ -151,7 +158,12 @@ type Node struct {
 	httpsTLS           *tls.Config
 	addr               string
 	maddr              string
-	serveErrs          chan error
+	// the SMPP listener (smpp.go): smppLn is bound by bind and served by
+	// startSMPP (nil once served); saddr is its address.
+	smppLn    net.Listener
+	smppIn    *smsc.Server
+	saddr     string
+	serveErrs chan error
 
 	// failures logs each message that ends failed or forward_failed, at a
 	// bounded rate (see publish).
@@ -291,6 +303,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err := n.startHTTP(); err != nil {
 		return err
 	}
+	if err := n.startSMPP(); err != nil {
+		return err
+	}
 	if err := n.startRing(); err != nil {
 		return err
 	}
@@ -359,18 +374,26 @@ func (n *Node) prepareStore(ctx context.Context) error {
 		stored[f.Name] = f
 	}
 	for _, w := range n.cfg.Webhooks {
+		fe, err := w.Frontend()
+		if err != nil {
+			return fmt.Errorf("--frontend %s: %w", w.Name, err)
+		}
 		f, ok := stored[w.Name]
 		switch {
-		case ok && f.Mode == messages.ModeWebhook && f.URL == w.URL:
+		case ok && f.Mode == fe.Mode && f.URL == fe.URL && (fe.Secret == "" || fe.Secret == f.Secret):
 			continue
 		case ok:
 			n.log.Warn("--frontend overwrites the stored frontend (the flags win; a change made through the API is lost)",
-				"name", w.Name, "flag_url", w.URL, "stored_mode", f.Mode, "stored_url", f.URL)
+				"name", w.Name, "flag_url", fe.URL, "stored_mode", f.Mode, "stored_url", f.URL)
 		default:
-			n.log.Info("frontend registered from --frontend", "name", w.Name, "url", w.URL)
+			n.log.Info("frontend registered from --frontend", "name", w.Name, "url", fe.URL)
 		}
-		// A secret set through the API stays: the flag names no secret.
-		fe := messages.Frontend{Name: w.Name, Mode: messages.ModeWebhook, URL: w.URL, Secret: f.Secret, CreatedAt: now, UpdatedAt: now}
+		// A secret set through the API stays when the flag names none (an
+		// smpp URL's password is one).
+		if fe.Secret == "" {
+			fe.Secret = f.Secret
+		}
+		fe.CreatedAt, fe.UpdatedAt = now, now
 		if err := n.store.PutFrontend(ctx, fe); err != nil {
 			return fmt.Errorf("--frontend %s: %w", w.Name, err)
 		}
@@ -454,8 +477,12 @@ func (n *Node) startActors() error {
 	if err := n.startBus(); err != nil {
 		return err
 	}
+	if err := n.newSMPPClients(); err != nil {
+		return err
+	}
 	deps := &delivery.Deps{
-		Bus: n.bus, Relay: n.kickRelay(),
+		SMPP: n.smpp,
+		Bus:  n.bus, Relay: n.kickRelay(),
 		Fence: n.shares, Sweeps: n.isRingMaster,
 		Owner: n.cfg.InstanceID, Store: n.store, Clock: n.clock, Logger: n.log, Metrics: delMetrics,
 		Policy: delivery.Policy{
@@ -484,6 +511,7 @@ func (n *Node) startActors() error {
 	if n.frontends, err = n.guardian.Spawn(actorFrontends, "frontends", sup); err != nil {
 		return err
 	}
+	n.frontendsPID.Store(n.frontends)
 	n.wireBus()
 	// Peers before the intake, so that a stop (in reverse order) ends
 	// intake first and the forward queues last.
@@ -592,7 +620,7 @@ func (n *Node) bind() error {
 		}
 		n.maddr, n.metricsLn = ln.Addr().String(), ln
 	}
-	return nil
+	return n.bindSMPP()
 }
 
 func (n *Node) startHTTP() error {
@@ -690,6 +718,9 @@ func (n *Node) teardown(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("https shutdown: %w", err))
 		}
 	}
+	if err := n.stopSMPP(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	if n.frontends != nil {
 		done, abandon := make(chan struct{}), make(chan struct{})
 		n.system.Root.Send(n.frontends, &messages.Drain{Done: done, Abandon: abandon})
@@ -708,6 +739,9 @@ func (n *Node) teardown(ctx context.Context) error {
 	}
 	if n.stopRestarts != nil {
 		n.stopRestarts()
+	}
+	if n.smpp != nil {
+		n.smpp.Close() // those the stopped workers left (none, as a rule): each unbinds
 	}
 	n.stopBus()
 	if n.peerClient != nil {
@@ -778,3 +812,30 @@ func (n *Node) Registry() *prometheus.Registry { return n.registry }
 // Store is the node's store (nil before Start). Writes must go through the
 // node's API, never directly.
 func (n *Node) Store() persistence.Store { return n.store }
+
+// newSMPPClients makes the registry of the smpp frontends' clients: each
+// client's bind kicks its worker, and its submit rate is this instance's
+// share of the frontend's, the share of the ring's delivery work it holds
+// (docs/smpp.md).
+func (n *Node) newSMPPClients() error {
+	m, err := smppout.NewMetrics(n.registry)
+	if err != nil {
+		return err
+	}
+	n.smpp = smppout.NewClients(smppout.Config{
+		Store: n.store, Clock: n.clock, Logger: n.log, Metrics: m, Seed: uint64(n.clock.Now().UnixNano()),
+		Reconnect: ring.Reconnect{MaxAttempts: 1, Min: n.cfg.SMPPReconnectMin, Max: n.cfg.SMPPReconnectMax, Jitter: 0.5},
+		Share: func() float64 {
+			rc, ok := n.shares.Claim(persistence.WorkDelivery)
+			if !ok || rc == nil {
+				return 0
+			}
+			return smppout.Share(rc.Ranges)
+		},
+	}, func(frontend string) {
+		if pid := n.frontendsPID.Load(); pid != nil {
+			n.system.Root.Send(pid, &messages.Kick{Frontend: frontend})
+		}
+	})
+	return nil
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/switchboard-dev/switchboard/actors/smppout/smsctest"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/telemetry/otlptest"
 )
@@ -447,6 +448,8 @@ func TestUIOperatorInBrowser(t *testing.T) {
 	}
 	n := startRoleNode(t)
 	n.pullFrontend("sms-uk", "44")
+	smsc := smsctest.New(t, "pw", nil)
+	n.smppFrontend("smsc-fr", "smpp://sb:pw@"+smsc.Addr, "33")
 	failed := n.submit("dead-1", "447700900111")
 	for _, o := range n.poll("sms-uk", 10, 1000, 30000) {
 		n.ack("sms-uk", messages.DeliveryResult{ID: o.ID, Status: messages.Failed, Reason: "barred", Attempt: o.Attempt})
@@ -506,7 +509,9 @@ func TestUIOperatorInBrowser(t *testing.T) {
 		waitJS("who the token is", `document.getElementById('whoami').textContent === 'ops · operator'`),
 		waitJS("the failed message listed", fmt.Sprintf(`(document.querySelector('#queue-body tr[data-id=%q] .badge') || {}).textContent === 'failed'`, failed)),
 		waitJS("the route listed", `[...document.querySelectorAll('#rt-body tr')].some((r) => r.cells[0].textContent === '44')`),
-		waitJS("the frontend listed", `[...document.querySelectorAll('#fe-body tr')].some((r) => r.cells[0].textContent === 'sms-uk')`))
+		waitJS("the frontend listed", `[...document.querySelectorAll('#fe-body tr')].some((r) => r.cells[0].textContent === 'sms-uk')`),
+		waitJS("the smpp frontend's bind state shown", `[...document.querySelectorAll('#fe-body tr')].some((r) =>
+			r.cells[0].textContent === 'smsc-fr' && r.cells[1].textContent === 'smpp · bound_trx' && r.cells[3].textContent === 'password')`))
 
 	// Routes and frontends are shown, never offered for change.
 	offered := value(br, "look for ways to change the directory", chromedp.Evaluate[[]string](`(() => {

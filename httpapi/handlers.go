@@ -381,7 +381,11 @@ func (s *Server) putFrontend(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	fe := messages.Frontend{Name: mux.Vars(r)["name"], Mode: req.Mode, URL: req.URL, Secret: req.Secret}
+	fe, err := messages.Frontend{Name: mux.Vars(r)["name"], Mode: req.Mode, URL: req.URL, Secret: req.Secret}.Normalized()
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	if fe.Mode == messages.ModeActor {
 		s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "mode actor is registered through the embedding API, not over HTTP"))
 		return

@@ -592,11 +592,13 @@ func TestOpenAPISchemasMatchGo(t *testing.T) {
 	msg := messages.Message{ID: "m-1", SourceMSISDN: "alice", DestinationMSISDN: "+447700900001", Body: "hi", Options: opts,
 		State: messages.StateForwardQueued, SourceSMSC: "a", DestSMSC: "b", Frontend: "fe", Attempts: 1,
 		Reason: messages.ReasonExpired, CreatedAt: at, UpdatedAt: at, SubmittedAt: at, QueuedAt: &at, NextAttemptAt: &at,
-		LastDetail: "accepted", History: hist, SubmittedBy: "shop", TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"}
+		LastDetail: "accepted", History: hist, SubmittedBy: "shop", TraceID: "4bf92f3577b34da6a3ce929d0e0e4736",
+		SMSC: []messages.SMSCRef{{MessageID: "p-1", Receipt: "DELIVRD"}}}
 	peer := messages.PeerInfo{Node: "b", Address: "127.0.0.1:8443", State: messages.PeerDegraded, ConsecutiveFailures: 1,
 		LastSuccess: &at, Frontends: []string{"fe"}, ForwardQueueDepth: 3,
 		Instances: []messages.PeerInstance{{Address: "127.0.0.1:8443", InstanceID: "b-0"}}, LastError: "timeout"}
-	fe := messages.Frontend{Name: "fe", Mode: messages.ModeWebhook, URL: "https://fe.example/hook", SecretSet: true, CreatedAt: at, UpdatedAt: at}
+	fe := messages.Frontend{Name: "fe", Mode: messages.ModeWebhook, URL: "https://fe.example/hook", SecretSet: true, CreatedAt: at, UpdatedAt: at,
+		BindState: "bound_trx"}
 	entry := messages.AuditEntry{Seq: 3, At: at, Actor: "ops", Role: messages.RoleOperator, Remote: "192.0.2.1:5000",
 		Action: messages.AuditRoutePut, Target: "44", Detail: "frontend fe"}
 	counts := map[string]int64{}
@@ -712,7 +714,7 @@ func TestOpenAPIEnums(t *testing.T) {
 		{"State", enum(d.schema("State")), str(states...)},
 		{"MessageCounts", slices.Sorted(maps.Keys(d.schema("MessageCounts")["properties"].(map[string]any))), slices.Sorted(slices.Values(str(states...)))},
 		{"PeerState", enum(d.schema("PeerState")), str(peerStates...)},
-		{"FrontendMode", enum(d.schema("FrontendMode")), str(messages.ModePull, messages.ModeWebhook, messages.ModeActor)},
+		{"FrontendMode", enum(d.schema("FrontendMode")), str(messages.ModePull, messages.ModeWebhook, messages.ModeSMPP, messages.ModeActor)},
 		{"DeliveryResult.status", enum(d.deref(d.schema("DeliveryResult")["properties"].(map[string]any)["status"])),
 			str(messages.Delivered, messages.Failed, messages.Retry)},
 		{"Health.status", enum(d.deref(d.schema("Health")["properties"].(map[string]any)["status"])),

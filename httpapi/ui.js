@@ -872,9 +872,10 @@
     frontendsSig = sig;
     $('fe-body').replaceChildren(...(list.length ? list.map((f) => el('tr', null,
       el('td', { class: 'mono' }, f.name),
-      el('td', null, f.mode),
+      el('td', null, f.mode, f.bind_state
+        ? el('span', { class: 'bind-state bind-' + f.bind_state, title: 'its connection to the SMSC on this instance' }, ' · ' + f.bind_state) : null),
       el('td', { class: 'mono' }, f.url || '—'),
-      el('td', null, f.secret_set ? 'signed' : '—'),
+      el('td', null, f.secret_set ? (f.mode === 'smpp' ? 'password' : 'signed') : '—'),
       el('td', { class: 'actions' }, can('directory')
         ? el('button', { type: 'button', class: 'small danger', onclick: () => deleteFrontend(f) }, 'Delete…') : null)))
       : [el('tr', null, el('td', { colspan: 5, class: 'empty' }, 'No frontends.'))]));
@@ -882,7 +883,7 @@
   }
 
   function describeFrontend(mode, url) {
-    return mode + (mode === 'webhook' && url ? ' → ' + url : '');
+    return mode + ((mode === 'webhook' || mode === 'smpp') && url ? ' → ' + url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1@') : '');
   }
 
   async function saveFrontend(ev) {
@@ -904,7 +905,7 @@
         ? 'Its signing secret goes with it: enter the secret again to keep its calls signed.' : '',
     ].filter(Boolean), 'Replace')) return;
     const body = { mode };
-    if (mode === 'webhook') body.url = url;
+    if (mode === 'webhook' || mode === 'smpp') body.url = url;
     if (mode === 'webhook' && secret) body.secret = secret;
     try {
       await api('PUT', API.frontend(name), body);
@@ -934,7 +935,7 @@
 
   function syncModeField() {
     const webhook = $('fe-mode').value === 'webhook';
-    $('fe-url').disabled = !webhook;
+    $('fe-url').disabled = !webhook && $('fe-mode').value !== 'smpp';
     $('fe-secret').disabled = !webhook;
   }
 

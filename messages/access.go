@@ -48,6 +48,14 @@ type Credential struct {
 	// SubmitRate, when positive, bounds a client credential's submits per
 	// second (429 rate_limited beyond it); 0 is no bound.
 	SubmitRate float64 `json:"submit_rate,omitempty"`
+	// SMPP marks an SMPP account (docs/smpp.md, "Accounts"): an ESME
+	// binds with the credential's name as its system_id and its token as
+	// its password, which SMPP v3.4 bounds to 8 characters. Such a short
+	// secret opens nothing else: the HTTP API never accepts it as a token.
+	// An SMPP account is a client credential (it submits and reads its own
+	// messages; its submit rate bounds its submit_sm too) whose name fits a
+	// system_id (MaxSMPPSystemID).
+	SMPP bool `json:"smpp,omitempty"`
 	// CreatedAt is when the credential was added.
 	CreatedAt time.Time `json:"created_at"`
 }
@@ -90,6 +98,12 @@ func (c Credential) Validate() error {
 		probs = append(probs, fmt.Sprintf("submit_rate: from 0 (no bound) to %d per second", MaxSubmitRate))
 	case c.SubmitRate > 0 && c.Role != RoleClient:
 		probs = append(probs, "submit_rate: only a client credential has a submit rate")
+	}
+	if c.SMPP && c.Role != RoleClient {
+		probs = append(probs, "smpp: an SMPP account is a client credential (it submits)")
+	}
+	if c.SMPP && len(c.Name) > MaxSMPPSystemID {
+		probs = append(probs, fmt.Sprintf("smpp: the name is the account's system_id: at most %d characters", MaxSMPPSystemID))
 	}
 	if len(probs) == 0 {
 		return nil

@@ -21,6 +21,14 @@ type Submission struct {
 	// Trace is the W3C traceparent of the submit's span when its trace is
 	// sampled (set by the gateway, never read from the body).
 	Trace string `json:"-"`
+	// ReceiptTo is the system_id of the SMPP client (ESME) that submitted
+	// it asking for a delivery receipt (registered_delivery); its final
+	// state is reported back to that client (docs/smpp.md). Set by the
+	// SMPP listener only.
+	ReceiptTo string `json:"-"`
+	// ReceiptFailedOnly asks for the receipt of a failure only
+	// (registered_delivery 0x02).
+	ReceiptFailedOnly bool `json:"-"`
 }
 
 // Submit asks the intake to accept a submission. The reply comes after the

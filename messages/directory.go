@@ -20,10 +20,15 @@ const (
 	ModeWebhook FrontendMode = "webhook"
 	// ModeActor: an in-process actor registered through the embedding API.
 	ModeActor FrontendMode = "actor"
+	// ModeSMPP: the node binds to an SMSC as an ESME and submits each
+	// message (URL smpp://system_id@host:port?options, docs/smpp.md).
+	ModeSMPP FrontendMode = "smpp"
 )
 
 // Valid reports whether m is a known mode.
-func (m FrontendMode) Valid() bool { return m == ModePull || m == ModeWebhook || m == ModeActor }
+func (m FrontendMode) Valid() bool {
+	return m == ModePull || m == ModeWebhook || m == ModeActor || m == ModeSMPP
+}
 
 // Frontend is a local frontend's registration.
 type Frontend struct {
@@ -31,12 +36,16 @@ type Frontend struct {
 	Mode FrontendMode `json:"mode"`
 	URL  string       `json:"url,omitempty"`
 	// Secret, when set, signs each webhook call (X-Switchboard-Signature,
-	// docs/api.md). It is never written to JSON: the API shows only
-	// SecretSet.
+	// docs/api.md); of an smpp frontend, it is the password of its bind.
+	// It is never written to JSON: the API shows only SecretSet.
 	Secret string `json:"-"`
 	// SecretSet tells whether the frontend has a Secret (filled by the
 	// store when it reads the frontend).
-	SecretSet bool      `json:"secret_set,omitempty"`
+	SecretSet bool `json:"secret_set,omitempty"`
+	// BindState, of an smpp frontend in the API's answers, is the state of
+	// its connection to the SMSC on the instance that answered (open,
+	// bound_tx, bound_trx, closed); not stored.
+	BindState string    `json:"bind_state,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 }

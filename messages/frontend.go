@@ -58,6 +58,13 @@ type DeliveryResult struct {
 	// message was offered again: it is stale and ignored. A delivered
 	// verdict is always taken.
 	Attempt int `json:"attempt,omitempty"`
+	// SMSCMessageIDs, in an smpp frontend's delivered verdict, are the
+	// message ids its SMSC gave the message's submit_sm (one per part),
+	// kept for the SMSC's receipts. Not in JSON.
+	SMSCMessageIDs []string `json:"-"`
+	// Note, when set, is added to the history detail of the verdict's
+	// outcome (an smpp frontend marks a resend with it). Not in JSON.
+	Note string `json:"-"`
 }
 
 // AckOutcome tells a pull frontend what its ack of one message did:

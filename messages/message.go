@@ -40,7 +40,11 @@ type Message struct {
 	SubmittedBy string `json:"submitted_by,omitempty"`
 	// TraceID is the id of the message's trace (see Trace); empty when
 	// its trace was not sampled.
-	TraceID string         `json:"trace_id,omitempty"`
+	TraceID string `json:"trace_id,omitempty"`
+	// SMSC, for a message an smpp frontend delivered, holds the message
+	// id its SMSC gave each submit_sm (one per part of a long text), with
+	// the stat of the latest receipt for it. Read by GetMessage only.
+	SMSC    []SMSCRef      `json:"smsc,omitempty"`
 	History []HistoryEntry `json:"history,omitempty"`
 	// Trace is the W3C traceparent of the span the message's later spans
 	// are children of (its submit, or its receipt from a peer), kept with
@@ -66,6 +70,14 @@ func TraceIDOf(tp string) string {
 		return ""
 	}
 	return tp[3:35]
+}
+
+// SMSCRef is an SMSC's message id for (a part of) a message, and the stat
+// of its latest delivery receipt ("DELIVRD", "UNDELIV", ...; "" before
+// one came).
+type SMSCRef struct {
+	MessageID string `json:"message_id"`
+	Receipt   string `json:"receipt,omitempty"`
 }
 
 // HistoryEntry is one transition of a message.

@@ -84,13 +84,15 @@ func (f Frontend) Validate() error {
 	case !ValidName(f.Name):
 		return Errorf(CodeInvalidRequest, "frontend name %q: 1-63 letters, digits, '.', '_' or '-'", f.Name)
 	case !f.Mode.Valid():
-		return Errorf(CodeInvalidRequest, "mode %q: must be pull or webhook", f.Mode)
+		return Errorf(CodeInvalidRequest, "mode %q: must be pull, webhook or smpp", f.Mode)
 	case f.Mode == ModeWebhook:
 		if err := ValidWebhookURL(f.URL); err != nil {
 			return Errorf(CodeInvalidRequest, "url: %v", err)
 		}
+	case f.Mode == ModeSMPP:
+		return f.validateSMPP()
 	case f.URL != "":
-		return Errorf(CodeInvalidRequest, "url is only for webhook frontends")
+		return Errorf(CodeInvalidRequest, "url is only for webhook and smpp frontends")
 	}
 	switch {
 	case f.Secret == "":

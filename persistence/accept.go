@@ -107,7 +107,7 @@ func AcceptResults(batch []NewMessage, created, stored map[string]messages.Messa
 // id stored for another credential is "submitted_by" whatever the
 // content: a client never gets another's message back by naming its id.
 func Conflict(nm NewMessage, stored messages.Message) string {
-	if nm.ReportTo != "" {
+	if _, _, receipt := ReceiptTarget(nm.ReportTo); nm.ReportTo != "" && !receipt {
 		return ""
 	}
 	if nm.SubmittedBy != stored.SubmittedBy {

@@ -155,6 +155,12 @@ type Changes struct {
 	// Purged are messages to delete with their history and ledger entries
 	// (they have no outbox rows: see Purge).
 	Purged []*Row
+	// Refs are SMSC message ids to keep (a delivered outcome's; one of the
+	// same frontend and id is replaced: an SMSC that reuses its ids names
+	// the newest message), Receipts the stats of receipts to write on
+	// theirs.
+	Refs     []SMSCRef
+	Receipts []ReceiptMark
 	// Counts are the deltas of the maintained counters that these changes
 	// make (see Counts); a store writes them in the same transaction.
 	Counts Counts
@@ -172,7 +178,7 @@ func NewChanges(now time.Time) *Changes {
 // Empty reports whether there is nothing to write.
 func (c *Changes) Empty() bool {
 	return len(c.Moved)+len(c.History)+len(c.Unledgered)+len(c.Ledger)+len(c.Finished)+len(c.Rescheduled)+len(c.Work)+
-		len(c.Purged)+len(c.Counts) == 0
+		len(c.Purged)+len(c.Counts)+len(c.Refs)+len(c.Receipts) == 0
 }
 
 // touch marks m changed.
@@ -189,7 +195,8 @@ func (c *Changes) touch(m *Row) {
 // that comes to rest (Resting) has finalized_at set to now, any other has it
 // cleared. A message with an origin to report to that becomes delivered or
 // failed gets its status work, due now, so the delivery_status leaves
-// through the outbox.
+// through the outbox; one submitted over SMPP with a receipt asked for
+// gets its receipt work when it becomes final (forward_failed too).
 func (c *Changes) Move(l *Loaded, m *Row, next messages.State, detail string) {
 	switch {
 	case next != messages.StateForwardQueued:
@@ -209,7 +216,11 @@ func (c *Changes) Move(l *Loaded, m *Row, next messages.State, detail string) {
 	m.HistoryLen++
 	c.History = append(c.History, HistoryAdd{MessageID: m.ID, Ordinal: m.HistoryLen, State: next, Detail: detail})
 	c.touch(m)
-	if m.ReportTo != "" && (next == messages.StateDelivered || next == messages.StateFailed) {
+	if esme, failedOnly, ok := ReceiptTarget(m.ReportTo); ok {
+		if next.Final() && !(failedOnly && next == messages.StateDelivered) {
+			c.AddWork(l, m.ID, m.Token, WorkSpec{Kind: WorkReceipt, Target: esme, DueAt: c.Now})
+		}
+	} else if m.ReportTo != "" && (next == messages.StateDelivered || next == messages.StateFailed) {
 		c.AddWork(l, m.ID, m.Token, WorkSpec{Kind: WorkStatus, Target: m.ReportTo, DueAt: c.Now})
 	}
 }

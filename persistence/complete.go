@@ -18,8 +18,8 @@ type WorkLease struct {
 // (recorded), and whose outbox rows of o's kind and target hold leases.
 // Applied means: apply it now.
 //
-// A recorded outcome or a final message comes first (status work is
-// written for messages that are final already: only its ledger entry ends
+// A recorded outcome or a final message comes first (status and receipt
+// work are written for messages that are final already: only its ledger entry ends
 // it), then missing work, then a pull frontend's verdict on a message
 // never offered (Outcome.Ack), then the fence: a fenced outcome (Epoch >
 // 0) applies only while every row is still leased to its Owner under its
@@ -29,7 +29,7 @@ func CompletionOf(o Outcome, m *Row, recorded bool, rows []WorkLease) Completion
 	switch {
 	case m == nil:
 		return NoWork
-	case recorded || (o.Kind != WorkStatus && m.State.Final()):
+	case recorded || (o.Kind != WorkStatus && o.Kind != WorkReceipt && m.State.Final()):
 		return AlreadyRecorded
 	case len(rows) == 0:
 		return NoWork
@@ -81,6 +81,9 @@ func Complete(l *Loaded, c *Changes, o Outcome) Completion {
 	}
 	if o.Result != ResultRetry {
 		c.Record(l, key, o.Result, o.Detail)
+	}
+	if len(o.SMSCMessageIDs) > 0 {
+		c.Refs = append(c.Refs, refsOf(o)...)
 	}
 	next := StateAfter(o.Kind, o.Result)
 	if next == "" || (o.Kind == WorkForward && next == m.State) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
@@ -33,11 +34,45 @@ const (
 	WorkForward WorkKind = "forward"
 	// WorkStatus reports a delivery_status back to the origin; Target is the peer.
 	WorkStatus WorkKind = "status"
+	// WorkReceipt reports a message's final state to the SMPP client (ESME)
+	// that submitted it, as a delivery receipt; Target is its system_id.
+	WorkReceipt WorkKind = "receipt"
 )
 
 // Valid reports whether k is a known kind.
 func (k WorkKind) Valid() bool {
-	return k == WorkDelivery || k == WorkForward || k == WorkStatus
+	return k == WorkDelivery || k == WorkForward || k == WorkStatus || k == WorkReceipt
+}
+
+// The ReportTo of a message submitted over SMPP with a delivery receipt
+// asked for is one of these prefixes and the ESME's system_id: "smpp:"
+// for a receipt of every final state, "smpp-failed:" for one of a failure
+// only (registered_delivery 0x02). A peer's name cannot hold a ':', so
+// the two never meet.
+const (
+	ReceiptPrefix       = "smpp:"
+	ReceiptFailedPrefix = "smpp-failed:"
+)
+
+// ReceiptReportTo is the ReportTo of a message whose ESME systemID asked
+// for a delivery receipt (of a failure only when failedOnly).
+func ReceiptReportTo(systemID string, failedOnly bool) string {
+	if failedOnly {
+		return ReceiptFailedPrefix + systemID
+	}
+	return ReceiptPrefix + systemID
+}
+
+// ReceiptTarget is the system_id a ReportTo owes a delivery receipt to,
+// and whether of a failure only (ok false when it names a peer, or
+// nobody).
+func ReceiptTarget(reportTo string) (systemID string, failedOnly, ok bool) {
+	for _, p := range []string{ReceiptPrefix, ReceiptFailedPrefix} {
+		if id, found := strings.CutPrefix(reportTo, p); found && id != "" {
+			return id, p == ReceiptFailedPrefix, true
+		}
+	}
+	return "", false, false
 }
 
 // WorkSpec is the work a state change causes, written with it.
@@ -81,11 +116,15 @@ type NewMessage struct {
 	// message's attempts count it, as a claim's would (1).
 	Lease *Lease
 	// ReportTo, when set, names the peer that forwarded this message to us
-	// (its origin); when empty, the message is a client's submission, whose
-	// id must not be reused with other content (Accepted.Conflict). A final outcome of its delivery work (delivered or
-	// failed, also by ExpireMessages) then writes status work
-	// {WorkStatus, ReportTo, due now} in the same transaction, so the
-	// delivery_status reaches the origin through the outbox.
+	// (its origin); when empty, or a receipt's (ReceiptReportTo), the
+	// message is a client's submission, whose id must not be reused with
+	// other content (Accepted.Conflict). A final outcome of its delivery
+	// work (delivered or failed, also by ExpireMessages) then writes status
+	// work {WorkStatus, ReportTo, due now} in the same transaction, so the
+	// delivery_status reaches the origin through the outbox. A receipt's
+	// ReportTo writes receipt work {WorkReceipt, system_id, due now}
+	// instead, when the message becomes delivered, failed or
+	// forward_failed (every state it rests in for good).
 	ReportTo string
 }
 
@@ -230,6 +269,8 @@ func StateAfter(kind WorkKind, r Result) messages.State {
 //     Reason, ledger, row removed. Retry: state forward_queued (queued_at is
 //     set if it was not, kept if it was; history is appended only when the
 //     state changes), the row due at RetryAt, unleased.
+//   - receipt: as status (the ESME has its delivery receipt, or it was
+//     given up); no state change.
 //   - status: Delivered means the origin has the report: ledger written, row
 //     removed, no state change (the message is final already, which is not
 //     a reason to skip it). Failed: the same (the origin refused it for good,
@@ -253,6 +294,10 @@ type Outcome struct {
 	// frontend's own verdict stands whoever offered the message).
 	Epoch uint64
 	Owner string
+	// SMSCMessageIDs, with a delivered delivery of an smpp frontend, are
+	// the ids its SMSC gave the message's submit_sm (one per part), kept
+	// for its receipts (see SMSCRef).
+	SMSCMessageIDs []string
 	// Ack marks a pull frontend's verdict (delivery work): it applies only
 	// to a message that was offered to the frontend, that is leased to it
 	// at least once since it was accepted or resubmitted (attempts > 0).
@@ -473,6 +518,7 @@ type Store interface {
 	RingStore
 	CredentialStore
 	AuditStore
+	ReceiptStore
 
 	// Kind names the implementation ("sqlite" or "postgres").
 	Kind() string

@@ -66,6 +66,9 @@ func ValidateOutcomes(outcomes []Outcome) error {
 		default:
 			errs = append(errs, fmt.Errorf("complete work: outcome %d: unknown result %q", i, o.Result))
 		}
+		if err := validateRefs(i, o); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

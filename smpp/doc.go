@@ -13,7 +13,24 @@
 // (ESME_RINVCMDLEN, ESME_RINVCMDID, ESME_RINVPARLEN, ...), and the header
 // when it could be read, so the answer can carry its sequence number.
 //
-// The package holds no connection state: binding, windows and receipts
-// belong to the frontend that uses it. Interoperability is tested against
-// Perl's Net::SMPP in both directions (interop_test.go).
+// Session is one connection of either role, ESME or SMSC, shared by the
+// outbound frontend and the listener:
+//
+//	open ──bind (ESME sends, SMSC answers OK)──► bound_tx | bound_rx | bound_trx
+//	  │                                                 │
+//	  └──────── unbind / link broken / Close ───────────┴──► closed
+//
+// It numbers requests, keeps at most Window of them outstanding and
+// matches each response (or generic_nack) to its request, fails a request
+// without a response after ResponseTimeout, answers enquire_link and
+// unbind itself, refuses what the bind state does not allow (Allowed: a
+// pure table), throttles the peer's requests beyond InWindow, sends an
+// enquire_link after EnquireLink of silence and ends the session when it
+// is not answered. On failure every pending request fails with ErrClosed
+// and Done is closed; what a request that was written but not answered
+// means (sent, perhaps accepted) is the caller's to decide.
+//
+// Receipts and the store belong to the frontends that use it.
+// Interoperability is tested against Perl's Net::SMPP in both directions
+// (interop_test.go).
 package smpp

@@ -2,84 +2,25 @@ package smpp
 
 import (
 	"bufio"
-	"bytes"
-	"io"
 	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/smpp/smpptest"
 )
 
-// needNetSMPP makes sure Perl's Net::SMPP (Debian's libnet-smpp-perl,
-// which `make test` installs) is there: the interop tests need a peer
-// written by others. Outside CI a missing module skips them, saying why;
-// in CI (CI set) it fails them.
-func needNetSMPP(t *testing.T) {
-	t.Helper()
-	if out, err := exec.Command("perl", "-MNet::SMPP", "-e", "1").CombinedOutput(); err != nil {
-		msg := "Perl's Net::SMPP is missing (apt-get install libnet-smpp-perl, or make test): " + strings.TrimSpace(string(out))
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg + "; in CI this test fails instead")
-	}
-}
+func needNetSMPP(t *testing.T) { smpptest.NeedNetSMPP(t) }
 
-// perlLines runs a script of testdata and returns a reader of its output
-// lines; the test fails if it does not end with exit 0.
 func perlScript(t *testing.T, name string, args ...string) (*bufio.Scanner, func() string) {
-	t.Helper()
-	cmd := exec.Command("perl", append([]string{filepath.Join("testdata", name)}, args...)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	var rest bytes.Buffer
-	sc := bufio.NewScanner(io.TeeReader(out, &rest))
-	wait := func() string {
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("%s: %v\n%s", name, err, stderr.String())
-			}
-		case <-time.After(40 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Fatalf("%s did not end\n%s", name, stderr.String())
-		}
-		return stderr.String()
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
-	return sc, wait
+	return smpptest.Script(t, filepath.Join("testdata", name), args...)
 }
 
-// expectLines reads the script's next lines and compares them.
 func expectLines(t *testing.T, sc *bufio.Scanner, want ...string) {
 	t.Helper()
-	for _, w := range want {
-		if !sc.Scan() {
-			t.Fatalf("the script ended before %q: %v", w, sc.Err())
-		}
-		if got := sc.Text(); got != w {
-			t.Fatalf("script printed\n %q\nwant\n %q", got, w)
-		}
-	}
+	smpptest.Expect(t, sc, want...)
 }
 
 // send writes p to c.

@@ -57,6 +57,9 @@ const (
 	// SpanDeliverWebhook is one webhook attempt (client); the webhook
 	// gets its traceparent.
 	SpanDeliverWebhook = "switchboard.deliver.webhook"
+	// SpanDeliverSMPP is one attempt of an smpp frontend (client): the
+	// message's submit_sm, every part, to the verdict.
+	SpanDeliverSMPP = "switchboard.deliver.smpp"
 	// SpanDeliverPull covers a pull frontend's lease of the message until
 	// its ack (or the lease's end).
 	SpanDeliverPull = "switchboard.deliver.pull"

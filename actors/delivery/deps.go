@@ -15,6 +15,7 @@ import (
 	"github.com/switchboard-dev/switchboard/actors/frontend"
 	"github.com/switchboard-dev/switchboard/actors/handover"
 	"github.com/switchboard-dev/switchboard/actors/ring"
+	"github.com/switchboard-dev/switchboard/actors/smppout"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/telemetry"
@@ -73,6 +74,9 @@ type Deps struct {
 	// commit of delivery work (the intake kicks the frontends then).
 	Bus   *bus.Bus
 	Relay func()
+	// SMPP holds the smpp frontends' clients (required for smpp frontends
+	// to deliver).
+	SMPP *smppout.Clients
 	// Sweeps, when set, tells whether the janitor's site-wide sweeps
 	// (expiry, forwards that waited too long) run on this instance now:
 	// on the ring's master only, so a site sweeps once.

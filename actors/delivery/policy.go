@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
@@ -82,14 +83,25 @@ func (p Policy) Before(w persistence.Work, now time.Time) (o persistence.Outcome
 // After turns a frontend's verdict on attempt `attempt` of a message into
 // the outcome to record.
 func (p Policy) After(target, id string, attempt int, v messages.DeliveryResult, now time.Time, rng *rand.Rand) persistence.Outcome {
+	o := p.after(target, id, attempt, v, now, rng)
+	if v.Note != "" {
+		o.Detail += "; " + v.Note
+	}
+	return o
+}
+
+func (p Policy) after(target, id string, attempt int, v messages.DeliveryResult, now time.Time, rng *rand.Rand) persistence.Outcome {
 	switch v.Status {
 	case messages.Delivered:
 		detail := "delivered to " + target
 		if attempt > 0 {
 			detail += fmt.Sprintf(" (attempt %d)", attempt)
 		}
+		if len(v.SMSCMessageIDs) > 0 {
+			detail += "; SMSC message id " + strings.Join(v.SMSCMessageIDs, ", ")
+		}
 		return persistence.Outcome{Kind: persistence.WorkDelivery, Target: target, MessageID: id,
-			Result: persistence.ResultDelivered, Detail: detail}
+			Result: persistence.ResultDelivered, Detail: detail, SMSCMessageIDs: v.SMSCMessageIDs}
 	case messages.Failed:
 		reason := messages.ReasonRejected
 		if v.Reason != "" {

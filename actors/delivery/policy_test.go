@@ -120,3 +120,19 @@ func TestPolicyValidate(t *testing.T) {
 		t.Fatalf("Validate() = %v; want every problem", err)
 	}
 }
+
+// An smpp frontend's verdict: a delivered one carries the SMSC's ids into
+// the outcome and its detail; a note is added to any outcome's detail.
+func TestAfterSMSCAndNote(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	rng := rand.New(rand.NewPCG(3, 4))
+	o := testPolicy.After("smsc", "m1", 2, messages.DeliveryResult{Status: messages.Delivered, SMSCMessageIDs: []string{"a1", "a2"},
+		Note: "resent"}, now, rng)
+	if strings.Join(o.SMSCMessageIDs, ",") != "a1,a2" || o.Detail != "delivered to smsc (attempt 2); SMSC message id a1, a2; resent" {
+		t.Fatalf("delivered: %+v", o)
+	}
+	o = testPolicy.After("smsc", "m1", 2, messages.DeliveryResult{Status: messages.Retry, Reason: "ESME_RTHROTTLED", Note: "resent"}, now, rng)
+	if o.SMSCMessageIDs != nil || !strings.HasPrefix(o.Detail, "attempt 2 failed: ESME_RTHROTTLED; retry in ") || !strings.HasSuffix(o.Detail, "; resent") {
+		t.Fatalf("retry: %+v", o)
+	}
+}

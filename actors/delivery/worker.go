@@ -14,6 +14,7 @@ import (
 	"github.com/switchboard-dev/switchboard/actors/clock"
 	"github.com/switchboard-dev/switchboard/actors/frontend"
 	"github.com/switchboard-dev/switchboard/actors/handover"
+	"github.com/switchboard-dev/switchboard/actors/smppout"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/telemetry"
@@ -50,6 +51,10 @@ type Worker struct {
 	// pull frontend (lease to ack) or an in-process actor (request to
 	// verdict), by message id (trace.go).
 	spans map[string]trace.Span
+
+	// smpp is an smpp frontend's client (nil for other modes, or when it
+	// could not start: the worker then claims nothing).
+	smpp *smppout.Client
 }
 
 type offered struct {
@@ -92,6 +97,14 @@ type (
 
 // NewWorker returns the producer of the worker of one frontend.
 func NewWorker(d *Deps, fe messages.Frontend) actor.Producer {
+	inFlight := d.MaxInFlight
+	if fe.Mode == messages.ModeSMPP {
+		// No more claimed than the SMSC's window takes: a claimed message
+		// waiting for a slot would wait on its lease.
+		if o, err := messages.ParseSMPPURL(fe.URL); err == nil {
+			inFlight = o.Window
+		}
+	}
 	return func() actor.Actor {
 		return &Worker{
 			d: d, fe: fe,
@@ -99,7 +112,7 @@ func NewWorker(d *Deps, fe messages.Frontend) actor.Producer {
 			rng: d.rng(fe.Name),
 			core: NewDispatcher(DispatcherConfig{
 				Frontend: fe.Name, Pull: fe.Mode == messages.ModePull, Owner: d.Owner, Policy: d.Policy,
-				MaxInFlight: d.MaxInFlight, MaxClaim: maxClaim,
+				MaxInFlight: inFlight, MaxClaim: maxClaim,
 				PushLease: d.pushLease(), DeliveryTimeout: d.SendTimeout + time.Second,
 				Bus: d.Bus != nil, BusOverdue: busOverdue, BusBackstop: busBackstop,
 			}),
@@ -119,14 +132,15 @@ func (w *Worker) Receive(c actor.Context) {
 	case *actor.Started:
 		w.self, w.sys = c.Self(), c.ActorSystem()
 		w.wake = clock.NewWakeup(w.d.Clock, func(uint64) { w.sys.Root.Send(w.self, wakeMsg{}) })
-	case *actor.Restarting, *actor.Stopping:
-		w.wake.Cancel()
-		if w.fetchCancel != nil {
-			w.fetchCancel()
+		w.startSMPP()
+	case *actor.Stopping:
+		w.stopping(c)
+		if w.smpp != nil {
+			w.d.SMPP.Release(w.fe)
 		}
-		w.apply(c, w.core.Stop())
-		w.closeSpans()
-		w.offer(offered{})
+		return
+	case *actor.Restarting:
+		w.stopping(c)
 		return
 	case *handover.Work:
 		w.apply(c, w.core.Handover(now, m.Work))
@@ -168,13 +182,29 @@ func (w *Worker) Receive(c actor.Context) {
 	default:
 		return
 	}
-	if w.fe.Mode == messages.ModeActor {
+	switch w.fe.Mode {
+	case messages.ModeActor:
 		// Nothing is claimed for an in-process frontend that is not
 		// registered (yet): its registration kicks us.
 		_, ok := w.d.Actors.Get(w.fe.Name)
 		w.core.Hold(!ok)
+	case messages.ModeSMPP:
+		// Nor for an smpp frontend that is not bound: messages wait in
+		// the outbox instead of using up their attempts; the bind kicks us.
+		w.core.Hold(w.smpp == nil || !w.smpp.Bound())
 	}
 	w.step()
+}
+
+// stopping ends what the worker has under way (a stop or a restart).
+func (w *Worker) stopping(c actor.Context) {
+	w.wake.Cancel()
+	if w.fetchCancel != nil {
+		w.fetchCancel()
+	}
+	w.apply(c, w.core.Stop())
+	w.closeSpans()
+	w.offer(offered{})
 }
 
 // step starts the round the dispatcher asks for and arms the wake-up.
@@ -193,6 +223,10 @@ func (w *Worker) step() {
 	}
 	if w.fetchErr != "" && w.d.Bus.Up() {
 		next = clock.Earliest(next, w.fetchAfter)
+	}
+	if w.smpp != nil && !w.smpp.Bound() {
+		// The bind kicks us; this looks again should that kick be lost.
+		next = clock.Earliest(next, now.Add(smppHeldPoll))
 	}
 	if !next.IsZero() {
 		w.wake.Schedule(next)
@@ -307,6 +341,9 @@ func (w *Worker) apply(c actor.Context, e Effects) {
 	now := w.d.Clock.Now()
 	w.settle(e, now)
 	for _, o := range e.Applied {
+		if w.smpp != nil && len(o.SMSCMessageIDs) > 0 {
+			w.smpp.Committed(o.SMSCMessageIDs)
+		}
 		w.closeSpan(o)
 		w.d.Metrics.count(o)
 		w.d.Publish(messages.StateChanged{ID: o.MessageID, State: persistence.StateAfter(o.Kind, o.Result),
@@ -353,6 +390,10 @@ func (w *Worker) start(c actor.Context, work []persistence.Work) {
 			c.Request(target, &messages.Delivery{Message: out, Deadline: deadline})
 			continue
 		}
+		if w.fe.Mode == messages.ModeSMPP {
+			go w.sendSMPP(wk, out)
+			continue
+		}
 		go w.sendWebhook(out)
 	}
 }
@@ -367,6 +408,51 @@ func (w *Worker) sendWebhook(out messages.Outgoing) {
 		out.Trace = telemetry.Of(span)
 	}
 	r := frontend.Webhook{URL: w.fe.URL, Client: w.d.HTTPClient, Secret: w.fe.Secret, Now: w.d.Clock.Now}.Send(ctx, out)
+	if span != nil {
+		endAttempt(span, r.Status, r.Reason)
+	}
+	w.sys.Root.Send(w.self, &pushResult{id: out.ID, attempt: out.Attempt, result: r})
+}
+
+// smppHeldPoll is how often a worker held by an unbound smpp client looks
+// whether it bound (1 s: the bind's kick makes this a fallback).
+const smppHeldPoll = time.Second
+
+// startSMPP gets an smpp frontend's client (started, or kept from before
+// a restart of the worker).
+func (w *Worker) startSMPP() {
+	if w.fe.Mode != messages.ModeSMPP {
+		return
+	}
+	if w.d.SMPP == nil {
+		w.log.Error("smpp frontend without an SMPP client registry: nothing is delivered")
+		return
+	}
+	cl, err := w.d.SMPP.Get(w.fe)
+	if err != nil {
+		w.log.Error("smpp frontend cannot start: nothing is delivered", "err", err)
+		return
+	}
+	w.smpp = cl
+}
+
+// sendSMPP submits one message to the SMSC. An attempt that may send it
+// a second time (an earlier attempt left no verdict) is marked in its
+// history; for a message in retry that takes reading its last entry.
+func (w *Worker) sendSMPP(wk persistence.Work, out messages.Outgoing) {
+	ctx, cancel := context.WithTimeout(context.Background(), w.d.SendTimeout)
+	defer cancel()
+	var last *messages.HistoryEntry
+	if out.Attempt > 1 && wk.Message.State == messages.StateRetry {
+		if m, err := w.d.Store.GetMessage(ctx, wk.MessageID); err == nil && len(m.History) > 0 {
+			last = &m.History[len(m.History)-1]
+		}
+	}
+	var span trace.Span
+	if w.d.Tracing != nil && out.Trace != "" {
+		span = w.attemptSpan(telemetry.SpanDeliverSMPP, out)
+	}
+	r := w.smpp.Submit(ctx, out, smppout.ResendNote(out.Attempt, wk.Message.State, last))
 	if span != nil {
 		endAttempt(span, r.Status, r.Reason)
 	}

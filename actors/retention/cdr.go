@@ -39,13 +39,19 @@ type Record struct {
 
 // RecordOf is m's record on node, written at now. Peer is the node the
 // message was forwarded to, or else the one it came from ("" when it never
-// crossed a node); FinalAt is its last transition.
+// crossed a node); FinalAt is its last transition (its history may end
+// with receipts, which are not transitions).
 func RecordOf(node string, m messages.Message, now time.Time) Record {
 	r := Record{Record: RecordKind, Node: node, ID: m.ID, SourceMSISDN: m.SourceMSISDN, DestinationMSISDN: m.DestinationMSISDN,
 		SourceSMSC: m.SourceSMSC, DestSMSC: m.DestSMSC, Frontend: m.Frontend, State: m.State, Reason: m.Reason,
 		Attempts: m.Attempts, BodyBytes: len(m.Body) + len(m.Binary), CreatedAt: m.CreatedAt, FinalAt: m.UpdatedAt, WrittenAt: now.UTC(),
 		History: m.History}
 	if n := len(m.History); n > 0 {
+		// The entries after the last transition (an SMSC's receipts, in
+		// the state they found) are not transitions.
+		for n > 1 && m.History[n-2].State == m.History[n-1].State && m.History[n-1].State.Final() {
+			n--
+		}
 		r.FinalAt = m.History[n-1].At
 	}
 	switch {

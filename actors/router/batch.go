@@ -154,15 +154,27 @@ type router struct {
 	newID func() string
 }
 
+// receiptTo is the ReportTo of a submission whose ESME asked for a
+// receipt ("" for none).
+func receiptTo(systemID string, failedOnly bool) string {
+	if systemID == "" {
+		return ""
+	}
+	return persistence.ReceiptReportTo(systemID, failedOnly)
+}
+
 // newMessage builds what the store keeps for a submission routed to t.
 func (r router) newMessage(s messages.Submission, t Target, now time.Time) persistence.NewMessage {
 	nm := persistence.NewMessage{
 		ID: s.ID, SourceMSISDN: s.SourceMSISDN, DestinationMSISDN: s.DestinationMSISDN,
 		Body: s.Body, Options: s.Options, SourceSMSC: r.node, DestSMSC: r.node, Frontend: t.Frontend,
 		SubmittedBy: s.SubmittedBy, Trace: s.Trace,
-		State:  messages.StatePending,
-		Detail: "accepted for frontend " + t.Frontend,
-		Work:   &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: t.Frontend, DueAt: firstAttempt(s.Options, now)},
+		State: messages.StatePending,
+		// An SMPP client that asked for a delivery receipt gets it
+		// through the outbox (receipt work) once the message is final.
+		ReportTo: receiptTo(s.ReceiptTo, s.ReceiptFailedOnly),
+		Detail:   "accepted for frontend " + t.Frontend,
+		Work:     &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: t.Frontend, DueAt: firstAttempt(s.Options, now)},
 	}
 	if t.Peer != "" {
 		nm.DestSMSC = t.Peer

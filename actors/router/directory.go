@@ -106,6 +106,10 @@ func (a *Intake) deleteRoute(prefix string) error {
 }
 
 func (a *Intake) putFrontend(c actor.Context, f messages.Frontend) error {
+	f, err := f.Normalized()
+	if err != nil {
+		return err
+	}
 	if err := f.Validate(); err != nil {
 		return err
 	}

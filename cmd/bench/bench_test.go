@@ -22,7 +22,7 @@ var units = map[string]string{
 	"latency": "ms", "memory": "MB/100k", "restart": "ms", "postgres-site": "msg/s", "postgres-site-vs-single": "msg/s",
 	"search": "ms", "search-sqlite": "ms", "search-prefix-sqlite": "ms", "search-time-sqlite": "ms", "search-ingest-sqlite": "rows/s",
 	"search-postgres": "ms", "search-prefix-postgres": "ms", "search-time-postgres": "ms", "search-ingest-postgres": "rows/s",
-	"ingest-retention": "msg/s", "storage": "B/msg", "ingest-traced": "msg/s",
+	"ingest-retention": "msg/s", "storage": "B/msg", "ingest-traced": "msg/s", "smpp-ingest": "msg/s",
 	"postgres-site-nats": "msg/s",
 }
 
@@ -36,6 +36,7 @@ var (
 	searchFigure      = []string{"search"}
 	storageFigures    = []string{"ingest-retention", "storage"} // ingest-retention brings ingest
 	tracedFigure      = []string{"ingest-traced"}               // brings ingest
+	smppFigure        = []string{"smpp-ingest"}                 // brings ingest
 )
 
 // checkShape runs the benchmark with args and checks that it prints
@@ -168,10 +169,19 @@ func TestTracedLine(t *testing.T) {
 		[]string{"ingest", "ingest-traced"})
 }
 
+// TestSMPPLine: ingest over SMPP, with ingest over HTTPS, its baseline.
+func TestSMPPLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two nodes for a few seconds")
+	}
+	checkShape(t, []string{"--short", "--window", "2s", "--clients", "8", "--only", strings.Join(smppFigure, ",")},
+		[]string{"ingest", "smpp-ingest"})
+}
+
 // TestEveryFigureChecked: the shape tests above run every figure.
 func TestEveryFigureChecked(t *testing.T) {
 	var checked []string
-	for _, l := range [][]string{shortRunFigures, riverSQLiteFigure, latencyFigure, restartFigure, storageFigures, searchFigure, tracedFigure} {
+	for _, l := range [][]string{shortRunFigures, riverSQLiteFigure, latencyFigure, restartFigure, storageFigures, searchFigure, tracedFigure, smppFigure} {
 		checked = append(checked, l...)
 	}
 	for _, f := range figures {

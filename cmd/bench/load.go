@@ -105,8 +105,13 @@ func newBody(n, size int) []byte {
 	head := fmt.Sprintf(`{"source_msisdn":"15550001","destination_msisdn":"%s","message_body":"`, destination(n))
 	const tail = `"}`
 	pad := size - len(head) - len(tail)
-	text := strings.Repeat("Switchboard bench message, padded to a typical submission size. ", pad/64+1)[:pad]
-	return []byte(head + text + tail)
+	return []byte(head + benchText(pad) + tail)
+}
+
+// benchText is the text of the bench's messages, n characters of the GSM
+// 7-bit alphabet.
+func benchText(n int) string {
+	return strings.Repeat("Switchboard bench message, padded to a typical submission size. ", n/64+1)[:n]
 }
 
 // destination is the destination number of submission n.

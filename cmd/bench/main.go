@@ -29,6 +29,16 @@
 //	          process, with the default sampler (1% of new traces; the
 //	          clients send no traceparent). Its baseline is the ingest
 //	          figure of the same run; goal 7: ratio >= 0.95.
+//	smpp-ingest
+//	          the ingest figure over SMPP: 4 ESMEs bound as transmitters
+//	          to the node's --smpp-listen (plain TCP) keep --clients
+//	          submit_sm in flight in all (a window of 16 each), each the
+//	          first 160 characters of the ingest body (one GSM 7-bit SMS);
+//	          submit_sm answered ESME_ROK (after the commit) per second.
+//	          Its baseline is the ingest figure (HTTPS) of the same run
+//	          (--only smpp-ingest runs ingest too). No goal: the ratio
+//	          says what SMPP costs or saves against HTTPS on the same
+//	          intake.
 //	delivery  the same submitters plus pull consumers (poll max 100, ack all
 //	          as delivered); acked msg/s over the window. Goal
 //	          (docs/performance.md, goal 1): >= 0.50 of the raw HTTPS baseline (ingest: 0.60).
@@ -191,7 +201,7 @@ type options struct {
 }
 
 // figures in the order they are run and printed.
-var figures = []string{"ingest", "ingest-retention", "ingest-traced", "delivery", "river-sqlite", "federated", "drain", "latency", "memory", "restart", "storage", "postgres-site", "search"}
+var figures = []string{"ingest", "ingest-retention", "ingest-traced", "smpp-ingest", "delivery", "river-sqlite", "federated", "drain", "latency", "memory", "restart", "storage", "postgres-site", "search"}
 
 // once are the figures measured in the first repeat only: each takes
 // minutes of filling.
@@ -199,14 +209,14 @@ var once = map[string]bool{"memory": true, "restart": true, "storage": true, "se
 
 // implies maps a figure to the figure that is its baseline: --only runs
 // that one too.
-var implies = map[string]string{"drain": "federated", "river-sqlite": "delivery", "ingest-retention": "ingest", "ingest-traced": "ingest"}
+var implies = map[string]string{"drain": "federated", "river-sqlite": "delivery", "ingest-retention": "ingest", "ingest-traced": "ingest", "smpp-ingest": "ingest"}
 
 // httpsBaseline are the figures measured against the raw HTTPS baseline.
 var httpsBaseline = map[string]bool{"ingest": true, "delivery": true, "federated": true}
 
 // profiled are the figures --profile-figure can cover: those with a window
 // of the node in this process.
-var profiled = map[string]bool{"ingest": true, "ingest-retention": true, "ingest-traced": true, "delivery": true, "federated": true, "drain": true, "postgres-site": true}
+var profiled = map[string]bool{"ingest": true, "ingest-retention": true, "ingest-traced": true, "smpp-ingest": true, "delivery": true, "federated": true, "drain": true, "postgres-site": true}
 
 // httpsGoals are the goals of the figures measured against the raw HTTPS
 // baseline (goals 1 and 2), as ratios: the figure passes at or
@@ -439,6 +449,8 @@ func run(args []string, out, stderr io.Writer) error {
 				r, err = runIngestRetention(o, body, dir, prof, rate)
 			case "ingest-traced":
 				r, err = runIngestTraced(o, body, dir, prof)
+			case "smpp-ingest":
+				r, err = runSMPPIngest(o, dir, prof)
 			case "storage":
 				sr, err := runStorage(o, dir)
 				if err != nil {
@@ -654,6 +666,19 @@ func run(args []string, out, stderr io.Writer) error {
 				"ratio to the ingest run of the same repeat: %s (median %.3f); goal >= 0.95 of ingest (goal 7); %s\n",
 				list(rates(rs)), m, listf(paired, "%.3f"), median(paired), latencies(rs))
 			fmt.Fprintf(out, "bench: ingest-traced %s msg/s baseline=%s ratio=%.3f\n", rateText(m), rateText(im), ratio)
+			continue
+		case "smpp-ingest":
+			rs, is := subj[fig], subj["ingest"]
+			m, im := median(rates(rs)), median(rates(is))
+			paired := pairedRatios(rs, is)
+			ratio := 0.0
+			if im > 0 {
+				ratio = m / im
+			}
+			fmt.Fprintf(out, "# smpp-ingest runs (submit_sm answered ESME_ROK after the commit /s; %d ESMEs, --clients in flight in all): %s; median %.0f; "+
+				"ratio to the ingest run (HTTPS) of the same repeat: %s (median %.3f); no goal; %s\n",
+				smppESMEs, list(rates(rs)), m, listf(paired, "%.3f"), median(paired), latencies(rs))
+			fmt.Fprintf(out, "bench: smpp-ingest %s msg/s baseline=%s ratio=%.3f\n", rateText(m), rateText(im), ratio)
 			continue
 		case "river-sqlite":
 			rs, ds := subj[fig], subj["delivery"]

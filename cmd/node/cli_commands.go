@@ -138,7 +138,7 @@ address, zone, services and share of the tokens.`,
 			{
 				name:     "frontends set",
 				summary:  "register or change a frontend",
-				synopsis: "NAME pull | NAME webhook URL",
+				synopsis: "NAME pull | NAME webhook URL | NAME smpp URL",
 				about:    `Register or change a frontend: a pull frontend polls the node, a webhook frontend gets each message POSTed to URL (PUT /api/frontends/{name}).`,
 				run:      runFrontendsSet,
 			},
@@ -612,9 +612,9 @@ func runFrontendsSet(inv *cliInvocation) error {
 	args := inv.args
 	switch {
 	case len(args) == 2 && args[1] == string(messages.ModePull):
-	case len(args) == 3 && args[1] == string(messages.ModeWebhook):
+	case len(args) == 3 && (args[1] == string(messages.ModeWebhook) || args[1] == string(messages.ModeSMPP)):
 	default:
-		return usageErrorf("frontends set takes NAME pull or NAME webhook URL, e.g. 'frontends set hook webhook https://gw.example.com/sms'")
+		return usageErrorf("frontends set takes NAME pull, NAME webhook URL or NAME smpp URL, e.g. 'frontends set hook webhook https://gw.example.com/sms'")
 	}
 	if err := cliFrontendName(args[0]); err != nil {
 		return err

@@ -510,7 +510,7 @@ func TestCLIErrors(t *testing.T) {
 		{args: []string{"messages", "resubmit", "m1", "--state", "failed"}, stderr: "--state: give message ids or --state, not both"},
 		{args: []string{"routes", "set", "4470"}, stderr: "routes set takes PREFIX FRONTEND"},
 		{args: []string{"routes", "set", "44x", "fe"}, stderr: `prefix "44x" must be 1-20 digits`},
-		{args: []string{"frontends", "set", "fe", "smtp"}, stderr: "frontends set takes NAME pull or NAME webhook URL"},
+		{args: []string{"frontends", "set", "fe", "smtp"}, stderr: "frontends set takes NAME pull, NAME webhook URL or NAME smpp URL"},
 		{args: []string{"status", "now"}, stderr: `unexpected argument "now"`},
 		{args: []string{"status", "--timeout", "0"}, stderr: `--timeout: invalid value "0"`},
 		{args: []string{"status"}, env: []string{"SWITCHBOARD_TIMEOUT", "soon"}, stderr: `--timeout: invalid value "soon": must be a positive duration such as 10s or 2m (from SWITCHBOARD_TIMEOUT)`},

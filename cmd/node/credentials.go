@@ -53,6 +53,7 @@ func credentialsCommand(args []string, stdout, stderr io.Writer, env lookupEnv) 
 	rate := fs.String("submit-rate", "", "")
 	tokenFile := fs.String("token-file", "", "")
 	asJSON := fs.Bool("json", false, "")
+	smpp := fs.Bool("smpp", false, "")
 	var fes listFlag
 	fs.Var(&fes, "frontend", "")
 	// Flags may follow the name: parse, take a positional, parse again.
@@ -86,7 +87,10 @@ func credentialsCommand(args []string, stdout, stderr io.Writer, env lookupEnv) 
 		} else {
 			c.Name = pos[0]
 		}
-		c.Role, c.Frontends = messages.Role(*role), fes
+		c.Role, c.Frontends, c.SMPP = messages.Role(*role), fes, *smpp
+		if *smpp && *role == "" {
+			c.Role = messages.RoleClient // an SMPP account submits
+		}
 		if *rate != "" {
 			r, err := strconv.ParseFloat(*rate, 64)
 			if err != nil {
@@ -105,12 +109,15 @@ func credentialsCommand(args []string, stdout, stderr io.Writer, env lookupEnv) 
 			errs = append(errs, fmt.Errorf("unexpected argument %q: list takes only flags", pos[0]))
 		}
 	}
-	if verb != "add" && (*role != "" || *rate != "" || len(fes) > 0 || *tokenFile != "") {
-		errs = append(errs, errors.New("--role, --frontend, --submit-rate and --token-file are for add"))
+	if verb != "add" && (*role != "" || *rate != "" || len(fes) > 0 || *tokenFile != "" || *smpp) {
+		errs = append(errs, errors.New("--role, --frontend, --submit-rate, --smpp and --token-file are for add"))
 	}
 	var token string
 	if verb == "add" {
 		token, c.TokenHash = auth.NewToken()
+		if c.SMPP {
+			token, c.TokenHash = auth.NewSMPPPassword()
+		}
 		c.CreatedAt = time.Now().UTC().Truncate(time.Second)
 		if err := c.Validate(); err != nil {
 			errs = append(errs, err)
@@ -167,6 +174,9 @@ func showToken(c messages.Credential, token, tokenFile string, stdout io.Writer,
 	}
 	if asJSON {
 		doc := map[string]any{"name": c.Name, "role": c.Role, "frontends": c.Frontends, "created_at": c.CreatedAt}
+		if c.SMPP {
+			doc["smpp"] = true
+		}
 		if token != "" {
 			doc["token"] = token
 		} else {
@@ -175,6 +185,10 @@ func showToken(c messages.Credential, token, tokenFile string, stdout io.Writer,
 		return json.NewEncoder(stdout).Encode(doc)
 	}
 	fmt.Fprintf(stdout, "added %s (role %s)\n", c.Name, c.Role)
+	if c.SMPP && token != "" {
+		fmt.Fprintf(stdout, "SMPP account: system_id %s, password: %s\nThis is the only time the password is shown: only its hash is kept.\n", c.Name, token)
+		return nil
+	}
 	if token != "" {
 		fmt.Fprintf(stdout, "token: %s\nThis is the only time the token is shown: only its hash is kept.\n", token)
 	} else {
@@ -194,11 +208,12 @@ func listCredentials(src credentialSource, stdout io.Writer, asJSON bool) error 
 			Role       messages.Role `json:"role"`
 			Frontends  []string      `json:"frontends,omitempty"`
 			SubmitRate float64       `json:"submit_rate,omitempty"`
+			SMPP       bool          `json:"smpp,omitempty"`
 			CreatedAt  time.Time     `json:"created_at"`
 		}
 		out := make([]shown, len(cs))
 		for i, c := range cs {
-			out[i] = shown{c.Name, c.Role, c.Frontends, c.SubmitRate, c.CreatedAt}
+			out[i] = shown{c.Name, c.Role, c.Frontends, c.SubmitRate, c.SMPP, c.CreatedAt}
 		}
 		return json.NewEncoder(stdout).Encode(map[string]any{"credentials": out})
 	}
@@ -209,7 +224,11 @@ func listCredentials(src credentialSource, stdout io.Writer, asJSON bool) error 
 		if c.SubmitRate > 0 {
 			r = strconv.FormatFloat(c.SubmitRate, 'g', -1, 64) + "/s"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Name, c.Role, tableCell(strings.Join(c.Frontends, ",")), r, tableTime(c.CreatedAt))
+		role := string(c.Role)
+		if c.SMPP {
+			role += " (smpp)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Name, role, tableCell(strings.Join(c.Frontends, ",")), r, tableTime(c.CreatedAt))
 	}
 	return tw.Flush()
 }
@@ -378,7 +397,7 @@ func cliAudit(action, target, detail string) messages.AuditEntry {
 }
 
 func printCredentialsUsage(w io.Writer) {
-	fmt.Fprint(w, `Usage: switchboard credentials add NAME --role ROLE [--frontend F]... [--submit-rate N] [--token-file FILE]
+	fmt.Fprint(w, `Usage: switchboard credentials add NAME --role ROLE [--frontend F]... [--submit-rate N] [--smpp] [--token-file FILE]
        switchboard credentials list [--json]
        switchboard credentials revoke NAME
 
@@ -402,6 +421,9 @@ Flags:
   --role ROLE          add: admin, operator, client or frontend
   --frontend NAME      add: a frontend a frontend credential is bound to (repeatable, or a comma list)
   --submit-rate N      add: a client credential's submits per second (429 beyond it; default no bound)
+  --smpp               add: an SMPP account (a client credential): NAME is the ESME's
+                       system_id (at most 15 characters), the token an 8-character
+                       password its binds give; the HTTP API never takes it
   --token-file FILE    add: write the token to FILE instead of printing it
   --json               add, list: print JSON
 `)

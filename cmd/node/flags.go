@@ -59,6 +59,12 @@ var runFlags = []runFlag{
 		func(c *switchboard.Config) *string { return &c.Listen }, true),
 	stringFlag("metrics-listen", "ADDR", "plain HTTP address of /metrics (empty: none)",
 		func(c *switchboard.Config) *string { return &c.MetricsListen }, true),
+	stringFlag("smpp-listen", "ADDR", "SMPP v3.4 address ESMEs bind to with an SMPP account (empty: none; docs/smpp.md)",
+		func(c *switchboard.Config) *string { return &c.SMPPListen }, false),
+	boolFlag("smpp-tls", "the SMPP listener speaks TLS with the node's certificate",
+		func(c *switchboard.Config) *bool { return &c.SMPPTLS }),
+	intFlag("smpp-window", "an ESME's requests awaiting their answer on one SMPP session; one more is ESME_RTHROTTLED",
+		func(c *switchboard.Config) *int { return &c.SMPPWindow }),
 	stringFlag("data-dir", "DIR", "embedded store and generated dev certificates",
 		func(c *switchboard.Config) *string { return &c.DataDir }, true),
 	stringFlag("postgres", "DSN", "Postgres DSN; when set, the store is Postgres instead of embedded",
@@ -96,7 +102,7 @@ var runFlags = []runFlag{
 	},
 	{
 		name: "frontend", arg: "NAME=URL", repeatable: true,
-		usage: "webhook frontend registered at start; repeatable",
+		usage: "webhook (https://...) or smpp (smpp://system_id:password@host:port?...) frontend registered at start; repeatable",
 		set:   setWebhook,
 	},
 	durationFlag("delivery-retry-min", "first local delivery retry wait (doubling, jittered)",
@@ -109,6 +115,10 @@ var runFlags = []runFlag{
 		func(c *switchboard.Config) *time.Duration { return &c.MessageValidity }),
 	durationFlag("webhook-timeout", "bound on one webhook POST; a timeout is a retry",
 		func(c *switchboard.Config) *time.Duration { return &c.WebhookTimeout }),
+	durationFlag("smpp-reconnect-min", "first wait of an smpp frontend before it dials its SMSC again (doubling, jittered)",
+		func(c *switchboard.Config) *time.Duration { return &c.SMPPReconnectMin }),
+	durationFlag("smpp-reconnect-max", "longest wait of an smpp frontend before it dials its SMSC again",
+		func(c *switchboard.Config) *time.Duration { return &c.SMPPReconnectMax }),
 	durationFlag("shutdown-timeout", "bound on a graceful stop after SIGINT or SIGTERM",
 		func(c *switchboard.Config) *time.Duration { return &c.ShutdownTimeout }),
 	intFlag("max-pending-submits", "submits queued at the intake before new ones get 429",
@@ -358,11 +368,11 @@ func setWebhook(c *switchboard.Config, _ *logOptions, v string) error {
 	name, u = strings.TrimSpace(name), strings.TrimSpace(u)
 	switch {
 	case !ok || name == "" || u == "":
-		return errors.New("must be NAME=URL, e.g. hook=https://example.com/sms")
+		return errors.New("must be NAME=URL, e.g. hook=https://example.com/sms or smsc=smpp://acme:secret@smsc.example:2775")
 	case !switchboard.ValidName(name):
 		return fmt.Errorf("name %q is not a valid name (1-63 letters, digits, '.', '_', '-')", name)
 	}
-	if err := messages.ValidWebhookURL(u); err != nil {
+	if _, err := (switchboard.WebhookSpec{Name: name, URL: u}).Frontend(); err != nil {
 		return err
 	}
 	for _, w := range c.Webhooks {

@@ -222,3 +222,40 @@ func FuzzCredentialsFile(f *testing.F) {
 		}
 	})
 }
+
+// An SMPP account opens an SMPP bind (Check) and never the API
+// (Authenticate), whatever its password.
+func TestSMPPAccountIsNotAnAPIToken(t *testing.T) {
+	pw, h := NewSMPPPassword()
+	if len(pw) != SMPPPasswordLen || h != Hash(pw) || strings.Trim(pw, smppAlphabet) != "" {
+		t.Fatalf("password %q (hash %s)", pw, h)
+	}
+	if again, _ := NewSMPPPassword(); again == pw {
+		t.Fatal("two passwords alike")
+	}
+	acct := cred("esme1", messages.RoleClient, pw)
+	acct.SMPP = true
+	s := NewSet([]messages.Credential{acct, cred("shop", messages.RoleClient, "tok-shop-0123456789")}, true)
+	if p, ok := s.Authenticate(pw); ok {
+		t.Errorf("the API took an SMPP password: %+v", p)
+	}
+	if p, ok := s.Check("esme1", pw); !ok || !p.SMPP || p.Role != messages.RoleClient {
+		t.Errorf("Check(esme1) = %+v, %v", p, ok)
+	}
+	if p, ok := s.Check("shop", "tok-shop-0123456789"); !ok || p.SMPP {
+		t.Errorf("Check(shop) = %+v, %v; want a principal that is no SMPP account", p, ok)
+	}
+	other := acct
+	other.SMPP = false
+	if added, removed := s.Diff(NewSet([]messages.Credential{other, cred("shop", messages.RoleClient, "tok-shop-0123456789")}, true)); len(added) != 1 || len(removed) != 1 {
+		t.Errorf("Diff does not see the smpp flag change: %v %v", added, removed)
+	}
+	for _, bad := range []messages.Credential{
+		func() messages.Credential { c := acct; c.Role = messages.RoleAdmin; return c }(),
+		func() messages.Credential { c := acct; c.Name = "a-system-id-of-16"; return c }(),
+	} {
+		if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "smpp") {
+			t.Errorf("%+v: %v", bad, err)
+		}
+	}
+}

@@ -14,6 +14,8 @@ type Principal struct {
 	Role       messages.Role
 	Frontends  []string
 	SubmitRate float64
+	// SMPP is set for an SMPP account (messages.Credential.SMPP).
+	SMPP bool
 }
 
 // Anonymous is the caller on a node without any credential: everything is
@@ -48,8 +50,14 @@ func NewSet(creds []messages.Credential, required bool) *Set {
 	for _, c := range creds {
 		_, dupName := s.byName[c.Name]
 		_, dupHash := s.byHash[c.TokenHash]
-		if !dupName && !dupHash {
-			s.byHash[c.TokenHash], s.byName[c.Name] = c, c
+		if dupName || dupHash {
+			continue
+		}
+		s.byName[c.Name] = c
+		// An SMPP account's password (8 characters at most) is too short
+		// to stand as an API token: only Check (an SMPP bind) reads it.
+		if !c.SMPP {
+			s.byHash[c.TokenHash] = c
 		}
 	}
 	s.open = len(s.byName) == 0 && !required
@@ -116,7 +124,8 @@ func (s *Set) Diff(next *Set) (added, removed []string) {
 }
 
 func same(a, b messages.Credential) bool {
-	return a.Role == b.Role && a.TokenHash == b.TokenHash && slices.Equal(a.Frontends, b.Frontends) && a.SubmitRate == b.SubmitRate
+	return a.Role == b.Role && a.TokenHash == b.TokenHash && slices.Equal(a.Frontends, b.Frontends) && a.SubmitRate == b.SubmitRate &&
+		a.SMPP == b.SMPP
 }
 
 // Credential returns the credential named name.
@@ -126,5 +135,5 @@ func (s *Set) Credential(name string) (messages.Credential, bool) {
 }
 
 func principalOf(c messages.Credential) Principal {
-	return Principal{Name: c.Name, Role: c.Role, Frontends: c.Frontends, SubmitRate: c.SubmitRate}
+	return Principal{Name: c.Name, Role: c.Role, Frontends: c.Frontends, SubmitRate: c.SubmitRate, SMPP: c.SMPP}
 }

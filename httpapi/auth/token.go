@@ -31,3 +31,28 @@ func Hash(token string) string {
 func ValidToken(t string) bool {
 	return len(t) >= 16 && len(t) <= 512 && !strings.ContainsFunc(t, func(r rune) bool { return r <= ' ' || r > '~' })
 }
+
+// SMPPPasswordLen is the length of the passwords NewSMPPPassword makes:
+// the most SMPP v3.4 allows (password is a C-Octet string of 9 octets).
+const SMPPPasswordLen = 8
+
+// smppAlphabet holds the characters of an SMPP password: letters and
+// digits, which every ESME's configuration takes as they are.
+const smppAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+// NewSMPPPassword returns a fresh random SMPP account password of
+// SMPPPasswordLen letters and digits (about 47 bits) and its hash.
+func NewSMPPPassword() (password, hash string) {
+	b := make([]byte, SMPPPasswordLen)
+	for i := range b {
+		var r [1]byte
+		for {
+			_, _ = rand.Read(r[:]) // never fails (Go 1.24+)
+			if int(r[0]) < 256-256%len(smppAlphabet) {
+				break // no modulo bias
+			}
+		}
+		b[i] = smppAlphabet[int(r[0])%len(smppAlphabet)]
+	}
+	return string(b), Hash(string(b))
+}

@@ -171,6 +171,7 @@ func queueChanges(b *pgx.Batch, c *persistence.Changes) {
 		}
 		b.Queue(historySQL, c.Now, ids, ordinals, states, details)
 	}
+	queueRefs(b, c)
 	if n := len(c.Work); n > 0 {
 		kinds, targets, ids := make([]string, n), make([]string, n), make([]string, n)
 		tokens, dues := make([]int64, n), make([]time.Time, n)

@@ -139,6 +139,7 @@ func (s *Store) Purge(ctx context.Context, req persistence.PurgeRequest, ids []s
 func queuePurge(b *pgx.Batch, ids []string) {
 	for _, table := range []string{"history t USING unnest($1::text[]) AS p(id) WHERE t.message_id = p.id",
 		"ledger t USING unnest($1::text[]) AS p(id) WHERE t.message_id = p.id",
+		"smsc_refs t USING unnest($1::text[]) AS p(id) WHERE t.message_id = p.id",
 		"messages t USING unnest($1::text[]) AS p(id) WHERE t.id = p.id"} {
 		b.Queue(`DELETE FROM `+table, ids)
 	}

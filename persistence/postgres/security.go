@@ -24,14 +24,14 @@ func (s *Store) Credentials(ctx context.Context) ([]messages.Credential, error) 
 	if s.closed.Load() {
 		return nil, s.fail("credentials", persistence.ErrClosed)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT name, role, token_sha256, frontends, submit_rate, created_at
+	rows, err := s.pool.Query(ctx, `SELECT name, role, token_sha256, frontends, submit_rate, smpp, created_at
 		FROM credentials ORDER BY name`)
 	if err != nil {
 		return nil, s.fail("credentials", err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (messages.Credential, error) {
 		var c messages.Credential
-		err := row.Scan(&c.Name, &c.Role, &c.TokenHash, &c.Frontends, &c.SubmitRate, &c.CreatedAt)
+		err := row.Scan(&c.Name, &c.Role, &c.TokenHash, &c.Frontends, &c.SubmitRate, &c.SMPP, &c.CreatedAt)
 		c.CreatedAt = c.CreatedAt.UTC()
 		if len(c.Frontends) == 0 {
 			c.Frontends = nil
@@ -56,8 +56,8 @@ func (s *Store) AddCredential(ctx context.Context, c messages.Credential, audit 
 		fes = []string{}
 	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO credentials (name, role, token_sha256, frontends, submit_rate, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6)`, c.Name, string(c.Role), c.TokenHash, fes, c.SubmitRate, c.CreatedAt)
+		_, err := tx.Exec(ctx, `INSERT INTO credentials (name, role, token_sha256, frontends, submit_rate, smpp, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)`, c.Name, string(c.Role), c.TokenHash, fes, c.SubmitRate, c.SMPP, c.CreatedAt)
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == pgUniqueViolation {
 			return fmt.Errorf("credential %q: its name or token: %w", c.Name, persistence.ErrExists)

@@ -190,6 +190,9 @@ func writeChanges(ctx context.Context, tx querier, c *persistence.Changes) error
 	if err := insertRows(ctx, tx, `INSERT INTO history (message_id, ordinal, state, at, detail)`, 5, hist); err != nil {
 		return err
 	}
+	if err := writeRefs(ctx, tx, c); err != nil {
+		return err
+	}
 	if _, err := insertWork(ctx, tx, at, c.Work); err != nil {
 		return err
 	}

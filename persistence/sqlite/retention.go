@@ -140,7 +140,7 @@ func deletePurged(ctx context.Context, tx querier, purged []*persistence.Row) er
 	}
 	return chunks(len(ids), func(lo, hi int) error {
 		in, args := params(hi-lo), anys(ids[lo:hi])
-		for _, table := range []string{"history WHERE message_id", "ledger WHERE message_id", "messages WHERE id"} {
+		for _, table := range []string{"history WHERE message_id", "ledger WHERE message_id", "smsc_refs WHERE message_id", "messages WHERE id"} {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` IN (`+in+`)`, args...); err != nil {
 				return err
 			}

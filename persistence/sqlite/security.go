@@ -18,7 +18,7 @@ import (
 func (s *Store) Credentials(ctx context.Context) ([]messages.Credential, error) {
 	var out []messages.Credential
 	err := s.read(ctx, "credentials", func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT name, role, token_sha256, frontends, submit_rate, created_at
+		rows, err := tx.QueryContext(ctx, `SELECT name, role, token_sha256, frontends, submit_rate, smpp, created_at
 			FROM credentials ORDER BY name`)
 		if err != nil {
 			return err
@@ -29,7 +29,7 @@ func (s *Store) Credentials(ctx context.Context) ([]messages.Credential, error) 
 				role, fes string
 				created   int64
 			)
-			if err := r.Scan(&c.Name, &role, &c.TokenHash, &fes, &c.SubmitRate, &created); err != nil {
+			if err := r.Scan(&c.Name, &role, &c.TokenHash, &fes, &c.SubmitRate, &c.SMPP, &created); err != nil {
 				return err
 			}
 			c.Role, c.CreatedAt = messages.Role(role), fromDB(created)
@@ -51,8 +51,8 @@ func (s *Store) AddCredential(ctx context.Context, c messages.Credential, audit 
 		return err
 	}
 	return s.write(ctx, op, func(tx querier) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO credentials (name, role, token_sha256, frontends, submit_rate, created_at)
-			VALUES (?, ?, ?, ?, ?, ?)`, c.Name, string(c.Role), c.TokenHash, strings.Join(c.Frontends, ","), c.SubmitRate, toDB(c.CreatedAt))
+		_, err := tx.ExecContext(ctx, `INSERT INTO credentials (name, role, token_sha256, frontends, submit_rate, smpp, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`, c.Name, string(c.Role), c.TokenHash, strings.Join(c.Frontends, ","), c.SubmitRate, c.SMPP, toDB(c.CreatedAt))
 		var se *sqlitedriver.Error
 		if errors.As(err, &se) && (se.Code() == sqliteConstraintUnique || se.Code() == sqliteConstraintPrimaryKey) {
 			return fmt.Errorf("credential %q: its name or token: %w", c.Name, persistence.ErrExists)

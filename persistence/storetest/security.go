@@ -161,31 +161,36 @@ func secCredentials(f *fixture) {
 	gw := messages.Credential{Name: "uk-gw", Role: messages.RoleFrontend, TokenHash: hashOf("t-gw"),
 		Frontends: []string{"sms-uk", "sms-ie", "sms-uk"}, CreatedAt: base}
 	app := messages.Credential{Name: "app", Role: messages.RoleClient, TokenHash: hashOf("t-app"), SubmitRate: 12.5, CreatedAt: at(time.Second)}
-	for _, c := range []messages.Credential{gw, app} {
+	esme := messages.Credential{Name: "esme", Role: messages.RoleClient, TokenHash: hashOf("pw8chars"), SMPP: true, CreatedAt: at(time.Second)}
+	for _, c := range []messages.Credential{gw, app, esme} {
 		if err := f.store.AddCredential(f.ctx, c, auditOf(messages.AuditCredentialAdd, c.Name, c.CreatedAt)); err != nil {
 			f.Fatalf("AddCredential(%s): %v", c.Name, err)
 		}
 	}
 	cs := f.credentials()
-	if len(cs) != 2 || cs[0].Name != "app" || cs[1].Name != "uk-gw" {
-		f.Fatalf("Credentials = %+v, want app and uk-gw, by name", cs)
+	if len(cs) != 3 || cs[0].Name != "app" || cs[1].Name != "esme" || cs[2].Name != "uk-gw" {
+		f.Fatalf("Credentials = %+v, want app, esme and uk-gw, by name", cs)
 	}
-	if c := cs[0]; c.Role != messages.RoleClient || c.TokenHash != app.TokenHash || c.SubmitRate != 12.5 || c.Frontends != nil {
+	if c := cs[0]; c.Role != messages.RoleClient || c.TokenHash != app.TokenHash || c.SubmitRate != 12.5 || c.Frontends != nil || c.SMPP {
 		f.Errorf("app read back %+v", c)
 	}
+	if c := cs[1]; !c.SMPP || c.TokenHash != esme.TokenHash {
+		f.Errorf("esme read back %+v, want an SMPP account", c)
+	}
+	cs = slices.Delete(cs, 1, 2)
 	f.wantTime("app CreatedAt", cs[0].CreatedAt, app.CreatedAt)
 	if c := cs[1]; c.Role != messages.RoleFrontend || !slices.Equal(c.Frontends, []string{"sms-ie", "sms-uk"}) || c.SubmitRate != 0 {
 		f.Errorf("uk-gw read back %+v, want its frontends sorted, once each", c)
 	}
 	trail := f.auditTrail(persistence.AuditQuery{}).Entries
-	if len(trail) != 2 || trail[0].Target != "app" || trail[1].Target != "uk-gw" || trail[0].Action != messages.AuditCredentialAdd {
-		f.Fatalf("audit after two additions = %+v", trail)
+	if len(trail) != 3 || trail[0].Target != "esme" || trail[2].Target != "uk-gw" || trail[0].Action != messages.AuditCredentialAdd {
+		f.Fatalf("audit after three additions = %+v", trail)
 	}
 
 	if err := f.store.RevokeCredential(f.ctx, "uk-gw", auditOf(messages.AuditCredentialRevoke, "uk-gw", at(2*time.Second))); err != nil {
 		f.Fatalf("RevokeCredential: %v", err)
 	}
-	if cs := f.credentials(); len(cs) != 1 || cs[0].Name != "app" {
+	if cs := f.credentials(); len(cs) != 2 || cs[0].Name != "app" {
 		f.Errorf("after revoking uk-gw: %+v", cs)
 	}
 	if e := f.auditTrail(persistence.AuditQuery{}).Entries[0]; e.Action != messages.AuditCredentialRevoke || e.Target != "uk-gw" {

@@ -103,6 +103,7 @@ func groups() []group {
 		{"ExpireMessages", expireCases()},
 		{"ForwardOutcomes", forwardOutcomeCases()},
 		{"StatusWork", statusWorkCases()},
+		{"ReceiptWork", receiptWorkCases()},
 		{"ApplyStatus", applyStatusCases()},
 		{"QueueForwards", queueForwardsCases()},
 		{"FailForwards", failForwardsCases()},
@@ -121,6 +122,7 @@ func groups() []group {
 		{"Search", searchCases()},
 		{"Bus", busCases()},
 		{"Security", securityCases()},
+		{"Receipts", receiptCases()},
 	}
 }
 

@@ -1,0 +1,591 @@
+package smppout
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/actors/clock"
+	"github.com/switchboard-dev/switchboard/actors/ring"
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/smpp"
+)
+
+// Config is what a Client needs.
+type Config struct {
+	// Frontend is the smpp frontend (its URL parsed by
+	// messages.ParseSMPPURL, its Secret the bind's password).
+	Frontend messages.Frontend
+	// Store records the SMSC's delivery receipts.
+	Store persistence.ReceiptStore
+	Clock clock.Clock
+	// Logger gets component=smpp and the frontend's name.
+	Logger  *slog.Logger
+	Metrics *Metrics
+	// Share is this instance's part of the frontend's submit rate, in
+	// [0, 1] (nil: all of it). See Share.
+	Share func() float64
+	// OnChange is called each time the client has bound, and each time
+	// it lost its bind (the worker claims again, or stops claiming and
+	// offering to take new work).
+	OnChange func()
+	// Dial opens the connection to the SMSC (default: a net.Dialer).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Reconnect paces the reconnects after a failed dial or bind or a
+	// lost link (default: 1 s doubling up to 60 s, up to half of each
+	// wait taken off at random, so that a site's instances do not all
+	// come back to a restarted SMSC at once). MaxAttempts is not used: the
+	// client never gives up.
+	Reconnect ring.Reconnect
+	// ResponseTimeout bounds the dial, the bind and each response
+	// (default 10 s: as the session's).
+	ResponseTimeout time.Duration
+	// ReceiptWait is how long a receipt waits in memory for the commit of
+	// its message's verdict, when it names an SMSC id the SMSC accepted a
+	// submit of ours under moments ago (SMSCs send a receipt right after
+	// the submit_sm_resp, before the group commit; default 30 s: a commit
+	// takes milliseconds, a verdict waits for every part of its message).
+	ReceiptWait time.Duration
+	// Seed seeds the reconnect jitter.
+	Seed uint64
+}
+
+func (c *Config) defaults() {
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Dial == nil {
+		d := &net.Dialer{}
+		c.Dial = d.DialContext
+	}
+	if c.Reconnect == (ring.Reconnect{}) {
+		c.Reconnect = ring.Reconnect{MaxAttempts: 1, Min: time.Second, Max: time.Minute, Jitter: 0.5}
+	}
+	if c.ResponseTimeout <= 0 {
+		c.ResponseTimeout = 10 * time.Second
+	}
+	if c.ReceiptWait <= 0 {
+		c.ReceiptWait = 30 * time.Second
+	}
+}
+
+// Client is one smpp frontend's connection on this instance: it dials
+// and binds, keeps the link up (reconnecting with backoff and jitter),
+// submits the messages the delivery worker hands it, and records the
+// SMSC's receipts. Its methods are safe for concurrent use.
+type Client struct {
+	cfg  Config
+	opts messages.SMPPOptions
+	log  *slog.Logger
+	tls  *tls.Config
+
+	closing chan struct{}
+	done    chan struct{}
+
+	mu      sync.Mutex
+	sess    *smpp.Session
+	wake    chan struct{} // closed (and replaced) when sess changes
+	lastErr error
+	limiter Limiter
+	// recent are the SMSC ids accepted in the last ReceiptWait, with
+	// when; committed those whose verdict was committed in that time;
+	// early the receipts that came for recent ids before that commit.
+	recent, committed map[string]time.Time
+	early             map[string][]early
+}
+
+// early is a receipt that came before its message's verdict was
+// committed.
+type early struct {
+	r  Receipt
+	at time.Time
+}
+
+// New starts the client of cfg.Frontend: it dials at once.
+func New(cfg Config) (*Client, error) {
+	cfg.defaults()
+	if cfg.Store == nil {
+		return nil, errors.New("smpp frontend: a store is required")
+	}
+	o, err := messages.ParseSMPPURL(cfg.Frontend.URL)
+	if err != nil {
+		return nil, fmt.Errorf("smpp frontend %s: %w", cfg.Frontend.Name, err)
+	}
+	if err := cfg.Reconnect.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Client{cfg: cfg, opts: o, log: cfg.Logger.With("component", "smpp", "frontend", cfg.Frontend.Name),
+		closing: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}),
+		lastErr: errors.New("connecting"), recent: map[string]time.Time{}, committed: map[string]time.Time{},
+		early: map[string][]early{}}
+	if o.TLS {
+		host, _, _ := net.SplitHostPort(o.Addr)
+		c.tls = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+		if o.TLSCA != "" {
+			pem, err := os.ReadFile(o.TLSCA)
+			if err != nil {
+				return nil, fmt.Errorf("smpp frontend %s: tls_ca: %w", cfg.Frontend.Name, err)
+			}
+			c.tls.RootCAs = x509.NewCertPool()
+			if !c.tls.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("smpp frontend %s: tls_ca %s holds no PEM certificate", cfg.Frontend.Name, o.TLSCA)
+			}
+		}
+	}
+	cfg.Metrics.setState(cfg.Frontend.Name, smpp.StateClosed)
+	go c.run(rand.New(rand.NewPCG(cfg.Seed, messages.TokenOf(cfg.Frontend.Name))))
+	return c, nil
+}
+
+// Options are the frontend's settings as its URL gives them.
+func (c *Client) Options() messages.SMPPOptions { return c.opts }
+
+// Bound reports whether the client is bound now.
+func (c *Client) Bound() bool { return c.State().Bound() }
+
+// State is the bind state of the client's connection (closed while it
+// has none).
+func (c *Client) State() smpp.BindState {
+	c.mu.Lock()
+	s := c.sess
+	c.mu.Unlock()
+	if s == nil {
+		return smpp.StateClosed
+	}
+	return s.State()
+}
+
+// Close unbinds (waiting at most the response timeout) and stops the
+// client; a Submit under way ends with a retry.
+func (c *Client) Close() {
+	select {
+	case <-c.closing:
+	default:
+		close(c.closing)
+	}
+	<-c.done
+}
+
+// run is the client's connection loop.
+func (c *Client) run(rng *rand.Rand) {
+	defer close(c.done)
+	failures := 0
+	for {
+		select {
+		case <-c.closing:
+			c.set(nil, errors.New("the frontend is stopping"))
+			return
+		default:
+		}
+		sess, err := c.connect()
+		if err == nil {
+			failures = 0
+			c.set(sess, nil)
+			c.log.Info("bound to the SMSC", "addr", c.opts.Addr, "bind", c.opts.Bind)
+			c.changed()
+			select {
+			case <-sess.Done():
+				err = sess.Err()
+				if err == nil {
+					err = errors.New("the session ended")
+				}
+				c.log.Warn("the SMSC connection ended", "err", err)
+				c.set(nil, err)
+				c.changed()
+			case <-c.closing:
+				ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ResponseTimeout)
+				_ = sess.Unbind(ctx)
+				cancel()
+				c.set(nil, errors.New("the frontend is stopping"))
+				return
+			}
+		} else {
+			c.log.Warn("cannot bind to the SMSC", "addr", c.opts.Addr, "err", err)
+		}
+		c.set(nil, err)
+		failures++
+		if !c.sleep(context.Background(), c.cfg.Reconnect.Delay(failures, rng)) {
+			c.set(nil, errors.New("the frontend is stopping"))
+			return
+		}
+	}
+}
+
+// changed tells OnChange.
+func (c *Client) changed() {
+	if c.cfg.OnChange != nil {
+		c.cfg.OnChange()
+	}
+}
+
+// connect dials and binds.
+func (c *Client) connect() (*smpp.Session, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ResponseTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-c.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	fe := c.cfg.Frontend.Name
+	conn, err := c.cfg.Dial(ctx, "tcp", c.opts.Addr)
+	if err != nil {
+		c.cfg.Metrics.bind(fe, "error")
+		return nil, err
+	}
+	if c.tls != nil {
+		tc := tls.Client(conn, c.tls)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			_ = conn.Close()
+			c.cfg.Metrics.bind(fe, "error")
+			return nil, fmt.Errorf("TLS: %w", err)
+		}
+		conn = tc
+	}
+	sc := smpp.DefaultSessionConfig(smpp.RoleESME)
+	sc.Window, sc.EnquireLink, sc.ResponseTimeout = c.opts.Window, c.opts.EnquireLink, c.cfg.ResponseTimeout
+	sc.Clock, sc.Logger, sc.Handler = c.cfg.Clock, c.log, c.handle
+	sc.Observe = func(sent bool, p smpp.PDU) {
+		c.cfg.Metrics.pdu(fe, sent, p)
+		if !sent && p.Command == smpp.SubmitSMResp && p.Status == smpp.StatusOK {
+			if r, ok := p.Body.(*smpp.SMResp); ok && r.MessageID != "" {
+				c.noteRecent(r.MessageID)
+			}
+		}
+	}
+	sc.OnState = func(st smpp.BindState) { c.cfg.Metrics.setState(fe, st) }
+	sess, err := smpp.NewSession(conn, sc)
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	cmd := smpp.BindTransceiver
+	if c.opts.Bind == messages.BindTransmitter {
+		cmd = smpp.BindTransmitter
+	}
+	c.cfg.Metrics.setState(fe, smpp.StateOpen)
+	_, err = sess.Bind(ctx, cmd, smpp.Bind{SystemID: c.opts.SystemID, Password: c.cfg.Frontend.Secret, SystemType: c.opts.SystemType})
+	if err != nil {
+		_ = sess.Close()
+		var se *smpp.StatusError
+		if errors.As(err, &se) {
+			c.cfg.Metrics.bind(fe, "refused")
+			return nil, fmt.Errorf("%s refused: %s", cmd, se.Status)
+		}
+		c.cfg.Metrics.bind(fe, "error")
+		return nil, err
+	}
+	c.cfg.Metrics.bind(fe, "bound")
+	return sess, nil
+}
+
+// set records the current session (nil: none) and wakes the submits
+// waiting for one.
+func (c *Client) set(s *smpp.Session, err error) {
+	c.mu.Lock()
+	c.sess = s
+	if err != nil {
+		c.lastErr = err
+	}
+	close(c.wake)
+	c.wake = make(chan struct{})
+	c.mu.Unlock()
+	if s == nil {
+		c.cfg.Metrics.setState(c.cfg.Frontend.Name, smpp.StateClosed)
+		c.cfg.Metrics.windowInUse(c.cfg.Frontend.Name, 0)
+	}
+}
+
+// session waits for a bound session.
+func (c *Client) session(ctx context.Context) (*smpp.Session, error) {
+	for {
+		c.mu.Lock()
+		s, ch, last := c.sess, c.wake, c.lastErr
+		c.mu.Unlock()
+		if s != nil && s.State().Bound() {
+			return s, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("not bound to the SMSC (%v)", last)
+		}
+	}
+}
+
+// sleep waits d on the client's clock; false when ctx ended or the
+// client is closing.
+func (c *Client) sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	ch := make(chan struct{})
+	stop := c.cfg.Clock.AfterFunc(d, func() { close(ch) })
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+	case <-c.closing:
+	}
+	stop()
+	return false
+}
+
+// Submit sends one message as its submit_sm (one per part) and returns
+// the verdict on it (see Verdict), with note (the resend mark) added. It
+// returns within ctx's deadline: a message not sent by then is a retry.
+func (c *Client) Submit(ctx context.Context, out messages.Outgoing, note string) messages.DeliveryResult {
+	v := c.submit(ctx, out)
+	v.ID, v.Note = out.ID, note
+	return v
+}
+
+func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.DeliveryResult {
+	fe := c.cfg.Frontend.Name
+	sms, err := Submits(out, c.opts)
+	if err != nil {
+		return messages.DeliveryResult{Status: messages.Failed, Reason: "cannot be sent over SMPP: " + err.Error()}
+	}
+	sess, err := c.session(ctx)
+	if err != nil {
+		return messages.DeliveryResult{Status: messages.Retry, Reason: err.Error()}
+	}
+	if c.opts.Rate > 0 {
+		share := 1.0
+		if c.cfg.Share != nil {
+			share = c.cfg.Share()
+		}
+		if share <= 0 {
+			return messages.DeliveryResult{Status: messages.Retry,
+				Reason: "this instance holds none of the ring's delivery work now: no share of the submit rate"}
+		}
+		now := c.cfg.Clock.Now()
+		deadline, ok := ctx.Deadline()
+		if !ok {
+			deadline = now.Add(time.Hour)
+		}
+		c.mu.Lock()
+		at, ok := c.limiter.Reserve(now, c.opts.Rate*share, len(sms), deadline)
+		c.mu.Unlock()
+		if !ok {
+			return messages.DeliveryResult{Status: messages.Retry, Reason: fmt.Sprintf(
+				"the submit rate (%g/s, %.0f%% of it this instance's) leaves no slot in time", c.opts.Rate, 100*share)}
+		}
+		if !c.sleep(ctx, at.Sub(now)) {
+			return messages.DeliveryResult{Status: messages.Retry, Reason: "stopped while waiting for the submit rate"}
+		}
+	}
+	parts := make([]Part, len(sms))
+	calls := make([]*smpp.Call, len(sms))
+	sent := make([]time.Time, len(sms))
+	for i, sm := range sms {
+		sent[i] = c.cfg.Clock.Now()
+		if calls[i], parts[i].Err = sess.Send(ctx, smpp.PDU{Command: smpp.SubmitSM, Body: sm}); parts[i].Err != nil {
+			break
+		}
+	}
+	c.cfg.Metrics.windowInUse(fe, sess.Outstanding())
+	for i, call := range calls {
+		switch {
+		case call == nil:
+			if parts[i].Err == nil {
+				parts[i].Err = errors.New("not sent: an earlier part failed")
+			} else {
+				c.cfg.Metrics.submit(fe, "not_sent", -1)
+			}
+			continue
+		}
+		select {
+		case <-call.Done():
+			parts[i].Resp, parts[i].Err = call.Result()
+		case <-ctx.Done():
+			parts[i].Err = fmt.Errorf("no response within the delivery timeout: %w", ctx.Err())
+		}
+		if parts[i].Err != nil {
+			c.cfg.Metrics.submit(fe, "no_response", -1)
+		} else {
+			c.cfg.Metrics.submit(fe, parts[i].Resp.Status.String(), c.cfg.Clock.Now().Sub(sent[i]).Seconds())
+		}
+	}
+	c.cfg.Metrics.windowInUse(fe, sess.Outstanding())
+	return Verdict(out.ID, parts)
+}
+
+// noteRecent remembers an SMSC id the SMSC just accepted (see
+// ReceiptWait).
+func (c *Client) noteRecent(id string) {
+	now := c.cfg.Clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.prune(now)
+	c.recent[id] = now
+}
+
+// prune forgets what is older than ReceiptWait: recent and committed ids,
+// and early receipts whose verdict never came (counted unknown). c.mu
+// held; it runs when the maps grow past a bound, so they stay small.
+func (c *Client) prune(now time.Time) {
+	if len(c.recent)+len(c.committed)+len(c.early) < 256 {
+		return
+	}
+	old := func(at time.Time) bool { return now.Sub(at) > c.cfg.ReceiptWait }
+	for k, at := range c.recent {
+		if old(at) {
+			delete(c.recent, k)
+		}
+	}
+	for k, at := range c.committed {
+		if old(at) {
+			delete(c.committed, k)
+		}
+	}
+	for k, es := range c.early {
+		if old(es[0].at) {
+			delete(c.early, k)
+			for _, e := range es {
+				c.cfg.Metrics.receipt(c.cfg.Frontend.Name, "unknown")
+				c.log.Warn("receipt dropped: its message's verdict was not committed in time", "smsc_message_id", e.r.ID, "stat", e.r.Stat)
+			}
+		}
+	}
+}
+
+// Committed tells the client that the verdict naming these SMSC ids is
+// committed: the receipts that came for them before are recorded now
+// (off the caller's goroutine).
+func (c *Client) Committed(ids []string) {
+	now := c.cfg.Clock.Now()
+	var rs []Receipt
+	c.mu.Lock()
+	for _, id := range ids {
+		c.committed[id] = now
+		for _, e := range c.early[id] {
+			rs = append(rs, e.r)
+		}
+		delete(c.early, id)
+	}
+	c.prune(now)
+	c.mu.Unlock()
+	if len(rs) > 0 {
+		go func() {
+			for _, r := range rs {
+				c.store(r, true)
+			}
+		}()
+	}
+}
+
+// handle answers the SMSC's requests: a delivery receipt is recorded
+// (off the session's reading goroutine) and answered after its commit (or
+// held for its message's verdict, see store); a
+// mobile-originated message is refused (an outbound frontend has no
+// intake: that is --smpp-listen's); a malformed receipt is taken and
+// dropped (sending it again would not mend it).
+func (c *Client) handle(s *smpp.Session, p smpp.PDU) {
+	fe := c.cfg.Frontend.Name
+	sm, ok := p.Body.(*smpp.SM)
+	if p.Command != smpp.DeliverSM || !ok {
+		_ = s.Reply(p, smpp.StatusPermAppError, nil)
+		return
+	}
+	r, isReceipt, err := ReceiptOf(sm)
+	switch {
+	case !isReceipt:
+		c.log.Warn("mobile-originated message refused: an smpp frontend takes only receipts", "source", sm.Source.Addr)
+		_ = s.Reply(p, smpp.StatusPermAppError, nil)
+	case err != nil:
+		c.cfg.Metrics.receipt(fe, "malformed")
+		c.log.Warn("malformed receipt dropped", "err", err)
+		_ = s.Reply(p, smpp.StatusOK, &smpp.SMResp{})
+	default:
+		go c.record(s, p, r)
+	}
+}
+
+// record records a receipt and answers it: ESME_ROK once it is in the
+// store, or held for the commit of its message's verdict (an id the SMSC
+// accepted moments ago), or about no message we know (counted, logged);
+// ESME_RX_T_APPN when the store failed, for the SMSC to send it again.
+func (c *Client) record(s *smpp.Session, p smpp.PDU, r Receipt) {
+	st := smpp.StatusOK
+	if !c.store(r, false) {
+		st = smpp.StatusTempAppError
+	}
+	_ = s.Reply(p, st, nil)
+}
+
+// store records r; false when the store failed. A receipt for an id not
+// (yet) stored waits in memory when the SMSC accepted a submit under it
+// moments ago and its verdict is not committed yet; after that commit
+// (late), or without such a submit, it is about no known message.
+func (c *Client) store(r Receipt, late bool) bool {
+	fe := c.cfg.Frontend.Name
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	res, err := c.cfg.Store.RecordReceipts(ctx, c.cfg.Clock.Now(), []persistence.Receipt{{Frontend: fe,
+		SMSCMessageID: r.ID, Stat: r.Stat, Detail: r.Detail()}})
+	cancel()
+	switch {
+	case err != nil:
+		c.cfg.Metrics.receipt(fe, "error")
+		c.log.Error("receipt not recorded", "smsc_message_id", r.ID, "err", err)
+		return false
+	case res[0] == persistence.Applied:
+		c.cfg.Metrics.receipt(fe, "recorded")
+		if r.Took > 0 {
+			c.cfg.Metrics.receiptDelay(fe, r.Took.Seconds())
+		}
+		return true
+	}
+	if !late {
+		now := c.cfg.Clock.Now()
+		c.mu.Lock()
+		_, recent := c.recent[r.ID]
+		_, committed := c.committed[r.ID]
+		if recent && !committed {
+			c.early[r.ID] = append(c.early[r.ID], early{r: r, at: now})
+			c.mu.Unlock()
+			return true
+		}
+		c.mu.Unlock()
+		if committed {
+			return c.store(r, true) // committed since our read
+		}
+	}
+	c.cfg.Metrics.receipt(fe, "unknown")
+	c.log.Warn("receipt for no known message (never recorded, or purged)", "smsc_message_id", r.ID, "stat", r.Stat)
+	return true
+}
+
+// ResendNote is the history mark of an attempt that may send the message
+// to the SMSC a second time: an earlier attempt left no verdict (the node
+// stopped, or its lease ran out, while its submit_sm was outstanding), so
+// the SMSC may have accepted it. attempt is this attempt's number, state
+// the message's state when it was claimed, last its last history entry
+// (nil when not read: it is read only for a message in retry). A message
+// in retry whose last entry is the recorded failure of the attempt before
+// this one is no resend.
+func ResendNote(attempt int, state messages.State, last *messages.HistoryEntry) string {
+	if attempt <= 1 {
+		return ""
+	}
+	if state == messages.StateRetry && last != nil && last.State == messages.StateRetry &&
+		strings.HasPrefix(last.Detail, fmt.Sprintf("attempt %d failed", attempt-1)) {
+		return ""
+	}
+	return fmt.Sprintf("resent: attempt %d left no recorded verdict (the node stopped or its lease ran out with the submit_sm outstanding), so the SMSC may have the message twice", attempt-1)
+}

@@ -1,0 +1,252 @@
+package smppout
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/smpp"
+)
+
+// The pure core of the frontend: what a message becomes on the wire
+// (Submits), what the SMSC's responses make of it (Verdict), the pace of
+// the submits (Limiter, Share) and what a deliver_sm says (ReceiptOf).
+
+// maxAddr is the longest source_addr and destination_addr of submit_sm
+// (SMPP v3.4 5.2.8: 21 octets with the NUL).
+const maxAddr = 20
+
+// Submits are the submit_sm bodies of one message under the frontend's
+// options: its content in its data coding (GSM 7-bit, UCS-2, binary; a
+// message without one as GSM 7-bit when its text fits, else UCS-2), one
+// submit_sm when it fits an SMS, else parts behind a concatenation header
+// (reference: the low byte of the message's token, the same on every
+// attempt) or, with long=payload, one submit_sm carrying message_payload.
+// An error is the message's own fault: it can never be sent.
+func Submits(out messages.Outgoing, o messages.SMPPOptions) ([]*smpp.SM, error) {
+	content, used, err := smpp.EncodeContent(out.DataCoding, out.Body, out.Binary)
+	if err != nil {
+		return nil, err
+	}
+	src, err := address("source_msisdn", out.SourceMSISDN, o.SourceTON, o.SourceNPI)
+	if err != nil {
+		return nil, err
+	}
+	dst, err := address("destination_msisdn", out.DestinationMSISDN, o.DestTON, o.DestNPI)
+	if err != nil {
+		return nil, err
+	}
+	base := smpp.SM{Source: src, Dest: dst, DataCoding: smpp.DataCodingOf(used)}
+	if o.Receipts {
+		base.RegisteredDelivery = smpp.RegisteredFinal
+	}
+	if out.ValidityUntil != nil {
+		base.ValidityPeriod = AbsoluteTime(*out.ValidityUntil)
+	}
+	parts, err := smpp.Split(used, content, byte(messages.TokenOf(out.ID)))
+	if err != nil {
+		return nil, err
+	}
+	if len(parts) == 1 {
+		sm := base
+		sm.ShortMessage = parts[0]
+		return []*smpp.SM{&sm}, nil
+	}
+	if o.Long == messages.LongPayload {
+		if len(content) > 0xFFFF {
+			return nil, fmt.Errorf("%d octets, more than message_payload carries (65535)", len(content))
+		}
+		sm := base
+		sm.TLVs = smpp.TLVs{{Tag: smpp.TagMessagePayload, Value: content}}
+		return []*smpp.SM{&sm}, nil
+	}
+	out2 := make([]*smpp.SM, len(parts))
+	for i, p := range parts {
+		sm := base
+		sm.ESMClass |= smpp.ESMClassUDHI
+		sm.ShortMessage = p
+		out2[i] = &sm
+	}
+	return out2, nil
+}
+
+// address is a number as SMPP carries it: digits (a leading '+' dropped)
+// as international E.164 (TON 1, NPI 1), anything else as alphanumeric
+// (TON 5, NPI 0); ton and npi, when set (>= 0), win.
+func address(field, v string, ton, npi int) (smpp.Address, error) {
+	digits := strings.TrimPrefix(v, "+")
+	a := smpp.Address{TON: 1, NPI: 1, Addr: digits}
+	if digits == "" || strings.ContainsFunc(digits, func(r rune) bool { return r < '0' || r > '9' }) {
+		a = smpp.Address{TON: 5, NPI: 0, Addr: v}
+	}
+	for i := 0; i < len(a.Addr); i++ {
+		if a.Addr[i] < ' ' || a.Addr[i] > '~' {
+			return a, fmt.Errorf("%s %q: SMPP carries printable ASCII addresses only", field, v)
+		}
+	}
+	if len(a.Addr) > maxAddr {
+		return a, fmt.Errorf("%s %q: longer than SMPP's %d characters", field, v, maxAddr)
+	}
+	if ton >= 0 {
+		a.TON = byte(ton)
+	}
+	if npi >= 0 {
+		a.NPI = byte(npi)
+	}
+	return a, nil
+}
+
+// AbsoluteTime is t in SMPP's absolute time format (SMPP v3.4 7.1.1:
+// YYMMDDhhmmsstnnp, here in UTC).
+func AbsoluteTime(t time.Time) string {
+	return t.UTC().Format("060102150405") + "000+"
+}
+
+// Part is the outcome of one submit_sm: its response, or why there is
+// none.
+type Part struct {
+	Resp smpp.PDU
+	Err  error
+}
+
+// Verdict is the delivery verdict on a message from its parts' outcomes:
+// delivered when the SMSC accepted every part (with the ids it gave
+// them); failed when it refused one with a permanent status (the message
+// can never go whole); else retry — a temporary status (throttled, queue
+// full, system error, ...) or a part without its response (the link broke
+// or the response timed out: the SMSC may have accepted it, so the retry
+// may send it twice). A message is retried whole.
+func Verdict(id string, parts []Part) messages.DeliveryResult {
+	var ids []string
+	var retry string
+	for i, p := range parts {
+		what := ""
+		if len(parts) > 1 {
+			what = fmt.Sprintf("part %d of %d: ", i+1, len(parts))
+		}
+		switch st := p.Resp.Status; {
+		case p.Err != nil:
+			if retry == "" {
+				retry = what + "no submit_sm_resp: " + p.Err.Error()
+			}
+		case st != smpp.StatusOK && !st.Temporary():
+			return messages.DeliveryResult{ID: id, Status: messages.Failed, Reason: what + statusText(p.Resp)}
+		case st != smpp.StatusOK:
+			if retry == "" {
+				retry = what + statusText(p.Resp)
+			}
+		default:
+			if r, ok := p.Resp.Body.(*smpp.SMResp); ok && r.MessageID != "" {
+				ids = append(ids, r.MessageID)
+			}
+		}
+	}
+	if retry != "" {
+		return messages.DeliveryResult{ID: id, Status: messages.Retry, Reason: retry}
+	}
+	return messages.DeliveryResult{ID: id, Status: messages.Delivered, SMSCMessageIDs: ids}
+}
+
+// statusText names a refusal: "ESME_RINVDSTADR (0x0000000B)", and
+// "generic_nack" before it when the SMSC could not read the submit_sm.
+func statusText(p smpp.PDU) string {
+	s := fmt.Sprintf("%s (0x%08X)", p.Status, uint32(p.Status))
+	if p.Command == smpp.GenericNack {
+		s = "generic_nack " + s
+	}
+	return s
+}
+
+// Limiter paces submits to a rate: each submit_sm takes the next slot,
+// 1/rate apart (no burst beyond one). It is pure: the caller passes the
+// time.
+type Limiter struct {
+	next time.Time
+}
+
+// Reserve takes n slots at rate (per second; 0 or less: unlimited) and
+// returns when the first may be sent (n submits then go 1/rate apart, the
+// last at the returned time plus (n-1)/rate, which is when the caller
+// sends them all: the parts of a message go together). When that is after
+// deadline, nothing is taken and ok is false.
+func (l *Limiter) Reserve(now time.Time, rate float64, n int, deadline time.Time) (at time.Time, ok bool) {
+	if rate <= 0 || n <= 0 {
+		return now, true
+	}
+	interval := time.Duration(float64(time.Second) / rate)
+	start := l.next
+	if start.Before(now) {
+		start = now
+	}
+	at = start.Add(time.Duration(n-1) * interval)
+	if at.After(deadline) {
+		return time.Time{}, false
+	}
+	l.next = at.Add(interval)
+	return at, true
+}
+
+// Share is the part of the ring that ranges cover, in [0, 1]: this
+// instance's part of a site's delivery work, and so of each frontend's
+// submit rate.
+func Share(ranges []messages.TokenRange) float64 {
+	var sum float64
+	for _, r := range ranges {
+		if r.Hi >= r.Lo {
+			sum += float64(r.Hi-r.Lo) + 1
+		}
+	}
+	return math.Min(1, sum/math.Exp2(64))
+}
+
+// Receipt is what a deliver_sm that is a delivery receipt says.
+type Receipt struct {
+	// ID is the SMSC's message id it is about.
+	ID string
+	// Stat is its stat ("DELIVRD", ...), Err its error code.
+	Stat, Err string
+	// Took is how long the message took at the SMSC by the receipt's own
+	// dates (minutes; 0 when they are missing).
+	Took time.Duration
+}
+
+// ReceiptOf reads a deliver_sm as a delivery receipt: ok is false for one
+// that is not (a mobile-originated message). The receipted_message_id and
+// message_state TLVs win over the text (SMPP v3.4 Appendix B), which
+// gives the rest; a receipt that names no id or no state is an error.
+func ReceiptOf(sm *smpp.SM) (r Receipt, ok bool, err error) {
+	tlvID, hasID := sm.TLVs.CString(smpp.TagReceiptedMessageID)
+	if sm.ESMClass&smpp.ESMClassTypeMask != smpp.ESMClassReceipt && !hasID {
+		return Receipt{}, false, nil
+	}
+	text, textErr := smpp.ParseReceipt(string(sm.Payload()))
+	if textErr == nil {
+		r = Receipt{ID: text.ID, Stat: text.Stat, Err: text.Err}
+		if !text.SubmitDate.IsZero() && !text.DoneDate.IsZero() && !text.DoneDate.Before(text.SubmitDate) {
+			r.Took = text.DoneDate.Sub(text.SubmitDate)
+		}
+	}
+	if hasID {
+		r.ID = tlvID
+	}
+	if st, ok := sm.TLVs.Uint(smpp.TagMessageState); ok {
+		r.Stat = smpp.MessageState(st).Stat()
+	}
+	if r.ID == "" || r.Stat == "" {
+		if textErr == nil {
+			textErr = fmt.Errorf("no id or no state")
+		}
+		return r, true, fmt.Errorf("a receipt without its id or state: %w", textErr)
+	}
+	if r.Err == "" {
+		r.Err = "000"
+	}
+	return r, true, nil
+}
+
+// Detail is the history detail of a receipt.
+func (r Receipt) Detail() string {
+	return fmt.Sprintf("dlr: %s err:%s (SMSC message id %s)", r.Stat, r.Err, r.ID)
+}

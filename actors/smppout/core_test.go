@@ -1,0 +1,204 @@
+package smppout
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/smpp"
+)
+
+func opts(t *testing.T, u string) messages.SMPPOptions {
+	t.Helper()
+	o, err := messages.ParseSMPPURL(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func TestSubmits(t *testing.T) {
+	o := opts(t, "smpp://me@h:1")
+	until := time.Date(2026, 12, 2, 13, 4, 5, 0, time.FixedZone("X", 3600))
+	out := func(body string, c messages.DataCoding, bin []byte) messages.Outgoing {
+		return messages.Outgoing{ID: "m-1", SourceMSISDN: "+33600000001", DestinationMSISDN: "+447700900123", Body: body,
+			Options: messages.Options{DataCoding: c, Binary: bin}}
+	}
+	// One SMS of each coding.
+	for _, c := range []struct {
+		out  messages.Outgoing
+		dc   byte
+		want string
+	}{
+		{out("Hi @£€", "", nil), smpp.DCDefault, "48692000011b65"},
+		{out("Hi", messages.CodingUCS2, nil), smpp.DCUCS2, "00480069"},
+		{out("Привет", "", nil), smpp.DCUCS2, "041f04400438043204350442"},
+		{out("", messages.CodingBinary, []byte{0xDE, 0xAD}), smpp.DCBinary, "dead"},
+	} {
+		sms, err := Submits(c.out, o)
+		if err != nil || len(sms) != 1 {
+			t.Fatalf("%q: %d submits, %v", c.out.Body, len(sms), err)
+		}
+		sm := sms[0]
+		if sm.DataCoding != c.dc || fmt.Sprintf("%x", sm.ShortMessage) != c.want || sm.ESMClass != 0 ||
+			sm.RegisteredDelivery != smpp.RegisteredFinal || sm.Source != (smpp.Address{TON: 1, NPI: 1, Addr: "33600000001"}) ||
+			sm.Dest != (smpp.Address{TON: 1, NPI: 1, Addr: "447700900123"}) {
+			t.Errorf("%q: %+v", c.out.Body, sm)
+		}
+	}
+	// A long text: parts behind a header with the message's reference.
+	long := out(strings.Repeat("a", 200), "", nil)
+	long.ValidityUntil = &until
+	sms, err := Submits(long, o)
+	if err != nil || len(sms) != 2 {
+		t.Fatalf("long: %d, %v", len(sms), err)
+	}
+	ref := byte(messages.TokenOf("m-1"))
+	for i, sm := range sms {
+		p, ok, err := smpp.PartOf(sm)
+		if err != nil || !ok || p.Ref != uint16(ref) || p.Total != 2 || int(p.Seq) != i+1 || sm.ESMClass != smpp.ESMClassUDHI ||
+			sm.ValidityPeriod != "261202120405000+" {
+			t.Errorf("part %d: %+v %v %v", i+1, sm, ok, err)
+		}
+	}
+	// long=payload: one submit with message_payload; an alphanumeric
+	// source; receipts off; TON/NPI overridden.
+	o2 := opts(t, "smpp://me@h:1?long=payload&receipts=false&dest_ton=0&dest_npi=9")
+	long.SourceMSISDN = "Switchboard"
+	sms, err = Submits(long, o2)
+	if err != nil || len(sms) != 1 {
+		t.Fatalf("payload: %d, %v", len(sms), err)
+	}
+	if v, _ := sms[0].TLVs.Get(smpp.TagMessagePayload); len(v) != 200 || len(sms[0].ShortMessage) != 0 ||
+		sms[0].RegisteredDelivery != 0 || sms[0].Source != (smpp.Address{TON: 5, Addr: "Switchboard"}) ||
+		sms[0].Dest != (smpp.Address{TON: 0, NPI: 9, Addr: "447700900123"}) {
+		t.Errorf("payload: %+v", sms[0])
+	}
+	// What can never be sent.
+	for _, bad := range []messages.Outgoing{
+		out("emoji 😀", messages.CodingGSM7, nil),
+		out("", messages.CodingBinary, nil),
+		{ID: "x", SourceMSISDN: "a very long sender name", DestinationMSISDN: "1", Body: "x"},
+		{ID: "x", SourceMSISDN: "Café", DestinationMSISDN: "1", Body: "x"},
+	} {
+		if _, err := Submits(bad, o); err == nil {
+			t.Errorf("%+v: no error", bad)
+		}
+	}
+}
+
+func TestVerdict(t *testing.T) {
+	ok := func(id string) Part {
+		return Part{Resp: smpp.PDU{Command: smpp.SubmitSMResp, Body: &smpp.SMResp{MessageID: id}}}
+	}
+	st := func(s smpp.Status) Part { return Part{Resp: smpp.PDU{Command: smpp.SubmitSMResp, Status: s}} }
+	cases := []struct {
+		name   string
+		parts  []Part
+		status messages.DeliveryStatus
+		reason string
+		ids    string
+	}{
+		{"accepted", []Part{ok("a")}, messages.Delivered, "", "[a]"},
+		{"every part accepted", []Part{ok("a"), ok("b")}, messages.Delivered, "", "[a b]"},
+		{"throttled", []Part{st(smpp.StatusThrottled)}, messages.Retry, "ESME_RTHROTTLED (0x00000058)", "[]"},
+		{"queue full", []Part{st(smpp.StatusMsgQueueFull)}, messages.Retry, "ESME_RMSGQFUL (0x00000014)", "[]"},
+		{"system error", []Part{st(smpp.StatusSystemError)}, messages.Retry, "ESME_RSYSERR (0x00000008)", "[]"},
+		{"bad destination", []Part{st(smpp.StatusInvalidDstAddr)}, messages.Failed, "ESME_RINVDSTADR (0x0000000B)", "[]"},
+		{"submit failed", []Part{st(smpp.StatusSubmitFailed)}, messages.Failed, "ESME_RSUBMITFAIL (0x00000045)", "[]"},
+		{"nacked", []Part{{Resp: smpp.PDU{Command: smpp.GenericNack, Status: smpp.StatusInvalidCmdLen}}}, messages.Failed,
+			"generic_nack ESME_RINVCMDLEN (0x00000002)", "[]"},
+		{"no response", []Part{{Err: smpp.ErrTimeout}}, messages.Retry, "no submit_sm_resp: smpp: no response in time", "[]"},
+		{"a permanent part wins", []Part{ok("a"), st(smpp.StatusThrottled), st(smpp.StatusInvalidDstAddr)}, messages.Failed,
+			"part 3 of 3: ESME_RINVDSTADR (0x0000000B)", "[]"},
+		{"a part lost", []Part{ok("a"), {Err: errors.New("smpp: session closed")}}, messages.Retry,
+			"part 2 of 2: no submit_sm_resp: smpp: session closed", "[]"},
+		{"accepted without an id", []Part{ok("")}, messages.Delivered, "", "[]"},
+	}
+	for _, c := range cases {
+		v := Verdict("m", c.parts)
+		if v.ID != "m" || v.Status != c.status || v.Reason != c.reason || fmt.Sprint(v.SMSCMessageIDs) != c.ids && !(c.ids == "[]" && v.SMSCMessageIDs == nil) {
+			t.Errorf("%s: %+v", c.name, v)
+		}
+	}
+}
+
+func TestLimiter(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	far := t0.Add(time.Hour)
+	var l Limiter
+	steps := []struct {
+		now   time.Time
+		rate  float64
+		n     int
+		dl    time.Time
+		want  time.Time
+		taken bool
+	}{
+		{t0, 10, 1, far, t0, true},
+		{t0, 10, 1, far, t0.Add(100 * time.Millisecond), true},
+		{t0, 10, 3, far, t0.Add(400 * time.Millisecond), true}, // slots 200, 300, 400 ms
+		{t0, 10, 1, t0.Add(400 * time.Millisecond), time.Time{}, false},
+		{t0, 10, 1, far, t0.Add(500 * time.Millisecond), true},
+		{t0.Add(10 * time.Second), 10, 1, far, t0.Add(10 * time.Second), true}, // idle time is no credit
+		{t0.Add(10 * time.Second), 0, 5, t0, t0.Add(10 * time.Second), true},   // unlimited
+	}
+	for i, s := range steps {
+		at, ok := l.Reserve(s.now, s.rate, s.n, s.dl)
+		if ok != s.taken || !at.Equal(s.want) {
+			t.Fatalf("step %d: Reserve = %v %v, want %v %v", i, at.Sub(t0), ok, s.want.Sub(t0), s.taken)
+		}
+	}
+}
+
+func TestShare(t *testing.T) {
+	const max = ^uint64(0)
+	cases := []struct {
+		ranges []messages.TokenRange
+		want   float64
+	}{
+		{nil, 0},
+		{[]messages.TokenRange{{Lo: 0, Hi: max}}, 1},
+		{[]messages.TokenRange{{Lo: 0, Hi: max / 2}}, 0.5},
+		{[]messages.TokenRange{{Lo: 0, Hi: max / 4}, {Lo: max / 2, Hi: max/2 + max/4}}, 0.5},
+	}
+	for _, c := range cases {
+		if got := Share(c.ranges); got < c.want-1e-9 || got > c.want+1e-9 {
+			t.Errorf("Share(%v) = %v, want %v", c.ranges, got, c.want)
+		}
+	}
+}
+
+func TestReceiptOf(t *testing.T) {
+	text := "id:p-1 sub:001 dlvrd:001 submit date:2612021200 done date:2612021203 stat:DELIVRD err:000 text:Hi"
+	cases := []struct {
+		name string
+		sm   smpp.SM
+		want Receipt
+		ok   bool
+		err  bool
+	}{
+		{"text only", smpp.SM{ESMClass: smpp.ESMClassReceipt, ShortMessage: []byte(text)},
+			Receipt{ID: "p-1", Stat: "DELIVRD", Err: "000", Took: 3 * time.Minute}, true, false},
+		{"TLVs win", smpp.SM{ESMClass: smpp.ESMClassReceipt, ShortMessage: []byte(text), TLVs: smpp.TLVs{
+			{Tag: smpp.TagReceiptedMessageID, Value: smpp.CStringValue("P1")}, {Tag: smpp.TagMessageState, Value: []byte{byte(smpp.StateUndeliverable)}}}},
+			Receipt{ID: "P1", Stat: "UNDELIV", Err: "000", Took: 3 * time.Minute}, true, false},
+		{"TLVs without text", smpp.SM{ESMClass: smpp.ESMClassReceipt, TLVs: smpp.TLVs{
+			{Tag: smpp.TagReceiptedMessageID, Value: smpp.CStringValue("Q")}, {Tag: smpp.TagMessageState, Value: []byte{byte(smpp.StateExpired)}}}},
+			Receipt{ID: "Q", Stat: "EXPIRED", Err: "000"}, true, false},
+		{"a mobile-originated message", smpp.SM{ShortMessage: []byte("hello")}, Receipt{}, false, false},
+		{"a receipt without its id", smpp.SM{ESMClass: smpp.ESMClassReceipt, ShortMessage: []byte("garbage")}, Receipt{}, true, true},
+	}
+	for _, c := range cases {
+		r, ok, err := ReceiptOf(&c.sm)
+		if ok != c.ok || (err != nil) != c.err || (!c.err && r != c.want) {
+			t.Errorf("%s: %+v %v %v", c.name, r, ok, err)
+		}
+	}
+	if d := (Receipt{ID: "p-1", Stat: "DELIVRD", Err: "000"}).Detail(); d != "dlr: DELIVRD err:000 (SMSC message id p-1)" {
+		t.Errorf("detail %q", d)
+	}
+}

@@ -1,0 +1,31 @@
+// Package smppout is frontend mode smpp: the node as an ESME, delivering
+// each message to an SMSC as submit_sm (docs/smpp.md).
+//
+// One Client per smpp frontend and instance holds the connection, as an
+// smpp.Session of role ESME:
+//
+//	dialing ──connected──► binding ──bind_resp OK──► bound ──link lost──┐
+//	   ▲                      │ refused / error                         │
+//	   └──── wait (backoff with jitter) ◄───────────────────────────────┘
+//
+// The delivery worker hands it each claimed message (Submit): the message
+// becomes its submit_sm (Submits: one, or one per part of a long text),
+// paced by the frontend's rate (Limiter; this instance's part of it is its
+// share of the ring: Share), sent within the session's window; the SMSC's
+// responses become the verdict (Verdict: accepted is delivered, with the
+// SMSC's message ids; a temporary status or a lost response is a retry; a
+// permanent status fails the message). While the client is not bound the
+// worker claims nothing: messages wait in the outbox, not burning their
+// attempts.
+//
+// With a transceiver bind the SMSC's delivery receipts (deliver_sm) come
+// back on the same connection: each is recorded in its message's history
+// (found by the SMSC's message id) before the deliver_sm_resp, so a
+// receipt the node could not record is sent again by the SMSC.
+//
+// Failure: a submit_sm written but not answered (the link broke, the node
+// was killed) may have been accepted by the SMSC; SMPP has no idempotency
+// key, so the message's next attempt sends it again. At most the window's
+// worth of messages can be in that state; the resend is marked in the
+// message's history.
+package smppout

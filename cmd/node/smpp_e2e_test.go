@@ -1,0 +1,143 @@
+package main
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/actors/smppout/smsctest"
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/smpp"
+)
+
+// kill -9 of the node while a window of submit_sm is in flight to its
+// SMSC: the SMSC has accepted them, but their responses are held, so the
+// node never records them. After the restart every accepted message is
+// delivered (nothing acknowledged is lost); the submits sent again are at
+// most the window, each marked in its message's history, and no message
+// the node had recorded delivered is sent again.
+func TestSMPPFrontendCrashWithWindowInFlight(t *testing.T) {
+	const (
+		total    = 20
+		window   = 5
+		answered = 3 // submits answered before the responses are held
+	)
+	smsc := smsctest.New(t, "pw", func(s smsctest.Submit) (smpp.Status, bool) {
+		return smpp.StatusOK, s.N > answered
+	})
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	certDir, pool := devCerts(t, bin, dir, "e2e")
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "e2e"}}
+	defer tr.CloseIdleConnections()
+	addr := freePort(t)
+	node := &e2eNode{
+		t: t, bin: bin, base: "https://" + addr,
+		client: &http.Client{Transport: tr, Timeout: 30 * time.Second},
+		args: []string{"run",
+			"--name", "e2e", "--instance-id", "e2e-0",
+			"--data-dir", filepath.Join(dir, "data"),
+			"--listen", addr, "--metrics-listen", "127.0.0.1:0",
+			"--tls-cert", filepath.Join(certDir, "e2e.pem"), "--tls-key", filepath.Join(certDir, "e2e.key"),
+			"--delivery-retry-min", "50ms", "--delivery-retry-max", "200ms",
+			// Held responses must not time out before the kill.
+			"--webhook-timeout", "60s",
+			"--smpp-reconnect-min", "20ms", "--smpp-reconnect-max", "200ms",
+			"--frontend", fmt.Sprintf("smsc=smpp://sb:pw@%s?window=%d", smsc.Addr, window), "--route", "33=smsc",
+			"--log-format", "json", "--log-level", "info",
+		},
+	}
+	defer func() {
+		if t.Failed() {
+			for i, l := range node.logsAll {
+				t.Logf("--- logs of run %d ---\n%s", i+1, tail(l.String(), 8000))
+			}
+		}
+	}()
+	node.start()
+	id := func(i int) string { return fmt.Sprintf("sm-%02d", i) }
+	for i := range total {
+		node.mustCall(202, "POST", "/api/messages", map[string]string{"id": id(i), "source_msisdn": "Switchboard",
+			"destination_msisdn": fmt.Sprintf("+336000000%02d", i), "message_body": "hello " + id(i)})
+	}
+	// The SMSC answered three submits and holds the window's five.
+	eventuallyE2E(t, 60*time.Second, func() bool { return len(smsc.Submits()) == answered+window })
+	get := func(id string) messages.Message {
+		var m messages.Message
+		if status, err := node.call("GET", "/api/messages/"+id, nil, &m); err != nil || status != 200 {
+			t.Fatalf("GET %s: %d %v", id, status, err)
+		}
+		return m
+	}
+	recorded := map[string]bool{}
+	eventuallyE2E(t, 30*time.Second, func() bool {
+		n := 0
+		for _, s := range smsc.Submits()[:answered] {
+			if get(bodyID(s)).State == messages.StateDelivered {
+				recorded[bodyID(s)] = true
+				n++
+			}
+		}
+		return n == answered
+	})
+	node.kill()
+	if len(smsc.Submits()) != answered+window {
+		t.Fatalf("%d submits before the kill, want %d (the window was full)", len(smsc.Submits()), answered+window)
+	}
+	smsc.SetAnswer(nil) // everything accepted at once from now on
+	node.start()
+
+	eventuallyE2E(t, 60*time.Second, func() bool {
+		for i := range total {
+			if get(id(i)).State != messages.StateDelivered {
+				return false
+			}
+		}
+		return true
+	})
+	count := map[string]int{}
+	for _, s := range smsc.Submits() {
+		count[bodyID(s)]++
+	}
+	resent := 0
+	for i := range total {
+		m := get(id(i))
+		marked := false
+		for _, h := range m.History {
+			marked = marked || strings.Contains(h.Detail, "resent: attempt 1 left no recorded verdict")
+		}
+		switch n := count[id(i)]; {
+		case n == 0:
+			t.Errorf("%s delivered without a submit", id(i))
+		case n > 2 || (n == 2 && recorded[id(i)]):
+			t.Errorf("%s submitted %d times (recorded delivered before the kill: %v)", id(i), n, recorded[id(i)])
+		case n == 2:
+			resent++
+			if !marked {
+				t.Errorf("%s was sent again, its history does not say so: %+v", id(i), m.History)
+			}
+		case marked:
+			t.Errorf("%s is marked resent, but the SMSC had it once", id(i))
+		}
+		if len(m.SMSC) != 1 {
+			t.Errorf("%s: smsc ids %+v", id(i), m.SMSC)
+		}
+	}
+	if resent == 0 || resent > window {
+		t.Errorf("%d messages sent again, want 1 to the window (%d)", resent, window)
+	}
+	t.Logf("%d of %d messages were sent again after the kill (window %d)", resent, total, window)
+	node.stop()
+	for _, l := range node.logsAll {
+		checkLogs(t, l.String())
+	}
+}
+
+// bodyID is the message id a submit carries in its text ("hello ID").
+func bodyID(s smsctest.Submit) string {
+	return strings.TrimPrefix(string(s.SM.ShortMessage), "hello ")
+}

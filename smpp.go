@@ -1,0 +1,130 @@
+package switchboard
+
+import (
+	"context"
+	"fmt"
+	"net"
+
+	"github.com/switchboard-dev/switchboard/httpapi/auth"
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/smsc"
+)
+
+// The SMPP listener (--smpp-listen; docs/smpp.md, "Inbound"): ESMEs bind
+// with an SMPP account of the credentials and submit into the same
+// intake as POST /api/messages; their receipts leave through the outbox.
+
+// validateSMPP checks the listener's flags.
+func (c Config) validateSMPP() []error {
+	var errs []error
+	bad := func(flag, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("--%s: %s", flag, fmt.Sprintf(format, args...)))
+	}
+	if c.SMPPListen != "" {
+		if err := checkHostPort(c.SMPPListen, true); err != nil {
+			bad("smpp-listen", "%v", err)
+		}
+		for flag, addr := range map[string]string{"listen": c.Listen, "metrics-listen": c.MetricsListen} {
+			if addr == c.SMPPListen && !hasPortZero(addr) {
+				bad("smpp-listen", "%q is --%s too; it needs an address of its own", c.SMPPListen, flag)
+			}
+		}
+	}
+	if c.SMPPTLS && c.SMPPListen == "" {
+		bad("smpp-tls", "needs --smpp-listen")
+	}
+	if c.SMPPWindow < 1 {
+		bad("smpp-window", "must be at least 1, got %d", c.SMPPWindow)
+	}
+	return errs
+}
+
+func hasPortZero(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	return err == nil && port == "0"
+}
+
+// bindSMPP binds --smpp-listen (before the store opens, like the other
+// listeners, so that a port taken stops the start at once).
+func (n *Node) bindSMPP() error {
+	if n.cfg.SMPPListen == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", n.cfg.SMPPListen)
+	if err != nil {
+		return fmt.Errorf("--smpp-listen: %w", err)
+	}
+	n.smppLn = ln
+	return nil
+}
+
+// smppBackend is the node as the listener sees it.
+type smppBackend struct{ n *Node }
+
+func (b smppBackend) Submit(ctx context.Context, s messages.Submission) (messages.Message, bool, error) {
+	return b.n.Submit(ctx, s)
+}
+func (b smppBackend) Message(ctx context.Context, id string) (messages.Message, error) {
+	return b.n.Message(ctx, id)
+}
+func (b smppBackend) Credentials() *auth.Set { return b.n.creds.Current() }
+
+// startSMPP serves --smpp-listen once the intake runs.
+func (n *Node) startSMPP() error {
+	ln := n.smppLn
+	if ln == nil {
+		return nil
+	}
+	n.smppLn = nil
+	m, err := smsc.NewMetrics(n.registry)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	cfg := smsc.DefaultConfig()
+	cfg.Listener, cfg.SystemID, cfg.Owner, cfg.Window = ln, n.cfg.Name, n.cfg.InstanceID, n.cfg.SMPPWindow
+	cfg.Backend, cfg.Store, cfg.Metrics, cfg.Clock, cfg.Logger = smppBackend{n}, n.store, m, n.clock, n.log
+	if n.cfg.SMPPTLS {
+		tc, err := n.serverTLS()
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		cfg.TLS = tc
+	}
+	srv, err := smsc.New(cfg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	n.smppIn = srv
+	n.saddr = ln.Addr().String()
+	go n.serve("smpp", srv.Serve)
+	n.log.Info("smpp listener serves", "addr", n.saddr, "tls", n.cfg.SMPPTLS)
+	return nil
+}
+
+// stopSMPP closes the listener: the submissions on their way get their
+// commit and answer, then every session is unbound.
+func (n *Node) stopSMPP(ctx context.Context) error {
+	if n.smppLn != nil {
+		n.smppLn.Close()
+	}
+	if n.smppIn == nil {
+		return nil
+	}
+	if err := n.smppIn.Close(ctx); err != nil {
+		return fmt.Errorf("smpp listener: %w", err)
+	}
+	return nil
+}
+
+// kickReceipts wakes the receipt senders when a message becomes final.
+func (n *Node) kickReceipts(ev messages.StateChanged) {
+	if n.smppIn != nil && ev.State.Final() {
+		n.smppIn.Kick()
+	}
+}
+
+// SMPPAddr is the SMPP listener's address once started ("" when none).
+func (n *Node) SMPPAddr() string { return n.saddr }

@@ -1,0 +1,151 @@
+package switchboard_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/switchboard-dev/switchboard/actors/smppout/smsctest"
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/smpp"
+)
+
+// smppFrontend registers an smpp frontend named name routed from prefix.
+func (h *harness) smppFrontend(name, url, prefix string) {
+	h.t.Helper()
+	h.must(200, "PUT", "/api/frontends/"+name, map[string]string{"mode": "smpp", "url": url}, nil)
+	h.must(200, "PUT", "/api/routes/"+prefix, map[string]string{"frontend": name}, nil)
+}
+
+// historyHas reports whether one of m's history entries holds detail.
+func historyHas(m messages.Message, detail string) bool {
+	for _, e := range m.History {
+		if strings.Contains(e.Detail, detail) {
+			return true
+		}
+	}
+	return false
+}
+
+// The smpp frontend against an SMSC of ours: an accepted submit is
+// delivered with the SMSC's message id; a temporary status (throttled) is
+// retried with the backoff, a permanent one (bad destination) fails the
+// message; receipts land in the history, one for an unknown id is
+// counted; while the SMSC refuses the bind nothing is attempted (the
+// message waits, its attempts untouched) and it goes once bound again.
+func TestSMPPFrontendStatusesAndReceipts(t *testing.T) {
+	throttled := map[string]bool{}
+	smsc := smsctest.New(t, "pw", func(s smsctest.Submit) (smpp.Status, bool) {
+		switch dest := s.SM.Dest.Addr; {
+		case strings.HasSuffix(dest, "2") && !throttled[dest]:
+			throttled[dest] = true
+			return smpp.StatusThrottled, false
+		case strings.HasSuffix(dest, "3"):
+			return smpp.StatusInvalidDstAddr, false
+		}
+		return smpp.StatusOK, false
+	})
+	h := startNode(t, testConfig(t))
+	h.smppFrontend("smsc", "smpp://sb:pw@"+smsc.Addr+"?window=4&system_type=SB", "33")
+
+	var fes struct{ Frontends []messages.Frontend }
+	h.must(200, "GET", "/api/frontends", nil, &fes)
+	if len(fes.Frontends) != 1 || fes.Frontends[0].URL != "smpp://sb@"+smsc.Addr+"?window=4&system_type=SB" || !fes.Frontends[0].SecretSet {
+		t.Fatalf("frontends %+v: the password must not show", fes.Frontends)
+	}
+	eventually(t, 20*time.Second, func() error {
+		h.must(200, "GET", "/api/frontends", nil, &fes)
+		if st := fes.Frontends[0].BindState; st != "bound_trx" {
+			return fmt.Errorf("bind_state %q", st)
+		}
+		return nil
+	})
+	h.apiError(400, "invalid_request", "PUT", "/api/frontends/bad", map[string]string{"mode": "smpp", "url": "smpp://sb:pw@" + smsc.Addr + "?window=0"})
+
+	h.submit("m-ok", "33600000001")
+	h.submit("m-busy", "33600000002")
+	h.submit("m-bad", "33600000003")
+	ok := h.waitState("m-ok", messages.StateDelivered)
+	if len(ok.SMSC) != 1 || !strings.HasPrefix(ok.SMSC[0].MessageID, "smsc-") || !historyHas(ok, "SMSC message id "+ok.SMSC[0].MessageID) {
+		t.Fatalf("m-ok: %+v %+v", ok.SMSC, ok.History)
+	}
+	busy := h.waitState("m-busy", messages.StateDelivered)
+	if busy.Attempts != 2 || !historyHas(busy, "attempt 1 failed: ESME_RTHROTTLED (0x00000058)") || historyHas(busy, "resent") {
+		t.Fatalf("m-busy: %d attempts, %+v", busy.Attempts, busy.History)
+	}
+	bad := h.waitState("m-bad", messages.StateFailed)
+	if bad.Attempts != 1 || bad.Reason != "rejected: ESME_RINVDSTADR (0x0000000B)" {
+		t.Fatalf("m-bad: %d attempts, reason %q", bad.Attempts, bad.Reason)
+	}
+	for _, s := range smsc.Submits() {
+		if sm := s.SM; sm.Source != (smpp.Address{TON: 1, NPI: 1, Addr: "15550001"}) || sm.RegisteredDelivery != smpp.RegisteredFinal ||
+			sm.DataCoding != smpp.DCDefault || !strings.HasPrefix(string(sm.ShortMessage), "hello m-") {
+			t.Errorf("submit %d: %+v", s.N, sm)
+		}
+	}
+
+	// Receipts: one for m-ok lands in its history; one for an id nobody
+	// has is answered and counted.
+	if st, err := smsc.Receipt(ok.SMSC[0].MessageID, "DELIVRD"); err != nil || st != smpp.StatusOK {
+		t.Fatalf("receipt: %s %v", st, err)
+	}
+	ok = h.message("m-ok")
+	if ok.SMSC[0].Receipt != "DELIVRD" || !historyHas(ok, "dlr: DELIVRD err:000 (SMSC message id "+ok.SMSC[0].MessageID+")") ||
+		ok.State != messages.StateDelivered {
+		t.Fatalf("after the receipt: %+v %+v", ok.SMSC, ok.History)
+	}
+	if st, err := smsc.Receipt("nosuch", "UNDELIV"); err != nil || st != smpp.StatusOK {
+		t.Fatalf("unknown receipt: %s %v", st, err)
+	}
+
+	// The SMSC refuses the bind from now on: the link drops, the client
+	// rebinds in vain, and a new message waits without an attempt.
+	smsc.SetPassword("other")
+	smsc.DropAll()
+	refusals := func(n int) {
+		eventually(t, 30*time.Second, func() error {
+			if _, refused := smsc.Binds(); refused < n {
+				return fmt.Errorf("%d binds refused, want %d", refused, n)
+			}
+			return nil
+		})
+	}
+	refusals(1)
+	h.submit("m-wait", "33600000004")
+	refusals(3)
+	if m := h.message("m-wait"); m.State != messages.StatePending || m.Attempts != 0 {
+		t.Fatalf("m-wait while unbound: %s, %d attempts", m.State, m.Attempts)
+	}
+	smsc.SetPassword("pw")
+	if m := h.waitState("m-wait", messages.StateDelivered); m.Attempts != 1 {
+		t.Fatalf("m-wait: %d attempts", m.Attempts)
+	}
+
+	text := scrape(t, h)
+	for _, want := range []string{
+		`switchboard_smpp_frontend_bind_state{frontend="smsc",state="bound_trx"} 1`,
+		`switchboard_smpp_frontend_binds_total{frontend="smsc",result="refused"}`,
+		`switchboard_smpp_frontend_submits_total{frontend="smsc",status="ESME_RTHROTTLED"} 1`,
+		`switchboard_smpp_frontend_submits_total{frontend="smsc",status="ESME_RINVDSTADR"} 1`,
+		`switchboard_smpp_frontend_submits_total{frontend="smsc",status="ESME_ROK"} 3`,
+		`switchboard_smpp_frontend_receipts_total{frontend="smsc",result="recorded"} 1`,
+		`switchboard_smpp_frontend_receipts_total{frontend="smsc",result="unknown"} 1`,
+		`switchboard_smpp_frontend_pdus_total{command="deliver_sm",direction="received",frontend="smsc",status="ESME_ROK"} 2`,
+		`switchboard_smpp_frontend_submit_seconds_count{frontend="smsc"} 5`,
+		`switchboard_smpp_frontend_window_in_use{frontend="smsc"}`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	problems, err := testutil.GatherAndLint(h.node.Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("metric %s: %s", p.Metric, p.Text)
+	}
+}

@@ -1,0 +1,119 @@
+package switchboard_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard"
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/smpp"
+)
+
+// The SMPP listener through the embedding API, under -race: TLS with the
+// node's certificate, a submit answered with the id of the stored message,
+// its receipt once a pull frontend acked it, and a graceful stop that
+// unbinds the ESME.
+func TestSMPPListenTLS(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.SMPPListen, cfg.SMPPTLS = "127.0.0.1:0", true
+	h := startNode(t, cfg)
+	h.pullFrontend("pf", "44")
+
+	pem, err := os.ReadFile(filepath.Join(cfg.DataDir, "selfsigned.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	nc, err := tls.Dial("tcp", h.node.SMPPAddr(), &tls.Config{RootCAs: pool, ServerName: "localhost"})
+	if err != nil {
+		t.Fatalf("TLS to the SMPP listener: %v", err)
+	}
+	receipts := make(chan smpp.PDU, 1)
+	sc := smpp.DefaultSessionConfig(smpp.RoleESME)
+	sc.Handler = func(s *smpp.Session, req smpp.PDU) {
+		_ = s.Reply(req, smpp.StatusOK, &smpp.SMResp{})
+		receipts <- req
+	}
+	s, err := smpp.NewSession(nc, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// A node without credentials lets every bind in, as its API does.
+	if _, err := s.Bind(ctx, smpp.BindTransceiver, smpp.Bind{SystemID: "app", Password: "any"}); err != nil {
+		t.Fatalf("bind: %v", err)
+	}
+	resp, err := s.Request(ctx, smpp.PDU{Command: smpp.SubmitSM, Body: &smpp.SM{Source: smpp.Address{Addr: "Shop"},
+		Dest: smpp.Address{Addr: "447700900001"}, RegisteredDelivery: smpp.RegisteredFinal, DataCoding: smpp.DCUCS2,
+		ShortMessage: []byte{0x04, 0x1F, 0x04, 0x40}}})
+	if err != nil || resp.Status != smpp.StatusOK {
+		t.Fatalf("submit_sm: %v %s", err, resp.Status)
+	}
+	id := resp.Body.(*smpp.SMResp).MessageID
+	m := h.message(id)
+	if m.Body != "Пр" || m.DataCoding != messages.CodingUCS2 || m.SourceMSISDN != "Shop" || m.State != messages.StatePending {
+		t.Fatalf("stored %+v", m)
+	}
+	out := h.poll("pf", 10, 5000, 30000)
+	if len(out) != 1 || out[0].ID != id {
+		t.Fatalf("polled %+v", out)
+	}
+	h.ack("pf", messages.DeliveryResult{ID: id, Status: messages.Delivered})
+	select {
+	case p := <-receipts:
+		sm := p.Body.(*smpp.SM)
+		if !strings.HasPrefix(string(sm.ShortMessage), "id:"+id+" ") || !strings.Contains(string(sm.ShortMessage), "stat:DELIVRD") {
+			t.Errorf("receipt %q", sm.ShortMessage)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no receipt")
+	}
+	// query_sm answers the message's state now that it is final.
+	q, err := s.Request(ctx, smpp.PDU{Command: smpp.QuerySM, Body: &smpp.Query{MessageID: id, Source: smpp.Address{Addr: "Shop"}}})
+	if err != nil || q.Status != smpp.StatusOK || q.Body.(*smpp.QueryResp).MessageState != smpp.StateDelivered || q.Body.(*smpp.QueryResp).FinalDate == "" {
+		t.Errorf("query_sm: %+v %v", q, err)
+	}
+	if q, err := s.Request(ctx, smpp.PDU{Command: smpp.QuerySM, Body: &smpp.Query{MessageID: "nope"}}); err != nil || q.Status != smpp.StatusQueryFailed {
+		t.Errorf("query_sm of an unknown id: %+v %v", q, err)
+	}
+	// data_sm: the content in message_payload, answered with the id too.
+	d, err := s.Request(ctx, smpp.PDU{Command: smpp.DataSM, Body: &smpp.DataSMBody{Source: smpp.Address{Addr: "Shop"},
+		Dest: smpp.Address{Addr: "447700900002"}, TLVs: smpp.TLVs{{Tag: smpp.TagMessagePayload, Value: []byte("by data sm")}}}})
+	if err != nil || d.Status != smpp.StatusOK || d.Command != smpp.DataSMResp {
+		t.Fatalf("data_sm: %+v %v", d, err)
+	}
+	if m := h.message(d.Body.(*smpp.SMResp).MessageID); m.Body != "by data sm" || m.DestinationMSISDN != "447700900002" {
+		t.Errorf("data_sm stored %+v", m)
+	}
+	h.stop()
+	select {
+	case <-s.Done():
+		if s.Err() != smpp.ErrUnbound {
+			t.Errorf("the session ended with %v, want the node's unbind", s.Err())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the session outlived the node")
+	}
+}
+
+// --smpp-tls without --smpp-listen is a configuration error.
+func TestSMPPConfig(t *testing.T) {
+	cfg := switchboard.DefaultConfig()
+	cfg.SMPPTLS = true
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--smpp-tls: needs --smpp-listen") {
+		t.Errorf("Validate: %v", err)
+	}
+	cfg.SMPPListen, cfg.Listen = ":8443", ":8443"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--smpp-listen") {
+		t.Errorf("Validate: %v", err)
+	}
+}

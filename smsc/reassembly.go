@@ -1,0 +1,141 @@
+package smsc
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/smpp"
+)
+
+// PartKey names the message a part belongs to: the account that sent it,
+// its source and destination, and the reference and total of its
+// concatenation (SMPP has no message id before the SMSC gives one).
+type PartKey struct {
+	Account, Source, Dest string
+	Ref                   uint16
+	Total                 byte
+}
+
+func (k PartKey) String() string {
+	return fmt.Sprintf("%s %s->%s ref %d of %d parts", k.Account, k.Source, k.Dest, k.Ref, k.Total)
+}
+
+// Held is a part the table holds, with what its sender is owed: each
+// held part's submit_sm is answered once the whole message is committed
+// (or refused), never before.
+type Held[T any] struct {
+	Seq        byte
+	DataCoding byte
+	Data       []byte
+	Owed       T
+}
+
+// Whole is a message whose every part came: its content in part order and
+// the data_coding of its parts, with every part held for it (its parts
+// and any repeat of one, each owed its answer).
+type Whole[T any] struct {
+	Key        PartKey
+	Content    []byte
+	DataCoding byte
+	Parts      []Held[T]
+}
+
+// Reassembly is the table of concatenated messages being put together: a
+// pure core (the listener's shell calls it under its lock and with its
+// clock's time). A message waits at most Wait for its missing parts from
+// its first part's arrival; Expire hands back what ran out, for its
+// senders to be refused.
+type Reassembly[T any] struct {
+	wait    time.Duration
+	maxHeld int
+	held    int
+	pending map[PartKey]*partial[T]
+}
+
+type partial[T any] struct {
+	first time.Time
+	parts []Held[T] // in arrival order; a seq may repeat
+	seen  map[byte]int
+	dc    byte
+}
+
+// NewReassembly makes a table whose messages wait at most wait for their
+// parts, holding at most maxHeld parts in all.
+func NewReassembly[T any](wait time.Duration, maxHeld int) *Reassembly[T] {
+	return &Reassembly[T]{wait: wait, maxHeld: maxHeld, pending: map[PartKey]*partial[T]{}}
+}
+
+// Reasons Add refuses a part with.
+var (
+	// ErrTableFull: maxHeld parts are held already (answer
+	// ESME_RMSGQFUL: a temporary refusal).
+	ErrTableFull = fmt.Errorf("smsc: too many parts of concatenated messages are waiting for the rest")
+	// ErrMixedCoding: the part's data_coding is not its message's other
+	// parts'.
+	ErrMixedCoding = fmt.Errorf("smsc: the parts of one message have different data codings")
+)
+
+// Add holds part p of message k, owed o, at now. When it completes its
+// message, the message is returned (and leaves the table).
+func (r *Reassembly[T]) Add(k PartKey, p smpp.Part, dc byte, o T, now time.Time) (*Whole[T], error) {
+	pt := r.pending[k]
+	if pt != nil && pt.dc != dc {
+		return nil, ErrMixedCoding
+	}
+	if r.held >= r.maxHeld {
+		return nil, ErrTableFull
+	}
+	if pt == nil {
+		pt = &partial[T]{first: now, seen: map[byte]int{}, dc: dc}
+		r.pending[k] = pt
+	}
+	pt.parts = append(pt.parts, Held[T]{Seq: p.Seq, DataCoding: dc, Data: p.Data, Owed: o})
+	pt.seen[p.Seq]++
+	r.held++
+	if len(pt.seen) < int(k.Total) {
+		return nil, nil
+	}
+	delete(r.pending, k)
+	r.held -= len(pt.parts)
+	w := &Whole[T]{Key: k, DataCoding: dc, Parts: pt.parts}
+	// The content: each seq once, the latest copy of a repeated part.
+	last := map[byte][]byte{}
+	for _, h := range pt.parts {
+		last[h.Seq] = h.Data
+	}
+	for seq := 1; seq <= int(k.Total); seq++ {
+		w.Content = append(w.Content, last[byte(seq)]...)
+	}
+	return w, nil
+}
+
+// Expire removes the messages whose wait has run out at now and returns
+// them (in key order), their Content empty: what they hold is owed a
+// refusal.
+func (r *Reassembly[T]) Expire(now time.Time) []Whole[T] {
+	var out []Whole[T]
+	for k, pt := range r.pending {
+		if now.Sub(pt.first) >= r.wait {
+			out = append(out, Whole[T]{Key: k, DataCoding: pt.dc, Parts: pt.parts})
+			r.held -= len(pt.parts)
+			delete(r.pending, k)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key.String() < out[j].Key.String() })
+	return out
+}
+
+// Next is when the earliest wait runs out (zero when nothing waits).
+func (r *Reassembly[T]) Next() time.Time {
+	var next time.Time
+	for _, pt := range r.pending {
+		if t := pt.first.Add(r.wait); next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	return next
+}
+
+// Held is the number of parts held.
+func (r *Reassembly[T]) Held() int { return r.held }

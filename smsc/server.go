@@ -1,0 +1,666 @@
+package smsc
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/actors/clock"
+	"github.com/switchboard-dev/switchboard/httpapi/auth"
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/smpp"
+)
+
+// Backend is the node as the listener needs it: the intake of POST
+// /api/messages, a message by id (query_sm), and the credentials in force.
+type Backend interface {
+	Submit(ctx context.Context, s messages.Submission) (messages.Message, bool, error)
+	Message(ctx context.Context, id string) (messages.Message, error)
+	Credentials() *auth.Set
+}
+
+// Outbox is the part of the store the receipts are worked from: the
+// outbox's receipt rows of an account.
+type Outbox interface {
+	ClaimWork(ctx context.Context, req persistence.ClaimRequest) (persistence.Claim, error)
+	CompleteWork(ctx context.Context, now time.Time, outcomes []persistence.Outcome) ([]persistence.Completion, error)
+}
+
+// Config are the listener's settings.
+type Config struct {
+	// Listener is where ESMEs connect (bound by the node, so that a port
+	// taken stops the start before the store opens). Required.
+	Listener net.Listener
+	// TLS, when set, makes every connection TLS (the node's certificate).
+	TLS *tls.Config
+	// SystemID is what bind responses name (the node's name, cut to 15).
+	SystemID string
+	// Owner names this instance in the leases of receipt rows.
+	Owner string
+	// Window is how many of an ESME's requests may await their answer on
+	// one session (a part of a concatenated message waits for the rest);
+	// one more is answered ESME_RTHROTTLED. Default 64.
+	Window int
+	// ReassemblyWait bounds the wait of a concatenated message for its
+	// missing parts from its first part. Default 5 s: a windowed ESME
+	// sends the parts within milliseconds, and gives up on a response
+	// after 10-30 s, so the refusal must reach it before that.
+	ReassemblyWait time.Duration
+	// MaxHeldParts bounds the parts held in all (each at most 254
+	// octets); one more is answered ESME_RMSGQFUL. Default 10000.
+	MaxHeldParts int
+	// SubmitTimeout bounds one submission's wait for its commit. Default
+	// 30 s (an ESME has given up on its response long before).
+	SubmitTimeout time.Duration
+	// ReceiptPoll is how often a bound receiver's account looks for
+	// receipts due when nothing woke it (Kick). Default 1 s.
+	ReceiptPoll time.Duration
+	// ReceiptLease is how long a receipt being sent stays leased to this
+	// instance. Default 1 min (a deliver_sm_resp takes milliseconds).
+	ReceiptLease time.Duration
+	// ReceiptRetry is the wait before a receipt the ESME refused with a
+	// temporary status is sent again. Default 30 s.
+	ReceiptRetry time.Duration
+	// Session are the settings of each session (Role, Window and Handler
+	// are the listener's).
+	Session smpp.SessionConfig
+
+	Backend Backend
+	Store   Outbox
+	Metrics *Metrics
+	Clock   clock.Clock
+	Logger  *slog.Logger
+}
+
+// DefaultConfig is a Config with the defaults of the durations and bounds.
+func DefaultConfig() Config {
+	return Config{Window: 64, ReassemblyWait: 5 * time.Second, MaxHeldParts: 10000, SubmitTimeout: 30 * time.Second,
+		ReceiptPoll: time.Second, ReceiptLease: time.Minute, ReceiptRetry: 30 * time.Second,
+		Session: smpp.DefaultSessionConfig(smpp.RoleSMSC)}
+}
+
+// Server is the SMPP listener: ESMEs bind to it, submit messages into the
+// node's intake and receive their delivery receipts.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+
+	mu       sync.Mutex
+	conns    map[*conn]bool
+	bound    map[string][]*conn // account -> its receiver and transceiver sessions
+	pumps    map[string]chan struct{}
+	table    *Reassembly[owed]
+	stopExp  func() bool
+	expireAt time.Time
+	closed   bool
+
+	limiter  *auth.Limiter
+	accepts  sync.WaitGroup // submissions on their way to the intake
+	routines sync.WaitGroup // the accept loop, sessions' watchers, pumps
+	stop     chan struct{}
+}
+
+// conn is one ESME's session and who it is bound as.
+type conn struct {
+	s       *smpp.Session
+	account string
+	who     auth.Principal
+	state   smpp.BindState
+}
+
+// owed is a request owed its answer: a submit_sm or data_sm (or each part
+// of a concatenated message).
+type owed struct {
+	s    *smpp.Session
+	req  smpp.PDU
+	read time.Time
+}
+
+// New checks cfg and makes the listener; Serve runs it.
+func New(cfg Config) (*Server, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	var errs []error
+	if cfg.Listener == nil || cfg.Backend == nil || cfg.Store == nil || cfg.Metrics == nil {
+		errs = append(errs, errors.New("smsc: Listener, Backend, Store and Metrics are required"))
+	}
+	if cfg.Window < 1 || cfg.MaxHeldParts < 1 {
+		errs = append(errs, fmt.Errorf("smsc: window %d and held parts %d must be at least 1", cfg.Window, cfg.MaxHeldParts))
+	}
+	for name, d := range map[string]time.Duration{"reassembly wait": cfg.ReassemblyWait, "submit timeout": cfg.SubmitTimeout,
+		"receipt poll": cfg.ReceiptPoll, "receipt lease": cfg.ReceiptLease, "receipt retry": cfg.ReceiptRetry} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("smsc: %s %v must be positive", name, d))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &Server{cfg: cfg, log: cfg.Logger.With("component", "smpp-listen"), conns: map[*conn]bool{},
+		bound: map[string][]*conn{}, pumps: map[string]chan struct{}{}, table: NewReassembly[owed](cfg.ReassemblyWait, cfg.MaxHeldParts),
+		limiter: auth.NewLimiter(), stop: make(chan struct{})}, nil
+}
+
+// Addr is the listener's address.
+func (srv *Server) Addr() net.Addr { return srv.cfg.Listener.Addr() }
+
+// Serve accepts connections until Close.
+func (srv *Server) Serve() error {
+	srv.routines.Add(1)
+	defer srv.routines.Done()
+	for {
+		nc, err := srv.cfg.Listener.Accept()
+		if err != nil {
+			select {
+			case <-srv.stop:
+				return nil
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return fmt.Errorf("smpp listener: %w", err)
+		}
+		if srv.cfg.TLS != nil {
+			nc = tls.Server(nc, srv.cfg.TLS)
+		}
+		srv.open(nc)
+	}
+}
+
+// open starts the session of a new connection.
+func (srv *Server) open(nc net.Conn) {
+	c := &conn{}
+	sc := srv.cfg.Session
+	sc.Role, sc.InWindow, sc.Clock, sc.Logger = smpp.RoleSMSC, srv.cfg.Window, srv.cfg.Clock, srv.log
+	sc.Handler = func(s *smpp.Session, req smpp.PDU) { srv.handle(c, s, req) }
+	sc.Observe = srv.cfg.Metrics.observe
+	s, err := smpp.NewSession(nc, sc)
+	if err != nil {
+		srv.log.Error("smpp session not started", "err", err)
+		nc.Close()
+		return
+	}
+	srv.mu.Lock()
+	if srv.closed {
+		srv.mu.Unlock()
+		s.Close()
+		return
+	}
+	c.s = s
+	srv.conns[c] = true
+	srv.routines.Add(1)
+	srv.mu.Unlock()
+	go func() {
+		defer srv.routines.Done()
+		<-s.Done()
+		srv.closeConn(c)
+	}()
+}
+
+// closeConn forgets an ended session.
+func (srv *Server) closeConn(c *conn) {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	delete(srv.conns, c)
+	if c.state.Bound() {
+		srv.cfg.Metrics.binds.WithLabelValues(c.account, c.state.String()).Dec()
+		srv.log.Info("esme unbound", "account", c.account, "remote", c.s.RemoteAddr().String(), "why", errString(c.s.Err()))
+	}
+	list := srv.bound[c.account]
+	for i, x := range list {
+		if x == c {
+			srv.bound[c.account] = append(list[:i:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(srv.bound[c.account]) == 0 {
+		delete(srv.bound, c.account)
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "unbind"
+	}
+	return err.Error()
+}
+
+// handle receives an ESME's request on the session's reading goroutine:
+// nothing here blocks.
+func (srv *Server) handle(c *conn, s *smpp.Session, req smpp.PDU) {
+	switch {
+	case req.Command.IsBind():
+		// Answered here, before the next request is read: a credential
+		// check is a map lookup and a hash.
+		srv.bind(c, s, req)
+	case req.Command == smpp.SubmitSM || req.Command == smpp.DataSM:
+		srv.submit(c, s, req)
+	case req.Command == smpp.QuerySM:
+		go srv.query(c, s, req)
+	default:
+		srv.reply(s, req, smpp.StatusInvalidCmdID, nil)
+	}
+}
+
+func (srv *Server) reply(s *smpp.Session, req smpp.PDU, st smpp.Status, body smpp.Body) {
+	if err := s.Reply(req, st, body); err != nil {
+		srv.log.Debug("smpp response not written", "command", req.Command.String(), "seq", req.Seq, "err", err)
+	}
+}
+
+// bind answers a bind: the account's credentials decide. A refused bind
+// is answered and its connection closed (each guess of a password costs
+// a connection); nothing else happens.
+func (srv *Server) bind(c *conn, s *smpp.Session, req smpp.PDU) {
+	b, _ := req.Body.(*smpp.Bind)
+	who, st := Authenticate(srv.cfg.Backend.Credentials(), b.SystemID, b.Password)
+	if st != smpp.StatusOK {
+		srv.cfg.Metrics.bindRefused.WithLabelValues(st.String()).Inc()
+		srv.log.Warn("smpp bind refused", "system_id", b.SystemID, "remote", s.RemoteAddr().String(), "status", st.String())
+		srv.reply(s, req, st, nil)
+		go s.Close() // not on the reading goroutine, which Close waits for
+		return
+	}
+	state, _ := smpp.BoundState(req.Command)
+	srv.reply(s, req, smpp.StatusOK, &smpp.BindResp{SystemID: clip(srv.cfg.SystemID, 15),
+		TLVs: smpp.TLVs{{Tag: smpp.TagSCInterfaceVersion, Value: []byte{smpp.InterfaceVersion34}}}})
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if srv.closed || !s.State().Bound() {
+		return
+	}
+	c.s, c.account, c.who, c.state = s, who.Name, who, state // c.s too: a bind may come before open has set it
+	srv.cfg.Metrics.binds.WithLabelValues(c.account, state.String()).Inc()
+	srv.log.Info("esme bound", "account", c.account, "type", state.String(), "remote", s.RemoteAddr().String())
+	if state == smpp.StateBoundRX || state == smpp.StateBoundTRX {
+		srv.bound[c.account] = append(srv.bound[c.account], c)
+		srv.startPump(c.account)
+	}
+}
+
+// account is who c is bound as.
+func (srv *Server) account(c *conn) (string, auth.Principal) {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	return c.account, c.who
+}
+
+// submit takes a submit_sm or data_sm: a whole message goes to the
+// intake, a part to the reassembly table (and its message to the intake
+// once whole). Every answer waits for the commit.
+func (srv *Server) submit(c *conn, s *smpp.Session, req smpp.PDU) {
+	now := srv.cfg.Clock.Now()
+	o := owed{s: s, req: req, read: now}
+	srv.cfg.Metrics.pending.Inc()
+	sh, _ := ShortOf(req)
+	if r := sh.Check(); r != nil {
+		srv.refuse(r, o)
+		return
+	}
+	account, who := srv.account(c)
+	if who.SubmitRate > 0 {
+		if ok, _ := srv.limiter.Allow(account, who.SubmitRate, now); !ok {
+			srv.refuse(refuse(smpp.StatusThrottled, "the account's submit rate (%g/s) is used up", who.SubmitRate), o)
+			return
+		}
+	}
+	p, isPart, err := smpp.PartOf(sh.SM)
+	switch {
+	case err != nil && sh.ESMClass&smpp.ESMClassUDHI != 0:
+		srv.refuse(refuse(smpp.StatusInvalidESMClass, "user data header: %v", err), o)
+		return
+	case err != nil:
+		srv.refuse(refuse(smpp.StatusInvalidTLVValue, "sar_*: %v", err), o)
+		return
+	case !isPart && sh.ESMClass&smpp.ESMClassUDHI != 0:
+		srv.refuse(refuse(smpp.StatusInvalidESMClass, "a user data header without concatenation is not carried (its message would lose it)"), o)
+		return
+	case !isPart:
+		srv.toIntake(account, sh, sh.SM.Payload(), sh.DataCoding, []owed{o})
+		return
+	case p.Total == 1:
+		srv.toIntake(account, sh, p.Data, sh.DataCoding, []owed{o})
+		return
+	}
+	k := PartKey{Account: account, Source: sh.Source, Dest: sh.Dest, Ref: p.Ref, Total: p.Total}
+	srv.mu.Lock()
+	whole, err := srv.table.Add(k, p, sh.DataCoding, o, now)
+	srv.cfg.Metrics.partsHeld.Set(float64(srv.table.Held()))
+	srv.armExpiry()
+	srv.mu.Unlock()
+	switch {
+	case errors.Is(err, ErrTableFull):
+		srv.refuse(refuse(smpp.StatusMsgQueueFull, "%v", err), o)
+	case err != nil:
+		srv.refuse(refuse(smpp.StatusSubmitFailed, "%v", err), o)
+	case whole != nil:
+		srv.toIntake(account, sh, whole.Content, whole.DataCoding, partsOwed(*whole))
+	}
+}
+
+// partsOwed are the requests a message's parts are owed answers for.
+func partsOwed(w Whole[owed]) []owed {
+	owe := make([]owed, len(w.Parts))
+	for i, h := range w.Parts {
+		owe[i] = h.Owed
+	}
+	return owe
+}
+
+// answer answers a submit owed its answer.
+func (srv *Server) answer(o owed, st smpp.Status, body smpp.Body) {
+	srv.reply(o.s, o.req, st, body)
+	srv.cfg.Metrics.pending.Dec()
+}
+
+// refuse answers every request of owe with r's status.
+func (srv *Server) refuse(r *Refusal, owe ...owed) {
+	for _, o := range owe {
+		srv.log.Info("smpp submit refused", "command", o.req.Command.String(), "seq", o.req.Seq, "status", r.Status.String(), "why", r.Why)
+		srv.answer(o, r.Status, nil)
+	}
+}
+
+// toIntake submits a whole message and answers every request it came in
+// after the commit, each with the message's id.
+func (srv *Server) toIntake(account string, sh Short, content []byte, dc byte, owe []owed) {
+	srv.mu.Lock()
+	if srv.closed {
+		srv.mu.Unlock()
+		srv.refuse(refuse(smpp.StatusSystemError, "the node is stopping"), owe...)
+		return
+	}
+	srv.accepts.Add(1)
+	srv.mu.Unlock()
+	go func() {
+		defer srv.accepts.Done()
+		now := srv.cfg.Clock.Now()
+		sub, r := sh.Submission(content, dc, account, now)
+		if r != nil {
+			srv.refuse(r, owe...)
+			return
+		}
+		if !srv.cfg.Backend.Credentials().Open() {
+			sub.SubmittedBy = account
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), srv.cfg.SubmitTimeout)
+		defer cancel()
+		m, _, err := srv.cfg.Backend.Submit(ctx, sub)
+		if err != nil {
+			srv.refuse(&Refusal{Status: StatusOf(err), Why: err.Error()}, owe...)
+			return
+		}
+		srv.cfg.Metrics.submits.WithLabelValues(account).Inc()
+		done := srv.cfg.Clock.Now()
+		for _, o := range owe {
+			srv.answer(o, smpp.StatusOK, &smpp.SMResp{MessageID: m.ID})
+			srv.cfg.Metrics.submitTime.Observe(done.Sub(o.read).Seconds())
+		}
+	}()
+}
+
+// armExpiry sets the timer of the reassembly table's next expiry (srv.mu
+// held).
+func (srv *Server) armExpiry() {
+	next := srv.table.Next()
+	if next.IsZero() || (!srv.expireAt.IsZero() && !next.Before(srv.expireAt)) {
+		return
+	}
+	if srv.stopExp != nil {
+		srv.stopExp()
+	}
+	srv.expireAt = next
+	srv.stopExp = srv.cfg.Clock.AfterFunc(next.Sub(srv.cfg.Clock.Now()), srv.expire)
+}
+
+// expire refuses the parts of messages whose wait ran out.
+func (srv *Server) expire() {
+	srv.mu.Lock()
+	srv.expireAt, srv.stopExp = time.Time{}, nil
+	gone := srv.table.Expire(srv.cfg.Clock.Now())
+	srv.cfg.Metrics.partsHeld.Set(float64(srv.table.Held()))
+	if !srv.closed {
+		srv.armExpiry()
+	}
+	srv.mu.Unlock()
+	for _, w := range gone {
+		srv.refuse(refuse(smpp.StatusSubmitFailed, "%s: not every part came within %v", w.Key, srv.cfg.ReassemblyWait), partsOwed(w)...)
+	}
+}
+
+// query answers a query_sm about a message the account submitted.
+func (srv *Server) query(c *conn, s *smpp.Session, req smpp.PDU) {
+	q, _ := req.Body.(*smpp.Query)
+	account, _ := srv.account(c)
+	ctx, cancel := context.WithTimeout(context.Background(), srv.cfg.SubmitTimeout)
+	defer cancel()
+	m, err := srv.cfg.Backend.Message(ctx, q.MessageID)
+	if err != nil || (m.SubmittedBy != "" && m.SubmittedBy != account) {
+		srv.reply(s, req, smpp.StatusQueryFailed, nil)
+		return
+	}
+	resp := &smpp.QueryResp{MessageID: m.ID, MessageState: smpp.StateEnroute}
+	if m.State.Final() {
+		resp.MessageState = StateOf(m)
+		resp.FinalDate = smppTime(m.UpdatedAt)
+	}
+	srv.reply(s, req, smpp.StatusOK, resp)
+}
+
+// smppTime is t as an absolute SMPP time in UTC.
+func smppTime(t time.Time) string {
+	t = t.UTC()
+	return t.Format("060102150405") + fmt.Sprintf("%d00+", t.Nanosecond()/100_000_000)
+}
+
+// Kick wakes the receipt senders: a message may have become final.
+func (srv *Server) Kick() {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	for _, ch := range srv.pumps {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// startPump starts the receipt sender of account unless it runs (srv.mu
+// held).
+func (srv *Server) startPump(account string) {
+	if _, ok := srv.pumps[account]; ok {
+		return
+	}
+	kick := make(chan struct{}, 1)
+	srv.pumps[account] = kick
+	srv.routines.Add(1)
+	go func() {
+		defer srv.routines.Done()
+		srv.pump(account, kick)
+	}()
+}
+
+// receivers are the sessions of account that take receipts; none ends
+// its sender (under the lock, so that a bind starts a new one).
+func (srv *Server) receivers(account string) []*conn {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	list := srv.bound[account]
+	if len(list) == 0 || srv.closed {
+		delete(srv.pumps, account)
+		return nil
+	}
+	return append([]*conn(nil), list...)
+}
+
+// pump sends account's receipts while one of its sessions takes them:
+// claim what is due, send each as deliver_sm over the account's
+// receiver sessions in turn (their windows bound what is in flight),
+// record each answer. A receipt not answered (the session ended, no
+// response in time) is due again at once, for the next session; one the
+// ESME refused for now after ReceiptRetry; one refused for good is
+// given up (recorded failed).
+func (srv *Server) pump(account string, kick chan struct{}) {
+	log := srv.log.With("account", account)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-srv.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	turn := 0
+	for {
+		list := srv.receivers(account)
+		if list == nil {
+			return
+		}
+		now := srv.cfg.Clock.Now()
+		claim, err := srv.cfg.Store.ClaimWork(ctx, persistence.ClaimRequest{Kind: persistence.WorkReceipt, Target: account,
+			Owner: srv.cfg.Owner, Limit: srv.cfg.Session.Window * len(list), Now: now, Lease: srv.cfg.ReceiptLease})
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			log.Warn("receipts not claimed", "err", err)
+		}
+		if len(claim.Work) == 0 {
+			wait := srv.cfg.ReceiptPoll
+			if !claim.NextDue.IsZero() && claim.NextDue.Sub(now) < wait {
+				wait = max(claim.NextDue.Sub(now), 10*time.Millisecond)
+			}
+			if !srv.sleep(ctx, kick, wait) {
+				return
+			}
+			continue
+		}
+		type sent struct {
+			w    persistence.Work
+			call *smpp.Call
+			err  error
+		}
+		calls := make([]sent, len(claim.Work))
+		for i, w := range claim.Work {
+			c := list[turn%len(list)]
+			turn++
+			calls[i].w = w
+			calls[i].call, calls[i].err = c.s.Send(ctx, ReceiptOf(w.Message))
+		}
+		outcomes := make([]persistence.Outcome, 0, len(calls))
+		for _, x := range calls {
+			o := persistence.Outcome{Kind: persistence.WorkReceipt, Target: account, MessageID: x.w.MessageID}
+			var resp smpp.PDU
+			err := x.err
+			if err == nil {
+				resp, err = x.call.Result()
+			}
+			switch {
+			case err != nil:
+				o.Result, o.RetryAt, o.Detail = persistence.ResultRetry, srv.cfg.Clock.Now(), "receipt not answered: "+err.Error()
+			case resp.Status == smpp.StatusOK:
+				o.Result, o.Detail = persistence.ResultDelivered, "receipt sent"
+			case resp.Status.Temporary() || resp.Status == smpp.StatusInvalidBindState:
+				// ESME_RINVBNDSTS: an ESME that reads the receipt before it
+				// has taken in its bind's answer; later it will take it.
+				o.Result, o.RetryAt, o.Detail = persistence.ResultRetry, srv.cfg.Clock.Now().Add(srv.cfg.ReceiptRetry), "receipt refused for now: "+resp.Status.String()
+			default:
+				o.Result, o.Detail = persistence.ResultFailed, "receipt refused: "+resp.Status.String()
+			}
+			srv.cfg.Metrics.receipts.WithLabelValues(string(o.Result)).Inc()
+			outcomes = append(outcomes, o)
+		}
+		// The outcomes are recorded even when the node stops: what the
+		// ESME answered is known.
+		wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err = srv.cfg.Store.CompleteWork(wctx, srv.cfg.Clock.Now(), outcomes)
+		wcancel()
+		if err != nil {
+			log.Warn("receipt outcomes not recorded (the receipts are sent again when their lease ends)", "err", err)
+			if !srv.sleep(ctx, nil, srv.cfg.ReceiptPoll) {
+				return
+			}
+		}
+	}
+}
+
+// sleep waits d, a kick or the stop; false on the stop.
+func (srv *Server) sleep(ctx context.Context, kick chan struct{}, d time.Duration) bool {
+	done := make(chan struct{})
+	stopTimer := srv.cfg.Clock.AfterFunc(d, func() { close(done) })
+	defer stopTimer()
+	select {
+	case <-done:
+	case <-kick:
+	case <-ctx.Done():
+		return false
+	}
+	return true
+}
+
+// Close stops the listener: no new connection; submissions on their way
+// to the intake get their commit and their answer (within ctx); then
+// every session is unbound and closed, and the receipt senders stop.
+func (srv *Server) Close(ctx context.Context) error {
+	srv.mu.Lock()
+	if srv.closed {
+		srv.mu.Unlock()
+		return nil
+	}
+	srv.closed = true
+	if srv.stopExp != nil {
+		srv.stopExp()
+	}
+	srv.mu.Unlock()
+	close(srv.stop)
+	err := srv.cfg.Listener.Close()
+	done := make(chan struct{})
+	go func() { srv.accepts.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = errors.Join(err, errors.New("smpp listener: submissions did not finish in time"))
+	}
+	srv.mu.Lock()
+	conns := make([]*conn, 0, len(srv.conns))
+	for c := range srv.conns {
+		conns = append(conns, c)
+	}
+	srv.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			uctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			_ = c.s.Unbind(uctx)
+			c.s.Close()
+		}()
+	}
+	wg.Wait()
+	srv.routines.Wait()
+	// Parts still held: their messages never came whole.
+	srv.mu.Lock()
+	gone := srv.table.Expire(srv.cfg.Clock.Now().Add(srv.cfg.ReassemblyWait))
+	srv.mu.Unlock()
+	for _, w := range gone {
+		// Their sessions are closed: the answers go nowhere, the counts
+		// come right.
+		srv.refuse(refuse(smpp.StatusSystemError, "%s: the node stopped before every part came", w.Key), partsOwed(w)...)
+	}
+	return err
+}

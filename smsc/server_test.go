@@ -1,0 +1,261 @@
+package smsc
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/switchboard-dev/switchboard/httpapi/auth"
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/smpp"
+)
+
+// pipeListener hands out the server ends of in-memory connections.
+type pipeListener struct {
+	conns  chan net.Conn
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newPipeListener() *pipeListener {
+	return &pipeListener{conns: make(chan net.Conn), closed: make(chan struct{})}
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+func (l *pipeListener) Close() error   { l.once.Do(func() { close(l.closed) }); return nil }
+func (l *pipeListener) Addr() net.Addr { return &net.TCPAddr{} }
+
+func (l *pipeListener) dial() net.Conn {
+	c, s := net.Pipe()
+	l.conns <- s
+	return c
+}
+
+// backend is the intake and the credentials, in memory.
+type backend struct {
+	mu   sync.Mutex
+	subs []messages.Submission
+}
+
+func (b *backend) Submit(_ context.Context, s messages.Submission) (messages.Message, bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.subs = append(b.subs, s)
+	return messages.Message{ID: "m" + string(rune('0'+len(b.subs)))}, true, nil
+}
+func (b *backend) Message(context.Context, string) (messages.Message, error) {
+	return messages.Message{}, errors.New("none")
+}
+func (b *backend) Credentials() *auth.Set { return auth.NewSet(nil, false) }
+
+func (b *backend) submissions() []messages.Submission {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]messages.Submission(nil), b.subs...)
+}
+
+// receipts is an outbox of receipt rows in memory.
+type receipts struct {
+	mu       sync.Mutex
+	due      map[string]time.Time // message id -> due
+	outcomes []persistence.Outcome
+}
+
+func (r *receipts) ClaimWork(_ context.Context, req persistence.ClaimRequest) (persistence.Claim, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var c persistence.Claim
+	for id, due := range r.due {
+		if due.After(req.Now) {
+			if c.NextDue.IsZero() || due.Before(c.NextDue) {
+				c.NextDue = due
+			}
+			continue
+		}
+		r.due[id] = req.Now.Add(req.Lease)
+		c.Work = append(c.Work, persistence.Work{Kind: req.Kind, Target: req.Target, MessageID: id,
+			Message: messages.Message{ID: id, SourceMSISDN: "S", DestinationMSISDN: "1", State: messages.StateDelivered}})
+	}
+	return c, nil
+}
+
+func (r *receipts) CompleteWork(_ context.Context, _ time.Time, os []persistence.Outcome) ([]persistence.Completion, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, o := range os {
+		r.outcomes = append(r.outcomes, o)
+		if o.Result == persistence.ResultRetry {
+			r.due[o.MessageID] = o.RetryAt
+		} else {
+			delete(r.due, o.MessageID)
+		}
+	}
+	return make([]persistence.Completion, len(os)), nil
+}
+
+func (r *receipts) results() []persistence.Outcome {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]persistence.Outcome(nil), r.outcomes...)
+}
+
+// serve starts a listener on ln, stopped with the test.
+func serve(t *testing.T, b *backend, r *receipts) (*pipeListener, *Metrics) {
+	t.Helper()
+	ln := newPipeListener()
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Listener, cfg.SystemID, cfg.Owner, cfg.Backend, cfg.Store, cfg.Metrics = ln, "sb", "i0", b, r, m
+	// No keepalive: a net.Pipe has no buffer, and two ends writing at once
+	// (an enquire_link each way) would wait for each other for ever.
+	cfg.Session.EnquireLink = -1
+	srv, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve() }()
+	t.Cleanup(func() {
+		if err := srv.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return ln, m
+}
+
+// esme binds a session over ln; its deliver_sm go to handle.
+func esme(t *testing.T, ln *pipeListener, bind smpp.CommandID, handle func(*smpp.Session, smpp.PDU)) *smpp.Session {
+	t.Helper()
+	cfg := smpp.DefaultSessionConfig(smpp.RoleESME)
+	cfg.Handler, cfg.EnquireLink, cfg.ResponseTimeout = handle, -1, 30*time.Second
+	s, err := smpp.NewSession(ln.dial(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.Bind(context.Background(), bind, smpp.Bind{SystemID: "acct", Password: "pw"}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func partSM(ref, total, seq byte, text string) *smpp.SM {
+	return &smpp.SM{Source: smpp.Address{Addr: "S"}, Dest: smpp.Address{Addr: "4477"}, ESMClass: smpp.ESMClassUDHI,
+		ShortMessage: append([]byte{5, 0, 3, ref, total, seq}, text...)}
+}
+
+// A message's parts are answered together after its one submission; a
+// message whose last part never comes has its parts refused after the
+// reassembly wait, and nothing is submitted for it.
+func TestServerReassembles(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &backend{}
+		ln, m := serve(t, b, &receipts{due: map[string]time.Time{}})
+		s := esme(t, ln, smpp.BindTransmitter, nil)
+		ctx := context.Background()
+		c2, err := s.Send(ctx, smpp.PDU{Command: smpp.SubmitSM, Body: partSM(7, 2, 2, "world")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lone, err := s.Send(ctx, smpp.PDU{Command: smpp.SubmitSM, Body: partSM(8, 2, 1, "alone")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if len(b.submissions()) != 0 {
+			t.Fatal("a part was submitted alone")
+		}
+		if held, pending := testutil.ToFloat64(m.partsHeld), testutil.ToFloat64(m.pending); held != 2 || pending != 2 {
+			t.Errorf("parts held %v, window in use %v; want 2 and 2", held, pending)
+		}
+		c1, err := s.Send(ctx, smpp.PDU{Command: smpp.SubmitSM, Body: partSM(7, 2, 1, "hello ")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []*smpp.Call{c1, c2} {
+			resp, err := c.Result()
+			if err != nil || resp.Status != smpp.StatusOK || resp.Body.(*smpp.SMResp).MessageID != "m1" {
+				t.Fatalf("part answered %+v, %v; want the message's id", resp, err)
+			}
+		}
+		if subs := b.submissions(); len(subs) != 1 || subs[0].Body != "hello world" || subs[0].DataCoding != messages.CodingGSM7 {
+			t.Fatalf("submitted %+v", subs)
+		}
+		start := time.Now()
+		resp, err := lone.Result()
+		if err != nil || resp.Status != smpp.StatusSubmitFailed {
+			t.Fatalf("the part of an incomplete message: %+v, %v", resp, err)
+		}
+		if waited := time.Since(start); waited < 4*time.Second || waited > 5*time.Second {
+			t.Errorf("refused after %v, want the 5 s reassembly wait", waited)
+		}
+		if len(b.submissions()) != 1 {
+			t.Error("the incomplete message was submitted")
+		}
+		synctest.Wait() // the gauge moves just after the answer is written
+		if held, pending := testutil.ToFloat64(m.partsHeld), testutil.ToFloat64(m.pending); held != 0 || pending != 0 {
+			t.Errorf("parts held %v, window in use %v after every answer; want 0 and 0", held, pending)
+		}
+	})
+}
+
+// A receipt waits for a receiver; one the ESME refuses for now is sent
+// again after the retry wait, one it takes is recorded delivered.
+func TestServerSendsReceipts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &receipts{due: map[string]time.Time{"m1": time.Now()}}
+		ln, _ := serve(t, &backend{}, r)
+		esme(t, ln, smpp.BindTransmitter, nil)
+		time.Sleep(5 * time.Second)
+		if got := r.results(); len(got) != 0 {
+			t.Fatalf("receipts sent to a transmitter: %+v", got)
+		}
+		var mu sync.Mutex
+		answers := []smpp.Status{smpp.StatusTempAppError, smpp.StatusOK}
+		var sentAt []time.Time
+		esme(t, ln, smpp.BindReceiver, func(s *smpp.Session, p smpp.PDU) {
+			mu.Lock()
+			st := answers[0]
+			answers = answers[1:]
+			sentAt = append(sentAt, time.Now())
+			mu.Unlock()
+			var body smpp.Body
+			if st == smpp.StatusOK {
+				body = &smpp.SMResp{}
+			}
+			_ = s.Reply(p, st, body)
+		})
+		time.Sleep(time.Minute)
+		got := r.results()
+		if len(got) != 2 || got[0].Result != persistence.ResultRetry || got[1].Result != persistence.ResultDelivered ||
+			got[0].Kind != persistence.WorkReceipt || got[0].Target != "acct" {
+			t.Fatalf("outcomes %+v", got)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if gap := sentAt[1].Sub(sentAt[0]); gap < 30*time.Second || gap > 32*time.Second {
+			t.Errorf("sent again after %v, want the 30 s retry wait", gap)
+		}
+	})
+}

@@ -1,0 +1,168 @@
+package smsc
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/smpp"
+)
+
+// Short is what a submit_sm or a data_sm carries that the node reads,
+// whichever of the two it came in.
+type Short struct {
+	Source, Dest       string
+	ESMClass           byte
+	RegisteredDelivery byte
+	DataCoding         byte
+	Schedule, Validity string // SMPP times (submit_sm only)
+	// SM is the submit_sm (or a data_sm made into one) whose
+	// concatenation PartOf reads.
+	SM *smpp.SM
+}
+
+// ShortOf reads a submit_sm's or a data_sm's body.
+func ShortOf(p smpp.PDU) (Short, bool) {
+	switch b := p.Body.(type) {
+	case *smpp.SM:
+		return Short{Source: b.Source.Addr, Dest: b.Dest.Addr, ESMClass: b.ESMClass, RegisteredDelivery: b.RegisteredDelivery,
+			DataCoding: b.DataCoding, Schedule: b.ScheduleDeliveryTime, Validity: b.ValidityPeriod, SM: b}, true
+	case *smpp.DataSMBody:
+		sm := &smpp.SM{Source: b.Source, Dest: b.Dest, ESMClass: b.ESMClass, RegisteredDelivery: b.RegisteredDelivery,
+			DataCoding: b.DataCoding, TLVs: b.TLVs}
+		return Short{Source: b.Source.Addr, Dest: b.Dest.Addr, ESMClass: b.ESMClass, RegisteredDelivery: b.RegisteredDelivery,
+			DataCoding: b.DataCoding, SM: sm}, true
+	}
+	return Short{}, false
+}
+
+// Refusal is a submit the node answers with a command_status other than
+// ESME_ROK, and why.
+type Refusal struct {
+	Status smpp.Status
+	Why    string
+}
+
+func (r *Refusal) Error() string { return fmt.Sprintf("%s: %s", r.Status, r.Why) }
+
+func refuse(st smpp.Status, format string, args ...any) *Refusal {
+	return &Refusal{Status: st, Why: fmt.Sprintf(format, args...)}
+}
+
+// Check refuses what the node does not take before any content is read:
+// a message type other than a plain one (esm_class bits 2-5), a missing
+// source, a destination that is not a number.
+func (s Short) Check() *Refusal {
+	switch {
+	case s.ESMClass&smpp.ESMClassTypeMask != 0:
+		return refuse(smpp.StatusInvalidESMClass, "esm_class 0x%02X: only plain messages are submitted (no receipt or acknowledgement types)", s.ESMClass)
+	case s.Source == "":
+		return refuse(smpp.StatusInvalidSrcAddr, "source_addr is empty")
+	case len(s.Source) > messages.MaxSourceLen:
+		return refuse(smpp.StatusInvalidSrcAddr, "source_addr is longer than %d characters", messages.MaxSourceLen)
+	}
+	if _, ok := messages.RoutingDigits(s.Dest); !ok {
+		return refuse(smpp.StatusInvalidDstAddr, "destination_addr %q is not 1-20 digits (with an optional leading '+')", s.Dest)
+	}
+	return nil
+}
+
+// Submission is the submission of a whole message: its content (the
+// octets of data_coding dc, a user data header already taken off), read
+// as the API's fields. now is the acceptance time the SMPP times count
+// from; account, when the ESME asked for a receipt, is who gets it.
+func (s Short) Submission(content []byte, dc byte, account string, now time.Time) (messages.Submission, *Refusal) {
+	text, bin, coding, err := smpp.DecodeContent(dc, content)
+	if err != nil {
+		return messages.Submission{}, refuse(smpp.StatusSubmitFailed, "short_message: %v", err)
+	}
+	if text == "" && bin == nil {
+		return messages.Submission{}, refuse(smpp.StatusInvalidMsgLen, "the message is empty")
+	}
+	sub := messages.Submission{SourceMSISDN: s.Source, DestinationMSISDN: s.Dest, Body: text,
+		Options: messages.Options{DataCoding: coding, Binary: bin}}
+	if s.Validity != "" {
+		t, err := ParseTime(s.Validity, now)
+		if err != nil {
+			return messages.Submission{}, refuse(smpp.StatusInvalidExpiry, "validity_period: %v", err)
+		}
+		sub.ValidityUntil = &t
+	}
+	if s.Schedule != "" {
+		t, err := ParseTime(s.Schedule, now)
+		if err != nil {
+			return messages.Submission{}, refuse(smpp.StatusInvalidSched, "schedule_delivery_time: %v", err)
+		}
+		sub.DeliverAfter = &t
+	}
+	switch s.RegisteredDelivery & smpp.RegisteredMask {
+	case smpp.RegisteredFinal, smpp.RegisteredMask:
+		sub.ReceiptTo = account
+	case smpp.RegisteredFailure:
+		sub.ReceiptTo, sub.ReceiptFailedOnly = account, true
+	}
+	return sub, nil
+}
+
+// StatusOf is the command_status of the node's refusal of a submission
+// (an error of Backend.Submit): a full or busy node is a temporary
+// refusal, a bad message a permanent one.
+func StatusOf(err error) smpp.Status {
+	var me *messages.Error
+	if !errors.As(err, &me) {
+		return smpp.StatusSystemError
+	}
+	switch me.Code {
+	case messages.CodeNoRoute, messages.CodeUnknownFrontend:
+		return smpp.StatusInvalidDstAddr
+	case messages.CodeOverloaded, messages.CodeRateLimited:
+		return smpp.StatusThrottled
+	case messages.CodeStorageFull:
+		return smpp.StatusMsgQueueFull
+	case messages.CodeUnavailable, messages.CodeInternal:
+		return smpp.StatusSystemError
+	}
+	return smpp.StatusSubmitFailed
+}
+
+// ParseTime reads an SMPP v3.4 time (section 7.1.1): absolute
+// "YYMMDDhhmmsstnnp" (tenths t, nn quarter hours from UTC, p '+' or '-')
+// or relative "YYMMDDhhmmss000R" from now (years of 365 days, months of
+// 30, as SMSCs count them).
+func ParseTime(s string, now time.Time) (time.Time, error) {
+	if len(s) != 16 {
+		return time.Time{}, fmt.Errorf("%q is not 16 characters", s)
+	}
+	var f [7]int
+	for i := range 6 {
+		v, err := strconv.Atoi(s[2*i : 2*i+2])
+		if err != nil || v < 0 {
+			return time.Time{}, fmt.Errorf("%q: field %d is not a number", s, i+1)
+		}
+		f[i] = v
+	}
+	switch p := s[15]; p {
+	case 'R':
+		d := time.Duration(f[0])*365*24*time.Hour + time.Duration(f[1])*30*24*time.Hour + time.Duration(f[2])*24*time.Hour +
+			time.Duration(f[3])*time.Hour + time.Duration(f[4])*time.Minute + time.Duration(f[5])*time.Second
+		return now.Add(d), nil
+	case '+', '-':
+		tenths, err1 := strconv.Atoi(s[12:13])
+		q, err2 := strconv.Atoi(s[13:15])
+		if err1 != nil || err2 != nil || q > 48 {
+			return time.Time{}, fmt.Errorf("%q: tenths or offset is not a number (offset at most 48 quarter hours)", s)
+		}
+		off := time.Duration(q) * 15 * time.Minute
+		if p == '-' {
+			off = -off
+		}
+		local := time.Date(2000+f[0], time.Month(f[1]), f[2], f[3], f[4], f[5], tenths*100_000_000, time.UTC)
+		if f[1] < 1 || f[1] > 12 || local.Day() != f[2] || f[3] > 23 || f[4] > 59 || f[5] > 59 {
+			return time.Time{}, fmt.Errorf("%q is not a date and time", s)
+		}
+		return local.Add(-off), nil
+	}
+	return time.Time{}, fmt.Errorf("%q ends in %q, not '+', '-' or 'R'", s, s[15])
+}
