@@ -526,7 +526,7 @@ func (c *Client) record(s *smpp.Session, p smpp.PDU, r Receipt) {
 	if !c.store(r, false) {
 		st = smpp.StatusTempAppError
 	}
-	_ = s.Reply(p, st, nil)
+	_ = s.Reply(p, st, &smpp.SMResp{}) // the body goes only with ESME_ROK
 }
 
 // store records r; false when the store failed. A receipt for an id not

@@ -202,3 +202,28 @@ func TestReceiptOf(t *testing.T) {
 		t.Errorf("detail %q", d)
 	}
 }
+
+func TestResendNote(t *testing.T) {
+	retryOf := func(n int) *messages.HistoryEntry {
+		return &messages.HistoryEntry{State: messages.StateRetry, Detail: fmt.Sprintf("attempt %d failed: ESME_RTHROTTLED (0x00000058); retry in 1s", n)}
+	}
+	cases := []struct {
+		name    string
+		attempt int
+		state   messages.State
+		last    *messages.HistoryEntry
+		resent  bool
+	}{
+		{"first attempt", 1, messages.StatePending, nil, false},
+		{"claimed again while pending", 2, messages.StatePending, nil, true},
+		{"after the recorded failure of the attempt before", 3, messages.StateRetry, retryOf(2), false},
+		{"after an attempt that left no verdict", 4, messages.StateRetry, retryOf(2), true},
+		{"history not read", 3, messages.StateRetry, nil, true},
+	}
+	for _, c := range cases {
+		note := ResendNote(c.attempt, c.state, c.last)
+		if (note != "") != c.resent || (c.resent && !strings.HasPrefix(note, fmt.Sprintf("resent: attempt %d left no recorded verdict", c.attempt-1))) {
+			t.Errorf("%s: %q", c.name, note)
+		}
+	}
+}

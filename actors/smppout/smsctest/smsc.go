@@ -6,6 +6,7 @@ package smsctest
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"sync"
@@ -60,9 +61,18 @@ type held struct {
 // at once).
 func New(t *testing.T, password string, answer func(s Submit) (st smpp.Status, hold bool)) *SMSC {
 	t.Helper()
+	return NewTLS(t, password, answer, nil)
+}
+
+// NewTLS is New over TLS with cfg (nil: plain TCP).
+func NewTLS(t *testing.T, password string, answer func(s Submit) (st smpp.Status, hold bool), cfg *tls.Config) *SMSC {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if cfg != nil {
+		l = tls.NewListener(l, cfg)
 	}
 	s := &SMSC{t: t, l: l, Addr: l.Addr().String(), Password: password, answer: answer}
 	s.wg.Add(1)
