@@ -48,7 +48,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/switchboard-dev/switchboard/actors/bus"
-	"github.com/switchboard-dev/switchboard/actors/clock"
 	"github.com/switchboard-dev/switchboard/actors/delivery"
 	"github.com/switchboard-dev/switchboard/actors/frontend"
 	"github.com/switchboard-dev/switchboard/actors/handover"
@@ -57,6 +56,7 @@ import (
 	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/actors/router"
 	"github.com/switchboard-dev/switchboard/actors/smppout"
+	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/httpapi"
 	"github.com/switchboard-dev/switchboard/httpapi/certs"
 	"github.com/switchboard-dev/switchboard/messages"

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/switchboard-dev/switchboard/actors/clock"
+	"github.com/switchboard-dev/switchboard/clock"
 )
 
 // SessionConfig are the settings of a Session.

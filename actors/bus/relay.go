@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/switchboard-dev/switchboard/actors/clock"
+	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/persistence"
 )
 

@@ -12,8 +12,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/miekg/dns"
 
-	"github.com/switchboard-dev/switchboard/actors/clock"
 	"github.com/switchboard-dev/switchboard/actors/discovery/dnstest"
+	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/supervision"
 	"github.com/switchboard-dev/switchboard/supervision/logtest"

@@ -9,7 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/switchboard-dev/switchboard/actors/clock"
+	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/persistence"
 )
 
