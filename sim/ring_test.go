@@ -73,6 +73,19 @@ func TestClaimLogFlagsADoubleClaim(t *testing.T) {
 		t.Fatalf("claim after a release flagged: %v", d)
 	}
 
+	// On virtual time a restarted owner's release and another's claim
+	// can fall on one instant, the claim's call ending there too: the
+	// release may have come first, so the pair is not flagged.
+	l = newClaimLog()
+	claim(l, "a", 0)
+	l.released("a", at(500))
+	l.claimed(persistence.ClaimRequest{Kind: persistence.WorkDelivery, Target: "f", Owner: "b", Now: at(500)},
+		[]persistence.Work{{ID: 7, Kind: persistence.WorkDelivery, Target: "f", MessageID: "m",
+			LeaseOwner: "b", LeaseUntil: at(1500), LeaseEpoch: 3}}, at(500), at(500))
+	if _, d := l.check("n1"); len(d) != 0 {
+		t.Fatalf("claim at the instant of a release flagged: %v", d)
+	}
+
 	l = newClaimLog()
 	claim(l, "a", 0)
 	claim(l, "b", 1000)

@@ -411,10 +411,13 @@ func (l *claimLog) reported(us []persistence.StatusUpdate, at time.Time) {
 	}
 }
 
-// ended reports whether some end event began in the window [lo, hi).
+// ended reports whether some end event began in the window [lo, hi]. The
+// end is inclusive: on virtual time an end and the second call can share
+// an instant (a restarted owner releases its leases as another instance's
+// claim runs), and either may have come first.
 func ended(es []endRec, lo, hi time.Time) bool {
 	for _, e := range es {
-		if !e.at.Before(lo) && e.at.Before(hi) {
+		if !e.at.Before(lo) && !e.at.After(hi) {
 			return true
 		}
 	}
