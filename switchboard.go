@@ -51,10 +51,10 @@ import (
 	"github.com/switchboard-dev/switchboard/actors/delivery"
 	"github.com/switchboard-dev/switchboard/actors/frontend"
 	"github.com/switchboard-dev/switchboard/actors/handover"
+	"github.com/switchboard-dev/switchboard/actors/intake"
 	"github.com/switchboard-dev/switchboard/actors/peer"
 	"github.com/switchboard-dev/switchboard/actors/retention"
 	"github.com/switchboard-dev/switchboard/actors/ring"
-	"github.com/switchboard-dev/switchboard/actors/router"
 	"github.com/switchboard-dev/switchboard/actors/smppout"
 	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/httpapi"
@@ -439,7 +439,7 @@ func (n *Node) prepareStore(ctx context.Context) error {
 }
 
 // commitDepth is how many of the intake's group commits may be out at once
-// on a store of this kind (router.Config.CommitDepth): 3 on Postgres, whose
+// on a store of this kind (intake.Config.CommitDepth): 3 on Postgres, whose
 // transactions run side by side on the server; 1 on the embedded store.
 func commitDepth(kind string) int {
 	if kind == "postgres" {
@@ -526,7 +526,7 @@ func (n *Node) startActors() error {
 	if err := n.startFederation(); err != nil {
 		return err
 	}
-	n.intake, err = n.guardian.Spawn(actorIntake, "intake", router.NewIntake(router.Config{
+	n.intake, err = n.guardian.Spawn(actorIntake, "intake", intake.NewIntake(intake.Config{
 		Node: n.cfg.Name, Store: n.store, Clock: n.clock, Logger: n.log,
 		Frontends: n.frontends, Peers: n.peers, Remote: n.remote(), LocalFrontends: n.setLocalNames,
 		Publish: n.publish, Shared: n.sharedStore(), Owner: n.cfg.InstanceID, Board: n.board,

@@ -1,4 +1,4 @@
-package router
+package intake
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-// Package router is the node's intake: the routing directory (routes and
+// Package intake is the node's intake: the routing directory (routes and
 // local frontends) and the actor that durably accepts messages.
 //
 // The core, Table, is pure: longest-prefix routing over a map, so a lookup
@@ -17,4 +17,4 @@
 // idempotent). A panic restarts the actor, which reloads the directory from
 // the store; submitters of the batch being built time out at the gateway and
 // retry. Nothing is acknowledged that was not committed.
-package router
+package intake
