@@ -49,7 +49,6 @@ import (
 
 	"github.com/switchboard-dev/switchboard/actors/bus"
 	"github.com/switchboard-dev/switchboard/actors/delivery"
-	"github.com/switchboard-dev/switchboard/actors/frontend"
 	"github.com/switchboard-dev/switchboard/actors/handover"
 	"github.com/switchboard-dev/switchboard/actors/intake"
 	"github.com/switchboard-dev/switchboard/actors/peer"
@@ -92,7 +91,7 @@ type Node struct {
 	stopRestarts func()
 	intake       *actor.PID
 	frontends    *actor.PID
-	actors       *frontend.Actors
+	actors       *delivery.Actors
 	// smpp are the smpp frontends' clients (their binds to SMSCs), whose
 	// binds kick the workers through frontendsPID (frontends, read off
 	// the goroutine that sets it).
@@ -229,7 +228,7 @@ func New(cfg Config) (*Node, error) {
 		log:      cfg.Logger,
 		clock:    cfg.Clock,
 		registry: cfg.Registry,
-		actors:   &frontend.Actors{},
+		actors:   &delivery.Actors{},
 		board:    handover.NewBoard(),
 		stopping: make(chan struct{}),
 		fatal:    make(chan error, 1),

@@ -11,7 +11,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/switchboard-dev/switchboard/actors/bus"
-	"github.com/switchboard-dev/switchboard/actors/frontend"
 	"github.com/switchboard-dev/switchboard/actors/handover"
 	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/actors/smppout"
@@ -36,7 +35,7 @@ type Deps struct {
 	// SendTimeout).
 	HTTPClient *http.Client
 	// Actors holds the in-process frontends' PIDs.
-	Actors *frontend.Actors
+	Actors *Actors
 	// Tracing makes the delivery attempts' spans of traced messages (nil:
 	// none).
 	Tracing *telemetry.Tracing

@@ -4,7 +4,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/switchboard-dev/switchboard/actors/frontend"
 	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
@@ -27,7 +26,7 @@ import (
 type Dispatcher struct {
 	cfg DispatcherConfig
 
-	waiters  frontend.Waiters[*messages.Poll]
+	waiters  Waiters[*messages.Poll]
 	ready    []persistence.Work // pull: leased to us, not yet offered
 	inflight map[string]flight  // push: deliveries under way, by message id
 	pending  []pending          // verdicts to record

@@ -29,4 +29,21 @@
 //
 // The Janitor fails messages whose validity passed while nobody claimed
 // them (a pull frontend nobody polls, a frontend that was deleted).
+//
+// # The frontends
+//
+// The adapters between a worker and the three kinds of frontend (besides
+// the smpp frontend, actors/smppout):
+//
+//   - webhook (webhook.go): the node POSTs messages.Outgoing as JSON with
+//     headers Idempotency-Key (the message id) and X-Switchboard-Attempt,
+//     signed (signature.go: Sign, Verify). 2xx is delivered; 408, 429, 5xx,
+//     timeouts and connection errors are retries; any other status is a
+//     permanent failure. Classify is that table.
+//   - pull (pull.go): frontends long-poll; Waiters is the pure queue of
+//     waiting polls (FIFO, each with a deadline).
+//   - actor (inprocess.go): an in-process actor registered through the
+//     embedding API receives messages.Delivery and responds with
+//     messages.DeliveryResult. Actors keeps the PIDs, which live only as
+//     long as the process.
 package delivery

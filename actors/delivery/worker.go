@@ -11,7 +11,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-dev/switchboard/actors/bus"
-	"github.com/switchboard-dev/switchboard/actors/frontend"
 	"github.com/switchboard-dev/switchboard/actors/handover"
 	"github.com/switchboard-dev/switchboard/actors/smppout"
 	"github.com/switchboard-dev/switchboard/clock"
@@ -407,7 +406,7 @@ func (w *Worker) sendWebhook(out messages.Outgoing) {
 		span = w.attemptSpan(telemetry.SpanDeliverWebhook, out)
 		out.Trace = telemetry.Of(span)
 	}
-	r := frontend.Webhook{URL: w.fe.URL, Client: w.d.HTTPClient, Secret: w.fe.Secret, Now: w.d.Clock.Now}.Send(ctx, out)
+	r := Webhook{URL: w.fe.URL, Client: w.d.HTTPClient, Secret: w.fe.Secret, Now: w.d.Clock.Now}.Send(ctx, out)
 	if span != nil {
 		endAttempt(span, r.Status, r.Reason)
 	}
