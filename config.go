@@ -15,13 +15,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchboard-dev/switchboard/actors/discovery"
-	"github.com/switchboard-dev/switchboard/actors/peer"
 	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/httpapi/certs"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/persistence/postgres"
 	"github.com/switchboard-dev/switchboard/persistence/space"
+	"github.com/switchboard-dev/switchboard/transport"
 )
 
 // RouteSpec is an initial route (--route PREFIX=FRONTEND).
@@ -302,8 +302,8 @@ type Config struct {
 	Clock clock.Clock
 	// Transport, when set, carries every outbound peer call instead of the
 	// HTTPS peer client (the sim harness's in-memory network). When it also
-	// implements ring.Transport it carries the ring's calls too.
-	Transport peer.Transport
+	// implements transport.Ring it carries the ring's calls too.
+	Transport transport.Peer
 	// Listener, when set, serves the HTTPS API (with the node's TLS, as
 	// Listen would) on it instead of binding Listen; the node closes it
 	// when it stops. The sim harness gives each node an in-memory one.

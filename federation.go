@@ -18,6 +18,7 @@ import (
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/supervision"
 	"github.com/switchboard-dev/switchboard/telemetry"
+	"github.com/switchboard-dev/switchboard/transport"
 )
 
 // The federation children of the guardian.
@@ -127,7 +128,7 @@ func (n *Node) startFederation() error {
 
 // newTransport is the HTTPS peer client, or Config.Transport when an
 // embedder (the sim harness) supplies its own network.
-func (n *Node) newTransport() (peer.Transport, error) {
+func (n *Node) newTransport() (transport.Peer, error) {
 	if n.cfg.Transport != nil {
 		return n.cfg.Transport, nil
 	}

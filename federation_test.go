@@ -15,9 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/switchboard-dev/switchboard"
-	"github.com/switchboard-dev/switchboard/actors/peer"
 	"github.com/switchboard-dev/switchboard/httpapi"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/transport"
 )
 
 // fedNet lets in-process test nodes name each other by symbolic addresses
@@ -66,7 +66,7 @@ func (f *fedNet) resolve(from, addr string) (string, error) {
 
 // testPeerClient is the real HTTPS peer client of node name, trusting any
 // certificate (the test nodes serve self-signed ones).
-func testPeerClient(t *testing.T, name string) peer.Transport {
+func testPeerClient(t *testing.T, name string) transport.Peer {
 	pc := httpapi.DefaultPeerClientConfig()
 	pc.Node, pc.InsecureSkipVerify = name, true
 	c, err := httpapi.NewPeerClient(pc)
@@ -90,7 +90,7 @@ func fedConfig(t *testing.T, fn *fedNet, name string, others ...string) switchbo
 	cfg.ForwardRetryInterval = 100 * time.Millisecond
 	cfg.DNSPollInterval = 200 * time.Millisecond
 	cfg.HTTPTimeout = 2 * time.Second
-	cfg.Transport = peer.Redirect{Inner: testPeerClient(t, name),
+	cfg.Transport = transport.Redirect{Inner: testPeerClient(t, name),
 		Resolve: func(_, addr string) (string, error) { return fn.resolve(name, addr) }}
 	return cfg
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/transport"
 )
 
 // actorRing is the ring coordinator's name under the guardian.
@@ -233,7 +234,7 @@ func (n *Node) startRing() error {
 
 // ringTransport is the transport of a slave's calls: the federation's
 // when it carries ring calls, else a peer client of its own.
-func (n *Node) ringTransport() (ring.Transport, error) {
+func (n *Node) ringTransport() (transport.Ring, error) {
 	if n.transport == nil {
 		if n.cfg.Transport == nil && n.cfg.TLSCA == "" && !n.cfg.InsecureSkipVerify {
 			// An auto instance that never becomes a slave needs none; one
@@ -246,7 +247,7 @@ func (n *Node) ringTransport() (ring.Transport, error) {
 		}
 		n.transport = tr
 	}
-	tr, ok := n.transport.(ring.Transport)
+	tr, ok := n.transport.(transport.Ring)
 	if !ok {
 		return nil, errors.New("ring: the configured transport does not carry ring calls")
 	}

@@ -68,6 +68,7 @@ import (
 	"github.com/switchboard-dev/switchboard/supervision/ratelog"
 	"github.com/switchboard-dev/switchboard/supervision/redact"
 	"github.com/switchboard-dev/switchboard/telemetry"
+	"github.com/switchboard-dev/switchboard/transport"
 )
 
 // Node is one running Switchboard node.
@@ -124,7 +125,7 @@ type Node struct {
 	book        *peer.Book
 	peers       *actor.PID
 	discovery   *actor.PID
-	transport   peer.Transport
+	transport   transport.Peer
 	peerClient  *httpapi.PeerClient // ours to close; nil with Config.Transport
 	localNames  atomic.Pointer[[]string]
 	warnMu      sync.Mutex

@@ -36,8 +36,9 @@ var rules = []rule{
 		Allow: []string{"httpapi/auth"},
 		Why:   "actors (and the SMPP listener) know the store and messages; the gateway calls them, not the other way round (httpapi/auth, the credentials' check, is shared)"},
 	{From: []string{"httpapi/..."}, To: []string{"", "actors/...", "cmd/...", "sim/...", "persistence/sqlite", "persistence/postgres"},
-		Allow: []string{"actors/peer"},
-		Why:   "the gateway talks to the node through its Backend; actors/peer only for the peer client's Transport and CallError (until they move to a transport package of their own)"},
+		Why: "the gateway talks to the node through its Backend, and to other nodes through the transport package's seams"},
+	{From: []string{"transport"}, To: []string{"..."}, Allow: []string{"messages"},
+		Why: "what crosses between nodes is plain: the calls' interfaces, their error, messages"},
 	{From: []string{"supervision/..."}, To: []string{"..."}, Allow: []string{"supervision/..."},
 		Why: "supervision is below everything"},
 	{From: []string{"telemetry/..."}, To: []string{"..."}, Allow: []string{"supervision/...", "telemetry/..."},
@@ -160,7 +161,7 @@ func TestImportRules(t *testing.T) {
 func TestViolationsFound(t *testing.T) {
 	imports := map[string][]string{
 		"persistence/sqlite": {"messages", "persistence", "actors/ring"},
-		"httpapi":            {"actors/peer", "actors/delivery", "messages"},
+		"httpapi":            {"transport", "actors/delivery", "messages"},
 		"messages":           {"gsm7"},
 		"actors/forward":     {"httpapi"},
 		"":                   {"sim"},

@@ -16,10 +16,10 @@ import (
 
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/actors/bus/bustest"
-	"github.com/switchboard-dev/switchboard/actors/peer"
 	"github.com/switchboard-dev/switchboard/httpapi"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence/pgtest"
+	"github.com/switchboard-dev/switchboard/transport"
 )
 
 // fedNet lets the test nodes name each other ("b.test:1") before their
@@ -81,8 +81,8 @@ func startFedNode(t *testing.T, fn *fedNet, name string, peers ...string) *testN
 	cfg.HTTPTimeout = 2 * time.Second
 	// fails makes that many Forward calls fail as a cut connection would,
 	// so that the failed-request counter has a sample.
-	cfg.Transport = peer.Redirect{Inner: client, Resolve: func(call, addr string) (string, error) {
-		if call == peer.CallForward && fails.Add(-1) >= 0 {
+	cfg.Transport = transport.Redirect{Inner: client, Resolve: func(call, addr string) (string, error) {
+		if call == transport.CallForward && fails.Add(-1) >= 0 {
 			return "", fmt.Errorf("dial %s: connection refused (injected by the test)", addr)
 		}
 		return fn.resolve(addr)

@@ -66,7 +66,7 @@
 //
 // # Peer client
 //
-// PeerClient implements peer.Transport over HTTPS. Peers are dialled by
+// PeerClient implements transport.Peer over HTTPS. Peers are dialled by
 // address, often an IP address from an SRV target, so the dialled address
 // is not what a certificate is checked against. Instead, with a CA pool
 // (--tls-ca): the chain is verified against the pool; Identity requires
@@ -76,7 +76,7 @@
 // remembered for the address (an address not yet identified is identified
 // first). With InsecureSkipVerify nothing is verified.
 //
-// Errors: an error document (or any non-2xx answer) is a *peer.CallError
+// Errors: an error document (or any non-2xx answer) is a *transport.CallError
 // whose Permanent method tells a refusal (4xx) from a transient failure
 // (5xx, 408, 429); anything else (connection, TLS, timeout, a name check, a
 // malformed answer) is a plain error: the call did not complete.

@@ -36,7 +36,7 @@ var statusOf = map[string]int{
 
 	// Federation. A refused caller is 403: it reached us and is not let in
 	// (as who it claims to be, or at all); a peer's client counts 403 as a
-	// refusal that repeating the same call does not cure (peer.CallError).
+	// refusal that repeating the same call does not cure (transport.CallError).
 	messages.CodeFederationOff: http.StatusForbidden,
 	messages.CodeUnknownPeer:   http.StatusForbidden,
 	messages.CodeNodeMismatch:  http.StatusForbidden,

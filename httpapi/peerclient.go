@@ -18,12 +18,12 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/switchboard-dev/switchboard/actors/peer"
 	"github.com/switchboard-dev/switchboard/httpapi/certs"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/transport"
 )
 
-var _ peer.Transport = (*PeerClient)(nil)
+var _ transport.Peer = (*PeerClient)(nil)
 
 // PeerClientConfig configures a PeerClient.
 //
@@ -108,7 +108,7 @@ func (c PeerClientConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// PeerClient is the HTTPS implementation of peer.Transport: every call to
+// PeerClient is the HTTPS implementation of transport.Peer: every call to
 // a peer goes through it.
 //
 // Who is at an address: Identity verifies the certificate chain and
@@ -299,7 +299,7 @@ func (c *PeerClient) roots() *x509.CertPool {
 const maxReply = 8 << 20
 
 // do runs one request and decodes a 2xx answer into out. An error answer
-// is a *peer.CallError; anything else is a failure to complete the call.
+// is a *transport.CallError; anything else is a failure to complete the call.
 // It returns the connection's TLS state for the caller's name checks.
 func (c *PeerClient) do(ctx context.Context, client *http.Client, timeout time.Duration, key, method, path string, in, out any) (*tls.ConnectionState, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -366,16 +366,16 @@ var codeRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 // (it is logged and shown as a peer's last_error).
 const maxCallMessage = 512
 
-// callError turns an error answer into a *peer.CallError: the code and
+// callError turns an error answer into a *transport.CallError: the code and
 // message of its error document, or http_<status> and the start of the
 // body when it is not one (a proxy's page, say).
-func callError(status int, body []byte) *peer.CallError {
+func callError(status int, body []byte) *transport.CallError {
 	var doc errorDoc
 	if json.Unmarshal(body, &doc) == nil && codeRE.MatchString(doc.Error.Code) {
-		return &peer.CallError{Status: status, Code: doc.Error.Code, Message: orStatus(clip(doc.Error.Message), status)}
+		return &transport.CallError{Status: status, Code: doc.Error.Code, Message: orStatus(clip(doc.Error.Message), status)}
 	}
 	msg := orStatus(clip(strings.TrimSpace(string(body))), status)
-	return &peer.CallError{Status: status, Code: fmt.Sprintf("http_%d", status), Message: msg}
+	return &transport.CallError{Status: status, Code: fmt.Sprintf("http_%d", status), Message: msg}
 }
 
 // orStatus is msg, or the status's text when msg is empty.
@@ -402,9 +402,9 @@ func clip(s string) string {
 	return s[:cut] + "..."
 }
 
-// Identity implements peer.Transport. With verification, the certificate
+// Identity implements transport.Peer. With verification, the certificate
 // must name the node the document reports (else an error that is not a
-// *peer.CallError: the call did not reach the node it claims); the
+// *transport.CallError: the call did not reach the node it claims); the
 // address is then remembered as that node's. The document itself is
 // returned as sent: judging it (protocol version, names) is discovery's.
 func (c *PeerClient) Identity(ctx context.Context, addr string) (messages.Identity, error) {
@@ -474,7 +474,7 @@ func (c *PeerClient) callWithin(ctx context.Context, timeout time.Duration, key,
 	return err
 }
 
-// Health implements peer.Transport.
+// Health implements transport.Peer.
 func (c *PeerClient) Health(ctx context.Context, addr string, h messages.Health) (messages.Health, error) {
 	key, want, err := c.target(ctx, addr)
 	if err != nil {
@@ -490,7 +490,7 @@ func (c *PeerClient) Health(ctx context.Context, addr string, h messages.Health)
 	return out, nil
 }
 
-// Registry implements peer.Transport.
+// Registry implements transport.Peer.
 func (c *PeerClient) Registry(ctx context.Context, addr string, r messages.Registry) (messages.Registry, error) {
 	key, want, err := c.target(ctx, addr)
 	if err != nil {
@@ -523,14 +523,14 @@ var callCodes = map[string]bool{
 // of a single-form forward: a permanent error document whose code is
 // about the message.
 func messageRefusal(err error) (*messages.Error, bool) {
-	var ce *peer.CallError
+	var ce *transport.CallError
 	if !errors.As(err, &ce) || !ce.Permanent() || callCodes[ce.Code] || strings.HasPrefix(ce.Code, "http_") {
 		return nil, false
 	}
 	return &messages.Error{Code: ce.Code, Message: ce.Message}, true
 }
 
-// Forward implements peer.Transport. With batch it sends forward_batch
+// Forward implements transport.Peer. With batch it sends forward_batch
 // requests of at most MaxForwardBatch messages; without, one forward
 // request per message, SingleConcurrency at a time. A message the peer
 // refuses (a 4xx about the message) gets its result's Error; any other
@@ -548,7 +548,7 @@ func (c *PeerClient) Forward(ctx context.Context, addr string, batch bool, fs []
 			hi := min(lo+messages.MaxForwardBatch, len(fs))
 			var out messages.ForwardBatchReply
 			if err := c.call(ctx, key, want, pathForwardBat, messages.ForwardBatch{Messages: fs[lo:hi]}, &out); err != nil {
-				var ce *peer.CallError
+				var ce *transport.CallError
 				if plantedBug && !errors.As(err, &ce) {
 					// The planted bug (build tag simbug only): a batch whose
 					// answer never came is taken as accepted by the peer.
@@ -582,7 +582,7 @@ func (c *PeerClient) Forward(ctx context.Context, addr string, batch bool, fs []
 	return results, nil
 }
 
-// Status implements peer.Transport: delivery_status_batch requests of at
+// Status implements transport.Peer: delivery_status_batch requests of at
 // most MaxStatusBatch reports with batch, else one delivery_status request
 // per report, SingleConcurrency at a time. A StatusReply has no room for
 // an error, so any refused or failed request fails the whole call.

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-dev/switchboard/actors/peer"
 	"github.com/switchboard-dev/switchboard/httpapi/certs"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/transport"
 )
 
 // peerSetup is home's gateway over real TLS (mutual TLS unless insecure)
@@ -101,17 +101,17 @@ func reports(ids ...string) []messages.StatusReport {
 // peer's error answer).
 func notCallError(t *testing.T, what string, err error) {
 	t.Helper()
-	var ce *peer.CallError
+	var ce *transport.CallError
 	if err == nil || errors.As(err, &ce) {
-		t.Errorf("%s: err = %v (%T), want an error that is not a *peer.CallError", what, err, err)
+		t.Errorf("%s: err = %v (%T), want an error that is not a *transport.CallError", what, err, err)
 	}
 }
 
 func wantCallError(t *testing.T, what string, err error, status int, code string, permanent bool) {
 	t.Helper()
-	var ce *peer.CallError
+	var ce *transport.CallError
 	if !errors.As(err, &ce) {
-		t.Fatalf("%s: err = %v (%T), want a *peer.CallError", what, err, err)
+		t.Fatalf("%s: err = %v (%T), want a *transport.CallError", what, err, err)
 	}
 	if ce.Status != status || ce.Code != code || ce.Message == "" || ce.Permanent() != permanent {
 		t.Errorf("%s: %+v (permanent %v), want %d %s permanent %v", what, ce, ce.Permanent(), status, code, permanent)
@@ -393,7 +393,7 @@ func TestPeerClientStatus(t *testing.T) {
 	wantCallError(t, "Status", err, 429, messages.CodeOverloaded, false)
 }
 
-// TestPeerClientErrorAnswers: a peer's error answer is a *peer.CallError
+// TestPeerClientErrorAnswers: a peer's error answer is a *transport.CallError
 // with the code of its error document, or http_<status> when the body is
 // not one.
 func TestPeerClientErrorAnswers(t *testing.T) {

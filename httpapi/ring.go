@@ -137,7 +137,7 @@ func (c *PeerClient) ringTarget(ctx context.Context, addr string) (key, want str
 	return key, want, err
 }
 
-// RingJoin implements ring.Transport.
+// RingJoin implements transport.Ring.
 func (c *PeerClient) RingJoin(ctx context.Context, addr string, j messages.RingJoin) (messages.RingAssignment, error) {
 	key, want, err := c.ringTarget(ctx, addr)
 	if err != nil {
@@ -148,7 +148,7 @@ func (c *PeerClient) RingJoin(ctx context.Context, addr string, j messages.RingJ
 	return out, err
 }
 
-// RingPoll implements ring.Transport: the call may take p.WaitMs, plus
+// RingPoll implements transport.Ring: the call may take p.WaitMs, plus
 // the usual --http-timeout for the answer to come back.
 func (c *PeerClient) RingPoll(ctx context.Context, addr string, p messages.RingPoll) (messages.RingAssignment, error) {
 	key, want, err := c.ringTarget(ctx, addr)
@@ -160,7 +160,7 @@ func (c *PeerClient) RingPoll(ctx context.Context, addr string, p messages.RingP
 	return out, err
 }
 
-// RingLeave implements ring.Transport.
+// RingLeave implements transport.Ring.
 func (c *PeerClient) RingLeave(ctx context.Context, addr string, l messages.RingLeave) error {
 	key, want, err := c.ringTarget(ctx, addr)
 	if err != nil {

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-dev/switchboard/actors/peer"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/transport"
 )
 
 // ringBackend is a master that records the calls that reach it.
@@ -198,7 +198,7 @@ func TestPeerClientRingCalls(t *testing.T) {
 		t.Fatalf("poll: %v", err)
 	}
 	_, err = home.RingPoll(ctx, addr, messages.RingPoll{InstanceID: "stranger"})
-	if ce, ok := err.(*peer.CallError); !ok || ce.Code != messages.CodeRingUnknownMember || ce.Status != 409 {
+	if ce, ok := err.(*transport.CallError); !ok || ce.Code != messages.CodeRingUnknownMember || ce.Status != 409 {
 		t.Fatalf("poll of a stranger: %v", err)
 	}
 	if err := home.RingLeave(ctx, addr, messages.RingLeave{InstanceID: "home-1"}); err != nil {

@@ -13,18 +13,18 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/switchboard-dev/switchboard/actors/peer"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/transport"
 )
 
 // The calls of the federation protocol, as Link.Only names them (the
-// names peer.Redirect gives them).
+// names transport.Redirect gives them).
 const (
-	OpIdentity = peer.CallIdentity
-	OpHealth   = peer.CallHealth
-	OpRegistry = peer.CallRegistry
-	OpForward  = peer.CallForward
-	OpStatus   = peer.CallStatus
+	OpIdentity = transport.CallIdentity
+	OpHealth   = transport.CallHealth
+	OpRegistry = transport.CallRegistry
+	OpForward  = transport.CallForward
+	OpStatus   = transport.CallStatus
 	// The ring calls of a multi-instance site (slave -> master).
 	OpRingJoin  = "ring_join"
 	OpRingPoll  = "ring_poll"

@@ -73,7 +73,7 @@ type fixture struct {
 	t      *testing.T
 	system *actor.ActorSystem
 	clock  *manualClock
-	tr     *transport
+	tr     *identities
 	sink   *sink
 	logs   *logtest.Buffer
 	pid    *actor.PID

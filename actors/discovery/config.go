@@ -9,9 +9,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/miekg/dns"
 
-	"github.com/switchboard-dev/switchboard/actors/peer"
 	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/transport"
 )
 
 // Timing that is not configurable.
@@ -55,7 +55,7 @@ type Config struct {
 	// lost or overloaded, and the next one is asked).
 	DNSTimeout time.Duration
 	// Transport makes the identity calls.
-	Transport peer.Transport
+	Transport transport.Peer
 	// Clock schedules the polls (default clock.Real).
 	Clock clock.Clock
 	// Logger receives the logs; component=discovery is added.

@@ -35,9 +35,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// transport answers identity calls from a table: an address not in it
+// identities answers identity calls from a table: an address not in it
 // refuses the connection; one in hang blocks until the call is cancelled.
-type transport struct {
+type identities struct {
 	mu    sync.Mutex
 	ids   map[string]messages.Identity
 	hang  map[string]bool
@@ -46,30 +46,30 @@ type transport struct {
 	hung chan string
 }
 
-func newTransport() *transport {
-	return &transport{ids: map[string]messages.Identity{}, hang: map[string]bool{}, calls: map[string]int{},
+func newTransport() *identities {
+	return &identities{ids: map[string]messages.Identity{}, hang: map[string]bool{}, calls: map[string]int{},
 		hung: make(chan string, 16)}
 }
 
-func (f *transport) answer(addr, node, instance string) {
+func (f *identities) answer(addr, node, instance string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.ids[addr] = ident(node, instance)
 }
 
-func (f *transport) down(addr string) {
+func (f *identities) down(addr string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.ids, addr)
 }
 
-func (f *transport) count(addr string) int {
+func (f *identities) count(addr string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.calls[addr]
 }
 
-func (f *transport) Identity(ctx context.Context, addr string) (messages.Identity, error) {
+func (f *identities) Identity(ctx context.Context, addr string) (messages.Identity, error) {
 	f.mu.Lock()
 	f.calls[addr]++
 	id, ok := f.ids[addr]
@@ -88,19 +88,19 @@ func (f *transport) Identity(ctx context.Context, addr string) (messages.Identit
 
 var errNotUsed = errors.New("not used by discovery")
 
-func (f *transport) Health(context.Context, string, messages.Health) (messages.Health, error) {
+func (f *identities) Health(context.Context, string, messages.Health) (messages.Health, error) {
 	return messages.Health{}, errNotUsed
 }
 
-func (f *transport) Registry(context.Context, string, messages.Registry) (messages.Registry, error) {
+func (f *identities) Registry(context.Context, string, messages.Registry) (messages.Registry, error) {
 	return messages.Registry{}, errNotUsed
 }
 
-func (f *transport) Forward(context.Context, string, bool, []messages.Forward) ([]messages.ForwardResult, error) {
+func (f *identities) Forward(context.Context, string, bool, []messages.Forward) ([]messages.ForwardResult, error) {
 	return nil, errNotUsed
 }
 
-func (f *transport) Status(context.Context, string, bool, []messages.StatusReport) ([]messages.StatusReply, error) {
+func (f *identities) Status(context.Context, string, bool, []messages.StatusReport) ([]messages.StatusReply, error) {
 	return nil, errNotUsed
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/telemetry"
+	"github.com/switchboard-dev/switchboard/transport"
 )
 
 // Config is what a forward queue actor needs.
@@ -30,7 +31,7 @@ type Config struct {
 	// Owner names this instance on the leases it takes.
 	Owner     string
 	Store     persistence.Store
-	Transport peer.Transport
+	Transport transport.Peer
 	Clock     clock.Clock
 	Policy    Policy
 	// Timeout bounds one request to the peer (--http-timeout).
@@ -402,7 +403,7 @@ func endSpans(spans []trace.Span, err error, of func(i int) *messages.Error) {
 // peer that did not announce CapMessageFields (an older version would
 // refuse it, or drop the fields and deliver it otherwise than asked): its
 // result is a capability_missing error, which fails it (see Judge).
-func sendForwards(ctx context.Context, tr peer.Transport, link messages.PeerLink, work []persistence.Work, spans []trace.Span) ([]messages.ForwardResult, error) {
+func sendForwards(ctx context.Context, tr transport.Peer, link messages.PeerLink, work []persistence.Work, spans []trace.Span) ([]messages.ForwardResult, error) {
 	out := make([]messages.ForwardResult, len(work))
 	fs := make([]messages.Forward, 0, len(work))
 	at := make([]int, 0, len(work))
@@ -438,7 +439,7 @@ func sendForwards(ctx context.Context, tr peer.Transport, link messages.PeerLink
 
 // overloaded reports whether err is the peer shedding load.
 func overloaded(err error) bool {
-	var ce *peer.CallError
+	var ce *transport.CallError
 	return errors.As(err, &ce) && ce.Status == http.StatusTooManyRequests
 }
 

@@ -6,15 +6,15 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/switchboard-dev/switchboard/actors/peer"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/telemetry"
+	"github.com/switchboard-dev/switchboard/transport"
 )
 
 // recordingTransport keeps the forwards it is asked to send.
 type recordingTransport struct {
-	peer.Transport
+	transport.Peer
 	got []messages.Forward
 }
 

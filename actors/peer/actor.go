@@ -14,6 +14,7 @@ import (
 	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/transport"
 )
 
 // Config is what a peer actor needs.
@@ -24,7 +25,7 @@ type Config struct {
 	// Both are filled per peer; Validate does not require them.
 	Peer      string
 	Instances []messages.PeerInstance
-	Transport Transport
+	Transport transport.Peer
 	Store     persistence.Store
 	Book      *Book
 	Clock     clock.Clock

@@ -12,10 +12,10 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/switchboard-dev/switchboard/actors/peer"
 	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/transport"
 )
 
 // LockName is the name of the advisory lock whose holder is the master of
@@ -51,7 +51,7 @@ type Config struct {
 	// Elector elects the master of role auto (and guards role master
 	// against a second one); nil with a store that only one instance uses.
 	Elector   persistence.Elector
-	Transport Transport
+	Transport transport.Ring
 	Clock     clock.Clock
 	Seed      uint64
 	Logger    *slog.Logger
@@ -535,7 +535,7 @@ func (co *Coordinator) onResult(r *callResult) {
 		return
 	}
 	kind, err := CallOK, r.err
-	var ce *peer.CallError
+	var ce *transport.CallError
 	switch {
 	case r.err == nil:
 		if r.join {

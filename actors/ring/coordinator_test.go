@@ -18,6 +18,7 @@ import (
 	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence/sqlite"
+	"github.com/switchboard-dev/switchboard/transport"
 )
 
 // The coordinator's shell, on synctest's virtual time: a real SQLite store,
@@ -38,7 +39,7 @@ type shell struct {
 
 // startShell starts a coordinator of role with tr (may be nil) on a fresh
 // store; its actor system and store close when the bubble's test ends.
-func startShell(t *testing.T, role string, tr ring.Transport, master string) *shell {
+func startShell(t *testing.T, role string, tr transport.Ring, master string) *shell {
 	t.Helper()
 	cfg := sqlite.DefaultConfig()
 	cfg.Path = filepath.Join(t.TempDir(), "ring.db")

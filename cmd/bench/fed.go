@@ -22,9 +22,9 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard"
-	"github.com/switchboard-dev/switchboard/actors/peer"
 	"github.com/switchboard-dev/switchboard/httpapi"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/transport"
 )
 
 // Federation timing of the bench pair: health every 200ms so that a heal
@@ -114,7 +114,7 @@ func fedConfig(link *fedLink, name, other, dir string) (switchboard.Config, *htt
 	}
 	// The real HTTPS peer client (certificates not verified: the bench
 	// nodes serve self-signed ones) behind the link.
-	cfg.Transport = peer.Redirect{Inner: client, Resolve: func(_, addr string) (string, error) { return link.resolve(addr) }}
+	cfg.Transport = transport.Redirect{Inner: client, Resolve: func(_, addr string) (string, error) { return link.resolve(addr) }}
 	return cfg, client, nil
 }
 

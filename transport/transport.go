@@ -1,4 +1,4 @@
-package peer
+package transport
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"github.com/switchboard-dev/switchboard/messages"
 )
 
-// Transport carries every outbound call to a peer: the seam between the
+// Peer carries every outbound call to a peer: the seam between the
 // actors and the network. httpapi.PeerClient implements it over HTTPS (the
 // production network); the sim harness swaps in an in-memory network that
 // can cut, delay, drop and duplicate. Addresses are "host:port".
@@ -16,7 +16,7 @@ import (
 // An error is either a *CallError (the peer answered with an error
 // document: it is up, and refused) or anything else (the call did not
 // complete: connection refused, timeout, TLS failure, cancelled).
-type Transport interface {
+type Peer interface {
 	// Identity asks who answers at addr (GET /api/federation/identity).
 	Identity(ctx context.Context, addr string) (messages.Identity, error)
 	// Health is the two-way health exchange (POST /api/federation/health).

@@ -1,4 +1,4 @@
-package ring
+package transport
 
 import (
 	"context"
@@ -6,12 +6,12 @@ import (
 	"github.com/switchboard-dev/switchboard/messages"
 )
 
-// Transport carries a slave's calls to its master: httpapi.PeerClient over
+// Ring carries a slave's calls to its master: httpapi.PeerClient over
 // HTTPS in production (the same client, certificates and connection pool
 // as federation), the sim harness's in-memory network in simulation.
-// Errors follow peer.Transport: a *peer.CallError is the master's refusal,
+// Errors follow Peer: a *CallError is the master's refusal,
 // anything else a call that did not complete. addr is "host:port".
-type Transport interface {
+type Ring interface {
 	// RingJoin asks to join (POST /api/ring/join).
 	RingJoin(ctx context.Context, addr string, j messages.RingJoin) (messages.RingAssignment, error)
 	// RingPoll is the subscription call (POST /api/ring/poll); it may take

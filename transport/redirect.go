@@ -1,4 +1,4 @@
-package peer
+package transport
 
 import (
 	"context"
@@ -15,19 +15,19 @@ const (
 	CallStatus   = "status"
 )
 
-// Redirect is a Transport that passes every call to Inner at the address
+// Redirect is a Peer transport that passes every call to Inner at the address
 // Resolve gives for it. Tests and the benchmark name peers by symbolic
 // addresses before their listeners' ports are known, and cut a link by
 // failing Resolve (the call then fails before it leaves, as a refused
 // connection does). call is one of the Call* names.
 type Redirect struct {
-	Inner   Transport
+	Inner   Peer
 	Resolve func(call, addr string) (string, error)
 }
 
-var _ Transport = Redirect{}
+var _ Peer = Redirect{}
 
-// Identity implements Transport.
+// Identity implements Peer.
 func (r Redirect) Identity(ctx context.Context, addr string) (messages.Identity, error) {
 	real, err := r.Resolve(CallIdentity, addr)
 	if err != nil {
@@ -36,7 +36,7 @@ func (r Redirect) Identity(ctx context.Context, addr string) (messages.Identity,
 	return r.Inner.Identity(ctx, real)
 }
 
-// Health implements Transport.
+// Health implements Peer.
 func (r Redirect) Health(ctx context.Context, addr string, h messages.Health) (messages.Health, error) {
 	real, err := r.Resolve(CallHealth, addr)
 	if err != nil {
@@ -45,7 +45,7 @@ func (r Redirect) Health(ctx context.Context, addr string, h messages.Health) (m
 	return r.Inner.Health(ctx, real, h)
 }
 
-// Registry implements Transport.
+// Registry implements Peer.
 func (r Redirect) Registry(ctx context.Context, addr string, reg messages.Registry) (messages.Registry, error) {
 	real, err := r.Resolve(CallRegistry, addr)
 	if err != nil {
@@ -54,7 +54,7 @@ func (r Redirect) Registry(ctx context.Context, addr string, reg messages.Regist
 	return r.Inner.Registry(ctx, real, reg)
 }
 
-// Forward implements Transport.
+// Forward implements Peer.
 func (r Redirect) Forward(ctx context.Context, addr string, batch bool, fs []messages.Forward) ([]messages.ForwardResult, error) {
 	real, err := r.Resolve(CallForward, addr)
 	if err != nil {
@@ -63,7 +63,7 @@ func (r Redirect) Forward(ctx context.Context, addr string, batch bool, fs []mes
 	return r.Inner.Forward(ctx, real, batch, fs)
 }
 
-// Status implements Transport.
+// Status implements Peer.
 func (r Redirect) Status(ctx context.Context, addr string, batch bool, rs []messages.StatusReport) ([]messages.StatusReply, error) {
 	real, err := r.Resolve(CallStatus, addr)
 	if err != nil {
