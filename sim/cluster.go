@@ -739,14 +739,19 @@ func (c *Cluster) reconfigure(m *member, f func(*switchboard.Config)) error {
 	if closed {
 		return nil
 	}
+	var stopErr error
 	if n != nil {
-		err := c.stopGracefully(m, n)
-		if err != nil {
-			return fmt.Errorf("stop %s: %w", m.name, err)
+		if err := c.stopGracefully(m, n); err != nil {
+			// A graceful stop that ran out of time ends as the process
+			// does: its teardown goes on to the end (Stop returns once
+			// the store is closed), and the supervisor starts it again,
+			// here with its new configuration. Not starting it left a
+			// node without the peers it was to get back (seed 109).
+			stopErr = fmt.Errorf("stop %s: %w", m.name, err)
 		}
 	}
 	f(&m.cfg)
-	return c.start(m)
+	return errors.Join(stopErr, c.start(m))
 }
 
 // stopGracefully stops m's incarnation n (already taken out of m.node).
