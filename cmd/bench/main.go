@@ -643,42 +643,16 @@ func run(args []string, out, stderr io.Writer) error {
 			fmt.Fprintf(out, "bench: storage %.0f B/msg baseline=%.0f ratio=%.3f\n", sr.perMessage, sr.rawPerMsg, sr.perMessage/sr.rawPerMsg)
 			continue
 		case "ingest-retention":
-			rs, is := subj[fig], subj["ingest"]
-			m, im := median(rates(rs)), median(rates(is))
-			paired := pairedRatios(rs, is)
-			ratio := 0.0
-			if im > 0 {
-				ratio = m / im
-			}
-			fmt.Fprintf(out, "# ingest-retention runs (msg/s): %s; median %.0f; ratio to the ingest run of the same repeat: %s (median %.3f); goal >= 0.90 of ingest (goal 7); %s\n",
-				list(rates(rs)), m, listf(paired, "%.3f"), median(paired), latencies(rs))
-			fmt.Fprintf(out, "bench: ingest-retention %s msg/s baseline=%s ratio=%.3f\n", rateText(m), rateText(im), ratio)
+			againstIngest(out, fig, subj[fig], subj["ingest"], "msg/s", "the ingest run of the same repeat", "goal >= 0.90 of ingest (goal 7)")
 			continue
 		case "ingest-traced":
-			rs, is := subj[fig], subj["ingest"]
-			m, im := median(rates(rs)), median(rates(is))
-			paired := pairedRatios(rs, is)
-			ratio := 0.0
-			if im > 0 {
-				ratio = m / im
-			}
-			fmt.Fprintf(out, "# ingest-traced runs (msg/s, OTLP metrics and traces to a collector in this process, default sampler): %s; median %.0f; "+
-				"ratio to the ingest run of the same repeat: %s (median %.3f); goal >= 0.95 of ingest (goal 7); %s\n",
-				list(rates(rs)), m, listf(paired, "%.3f"), median(paired), latencies(rs))
-			fmt.Fprintf(out, "bench: ingest-traced %s msg/s baseline=%s ratio=%.3f\n", rateText(m), rateText(im), ratio)
+			againstIngest(out, fig, subj[fig], subj["ingest"], "msg/s, OTLP metrics and traces to a collector in this process, default sampler",
+				"the ingest run of the same repeat", "goal >= 0.95 of ingest (goal 7)")
 			continue
 		case "smpp-ingest":
-			rs, is := subj[fig], subj["ingest"]
-			m, im := median(rates(rs)), median(rates(is))
-			paired := pairedRatios(rs, is)
-			ratio := 0.0
-			if im > 0 {
-				ratio = m / im
-			}
-			fmt.Fprintf(out, "# smpp-ingest runs (submit_sm answered ESME_ROK after the commit /s; %d ESMEs, --clients in flight in all): %s; median %.0f; "+
-				"ratio to the ingest run (HTTPS) of the same repeat: %s (median %.3f); no goal; %s\n",
-				smppESMEs, list(rates(rs)), m, listf(paired, "%.3f"), median(paired), latencies(rs))
-			fmt.Fprintf(out, "bench: smpp-ingest %s msg/s baseline=%s ratio=%.3f\n", rateText(m), rateText(im), ratio)
+			againstIngest(out, fig, subj[fig], subj["ingest"],
+				fmt.Sprintf("submit_sm answered ESME_ROK after the commit /s; %d ESMEs, --clients in flight in all", smppESMEs),
+				"the ingest run (HTTPS) of the same repeat", "no goal")
 			continue
 		case "river-sqlite":
 			rs, ds := subj[fig], subj["delivery"]
@@ -828,6 +802,21 @@ func (p *profiler) stop() {
 // pairedRatios is each run's rate over the rate of the run of base from
 // the same repeat (a cross-check of the median ratio when the machine's
 // speed drifts).
+// againstIngest prints the # line and the bench: line of figure fig, whose
+// runs rs are rated against the ingest runs is of the same repeats: unit
+// and goal describe them, against names the baseline.
+func againstIngest(out io.Writer, fig string, rs, is []runResult, unit, against, goal string) {
+	m, im := median(rates(rs)), median(rates(is))
+	paired := pairedRatios(rs, is)
+	ratio := 0.0
+	if im > 0 {
+		ratio = m / im
+	}
+	fmt.Fprintf(out, "# %s runs (%s): %s; median %.0f; ratio to %s: %s (median %.3f); %s; %s\n",
+		fig, unit, list(rates(rs)), m, against, listf(paired, "%.3f"), median(paired), goal, latencies(rs))
+	fmt.Fprintf(out, "bench: %s %s msg/s baseline=%s ratio=%.3f\n", fig, rateText(m), rateText(im), ratio)
+}
+
 func pairedRatios(rs, base []runResult) []float64 {
 	var out []float64
 	for i, r := range rs {
