@@ -13,7 +13,7 @@ import (
 // outbox_relay, and marks them relayed.
 const relaySQL = `UPDATE outbox SET relayed = 1
 	WHERE id IN (SELECT id FROM outbox INDEXED BY outbox_relay
-		WHERE kind = 'delivery' AND relayed = 0 ORDER BY id LIMIT ?1)
+		WHERE relayed = 0 AND +kind = 'delivery' ORDER BY id LIMIT ?1)
 	RETURNING id, message_id, target, created_at`
 
 // RelayWork implements persistence.Store.
@@ -77,7 +77,7 @@ func (s *Store) OldestUnrelayed(ctx context.Context) (time.Time, error) {
 	err := s.read(ctx, "oldest unrelayed", func(tx *sql.Tx) error {
 		var us int64
 		err := tx.QueryRowContext(ctx, `SELECT created_at FROM outbox INDEXED BY outbox_relay
-			WHERE kind = 'delivery' AND relayed = 0 ORDER BY id LIMIT 1`).Scan(&us)
+			WHERE relayed = 0 AND +kind = 'delivery' ORDER BY id LIMIT 1`).Scan(&us)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
