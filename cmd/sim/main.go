@@ -24,6 +24,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"testing"
@@ -52,6 +53,7 @@ func run(t *testing.T, args []string, stdout, stderr io.Writer) int {
 	clients := fs.Int("clients", 2, "concurrent submitting clients")
 	instancesFlag := fs.String("instances", "", "instances per node, comma-separated (\"3\": n1 is a site of three instances sharing one store and a ring; \"3,1,2\"); empty: one each")
 	verbose := fs.Bool("v", false, "print the nodes' logs (debug) and the run's progress to stderr")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole command to `FILE` (go tool pprof FILE)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: sim [flags]\n\nscenarios:\n")
 		for _, n := range sim.ScenarioNames() {
@@ -69,6 +71,19 @@ func run(t *testing.T, args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "sim: unexpected argument %q\n", fs.Arg(0))
 		return 2
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintf(stderr, "sim: --cpuprofile: %v\n", err)
+			return 2
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "sim: --cpuprofile: %v\n", err)
+			return 2
+		}
+		defer pprof.StopCPUProfile()
 	}
 	var instances []int
 	multi := false

@@ -13,7 +13,7 @@ import (
 // outbox_relay, and marks them relayed.
 const relaySQL = `UPDATE outbox SET relayed = 1
 	WHERE id IN (SELECT id FROM outbox INDEXED BY outbox_relay
-		WHERE relayed = 0 AND +kind = 'delivery' ORDER BY id LIMIT ?1)
+		WHERE relayed = 0 AND +kind = 'delivery' ORDER BY id LIMIT +?1)
 	RETURNING id, message_id, target, created_at`
 
 // RelayWork implements persistence.Store.

@@ -18,13 +18,13 @@ const expirableSQL = `SELECT id FROM (
 	SELECT id, submitted_at FROM (SELECT m.id, m.submitted_at FROM messages m INDEXED BY messages_live
 		WHERE m.state IN ('pending', 'retry') AND m.submitted_at < ?1
 		AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.message_id = m.id AND o.lease_until > ?2)
-		ORDER BY m.submitted_at LIMIT ?3)
+		ORDER BY m.submitted_at LIMIT +?3)
 	UNION
 	SELECT id, submitted_at FROM (SELECT m.id, m.submitted_at FROM messages m INDEXED BY messages_valid_until
 		WHERE m.validity_until IS NOT NULL AND m.state IN ('pending', 'retry') AND m.validity_until <= ?2
 		AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.message_id = m.id AND o.lease_until > ?2)
-		ORDER BY m.validity_until LIMIT ?3)
-) ORDER BY submitted_at LIMIT ?3`
+		ORDER BY m.validity_until LIMIT +?3)
+) ORDER BY submitted_at LIMIT +?3`
 
 // ExpireMessages implements persistence.Store (persistence.Expire decides).
 func (s *Store) ExpireMessages(ctx context.Context, req persistence.ExpireRequest) ([]messages.Message, error) {

@@ -16,7 +16,7 @@ import (
 const failableSQL = `SELECT m.id FROM messages m
 	WHERE m.state = ?1 AND m.queued_at < ?2
 	AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.message_id = m.id AND o.kind = ?3 AND o.lease_until > ?4)
-	ORDER BY m.queued_at, m.seq LIMIT ?5`
+	ORDER BY m.queued_at, m.seq LIMIT +?5`
 
 // FailForwards implements persistence.Store (persistence.FailForward
 // decides).
@@ -41,7 +41,7 @@ func (s *Store) FailForwards(ctx context.Context, req persistence.ForwardExpiry)
 const queueableSQL = `SELECT m.id FROM messages m
 	WHERE m.state = ?1 AND EXISTS (SELECT 1 FROM outbox o
 		WHERE o.message_id = m.id AND o.kind = ?2 AND o.target = ?3 AND (o.lease_until IS NULL OR o.lease_until <= ?4))
-	ORDER BY m.seq LIMIT ?5`
+	ORDER BY m.seq LIMIT +?5`
 
 // QueueForwards implements persistence.Store (persistence.QueueForward
 // decides).

@@ -255,7 +255,7 @@ func listQuery(q persistence.ListQuery) (string, []any) {
 	if len(conds) > 0 {
 		sql += " WHERE " + strings.Join(conds, " AND ")
 	}
-	return sql + order + " LIMIT ?", append(args, q.Limit+1)
+	return sql + order + " LIMIT +?", append(args, q.Limit+1)
 }
 
 // ListMessages implements persistence.Store. It reads one row more than the

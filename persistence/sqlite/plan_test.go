@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -141,4 +143,55 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("2500 messages, analyzed")
+}
+
+// TestStatementsKeepTheirPlans checks the two statement shapes that make
+// SQLite re-prepare a statement on every run (see statements.go): a bound
+// LIMIT in this package's SQL, and a partial index whose condition compares
+// a bare column with a literal.
+func TestStatementsKeepTheirPlans(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := regexp.MustCompile(`(?i)\b(LIMIT|OFFSET)\s+\?`)
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(src), "\n") {
+			if bound.MatchString(line) && !strings.HasPrefix(strings.TrimSpace(line), "//") {
+				t.Errorf("%s:%d: a bound LIMIT or OFFSET (write +?): %s", f, i+1, strings.TrimSpace(line))
+			}
+		}
+	}
+	s := openAt(t, filepath.Join(t.TempDir(), "plan.db"), nil)
+	rows, err := s.wdb.Query(`SELECT name, sql FROM sqlite_schema WHERE type = 'index' AND sql LIKE '% WHERE %'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	literal := regexp.MustCompile(`(^|[^+.\w])\w+\s*=\s*'`)
+	partial := 0
+	for rows.Next() {
+		var name, q string
+		if err := rows.Scan(&name, &q); err != nil {
+			t.Fatal(err)
+		}
+		partial++
+		cond := q[strings.Index(strings.ToUpper(q), " WHERE ")+7:]
+		if literal.MatchString(cond) {
+			t.Errorf("partial index %s compares a bare column with a literal (write +column): %s", name, cond)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if partial == 0 {
+		t.Fatal("no partial index found: the check reads nothing")
+	}
 }

@@ -19,7 +19,7 @@ import (
 const purgeableSQL = `SELECT m.id, m.state, m.finalized_at FROM messages m INDEXED BY messages_finalized
 	WHERE m.state = ?1 AND m.finalized_at IS NOT NULL AND m.finalized_at < ?2
 	AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.message_id = m.id)
-	ORDER BY m.finalized_at LIMIT ?3`
+	ORDER BY m.finalized_at LIMIT +?3`
 
 // purgeable finds the candidates of a purge, each state's oldest first,
 // the states in order, req.Limit in all. They are loaded as the query

@@ -140,7 +140,7 @@ func (s *Store) ListAudit(ctx context.Context, q persistence.AuditQuery) (persis
 	if len(conds) > 0 {
 		query += " WHERE " + strings.Join(conds, " AND ")
 	}
-	query += " ORDER BY seq DESC LIMIT ?"
+	query += " ORDER BY seq DESC LIMIT +?"
 	args = append(args, q.Limit+1)
 	var rows []messages.AuditEntry
 	err := s.read(ctx, op, func(tx *sql.Tx) error {
@@ -173,7 +173,7 @@ func (s *Store) PurgeAudit(ctx context.Context, before time.Time, limit int) (in
 	var n int64
 	err := s.write(ctx, op, func(tx querier) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM audit WHERE seq IN
-			(SELECT seq FROM audit WHERE at < ? ORDER BY at, seq LIMIT ?)`, toDB(before), limit)
+			(SELECT seq FROM audit WHERE at < ? ORDER BY at, seq LIMIT +?)`, toDB(before), limit)
 		if err != nil {
 			return err
 		}

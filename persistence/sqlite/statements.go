@@ -9,6 +9,18 @@ import (
 	"github.com/switchboard-dev/switchboard/messages"
 )
 
+// Statements must keep their plan whatever values are bound to them: SQLite
+// prepares a statement again, on every run, once its plan depended on a
+// bound value that then changes. Two shapes did that here, and re-preparing
+// cost over half of the store's CPU under many small claims:
+//   - LIMIT ?n: the planner reads the bound limit. LIMIT +?n is the same
+//     limit to the query and an expression to the planner.
+//   - a partial index whose condition compares a column with a literal
+//     (WHERE kind = 'delivery'): every "kind = ?n" is compared with it by
+//     value. Such conditions are written +kind = 'delivery' (migration
+//     0012), and the queries meant to use the index say the same.
+// TestStatementsKeepTheirPlans checks both.
+
 // rowsPerStatement bounds the rows of one multi-row statement (and the
 // values of one IN list). SQLite allows 32766 bound parameters; 256 rows of
 // the widest insert (22 columns) use 5632. Larger statements stop paying

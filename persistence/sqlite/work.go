@@ -60,7 +60,7 @@ func leaseEndSQL(ranges int) string {
 func claimSQL(ranges int) string {
 	return `UPDATE outbox SET lease_owner = ?5, lease_until = ?6, lease_epoch = ?7
 		WHERE id IN (SELECT o.id FROM outbox o WHERE ` + claimable(ranges) + `
-			ORDER BY o.due_at, o.id LIMIT ?4)
+			ORDER BY o.due_at, o.id LIMIT +?4)
 		RETURNING id, message_id, token, due_at, created_at, EXISTS (SELECT 1 FROM ledger l
 			WHERE l.message_id = outbox.message_id AND l.kind = outbox.kind AND l.target = outbox.target)`
 }
@@ -72,7 +72,7 @@ const claimNamedSQL = `UPDATE outbox SET lease_owner = ?5, lease_until = ?6, lea
 		WHERE id IN (SELECT o.id FROM outbox o INDEXED BY outbox_message
 			WHERE o.message_id IN (SELECT value FROM json_each(?8)) AND ` + `o.kind = ?1 AND o.target = ?2 AND o.due_at <= ?3
 			AND (o.lease_until IS NULL OR o.lease_until <= ?3)
-			ORDER BY o.due_at, o.id LIMIT ?4)
+			ORDER BY o.due_at, o.id LIMIT +?4)
 		RETURNING id, message_id, token, due_at, created_at, EXISTS (SELECT 1 FROM ledger l
 			WHERE l.message_id = outbox.message_id AND l.kind = outbox.kind AND l.target = outbox.target)`
 
