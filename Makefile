@@ -1,6 +1,8 @@
 # Switchboard. `make help` lists the targets.
 SHELL := bash
 GO ?= go
+# Seeds the sim runs at a time (make sim, make soak): one per core.
+SIM_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 BIN := bin/switchboard
@@ -40,14 +42,14 @@ screenshot: ## re-take docs/ui-queue.png (the README's picture) with the web UI'
 	SWITCHBOARD_UI_SCREENSHOT=$(CURDIR)/docs/ui-queue.png $(GO) test -count=1 -run '^TestUIInBrowser$$' .
 
 sim: ## sim harness on virtual time: 20 random seeds of 5 nodes (5 min each), a 20-node mesh, 20 ring-failover seeds, every named scenario
-	$(GO) run ./cmd/sim --seeds $${SIM_SEEDS:-20} --nodes $${SIM_NODES:-5} --duration 5m --faults random
+	$(GO) run ./cmd/sim --seeds $${SIM_SEEDS:-20} --nodes $${SIM_NODES:-5} --duration 5m --faults random --jobs $(SIM_JOBS)
 	$(GO) run ./cmd/sim --seed 1 --nodes 20 --duration 5m --clients 8 --faults random
-	$(GO) run ./cmd/sim --seeds $${SIM_RING_SEEDS:-20} --nodes 2 --faults ring-failover
+	$(GO) run ./cmd/sim --seeds $${SIM_RING_SEEDS:-20} --nodes 2 --faults ring-failover --jobs $(SIM_JOBS)
 	SIM_SCENARIOS=all $(GO) test -count=1 -timeout 1h -run '^TestScenarios$$' ./sim/
 
 soak: ## long runs behind make test: retention soak (SOAK_CYCLES, SOAK_RATE), fuzzing, the sim's large seed counts (SIM_SOAK_SEEDS of 5 nodes, SIM_SOAK_SEEDS_20 of 20)
-	$(GO) run ./cmd/sim --seeds $${SIM_SOAK_SEEDS:-1000} --nodes 5 --duration $${SIM_SOAK_DURATION:-1m} --faults random
-	$(GO) run ./cmd/sim --seeds $${SIM_SOAK_SEEDS_20:-20} --nodes 20 --duration 5m --clients 8 --faults random
+	$(GO) run ./cmd/sim --seeds $${SIM_SOAK_SEEDS:-1000} --nodes 5 --duration $${SIM_SOAK_DURATION:-1m} --faults random --jobs $(SIM_JOBS)
+	$(GO) run ./cmd/sim --seeds $${SIM_SOAK_SEEDS_20:-20} --nodes 20 --duration 5m --clients 8 --faults random --jobs $(SIM_JOBS)
 	$(GO) test -tags soak -count=1 -timeout 30m -run '^TestSoak' -v ./cmd/node
 	scripts/fuzz.sh $${FUZZ_TIME:-60s}
 

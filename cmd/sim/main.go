@@ -6,6 +6,7 @@
 //
 //	go run ./cmd/sim --nodes 5 --duration 30s --seed 42 --faults random
 //	go run ./cmd/sim --seeds 20                # seeds 1..20, one line each
+//	go run ./cmd/sim --seeds 200 --jobs 4      # four seeds at a time, in child processes
 //	go run ./cmd/sim --faults crash-origin     # a named scenario
 //	go run ./cmd/sim --nodes 2 --instances 3   # n1 is a site of three instances (the ring)
 //	go run ./cmd/sim --faults ring-failover --seeds 50
@@ -53,6 +54,7 @@ func run(t *testing.T, args []string, stdout, stderr io.Writer) int {
 	clients := fs.Int("clients", 2, "concurrent submitting clients")
 	instancesFlag := fs.String("instances", "", "instances per node, comma-separated (\"3\": n1 is a site of three instances sharing one store and a ring; \"3,1,2\"); empty: one each")
 	verbose := fs.Bool("v", false, "print the nodes' logs (debug) and the run's progress to stderr")
+	jobs := fs.Int("jobs", 1, "with --seeds, run this many seeds at a time, each in a child process of this program (the lines still come in seed order)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole command to `FILE` (go tool pprof FILE)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: sim [flags]\n\nscenarios:\n")
@@ -129,6 +131,17 @@ func run(t *testing.T, args []string, stdout, stderr io.Writer) int {
 			o.Progress = stderr
 		}
 		return o, nil
+	}
+	if *jobs < 1 {
+		fmt.Fprintf(stderr, "sim: --jobs: must be at least 1, got %d\n", *jobs)
+		return 2
+	}
+	if *seeds > 0 && *jobs > 1 {
+		if _, err := options(*seed); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2
+		}
+		return runJobs(fs, *seed, *seeds, *jobs, stdout, stderr)
 	}
 	if *seeds > 0 {
 		failed := 0

@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -24,7 +27,7 @@ func TestRunEndsWithTheSimLine(t *testing.T) {
 }
 
 func TestBadFlagsExit2(t *testing.T) {
-	for _, args := range [][]string{{"--faults", "nope"}, {"--nodes", "x"}, {"extra"}, {"--instances", "0"}, {"--nodes", "1", "--instances", "3,1"}} {
+	for _, args := range [][]string{{"--faults", "nope"}, {"--nodes", "x"}, {"extra"}, {"--instances", "0"}, {"--nodes", "1", "--instances", "3,1"}, {"--seeds", "2", "--jobs", "0"}} {
 		var out, errb bytes.Buffer
 		if code := run(t, args, &out, &errb); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
@@ -45,5 +48,34 @@ func TestRunWithAMultiInstanceSite(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "--instances 3") {
 		t.Fatalf("the replay command lacks --instances:\n%s", out.String())
+	}
+}
+
+var seedLine = regexp.MustCompile(`(?m)^sim: seed=(\d+) nodes=2 .* \([0-9.]+m?s wall\)$`)
+
+// TestJobsRunSeedsInChildren runs three seeds two at a time in child
+// processes of the built command: one line each, in seed order, and the
+// summary.
+func TestJobsRunSeedsInChildren(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "sim")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	executable = func() (string, error) { return bin, nil }
+	t.Cleanup(func() { executable = os.Executable })
+	var out, errb bytes.Buffer
+	code := run(t, []string{"--seeds", "3", "--seed", "5", "--nodes", "2", "--duration", "500ms", "--jobs", "2"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	var seeds []string
+	for _, m := range seedLine.FindAllStringSubmatch(out.String(), -1) {
+		seeds = append(seeds, m[1])
+	}
+	if strings.Join(seeds, ",") != "5,6,7" {
+		t.Fatalf("seed lines %v, want 5,6,7 in order:\n%s", seeds, out.String())
+	}
+	if !strings.Contains(out.String(), "sim: 3 seeds, 0 failed") {
+		t.Fatalf("no summary:\n%s", out.String())
 	}
 }
