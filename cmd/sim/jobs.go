@@ -50,7 +50,10 @@ func childArgs(fs *flag.FlagSet, seed int64) []string {
 // nothing with another run's, whatever package state a library keeps. A
 // child that could not make its run (exit 2) stops the launching of new
 // seeds; the command then exits 2.
+// With -v each seed's standard error (its nodes' logs) comes before its
+// lines.
 func runJobs(fs *flag.FlagSet, first int64, n, jobs int, stdout, stderr io.Writer) int {
+	verbose := fs.Lookup("v").Value.String() == "true"
 	self, err := executable()
 	if err != nil {
 		fmt.Fprintf(stderr, "sim: --jobs: %v\n", err)
@@ -87,6 +90,9 @@ func runJobs(fs *flag.FlagSet, first int64, n, jobs int, stdout, stderr io.Write
 	next, ran, failed, code := first, 0, 0, 0
 	print := func(r seedResult) {
 		ran++
+		if verbose {
+			stderr.Write(r.errOut)
+		}
 		switch r.code {
 		case 0:
 			for _, line := range strings.Split(string(r.out), "\n") {
@@ -102,7 +108,10 @@ func runJobs(fs *flag.FlagSet, first int64, n, jobs int, stdout, stderr io.Write
 			stdout.Write(r.out)
 		default:
 			stdout.Write(r.out)
-			fmt.Fprintf(stderr, "sim: seed %d: the run could not be made:\n%s", r.seed, r.errOut)
+			if !verbose {
+				stderr.Write(r.errOut)
+			}
+			fmt.Fprintf(stderr, "sim: seed %d: the run could not be made (above)\n", r.seed)
 		}
 	}
 	for r := range results {
