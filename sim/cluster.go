@@ -173,12 +173,24 @@ func instAddr(i, k int) string { return fmt.Sprintf("%s:%d", nodeName(i), k+1) }
 // instanceID is instance k of node i's --instance-id (n1-0, n1-1, ...).
 func instanceID(i, k int) string { return fmt.Sprintf("%s-%d", nodeName(i), k) }
 
+// lifeLock is a lock made of a channel of one. A member's lock is held
+// across a graceful stop, which waits on the virtual clock (the HTTP
+// server's shutdown polls its connections on a timer), and a goroutine
+// blocked on a sync.Mutex is not durably blocked: a restart waiting for the
+// lock then stopped the bubble's clock, and the stop it waited for never
+// ended (seed 20 of the 5-node random runs hung so). A goroutine blocked on
+// a channel is durably blocked, and the clock goes on.
+type lifeLock chan struct{}
+
+func (l lifeLock) Lock()   { l <- struct{}{} }
+func (l lifeLock) Unlock() { <-l }
+
 // member is one instance of a node (a site) across its incarnations.
 type member struct {
-	i    int        // the site
-	k    int        // the instance within it
-	name string     // on the network and in the report: the site's name when it has one instance, else the instance id
-	life sync.Mutex // serializes crash, restart and reconfiguration
+	i    int      // the site
+	k    int      // the instance within it
+	name string   // on the network and in the report: the site's name when it has one instance, else the instance id
+	life lifeLock // serializes crash, restart and reconfiguration
 	cfg  switchboard.Config
 	node *switchboard.Node // nil while down; guarded by Cluster.mu
 	ep   *Endpoint
@@ -403,7 +415,7 @@ func New(seed int64, opts Options) (*Cluster, error) {
 		c.shared = append(c.shared, sh)
 		var site []*member
 		for k := range n {
-			m := &member{i: i, k: k, name: nodeName(i)}
+			m := &member{i: i, k: k, name: nodeName(i), life: make(lifeLock, 1)}
 			if n > 1 {
 				m.name = instanceID(i, k)
 			}
