@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net/http"
 	"slices"
 	"time"
 
@@ -42,9 +41,10 @@ type Config struct {
 	// Reconnect is a slave's patience with an unreachable master.
 	Reconnect Reconnect
 	// MasterStopGrace is how long a slave waits for a master that said it
-	// is stopping (a 503 from it: a graceful stop drains its deliveries
-	// before it gives up the lock) without counting its failures towards
-	// Reconnect.MaxAttempts: the master's --shutdown-timeout and a margin.
+	// is stopping (an answer of kind transport.Unavailable, a 503: a
+	// graceful stop drains its deliveries before it gives up the lock)
+	// without counting its failures towards Reconnect.MaxAttempts: the
+	// master's --shutdown-timeout and a margin.
 	// Zero means 40s.
 	MasterStopGrace time.Duration
 	Store           persistence.Store
@@ -528,35 +528,20 @@ func (co *Coordinator) resolveMaster() string {
 	return st.MasterAddress
 }
 
-// onResult classifies how a call to the master ended for the role machine;
-// an assignment of the call it waits for is applied first.
+// onResult takes how a call to the master ended to the role machine; an
+// assignment of the call it waits for is applied first.
 func (co *Coordinator) onResult(r *callResult) {
 	if r.calls != co.calls || !co.member.Awaits(r.gen) {
 		return
 	}
-	kind, err := CallOK, r.err
-	var ce *transport.CallError
-	switch {
-	case r.err == nil:
+	if r.err == nil {
 		if r.join {
 			co.log.Info("joined the ring", "master", r.a.Master, "address", r.addr, "epoch", r.a.Epoch)
 		}
 		co.apply(r.a)
 		co.cfg.Refresh()
-	case !errors.As(r.err, &ce):
-		kind = CallFailed
-	case ce.Code == messages.CodeRingUnknownMember:
-		kind = CallUnknownMember
-	case ce.Code == messages.CodeRingNotMaster:
-		kind = CallNotMaster
-	case ce.Status == http.StatusForbidden || ce.Status == http.StatusBadRequest:
-		kind, err = CallRefused, fmt.Errorf("%s: %s", ce.Code, ce.Message)
-	case ce.Status == http.StatusServiceUnavailable:
-		kind = CallStopping
-	default:
-		kind = CallFailed
 	}
-	co.feed(CallDone{Gen: r.gen, Join: r.join, Kind: kind, Err: err})
+	co.feed(CallDone{Gen: r.gen, Join: r.join, Kind: transport.KindOf(r.err), Err: r.err})
 }
 
 // apply makes a the assignment this instance works from.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/transport"
 )
 
 // Member is the role and slave state machine of one instance's ring
@@ -101,11 +102,12 @@ type (
 	MasterAddr struct{ Addr string }
 	// StorePing answers PingStore.
 	StorePing struct{ OK bool }
-	// CallDone is the end of a Join or Poll of generation Gen.
+	// CallDone is the end of a Join or Poll of generation Gen: Kind is
+	// how it ended (transport.None: with an assignment), Err why not.
 	CallDone struct {
 		Gen  uint64
 		Join bool
-		Kind CallKind
+		Kind transport.Kind
 		Err  error
 	}
 	// LeadLost: the master lock was lost, or another master published
@@ -127,25 +129,6 @@ func (CallDone) event()    {}
 func (LeadLost) event()    {}
 func (Fail) event()        {}
 func (Stop) event()        {}
-
-// CallKind classifies how a call to the master ended.
-type CallKind int
-
-const (
-	// CallOK: answered with an assignment.
-	CallOK CallKind = iota
-	// CallUnknownMember: the master does not know this instance (it was
-	// dropped, or the master changed): join again at once.
-	CallUnknownMember
-	// CallNotMaster: the instance called is not the master.
-	CallNotMaster
-	// CallRefused: the master refused this instance for good (403, 400).
-	CallRefused
-	// CallStopping: the master answered 503: it is stopping.
-	CallStopping
-	// CallFailed: no answer, a connection error, any other status.
-	CallFailed
-)
 
 // Effects Step returns, for the shell to carry out in order.
 type (
@@ -393,22 +376,24 @@ func (m *Member) callDone(now time.Time, d CallDone) []Effect {
 	}
 	m.calling = false
 	switch d.Kind {
-	case CallOK:
+	case transport.None:
 		if d.Join {
 			m.joined = true
 		}
 		m.failures, m.masterStopping = 0, time.Time{}
 		return m.step(now)
-	case CallUnknownMember:
+	case transport.NotMember:
 		m.joined = false // dropped, or a new master: join again at once
 		return m.step(now)
-	case CallNotMaster:
+	case transport.NotMaster:
 		m.joined = false
 		m.masterAddr = ""
 		m.movedOn = true // the master moved: follow the store from now on
-	case CallRefused:
+	case transport.Forbidden, transport.Refused:
+		// Another site, cluster, region or services than the master's, or
+		// a join it cannot read: trying again cannot help.
 		return m.giveUp(fmt.Errorf("the ring master at %s refused this instance: %w", m.masterAddr, d.Err))
-	case CallStopping:
+	case transport.Unavailable:
 		if m.masterStopping.IsZero() {
 			// The master is there but not serving: it is stopping (its
 			// subscriptions end first), and its graceful stop may take its

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/transport"
 )
 
 var testReconnect = Reconnect{MaxAttempts: 3, Min: time.Second, Max: 4 * time.Second, Jitter: 0}
@@ -98,34 +99,34 @@ func TestMemberStepTable(t *testing.T) {
 		}, wantRole: messages.RoleSlave},
 		{name: "an answer of an older call is dropped", role: messages.RoleSlave, addr: "m:1", steps: []step{
 			{0, Start{}, []string{"BecameSlave", "call join m:1"}},
-			{0, CallDone{Gen: 7, Kind: CallFailed, Err: failed}, nil},
+			{0, CallDone{Gen: 7, Kind: transport.Unreachable, Err: failed}, nil},
 			{0, Wake{}, nil}, // the call in flight is awaited
 		}, wantRole: messages.RoleSlave},
 		{name: "slave backs off and gives up after the attempts", role: messages.RoleSlave, addr: "m:1", steps: []step{
 			{0, Start{}, []string{"BecameSlave", "call join m:1"}},
-			{0, CallDone{Gen: 1, Kind: CallFailed, Err: failed}, []string{"log WARN", "schedule +1s"}},
+			{0, CallDone{Gen: 1, Kind: transport.Unreachable, Err: failed}, []string{"log WARN", "schedule +1s"}},
 			{500 * time.Millisecond, Wake{}, []string{"schedule +1s"}},
 			{time.Second, Wake{}, []string{"call join m:1"}},
-			{time.Second, CallDone{Gen: 2, Kind: CallFailed, Err: failed}, []string{"log WARN", "schedule +3s"}},
+			{time.Second, CallDone{Gen: 2, Kind: transport.Unreachable, Err: failed}, []string{"log WARN", "schedule +3s"}},
 			{3 * time.Second, Wake{}, []string{"call join m:1"}},
-			{3 * time.Second, CallDone{Gen: 3, Kind: CallFailed, Err: failed}, []string{"give up: the ring master is unreachable after 3 attempts"}},
+			{3 * time.Second, CallDone{Gen: 3, Kind: transport.Unreachable, Err: failed}, []string{"give up: the ring master is unreachable after 3 attempts"}},
 			{4 * time.Second, Wake{}, nil},
 		}, wantRole: messages.RoleSlave},
 		{name: "a success resets the count", role: messages.RoleSlave, addr: "m:1", steps: []step{
 			{0, Start{}, []string{"BecameSlave", "call join m:1"}},
-			{0, CallDone{Gen: 1, Kind: CallFailed, Err: failed}, []string{"log WARN", "schedule +1s"}},
+			{0, CallDone{Gen: 1, Kind: transport.Unreachable, Err: failed}, []string{"log WARN", "schedule +1s"}},
 			{time.Second, Wake{}, []string{"call join m:1"}},
-			{time.Second, CallDone{Gen: 2, Kind: CallFailed, Err: failed}, []string{"log WARN", "schedule +3s"}},
+			{time.Second, CallDone{Gen: 2, Kind: transport.Unreachable, Err: failed}, []string{"log WARN", "schedule +3s"}},
 			{3 * time.Second, Wake{}, []string{"call join m:1"}},
 			{3 * time.Second, CallDone{Gen: 3, Join: true}, []string{"PingStore"}},
 			{3 * time.Second, StorePing{OK: true}, []string{"call poll m:1"}},
-			{3 * time.Second, CallDone{Gen: 4, Kind: CallFailed, Err: failed}, []string{"log WARN", "schedule +4s"}},
+			{3 * time.Second, CallDone{Gen: 4, Kind: transport.Unreachable, Err: failed}, []string{"log WARN", "schedule +4s"}},
 		}, wantRole: messages.RoleSlave},
 		{name: "an auto slave whose call fails tries the lock and leads", role: messages.RoleAuto, steps: []step{
 			{0, Start{}, []string{"TryLead"}},
 			{0, LeadResult{}, []string{"BecameSlave", "ResolveMaster"}},
 			{0, MasterAddr{Addr: "m:1"}, []string{"call join m:1"}},
-			{0, CallDone{Gen: 1, Kind: CallFailed, Err: failed}, []string{"TryLead"}},
+			{0, CallDone{Gen: 1, Kind: transport.Unreachable, Err: failed}, []string{"TryLead"}},
 			{0, LeadResult{}, []string{"log WARN", "schedule +1s"}},
 			{time.Second, Wake{}, []string{"ResolveMaster"}}, // no --ring-master: read it again
 			{time.Second, MasterAddr{}, []string{"TryLead"}},
@@ -135,7 +136,7 @@ func TestMemberStepTable(t *testing.T) {
 		}, wantRole: messages.RoleMaster},
 		{name: "not the master: follow the address in the store", role: messages.RoleSlave, addr: "m:1", steps: []step{
 			{0, Start{}, []string{"BecameSlave", "call join m:1"}},
-			{0, CallDone{Gen: 1, Kind: CallNotMaster, Err: failed}, []string{"log WARN", "schedule +1s"}},
+			{0, CallDone{Gen: 1, Kind: transport.NotMaster, Err: failed}, []string{"log WARN", "schedule +1s"}},
 			{time.Second, Wake{}, []string{"ResolveMaster"}},
 			{time.Second, MasterAddr{Addr: "m:2"}, []string{"call join m:2"}},
 		}, wantRole: messages.RoleSlave},
@@ -143,11 +144,21 @@ func TestMemberStepTable(t *testing.T) {
 			{0, Start{}, []string{"BecameSlave", "call join m:1"}},
 			{0, CallDone{Gen: 1, Join: true}, []string{"PingStore"}},
 			{0, StorePing{OK: true}, []string{"call poll m:1"}},
-			{0, CallDone{Gen: 2, Kind: CallUnknownMember, Err: failed}, []string{"call join m:1"}},
+			{0, CallDone{Gen: 2, Kind: transport.NotMember, Err: failed}, []string{"call join m:1"}},
 		}, wantRole: messages.RoleSlave},
 		{name: "a refusal gives up at once", role: messages.RoleSlave, addr: "m:1", steps: []step{
 			{0, Start{}, []string{"BecameSlave", "call join m:1"}},
-			{0, CallDone{Gen: 1, Kind: CallRefused, Err: errors.New("ring_foreign_node: wrong site")}, []string{"give up: the ring master at m:1 refused this instance: ring_foreign_node"}},
+			{0, CallDone{Gen: 1, Kind: transport.Forbidden, Err: errors.New("ring_foreign_node: wrong site")}, []string{"give up: the ring master at m:1 refused this instance: ring_foreign_node"}},
+		}, wantRole: messages.RoleSlave},
+		{name: "a join the master cannot read gives up at once", role: messages.RoleSlave, addr: "m:1", steps: []step{
+			{0, Start{}, []string{"BecameSlave", "call join m:1"}},
+			{0, CallDone{Gen: 1, Kind: transport.Refused, Err: errors.New("ring_bad_join: services is empty")}, []string{"give up: the ring master at m:1 refused this instance: ring_bad_join"}},
+		}, wantRole: messages.RoleSlave},
+		{name: "a busy or conflicting master is tried again", role: messages.RoleSlave, addr: "m:1", steps: []step{
+			{0, Start{}, []string{"BecameSlave", "call join m:1"}},
+			{0, CallDone{Gen: 1, Kind: transport.Conflict, Err: errors.New("ring_duplicate_instance")}, []string{"log WARN", "schedule +1s"}},
+			{time.Second, Wake{}, []string{"call join m:1"}},
+			{time.Second, CallDone{Gen: 2, Kind: transport.Busy, Err: errors.New("overloaded")}, []string{"log WARN", "schedule +3s"}},
 		}, wantRole: messages.RoleSlave},
 		{name: "no master published yet counts as a failure", role: messages.RoleSlave, steps: []step{
 			{0, Start{}, []string{"BecameSlave", "ResolveMaster"}},
@@ -157,17 +168,17 @@ func TestMemberStepTable(t *testing.T) {
 			{0, Start{}, []string{"BecameSlave", "call join m:1"}},
 			{0, CallDone{Gen: 1, Join: true}, []string{"PingStore"}},
 			{0, StorePing{OK: true}, []string{"call poll m:1"}},
-			{0, CallDone{Gen: 2, Kind: CallStopping, Err: failed}, []string{"log INFO", "log WARN", "schedule +1s"}},
+			{0, CallDone{Gen: 2, Kind: transport.Unavailable, Err: failed}, []string{"log INFO", "log WARN", "schedule +1s"}},
 			{time.Second, Wake{}, []string{"PingStore"}},
 			{time.Second, StorePing{OK: true}, []string{"call poll m:1"}},
-			{time.Second, CallDone{Gen: 3, Kind: CallFailed, Err: failed}, []string{"log WARN", "schedule +2s"}},
+			{time.Second, CallDone{Gen: 3, Kind: transport.Unreachable, Err: failed}, []string{"log WARN", "schedule +2s"}},
 			{2 * time.Second, Wake{}, []string{"PingStore"}},
 			{2 * time.Second, StorePing{OK: true}, []string{"call poll m:1"}},
-			{2 * time.Second, CallDone{Gen: 4, Kind: CallFailed, Err: failed}, []string{"log WARN", "schedule +3s"}},
+			{2 * time.Second, CallDone{Gen: 4, Kind: transport.Unreachable, Err: failed}, []string{"log WARN", "schedule +3s"}},
 			// The grace (a minute) is over: failures count again.
 			{time.Minute, Wake{}, []string{"PingStore"}},
 			{time.Minute, StorePing{OK: true}, []string{"call poll m:1"}},
-			{time.Minute, CallDone{Gen: 5, Kind: CallFailed, Err: failed}, []string{"log WARN", "schedule +1m1s"}},
+			{time.Minute, CallDone{Gen: 5, Kind: transport.Unreachable, Err: failed}, []string{"log WARN", "schedule +1m1s"}},
 		}, wantRole: messages.RoleSlave},
 		{name: "role master waits for a held lock, then gives up", role: messages.RoleMaster, steps: []step{
 			{0, Start{}, []string{"TryLead"}},
@@ -252,7 +263,7 @@ func TestMemberNeverGivesUpWhileTheMasterStops(t *testing.T) {
 	m := newTestMember(messages.RoleSlave, "m:1")
 	now := t0
 	m.Step(now, Start{})
-	m.Step(now, CallDone{Gen: 1, Kind: CallStopping, Err: errors.New("503")})
+	m.Step(now, CallDone{Gen: 1, Kind: transport.Unavailable, Err: errors.New("503")})
 	gen := uint64(1)
 	for now.Sub(t0) < time.Minute-5*time.Second {
 		now = now.Add(5 * time.Second)
@@ -261,7 +272,7 @@ func TestMemberNeverGivesUpWhileTheMasterStops(t *testing.T) {
 				gen = c.Gen
 			}
 		}
-		for _, e := range m.Step(now, CallDone{Gen: gen, Kind: CallFailed, Err: errors.New("refused")}) {
+		for _, e := range m.Step(now, CallDone{Gen: gen, Kind: transport.Unreachable, Err: errors.New("refused")}) {
 			if g, ok := e.(GiveUp); ok {
 				t.Fatalf("gave up %v after the master said it stops: %v", now.Sub(t0), g.Err)
 			}
