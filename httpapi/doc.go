@@ -77,14 +77,18 @@
 // first). With InsecureSkipVerify nothing is verified.
 //
 // Errors: an error document (or any non-2xx answer) is a *transport.CallError
-// whose Permanent method tells a refusal (4xx) from a transient failure
-// (5xx, 408, 429); anything else (connection, TLS, timeout, a name check, a
-// malformed answer) is a plain error: the call did not complete.
+// whose Kind (kindOf, beside statusOf: the status and the code of the
+// document) is what the callers decide on: refused, in conflict, forbidden,
+// no such call, not a member, not the master, busy (with the answer's
+// Retry-After), unavailable, a server error; anything else (connection,
+// TLS, timeout, a name check, a malformed answer) is a plain error, of kind
+// unreachable: the call did not complete.
 //
 // Forwards in single form (a peer without the forward_batch capability)
-// run 8 at a time; a 4xx about the message becomes that message's result
-// Error, while a refusal of the caller (unknown_peer, node_mismatch,
-// federation_disabled, client_certificate_required, 401, 404, 405) or any
-// transient failure fails the whole call, which the forward queue retries
-// (forwards are idempotent).
+// run 8 at a time; an error document that refuses the message (kind
+// refused or conflict) becomes that message's result Error, while a
+// refusal of the caller (forbidden: unknown_peer, node_mismatch,
+// federation_disabled, client_certificate_required, 401), a path or method
+// the peer does not serve (404, 405) or any transient failure fails the
+// whole call, which the forward queue retries (forwards are idempotent).
 package httpapi

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/transport"
 )
 
 // statusOf is the one place where error codes become HTTP statuses.
@@ -36,7 +37,7 @@ var statusOf = map[string]int{
 
 	// Federation. A refused caller is 403: it reached us and is not let in
 	// (as who it claims to be, or at all); a peer's client counts 403 as a
-	// refusal that repeating the same call does not cure (transport.CallError).
+	// refusal that repeating the same call does not cure (kindOf: Forbidden).
 	messages.CodeFederationOff: http.StatusForbidden,
 	messages.CodeUnknownPeer:   http.StatusForbidden,
 	messages.CodeNodeMismatch:  http.StatusForbidden,
@@ -68,6 +69,36 @@ func StatusOf(code string) int {
 		return status
 	}
 	return http.StatusInternalServerError
+}
+
+// kindOf is the one place where an error answer of a peer (its status and
+// the code of its error document, "http_<status>" when it had none)
+// becomes the kind its callers decide on: the ring's codes by code, the
+// rest by status.
+func kindOf(status int, code string) transport.Kind {
+	switch code {
+	case messages.CodeRingNotMaster:
+		return transport.NotMaster
+	case messages.CodeRingUnknownMember:
+		return transport.NotMember
+	}
+	switch {
+	case status == http.StatusRequestTimeout:
+		return transport.Unreachable
+	case status == http.StatusUnauthorized, status == http.StatusForbidden:
+		return transport.Forbidden
+	case status == http.StatusNotFound, status == http.StatusMethodNotAllowed:
+		return transport.UnknownTarget
+	case status == http.StatusConflict:
+		return transport.Conflict
+	case status == http.StatusTooManyRequests:
+		return transport.Busy
+	case status >= 400 && status < 500:
+		return transport.Refused
+	case status == http.StatusServiceUnavailable:
+		return transport.Unavailable
+	}
+	return transport.ServerError
 }
 
 // errorDoc is the JSON error document of docs/api.md.

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -347,7 +348,9 @@ func (c *PeerClient) do(ctx context.Context, client *http.Client, timeout time.D
 		return nil, fmt.Errorf("%s %s: the answer is larger than %d bytes", method, path, maxReply)
 	}
 	if res.StatusCode < 200 || res.StatusCode > 299 {
-		return res.TLS, callError(res.StatusCode, raw)
+		ce := callError(res.StatusCode, raw)
+		ce.RetryAfter = retryAfterOf(res.Header)
+		return res.TLS, ce
 	}
 	if out == nil {
 		return res.TLS, nil
@@ -368,14 +371,27 @@ const maxCallMessage = 512
 
 // callError turns an error answer into a *transport.CallError: the code and
 // message of its error document, or http_<status> and the start of the
-// body when it is not one (a proxy's page, say).
+// body when it is not one (a proxy's page, say); its kind from both.
 func callError(status int, body []byte) *transport.CallError {
 	var doc errorDoc
+	ce := &transport.CallError{Status: status, Code: fmt.Sprintf("http_%d", status)}
 	if json.Unmarshal(body, &doc) == nil && codeRE.MatchString(doc.Error.Code) {
-		return &transport.CallError{Status: status, Code: doc.Error.Code, Message: orStatus(clip(doc.Error.Message), status)}
+		ce.Code, ce.Message = doc.Error.Code, orStatus(clip(doc.Error.Message), status)
+	} else {
+		ce.Message = orStatus(clip(strings.TrimSpace(string(body))), status)
 	}
-	msg := orStatus(clip(strings.TrimSpace(string(body))), status)
-	return &transport.CallError{Status: status, Code: fmt.Sprintf("http_%d", status), Message: msg}
+	ce.Kind = kindOf(status, ce.Code)
+	return ce
+}
+
+// retryAfterOf is an answer's Retry-After in seconds (the form our nodes
+// send; zero when absent or a date).
+func retryAfterOf(h http.Header) time.Duration {
+	secs, err := strconv.Atoi(h.Get("Retry-After"))
+	if err != nil || secs < 0 {
+		return 0
+	}
+	return time.Duration(secs) * time.Second
 }
 
 // orStatus is msg, or the status's text when msg is empty.
@@ -506,25 +522,15 @@ func (c *PeerClient) Registry(ctx context.Context, addr string, r messages.Regis
 	return out, nil
 }
 
-// callCodes are refusals of the call, not of the message it carries: in
-// single form they fail the whole Forward (the caller retries it, like a
-// refused batch) instead of failing that message for good.
-var callCodes = map[string]bool{
-	messages.CodeFederationOff:  true,
-	messages.CodeUnknownPeer:    true,
-	messages.CodeNodeMismatch:   true,
-	messages.CodeClientCertReq:  true,
-	messages.CodeUnauthorized:   true,
-	messages.CodeNotFound:       true,
-	messages.CodeMethodNotAllow: true,
-}
-
 // messageRefusal reports whether err is the peer refusing the one message
-// of a single-form forward: a permanent error document whose code is
-// about the message.
+// of a single-form forward: an error document (not a proxy's page) that
+// refuses the call (the message) or finds it in conflict with what the
+// peer holds. A refusal of the caller (Forbidden) or of the path
+// (UnknownTarget) fails the whole Forward instead (the caller retries it,
+// like a refused batch), and so does anything transient.
 func messageRefusal(err error) (*messages.Error, bool) {
 	var ce *transport.CallError
-	if !errors.As(err, &ce) || !ce.Permanent() || callCodes[ce.Code] || strings.HasPrefix(ce.Code, "http_") {
+	if !errors.As(err, &ce) || (ce.Kind != transport.Refused && ce.Kind != transport.Conflict) || strings.HasPrefix(ce.Code, "http_") {
 		return nil, false
 	}
 	return &messages.Error{Code: ce.Code, Message: ce.Message}, true

@@ -102,19 +102,19 @@ func reports(ids ...string) []messages.StatusReport {
 func notCallError(t *testing.T, what string, err error) {
 	t.Helper()
 	var ce *transport.CallError
-	if err == nil || errors.As(err, &ce) {
-		t.Errorf("%s: err = %v (%T), want an error that is not a *transport.CallError", what, err, err)
+	if err == nil || errors.As(err, &ce) || transport.KindOf(err) != transport.Unreachable {
+		t.Errorf("%s: err = %v (%T), want an error that is not a *transport.CallError (unreachable)", what, err, err)
 	}
 }
 
-func wantCallError(t *testing.T, what string, err error, status int, code string, permanent bool) {
+func wantCallError(t *testing.T, what string, err error, status int, code string, kind transport.Kind) {
 	t.Helper()
 	var ce *transport.CallError
 	if !errors.As(err, &ce) {
 		t.Fatalf("%s: err = %v (%T), want a *transport.CallError", what, err, err)
 	}
-	if ce.Status != status || ce.Code != code || ce.Message == "" || ce.Permanent() != permanent {
-		t.Errorf("%s: %+v (permanent %v), want %d %s permanent %v", what, ce, ce.Permanent(), status, code, permanent)
+	if ce.Status != status || ce.Code != code || ce.Message == "" || ce.Kind != kind || transport.KindOf(err) != kind {
+		t.Errorf("%s: %+v, want %d %s of kind %v", what, ce, status, code, kind)
 	}
 }
 
@@ -159,9 +159,9 @@ func TestPeerClientMutualTLS(t *testing.T) {
 	t.Run("no client certificate", func(t *testing.T) {
 		c := st.client(t, true)
 		_, err := c.Identity(ctx, st.addr)
-		wantCallError(t, "Identity", err, 403, messages.CodeClientCertReq, true)
+		wantCallError(t, "Identity", err, 403, messages.CodeClientCertReq, transport.Forbidden)
 		_, err = c.Health(ctx, st.addr, health())
-		wantCallError(t, "Health", err, 403, messages.CodeClientCertReq, true)
+		wantCallError(t, "Health", err, 403, messages.CodeClientCertReq, transport.Forbidden)
 	})
 	t.Run("our certificate names another node", func(t *testing.T) {
 		// peer-b's certificate with peer-a in the header.
@@ -170,7 +170,7 @@ func TestPeerClientMutualTLS(t *testing.T) {
 			cfg.Certificate = &pair
 		})
 		_, err := c.Health(ctx, st.addr, health())
-		wantCallError(t, "Health", err, 403, messages.CodeNodeMismatch, true)
+		wantCallError(t, "Health", err, 403, messages.CodeNodeMismatch, transport.Forbidden)
 	})
 }
 
@@ -355,9 +355,9 @@ func TestPeerClientForward(t *testing.T) {
 		st.b.set(func(b *fedBackend) { b.refuseID["m-3"] = messages.Errorf(messages.CodeUnavailable, "store down") })
 		defer st.b.set(func(b *fedBackend) { delete(b.refuseID, "m-3") })
 		_, err := c.Forward(ctx, st.addr, false, forwards("m-1", "m-2", "m-3", "m-4"))
-		wantCallError(t, "Forward", err, 503, messages.CodeUnavailable, false)
+		wantCallError(t, "Forward", err, 503, messages.CodeUnavailable, transport.Unavailable)
 		_, err = c.Forward(ctx, st.addr, true, forwards("m-1", "m-2", "m-3", "m-4"))
-		wantCallError(t, "Forward batch", err, 503, messages.CodeUnavailable, false)
+		wantCallError(t, "Forward batch", err, 503, messages.CodeUnavailable, transport.Unavailable)
 	})
 	t.Run("a refusal of the caller fails the call", func(t *testing.T) {
 		// unknown_peer is about us, not the message: the whole call fails
@@ -365,7 +365,7 @@ func TestPeerClientForward(t *testing.T) {
 		st.b.set(func(b *fedBackend) { b.refuse = messages.Errorf(messages.CodeUnknownPeer, "who?") })
 		defer st.b.set(func(b *fedBackend) { b.refuse = nil })
 		_, err := c.Forward(ctx, st.addr, false, forwards("m-1", "m-2"))
-		wantCallError(t, "Forward", err, 403, messages.CodeUnknownPeer, true)
+		wantCallError(t, "Forward", err, 403, messages.CodeUnknownPeer, transport.Forbidden)
 	})
 }
 
@@ -390,7 +390,10 @@ func TestPeerClientStatus(t *testing.T) {
 	}
 	st.b.set(func(b *fedBackend) { b.refuseID["m-2"] = messages.Errorf(messages.CodeOverloaded, "busy") })
 	_, err := c.Status(ctx, st.addr, false, rs)
-	wantCallError(t, "Status", err, 429, messages.CodeOverloaded, false)
+	wantCallError(t, "Status", err, 429, messages.CodeOverloaded, transport.Busy)
+	if ce := (*transport.CallError)(nil); !errors.As(err, &ce) || ce.RetryAfter != time.Second {
+		t.Errorf("a 429's Retry-After: %+v, want 1s", ce)
+	}
 }
 
 // TestPeerClientErrorAnswers: a peer's error answer is a *transport.CallError
@@ -405,11 +408,11 @@ func TestPeerClientErrorAnswers(t *testing.T) {
 		b.refuse = messages.Errorf(messages.CodeFederationOff, "federation is off on home")
 	})
 	_, err := c.Health(ctx, st.addr, health())
-	wantCallError(t, "federation off", err, 403, messages.CodeFederationOff, true)
+	wantCallError(t, "federation off", err, 403, messages.CodeFederationOff, transport.Forbidden)
 	st.b.set(func(b *fedBackend) { b.refuse = nil })
 
 	_, err = c.Health(ctx, st.addr, messages.Health{Node: peerA, Time: fedTime, Status: "fine"})
-	wantCallError(t, "invalid health", err, 400, messages.CodeInvalidRequest, true)
+	wantCallError(t, "invalid health", err, 400, messages.CodeInvalidRequest, transport.Refused)
 
 	// A proxy or an old node answering something else than the API.
 	page := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -417,7 +420,7 @@ func TestPeerClientErrorAnswers(t *testing.T) {
 	})
 	st.hits.instead.Store(&page)
 	_, err = c.Registry(ctx, st.addr, messages.Registry{Node: peerA, Frontends: []string{}})
-	wantCallError(t, "502 page", err, 502, "http_502", false)
+	wantCallError(t, "502 page", err, 502, "http_502", transport.ServerError)
 }
 
 // TestPeerClientTimeout: a peer that does not answer fails the call after

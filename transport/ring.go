@@ -9,7 +9,8 @@ import (
 // Ring carries a slave's calls to its master: httpapi.PeerClient over
 // HTTPS in production (the same client, certificates and connection pool
 // as federation), the sim harness's in-memory network in simulation.
-// Errors follow Peer: a *CallError is the master's refusal,
+// Errors follow Peer: a *CallError is the master's refusal (KindOf:
+// NotMember, NotMaster, Forbidden, Unavailable while it stops, ...),
 // anything else a call that did not complete. addr is "host:port".
 type Ring interface {
 	// RingJoin asks to join (POST /api/ring/join).

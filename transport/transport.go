@@ -2,8 +2,9 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net/http"
+	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
 )
@@ -15,7 +16,8 @@ import (
 //
 // An error is either a *CallError (the peer answered with an error
 // document: it is up, and refused) or anything else (the call did not
-// complete: connection refused, timeout, TLS failure, cancelled).
+// complete: connection refused, timeout, TLS failure, cancelled); KindOf
+// tells callers which, and what kind of refusal.
 type Peer interface {
 	// Identity asks who answers at addr (GET /api/federation/identity).
 	Identity(ctx context.Context, addr string) (messages.Identity, error)
@@ -37,22 +39,89 @@ type Peer interface {
 
 // CallError is a peer's error answer: the call reached it and it refused.
 type CallError struct {
-	// Status is the HTTP status.
+	// Kind is what the answer means to the caller; callers decide on it,
+	// never on Status.
+	Kind Kind
+	// Status is the HTTP status (for logs).
 	Status int
 	// Code and Message come from the peer's error document (Code is
 	// "http_<status>" when the body was not one).
 	Code    string
 	Message string
+	// RetryAfter is the answer's Retry-After (whole seconds; zero when it
+	// had none).
+	RetryAfter time.Duration
 }
 
 func (e *CallError) Error() string {
 	return fmt.Sprintf("peer answered %d %s: %s", e.Status, e.Code, e.Message)
 }
 
-// Permanent reports whether repeating the same call cannot succeed: a 4xx
-// other than 408 (timeout) and 429 (overloaded). 5xx and those two are
-// transient, like a connection failure.
-func (e *CallError) Permanent() bool {
-	return e.Status >= 400 && e.Status < 500 &&
-		e.Status != http.StatusRequestTimeout && e.Status != http.StatusTooManyRequests
+// Kind classifies how a call to another node failed. The client that
+// carries the call maps the answer to it (httpapi's peer client: status
+// and error code); callers decide on it alone.
+type Kind int
+
+const (
+	// None: no error.
+	None Kind = iota
+	// Unreachable: the call did not complete: no connection, a TLS
+	// failure, the deadline, a reset, or the peer gave up waiting for the
+	// request (408). Every error that is not a *CallError is of this kind.
+	Unreachable
+	// Refused: the peer says the call is wrong (400, 413, 422, any other
+	// 4xx not below): the same call fails again.
+	Refused
+	// Conflict: the call clashes with the peer's state (409: an id reused
+	// with other content, a state that does not allow it, an instance id
+	// subscribed from another address): it fails again while that lasts.
+	Conflict
+	// Forbidden: the peer does not let the caller in (401, 403: federation
+	// off, an unknown peer, a certificate or node that does not match, a
+	// ring member of another site or configuration).
+	Forbidden
+	// UnknownTarget: the peer serves no such call (404, 405: another
+	// version of the API, or no node at all).
+	UnknownTarget
+	// NotMember: a ring master does not know the caller as a member (it
+	// was dropped, or the master changed): join again.
+	NotMember
+	// NotMaster: the ring instance called is not the master (any more).
+	NotMaster
+	// Busy: the peer sheds load (429): it is up; RetryAfter says when to
+	// come back.
+	Busy
+	// Unavailable: the peer is up but does not serve now (503): it is
+	// stopping or starting, or its store does not answer. A ring master
+	// that stops answers its subscriptions so.
+	Unavailable
+	// ServerError: any other answer: a 5xx (507, storage full, included)
+	// or a status the client does not know.
+	ServerError
+)
+
+var kindNames = [...]string{
+	None: "none", Unreachable: "unreachable", Refused: "refused", Conflict: "conflict", Forbidden: "forbidden",
+	UnknownTarget: "unknown_target", NotMember: "not_member", NotMaster: "not_master", Busy: "busy",
+	Unavailable: "unavailable", ServerError: "server_error",
+}
+
+func (k Kind) String() string {
+	if k >= 0 && int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", int(k))
+}
+
+// KindOf is the kind of a call's error: a *CallError's Kind, None for
+// nil, Unreachable for anything else (the call did not complete).
+func KindOf(err error) Kind {
+	var ce *CallError
+	switch {
+	case err == nil:
+		return None
+	case errors.As(err, &ce):
+		return ce.Kind
+	}
+	return Unreachable
 }

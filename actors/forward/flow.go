@@ -182,7 +182,7 @@ func (f *Flow) HandedOut() []Batch {
 // Sent takes a request's result: the lane learns whether the link works
 // (closed reports whether this request closed it: one failed check per
 // broken link), and the outcomes and status updates to record are queued.
-// A peer that sheds load (429) is up: its work waits a retry interval and
+// A peer that sheds load (transport.Busy) is up: its work waits a retry interval and
 // the link stays open.
 func (f *Flow) Sent(now time.Time, b Batch, forward []messages.ForwardResult, err error, busy bool) (closed bool) {
 	closed = f.lanes[b.Kind].Done(err == nil || busy)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"runtime/debug"
 	"time"
 
@@ -437,12 +436,6 @@ func sendForwards(ctx context.Context, tr transport.Peer, link messages.PeerLink
 	return out, nil
 }
 
-// overloaded reports whether err is the peer shedding load.
-func overloaded(err error) bool {
-	var ce *transport.CallError
-	return errors.As(err, &ce) && ce.Status == http.StatusTooManyRequests
-}
-
 // ReportOf is the delivery_status report of a message final at node.
 func ReportOf(node string, m messages.Message) messages.StatusReport {
 	status := messages.ReportDelivered
@@ -455,7 +448,7 @@ func ReportOf(node string, m messages.Message) messages.StatusReport {
 // sent takes a request's result: its outcomes wait for the next round.
 func (q *Queue) sent(c actor.Context, r *sent) {
 	now := q.cfg.Clock.Now()
-	busy := overloaded(r.err)
+	busy := transport.KindOf(r.err) == transport.Busy // the peer sheds load: it is up
 	if r.err != nil {
 		q.log.Warn("request to peer failed", "kind", r.batch.Kind, "messages", len(r.batch.Work), "err", r.err)
 		q.cfg.Metrics.failed(q.cfg.Peer, r.batch.Kind)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net/http"
 	"slices"
 	"time"
 
@@ -42,9 +41,10 @@ type Config struct {
 	// Reconnect is a slave's patience with an unreachable master.
 	Reconnect Reconnect
 	// MasterStopGrace is how long a slave waits for a master that said it
-	// is stopping (a 503 from it: a graceful stop drains its deliveries
-	// before it gives up the lock) without counting its failures towards
-	// Reconnect.MaxAttempts: the master's --shutdown-timeout and a margin.
+	// is stopping (an answer of kind transport.Unavailable, a 503: a
+	// graceful stop drains its deliveries before it gives up the lock)
+	// without counting its failures towards Reconnect.MaxAttempts: the
+	// master's --shutdown-timeout and a margin.
 	// Zero means 40s.
 	MasterStopGrace time.Duration
 	Store           persistence.Store
@@ -105,6 +105,15 @@ func (c Config) Validate() error {
 // core, the subscriptions of its slaves, publication to the store) and,
 // on every instance, the partitions this instance works. Build it with
 // New.
+//
+// Store and transport calls run off the mailbox (off): each comes back as
+// a message, and the shell acts on it only when it is still of interest —
+// of this incarnation, of the generation Member awaits, of the master core
+// that published — so status requests, subscriptions, joins and stops are
+// handled while a call is slow. Two calls stay on the actor's goroutine:
+// the goodbye to the master and the release of the lock as it stops, its
+// last acts (nothing else is handled after them, and a restart must find
+// the lock free).
 type Coordinator struct {
 	cfg  Config
 	log  *slog.Logger
@@ -119,6 +128,15 @@ type Coordinator struct {
 	// master
 	master  *Master
 	waiters map[*messages.RingPollRequest]waiter
+	// publishing: a publication of master is under way (one at a time);
+	// started and finished count the publications begun and ended.
+	publishing        bool
+	started, finished uint64
+	// joins wait for the publication that includes their joiner.
+	joins []pendingJoin
+	// early are the requests that came while Member decided whether this
+	// instance leads (Deciding), in order.
+	early []any
 	// refreshAt is the master's next republication to every subscription
 	// (and reading of the directory): every publish interval, or at once
 	// after a touch.
@@ -130,9 +148,10 @@ type Coordinator struct {
 	// added to the metric.
 	reassigned int
 
-	// calls is the context of the calls to the master and of the lock's
-	// watcher; cancelled when the actor stops, so nothing outlives it or
-	// sends to it once it is gone.
+	// calls is the context of every call run off the mailbox and of the
+	// lock's watcher; cancelled when the actor stops (or restarts), so
+	// nothing outlives it or sends to it once it is gone, and what an
+	// earlier incarnation started is told apart.
 	calls       context.Context
 	cancelCalls context.CancelFunc
 }
@@ -142,18 +161,46 @@ type waiter struct {
 	deadline time.Time
 }
 
+// pendingJoin is a join admitted by the master core, answered once the
+// publication started after it has ended (need: its number).
+type pendingJoin struct {
+	req  *messages.RingJoinRequest
+	need uint64
+}
+
 // Private messages.
 type (
-	wakeMsg    struct{}
-	callResult struct {
-		calls context.Context // of the incarnation that made the call
+	wakeMsg struct{}
+	// offDone is the end of an effect run off the mailbox by the
+	// incarnation whose calls context is calls, for Member's generation
+	// gen (0: the master's publication); v is what it returned.
+	offDone struct {
+		calls context.Context
 		gen   uint64
-		join  bool
-		addr  string
-		a     messages.RingAssignment
-		err   error
+		v     any
 	}
 	leadLost struct{ lead persistence.Leadership }
+)
+
+// What the effects run off the mailbox return (besides the Member events
+// that need nothing of the shell: MasterAddr, StorePing).
+type (
+	leadTried struct{ lead persistence.Leadership }
+	ringRead  struct {
+		stored persistence.RingState
+		err    error
+	}
+	called struct {
+		join bool
+		addr string
+		a    messages.RingAssignment
+		err  error
+	}
+	published struct {
+		master *Master
+		a      messages.RingAssignment
+		err    error
+	}
 )
 
 // New returns the coordinator's producer.
@@ -193,14 +240,37 @@ func (co *Coordinator) Receive(c actor.Context) {
 		co.stop(true)
 	case wakeMsg:
 		co.feed(Wake{})
-	case *callResult:
-		co.onResult(m)
+	case *offDone:
+		if m.calls == co.calls {
+			co.done(m.gen, m.v)
+		}
 	case leadLost:
 		if m.lead == co.lead {
 			co.feed(LeadLost{})
 		}
+	case *messages.RingStatusRequest:
+		m.Reply <- co.status()
+	case *messages.RingJoinRequest, *messages.RingPollRequest, *messages.RingPollGone, *messages.RingLeaveRequest, *messages.RingTouch:
+		if co.member.Deciding() {
+			// Whether this instance leads is being decided: the request
+			// waits for the answer, in order.
+			co.early = append(co.early, m)
+			return
+		}
+		co.request(m)
+	}
+	for len(co.early) > 0 && !co.member.Deciding() {
+		m := co.early[0]
+		co.early = co.early[1:]
+		co.request(m)
+	}
+}
+
+// request handles a request of the ring API or of this node.
+func (co *Coordinator) request(m any) {
+	switch m := m.(type) {
 	case *messages.RingJoinRequest:
-		m.Reply <- co.join(m.Join)
+		co.join(m)
 		co.feed(Wake{})
 	case *messages.RingPollRequest:
 		co.poll(m)
@@ -213,28 +283,30 @@ func (co *Coordinator) Receive(c actor.Context) {
 	case *messages.RingLeaveRequest:
 		m.Reply <- co.leave(m.Leave)
 		co.feed(Wake{})
-	case *messages.RingStatusRequest:
-		m.Reply <- co.status()
 	case *messages.RingTouch:
 		co.touch()
 	}
 }
 
-// feed steps the role machine with ev and carries out its effects; an
-// effect that asks something is answered at once, in order.
+// feed steps the role machine with ev and carries out its effects.
 func (co *Coordinator) feed(ev Event) {
 	for _, e := range co.member.Step(co.cfg.Clock.Now(), ev) {
 		co.do(e)
 	}
 }
 
-// do carries out one effect of the role machine.
+// do carries out one effect of the role machine: an effect that asks
+// something runs off the mailbox, and its answer comes back through done.
 func (co *Coordinator) do(e Effect) {
 	switch e := e.(type) {
 	case TryLead:
-		co.feed(LeadResult{Won: co.tryLead()})
+		co.tryLead(e.Gen)
 	case BecomeMaster:
-		co.becomeMaster()
+		st := co.cfg.Store
+		co.off(e.Gen, co.cfg.StoreTimeout, func(ctx context.Context) any {
+			stored, err := st.Ring(ctx)
+			return ringRead{stored: stored, err: err}
+		})
 	case BecameSlave:
 		co.cfg.Metrics.setRole(messages.RoleSlave)
 		co.log.Info("ring slave", "master", co.cfg.MasterAddr)
@@ -244,18 +316,26 @@ func (co *Coordinator) do(e Effect) {
 		}
 	case StandDown:
 		co.answerWaiters()
-		if co.lead != nil {
-			ctx, cancel := co.storeCtx()
-			_ = co.lead.Release(ctx)
-			cancel()
+		if lead := co.lead; lead != nil {
+			go co.release(lead) // lost already, or published over: nothing waits for it
 			co.lead = nil
 		}
 		co.master = nil
 		co.cfg.Shares.Clear()
 	case ResolveMaster:
-		co.feed(MasterAddr{Addr: co.resolveMaster()})
+		st, self, log := co.cfg.Store, co.cfg.Self.InstanceID, co.log
+		co.off(e.Gen, co.cfg.StoreTimeout, func(ctx context.Context) any {
+			return MasterAddr{Gen: e.Gen, Addr: resolveMaster(ctx, st, self, log)}
+		})
 	case PingStore:
-		co.feed(StorePing{OK: co.storeReachable()})
+		st, log := co.cfg.Store, co.log
+		co.off(e.Gen, 2*time.Second, func(ctx context.Context) any {
+			err := st.Ping(ctx)
+			if err != nil {
+				log.Warn("the store does not answer; not confirming the ring assignment until it does", "err", err)
+			}
+			return StorePing{Gen: e.Gen, OK: err == nil}
+		})
 	case CallMaster:
 		co.callMaster(e)
 	case Schedule:
@@ -266,7 +346,9 @@ func (co *Coordinator) do(e Effect) {
 		co.cfg.Fatal(e.Err)
 	case LeaveMaster:
 		// Say goodbye, so that the master hands this instance's ranges
-		// over at once instead of after its grace.
+		// over at once instead of after its grace. Only a final stop asks
+		// for it: the actor's last act, on its goroutine, so that it is
+		// said before the node goes on stopping.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		if err := co.cfg.Transport.RingLeave(ctx, e.Addr, messages.RingLeave{InstanceID: co.cfg.Self.InstanceID}); err != nil {
 			co.log.Debug("ring leave failed (the master drops this instance after its grace)", "err", err)
@@ -277,48 +359,108 @@ func (co *Coordinator) do(e Effect) {
 	}
 }
 
-func (co *Coordinator) storeCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), co.cfg.StoreTimeout)
-}
-
-// tryLead takes the master lock if it is free.
-func (co *Coordinator) tryLead() bool {
-	ctx, cancel := co.storeCtx()
-	defer cancel()
-	lead, err := co.cfg.Elector.TryLead(ctx, LockName)
-	if err != nil {
-		co.log.Warn("taking the ring master lock failed", "err", err)
-		return false
-	}
-	if lead == nil {
-		return false
-	}
-	co.lead = lead
-	self, sys, quit := co.self, co.sys, co.calls.Done()
+// off runs f off the mailbox, with a context bounded by timeout (none when
+// zero) that ends with this incarnation; what f returns comes back as an
+// *offDone for generation gen, unless the actor stopped first.
+func (co *Coordinator) off(gen uint64, timeout time.Duration, f func(ctx context.Context) any) {
+	self, sys, calls := co.self, co.sys, co.calls
 	go func() {
-		select {
-		case <-lead.Lost():
-			select {
-			case <-quit: // released by stop
-			default:
-				sys.Root.Send(self, leadLost{lead: lead})
-			}
-		case <-quit:
+		ctx, cancel := calls, context.CancelFunc(func() {})
+		if timeout > 0 {
+			ctx, cancel = context.WithTimeout(calls, timeout)
+		}
+		v := f(ctx)
+		cancel()
+		if calls.Err() == nil {
+			sys.Root.Send(self, &offDone{calls: calls, gen: gen, v: v})
 		}
 	}()
-	return true
+}
+
+// done takes the end of an effect run off the mailbox: a result Member no
+// longer awaits (of an older generation, or it stopped or gave up) is
+// dropped, a lock it brings released.
+func (co *Coordinator) done(gen uint64, v any) {
+	switch v := v.(type) {
+	case Event: // MasterAddr, StorePing: Member checks the generation itself
+		co.feed(v)
+	case leadTried:
+		if !co.member.Awaits(gen) {
+			if v.lead != nil {
+				go co.release(v.lead)
+			}
+			return
+		}
+		co.lead = v.lead
+		co.feed(LeadResult{Gen: gen, Won: v.lead != nil})
+	case ringRead:
+		if !co.member.Awaits(gen) {
+			return
+		}
+		if v.err == nil {
+			co.becomeMaster(v.stored)
+		}
+		co.feed(MasterReady{Gen: gen, Err: v.err})
+	case called:
+		if !co.member.Awaits(gen) {
+			return
+		}
+		if v.err == nil {
+			if v.join {
+				co.log.Info("joined the ring", "master", v.a.Master, "address", v.addr, "epoch", v.a.Epoch)
+			}
+			co.apply(v.a)
+			co.cfg.Refresh()
+		}
+		co.feed(CallDone{Gen: gen, Join: v.join, Kind: transport.KindOf(v.err), Err: v.err})
+	case published:
+		co.onPublished(v)
+	}
+}
+
+// tryLead takes the master lock if it is free, off the mailbox. A lock
+// taken is watched until this incarnation ends: its loss comes back as
+// leadLost; at the end it is released (again, when stop did: Release is
+// idempotent), so that a lock whose answer came too late is not held.
+func (co *Coordinator) tryLead(gen uint64) {
+	el, log, self, sys, quit, release := co.cfg.Elector, co.log, co.self, co.sys, co.calls.Done(), co.release
+	co.off(gen, co.cfg.StoreTimeout, func(ctx context.Context) any {
+		lead, err := el.TryLead(ctx, LockName)
+		if err != nil {
+			log.Warn("taking the ring master lock failed", "err", err)
+		}
+		if lead == nil {
+			return leadTried{}
+		}
+		go func() {
+			select {
+			case <-lead.Lost():
+				select {
+				case <-quit: // released by stop
+				default:
+					sys.Root.Send(self, leadLost{lead: lead})
+				}
+			case <-quit:
+				release(lead)
+			}
+		}()
+		return leadTried{lead: lead}
+	})
+}
+
+// release gives a lock up (off the mailbox).
+func (co *Coordinator) release(lead persistence.Leadership) {
+	ctx, cancel := context.WithTimeout(context.Background(), co.cfg.StoreTimeout)
+	defer cancel()
+	if err := lead.Release(ctx); err != nil {
+		co.log.Warn("releasing the ring master lock failed (it ends with the session)", "err", err)
+	}
 }
 
 // becomeMaster leads from the stored assignment.
-func (co *Coordinator) becomeMaster() {
-	ctx, cancel := co.storeCtx()
-	stored, err := co.cfg.Store.Ring(ctx)
-	cancel()
-	if err != nil {
-		co.feed(MasterReady{Err: err})
-		return
-	}
+func (co *Coordinator) becomeMaster(stored persistence.RingState) {
 	co.master = NewMaster(MasterConfig{Self: co.cfg.Self, PublishInterval: co.cfg.PublishInterval}, stored)
+	co.publishing = false
 	co.cfg.Metrics.setRole(messages.RoleMaster)
 	co.cfg.Shares.SetMaster(true)
 	co.log.Info("ring master", "stored_epoch", stored.Epoch, "address", co.cfg.Self.Address)
@@ -328,41 +470,24 @@ func (co *Coordinator) becomeMaster() {
 				"service", svc)
 		}
 	}
-	co.feed(MasterReady{})
 }
 
-// stepMaster publishes a new assignment when membership changed, answers
-// the subscriptions that wait for it or whose time is up, and returns when
-// to look again.
+// stepMaster starts the publication of a new assignment when membership
+// changed (and none is under way), answers the subscriptions that wait
+// for it or whose time is up and the joins whose publication ended, and
+// returns when to look again.
 func (co *Coordinator) stepMaster(now time.Time) time.Time {
-	if a, ok := co.master.Next(now); ok {
-		prev := a.Epoch - 1 // Next numbers it right after the stored (or last published) epoch
-		ctx, cancel := co.storeCtx()
-		err := co.cfg.Store.PublishRing(ctx, prev, State(a, now))
-		cancel()
-		if errors.Is(err, persistence.ErrStaleEpoch) && co.publishedByUs(a) {
-			err = nil // an earlier try committed and only its answer was lost
+	var next time.Time // a publication under way: its end steps again
+	if !co.publishing {
+		if a, ok := co.master.Next(now); ok {
+			co.publish(a, now)
+		} else {
+			next = co.master.NextCheck(now)
 		}
-		switch {
-		case errors.Is(err, persistence.ErrStaleEpoch):
-			co.log.Error("another master published a newer ring assignment; this one stands down", "epoch", prev)
-			co.feed(LeadLost{})
-			return time.Time{}
-		case err != nil:
-			co.log.Error("publishing the ring assignment failed; trying again", "epoch", a.Epoch, "err", err)
-			return now.Add(time.Second)
-		}
-		co.master.Published(now, a)
-		co.cfg.Metrics.reassigned.Add(float64(co.master.Reassignments() - co.reassigned))
-		co.reassigned = co.master.Reassignments()
-		co.log.Info("ring assignment published", "epoch", a.Epoch, "members", len(a.Members))
-		co.apply(co.master.Current())
-		co.master.Applied(a.Epoch)
 	}
 	cur := co.master.Current()
 	cur.Coverage = co.master.Coverage()
 	co.cfg.Metrics.held(cur, cur.Coverage)
-	next := co.master.NextCheck(now)
 	republish := !co.refreshAt.IsZero() && co.refreshAt.Compare(now) <= 0
 	for req, w := range co.waiters {
 		if cur.Epoch > 0 && (republish || w.deadline.Compare(now) <= 0 || req.Poll.Epoch < cur.Epoch) {
@@ -373,6 +498,7 @@ func (co *Coordinator) stepMaster(now time.Time) time.Time {
 		}
 		next = clock.Earliest(next, w.deadline)
 	}
+	co.answerJoins(false)
 	if co.refreshAt.IsZero() || republish {
 		// The master reads the directory on its own cadence too.
 		co.refreshAt = now.Add(co.cfg.PublishInterval)
@@ -381,6 +507,82 @@ func (co *Coordinator) stepMaster(now time.Time) time.Time {
 		}
 	}
 	return clock.Earliest(next, co.refreshAt)
+}
+
+// publish stores a off the mailbox, with a compare-and-set on the epoch
+// before it (Next numbers it right after the stored or last published
+// one); its end comes back to onPublished.
+func (co *Coordinator) publish(a messages.RingAssignment, now time.Time) {
+	co.publishing = true
+	co.started++
+	st, self, master, timeout := co.cfg.Store, co.cfg.Self.InstanceID, co.master, co.cfg.StoreTimeout
+	co.off(0, 0, func(calls context.Context) any {
+		ctx, cancel := context.WithTimeout(calls, timeout)
+		err := st.PublishRing(ctx, a.Epoch-1, State(a, now))
+		cancel()
+		if errors.Is(err, persistence.ErrStaleEpoch) {
+			// An earlier try may have committed with only its answer lost.
+			ctx, cancel := context.WithTimeout(calls, timeout)
+			stored, rerr := st.Ring(ctx)
+			cancel()
+			if rerr == nil && stored.Epoch == a.Epoch && stored.Master == self {
+				err = nil
+			}
+		}
+		return published{master: master, a: a, err: err}
+	})
+}
+
+// onPublished takes the end of a publication: the assignment is current and
+// this instance works from it; a newer one published by another master
+// makes this one stand down. A publication of a master core that is gone
+// (stood down, or a new one since) is of no interest.
+func (co *Coordinator) onPublished(p published) {
+	if co.master == nil || p.master != co.master || !co.member.Serving() {
+		return
+	}
+	co.publishing = false
+	co.finished = co.started
+	now := co.cfg.Clock.Now()
+	switch {
+	case errors.Is(p.err, persistence.ErrStaleEpoch):
+		co.log.Error("another master published a newer ring assignment; this one stands down", "epoch", p.a.Epoch-1)
+		co.feed(LeadLost{})
+		return
+	case p.err != nil:
+		co.log.Error("publishing the ring assignment failed; trying again", "epoch", p.a.Epoch, "err", p.err)
+		co.answerJoins(true) // with the assignment there is
+		co.wake.Schedule(now.Add(time.Second))
+		return
+	}
+	co.master.Published(now, p.a)
+	co.cfg.Metrics.reassigned.Add(float64(co.master.Reassignments() - co.reassigned))
+	co.reassigned = co.master.Reassignments()
+	co.log.Info("ring assignment published", "epoch", p.a.Epoch, "members", len(p.a.Members))
+	co.apply(co.master.Current())
+	co.master.Applied(p.a.Epoch)
+	co.feed(Wake{})
+}
+
+// answerJoins answers the joins whose publication ended, or for which
+// none was needed (their document changed nothing); all of them when
+// publishing failed.
+func (co *Coordinator) answerJoins(all bool) {
+	if len(co.joins) == 0 {
+		return
+	}
+	cur := co.master.Current()
+	cur.Coverage = co.master.Coverage()
+	kept := co.joins[:0]
+	for _, j := range co.joins {
+		if all || co.finished >= j.need || (!co.publishing && co.started < j.need) {
+			j.req.Reply <- messages.RingAnswer{Assignment: cur}
+			continue
+		}
+		kept = append(kept, j)
+	}
+	clear(co.joins[len(kept):])
+	co.joins = kept
 }
 
 // touch spreads a change of the directory made here: the master
@@ -407,25 +609,25 @@ func (co *Coordinator) touch() {
 	}()
 }
 
-// join admits a slave (as master).
-func (co *Coordinator) join(j messages.RingJoin) messages.RingAnswer {
+// join admits a slave (as master); it is answered once the assignment
+// that includes it is published (answerJoins).
+func (co *Coordinator) join(req *messages.RingJoinRequest) {
 	if !co.member.Serving() {
-		return messages.RingAnswer{Err: co.notMaster()}
+		req.Reply <- messages.RingAnswer{Err: co.notMaster()}
+		return
 	}
-	now := co.cfg.Clock.Now()
-	if err := co.master.Join(now, j); err != nil {
+	j := req.Join
+	if err := co.master.Join(co.cfg.Clock.Now(), j); err != nil {
 		var r *Refusal
 		if errors.As(err, &r) {
 			co.log.Warn("ring join refused", "instance", j.InstanceID, "code", r.Code, "reason", r.Message)
-			return messages.RingAnswer{Err: messages.Errorf(r.Code, "%s", r.Message)}
+			err = messages.Errorf(r.Code, "%s", r.Message)
 		}
-		return messages.RingAnswer{Err: err}
+		req.Reply <- messages.RingAnswer{Err: err}
+		return
 	}
 	co.log.Info("ring member joined", "member", j.InstanceID, "address", j.Address, "zone", j.Zone, "services", j.Services)
-	co.stepMaster(now) // publish the assignment that includes it before answering
-	cur := co.master.Current()
-	cur.Coverage = co.master.Coverage()
-	return messages.RingAnswer{Assignment: cur}
+	co.joins = append(co.joins, pendingJoin{req: req, need: co.started + 1})
 }
 
 // poll opens a slave's subscription (as master).
@@ -467,96 +669,36 @@ func (co *Coordinator) notMaster() error {
 }
 
 // callMaster joins or polls the master off the mailbox; its end comes back
-// as a callResult.
+// as called.
 func (co *Coordinator) callMaster(c CallMaster) {
-	tr, self, sys, calls := co.cfg.Transport, co.self, co.sys, co.calls
-	send := func(r *callResult) {
-		if calls.Err() == nil {
-			sys.Root.Send(self, r)
-		}
-	}
+	tr := co.cfg.Transport
 	if c.Join {
 		j := co.cfg.Self
-		go func() {
-			ctx, cancel := context.WithTimeout(calls, 30*time.Second)
-			defer cancel()
+		co.off(c.Gen, 30*time.Second, func(ctx context.Context) any {
 			a, err := tr.RingJoin(ctx, c.Addr, j)
-			send(&callResult{calls: calls, gen: c.Gen, join: true, addr: c.Addr, a: a, err: err})
-		}()
+			return called{join: true, addr: c.Addr, a: a, err: err}
+		})
 		return
 	}
 	p := messages.RingPoll{InstanceID: co.cfg.Self.InstanceID, Epoch: co.held.Epoch, WaitMs: co.cfg.PublishInterval.Milliseconds()}
-	go func() {
-		a, err := tr.RingPoll(calls, c.Addr, p)
-		send(&callResult{calls: calls, gen: c.Gen, addr: c.Addr, a: a, err: err})
-	}()
-}
-
-// storeReachable pings the store, briefly.
-func (co *Coordinator) storeReachable() bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := co.cfg.Store.Ping(ctx); err != nil {
-		co.log.Warn("the store does not answer; not confirming the ring assignment until it does", "err", err)
-		return false
-	}
-	return true
-}
-
-// publishedByUs reports whether the store holds a as published by this
-// instance (a publish that committed although its answer was lost).
-func (co *Coordinator) publishedByUs(a messages.RingAssignment) bool {
-	ctx, cancel := co.storeCtx()
-	defer cancel()
-	st, err := co.cfg.Store.Ring(ctx)
-	return err == nil && st.Epoch == a.Epoch && st.Master == co.cfg.Self.InstanceID
+	co.off(c.Gen, 0, func(ctx context.Context) any {
+		a, err := tr.RingPoll(ctx, c.Addr, p)
+		return called{addr: c.Addr, a: a, err: err}
+	})
 }
 
 // resolveMaster is the address the master published in the store ("" when
 // none is, or it is this instance's own earlier run).
-func (co *Coordinator) resolveMaster() string {
-	ctx, cancel := co.storeCtx()
-	defer cancel()
-	st, err := co.cfg.Store.Ring(ctx)
+func resolveMaster(ctx context.Context, st persistence.Store, self string, log *slog.Logger) string {
+	stored, err := st.Ring(ctx)
 	if err != nil {
-		co.log.Warn("reading the ring master's address failed", "err", err)
+		log.Warn("reading the ring master's address failed", "err", err)
 		return ""
 	}
-	if st.Master == co.cfg.Self.InstanceID {
+	if stored.Master == self {
 		return "" // our own earlier run: whoever leads now has not published yet
 	}
-	return st.MasterAddress
-}
-
-// onResult classifies how a call to the master ended for the role machine;
-// an assignment of the call it waits for is applied first.
-func (co *Coordinator) onResult(r *callResult) {
-	if r.calls != co.calls || !co.member.Awaits(r.gen) {
-		return
-	}
-	kind, err := CallOK, r.err
-	var ce *transport.CallError
-	switch {
-	case r.err == nil:
-		if r.join {
-			co.log.Info("joined the ring", "master", r.a.Master, "address", r.addr, "epoch", r.a.Epoch)
-		}
-		co.apply(r.a)
-		co.cfg.Refresh()
-	case !errors.As(r.err, &ce):
-		kind = CallFailed
-	case ce.Code == messages.CodeRingUnknownMember:
-		kind = CallUnknownMember
-	case ce.Code == messages.CodeRingNotMaster:
-		kind = CallNotMaster
-	case ce.Status == http.StatusForbidden || ce.Status == http.StatusBadRequest:
-		kind, err = CallRefused, fmt.Errorf("%s: %s", ce.Code, ce.Message)
-	case ce.Status == http.StatusServiceUnavailable:
-		kind = CallStopping
-	default:
-		kind = CallFailed
-	}
-	co.feed(CallDone{Gen: r.gen, Join: r.join, Kind: kind, Err: err})
+	return stored.MasterAddress
 }
 
 // apply makes a the assignment this instance works from.
@@ -588,11 +730,29 @@ func (co *Coordinator) status() messages.RingStatus {
 	return st
 }
 
+// answerWaiters ends the subscriptions and the joins that wait: this
+// instance stops leading.
 func (co *Coordinator) answerWaiters() {
+	stopping := messages.RingAnswer{Err: messages.Errorf(messages.CodeUnavailable, "the ring master is stopping")}
 	for req := range co.waiters {
-		req.Reply <- messages.RingAnswer{Err: messages.Errorf(messages.CodeUnavailable, "the ring master is stopping")}
+		req.Reply <- stopping
 		delete(co.waiters, req)
 	}
+	for _, j := range co.joins {
+		j.req.Reply <- stopping
+	}
+	co.joins = nil
+	for _, m := range co.early {
+		switch m := m.(type) {
+		case *messages.RingJoinRequest:
+			m.Reply <- stopping
+		case *messages.RingPollRequest:
+			m.Reply <- stopping
+		case *messages.RingLeaveRequest:
+			m.Reply <- stopping.Err
+		}
+	}
+	co.early = nil
 }
 
 // stop ends the actor's life: waiting subscriptions are answered (the
@@ -611,11 +771,7 @@ func (co *Coordinator) stop(final bool) {
 	}
 	co.cfg.Shares.Clear()
 	if co.lead != nil {
-		ctx, cancel := co.storeCtx()
-		if err := co.lead.Release(ctx); err != nil {
-			co.log.Warn("releasing the ring master lock failed (it ends with the session)", "err", err)
-		}
-		cancel()
+		co.release(co.lead) // on the actor's goroutine: a restart must find it free
 		co.lead = nil
 	}
 }

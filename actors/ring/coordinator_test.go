@@ -17,6 +17,7 @@ import (
 	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/persistence/sqlite"
 	"github.com/switchboard-dev/switchboard/transport"
 )
@@ -33,13 +34,78 @@ func self(id string) messages.RingJoin {
 type shell struct {
 	sys   *actor.ActorSystem
 	pid   *actor.PID
-	store *sqlite.Store
+	store *heldStore
 	fatal chan error
+	stop  func() error // stops the coordinator (once)
+}
+
+// heldStore holds the store calls named in held (Ring, PublishRing, Ping) until
+// the test lets them go or their context ends.
+type heldStore struct {
+	persistence.Store
+	mu   sync.Mutex
+	held map[string]bool
+	gate chan struct{}
+}
+
+// hold makes the calls named wait from now on.
+func (h *heldStore) hold(calls ...string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range calls {
+		h.held[c] = true
+	}
+}
+
+// release lets every held call go, and the next ones pass.
+func (h *heldStore) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	clear(h.held)
+	close(h.gate)
+	h.gate = make(chan struct{})
+}
+
+func (h *heldStore) wait(ctx context.Context, call string) error {
+	h.mu.Lock()
+	held, gate := h.held[call], h.gate
+	h.mu.Unlock()
+	if !held {
+		return nil
+	}
+	select {
+	case <-gate:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (h *heldStore) PublishRing(ctx context.Context, prev uint64, s persistence.RingState) error {
+	if err := h.wait(ctx, "PublishRing"); err != nil {
+		return err
+	}
+	return h.Store.PublishRing(ctx, prev, s)
+}
+
+func (h *heldStore) Ring(ctx context.Context) (persistence.RingState, error) {
+	if err := h.wait(ctx, "Ring"); err != nil {
+		return persistence.RingState{}, err
+	}
+	return h.Store.Ring(ctx)
+}
+
+func (h *heldStore) Ping(ctx context.Context) error {
+	if err := h.wait(ctx, "Ping"); err != nil {
+		return err
+	}
+	return h.Store.Ping(ctx)
 }
 
 // startShell starts a coordinator of role with tr (may be nil) on a fresh
-// store; its actor system and store close when the bubble's test ends.
-func startShell(t *testing.T, role string, tr transport.Ring, master string) *shell {
+// store whose calls named in held wait from the start; its actor system
+// and store close when the bubble's test ends.
+func startShell(t *testing.T, role string, tr transport.Ring, master string, held ...string) *shell {
 	t.Helper()
 	cfg := sqlite.DefaultConfig()
 	cfg.Path = filepath.Join(t.TempDir(), "ring.db")
@@ -54,11 +120,12 @@ func startShell(t *testing.T, role string, tr transport.Ring, master string) *sh
 	}
 	sys := actor.NewActorSystem(
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	sh := &shell{sys: sys, store: st, fatal: make(chan error, 1)}
+	sh := &shell{sys: sys, store: &heldStore{Store: st, held: map[string]bool{}, gate: make(chan struct{})}, fatal: make(chan error, 1)}
+	sh.store.hold(held...)
 	prod, err := ring.New(ring.Config{
 		Self: self("i-0"), Role: role, MasterAddr: master, PublishInterval: publish,
 		Reconnect: ring.Reconnect{MaxAttempts: 3, Min: 2 * time.Second, Max: 6 * time.Second, Jitter: 0.5},
-		Store:     st, Transport: tr, Clock: clock.Real{}, Seed: 1, Logger: slog.New(slog.DiscardHandler),
+		Store:     sh.store, Transport: tr, Clock: clock.Real{}, Seed: 1, Logger: slog.New(slog.DiscardHandler),
 		Metrics: metrics, Shares: ring.NewShares(0, nil), Kick: func([]string) {}, Refresh: func() {},
 		Fatal: func(err error) { sh.fatal <- err },
 	})
@@ -66,8 +133,9 @@ func startShell(t *testing.T, role string, tr transport.Ring, master string) *sh
 		t.Fatal(err)
 	}
 	sh.pid = sh.sys.Root.Spawn(actor.PropsFromProducer(prod))
+	sh.stop = sync.OnceValue(func() error { return sh.sys.Root.StopFuture(sh.pid).Wait() })
 	t.Cleanup(func() {
-		_ = sh.sys.Root.StopFuture(sh.pid).Wait()
+		_ = sh.stop()
 		sh.sys.Shutdown()
 		_ = st.Close()
 	})
@@ -130,9 +198,10 @@ func TestCoordinatorMasterPublishesAdmitsAndDrops(t *testing.T) {
 
 // master is a transport whose master refuses or fails as told.
 type master struct {
-	mu    sync.Mutex
-	calls int
-	err   error
+	mu     sync.Mutex
+	calls  int
+	err    error
+	leaves int
 }
 
 func (m *master) RingJoin(ctx context.Context, addr string, j messages.RingJoin) (messages.RingAssignment, error) {
@@ -146,7 +215,12 @@ func (m *master) RingPoll(ctx context.Context, addr string, p messages.RingPoll)
 	return m.RingJoin(ctx, addr, messages.RingJoin{})
 }
 
-func (m *master) RingLeave(context.Context, string, messages.RingLeave) error { return nil }
+func (m *master) RingLeave(context.Context, string, messages.RingLeave) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.leaves++
+	return nil
+}
 
 // TestCoordinatorSlaveGivesUpOnItsBackoff: a slave whose master does not
 // answer tries --ring-reconnect-max-attempts times, its backoff apart, then
@@ -168,6 +242,101 @@ func TestCoordinatorSlaveGivesUpOnItsBackoff(t *testing.T) {
 		}
 		if st := sh.status(t); st.Role != messages.RoleSlave || st.Epoch != 0 {
 			t.Fatalf("status of a slave that never joined: %+v", st)
+		}
+	})
+}
+
+// TestCoordinatorMasterServesWhileAPublicationHangs: the store call that
+// publishes a joiner's assignment runs off the mailbox: while it hangs the
+// master answers a status request and a subscription behind the current
+// epoch without any time passing, and the join is answered only once its
+// assignment is stored.
+func TestCoordinatorMasterServesWhileAPublicationHangs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sh := startShell(t, messages.RoleMaster, nil, "")
+		synctest.Wait()
+		join := make(chan messages.RingAnswer, 1)
+		sh.sys.Root.Send(sh.pid, &messages.RingJoinRequest{Join: self("i-1"), Reply: join})
+		if a := (<-join).Assignment; a.Epoch != 2 {
+			t.Fatalf("first join: epoch %d, want 2", a.Epoch)
+		}
+
+		sh.store.hold("PublishRing")
+		start := time.Now()
+		sh.sys.Root.Send(sh.pid, &messages.RingJoinRequest{Join: self("i-2"), Reply: join})
+		synctest.Wait()
+		select {
+		case ans := <-join:
+			t.Fatalf("the join was answered before its assignment was stored: %+v", ans)
+		default:
+		}
+		if st := sh.status(t); st.Epoch != 2 || len(st.Members) != 2 || time.Since(start) != 0 {
+			t.Fatalf("status while publishing, after %v: epoch %d, %d members", time.Since(start), st.Epoch, len(st.Members))
+		}
+		poll := &messages.RingPollRequest{Poll: messages.RingPoll{InstanceID: "i-1", Epoch: 1, WaitMs: publish.Milliseconds()},
+			Reply: make(chan messages.RingAnswer, 1)}
+		sh.sys.Root.Send(sh.pid, poll)
+		if ans := <-poll.Reply; ans.Err != nil || ans.Assignment.Epoch != 2 {
+			t.Fatalf("a subscription behind the epoch, while publishing: %+v", ans)
+		}
+		if took := time.Since(start); took != 0 {
+			t.Fatalf("the master answered after %v: the hanging store call held its mailbox", took)
+		}
+
+		sh.store.release()
+		if ans := <-join; ans.Err != nil || ans.Assignment.Epoch != 3 || len(ans.Assignment.Members) != 3 {
+			t.Fatalf("the join once published: %+v", ans)
+		}
+	})
+}
+
+// TestCoordinatorSlaveStopsWhileTheStoreHangs: a joined slave whose store
+// ping hangs answers a status request and stops (saying goodbye to its
+// master) without waiting for the ping.
+func TestCoordinatorSlaveStopsWhileTheStoreHangs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &master{}
+		sh := startShell(t, messages.RoleSlave, tr, "m:7000", "Ping")
+		synctest.Wait() // joined; the ping before the first poll hangs
+		start := time.Now()
+		if st := sh.status(t); st.Role != messages.RoleSlave {
+			t.Fatalf("status: %+v", st)
+		}
+		if err := sh.stop(); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took != 0 {
+			t.Fatalf("the slave answered and stopped after %v: the hanging ping held its mailbox", took)
+		}
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		if tr.calls != 1 || tr.leaves != 1 {
+			t.Fatalf("%d calls and %d goodbyes to the master, want the join and one goodbye", tr.calls, tr.leaves)
+		}
+	})
+}
+
+// TestCoordinatorHoldsRequestsWhileItDecides: while a master reads the
+// stored assignment it leads from, a join waits (it is not told "not the
+// master") and a status request is answered; the join is answered once
+// the master has published.
+func TestCoordinatorHoldsRequestsWhileItDecides(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sh := startShell(t, messages.RoleMaster, nil, "", "Ring")
+		join := make(chan messages.RingAnswer, 1)
+		sh.sys.Root.Send(sh.pid, &messages.RingJoinRequest{Join: self("i-1"), Reply: join})
+		synctest.Wait()
+		select {
+		case ans := <-join:
+			t.Fatalf("a join answered while the master was not decided yet: %+v", ans)
+		default:
+		}
+		if st := sh.status(t); st.Role != "" {
+			t.Fatalf("status while deciding: %+v", st)
+		}
+		sh.store.release()
+		if ans := <-join; ans.Err != nil || ans.Assignment.Epoch != 2 || len(ans.Assignment.Members) != 2 {
+			t.Fatalf("the join once the master leads: %+v", ans)
 		}
 	})
 }

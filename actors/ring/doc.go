@@ -14,7 +14,10 @@
 // shell: it feeds Member its events (a wake-up, a call's end, a lock lost)
 // and carries out the effects Member returns (take the lock, read the
 // store, call the master, schedule the next wake-up), and runs Master's
-// admission, publication and subscriptions.
+// admission, publication and subscriptions. Its store and transport calls
+// run off its mailbox and come back as messages, each fenced: of this
+// incarnation, of the generation Member awaits (or of the Master core that
+// publishes), else dropped.
 //
 // # Roles
 //

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/transport"
 )
 
 // Member is the role and slave state machine of one instance's ring
@@ -15,11 +16,14 @@ import (
 // failed call means, when it stands for master and when it gives up. It is
 // a pure core: Step takes an event at now and returns the effects the
 // coordinator (the actor shell) carries out. An effect that asks something
-// (TryLead, ResolveMaster, PingStore, BecomeMaster) is answered by the
-// shell with the matching event (LeadResult, MasterAddr, StorePing,
-// MasterReady) before any other; a call to the master (Join, Poll) is
-// answered by CallDone whenever it ends. The master's own work (admission,
-// publication, subscriptions) is the Master core's.
+// (TryLead, BecomeMaster, ResolveMaster, PingStore, CallMaster) carries a
+// generation, and the shell answers it with the matching event (LeadResult,
+// MasterReady, MasterAddr, StorePing, CallDone) of that generation
+// whenever it ends, other events coming in between: the machine awaits
+// one answer at a time, does nothing else meanwhile but stop, give up or
+// (becoming master) lose the lock, and drops an answer of any other
+// generation. The master's own work (admission, publication,
+// subscriptions) is the Master core's.
 type Member struct {
 	cfg MemberConfig
 	rng *rand.Rand
@@ -34,14 +38,18 @@ type Member struct {
 	// failedErr is the failure a lock try after a failed call was for.
 	failedErr error
 
+	// awaiting is the answer awaited (noAnswer: none), gen the generation
+	// of the effect that asked for it; answers of other generations are
+	// dropped.
+	awaiting answer
+	gen      uint64
+
 	// slave
 	masterAddr string
 	// movedOn: the instance at MasterAddr said it is not the master; the
 	// address the master published in the store is followed instead.
 	movedOn  bool
 	joined   bool
-	calling  bool
-	gen      uint64 // of the call in flight; answers of older calls are dropped
 	failures int
 	retryAt  time.Time
 	// masterStopping is when the master said it is stopping (zero: it did
@@ -68,6 +76,18 @@ type MemberConfig struct {
 	MasterStopGrace time.Duration
 }
 
+// answer is the kind of answer the machine awaits.
+type answer int
+
+const (
+	noAnswer     answer = iota
+	leadAnswer          // LeadResult
+	masterAnswer        // MasterReady
+	addrAnswer          // MasterAddr
+	pingAnswer          // StorePing
+	callAnswer          // CallDone
+)
+
 type leadReason int
 
 const (
@@ -91,25 +111,39 @@ type (
 	// Wake: a Schedule came due, or something changed that may let the
 	// machine go on.
 	Wake struct{}
-	// LeadResult answers TryLead: Won when this instance holds the lock now.
-	LeadResult struct{ Won bool }
-	// MasterReady answers BecomeMaster: Err when the stored assignment
-	// could not be read (the instance cannot lead).
-	MasterReady struct{ Err error }
-	// MasterAddr answers ResolveMaster: the master's address, "" when none
-	// is published yet.
-	MasterAddr struct{ Addr string }
-	// StorePing answers PingStore.
-	StorePing struct{ OK bool }
-	// CallDone is the end of a Join or Poll of generation Gen.
+	// LeadResult answers the TryLead of generation Gen: Won when this
+	// instance holds the lock now.
+	LeadResult struct {
+		Gen uint64
+		Won bool
+	}
+	// MasterReady answers the BecomeMaster of generation Gen: Err when the
+	// stored assignment could not be read (the instance cannot lead).
+	MasterReady struct {
+		Gen uint64
+		Err error
+	}
+	// MasterAddr answers the ResolveMaster of generation Gen: the master's
+	// address, "" when none is published yet.
+	MasterAddr struct {
+		Gen  uint64
+		Addr string
+	}
+	// StorePing answers the PingStore of generation Gen.
+	StorePing struct {
+		Gen uint64
+		OK  bool
+	}
+	// CallDone is the end of a Join or Poll of generation Gen: Kind is
+	// how it ended (transport.None: with an assignment), Err why not.
 	CallDone struct {
 		Gen  uint64
 		Join bool
-		Kind CallKind
+		Kind transport.Kind
 		Err  error
 	}
-	// LeadLost: the master lock was lost, or another master published
-	// over this one.
+	// LeadLost: the master lock was lost (also while becoming master), or
+	// another master published over this one.
 	LeadLost struct{}
 	// Fail: something the instance cannot go on without failed.
 	Fail struct{ Err error }
@@ -128,34 +162,15 @@ func (LeadLost) event()    {}
 func (Fail) event()        {}
 func (Stop) event()        {}
 
-// CallKind classifies how a call to the master ended.
-type CallKind int
-
-const (
-	// CallOK: answered with an assignment.
-	CallOK CallKind = iota
-	// CallUnknownMember: the master does not know this instance (it was
-	// dropped, or the master changed): join again at once.
-	CallUnknownMember
-	// CallNotMaster: the instance called is not the master.
-	CallNotMaster
-	// CallRefused: the master refused this instance for good (403, 400).
-	CallRefused
-	// CallStopping: the master answered 503: it is stopping.
-	CallStopping
-	// CallFailed: no answer, a connection error, any other status.
-	CallFailed
-)
-
 // Effects Step returns, for the shell to carry out in order.
 type (
 	// Effect is one of the types below.
 	Effect interface{ effect() }
 	// TryLead: take the master lock if it is free; answer LeadResult.
-	TryLead struct{}
+	TryLead struct{ Gen uint64 }
 	// BecomeMaster: read the stored assignment and lead from it; answer
 	// MasterReady.
-	BecomeMaster struct{}
+	BecomeMaster struct{ Gen uint64 }
 	// BecameSlave: the instance is a slave now (metrics, log).
 	BecameSlave struct{}
 	// StepMaster: do the master's due work and schedule its next look.
@@ -165,9 +180,9 @@ type (
 	StandDown struct{}
 	// ResolveMaster: read the master's published address; answer
 	// MasterAddr.
-	ResolveMaster struct{}
+	ResolveMaster struct{ Gen uint64 }
 	// PingStore: is the store there? Answer StorePing.
-	PingStore struct{}
+	PingStore struct{ Gen uint64 }
 	// CallMaster: join (Join) or poll the master at Addr, as generation
 	// Gen; CallDone follows whenever it ends.
 	CallMaster struct {
@@ -221,9 +236,35 @@ func (m *Member) Joined() (addr string, ok bool) {
 	return m.masterAddr, m.role == messages.RoleSlave && m.joined && m.masterAddr != ""
 }
 
-// Awaits reports whether gen is the call the slave waits for.
+// Deciding reports whether a lock try or the reading of the stored
+// assignment is under way: whether this instance leads is being decided.
+// The shell holds the requests of the ring API back until it is.
+func (m *Member) Deciding() bool {
+	return !m.stopping && (m.awaiting == leadAnswer || m.awaiting == masterAnswer)
+}
+
+// Awaits reports whether gen is the answer the machine waits for (the
+// shell asks before it acts on a result: applies an assignment, keeps a
+// lock, builds the master core).
 func (m *Member) Awaits(gen uint64) bool {
-	return m.calling && gen == m.gen && m.role == messages.RoleSlave && !m.stopping
+	return m.awaiting != noAnswer && gen == m.gen && !m.stopping
+}
+
+// ask starts waiting for the answer w of a new generation, returned.
+func (m *Member) ask(w answer) uint64 {
+	m.gen++
+	m.awaiting = w
+	return m.gen
+}
+
+// answered takes the answer w of generation gen: false (drop it) when it
+// is not the one awaited.
+func (m *Member) answered(gen uint64, w answer) bool {
+	if !m.Awaits(gen) || m.awaiting != w {
+		return false
+	}
+	m.awaiting = noAnswer
+	return true
 }
 
 // Failures is the count of failed calls (or lock tries) in a row.
@@ -238,23 +279,41 @@ func (m *Member) Step(now time.Time, ev Event) []Effect {
 	case Wake:
 		out = m.step(now)
 	case LeadResult:
+		if !m.answered(e.Gen, leadAnswer) {
+			return nil
+		}
 		out = m.leadResult(now, e.Won)
 	case MasterReady:
+		if !m.answered(e.Gen, masterAnswer) {
+			return nil
+		}
 		if e.Err != nil {
 			return m.giveUp(fmt.Errorf("reading the stored ring assignment: %w", e.Err))
 		}
 		m.role = messages.RoleMaster
-		m.gen++ // a slave's call still in flight is of no interest now
-		m.calling = false
 		out = []Effect{StepMaster{}}
 	case MasterAddr:
+		if !m.answered(e.Gen, addrAnswer) {
+			return nil
+		}
 		out = m.masterAddr_(now, e.Addr)
 	case StorePing:
+		if !m.answered(e.Gen, pingAnswer) {
+			return nil
+		}
 		out = m.storePing(now, e.OK)
 	case CallDone:
+		if !m.answered(e.Gen, callAnswer) {
+			return nil
+		}
 		out = m.callDone(now, e)
 	case LeadLost:
-		if m.stopping || m.role != messages.RoleMaster {
+		switch {
+		case m.stopping:
+			return nil
+		case m.awaiting == masterAnswer:
+			m.awaiting = noAnswer // lost before leading: the stored assignment is of no use now
+		case m.role != messages.RoleMaster:
 			return nil
 		}
 		out = m.standDown(now)
@@ -276,10 +335,10 @@ func (m *Member) start(now time.Time) []Effect {
 	case m.cfg.Role == messages.RoleSlave:
 		return m.becomeSlave(now)
 	case !m.cfg.Elects:
-		return []Effect{BecomeMaster{}}
+		return []Effect{BecomeMaster{Gen: m.ask(masterAnswer)}}
 	}
 	m.leadFor = leadStart
-	return []Effect{TryLead{}}
+	return []Effect{TryLead{Gen: m.ask(leadAnswer)}}
 }
 
 func (m *Member) leadResult(now time.Time, won bool) []Effect {
@@ -288,10 +347,11 @@ func (m *Member) leadResult(now time.Time, won bool) []Effect {
 	switch {
 	case won && why == leadFailure:
 		m.failures, m.joined, m.failedErr = 0, false, nil
-		return append([]Effect{Log{Level: slog.LevelInfo, Msg: "took the ring master lock: this instance is the master now"}}, BecomeMaster{})
+		return append([]Effect{Log{Level: slog.LevelInfo, Msg: "took the ring master lock: this instance is the master now"}},
+			BecomeMaster{Gen: m.ask(masterAnswer)})
 	case won:
 		m.waitLead, m.failures = false, 0
-		return []Effect{BecomeMaster{}}
+		return []Effect{BecomeMaster{Gen: m.ask(masterAnswer)}}
 	case why == leadStart && m.cfg.Role == messages.RoleMaster:
 		// A master that restarts fast may find its old session still
 		// holding the lock: wait for it like a slave for its master.
@@ -323,29 +383,31 @@ func (m *Member) becomeSlave(now time.Time) []Effect {
 	return append([]Effect{BecameSlave{}}, m.step(now)...)
 }
 
-// step does what is due now and arms the next wake-up.
+// step does what is due now and arms the next wake-up; nothing while an
+// answer is awaited (it goes on from there).
 func (m *Member) step(now time.Time) []Effect {
-	if m.waitLead && !m.stopping {
+	if m.stopping || m.awaiting != noAnswer {
+		return nil
+	}
+	if m.waitLead {
 		if now.Before(m.retryAt) {
 			return []Effect{Schedule{At: m.retryAt}}
 		}
 		m.leadFor = leadWait
-		return []Effect{TryLead{}}
+		return []Effect{TryLead{Gen: m.ask(leadAnswer)}}
 	}
 	switch {
-	case m.stopping || m.role == "":
+	case m.role == "":
 		return nil
 	case m.role == messages.RoleMaster:
 		return []Effect{StepMaster{}}
-	case m.calling:
-		return nil
 	case now.Before(m.retryAt):
 		return []Effect{Schedule{At: m.retryAt}}
 	case m.masterAddr == "":
 		if m.cfg.MasterAddr != "" && !m.movedOn {
 			return m.masterAddr_(now, m.cfg.MasterAddr)
 		}
-		return []Effect{ResolveMaster{}}
+		return []Effect{ResolveMaster{Gen: m.ask(addrAnswer)}}
 	}
 	return m.call(now)
 }
@@ -363,17 +425,12 @@ func (m *Member) masterAddr_(now time.Time, addr string) []Effect {
 // store answers) a poll.
 func (m *Member) call(now time.Time) []Effect {
 	if !m.joined {
-		m.calling = true
-		m.gen++
-		return []Effect{CallMaster{Gen: m.gen, Join: true, Addr: m.masterAddr}}
+		return []Effect{CallMaster{Gen: m.ask(callAnswer), Join: true, Addr: m.masterAddr}}
 	}
-	return []Effect{PingStore{}}
+	return []Effect{PingStore{Gen: m.ask(pingAnswer)}}
 }
 
 func (m *Member) storePing(now time.Time, ok bool) []Effect {
-	if m.stopping || m.role != messages.RoleSlave || m.calling {
-		return nil
-	}
 	if !ok {
 		// A poll confirms the epoch held; holding ranges that cannot be
 		// worked (every claim fails) would freeze them. Without polls the
@@ -382,33 +439,29 @@ func (m *Member) storePing(now time.Time, ok bool) []Effect {
 		m.retryAt = now.Add(time.Second)
 		return []Effect{Schedule{At: m.retryAt}}
 	}
-	m.calling = true
-	m.gen++
-	return []Effect{CallMaster{Gen: m.gen, Addr: m.masterAddr}}
+	return []Effect{CallMaster{Gen: m.ask(callAnswer), Addr: m.masterAddr}}
 }
 
 func (m *Member) callDone(now time.Time, d CallDone) []Effect {
-	if d.Gen != m.gen || m.role != messages.RoleSlave || m.stopping {
-		return nil
-	}
-	m.calling = false
 	switch d.Kind {
-	case CallOK:
+	case transport.None:
 		if d.Join {
 			m.joined = true
 		}
 		m.failures, m.masterStopping = 0, time.Time{}
 		return m.step(now)
-	case CallUnknownMember:
+	case transport.NotMember:
 		m.joined = false // dropped, or a new master: join again at once
 		return m.step(now)
-	case CallNotMaster:
+	case transport.NotMaster:
 		m.joined = false
 		m.masterAddr = ""
 		m.movedOn = true // the master moved: follow the store from now on
-	case CallRefused:
+	case transport.Forbidden, transport.Refused:
+		// Another site, cluster, region or services than the master's, or
+		// a join it cannot read: trying again cannot help.
 		return m.giveUp(fmt.Errorf("the ring master at %s refused this instance: %w", m.masterAddr, d.Err))
-	case CallStopping:
+	case transport.Unavailable:
 		if m.masterStopping.IsZero() {
 			// The master is there but not serving: it is stopping (its
 			// subscriptions end first), and its graceful stop may take its
@@ -442,7 +495,7 @@ func (m *Member) failed(now time.Time, err error) []Effect {
 	}
 	if !m.waitLead && m.cfg.Role == messages.RoleAuto && m.cfg.Elects {
 		m.leadFor, m.failedErr = leadFailure, err
-		return []Effect{TryLead{}}
+		return []Effect{TryLead{Gen: m.ask(leadAnswer)}}
 	}
 	return m.failedOn(now, err)
 }

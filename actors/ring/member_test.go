@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/transport"
 )
 
 var testReconnect = Reconnect{MaxAttempts: 3, Min: time.Second, Max: 4 * time.Second, Jitter: 0}
@@ -78,143 +79,183 @@ func TestMemberStepTable(t *testing.T) {
 	}{
 		{name: "auto takes the free lock", role: messages.RoleAuto, steps: []step{
 			{0, Start{}, []string{"TryLead"}},
-			{0, LeadResult{Won: true}, []string{"BecomeMaster"}},
-			{0, MasterReady{}, []string{"StepMaster"}},
+			{0, LeadResult{Gen: 1, Won: true}, []string{"BecomeMaster"}},
+			{0, MasterReady{Gen: 2}, []string{"StepMaster"}},
 			{time.Second, Wake{}, []string{"StepMaster"}},
 		}, wantRole: messages.RoleMaster},
 		{name: "auto finds the lock taken and follows the published master", role: messages.RoleAuto, steps: []step{
 			{0, Start{}, []string{"TryLead"}},
-			{0, LeadResult{}, []string{"BecameSlave", "ResolveMaster"}},
-			{0, MasterAddr{Addr: "m:1"}, []string{"call join m:1"}},
-			{0, CallDone{Gen: 1, Join: true}, []string{"PingStore"}},
-			{0, StorePing{OK: true}, []string{"call poll m:1"}},
-			{time.Second, CallDone{Gen: 2}, []string{"PingStore"}},
+			{0, LeadResult{Gen: 1}, []string{"BecameSlave", "ResolveMaster"}},
+			{0, MasterAddr{Gen: 2, Addr: "m:1"}, []string{"call join m:1"}},
+			{0, CallDone{Gen: 3, Join: true}, []string{"PingStore"}},
+			{0, StorePing{Gen: 4, OK: true}, []string{"call poll m:1"}},
+			{time.Second, CallDone{Gen: 5}, []string{"PingStore"}},
+		}, wantRole: messages.RoleSlave},
+		{name: "nothing starts while an answer is awaited, and only its answer counts", role: messages.RoleAuto, steps: []step{
+			{0, Start{}, []string{"TryLead"}},
+			{0, Wake{}, nil},
+			{0, LeadResult{Gen: 9, Won: true}, nil}, // not the generation asked
+			{0, LeadResult{Gen: 1}, []string{"BecameSlave", "ResolveMaster"}},
+			{time.Second, Wake{}, nil},
+			{time.Second, StorePing{Gen: 2, OK: true}, nil},   // not the answer asked
+			{time.Second, LeadResult{Gen: 1, Won: true}, nil}, // answered already
+			{time.Second, MasterAddr{Gen: 2, Addr: "m:1"}, []string{"call join m:1"}},
+			{time.Second, Wake{}, nil},
 		}, wantRole: messages.RoleSlave},
 		{name: "slave with --ring-master joins it without reading the store", role: messages.RoleSlave, addr: "m:1", steps: []step{
 			{0, Start{}, []string{"BecameSlave", "call join m:1"}},
 			{0, CallDone{Gen: 1, Join: true}, []string{"PingStore"}},
-			{0, StorePing{OK: false}, []string{"schedule +1s"}},
+			{0, StorePing{Gen: 2, OK: false}, []string{"schedule +1s"}},
 			{time.Second, Wake{}, []string{"PingStore"}},
 		}, wantRole: messages.RoleSlave},
 		{name: "an answer of an older call is dropped", role: messages.RoleSlave, addr: "m:1", steps: []step{
 			{0, Start{}, []string{"BecameSlave", "call join m:1"}},
-			{0, CallDone{Gen: 7, Kind: CallFailed, Err: failed}, nil},
+			{0, CallDone{Gen: 7, Kind: transport.Unreachable, Err: failed}, nil},
 			{0, Wake{}, nil}, // the call in flight is awaited
 		}, wantRole: messages.RoleSlave},
 		{name: "slave backs off and gives up after the attempts", role: messages.RoleSlave, addr: "m:1", steps: []step{
 			{0, Start{}, []string{"BecameSlave", "call join m:1"}},
-			{0, CallDone{Gen: 1, Kind: CallFailed, Err: failed}, []string{"log WARN", "schedule +1s"}},
+			{0, CallDone{Gen: 1, Kind: transport.Unreachable, Err: failed}, []string{"log WARN", "schedule +1s"}},
 			{500 * time.Millisecond, Wake{}, []string{"schedule +1s"}},
 			{time.Second, Wake{}, []string{"call join m:1"}},
-			{time.Second, CallDone{Gen: 2, Kind: CallFailed, Err: failed}, []string{"log WARN", "schedule +3s"}},
+			{time.Second, CallDone{Gen: 2, Kind: transport.Unreachable, Err: failed}, []string{"log WARN", "schedule +3s"}},
 			{3 * time.Second, Wake{}, []string{"call join m:1"}},
-			{3 * time.Second, CallDone{Gen: 3, Kind: CallFailed, Err: failed}, []string{"give up: the ring master is unreachable after 3 attempts"}},
+			{3 * time.Second, CallDone{Gen: 3, Kind: transport.Unreachable, Err: failed}, []string{"give up: the ring master is unreachable after 3 attempts"}},
 			{4 * time.Second, Wake{}, nil},
 		}, wantRole: messages.RoleSlave},
 		{name: "a success resets the count", role: messages.RoleSlave, addr: "m:1", steps: []step{
 			{0, Start{}, []string{"BecameSlave", "call join m:1"}},
-			{0, CallDone{Gen: 1, Kind: CallFailed, Err: failed}, []string{"log WARN", "schedule +1s"}},
+			{0, CallDone{Gen: 1, Kind: transport.Unreachable, Err: failed}, []string{"log WARN", "schedule +1s"}},
 			{time.Second, Wake{}, []string{"call join m:1"}},
-			{time.Second, CallDone{Gen: 2, Kind: CallFailed, Err: failed}, []string{"log WARN", "schedule +3s"}},
+			{time.Second, CallDone{Gen: 2, Kind: transport.Unreachable, Err: failed}, []string{"log WARN", "schedule +3s"}},
 			{3 * time.Second, Wake{}, []string{"call join m:1"}},
 			{3 * time.Second, CallDone{Gen: 3, Join: true}, []string{"PingStore"}},
-			{3 * time.Second, StorePing{OK: true}, []string{"call poll m:1"}},
-			{3 * time.Second, CallDone{Gen: 4, Kind: CallFailed, Err: failed}, []string{"log WARN", "schedule +4s"}},
+			{3 * time.Second, StorePing{Gen: 4, OK: true}, []string{"call poll m:1"}},
+			{3 * time.Second, CallDone{Gen: 5, Kind: transport.Unreachable, Err: failed}, []string{"log WARN", "schedule +4s"}},
 		}, wantRole: messages.RoleSlave},
 		{name: "an auto slave whose call fails tries the lock and leads", role: messages.RoleAuto, steps: []step{
 			{0, Start{}, []string{"TryLead"}},
-			{0, LeadResult{}, []string{"BecameSlave", "ResolveMaster"}},
-			{0, MasterAddr{Addr: "m:1"}, []string{"call join m:1"}},
-			{0, CallDone{Gen: 1, Kind: CallFailed, Err: failed}, []string{"TryLead"}},
-			{0, LeadResult{}, []string{"log WARN", "schedule +1s"}},
+			{0, LeadResult{Gen: 1}, []string{"BecameSlave", "ResolveMaster"}},
+			{0, MasterAddr{Gen: 2, Addr: "m:1"}, []string{"call join m:1"}},
+			{0, CallDone{Gen: 3, Kind: transport.Unreachable, Err: failed}, []string{"TryLead"}},
+			{0, LeadResult{Gen: 4}, []string{"log WARN", "schedule +1s"}},
 			{time.Second, Wake{}, []string{"ResolveMaster"}}, // no --ring-master: read it again
-			{time.Second, MasterAddr{}, []string{"TryLead"}},
-			{time.Second, LeadResult{Won: true}, []string{"log INFO", "BecomeMaster"}},
-			{time.Second, MasterReady{}, []string{"StepMaster"}},
-			{time.Second, CallDone{Gen: 2}, nil}, // a call of the slave it was is of no interest
+			{time.Second, MasterAddr{Gen: 5}, []string{"TryLead"}},
+			{time.Second, LeadResult{Gen: 6, Won: true}, []string{"log INFO", "BecomeMaster"}},
+			{time.Second, MasterReady{Gen: 7}, []string{"StepMaster"}},
+			{time.Second, CallDone{Gen: 3}, nil}, // a call of the slave it was is of no interest
 		}, wantRole: messages.RoleMaster},
 		{name: "not the master: follow the address in the store", role: messages.RoleSlave, addr: "m:1", steps: []step{
 			{0, Start{}, []string{"BecameSlave", "call join m:1"}},
-			{0, CallDone{Gen: 1, Kind: CallNotMaster, Err: failed}, []string{"log WARN", "schedule +1s"}},
+			{0, CallDone{Gen: 1, Kind: transport.NotMaster, Err: failed}, []string{"log WARN", "schedule +1s"}},
 			{time.Second, Wake{}, []string{"ResolveMaster"}},
-			{time.Second, MasterAddr{Addr: "m:2"}, []string{"call join m:2"}},
+			{time.Second, MasterAddr{Gen: 2, Addr: "m:2"}, []string{"call join m:2"}},
 		}, wantRole: messages.RoleSlave},
 		{name: "an unknown member joins again at once", role: messages.RoleSlave, addr: "m:1", steps: []step{
 			{0, Start{}, []string{"BecameSlave", "call join m:1"}},
 			{0, CallDone{Gen: 1, Join: true}, []string{"PingStore"}},
-			{0, StorePing{OK: true}, []string{"call poll m:1"}},
-			{0, CallDone{Gen: 2, Kind: CallUnknownMember, Err: failed}, []string{"call join m:1"}},
+			{0, StorePing{Gen: 2, OK: true}, []string{"call poll m:1"}},
+			{0, CallDone{Gen: 3, Kind: transport.NotMember, Err: failed}, []string{"call join m:1"}},
 		}, wantRole: messages.RoleSlave},
 		{name: "a refusal gives up at once", role: messages.RoleSlave, addr: "m:1", steps: []step{
 			{0, Start{}, []string{"BecameSlave", "call join m:1"}},
-			{0, CallDone{Gen: 1, Kind: CallRefused, Err: errors.New("ring_foreign_node: wrong site")}, []string{"give up: the ring master at m:1 refused this instance: ring_foreign_node"}},
+			{0, CallDone{Gen: 1, Kind: transport.Forbidden, Err: errors.New("ring_foreign_node: wrong site")}, []string{"give up: the ring master at m:1 refused this instance: ring_foreign_node"}},
+		}, wantRole: messages.RoleSlave},
+		{name: "a join the master cannot read gives up at once", role: messages.RoleSlave, addr: "m:1", steps: []step{
+			{0, Start{}, []string{"BecameSlave", "call join m:1"}},
+			{0, CallDone{Gen: 1, Kind: transport.Refused, Err: errors.New("ring_bad_join: services is empty")}, []string{"give up: the ring master at m:1 refused this instance: ring_bad_join"}},
+		}, wantRole: messages.RoleSlave},
+		{name: "a busy or conflicting master is tried again", role: messages.RoleSlave, addr: "m:1", steps: []step{
+			{0, Start{}, []string{"BecameSlave", "call join m:1"}},
+			{0, CallDone{Gen: 1, Kind: transport.Conflict, Err: errors.New("ring_duplicate_instance")}, []string{"log WARN", "schedule +1s"}},
+			{time.Second, Wake{}, []string{"call join m:1"}},
+			{time.Second, CallDone{Gen: 2, Kind: transport.Busy, Err: errors.New("overloaded")}, []string{"log WARN", "schedule +3s"}},
 		}, wantRole: messages.RoleSlave},
 		{name: "no master published yet counts as a failure", role: messages.RoleSlave, steps: []step{
 			{0, Start{}, []string{"BecameSlave", "ResolveMaster"}},
-			{0, MasterAddr{}, []string{"log WARN", "schedule +1s"}},
+			{0, MasterAddr{Gen: 1}, []string{"log WARN", "schedule +1s"}},
 		}, wantRole: messages.RoleSlave},
 		{name: "a stopping master is waited for without counting", role: messages.RoleSlave, addr: "m:1", steps: []step{
 			{0, Start{}, []string{"BecameSlave", "call join m:1"}},
 			{0, CallDone{Gen: 1, Join: true}, []string{"PingStore"}},
-			{0, StorePing{OK: true}, []string{"call poll m:1"}},
-			{0, CallDone{Gen: 2, Kind: CallStopping, Err: failed}, []string{"log INFO", "log WARN", "schedule +1s"}},
+			{0, StorePing{Gen: 2, OK: true}, []string{"call poll m:1"}},
+			{0, CallDone{Gen: 3, Kind: transport.Unavailable, Err: failed}, []string{"log INFO", "log WARN", "schedule +1s"}},
 			{time.Second, Wake{}, []string{"PingStore"}},
-			{time.Second, StorePing{OK: true}, []string{"call poll m:1"}},
-			{time.Second, CallDone{Gen: 3, Kind: CallFailed, Err: failed}, []string{"log WARN", "schedule +2s"}},
+			{time.Second, StorePing{Gen: 4, OK: true}, []string{"call poll m:1"}},
+			{time.Second, CallDone{Gen: 5, Kind: transport.Unreachable, Err: failed}, []string{"log WARN", "schedule +2s"}},
 			{2 * time.Second, Wake{}, []string{"PingStore"}},
-			{2 * time.Second, StorePing{OK: true}, []string{"call poll m:1"}},
-			{2 * time.Second, CallDone{Gen: 4, Kind: CallFailed, Err: failed}, []string{"log WARN", "schedule +3s"}},
+			{2 * time.Second, StorePing{Gen: 6, OK: true}, []string{"call poll m:1"}},
+			{2 * time.Second, CallDone{Gen: 7, Kind: transport.Unreachable, Err: failed}, []string{"log WARN", "schedule +3s"}},
 			// The grace (a minute) is over: failures count again.
 			{time.Minute, Wake{}, []string{"PingStore"}},
-			{time.Minute, StorePing{OK: true}, []string{"call poll m:1"}},
-			{time.Minute, CallDone{Gen: 5, Kind: CallFailed, Err: failed}, []string{"log WARN", "schedule +1m1s"}},
+			{time.Minute, StorePing{Gen: 8, OK: true}, []string{"call poll m:1"}},
+			{time.Minute, CallDone{Gen: 9, Kind: transport.Unreachable, Err: failed}, []string{"log WARN", "schedule +1m1s"}},
 		}, wantRole: messages.RoleSlave},
 		{name: "role master waits for a held lock, then gives up", role: messages.RoleMaster, steps: []step{
 			{0, Start{}, []string{"TryLead"}},
-			{0, LeadResult{}, []string{"log WARN", "schedule +1s"}},
+			{0, LeadResult{Gen: 1}, []string{"log WARN", "schedule +1s"}},
 			{500 * time.Millisecond, Wake{}, []string{"schedule +1s"}},
 			{time.Second, Wake{}, []string{"TryLead"}},
-			{time.Second, LeadResult{}, []string{"schedule +3s"}},
+			{time.Second, Wake{}, nil}, // the try is under way
+			{time.Second, LeadResult{Gen: 2}, []string{"schedule +3s"}},
 			{3 * time.Second, Wake{}, []string{"TryLead"}},
-			{3 * time.Second, LeadResult{}, []string{"give up: the ring master lock is still held after 3 attempts"}},
+			{3 * time.Second, LeadResult{Gen: 3}, []string{"give up: the ring master lock is still held after 3 attempts"}},
 		}},
 		{name: "role master gets the lock it waited for", role: messages.RoleMaster, steps: []step{
 			{0, Start{}, []string{"TryLead"}},
-			{0, LeadResult{}, []string{"log WARN", "schedule +1s"}},
+			{0, LeadResult{Gen: 1}, []string{"log WARN", "schedule +1s"}},
 			{time.Second, Wake{}, []string{"TryLead"}},
-			{time.Second, LeadResult{Won: true}, []string{"BecomeMaster"}},
-			{time.Second, MasterReady{}, []string{"StepMaster"}},
+			{time.Second, LeadResult{Gen: 2, Won: true}, []string{"BecomeMaster"}},
+			{time.Second, MasterReady{Gen: 3}, []string{"StepMaster"}},
 		}, wantRole: messages.RoleMaster},
 		{name: "an auto master that loses its lock goes on as a slave", role: messages.RoleAuto, steps: []step{
 			{0, Start{}, []string{"TryLead"}},
-			{0, LeadResult{Won: true}, []string{"BecomeMaster"}},
-			{0, MasterReady{}, []string{"StepMaster"}},
+			{0, LeadResult{Gen: 1, Won: true}, []string{"BecomeMaster"}},
+			{0, MasterReady{Gen: 2}, []string{"StepMaster"}},
 			{time.Second, LeadLost{}, []string{"log WARN", "StandDown", "BecameSlave", "ResolveMaster"}},
+		}, wantRole: messages.RoleSlave},
+		{name: "an auto instance that loses the lock while reading the stored assignment goes on as a slave", role: messages.RoleAuto, steps: []step{
+			{0, Start{}, []string{"TryLead"}},
+			{0, LeadResult{Gen: 1, Won: true}, []string{"BecomeMaster"}},
+			{time.Second, LeadLost{}, []string{"log WARN", "StandDown", "BecameSlave", "ResolveMaster"}},
+			{time.Second, MasterReady{Gen: 2}, nil}, // too late: it leads no more
+			{time.Second, MasterAddr{Gen: 3, Addr: "m:1"}, []string{"call join m:1"}},
 		}, wantRole: messages.RoleSlave},
 		{name: "an explicit master that loses its lock stops", role: messages.RoleMaster, steps: []step{
 			{0, Start{}, []string{"TryLead"}},
-			{0, LeadResult{Won: true}, []string{"BecomeMaster"}},
-			{0, MasterReady{}, []string{"StepMaster"}},
+			{0, LeadResult{Gen: 1, Won: true}, []string{"BecomeMaster"}},
+			{0, MasterReady{Gen: 2}, []string{"StepMaster"}},
 			{time.Second, LeadLost{}, []string{"give up: this instance is no longer the ring master"}},
 			{time.Second, LeadLost{}, nil},
 		}, wantRole: messages.RoleMaster},
+		{name: "an explicit master that loses its lock before leading stops", role: messages.RoleMaster, steps: []step{
+			{0, Start{}, []string{"TryLead"}},
+			{0, LeadResult{Gen: 1, Won: true}, []string{"BecomeMaster"}},
+			{0, LeadLost{}, []string{"give up: this instance is no longer the ring master"}},
+			{0, MasterReady{Gen: 2}, nil},
+		}},
 		{name: "the stored assignment unreadable: cannot lead", role: messages.RoleAuto, steps: []step{
 			{0, Start{}, []string{"TryLead"}},
-			{0, LeadResult{Won: true}, []string{"BecomeMaster"}},
-			{0, MasterReady{Err: failed}, []string{"give up: reading the stored ring assignment"}},
+			{0, LeadResult{Gen: 1, Won: true}, []string{"BecomeMaster"}},
+			{0, MasterReady{Gen: 2, Err: failed}, []string{"give up: reading the stored ring assignment"}},
 		}},
 		{name: "a joined slave says goodbye when it stops", role: messages.RoleSlave, addr: "m:1", steps: []step{
 			{0, Start{}, []string{"BecameSlave", "call join m:1"}},
 			{0, CallDone{Gen: 1, Join: true}, []string{"PingStore"}},
-			{0, StorePing{OK: true}, []string{"call poll m:1"}},
+			{0, StorePing{Gen: 2, OK: true}, []string{"call poll m:1"}},
 			{time.Second, Stop{}, []string{"leave m:1"}},
-			{time.Second, CallDone{Gen: 2}, nil},
+			{time.Second, CallDone{Gen: 3}, nil},
 			{2 * time.Second, Wake{}, nil},
 		}, wantRole: messages.RoleSlave},
 		{name: "a slave that never joined leaves nobody", role: messages.RoleSlave, addr: "m:1", steps: []step{
 			{0, Start{}, []string{"BecameSlave", "call join m:1"}},
 			{0, Stop{}, nil},
 		}, wantRole: messages.RoleSlave},
+		{name: "a stop drops the answer under way", role: messages.RoleAuto, steps: []step{
+			{0, Start{}, []string{"TryLead"}},
+			{0, Stop{}, nil},
+			{0, LeadResult{Gen: 1, Won: true}, nil},
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -252,7 +293,7 @@ func TestMemberNeverGivesUpWhileTheMasterStops(t *testing.T) {
 	m := newTestMember(messages.RoleSlave, "m:1")
 	now := t0
 	m.Step(now, Start{})
-	m.Step(now, CallDone{Gen: 1, Kind: CallStopping, Err: errors.New("503")})
+	m.Step(now, CallDone{Gen: 1, Kind: transport.Unavailable, Err: errors.New("503")})
 	gen := uint64(1)
 	for now.Sub(t0) < time.Minute-5*time.Second {
 		now = now.Add(5 * time.Second)
@@ -261,7 +302,7 @@ func TestMemberNeverGivesUpWhileTheMasterStops(t *testing.T) {
 				gen = c.Gen
 			}
 		}
-		for _, e := range m.Step(now, CallDone{Gen: gen, Kind: CallFailed, Err: errors.New("refused")}) {
+		for _, e := range m.Step(now, CallDone{Gen: gen, Kind: transport.Unreachable, Err: errors.New("refused")}) {
 			if g, ok := e.(GiveUp); ok {
 				t.Fatalf("gave up %v after the master said it stops: %v", now.Sub(t0), g.Err)
 			}
@@ -269,5 +310,32 @@ func TestMemberNeverGivesUpWhileTheMasterStops(t *testing.T) {
 	}
 	if m.Failures() != 0 {
 		t.Fatalf("failures %d inside the grace, want 0", m.Failures())
+	}
+}
+
+// TestMemberDeciding: an instance is deciding whether it leads while its
+// lock try or its reading of the stored assignment is under way, and not
+// once it is master, a slave, or stopped.
+func TestMemberDeciding(t *testing.T) {
+	m := newTestMember(messages.RoleAuto, "")
+	for i, s := range []struct {
+		ev   Event
+		want bool
+	}{
+		{Start{}, true},
+		{LeadResult{Gen: 1, Won: true}, true},
+		{MasterReady{Gen: 2}, false},
+		{LeadLost{}, false}, // a slave now, resolving its master
+	} {
+		m.Step(t0, s.ev)
+		if got := m.Deciding(); got != s.want {
+			t.Fatalf("after step %d (%T): deciding %v, want %v", i, s.ev, got, s.want)
+		}
+	}
+	m = newTestMember(messages.RoleAuto, "")
+	m.Step(t0, Start{})
+	m.Step(t0, Stop{})
+	if m.Deciding() || m.Awaits(1) {
+		t.Fatal("a stopped member still decides, or awaits its lock try")
 	}
 }
