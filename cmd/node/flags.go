@@ -54,8 +54,8 @@ func envName(flagName string) string {
 	return "SWITCHBOARD_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// runFlags lists the flags of `switchboard run` in usage order: the
-// non-federation flags of the contract, then the node settings beyond it.
+// runFlags lists the flags of `switchboard run` in usage order: the node's,
+// federation's, the ring's, then the log's.
 // Each default shown is switchboard.DefaultConfig's (the reasons are
 // there); a usage text says what the flag means, not its default.
 var runFlags = []runFlag{

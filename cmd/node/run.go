@@ -217,7 +217,7 @@ func noColor(env lookupEnv) bool {
 }
 
 // printErrorLines prints err one line per line, each prefixed with the
-// command name, as the contract's "one clear line naming the flag".
+// command name: one line per problem, naming its flag (docs/operations.md).
 func printErrorLines(w io.Writer, err error) {
 	for _, line := range strings.Split(err.Error(), "\n") {
 		if line != "" {
