@@ -63,27 +63,28 @@ func Rename(err error, name func(path string) string) error {
 func rename(err error, name func(path string) string) (error, bool) {
 	switch e := err.(type) {
 	case *Error:
-		args := make([]any, len(e.args))
-		for i, a := range e.args {
+		format, args := e.format, append([]any(nil), e.args...)
+		if format == "" { // made as a literal, not by Errorf
+			format, args = "%w", []any{e.Err}
+		}
+		for i, a := range args {
 			switch a := a.(type) {
 			case Ref:
 				args[i] = Ref(name(string(a)))
 			case error:
 				args[i], _ = rename(a, name)
-			default:
-				args[i] = a
 			}
 		}
-		return &Error{Field: name(e.Field), Err: fmt.Errorf(e.format, args...), format: e.format, args: args}, true
+		return &Error{Field: name(e.Field), Err: fmt.Errorf(format, args...), format: format, args: args}, true
 	case interface{ Unwrap() []error }:
 		list := e.Unwrap()
-		out, any := make([]error, len(list)), false
+		out, found := make([]error, len(list)), false
 		for i, inner := range list {
 			var ok bool
 			out[i], ok = rename(inner, name)
-			any = any || ok
+			found = found || ok
 		}
-		if !any {
+		if !found {
 			return err, false
 		}
 		return errors.Join(out...), true

@@ -45,6 +45,7 @@ func TestRename(t *testing.T) {
 			"--min: x\nplain\n--url: y"},
 		{"quoted by a wrapper", fmt.Errorf("ring: %w (gave up)", Errorf("URL", "down")), "ring: --url: down (gave up)"},
 		{"nested field error", Errorf("Max", "%w", Errorf("Min", "z")), "--max: --min: z"},
+		{"made as a literal", &Error{Field: "URL", Err: errors.New("down")}, "--url: down"},
 		{"no field error", fmt.Errorf("a: %w", errors.New("b")), "a: b"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
