@@ -11,13 +11,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/switchboard-dev/switchboard/field"
 	"github.com/switchboard-dev/switchboard/httpapi"
 	"github.com/switchboard-dev/switchboard/httpapi/auth"
 	"github.com/switchboard-dev/switchboard/messages"
 )
 
-// The node's credentials (docs/operations.md, "Credentials"): --api-token
-// (or --api-token-file), one admin, plus the --credentials file or, without
+// The node's credentials (docs/operations.md, "Credentials"): APIToken
+// (or APITokenFile), one admin, plus the Credentials file or, without
 // one, the store's credentials (a site on Postgres keeps them there, so one
 // revocation reaches every instance). The gateway asks for the current Set
 // on every call; the node replaces it when a source changes: on Reload
@@ -32,46 +33,46 @@ const (
 	RedactOn  = "on"
 )
 
-// validateAccess checks the access flags.
+// validateAccess checks the access settings.
 func (c Config) validateAccess() []error {
 	var errs []error
-	bad := func(flag, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("--%s: %s", flag, fmt.Sprintf(format, args...)))
+	bad := func(path, format string, args ...any) {
+		errs = append(errs, field.Errorf(path, format, args...))
 	}
 	switch {
 	case c.APIToken != "" && c.APITokenFile != "":
-		bad("api-token-file", "given with --api-token; give the token one way")
+		bad("APITokenFile", "given with %s; give the token one way", field.Ref("APIToken"))
 	case c.APIToken != "" && strings.ContainsFunc(c.APIToken, func(r rune) bool { return r <= ' ' || r > '~' }):
-		bad("api-token", "must be printable ASCII without blanks (it is sent in an HTTP header)")
+		bad("APIToken", "must be printable ASCII without blanks (it is sent in an HTTP header)")
 	}
 	if c.Credentials != "" && c.Postgres != "" {
-		bad("credentials", "with --postgres the credentials live in the database, so that one revocation reaches every instance: "+
-			"add them with 'switchboard credentials add --postgres DSN'")
+		bad("Credentials", "with %s the credentials live in the database, so that one revocation reaches every instance: "+
+			"add them with 'switchboard credentials add --postgres DSN'", field.Ref("Postgres"))
 	}
 	if c.Redact != RedactOff && c.Redact != RedactOn {
-		bad("redact", "must be off or on, got %q", c.Redact)
+		bad("Redact", "must be off or on, got %q", c.Redact)
 	}
 	if c.AuditRetention < 0 {
-		bad("audit-retention", "must not be negative (0 keeps the audit trail forever), got %v", c.AuditRetention)
+		bad("AuditRetention", "must not be negative (0 keeps the audit trail forever), got %v", c.AuditRetention)
 	}
 	if c.WatchInterval <= 0 {
-		errs = append(errs, fmt.Errorf("WatchInterval must be positive, got %v", c.WatchInterval))
+		bad("WatchInterval", "must be positive, got %v", c.WatchInterval)
 	}
 	return errs
 }
 
 // preflightAccess reads the token file and the credentials file as the
-// node will at start, so that a bad one stops start-up naming its flag.
+// node will at start, so that a bad one stops start-up naming its field.
 func (c Config) preflightAccess() []error {
 	var errs []error
 	if c.APITokenFile != "" {
 		if _, err := readTokenFile(c.APITokenFile); err != nil {
-			errs = append(errs, fmt.Errorf("--api-token-file: %v", err))
+			errs = append(errs, field.Wrap("APITokenFile", err))
 		}
 	}
 	if c.Credentials != "" {
 		if _, _, err := readCredentialsFile(c.Credentials); err != nil {
-			errs = append(errs, fmt.Errorf("--credentials: %v", err))
+			errs = append(errs, field.Wrap("Credentials", err))
 		}
 	}
 	return errs
@@ -158,7 +159,7 @@ func (c *credentials) load(ctx context.Context, why string) error {
 	token := cfg.APIToken
 	if cfg.APITokenFile != "" {
 		if token, err = readTokenFile(cfg.APITokenFile); err != nil {
-			return fmt.Errorf("--api-token-file: %w", err)
+			return field.Wrap("APITokenFile", err)
 		}
 	}
 	var creds []messages.Credential
@@ -166,7 +167,7 @@ func (c *credentials) load(ctx context.Context, why string) error {
 	if cfg.Credentials != "" {
 		f, _, err := readCredentialsFile(cfg.Credentials)
 		if err != nil {
-			return fmt.Errorf("--credentials: %w", err)
+			return field.Wrap("Credentials", err)
 		}
 		creds, required = f.Credentials, true
 	} else {

@@ -1,37 +1,43 @@
 package switchboard
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/switchboard-dev/switchboard/actors/bus"
+	"github.com/switchboard-dev/switchboard/field"
 	"github.com/switchboard-dev/switchboard/messages"
 )
 
-// The delivery bus (--nats-url, docs/nats.md): the relay publishes the
+// The delivery bus (NatsURL, docs/nats.md): the relay publishes the
 // outbox's delivery work to a JetStream work-queue stream and the delivery
 // workers take it from one durable consumer per frontend, shared by the
-// site's instances. Without --nats-url nothing of it runs.
+// site's instances. Without NatsURL nothing of it runs.
 
-// validateBus checks the bus flags: the bus carries the work of a site
+// validateBus checks the bus settings: the bus carries the work of a site
 // that shares one store, so the embedded store refuses it.
 func (c Config) validateBus() []error {
 	if c.NatsURL == "" {
-		for flag, v := range map[string]string{"nats-creds": c.NatsCreds, "nats-stream": c.NatsStream} {
-			if v != "" {
-				return []error{fmt.Errorf("--%s: given without --nats-url", flag)}
+		for _, f := range []struct{ path, v string }{{"NatsCreds", c.NatsCreds}, {"NatsStream", c.NatsStream}} {
+			if f.v != "" {
+				return []error{field.Errorf(f.path, "given without %s", field.Ref("NatsURL"))}
 			}
 		}
 		return nil
 	}
 	if c.Postgres == "" && c.Store == nil {
-		return []error{errors.New("--nats-url: the delivery bus needs the shared store (--postgres); the embedded store serves a single instance")}
+		return []error{field.Errorf("NatsURL", "the delivery bus needs the shared store (%s); the embedded store serves a single instance",
+			field.Ref("Postgres"))}
 	}
 	if err := c.busConfig(nil).Validate(); err != nil {
-		return []error{err}
+		return []error{field.Rename(err, busFields)}
 	}
 	return nil
 }
+
+// busFields names the node's field that busConfig fills each of the bus's
+// fields from, for the bus's errors.
+var busFields = field.Map(map[string]string{
+	"URL": "NatsURL", "Creds": "NatsCreds", "Stream": "NatsStream",
+	"TLSCA": "TLSCA", "TLSCert": "TLSCert", "TLSKey": "TLSKey", "Name": "InstanceID",
+})
 
 // busConfig is the bus's configuration from the node's.
 func (c Config) busConfig(n *Node) bus.Config {
@@ -60,7 +66,7 @@ func (n *Node) startBus() error {
 	}
 	b, err := bus.Open(n.cfg.busConfig(n), m, n.busChanged)
 	if err != nil {
-		return err
+		return field.Rename(err, busFields)
 	}
 	n.bus = b
 	n.relay = bus.StartRelay(b, n.store, n.clock, uint64(n.clock.Now().UnixNano()))
@@ -112,7 +118,7 @@ func (n *Node) stopBus() {
 }
 
 // BusState is the bus's state for /readyz and /api/status: "off" without
-// --nats-url, else "up" or "down" (with why).
+// NatsURL, else "up" or "down" (with why).
 func (n *Node) BusState() (state, why string) {
 	if n.bus == nil {
 		return "off", ""

@@ -235,17 +235,17 @@ func TestBusRefusedWithTheEmbeddedStore(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.NatsURL = "nats://127.0.0.1:4222"
 	_, err := switchboard.New(cfg)
-	if err == nil || !strings.Contains(err.Error(), "--nats-url: the delivery bus needs the shared store (--postgres)") {
+	if err == nil || !strings.Contains(err.Error(), "NatsURL: the delivery bus needs the shared store (Postgres)") {
 		t.Fatalf("New with --nats-url on the embedded store: %v", err)
 	}
 	cfg = testConfig(t)
 	cfg.NatsStream = "S"
-	if _, err := switchboard.New(cfg); err == nil || !strings.Contains(err.Error(), "--nats-stream: given without --nats-url") {
+	if _, err := switchboard.New(cfg); err == nil || !strings.Contains(err.Error(), "NatsStream: given without NatsURL") {
 		t.Fatalf("New with --nats-stream alone: %v", err)
 	}
 	cfg = testConfig(t)
 	cfg.Postgres, cfg.NatsURL, cfg.NatsStream = "postgres://x", "nats://127.0.0.1:4222", "a.b"
-	if _, err := switchboard.New(cfg); err == nil || !strings.Contains(err.Error(), "--nats-stream:") {
+	if _, err := switchboard.New(cfg); err == nil || !strings.Contains(err.Error(), "NatsStream:") {
 		t.Fatalf("New with a stream name holding '.': %v", err)
 	}
 }

@@ -15,12 +15,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchboard-dev/switchboard/actors/discovery"
+	"github.com/switchboard-dev/switchboard/actors/forward"
+	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/clock"
+	"github.com/switchboard-dev/switchboard/field"
+	"github.com/switchboard-dev/switchboard/httpapi"
 	"github.com/switchboard-dev/switchboard/httpapi/certs"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/persistence/postgres"
 	"github.com/switchboard-dev/switchboard/persistence/space"
+	"github.com/switchboard-dev/switchboard/smsc"
 	"github.com/switchboard-dev/switchboard/transport"
 )
 
@@ -56,195 +61,185 @@ func (w WebhookSpec) Frontend() (messages.Frontend, error) {
 	return fe, messages.ValidWebhookURL(w.URL)
 }
 
-// Config is everything a Node needs. Start from DefaultConfig; New validates.
-// Each field names the flag of `switchboard run` that sets it.
+// Config is everything a Node needs. Start from DefaultConfig, which holds
+// every default with its reason; New validates. The command's run flags
+// set the fields above "Embedding only" (`switchboard run -h` shows each
+// one's default from here), and an error of Validate, New or Start that is
+// about a field is a *field.Error naming it by its name here.
 type Config struct {
-	// Name is this controller's federation name (--name). Default: host name.
+	// Name is this controller's federation name.
 	Name string
-	// InstanceID names this process among the instances of one site
-	// (--instance-id). It owns the outbox leases this instance takes, so that
-	// a restart takes them back at once. Default: host name.
+	// InstanceID names this process among the instances of one site. It
+	// owns the outbox leases this instance takes, so that a restart takes
+	// them back at once.
 	InstanceID string
 
-	// Listen is the HTTPS address of the API and web UI (--listen).
+	// Listen is the HTTPS address of the API and web UI.
 	// Empty: no listener (an embedder can mount Node.Handler itself).
 	Listen string
-	// MetricsListen is the plain HTTP address of /metrics (--metrics-listen).
+	// MetricsListen is the plain HTTP address of /metrics.
 	// Empty: no metrics listener.
 	MetricsListen string
 
 	// SMPPListen is the address ESMEs bind to with SMPP v3.4
-	// (--smpp-listen; docs/smpp.md, "Inbound"). Empty: no SMPP listener.
+	// (docs/smpp.md, "Inbound"). Empty: no SMPP listener.
 	SMPPListen string
 	// SMPPTLS makes the SMPP listener speak TLS with the node's
-	// certificate (--smpp-tls; that of --tls-cert, or the self-signed
-	// one), reloaded as the HTTPS listener's is.
+	// certificate (that of TLSCert, or the self-signed one), reloaded as
+	// the HTTPS listener's is.
 	SMPPTLS bool
 	// SMPPWindow is how many of an ESME's requests may await their answer
-	// on one session (--smpp-window 64: an ESME's usual window of 10 with
-	// room for the parts of long messages, which wait for their last
-	// part); one more is answered ESME_RTHROTTLED.
+	// on one session; one more is answered ESME_RTHROTTLED.
 	SMPPWindow int
 
-	// DataDir holds the embedded store and generated certificates (--data-dir).
+	// DataDir holds the embedded store and generated certificates.
 	DataDir string
-	// Postgres, when set, selects the Postgres store (--postgres DSN).
+	// Postgres, when set, is the DSN of the Postgres store, used instead
+	// of the embedded one.
 	Postgres string
 
-	// TLSCert and TLSKey are PEM files (--tls-cert, --tls-key). Both empty: a
-	// self-signed certificate is generated in DataDir.
+	// TLSCert and TLSKey are PEM files. Both empty: a self-signed
+	// certificate is generated in DataDir.
 	TLSCert, TLSKey string
-	// TLSCA is a CA bundle for mutual TLS between peers (--tls-ca); webhook
-	// calls trust it too, besides the system roots.
+	// TLSCA is a CA bundle for mutual TLS between peers; webhook calls
+	// trust it too, besides the system roots.
 	TLSCA string
 
-	// APIToken, when set, is required as a Bearer token on /api/* (--api-token).
+	// APIToken, when set, is required as a Bearer token on /api/*.
 	APIToken string
 
 	// Who may do what (docs/api.md, "Roles"; docs/operations.md, "Credentials").
 
-	// APITokenFile holds the API token instead of APIToken
-	// (--api-token-file), so that it stays out of the process list; it is
-	// read at start and again on Reload.
+	// APITokenFile holds the API token instead of APIToken, so that it
+	// stays out of the process list; it is read at start and again on
+	// Reload.
 	APITokenFile string
-	// Credentials is the credentials file (--credentials): named tokens with
-	// roles, re-read on Reload (SIGHUP) and when it changes. Without it the
+	// Credentials is the credentials file: named tokens with roles,
+	// re-read on Reload (SIGHUP) and when it changes. Without it the
 	// credentials are the store's (a site's shared store; the CLI's
 	// `switchboard credentials` edits either).
 	Credentials string
-	// Redact masks numbers and drops message bodies in logs and the audit
-	// trail (--redact off|on).
+	// Redact (RedactOff or RedactOn) masks numbers and drops message
+	// bodies in logs and the audit trail.
 	Redact string
-	// AuditRetention keeps the audit trail this long (--audit-retention
-	// 8760h: a year, what telecom audits usually ask for); it is never
-	// purged with messages. 0 keeps it forever.
+	// AuditRetention keeps the audit trail this long; it is never purged
+	// with messages. 0 keeps it forever.
 	AuditRetention time.Duration
 	// WatchInterval is how often the credentials (the file, or the
-	// store's) and the TLS files are checked for changes (1s: a revocation
-	// takes effect within a second everywhere; each check is a stat-sized
-	// read or one small query).
+	// store's) and the TLS files are checked for changes; each check is a
+	// stat-sized read or one small query.
 	WatchInterval time.Duration
 
-	// Routes and Webhooks are applied at start (--route, --frontend): the
-	// flags win, and each stored entry they change (one the API changed
-	// since, say) is logged at warn with both values; none is overwritten
-	// in silence. They are stored, so they also survive without the flags.
+	// Routes and Webhooks are applied at start: they win, and each stored
+	// entry they change (one the API changed since, say) is logged at
+	// warn with both values; none is overwritten in silence. They are
+	// stored, so they also survive without being given again.
 	Routes   []RouteSpec
 	Webhooks []WebhookSpec
 
-	// DeliveryRetryMin and DeliveryRetryMax bound the delivery backoff
-	// (--delivery-retry-min 1m, --delivery-retry-max 8m): the wait doubles
-	// from min per attempt up to max, jittered into [wait/2, wait].
+	// DeliveryRetryMin and DeliveryRetryMax bound the delivery backoff:
+	// the wait doubles from min per attempt up to max, jittered into
+	// [wait/2, wait].
 	DeliveryRetryMin, DeliveryRetryMax time.Duration
-	// DeliveryMaxAttempts is how many delivery attempts a message gets before
-	// it is failed (dead-lettered) (--delivery-max-attempts 5).
+	// DeliveryMaxAttempts is how many delivery attempts a message gets
+	// before it is failed (dead-lettered).
 	DeliveryMaxAttempts int
-	// MessageValidity is how long after acceptance an undelivered message is
-	// failed with reason expired (--message-validity 24h).
+	// MessageValidity is how long after acceptance an undelivered message
+	// is failed with reason expired.
 	MessageValidity time.Duration
-	// WebhookTimeout bounds one webhook POST (--webhook-timeout 10s); a
-	// timeout is a retry.
+	// WebhookTimeout bounds one webhook POST; a timeout is a retry.
 	WebhookTimeout time.Duration
 	// SMPPReconnectMin and SMPPReconnectMax bound the wait of an smpp
 	// frontend before it dials its SMSC again after a failed dial or bind
-	// or a lost link (--smpp-reconnect-min 1s, --smpp-reconnect-max 1m):
-	// doubling from min per failure in a row up to max, up to half of each
-	// wait taken off at random.
+	// or a lost link: doubling from min per failure in a row up to max,
+	// up to half of each wait taken off at random.
 	SMPPReconnectMin, SMPPReconnectMax time.Duration
-	// ShutdownTimeout bounds a graceful stop (--shutdown-timeout 30s): in-flight
-	// requests and commits get this long before the node stops regardless.
+	// ShutdownTimeout bounds a graceful stop: in-flight requests and
+	// commits get this long before the node stops regardless.
 	ShutdownTimeout time.Duration
 	// MaxPendingSubmits is the admission bound of the intake: beyond it a
-	// submit gets 429 with Retry-After instead of queueing without limit
-	// (--max-pending-submits 10000).
+	// submit gets 429 with Retry-After instead of queueing without limit.
 	MaxPendingSubmits int
 
 	// Retention keeps a delivered message this long after it was
 	// delivered, then purges it with its history, outbox and ledger rows
-	// (--retention 24h: SMS centres keep a delivered message for a day;
-	// its record lives on in CDRFile). A client's id deduplicates its
+	// (its record lives on in CDRFile). A client's id deduplicates its
 	// submits for as long as the message is kept. 0 keeps them forever.
 	Retention time.Duration
 	// RetentionFailed does the same for failed and forward_failed
-	// messages (--retention-failed 168h: a week for an operator to look at
-	// the dead letters). A forwarded message whose peer never reports is
-	// purged MessageValidity + RetentionFailed after it was forwarded (the
+	// messages. A forwarded message whose peer never reports is purged
+	// MessageValidity + RetentionFailed after it was forwarded (the
 	// peer's validity ended its delivery long before). 0 keeps them forever.
 	RetentionFailed time.Duration
 	// CDRFile, when set, gets each message's final record (a JSON line)
-	// before the message can be purged (--cdr-file); see docs/operations.md.
+	// before the message can be purged; see docs/operations.md.
 	CDRFile string
-	// CDRRotateBytes rotates CDRFile when it would grow past this size
-	// (--cdr-rotate-size 64MiB: a few hundred thousand records a file).
+	// CDRRotateBytes rotates CDRFile when it would grow past this size.
 	CDRRotateBytes int64
-	// MinFreeSpace is the free space kept on DataDir's file system
-	// (--min-free-space 256MiB): below it new submits and forwards get
-	// 507 storage_full, so that what is left lets outcomes, status reports
-	// and the retention cleaner go on committing. A write that fails for
-	// lack of space (the embedded store or Postgres) refuses new work for
-	// a few seconds too. See package persistence/space.
+	// MinFreeSpace is the free space kept on DataDir's file system: below
+	// it new submits and forwards get 507 storage_full, so that what is
+	// left lets outcomes, status reports and the retention cleaner go on
+	// committing. A write that fails for lack of space (the embedded
+	// store or Postgres) refuses new work for a few seconds too. See
+	// package persistence/space.
 	MinFreeSpace space.Reserve
 
-	// NatsURL, when set, puts delivery on the NATS JetStream bus
-	// (--nats-url; shared store only, see docs/nats.md): the outbox stays
-	// the durable record and the ledger the exactly-once barrier.
+	// NatsURL, when set, puts delivery on the NATS JetStream bus (shared
+	// store only, see docs/nats.md): the outbox stays the durable record
+	// and the ledger the exactly-once barrier.
 	NatsURL string
-	// NatsCreds is the NATS credentials file (--nats-creds).
+	// NatsCreds is the NATS credentials file.
 	NatsCreds string
-	// NatsStream is the bus's stream (--nats-stream); empty is
-	// SWITCHBOARD_<Name> with the characters a stream name may not hold
-	// replaced (bus.StreamName).
+	// NatsStream is the bus's stream; empty is SWITCHBOARD_<Name> with
+	// the characters a stream name may not hold replaced (bus.StreamName).
 	NatsStream string
 
-	// OTLPEndpoint is the OpenTelemetry collector's OTLP/HTTP base URL
-	// (--otlp-endpoint): the registry's metrics and the messages' spans
-	// are pushed there. Empty leaves it to the standard
-	// OTEL_EXPORTER_OTLP_* variables; with none set nothing is pushed
-	// and tracing costs nothing (docs/observability.md).
+	// OTLPEndpoint is the OpenTelemetry collector's OTLP/HTTP base URL:
+	// the registry's metrics and the messages' spans are pushed there.
+	// Empty leaves it to the standard OTEL_EXPORTER_OTLP_* variables;
+	// with none set nothing is pushed and tracing costs nothing
+	// (docs/observability.md).
 	OTLPEndpoint string
 	// OTLPInterval, when not 0, is how often metrics are pushed and spans
 	// sent in batches, instead of OTEL_METRIC_EXPORT_INTERVAL (60s) and
 	// OTEL_BSP_SCHEDULE_DELAY (5s). Not a flag: for tests and embedders.
 	OTLPInterval time.Duration
-	// TraceURL is the web UI's link to a message's trace (--trace-url),
-	// with {trace_id} replaced, e.g. https://jaeger.example/trace/{trace_id};
-	// empty shows the trace id without a link.
+	// TraceURL is the web UI's link to a message's trace, with {trace_id}
+	// replaced, e.g. https://jaeger.example/trace/{trace_id}; empty shows
+	// the trace id without a link.
 	TraceURL string
 
-	// Federation is the master switch (--federation): when false no peer is
-	// discovered or contacted and the federation API refuses every caller.
+	// Federation is the master switch: when false no peer is discovered
+	// or contacted and the federation API refuses every caller.
 	Federation bool
-	// InsecureSkipVerify federates without verifying peers
-	// (--insecure-skip-verify; development only, logged as a warning at
-	// start and every hour). Federation needs it or --tls-ca.
+	// InsecureSkipVerify federates without verifying peers (development
+	// only, logged as a warning at start and every hour). Federation
+	// needs it or TLSCA.
 	InsecureSkipVerify bool
-	// Peers are static peer addresses host:port (--peers; port defaults to
-	// 8443). Used when DNSSRV is empty.
+	// Peers are static peer addresses host:port. With federation on, the
+	// peers come from Peers or from DNSSRV: Validate refuses both.
 	Peers []string
-	// DNSSRV is the SRV name to discover peers by (--dns-srv).
+	// DNSSRV is the SRV name to discover peers by.
 	DNSSRV string
-	// DNSServer is the DNS server host:port to ask (--dns-server); empty is
-	// the system resolver.
+	// DNSServer is the DNS server host:port to ask; empty is the system
+	// resolver.
 	DNSServer string
-	// DNSPollInterval is how often peers are re-resolved (--dns-poll-interval
-	// 30s: a new data centre shows up within half a minute, and DNS is
-	// asked twice a minute).
+	// DNSPollInterval is how often peers are re-resolved.
 	DNSPollInterval time.Duration
-	// HealthInterval is the health exchange with every known peer
-	// (--health-interval 10s: unhealthy after three misses, ~30 s).
+	// HealthInterval is the period of the health exchange with every
+	// known peer; a peer that missed three is unhealthy.
 	HealthInterval time.Duration
-	// RegistryInterval is the registry exchange with healthy peers
-	// (--registry-interval 15s; a peer turning healthy is asked at once).
+	// RegistryInterval is the period of the registry exchange with
+	// healthy peers (a peer turning healthy is asked at once).
 	RegistryInterval time.Duration
-	// ForwardRetryInterval is the forward worker's tick
-	// (--forward-retry-interval 5s).
+	// ForwardRetryInterval is the forward worker's tick.
 	ForwardRetryInterval time.Duration
 	// ForwardMaxRetries is how many ticks a message spends forward_queued
-	// before it is forward_failed (--forward-max-retries 50, ~4 min).
+	// before it is forward_failed.
 	ForwardMaxRetries int
-	// HTTPTimeout bounds every outbound peer call (--http-timeout 5s).
+	// HTTPTimeout bounds every outbound peer call.
 	HTTPTimeout time.Duration
-	// APIPort is the port of an SRV target whose record says 0 (--api-port).
+	// APIPort is the port of an SRV target whose record says 0.
 	APIPort int
 
 	// Version is reported by /api/status.
@@ -252,39 +247,33 @@ type Config struct {
 
 	// The ring of a multi-instance site (docs/ring.md).
 
-	// RingRole is master, slave, index or auto (--ring-role auto). auto
-	// elects the master by a Postgres advisory lock; with the embedded
-	// store an instance is always its own master.
+	// RingRole is master, slave, index or auto. auto elects the master
+	// by a Postgres advisory lock; with the embedded store an instance is
+	// always its own master.
 	RingRole string
-	// RingMaster is the master's URL for a slave (--ring-master
-	// https://host:port); empty reads the address the master published in
-	// the shared store.
+	// RingMaster is the master's URL for a slave (https://host:port);
+	// empty reads the address the master published in the shared store.
 	RingMaster string
-	// RingAddress is host:port where the other instances of the site reach
-	// this one (--ring-address). Empty: the --listen address when it names
-	// a host, else $POD_IP or the host name with the --listen port.
+	// RingAddress is host:port where the other instances of the site
+	// reach this one. Empty: the Listen address when it names a host,
+	// else $POD_IP or the host name with the Listen port.
 	RingAddress string
-	// Cluster, Region and Zone place the instance (--cluster, --region,
-	// --zone): a master admits only slaves of its own cluster and region;
-	// the zone is shown in the ring status.
+	// Cluster, Region and Zone place the instance: a master admits only
+	// slaves of its own cluster and region; the zone is shown in the ring
+	// status.
 	Cluster, Region, Zone string
 	// RingServices are the kinds of work this instance does
-	// (--ring-services delivery,forward); a slave's must be a subset of its
-	// master's.
+	// (messages.AllServices); a slave's must be a subset of its master's.
 	RingServices []string
 	// RingPublishInterval is how often the master republishes the
-	// assignment (--ring-publish-interval 30s); a member silent for two of
-	// them loses its ranges.
+	// assignment; a member silent for two of them loses its ranges.
 	RingPublishInterval time.Duration
 	// RingReconnectMaxAttempts is how many failed calls in a row a slave
-	// makes to its master before it exits non-zero
-	// (--ring-reconnect-max-attempts 10: with the backoff below about a
-	// minute, longer than a master's failover).
+	// makes to its master before it exits non-zero.
 	RingReconnectMaxAttempts int
-	// RingReconnectBackoffMin/Max bound the wait between those calls
-	// (--ring-reconnect-backoff-min 2s, --ring-reconnect-backoff-max 6s),
+	// RingReconnectBackoffMin/Max bound the wait between those calls,
 	// doubling from min; RingReconnectJitter takes up to that fraction off
-	// each wait (--ring-reconnect-jitter 0.5) so slaves do not call in step.
+	// each wait so slaves do not call in step (ring.Reconnect).
 	RingReconnectBackoffMin, RingReconnectBackoffMax time.Duration
 	RingReconnectJitter                              float64
 
@@ -327,143 +316,181 @@ type Config struct {
 	DeadLetterThrottle time.Duration
 }
 
-// DefaultConfig returns the defaults of the contract.
+// DefaultConfig returns the defaults, each with its reason. A default that
+// a sub-package's own configuration holds is taken from there.
 func DefaultConfig() Config {
 	host := defaultName()
+	fwd := forward.DefaultPolicy()
+	disc := discovery.DefaultConfig()
+	reconnect := ring.DefaultReconnect()
 	return Config{
-		Name:                 host,
-		InstanceID:           host,
-		Listen:               ":8443",
-		MetricsListen:        ":9568",
-		SMPPWindow:           64,
-		DataDir:              "./data",
-		DeliveryRetryMin:     time.Minute,     // a frontend blip rarely lasts longer
-		DeliveryRetryMax:     8 * time.Minute, // 5 attempts then span ~15 min
-		DeliveryMaxAttempts:  5,
-		MessageValidity:      24 * time.Hour, // SMS validity period convention
-		WebhookTimeout:       10 * time.Second,
-		SMPPReconnectMin:     time.Second,      // a restarted SMSC is back in seconds
-		SMPPReconnectMax:     time.Minute,      // an SMSC down for long is not hammered
-		ShutdownTimeout:      30 * time.Second, // inside Kubernetes' default grace period
-		MaxPendingSubmits:    10000,            // ~ a second of peak ingest
-		Retention:            24 * time.Hour,
-		RetentionFailed:      7 * 24 * time.Hour,
-		CDRRotateBytes:       64 << 20,
-		MinFreeSpace:         space.Reserve{Bytes: 256 << 20}, // minutes of full-rate writes; the cleaner's deletes need WAL room
-		Redact:               RedactOff,
-		AuditRetention:       365 * 24 * time.Hour,
-		WatchInterval:        time.Second,
-		DNSPollInterval:      30 * time.Second,
-		HealthInterval:       10 * time.Second,
+		// The host name (made a valid name): a restart on the same host is
+		// the same instance and takes its leases back at once.
+		Name:       host,
+		InstanceID: host,
+
+		// Every interface, on the port peers assume (discovery.DefaultAPIPort).
+		Listen: net.JoinHostPort("", strconv.Itoa(discovery.DefaultAPIPort)),
+		// Every interface, on a port of its own: /metrics is plain HTTP
+		// and served apart from the API.
+		MetricsListen: ":9568",
+		SMPPWindow:    smsc.DefaultConfig().Window,
+		// Beside the working directory.
+		DataDir: "./data",
+
+		Redact: RedactOff,
+		// A year: what telecom audits usually ask for.
+		AuditRetention: 365 * 24 * time.Hour,
+		// A second: a revocation takes effect within a second everywhere.
+		WatchInterval: time.Second,
+
+		// A minute: a frontend blip rarely lasts longer.
+		DeliveryRetryMin: time.Minute,
+		// 8 minutes: the 5 attempts below then span about 15 minutes.
+		DeliveryRetryMax:    8 * time.Minute,
+		DeliveryMaxAttempts: 5,
+		// 24 hours: the SMS validity period convention.
+		MessageValidity: 24 * time.Hour,
+		// 10 seconds: a webhook that has not answered by then is retried
+		// rather than waited for.
+		WebhookTimeout: 10 * time.Second,
+		// A second: a restarted SMSC is back in seconds.
+		SMPPReconnectMin: time.Second,
+		// A minute: an SMSC down for long is not hammered.
+		SMPPReconnectMax: time.Minute,
+		// 30 seconds: inside Kubernetes' default grace period.
+		ShutdownTimeout: 30 * time.Second,
+		// About a second of peak ingest.
+		MaxPendingSubmits: 10000,
+
+		// A day: SMS centres keep a delivered message for a day.
+		Retention: 24 * time.Hour,
+		// A week for an operator to look at the dead letters.
+		RetentionFailed: 7 * 24 * time.Hour,
+		// 64 MiB: a few hundred thousand records a file.
+		CDRRotateBytes: 64 << 20,
+		// 256 MiB: minutes of full-rate writes; the cleaner's deletes need
+		// WAL room.
+		MinFreeSpace: space.Reserve{Bytes: 256 << 20},
+
+		DNSPollInterval: disc.PollInterval,
+		// 10 seconds: a peer that missed three is unhealthy after ~30 s.
+		HealthInterval: 10 * time.Second,
+		// 15 seconds: a registry change reaches the peers within that
+		// (a peer turning healthy is asked at once).
 		RegistryInterval:     15 * time.Second,
-		ForwardRetryInterval: 5 * time.Second,
-		ForwardMaxRetries:    50,
-		HTTPTimeout:          5 * time.Second, // a peer slower than this is treated as down
-		APIPort:              8443,
+		ForwardRetryInterval: fwd.RetryInterval,
+		ForwardMaxRetries:    fwd.MaxRetries,
+		HTTPTimeout:          httpapi.DefaultPeerClientConfig().Timeout,
+		APIPort:              disc.APIPort,
 		Version:              "dev",
 
-		RingRole:                 messages.RoleAuto,
-		RingServices:             append([]string(nil), messages.AllServices...),
+		// auto: one configuration for every instance of a site.
+		RingRole:     messages.RoleAuto,
+		RingServices: append([]string(nil), messages.AllServices...),
+		// 30 seconds: a member silent for a minute loses its ranges.
 		RingPublishInterval:      30 * time.Second,
-		RingReconnectMaxAttempts: 10,
-		RingReconnectBackoffMin:  2 * time.Second,
-		RingReconnectBackoffMax:  6 * time.Second,
-		RingReconnectJitter:      0.5,
+		RingReconnectMaxAttempts: reconnect.MaxAttempts,
+		RingReconnectBackoffMin:  reconnect.Min,
+		RingReconnectBackoffMax:  reconnect.Max,
+		RingReconnectJitter:      reconnect.Jitter,
 	}
 }
 
-// Validate reports every problem in c, each naming its flag.
+// Validate reports every problem in c, each a *field.Error naming its
+// field (a command names its flags instead with field.Rename). The
+// problems are joined with errors.Join, one line each.
 func (c Config) Validate() error {
 	var errs []error
-	bad := func(flag, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("--%s: %s", flag, fmt.Sprintf(format, args...)))
+	bad := func(path, format string, args ...any) {
+		errs = append(errs, field.Errorf(path, format, args...))
 	}
 	if !messages.ValidName(c.Name) {
-		bad("name", "%q is not a valid name (1-63 letters, digits, '.', '_', '-')", c.Name)
+		bad("Name", "%q is not a valid name (1-63 letters, digits, '.', '_', '-')", c.Name)
 	}
 	if !messages.ValidName(c.InstanceID) {
-		bad("instance-id", "%q is not a valid name (1-63 letters, digits, '.', '_', '-')", c.InstanceID)
+		bad("InstanceID", "%q is not a valid name (1-63 letters, digits, '.', '_', '-')", c.InstanceID)
 	}
-	for flag, addr := range map[string]string{"listen": c.Listen, "metrics-listen": c.MetricsListen} {
-		if addr == "" {
+	for _, l := range []struct{ path, addr string }{{"Listen", c.Listen}, {"MetricsListen", c.MetricsListen}} {
+		if l.addr == "" {
 			continue
 		}
-		if err := checkHostPort(addr, true); err != nil {
-			bad(flag, "%v", err)
+		if err := checkHostPort(l.addr, true); err != nil {
+			bad(l.path, "%v", err)
 		}
 	}
 	if c.Listen != "" && c.Listen == c.MetricsListen && !strings.HasSuffix(c.Listen, ":0") {
-		bad("metrics-listen", "%q is --listen too; they need addresses of their own", c.MetricsListen)
+		bad("MetricsListen", "%q is %s too; they need addresses of their own", c.MetricsListen, field.Ref("Listen"))
 	}
 	if c.Store == nil && c.Postgres == "" && c.DataDir == "" {
-		bad("data-dir", "must not be empty when --postgres is not set")
+		bad("DataDir", "must not be empty when %s is not set", field.Ref("Postgres"))
 	}
 	if c.Store == nil && c.Postgres != "" {
 		pc := postgres.DefaultConfig()
 		pc.DSN = c.Postgres
 		if err := pc.Validate(); err != nil {
 			// The parse error can quote the DSN, password included.
-			bad("postgres", "does not parse as a connection string (key=value ...) or a postgres:// URL")
+			bad("Postgres", "does not parse as a connection string (key=value ...) or a postgres:// URL")
 		}
 	}
 	switch {
 	case c.TLSCert != "" && c.TLSKey == "":
-		bad("tls-cert", "given without --tls-key; they must be given together")
+		bad("TLSCert", "given without %s; they must be given together", field.Ref("TLSKey"))
 	case c.TLSCert == "" && c.TLSKey != "":
-		bad("tls-key", "given without --tls-cert; they must be given together")
+		bad("TLSKey", "given without %s; they must be given together", field.Ref("TLSCert"))
 	}
 	prefixes := map[string]bool{}
 	for _, r := range c.Routes {
 		if prefixes[r.Prefix] {
-			bad("route", "prefix %q given twice", r.Prefix)
+			bad("Routes", "prefix %q given twice", r.Prefix)
 		}
 		prefixes[r.Prefix] = true
 		if !messages.ValidPrefix(r.Prefix) {
-			bad("route", "prefix %q must be 1-20 digits", r.Prefix)
+			bad("Routes", "prefix %q must be 1-20 digits", r.Prefix)
 		}
 		if !messages.ValidName(r.Frontend) {
-			bad("route", "frontend %q is not a valid name", r.Frontend)
+			bad("Routes", "frontend %q is not a valid name", r.Frontend)
 		}
 	}
 	hooks := map[string]bool{}
 	for _, w := range c.Webhooks {
 		if hooks[w.Name] {
-			bad("frontend", "name %q given twice", w.Name)
+			bad("Webhooks", "name %q given twice", w.Name)
 		}
 		hooks[w.Name] = true
 		if !messages.ValidName(w.Name) {
-			bad("frontend", "name %q is not a valid name", w.Name)
+			bad("Webhooks", "name %q is not a valid name", w.Name)
 		}
 		if _, err := w.Frontend(); err != nil {
-			bad("frontend", "%s: %v", w.Name, err)
+			bad("Webhooks", "%s: %v", w.Name, err)
 		}
 	}
 	if c.DeliveryRetryMin <= 0 {
-		bad("delivery-retry-min", "must be positive, got %v", c.DeliveryRetryMin)
+		bad("DeliveryRetryMin", "must be positive, got %v", c.DeliveryRetryMin)
 	}
 	if c.DeliveryRetryMax < c.DeliveryRetryMin {
-		bad("delivery-retry-max", "must be at least --delivery-retry-min (%v), got %v", c.DeliveryRetryMin, c.DeliveryRetryMax)
+		bad("DeliveryRetryMax", "must be at least %s (%v), got %v", field.Ref("DeliveryRetryMin"), c.DeliveryRetryMin, c.DeliveryRetryMax)
 	}
 	if c.SMPPReconnectMin <= 0 {
-		bad("smpp-reconnect-min", "must be positive, got %v", c.SMPPReconnectMin)
+		bad("SMPPReconnectMin", "must be positive, got %v", c.SMPPReconnectMin)
 	}
 	if c.SMPPReconnectMax < c.SMPPReconnectMin {
-		bad("smpp-reconnect-max", "must be at least --smpp-reconnect-min (%v), got %v", c.SMPPReconnectMin, c.SMPPReconnectMax)
+		bad("SMPPReconnectMax", "must be at least %s (%v), got %v", field.Ref("SMPPReconnectMin"), c.SMPPReconnectMin, c.SMPPReconnectMax)
 	}
 	if c.DeliveryMaxAttempts < 1 {
-		bad("delivery-max-attempts", "must be at least 1, got %d", c.DeliveryMaxAttempts)
+		bad("DeliveryMaxAttempts", "must be at least 1, got %d", c.DeliveryMaxAttempts)
 	}
 	if c.MessageValidity <= 0 {
-		bad("message-validity", "must be positive, got %v", c.MessageValidity)
+		bad("MessageValidity", "must be positive, got %v", c.MessageValidity)
 	}
 	if c.WebhookTimeout <= 0 {
-		bad("webhook-timeout", "must be positive, got %v", c.WebhookTimeout)
+		bad("WebhookTimeout", "must be positive, got %v", c.WebhookTimeout)
 	}
 	if c.ShutdownTimeout <= 0 {
-		bad("shutdown-timeout", "must be positive, got %v", c.ShutdownTimeout)
+		bad("ShutdownTimeout", "must be positive, got %v", c.ShutdownTimeout)
 	}
 	if c.MaxPendingSubmits < 1 {
-		bad("max-pending-submits", "must be at least 1, got %d", c.MaxPendingSubmits)
+		bad("MaxPendingSubmits", "must be at least 1, got %d", c.MaxPendingSubmits)
 	}
 	errs = append(errs, c.validateRetention()...)
 	errs = append(errs, c.validateAccess()...)
@@ -485,61 +512,67 @@ func (c Config) RedeliveryHorizon() time.Duration {
 	return time.Duration(c.ForwardMaxRetries)*c.ForwardRetryInterval + c.HTTPTimeout
 }
 
-// validateRetention checks the retention flags against the redelivery
-// horizon of the forward flags.
+// validateRetention checks the retention settings against the redelivery
+// horizon of the forward settings.
 func (c Config) validateRetention() []error {
 	var errs []error
 	horizon := c.RedeliveryHorizon()
-	for flag, d := range map[string]time.Duration{"retention": c.Retention, "retention-failed": c.RetentionFailed} {
+	for _, r := range []struct {
+		path string
+		d    time.Duration
+	}{{"Retention", c.Retention}, {"RetentionFailed", c.RetentionFailed}} {
 		switch {
-		case d < 0:
-			errs = append(errs, fmt.Errorf("--%s: must not be negative (0 keeps messages forever), got %v", flag, d))
-		case d > 0 && d < horizon:
-			errs = append(errs, fmt.Errorf("--%s: %v is shorter than a peer may still send a message again "+
-				"(--forward-max-retries %d x --forward-retry-interval %v + --http-timeout %v = %v): "+
-				"a forward repeated after its purge would be delivered twice", flag, d,
-				c.ForwardMaxRetries, c.ForwardRetryInterval, c.HTTPTimeout, horizon))
+		case r.d < 0:
+			errs = append(errs, field.Errorf(r.path, "must not be negative (0 keeps messages forever), got %v", r.d))
+		case r.d > 0 && r.d < horizon:
+			errs = append(errs, field.Errorf(r.path, "%v is shorter than a peer may still send a message again "+
+				"(%s %d x %s %v + %s %v = %v): a forward repeated after its purge would be delivered twice", r.d,
+				field.Ref("ForwardMaxRetries"), c.ForwardMaxRetries, field.Ref("ForwardRetryInterval"), c.ForwardRetryInterval,
+				field.Ref("HTTPTimeout"), c.HTTPTimeout, horizon))
 		}
 	}
 	if c.MinFreeSpace.Bytes < 0 || c.MinFreeSpace.Percent < 0 || c.MinFreeSpace.Percent > 90 {
-		errs = append(errs, fmt.Errorf("--min-free-space: must be a size or a percentage from 0%% to 90%%, got %s", c.MinFreeSpace))
+		errs = append(errs, field.Errorf("MinFreeSpace", "must be a size or a percentage from 0%% to 90%%, got %s", c.MinFreeSpace))
 	}
 	if c.CDRRotateBytes <= 0 {
-		errs = append(errs, fmt.Errorf("--cdr-rotate-size: must be positive, got %d", c.CDRRotateBytes))
+		errs = append(errs, field.Errorf("CDRRotateBytes", "must be positive, got %d", c.CDRRotateBytes))
 	}
 	return errs
 }
 
-// validateFederation checks the federation flags. Intervals are checked
-// even with federation off, so a typo is caught before it matters.
+// validateFederation checks the federation settings. Intervals are
+// checked even with federation off, so a typo is caught before it matters.
 func (c Config) validateFederation() []error {
 	var errs []error
-	bad := func(flag, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("--%s: %s", flag, fmt.Sprintf(format, args...)))
+	bad := func(path, format string, args ...any) {
+		errs = append(errs, field.Errorf(path, format, args...))
 	}
-	for flag, d := range map[string]time.Duration{
-		"dns-poll-interval": c.DNSPollInterval, "health-interval": c.HealthInterval,
-		"registry-interval": c.RegistryInterval, "forward-retry-interval": c.ForwardRetryInterval,
-		"http-timeout": c.HTTPTimeout,
+	for _, d := range []struct {
+		path string
+		v    time.Duration
+	}{
+		{"DNSPollInterval", c.DNSPollInterval}, {"HealthInterval", c.HealthInterval},
+		{"RegistryInterval", c.RegistryInterval}, {"ForwardRetryInterval", c.ForwardRetryInterval},
+		{"HTTPTimeout", c.HTTPTimeout},
 	} {
-		if d <= 0 {
-			bad(flag, "must be positive, got %v", d)
+		if d.v <= 0 {
+			bad(d.path, "must be positive, got %v", d.v)
 		}
 	}
 	if c.ForwardMaxRetries < 1 {
-		bad("forward-max-retries", "must be at least 1, got %d", c.ForwardMaxRetries)
+		bad("ForwardMaxRetries", "must be at least 1, got %d", c.ForwardMaxRetries)
 	}
 	if c.APIPort < 1 || c.APIPort > 65535 {
-		bad("api-port", "must be 1-65535, got %d", c.APIPort)
+		bad("APIPort", "must be 1-65535, got %d", c.APIPort)
 	}
 	for _, p := range c.Peers {
 		if err := checkHostPort(p, false); err != nil {
-			bad("peers", "%v", err)
+			bad("Peers", "%v", err)
 		}
 	}
 	if c.DNSServer != "" {
 		if err := checkHostPort(c.DNSServer, false); err != nil {
-			bad("dns-server", "%v", err)
+			bad("DNSServer", "%v", err)
 		}
 	}
 	if !c.Federation {
@@ -547,15 +580,16 @@ func (c Config) validateFederation() []error {
 	}
 	switch {
 	case c.DNSSRV != "" && len(c.Peers) > 0:
-		bad("dns-srv", "give either --dns-srv or --peers, not both")
+		bad("DNSSRV", "give either %s or %s, not both", field.Ref("DNSSRV"), field.Ref("Peers"))
 	case c.DNSSRV == "" && len(c.Peers) == 0:
-		bad("peers", "federation needs --peers or --dns-srv")
+		bad("Peers", "federation needs %s or %s", field.Ref("Peers"), field.Ref("DNSSRV"))
 	}
 	switch {
 	case c.TLSCA == "" && !c.InsecureSkipVerify && c.Transport == nil:
-		bad("tls-ca", "federation needs a CA for mutual TLS (or --insecure-skip-verify, for development only)")
+		bad("TLSCA", "federation needs a CA for mutual TLS (or %s, for development only)", field.Ref("InsecureSkipVerify"))
 	case c.TLSCA != "" && c.TLSCert == "":
-		bad("tls-ca", "federation with a CA needs --tls-cert and --tls-key signed by it (a self-signed certificate cannot be verified by peers)")
+		bad("TLSCA", "federation with a CA needs %s and %s signed by it (a self-signed certificate cannot be verified by peers)",
+			field.Ref("TLSCert"), field.Ref("TLSKey"))
 	}
 	return errs
 }
@@ -591,18 +625,18 @@ func (c Config) Preflight() error {
 	var errs []error
 	if c.TLSCert != "" {
 		if _, err := certs.LoadKeyPair(c.TLSCert, c.TLSKey); err != nil {
-			errs = append(errs, fmt.Errorf("--tls-cert: %v", err))
+			errs = append(errs, field.Wrap("TLSCert", err))
 		}
 	}
 	if c.TLSCA != "" {
 		if _, err := certs.LoadPool(c.TLSCA); err != nil {
-			errs = append(errs, fmt.Errorf("--tls-ca: %v", err))
+			errs = append(errs, field.Wrap("TLSCA", err))
 		}
 	}
 	errs = append(errs, c.preflightAccess()...)
 	if c.Store == nil && c.Postgres == "" && c.DataDir != "" {
 		if fi, err := os.Stat(c.DataDir); err == nil && !fi.IsDir() {
-			errs = append(errs, fmt.Errorf("--data-dir: %s is a file, not a directory", c.DataDir))
+			errs = append(errs, field.Errorf("DataDir", "%s is a file, not a directory", c.DataDir))
 		}
 	}
 	return errors.Join(errs...)

@@ -93,8 +93,8 @@ func TestCredentialsFileAndTokenFileReload(t *testing.T) {
 	if err := os.WriteFile(cfg.Credentials, []byte(`{"credentials":[{"name":"x","role":"root"}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.node.Reload(); err == nil || !strings.Contains(err.Error(), "--credentials") {
-		t.Errorf("Reload of a broken credentials file: %v, want an error naming --credentials", err)
+	if err := h.node.Reload(); err == nil || !strings.HasPrefix(err.Error(), "Credentials: ") {
+		t.Errorf("Reload of a broken credentials file: %v, want an error naming Credentials", err)
 	}
 	if got := h.statusAs(rootTok, "GET", "/api/status", nil); got != 200 {
 		t.Errorf("after a broken file the admin gets %d, want 200 (the old credentials stay)", got)

@@ -300,7 +300,7 @@ func TestFederationRefusesUnknownCallers(t *testing.T) {
 }
 
 // TestFederationMetricsAreCompleteAndLintClean: a federated node exports
-// the federation metrics of the contract, lint-clean.
+// the federation metrics docs/metrics.md lists, lint-clean.
 func TestFederationMetricsAreCompleteAndLintClean(t *testing.T) {
 	fn := newFedNet()
 	a := startFed(t, fn, fedConfig(t, fn, "a", "b"))

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/switchboard-dev/switchboard/field"
 	"github.com/switchboard-dev/switchboard/persistence"
 )
 
@@ -69,7 +70,7 @@ func (n *Node) takeInstance(stop <-chan struct{}, el persistence.Elector, waitin
 			why = "cannot take it: " + err.Error()
 		}
 		if policy.GiveUp(failures) {
-			return nil, fmt.Errorf("--instance-id: %q is in use: the lock %q: %s; gave up after %d attempts",
+			return nil, field.Errorf("InstanceID", "%q is in use: the lock %q: %s; gave up after %d attempts",
 				n.cfg.InstanceID, name, why, failures)
 		}
 		d := policy.Delay(failures, rng)
@@ -77,7 +78,7 @@ func (n *Node) takeInstance(stop <-chan struct{}, el persistence.Elector, waitin
 			waiting(d)
 		}
 		if !n.sleep(d, stop) {
-			return nil, fmt.Errorf("--instance-id: %q: stopped while waiting for its lock (%s)", n.cfg.InstanceID, why)
+			return nil, field.Errorf("InstanceID", "%q: stopped while waiting for its lock (%s)", n.cfg.InstanceID, why)
 		}
 	}
 }

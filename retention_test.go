@@ -156,7 +156,7 @@ func TestRetentionRefusesAShortWindow(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Retention = time.Minute // the default horizon is 50 x 5s + 5s
 	_, err := switchboard.New(cfg)
-	if err == nil || !strings.Contains(err.Error(), "--retention: 1m0s is shorter") || !strings.Contains(err.Error(), "--forward-max-retries 50") {
+	if err == nil || !strings.Contains(err.Error(), "Retention: 1m0s is shorter") || !strings.Contains(err.Error(), "ForwardMaxRetries 50") {
 		t.Fatalf("New with --retention 1m: %v", err)
 	}
 }

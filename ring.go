@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard/actors/ring"
+	"github.com/switchboard-dev/switchboard/field"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/transport"
@@ -26,65 +27,67 @@ const actorRing = "ring"
 // queries a second per worker.
 const ringIdlePoll = 200 * time.Millisecond
 
-// validateRing checks the ring flags.
+// validateRing checks the ring settings.
 func (c Config) validateRing() []error {
 	var errs []error
-	bad := func(flag, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("--%s: %s", flag, fmt.Sprintf(format, args...)))
+	bad := func(path, format string, args ...any) {
+		errs = append(errs, field.Errorf(path, format, args...))
 	}
 	shared := c.Postgres != "" || c.Store != nil
 	switch c.RingRole {
 	case messages.RoleMaster, messages.RoleAuto:
 	case messages.RoleSlave, messages.RoleIndex:
 		if !shared {
-			bad("ring-role", "%s needs --postgres: the embedded store serves a single instance, which is always its own master", c.RingRole)
+			bad("RingRole", "%s needs %s: the embedded store serves a single instance, which is always its own master",
+				c.RingRole, field.Ref("Postgres"))
 		}
 	default:
-		bad("ring-role", "must be master, slave, index or auto, got %q", c.RingRole)
+		bad("RingRole", "must be master, slave, index or auto, got %q", c.RingRole)
 	}
 	if c.RingRole == messages.RoleIndex {
-		if _, err := c.ordinal(); err != nil {
-			bad("ring-role", "index: %v", err)
+		if _, ok := c.ordinal(); !ok {
+			bad("RingRole", "index: no ordinal (a number after the last '-') in %s %q, $POD_NAME %q or $HOSTNAME %q",
+				field.Ref("InstanceID"), c.InstanceID, os.Getenv("POD_NAME"), os.Getenv("HOSTNAME"))
 		}
 	}
 	if c.RingMaster != "" {
 		if _, err := ringMasterAddr(c.RingMaster); err != nil {
-			bad("ring-master", "%v", err)
+			bad("RingMaster", "%v", err)
 		}
 	}
 	if c.RingAddress != "" {
 		if err := checkHostPort(c.RingAddress, false); err != nil {
-			bad("ring-address", "%v", err)
+			bad("RingAddress", "%v", err)
 		}
 	}
-	for flag, v := range map[string]string{"cluster": c.Cluster, "region": c.Region, "zone": c.Zone} {
-		if v != "" && !messages.ValidName(v) {
-			bad(flag, "%q is not a valid name (1-63 letters, digits, '.', '_', '-')", v)
+	for _, p := range []struct{ path, v string }{{"Cluster", c.Cluster}, {"Region", c.Region}, {"Zone", c.Zone}} {
+		if p.v != "" && !messages.ValidName(p.v) {
+			bad(p.path, "%q is not a valid name (1-63 letters, digits, '.', '_', '-')", p.v)
 		}
 	}
 	if len(c.RingServices) == 0 {
-		bad("ring-services", "must name at least one of %v", messages.AllServices)
+		bad("RingServices", "must name at least one of %v", messages.AllServices)
 	}
 	seen, unknown := map[string]bool{}, false
 	for _, s := range c.RingServices {
 		if !slices.Contains(messages.AllServices, s) {
-			bad("ring-services", "unknown service %q (known: %v)", s, messages.AllServices)
+			bad("RingServices", "unknown service %q (known: %v)", s, messages.AllServices)
 			unknown = true
 		}
 		if seen[s] {
-			bad("ring-services", "service %q given twice", s)
+			bad("RingServices", "service %q given twice", s)
 		}
 		seen[s] = true
 	}
 	if !unknown && len(seen) < len(messages.AllServices) && !shared {
-		bad("ring-services", "the embedded store's single instance is its own master and must run every service %v: "+
+		bad("RingServices", "the embedded store's single instance is its own master and must run every service %v: "+
 			"work of a service nobody runs would wait for good", messages.AllServices)
 	}
 	if c.RingPublishInterval <= 0 {
-		bad("ring-publish-interval", "must be positive, got %v", c.RingPublishInterval)
+		bad("RingPublishInterval", "must be positive, got %v", c.RingPublishInterval)
 	}
 	if err := c.reconnect().Validate(); err != nil {
-		errs = append(errs, err)
+		errs = append(errs, field.Rename(err, ringFields))
 	}
 	return errs
 }
@@ -94,25 +97,30 @@ func (c Config) reconnect() ring.Reconnect {
 		Max: c.RingReconnectBackoffMax, Jitter: c.RingReconnectJitter}
 }
 
-// ordinal is the StatefulSet ordinal of role index: from --instance-id,
+// ringFields names the node's field that the ring's configuration (and
+// reconnect, its Reconnect) takes each of its fields from, for the ring's
+// errors. A slave's Transport is made from TLSCA.
+var ringFields = field.Map(map[string]string{
+	"MaxAttempts": "RingReconnectMaxAttempts", "Min": "RingReconnectBackoffMin",
+	"Max": "RingReconnectBackoffMax", "Jitter": "RingReconnectJitter",
+	"Reconnect.MaxAttempts": "RingReconnectMaxAttempts", "Reconnect.Min": "RingReconnectBackoffMin",
+	"Reconnect.Max": "RingReconnectBackoffMax", "Reconnect.Jitter": "RingReconnectJitter",
+	"Role": "RingRole", "MasterAddr": "RingMaster", "PublishInterval": "RingPublishInterval",
+	"Transport": "TLSCA",
+})
+
+// ordinal is the StatefulSet ordinal of role index: from InstanceID,
 // else $POD_NAME, else $HOSTNAME (the number after the last '-').
-func (c Config) ordinal() (int, error) {
-	var tried []string
-	for _, src := range []struct{ name, v string }{
-		{"--instance-id", c.InstanceID}, {"POD_NAME", os.Getenv("POD_NAME")}, {"HOSTNAME", os.Getenv("HOSTNAME")},
-	} {
-		if src.v == "" {
-			continue
+func (c Config) ordinal() (int, bool) {
+	for _, v := range []string{c.InstanceID, os.Getenv("POD_NAME"), os.Getenv("HOSTNAME")} {
+		if n, err := ring.Ordinal(v); v != "" && err == nil {
+			return n, true
 		}
-		if n, err := ring.Ordinal(src.v); err == nil {
-			return n, nil
-		}
-		tried = append(tried, fmt.Sprintf("%s=%q", src.name, src.v))
 	}
-	return 0, fmt.Errorf("no ordinal (a number after the last '-') in %v", tried)
+	return 0, false
 }
 
-// ringMasterAddr turns --ring-master (https://host:port, or host:port)
+// ringMasterAddr turns RingMaster (https://host:port, or host:port)
 // into host:port.
 func ringMasterAddr(s string) (string, error) {
 	hostport := s
@@ -211,7 +219,7 @@ func (n *Node) startRing() error {
 		MasterStopGrace: n.cfg.ShutdownTimeout + 10*time.Second,
 		Store:           n.store, Elector: elector, Clock: n.clock, Seed: uint64(n.clock.Now().UnixNano()),
 		Logger: n.log, Metrics: n.ringMetrics, Shares: n.shares, Kick: n.kickServices, Refresh: n.refreshDirectory(),
-		Fatal: func(err error) { n.onFatal("ring", err) },
+		Fatal: func(err error) { n.onFatal("ring", field.Rename(err, ringFields)) },
 	}
 	if role != messages.RoleMaster {
 		tr, err := n.ringTransport()
@@ -222,7 +230,7 @@ func (n *Node) startRing() error {
 	}
 	prod, err := ring.New(cfg)
 	if err != nil {
-		return err
+		return field.Rename(err, ringFields)
 	}
 	pid, err := n.guardian.Spawn(actorRing, "ring", prod)
 	if err != nil {
@@ -315,7 +323,7 @@ func (n *Node) sameSite(from string) error {
 	if from != n.cfg.Name {
 		n.log.Warn("ring call from another site refused", "component", "ring", "from", from)
 		return messages.Errorf(messages.CodeRingNodeMismatch,
-			"%q is not this site (%q): only instances with the same --name form a ring", from, n.cfg.Name)
+			"%q is not this site (%q): only instances with the same name form a ring", from, n.cfg.Name)
 	}
 	if n.ring.Load() == nil {
 		return messages.Errorf(messages.CodeUnavailable, "the ring is not running yet")

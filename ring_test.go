@@ -208,7 +208,7 @@ func TestRingInstanceIDInUse(t *testing.T) {
 		_ = n.Stop(context.Background())
 		t.Fatal("a second process with instance id c1 started")
 	}
-	if want := `--instance-id: "c1" is in use`; !strings.Contains(err.Error(), want) {
+	if want := `InstanceID: "c1" is in use`; !strings.Contains(err.Error(), want) {
 		t.Fatalf("Start: %v, want it to say %s", err, want)
 	}
 	if st := first.ringStatus(); st.Role != messages.RoleMaster || st.Coverage != 1 {

@@ -5,36 +5,37 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/switchboard-dev/switchboard/field"
 	"github.com/switchboard-dev/switchboard/httpapi/auth"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/smsc"
 )
 
-// The SMPP listener (--smpp-listen; docs/smpp.md, "Inbound"): ESMEs bind
+// The SMPP listener (SMPPListen; docs/smpp.md, "Inbound"): ESMEs bind
 // with an SMPP account of the credentials and submit into the same
 // intake as POST /api/messages; their receipts leave through the outbox.
 
-// validateSMPP checks the listener's flags.
+// validateSMPP checks the listener's settings.
 func (c Config) validateSMPP() []error {
 	var errs []error
-	bad := func(flag, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("--%s: %s", flag, fmt.Sprintf(format, args...)))
+	bad := func(path, format string, args ...any) {
+		errs = append(errs, field.Errorf(path, format, args...))
 	}
 	if c.SMPPListen != "" {
 		if err := checkHostPort(c.SMPPListen, true); err != nil {
-			bad("smpp-listen", "%v", err)
+			bad("SMPPListen", "%v", err)
 		}
-		for flag, addr := range map[string]string{"listen": c.Listen, "metrics-listen": c.MetricsListen} {
-			if addr == c.SMPPListen && !hasPortZero(addr) {
-				bad("smpp-listen", "%q is --%s too; it needs an address of its own", c.SMPPListen, flag)
+		for _, l := range []struct{ path, addr string }{{"Listen", c.Listen}, {"MetricsListen", c.MetricsListen}} {
+			if l.addr == c.SMPPListen && !hasPortZero(l.addr) {
+				bad("SMPPListen", "%q is %s too; it needs an address of its own", c.SMPPListen, field.Ref(l.path))
 			}
 		}
 	}
 	if c.SMPPTLS && c.SMPPListen == "" {
-		bad("smpp-tls", "needs --smpp-listen")
+		bad("SMPPTLS", "needs %s", field.Ref("SMPPListen"))
 	}
 	if c.SMPPWindow < 1 {
-		bad("smpp-window", "must be at least 1, got %d", c.SMPPWindow)
+		bad("SMPPWindow", "must be at least 1, got %d", c.SMPPWindow)
 	}
 	return errs
 }
@@ -44,7 +45,7 @@ func hasPortZero(addr string) bool {
 	return err == nil && port == "0"
 }
 
-// bindSMPP binds --smpp-listen (before the store opens, like the other
+// bindSMPP binds SMPPListen (before the store opens, like the other
 // listeners, so that a port taken stops the start at once).
 func (n *Node) bindSMPP() error {
 	if n.cfg.SMPPListen == "" {
@@ -52,7 +53,7 @@ func (n *Node) bindSMPP() error {
 	}
 	ln, err := net.Listen("tcp", n.cfg.SMPPListen)
 	if err != nil {
-		return fmt.Errorf("--smpp-listen: %w", err)
+		return field.Wrap("SMPPListen", err)
 	}
 	n.smppLn = ln
 	return nil
@@ -69,7 +70,7 @@ func (b smppBackend) Message(ctx context.Context, id string) (messages.Message, 
 }
 func (b smppBackend) Credentials() *auth.Set { return b.n.creds.Current() }
 
-// startSMPP serves --smpp-listen once the intake runs.
+// startSMPP serves SMPPListen once the intake runs.
 func (n *Node) startSMPP() error {
 	ln := n.smppLn
 	if ln == nil {

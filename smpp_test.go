@@ -105,15 +105,15 @@ func TestSMPPListenTLS(t *testing.T) {
 	}
 }
 
-// --smpp-tls without --smpp-listen is a configuration error.
+// SMPPTLS without SMPPListen is a configuration error.
 func TestSMPPConfig(t *testing.T) {
 	cfg := switchboard.DefaultConfig()
 	cfg.SMPPTLS = true
-	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--smpp-tls: needs --smpp-listen") {
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "SMPPTLS: needs SMPPListen") {
 		t.Errorf("Validate: %v", err)
 	}
 	cfg.SMPPListen, cfg.Listen = ":8443", ":8443"
-	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--smpp-listen") {
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "SMPPListen: ") {
 		t.Errorf("Validate: %v", err)
 	}
 }

@@ -56,6 +56,7 @@ import (
 	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/actors/smppout"
 	"github.com/switchboard-dev/switchboard/clock"
+	"github.com/switchboard-dev/switchboard/field"
 	"github.com/switchboard-dev/switchboard/httpapi"
 	"github.com/switchboard-dev/switchboard/httpapi/certs"
 	"github.com/switchboard-dev/switchboard/messages"
@@ -324,7 +325,7 @@ func (n *Node) openStore(ctx context.Context) error {
 		pc.DSN, pc.Logger = n.cfg.Postgres, n.log
 		s, err := postgres.Open(ctx, pc)
 		if err != nil {
-			return fmt.Errorf("--postgres: %w", err)
+			return field.Wrap("Postgres", err)
 		}
 		n.store, n.ownStore = s, true
 	} else {
@@ -335,7 +336,7 @@ func (n *Node) openStore(ctx context.Context) error {
 		sc.OnFatal = func(err error) { n.onFatal("store", err) }
 		s, err := sqlite.Open(ctx, sc)
 		if err != nil {
-			return fmt.Errorf("--data-dir: %w", err)
+			return field.Wrap("DataDir", err)
 		}
 		n.store, n.ownStore = s, true
 	}
@@ -376,7 +377,7 @@ func (n *Node) prepareStore(ctx context.Context) error {
 	for _, w := range n.cfg.Webhooks {
 		fe, err := w.Frontend()
 		if err != nil {
-			return fmt.Errorf("--frontend %s: %w", w.Name, err)
+			return field.Errorf("Webhooks", "%s: %w", w.Name, err)
 		}
 		f, ok := stored[w.Name]
 		switch {
@@ -395,7 +396,7 @@ func (n *Node) prepareStore(ctx context.Context) error {
 		}
 		fe.CreatedAt, fe.UpdatedAt = now, now
 		if err := n.store.PutFrontend(ctx, fe); err != nil {
-			return fmt.Errorf("--frontend %s: %w", w.Name, err)
+			return field.Errorf("Webhooks", "%s: %w", w.Name, err)
 		}
 		stored[w.Name] = fe
 	}
@@ -432,7 +433,7 @@ func (n *Node) prepareStore(ctx context.Context) error {
 				"prefix", r.Prefix, "frontend", r.Frontend)
 		}
 		if err := n.store.PutRoute(ctx, messages.Route{Prefix: r.Prefix, Frontend: r.Frontend, UpdatedAt: now}); err != nil {
-			return fmt.Errorf("--route %s=%s: %w", r.Prefix, r.Frontend, err)
+			return field.Errorf("Routes", "%s=%s: %w", r.Prefix, r.Frontend, err)
 		}
 	}
 	return nil
@@ -557,7 +558,7 @@ func (n *Node) startRetention() error {
 	}
 	if n.cfg.CDRFile != "" {
 		if n.records, err = retention.OpenRecords(n.cfg.CDRFile, n.cfg.CDRRotateBytes); err != nil {
-			return fmt.Errorf("--cdr-file: %w", err)
+			return field.Wrap("CDRFile", err)
 		}
 	}
 	policy := retention.Policy{Retention: n.cfg.Retention, RetentionFailed: n.cfg.RetentionFailed, AuditRetention: n.cfg.AuditRetention}
@@ -580,7 +581,7 @@ func (n *Node) startRetention() error {
 func (n *Node) webhookClient() (*http.Client, error) {
 	tc, err := certs.ClientConfig("", "", n.cfg.TLSCA, false)
 	if err != nil {
-		return nil, fmt.Errorf("--tls-ca: %w", err)
+		return nil, field.Wrap("TLSCA", err)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = tc
@@ -599,7 +600,7 @@ func (n *Node) bind() error {
 		if ln == nil {
 			var err error
 			if ln, err = net.Listen("tcp", n.cfg.Listen); err != nil {
-				return fmt.Errorf("--listen: %w", err)
+				return field.Wrap("Listen", err)
 			}
 		}
 		tc, err := n.serverTLS()
@@ -616,7 +617,7 @@ func (n *Node) bind() error {
 	if n.cfg.MetricsListen != "" {
 		ln, err := net.Listen("tcp", n.cfg.MetricsListen)
 		if err != nil {
-			return fmt.Errorf("--metrics-listen: %w", err)
+			return field.Wrap("MetricsListen", err)
 		}
 		n.maddr, n.metricsLn = ln.Addr().String(), ln
 	}
@@ -665,7 +666,7 @@ func (n *Node) startHTTP() error {
 func (n *Node) serverTLS() (*tls.Config, error) {
 	if n.cfg.TLSCert == "" && n.cfg.DataDir != "" {
 		if err := os.MkdirAll(n.cfg.DataDir, 0o700); err != nil {
-			return nil, fmt.Errorf("--data-dir: %w", err)
+			return nil, field.Wrap("DataDir", err)
 		}
 	}
 	r, err := n.tlsMaterial()

@@ -2,34 +2,34 @@ package switchboard
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/switchboard-dev/switchboard/field"
 	"github.com/switchboard-dev/switchboard/telemetry"
 )
 
-// Telemetry (--otlp-endpoint, --trace-url; docs/observability.md): the
+// Telemetry (OTLPEndpoint, TraceURL; docs/observability.md): the
 // registry's metrics pushed over OTLP, and one trace per message across
 // every node it crosses. Without an endpoint n.tracing is nil and no span
 // is made.
 
-// validateTelemetry checks the telemetry flags.
+// validateTelemetry checks the telemetry settings.
 func (c Config) validateTelemetry() []error {
 	var errs []error
 	if err := telemetry.ValidateEndpoint(c.OTLPEndpoint); err != nil {
-		errs = append(errs, err)
+		errs = append(errs, field.Wrap("OTLPEndpoint", err))
 	}
 	if c.TraceURL != "" {
 		u, err := url.Parse(strings.ReplaceAll(c.TraceURL, "{trace_id}", "0"))
 		switch {
 		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-			errs = append(errs, fmt.Errorf("--trace-url: %q must be an http:// or https:// URL", c.TraceURL))
+			errs = append(errs, field.Errorf("TraceURL", "%q must be an http:// or https:// URL", c.TraceURL))
 		case !strings.Contains(c.TraceURL, "{trace_id}"):
-			errs = append(errs, fmt.Errorf("--trace-url: %q must hold {trace_id}, where the trace's id goes", c.TraceURL))
+			errs = append(errs, field.Errorf("TraceURL", "%q must hold {trace_id}, where the trace's id goes", c.TraceURL))
 		}
 	}
 	return errs
@@ -53,7 +53,7 @@ func (n *Node) startTelemetry(ctx context.Context) error {
 	tc.MetricInterval, tc.SpanBatchTimeout = n.cfg.OTLPInterval, n.cfg.OTLPInterval
 	t, err := telemetry.Start(ctx, tc)
 	if err != nil {
-		return err
+		return field.Rename(err, field.Map(map[string]string{"Endpoint": "OTLPEndpoint"}))
 	}
 	n.telemetry, n.tracing = t, t.Tracing()
 	return nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchboard-dev/switchboard/field"
 	"github.com/switchboard-dev/switchboard/httpapi/certs"
 	"github.com/switchboard-dev/switchboard/messages"
 )
@@ -40,7 +41,7 @@ func (n *Node) tlsMaterial() (*certs.Reloader, error) {
 	}
 	r, err := certs.NewReloader(certFile, keyFile, n.cfg.TLSCA)
 	if err != nil {
-		return nil, fmt.Errorf("--tls-cert: %w", err)
+		return nil, field.Wrap("TLSCert", err)
 	}
 	n.tls = r
 	return r, nil

@@ -18,7 +18,7 @@ import (
 )
 
 // fuzzRequest feeds body to one endpoint and checks what any client may
-// rely on: no panic, a status from the contract, and for every error the
+// rely on: no panic, a status docs/api.md lists, and for every error the
 // JSON error document with a code and a message.
 func fuzzRequest(t *testing.T, method, path string, body []byte, allowed ...int) *httptest.ResponseRecorder {
 	return fuzzServe(t, httptest.NewRequest(method, path, bytes.NewReader(body)), body, allowed...)

@@ -40,15 +40,15 @@ type PeerClientConfig struct {
 	// Node is our federation name (--name), sent as X-Federation-Node on
 	// every call. Required.
 	Node string
-	// Timeout bounds every HTTP request (--http-timeout, default 5s): a
-	// peer that does not answer within it counts as failed, and a batch of
+	// Timeout bounds every HTTP request: a peer that does not answer
+	// within it counts as failed, and a batch of
 	// single forwards is several requests, each with its own bound. The
 	// caller's context bounds the whole call as well.
 	Timeout time.Duration
-	// RootCAs verifies peers' certificate chains (--tls-ca).
+	// RootCAs verifies peers' certificate chains (the node's CA bundle).
 	RootCAs *x509.CertPool
-	// Certificate is presented as our client certificate (--tls-cert,
-	// --tls-key); a peer with --tls-ca refuses calls without one
+	// Certificate is presented as our client certificate (the node's
+	// own); a peer with a CA bundle refuses calls without one
 	// (client_certificate_required).
 	Certificate *tls.Certificate
 	// TLS, when set, stands for RootCAs and Certificate: its CA pool and
@@ -59,17 +59,12 @@ type PeerClientConfig struct {
 	// InsecureSkipVerify accepts any server certificate (development only).
 	// Required when RootCAs is nil.
 	InsecureSkipVerify bool
-	// MaxConnsPerHost bounds the connections to one peer address (default
-	// 64). A forward queue has up to 4 requests in flight per peer, and one
-	// call in single form runs up to SingleConcurrency requests, so 64
-	// leaves room for the queue, the status lane, health and registry
-	// without a call waiting for a connection. Idle connections are kept
-	// up to the same number, so a steady flow never redials.
+	// MaxConnsPerHost bounds the connections to one peer address. Idle
+	// connections are kept up to the same number, so a steady flow never
+	// redials.
 	MaxConnsPerHost int
 	// SingleConcurrency is how many single-form requests one Forward or
-	// Status call without batch runs at once (default 8): enough to hide
-	// the round trip and the peer's commit, few enough not to flood a peer
-	// that lacks the batch form (an older or foreign implementation).
+	// Status call without batch runs at once.
 	SingleConcurrency int
 	// Dial, when set, opens the connection TLS runs over instead of a
 	// TCP dial (an embedder's in-memory network).
@@ -82,7 +77,19 @@ type PeerClientConfig struct {
 // DefaultPeerClientConfig returns the defaults; Node and one of RootCAs
 // or InsecureSkipVerify must be set.
 func DefaultPeerClientConfig() PeerClientConfig {
-	return PeerClientConfig{Timeout: 5 * time.Second, MaxConnsPerHost: 64, SingleConcurrency: 8}
+	return PeerClientConfig{
+		// 5s: a peer slower than this is treated as down.
+		Timeout: 5 * time.Second,
+		// 64: a forward queue has up to 4 requests in flight per peer, and
+		// one call in single form runs up to SingleConcurrency requests,
+		// so 64 leaves room for the queue, the status lane, health and
+		// registry without a call waiting for a connection.
+		MaxConnsPerHost: 64,
+		// 8: enough to hide the round trip and the peer's commit, few
+		// enough not to flood a peer that lacks the batch form (an older
+		// or foreign implementation).
+		SingleConcurrency: 8,
+	}
 }
 
 // Validate reports every problem of c.
@@ -95,7 +102,7 @@ func (c PeerClientConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("peer client: timeout %v must be positive", c.Timeout))
 	}
 	if c.RootCAs == nil && (c.TLS == nil || c.TLS.Pool() == nil) && !c.InsecureSkipVerify {
-		errs = append(errs, errors.New("peer client: a CA pool (--tls-ca) or InsecureSkipVerify is required"))
+		errs = append(errs, errors.New("peer client: a CA pool (RootCAs or TLS) or InsecureSkipVerify is required"))
 	}
 	if c.MaxConnsPerHost < 1 {
 		errs = append(errs, fmt.Errorf("peer client: max connections per host %d must be at least 1", c.MaxConnsPerHost))

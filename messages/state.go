@@ -1,7 +1,8 @@
 package messages
 
-// State is where a message is in its life. The names are part of the public
-// contract (API, metrics, database rows) and never change.
+// State is where a message is in its life. The names are public (the API,
+// the metrics, the database rows; docs/api.md, "Message states") and never
+// change.
 //
 //	local frontend:      pending -> delivered | retry -> ... -> delivered | failed
 //	healthy peer:        pending -> forwarded -> delivered | failed
@@ -10,7 +11,7 @@ package messages
 // failed and forward_failed are left only by an explicit resubmit.
 type State string
 
-// The message states of the contract.
+// The message states (docs/api.md, "Message states").
 const (
 	StatePending       State = "pending"
 	StateRetry         State = "retry"
@@ -27,7 +28,7 @@ var AllStates = []State{
 	StateForwarded, StateForwardQueued, StateForwardFailed,
 }
 
-// Valid reports whether s is one of the contract's states.
+// Valid reports whether s is one of the message states.
 func (s State) Valid() bool {
 	for _, v := range AllStates {
 		if s == v {

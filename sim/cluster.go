@@ -289,10 +289,10 @@ func (r *recorder) delivery(d Delivery) {
 	r.deliveries = append(r.deliveries, d)
 }
 
-// nodeConfig is instance k of node i's configuration: the contract's
-// defaults, production intervals included (health 10 s, registry 15 s,
-// forward retries every 5 s, ring publication 30 s, real backoffs and
-// timeouts): the run is on virtual time, so they cost no wall time.
+// nodeConfig is instance k of node i's configuration: DefaultConfig's,
+// production intervals included (health, registry, forward retries, ring
+// publication, real backoffs and timeouts): the run is on virtual time, so
+// they cost no wall time.
 // Every node speaks mutual TLS with certificates of the run's CA, over
 // the sim network (Listener, Dial, Intercept).
 func (c *Cluster) nodeConfig(i, k int) switchboard.Config {

@@ -45,27 +45,24 @@ type Config struct {
 	Owner string
 	// Window is how many of an ESME's requests may await their answer on
 	// one session (a part of a concatenated message waits for the rest);
-	// one more is answered ESME_RTHROTTLED. Default 64.
+	// one more is answered ESME_RTHROTTLED.
 	Window int
 	// ReassemblyWait bounds the wait of a concatenated message for its
-	// missing parts from its first part. Default 5 s: a windowed ESME
-	// sends the parts within milliseconds, and gives up on a response
-	// after 10-30 s, so the refusal must reach it before that.
+	// missing parts from its first part.
 	ReassemblyWait time.Duration
 	// MaxHeldParts bounds the parts held in all (each at most 254
-	// octets); one more is answered ESME_RMSGQFUL. Default 10000.
+	// octets); one more is answered ESME_RMSGQFUL.
 	MaxHeldParts int
-	// SubmitTimeout bounds one submission's wait for its commit. Default
-	// 30 s (an ESME has given up on its response long before).
+	// SubmitTimeout bounds one submission's wait for its commit.
 	SubmitTimeout time.Duration
 	// ReceiptPoll is how often a bound receiver's account looks for
-	// receipts due when nothing woke it (Kick). Default 1 s.
+	// receipts due when nothing woke it (Kick).
 	ReceiptPoll time.Duration
 	// ReceiptLease is how long a receipt being sent stays leased to this
-	// instance. Default 1 min (a deliver_sm_resp takes milliseconds).
+	// instance.
 	ReceiptLease time.Duration
 	// ReceiptRetry is the wait before a receipt the ESME refused with a
-	// temporary status is sent again. Default 30 s.
+	// temporary status is sent again.
 	ReceiptRetry time.Duration
 	// Session are the settings of each session (Role, Window and Handler
 	// are the listener's).
@@ -80,9 +77,26 @@ type Config struct {
 
 // DefaultConfig is a Config with the defaults of the durations and bounds.
 func DefaultConfig() Config {
-	return Config{Window: 64, ReassemblyWait: 5 * time.Second, MaxHeldParts: 10000, SubmitTimeout: 30 * time.Second,
-		ReceiptPoll: time.Second, ReceiptLease: time.Minute, ReceiptRetry: 30 * time.Second,
-		Session: smpp.DefaultSessionConfig(smpp.RoleSMSC)}
+	return Config{
+		// 64: an ESME's usual window of 10, with room for the parts of
+		// long messages, which wait for their last part.
+		Window: 64,
+		// 5 s: a windowed ESME sends the parts within milliseconds, and
+		// gives up on a response after 10-30 s, so the refusal must reach
+		// it before that.
+		ReassemblyWait: 5 * time.Second,
+		// 10000 parts: at most about 2.5 MB held.
+		MaxHeldParts: 10000,
+		// 30 s: an ESME has given up on its response long before.
+		SubmitTimeout: 30 * time.Second,
+		// 1 s: a receipt nothing announced still leaves within a second.
+		ReceiptPoll: time.Second,
+		// A minute: a deliver_sm_resp takes milliseconds.
+		ReceiptLease: time.Minute,
+		// 30 s: an ESME that refused for now is given time to recover.
+		ReceiptRetry: 30 * time.Second,
+		Session:      smpp.DefaultSessionConfig(smpp.RoleSMSC),
+	}
 }
 
 // Server is the SMPP listener: ESMEs bind to it, submit messages into the

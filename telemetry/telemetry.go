@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/switchboard-dev/switchboard/field"
 	"github.com/switchboard-dev/switchboard/supervision/ratelog"
 )
 
@@ -28,12 +29,12 @@ import (
 const ServiceName = "switchboard"
 
 // NodeAttribute is the resource attribute that carries the node's name
-// (its federation identity, --name).
+// (its federation identity).
 const NodeAttribute = "switchboard.node"
 
 // Config configures Start.
 type Config struct {
-	// Endpoint is the collector's OTLP/HTTP base URL (--otlp-endpoint);
+	// Endpoint is the collector's OTLP/HTTP base URL;
 	// metrics go to Endpoint/v1/metrics and spans to Endpoint/v1/traces.
 	// Empty leaves the endpoints to the standard OTEL_EXPORTER_OTLP_*
 	// variables; with none of them set, nothing is exported.
@@ -70,7 +71,7 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	var errs []error
 	if err := ValidateEndpoint(c.Endpoint); err != nil {
-		errs = append(errs, err)
+		errs = append(errs, field.Wrap("Endpoint", err))
 	}
 	if c.ErrorLogWindow <= 0 {
 		errs = append(errs, errors.New("telemetry: ErrorLogWindow must be positive"))
@@ -81,7 +82,8 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// ValidateEndpoint checks an --otlp-endpoint ("" is none).
+// ValidateEndpoint checks a collector's OTLP/HTTP base URL ("" is none).
+// The error says what is wrong with the value; the caller names its field.
 func ValidateEndpoint(endpoint string) error {
 	if endpoint == "" {
 		return nil
@@ -89,11 +91,11 @@ func ValidateEndpoint(endpoint string) error {
 	u, err := url.Parse(endpoint)
 	switch {
 	case err != nil:
-		return fmt.Errorf("--otlp-endpoint: %w", err)
+		return err
 	case u.Scheme != "http" && u.Scheme != "https":
-		return fmt.Errorf("--otlp-endpoint: %q must be an http:// or https:// URL", endpoint)
+		return fmt.Errorf("%q must be an http:// or https:// URL", endpoint)
 	case u.Host == "":
-		return fmt.Errorf("--otlp-endpoint: %q names no host", endpoint)
+		return fmt.Errorf("%q names no host", endpoint)
 	}
 	return nil
 }

@@ -10,19 +10,21 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/switchboard-dev/switchboard/field"
 )
 
 // Config is what the bus needs. Start from DefaultConfig.
 type Config struct {
-	// URL is the NATS server or servers, comma-separated (--nats-url).
+	// URL is the NATS server or servers, comma-separated.
 	URL string
-	// Creds is a NATS credentials file (--nats-creds); empty: none.
+	// Creds is a NATS credentials file; empty: none.
 	Creds string
 	// TLSCA, TLSCert and TLSKey, when set, are used for a tls:// server
-	// (and only then): the node's own --tls-ca, --tls-cert and --tls-key.
+	// (and only then): the node's own CA bundle, certificate and key.
 	TLSCA, TLSCert, TLSKey string
-	// Stream is the JetStream stream (--nats-stream; StreamName of the
-	// site by default). Its subjects are Stream.<frontend>.
+	// Stream is the JetStream stream (the node gives StreamName of its
+	// site when none is configured). Its subjects are Stream.<frontend>.
 	Stream string
 	// Name names this connection on the server (the instance id).
 	Name   string
@@ -38,10 +40,10 @@ type Config struct {
 	// docs/nats.md for sizing).
 	MaxAckPending int
 	// MaxDeliver is JetStream's own limit of deliveries per message, a
-	// backstop only: --delivery-max-attempts is the limit, recorded in the
-	// store (the dead letter) before the message is termed. A message past
-	// MaxDeliver stays in the stream and raises an advisory; its work stays
-	// in the outbox, where the expiry of --message-validity ends it.
+	// backstop only: the node's delivery attempts are the limit, recorded
+	// in the store (the dead letter) before the message is termed. A
+	// message past MaxDeliver stays in the stream and raises an advisory;
+	// its work stays in the outbox, where the message's validity ends it.
 	MaxDeliver int
 	// PublishTimeout bounds one publish round (5s): a row the stream did
 	// not confirm within it is given back and published again by a later
@@ -76,19 +78,19 @@ func DefaultConfig() Config {
 // barrier), only work.
 func (c Config) DuplicateWindow() time.Duration { return 2 * time.Minute }
 
-// Validate reports every problem, each naming its flag.
+// Validate reports every problem, each a *field.Error naming its field.
 func (c Config) Validate() error {
 	var errs []error
 	if strings.TrimSpace(c.URL) == "" {
-		errs = append(errs, errors.New("--nats-url: must not be empty"))
+		errs = append(errs, field.Errorf("URL", "must not be empty"))
 	}
 	if c.Creds != "" {
 		if _, err := os.Stat(c.Creds); err != nil {
-			errs = append(errs, fmt.Errorf("--nats-creds: %v", err))
+			errs = append(errs, field.Wrap("Creds", err))
 		}
 	}
 	if err := ValidStream(c.Stream); err != nil {
-		errs = append(errs, fmt.Errorf("--nats-stream: %v", err))
+		errs = append(errs, field.Wrap("Stream", err))
 	}
 	if c.AckWait <= 0 || c.MaxAckPending <= 0 || c.MaxDeliver <= 0 || c.PublishTimeout <= 0 ||
 		c.RelayBatch <= 0 || c.RelaySweep <= 0 {

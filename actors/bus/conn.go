@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/switchboard-dev/switchboard/field"
 	"github.com/switchboard-dev/switchboard/persistence"
 )
 
@@ -73,12 +74,12 @@ func Open(cfg Config, m *Metrics, onChange func(up bool)) (*Bus, error) {
 		nats.ClosedHandler(signal),
 	)...)
 	if err != nil {
-		return nil, fmt.Errorf("--nats-url: %w", err)
+		return nil, field.Wrap("URL", err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("--nats-url: %w", err)
+		return nil, field.Wrap("URL", err)
 	}
 	b.nc, b.js = nc, js
 	if m != nil {

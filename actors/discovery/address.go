@@ -8,14 +8,15 @@ import (
 	"strings"
 )
 
-// DefaultAPIPort is the federation port of a static peer given without one
-// and of an SRV target whose record says port 0 (--api-port, 8443 by default).
+// DefaultAPIPort is the federation port: that of a static peer given
+// without one, and by default that of an SRV target whose record says
+// port 0 and the port a node listens on.
 const DefaultAPIPort = 8443
 
 // dnsPort is the port of a DNS server given without one.
 const dnsPort = 53
 
-// ParsePeers parses the value of --peers: "host[:port],host[:port],...".
+// ParsePeers parses a list of peers: "host[:port],host[:port],...".
 // An entry without a port gets defaultPort; an IPv6 address with a port is
 // written in brackets ("[2001:db8::1]:8443"), without one it may be bare.
 // Blanks around entries are ignored; an empty value is no peers. It returns
@@ -45,7 +46,7 @@ func ParsePeers(s string, defaultPort int) ([]string, error) {
 	return out, nil
 }
 
-// ParseDNSServer parses the value of --dns-server: "host[:port]", port 53
+// ParseDNSServer parses a DNS server's address: "host[:port]", port 53
 // when omitted.
 func ParseDNSServer(s string) (string, error) {
 	return parseHostPort(strings.TrimSpace(s), dnsPort)

@@ -29,30 +29,28 @@ const (
 
 // Config is what the discovery actor needs. Start from DefaultConfig.
 type Config struct {
-	// Node is our own name (--name): an address reporting it is refused.
+	// Node is our own name: an address reporting it is refused.
 	Node string
-	// Static are peer addresses "host:port" (--peers, parsed by ParsePeers).
+	// Static are peer addresses "host:port" (as ParsePeers returns them).
 	Static []string
-	// SRV is the SRV name to resolve (--dns-srv), e.g. "_smsc._tcp.example.com".
-	// Empty: Static only. When both are set, both are listed.
+	// SRV is the SRV name to resolve, e.g. "_smsc._tcp.example.com".
+	// Empty: Static only. When both are set, both are listed (the node
+	// gives one or the other).
 	SRV string
-	// DNSServer is the server to ask, "host[:port]" (--dns-server). Empty:
-	// the nameservers of /etc/resolv.conf, in turn.
+	// DNSServer is the server to ask, "host[:port]". Empty: the
+	// nameservers of /etc/resolv.conf, in turn.
 	DNSServer string
-	// APIPort is the port of an SRV target whose record says 0 (--api-port,
-	// default 8443, the contract's federation port).
+	// APIPort is the port of an SRV target whose record says 0.
 	APIPort int
 	// PollInterval is how often addresses are listed again and every
-	// listed address is asked who it is (--dns-poll-interval, default 30s:
-	// a new site shows up within half a minute and DNS is asked twice a
-	// minute). It also bounds one whole DNS lookup (at least DNSTimeout).
+	// listed address is asked who it is. It also bounds one whole DNS
+	// lookup (at least DNSTimeout).
 	PollInterval time.Duration
-	// IdentityTimeout bounds one identity call (--http-timeout, default 5s,
-	// like every outbound peer call).
+	// IdentityTimeout bounds one identity call.
 	IdentityTimeout time.Duration
-	// DNSTimeout bounds one exchange with one DNS server (default 2s, the
-	// usual resolver timeout: a server that has not answered by then is
-	// lost or overloaded, and the next one is asked).
+	// DNSTimeout bounds one exchange with one DNS server: a server that
+	// has not answered by then is lost or overloaded, and the next one is
+	// asked.
 	DNSTimeout time.Duration
 	// Transport makes the identity calls.
 	Transport transport.Peer
@@ -68,11 +66,15 @@ type Config struct {
 // source (Static or SRV) are the caller's.
 func DefaultConfig() Config {
 	return Config{
-		APIPort:         DefaultAPIPort,
-		PollInterval:    30 * time.Second,
+		APIPort: DefaultAPIPort,
+		// 30s: a new site shows up within half a minute, and DNS is asked
+		// twice a minute.
+		PollInterval: 30 * time.Second,
+		// 5s, like every outbound peer call (the node gives its own).
 		IdentityTimeout: 5 * time.Second,
-		DNSTimeout:      2 * time.Second,
-		Clock:           clock.Real{},
+		// 2s, the usual resolver timeout.
+		DNSTimeout: 2 * time.Second,
+		Clock:      clock.Real{},
 	}
 }
 

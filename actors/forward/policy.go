@@ -11,27 +11,35 @@ import (
 
 // Policy is the pure retry policy of forward queues.
 type Policy struct {
-	// RetryInterval is the forward worker's tick (--forward-retry-interval
-	// 5s): a healthy peer's queue is looked at this often even when nothing
-	// kicks it, and a message the peer refused for now waits this long.
+	// RetryInterval is the forward worker's tick: a healthy peer's queue
+	// is looked at this often even when nothing kicks it, and a message
+	// the peer refused for now waits this long.
 	RetryInterval time.Duration
 	// MaxRetries is how many ticks a message may spend forward_queued
-	// before it is forward_failed (--forward-max-retries 50): with the
-	// defaults about four minutes, long enough to ride out a link flap,
-	// short enough that an operator hears about a dead peer.
+	// before it is forward_failed.
 	MaxRetries int
-	// Batch is the most messages one request carries (256: one commit at
-	// the peer per request keeps its cost near a single insert's).
+	// Batch is the most messages one request carries.
 	Batch int
-	// InFlight is the most requests under way to one peer (4: enough to
-	// hide a round trip behind the peer's commit, few enough that a peer
-	// that slows down is not flooded).
+	// InFlight is the most requests under way to one peer.
 	InFlight int
 }
 
-// DefaultPolicy returns the contract's defaults.
+// DefaultPolicy returns the defaults.
 func DefaultPolicy() Policy {
-	return Policy{RetryInterval: 5 * time.Second, MaxRetries: 50, Batch: 256, InFlight: 4}
+	return Policy{
+		// 5s: a peer back from a blip gets its queue within seconds.
+		RetryInterval: 5 * time.Second,
+		// 50 ticks, about four minutes with the tick above: long enough to
+		// ride out a link flap, short enough that an operator hears about
+		// a dead peer.
+		MaxRetries: 50,
+		// 256: one commit at the peer per request keeps its cost near a
+		// single insert's.
+		Batch: 256,
+		// 4: enough to hide a round trip behind the peer's commit, few
+		// enough that a peer that slows down is not flooded.
+		InFlight: 4,
+	}
 }
 
 // Validate reports every problem of p.

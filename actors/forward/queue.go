@@ -33,7 +33,7 @@ type Config struct {
 	Transport transport.Peer
 	Clock     clock.Clock
 	Policy    Policy
-	// Timeout bounds one request to the peer (--http-timeout).
+	// Timeout bounds one request to the peer.
 	Timeout time.Duration
 	Logger  *slog.Logger
 	Metrics *Metrics

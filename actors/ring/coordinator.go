@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/switchboard-dev/switchboard/clock"
+	"github.com/switchboard-dev/switchboard/field"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/transport"
@@ -24,17 +25,17 @@ const LockName = "ring-master"
 // Config configures the coordinator of one instance.
 type Config struct {
 	// Self is this instance's member document: instance id, node (the
-	// site's --name), the address its slaves reach it at, cluster, region,
+	// site's name), the address its slaves reach it at, cluster, region,
 	// zone and services.
 	Self messages.RingJoin
-	// Role is master, slave or auto. The node resolves --ring-role index
+	// Role is master, slave or auto. The node resolves its role index
 	// to master (ordinal 0) or slave before it starts the coordinator, and
 	// auto to master on a store that does not elect.
 	Role string
-	// MasterAddr is --ring-master as host:port; empty makes a slave read
+	// MasterAddr is the configured master's host:port; empty makes a slave read
 	// the master's address from the store (the master publishes it).
 	MasterAddr string
-	// PublishInterval is --ring-publish-interval (30s): the master answers
+	// PublishInterval is the master's publishing period: it answers
 	// every subscription at least this often, and drops a member that did
 	// not apply an assignment within two of them.
 	PublishInterval time.Duration
@@ -44,7 +45,7 @@ type Config struct {
 	// is stopping (an answer of kind transport.Unavailable, a 503: a
 	// graceful stop drains its deliveries before it gives up the lock)
 	// without counting its failures towards Reconnect.MaxAttempts: the
-	// master's --shutdown-timeout and a margin.
+	// master's shutdown timeout and a margin.
 	// Zero means 40s.
 	MasterStopGrace time.Duration
 	Store           persistence.Store
@@ -86,10 +87,10 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("ring: PublishInterval must be positive"))
 	}
 	if c.Role != messages.RoleMaster {
-		errs = append(errs, c.Reconnect.Validate())
+		errs = append(errs, field.Under("Reconnect", c.Reconnect.Validate()))
 	}
 	if c.Role == messages.RoleSlave && c.Transport == nil {
-		errs = append(errs, errors.New("ring: a slave needs a Transport (--tls-ca, or --insecure-skip-verify for development)"))
+		errs = append(errs, errNoTransport)
 	}
 	if c.Role == messages.RoleAuto && c.Elector == nil {
 		errs = append(errs, errors.New("ring: role auto needs a store that elects (Postgres)"))

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/switchboard-dev/switchboard/field"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/transport"
 )
@@ -62,7 +63,7 @@ type Member struct {
 type MemberConfig struct {
 	// Role is master, slave or auto.
 	Role string
-	// MasterAddr is --ring-master as host:port; empty: read the address
+	// MasterAddr is the configured master's host:port; empty: read the address
 	// the master published in the store.
 	MasterAddr string
 	// Elects: the store elects a master (Postgres); without it role auto
@@ -218,8 +219,11 @@ func (LeaveMaster) effect()   {}
 func (Log) effect()           {}
 
 var (
-	errLockHeld = errors.New("--ring-role master: another session holds the ring master lock of this site")
+	errLockHeld = errors.New("another session holds the ring master lock of this site")
 	errNoMaster = errors.New("no ring master has published its address yet")
+	// errNoTransport: the node gives a slave a Transport only when it can
+	// make peer calls (a CA bundle, or verification switched off).
+	errNoTransport = field.Errorf("Transport", "this instance is a ring slave and has no way to reach its master")
 )
 
 // Role is master or slave ("" before the first role is taken).
@@ -377,7 +381,7 @@ func (m *Member) leadResult(now time.Time, won bool) []Effect {
 
 func (m *Member) becomeSlave(now time.Time) []Effect {
 	if !m.cfg.CanCall {
-		return m.giveUp(errors.New("this instance is a ring slave and has no way to reach its master: give --tls-ca (or --insecure-skip-verify, for development)"))
+		return m.giveUp(errNoTransport)
 	}
 	m.role = messages.RoleSlave
 	return append([]Effect{BecameSlave{}}, m.step(now)...)
@@ -507,9 +511,9 @@ func (m *Member) failedOn(now time.Time, err error) []Effect {
 	}
 	if m.cfg.Reconnect.GiveUp(m.failures) {
 		if m.waitLead {
-			return m.giveUp(fmt.Errorf("the ring master lock is still held after %d attempts (--ring-reconnect-max-attempts): %w", m.failures, err))
+			return m.giveUp(field.Errorf("Reconnect.MaxAttempts", "the ring master lock is still held after %d attempts: %w", m.failures, err))
 		}
-		return m.giveUp(fmt.Errorf("the ring master is unreachable after %d attempts (--ring-reconnect-max-attempts): %w", m.failures, err))
+		return m.giveUp(field.Errorf("Reconnect.MaxAttempts", "the ring master is unreachable after %d attempts: %w", m.failures, err))
 	}
 	d := m.cfg.Reconnect.Delay(max(m.failures, 1), m.rng)
 	m.retryAt = now.Add(d)

@@ -120,7 +120,7 @@ func TestMemberStepTable(t *testing.T) {
 			{time.Second, Wake{}, []string{"call join m:1"}},
 			{time.Second, CallDone{Gen: 2, Kind: transport.Unreachable, Err: failed}, []string{"log WARN", "schedule +3s"}},
 			{3 * time.Second, Wake{}, []string{"call join m:1"}},
-			{3 * time.Second, CallDone{Gen: 3, Kind: transport.Unreachable, Err: failed}, []string{"give up: the ring master is unreachable after 3 attempts"}},
+			{3 * time.Second, CallDone{Gen: 3, Kind: transport.Unreachable, Err: failed}, []string{"give up: Reconnect.MaxAttempts: the ring master is unreachable after 3 attempts"}},
 			{4 * time.Second, Wake{}, nil},
 		}, wantRole: messages.RoleSlave},
 		{name: "a success resets the count", role: messages.RoleSlave, addr: "m:1", steps: []step{
@@ -199,7 +199,7 @@ func TestMemberStepTable(t *testing.T) {
 			{time.Second, Wake{}, nil}, // the try is under way
 			{time.Second, LeadResult{Gen: 2}, []string{"schedule +3s"}},
 			{3 * time.Second, Wake{}, []string{"TryLead"}},
-			{3 * time.Second, LeadResult{Gen: 3}, []string{"give up: the ring master lock is still held after 3 attempts"}},
+			{3 * time.Second, LeadResult{Gen: 3}, []string{"give up: Reconnect.MaxAttempts: the ring master lock is still held after 3 attempts"}},
 		}},
 		{name: "role master gets the lock it waited for", role: messages.RoleMaster, steps: []step{
 			{0, Start{}, []string{"TryLead"}},

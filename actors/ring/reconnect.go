@@ -2,41 +2,56 @@ package ring
 
 import (
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/switchboard-dev/switchboard/field"
 )
 
 // Reconnect is how a slave retries reaching its master (join and poll
 // failures): exponential backoff with jitter, giving up after MaxAttempts
 // failures in a row (then an auto instance stands for master).
 type Reconnect struct {
-	// MaxAttempts is how many failures in a row are tolerated
-	// (--ring-reconnect-max-attempts).
+	// MaxAttempts is how many failures in a row are tolerated.
 	MaxAttempts int
 	// Min is the delay after the first failure, Max the cap of the
-	// doubling (--ring-reconnect-backoff-min, --ring-reconnect-backoff-max).
+	// doubling.
 	Min, Max time.Duration
 	// Jitter in [0, 1] is the largest share taken off a delay at random,
-	// so that slaves that lost the master together do not retry together
-	// (--ring-reconnect-jitter).
+	// so that slaves that lost the master together do not retry together.
 	Jitter float64
 }
 
-// Validate reports every problem of r.
+// DefaultReconnect is a slave's reconnect policy towards its master.
+func DefaultReconnect() Reconnect {
+	return Reconnect{
+		// 10 failures in a row: with the backoff below about a minute of
+		// trying, longer than a master's failover takes.
+		MaxAttempts: 10,
+		// 2s, doubling to 6s: a master that restarts is back within
+		// seconds, and a site's slaves do not hammer one that is not.
+		Min: 2 * time.Second,
+		Max: 6 * time.Second,
+		// Up to half of each wait taken off, so slaves do not call in step.
+		Jitter: 0.5,
+	}
+}
+
+// Validate reports every problem of r, each a *field.Error naming its
+// field.
 func (r Reconnect) Validate() error {
 	var errs []error
 	if r.MaxAttempts < 1 {
-		errs = append(errs, fmt.Errorf("--ring-reconnect-max-attempts: must be at least 1, got %d", r.MaxAttempts))
+		errs = append(errs, field.Errorf("MaxAttempts", "must be at least 1, got %d", r.MaxAttempts))
 	}
 	if r.Min <= 0 {
-		errs = append(errs, fmt.Errorf("--ring-reconnect-backoff-min: must be positive, got %v", r.Min))
+		errs = append(errs, field.Errorf("Min", "must be positive, got %v", r.Min))
 	}
 	if r.Max < r.Min {
-		errs = append(errs, fmt.Errorf("--ring-reconnect-backoff-max: must be at least --ring-reconnect-backoff-min (%v), got %v", r.Min, r.Max))
+		errs = append(errs, field.Errorf("Max", "must be at least %s (%v), got %v", field.Ref("Min"), r.Min, r.Max))
 	}
 	if !(r.Jitter >= 0 && r.Jitter <= 1) {
-		errs = append(errs, fmt.Errorf("--ring-reconnect-jitter: must be in [0, 1], got %v", r.Jitter))
+		errs = append(errs, field.Errorf("Jitter", "must be in [0, 1], got %v", r.Jitter))
 	}
 	return errors.Join(errs...)
 }

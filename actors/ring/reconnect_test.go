@@ -18,10 +18,16 @@ func TestReconnectValidate(t *testing.T) {
 	if err == nil {
 		t.Fatal("invalid config accepted")
 	}
-	for _, flag := range []string{"--ring-reconnect-max-attempts", "--ring-reconnect-backoff-min", "--ring-reconnect-backoff-max", "--ring-reconnect-jitter"} {
-		if !strings.Contains(err.Error(), flag) {
-			t.Errorf("error %q does not name %s", err, flag)
+	for _, f := range []string{"MaxAttempts: ", "Min: ", "Max: must be at least Min", "Jitter: "} {
+		if !strings.Contains(err.Error(), f) {
+			t.Errorf("error %q does not name %s", err, f)
 		}
+	}
+	if strings.Contains(err.Error(), "--") {
+		t.Errorf("error %q names a flag", err)
+	}
+	if err := DefaultReconnect().Validate(); err != nil {
+		t.Errorf("the defaults are refused: %v", err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/actors/discovery"
+	"github.com/switchboard-dev/switchboard/field"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence/space"
 )
@@ -31,7 +33,11 @@ func defaultLogOptions() logOptions {
 // or lo and returns only the reason a value is bad ("must be an integer");
 // parseRun adds the flag, the value and where it came from.
 type runFlag struct {
-	name       string
+	name string
+	// field is the path of the Config field the flag sets, as a
+	// *field.Error names it ("" for the log options): the flag sets that
+	// field, shows its default, and names the Config's errors about it.
+	field      string
 	arg        string // placeholder in the usage text
 	usage      string
 	repeatable bool
@@ -48,177 +54,98 @@ func envName(flagName string) string {
 	return "SWITCHBOARD_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// runFlags lists the flags of `switchboard run` in usage order: the
-// non-federation flags of the contract, then the node settings beyond it.
+// runFlags lists the flags of `switchboard run` in usage order: the node's,
+// federation's, the ring's, then the log's.
+// Each default shown is switchboard.DefaultConfig's (the reasons are
+// there); a usage text says what the flag means, not its default.
 var runFlags = []runFlag{
-	stringFlag("name", "NAME", "this controller's federation name (default: host name)",
-		func(c *switchboard.Config) *string { return &c.Name }, false),
-	stringFlag("instance-id", "ID", "this instance among the instances of one site (default: host name)",
-		func(c *switchboard.Config) *string { return &c.InstanceID }, false),
-	stringFlag("listen", "ADDR", "HTTPS address of the API, federation and web UI (empty: none)",
-		func(c *switchboard.Config) *string { return &c.Listen }, true),
-	stringFlag("metrics-listen", "ADDR", "plain HTTP address of /metrics (empty: none)",
-		func(c *switchboard.Config) *string { return &c.MetricsListen }, true),
-	stringFlag("smpp-listen", "ADDR", "SMPP v3.4 address ESMEs bind to with an SMPP account (empty: none; docs/smpp.md)",
-		func(c *switchboard.Config) *string { return &c.SMPPListen }, false),
-	boolFlag("smpp-tls", "the SMPP listener speaks TLS with the node's certificate",
-		func(c *switchboard.Config) *bool { return &c.SMPPTLS }),
-	intFlag("smpp-window", "an ESME's requests awaiting their answer on one SMPP session; one more is ESME_RTHROTTLED",
-		func(c *switchboard.Config) *int { return &c.SMPPWindow }),
-	stringFlag("data-dir", "DIR", "embedded store and generated dev certificates",
-		func(c *switchboard.Config) *string { return &c.DataDir }, true),
-	stringFlag("postgres", "DSN", "Postgres DSN; when set, the store is Postgres instead of embedded",
-		func(c *switchboard.Config) *string { return &c.Postgres }, false),
-	stringFlag("tls-cert", "FILE", "PEM certificate; with --tls-key empty too, a self-signed one is made in --data-dir",
-		func(c *switchboard.Config) *string { return &c.TLSCert }, false),
-	stringFlag("tls-key", "FILE", "PEM private key of --tls-cert",
-		func(c *switchboard.Config) *string { return &c.TLSKey }, false),
-	stringFlag("tls-ca", "FILE", "CA bundle: verify peers and require their client certificates on /api/federation/*",
-		func(c *switchboard.Config) *string { return &c.TLSCA }, false),
-	stringFlag("api-token", "TOKEN", "when set, non-federation /api/* calls need 'Authorization: Bearer TOKEN' (one admin credential)",
-		func(c *switchboard.Config) *string { return &c.APIToken }, false),
-	stringFlag("api-token-file", "FILE", "read --api-token from FILE (keeps it out of the process list); re-read on SIGHUP",
-		func(c *switchboard.Config) *string { return &c.APITokenFile }, false),
-	stringFlag("credentials", "FILE", "credentials file (named, hashed tokens with roles; 'switchboard credentials'); re-read on SIGHUP and on change",
-		func(c *switchboard.Config) *string { return &c.Credentials }, false),
-	{
-		name: "redact", arg: "off|on", usage: "on: mask numbers (first 5 digits kept) and drop message bodies in logs and the audit trail",
-		set: func(c *switchboard.Config, _ *logOptions, v string) error {
+	hostNamed(stringFlag("name", "Name", "NAME", "this controller's federation name (default: host name)")),
+	hostNamed(stringFlag("instance-id", "InstanceID", "ID", "this instance among the instances of one site (default: host name)")),
+	stringFlag("listen", "Listen", "ADDR", "HTTPS address of the API, federation and web UI (empty: none)"),
+	stringFlag("metrics-listen", "MetricsListen", "ADDR", "plain HTTP address of /metrics (empty: none)"),
+	stringFlag("smpp-listen", "SMPPListen", "ADDR", "SMPP v3.4 address ESMEs bind to with an SMPP account (empty: none; docs/smpp.md)"),
+	boolFlag("smpp-tls", "SMPPTLS", "the SMPP listener speaks TLS with the node's certificate"),
+	intFlag("smpp-window", "SMPPWindow", "an ESME's requests awaiting their answer on one SMPP session; one more is ESME_RTHROTTLED"),
+	stringFlag("data-dir", "DataDir", "DIR", "embedded store and generated dev certificates"),
+	stringFlag("postgres", "Postgres", "DSN", "Postgres DSN; when set, the store is Postgres instead of embedded"),
+	stringFlag("tls-cert", "TLSCert", "FILE", "PEM certificate; with --tls-key empty too, a self-signed one is made in --data-dir"),
+	stringFlag("tls-key", "TLSKey", "FILE", "PEM private key of --tls-cert"),
+	stringFlag("tls-ca", "TLSCA", "FILE", "CA bundle: verify peers and require their client certificates on /api/federation/*"),
+	stringFlag("api-token", "APIToken", "TOKEN", "when set, non-federation /api/* calls need 'Authorization: Bearer TOKEN' (one admin credential)"),
+	stringFlag("api-token-file", "APITokenFile", "FILE", "read --api-token from FILE (keeps it out of the process list); re-read on SIGHUP"),
+	stringFlag("credentials", "Credentials", "FILE", "credentials file (named, hashed tokens with roles; 'switchboard credentials'); re-read on SIGHUP and on change"),
+	valueFlag("redact", "Redact", "off|on", "on: mask numbers (first 5 digits kept) and drop message bodies in logs and the audit trail",
+		func(_ string, v string) (string, error) {
 			switch v = strings.ToLower(v); v {
 			case switchboard.RedactOff, switchboard.RedactOn:
-				c.Redact = v
-				return nil
+				return v, nil
 			}
-			return errors.New("must be off or on")
-		},
-		def: func(c switchboard.Config, _ logOptions) string { return c.Redact },
-	},
-	durationFlag("audit-retention", "the audit trail is kept this long, apart from messages (0: forever)",
-		func(c *switchboard.Config) *time.Duration { return &c.AuditRetention }),
-	{
-		name: "route", arg: "PREFIX=FRONTEND", repeatable: true,
-		usage: "initial route: destination prefix (digits) to frontend name; repeatable",
-		set:   setRoute,
-	},
-	{
-		name: "frontend", arg: "NAME=URL", repeatable: true,
-		usage: "webhook (https://...) or smpp (smpp://system_id:password@host:port?...) frontend registered at start; repeatable",
-		set:   setWebhook,
-	},
-	durationFlag("delivery-retry-min", "first local delivery retry wait (doubling, jittered)",
-		func(c *switchboard.Config) *time.Duration { return &c.DeliveryRetryMin }),
-	durationFlag("delivery-retry-max", "longest local delivery retry wait",
-		func(c *switchboard.Config) *time.Duration { return &c.DeliveryRetryMax }),
-	intFlag("delivery-max-attempts", "delivery attempts before a message is failed (dead-lettered)",
-		func(c *switchboard.Config) *int { return &c.DeliveryMaxAttempts }),
-	durationFlag("message-validity", "a message undelivered this long after acceptance is failed (expired)",
-		func(c *switchboard.Config) *time.Duration { return &c.MessageValidity }),
-	durationFlag("webhook-timeout", "bound on one webhook POST; a timeout is a retry",
-		func(c *switchboard.Config) *time.Duration { return &c.WebhookTimeout }),
-	durationFlag("smpp-reconnect-min", "first wait of an smpp frontend before it dials its SMSC again (doubling, jittered)",
-		func(c *switchboard.Config) *time.Duration { return &c.SMPPReconnectMin }),
-	durationFlag("smpp-reconnect-max", "longest wait of an smpp frontend before it dials its SMSC again",
-		func(c *switchboard.Config) *time.Duration { return &c.SMPPReconnectMax }),
-	durationFlag("shutdown-timeout", "bound on a graceful stop after SIGINT or SIGTERM",
-		func(c *switchboard.Config) *time.Duration { return &c.ShutdownTimeout }),
-	intFlag("max-pending-submits", "submits queued at the intake before new ones get 429",
-		func(c *switchboard.Config) *int { return &c.MaxPendingSubmits }),
-	durationFlag("retention", "a delivered message is purged this long after its delivery (0: kept forever)",
-		func(c *switchboard.Config) *time.Duration { return &c.Retention }),
-	durationFlag("retention-failed", "a failed or forward_failed message is purged this long after it failed (0: kept forever)",
-		func(c *switchboard.Config) *time.Duration { return &c.RetentionFailed }),
-	stringFlag("cdr-file", "FILE", "append each message's final record (JSON lines) here before it can be purged",
-		func(c *switchboard.Config) *string { return &c.CDRFile }, false),
-	sizeFlag("cdr-rotate-size", "rotate --cdr-file when it would grow past this size",
-		func(c *switchboard.Config) *int64 { return &c.CDRRotateBytes }),
-	{
-		name: "min-free-space", arg: "SIZE|N%",
-		usage: "below this free space on --data-dir's file system new submits and forwards get 507 (a size or a percentage)",
-		set: func(c *switchboard.Config, _ *logOptions, v string) error {
-			r, err := space.ParseReserve(v)
-			c.MinFreeSpace = r
-			return err
-		},
-		def: func(c switchboard.Config, _ logOptions) string { return c.MinFreeSpace.String() },
-	},
-	stringFlag("nats-url", "URL", "NATS server(s) of the delivery bus, nats://host:4222[,...] (empty: no bus; needs --postgres)",
-		func(c *switchboard.Config) *string { return &c.NatsURL }, false),
-	stringFlag("nats-creds", "FILE", "NATS credentials file for --nats-url",
-		func(c *switchboard.Config) *string { return &c.NatsCreds }, false),
-	stringFlag("nats-stream", "NAME", "JetStream stream of the delivery bus (default: SWITCHBOARD_<name>)",
-		func(c *switchboard.Config) *string { return &c.NatsStream }, false),
-	stringFlag("otlp-endpoint", "URL", "OpenTelemetry collector, OTLP/HTTP base URL: metrics and traces are pushed there (the OTEL_EXPORTER_OTLP_* variables work too; this flag wins)",
-		func(c *switchboard.Config) *string { return &c.OTLPEndpoint }, false),
-	stringFlag("trace-url", "URL", "web UI link to a message's trace, {trace_id} replaced, e.g. https://jaeger.example/trace/{trace_id}",
-		func(c *switchboard.Config) *string { return &c.TraceURL }, false),
-	boolFlag("federation", "master switch: discover and contact peers, serve the federation API",
-		func(c *switchboard.Config) *bool { return &c.Federation }),
-	{
-		name: "peers", arg: "HOST:PORT,...", usage: "static peers (port defaults to 8443); used when --dns-srv is empty",
-		set: setPeers,
-	},
-	stringFlag("dns-srv", "NAME", "SRV name to discover peers by, e.g. _smsc._tcp.example.com",
-		func(c *switchboard.Config) *string { return &c.DNSSRV }, false),
-	stringFlag("dns-server", "HOST:PORT", "DNS server to ask (default: the system resolver)",
-		func(c *switchboard.Config) *string { return &c.DNSServer }, false),
-	durationFlag("dns-poll-interval", "re-resolve --dns-srv (and re-identify peers) this often",
-		func(c *switchboard.Config) *time.Duration { return &c.DNSPollInterval }),
-	durationFlag("health-interval", "health exchange with every known peer",
-		func(c *switchboard.Config) *time.Duration { return &c.HealthInterval }),
-	durationFlag("registry-interval", "frontend registry exchange with every healthy peer",
-		func(c *switchboard.Config) *time.Duration { return &c.RegistryInterval }),
-	durationFlag("forward-retry-interval", "forward worker tick",
-		func(c *switchboard.Config) *time.Duration { return &c.ForwardRetryInterval }),
-	intFlag("forward-max-retries", "ticks a message may wait forward_queued before forward_failed",
-		func(c *switchboard.Config) *int { return &c.ForwardMaxRetries }),
-	durationFlag("http-timeout", "bound on every outbound peer call",
-		func(c *switchboard.Config) *time.Duration { return &c.HTTPTimeout }),
-	intFlag("api-port", "port of an SRV target whose record port is 0",
-		func(c *switchboard.Config) *int { return &c.APIPort }),
-	boolFlag("insecure-skip-verify", "development only: federate without verifying peers (logged as a warning)",
-		func(c *switchboard.Config) *bool { return &c.InsecureSkipVerify }),
-	stringFlag("ring-role", "ROLE", "master, slave, index (StatefulSet ordinal: 0 is master) or auto (Postgres advisory lock)",
-		func(c *switchboard.Config) *string { return &c.RingRole }, true),
-	stringFlag("ring-master", "URL", "a slave's master, https://host:port (default: the address the master published in the store)",
-		func(c *switchboard.Config) *string { return &c.RingMaster }, false),
-	stringFlag("ring-address", "HOST:PORT", "where the site's other instances reach this one (default: --listen, or $POD_IP / host name with its port)",
-		func(c *switchboard.Config) *string { return &c.RingAddress }, false),
-	stringFlag("cluster", "NAME", "cluster of this instance; a master admits slaves of its own cluster only",
-		func(c *switchboard.Config) *string { return &c.Cluster }, false),
-	stringFlag("region", "NAME", "region of this instance; a master admits slaves of its own region only",
-		func(c *switchboard.Config) *string { return &c.Region }, false),
-	stringFlag("zone", "NAME", "zone of this instance (shown in the ring status)",
-		func(c *switchboard.Config) *string { return &c.Zone }, false),
-	{
-		name: "ring-services", arg: "KIND,...", usage: "work this instance does: delivery, forward (a slave's must be a subset of its master's)",
-		set: func(c *switchboard.Config, _ *logOptions, v string) error {
-			c.RingServices = splitList(v)
-			return nil
-		},
-		def: func(c switchboard.Config, _ logOptions) string { return strings.Join(c.RingServices, ",") },
-	},
-	durationFlag("ring-publish-interval", "the master republishes the assignment this often; a member silent for two loses its ranges",
-		func(c *switchboard.Config) *time.Duration { return &c.RingPublishInterval }),
-	intFlag("ring-reconnect-max-attempts", "failed calls in a row to the master before a slave exits non-zero",
-		func(c *switchboard.Config) *int { return &c.RingReconnectMaxAttempts }),
-	durationFlag("ring-reconnect-backoff-min", "first wait before calling an unreachable master again (doubling)",
-		func(c *switchboard.Config) *time.Duration { return &c.RingReconnectBackoffMin }),
-	durationFlag("ring-reconnect-backoff-max", "longest wait before calling an unreachable master again",
-		func(c *switchboard.Config) *time.Duration { return &c.RingReconnectBackoffMax }),
-	{
-		name: "ring-reconnect-jitter", arg: "FRACTION", usage: "up to this fraction (0-1) is taken off each reconnect wait",
-		set: func(c *switchboard.Config, _ *logOptions, v string) error {
+			return "", errors.New("must be off or on")
+		}, showString),
+	durationFlag("audit-retention", "AuditRetention", "the audit trail is kept this long, apart from messages (0: forever)"),
+	repeatable(valueFlag("route", "Routes", "PREFIX=FRONTEND", "initial route: destination prefix (digits) to frontend name; repeatable",
+		addRoute, nil)),
+	repeatable(valueFlag("frontend", "Webhooks", "NAME=URL",
+		"webhook (https://...) or smpp (smpp://system_id:password@host:port?...) frontend registered at start; repeatable",
+		addWebhook, nil)),
+	durationFlag("delivery-retry-min", "DeliveryRetryMin", "first local delivery retry wait (doubling, jittered)"),
+	durationFlag("delivery-retry-max", "DeliveryRetryMax", "longest local delivery retry wait"),
+	intFlag("delivery-max-attempts", "DeliveryMaxAttempts", "delivery attempts before a message is failed (dead-lettered)"),
+	durationFlag("message-validity", "MessageValidity", "a message undelivered this long after acceptance is failed (expired)"),
+	durationFlag("webhook-timeout", "WebhookTimeout", "bound on one webhook POST; a timeout is a retry"),
+	durationFlag("smpp-reconnect-min", "SMPPReconnectMin", "first wait of an smpp frontend before it dials its SMSC again (doubling, jittered)"),
+	durationFlag("smpp-reconnect-max", "SMPPReconnectMax", "longest wait of an smpp frontend before it dials its SMSC again"),
+	durationFlag("shutdown-timeout", "ShutdownTimeout", "bound on a graceful stop after SIGINT or SIGTERM"),
+	intFlag("max-pending-submits", "MaxPendingSubmits", "submits queued at the intake before new ones get 429"),
+	durationFlag("retention", "Retention", "a delivered message is purged this long after its delivery (0: kept forever)"),
+	durationFlag("retention-failed", "RetentionFailed", "a failed or forward_failed message is purged this long after it failed (0: kept forever)"),
+	stringFlag("cdr-file", "CDRFile", "FILE", "append each message's final record (JSON lines) here before it can be purged"),
+	valueFlag("cdr-rotate-size", "CDRRotateBytes", "SIZE", "rotate --cdr-file when it would grow past this size",
+		func(_ int64, v string) (int64, error) { return space.ParseSize(v) }, space.FormatSize),
+	valueFlag("min-free-space", "MinFreeSpace", "SIZE|N%",
+		"below this free space on --data-dir's file system new submits and forwards get 507 (a size or a percentage)",
+		func(_ space.Reserve, v string) (space.Reserve, error) { return space.ParseReserve(v) }, space.Reserve.String),
+	stringFlag("nats-url", "NatsURL", "URL", "NATS server(s) of the delivery bus, nats://host:4222[,...] (empty: no bus; needs --postgres)"),
+	stringFlag("nats-creds", "NatsCreds", "FILE", "NATS credentials file for --nats-url"),
+	stringFlag("nats-stream", "NatsStream", "NAME", "JetStream stream of the delivery bus (default: SWITCHBOARD_<name>)"),
+	stringFlag("otlp-endpoint", "OTLPEndpoint", "URL", "OpenTelemetry collector, OTLP/HTTP base URL: metrics and traces are pushed there (the OTEL_EXPORTER_OTLP_* variables work too; this flag wins)"),
+	stringFlag("trace-url", "TraceURL", "URL", "web UI link to a message's trace, {trace_id} replaced, e.g. https://jaeger.example/trace/{trace_id}"),
+	boolFlag("federation", "Federation", "master switch: discover and contact peers, serve the federation API"),
+	valueFlag("peers", "Peers", "HOST:PORT,...",
+		fmt.Sprintf("static peers (port defaults to %d); with --federation, give these or --dns-srv", discovery.DefaultAPIPort),
+		func(_ []string, v string) ([]string, error) { return discovery.ParsePeers(v, discovery.DefaultAPIPort) }, nil),
+	stringFlag("dns-srv", "DNSSRV", "NAME", "SRV name to discover peers by, e.g. _smsc._tcp.example.com"),
+	stringFlag("dns-server", "DNSServer", "HOST:PORT", "DNS server to ask (default: the system resolver)"),
+	durationFlag("dns-poll-interval", "DNSPollInterval", "re-resolve --dns-srv (and re-identify peers) this often"),
+	durationFlag("health-interval", "HealthInterval", "health exchange with every known peer"),
+	durationFlag("registry-interval", "RegistryInterval", "frontend registry exchange with every healthy peer"),
+	durationFlag("forward-retry-interval", "ForwardRetryInterval", "forward worker tick"),
+	intFlag("forward-max-retries", "ForwardMaxRetries", "ticks a message may wait forward_queued before forward_failed"),
+	durationFlag("http-timeout", "HTTPTimeout", "bound on every outbound peer call"),
+	intFlag("api-port", "APIPort", "port of an SRV target whose record port is 0"),
+	boolFlag("insecure-skip-verify", "InsecureSkipVerify", "development only: federate without verifying peers (logged as a warning)"),
+	stringFlag("ring-role", "RingRole", "ROLE", "master, slave, index (StatefulSet ordinal: 0 is master) or auto (Postgres advisory lock)"),
+	stringFlag("ring-master", "RingMaster", "URL", "a slave's master, https://host:port (default: the address the master published in the store)"),
+	stringFlag("ring-address", "RingAddress", "HOST:PORT", "where the site's other instances reach this one (default: --listen, or $POD_IP / host name with its port)"),
+	stringFlag("cluster", "Cluster", "NAME", "cluster of this instance; a master admits slaves of its own cluster only"),
+	stringFlag("region", "Region", "NAME", "region of this instance; a master admits slaves of its own region only"),
+	stringFlag("zone", "Zone", "NAME", "zone of this instance (shown in the ring status)"),
+	valueFlag("ring-services", "RingServices", "KIND,...", "work this instance does: delivery, forward (a slave's must be a subset of its master's)",
+		func(_ []string, v string) ([]string, error) { return splitList(v), nil },
+		func(s []string) string { return strings.Join(s, ",") }),
+	durationFlag("ring-publish-interval", "RingPublishInterval", "the master republishes the assignment this often; a member silent for two loses its ranges"),
+	intFlag("ring-reconnect-max-attempts", "RingReconnectMaxAttempts", "failed calls in a row to the master before a slave exits non-zero"),
+	durationFlag("ring-reconnect-backoff-min", "RingReconnectBackoffMin", "first wait before calling an unreachable master again (doubling)"),
+	durationFlag("ring-reconnect-backoff-max", "RingReconnectBackoffMax", "longest wait before calling an unreachable master again"),
+	valueFlag("ring-reconnect-jitter", "RingReconnectJitter", "FRACTION", "up to this fraction (0-1) is taken off each reconnect wait",
+		func(_ float64, v string) (float64, error) {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {
-				return errors.New("must be a number between 0 and 1")
+				return 0, errors.New("must be a number between 0 and 1")
 			}
-			c.RingReconnectJitter = f
-			return nil
+			return f, nil
 		},
-		def: func(c switchboard.Config, _ logOptions) string {
-			return strconv.FormatFloat(c.RingReconnectJitter, 'g', -1, 64)
-		},
-	},
+		func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }),
 	{
 		name: "log-level", arg: "LEVEL", usage: "debug, info, warn or error",
 		set: func(_ *switchboard.Config, lo *logOptions, v string) error {
@@ -253,135 +180,133 @@ var logLevels = map[string]slog.Level{
 	"error":   slog.LevelError,
 }
 
-func stringFlag(name, arg, usage string, field func(*switchboard.Config) *string, showDefault bool) runFlag {
+// configField is cfg's field at path (its names separated by '.'). The
+// path and T are the flag table's: a wrong one panics, and the flag tests
+// run every flag.
+func configField[T any](cfg *switchboard.Config, path string) *T {
+	v := reflect.ValueOf(cfg).Elem()
+	for name := range strings.SplitSeq(path, ".") {
+		v = v.FieldByName(name)
+	}
+	return v.Addr().Interface().(*T)
+}
+
+// valueFlag is a flag that sets the Config field at path to what parse
+// makes of a value (old is the field's value so far: a repeatable flag
+// adds to it), and whose usage shows the default format makes of
+// DefaultConfig's value of the field (nil format, or "": none shown).
+func valueFlag[T any](name, path, arg, usage string, parse func(old T, v string) (T, error), format func(T) string) runFlag {
 	f := runFlag{
-		name: name, arg: arg, usage: usage,
+		name: name, field: path, arg: arg, usage: usage,
 		set: func(c *switchboard.Config, _ *logOptions, v string) error {
-			*field(c) = v
+			p := configField[T](c, path)
+			n, err := parse(*p, v)
+			if err != nil {
+				return err
+			}
+			*p = n
 			return nil
 		},
 	}
-	if showDefault {
-		f.def = func(c switchboard.Config, _ logOptions) string { return *field(&c) }
+	if format != nil {
+		f.def = func(c switchboard.Config, _ logOptions) string { return format(*configField[T](&c, path)) }
 	}
 	return f
 }
 
-func durationFlag(name, usage string, field func(*switchboard.Config) *time.Duration) runFlag {
-	return runFlag{
-		name: name, arg: "DURATION", usage: usage,
-		set: func(c *switchboard.Config, _ *logOptions, v string) error {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return errors.New("must be a duration such as 90s, 5m or 1h30m")
-			}
-			*field(c) = d
-			return nil
-		},
-		def: func(c switchboard.Config, _ logOptions) string { return formatDuration(*field(&c)) },
-	}
+func showString(s string) string { return s }
+
+func stringFlag(name, path, arg, usage string) runFlag {
+	return valueFlag(name, path, arg, usage, func(_ string, v string) (string, error) { return v, nil }, showString)
 }
 
-func intFlag(name, usage string, field func(*switchboard.Config) *int) runFlag {
-	return runFlag{
-		name: name, arg: "N", usage: usage,
-		set: func(c *switchboard.Config, _ *logOptions, v string) error {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return errors.New("must be an integer")
-			}
-			*field(c) = n
-			return nil
-		},
-		def: func(c switchboard.Config, _ logOptions) string { return strconv.Itoa(*field(&c)) },
-	}
+// hostNamed is a flag whose default is the host name: its usage says so
+// rather than show this machine's.
+func hostNamed(f runFlag) runFlag {
+	f.def = nil
+	return f
 }
 
-func sizeFlag(name, usage string, field func(*switchboard.Config) *int64) runFlag {
-	return runFlag{
-		name: name, arg: "SIZE", usage: usage,
-		set: func(c *switchboard.Config, _ *logOptions, v string) error {
-			n, err := space.ParseSize(v)
-			if err != nil {
-				return err
-			}
-			*field(c) = n
-			return nil
-		},
-		def: func(c switchboard.Config, _ logOptions) string { return space.FormatSize(*field(&c)) },
-	}
+func repeatable(f runFlag) runFlag {
+	f.repeatable = true
+	return f
 }
 
-func boolFlag(name, usage string, field func(*switchboard.Config) *bool) runFlag {
-	return runFlag{
-		name: name, arg: "BOOL", usage: usage, boolean: true,
-		set: func(c *switchboard.Config, _ *logOptions, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return errors.New("must be true or false")
-			}
-			*field(c) = b
-			return nil
-		},
-		def: func(c switchboard.Config, _ logOptions) string { return strconv.FormatBool(*field(&c)) },
-	}
+func durationFlag(name, path, usage string) runFlag {
+	return valueFlag(name, path, "DURATION", usage, func(_ time.Duration, v string) (time.Duration, error) {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return 0, errors.New("must be a duration such as 90s, 5m or 1h30m")
+		}
+		return d, nil
+	}, formatDuration)
 }
 
-// setPeers parses --peers: a comma-separated list whose entries default to
-// port 8443.
-func setPeers(c *switchboard.Config, _ *logOptions, v string) error {
-	peers, err := discovery.ParsePeers(v, 8443)
-	if err != nil {
-		return err
-	}
-	c.Peers = peers
-	return nil
+func intFlag(name, path, usage string) runFlag {
+	return valueFlag(name, path, "N", usage, func(_ int, v string) (int, error) {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return 0, errors.New("must be an integer")
+		}
+		return n, nil
+	}, strconv.Itoa)
 }
 
-// setRoute parses PREFIX=FRONTEND. The prefix and name are checked here, not
-// only by Config.Validate, so that the error shows the whole value and where
-// it came from; a prefix given twice is refused rather than silently won by
-// the last one.
-func setRoute(c *switchboard.Config, _ *logOptions, v string) error {
+func boolFlag(name, path, usage string) runFlag {
+	f := valueFlag(name, path, "BOOL", usage, func(_ bool, v string) (bool, error) {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return false, errors.New("must be true or false")
+		}
+		return b, nil
+	}, strconv.FormatBool)
+	f.boolean = true
+	return f
+}
+
+// addRoute parses PREFIX=FRONTEND and adds it to routes. The prefix and
+// name are checked here, not only by Config.Validate, so that the error
+// shows the whole value and where it came from; a prefix given twice is
+// refused rather than silently won by the last one.
+func addRoute(routes []switchboard.RouteSpec, v string) ([]switchboard.RouteSpec, error) {
 	prefix, frontend, ok := strings.Cut(v, "=")
 	prefix, frontend = strings.TrimSpace(prefix), strings.TrimSpace(frontend)
 	switch {
 	case !ok || prefix == "" || frontend == "":
-		return errors.New("must be PREFIX=FRONTEND, e.g. 4478=smpp-uk")
+		return nil, errors.New("must be PREFIX=FRONTEND, e.g. 4478=smpp-uk")
 	case !messages.ValidPrefix(prefix):
-		return fmt.Errorf("prefix %q must be 1-20 digits", prefix)
+		return nil, fmt.Errorf("prefix %q must be 1-20 digits", prefix)
 	case !switchboard.ValidName(frontend):
-		return fmt.Errorf("frontend %q is not a valid name (1-63 letters, digits, '.', '_', '-')", frontend)
+		return nil, fmt.Errorf("frontend %q is not a valid name (1-63 letters, digits, '.', '_', '-')", frontend)
 	}
-	for _, r := range c.Routes {
+	for _, r := range routes {
 		if r.Prefix == prefix {
-			return fmt.Errorf("prefix %q is already routed to %q", prefix, r.Frontend)
+			return nil, fmt.Errorf("prefix %q is already routed to %q", prefix, r.Frontend)
 		}
 	}
-	c.Routes = append(c.Routes, switchboard.RouteSpec{Prefix: prefix, Frontend: frontend})
-	return nil
+	return append(routes, switchboard.RouteSpec{Prefix: prefix, Frontend: frontend}), nil
 }
 
-// setWebhook parses NAME=URL (the URL may itself contain '=').
-func setWebhook(c *switchboard.Config, _ *logOptions, v string) error {
+// addWebhook parses NAME=URL (the URL may itself contain '=') and adds it
+// to hooks.
+func addWebhook(hooks []switchboard.WebhookSpec, v string) ([]switchboard.WebhookSpec, error) {
 	name, u, ok := strings.Cut(v, "=")
 	name, u = strings.TrimSpace(name), strings.TrimSpace(u)
 	switch {
 	case !ok || name == "" || u == "":
-		return errors.New("must be NAME=URL, e.g. hook=https://example.com/sms or smsc=smpp://acme:secret@smsc.example:2775")
+		return nil, errors.New("must be NAME=URL, e.g. hook=https://example.com/sms or smsc=smpp://acme:secret@smsc.example:2775")
 	case !switchboard.ValidName(name):
-		return fmt.Errorf("name %q is not a valid name (1-63 letters, digits, '.', '_', '-')", name)
+		return nil, fmt.Errorf("name %q is not a valid name (1-63 letters, digits, '.', '_', '-')", name)
 	}
 	if _, err := (switchboard.WebhookSpec{Name: name, URL: u}).Frontend(); err != nil {
-		return err
+		return nil, err
 	}
-	for _, w := range c.Webhooks {
+	for _, w := range hooks {
 		if w.Name == name {
-			return fmt.Errorf("frontend %q is given twice", name)
+			return nil, fmt.Errorf("frontend %q is given twice", name)
 		}
 	}
-	c.Webhooks = append(c.Webhooks, switchboard.WebhookSpec{Name: name, URL: u})
-	return nil
+	return append(hooks, switchboard.WebhookSpec{Name: name, URL: u}), nil
 }
 
 // rawValue collects a flag's values from the command line; parseRun
@@ -467,7 +392,7 @@ func parseRun(args []string, env lookupEnv) (switchboard.Config, logOptions, err
 		return cfg, lo, errors.Join(errs...)
 	}
 	if err := cfg.Validate(); err != nil {
-		return cfg, lo, annotateSources(err, fromEnv)
+		return cfg, lo, annotateSources(flagErrors(err), fromEnv)
 	}
 	return cfg, lo, nil
 }
@@ -480,7 +405,7 @@ func parseStart(args []string, env lookupEnv) (switchboard.Config, logOptions, e
 	if err != nil {
 		return cfg, lo, err
 	}
-	return cfg, lo, cfg.Preflight()
+	return cfg, lo, flagErrors(cfg.Preflight())
 }
 
 // flagSyntaxError rewrites package flag's messages about the command line
@@ -505,26 +430,47 @@ func fromSuffix(envVar string) string {
 	return " (from " + envVar + ")"
 }
 
-// annotateSources adds "(from SWITCHBOARD_X)" to each of Config.Validate's
-// "--x: ..." errors whose flag came from the environment, so that an
-// operator knows where to look.
-func annotateSources(err error, fromEnv map[string]string) error {
-	var list []error
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		list = j.Unwrap()
-	} else {
-		list = []error{err}
+// flagFields maps the path of each Config field a flag sets to the flag.
+var flagFields = func() map[string]string {
+	m := make(map[string]string, len(runFlags))
+	for _, f := range runFlags {
+		if f.field != "" {
+			m[f.field] = "--" + f.name
+		}
 	}
-	out := make([]error, 0, len(list))
-	for _, e := range list {
-		msg := e.Error()
-		if rest, ok := strings.CutPrefix(msg, "--"); ok {
-			if name, _, ok := strings.Cut(rest, ":"); ok && fromEnv[name] != "" {
-				e = fmt.Errorf("%w%s", e, fromSuffix(fromEnv[name]))
+	return m
+}()
+
+// flagErrors is err of the library (Config.Validate, New, Start) with each
+// Config field it names named by its flag instead ("DeliveryRetryMax:
+// must be at least DeliveryRetryMin" -> "--delivery-retry-max: must be at
+// least --delivery-retry-min"). A field no flag sets keeps its name.
+func flagErrors(err error) error {
+	return field.Rename(err, field.Map(flagFields))
+}
+
+// annotateSources adds "(from SWITCHBOARD_X)" to each of flagErrors' field
+// errors whose flag came from the environment, so that an operator knows
+// where to look. It returns the errors one a line.
+func annotateSources(err error, fromEnv map[string]string) error {
+	var out []error
+	var add func(error)
+	add = func(e error) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, inner := range j.Unwrap() {
+				add(inner)
+			}
+			return
+		}
+		var fe *field.Error
+		if errors.As(e, &fe) {
+			if env := fromEnv[strings.TrimPrefix(fe.Field, "--")]; env != "" {
+				e = fmt.Errorf("%w%s", e, fromSuffix(env))
 			}
 		}
 		out = append(out, e)
 	}
+	add(err)
 	return errors.Join(out...)
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard"
+	"github.com/switchboard-dev/switchboard/field"
 	"github.com/switchboard-dev/switchboard/persistence/space"
 )
 
@@ -594,5 +596,102 @@ func TestRingRoleIndexOrdinal(t *testing.T) {
 	t.Setenv("POD_NAME", "ring-0")
 	if _, _, err := parseRun(append(args, "--instance-id", "solo"), noEnv); err != nil {
 		t.Fatalf("POD_NAME ring-0: %v", err)
+	}
+}
+
+// TestFlagDefaultsAreDefaultConfigs: the default each flag's usage shows
+// is switchboard.DefaultConfig's value of the flag's field, read back
+// exactly by the flag itself; a flag whose field has a default shows it
+// (or says in words what it is); and no usage text restates its numeric
+// default by hand.
+func TestFlagDefaultsAreDefaultConfigs(t *testing.T) {
+	defaults, lo := switchboard.DefaultConfig(), defaultLogOptions()
+	for _, f := range runFlags {
+		t.Run(f.name, func(t *testing.T) {
+			shown := ""
+			if f.def != nil {
+				shown = f.def(defaults, lo)
+			}
+			if f.field == "" { // a log option
+				got := logOptions{Level: slog.LevelDebug - 4, Format: "unset"} // neither a default
+				if err := f.set(&switchboard.Config{}, &got, shown); err != nil {
+					t.Fatalf("the default %q shown does not parse: %v", shown, err)
+				}
+				if got.Level != lo.Level && got.Format != lo.Format {
+					t.Errorf("the default %q shown reads as %+v, want %+v", shown, got, lo)
+				}
+				return
+			}
+			want := reflect.ValueOf(defaults).FieldByName(f.field)
+			if !want.IsValid() {
+				t.Fatalf("field %q is no field of switchboard.Config", f.field)
+			}
+			if shown == "" {
+				if !want.IsZero() && !strings.Contains(f.usage, "(default: ") {
+					t.Errorf("DefaultConfig's %s is %v, but the usage shows no default", f.field, want)
+				}
+				return
+			}
+			var got switchboard.Config
+			if err := f.set(&got, &logOptions{}, shown); err != nil {
+				t.Fatalf("the default %q shown does not parse: %v", shown, err)
+			}
+			if g := reflect.ValueOf(got).FieldByName(f.field); !reflect.DeepEqual(g.Interface(), want.Interface()) {
+				t.Errorf("the default %q shown reads as %v, DefaultConfig's %s is %v", shown, g, f.field, want)
+			}
+			if shown[0] >= '0' && shown[0] <= '9' && strings.Contains(f.usage, shown) {
+				t.Errorf("usage %q restates the default %s", f.usage, shown)
+			}
+		})
+	}
+}
+
+// TestEveryConfigFieldHasAFlag: a field of switchboard.Config is set by
+// exactly one flag or is for embedders only, so that each error of the
+// library about a field is given under a flag's name (or the field's, for
+// the embedding-only ones, which no operator sets).
+func TestEveryConfigFieldHasAFlag(t *testing.T) {
+	embeddingOnly := map[string]bool{
+		"OTLPInterval": true, "Version": true, "WatchInterval": true, "Logger": true, "Registry": true, "Store": true,
+		"Clock": true, "Transport": true, "Listener": true, "Dial": true, "Intercept": true, "Elector": true,
+		"DeadLetterThrottle": true,
+	}
+	flags := map[string]string{}
+	for _, f := range runFlags {
+		if f.field == "" {
+			continue
+		}
+		if other, ok := flags[f.field]; ok {
+			t.Errorf("--%s and --%s both set %s", other, f.name, f.field)
+		}
+		flags[f.field] = f.name
+	}
+	for sf := range reflect.TypeFor[switchboard.Config]().Fields() {
+		_, flagged := flags[sf.Name]
+		switch {
+		case !flagged && !embeddingOnly[sf.Name]:
+			t.Errorf("Config.%s has no flag and is not listed as embedding only", sf.Name)
+		case flagged && embeddingOnly[sf.Name]:
+			t.Errorf("Config.%s has a flag but is listed as embedding only", sf.Name)
+		}
+	}
+}
+
+// TestFlagErrorsNameFlags: the library's errors about fields are given
+// under the flags' names, those in their texts too, and the environment
+// variable a value came from is named.
+func TestFlagErrorsNameFlags(t *testing.T) {
+	_, _, err := parseRun([]string{"--ring-reconnect-backoff-max", "1s"},
+		envMap(map[string]string{"SWITCHBOARD_RING_RECONNECT_BACKOFF_MIN": "3s"}))
+	want := "--ring-reconnect-backoff-max: must be at least --ring-reconnect-backoff-min (3s), got 1s"
+	if err == nil || err.Error() != want {
+		t.Errorf("error %v, want %q", err, want)
+	}
+	err = flagErrors(fmt.Errorf("start: %w", field.Errorf("NatsURL", "down, see %s", field.Ref("Postgres"))))
+	if want := "start: --nats-url: down, see --postgres"; err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
+	}
+	if err := flagErrors(field.Errorf("WatchInterval", "x")); err.Error() != "WatchInterval: x" {
+		t.Errorf("a field without a flag: %q", err)
 	}
 }

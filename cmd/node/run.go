@@ -44,7 +44,7 @@ func runCommand(args []string, stdout, stderr io.Writer, env lookupEnv) int {
 	if err != nil {
 		// parseRun validated cfg already; New can only disagree if Validate
 		// does, so treat it as the configuration error it is.
-		printErrorLines(stderr, err)
+		printErrorLines(stderr, flagErrors(err))
 		return 2
 	}
 
@@ -106,13 +106,13 @@ func runNode(n node, cfg switchboard.Config, logger *slog.Logger, sigs <-chan os
 			return 1
 		}
 		if err != nil {
-			logger.Info("start-up interrupted", "err", err)
+			logger.Info("start-up interrupted", "err", flagErrors(err))
 			return 0
 		}
 		return stopNode(n, cfg, logger, sigs, 0)
 	}
 	if err != nil {
-		logger.Error("node failed to start", "err", err)
+		logger.Error("node failed to start", "err", flagErrors(err))
 		return 1
 	}
 
@@ -130,7 +130,7 @@ func runNode(n node, cfg switchboard.Config, logger *slog.Logger, sigs <-chan os
 	case sig := <-sigs:
 		logger.Info("signal received; stopping", "signal", sig.String(), "timeout", cfg.ShutdownTimeout)
 	case err := <-n.Fatal():
-		logger.Error("node failed; stopping", "err", err, "timeout", cfg.ShutdownTimeout)
+		logger.Error("node failed; stopping", "err", flagErrors(err), "timeout", cfg.ShutdownTimeout)
 		code = 1
 	}
 	return stopNode(n, cfg, logger, sigs, code)
@@ -217,7 +217,7 @@ func noColor(env lookupEnv) bool {
 }
 
 // printErrorLines prints err one line per line, each prefixed with the
-// command name, as the contract's "one clear line naming the flag".
+// command name: one line per problem, naming its flag (docs/operations.md).
 func printErrorLines(w io.Writer, err error) {
 	for _, line := range strings.Split(err.Error(), "\n") {
 		if line != "" {

@@ -1,0 +1,113 @@
+package switchboard_test
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard"
+	"github.com/switchboard-dev/switchboard/field"
+)
+
+// TestValidateNamesConfigFields: an embedder's bad Config is refused with
+// errors naming its fields (a *field.Error each), in the Config's names and
+// never a flag's, those the node takes from a sub-package's configuration
+// (the bus's, the ring's reconnect policy) included.
+func TestValidateNamesConfigFields(t *testing.T) {
+	for _, tc := range []struct {
+		field string
+		set   func(*switchboard.Config)
+		want  string
+	}{
+		{"Name", func(c *switchboard.Config) { c.Name = "bad name!" }, "Name: \"bad name!\" is not a valid name"},
+		{"MetricsListen", func(c *switchboard.Config) { c.Listen, c.MetricsListen = "127.0.0.1:1", "127.0.0.1:1" }, "is Listen too"},
+		{"DeliveryRetryMax", func(c *switchboard.Config) { c.DeliveryRetryMax = time.Second },
+			"DeliveryRetryMax: must be at least DeliveryRetryMin (1m0s), got 1s"},
+		{"Retention", func(c *switchboard.Config) { c.Retention = time.Minute },
+			"(ForwardMaxRetries 50 x ForwardRetryInterval 5s + HTTPTimeout 5s = 4m15s)"},
+		{"NatsStream", func(c *switchboard.Config) { c.NatsStream = "S" }, "NatsStream: given without NatsURL"},
+		{"NatsStream", func(c *switchboard.Config) {
+			c.Postgres, c.NatsURL, c.NatsStream = "postgres://db/x", "nats://n:4222", "a.b"
+		},
+			"NatsStream: \"a.b\" holds a character a stream name may not"},
+		{"RingReconnectBackoffMax", func(c *switchboard.Config) { c.RingReconnectBackoffMax = time.Second },
+			"RingReconnectBackoffMax: must be at least RingReconnectBackoffMin (2s), got 1s"},
+		{"RingReconnectMaxAttempts", func(c *switchboard.Config) { c.RingReconnectMaxAttempts = 0 }, "must be at least 1"},
+		{"OTLPEndpoint", func(c *switchboard.Config) { c.OTLPEndpoint = "http://" }, "OTLPEndpoint: \"http://\" names no host"},
+		{"RingRole", func(c *switchboard.Config) { c.RingRole = "slave" }, "RingRole: slave needs Postgres"},
+		{"Peers", func(c *switchboard.Config) { c.Federation, c.InsecureSkipVerify = true, true }, "federation needs Peers or DNSSRV"},
+		{"WatchInterval", func(c *switchboard.Config) { c.WatchInterval = 0 }, "WatchInterval: must be positive"},
+	} {
+		t.Run(tc.field, func(t *testing.T) {
+			cfg := switchboard.DefaultConfig()
+			tc.set(&cfg)
+			err := cfg.Validate()
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			var fe *field.Error
+			if !errors.As(err, &fe) || fe.Field != tc.field {
+				t.Errorf("errors.As found %+v, want the field %s", fe, tc.field)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not say %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "--") {
+				t.Errorf("error %q names a flag", err)
+			}
+		})
+	}
+}
+
+// TestValidateErrorsNameExistingFields: every field a Config's errors
+// name, as the field at fault or in the text, is a field of Config, so
+// that a command can name each by its flag. The Config is wrong in every
+// way Validate checks at once.
+func TestValidateErrorsNameExistingFields(t *testing.T) {
+	cfgs := []func(*switchboard.Config){
+		func(c *switchboard.Config) {
+			c.Name, c.InstanceID, c.Listen, c.MetricsListen, c.SMPPListen = "-", "-", "x", "x", "x"
+			c.SMPPWindow, c.DataDir, c.TLSCert, c.APIToken, c.APITokenFile, c.Redact = 0, "", "c.pem", "a b", "f", "x"
+			c.AuditRetention, c.WatchInterval = -1, 0
+			c.Routes = []switchboard.RouteSpec{{Prefix: "x", Frontend: "-"}, {Prefix: "x", Frontend: "-"}}
+			c.Webhooks = []switchboard.WebhookSpec{{Name: "-", URL: "ftp://x"}, {Name: "-", URL: "ftp://x"}}
+			c.DeliveryRetryMin, c.DeliveryRetryMax, c.DeliveryMaxAttempts, c.MessageValidity = 0, -1, 0, 0
+			c.WebhookTimeout, c.SMPPReconnectMin, c.SMPPReconnectMax, c.ShutdownTimeout, c.MaxPendingSubmits = 0, 0, -1, 0, 0
+			c.Retention, c.RetentionFailed, c.CDRRotateBytes = -1, time.Second, 0
+			c.MinFreeSpace.Percent = 99
+			c.NatsStream, c.NatsCreds, c.OTLPEndpoint, c.TraceURL = "S", "f", "x", "x"
+			c.Federation, c.Peers, c.DNSSRV, c.DNSServer = true, []string{"x"}, "_s._tcp.x", "x"
+			c.DNSPollInterval, c.HealthInterval, c.RegistryInterval, c.ForwardRetryInterval = 0, 0, 0, 0
+			c.ForwardMaxRetries, c.HTTPTimeout, c.APIPort = 0, 0, 0
+			c.RingRole, c.RingMaster, c.RingAddress, c.Cluster, c.Region, c.Zone = "index", "ftp://x", "x", "-", "-", "-"
+			c.RingServices, c.RingPublishInterval = []string{"x", "x"}, 0
+			c.RingReconnectMaxAttempts, c.RingReconnectBackoffMin, c.RingReconnectBackoffMax, c.RingReconnectJitter = 0, 0, -1, 2
+		},
+		func(c *switchboard.Config) {
+			c.Postgres, c.NatsURL, c.NatsStream, c.NatsCreds = "postgres://db/x", "nats://n:4222", "a.b", "/nonexistent"
+			c.TLSKey, c.Credentials, c.APIToken, c.APITokenFile = "k.pem", "c.json", "t", "f"
+			c.Federation, c.TLSCA, c.RingRole = true, "ca.pem", "bogus"
+			c.Listen, c.MetricsListen, c.SMPPListen, c.RingServices = "127.0.0.1:1", "127.0.0.1:1", "127.0.0.1:1", nil
+		},
+	}
+	config := reflect.TypeFor[switchboard.Config]()
+	named := map[string]bool{}
+	for _, set := range cfgs {
+		cfg := switchboard.DefaultConfig()
+		set(&cfg)
+		field.Rename(cfg.Validate(), func(path string) string {
+			named[path] = true
+			return path
+		})
+	}
+	if len(named) < 50 {
+		t.Errorf("the errors name only %d fields", len(named))
+	}
+	for path := range named {
+		if _, ok := config.FieldByName(path); !ok {
+			t.Errorf("an error names %q, which is no field of Config", path)
+		}
+	}
+}
