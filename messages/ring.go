@@ -110,6 +110,10 @@ type RingStatus struct {
 	// delivery bus of --nats-url, up: the ranges then serve forward work,
 	// and delivery only while the bus is down).
 	Delivery string `json:"delivery,omitempty"`
+	// Subscribed, on a master, are the members (instance ids, sorted)
+	// whose subscription call is open now: those that will hear of the next
+	// publication, or of the master's stop, at once.
+	Subscribed []string `json:"subscribed,omitempty"`
 }
 
 // MarshalJSON writes the range as the pair [lo, hi].

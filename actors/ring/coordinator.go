@@ -723,6 +723,7 @@ func (co *Coordinator) status() messages.RingStatus {
 	if co.member.Role() == messages.RoleMaster {
 		a = co.master.Current()
 		a.Coverage = co.master.Coverage()
+		st.Subscribed = co.master.Subscribed()
 	}
 	st.Master, st.Epoch, st.Coverage = a.Master, a.Epoch, a.Coverage
 	if a.Members != nil {

@@ -332,6 +332,17 @@ func (m *Master) ids() []string {
 	return ids
 }
 
+// Subscribed are the members whose subscription call is open, sorted.
+func (m *Master) Subscribed() []string {
+	var out []string
+	for _, id := range m.ids() {
+		if mb, ok := m.members[id]; ok && mb.open > 0 {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // docs are the member documents (without ranges), sorted by id.
 func (m *Master) docs() []messages.RingMember {
 	var out []messages.RingMember

@@ -98,10 +98,19 @@ func TestMasterJoinPublishCoverage(t *testing.T) {
 	if got := m.Coverage(); got < 0.49 || got > 0.51 {
 		t.Fatalf("only the master holds epoch 2: coverage %v", got)
 	}
+	if len(m.Subscribed()) != 0 {
+		t.Fatalf("subscribed %v before any poll", m.Subscribed())
+	}
 	if !m.PollOpened(now, "ring-1", 1) || m.Coverage() > 0.51 {
 		t.Fatal("a poll with the old epoch confirms nothing")
 	}
+	if !slices.Equal(m.Subscribed(), []string{"ring-1"}) {
+		t.Fatalf("subscribed %v while ring-1 polls", m.Subscribed())
+	}
 	m.PollClosed(now, "ring-1")
+	if len(m.Subscribed()) != 0 {
+		t.Fatalf("subscribed %v after ring-1's poll closed", m.Subscribed())
+	}
 	if !m.PollOpened(now, "ring-1", 2) || m.Coverage() != 1 {
 		t.Fatalf("confirmed by all: coverage %v", m.Coverage())
 	}
