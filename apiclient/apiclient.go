@@ -100,11 +100,19 @@ func (c *Client) HTTP() *http.Client { return c.http }
 // Close closes the idle connections of the client.
 func (c *Client) Close() { c.http.CloseIdleConnections() }
 
-// URL is the absolute URL of an API path ("/api/messages") and query.
+// URL is the absolute URL of an API path ("/api/messages") and query; a
+// query in path ("/api/messages?limit=2") comes first.
 func (c *Client) URL(path string, query url.Values) string {
 	u := *c.base
+	path, raw, _ := strings.Cut(path, "?")
 	u.Path = c.base.Path + path
-	u.RawQuery = query.Encode()
+	if len(query) > 0 {
+		if raw != "" {
+			raw += "&"
+		}
+		raw += query.Encode()
+	}
+	u.RawQuery = raw
 	return u.String()
 }
 
@@ -143,26 +151,37 @@ func (e *NoAnswerError) Unwrap() error { return e.Err }
 // maxAnswer bounds the body read of one answer.
 const maxAnswer = 64 << 20
 
-// Send sends one request and returns the body of a 2xx answer as
-// received, decoded into out too unless out is nil. body is sent as JSON:
-// a json.RawMessage as is, anything else but nil encoded.
-func (c *Client) Send(ctx context.Context, method, path string, query url.Values, body, out any) ([]byte, error) {
+// Answer is an answer of the node as received, whatever its status.
+type Answer struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// Do sends one request and returns the node's answer whatever its status,
+// for a caller that checks the status itself; it fails only when there was
+// no answer (a *NoAnswerError). body is sent as JSON: a []byte or a
+// json.RawMessage as is, anything else but nil encoded. path may carry a
+// query ("/api/messages?limit=2"); query's values are added to it.
+func (c *Client) Do(ctx context.Context, method, path string, query url.Values, body any) (Answer, error) {
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
+	case []byte:
+		rd = bytes.NewReader(b)
 	case json.RawMessage:
 		rd = bytes.NewReader(b)
 	default:
 		data, err := json.Marshal(body)
 		if err != nil {
-			return nil, err
+			return Answer{}, err
 		}
 		rd = bytes.NewReader(data)
 	}
 	target := c.URL(path, query)
 	req, err := http.NewRequestWithContext(ctx, method, target, rd)
 	if err != nil {
-		return nil, err
+		return Answer{}, err
 	}
 	req.Header.Set("Accept", "application/json")
 	if body != nil {
@@ -177,22 +196,34 @@ func (c *Client) Send(ctx context.Context, method, path string, query url.Values
 		if errors.As(err, &uerr) {
 			err = uerr.Err
 		}
-		return nil, &NoAnswerError{Method: method, URL: target, Err: err}
+		return Answer{}, &NoAnswerError{Method: method, URL: target, Err: err}
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
-		return nil, &NoAnswerError{Method: method, URL: target, Err: err}
+		return Answer{}, &NoAnswerError{Method: method, URL: target, Err: err}
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, answerError(method, target, resp.StatusCode, data)
+	return Answer{Status: resp.StatusCode, Header: resp.Header, Body: data}, nil
+}
+
+// Send sends one request (as Do) and returns the body of a 2xx answer as
+// received, decoded into out too unless out is nil; any other answer is
+// an *Error.
+func (c *Client) Send(ctx context.Context, method, path string, query url.Values, body, out any) ([]byte, error) {
+	a, err := c.Do(ctx, method, path, query, body)
+	if err != nil {
+		return nil, err
+	}
+	target := c.URL(path, query)
+	if a.Status < 200 || a.Status > 299 {
+		return nil, answerError(method, target, a.Status, a.Body)
 	}
 	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			return data, fmt.Errorf("%s %s: the answer is not the document expected: %v", method, target, err)
+		if err := json.Unmarshal(a.Body, out); err != nil {
+			return a.Body, fmt.Errorf("%s %s: the answer is not the document expected: %v", method, target, err)
 		}
 	}
-	return data, nil
+	return a.Body, nil
 }
 
 // Get is Send of a GET.

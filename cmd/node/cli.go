@@ -1,11 +1,11 @@
 package main
 
 // The admin CLI: switchboard messages|peers|routes|frontends|status, a client
-// of a node's HTTPS API (docs/api.md). This file holds what every
-// command shares: the common flags and their environment variables, the
-// parsing of a command line, the API client and the mapping of failures to
-// exit codes; cli_commands.go holds the commands. docs/cli.md is the
-// operator's guide.
+// of a node's HTTPS API (docs/api.md). This file holds what every command
+// shares: the common flags and their environment variables, the parsing of
+// a command line, the API client's setup (package apiclient) and the mapping
+// of failures to hints and exit codes; cli_commands.go holds the commands.
+// docs/cli.md is the operator's guide.
 
 import (
 	"bytes"
