@@ -1,7 +1,6 @@
 package switchboard_test
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -66,15 +65,7 @@ func (w tWriter) Write(p []byte) (int, error) {
 
 func startNode(t *testing.T, cfg switchboard.Config) *harness {
 	t.Helper()
-	n, err := switchboard.New(cfg)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := n.Start(ctx); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
+	n := nodetest.Embedded(t, cfg)
 	h := &harness{t: t, node: n, cfg: cfg, base: "https://" + n.Addr(), token: cfg.APIToken, client: &http.Client{}}
 	if cfg.Listen != "" {
 		h.client = trustingClient(t, filepath.Join(cfg.DataDir, "selfsigned.pem"))
@@ -96,11 +87,7 @@ func trustingClient(t *testing.T, certFile string) *http.Client {
 }
 
 func (h *harness) stop() {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := h.node.Stop(ctx); err != nil {
-		h.t.Errorf("Stop: %v", err)
-	}
+	nodetest.StopEmbedded(h.t, h.node)
 	h.client.CloseIdleConnections()
 }
 

@@ -1,7 +1,6 @@
 package deploy
 
 import (
-	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -110,15 +109,7 @@ func baseConfig(t *testing.T, name string) switchboard.Config {
 // runNode starts a node with cfg and stops it when the test ends.
 func runNode(t *testing.T, cfg switchboard.Config) *testNode {
 	t.Helper()
-	n, err := switchboard.New(cfg)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := n.Start(ctx); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
+	n := nodetest.Embedded(t, cfg)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	// The node serves a self-signed certificate on loopback.
 	tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true}
@@ -127,14 +118,7 @@ func runNode(t *testing.T, cfg switchboard.Config) *testNode {
 		t.Fatal(err)
 	}
 	tn := &testNode{Client: nodetest.NewClient(t, api), t: t, node: n, fails: &atomic.Int32{}}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := n.Stop(ctx); err != nil {
-			t.Errorf("Stop %s: %v", cfg.Name, err)
-		}
-		api.Close()
-	})
+	t.Cleanup(api.Close)
 	return tn
 }
 

@@ -2,6 +2,7 @@ package nodetest
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -74,6 +75,25 @@ func FreeAddr(t testing.TB) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// DevCerts runs the binary's `certs init` for nodes (comma-separated)
+// into dir/certs and returns that directory and a pool that trusts its CA.
+func DevCerts(t testing.TB, bin, dir, nodes string) (string, *x509.CertPool) {
+	t.Helper()
+	certDir := filepath.Join(dir, "certs")
+	if out, err := exec.Command(bin, "certs", "init", "--dir", certDir, "--nodes", nodes).CombinedOutput(); err != nil {
+		t.Fatalf("certs init: %v\n%s", err, out)
+	}
+	caPEM, err := os.ReadFile(filepath.Join(certDir, "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		t.Fatalf("no certificate in %s", filepath.Join(certDir, "ca.pem"))
+	}
+	return certDir, pool
 }
 
 // Env is the environment of the node's process: the test's, without the

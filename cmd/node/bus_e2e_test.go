@@ -89,7 +89,7 @@ type busSite struct {
 func runBusSite(t *testing.T, natsURL string, restartNATS func()) {
 	bin := nodetest.Binary(t)
 	dir := t.TempDir()
-	certDir, pool := devCerts(t, bin, dir, "site")
+	certDir, pool := nodetest.DevCerts(t, bin, dir, "site")
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "site"}, MaxIdleConnsPerHost: 64}
 	t.Cleanup(tr.CloseIdleConnections)
 	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -47,15 +46,7 @@ func startCLINode(t *testing.T) *cliNode {
 	cfg.APIToken = cliTestToken
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	cfg.ShutdownTimeout = 10 * time.Second
-	n, err := switchboard.New(cfg)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := n.Start(ctx); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
+	n := nodetest.Embedded(t, cfg)
 	cn := &cliNode{t: t, addr: n.Addr(), ca: filepath.Join(cfg.DataDir, "selfsigned.pem")}
 	trust, err := apiclient.TrustFile(cn.ca, "")
 	if err != nil {
@@ -68,14 +59,7 @@ func startCLINode(t *testing.T) *cliNode {
 		t.Fatal(err)
 	}
 	cn.c = nodetest.NewClient(t, api)
-	t.Cleanup(func() {
-		tr.CloseIdleConnections()
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := n.Stop(ctx); err != nil {
-			t.Errorf("Stop: %v", err)
-		}
-	})
+	t.Cleanup(tr.CloseIdleConnections)
 	return cn
 }
 

@@ -3,14 +3,11 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -212,27 +209,10 @@ func (l *ledger) checkPull(t *testing.T, id string) (again bool) {
 	return len(l.offers[id]) > 1
 }
 
-// devCerts runs `switchboard certs init` for nodes (comma-separated) into
-// dir/certs and returns that directory and a pool that trusts its CA.
-func devCerts(t *testing.T, bin, dir, nodes string) (string, *x509.CertPool) {
-	t.Helper()
-	certDir := filepath.Join(dir, "certs")
-	if out, err := exec.Command(bin, "certs", "init", "--dir", certDir, "--nodes", nodes).CombinedOutput(); err != nil {
-		t.Fatalf("certs init: %v\n%s", err, out)
-	}
-	caPEM, err := os.ReadFile(filepath.Join(certDir, "ca.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
-	return certDir, pool
-}
-
 func runCrashScenario(t *testing.T, storeArgs []string) {
 	bin := nodetest.Binary(t)
 	dir := t.TempDir()
-	certDir, pool := devCerts(t, bin, dir, "e2e")
+	certDir, pool := nodetest.DevCerts(t, bin, dir, "e2e")
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "e2e"}, MaxIdleConnsPerHost: 64}
 	defer tr.CloseIdleConnections()
 

@@ -3,12 +3,9 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -225,16 +222,7 @@ func prefixOf(site string) string { return fmt.Sprint(slices.Index(fedSites, sit
 func startFedCluster(t *testing.T) *fedCluster {
 	bin := nodetest.Binary(t)
 	dir := t.TempDir()
-	certDir := filepath.Join(dir, "certs")
-	if out, err := exec.Command(bin, "certs", "init", "--dir", certDir, "--nodes", strings.Join(fedSites, ",")).CombinedOutput(); err != nil {
-		t.Fatalf("certs init: %v\n%s", err, out)
-	}
-	caPEM, err := os.ReadFile(filepath.Join(certDir, "ca.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
+	certDir, pool := nodetest.DevCerts(t, bin, dir, strings.Join(fedSites, ","))
 
 	c := &fedCluster{
 		t: t, nodes: map[string]*e2eNode{}, links: map[[2]string]*toxiproxy.Proxy{},

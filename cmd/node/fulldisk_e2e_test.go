@@ -2,11 +2,9 @@ package main
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -169,16 +167,7 @@ func runFullDisk(t *testing.T, reserve string) {
 // failed.
 func singleNode(t *testing.T, bin, name, dataDir string, extra ...string) *e2eNode {
 	t.Helper()
-	certDir := filepath.Join(t.TempDir(), "certs")
-	if out, err := exec.Command(bin, "certs", "init", "--dir", certDir, "--nodes", name).CombinedOutput(); err != nil {
-		t.Fatalf("certs init: %v\n%s", err, out)
-	}
-	caPEM, err := os.ReadFile(filepath.Join(certDir, "ca.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
+	certDir, pool := nodetest.DevCerts(t, bin, t.TempDir(), name)
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: name}, MaxIdleConnsPerHost: 16}
 	t.Cleanup(tr.CloseIdleConnections)
 	addr := nodetest.FreeAddr(t)

@@ -177,7 +177,7 @@ func TestRingE2EFailover(t *testing.T) {
 func startRingCluster(t *testing.T) *ringCluster {
 	bin := nodetest.Binary(t)
 	dir := t.TempDir()
-	certDir, pool := devCerts(t, bin, dir, "a,b")
+	certDir, pool := nodetest.DevCerts(t, bin, dir, "a,b")
 	client := func(name string) *http.Client {
 		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: name}, MaxIdleConnsPerHost: 16}
 		t.Cleanup(tr.CloseIdleConnections)

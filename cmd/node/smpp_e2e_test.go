@@ -33,7 +33,7 @@ func TestSMPPFrontendCrashWithWindowInFlight(t *testing.T) {
 	})
 	bin := nodetest.Binary(t)
 	dir := t.TempDir()
-	certDir, pool := devCerts(t, bin, dir, "e2e")
+	certDir, pool := nodetest.DevCerts(t, bin, dir, "e2e")
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "e2e"}}
 	defer tr.CloseIdleConnections()
 	addr := nodetest.FreeAddr(t)
