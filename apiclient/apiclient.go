@@ -214,13 +214,12 @@ func (c *Client) Send(ctx context.Context, method, path string, query url.Values
 	if err != nil {
 		return nil, err
 	}
-	target := c.URL(path, query)
 	if a.Status < 200 || a.Status > 299 {
-		return nil, answerError(method, target, a.Status, a.Body)
+		return nil, answerError(method, c.URL(path, query), a.Status, a.Body)
 	}
 	if out != nil {
 		if err := json.Unmarshal(a.Body, out); err != nil {
-			return a.Body, fmt.Errorf("%s %s: the answer is not the document expected: %v", method, target, err)
+			return a.Body, fmt.Errorf("%s %s: the answer is not the document expected: %v", method, c.URL(path, query), err)
 		}
 	}
 	return a.Body, nil
