@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/polltest"
 )
 
 func TestPullFrontendDeliversExactlyOnce(t *testing.T) {
@@ -211,7 +212,7 @@ func TestWebhookMaxAttemptsDeadLettersAndResubmitDelivers(t *testing.T) {
 	if m.Reason != messages.ReasonMaxAttempts || m.Attempts != 3 || len(wh.seen()) != 3 {
 		t.Fatalf("dead-lettered message %+v after %d calls", m, len(wh.seen()))
 	}
-	eventually(t, 5*time.Second, func() error {
+	polltest.Eventually(t, 5*time.Second, func() error {
 		if d := h.status().DLQDepth; d != 1 {
 			return fmt.Errorf("dlq_depth %d", d)
 		}
@@ -284,7 +285,7 @@ func TestPullVerdictsRetryAndFail(t *testing.T) {
 	}
 	// The retry comes back after its backoff, as attempt 2.
 	var again []messages.Outgoing
-	eventually(t, 10*time.Second, func() error {
+	polltest.Eventually(t, 10*time.Second, func() error {
 		again = h.poll("fe1", 10, 500, 30000)
 		if len(again) == 0 {
 			return fmt.Errorf("retried message not offered yet")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/polltest"
 )
 
 // TestAckOfAMessageNeverOfferedChangesNothing: a frontend's ack of a
@@ -106,7 +107,7 @@ func TestOptionalFieldsReachTheFrontend(t *testing.T) {
 		}
 	}
 	var seen []messages.Outgoing
-	eventually(t, 10*time.Second, func() error {
+	polltest.Eventually(t, 10*time.Second, func() error {
 		seen = h.poll("fe1", 10, 1000, 30000)
 		if len(seen) == 0 {
 			return errors.New("the scheduled message is not offered yet")

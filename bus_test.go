@@ -11,6 +11,7 @@ import (
 	"github.com/switchboard-dev/switchboard/actors/bus/bustest"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence/pgtest"
+	"github.com/switchboard-dev/switchboard/polltest"
 )
 
 // busSite starts instances of one site on one Postgres schema with the
@@ -51,7 +52,7 @@ func (h *harness) readyz() map[string]string {
 // waitBus waits until every instance says its delivery comes from the bus.
 func waitBus(t *testing.T, hs []*harness, state string) {
 	t.Helper()
-	eventually(t, 20*time.Second, func() error {
+	polltest.Eventually(t, 20*time.Second, func() error {
 		for _, h := range hs {
 			if st := h.busState(); st.Bus == nil || st.Bus.State != state {
 				return fmt.Errorf("%s: bus %+v, want %s", h.cfg.InstanceID, st.Bus, state)
@@ -199,7 +200,7 @@ func TestBusDownSubmitsGoOnAndWorkIsRelayedWhenItReturns(t *testing.T) {
 
 	nats.Restart()
 	waitBus(t, hs, "up")
-	eventually(t, 20*time.Second, func() error {
+	polltest.Eventually(t, 20*time.Second, func() error {
 		text := scrape(t, h)
 		if lag := metricValue(t, text, "switchboard_bus_relay_lag_seconds"); lag != 0 {
 			return fmt.Errorf("relay lag %v", lag)

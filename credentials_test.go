@@ -15,6 +15,7 @@ import (
 	"github.com/switchboard-dev/switchboard/httpapi/auth"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence/pgtest"
+	"github.com/switchboard-dev/switchboard/polltest"
 	"github.com/switchboard-dev/switchboard/supervision/logtest"
 )
 
@@ -63,7 +64,7 @@ func TestCredentialsFileAndTokenFileReload(t *testing.T) {
 	opsTok, opsHash := auth.NewToken()
 	file.Credentials = append(file.Credentials, messages.Credential{Name: "ops", Role: messages.RoleOperator, TokenHash: opsHash})
 	writeCredentials(t, cfg.Credentials, file)
-	eventually(t, 5*time.Second, func() error {
+	polltest.Eventually(t, 5*time.Second, func() error {
 		if got := h.statusAs(opsTok, "GET", "/api/status", nil); got != 200 {
 			return fmt.Errorf("the new operator gets %d", got)
 		}
@@ -72,7 +73,7 @@ func TestCredentialsFileAndTokenFileReload(t *testing.T) {
 	h.as(opsTok).apiError(403, messages.CodeForbidden, "PUT", "/api/routes/44", map[string]string{"frontend": "x"})
 	file.Credentials = file.Credentials[:1]
 	writeCredentials(t, cfg.Credentials, file)
-	eventually(t, 5*time.Second, func() error {
+	polltest.Eventually(t, 5*time.Second, func() error {
 		if got := h.statusAs(opsTok, "GET", "/api/status", nil); got != 401 {
 			return fmt.Errorf("the revoked operator gets %d", got)
 		}
@@ -80,7 +81,7 @@ func TestCredentialsFileAndTokenFileReload(t *testing.T) {
 	})
 	// The record follows the change (the revocation is in force first).
 	var trail struct{ Entries []messages.AuditEntry }
-	eventually(t, 5*time.Second, func() error {
+	polltest.Eventually(t, 5*time.Second, func() error {
 		h.must(200, "GET", "/api/audit?actor=credentials-file", nil, &trail)
 		if len(trail.Entries) != 2 || trail.Entries[0].Action != messages.AuditCredentialRevoke || trail.Entries[1].Action != messages.AuditCredentialAdd ||
 			trail.Entries[1].Target != "ops" || !strings.HasPrefix(trail.Entries[1].Remote, cfg.Credentials) {
@@ -142,7 +143,7 @@ func TestStoreCredentialsReachEverySite(t *testing.T) {
 		}
 	}
 	for _, h := range []*harness{a, b} {
-		eventually(t, 5*time.Second, func() error {
+		polltest.Eventually(t, 5*time.Second, func() error {
 			if got := h.statusAs("", "GET", "/api/status", nil); got != 401 {
 				return fmt.Errorf("%s without a token: %d, want 401 now that the site has credentials", h.cfg.InstanceID, got)
 			}
@@ -156,7 +157,7 @@ func TestStoreCredentialsReachEverySite(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, h := range []*harness{a, b} {
-		eventually(t, 5*time.Second, func() error {
+		polltest.Eventually(t, 5*time.Second, func() error {
 			if got := h.statusAs(opsTok, "GET", "/api/status", nil); got != 401 {
 				return fmt.Errorf("%s: the revoked operator gets %d", h.cfg.InstanceID, got)
 			}
@@ -291,7 +292,7 @@ func TestAuditRetentionIsItsOwn(t *testing.T) {
 	if len(trail.Entries) != 2 {
 		t.Fatalf("audit trail %+v, want 2 entries", trail.Entries)
 	}
-	eventually(t, 15*time.Second, func() error {
+	polltest.Eventually(t, 15*time.Second, func() error {
 		h.must(200, "GET", "/api/audit", nil, &trail)
 		if len(trail.Entries) != 0 {
 			return fmt.Errorf("%d audit entries left", len(trail.Entries))
@@ -329,7 +330,7 @@ func TestRedactedLogsAndAudit(t *testing.T) {
 			h.must(200, "POST", "/api/messages/"+id+"/resubmit", nil, nil)
 			var trail struct{ Entries []messages.AuditEntry }
 			h.must(200, "GET", "/api/audit?action=message.resubmit", nil, &trail)
-			eventually(t, 5*time.Second, func() error {
+			polltest.Eventually(t, 5*time.Second, func() error {
 				if !strings.Contains(logs.String(), `"msg":"message failed"`) {
 					return errors.New("no message failed line yet")
 				}

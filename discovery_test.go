@@ -10,6 +10,7 @@ import (
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/actors/discovery/dnstest"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/polltest"
 )
 
 const srvName = "_switchboard._tcp.sites.test."
@@ -88,7 +89,7 @@ func TestDiscoveryBySRV(t *testing.T) {
 	// c's SRV record goes: a drops c (its registry stays, so messages for
 	// fe-c would still queue for it).
 	z.Remove(t, cRecords[0])
-	eventually(t, 10*time.Second, func() error {
+	polltest.Eventually(t, 10*time.Second, func() error {
 		if addr := a.peerAddress("c"); addr != "" {
 			return fmt.Errorf("a still lists c at %s", addr)
 		}
@@ -122,7 +123,7 @@ func TestAddressThatNeverAnsweredIsAPeer(t *testing.T) {
 	}
 	startFed(t, fn, fedConfig(t, fn, "b", "a"))
 	a.waitPeer("b", messages.PeerHealthy)
-	eventually(t, 10*time.Second, func() error {
+	polltest.Eventually(t, 10*time.Second, func() error {
 		var peers []messages.PeerInfo
 		a.must(200, "GET", "/api/peers", nil, &peers)
 		if len(peers) != 1 || peers[0].Node != "b" {

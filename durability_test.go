@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence/sqlite"
+	"github.com/switchboard-dev/switchboard/polltest"
 )
 
 // heldSync is a store Sync that can be held back: while held, every sync of
@@ -88,7 +89,7 @@ func TestNothingLeavesBeforeItsSync(t *testing.T) {
 		go func() { f(); done <- what }()
 	}
 	call("submit", func() { h.submit("during", "451") })
-	eventually(t, 10*time.Second, func() error {
+	polltest.Eventually(t, 10*time.Second, func() error {
 		if !committed("during") {
 			return fmt.Errorf("the submit's commit has not happened")
 		}

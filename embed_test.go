@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/polltest"
 )
 
 // recordingFrontend is an in-process frontend actor: it fails the first
@@ -67,7 +68,7 @@ func TestEmbeddedActorFrontendAndSubscriptions(t *testing.T) {
 	if err != nil || !created {
 		t.Fatalf("Submit: %v %v", created, err)
 	}
-	eventually(t, 10*time.Second, func() error {
+	polltest.Eventually(t, 10*time.Second, func() error {
 		got, err := n.Message(ctx, m.ID)
 		if err != nil {
 			return err
@@ -83,7 +84,7 @@ func TestEmbeddedActorFrontendAndSubscriptions(t *testing.T) {
 	if attempts != "[1 2]" {
 		t.Fatalf("frontend saw attempts %s, want [1 2]", attempts)
 	}
-	eventually(t, 5*time.Second, func() error {
+	polltest.Eventually(t, 5*time.Second, func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if got := fmt.Sprint(events[m.ID]); got != "[pending retry delivered]" {

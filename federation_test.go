@@ -17,6 +17,7 @@ import (
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/httpapi"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/polltest"
 	"github.com/switchboard-dev/switchboard/transport"
 )
 
@@ -106,7 +107,7 @@ func startFed(t *testing.T, fn *fedNet, cfg switchboard.Config) *harness {
 func (h *harness) waitPeer(peerName string, state messages.PeerState) messages.PeerInfo {
 	h.t.Helper()
 	var info messages.PeerInfo
-	eventually(h.t, 20*time.Second, func() error {
+	polltest.Eventually(h.t, 20*time.Second, func() error {
 		var peers []messages.PeerInfo
 		h.must(200, "GET", "/api/peers", nil, &peers)
 		for _, p := range peers {
@@ -126,7 +127,7 @@ func (h *harness) waitPeer(peerName string, state messages.PeerState) messages.P
 // routeWhenKnown sets a route once the node has learned who serves fe.
 func (h *harness) routeWhenKnown(prefix, fe string) {
 	h.t.Helper()
-	eventually(h.t, 20*time.Second, func() error {
+	polltest.Eventually(h.t, 20*time.Second, func() error {
 		status, body := h.do("PUT", "/api/routes/"+prefix, map[string]string{"frontend": fe})
 		if status != 200 {
 			return fmt.Errorf("PUT route %s -> %s: %d %s", prefix, fe, status, body)
@@ -139,7 +140,7 @@ func (h *harness) routeWhenKnown(prefix, fe string) {
 func (h *harness) pollOne(fe string) messages.Outgoing {
 	h.t.Helper()
 	var got []messages.Outgoing
-	eventually(h.t, 20*time.Second, func() error {
+	polltest.Eventually(h.t, 20*time.Second, func() error {
 		got = h.poll(fe, 1, 500, 30000)
 		if len(got) != 1 {
 			return fmt.Errorf("no message at %s", fe)
@@ -210,7 +211,7 @@ func TestFederationQueuesDuringCutAndDrainsAfter(t *testing.T) {
 
 	fn.setCut("a", "b", false)
 	seen := map[string]int{}
-	eventually(t, 20*time.Second, func() error {
+	polltest.Eventually(t, 20*time.Second, func() error {
 		for _, o := range b.poll("fe-b", 50, 200, 30000) {
 			seen[o.ID]++
 			b.ack("fe-b", messages.DeliveryResult{ID: o.ID, Status: messages.Delivered, Attempt: o.Attempt})
@@ -282,7 +283,7 @@ func TestFederationRefusesUnknownCallers(t *testing.T) {
 	a := startFed(t, fn, fedConfig(t, fn, "a", "b"))
 	// A node that a does not list as a peer.
 	c := startFed(t, fn, fedConfig(t, fn, "c", "a"))
-	eventually(t, 20*time.Second, func() error {
+	polltest.Eventually(t, 20*time.Second, func() error {
 		var peers []messages.PeerInfo
 		c.must(200, "GET", "/api/peers", nil, &peers)
 		if len(peers) != 1 || peers[0].State == messages.PeerHealthy || !strings.Contains(peers[0].LastError, messages.CodeUnknownPeer) {
@@ -324,7 +325,7 @@ func TestFederationMetricsAreCompleteAndLintClean(t *testing.T) {
 	// that the health exchange reads too: right after the delivery it may
 	// still hold a snapshot taken while the forward was pending (a loaded
 	// CI run saw forward_queue_depth 1). The scrape settles.
-	eventually(t, 10*time.Second, func() error {
+	polltest.Eventually(t, 10*time.Second, func() error {
 		text := scrape(t, a)
 		for _, want := range []string{
 			`switchboard_federation_forward_completed_total{dest_controller="b"} 1`,

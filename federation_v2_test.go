@@ -17,6 +17,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/polltest"
 )
 
 // everyByte is a binary payload holding each byte value, twice.
@@ -121,7 +122,7 @@ func TestFederationCarriesBinaryToEveryFrontendKind(t *testing.T) {
 		t.Fatalf("the scheduled message reached b's frontend at %v with deliver_after %v, want after %v", time.Now(), got.DeliverAfter, later)
 	}
 	b.ack("fe-pull", messages.DeliveryResult{ID: got.ID, Status: messages.Delivered, Attempt: got.Attempt})
-	eventually(t, 20*time.Second, func() error {
+	polltest.Eventually(t, 20*time.Second, func() error {
 		hookMu.Lock()
 		defer hookMu.Unlock()
 		if _, ok := hookBodies["bin-hook"]; !ok {
@@ -132,7 +133,7 @@ func TestFederationCarriesBinaryToEveryFrontendKind(t *testing.T) {
 	hookMu.Lock()
 	check("the webhook frontend", hookBodies["bin-hook"])
 	hookMu.Unlock()
-	eventually(t, 20*time.Second, func() error {
+	polltest.Eventually(t, 20*time.Second, func() error {
 		if _, ok := af.delivery("bin-actor"); !ok {
 			return fmt.Errorf("the actor frontend has nothing")
 		}

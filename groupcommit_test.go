@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/polltest"
 )
 
 // gatedStore holds every write of new messages until released and records
@@ -84,7 +85,7 @@ func TestConcurrentSubmitsShareOneCommit(t *testing.T) {
 		status, _ := h.do("POST", "/api/messages", map[string]string{"id": "first", "source_msisdn": "1", "destination_msisdn": "441", "message_body": "x"})
 		done <- status
 	}()
-	eventually(t, 10*time.Second, func() error {
+	polltest.Eventually(t, 10*time.Second, func() error {
 		if gs.held() == 0 {
 			return fmt.Errorf("the first commit has not started")
 		}
@@ -111,7 +112,7 @@ func TestConcurrentSubmitsShareOneCommit(t *testing.T) {
 	// A probe that is let in waits for its commit like the others (past
 	// its short deadline): it is counted with them.
 	probes := 0
-	eventually(t, 10*time.Second, func() error {
+	polltest.Eventually(t, 10*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
 		_, _, err := h.node.Submit(ctx, messages.Submission{ID: fmt.Sprint("probe", probes), SourceMSISDN: "1", DestinationMSISDN: "441", Body: "probe"})

@@ -1,15 +1,11 @@
 package switchboard_test
 
 import (
-	"bytes"
-	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +13,9 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard"
+	"github.com/switchboard-dev/switchboard/apiclient"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/nodetest"
 )
 
 // harness is one node started through the embedding API with real HTTPS on
@@ -67,15 +65,7 @@ func (w tWriter) Write(p []byte) (int, error) {
 
 func startNode(t *testing.T, cfg switchboard.Config) *harness {
 	t.Helper()
-	n, err := switchboard.New(cfg)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := n.Start(ctx); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
+	n := nodetest.Embedded(t, cfg)
 	h := &harness{t: t, node: n, cfg: cfg, base: "https://" + n.Addr(), token: cfg.APIToken, client: &http.Client{}}
 	if cfg.Listen != "" {
 		h.client = trustingClient(t, filepath.Join(cfg.DataDir, "selfsigned.pem"))
@@ -86,110 +76,59 @@ func startNode(t *testing.T, cfg switchboard.Config) *harness {
 
 func trustingClient(t *testing.T, certFile string) *http.Client {
 	t.Helper()
-	pem, err := os.ReadFile(certFile)
+	trust, err := apiclient.TrustFile(certFile, "localhost")
 	if err != nil {
-		t.Fatalf("read node certificate: %v", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		t.Fatalf("no certificate in %s", certFile)
+		t.Fatalf("trust the node's certificate: %v", err)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{RootCAs: pool, ServerName: "localhost"}
+	tr.TLSClientConfig = trust
 	tr.MaxIdleConnsPerHost = 32
 	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
 }
 
 func (h *harness) stop() {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := h.node.Stop(ctx); err != nil {
-		h.t.Errorf("Stop: %v", err)
-	}
+	nodetest.StopEmbedded(h.t, h.node)
 	h.client.CloseIdleConnections()
 }
 
-// do sends a request with a JSON body (raw []byte bodies are sent as is)
-// and returns the status and body.
+// api is a client of the node's API with the harness's token of the
+// moment (a test may change h.token).
+func (h *harness) api() *nodetest.Client {
+	base, err := url.Parse(h.base)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return nodetest.NewClient(h.t, apiclient.New(apiclient.Config{Base: base, Token: h.token, HTTP: h.client}))
+}
+
+// do sends a request with a JSON body (raw []byte and string bodies are
+// sent as is) and returns the status and body.
 func (h *harness) do(method, path string, body any) (int, []byte) {
 	h.t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case []byte:
-		rd = bytes.NewReader(b)
-	case string:
-		rd = strings.NewReader(b)
-	default:
-		data, err := json.Marshal(b)
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		rd = bytes.NewReader(data)
-	}
-	req, err := http.NewRequest(method, h.base+path, rd)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if h.token != "" {
-		req.Header.Set("Authorization", "Bearer "+h.token)
-	}
-	resp, err := h.client.Do(req)
-	if err != nil {
-		h.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return resp.StatusCode, data
+	return h.api().Do(method, path, body)
 }
 
 // must sends a request, checks its status and decodes the reply into out.
 func (h *harness) must(want int, method, path string, body, out any) {
 	h.t.Helper()
-	status, data := h.do(method, path, body)
-	if status != want {
-		h.t.Fatalf("%s %s: status %d, want %d: %s", method, path, status, want, data)
-	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			h.t.Fatalf("%s %s: decode %s: %v", method, path, data, err)
-		}
-	}
+	h.api().Must(want, method, path, body, out)
 }
 
 // apiError checks that a request fails with status and code.
 func (h *harness) apiError(status int, code, method, path string, body any) {
 	h.t.Helper()
-	got, data := h.do(method, path, body)
-	var doc struct {
-		Error struct{ Code, Message string }
-	}
-	if err := json.Unmarshal(data, &doc); err != nil {
-		h.t.Fatalf("%s %s: error body %q is not the JSON error document: %v", method, path, data, err)
-	}
-	if got != status || doc.Error.Code != code || doc.Error.Message == "" {
-		h.t.Fatalf("%s %s: got %d %q (%s), want %d %q", method, path, got, doc.Error.Code, doc.Error.Message, status, code)
-	}
+	h.api().APIError(status, code, method, path, body)
 }
 
 func (h *harness) pullFrontend(name string, prefixes ...string) {
 	h.t.Helper()
-	h.must(200, "PUT", "/api/frontends/"+name, map[string]string{"mode": "pull"}, nil)
-	for _, p := range prefixes {
-		h.must(200, "PUT", "/api/routes/"+p, map[string]string{"frontend": name}, nil)
-	}
+	h.api().PullFrontend(name, prefixes...)
 }
 
 func (h *harness) webhookFrontend(name, url string, prefixes ...string) {
 	h.t.Helper()
 	h.must(200, "PUT", "/api/frontends/"+name, map[string]string{"mode": "webhook", "url": url}, nil)
-	for _, p := range prefixes {
-		h.must(200, "PUT", "/api/routes/"+p, map[string]string{"frontend": name}, nil)
-	}
+	h.api().Routes(name, prefixes...)
 }
 
 func (h *harness) submit(id, dest string) string {
@@ -200,11 +139,8 @@ func (h *harness) submit(id, dest string) string {
 // submitAs submits and checks the state the 202 reports.
 func (h *harness) submitAs(id, dest string, state messages.State) string {
 	h.t.Helper()
-	var r struct{ ID, State string }
-	h.must(202, "POST", "/api/messages", map[string]string{
-		"id": id, "source_msisdn": "15550001", "destination_msisdn": dest, "message_body": "hello " + id,
-	}, &r)
-	if r.State != string(state) || r.ID == "" || (id != "" && r.ID != id) {
+	r := h.api().Submit(id, dest)
+	if r.State != state || r.ID == "" || (id != "" && r.ID != id) {
 		h.t.Fatalf("submit reply %+v", r)
 	}
 	return r.ID
@@ -212,41 +148,23 @@ func (h *harness) submitAs(id, dest string, state messages.State) string {
 
 func (h *harness) message(id string) messages.Message {
 	h.t.Helper()
-	var m messages.Message
-	h.must(200, "GET", "/api/messages/"+id, nil, &m)
-	return m
+	return h.api().Message(id)
 }
 
 // waitState polls the API until the message is in state (or fails after 20s).
 func (h *harness) waitState(id string, state messages.State) messages.Message {
 	h.t.Helper()
-	var m messages.Message
-	eventually(h.t, 20*time.Second, func() error {
-		m = h.message(id)
-		if m.State != state {
-			return fmt.Errorf("message %s is %s, want %s", id, m.State, state)
-		}
-		return nil
-	})
-	return m
-}
-
-type pollReply struct {
-	Messages []messages.Outgoing `json:"messages"`
+	return h.api().WaitState(id, state)
 }
 
 func (h *harness) poll(fe string, max int, waitMS, leaseMS int64) []messages.Outgoing {
 	h.t.Helper()
-	var r pollReply
-	h.must(200, "POST", "/api/frontends/"+fe+"/poll", map[string]any{"max": max, "wait_ms": waitMS, "lease_ms": leaseMS}, &r)
-	return r.Messages
+	return h.api().Poll(fe, max, waitMS, leaseMS)
 }
 
 func (h *harness) ack(fe string, results ...messages.DeliveryResult) []messages.AckOutcome {
 	h.t.Helper()
-	var r struct{ Results []messages.AckOutcome }
-	h.must(200, "POST", "/api/frontends/"+fe+"/ack", map[string]any{"results": results}, &r)
-	return r.Results
+	return h.api().Ack(fe, results...)
 }
 
 type statusDoc struct {
@@ -263,22 +181,6 @@ func (h *harness) status() statusDoc {
 	var s statusDoc
 	h.must(200, "GET", "/api/status", nil, &s)
 	return s
-}
-
-// eventually retries f until it returns nil or the timeout passes.
-func eventually(t testing.TB, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up after %v: %v", timeout, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func jsonDecode(r *http.Request, v any) error { return json.NewDecoder(r.Body).Decode(v) }

@@ -15,6 +15,7 @@ import (
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/persistence/sqlite"
+	"github.com/switchboard-dev/switchboard/polltest"
 )
 
 // faultyStore panics inside chosen store calls, a set number of times:
@@ -132,7 +133,7 @@ func restarts(t *testing.T, h *harness, kind string) float64 {
 
 func waitRestarts(t *testing.T, h *harness, kind string, want float64) {
 	t.Helper()
-	eventually(t, 10*time.Second, func() error {
+	polltest.Eventually(t, 10*time.Second, func() error {
 		if got := restarts(t, h, kind); got != want {
 			return fmt.Errorf("restarts of %s: %v, want %v", kind, got, want)
 		}
@@ -180,7 +181,7 @@ func TestEveryActorKindRestartsAndCarriesOn(t *testing.T) {
 	}
 	waitRestarts(t, h, "delivery", 1)
 	var offered []messages.Outgoing
-	eventually(t, 10*time.Second, func() error {
+	polltest.Eventually(t, 10*time.Second, func() error {
 		offered = append(offered, h.poll("fe1", 10, 500, 30000)...)
 		if len(offered) < 2 {
 			return fmt.Errorf("offered %d of 2", len(offered))

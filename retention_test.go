@@ -15,6 +15,7 @@ import (
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/actors/retention"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/polltest"
 )
 
 // TestRetentionPurgesWithCallRecords: delivered and failed messages go
@@ -62,7 +63,7 @@ func TestRetentionPurgesWithCallRecords(t *testing.T) {
 	}
 
 	for _, id := range []string{"kept-id", "fails"} {
-		eventually(t, 20*time.Second, func() error {
+		polltest.Eventually(t, 20*time.Second, func() error {
 			if status, _ := h.do("GET", "/api/messages/"+id, nil); status != 404 {
 				return fmt.Errorf("message %s still there (%d)", id, status)
 			}

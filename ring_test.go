@@ -19,6 +19,7 @@ import (
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence/pgtest"
 	"github.com/switchboard-dev/switchboard/persistence/postgres"
+	"github.com/switchboard-dev/switchboard/polltest"
 )
 
 // siteConfig is instance id of site "site-a" on the Postgres database dsn.
@@ -46,7 +47,7 @@ func waitRing(t *testing.T, hs []*harness, members ...string) string {
 	t.Helper()
 	slices.Sort(members)
 	var master string
-	eventually(t, 20*time.Second, func() error {
+	polltest.Eventually(t, 20*time.Second, func() error {
 		var epoch uint64
 		for i, h := range hs {
 			st := h.ringStatus()
@@ -85,7 +86,7 @@ func fatalOf(t *testing.T, h *harness, within time.Duration) error {
 // then every id must have been offered once.
 func consume(t *testing.T, hs []*harness, got map[string]int, want int) {
 	t.Helper()
-	eventually(t, 30*time.Second, func() error {
+	polltest.Eventually(t, 30*time.Second, func() error {
 		for _, h := range hs {
 			for _, m := range h.poll("fe", 50, 100, 60_000) {
 				got[m.ID]++
@@ -253,7 +254,7 @@ func TestRingInstanceLockTakenAgain(t *testing.T) {
 	if _, err := db.Exec(t.Context(), "SELECT pg_terminate_backend($1)", old); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, func() error {
+	polltest.Eventually(t, 20*time.Second, func() error {
 		if pid := holder(); pid == 0 || pid == old {
 			return fmt.Errorf("instance lock held by session %d (the ended one was %d)", pid, old)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/actors/smppout/smsctest"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/polltest"
 	"github.com/switchboard-dev/switchboard/smpp"
 )
 
@@ -56,7 +57,7 @@ func TestSMPPFrontendStatusesAndReceipts(t *testing.T) {
 	if len(fes.Frontends) != 1 || fes.Frontends[0].URL != "smpp://sb@"+smsc.Addr+"?window=4&system_type=SB" || !fes.Frontends[0].SecretSet {
 		t.Fatalf("frontends %+v: the password must not show", fes.Frontends)
 	}
-	eventually(t, 20*time.Second, func() error {
+	polltest.Eventually(t, 20*time.Second, func() error {
 		h.must(200, "GET", "/api/frontends", nil, &fes)
 		if st := fes.Frontends[0].BindState; st != "bound_trx" {
 			return fmt.Errorf("bind_state %q", st)
@@ -106,7 +107,7 @@ func TestSMPPFrontendStatusesAndReceipts(t *testing.T) {
 	smsc.SetPassword("other")
 	smsc.DropAll()
 	refusals := func(n int) {
-		eventually(t, 30*time.Second, func() error {
+		polltest.Eventually(t, 30*time.Second, func() error {
 			if _, refused := smsc.Binds(); refused < n {
 				return fmt.Errorf("%d binds refused, want %d", refused, n)
 			}

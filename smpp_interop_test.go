@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/gsm7"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/polltest"
 	"github.com/switchboard-dev/switchboard/smpp/smpptest"
 )
 
@@ -68,7 +69,7 @@ func TestSMPPFrontendNetSMPPInterop(t *testing.T) {
 			smpptest.Expect(t, sc, "deliver_sm_resp id="+id+" status=0")
 		}
 		m := h.waitState(c.id, messages.StateDelivered)
-		eventually(t, 20*time.Second, func() error {
+		polltest.Eventually(t, 20*time.Second, func() error {
 			m = h.message(c.id)
 			if len(m.SMSC) != len(ids) {
 				return fmt.Errorf("%s: smsc %v, want ids %v", c.id, m.SMSC, ids)

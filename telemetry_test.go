@@ -17,6 +17,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/polltest"
 	"github.com/switchboard-dev/switchboard/telemetry"
 	"github.com/switchboard-dev/switchboard/telemetry/otlptest"
 )
@@ -116,7 +117,7 @@ func TestOTLPMetricsAreTheRegistry(t *testing.T) {
 	// The push is compared with two scrapes around it: every series that
 	// did not move between them must be pushed with that value.
 	var before map[string]float64
-	eventually(t, 20*time.Second, func() error {
+	polltest.Eventually(t, 20*time.Second, func() error {
 		before = promPoints(t, scrape(t, h))
 		if before[`switchboard_messages{state="delivered"}`] != 5 {
 			return fmt.Errorf("delivered gauge %v", before[`switchboard_messages{state="delivered"}`])
@@ -402,7 +403,7 @@ func TestCollectorDownOrSlow(t *testing.T) {
 	}
 	// The counts of /api/status come from a snapshot a second old at most
 	// (the OTLP push, every 20 ms here, keeps taking fresh ones).
-	eventually(t, 10*time.Second, func() error {
+	polltest.Eventually(t, 10*time.Second, func() error {
 		if st := h.status(); st.Counts["pending"] != 1200 {
 			return fmt.Errorf("pending %d, want 1200: %+v", st.Counts["pending"], st.Counts)
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/actors/smppout/smsctest"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/polltest"
 	"github.com/switchboard-dev/switchboard/telemetry/otlptest"
 )
 
@@ -104,7 +105,7 @@ func TestUIInBrowser(t *testing.T) {
 	failed2 := a.submitTracedAs("", "+447700900104", clientParent, messages.StatePending)
 	delivered2 := submit("+447700900202", "+447700900105", "On my way")
 	var offered []messages.Outgoing
-	eventually(t, 10*time.Second, func() error {
+	polltest.Eventually(t, 10*time.Second, func() error {
 		offered = append(offered, a.poll("sms-uk", 10, 500, 30000)...)
 		if len(offered) < 5 {
 			return fmt.Errorf("%d of 5 messages offered to sms-uk", len(offered))
@@ -558,7 +559,7 @@ func TestUIOperatorInBrowser(t *testing.T) {
 	if ran {
 		t.Error("an inline script injected into the page ran: the policy does not forbid it")
 	}
-	eventually(t, 10*time.Second, func() error {
+	polltest.Eventually(t, 10*time.Second, func() error {
 		if len(violations()) == 0 {
 			return errors.New("the browser reported no violation for the injected script")
 		}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/switchboard-dev/switchboard/polltest"
 )
 
 func TestAllowed(t *testing.T) {
@@ -180,7 +182,7 @@ func TestSessionBothRoles(t *testing.T) {
 			t.Fatalf("call %d: %+v %v", i, resp, err)
 		}
 	}
-	waitFor(t, "the window to empty", func() bool { return esme.Outstanding() == 0 })
+	polltest.Until(t, 20*time.Second, "the window to empty", func() bool { return esme.Outstanding() == 0 })
 
 	resp, err := smsc.Request(ctx, PDU{Command: DeliverSM, Body: &SM{ESMClass: ESMClassReceipt, ShortMessage: []byte("id:x stat:DELIVRD")}})
 	if err != nil || resp.Command != DeliverSMResp || resp.Status != StatusOK {
@@ -214,18 +216,6 @@ func TestSessionBothRoles(t *testing.T) {
 func isStatus(err error, st Status) bool {
 	var se *StatusError
 	return errors.As(err, &se) && se.Status == st
-}
-
-// waitFor polls cond until it holds (or fails the test after a long while).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // rawPeer is the other end of a session as bytes: the test writes PDUs

@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/switchboard-dev/switchboard/polltest"
 	"github.com/switchboard-dev/switchboard/supervision/logtest"
 )
 
@@ -144,7 +145,7 @@ func TestBudgetExhaustedCallsOnFatalOnce(t *testing.T) {
 	}
 	// The last 2 messages stay in the stopped actor's suspended mailbox
 	// forever: only forgetting the mailbox brings the depth back to 0.
-	waitFor(t, "depth 0 after the budget stop", depthIs(t, reg, "crasher", 0))
+	polltest.Until(t, waitTimeout, "depth 0 after the budget stop", depthIs(t, reg, "crasher", 0))
 
 	// The name is free again once the child is gone.
 	if _, err := g.Spawn("crasher", "crasher", func() actor.Actor { return &worker{seen: seen} }); err != nil {
@@ -224,7 +225,7 @@ func TestStopAllStopsInReverseOrderAndDrains(t *testing.T) {
 	}()
 	// c is poisoned first: the pill is queued behind its 5 messages while it
 	// is blocked. Stop would drop them; Poison must not.
-	waitFor(t, "the poison pill behind c's messages", depthIs(t, reg, "c", 6))
+	polltest.Until(t, waitTimeout, "the poison pill behind c's messages", depthIs(t, reg, "c", 6))
 	for _, release := range releases {
 		release()
 	}
@@ -282,14 +283,14 @@ func TestStopAllHonoursContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- g.StopAll(ctx) }()
-	waitFor(t, "the poison pill", depthIs(t, reg, "slow", 4))
+	polltest.Until(t, waitTimeout, "the poison pill", depthIs(t, reg, "slow", 4))
 	cancel()
 	if err := recv(t, errc, "StopAll"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("StopAll = %v, want context.Canceled", err)
 	}
 	release()
 	recv(t, g.Done(), "the guardian to stop")
-	waitFor(t, "depth 0 after the hard stop", depthIs(t, reg, "slow", 0))
+	polltest.Until(t, waitTimeout, "depth 0 after the hard stop", depthIs(t, reg, "slow", 0))
 	noFatal(t, g, fatals)
 }
 

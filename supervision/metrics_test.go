@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/switchboard-dev/switchboard/polltest"
 	"github.com/switchboard-dev/switchboard/supervision/logtest"
 )
 
@@ -36,7 +37,7 @@ func TestMetricsMoveAndMailboxDepthReturnsToZero(t *testing.T) {
 	for range 5 {
 		recv(t, seen, "a processed message")
 	}
-	waitFor(t, "depth 0 after the drain", depthIs(t, reg, "depth", 0))
+	polltest.Until(t, waitTimeout, "depth 0 after the drain", depthIs(t, reg, "depth", 0))
 
 	// Panic: the mailbox middleware never sees the panicking message received,
 	// the depth must not keep it.
@@ -50,7 +51,7 @@ func TestMetricsMoveAndMailboxDepthReturnsToZero(t *testing.T) {
 	release()
 	recv(t, seen, "message 7")
 	recv(t, seen, "message 8")
-	waitFor(t, "depth 0 after the panic", depthIs(t, reg, "depth", 0))
+	polltest.Until(t, waitTimeout, "depth 0 after the panic", depthIs(t, reg, "depth", 0))
 	// A root actor is restarted by protoactor's default strategy, which
 	// publishes the same event.
 	if got := testutil.ToFloat64(m.restarts.WithLabelValues("depth")); got != 1 {
@@ -67,13 +68,13 @@ func TestMetricsMoveAndMailboxDepthReturnsToZero(t *testing.T) {
 	if _, err := stopped.Result(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
-	waitFor(t, "depth 0 after the stop", depthIs(t, reg, "depth", 0))
+	polltest.Until(t, waitTimeout, "depth 0 after the stop", depthIs(t, reg, "depth", 0))
 	select {
 	case n := <-seen:
 		t.Errorf("message %d handled after Stop", n)
 	default:
 	}
-	waitFor(t, "the stopped mailbox to be forgotten", func() bool {
+	polltest.Until(t, waitTimeout, "the stopped mailbox to be forgotten", func() bool {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		return len(m.mailboxes) == 0
@@ -130,7 +131,7 @@ func TestMailboxDepthSumsLiveActorsOfAKind(t *testing.T) {
 	for range 3 {
 		recv(t, seen, "a processed message")
 	}
-	waitFor(t, "depth{pair} 0", depthIs(t, reg, "pair", 0))
+	polltest.Until(t, waitTimeout, "depth{pair} 0", depthIs(t, reg, "pair", 0))
 	for _, pid := range []*actor.PID{one, two, syncPID} {
 		if err := system.Root.PoisonFuture(pid).Wait(); err != nil {
 			t.Errorf("poison: %v", err)

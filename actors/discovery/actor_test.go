@@ -15,6 +15,7 @@ import (
 	"github.com/switchboard-dev/switchboard/actors/discovery/dnstest"
 	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/polltest"
 	"github.com/switchboard-dev/switchboard/supervision"
 	"github.com/switchboard-dev/switchboard/supervision/logtest"
 )
@@ -138,7 +139,7 @@ func (f *fixture) snapshot() Snapshot {
 func (f *fixture) waitPolls(n uint64) Snapshot {
 	f.t.Helper()
 	var s Snapshot
-	waitFor(f.t, "poll", func() bool { s = f.snapshot(); return s.Polls >= n })
+	polltest.Until(f.t, waitTimeout, "poll", func() bool { s = f.snapshot(); return s.Polls >= n })
 	return s
 }
 
@@ -166,7 +167,7 @@ func TestActorFollowsSRVRecords(t *testing.T) {
 	cfg.SRV, cfg.DNSServer, cfg.APIPort = srvName, z.Addr, 9443
 	f.start(cfg)
 
-	waitFor(t, "alpha and beta", func() bool {
+	polltest.Until(t, waitTimeout, "alpha and beta", func() bool {
 		return f.sink.has("alpha", "127.0.0.2:8443", "127.0.0.12:8443") && f.sink.has("beta", "127.0.0.3:8443")
 	})
 	s := f.waitPolls(1)
@@ -180,12 +181,12 @@ func TestActorFollowsSRVRecords(t *testing.T) {
 	// An added record is found by the next poll: one poll interval later.
 	z.Add(t, srvC)
 	f.clock.advance(poll)
-	waitFor(t, "gamma at the API port", func() bool { return f.sink.has("gamma", "127.0.0.4:9443") })
+	polltest.Until(t, waitTimeout, "gamma at the API port", func() bool { return f.sink.has("gamma", "127.0.0.4:9443") })
 
 	// A removed record is noticed by the next poll too.
 	z.Remove(t, srvB)
 	f.clock.advance(poll)
-	waitFor(t, "beta gone", func() bool { return f.sink.hasNot("beta") })
+	polltest.Until(t, waitTimeout, "beta gone", func() bool { return f.sink.hasNot("beta") })
 
 	want := []string{
 		"up alpha 127.0.0.2:8443=0 127.0.0.12:8443=1",
@@ -211,7 +212,7 @@ func TestActorDNSFailureKeepsPeers(t *testing.T) {
 	cfg := f.config()
 	cfg.SRV, cfg.DNSServer = srvName, z.Addr
 	f.start(cfg)
-	waitFor(t, "alpha", func() bool { return f.sink.has("alpha", "127.0.0.2:8443") })
+	polltest.Until(t, waitTimeout, "alpha", func() bool { return f.sink.has("alpha", "127.0.0.2:8443") })
 	f.waitPolls(1)
 
 	calls := f.tr.count("127.0.0.2:8443")
@@ -260,7 +261,7 @@ func TestActorStaticPeers(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.start(cfg)
-	waitFor(t, "static peers", func() bool {
+	polltest.Until(t, waitTimeout, "static peers", func() bool {
 		return f.sink.has("alpha", "alpha.example:8443") && f.sink.has("beta", "beta.example:9000")
 	})
 	if s := f.waitPolls(1); s.DNSError != "" || s.SRV != "" {
@@ -276,7 +277,7 @@ func TestActorDuplicateInstanceRefused(t *testing.T) {
 	cfg := f.config()
 	cfg.Static = []string{"10.0.0.10:8443", "10.0.0.9:8443"}
 	f.start(cfg)
-	waitFor(t, "alpha", func() bool { return f.sink.has("alpha", "10.0.0.9:8443") })
+	polltest.Until(t, waitTimeout, "alpha", func() bool { return f.sink.has("alpha", "10.0.0.9:8443") })
 	for i := range uint64(3) {
 		f.clock.advance(poll)
 		f.waitPolls(i + 2)
@@ -299,7 +300,7 @@ func TestActorIdentityFailureKeepsPeer(t *testing.T) {
 	cfg := f.config()
 	cfg.Static = []string{"10.0.0.2:8443"}
 	f.start(cfg)
-	waitFor(t, "alpha", func() bool { return f.sink.has("alpha", "10.0.0.2:8443") })
+	polltest.Until(t, waitTimeout, "alpha", func() bool { return f.sink.has("alpha", "10.0.0.2:8443") })
 	f.waitPolls(1)
 
 	f.tr.down("10.0.0.2:8443")
@@ -344,13 +345,13 @@ func TestActorRetriesUnidentifiedSooner(t *testing.T) {
 
 	// Still down at the first retry: asked again, logged no more.
 	f.clock.advance(unidentifiedRetry)
-	waitFor(t, "a retry", func() bool { return f.tr.count("10.0.0.2:8443") == 2 })
+	polltest.Until(t, waitTimeout, "a retry", func() bool { return f.tr.count("10.0.0.2:8443") == 2 })
 	f.tr.answer("10.0.0.2:8443", "alpha", "0")
 	// The retry's result may still be on its way: wait for it to be armed
 	// again (one pending wake-up) before moving the clock.
-	waitFor(t, "the next retry armed", func() bool { return f.clock.pending() == 1 && f.snapshot().Polls == 1 })
+	polltest.Until(t, waitTimeout, "the next retry armed", func() bool { return f.clock.pending() == 1 && f.snapshot().Polls == 1 })
 	f.clock.advance(unidentifiedRetry)
-	waitFor(t, "alpha found by a retry", func() bool { return f.sink.has("alpha", "10.0.0.2:8443") })
+	polltest.Until(t, waitTimeout, "alpha found by a retry", func() bool { return f.sink.has("alpha", "10.0.0.2:8443") })
 	if s := f.snapshot(); s.Polls != 1 {
 		t.Fatalf("%d full polls; the address must have been found by a retry, not a poll", s.Polls)
 	}
@@ -375,7 +376,7 @@ func TestActorRediscover(t *testing.T) {
 	z.Add(t, srvName+" 60 IN SRV 10 10 8443 b.example.test.")
 	f.clock.advance(rediscoverGap)
 	f.system.Root.Send(f.pid, Rediscover{})
-	waitFor(t, "beta", func() bool { return f.sink.has("beta", "127.0.0.3:8443") })
+	polltest.Until(t, waitTimeout, "beta", func() bool { return f.sink.has("beta", "127.0.0.3:8443") })
 
 	// Another right away waits for the gap.
 	f.system.Root.Send(f.pid, &Rediscover{})
@@ -391,7 +392,7 @@ func TestActorRestart(t *testing.T) {
 	cfg := f.config()
 	cfg.Static = []string{"10.0.0.2:8443", "10.0.0.3:8443", "10.0.0.4:8443"}
 	f.start(cfg)
-	waitFor(t, "three peers", func() bool {
+	polltest.Until(t, waitTimeout, "three peers", func() bool {
 		return f.sink.has("alpha", "10.0.0.2:8443") && f.sink.has("beta", "10.0.0.3:8443") && f.sink.has("gamma", "10.0.0.4:8443")
 	})
 	f.waitPolls(1)
@@ -403,7 +404,7 @@ func TestActorRestart(t *testing.T) {
 	f.clock.advance(rediscoverGap)
 	f.clock.panics.Store(true)
 	f.system.Root.Send(f.pid, Rediscover{}) // reads the clock, which panics
-	waitFor(t, "delta, and gamma gone", func() bool { return f.sink.has("delta", "10.0.0.4:8443") && f.sink.hasNot("gamma") })
+	polltest.Until(t, waitTimeout, "delta, and gamma gone", func() bool { return f.sink.has("delta", "10.0.0.4:8443") && f.sink.hasNot("gamma") })
 
 	want := []string{
 		"up alpha 10.0.0.2:8443=0", "up beta 10.0.0.3:8443=0", "up gamma 10.0.0.4:8443=0",
@@ -430,7 +431,7 @@ func TestActorRestart(t *testing.T) {
 
 	// A sink that lost its state asks for it again.
 	f.system.Root.Send(f.pid, Resync{})
-	waitFor(t, "resync", func() bool { return len(f.sink.effects()) == len(want)+3 })
+	polltest.Until(t, waitTimeout, "resync", func() bool { return len(f.sink.effects()) == len(want)+3 })
 }
 
 func TestActorStopCancelsCalls(t *testing.T) {
@@ -488,7 +489,7 @@ func TestActorDNSDownFromStartStillListsStaticPeers(t *testing.T) {
 	cfg := f.config()
 	cfg.SRV, cfg.DNSServer, cfg.Static = srvName, z.Addr, []string{"10.0.0.2:8443"}
 	f.start(cfg)
-	waitFor(t, "the static peer", func() bool { return f.sink.has("alpha", "10.0.0.2:8443") })
+	polltest.Until(t, waitTimeout, "the static peer", func() bool { return f.sink.has("alpha", "10.0.0.2:8443") })
 	if s := f.waitPolls(1); !strings.Contains(s.DNSError, "SERVFAIL") {
 		t.Fatalf("dns error %q, want SERVFAIL", s.DNSError)
 	}
@@ -506,9 +507,9 @@ func TestActorRealClock(t *testing.T) {
 	cfg.PollInterval = 20 * time.Millisecond
 	cfg.SRV, cfg.DNSServer = srvName, z.Addr
 	f.start(cfg)
-	waitFor(t, "alpha", func() bool { return f.sink.has("alpha", "127.0.0.2:8443") })
+	polltest.Until(t, waitTimeout, "alpha", func() bool { return f.sink.has("alpha", "127.0.0.2:8443") })
 	z.Add(t, srvName+" 60 IN SRV 10 10 8443 b.example.test.")
-	waitFor(t, "beta", func() bool { return f.sink.has("beta", "127.0.0.3:8443") })
+	polltest.Until(t, waitTimeout, "beta", func() bool { return f.sink.has("beta", "127.0.0.3:8443") })
 	z.Remove(t, srvName+" 60 IN SRV 10 10 8443 a.example.test.")
-	waitFor(t, "alpha gone", func() bool { return f.sink.hasNot("alpha") })
+	polltest.Until(t, waitTimeout, "alpha gone", func() bool { return f.sink.hasNot("alpha") })
 }

@@ -21,20 +21,6 @@ func TestMain(m *testing.M) {
 // waitTimeout bounds every wait; a hang is a failure, not a CI timeout.
 const waitTimeout = 10 * time.Second
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
-}
-
 // identities answers identity calls from a table: an address not in it
 // refuses the connection; one in hang blocks until the call is cancelled.
 type identities struct {

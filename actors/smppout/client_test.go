@@ -13,6 +13,7 @@ import (
 	"github.com/switchboard-dev/switchboard/httpapi/certs"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence/sqlite"
+	"github.com/switchboard-dev/switchboard/polltest"
 )
 
 func newClient(t *testing.T, url, password string) *Client {
@@ -33,17 +34,6 @@ func newClient(t *testing.T, url, password string) *Client {
 	return c
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // smpps://: the client checks the SMSC's certificate against tls_ca and
 // submits over TLS; without that CA it never binds, and a submit is a
 // retry naming why. A lost link is bound again.
@@ -62,7 +52,7 @@ func TestClientTLSAndReconnect(t *testing.T) {
 	out := messages.Outgoing{ID: "m-1", SourceMSISDN: "+15550001", DestinationMSISDN: "+33600000001", Body: "over TLS"}
 
 	c := newClient(t, "smpps://sb@"+smsc.Addr+"?tls_ca="+caFile, "pw")
-	waitFor(t, "the bind", c.Bound)
+	polltest.Until(t, 20*time.Second, "the bind", c.Bound)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	v := c.Submit(ctx, out, "")
@@ -70,13 +60,13 @@ func TestClientTLSAndReconnect(t *testing.T) {
 		t.Fatalf("submit over TLS: %+v", v)
 	}
 	smsc.DropAll()
-	waitFor(t, "the second bind", func() bool { n, _ := smsc.Binds(); return n == 2 && c.Bound() })
+	polltest.Until(t, 20*time.Second, "the second bind", func() bool { n, _ := smsc.Binds(); return n == 2 && c.Bound() })
 	if v := c.Submit(ctx, out, "resent: test"); v.Status != messages.Delivered || v.Note != "resent: test" {
 		t.Fatalf("submit after the reconnect: %+v", v)
 	}
 
 	untrusting := newClient(t, "smpps://sb@"+smsc.Addr, "pw")
-	waitFor(t, "the TLS failure", func() bool {
+	polltest.Until(t, 20*time.Second, "the TLS failure", func() bool {
 		untrusting.mu.Lock()
 		defer untrusting.mu.Unlock()
 		return strings.HasPrefix(untrusting.lastErr.Error(), "TLS")

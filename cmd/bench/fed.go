@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -22,6 +20,7 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard"
+	"github.com/switchboard-dev/switchboard/apiclient"
 	"github.com/switchboard-dev/switchboard/httpapi"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/transport"
@@ -92,8 +91,8 @@ type fedPair struct {
 	link    *fedLink
 	a, b    *benchNode
 	clients []*httpapi.PeerClient
-	// submit is the submitting clients' transport to A.
-	submit *http.Client
+	// submit is the submitting clients' client of A.
+	submit *apiclient.Client
 }
 
 func fedConfig(link *fedLink, name, other, dir string) (switchboard.Config, *httpapi.PeerClient, error) {
@@ -144,7 +143,7 @@ func startPair(dir string, clientConns, consumers int) (p *fedPair, err error) {
 		}
 		p.link.set(n.name, (*n.node).node.Addr())
 	}
-	p.submit = p.a.client
+	p.submit = p.a.api
 	if err := p.b.pullFrontend(); err != nil {
 		return p, err
 	}
@@ -169,7 +168,7 @@ func startPair(dir string, clientConns, consumers int) (p *fedPair, err error) {
 // peerState is B as A's GET /api/peers lists it.
 func (p *fedPair) peerState() (messages.PeerInfo, error) {
 	var peers []messages.PeerInfo
-	if err := call(p.a.client, http.MethodGet, p.a.base+"/api/peers", nil, http.StatusOK, &peers); err != nil {
+	if err := send(p.a.api, http.MethodGet, "/api/peers", nil, &peers); err != nil {
 		return messages.PeerInfo{}, err
 	}
 	for _, pi := range peers {
@@ -223,7 +222,7 @@ type nodeStatus struct {
 
 func (b *benchNode) fullStatus() (nodeStatus, error) {
 	var st nodeStatus
-	err := call(b.client, http.MethodGet, b.base+"/api/status", nil, http.StatusOK, &st)
+	err := send(b.api, http.MethodGet, "/api/status", nil, &st)
 	return st, err
 }
 
@@ -256,7 +255,7 @@ func runFederated(o options, bodies [][]byte, dir string, prof *profiler) (r run
 
 	var phase atomic.Int32
 	cons := startConsumers(p.b, o.consumers, &phase)
-	subs := startSubmitters(p.submit, p.a.base+"/api/messages", bodies, &phase)
+	subs := startSubmitters(p.submit, bodies, &phase)
 	r.window, r.cpu = measure(&phase, o, prof, p.a, p.b)
 	subs.wait(&r)
 	cons.wg.Wait()
@@ -366,7 +365,7 @@ func sampleMemory() (memSample, error) {
 
 // fill submits n messages to A with the clients, each waiting for its 202,
 // and checks that A answered forward_queued to every one.
-func fill(client *http.Client, url string, bodies [][]byte, n int64) error {
+func fill(client *apiclient.Client, bodies [][]byte, n int64) error {
 	var tickets, notQueued, errs atomic.Int64
 	var mu sync.Mutex
 	var firstErr, firstState string
@@ -377,7 +376,7 @@ func fill(client *http.Client, url string, bodies [][]byte, n int64) error {
 			defer wg.Done()
 			for tickets.Add(1) <= n {
 				for {
-					state, err := submitState(client, url, bodies[i])
+					state, err := submitState(client, bodies[i])
 					if err == nil {
 						if state != string(messages.StateForwardQueued) {
 							if notQueued.Add(1) == 1 {
@@ -412,32 +411,15 @@ func fill(client *http.Client, url string, bodies [][]byte, n int64) error {
 }
 
 // submitState POSTs one submission and returns the state of the 202.
-func submitState(c *http.Client, url string, body []byte) (string, error) {
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+func submitState(c *apiclient.Client, body []byte) (string, error) {
+	ack, err := c.Submit(context.Background(), json.RawMessage(body))
 	if err != nil {
 		return "", err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.Do(req)
-	if err != nil {
-		return "", err
+	if ack.ID == "" {
+		return "", fmt.Errorf("202 reply without an id: %+v", ack)
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if err != nil {
-		return "", err
-	}
-	if resp.StatusCode != http.StatusAccepted {
-		return "", fmt.Errorf("status %d: %s", resp.StatusCode, bytes.TrimSpace(data))
-	}
-	var ack struct {
-		ID    string `json:"id"`
-		State string `json:"state"`
-	}
-	if err := json.Unmarshal(data, &ack); err != nil || ack.ID == "" {
-		return "", fmt.Errorf("202 reply %q: %v", data, err)
-	}
-	return ack.State, nil
+	return string(ack.State), nil
 }
 
 // cutPair starts A and B, cuts the link between them and waits until A
@@ -491,9 +473,8 @@ func runMemory(o options, bodies [][]byte, dir string) (m memResult, err error) 
 			err = cerr
 		}
 	}()
-	url := p.a.base + "/api/messages"
 	warm := min(max(o.memQueued/20, 1), 5000)
-	if err := fill(p.submit, url, bodies, warm); err != nil {
+	if err := fill(p.submit, bodies, warm); err != nil {
 		return m, err
 	}
 	queued := warm
@@ -508,7 +489,7 @@ func runMemory(o options, bodies [][]byte, dir string) (m memResult, err error) 
 		}
 		n := (o.memQueued - warm) * int64(i+1) / 4
 		t := time.Now()
-		if err := fill(p.submit, url, bodies, warm+n-queued); err != nil {
+		if err := fill(p.submit, bodies, warm+n-queued); err != nil {
 			return m, err
 		}
 		m.fill += time.Since(t)
@@ -534,7 +515,7 @@ func runDrain(o options, bodies [][]byte, dir string, prof *profiler) (r runResu
 		}
 	}()
 	t := time.Now()
-	if err := fill(p.submit, p.a.base+"/api/messages", bodies, o.queued); err != nil {
+	if err := fill(p.submit, bodies, o.queued); err != nil {
 		return r, err
 	}
 	filled := time.Since(t)
@@ -544,7 +525,7 @@ func runDrain(o options, bodies [][]byte, dir string, prof *profiler) (r runResu
 
 	// The heal. Consumers are long-polling B's (empty) frontend already;
 	// everything they ack from here on crossed the healed link.
-	p.submit.CloseIdleConnections()
+	p.submit.Close()
 	var phase atomic.Int32
 	phase.Store(measuring)
 	cons := startConsumers(p.b, o.consumers, &phase)

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/switchboard-dev/switchboard/apiclient"
 	"github.com/switchboard-dev/switchboard/messages"
 )
 
@@ -131,27 +130,10 @@ func (r *latResult) quantiles(lat []time.Duration) {
 	}
 }
 
-// post POSTs a JSON body and returns the answer's body, which must come
-// with 202.
-func post(c *http.Client, url string, body []byte) ([]byte, error) {
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusAccepted {
-		return nil, fmt.Errorf("status %d: %s", resp.StatusCode, bytes.TrimSpace(data))
-	}
-	return data, nil
+// post submits a JSON body (POST /api/messages) and returns the answer's
+// body.
+func post(c *apiclient.Client, body []byte) ([]byte, error) {
+	return c.Send(context.Background(), http.MethodPost, "/api/messages", nil, json.RawMessage(body), nil)
 }
 
 // echoSchema is the durable echo's one table: what a node's messages row
@@ -216,12 +198,11 @@ func runEcho(o options, certFile, keyFile, dir string) (r latResult, err error) 
 	if err != nil {
 		return r, err
 	}
-	client, err := newClient(certFile, 8)
+	client, err := newClient(addr, certFile, 8)
 	if err != nil {
 		_ = shutdown(nil)
 		return r, err
 	}
-	url := "https://" + addr + "/api/messages"
 	var (
 		mu   sync.Mutex
 		lat  []time.Duration
@@ -231,7 +212,7 @@ func runEcho(o options, certFile, keyFile, dir string) (r latResult, err error) 
 	r.window, r.lag = openLoop(o.latencyRate, o.warmup, o.window, func(n int, measured bool) {
 		body := newBody(n, o.bodySize)
 		t := time.Now()
-		_, err := post(client, url, body)
+		_, err := post(client, body)
 		d := time.Since(t)
 		if err != nil {
 			fail.add(err)
@@ -293,13 +274,13 @@ func runLatency(o options, dir string) (r latResult, err error) {
 	consumed := make(chan struct{})
 	go pprof.Do(context.Background(), pprof.Labels("bench", "consumer"), func(context.Context) {
 		defer close(consumed)
-		pollURL := p.b.base + "/api/frontends/" + frontendName + "/poll"
-		ackURL := p.b.base + "/api/frontends/" + frontendName + "/ack"
+		pollPath := "/api/frontends/" + frontendName + "/poll"
+		ackPath := "/api/frontends/" + frontendName + "/ack"
 		for !stop.Load() {
 			var polled struct {
 				Messages []messages.Outgoing `json:"messages"`
 			}
-			if err := call(p.b.client, http.MethodPost, pollURL, pollBody, http.StatusOK, &polled); err != nil {
+			if err := send(p.b.api, http.MethodPost, pollPath, pollBody, &polled); err != nil {
 				if !stop.Load() {
 					fail.add(fmt.Errorf("poll: %w", err))
 					time.Sleep(10 * time.Millisecond)
@@ -325,7 +306,7 @@ func runLatency(o options, dir string) (r latResult, err error) {
 				fail.add(err)
 				continue
 			}
-			if err := call(p.b.client, http.MethodPost, ackURL, body, http.StatusOK, nil); err != nil {
+			if err := send(p.b.api, http.MethodPost, ackPath, body, nil); err != nil {
 				fail.add(fmt.Errorf("ack: %w", err))
 				continue
 			}
@@ -343,7 +324,6 @@ func runLatency(o options, dir string) (r latResult, err error) {
 		}
 	})
 
-	url := p.a.base + "/api/messages"
 	r.window, r.lag = openLoop(o.latencyRate, o.warmup, o.window, func(n int, measured bool) {
 		body := newBody(n, o.bodySize)
 		t := time.Now()
@@ -352,7 +332,7 @@ func runLatency(o options, dir string) (r latResult, err error) {
 			started[destination(n)] = t
 			mu.Unlock()
 		}
-		_, err := post(p.submit, url, body)
+		_, err := post(p.submit, body)
 		d := time.Since(t)
 		if err != nil {
 			fail.add(fmt.Errorf("submit: %w", err))

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +24,7 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard"
+	"github.com/switchboard-dev/switchboard/apiclient"
 	"github.com/switchboard-dev/switchboard/httpapi/certs"
 	"github.com/switchboard-dev/switchboard/messages"
 )
@@ -117,67 +117,45 @@ func benchText(n int) string {
 // destination is the destination number of submission n.
 func destination(n int) string { return fmt.Sprintf("%s7%09d", routePrefix, n) }
 
-// newClient is the one transport all clients of a run share: HTTP/1.1
-// keep-alive over TLS, trusting certFile for the name localhost.
-func newClient(certFile string, conns int) (*http.Client, error) {
-	pem, err := os.ReadFile(certFile)
+// newClient is an API client of the server at addr over the one transport
+// all clients of a run share: HTTP/1.1 keep-alive over TLS, trusting
+// certFile for the name localhost.
+func newClient(addr, certFile string, conns int) (*apiclient.Client, error) {
+	trust, err := apiclient.TrustFile(certFile, "localhost")
 	if err != nil {
 		return nil, err
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("no certificate in %s", certFile)
-	}
 	tr := &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		TLSClientConfig:     &tls.Config{RootCAs: pool, ServerName: "localhost", MinVersion: tls.VersionTLS12},
+		TLSClientConfig:     trust,
 		TLSHandshakeTimeout: 10 * time.Second,
 		MaxIdleConnsPerHost: max(conns, 64),
 		IdleConnTimeout:     90 * time.Second,
 		ForceAttemptHTTP2:   false,
 		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
 	}
-	return &http.Client{Transport: tr, Timeout: 30 * time.Second}, nil
+	return apiclient.NewURL("https://"+addr, apiclient.Config{HTTP: &http.Client{Transport: tr, Timeout: 30 * time.Second}})
 }
 
-// call sends a JSON request and decodes a JSON reply of status want into out.
-func call(c *http.Client, method, url string, body []byte, want int, out any) error {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
+// send is one call of the bench: body is the request's JSON as is (nil:
+// none), the answer must be 2xx and is decoded into out unless it is nil.
+func send(c *apiclient.Client, method, path string, body []byte, out any) error {
+	_, err := c.Send(context.Background(), method, path, nil, rawBody(body), out)
+	return err
+}
+
+// rawBody is body as a request body sent as is (nil: none).
+func rawBody(body []byte) any {
+	if body == nil {
+		return nil
 	}
-	req, err := http.NewRequest(method, url, rd)
-	if err != nil {
-		return err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != want {
-		return fmt.Errorf("%s %s: status %d: %s", method, url, resp.StatusCode, bytes.TrimSpace(data))
-	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			return fmt.Errorf("%s %s: reply %q: %w", method, url, data, err)
-		}
-	}
-	return nil
+	return json.RawMessage(body)
 }
 
 // submitters are the clients: each POSTs its submission, waits for the 202
 // and goes again, until the phase is over.
 type submitters struct {
-	client *http.Client
-	url    string
+	client *apiclient.Client
 	bodies [][]byte
 	phase  *atomic.Int32
 	wg     sync.WaitGroup
@@ -188,8 +166,8 @@ type submitters struct {
 	firstErr string
 }
 
-func startSubmitters(c *http.Client, url string, bodies [][]byte, phase *atomic.Int32) *submitters {
-	s := &submitters{client: c, url: url, bodies: bodies, phase: phase, lat: make([][]time.Duration, len(bodies))}
+func startSubmitters(c *apiclient.Client, bodies [][]byte, phase *atomic.Int32) *submitters {
+	s := &submitters{client: c, bodies: bodies, phase: phase, lat: make([][]time.Duration, len(bodies))}
 	for i := range bodies {
 		s.wg.Add(1)
 		go pprof.Do(context.Background(), pprof.Labels("bench", "client"), func(context.Context) {
@@ -222,7 +200,7 @@ func (s *submitters) loop(i int) {
 var idField = []byte(`"id":"`)
 
 func (s *submitters) post(body []byte) error {
-	data, err := post(s.client, s.url, body)
+	data, err := post(s.client, body)
 	if err != nil {
 		return err
 	}
@@ -354,7 +332,7 @@ func baselineHandler() http.Handler {
 // serveHTTPS serves h over TLS (the baseline certificate, HTTP/1.1 only,
 // as a node serves) on a free loopback port. shutdown closes the client
 // side first, then the server.
-func serveHTTPS(h http.Handler, certFile, keyFile string) (addr string, shutdown func(client *http.Client) error, err error) {
+func serveHTTPS(h http.Handler, certFile, keyFile string) (addr string, shutdown func(client *apiclient.Client) error, err error) {
 	tc, err := certs.ServerConfig(certFile, keyFile, "")
 	if err != nil {
 		return "", nil, err
@@ -373,11 +351,11 @@ func serveHTTPS(h http.Handler, certFile, keyFile string) (addr string, shutdown
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(tls.NewListener(ln, tc)) }()
-	shutdown = func(client *http.Client) error {
+	shutdown = func(client *apiclient.Client) error {
 		// Close the client side first: the server's Shutdown waits up to
 		// 5s for connections that never carried a request (spare dials).
 		if client != nil {
-			client.CloseIdleConnections()
+			client.Close()
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -398,15 +376,15 @@ func runBaseline(o options, bodies [][]byte, certFile, keyFile string) (runResul
 	if err != nil {
 		return runResult{}, err
 	}
-	client, err := newClient(certFile, len(bodies))
+	client, err := newClient(addr, certFile, len(bodies))
 	if err != nil {
 		_ = shutdown(nil)
 		return runResult{}, err
 	}
-	defer client.CloseIdleConnections()
+	defer client.Close()
 
 	var phase atomic.Int32
-	subs := startSubmitters(client, "https://"+addr+"/api/messages", bodies, &phase)
+	subs := startSubmitters(client, bodies, &phase)
 	var r runResult
 	r.window, r.cpu = measure(&phase, o, nil)
 	subs.wait(&r)
@@ -425,9 +403,8 @@ func runBaseline(o options, bodies [][]byte, certFile, keyFile string) (runResul
 // self-signed certificate, a client that trusts it, and a pull frontend
 // that the submissions are routed to.
 type benchNode struct {
-	node   *switchboard.Node
-	base   string
-	client *http.Client
+	node *switchboard.Node
+	api  *apiclient.Client
 	// snaps are the actor metrics at the window's start and end.
 	snaps []map[string]actorStat
 }
@@ -519,8 +496,8 @@ func startNodeConfig(cfg switchboard.Config, conns int) (*benchNode, error) {
 	if err := n.Start(ctx); err != nil {
 		return nil, err
 	}
-	b := &benchNode{node: n, base: "https://" + n.Addr()}
-	if b.client, err = newClient(filepath.Join(cfg.DataDir, certs.SelfSignedCertName), conns); err != nil {
+	b := &benchNode{node: n}
+	if b.api, err = newClient(n.Addr(), filepath.Join(cfg.DataDir, certs.SelfSignedCertName), conns); err != nil {
 		b.stop()
 		return nil, err
 	}
@@ -529,13 +506,13 @@ func startNodeConfig(cfg switchboard.Config, conns int) (*benchNode, error) {
 
 // pullFrontend registers the bench pull frontend.
 func (b *benchNode) pullFrontend() error {
-	return call(b.client, http.MethodPut, b.base+"/api/frontends/"+frontendName, []byte(`{"mode":"pull"}`), http.StatusOK, nil)
+	return send(b.api, http.MethodPut, "/api/frontends/"+frontendName, []byte(`{"mode":"pull"}`), nil)
 }
 
 // route routes the bench prefix to the bench frontend (local or, once the
 // node knows which peer serves it, remote).
 func (b *benchNode) route() error {
-	return call(b.client, http.MethodPut, b.base+"/api/routes/"+routePrefix, []byte(`{"frontend":"`+frontendName+`"}`), http.StatusOK, nil)
+	return send(b.api, http.MethodPut, "/api/routes/"+routePrefix, []byte(`{"frontend":"`+frontendName+`"}`), nil)
 }
 
 func startNode(dir string, conns int) (*benchNode, error) {
@@ -557,8 +534,8 @@ func startNode(dir string, conns int) (*benchNode, error) {
 func (b *benchNode) stop() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if b.client != nil {
-		b.client.CloseIdleConnections()
+	if b.api != nil {
+		b.api.Close()
 	}
 	return b.node.Stop(ctx)
 }
@@ -569,18 +546,18 @@ func (b *benchNode) status() (counts map[string]int64, outbox int64, err error) 
 		Counts      map[string]int64 `json:"counts"`
 		OutboxDepth int64            `json:"outbox_depth"`
 	}
-	err = call(b.client, http.MethodGet, b.base+"/api/status", nil, http.StatusOK, &doc)
+	err = send(b.api, http.MethodGet, "/api/status", nil, &doc)
 	return doc.Counts, doc.OutboxDepth, err
 }
 
 // startNodeAndClient starts a fresh node allowing conns connections and a
 // client of clientConns keep-alive connections that trusts its certificate.
-func startNodeAndClient(dir string, conns, clientConns int) (*benchNode, *http.Client, error) {
+func startNodeAndClient(dir string, conns, clientConns int) (*benchNode, *apiclient.Client, error) {
 	b, err := startNode(dir, conns)
 	if err != nil {
 		return nil, nil, err
 	}
-	client, err := newClient(filepath.Join(dir, certs.SelfSignedCertName), clientConns)
+	client, err := newClient(b.node.Addr(), filepath.Join(dir, certs.SelfSignedCertName), clientConns)
 	if err != nil {
 		_ = b.stop()
 		return nil, nil, err
@@ -589,8 +566,8 @@ func startNodeAndClient(dir string, conns, clientConns int) (*benchNode, *http.C
 }
 
 // close closes the client's connections and stops the node.
-func (b *benchNode) close(client *http.Client) error {
-	client.CloseIdleConnections()
+func (b *benchNode) close(client *apiclient.Client) error {
+	client.Close()
 	if err := b.stop(); err != nil {
 		return fmt.Errorf("stop node: %w", err)
 	}
@@ -623,9 +600,9 @@ func runIngest(o options, bodies [][]byte, dir string, prof *profiler) (r runRes
 
 // submitWindow runs the submitters against b through the measured window
 // (at as measureWith's) and sets r's window, CPU, count and rate.
-func submitWindow(b *benchNode, client *http.Client, o options, bodies [][]byte, prof *profiler, at func(int), r *runResult) {
+func submitWindow(b *benchNode, client *apiclient.Client, o options, bodies [][]byte, prof *profiler, at func(int), r *runResult) {
 	var phase atomic.Int32
-	subs := startSubmitters(client, b.base+"/api/messages", bodies, &phase)
+	subs := startSubmitters(client, bodies, &phase)
 	r.window, r.cpu = measureWith(&phase, o, prof, at, b)
 	subs.wait(r)
 	r.count = r.submits
@@ -658,8 +635,8 @@ func startConsumers(b *benchNode, n int, phase *atomic.Int32) *consumers {
 }
 
 func (c *consumers) loop(b *benchNode) {
-	pollURL := b.base + "/api/frontends/" + frontendName + "/poll"
-	ackURL := b.base + "/api/frontends/" + frontendName + "/ack"
+	pollPath := "/api/frontends/" + frontendName + "/poll"
+	ackPath := "/api/frontends/" + frontendName + "/ack"
 	type result struct {
 		ID     string `json:"id"`
 		Status string `json:"status"`
@@ -670,7 +647,7 @@ func (c *consumers) loop(b *benchNode) {
 				ID string `json:"id"`
 			} `json:"messages"`
 		}
-		if err := call(b.client, http.MethodPost, pollURL, pollBody, http.StatusOK, &polled); err != nil {
+		if err := send(b.api, http.MethodPost, pollPath, pollBody, &polled); err != nil {
 			c.fail(err)
 			continue
 		}
@@ -694,7 +671,7 @@ func (c *consumers) loop(b *benchNode) {
 		var acked struct {
 			Results []messages.AckOutcome `json:"results"`
 		}
-		if err := call(b.client, http.MethodPost, ackURL, body, http.StatusOK, &acked); err != nil {
+		if err := send(b.api, http.MethodPost, ackPath, body, &acked); err != nil {
 			c.fail(err)
 			continue
 		}
@@ -741,7 +718,7 @@ func runDelivery(o options, bodies [][]byte, dir string, prof *profiler) (r runR
 
 	var phase atomic.Int32
 	cons := startConsumers(b, o.consumers, &phase)
-	subs := startSubmitters(client, b.base+"/api/messages", bodies, &phase)
+	subs := startSubmitters(client, bodies, &phase)
 	r.window, r.cpu = measure(&phase, o, prof, b)
 	subs.wait(&r)
 	cons.wg.Wait()

@@ -299,7 +299,7 @@ func (s *pgSite) ringFormed(want int) error {
 	masters := 0
 	for i, b := range s.nodes[:want] {
 		var st messages.RingStatus
-		if err := call(b.client, http.MethodGet, b.base+"/api/ring/status", nil, http.StatusOK, &st); err != nil {
+		if err := send(b.api, http.MethodGet, "/api/ring/status", nil, &st); err != nil {
 			return err
 		}
 		switch {
@@ -351,7 +351,7 @@ func runPgSite(o options, pg *pgServer, bodies [][]byte, dir string, n, consumer
 		for j := i; j < len(bodies); j += n {
 			mine = append(mine, bodies[j])
 		}
-		subs = append(subs, startSubmitters(b.client, b.base+"/api/messages", mine, &phase))
+		subs = append(subs, startSubmitters(b.api, mine, &phase))
 	}
 	window, cpu, a, z := measureDB(pg, &phase, o, prof, s.nodes...)
 	r.window, r.cpu = window, cpu
@@ -415,10 +415,10 @@ const (
 // firstDelivery is the median of those times.
 func (s *pgSite) firstDelivery(samples int, pause time.Duration) (time.Duration, error) {
 	b0 := s.nodes[0]
-	if err := call(b0.client, http.MethodPut, b0.base+"/api/frontends/"+idleFrontend, []byte(`{"mode":"pull"}`), http.StatusOK, nil); err != nil {
+	if err := send(b0.api, http.MethodPut, "/api/frontends/"+idleFrontend, []byte(`{"mode":"pull"}`), nil); err != nil {
 		return 0, err
 	}
-	if err := call(b0.client, http.MethodPut, b0.base+"/api/routes/"+idlePrefix, []byte(`{"frontend":"`+idleFrontend+`"}`), http.StatusOK, nil); err != nil {
+	if err := send(b0.api, http.MethodPut, "/api/routes/"+idlePrefix, []byte(`{"frontend":"`+idleFrontend+`"}`), nil); err != nil {
 		return 0, err
 	}
 	// Every instance knows the frontend once the ring spread the change (a
@@ -426,7 +426,7 @@ func (s *pgSite) firstDelivery(samples int, pause time.Duration) (time.Duration,
 	for _, b := range s.nodes {
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			err := call(b.client, http.MethodPost, b.base+"/api/frontends/"+idleFrontend+"/poll", []byte(`{"max":1,"wait_ms":0}`), http.StatusOK, nil)
+			err := send(b.api, http.MethodPost, "/api/frontends/"+idleFrontend+"/poll", []byte(`{"max":1,"wait_ms":0}`), nil)
 			if err == nil {
 				break
 			}
@@ -448,8 +448,8 @@ func (s *pgSite) firstDelivery(samples int, pause time.Duration) (time.Duration,
 		answer := make(chan error, 1)
 		var at time.Time
 		go func() {
-			err := call(poller.client, http.MethodPost, poller.base+"/api/frontends/"+idleFrontend+"/poll",
-				[]byte(`{"max":1,"wait_ms":5000,"lease_ms":30000}`), http.StatusOK, &p)
+			err := send(poller.api, http.MethodPost, "/api/frontends/"+idleFrontend+"/poll",
+				[]byte(`{"max":1,"wait_ms":5000,"lease_ms":30000}`), &p)
 			at = time.Now()
 			answer <- err
 		}()
@@ -457,7 +457,7 @@ func (s *pgSite) firstDelivery(samples int, pause time.Duration) (time.Duration,
 		body := fmt.Sprintf(`{"id":"idle-%d-%d","source_msisdn":"15550001","destination_msisdn":"%s%09d","message_body":"idle"}`,
 			time.Now().UnixNano(), i, idlePrefix, i)
 		t0 := time.Now()
-		if err := call(submitter.client, http.MethodPost, submitter.base+"/api/messages", []byte(body), http.StatusAccepted, nil); err != nil {
+		if err := send(submitter.api, http.MethodPost, "/api/messages", []byte(body), nil); err != nil {
 			return 0, fmt.Errorf("first delivery: %w", err)
 		}
 		if err := <-answer; err != nil {
@@ -468,7 +468,7 @@ func (s *pgSite) firstDelivery(samples int, pause time.Duration) (time.Duration,
 		}
 		got = append(got, at.Sub(t0))
 		ack := fmt.Sprintf(`{"results":[{"id":%q,"status":"delivered"}]}`, p.Messages[0].ID)
-		if err := call(poller.client, http.MethodPost, poller.base+"/api/frontends/"+idleFrontend+"/ack", []byte(ack), http.StatusOK, nil); err != nil {
+		if err := send(poller.api, http.MethodPost, "/api/frontends/"+idleFrontend+"/ack", []byte(ack), nil); err != nil {
 			return 0, fmt.Errorf("first delivery: %w", err)
 		}
 	}

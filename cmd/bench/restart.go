@@ -20,6 +20,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/switchboard-dev/switchboard/apiclient"
 	"github.com/switchboard-dev/switchboard/httpapi/certs"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
@@ -203,56 +204,43 @@ func waitFor(p *nodeProcess, what, logPath string, try func() bool) (time.Time, 
 	}
 }
 
-// restartClient talks to the restart node: a short timeout per call (a
-// connection refused comes back at once; a node that accepted the
+// restartClient talks to the restart node at base: a short timeout per
+// call (a connection refused comes back at once; a node that accepted the
 // connection answers within it).
-func restartClient() *http.Client {
-	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+func restartClient(base string) (*apiclient.Client, error) {
+	return apiclient.NewURL(base, apiclient.Config{HTTP: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		// The node serves the self-signed certificate it wrote into its data
 		// dir; the bench's client is local and does not verify it.
 		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}, //nolint:gosec // a local test node's self-signed certificate
 		MaxIdleConnsPerHost: 4,
-	}}
+	}}})
 }
 
 // ready reports whether /readyz answers 200.
-func ready(c *http.Client, base string) bool {
-	resp, err := c.Get(base + "/readyz")
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
-}
+func ready(c *apiclient.Client) bool { return c.Ready(context.Background()) }
 
 // pollOne polls the bench frontend for up to max messages with a lease;
 // it returns their ids (none when the node is not serving yet).
-func pollOne(c *http.Client, base string, max int, lease time.Duration) []string {
-	body := fmt.Sprintf(`{"max":%d,"wait_ms":1000,"lease_ms":%d}`, max, lease.Milliseconds())
-	var polled struct {
-		Messages []messages.Outgoing `json:"messages"`
-	}
-	if err := call(c, http.MethodPost, base+"/api/frontends/"+frontendName+"/poll", []byte(body), http.StatusOK, &polled); err != nil {
+func pollOne(c *apiclient.Client, max int, lease time.Duration) []string {
+	msgs, err := c.Poll(context.Background(), frontendName, max, 1000, lease.Milliseconds())
+	if err != nil {
 		return nil
 	}
-	ids := make([]string, len(polled.Messages))
-	for i, m := range polled.Messages {
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
 		ids[i] = m.ID
 	}
 	return ids
 }
 
 // ackDelivered acks id delivered and checks that it applied.
-func ackDelivered(c *http.Client, base, id string) error {
-	var acked struct {
-		Results []messages.AckOutcome `json:"results"`
-	}
-	body := fmt.Sprintf(`{"results":[{"id":%q,"status":"delivered"}]}`, id)
-	if err := call(c, http.MethodPost, base+"/api/frontends/"+frontendName+"/ack", []byte(body), http.StatusOK, &acked); err != nil {
+func ackDelivered(c *apiclient.Client, id string) error {
+	acked, err := c.Ack(context.Background(), frontendName, messages.DeliveryResult{ID: id, Status: messages.Delivered})
+	if err != nil {
 		return err
 	}
-	if len(acked.Results) != 1 || acked.Results[0].Outcome != "applied" {
-		return fmt.Errorf("ack of %s: %+v", id, acked.Results)
+	if len(acked) != 1 || acked[0].Outcome != "applied" {
+		return fmt.Errorf("ack of %s: %+v", id, acked)
 	}
 	return nil
 }
@@ -289,9 +277,11 @@ func runRestart(o options, bin, dir string, n int64) (r restartResult, err error
 	}
 	args := []string{"run", "--name", restartName, "--instance-id", restartName, "--data-dir", data,
 		"--listen", listen, "--metrics-listen", metrics, "--log-format", "json", "--log-level", "info"}
-	base := "https://" + listen
-	client := restartClient()
-	defer client.CloseIdleConnections()
+	client, err := restartClient("https://" + listen)
+	if err != nil {
+		return r, err
+	}
+	defer client.Close()
 
 	logPath := filepath.Join(dir, "first.log")
 	t = time.Now()
@@ -300,7 +290,7 @@ func runRestart(o options, bin, dir string, n int64) (r restartResult, err error
 		return r, err
 	}
 	defer func() { p.end() }()
-	at, err := waitFor(p, "readiness of the first start", logPath, func() bool { return ready(client, base) })
+	at, err := waitFor(p, "readiness of the first start", logPath, func() bool { return ready(client) })
 	if err != nil {
 		return r, err
 	}
@@ -313,7 +303,7 @@ func runRestart(o options, bin, dir string, n int64) (r restartResult, err error
 		// Before the kill: a poll's worth of messages leased and not
 		// acked (the next start must take them back), a moment of running.
 		if _, err := waitFor(p, "message in a poll before the kill", logPath, func() bool {
-			ids := pollOne(client, base, 100, restartLease)
+			ids := pollOne(client, 100, restartLease)
 			r.leased = len(ids)
 			return len(ids) > 0
 		}); err != nil {
@@ -324,7 +314,7 @@ func runRestart(o options, bin, dir string, n int64) (r restartResult, err error
 			return r, err
 		}
 		<-p.exited
-		client.CloseIdleConnections()
+		client.Close()
 
 		// The start after the kill, measured from its exec.
 		logPath = filepath.Join(dir, fmt.Sprintf("restart-%d.log", cycle+1))
@@ -333,7 +323,7 @@ func runRestart(o options, bin, dir string, n int64) (r restartResult, err error
 			return r, err
 		}
 		var c restartCycle
-		if c, err = measureStart(p, client, base, logPath, t0); err != nil {
+		if c, err = measureStart(p, client, logPath, t0); err != nil {
 			return r, err
 		}
 		r.cycles = append(r.cycles, c)
@@ -380,19 +370,19 @@ type restartCycle struct {
 
 // measureStart waits, from t0 on, for the node's readiness and, at the
 // same time, for a poll that returns a queued message, which it acks.
-func measureStart(p *nodeProcess, client *http.Client, base, logPath string, t0 time.Time) (c restartCycle, err error) {
+func measureStart(p *nodeProcess, client *apiclient.Client, logPath string, t0 time.Time) (c restartCycle, err error) {
 	var wg sync.WaitGroup
 	var readyErr error
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		at, err := waitFor(p, "readiness after the kill", logPath, func() bool { return ready(client, base) })
+		at, err := waitFor(p, "readiness after the kill", logPath, func() bool { return ready(client) })
 		c.ready, readyErr = at.Sub(t0), err
 	}()
 	defer wg.Wait()
 	var id string
 	at, err := waitFor(p, "message in a poll after the kill", logPath, func() bool {
-		if ids := pollOne(client, base, 1, time.Minute); len(ids) > 0 {
+		if ids := pollOne(client, 1, time.Minute); len(ids) > 0 {
 			id = ids[0]
 			return true
 		}
@@ -402,7 +392,7 @@ func measureStart(p *nodeProcess, client *http.Client, base, logPath string, t0 
 		return c, err
 	}
 	c.delivered = at.Sub(t0)
-	if err := ackDelivered(client, base, id); err != nil {
+	if err := ackDelivered(client, id); err != nil {
 		return c, err
 	}
 	c.acked = time.Since(t0)

@@ -154,7 +154,7 @@ func runIngestRetention(o options, bodies [][]byte, dir string, prof *profiler, 
 	if err != nil {
 		return r, err
 	}
-	client := b.client
+	client := b.api
 	defer func() {
 		if serr := b.close(client); serr != nil && err == nil {
 			err = serr

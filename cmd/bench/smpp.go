@@ -32,7 +32,7 @@ func runSMPPIngest(o options, dir string, prof *profiler) (r runResult, err erro
 		return r, err
 	}
 	defer func() {
-		if serr := b.close(b.client); serr != nil && err == nil {
+		if serr := b.close(b.api); serr != nil && err == nil {
 			err = serr
 		}
 	}()

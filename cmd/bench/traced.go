@@ -49,7 +49,7 @@ func runIngestTraced(o options, bodies [][]byte, dir string, prof *profiler) (r 
 	if err != nil {
 		return r, err
 	}
-	client := b.client
+	client := b.api
 	defer func() {
 		if serr := b.close(client); serr != nil && err == nil {
 			err = serr

@@ -12,24 +12,25 @@ import (
 	"testing"
 
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/nodetest"
 )
 
 // TestBackupAndRestore: `switchboard backup` copies the store of a
 // running node under load; a node started on the restored copy holds every
 // message acknowledged before the backup began, in the state it had then.
 func TestBackupAndRestore(t *testing.T) {
-	bin := buildBinary(t)
+	bin := nodetest.Binary(t)
 	dataDir := filepath.Join(t.TempDir(), "data")
 	node := singleNode(t, bin, "bak", dataDir, "--route", "44=fe")
-	node.mustCall(200, "PUT", "/api/frontends/fe", map[string]string{"mode": "pull"})
+	node.Must(200, "PUT", "/api/frontends/fe", map[string]string{"mode": "pull"}, nil)
 	var before []string
 	for i := range 200 {
 		id := fmt.Sprintf("before-%03d", i)
-		node.mustCall(202, "POST", "/api/messages", map[string]string{"id": id, "source_msisdn": "1555", "destination_msisdn": "4471", "message_body": "m"})
+		node.Must(202, "POST", "/api/messages", map[string]string{"id": id, "source_msisdn": "1555", "destination_msisdn": "4471", "message_body": "m"}, nil)
 		before = append(before, id)
 	}
 	var poll struct{ Messages []messages.Outgoing }
-	if status, err := node.call("POST", "/api/frontends/fe/poll", map[string]any{"max": 50, "wait_ms": 1000, "lease_ms": 60000}, &poll); err != nil || status != 200 || len(poll.Messages) == 0 {
+	if status, err := node.Call("POST", "/api/frontends/fe/poll", map[string]any{"max": 50, "wait_ms": 1000, "lease_ms": 60000}, &poll); err != nil || status != 200 || len(poll.Messages) == 0 {
 		t.Fatalf("poll: %d %v", status, err)
 	}
 	delivered := map[string]bool{}
@@ -38,7 +39,7 @@ func TestBackupAndRestore(t *testing.T) {
 		results = append(results, messages.DeliveryResult{ID: m.ID, Status: messages.Delivered, Attempt: m.Attempt})
 		delivered[m.ID] = true
 	}
-	node.mustCall(200, "POST", "/api/frontends/fe/ack", map[string]any{"results": results})
+	node.Must(200, "POST", "/api/frontends/fe/ack", map[string]any{"results": results}, nil)
 
 	// The backup, while clients go on submitting.
 	stop := make(chan struct{})
@@ -72,7 +73,7 @@ func TestBackupAndRestore(t *testing.T) {
 	if out, err := exec.Command(bin, "backup", "--to", file, "--data-dir", dataDir).CombinedOutput(); exitCode(err) != 1 || !strings.Contains(string(out), "exists") {
 		t.Errorf("a second backup to the same file: %v\n%s", err, out)
 	}
-	node.stop()
+	node.Stop()
 
 	// Restore into a new data directory and start a node on it.
 	restored := filepath.Join(t.TempDir(), "data")
@@ -89,7 +90,7 @@ func TestBackupAndRestore(t *testing.T) {
 	again := singleNode(t, bin, "bak", restored)
 	for _, id := range before {
 		var m messages.Message
-		if status, err := again.call("GET", "/api/messages/"+id, nil, &m); err != nil || status != 200 {
+		if status, err := again.Call("GET", "/api/messages/"+id, nil, &m); err != nil || status != 200 {
 			t.Fatalf("message %s on the restored node: %d %v", id, status, err)
 		}
 		if want := map[bool]messages.State{true: messages.StateDelivered, false: messages.StatePending}[delivered[id]]; m.State != want {

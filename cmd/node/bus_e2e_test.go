@@ -21,7 +21,9 @@ import (
 
 	"github.com/switchboard-dev/switchboard/actors/bus/bustest"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/nodetest"
 	"github.com/switchboard-dev/switchboard/persistence/pgtest"
+	"github.com/switchboard-dev/switchboard/polltest"
 )
 
 // The delivery bus with the real binary (issue 14). One site of three
@@ -85,9 +87,9 @@ type busSite struct {
 // runBusSite runs the scenario; natsURL "" runs it without the bus;
 // restartNATS, when set, restarts the bus's server mid-load.
 func runBusSite(t *testing.T, natsURL string, restartNATS func()) {
-	bin := buildBinary(t)
+	bin := nodetest.Binary(t)
 	dir := t.TempDir()
-	certDir, pool := devCerts(t, bin, dir, "site")
+	certDir, pool := nodetest.DevCerts(t, bin, dir, "site")
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "site"}, MaxIdleConnsPerHost: 64}
 	t.Cleanup(tr.CloseIdleConnections)
 	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
@@ -121,8 +123,8 @@ func runBusSite(t *testing.T, natsURL string, restartNATS func()) {
 	}
 	var metrics []string
 	for i := range 3 {
-		addr := freePort(t)
-		metrics = append(metrics, freePort(t))
+		addr := nodetest.FreeAddr(t)
+		metrics = append(metrics, nodetest.FreeAddr(t))
 		args := []string{"run",
 			"--name", "site", "--instance-id", fmt.Sprintf("s-%d", i),
 			"--postgres", dsn, "--data-dir", filepath.Join(dir, fmt.Sprint(i)),
@@ -144,32 +146,32 @@ func runBusSite(t *testing.T, natsURL string, restartNATS func()) {
 		if natsURL != "" {
 			args = append(args, "--nats-url", natsURL, "--nats-stream", stream)
 		}
-		s.nodes = append(s.nodes, &e2eNode{t: t, bin: bin, base: "https://" + addr, client: client, args: args})
+		s.nodes = append(s.nodes, newE2ENode(t, bin, addr, client, args...))
 	}
 	// One URL for every instance: the frontend is the site's (a process
 	// registering another would replace every instance's worker).
 	for _, n := range s.nodes {
-		n.args = append(n.args, "--frontend", "hookfe="+hook.URL+"/hook")
+		n.Args = append(n.Args, "--frontend", "hookfe="+hook.URL+"/hook")
 	}
 	t.Cleanup(func() {
 		for i, n := range s.nodes {
-			if n.proc != nil {
-				n.proc.end()
+			if n.Started() {
+				n.End()
 			}
 			if t.Failed() {
-				for r, lg := range n.logsAll {
-					t.Logf("--- logs of s-%d run %d ---\n%s", i, r+1, tail(lg.String(), 6000))
+				for r, lg := range n.RunLogs() {
+					t.Logf("--- logs of s-%d run %d ---\n%s", i, r+1, tail(lg, 6000))
 				}
 			}
 		}
 	})
 	for _, n := range s.nodes {
-		n.start()
+		n.Start()
 	}
-	s.nodes[0].mustCall(200, "PUT", "/api/frontends/pullfe", map[string]string{"mode": "pull"})
+	s.nodes[0].Must(200, "PUT", "/api/frontends/pullfe", map[string]string{"mode": "pull"}, nil)
 	if natsURL != "" {
 		for _, n := range s.nodes {
-			eventuallyE2E(t, 30*time.Second, func() bool { return n.delivery() == "bus" })
+			polltest.Until(t, 30*time.Second, "the condition", func() bool { return n.delivery() == "bus" })
 		}
 	}
 
@@ -185,24 +187,24 @@ func runBusSite(t *testing.T, natsURL string, restartNATS func()) {
 	clients := submitAll(ctx, t, "b", busE2EMessages, busE2EClients, &s.sent, &accepted, &acceptedN,
 		func(k int) *e2eNode { return s.nodes[k%len(s.nodes)] })
 
-	eventuallyE2E(t, 120*time.Second, func() bool { return acceptedN.Load() >= busE2EKill })
-	s.nodes[1].kill()
+	polltest.Until(t, 120*time.Second, "the condition", func() bool { return acceptedN.Load() >= busE2EKill })
+	s.nodes[1].Kill()
 	s.killedAt = time.Now()
 	t.Logf("killed s-1 after %d accepted messages", acceptedN.Load())
 	if restartNATS != nil {
-		eventuallyE2E(t, 120*time.Second, func() bool { return acceptedN.Load() >= busE2ERestart })
+		polltest.Until(t, 120*time.Second, "the condition", func() bool { return acceptedN.Load() >= busE2ERestart })
 		restartNATS()
 		t.Logf("restarted NATS after %d accepted messages", acceptedN.Load())
 	}
-	s.nodes[1].start()
+	s.nodes[1].Start()
 	clients.Wait()
 	if n := acceptedN.Load(); n != busE2EMessages {
 		t.Fatalf("%d of %d messages accepted", n, busE2EMessages)
 	}
 	start := time.Now()
-	eventuallyE2E(t, 180*time.Second, func() bool {
+	polltest.Until(t, 180*time.Second, "the condition", func() bool {
 		var st struct{ Counts map[string]int64 }
-		status, err := s.nodes[0].call("GET", "/api/status", nil, &st)
+		status, err := s.nodes[0].Call("GET", "/api/status", nil, &st)
 		return err == nil && status == 200 && st.Counts["delivered"] == busE2EMessages
 	})
 	t.Logf("all delivered %v after the last submit", time.Since(start).Round(time.Millisecond))
@@ -225,9 +227,9 @@ func runBusSite(t *testing.T, natsURL string, restartNATS func()) {
 		}
 	}
 	for _, n := range s.nodes {
-		n.stop()
-		for _, lg := range n.logsAll {
-			checkLogs(t, lg.String())
+		n.Stop()
+		for _, lg := range n.RunLogs() {
+			checkLogs(t, lg)
 		}
 	}
 }
@@ -236,7 +238,7 @@ func runBusSite(t *testing.T, natsURL string, restartNATS func()) {
 // not answer).
 func (n *e2eNode) delivery() string {
 	var st struct{ Delivery string }
-	if status, err := n.call("GET", "/api/status", nil, &st); err != nil || status != 200 {
+	if status, err := n.Call("GET", "/api/status", nil, &st); err != nil || status != 200 {
 		return ""
 	}
 	return st.Delivery
@@ -258,7 +260,7 @@ func (s *busSite) check(accepted *sync.Map, hooked map[string][]time.Time) {
 	checkEach(t, toPairs(ids), func(id string, _ pair) error {
 		var m messages.Message
 		n := s.nodes[int(messages.TokenOf(id)%uint64(len(s.nodes)))]
-		if status, err := n.call("GET", "/api/messages/"+id, nil, &m); err != nil || status != 200 {
+		if status, err := n.Call("GET", "/api/messages/"+id, nil, &m); err != nil || status != 200 {
 			return fmt.Errorf("GET %s: %d %v", id, status, err)
 		}
 		delivered := 0

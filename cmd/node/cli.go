@@ -1,18 +1,17 @@
 package main
 
 // The admin CLI: switchboard messages|peers|routes|frontends|status, a client
-// of a node's HTTPS API (docs/api.md). This file holds what every
-// command shares: the common flags and their environment variables, the
-// parsing of a command line, the API client and the mapping of failures to
-// exit codes; cli_commands.go holds the commands. docs/cli.md is the
-// operator's guide.
+// of a node's HTTPS API (docs/api.md). This file holds what every command
+// shares: the common flags and their environment variables, the parsing of
+// a command line, the API client's setup (package apiclient) and the mapping
+// of failures to hints and exit codes; cli_commands.go holds the commands.
+// docs/cli.md is the operator's guide.
 
 import (
 	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -27,6 +26,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/switchboard-dev/switchboard/apiclient"
 	"github.com/switchboard-dev/switchboard/messages"
 )
 
@@ -145,24 +145,15 @@ func usageErrorf(format string, args ...any) error {
 	return &usageError{fmt.Errorf(format, args...)}
 }
 
-// apiError is an error document the node answered (docs/api.md: 4xx/5xx with
-// {"error":{"code","message"}}). Code is empty when the answer was not such
-// a document (e.g. a proxy's error page); Message then quotes the body.
-type apiError struct {
-	Status  int
-	Code    string
-	Message string
-	// hint is a line on what to do about it, when the CLI can tell.
+// hinted is an error with a line on what to do about it, when the CLI can
+// tell.
+type hinted struct {
+	err  error
 	hint string
 }
 
-func (e *apiError) Error() string {
-	if e.Code == "" {
-		return fmt.Sprintf("HTTP %d %s (not a Switchboard error document): %s",
-			e.Status, http.StatusText(e.Status), e.Message)
-	}
-	return e.Code + ": " + e.Message
-}
+func (h *hinted) Error() string { return h.err.Error() }
+func (h *hinted) Unwrap() error { return h.err }
 
 // cliInvocation is one command being run: its options, flag values,
 // positional arguments, output streams and API client.
@@ -220,7 +211,8 @@ func runCLICommand(c *cliCommand, args []string, stdout, stderr io.Writer, env l
 // reportCLIError prints err (if any) and returns the exit code.
 func reportCLIError(stderr io.Writer, c *cliCommand, err error) int {
 	var ue *usageError
-	var ae *apiError
+	var ae *apiclient.Error
+	var h *hinted
 	switch {
 	case err == nil:
 		return 0
@@ -230,8 +222,8 @@ func reportCLIError(stderr io.Writer, c *cliCommand, err error) int {
 		return 2
 	case errors.As(err, &ae):
 		printErrorLines(stderr, err)
-		if ae.hint != "" {
-			fmt.Fprintln(stderr, "switchboard: "+ae.hint)
+		if errors.As(err, &h) {
+			fmt.Fprintln(stderr, "switchboard: "+h.hint)
 		}
 		return 1
 	default:
@@ -416,13 +408,12 @@ func parseCLIAddr(addr string) (*url.URL, error) {
 	return u, nil
 }
 
-// apiClient calls one node's API.
+// apiClient is the CLI's use of the API client: each call bounded by
+// --timeout, and its failures explained in terms of the CLI's flags.
 type apiClient struct {
-	base    *url.URL
+	*apiclient.Client
 	token   string
 	timeout time.Duration
-	http    *http.Client
-	tr      *http.Transport
 }
 
 func newAPIClient(opts cliOptions) (*apiClient, error) {
@@ -431,130 +422,26 @@ func newAPIClient(opts cliOptions) (*apiClient, error) {
 	case opts.insecure:
 		tlsCfg.InsecureSkipVerify = true
 	case opts.ca != "":
-		pem, err := os.ReadFile(opts.ca)
-		if err != nil {
-			return nil, usageErrorf("--ca: cannot read %s: %v", opts.ca, errors.Unwrap(err))
+		trust, err := apiclient.TrustFile(opts.ca, "")
+		var perr *os.PathError
+		switch {
+		case errors.As(err, &perr):
+			return nil, usageErrorf("--ca: cannot read %s: %v", opts.ca, perr.Err)
+		case err != nil:
+			return nil, usageErrorf("--ca: %v", err)
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, usageErrorf("--ca: %s holds no PEM certificate", opts.ca)
-		}
-		tlsCfg.RootCAs = pool
+		tlsCfg = trust
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = tlsCfg
-	return &apiClient{
-		base: opts.base, token: opts.token, timeout: opts.timeout,
-		http: &http.Client{Transport: tr}, tr: tr,
-	}, nil
+	c := apiclient.New(apiclient.Config{Base: opts.base, Token: opts.token, TLS: tlsCfg})
+	return &apiClient{Client: c, token: opts.token, timeout: opts.timeout}, nil
 }
 
-func (c *apiClient) close() { c.tr.CloseIdleConnections() }
-
-// url is the absolute URL of an API path ("/api/messages") and query.
-func (c *apiClient) url(path string, query url.Values) string {
-	u := *c.base
-	u.Path = c.base.Path + path
-	u.RawPath = ""
-	u.RawQuery = query.Encode()
-	return u.String()
-}
+func (c *apiClient) close() { c.Close() }
 
 // call sends one request (body JSON-encoded unless nil) within timeout
-// and returns the body of a 2xx answer as received. An error document is
-// an *apiError; a failure to reach the node says which address failed.
+// and returns the body of a 2xx answer as received.
 func (c *apiClient) call(method, path string, query url.Values, body any, timeout time.Duration) ([]byte, error) {
-	var rd io.Reader
-	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
-			return nil, err
-		}
-		rd = bytes.NewReader(data)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	target := c.url(path, query)
-	req, err := http.NewRequestWithContext(ctx, method, target, rd)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, c.connError(method, target, timeout, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, c.connError(method, target, timeout, err)
-	}
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		return data, nil
-	}
-	var doc struct {
-		Error *struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(data, &doc) == nil && doc.Error != nil && doc.Error.Code != "" {
-		e := &apiError{Status: resp.StatusCode, Code: doc.Error.Code, Message: doc.Error.Message}
-		switch e.Code {
-		case messages.CodeUnauthorized:
-			e.hint = "give the node's API token with --token or SWITCHBOARD_API_TOKEN"
-			if c.token != "" {
-				e.hint = "the token given (--token or SWITCHBOARD_API_TOKEN) is not the node's --api-token nor a credential's token: check it"
-			}
-		case messages.CodeForbidden:
-			e.hint = "the credential of --token may not do this: use one with a role the message names ('switchboard credentials list' shows the roles)"
-		}
-		return nil, e
-	}
-	snippet := strings.TrimSpace(string(data))
-	if len(snippet) > 200 {
-		snippet = snippet[:200] + "..."
-	}
-	e := &apiError{Status: resp.StatusCode, Message: fmt.Sprintf("%s %s: %s", method, target, tableCell(snippet))}
-	if c.base.Scheme == "http" && resp.StatusCode == http.StatusBadRequest && strings.Contains(snippet, "HTTPS server") {
-		// Go's HTTPS server answers a plain HTTP request so.
-		u := *c.base
-		u.Scheme = "https"
-		e.hint = "the node speaks HTTPS: use --addr " + u.String() + " (or just " + u.Host + ")"
-	}
-	return nil, e
-}
-
-// connError explains why the node at c.base could not be asked, with a hint
-// for the usual causes.
-func (c *apiClient) connError(method, target string, timeout time.Duration, err error) error {
-	var (
-		verr *tls.CertificateVerificationError
-		herr x509.HostnameError
-		rerr tls.RecordHeaderError
-	)
-	var hint string
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("%s %s: no answer within %s (--timeout)", method, target, formatDuration(timeout))
-	case errors.As(err, &herr):
-		hint = " (the node's certificate is not for this host name: use the name it was issued for in --addr)"
-	case errors.As(err, &verr):
-		hint = " (trust the node's certificate with --ca FILE, e.g. its DATA_DIR/selfsigned.pem, or use --insecure in development)"
-	case errors.As(err, &rerr):
-		hint = " (the address does not speak TLS: is it the node's --listen address?)"
-	}
-	var uerr *url.Error
-	if errors.As(err, &uerr) {
-		err = uerr.Err
-	}
-	return fmt.Errorf("cannot reach the node at %s: %s %s: %v%s", c.base.Host, method, target, err, hint)
+	return c.doJSON(method, path, query, body, nil, timeout)
 }
 
 // getJSON calls GET path and decodes the answer into out; it returns the
@@ -564,16 +451,70 @@ func (c *apiClient) getJSON(path string, query url.Values, out any) ([]byte, err
 }
 
 func (c *apiClient) doJSON(method, path string, query url.Values, body, out any, timeout time.Duration) ([]byte, error) {
-	data, err := c.call(method, path, query, body, timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	data, err := c.Send(ctx, method, path, query, body, out)
 	if err != nil {
-		return nil, err
-	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			return nil, fmt.Errorf("%s %s: the answer is not the document expected: %v", method, c.url(path, query), err)
-		}
+		return nil, c.explain(err, timeout)
 	}
 	return data, nil
+}
+
+// explain adds to a failed call what to do about it: a hint for the usual
+// refusals, and for a node that could not be asked, which address failed
+// and why.
+func (c *apiClient) explain(err error, timeout time.Duration) error {
+	var ae *apiclient.Error
+	var ne *apiclient.NoAnswerError
+	switch {
+	case errors.As(err, &ae):
+		hint := ""
+		switch ae.Code {
+		case messages.CodeUnauthorized:
+			hint = "give the node's API token with --token or SWITCHBOARD_API_TOKEN"
+			if c.token != "" {
+				hint = "the token given (--token or SWITCHBOARD_API_TOKEN) is not the node's --api-token nor a credential's token: check it"
+			}
+		case messages.CodeForbidden:
+			hint = "the credential of --token may not do this: use one with a role the message names ('switchboard credentials list' shows the roles)"
+		case "":
+			if base := c.Base(); base.Scheme == "http" && ae.Status == http.StatusBadRequest && strings.Contains(ae.Message, "HTTPS server") {
+				// Go's HTTPS server answers a plain HTTP request so.
+				base.Scheme = "https"
+				hint = "the node speaks HTTPS: use --addr " + base.String() + " (or just " + base.Host + ")"
+			}
+		}
+		if hint != "" {
+			return &hinted{err: err, hint: hint}
+		}
+		return err
+	case errors.As(err, &ne):
+		return c.connError(ne, timeout)
+	}
+	return err
+}
+
+// connError explains why the node could not be asked, with a hint for the
+// usual causes.
+func (c *apiClient) connError(ne *apiclient.NoAnswerError, timeout time.Duration) error {
+	var (
+		verr *tls.CertificateVerificationError
+		herr x509.HostnameError
+		rerr tls.RecordHeaderError
+	)
+	var hint string
+	err := ne.Err
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%s %s: no answer within %s (--timeout)", ne.Method, ne.URL, formatDuration(timeout))
+	case errors.As(err, &herr):
+		hint = " (the node's certificate is not for this host name: use the name it was issued for in --addr)"
+	case errors.As(err, &verr):
+		hint = " (trust the node's certificate with --ca FILE, e.g. its DATA_DIR/selfsigned.pem, or use --insecure in development)"
+	case errors.As(err, &rerr):
+		hint = " (the address does not speak TLS: is it the node's --listen address?)"
+	}
+	return fmt.Errorf("cannot reach the node at %s: %s %s: %v%s", c.Base().Host, ne.Method, ne.URL, err, hint)
 }
 
 // writeAPIDoc prints one API document as received, on one line.

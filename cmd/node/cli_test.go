@@ -2,15 +2,11 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
-	"io"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -19,8 +15,11 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard"
+	"github.com/switchboard-dev/switchboard/apiclient"
 	"github.com/switchboard-dev/switchboard/httpapi"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/nodetest"
+	"github.com/switchboard-dev/switchboard/polltest"
 )
 
 // The admin CLI against a real node: switchboard.Node started through the
@@ -30,11 +29,10 @@ import (
 const cliTestToken = "cli-secret"
 
 type cliNode struct {
-	t      *testing.T
-	addr   string // host:port of the HTTPS API
-	ca     string // the node's selfsigned.pem
-	base   string
-	client *http.Client
+	t    *testing.T
+	addr string // host:port of the HTTPS API
+	ca   string // the node's selfsigned.pem
+	c    *nodetest.Client
 }
 
 func startCLINode(t *testing.T) *cliNode {
@@ -48,33 +46,20 @@ func startCLINode(t *testing.T) *cliNode {
 	cfg.APIToken = cliTestToken
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	cfg.ShutdownTimeout = 10 * time.Second
-	n, err := switchboard.New(cfg)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := n.Start(ctx); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	cn := &cliNode{t: t, addr: n.Addr(), ca: filepath.Join(cfg.DataDir, "selfsigned.pem"), base: "https://" + n.Addr()}
-	pem, err := os.ReadFile(cn.ca)
+	n := nodetest.Embedded(t, cfg)
+	cn := &cliNode{t: t, addr: n.Addr(), ca: filepath.Join(cfg.DataDir, "selfsigned.pem")}
+	trust, err := apiclient.TrustFile(cn.ca, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{RootCAs: pool}
-	cn.client = &http.Client{Transport: tr, Timeout: 30 * time.Second}
-	t.Cleanup(func() {
-		tr.CloseIdleConnections()
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := n.Stop(ctx); err != nil {
-			t.Errorf("Stop: %v", err)
-		}
-	})
+	tr.TLSClientConfig = trust
+	api, err := apiclient.NewURL("https://"+n.Addr(), apiclient.Config{Token: cliTestToken, HTTP: &http.Client{Transport: tr, Timeout: 30 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cn.c = nodetest.NewClient(t, api)
+	t.Cleanup(tr.CloseIdleConnections)
 	return cn
 }
 
@@ -116,31 +101,9 @@ func (n *cliNode) run(want int, args ...string) cliResult {
 // api calls the API directly and returns the body of a 2xx answer.
 func (n *cliNode) api(method, path string, body any) []byte {
 	n.t.Helper()
-	var rd io.Reader
-	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
-			n.t.Fatal(err)
-		}
-		rd = bytes.NewReader(data)
-	}
-	req, err := http.NewRequest(method, n.base+path, rd)
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+cliTestToken)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := n.client.Do(req)
-	if err != nil {
-		n.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	if resp.StatusCode/100 != 2 {
-		n.t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, data)
+	status, data := n.c.Do(method, path, body)
+	if status/100 != 2 {
+		n.t.Fatalf("%s %s: %d %s", method, path, status, data)
 	}
 	return data
 }
@@ -191,20 +154,16 @@ func (n *cliNode) pollAck(verdicts map[string]messages.DeliveryStatus) {
 // waitState polls the message until it is in state (with a deadline).
 func (n *cliNode) waitState(id string, state messages.State) {
 	n.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	polltest.Eventually(n.t, 10*time.Second, func() error {
 		var m messages.Message
 		if err := json.Unmarshal(n.api("GET", "/api/messages/"+id, nil), &m); err != nil {
 			n.t.Fatal(err)
 		}
-		if m.State == state {
-			return
+		if m.State != state {
+			return fmt.Errorf("message %s is %s, want %s", id, m.State, state)
 		}
-		if time.Now().After(deadline) {
-			n.t.Fatalf("message %s is %s, want %s", id, m.State, state)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // cliTableRows splits a table into the fields of each line; row 0 is the

@@ -1,19 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,8 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-dev/switchboard/apiclient"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/nodetest"
 	"github.com/switchboard-dev/switchboard/persistence/pgtest"
+	"github.com/switchboard-dev/switchboard/polltest"
 )
 
 // The crash scenario of the single-node issue: the real binary on random
@@ -46,212 +43,24 @@ const (
 	killAfter   = 400 // accepted messages before the kill
 )
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
+func TestMain(m *testing.M) { nodetest.Main(m) }
 
-// buildBinary builds bin/switchboard once per test run.
-func buildBinary(t *testing.T) string {
+// e2eNode is the binary started by a test, with the helpers of these tests.
+type e2eNode struct{ *nodetest.Node }
+
+// newE2ENode is bin run with args, its API at https://addr called through
+// client.
+func newE2ENode(t *testing.T, bin, addr string, client *http.Client, args ...string) *e2eNode {
 	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "switchboard-e2e-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "switchboard")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binPath != "" {
-		_ = os.RemoveAll(filepath.Dir(binPath))
-	}
-	os.Exit(code)
-}
-
-// process is one run of the binary.
-type process struct {
-	cmd  *exec.Cmd
-	logs *bytes.Buffer
-	done chan error
-	// exited is closed once the process is gone (done is read only once).
-	exited chan struct{}
-}
-
-// end kills the process unless it is gone already, and waits until it is
-// (a test's cleanup).
-func (p *process) end() {
-	select {
-	case <-p.exited:
-	default:
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	}
-}
-
-type e2eNode struct {
-	t       *testing.T
-	bin     string
-	args    []string
-	base    string
-	client  *http.Client
-	proc    *process
-	logsAll []*bytes.Buffer
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	api, err := apiclient.NewURL("https://"+addr, apiclient.Config{HTTP: client})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return &e2eNode{nodetest.NewNode(t, bin, api, args...)}
 }
 
-func (n *e2eNode) start(extra ...string) {
-	n.t.Helper()
-	logs := &bytes.Buffer{}
-	cmd := exec.Command(n.bin, append(slices.Clone(n.args), extra...)...)
-	cmd.Stdout, cmd.Stderr = io.Discard, &lockedWriter{w: logs}
-	cmd.Env = cleanEnv()
-	if err := cmd.Start(); err != nil {
-		n.t.Fatal(err)
-	}
-	p := &process{cmd: cmd, logs: logs, done: make(chan error, 1), exited: make(chan struct{})}
-	go func() { p.done <- cmd.Wait(); close(p.exited) }()
-	n.proc = p
-	n.logsAll = append(n.logsAll, logs)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := n.client.Get(n.base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
-		}
-		select {
-		case err := <-p.done:
-			n.t.Fatalf("node exited during start: %v\n%s", err, logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			n.t.Fatalf("node not ready after 60s\n%s", logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// kill sends SIGKILL and waits for the process to be gone.
-func (n *e2eNode) kill() {
-	n.t.Helper()
-	if err := n.proc.cmd.Process.Kill(); err != nil {
-		n.t.Fatal(err)
-	}
-	<-n.proc.done
-}
-
-// stop sends SIGTERM and expects a clean exit 0.
-func (n *e2eNode) stop() {
-	n.t.Helper()
-	n.interrupt()
-	n.waitStopped()
-}
-
-// interrupt asks the node to stop (see waitStopped).
-func (n *e2eNode) interrupt() {
-	n.t.Helper()
-	if err := n.proc.cmd.Process.Signal(os.Interrupt); err != nil {
-		n.t.Fatal(err)
-	}
-}
-
-// waitStopped expects a clean exit 0 after interrupt.
-func (n *e2eNode) waitStopped() {
-	n.t.Helper()
-	select {
-	case err := <-n.proc.done:
-		if err != nil {
-			n.t.Fatalf("graceful stop: %v\n%s", err, n.proc.logs.String())
-		}
-	case <-time.After(60 * time.Second):
-		n.t.Fatal("node did not stop within 60s of SIGINT")
-	}
-}
-
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SWITCHBOARD_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-// call sends a JSON request; a transport error (node down) is returned.
-func (n *e2eNode) call(method, path string, body any, out any) (int, error) {
-	var rd io.Reader
-	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
-			return 0, err
-		}
-		rd = bytes.NewReader(data)
-	}
-	req, err := http.NewRequest(method, n.base+path, rd)
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := n.client.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	if out != nil && resp.StatusCode < 300 {
-		if err := json.Unmarshal(data, out); err != nil {
-			return resp.StatusCode, fmt.Errorf("decode %s: %w", data, err)
-		}
-	}
-	return resp.StatusCode, nil
-}
-
-func (n *e2eNode) mustCall(want int, method, path string, body any) {
-	n.t.Helper()
-	status, err := n.call(method, path, body, nil)
-	if err != nil || status != want {
-		n.t.Fatalf("%s %s: %d %v, want %d", method, path, status, err, want)
-	}
-}
+// base is the node's API's base URL.
+func (n *e2eNode) base() string { return n.API.Base().String() }
 
 // ledger records what the frontends saw. seq orders events across goroutines.
 type ledger struct {
@@ -286,7 +95,7 @@ func (l *ledger) pullOnce(ctx context.Context, sent *sync.Map, poller *e2eNode, 
 	sentAt := l.next()
 	l.mu.Unlock()
 	var pr struct{ Messages []messages.Outgoing }
-	status, err := poller.call("POST", "/api/frontends/pullfe/poll", pollBody, &pr)
+	status, err := poller.Call("POST", "/api/frontends/pullfe/poll", pollBody, &pr)
 	if err != nil || status != 200 {
 		time.Sleep(20 * time.Millisecond)
 		return true
@@ -307,7 +116,7 @@ func (l *ledger) pullOnce(ctx context.Context, sent *sync.Map, poller *e2eNode, 
 	var ar struct{ Results []messages.AckOutcome }
 	lost := false
 	for k := 0; ; k++ {
-		status, err = ackAt(k).call("POST", "/api/frontends/pullfe/ack", map[string]any{"results": results}, &ar)
+		status, err = ackAt(k).Call("POST", "/api/frontends/pullfe/ack", map[string]any{"results": results}, &ar)
 		if err == nil && status == 200 {
 			break
 		}
@@ -357,7 +166,7 @@ func submitAll(ctx context.Context, t *testing.T, prefix string, n, clients int,
 				for ctx.Err() == nil {
 					sent.Store(id, true)
 					k++
-					status, err := submitAt(k).call("POST", "/api/messages", body, nil)
+					status, err := submitAt(k).Call("POST", "/api/messages", body, nil)
 					if err == nil && (status == 202 || status == 200) {
 						accepted.Store(id, status)
 						acceptedN.Add(1)
@@ -400,48 +209,27 @@ func (l *ledger) checkPull(t *testing.T, id string) (again bool) {
 	return len(l.offers[id]) > 1
 }
 
-// devCerts runs `switchboard certs init` for nodes (comma-separated) into
-// dir/certs and returns that directory and a pool that trusts its CA.
-func devCerts(t *testing.T, bin, dir, nodes string) (string, *x509.CertPool) {
-	t.Helper()
-	certDir := filepath.Join(dir, "certs")
-	if out, err := exec.Command(bin, "certs", "init", "--dir", certDir, "--nodes", nodes).CombinedOutput(); err != nil {
-		t.Fatalf("certs init: %v\n%s", err, out)
-	}
-	caPEM, err := os.ReadFile(filepath.Join(certDir, "ca.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
-	return certDir, pool
-}
-
 func runCrashScenario(t *testing.T, storeArgs []string) {
-	bin := buildBinary(t)
+	bin := nodetest.Binary(t)
 	dir := t.TempDir()
-	certDir, pool := devCerts(t, bin, dir, "e2e")
+	certDir, pool := nodetest.DevCerts(t, bin, dir, "e2e")
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "e2e"}, MaxIdleConnsPerHost: 64}
 	defer tr.CloseIdleConnections()
 
-	addr := freePort(t)
-	node := &e2eNode{
-		t: t, bin: bin, base: "https://" + addr,
-		client: &http.Client{Transport: tr, Timeout: 30 * time.Second},
-		args: append([]string{"run",
-			"--name", "e2e", "--instance-id", "e2e-0",
-			"--data-dir", filepath.Join(dir, "data"),
-			"--listen", addr, "--metrics-listen", "127.0.0.1:0",
-			"--tls-cert", filepath.Join(certDir, "e2e.pem"), "--tls-key", filepath.Join(certDir, "e2e.key"),
-			"--delivery-retry-min", "50ms", "--delivery-retry-max", "200ms",
-			"--delivery-max-attempts", "50", "--webhook-timeout", "3s",
-			"--log-format", "json", "--log-level", "info",
-		}, storeArgs...),
-	}
+	addr := nodetest.FreeAddr(t)
+	node := newE2ENode(t, bin, addr, &http.Client{Transport: tr, Timeout: 30 * time.Second}, append([]string{"run",
+		"--name", "e2e", "--instance-id", "e2e-0",
+		"--data-dir", filepath.Join(dir, "data"),
+		"--listen", addr, "--metrics-listen", "127.0.0.1:0",
+		"--tls-cert", filepath.Join(certDir, "e2e.pem"), "--tls-key", filepath.Join(certDir, "e2e.key"),
+		"--delivery-retry-min", "50ms", "--delivery-retry-max", "200ms",
+		"--delivery-max-attempts", "50", "--webhook-timeout", "3s",
+		"--log-format", "json", "--log-level", "info",
+	}, storeArgs...)...)
 	defer func() {
 		if t.Failed() {
-			for i, l := range node.logsAll {
-				t.Logf("--- logs of run %d ---\n%s", i+1, tail(l.String(), 8000))
+			for i, l := range node.RunLogs() {
+				t.Logf("--- logs of run %d ---\n%s", i+1, tail(l, 8000))
 			}
 		}
 	}()
@@ -486,9 +274,9 @@ func runCrashScenario(t *testing.T, storeArgs []string) {
 	defer hook.Close()
 	hookURL = hook.URL
 
-	node.start(hookFlags(1)...)
-	node.mustCall(200, "PUT", "/api/frontends/pullfe", map[string]string{"mode": "pull"})
-	node.mustCall(200, "PUT", "/api/routes/44", map[string]string{"frontend": "pullfe"})
+	node.Start(hookFlags(1)...)
+	node.Must(200, "PUT", "/api/frontends/pullfe", map[string]string{"mode": "pull"}, nil)
+	node.Must(200, "PUT", "/api/routes/44", map[string]string{"frontend": "pullfe"}, nil)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -509,19 +297,19 @@ func runCrashScenario(t *testing.T, storeArgs []string) {
 	clients := submitAll(ctx, t, "m", e2eMessages, e2eClients, &sent, &accepted, &acceptedN, func(int) *e2eNode { return node })
 
 	// kill -9 in the middle, then restart on the same port and data.
-	eventuallyE2E(t, 60*time.Second, func() bool { return acceptedN.Load() >= killAfter })
-	node.kill()
+	polltest.Until(t, 60*time.Second, "the condition", func() bool { return acceptedN.Load() >= killAfter })
+	node.Kill()
 	t.Logf("killed the node after %d accepted messages", acceptedN.Load())
-	node.start(hookFlags(2)...)
+	node.Start(hookFlags(2)...)
 	clients.Wait()
 	if n := acceptedN.Load(); n != e2eMessages {
 		t.Fatalf("%d of %d messages accepted", n, e2eMessages)
 	}
 
 	// Wait for everything to be delivered.
-	eventuallyE2E(t, 120*time.Second, func() bool {
+	polltest.Until(t, 120*time.Second, "the condition", func() bool {
 		var st struct{ Counts map[string]int64 }
-		status, err := node.call("GET", "/api/status", nil, &st)
+		status, err := node.Call("GET", "/api/status", nil, &st)
 		return err == nil && status == 200 && st.Counts["delivered"] == e2eMessages
 	})
 	cancel()
@@ -531,7 +319,7 @@ func runCrashScenario(t *testing.T, storeArgs []string) {
 	accepted.Range(func(k, _ any) bool {
 		id := k.(string)
 		var m messages.Message
-		if status, err := node.call("GET", "/api/messages/"+id, nil, &m); err != nil || status != 200 {
+		if status, err := node.Call("GET", "/api/messages/"+id, nil, &m); err != nil || status != 200 {
 			t.Errorf("GET %s: %d %v", id, status, err)
 			return true
 		}
@@ -580,9 +368,9 @@ func runCrashScenario(t *testing.T, storeArgs []string) {
 	})
 	t.Logf("pull %d, webhook %d, redelivered across the crash or a lease %d", pullIDs, hookIDs, redelivered)
 
-	node.stop()
-	for _, lg := range node.logsAll {
-		checkLogs(t, lg.String())
+	node.Stop()
+	for _, lg := range node.RunLogs() {
+		checkLogs(t, lg)
 	}
 }
 
@@ -600,17 +388,6 @@ func checkLogs(t *testing.T, logs string) {
 		if rec["msg"] == "actor panicked" || rec["msg"] == "node cannot go on" {
 			t.Errorf("unexpected log record: %s", line)
 		}
-	}
-}
-
-func eventuallyE2E(t *testing.T, timeout time.Duration, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not reached within %v", timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

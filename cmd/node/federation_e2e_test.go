@@ -3,12 +3,9 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,6 +18,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/nodetest"
+	"github.com/switchboard-dev/switchboard/polltest"
 )
 
 // The federation scenarios of issue 3 with the real binary: three nodes a,
@@ -77,7 +76,7 @@ func TestFederationE2EPartition(t *testing.T) {
 	// The peer views show the queues (the depth is read from the store
 	// at most once a second, as the gauges are).
 	for _, v := range [][2]string{{"a", "b"}, {"b", "a"}} {
-		waitE2E(t, 10*time.Second, func() error {
+		polltest.Eventually(t, 10*time.Second, func() error {
 			p := c.peer(v[0], v[1])
 			if p.State == messages.PeerHealthy || p.ForwardQueueDepth != 60 {
 				return fmt.Errorf("%s sees %s as %s with forward_queue_depth %d during the cut, want not healthy with 60 queued", v[0], v[1], p.State, p.ForwardQueueDepth)
@@ -128,9 +127,9 @@ func TestFederationE2EKillMidForward(t *testing.T) {
 	// the messages, and a is still waiting for b's answers when b is killed.
 	c.throttleAnswers("a", "b", 2)
 	c.heal("a", "b")
-	eventuallyE2E(t, 30*time.Second, func() bool { return c.offeredAt("b", queued) > 0 })
+	polltest.Until(t, 30*time.Second, "the condition", func() bool { return c.offeredAt("b", queued) > 0 })
 	c.killed["b"] = true
-	c.nodes["b"].kill()
+	c.nodes["b"].Kill()
 	// b's host is gone: so are the connections to it (and the answers
 	// the proxy still held).
 	c.cut("a", "b")
@@ -165,7 +164,7 @@ func TestFederationE2EKillMidForward(t *testing.T) {
 
 	// Restart b on the same data dir and port, and reconnect it to a:
 	// everything drains.
-	c.nodes["b"].start()
+	c.nodes["b"].Start()
 	c.heal("a", "b")
 	c.send("restarted", 10, c.allPairs()...)
 	c.waitDelivered(60 * time.Second)
@@ -221,18 +220,9 @@ func frontendOf(site string) string { return "fe-" + site }
 func prefixOf(site string) string { return fmt.Sprint(slices.Index(fedSites, site) + 1) }
 
 func startFedCluster(t *testing.T) *fedCluster {
-	bin := buildBinary(t)
+	bin := nodetest.Binary(t)
 	dir := t.TempDir()
-	certDir := filepath.Join(dir, "certs")
-	if out, err := exec.Command(bin, "certs", "init", "--dir", certDir, "--nodes", strings.Join(fedSites, ",")).CombinedOutput(); err != nil {
-		t.Fatalf("certs init: %v\n%s", err, out)
-	}
-	caPEM, err := os.ReadFile(filepath.Join(certDir, "ca.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
+	certDir, pool := nodetest.DevCerts(t, bin, dir, strings.Join(fedSites, ","))
 
 	c := &fedCluster{
 		t: t, nodes: map[string]*e2eNode{}, links: map[[2]string]*toxiproxy.Proxy{},
@@ -241,7 +231,7 @@ func startFedCluster(t *testing.T) *fedCluster {
 	}
 	addrs := map[string]string{}
 	for _, s := range fedSites {
-		addrs[s] = freePort(t)
+		addrs[s] = nodetest.FreeAddr(t)
 	}
 	// toxiproxy's toxics log through zerolog's global logger.
 	zerolog.SetGlobalLevel(zerolog.Disabled)
@@ -268,42 +258,38 @@ func startFedCluster(t *testing.T) *fedCluster {
 		}
 		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: s}, MaxIdleConnsPerHost: 16}
 		t.Cleanup(tr.CloseIdleConnections)
-		c.nodes[s] = &e2eNode{
-			t: t, bin: bin, base: "https://" + addrs[s],
-			client: &http.Client{Transport: tr, Timeout: 30 * time.Second},
-			args: []string{"run",
-				"--name", s, "--instance-id", s + "-0",
-				"--data-dir", filepath.Join(dir, s),
-				"--listen", addrs[s], "--metrics-listen", "127.0.0.1:0",
-				"--tls-ca", filepath.Join(certDir, "ca.pem"),
-				"--tls-cert", filepath.Join(certDir, s+".pem"), "--tls-key", filepath.Join(certDir, s+".key"),
-				"--federation", "--peers", strings.Join(peers, ","),
-				"--health-interval", "200ms", "--registry-interval", "200ms", "--dns-poll-interval", "200ms",
-				"--forward-retry-interval", "200ms", "--forward-max-retries", "1000", // 200 s: nothing fails here
-				"--http-timeout", "2s",
-				"--delivery-retry-min", "50ms", "--delivery-retry-max", "200ms", "--delivery-max-attempts", "50",
-				"--log-format", "json", "--log-level", "info",
-			},
-		}
+		c.nodes[s] = newE2ENode(t, bin, addrs[s], &http.Client{Transport: tr, Timeout: 30 * time.Second}, []string{"run",
+			"--name", s, "--instance-id", s + "-0",
+			"--data-dir", filepath.Join(dir, s),
+			"--listen", addrs[s], "--metrics-listen", "127.0.0.1:0",
+			"--tls-ca", filepath.Join(certDir, "ca.pem"),
+			"--tls-cert", filepath.Join(certDir, s+".pem"), "--tls-key", filepath.Join(certDir, s+".key"),
+			"--federation", "--peers", strings.Join(peers, ","),
+			"--health-interval", "200ms", "--registry-interval", "200ms", "--dns-poll-interval", "200ms",
+			"--forward-retry-interval", "200ms", "--forward-max-retries", "1000", // 200 s: nothing fails here
+			"--http-timeout", "2s",
+			"--delivery-retry-min", "50ms", "--delivery-retry-max", "200ms", "--delivery-max-attempts", "50",
+			"--log-format", "json", "--log-level", "info",
+		}...)
 	}
 	t.Cleanup(func() {
 		for _, s := range fedSites {
 			n := c.nodes[s]
-			if n.proc != nil {
-				n.proc.end()
+			if n.Started() {
+				n.End()
 			}
 			if t.Failed() {
-				for i, l := range n.logsAll {
-					t.Logf("--- logs of %s, run %d ---\n%s", s, i+1, tail(l.String(), 6000))
+				for i, l := range n.RunLogs() {
+					t.Logf("--- logs of %s, run %d ---\n%s", s, i+1, tail(l, 6000))
 				}
 			}
 		}
 	})
 	for _, s := range fedSites {
-		c.nodes[s].start()
+		c.nodes[s].Start()
 	}
 	for _, s := range fedSites {
-		c.nodes[s].mustCall(200, "PUT", "/api/frontends/"+frontendOf(s), map[string]string{"mode": "pull"})
+		c.nodes[s].Must(200, "PUT", "/api/frontends/"+frontendOf(s), map[string]string{"mode": "pull"}, nil)
 	}
 	for _, s := range fedSites {
 		for _, o := range fedSites {
@@ -316,8 +302,8 @@ func startFedCluster(t *testing.T) *fedCluster {
 	for _, s := range fedSites {
 		for _, o := range fedSites {
 			path, body := "/api/routes/"+prefixOf(o), map[string]string{"frontend": frontendOf(o)}
-			waitE2E(t, 20*time.Second, func() error {
-				status, err := c.nodes[s].call("PUT", path, body, nil)
+			polltest.Eventually(t, 20*time.Second, func() error {
+				status, err := c.nodes[s].Call("PUT", path, body, nil)
 				if err != nil || status != 200 {
 					return fmt.Errorf("%s: PUT %s: %d %v", s, path, status, err)
 				}
@@ -351,7 +337,7 @@ func (c *fedCluster) consume(ctx, abort context.Context, site string) {
 		sentAt := l.next()
 		l.mu.Unlock()
 		var pr struct{ Messages []messages.Outgoing }
-		status, err := n.call("POST", "/api/frontends/"+fe+"/poll", map[string]any{"max": 100, "wait_ms": 250, "lease_ms": 30000}, &pr)
+		status, err := n.Call("POST", "/api/frontends/"+fe+"/poll", map[string]any{"max": 100, "wait_ms": 250, "lease_ms": 30000}, &pr)
 		if err != nil || status != 200 {
 			time.Sleep(20 * time.Millisecond) // the node is down or restarting
 			continue
@@ -378,7 +364,7 @@ func (c *fedCluster) consume(ctx, abort context.Context, site string) {
 		lost := false
 		deadline := time.Now().Add(60 * time.Second)
 		for {
-			status, err = n.call("POST", "/api/frontends/"+fe+"/ack", map[string]any{"results": results}, &ar)
+			status, err = n.Call("POST", "/api/frontends/"+fe+"/ack", map[string]any{"results": results}, &ar)
 			if err == nil && status == 200 {
 				break
 			}
@@ -494,7 +480,7 @@ func (c *fedCluster) submit(origin string, body map[string]string) (messages.Sta
 			ID    string
 			State messages.State
 		}
-		status, err := c.nodes[origin].call("POST", "/api/messages", body, &r)
+		status, err := c.nodes[origin].Call("POST", "/api/messages", body, &r)
 		switch {
 		case err == nil && (status == 202 || status == 200):
 			return r.State, nil
@@ -548,7 +534,7 @@ func (c *fedCluster) offeredAt(site string, ids map[string]messages.State) int {
 func (c *fedCluster) message(node, id string) messages.Message {
 	c.t.Helper()
 	var m messages.Message
-	if status, err := c.nodes[node].call("GET", "/api/messages/"+id, nil, &m); err != nil || status != 200 {
+	if status, err := c.nodes[node].Call("GET", "/api/messages/"+id, nil, &m); err != nil || status != 200 {
 		c.t.Fatalf("%s: GET message %s: %d %v", node, id, status, err)
 	}
 	return m
@@ -556,7 +542,7 @@ func (c *fedCluster) message(node, id string) messages.Message {
 
 func (c *fedCluster) peers(node string) ([]messages.PeerInfo, error) {
 	var peers []messages.PeerInfo
-	status, err := c.nodes[node].call("GET", "/api/peers", nil, &peers)
+	status, err := c.nodes[node].Call("GET", "/api/peers", nil, &peers)
 	if err == nil && status != 200 {
 		err = fmt.Errorf("GET /api/peers: status %d", status)
 	}
@@ -580,7 +566,7 @@ func (c *fedCluster) peer(node, peerName string) messages.PeerInfo {
 
 func (c *fedCluster) waitPeer(node, peerName string, ok func(messages.PeerState) bool, want string) {
 	c.t.Helper()
-	waitE2E(c.t, 20*time.Second, func() error {
+	polltest.Eventually(c.t, 20*time.Second, func() error {
 		peers, err := c.peers(node)
 		if err != nil {
 			return fmt.Errorf("%s: %w", node, err)
@@ -666,13 +652,13 @@ func (c *fedCluster) waitDelivered(timeout time.Duration) {
 		}
 	}
 	c.mu.Unlock()
-	waitE2E(c.t, timeout, func() error {
+	polltest.Eventually(c.t, timeout, func() error {
 		for _, s := range fedSites {
 			var st struct {
 				Counts            map[string]int64
 				ForwardQueueDepth int64 `json:"forward_queue_depth"`
 			}
-			status, err := c.nodes[s].call("GET", "/api/status", nil, &st)
+			status, err := c.nodes[s].Call("GET", "/api/status", nil, &st)
 			if err != nil || status != 200 {
 				return fmt.Errorf("%s: GET /api/status: %d %v", s, status, err)
 			}
@@ -687,11 +673,11 @@ func (c *fedCluster) waitDelivered(timeout time.Duration) {
 // waitDeliveredIDs waits until each of ids is delivered at its origin.
 func (c *fedCluster) waitDeliveredIDs(timeout time.Duration, ids []string) {
 	c.t.Helper()
-	waitE2E(c.t, timeout, func() error {
+	polltest.Eventually(c.t, timeout, func() error {
 		for len(ids) > 0 {
 			id := ids[0]
 			var m messages.Message
-			status, err := c.nodes[c.origin(id)].call("GET", "/api/messages/"+id, nil, &m)
+			status, err := c.nodes[c.origin(id)].Call("GET", "/api/messages/"+id, nil, &m)
 			if err != nil || status != 200 {
 				return fmt.Errorf("GET %s: %d %v", id, status, err)
 			}
@@ -770,14 +756,14 @@ func (c *fedCluster) finish() {
 
 	// Stopped together: a graceful stop may wait for peers' connections.
 	for _, s := range fedSites {
-		c.nodes[s].interrupt()
+		c.nodes[s].Interrupt()
 	}
 	for _, s := range fedSites {
-		c.nodes[s].waitStopped()
+		c.nodes[s].WaitStopped()
 	}
 	for _, s := range fedSites {
-		for _, lg := range c.nodes[s].logsAll {
-			checkLogs(t, lg.String())
+		for _, lg := range c.nodes[s].RunLogs() {
+			checkLogs(t, lg)
 		}
 	}
 }
@@ -785,7 +771,7 @@ func (c *fedCluster) finish() {
 func (c *fedCluster) checkStores(id string, p pair) error {
 	return checkStored(id, p, fedSites, func(site, id string) (messages.Message, int, error) {
 		var m messages.Message
-		status, err := c.nodes[site].call("GET", "/api/messages/"+id, nil, &m)
+		status, err := c.nodes[site].Call("GET", "/api/messages/"+id, nil, &m)
 		return m, status, err
 	})
 }
@@ -797,20 +783,4 @@ func keys[V any](m map[string]V) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// waitE2E is eventuallyE2E that says what it was still waiting for.
-func waitE2E(t *testing.T, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not reached within %v: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

@@ -2,13 +2,9 @@ package main
 
 import (
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -16,6 +12,7 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/nodetest"
 	"github.com/switchboard-dev/switchboard/persistence/space/spacetest"
 )
 
@@ -34,11 +31,11 @@ func TestFullDiskWithReserve(t *testing.T) { runFullDisk(t, "16MiB") }
 func TestFullDiskWithoutReserve(t *testing.T) { runFullDisk(t, "0") }
 
 func runFullDisk(t *testing.T, reserve string) {
-	bin := buildBinary(t)
+	bin := nodetest.Binary(t)
 	disk := spacetest.Tmpfs(t, 64<<20)
 	filler := spacetest.Fill(t, disk, 24<<20) // what the operator frees later
 	node := singleNode(t, bin, "full", filepath.Join(disk, "data"), "--min-free-space", reserve, "--route", "44=fe")
-	node.mustCall(200, "PUT", "/api/frontends/fe", map[string]string{"mode": "pull"})
+	node.Must(200, "PUT", "/api/frontends/fe", map[string]string{"mode": "pull"}, nil)
 
 	// Fill: 8 clients submit 8 kB messages until each has seen a 507.
 	body := strings.Repeat("x", 8000)
@@ -101,7 +98,7 @@ func runFullDisk(t *testing.T, reserve string) {
 	// With a reserve, outcomes still commit: a frontend takes and acks.
 	if reserve != "0" {
 		var poll struct{ Messages []messages.Outgoing }
-		if status, err := node.call("POST", "/api/frontends/fe/poll", map[string]any{"max": 50, "wait_ms": 1000, "lease_ms": 60000}, &poll); err != nil || status != 200 || len(poll.Messages) == 0 {
+		if status, err := node.Call("POST", "/api/frontends/fe/poll", map[string]any{"max": 50, "wait_ms": 1000, "lease_ms": 60000}, &poll); err != nil || status != 200 || len(poll.Messages) == 0 {
 			t.Fatalf("poll on the full disk: %d %v (%d messages)", status, err, len(poll.Messages))
 		}
 		var results []messages.DeliveryResult
@@ -109,7 +106,7 @@ func runFullDisk(t *testing.T, reserve string) {
 			results = append(results, messages.DeliveryResult{ID: m.ID, Status: messages.Delivered, Attempt: m.Attempt})
 		}
 		var acked struct{ Results []messages.AckOutcome }
-		if status, err := node.call("POST", "/api/frontends/fe/ack", map[string]any{"results": results}, &acked); err != nil || status != 200 {
+		if status, err := node.Call("POST", "/api/frontends/fe/ack", map[string]any{"results": results}, &acked); err != nil || status != 200 {
 			t.Fatalf("ack on the full disk: %d %v", status, err)
 		}
 		for _, o := range acked.Results {
@@ -144,19 +141,19 @@ func runFullDisk(t *testing.T, reserve string) {
 	}
 	// Each change is logged once (within the shell's second).
 	deadline = time.Now().Add(10 * time.Second)
-	for !strings.Contains(node.logs(), "storage has room again") {
+	for !strings.Contains(node.Logs(), "storage has room again") {
 		if time.Now().After(deadline) {
 			t.Fatal("the recovery was not logged")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if n := strings.Count(node.logs(), "storage full: new submits and forwards are refused"); n != 1 {
+	if n := strings.Count(node.Logs(), "storage full: new submits and forwards are refused"); n != 1 {
 		t.Errorf("the full storage was logged %d times, want once", n)
 	}
 
 	// Nothing acknowledged is lost, also across kill -9.
-	node.kill()
-	node.start()
+	node.Kill()
+	node.Start()
 	for _, id := range accepted {
 		if status, _, _ := node.raw("GET", "/api/messages/"+id, nil); status != 200 {
 			t.Fatalf("acknowledged message %s: %d after the restart", id, status)
@@ -170,78 +167,40 @@ func runFullDisk(t *testing.T, reserve string) {
 // failed.
 func singleNode(t *testing.T, bin, name, dataDir string, extra ...string) *e2eNode {
 	t.Helper()
-	certDir := filepath.Join(t.TempDir(), "certs")
-	if out, err := exec.Command(bin, "certs", "init", "--dir", certDir, "--nodes", name).CombinedOutput(); err != nil {
-		t.Fatalf("certs init: %v\n%s", err, out)
-	}
-	caPEM, err := os.ReadFile(filepath.Join(certDir, "ca.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
+	certDir, pool := nodetest.DevCerts(t, bin, t.TempDir(), name)
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: name}, MaxIdleConnsPerHost: 16}
 	t.Cleanup(tr.CloseIdleConnections)
-	addr := freePort(t)
-	node := &e2eNode{
-		t: t, bin: bin, base: "https://" + addr,
-		client: &http.Client{Transport: tr, Timeout: 30 * time.Second},
-		args: append([]string{"run", "--name", name, "--instance-id", name + "-0", "--data-dir", dataDir,
-			"--listen", addr, "--metrics-listen", "",
-			"--tls-cert", filepath.Join(certDir, name+".pem"), "--tls-key", filepath.Join(certDir, name+".key"),
-			"--log-format", "json"}, extra...),
-	}
+	addr := nodetest.FreeAddr(t)
+	node := newE2ENode(t, bin, addr, &http.Client{Transport: tr, Timeout: 30 * time.Second}, append([]string{"run", "--name", name, "--instance-id", name + "-0", "--data-dir", dataDir,
+		"--listen", addr, "--metrics-listen", "",
+		"--tls-cert", filepath.Join(certDir, name+".pem"), "--tls-key", filepath.Join(certDir, name+".key"),
+		"--log-format", "json"}, extra...)...)
 	t.Cleanup(func() {
 		if t.Failed() {
-			for i, l := range node.logsAll {
-				t.Logf("--- logs of run %d of %s ---\n%s", i+1, name, tail(l.String(), 6000))
+			for i, l := range node.RunLogs() {
+				t.Logf("--- logs of run %d of %s ---\n%s", i+1, name, tail(l, 6000))
 			}
 		}
 	})
-	node.start()
-	t.Cleanup(func() { node.proc.end() })
+	node.Start()
+	t.Cleanup(func() { node.End() })
 	return node
-}
-
-// logs is what the current run has logged so far.
-func (n *e2eNode) logs() string {
-	w := n.proc.cmd.Stderr.(*lockedWriter)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.w.String()
 }
 
 // submitStatus submits id with body to destination 4471 and returns the
 // status.
 func (n *e2eNode) submitStatus(id, body string) (int, error) {
-	return n.call("POST", "/api/messages", map[string]string{
+	return n.Call("POST", "/api/messages", map[string]string{
 		"id": id, "source_msisdn": "1555", "destination_msisdn": "4471", "message_body": body}, nil)
 }
 
 // raw sends a JSON request and returns the status, the headers and the
 // body as text; a transport error fails the test.
 func (n *e2eNode) raw(method, path string, body any) (int, http.Header, string) {
-	n.t.Helper()
-	var data []byte
-	if body != nil {
-		var err error
-		if data, err = json.Marshal(body); err != nil {
-			n.t.Fatal(err)
-		}
-	}
-	req, err := http.NewRequest(method, n.base+path, strings.NewReader(string(data)))
+	n.T.Helper()
+	a, err := n.Answer(method, path, body)
 	if err != nil {
-		n.t.Fatal(err)
+		n.T.Fatalf("%s %s: %v", method, path, err)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := n.client.Do(req)
-	if err != nil {
-		n.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	var sb strings.Builder
-	if _, err := io.Copy(&sb, resp.Body); err != nil {
-		n.t.Fatal(err)
-	}
-	return resp.StatusCode, resp.Header, sb.String()
+	return a.Status, a.Header, string(a.Body)
 }

@@ -20,7 +20,9 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/nodetest"
 	"github.com/switchboard-dev/switchboard/persistence/pgtest"
+	"github.com/switchboard-dev/switchboard/polltest"
 )
 
 // The ring scenario of issue 5 with the real binary. Site a is three
@@ -173,9 +175,9 @@ func TestRingE2EFailover(t *testing.T) {
 }
 
 func startRingCluster(t *testing.T) *ringCluster {
-	bin := buildBinary(t)
+	bin := nodetest.Binary(t)
 	dir := t.TempDir()
-	certDir, pool := devCerts(t, bin, dir, "a,b")
+	certDir, pool := nodetest.DevCerts(t, bin, dir, "a,b")
 	client := func(name string) *http.Client {
 		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: name}, MaxIdleConnsPerHost: 16}
 		t.Cleanup(tr.CloseIdleConnections)
@@ -193,9 +195,9 @@ func startRingCluster(t *testing.T) *ringCluster {
 
 	aAddrs := make([]string, len(ringAIDs))
 	for i := range ringAIDs {
-		aAddrs[i] = freePort(t)
+		aAddrs[i] = nodetest.FreeAddr(t)
 	}
-	bAddr := freePort(t)
+	bAddr := nodetest.FreeAddr(t)
 	common := func(site string) []string {
 		return []string{
 			"--metrics-listen", "127.0.0.1:0",
@@ -211,31 +213,25 @@ func startRingCluster(t *testing.T) *ringCluster {
 		}
 	}
 	for i, id := range ringAIDs {
-		c.a = append(c.a, &e2eNode{
-			t: t, bin: bin, base: "https://" + aAddrs[i], client: c.aClient,
-			args: append([]string{"run",
-				"--name", "a", "--instance-id", id,
-				"--postgres", c.dsn, "--data-dir", filepath.Join(dir, id),
-				"--listen", aAddrs[i],
-				"--federation", "--peers", bAddr,
-				"--cluster", "c1", "--region", "r1",
-				"--ring-publish-interval", ringPublish.String(),
-				"--ring-reconnect-backoff-min", "100ms", "--ring-reconnect-backoff-max", "500ms",
-				// A give-up span (at least 50 s) longer than any graceful
-				// stop of the master (see the bus site test).
-				"--ring-reconnect-max-attempts", "200",
-			}, common("a")...),
-		})
+		c.a = append(c.a, newE2ENode(t, bin, aAddrs[i], c.aClient, append([]string{"run",
+			"--name", "a", "--instance-id", id,
+			"--postgres", c.dsn, "--data-dir", filepath.Join(dir, id),
+			"--listen", aAddrs[i],
+			"--federation", "--peers", bAddr,
+			"--cluster", "c1", "--region", "r1",
+			"--ring-publish-interval", ringPublish.String(),
+			"--ring-reconnect-backoff-min", "100ms", "--ring-reconnect-backoff-max", "500ms",
+			// A give-up span (at least 50 s) longer than any graceful
+			// stop of the master (see the bus site test).
+			"--ring-reconnect-max-attempts", "200",
+		}, common("a")...)...))
 	}
-	c.b = &e2eNode{
-		t: t, bin: bin, base: "https://" + bAddr, client: client("b"),
-		args: append([]string{"run",
-			"--name", "b", "--instance-id", "b-0",
-			"--data-dir", filepath.Join(dir, "b"),
-			"--listen", bAddr,
-			"--federation", "--peers", strings.Join(aAddrs, ","),
-		}, common("b")...),
-	}
+	c.b = newE2ENode(t, bin, bAddr, client("b"), append([]string{"run",
+		"--name", "b", "--instance-id", "b-0",
+		"--data-dir", filepath.Join(dir, "b"),
+		"--listen", bAddr,
+		"--federation", "--peers", strings.Join(aAddrs, ","),
+	}, common("b")...)...)
 	t.Cleanup(func() {
 		// On failure the whole logs are kept in a directory of their own
 		// (named in the output), and their tails are shown.
@@ -245,15 +241,15 @@ func startRingCluster(t *testing.T) *ringCluster {
 			t.Logf("the logs of every run are in %s", keep)
 		}
 		for _, n := range c.nodes() {
-			if n.proc != nil {
-				n.proc.end()
+			if n.Started() {
+				n.End()
 			}
 			if t.Failed() {
-				for i, l := range n.logsAll {
+				for i, l := range n.RunLogs() {
 					name := c.nodeName(n)
-					t.Logf("--- logs of %s, run %d ---\n%s", name, i+1, tail(l.String(), 6000))
+					t.Logf("--- logs of %s, run %d ---\n%s", name, i+1, tail(l, 6000))
 					if keep != "" {
-						_ = os.WriteFile(filepath.Join(keep, fmt.Sprintf("%s.run%d.log", name, i+1)), l.Bytes(), 0o644)
+						_ = os.WriteFile(filepath.Join(keep, fmt.Sprintf("%s.run%d.log", name, i+1)), []byte(l), 0o644)
 					}
 				}
 			}
@@ -261,9 +257,9 @@ func startRingCluster(t *testing.T) *ringCluster {
 	})
 	// a-0 first: it takes the lock.
 	for _, n := range c.a {
-		n.start()
+		n.Start()
 	}
-	c.b.start()
+	c.b.Start()
 	return c
 }
 
@@ -342,7 +338,7 @@ func (c *ringCluster) liveExcept(i int) []*e2eNode {
 
 func (c *ringCluster) killA(i int) {
 	c.t.Helper()
-	c.a[i].kill()
+	c.a[i].Kill()
 	c.mu.Lock()
 	c.events = append(c.events, ringEvent{time.Now(), "kill -9 " + ringAIDs[i]})
 	c.mu.Unlock()
@@ -353,7 +349,7 @@ func (c *ringCluster) killA(i int) {
 // database) and waits until it is ready.
 func (c *ringCluster) restartA(i int) {
 	c.t.Helper()
-	c.a[i].start()
+	c.a[i].Start()
 	c.mu.Lock()
 	c.events = append(c.events, ringEvent{time.Now(), "restart " + ringAIDs[i]})
 	c.mu.Unlock()
@@ -368,8 +364,8 @@ func (c *ringCluster) lastEvent() time.Time {
 func (c *ringCluster) ringStatus(n *e2eNode) messages.RingStatus {
 	c.t.Helper()
 	var st messages.RingStatus
-	if status, err := n.call("GET", "/api/ring/status", nil, &st); err != nil || status != 200 {
-		c.t.Fatalf("%s: GET /api/ring/status: %d %v", n.base, status, err)
+	if status, err := n.Call("GET", "/api/ring/status", nil, &st); err != nil || status != 200 {
+		c.t.Fatalf("%s: GET /api/ring/status: %d %v", n.base(), status, err)
 	}
 	return st
 }
@@ -383,14 +379,14 @@ func (c *ringCluster) waitRing(from time.Time, live []*e2eNode, members ...strin
 	want := slices.Sorted(slices.Values(members))
 	var master messages.RingStatus
 	var lockTook time.Duration
-	waitE2E(c.t, ringFailover, func() error {
+	polltest.Eventually(c.t, ringFailover, func() error {
 		var sts []messages.RingStatus
 		masters := 0
 		for _, n := range live {
 			var st messages.RingStatus
-			status, err := n.call("GET", "/api/ring/status", nil, &st)
+			status, err := n.Call("GET", "/api/ring/status", nil, &st)
 			if err != nil || status != 200 {
-				return fmt.Errorf("%s: GET /api/ring/status: %d %v", n.base, status, err)
+				return fmt.Errorf("%s: GET /api/ring/status: %d %v", n.base(), status, err)
 			}
 			sts = append(sts, st)
 			if st.Role == messages.RoleMaster {
@@ -428,20 +424,20 @@ func (c *ringCluster) waitPeers() {
 	c.t.Helper()
 	check := func(n *e2eNode, peerName string, instances int) error {
 		var peers []messages.PeerInfo
-		if status, err := n.call("GET", "/api/peers", nil, &peers); err != nil || status != 200 {
-			return fmt.Errorf("%s: GET /api/peers: %d %v", n.base, status, err)
+		if status, err := n.Call("GET", "/api/peers", nil, &peers); err != nil || status != 200 {
+			return fmt.Errorf("%s: GET /api/peers: %d %v", n.base(), status, err)
 		}
 		for _, p := range peers {
 			if p.Node == peerName {
 				if p.State != messages.PeerHealthy || (instances > 0 && len(p.Instances) != instances) {
-					return fmt.Errorf("%s sees %s as %s with %d instances", n.base, peerName, p.State, len(p.Instances))
+					return fmt.Errorf("%s sees %s as %s with %d instances", n.base(), peerName, p.State, len(p.Instances))
 				}
 				return nil
 			}
 		}
-		return fmt.Errorf("%s does not list %s: %+v", n.base, peerName, peers)
+		return fmt.Errorf("%s does not list %s: %+v", n.base(), peerName, peers)
 	}
-	waitE2E(c.t, 30*time.Second, func() error {
+	polltest.Eventually(c.t, 30*time.Second, func() error {
 		if len(mustPeers(c.b)) != 1 {
 			return fmt.Errorf("b lists %d peers, want a only", len(mustPeers(c.b)))
 		}
@@ -455,7 +451,7 @@ func (c *ringCluster) waitPeers() {
 
 func mustPeers(n *e2eNode) []messages.PeerInfo {
 	var peers []messages.PeerInfo
-	_, _ = n.call("GET", "/api/peers", nil, &peers)
+	_, _ = n.Call("GET", "/api/peers", nil, &peers)
 	return peers
 }
 
@@ -531,7 +527,7 @@ func (c *ringCluster) submit(p pair, id string, start int, warm bool) (messages.
 			n = c.a[(start+try)%len(c.a)]
 		}
 		var r struct{ State messages.State }
-		status, err := n.call("POST", "/api/messages", body, &r)
+		status, err := n.Call("POST", "/api/messages", body, &r)
 		switch {
 		case err == nil && (status == 202 || status == 200):
 			c.mu.Lock()
@@ -545,13 +541,13 @@ func (c *ringCluster) submit(p pair, id string, start int, warm bool) (messages.
 				e := c.events[len(c.events)-1]
 				when = fmt.Sprintf("%v after %s", time.Since(e.at).Round(time.Millisecond), e.what)
 			}
-			c.refusedRoutes = append(c.refusedRoutes, fmt.Sprintf("%s at %s %s", id, n.base, when))
+			c.refusedRoutes = append(c.refusedRoutes, fmt.Sprintf("%s at %s %s", id, n.base(), when))
 			c.mu.Unlock()
 			return "", nil
 		case err == nil && status != 503 && status != 429 && status != 422:
-			return "", fmt.Errorf("%s: submit %s: status %d", n.base, id, status)
+			return "", fmt.Errorf("%s: submit %s: status %d", n.base(), id, status)
 		case time.Now().After(deadline):
-			return "", fmt.Errorf("%s: submit %s: not accepted within 30s: %d %v", n.base, id, status, err)
+			return "", fmt.Errorf("%s: submit %s: not accepted within 30s: %d %v", n.base(), id, status, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -563,9 +559,9 @@ func (c *ringCluster) siteNode(site string) *e2eNode {
 		return c.b
 	}
 	for _, n := range c.a {
-		if n.proc != nil {
+		if n.Started() {
 			select {
-			case <-n.proc.exited:
+			case <-n.Exited():
 				continue
 			default:
 				return n
@@ -578,14 +574,14 @@ func (c *ringCluster) siteNode(site string) *e2eNode {
 
 func (c *ringCluster) message(site, id string) (messages.Message, int, error) {
 	var m messages.Message
-	status, err := c.siteNode(site).call("GET", "/api/messages/"+id, nil, &m)
+	status, err := c.siteNode(site).Call("GET", "/api/messages/"+id, nil, &m)
 	return m, status, err
 }
 
 // waitDelivered waits until each of ids is delivered at its origin.
 func (c *ringCluster) waitDelivered(timeout time.Duration, ids []string) {
 	c.t.Helper()
-	waitE2E(c.t, timeout, func() error {
+	polltest.Eventually(c.t, timeout, func() error {
 		for len(ids) > 0 {
 			id := ids[0]
 			c.mu.Lock()
@@ -619,7 +615,7 @@ func (c *ringCluster) checkRefusals(master messages.RingStatus) {
 	intruders := []intruder{
 		{"a-region", []string{"--cluster", "c1", "--region", "r2"}, messages.CodeRingRegion},
 		{"a-cluster", []string{"--cluster", "c2", "--region", "r1"}, messages.CodeRingCluster},
-		{"a-lonely", []string{"--cluster", "c1", "--region", "r1", "--ring-master", "https://" + freePort(t),
+		{"a-lonely", []string{"--cluster", "c1", "--region", "r1", "--ring-master", "https://" + nodetest.FreeAddr(t),
 			"--ring-reconnect-max-attempts", "2"}, "unreachable after 2 attempts"},
 	}
 	var wg sync.WaitGroup
@@ -639,8 +635,8 @@ func (c *ringCluster) checkRefusals(master messages.RingStatus) {
 			}, in.args...)
 			var stderr bytes.Buffer
 			cmd := exec.Command(c.bin, args...)
-			cmd.Stderr = &lockedWriter{w: &stderr}
-			cmd.Env = cleanEnv()
+			cmd.Stderr = &stderr // read once the process is gone
+			cmd.Env = nodetest.Env()
 			began := time.Now()
 			if err := cmd.Start(); err != nil {
 				t.Error(err)
@@ -699,7 +695,7 @@ func (c *ringCluster) finish() {
 	}
 
 	// Every accepted message reaches its frontend.
-	waitE2E(t, 60*time.Second, func() error {
+	polltest.Eventually(t, 60*time.Second, func() error {
 		c.hooks.mu.Lock()
 		defer c.hooks.mu.Unlock()
 		missing := 0
@@ -761,21 +757,21 @@ func (c *ringCluster) finish() {
 	// Stopped together: a graceful stop may wait for the others.
 	for _, n := range c.nodes() {
 		select {
-		case <-n.proc.exited:
-			t.Errorf("%s exited before the end: %v\n%s", n.base, n.proc.cmd.ProcessState, tail(n.proc.logs.String(), 3000))
+		case <-n.Exited():
+			t.Errorf("%s exited before the end: %v\n%s", n.base(), n.ProcessState(), tail(n.Logs(), 3000))
 		default:
-			n.interrupt()
+			n.Interrupt()
 		}
 	}
 	for _, n := range c.nodes() {
-		n.waitStopped()
+		n.WaitStopped()
 	}
 	for _, n := range c.nodes() {
-		for _, lg := range n.logsAll {
-			checkLogs(t, lg.String())
-			for _, line := range strings.Split(lg.String(), "\n") {
+		for _, lg := range n.RunLogs() {
+			checkLogs(t, lg)
+			for _, line := range strings.Split(lg, "\n") {
 				if strings.HasPrefix(line, "panic:") || strings.HasPrefix(line, "fatal error:") || strings.Contains(line, "DATA RACE") {
-					t.Errorf("%s: %s", n.base, line)
+					t.Errorf("%s: %s", n.base(), line)
 				}
 			}
 		}

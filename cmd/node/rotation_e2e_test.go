@@ -16,6 +16,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/httpapi/certs/certstest"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/polltest"
 )
 
 // TestFederationE2ECertificateRotation: under a running federation of
@@ -28,15 +29,15 @@ import (
 func TestFederationE2ECertificateRotation(t *testing.T) {
 	c := startFedCluster(t)
 	a := c.nodes["a"]
-	certFile, keyFile := flagValue(a.args, "--tls-cert"), flagValue(a.args, "--tls-key")
-	caFile := flagValue(a.args, "--tls-ca")
+	certFile, keyFile := flagValue(a.Args, "--tls-cert"), flagValue(a.Args, "--tls-key")
+	caFile := flagValue(a.Args, "--tls-ca")
 	pem, err := os.ReadFile(caFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(pem)
-	addr := strings.TrimPrefix(a.base, "https://")
+	addr := strings.TrimPrefix(a.base(), "https://")
 	served := func() string {
 		t.Helper()
 		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, ServerName: "a"})
@@ -97,11 +98,9 @@ func TestFederationE2ECertificateRotation(t *testing.T) {
 	// The rotation: a new certificate from the same CA, renamed into
 	// place, then SIGHUP.
 	certstest.Reissue(t, filepath.Dir(caFile), certFile, keyFile, "a")
-	if err := a.proc.cmd.Process.Signal(syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
+	a.Signal(syscall.SIGHUP)
 	var after string
-	waitE2E(t, 20*time.Second, func() error {
+	polltest.Eventually(t, 20*time.Second, func() error {
 		if after = served(); after == before {
 			return fmt.Errorf("a still serves serial %s", before)
 		}
@@ -127,11 +126,9 @@ func TestFederationE2ECertificateRotation(t *testing.T) {
 	if err := os.WriteFile(keyFile, []byte("-----BEGIN PRIVATE KEY-----\nbroken\n-----END PRIVATE KEY-----\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.proc.cmd.Process.Signal(syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
-	waitE2E(t, 10*time.Second, func() error {
-		if !strings.Contains(a.logs(), "reload: the TLS certificate, key and CA stay as they were") {
+	a.Signal(syscall.SIGHUP)
+	polltest.Eventually(t, 10*time.Second, func() error {
+		if !strings.Contains(a.Logs(), "reload: the TLS certificate, key and CA stay as they were") {
 			return errors.New("a did not log the refused key")
 		}
 		return nil
@@ -147,7 +144,7 @@ func TestFederationE2ECertificateRotation(t *testing.T) {
 
 	// a's log and audit trail record the reload.
 	var trail struct{ Entries []messages.AuditEntry }
-	if status, err := a.call("GET", "/api/audit?action=tls.reload", nil, &trail); err != nil || status != 200 {
+	if status, err := a.Call("GET", "/api/audit?action=tls.reload", nil, &trail); err != nil || status != 200 {
 		t.Fatalf("GET /api/audit: %d %v", status, err)
 	}
 	if len(trail.Entries) == 0 || !strings.Contains(trail.Entries[0].Detail, "serial "+after) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard"
+	"github.com/switchboard-dev/switchboard/supervision/logtest"
 )
 
 // fakeNode records what runNode does with a node.
@@ -82,25 +83,6 @@ func (f *fakeNode) stopWasCalled() bool {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the logger's and the test's
-// goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // logRecords decodes the JSON log lines in s.
 func logRecords(t *testing.T, s string) []map[string]any {
 	t.Helper()
@@ -130,13 +112,13 @@ func findRecord(records []map[string]any, msg string) map[string]any {
 type runHarness struct {
 	node *fakeNode
 	sigs chan os.Signal
-	logs *syncBuffer
+	logs *logtest.Buffer
 	code chan int
 }
 
 func startRun(t *testing.T, n *fakeNode, cfg switchboard.Config) *runHarness {
 	t.Helper()
-	h := &runHarness{node: n, sigs: make(chan os.Signal, 2), logs: &syncBuffer{}, code: make(chan int, 1)}
+	h := &runHarness{node: n, sigs: make(chan os.Signal, 2), logs: &logtest.Buffer{}, code: make(chan int, 1)}
 	logger := slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	go func() { h.code <- runNode(n, cfg, logger, h.sigs) }()
 	return h

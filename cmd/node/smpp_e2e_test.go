@@ -11,6 +11,8 @@ import (
 
 	"github.com/switchboard-dev/switchboard/actors/smppout/smsctest"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/nodetest"
+	"github.com/switchboard-dev/switchboard/polltest"
 	"github.com/switchboard-dev/switchboard/smpp"
 )
 
@@ -29,52 +31,48 @@ func TestSMPPFrontendCrashWithWindowInFlight(t *testing.T) {
 	smsc := smsctest.New(t, "pw", func(s smsctest.Submit) (smpp.Status, bool) {
 		return smpp.StatusOK, s.N > answered
 	})
-	bin := buildBinary(t)
+	bin := nodetest.Binary(t)
 	dir := t.TempDir()
-	certDir, pool := devCerts(t, bin, dir, "e2e")
+	certDir, pool := nodetest.DevCerts(t, bin, dir, "e2e")
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "e2e"}}
 	defer tr.CloseIdleConnections()
-	addr := freePort(t)
-	node := &e2eNode{
-		t: t, bin: bin, base: "https://" + addr,
-		client: &http.Client{Transport: tr, Timeout: 30 * time.Second},
-		args: []string{"run",
-			"--name", "e2e", "--instance-id", "e2e-0",
-			"--data-dir", filepath.Join(dir, "data"),
-			"--listen", addr, "--metrics-listen", "127.0.0.1:0",
-			"--tls-cert", filepath.Join(certDir, "e2e.pem"), "--tls-key", filepath.Join(certDir, "e2e.key"),
-			"--delivery-retry-min", "50ms", "--delivery-retry-max", "200ms",
-			// Held responses must not time out before the kill.
-			"--webhook-timeout", "60s",
-			"--smpp-reconnect-min", "20ms", "--smpp-reconnect-max", "200ms",
-			"--frontend", fmt.Sprintf("smsc=smpp://sb:pw@%s?window=%d", smsc.Addr, window), "--route", "33=smsc",
-			"--log-format", "json", "--log-level", "info",
-		},
-	}
+	addr := nodetest.FreeAddr(t)
+	node := newE2ENode(t, bin, addr, &http.Client{Transport: tr, Timeout: 30 * time.Second}, []string{"run",
+		"--name", "e2e", "--instance-id", "e2e-0",
+		"--data-dir", filepath.Join(dir, "data"),
+		"--listen", addr, "--metrics-listen", "127.0.0.1:0",
+		"--tls-cert", filepath.Join(certDir, "e2e.pem"), "--tls-key", filepath.Join(certDir, "e2e.key"),
+		"--delivery-retry-min", "50ms", "--delivery-retry-max", "200ms",
+		// Held responses must not time out before the kill.
+		"--webhook-timeout", "60s",
+		"--smpp-reconnect-min", "20ms", "--smpp-reconnect-max", "200ms",
+		"--frontend", fmt.Sprintf("smsc=smpp://sb:pw@%s?window=%d", smsc.Addr, window), "--route", "33=smsc",
+		"--log-format", "json", "--log-level", "info",
+	}...)
 	defer func() {
 		if t.Failed() {
-			for i, l := range node.logsAll {
-				t.Logf("--- logs of run %d ---\n%s", i+1, tail(l.String(), 8000))
+			for i, l := range node.RunLogs() {
+				t.Logf("--- logs of run %d ---\n%s", i+1, tail(l, 8000))
 			}
 		}
 	}()
-	node.start()
+	node.Start()
 	id := func(i int) string { return fmt.Sprintf("sm-%02d", i) }
 	for i := range total {
-		node.mustCall(202, "POST", "/api/messages", map[string]string{"id": id(i), "source_msisdn": "Switchboard",
-			"destination_msisdn": fmt.Sprintf("+336000000%02d", i), "message_body": "hello " + id(i)})
+		node.Must(202, "POST", "/api/messages", map[string]string{"id": id(i), "source_msisdn": "Switchboard",
+			"destination_msisdn": fmt.Sprintf("+336000000%02d", i), "message_body": "hello " + id(i)}, nil)
 	}
 	// The SMSC answered three submits and holds the window's five.
-	eventuallyE2E(t, 60*time.Second, func() bool { return len(smsc.Submits()) == answered+window })
+	polltest.Until(t, 60*time.Second, "the condition", func() bool { return len(smsc.Submits()) == answered+window })
 	get := func(id string) messages.Message {
 		var m messages.Message
-		if status, err := node.call("GET", "/api/messages/"+id, nil, &m); err != nil || status != 200 {
+		if status, err := node.Call("GET", "/api/messages/"+id, nil, &m); err != nil || status != 200 {
 			t.Fatalf("GET %s: %d %v", id, status, err)
 		}
 		return m
 	}
 	recorded := map[string]bool{}
-	eventuallyE2E(t, 30*time.Second, func() bool {
+	polltest.Until(t, 30*time.Second, "the condition", func() bool {
 		n := 0
 		for _, s := range smsc.Submits()[:answered] {
 			if get(bodyID(s)).State == messages.StateDelivered {
@@ -84,14 +82,14 @@ func TestSMPPFrontendCrashWithWindowInFlight(t *testing.T) {
 		}
 		return n == answered
 	})
-	node.kill()
+	node.Kill()
 	if len(smsc.Submits()) != answered+window {
 		t.Fatalf("%d submits before the kill, want %d (the window was full)", len(smsc.Submits()), answered+window)
 	}
 	smsc.SetAnswer(nil) // everything accepted at once from now on
-	node.start()
+	node.Start()
 
-	eventuallyE2E(t, 60*time.Second, func() bool {
+	polltest.Until(t, 60*time.Second, "the condition", func() bool {
 		for i := range total {
 			if get(id(i)).State != messages.StateDelivered {
 				return false
@@ -131,9 +129,9 @@ func TestSMPPFrontendCrashWithWindowInFlight(t *testing.T) {
 		t.Errorf("%d messages sent again, want 1 to the window (%d)", resent, window)
 	}
 	t.Logf("%d of %d messages were sent again after the kill (window %d)", resent, total, window)
-	node.stop()
-	for _, l := range node.logsAll {
-		checkLogs(t, l.String())
+	node.Stop()
+	for _, l := range node.RunLogs() {
+		checkLogs(t, l)
 	}
 }
 

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/nodetest"
+	"github.com/switchboard-dev/switchboard/polltest"
 	"github.com/switchboard-dev/switchboard/smpp"
 	"github.com/switchboard-dev/switchboard/smpp/smpptest"
 )
@@ -47,7 +49,7 @@ var printedSMPP = regexp.MustCompile(`(?m)^SMPP account: system_id (\S+), passwo
 func smppNode(t *testing.T, extra ...string) (*e2eNode, string, string) {
 	t.Helper()
 	smpptest.NeedNetSMPP(t)
-	bin := buildBinary(t)
+	bin := nodetest.Binary(t)
 	dir := t.TempDir()
 	creds := filepath.Join(dir, "credentials.json")
 	code, out, errOut := runMain("credentials", "add", "esme1", "--smpp", "--credentials", creds)
@@ -63,26 +65,25 @@ func smppNode(t *testing.T, extra ...string) (*e2eNode, string, string) {
 		w.WriteHeader(http.StatusBadRequest)
 	}))
 	t.Cleanup(hook.Close)
-	addr, smppAddr := freePort(t), freePort(t)
+	addr, smppAddr := nodetest.FreeAddr(t), nodetest.FreeAddr(t)
 	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
 	t.Cleanup(tr.CloseIdleConnections)
-	n := &e2eNode{t: t, bin: bin, base: "https://" + addr, client: &http.Client{Transport: bearer{tr}, Timeout: 30 * time.Second},
-		args: append([]string{"run", "--name", "smsc", "--instance-id", "smsc-0", "--data-dir", filepath.Join(dir, "data"),
-			"--listen", addr, "--metrics-listen", "", "--smpp-listen", smppAddr,
-			"--api-token", smppAdminToken, "--credentials", creds,
-			"--frontend", "ok=" + hook.URL + "/ok", "--frontend", "no=" + hook.URL + "/no", "--route", "33=ok", "--route", "34=no",
-			"--log-format", "json"}, extra...)}
+	n := newE2ENode(t, bin, addr, &http.Client{Transport: bearer{tr}, Timeout: 30 * time.Second}, append([]string{"run", "--name", "smsc", "--instance-id", "smsc-0", "--data-dir", filepath.Join(dir, "data"),
+		"--listen", addr, "--metrics-listen", "", "--smpp-listen", smppAddr,
+		"--api-token", smppAdminToken, "--credentials", creds,
+		"--frontend", "ok=" + hook.URL + "/ok", "--frontend", "no=" + hook.URL + "/no", "--route", "33=ok", "--route", "34=no",
+		"--log-format", "json"}, extra...)...)
 	t.Cleanup(func() {
-		if n.proc != nil {
-			n.proc.end()
+		if n.Started() {
+			n.End()
 		}
 		if t.Failed() {
-			for i, l := range n.logsAll {
-				t.Logf("--- logs of run %d ---\n%s", i+1, tail(l.String(), 6000))
+			for i, l := range n.RunLogs() {
+				t.Logf("--- logs of run %d ---\n%s", i+1, tail(l, 6000))
 			}
 		}
 	})
-	n.start()
+	n.Start()
 	return n, smppAddr, m[2]
 }
 
@@ -159,7 +160,7 @@ func TestSMPPListen(t *testing.T) {
 			"refused": {Body: "no thanks", State: messages.StateFailed},
 		} {
 			var m messages.Message
-			if st, err := n.call("GET", "/api/messages/"+ids[name], nil, &m); err != nil || st != 200 {
+			if st, err := n.Call("GET", "/api/messages/"+ids[name], nil, &m); err != nil || st != 200 {
 				t.Fatalf("%s: GET %d %v", name, st, err)
 			}
 			if m.Body != w.Body || (w.DataCoding != "" && m.DataCoding != w.DataCoding) || m.SourceMSISDN != "PerlTest" || m.SubmittedBy != "esme1" ||
@@ -208,9 +209,9 @@ func TestSMPPListen(t *testing.T) {
 	t.Run("ReceiptWaitsForAReceiver", func(t *testing.T) {
 		tx := dialESME(t, addr, smpp.BindTransmitter, "esme1", password, nil)
 		id := submitOne(t, tx, "33600000009", smpp.RegisteredFinal)
-		eventuallyE2E(t, 30*time.Second, func() bool {
+		polltest.Until(t, 30*time.Second, "the condition", func() bool {
 			var m messages.Message
-			st, err := n.call("GET", "/api/messages/"+id, nil, &m)
+			st, err := n.Call("GET", "/api/messages/"+id, nil, &m)
 			return err == nil && st == 200 && m.State == messages.StateDelivered
 		})
 		// Delivered, with nobody bound to receive the receipt: it waits in
@@ -234,7 +235,7 @@ func TestSMPPListen(t *testing.T) {
 func storedCount(t *testing.T, n *e2eNode) int64 {
 	t.Helper()
 	var st struct{ Counts map[string]int64 }
-	if code, err := n.call("GET", "/api/status", nil, &st); err != nil || code != 200 {
+	if code, err := n.Call("GET", "/api/status", nil, &st); err != nil || code != 200 {
 		t.Fatalf("status: %d %v", code, err)
 	}
 	var sum int64
@@ -433,15 +434,15 @@ func TestSMPPListenKill9(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("300 submits were not answered within a minute")
 	}
-	n.kill()
+	n.Kill()
 	wg.Wait() // every session ended with the process
-	n.start()
+	n.Start()
 	mu.Lock()
 	defer mu.Unlock()
 	var lost []string
 	for id := range answered {
 		var m messages.Message
-		if st, err := n.call("GET", "/api/messages/"+id, nil, &m); err != nil || st != 200 {
+		if st, err := n.Call("GET", "/api/messages/"+id, nil, &m); err != nil || st != 200 {
 			lost = append(lost, id)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/nodetest"
 )
 
 // TestSoakRetention (make soak; the soak build tag keeps it out of make
@@ -30,12 +31,12 @@ import (
 func TestSoakRetention(t *testing.T) {
 	cycles, rate := envInt(t, "SOAK_CYCLES", 6), envInt(t, "SOAK_RATE", 300)
 	const cycle = 30 * time.Second
-	bin := buildBinary(t)
+	bin := nodetest.Binary(t)
 	dataDir := filepath.Join(t.TempDir(), "data")
 	node := singleNode(t, bin, "soak", dataDir, "--route", "44=fe",
 		"--retention", "20s", "--retention-failed", "30s",
 		"--forward-max-retries", "2", "--forward-retry-interval", "1s", "--http-timeout", "1s")
-	node.mustCall(200, "PUT", "/api/frontends/fe", map[string]string{"mode": "pull"})
+	node.Must(200, "PUT", "/api/frontends/fe", map[string]string{"mode": "pull"}, nil)
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -77,7 +78,7 @@ func TestSoakRetention(t *testing.T) {
 			default:
 			}
 			var poll struct{ Messages []messages.Outgoing }
-			if status, err := node.call("POST", "/api/frontends/fe/poll", map[string]any{"max": 200, "wait_ms": 500, "lease_ms": 30000}, &poll); err != nil || status != 200 {
+			if status, err := node.Call("POST", "/api/frontends/fe/poll", map[string]any{"max": 200, "wait_ms": 500, "lease_ms": 30000}, &poll); err != nil || status != 200 {
 				continue
 			}
 			var results []messages.DeliveryResult
@@ -89,7 +90,7 @@ func TestSoakRetention(t *testing.T) {
 				results = append(results, messages.DeliveryResult{ID: m.ID, Status: st, Attempt: m.Attempt, Reason: "soak"})
 			}
 			var acked struct{ Results []messages.AckOutcome }
-			if status, err := node.call("POST", "/api/frontends/fe/ack", map[string]any{"results": results}, &acked); err != nil || status != 200 {
+			if status, err := node.Call("POST", "/api/frontends/fe/ack", map[string]any{"results": results}, &acked); err != nil || status != 200 {
 				continue
 			}
 			for _, o := range acked.Results {
@@ -107,9 +108,9 @@ func TestSoakRetention(t *testing.T) {
 	// A duplicate inside its message's retention answers with the stored
 	// message (200, not a new 202).
 	dup := map[string]string{"id": "dup", "source_msisdn": "1", "destination_msisdn": "4471", "message_body": "first"}
-	node.mustCall(202, "POST", "/api/messages", dup)
+	node.Must(202, "POST", "/api/messages", dup, nil)
 	time.Sleep(5 * time.Second)
-	node.mustCall(200, "POST", "/api/messages", dup)
+	node.Must(200, "POST", "/api/messages", dup, nil)
 
 	type sample struct{ db, wal, rss int64 }
 	var samples []sample
@@ -120,7 +121,7 @@ func TestSoakRetention(t *testing.T) {
 			rss: rssOf(t, node.proc.cmd.Process.Pid)}
 		samples = append(samples, s)
 		var st struct{ Counts map[string]int64 }
-		node.call("GET", "/api/status", nil, &st)
+		node.Call("GET", "/api/status", nil, &st)
 		t.Logf("cycle %d (%v): database %.1f MB (+ write-ahead log %.1f MB), RSS %.1f MB, submitted %d (refused %d), stored now: %v",
 			c, time.Since(start).Round(time.Second), float64(s.db)/1e6, float64(s.wal)/1e6, float64(s.rss)/1e6, submitted.Load(), refused.Load(), st.Counts)
 	}
@@ -147,7 +148,7 @@ func TestSoakRetention(t *testing.T) {
 	}
 	// The dup message (offered and settled like any other) is long past
 	// its retention: the same id is a new message.
-	status, err := node.call("POST", "/api/messages", dup, nil)
+	status, err := node.Call("POST", "/api/messages", dup, nil)
 	if err != nil || status != 202 {
 		t.Errorf("the dup id after its purge: %d %v, want 202 (accepted anew)", status, err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/polltest"
 )
 
 // gate is a Sync that can be held shut: while shut, syncs wait; each sync
@@ -128,7 +129,7 @@ func TestNothingLeavesBeforeItsSync(t *testing.T) {
 		accepted <- err
 	}()
 	// The commit happens (a reader sees the row) while its sync is held.
-	waitFor(t, "the held commit", func() bool {
+	polltest.Until(t, 10*time.Second, "the held commit", func() bool {
 		var n int
 		_ = s.rdb.QueryRow(`SELECT count(*) FROM messages WHERE id = 'held'`).Scan(&n)
 		return n == 1
@@ -219,9 +220,9 @@ func TestPowerCutLosesNothingAnswered(t *testing.T) {
 			}
 		}()
 	}
-	waitFor(t, "some answered writes", func() bool { mu.Lock(); defer mu.Unlock(); return len(answered) > 200 })
+	polltest.Until(t, 10*time.Second, "some answered writes", func() bool { mu.Lock(); defer mu.Unlock(); return len(answered) > 200 })
 	g.shut()
-	waitFor(t, "a commit held back", func() bool { return s.commitSeq.Load() > s.wal.synced.Load() })
+	polltest.Until(t, 10*time.Second, "a commit held back", func() bool { return s.commitSeq.Load() > s.wal.synced.Load() })
 	mu.Lock()
 	done := append([]string(nil), answered...)
 	mu.Unlock()
@@ -339,7 +340,7 @@ func TestWritesShareTransactions(t *testing.T) {
 			_, errs[i] = s.Accept(ctx, time.Now(), []persistence.NewMessage{pending(fmt.Sprint("m", i))})
 		}()
 	}
-	waitFor(t, "the writes to queue", func() bool { return len(s.jobs) == 20 })
+	polltest.Until(t, 10*time.Second, "the writes to queue", func() bool { return len(s.jobs) == 20 })
 	close(hold)
 	released = true
 	wg.Wait()
@@ -359,17 +360,6 @@ func TestWritesShareTransactions(t *testing.T) {
 	}
 	if st, err := s.Stats(ctx); err != nil || st.ByState[messages.StatePending] != 19 {
 		t.Errorf("pending %d, %v; want the 19 other writes", st.ByState[messages.StatePending], err)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -398,7 +388,7 @@ func TestFirstJobFailsAlone(t *testing.T) {
 		_, err := s.Accept(ctx, time.Now(), []persistence.NewMessage{pending("after")})
 		next <- err
 	}()
-	waitFor(t, "the second write to queue", func() bool { return len(s.jobs) == 1 })
+	polltest.Until(t, 10*time.Second, "the second write to queue", func() bool { return len(s.jobs) == 1 })
 	close(hold)
 	if err := <-held; err == nil {
 		t.Error("the failing job reported no error")
