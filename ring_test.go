@@ -345,13 +345,9 @@ func TestRingSlaveWaitsForAStoppingMaster(t *testing.T) {
 	// s hears of m's stop from its open subscription call (a 503); between
 	// two calls it would find m's listener closed, which counts as m being
 	// unreachable. Its call is open once m lists it as subscribed.
-	deadline := time.Now().Add(10 * time.Second)
-	for !slices.Contains(m.ringStatus().Subscribed, "s1") {
-		if time.Now().After(deadline) {
-			t.Fatalf("s1 never subscribed at m: %+v", m.ringStatus())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	polltest.Until(t, 10*time.Second, "s1 subscribed at m", func() bool {
+		return slices.Contains(m.ringStatus().Subscribed, "s1")
+	})
 
 	// A submit whose body is still on its way holds m's stop in its HTTP
 	// shutdown, as a slow client would (HTTP/1.1 on a connection of our
