@@ -93,16 +93,19 @@ func (p *Pacer) Pass(eligible int64, interval time.Duration) {
 }
 
 // DefaultPacer is the pacing of the embedded store and Postgres alike:
-// batches of 100 to 10,000 messages (starting at 500), each aiming at 7 ms
-// of the store, at least 10 ms apart, 5 s after a failure. The 7 ms were
-// measured (cmd/bench ingest-retention, a node at its full ingest rate with
-// the cleaner purging at that rate): the embedded store's one writer runs
-// a purge batch in the transaction of the submits that wait beside it, so
-// a batch's time is added to their latency; 5 ms batches purged too few to
-// keep up, 10 ms ones took 16% of the intake's rate, 20 ms ones half of it,
-// 7 ms about 8%.
+// batches of 100 to 10,000 messages (starting at 500), each aiming at 4 ms
+// of the store, at least 4 ms apart, 5 s after a failure. Measured with
+// cmd/bench ingest-retention (a node at its full ingest rate with the
+// cleaner purging at that rate): the embedded store's one writer runs a
+// purge batch in the transaction of the submits that wait beside it, so a
+// batch's time is added to their latency. 10 ms batches took 16% of the
+// intake's rate, 20 ms ones half of it. 7 ms batches at least 10 ms apart
+// took about 8% on a faster machine, but on a slower one (2026-12-02) the
+// cleaner fell behind the intake and the ratio was 0.80-0.82 in two runs;
+// 4 ms batches 4 ms apart kept up there (it purged 4.8-5.1k msg/s against
+// 4.2-4.4k arriving) at 0.94 and 0.84; 3 ms batches 2 ms apart gave 0.83.
 func DefaultPacer() Pacer {
-	return Pacer{Min: 100, Max: 10000, Target: 7 * time.Millisecond, MinPause: 10 * time.Millisecond, Backoff: 5 * time.Second, batch: 500}
+	return Pacer{Min: 100, Max: 10000, Target: 4 * time.Millisecond, MinPause: 4 * time.Millisecond, Backoff: 5 * time.Second, batch: 500}
 }
 
 // Batch is the size of the next batch.
