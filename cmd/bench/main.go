@@ -626,10 +626,7 @@ func run(args []string, out, stderr io.Writer) error {
 				}
 			}
 			m, em := median(p99), median(e99)
-			ratio := 0.0
-			if em > 0 {
-				ratio = m / em
-			}
+			ratio := ratioOf(m, em)
 			fmt.Fprintf(out, "# latency (ms, at %.0f msg/s open loop, client -> A -> B -> pull consumer's ack answered): p50 %s, p99 %s; "+
 				"durable echo (HTTPS JSON, one SQLite row per commit, synchronous=FULL): p50 %s, p99 %s; "+
 				"medians p50=%.2f p99=%.2f, echo p50=%.2f p99=%.2f; ratio of the p99s per repeat %s; goal <= %.0f (lower is better, goal 6)\n",
@@ -658,10 +655,7 @@ func run(args []string, out, stderr io.Writer) error {
 			rs, ds := subj[fig], subj["delivery"]
 			m, dm := median(rates(rs)), median(rates(ds))
 			paired := pairedRatios(rs, ds)
-			ratio := 0.0
-			if dm > 0 {
-				ratio = m / dm
-			}
+			ratio := ratioOf(m, dm)
 			fmt.Fprintf(out, "# river-sqlite runs (jobs/s): %s; median %.0f; ratio to the delivery run of the same repeat: %s (median %.3f)\n",
 				list(rates(rs)), m, listf(paired, "%.3f"), median(paired))
 			fmt.Fprintf(out, "# river-sqlite: River on its SQLite driver (one process, one connection, synchronous=FULL) inserting and working jobs carrying the same submissions; "+
@@ -676,10 +670,7 @@ func run(args []string, out, stderr io.Writer) error {
 			paired := pairedRatios(rs, fs)
 			fmt.Fprintf(out, "# drain runs (msg/s): %s; median %.0f; ratio to the federated run of the same repeat: %s (median %.3f)\n",
 				list(rates(rs)), m, listf(paired, "%.3f"), median(paired))
-			ratio := 0.0
-			if fm > 0 {
-				ratio = m / fm
-			}
+			ratio := ratioOf(m, fm)
 			fmt.Fprintf(out, "bench: drain %s msg/s baseline=%s ratio=%.3f\n", rateText(m), rateText(fm), ratio)
 			continue
 		case "postgres-site":
@@ -690,13 +681,7 @@ func run(args []string, out, stderr io.Writer) error {
 			fmt.Fprintf(out, "# postgres single-instance runs (msg/s): %s; median %.0f; %s\n", list(rates(single)), sm, latencies(single))
 			fmt.Fprintf(out, "# postgres-site runs (msg/s): %s; median %.0f; ratio to the River run of the same repeat: %s (median %.3f; goal >= 0.50, goal 4); to the single instance: %s (median %.3f); %s\n",
 				list(rates(rs)), m, listf(pr, "%.3f"), median(pr), listf(ps, "%.3f"), median(ps), latencies(rs))
-			ratio, ratioS := 0.0, 0.0
-			if rm > 0 {
-				ratio = m / rm
-			}
-			if sm > 0 {
-				ratioS = m / sm
-			}
+			ratio, ratioS := ratioOf(m, rm), ratioOf(m, sm)
 			fmt.Fprintf(out, "bench: postgres-site %s msg/s baseline=%s ratio=%.3f\n", rateText(m), rateText(rm), ratio)
 			fmt.Fprintf(out, "bench: postgres-site-vs-single %s msg/s baseline=%s ratio=%.3f\n", rateText(m), rateText(sm), ratioS)
 			nm := median(rates(onBus))
@@ -705,10 +690,7 @@ func run(args []string, out, stderr io.Writer) error {
 				list(rates(onBus)), nm, listf(pn, "%.3f"), median(pn), latencies(onBus))
 			fmt.Fprintf(out, "# first delivery after %v idle, p50 of %d per run (submit at one instance, the poll waiting at the next): with the bus %s, without %s\n",
 				idlePause, idleSamples, idleList(onBus), idleList(rs))
-			ratioN := 0.0
-			if m > 0 {
-				ratioN = nm / m
-			}
+			ratioN := ratioOf(nm, m)
 			fmt.Fprintf(out, "bench: postgres-site-nats %s msg/s baseline=%s ratio=%.3f\n", rateText(nm), rateText(m), ratioN)
 			continue
 		}
@@ -719,10 +701,7 @@ func run(args []string, out, stderr io.Writer) error {
 		g := httpsGoals[fig]
 		fmt.Fprintf(out, "# %s runs (msg/s): %s; median %.0f; ratio to the baseline run before each: %s (median %.3f); goal >= %.2f of the raw HTTPS baseline (goal %d); %s\n",
 			fig, list(rates(rs)), m, listf(paired, "%.3f"), median(paired), g.min, g.goal, latencies(rs))
-		ratio := 0.0
-		if bm > 0 {
-			ratio = m / bm
-		}
+		ratio := ratioOf(m, bm)
 		fmt.Fprintf(out, "bench: %s %s msg/s baseline=%s ratio=%.3f\n", fig, rateText(m), rateText(bm), ratio)
 	}
 	if prof != nil && prof.started && o.cpuprofile != "" {
@@ -808,10 +787,7 @@ func (p *profiler) stop() {
 func againstIngest(out io.Writer, fig string, rs, is []runResult, unit, against, goal string) {
 	m, im := median(rates(rs)), median(rates(is))
 	paired := pairedRatios(rs, is)
-	ratio := 0.0
-	if im > 0 {
-		ratio = m / im
-	}
+	ratio := ratioOf(m, im)
 	fmt.Fprintf(out, "# %s runs (%s): %s; median %.0f; ratio to %s: %s (median %.3f); %s; %s\n",
 		fig, unit, list(rates(rs)), m, against, listf(paired, "%.3f"), median(paired), goal, latencies(rs))
 	fmt.Fprintf(out, "bench: %s %s msg/s baseline=%s ratio=%.3f\n", fig, rateText(m), rateText(im), ratio)
