@@ -3,17 +3,13 @@ package switchboard
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
-	"net/url"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/field"
 	"github.com/switchboard-dev/switchboard/messages"
-	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/transport"
 )
 
@@ -27,67 +23,28 @@ const actorRing = "ring"
 // queries a second per worker.
 const ringIdlePoll = 200 * time.Millisecond
 
-// validateRing checks the ring settings.
+// ringSettings are the ring settings among c's fields; ringFields names
+// the fields their errors are about.
+func (c Config) ringSettings() ring.Settings {
+	return ring.Settings{
+		Role: c.RingRole, InstanceID: c.InstanceID, Master: c.RingMaster,
+		Cluster: c.Cluster, Region: c.Region, Zone: c.Zone,
+		Services: c.RingServices, PublishInterval: c.RingPublishInterval, Reconnect: c.reconnect(),
+		Shared: c.Postgres != "" || c.Store != nil,
+	}
+}
+
+// validateRing checks the ring settings (the ring package's checks, and
+// RingAddress as every other address).
 func (c Config) validateRing() []error {
 	var errs []error
-	bad := func(path, format string, args ...any) {
-		errs = append(errs, field.Errorf(path, format, args...))
-	}
-	shared := c.Postgres != "" || c.Store != nil
-	switch c.RingRole {
-	case messages.RoleMaster, messages.RoleAuto:
-	case messages.RoleSlave, messages.RoleIndex:
-		if !shared {
-			bad("RingRole", "%s needs %s: the embedded store serves a single instance, which is always its own master",
-				c.RingRole, field.Ref("Postgres"))
-		}
-	default:
-		bad("RingRole", "must be master, slave, index or auto, got %q", c.RingRole)
-	}
-	if c.RingRole == messages.RoleIndex {
-		if _, ok := c.ordinal(); !ok {
-			bad("RingRole", "index: no ordinal (a number after the last '-') in %s %q, $POD_NAME %q or $HOSTNAME %q",
-				field.Ref("InstanceID"), c.InstanceID, os.Getenv("POD_NAME"), os.Getenv("HOSTNAME"))
-		}
-	}
-	if c.RingMaster != "" {
-		if _, err := ringMasterAddr(c.RingMaster); err != nil {
-			bad("RingMaster", "%v", err)
-		}
+	for _, err := range c.ringSettings().Check() {
+		errs = append(errs, field.Rename(err, ringFields))
 	}
 	if c.RingAddress != "" {
 		if err := checkHostPort(c.RingAddress, false); err != nil {
-			bad("RingAddress", "%v", err)
+			errs = append(errs, field.Errorf("RingAddress", "%v", err))
 		}
-	}
-	for _, p := range []struct{ path, v string }{{"Cluster", c.Cluster}, {"Region", c.Region}, {"Zone", c.Zone}} {
-		if p.v != "" && !messages.ValidName(p.v) {
-			bad(p.path, "%q is not a valid name (1-63 letters, digits, '.', '_', '-')", p.v)
-		}
-	}
-	if len(c.RingServices) == 0 {
-		bad("RingServices", "must name at least one of %v", messages.AllServices)
-	}
-	seen, unknown := map[string]bool{}, false
-	for _, s := range c.RingServices {
-		if !slices.Contains(messages.AllServices, s) {
-			bad("RingServices", "unknown service %q (known: %v)", s, messages.AllServices)
-			unknown = true
-		}
-		if seen[s] {
-			bad("RingServices", "service %q given twice", s)
-		}
-		seen[s] = true
-	}
-	if !unknown && len(seen) < len(messages.AllServices) && !shared {
-		bad("RingServices", "the embedded store's single instance is its own master and must run every service %v: "+
-			"work of a service nobody runs would wait for good", messages.AllServices)
-	}
-	if c.RingPublishInterval <= 0 {
-		bad("RingPublishInterval", "must be positive, got %v", c.RingPublishInterval)
-	}
-	if err := c.reconnect().Validate(); err != nil {
-		errs = append(errs, field.Rename(err, ringFields))
 	}
 	return errs
 }
@@ -97,61 +54,18 @@ func (c Config) reconnect() ring.Reconnect {
 		Max: c.RingReconnectBackoffMax, Jitter: c.RingReconnectJitter}
 }
 
-// ringFields names the node's field that the ring's configuration (and
-// reconnect, its Reconnect) takes each of its fields from, for the ring's
-// errors. A slave's Transport is made from TLSCA.
+// ringFields names the node's field that the ring's settings, its
+// configuration and its Reconnect take each of their fields from, for the
+// ring's errors. A slave's Transport is made from TLSCA; a store is shared
+// with Postgres.
 var ringFields = field.Map(map[string]string{
 	"MaxAttempts": "RingReconnectMaxAttempts", "Min": "RingReconnectBackoffMin",
 	"Max": "RingReconnectBackoffMax", "Jitter": "RingReconnectJitter",
 	"Reconnect.MaxAttempts": "RingReconnectMaxAttempts", "Reconnect.Min": "RingReconnectBackoffMin",
 	"Reconnect.Max": "RingReconnectBackoffMax", "Reconnect.Jitter": "RingReconnectJitter",
-	"Role": "RingRole", "MasterAddr": "RingMaster", "PublishInterval": "RingPublishInterval",
-	"Transport": "TLSCA",
+	"Role": "RingRole", "MasterAddr": "RingMaster", "Master": "RingMaster", "PublishInterval": "RingPublishInterval",
+	"Services": "RingServices", "Transport": "TLSCA", "Shared": "Postgres",
 })
-
-// ordinal is the StatefulSet ordinal of role index: from InstanceID,
-// else $POD_NAME, else $HOSTNAME (the number after the last '-').
-func (c Config) ordinal() (int, bool) {
-	for _, v := range []string{c.InstanceID, os.Getenv("POD_NAME"), os.Getenv("HOSTNAME")} {
-		if n, err := ring.Ordinal(v); v != "" && err == nil {
-			return n, true
-		}
-	}
-	return 0, false
-}
-
-// ringMasterAddr turns RingMaster (https://host:port, or host:port)
-// into host:port.
-func ringMasterAddr(s string) (string, error) {
-	hostport := s
-	if u, err := url.Parse(s); err == nil && u.Scheme != "" {
-		if u.Scheme != "https" || u.Host == "" || (u.Path != "" && u.Path != "/") {
-			return "", fmt.Errorf("%q must be https://host:port", s)
-		}
-		hostport = u.Host
-	}
-	if _, _, err := net.SplitHostPort(hostport); err != nil {
-		return "", fmt.Errorf("%q must be https://host:port", s)
-	}
-	return hostport, nil
-}
-
-// ringRole resolves the role this instance starts in: master, slave or
-// auto. The embedded store (no elector) is always master.
-func (n *Node) ringRole(elector persistence.Elector) string {
-	role := n.cfg.RingRole
-	if role == messages.RoleIndex {
-		if ord, _ := n.cfg.ordinal(); ord == 0 {
-			role = messages.RoleMaster
-		} else {
-			role = messages.RoleSlave
-		}
-	}
-	if role == messages.RoleAuto && elector == nil {
-		role = messages.RoleMaster
-	}
-	return role
-}
 
 // ringAddress is where the site's other instances reach this one.
 func (n *Node) ringAddress() string {
@@ -205,11 +119,9 @@ func (n *Node) newShares() error {
 // address it advertises).
 func (n *Node) startRing() error {
 	elector := n.elector()
-	role := n.ringRole(elector)
-	master := ""
-	if n.cfg.RingMaster != "" {
-		master, _ = ringMasterAddr(n.cfg.RingMaster)
-	}
+	settings := n.cfg.ringSettings()
+	role := settings.StartRole(elector != nil)
+	master, _ := settings.MasterHostPort() // checked by Validate
 	cfg := ring.Config{
 		Self: messages.RingJoin{
 			InstanceID: n.cfg.InstanceID, Node: n.cfg.Name, Address: n.ringAddress(),
