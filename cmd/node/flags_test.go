@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -693,5 +694,64 @@ func TestFlagErrorsNameFlags(t *testing.T) {
 	}
 	if err := flagErrors(field.Errorf("WatchInterval", "x")); err.Error() != "WatchInterval: x" {
 		t.Errorf("a field without a flag: %q", err)
+	}
+}
+
+// TestReadmeDefaultsAreDefaultConfigs: the defaults the README's flag
+// table shows are DefaultConfig's (read back through each flag's parser),
+// so that the table cannot drift from the one place they are set.
+func TestReadmeDefaultsAreDefaultConfigs(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]runFlag{}
+	for _, f := range runFlags {
+		byName[f.name] = f
+	}
+	quoted := regexp.MustCompile("`([^`]*)`")
+	defaults, rows := switchboard.DefaultConfig(), 0
+	for _, line := range strings.Split(string(readme), "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`--") {
+			continue
+		}
+		var names []string
+		for _, m := range quoted.FindAllStringSubmatch(cells[1], -1) {
+			name, _, _ := strings.Cut(m[1], " ")
+			if !strings.HasPrefix(name, "--") && len(names) > 0 { // `--delivery-retry-min`/`-max`
+				prev := names[len(names)-1]
+				name = prev[:strings.LastIndexByte(prev, '-')] + name
+			}
+			names = append(names, strings.TrimPrefix(name, "--"))
+		}
+		shown := quoted.FindAllStringSubmatch(cells[2], -1)
+		if len(shown) == 0 {
+			continue // no default shown, or one in words ("host name")
+		}
+		rows++
+		if len(shown) != len(names) {
+			t.Errorf("README row %q: %d flags, %d defaults", strings.TrimSpace(cells[1]), len(names), len(shown))
+			continue
+		}
+		for i, name := range names {
+			f, ok := byName[name]
+			if !ok || f.field == "" {
+				t.Errorf("README names --%s, which is no flag of a Config field", name)
+				continue
+			}
+			var got switchboard.Config
+			if err := f.set(&got, &logOptions{}, shown[i][1]); err != nil {
+				t.Errorf("README's default %q of --%s does not parse: %v", shown[i][1], name, err)
+				continue
+			}
+			g, want := reflect.ValueOf(got).FieldByName(f.field), reflect.ValueOf(defaults).FieldByName(f.field)
+			if !reflect.DeepEqual(g.Interface(), want.Interface()) {
+				t.Errorf("README shows --%s defaulting to %q, DefaultConfig's %s is %v", name, shown[i][1], f.field, want)
+			}
+		}
+	}
+	if rows < 5 {
+		t.Fatalf("found %d rows with defaults in the README's flag table; has its shape changed?", rows)
 	}
 }
