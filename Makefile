@@ -47,9 +47,9 @@ sim: ## sim harness on virtual time: 20 random seeds of 5 nodes (5 min each), a 
 	$(GO) run ./cmd/sim --seeds $${SIM_RING_SEEDS:-20} --nodes 2 --faults ring-failover --jobs $(SIM_JOBS)
 	SIM_SCENARIOS=all $(GO) test -count=1 -timeout 1h -run '^TestScenarios$$' ./sim/
 
-soak: ## long runs behind make test: retention soak (SOAK_CYCLES, SOAK_RATE), fuzzing, the sim's large seed counts (SIM_SOAK_SEEDS of 5 nodes, SIM_SOAK_SEEDS_20 of 20)
-	$(GO) run ./cmd/sim --seeds $${SIM_SOAK_SEEDS:-1000} --nodes 5 --duration $${SIM_SOAK_DURATION:-1m} --faults random --jobs $(SIM_JOBS)
-	$(GO) run ./cmd/sim --seeds $${SIM_SOAK_SEEDS_20:-20} --nodes 20 --duration 5m --clients 8 --faults random --jobs $(SIM_JOBS)
+soak: ## long runs behind make test: retention soak (SOAK_CYCLES, SOAK_RATE), fuzzing, the sim's large seed counts (SIM_SOAK_SEEDS of 5 nodes, SIM_SOAK_SEEDS_20 of 20; thousands of messages a seed; docs/sim.md)
+	$(GO) run ./cmd/sim --seeds $${SIM_SOAK_SEEDS:-1000} --nodes 5 --duration $${SIM_SOAK_DURATION:-5m} --faults random --jobs $(SIM_JOBS)
+	$(GO) run ./cmd/sim --seeds $${SIM_SOAK_SEEDS_20:-20} --nodes 20 --duration $${SIM_SOAK_DURATION_20:-2m} --clients 8 --faults random --jobs $(SIM_JOBS)
 	$(GO) test -tags soak -count=1 -timeout 30m -run '^TestSoak' -v ./cmd/node
 	scripts/fuzz.sh $${FUZZ_TIME:-60s}
 
