@@ -81,9 +81,11 @@ type Node struct {
 
 	store    persistence.Store
 	ownStore bool
-	// instanceStop ends the keeper of the instance lock, which closes
-	// instanceDone (both nil without an elector; see instance.go).
-	instanceStop, instanceDone chan struct{}
+	// instanceStop ends the keeping of the instance lock, which releases
+	// it and closes instanceDone (both nil without an elector; see
+	// instance.go).
+	instanceStop context.CancelFunc
+	instanceDone chan struct{}
 
 	stats *statsCache
 

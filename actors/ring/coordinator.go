@@ -15,6 +15,7 @@ import (
 	"github.com/switchboard-dev/switchboard/field"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/persistence/lock"
 	"github.com/switchboard-dev/switchboard/transport"
 )
 
@@ -124,7 +125,10 @@ type Coordinator struct {
 
 	// member is the role and slave state machine (the pure core).
 	member *Member
-	lead   persistence.Leadership
+	// keeper takes, watches and releases the master lock (nil without an
+	// elector); lead is the holding of it while this instance leads.
+	keeper *lock.Keeper
+	lead   *lock.Hold
 
 	// master
 	master  *Master
@@ -180,13 +184,13 @@ type (
 		gen   uint64
 		v     any
 	}
-	leadLost struct{ lead persistence.Leadership }
+	leadLost struct{ lead *lock.Hold }
 )
 
 // What the effects run off the mailbox return (besides the Member events
 // that need nothing of the shell: MasterAddr, StorePing).
 type (
-	leadTried struct{ lead persistence.Leadership }
+	leadTried struct{ lead *lock.Hold }
 	ringRead  struct {
 		stored persistence.RingState
 		err    error
@@ -215,11 +219,22 @@ func New(cfg Config) (actor.Producer, error) {
 	if cfg.MasterStopGrace <= 0 {
 		cfg.MasterStopGrace = 40 * time.Second
 	}
+	log := cfg.Logger.With("component", "ring", "instance_id", cfg.Self.InstanceID)
+	var keeper *lock.Keeper
+	if cfg.Elector != nil {
+		var err error
+		keeper, err = lock.New(lock.Config{Elector: cfg.Elector, Name: LockName, Clock: cfg.Clock,
+			Timeout: cfg.StoreTimeout, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+	}
 	return func() actor.Actor {
 		rng := rand.New(rand.NewPCG(cfg.Seed, messages.TokenOf(cfg.Self.InstanceID)))
 		return &Coordinator{
-			cfg: cfg,
-			log: cfg.Logger.With("component", "ring", "instance_id", cfg.Self.InstanceID),
+			cfg:    cfg,
+			log:    log,
+			keeper: keeper,
 			member: NewMember(MemberConfig{Role: cfg.Role, MasterAddr: cfg.MasterAddr, Elects: cfg.Elector != nil,
 				CanCall: cfg.Transport != nil, Reconnect: cfg.Reconnect, MasterStopGrace: cfg.MasterStopGrace}, rng),
 			waiters: map[*messages.RingPollRequest]waiter{},
@@ -318,7 +333,7 @@ func (co *Coordinator) do(e Effect) {
 	case StandDown:
 		co.answerWaiters()
 		if lead := co.lead; lead != nil {
-			go co.release(lead) // lost already, or published over: nothing waits for it
+			go lead.Release() // lost already, or published over: nothing waits for it
 			co.lead = nil
 		}
 		co.master = nil
@@ -388,7 +403,7 @@ func (co *Coordinator) done(gen uint64, v any) {
 	case leadTried:
 		if !co.member.Awaits(gen) {
 			if v.lead != nil {
-				go co.release(v.lead)
+				go v.lead.Release()
 			}
 			return
 		}
@@ -419,43 +434,28 @@ func (co *Coordinator) done(gen uint64, v any) {
 	}
 }
 
-// tryLead takes the master lock if it is free, off the mailbox. A lock
-// taken is watched until this incarnation ends: its loss comes back as
-// leadLost; at the end it is released (again, when stop did: Release is
-// idempotent), so that a lock whose answer came too late is not held.
+// tryLead takes the master lock if it is free (one try of the keeper), off
+// the mailbox. A lock taken is watched until this incarnation ends: its
+// loss comes back as leadLost; at the end it is released (again, when stop
+// did: Release is idempotent), so that a lock whose answer came too late
+// is not held.
 func (co *Coordinator) tryLead(gen uint64) {
-	el, log, self, sys, quit, release := co.cfg.Elector, co.log, co.self, co.sys, co.calls.Done(), co.release
+	k, log, self, sys, quit := co.keeper, co.log, co.self, co.sys, co.calls
 	co.off(gen, co.cfg.StoreTimeout, func(ctx context.Context) any {
-		lead, err := el.TryLead(ctx, LockName)
+		lead, err := k.Take(ctx, nil)
 		if err != nil {
-			log.Warn("taking the ring master lock failed", "err", err)
-		}
-		if lead == nil {
+			if !errors.Is(err, lock.ErrHeld) {
+				log.Warn("taking the ring master lock failed", "err", errors.Unwrap(err))
+			}
 			return leadTried{}
 		}
 		go func() {
-			select {
-			case <-lead.Lost():
-				select {
-				case <-quit: // released by stop
-				default:
-					sys.Root.Send(self, leadLost{lead: lead})
-				}
-			case <-quit:
-				release(lead)
+			if lead.Wait(quit) {
+				sys.Root.Send(self, leadLost{lead: lead})
 			}
 		}()
 		return leadTried{lead: lead}
 	})
-}
-
-// release gives a lock up (off the mailbox).
-func (co *Coordinator) release(lead persistence.Leadership) {
-	ctx, cancel := context.WithTimeout(context.Background(), co.cfg.StoreTimeout)
-	defer cancel()
-	if err := lead.Release(ctx); err != nil {
-		co.log.Warn("releasing the ring master lock failed (it ends with the session)", "err", err)
-	}
 }
 
 // becomeMaster leads from the stored assignment.
@@ -773,7 +773,7 @@ func (co *Coordinator) stop(final bool) {
 	}
 	co.cfg.Shares.Clear()
 	if co.lead != nil {
-		co.release(co.lead) // on the actor's goroutine: a restart must find it free
+		_ = co.lead.Release() // on the actor's goroutine: a restart must find it free
 		co.lead = nil
 	}
 }

@@ -6,11 +6,13 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard/field"
+	"github.com/switchboard-dev/switchboard/persistence/lock"
 )
 
 // Reconnect is how a slave retries reaching its master (join and poll
 // failures): exponential backoff with jitter, giving up after MaxAttempts
-// failures in a row (then an auto instance stands for master).
+// failures in a row (then an auto instance stands for master). The node
+// paces the tries of its instance lock with it too (a lock.Policy).
 type Reconnect struct {
 	// MaxAttempts is how many failures in a row are tolerated.
 	MaxAttempts int
@@ -21,6 +23,8 @@ type Reconnect struct {
 	// so that slaves that lost the master together do not retry together.
 	Jitter float64
 }
+
+var _ lock.Policy = Reconnect{}
 
 // DefaultReconnect is a slave's reconnect policy towards its master.
 func DefaultReconnect() Reconnect {
