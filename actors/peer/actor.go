@@ -83,9 +83,11 @@ type (
 // RegistryInterval while it is healthy, and opens or closes its forward
 // queue. Build it with New.
 type Actor struct {
-	cfg       Config
-	log       *slog.Logger
-	health    Health
+	cfg    Config
+	log    *slog.Logger
+	health Health
+	// entry writes our peer's entry of the book (from Started on).
+	entry     *Entry
 	instances []messages.PeerInstance
 	current   int
 	identity  *messages.Identity
@@ -112,8 +114,9 @@ func (a *Actor) Receive(c actor.Context) {
 	case *actor.Started:
 		a.self, a.sys = c.Self(), c.ActorSystem()
 		a.wake = clock.NewWakeup(a.cfg.Clock, func(uint64) { a.sys.Root.Send(a.self, healthTick{}) })
-		a.cfg.Book.Discovered(a.cfg.Peer, a.instances)
-		a.cfg.Book.SetHealth(a.cfg.Peer, &a.health)
+		a.entry = a.cfg.Book.Entry(a.cfg.Peer)
+		a.entry.Discovered(a.instances)
+		a.entry.SetHealth(&a.health)
 		q, err := c.SpawnNamed(a.cfg.Queue(a.cfg.Peer), "forward")
 		if err != nil {
 			panic(fmt.Errorf("peer %s: spawn forward queue: %w", a.cfg.Peer, err))
@@ -189,7 +192,7 @@ func (a *Actor) setInstances(in []messages.PeerInstance) {
 	if a.addr() != cur {
 		a.identity = nil
 	}
-	a.cfg.Book.Discovered(a.cfg.Peer, a.instances)
+	a.entry.Discovered(a.instances)
 	a.log.Info("peer instances changed", "instances", len(in))
 }
 
@@ -264,7 +267,7 @@ func (a *Actor) checked(c actor.Context, r *checked) {
 // observe feeds the state machine and tells the queue, book and metrics.
 func (a *Actor) observe(c actor.Context, now time.Time, err error) {
 	t, changed := a.health.Observe(now, err)
-	a.cfg.Book.SetHealth(a.cfg.Peer, &a.health)
+	a.entry.SetHealth(&a.health)
 	if changed {
 		attrs := []any{"from", t.From, "to", t.To, "addr", a.addr()}
 		if err != nil {
@@ -331,7 +334,7 @@ func (a *Actor) learn(frontends []string) {
 	if err := a.cfg.Store.PutPeerRegistry(ctx, persistence.PeerRegistry{Peer: a.cfg.Peer, Frontends: frontends, UpdatedAt: now}); err != nil {
 		a.log.Error("storing the peer's registry failed; it is used but not kept", "err", err)
 	}
-	for _, f := range a.cfg.Book.SetRegistry(a.cfg.Peer, frontends) {
+	for _, f := range a.entry.SetRegistry(frontends) {
 		a.log.Warn("frontend served by several peers; the first by name gets its messages", "frontend", f)
 	}
 	a.log.Info("peer registry learned", "frontends", frontends)

@@ -38,6 +38,9 @@ type entry struct {
 	lastSuccess time.Time
 	lastError   string
 	frontends   []string
+	// incarnation counts the writers of the entry (Book.Entry) and its
+	// removals (Gone): only the writer of the current count writes.
+	incarnation uint64
 }
 
 // NewBook returns an empty book.
@@ -54,16 +57,60 @@ func (b *Book) get(name string) *entry {
 	return e
 }
 
-// Discovered records that discovery found peer name at these instances.
-func (b *Book) Discovered(name string, instances []messages.PeerInstance) {
+// Entry is one peer actor's right to write its peer's entry. The writes of
+// an entry made stale — its peer removed since (Gone), or a newer actor of
+// the same name given an Entry — are dropped: a health check that
+// completes while its actor is being stopped cannot make a removed peer
+// read healthy again (the supervisor's Gone and the stopping actor's last
+// write run on different goroutines).
+type Entry struct {
+	b           *Book
+	name        string
+	incarnation uint64
+}
+
+// Entry returns the writer of peer name's entry for a new peer actor; any
+// earlier writer of name is stale from now on.
+func (b *Book) Entry(name string) *Entry {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.get(name)
-	e.discovered = true
-	e.instances = append([]messages.PeerInstance(nil), instances...)
-	if e.state == messages.PeerRemoved {
-		e.state, e.failures, e.lastError = messages.PeerUnknown, 0, ""
+	e.incarnation++
+	return &Entry{b: b, name: name, incarnation: e.incarnation}
+}
+
+// write runs f on the entry under the book's lock, unless w is stale.
+func (w *Entry) write(f func(e *entry)) {
+	w.b.mu.Lock()
+	defer w.b.mu.Unlock()
+	if e := w.b.peers[w.name]; e != nil && e.incarnation == w.incarnation {
+		f(e)
 	}
+}
+
+// Discovered records that discovery found the peer at these instances.
+func (w *Entry) Discovered(instances []messages.PeerInstance) {
+	w.write(func(e *entry) {
+		e.discovered = true
+		e.instances = append([]messages.PeerInstance(nil), instances...)
+		if e.state == messages.PeerRemoved {
+			e.state, e.failures, e.lastError = messages.PeerUnknown, 0, ""
+		}
+	})
+}
+
+// SetHealth records the peer's health after a check.
+func (w *Entry) SetHealth(h *Health) {
+	w.write(func(e *entry) {
+		e.state, e.failures, e.lastSuccess, e.lastError = h.State(), h.Failures(), h.LastSuccess(), h.LastError()
+	})
+}
+
+// SetRegistry replaces the frontends the peer serves (Book.SetRegistry);
+// a stale writer's registry is dropped (nil conflicts).
+func (w *Entry) SetRegistry(frontends []string) (conflicts []string) {
+	w.write(func(e *entry) { conflicts = w.b.setRegistry(w.name, e, frontends) })
+	return conflicts
 }
 
 // SetAddress records an address discovery lists that has never answered,
@@ -98,23 +145,20 @@ func (b *Book) Gone(name string) {
 	if e := b.peers[name]; e != nil {
 		e.discovered, e.instances = false, nil
 		e.state, e.failures = messages.PeerRemoved, 0
+		e.incarnation++ // the stopping actor's writes are stale
 	}
 }
 
-// SetHealth records a peer's health after a check.
-func (b *Book) SetHealth(name string, h *Health) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	e := b.get(name)
-	e.state, e.failures, e.lastSuccess, e.lastError = h.State(), h.Failures(), h.LastSuccess(), h.LastError()
-}
-
-// SetRegistry replaces the frontends peer name serves. It returns the
-// frontends now claimed by more than one peer (for a warning).
+// SetRegistry replaces the frontends peer name serves, as stored before
+// any peer actor runs (a peer actor writes through its Entry). It returns
+// the frontends now claimed by more than one peer (for a warning).
 func (b *Book) SetRegistry(name string, frontends []string) (conflicts []string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	e := b.get(name)
+	return b.setRegistry(name, b.get(name), frontends)
+}
+
+func (b *Book) setRegistry(name string, e *entry, frontends []string) (conflicts []string) {
 	for _, f := range e.frontends {
 		b.owner[f] = remove(b.owner[f], name)
 		if len(b.owner[f]) == 0 {
