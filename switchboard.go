@@ -123,16 +123,18 @@ type Node struct {
 	ringMetrics *ring.Metrics
 
 	// federation (see federation.go)
-	book        *peer.Book
-	peers       *actor.PID
-	discovery   *actor.PID
-	transport   transport.Peer
-	peerClient  *httpapi.PeerClient // ours to close; nil with Config.Transport
-	localNames  atomic.Pointer[[]string]
-	warnMu      sync.Mutex
-	warnStopped bool
-	stopWarning func() bool // the pending hourly warning
-	statusKick  atomic.Bool
+	book      *peer.Book
+	peers     *actor.PID
+	discovery *actor.PID
+	// discoveryPID is discovery once spawned (after the peers actor,
+	// which asks it for every peer again when it restarted).
+	discoveryPID atomic.Pointer[actor.PID]
+	transport    transport.Peer
+	peerClient   *httpapi.PeerClient // ours to close; nil with Config.Transport
+	warnMu       sync.Mutex
+	warnStopped  bool
+	stopWarning  func() bool // the pending hourly warning
+	statusKick   atomic.Bool
 
 	// creds are the credentials in force (access.go); watch checks them
 	// and the TLS files every WatchInterval (reload.go).
@@ -340,6 +342,9 @@ func (n *Node) openStore(ctx context.Context) error {
 		}
 		n.store, n.ownStore = s, true
 	}
+	// The peer book (federation.go) is made with the stats that fill its
+	// queue depths, and before prepareStore sets our registry in it.
+	n.book = peer.NewBook()
 	n.stats = newStatsCache(n.store, time.Second, n.peerNames, func(st persistence.Stats) {
 		if n.book != nil {
 			n.book.SetQueueDepths(st.ForwardQueue)
@@ -408,7 +413,7 @@ func (n *Node) prepareStore(ctx context.Context) error {
 	// The registry peers learn from us is right from the first exchange,
 	// before the intake has loaded the directory (an empty one would make
 	// a peer refuse our destinations until the next exchange).
-	n.setLocalNames(names)
+	n.book.SetLocal(names)
 	routes, err := n.store.Routes(ctx)
 	if err != nil {
 		return fmt.Errorf("read routes: %w", err)
@@ -529,7 +534,7 @@ func (n *Node) startActors() error {
 	}
 	n.intake, err = n.guardian.Spawn(actorIntake, "intake", intake.NewIntake(intake.Config{
 		Node: n.cfg.Name, Store: n.store, Clock: n.clock, Logger: n.log,
-		Frontends: n.frontends, Peers: n.peers, Remote: n.remote(), LocalFrontends: n.setLocalNames,
+		Frontends: n.frontends, Peers: n.peers, Remote: n.remote(), Local: n.book,
 		Publish: n.publish, Shared: n.sharedStore(), Owner: n.cfg.InstanceID, Board: n.board,
 		CommitDepth: commitDepth(n.store.Kind()), Tracing: n.tracing,
 		NewID: func() string { return uuid.Must(uuid.NewV7()).String() },
