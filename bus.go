@@ -96,14 +96,6 @@ func (n *Node) busChanged(bool) {
 	}
 }
 
-// kickRelay is the workers' Deps.Relay (nil without the bus).
-func (n *Node) kickRelay() func() {
-	if n.bus == nil {
-		return nil
-	}
-	return func() { n.relay.Kick() }
-}
-
 // stopBus stops the relay and disconnects (after the workers stopped).
 func (n *Node) stopBus() {
 	n.busWake.Store(nil)

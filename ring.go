@@ -274,10 +274,6 @@ func (n *Node) touchRing() {
 	}
 }
 
-// isRingMaster reports whether this instance leads its site's ring now
-// (the janitor's site-wide sweeps run there only).
-func (n *Node) isRingMaster() bool { return n.shares.Master() }
-
 func (n *Node) ringStatus(ctx context.Context) (messages.RingStatus, bool) {
 	pid := n.ring.Load()
 	if pid == nil {

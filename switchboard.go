@@ -487,9 +487,9 @@ func (n *Node) startActors() error {
 		return err
 	}
 	deps := &delivery.Deps{
-		SMPP: n.smpp,
-		Bus:  n.bus, Relay: n.kickRelay(),
-		Fence: n.shares, Sweeps: n.isRingMaster,
+		SMPP:  n.smpp,
+		Bus:   n.bus,
+		Fence: n.shares, Leader: n.shares,
 		Owner: n.cfg.InstanceID, Store: n.store, Clock: n.clock, Logger: n.log, Metrics: delMetrics,
 		Policy: delivery.Policy{
 			RetryMin: n.cfg.DeliveryRetryMin, RetryMax: n.cfg.DeliveryRetryMax,
@@ -506,6 +506,9 @@ func (n *Node) startActors() error {
 		// time if it is turned off.
 		ForwardMaxWait: n.forwardPolicy().MaxWait(),
 		ForwardSweep:   n.cfg.ForwardRetryInterval,
+	}
+	if n.relay != nil {
+		deps.Relay = n.relay
 	}
 	if deps.HTTPClient, err = n.webhookClient(); err != nil {
 		return err
@@ -572,7 +575,7 @@ func (n *Node) startRetention() error {
 	}
 	p, err := retention.NewCleaner(retention.Config{
 		Node: n.cfg.Name, Store: n.store, Clock: n.clock, Logger: n.log, Policy: policy, Records: n.records,
-		Metrics: m, Leader: n.isRingMaster, Seed: uint64(n.clock.Now().UnixNano()),
+		Metrics: m, Leader: n.shares, Seed: uint64(n.clock.Now().UnixNano()),
 	})
 	if err != nil {
 		return err
