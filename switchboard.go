@@ -95,10 +95,10 @@ type Node struct {
 	frontends    *actor.PID
 	actors       *delivery.Actors
 	// smpp are the smpp frontends' clients (their binds to SMSCs), whose
-	// binds kick the workers through frontendsPID (frontends, read off
-	// the goroutine that sets it).
-	smpp         *smppout.Clients
-	frontendsPID atomic.Pointer[actor.PID]
+	// binds kick the workers through workers (frontends, read off the
+	// goroutine that sets it).
+	smpp    *smppout.Clients
+	workers later
 	// board is where the workers offer to take new work at once, and the
 	// intake hands it over (package handover).
 	board *handover.Board
@@ -111,11 +111,10 @@ type Node struct {
 	spaceWatch bool
 	spaceRead  atomic.Int64
 
-	// the delivery bus (see bus.go; nil without --nats-url); busWake is
-	// what its changes call
-	bus     *bus.Bus
-	relay   *bus.Relayer
-	busWake atomic.Pointer[func()]
+	// the delivery bus (see bus.go; nil without --nats-url), whose
+	// changes kick the workers through workers
+	bus   *bus.Bus
+	relay *bus.Relayer
 
 	// the ring (see ring.go)
 	ring        atomic.Pointer[actor.PID]
@@ -520,8 +519,7 @@ func (n *Node) startActors() error {
 	if n.frontends, err = n.guardian.Spawn(actorFrontends, "frontends", sup); err != nil {
 		return err
 	}
-	n.frontendsPID.Store(n.frontends)
-	n.wireBus()
+	n.workers.set(n.system, n.frontends)
 	// Peers before the intake, so that a stop (in reverse order) ends
 	// intake first and the forward queues last.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -841,10 +839,30 @@ func (n *Node) newSMPPClients() error {
 			}
 			return smppout.Share(rc.Ranges)
 		},
-	}, func(frontend string) {
-		if pid := n.frontendsPID.Load(); pid != nil {
-			n.system.Root.Send(pid, &messages.Kick{Frontend: frontend})
-		}
+		Workers: &n.workers,
 	})
 	return nil
+}
+
+// later is the address of an actor that parts of the node outside the
+// actor tree signal, and that is spawned after them (the smpp clients'
+// binds and the bus's changes kick the delivery workers' supervisor): its
+// PID is read at each send, and what is sent while it is not set is
+// dropped (the actor reads the state at its start).
+type later struct {
+	sys *actor.ActorSystem
+	pid atomic.Pointer[actor.PID]
+}
+
+// set makes pid of sys the address.
+func (l *later) set(sys *actor.ActorSystem, pid *actor.PID) {
+	l.sys = sys
+	l.pid.Store(pid)
+}
+
+// Send sends msg to the actor, once it is set.
+func (l *later) Send(msg any) {
+	if pid := l.pid.Load(); pid != nil {
+		l.sys.Root.Send(pid, msg)
+	}
 }

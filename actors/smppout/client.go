@@ -21,6 +21,13 @@ import (
 	"github.com/switchboard-dev/switchboard/smpp"
 )
 
+// Sender delivers a message to an actor: the delivery workers'
+// supervisor, which is spawned after the clients (the node reads its PID
+// at each send).
+type Sender interface {
+	Send(msg any)
+}
+
 // Config is what a Client needs.
 type Config struct {
 	// Frontend is the smpp frontend (its URL parsed by
@@ -35,10 +42,11 @@ type Config struct {
 	// Share is this instance's part of the frontend's submit rate, in
 	// [0, 1] (nil: all of it). See Share.
 	Share func() float64
-	// OnChange is called each time the client has bound, and each time
-	// it lost its bind (the worker claims again, or stops claiming and
-	// offering to take new work).
-	OnChange func()
+	// Workers, when set, is the delivery workers' supervisor: each time
+	// the client has bound, and each time it lost its bind, it is sent a
+	// messages.Kick for the frontend (its worker claims again, or stops
+	// claiming and offering to take new work).
+	Workers Sender
 	// Dial opens the connection to the SMSC (default: a net.Dialer).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Reconnect paces the reconnects after a failed dial or bind or a
@@ -224,10 +232,10 @@ func (c *Client) run(rng *rand.Rand) {
 	}
 }
 
-// changed tells OnChange.
+// changed kicks the frontend's worker.
 func (c *Client) changed() {
-	if c.cfg.OnChange != nil {
-		c.cfg.OnChange()
+	if c.cfg.Workers != nil {
+		c.cfg.Workers.Send(&messages.Kick{Frontend: c.cfg.Frontend.Name})
 	}
 }
 
