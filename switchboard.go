@@ -832,14 +832,8 @@ func (n *Node) newSMPPClients() error {
 	n.smpp = smppout.NewClients(smppout.Config{
 		Store: n.store, Clock: n.clock, Logger: n.log, Metrics: m, Seed: uint64(n.clock.Now().UnixNano()),
 		Reconnect: ring.Reconnect{MaxAttempts: 1, Min: n.cfg.SMPPReconnectMin, Max: n.cfg.SMPPReconnectMax, Jitter: 0.5},
-		Share: func() float64 {
-			rc, ok := n.shares.Claim(persistence.WorkDelivery)
-			if !ok || rc == nil {
-				return 0
-			}
-			return smppout.Share(rc.Ranges)
-		},
-		Workers: &n.workers,
+		Fence:     n.shares,
+		Workers:   &n.workers,
 	})
 	return nil
 }
