@@ -94,10 +94,11 @@ type Node struct {
 	intake       *actor.PID
 	frontends    *actor.PID
 	actors       *delivery.Actors
-	// smpp are the smpp frontends' clients (their binds to SMSCs), whose
-	// binds kick the workers through workers (frontends, read off the
-	// goroutine that sets it).
-	smpp    *smppout.Clients
+	// smpp are the smpp frontends' clients (their binds to SMSCs).
+	smpp *smppout.Clients
+	// workers is frontends for the parts outside the actor tree that kick
+	// the workers and start before them: the smpp clients' binds and the
+	// bus's changes.
 	workers later
 	// board is where the workers offer to take new work at once, and the
 	// intake hands it over (package handover).
@@ -111,8 +112,7 @@ type Node struct {
 	spaceWatch bool
 	spaceRead  atomic.Int64
 
-	// the delivery bus (see bus.go; nil without --nats-url), whose
-	// changes kick the workers through workers
+	// the delivery bus (see bus.go; nil without --nats-url)
 	bus   *bus.Bus
 	relay *bus.Relayer
 
