@@ -3,7 +3,6 @@ package switchboard
 import (
 	"github.com/switchboard-dev/switchboard/actors/bus"
 	"github.com/switchboard-dev/switchboard/field"
-	"github.com/switchboard-dev/switchboard/messages"
 )
 
 // The delivery bus (NatsURL, docs/nats.md): the relay publishes the
@@ -64,7 +63,7 @@ func (n *Node) startBus() error {
 	if err != nil {
 		return err
 	}
-	b, err := bus.Open(n.cfg.busConfig(n), m, n.busChanged)
+	b, err := bus.Open(n.cfg.busConfig(n), m, &n.workers)
 	if err != nil {
 		return field.Rename(err, busFields)
 	}
@@ -73,40 +72,9 @@ func (n *Node) startBus() error {
 	return nil
 }
 
-// wireBus makes the bus's changes wake the relay and every delivery worker
-// (once both run): the workers switch between the bus and claims from the
-// store. The bus calls from a goroutine of its own, so what it calls is
-// published atomically, built from values that no longer change.
-func (n *Node) wireBus() {
-	if n.bus == nil {
-		return
-	}
-	relay, sys, frontends := n.relay, n.system, n.frontends
-	wake := func() {
-		relay.Kick()
-		sys.Root.Send(frontends, &messages.Kick{})
-	}
-	n.busWake.Store(&wake)
-}
-
-// busChanged is the bus's onChange.
-func (n *Node) busChanged(bool) {
-	if wake := n.busWake.Load(); wake != nil {
-		(*wake)()
-	}
-}
-
-// kickRelay is the workers' Deps.Relay (nil without the bus).
-func (n *Node) kickRelay() func() {
-	if n.bus == nil {
-		return nil
-	}
-	return func() { n.relay.Kick() }
-}
-
 // stopBus stops the relay and disconnects (after the workers stopped).
 func (n *Node) stopBus() {
-	n.busWake.Store(nil)
+	n.workers.pid.Store(nil) // stopped: the bus's last changes kick nobody
 	if n.relay != nil {
 		n.relay.Stop()
 		n.relay = nil

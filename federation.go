@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/actors/discovery"
 	"github.com/switchboard-dev/switchboard/actors/forward"
+	"github.com/switchboard-dev/switchboard/actors/intake"
 	"github.com/switchboard-dev/switchboard/actors/peer"
 	"github.com/switchboard-dev/switchboard/httpapi"
 	"github.com/switchboard-dev/switchboard/messages"
@@ -34,7 +35,6 @@ var capabilities = []string{messages.CapForwardBatch, messages.CapStatusBatch, m
 // restart, so that messages for a peer that is down since our start still
 // queue for it instead of getting no_route.
 func (n *Node) loadBook(ctx context.Context) error {
-	n.book = peer.NewBook()
 	if !n.cfg.Federation {
 		return nil
 	}
@@ -71,11 +71,11 @@ func (n *Node) parkPendingForwards(ctx context.Context) error {
 
 // remote is the intake's view of frontends served by peers (nil without
 // federation: then no message ever leaves this node).
-func (n *Node) remote() func(string) (string, bool, bool) {
+func (n *Node) remote() intake.Remote {
 	if !n.cfg.Federation {
 		return nil
 	}
-	return n.book.Owner
+	return n.book
 }
 
 // startFederation spawns the peers actor and discovery.
@@ -108,7 +108,7 @@ func (n *Node) startFederation() error {
 	pcfg := peer.Config{
 		Node: n.cfg.Name, Transport: tr, Store: n.store, Book: n.book, Clock: n.clock, Logger: n.log,
 		Metrics: peerMetrics, HealthInterval: n.cfg.HealthInterval, RegistryInterval: n.cfg.RegistryInterval,
-		Timeout: n.cfg.HTTPTimeout, LocalHealth: n.localHealth, LocalRegistry: n.localRegistry, Publish: n.publish,
+		Timeout: n.cfg.HTTPTimeout, LocalHealth: n.localHealth, Publish: n.publish,
 		Queue: func(name string) *actor.Props {
 			c := qcfg
 			c.Peer = name
@@ -118,7 +118,7 @@ func (n *Node) startFederation() error {
 	if err := qcfg.Validate(); err != nil {
 		return err
 	}
-	sup, err := peer.NewSupervisor(pcfg, props, n.resyncPeers)
+	sup, err := peer.NewSupervisor(pcfg, props, &n.discoveryPID)
 	if err != nil {
 		return err
 	}
@@ -168,15 +168,11 @@ func (n *Node) startDiscovery() error {
 		return err
 	}
 	n.discovery, err = n.guardian.Spawn(actorDiscovery, "discovery", p)
-	return err
-}
-
-// resyncPeers asks discovery to announce every peer again (the peers
-// actor restarted and lost its children).
-func (n *Node) resyncPeers() {
-	if n.discovery != nil {
-		n.system.Root.Send(n.discovery, discovery.Resync{})
+	if err != nil {
+		return err
 	}
+	n.discoveryPID.Store(n.discovery)
+	return nil
 }
 
 // warnInsecure logs that peers are not verified, at start and every hour.
@@ -246,11 +242,7 @@ func (n *Node) localHealth() messages.Health {
 
 // localRegistry is our registry document: the local frontends' names.
 func (n *Node) localRegistry() messages.Registry {
-	r := messages.Registry{Node: n.cfg.Name, Frontends: []string{}}
-	if names := n.localNames.Load(); names != nil {
-		r.Frontends = append(r.Frontends, (*names)...)
-	}
-	return r
+	return messages.Registry{Node: n.cfg.Name, Frontends: n.book.Local()}
 }
 
 func forwardDepth(st persistence.Stats) int64 {
@@ -259,12 +251,6 @@ func forwardDepth(st persistence.Stats) int64 {
 		sum += v
 	}
 	return sum
-}
-
-// setLocalNames is the intake's LocalFrontends hook.
-func (n *Node) setLocalNames(names []string) {
-	cp := append([]string{}, names...)
-	n.localNames.Store(&cp)
 }
 
 // Identity implements httpapi.Backend.

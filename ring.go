@@ -130,8 +130,13 @@ func (n *Node) startRing() error {
 		Role: role, MasterAddr: master, PublishInterval: n.cfg.RingPublishInterval, Reconnect: n.cfg.reconnect(),
 		MasterStopGrace: n.cfg.ShutdownTimeout + 10*time.Second,
 		Store:           n.store, Elector: elector, Clock: n.clock, Seed: uint64(n.clock.Now().UnixNano()),
-		Logger: n.log, Metrics: n.ringMetrics, Shares: n.shares, Kick: n.kickServices, Refresh: n.refreshDirectory(),
+		Logger: n.log, Metrics: n.ringMetrics, Shares: n.shares, Frontends: n.frontends, Peers: n.peers,
 		Fatal: func(err error) { n.onFatal("ring", field.Rename(err, ringFields)) },
+	}
+	if n.sharedStore() {
+		// On a store of its own an instance changes the directory only
+		// through its own intake: there is nothing to read again.
+		cfg.Directory = n.intake
 	}
 	if role != messages.RoleMaster {
 		tr, err := n.ringTransport()
@@ -174,44 +179,12 @@ func (n *Node) ringTransport() (transport.Ring, error) {
 	return tr, nil
 }
 
-// kickServices wakes the workers of the services whose partition changed.
-func (n *Node) kickServices(services []string) {
-	for _, s := range services {
-		switch s {
-		case messages.ServiceDelivery:
-			if n.frontends != nil {
-				n.system.Root.Send(n.frontends, &messages.Kick{})
-			}
-		case messages.ServiceForward:
-			if n.peers != nil {
-				n.system.Root.Send(n.peers, &messages.KickPeer{})
-				n.system.Root.Send(n.peers, &messages.KickPeer{Status: true})
-			}
-		}
-	}
-}
-
-// refreshDirectory has the intake read routes and frontends again: on a
-// shared store other instances change them. On a store of its own an
-// instance changes them only through its own intake, so there is nothing
-// to read again.
-func (n *Node) refreshDirectory() func() {
-	if !n.sharedStore() {
-		return func() {}
-	}
-	return func() { n.system.Root.Send(n.intake, &messages.ReloadDirectory{}) }
-}
-
 // touchRing spreads a change of the directory made here to the site.
 func (n *Node) touchRing() {
 	if pid := n.ring.Load(); pid != nil {
 		n.system.Root.Send(pid, &messages.RingTouch{})
 	}
 }
-
-// isRingMaster reports whether this instance leads its site's ring now
-// (the janitor's site-wide sweeps run there only).
-func (n *Node) isRingMaster() bool { return n.shares.Master() }
 
 func (n *Node) ringStatus(ctx context.Context) (messages.RingStatus, bool) {
 	pid := n.ring.Load()

@@ -96,11 +96,12 @@ type Node struct {
 	intake       *actor.PID
 	frontends    *actor.PID
 	actors       *delivery.Actors
-	// smpp are the smpp frontends' clients (their binds to SMSCs), whose
-	// binds kick the workers through frontendsPID (frontends, read off
-	// the goroutine that sets it).
-	smpp         *smppout.Clients
-	frontendsPID atomic.Pointer[actor.PID]
+	// smpp are the smpp frontends' clients (their binds to SMSCs).
+	smpp *smppout.Clients
+	// workers is frontends for the parts outside the actor tree that kick
+	// the workers and start before them: the smpp clients' binds and the
+	// bus's changes.
+	workers later
 	// board is where the workers offer to take new work at once, and the
 	// intake hands it over (package handover).
 	board *handover.Board
@@ -113,11 +114,9 @@ type Node struct {
 	spaceWatch bool
 	spaceRead  atomic.Int64
 
-	// the delivery bus (see bus.go; nil without --nats-url); busWake is
-	// what its changes call
-	bus     *bus.Bus
-	relay   *bus.Relayer
-	busWake atomic.Pointer[func()]
+	// the delivery bus (see bus.go; nil without --nats-url)
+	bus   *bus.Bus
+	relay *bus.Relayer
 
 	// the ring (see ring.go)
 	ring        atomic.Pointer[actor.PID]
@@ -125,16 +124,18 @@ type Node struct {
 	ringMetrics *ring.Metrics
 
 	// federation (see federation.go)
-	book        *peer.Book
-	peers       *actor.PID
-	discovery   *actor.PID
-	transport   transport.Peer
-	peerClient  *httpapi.PeerClient // ours to close; nil with Config.Transport
-	localNames  atomic.Pointer[[]string]
-	warnMu      sync.Mutex
-	warnStopped bool
-	stopWarning func() bool // the pending hourly warning
-	statusKick  atomic.Bool
+	book      *peer.Book
+	peers     *actor.PID
+	discovery *actor.PID
+	// discoveryPID is discovery once spawned (after the peers actor,
+	// which asks it for every peer again when it restarted).
+	discoveryPID atomic.Pointer[actor.PID]
+	transport    transport.Peer
+	peerClient   *httpapi.PeerClient // ours to close; nil with Config.Transport
+	warnMu       sync.Mutex
+	warnStopped  bool
+	stopWarning  func() bool // the pending hourly warning
+	statusKick   atomic.Bool
 
 	// creds are the credentials in force (access.go); watch checks them
 	// and the TLS files every WatchInterval (reload.go).
@@ -342,6 +343,9 @@ func (n *Node) openStore(ctx context.Context) error {
 		}
 		n.store, n.ownStore = s, true
 	}
+	// The peer book (federation.go) is made with the stats that fill its
+	// queue depths, and before prepareStore sets our registry in it.
+	n.book = peer.NewBook()
 	n.stats = newStatsCache(n.store, time.Second, n.peerNames, func(st persistence.Stats) {
 		if n.book != nil {
 			n.book.SetQueueDepths(st.ForwardQueue)
@@ -410,7 +414,7 @@ func (n *Node) prepareStore(ctx context.Context) error {
 	// The registry peers learn from us is right from the first exchange,
 	// before the intake has loaded the directory (an empty one would make
 	// a peer refuse our destinations until the next exchange).
-	n.setLocalNames(names)
+	n.book.SetLocal(names)
 	routes, err := n.store.Routes(ctx)
 	if err != nil {
 		return fmt.Errorf("read routes: %w", err)
@@ -484,9 +488,9 @@ func (n *Node) startActors() error {
 		return err
 	}
 	deps := &delivery.Deps{
-		SMPP: n.smpp,
-		Bus:  n.bus, Relay: n.kickRelay(),
-		Fence: n.shares, Sweeps: n.isRingMaster,
+		SMPP:  n.smpp,
+		Bus:   n.bus,
+		Fence: n.shares, Leader: n.shares,
 		Owner: n.cfg.InstanceID, Store: n.store, Clock: n.clock, Logger: n.log, Metrics: delMetrics,
 		Policy: delivery.Policy{
 			RetryMin: n.cfg.DeliveryRetryMin, RetryMax: n.cfg.DeliveryRetryMax,
@@ -504,6 +508,9 @@ func (n *Node) startActors() error {
 		ForwardMaxWait: n.forwardPolicy().MaxWait(),
 		ForwardSweep:   n.cfg.ForwardRetryInterval,
 	}
+	if n.relay != nil {
+		deps.Relay = n.relay
+	}
 	if deps.HTTPClient, err = n.webhookClient(); err != nil {
 		return err
 	}
@@ -514,8 +521,7 @@ func (n *Node) startActors() error {
 	if n.frontends, err = n.guardian.Spawn(actorFrontends, "frontends", sup); err != nil {
 		return err
 	}
-	n.frontendsPID.Store(n.frontends)
-	n.wireBus()
+	n.workers.set(n.system, n.frontends)
 	// Peers before the intake, so that a stop (in reverse order) ends
 	// intake first and the forward queues last.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -531,7 +537,7 @@ func (n *Node) startActors() error {
 	}
 	n.intake, err = n.guardian.Spawn(actorIntake, "intake", intake.NewIntake(intake.Config{
 		Node: n.cfg.Name, Store: n.store, Clock: n.clock, Logger: n.log,
-		Frontends: n.frontends, Peers: n.peers, Remote: n.remote(), LocalFrontends: n.setLocalNames,
+		Frontends: n.frontends, Peers: n.peers, Remote: n.remote(), Local: n.book,
 		Publish: n.publish, Shared: n.sharedStore(), Owner: n.cfg.InstanceID, Board: n.board,
 		CommitDepth: commitDepth(n.store.Kind()), Tracing: n.tracing,
 		NewID: func() string { return uuid.Must(uuid.NewV7()).String() },
@@ -569,7 +575,7 @@ func (n *Node) startRetention() error {
 	}
 	p, err := retention.NewCleaner(retention.Config{
 		Node: n.cfg.Name, Store: n.store, Clock: n.clock, Logger: n.log, Policy: policy, Records: n.records,
-		Metrics: m, Leader: n.isRingMaster, Seed: uint64(n.clock.Now().UnixNano()),
+		Metrics: m, Leader: n.shares, Seed: uint64(n.clock.Now().UnixNano()),
 	})
 	if err != nil {
 		return err
@@ -828,17 +834,31 @@ func (n *Node) newSMPPClients() error {
 	n.smpp = smppout.NewClients(smppout.Config{
 		Store: n.store, Clock: n.clock, Logger: n.log, Metrics: m, Seed: uint64(n.clock.Now().UnixNano()),
 		Reconnect: ring.Reconnect{MaxAttempts: 1, Min: n.cfg.SMPPReconnectMin, Max: n.cfg.SMPPReconnectMax, Jitter: 0.5},
-		Share: func() float64 {
-			rc, ok := n.shares.Claim(persistence.WorkDelivery)
-			if !ok || rc == nil {
-				return 0
-			}
-			return smppout.Share(rc.Ranges)
-		},
-	}, func(frontend string) {
-		if pid := n.frontendsPID.Load(); pid != nil {
-			n.system.Root.Send(pid, &messages.Kick{Frontend: frontend})
-		}
+		Fence:     n.shares,
+		Workers:   &n.workers,
 	})
 	return nil
+}
+
+// later is the address of an actor that parts of the node outside the
+// actor tree signal, and that is spawned after them (the smpp clients'
+// binds and the bus's changes kick the delivery workers' supervisor): its
+// PID is read at each send, and what is sent while it is not set is
+// dropped (the actor reads the state at its start).
+type later struct {
+	sys *actor.ActorSystem
+	pid atomic.Pointer[actor.PID]
+}
+
+// set makes pid of sys the address.
+func (l *later) set(sys *actor.ActorSystem, pid *actor.PID) {
+	l.sys = sys
+	l.pid.Store(pid)
+}
+
+// Send sends msg to the actor, once it is set.
+func (l *later) Send(msg any) {
+	if pid := l.pid.Load(); pid != nil {
+		l.sys.Root.Send(pid, msg)
+	}
 }

@@ -147,6 +147,10 @@ type PeerUp struct {
 // PeerGone: discovery no longer lists peer Node.
 type PeerGone struct{ Node string }
 
+// PeerResync asks discovery to send PeerUp for every current peer again:
+// the peers actor sends it when it restarted and lost its children.
+type PeerResync struct{}
+
 // PeerAddresses: discovery's listed addresses that have never answered an
 // identity call, after each of its rounds (and at its start). The peers
 // actor shows each as a peer named by its address until its name is

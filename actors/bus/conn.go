@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchboard-dev/switchboard/field"
+	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 )
 
@@ -23,10 +24,12 @@ import (
 // waits, the workers claim from the store) and a log line and
 // switchboard_bus_up say so. Safe for concurrent use.
 type Bus struct {
-	cfg      Config
-	log      *slog.Logger
-	m        *Metrics
-	onChange func(up bool)
+	cfg Config
+	log *slog.Logger
+	m   *Metrics
+	// workers and relay are told whenever the bus goes up or down.
+	workers Sender
+	relay   atomic.Pointer[Relayer]
 
 	nc *nats.Conn
 	js jetstream.JetStream
@@ -48,18 +51,27 @@ type Work struct {
 	Row      int64  `json:"row"`
 }
 
+// Sender delivers a message to an actor: the delivery workers'
+// supervisor, which is spawned after the bus (the node reads its PID at
+// each send).
+type Sender interface {
+	Send(msg any)
+}
+
 // Open connects to the bus (a server that is down is waited for in the
 // background: Open does not fail for it) and starts the keeper that makes
-// sure of the stream after every (re)connect. onChange, when set, is called
-// whenever the bus goes up or down.
-func Open(cfg Config, m *Metrics, onChange func(up bool)) (*Bus, error) {
+// sure of the stream after every (re)connect. Whenever the bus goes up or
+// down it kicks its relay (StartRelay) and, when workers is set, sends
+// it a messages.Kick for every delivery worker: the workers switch
+// between the bus and claims from the store.
+func Open(cfg Config, m *Metrics, workers Sender) (*Bus, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	b := &Bus{cfg: cfg, log: cfg.Logger.With("component", "bus", "stream", cfg.Stream), m: m, onChange: onChange,
+	b := &Bus{cfg: cfg, log: cfg.Logger.With("component", "bus", "stream", cfg.Stream), m: m, workers: workers,
 		changed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		consumers: map[string]jetstream.Consumer{}}
 	signal := func(*nats.Conn) { b.signal() }
@@ -184,8 +196,11 @@ func (b *Bus) set(up bool) {
 		b.consumers = map[string]jetstream.Consumer{}
 		b.mu.Unlock()
 	}
-	if b.onChange != nil {
-		b.onChange(up)
+	if r := b.relay.Load(); r != nil {
+		r.Kick()
+	}
+	if b.workers != nil {
+		b.workers.Send(&messages.Kick{})
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,7 +15,9 @@ import (
 
 	"github.com/switchboard-dev/switchboard/actors/bus"
 	"github.com/switchboard-dev/switchboard/actors/bus/bustest"
+	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/polltest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -174,4 +177,49 @@ func TestFetchSettleAndRestart(t *testing.T) {
 	if state, _ := b.State(); state != "down" {
 		t.Fatalf("State = %s with the server stopped", state)
 	}
+}
+
+// sent records what the bus sends to the workers.
+type sent struct {
+	mu   sync.Mutex
+	msgs []any
+}
+
+func (s *sent) Send(msg any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.msgs = append(s.msgs, msg)
+}
+
+// kicks counts the kicks of every worker; anything else sent fails t.
+func (s *sent) kicks(t *testing.T) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range s.msgs {
+		if k, ok := m.(*messages.Kick); !ok || k.Frontend != "" {
+			t.Fatalf("the bus sent %#v, want a kick of every worker", m)
+		}
+	}
+	return len(s.msgs)
+}
+
+// TestChangesKickTheWorkers: the bus kicks every delivery worker when it
+// goes up and when it goes down (they switch between the bus and claims
+// from the store).
+func TestChangesKickTheWorkers(t *testing.T) {
+	srv := bustest.Start(t)
+	cfg := bus.DefaultConfig()
+	cfg.URL, cfg.Stream, cfg.Name = srv.URL(), "SWITCHBOARD_test", "t"
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	workers := &sent{}
+	b, err := bus.Open(cfg, nil, workers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	waitUp(t, b, true)
+	polltest.Until(t, 10*time.Second, "a kick as the bus goes up", func() bool { return workers.kicks(t) == 1 })
+	srv.Stop()
+	waitUp(t, b, false)
+	polltest.Until(t, 10*time.Second, "a kick as the bus goes down", func() bool { return workers.kicks(t) == 2 })
 }

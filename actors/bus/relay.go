@@ -40,7 +40,8 @@ func StartRelay(b *Bus, store persistence.Store, clk clock.Clock, seed uint64) *
 		core: Relay{Batch: b.cfg.RelayBatch, Sweep: b.cfg.RelaySweep, RetryMin: 100 * time.Millisecond, RetryMax: 5 * time.Second},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
-	r.core.Kick() // work written before the start (or while the bus was off) waits
+	r.core.Kick()    // work written before the start (or while the bus was off) waits
+	b.relay.Store(r) // the bus's changes kick it
 	go r.run()
 	return r
 }
@@ -55,6 +56,7 @@ func (r *Relayer) Kick() {
 
 // Stop ends the relay and waits for it.
 func (r *Relayer) Stop() {
+	r.bus.relay.CompareAndSwap(r, nil)
 	r.once.Do(func() { close(r.stop) })
 	<-r.done
 }

@@ -69,7 +69,7 @@ func (j *Janitor) Receive(c actor.Context) {
 // idle reports whether the site's sweeps run elsewhere now; the sweep
 // looks again soon (within a second: this instance may lead the next).
 func (j *Janitor) idle(w *clock.Wakeup, now time.Time, interval time.Duration) bool {
-	if j.d.Sweeps == nil || j.d.Sweeps() {
+	if j.d.Leader == nil || j.d.Leader.Master() {
 		return false
 	}
 	w.Schedule(now.Add(min(interval, time.Second)))

@@ -61,7 +61,7 @@ func (s *Supervisor) Receive(c actor.Context) {
 		}
 	case *messages.Kick:
 		if m.Frontend != "" && s.d.Relay != nil {
-			s.d.Relay() // new delivery work was committed: to the bus with it
+			s.d.Relay.Kick() // new delivery work was committed: to the bus with it
 		}
 		if m.Frontend == "" { // every worker (the ring moved this instance's ranges)
 			for _, w := range s.workers {

@@ -20,8 +20,9 @@ import (
 type Rediscover struct{}
 
 // Resync asks the actor to send *PeerUp for every current peer again, for
-// a sink that restarted and lost what it was told. Value or pointer.
-type Resync struct{}
+// a sink that restarted and lost what it was told (the peers actor sends
+// it as *messages.PeerResync). Value or pointer.
+type Resync = messages.PeerResync
 
 // GetSnapshot asks for the actor's current view. Reply must have room for
 // one value (buffered): the actor never blocks on it.

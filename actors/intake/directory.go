@@ -62,14 +62,16 @@ func (a *Intake) readDirectory() ([]messages.Frontend, error) {
 		return nil, fmt.Errorf("load frontends: %w", err)
 	}
 	a.table = NewTable(routes, frontends)
-	a.table.SetRemote(a.cfg.Remote)
+	if a.cfg.Remote != nil {
+		a.table.SetRemote(a.cfg.Remote.Owner)
+	}
 	return frontends, nil
 }
 
-// localChanged tells LocalFrontends the local frontends' names.
+// localChanged tells Local the local frontends' names.
 func (a *Intake) localChanged() {
-	if a.cfg.LocalFrontends != nil {
-		a.cfg.LocalFrontends(a.table.LocalNames())
+	if a.cfg.Local != nil {
+		a.cfg.Local.SetLocal(a.table.LocalNames())
 	}
 }
 

@@ -34,10 +34,10 @@ type Config struct {
 	Peers *actor.PID
 	// Remote finds the peer serving a frontend this node does not serve
 	// (the peer book; nil without federation).
-	Remote func(frontend string) (peer string, healthy, ok bool)
-	// LocalFrontends, when set, is told the names of the local frontends
-	// whenever they change (our registry for peers).
-	LocalFrontends func(names []string)
+	Remote Remote
+	// Local, when set, is told the names of the local frontends whenever
+	// they change (the peer book: our registry for peers).
+	Local Local
 	// Publish receives a StateChanged for every committed transition.
 	Publish func(messages.StateChanged)
 	// NewID generates ids for submissions without one.
@@ -69,6 +69,21 @@ type Config struct {
 	// before refusing it, so a frontend registered through another
 	// instance a moment ago is found. One read per commit at most.
 	Shared bool
+}
+
+// Remote is the intake's view of the frontends served by peers: the
+// node's peer book (peer.Book).
+type Remote interface {
+	// Owner returns the peer that serves frontend and whether it is
+	// healthy now; ok is false when no peer does.
+	Owner(frontend string) (peer string, healthy, ok bool)
+}
+
+// Local keeps the names of the frontends this node serves, which its
+// peers learn from it: the node's peer book (peer.Book).
+type Local interface {
+	// SetLocal replaces the names (sorted).
+	SetLocal(names []string)
 }
 
 // Intake is the intake actor: the shell of a Pipeline of group commits,

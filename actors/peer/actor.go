@@ -34,10 +34,10 @@ type Config struct {
 	// HealthInterval (--health-interval), RegistryInterval
 	// (--registry-interval), Timeout (--http-timeout, one call).
 	HealthInterval, RegistryInterval, Timeout time.Duration
-	// LocalHealth and LocalRegistry return our own documents. LocalHealth
-	// may read the store: it is called off the actor's mailbox.
-	LocalHealth   func() messages.Health
-	LocalRegistry func() messages.Registry
+	// LocalHealth returns our own health document. It may read the store:
+	// it is called off the actor's mailbox. (Our registry is Node and the
+	// book's Local.)
+	LocalHealth func() messages.Health
 	// Publish receives a StateChanged for every committed transition (the
 	// peers actor parks a gone peer's pending messages).
 	Publish func(messages.StateChanged)
@@ -49,8 +49,8 @@ type Config struct {
 func (c Config) Validate() error {
 	var errs []error
 	if c.Node == "" || c.Transport == nil || c.Store == nil || c.Book == nil ||
-		c.Clock == nil || c.Logger == nil || c.Metrics == nil || c.LocalHealth == nil || c.LocalRegistry == nil || c.Publish == nil || c.Queue == nil {
-		errs = append(errs, errors.New("peer: Node, Transport, Store, Book, Clock, Logger, Metrics, LocalHealth, LocalRegistry, Publish and Queue are required"))
+		c.Clock == nil || c.Logger == nil || c.Metrics == nil || c.LocalHealth == nil || c.Publish == nil || c.Queue == nil {
+		errs = append(errs, errors.New("peer: Node, Transport, Store, Book, Clock, Logger, Metrics, LocalHealth, Publish and Queue are required"))
 	}
 	if c.HealthInterval <= 0 || c.RegistryInterval <= 0 || c.Timeout <= 0 {
 		errs = append(errs, errors.New("peer: HealthInterval, RegistryInterval and Timeout must be positive"))
@@ -298,7 +298,7 @@ func (a *Actor) exchangeRegistry() {
 		return
 	}
 	a.exchange = true
-	reg := a.cfg.LocalRegistry()
+	reg := messages.Registry{Node: a.cfg.Node, Frontends: a.cfg.Book.Local()}
 	tr, addr, timeout := a.cfg.Transport, a.addr(), a.cfg.Timeout
 	self, root := a.self, a.sys.Root
 	go func() {

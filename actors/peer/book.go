@@ -9,9 +9,10 @@ import (
 )
 
 // Book is the node's shared view of its peers: who is discovered, each
-// one's health, and which frontends each serves. Peer actors write their own
-// entry; the intake reads it to route, the API and metrics to report. It is
-// safe for concurrent use. A peer known only from a stored registry (not
+// one's health, and which frontends each serves; and what we tell them we
+// serve (Local). Peer actors write their own entry; the intake reads it to
+// route and keeps Local up to date, the API and metrics read it to report.
+// It is safe for concurrent use. A peer known only from a stored registry (not
 // discovered yet, e.g. down since our start) is in the book as unknown and
 // not Discovered: its frontends still route to it, so messages queue for it.
 //
@@ -26,6 +27,8 @@ type Book struct {
 	owner map[string][]string
 	// queue is the forward queue depth per peer (from store stats).
 	queue map[string]int64
+	// local are the local frontends' names: our registry for peers.
+	local []string
 }
 
 type entry struct {
@@ -288,4 +291,21 @@ func (b *Book) Frontends(name string) ([]string, bool) {
 		return nil, false
 	}
 	return append([]string(nil), e.frontends...), true
+}
+
+// SetLocal replaces the names of the frontends this node serves: the
+// registry peers learn from us, at their next exchange. The intake sets
+// them whenever they change.
+func (b *Book) SetLocal(names []string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.local = append([]string{}, names...)
+}
+
+// Local returns the names of the frontends this node serves, as last set
+// (empty, never nil, before).
+func (b *Book) Local() []string {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return append([]string{}, b.local...)
 }

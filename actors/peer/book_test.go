@@ -91,3 +91,20 @@ func TestBookDropsAStoppedActorsWrites(t *testing.T) {
 		t.Fatal("the current actor's health was overwritten by a stale one")
 	}
 }
+
+// TestBookLocal: our registry is empty (not nil) until set, and what
+// Local returns is a copy.
+func TestBookLocal(t *testing.T) {
+	b := NewBook()
+	if got := b.Local(); got == nil || len(got) != 0 {
+		t.Fatalf("before SetLocal: %#v", got)
+	}
+	names := []string{"fe-a", "fe-b"}
+	b.SetLocal(names)
+	names[0] = "changed"
+	got := b.Local()
+	got[1] = "changed"
+	if got := b.Local(); len(got) != 2 || got[0] != "fe-a" || got[1] != "fe-b" {
+		t.Fatalf("after SetLocal: %v", got)
+	}
+}

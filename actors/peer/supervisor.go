@@ -15,10 +15,12 @@ import (
 // keeps the health of the addresses that never answered (PeerAddresses),
 // and routes peer-addressed messages to them. Build it with NewSupervisor.
 type Supervisor struct {
-	cfg      Config
-	props    func(kind string, p actor.Producer) *actor.Props
-	resync   func()
-	children map[string]*actor.PID
+	cfg   Config
+	props func(kind string, p actor.Producer) *actor.Props
+	// discovery is where a restart asks for every peer again (unset
+	// until discovery is spawned, after this actor).
+	discovery *atomic.Pointer[actor.PID]
+	children  map[string]*actor.PID
 	// addresses are the health of the listed addresses that never
 	// answered (discovery's PeerAddresses), by address.
 	addresses map[string]*Health
@@ -28,18 +30,22 @@ type Supervisor struct {
 
 // NewSupervisor returns the producer of the peers actor. cfg is the
 // template of every peer actor (Peer and Instances are filled per peer);
-// props builds a supervised child's props; resync, called when the actor
-// restarted, asks discovery to announce every peer again.
-func NewSupervisor(cfg Config, props func(kind string, p actor.Producer) *actor.Props, resync func()) (actor.Producer, error) {
+// props builds a supervised child's props; discovery holds the discovery
+// actor's PID once it is spawned (after this actor, which it tells about
+// peers): when the actor restarted, it is sent a *messages.PeerResync to
+// announce every peer again. It is read at each restart, so that it may
+// be set after the start.
+func NewSupervisor(cfg Config, props func(kind string, p actor.Producer) *actor.Props,
+	discovery *atomic.Pointer[actor.PID]) (actor.Producer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if props == nil || resync == nil {
-		return nil, errors.New("peer: props and resync are required")
+	if props == nil || discovery == nil {
+		return nil, errors.New("peer: props and discovery are required")
 	}
 	var built atomic.Int64
 	return func() actor.Actor {
-		return &Supervisor{cfg: cfg, props: props, resync: resync, children: map[string]*actor.PID{},
+		return &Supervisor{cfg: cfg, props: props, discovery: discovery, children: map[string]*actor.PID{},
 			addresses: map[string]*Health{}, restarted: built.Add(1) > 1}
 	}, nil
 }
@@ -52,8 +58,8 @@ func (s *Supervisor) Receive(c actor.Context) {
 		// announces every peer again (resync) and they are respawned.
 		s.children = map[string]*actor.PID{}
 	case *actor.Started:
-		if s.restarted {
-			s.resync()
+		if pid := s.discovery.Load(); s.restarted && pid != nil {
+			c.Send(pid, &messages.PeerResync{})
 		}
 	case *messages.PeerUp:
 		if pid, ok := s.children[m.Node]; ok {

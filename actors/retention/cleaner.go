@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/persistence"
 )
@@ -26,9 +27,9 @@ type Config struct {
 	// Records, when set, gets each message's record before it is purged.
 	Records *Records
 	Metrics *Metrics
-	// Leader tells whether this instance purges now (the ring's master);
-	// nil: always.
-	Leader func() bool
+	// Leader tells whether this instance purges now: the ring's master
+	// (*ring.Shares); nil: always.
+	Leader ring.Leader
 	// Seed seeds the pauses' jitter.
 	Seed uint64
 	// StoreTimeout bounds one batch's store calls (default 30s).
@@ -113,7 +114,7 @@ func (c *Cleaner) Receive(ctx actor.Context) {
 func (c *Cleaner) pass() {
 	now := c.cfg.Clock.Now()
 	interval := c.cfg.Policy.Interval()
-	if c.cfg.Leader != nil && !c.cfg.Leader() {
+	if c.cfg.Leader != nil && !c.cfg.Leader.Master() {
 		c.eligible = 0
 		c.cfg.Metrics.eligible.Set(0)
 		c.wake.Schedule(now.Add(min(interval, time.Second))) // this instance may lead soon

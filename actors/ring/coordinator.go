@@ -59,12 +59,20 @@ type Config struct {
 	Logger    *slog.Logger
 	Metrics   *Metrics
 	Shares    *Shares
-	// Kick wakes the workers of the services whose partition changed.
-	Kick func(services []string)
-	// Refresh reads the site's directory (routes, frontends) again; it is
-	// called on every publication this instance receives or (as master)
-	// makes, at least every publish interval.
-	Refresh func()
+	// Frontends is the delivery workers' supervisor: when this
+	// instance's delivery partition changed it is sent a messages.Kick
+	// for every worker, which claims from its new ranges (nil: none).
+	Frontends *actor.PID
+	// Peers is the peers actor: when this instance's forward partition
+	// changed it is sent a messages.KickPeer for every peer's forwards and
+	// one for their status reports (nil without federation).
+	Peers *actor.PID
+	// Directory is the intake, sent a messages.ReloadDirectory to read the
+	// site's directory (routes, frontends) again on every publication this
+	// instance receives or (as master) makes, at least every publish
+	// interval: other instances change it. Nil when the store is this
+	// instance's alone: then only its own intake changes the directory.
+	Directory *actor.PID
 	// Fatal reports that this instance cannot go on (a refusal by the
 	// master, a master unreachable after every attempt, a lost master
 	// lock); the node stops and the process exits non-zero.
@@ -96,9 +104,8 @@ func (c Config) Validate() error {
 	if c.Role == messages.RoleAuto && c.Elector == nil {
 		errs = append(errs, errors.New("ring: role auto needs a store that elects (Postgres)"))
 	}
-	if c.Store == nil || c.Clock == nil || c.Logger == nil || c.Metrics == nil || c.Shares == nil ||
-		c.Kick == nil || c.Refresh == nil || c.Fatal == nil {
-		errs = append(errs, errors.New("ring: Store, Clock, Logger, Metrics, Shares, Kick, Refresh and Fatal are required"))
+	if c.Store == nil || c.Clock == nil || c.Logger == nil || c.Metrics == nil || c.Shares == nil || c.Fatal == nil {
+		errs = append(errs, errors.New("ring: Store, Clock, Logger, Metrics, Shares and Fatal are required"))
 	}
 	return errors.Join(errs...)
 }
@@ -426,7 +433,7 @@ func (co *Coordinator) done(gen uint64, v any) {
 				co.log.Info("joined the ring", "master", v.a.Master, "address", v.addr, "epoch", v.a.Epoch)
 			}
 			co.apply(v.a)
-			co.cfg.Refresh()
+			co.refresh()
 		}
 		co.feed(CallDone{Gen: gen, Join: v.join, Kind: transport.KindOf(v.err), Err: v.err})
 	case published:
@@ -504,7 +511,7 @@ func (co *Coordinator) stepMaster(now time.Time) time.Time {
 		// The master reads the directory on its own cadence too.
 		co.refreshAt = now.Add(co.cfg.PublishInterval)
 		if republish {
-			co.cfg.Refresh()
+			co.refresh()
 		}
 	}
 	return clock.Earliest(next, co.refreshAt)
@@ -713,7 +720,32 @@ func (co *Coordinator) apply(a messages.RingAssignment) {
 	co.cfg.Metrics.held(a, a.Coverage)
 	if len(changed) > 0 {
 		co.log.Info("ring partitions changed", "epoch", a.Epoch, "services", changed)
-		co.cfg.Kick(changed)
+		co.kick(changed)
+	}
+}
+
+// kick wakes the workers of the services whose partition changed: they
+// claim from the ranges this instance holds now.
+func (co *Coordinator) kick(services []string) {
+	for _, s := range services {
+		switch s {
+		case messages.ServiceDelivery:
+			if co.cfg.Frontends != nil {
+				co.sys.Root.Send(co.cfg.Frontends, &messages.Kick{})
+			}
+		case messages.ServiceForward:
+			if co.cfg.Peers != nil {
+				co.sys.Root.Send(co.cfg.Peers, &messages.KickPeer{})
+				co.sys.Root.Send(co.cfg.Peers, &messages.KickPeer{Status: true})
+			}
+		}
+	}
+}
+
+// refresh has the intake read the site's directory again.
+func (co *Coordinator) refresh() {
+	if co.cfg.Directory != nil {
+		co.sys.Root.Send(co.cfg.Directory, &messages.ReloadDirectory{})
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -37,6 +38,27 @@ type shell struct {
 	store *heldStore
 	fatal chan error
 	stop  func() error // stops the coordinator (once)
+	// frontends, peers and directory are what the coordinator sent to
+	// the workers' supervisor, the peers actor and the intake.
+	frontends, peers, directory chan any
+}
+
+// probe stands for an actor the coordinator signals: it passes on every
+// message but the actor system's own.
+type probe chan any
+
+func (p probe) Receive(c actor.Context) {
+	switch c.Message().(type) {
+	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	default:
+		p <- c.Message()
+	}
+}
+
+// spawnProbe starts a probe; got receives what it is sent.
+func spawnProbe(sys *actor.ActorSystem) (*actor.PID, chan any) {
+	got := make(chan any, 16)
+	return sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return probe(got) })), got
 }
 
 // heldStore holds the store calls named in held (Ring, PublishRing, Ping) until
@@ -122,11 +144,15 @@ func startShell(t *testing.T, role string, tr transport.Ring, master string, hel
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	sh := &shell{sys: sys, store: &heldStore{Store: st, held: map[string]bool{}, gate: make(chan struct{})}, fatal: make(chan error, 1)}
 	sh.store.hold(held...)
+	frontends, fch := spawnProbe(sys)
+	peers, pch := spawnProbe(sys)
+	directory, dch := spawnProbe(sys)
+	sh.frontends, sh.peers, sh.directory = fch, pch, dch
 	prod, err := ring.New(ring.Config{
 		Self: self("i-0"), Role: role, MasterAddr: master, PublishInterval: publish,
 		Reconnect: ring.Reconnect{MaxAttempts: 3, Min: 2 * time.Second, Max: 6 * time.Second, Jitter: 0.5},
 		Store:     sh.store, Transport: tr, Clock: clock.Real{}, Seed: 1, Logger: slog.New(slog.DiscardHandler),
-		Metrics: metrics, Shares: ring.NewShares(0, nil), Kick: func([]string) {}, Refresh: func() {},
+		Metrics: metrics, Shares: ring.NewShares(0, nil), Frontends: frontends, Peers: peers, Directory: directory,
 		Fatal: func(err error) { sh.fatal <- err },
 	})
 	if err != nil {
@@ -337,6 +363,58 @@ func TestCoordinatorHoldsRequestsWhileItDecides(t *testing.T) {
 		sh.store.release()
 		if ans := <-join; ans.Err != nil || ans.Assignment.Epoch != 2 || len(ans.Assignment.Members) != 2 {
 			t.Fatalf("the join once the master leads: %+v", ans)
+		}
+	})
+}
+
+// received is what got holds now, in order.
+func received(got chan any) []any {
+	var out []any
+	for {
+		select {
+		case m := <-got:
+			out = append(out, m)
+		default:
+			return out
+		}
+	}
+}
+
+// TestCoordinatorSignalsWorkersAndIntake: when this instance's partitions
+// change, the delivery workers' supervisor is kicked for every worker and
+// the peers actor for every peer's forwards and then their status reports;
+// the master has the intake read the directory again every publish
+// interval, a slave on every assignment it receives.
+func TestCoordinatorSignalsWorkersAndIntake(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sh := startShell(t, messages.RoleMaster, nil, "")
+		synctest.Wait()
+		if got := received(sh.frontends); !reflect.DeepEqual(got, []any{&messages.Kick{}}) {
+			t.Fatalf("frontends after the first assignment: %+v", got)
+		}
+		if got := received(sh.peers); !reflect.DeepEqual(got, []any{&messages.KickPeer{}, &messages.KickPeer{Status: true}}) {
+			t.Fatalf("peers after the first assignment: %+v", got)
+		}
+		if got := received(sh.directory); len(got) != 0 {
+			t.Fatalf("directory reloaded before a publish interval: %+v", got)
+		}
+		time.Sleep(publish)
+		synctest.Wait()
+		if got := received(sh.directory); !reflect.DeepEqual(got, []any{&messages.ReloadDirectory{}}) {
+			t.Fatalf("directory after a publish interval: %+v", got)
+		}
+		if got := append(received(sh.frontends), received(sh.peers)...); len(got) != 0 {
+			t.Fatalf("kicks without a change of partition: %+v", got)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		sh := startShell(t, messages.RoleSlave, &master{}, "m:7000", "Ping")
+		synctest.Wait() // joined (an empty assignment: no partition changed)
+		if got := received(sh.directory); !reflect.DeepEqual(got, []any{&messages.ReloadDirectory{}}) {
+			t.Fatalf("directory after the join: %+v", got)
+		}
+		if got := append(received(sh.frontends), received(sh.peers)...); len(got) != 0 {
+			t.Fatalf("kicks for an empty assignment: %+v", got)
 		}
 	})
 }

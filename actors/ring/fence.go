@@ -29,6 +29,13 @@ type Fence interface {
 	IdlePoll() time.Duration
 }
 
+// Leader tells whether this instance leads its site's ring now: the
+// site-wide jobs (the janitor's sweeps, the cleaner's purges) run on the
+// master only, so that a site runs each once. *Shares is one.
+type Leader interface {
+	Master() bool
+}
+
 // Claim claims req's work through fence (nil claims unfenced): ok is
 // false, with no error, when this instance owns none of the ring for the
 // work's service now, or when the store refused the claim for a stale

@@ -21,6 +21,13 @@ import (
 	"github.com/switchboard-dev/switchboard/smpp"
 )
 
+// Sender delivers a message to an actor: the delivery workers'
+// supervisor, which is spawned after the clients (the node reads its PID
+// at each send).
+type Sender interface {
+	Send(msg any)
+}
+
 // Config is what a Client needs.
 type Config struct {
 	// Frontend is the smpp frontend (its URL parsed by
@@ -32,13 +39,16 @@ type Config struct {
 	// Logger gets component=smpp and the frontend's name.
 	Logger  *slog.Logger
 	Metrics *Metrics
-	// Share is this instance's part of the frontend's submit rate, in
-	// [0, 1] (nil: all of it). See Share.
-	Share func() float64
-	// OnChange is called each time the client has bound, and each time
-	// it lost its bind (the worker claims again, or stops claiming and
-	// offering to take new work).
-	OnChange func()
+	// Fence, when set, is this instance's partitions of the ring
+	// (*ring.Shares): its part of the frontend's submit rate is the part
+	// of the ring its delivery partition covers (see Share); nil: all of
+	// it.
+	Fence ring.Fence
+	// Workers, when set, is the delivery workers' supervisor: each time
+	// the client has bound, and each time it lost its bind, it is sent a
+	// messages.Kick for the frontend (its worker claims again, or stops
+	// claiming and offering to take new work).
+	Workers Sender
 	// Dial opens the connection to the SMSC (default: a net.Dialer).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Reconnect paces the reconnects after a failed dial or bind or a
@@ -224,10 +234,10 @@ func (c *Client) run(rng *rand.Rand) {
 	}
 }
 
-// changed tells OnChange.
+// changed kicks the frontend's worker.
 func (c *Client) changed() {
-	if c.cfg.OnChange != nil {
-		c.cfg.OnChange()
+	if c.cfg.Workers != nil {
+		c.cfg.Workers.Send(&messages.Kick{Frontend: c.cfg.Frontend.Name})
 	}
 }
 
@@ -355,6 +365,18 @@ func (c *Client) Submit(ctx context.Context, out messages.Outgoing, note string)
 	return v
 }
 
+// share is this instance's part of the frontend's submit rate, in [0, 1].
+func (c *Client) share() float64 {
+	if c.cfg.Fence == nil {
+		return 1
+	}
+	rc, ok := c.cfg.Fence.Claim(persistence.WorkDelivery)
+	if !ok || rc == nil {
+		return 0
+	}
+	return Share(rc.Ranges)
+}
+
 func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.DeliveryResult {
 	fe := c.cfg.Frontend.Name
 	sms, err := Submits(out, c.opts)
@@ -366,10 +388,7 @@ func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.Del
 		return messages.DeliveryResult{Status: messages.Retry, Reason: err.Error()}
 	}
 	if c.opts.Rate > 0 {
-		share := 1.0
-		if c.cfg.Share != nil {
-			share = c.cfg.Share()
-		}
+		share := c.share()
 		if share <= 0 {
 			return messages.DeliveryResult{Status: messages.Retry,
 				Reason: "this instance holds none of the ring's delivery work now: no share of the submit rate"}

@@ -13,19 +13,15 @@ import (
 // outlives a restart of the worker (a panic does not drop the bind).
 type Clients struct {
 	base Config
-	// kick tells the frontend's worker that its client bound, or lost
-	// its bind.
-	kick func(frontend string)
 
 	mu sync.Mutex
 	m  map[string]*Client
 }
 
 // NewClients returns the registry; base is every client's Config but its
-// Frontend and OnChange, kick is called with a frontend's name each time
-// its client binds or loses its bind.
-func NewClients(base Config, kick func(frontend string)) *Clients {
-	return &Clients{base: base, kick: kick, m: map[string]*Client{}}
+// Frontend.
+func NewClients(base Config) *Clients {
+	return &Clients{base: base, m: map[string]*Client{}}
 }
 
 // Get returns the client of fe, starting it (or a new one, when fe's URL
@@ -42,10 +38,6 @@ func (cs *Clients) Get(fe messages.Frontend) (*Client, error) {
 	}
 	cfg := cs.base
 	cfg.Frontend = fe
-	if cs.kick != nil {
-		name := fe.Name
-		cfg.OnChange = func() { cs.kick(name) }
-	}
 	c, err := New(cfg)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,170 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard-dev/switchboard/clock"
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/polltest"
+	"github.com/switchboard-dev/switchboard/transport"
+)
+
+// peerNet is a transport to one healthy peer, beta, that records the
+// registries sent to it and answers them with an error (so that nothing
+// is learned or stored).
+type peerNet struct {
+	transport.Peer
+	mu   sync.Mutex
+	sent []messages.Registry
+}
+
+func (p *peerNet) Identity(context.Context, string) (messages.Identity, error) {
+	return messages.Identity{Node: "beta", InstanceID: "beta-0", ProtocolVersion: messages.ProtocolVersion}, nil
+}
+
+func (p *peerNet) Health(context.Context, string, messages.Health) (messages.Health, error) {
+	return messages.Health{Node: "beta", Status: messages.HealthOK}, nil
+}
+
+func (p *peerNet) Registry(_ context.Context, _ string, r messages.Registry) (messages.Registry, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.sent = append(p.sent, r)
+	return messages.Registry{}, errors.New("not now")
+}
+
+func (p *peerNet) registries() []messages.Registry {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]messages.Registry(nil), p.sent...)
+}
+
+// noStore is a store the tests' peer actors never call.
+type noStore struct{ persistence.Store }
+
+// idle is an actor that ignores what it is sent (a peer's forward queue).
+type idle struct{}
+
+func (idle) Receive(actor.Context) {}
+
+func testConfig(t *testing.T, tr transport.Peer, book *Book) Config {
+	t.Helper()
+	m, err := NewMetrics(prometheus.NewRegistry(), book)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Config{
+		Node: "alpha", Transport: tr, Store: noStore{}, Book: book, Clock: clock.Real{},
+		Logger: slog.New(slog.DiscardHandler), Metrics: m,
+		HealthInterval: 10 * time.Second, RegistryInterval: time.Minute, Timeout: time.Second,
+		LocalHealth: func() messages.Health { return messages.Health{Node: "alpha", Status: messages.HealthOK} },
+		Publish:     func(messages.StateChanged) {},
+		Queue:       func(string) *actor.Props { return actor.PropsFromProducer(func() actor.Actor { return idle{} }) },
+	}
+}
+
+func newSystem() *actor.ActorSystem {
+	return actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+}
+
+// TestActorSendsTheBooksLocalFrontends: the registry a peer actor sends
+// its peer names the frontends the book holds as ours at each exchange
+// (the intake keeps them there).
+func TestActorSendsTheBooksLocalFrontends(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr, book := &peerNet{}, NewBook()
+		book.SetLocal([]string{"fe-a", "fe-b"})
+		cfg := testConfig(t, tr, book)
+		cfg.Peer, cfg.Instances = "beta", []messages.PeerInstance{{Address: "beta:8443"}}
+		sys := newSystem()
+		pid := sys.Root.Spawn(actor.PropsFromProducer(New(cfg)))
+		synctest.Wait() // healthy: the first exchange
+		want := []messages.Registry{{Node: "alpha", Frontends: []string{"fe-a", "fe-b"}}}
+		if got := tr.registries(); !reflect.DeepEqual(got, want) {
+			t.Fatalf("registries sent once healthy: %+v", got)
+		}
+		book.SetLocal([]string{"fe-c"})
+		time.Sleep(cfg.RegistryInterval)
+		synctest.Wait()
+		want = append(want, messages.Registry{Node: "alpha", Frontends: []string{"fe-c"}})
+		if got := tr.registries(); !reflect.DeepEqual(got, want) {
+			t.Fatalf("registries sent after a change and a registry interval: %+v", got)
+		}
+		if err := sys.Root.StopFuture(pid).Wait(); err != nil {
+			t.Fatal(err)
+		}
+		sys.Shutdown()
+	})
+}
+
+// probe passes on every message it is sent but the actor system's own.
+type probe chan any
+
+func (p probe) Receive(c actor.Context) {
+	switch c.Message().(type) {
+	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	default:
+		p <- c.Message()
+	}
+}
+
+// TestSupervisorRestartAsksDiscoveryForEveryPeer: the peers actor sends
+// discovery a PeerResync when it restarted (it lost its children), not at
+// its first start, and none while discovery is not spawned yet.
+func TestSupervisorRestartAsksDiscoveryForEveryPeer(t *testing.T) {
+	sys := newSystem()
+	defer sys.Shutdown()
+	got := make(chan any, 4)
+	disc := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return probe(got) }))
+	var discovery atomic.Pointer[actor.PID]
+	var spawns atomic.Int64
+	props := func(kind string, p actor.Producer) *actor.Props {
+		if spawns.Add(1)%2 == 1 {
+			panic("spawn failed") // the supervisor panics: its parent restarts it
+		}
+		return actor.PropsFromProducer(func() actor.Actor { return idle{} })
+	}
+	prod, err := NewSupervisor(testConfig(t, &peerNet{}, NewBook()), props, &discovery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sup := sys.Root.Spawn(actor.PropsFromProducer(prod))
+
+	// A restart before discovery is spawned sends nothing; gamma is
+	// spawned by the restarted actor.
+	sys.Root.Send(sup, &messages.PeerUp{Node: "beta"})
+	sys.Root.Send(sup, &messages.PeerUp{Node: "gamma"})
+	polltest.Until(t, 10*time.Second, "gamma spawned", func() bool { return spawns.Load() == 2 })
+	discovery.Store(disc)
+	// A restart once it is.
+	sys.Root.Send(sup, &messages.PeerUp{Node: "delta"})
+	select {
+	case m := <-got:
+		if _, ok := m.(*messages.PeerResync); !ok {
+			t.Fatalf("discovery got %T, want *messages.PeerResync", m)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no PeerResync after the restart")
+	}
+	if n := spawns.Load(); n != 3 {
+		t.Fatalf("%d spawns, want 3", n)
+	}
+	select {
+	case m := <-got:
+		t.Fatalf("discovery got %+v as well: one restart, one resync", m)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
