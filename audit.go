@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/switchboard-dev/switchboard/messages"
-	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/supervision/redact"
 )
 
@@ -13,9 +12,6 @@ import (
 // ("audit", component=audit), so that a change the store could not
 // record is still on record; it is kept for --audit-retention, purged by
 // the retention cleaner apart from messages.
-
-// Audit implements httpapi.Backend.
-func (n *Node) Audit(ctx context.Context, e messages.AuditEntry) { n.audit(ctx, e) }
 
 // audit records entries: a log line each, then the store.
 func (n *Node) audit(ctx context.Context, entries ...messages.AuditEntry) {
@@ -35,13 +31,4 @@ func (n *Node) audit(ctx context.Context, entries ...messages.AuditEntry) {
 	if err := n.store.AppendAudit(ctx, entries); err != nil {
 		log.Error("the audit trail could not store a change; its log line above is its record", "entries", len(entries), "err", err)
 	}
-}
-
-// AuditTrail implements httpapi.Backend.
-func (n *Node) AuditTrail(ctx context.Context, q persistence.AuditQuery) (persistence.AuditPage, error) {
-	p, err := n.store.ListAudit(ctx, q)
-	if err != nil {
-		return p, n.storeErr("list audit", err, "")
-	}
-	return p, nil
 }

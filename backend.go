@@ -8,46 +8,71 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/switchboard-dev/switchboard/httpapi"
+	"github.com/switchboard-dev/switchboard/httpapi/auth"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/smpp"
+	"github.com/switchboard-dev/switchboard/smsc"
 )
 
-// The node is the gateway's Backend: each call sends an actor message and
-// waits for its reply (or reads the store).
-var _ httpapi.Backend = (*Node)(nil)
+// gateway is the node as its listeners see it: the HTTPS gateway's
+// Backend and RingBackend, and the SMPP listener's Backend. Each call
+// checks the request's limits against the node's state and sends an
+// actor message and waits for its reply, or reads the store; the
+// embedding API's calls of the same names are the same calls
+// (Node.Submit, Node.PutRoute ...).
+//
+// It reads the node rather than copies of its parts: most of them (the
+// store, the actors, the peer book) are set while Start runs, the ring
+// coordinator only after the gateway serves, and an embedder may call
+// before Start.
+type gateway struct{ n *Node }
 
-// ask sends msg to pid and waits for the reply on ch, the request's
-// deadline, or the node's stop.
-func ask[T any](ctx context.Context, n *Node, pid *actor.PID, msg any, ch <-chan T) (T, error) {
-	var zero T
-	if !n.ready.Load() {
-		return zero, unavailable("the node is not running")
-	}
-	n.system.Root.Send(pid, msg)
+var (
+	_ httpapi.Backend     = (*gateway)(nil)
+	_ httpapi.RingBackend = (*gateway)(nil)
+	_ smsc.Backend        = (*gateway)(nil)
+)
+
+// ask sends msg to pid and waits for the reply on ch; when ctx ends first
+// it answers unavailable, late saying who did not answer.
+func ask[T any](ctx context.Context, root *actor.RootContext, pid *actor.PID, msg any, ch <-chan T, late string) (T, error) {
+	root.Send(pid, msg)
 	select {
 	case r := <-ch:
 		return r, nil
 	case <-ctx.Done():
-		return zero, unavailable("no answer in time: " + ctx.Err().Error())
+		var zero T
+		return zero, unavailable(late + ": " + ctx.Err().Error())
 	}
+}
+
+// askNode asks one of the node's own actors, which answer only while the
+// node runs.
+func askNode[T any](ctx context.Context, g *gateway, pid *actor.PID, msg any, ch <-chan T) (T, error) {
+	if !g.n.ready.Load() {
+		var zero T
+		return zero, unavailable("the node is not running")
+	}
+	return ask(ctx, g.n.system.Root, pid, msg, ch, "no answer in time")
 }
 
 func unavailable(why string) error { return messages.Errorf(messages.CodeUnavailable, "%s", why) }
 
 // storeErr turns a store error of a read into an API error.
-func (n *Node) storeErr(op string, err error, notFound string) error {
+func (g *gateway) storeErr(op string, err error, notFound string) error {
 	if errors.Is(err, persistence.ErrNotFound) && notFound != "" {
 		return messages.Errorf(messages.CodeNotFound, "%s", notFound)
 	}
-	n.log.Error("store read failed", "op", op, "err", err)
+	g.n.log.Error("store read failed", "op", op, "err", err)
 	return unavailable("the message store is unavailable")
 }
 
 // Submit accepts a message: it returns after the commit. created is false
 // when a message with the submission's id was already stored (it is
 // returned unchanged).
-func (n *Node) Submit(ctx context.Context, s messages.Submission) (messages.Message, bool, error) {
+func (g *gateway) Submit(ctx context.Context, s messages.Submission) (messages.Message, bool, error) {
+	n := g.n
 	if err := s.Validate(); err != nil {
 		return messages.Message{}, false, err
 	}
@@ -64,7 +89,7 @@ func (n *Node) Submit(ctx context.Context, s messages.Submission) (messages.Mess
 	}
 	defer n.inflight.Add(-1)
 	ch := make(chan messages.SubmitReply, 1)
-	r, err := ask(ctx, n, n.intake, &messages.Submit{Submission: s, Reply: ch}, ch)
+	r, err := askNode(ctx, g, n.intake, &messages.Submit{Submission: s, Reply: ch}, ch)
 	if err != nil {
 		return messages.Message{}, false, err
 	}
@@ -73,27 +98,27 @@ func (n *Node) Submit(ctx context.Context, s messages.Submission) (messages.Mess
 }
 
 // Message returns a message with its history.
-func (n *Node) Message(ctx context.Context, id string) (messages.Message, error) {
-	m, err := n.store.GetMessage(ctx, id)
+func (g *gateway) Message(ctx context.Context, id string) (messages.Message, error) {
+	m, err := g.n.store.GetMessage(ctx, id)
 	if err != nil {
-		return m, n.storeErr("get message", err, "no message with id "+id)
+		return m, g.storeErr("get message", err, "no message with id "+id)
 	}
 	return m, nil
 }
 
 // Messages lists messages, newest first.
-func (n *Node) Messages(ctx context.Context, q persistence.ListQuery) (persistence.Page, error) {
-	p, err := n.store.ListMessages(ctx, q)
+func (g *gateway) Messages(ctx context.Context, q persistence.ListQuery) (persistence.Page, error) {
+	p, err := g.n.store.ListMessages(ctx, q)
 	if err != nil {
-		return p, n.storeErr("list messages", err, "")
+		return p, g.storeErr("list messages", err, "")
 	}
 	return p, nil
 }
 
 // Resubmit re-routes one failed or forward_failed message.
-func (n *Node) Resubmit(ctx context.Context, id string) (messages.Message, error) {
+func (g *gateway) Resubmit(ctx context.Context, id string) (messages.Message, error) {
 	ch := make(chan messages.ResubmitReply, 1)
-	r, err := ask(ctx, n, n.intake, &messages.Resubmit{ID: id, Reply: ch}, ch)
+	r, err := askNode(ctx, g, g.n.intake, &messages.Resubmit{ID: id, Reply: ch}, ch)
 	if err != nil {
 		return messages.Message{}, err
 	}
@@ -101,9 +126,9 @@ func (n *Node) Resubmit(ctx context.Context, id string) (messages.Message, error
 }
 
 // ResubmitBulk re-routes every message in state (failed or forward_failed).
-func (n *Node) ResubmitBulk(ctx context.Context, state messages.State) (messages.BulkReply, error) {
+func (g *gateway) ResubmitBulk(ctx context.Context, state messages.State) (messages.BulkReply, error) {
 	ch := make(chan messages.BulkReply, 1)
-	r, err := ask(ctx, n, n.intake, &messages.ResubmitBulk{State: state, Reply: ch}, ch)
+	r, err := askNode(ctx, g, g.n.intake, &messages.ResubmitBulk{State: state, Reply: ch}, ch)
 	if err != nil {
 		return r, err
 	}
@@ -111,14 +136,15 @@ func (n *Node) ResubmitBulk(ctx context.Context, state messages.State) (messages
 }
 
 // Status is the document of GET /api/status.
-func (n *Node) Status(ctx context.Context) (httpapi.Status, error) {
+func (g *gateway) Status(ctx context.Context) (httpapi.Status, error) {
+	n := g.n
 	st, err := n.stats.get(ctx)
 	if err != nil {
-		return httpapi.Status{}, n.storeErr("stats", err, "")
+		return httpapi.Status{}, g.storeErr("stats", err, "")
 	}
 	fes, err := n.store.Frontends(ctx)
 	if err != nil {
-		return httpapi.Status{}, n.storeErr("frontends", err, "")
+		return httpapi.Status{}, g.storeErr("frontends", err, "")
 	}
 	doc := httpapi.Status{
 		Node: n.cfg.Name, InstanceID: n.cfg.InstanceID, Version: n.cfg.Version, Store: n.store.Kind(),
@@ -135,7 +161,7 @@ func (n *Node) Status(ctx context.Context) (httpapi.Status, error) {
 			doc.Delivery = "bus"
 		}
 	}
-	if doc.Peers, err = n.Peers(ctx); err != nil {
+	if doc.Peers, err = g.Peers(ctx); err != nil {
 		return httpapi.Status{}, err
 	}
 	if doc.Frontends == nil {
@@ -152,22 +178,22 @@ func (n *Node) Status(ctx context.Context) (httpapi.Status, error) {
 }
 
 // Routes lists the routes.
-func (n *Node) Routes(ctx context.Context) ([]messages.Route, error) {
-	rs, err := n.store.Routes(ctx)
+func (g *gateway) Routes(ctx context.Context) ([]messages.Route, error) {
+	rs, err := g.n.store.Routes(ctx)
 	if err != nil {
-		return nil, n.storeErr("routes", err, "")
+		return nil, g.storeErr("routes", err, "")
 	}
 	return rs, nil
 }
 
 // PutRoute creates or replaces a route; its frontend must be registered.
 // It returns the route as stored.
-func (n *Node) PutRoute(ctx context.Context, r messages.Route) (messages.Route, error) {
-	if err := n.askErr(ctx, func(ch chan<- error) any { return &messages.PutRoute{Route: r, Reply: ch} }); err != nil {
+func (g *gateway) PutRoute(ctx context.Context, r messages.Route) (messages.Route, error) {
+	if err := g.change(ctx, func(ch chan<- error) any { return &messages.PutRoute{Route: r, Reply: ch} }); err != nil {
 		return messages.Route{}, err
 	}
-	n.touchRing()
-	routes, err := n.Routes(ctx)
+	g.n.touchRing()
+	routes, err := g.Routes(ctx)
 	return findStored(routes, err, func(x messages.Route) bool { return x.Prefix == r.Prefix })
 }
 
@@ -186,23 +212,23 @@ func findStored[T any](all []T, err error, is func(T) bool) (T, error) {
 }
 
 // DeleteRoute removes a route.
-func (n *Node) DeleteRoute(ctx context.Context, prefix string) error {
-	err := n.askErr(ctx, func(ch chan<- error) any { return &messages.DeleteRoute{Prefix: prefix, Reply: ch} })
+func (g *gateway) DeleteRoute(ctx context.Context, prefix string) error {
+	err := g.change(ctx, func(ch chan<- error) any { return &messages.DeleteRoute{Prefix: prefix, Reply: ch} })
 	if err == nil {
-		n.touchRing()
+		g.n.touchRing()
 	}
 	return err
 }
 
 // Frontends lists the local frontends.
-func (n *Node) Frontends(ctx context.Context) ([]messages.Frontend, error) {
-	fes, err := n.store.Frontends(ctx)
+func (g *gateway) Frontends(ctx context.Context) ([]messages.Frontend, error) {
+	fes, err := g.n.store.Frontends(ctx)
 	if err != nil {
-		return nil, n.storeErr("frontends", err, "")
+		return nil, g.storeErr("frontends", err, "")
 	}
 	var states map[string]smpp.BindState
-	if n.smpp != nil {
-		states = n.smpp.States()
+	if g.n.smpp != nil {
+		states = g.n.smpp.States()
 	}
 	for i, f := range fes {
 		if f.Mode == messages.ModeSMPP {
@@ -218,28 +244,30 @@ func (n *Node) Frontends(ctx context.Context) ([]messages.Frontend, error) {
 
 // PutFrontend registers (or changes) a pull or webhook frontend. It
 // returns the frontend as stored.
-func (n *Node) PutFrontend(ctx context.Context, f messages.Frontend) (messages.Frontend, error) {
-	if err := n.askErr(ctx, func(ch chan<- error) any { return &messages.PutFrontend{Frontend: f, Reply: ch} }); err != nil {
+func (g *gateway) PutFrontend(ctx context.Context, f messages.Frontend) (messages.Frontend, error) {
+	if err := g.change(ctx, func(ch chan<- error) any { return &messages.PutFrontend{Frontend: f, Reply: ch} }); err != nil {
 		return messages.Frontend{}, err
 	}
-	n.touchRing()
-	fes, err := n.Frontends(ctx)
+	g.n.touchRing()
+	fes, err := g.Frontends(ctx)
 	return findStored(fes, err, func(x messages.Frontend) bool { return x.Name == f.Name })
 }
 
 // DeleteFrontend removes a frontend that no route names.
-func (n *Node) DeleteFrontend(ctx context.Context, name string) error {
-	err := n.askErr(ctx, func(ch chan<- error) any { return &messages.DeleteFrontend{Name: name, Reply: ch} })
+func (g *gateway) DeleteFrontend(ctx context.Context, name string) error {
+	err := g.change(ctx, func(ch chan<- error) any { return &messages.DeleteFrontend{Name: name, Reply: ch} })
 	if err == nil {
-		n.actors.Delete(name)
-		n.touchRing()
+		g.n.actors.Delete(name)
+		g.n.touchRing()
 	}
 	return err
 }
 
-func (n *Node) askErr(ctx context.Context, build func(chan<- error) any) error {
+// change asks the intake for a change of the directory, whose reply is
+// its error.
+func (g *gateway) change(ctx context.Context, build func(chan<- error) any) error {
 	ch := make(chan error, 1)
-	r, err := ask(ctx, n, n.intake, build(ch), ch)
+	r, err := askNode(ctx, g, g.n.intake, build(ch), ch)
 	if err != nil {
 		return err
 	}
@@ -247,7 +275,8 @@ func (n *Node) askErr(ctx context.Context, build func(chan<- error) any) error {
 }
 
 // Poll is a pull frontend's long-poll.
-func (n *Node) Poll(ctx context.Context, fe string, max int, wait, lease time.Duration) ([]messages.Outgoing, error) {
+func (g *gateway) Poll(ctx context.Context, fe string, max int, wait, lease time.Duration) ([]messages.Outgoing, error) {
+	n := g.n
 	ch := make(chan messages.PollReply, 1)
 	done := make(chan struct{})
 	defer close(done)
@@ -261,7 +290,7 @@ func (n *Node) Poll(ctx context.Context, fe string, max int, wait, lease time.Du
 		case <-done:
 		}
 	}()
-	r, err := ask(pollCtx, n, n.frontends, &messages.Poll{Frontend: fe, Max: max, Wait: wait, Lease: lease, Done: pollCtx.Done(), Reply: ch}, ch)
+	r, err := askNode(pollCtx, g, n.frontends, &messages.Poll{Frontend: fe, Max: max, Wait: wait, Lease: lease, Done: pollCtx.Done(), Reply: ch}, ch)
 	if err != nil {
 		select {
 		case <-n.stopping:
@@ -274,27 +303,47 @@ func (n *Node) Poll(ctx context.Context, fe string, max int, wait, lease time.Du
 }
 
 // Ack records a pull frontend's verdicts; it returns after their commit.
-func (n *Node) Ack(ctx context.Context, fe string, results []messages.DeliveryResult) ([]messages.AckOutcome, error) {
+func (g *gateway) Ack(ctx context.Context, fe string, results []messages.DeliveryResult) ([]messages.AckOutcome, error) {
 	ch := make(chan messages.AckReply, 1)
-	r, err := ask(ctx, n, n.frontends, &messages.Ack{Frontend: fe, Results: results, Reply: ch}, ch)
+	r, err := askNode(ctx, g, g.n.frontends, &messages.Ack{Frontend: fe, Results: results, Reply: ch}, ch)
 	if err != nil {
 		return nil, err
 	}
 	return r.Outcomes, r.Err
 }
 
-// Bus implements httpapi.Backend.
-func (n *Node) Bus() (state, why string) { return n.BusState() }
+// Timeline is the last hour's points of the node's own chart (timeline.go).
+func (g *gateway) Timeline(context.Context) (httpapi.Timeline, error) {
+	return httpapi.Timeline{IntervalSeconds: int(timelineInterval / time.Second), Points: g.n.timeline.snapshot()}, nil
+}
 
-// Storage implements httpapi.Backend.
-func (n *Node) Storage() (state, why string) { return n.storageState() }
+// Audit records a change a caller made (audit.go).
+func (g *gateway) Audit(ctx context.Context, e messages.AuditEntry) { g.n.audit(ctx, e) }
+
+// AuditTrail is a page of the audit trail.
+func (g *gateway) AuditTrail(ctx context.Context, q persistence.AuditQuery) (persistence.AuditPage, error) {
+	p, err := g.n.store.ListAudit(ctx, q)
+	if err != nil {
+		return p, g.storeErr("list audit", err, "")
+	}
+	return p, nil
+}
+
+// Bus is the delivery bus's state (bus.go).
+func (g *gateway) Bus() (state, why string) { return g.n.BusState() }
+
+// Storage is the free-space gate's state (space.go).
+func (g *gateway) Storage() (state, why string) { return g.n.storageState() }
+
+// Credentials are the SMPP accounts' credentials in force (access.go).
+func (g *gateway) Credentials() *auth.Set { return g.n.creds.Current() }
 
 // Ready reports why the node cannot serve (nil when it can).
-func (n *Node) Ready(ctx context.Context) error {
-	if !n.ready.Load() {
+func (g *gateway) Ready(ctx context.Context) error {
+	if !g.n.ready.Load() {
 		return errors.New("the node is starting, stopping or failed")
 	}
-	if err := n.store.Ping(ctx); err != nil {
+	if err := g.n.store.Ping(ctx); err != nil {
 		return errors.New("the store does not answer")
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -40,7 +41,7 @@ func (n *Node) RegisterFrontend(ctx context.Context, name string, pid *actor.PID
 		return messages.Errorf(messages.CodeInvalidRequest, "frontend %q: nil PID", name)
 	}
 	n.actors.Set(name, pid)
-	_, err := n.PutFrontend(ctx, messages.Frontend{Name: name, Mode: messages.ModeActor})
+	_, err := n.gw.PutFrontend(ctx, messages.Frontend{Name: name, Mode: messages.ModeActor})
 	if err != nil {
 		n.actors.Delete(name)
 	}
@@ -112,3 +113,46 @@ func (n *Node) StopActor(ctx context.Context, name string) error {
 	}
 	return n.guardian.Stop(ctx, name)
 }
+
+// The embedding API's calls of the gateway: the same calls the HTTPS API
+// makes (backend.go), for a program that runs the node in its own process.
+
+// Submit accepts a message and returns after its commit. created is false
+// when a message with the submission's id was already stored (it is
+// returned unchanged). Submission.Trace, a sampled W3C traceparent or
+// empty, is the message's trace: Submit starts none of its own.
+func (n *Node) Submit(ctx context.Context, s messages.Submission) (m messages.Message, created bool, err error) {
+	return n.gw.Submit(ctx, s)
+}
+
+// Message returns a message with its history (not_found when none has id).
+func (n *Node) Message(ctx context.Context, id string) (messages.Message, error) {
+	return n.gw.Message(ctx, id)
+}
+
+// PutRoute creates or replaces a route; its frontend must be registered.
+// It returns the route as stored.
+func (n *Node) PutRoute(ctx context.Context, r messages.Route) (messages.Route, error) {
+	return n.gw.PutRoute(ctx, r)
+}
+
+// PutFrontend registers (or changes) a pull or webhook frontend (an
+// in-process one registers with RegisterFrontend). It returns the
+// frontend as stored.
+func (n *Node) PutFrontend(ctx context.Context, f messages.Frontend) (messages.Frontend, error) {
+	return n.gw.PutFrontend(ctx, f)
+}
+
+// Poll is a pull frontend's long-poll: up to max messages, waiting up to
+// wait, each leased for lease. The node's stop answers it empty.
+func (n *Node) Poll(ctx context.Context, frontend string, max int, wait, lease time.Duration) ([]messages.Outgoing, error) {
+	return n.gw.Poll(ctx, frontend, max, wait, lease)
+}
+
+// Ack records a pull frontend's verdicts; it returns after their commit.
+func (n *Node) Ack(ctx context.Context, frontend string, results []messages.DeliveryResult) ([]messages.AckOutcome, error) {
+	return n.gw.Ack(ctx, frontend, results)
+}
+
+// Peers lists every peer the node knows, with its forward queue depth.
+func (n *Node) Peers(ctx context.Context) ([]messages.PeerInfo, error) { return n.gw.Peers(ctx) }

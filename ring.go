@@ -1,7 +1,6 @@
 package switchboard
 
 import (
-	"context"
 	"errors"
 	"net"
 	"os"
@@ -184,111 +183,6 @@ func (n *Node) touchRing() {
 	if pid := n.ring.Load(); pid != nil {
 		n.system.Root.Send(pid, &messages.RingTouch{})
 	}
-}
-
-func (n *Node) ringStatus(ctx context.Context) (messages.RingStatus, bool) {
-	pid := n.ring.Load()
-	if pid == nil {
-		return messages.RingStatus{}, false
-	}
-	reply := make(chan messages.RingStatus, 1)
-	n.system.Root.Send(pid, &messages.RingStatusRequest{Reply: reply})
-	select {
-	case st := <-reply:
-		return st, true
-	case <-ctx.Done():
-		return messages.RingStatus{}, false
-	case <-time.After(5 * time.Second):
-		return messages.RingStatus{}, false
-	}
-}
-
-// sameSite refuses a ring caller that is not an instance of this site.
-func (n *Node) sameSite(from string) error {
-	if from != n.cfg.Name {
-		n.log.Warn("ring call from another site refused", "component", "ring", "from", from)
-		return messages.Errorf(messages.CodeRingNodeMismatch,
-			"%q is not this site (%q): only instances with the same name form a ring", from, n.cfg.Name)
-	}
-	if n.ring.Load() == nil {
-		return messages.Errorf(messages.CodeUnavailable, "the ring is not running yet")
-	}
-	return nil
-}
-
-// ringAsk sends a request to the coordinator and waits for its answer.
-func ringAsk[T any](n *Node, ctx context.Context, msg any, reply chan T) (T, error) {
-	n.system.Root.Send(n.ring.Load(), msg)
-	select {
-	case v := <-reply:
-		return v, nil
-	case <-ctx.Done():
-		var zero T
-		return zero, messages.Errorf(messages.CodeUnavailable, "the ring coordinator did not answer in time")
-	}
-}
-
-// RingJoin implements httpapi.RingBackend.
-func (n *Node) RingJoin(ctx context.Context, from string, j messages.RingJoin) (messages.RingAssignment, error) {
-	if err := n.sameSite(from); err != nil {
-		return messages.RingAssignment{}, err
-	}
-	reply := make(chan messages.RingAnswer, 1)
-	ans, err := ringAsk(n, ctx, &messages.RingJoinRequest{Join: j, Reply: reply}, reply)
-	if err != nil {
-		return messages.RingAssignment{}, err
-	}
-	return ans.Assignment, ans.Err
-}
-
-// RingPoll implements httpapi.RingBackend: the subscription waits in the
-// coordinator; when its caller goes away first it is withdrawn.
-func (n *Node) RingPoll(ctx context.Context, from string, p messages.RingPoll) (messages.RingAssignment, error) {
-	if err := n.sameSite(from); err != nil {
-		return messages.RingAssignment{}, err
-	}
-	req := &messages.RingPollRequest{Poll: p, Reply: make(chan messages.RingAnswer, 1)}
-	pid := n.ring.Load()
-	n.system.Root.Send(pid, req)
-	select {
-	case ans := <-req.Reply:
-		return ans.Assignment, ans.Err
-	case <-n.stopping: // the coordinator answers its subscriptions as it stops
-		return messages.RingAssignment{}, messages.Errorf(messages.CodeUnavailable, "the ring master is stopping")
-	case <-ctx.Done():
-		select {
-		case <-n.stopping: // the coordinator may be gone already
-		default:
-			n.system.Root.Send(pid, &messages.RingPollGone{Request: req})
-		}
-	}
-	return messages.RingAssignment{}, messages.Errorf(messages.CodeUnavailable, "the subscription ended before a publication")
-}
-
-// RingLeave implements httpapi.RingBackend.
-func (n *Node) RingLeave(ctx context.Context, from string, l messages.RingLeave) error {
-	if err := n.sameSite(from); err != nil {
-		return err
-	}
-	reply := make(chan error, 1)
-	err, askErr := ringAsk(n, ctx, &messages.RingLeaveRequest{Leave: l, Reply: reply}, reply)
-	if askErr != nil {
-		return askErr
-	}
-	return err
-}
-
-// RingStatus implements httpapi.RingBackend.
-func (n *Node) RingStatus(ctx context.Context) (messages.RingStatus, error) {
-	st, ok := n.ringStatus(ctx)
-	if !ok {
-		return messages.RingStatus{}, messages.Errorf(messages.CodeUnavailable, "the ring coordinator did not answer")
-	}
-	st.Delivery = "ring"
-	if n.bus.Up() {
-		st.Delivery = "bus"
-	}
-	return st, nil
 }
 
 // RingPartitions is what this instance works now: one partition per

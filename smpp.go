@@ -6,7 +6,6 @@ import (
 	"net"
 
 	"github.com/switchboard-dev/switchboard/field"
-	"github.com/switchboard-dev/switchboard/httpapi/auth"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/smsc"
 )
@@ -59,17 +58,6 @@ func (n *Node) bindSMPP() error {
 	return nil
 }
 
-// smppBackend is the node as the listener sees it.
-type smppBackend struct{ n *Node }
-
-func (b smppBackend) Submit(ctx context.Context, s messages.Submission) (messages.Message, bool, error) {
-	return b.n.Submit(ctx, s)
-}
-func (b smppBackend) Message(ctx context.Context, id string) (messages.Message, error) {
-	return b.n.Message(ctx, id)
-}
-func (b smppBackend) Credentials() *auth.Set { return b.n.creds.Current() }
-
 // startSMPP serves SMPPListen once the intake runs.
 func (n *Node) startSMPP() error {
 	ln := n.smppLn
@@ -84,7 +72,7 @@ func (n *Node) startSMPP() error {
 	}
 	cfg := smsc.DefaultConfig()
 	cfg.Listener, cfg.SystemID, cfg.Owner, cfg.Window = ln, n.cfg.Name, n.cfg.InstanceID, n.cfg.SMPPWindow
-	cfg.Backend, cfg.Store, cfg.Metrics, cfg.Clock, cfg.Logger = smppBackend{n}, n.store, m, n.clock, n.log
+	cfg.Backend, cfg.Store, cfg.Metrics, cfg.Clock, cfg.Logger = n.gw, n.store, m, n.clock, n.log
 	if n.cfg.SMPPTLS {
 		tc, err := n.serverTLS()
 		if err != nil {

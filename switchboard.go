@@ -152,6 +152,9 @@ type Node struct {
 	telemetry *telemetry.Telemetry
 	tracing   *telemetry.Tracing
 
+	// gw is the node as its listeners see it, and the embedding API's
+	// calls of the same names (backend.go).
+	gw         *gateway
 	api        *httpapi.Server
 	https      *http.Server
 	metricsSrv *http.Server
@@ -238,6 +241,7 @@ func New(cfg Config) (*Node, error) {
 		stopping: make(chan struct{}),
 		fatal:    make(chan error, 1),
 	}
+	n.gw = &gateway{n}
 	n.subs.Store(&map[uint64]func(messages.StateChanged){})
 	if n.log == nil {
 		n.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -634,7 +638,7 @@ func (n *Node) bind() error {
 
 func (n *Node) startHTTP() error {
 	var err error
-	n.api, err = httpapi.New(httpapi.Config{Backend: n, Ring: n, Credentials: n.creds, Now: n.clock.Now, Logger: n.log,
+	n.api, err = httpapi.New(httpapi.Config{Backend: n.gw, Ring: n.gw, Credentials: n.creds, Now: n.clock.Now, Logger: n.log,
 		RequireClientCert: n.cfg.TLSCA != "", Tracing: n.tracing})
 	if err != nil {
 		return err

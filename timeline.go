@@ -118,8 +118,3 @@ func (n *Node) endTimeline() {
 		n.stopTimeline()
 	}
 }
-
-// Timeline implements httpapi.Backend: the last hour's points.
-func (n *Node) Timeline(context.Context) (httpapi.Timeline, error) {
-	return httpapi.Timeline{IntervalSeconds: int(timelineInterval / time.Second), Points: n.timeline.snapshot()}, nil
-}
