@@ -59,6 +59,8 @@ bench: build ## benchmarks: prints `bench:` ratio lines (docs/performance.md)
 
 lint: ## go vet, gofmt and the import rules (docs/architecture.md)
 	$(GO) vet ./...
+	$(GO) vet -tags soak ./cmd/node/
+	$(GO) vet -tags simbug ./sim/ ./httpapi/
 	$(GO) test -count=1 ./architecture/
 	@out=$$(gofmt -l $$(git ls-files '*.go') 2>&1); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 

@@ -118,7 +118,7 @@ func TestSoakRetention(t *testing.T) {
 	for c := 1; c <= cycles; c++ {
 		time.Sleep(time.Until(start.Add(time.Duration(c) * cycle)))
 		s := sample{db: fileSizes(filepath.Join(dataDir, "switchboard.db")), wal: fileSizes(filepath.Join(dataDir, "switchboard.db-wal")),
-			rss: rssOf(t, node.proc.cmd.Process.Pid)}
+			rss: rssOf(t, node.Pid())}
 		samples = append(samples, s)
 		var st struct{ Counts map[string]int64 }
 		node.Call("GET", "/api/status", nil, &st)
