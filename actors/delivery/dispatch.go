@@ -200,10 +200,11 @@ func (d *Dispatcher) Poll(now time.Time, p *messages.Poll) Effects {
 
 // Handover gives the dispatcher work already leased to it (a claim made
 // elsewhere, or a commit that leased it): a pull frontend offers it to the
-// waiting polls, a push frontend delivers it.
+// waiting polls, a push frontend delivers it, unless it is delivering it
+// already (renew).
 func (d *Dispatcher) Handover(now time.Time, work []persistence.Work) Effects {
 	var e Effects
-	for _, wk := range d.admit(now, work) {
+	for _, wk := range d.admit(now, d.renew(work)) {
 		if d.cfg.Pull {
 			d.ready = append(d.ready, wk)
 			continue
@@ -215,6 +216,28 @@ func (d *Dispatcher) Handover(now time.Time, work []persistence.Work) Effects {
 		e.add(d.serve(now))
 	}
 	return e
+}
+
+// renew takes out of a push frontend's work the messages whose delivery
+// is under way: claimed again because their lease ran out by this node's
+// clock (stepped forward past it) before their deadline did. Handed over a
+// second time, the frontend would get the message again, maybe after it
+// answered the first; instead the delivery in flight answers for the new
+// claim (its verdict is fenced with it) and keeps its deadline.
+func (d *Dispatcher) renew(work []persistence.Work) []persistence.Work {
+	if d.cfg.Pull {
+		return work
+	}
+	out := work[:0:0]
+	for _, wk := range work {
+		if f, ok := d.inflight[wk.MessageID]; ok {
+			f.work = wk
+			d.inflight[wk.MessageID] = f
+			continue
+		}
+		out = append(out, wk)
+	}
+	return out
 }
 
 // admit keeps the work the policy lets be attempted; the rest (expired,

@@ -235,6 +235,44 @@ func TestPushClaimsItsFreeSlots(t *testing.T) {
 	}
 }
 
+// TestPushReclaimedInFlightIsNotHandedOverAgain: a node's clock stepped
+// forward past a delivery's lease (not yet past its deadline by a Tick)
+// lets the next claim take the row the worker still has in flight. The
+// frontend must not be handed the message a second time: the delivery in
+// flight answers for the new claim, and its verdict is fenced with it.
+func TestPushReclaimedInFlightIsNotHandedOverAgain(t *testing.T) {
+	d := newPush(3)
+	r, _ := d.Next(t0)
+	if e := d.Done(t0, r, nil, &persistence.Claim{Work: work("m", 1, time.Minute)}, nil); len(e.Start) != 1 {
+		t.Fatalf("started %+v, want m0", e.Start)
+	}
+	later := t0.Add(5 * time.Minute) // the clock stepped forward
+	d.Kick()
+	r, ok := d.Next(later)
+	if !ok || r.Claim == nil || r.Claim.Limit != 2 {
+		t.Fatalf("round %+v, want a claim of the 2 free slots", r)
+	}
+	again := work("m", 1, 5*time.Minute+time.Minute)
+	again[0].Message.Attempts, again[0].LeaseEpoch = 2, 4
+	fresh := work("n", 1, 5*time.Minute+time.Minute)
+	e := d.Done(later, r, nil, &persistence.Claim{Work: append(again, fresh...)}, nil)
+	if len(e.Start) != 1 || e.Start[0].MessageID != "n0" {
+		t.Fatalf("started %+v, want n0 only: m0 is in flight", e.Start)
+	}
+	// The first hand-over's answer settles m0, under the newer claim.
+	d.Verdict(later, "m0", 1, messages.DeliveryResult{ID: "m0", Status: messages.Delivered}, false, rng())
+	r, ok = d.Next(later)
+	if !ok || len(r.Outcomes) != 1 || r.Outcomes[0].MessageID != "m0" || r.Outcomes[0].Result != persistence.ResultDelivered ||
+		r.Outcomes[0].Epoch != 4 || r.Outcomes[0].Owner != "me" {
+		t.Fatalf("round %+v, want m0 delivered, fenced with the newer claim (epoch 4)", r)
+	}
+	d.Done(later, r, []persistence.Completion{persistence.Applied}, nil, nil)
+	d.Verdict(later, "m0", 1, messages.DeliveryResult{ID: "m0", Status: messages.Retry, Reason: "timeout"}, false, rng())
+	if r, ok := d.Next(later); ok && len(r.Outcomes) > 0 {
+		t.Errorf("round %+v: a second verdict on m0, handed over once", r)
+	}
+}
+
 func TestClaimedWorkThePolicyRefuses(t *testing.T) {
 	d := newPush(10)
 	r, _ := d.Next(t0)
