@@ -28,8 +28,8 @@ type Config struct {
 	// Now is the clock of the submit rates (time.Now when nil).
 	Now    func() time.Time
 	Logger *slog.Logger
-	// RequestTimeout bounds a request's wait for the actors (default 30s);
-	// a long-poll may add its own wait on top.
+	// RequestTimeout bounds a request's wait for the actors (zero:
+	// DefaultRequestTimeout); a long-poll may add its own wait on top.
 	RequestTimeout time.Duration
 	// RequireClientCert is set with --tls-ca (mutual TLS): every
 	// /api/federation/* request, identity included, must carry a client
@@ -61,13 +61,18 @@ type Server struct {
 	roles map[string][]messages.Role
 }
 
+// DefaultRequestTimeout bounds a request's wait for the actors: 30 s, far
+// beyond a commit; a request still waiting then gets an error instead of
+// hanging on a stuck node.
+const DefaultRequestTimeout = 30 * time.Second
+
 // New builds the gateway.
 func New(cfg Config) (*Server, error) {
 	if cfg.Backend == nil || cfg.Logger == nil {
 		return nil, errors.New("httpapi: Backend and Logger are required")
 	}
 	if cfg.RequestTimeout <= 0 {
-		cfg.RequestTimeout = 30 * time.Second
+		cfg.RequestTimeout = DefaultRequestTimeout
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

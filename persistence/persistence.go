@@ -512,6 +512,14 @@ type ExpireRequest struct {
 	Limit int
 }
 
+// CallTimeout bounds one call an actor makes to the store when its
+// configuration sets no bound of its own: 30 s, far beyond a commit (a
+// group commit with its sync takes milliseconds) and long enough for a
+// Postgres failover, so a call that takes longer means the store is stuck:
+// the actor fails that call and tries again on its own schedule instead of
+// waiting for good.
+const CallTimeout = 30 * time.Second
+
 // Store is the durable state of a node. Every method is safe for concurrent
 // use; every write happens in one transaction, all or nothing.
 type Store interface {

@@ -13,35 +13,32 @@ import (
 	"github.com/switchboard-dev/switchboard/clock"
 )
 
-// SessionConfig are the settings of a Session.
+// SessionConfig are the settings of a Session. Start from
+// DefaultSessionConfig, which holds every default and its reason.
 type SessionConfig struct {
 	// Role is the side this end plays (RoleESME dials and binds, RoleSMSC
 	// accepts binds). Required.
 	Role Role
 	// Window is the number of requests this end may have sent without
-	// their response; Send waits for a free slot. Default 10: the window
-	// SMSCs commonly grant, and the most a crash may leave unanswered.
+	// their response; Send waits for a free slot.
 	Window int
 	// InWindow is the number of the peer's requests handed to Handler and
 	// not yet answered with Reply; a request beyond it is answered
-	// ESME_RTHROTTLED without reaching Handler. Default 10 (as Window).
+	// ESME_RTHROTTLED without reaching Handler.
 	InWindow int
 	// EnquireLink is how long the link may be silent (nothing read)
-	// before this end sends an enquire_link. Default 30 s: common SMSC
-	// practice, well inside the idle timeouts of firewalls and NATs.
-	// Negative turns the keepalive off.
+	// before this end sends an enquire_link. Negative turns the keepalive
+	// off.
 	EnquireLink time.Duration
 	// ResponseTimeout is how long a request waits for its response; a
 	// request past it fails with ErrTimeout, and an enquire_link past it
-	// closes the session (the link is dead). Default 10 s: an SMSC answers
-	// in milliseconds, a slow one in a second or two.
+	// closes the session (the link is dead).
 	ResponseTimeout time.Duration
 	// WriteTimeout bounds one write to the connection; a write past it
-	// closes the session. Default 10 s (as ResponseTimeout).
+	// closes the session.
 	WriteTimeout time.Duration
 	// MaxPDULen is the largest command_length read; a longer one is
 	// answered generic_nack ESME_RINVCMDLEN and closes the session.
-	// Default DefaultMaxLen.
 	MaxPDULen int
 	// Handler receives the peer's requests other than enquire_link and
 	// unbind (which the session answers), once Allowed lets them through
@@ -65,8 +62,19 @@ type SessionConfig struct {
 
 // DefaultSessionConfig is a SessionConfig of role r with the defaults.
 func DefaultSessionConfig(r Role) SessionConfig {
-	return SessionConfig{Role: r, Window: 10, InWindow: 10, EnquireLink: 30 * time.Second,
-		ResponseTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, MaxPDULen: DefaultMaxLen}
+	return SessionConfig{
+		Role: r,
+		// 10: the window SMSCs commonly grant, and the most a crash may
+		// leave unanswered; the peer gets as many.
+		Window: 10, InWindow: 10,
+		// 30 s: common SMSC practice, well inside the idle timeouts of
+		// firewalls and NATs.
+		EnquireLink: 30 * time.Second,
+		// 10 s: an SMSC answers in milliseconds, a slow one in a second or
+		// two; a write is bounded alike.
+		ResponseTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
+		MaxPDULen: DefaultMaxLen,
+	}
 }
 
 // Validate reports every problem of c.

@@ -41,10 +41,10 @@ type Deps struct {
 	Tracing *telemetry.Tracing
 	// SendTimeout bounds one webhook call or one in-process frontend's reply.
 	SendTimeout time.Duration
-	// MaxInFlight bounds concurrent deliveries per push frontend (default 32:
-	// enough to hide a webhook's latency, few enough not to flood it).
+	// MaxInFlight bounds concurrent deliveries per push frontend (zero:
+	// DefaultMaxInFlight).
 	MaxInFlight int
-	// StoreTimeout bounds each store call (default 30s).
+	// StoreTimeout bounds each store call (zero: persistence.CallTimeout).
 	StoreTimeout time.Duration
 	// Seed seeds the workers' jitter; workers derive their own streams.
 	Seed uint64
@@ -104,13 +104,18 @@ func (d *Deps) Validate() error {
 	return errors.Join(errs...)
 }
 
+// DefaultMaxInFlight is how many deliveries a push frontend has under way
+// at once: 32, enough to hide a webhook's latency, few enough not to flood
+// it.
+const DefaultMaxInFlight = 32
+
 func (d *Deps) withDefaults() *Deps {
 	c := *d
 	if c.MaxInFlight <= 0 {
-		c.MaxInFlight = 32
+		c.MaxInFlight = DefaultMaxInFlight
 	}
 	if c.StoreTimeout <= 0 {
-		c.StoreTimeout = 30 * time.Second
+		c.StoreTimeout = persistence.CallTimeout
 	}
 	return &c
 }

@@ -39,7 +39,7 @@ type Config struct {
 	Metrics *Metrics
 	// Publish receives a StateChanged for every committed transition.
 	Publish func(messages.StateChanged)
-	// StoreTimeout bounds each store call (default 30s).
+	// StoreTimeout bounds each store call (zero: persistence.CallTimeout).
 	StoreTimeout time.Duration
 	// Fence, when set, fences every claim by the site's ring: the queue
 	// claims only work in this instance's forward ranges.
@@ -117,7 +117,7 @@ type Queue struct {
 // New returns the producer of a forward queue actor.
 func New(cfg Config) actor.Producer {
 	if cfg.StoreTimeout <= 0 {
-		cfg.StoreTimeout = 30 * time.Second
+		cfg.StoreTimeout = persistence.CallTimeout
 	}
 	return func() actor.Actor {
 		return &Queue{

@@ -42,10 +42,9 @@ type Config struct {
 	Publish func(messages.StateChanged)
 	// NewID generates ids for submissions without one.
 	NewID func() string
-	// MaxBatch bounds one group commit (default 512: large enough to absorb
-	// a burst, small enough that one transaction stays in the milliseconds).
+	// MaxBatch bounds one group commit (zero: DefaultMaxBatch).
 	MaxBatch int
-	// StoreTimeout bounds each store call (default 30s).
+	// StoreTimeout bounds each store call (zero: persistence.CallTimeout).
 	StoreTimeout time.Duration
 	// CommitDepth is how many group commits may be out at once (default
 	// 1). More pays on a store whose transactions run side by side
@@ -120,13 +119,18 @@ type panicked struct {
 	stack []byte
 }
 
+// DefaultMaxBatch is the most submissions one group commit takes: 512,
+// large enough to absorb a burst, small enough that one transaction stays
+// in the milliseconds.
+const DefaultMaxBatch = 512
+
 // NewIntake returns the producer of the intake actor.
 func NewIntake(cfg Config) actor.Producer {
 	if cfg.MaxBatch <= 0 {
-		cfg.MaxBatch = 512
+		cfg.MaxBatch = DefaultMaxBatch
 	}
 	if cfg.StoreTimeout <= 0 {
-		cfg.StoreTimeout = 30 * time.Second
+		cfg.StoreTimeout = persistence.CallTimeout
 	}
 	if cfg.CommitDepth <= 0 {
 		cfg.CommitDepth = 1

@@ -14,6 +14,11 @@ import (
 	"github.com/switchboard-dev/switchboard/persistence"
 )
 
+// DefaultCountCap bounds the count of eligible messages a pass starts
+// with: 10,000,000; beyond it switchboard_retention_eligible reads the cap
+// (the backlog is at least that large, which is what its alert needs).
+const DefaultCountCap = 10_000_000
+
 // Config is what the cleaner needs.
 type Config struct {
 	// Node is this node's name, in the call records.
@@ -32,10 +37,11 @@ type Config struct {
 	Leader ring.Leader
 	// Seed seeds the pauses' jitter.
 	Seed uint64
-	// StoreTimeout bounds one batch's store calls (default 30s).
+	// StoreTimeout bounds one batch's store calls (zero:
+	// persistence.CallTimeout).
 	StoreTimeout time.Duration
 	// CountCap bounds the count of eligible messages at the start of a
-	// pass (default 10,000,000: beyond it the gauge reads the cap).
+	// pass (zero: DefaultCountCap).
 	CountCap int
 }
 
@@ -81,10 +87,10 @@ func NewCleaner(cfg Config) (actor.Producer, error) {
 		cfg.Pacer = DefaultPacer()
 	}
 	if cfg.StoreTimeout <= 0 {
-		cfg.StoreTimeout = 30 * time.Second
+		cfg.StoreTimeout = persistence.CallTimeout
 	}
 	if cfg.CountCap <= 0 {
-		cfg.CountCap = 10_000_000
+		cfg.CountCap = DefaultCountCap
 	}
 	return func() actor.Actor {
 		return &Cleaner{cfg: cfg, log: cfg.Logger.With("component", "retention"), pacer: cfg.Pacer,

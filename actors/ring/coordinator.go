@@ -46,8 +46,8 @@ type Config struct {
 	// is stopping (an answer of kind transport.Unavailable, a 503: a
 	// graceful stop drains its deliveries before it gives up the lock)
 	// without counting its failures towards Reconnect.MaxAttempts: the
-	// master's shutdown timeout and a margin.
-	// Zero means 40s.
+	// master's shutdown timeout and a margin (zero:
+	// DefaultMasterStopGrace).
 	MasterStopGrace time.Duration
 	Store           persistence.Store
 	// Elector elects the master of role auto (and guards role master
@@ -77,7 +77,7 @@ type Config struct {
 	// master, a master unreachable after every attempt, a lost master
 	// lock); the node stops and the process exits non-zero.
 	Fatal func(error)
-	// StoreTimeout bounds each store call (default 10s).
+	// StoreTimeout bounds each store call (zero: DefaultStoreTimeout).
 	StoreTimeout time.Duration
 }
 
@@ -215,16 +215,26 @@ type (
 	}
 )
 
+// DefaultStoreTimeout bounds each of the coordinator's store calls: 10 s,
+// a third of the default publish interval (30 s), so that a call stuck on
+// the store ends, and is tried again, within one publication.
+const DefaultStoreTimeout = 10 * time.Second
+
+// DefaultMasterStopGrace is how long a slave waits for a master that said
+// it is stopping: 40 s, the node's default shutdown timeout (30 s) and a
+// margin of 10 s for the lock's release.
+const DefaultMasterStopGrace = 40 * time.Second
+
 // New returns the coordinator's producer.
 func New(cfg Config) (actor.Producer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if cfg.StoreTimeout <= 0 {
-		cfg.StoreTimeout = 10 * time.Second
+		cfg.StoreTimeout = DefaultStoreTimeout
 	}
 	if cfg.MasterStopGrace <= 0 {
-		cfg.MasterStopGrace = 40 * time.Second
+		cfg.MasterStopGrace = DefaultMasterStopGrace
 	}
 	log := cfg.Logger.With("component", "ring", "instance_id", cfg.Self.InstanceID)
 	var keeper *lock.Keeper

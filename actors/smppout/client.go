@@ -52,23 +52,33 @@ type Config struct {
 	// Dial opens the connection to the SMSC (default: a net.Dialer).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Reconnect paces the reconnects after a failed dial or bind or a
-	// lost link (default: 1 s doubling up to 60 s, up to half of each
-	// wait taken off at random, so that a site's instances do not all
-	// come back to a restarted SMSC at once). MaxAttempts is not used: the
+	// lost link (zero: DefaultReconnect). MaxAttempts is not used: the
 	// client never gives up.
 	Reconnect ring.Reconnect
-	// ResponseTimeout bounds the dial, the bind and each response
-	// (default 10 s: as the session's).
+	// ResponseTimeout bounds the dial, the bind and each response (zero:
+	// the session's default, smpp.DefaultSessionConfig).
 	ResponseTimeout time.Duration
 	// ReceiptWait is how long a receipt waits in memory for the commit of
 	// its message's verdict, when it names an SMSC id the SMSC accepted a
 	// submit of ours under moments ago (SMSCs send a receipt right after
-	// the submit_sm_resp, before the group commit; default 30 s: a commit
-	// takes milliseconds, a verdict waits for every part of its message).
+	// the submit_sm_resp, before the group commit; zero:
+	// DefaultReceiptWait).
 	ReceiptWait time.Duration
 	// Seed seeds the reconnect jitter.
 	Seed uint64
 }
+
+// DefaultReconnect paces a client's reconnects: 1 s doubling up to 60 s,
+// up to half of each wait taken off at random, so that a site's instances
+// do not all come back to a restarted SMSC at once.
+func DefaultReconnect() ring.Reconnect {
+	return ring.Reconnect{MaxAttempts: 1, Min: time.Second, Max: time.Minute, Jitter: 0.5}
+}
+
+// DefaultReceiptWait is how long a receipt waits for its verdict's commit:
+// 30 s; a commit takes milliseconds, a verdict waits for every part of its
+// message.
+const DefaultReceiptWait = 30 * time.Second
 
 func (c *Config) defaults() {
 	if c.Clock == nil {
@@ -82,13 +92,13 @@ func (c *Config) defaults() {
 		c.Dial = d.DialContext
 	}
 	if c.Reconnect == (ring.Reconnect{}) {
-		c.Reconnect = ring.Reconnect{MaxAttempts: 1, Min: time.Second, Max: time.Minute, Jitter: 0.5}
+		c.Reconnect = DefaultReconnect()
 	}
 	if c.ResponseTimeout <= 0 {
-		c.ResponseTimeout = 10 * time.Second
+		c.ResponseTimeout = smpp.DefaultSessionConfig(smpp.RoleESME).ResponseTimeout
 	}
 	if c.ReceiptWait <= 0 {
-		c.ReceiptWait = 30 * time.Second
+		c.ReceiptWait = DefaultReceiptWait
 	}
 }
 

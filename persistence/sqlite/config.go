@@ -26,14 +26,12 @@ type Config struct {
 	// durable (call the default) before it returns nil.
 	Sync func(*os.File) error
 	// Checkpoint is how often the checkpointer copies the WAL into the
-	// database while commits come (default 200ms: the WAL stays a few MB
-	// under load, and a checkpoint copies little each time). Negative
+	// database while commits come (see DefaultConfig). Negative
 	// disables it, so that the WAL only grows: only for tests that emulate
 	// a power cut by cutting the WAL back (it is never read back otherwise).
 	Checkpoint time.Duration
 	// WALLimit is the size of the -wal file past which the checkpointer
-	// truncates it (default 64 MiB: a PASSIVE checkpoint alone never starts
-	// the file over under steady traffic, see checkpointLoop).
+	// truncates it (see DefaultConfig).
 	WALLimit int64
 	// OnFatal, when set, is told (once, on a goroutine of its own) that the
 	// store stopped because an fsync failed; every write then fails. The
@@ -44,7 +42,16 @@ type Config struct {
 // DefaultConfig returns a Config with every default filled in; Path is left
 // empty (see Config.Path).
 func DefaultConfig() Config {
-	return Config{Logger: slog.New(slog.DiscardHandler), Sync: SyncData, Checkpoint: 200 * time.Millisecond, WALLimit: 64 << 20}
+	return Config{
+		Logger: slog.New(slog.DiscardHandler),
+		Sync:   SyncData,
+		// 200 ms: the WAL stays a few MB under load, and a checkpoint
+		// copies little each time.
+		Checkpoint: 200 * time.Millisecond,
+		// 64 MiB: a PASSIVE checkpoint alone never starts the file over
+		// under steady traffic (see checkpointLoop).
+		WALLimit: 64 << 20,
+	}
 }
 
 // Validate reports every problem with c.
