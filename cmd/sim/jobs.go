@@ -146,7 +146,10 @@ func runChild(self string, args []string, seed int64) seedResult {
 	cmd := exec.Command(self, args...)
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	start := time.Now()
-	err := cmd.Run()
+	wait, err := startChild(cmd)
+	if err == nil {
+		err = wait()
+	}
 	r := seedResult{seed: seed, out: out.Bytes(), errOut: errOut.Bytes(), wall: time.Since(start)}
 	var exit *exec.ExitError
 	switch {

@@ -57,10 +57,7 @@ var seedLine = regexp.MustCompile(`(?m)^sim: seed=(\d+) nodes=2 .* \([0-9.]+m?s 
 // processes of the built command: one line each, in seed order, and the
 // summary.
 func TestJobsRunSeedsInChildren(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "sim")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildSim(t)
 	executable = func() (string, error) { return bin, nil }
 	t.Cleanup(func() { executable = os.Executable })
 	var out, errb bytes.Buffer
@@ -78,4 +75,14 @@ func TestJobsRunSeedsInChildren(t *testing.T) {
 	if !strings.Contains(out.String(), "sim: 3 seeds, 0 failed") {
 		t.Fatalf("no summary:\n%s", out.String())
 	}
+}
+
+// buildSim builds the command into the test's temporary directory.
+func buildSim(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "sim")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
 }
