@@ -243,6 +243,7 @@ func TestConnectionSettings(t *testing.T) {
 		{"writer", "PRAGMA auto_vacuum", "2"}, // INCREMENTAL: Compact gives pages back
 		{"writer", "PRAGMA synchronous", "1"}, // NORMAL: the syncer syncs the WAL
 		{"writer", "PRAGMA wal_autocheckpoint", "0"},
+		{"writer", "PRAGMA temp_store", "2"}, // MEMORY: statement journals and temporary b-trees
 		{"writer", "PRAGMA foreign_keys", "1"},
 		{"writer", "PRAGMA busy_timeout", fmt.Sprint(busyTimeout)},
 		{"writer", "PRAGMA query_only", "0"},
