@@ -91,7 +91,7 @@ func kindOf(status int, code string) transport.Kind {
 		return transport.UnknownTarget
 	case status == http.StatusConflict:
 		return transport.Conflict
-	case status == http.StatusTooManyRequests:
+	case status == http.StatusTooManyRequests, status == http.StatusInsufficientStorage:
 		return transport.Busy
 	case status >= 400 && status < 500:
 		return transport.Refused

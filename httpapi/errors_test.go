@@ -64,7 +64,7 @@ func TestKindOf(t *testing.T) {
 		messages.CodeFrontendInUse:     transport.Conflict,
 		messages.CodeOverloaded:        transport.Busy,
 		messages.CodeUnavailable:       transport.Unavailable,
-		messages.CodeStorageFull:       transport.ServerError,
+		messages.CodeStorageFull:       transport.Busy,
 		messages.CodeInternal:          transport.ServerError,
 		messages.CodeFederationOff:     transport.Forbidden,
 		messages.CodeUnknownPeer:       transport.Forbidden,
@@ -95,7 +95,7 @@ func TestKindOf(t *testing.T) {
 		http.StatusBadRequest: transport.Refused, http.StatusRequestTimeout: transport.Unreachable,
 		http.StatusTeapot: transport.Refused, http.StatusTooManyRequests: transport.Busy,
 		http.StatusBadGateway: transport.ServerError, http.StatusServiceUnavailable: transport.Unavailable,
-		http.StatusGatewayTimeout: transport.ServerError, http.StatusInsufficientStorage: transport.ServerError,
+		http.StatusGatewayTimeout: transport.ServerError, http.StatusInsufficientStorage: transport.Busy,
 		http.StatusNotModified: transport.ServerError, http.StatusNotFound: transport.UnknownTarget,
 	} {
 		if got := kindOf(status, fmt.Sprintf("http_%d", status)); got != want {

@@ -88,15 +88,16 @@ const (
 	NotMember
 	// NotMaster: the ring instance called is not the master (any more).
 	NotMaster
-	// Busy: the peer sheds load (429): it is up; RetryAfter says when to
-	// come back.
+	// Busy: the peer sheds load (429) or has no room for new work (507,
+	// storage full): it is up and serves everything else; RetryAfter says
+	// when to come back.
 	Busy
 	// Unavailable: the peer is up but does not serve now (503): it is
 	// stopping or starting, or its store does not answer. A ring master
 	// that stops answers its subscriptions so.
 	Unavailable
-	// ServerError: any other answer: a 5xx (507, storage full, included)
-	// or a status the client does not know.
+	// ServerError: any other answer: a 5xx or a status the client does
+	// not know.
 	ServerError
 )
 
@@ -111,6 +112,16 @@ func (k Kind) String() string {
 		return kindNames[k]
 	}
 	return fmt.Sprintf("kind(%d)", int(k))
+}
+
+// RetryAfterOf is the Retry-After of a call's error answer (zero when
+// err is no *CallError or the answer had none).
+func RetryAfterOf(err error) time.Duration {
+	var ce *CallError
+	if errors.As(err, &ce) {
+		return ce.RetryAfter
+	}
+	return 0
 }
 
 // KindOf is the kind of a call's error: a *CallError's Kind, None for

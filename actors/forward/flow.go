@@ -1,10 +1,12 @@
 package forward
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/transport"
 )
 
 // Flow is the pure state machine of one peer's forward queue: its two
@@ -182,8 +184,9 @@ func (f *Flow) HandedOut() []Batch {
 // Sent takes a request's result: the lane learns whether the link works
 // (closed reports whether this request closed it: one failed check per
 // broken link), and the outcomes and status updates to record are queued.
-// A peer that sheds load (transport.Busy) is up: its work waits a retry interval and
-// the link stays open.
+// A peer that sheds load or has no room (busy: transport.Busy, a 429 or a
+// 507) is up: the link stays open, and its work waits a retry interval, or
+// the answer's Retry-After when that is longer.
 func (f *Flow) Sent(now time.Time, b Batch, forward []messages.ForwardResult, err error, busy bool) (closed bool) {
 	closed = f.lanes[b.Kind].Done(err == nil || busy)
 	for _, w := range b.Work {
@@ -194,7 +197,8 @@ func (f *Flow) Sent(now time.Time, b Batch, forward []messages.ForwardResult, er
 		for _, w := range b.Work {
 			o := f.policy.Unsent(now, f.peer, w, err)
 			if busy {
-				o.RetryAt = now.Add(f.policy.RetryInterval)
+				o.RetryAt = now.Add(max(f.policy.RetryInterval, transport.RetryAfterOf(err)))
+				o.Detail = fmt.Sprintf("%s is busy: %v", f.peer, err)
 			}
 			f.outcomes = append(f.outcomes, f.fenced(o, w))
 		}

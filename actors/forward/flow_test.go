@@ -3,11 +3,13 @@ package forward
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/transport"
 )
 
 func flowPolicy() Policy {
@@ -157,5 +159,37 @@ func TestFlowHandedOverForwardsShareRequests(t *testing.T) {
 	f.Sent(t0, Batch{Kind: persistence.WorkForward, Work: out[0].Work}, make([]messages.ForwardResult, 10), nil, false)
 	if out := f.HandedOut(); len(out) != 1 || len(out[0].Work) != 7 {
 		t.Fatalf("after a request ended: %+v, want the 7 waiting in one batch", out)
+	}
+}
+
+// TestFlowBusyPeerKeepsTheLaneOpen: a peer that sheds load or has no room
+// for new work (429, 507) is up: the lane stays open, and the work waits a
+// retry interval, or the answer's Retry-After when that is longer.
+func TestFlowBusyPeerKeepsTheLaneOpen(t *testing.T) {
+	p := flowPolicy()
+	for _, c := range []struct {
+		retryAfter, want time.Duration
+	}{{0, p.RetryInterval}, {p.RetryInterval / 2, p.RetryInterval}, {time.Minute, time.Minute}} {
+		f := NewFlow("b", "me", p)
+		f.Lane(persistence.WorkForward).SetOpen(true)
+		r, _ := f.Next(t0, time.Minute)
+		sends, _ := f.Done(t0, r, persistence.Written{}, []*persistence.Claim{claimed(persistence.WorkForward, 2)}, nil)
+		full := &transport.CallError{Kind: transport.Busy, Status: 507, Code: messages.CodeStorageFull, RetryAfter: c.retryAfter}
+		if f.Sent(t0, sends[0], nil, full, true) {
+			t.Errorf("Retry-After %v: a busy peer closed the lane", c.retryAfter)
+		}
+		if !f.Lane(persistence.WorkForward).Open() {
+			t.Errorf("Retry-After %v: the lane is not open", c.retryAfter)
+		}
+		f.Lane(persistence.WorkForward).Kick()
+		r, ok := f.Next(t0, time.Minute)
+		if !ok || len(r.Outcomes) != 2 {
+			t.Fatalf("round %+v: want the two retries recorded", r)
+		}
+		for _, o := range r.Outcomes {
+			if o.Result != persistence.ResultRetry || !o.RetryAt.Equal(t0.Add(c.want)) || !strings.Contains(o.Detail, "busy") {
+				t.Errorf("Retry-After %v: outcome %+v, want a retry at t0+%v saying busy", c.retryAfter, o, c.want)
+			}
+		}
 	}
 }
