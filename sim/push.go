@@ -174,7 +174,9 @@ func (a *actorFrontend) Receive(ctx actor.Context) {
 		a.c.rec.delivery(rec)
 		return
 	}
-	if !time.Now().Before(d.Deadline) {
+	// The deadline is on the node's clock (skewed, jumped), not the
+	// bubble's: the node gives up by its own clock.
+	if !a.c.clocks[a.f.node].Now().Before(d.Deadline) {
 		rec.Ack = AckUnknown // the node stopped waiting
 	}
 	a.c.rec.delivery(rec)
