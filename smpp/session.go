@@ -351,8 +351,10 @@ func (s *Session) finish(seq uint32, resp PDU, err error) bool {
 	}
 	c.stop()
 	c.resp, c.err = resp, err
-	close(c.done)
+	// The slot goes back before the call is done, so whoever sees the
+	// result sees the window without it.
 	s.release(c)
+	close(c.done)
 	return true
 }
 
