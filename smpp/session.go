@@ -617,9 +617,12 @@ func (s *Session) keepalive() {
 	}
 }
 
-// shutdown fails the pending calls and marks the session ended.
+// shutdown marks the session closed and fails the pending calls, in that
+// order: whoever sees a call fail (the delivery worker deciding whether to
+// hold its claims) then sees the session closed, not still bound.
 func (s *Session) shutdown() {
 	s.end(ErrClosed) // a no-op when the session was already ending
+	s.setState(StateClosed)
 	s.mu.Lock()
 	seqs := make([]uint32, 0, len(s.pending))
 	for seq := range s.pending {
@@ -629,6 +632,5 @@ func (s *Session) shutdown() {
 	for _, seq := range seqs {
 		s.finish(seq, PDU{}, ErrClosed)
 	}
-	s.setState(StateClosed)
 	close(s.done)
 }

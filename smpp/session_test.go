@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -442,6 +443,51 @@ func TestSessionWindowAndTimeout(t *testing.T) {
 		}
 		if s.Outstanding() != 0 || s.State() != StateBoundTRX {
 			t.Fatalf("outstanding %d, state %s", s.Outstanding(), s.State())
+		}
+	})
+}
+
+// A session that ends is closed before its pending calls fail: whoever
+// sees a call fail with ErrClosed (the delivery worker deciding whether to
+// hold its claims until the next bind) sees the session closed, not still
+// bound. OnState runs where the state changes, so it tells the order.
+func TestSessionIsClosedBeforeItsCallsFail(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := DefaultSessionConfig(RoleESME)
+		cfg.EnquireLink = -1
+		var pending atomic.Pointer[Call]
+		doneAtClose := make(chan bool, 1)
+		cfg.OnState = func(st BindState) {
+			if c := pending.Load(); st == StateClosed && c != nil {
+				select {
+				case <-c.Done():
+					doneAtClose <- true
+				default:
+					doneAtClose <- false
+				}
+			}
+		}
+		s, peer := pipeSession(t, cfg)
+		ctx := context.Background()
+		go func() { _, _ = s.Bind(ctx, BindTransceiver, Bind{SystemID: "me"}) }()
+		b := peer.read()
+		peer.send(PDU{Command: BindTransceiverResp, Seq: b.Seq, Body: &BindResp{}})
+		synctest.Wait()
+		c, err := s.Send(ctx, PDU{Command: SubmitSM, Body: &SM{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pending.Store(c)
+		peer.read()
+		_ = peer.c.Close() // the SMSC goes away with the submit unanswered
+		if _, err := c.Result(); !errors.Is(err, ErrClosed) {
+			t.Fatalf("the pending submit ended with %v, want ErrClosed", err)
+		}
+		if s.State() != StateClosed {
+			t.Fatalf("state %s after a call failed with ErrClosed", s.State())
+		}
+		if <-doneAtClose {
+			t.Fatal("the pending call had failed before the session was closed")
 		}
 	})
 }
