@@ -261,6 +261,14 @@ func (s *Store) syncLoop() {
 				s.stop(err)
 			}
 		}
+		// The synced position moves before the jobs are answered: a job's
+		// caller that reads next finds its own commit synced at once
+		// instead of waiting for this goroutine to get round to it.
+		if err == nil {
+			s.wal.advance(batch[len(batch)-1].seq)
+		} else {
+			s.wal.advance(0) // wake the readers: they see the store broken
+		}
 		for _, c := range batch {
 			for _, j := range c.jobs {
 				if err != nil && j.err == nil {
@@ -268,11 +276,6 @@ func (s *Store) syncLoop() {
 				}
 				close(j.done)
 			}
-		}
-		if err == nil {
-			s.wal.advance(batch[len(batch)-1].seq)
-		} else {
-			s.wal.advance(0) // wake the readers: they see the store broken
 		}
 	}
 }
