@@ -396,6 +396,18 @@ func pipeSession(t *testing.T, cfg SessionConfig) (*Session, rawPeer) {
 	return s, newRawPeer(t, b)
 }
 
+// boundPipeSession is pipeSession bound as a transceiver: the peer has
+// answered the bind and the session has taken the answer (call it inside
+// the synctest bubble).
+func boundPipeSession(t *testing.T, cfg SessionConfig) (*Session, rawPeer) {
+	s, peer := pipeSession(t, cfg)
+	go func() { _, _ = s.Bind(context.Background(), BindTransceiver, Bind{SystemID: "me"}) }()
+	b := peer.read()
+	peer.send(PDU{Command: BindTransceiverResp, Seq: b.Seq, Body: &BindResp{}})
+	synctest.Wait()
+	return s, peer
+}
+
 // The window: a Send beyond it waits until a response frees a slot; a
 // request without a response fails with ErrTimeout and frees its slot.
 func TestSessionWindowAndTimeout(t *testing.T) {
@@ -403,12 +415,8 @@ func TestSessionWindowAndTimeout(t *testing.T) {
 		cfg := DefaultSessionConfig(RoleESME)
 		cfg.Window = 2
 		cfg.EnquireLink = -1
-		s, peer := pipeSession(t, cfg)
+		s, peer := boundPipeSession(t, cfg)
 		ctx := context.Background()
-		go func() { _, _ = s.Bind(ctx, BindTransceiver, Bind{SystemID: "me"}) }()
-		b := peer.read()
-		peer.send(PDU{Command: BindTransceiverResp, Seq: b.Seq, Body: &BindResp{}})
-		synctest.Wait()
 		start := time.Now()
 		c1, err := s.Send(ctx, PDU{Command: SubmitSM, Body: &SM{}})
 		if err != nil {
@@ -467,12 +475,8 @@ func TestSessionIsClosedBeforeItsCallsFail(t *testing.T) {
 				}
 			}
 		}
-		s, peer := pipeSession(t, cfg)
+		s, peer := boundPipeSession(t, cfg)
 		ctx := context.Background()
-		go func() { _, _ = s.Bind(ctx, BindTransceiver, Bind{SystemID: "me"}) }()
-		b := peer.read()
-		peer.send(PDU{Command: BindTransceiverResp, Seq: b.Seq, Body: &BindResp{}})
-		synctest.Wait()
 		c, err := s.Send(ctx, PDU{Command: SubmitSM, Body: &SM{}})
 		if err != nil {
 			t.Fatal(err)
