@@ -187,7 +187,8 @@ func (f *Flow) HandedOut() []Batch {
 // A peer that sheds load or has no room (busy: transport.Busy, a 429 or a
 // 507) is up: the link stays open, and its work waits a retry interval, or
 // the answer's Retry-After when that is longer.
-func (f *Flow) Sent(now time.Time, b Batch, forward []messages.ForwardResult, err error, busy bool) (closed bool) {
+func (f *Flow) Sent(now time.Time, b Batch, forward []messages.ForwardResult, err error) (closed bool) {
+	busy := transport.KindOf(err) == transport.Busy
 	closed = f.lanes[b.Kind].Done(err == nil || busy)
 	for _, w := range b.Work {
 		f.msgs[w.MessageID] = w.Message

@@ -61,7 +61,7 @@ func TestFlowRecordsResultsWithTheNextClaims(t *testing.T) {
 		{ForwardReply: messages.ForwardReply{ID: "forward-1", Duplicate: true, State: messages.StateDelivered}},
 		{ForwardReply: messages.ForwardReply{ID: "forward-2"}, Error: messages.Errorf(messages.CodeNotOurFrontend, "no")},
 	}
-	if closed := f.Sent(t0, sends[0], results, nil, false); closed {
+	if closed := f.Sent(t0, sends[0], results, nil); closed {
 		t.Fatal("a request that worked closed the lane")
 	}
 	f.Lane(persistence.WorkForward).Kick()
@@ -97,10 +97,10 @@ func TestFlowFailedRequestClosesTheLaneOnce(t *testing.T) {
 		t.Fatalf("sends %d, want 2", len(sends))
 	}
 	boom := errors.New("connection refused")
-	if !f.Sent(t0, sends[0], nil, boom, false) {
+	if !f.Sent(t0, sends[0], nil, boom) {
 		t.Error("the first failed request did not close the lane")
 	}
-	if f.Sent(t0, sends[1], nil, boom, false) {
+	if f.Sent(t0, sends[1], nil, boom) {
 		t.Error("the second failed request closed it again")
 	}
 	r, ok := f.Next(t0, time.Minute)
@@ -156,7 +156,7 @@ func TestFlowHandedOverForwardsShareRequests(t *testing.T) {
 	if n := f.Offer(); n != 0 {
 		t.Errorf("offer %d with the lane full", n)
 	}
-	f.Sent(t0, Batch{Kind: persistence.WorkForward, Work: out[0].Work}, make([]messages.ForwardResult, 10), nil, false)
+	f.Sent(t0, Batch{Kind: persistence.WorkForward, Work: out[0].Work}, make([]messages.ForwardResult, 10), nil)
 	if out := f.HandedOut(); len(out) != 1 || len(out[0].Work) != 7 {
 		t.Fatalf("after a request ended: %+v, want the 7 waiting in one batch", out)
 	}
@@ -175,7 +175,7 @@ func TestFlowBusyPeerKeepsTheLaneOpen(t *testing.T) {
 		r, _ := f.Next(t0, time.Minute)
 		sends, _ := f.Done(t0, r, persistence.Written{}, []*persistence.Claim{claimed(persistence.WorkForward, 2)}, nil)
 		full := &transport.CallError{Kind: transport.Busy, Status: 507, Code: messages.CodeStorageFull, RetryAfter: c.retryAfter}
-		if f.Sent(t0, sends[0], nil, full, true) {
+		if f.Sent(t0, sends[0], nil, full) {
 			t.Errorf("Retry-After %v: a busy peer closed the lane", c.retryAfter)
 		}
 		if !f.Lane(persistence.WorkForward).Open() {

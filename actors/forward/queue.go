@@ -448,7 +448,6 @@ func ReportOf(node string, m messages.Message) messages.StatusReport {
 // sent takes a request's result: its outcomes wait for the next round.
 func (q *Queue) sent(c actor.Context, r *sent) {
 	now := q.cfg.Clock.Now()
-	busy := transport.KindOf(r.err) == transport.Busy // the peer sheds load: it is up
 	if r.err != nil {
 		q.log.Warn("request to peer failed", "kind", r.batch.Kind, "messages", len(r.batch.Work), "err", r.err)
 		q.cfg.Metrics.failed(q.cfg.Peer, r.batch.Kind)
@@ -458,9 +457,9 @@ func (q *Queue) sent(c actor.Context, r *sent) {
 			q.cfg.Metrics.completed(q.cfg.Peer)
 		}
 	}
-	if q.flow.Sent(now, r.batch, r.forward, r.err, busy) && r.err != nil && !busy {
+	if q.flow.Sent(now, r.batch, r.forward, r.err) {
 		// One failed check per broken link, not one per request that was
-		// in flight when it broke.
+		// in flight when it broke (a busy peer closes nothing: it is up).
 		c.Send(q.parent, messages.PeerContactFailed{Err: r.err})
 	}
 }
