@@ -35,6 +35,22 @@ func (s seedingStore) Recount(ctx context.Context) (counted, maintained persiste
 	return counted, maintained, err
 }
 
+// Orphans implements storetest.ReferenceChecker.
+func (s seedingStore) Orphans(ctx context.Context) ([]string, error) {
+	if s.closed.Load() {
+		return nil, persistence.ErrClosed
+	}
+	rows, err := s.pool.Query(ctx, storetest.OrphansSQL)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		var table, id string
+		err := r.Scan(&table, &id)
+		return table + " of " + id, err
+	})
+}
+
 func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) persistence.Store {
 		return seedingStore{open(t, pgtest.DSN(t))}

@@ -131,8 +131,9 @@ func (s *Store) Purge(ctx context.Context, req persistence.PurgeRequest, ids []s
 	return out, nil
 }
 
-// deletePurged deletes purged messages with their history and ledger
-// entries (children first: the foreign keys are checked).
+// deletePurged deletes purged messages with their history, ledger and
+// SMSC id entries (children first; the writer does not enforce the
+// references, the store suite checks that none is left behind).
 func deletePurged(ctx context.Context, tx querier, purged []*persistence.Row) error {
 	ids := make([]string, len(purged))
 	for i, m := range purged {

@@ -170,9 +170,20 @@ const (
 // Every connection gets its pragmas from it, so a connection database/sql
 // opens later is configured like the first.
 func dsn(path string, role int) string {
-	q := fmt.Sprintf("?_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", busyTimeout)
+	q := fmt.Sprintf("?_pragma=busy_timeout(%d)", busyTimeout)
 	switch role {
 	case roleWriter:
+		// foreign_keys=OFF: the schema's REFERENCES are not enforced as the
+		// writer writes. Every write goes through the decision core, which
+		// writes a message's history, work and ledger with it and deletes
+		// them before it (deletePurged); checking each reference again cost
+		// a fifth of a purge's CPU (a probe of every child table per
+		// message deleted, and a statement journal per DELETE) and ~10% of
+		// the ingest figure (docs/performance.md). Postgres never declared
+		// them, for the same reason. The store suite looks for orphans
+		// instead, on both stores, after every case
+		// (storetest.ReferenceChecker), where a path that left one would
+		// show.
 		// auto_vacuum=INCREMENTAL takes effect when the database is created
 		// (before its first table; on an older database it is a no-op):
 		// pages freed by a purge can then be given back by Compact. WAL lets
@@ -182,15 +193,15 @@ func dsn(path string, role int) string {
 		// answered. Checkpoints are the checkpointer's (autocheckpoint 0),
 		// so that the writer never waits for one; journal_size_limit
 		// shrinks a WAL that a long read let grow. temp_store=MEMORY keeps
-		// the writer's statement journals (a DELETE of hundreds of rows with
-		// foreign keys to check spills one past 64 KiB) and its temporary
-		// b-trees in memory rather than in temporary files (~12% of a
-		// purge's CPU and ~7% of an accept's; the ingest figure gained
-		// ~10%, docs/performance.md); their size is bounded by one
+		// the writer's statement journals and its temporary b-trees in
+		// memory rather than in temporary files (measured with foreign keys
+		// checked, when a DELETE of hundreds of rows spilled its journal
+		// past 64 KiB: ~12% of a purge's CPU and ~7% of an accept's,
+		// docs/performance.md); their size is bounded by one
 		// transaction's batch. IMMEDIATE takes the
 		// write lock at BEGIN, so a transaction never fails halfway for
 		// want of it.
-		return path + q + "&_pragma=auto_vacuum(INCREMENTAL)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)" +
+		return path + q + "&_pragma=foreign_keys(0)&_pragma=auto_vacuum(INCREMENTAL)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)" +
 			"&_pragma=journal_size_limit(67108864)&_pragma=temp_store(MEMORY)&_txlock=immediate"
 	case roleCheckpointer:
 		// Checkpoints sync the WAL before they copy it and the database
@@ -198,7 +209,7 @@ func dsn(path string, role int) string {
 		// checkpoint that waited for a long reader would hold the writer
 		// back meanwhile; without one it tries once and, when readers are
 		// in the way, copies what it can as a PASSIVE one would.
-		return path + "?_pragma=busy_timeout(0)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
+		return path + "?_pragma=busy_timeout(0)&_pragma=synchronous(NORMAL)"
 	}
 	// The writer already switched the file to WAL (it is persistent).
 	return path + q + "&_pragma=query_only(1)"
