@@ -2,6 +2,7 @@ package switchboard_test
 
 import (
 	"bufio"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -15,13 +16,15 @@ import (
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/actors/retention"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence/storetest"
 	"github.com/switchboard-dev/switchboard/polltest"
 )
 
 // TestRetentionPurgesWithCallRecords: delivered and failed messages go
 // after their retention, each with a call record written first; a pending
 // message stays; a client id is taken while its message is kept and free
-// after the purge; the metrics count what went.
+// after the purge; the metrics count what went; the purges leave no row
+// of a message behind.
 func TestRetentionPurgesWithCallRecords(t *testing.T) {
 	// Delivered messages go after 1 s, failed ones after 2 s (the forward
 	// flags shrunk so that the start-up check of the redelivery horizon
@@ -109,6 +112,21 @@ func TestRetentionPurgesWithCallRecords(t *testing.T) {
 		t.Errorf("switchboard_store_bytes = %v", got)
 	}
 	metricValue(t, text, "switchboard_retention_eligible")
+
+	// The embedded store's writer does not enforce the references: the
+	// node's own purges must have left none dangling.
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(cfg.DataDir, "switchboard.db")+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var table, id string
+	switch err := db.QueryRow(storetest.OrphansSQL).Scan(&table, &id); {
+	case err == nil:
+		t.Errorf("after the purges, a %s row of message %s is left", table, id)
+	case err != sql.ErrNoRows:
+		t.Errorf("orphans: %v", err)
+	}
 }
 
 // readRecords reads a call record file, by message id; every line must be

@@ -178,8 +178,8 @@ func dsn(path string, role int) string {
 		// writes a message's history, work and ledger with it and deletes
 		// them before it (deletePurged); checking each reference again cost
 		// a fifth of a purge's CPU (a probe of every child table per
-		// message deleted, and a statement journal per DELETE) and ~10% of
-		// the ingest figure (docs/performance.md). Postgres never declared
+		// message deleted, and a statement journal per DELETE) and ~3% of
+		// an accept's (docs/performance.md). Postgres never declared
 		// them, for the same reason. The store suite looks for orphans
 		// instead, on both stores, after every case
 		// (storetest.ReferenceChecker), where a path that left one would
