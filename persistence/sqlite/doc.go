@@ -64,6 +64,14 @@
 // has its index (see migrations/; TestHotQueriesUseIndexes checks the
 // plans); Stats counts with aggregates, never by loading rows.
 //
+// The schema declares its references (history, outbox and ledger name
+// their message) but the writer does not enforce them (foreign_keys=OFF,
+// as Postgres, which never declared them): every write comes from the
+// decision core, which writes a message's rows with it and deletes them
+// before it, and checking again cost a fifth of a purge. The store suite
+// looks for orphans after every case on both stores
+// (storetest.ReferenceChecker).
+//
 // Times are INTEGER unix microseconds, the precision both stores keep, so
 // comparisons in SQL are integer comparisons and nothing depends on a text
 // format. Ring tokens are uint64 kept as their int64 bit pattern.
