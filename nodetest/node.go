@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard/apiclient"
+	"github.com/switchboard-dev/switchboard/nodetest/freeport"
 	"github.com/switchboard-dev/switchboard/supervision/logtest"
 )
 
@@ -66,15 +66,17 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
-// FreeAddr is a loopback address with a port free at the time of the call.
+// FreeAddr is a loopback address with a port free at the time of the
+// call, for a node started later with --listen (a restarted node keeps
+// it): freeport.Loopback, from below the kernel's ephemeral range, so that
+// no other connection is given the port before the node binds it.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Loopback()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // DevCerts runs the binary's `certs init` for nodes (comma-separated)

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,6 +22,7 @@ import (
 	"github.com/switchboard-dev/switchboard/apiclient"
 	"github.com/switchboard-dev/switchboard/httpapi/certs"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/nodetest/freeport"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/persistence/sqlite"
 )
@@ -174,16 +174,6 @@ func tail(path string) string {
 	return string(data)
 }
 
-// freeAddr is a loopback address with a port that was free a moment ago.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
 // waitFor calls try every 2 ms until it reports done, the process exits
 // or restartTimeout passes; it returns when try was done.
 func waitFor(p *nodeProcess, what, logPath string, try func() bool) (time.Time, error) {
@@ -267,11 +257,11 @@ func runRestart(o options, bin, dir string, n int64) (r restartResult, err error
 			r.dbBytes += fi.Size()
 		}
 	}
-	listen, err := freeAddr()
+	listen, err := freeport.Loopback()
 	if err != nil {
 		return r, err
 	}
-	metrics, err := freeAddr()
+	metrics, err := freeport.Loopback()
 	if err != nil {
 		return r, err
 	}
