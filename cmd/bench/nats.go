@@ -2,22 +2,21 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/switchboard-dev/switchboard/nodetest/freeport"
 )
 
 // startNATS runs a NATS server with JetStream in the bench process, on a
 // free loopback port with its store under dir: the bus of the
 // postgres-site-nats figure (nothing to install).
 func startNATS(dir string) (url string, stop func(), err error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Port()
 	if err != nil {
 		return "", nil, err
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
 	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: dir,
 		NoLog: true, NoSigs: true, ServerName: "bench"})
 	if err != nil {

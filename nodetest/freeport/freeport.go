@@ -26,10 +26,16 @@ import (
 // the kernel's choice.
 const tries = 200
 
-// Loopback is 127.0.0.1 with a port free at the time of the call, from
-// Range. Where the ephemeral range leaves no room below it, the port is
-// the kernel's choice (free only for a moment).
+// Loopback is 127.0.0.1 with a port from Port.
 func Loopback() (string, error) {
+	port, err := Port()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), err
+}
+
+// Port is a loopback port free at the time of the call, from Range. Where
+// the ephemeral range leaves no room below it, the port is the kernel's
+// choice (free only for a moment).
+func Port() (int, error) {
 	lo, hi := Range()
 	for range tries {
 		if hi-lo < 1000 {
@@ -43,18 +49,16 @@ func Loopback() (string, error) {
 		if err != nil {
 			continue // someone else's: try another
 		}
-		addr := l.Addr().String()
-		return addr, l.Close()
+		return port, l.Close()
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", err
+		return 0, err
 	}
-	addr := l.Addr().String()
-	return addr, l.Close()
+	return l.Addr().(*net.TCPAddr).Port, l.Close()
 }
 
-// Range is the ports Loopback picks from, [lo, hi): the upper half of the
+// Range is the ports Port picks from, [lo, hi): the upper half of the
 // ports below the ephemeral range (16384-32767 with Linux's default range
 // 32768-60999, also below the BSDs' and macOS's 49152), never below 10000.
 // Without the kernel's file (not Linux), Linux's default is assumed.

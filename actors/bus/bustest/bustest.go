@@ -8,12 +8,13 @@ package bustest
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/switchboard-dev/switchboard/nodetest/freeport"
 )
 
 // EnvNATS names a NATS server (nats://host:port) that end-to-end tests may
@@ -32,12 +33,10 @@ type Server struct {
 // temporary directory of t; t's cleanup stops it.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Port() // one no other connection is given meanwhile
 	if err != nil {
 		t.Fatalf("bustest: free port: %v", err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
 	s := &Server{t: t, port: port, dir: t.TempDir()}
 	s.Restart()
 	t.Cleanup(s.Stop)
