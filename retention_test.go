@@ -120,10 +120,10 @@ func TestRetentionPurgesWithCallRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	var table, id string
-	switch err := db.QueryRow(storetest.OrphansSQL).Scan(&table, &id); {
+	var orphan string
+	switch err := db.QueryRow(storetest.OrphansSQL).Scan(&orphan); {
 	case err == nil:
-		t.Errorf("after the purges, a %s row of message %s is left", table, id)
+		t.Errorf("after the purges, a row of a purged message is left: %s", orphan)
 	case err != sql.ErrNoRows:
 		t.Errorf("orphans: %v", err)
 	}

@@ -22,7 +22,7 @@ import (
 	"sync"
 )
 
-// tries bounds the random ports Loopback tries before it falls back to
+// tries bounds the random ports Port tries before it falls back to
 // the kernel's choice.
 const tries = 200
 
@@ -37,10 +37,7 @@ func Loopback() (string, error) {
 // choice (free only for a moment).
 func Port() (int, error) {
 	lo, hi := Range()
-	for range tries {
-		if hi-lo < 1000 {
-			break
-		}
+	for n := 0; n < tries && hi-lo >= 1000; n++ {
 		port := lo + rand.IntN(hi-lo)
 		if !handedOut.take(port) {
 			continue

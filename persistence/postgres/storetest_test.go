@@ -44,11 +44,7 @@ func (s seedingStore) Orphans(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
-		var table, id string
-		err := r.Scan(&table, &id)
-		return table + " of " + id, err
-	})
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
 func TestStore(t *testing.T) {

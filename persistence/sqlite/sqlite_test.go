@@ -71,9 +71,9 @@ func (s seedingStore) Orphans(ctx context.Context) ([]string, error) {
 	}
 	var out []string
 	err = scanEach(rows, func(r *sql.Rows) error {
-		var table, id string
-		err := r.Scan(&table, &id)
-		out = append(out, table+" of "+id)
+		var line string
+		err := r.Scan(&line)
+		out = append(out, line)
 		return err
 	})
 	return out, err

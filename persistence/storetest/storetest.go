@@ -49,17 +49,23 @@ type Recounter interface {
 // must hold no orphan. The value open returns must implement it (a
 // test-only wrapper, like Recounter).
 type ReferenceChecker interface {
-	// Orphans returns one line per orphan row (OrphansSQL's two columns).
+	// Orphans returns OrphansSQL's lines, one per orphan row.
 	Orphans(ctx context.Context) ([]string, error)
 }
 
-// OrphansSQL selects each row of the tables that name a message whose
-// message is not there: the child table's name and the message id. Both
-// stores' schemas share these names, so their wrappers run it as it is.
-const OrphansSQL = `SELECT 'history', c.message_id FROM history c WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = c.message_id)
-UNION ALL SELECT 'outbox', c.message_id FROM outbox c WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = c.message_id)
-UNION ALL SELECT 'ledger', c.message_id FROM ledger c WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = c.message_id)
-UNION ALL SELECT 'smsc_refs', c.message_id FROM smsc_refs c WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = c.message_id)`
+// OrphansSQL selects one line per row of the tables that name a message
+// whose message is not there ("history of <id>"). Both stores' schemas
+// share these names, so their wrappers run it as it is.
+var OrphansSQL = orphansSQL("history", "outbox", "ledger", "smsc_refs")
+
+// orphansSQL is OrphansSQL over the child tables named.
+func orphansSQL(tables ...string) string {
+	parts := make([]string, len(tables))
+	for i, t := range tables {
+		parts[i] = "SELECT '" + t + " of ' || c.message_id FROM " + t + " c WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = c.message_id)"
+	}
+	return strings.Join(parts, "\nUNION ALL ")
+}
 
 // Run runs the whole suite against stores made by open. open must return a
 // fresh, empty store each time it is called (once per subtest) and register
