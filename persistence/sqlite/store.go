@@ -334,8 +334,11 @@ func (s *Store) read(ctx context.Context, op string, fn func(tx *sql.Tx) error) 
 	}
 	err = fn(tx)
 	_ = tx.Rollback()
-	if err == nil {
-		err = s.awaitSynced(ctx)
+	// What a read did not find is an answer built from the store too (a
+	// 404 for a message whose purge is not yet durable): it waits for the
+	// commits it may have seen as what it found does.
+	if serr := s.awaitSynced(ctx); err == nil {
+		err = serr
 	}
 	if err != nil {
 		return s.fail(ctx, op, err)

@@ -118,7 +118,7 @@ func TestNothingLeavesBeforeItsSync(t *testing.T) {
 	g := newGate()
 	s := openGated(t, filepath.Join(t.TempDir(), "s.db"), g, nil)
 	ctx := context.Background()
-	if _, err := s.Accept(ctx, time.Now(), []persistence.NewMessage{pending("before")}); err != nil {
+	if _, err := s.Accept(ctx, time.Now(), []persistence.NewMessage{pending("before"), pending("gone")}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -152,12 +152,19 @@ func TestNothingLeavesBeforeItsSync(t *testing.T) {
 		}
 	}
 	// A later write executes (and commits) while the first one's sync is
-	// held.
+	// held. It deletes a message, as a purge does: a read that no longer
+	// finds it is an answer built from that commit too (a 404).
 	ran := make(chan struct{})
 	later := make(chan error, 1)
 	go func() {
 		later <- s.write(ctx, "later", func(tx querier) error {
 			close(ran)
+			if _, err := tx.ExecContext(ctx, `DELETE FROM outbox WHERE message_id = 'gone'`); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `DELETE FROM messages WHERE id = 'gone'`); err != nil {
+				return err
+			}
 			_, err := tx.ExecContext(ctx, `INSERT INTO routes (prefix, frontend, updated_at) VALUES ('9', 'fe', 0)`)
 			return err
 		})
@@ -166,6 +173,14 @@ func TestNothingLeavesBeforeItsSync(t *testing.T) {
 	case <-ran:
 	case <-time.After(10 * time.Second):
 		t.Fatal("a write queued behind a held sync did not execute")
+	}
+	polltest.Until(t, 10*time.Second, "the delete's commit", func() bool {
+		var n int
+		_ = s.rdb.QueryRow(`SELECT count(*) FROM messages WHERE id = 'gone'`).Scan(&n)
+		return n == 0
+	})
+	if returns(100*time.Millisecond, func() { _, _ = s.GetMessage(ctx, "gone") }) {
+		t.Error("GetMessage answered not found while the commit that deleted the message was not durable")
 	}
 	select {
 	case err := <-later:
@@ -182,6 +197,9 @@ func TestNothingLeavesBeforeItsSync(t *testing.T) {
 	}
 	if m, err := s.GetMessage(ctx, "held"); err != nil || m.ID != "held" {
 		t.Errorf("GetMessage after the sync: %v", err)
+	}
+	if _, err := s.GetMessage(ctx, "gone"); !errors.Is(err, persistence.ErrNotFound) {
+		t.Errorf("GetMessage of the deleted message after the sync: %v, want ErrNotFound", err)
 	}
 }
 
