@@ -1,0 +1,148 @@
+package sqlite_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/actors/retention"
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/persistence/sqlite"
+)
+
+// BenchmarkIntakeBesidePurge measures what the cleaner costs the intake at
+// the store, without HTTP: an intake (group commits of 24 new messages,
+// one out at a time, as the node's) runs throughout, and each iteration is
+// one second without purging, then one second with a purger (the
+// cleaner's DefaultPacer, paced at the intake's rate of the second
+// before, as a node whose messages come to the end of their retention as
+// fast as they came in). The store holds 250,000 delivered messages past
+// their retention. Run it with a count of iterations:
+//
+//	go test -run '^$' -bench IntakeBesidePurge -benchtime 10x ./persistence/sqlite/
+//
+// It reports intake-ratio (accepts a second with the purger over those
+// without, pooled) and purge/intake (messages purged over accepted in the
+// seconds without): alternating by the second, both sides share the
+// machine's noise, which the bench's figures, a run apart, do not.
+func BenchmarkIntakeBesidePurge(b *testing.B) {
+	ctx := context.Background()
+	cfg := sqlite.DefaultConfig()
+	cfg.Path = filepath.Join(b.TempDir(), "purge.db")
+	s, err := sqlite.Open(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := s.PutFrontend(ctx, persistence.Frontend{Name: "fe", Mode: persistence.ModePull, CreatedAt: base, UpdatedAt: base}); err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	next := func() persistence.NewMessage {
+		n++
+		return persistence.NewMessage{ID: fmt.Sprintf("m-%09d", n), SourceMSISDN: "+15550100",
+			DestinationMSISDN: fmt.Sprintf("+4477%07d", n*7919%10_000_000), // destinations spread as a network's are
+			Body:              "a message body of a typical length, about sixty characters, and a few more.", SourceSMSC: "a", DestSMSC: "b",
+			Frontend: "fe", State: messages.StatePending, Detail: "accepted for frontend fe",
+			Work: &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: "fe", DueAt: base}}
+	}
+	for i := range 250 {
+		batch := make([]persistence.NewMessage, 1000)
+		outcomes := make([]persistence.Outcome, len(batch))
+		for j := range batch {
+			batch[j] = next()
+			outcomes[j] = persistence.Outcome{Kind: persistence.WorkDelivery, Target: "fe", MessageID: batch[j].ID,
+				Result: persistence.ResultDelivered, Detail: "delivered"}
+		}
+		at := base.Add(time.Duration(i) * time.Second)
+		if _, err := s.Accept(ctx, at, batch); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.CompleteWork(ctx, at, outcomes); err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	now := base.Add(24 * time.Hour)
+	var accepted, purged, rate atomic.Int64
+	var on, purging atomic.Bool
+	stop, done := make(chan struct{}), make(chan error, 2)
+	go func() { // the intake
+		for {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			batch := make([]persistence.NewMessage, 24)
+			for i := range batch {
+				batch[i] = next()
+			}
+			if _, err := s.Accept(ctx, now, batch); err != nil {
+				done <- err
+				return
+			}
+			accepted.Add(int64(len(batch)))
+		}
+	}()
+	go func() { // the purger
+		r := rand.New(rand.NewPCG(1, 2))
+		p := retention.DefaultPacer()
+		req := persistence.PurgeRequest{Now: now, Before: map[messages.State]time.Time{messages.StateDelivered: now.Add(-time.Hour)}}
+		for {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			if !on.Load() {
+				purging.Store(false)
+				time.Sleep(time.Millisecond)
+				continue
+			}
+			purging.Store(true)
+			p.Pass(rate.Load(), time.Second) // 1.2 x that a second: the intake's rate
+			req.Limit = p.Batch()
+			start := time.Now()
+			got, err := s.Purge(ctx, req, nil)
+			if err != nil {
+				done <- err
+				return
+			}
+			purged.Add(int64(len(got)))
+			pause, _ := p.Done(req.Limit, len(got), time.Since(start), false, r)
+			time.Sleep(pause)
+		}
+	}()
+	var without, with, gone float64
+	for b.Loop() {
+		a := accepted.Load()
+		time.Sleep(time.Second)
+		off := float64(accepted.Load() - a)
+		rate.Store(int64(off / 1.2))
+		on.Store(true)
+		a, p := accepted.Load(), purged.Load()
+		time.Sleep(time.Second)
+		on.Store(false)
+		without, with, gone = without+off, with+float64(accepted.Load()-a), gone+float64(purged.Load()-p)
+		for time.Sleep(time.Millisecond); purging.Load(); time.Sleep(time.Millisecond) {
+		}
+	}
+	close(stop)
+	for range 2 {
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(with/without, "intake-ratio")
+	b.ReportMetric(gone/without, "purge/intake")
+	b.ReportMetric(without/float64(b.N), "accepts/s")
+}
