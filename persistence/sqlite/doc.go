@@ -34,7 +34,11 @@
 //     (awaitSynced): commits are numbered before COMMIT, so a commit a
 //     reader can see has a number no higher than the one it reads
 //     afterwards. A duplicate submit's 200 and a message document are
-//     built from such reads.
+//     built from such reads. What a read does not find waits likewise (a
+//     404 for a message whose purge is not yet durable), and so does the
+//     error of a write whose transaction was rolled back (a verdict on
+//     what it read: not found, a conflict), until the commits before it
+//     are durable.
 //   - Why a synced WAL is enough: SQLite recovers a WAL by reading frames
 //     from its start up to the last valid commit frame (checksums, salts), so
 //     frames of a commit that was never synced, or half written, are

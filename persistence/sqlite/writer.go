@@ -199,22 +199,27 @@ func (b *batch) run(j *job) {
 }
 
 // commit ends the batch: its commit goes to the syncer, which answers the
-// jobs once it is durable; a batch that failed or holds no work that stands
-// is rolled back and its jobs answered at once.
+// jobs once it is durable. A batch that failed or holds no work that
+// stands is rolled back; its jobs' errors may be verdicts on what they
+// read (a message not found, a conflict), so, like a read's answer, they
+// wait until the commits before are durable (at once when they are).
 func (s *Store) commit(b *batch) {
-	finish := func(err error) {
-		for _, j := range b.jobs {
-			if err != nil && j.err == nil {
-				j.err = err
-			}
-			close(j.done)
-		}
-	}
 	if b.err != nil || b.ok == 0 {
 		if b.tx != nil {
 			_ = b.tx.Rollback()
 		}
-		finish(b.err)
+		for _, j := range b.jobs {
+			if b.err != nil && j.err == nil {
+				j.err = b.err
+			}
+		}
+		if seq := s.commitSeq.Load(); s.wal.synced.Load() < seq {
+			s.commits <- commit{seq: seq, jobs: b.jobs}
+			return
+		}
+		for _, j := range b.jobs {
+			close(j.done)
+		}
 		return
 	}
 	// The number is taken before COMMIT: a reader whose snapshot holds
@@ -254,8 +259,11 @@ func (s *Store) syncLoop() {
 				break more
 			}
 		}
+		// A batch whose commits are all synced already (the jobs of a
+		// rolled-back transaction waiting for the commits before them)
+		// needs no sync of its own.
 		err := s.broken()
-		if err == nil {
+		if err == nil && s.wal.synced.Load() < batch[len(batch)-1].seq {
 			if err = s.wal.syncFile(); err != nil {
 				err = fmt.Errorf("%w: %v", errBroken, err)
 				s.stop(err)

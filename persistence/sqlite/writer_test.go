@@ -182,6 +182,30 @@ func TestNothingLeavesBeforeItsSync(t *testing.T) {
 	if returns(100*time.Millisecond, func() { _, _ = s.GetMessage(ctx, "gone") }) {
 		t.Error("GetMessage answered not found while the commit that deleted the message was not durable")
 	}
+	// So is a write's verdict on what it read: a write that fails (alone
+	// in its transaction, which is rolled back) because the message is
+	// gone.
+	verdict := make(chan error, 1)
+	go func() {
+		verdict <- s.write(ctx, "verdict", func(tx querier) error {
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM messages WHERE id = 'gone'`).Scan(&n); err != nil {
+				return err
+			}
+			if n == 0 {
+				return persistence.ErrNotFound
+			}
+			return nil
+		})
+	}()
+	var verdictErr error
+	answered := false
+	select {
+	case verdictErr = <-verdict:
+		answered = true
+		t.Errorf("a write answered %v while the commit it read was not durable", verdictErr)
+	case <-time.After(200 * time.Millisecond):
+	}
 	select {
 	case err := <-later:
 		t.Fatalf("the later write returned (%v) before its sync", err)
@@ -200,6 +224,12 @@ func TestNothingLeavesBeforeItsSync(t *testing.T) {
 	}
 	if _, err := s.GetMessage(ctx, "gone"); !errors.Is(err, persistence.ErrNotFound) {
 		t.Errorf("GetMessage of the deleted message after the sync: %v, want ErrNotFound", err)
+	}
+	if !answered {
+		verdictErr = <-verdict
+	}
+	if !errors.Is(verdictErr, persistence.ErrNotFound) {
+		t.Errorf("the write's verdict after the sync: %v, want ErrNotFound", verdictErr)
 	}
 }
 
