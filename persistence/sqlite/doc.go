@@ -49,7 +49,9 @@
 //     after a complete checkpoint is synced like any other. The directory
 //     entry of the -wal file is synced once, when the store opens.
 //   - An fsync that fails stops the store for good: every later call
-//     fails, and Config.OnFatal is told (the node stops). Retrying an fsync
+//     fails, every answer that waited for it reports the store broken
+//     (a verdict such as not found included: what it was built from may
+//     not be on disk), and Config.OnFatal is told (the node stops). Retrying an fsync
 //     can report success without the data (Linux drops the dirty pages of a
 //     failed write-back), so the only honest recovery is a restart that
 //     reads back what the disk holds.

@@ -336,8 +336,9 @@ func (s *Store) read(ctx context.Context, op string, fn func(tx *sql.Tx) error) 
 	_ = tx.Rollback()
 	// What a read did not find is an answer built from the store too (a
 	// 404 for a message whose purge is not yet durable): it waits for the
-	// commits it may have seen as what it found does.
-	if serr := s.awaitSynced(ctx); err == nil {
+	// commits it may have seen as what it found does, and when they cannot
+	// be made durable (the store broke) that error replaces the answer.
+	if serr := s.awaitSynced(ctx); serr != nil {
 		err = serr
 	}
 	if err != nil {

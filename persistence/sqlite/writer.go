@@ -73,7 +73,18 @@ func (s *Store) write(ctx context.Context, op string, fn func(tx querier) error)
 	case <-s.closing:
 		return fmt.Errorf("sqlite: %s: %w", op, errClosedOr(s.broken()))
 	}
-	<-j.done
+	select {
+	case <-j.done:
+	case <-s.syncDone:
+		// The store closed: a job queued after the writer's last look at
+		// its queue (Close came between check and the send, and the send
+		// won the select) is never run, and answered here.
+		select {
+		case <-j.done:
+		default:
+			return fmt.Errorf("sqlite: %s: %w", op, errClosedOr(s.broken()))
+		}
+	}
 	if j.err != nil {
 		return s.fail(ctx, op, j.err)
 	}
@@ -277,9 +288,12 @@ func (s *Store) syncLoop() {
 		} else {
 			s.wal.advance(0) // wake the readers: they see the store broken
 		}
+		// A failed sync replaces every job's own error too: an error may
+		// be a verdict on what the job read (not found), which must not
+		// leave now that what it read may not be on disk.
 		for _, c := range batch {
 			for _, j := range c.jobs {
-				if err != nil && j.err == nil {
+				if err != nil {
 					j.err = err
 				}
 				close(j.done)

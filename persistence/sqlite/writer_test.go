@@ -514,3 +514,83 @@ func TestWALStaysBounded(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestFailedSyncWithholdsVerdicts: when the sync a verdict waits for
+// fails, the verdict (not found, from a delete that was never made
+// durable) does not leave: the read and the write that saw the delete
+// report the store broken instead.
+func TestFailedSyncWithholdsVerdicts(t *testing.T) {
+	g := newGate()
+	s := openGated(t, filepath.Join(t.TempDir(), "s.db"), g, nil)
+	ctx := context.Background()
+	if _, err := s.Accept(ctx, time.Now(), []persistence.NewMessage{pending("gone")}); err != nil {
+		t.Fatal(err)
+	}
+	g.shut()
+	boom := errors.New("disk on fire")
+	g.fail.Store(&boom)
+	deleted := make(chan error, 1)
+	go func() {
+		deleted <- s.write(ctx, "delete", func(tx querier) error {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM outbox WHERE message_id = 'gone'`); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, `DELETE FROM messages WHERE id = 'gone'`)
+			return err
+		})
+	}()
+	polltest.Until(t, 10*time.Second, "the delete's commit", func() bool {
+		var n int
+		_ = s.rdb.QueryRow(`SELECT count(*) FROM messages WHERE id = 'gone'`).Scan(&n)
+		return n == 0
+	})
+	read, verdict := make(chan error, 1), make(chan error, 1)
+	go func() { _, err := s.GetMessage(ctx, "gone"); read <- err }()
+	go func() {
+		verdict <- s.write(ctx, "verdict", func(tx querier) error {
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM messages WHERE id = 'gone'`).Scan(&n); err != nil {
+				return err
+			}
+			if n == 0 {
+				return persistence.ErrNotFound
+			}
+			return nil
+		})
+	}()
+	time.Sleep(100 * time.Millisecond) // let both reach their wait
+	g.release()
+	for name, ch := range map[string]chan error{"the delete": deleted, "GetMessage": read, "the verdict": verdict} {
+		select {
+		case err := <-ch:
+			if !errors.Is(err, errBroken) || errors.Is(err, persistence.ErrNotFound) {
+				t.Errorf("%s after the failed sync: %v, want the store broken", name, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("%s did not return after the failed sync", name)
+		}
+	}
+}
+
+// TestWriteRacingCloseIsAnswered: a write that passed the closed check
+// just before Close, and whose job went into the queue after the writer's
+// last look at it, is answered ErrClosed rather than left waiting.
+func TestWriteRacingCloseIsAnswered(t *testing.T) {
+	s := openGated(t, filepath.Join(t.TempDir(), "s.db"), newGate(), nil)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// As if check() had passed before Close: the send and the closing
+	// case are both ready, and either may win; both must end.
+	s.closed.Store(false)
+	defer s.closed.Store(true)
+	for range 50 {
+		if !returns(5*time.Second, func() {
+			if err := s.write(context.Background(), "racing", func(querier) error { return nil }); !errors.Is(err, persistence.ErrClosed) {
+				t.Errorf("a write racing Close: %v, want ErrClosed", err)
+			}
+		}) {
+			t.Fatal("a write racing Close was never answered")
+		}
+	}
+}
