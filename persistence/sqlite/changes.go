@@ -296,7 +296,8 @@ func query(text string, args ...any) candidates {
 	}
 }
 
-// queryIDs runs a statement that selects message ids.
+// queryIDs runs a statement that selects message ids (or any one string
+// a row).
 func queryIDs(ctx context.Context, tx querier, text string, args ...any) ([]string, error) {
 	rows, err := tx.QueryContext(ctx, text, args...)
 	if err != nil {

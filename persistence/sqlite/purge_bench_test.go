@@ -73,7 +73,8 @@ func BenchmarkIntakeBesidePurge(b *testing.B) {
 	var accepted, purged, rate atomic.Int64
 	var on, purging atomic.Bool
 	stop, done := make(chan struct{}), make(chan error, 2)
-	go func() { // the intake
+	// loop runs step until stop is closed or step fails, then says which.
+	loop := func(step func() error) {
 		for {
 			select {
 			case <-stop:
@@ -81,47 +82,45 @@ func BenchmarkIntakeBesidePurge(b *testing.B) {
 				return
 			default:
 			}
-			batch := make([]persistence.NewMessage, 24)
-			for i := range batch {
-				batch[i] = next()
-			}
-			if _, err := s.Accept(ctx, now, batch); err != nil {
+			if err := step(); err != nil {
 				done <- err
 				return
 			}
-			accepted.Add(int64(len(batch)))
 		}
-	}()
-	go func() { // the purger
-		r := rand.New(rand.NewPCG(1, 2))
-		p := retention.DefaultPacer()
-		req := persistence.PurgeRequest{Now: now, Before: map[messages.State]time.Time{messages.StateDelivered: now.Add(-time.Hour)}}
-		for {
-			select {
-			case <-stop:
-				done <- nil
-				return
-			default:
-			}
-			if !on.Load() {
-				purging.Store(false)
-				time.Sleep(time.Millisecond)
-				continue
-			}
-			purging.Store(true)
-			p.Pass(rate.Load(), time.Second) // 1.2 x that a second: the intake's rate
-			req.Limit = p.Batch()
-			start := time.Now()
-			got, err := s.Purge(ctx, req, nil)
-			if err != nil {
-				done <- err
-				return
-			}
-			purged.Add(int64(len(got)))
-			pause, _ := p.Done(req.Limit, len(got), time.Since(start), false, r)
-			time.Sleep(pause)
+	}
+	go loop(func() error { // the intake
+		batch := make([]persistence.NewMessage, 24)
+		for i := range batch {
+			batch[i] = next()
 		}
-	}()
+		if _, err := s.Accept(ctx, now, batch); err != nil {
+			return err
+		}
+		accepted.Add(int64(len(batch)))
+		return nil
+	})
+	r := rand.New(rand.NewPCG(1, 2))
+	p := retention.DefaultPacer()
+	req := persistence.PurgeRequest{Now: now, Before: map[messages.State]time.Time{messages.StateDelivered: now.Add(-time.Hour)}}
+	go loop(func() error { // the purger
+		if !on.Load() {
+			purging.Store(false)
+			time.Sleep(time.Millisecond)
+			return nil
+		}
+		purging.Store(true)
+		p.Pass(rate.Load(), time.Second) // 1.2 x that a second: the intake's rate
+		req.Limit = p.Batch()
+		start := time.Now()
+		got, err := s.Purge(ctx, req, nil)
+		if err != nil {
+			return err
+		}
+		purged.Add(int64(len(got)))
+		pause, _ := p.Done(req.Limit, len(got), time.Since(start), false, r)
+		time.Sleep(pause)
+		return nil
+	})
 	var without, with, gone float64
 	for b.Loop() {
 		a := accepted.Load()

@@ -65,18 +65,7 @@ func (s seedingStore) Orphans(ctx context.Context) ([]string, error) {
 	if s.closed.Load() {
 		return nil, persistence.ErrClosed
 	}
-	rows, err := s.rdb.QueryContext(ctx, storetest.OrphansSQL)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	err = scanEach(rows, func(r *sql.Rows) error {
-		var line string
-		err := r.Scan(&line)
-		out = append(out, line)
-		return err
-	})
-	return out, err
+	return queryIDs(ctx, s.rdb, storetest.OrphansSQL)
 }
 
 func openAt(t testing.TB, path string, log *slog.Logger) *Store {

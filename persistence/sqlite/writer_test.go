@@ -110,6 +110,45 @@ func returns(d time.Duration, f func()) bool {
 	}
 }
 
+// deleteGone deletes the message "gone" with its work, as a purge would.
+func deleteGone(ctx context.Context, tx querier) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM outbox WHERE message_id = 'gone'`); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `DELETE FROM messages WHERE id = 'gone'`)
+	return err
+}
+
+// awaitGoneCommitted waits until a reader no longer sees "gone" (the
+// delete committed, whether or not it is synced).
+func awaitGoneCommitted(t *testing.T, s *Store) {
+	t.Helper()
+	polltest.Until(t, 10*time.Second, "the delete's commit", func() bool {
+		var n int
+		_ = s.rdb.QueryRow(`SELECT count(*) FROM messages WHERE id = 'gone'`).Scan(&n)
+		return n == 0
+	})
+}
+
+// verdictOnGone starts a write that fails with ErrNotFound when it reads
+// no "gone" (a verdict on what it read) and returns its answer's channel.
+func verdictOnGone(ctx context.Context, s *Store) chan error {
+	verdict := make(chan error, 1)
+	go func() {
+		verdict <- s.write(ctx, "verdict", func(tx querier) error {
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM messages WHERE id = 'gone'`).Scan(&n); err != nil {
+				return err
+			}
+			if n == 0 {
+				return persistence.ErrNotFound
+			}
+			return nil
+		})
+	}()
+	return verdict
+}
+
 // TestNothingLeavesBeforeItsSync holds the WAL's sync back: a write whose
 // commit is not durable does not return, and neither does a read that may
 // see it (a duplicate submit's answer is built from such a read), until
@@ -159,10 +198,7 @@ func TestNothingLeavesBeforeItsSync(t *testing.T) {
 	go func() {
 		later <- s.write(ctx, "later", func(tx querier) error {
 			close(ran)
-			if _, err := tx.ExecContext(ctx, `DELETE FROM outbox WHERE message_id = 'gone'`); err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, `DELETE FROM messages WHERE id = 'gone'`); err != nil {
+			if err := deleteGone(ctx, tx); err != nil {
 				return err
 			}
 			_, err := tx.ExecContext(ctx, `INSERT INTO routes (prefix, frontend, updated_at) VALUES ('9', 'fe', 0)`)
@@ -174,30 +210,14 @@ func TestNothingLeavesBeforeItsSync(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("a write queued behind a held sync did not execute")
 	}
-	polltest.Until(t, 10*time.Second, "the delete's commit", func() bool {
-		var n int
-		_ = s.rdb.QueryRow(`SELECT count(*) FROM messages WHERE id = 'gone'`).Scan(&n)
-		return n == 0
-	})
+	awaitGoneCommitted(t, s)
 	if returns(100*time.Millisecond, func() { _, _ = s.GetMessage(ctx, "gone") }) {
 		t.Error("GetMessage answered not found while the commit that deleted the message was not durable")
 	}
 	// So is a write's verdict on what it read: a write that fails (alone
 	// in its transaction, which is rolled back) because the message is
 	// gone.
-	verdict := make(chan error, 1)
-	go func() {
-		verdict <- s.write(ctx, "verdict", func(tx querier) error {
-			var n int
-			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM messages WHERE id = 'gone'`).Scan(&n); err != nil {
-				return err
-			}
-			if n == 0 {
-				return persistence.ErrNotFound
-			}
-			return nil
-		})
-	}()
+	verdict := verdictOnGone(ctx, s)
 	var verdictErr error
 	answered := false
 	select {
@@ -531,33 +551,12 @@ func TestFailedSyncWithholdsVerdicts(t *testing.T) {
 	g.fail.Store(&boom)
 	deleted := make(chan error, 1)
 	go func() {
-		deleted <- s.write(ctx, "delete", func(tx querier) error {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM outbox WHERE message_id = 'gone'`); err != nil {
-				return err
-			}
-			_, err := tx.ExecContext(ctx, `DELETE FROM messages WHERE id = 'gone'`)
-			return err
-		})
+		deleted <- s.write(ctx, "delete", func(tx querier) error { return deleteGone(ctx, tx) })
 	}()
-	polltest.Until(t, 10*time.Second, "the delete's commit", func() bool {
-		var n int
-		_ = s.rdb.QueryRow(`SELECT count(*) FROM messages WHERE id = 'gone'`).Scan(&n)
-		return n == 0
-	})
-	read, verdict := make(chan error, 1), make(chan error, 1)
+	awaitGoneCommitted(t, s)
+	read := make(chan error, 1)
 	go func() { _, err := s.GetMessage(ctx, "gone"); read <- err }()
-	go func() {
-		verdict <- s.write(ctx, "verdict", func(tx querier) error {
-			var n int
-			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM messages WHERE id = 'gone'`).Scan(&n); err != nil {
-				return err
-			}
-			if n == 0 {
-				return persistence.ErrNotFound
-			}
-			return nil
-		})
-	}()
+	verdict := verdictOnGone(ctx, s)
 	time.Sleep(100 * time.Millisecond) // let both reach their wait
 	g.release()
 	for name, ch := range map[string]chan error{"the delete": deleted, "GetMessage": read, "the verdict": verdict} {
