@@ -2,6 +2,7 @@ package switchboard
 
 import (
 	"github.com/switchboard-dev/switchboard/actors/bus"
+	"github.com/switchboard-dev/switchboard/actors/intake"
 	"github.com/switchboard-dev/switchboard/field"
 )
 
@@ -70,6 +71,16 @@ func (n *Node) startBus() error {
 	n.bus = b
 	n.relay = bus.StartRelay(b, n.store, n.clock, uint64(n.clock.Now().UnixNano()))
 	return nil
+}
+
+// intakeRelay is the relay the intake publishes its new delivery work
+// through; nil without the bus (a nil *bus.Relayer in the interface would
+// not be nil).
+func (n *Node) intakeRelay() intake.Relay {
+	if n.relay == nil {
+		return nil
+	}
+	return n.relay
 }
 
 // stopBus stops the relay and disconnects (after the workers stopped).

@@ -512,9 +512,6 @@ func (n *Node) startActors() error {
 		ForwardMaxWait: n.forwardPolicy().MaxWait(),
 		ForwardSweep:   n.cfg.ForwardRetryInterval,
 	}
-	if n.relay != nil {
-		deps.Relay = n.relay
-	}
 	if deps.HTTPClient, err = n.webhookClient(); err != nil {
 		return err
 	}
@@ -545,6 +542,7 @@ func (n *Node) startActors() error {
 		Publish: n.publish, Shared: n.sharedStore(), Owner: n.cfg.InstanceID, Board: n.board,
 		CommitDepth: commitDepth(n.store.Kind()), Tracing: n.tracing,
 		NewID: func() string { return uuid.Must(uuid.NewV7()).String() },
+		Relay: n.intakeRelay(),
 	}))
 	if err != nil {
 		return err

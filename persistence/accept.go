@@ -60,7 +60,7 @@ func NewWork(nm NewMessage, now time.Time) WorkAdd {
 		spec.DueAt = now
 	}
 	spec.DueAt = Normalize(spec.DueAt)
-	return WorkAdd{MessageID: nm.ID, Token: messages.TokenOf(nm.ID), Spec: spec, Lease: nm.Lease}
+	return WorkAdd{MessageID: nm.ID, Token: messages.TokenOf(nm.ID), Spec: spec, Lease: nm.Lease, Publish: nm.Publish}
 }
 
 // LeasedWork is the Work a created message's leased row (id row) stands
@@ -74,10 +74,19 @@ func LeasedWork(nm NewMessage, m messages.Message, row int64) *Work {
 		LeaseOwner: nm.Lease.Owner, LeaseUntil: Normalize(nm.Lease.Until), CreatedAt: m.CreatedAt, Message: m}
 }
 
+// PublishedWork is the Relay a created message's row (id row) written to
+// publish stands for; nil when nm did not ask to Publish it.
+func PublishedWork(nm NewMessage, m messages.Message, row int64) *Relay {
+	if !nm.Publish || nm.Work == nil || nm.Lease != nil {
+		return nil
+	}
+	return &Relay{Row: row, MessageID: m.ID, Target: nm.Work.Target, CreatedAt: m.CreatedAt}
+}
+
 // AcceptResults assembles Accept's results in input order: created holds
 // the messages this call created (by id), stored the others as they were
-// stored before it, rows the outbox row ids of created messages' leased
-// work. A repeat of an id within the batch gets the first occurrence's
+// stored before it, rows the outbox row ids of created messages' work
+// written relayed (leased, or to publish: WorkAdd.Relayed). A repeat of an id within the batch gets the first occurrence's
 // message with Created false. A client's submission whose id is stored
 // (or taken earlier in the batch) with other content is a Conflict.
 func AcceptResults(batch []NewMessage, created, stored map[string]messages.Message, rows map[string]int64) ([]Accepted, error) {
@@ -90,7 +99,7 @@ func AcceptResults(batch []NewMessage, created, stored map[string]messages.Messa
 		}
 		first[nm.ID] = i
 		if m, ok := created[nm.ID]; ok {
-			out[i] = Accepted{Message: m, Created: true, Work: LeasedWork(nm, m, rows[nm.ID])}
+			out[i] = Accepted{Message: m, Created: true, Work: LeasedWork(nm, m, rows[nm.ID]), Relay: PublishedWork(nm, m, rows[nm.ID])}
 		} else if m, ok := stored[nm.ID]; ok {
 			out[i] = Accepted{Message: m, Conflict: Conflict(nm, m)}
 		} else {

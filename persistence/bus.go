@@ -17,9 +17,12 @@ import (
 // them. The consumers that take a row's bus message claim that row by its
 // message id (ClaimRequest.IDs) and record its outcome as any worker does.
 // Every delivery row starts unrelayed, with or without a bus (except one
-// written leased, see WorkAdd.Relayed), so that work written before the bus
-// was enabled, or while it was down, is relayed when it runs; a row
-// replaced by new work (a resubmit) is new, unrelayed work.
+// written leased or to publish by its writer, see WorkAdd.Relayed), so
+// that work written before the bus was enabled, or while it was down, is
+// relayed when it runs; a row replaced by new work (a resubmit) is new,
+// unrelayed work. The hot path needs no relay round: an instance whose bus
+// is up writes its new delivery work to publish (NewMessage.Publish) and
+// publishes it after the commit, as a relay would after its take.
 
 // ValidateRelayLimit reports what is wrong with the limit of RelayWork.
 func ValidateRelayLimit(limit int) error {
@@ -51,11 +54,30 @@ func ValidateRows(rows []int64) error {
 
 // Relayed reports whether a row is written relayed: a row written leased
 // (NewMessage.Lease) is handed over in memory to a worker that is ready
-// for it and is that worker's at once, so it is not published to the bus.
-// If that worker dies, the bus's backstop (a claim from the store of work
-// overdue for a while) takes it after its lease. Every other delivery row
-// starts unrelayed.
-func (w WorkAdd) Relayed() bool { return w.Lease != nil }
+// for it and is that worker's at once, so it is not published to the bus;
+// a row written to publish (NewMessage.Publish) is published by the
+// instance that wrote it, right after its commit. If that worker or that
+// instance dies, the bus's backstop (a claim from the store of work
+// overdue for a while) takes the row after its lease or due time. Every
+// other delivery row starts unrelayed.
+func (w WorkAdd) Relayed() bool { return w.Lease != nil || w.Publish }
+
+// LaterNeeded reports whether a claim of the named messages ids that took
+// work must read when the rest becomes claimable (Claim.Later): only when
+// some named message's row was not taken (a message has at most one row
+// of a kind and target).
+func LaterNeeded(ids []string, work []Work) bool {
+	taken := make(map[string]bool, len(work))
+	for _, w := range work {
+		taken[w.MessageID] = true
+	}
+	for _, id := range ids {
+		if !taken[id] {
+			return true
+		}
+	}
+	return false
+}
 
 // ClaimableAt is when an outbox row due at due whose lease ends at
 // leaseUntil (zero when not leased) may be claimed, seen at now: its due

@@ -120,6 +120,9 @@ type WorkAdd struct {
 	Spec      WorkSpec
 	// Lease, when set, writes the row leased (unfenced).
 	Lease *Lease
+	// Publish writes the row marked relayed: its writer publishes it to
+	// the delivery bus (NewMessage.Publish).
+	Publish bool
 }
 
 // Reschedule makes an outbox row due again at DueAt, unleased.

@@ -115,6 +115,14 @@ type NewMessage struct {
 	// its own. The lease is unfenced (epoch 0); for delivery work the
 	// message's attempts count it, as a claim's would (1).
 	Lease *Lease
+	// Publish, when set (with delivery work and no Lease), writes the work
+	// already marked relayed: the committing instance publishes it to the
+	// delivery bus itself once the commit returns (Accepted.Relay names
+	// the row), instead of a relay taking it from the store in a statement
+	// of its own. If that publish fails the instance gives the row back
+	// (Unrelay) for a relay's round; if the instance dies first, the bus's
+	// backstop claims the row from the store (see bus.go).
+	Publish bool
 	// ReportTo, when set, names the peer that forwarded this message to us
 	// (its origin); when empty, or a receipt's (ReceiptReportTo), the
 	// message is a client's submission, whose id must not be reused with
@@ -149,6 +157,10 @@ type Accepted struct {
 	// NewMessage asked for a Lease, as a claim would return it; nil
 	// otherwise.
 	Work *Work
+	// Relay is the outbox row written for a created message whose
+	// NewMessage asked to Publish it, for the committing instance to
+	// publish; nil otherwise.
+	Relay *Relay
 }
 
 // Work is one claimed outbox row, with its message.

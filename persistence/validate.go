@@ -29,6 +29,9 @@ func ValidateNew(batch []NewMessage) error {
 		if l := m.Lease; l != nil && (m.Work == nil || l.Owner == "" || l.Until.IsZero()) {
 			errs = append(errs, fmt.Errorf("accept: message %d (%q): a lease needs work, an owner and an end", i, m.ID))
 		}
+		if m.Publish && (m.Work == nil || m.Work.Kind != WorkDelivery || m.Lease != nil) {
+			errs = append(errs, fmt.Errorf("accept: message %d (%q): only delivery work written unleased is published by its writer", i, m.ID))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -199,6 +199,12 @@ func (b *Bus) set(up bool) {
 	if r := b.relay.Load(); r != nil {
 		r.Kick()
 	}
+	b.kickWorkers()
+}
+
+// kickWorkers wakes every delivery worker: the bus came or went, or work
+// it did not take was given back to the store.
+func (b *Bus) kickWorkers() {
 	if b.workers != nil {
 		b.workers.Send(&messages.Kick{})
 	}
@@ -309,14 +315,34 @@ func (m *Msg) Settle(d Decision) error {
 	return nil
 }
 
+// read appends the message raw carries to out; one without readable work
+// is termed instead.
+func (b *Bus) read(frontend string, out []*Msg, raw jetstream.Msg) []*Msg {
+	m := &Msg{raw: raw, Delivered: 1, m: b.m}
+	if md, err := raw.Metadata(); err == nil {
+		m.Delivered = md.NumDelivered
+	}
+	if err := json.Unmarshal(raw.Data(), &m.Work); err != nil || m.ID == "" {
+		b.log.Error("a bus message without readable work was termed", "subject", raw.Subject(), "err", err)
+		_ = raw.Term()
+		return out
+	}
+	if m.Delivered > 1 && b.m != nil {
+		b.m.Redelivered(frontend)
+	}
+	return append(out, m)
+}
+
 // Touch tells the bus the work is still under way (InProgress).
 func (m *Msg) Touch() error { return m.raw.InProgress() }
 
 // Fetch asks the frontend's consumer for up to n messages, waiting up to
-// wait (or until ctx ends), and calls got for each as it arrives (in the
-// caller's goroutine). A message whose document cannot be read is termed:
-// no worker could do anything with it.
-func (b *Bus) Fetch(ctx context.Context, frontend string, n int, wait time.Duration, got func(*Msg)) error {
+// wait (or until ctx ends), and calls got (in the caller's goroutine) with
+// the messages as they arrive: each call has every message that had
+// arrived by then, so that a backlog handed out at once is claimed in one
+// store round, not one message first and the rest after. A message whose
+// document cannot be read is termed: no worker could do anything with it.
+func (b *Bus) Fetch(ctx context.Context, frontend string, n int, wait time.Duration, got func([]*Msg)) error {
 	if !b.Up() {
 		return errors.New("the delivery bus is down")
 	}
@@ -332,20 +358,22 @@ func (b *Bus) Fetch(ctx context.Context, frontend string, n int, wait time.Durat
 		b.forget(frontend)
 		return err
 	}
-	for raw := range batch.Messages() {
-		m := &Msg{raw: raw, Delivered: 1, m: b.m}
-		if md, err := raw.Metadata(); err == nil {
-			m.Delivered = md.NumDelivered
+	in := batch.Messages()
+	for raw := range in {
+		out := b.read(frontend, nil, raw)
+		for more := true; more; { // what arrived with it joins it
+			select {
+			case next, ok := <-in:
+				if more = ok; ok {
+					out = b.read(frontend, out, next)
+				}
+			default:
+				more = false
+			}
 		}
-		if err := json.Unmarshal(raw.Data(), &m.Work); err != nil || m.ID == "" {
-			b.log.Error("a bus message without readable work was termed", "subject", raw.Subject(), "err", err)
-			_ = raw.Term()
-			continue
+		if len(out) > 0 {
+			got(out)
 		}
-		if m.Delivered > 1 && b.m != nil {
-			b.m.Redelivered(frontend)
-		}
-		got(m)
 	}
 	if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) &&
 		!errors.Is(err, nats.ErrTimeout) {

@@ -126,7 +126,7 @@ func TestFetchSettleAndRestart(t *testing.T) {
 		var got *bus.Msg
 		deadline := time.Now().Add(10 * time.Second)
 		for got == nil && time.Now().Before(deadline) {
-			err := b.Fetch(context.Background(), "fe", 1, time.Second, func(m *bus.Msg) { got = m })
+			err := b.Fetch(context.Background(), "fe", 1, time.Second, func(ms []*bus.Msg) { got = ms[0] })
 			if err != nil && b.Up() {
 				t.Fatalf("Fetch: %v", err)
 			}

@@ -8,8 +8,10 @@
 // delivery workers of package delivery) do the I/O:
 //
 //   - Relay: when the relay takes the next batch of unrelayed rows from the
-//     store (kicked by commits, a sweep every second, a jittered backoff
-//     after a failure).
+//     store (kicked by commits of unrelayed work, a sweep every second, a
+//     jittered backoff after a failure). While the bus is up the intake
+//     writes its new work marked relayed and hands the rows to the relay
+//     after the commit (Relayer.Publish): the hot path needs no take.
 //   - Claimed: what a bus message becomes once its row was claimed by id:
 //     delivered here (Keep), not claimable yet (Nak until it is), or gone
 //     (Ack: its work is recorded, or was never there).
@@ -23,8 +25,9 @@
 //
 // A message's life:
 //
-//	outbox row ──relay──► stream (Nats-Msg-Id = <id>/<row>: a publish repeated
-//	                       │                     after a crash is dropped)
+//	outbox row ──relay (a take, or the intake's commit)──► stream
+//	                       │ (Nats-Msg-Id = <id>/<row>: a publish repeated
+//	                       │  after a crash is dropped)
 //	                       ▼ fetch (one durable consumer per frontend, shared)
 //	                    held ──claim by id──► not claimable ──► Nak(until claimable)
 //	                       │                  no row ─────────► Ack

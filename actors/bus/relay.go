@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -13,10 +14,17 @@ import (
 // Relayer is the relay's shell: one goroutine that takes unrelayed
 // delivery rows from the store (RelayWork marks them as it takes them, so
 // each instance's relay gets rows no other relay has), publishes them,
-// gives back those the stream did not take, and reports the lag. The intake kicks it after each commit of
-// delivery work; it also sweeps every RelaySweep for work other instances
-// left behind, and it waits while the bus is down (the rows wait in the
-// outbox, and are relayed when it returns).
+// gives back those the stream did not take, and reports the lag. The
+// intake kicks it after each commit of unrelayed delivery work; it also
+// sweeps every RelaySweep for work other instances left behind, and it
+// waits while the bus is down (the rows wait in the outbox, and are
+// relayed when it returns).
+//
+// The hot path skips the take: while Ready, the intake writes its new
+// delivery work marked relayed (persistence.NewMessage.Publish) and hands
+// the rows to Publish after the commit; the relay publishes them first,
+// before any round, and gives back (Unrelay) those the stream did not
+// take.
 type Relayer struct {
 	bus   *Bus
 	store persistence.Store
@@ -26,6 +34,10 @@ type Relayer struct {
 
 	// lagAt is when the lag was last read (at most every lagEvery).
 	lagAt time.Time
+
+	// mu guards queued: rows committed marked relayed, to publish.
+	mu     sync.Mutex
+	queued []persistence.Relay
 
 	kick chan struct{}
 	stop chan struct{}
@@ -46,6 +58,34 @@ func StartRelay(b *Bus, store persistence.Store, clk clock.Clock, seed uint64) *
 	return r
 }
 
+// queueCap is how many rows Publish holds before Ready says no: beyond
+// it, new work is written unrelayed and taken by rounds.
+func (r *Relayer) queueCap() int { return 4 * r.core.Batch }
+
+// Ready reports whether new delivery work may be written to publish
+// (NewMessage.Publish) and handed to Publish: the bus is up and the
+// queue has room.
+func (r *Relayer) Ready() bool {
+	if !r.bus.Up() {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.queued) < r.queueCap()
+}
+
+// Publish queues rows committed marked relayed, for the relay to publish
+// next. Safe for concurrent use.
+func (r *Relayer) Publish(rows []persistence.Relay) {
+	if len(rows) == 0 {
+		return
+	}
+	r.mu.Lock()
+	r.queued = append(r.queued, rows...)
+	r.mu.Unlock()
+	r.Kick()
+}
+
 // Kick says delivery work was committed.
 func (r *Relayer) Kick() {
 	select {
@@ -63,10 +103,13 @@ func (r *Relayer) Stop() {
 
 func (r *Relayer) run() {
 	defer close(r.done)
+	defer r.giveBack()
 	for {
 		now := r.clock.Now()
 		var wait time.Duration
 		switch {
+		case r.publishQueued():
+			continue
 		case !r.bus.Up():
 			// The bus's return kicks us; the lag goes on growing meanwhile.
 			wait = r.core.Sweep
@@ -91,6 +134,63 @@ func (r *Relayer) run() {
 		}
 		cancel()
 	}
+}
+
+// publishQueued publishes the rows handed to Publish, a batch at a time,
+// and gives back those the stream did not take (all of them while the bus
+// is down); false when none were queued.
+func (r *Relayer) publishQueued() bool {
+	r.mu.Lock()
+	n := min(len(r.queued), r.core.Batch)
+	rows := r.queued[:n:n]
+	r.queued = r.queued[n:]
+	if len(r.queued) == 0 {
+		r.queued = nil
+	}
+	r.mu.Unlock()
+	if n == 0 {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*r.bus.cfg.PublishTimeout)
+	defer cancel()
+	var ok []int64
+	var err error
+	if r.bus.Up() {
+		ok, err = r.bus.Publish(ctx, rows)
+	}
+	if len(ok) < len(rows) {
+		r.unrelay(ctx, missing(rows, ok), err)
+	}
+	return true
+}
+
+// unrelay gives back rows the stream did not take, for a later round (a
+// publish whose answer was lost is published again with the same
+// Nats-Msg-Id: the stream's duplicate window drops it), and wakes the
+// workers: while the bus is down they claim from the store. If giving
+// back fails too (or we die first), the rows stay marked and the workers'
+// backstop delivers them from the store.
+func (r *Relayer) unrelay(ctx context.Context, rows []int64, why error) {
+	if err := r.store.Unrelay(ctx, rows); err != nil {
+		r.bus.log.Warn("giving back delivery work the bus did not take failed; the backstop delivers it from the store",
+			"rows", len(rows), "err", err, "publish_err", why)
+	}
+	r.core.Kick()
+	r.bus.kickWorkers()
+}
+
+// giveBack gives back the rows still queued when the relay stops.
+func (r *Relayer) giveBack() {
+	r.mu.Lock()
+	rows := r.queued
+	r.queued = nil
+	r.mu.Unlock()
+	if len(rows) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*r.bus.cfg.PublishTimeout)
+	defer cancel()
+	r.unrelay(ctx, missing(rows, nil), errors.New("the relay stopped"))
 }
 
 // round publishes one batch: take (marking relayed), publish, give back

@@ -21,7 +21,9 @@ import (
 // this instance's commits can hand to a ready worker at once is written
 // leased to it (and not relayed), so the hot path costs no bus round trip.
 // Both may fill the room at once, so a worker may have up to twice its
-// window under way for a moment.
+// window under way for a moment; a pull worker keeps what the bus hands
+// out after the polls were answered as work at hand for the next poll
+// (Dispatcher.Named), rather than naking it round the bus.
 
 // busTouch is how often a held message is touched (InProgress): a third
 // of the consumer's AckWait (30s), so that a slow webhook or a pull
@@ -67,7 +69,7 @@ func (w *Worker) fetch(now time.Time) {
 	self, root, b, name := w.self, w.sys.Root, w.d.Bus, w.fe.Name
 	go func() {
 		defer cancel()
-		err := b.Fetch(ctx, name, n, wait, func(m *bus.Msg) { root.Send(self, &busMsg{m: m}) })
+		err := b.Fetch(ctx, name, n, wait, func(ms []*bus.Msg) { root.Send(self, &busMsgs{ms: ms}) })
 		root.Send(self, &fetchDone{err: err})
 	}()
 }
@@ -87,6 +89,14 @@ func (w *Worker) fetched(err error, now time.Time) {
 		w.log.Warn("fetching from the delivery bus failed", "err", err)
 	}
 	w.fetchErr = err.Error()
+}
+
+// takeAll holds the messages of a fetch and names their work to the
+// dispatcher, all before its next round (one claim for them all).
+func (w *Worker) takeAll(ms []*bus.Msg, now time.Time) {
+	for _, m := range ms {
+		w.take(m, now)
+	}
 }
 
 // take holds a message the bus handed out and names its work to the

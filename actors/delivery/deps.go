@@ -69,11 +69,8 @@ type Deps struct {
 	// workers take their work from their frontends' consumers (claiming
 	// each row the bus names), and settle each bus message once the
 	// outcome of its work is committed; while it is down they claim from
-	// the store as without it. Relay, when set, is the bus's relay
-	// (*bus.Relayer): it is kicked after each commit of delivery work
-	// (the intake kicks the frontends then), to publish that work.
-	Bus   *bus.Bus
-	Relay Relay
+	// the store as without it.
+	Bus *bus.Bus
 	// SMPP holds the smpp frontends' clients (required for smpp frontends
 	// to deliver).
 	SMPP *smppout.Clients
@@ -81,13 +78,6 @@ type Deps struct {
 	// (expiry, forwards that waited too long) run on this instance now:
 	// on the ring's master only (*ring.Shares), so a site sweeps once.
 	Leader ring.Leader
-}
-
-// Relay is what the workers' supervisor kicks after each commit of
-// delivery work: the delivery bus's relay (*bus.Relayer).
-type Relay interface {
-	// Kick says delivery work was committed.
-	Kick()
 }
 
 // Validate reports what is missing.

@@ -527,14 +527,29 @@ func (d *Dispatcher) BusRoom() int {
 }
 
 // Named gives the dispatcher messages the bus handed out, to claim by id;
-// it returns those it cannot take now (a pull frontend with no poll
-// waiting any more, a drain): the bus hands them out again.
+// it returns those it cannot take now (a drain; for a pull frontend whose
+// polls were answered meanwhile, what would take the work at hand past
+// MaxClaim): the bus hands them out again. A pull frontend keeps the rest
+// with no poll waiting: its consumers poll again at once, and the work at
+// hand answers them. Handed back instead, a message would go round the
+// bus while the same consumers wait for it (measured: a third of the
+// messages, with the handover of new work filling the polls first). If no
+// poll comes, the work goes back when its lease ends (see serve).
 func (d *Dispatcher) Named(ids ...string) (refused []string) {
-	if d.draining || (d.cfg.Pull && d.waiters.Len() == 0) {
+	if d.draining {
 		return ids
 	}
+	if d.cfg.Pull && d.waiters.Len() == 0 {
+		room := d.cfg.MaxClaim - len(d.ready) - len(d.named)
+		if d.round != nil && d.round.Claim != nil {
+			room -= len(d.round.Claim.IDs)
+		}
+		if room = max(room, 0); len(ids) > room {
+			ids, refused = ids[:room], ids[room:]
+		}
+	}
 	d.named = append(d.named, ids...)
-	return nil
+	return refused
 }
 
 // pollRoom is how many rows the waiting polls that ask for the oldest

@@ -455,16 +455,49 @@ func TestBusDownClaimsTheQueue(t *testing.T) {
 	}
 }
 
-// TestBusPullRefusesWithoutPolls: a pull dispatcher takes named messages
-// only while polls wait; a claim made after the polls were answered
-// leases for the last poll's lease.
-func TestBusPullRefusesWithoutPolls(t *testing.T) {
+// TestBusPullKeepsWorkAtHandWithoutPolls: with no poll waiting, a pull
+// dispatcher takes named messages up to MaxClaim of work at hand (claimed
+// or being claimed) and refuses the rest; the next poll is answered from
+// that work at once.
+func TestBusPullKeepsWorkAtHandWithoutPolls(t *testing.T) {
+	d := NewDispatcher(DispatcherConfig{Frontend: "fe", Pull: true, Owner: "me", Policy: dispatchPolicy, MaxClaim: 3, Bus: true,
+		BusOverdue: time.Minute, BusBackstop: 10 * time.Second})
+	d.SetBus(true)
+	if refused := d.Named("a0", "a1"); refused != nil {
+		t.Fatalf("Named with no poll = %v, want both taken", refused)
+	}
+	r, ok := d.Next(t0)
+	if !ok || fmt.Sprint(r.Claim.IDs) != "[a0 a1]" || r.Claim.Lease != defaultPollLease {
+		t.Fatalf("round = %+v, want a claim of a0 and a1 for the default poll lease", r)
+	}
+	if refused := d.Named("b0", "b1"); fmt.Sprint(refused) != "[b1]" {
+		t.Fatalf("Named with 2 being claimed = %v, want b1 refused (MaxClaim 3)", refused)
+	}
+	d.Done(t0, r, nil, &persistence.Claim{Work: work("a", 2, defaultPollLease)}, nil)
+	r, _ = d.Next(t0)
+	d.Done(t0, r, nil, &persistence.Claim{Work: work("b", 1, defaultPollLease)}, nil)
+	if refused := d.Named("c0"); fmt.Sprint(refused) != "[c0]" {
+		t.Fatalf("Named with 3 at hand = %v, want c0 refused", refused)
+	}
+	p := poll(2, defaultPollLease)
+	e := d.Poll(t0, p)
+	if len(e.Answers) != 1 || len(e.Answers[0].Reply.Messages) != 2 || e.Answers[0].Reply.Messages[0].ID != "a0" {
+		t.Fatalf("the next poll's answers = %+v, want a0 and a1 at once", e.Answers)
+	}
+	if e := d.Poll(t0, poll(5, defaultPollLease)); len(e.Answers) != 1 || len(e.Answers[0].Reply.Messages) != 1 {
+		t.Fatalf("the poll after = %+v, want b0 alone", e.Answers)
+	}
+	if n := d.BusRoom(); n != 0 {
+		t.Fatalf("BusRoom = %d with no poll waiting, want 0", n)
+	}
+}
+
+// TestBusPullClaimAfterThePollsLeft: a claim made after the polls were
+// answered leases for the last poll's lease.
+func TestBusPullClaimAfterThePollsLeft(t *testing.T) {
 	d := NewDispatcher(DispatcherConfig{Frontend: "fe", Pull: true, Owner: "me", Policy: dispatchPolicy, MaxClaim: 1000, Bus: true,
 		BusOverdue: time.Minute, BusBackstop: 10 * time.Second})
 	d.SetBus(true)
-	if refused := d.Named("a"); fmt.Sprint(refused) != "[a]" {
-		t.Fatalf("Named with no poll = %v, want a refused", refused)
-	}
 	p := poll(2, 2*time.Minute)
 	done := make(chan struct{})
 	p.Done = done

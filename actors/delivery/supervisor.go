@@ -60,9 +60,6 @@ func (s *Supervisor) Receive(c actor.Context) {
 			delete(s.workers, m.Name)
 		}
 	case *messages.Kick:
-		if m.Frontend != "" && s.d.Relay != nil {
-			s.d.Relay.Kick() // new delivery work was committed: to the bus with it
-		}
 		if m.Frontend == "" { // every worker (the ring moved this instance's ranges)
 			for _, w := range s.workers {
 				c.Send(w.pid, m)

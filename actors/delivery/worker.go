@@ -83,8 +83,8 @@ type (
 		value any
 		stack []byte
 	}
-	// busMsg is a message the bus handed out; fetchDone ends a fetch.
-	busMsg    struct{ m *bus.Msg }
+	// busMsgs are messages the bus handed out; fetchDone ends a fetch.
+	busMsgs   struct{ ms []*bus.Msg }
 	fetchDone struct{ err error }
 	// ackRead is an ack whose verdicts' attempt counts were read.
 	ackRead struct {
@@ -151,8 +151,8 @@ func (w *Worker) Receive(c actor.Context) {
 		}
 		w.tickHolds(now)
 		w.apply(c, w.core.Tick(now, w.rng))
-	case *busMsg:
-		w.take(m.m, now)
+	case *busMsgs:
+		w.takeAll(m.ms, now)
 	case *fetchDone:
 		w.fetched(m.err, now)
 	case *messages.Poll:

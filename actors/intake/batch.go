@@ -338,6 +338,29 @@ func (b *Batch) hand(board *handover.Board, owner string) {
 	}
 }
 
+// publish marks the new delivery work that no worker took at once to be
+// published to the bus by this instance after the commit
+// (persistence.NewMessage.Publish): the bus is up and its relay ready.
+func (b *Batch) publish() {
+	for k := range b.Stored {
+		nm := &b.Stored[k]
+		if nm.Work != nil && nm.Work.Kind == persistence.WorkDelivery && nm.Lease == nil {
+			nm.Publish = true
+		}
+	}
+}
+
+// published is the work the commit wrote to publish.
+func (b *Batch) published(w persistence.Written) []persistence.Relay {
+	var out []persistence.Relay
+	for _, acc := range w.Accepted {
+		if acc.Relay != nil {
+			out = append(out, *acc.Relay)
+		}
+	}
+	return out
+}
+
 // handedOver is the work the commit wrote leased, by the worker it goes to.
 func (b *Batch) handedOver(w persistence.Written) map[*actor.PID][]persistence.Work {
 	var out map[*actor.PID][]persistence.Work
@@ -399,8 +422,9 @@ func (b *Batch) settle(w persistence.Written, err error) (changes []messages.Sta
 			Frontend: acc.Message.Frontend, At: b.Now, Detail: nm.Detail, Accepted: true})
 		key := persistence.WorkSpec{Kind: nm.Work.Kind, Target: nm.Work.Target}
 		// Forwards of a peer that is not healthy wait, work handed over is
-		// taken; the rest is due for a claim.
-		if !kicked[key] && acc.Work == nil && (key.Kind == persistence.WorkDelivery || acc.Message.State == messages.StatePending) {
+		// taken, work to publish goes through the bus; the rest is due for a
+		// claim.
+		if !kicked[key] && acc.Work == nil && acc.Relay == nil && (key.Kind == persistence.WorkDelivery || acc.Message.State == messages.StatePending) {
 			kicked[key] = true
 			kicks = append(kicks, key)
 		}

@@ -62,12 +62,31 @@ type Config struct {
 	// Tracing makes the group commits' spans (nil: none).
 	Tracing *telemetry.Tracing
 	Board   *handover.Board
+	// Relay, when set, is the delivery bus's relay (*bus.Relayer, with
+	// --nats-url). While it is Ready, the new delivery work of a commit
+	// that no worker took at once is written to publish and handed to it
+	// after the commit (no relay round takes it from the store again);
+	// delivery work written unrelayed (the bus down, a resubmit) kicks
+	// it.
+	Relay Relay
 	// Shared is true when other instances of the site change the directory
 	// in the same store: a batch holding a message without a route (or a
 	// forward for a frontend not known here) reads the directory again
 	// before refusing it, so a frontend registered through another
 	// instance a moment ago is found. One read per commit at most.
 	Shared bool
+}
+
+// Relay is the delivery bus's relay, as the intake uses it
+// (*bus.Relayer).
+type Relay interface {
+	// Ready reports whether new delivery work may be written to publish
+	// (persistence.NewMessage.Publish).
+	Ready() bool
+	// Publish takes the rows a commit wrote to publish.
+	Publish(rows []persistence.Relay)
+	// Kick says unrelayed delivery work was committed.
+	Kick()
 }
 
 // Remote is the intake's view of the frontends served by peers: the
@@ -309,6 +328,9 @@ func (a *Intake) batch(c actor.Context) (*Batch, bool) {
 	if a.cfg.Board != nil {
 		b.hand(a.cfg.Board, a.cfg.Owner)
 	}
+	if a.cfg.Relay != nil && a.cfg.Relay.Ready() {
+		b.publish()
+	}
 	return b, true
 }
 
@@ -334,6 +356,9 @@ func (a *Intake) run(b *Batch) []persistence.WorkSpec {
 		for to, work := range b.handedOver(w) {
 			a.sys.Root.Send(to, &handover.Work{Work: work})
 		}
+		if a.cfg.Relay != nil {
+			a.cfg.Relay.Publish(b.published(w))
+		}
 	}
 	return kicks
 }
@@ -358,15 +383,21 @@ func (a *Intake) commitSpan(b *Batch) trace.Span {
 		attribute.Int("switchboard.messages", len(b.Stored)), attribute.Int("switchboard.reports", len(b.Updates)))
 }
 
-// kick wakes the workers of the work a commit wrote.
+// kick wakes the workers of the work a commit wrote, and the bus's relay
+// for delivery work it has to take from the store.
 func (a *Intake) kick(c actor.Context, kicks []persistence.WorkSpec) {
+	relay := false
 	for _, k := range kicks {
 		switch {
 		case k.Kind == persistence.WorkDelivery:
 			c.Send(a.cfg.Frontends, &messages.Kick{Frontend: k.Target})
+			relay = true
 		case a.cfg.Peers != nil:
 			c.Send(a.cfg.Peers, &messages.KickPeer{Peer: k.Target})
 		}
+	}
+	if relay && a.cfg.Relay != nil {
+		a.cfg.Relay.Kick()
 	}
 }
 

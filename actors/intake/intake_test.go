@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -15,7 +14,7 @@ import (
 	"github.com/switchboard-dev/switchboard/actors/peer"
 	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/messages"
-	"github.com/switchboard-dev/switchboard/persistence/sqlite"
+	"github.com/switchboard-dev/switchboard/persistence/sqlite/sqlitetest"
 	"github.com/switchboard-dev/switchboard/polltest"
 )
 
@@ -28,13 +27,7 @@ func (idle) Receive(actor.Context) {}
 // names in the peer book (our registry for peers) from its start and at
 // every change, and routes to a frontend the book says a peer serves.
 func TestIntakeKeepsTheBookOfPeers(t *testing.T) {
-	cfg := sqlite.DefaultConfig()
-	cfg.Path = filepath.Join(t.TempDir(), "intake.db")
-	st, err := sqlite.Open(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := sqlitetest.Open(t)
 	now := clock.Real{}.Now()
 	if err := st.PutFrontend(context.Background(), messages.Frontend{Name: "fe-a", Mode: messages.ModePull, CreatedAt: now, UpdatedAt: now}); err != nil {
 		t.Fatal(err)

@@ -79,21 +79,18 @@ func (a *Intake) resubmit(c actor.Context, id string) messages.ResubmitReply {
 
 // resubmitted publishes and kicks for applied reroutes.
 func (a *Intake) resubmitted(c actor.Context, rs []persistence.Reroute, now time.Time) {
-	kicked := map[string]bool{}
+	kicked := map[persistence.WorkSpec]bool{}
+	var kicks []persistence.WorkSpec
 	for _, r := range rs {
 		a.cfg.Publish(messages.StateChanged{ID: r.ID, State: r.State, Frontend: r.Frontend, At: now, Detail: r.Detail})
-		key := string(r.Work.Kind) + "/" + r.Work.Target
-		if kicked[key] {
+		key := persistence.WorkSpec{Kind: r.Work.Kind, Target: r.Work.Target}
+		if kicked[key] || (key.Kind != persistence.WorkDelivery && r.State != messages.StatePending) {
 			continue
 		}
 		kicked[key] = true
-		switch {
-		case r.Work.Kind == persistence.WorkDelivery:
-			c.Send(a.cfg.Frontends, &messages.Kick{Frontend: r.Work.Target})
-		case r.State == messages.StatePending && a.cfg.Peers != nil:
-			c.Send(a.cfg.Peers, &messages.KickPeer{Peer: r.Work.Target})
-		}
+		kicks = append(kicks, key)
 	}
+	a.kick(c, kicks)
 }
 
 // bulk handles one page of a bulk resubmit and queues the next step, so

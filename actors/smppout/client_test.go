@@ -3,7 +3,6 @@ package smppout
 import (
 	"context"
 	"crypto/tls"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,19 +11,13 @@ import (
 	"github.com/switchboard-dev/switchboard/actors/smppout/smsctest"
 	"github.com/switchboard-dev/switchboard/httpapi/certs"
 	"github.com/switchboard-dev/switchboard/messages"
-	"github.com/switchboard-dev/switchboard/persistence/sqlite"
+	"github.com/switchboard-dev/switchboard/persistence/sqlite/sqlitetest"
 	"github.com/switchboard-dev/switchboard/polltest"
 )
 
 func newClient(t *testing.T, url, password string) *Client {
 	t.Helper()
-	cfg := sqlite.DefaultConfig()
-	cfg.Path = filepath.Join(t.TempDir(), "s.db")
-	st, err := sqlite.Open(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := sqlitetest.Open(t)
 	c, err := New(Config{Frontend: messages.Frontend{Name: "smsc", Mode: messages.ModeSMPP, URL: url, Secret: password},
 		Store: st, Reconnect: ring.Reconnect{MaxAttempts: 1, Min: 10 * time.Millisecond, Max: 50 * time.Millisecond, Jitter: 0.5}})
 	if err != nil {

@@ -3,7 +3,6 @@ package smppout
 import (
 	"context"
 	"math"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -12,7 +11,7 @@ import (
 	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/actors/smppout/smsctest"
 	"github.com/switchboard-dev/switchboard/messages"
-	"github.com/switchboard-dev/switchboard/persistence/sqlite"
+	"github.com/switchboard-dev/switchboard/persistence/sqlite/sqlitetest"
 	"github.com/switchboard-dev/switchboard/polltest"
 )
 
@@ -45,13 +44,7 @@ func (s *sent) kicks(t *testing.T) int {
 // has bound and when it lost its bind.
 func TestClientsKickTheWorker(t *testing.T) {
 	smsc := smsctest.New(t, "pw", nil)
-	cfg := sqlite.DefaultConfig()
-	cfg.Path = filepath.Join(t.TempDir(), "s.db")
-	st, err := sqlite.Open(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := sqlitetest.Open(t)
 	workers := &sent{}
 	cs := NewClients(Config{Store: st, Workers: workers,
 		Reconnect: ring.Reconnect{MaxAttempts: 1, Min: time.Hour, Max: time.Hour, Jitter: 0.5}})
@@ -70,13 +63,7 @@ func TestClientsKickTheWorker(t *testing.T) {
 // only while this instance holds part of the ring's delivery work.
 func TestClientRateShareFromTheFence(t *testing.T) {
 	smsc := smsctest.New(t, "pw", nil)
-	cfg := sqlite.DefaultConfig()
-	cfg.Path = filepath.Join(t.TempDir(), "s.db")
-	st, err := sqlite.Open(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := sqlitetest.Open(t)
 	shares := ring.NewShares(0, nil)
 	cs := NewClients(Config{Store: st, Fence: shares,
 		Reconnect: ring.Reconnect{MaxAttempts: 1, Min: time.Hour, Max: time.Hour, Jitter: 0.5}})

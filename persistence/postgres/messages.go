@@ -19,7 +19,7 @@ import (
 // order, each with its first history entry in the row (first_state,
 // first_detail), and their outbox work (leased when a lease owner is
 // given). It returns the created messages, each with the id of its outbox
-// row when that was leased; the caller reads the others (already stored) afterwards,
+// row when that was written relayed (leased, or to publish); the caller reads the others (already stored) afterwards,
 // in a statement of their own, which also sees those that a concurrent Accept
 // committed while this one waited on their ids.
 var acceptSQL = `
@@ -55,7 +55,7 @@ work AS (
 	FROM created c JOIN input i ON i.id = c.id
 	WHERE i.work_kind <> ''
 	ORDER BY i.ord
-	RETURNING id, message_id, kind, target, lease_owner IS NOT NULL AS leased
+	RETURNING id, message_id, kind, target, relayed
 ),
 counted AS (
 	-- The counters' deltas (see counts.go), in the same statement.
@@ -64,7 +64,7 @@ counted AS (
 	UNION ALL
 	SELECT kind, target, count(*) FROM work GROUP BY kind, target
 )
-SELECT ` + columns("c") + `, w.id FROM created c LEFT JOIN work w ON w.message_id = c.id AND w.leased`
+SELECT ` + columns("c") + `, w.id FROM created c LEFT JOIN work w ON w.message_id = c.id AND w.relayed`
 
 // acceptPart stores the new messages of a Write (Accept) in one statement
 // (its first round trip), and one more that reads the stored messages when
@@ -108,7 +108,7 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 		}
 	}
 	created := make(map[string]messages.Message, n)
-	leased := map[string]int64{}
+	relayedRows := map[string]int64{}
 	queue := func(b *pgx.Batch) {
 		b.Queue(acceptSQL, ids, tokens, srcs, dsts, bodies, states,
 			srcSMSCs, dstSMSCs, frontends, details, kinds, targets, dues, now, reportTo,
@@ -121,7 +121,7 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 				}
 				created[m.ID] = m
 				if row != nil {
-					leased[m.ID] = *row
+					relayedRows[m.ID] = *row
 				}
 			}
 			return rows.Err()
@@ -145,7 +145,7 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 			}
 		}
 		var err error
-		*out, err = persistence.AcceptResults(batch, created, stored, leased)
+		*out, err = persistence.AcceptResults(batch, created, stored, relayedRows)
 		return err
 	}
 	return part{queue: queue, run: run}

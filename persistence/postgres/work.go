@@ -245,7 +245,9 @@ func (s *Store) claimPart(req persistence.ClaimRequest, out *persistence.Claim) 
 			}
 		}
 		if named {
-			queueLater(b, req, rowIDs, out)
+			if persistence.LaterNeeded(req.IDs, work) {
+				queueLater(b, req, rowIDs, out)
+			}
 		} else {
 			b.Queue(nextDueSQL(n), append([]any{string(req.Kind), req.Target, rowIDs}, ranges...)...).QueryRow(func(row pgx.Row) error {
 				return row.Scan(&next)

@@ -204,37 +204,39 @@ func writeChanges(ctx context.Context, tx querier, c *persistence.Changes) error
 
 // insertWork writes outbox rows created at `at`. A row the message has of
 // the same kind and target is replaced by the new one (a new id, so that
-// ids keep creation order). It returns the ids of the leased rows, by
-// message id.
+// ids keep creation order). It returns the ids of the rows written relayed
+// (leased, or to publish: WorkAdd.Relayed), by message id.
 func insertWork(ctx context.Context, q querier, at int64, work []persistence.WorkAdd) (map[string]int64, error) {
 	const cols = 9
 	args := make([]any, 0, cols*len(work))
-	leased := 0
+	relayed := 0
 	for _, w := range work {
 		var owner sql.NullString
 		var until sql.NullInt64
 		if w.Lease != nil {
 			owner, until = sql.NullString{String: w.Lease.Owner, Valid: true}, sql.NullInt64{Int64: toDB(w.Lease.Until), Valid: true}
-			leased++
+		}
+		if w.Relayed() {
+			relayed++
 		}
 		args = append(args, string(w.Spec.Kind), w.Spec.Target, w.MessageID, int64(w.Token), toDB(w.Spec.DueAt), at, owner, until, w.Relayed())
 	}
 	const head = `REPLACE INTO outbox (kind, target, message_id, token, due_at, created_at, lease_owner, lease_until, relayed)`
-	if leased == 0 {
+	if relayed == 0 {
 		return nil, insertRows(ctx, q, head, cols, args)
 	}
-	ids := make(map[string]int64, leased)
+	ids := make(map[string]int64, relayed)
 	err := chunks(len(work), func(lo, hi int) error {
-		rows, err := q.QueryContext(ctx, head+" VALUES "+tuples(hi-lo, cols)+" RETURNING id, message_id, lease_owner IS NOT NULL", args[cols*lo:cols*hi]...)
+		rows, err := q.QueryContext(ctx, head+" VALUES "+tuples(hi-lo, cols)+" RETURNING id, message_id, relayed", args[cols*lo:cols*hi]...)
 		if err != nil {
 			return err
 		}
 		return scanEach(rows, func(r *sql.Rows) error {
 			var id int64
 			var m string
-			var isLeased bool
-			err := r.Scan(&id, &m, &isLeased)
-			if isLeased {
+			var isRelayed bool
+			err := r.Scan(&id, &m, &isRelayed)
+			if isRelayed {
 				ids[m] = id
 			}
 			return err

@@ -19,7 +19,7 @@ import (
 func accept(ctx context.Context, tx querier, now time.Time, batch []persistence.NewMessage) ([]persistence.Accepted, error) {
 	uniq := persistence.Firsts(batch)
 	var stored map[string]messages.Message
-	var leased map[string]int64 // leased outbox rows by message id
+	var relayedRows map[string]int64 // outbox rows written relayed, by message id
 	created := make(map[string]messages.Message, len(uniq))
 	err := func() error {
 		rows := make([]persistence.Row, len(uniq))
@@ -73,7 +73,7 @@ func accept(ctx context.Context, tx querier, now time.Time, batch []persistence.
 		if stored, err = loadMessages(ctx, tx, existing); err != nil {
 			return err
 		}
-		if leased, err = insertWork(ctx, tx, toDB(now), work); err != nil {
+		if relayedRows, err = insertWork(ctx, tx, toDB(now), work); err != nil {
 			return err
 		}
 		return writeCounts(ctx, tx, persistence.AcceptedCounts(created, work))
@@ -81,7 +81,7 @@ func accept(ctx context.Context, tx querier, now time.Time, batch []persistence.
 	if err != nil {
 		return nil, err
 	}
-	return persistence.AcceptResults(batch, created, stored, leased)
+	return persistence.AcceptResults(batch, created, stored, relayedRows)
 }
 
 // loadMessages reads the messages with the given ids (those that exist).

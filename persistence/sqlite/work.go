@@ -231,6 +231,9 @@ func claim(ctx context.Context, tx querier, req persistence.ClaimRequest) (persi
 		}
 
 		if named {
+			if !persistence.LaterNeeded(req.IDs, claim.Work) {
+				return nil
+			}
 			return later(ctx, tx, args, &claim, req.Now)
 		}
 		var nextDue sql.NullInt64

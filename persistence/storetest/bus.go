@@ -15,6 +15,7 @@ func busCases() []testCase {
 		{"TakenRowsAreNotTakenAgainUntilUnrelayed", relayTakenOnce},
 		{"NewWorkOfAResubmitIsRelayedAgain", relayResubmit},
 		{"WorkWrittenLeasedIsNotRelayed", relayNotLeasedAtAccept},
+		{"WorkWrittenToPublishIsNamedAndNotRelayedAgain", relayPublishedAtAccept},
 		{"RelayInvalidRequestIsError", relayInvalid},
 		{"ClaimNamedTakesOnlyThoseRows", claimNamedOnly},
 		{"ClaimNamedTellsWhenTheRestIsClaimable", claimNamedLater},
@@ -135,7 +136,43 @@ func relayNotLeasedAtAccept(f *fixture) {
 	f.wantIDs("claim after the lease", workIDs(f.claimDelivery(feA, ownerB, at(time.Minute), 10).Work), "held", "free")
 }
 
+func relayPublishedAtAccept(f *fixture) {
+	pub := newMsg("pub")
+	pub.Publish = true
+	res := f.accept(base, newMsg("free"), pub)
+	if res[0].Relay != nil {
+		f.Errorf("Accepted.Relay of work not written to publish = %+v, want nil", res[0].Relay)
+	}
+	r := res[1].Relay
+	if r == nil || r.Row <= 0 || r.MessageID != "pub" || r.Target != feA || res[1].Work != nil {
+		f.Fatalf("Accepted = %+v (Relay %+v), want the row of pub for fe-a and no leased Work", res[1], r)
+	}
+	f.wantTime("Relay.CreatedAt", r.CreatedAt, base)
+	// Its writer publishes it: no relay takes it, until it is given back.
+	f.wantIDs("RelayWork", relayIDs(f.relay(10)), "free")
+	f.unrelay([]int64{r.Row})
+	again := f.relay(10)
+	f.wantIDs("RelayWork after giving it back", relayIDs(again), "pub")
+	if len(again) == 1 && again[0].Row != r.Row {
+		f.Errorf("the row given back is relayed as row %d, written as %d: the bus would not drop a second publish", again[0].Row, r.Row)
+	}
+	// A claim from the store (the bus's backstop) takes it like any row.
+	f.wantIDs("claim", workIDs(f.claimDelivery(feA, ownerB, base, 10).Work), "free", "pub")
+}
+
 func relayInvalid(f *fixture) {
+	leased := newMsg("pub-leased")
+	leased.Publish, leased.Lease = true, &persistence.Lease{Owner: ownerA, Until: at(time.Minute)}
+	forward := msgFor("pub-forward", persistence.WorkForward, peerP)
+	forward.Publish = true
+	none := msgNoWork("pub-none")
+	none.Publish = true
+	for _, nm := range []persistence.NewMessage{leased, forward, none} {
+		if _, err := f.store.Accept(f.ctx, base, []persistence.NewMessage{nm}); err == nil {
+			f.Errorf("Accept of %s to publish succeeded", nm.ID)
+		}
+	}
+	f.wantIDs("RelayWork after refused accepts", relayIDs(f.relay(10)))
 	if _, err := f.store.RelayWork(f.ctx, 0); err == nil {
 		f.Errorf("RelayWork(0) succeeded")
 	}

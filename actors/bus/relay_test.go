@@ -1,0 +1,90 @@
+package bus_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/actors/bus"
+	"github.com/switchboard-dev/switchboard/actors/bus/bustest"
+	"github.com/switchboard-dev/switchboard/clock"
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/persistence/sqlite/sqlitetest"
+	"github.com/switchboard-dev/switchboard/polltest"
+)
+
+// accept stores a message with delivery work for "fe", written to publish,
+// and returns its row.
+func accept(t *testing.T, st persistence.Store, id string) persistence.Relay {
+	t.Helper()
+	res, err := st.Accept(context.Background(), time.Now(), []persistence.NewMessage{{
+		ID: id, SourceMSISDN: "15550001", DestinationMSISDN: "447700900001", Body: "hi", State: messages.StatePending,
+		Work: &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: "fe"}, Publish: true,
+	}})
+	if err != nil || len(res) != 1 || res[0].Relay == nil {
+		t.Fatalf("Accept %s = %+v, %v", id, res, err)
+	}
+	return *res[0].Relay
+}
+
+// fetchUntil acks what the bus hands out for "fe" until it has handed out
+// the messages want, in that order.
+func fetchUntil(t *testing.T, b *bus.Bus, want ...string) {
+	t.Helper()
+	var got []string
+	polltest.Until(t, 10*time.Second, fmt.Sprintf("the bus handing out %q", want), func() bool {
+		_ = b.Fetch(context.Background(), "fe", 10, 100*time.Millisecond, func(ms []*bus.Msg) {
+			for _, m := range ms {
+				got = append(got, m.ID)
+				_ = m.Settle(bus.Decision{Action: bus.Ack})
+			}
+		})
+		return slices.Equal(got, want)
+	})
+}
+
+// TestRelayPublishesWhatTheIntakeWrote: rows committed marked relayed and
+// handed to Publish reach the bus without a relay round (the store has
+// nothing unrelayed); while the bus is down the relay is not Ready, and a
+// row handed to it then is given back to the store, and relayed by a
+// round once the bus returns.
+func TestRelayPublishesWhatTheIntakeWrote(t *testing.T) {
+	srv := bustest.Start(t)
+	b := open(t, srv.URL())
+	st := sqlitetest.Open(t)
+	r := bus.StartRelay(b, st, clock.Real{}, 1)
+	defer r.Stop()
+	unrelayed := func() time.Time {
+		t.Helper()
+		at, err := st.OldestUnrelayed(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return at
+	}
+
+	if !r.Ready() {
+		t.Fatal("the relay is not Ready with the bus up")
+	}
+	r.Publish([]persistence.Relay{accept(t, st, "m-1"), accept(t, st, "m-2")})
+	fetchUntil(t, b, "m-1", "m-2")
+	if at := unrelayed(); !at.IsZero() {
+		t.Fatalf("unrelayed work since %v: the rows were given back", at)
+	}
+
+	srv.Stop()
+	waitUp(t, b, false)
+	if r.Ready() {
+		t.Fatal("the relay is Ready with the bus down")
+	}
+	r.Publish([]persistence.Relay{accept(t, st, "m-3")}) // written as the bus went down
+	polltest.Until(t, 10*time.Second, "m-3 given back to the store", func() bool { return !unrelayed().IsZero() })
+
+	srv.Restart()
+	waitUp(t, b, true)
+	fetchUntil(t, b, "m-3")
+	polltest.Until(t, 10*time.Second, "nothing unrelayed", func() bool { return unrelayed().IsZero() })
+}

@@ -1,0 +1,135 @@
+package intake_test
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/switchboard-dev/switchboard/actors/intake"
+	"github.com/switchboard-dev/switchboard/clock"
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/persistence/sqlite/sqlitetest"
+	"github.com/switchboard-dev/switchboard/polltest"
+)
+
+// fakeRelay stands for the bus's relay: Ready as set, the rows handed to
+// Publish and the kicks recorded.
+type fakeRelay struct {
+	ready atomic.Bool
+	kicks atomic.Int64
+	mu    sync.Mutex
+	rows  []persistence.Relay
+}
+
+func (r *fakeRelay) Ready() bool { return r.ready.Load() }
+func (r *fakeRelay) Kick()       { r.kicks.Add(1) }
+func (r *fakeRelay) Publish(rows []persistence.Relay) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rows = append(r.rows, rows...)
+}
+
+func (r *fakeRelay) published() []persistence.Relay {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]persistence.Relay(nil), r.rows...)
+}
+
+// kicked counts the delivery kicks the frontend supervisor is sent; a
+// channel sent to it is closed once what came before was counted.
+type kicked struct{ n *atomic.Int64 }
+
+func (k kicked) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case *messages.Kick:
+		if m.Frontend != "" {
+			k.n.Add(1)
+		}
+	case chan struct{}:
+		close(m)
+	}
+}
+
+// TestIntakePublishesThroughTheBusRelay: while the bus's relay is ready, a
+// commit writes its new delivery work marked relayed and hands the rows to
+// the relay (no relay round takes them from the store, no worker is
+// kicked to claim them); while it is not, the work is written unrelayed
+// and the relay and the workers are kicked.
+func TestIntakePublishesThroughTheBusRelay(t *testing.T) {
+	st := sqlitetest.Open(t)
+	ctx := context.Background()
+	now := clock.Real{}.Now()
+	if err := st.PutFrontend(ctx, messages.Frontend{Name: "fe-a", Mode: messages.ModePull, CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutRoute(ctx, messages.Route{Prefix: "44", Frontend: "fe-a"}); err != nil {
+		t.Fatal(err)
+	}
+	sys := actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	defer sys.Shutdown()
+	var workerKicks atomic.Int64
+	frontends := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return kicked{&workerKicks} }))
+	relay := &fakeRelay{}
+	relay.ready.Store(true)
+	pid := sys.Root.Spawn(actor.PropsFromProducer(intake.NewIntake(intake.Config{
+		Node: "alpha", Store: st, Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler), Frontends: frontends,
+		Publish: func(messages.StateChanged) {}, NewID: func() string { return "unused" }, Relay: relay,
+	})))
+	defer func() { _ = sys.Root.StopFuture(pid).Wait() }()
+	submit := func(id string) messages.Message {
+		t.Helper()
+		reply := make(chan messages.SubmitReply, 1)
+		sys.Root.Send(pid, &messages.Submit{Submission: messages.Submission{ID: id, SourceMSISDN: "15550001",
+			DestinationMSISDN: "447700900001", Body: "hi"}, Reply: reply})
+		r := <-reply
+		if r.Err != nil || !r.Created {
+			t.Fatalf("submit %s: %+v", id, r)
+		}
+		return r.Message
+	}
+	relayed := func(want ...string) {
+		t.Helper()
+		rs, err := st.RelayWork(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range rs {
+			got = append(got, r.MessageID)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("RelayWork took %q, want %q", got, want)
+		}
+	}
+
+	m := submit("via-bus")
+	polltest.Until(t, 10*time.Second, "the row handed to the relay", func() bool { return len(relay.published()) == 1 })
+	if r := relay.published()[0]; r.MessageID != m.ID || r.Target != "fe-a" || r.Row <= 0 {
+		t.Fatalf("published %+v, want the row of %s for fe-a", r, m.ID)
+	}
+	relayed() // written relayed: no round takes it again
+
+	relay.ready.Store(false)
+	submit("via-store")
+	// The relay is kicked after the workers, in the order of the commits:
+	// once it is, every kick of both commits has been sent.
+	polltest.Until(t, 10*time.Second, "the relay kicked", func() bool { return relay.kicks.Load() == 1 })
+	counted := make(chan struct{})
+	sys.Root.Send(frontends, counted)
+	<-counted
+	if n := workerKicks.Load(); n != 1 {
+		t.Fatalf("%d worker kicks, want 1 (work handed to the relay is the bus's)", n)
+	}
+	if n := len(relay.published()); n != 1 {
+		t.Fatalf("%d rows handed to the relay, want still 1", n)
+	}
+	relayed("via-store")
+}
