@@ -104,11 +104,22 @@ func (r *Relayer) Stop() {
 func (r *Relayer) run() {
 	defer close(r.done)
 	defer r.giveBack()
+	roundTurn := false // a due round goes between two batches of the queue
 	for {
+		select {
+		case <-r.stop:
+			return
+		default:
+		}
 		now := r.clock.Now()
 		var wait time.Duration
 		switch {
+		case roundTurn && r.bus.Up() && r.core.Due(now):
+			roundTurn = false
+			r.round(now)
+			continue
 		case r.publishQueued():
+			roundTurn = true
 			continue
 		case !r.bus.Up():
 			// The bus's return kicks us; the lag goes on growing meanwhile.
