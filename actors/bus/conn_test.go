@@ -22,12 +22,18 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func open(t *testing.T, url string) *bus.Bus {
+func open(t *testing.T, url string) *bus.Bus { return openWith(t, url, nil) }
+
+// openWith is open with the configuration changed by set (nil: none).
+func openWith(t *testing.T, url string, set func(*bus.Config)) *bus.Bus {
 	t.Helper()
 	cfg := bus.DefaultConfig()
 	cfg.URL, cfg.Stream, cfg.Name = url, "SWITCHBOARD_test", "t"
 	cfg.AckWait = time.Second // an unsettled message comes back soon
 	cfg.Logger = slog.New(slog.DiscardHandler)
+	if set != nil {
+		set(&cfg)
+	}
 	m, err := bus.NewMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)

@@ -35,11 +35,17 @@ type Relayer struct {
 	// lagAt is when the lag was last read (at most every lagEvery).
 	lagAt time.Time
 
-	// mu guards queued: rows committed marked relayed, to publish.
-	mu     sync.Mutex
-	queued []persistence.Relay
+	// mu guards queued (rows committed marked relayed, to publish) and
+	// stopped (set once the relay gave back what was queued as it
+	// stopped: what comes later is given back at once).
+	mu      sync.Mutex
+	queued  []persistence.Relay
+	stopped bool
 
-	kick chan struct{}
+	// kick makes a round due (unrelayed work was committed); queue only
+	// wakes the loop for the queued rows: they need no round.
+	kick  chan struct{}
+	queue chan struct{}
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
@@ -50,7 +56,7 @@ func StartRelay(b *Bus, store persistence.Store, clk clock.Clock, seed uint64) *
 	r := &Relayer{
 		bus: b, store: store, clock: clk, rng: rand.New(rand.NewPCG(seed, 0x72656c6179)),
 		core: Relay{Batch: b.cfg.RelayBatch, Sweep: b.cfg.RelaySweep, RetryMin: 100 * time.Millisecond, RetryMax: 5 * time.Second},
-		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		kick: make(chan struct{}, 1), queue: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	r.core.Kick()    // work written before the start (or while the bus was off) waits
 	b.relay.Store(r) // the bus's changes kick it
@@ -75,15 +81,24 @@ func (r *Relayer) Ready() bool {
 }
 
 // Publish queues rows committed marked relayed, for the relay to publish
-// next. Safe for concurrent use.
+// next (no round: they are taken already). Safe for concurrent use; after
+// Stop the rows are given back at once.
 func (r *Relayer) Publish(rows []persistence.Relay) {
 	if len(rows) == 0 {
 		return
 	}
 	r.mu.Lock()
+	if r.stopped {
+		r.mu.Unlock()
+		r.giveBackRows(rows, errors.New("the relay has stopped"))
+		return
+	}
 	r.queued = append(r.queued, rows...)
 	r.mu.Unlock()
-	r.Kick()
+	select {
+	case r.queue <- struct{}{}:
+	default:
+	}
 }
 
 // Kick says delivery work was committed.
@@ -141,6 +156,7 @@ func (r *Relayer) run() {
 			return
 		case <-r.kick:
 			r.core.Kick()
+		case <-r.queue:
 		case <-timer:
 		}
 		cancel()
@@ -186,7 +202,7 @@ func (r *Relayer) unrelay(ctx context.Context, rows []int64, why error) {
 		r.bus.log.Warn("giving back delivery work the bus did not take failed; the backstop delivers it from the store",
 			"rows", len(rows), "err", err, "publish_err", why)
 	}
-	r.core.Kick()
+	r.Kick() // a round takes them (safe from any goroutine)
 	r.bus.kickWorkers()
 }
 
@@ -194,14 +210,19 @@ func (r *Relayer) unrelay(ctx context.Context, rows []int64, why error) {
 func (r *Relayer) giveBack() {
 	r.mu.Lock()
 	rows := r.queued
-	r.queued = nil
+	r.queued, r.stopped = nil, true
 	r.mu.Unlock()
+	r.giveBackRows(rows, errors.New("the relay stopped"))
+}
+
+// giveBackRows gives back rows the relay will not publish.
+func (r *Relayer) giveBackRows(rows []persistence.Relay, why error) {
 	if len(rows) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*r.bus.cfg.PublishTimeout)
 	defer cancel()
-	r.unrelay(ctx, missing(rows, nil), errors.New("the relay stopped"))
+	r.unrelay(ctx, missing(rows, nil), why)
 }
 
 // round publishes one batch: take (marking relayed), publish, give back

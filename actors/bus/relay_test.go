@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -97,4 +98,44 @@ func TestRelayPublishesWhatTheIntakeWrote(t *testing.T) {
 	r.Kick()
 	r.Publish(accept(t, st, "m-5", true))
 	fetchUntil(t, b, "m-4", "m-5")
+}
+
+// takes counts a store's relay rounds (RelayWork).
+type takes struct {
+	persistence.Store
+	n atomic.Int64
+}
+
+func (s *takes) RelayWork(ctx context.Context, limit int) ([]persistence.Relay, error) {
+	s.n.Add(1)
+	return s.Store.RelayWork(ctx, limit)
+}
+
+// TestRelayPublishNeedsNoRound: rows handed to Publish cost no relay round
+// (the point of writing them marked relayed: no statement per commit);
+// rows handed to it after Stop are given back to the store at once.
+func TestRelayPublishNeedsNoRound(t *testing.T) {
+	srv := bustest.Start(t)
+	b := openWith(t, srv.URL(), func(c *bus.Config) { c.RelaySweep = time.Hour })
+	st := &takes{Store: sqlitetest.Open(t)}
+	r := bus.StartRelay(b, st, clock.Real{}, 1)
+	// The round at the start (work written before it) is the only one.
+	polltest.Until(t, 10*time.Second, "the round at the start", func() bool { return st.n.Load() == 1 })
+	var want []string
+	for i := range 20 {
+		id := fmt.Sprintf("p-%d", i)
+		want = append(want, id)
+		r.Publish(accept(t, st, id, true))
+		time.Sleep(5 * time.Millisecond)
+	}
+	fetchUntil(t, b, want...)
+	if n := st.n.Load(); n != 1 {
+		t.Fatalf("%d relay rounds for 20 rows handed to Publish, want only the one at the start", n)
+	}
+
+	r.Stop()
+	r.Publish(accept(t, st, "late", true))
+	if at, err := st.OldestUnrelayed(context.Background()); err != nil || at.IsZero() {
+		t.Fatalf("OldestUnrelayed = %v, %v: a row handed over after Stop was not given back", at, err)
+	}
 }
