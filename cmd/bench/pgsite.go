@@ -155,6 +155,36 @@ func (s *pgServer) schema(prefix string) (dsn, name string, drop func() error, e
 type dbStats struct {
 	commits   int64
 	busy, all int64 // /proc/stat jiffies, all CPUs
+	// postgres is the jiffies of the processes named postgres (a server on
+	// this machine: its backends, and in the postmaster's children's
+	// times those that ended); 0 when there is none.
+	postgres int64
+}
+
+// postgresJiffies sums the CPU time of the processes named postgres.
+func postgresJiffies() int64 {
+	dirs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var sum int64
+	for _, d := range dirs {
+		data, err := os.ReadFile(d)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ... utime(14) stime(15) cutime(16) cstime(17)
+		open, close := strings.IndexByte(string(data), '('), strings.LastIndexByte(string(data), ')')
+		if open < 0 || close < open || string(data[open+1:close]) != "postgres" {
+			continue
+		}
+		f := strings.Fields(string(data[close+1:]))
+		if len(f) < 15 {
+			continue
+		}
+		for _, v := range f[11:15] {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			sum += n
+		}
+	}
+	return sum
 }
 
 func (s *pgServer) stats() dbStats {
@@ -168,6 +198,7 @@ func (s *pgServer) stats() dbStats {
 		_ = conn.QueryRow(ctx, "SELECT sum(xact_commit)::bigint FROM pg_stat_database").Scan(&st.commits)
 		conn.Close(context.Background())
 	}
+	st.postgres = postgresJiffies()
 	if data, err := os.ReadFile("/proc/stat"); err == nil {
 		line, _, _ := strings.Cut(string(data), "\n")
 		for i, f := range strings.Fields(line)[1:] {
@@ -187,11 +218,21 @@ func serverNote(a, b dbStats, count int64, window time.Duration) string {
 	if count > 0 {
 		s += fmt.Sprintf(" (%.2f per message)", float64(b.commits-a.commits)/float64(count))
 	}
+	if b.postgres > a.postgres {
+		pg := time.Duration(b.postgres-a.postgres) * time.Second / userHZ
+		s += fmt.Sprintf(", Postgres CPU %.2f cores", pg.Seconds()/window.Seconds())
+		if count > 0 {
+			s += fmt.Sprintf(" = %.0fµs per message", float64(pg.Microseconds())/float64(count))
+		}
+	}
 	if b.all > a.all {
 		s += fmt.Sprintf(", machine CPU busy %.0f%% (Postgres, bench and nodes together)", 100*float64(b.busy-a.busy)/float64(b.all-a.all))
 	}
 	return s
 }
+
+// userHZ is the unit of the times in /proc (USER_HZ: 100 on Linux).
+const userHZ = 100
 
 // measureDB is measure plus the server readings at the window's edges.
 func measureDB(pg *pgServer, phase *atomic.Int32, o options, prof *profiler, nodes ...*benchNode) (window, cpu time.Duration, a, b dbStats) {
