@@ -46,9 +46,9 @@ type Relayer struct {
 	// wakes the loop for the queued rows: they need no round.
 	kick  chan struct{}
 	queue chan struct{}
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
+	stop  chan struct{}
+	done  chan struct{}
+	once  sync.Once
 }
 
 // StartRelay starts the relay of b's work from store.
