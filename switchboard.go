@@ -454,8 +454,8 @@ func (n *Node) prepareStore(ctx context.Context) error {
 // transactions run side by side on the server (one commits while the next
 // runs); 1 on the embedded store. Measured against 3 on Postgres (cmd/bench
 // postgres-site, 4 alternating pairs): a third commit out only made the
-// batches smaller on a server that is busy anyway; 2 moved 8-52% more
-// through one instance and 10-41% more through a site of three.
+// batches smaller on a server that is busy anyway; 2 moved 8-60% more
+// through one instance and 8-41% more through a site of three.
 func commitDepth(kind string) int {
 	if kind == "postgres" {
 		return 2
