@@ -2,7 +2,6 @@ package bus
 
 import (
 	"context"
-	"errors"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -90,7 +89,7 @@ func (r *Relayer) Publish(rows []persistence.Relay) {
 	r.mu.Lock()
 	if r.stopped {
 		r.mu.Unlock()
-		r.giveBackRows(rows, errors.New("the relay has stopped"))
+		r.giveBackRows(rows)
 		return
 	}
 	r.queued = append(r.queued, rows...)
@@ -118,7 +117,7 @@ func (r *Relayer) Stop() {
 
 func (r *Relayer) run() {
 	defer close(r.done)
-	defer r.giveBack()
+	defer r.giveBackQueued()
 	roundTurn := false // a due round goes between two batches of the queue
 	for {
 		select {
@@ -180,49 +179,57 @@ func (r *Relayer) publishQueued() bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*r.bus.cfg.PublishTimeout)
 	defer cancel()
-	var ok []int64
-	var err error
-	if r.bus.Up() {
-		ok, err = r.bus.Publish(ctx, rows)
-	}
-	if len(ok) < len(rows) {
-		r.unrelay(ctx, missing(rows, ok), err)
-	}
+	_ = r.send(ctx, rows) // what failed was given back (or is the backstop's)
 	return true
 }
 
-// unrelay gives back rows the stream did not take, for a later round (a
-// publish whose answer was lost is published again with the same
-// Nats-Msg-Id: the stream's duplicate window drops it), and wakes the
-// workers: while the bus is down they claim from the store. If giving
-// back fails too (or we die first), the rows stay marked and the workers'
-// backstop delivers them from the store.
-func (r *Relayer) unrelay(ctx context.Context, rows []int64, why error) {
-	if err := r.store.Unrelay(ctx, rows); err != nil {
+// send publishes rows and gives back those the stream did not take (all of
+// them while the bus is down), for a later round: a publish whose answer
+// was lost is published again with the same Nats-Msg-Id, and the stream's
+// duplicate window drops it. It returns the publish's error, else the
+// give-back's.
+func (r *Relayer) send(ctx context.Context, rows []persistence.Relay) error {
+	ok, err := r.bus.Publish(ctx, rows)
+	if len(ok) < len(rows) {
+		if gerr := r.giveBack(ctx, missing(rows, ok)); gerr != nil && err == nil {
+			err = gerr
+		}
+	}
+	return err
+}
+
+// giveBack marks rows unrelayed again, for a round, and wakes the workers:
+// while the bus is down they claim from the store. If giving back fails
+// too (or we die first), the rows stay marked and the workers' backstop
+// delivers them from the store.
+func (r *Relayer) giveBack(ctx context.Context, rows []int64) error {
+	err := r.store.Unrelay(ctx, rows)
+	if err != nil {
 		r.bus.log.Warn("giving back delivery work the bus did not take failed; the backstop delivers it from the store",
-			"rows", len(rows), "err", err, "publish_err", why)
+			"rows", len(rows), "err", err)
 	}
 	r.Kick() // a round takes them (safe from any goroutine)
 	r.bus.kickWorkers()
+	return err
 }
 
-// giveBack gives back the rows still queued when the relay stops.
-func (r *Relayer) giveBack() {
+// giveBackQueued gives back the rows still queued when the relay stops.
+func (r *Relayer) giveBackQueued() {
 	r.mu.Lock()
 	rows := r.queued
 	r.queued, r.stopped = nil, true
 	r.mu.Unlock()
-	r.giveBackRows(rows, errors.New("the relay stopped"))
+	r.giveBackRows(rows)
 }
 
 // giveBackRows gives back rows the relay will not publish.
-func (r *Relayer) giveBackRows(rows []persistence.Relay, why error) {
+func (r *Relayer) giveBackRows(rows []persistence.Relay) {
 	if len(rows) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*r.bus.cfg.PublishTimeout)
 	defer cancel()
-	r.unrelay(ctx, missing(rows, nil), why)
+	_ = r.giveBack(ctx, missing(rows, nil))
 }
 
 // round publishes one batch: take (marking relayed), publish, give back
@@ -232,17 +239,7 @@ func (r *Relayer) round(now time.Time) {
 	defer cancel()
 	rows, err := r.store.RelayWork(ctx, r.core.Batch)
 	if err == nil && len(rows) > 0 {
-		var ok []int64
-		ok, err = r.bus.Publish(ctx, rows)
-		if len(ok) < len(rows) {
-			// A publish whose answer was lost is published again with the
-			// same Nats-Msg-Id: the stream's duplicate window drops it. If
-			// giving back fails too (or we die first), the rows stay marked
-			// and the workers' backstop delivers them from the store.
-			if uerr := r.store.Unrelay(ctx, missing(rows, ok)); uerr != nil && err == nil {
-				err = uerr
-			}
-		}
+		err = r.send(ctx, rows)
 	}
 	if err != nil {
 		wait := r.core.Failed(r.clock.Now(), r.rng)

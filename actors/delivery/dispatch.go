@@ -515,10 +515,7 @@ func (d *Dispatcher) BusRoom() int {
 	if !d.cfg.Bus || !d.busUp || d.draining || d.held {
 		return 0
 	}
-	n := len(d.named)
-	if d.round != nil && d.round.Claim != nil {
-		n += len(d.round.Claim.IDs)
-	}
+	n := d.naming()
 	if !d.cfg.Pull {
 		return max(d.cfg.MaxInFlight-len(d.inflight)-n, 0)
 	}
@@ -540,16 +537,22 @@ func (d *Dispatcher) Named(ids ...string) (refused []string) {
 		return ids
 	}
 	if d.cfg.Pull && d.waiters.Len() == 0 {
-		room := d.cfg.MaxClaim - len(d.ready) - len(d.named)
-		if d.round != nil && d.round.Claim != nil {
-			room -= len(d.round.Claim.IDs)
-		}
-		if room = max(room, 0); len(ids) > room {
+		if room := max(d.cfg.MaxClaim-len(d.ready)-d.naming(), 0); len(ids) > room {
 			ids, refused = ids[:room], ids[room:]
 		}
 	}
 	d.named = append(d.named, ids...)
 	return refused
+}
+
+// naming is how many messages the bus named that are not claimed yet:
+// named, or in the claim out.
+func (d *Dispatcher) naming() int {
+	n := len(d.named)
+	if d.round != nil && d.round.Claim != nil {
+		n += len(d.round.Claim.IDs)
+	}
+	return n
 }
 
 // pollRoom is how many rows the waiting polls that ask for the oldest

@@ -171,11 +171,12 @@ func postgresJiffies() int64 {
 			continue
 		}
 		// pid (comm) state ppid ... utime(14) stime(15) cutime(16) cstime(17)
-		open, close := strings.IndexByte(string(data), '('), strings.LastIndexByte(string(data), ')')
-		if open < 0 || close < open || string(data[open+1:close]) != "postgres" {
+		stat := string(data)
+		open, close := strings.IndexByte(stat, '('), strings.LastIndexByte(stat, ')')
+		if open < 0 || close < open || stat[open+1:close] != "postgres" {
 			continue
 		}
-		f := strings.Fields(string(data[close+1:]))
+		f := strings.Fields(stat[close+1:])
 		if len(f) < 15 {
 			continue
 		}
