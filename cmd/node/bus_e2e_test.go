@@ -292,9 +292,11 @@ func (s *busSite) check(accepted *sync.Map, hooked map[string][]time.Time) {
 				t.Errorf("webhook: %s completed %d times", id, len(done))
 			case len(done) == 2:
 				// Only the killed process may have lost the commit of an
-				// answer it got: the first one came before the kill.
+				// answer it got: the first one came before the kill, or
+				// was a request it sent before it died that our handler
+				// ran after Kill returned (seen 0-1 ms after it).
 				again++
-				if !done[0].Before(s.killedAt) {
+				if !done[0].Before(s.killedAt.Add(killInFlight)) {
 					t.Errorf("webhook: %s completed again %v after a completion %v after the kill",
 						id, done[1].Sub(s.killedAt).Round(time.Millisecond), done[0].Sub(s.killedAt).Round(time.Millisecond))
 				}
@@ -308,6 +310,13 @@ func (s *busSite) check(accepted *sync.Map, hooked map[string][]time.Time) {
 	}
 	t.Logf("pull %d, webhook %d, offered again across the kill or a lease %d", pulled, pushed, again)
 }
+
+// killInFlight is how long after Kill returned the webhook handler may
+// still run a request the killed process sent before it died: the request
+// is in our socket's buffer, and the handler's goroutine runs when the
+// (loaded) machine gets to it. A live instance's duplicate would need its
+// first completion inside this span to pass unseen.
+const killInFlight = 500 * time.Millisecond
 
 // toPairs makes ids the keys of checkEach's map.
 func toPairs(ids []string) map[string]pair {
