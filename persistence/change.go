@@ -20,6 +20,10 @@ type Row struct {
 	// FinalizedAt is when the message came to rest in its state (see
 	// Resting): its retention counts from it. Nil in every other state.
 	FinalizedAt *time.Time
+	// Second is the message's second history entry when this transaction
+	// appended it: the store writes it into the row (see HeldByRow), not
+	// as a history row. Nil otherwise (a loaded row does not carry it).
+	Second *messages.HistoryEntry
 }
 
 // Resting reports whether a message in s has come to rest here: final
@@ -193,6 +197,18 @@ func (c *Changes) touch(m *Row) {
 	}
 }
 
+// appendHistory appends a history entry to m at Now: its second into the
+// row (Row.Second), any later one as a history row (HeldByRow).
+func (c *Changes) appendHistory(m *Row, st messages.State, detail string) {
+	m.HistoryLen++
+	if HeldByRow(m.HistoryLen) {
+		m.Second = &messages.HistoryEntry{State: st, At: c.Now, Detail: detail}
+	} else {
+		c.History = append(c.History, HistoryAdd{MessageID: m.ID, Ordinal: m.HistoryLen, State: st, Detail: detail})
+	}
+	c.touch(m)
+}
+
 // Move puts m in state next with a history entry. forward_queued keeps
 // queued_at (or sets it to now); every other state clears it. A message
 // that comes to rest (Resting) has finalized_at set to now, any other has it
@@ -216,9 +232,7 @@ func (c *Changes) Move(l *Loaded, m *Row, next messages.State, detail string) {
 	c.Counts.State(m.State, -1)
 	c.Counts.State(next, 1)
 	m.State = next
-	m.HistoryLen++
-	c.History = append(c.History, HistoryAdd{MessageID: m.ID, Ordinal: m.HistoryLen, State: next, Detail: detail})
-	c.touch(m)
+	c.appendHistory(m, next, detail)
 	if esme, failedOnly, ok := ReceiptTarget(m.ReportTo); ok {
 		if next.Final() && !(failedOnly && next == messages.StateDelivered) {
 			c.AddWork(l, m.ID, m.Token, WorkSpec{Kind: WorkReceipt, Target: esme, DueAt: c.Now})

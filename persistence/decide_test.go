@@ -133,11 +133,11 @@ func TestComplete(t *testing.T) {
 				t.Errorf("reason %q, want %q", m.Reason, tc.wantReason)
 			}
 			moved := tc.wantState != tc.state
-			if moved != (len(c.Moved) == 1) || moved != (len(c.History) == 1) {
-				t.Errorf("moved %d, history %d; want one each only when the state changes", len(c.Moved), len(c.History))
+			if moved != (len(c.Moved) == 1) || len(c.History) != 0 {
+				t.Errorf("moved %d, history rows %d; want a move only when the state changes, and no history row", len(c.Moved), len(c.History))
 			}
-			if moved && (c.History[0].Ordinal != 2 || m.HistoryLen != 2 || !m.UpdatedAt.Equal(now)) {
-				t.Errorf("history %+v, history_len %d, updated %v; want ordinal 2 at now", c.History[0], m.HistoryLen, m.UpdatedAt)
+			if moved && (m.Second == nil || m.Second.State != tc.wantState || !m.Second.At.Equal(now) || m.HistoryLen != 2 || !m.UpdatedAt.Equal(now)) {
+				t.Errorf("second entry %+v, history_len %d, updated %v; want the row's second entry at now", m.Second, m.HistoryLen, m.UpdatedAt)
 			}
 		})
 	}
@@ -172,8 +172,9 @@ func TestCompleteBatchSeesEarlierItems(t *testing.T) {
 	if got := Complete(l, c, d); got != AlreadyRecorded {
 		t.Errorf("delivered again: %s, want already_recorded", got)
 	}
-	if m.State != messages.StateDelivered || len(c.Moved) != 1 || len(c.History) != 2 || c.History[1].Ordinal != 3 {
-		t.Errorf("state %s, moved %d, history %+v", m.State, len(c.Moved), c.History)
+	if m.State != messages.StateDelivered || len(c.Moved) != 1 || m.Second == nil || m.Second.State != messages.StateRetry ||
+		len(c.History) != 1 || c.History[0].Ordinal != 3 {
+		t.Errorf("state %s, moved %d, second %+v, history rows %+v", m.State, len(c.Moved), m.Second, c.History)
 	}
 	if len(c.Rescheduled) != 0 || len(c.Finished) != 1 {
 		t.Errorf("a finished row is not rescheduled too: rescheduled %+v, finished %v", c.Rescheduled, c.Finished)
@@ -213,8 +214,8 @@ func TestStatus(t *testing.T) {
 			c.Ledger[0].Kind != WorkForward || c.Ledger[0].Result != ResultFailed {
 			t.Errorf("%s: state %s reason %q finished %v ledger %+v", tc.state, m.State, m.Reason, c.Finished, c.Ledger)
 		}
-		if want := "reported by peer at 2031-03-14T15:09:26Z"; c.History[0].Detail != want {
-			t.Errorf("detail %q, want %q", c.History[0].Detail, want)
+		if want := "reported by peer at 2031-03-14T15:09:26Z"; m.Second == nil || m.Second.Detail != want {
+			t.Errorf("second entry %+v, want detail %q", m.Second, want)
 		}
 	}
 	l := NewLoaded()
@@ -510,3 +511,52 @@ func TestMoveSetsTheRestTime(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestHistoryGoesToTheRowThenToRows: the second entry is the row's, the
+// third and later are history rows numbered from 3.
+func TestHistoryGoesToTheRowThenToRows(t *testing.T) {
+	l, m := loaded("m", messages.StatePending, nil)
+	c := NewChanges(t0)
+	c.Move(l, m, messages.StateRetry, "try again")
+	c.Note(m, "a receipt")
+	c.Move(l, m, messages.StateDelivered, "delivered")
+	if m.Second == nil || m.Second.State != messages.StateRetry || m.Second.Detail != "try again" {
+		t.Errorf("second entry %+v, want the retry", m.Second)
+	}
+	if len(c.History) != 2 || c.History[0].Ordinal != 3 || c.History[1].Ordinal != 4 ||
+		c.History[0].State != messages.StateRetry || c.History[1].State != messages.StateDelivered {
+		t.Errorf("history rows %+v, want ordinals 3 (the receipt) and 4 (delivered)", c.History)
+	}
+	if len(c.Moved) != 1 || m.HistoryLen != 4 {
+		t.Errorf("moved %d, history_len %d; want the row once, 4 entries", len(c.Moved), m.HistoryLen)
+	}
+}
+
+func TestHistoryOf(t *testing.T) {
+	e := func(s messages.State) messages.HistoryEntry { return messages.HistoryEntry{State: s} }
+	none := messages.HistoryEntry{}
+	states := func(h []messages.HistoryEntry) string {
+		var out []string
+		for _, x := range h {
+			out = append(out, string(x.State))
+		}
+		return strings.Join(out, ",")
+	}
+	for _, tc := range []struct {
+		name          string
+		first, second messages.HistoryEntry
+		rows          []messages.HistoryEntry
+		want          string
+	}{
+		{"one entry", e("pending"), none, nil, "pending"},
+		{"two, both held", e("pending"), e("delivered"), nil, "pending,delivered"},
+		{"four, two held", e("pending"), e("retry"), []messages.HistoryEntry{e("retry"), e("delivered")}, "pending,retry,retry,delivered"},
+		{"second a row (before 0013)", e("pending"), none, []messages.HistoryEntry{e("retry"), e("delivered")}, "pending,retry,delivered"},
+		{"first a row (before 0004), second held", none, e("retry"), []messages.HistoryEntry{e("pending"), e("delivered")}, "pending,retry,delivered"},
+		{"all rows (before 0004)", none, none, []messages.HistoryEntry{e("pending"), e("delivered")}, "pending,delivered"},
+	} {
+		if got := states(HistoryOf(tc.first, tc.second, tc.rows)); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}

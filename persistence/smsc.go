@@ -97,9 +97,7 @@ func ApplyReceipt(l *Loaded, c *Changes, r Receipt) Completion {
 // Note appends a history entry to m in its current state (something
 // happened to it that is not a transition: an SMSC's receipt).
 func (c *Changes) Note(m *Row, detail string) {
-	m.HistoryLen++
-	c.History = append(c.History, HistoryAdd{MessageID: m.ID, Ordinal: m.HistoryLen, State: m.State, Detail: detail})
-	c.touch(m)
+	c.appendHistory(m, m.State, detail)
 }
 
 // refsOf are the SMSC refs of a delivered outcome.

@@ -100,13 +100,17 @@ ON CONFLICT (message_id, kind, target) DO NOTHING`
 	rescheduleSQL = `
 UPDATE outbox o SET due_at = r.due_at, lease_owner = NULL, lease_until = NULL, lease_epoch = 0
 FROM unnest($1::bigint[], $2::timestamptz[]) AS r(id, due_at) WHERE o.id = r.id`
+	// moveSQL writes moved messages; the second history entry's columns
+	// are NULL unless the move appended it (persistence.HeldByRow).
 	moveSQL = `
 UPDATE messages m SET state = i.state, reason = i.reason, queued_at = i.queued_at, attempts = i.attempts,
 	frontend = i.frontend, dest_smsc = i.dest_smsc, submitted_at = i.submitted_at, history_len = i.history_len,
-	finalized_at = i.finalized_at, updated_at = $1
+	finalized_at = i.finalized_at, second_state = coalesce(i.second_state, m.second_state),
+	second_at = coalesce(i.second_at, m.second_at), second_detail = coalesce(i.second_detail, m.second_detail), updated_at = $1
 FROM unnest($2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::int[], $7::text[], $8::text[],
-	$9::timestamptz[], $10::int[], $11::timestamptz[])
-	AS i(id, state, reason, queued_at, attempts, frontend, dest_smsc, submitted_at, history_len, finalized_at)
+	$9::timestamptz[], $10::int[], $11::timestamptz[], $12::text[], $13::timestamptz[], $14::text[])
+	AS i(id, state, reason, queued_at, attempts, frontend, dest_smsc, submitted_at, history_len, finalized_at,
+		second_state, second_at, second_detail)
 WHERE m.id = i.id`
 	historySQL = `
 INSERT INTO history (message_id, ordinal, state, at, detail)
@@ -152,7 +156,8 @@ func queueChanges(b *pgx.Batch, c *persistence.Changes) {
 	if n := len(c.Moved); n > 0 {
 		var (
 			ids, states, reasons, frontends, dests = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-			queued, finalized                      = make([]*time.Time, n), make([]*time.Time, n)
+			queued, finalized, secondAts           = make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
+			secondStates, secondDetails            = make([]*string, n), make([]*string, n)
 			submitted                              = make([]time.Time, n)
 			attempts, lens                         = make([]int32, n), make([]int32, n)
 		)
@@ -160,8 +165,13 @@ func queueChanges(b *pgx.Batch, c *persistence.Changes) {
 			ids[i], states[i], reasons[i], frontends[i], dests[i] = m.ID, string(m.State), m.Reason, m.Frontend, m.DestSMSC
 			queued[i], submitted[i], attempts[i], lens[i] = m.QueuedAt, m.SubmittedAt, int32(m.Attempts), int32(m.HistoryLen)
 			finalized[i] = m.FinalizedAt
+			if e := m.Second; e != nil {
+				st := string(e.State)
+				secondStates[i], secondAts[i], secondDetails[i] = &st, &e.At, &e.Detail
+			}
 		}
-		b.Queue(moveSQL, c.Now, ids, states, reasons, queued, attempts, frontends, dests, submitted, lens, finalized)
+		b.Queue(moveSQL, c.Now, ids, states, reasons, queued, attempts, frontends, dests, submitted, lens, finalized,
+			secondStates, secondAts, secondDetails)
 	}
 	if n := len(c.History); n > 0 {
 		ids, states, details := make([]string, n), make([]string, n), make([]string, n)

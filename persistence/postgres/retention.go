@@ -40,41 +40,43 @@ func purgeableArgs(req persistence.PurgeRequest) []any {
 }
 
 // withHistory is the statement that reads the messages whose ids keys (a
-// relation with an id column, aliased k) names, each with its first
-// history entry (held by the row: first_state, first_detail) and the rest
-// of its history as arrays, oldest first; scanWithHistory reads its rows.
+// relation with an id column, aliased k) names, each with the history
+// entries its row holds (first_state, first_detail; second_state,
+// second_at, second_detail) and its history rows as arrays, oldest first;
+// scanWithHistory reads its rows.
 func withHistory(keys string) string {
-	return `SELECT ` + columns("m") + `, m.first_state, m.first_detail,
+	return `SELECT ` + columns("m") + `, m.first_state, m.first_detail, m.second_state, m.second_at, m.second_detail,
 	array(SELECT h.state FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal),
 	array(SELECT h.at FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal),
 	array(SELECT h.detail FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal)
 FROM messages m JOIN ` + keys + ` ON m.id = k.id`
 }
 
-// scanWithHistory reads one row of withHistory.
+// scanWithHistory reads one row of withHistory, its history put together
+// by persistence.HistoryOf.
 func scanWithHistory(row scanner) (messages.Message, error) {
 	var (
-		first           messages.HistoryEntry
+		first, second   messages.HistoryEntry
+		secondAt        *time.Time
 		states, details []string
 		ats             []time.Time
 	)
-	m, err := scanMessage(row, &first.State, &first.Detail, &states, &ats, &details)
+	m, err := scanMessage(row, &first.State, &first.Detail, &second.State, &secondAt, &second.Detail, &states, &ats, &details)
 	if err != nil {
 		return messages.Message{}, err
 	}
 	if len(states) != len(ats) || len(states) != len(details) {
 		return messages.Message{}, fmt.Errorf("message %q: history arrays disagree", m.ID)
 	}
-	// Messages accepted before migration 0004 have their first entry as a
-	// history row (first_state '').
-	m.History = make([]messages.HistoryEntry, 0, len(states)+1)
-	if first.State != "" {
-		first.At = m.CreatedAt
-		m.History = append(m.History, first)
+	first.At = m.CreatedAt
+	if secondAt != nil {
+		second.At = secondAt.UTC()
 	}
+	rows := make([]messages.HistoryEntry, len(states))
 	for i := range states {
-		m.History = append(m.History, messages.HistoryEntry{State: messages.State(states[i]), At: ats[i].UTC(), Detail: details[i]})
+		rows[i] = messages.HistoryEntry{State: messages.State(states[i]), At: ats[i].UTC(), Detail: details[i]}
 	}
+	m.History = persistence.HistoryOf(first, second, rows)
 	return m, nil
 }
 

@@ -187,13 +187,14 @@ func columns(alias string) string {
 }
 
 // apiColumns are read after the message columns of table t (its name or
-// alias) for the API's list (ListMessages): when the
-// message's work is next due (NextAttemptAt) and its last transition's
-// detail (LastDetail: its first entry's when that is the only one, held
-// by the row). Each is one index lookup.
+// alias) for the API's list (ListMessages): when the message's work is
+// next due (NextAttemptAt), one index lookup, and its last history entry's
+// detail (LastDetail: held by the row when it is the first or second, else
+// one index lookup; see persistence.HeldByRow).
 func apiColumns(t string) string {
 	return "(SELECT min(o.due_at) FROM outbox o WHERE o.message_id = " + t + ".id AND o.kind <> 'status'), " +
-		"COALESCE((SELECT h.detail FROM history h WHERE h.message_id = " + t + ".id AND h.ordinal = " + t + ".history_len), " + t + ".first_detail)"
+		"CASE WHEN " + t + ".history_len = 2 AND " + t + ".second_state <> '' THEN " + t + ".second_detail " +
+		"ELSE COALESCE((SELECT h.detail FROM history h WHERE h.message_id = " + t + ".id AND h.ordinal = " + t + ".history_len), " + t + ".first_detail) END"
 }
 
 // scanAPIMessage reads the message columns, apiColumns and then extra.

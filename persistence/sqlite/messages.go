@@ -127,48 +127,48 @@ func (s *Store) GetMessage(ctx context.Context, id string) (messages.Message, er
 }
 
 // loadWithHistory reads the messages with the given ids (those that
-// exist), each with its history, oldest first. The first entry is held by
-// the message row (first_state, at created_at); messages accepted before
-// migration 0004 have it as a history row instead.
+// exist), each with its history, oldest first: the entries the row holds
+// and its history rows, put together by persistence.HistoryOf.
 func loadWithHistory(ctx context.Context, q querier, ids []string) (map[string]messages.Message, error) {
 	out := make(map[string]messages.Message, len(ids))
+	held := make(map[string][2]messages.HistoryEntry, len(ids))
+	rows := make(map[string][]messages.HistoryEntry)
 	err := chunks(len(ids), func(lo, hi int) error {
 		in, args := params(hi-lo), anys(ids[lo:hi])
-		rows, err := q.QueryContext(ctx, `SELECT `+messageColumns+`, first_state, first_detail FROM messages WHERE id IN (`+in+`)`, args...)
+		res, err := q.QueryContext(ctx, `SELECT `+messageColumns+`, first_state, first_detail, second_state, second_at, second_detail
+			FROM messages WHERE id IN (`+in+`)`, args...)
 		if err != nil {
 			return err
 		}
-		if err := scanEach(rows, func(r *sql.Rows) error {
-			var first messages.HistoryEntry
-			m, err := scanMessage(r, &first.State, &first.Detail)
-			m.History = []messages.HistoryEntry{}
-			if first.State != "" {
-				first.At = m.CreatedAt
-				m.History = append(m.History, first)
-			}
-			out[m.ID] = m
+		if err := scanEach(res, func(r *sql.Rows) error {
+			var first, second messages.HistoryEntry
+			var secondAt sql.NullInt64
+			m, err := scanMessage(r, &first.State, &first.Detail, &second.State, &secondAt, &second.Detail)
+			first.At, second.At = m.CreatedAt, fromDB(secondAt.Int64)
+			out[m.ID], held[m.ID] = m, [2]messages.HistoryEntry{first, second}
 			return err
 		}); err != nil {
 			return err
 		}
-		rows, err = q.QueryContext(ctx, `SELECT message_id, state, at, detail FROM history WHERE message_id IN (`+in+`)
+		res, err = q.QueryContext(ctx, `SELECT message_id, state, at, detail FROM history WHERE message_id IN (`+in+`)
 			ORDER BY message_id, ordinal`, args...)
 		if err != nil {
 			return err
 		}
-		return scanEach(rows, func(r *sql.Rows) error {
+		return scanEach(res, func(r *sql.Rows) error {
 			var id string
 			var h messages.HistoryEntry
 			var at int64
 			err := r.Scan(&id, &h.State, &at, &h.Detail)
 			h.At = fromDB(at)
-			if m, ok := out[id]; ok {
-				m.History = append(m.History, h)
-				out[id] = m
-			}
+			rows[id] = append(rows[id], h)
 			return err
 		})
 	})
+	for id, m := range out {
+		m.History = persistence.HistoryOf(held[id][0], held[id][1], rows[id])
+		out[id] = m
+	}
 	return out, err
 }
 

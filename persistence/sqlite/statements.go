@@ -81,11 +81,13 @@ const messageColumns = `seq, id, token, source_msisdn, destination_msisdn, body,
 	data_coding, body_binary, validity_until, deliver_after, submitted_by, traceparent`
 
 // apiColumns are read after messageColumns for the API's list
-// (ListMessages): when the message's work is next due (NextAttemptAt) and
-// its last transition's detail (LastDetail: its first entry's when that
-// is the only one, held by the row). Each is one index lookup.
+// (ListMessages): when the message's work is next due (NextAttemptAt), one
+// index lookup, and its last history entry's detail (LastDetail: held by
+// the row when it is the first or second, else one index lookup; see
+// persistence.HeldByRow).
 const apiColumns = `(SELECT min(o.due_at) FROM outbox o WHERE o.message_id = messages.id AND o.kind <> 'status'),
-	COALESCE((SELECT h.detail FROM history h WHERE h.message_id = messages.id AND h.ordinal = messages.history_len), messages.first_detail)`
+	CASE WHEN messages.history_len = 2 AND messages.second_state <> '' THEN messages.second_detail
+	ELSE COALESCE((SELECT h.detail FROM history h WHERE h.message_id = messages.id AND h.ordinal = messages.history_len), messages.first_detail) END`
 
 // messageDueSQL is GetMessage's NextAttemptAt (its LastDetail is its last
 // history entry's).

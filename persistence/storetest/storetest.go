@@ -172,6 +172,7 @@ func groups() []group {
 		{"Bus", busCases()},
 		{"Security", securityCases()},
 		{"Receipts", receiptCases()},
+		{"Upgrade", upgradeCases()},
 	}
 }
 

@@ -32,3 +32,78 @@ func CheckUpgradeFrom0001(t testing.TB, s persistence.Store, id, target string) 
 		t.Errorf("message after the upgrade = %+v, %v", m, err)
 	}
 }
+
+// HistoryRewinder rewrites a message as a store wrote it before its row
+// held history entries (persistence.HeldByRow): the value open returns
+// must implement it (a test-only wrapper, like Recounter).
+type HistoryRewinder interface {
+	// UnholdHistory moves the entries the message's row holds, beyond
+	// its first keep (0 or 1), into history rows with their ordinals, and
+	// clears them from the row: keep 1 is a row written before the second
+	// entry was held, keep 0 one written before the first was.
+	UnholdHistory(ctx context.Context, id string, keep int) error
+}
+
+func upgradeCases() []testCase {
+	return []testCase{
+		{"HistoryOfEarlierRows", historyOfEarlierRows},
+	}
+}
+
+// historyOfEarlierRows: messages whose history the row does not hold (as
+// earlier schemas wrote them) read, grow and purge like new ones.
+func historyOfEarlierRows(f *fixture) {
+	rw, ok := f.store.(HistoryRewinder)
+	if !ok {
+		f.Fatalf("the store under test does not implement storetest.HistoryRewinder")
+	}
+	unhold := func(id string, keep int) {
+		f.Helper()
+		if err := rw.UnholdHistory(f.ctx, id, keep); err != nil {
+			f.Fatalf("UnholdHistory(%s, %d): %v", id, keep, err)
+		}
+	}
+	accepted := messages.HistoryEntry{State: messages.StatePending, At: base, Detail: "accepted"}
+	busy := messages.HistoryEntry{State: messages.StateRetry, At: at(1e9), Detail: "busy"}
+	done := messages.HistoryEntry{State: messages.StateDelivered, At: at(3e9), Detail: "delivered"}
+	ids := []string{"up-second-row", "up-first-row", "up-both-rows", "up-new"}
+	for _, id := range ids {
+		f.accept(base, newMsg(id))
+	}
+	f.claimDelivery(feA, ownerA, base, 10)
+	for _, id := range []string{"up-second-row", "up-both-rows", "up-new"} {
+		f.retry(at(1e9), id, at(2e9))
+	}
+	unhold("up-second-row", 1)
+	unhold("up-first-row", 0)
+	unhold("up-both-rows", 0)
+	f.checkHistory("up-second-row", accepted, busy)
+	f.checkHistory("up-first-row", accepted)
+	f.checkHistory("up-both-rows", accepted, busy)
+	f.checkHistory("up-new", accepted, busy)
+
+	f.claimDelivery(feA, ownerA, at(2e9), 10)
+	for _, id := range ids {
+		f.deliver(at(3e9), id)
+	}
+	f.checkHistory("up-second-row", accepted, busy, done)
+	f.checkHistory("up-first-row", accepted, done)
+	f.checkHistory("up-both-rows", accepted, busy, done)
+	f.checkHistory("up-new", accepted, busy, done)
+	listed := map[string]string{}
+	for _, m := range f.list(persistence.ListQuery{Limit: 10}).Messages {
+		listed[m.ID] = m.LastDetail
+	}
+	for _, id := range ids {
+		if listed[id] != "delivered" || f.get(id).LastDetail != "delivered" {
+			f.Errorf("%s: last detail %q listed, %q got; want delivered", id, listed[id], f.get(id).LastDetail)
+		}
+	}
+
+	// The purge leaves none of their history rows behind (the suite's
+	// reference check after the case).
+	got := f.purge(retention(at(hour), at(hour), at(hour)), nil)
+	if len(got) != len(ids) {
+		f.Errorf("purged %d, want %d", len(got), len(ids))
+	}
+}
