@@ -49,15 +49,7 @@ func (s seedingStore) Orphans(ctx context.Context) ([]string, error) {
 
 // UnholdHistory implements storetest.HistoryRewinder.
 func (s seedingStore) UnholdHistory(ctx context.Context, id string, keep int) error {
-	stmts := []string{`INSERT INTO history (message_id, ordinal, state, at, detail)
-			SELECT id, 2, second_state, second_at, second_detail FROM messages WHERE id = $1 AND second_state <> ''`,
-		`UPDATE messages SET second_state = '', second_at = NULL, second_detail = '' WHERE id = $1`}
-	if keep == 0 {
-		stmts = append(stmts, `INSERT INTO history (message_id, ordinal, state, at, detail)
-			SELECT id, 1, first_state, created_at, first_detail FROM messages WHERE id = $1 AND first_state <> ''`,
-			`UPDATE messages SET first_state = '', first_detail = '' WHERE id = $1`)
-	}
-	for _, q := range stmts {
+	for _, q := range storetest.UnholdHistorySQL(keep) {
 		if _, err := s.pool.Exec(ctx, q, id); err != nil {
 			return err
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/persistence/sqlite"
+	"github.com/switchboard-dev/switchboard/persistence/sqlite/sqlitetest"
 )
 
 // BenchmarkIntakeBesidePurge measures what the cleaner costs the intake at
@@ -33,26 +33,7 @@ import (
 // machine's noise, which the bench's figures, a run apart, do not.
 func BenchmarkIntakeBesidePurge(b *testing.B) {
 	ctx := context.Background()
-	cfg := sqlite.DefaultConfig()
-	cfg.Path = filepath.Join(b.TempDir(), "purge.db")
-	s, err := sqlite.Open(ctx, cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	if err := s.PutFrontend(ctx, persistence.Frontend{Name: "fe", Mode: persistence.ModePull, CreatedAt: base, UpdatedAt: base}); err != nil {
-		b.Fatal(err)
-	}
-	n := 0
-	next := func() persistence.NewMessage {
-		n++
-		return persistence.NewMessage{ID: fmt.Sprintf("m-%09d", n), SourceMSISDN: "+15550100",
-			DestinationMSISDN: fmt.Sprintf("+4477%07d", n*7919%10_000_000), // destinations spread as a network's are
-			Body:              "a message body of a typical length, about sixty characters, and a few more.", SourceSMSC: "a", DestSMSC: "b",
-			Frontend: "fe", State: messages.StatePending, Detail: "accepted for frontend fe",
-			Work: &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: "fe", DueAt: base}}
-	}
+	s, base, next := purgeStore(b)
 	for i := range 250 {
 		batch := make([]persistence.NewMessage, 1000)
 		outcomes := make([]persistence.Outcome, len(batch))
@@ -155,21 +136,11 @@ func BenchmarkIntakeBesidePurge(b *testing.B) {
 // delivered (CompleteWork, batches of 100) and purged (Purge, batches of
 // 100, oldest first):
 //
-//	go test -run '^$' -bench CompleteAndPurge -benchtime 5x ./persistence/sqlite/
+//	go test -run '^$' -bench CompleteAndPurge -benchtime 4x ./persistence/sqlite/
 func BenchmarkCompleteAndPurge(b *testing.B) {
 	ctx := context.Background()
-	cfg := sqlite.DefaultConfig()
-	cfg.Path = filepath.Join(b.TempDir(), "purge.db")
-	s, err := sqlite.Open(ctx, cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	if err := s.PutFrontend(ctx, persistence.Frontend{Name: "fe", Mode: persistence.ModePull, CreatedAt: base, UpdatedAt: base}); err != nil {
-		b.Fatal(err)
-	}
-	n, second := 0, 0
+	s, base, next := purgeStore(b)
+	second := 0
 	// round accepts, delivers and (purge) purges 10,000 messages; it
 	// returns the CPU of the deliveries and of the purges.
 	round := func(purge bool) (deliver, purged time.Duration) {
@@ -177,12 +148,7 @@ func BenchmarkCompleteAndPurge(b *testing.B) {
 		for range 10 {
 			batch := make([]persistence.NewMessage, 1000)
 			for j := range batch {
-				n++
-				batch[j] = persistence.NewMessage{ID: fmt.Sprintf("m-%09d", n), SourceMSISDN: "+15550100",
-					DestinationMSISDN: fmt.Sprintf("+4477%07d", n*7919%10_000_000),
-					Body:              "a message body of a typical length, about sixty characters, and a few more.", SourceSMSC: "a", DestSMSC: "b",
-					Frontend: "fe", State: messages.StatePending, Detail: "accepted for frontend fe",
-					Work: &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: "fe", DueAt: base}}
+				batch[j] = next()
 				ids = append(ids, batch[j].ID)
 			}
 			if _, err := s.Accept(ctx, base.Add(time.Duration(second)*time.Second), batch); err != nil {
@@ -226,6 +192,28 @@ func BenchmarkCompleteAndPurge(b *testing.B) {
 	per := float64(10_000 * b.N)
 	b.ReportMetric(float64(deliver.Microseconds())/per, "µs/delivered")
 	b.ReportMetric(float64(purged.Microseconds())/per, "µs/purged")
+}
+
+// purgeStore is the store of the purge benchmarks (closed by b's
+// cleanup) with a pull frontend fe, the instant their times derive from,
+// and next, which makes their messages one after the other: pending, with
+// delivery work for fe, their destinations spread as a network's are.
+func purgeStore(b *testing.B) (s *sqlite.Store, base time.Time, next func() persistence.NewMessage) {
+	s = sqlitetest.Open(b)
+	base = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := s.PutFrontend(context.Background(), persistence.Frontend{Name: "fe", Mode: persistence.ModePull, CreatedAt: base, UpdatedAt: base}); err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	next = func() persistence.NewMessage {
+		n++
+		return persistence.NewMessage{ID: fmt.Sprintf("m-%09d", n), SourceMSISDN: "+15550100",
+			DestinationMSISDN: fmt.Sprintf("+4477%07d", n*7919%10_000_000),
+			Body:              "a message body of a typical length, about sixty characters, and a few more.", SourceSMSC: "a", DestSMSC: "b",
+			Frontend: "fe", State: messages.StatePending, Detail: "accepted for frontend fe",
+			Work: &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: "fe", DueAt: base}}
+	}
+	return s, base, next
 }
 
 // cpuTime is the process's CPU time so far, user and system.

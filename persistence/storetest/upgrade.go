@@ -44,6 +44,21 @@ type HistoryRewinder interface {
 	UnholdHistory(ctx context.Context, id string, keep int) error
 }
 
+// UnholdHistorySQL are the statements of UnholdHistory for keep, each
+// taking the message's id as $1. Both stores' schemas share these names,
+// so their wrappers run them as they are (like OrphansSQL).
+func UnholdHistorySQL(keep int) []string {
+	stmts := []string{`INSERT INTO history (message_id, ordinal, state, at, detail)
+			SELECT id, 2, second_state, second_at, second_detail FROM messages WHERE id = $1 AND second_state <> ''`,
+		`UPDATE messages SET second_state = '', second_at = NULL, second_detail = '' WHERE id = $1`}
+	if keep == 0 {
+		stmts = append(stmts, `INSERT INTO history (message_id, ordinal, state, at, detail)
+			SELECT id, 1, first_state, created_at, first_detail FROM messages WHERE id = $1 AND first_state <> ''`,
+			`UPDATE messages SET first_state = '', first_detail = '' WHERE id = $1`)
+	}
+	return stmts
+}
+
 func upgradeCases() []testCase {
 	return []testCase{
 		{"HistoryOfEarlierRows", historyOfEarlierRows},
