@@ -97,8 +97,9 @@ func (p *Pacer) Pass(eligible int64, interval time.Duration) {
 // of the store, at least 4 ms apart, 5 s after a failure. Measured with
 // cmd/bench ingest-retention (a node at its full ingest rate with the
 // cleaner purging at that rate): the embedded store's one writer runs a
-// purge batch in the transaction of the submits that wait beside it, so a
-// batch's time is added to their latency. 10 ms batches took 16% of the
+// purge batch after the submits queued with it, in a transaction that the
+// submits queued meanwhile join, so a batch's time is added to their
+// latency. 10 ms batches took 16% of the
 // intake's rate, 20 ms ones half of it. 7 ms batches at least 10 ms apart
 // took about 8% on a faster machine, but on a slower one (2026-12-02) the
 // cleaner fell behind the intake and the ratio was 0.80-0.82 in two runs;

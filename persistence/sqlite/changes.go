@@ -324,13 +324,17 @@ func queryIDs(ctx context.Context, tx querier, text string, args ...any) ([]stri
 	return ids, err
 }
 
+// writeFunc is how a sweep reaches the writer: Store.write, or
+// Store.writeBehind for upkeep.
+type writeFunc func(ctx context.Context, op string, fn func(tx querier) error) error
+
 // sweep finds and loads its candidates and lets decide change each (it
-// reports whether it did), then writes the changes. It returns the changed
-// messages in candidate order.
-func (s *Store) sweep(ctx context.Context, op string, now time.Time, find candidates,
+// reports whether it did), then writes the changes through write. It
+// returns the changed messages in candidate order.
+func (s *Store) sweep(ctx context.Context, op string, write writeFunc, now time.Time, find candidates,
 	decide func(l *persistence.Loaded, c *persistence.Changes, m *persistence.Row) bool) ([]messages.Message, error) {
 	out := []messages.Message{}
-	err := s.write(ctx, op, func(tx querier) error {
+	err := write(ctx, op, func(tx querier) error {
 		l := persistence.NewLoaded()
 		ids, err := find(ctx, tx, l)
 		if err != nil || len(ids) == 0 {

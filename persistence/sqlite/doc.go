@@ -13,7 +13,10 @@
 // transaction, each job in a savepoint of its own (one job's failure rolls
 // back only that job): writes of different callers (the intake's group
 // commit, a delivery worker's acks and claim, a forward queue's results)
-// share a commit. Reads use a separate pool of query_only connections: in
+// share a commit. Upkeep that no request waits on (the cleaner's purge
+// batches, Compact) goes behind: it begins the transaction after the jobs
+// queued with it, so a submit never waits for it because it was queued
+// first. Reads use a separate pool of query_only connections: in
 // WAL mode they see the last commit and never block the writer.
 //
 // # Durable before anything leaves

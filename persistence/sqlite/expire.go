@@ -32,7 +32,7 @@ func (s *Store) ExpireMessages(ctx context.Context, req persistence.ExpireReques
 	if err := s.precheck(op, req.Validate()); err != nil {
 		return nil, err
 	}
-	return s.sweep(ctx, op, req.Now, query(expirableSQL, toDB(req.SubmittedBefore), toDB(req.Now), req.Limit),
+	return s.sweep(ctx, op, s.write, req.Now, query(expirableSQL, toDB(req.SubmittedBefore), toDB(req.Now), req.Limit),
 		func(l *persistence.Loaded, c *persistence.Changes, m *persistence.Row) bool {
 			return persistence.Expire(l, c, m, req)
 		})

@@ -26,7 +26,7 @@ func (s *Store) FailForwards(ctx context.Context, req persistence.ForwardExpiry)
 		return nil, err
 	}
 	now := toDB(req.Now)
-	return s.sweep(ctx, op, req.Now, query(failableSQL,
+	return s.sweep(ctx, op, s.write, req.Now, query(failableSQL,
 		string(messages.StateForwardQueued), toDB(req.QueuedBefore), string(persistence.WorkForward), now, req.Limit),
 		func(l *persistence.Loaded, c *persistence.Changes, m *persistence.Row) bool {
 			return persistence.FailForward(l, c, m, req)
@@ -51,7 +51,7 @@ func (s *Store) QueueForwards(ctx context.Context, now time.Time, peer, detail s
 		return nil, err
 	}
 	at := toDB(now)
-	moved, err := s.sweep(ctx, op, now, query(queueableSQL,
+	moved, err := s.sweep(ctx, op, s.write, now, query(queueableSQL,
 		string(messages.StatePending), string(persistence.WorkForward), peer, at, limit),
 		func(l *persistence.Loaded, c *persistence.Changes, m *persistence.Row) bool {
 			return persistence.QueueForward(l, c, m, now, peer, detail)

@@ -118,7 +118,7 @@ func (s *Store) Purge(ctx context.Context, req persistence.PurgeRequest, ids []s
 			return given, load(ctx, tx, l, given, false)
 		}
 	}
-	gone, err := s.sweep(ctx, op, req.Now, find, func(l *persistence.Loaded, c *persistence.Changes, m *persistence.Row) bool {
+	gone, err := s.sweep(ctx, op, s.writeBehind, req.Now, find, func(l *persistence.Loaded, c *persistence.Changes, m *persistence.Row) bool {
 		return persistence.Purge(l, c, m, req)
 	})
 	if err != nil {
@@ -187,7 +187,7 @@ func (s *Store) Compact(ctx context.Context) (int64, error) {
 		return 0, nil
 	}
 	n := min(excess, compactPages)
-	err = s.write(ctx, op, func(tx querier) error {
+	err = s.writeBehind(ctx, op, func(tx querier) error {
 		// incremental_vacuum returns a row per page it frees; reading them
 		// all is what makes it run to the end.
 		return scanEachQuery(ctx, tx, "PRAGMA incremental_vacuum("+strconv.FormatInt(n, 10)+")")

@@ -27,11 +27,13 @@ import (
 const maxJobs = 64
 
 // job is one write of the store: fn runs in the shared transaction.
+// A background job (writeBehind) runs after the jobs queued with it.
 type job struct {
-	ctx  context.Context
-	fn   func(tx querier) error
-	err  error
-	done chan struct{}
+	ctx        context.Context
+	fn         func(tx querier) error
+	background bool
+	err        error
+	done       chan struct{}
 }
 
 // commit is one committed (or failed) transaction handed to the syncer;
@@ -64,10 +66,23 @@ type syncer struct {
 // write runs fn in the writer's next transaction and returns once that
 // transaction is durable (or failed). fn must use only tx and ctx.
 func (s *Store) write(ctx context.Context, op string, fn func(tx querier) error) error {
+	return s.queue(ctx, op, &job{ctx: ctx, fn: fn, done: make(chan struct{})})
+}
+
+// writeBehind is write for upkeep that no caller waits on (the cleaner's
+// batches, Compact): the writer runs it after the other jobs queued with
+// it have committed, and takes the jobs that queue meanwhile into its
+// transaction, so that a submit waits for such a job only when it comes
+// while the job runs, never because the job was queued first.
+func (s *Store) writeBehind(ctx context.Context, op string, fn func(tx querier) error) error {
+	return s.queue(ctx, op, &job{ctx: ctx, fn: fn, background: true, done: make(chan struct{})})
+}
+
+// queue hands j to the writer and waits for its answer.
+func (s *Store) queue(ctx context.Context, op string, j *job) error {
 	if err := s.check(op); err != nil {
 		return err
 	}
-	j := &job{ctx: ctx, fn: fn, done: make(chan struct{})}
 	select {
 	case s.jobs <- j:
 	case <-s.closing:
@@ -93,7 +108,9 @@ func (s *Store) write(ctx context.Context, op string, fn func(tx querier) error)
 
 // writeLoop is the writer goroutine: it takes every job queued (up to
 // maxJobs), runs them in one transaction and commits; the syncer makes that
-// commit durable while the writer already runs the next batch. It ends
+// commit durable while the writer already runs the next batch. A
+// background job among them (writeBehind) is put behind: it begins the
+// next transaction, which the jobs queued while it runs join. It ends
 // when closing is closed, failing the jobs still queued, and then closes
 // commits.
 //
@@ -102,31 +119,59 @@ func (s *Store) write(ctx context.Context, op string, fn func(tx querier) error)
 // longer overlaps the previous sync, and every figure of the bench lost.)
 func (s *Store) writeLoop() {
 	defer close(s.commits)
+	// behind is a background job put behind the jobs queued with it: it
+	// begins the next transaction.
+	var behind *job
+	for {
+		var b *batch
+		// add runs j in this round's transaction, or puts it behind.
+		add := func(j *job) {
+			if j.background && behind == nil {
+				behind = j
+				return
+			}
+			if b == nil {
+				b = s.begin()
+			}
+			b.run(j)
+		}
+		if j := behind; j != nil {
+			behind = nil
+			b = s.begin()
+			b.run(j)
+		} else {
+			select {
+			case j := <-s.jobs:
+				add(j)
+			case <-s.closing:
+				s.failQueued()
+				return
+			}
+		}
+	more:
+		for b == nil || len(b.jobs) < maxJobs {
+			select {
+			case j := <-s.jobs:
+				add(j)
+			default:
+				break more
+			}
+		}
+		if b != nil {
+			s.commit(b)
+		}
+	}
+}
+
+// failQueued answers the jobs still queued when the store closes.
+func (s *Store) failQueued() {
 	for {
 		select {
 		case j := <-s.jobs:
-			b := s.begin()
-			b.run(j)
-		more:
-			for len(b.jobs) < maxJobs {
-				select {
-				case j := <-s.jobs:
-					b.run(j)
-				default:
-					break more
-				}
-			}
-			s.commit(b)
-		case <-s.closing:
-			for {
-				select {
-				case j := <-s.jobs:
-					j.err = errClosedOr(s.broken())
-					close(j.done)
-				default:
-					return
-				}
-			}
+			j.err = errClosedOr(s.broken())
+			close(j.done)
+		default:
+			return
 		}
 	}
 }

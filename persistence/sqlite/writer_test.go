@@ -431,6 +431,73 @@ func TestWritesShareTransactions(t *testing.T) {
 	}
 }
 
+// TestBackgroundWriteGoesBehind: a background write (the cleaner's batch)
+// queued before other writes runs after them, in the next transaction,
+// and the writes that queue while it runs join that transaction.
+func TestBackgroundWriteGoesBehind(t *testing.T) {
+	g := newGate()
+	s := openGated(t, filepath.Join(t.TempDir(), "s.db"), g, nil)
+	ctx := context.Background()
+	var mu sync.Mutex
+	var order []string
+	ran := func(name string) {
+		mu.Lock()
+		defer mu.Unlock()
+		order = append(order, name)
+	}
+	hold, running := make(chan struct{}), make(chan struct{})
+	errs := make(chan error, 5)
+	go func() {
+		errs <- s.write(ctx, "hold", func(querier) error { ran("hold"); close(running); <-hold; return nil })
+	}()
+	<-running
+	released := false
+	defer func() {
+		if !released {
+			close(hold)
+		}
+	}()
+	bHold, bRunning := make(chan struct{}), make(chan struct{})
+	var bOnce sync.Once
+	releaseB := func() { bOnce.Do(func() { close(bHold) }) }
+	defer releaseB() // a failed wait below must not leave the writer held
+	go func() {
+		errs <- s.writeBehind(ctx, "background", func(querier) error { ran("background"); close(bRunning); <-bHold; return nil })
+	}()
+	polltest.Until(t, 10*time.Second, "the background write to queue", func() bool { return len(s.jobs) == 1 })
+	for i, name := range []string{"f1", "f2"} {
+		go func() {
+			errs <- s.write(ctx, name, func(querier) error { ran(name); return nil })
+		}()
+		n := i + 2 // the background write and those before this one
+		polltest.Until(t, 10*time.Second, name+" to queue", func() bool { return len(s.jobs) == n })
+	}
+	close(hold)
+	released = true
+	select {
+	case <-bRunning:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the background write never ran")
+	}
+	go func() {
+		errs <- s.write(ctx, "f3", func(querier) error { ran("f3"); return nil })
+	}()
+	// Only f3 is queued now: f1 and f2 ran before the background write.
+	polltest.Until(t, 10*time.Second, "f3 alone to queue", func() bool { return len(s.jobs) == 1 })
+	releaseB()
+	for range 5 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := strings.Join(order, " "); got != "hold f1 f2 background f3" {
+		t.Errorf("writes ran as %q, want hold f1 f2 background f3 (the background write behind those queued with it)", got)
+	}
+	if n := s.commitSeq.Load(); n != 2 {
+		t.Errorf("%d commits, want 2: hold with f1 and f2, then the background write with f3 (queued while it ran)", n)
+	}
+}
+
 // TestFirstJobFailsAlone: the first job of a transaction runs without a
 // savepoint; when it fails after writing, its writes are rolled back and
 // the job queued behind it commits in the transaction begun again.
