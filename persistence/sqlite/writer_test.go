@@ -451,16 +451,12 @@ func TestBackgroundWriteGoesBehind(t *testing.T) {
 		errs <- s.write(ctx, "hold", func(querier) error { ran("hold"); close(running); <-hold; return nil })
 	}()
 	<-running
-	released := false
-	defer func() {
-		if !released {
-			close(hold)
-		}
-	}()
+	// A failed wait below must not leave the writer held.
+	releaseHold := sync.OnceFunc(func() { close(hold) })
+	defer releaseHold()
 	bHold, bRunning := make(chan struct{}), make(chan struct{})
-	var bOnce sync.Once
-	releaseB := func() { bOnce.Do(func() { close(bHold) }) }
-	defer releaseB() // a failed wait below must not leave the writer held
+	releaseB := sync.OnceFunc(func() { close(bHold) })
+	defer releaseB()
 	go func() {
 		errs <- s.writeBehind(ctx, "background", func(querier) error { ran("background"); close(bRunning); <-bHold; return nil })
 	}()
@@ -472,8 +468,7 @@ func TestBackgroundWriteGoesBehind(t *testing.T) {
 		n := i + 2 // the background write and those before this one
 		polltest.Until(t, 10*time.Second, name+" to queue", func() bool { return len(s.jobs) == n })
 	}
-	close(hold)
-	released = true
+	releaseHold()
 	select {
 	case <-bRunning:
 	case <-time.After(10 * time.Second):
