@@ -15,7 +15,7 @@ import (
 // that shares one store, so the embedded store refuses it.
 func (c Config) validateBus() []error {
 	if c.NatsURL == "" {
-		for _, f := range []struct{ path, v string }{{"NatsCreds", c.NatsCreds}, {"NatsStream", c.NatsStream}} {
+		for _, f := range []struct{ path, v string }{{"NatsCreds", c.NatsCreds}, {"NatsStream", c.NatsStream}, {"NatsStorage", c.NatsStorage}} {
 			if f.v != "" {
 				return []error{field.Errorf(f.path, "given without %s", field.Ref("NatsURL"))}
 			}
@@ -35,7 +35,7 @@ func (c Config) validateBus() []error {
 // busFields names the node's field that busConfig fills each of the bus's
 // fields from, for the bus's errors.
 var busFields = field.Map(map[string]string{
-	"URL": "NatsURL", "Creds": "NatsCreds", "Stream": "NatsStream",
+	"URL": "NatsURL", "Creds": "NatsCreds", "Stream": "NatsStream", "Storage": "NatsStorage",
 	"TLSCA": "TLSCA", "TLSCert": "TLSCert", "TLSKey": "TLSKey", "Name": "InstanceID",
 })
 
@@ -45,6 +45,9 @@ func (c Config) busConfig(n *Node) bus.Config {
 	bc.URL, bc.Creds, bc.Stream, bc.Name = c.NatsURL, c.NatsCreds, c.NatsStream, c.InstanceID
 	if bc.Stream == "" {
 		bc.Stream = bus.StreamName(c.Name)
+	}
+	if c.NatsStorage != "" {
+		bc.Storage = c.NatsStorage
 	}
 	bc.TLSCA, bc.TLSCert, bc.TLSKey = c.TLSCA, c.TLSCert, c.TLSKey
 	if n != nil {

@@ -193,6 +193,9 @@ type Config struct {
 	// NatsStream is the bus's stream; empty is SWITCHBOARD_<Name> with
 	// the characters a stream name may not hold replaced (bus.StreamName).
 	NatsStream string
+	// NatsStorage is where the bus's stream keeps its messages, "memory"
+	// or "file"; empty is memory (bus.Config.Storage).
+	NatsStorage string
 
 	// OTLPEndpoint is the OpenTelemetry collector's OTLP/HTTP base URL:
 	// the registry's metrics and the messages' spans are pushed there.

@@ -32,6 +32,14 @@ func ValidateRelayLimit(limit int) error {
 	return nil
 }
 
+// ValidateRelayAgain checks RelayAgain's cursor and limit.
+func ValidateRelayAgain(after int64, limit int) error {
+	if after < 0 {
+		return fmt.Errorf("relay again: after %d must not be negative", after)
+	}
+	return ValidateRelayLimit(limit)
+}
+
 // Relay is one outbox row of delivery work a relay took to publish. Row is
 // its stable id: the bus deduplicates publishes by it.
 type Relay struct {

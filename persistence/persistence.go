@@ -650,6 +650,12 @@ type Store interface {
 	// OldestUnrelayed is the creation time of the oldest delivery row not
 	// yet relayed (zero when there is none): the relay's lag.
 	OldestUnrelayed(ctx context.Context) (time.Time, error)
+	// RelayAgain marks up to limit delivery rows that are marked relayed,
+	// with ids above after, not relayed again, in id order, for RelayWork:
+	// the bus lost what it held (its stream was made anew). Rows another
+	// transaction holds are skipped. It returns the last row it marked, 0
+	// when it found none: call it again with that id until then.
+	RelayAgain(ctx context.Context, after int64, limit int) (int64, error)
 
 	// Resubmit moves failed or forward_failed messages back to work in one
 	// transaction: state, frontend and dest_smsc as given, attempts 0, reason

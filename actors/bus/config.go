@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchboard-dev/switchboard/field"
 )
@@ -26,6 +27,12 @@ type Config struct {
 	// Stream is the JetStream stream (the node gives StreamName of its
 	// site when none is configured). Its subjects are Stream.<frontend>.
 	Stream string
+	// Storage is where the stream keeps its messages: "memory" (the
+	// default) or "file". The outbox is the durable record either way; a
+	// server that restarts loses a memory stream's messages, and the
+	// instance that makes the stream again relays the site's undone work
+	// again (docs/nats.md).
+	Storage string
 	// Name names this connection on the server (the instance id).
 	Name   string
 	Logger *slog.Logger
@@ -60,6 +67,7 @@ type Config struct {
 // DefaultConfig returns the defaults (URL, Stream and Name left empty).
 func DefaultConfig() Config {
 	return Config{
+		Storage:        StorageMemory,
 		AckWait:        30 * time.Second,
 		MaxAckPending:  4096,
 		MaxDeliver:     1000,
@@ -89,6 +97,9 @@ func (c Config) Validate() error {
 			errs = append(errs, field.Wrap("Creds", err))
 		}
 	}
+	if _, err := storageType(c.Storage); err != nil {
+		errs = append(errs, field.Wrap("Storage", err))
+	}
 	if err := ValidStream(c.Stream); err != nil {
 		errs = append(errs, field.Wrap("Stream", err))
 	}
@@ -97,6 +108,23 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("bus: AckWait, MaxAckPending, MaxDeliver, PublishTimeout, RelayBatch and RelaySweep must be positive"))
 	}
 	return errors.Join(errs...)
+}
+
+// The stream's storage kinds (Config.Storage).
+const (
+	StorageMemory = "memory"
+	StorageFile   = "file"
+)
+
+// storageType is JetStream's storage of a Config.Storage.
+func storageType(s string) (jetstream.StorageType, error) {
+	switch s {
+	case StorageMemory:
+		return jetstream.MemoryStorage, nil
+	case StorageFile:
+		return jetstream.FileStorage, nil
+	}
+	return 0, fmt.Errorf("%q is not a storage: want %s or %s", s, StorageMemory, StorageFile)
 }
 
 // StreamName is the default stream of a site: SWITCHBOARD_<name>, with

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,10 +35,14 @@ type Bus struct {
 	nc *nats.Conn
 	js jetstream.JetStream
 
-	up      atomic.Bool
-	changed chan struct{}
-	stop    chan struct{}
-	done    chan struct{}
+	up atomic.Bool
+	// stale says the stream must be made sure of again: the connection
+	// was lost (or a publish found no stream) since it last was.
+	stale     atomic.Bool
+	changed   chan struct{}
+	stop      chan struct{}
+	closeOnce sync.Once
+	done      chan struct{}
 
 	mu        sync.Mutex
 	consumers map[string]jetstream.Consumer
@@ -76,12 +81,12 @@ func Open(cfg Config, m *Metrics, workers Sender) (*Bus, error) {
 		consumers: map[string]jetstream.Consumer{}}
 	signal := func(*nats.Conn) { b.signal() }
 	nc, err := nats.Connect(cfg.URL, cfg.options(
-		nats.ConnectHandler(signal), nats.ReconnectHandler(signal),
+		nats.ConnectHandler(signal), nats.ReconnectHandler(b.recheck),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				b.note(err)
 			}
-			b.signal()
+			b.recheck(nil)
 		}),
 		nats.ClosedHandler(signal),
 	)...)
@@ -100,6 +105,13 @@ func Open(cfg Config, m *Metrics, workers Sender) (*Bus, error) {
 	go b.keep()
 	b.signal()
 	return b, nil
+}
+
+// recheck makes the keeper make sure of the stream again even if the bus
+// is up by then: a server that came back at once may have lost it.
+func (b *Bus) recheck(*nats.Conn) {
+	b.stale.Store(true)
+	b.signal()
 }
 
 func (b *Bus) signal() {
@@ -161,15 +173,30 @@ func (b *Bus) check() {
 		b.set(false)
 		return
 	}
-	if b.up.Load() {
+	if !b.stale.Swap(false) && b.up.Load() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.PublishTimeout)
 	defer cancel()
-	if err := b.ensureStream(ctx); err != nil {
+	made, err := b.ensureStream(ctx)
+	if err != nil {
 		b.note(err)
 		b.log.Warn("the delivery bus is connected but its stream is not ready", "err", err)
+		b.set(false)
+		b.stale.Store(true) // and again at the next check
 		return
+	}
+	if made {
+		// A stream made anew holds nothing: what the site had relayed
+		// and not done (the server lost its store, or a memory stream its
+		// messages) is relayed again. The consumers went with it.
+		b.log.Info("the delivery bus's stream was made anew: the site's undone delivery work is relayed again")
+		b.mu.Lock()
+		b.consumers = map[string]jetstream.Consumer{}
+		b.mu.Unlock()
+		if r := b.relay.Load(); r != nil {
+			r.Again()
+		}
 	}
 	b.set(true)
 }
@@ -211,19 +238,44 @@ func (b *Bus) kickWorkers() {
 }
 
 // ensureStream creates the work-queue stream or brings its settings up to
-// date: each message is removed once acked (or termed); the file store
-// keeps what is not across a restart of the server.
-func (b *Bus) ensureStream(ctx context.Context) error {
-	_, err := b.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+// date (each message is removed once acked or termed), and reports
+// whether it made it. A stream's storage cannot change: one made with the
+// other kind keeps it, with a warning (docs/nats.md says how to change it).
+func (b *Bus) ensureStream(ctx context.Context) (made bool, err error) {
+	storage, err := storageType(b.cfg.Storage)
+	if err != nil {
+		return false, err
+	}
+	want := jetstream.StreamConfig{
 		Name:        b.cfg.Stream,
 		Description: "Switchboard delivery work (one subject per frontend)",
 		Subjects:    []string{b.cfg.Stream + ".>"},
 		Retention:   jetstream.WorkQueuePolicy,
-		Storage:     jetstream.FileStorage,
+		Storage:     storage,
 		Duplicates:  b.cfg.DuplicateWindow(),
 		Discard:     jetstream.DiscardNew,
-	})
-	return err
+	}
+	s, err := b.js.Stream(ctx, want.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if _, err = b.js.CreateStream(ctx, want); err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return false, err
+		}
+		// Another instance made it a moment ago: bring it up to date.
+		s, err = b.js.Stream(ctx, want.Name)
+	}
+	if err != nil {
+		return false, err
+	}
+	if have := s.CachedInfo().Config.Storage; have != want.Storage {
+		b.log.Warn("the delivery bus's stream keeps the storage it was made with; to change it, delete the stream (its work is in the outbox and is relayed again)",
+			"storage", strings.ToLower(have.String()), "configured", b.cfg.Storage)
+		want.Storage = have
+	}
+	_, err = b.js.UpdateStream(ctx, want)
+	return false, err
 }
 
 // consumer is the durable consumer of a frontend, created (or brought up
@@ -418,6 +470,9 @@ func (b *Bus) Publish(ctx context.Context, rows []persistence.Relay) ([]int64, e
 			if firstErr == nil {
 				firstErr = err
 			}
+			if errors.Is(err, jetstream.ErrNoStreamResponse) {
+				b.recheck(nil) // the stream is gone: make it again
+			}
 		case <-ctx.Done():
 			if firstErr == nil {
 				firstErr = ctx.Err()
@@ -463,9 +518,10 @@ func (b *Bus) SetLag(d time.Duration) {
 	}
 }
 
-// Close disconnects (after the relay and the workers stopped).
+// Close disconnects (after the relay and the workers stopped). Closing
+// again does nothing.
 func (b *Bus) Close() {
-	close(b.stop)
+	b.closeOnce.Do(func() { close(b.stop) })
 	<-b.done
 	b.nc.Close()
 	b.up.Store(false)

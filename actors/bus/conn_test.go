@@ -60,6 +60,11 @@ func waitUp(t *testing.T, b *bus.Bus, up bool) {
 
 func streamMsgs(t *testing.T, url string) uint64 {
 	t.Helper()
+	return streamInfo(t, url).State.Msgs
+}
+
+func streamInfo(t *testing.T, url string) *jetstream.StreamInfo {
+	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +79,29 @@ func streamMsgs(t *testing.T, url string) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return info.State.Msgs
+	return info
+}
+
+// TestStreamKeepsItsStorage: a stream made with one storage keeps it when
+// an instance configured with the other connects (JetStream cannot change
+// it); the instance works with it.
+func TestStreamKeepsItsStorage(t *testing.T) {
+	srv := bustest.Start(t)
+	first := openWith(t, srv.URL(), func(c *bus.Config) { c.Storage = bus.StorageFile })
+	if got := streamInfo(t, srv.URL()).Config.Storage; got != jetstream.FileStorage {
+		t.Fatalf("stream made with storage %v, want file", got)
+	}
+	first.Close()
+	b := open(t, srv.URL()) // memory, the default
+	if got := streamInfo(t, srv.URL()).Config.Storage; got != jetstream.FileStorage {
+		t.Fatalf("stream storage %v after a memory instance connected, want file kept", got)
+	}
+	if _, err := b.Publish(context.Background(), []persistence.Relay{{Row: 1, MessageID: "m-1", Target: "fe"}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := streamMsgs(t, srv.URL()); n != 1 {
+		t.Fatalf("%d messages in the stream, want 1", n)
+	}
 }
 
 // TestPublishTwiceIsDeduplicated: a relay that publishes rows again (it
@@ -123,7 +150,7 @@ func TestPublishTwiceIsDeduplicated(t *testing.T) {
 // down while the server is.
 func TestFetchSettleAndRestart(t *testing.T) {
 	srv := bustest.Start(t)
-	b := open(t, srv.URL())
+	b := openWith(t, srv.URL(), func(c *bus.Config) { c.Storage = bus.StorageFile })
 	if _, err := b.Publish(context.Background(), []persistence.Relay{{Row: 1, MessageID: "m-1", Target: "fe"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -161,8 +188,8 @@ func TestFetchSettleAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Unsettled across a restart of the server: it comes back after the
-	// consumer's AckWait.
+	// Unsettled across a restart of the server: a file stream keeps it,
+	// and it comes back after the consumer's AckWait.
 	srv.Restart()
 	m = fetch()
 	if m.ID != "m-1" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/clock"
@@ -33,6 +34,11 @@ type Relayer struct {
 
 	// lagAt is when the lag was last read (at most every lagEvery).
 	lagAt time.Time
+	// again is set by Again: the next round first marks the site's relayed
+	// delivery rows not relayed, from the row after againAfter (where an
+	// interrupted marking goes on).
+	again      atomic.Bool
+	againAfter int64
 
 	// mu guards queued (rows committed marked relayed, to publish) and
 	// stopped (set once the relay gave back what was queued as it
@@ -98,6 +104,16 @@ func (r *Relayer) Publish(rows []persistence.Relay) {
 	case r.queue <- struct{}{}:
 	default:
 	}
+}
+
+// Again says the bus lost what it held (its stream was made anew): the
+// next round marks every delivery row of the site that is marked relayed
+// not relayed (persistence.Store.RelayAgain), and the rounds publish them
+// again. Work a worker holds meanwhile is found leased or done by the
+// claim of its next bus message, as any copy is.
+func (r *Relayer) Again() {
+	r.again.Store(true)
+	r.Kick()
 }
 
 // Kick says delivery work was committed.
@@ -237,7 +253,11 @@ func (r *Relayer) giveBackRows(rows []persistence.Relay) {
 func (r *Relayer) round(now time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*r.bus.cfg.PublishTimeout)
 	defer cancel()
-	rows, err := r.store.RelayWork(ctx, r.core.Batch)
+	var rows []persistence.Relay
+	err := r.markAgain(ctx)
+	if err == nil {
+		rows, err = r.store.RelayWork(ctx, r.core.Batch)
+	}
 	if err == nil && len(rows) > 0 {
 		err = r.send(ctx, rows)
 	}
@@ -255,6 +275,29 @@ func (r *Relayer) round(now time.Time) {
 	if now.Sub(r.lagAt) >= lagEvery {
 		r.lagAt = now
 		r.lag(ctx)
+	}
+}
+
+// againPage is how many rows one RelayAgain statement marks.
+const againPage = 1000
+
+// markAgain does what Again asked for, a page at a time; after an error
+// the next round goes on from the last page marked.
+func (r *Relayer) markAgain(ctx context.Context) error {
+	if !r.again.Swap(false) {
+		return nil
+	}
+	for {
+		last, err := r.store.RelayAgain(ctx, r.againAfter, againPage)
+		if err != nil {
+			r.again.Store(true)
+			return err
+		}
+		if last == 0 {
+			r.againAfter = 0
+			return nil
+		}
+		r.againAfter = last
 	}
 }
 

@@ -58,6 +58,31 @@ WHERE id IN (SELECT id FROM outbox WHERE id = ANY($1) ORDER BY id FOR UPDATE)`, 
 	return s.fail(op, err)
 }
 
+// relayAgainSQL marks up to $2 relayed delivery rows above $1 not relayed,
+// in id order (rows a worker's transaction holds are skipped), and reads
+// the last.
+const relayAgainSQL = `
+WITH again AS (
+	UPDATE outbox o SET relayed = false
+	FROM (SELECT id FROM outbox WHERE kind = 'delivery' AND relayed AND id > $1
+		ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED) c
+	WHERE o.id = c.id
+	RETURNING o.id)
+SELECT coalesce(max(id), 0) FROM again`
+
+// RelayAgain implements persistence.Store.
+func (s *Store) RelayAgain(ctx context.Context, after int64, limit int) (int64, error) {
+	const op = "relay again"
+	if err := s.precheck(op, persistence.ValidateRelayAgain(after, limit)); err != nil {
+		return 0, err
+	}
+	var last int64
+	if err := s.pool.QueryRow(ctx, relayAgainSQL, after, limit).Scan(&last); err != nil {
+		return 0, s.fail(op, err)
+	}
+	return last, nil
+}
+
 // OldestUnrelayed implements persistence.Store: the first row of
 // outbox_relay (ids grow with creation).
 func (s *Store) OldestUnrelayed(ctx context.Context) (time.Time, error) {

@@ -70,6 +70,35 @@ func (s *Store) Unrelay(ctx context.Context, rows []int64) error {
 	})
 }
 
+// RelayAgain implements persistence.Store (the writer holds no row of
+// another transaction: none is skipped).
+func (s *Store) RelayAgain(ctx context.Context, after int64, limit int) (int64, error) {
+	const op = "relay again"
+	if err := s.precheck(op, persistence.ValidateRelayAgain(after, limit)); err != nil {
+		return 0, err
+	}
+	var last int64
+	err := s.write(ctx, op, func(tx querier) error {
+		last = 0 // a retried transaction starts over
+		rows, err := tx.QueryContext(ctx, `UPDATE outbox SET relayed = 0
+			WHERE id IN (SELECT id FROM outbox WHERE id > ?1 AND relayed = 1 AND kind = 'delivery' ORDER BY id LIMIT ?2)
+			RETURNING id`, after, limit)
+		if err != nil {
+			return err
+		}
+		return scanEach(rows, func(r *sql.Rows) error {
+			var id int64
+			err := r.Scan(&id)
+			last = max(last, id)
+			return err
+		})
+	})
+	if err != nil {
+		return 0, err
+	}
+	return last, nil
+}
+
 // OldestUnrelayed implements persistence.Store: the first row of
 // outbox_relay (row ids grow with creation).
 func (s *Store) OldestUnrelayed(ctx context.Context) (time.Time, error) {

@@ -16,6 +16,7 @@ func busCases() []testCase {
 		{"NewWorkOfAResubmitIsRelayedAgain", relayResubmit},
 		{"WorkWrittenLeasedIsNotRelayed", relayNotLeasedAtAccept},
 		{"WorkWrittenToPublishIsNamedAndNotRelayedAgain", relayPublishedAtAccept},
+		{"RelayAgainMarksEveryRelayedDeliveryRow", relayAgain},
 		{"RelayInvalidRequestIsError", relayInvalid},
 		{"ClaimNamedTakesOnlyThoseRows", claimNamedOnly},
 		{"ClaimNamedTellsWhenTheRestIsClaimable", claimNamedLater},
@@ -160,6 +161,46 @@ func relayPublishedAtAccept(f *fixture) {
 	f.wantIDs("claim", workIDs(f.claimDelivery(feA, ownerB, base, 10).Work), "free", "pub")
 }
 
+func relayAgain(f *fixture) {
+	pub := newMsg("again-pub")
+	pub.Publish = true
+	held := newMsg("again-held")
+	held.Lease = &persistence.Lease{Owner: ownerA, Until: at(time.Minute)}
+	f.accept(base, newMsg("again-0"), pub, held, msgFor("again-fwd", persistence.WorkForward, peerP), newMsg("again-1"))
+	f.wantIDs("RelayWork", relayIDs(f.relay(1)), "again-0")
+	f.accept(at(1e9), newMsg("again-new"))
+	// The bus lost its stream: every delivery row marked relayed (taken by
+	// a relay, written to publish or handed over) is relayed again, a
+	// page at a time; the one never taken stays as it is.
+	var last int64
+	pages := 0
+	for {
+		next, err := f.store.RelayAgain(f.ctx, last, 2)
+		if err != nil {
+			f.Fatalf("RelayAgain(%d, 2): %v", last, err)
+		}
+		if next == 0 {
+			break
+		}
+		if next <= last {
+			f.Fatalf("RelayAgain(%d, 2) = %d, want a later row", last, next)
+		}
+		last, pages = next, pages+1
+	}
+	if pages != 2 {
+		f.Errorf("RelayAgain marked its rows in %d pages of 2, want 2 (three rows)", pages)
+	}
+	again := f.relay(10)
+	f.wantIDs("RelayWork after RelayAgain", relayIDs(again), "again-0", "again-pub", "again-held", "again-1", "again-new")
+	f.wantIDs("RelayWork once more", relayIDs(f.relay(10)))
+	if last, err := f.store.RelayAgain(f.ctx, again[len(again)-1].Row, 10); err != nil || last != 0 {
+		f.Errorf("RelayAgain after the last row = %d, %v; want 0, nil", last, err)
+	}
+	// The forward's row is no bus work: a claim of forwards still finds it.
+	f.wantIDs("forward claim", workIDs(f.claim(persistence.ClaimRequest{Kind: persistence.WorkForward, Target: peerP,
+		Owner: ownerA, Limit: 10, Now: base, Lease: lease}).Work), "again-fwd")
+}
+
 func relayInvalid(f *fixture) {
 	leased := newMsg("pub-leased")
 	leased.Publish, leased.Lease = true, &persistence.Lease{Owner: ownerA, Until: at(time.Minute)}
@@ -178,6 +219,14 @@ func relayInvalid(f *fixture) {
 	}
 	if err := f.store.Unrelay(f.ctx, []int64{0}); err == nil {
 		f.Errorf("Unrelay([0]) succeeded")
+	}
+	for _, c := range []struct {
+		after int64
+		limit int
+	}{{-1, 1}, {0, 0}} {
+		if _, err := f.store.RelayAgain(f.ctx, c.after, c.limit); err == nil {
+			f.Errorf("RelayAgain(%d, %d) succeeded", c.after, c.limit)
+		}
 	}
 	req := persistence.ClaimRequest{Kind: persistence.WorkDelivery, Target: feA, Owner: ownerA, Limit: 1, Now: base,
 		Lease: lease, IDs: []string{"x"}, Ring: &persistence.RingClaim{Epoch: 1}}
