@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/switchboard-dev/switchboard/actors/bus"
 	"github.com/switchboard-dev/switchboard/actors/bus/bustest"
 	"github.com/switchboard-dev/switchboard/clock"
@@ -66,6 +69,20 @@ func TestStreamMadeAnewRelaysAgain(t *testing.T) {
 
 	srv.Restart() // the memory stream is gone, with its consumer
 	fetchUntil(t, b, "m-1", "m-2")
+
+	// The stream deleted while the bus is up: the next publish finds no
+	// stream, and the bus makes it again.
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	if err := js.DeleteStream(context.Background(), "SWITCHBOARD_test"); err != nil {
+		t.Fatal(err)
+	}
+	r.Publish(accept(t, st, "m-3", true))
+	fetchUntil(t, b, "m-1", "m-2", "m-3")
 	if at, err := st.OldestUnrelayed(context.Background()); err != nil || !at.IsZero() {
 		t.Fatalf("OldestUnrelayed = %v, %v; want every row relayed again", at, err)
 	}
