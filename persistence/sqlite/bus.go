@@ -81,7 +81,7 @@ func (s *Store) RelayAgain(ctx context.Context, after int64, limit int) (int64, 
 	err := s.write(ctx, op, func(tx querier) error {
 		last = 0 // a retried transaction starts over
 		rows, err := tx.QueryContext(ctx, `UPDATE outbox SET relayed = 0
-			WHERE id IN (SELECT id FROM outbox WHERE id > ?1 AND relayed = 1 AND kind = 'delivery' ORDER BY id LIMIT ?2)
+			WHERE id IN (SELECT id FROM outbox WHERE id > ?1 AND relayed = 1 AND kind = 'delivery' ORDER BY id LIMIT +?2)
 			RETURNING id`, after, limit)
 		if err != nil {
 			return err
