@@ -27,7 +27,8 @@
 //	    -> a locked message's ledger and history rows
 //
 // In particular no transaction waits for an outbox row while it holds a
-// message. The bus's relay takes (and marks) rows with SKIP LOCKED, and
+// message. The bus's relay takes (and marks) rows with SKIP LOCKED, marks
+// them again after the bus lost them (RelayAgain) with SKIP LOCKED too, and
 // gives rows back in id order, holding nothing else. CompleteWork, ApplyStatus, Resubmit and the sweeps
 // (ExpireMessages, FailForwards, QueueForwards) lock every outbox row of
 // their messages first, then the messages, in one round trip.
