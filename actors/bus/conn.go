@@ -191,9 +191,7 @@ func (b *Bus) check() {
 		// and not done (the server lost its store, or a memory stream its
 		// messages) is relayed again. The consumers went with it.
 		b.log.Info("the delivery bus's stream was made anew: the site's undone delivery work is relayed again")
-		b.mu.Lock()
-		b.consumers = map[string]jetstream.Consumer{}
-		b.mu.Unlock()
+		b.forgetConsumers()
 		if r := b.relay.Load(); r != nil {
 			r.Again()
 		}
@@ -217,11 +215,9 @@ func (b *Bus) set(up bool) {
 		if b.m != nil {
 			b.m.up.Set(0)
 		}
-		b.mu.Lock()
 		// A server that lost its store loses its consumers too: make sure
 		// of them again once it is back.
-		b.consumers = map[string]jetstream.Consumer{}
-		b.mu.Unlock()
+		b.forgetConsumers()
 	}
 	if r := b.relay.Load(); r != nil {
 		r.Kick()
@@ -305,6 +301,14 @@ func (b *Bus) consumer(ctx context.Context, frontend string) (jetstream.Consumer
 	b.mu.Unlock()
 	b.m.frontend(frontend)
 	return c, nil
+}
+
+// forgetConsumers drops every consumer, so that each is made sure of
+// again at its next use.
+func (b *Bus) forgetConsumers() {
+	b.mu.Lock()
+	b.consumers = map[string]jetstream.Consumer{}
+	b.mu.Unlock()
 }
 
 // forget drops a frontend's consumer after a failure, so that the next

@@ -171,7 +171,7 @@ func relayAgain(f *fixture) {
 	f.accept(at(1e9), newMsg("again-new"))
 	// The bus lost its stream: every delivery row marked relayed (taken by
 	// a relay, written to publish or handed over) is relayed again, a
-	// page at a time; the one never taken stays as it is.
+	// page at a time; the rows never taken are not counted in its pages.
 	var last int64
 	pages := 0
 	for {
