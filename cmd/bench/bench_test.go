@@ -264,6 +264,13 @@ func TestFlags(t *testing.T) {
 	if want := []string{"ingest", "federated", "drain"}; !slices.Equal(o.selected, want) {
 		t.Errorf("--only ingest --profile-figure drain: figures %v, want %v", o.selected, want)
 	}
+	o, err = parseFlags([]string{"--only", "ingest", "--profile-figure", "postgres-site-nats"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"ingest", "postgres-site"}; !slices.Equal(o.selected, want) {
+		t.Errorf("--only ingest --profile-figure postgres-site-nats: figures %v, want %v", o.selected, want)
+	}
 	o, err = parseFlags([]string{"--only", "postgres-site", "--postgres", "postgres://x@h/db"}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)

@@ -429,9 +429,9 @@ func runPgSite(o options, pg *pgServer, bodies [][]byte, dir string, n, consumer
 	for i, b := range s.nodes {
 		loads = append(loads, fmt.Sprintf("instance %d: %s", i, b.actorLoad(r.window)))
 	}
-	r.note = fmt.Sprintf("%d instance(s), %d consumers each; submitted %.0f msg/s in the window; submitted/acked per instance %s; %s; after the run %s (outbox %d); %s",
+	r.note = fmt.Sprintf("%d instance(s), %d consumers each; submitted %.0f msg/s in the window; submitted/acked per instance %s; %s; after the run %s (outbox %d)%s; %s",
 		n, consumersPer, float64(r.submits)/r.window.Seconds(), strings.Join(perNode, " "), serverNote(a, z, r.count, r.window),
-		st.counts(), st.OutboxDepth, strings.Join(loads, "; "))
+		st.counts(), st.OutboxDepth, busNote(natsURL, s.nodes), strings.Join(loads, "; "))
 	if r.count == 0 {
 		return r, fmt.Errorf("no ack completed in the window (%d failed; first: %s)", r.errors, r.firstErr)
 	}
@@ -441,6 +441,24 @@ func runPgSite(o options, pg *pgServer, bodies [][]byte, dir string, n, consumer
 		}
 	}
 	return r, nil
+}
+
+// busNote tells what went through the bus in the whole run, all
+// instances: published, and settled by action ("" without the bus).
+func busNote(natsURL string, nodes []*benchNode) string {
+	if natsURL == "" {
+		return ""
+	}
+	var published float64
+	settled := map[string]float64{}
+	for _, b := range nodes {
+		published += b.counters("switchboard_bus_published_total", "")[""]
+		for action, v := range b.counters("switchboard_bus_settled_total", "action") {
+			settled[action] += v
+		}
+	}
+	return fmt.Sprintf("; the bus in the whole run: published %.0f, acked %.0f, naked %.0f, termed %.0f",
+		published, settled["acked"], settled["naked"], settled["termed"])
 }
 
 // The first delivery after an idle period: idleSamples times, the site
@@ -520,13 +538,13 @@ func (s *pgSite) firstDelivery(samples int, pause time.Duration) (time.Duration,
 
 // runPgSiteNATS is runPgSite with the delivery bus: a JetStream server in
 // this process, its store under dir (postgres-site-nats).
-func runPgSiteNATS(o options, pg *pgServer, bodies [][]byte, dir string) (runResult, error) {
+func runPgSiteNATS(o options, pg *pgServer, bodies [][]byte, dir string, prof *profiler) (runResult, error) {
 	url, stop, err := startNATS(filepath.Join(dir, "nats"))
 	if err != nil {
 		return runResult{}, err
 	}
 	defer stop()
-	return runPgSite(o, pg, bodies, dir, siteInstances, o.consumers, url, nil)
+	return runPgSite(o, pg, bodies, dir, siteInstances, o.consumers, url, prof)
 }
 
 // idleList lists the runs' first deliveries after an idle period.
