@@ -41,6 +41,11 @@ type Dispatcher struct {
 	// lastLease is the lease the last poll asked for: a claim of named
 	// messages made after the polls were answered leases for the next.
 	lastLease time.Duration
+	// handUntil is until when, after a poll, a pull worker with the bus up
+	// offers to take new work at hand for the next poll (zero: it does
+	// not), and handRoom how much: that poll's max (see Offer).
+	handUntil time.Time
+	handRoom  int
 	// backstopAt is when the bus's backstop claims next.
 	backstopAt time.Time
 }
@@ -194,6 +199,9 @@ func (d *Dispatcher) Poll(now time.Time, p *messages.Poll) Effects {
 	}
 	d.waiters.Add(p, now.Add(p.Wait))
 	d.lastLease = leaseOf(p)
+	if d.cfg.Bus {
+		d.handUntil, d.handRoom = now.Add(handFor), max(p.Max, 1)
+	}
 	d.Kick()
 	return d.serve(now)
 }
@@ -578,20 +586,40 @@ func (d *Dispatcher) pollRoom() (int, time.Duration) {
 	return min(n-len(d.ready), d.cfg.MaxClaim), lease
 }
 
+// handFor is how long after a poll a pull worker with the bus up offers
+// to take new work at hand for the next poll.
+const handFor = time.Second
+
 // Offer is how many rows the dispatcher can take at once now, leased for
 // how long: the waiting polls' room (pull) or the free slots (push); none
 // while work may wait in the store (new work must not overtake it), while a
 // claim is out (it will serve them), while draining or held. The worker
 // puts it on the handover board.
+//
+// With the bus up, a pull worker whose frontend polled within handFor also
+// offers room for its next poll (that poll's max, less the work at hand),
+// as it keeps what the bus hands out after its polls were answered
+// (Named): a consumer that was answered polls again at once, while the
+// commits in between would otherwise all go round the bus (measured: 70%
+// of the messages in postgres-site-nats), each costing a publish, a fetch,
+// a claim by id and an ack. If no poll comes, that work waits for its
+// lease to end and the bus's backstop, as work at hand from the bus waits
+// for its lease.
 func (d *Dispatcher) Offer() (int, time.Duration) {
 	if d.cfg.Bus && d.busUp {
 		// New work overtakes nothing waiting in the store: that is in the
 		// bus, whose messages share the room.
-		if d.cfg.Pull {
-			_, lease := d.pollRoom()
-			return d.BusRoom(), lease
+		if !d.cfg.Pull {
+			return d.BusRoom(), d.cfg.PushLease
 		}
-		return d.BusRoom(), d.cfg.PushLease
+		n, lease := d.BusRoom(), time.Duration(0)
+		if n > 0 {
+			_, lease = d.pollRoom()
+		} else if hand := min(d.handRoom, d.cfg.MaxClaim) - len(d.ready) - d.naming(); hand > 0 &&
+			!d.handUntil.IsZero() && !d.draining && !d.held {
+			n, lease = hand, max(d.lastLease, defaultPollLease)
+		}
+		return n, lease
 	}
 	if d.draining || d.more || (d.round != nil && d.round.Claim != nil) {
 		return 0, 0
@@ -711,6 +739,9 @@ func (d *Dispatcher) Tick(now time.Time, rng *rand.Rand) Effects {
 	if !d.nextDue.IsZero() && !d.nextDue.After(now) {
 		d.more, d.nextDue = true, time.Time{}
 	}
+	if !d.handUntil.IsZero() && !d.handUntil.After(now) {
+		d.handUntil = time.Time{} // the offer of room for the next poll ends
+	}
 	return e
 }
 
@@ -719,7 +750,7 @@ func (d *Dispatcher) Tick(now time.Time, rng *rand.Rand) Effects {
 // (its end looks again anyway), the store's next due time while someone
 // could take it and the retry of a failed round.
 func (d *Dispatcher) Wake() time.Time {
-	next := d.waiters.NextDeadline()
+	next := clock.Earliest(d.waiters.NextDeadline(), d.handUntil)
 	for _, f := range d.inflight {
 		next = clock.Earliest(next, f.deadline)
 	}
