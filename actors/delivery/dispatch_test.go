@@ -487,8 +487,12 @@ func TestBusPullKeepsWorkAtHandWithoutPolls(t *testing.T) {
 	if e := d.Poll(t0, poll(5, defaultPollLease)); len(e.Answers) != 1 || len(e.Answers[0].Reply.Messages) != 1 {
 		t.Fatalf("the poll after = %+v, want b0 alone", e.Answers)
 	}
+	if n := d.BusRoom(); n != 3 {
+		t.Fatalf("BusRoom = %d with no poll waiting just after one, want room for the next poll (MaxClaim 3)", n)
+	}
+	d.Tick(t0.Add(handFor), rng())
 	if n := d.BusRoom(); n != 0 {
-		t.Fatalf("BusRoom = %d with no poll waiting, want 0", n)
+		t.Fatalf("BusRoom = %d with no poll waiting for %v, want 0", n, handFor)
 	}
 }
 
@@ -557,6 +561,26 @@ func TestBusPullOffersRoomForTheNextPoll(t *testing.T) {
 	d.Tick(at.Add(handFor-time.Millisecond), rng())
 	if n, _ := d.Offer(); n != 5 {
 		t.Fatalf("Offer just before the end = %d, want 5", n)
+	}
+	// The bus's fetch and its backstop share that room, so the work the
+	// bus holds is not starved by new work that polls take at once.
+	if n := d.BusRoom(); n != 5 {
+		t.Fatalf("BusRoom with no poll waiting just after one = %d, want 5", n)
+	}
+	d.Named("n0", "n1")
+	if n, _ := d.Offer(); n != 3 {
+		t.Fatalf("Offer with 2 named = %d, want 3", n)
+	}
+	if r, ok := d.Next(at.Add(handFor - time.Millisecond)); !ok || r.Claim == nil || len(r.Claim.IDs) != 2 || r.Claim.Lease != 2*time.Minute {
+		t.Fatalf("round = %+v, want the claim of the 2 named for the last poll's lease", r)
+	} else {
+		d.Done(at, r, nil, &persistence.Claim{}, nil)
+	}
+	if r, ok := d.Next(at.Add(handFor - time.Millisecond)); !ok || r.Claim == nil || r.Claim.IDs != nil || r.Claim.Limit != 5 ||
+		r.Claim.Lease != 2*time.Minute+time.Minute {
+		t.Fatalf("round = %+v, want the backstop's claim of room for the next poll", r)
+	} else {
+		d.Done(at, r, nil, &persistence.Claim{}, nil)
 	}
 	d.Tick(at.Add(handFor), rng())
 	if n, _ := d.Offer(); n != 0 {
