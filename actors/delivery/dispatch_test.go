@@ -523,12 +523,12 @@ func TestBusPullClaimAfterThePollsLeft(t *testing.T) {
 }
 
 // TestBusPullOffersRoomForTheNextPoll: with the bus up, a pull dispatcher
-// whose frontend polled within handFor offers room for its next poll (that
-// poll's max, less the work at hand) once the polls were answered, so the
-// commits between two polls hand their work over instead of sending it
-// round the bus; the next poll is answered from it at once. The offer ends
-// handFor after the last poll (Wake brings that Tick), and there is none
-// without the bus, while draining, or before any poll.
+// that answered a poll offers room for the next poll (that poll's max,
+// less the work at hand) for handFor, so the commits between two polls
+// hand their work over instead of sending it round the bus; the next poll
+// is answered from it at once. The offer ends handFor after the last
+// answer (Wake brings that Tick), and there is none without the bus, while
+// draining, or before any answer.
 func TestBusPullOffersRoomForTheNextPoll(t *testing.T) {
 	d := NewDispatcher(DispatcherConfig{Frontend: "fe", Pull: true, Owner: "me", Policy: dispatchPolicy, MaxClaim: 1000, Bus: true,
 		BusOverdue: time.Minute, BusBackstop: 10 * time.Second})
@@ -537,6 +537,9 @@ func TestBusPullOffersRoomForTheNextPoll(t *testing.T) {
 		t.Fatalf("Offer before any poll = %d, want 0", n)
 	}
 	d.Poll(t0, poll(5, 2*time.Minute))
+	if !d.handUntil.IsZero() {
+		t.Fatalf("a poll that waits opened the window of room for the next poll")
+	}
 	if n, lease := d.Offer(); n != 5 || lease != 2*time.Minute {
 		t.Fatalf("Offer with a poll of 5 waiting = %d for %v, want 5 for the poll's lease", n, lease)
 	}
@@ -546,14 +549,14 @@ func TestBusPullOffersRoomForTheNextPoll(t *testing.T) {
 	if n, lease := d.Offer(); n != 5 || lease != 2*time.Minute {
 		t.Fatalf("Offer after the poll was answered = %d for %v, want room for the next poll: 5 for the last poll's lease", n, lease)
 	}
-	d.Handover(t0.Add(100*time.Millisecond), work("b", 3, 2*time.Minute))
+	d.Handover(t0.Add(handFor/4), work("b", 3, 2*time.Minute))
 	if n, _ := d.Offer(); n != 2 {
 		t.Fatalf("Offer with 3 at hand = %d, want 2", n)
 	}
 	if w := d.Wake(); !w.Equal(t0.Add(handFor)) {
 		t.Fatalf("Wake = %v, want the end of the offer at +%v", w, handFor)
 	}
-	at := t0.Add(200 * time.Millisecond)
+	at := t0.Add(handFor / 2)
 	e := d.Poll(at, poll(5, 2*time.Minute))
 	if len(e.Answers) != 1 || fmt.Sprint(ids(e.Answers[0].Reply.Messages)) != "[b0 b1 b2]" {
 		t.Fatalf("the next poll's answers = %+v, want the work at hand at once", e.Answers)
@@ -584,13 +587,26 @@ func TestBusPullOffersRoomForTheNextPoll(t *testing.T) {
 	}
 	d.Tick(at.Add(handFor), rng())
 	if n, _ := d.Offer(); n != 0 {
-		t.Fatalf("Offer %v after the last poll = %d, want 0", handFor, n)
+		t.Fatalf("Offer %v after the last answer = %d, want 0", handFor, n)
 	}
 	d.Poll(at.Add(handFor), poll(5, 2*time.Minute))
 	d.Handover(at.Add(handFor), work("c", 1, 2*time.Minute))
 	d.Drain()
 	if n, _ := d.Offer(); n != 0 {
 		t.Fatalf("Offer while draining = %d, want 0", n)
+	}
+
+	// A poll that waited longer than handFor for its answer (a quiet
+	// time: its consumer may poll elsewhere next) opens no window.
+	q := NewDispatcher(DispatcherConfig{Frontend: "fe", Pull: true, Owner: "me", Policy: dispatchPolicy, MaxClaim: 1000, Bus: true,
+		BusOverdue: time.Minute, BusBackstop: 10 * time.Second})
+	q.SetBus(true)
+	q.Poll(t0, poll(5, 2*time.Minute))
+	if e := q.Handover(t0.Add(handFor), work("a", 1, 2*time.Minute)); len(e.Answers) != 1 {
+		t.Fatalf("handover answers = %+v, want the poll answered", e.Answers)
+	}
+	if n, _ := q.Offer(); n != 0 {
+		t.Fatalf("Offer after a poll answered %v after it came = %d, want 0", handFor, n)
 	}
 
 	// Without the bus an answered poll leaves no room: new work must not
