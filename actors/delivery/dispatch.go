@@ -569,21 +569,22 @@ func (d *Dispatcher) naming() int {
 // pullRoom is what a pull worker can take now: the waiting polls' room
 // (pollRoom); with none waiting and the bus up, room for the next poll
 // for handFor after it answered one within handFor of its coming (that
-// poll's max, less the work at hand), leased for the last poll's lease. A consumer that was answered
-// acks and polls again within milliseconds: the work committed meanwhile
-// is handed over at hand for that poll, rather than all of it going round
-// the bus (measured: 70% of the messages of postgres-site-nats, each a
-// publish, a fetch, a claim by id and an ack). The window is short, and
-// opened only by a poll that did not wait (work is flowing), so that work
-// is not kept here for a consumer that polls elsewhere now: a poll waiting
-// at another instance gets the work through the bus, and a consumer that
-// spreads its long polls over the instances at a quiet time (each waits
-// before its answer) opens no window.
-// The bus's fetch and backstop take their share of the same room, so the
-// work the bus holds (announced retries, work accepted where no consumer
-// polls) is not starved by a stream of new work. If no poll comes, the
-// work at hand waits for its lease to end and the backstop, as work at
-// hand from the bus waits for its lease.
+// poll's max, less the work at hand), leased for the last poll's lease.
+//
+// A consumer that was answered acks and polls again within milliseconds:
+// the work committed meanwhile is handed over at hand for that poll,
+// rather than all of it going round the bus (measured: 70% of the
+// messages of postgres-site-nats, each a publish, a fetch, a claim by id
+// and an ack). The window is short, and opened only by a poll that did
+// not wait (work is flowing), so that work is not kept here for a
+// consumer that polls elsewhere now: a poll waiting at another instance
+// gets the work through the bus, and a consumer that spreads its long
+// polls over the instances at a quiet time (each waits before its
+// answer) opens no window. The bus's fetch and backstop take their share
+// of the same room, so the work the bus holds (announced retries, work
+// accepted where no consumer polls) is not starved by a stream of new
+// work. If no poll comes, the work at hand waits for its lease to end and
+// the backstop, as work at hand from the bus waits for its lease.
 func (d *Dispatcher) pullRoom() (int, time.Duration) {
 	if n, lease := d.pollRoom(); n > 0 || !d.cfg.Bus || d.handUntil.IsZero() {
 		return n, lease
