@@ -504,6 +504,31 @@ func startNodeConfig(cfg switchboard.Config, conns int) (*benchNode, error) {
 	return b, nil
 }
 
+// counters sums the node's counters of that name by the value of the
+// label by ("" sums them all under "").
+func (b *benchNode) counters(name, by string) map[string]float64 {
+	out := map[string]float64{}
+	mfs, err := b.node.Registry().Gather()
+	if err != nil {
+		return out
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			key := ""
+			for _, l := range m.GetLabel() {
+				if by != "" && l.GetName() == by {
+					key = l.GetValue()
+				}
+			}
+			out[key] += m.GetCounter().GetValue()
+		}
+	}
+	return out
+}
+
 // pullFrontend registers the bench pull frontend.
 func (b *benchNode) pullFrontend() error {
 	return send(b.api, http.MethodPut, "/api/frontends/"+frontendName, []byte(`{"mode":"pull"}`), nil)

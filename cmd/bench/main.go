@@ -158,6 +158,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -231,8 +232,8 @@ func profiledFigures() []string {
 		if profiled[f] {
 			out = append(out, f)
 		}
-		for sub, by := range runBy {
-			if by == f && profiled[sub] {
+		for _, sub := range slices.Sorted(maps.Keys(runBy)) {
+			if runBy[sub] == f && profiled[sub] {
 				out = append(out, sub)
 			}
 		}

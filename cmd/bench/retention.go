@@ -182,28 +182,3 @@ func runIngestRetention(o options, bodies [][]byte, dir string, prof *profiler, 
 
 // purged is the node's switchboard_retention_purged_total, all states.
 func (b *benchNode) purged() float64 { return b.counters("switchboard_retention_purged_total", "")[""] }
-
-// counters sums the node's counters of that name by the value of the
-// label by ("" sums them all under "").
-func (b *benchNode) counters(name, by string) map[string]float64 {
-	out := map[string]float64{}
-	mfs, err := b.node.Registry().Gather()
-	if err != nil {
-		return out
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			key := ""
-			for _, l := range m.GetLabel() {
-				if by != "" && l.GetName() == by {
-					key = l.GetValue()
-				}
-			}
-			out[key] += m.GetCounter().GetValue()
-		}
-	}
-	return out
-}
