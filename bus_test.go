@@ -1,6 +1,7 @@
 package switchboard_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/actors/bus/bustest"
+	"github.com/switchboard-dev/switchboard/apiclient"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence/pgtest"
 	"github.com/switchboard-dev/switchboard/polltest"
@@ -248,5 +250,50 @@ func TestBusRefusedWithTheEmbeddedStore(t *testing.T) {
 	cfg.Postgres, cfg.NatsURL, cfg.NatsStream = "postgres://x", "nats://127.0.0.1:4222", "a.b"
 	if _, err := switchboard.New(cfg); err == nil || !strings.Contains(err.Error(), "NatsStream:") {
 		t.Fatalf("New with a stream name holding '.': %v", err)
+	}
+}
+
+// TestBusQuietPollsGoRoundTheInstances: at a quiet time a consumer whose
+// long polls go round the instances (a load balancer that spreads its
+// requests) gets each message at once, through the bus, from whichever
+// instance accepted it. An instance whose consumer polls elsewhere now
+// keeps no work at hand for it: neither new work (a poll that waited
+// before its answer opens no window of room for the next poll) nor what
+// its own fetch, started for a poll that has left, brings in after (it
+// is handed back to the bus). Before, the first message went to the
+// fetch the check of the frontend's poll had started at the other
+// instance, and waited there at hand for its 30 s lease.
+func TestBusQuietPollsGoRoundTheInstances(t *testing.T) {
+	nats := bustest.Start(t)
+	hs := busSite(t, nats.URL(), "q1", "q2")
+	waitBus(t, hs, "up")
+	hs[0].pullFrontend("fe", "44")
+	apis := []*apiclient.Client{hs[0].api().API, hs[1].api().API}
+	polltest.Eventually(t, 20*time.Second, func() error { // every instance knows the frontend
+		_, err := apis[1].Poll(context.Background(), "fe", 1, 0, 0)
+		return err
+	})
+	type polled struct {
+		ms  []messages.Outgoing
+		err error
+	}
+	for k := range 8 {
+		at, by := k%2, (k+1)%2
+		got := make(chan polled, 1)
+		go func() {
+			ms, err := apis[at].Poll(context.Background(), "fe", 10, 5000, 30_000)
+			got <- polled{ms, err}
+		}()
+		time.Sleep(300 * time.Millisecond) // the poll waits at hs[at]
+		id := hs[by].submit(fmt.Sprintf("q%02d", k), fmt.Sprintf("44700%02d", k))
+		start := time.Now()
+		p := <-got
+		if p.err != nil || len(p.ms) != 1 || p.ms[0].ID != id {
+			t.Fatalf("poll %d at %s: %d messages %+v, err %v; want %s, accepted at %s, within the poll's 5s", k,
+				hs[at].cfg.InstanceID, len(p.ms), p.ms, p.err, id, hs[by].cfg.InstanceID)
+		}
+		t.Logf("poll %d at %s answered %v after the submit at %s", k, hs[at].cfg.InstanceID,
+			time.Since(start).Round(time.Millisecond), hs[by].cfg.InstanceID)
+		hs[at].ack("fe", messages.DeliveryResult{ID: id, Status: messages.Delivered})
 	}
 }

@@ -23,7 +23,8 @@ import (
 // Both may fill the room at once, so a worker may have up to twice its
 // window under way for a moment; a pull worker keeps what the bus hands
 // out after the polls were answered as work at hand for the next poll
-// (Dispatcher.Named), rather than naking it round the bus.
+// while its consumers are busy (Dispatcher.Named, pullRoom), rather than
+// naking it round the bus.
 
 // busTouch is how often a held message is touched (InProgress): a third
 // of the consumer's AckWait (30s), so that a slow webhook or a pull

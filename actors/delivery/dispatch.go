@@ -537,18 +537,27 @@ func (d *Dispatcher) BusRoom() int {
 // Named gives the dispatcher messages the bus handed out, to claim by id;
 // it returns those it cannot take now (a drain; for a pull frontend whose
 // polls were answered meanwhile, what would take the work at hand past
-// MaxClaim): the bus hands them out again. A pull frontend keeps the rest
-// with no poll waiting: its consumers poll again at once, and the work at
-// hand answers them. Handed back instead, a message would go round the
-// bus while the same consumers wait for it (measured: a third of the
-// messages, with the handover of new work filling the polls first). If no
-// poll comes, the work goes back when its lease ends (see serve).
+// MaxClaim, and all of it once the window of room for the next poll has
+// closed): the bus hands them out again. A pull frontend keeps the rest
+// while that window is open: its consumers poll again at once, and the
+// work at hand answers them. Handed back instead, a message would go round
+// the bus while the same consumers wait for it (measured: a third of the
+// messages, with the handover of new work filling the polls first). With
+// the window closed its consumer may be polling at another instance now (a
+// poll that left, a load balancer that spreads the polls): kept here, the
+// work would wait for its lease to end; handed back, the bus hands it at
+// once to a poll waiting elsewhere. If no poll comes, work kept goes back
+// when its lease ends (see serve).
 func (d *Dispatcher) Named(ids ...string) (refused []string) {
 	if d.draining {
 		return ids
 	}
 	if d.cfg.Pull && d.waiters.Len() == 0 {
-		if room := max(d.cfg.MaxClaim-len(d.ready)-d.naming(), 0); len(ids) > room {
+		room := 0
+		if !d.handUntil.IsZero() {
+			room = max(d.cfg.MaxClaim-len(d.ready)-d.naming(), 0)
+		}
+		if len(ids) > room {
 			ids, refused = ids[:room], ids[room:]
 		}
 	}

@@ -456,13 +456,23 @@ func TestBusDownClaimsTheQueue(t *testing.T) {
 }
 
 // TestBusPullKeepsWorkAtHandWithoutPolls: with no poll waiting, a pull
-// dispatcher takes named messages up to MaxClaim of work at hand (claimed
-// or being claimed) and refuses the rest; the next poll is answered from
-// that work at once.
+// dispatcher that answered a poll as it came (the window of room for the
+// next poll is open) takes named messages up to MaxClaim of work at hand
+// (claimed or being claimed) and refuses the rest; the next poll is
+// answered from that work at once. With the window closed (before any
+// poll, and handFor after the last answer) it refuses them all: the bus
+// hands them to a poll waiting elsewhere.
 func TestBusPullKeepsWorkAtHandWithoutPolls(t *testing.T) {
 	d := NewDispatcher(DispatcherConfig{Frontend: "fe", Pull: true, Owner: "me", Policy: dispatchPolicy, MaxClaim: 3, Bus: true,
 		BusOverdue: time.Minute, BusBackstop: 10 * time.Second})
 	d.SetBus(true)
+	if refused := d.Named("x0"); fmt.Sprint(refused) != "[x0]" {
+		t.Fatalf("Named before any poll = %v, want x0 refused", refused)
+	}
+	d.Poll(t0, poll(1, defaultPollLease))
+	if e := d.Handover(t0, work("z", 1, defaultPollLease)); len(e.Answers) != 1 {
+		t.Fatalf("handover answers = %+v, want the poll answered as it came", e.Answers)
+	}
 	if refused := d.Named("a0", "a1"); refused != nil {
 		t.Fatalf("Named with no poll = %v, want both taken", refused)
 	}
@@ -493,6 +503,9 @@ func TestBusPullKeepsWorkAtHandWithoutPolls(t *testing.T) {
 	d.Tick(t0.Add(handFor), rng())
 	if n := d.BusRoom(); n != 0 {
 		t.Fatalf("BusRoom = %d with no poll waiting for %v, want 0", n, handFor)
+	}
+	if refused := d.Named("y0"); fmt.Sprint(refused) != "[y0]" {
+		t.Fatalf("Named %v after the last answer = %v, want y0 refused", handFor, refused)
 	}
 }
 
