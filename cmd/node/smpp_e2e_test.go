@@ -21,7 +21,9 @@ import (
 // node never records them. After the restart every accepted message is
 // delivered (nothing acknowledged is lost); the submits sent again are at
 // most the window, each marked in its message's history, and no message
-// the node had recorded delivered is sent again.
+// the node had recorded delivered is sent again. A message the SMSC had
+// once before the kill is never marked; one whose first attempt was
+// leased at the kill without leaving (a rare race, below) may be.
 func TestSMPPFrontendCrashWithWindowInFlight(t *testing.T) {
 	const (
 		total    = 20
@@ -86,6 +88,10 @@ func TestSMPPFrontendCrashWithWindowInFlight(t *testing.T) {
 	if len(smsc.Submits()) != answered+window {
 		t.Fatalf("%d submits before the kill, want %d (the window was full)", len(smsc.Submits()), answered+window)
 	}
+	before := map[string]bool{} // what the SMSC had before the kill
+	for _, s := range smsc.Submits() {
+		before[bodyID(s)] = true
+	}
 	smsc.SetAnswer(nil) // everything accepted at once from now on
 	node.Start()
 
@@ -118,8 +124,16 @@ func TestSMPPFrontendCrashWithWindowInFlight(t *testing.T) {
 			if !marked {
 				t.Errorf("%s was sent again, its history does not say so: %+v", id(i), m.History)
 			}
+		case marked && before[id(i)]:
+			t.Errorf("%s is marked resent, but the SMSC had it once, before the kill", id(i))
 		case marked:
-			t.Errorf("%s is marked resent, but the SMSC had it once", id(i))
+			// Its first attempt was leased before the kill but never
+			// left: a message handed over by a commit while a claim
+			// filled the window too waits for a window slot (the
+			// handover board's offer is a hint), and after the kill the
+			// node cannot tell it from one whose submit_sm was
+			// outstanding, so it says the SMSC may have it twice.
+			t.Logf("%s is marked resent; its first attempt was leased at the kill and never reached the SMSC", id(i))
 		}
 		if len(m.SMSC) != 1 {
 			t.Errorf("%s: smsc ids %+v", id(i), m.SMSC)
