@@ -476,7 +476,7 @@ func (d *Dispatcher) claimNamed(now time.Time) *persistence.ClaimRequest {
 		IDs: d.named, Limit: len(d.named), Lease: d.cfg.PushLease}
 	if d.cfg.Pull {
 		if _, req.Lease = d.pollRoom(); req.Lease == 0 {
-			req.Lease = max(d.lastLease, defaultPollLease)
+			req.Lease = d.nextLease()
 		}
 	}
 	d.named = nil
@@ -523,15 +523,22 @@ func (d *Dispatcher) SetBus(up bool) {
 // slots, or the pull room (pullRoom), less what is named or being claimed
 // already. None without the bus up, while draining or held.
 func (d *Dispatcher) BusRoom() int {
+	n, _ := d.busRoom()
+	return n
+}
+
+// busRoom is BusRoom and the lease of the work that fills it: the push
+// lease, or the pull room's (pullRoom).
+func (d *Dispatcher) busRoom() (int, time.Duration) {
+	room, lease := d.cfg.MaxInFlight-len(d.inflight), d.cfg.PushLease
+	if d.cfg.Pull {
+		room, lease = d.pullRoom()
+		room = min(room, d.cfg.MaxClaim)
+	}
 	if !d.cfg.Bus || !d.busUp || d.draining || d.held {
-		return 0
+		return 0, lease
 	}
-	n := d.naming()
-	if !d.cfg.Pull {
-		return max(d.cfg.MaxInFlight-len(d.inflight)-n, 0)
-	}
-	room, _ := d.pullRoom()
-	return max(min(room, d.cfg.MaxClaim)-n, 0)
+	return max(room-d.naming(), 0), lease
 }
 
 // Named gives the dispatcher messages the bus handed out, to claim by id;
@@ -598,8 +605,12 @@ func (d *Dispatcher) pullRoom() (int, time.Duration) {
 	if n, lease := d.pollRoom(); n > 0 || !d.cfg.Bus || d.handUntil.IsZero() {
 		return n, lease
 	}
-	return min(d.handRoom, d.cfg.MaxClaim) - len(d.ready), max(d.lastLease, defaultPollLease)
+	return min(d.handRoom, d.cfg.MaxClaim) - len(d.ready), d.nextLease()
 }
+
+// nextLease is the lease of work taken for a poll that has not come yet:
+// the last poll's, at least the default.
+func (d *Dispatcher) nextLease() time.Duration { return max(d.lastLease, defaultPollLease) }
 
 // pollRoom is how many rows the waiting polls that ask for the oldest
 // one's lease can take (up to MaxClaim, less the work at hand), and that
@@ -638,11 +649,7 @@ func (d *Dispatcher) Offer() (int, time.Duration) {
 	if d.cfg.Bus && d.busUp {
 		// New work overtakes nothing waiting in the store: that is in the
 		// bus, whose messages share the room.
-		if d.cfg.Pull {
-			_, lease := d.pullRoom()
-			return d.BusRoom(), lease
-		}
-		return d.BusRoom(), d.cfg.PushLease
+		return d.busRoom()
 	}
 	if d.draining || d.more || (d.round != nil && d.round.Claim != nil) {
 		return 0, 0
