@@ -3,13 +3,16 @@ package switchboard_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/switchboard-dev/switchboard"
+	"github.com/switchboard-dev/switchboard/actors/delivery"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/polltest"
 )
@@ -231,4 +234,78 @@ func TestStopFinishesDeliveriesInFlight(t *testing.T) {
 	if err != nil || m.State != messages.StateDelivered {
 		t.Fatalf("after Stop: %+v %v; the verdict in flight was not committed", m, err)
 	}
+}
+
+// countingFrontend answers each delivery after a moment, on a goroutine of
+// its own, and keeps the most deliveries it had under way at once.
+type countingFrontend struct {
+	now, most atomic.Int64
+	delivered sync.Map
+}
+
+func (f *countingFrontend) Receive(c actor.Context) {
+	d, ok := c.Message().(*messages.Delivery)
+	if !ok {
+		return
+	}
+	n := f.now.Add(1)
+	for m := f.most.Load(); n > m && !f.most.CompareAndSwap(m, n); m = f.most.Load() {
+	}
+	sender, sys := c.Sender(), c.ActorSystem()
+	go func() {
+		time.Sleep(time.Duration(500+rand.IntN(3000)) * time.Microsecond)
+		f.now.Add(-1)
+		f.delivered.Store(d.Message.ID, true)
+		sys.Root.Send(sender, &messages.DeliveryResult{ID: d.Message.ID, Status: messages.Delivered})
+	}()
+}
+
+// A push frontend never has more deliveries under way than the worker's
+// bound (DefaultMaxInFlight), however the intake's handovers and the
+// worker's claims race. Before the handover board counted the rows it had
+// granted and not yet delivered (handover.Board.Owed), a worker whose
+// offer changed while a grant was on its way was granted the same slots
+// again, and claimed them too: 48 to 63 under way in 2 of 3 runs.
+func TestPushFrontendInFlightStaysBounded(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Listen, cfg.MetricsListen = "", ""
+	h := startNode(t, cfg)
+	n := h.node
+	fe := &countingFrontend{}
+	pid, err := n.Spawn("counting", "test-frontend", func() actor.Actor { return fe })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := n.RegisterFrontend(ctx, "counting", pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.PutRoute(ctx, messages.Route{Prefix: "46", Frontend: "counting"}); err != nil {
+		t.Fatal(err)
+	}
+	const clients, each = 64, 45 // more submitters than the bound, so that commits race the worker's claims
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			for i := range each {
+				if _, _, err := n.Submit(ctx, messages.Submission{SourceMSISDN: "1", DestinationMSISDN: fmt.Sprintf("46%d%03d", c, i), Body: "x"}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	polltest.Eventually(t, 60*time.Second, func() error {
+		got := 0
+		fe.delivered.Range(func(any, any) bool { got++; return true })
+		if got < clients*each {
+			return fmt.Errorf("%d of %d delivered", got, clients*each)
+		}
+		return nil
+	})
+	if most := fe.most.Load(); most > delivery.DefaultMaxInFlight {
+		t.Fatalf("the frontend had %d deliveries under way at once, more than the worker's bound of %d", most, delivery.DefaultMaxInFlight)
+	}
+	t.Logf("most under way at once: %d", fe.most.Load())
 }

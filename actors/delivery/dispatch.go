@@ -29,6 +29,7 @@ type Dispatcher struct {
 	waiters  Waiters[*messages.Poll]
 	ready    []persistence.Work // pull: leased to us, not yet offered
 	inflight map[string]flight  // push: deliveries under way, by message id
+	owed     int                // push: rows the handover board granted that have not come (Owe)
 	pending  []pending          // verdicts to record
 	round    *Round             // the store round in flight
 	more     bool               // due work may be waiting in the store
@@ -184,6 +185,16 @@ func (d *Dispatcher) Kick() {
 		d.round.kicked = true
 	}
 }
+
+// Owe says how many rows the handover board granted this worker that have
+// not come yet (handover.Board.Owed): a push frontend's claims and the bus's
+// room leave them their slots, so that MaxInFlight bounds the deliveries
+// under way however a handover and a claim race.
+func (d *Dispatcher) Owe(n int) { d.owed = max(n, 0) }
+
+// pushRoom is a push frontend's free slots: MaxInFlight less the
+// deliveries under way and the rows owed.
+func (d *Dispatcher) pushRoom() int { return d.cfg.MaxInFlight - len(d.inflight) - d.owed }
 
 // Hold stops (or resumes) claims for a push frontend that cannot take
 // deliveries now (an in-process frontend not registered yet).
@@ -455,7 +466,7 @@ func (d *Dispatcher) claim(now time.Time) *persistence.ClaimRequest {
 	}
 	req := &persistence.ClaimRequest{Kind: persistence.WorkDelivery, Target: d.cfg.Frontend, Owner: d.cfg.Owner, Now: now}
 	if !d.cfg.Pull {
-		if req.Limit = d.cfg.MaxInFlight - len(d.inflight); req.Limit <= 0 || d.held {
+		if req.Limit = d.pushRoom(); req.Limit <= 0 || d.held {
 			return nil // verdicts free slots
 		}
 		req.Lease = d.cfg.PushLease
@@ -501,7 +512,7 @@ func (d *Dispatcher) claimOverdue(now time.Time) *persistence.ClaimRequest {
 		req.Limit, lease = d.pullRoom()
 		req.Limit -= len(d.named)
 	} else if !d.held {
-		req.Limit = d.cfg.MaxInFlight - len(d.inflight)
+		req.Limit = d.pushRoom()
 	}
 	if req.Limit <= 0 {
 		return nil
@@ -530,7 +541,7 @@ func (d *Dispatcher) BusRoom() int {
 // busRoom is BusRoom and the lease of the work that fills it: the push
 // lease, or the pull room's (pullRoom).
 func (d *Dispatcher) busRoom() (int, time.Duration) {
-	room, lease := d.cfg.MaxInFlight-len(d.inflight), d.cfg.PushLease
+	room, lease := d.pushRoom(), d.cfg.PushLease
 	if d.cfg.Pull {
 		room, lease = d.pullRoom()
 		room = min(room, d.cfg.MaxClaim)

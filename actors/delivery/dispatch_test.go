@@ -235,6 +235,43 @@ func TestPushClaimsItsFreeSlots(t *testing.T) {
 	}
 }
 
+// TestPushLeavesRoomForRowsOwed: rows the handover board granted that
+// have not come take their slots: a claim, and the bus's room, ask only
+// for the rest, so that a handover racing a claim cannot take the
+// frontend past MaxInFlight.
+func TestPushLeavesRoomForRowsOwed(t *testing.T) {
+	d := newPush(5)
+	d.Owe(3)
+	r, ok := d.Next(t0)
+	if !ok || r.Claim == nil || r.Claim.Limit != 2 {
+		t.Fatalf("round %+v, want a claim of the 2 slots not owed", r)
+	}
+	d.Done(t0, r, nil, &persistence.Claim{Work: work("c", 2, time.Minute)}, nil)
+	d.Kick()
+	if r, ok := d.Next(t0); ok && r.Claim != nil {
+		t.Fatalf("claimed %+v with every slot in flight or owed", r)
+	}
+	// The owed rows come: the frontend has all 5 under way.
+	d.Owe(0)
+	if e := d.Handover(t0, work("h", 3, time.Minute)); len(e.Start) != 3 {
+		t.Fatalf("started %d of the 3 handed over", len(e.Start))
+	}
+	d.Kick()
+	if r, ok := d.Next(t0); ok && r.Claim != nil {
+		t.Fatalf("claimed %+v with 5 of 5 under way", r)
+	}
+	// With the bus, its fetch's room leaves the owed rows their slots too.
+	b := newBusPush(5)
+	b.Owe(2)
+	if n := b.BusRoom(); n != 3 {
+		t.Fatalf("bus room %d with 2 of 5 owed, want 3", n)
+	}
+	b.Owe(-1) // a board that settled more than it granted owes nothing
+	if n := b.BusRoom(); n != 5 {
+		t.Fatalf("bus room %d with nothing owed, want 5", n)
+	}
+}
+
 // TestPushReclaimedInFlightIsNotHandedOverAgain: a node's clock stepped
 // forward past a delivery's lease (not yet past its deadline by a Tick)
 // lets the next claim take the row the worker still has in flight. The

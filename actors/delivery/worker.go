@@ -142,6 +142,7 @@ func (w *Worker) Receive(c actor.Context) {
 		w.stopping(c)
 		return
 	case *handover.Work:
+		m.Arrived(w.d.Board, w.self)
 		w.apply(c, w.core.Handover(now, m.Work))
 	case *messages.Kick:
 		w.core.Kick()
@@ -212,6 +213,9 @@ func (w *Worker) step() {
 	if w.d.Bus != nil {
 		w.core.SetBus(w.d.Bus.Up())
 	}
+	if w.d.Board != nil {
+		w.core.Owe(w.d.Board.Owed(w.boardKey(), w.self))
+	}
 	if r, ok := w.core.Next(now); ok {
 		go w.run(r)
 	}
@@ -245,7 +249,12 @@ func (w *Worker) offer(o offered) {
 		return
 	}
 	w.offered = o
-	w.d.Board.Offer(handover.Key{Kind: persistence.WorkDelivery, Target: w.fe.Name}, o.n, o.lease, w.self)
+	w.d.Board.Offer(w.boardKey(), o.n, o.lease, w.self)
+}
+
+// boardKey is this worker's work on the handover board.
+func (w *Worker) boardKey() handover.Key {
+	return handover.Key{Kind: persistence.WorkDelivery, Target: w.fe.Name}
 }
 
 // idlePoll is how soon to look for work again without being kicked: in a

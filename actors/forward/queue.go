@@ -146,6 +146,7 @@ func (q *Queue) Receive(c actor.Context) {
 		q.offer(0)
 		return
 	case *handover.Work:
+		m.Arrived(q.cfg.Board, q.self)
 		q.flow.Handover(m.Work)
 	case messages.PeerLink:
 		q.setLink(c, m)

@@ -10,6 +10,13 @@
 // An offer is a hint: the worker may no longer want what it offered by the
 // time the work comes (a poll left, a slot filled), and takes it anyway (it
 // is leased to it). The intake never hands over more than was offered.
+//
+// Rows granted and not yet received are owed to the worker: they count
+// against its next offer and its claims (Owed), so that a worker whose
+// offer changes while a grant is on its way (a delivery ended, a slot
+// freed) is not granted the same room twice. The worker settles a grant
+// when its Work comes (Work.Granted); the intake settles one that never
+// will (its commit failed, or stored none of the rows).
 package handover
 
 import (
@@ -31,6 +38,14 @@ type Key struct {
 type Board struct {
 	mu     sync.Mutex
 	offers map[Key]offer
+	owed   map[Key]owing
+}
+
+// owing is what the board granted from a key's offers to one worker and
+// the worker has not received yet.
+type owing struct {
+	to *actor.PID
+	n  int
 }
 
 type offer struct {
@@ -40,16 +55,20 @@ type offer struct {
 }
 
 // NewBoard returns an empty board.
-func NewBoard() *Board { return &Board{offers: map[Key]offer{}} }
+func NewBoard() *Board { return &Board{offers: map[Key]offer{}, owed: map[Key]owing{}} }
 
 // Offer says that the worker at to can take n rows of k's work now, leased
-// for lease; n <= 0 withdraws its offer (not another worker's: a worker
-// that replaced it for the same target may have offered since). It
-// replaces the last offer for k.
+// for lease, less what it is owed; n <= 0 withdraws its offer (not another
+// worker's: a worker that replaced it for the same target may have
+// offered since). It replaces the last offer for k. A worker that replaced
+// another is owed nothing of what the other was granted.
 func (b *Board) Offer(k Key, n int, lease time.Duration, to *actor.PID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if n <= 0 {
+	if ow, ok := b.owed[k]; ok && !same(ow.to, to) {
+		delete(b.owed, k)
+	}
+	if n -= b.owed[k].n; n <= 0 {
 		if o, ok := b.offers[k]; ok && o.to.Equal(to) {
 			delete(b.offers, k)
 		}
@@ -73,10 +92,60 @@ func (b *Board) Take(k Key, n int) (granted int, lease time.Duration, to *actor.
 	} else {
 		b.offers[k] = o
 	}
+	ow := b.owed[k]
+	if !same(ow.to, o.to) {
+		ow = owing{to: o.to}
+	}
+	ow.n += granted
+	b.owed[k] = ow
 	return granted, o.lease, o.to
 }
 
+// Owed is how many rows of k's work the board granted to the worker at to
+// that it has not received yet.
+func (b *Board) Owed(k Key, to *actor.PID) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if ow := b.owed[k]; same(ow.to, to) {
+		return ow.n
+	}
+	return 0
+}
+
+// Settle ends n rows of what the board granted from k's offers to the
+// worker at to: they came (the worker, on Work), or never will (the
+// intake, when the commit failed or stored none of them).
+func (b *Board) Settle(k Key, to *actor.PID, n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ow, ok := b.owed[k]
+	if !ok || !same(ow.to, to) {
+		return
+	}
+	if ow.n -= n; ow.n <= 0 {
+		delete(b.owed, k)
+		return
+	}
+	b.owed[k] = ow
+}
+
+// same says whether a and b are the same worker (PID.Equal panics on a nil
+// receiver).
+func same(a, b *actor.PID) bool { return a != nil && b != nil && a.Equal(b) }
+
 // Work hands leased rows over to the worker that offered to take them.
+// Granted is how many rows of Key's work the board granted for it (Work
+// may hold fewer: a row the commit did not store); the worker settles
+// that many (Arrived).
 type Work struct {
-	Work []persistence.Work
+	Work    []persistence.Work
+	Key     Key
+	Granted int
+}
+
+// Arrived settles the grant that w carries, for the worker at to.
+func (w *Work) Arrived(b *Board, to *actor.PID) {
+	if b != nil {
+		b.Settle(w.Key, to, w.Granted)
+	}
 }

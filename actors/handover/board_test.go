@@ -36,3 +36,58 @@ func TestBoard(t *testing.T) {
 		t.Fatalf("took %d of a withdrawn offer", n)
 	}
 }
+
+// TestBoardOwesWhatItGranted: rows granted and not yet received count
+// against the worker's next offer until settled, so a worker whose offer
+// changes while a grant is on its way is not granted the same room twice.
+func TestBoardOwesWhatItGranted(t *testing.T) {
+	b := NewBoard()
+	k := Key{Kind: persistence.WorkDelivery, Target: "fe"}
+	w := &actor.PID{Id: "w"}
+	if n := b.Owed(k, w); n != 0 {
+		t.Fatalf("owed %d before any grant", n)
+	}
+	b.Offer(k, 5, time.Minute, w)
+	if n, _, _ := b.Take(k, 3); n != 3 {
+		t.Fatalf("took %d of 5", n)
+	}
+	if n := b.Owed(k, w); n != 3 {
+		t.Fatalf("owed %d after a grant of 3", n)
+	}
+	// The worker offers its 5 slots again (a delivery ended) before the 3
+	// come: only 2 are free.
+	b.Offer(k, 5, time.Minute, w)
+	if n, _, _ := b.Take(k, 5); n != 2 {
+		t.Fatalf("took %d, want the 2 not owed", n)
+	}
+	b.Offer(k, 4, time.Minute, w) // all owed: the offer is withdrawn
+	if n, _, _ := b.Take(k, 1); n != 0 {
+		t.Fatalf("took %d from an offer that is all owed", n)
+	}
+	// The first grant arrives with its Work; the intake settles the second
+	// (its commit failed).
+	(&Work{Key: k, Granted: 3}).Arrived(b, w)
+	b.Settle(k, w, 2)
+	if n := b.Owed(k, w); n != 0 {
+		t.Fatalf("owed %d after both grants were settled", n)
+	}
+	b.Offer(k, 4, time.Minute, w)
+	if n, _, _ := b.Take(k, 9); n != 4 {
+		t.Fatalf("took %d of a fresh offer of 4", n)
+	}
+	// A worker that replaced w for the same key is owed nothing of w's
+	// grants, and w's late settling does not touch its own.
+	w2 := &actor.PID{Id: "w2"}
+	b.Offer(k, 3, time.Minute, w2)
+	if n := b.Owed(k, w); n != 0 {
+		t.Fatalf("the replaced worker is still owed %d", n)
+	}
+	if n, _, _ := b.Take(k, 2); n != 2 {
+		t.Fatalf("the new worker's offer gave %d, want 2", n)
+	}
+	b.Settle(k, w, 4)
+	if n := b.Owed(k, w2); n != 2 {
+		t.Fatalf("owed %d to the new worker after the old one settled, want 2", n)
+	}
+	(&Work{Key: k, Granted: 2}).Arrived(nil, w2) // no board: nothing to settle
+}

@@ -300,8 +300,16 @@ type Batch struct {
 	from    []int
 	reports []*statusReq
 	settled bool // settle began: its answers are on their way
-	// to is, per work key handed over (see hand), the worker it goes to.
-	to map[handover.Key]*actor.PID
+	// grants are, per work key handed over (see hand), the rows the board
+	// granted and the worker they go to, until handed over or released.
+	grants map[handover.Key]grant
+	board  *handover.Board
+}
+
+// grant is what the board granted a batch of one key's work.
+type grant struct {
+	to *actor.PID
+	n  int
 }
 
 // hand takes up the workers' offers on board for the batch's new work that
@@ -328,10 +336,10 @@ func (b *Batch) hand(board *handover.Board, owner string) {
 		if n == 0 {
 			continue
 		}
-		if b.to == nil {
-			b.to = map[handover.Key]*actor.PID{}
+		if b.grants == nil {
+			b.grants, b.board = map[handover.Key]grant{}, board
 		}
-		b.to[key] = to
+		b.grants[key] = grant{to: to, n: n}
 		for _, k := range idx[:n] {
 			b.Stored[k].Lease = &persistence.Lease{Owner: owner, Until: b.Now.Add(lease)}
 		}
@@ -361,20 +369,38 @@ func (b *Batch) published(w persistence.Written) []persistence.Relay {
 	return out
 }
 
-// handedOver is the work the commit wrote leased, by the worker it goes to.
-func (b *Batch) handedOver(w persistence.Written) map[*actor.PID][]persistence.Work {
-	var out map[*actor.PID][]persistence.Work
+// handOver sends each worker the work the commit wrote leased to it, with
+// the grant it settles; a grant of which the commit stored nothing is
+// settled here.
+func (b *Batch) handOver(w persistence.Written, send func(to *actor.PID, work *handover.Work)) {
+	var rows map[handover.Key][]persistence.Work
 	for _, acc := range w.Accepted {
 		if acc.Work == nil {
 			continue
 		}
-		to := b.to[handover.Key{Kind: acc.Work.Kind, Target: acc.Work.Target}]
-		if out == nil {
-			out = map[*actor.PID][]persistence.Work{}
+		if rows == nil {
+			rows = map[handover.Key][]persistence.Work{}
 		}
-		out[to] = append(out[to], *acc.Work)
+		k := handover.Key{Kind: acc.Work.Kind, Target: acc.Work.Target}
+		rows[k] = append(rows[k], *acc.Work)
 	}
-	return out
+	for k, g := range b.grants {
+		delete(b.grants, k)
+		if len(rows[k]) == 0 {
+			b.board.Settle(k, g.to, g.n)
+			continue
+		}
+		send(g.to, &handover.Work{Work: rows[k], Key: k, Granted: g.n})
+	}
+}
+
+// release settles the grants not handed over: the commit failed, or the
+// intake gave the batch up.
+func (b *Batch) release() {
+	for k, g := range b.grants {
+		delete(b.grants, k)
+		b.board.Settle(k, g.to, g.n)
+	}
 }
 
 // Write is what the batch asks of the store: the reports and the new
@@ -388,6 +414,7 @@ func (b *Batch) Write() persistence.Write {
 // their deadline; if the panic came after the commit, a retry with the same
 // id finds the stored message).
 func (b *Batch) abandon(err error) {
+	b.release()
 	if b.settled {
 		return
 	}

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/switchboard-dev/switchboard/actors/handover"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 )
@@ -156,5 +159,69 @@ func TestSettle(t *testing.T) {
 	}
 	if got := <-rep2Reply; got.Err == nil {
 		t.Error("reports of a failed commit answered without error")
+	}
+}
+
+// TestHandOverSettlesEveryGrant: each grant the board gave a batch ends
+// once: with the Work that carries it to its worker (Granted, which the
+// worker settles), settled at once when the commit stored none of its
+// rows, or released when the commit failed.
+func TestHandOverSettlesEveryGrant(t *testing.T) {
+	board := handover.NewBoard()
+	uk := handover.Key{Kind: persistence.WorkDelivery, Target: "uk"}
+	se := handover.Key{Kind: persistence.WorkDelivery, Target: "se"}
+	wUK, wSE := &actor.PID{Id: "uk"}, &actor.PID{Id: "se"}
+	board.Offer(uk, 10, time.Minute, wUK)
+	board.Offer(se, 10, time.Minute, wSE)
+	due := func(target string) *persistence.WorkSpec {
+		return &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: target, DueAt: t0}
+	}
+	newBatch := func() *Batch {
+		return &Batch{Now: t0, Stored: []persistence.NewMessage{
+			{ID: "a", State: messages.StatePending, Work: due("uk")}, {ID: "b", State: messages.StatePending, Work: due("uk")},
+			{ID: "c", State: messages.StatePending, Work: due("se")},
+		}}
+	}
+	b := newBatch()
+	b.hand(board, "me")
+	if board.Owed(uk, wUK) != 2 || board.Owed(se, wSE) != 1 {
+		t.Fatalf("owed uk %d se %d after the batch took its offers", board.Owed(uk, wUK), board.Owed(se, wSE))
+	}
+	// uk's rows were stored leased; se's one was a duplicate (not stored).
+	leased := func(id string) *persistence.Work {
+		return &persistence.Work{Kind: persistence.WorkDelivery, Target: "uk", MessageID: id}
+	}
+	w := persistence.Written{Accepted: []persistence.Accepted{{Created: true, Work: leased("a")}, {Created: true, Work: leased("b")}, {}}}
+	sent := map[*actor.PID]*handover.Work{}
+	b.handOver(w, func(to *actor.PID, work *handover.Work) { sent[to] = work })
+	b.release() // as the intake does after every commit: nothing is left
+	if len(sent) != 1 || sent[wUK] == nil || len(sent[wUK].Work) != 2 || sent[wUK].Granted != 2 || sent[wUK].Key != uk {
+		t.Fatalf("sent %+v, want uk's 2 rows with its grant of 2", sent)
+	}
+	if n := board.Owed(se, wSE); n != 0 {
+		t.Fatalf("se is still owed %d for a row the commit did not store", n)
+	}
+	if n := board.Owed(uk, wUK); n != 2 {
+		t.Fatalf("uk owed %d before its Work came, want 2", n)
+	}
+	sent[wUK].Arrived(board, wUK)
+	if n := board.Owed(uk, wUK); n != 0 {
+		t.Fatalf("uk owed %d after its Work came", n)
+	}
+
+	// A commit that failed hands nothing over and owes nothing.
+	b = newBatch()
+	b.hand(board, "me")
+	b.settle(persistence.Written{}, errors.New("disk on fire"))
+	b.release()
+	if board.Owed(uk, wUK) != 0 || board.Owed(se, wSE) != 0 {
+		t.Fatalf("a failed commit left owed uk %d se %d", board.Owed(uk, wUK), board.Owed(se, wSE))
+	}
+	// Nor does a batch the intake gave up (its commit's goroutine panicked).
+	b = newBatch()
+	b.hand(board, "me")
+	b.abandon(errors.New("restarted"))
+	if board.Owed(uk, wUK) != 0 || board.Owed(se, wSE) != 0 {
+		t.Fatalf("an abandoned batch left owed uk %d se %d", board.Owed(uk, wUK), board.Owed(se, wSE))
 	}
 }

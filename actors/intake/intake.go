@@ -353,13 +353,12 @@ func (a *Intake) run(b *Batch) []persistence.WorkSpec {
 		a.cfg.Publish(ch)
 	}
 	if err == nil {
-		for to, work := range b.handedOver(w) {
-			a.sys.Root.Send(to, &handover.Work{Work: work})
-		}
+		b.handOver(w, func(to *actor.PID, work *handover.Work) { a.sys.Root.Send(to, work) })
 		if a.cfg.Relay != nil {
 			a.cfg.Relay.Publish(b.published(w))
 		}
 	}
+	b.release()
 	return kicks
 }
 
