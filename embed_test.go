@@ -40,6 +40,24 @@ func (f *recordingFrontend) Receive(c actor.Context) {
 	c.Respond(&messages.DeliveryResult{ID: d.Message.ID, Status: status, Reason: "first try"})
 }
 
+// serveActor spawns fe as the node's child actor (the test-frontend
+// kind), registers it as the in-process frontend named frontend and routes
+// prefix to it.
+func serveActor(t *testing.T, n *switchboard.Node, actorName, frontend, prefix string, fe actor.Actor) {
+	t.Helper()
+	pid, err := n.Spawn(actorName, "test-frontend", func() actor.Actor { return fe })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := n.RegisterFrontend(ctx, frontend, pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.PutRoute(ctx, messages.Route{Prefix: prefix, Frontend: frontend}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestEmbeddedActorFrontendAndSubscriptions(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Listen, cfg.MetricsListen = "", "" // embedded: no listeners
@@ -56,17 +74,8 @@ func TestEmbeddedActorFrontendAndSubscriptions(t *testing.T) {
 	defer cancel()
 
 	fe := &recordingFrontend{mu: &sync.Mutex{}, seen: map[string][]int{}}
-	pid, err := n.Spawn("sms-gateway", "test-frontend", func() actor.Actor { return fe })
-	if err != nil {
-		t.Fatal(err)
-	}
+	serveActor(t, n, "sms-gateway", "gw", "46", fe)
 	ctx := context.Background()
-	if err := n.RegisterFrontend(ctx, "gw", pid); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := n.PutRoute(ctx, messages.Route{Prefix: "46", Frontend: "gw"}); err != nil {
-		t.Fatal(err)
-	}
 	m, created, err := n.Submit(ctx, messages.Submission{SourceMSISDN: "1", DestinationMSISDN: "46701", Body: "hej"})
 	if err != nil || !created {
 		t.Fatalf("Submit: %v %v", created, err)
@@ -213,16 +222,7 @@ func TestStopFinishesDeliveriesInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	fe := &slowFrontend{got: make(chan string, 1), pause: 300 * time.Millisecond}
-	pid, err := n.Spawn("slow", "test-frontend", func() actor.Actor { return fe })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.RegisterFrontend(ctx, "slow", pid); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := n.PutRoute(ctx, messages.Route{Prefix: "7", Frontend: "slow"}); err != nil {
-		t.Fatal(err)
-	}
+	serveActor(t, n, "slow", "slow", "7", fe)
 	if _, _, err := n.Submit(ctx, messages.Submission{ID: "inflight", SourceMSISDN: "1", DestinationMSISDN: "71", Body: "x"}); err != nil {
 		t.Fatal(err)
 	}
@@ -272,17 +272,8 @@ func TestPushFrontendInFlightStaysBounded(t *testing.T) {
 	h := startNode(t, cfg)
 	n := h.node
 	fe := &countingFrontend{}
-	pid, err := n.Spawn("counting", "test-frontend", func() actor.Actor { return fe })
-	if err != nil {
-		t.Fatal(err)
-	}
+	serveActor(t, n, "counting", "counting", "46", fe)
 	ctx := context.Background()
-	if err := n.RegisterFrontend(ctx, "counting", pid); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := n.PutRoute(ctx, messages.Route{Prefix: "46", Frontend: "counting"}); err != nil {
-		t.Fatal(err)
-	}
 	const clients, each = 64, 45 // more submitters than the bound, so that commits race the worker's claims
 	var wg sync.WaitGroup
 	for c := range clients {
