@@ -265,7 +265,7 @@ func (f *countingFrontend) Receive(c actor.Context) {
 // worker's claims race. Before the handover board counted the rows it had
 // granted and not yet delivered (handover.Board.Owed), a worker whose
 // offer changed while a grant was on its way was granted the same slots
-// again, and claimed them too: 48 to 63 under way in 2 of 3 runs.
+// again, and claimed them too: 48 to 63 under way in half the runs.
 func TestPushFrontendInFlightStaysBounded(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Listen, cfg.MetricsListen = "", ""
