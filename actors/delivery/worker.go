@@ -213,7 +213,9 @@ func (w *Worker) step() {
 	if w.d.Bus != nil {
 		w.core.SetBus(w.d.Bus.Up())
 	}
-	if w.d.Board != nil {
+	if w.d.Board != nil && w.fe.Mode != messages.ModePull {
+		// Only a push frontend's room counts what is owed (pushRoom); a
+		// pull worker spares the board's lock on every step.
 		w.core.Owe(w.d.Board.Owed(w.boardKey(), w.self))
 	}
 	if r, ok := w.core.Next(now); ok {

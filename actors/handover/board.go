@@ -59,17 +59,21 @@ func NewBoard() *Board { return &Board{offers: map[Key]offer{}, owed: map[Key]ow
 
 // Offer says that the worker at to can take n rows of k's work now, leased
 // for lease, less what it is owed; n <= 0 withdraws its offer (not another
-// worker's: a worker that replaced it for the same target may have
-// offered since). It replaces the last offer for k. A worker that replaced
-// another is owed nothing of what the other was granted.
+// worker's, nor what another is owed: a worker that replaced it for the
+// same target may have offered since). It replaces the last offer for k.
+// A worker that replaced another (its first offer) is owed nothing of what
+// the other was granted.
 func (b *Board) Offer(k Key, n int, lease time.Duration, to *actor.PID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if ow, ok := b.owed[k]; ok && !same(ow.to, to) {
-		delete(b.owed, k)
+	if n > 0 {
+		if ow, ok := b.owed[k]; ok && !same(ow.to, to) {
+			delete(b.owed, k) // to replaced the worker they were owed to
+		}
+		n -= b.owed[k].n
 	}
-	if n -= b.owed[k].n; n <= 0 {
-		if o, ok := b.offers[k]; ok && o.to.Equal(to) {
+	if n <= 0 {
+		if o, ok := b.offers[k]; ok && same(o.to, to) {
 			delete(b.offers, k)
 		}
 		return
@@ -92,12 +96,9 @@ func (b *Board) Take(k Key, n int) (granted int, lease time.Duration, to *actor.
 	} else {
 		b.offers[k] = o
 	}
-	ow := b.owed[k]
-	if !same(ow.to, o.to) {
-		ow = owing{to: o.to}
-	}
-	ow.n += granted
-	b.owed[k] = ow
+	// What k's worker is owed is o.to's, or nothing: an offer of another
+	// worker's dropped it (Offer).
+	b.owed[k] = owing{to: o.to, n: b.owed[k].n + granted}
 	return granted, o.lease, o.to
 }
 

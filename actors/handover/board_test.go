@@ -91,3 +91,24 @@ func TestBoardOwesWhatItGranted(t *testing.T) {
 	}
 	(&Work{Key: k, Granted: 2}).Arrived(nil, w2) // no board: nothing to settle
 }
+
+// TestBoardWithdrawalByAReplacedWorker: a worker that stops after another
+// replaced it withdraws nothing of the new worker's: not its offer, nor
+// what the new worker is owed.
+func TestBoardWithdrawalByAReplacedWorker(t *testing.T) {
+	b := NewBoard()
+	k := Key{Kind: persistence.WorkDelivery, Target: "fe"}
+	old, cur := &actor.PID{Id: "old"}, &actor.PID{Id: "new"}
+	b.Offer(k, 5, time.Minute, cur)
+	if n, _, _ := b.Take(k, 3); n != 3 {
+		t.Fatalf("took %d of 5", n)
+	}
+	b.Offer(k, 0, time.Minute, old)
+	if n := b.Owed(k, cur); n != 3 {
+		t.Fatalf("owed %d to the new worker after the old one withdrew, want 3", n)
+	}
+	b.Offer(k, 5, time.Minute, cur)
+	if n, _, _ := b.Take(k, 5); n != 2 {
+		t.Fatalf("took %d, want the 2 not owed", n)
+	}
+}
