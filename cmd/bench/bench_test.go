@@ -278,7 +278,7 @@ func TestFlags(t *testing.T) {
 	if want := []string{"postgres-site"}; !slices.Equal(o.selected, want) || o.postgres != "postgres://x@h/db" {
 		t.Errorf("--only postgres-site --postgres: figures %v, postgres %q", o.selected, o.postgres)
 	}
-	for _, bad := range [][]string{{"--profile-figure", "memory"}, {"--profile-figure", "restart"}, {"--profile-figure", "latency"}, {"--profile-figure", "nope"}, {"--restart-queued", "10"}, {"--latency-rate", "0"}, {"--only", "nope"}, {"--only", "ingest,nope"}, {"--queued", "10"}, {"--memory-queued", "10"}, {"--repeat", "0"}, {"--clients", "0"}, {"extra"}} {
+	for _, bad := range [][]string{{"--profile-figure", "memory"}, {"--profile-figure", "restart"}, {"--profile-figure", "nope"}, {"--restart-queued", "10"}, {"--latency-rate", "0"}, {"--only", "nope"}, {"--only", "ingest,nope"}, {"--queued", "10"}, {"--memory-queued", "10"}, {"--repeat", "0"}, {"--clients", "0"}, {"extra"}} {
 		if _, err := parseFlags(bad, &bytes.Buffer{}); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
@@ -305,5 +305,28 @@ func TestRateText(t *testing.T) {
 		if got := rateText(v); got != want {
 			t.Errorf("rateText(%v) = %q, want %q", v, got, want)
 		}
+	}
+}
+
+// TestSlowestNamesTheTailsLegs: the latency note's legs are the medians
+// over all messages and over the slowest 1%, each leg apart.
+func TestSlowestNamesTheTailsLegs(t *testing.T) {
+	ms := time.Millisecond
+	var all []legs
+	for i := range 198 {
+		d := time.Duration(i%3) * 10 * time.Microsecond
+		all = append(all, legs{submit: ms + d, polled: 2*ms + d, acked: ms, total: 3*ms + d})
+	}
+	// The two slowest: one slow at A's submit, one slow between the 202
+	// and B's poll; both acked in 5 ms.
+	all = append(all, legs{submit: 9 * ms, polled: 10 * ms, acked: 5 * ms, total: 15 * ms},
+		legs{submit: ms, polled: 12 * ms, acked: 5 * ms, total: 17 * ms})
+	got := slowest(all)
+	want := "legs (medians) of all submit 1.01ms + on to B's poll 1ms + ack 1ms, of the slowest 2 submit 9ms + on to B's poll 11ms + ack 5ms"
+	if got != want {
+		t.Errorf("slowest:\n got %s\nwant %s", got, want)
+	}
+	if got := slowest(nil); got != "no legs" {
+		t.Errorf("slowest(nil) = %q", got)
 	}
 }

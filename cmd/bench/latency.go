@@ -92,7 +92,9 @@ func (f *failures) into(r *latResult) {
 // of its own, at rate per second from now on for warmup+window; measured
 // is true for those due in the window. It returns once every send has
 // returned, with the window's real length and the pacer's largest lag.
-func openLoop(rate float64, warmup, window time.Duration, send func(n int, measured bool)) (time.Duration, time.Duration) {
+// prof (if any) covers the window: from the first measured send until
+// the last is due.
+func openLoop(rate float64, warmup, window time.Duration, prof *profiler, send func(n int, measured bool)) (time.Duration, time.Duration) {
 	interval := time.Duration(float64(time.Second) / rate)
 	start := time.Now()
 	from, until := start.Add(warmup), start.Add(warmup+window)
@@ -110,12 +112,16 @@ func openLoop(rate float64, warmup, window time.Duration, send func(n int, measu
 			lag = l
 		}
 		measured := !due.Before(from)
+		if measured {
+			prof.start()
+		}
 		wg.Add(1)
 		go pprof.Do(context.Background(), pprof.Labels("bench", "client"), func(context.Context) {
 			defer wg.Done()
 			send(n, measured)
 		})
 	}
+	prof.stop()
 	wg.Wait()
 	return until.Sub(from), lag
 }
@@ -209,7 +215,7 @@ func runEcho(o options, certFile, keyFile, dir string) (r latResult, err error) 
 		sent int
 		fail failures
 	)
-	r.window, r.lag = openLoop(o.latencyRate, o.warmup, o.window, func(n int, measured bool) {
+	r.window, r.lag = openLoop(o.latencyRate, o.warmup, o.window, nil, func(n int, measured bool) {
 		body := newBody(n, o.bodySize)
 		t := time.Now()
 		_, err := post(client, body)
@@ -250,7 +256,7 @@ func runEcho(o options, certFile, keyFile, dir string) (r latResult, err error) 
 // message's latency is from the start of its submission to the return of
 // the 200 of the ack that carried it. Submissions are told apart by their
 // destination number.
-func runLatency(o options, dir string) (r latResult, err error) {
+func runLatency(o options, dir string, prof *profiler) (r latResult, err error) {
 	p, err := startPair(dir, 8, 1)
 	if err != nil {
 		return r, err
@@ -264,8 +270,9 @@ func runLatency(o options, dir string) (r latResult, err error) {
 	var (
 		mu      sync.Mutex
 		started = map[string]time.Time{} // destination -> submission start, window only
-		done    = map[string]time.Duration{}
-		submits []time.Duration // the 202s from A, window only
+		done    = map[string]legs{}
+		submits []time.Duration              // the 202s from A, window only
+		answer  = map[string]time.Duration{} // destination -> its 202 from A, window only
 		fail    failures
 		stop    atomic.Bool
 		polls   atomic.Int64
@@ -287,6 +294,7 @@ func runLatency(o options, dir string) (r latResult, err error) {
 				}
 				continue
 			}
+			polledAt := time.Now()
 			polls.Add(1)
 			if len(polled.Messages) == 0 {
 				continue
@@ -316,7 +324,7 @@ func runLatency(o options, dir string) (r latResult, err error) {
 			for _, m := range polled.Messages {
 				if t, ok := started[m.DestinationMSISDN]; ok {
 					if _, dup := done[m.DestinationMSISDN]; !dup {
-						done[m.DestinationMSISDN] = at.Sub(t)
+						done[m.DestinationMSISDN] = legs{total: at.Sub(t), polled: polledAt.Sub(t), acked: at.Sub(polledAt)}
 					}
 				}
 			}
@@ -324,7 +332,7 @@ func runLatency(o options, dir string) (r latResult, err error) {
 		}
 	})
 
-	r.window, r.lag = openLoop(o.latencyRate, o.warmup, o.window, func(n int, measured bool) {
+	r.window, r.lag = openLoop(o.latencyRate, o.warmup, o.window, prof, func(n int, measured bool) {
 		body := newBody(n, o.bodySize)
 		t := time.Now()
 		if measured {
@@ -343,6 +351,7 @@ func runLatency(o options, dir string) (r latResult, err error) {
 				delete(started, destination(n))
 			} else {
 				submits = append(submits, d)
+				answer[destination(n)] = d
 			}
 			mu.Unlock()
 		}
@@ -363,8 +372,11 @@ func runLatency(o options, dir string) (r latResult, err error) {
 
 	mu.Lock()
 	lat := make([]time.Duration, 0, len(done))
-	for _, d := range done {
-		lat = append(lat, d)
+	all := make([]legs, 0, len(done))
+	for dest, l := range done {
+		lat = append(lat, l.total)
+		l.submit = answer[dest]
+		all = append(all, l)
 	}
 	r.sent, r.lost = len(started), len(started)-len(done)
 	mu.Unlock()
@@ -383,10 +395,46 @@ func runLatency(o options, dir string) (r latResult, err error) {
 		perPoll = float64(acked.Load()) / float64(n)
 	}
 	slices.Sort(submits)
-	r.note = fmt.Sprintf("of which the submit (202 from A) p50=%v p99=%v; %.2f msgs per poll at B; after the run A: %s, B: %s",
-		quantile(submits, 0.5).Round(10*time.Microsecond), quantile(submits, 0.99).Round(10*time.Microsecond), perPoll, stA.counts(), stB.counts())
+	r.note = fmt.Sprintf("of which the submit (202 from A) p50=%v p99=%v; %s; %.2f msgs per poll at B; after the run A: %s, B: %s",
+		quantile(submits, 0.5).Round(10*time.Microsecond), quantile(submits, 0.99).Round(10*time.Microsecond), slowest(all), perPoll, stA.counts(), stB.counts())
 	if r.samples == 0 {
 		return r, fmt.Errorf("no submission of the window was acked at %s (%d failed; first: %s)", nodeB, r.errors, r.firstErr)
 	}
 	return r, nil
+}
+
+// legs is one message's way through the latency figure's path, each part
+// from the client's side: from the submission's start to the 202 from A
+// (submit), to the answer of B's poll that carried it (polled; it includes
+// submit), and from that answer to the 200 of its ack (acked); total is
+// polled + acked.
+type legs struct {
+	total, submit, polled, acked time.Duration
+}
+
+// slowest says where the slowest 1% of the messages spent their time against
+// all of them: the median of each leg over each set (the submit; from the
+// 202 to B's poll answering, i.e. A's forward, B's accept and the poll's
+// wake; the ack), so that the next lever is aimed at the leg that grows.
+func slowest(all []legs) string {
+	if len(all) == 0 {
+		return "no legs"
+	}
+	slices.SortFunc(all, func(a, b legs) int { return int(a.total - b.total) })
+	slow := all[len(all)-max(1, len(all)/100):]
+	med := func(set []legs, leg func(legs) time.Duration) time.Duration {
+		ds := make([]time.Duration, len(set))
+		for i, l := range set {
+			ds[i] = leg(l)
+		}
+		slices.Sort(ds)
+		return quantile(ds, 0.5).Round(10 * time.Microsecond)
+	}
+	parts := func(set []legs) string {
+		return fmt.Sprintf("submit %v + on to B's poll %v + ack %v",
+			med(set, func(l legs) time.Duration { return l.submit }),
+			med(set, func(l legs) time.Duration { return l.polled - l.submit }),
+			med(set, func(l legs) time.Duration { return l.acked }))
+	}
+	return fmt.Sprintf("legs (medians) of all %s, of the slowest %d %s", parts(all), len(slow), parts(slow))
 }
