@@ -15,8 +15,10 @@
 // against its next offer and its claims (Owed), so that a worker whose
 // offer changes while a grant is on its way (a delivery ended, a slot
 // freed) is not granted the same room twice. The worker settles a grant
-// when its Work comes (Work.Granted); the intake settles one that never
-// will (its commit failed, or stored none of the rows).
+// when its Work comes (Work.Granted); the intake refunds one that never
+// will (its commit failed, or stored none of the rows), which offers the
+// room it took again: the worker's room did not change, so the worker
+// would not offer it again itself.
 package handover
 
 import (
@@ -48,6 +50,10 @@ type owing struct {
 	n  int
 }
 
+// offer is a worker's offer: n is what the board can still grant of it
+// (the worker's room less what it is owed and what was taken since; at
+// most 0 once taken up or owed, kept so that a refund can offer the room
+// again).
 type offer struct {
 	n     int
 	lease time.Duration
@@ -66,19 +72,16 @@ func NewBoard() *Board { return &Board{offers: map[Key]offer{}, owed: map[Key]ow
 func (b *Board) Offer(k Key, n int, lease time.Duration, to *actor.PID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if n > 0 {
-		if ow, ok := b.owed[k]; ok && !same(ow.to, to) {
-			delete(b.owed, k) // to replaced the worker they were owed to
-		}
-		n -= b.owed[k].n
-	}
 	if n <= 0 {
 		if o, ok := b.offers[k]; ok && same(o.to, to) {
 			delete(b.offers, k)
 		}
 		return
 	}
-	b.offers[k] = offer{n: n, lease: lease, to: to}
+	if ow, ok := b.owed[k]; ok && !same(ow.to, to) {
+		delete(b.owed, k) // to replaced the worker they were owed to
+	}
+	b.offers[k] = offer{n: n - b.owed[k].n, lease: lease, to: to}
 }
 
 // Take takes up to n rows of k's offer: how many were granted, leased for
@@ -87,15 +90,12 @@ func (b *Board) Take(k Key, n int) (granted int, lease time.Duration, to *actor.
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	o, ok := b.offers[k]
-	if !ok || n <= 0 {
+	if !ok || n <= 0 || o.n <= 0 {
 		return 0, 0, nil
 	}
 	granted = min(n, o.n)
-	if o.n -= granted; o.n == 0 {
-		delete(b.offers, k)
-	} else {
-		b.offers[k] = o
-	}
+	o.n -= granted
+	b.offers[k] = o
 	// What k's worker is owed is o.to's, or nothing: an offer of another
 	// worker's dropped it (Offer).
 	b.owed[k] = owing{to: o.to, n: b.owed[k].n + granted}
@@ -114,20 +114,43 @@ func (b *Board) Owed(k Key, to *actor.PID) int {
 }
 
 // Settle ends n rows of what the board granted from k's offers to the
-// worker at to: they came (the worker, on Work), or never will (the
-// intake, when the commit failed or stored none of them).
+// worker at to: they came (the worker, on Work; its next offer says what
+// room it has left).
 func (b *Board) Settle(k Key, to *actor.PID, n int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	ow, ok := b.owed[k]
-	if !ok || !same(ow.to, to) {
-		return
+	b.settle(k, to, n)
+}
+
+// Refund ends n rows of what the board granted from k's offers to the
+// worker at to that never will come (the intake's commit failed, or
+// stored none of them) and offers their room to the worker again: its
+// room did not change, so it would not say so itself. A worker that
+// withdrew its offer since, or was replaced, gets nothing offered.
+func (b *Board) Refund(k Key, to *actor.PID, n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n = b.settle(k, to, n)
+	if o, ok := b.offers[k]; ok && n > 0 && same(o.to, to) {
+		o.n += n
+		b.offers[k] = o
 	}
-	if ow.n -= n; ow.n <= 0 {
+}
+
+// settle ends up to n rows of what is owed to the worker at to for k and
+// says how many it ended.
+func (b *Board) settle(k Key, to *actor.PID, n int) int {
+	ow, ok := b.owed[k]
+	if !ok || !same(ow.to, to) || n <= 0 {
+		return 0
+	}
+	n = min(n, ow.n)
+	if ow.n -= n; ow.n == 0 {
 		delete(b.owed, k)
-		return
+		return n
 	}
 	b.owed[k] = ow
+	return n
 }
 
 // same says whether a and b are the same worker (PID.Equal panics on a nil

@@ -60,17 +60,22 @@ func TestBoardOwesWhatItGranted(t *testing.T) {
 	if n, _, _ := b.Take(k, 5); n != 2 {
 		t.Fatalf("took %d, want the 2 not owed", n)
 	}
-	b.Offer(k, 4, time.Minute, w) // all owed: the offer is withdrawn
+	b.Offer(k, 4, time.Minute, w) // all owed: nothing to grant
 	if n, _, _ := b.Take(k, 1); n != 0 {
 		t.Fatalf("took %d from an offer that is all owed", n)
 	}
-	// The first grant arrives with its Work; the intake settles the second
-	// (its commit failed).
+	// The first grant arrives with its Work; the intake refunds the second
+	// (its commit failed): of the 4 slots, the 3 rows that came fill 3,
+	// so 1 is free again before the worker offers anew.
 	(&Work{Key: k, Granted: 3}).Arrived(b, w)
-	b.Settle(k, w, 2)
+	b.Refund(k, w, 2)
 	if n := b.Owed(k, w); n != 0 {
 		t.Fatalf("owed %d after both grants were settled", n)
 	}
+	if n, _, _ := b.Take(k, 9); n != 1 {
+		t.Fatalf("took %d after the refund, want the 1 slot free", n)
+	}
+	(&Work{Key: k, Granted: 1}).Arrived(b, w)
 	b.Offer(k, 4, time.Minute, w)
 	if n, _, _ := b.Take(k, 9); n != 4 {
 		t.Fatalf("took %d of a fresh offer of 4", n)
@@ -110,5 +115,50 @@ func TestBoardWithdrawalByAReplacedWorker(t *testing.T) {
 	b.Offer(k, 5, time.Minute, cur)
 	if n, _, _ := b.Take(k, 5); n != 2 {
 		t.Fatalf("took %d, want the 2 not owed", n)
+	}
+}
+
+// TestBoardRefundOffersTheRoomAgain: a grant that never comes (the
+// intake's commit failed or stored none of its rows) is offered again,
+// since the worker's room did not change and it would not offer it again
+// itself; not to a worker that withdrew or was replaced meanwhile, and
+// never more than was owed.
+func TestBoardRefundOffersTheRoomAgain(t *testing.T) {
+	b := NewBoard()
+	k := Key{Kind: persistence.WorkDelivery, Target: "fe"}
+	w := &actor.PID{Id: "w"}
+	b.Offer(k, 5, time.Minute, w)
+	if n, _, _ := b.Take(k, 5); n != 5 {
+		t.Fatalf("took %d of 5", n)
+	}
+	b.Refund(k, w, 3)
+	if n := b.Owed(k, w); n != 2 {
+		t.Fatalf("owed %d after a refund of 3 of 5", n)
+	}
+	if n, lease, to := b.Take(k, 9); n != 3 || lease != time.Minute || to != w {
+		t.Fatalf("Take after the refund = %d %v %v, want the 3 refunded", n, lease, to)
+	}
+	b.Refund(k, w, 99) // more than owed: only what was owed (5)
+	if n, _, _ := b.Take(k, 99); n != 5 {
+		t.Fatalf("took %d after refunding everything, want the offer's 5", n)
+	}
+
+	// A worker that withdrew (it has no room now) is offered nothing.
+	b.Offer(k, 0, time.Minute, w)
+	b.Refund(k, w, 5)
+	if n, _, _ := b.Take(k, 9); n != 0 {
+		t.Fatalf("took %d from a worker that withdrew", n)
+	}
+
+	// A replaced worker's refund gives the new worker nothing extra.
+	old, cur := &actor.PID{Id: "old"}, &actor.PID{Id: "new"}
+	b.Offer(k, 4, time.Minute, old)
+	if n, _, _ := b.Take(k, 2); n != 2 {
+		t.Fatalf("took %d of the old worker's 4", n)
+	}
+	b.Offer(k, 5, time.Minute, cur)
+	b.Refund(k, old, 2)
+	if n, _, to := b.Take(k, 99); n != 5 || to != cur {
+		t.Fatalf("took %d (to %v) after the replaced worker's refund, want the new worker's 5", n, to)
 	}
 }

@@ -371,7 +371,7 @@ func (b *Batch) published(w persistence.Written) []persistence.Relay {
 
 // handOver sends each worker the work the commit wrote leased to it, with
 // the grant it settles; a grant of which the commit stored nothing is
-// settled here.
+// refunded here.
 func (b *Batch) handOver(w persistence.Written, send func(to *actor.PID, work *handover.Work)) {
 	var rows map[handover.Key][]persistence.Work
 	for _, acc := range w.Accepted {
@@ -387,19 +387,19 @@ func (b *Batch) handOver(w persistence.Written, send func(to *actor.PID, work *h
 	for k, g := range b.grants {
 		delete(b.grants, k)
 		if len(rows[k]) == 0 {
-			b.board.Settle(k, g.to, g.n)
+			b.board.Refund(k, g.to, g.n)
 			continue
 		}
 		send(g.to, &handover.Work{Work: rows[k], Key: k, Granted: g.n})
 	}
 }
 
-// release settles the grants not handed over: the commit failed, or the
+// release refunds the grants not handed over: the commit failed, or the
 // intake gave the batch up.
 func (b *Batch) release() {
 	for k, g := range b.grants {
 		delete(b.grants, k)
-		b.board.Settle(k, g.to, g.n)
+		b.board.Refund(k, g.to, g.n)
 	}
 }
 

@@ -224,4 +224,12 @@ func TestHandOverSettlesEveryGrant(t *testing.T) {
 	if board.Owed(uk, wUK) != 0 || board.Owed(se, wSE) != 0 {
 		t.Fatalf("an abandoned batch left owed uk %d se %d", board.Owed(uk, wUK), board.Owed(se, wSE))
 	}
+	// Every grant that never came was offered again (the workers' room did
+	// not change): se's 10 whole; uk's 10 less the 2 rows that came.
+	if n, _, _ := board.Take(uk, 99); n != 8 {
+		t.Errorf("uk offers %d after the refunds, want 8", n)
+	}
+	if n, _, _ := board.Take(se, 99); n != 10 {
+		t.Errorf("se offers %d after the refunds, want 10", n)
+	}
 }
