@@ -78,6 +78,16 @@ func (c *stmtCache) close() error {
 // cachedTx is a write transaction whose statements come from the cache.
 // A statement not cached yet runs as usual and is noted in missed, to be
 // prepared once the transaction has ended.
+//
+// Its statements run to their end whatever context a job passes: the
+// transaction is shared by every job of the writer's round, and a
+// statement interrupted because one caller's context ended makes SQLite
+// roll the whole transaction back, every other job's work with it (a
+// client that hung up would fail everyone's group commit). A job whose
+// context has ended is not run (batch.run checks before it starts); one
+// that is running finishes, and its caller still waits for its answer.
+// Without a context that can end, neither database/sql nor the driver
+// starts a goroutine per statement to watch it either.
 type cachedTx struct {
 	tx     *sql.Tx
 	stmts  *stmtCache
@@ -87,31 +97,40 @@ type cachedTx struct {
 // stmt is the transaction's handle on the cached statement, or nil.
 // Tx.StmtContext prepares a statement on the transaction's connection once
 // and reuses it there after; the writer has one connection.
-func (t cachedTx) stmt(ctx context.Context, query string) *sql.Stmt {
+func (t cachedTx) stmt(query string) *sql.Stmt {
 	st := t.stmts.get(query)
 	if st == nil {
 		*t.missed = append(*t.missed, query)
 		return nil
 	}
-	return t.tx.StmtContext(ctx, st)
+	return t.tx.StmtContext(context.Background(), st)
 }
 
-func (t cachedTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	if st := t.stmt(ctx, query); st != nil {
+// ExecContext runs query in the transaction; the context is not the
+// statement's (see cachedTx).
+func (t cachedTx) ExecContext(_ context.Context, query string, args ...any) (sql.Result, error) {
+	ctx := context.Background()
+	if st := t.stmt(query); st != nil {
 		return st.ExecContext(ctx, args...)
 	}
 	return t.tx.ExecContext(ctx, query, args...)
 }
 
-func (t cachedTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	if st := t.stmt(ctx, query); st != nil {
+// QueryContext runs query in the transaction; the context is not the
+// statement's (see cachedTx).
+func (t cachedTx) QueryContext(_ context.Context, query string, args ...any) (*sql.Rows, error) {
+	ctx := context.Background()
+	if st := t.stmt(query); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
 	return t.tx.QueryContext(ctx, query, args...)
 }
 
-func (t cachedTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	if st := t.stmt(ctx, query); st != nil {
+// QueryRowContext runs query in the transaction; the context is not the
+// statement's (see cachedTx).
+func (t cachedTx) QueryRowContext(_ context.Context, query string, args ...any) *sql.Row {
+	ctx := context.Background()
+	if st := t.stmt(query); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}
 	return t.tx.QueryRowContext(ctx, query, args...)

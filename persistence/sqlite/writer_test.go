@@ -655,3 +655,63 @@ func TestWriteRacingCloseIsAnswered(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelledCallerFailsOnlyItself: a caller whose context ends while
+// its job's statement runs does not interrupt that statement (SQLite would
+// roll the whole shared transaction back, every other job's work with
+// it): the jobs it shares the transaction with commit.
+func TestCancelledCallerFailsOnlyItself(t *testing.T) {
+	s := openGated(t, filepath.Join(t.TempDir(), "s.db"), newGate(), nil)
+	ctx := context.Background()
+	// A job holds the writer so that the others queue into one round.
+	hold, running := make(chan struct{}), make(chan struct{})
+	held := make(chan error, 1)
+	go func() {
+		held <- s.write(ctx, "hold", func(querier) error {
+			close(running)
+			<-hold
+			return nil
+		})
+	}()
+	<-running
+	errs := make([]error, 4)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = s.Accept(ctx, time.Now(), []persistence.NewMessage{pending(fmt.Sprint("m", i))})
+		}()
+	}
+	polltest.Until(t, 10*time.Second, "the accepts queued", func() bool { return len(s.jobs) == len(errs) })
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	long := make(chan error, 1)
+	go func() {
+		long <- s.write(cctx, "long", func(tx querier) error {
+			time.AfterFunc(20*time.Millisecond, cancel) // while the statement runs
+			_, err := tx.ExecContext(cctx, `INSERT INTO routes (prefix, frontend, updated_at)
+				WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < 1000000) SELECT 'p'||x, 'fe', 0 FROM c`)
+			return err
+		})
+	}()
+	polltest.Until(t, 10*time.Second, "the long job queued", func() bool { return len(s.jobs) == len(errs)+1 })
+	close(hold)
+	wg.Wait()
+	if err := <-held; err != nil {
+		t.Fatalf("the holding job: %v", err)
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("accept %d, in the round of a job whose caller gave up: %v", i, err)
+		}
+	}
+	if err := <-long; err != nil {
+		t.Errorf("the long job ran to its end and stands: %v", err)
+	}
+	for i := range errs {
+		if _, err := s.GetMessage(ctx, fmt.Sprint("m", i)); err != nil {
+			t.Errorf("m%d: %v", i, err)
+		}
+	}
+}
