@@ -389,8 +389,14 @@ func (s *Store) awaitSynced(ctx context.Context) error {
 		s.wal.wakeMu.Lock()
 		wake := s.wal.wake
 		s.wal.wakeMu.Unlock()
+		// Looked at again with the channel in hand: a sync, or the failed
+		// one that broke the store, may have come since the looks above,
+		// and the channel it closed is not this one.
 		if s.wal.synced.Load() >= target {
 			return nil
+		}
+		if err := s.broken(); err != nil {
+			return err
 		}
 		select {
 		case <-wake:
