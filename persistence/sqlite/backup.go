@@ -32,16 +32,20 @@ func Backup(ctx context.Context, dbPath, to string) (BackupInfo, error) {
 		return info, fmt.Errorf("sqlite: backup: %s exists; a backup never overwrites a file", to)
 	}
 	// Not the reader's query_only connection: SQLite refuses VACUUM INTO
-	// there. VACUUM INTO writes only the new file. auto_vacuum set on the
-	// connection applies to the copy: a backup of a database created
-	// before this store created them incremental is incremental, so that
-	// a backup and a restore convert it (docs/operations.md).
-	src, err := sql.Open("sqlite", fmt.Sprintf("%s?_pragma=busy_timeout(%d)&_pragma=auto_vacuum(INCREMENTAL)", dbPath, busyTimeout))
+	// there. VACUUM INTO writes only the new file, and the copy keeps the
+	// database's auto_vacuum mode. A database created before this store
+	// created them incremental gets auto_vacuum=INCREMENTAL set on the
+	// backup's one connection first, which applies to the copy only (on
+	// such a database the setting waits for a VACUUM), so that a backup
+	// and a restore convert it (docs/operations.md). It is not set on an
+	// incremental database: there SQLite writes the setting to the live
+	// database's header, a write transaction beside the node's writer.
+	src, err := sql.Open("sqlite", fmt.Sprintf("%s?_pragma=busy_timeout(%d)", dbPath, busyTimeout))
 	if err != nil {
 		return info, fmt.Errorf("sqlite: backup: %v", err)
 	}
 	defer src.Close()
-	if _, err := src.ExecContext(ctx, `VACUUM INTO ?`, to); err != nil {
+	if err := vacuumInto(ctx, src, to); err != nil {
 		_ = os.Remove(to)
 		return info, fmt.Errorf("sqlite: backup of %s: %v", dbPath, flatten(err))
 	}
@@ -69,6 +73,27 @@ func Backup(ctx context.Context, dbPath, to string) (BackupInfo, error) {
 	}
 	info.Bytes = fi.Size()
 	return info, nil
+}
+
+// vacuumInto writes the copy of src to the file to, with auto_vacuum
+// INCREMENTAL (see Backup), on one connection of src.
+func vacuumInto(ctx context.Context, src *sql.DB, to string) error {
+	conn, err := src.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var mode int
+	if err := conn.QueryRowContext(ctx, `PRAGMA auto_vacuum`).Scan(&mode); err != nil {
+		return err
+	}
+	if mode != autoVacuumIncremental {
+		if _, err := conn.ExecContext(ctx, `PRAGMA auto_vacuum = INCREMENTAL`); err != nil {
+			return err
+		}
+	}
+	_, err = conn.ExecContext(ctx, `VACUUM INTO ?`, to)
+	return err
 }
 
 // syncFile makes a file's content durable.

@@ -160,6 +160,10 @@ const (
 	reservePages = 256
 )
 
+// autoVacuumIncremental is what PRAGMA auto_vacuum answers for a database
+// in incremental mode.
+const autoVacuumIncremental = 2
+
 // Compact implements persistence.Store: a bounded incremental vacuum in
 // the writer (the database must have been created with
 // auto_vacuum=INCREMENTAL, as this store creates them; an older one keeps
@@ -183,7 +187,7 @@ func (s *Store) Compact(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	excess := free - max(reservePages, pages/16)
-	if mode != 2 || excess <= 0 { // 2: incremental
+	if mode != autoVacuumIncremental || excess <= 0 {
 		return 0, nil
 	}
 	n := min(excess, compactPages)

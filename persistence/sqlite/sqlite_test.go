@@ -691,3 +691,35 @@ func TestBackupConvertsToIncremental(t *testing.T) {
 		t.Errorf("the backup's auto_vacuum is %d (%v), want 2", mode, err)
 	}
 }
+
+// TestBackupWritesNothingLive: a backup of a store commits nothing to the
+// live database (a write there would take the write lock beside the
+// node's writer): another connection's data_version does not move.
+func TestBackupWritesNothingLive(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "live.db")
+	s := openAt(t, path, nil)
+	if _, err := s.Accept(ctx, time.Now(), []persistence.NewMessage{{ID: "a", State: messages.StatePending, Frontend: "fe"}}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := s.rdb.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	version := func() int64 {
+		var v int64
+		if err := conn.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	before := version()
+	if _, err := Backup(ctx, path, filepath.Join(dir, "copy.db")); err != nil {
+		t.Fatal(err)
+	}
+	if after := version(); after != before {
+		t.Errorf("data_version %d -> %d across a backup: it committed to the live database", before, after)
+	}
+}
