@@ -54,7 +54,9 @@
 //   - An fsync that fails stops the store for good: every later call
 //     fails, every answer that waited for it reports the store broken
 //     (a verdict such as not found included: what it was built from may
-//     not be on disk), and Config.OnFatal is told (the node stops). Retrying an fsync
+//     not be on disk), and Config.OnFatal is told (the node stops). So
+//     does one that SQLite reports from a checkpoint's own fsyncs
+//     (SQLITE_IOERR_FSYNC, SQLITE_IOERR_DIR_FSYNC). Retrying an fsync
 //     can report success without the data (Linux drops the dirty pages of a
 //     failed write-back), so the only honest recovery is a restart that
 //     reads back what the disk holds.

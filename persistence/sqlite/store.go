@@ -312,6 +312,13 @@ const (
 	sqliteFull     = 13
 )
 
+// The extended result codes of SQLite's own failed fsyncs: of a file, of
+// a directory (https://sqlite.org/rescode.html#ioerr_fsync).
+const (
+	sqliteIOErrFsync    = 1034
+	sqliteIOErrDirFsync = 1290
+)
+
 // querier is what *sql.DB and *sql.Tx have in common.
 type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	sqlitedriver "modernc.org/sqlite"
 )
 
 // The writer: every write of the store is a job for one goroutine, which
@@ -507,7 +509,7 @@ func (s *Store) checkpointLoop(interval time.Duration, walLimit int64) {
 			// It answers (busy, log frames, checkpointed frames): busy 1
 			// when readers were in the way; it is tried again next time.
 			var busy, frames, done int64
-			err := s.cdb.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &frames, &done)
+			err := s.checkpointed(s.cdb.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &frames, &done))
 			if err != nil && !s.closed.Load() {
 				s.log.Warn("checkpoint failed", "mode", "truncate", "err", flatten(err))
 			}
@@ -524,5 +526,18 @@ func (s *Store) checkpoint(ctx context.Context) error {
 		return nil
 	}
 	_, err := s.cdb.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)")
+	return s.checkpointed(err)
+}
+
+// checkpointed is err, the answer of a checkpoint; one that says SQLite's
+// own fsync failed (of the WAL before it copies, or of the database after)
+// stops the store as the syncer's does: what the disk holds is not known
+// (an fsync tried again can report success without the data).
+func (s *Store) checkpointed(err error) error {
+	var se *sqlitedriver.Error
+	if errors.As(err, &se) && (se.Code() == sqliteIOErrFsync || se.Code() == sqliteIOErrDirFsync) {
+		err = fmt.Errorf("%w: a checkpoint: %v", errBroken, err)
+		s.stop(err)
+	}
 	return err
 }
