@@ -109,10 +109,14 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 	}
 	created := make(map[string]messages.Message, n)
 	relayedRows := map[string]int64{}
-	queue := func(b *pgx.Batch) {
-		b.Queue(acceptSQL, ids, tokens, srcs, dsts, bodies, states,
-			srcSMSCs, dstSMSCs, frontends, details, kinds, targets, dues, now, reportTo,
-			attempts, leaseOwners, leaseUntils, codings, binaries, validities, delivers, relayed, submitters, traces).Query(func(rows pgx.Rows) error {
+	// insert queues the statement for the entries at idx, all of them when
+	// idx is nil.
+	insert := func(b *pgx.Batch, idx []int) {
+		b.Queue(acceptSQL, pick(ids, idx), pick(tokens, idx), pick(srcs, idx), pick(dsts, idx), pick(bodies, idx), pick(states, idx),
+			pick(srcSMSCs, idx), pick(dstSMSCs, idx), pick(frontends, idx), pick(details, idx), pick(kinds, idx), pick(targets, idx),
+			pick(dues, idx), now, pick(reportTo, idx), pick(attempts, idx), pick(leaseOwners, idx), pick(leaseUntils, idx),
+			pick(codings, idx), pick(binaries, idx), pick(validities, idx), pick(delivers, idx), pick(relayed, idx),
+			pick(submitters, idx), pick(traces, idx)).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var row *int64
 				m, err := scanMessage(rows, &row)
@@ -127,15 +131,25 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 			return rows.Err()
 		})
 	}
+	// run reads the messages whose ids were taken. One that is gone by
+	// then was purged between the insert and the read (its retention
+	// ended; on one instance of a site while another accepted its id
+	// again): it is inserted again, as a submission after its idempotency
+	// window is, and read again if its id was taken once more. After
+	// acceptRounds of that, AcceptResults reports what is still missing.
 	run := func(ctx context.Context, q conn) error {
-		var missing []string
-		for _, id := range ids {
-			if _, ok := created[id]; !ok {
-				missing = append(missing, id)
+		stored := map[string]messages.Message{}
+		for range acceptRounds {
+			var missing []string
+			for _, id := range ids {
+				_, made := created[id]
+				if _, ok := stored[id]; !made && !ok {
+					missing = append(missing, id)
+				}
 			}
-		}
-		stored := make(map[string]messages.Message, len(missing))
-		if len(missing) > 0 {
+			if len(missing) == 0 {
+				break
+			}
 			found, err := s.messagesByID(ctx, q, missing)
 			if err != nil {
 				return err
@@ -143,12 +157,43 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 			for _, m := range found {
 				stored[m.ID] = m
 			}
+			var gone []int
+			for k, id := range ids {
+				_, made := created[id]
+				if _, ok := stored[id]; !made && !ok {
+					gone = append(gone, k)
+				}
+			}
+			if len(gone) == 0 {
+				break
+			}
+			b := &pgx.Batch{}
+			insert(b, gone)
+			if err := q.SendBatch(ctx, b).Close(); err != nil {
+				return err
+			}
 		}
 		var err error
 		*out, err = persistence.AcceptResults(batch, created, stored, relayedRows)
 		return err
 	}
-	return part{queue: queue, run: run}
+	return part{queue: func(b *pgx.Batch) { insert(b, nil) }, run: run}
+}
+
+// acceptRounds bounds the reads (and inserts again) of an Accept's ids that
+// were taken when it inserted them.
+const acceptRounds = 3
+
+// pick is xs at the indexes idx, in their order; all of xs when idx is nil.
+func pick[T any](xs []T, idx []int) []T {
+	if idx == nil {
+		return xs
+	}
+	out := make([]T, len(idx))
+	for i, k := range idx {
+		out[i] = xs[k]
+	}
+	return out
 }
 
 // messagesByIDSQL reads messages by id.

@@ -607,3 +607,46 @@ func TestDiskFullIsNoSpace(t *testing.T) {
 		t.Fatalf("Accept once the server can write: %v", err)
 	}
 }
+
+// TestAcceptOfAnIDPurgedMeanwhile: a submission whose id was taken when it
+// was inserted, by a message another instance's cleaner purged before the
+// id's message was read back (its retention ended), is accepted anew, as
+// a submission after its idempotency window is; the write does not fail
+// with "neither created nor found" (which failed every submit of its
+// group commit).
+func TestAcceptOfAnIDPurgedMeanwhile(t *testing.T) {
+	s := open(t, pgtest.DSN(t))
+	ctx := context.Background()
+	nm := persistence.NewMessage{ID: "again", SourceMSISDN: "+15550100", DestinationMSISDN: "+447700900123", Body: "b",
+		Frontend: "fe", State: messages.StatePending, Detail: "accepted"}
+	if _, err := s.Accept(ctx, t0, []persistence.NewMessage{nm}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `UPDATE messages SET state = 'delivered', finalized_at = $2 WHERE id = $1`, nm.ID, t0); err != nil {
+		t.Fatal(err)
+	}
+	later := t0.Add(48 * time.Hour)
+	other := delivery("fresh", "fe")
+	var out []persistence.Accepted
+	p := s.acceptPart(later, []persistence.NewMessage{nm, other}, &out)
+	b := &pgx.Batch{}
+	p.queue(b)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil { // the insert: "again" is taken
+		t.Fatal(err)
+	}
+	purged, err := s.Purge(ctx, persistence.PurgeRequest{Now: later, Limit: 10,
+		Before: map[messages.State]time.Time{messages.StateDelivered: later.Add(-24 * time.Hour)}}, nil)
+	if err != nil || len(purged) != 1 {
+		t.Fatalf("purge: %v %v", purged, err)
+	}
+	if err := p.run(ctx, s.pool); err != nil {
+		t.Fatalf("the accept whose taken id was purged meanwhile: %v", err)
+	}
+	if len(out) != 2 || !out[0].Created || out[0].Message.ID != "again" || !out[1].Created {
+		t.Fatalf("accepted %+v, want both created", out)
+	}
+	m, err := s.GetMessage(ctx, "again")
+	if err != nil || m.State != messages.StatePending {
+		t.Fatalf("the message accepted anew: %+v %v", m, err)
+	}
+}
