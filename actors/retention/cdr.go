@@ -71,11 +71,35 @@ func RecordOf(node string, m messages.Message, now time.Time) Record {
 // RotateBytes it is renamed to PATH.<UTC time> first and a new one begun
 // (rotated files are the operator's to ship and remove). It is used by one
 // goroutine (the cleaner's).
+//
+// A failed Append leaves the file as it was before it: the cleaner purges
+// nothing of that batch and writes its records again, so a part of the
+// batch left behind (a full disk takes half a line) would have the retried
+// batch's first record glued to it, an invalid line, and that message
+// purged with no record. See Append.
 type Records struct {
 	path        string
 	rotateBytes int64
-	f           *os.File
-	size        int64
+	// openFile opens the file at path for appending (os.OpenFile; tests
+	// give files that fail).
+	openFile func(path string) (recordFile, error)
+	f        recordFile
+	// size is the file's size as far as writes tell; good is where its
+	// last whole batch ends, what a failed write is cut back to. They
+	// differ only while a failed write's bytes could not be cut.
+	size, good int64
+	// midLine: the bytes past good end inside a line, so the next batch
+	// must start with a newline if they cannot be cut first.
+	midLine bool
+}
+
+// recordFile is what Records needs of its file (an *os.File).
+type recordFile interface {
+	Write(b []byte) (int, error)
+	Sync() error
+	Truncate(size int64) error
+	Stat() (os.FileInfo, error)
+	Close() error
 }
 
 // OpenRecords opens (creating when missing) the record file at path.
@@ -83,15 +107,19 @@ func OpenRecords(path string, rotateBytes int64) (*Records, error) {
 	if rotateBytes <= 0 {
 		return nil, fmt.Errorf("call records: rotate size %d must be positive", rotateBytes)
 	}
-	r := &Records{path: path, rotateBytes: rotateBytes}
+	r := &Records{path: path, rotateBytes: rotateBytes, openFile: openAppend}
 	if err := r.open(); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
+func openAppend(path string) (recordFile, error) {
+	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+}
+
 func (r *Records) open() error {
-	f, err := os.OpenFile(r.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	f, err := r.openFile(r.path)
 	if err != nil {
 		return fmt.Errorf("call records: %w", err)
 	}
@@ -100,14 +128,16 @@ func (r *Records) open() error {
 		_ = f.Close()
 		return fmt.Errorf("call records: %w", err)
 	}
-	r.f, r.size = f, fi.Size()
+	r.f, r.size, r.good, r.midLine = f, fi.Size(), fi.Size(), false
 	return syncDir(filepath.Dir(r.path))
 }
 
 // Append writes the records and syncs the file. On an error nothing may
-// be taken as written (the caller purges nothing); a part of a line may
-// be left at the end of the file, and the next Append starts on a new
-// line.
+// be taken as written (the caller purges nothing and appends the same
+// records again later): the file is cut back to where it was before the
+// batch. When even that fails, the next Append cuts it first, and when it
+// still cannot, starts its batch on a new line, so that the part left
+// behind is a line of its own and no record is glued to it.
 func (r *Records) Append(recs []Record, now time.Time) error {
 	if len(recs) == 0 {
 		return nil
@@ -120,10 +150,14 @@ func (r *Records) Append(recs []Record, now time.Time) error {
 		}
 		buf = append(append(buf, line...), '\n')
 	}
+	r.cut()
 	if r.size > 0 && r.size+int64(len(buf)) > r.rotateBytes {
 		if err := r.rotate(now); err != nil {
 			return err
 		}
+	}
+	if r.midLine {
+		buf = append([]byte{'\n'}, buf...)
 	}
 	n, err := r.f.Write(buf)
 	r.size += int64(n)
@@ -131,16 +165,23 @@ func (r *Records) Append(recs []Record, now time.Time) error {
 		err = r.f.Sync()
 	}
 	if err != nil {
-		// Whatever part of the batch landed is an incomplete last line: end
-		// it, so that the next batch's first record is a line of its own.
 		if n > 0 {
-			if m, _ := r.f.Write([]byte("\n")); m > 0 {
-				r.size++
-			}
+			r.midLine = buf[n-1] != '\n'
 		}
+		r.cut()
 		return fmt.Errorf("call records: %w", err)
 	}
+	r.good, r.midLine = r.size, false
 	return nil
+}
+
+// cut takes off what a failed write left past the last whole batch, if it
+// can (shrinking a file needs no free space). The next successful Append's
+// sync makes the cut durable.
+func (r *Records) cut() {
+	if r.size > r.good && r.f.Truncate(r.good) == nil {
+		r.size, r.midLine = r.good, false
+	}
 }
 
 // rotate renames the file aside and opens a new one.

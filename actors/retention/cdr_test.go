@@ -1,6 +1,12 @@
 package retention
 
 import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,3 +38,164 @@ func TestRecordFinalAtSkipsReceipts(t *testing.T) {
 		}
 	}
 }
+
+// fullFile is a record file on a disk with room for room more bytes (-1:
+// any): a write past it lands in part and fails with ENOSPC, as on a full
+// disk. noCut makes Truncate fail too (an append-only file, say).
+type fullFile struct {
+	*os.File
+	room  int64
+	noCut bool
+}
+
+func (f *fullFile) Write(b []byte) (int, error) {
+	if f.room < 0 || int64(len(b)) <= f.room {
+		n, err := f.File.Write(b)
+		if f.room >= 0 {
+			f.room -= int64(n)
+		}
+		return n, err
+	}
+	n, err := f.File.Write(b[:f.room])
+	f.room -= int64(n)
+	if err == nil {
+		err = syscall.ENOSPC
+	}
+	return n, err
+}
+
+func (f *fullFile) Truncate(size int64) error {
+	if f.noCut {
+		return syscall.EPERM
+	}
+	return f.File.Truncate(size)
+}
+
+// openFull opens path like OpenRecords does, as a fullFile.
+func openFull(room int64, noCut bool) func(string) (recordFile, error) {
+	return func(path string) (recordFile, error) {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+		if err != nil {
+			return nil, err
+		}
+		return &fullFile{File: f, room: room, noCut: noCut}, nil
+	}
+}
+
+// testRecord is a delivered message's record.
+func testRecord(id string, now time.Time) Record {
+	return RecordOf("n", messages.Message{ID: id, Body: "a body of a few words", State: messages.StateDelivered,
+		History: []messages.HistoryEntry{{State: messages.StatePending, At: now}, {State: messages.StateDelivered, At: now}}}, now)
+}
+
+// readRecordLines reads a record file: the records of its valid lines by
+// id, and how many lines are not a record.
+func readRecordLines(t *testing.T, path string) (recs map[string]Record, bad int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs = map[string]Record{}
+	for line := range strings.SplitSeq(strings.TrimSuffix(string(b), "\n"), "\n") {
+		var r Record
+		if err := json.Unmarshal([]byte(line), &r); err != nil || r.Record != RecordKind {
+			bad++
+			continue
+		}
+		recs[r.ID] = r
+	}
+	return recs, bad
+}
+
+// A batch whose records the disk took only in part (ENOSPC) is cut off
+// the file, so that the batch written again once there is room starts on
+// a line of its own: every record of a batch Append accepted (the cleaner
+// purges those messages) is a valid line. When the part left behind
+// cannot be cut, the next batch starts on a new line: the part is one bad
+// line and no record is glued to it.
+func TestRecordsFailedWriteLosesNoRecord(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		noCut bool
+		bad   int // lines not a record at the end
+	}{
+		{"cut back", false, 0},
+		{"cannot cut", true, 2}, // the two failed writes' parts
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "cdr")
+			r, err := OpenRecords(path, 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+			purged := map[string]bool{}
+			appendBatch := func(ids ...string) error {
+				recs := make([]Record, len(ids))
+				for i, id := range ids {
+					recs[i] = testRecord(id, now)
+				}
+				err := r.Append(recs, now)
+				if err == nil {
+					for _, id := range ids {
+						purged[id] = true
+					}
+				}
+				return err
+			}
+			if err := appendBatch("m0"); err != nil {
+				t.Fatal(err)
+			}
+			disk := &fullFile{File: r.f.(*os.File), room: 100, noCut: c.noCut}
+			r.f = disk
+			if err := appendBatch("m1", "m2"); !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("a batch on a full disk: %v, want ENOSPC", err)
+			}
+			disk.room = 50 // a little room: the retry fails in part too
+			if err := appendBatch("m1", "m2"); !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("the retry on a full disk: %v, want ENOSPC", err)
+			}
+			disk.room = -1 // space is back
+			if err := appendBatch("m1", "m2"); err != nil {
+				t.Fatalf("once there is room: %v", err)
+			}
+			if err := appendBatch("m3"); err != nil {
+				t.Fatal(err)
+			}
+			recs, bad := readRecordLines(t, path)
+			for id := range purged {
+				if _, ok := recs[id]; !ok {
+					t.Errorf("%s was accepted (and would be purged) but has no valid record line", id)
+				}
+			}
+			if bad != c.bad {
+				t.Errorf("%d lines are not a record, want %d", bad, c.bad)
+			}
+		})
+	}
+}
+
+// A batch written whole whose sync failed is cut off too: nothing of a
+// failed Append is taken as written.
+func TestRecordsFailedSyncIsCut(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cdr")
+	r, err := OpenRecords(path, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	r.f = &syncFails{File: r.f.(*os.File)}
+	if err := r.Append([]Record{testRecord("m1", now)}, now); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("a failed sync: %v, want EIO", err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() != 0 {
+		t.Errorf("after a failed sync the file has %d bytes (%v), want 0", fi.Size(), err)
+	}
+}
+
+type syncFails struct{ *os.File }
+
+func (syncFails) Sync() error { return syscall.EIO }
