@@ -83,7 +83,9 @@ type Records struct {
 	// openFile opens the file at path for appending (os.OpenFile; tests
 	// give files that fail).
 	openFile func(path string) (recordFile, error)
-	f        recordFile
+	// f is nil when a reopen failed (during a rotation): the next Append
+	// opens the file again.
+	f recordFile
 	// size is the file's size as far as writes tell; good is where its
 	// last whole batch ends, what a failed write is cut back to. They
 	// differ only while a failed write's bytes could not be cut.
@@ -150,6 +152,11 @@ func (r *Records) Append(recs []Record, now time.Time) error {
 		}
 		buf = append(append(buf, line...), '\n')
 	}
+	if r.f == nil {
+		if err := r.open(); err != nil {
+			return err
+		}
+	}
 	r.cut()
 	if r.size > 0 && r.size+int64(len(buf)) > r.rotateBytes {
 		if err := r.rotate(now); err != nil {
@@ -184,24 +191,30 @@ func (r *Records) cut() {
 	}
 }
 
-// rotate renames the file aside and opens a new one.
+// rotate renames the file aside and opens a new one. A failed rename
+// leaves the file open as it was (the next Append tries again). When the
+// new file cannot be opened, r.f is nil and the next Append opens it.
 func (r *Records) rotate(now time.Time) error {
 	aside := r.path + "." + now.UTC().Format("20060102T150405.000000000Z")
-	if err := r.f.Close(); err != nil {
-		return fmt.Errorf("call records: %w", err)
-	}
 	if err := os.Rename(r.path, aside); err != nil {
-		// Keep appending to the file we have rather than stop.
-		if err2 := r.open(); err2 != nil {
-			return err2
-		}
 		return fmt.Errorf("call records: rotate: %w", err)
 	}
+	// Every whole batch in the old file was synced by the Append that
+	// wrote it, so an error closing it loses nothing.
+	_ = r.f.Close()
+	r.f = nil
 	return r.open()
 }
 
-// Close closes the file.
-func (r *Records) Close() error { return r.f.Close() }
+// Close closes the file (nothing when a reopen had failed).
+func (r *Records) Close() error {
+	if r.f == nil {
+		return nil
+	}
+	f := r.f
+	r.f = nil
+	return f.Close()
+}
 
 // syncDir makes a directory's entries durable.
 func syncDir(dir string) error {

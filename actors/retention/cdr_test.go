@@ -199,3 +199,119 @@ func TestRecordsFailedSyncIsCut(t *testing.T) {
 type syncFails struct{ *os.File }
 
 func (syncFails) Sync() error { return syscall.EIO }
+
+// A rotation whose new file cannot be opened (no descriptor left, say)
+// leaves no file behind: the next Append opens it and writes, and Close
+// is clean whether or not one did.
+func TestRecordsReopenAfterFailedRotation(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	setup := func(t *testing.T) (r *Records, path string, openFails *int) {
+		path = filepath.Join(t.TempDir(), "cdr")
+		r, err := OpenRecords(path, 800)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Append([]Record{testRecord("a", now)}, now); err != nil {
+			t.Fatal(err)
+		}
+		openFails = new(int)
+		*openFails = 1
+		r.openFile = func(p string) (recordFile, error) {
+			if *openFails > 0 {
+				*openFails--
+				return nil, syscall.EMFILE
+			}
+			return openAppend(p)
+		}
+		if err := r.Append([]Record{testRecord("b", now), testRecord("c", now)}, now); !errors.Is(err, syscall.EMFILE) {
+			t.Fatalf("a rotation that cannot open the new file: %v, want EMFILE", err)
+		}
+		return r, path, openFails
+	}
+	t.Run("append resumes", func(t *testing.T) {
+		r, path, _ := setup(t)
+		for i, ids := range [][]string{{"b", "c"}, {"d"}, {"e"}} {
+			at := now.Add(time.Duration(i+1) * time.Second)
+			recs := make([]Record, len(ids))
+			for j, id := range ids {
+				recs[j] = testRecord(id, at)
+			}
+			if err := r.Append(recs, at); err != nil {
+				t.Fatalf("append %v after the open failed: %v", ids, err)
+			}
+		}
+		if err := r.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+		asides, _ := filepath.Glob(path + ".*")
+		got := map[string]bool{}
+		for _, p := range append(asides, path) {
+			recs, bad := readRecordLines(t, p)
+			if bad > 0 {
+				t.Errorf("%s: %d lines are not a record", p, bad)
+			}
+			for id := range recs {
+				got[id] = true
+			}
+		}
+		for _, id := range []string{"a", "b", "c", "d", "e"} {
+			if !got[id] {
+				t.Errorf("no record of %s in %v", id, append(asides, path))
+			}
+		}
+	})
+	t.Run("close", func(t *testing.T) {
+		r, _, _ := setup(t)
+		if err := r.Close(); err != nil {
+			t.Errorf("close after a failed reopen: %v", err)
+		}
+	})
+	t.Run("open keeps failing", func(t *testing.T) {
+		r, _, openFails := setup(t)
+		*openFails = 2
+		for range 2 {
+			if err := r.Append([]Record{testRecord("b", now)}, now); !errors.Is(err, syscall.EMFILE) {
+				t.Fatalf("append while the file cannot be opened: %v, want EMFILE", err)
+			}
+		}
+		if err := r.Append([]Record{testRecord("b", now)}, now); err != nil {
+			t.Errorf("append once it can be opened: %v", err)
+		}
+		if err := r.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+
+	// A rename that fails (the aside name is taken) keeps the file open
+	// as it was; the next Append rotates.
+	t.Run("rename fails", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "cdr")
+		r, err := OpenRecords(path, 800)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		if err := r.Append([]Record{testRecord("a", now)}, now); err != nil {
+			t.Fatal(err)
+		}
+		aside := path + "." + now.Format("20060102T150405.000000000Z")
+		if err := os.MkdirAll(filepath.Join(aside, "taken"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Append([]Record{testRecord("b", now), testRecord("c", now)}, now); err == nil {
+			t.Fatal("a rotation onto a taken name succeeded")
+		}
+		if err := os.RemoveAll(aside); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Append([]Record{testRecord("b", now), testRecord("c", now)}, now); err != nil {
+			t.Fatalf("append once the name is free: %v", err)
+		}
+		if recs, bad := readRecordLines(t, aside); len(recs) != 1 || bad != 0 {
+			t.Errorf("the rotated file has %d records and %d bad lines, want a alone", len(recs), bad)
+		}
+		if recs, bad := readRecordLines(t, path); len(recs) != 2 || bad != 0 {
+			t.Errorf("the new file has %d records and %d bad lines, want b and c", len(recs), bad)
+		}
+	})
+}
