@@ -108,11 +108,28 @@ func (c *Cleaner) Receive(ctx actor.Context) {
 	case *actor.Restarting, *actor.Stopping:
 		c.wake.Cancel()
 	case wakeMsg:
-		if c.inPass {
-			c.batch()
-		} else {
-			c.pass()
-		}
+		c.woke()
+	}
+}
+
+// woke runs what is due: the next batch of the pass under way, or a new
+// pass. It asks Leader each time, before every batch and not only at a
+// pass's start: an instance that is no longer the master must stop at
+// once, since the new master purges (and writes call records) meanwhile,
+// and a backlog's pass can go on for hours.
+func (c *Cleaner) woke() {
+	now := c.cfg.Clock.Now()
+	if c.cfg.Leader != nil && !c.cfg.Leader.Master() {
+		c.inPass = false
+		c.eligible = 0
+		c.cfg.Metrics.eligible.Set(0)
+		c.wake.Schedule(now.Add(min(c.cfg.Policy.Interval(), time.Second))) // this instance may lead soon
+		return
+	}
+	if c.inPass {
+		c.batch()
+	} else {
+		c.pass()
 	}
 }
 
@@ -120,12 +137,6 @@ func (c *Cleaner) Receive(ctx actor.Context) {
 func (c *Cleaner) pass() {
 	now := c.cfg.Clock.Now()
 	interval := c.cfg.Policy.Interval()
-	if c.cfg.Leader != nil && !c.cfg.Leader.Master() {
-		c.eligible = 0
-		c.cfg.Metrics.eligible.Set(0)
-		c.wake.Schedule(now.Add(min(interval, time.Second))) // this instance may lead soon
-		return
-	}
 	req, ok := c.cfg.Policy.Request(now, c.cfg.CountCap)
 	if !ok {
 		// Everything is kept forever: nothing to purge, but the store's
@@ -175,9 +186,25 @@ func (c *Cleaner) batch() {
 		c.wake.Schedule(now.Add(pause))
 		return
 	}
+	// The pass is over: its batch came back short, or failed. A failure
+	// that lasts (call records that cannot be written) must not hold the
+	// cleaner in one pass: each new pass counts again (the eligible gauge
+	// grows with the backlog, which its alert needs), asks Leader, and
+	// runs the upkeep (Postgres folds its counters' deltas). The next pass
+	// comes an interval after this one started, and after a failure not
+	// before the pacer's backoff: a pass counts up to CountCap rows, too
+	// much to repeat every backoff while the failure lasts.
 	c.inPass = false
 	c.upkeep()
-	c.wake.Schedule(c.passAt.Add(c.cfg.Policy.Interval()))
+	c.wake.Schedule(later(c.passAt.Add(c.cfg.Policy.Interval()), now.Add(pause)))
+}
+
+// later is the later of two times.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // purge runs one batch: with call records, the batch is read whole, its

@@ -15,15 +15,20 @@
 //	anything not at rest              kept
 //
 // The cleaner runs on the ring's master only (the embedded store's one
-// instance), so a site purges once. A pass counts what is eligible (the
-// switchboard_retention_eligible gauge), then purges in batches, each one
-// transaction, with a pause after each; the Pacer sizes the batches so
+// instance), so a site purges once; it asks before every batch, so that a
+// master replaced in the middle of a pass stops at once. A pass counts
+// what is eligible (the switchboard_retention_eligible gauge), then
+// purges in batches, each one transaction, with a pause after each; the
+// Pacer sizes the batches so
 // that one holds the store for about Target (shrinking after a slow or
 // failed batch, growing while they are fast), and the pause is as long as
 // the batch took, so that the cleaner takes at most half of the store's
 // writer while it catches up and the intake the rest. A pass ends when a
-// batch comes back short; Compact then gives space back, and the next pass
-// comes Interval later.
+// batch comes back short or fails; the upkeep then runs (the audit
+// trail's purge, and Compact: it gives space back, Postgres folds its
+// counters' deltas), and the next pass comes Interval after this one
+// started (after a failure, Backoff after it at the earliest) and counts
+// again.
 //
 // With a call record file (Config.CDR), each batch is read whole first
 // (Store.Purgeable), its records are appended and synced, and only then
@@ -31,5 +36,8 @@
 // message can go. A crash between the two writes the records again on the
 // next pass (a record names its message id and its final time: readers
 // drop repeats). When the records cannot be written (a full disk), nothing
-// is purged until they can.
+// is purged until they can; the passes go on meanwhile, each ended by its
+// failed first batch, so the eligible gauge still follows the backlog and
+// the upkeep still runs. A batch the file took only in part is cut off it
+// again (Records.Append).
 package retention

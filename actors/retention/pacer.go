@@ -69,7 +69,7 @@ type Pacer struct {
 	// next by half.
 	Target time.Duration
 	// MinPause is the least pause between two batches of a pass; Backoff
-	// the pause after a batch that failed.
+	// the least pause after a batch that failed (it ends its pass).
 	MinPause, Backoff time.Duration
 
 	batch int
@@ -119,17 +119,20 @@ func (p *Pacer) Batch() int {
 
 // Done records a batch that asked for `asked`, purged `purged` and took
 // `took` (failed: it returned an error). It returns the pause before the
-// next batch and whether the pass goes on (a full batch leaves more behind;
-// a failed one is tried again); when it does not, the pass is over. The
-// pause keeps the pass's pace (Pass) and is at least the batch's own time
-// (the cleaner holds the store at most about half of the time), jittered
-// by ±20% with r, at least MinPause.
+// next batch and whether the pass goes on (a full batch leaves more
+// behind); when it does not, the pass is over. A failed batch ends the
+// pass, with Backoff as the least pause before the next one: a new pass
+// counts again and asks whether this instance still leads, which a pass
+// that retried its batch for as long as a failure lasts never did. The
+// pause between batches keeps the pass's pace (Pass) and is at least the
+// batch's own time (the cleaner holds the store at most about half of the
+// time), jittered by ±20% with r, at least MinPause.
 func (p *Pacer) Done(asked, purged int, took time.Duration, failed bool, r *rand.Rand) (pause time.Duration, more bool) {
 	b := p.Batch()
 	switch {
 	case failed:
 		p.batch = max(p.Min, b/4)
-		return p.Backoff, true
+		return p.Backoff, false
 	case took > p.Target:
 		p.batch = max(p.Min, b/2)
 	case took < p.Target/2 && purged == asked:

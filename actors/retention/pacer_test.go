@@ -74,9 +74,9 @@ func TestPacerAdapts(t *testing.T) {
 	if !more || p.Batch() != p.Max/2 || pause < 80*time.Millisecond || pause > 120*time.Millisecond {
 		t.Errorf("after a slow batch: batch %d, pause %v, more %v", p.Batch(), pause, more)
 	}
-	// A failure quarters it and backs off.
+	// A failure quarters it, ends the pass and backs off.
 	pause, more = p.Done(p.Batch(), 0, time.Second, true, r)
-	if !more || pause != p.Backoff || p.Batch() != p.Max/8 {
+	if more || pause != p.Backoff || p.Batch() != p.Max/8 {
 		t.Errorf("after a failure: batch %d, pause %v, more %v", p.Batch(), pause, more)
 	}
 	// A short batch ends the pass.
