@@ -1,6 +1,7 @@
 package retention
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -131,7 +132,36 @@ func (r *Records) open() error {
 		return fmt.Errorf("call records: %w", err)
 	}
 	r.f, r.size, r.good, r.midLine = f, fi.Size(), fi.Size(), false
+	// A crash in the middle of an Append may have left part of a line at
+	// the end: it is cut off with the next Append (its records are written
+	// again, since their messages were not purged), or ended first.
+	if end, err := lastLineEnd(r.path, fi.Size()); err == nil && end < fi.Size() {
+		r.good, r.midLine = end, true
+	}
 	return syncDir(filepath.Dir(r.path))
+}
+
+// lastLineEnd is the offset just past the last newline among the first
+// size bytes of the file at path (0 when there is none).
+func lastLineEnd(path string, size int64) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	buf := make([]byte, 4096)
+	for end := size; end > 0; {
+		start := max(0, end-int64(len(buf)))
+		n, err := f.ReadAt(buf[:end-start], start)
+		if err != nil && n < int(end-start) {
+			return 0, err
+		}
+		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
+			return start + int64(i) + 1, nil
+		}
+		end = start
+	}
+	return 0, nil
 }
 
 // Append writes the records and syncs the file. On an error nothing may

@@ -315,3 +315,36 @@ func TestRecordsReopenAfterFailedRotation(t *testing.T) {
 		}
 	})
 }
+
+// A crash in the middle of an Append leaves part of a line at the end of
+// the file (its messages were not purged, so their records come again):
+// the file opened after the restart is cut back to its last whole line
+// before the next batch, which then starts on a line of its own.
+func TestRecordsAfterACrashMidLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cdr")
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	whole, err := json.Marshal(testRecord("m0", now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append(append(whole, '\n'), `{"record":"switchboard.cdr.v1","id":"m1","sou`...), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenRecords(path, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.Append([]Record{testRecord("m1", now), testRecord("m2", now)}, now); err != nil {
+		t.Fatal(err)
+	}
+	recs, bad := readRecordLines(t, path)
+	for _, id := range []string{"m0", "m1", "m2"} {
+		if _, ok := recs[id]; !ok {
+			t.Errorf("%s has no valid record line", id)
+		}
+	}
+	if bad != 0 {
+		t.Errorf("%d lines are not a record: the part the crash left was not cut", bad)
+	}
+}
