@@ -56,7 +56,11 @@
 //     (a verdict such as not found included: what it was built from may
 //     not be on disk), and Config.OnFatal is told (the node stops). So
 //     does one that SQLite reports from a checkpoint's own fsyncs
-//     (SQLITE_IOERR_FSYNC, SQLITE_IOERR_DIR_FSYNC). Retrying an fsync
+//     (SQLITE_IOERR_FSYNC, SQLITE_IOERR_DIR_FSYNC). A broken store closes
+//     without the checkpoint SQLite's last connection would make (it
+//     would copy frames whose sync failed into the database and delete
+//     the WAL): a connection held to the end of the process keeps the
+//     WAL as the disk has it. Retrying an fsync
 //     can report success without the data (Linux drops the dirty pages of a
 //     failed write-back), so the only honest recovery is a restart that
 //     reads back what the disk holds.

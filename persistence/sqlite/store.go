@@ -3,11 +3,13 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -243,6 +245,9 @@ func (s *Store) Close() error {
 	close(s.closing)
 	<-s.syncDone
 	<-s.checkpointDone
+	if s.broken() != nil {
+		holdWAL(s.path, s.log)
+	}
 	errs := []error{s.stmts.close(), s.rdb.Close(), s.wdb.Close(), s.wal.close()}
 	if s.cdb != nil {
 		errs = append(errs, s.cdb.Close())
@@ -252,6 +257,56 @@ func (s *Store) Close() error {
 	}
 	s.log.Info("store closed", "path", s.path)
 	return nil
+}
+
+// heldWAL are the connections holdWAL keeps open to the end of the
+// process.
+var heldWAL struct {
+	sync.Mutex
+	conns []driver.Conn
+}
+
+// holdWAL keeps a connection to the database at path open for the rest of
+// the process, so that the store's own connections close without a
+// checkpoint. The last connection to close a WAL database copies the WAL
+// into the database and deletes it; once an fsync failed, that would copy
+// frames whose durability is unknown (and which the kernel may already
+// have dropped: read back from disk they are stale) into the database
+// through a descriptor that reports the sync a success. An open connection
+// holds a shared lock on the database, so no other connection's close
+// gets the exclusive lock a checkpoint needs: the WAL stays as it is, and
+// the restart reads back what the disk holds. The process is stopping
+// (the store broke); what is held is one file descriptor.
+func holdWAL(path string, log *slog.Logger) {
+	c, err := (&sqlitedriver.Driver{}).Open(dsn(path, roleReader))
+	if err == nil {
+		err = ping(c)
+	}
+	if err != nil {
+		log.Warn("the broken store's WAL may be checkpointed as it closes", "err", err)
+		if c != nil {
+			_ = c.Close()
+		}
+		return
+	}
+	heldWAL.Lock()
+	heldWAL.conns = append(heldWAL.conns, c)
+	heldWAL.Unlock()
+}
+
+// ping reads on c, which takes its shared lock on the database.
+func ping(c driver.Conn) error {
+	q, ok := c.(driver.QueryerContext)
+	if !ok {
+		return errors.New("the driver's connection cannot query")
+	}
+	rows, err := q.QueryContext(context.Background(), "SELECT count(*) FROM sqlite_master", nil)
+	if err != nil {
+		return err
+	}
+	dest := make([]driver.Value, 1)
+	err = rows.Next(dest)
+	return errors.Join(err, rows.Close())
 }
 
 // check fails fast once the store is closed.

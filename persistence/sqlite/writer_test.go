@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -713,5 +714,49 @@ func TestCancelledCallerFailsOnlyItself(t *testing.T) {
 		if _, err := s.GetMessage(ctx, fmt.Sprint("m", i)); err != nil {
 			t.Errorf("m%d: %v", i, err)
 		}
+	}
+}
+
+// TestBrokenStoreClosesWithoutCheckpoint: once an fsync failed, closing
+// the store does not checkpoint its WAL into the database (the last
+// connection to close would, and delete the WAL): frames whose sync failed
+// must not be copied through a descriptor that reports success. The WAL
+// stays, the database file is as it was, and the restart reads back what
+// the disk holds.
+func TestBrokenStoreClosesWithoutCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "s.db")
+	g := newGate()
+	cfg := DefaultConfig()
+	cfg.Path, cfg.Sync, cfg.Checkpoint = path, g.sync, -1
+	s, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := s.Accept(ctx, time.Now(), []persistence.NewMessage{pending("synced")}); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("disk on fire")
+	g.fail.Store(&boom)
+	if _, err := s.Accept(ctx, time.Now(), []persistence.NewMessage{pending("unsynced")}); err == nil {
+		t.Fatal("an accept whose sync failed succeeded")
+	}
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Logf("close of the broken store: %v", err)
+	}
+	if _, err := os.Stat(path + "-wal"); err != nil {
+		t.Fatalf("the WAL is gone after the broken store closed (checkpointed and deleted): %v", err)
+	}
+	after, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, after) {
+		t.Error("the database file changed as the broken store closed: the WAL was checkpointed into it")
 	}
 }
