@@ -505,14 +505,17 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// RedeliveryHorizon is how long after a message was first queued for a
-// peer its origin may still send it there: the forward retries of
-// ForwardMaxRetries x ForwardRetryInterval, plus the last call's
-// HTTPTimeout. A node keeps a message it received at least that long, so
-// that a forward repeated because its answer was lost finds it (and is
-// answered as a duplicate) instead of being accepted and delivered again.
+// RedeliveryHorizon is how long after its origin first sent a message to
+// a peer it may still send it there: the first call's HTTPTimeout (a
+// message is queued for its peer when that call fails, at most that late),
+// the forward retries of ForwardMaxRetries x ForwardRetryInterval after it,
+// and the last call's HTTPTimeout. A node keeps a message it received at
+// least that long, so that a forward repeated because its answer was lost
+// finds it (and is answered as a duplicate) instead of being accepted and
+// delivered again. It is this node's flags: the peers of a federation are
+// expected to run the same forward settings (docs/operations.md).
 func (c Config) RedeliveryHorizon() time.Duration {
-	return time.Duration(c.ForwardMaxRetries)*c.ForwardRetryInterval + c.HTTPTimeout
+	return time.Duration(c.ForwardMaxRetries)*c.ForwardRetryInterval + 2*c.HTTPTimeout
 }
 
 // validateRetention checks the retention settings against the redelivery
@@ -529,7 +532,7 @@ func (c Config) validateRetention() []error {
 			errs = append(errs, field.Errorf(r.path, "must not be negative (0 keeps messages forever), got %v", r.d))
 		case r.d > 0 && r.d < horizon:
 			errs = append(errs, field.Errorf(r.path, "%v is shorter than a peer may still send a message again "+
-				"(%s %d x %s %v + %s %v = %v): a forward repeated after its purge would be delivered twice", r.d,
+				"(%s %d x %s %v + 2 x %s %v = %v): a forward repeated after its purge would be delivered twice", r.d,
 				field.Ref("ForwardMaxRetries"), c.ForwardMaxRetries, field.Ref("ForwardRetryInterval"), c.ForwardRetryInterval,
 				field.Ref("HTTPTimeout"), c.HTTPTimeout, horizon))
 		}

@@ -26,7 +26,7 @@ func TestValidateNamesConfigFields(t *testing.T) {
 		{"DeliveryRetryMax", func(c *switchboard.Config) { c.DeliveryRetryMax = time.Second },
 			"DeliveryRetryMax: must be at least DeliveryRetryMin (1m0s), got 1s"},
 		{"Retention", func(c *switchboard.Config) { c.Retention = time.Minute },
-			"(ForwardMaxRetries 50 x ForwardRetryInterval 5s + HTTPTimeout 5s = 4m15s)"},
+			"(ForwardMaxRetries 50 x ForwardRetryInterval 5s + 2 x HTTPTimeout 5s = 4m20s)"},
 		{"NatsStream", func(c *switchboard.Config) { c.NatsStream = "S" }, "NatsStream: given without NatsURL"},
 		{"NatsStream", func(c *switchboard.Config) {
 			c.Postgres, c.NatsURL, c.NatsStream = "postgres://db/x", "nats://n:4222", "a.b"
