@@ -33,8 +33,8 @@ type Worker struct {
 	sys  *actor.ActorSystem
 	wake *clock.Wakeup
 	core *Dispatcher
-	// offered is what the worker last put on the handover board.
-	offered offered
+	// seat is the worker's place on the handover board.
+	seat seat
 
 	// With the bus: the messages held while their work is under way, and
 	// the fetch out (at most one).
@@ -54,11 +54,6 @@ type Worker struct {
 	// smpp is an smpp frontend's client (nil for other modes, or when it
 	// could not start: the worker then claims nothing).
 	smpp *smppout.Client
-}
-
-type offered struct {
-	n     int
-	lease time.Duration
 }
 
 // Private messages of the worker.
@@ -130,6 +125,7 @@ func (w *Worker) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *actor.Started:
 		w.self, w.sys = c.Self(), c.ActorSystem()
+		w.seat = seat{board: w.d.Board, key: w.boardKey(), self: w.self, push: w.fe.Mode != messages.ModePull}
 		w.wake = clock.NewWakeup(w.d.Clock, func(uint64) { w.sys.Root.Send(w.self, wakeMsg{}) })
 		w.startSMPP()
 	case *actor.Stopping:
@@ -204,7 +200,7 @@ func (w *Worker) stopping(c actor.Context) {
 	}
 	w.apply(c, w.core.Stop())
 	w.closeSpans()
-	w.offer(offered{})
+	w.seat.offer(offered{})
 }
 
 // step starts the round the dispatcher asks for and arms the wake-up.
@@ -213,11 +209,7 @@ func (w *Worker) step() {
 	if w.d.Bus != nil {
 		w.core.SetBus(w.d.Bus.Up())
 	}
-	if w.d.Board != nil && w.fe.Mode != messages.ModePull {
-		// Only a push frontend's room counts what is owed (pushRoom); a
-		// pull worker spares the board's lock on every step.
-		w.core.Owe(w.d.Board.Owed(w.boardKey(), w.self))
-	}
+	w.seat.owe(w.core, now)
 	if r, ok := w.core.Next(now); ok {
 		go w.run(r)
 	}
@@ -240,18 +232,8 @@ func (w *Worker) step() {
 	// this instance's commits may hand it over too.
 	if w.fe.Mode == messages.ModePull || w.d.Fence == nil || w.d.Fence.IdlePoll() == 0 || w.d.Bus.Up() {
 		n, lease := w.core.Offer()
-		w.offer(offered{n: n, lease: lease})
+		w.seat.offer(offered{n: n, lease: lease})
 	}
-}
-
-// offer puts what the worker can take on the handover board, when it
-// changed.
-func (w *Worker) offer(o offered) {
-	if w.d.Board == nil || o == w.offered {
-		return
-	}
-	w.offered = o
-	w.d.Board.Offer(w.boardKey(), o.n, o.lease, w.self)
 }
 
 // boardKey is this worker's work on the handover board.
