@@ -188,8 +188,9 @@ func (d *Dispatcher) Kick() {
 
 // Owe says how many rows the handover board granted this worker that have
 // not come yet (handover.Board.Owed): a push frontend's claims and the bus's
-// room leave them their slots, so that MaxInFlight bounds the deliveries
-// under way however a handover and a claim race.
+// fetch room leave them their slots, so that MaxInFlight bounds the
+// deliveries under way however a handover and a claim race. Offer does not
+// take them off: the board does, when the offer is put on it.
 func (d *Dispatcher) Owe(n int) { d.owed = max(n, 0) }
 
 // pushRoom is a push frontend's free slots: MaxInFlight less the
@@ -531,17 +532,19 @@ func (d *Dispatcher) SetBus(up bool) {
 }
 
 // BusRoom is how many more messages to ask the bus for now: the free push
-// slots, or the pull room (pullRoom), less what is named or being claimed
-// already. None without the bus up, while draining or held.
+// slots (less the rows owed), or the pull room (pullRoom), less what is
+// named or being claimed already. None without the bus up, while draining
+// or held.
 func (d *Dispatcher) BusRoom() int {
-	n, _ := d.busRoom()
+	n, _ := d.busRoom(d.owed)
 	return n
 }
 
-// busRoom is BusRoom and the lease of the work that fills it: the push
-// lease, or the pull room's (pullRoom).
-func (d *Dispatcher) busRoom() (int, time.Duration) {
-	room, lease := d.pushRoom(), d.cfg.PushLease
+// busRoom is BusRoom with owed rows owed (a push frontend's), and the
+// lease of the work that fills it: the push lease, or the pull room's
+// (pullRoom). Offer passes 0: the board takes the debt off itself.
+func (d *Dispatcher) busRoom(owed int) (int, time.Duration) {
+	room, lease := d.cfg.MaxInFlight-len(d.inflight)-owed, d.cfg.PushLease
 	if d.cfg.Pull {
 		room, lease = d.pullRoom()
 		room = min(room, d.cfg.MaxClaim)
@@ -652,15 +655,16 @@ func (d *Dispatcher) pollRoom() (int, time.Duration) {
 const handFor = 100 * time.Millisecond
 
 // Offer is how many rows the dispatcher can take at once now, leased for
-// how long: the waiting polls' room (pull) or the free slots (push); none
-// while work may wait in the store (new work must not overtake it), while a
-// claim is out (it will serve them), while draining or held. The worker
-// puts it on the handover board.
+// how long: the waiting polls' room (pull) or the free slots (push; not
+// less the rows owed, Owe: handover.Board.Offer takes them off, once,
+// under its lock); none while work may wait in the store (new work must
+// not overtake it), while a claim is out (it will serve them), while
+// draining or held. The worker puts it on the handover board.
 func (d *Dispatcher) Offer() (int, time.Duration) {
 	if d.cfg.Bus && d.busUp {
 		// New work overtakes nothing waiting in the store: that is in the
 		// bus, whose messages share the room.
-		return d.busRoom()
+		return d.busRoom(0)
 	}
 	if d.draining || d.more || (d.round != nil && d.round.Claim != nil) {
 		return 0, 0
