@@ -21,7 +21,9 @@ import (
 // this instance's commits can hand to a ready worker at once is written
 // leased to it (and not relayed), so the hot path costs no bus round trip.
 // Both may fill the room at once, so a worker may have up to twice its
-// window under way for a moment; a pull worker keeps what the bus hands
+// window under way for a moment (the bus's fetch and the offer; not the
+// backstop's claim, which withdraws the offer and keeps its room out of
+// the next: seat.owe, busRoom); a pull worker keeps what the bus hands
 // out after the polls were answered as work at hand for the next poll
 // while its consumers are busy (Dispatcher.Named, pullRoom), rather than
 // naking it round the bus.

@@ -454,6 +454,25 @@ func (d *Dispatcher) Next(now time.Time) (*Round, bool) {
 	return r, true
 }
 
+// ClaimsRoom says whether the round Next(now) would start may claim a
+// push frontend's free slots: from the store, or the bus's backstop (not a
+// claim of what the bus named: its room was asked of the bus). The worker
+// then withdraws its handover offer as it reads what it is owed
+// (handover.Board.Withdraw), so that no room is both claimed and offered:
+// a grant between the two would be counted by neither. It may say yes
+// when Next then claims nothing (no free slot); never no when it claims
+// free slots.
+func (d *Dispatcher) ClaimsRoom(now time.Time) bool {
+	if d.cfg.Pull || d.held || d.draining || d.round != nil || now.Before(d.retryAt) {
+		return false
+	}
+	if d.cfg.Bus && d.busUp {
+		return len(d.named) == 0 && !now.Before(d.backstopAt) // claimOverdue
+	}
+	// claim; verdicts to record make Next look for more (d.more).
+	return len(d.pending) > 0 || d.more || (!d.nextDue.IsZero() && !d.nextDue.After(now))
+}
+
 // claim is the claim due now, or nil.
 func (d *Dispatcher) claim(now time.Time) *persistence.ClaimRequest {
 	if d.cfg.Bus && d.busUp {
@@ -542,9 +561,15 @@ func (d *Dispatcher) BusRoom() int {
 
 // busRoom is BusRoom with owed rows owed (a push frontend's), and the
 // lease of the work that fills it: the push lease, or the pull room's
-// (pullRoom). Offer passes 0: the board takes the debt off itself.
+// (pullRoom). Offer passes 0: the board takes the debt off itself. A push
+// frontend's room leaves the backstop's claim out its slots: it claims
+// them (a pull worker's is kept as it was: its room is the waiting polls,
+// not a bound, and work beyond them waits at hand for the next).
 func (d *Dispatcher) busRoom(owed int) (int, time.Duration) {
 	room, lease := d.cfg.MaxInFlight-len(d.inflight)-owed, d.cfg.PushLease
+	if d.round != nil && d.round.Claim != nil && d.round.Claim.IDs == nil {
+		room -= d.round.Claim.Limit
+	}
 	if d.cfg.Pull {
 		room, lease = d.pullRoom()
 		room = min(room, d.cfg.MaxClaim)

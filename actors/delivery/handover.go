@@ -30,10 +30,27 @@ type offered struct {
 }
 
 // owe tells a push frontend's dispatcher what the board owes it, before
-// its round (Next). A pull worker spares the board's lock: only a push
-// frontend's room counts what is owed (pushRoom).
+// its round (Next). When the round may claim its free slots
+// (Dispatcher.ClaimsRoom) the worker's offer is withdrawn in the same lock
+// as the debt is read (handover.Board.Withdraw): a grant then comes
+// either before, and the claim leaves its rows their slots, or after, and
+// finds no offer. The offer that follows the round (offer) offers again
+// what the claim left. Reading the debt and withdrawing after the round
+// let a grant fall between them, counted by neither the claim nor the
+// debt (a claim of 5 and a grant of 5: 10 of 5 under way).
+//
+// A pull worker spares the board's lock: only a push frontend's room
+// counts what is owed (pushRoom). Its offer may be granted while its
+// claim is made too, as before: its room is the waiting polls, not a
+// bound, it never counted what it is owed, and rows beyond the polls wait
+// at hand for the next (Dispatcher.serve).
 func (s *seat) owe(d *Dispatcher, now time.Time) {
 	if s.board == nil || !s.push {
+		return
+	}
+	if d.ClaimsRoom(now) {
+		s.offered = offered{}
+		d.Owe(s.board.Withdraw(s.key, s.self))
 		return
 	}
 	d.Owe(s.board.Owed(s.key, s.self))

@@ -203,7 +203,10 @@ func (w *Worker) stopping(c actor.Context) {
 	w.seat.offer(offered{})
 }
 
-// step starts the round the dispatcher asks for and arms the wake-up.
+// step starts the round the dispatcher asks for and arms the wake-up. Its
+// board calls bracket the round: the debt (and, before a claim of the free
+// slots, the offer's withdrawal) before it, the offer of what is left after
+// it (seat).
 func (w *Worker) step() {
 	now := w.d.Clock.Now()
 	if w.d.Bus != nil {

@@ -19,6 +19,14 @@
 // will (its commit failed, or stored none of the rows), which offers the
 // room it took again: the worker's room did not change, so the worker
 // would not offer it again itself.
+//
+// A worker's offer is its room before what it is owed: the board takes the
+// debt off, once, under its lock (Offer). Room is never both claimed and
+// offered: a worker about to claim its room from the store withdraws its
+// offer and reads what it is owed in one call (Withdraw), sizes its claim
+// to leave the debt its room, and offers again what the claim left. (Read
+// then withdrawn in two calls, a grant could fall between them and be
+// counted neither by the claim nor by the debt.)
 package handover
 
 import (
@@ -73,9 +81,7 @@ func (b *Board) Offer(k Key, n int, lease time.Duration, to *actor.PID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if n <= 0 {
-		if o, ok := b.offers[k]; ok && same(o.to, to) {
-			delete(b.offers, k)
-		}
+		b.withdraw(k, to)
 		return
 	}
 	if ow, ok := b.owed[k]; ok && !same(ow.to, to) {
@@ -111,6 +117,31 @@ func (b *Board) Owed(k Key, to *actor.PID) int {
 		return ow.n
 	}
 	return 0
+}
+
+// Withdraw withdraws the offer of the worker at to for k (not another
+// worker's) and says how many rows of k's work the board granted it that
+// it has not received yet, under one lock: a grant comes either before,
+// and is in what it is owed, or after, and finds no offer. A worker about
+// to claim its room calls it, so that no room is both claimed and granted
+// (the claim leaves what it is owed its room; Owed then Offer(0) would let
+// a grant fall between them, counted by neither); it offers what is left
+// after the claim again.
+func (b *Board) Withdraw(k Key, to *actor.PID) (owed int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.withdraw(k, to)
+	if ow := b.owed[k]; same(ow.to, to) {
+		return ow.n
+	}
+	return 0
+}
+
+// withdraw deletes k's offer if it is to's.
+func (b *Board) withdraw(k Key, to *actor.PID) {
+	if o, ok := b.offers[k]; ok && same(o.to, to) {
+		delete(b.offers, k)
+	}
 }
 
 // Settle ends n rows of what the board granted from k's offers to the

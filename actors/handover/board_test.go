@@ -162,3 +162,43 @@ func TestBoardRefundOffersTheRoomAgain(t *testing.T) {
 		t.Fatalf("took %d (to %v) after the replaced worker's refund, want the new worker's 5", n, to)
 	}
 }
+
+// TestBoardWithdrawSaysWhatIsOwed: a worker about to claim its room
+// withdraws its offer and learns what it is owed at once, so a grant is
+// either in the debt or not made; a refund afterwards offers nothing (the
+// worker offers what the claim left itself). Another worker's offer is not
+// withdrawn, and a replaced worker is owed nothing.
+func TestBoardWithdrawSaysWhatIsOwed(t *testing.T) {
+	b := NewBoard()
+	k := Key{Kind: persistence.WorkDelivery, Target: "fe"}
+	w := &actor.PID{Id: "w"}
+	if n := b.Withdraw(k, w); n != 0 {
+		t.Fatalf("owed %d with no offer nor grant", n)
+	}
+	b.Offer(k, 5, time.Minute, w)
+	if n, _, _ := b.Take(k, 2); n != 2 {
+		t.Fatalf("took %d of 5", n)
+	}
+	if n := b.Withdraw(k, w); n != 2 {
+		t.Fatalf("Withdraw says %d owed, want 2", n)
+	}
+	if n, _, _ := b.Take(k, 9); n != 0 {
+		t.Fatalf("took %d of a withdrawn offer", n)
+	}
+	b.Refund(k, w, 2)
+	if n, _, _ := b.Take(k, 9); n != 0 {
+		t.Fatalf("took %d after a refund to a worker that withdrew", n)
+	}
+	if n := b.Owed(k, w); n != 0 {
+		t.Fatalf("owed %d after the refund", n)
+	}
+
+	old, cur := &actor.PID{Id: "old"}, &actor.PID{Id: "new"}
+	b.Offer(k, 3, time.Minute, cur)
+	if n := b.Withdraw(k, old); n != 0 {
+		t.Fatalf("a replaced worker is owed %d", n)
+	}
+	if n, _, to := b.Take(k, 9); n != 3 || to != cur {
+		t.Fatalf("took %d (to %v) after a replaced worker withdrew, want the new worker's 3", n, to)
+	}
+}
