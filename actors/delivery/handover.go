@@ -56,6 +56,14 @@ func (s *seat) owe(d *Dispatcher, now time.Time) {
 	d.Owe(s.board.Owed(s.key, s.self))
 }
 
+// forget drops what an earlier worker with this PID offered and was owed
+// (handover.Board.Forget): the worker starts with nothing under way.
+func (s *seat) forget() {
+	if s.board != nil {
+		s.board.Forget(s.key, s.self)
+	}
+}
+
 // offer puts what the worker can take on the board, when it changed.
 func (s *seat) offer(o offered) {
 	if s.board == nil || o == s.offered {

@@ -126,6 +126,7 @@ func (w *Worker) Receive(c actor.Context) {
 	case *actor.Started:
 		w.self, w.sys = c.Self(), c.ActorSystem()
 		w.seat = seat{board: w.d.Board, key: w.boardKey(), self: w.self, push: w.fe.Mode != messages.ModePull}
+		w.seat.forget()
 		w.wake = clock.NewWakeup(w.d.Clock, func(uint64) { w.sys.Root.Send(w.self, wakeMsg{}) })
 		w.startSMPP()
 	case *actor.Stopping:

@@ -133,6 +133,11 @@ func (q *Queue) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *actor.Started:
 		q.self, q.parent, q.sys = c.Self(), c.Parent(), c.ActorSystem()
+		if q.cfg.Board != nil {
+			// A queue spawned for a peer that was gone has the PID of the
+			// one before it (handover.Board.Forget).
+			q.cfg.Board.Forget(handover.Key{Kind: persistence.WorkForward, Target: q.cfg.Peer}, q.self)
+		}
 		q.wake = clock.NewWakeup(q.cfg.Clock, func(uint64) { q.sys.Root.Send(q.self, tick{}) })
 		q.schedule()
 		// Until the peer actor says otherwise the peer is not healthy: its

@@ -137,6 +137,21 @@ func (b *Board) Withdraw(k Key, to *actor.PID) (owed int) {
 	return 0
 }
 
+// Forget drops what the worker at to offered for k and what it is owed: a
+// worker starting (a new one, or one restarted) says so. A worker spawned
+// under the name of one that stopped has its PID (a peer's forward queue
+// always has), and the Work sent to the stopped one is gone with its
+// mailbox: what it was owed would never be settled, and the new worker's
+// room would stay that much smaller for good.
+func (b *Board) Forget(k Key, to *actor.PID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.withdraw(k, to)
+	if ow, ok := b.owed[k]; ok && same(ow.to, to) {
+		delete(b.owed, k)
+	}
+}
+
 // withdraw deletes k's offer if it is to's.
 func (b *Board) withdraw(k Key, to *actor.PID) {
 	if o, ok := b.offers[k]; ok && same(o.to, to) {

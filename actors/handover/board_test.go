@@ -202,3 +202,35 @@ func TestBoardWithdrawSaysWhatIsOwed(t *testing.T) {
 		t.Fatalf("took %d (to %v) after a replaced worker withdrew, want the new worker's 3", n, to)
 	}
 }
+
+// TestBoardForgetsAWorkerStartedUnderTheSamePID: a worker started under
+// the PID of one that stopped (whose Work went with its mailbox) is owed
+// nothing and has no offer standing until it offers.
+func TestBoardForgetsAWorkerStartedUnderTheSamePID(t *testing.T) {
+	b := NewBoard()
+	k := Key{Kind: persistence.WorkForward, Target: "dc2"}
+	w := &actor.PID{Id: "peers/dc2/forward"}
+	b.Offer(k, 8, time.Minute, w)
+	if n, _, _ := b.Take(k, 3); n != 3 {
+		t.Fatalf("took %d of 8", n)
+	}
+	// The queue stops; its successor has the same PID.
+	again := &actor.PID{Id: "peers/dc2/forward"}
+	b.Forget(k, again)
+	if n := b.Owed(k, again); n != 0 {
+		t.Fatalf("the new queue is owed %d of its predecessor's grants", n)
+	}
+	if n, _, _ := b.Take(k, 9); n != 0 {
+		t.Fatalf("took %d from the stopped queue's offer", n)
+	}
+	b.Offer(k, 8, time.Minute, again)
+	if n, _, _ := b.Take(k, 9); n != 8 {
+		t.Fatalf("took %d of the new queue's 8", n)
+	}
+	// Another worker's standing is not touched.
+	other := &actor.PID{Id: "other"}
+	b.Forget(k, other)
+	if n := b.Owed(k, again); n != 8 {
+		t.Fatalf("forgetting another worker dropped this one's debt: %d", n)
+	}
+}
