@@ -139,31 +139,29 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 	// acceptRounds of that, AcceptResults reports what is still missing.
 	run := func(ctx context.Context, q conn) error {
 		stored := map[string]messages.Message{}
-		for range acceptRounds {
-			var missing []string
-			for _, id := range ids {
+		// missing are the entries neither created nor read yet.
+		missing := func() (at []int, of []string) {
+			for k, id := range ids {
 				_, made := created[id]
 				if _, ok := stored[id]; !made && !ok {
-					missing = append(missing, id)
+					at, of = append(at, k), append(of, id)
 				}
 			}
-			if len(missing) == 0 {
+			return at, of
+		}
+		for range acceptRounds {
+			_, taken := missing()
+			if len(taken) == 0 {
 				break
 			}
-			found, err := s.messagesByID(ctx, q, missing)
+			found, err := s.messagesByID(ctx, q, taken)
 			if err != nil {
 				return err
 			}
 			for _, m := range found {
 				stored[m.ID] = m
 			}
-			var gone []int
-			for k, id := range ids {
-				_, made := created[id]
-				if _, ok := stored[id]; !made && !ok {
-					gone = append(gone, k)
-				}
-			}
+			gone, _ := missing()
 			if len(gone) == 0 {
 				break
 			}
