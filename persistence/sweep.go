@@ -87,6 +87,13 @@ type PurgeRequest struct {
 	Before map[messages.State]time.Time
 	// Limit bounds one call (> 0); callers loop until fewer come back.
 	Limit int
+	// Seen holds, for a purge by ids, each message's history as the caller
+	// read it (Purgeable), by its length: a message that changed since (a
+	// resting message changes only by a history entry: a receipt, a late
+	// report, a resubmit) is kept. Its call record was written from that
+	// read, and an entry recorded meanwhile would be missing from it; the
+	// next pass writes it again.
+	Seen map[string]int
 }
 
 // Purged is one message Purge deleted.
@@ -97,11 +104,15 @@ type Purged struct {
 
 // Purge deletes a message that came to rest (Resting) before its state's
 // cutoff in req and has no outbox row left: a report owed to its origin
-// (status work), or any other work, keeps it, whatever its age. Its history
-// and ledger entries go with it.
+// (status work), or any other work, keeps it, whatever its age; so does
+// a change since req.Seen says it was read. Its history and ledger
+// entries go with it.
 func Purge(l *Loaded, c *Changes, m *Row, req PurgeRequest) bool {
 	cut, ok := req.Before[m.State]
 	if !ok || !Resting(m.State) || m.FinalizedAt == nil || !m.FinalizedAt.Before(Normalize(cut)) || len(l.Work[m.ID]) > 0 {
+		return false
+	}
+	if n, ok := req.Seen[m.ID]; ok && m.HistoryLen != n {
 		return false
 	}
 	c.Purged = append(c.Purged, m)

@@ -224,8 +224,10 @@ func (c *Cleaner) purge(req persistence.PurgeRequest) (found int, purged []persi
 	}
 	recs := make([]Record, len(msgs))
 	ids := make([]string, len(msgs))
+	req.Seen = make(map[string]int, len(msgs))
 	for i, m := range msgs {
 		recs[i], ids[i] = RecordOf(c.cfg.Node, m, req.Now), m.ID
+		req.Seen[m.ID] = len(m.History) // a message changed since its record was read is kept
 	}
 	if err := c.cfg.Records.Append(recs, req.Now); err != nil {
 		return len(msgs), nil, err

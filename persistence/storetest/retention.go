@@ -19,6 +19,7 @@ func retentionCases() []testCase {
 		{"ResubmitEndsTheRest", purgeAfterResubmit},
 		{"LimitAndGivenIDs", purgeLimitAndIDs},
 		{"PurgeableReadsWholeMessages", purgePurgeable},
+		{"AChangeSinceTheReadKeepsTheMessage", purgeSeen},
 		{"AnIDIsFreeAfterItsPurge", purgeFreesTheID},
 		{"RequestValidated", purgeValidated},
 		{"CountsFollowPurges", purgeCounts},
@@ -337,4 +338,34 @@ func purgeCompact(f *fixture) {
 	}
 	f.accept(at(11*hour), newMsg("pgk-after"))
 	f.wantState("pgk-after", messages.StatePending)
+}
+
+// A purge by ids with the history lengths its caller read (the cleaner,
+// which wrote the messages' call records from that read) keeps one that
+// changed since: a receipt recorded in between would be missing from its
+// record. The others go.
+func purgeSeen(f *fixture) {
+	f.accept(base, newMsg("pao-same"), newMsg("pao-receipt"))
+	f.claimDelivery(feA, ownerA, base, 10)
+	f.deliver(at(hour), "pao-same")
+	f.deliverSMSC(at(hour), "pao-receipt", "pao-x")
+	req := retention(at(10*hour), at(5*hour), at(5*hour))
+	read, err := f.store.Purgeable(f.ctx, req)
+	if err != nil || len(read) != 2 {
+		f.Fatalf("Purgeable: %d, %v", len(read), err)
+	}
+	req.Seen = map[string]int{}
+	var ids []string
+	for _, m := range read {
+		req.Seen[m.ID] = len(m.History)
+		ids = append(ids, m.ID)
+	}
+	f.receipts(at(9*hour), []persistence.Completion{persistence.Applied}, receipt(feA, "pao-x", "DELIVRD"))
+	f.wantIDs("purged", purgedIDs(f.purge(req, ids)), "pao-same")
+	f.wantGone("pao-same")
+	f.wantState("pao-receipt", messages.StateDelivered)
+	// Read again (its record written again), it goes.
+	m := f.get("pao-receipt")
+	req.Seen = map[string]int{m.ID: len(m.History)}
+	f.wantIDs("purged after a new read", purgedIDs(f.purge(req, []string{m.ID})), "pao-receipt")
 }
