@@ -3,6 +3,7 @@ package intake
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -26,19 +27,45 @@ type entry struct {
 }
 
 // forwardReq collects the results of one AcceptForwards; it is answered
-// when its last message is settled (always within one commit).
+// once: with the results when its last message is settled, or with the
+// error of the first commit that failed. Its messages may be split over
+// two commits (Pipeline.Take cuts at MaxBatch), which settle it from their
+// own goroutines, at once when several commits are out; its Reply channel
+// takes one answer, so a second would block a commit's goroutine for good
+// once the gateway stopped waiting (the peer's timeout ended the request),
+// and with it the intake's pipeline.
 type forwardReq struct {
-	m       *messages.AcceptForwards
-	results []messages.ForwardResult
-	left    int
+	m        *messages.AcceptForwards
+	mu       sync.Mutex
+	results  []messages.ForwardResult
+	left     int
+	answered bool
 }
 
+// settle records message i's result; the last one answers the request.
 func (f *forwardReq) settle(i int, r messages.ForwardResult) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.answered {
+		return
+	}
 	f.results[i] = r
-	f.left--
-	if f.left == 0 {
+	if f.left--; f.left == 0 {
+		f.answered = true
 		f.m.Reply <- messages.AcceptForwardsReply{Results: f.results}
 	}
+}
+
+// fail answers the request with err, unless it was answered (the origin
+// sends the whole request again; what was stored answers as duplicates).
+func (f *forwardReq) fail(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.answered {
+		return
+	}
+	f.answered = true
+	f.m.Reply <- messages.AcceptForwardsReply{Err: err}
 }
 
 // statusReq is one ApplyStatuses of a group commit: a peer's reports on
@@ -131,14 +158,12 @@ func (p *Pipeline) Drop() ([]entry, []*statusReq) {
 
 // failAll answers every entry and report not answered yet with err.
 func failAll(batch []entry, reports []*statusReq, err error) {
-	failed := map[*forwardReq]bool{}
 	for _, e := range batch {
 		switch {
 		case e.sub != nil:
 			e.sub.Reply <- messages.SubmitReply{Err: err}
-		case e.fwd != nil && !failed[e.fwd] && e.fwd.left > 0:
-			failed[e.fwd] = true
-			e.fwd.m.Reply <- messages.AcceptForwardsReply{Err: err}
+		case e.fwd != nil:
+			e.fwd.fail(err)
 		}
 	}
 	for _, r := range reports {

@@ -233,3 +233,62 @@ func TestHandOverSettlesEveryGrant(t *testing.T) {
 		t.Errorf("se offers %d after the refunds, want 10", n)
 	}
 }
+
+// TestForwardRequestSplitOverCommitsIsAnsweredOnce: a peer's forward
+// request whose messages two commits share (Take cuts at MaxBatch) is
+// answered once. When both commits fail, the second does not block its
+// goroutine on the request's one-answer Reply channel (nobody reads it
+// once the peer's timeout ended the request); when both succeed, from
+// goroutines of their own, the one answer holds every result.
+func TestForwardRequestSplitOverCommitsIsAnsweredOnce(t *testing.T) {
+	split := func() (chan messages.AcceptForwardsReply, *Batch, *Batch) {
+		reply := make(chan messages.AcceptForwardsReply, 1) // as the gateway makes it
+		m := &messages.AcceptForwards{From: "a", Reply: reply,
+			Forwards: []messages.Forward{{ID: "x", SourceSMSC: "a"}, {ID: "y", SourceSMSC: "a"}}}
+		p := Pipeline{Depth: 2, MaxBatch: 1}
+		p.Forwards(m)
+		e1, _, _ := p.Take()
+		e2, _, _ := p.Take()
+		work := &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: "fe"}
+		return reply, &Batch{entries: e1, from: []int{0}, Stored: []persistence.NewMessage{{ID: "x", Work: work}}},
+			&Batch{entries: e2, from: []int{0}, Stored: []persistence.NewMessage{{ID: "y", Work: work}}}
+	}
+	settled := func(b *Batch, w persistence.Written, err error) chan struct{} {
+		done := make(chan struct{})
+		go func() { b.settle(w, err); close(done) }()
+		return done
+	}
+	wait := func(what string, done chan struct{}) {
+		t.Helper()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: the commit's settle is blocked sending a second answer", what)
+		}
+	}
+
+	reply, b1, b2 := split()
+	wait("first failed commit", settled(b1, persistence.Written{}, errors.New("store timeout")))
+	wait("second failed commit", settled(b2, persistence.Written{}, errors.New("store timeout")))
+	if r := <-reply; r.Err == nil {
+		t.Errorf("the failed request was answered %+v, want its error", r)
+	}
+	select {
+	case r := <-reply:
+		t.Errorf("a second answer: %+v", r)
+	default:
+	}
+
+	reply, b1, b2 = split()
+	accepted := func(id string) persistence.Written {
+		return persistence.Written{Accepted: []persistence.Accepted{{Created: true,
+			Message: messages.Message{ID: id, SourceSMSC: "a", State: messages.StatePending}}}}
+	}
+	d1, d2 := settled(b1, accepted("x"), nil), settled(b2, accepted("y"), nil)
+	wait("first commit", d1)
+	wait("second commit", d2)
+	r := <-reply
+	if r.Err != nil || len(r.Results) != 2 || r.Results[0].ID != "x" || r.Results[1].ID != "y" || r.Results[0].Error != nil || r.Results[1].Error != nil {
+		t.Errorf("the request stored by two commits was answered %+v", r)
+	}
+}
