@@ -544,7 +544,8 @@ func messageRefusal(err error) (*messages.Error, bool) {
 }
 
 // Forward implements transport.Peer. With batch it sends forward_batch
-// requests of at most MaxForwardBatch messages; without, one forward
+// requests of at most MaxForwardBatch messages and MaxBody bytes (the
+// peer's bound on a request, forwardChunks); without, one forward
 // request per message, SingleConcurrency at a time. A message the peer
 // refuses (a 4xx about the message) gets its result's Error; any other
 // failure of any request fails the whole call, even when some messages
@@ -557,8 +558,8 @@ func (c *PeerClient) Forward(ctx context.Context, addr string, batch bool, fs []
 	}
 	results := make([]messages.ForwardResult, len(fs))
 	if batch {
-		for lo := 0; lo < len(fs); lo += messages.MaxForwardBatch {
-			hi := min(lo+messages.MaxForwardBatch, len(fs))
+		for _, ch := range forwardChunks(fs, MaxBody) {
+			lo, hi := ch[0], ch[1]
 			var out messages.ForwardBatchReply
 			if err := c.call(ctx, key, want, pathForwardBat, messages.ForwardBatch{Messages: fs[lo:hi]}, &out); err != nil {
 				var ce *transport.CallError
@@ -593,6 +594,47 @@ func (c *PeerClient) Forward(ctx context.Context, addr string, batch bool, fs []
 		return nil, err
 	}
 	return results, nil
+}
+
+// forwardChunks splits fs into the [lo, hi) ranges of forward_batch
+// requests: at most MaxForwardBatch messages, and a request body of at most
+// limit bytes, so that the peer does not refuse it (413 body_too_large: a
+// batch refused whole would be sent again whole, and fail for good). A
+// message's size is bounded without encoding it (its body written as
+// escapes, six bytes a byte, and the rest of the document); only when the
+// bounds of a batch could pass the limit are its messages encoded and
+// measured. One message always fits: a body is at most 64 KiB.
+func forwardChunks(fs []messages.Forward, limit int) [][2]int {
+	const envelope = len(`{"messages":[]}`)
+	const rest = 2048 // a message's document besides its body, more than enough
+	bound := envelope
+	for _, f := range fs {
+		bound += 6*(len(f.Body)+len(f.Binary)) + rest + 1
+	}
+	size := func(int) int { return 0 } // all of fs fits: only the count splits
+	if bound > limit {
+		sizes := make([]int, len(fs))
+		for i, f := range fs {
+			b, err := json.Marshal(f)
+			if err != nil {
+				sizes[i] = bound // not encodable: its own request, which reports the error
+				continue
+			}
+			sizes[i] = len(b) + 1 // and a comma
+		}
+		size = func(i int) int { return sizes[i] }
+	}
+	var out [][2]int
+	for lo := 0; lo < len(fs); {
+		hi, n := lo, envelope
+		for hi < len(fs) && hi-lo < messages.MaxForwardBatch && (hi == lo || n+size(hi) <= limit) {
+			n += size(hi)
+			hi++
+		}
+		out = append(out, [2]int{lo, hi})
+		lo = hi
+	}
+	return out
 }
 
 // Status implements transport.Peer: delivery_status_batch requests of at

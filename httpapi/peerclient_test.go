@@ -369,6 +369,45 @@ func TestPeerClientForward(t *testing.T) {
 	})
 }
 
+// TestPeerClientForwardBatchFitsTheBodyLimit: a batch whose messages
+// together pass the peer's 1 MiB request bound (bodies of 64 KiB of '<',
+// six bytes each in JSON) goes in several forward_batch requests that
+// each fit, and every message is accepted (one request would be refused
+// whole with 413 body_too_large, and the same batch sent again and again).
+func TestPeerClientForwardBatchFitsTheBodyLimit(t *testing.T) {
+	st := newPeerSetup(t, true)
+	c := st.client(t, false)
+	ids := make([]string, 12)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("big-%02d", i)
+	}
+	fs := forwards(ids...)
+	for i := range fs {
+		fs[i].Body = strings.Repeat("<", messages.MaxBodyLen)
+	}
+	res, err := c.Forward(ctxT(t), st.addr, true, fs)
+	if err != nil {
+		t.Fatalf("Forward of %d messages of %d bytes: %v", len(fs), messages.MaxBodyLen, err)
+	}
+	for i, r := range res {
+		if r.ID != fs[i].ID || r.Error != nil {
+			t.Errorf("result %d: %+v", i, r)
+		}
+	}
+	if n := st.hits.count(pathForwardBat); n < 5 {
+		t.Errorf("forward_batch requests = %d: one request would be over the limit", n)
+	}
+	// Small messages still go in one request.
+	for _, ch := range [][]messages.Forward{forwards("s-1", "s-2", "s-3")} {
+		if got := forwardChunks(ch, MaxBody); len(got) != 1 || got[0] != [2]int{0, 3} {
+			t.Errorf("forwardChunks of 3 small messages = %v", got)
+		}
+	}
+	if got := forwardChunks(make([]messages.Forward, messages.MaxForwardBatch+1), MaxBody); len(got) != 2 {
+		t.Errorf("forwardChunks of %d messages = %v, want 2 requests", messages.MaxForwardBatch+1, got)
+	}
+}
+
 func TestPeerClientStatus(t *testing.T) {
 	st := newPeerSetup(t, true)
 	c := st.client(t, false)
