@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -110,6 +111,10 @@ type fedBackend struct {
 	// holds calls until it is closed or their context ends.
 	entered chan string
 	block   chan struct{}
+
+	// reorder answers a forward batch's results in reverse order (a peer
+	// breaking the protocol).
+	reorder bool
 
 	calls    []string // "<kind> from <node>"
 	stored   []string // forward ids accepted
@@ -223,6 +228,9 @@ func (b *fedBackend) FederationForward(ctx context.Context, from string, fs []me
 			continue
 		}
 		b.stored = append(b.stored, f.ID)
+	}
+	if b.reorder {
+		slices.Reverse(out)
 	}
 	return out, nil
 }

@@ -576,6 +576,14 @@ func (c *PeerClient) Forward(ctx context.Context, addr string, batch bool, fs []
 			if len(out.Results) != hi-lo {
 				return nil, fmt.Errorf("%s answered %d results for %d forwards", addr, len(out.Results), hi-lo)
 			}
+			for i, r := range out.Results {
+				// The results are in input order (the protocol); one that
+				// names another message would have its verdict recorded on
+				// the wrong one.
+				if r.ID != fs[lo+i].ID {
+					return nil, fmt.Errorf("%s answered result %d for message %q, want %q (results must be in input order)", addr, i, r.ID, fs[lo+i].ID)
+				}
+			}
 			copy(results[lo:hi], out.Results)
 		}
 		return results, nil
@@ -586,6 +594,9 @@ func (c *PeerClient) Forward(ctx context.Context, addr string, batch bool, fs []
 		if e, ok := messageRefusal(err); ok {
 			results[i] = messages.ForwardResult{ForwardReply: messages.ForwardReply{ID: fs[i].ID}, Error: e}
 			return nil
+		}
+		if err == nil && out.ID != fs[i].ID {
+			return fmt.Errorf("%s answered the forward of %q for message %q", addr, fs[i].ID, out.ID)
 		}
 		results[i] = messages.ForwardResult{ForwardReply: out}
 		return err

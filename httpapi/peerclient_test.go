@@ -359,6 +359,15 @@ func TestPeerClientForward(t *testing.T) {
 		_, err = c.Forward(ctx, st.addr, true, forwards("m-1", "m-2", "m-3", "m-4"))
 		wantCallError(t, "Forward batch", err, 503, messages.CodeUnavailable, transport.Unavailable)
 	})
+	t.Run("results out of input order fail the call", func(t *testing.T) {
+		// Each verdict would be recorded on another message.
+		st.b.set(func(b *fedBackend) { b.reorder = true })
+		defer st.b.set(func(b *fedBackend) { b.reorder = false })
+		_, err := c.Forward(ctx, st.addr, true, forwards("m-1", "m-2", "m-3"))
+		if err == nil || !strings.Contains(err.Error(), "input order") {
+			t.Errorf("Forward batch answered out of order: %v, want an error", err)
+		}
+	})
 	t.Run("a refusal of the caller fails the call", func(t *testing.T) {
 		// unknown_peer is about us, not the message: the whole call fails
 		// (and is retried) rather than each message failing for good.
