@@ -77,12 +77,17 @@ func (g *gateway) FederationForward(ctx context.Context, from string, fs []messa
 	if err := n.roomForNew(); err != nil {
 		return nil, err
 	}
-	if n.inflight.Add(int64(len(fs))) > int64(n.cfg.MaxPendingSubmits) {
-		n.inflight.Add(-int64(len(fs)))
+	// A batch is admitted while fewer than MaxPendingSubmits messages
+	// wait, and always when none does: a peer's batch larger than the
+	// bound (its forward batches are up to 256) would otherwise be
+	// refused every time it is sent, and its messages fail for good.
+	k := int64(len(fs))
+	if now := n.inflight.Add(k); now > int64(n.cfg.MaxPendingSubmits) && now != k {
+		n.inflight.Add(-k)
 		return nil, messages.Errorf(messages.CodeOverloaded,
 			"more than %d messages are waiting for their commit; retry shortly", n.cfg.MaxPendingSubmits)
 	}
-	defer n.inflight.Add(-int64(len(fs)))
+	defer n.inflight.Add(-k)
 	// The peer's traceparent is never kept: a message keeps its receipt's
 	// span here (its later spans on this node are children of it), or
 	// nothing without tracing.

@@ -388,3 +388,33 @@ func scrape(t *testing.T, h *harness) string {
 	}
 	return string(body)
 }
+
+// TestFederationBatchLargerThanThePeersAdmission: a forward batch larger
+// than the receiver's --max-pending-submits is admitted when nothing else
+// waits there (refused each time, it would never get in, and its messages
+// would fail for good once the forward timeout ran out).
+func TestFederationBatchLargerThanThePeersAdmission(t *testing.T) {
+	fn := newFedNet()
+	a := startFed(t, fn, fedConfig(t, fn, "a", "b"))
+	cfgB := fedConfig(t, fn, "b", "a")
+	cfgB.MaxPendingSubmits = 2
+	b := startFed(t, fn, cfgB)
+	b.pullFrontend("fe-b", "2")
+	a.waitPeer("b", messages.PeerHealthy)
+	a.routeWhenKnown("2", "fe-b")
+
+	// Queued during a cut, the messages go in one batch once it heals.
+	fn.setCut("a", "b", true)
+	a.waitPeer("b", messages.PeerUnhealthy)
+	var ids []string
+	for i := range 12 {
+		ids = append(ids, a.submitAs(fmt.Sprintf("big-%d", i), "2555", messages.StateForwardQueued))
+	}
+	fn.setCut("a", "b", false)
+	for _, id := range ids {
+		a.waitState(id, messages.StateForwarded)
+	}
+	if m := b.message(ids[0]); m.State != messages.StatePending {
+		t.Fatalf("%s at b: %s, want pending", ids[0], m.State)
+	}
+}
