@@ -692,7 +692,7 @@ func TestCancelledCallerFailsOnlyItself(t *testing.T) {
 		long <- s.write(cctx, "long", func(tx querier) error {
 			time.AfterFunc(20*time.Millisecond, cancel) // while the statement runs
 			_, err := tx.ExecContext(cctx, `INSERT INTO routes (prefix, frontend, updated_at)
-				WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < 1000000) SELECT 'p'||x, 'fe', 0 FROM c`)
+				WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < 200000) SELECT 'p'||x, 'fe', 0 FROM c`)
 			return err
 		})
 	}()
