@@ -195,7 +195,10 @@ func (d *Dispatcher) Owe(n int) { d.owed = max(n, 0) }
 
 // pushRoom is a push frontend's free slots: MaxInFlight less the
 // deliveries under way and the rows owed.
-func (d *Dispatcher) pushRoom() int { return d.cfg.MaxInFlight - len(d.inflight) - d.owed }
+func (d *Dispatcher) pushRoom() int { return d.slotsLess(d.owed) }
+
+// slotsLess is a push frontend's free slots less owed rows.
+func (d *Dispatcher) slotsLess(owed int) int { return d.cfg.MaxInFlight - len(d.inflight) - owed }
 
 // Hold stops (or resumes) claims for a push frontend that cannot take
 // deliveries now (an in-process frontend not registered yet).
@@ -566,7 +569,7 @@ func (d *Dispatcher) BusRoom() int {
 // them (a pull worker's is kept as it was: its room is the waiting polls,
 // not a bound, and work beyond them waits at hand for the next).
 func (d *Dispatcher) busRoom(owed int) (int, time.Duration) {
-	room, lease := d.cfg.MaxInFlight-len(d.inflight)-owed, d.cfg.PushLease
+	room, lease := d.slotsLess(owed), d.cfg.PushLease
 	if d.round != nil && d.round.Claim != nil && d.round.Claim.IDs == nil {
 		room -= d.round.Claim.Limit
 	}

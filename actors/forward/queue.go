@@ -136,7 +136,7 @@ func (q *Queue) Receive(c actor.Context) {
 		if q.cfg.Board != nil {
 			// A queue spawned for a peer that was gone has the PID of the
 			// one before it (handover.Board.Forget).
-			q.cfg.Board.Forget(handover.Key{Kind: persistence.WorkForward, Target: q.cfg.Peer}, q.self)
+			q.cfg.Board.Forget(q.boardKey(), q.self)
 		}
 		q.wake = clock.NewWakeup(q.cfg.Clock, func(uint64) { q.sys.Root.Send(q.self, tick{}) })
 		q.schedule()
@@ -278,7 +278,12 @@ func (q *Queue) offer(n int) {
 		return
 	}
 	q.offered = n
-	q.cfg.Board.Offer(handover.Key{Kind: persistence.WorkForward, Target: q.cfg.Peer}, n, q.lease(), q.self)
+	q.cfg.Board.Offer(q.boardKey(), n, q.lease(), q.self)
+}
+
+// boardKey is this queue's work on the handover board.
+func (q *Queue) boardKey() handover.Key {
+	return handover.Key{Kind: persistence.WorkForward, Target: q.cfg.Peer}
 }
 
 // run does one store round: the results and the claims in one Write, each

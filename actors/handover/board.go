@@ -113,6 +113,11 @@ func (b *Board) Take(k Key, n int) (granted int, lease time.Duration, to *actor.
 func (b *Board) Owed(k Key, to *actor.PID) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.owedTo(k, to)
+}
+
+// owedTo is Owed under the board's lock.
+func (b *Board) owedTo(k Key, to *actor.PID) int {
 	if ow := b.owed[k]; same(ow.to, to) {
 		return ow.n
 	}
@@ -131,10 +136,7 @@ func (b *Board) Withdraw(k Key, to *actor.PID) (owed int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.withdraw(k, to)
-	if ow := b.owed[k]; same(ow.to, to) {
-		return ow.n
-	}
-	return 0
+	return b.owedTo(k, to)
 }
 
 // Forget drops what the worker at to offered for k and what it is owed: a
