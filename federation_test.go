@@ -150,6 +150,20 @@ func (h *harness) pollOne(fe string) messages.Outgoing {
 	return got[0]
 }
 
+// queueDuringCut cuts the link from h to peer and submits n messages for
+// the peer's prefix 2 (ids prefix-0, prefix-1, ...), each answered
+// forward_queued; the link stays cut.
+func (h *harness) queueDuringCut(fn *fedNet, peer, prefix string, n int) []string {
+	h.t.Helper()
+	fn.setCut(h.cfg.Name, peer, true)
+	h.waitPeer(peer, messages.PeerUnhealthy)
+	var ids []string
+	for i := range n {
+		ids = append(ids, h.submitAs(fmt.Sprintf("%s-%d", prefix, i), "2555", messages.StateForwardQueued))
+	}
+	return ids
+}
+
 func states(m messages.Message) []messages.State {
 	var out []messages.State
 	for _, e := range m.History {
@@ -194,12 +208,7 @@ func TestFederationQueuesDuringCutAndDrainsAfter(t *testing.T) {
 	a.waitPeer("b", messages.PeerHealthy)
 	a.routeWhenKnown("2", "fe-b")
 
-	fn.setCut("a", "b", true)
-	a.waitPeer("b", messages.PeerUnhealthy)
-	var ids []string
-	for i := range 20 {
-		ids = append(ids, a.submitAs(fmt.Sprintf("cut-%d", i), "2555", messages.StateForwardQueued))
-	}
+	ids := a.queueDuringCut(fn, "b", "cut", 20)
 	for _, id := range ids {
 		if m := a.message(id); m.State != messages.StateForwardQueued {
 			t.Fatalf("%s is %s during the cut, want forward_queued", id, m.State)
@@ -404,12 +413,7 @@ func TestFederationBatchLargerThanThePeersAdmission(t *testing.T) {
 	a.routeWhenKnown("2", "fe-b")
 
 	// Queued during a cut, the messages go in one batch once it heals.
-	fn.setCut("a", "b", true)
-	a.waitPeer("b", messages.PeerUnhealthy)
-	var ids []string
-	for i := range 12 {
-		ids = append(ids, a.submitAs(fmt.Sprintf("big-%d", i), "2555", messages.StateForwardQueued))
-	}
+	ids := a.queueDuringCut(fn, "b", "big", 12)
 	fn.setCut("a", "b", false)
 	for _, id := range ids {
 		a.waitState(id, messages.StateForwarded)

@@ -125,11 +125,7 @@ func TestRecordsFailedWriteLosesNoRecord(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "cdr")
-			r, err := OpenRecords(path, 1<<20)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer r.Close()
+			r := openRecords(t, path, 1<<20)
 			now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 			purged := map[string]bool{}
 			appendBatch := func(ids ...string) error {
@@ -181,11 +177,7 @@ func TestRecordsFailedWriteLosesNoRecord(t *testing.T) {
 // failed Append is taken as written.
 func TestRecordsFailedSyncIsCut(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cdr")
-	r, err := OpenRecords(path, 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := openRecords(t, path, 1<<20)
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	r.f = &syncFails{File: r.f.(*os.File)}
 	if err := r.Append([]Record{testRecord("m1", now)}, now); !errors.Is(err, syscall.EIO) {
@@ -207,10 +199,7 @@ func TestRecordsReopenAfterFailedRotation(t *testing.T) {
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	setup := func(t *testing.T) (r *Records, path string, openFails *int) {
 		path = filepath.Join(t.TempDir(), "cdr")
-		r, err := OpenRecords(path, 800)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r = openRecords(t, path, 800)
 		if err := r.Append([]Record{testRecord("a", now)}, now); err != nil {
 			t.Fatal(err)
 		}
@@ -286,11 +275,7 @@ func TestRecordsReopenAfterFailedRotation(t *testing.T) {
 	// as it was; the next Append rotates.
 	t.Run("rename fails", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "cdr")
-		r, err := OpenRecords(path, 800)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
+		r := openRecords(t, path, 800)
 		if err := r.Append([]Record{testRecord("a", now)}, now); err != nil {
 			t.Fatal(err)
 		}
@@ -330,11 +315,7 @@ func TestRecordsAfterACrashMidLine(t *testing.T) {
 	if err := os.WriteFile(path, append(append(whole, '\n'), `{"record":"switchboard.cdr.v1","id":"m1","sou`...), 0o640); err != nil {
 		t.Fatal(err)
 	}
-	r, err := OpenRecords(path, 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := openRecords(t, path, 1<<20)
 	if err := r.Append([]Record{testRecord("m1", now), testRecord("m2", now)}, now); err != nil {
 		t.Fatal(err)
 	}
@@ -347,4 +328,16 @@ func TestRecordsAfterACrashMidLine(t *testing.T) {
 	if bad != 0 {
 		t.Errorf("%d lines are not a record: the part the crash left was not cut", bad)
 	}
+}
+
+// openRecords opens the record file at path for a test, closed when the
+// test ends (a Close of its own before that is fine).
+func openRecords(t *testing.T, path string, rotateBytes int64) *Records {
+	t.Helper()
+	r, err := OpenRecords(path, rotateBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	return r
 }

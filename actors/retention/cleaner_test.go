@@ -168,13 +168,7 @@ func (r *cleanerRig) gauge() float64 { return testutil.ToFloat64(r.metrics.eligi
 // leads, and runs the upkeep (the audit purge, Compact). Once records can
 // be written, purging resumes.
 func TestCleanerFailingBatchEndsItsPass(t *testing.T) {
-	recs, err := OpenRecords(filepath.Join(t.TempDir(), "cdr"), 1<<30)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer recs.Close()
-	disk := &fullFile{File: recs.f.(*os.File), room: 0}
-	recs.f = disk
+	recs, disk := fullRecords(t)
 	r := newCleanerRig(t, 200_000, recs)
 	interval := r.c.cfg.Policy.Interval()
 	const passes = 6
@@ -241,13 +235,7 @@ func TestCleanerStopsMidPassWhenNoLongerMaster(t *testing.T) {
 // once they can: its next pass asks first, and it no longer leads (else
 // two instances would purge, and both write records).
 func TestCleanerReplacedDuringFailureDoesNotPurge(t *testing.T) {
-	recs, err := OpenRecords(filepath.Join(t.TempDir(), "cdr"), 1<<30)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer recs.Close()
-	disk := &fullFile{File: recs.f.(*os.File), room: 0}
-	recs.f = disk
+	recs, disk := fullRecords(t)
 	r := newCleanerRig(t, 200_000, recs)
 	r.step(t)
 	r.step(t)
@@ -259,4 +247,14 @@ func TestCleanerReplacedDuringFailureDoesNotPurge(t *testing.T) {
 	if r.store.purges != 0 {
 		t.Errorf("a replaced master purged %d batches once its records could be written", r.store.purges)
 	}
+}
+
+// fullRecords is a record file on a disk with no room left (fullFile:
+// room -1 gives it back), closed when the test ends.
+func fullRecords(t *testing.T) (*Records, *fullFile) {
+	t.Helper()
+	recs := openRecords(t, filepath.Join(t.TempDir(), "cdr"), 1<<30)
+	disk := &fullFile{File: recs.f.(*os.File), room: 0}
+	recs.f = disk
+	return recs, disk
 }
