@@ -464,27 +464,56 @@ func (d *Dispatcher) Next(now time.Time) (*Round, bool) {
 // (handover.Board.Withdraw), so that no room is both claimed and offered:
 // a grant between the two would be counted by neither. It may say yes
 // when Next then claims nothing (no free slot); never no when it claims
-// free slots.
+// free slots. It asks claimFrom what Next asks it, so the two cannot
+// drift apart.
 func (d *Dispatcher) ClaimsRoom(now time.Time) bool {
-	if d.cfg.Pull || d.held || d.draining || d.round != nil || now.Before(d.retryAt) {
+	if d.cfg.Pull || d.held || d.round != nil || now.Before(d.retryAt) {
 		return false
 	}
-	if d.cfg.Bus && d.busUp {
-		return len(d.named) == 0 && !now.Before(d.backstopAt) // claimOverdue
+	// Verdicts to record make Next look for more (d.more).
+	src := d.claimFrom(now, d.more || len(d.pending) > 0)
+	return src == fromStore || src == fromOverdue
+}
+
+// source is where the claim due now comes from.
+type source int
+
+const (
+	noClaim     source = iota
+	fromNamed          // the messages the bus handed out (claimNamed)
+	fromOverdue        // the bus's backstop (claimOverdue)
+	fromStore          // due work in the store, for free slots or polls
+)
+
+// claimFrom says where the claim due now would come from, more being
+// whether work may be due at once (Dispatcher.more as Next sees it). It
+// changes nothing: a claim from the store or the backstop may still find
+// no room.
+func (d *Dispatcher) claimFrom(now time.Time, more bool) source {
+	switch {
+	case d.cfg.Bus && d.busUp && len(d.named) > 0:
+		return fromNamed
+	case d.draining:
+		return noClaim
+	case d.cfg.Bus && d.busUp:
+		if now.Before(d.backstopAt) {
+			return noClaim
+		}
+		return fromOverdue
+	case more || (!d.nextDue.IsZero() && !d.nextDue.After(now)):
+		return fromStore
 	}
-	// claim; verdicts to record make Next look for more (d.more).
-	return len(d.pending) > 0 || d.more || (!d.nextDue.IsZero() && !d.nextDue.After(now))
+	return noClaim
 }
 
 // claim is the claim due now, or nil.
 func (d *Dispatcher) claim(now time.Time) *persistence.ClaimRequest {
-	if d.cfg.Bus && d.busUp {
-		if req := d.claimNamed(now); req != nil {
-			return req
-		}
+	switch d.claimFrom(now, d.more) {
+	case fromNamed:
+		return d.claimNamed(now)
+	case fromOverdue:
 		return d.claimOverdue(now)
-	}
-	if d.draining || !(d.more || (!d.nextDue.IsZero() && !d.nextDue.After(now))) {
+	case noClaim:
 		return nil
 	}
 	req := &persistence.ClaimRequest{Kind: persistence.WorkDelivery, Target: d.cfg.Frontend, Owner: d.cfg.Owner, Now: now}
@@ -501,11 +530,8 @@ func (d *Dispatcher) claim(now time.Time) *persistence.ClaimRequest {
 	return req
 }
 
-// claimNamed is the claim of the messages the bus handed out, or nil.
+// claimNamed is the claim of the messages the bus handed out.
 func (d *Dispatcher) claimNamed(now time.Time) *persistence.ClaimRequest {
-	if len(d.named) == 0 {
-		return nil
-	}
 	req := &persistence.ClaimRequest{Kind: persistence.WorkDelivery, Target: d.cfg.Frontend, Owner: d.cfg.Owner, Now: now,
 		IDs: d.named, Limit: len(d.named), Lease: d.cfg.PushLease}
 	if d.cfg.Pull {
@@ -520,11 +546,8 @@ func (d *Dispatcher) claimNamed(now time.Time) *persistence.ClaimRequest {
 // claimOverdue is the bus's backstop: a claim from the store of work due
 // and unleased for BusOverdue (its bus message is late or lost), made as
 // if it were BusOverdue ago, so that it takes nothing the bus is about to
-// hand out. nil when it is not time, or there is no room.
+// hand out. nil when there is no room (claimFrom says when it is time).
 func (d *Dispatcher) claimOverdue(now time.Time) *persistence.ClaimRequest {
-	if d.draining || now.Before(d.backstopAt) {
-		return nil
-	}
 	// Its time has come whether or not there is room: without room it waits
 	// for the next (else the wake-up at its time would come back at once).
 	d.backstopAt = now.Add(d.cfg.BusBackstop)
