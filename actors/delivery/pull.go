@@ -1,6 +1,12 @@
 package delivery
 
-import "time"
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/switchboard-dev/switchboard/messages"
+)
 
 // Waiter is one long-poll waiting for messages.
 type Waiter[T any] struct {
@@ -76,4 +82,37 @@ func (w *Waiters[T]) NextDeadline() time.Time {
 		}
 	}
 	return next
+}
+
+// ack hands a pull frontend's verdicts to the dispatcher, first reading
+// (off the actor) the attempt counts that retries and attempt-naming
+// verdicts need.
+func (w *Worker) ack(c actor.Context, a *messages.Ack, now time.Time) {
+	var ids []string
+	for _, r := range a.Results {
+		if NeedsAttempts(r) {
+			ids = append(ids, r.ID)
+		}
+	}
+	if len(ids) == 0 {
+		w.apply(c, w.core.Ack(now, a, nil, nil, w.rng))
+		return
+	}
+	self, root := w.self, w.sys.Root
+	go func() {
+		defer w.recover()
+		res := &ackRead{ack: a, attempts: Attempts{}}
+		ctx, cancel := w.d.storeCtx()
+		defer cancel()
+		for _, id := range ids {
+			m, err := w.d.Store.GetMessage(ctx, id)
+			switch {
+			case err == nil:
+				res.attempts[id] = m.Attempts
+			case !isNotFound(err):
+				res.err = errUnavailable("cannot read message " + id)
+			}
+		}
+		root.Send(self, res)
+	}()
 }

@@ -11,7 +11,10 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/telemetry"
 )
 
 // Webhook POSTs messages to one frontend URL.
@@ -85,4 +88,21 @@ func transportReason(err error) string {
 		return "timeout"
 	}
 	return err.Error()
+}
+
+// sendWebhook makes one webhook call and sends its verdict to the worker.
+func (w *Worker) sendWebhook(out messages.Outgoing) {
+	ctx, cancel := context.WithTimeout(context.Background(), w.d.SendTimeout)
+	defer cancel()
+	var span trace.Span
+	if w.d.Tracing != nil && out.Trace != "" {
+		// The webhook's traceparent is this attempt's span.
+		span = w.attemptSpan(telemetry.SpanDeliverWebhook, out)
+		out.Trace = telemetry.Of(span)
+	}
+	r := Webhook{URL: w.fe.URL, Client: w.d.HTTPClient, Secret: w.fe.Secret, Now: w.d.Clock.Now}.Send(ctx, out)
+	if span != nil {
+		endAttempt(span, r.Status, r.Reason)
+	}
+	w.sys.Root.Send(w.self, &pushResult{id: out.ID, attempt: out.Attempt, result: r})
 }

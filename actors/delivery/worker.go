@@ -299,39 +299,6 @@ func (w *Worker) recover() {
 	}
 }
 
-// ack hands a pull frontend's verdicts to the dispatcher, first reading
-// (off the actor) the attempt counts that retries and attempt-naming
-// verdicts need.
-func (w *Worker) ack(c actor.Context, a *messages.Ack, now time.Time) {
-	var ids []string
-	for _, r := range a.Results {
-		if NeedsAttempts(r) {
-			ids = append(ids, r.ID)
-		}
-	}
-	if len(ids) == 0 {
-		w.apply(c, w.core.Ack(now, a, nil, nil, w.rng))
-		return
-	}
-	self, root := w.self, w.sys.Root
-	go func() {
-		defer w.recover()
-		res := &ackRead{ack: a, attempts: Attempts{}}
-		ctx, cancel := w.d.storeCtx()
-		defer cancel()
-		for _, id := range ids {
-			m, err := w.d.Store.GetMessage(ctx, id)
-			switch {
-			case err == nil:
-				res.attempts[id] = m.Attempts
-			case !isNotFound(err):
-				res.err = errUnavailable("cannot read message " + id)
-			}
-		}
-		root.Send(self, res)
-	}()
-}
-
 // apply carries out the dispatcher's effects.
 func (w *Worker) apply(c actor.Context, e Effects) {
 	now := w.d.Clock.Now()
@@ -392,65 +359,4 @@ func (w *Worker) start(c actor.Context, work []persistence.Work) {
 		}
 		go w.sendWebhook(out)
 	}
-}
-
-func (w *Worker) sendWebhook(out messages.Outgoing) {
-	ctx, cancel := context.WithTimeout(context.Background(), w.d.SendTimeout)
-	defer cancel()
-	var span trace.Span
-	if w.d.Tracing != nil && out.Trace != "" {
-		// The webhook's traceparent is this attempt's span.
-		span = w.attemptSpan(telemetry.SpanDeliverWebhook, out)
-		out.Trace = telemetry.Of(span)
-	}
-	r := Webhook{URL: w.fe.URL, Client: w.d.HTTPClient, Secret: w.fe.Secret, Now: w.d.Clock.Now}.Send(ctx, out)
-	if span != nil {
-		endAttempt(span, r.Status, r.Reason)
-	}
-	w.sys.Root.Send(w.self, &pushResult{id: out.ID, attempt: out.Attempt, result: r})
-}
-
-// smppHeldPoll is how often a worker held by an unbound smpp client looks
-// whether it bound (1 s: the bind's kick makes this a fallback).
-const smppHeldPoll = time.Second
-
-// startSMPP gets an smpp frontend's client (started, or kept from before
-// a restart of the worker).
-func (w *Worker) startSMPP() {
-	if w.fe.Mode != messages.ModeSMPP {
-		return
-	}
-	if w.d.SMPP == nil {
-		w.log.Error("smpp frontend without an SMPP client registry: nothing is delivered")
-		return
-	}
-	cl, err := w.d.SMPP.Get(w.fe)
-	if err != nil {
-		w.log.Error("smpp frontend cannot start: nothing is delivered", "err", err)
-		return
-	}
-	w.smpp = cl
-}
-
-// sendSMPP submits one message to the SMSC. An attempt that may send it
-// a second time (an earlier attempt left no verdict) is marked in its
-// history; for a message in retry that takes reading its last entry.
-func (w *Worker) sendSMPP(wk persistence.Work, out messages.Outgoing) {
-	ctx, cancel := context.WithTimeout(context.Background(), w.d.SendTimeout)
-	defer cancel()
-	var last *messages.HistoryEntry
-	if out.Attempt > 1 && wk.Message.State == messages.StateRetry {
-		if m, err := w.d.Store.GetMessage(ctx, wk.MessageID); err == nil && len(m.History) > 0 {
-			last = &m.History[len(m.History)-1]
-		}
-	}
-	var span trace.Span
-	if w.d.Tracing != nil && out.Trace != "" {
-		span = w.attemptSpan(telemetry.SpanDeliverSMPP, out)
-	}
-	r := w.smpp.Submit(ctx, out, smppout.ResendNote(out.Attempt, wk.Message.State, last))
-	if span != nil {
-		endAttempt(span, r.Status, r.Reason)
-	}
-	w.sys.Root.Send(w.self, &pushResult{id: out.ID, attempt: out.Attempt, result: r})
 }

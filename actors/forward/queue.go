@@ -2,71 +2,18 @@ package forward
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"runtime/debug"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-dev/switchboard/actors/handover"
 	"github.com/switchboard-dev/switchboard/actors/peer"
-	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
-	"github.com/switchboard-dev/switchboard/telemetry"
-	"github.com/switchboard-dev/switchboard/transport"
 )
-
-// Config is what a forward queue actor needs.
-type Config struct {
-	// Node is our name; Peer the peer this queue sends to (filled per
-	// peer; Validate does not require it).
-	Node, Peer string
-	// Owner names this instance on the leases it takes.
-	Owner     string
-	Store     persistence.Store
-	Transport transport.Peer
-	Clock     clock.Clock
-	Policy    Policy
-	// Timeout bounds one request to the peer.
-	Timeout time.Duration
-	Logger  *slog.Logger
-	Metrics *Metrics
-	// Publish receives a StateChanged for every committed transition.
-	Publish func(messages.StateChanged)
-	// StoreTimeout bounds each store call (zero: persistence.CallTimeout).
-	StoreTimeout time.Duration
-	// Fence, when set, fences every claim by the site's ring: the queue
-	// claims only work in this instance's forward ranges.
-	Fence ring.Fence
-	// Board, when set, is where the queue offers to take new forwards at
-	// once (see package handover); only while the store is this
-	// instance's alone (no Fence, or one without an idle poll): on a shared
-	// store a forward is the ring owner's, so only claims take it.
-	Board *handover.Board
-	// Tracing makes the spans of the forwards and delivery_status reports
-	// of traced messages (nil: none).
-	Tracing *telemetry.Tracing
-}
-
-// Validate reports what is missing or wrong.
-func (c Config) Validate() error {
-	var errs []error
-	if c.Node == "" || c.Owner == "" || c.Store == nil || c.Transport == nil ||
-		c.Clock == nil || c.Logger == nil || c.Publish == nil || c.Metrics == nil {
-		errs = append(errs, errors.New("forward: Node, Owner, Store, Transport, Clock, Logger, Publish and Metrics are required"))
-	}
-	if c.Timeout <= 0 {
-		errs = append(errs, errors.New("forward: Timeout must be positive"))
-	}
-	errs = append(errs, c.Policy.Validate())
-	return errors.Join(errs...)
-}
 
 // Private messages.
 type (
@@ -329,132 +276,6 @@ func (q *Queue) run(r *FlowRound) {
 // lease outlives the request it covers (timeout plus the commit after it);
 // a crash in between lets another claim take the work after it.
 func (q *Queue) lease() time.Duration { return 2*q.cfg.Timeout + 10*time.Second }
-
-// send runs one request in its own goroutine; its result comes back as a
-// message, so Receive never waits on the network.
-func (q *Queue) send(b Batch) {
-	link, tr, timeout := q.link, q.cfg.Transport, q.cfg.Timeout
-	self, root := q.self, q.sys.Root
-	node, peerName, tracing := q.cfg.Node, q.cfg.Peer, q.cfg.Tracing
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		res := &sent{batch: b}
-		if b.Kind == persistence.WorkForward {
-			spans := startSpans(tracing, telemetry.SpanForward, peerName, b.Work)
-			res.forward, res.err = sendForwards(ctx, tr, link, b.Work, spans)
-			endSpans(spans, res.err, func(i int) *messages.Error {
-				if res.forward == nil {
-					return nil
-				}
-				return res.forward[i].Error
-			})
-		} else {
-			spans := startSpans(tracing, telemetry.SpanStatus, peerName, b.Work)
-			rs := make([]messages.StatusReport, len(b.Work))
-			for i, w := range b.Work {
-				rs[i] = ReportOf(node, w.Message)
-				if !link.MessageFields {
-					rs[i].Attempts = 0 // a field the peer did not announce
-				}
-				if link.TraceContext && spans != nil {
-					rs[i].Traceparent = telemetry.Of(spans[i])
-				}
-			}
-			res.status, res.err = tr.Status(ctx, link.Addr, link.StatusBatch, rs)
-			if res.err == nil && len(res.status) != len(rs) {
-				res.err = fmt.Errorf("peer answered %d results for %d reports", len(res.status), len(rs))
-			}
-			endSpans(spans, res.err, func(int) *messages.Error { return nil })
-		}
-		root.Send(self, res)
-	}()
-}
-
-// startSpans starts span name (a client span to peer) for each traced
-// message of work, as a child of its trace; nil when none is traced.
-func startSpans(t *telemetry.Tracing, name, peerName string, work []persistence.Work) []trace.Span {
-	if t == nil {
-		return nil
-	}
-	var spans []trace.Span
-	for i, w := range work {
-		if w.Message.Trace == "" {
-			continue
-		}
-		if spans == nil {
-			spans = make([]trace.Span, len(work))
-		}
-		spans[i] = t.Start(w.Message.Trace, name, trace.SpanKindClient,
-			attribute.String("switchboard.message_id", w.Message.ID), attribute.String("switchboard.peer", peerName))
-	}
-	return spans
-}
-
-// endSpans ends the spans of startSpans: failed with err (the request's),
-// else with the message's own error.
-func endSpans(spans []trace.Span, err error, of func(i int) *messages.Error) {
-	for i, s := range spans {
-		if s == nil {
-			continue
-		}
-		switch e := of(i); {
-		case err != nil:
-			telemetry.Fail(s, err)
-		case e != nil:
-			telemetry.Fail(s, e)
-		}
-		s.End()
-	}
-}
-
-// sendForwards sends the forwards of work in one call and returns a result for
-// each, in order. A message that uses the optional fields is not sent to a
-// peer that did not announce CapMessageFields (an older version would
-// refuse it, or drop the fields and deliver it otherwise than asked): its
-// result is a capability_missing error, which fails it (see Judge).
-func sendForwards(ctx context.Context, tr transport.Peer, link messages.PeerLink, work []persistence.Work, spans []trace.Span) ([]messages.ForwardResult, error) {
-	out := make([]messages.ForwardResult, len(work))
-	fs := make([]messages.Forward, 0, len(work))
-	at := make([]int, 0, len(work))
-	for i, w := range work {
-		f := messages.ForwardOf(w.Message)
-		if f.Options.Used() && !link.MessageFields {
-			out[i] = messages.ForwardResult{ForwardReply: messages.ForwardReply{ID: f.ID},
-				Error: messages.Errorf(messages.CodeCapabilityMissing, "the peer does not announce %s, which carries data_coding, "+
-					"message_body_base64, validity_until and deliver_after", messages.CapMessageFields)}
-			continue
-		}
-		if link.TraceContext && spans != nil && spans[i] != nil {
-			// Only to a peer that announced it: it continues the trace.
-			f.Traceparent = telemetry.Of(spans[i])
-		}
-		fs, at = append(fs, f), append(at, i)
-	}
-	if len(fs) == 0 {
-		return out, nil
-	}
-	res, err := tr.Forward(ctx, link.Addr, link.ForwardBatch, fs)
-	if err == nil && len(res) != len(fs) {
-		err = fmt.Errorf("peer answered %d results for %d forwards", len(res), len(fs))
-	}
-	if err != nil {
-		return nil, err
-	}
-	for j, i := range at {
-		out[i] = res[j]
-	}
-	return out, nil
-}
-
-// ReportOf is the delivery_status report of a message final at node.
-func ReportOf(node string, m messages.Message) messages.StatusReport {
-	status := messages.ReportDelivered
-	if m.State == messages.StateFailed {
-		status = messages.ReportFailed
-	}
-	return messages.StatusReport{ID: m.ID, Node: node, Status: status, At: m.UpdatedAt, Reason: m.Reason, Attempts: m.Attempts}
-}
 
 // sent takes a request's result: its outcomes wait for the next round.
 func (q *Queue) sent(c actor.Context, r *sent) {
