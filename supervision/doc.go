@@ -38,6 +38,15 @@
 // cured by a restart (a restart stops all its children), so it stops and
 // calls OnFatal(GuardianName, ...).
 //
+// # Calls off the actor's goroutine
+//
+// An actor that must not wait on a call in Receive (a store round, a group
+// commit) runs it on a goroutine and gets its result back as a message. A
+// panic there would end the process, not restart the actor: such a
+// goroutine defers CarryPanic, which sends the panic back as a *Panicked,
+// and the actor's Receive calls its Rethrow, so the panic restarts the
+// actor within its Budget like one in Receive.
+//
 // # Stopping, leaves first
 //
 // ActorSystem.Shutdown does not stop actors; Guardian.StopAll does. It stops

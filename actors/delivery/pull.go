@@ -6,6 +6,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/supervision"
 )
 
 // Waiter is one long-poll waiting for messages.
@@ -100,7 +101,7 @@ func (w *Worker) ack(c actor.Context, a *messages.Ack, now time.Time) {
 	}
 	self, root := w.self, w.sys.Root
 	go func() {
-		defer w.recover()
+		defer supervision.CarryPanic(root, self, nil)
 		res := &ackRead{ack: a, attempts: Attempts{}}
 		ctx, cancel := w.d.storeCtx()
 		defer cancel()

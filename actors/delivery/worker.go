@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
-	"runtime/debug"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -16,6 +15,7 @@ import (
 	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/supervision"
 	"github.com/switchboard-dev/switchboard/telemetry"
 )
 
@@ -70,13 +70,6 @@ type (
 		completions []persistence.Completion
 		claimed     *persistence.Claim
 		err         error
-	}
-	// panicked carries a panic of a store round's goroutine back to the
-	// actor, which panics with it: its supervisor restarts it, as when the
-	// call was made in Receive.
-	panicked struct {
-		value any
-		stack []byte
 	}
 	// busMsgs are messages the bus handed out; fetchDone ends a fetch.
 	busMsgs   struct{ ms []*bus.Msg }
@@ -165,9 +158,8 @@ func (w *Worker) Receive(c actor.Context) {
 		w.core.Verdict(now, m.ID, 0, *m, true, w.rng)
 	case messages.DeliveryResult:
 		w.core.Verdict(now, m.ID, 0, m, true, w.rng)
-	case *panicked:
-		w.log.Error("store call panicked", "panic", m.value, "stack", string(m.stack))
-		panic(m.value)
+	case *supervision.Panicked:
+		m.Rethrow(w.log, "store call")
 	case *roundDone:
 		if m.err != nil {
 			w.log.Error("store round failed", "outcomes", len(m.round.Outcomes), "claim", m.round.Claim != nil, "err", m.err)
@@ -262,7 +254,7 @@ func (w *Worker) idlePoll() time.Duration {
 // store leases each row to one poll at a time), and a consumer connected to
 // one instance of the site must still get every message.
 func (w *Worker) run(r *Round) {
-	defer w.recover()
+	defer supervision.CarryPanic(w.sys.Root, w.self, nil)
 	res := &roundDone{round: r}
 	wr := persistence.Write{Outcomes: r.Outcomes}
 	claim := r.Claim != nil // the round is the actor's: its claim is read, not changed
@@ -290,13 +282,6 @@ func (w *Worker) run(r *Round) {
 		}
 	}
 	w.sys.Root.Send(w.self, res)
-}
-
-// recover sends a panic of a store goroutine to the actor (see panicked).
-func (w *Worker) recover() {
-	if v := recover(); v != nil {
-		w.sys.Root.Send(w.self, &panicked{value: v, stack: debug.Stack()})
-	}
 }
 
 // apply carries out the dispatcher's effects.

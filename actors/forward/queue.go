@@ -3,7 +3,6 @@ package forward
 import (
 	"context"
 	"log/slog"
-	"runtime/debug"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -13,6 +12,7 @@ import (
 	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/supervision"
 )
 
 // Private messages.
@@ -32,13 +32,6 @@ type (
 		written persistence.Written
 		claims  []*persistence.Claim
 		err     error
-	}
-	// panicked carries a panic of a store round's goroutine back to the
-	// actor, which panics with it: its supervisor restarts it, as when the
-	// call was made in Receive.
-	panicked struct {
-		value any
-		stack []byte
 	}
 )
 
@@ -134,9 +127,8 @@ func (q *Queue) Receive(c actor.Context) {
 		for _, b := range sends {
 			q.send(b)
 		}
-	case *panicked:
-		q.log.Error("store call panicked", "panic", m.value, "stack", string(m.stack))
-		panic(m.value)
+	case *supervision.Panicked:
+		m.Rethrow(q.log, "store call")
 	default:
 		return
 	}
@@ -237,11 +229,7 @@ func (q *Queue) boardKey() handover.Key {
 // claim fenced by the ring (a claim of a service this instance owns none of
 // now is not made).
 func (q *Queue) run(r *FlowRound) {
-	defer func() {
-		if v := recover(); v != nil {
-			q.sys.Root.Send(q.self, &panicked{value: v, stack: debug.Stack()})
-		}
-	}()
+	defer supervision.CarryPanic(q.sys.Root, q.self, nil)
 	res := &roundDone{round: r, claims: make([]*persistence.Claim, len(r.Claims))}
 	w := persistence.Write{Outcomes: r.Outcomes, Statuses: r.Updates}
 	var at []int // w.Claims[j] is r.Claims[at[j]]

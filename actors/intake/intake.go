@@ -3,7 +3,6 @@ package intake
 import (
 	"context"
 	"log/slog"
-	"runtime/debug"
 	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -13,6 +12,7 @@ import (
 	"github.com/switchboard-dev/switchboard/actors/handover"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/supervision"
 	"github.com/switchboard-dev/switchboard/telemetry"
 )
 
@@ -41,14 +41,6 @@ type flush struct{}
 
 // committed says a commit ended; its submitters have been answered.
 type committed struct{ kicks []persistence.WorkSpec }
-
-// panicked carries a panic of a commit's goroutine back to the actor,
-// which panics with it: its supervisor restarts it, as when the commit ran
-// in Receive.
-type panicked struct {
-	value any
-	stack []byte
-}
 
 // DefaultMaxBatch is the most submissions one group commit takes: 512,
 // large enough to absorb a burst, small enough that one transaction stays
@@ -124,10 +116,9 @@ func (a *Intake) Receive(c actor.Context) {
 		a.pipe.Done()
 		a.kick(c, m.kicks)
 		a.start(c)
-	case *panicked:
+	case *supervision.Panicked:
 		a.pipe.Done()
-		a.log.Error("commit panicked", "panic", m.value, "stack", string(m.stack))
-		panic(m.value)
+		m.Rethrow(a.log, "commit")
 	case *messages.Resubmit:
 		m.Reply <- a.resubmit(c, m.ID)
 	case *messages.ResubmitBulk:
@@ -186,12 +177,9 @@ func (a *Intake) start(c actor.Context) {
 	a.commits.Add(1)
 	go func() {
 		defer a.commits.Done()
-		defer func() {
-			if v := recover(); v != nil {
-				b.abandon(messages.Errorf(messages.CodeUnavailable, "the intake restarted before answering; retry with the same id"))
-				a.sys.Root.Send(a.self, &panicked{value: v, stack: debug.Stack()})
-			}
-		}()
+		defer supervision.CarryPanic(a.sys.Root, a.self, func() {
+			b.abandon(messages.Errorf(messages.CodeUnavailable, "the intake restarted before answering; retry with the same id"))
+		})
 		a.sys.Root.Send(a.self, &committed{kicks: a.run(b)})
 	}()
 }
