@@ -540,11 +540,16 @@ func (co *Coordinator) publish(a messages.RingAssignment, now time.Time) {
 		cancel()
 		if errors.Is(err, persistence.ErrStaleEpoch) {
 			// An earlier try may have committed with only its answer lost.
+			// It may have stored another assignment than a under the same
+			// epoch (the membership changed before this retry): the store
+			// fences claims with what it holds, so that is what is current
+			// now, and the next step publishes the difference.
 			ctx, cancel := context.WithTimeout(calls, timeout)
 			stored, rerr := st.Ring(ctx)
 			cancel()
 			if rerr == nil && stored.Epoch == a.Epoch && stored.Master == self {
 				err = nil
+				a = FromState(stored, a.Cluster, a.Region)
 			}
 		}
 		return published{master: master, a: a, err: err}

@@ -68,6 +68,16 @@ type heldStore struct {
 	mu   sync.Mutex
 	held map[string]bool
 	gate chan struct{}
+	// lose: the next PublishRing commits, then fails as if its answer
+	// had been lost on the way back.
+	lose bool
+}
+
+// loseAnswer makes the next PublishRing commit and then fail.
+func (h *heldStore) loseAnswer() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lose = true
 }
 
 // hold makes the calls named wait from now on.
@@ -107,7 +117,14 @@ func (h *heldStore) PublishRing(ctx context.Context, prev uint64, s persistence.
 	if err := h.wait(ctx, "PublishRing"); err != nil {
 		return err
 	}
-	return h.Store.PublishRing(ctx, prev, s)
+	h.mu.Lock()
+	lose := h.lose
+	h.lose = false
+	h.mu.Unlock()
+	if err := h.Store.PublishRing(ctx, prev, s); err != nil || !lose {
+		return err
+	}
+	return errors.New("connection reset by peer (the commit went through)")
 }
 
 func (h *heldStore) Ring(ctx context.Context) (persistence.RingState, error) {
@@ -363,6 +380,46 @@ func TestCoordinatorHoldsRequestsWhileItDecides(t *testing.T) {
 		sh.store.release()
 		if ans := <-join; ans.Err != nil || ans.Assignment.Epoch != 2 || len(ans.Assignment.Members) != 2 {
 			t.Fatalf("the join once the master leads: %+v", ans)
+		}
+	})
+}
+
+// TestCoordinatorRetriedPublicationAdoptsTheStoredAssignment: a
+// publication commits but its answer is lost, and a join comes meanwhile.
+// The retry, a second assignment under the same epoch, fails the
+// compare-and-set; the master recognises its own commit and takes the
+// assignment the store holds for current, so it publishes the joiner's in
+// the next epoch, and the joiner's claims of the ranges the master gave it
+// pass the store's fence.
+func TestCoordinatorRetriedPublicationAdoptsTheStoredAssignment(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sh := startShell(t, messages.RoleMaster, nil, "", "PublishRing")
+		sh.store.loseAnswer()
+		synctest.Wait() // epoch 1, i-0 alone, is being published
+		join := make(chan messages.RingAnswer, 1)
+		sh.sys.Root.Send(sh.pid, &messages.RingJoinRequest{Join: self("i-1"), Reply: join})
+		synctest.Wait()
+		sh.store.release() // epoch 1 commits; its answer is lost
+		<-join             // answered with what there is: the publication failed
+		time.Sleep(time.Second)
+		synctest.Wait() // the retry, a second after the failure
+
+		st := sh.status(t)
+		stored, err := sh.store.Ring(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Epoch != 2 || len(st.Members) != 2 || stored.Epoch != st.Epoch {
+			t.Fatalf("master's view: epoch %d, members %+v; stored: epoch %d, members %+v, want both epoch 2 with i-0 and i-1",
+				st.Epoch, st.Members, stored.Epoch, stored.Members)
+		}
+		for _, m := range st.Members {
+			_, err := sh.store.ClaimWork(context.Background(), persistence.ClaimRequest{
+				Kind: persistence.WorkDelivery, Target: "fe", Owner: m.InstanceID, Limit: 10, Now: time.Now(), Lease: time.Minute,
+				Ring: &persistence.RingClaim{Epoch: st.Epoch, Ranges: m.Ranges}})
+			if err != nil {
+				t.Errorf("%s's claim of its ranges %v under epoch %d: %v", m.InstanceID, m.Ranges, st.Epoch, err)
+			}
 		}
 	})
 }
