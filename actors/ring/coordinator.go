@@ -31,7 +31,9 @@ type Config struct {
 	Self messages.RingJoin
 	// Role is master, slave or auto. The node resolves its role index
 	// to master (ordinal 0) or slave before it starts the coordinator, and
-	// auto to master on a store that does not elect.
+	// auto to master on a store that does not elect. With an Elector, an
+	// auto instance whose Self.Services lack one of messages.AllServices
+	// never stands for master: it follows as a slave (see memberRole).
 	Role string
 	// MasterAddr is the configured master's host:port; empty makes a slave read
 	// the master's address from the store (the master publishes it).
@@ -246,13 +248,18 @@ func New(cfg Config) (actor.Producer, error) {
 			return nil, err
 		}
 	}
+	role, missing := memberRole(cfg.Role, cfg.Elector != nil, cfg.Self.Services)
+	if missing != nil {
+		log.Info("this instance does not stand for ring master and follows as a slave: a master must run every service, and it lacks some",
+			"role", cfg.Role, "services", cfg.Self.Services, "missing", missing)
+	}
 	return func() actor.Actor {
 		rng := rand.New(rand.NewPCG(cfg.Seed, messages.TokenOf(cfg.Self.InstanceID)))
 		return &Coordinator{
 			cfg:    cfg,
 			log:    log,
 			keeper: keeper,
-			member: NewMember(MemberConfig{Role: cfg.Role, MasterAddr: cfg.MasterAddr, Elects: cfg.Elector != nil,
+			member: NewMember(MemberConfig{Role: role, MasterAddr: cfg.MasterAddr, Elects: cfg.Elector != nil,
 				CanCall: cfg.Transport != nil, Reconnect: cfg.Reconnect, MasterStopGrace: cfg.MasterStopGrace}, rng),
 			waiters: map[*messages.RingPollRequest]waiter{},
 		}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -146,6 +147,13 @@ func (h *heldStore) Ping(ctx context.Context) error {
 // and store close when the bubble's test ends.
 func startShell(t *testing.T, role string, tr transport.Ring, master string, held ...string) *shell {
 	t.Helper()
+	return startShellWith(t, func(c *ring.Config) { c.Role, c.Transport, c.MasterAddr = role, tr, master }, held...)
+}
+
+// startShellWith is startShell with the coordinator's Config set by set
+// (its role, transport, master, elector, member document).
+func startShellWith(t *testing.T, set func(*ring.Config), held ...string) *shell {
+	t.Helper()
 	cfg := sqlite.DefaultConfig()
 	cfg.Path = filepath.Join(t.TempDir(), "ring.db")
 	cfg.Checkpoint = -1
@@ -165,13 +173,15 @@ func startShell(t *testing.T, role string, tr transport.Ring, master string, hel
 	peers, pch := spawnProbe(sys)
 	directory, dch := spawnProbe(sys)
 	sh.frontends, sh.peers, sh.directory = fch, pch, dch
-	prod, err := ring.New(ring.Config{
-		Self: self("i-0"), Role: role, MasterAddr: master, PublishInterval: publish,
+	rcfg := ring.Config{
+		Self: self("i-0"), PublishInterval: publish,
 		Reconnect: ring.Reconnect{MaxAttempts: 3, Min: 2 * time.Second, Max: 6 * time.Second, Jitter: 0.5},
-		Store:     sh.store, Transport: tr, Clock: clock.Real{}, Seed: 1, Logger: slog.New(slog.DiscardHandler),
+		Store:     sh.store, Clock: clock.Real{}, Seed: 1, Logger: slog.New(slog.DiscardHandler),
 		Metrics: metrics, Shares: ring.NewShares(0, nil), Frontends: frontends, Peers: peers, Directory: directory,
 		Fatal: func(err error) { sh.fatal <- err },
-	})
+	}
+	set(&rcfg)
+	prod, err := ring.New(rcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,6 +430,60 @@ func TestCoordinatorRetriedPublicationAdoptsTheStoredAssignment(t *testing.T) {
 			if err != nil {
 				t.Errorf("%s's claim of its ranges %v under epoch %d: %v", m.InstanceID, m.Ranges, st.Epoch, err)
 			}
+		}
+	})
+}
+
+// elector grants the lock to every try, and keeps what it granted.
+type elector struct {
+	mu    sync.Mutex
+	leads []*lead
+}
+
+// lead is one granted lock: lost when the test (or its holder) releases it.
+type lead struct {
+	lost chan struct{}
+	once sync.Once
+}
+
+func (l *lead) Lost() <-chan struct{} { return l.lost }
+
+func (l *lead) Release(context.Context) error {
+	l.once.Do(func() { close(l.lost) })
+	return nil
+}
+
+func (e *elector) TryLead(context.Context, string) (persistence.Leadership, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	l := &lead{lost: make(chan struct{})}
+	e.leads = append(e.leads, l)
+	return l, nil
+}
+
+// granted is what the elector granted, in order.
+func (e *elector) granted() []*lead {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.leads)
+}
+
+// TestCoordinatorAutoLackingAServiceFollows: under role auto an instance
+// whose services lack one does not try the master lock, free as it is: it
+// follows as a slave, so that an instance running every service leads.
+func TestCoordinatorAutoLackingAServiceFollows(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		el := &elector{}
+		sh := startShellWith(t, func(c *ring.Config) {
+			c.Role, c.Elector, c.Transport = messages.RoleAuto, el, &master{}
+			c.Self.Services = []string{messages.ServiceDelivery}
+		})
+		synctest.Wait()
+		if st := sh.status(t); st.Role != messages.RoleSlave || st.Epoch != 0 {
+			t.Fatalf("status of an auto instance without forward: %+v, want a slave", st)
+		}
+		if n := len(el.granted()); n != 0 {
+			t.Fatalf("an auto instance without forward took the master lock (%d times)", n)
 		}
 	})
 }

@@ -30,7 +30,9 @@
 //     the instance id, POD_NAME or HOSTNAME): ordinal 0 is the master, the
 //     others are slaves.
 //   - auto: every instance tries the store's leader lock (Postgres advisory
-//     lock); the holder is the master, the others are slaves.
+//     lock); the holder is the master, the others are slaves. An instance
+//     that lacks one of messages.AllServices never tries it and follows
+//     as a slave: a master must have every service a slave may have.
 //
 // # Protocol
 //

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/field"
@@ -75,6 +76,33 @@ type MemberConfig struct {
 	Reconnect Reconnect
 	// MasterStopGrace: see Config.
 	MasterStopGrace time.Duration
+}
+
+// memberRole is the role the role machine plays for the configured role
+// on a store that elects (or not) and an instance that runs services: the
+// configured role, but for role auto on a store that elects when services
+// lack one of messages.AllServices, which follows as a slave (it never
+// tries the lock); missing is then what it lacks (else nil). A master
+// admits only slaves whose services are a subset of its own: leading
+// with a partial list would refuse every full instance
+// (ring_services_not_subset: they stop) and leave the work of what it
+// lacks without an owner. Role master keeps a partial list (it warns when
+// it leads), and without an elector role auto is a single instance's,
+// which must run every service (Settings.Check).
+func memberRole(role string, elects bool, services []string) (string, []string) {
+	if role != messages.RoleAuto || !elects {
+		return role, nil
+	}
+	var missing []string
+	for _, svc := range messages.AllServices {
+		if !slices.Contains(services, svc) {
+			missing = append(missing, svc)
+		}
+	}
+	if missing == nil {
+		return role, nil
+	}
+	return messages.RoleSlave, missing
 }
 
 // answer is the kind of answer the machine awaits.

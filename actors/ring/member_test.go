@@ -271,6 +271,41 @@ func TestMemberStepTable(t *testing.T) {
 // TestMemberWithoutElectionOrTransport: the embedded store (no election)
 // makes every role but slave the master; a slave without a transport
 // cannot reach its master and says so.
+// TestMemberRoleOfPartialServices: under role auto with an elector, only
+// an instance that runs every service stands for master; one that lacks
+// a service follows as a slave. Other roles, and auto without an elector
+// (a single instance), are kept.
+func TestMemberRoleOfPartialServices(t *testing.T) {
+	all := messages.AllServices
+	delivery := []string{messages.ServiceDelivery}
+	forward := []string{messages.ServiceForward}
+	for _, tc := range []struct {
+		name        string
+		role        string
+		elects      bool
+		services    []string
+		wantRole    string
+		wantMissing []string
+	}{
+		{"auto, every service", messages.RoleAuto, true, all, messages.RoleAuto, nil},
+		{"auto, every service in another order", messages.RoleAuto, true,
+			[]string{messages.ServiceForward, messages.ServiceDelivery}, messages.RoleAuto, nil},
+		{"auto without forward", messages.RoleAuto, true, delivery, messages.RoleSlave, forward},
+		{"auto without delivery", messages.RoleAuto, true, forward, messages.RoleSlave, delivery},
+		{"auto without an elector", messages.RoleAuto, false, delivery, messages.RoleAuto, nil},
+		{"master without forward", messages.RoleMaster, true, delivery, messages.RoleMaster, nil},
+		{"slave without forward", messages.RoleSlave, true, delivery, messages.RoleSlave, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			role, missing := memberRole(tc.role, tc.elects, tc.services)
+			if role != tc.wantRole || !slices.Equal(missing, tc.wantMissing) {
+				t.Fatalf("memberRole(%q, %v, %v) = %q, %v; want %q, %v",
+					tc.role, tc.elects, tc.services, role, missing, tc.wantRole, tc.wantMissing)
+			}
+		})
+	}
+}
+
 func TestMemberWithoutElectionOrTransport(t *testing.T) {
 	m := NewMember(MemberConfig{Role: messages.RoleMaster, Reconnect: testReconnect}, rand.New(rand.NewPCG(1, 2)))
 	if got := kinds(m.Step(t0, Start{})); !slices.Equal(got, []string{"BecomeMaster"}) {

@@ -131,7 +131,7 @@ var runFlags = []runFlag{
 	stringFlag("cluster", "Cluster", "NAME", "cluster of this instance; a master admits slaves of its own cluster only"),
 	stringFlag("region", "Region", "NAME", "region of this instance; a master admits slaves of its own region only"),
 	stringFlag("zone", "Zone", "NAME", "zone of this instance (shown in the ring status)"),
-	valueFlag("ring-services", "RingServices", "KIND,...", "work this instance does: delivery, forward (a slave's must be a subset of its master's)",
+	valueFlag("ring-services", "RingServices", "KIND,...", "work this instance does: delivery, forward (a slave's must be a subset of its master's; under --ring-role auto an instance lacking one never leads)",
 		func(_ []string, v string) ([]string, error) { return splitList(v), nil },
 		func(s []string) string { return strings.Join(s, ",") }),
 	durationFlag("ring-publish-interval", "RingPublishInterval", "the master republishes the assignment this often; a member silent for two loses its ranges"),
