@@ -158,8 +158,8 @@ type Coordinator struct {
 
 	// held is the assignment this instance works from.
 	held messages.RingAssignment
-	// reassigned is the master core's count of moved ranges already
-	// added to the metric.
+	// reassigned is the part of the current master core's count of moved
+	// ranges already added to the metric (0 for a new core).
 	reassigned int
 
 	// calls is the context of every call run off the mailbox and of the
@@ -485,6 +485,7 @@ func (co *Coordinator) tryLead(gen uint64) {
 // becomeMaster leads from the stored assignment.
 func (co *Coordinator) becomeMaster(stored persistence.RingState) {
 	co.master = NewMaster(MasterConfig{Self: co.cfg.Self, PublishInterval: co.cfg.PublishInterval}, stored)
+	co.reassigned = 0 // the new core counts from zero
 	co.publishing = false
 	co.cfg.Metrics.setRole(messages.RoleMaster)
 	co.cfg.Shares.SetMaster(true)

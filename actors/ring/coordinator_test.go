@@ -42,6 +42,17 @@ type shell struct {
 	// frontends, peers and directory are what the coordinator sent to
 	// the workers' supervisor, the peers actor and the intake.
 	frontends, peers, directory chan any
+
+	mu sync.Mutex
+	// failures are the coordinator's panics (the supervisor's events).
+	failures []*actor.SupervisorEvent
+}
+
+// panics are the coordinator's failures so far, each a restart.
+func (sh *shell) panics() []*actor.SupervisorEvent {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return slices.Clone(sh.failures)
 }
 
 // probe stands for an actor the coordinator signals: it passes on every
@@ -169,6 +180,13 @@ func startShellWith(t *testing.T, set func(*ring.Config), held ...string) *shell
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	sh := &shell{sys: sys, store: &heldStore{Store: st, held: map[string]bool{}, gate: make(chan struct{})}, fatal: make(chan error, 1)}
 	sh.store.hold(held...)
+	sys.EventStream.Subscribe(func(ev any) {
+		if se, ok := ev.(*actor.SupervisorEvent); ok {
+			sh.mu.Lock()
+			sh.failures = append(sh.failures, se)
+			sh.mu.Unlock()
+		}
+	})
 	frontends, fch := spawnProbe(sys)
 	peers, pch := spawnProbe(sys)
 	directory, dch := spawnProbe(sys)
@@ -484,6 +502,55 @@ func TestCoordinatorAutoLackingAServiceFollows(t *testing.T) {
 		}
 		if n := len(el.granted()); n != 0 {
 			t.Fatalf("an auto instance without forward took the master lock (%d times)", n)
+		}
+	})
+}
+
+// TestCoordinatorLeadsAgainAfterLosingTheLock: an auto master that moved
+// ranges (members joined and left), loses its lock, stands down and takes
+// the lock again leads from a new master core, whose count of moved ranges
+// starts from zero: it publishes, without a panic (the metric's count
+// cannot go down) and so without a restart that gives the lock up.
+func TestCoordinatorLeadsAgainAfterLosingTheLock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		el := &elector{}
+		sh := startShellWith(t, func(c *ring.Config) {
+			c.Role, c.Elector, c.Transport = messages.RoleAuto, el, &master{}
+		})
+		synctest.Wait()
+		for range 3 {
+			join := make(chan messages.RingAnswer, 1)
+			sh.sys.Root.Send(sh.pid, &messages.RingJoinRequest{Join: self("i-1"), Reply: join})
+			if a := <-join; a.Err != nil {
+				t.Fatal(a.Err)
+			}
+			leave := make(chan error, 1)
+			sh.sys.Root.Send(sh.pid, &messages.RingLeaveRequest{Leave: messages.RingLeave{InstanceID: "i-1"}, Reply: leave})
+			if err := <-leave; err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+		}
+		first := sh.status(t).Epoch
+
+		// The lock is lost (a database blip): the master stands down, finds
+		// no other, takes the lock again and leads again.
+		_ = el.granted()[0].Release(context.Background())
+		synctest.Wait()
+		for _, e := range sh.panics() {
+			t.Errorf("the coordinator failed: %v", e.Reason)
+		}
+		leads := el.granted()
+		if len(leads) != 2 {
+			t.Fatalf("%d locks taken, want 2: the first and the one it leads again with", len(leads))
+		}
+		select {
+		case <-leads[1].Lost():
+			t.Fatal("the lock taken again was given up")
+		default:
+		}
+		if st := sh.status(t); st.Role != messages.RoleMaster || st.Epoch != first+1 {
+			t.Fatalf("status after leading again: %+v, want master at epoch %d", st, first+1)
 		}
 	})
 }
