@@ -160,10 +160,48 @@ func TestReceipt(t *testing.T) {
 	}
 }
 
+// Bytes that are not ASCII (invalid UTF-8 from an SMSC's Latin-1 or
+// binary junk, or a rune whose lower case has another width, as U+212A
+// KELVIN SIGN) do not move the keys the parser finds: the values are cut
+// at the right offsets, and nothing panics.
+func TestParseReceiptNonASCIIBytes(t *testing.T) {
+	const tail = "id:1 sub:001 dlvrd:001 submit date:2401010000 done date:2401010000 stat:DELIVRD err:000 text:x"
+	for _, s := range []string{
+		strings.Repeat("\xff", 40) + tail,
+		strings.Repeat("\u212a", 40) + tail,
+		strings.Repeat("\xe9", 40) + tail,
+		"id:\xe9\xff sub:001 dlvrd:001 submit date:2401010000 done date:2401010000 stat:DELIVRD err:000 text:caf\xe9 \u212a\xff",
+	} {
+		var r Receipt
+		var err error
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Fatalf("ParseReceipt(%q) panicked: %v", s, p)
+				}
+			}()
+			r, err = ParseReceipt(s)
+		}()
+		if err != nil || r.Stat != "DELIVRD" || r.Submitted != 1 || r.Delivered != 1 || r.Err != "000" {
+			t.Errorf("ParseReceipt(%q) = %+v, %v", s, r, err)
+		}
+	}
+	r, err := ParseReceipt(strings.Repeat("\u212a", 40) + tail)
+	if err != nil || r.ID != "1" || r.Text != "x" {
+		t.Errorf("after U+212A: %+v, %v", r, err)
+	}
+	r, err = ParseReceipt("id:\xe9\xff sub:001 dlvrd:001 submit date:2401010000 done date:2401010000 stat:DELIVRD err:000 text:caf\xe9 \u212a\xff")
+	if err != nil || r.ID != "\xe9\xff" || r.Text != "caf\xe9 \u212a\xff" {
+		t.Errorf("non-ASCII values: %+v, %v", r, err)
+	}
+}
+
 // A receipt's text never panics the parser.
 func FuzzParseReceipt(f *testing.F) {
 	f.Add("id:sb-42 sub:001 dlvrd:001 submit date:2612021200 done date:2612021201 stat:DELIVRD err:000 text:Hello")
 	f.Add("id:1 stat:x")
+	f.Add(strings.Repeat("\xff", 40) + "id:1 sub:001 dlvrd:001 submit date:2401010000 done date:2401010000 stat:DELIVRD err:000 text:x")
+	f.Add(strings.Repeat("\u212a", 40) + "id:1 sub:001 dlvrd:001 submit date:2401010000 done date:2401010000 stat:DELIVRD err:000 text:x")
 	f.Fuzz(func(t *testing.T, s string) {
 		r, err := ParseReceipt(s)
 		if err == nil && (r.ID == "" || r.Stat == "") {

@@ -84,10 +84,12 @@ func (r Receipt) String() string {
 var receiptKeys = []string{"id:", "sub:", "dlvrd:", "submit date:", "done date:", "stat:", "err:", "text:"}
 
 // ParseReceipt reads a receipt's text. The keys are matched without
-// regard to case, "text:" and what follows it may be missing, and a date
-// of 12 digits (with seconds) is read too; id and stat are required.
+// regard to ASCII case, "text:" and what follows it may be missing, and a
+// date of 12 digits (with seconds) is read too; id and stat are required.
+// Any bytes may come (an SMSC's Latin-1, binary junk): the text is read
+// as bytes, not as UTF-8.
 func ParseReceipt(s string) (Receipt, error) {
-	lower := strings.ToLower(s)
+	lower := asciiLower(s)
 	vals := make(map[string]string, len(receiptKeys))
 	at := 0
 	for i, k := range receiptKeys {
@@ -126,6 +128,21 @@ func ParseReceipt(s string) (Receipt, error) {
 		return Receipt{}, fmt.Errorf("smpp: receipt done date: %w", err)
 	}
 	return r, nil
+}
+
+// asciiLower is s with A-Z lowered, byte for byte: its offsets are s's.
+// (strings.ToLower is not: it turns each invalid UTF-8 byte into the
+// 3-byte U+FFFD and changes the width of some runes, such as U+212A
+// KELVIN SIGN, so a key found in it would be cut out of s at the wrong
+// offset.)
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
 
 func receiptInt(s string) (int, error) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -46,7 +47,9 @@ type SessionConfig struct {
 	// deliver_sm, data_sm, query_sm. It runs on the session's reading
 	// goroutine, so it must not block: it answers with Reply, at once or
 	// later from another goroutine. Nil answers every such request
-	// ESME_RINVCMDID.
+	// ESME_RINVCMDID. A Handler that panics is recovered: the panic is
+	// logged with its stack, the request answered ESME_RSYSERR, and the
+	// session goes on.
 	Handler func(s *Session, req PDU)
 	// Observe, when set, sees every PDU the session writes (sent true) or
 	// reads, for metrics. It must not block.
@@ -574,7 +577,7 @@ func (s *Session) request(p PDU) bool {
 		}
 		s.inbound[p.Seq] = p.Command
 		s.mu.Unlock()
-		s.cfg.Handler(s, p)
+		s.handle(p)
 		return true
 	}
 	if st == StatusOK {
@@ -583,6 +586,24 @@ func (s *Session) request(p PDU) bool {
 	s.mu.Unlock()
 	_ = s.write(PDU{Command: p.Command.Response(), Status: st, Seq: p.Seq})
 	return true
+}
+
+// handle hands the peer's request p to the Handler. A Handler that
+// panics (a peer's malformed PDU meeting a bug of ours) must not take the
+// process down with this goroutine, which nothing else recovers; and
+// since a peer sends the same PDU again after a reconnect, the node would
+// die again on every restart. So the panic is logged with its stack, p is
+// answered ESME_RSYSERR (a temporary status: the peer may try again
+// later) unless the Handler had answered it, and the session goes on.
+func (s *Session) handle(p PDU) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("smpp handler panicked: the request is answered ESME_RSYSERR", "command", p.Command.String(),
+				"seq", p.Seq, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			_ = s.Reply(p, StatusSystemError, nil) // an error when the Handler answered it already
+		}
+	}()
+	s.cfg.Handler(s, p)
 }
 
 // bindAnswerPending is whether a bind of the peer awaits its Reply (s.mu

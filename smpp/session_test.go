@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -341,6 +342,73 @@ func TestSessionRefusals(t *testing.T) {
 	if len(subs) != 1 {
 		t.Fatalf("%d submits left, want 1", len(subs))
 	}
+}
+
+// lockedBuffer is a log's output, written by a session's goroutines and
+// read by the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A Handler that panics on a peer's request (a malformed PDU meeting a
+// bug of ours) does not take the process down: the panic is logged with
+// its stack, the request is answered ESME_RSYSERR, and the session goes
+// on reading and handing on the next requests.
+func TestSessionHandlerPanicIsAnsweredAndTheSessionGoesOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		subs := make(chan PDU, 10)
+		var logs lockedBuffer
+		cfg := DefaultSessionConfig(RoleSMSC)
+		cfg.EnquireLink = -1
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		answer := smscHandler(subs)
+		cfg.Handler = func(s *Session, p PDU) {
+			if sm, ok := p.Body.(*SM); ok && string(sm.ShortMessage) == "boom" {
+				var m map[string]int
+				m["boom"]++ // a nil map: panics
+			}
+			answer(s, p)
+		}
+		s, peer := pipeSession(t, cfg)
+		peer.send(PDU{Command: BindTransmitter, Seq: 1, Body: &Bind{SystemID: "me", Password: "pw"}})
+		peer.expect(BindTransmitterResp, StatusOK, 1)
+		peer.send(PDU{Command: SubmitSM, Seq: 2, Body: &SM{ShortMessage: []byte("boom")}})
+		peer.expect(SubmitSMResp, StatusSystemError, 2)
+		if l := logs.String(); !strings.Contains(l, "smpp handler panicked") || !strings.Contains(l, "assignment to entry in nil map") ||
+			!strings.Contains(l, "session_test.go") {
+			t.Errorf("the log does not tell the panic and its stack:\n%s", l)
+		}
+		// The session goes on: the next submit reaches the handler and
+		// its answer goes out; enquire_link is answered.
+		peer.send(PDU{Command: SubmitSM, Seq: 3, Body: &SM{ShortMessage: []byte("fine")}})
+		if err := s.Reply(<-subs, StatusOK, &SMResp{MessageID: "m3"}); err != nil {
+			t.Fatal(err)
+		}
+		peer.expect(SubmitSMResp, StatusOK, 3)
+		peer.send(PDU{Command: EnquireLink, Seq: 4})
+		peer.expect(EnquireLinkResp, StatusOK, 4)
+		select {
+		case <-s.Done():
+			t.Fatalf("the session ended: %v", s.Err())
+		default:
+		}
+		if s.State() != StateBoundTX {
+			t.Fatalf("state %s, want bound_tx", s.State())
+		}
+	})
 }
 
 // An ESME session matches a generic_nack to its request, and fails what

@@ -191,6 +191,10 @@ func TestReceiptOf(t *testing.T) {
 			Receipt{ID: "Q", Stat: "EXPIRED", Err: "000"}, true, false},
 		{"a mobile-originated message", smpp.SM{ShortMessage: []byte("hello")}, Receipt{}, false, false},
 		{"a receipt without its id", smpp.SM{ESMClass: smpp.ESMClassReceipt, ShortMessage: []byte("garbage")}, Receipt{}, true, true},
+		// An SMSC's Latin-1 before the text (invalid UTF-8): read, not a
+		// panic on the session's reading goroutine.
+		{"a text that is not UTF-8", smpp.SM{ESMClass: smpp.ESMClassReceipt, ShortMessage: []byte(strings.Repeat("\xe9", 40) + text)},
+			Receipt{ID: "p-1", Stat: "DELIVRD", Err: "000", Took: 3 * time.Minute}, true, false},
 	}
 	for _, c := range cases {
 		r, ok, err := ReceiptOf(&c.sm)
