@@ -3,14 +3,20 @@ package smppout
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/actors/smppout/smsctest"
 	"github.com/switchboard-dev/switchboard/httpapi/certs"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/persistence/sqlite/sqlitetest"
 	"github.com/switchboard-dev/switchboard/polltest"
 )
@@ -75,5 +81,91 @@ func TestClientTLSAndReconnect(t *testing.T) {
 	if _, err := New(Config{Frontend: messages.Frontend{Name: "x", Mode: messages.ModeSMPP, URL: "smpps://sb@127.0.0.1:1?tls_ca=/nonexistent"},
 		Store: untrusting.cfg.Store}); err == nil || !strings.Contains(err.Error(), "tls_ca") {
 		t.Fatalf("a missing tls_ca: %v", err)
+	}
+}
+
+// stepClock is a clock the test moves by hand (its timers never fire).
+type stepClock struct{ now time.Time }
+
+func (c *stepClock) Now() time.Time                              { return c.now }
+func (c *stepClock) AfterFunc(time.Duration, func()) func() bool { return func() bool { return true } }
+
+// bookkeeping is a client with only its receipt bookkeeping, on clk.
+func bookkeeping(clk *stepClock, st persistence.ReceiptStore, m *Metrics) *Client {
+	return &Client{cfg: Config{Frontend: messages.Frontend{Name: "smsc"}, Clock: clk, ReceiptWait: DefaultReceiptWait, Store: st, Metrics: m},
+		log: slog.New(slog.DiscardHandler), recent: map[string]time.Time{}, committed: map[string]time.Time{}, early: map[string][]early{}}
+}
+
+// A receipt held for its verdict's commit is dropped (counted unknown)
+// once it has waited ReceiptWait, however few ids the client holds; an id
+// the SMSC accepted again is kept from its latest acceptance.
+func TestClientDropsEarlyReceiptsOnTime(t *testing.T) {
+	clk := &stepClock{now: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)}
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := bookkeeping(clk, sqlitetest.Open(t), m)
+	unknown := func() float64 { return testutil.ToFloat64(m.receipts.WithLabelValues("smsc", "unknown")) }
+	c.noteRecent("X")
+	c.noteRecent("Z")
+	clk.now = clk.now.Add(time.Second)
+	if !c.store(Receipt{ID: "X", Stat: "DELIVRD", Err: "000"}, false) || len(c.early["X"]) != 1 {
+		t.Fatalf("the receipt for X was not held for its verdict: %v", c.early)
+	}
+	clk.now = clk.now.Add(20 * time.Second)
+	c.noteRecent("Z") // the SMSC reuses its id
+	clk.now = clk.now.Add(DefaultReceiptWait - 20*time.Second + time.Millisecond)
+	c.noteRecent("Y")
+	c.mu.Lock()
+	_, x := c.recent["X"]
+	_, z := c.recent["Z"]
+	held := len(c.early)
+	c.mu.Unlock()
+	if held != 0 || unknown() != 1 || x {
+		t.Fatalf("after %v: %d receipts still held, %v counted unknown, X recent %v", DefaultReceiptWait, held, unknown(), x)
+	}
+	if !z {
+		t.Fatal("Z was forgotten from its first acceptance, not its latest")
+	}
+	clk.now = clk.now.Add(DefaultReceiptWait + time.Millisecond)
+	c.Committed([]string{"Y"})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.recent) != 0 || len(c.committed) != 1 {
+		t.Fatalf("recent %v, committed %v: want only Y's commit", c.recent, c.committed)
+	}
+}
+
+// BenchmarkReceiptBookkeeping is the cost per message of the receipt
+// bookkeeping (noteRecent at its submit_sm_resp, Committed at its
+// verdict's commit; both under c.mu on the session's reading goroutine
+// or the worker's) at a steady rate: the maps hold the ids of the last
+// ReceiptWait (30 s), 30,000 at 1000/s.
+func BenchmarkReceiptBookkeeping(b *testing.B) {
+	for _, rate := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("%d/s", rate), func(b *testing.B) {
+			clk := &stepClock{now: time.Unix(0, 0)}
+			c := bookkeeping(clk, nil, nil)
+			step := time.Second / time.Duration(rate)
+			live := int(DefaultReceiptWait / step)
+			ids := make([]string, 2*live)
+			for i := range ids {
+				ids[i] = fmt.Sprint("id-", i)
+			}
+			for i := range live {
+				clk.now = clk.now.Add(step)
+				c.noteRecent(ids[i])
+				c.Committed(ids[i : i+1])
+			}
+			i := live
+			for b.Loop() {
+				clk.now = clk.now.Add(step)
+				id := ids[i%len(ids)]
+				c.noteRecent(id)
+				c.Committed([]string{id})
+				i++
+			}
+		})
 	}
 }
