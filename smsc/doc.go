@@ -6,7 +6,8 @@
 // force (an SMPP account: a client credential flagged smpp), Short reads
 // a submit_sm or data_sm into the fields of POST /api/messages, Reassembly
 // holds the parts of concatenated messages (keyed by account, source,
-// destination, reference and count; bounded in time and in parts), and
+// destination, reference and count; bounded in time, in parts and in
+// octets), and
 // ReceiptOf makes the deliver_sm of a final message. Server is the shell:
 // it accepts connections, runs an smpp.Session (RoleSMSC) on each, and
 //

@@ -1,6 +1,7 @@
 package smsc
 
 import (
+	"bytes"
 	"fmt"
 	"sort"
 	"time"
@@ -45,12 +46,15 @@ type Whole[T any] struct {
 // pure core (the listener's shell calls it under its lock and with its
 // clock's time). A message waits at most Wait for its missing parts from
 // its first part's arrival; Expire hands back what ran out, for its
-// senders to be refused.
+// senders to be refused. It holds at most maxHeld parts and maxBytes
+// octets of their data, and no part of more than MaxPartData octets.
 type Reassembly[T any] struct {
-	wait    time.Duration
-	maxHeld int
-	held    int
-	pending map[PartKey]*partial[T]
+	wait     time.Duration
+	maxHeld  int
+	maxBytes int
+	held     int
+	bytes    int
+	pending  map[PartKey]*partial[T]
 }
 
 type partial[T any] struct {
@@ -58,46 +62,68 @@ type partial[T any] struct {
 	parts []Held[T] // in arrival order; a seq may repeat
 	seen  map[byte]int
 	dc    byte
+	bytes int // the octets of the parts' data
 }
 
+// MaxPartData is the most octets of data a part may carry: what a
+// short_message carries (254). A part is one SMS; its data may come in a
+// message_payload (up to 64 KiB), which no part needs, and which would
+// make the table's memory 250 times its parts' count.
+const MaxPartData = smpp.MaxShortMessage
+
 // NewReassembly makes a table whose messages wait at most wait for their
-// parts, holding at most maxHeld parts in all.
-func NewReassembly[T any](wait time.Duration, maxHeld int) *Reassembly[T] {
-	return &Reassembly[T]{wait: wait, maxHeld: maxHeld, pending: map[PartKey]*partial[T]{}}
+// parts, holding at most maxHeld parts and maxBytes octets of their data
+// in all.
+func NewReassembly[T any](wait time.Duration, maxHeld, maxBytes int) *Reassembly[T] {
+	return &Reassembly[T]{wait: wait, maxHeld: maxHeld, maxBytes: maxBytes, pending: map[PartKey]*partial[T]{}}
 }
 
 // Reasons Add refuses a part with.
 var (
-	// ErrTableFull: maxHeld parts are held already (answer
-	// ESME_RMSGQFUL: a temporary refusal).
+	// ErrTableFull: maxHeld parts, or maxBytes octets of them, are held
+	// already (answer ESME_RMSGQFUL: a temporary refusal). The error
+	// returned wraps it and says which.
 	ErrTableFull = fmt.Errorf("smsc: too many parts of concatenated messages are waiting for the rest")
 	// ErrMixedCoding: the part's data_coding is not its message's other
 	// parts'.
 	ErrMixedCoding = fmt.Errorf("smsc: the parts of one message have different data codings")
+	// ErrPartTooLong: the part carries more than MaxPartData octets
+	// (answer ESME_RINVMSGLEN: sending it again will not help).
+	ErrPartTooLong = fmt.Errorf("smsc: a part of a concatenated message carries at most %d octets", MaxPartData)
 )
 
 // Add holds part p of message k, owed o, at now. When it completes its
-// message, the message is returned (and leaves the table).
+// message, the message is returned (and leaves the table). The table
+// keeps a copy of p.Data, not the buffer it was cut from.
 func (r *Reassembly[T]) Add(k PartKey, p smpp.Part, dc byte, o T, now time.Time) (*Whole[T], error) {
+	if len(p.Data) > MaxPartData {
+		return nil, fmt.Errorf("%w (this one %d)", ErrPartTooLong, len(p.Data))
+	}
 	pt := r.pending[k]
 	if pt != nil && pt.dc != dc {
 		return nil, ErrMixedCoding
 	}
 	if r.held >= r.maxHeld {
-		return nil, ErrTableFull
+		return nil, fmt.Errorf("%w (%d parts held, at most %d)", ErrTableFull, r.held, r.maxHeld)
+	}
+	if r.bytes+len(p.Data) > r.maxBytes {
+		return nil, fmt.Errorf("%w (%d octets of parts held, at most %d)", ErrTableFull, r.bytes, r.maxBytes)
 	}
 	if pt == nil {
 		pt = &partial[T]{first: now, seen: map[byte]int{}, dc: dc}
 		r.pending[k] = pt
 	}
-	pt.parts = append(pt.parts, Held[T]{Seq: p.Seq, DataCoding: dc, Data: p.Data, Owed: o})
+	pt.parts = append(pt.parts, Held[T]{Seq: p.Seq, DataCoding: dc, Data: bytes.Clone(p.Data), Owed: o})
 	pt.seen[p.Seq]++
+	pt.bytes += len(p.Data)
 	r.held++
+	r.bytes += len(p.Data)
 	if len(pt.seen) < int(k.Total) {
 		return nil, nil
 	}
 	delete(r.pending, k)
 	r.held -= len(pt.parts)
+	r.bytes -= pt.bytes
 	w := &Whole[T]{Key: k, DataCoding: dc, Parts: pt.parts}
 	// The content: each seq once, the latest copy of a repeated part.
 	last := map[byte][]byte{}
@@ -119,6 +145,7 @@ func (r *Reassembly[T]) Expire(now time.Time) []Whole[T] {
 		if now.Sub(pt.first) >= r.wait {
 			out = append(out, Whole[T]{Key: k, DataCoding: pt.dc, Parts: pt.parts})
 			r.held -= len(pt.parts)
+			r.bytes -= pt.bytes
 			delete(r.pending, k)
 		}
 	}
@@ -139,3 +166,6 @@ func (r *Reassembly[T]) Next() time.Time {
 
 // Held is the number of parts held.
 func (r *Reassembly[T]) Held() int { return r.held }
+
+// HeldBytes is the octets of the held parts' data.
+func (r *Reassembly[T]) HeldBytes() int { return r.bytes }

@@ -2,6 +2,7 @@ package smsc
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,7 +14,7 @@ var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 func part(seq byte, data string) smpp.Part { return smpp.Part{Seq: seq, Data: []byte(data)} }
 
 func TestReassemblyPutsPartsInOrder(t *testing.T) {
-	r := NewReassembly[int](time.Minute, 100)
+	r := NewReassembly[int](time.Minute, 100, 1<<20)
 	k := PartKey{Account: "a", Source: "S", Dest: "447700", Ref: 7, Total: 3}
 	other := k
 	other.Dest = "447701" // another message with the same reference
@@ -51,7 +52,7 @@ func TestReassemblyPutsPartsInOrder(t *testing.T) {
 }
 
 func TestReassemblyWaitIsBounded(t *testing.T) {
-	r := NewReassembly[string](time.Minute, 3)
+	r := NewReassembly[string](time.Minute, 3, 1<<20)
 	a := PartKey{Account: "a", Source: "S", Dest: "1", Ref: 1, Total: 2}
 	b := PartKey{Account: "a", Source: "S", Dest: "2", Ref: 1, Total: 2}
 	if _, err := r.Add(a, part(1, "x"), 0, "a1", t0); err != nil {
@@ -85,5 +86,57 @@ func TestReassemblyWaitIsBounded(t *testing.T) {
 	}
 	if got := r.Expire(t0.Add(time.Hour)); len(got) != 3 || r.Held() != 0 || !r.Next().IsZero() {
 		t.Errorf("expired %d, held %d, next %v", len(got), r.Held(), r.Next())
+	}
+}
+
+// The table holds at most its byte budget of parts' data, and no part
+// carrying more than a short_message does (a part's data may come in a
+// message_payload of up to 64 KiB: 10,000 such parts would hold 650 MB).
+// A part beyond the budget is refused as one beyond the count (the
+// table is full for now), a part too long for good; neither is held.
+func TestReassemblyBoundsTheBytesHeld(t *testing.T) {
+	r := NewReassembly[int](time.Minute, 100, 3*MaxPartData)
+	key := func(ref uint16) PartKey { return PartKey{Account: "a", Source: "S", Dest: "1", Ref: ref, Total: 2} }
+	full := func(seq byte) smpp.Part { return smpp.Part{Seq: seq, Data: make([]byte, MaxPartData)} }
+	if _, err := r.Add(key(1), smpp.Part{Seq: 1, Data: make([]byte, 65000)}, 0, 0, t0); !errors.Is(err, ErrPartTooLong) {
+		t.Fatalf("a part of 65000 octets: %v, want ErrPartTooLong", err)
+	}
+	if _, err := r.Add(key(1), smpp.Part{Seq: 1, Data: make([]byte, MaxPartData+1)}, 0, 0, t0); !errors.Is(err, ErrPartTooLong) {
+		t.Fatalf("a part of %d octets: %v, want ErrPartTooLong", MaxPartData+1, err)
+	}
+	if r.Held() != 0 || r.HeldBytes() != 0 || !r.Next().IsZero() {
+		t.Fatalf("refused parts held: %d parts, %d octets", r.Held(), r.HeldBytes())
+	}
+	for i, k := range []PartKey{key(1), key(2), key(3)} {
+		if _, err := r.Add(k, full(1), 0, i, t0); err != nil {
+			t.Fatalf("part %d: %v", i, err)
+		}
+	}
+	if _, err := r.Add(key(4), smpp.Part{Seq: 1, Data: []byte("x")}, 0, 4, t0); !errors.Is(err, ErrTableFull) ||
+		!strings.Contains(err.Error(), "octets") {
+		t.Fatalf("a part beyond the byte budget: %v, want ErrTableFull naming the octets", err)
+	}
+	if r.Held() != 3 || r.HeldBytes() != 3*MaxPartData {
+		t.Fatalf("held %d parts, %d octets; want 3 and %d", r.Held(), r.HeldBytes(), 3*MaxPartData)
+	}
+	// A message's last part is refused alike when it would pass the
+	// budget.
+	w, err := r.Add(key(1), smpp.Part{Seq: 2, Data: []byte("end")}, 0, 5, t0)
+	if !errors.Is(err, ErrTableFull) || w != nil {
+		t.Fatalf("the last part over the budget: %v, %v", w, err)
+	}
+	// A message made whole leaves the table with its octets.
+	r2 := NewReassembly[int](time.Minute, 100, 2*MaxPartData+3)
+	if _, err := r2.Add(key(1), full(1), 0, 0, t0); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := r2.Add(key(1), smpp.Part{Seq: 2, Data: []byte("end")}, 0, 1, t0); err != nil || w == nil || len(w.Content) != MaxPartData+3 {
+		t.Fatalf("the message's last part: %v, %v", w, err)
+	}
+	if r2.Held() != 0 || r2.HeldBytes() != 0 {
+		t.Fatalf("after the message: %d parts, %d octets held", r2.Held(), r2.HeldBytes())
+	}
+	if got := r.Expire(t0.Add(time.Minute)); len(got) != 3 || r.Held() != 0 || r.HeldBytes() != 0 {
+		t.Fatalf("expired %d; held %d parts, %d octets", len(got), r.Held(), r.HeldBytes())
 	}
 }

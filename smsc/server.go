@@ -50,9 +50,13 @@ type Config struct {
 	// ReassemblyWait bounds the wait of a concatenated message for its
 	// missing parts from its first part.
 	ReassemblyWait time.Duration
-	// MaxHeldParts bounds the parts held in all (each at most 254
-	// octets); one more is answered ESME_RMSGQFUL.
+	// MaxHeldParts bounds the parts held in all; one more is answered
+	// ESME_RMSGQFUL.
 	MaxHeldParts int
+	// MaxHeldBytes bounds the octets of the held parts' data in all; a
+	// part beyond it is answered ESME_RMSGQFUL. (A part carries at most
+	// MaxPartData, 254 octets; a longer one is answered ESME_RINVMSGLEN.)
+	MaxHeldBytes int
 	// SubmitTimeout bounds one submission's wait for its commit.
 	SubmitTimeout time.Duration
 	// ReceiptPoll is how often a bound receiver's account looks for
@@ -85,8 +89,11 @@ func DefaultConfig() Config {
 		// gives up on a response after 10-30 s, so the refusal must reach
 		// it before that.
 		ReassemblyWait: 5 * time.Second,
-		// 10000 parts: at most about 2.5 MB held.
-		MaxHeldParts: 10000,
+		// 10000 parts and 4 MiB of their data: 10000 parts of at most
+		// 254 octets are 2.5 MB of data, about 7 MB of memory with the
+		// table's bookkeeping (measured, each part a message of its own);
+		// the byte budget holds whatever the count is raised to.
+		MaxHeldParts: 10000, MaxHeldBytes: 4 << 20,
 		// 30 s: an ESME has given up on its response long before.
 		SubmitTimeout: 30 * time.Second,
 		// 1 s: a receipt nothing announced still leaves within a second.
@@ -151,6 +158,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Window < 1 || cfg.MaxHeldParts < 1 {
 		errs = append(errs, fmt.Errorf("smsc: window %d and held parts %d must be at least 1", cfg.Window, cfg.MaxHeldParts))
 	}
+	if cfg.MaxHeldBytes < MaxPartData {
+		errs = append(errs, fmt.Errorf("smsc: held bytes %d must be at least a part's %d", cfg.MaxHeldBytes, MaxPartData))
+	}
 	for name, d := range map[string]time.Duration{"reassembly wait": cfg.ReassemblyWait, "submit timeout": cfg.SubmitTimeout,
 		"receipt poll": cfg.ReceiptPoll, "receipt lease": cfg.ReceiptLease, "receipt retry": cfg.ReceiptRetry} {
 		if d <= 0 {
@@ -161,7 +171,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	return &Server{cfg: cfg, log: cfg.Logger.With("component", "smpp-listen"), conns: map[*conn]bool{},
-		bound: map[string][]*conn{}, pumps: map[string]chan struct{}{}, table: NewReassembly[owed](cfg.ReassemblyWait, cfg.MaxHeldParts),
+		bound: map[string][]*conn{}, pumps: map[string]chan struct{}{}, table: NewReassembly[owed](cfg.ReassemblyWait, cfg.MaxHeldParts, cfg.MaxHeldBytes),
 		limiter: auth.NewLimiter(), stop: make(chan struct{})}, nil
 }
 
@@ -349,6 +359,10 @@ func (srv *Server) submit(c *conn, s *smpp.Session, req smpp.PDU) {
 		return
 	}
 	k := PartKey{Account: account, Source: sh.Source, Dest: sh.Dest, Ref: p.Ref, Total: p.Total}
+	// The table holds what the answer needs (the command and its sequence
+	// number) and a copy of the part's data, not the PDU: its other TLVs
+	// would be held too, outside the table's byte budget.
+	o.req = smpp.PDU{Command: req.Command, Seq: req.Seq}
 	srv.mu.Lock()
 	whole, err := srv.table.Add(k, p, sh.DataCoding, o, now)
 	srv.cfg.Metrics.partsHeld.Set(float64(srv.table.Held()))
@@ -357,6 +371,8 @@ func (srv *Server) submit(c *conn, s *smpp.Session, req smpp.PDU) {
 	switch {
 	case errors.Is(err, ErrTableFull):
 		srv.refuse(refuse(smpp.StatusMsgQueueFull, "%v", err), o)
+	case errors.Is(err, ErrPartTooLong):
+		srv.refuse(refuse(smpp.StatusInvalidMsgLen, "%v", err), o)
 	case err != nil:
 		srv.refuse(refuse(smpp.StatusSubmitFailed, "%v", err), o)
 	case whole != nil:

@@ -220,6 +220,47 @@ func TestServerReassembles(t *testing.T) {
 	})
 }
 
+// A part whose data comes in a message_payload longer than a
+// short_message is refused ESME_RINVMSGLEN and not held: 10,000 of them
+// would hold 650 MB.
+func TestServerRefusesAPartLongerThanAShortMessage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &backend{}
+		ln, m := serve(t, b, &receipts{due: map[string]time.Time{}})
+		s := esme(t, ln, smpp.BindTransmitter, nil)
+		sar := func(seq byte, payload []byte) *smpp.SM {
+			return &smpp.SM{Source: smpp.Address{Addr: "S"}, Dest: smpp.Address{Addr: "4477"}, TLVs: smpp.TLVs{
+				{Tag: smpp.TagSARMsgRefNum, Value: []byte{0, 9}}, {Tag: smpp.TagSARTotalSegments, Value: []byte{2}},
+				{Tag: smpp.TagSARSegmentSeqnum, Value: []byte{seq}}, {Tag: smpp.TagMessagePayload, Value: payload}}}
+		}
+		resp, err := s.Request(context.Background(), smpp.PDU{Command: smpp.SubmitSM, Body: sar(1, make([]byte, 65000))})
+		if err != nil || resp.Status != smpp.StatusInvalidMsgLen {
+			t.Fatalf("a part of 65000 octets: %v, %v; want ESME_RINVMSGLEN", resp.Status, err)
+		}
+		synctest.Wait()
+		if held, pending := testutil.ToFloat64(m.partsHeld), testutil.ToFloat64(m.pending); held != 0 || pending != 0 || len(b.submissions()) != 0 {
+			t.Fatalf("parts held %v, window in use %v, %d submitted; want nothing", held, pending, len(b.submissions()))
+		}
+		// Parts of a short_message's length in message_payload are taken.
+		c1, err := s.Send(context.Background(), smpp.PDU{Command: smpp.SubmitSM, Body: sar(1, []byte("hello "))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c2, err := s.Send(context.Background(), smpp.PDU{Command: smpp.SubmitSM, Body: sar(2, []byte("world"))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []*smpp.Call{c1, c2} {
+			if resp, err := c.Result(); err != nil || resp.Status != smpp.StatusOK {
+				t.Fatalf("a part in message_payload: %v, %v", resp.Status, err)
+			}
+		}
+		if subs := b.submissions(); len(subs) != 1 || subs[0].Body != "hello world" {
+			t.Fatalf("submitted %+v", subs)
+		}
+	})
+}
+
 // A receipt waits for a receiver; one the ESME refuses for now is sent
 // again after the retry wait, one it takes is recorded delivered.
 func TestServerSendsReceipts(t *testing.T) {
