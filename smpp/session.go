@@ -142,6 +142,7 @@ type Session struct {
 	seq      uint32
 	pending  map[uint32]*Call
 	inbound  map[uint32]CommandID // the peer's requests awaiting Reply
+	peakIn   int                  // the most of them there were at once
 	lastRead time.Time
 	err      error
 	closing  bool
@@ -209,6 +210,16 @@ func (s *Session) State() BindState {
 // Outstanding is the number of window slots in use: requests sent
 // without their response.
 func (s *Session) Outstanding() int { return s.cfg.Window - len(s.slots) }
+
+// Unanswered is the number of the peer's requests handed to the Handler
+// and not yet answered, and the most there were at once in the session's
+// life. A peer whose requests all wait now, never more than now, has
+// likely sent what its window allows.
+func (s *Session) Unanswered() (now, peak int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.inbound), s.peakIn
+}
 
 // Done is closed when the session has ended; Err then says why.
 func (s *Session) Done() <-chan struct{} { return s.done }
@@ -576,6 +587,7 @@ func (s *Session) request(p PDU) bool {
 			return true
 		}
 		s.inbound[p.Seq] = p.Command
+		s.peakIn = max(s.peakIn, len(s.inbound))
 		s.mu.Unlock()
 		s.handle(p)
 		return true

@@ -26,5 +26,8 @@
 // On failure: a refused submit stores nothing; a submit whose commit came
 // but whose answer was lost is stored (SMPP has no client id: each submit
 // is a new message); a part whose message stays incomplete for the
-// reassembly wait is refused; a receipt not answered is sent again.
+// reassembly wait is refused (no part is answered before its message is
+// stored, so an ESME whose window is smaller than a message's parts can
+// never send it: the refusal says so when the session shows it); a
+// receipt not answered is sent again.
 package smsc

@@ -15,6 +15,7 @@ type Metrics struct {
 	submitTime  prometheus.Histogram
 	receipts    *prometheus.CounterVec
 	partsHeld   prometheus.Gauge
+	incomplete  *prometheus.CounterVec
 	pending     prometheus.Gauge
 }
 
@@ -36,16 +37,22 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Delivery receipts sent to ESMEs, by result: delivered (deliver_sm_resp ESME_ROK), retry, failed (refused for good)."}, []string{"result"}),
 		partsHeld: prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchboard_smpp_listen_parts_held",
 			Help: "Parts of concatenated messages held for the rest of their message."}),
+		incomplete: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_smpp_listen_incomplete_total",
+			Help: "Concatenated messages whose parts were refused because not every part came within the reassembly wait, by reason: window (the ESME sent the first parts and waited for their answers: its window is likely smaller than the message's parts) or timeout (parts missing otherwise)."},
+			[]string{"reason"}),
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchboard_smpp_listen_window_in_use",
 			Help: "submit_sm and data_sm of every session awaiting their answer (their commit, or their message's last part)."}),
 	}
-	for _, c := range []prometheus.Collector{m.binds, m.bindRefused, m.responses, m.submits, m.submitTime, m.receipts, m.partsHeld, m.pending} {
+	for _, c := range []prometheus.Collector{m.binds, m.bindRefused, m.responses, m.submits, m.submitTime, m.receipts, m.partsHeld, m.incomplete, m.pending} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	for _, r := range []string{"delivered", "retry", "failed"} {
 		m.receipts.WithLabelValues(r)
+	}
+	for _, r := range []string{"window", "timeout"} {
+		m.incomplete.WithLabelValues(r)
 	}
 	return m, nil
 }

@@ -466,8 +466,45 @@ func (srv *Server) expire() {
 	}
 	srv.mu.Unlock()
 	for _, w := range gone {
-		srv.refuse(refuse(smpp.StatusSubmitFailed, "%s: not every part came within %v", w.Key, srv.cfg.ReassemblyWait), partsOwed(w)...)
+		reason, why := "timeout", fmt.Sprintf("not every part came within %v", srv.cfg.ReassemblyWait)
+		if n, ok := windowBound(w); ok {
+			reason = "window"
+			why = fmt.Sprintf("the ESME sent parts 1-%d of %d, then nothing more while they waited for their answers "+
+				"(never more than %d requests awaiting theirs on its session): its window is likely %d, smaller than "+
+				"the message's parts, and a part is answered only once its whole message is stored",
+				n, w.Key.Total, len(w.Parts), len(w.Parts))
+		}
+		srv.cfg.Metrics.incomplete.WithLabelValues(reason).Inc()
+		srv.log.Warn("smpp long message refused: not every part came", "message", w.Key.String(), "reason", reason, "why", why)
+		srv.refuse(refuse(smpp.StatusSubmitFailed, "%s: %s", w.Key, why), partsOwed(w)...)
 	}
+}
+
+// windowBound is whether the parts of an incomplete message stopped
+// coming because the ESME's window is full of them, and how many came:
+// they came on one session, in order from the first (1..n), and every
+// request of that session awaiting its answer is one of them, as many
+// as it ever had awaiting at once. Such an ESME waits for answers that
+// come only once the message is whole (the listener never answers a part
+// before its message is stored), so it never sends the rest. An ESME
+// that sent parts 1..n and then simply nothing looks the same; one whose
+// window was seen larger, or that skipped a part, does not.
+func windowBound(w Whole[owed]) (int, bool) {
+	s := w.Parts[0].Owed.s
+	seqs := map[byte]bool{}
+	for _, h := range w.Parts {
+		if h.Owed.s != s {
+			return 0, false
+		}
+		seqs[h.Seq] = true
+	}
+	for seq := 1; seq <= len(seqs); seq++ {
+		if !seqs[byte(seq)] {
+			return 0, false
+		}
+	}
+	now, peak := s.Unanswered()
+	return len(seqs), now == len(w.Parts) && peak == now
 }
 
 // query answers a query_sm about a message the account submitted.

@@ -217,6 +217,56 @@ func TestServerReassembles(t *testing.T) {
 		if held, pending := testutil.ToFloat64(m.partsHeld), testutil.ToFloat64(m.pending); held != 0 || pending != 0 {
 			t.Errorf("parts held %v, window in use %v after every answer; want 0 and 0", held, pending)
 		}
+		// The session had three requests awaiting at once: its window is
+		// no reason for the missing part.
+		if tm, win := testutil.ToFloat64(m.incomplete.WithLabelValues("timeout")), testutil.ToFloat64(m.incomplete.WithLabelValues("window")); tm != 1 || win != 0 {
+			t.Errorf("incomplete messages: %v timeout, %v window; want 1 and 0", tm, win)
+		}
+	})
+}
+
+// An ESME whose window is smaller than a message's parts can never send
+// it: the listener answers no part before the whole message is stored
+// (an answer says it is), and the ESME sends the next part only once an
+// answer frees its window. Its parts are refused after the reassembly
+// wait, and the refusal says the window is why (reason="window"), not
+// a part gone missing.
+func TestServerTellsAWindowSmallerThanTheParts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &backend{}
+		ln, m := serve(t, b, &receipts{due: map[string]time.Time{}})
+		cfg := smpp.DefaultSessionConfig(smpp.RoleESME)
+		cfg.EnquireLink, cfg.ResponseTimeout, cfg.Window = -1, 30*time.Second, 2
+		s, err := smpp.NewSession(ln.dial(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		if _, err := s.Bind(context.Background(), smpp.BindTransmitter, smpp.Bind{SystemID: "acct", Password: "pw"}); err != nil {
+			t.Fatal(err)
+		}
+		var calls []*smpp.Call
+		for seq := byte(1); seq <= 3; seq++ { // the third waits for a free slot
+			c, err := s.Send(context.Background(), smpp.PDU{Command: smpp.SubmitSM, Body: partSM(9, 3, seq, "part")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls = append(calls, c)
+		}
+		for i, c := range calls {
+			if resp, err := c.Result(); err != nil || resp.Status != smpp.StatusSubmitFailed {
+				t.Fatalf("part %d: %v, %v; want ESME_RSUBMITFAIL", i+1, resp.Status, err)
+			}
+		}
+		synctest.Wait()
+		if len(b.submissions()) != 0 {
+			t.Fatal("an incomplete message was submitted")
+		}
+		// Parts 1-2 waited with the window full: the window; part 3 came
+		// alone after their refusal: a part missing.
+		if win, tm := testutil.ToFloat64(m.incomplete.WithLabelValues("window")), testutil.ToFloat64(m.incomplete.WithLabelValues("timeout")); win != 1 || tm != 1 {
+			t.Fatalf("incomplete messages: %v window, %v timeout; want 1 and 1", win, tm)
+		}
 	})
 }
 
