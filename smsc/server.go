@@ -59,6 +59,10 @@ type Config struct {
 	MaxHeldBytes int
 	// SubmitTimeout bounds one submission's wait for its commit.
 	SubmitTimeout time.Duration
+	// BindTimeout is how long a connection may stay without a bind: one
+	// not bound by then is closed (else it could be kept open for ever by
+	// answering enquire_link).
+	BindTimeout time.Duration
 	// ReceiptPoll is how often a bound receiver's account looks for
 	// receipts due when nothing woke it (Kick).
 	ReceiptPoll time.Duration
@@ -96,6 +100,9 @@ func DefaultConfig() Config {
 		MaxHeldParts: 10000, MaxHeldBytes: 4 << 20,
 		// 30 s: an ESME has given up on its response long before.
 		SubmitTimeout: 30 * time.Second,
+		// 30 s, the enquire_link interval: an ESME binds as soon as it
+		// has connected (and TLS adds a round trip or two).
+		BindTimeout: 30 * time.Second,
 		// 1 s: a receipt nothing announced still leaves within a second.
 		ReceiptPoll: time.Second,
 		// A minute: a deliver_sm_resp takes milliseconds.
@@ -133,6 +140,9 @@ type conn struct {
 	account string
 	who     auth.Principal
 	state   smpp.BindState
+	// stopBindTimer stops the timer that closes the connection if it has
+	// not bound within the BindTimeout.
+	stopBindTimer func() bool
 }
 
 // owed is a request owed its answer: a submit_sm or data_sm (or each part
@@ -162,6 +172,7 @@ func New(cfg Config) (*Server, error) {
 		errs = append(errs, fmt.Errorf("smsc: held bytes %d must be at least a part's %d", cfg.MaxHeldBytes, MaxPartData))
 	}
 	for name, d := range map[string]time.Duration{"reassembly wait": cfg.ReassemblyWait, "submit timeout": cfg.SubmitTimeout,
+		"bind timeout": cfg.BindTimeout,
 		"receipt poll": cfg.ReceiptPoll, "receipt lease": cfg.ReceiptLease, "receipt retry": cfg.ReceiptRetry} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("smsc: %s %v must be positive", name, d))
@@ -224,6 +235,9 @@ func (srv *Server) open(nc net.Conn) {
 	}
 	c.s = s
 	srv.conns[c] = true
+	if !c.state.Bound() {
+		c.stopBindTimer = srv.cfg.Clock.AfterFunc(srv.cfg.BindTimeout, func() { srv.bindTimeout(c, s) })
+	}
 	srv.routines.Add(1)
 	srv.mu.Unlock()
 	go func() {
@@ -233,10 +247,25 @@ func (srv *Server) open(nc net.Conn) {
 	}()
 }
 
+// bindTimeout closes s, c's session, unless it has bound.
+func (srv *Server) bindTimeout(c *conn, s *smpp.Session) {
+	srv.mu.Lock()
+	bound := c.state.Bound()
+	srv.mu.Unlock()
+	if bound || s.State().Bound() {
+		return
+	}
+	srv.log.Warn("smpp connection closed: no bind in time", "remote", s.RemoteAddr().String(), "bind_timeout", srv.cfg.BindTimeout.String())
+	s.Close()
+}
+
 // closeConn forgets an ended session.
 func (srv *Server) closeConn(c *conn) {
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
+	if c.stopBindTimer != nil {
+		c.stopBindTimer()
+	}
 	delete(srv.conns, c)
 	if c.state.Bound() {
 		srv.cfg.Metrics.binds.WithLabelValues(c.account, c.state.String()).Dec()
@@ -306,6 +335,9 @@ func (srv *Server) bind(c *conn, s *smpp.Session, req smpp.PDU) {
 		return
 	}
 	c.s, c.account, c.who, c.state = s, who.Name, who, state // c.s too: a bind may come before open has set it
+	if c.stopBindTimer != nil {
+		c.stopBindTimer()
+	}
 	srv.cfg.Metrics.binds.WithLabelValues(c.account, state.String()).Inc()
 	srv.log.Info("esme bound", "account", c.account, "type", state.String(), "remote", s.RemoteAddr().String())
 	if state == smpp.StateBoundRX || state == smpp.StateBoundTRX {

@@ -311,6 +311,51 @@ func TestServerRefusesAPartLongerThanAShortMessage(t *testing.T) {
 	})
 }
 
+// A connection that does not bind within the bind timeout is closed,
+// though it keeps the link alive with enquire_link (answered until
+// then); a bound one stays.
+func TestServerClosesAConnectionThatDoesNotBind(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ln, _ := serve(t, &backend{}, &receipts{due: map[string]time.Time{}})
+		bound := esme(t, ln, smpp.BindTransmitter, nil)
+		cfg := smpp.DefaultSessionConfig(smpp.RoleESME)
+		cfg.EnquireLink, cfg.ResponseTimeout = 5*time.Second, 30*time.Second
+		idle, err := smpp.NewSession(ln.dial(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { idle.Close() })
+		timeout := DefaultConfig().BindTimeout
+		time.Sleep(timeout - time.Second)
+		select {
+		case <-idle.Done():
+			t.Fatalf("closed before the bind timeout: %v", idle.Err())
+		default:
+		}
+		resp, err := idle.Request(context.Background(), smpp.PDU{Command: smpp.EnquireLink})
+		if err != nil || resp.Status != smpp.StatusOK {
+			t.Fatalf("enquire_link before the bind: %v, %v", resp.Status, err)
+		}
+		select { // on the bubble's clock: deterministic
+		case <-idle.Done():
+		case <-time.After(2 * time.Second):
+			t.Fatalf("still open %v after connecting, unbound", timeout+time.Second)
+		}
+		if idle.Err() == nil {
+			t.Fatal("the unbound connection ended without an error")
+		}
+		synctest.Wait()
+		select {
+		case <-bound.Done():
+			t.Fatalf("the bound session was closed: %v", bound.Err())
+		default:
+		}
+		if _, err := bound.Request(context.Background(), smpp.PDU{Command: smpp.EnquireLink}); err != nil {
+			t.Fatalf("the bound session after the bind timeout: %v", err)
+		}
+	})
+}
+
 // A receipt waits for a receiver; one the ESME refuses for now is sent
 // again after the retry wait, one it takes is recorded delivered.
 func TestServerSendsReceipts(t *testing.T) {
