@@ -113,6 +113,9 @@ func readCredentialsFile(path string) (auth.File, [32]byte, error) {
 type credentials struct {
 	n   *Node
 	set atomic.Pointer[auth.Set]
+	// token is the --api-token (or --api-token-file's) in force, "" when
+	// none: a ring member sends it to its master (ringToken).
+	token atomic.Pointer[string]
 
 	mu sync.Mutex // one load at a time
 	// sum is the hash of the token file and the credentials file as last
@@ -194,8 +197,18 @@ func (c *credentials) load(ctx context.Context, why string) error {
 	old := c.set.Load()
 	c.sum = sum
 	c.set.Store(next)
+	c.token.Store(&token)
 	c.report(old, next, why)
 	return nil
+}
+
+// ringToken is the admin token this instance's ring calls carry to its
+// master: a master without --tls-ca requires one (docs/ring.md).
+func (c *credentials) ringToken() string {
+	if t := c.token.Load(); t != nil {
+		return *t
+	}
+	return ""
 }
 
 // report logs what changed, and records in the audit trail the changes of

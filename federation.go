@@ -131,6 +131,7 @@ func (n *Node) newTransport() (transport.Peer, error) {
 	}
 	pc := httpapi.DefaultPeerClientConfig()
 	pc.Node, pc.Timeout, pc.Logger, pc.Dial = n.cfg.Name, n.cfg.HTTPTimeout, n.log, n.cfg.Dial
+	pc.RingToken = n.creds.ringToken
 	if n.cfg.TLSCA != "" {
 		// The listener's material: a certificate reloaded is presented to
 		// peers too, and a CA bundle reloaded verifies them.

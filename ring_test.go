@@ -22,11 +22,16 @@ import (
 	"github.com/switchboard-dev/switchboard/polltest"
 )
 
+// siteToken is the --api-token every instance of site-a shares: without
+// --tls-ca a master lets a member's ring calls in by it (docs/ring.md).
+const siteToken = "site-a-admin-token-0123"
+
 // siteConfig is instance id of site "site-a" on the Postgres database dsn.
 func siteConfig(t *testing.T, dsn, id string) switchboard.Config {
 	cfg := testConfig(t)
 	cfg.Name, cfg.InstanceID, cfg.Postgres = "site-a", id, dsn
 	cfg.InsecureSkipVerify = true // the instances serve self-signed certificates
+	cfg.APIToken = siteToken
 	cfg.RingPublishInterval = 500 * time.Millisecond
 	cfg.RingReconnectBackoffMin = 50 * time.Millisecond
 	cfg.RingReconnectBackoffMax = 200 * time.Millisecond
@@ -280,6 +285,8 @@ func TestRingInstanceLockTakenAgain(t *testing.T) {
 // TestRingRefusesForeignSlaves: a slave of another cluster or region, or
 // with a service its master lacks, is refused with the code that says why
 // and stops (the process exits non-zero); the master's ring is unchanged.
+// So is one that cannot prove it is of the site: without --tls-ca, a
+// slave without the site's admin token.
 func TestRingRefusesForeignSlaves(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	mcfg := siteConfig(t, dsn, "m")
@@ -289,16 +296,20 @@ func TestRingRefusesForeignSlaves(t *testing.T) {
 	for _, tc := range []struct {
 		name, cluster, region string
 		services              []string
+		token                 string
 		code                  string
 	}{
-		{"cluster", "c2", "r1", []string{messages.ServiceDelivery}, messages.CodeRingCluster},
-		{"region", "c1", "r2", []string{messages.ServiceDelivery}, messages.CodeRingRegion},
-		{"services", "c1", "r1", messages.AllServices, messages.CodeRingServices},
+		{"cluster", "c2", "r1", []string{messages.ServiceDelivery}, siteToken, messages.CodeRingCluster},
+		{"region", "c1", "r2", []string{messages.ServiceDelivery}, siteToken, messages.CodeRingRegion},
+		{"services", "c1", "r1", messages.AllServices, siteToken, messages.CodeRingServices},
+		{"token", "c1", "r1", []string{messages.ServiceDelivery}, "", messages.CodeUnauthorized},
+		{"another token", "c1", "r1", []string{messages.ServiceDelivery}, "not-the-site-token-0123", messages.CodeUnauthorized},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := siteConfig(t, dsn, "s-"+tc.name)
+			cfg := siteConfig(t, dsn, "s-"+strings.ReplaceAll(tc.name, " ", "-"))
 			cfg.RingRole, cfg.RingMaster = messages.RoleSlave, "https://"+m.node.Addr()
 			cfg.Cluster, cfg.Region, cfg.RingServices = tc.cluster, tc.region, tc.services
+			cfg.APIToken = tc.token
 			s := startNode(t, cfg)
 			err := fatalOf(t, s, 20*time.Second)
 			if err == nil || !strings.Contains(err.Error(), tc.code) {

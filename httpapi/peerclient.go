@@ -69,6 +69,12 @@ type PeerClientConfig struct {
 	// Dial, when set, opens the connection TLS runs over instead of a
 	// TCP dial (an embedder's in-memory network).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// RingToken, when set, is the API token the ring's calls to the site's
+	// master carry (Authorization: Bearer), and only they: a master without
+	// --tls-ca requires an admin's token on them (docs/ring.md). Federation
+	// calls never carry it, since they go to other sites. It is asked at
+	// each call, so a token file reloaded is followed; "" sends none.
+	RingToken func() string
 	// Logger receives the client's few logs (an address that now answers
 	// as another node). Nil discards them.
 	Logger *slog.Logger
@@ -326,6 +332,11 @@ func (c *PeerClient) do(ctx context.Context, client *http.Client, timeout time.D
 	}
 	req.Header.Set(messages.FederationHeader, c.cfg.Node)
 	req.Header.Set("Accept", "application/json")
+	if c.cfg.RingToken != nil && ringMemberPath(path) {
+		if token := c.cfg.RingToken(); token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -12,10 +12,11 @@ import (
 )
 
 // Paths of the ring API (docs/ring.md). join, poll and leave are
-// instance to instance inside one site: they authenticate like the
-// federation API (mutual TLS, X-Federation-Node = the certificate's name,
-// which for an instance of our own site is our own --name) and sit outside
-// the API token. status is an operator call under the API token.
+// instance to instance inside one site (ringMember): with mutual TLS they
+// authenticate like the federation API (X-Federation-Node = the
+// certificate's name, which for an instance of our own site is our own
+// --name); without it, by an admin's API token as well. status is an
+// operator call under the API token.
 const (
 	pathRingJoin   = "/api/ring/join"
 	pathRingPoll   = "/api/ring/poll"
@@ -63,7 +64,7 @@ func (s *Server) ringRoutes(r *mux.Router) {
 		}
 		writeJSON(w, http.StatusOK, st)
 	}), http.MethodGet, readers)
-	r.Handle(pathRingJoin, s.peerAuth(func(w http.ResponseWriter, r *http.Request, from string) {
+	r.Handle(pathRingJoin, s.ringMember(func(w http.ResponseWriter, r *http.Request, from string) {
 		var j messages.RingJoin
 		if err := decodePeer(w, r, &j); err != nil {
 			s.fail(w, r, err)
@@ -86,7 +87,7 @@ func (s *Server) ringRoutes(r *mux.Router) {
 		}
 		writeJSON(w, http.StatusOK, a)
 	})).Methods(http.MethodPost)
-	r.Handle(pathRingPoll, s.peerAuth(func(w http.ResponseWriter, r *http.Request, from string) {
+	r.Handle(pathRingPoll, s.ringMember(func(w http.ResponseWriter, r *http.Request, from string) {
 		var p messages.RingPoll
 		if err := decodePeer(w, r, &p); err != nil {
 			s.fail(w, r, err)
@@ -106,7 +107,7 @@ func (s *Server) ringRoutes(r *mux.Router) {
 		}
 		writeJSON(w, http.StatusOK, a)
 	})).Methods(http.MethodPost)
-	r.Handle(pathRingLeave, s.peerAuth(func(w http.ResponseWriter, r *http.Request, from string) {
+	r.Handle(pathRingLeave, s.ringMember(func(w http.ResponseWriter, r *http.Request, from string) {
 		var l messages.RingLeave
 		if err := decodePeer(w, r, &l); err != nil {
 			s.fail(w, r, err)
@@ -124,6 +125,27 @@ func (s *Server) ringRoutes(r *mux.Router) {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})).Methods(http.MethodPost)
+}
+
+// ringMemberPath reports whether path is a member's call to its master
+// (the calls RingToken is sent on).
+func ringMemberPath(path string) bool {
+	return path == pathRingJoin || path == pathRingPoll || path == pathRingLeave
+}
+
+// ringMember authenticates a member's call (join, poll, leave). With
+// mutual TLS (--tls-ca) the site's certificate does it (peerAuth). Without
+// it X-Federation-Node proves nothing: anyone who knows the site's --name
+// could join a member that owns ranges and works none of them, or make the
+// master drop a real one. So the call must then carry an admin's API token
+// too, as any call that changes the node (the member's peer client sends
+// the node's --api-token, RingToken); a node without credentials is open,
+// its ring as the rest of its API.
+func (s *Server) ringMember(h peerHandler) http.Handler {
+	if s.cfg.RequireClientCert {
+		return s.peerAuth(h)
+	}
+	return s.guard(adminOnly, s.peerAuth(h))
 }
 
 // ringTarget is the address key of a ring call and the node its

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-dev/switchboard/httpapi/auth"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/transport"
 )
@@ -211,6 +212,138 @@ func TestPeerClientRingCalls(t *testing.T) {
 	}
 	if rb.count() != before {
 		t.Fatal("a call to another site's instance was sent")
+	}
+}
+
+// TestRingMemberCallsNeedAnAdminTokenWithoutMutualTLS: without --tls-ca
+// the X-Federation-Node header proves nothing (anyone may send the site's
+// name), so on a node with credentials join, poll and leave need an
+// admin's API token: 401 without one or with a wrong one, 403 for another
+// role, and none of those reaches the coordinator (no fake member joins,
+// no real one is made to leave). With the token they do; a node without
+// credentials is open, its ring as the rest of its API. (With mutual TLS
+// the certificate is the credential: TestRingEndpointsRefuseBadCallsBeforeTheBackend.)
+func TestRingMemberCallsNeedAnAdminTokenWithoutMutualTLS(t *testing.T) {
+	const opsToken = "ops-token-0123456789"
+	creds := staticCredentials{auth.NewSet([]messages.Credential{TokenCredential(stubToken),
+		{Name: "ops", Role: messages.RoleOperator, TokenHash: auth.Hash(opsToken)}}, true)}
+	calls := []struct{ path, body string }{
+		{pathRingJoin, joinBody(homeNode, "intruder")},
+		{pathRingPoll, `{"instance_id":"home-1","epoch":0,"wait_ms":0}`},
+		{pathRingLeave, `{"instance_id":"home-1"}`},
+	}
+	call := func(s *Server, path, body, token string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+		req.Header.Set(messages.FederationHeader, homeNode)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, req)
+		return rec
+	}
+	rb := newRingBackend()
+	s, err := New(Config{Backend: stubBackend{}, Ring: rb, Credentials: creds, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range calls {
+		for _, tc := range []struct {
+			token  string
+			status int
+			code   string
+		}{
+			{"", 401, messages.CodeUnauthorized},
+			{"not-the-token-0123456789", 401, messages.CodeUnauthorized},
+			{opsToken, 403, messages.CodeForbidden},
+		} {
+			rec := call(s, c.path, c.body, tc.token)
+			var doc errorDoc
+			if rec.Code != tc.status || json.Unmarshal(rec.Body.Bytes(), &doc) != nil || doc.Error.Code != tc.code {
+				t.Errorf("%s with token %q: %d %s, want %d %s", c.path, tc.token, rec.Code, rec.Body, tc.status, tc.code)
+			}
+		}
+	}
+	if n := rb.count(); n != 0 {
+		t.Fatalf("%d calls without an admin token reached the coordinator: %v", n, rb.calls)
+	}
+	for _, c := range calls {
+		if rec := call(s, c.path, c.body, stubToken); rec.Code != 200 && rec.Code != 204 {
+			t.Errorf("%s with the admin token: %d %s", c.path, rec.Code, rec.Body)
+		}
+	}
+	if n := rb.count(); n != len(calls) {
+		t.Fatalf("%d of the %d calls with the admin token reached the coordinator", n, len(calls))
+	}
+	open, err := New(Config{Backend: stubBackend{}, Ring: rb, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := call(open, pathRingJoin, joinBody(homeNode, "home-2"), ""); rec.Code != 200 {
+		t.Errorf("join on a node without credentials: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// TestPeerClientSendsTheRingTokenToItsMasterOnly: a member's client sends
+// RingToken on its ring calls, which a master without --tls-ca then lets
+// in; federation calls (identity, health: to other sites) never carry it.
+// Without the token the master refuses the join as Forbidden (the slave
+// gives up, saying why).
+func TestPeerClientSendsTheRingTokenToItsMasterOnly(t *testing.T) {
+	p := newPKI(t, homeNode)
+	rb := newRingBackend()
+	s, err := New(Config{Backend: newFedBackend(homeNode, homeNode), Ring: rb, APIToken: stubToken, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen := map[string]string{} // path -> Authorization
+	srv := startTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.URL.Path] = r.Header.Get("Authorization")
+		mu.Unlock()
+		s.ServeHTTP(w, r)
+	}), p.serverTLS(t, homeNode, false))
+	addr := strings.TrimPrefix(srv.URL, "https://")
+	client := func(token func() string) *PeerClient {
+		c, err := NewPeerClient(PeerClientConfig{Node: homeNode, RootCAs: p.pool, Timeout: 2 * time.Second, RingToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	ctx := context.Background()
+	join := messages.RingJoin{InstanceID: "home-1", Node: homeNode, Address: "h:1", Services: messages.AllServices}
+
+	_, err = client(nil).RingJoin(ctx, addr, join)
+	wantCallError(t, "join without a token", err, 401, messages.CodeUnauthorized, transport.Forbidden)
+	if rb.count() != 0 {
+		t.Fatal("a join without a token reached the coordinator")
+	}
+
+	home := client(func() string { return stubToken })
+	if _, err := home.Health(ctx, addr, messages.Health{Node: homeNode, Time: fedTime, Status: messages.HealthOK}); err != nil {
+		t.Fatalf("health: %v", err)
+	}
+	if _, err := home.RingJoin(ctx, addr, join); err != nil {
+		t.Fatalf("join: %v", err)
+	}
+	if _, err := home.RingPoll(ctx, addr, messages.RingPoll{InstanceID: "home-1", Epoch: 3, WaitMs: 10}); err != nil {
+		t.Fatalf("poll: %v", err)
+	}
+	if err := home.RingLeave(ctx, addr, messages.RingLeave{InstanceID: "home-1"}); err != nil {
+		t.Fatalf("leave: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for path, want := range map[string]string{
+		pathIdentity: "", pathHealth: "",
+		pathRingJoin: "Bearer " + stubToken, pathRingPoll: "Bearer " + stubToken, pathRingLeave: "Bearer " + stubToken,
+	} {
+		if got, ok := seen[path]; !ok || got != want {
+			t.Errorf("%s: Authorization %q (called %v), want %q", path, got, ok, want)
+		}
 	}
 }
 
