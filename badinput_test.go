@@ -2,6 +2,8 @@ package switchboard_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -159,6 +161,105 @@ func TestBadInputIsRejectedAndStoresNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCrossSiteWritesAreRefused: a web page of another origin can make a
+// browser POST a text/plain or form body to the node without a CORS
+// preflight, and a node without credentials would do what it asks. So a
+// browser's write (POST, PUT, DELETE) whose Sec-Fetch-Site is cross-site or
+// same-site, or without one an Origin that is not the node, is refused
+// with 403 cross_origin and changes nothing. What browsers send from the
+// node's own UI (Sec-Fetch-Site same-origin; its Referrer-Policy
+// no-referrer makes Origin null), an Origin naming the node, and requests
+// without either header (curl -d, scripts) pass, whatever their content
+// type.
+func TestCrossSiteWritesAreRefused(t *testing.T) {
+	h := startNode(t, testConfig(t)) // no credentials: the page would act as an admin
+	h.pullFrontend("fe", "44")
+	h.submit("dead", "441")
+	for _, m := range h.poll("fe", 10, 1000, 60000) {
+		h.ack("fe", messages.DeliveryResult{ID: m.ID, Status: messages.Failed, Reason: "barred", Attempt: m.Attempt})
+	}
+	h.waitState("dead", messages.StateFailed)
+	leased := h.submit("leased", "442")
+	if got := h.poll("fe", 10, 1000, 60000); len(got) != 1 || got[0].ID != leased {
+		t.Fatalf("poll: %+v", got)
+	}
+	before := h.snapshot()
+
+	send := func(t *testing.T, method, path, ctype, body string, headers map[string]string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, h.base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ctype != "" {
+			req.Header.Set("Content-Type", ctype)
+		}
+		for k, v := range headers {
+			req.Header.Set(k, v)
+		}
+		res, err := h.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var doc struct{ Error struct{ Code string } }
+		_ = json.NewDecoder(res.Body).Decode(&doc)
+		return res.StatusCode, doc.Error.Code
+	}
+	crossSite := map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}
+	sameSite := map[string]string{"Sec-Fetch-Site": "same-site", "Origin": "https://evil.example.net"}
+	foreignOrigin := map[string]string{"Origin": "https://evil.example"} // an older browser: no Sec-Fetch-Site
+	submit := func(id string) string {
+		return `{"id":"` + id + `","source_msisdn":"1555","destination_msisdn":"441","message_body":"hi"}`
+	}
+	for _, c := range []struct {
+		name, method, path, ctype, body string
+		headers                         map[string]string
+	}{
+		{"submit as text/plain", "POST", "/api/messages", "text/plain", submit("csrf-1"), crossSite},
+		{"submit as a form", "POST", "/api/messages", "application/x-www-form-urlencoded", submit("csrf-2"), foreignOrigin},
+		{"bulk resubmit", "POST", "/api/messages/resubmit", "text/plain", `{"state":"failed"}`, crossSite},
+		{"bulk resubmit from a sibling site", "POST", "/api/messages/resubmit", "text/plain", `{"state":"failed"}`, sameSite},
+		{"resubmit", "POST", "/api/messages/dead/resubmit", "", "", foreignOrigin},
+		{"ack", "POST", "/api/frontends/fe/ack", "text/plain", `{"results":[{"id":"leased","status":"delivered"}]}`, crossSite},
+		{"ack, old browser", "POST", "/api/frontends/fe/ack", "text/plain", `{"results":[{"id":"leased","status":"delivered"}]}`, foreignOrigin},
+		{"route", "PUT", "/api/routes/55", "text/plain", `{"frontend":"fe"}`, crossSite},
+		{"route delete", "DELETE", "/api/routes/44", "", "", crossSite},
+		{"frontend", "PUT", "/api/frontends/evil", "text/plain", `{"mode":"webhook","url":"https://evil.example/hook"}`, foreignOrigin},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if status, code := send(t, c.method, c.path, c.ctype, c.body, c.headers); status != 403 || code != messages.CodeCrossOrigin {
+				t.Errorf("%s %s with %v: %d %q, want 403 %s", c.method, c.path, c.headers, status, code, messages.CodeCrossOrigin)
+			}
+			h.t = t
+			if after := h.snapshot(); after != before {
+				t.Fatalf("a cross-origin request changed the node:\nbefore %s\nafter  %s", before, after)
+			}
+		})
+	}
+	h.t = t
+	// Reads are safe methods: a page cannot read the answer anyway (CORS).
+	if status, _ := send(t, "GET", "/api/status", "", "", crossSite); status != 200 {
+		t.Errorf("a cross-site GET: %d, want 200", status)
+	}
+	for i, headers := range []map[string]string{
+		{"Sec-Fetch-Site": "same-origin", "Origin": "null"}, // the node's UI (Referrer-Policy no-referrer)
+		{"Sec-Fetch-Site": "none"},                          // typed by the user, a bookmark
+		{"Origin": h.base},                                  // an older browser on the node's own page
+		{},                                                  // curl -d, a script
+	} {
+		id := fmt.Sprintf("ok-%d", i)
+		if status, code := send(t, "POST", "/api/messages", "application/x-www-form-urlencoded", submit(id), headers); status != 202 {
+			t.Errorf("submit with %v: %d %s, want 202", headers, status, code)
+		}
+	}
+	if status, code := send(t, "POST", "/api/frontends/fe/ack", "", `{"results":[{"id":"leased","status":"delivered"}]}`,
+		map[string]string{"Sec-Fetch-Site": "same-origin"}); status != 200 {
+		t.Errorf("a same-origin ack: %d %s", status, code)
+	}
+	h.waitState(leased, messages.StateDelivered)
 }
 
 func TestAPIToken(t *testing.T) {

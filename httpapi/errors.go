@@ -22,6 +22,7 @@ var statusOf = map[string]int{
 	messages.CodeBodyTooLarge:    http.StatusRequestEntityTooLarge,
 	messages.CodeUnauthorized:    http.StatusUnauthorized,
 	messages.CodeForbidden:       http.StatusForbidden,
+	messages.CodeCrossOrigin:     http.StatusForbidden,
 	messages.CodeRateLimited:     http.StatusTooManyRequests,
 	messages.CodeNotFound:        http.StatusNotFound,
 	messages.CodeMethodNotAllow:  http.StatusMethodNotAllowed,

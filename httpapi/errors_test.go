@@ -54,6 +54,7 @@ func TestKindOf(t *testing.T) {
 		messages.CodeBodyTooLarge:      transport.Refused,
 		messages.CodeUnauthorized:      transport.Forbidden,
 		messages.CodeForbidden:         transport.Forbidden,
+		messages.CodeCrossOrigin:       transport.Forbidden,
 		messages.CodeRateLimited:       transport.Busy,
 		messages.CodeNotFound:          transport.UnknownTarget,
 		messages.CodeMethodNotAllow:    transport.UnknownTarget,

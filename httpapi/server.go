@@ -51,12 +51,15 @@ type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	router *mux.Router
+	// handler is the router behind the cross-origin check (crossOrigin).
+	handler http.Handler
 	// refused logs refused API tokens at a bounded rate: someone guessing
 	// tokens must not flood the log, a misconfigured client must show;
-	// forbidden does the same for calls a role does not allow.
-	refused, forbidden *ratelog.Log
-	creds              Credentials
-	limiter            *auth.Limiter
+	// forbidden does the same for calls a role does not allow, and
+	// crossSite for browsers' cross-origin writes.
+	refused, forbidden, crossSite *ratelog.Log
+	creds                         Credentials
+	limiter                       *auth.Limiter
 	// roles of each guarded route, by "METHOD /template".
 	roles map[string][]messages.Role
 }
@@ -97,8 +100,34 @@ func New(cfg Config) (*Server, error) {
 		Burst: 10, Window: time.Minute}); err != nil {
 		return nil, err
 	}
+	if s.crossSite, err = ratelog.New(ratelog.Config{Logger: s.log, Level: slog.LevelWarn,
+		Msg: "cross-origin api call refused", Summary: "cross-origin api calls not logged one by one",
+		Burst: 10, Window: time.Minute}); err != nil {
+		return nil, err
+	}
 	s.router = s.routes()
+	s.handler = s.crossOrigin(s.router)
 	return s, nil
+}
+
+// crossOrigin refuses a browser's unsafe request (POST, PUT, DELETE) made
+// by a page of another origin: a node without credentials, or a browser
+// that holds a session some other way, would otherwise do what any web
+// page asks, since a text/plain or form POST crosses origins without a
+// CORS preflight. Go's CrossOriginProtection tells them by Sec-Fetch-Site
+// (every browser since 2023), else by Origin against Host. A request with
+// neither (curl, scripts, peers, frontends) is no browser's and passes, so
+// no content type is refused; the node's own web UI is same-origin.
+func (s *Server) crossOrigin(h http.Handler) http.Handler {
+	c := http.NewCrossOriginProtection()
+	c.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.crossSite.Write("remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path,
+			"sec_fetch_site", r.Header.Get("Sec-Fetch-Site"), "origin", r.Header.Get("Origin"))
+		s.fail(w, r, messages.Errorf(messages.CodeCrossOrigin,
+			"a browser page of another origin may not call this node's API (Sec-Fetch-Site %q, Origin %q, Host %q)",
+			r.Header.Get("Sec-Fetch-Site"), r.Header.Get("Origin"), r.Host))
+	}))
+	return c.Handler(h)
 }
 
 // Close reports what the rate-limited logs still count (the node calls it
@@ -106,10 +135,11 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Close() {
 	s.refused.Close()
 	s.forbidden.Close()
+	s.crossSite.Close()
 }
 
 // ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
 // Router exposes the routes (for route inventory tests and the OpenAPI check).
 func (s *Server) Router() *mux.Router { return s.router }

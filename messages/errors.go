@@ -25,6 +25,7 @@ const (
 	CodeBodyTooLarge    = "body_too_large"     // over the 1 MiB limit
 	CodeUnauthorized    = "unauthorized"       // missing or wrong API token
 	CodeForbidden       = "forbidden"          // the credential's role (or binding) does not allow the call
+	CodeCrossOrigin     = "cross_origin"       // a browser's write from a page of another origin (CSRF)
 	CodeRateLimited     = "rate_limited"       // a client credential's submit rate is used up: retry later
 	CodeNotFound        = "not_found"          // the path names nothing that exists
 	CodeMethodNotAllow  = "method_not_allowed" // the path exists, the method does not
