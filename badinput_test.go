@@ -102,6 +102,11 @@ func TestBadInputIsRejectedAndStoresNothing(t *testing.T) {
 		{"poll bad max", "POST", "/api/frontends/pullfe/poll", `{"max":0}`, 400, "invalid_request"},
 		{"poll bad wait", "POST", "/api/frontends/pullfe/poll", `{"wait_ms":600000}`, 400, "invalid_request"},
 		{"poll bad lease", "POST", "/api/frontends/pullfe/poll", `{"lease_ms":5}`, 400, "invalid_request"},
+		// Milliseconds whose nanoseconds wrap around past 2^63 into the range
+		// (to 0.45 ms and 1.0004 s): refused as the numbers they are.
+		{"poll wait overflowing a duration", "POST", "/api/frontends/pullfe/poll", `{"wait_ms":18446744073710}`, 400, "invalid_request"},
+		{"poll lease overflowing a duration", "POST", "/api/frontends/pullfe/poll", `{"lease_ms":18446744074710}`, 400, "invalid_request"},
+		{"poll largest wait", "POST", "/api/frontends/pullfe/poll", `{"wait_ms":9223372036854775807}`, 400, "invalid_request"},
 		{"ack unknown frontend", "POST", "/api/frontends/ghost/ack", `{"results":[{"id":"kept","status":"delivered"}]}`, 404, "not_found"},
 		{"ack bad status", "POST", "/api/frontends/pullfe/ack", `{"results":[{"id":"kept","status":"maybe"}]}`, 400, "invalid_request"},
 		{"ack without id", "POST", "/api/frontends/pullfe/ack", `{"results":[{"status":"delivered"}]}`, 400, "invalid_request"},

@@ -443,27 +443,30 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	max, wait, lease := defaultPollMax, time.Duration(0), defaultPollLease
+	// The milliseconds are checked as integers: converted first, a value
+	// past 2^63 ns (about 292 years) would wrap around into the range.
+	max, waitMS, leaseMS := defaultPollMax, int64(0), defaultPollLease.Milliseconds()
 	if req.Max != nil {
 		max = *req.Max
 	}
 	if req.WaitMS != nil {
-		wait = time.Duration(*req.WaitMS) * time.Millisecond
+		waitMS = *req.WaitMS
 	}
 	if req.LeaseMS != nil {
-		lease = time.Duration(*req.LeaseMS) * time.Millisecond
+		leaseMS = *req.LeaseMS
 	}
 	switch {
 	case max < 1 || max > maxPollMax:
 		s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "max must be from 1 to %d", maxPollMax))
 		return
-	case wait < 0 || wait > maxPollWait:
+	case waitMS < 0 || waitMS > maxPollWait.Milliseconds():
 		s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "wait_ms must be from 0 to %d", maxPollWait.Milliseconds()))
 		return
-	case lease < minPollLease || lease > maxPollLease:
+	case leaseMS < minPollLease.Milliseconds() || leaseMS > maxPollLease.Milliseconds():
 		s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "lease_ms must be from %d to %d", minPollLease.Milliseconds(), maxPollLease.Milliseconds()))
 		return
 	}
+	wait, lease := time.Duration(waitMS)*time.Millisecond, time.Duration(leaseMS)*time.Millisecond
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout+wait)
 	defer cancel()
 	msgs, err := s.cfg.Backend.Poll(ctx, mux.Vars(r)["name"], max, wait, lease)

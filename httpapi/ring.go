@@ -97,7 +97,10 @@ func (s *Server) ringRoutes(r *mux.Router) {
 			s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "instance_id is required and wait_ms must not be negative"))
 			return
 		}
-		wait := min(time.Duration(p.WaitMs)*time.Millisecond, maxRingWait)
+		// Capped as an integer, before the conversion (which would wrap
+		// around past 2^63 ns), and for the coordinator too.
+		p.WaitMs = min(p.WaitMs, maxRingWait.Milliseconds())
+		wait := time.Duration(p.WaitMs) * time.Millisecond
 		ctx, cancel := context.WithTimeout(r.Context(), wait+s.cfg.RequestTimeout)
 		defer cancel()
 		a, err := ring.RingPoll(ctx, from, p)

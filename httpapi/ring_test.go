@@ -23,6 +23,10 @@ type ringBackend struct {
 	mu    sync.Mutex
 	calls []string
 	a     messages.RingAssignment
+	// pollWait and pollLeft are the last poll's wait_ms and the time its
+	// context had left.
+	pollWait int64
+	pollLeft time.Duration
 }
 
 func newRingBackend() *ringBackend {
@@ -48,8 +52,14 @@ func (b *ringBackend) RingJoin(_ context.Context, from string, j messages.RingJo
 	return b.a, nil
 }
 
-func (b *ringBackend) RingPoll(_ context.Context, from string, p messages.RingPoll) (messages.RingAssignment, error) {
+func (b *ringBackend) RingPoll(ctx context.Context, from string, p messages.RingPoll) (messages.RingAssignment, error) {
 	b.record("poll " + p.InstanceID + " from " + from)
+	b.mu.Lock()
+	b.pollWait = p.WaitMs
+	if deadline, ok := ctx.Deadline(); ok {
+		b.pollLeft = time.Until(deadline)
+	}
+	b.mu.Unlock()
 	if p.InstanceID == "stranger" {
 		return messages.RingAssignment{}, messages.Errorf(messages.CodeRingUnknownMember, "join again")
 	}
@@ -136,6 +146,32 @@ func TestRingEndpointsRefuseBadCallsBeforeTheBackend(t *testing.T) {
 	if status, _, raw := fedCall(t, withCert, srv, http.MethodPost, pathRingLeave, homeNode,
 		strings.NewReader(`{"instance_id":"home-1"}`)); status != 204 {
 		t.Fatalf("leave: %d %s", status, raw)
+	}
+}
+
+// TestRingPollWaitIsCappedBeforeItIsADuration: a wait_ms over the cap is
+// held for the cap (10 minutes), the coordinator is told the cap, and the
+// call's deadline is the cap plus the request timeout, also for a value
+// whose nanoseconds would wrap around past 2^63 into a short (or
+// negative) wait.
+func TestRingPollWaitIsCappedBeforeItIsADuration(t *testing.T) {
+	rb := newRingBackend()
+	s, err := New(Config{Backend: stubBackend{}, Ring: rb, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ms := range []string{"600001", "18446744073710", "9223372036854775807", "9223372036854"} {
+		req := httptest.NewRequest(http.MethodPost, pathRingPoll, strings.NewReader(`{"instance_id":"home-1","epoch":0,"wait_ms":`+ms+`}`))
+		req.Header.Set(messages.FederationHeader, homeNode)
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, req)
+		rb.mu.Lock()
+		wait, left := rb.pollWait, rb.pollLeft
+		rb.mu.Unlock()
+		if rec.Code != 200 || wait != maxRingWait.Milliseconds() || left < maxRingWait || left > maxRingWait+DefaultRequestTimeout {
+			t.Errorf("wait_ms %s: %d, the coordinator got wait_ms %d with %v left; want 200, %d and %v to %v",
+				ms, rec.Code, wait, left, maxRingWait.Milliseconds(), maxRingWait, maxRingWait+DefaultRequestTimeout)
+		}
 	}
 }
 
