@@ -32,6 +32,23 @@ func (g *gateway) Identity() messages.Identity {
 // good, revoke its certificate.
 func (g *gateway) caller(from string) error {
 	n := g.n
+	if err := g.admit(from); err != nil {
+		return err
+	}
+	if !n.book.Healthy(from) {
+		n.system.Root.Send(n.peers, &messages.PeerContact{Peer: from})
+	}
+	return nil
+}
+
+// FederationCaller implements httpapi.Backend: the gateway asks it before
+// it reads a call's body.
+func (g *gateway) FederationCaller(from string) error { return g.admit(from) }
+
+// admit is caller without the contact: federation on, the node running,
+// from a known peer (an unknown one makes discovery look again).
+func (g *gateway) admit(from string) error {
+	n := g.n
 	if !n.cfg.Federation {
 		return messages.Errorf(messages.CodeFederationOff, "federation is off on %s (--federation=false)", n.cfg.Name)
 	}
@@ -43,9 +60,6 @@ func (g *gateway) caller(from string) error {
 			n.system.Root.Send(n.discovery, discovery.Rediscover{})
 		}
 		return messages.Errorf(messages.CodeUnknownPeer, "%s does not know a peer named %q (check --peers or --dns-srv)", n.cfg.Name, from)
-	}
-	if !n.book.Healthy(from) {
-		n.system.Root.Send(n.peers, &messages.PeerContact{Peer: from})
 	}
 	return nil
 }

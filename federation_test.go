@@ -353,9 +353,13 @@ func TestFederationMetricsAreCompleteAndLintClean(t *testing.T) {
 
 // TestFederationBadCallersStoreNothing: forwards from a node that is not a
 // peer, or naming another node in the body, are refused and store nothing.
+// (b is started so that a knows it: an unknown caller is refused before
+// its body is read, whatever the body.)
 func TestFederationBadCallersStoreNothing(t *testing.T) {
 	fn := newFedNet()
 	a := startFed(t, fn, fedConfig(t, fn, "a", "b"))
+	startFed(t, fn, fedConfig(t, fn, "b", "a"))
+	a.waitPeer("b", messages.PeerHealthy)
 	a.pullFrontend("fe-a", "1")
 	fwd := messages.Forward{ID: "spoof-1", SourceMSISDN: "1", DestinationMSISDN: "1555", Body: "x",
 		SourceSMSC: "mallory", DestSMSC: "a", Frontend: "fe-a"}
@@ -378,8 +382,11 @@ func TestFederationBadCallersStoreNothing(t *testing.T) {
 	if st, code := call("", fwd); st != 400 || code != messages.CodeInvalidRequest {
 		t.Fatalf("no header: %d %s", st, code)
 	}
-	if st, code := call("b", map[string]any{"id": "spoof-1"}); st != 400 {
+	if st, code := call("b", map[string]any{"id": "spoof-1"}); st != 400 || code != messages.CodeInvalidRequest {
 		t.Fatalf("missing fields: %d %s", st, code)
+	}
+	if st, code := call("mallory", map[string]any{"id": "spoof-1"}); st != 403 || code != messages.CodeUnknownPeer {
+		t.Fatalf("missing fields from an unknown node: %d %s, want 403 %s before the body is read", st, code, messages.CodeUnknownPeer)
 	}
 	a.apiError(404, messages.CodeNotFound, "GET", "/api/messages/spoof-1", nil)
 }

@@ -62,6 +62,11 @@ type Backend interface {
 	// call from a peer it does not consider healthy triggers a health check
 	// of that peer at once (wake on contact).
 
+	// FederationCaller admits the caller from before the gateway reads its
+	// call's body: federation_disabled, unknown_peer (or unavailable while
+	// the node starts or stops) as above, so that a caller federation does
+	// not serve makes the node decode nothing. The calls below check again.
+	FederationCaller(from string) error
 	// Identity is this node's identity document (served even when
 	// federation is off, so an operator can see who answers).
 	Identity() messages.Identity

@@ -34,7 +34,7 @@ type peerHandler func(w http.ResponseWriter, r *http.Request, from string)
 func (s *Server) federationRoutes(r *mux.Router) {
 	r.Handle(pathIdentity, http.HandlerFunc(s.fedIdentity)).Methods(http.MethodGet)
 	peer := func(path string, h peerHandler) {
-		r.Handle(path, s.peerAuth(h)).Methods(http.MethodPost)
+		r.Handle(path, s.peerAuth(s.admitted(h))).Methods(http.MethodPost)
 	}
 	peer(pathHealth, s.fedHealth)
 	peer(pathRegistry, s.fedRegistry)
@@ -64,8 +64,10 @@ func (s *Server) clientCert(r *http.Request) (*x509.Certificate, error) {
 // peerAuth authenticates a federation call: with RequireClientCert the
 // caller shows a verified client certificate that names the node of its
 // X-Federation-Node header; without it the header is taken on trust. The
-// backend then admits the name (a discovered peer, federation on). A
-// refused request reaches no handler, so nothing is decoded or stored.
+// backend then admits the name (a discovered peer, federation on:
+// admitted, for the federation paths; the ring's coordinator checks its
+// own site). A refused request reaches no handler, so nothing is decoded
+// or stored.
 func (s *Server) peerAuth(h peerHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cert, err := s.clientCert(r)
@@ -89,13 +91,28 @@ func (s *Server) peerAuth(h peerHandler) http.Handler {
 	})
 }
 
+// admitted asks the backend whether it serves the caller (federation on,
+// a known peer) before h reads the body: a caller it refuses makes the
+// node decode nothing.
+func (s *Server) admitted(h peerHandler) peerHandler {
+	return func(w http.ResponseWriter, r *http.Request, from string) {
+		if err := s.cfg.Backend.FederationCaller(from); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		h(w, r, from)
+	}
+}
+
 // refuse answers an authentication failure and logs it: it is either a
 // misconfigured peer (its certificate does not name its --name) or
-// someone posing as one, and the operator of this node should hear of it.
+// someone posing as one, and the operator of this node should hear of it;
+// at a bounded rate (peerRefused), since anyone who reaches the port can
+// make refusals.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, from string, err error) {
 	var e *messages.Error
 	if errors.As(err, &e) {
-		s.log.Warn("federation caller refused", "code", e.Code, "from", from, "remote", r.RemoteAddr, "path", r.URL.Path, "err", e.Message)
+		s.peerRefused.Write("code", e.Code, "from", from, "remote", r.RemoteAddr, "path", r.URL.Path, "err", e.Message)
 	}
 	s.fail(w, r, err)
 }

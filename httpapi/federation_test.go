@@ -115,6 +115,8 @@ type fedBackend struct {
 	// reorder answers a forward batch's results in reverse order (a peer
 	// breaking the protocol).
 	reorder bool
+	// off is --federation=false.
+	off bool
 
 	calls    []string // "<kind> from <node>"
 	stored   []string // forward ids accepted
@@ -147,6 +149,20 @@ func (b *fedBackend) Identity() messages.Identity {
 	node := b.name()
 	return messages.Identity{Node: node, InstanceID: node + "-0", ProtocolVersion: messages.ProtocolVersion,
 		Capabilities: []string{messages.CapForwardBatch, messages.CapStatusBatch}}
+}
+
+// FederationCaller admits the known peers while federation is on; the
+// calls refused here are not recorded (they reach no handler).
+func (b *fedBackend) FederationCaller(from string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.off:
+		return messages.Errorf(messages.CodeFederationOff, "federation is off on %s", b.node)
+	case !b.known[from]:
+		return messages.Errorf(messages.CodeUnknownPeer, "%s does not know a peer named %q", b.node, from)
+	}
+	return nil
 }
 
 // enter records a call and applies the backend's admission rules; ids are
@@ -628,7 +644,7 @@ func oversize(valid string) io.Reader {
 // the header is still required and the body's node must still match it.
 func TestFederationInsecure(t *testing.T) {
 	p := newPKI(t, homeNode)
-	b := newFedBackend(homeNode, peerA)
+	b := newFedBackend(homeNode, peerA, peerB)
 	srv := fedGateway(t, p, b, false)
 	c := tlsClient(t, p, "")
 	body := validBodies()[pathHealth]
@@ -646,6 +662,88 @@ func TestFederationInsecure(t *testing.T) {
 	}
 	if n := b.callCount(); n != 1 {
 		t.Errorf("backend calls = %d, want 1", n)
+	}
+}
+
+// TestFederationAdmitsTheCallerBeforeReadingTheBody: a call from a node
+// the backend does not serve (federation off, a peer it never knew) is
+// refused for that before its body is read, so even a malformed or
+// oversize body gets 403 federation_disabled / unknown_peer, not 400 or
+// 413, and the node decodes nothing (with and without mutual TLS).
+func TestFederationAdmitsTheCallerBeforeReadingTheBody(t *testing.T) {
+	p := newPKI(t, homeNode, peerA, peerB)
+	for _, mtls := range []bool{true, false} {
+		b := newFedBackend(homeNode, peerA)
+		srv := fedGateway(t, p, b, mtls)
+		withA, withB := tlsClient(t, p, peerA), tlsClient(t, p, peerB)
+		for _, path := range postPaths {
+			for _, body := range []string{`{"node":`, `[]`} {
+				status, code, raw := fedCall(t, withB, srv, "POST", path, peerB, strings.NewReader(body))
+				if status != 403 || code != messages.CodeUnknownPeer {
+					t.Errorf("mtls %v: %s from an unknown peer with %s: %d %s (%s), want 403 %s", mtls, path, body, status, code, raw, messages.CodeUnknownPeer)
+				}
+			}
+			status, code, raw := fedCall(t, withB, srv, "POST", path, peerB, oversize(validBodies()[path]))
+			if status != 403 || code != messages.CodeUnknownPeer {
+				t.Errorf("mtls %v: %s from an unknown peer, oversize: %d %s (%s), want 403 %s", mtls, path, status, code, raw, messages.CodeUnknownPeer)
+			}
+		}
+		b.set(func(b *fedBackend) { b.off = true })
+		for _, path := range postPaths {
+			status, code, raw := fedCall(t, withA, srv, "POST", path, peerA, strings.NewReader(`{"node":`))
+			if status != 403 || code != messages.CodeFederationOff {
+				t.Errorf("mtls %v: %s with federation off: %d %s (%s), want 403 %s", mtls, path, status, code, raw, messages.CodeFederationOff)
+			}
+		}
+		if n := b.callCount(); n != 0 {
+			t.Errorf("mtls %v: %d refused calls reached the backend: %v", mtls, n, b.calls)
+		}
+	}
+}
+
+// countHandler counts the records of one message.
+type countHandler struct {
+	msg string
+	n   *atomic.Int64
+}
+
+func (h countHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h countHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.n.Add(1)
+	}
+	return nil
+}
+func (h countHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h countHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestFederationRefusalsAreLoggedAtABoundedRate: anyone who reaches the
+// port can make the node refuse a federation caller (no certificate, a
+// header that is not the certificate's name); the node logs the first
+// refusals of a minute one by one and counts the rest, as it does for
+// refused API tokens, instead of one line per request.
+func TestFederationRefusalsAreLoggedAtABoundedRate(t *testing.T) {
+	p := newPKI(t, homeNode, peerA)
+	var n atomic.Int64
+	s, err := New(Config{Backend: newFedBackend(homeNode, peerA), RequireClientCert: true,
+		Logger: slog.New(countHandler{msg: "federation caller refused", n: &n})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := startTLS(t, s, p.serverTLS(t, homeNode, true))
+	without, withA := tlsClient(t, p, ""), tlsClient(t, p, peerA)
+	const calls = 50
+	for i := range calls {
+		c, from := without, peerA
+		if i%2 == 1 {
+			c, from = withA, homeNode // a certificate that does not name the header
+		}
+		if status, _, _ := fedCall(t, c, srv, "POST", pathHealth, from, strings.NewReader(validBodies()[pathHealth])); status != 403 {
+			t.Fatalf("call %d: %d, want 403", i, status)
+		}
+	}
+	if got := n.Load(); got < 1 || got > 10 {
+		t.Errorf("%d refused calls logged %d lines, want 1 to 10 (the rest counted)", calls, got)
 	}
 }
 

@@ -55,11 +55,12 @@ type Server struct {
 	handler http.Handler
 	// refused logs refused API tokens at a bounded rate: someone guessing
 	// tokens must not flood the log, a misconfigured client must show;
-	// forbidden does the same for calls a role does not allow, and
-	// crossSite for browsers' cross-origin writes.
-	refused, forbidden, crossSite *ratelog.Log
-	creds                         Credentials
-	limiter                       *auth.Limiter
+	// forbidden does the same for calls a role does not allow, crossSite
+	// for browsers' cross-origin writes, and peerRefused for federation
+	// and ring callers refused for who they claim to be (refuse).
+	refused, forbidden, crossSite, peerRefused *ratelog.Log
+	creds                                      Credentials
+	limiter                                    *auth.Limiter
 	// roles of each guarded route, by "METHOD /template".
 	roles map[string][]messages.Role
 }
@@ -105,6 +106,11 @@ func New(cfg Config) (*Server, error) {
 		Burst: 10, Window: time.Minute}); err != nil {
 		return nil, err
 	}
+	if s.peerRefused, err = ratelog.New(ratelog.Config{Logger: s.log, Level: slog.LevelWarn,
+		Msg: "federation caller refused", Summary: "federation caller refusals not logged one by one",
+		Burst: 10, Window: time.Minute}); err != nil {
+		return nil, err
+	}
 	s.router = s.routes()
 	s.handler = s.crossOrigin(s.router)
 	return s, nil
@@ -136,6 +142,7 @@ func (s *Server) Close() {
 	s.refused.Close()
 	s.forbidden.Close()
 	s.crossSite.Close()
+	s.peerRefused.Close()
 }
 
 // ServeHTTP implements http.Handler.

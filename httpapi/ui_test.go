@@ -135,6 +135,8 @@ func (stubBackend) Peers(context.Context) ([]messages.PeerInfo, error) {
 // The federation calls answer as a node "ui-node" that knows every caller
 // and serves the frontend fe-a only (the fuzz tests reach them).
 
+func (stubBackend) FederationCaller(string) error { return nil }
+
 func (stubBackend) Identity() messages.Identity {
 	return messages.Identity{Node: "ui-node", InstanceID: "ui-node", ProtocolVersion: messages.ProtocolVersion,
 		Capabilities: []string{messages.CapForwardBatch, messages.CapStatusBatch}}
