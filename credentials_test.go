@@ -213,6 +213,38 @@ func TestClientSubmitRate(t *testing.T) {
 	}
 }
 
+// TestRefusedSubmitsDoNotUseTheSubmitRate: a submit refused as malformed
+// (400: not JSON, an unknown field, a missing field) takes nothing from
+// the client's submit rate: the next valid one is accepted.
+func TestRefusedSubmitsDoNotUseTheSubmitRate(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Credentials = filepath.Join(t.TempDir(), "credentials.json")
+	rootTok, rootHash := auth.NewToken()
+	slowTok, slowHash := auth.NewToken()
+	writeCredentials(t, cfg.Credentials, auth.File{Credentials: []messages.Credential{
+		{Name: "root", Role: messages.RoleAdmin, TokenHash: rootHash},
+		{Name: "slow", Role: messages.RoleClient, TokenHash: slowHash, SubmitRate: 0.1}, // a burst of one, then one every 10 s
+	}})
+	h := startNode(t, cfg)
+	h.token = rootTok
+	h.pullFrontend("fe", "44")
+	slow := h.as(slowTok)
+	before := h.snapshotWithAudit()
+	slow.apiError(400, messages.CodeInvalidJSON, "POST", "/api/messages", `{"source_msisdn":"1555",`)
+	slow.apiError(400, messages.CodeUnknownField, "POST", "/api/messages",
+		map[string]string{"id": "s-1", "source_msisdn": "1555", "destination_msisdn": "441", "message_body": "hi", "priority": "high"})
+	slow.apiError(400, messages.CodeInvalidRequest, "POST", "/api/messages",
+		map[string]string{"id": "s-1", "source_msisdn": "1555", "message_body": "hi"})
+	slow.apiError(400, messages.CodeInvalidRequest, "POST", "/api/messages",
+		map[string]string{"id": "has space", "source_msisdn": "1555", "destination_msisdn": "441", "message_body": "hi"})
+	if after := h.snapshotWithAudit(); after != before {
+		t.Error("a refused submit changed the node")
+	}
+	slow.must(202, "POST", "/api/messages", map[string]string{"id": "s-1", "source_msisdn": "1555", "destination_msisdn": "441", "message_body": "hi"}, nil)
+	slow.apiError(429, messages.CodeRateLimited, "POST", "/api/messages",
+		map[string]string{"id": "s-2", "source_msisdn": "1555", "destination_msisdn": "441", "message_body": "hi"})
+}
+
 // TestAuditTrailOfChanges: every change made through the API is in the
 // trail with who, what, when and from where, and is logged; the trail
 // filters by actor and action; reads are not recorded.

@@ -35,12 +35,19 @@ type submitReply struct {
 }
 
 func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
-	if err := s.submitAllowed(r); err != nil {
+	var sub messages.Submission
+	if err := decode(w, r, &sub); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	var sub messages.Submission
-	if err := decode(w, r, &sub); err != nil {
+	// A submit the node refuses as malformed uses none of the client's
+	// rate: the rate is taken only for a valid one. (The backend validates
+	// it too, and checks what needs the node: its validity, a route.)
+	if err := sub.Validate(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.submitAllowed(r); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -50,7 +57,6 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	// The submit's span, when sampled, is the parent of the message's
 	// later spans (on this node and its peers).
 	sub.Trace = telemetry.Sampled(r.Context())
-	// The backend validates the submission (one check for HTTP and embedders).
 	ctx, cancel := s.ctx(r)
 	defer cancel()
 	m, created, err := s.cfg.Backend.Submit(ctx, sub)
