@@ -2,12 +2,15 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -20,9 +23,11 @@ const MaxBody = 1 << 20
 // decode reads exactly one JSON document of at most MaxBody bytes into v,
 // strictly: the client and directory API (submits, routes, frontends,
 // polls, acks) refuses a field it does not know (400 unknown_field: a typo
-// such as "msg_id" for "id" would otherwise be dropped in silence) and text
+// such as "msg_id" for "id" would otherwise be dropped in silence), text
 // that a JSON decoder would silently change (invalid UTF-8, a \u escape of
-// half a UTF-16 surrogate pair: both become U+FFFD).
+// half a UTF-16 surrogate pair: both become U+FFFD), and what
+// encoding/json would take in silence about names (exactKeys): a name in
+// another case ("ID" fills id) and a name given twice (the last wins).
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	raw, err := readBody(w, r)
 	if err != nil {
@@ -33,7 +38,10 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	return decodeOne(dec, v)
+	if err := decodeOne(dec, v); err != nil {
+		return err
+	}
+	return exactKeys(raw, reflect.TypeOf(v))
 }
 
 // decodePeer is decode for the federation and ring APIs: unknown fields are
@@ -209,4 +217,312 @@ func linger(w http.ResponseWriter, r *http.Request) {
 	}
 	_ = rc.SetReadDeadline(time.Now().Add(lingerTime))
 	_, _ = io.CopyN(io.Discard, r.Body, lingerBytes)
+}
+
+// exactKeys refuses what encoding/json accepts in silence about the names
+// of raw, a document already decoded into a value of type t (so valid
+// JSON): a name that is a field's name only in another case (400
+// unknown_field: {"id":"a","ID":"b"} would store id b) and a name given
+// twice in one object (400 invalid_json: the last one wins). Objects that
+// decode into a struct must use its fields' exact names; those that decode
+// into a map, any name once; values decoded by their own UnmarshalJSON
+// (times, token ranges) or into an interface are not looked into. One pass
+// over raw, without allocating unless a name has escapes.
+func exactKeys(raw []byte, t reflect.Type) error {
+	k := keyScan{raw: raw}
+	return k.value(shapeOf(t))
+}
+
+// shape is what exactKeys knows of a Go type: the exact JSON names of a
+// struct's fields (with the shape of each), the values of a map, the
+// elements of a slice or array; opaque for the rest.
+type shape struct {
+	kind   shapeKind
+	fields map[string]field // kind struct
+	elem   *shape           // kind map, slice
+}
+
+type field struct {
+	bit   int // the field's bit in the set of names seen
+	shape *shape
+}
+
+type shapeKind int
+
+const (
+	opaqueShape shapeKind = iota
+	structShape
+	mapShape
+	sliceShape
+)
+
+var (
+	shapes      sync.Map // reflect.Type -> *shape
+	opaqueValue = &shape{kind: opaqueShape}
+)
+
+// shapeOf is the shape of t, built once per type.
+func shapeOf(t reflect.Type) *shape {
+	if sh, ok := shapes.Load(t); ok {
+		return sh.(*shape)
+	}
+	sh := buildShape(t, map[reflect.Type]*shape{})
+	shapes.Store(t, sh)
+	return sh
+}
+
+var (
+	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// buildShape follows encoding/json's rules for the names it decodes into;
+// building holds the shapes under construction (a type may refer to
+// itself).
+func buildShape(t reflect.Type, building map[reflect.Type]*shape) *shape {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if sh, ok := building[t]; ok {
+		return sh
+	}
+	if reflect.PointerTo(t).Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) {
+		return opaqueValue
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		sh := &shape{kind: structShape, fields: map[string]field{}}
+		building[t] = sh
+		addFields(sh, t, building)
+		return sh
+	case reflect.Map:
+		sh := &shape{kind: mapShape}
+		building[t] = sh
+		sh.elem = buildShape(t.Elem(), building)
+		return sh
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return opaqueValue // []byte is a base64 string
+		}
+		sh := &shape{kind: sliceShape}
+		building[t] = sh
+		sh.elem = buildShape(t.Elem(), building)
+		return sh
+	}
+	return opaqueValue
+}
+
+// addFields adds t's JSON fields to sh: a field's tag name or Go name, an
+// untagged embedded struct's fields promoted (an outer name wins), "-"
+// left out.
+func addFields(sh *shape, t reflect.Type, building map[reflect.Type]*shape) {
+	var embedded []reflect.Type
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		ft := f.Type
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if f.Anonymous && name == "" && ft.Kind() == reflect.Struct {
+			embedded = append(embedded, ft)
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		if _, ok := sh.fields[name]; !ok {
+			sh.fields[name] = field{bit: len(sh.fields), shape: buildShape(f.Type, building)}
+		}
+	}
+	for _, et := range embedded {
+		addFields(sh, et, building)
+	}
+}
+
+// keyScan walks a valid JSON document.
+type keyScan struct {
+	raw []byte
+	at  int
+}
+
+func (k *keyScan) space() {
+	for k.at < len(k.raw) {
+		switch k.raw[k.at] {
+		case ' ', '\t', '\n', '\r':
+			k.at++
+		default:
+			return
+		}
+	}
+}
+
+// value checks the value at k.at, of shape sh, and moves past it.
+func (k *keyScan) value(sh *shape) error {
+	k.space()
+	if k.at >= len(k.raw) {
+		return nil
+	}
+	switch c := k.raw[k.at]; {
+	case c == '{' && (sh.kind == structShape || sh.kind == mapShape):
+		return k.object(sh)
+	case c == '[' && sh.kind == sliceShape:
+		k.at++
+		k.space()
+		if k.at < len(k.raw) && k.raw[k.at] == ']' {
+			k.at++
+			return nil
+		}
+		for k.at < len(k.raw) {
+			if err := k.value(sh.elem); err != nil {
+				return err
+			}
+			k.space()
+			if k.at >= len(k.raw) || k.raw[k.at] == ']' {
+				k.at++
+				return nil
+			}
+			k.at++ // ','
+		}
+		return nil
+	}
+	k.skip()
+	return nil
+}
+
+// object checks the object at k.at, of a struct or map shape.
+func (k *keyScan) object(sh *shape) error {
+	k.at++ // '{'
+	var (
+		seen  uint64              // the struct's fields named so far, by bit
+		names map[string]struct{} // the names so far of a map (or past bit 63)
+	)
+	for {
+		k.space()
+		if k.at >= len(k.raw) || k.raw[k.at] == '}' {
+			k.at++
+			return nil
+		}
+		name := k.name()
+		k.space()
+		k.at++ // ':'
+		next, bit := sh.elem, -1
+		if sh.kind == structShape {
+			f, ok := sh.fields[string(name)]
+			if !ok {
+				return caseError(sh, string(name))
+			}
+			next, bit = f.shape, f.bit
+		}
+		dup := false
+		if bit >= 0 && bit < 64 {
+			dup, seen = seen&(1<<bit) != 0, seen|1<<bit
+		} else {
+			if names == nil {
+				names = map[string]struct{}{}
+			}
+			_, dup = names[string(name)]
+			names[string(name)] = struct{}{}
+		}
+		if dup {
+			return messages.Errorf(messages.CodeInvalidJSON, "the request body names %q twice in one object; a name may appear once", name)
+		}
+		if err := k.value(next); err != nil {
+			return err
+		}
+		k.space()
+		if k.at < len(k.raw) && k.raw[k.at] == ',' {
+			k.at++
+		}
+	}
+}
+
+// caseError is the unknown_field of a name that decoding matched to a
+// field only by folding its case (a name no field has at all was refused
+// by the decoder already).
+func caseError(sh *shape, name string) error {
+	for known := range sh.fields {
+		if strings.EqualFold(known, name) {
+			return messages.Errorf(messages.CodeUnknownField,
+				"unknown field %q: field names are case-sensitive; did you mean %q? (see GET /api/openapi.json)", name, known)
+		}
+	}
+	return messages.Errorf(messages.CodeUnknownField,
+		"unknown field %q: this API refuses fields it does not know (see GET /api/openapi.json)", name)
+}
+
+// str moves past the string at k.at and returns its raw content (between
+// the quotes) and whether it has escapes.
+func (k *keyScan) str() (content []byte, escaped bool) {
+	start := k.at + 1
+	rest := k.raw[start:]
+	if q := bytes.IndexByte(rest, '"'); q >= 0 && bytes.IndexByte(rest[:q], '\\') < 0 {
+		k.at = start + q + 1 // the common case, found fast
+		return rest[:q], false
+	}
+	for k.at = start; k.at < len(k.raw) && k.raw[k.at] != '"'; k.at++ {
+		if k.raw[k.at] == '\\' {
+			escaped = true
+			k.at++
+		}
+	}
+	end := min(k.at, len(k.raw))
+	k.at++ // the closing quote
+	return k.raw[start:end], escaped
+}
+
+// name reads the string at k.at, an object's name, unescaped when it has
+// escapes (a \u0069d is id, as the decoder read it).
+func (k *keyScan) name() []byte {
+	content, escaped := k.str()
+	if !escaped {
+		return content
+	}
+	var s string
+	if err := json.Unmarshal(k.raw[k.at-len(content)-2:k.at], &s); err != nil {
+		return content // cannot happen: raw was decoded
+	}
+	return []byte(s)
+}
+
+// skip moves past the value at k.at, whatever it holds.
+func (k *keyScan) skip() {
+	depth := 0
+	for k.at < len(k.raw) {
+		switch k.raw[k.at] {
+		case '"':
+			k.str()
+			if depth == 0 {
+				return
+			}
+			continue
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return // the end of the enclosing value: a scalar was skipped
+			}
+			depth--
+			if depth == 0 {
+				k.at++
+				return
+			}
+		case ',':
+			if depth == 0 {
+				return
+			}
+		case ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return
+			}
+		}
+		k.at++
+	}
 }

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -61,6 +63,114 @@ func FuzzSubmit(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		// The stub answers no_route for any valid submission.
 		fuzzRequest(t, "POST", "/api/messages", body, http.StatusUnprocessableEntity)
+	})
+}
+
+// submissionNames are the JSON names of a submission, as docs/api.md
+// lists them.
+var submissionNames = []string{"id", "source_msisdn", "destination_msisdn", "message_body",
+	"data_coding", "message_body_base64", "validity_until", "deliver_after"}
+
+// FuzzExactKeys holds decode to a reference model: it accepts a
+// submission exactly when encoding/json does (unknown fields refused) and
+// every name of the object is a field's exact name, given once; it refuses
+// the others with unknown_field (a name in another case) or invalid_json
+// (a name twice).
+func FuzzExactKeys(f *testing.F) {
+	for _, seed := range []string{
+		`{"id":"x2","source_msisdn":"1","destination_msisdn":"4412","message_body":"hi","ID":"zzz"}`,
+		`{"Source_MSISDN":"1","destination_msisdn":"4412","message_body":"hi"}`,
+		`{"id":"a","id":"b"}`, `{"\u0069d":"a"}`, `{"\u0069d":"a","id":"b"}`, `{"i\u0044":"a"}`,
+		`{"validity_until":"2026-01-01T00:00:00Z","VALIDITY_UNTIL":null}`, `{"message_body":"\"id\":{}"}`,
+		`null`, `{}`, ` { "id" : "a" , "data_coding" : "gsm7" } `, `{"message_body_base64":"AAE=","message_body_base64":"AAE="}`,
+		`{"id":"\u212a"}`, `{"\u212ad":1}`, // KELVIN SIGN folds to k in encoding/json
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var sub messages.Submission
+		req := httptest.NewRequest(http.MethodPost, "/api/messages", bytes.NewReader(body))
+		err := decode(httptest.NewRecorder(), req, &sub)
+
+		var ref messages.Submission
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if len(body) > MaxBody || len(bytes.TrimSpace(body)) == 0 || textError(body) != nil || decodeOne(dec, &ref) != nil {
+			if err == nil {
+				t.Fatalf("decode accepted %q, which encoding/json refuses", body)
+			}
+			return
+		}
+		exact := namesExactOnce(t, body, submissionNames)
+		var e *messages.Error
+		switch {
+		case exact && err != nil:
+			t.Fatalf("decode refused %q (exact names, each once): %v", body, err)
+		case !exact && err == nil:
+			t.Fatalf("decode accepted %q: a name in another case or twice", body)
+		case err != nil && (!errors.As(err, &e) || (e.Code != messages.CodeUnknownField && e.Code != messages.CodeInvalidJSON)):
+			t.Fatalf("decode refused %q with %v, want unknown_field or invalid_json", body, err)
+		}
+	})
+}
+
+// namesExactOnce reads the names of the object body holds (a document
+// encoding/json decoded) with the decoder's own tokens, and reports
+// whether each is one of names and appears once.
+func namesExactOnce(t *testing.T, body []byte, names []string) bool {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	tok, err := dec.Token()
+	if err != nil {
+		t.Fatalf("%q: %v", body, err)
+	}
+	if tok != json.Delim('{') {
+		return true // null: no names
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			t.Fatalf("%q: %v", body, err)
+		}
+		name := tok.(string)
+		if seen[name] || !slices.Contains(names, name) {
+			return false
+		}
+		seen[name] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			t.Fatalf("%q: %v", body, err)
+		}
+	}
+	return true
+}
+
+// BenchmarkDecodeSubmit measures decode of a typical submission, and
+// exactKeys alone (its share of it).
+func BenchmarkDecodeSubmit(b *testing.B) {
+	body := []byte(`{"id":"order-12345","source_msisdn":"BANK","destination_msisdn":"+447700900123",` +
+		`"message_body":"Your code is 123456. It expires in 10 minutes.","data_coding":"gsm7",` +
+		`"validity_until":"2026-05-01T12:00:00Z"}`)
+	b.Run("decode", func(b *testing.B) {
+		req := httptest.NewRequest(http.MethodPost, "/api/messages", nil)
+		w := httptest.NewRecorder()
+		b.ReportAllocs()
+		for b.Loop() {
+			req.Body = io.NopCloser(bytes.NewReader(body))
+			var sub messages.Submission
+			if err := decode(w, req, &sub); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("exactKeys", func(b *testing.B) {
+		t := reflect.TypeFor[*messages.Submission]()
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := exactKeys(body, t); err != nil {
+				b.Fatal(err)
+			}
+		}
 	})
 }
 
