@@ -112,9 +112,10 @@ type fedBackend struct {
 	entered chan string
 	block   chan struct{}
 
-	// reorder answers a forward batch's results in reverse order (a peer
-	// breaking the protocol).
-	reorder bool
+	// reorder answers a batch's results (forwards, reports) in reverse
+	// order, and misname a single report's reply for another message (a
+	// peer breaking the protocol).
+	reorder, misname bool
 	// off is --federation=false.
 	off bool
 
@@ -264,6 +265,16 @@ func (b *fedBackend) FederationStatus(ctx context.Context, from string, rs []mes
 	out := make([]messages.StatusReply, len(rs))
 	for i, r := range rs {
 		out[i] = messages.StatusReply{ID: r.ID, Outcome: "applied"}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.reorder {
+		slices.Reverse(out)
+	}
+	if b.misname {
+		for i := range out {
+			out[i].ID += "-other"
+		}
 	}
 	return out, nil
 }

@@ -584,16 +584,9 @@ func (c *PeerClient) Forward(ctx context.Context, addr string, batch bool, fs []
 				}
 				return nil, err
 			}
-			if len(out.Results) != hi-lo {
-				return nil, fmt.Errorf("%s answered %d results for %d forwards", addr, len(out.Results), hi-lo)
-			}
-			for i, r := range out.Results {
-				// The results are in input order (the protocol); one that
-				// names another message would have its verdict recorded on
-				// the wrong one.
-				if r.ID != fs[lo+i].ID {
-					return nil, fmt.Errorf("%s answered result %d for message %q, want %q (results must be in input order)", addr, i, r.ID, fs[lo+i].ID)
-				}
+			if err := inInputOrder(addr, "forwards", out.Results, fs[lo:hi],
+				func(r messages.ForwardResult) string { return r.ID }, func(f messages.Forward) string { return f.ID }); err != nil {
+				return nil, err
 			}
 			copy(results[lo:hi], out.Results)
 		}
@@ -616,6 +609,21 @@ func (c *PeerClient) Forward(ctx context.Context, addr string, batch bool, fs []
 		return nil, err
 	}
 	return results, nil
+}
+
+// inInputOrder checks a batch's answer: one result per item sent, in the
+// order sent (the protocol). A result that names another message would
+// have its outcome recorded on the wrong one, so the whole call fails.
+func inInputOrder[R, S any](addr, items string, results []R, sent []S, resultID func(R) string, sentID func(S) string) error {
+	if len(results) != len(sent) {
+		return fmt.Errorf("%s answered %d results for %d %s", addr, len(results), len(sent), items)
+	}
+	for i, r := range results {
+		if got, want := resultID(r), sentID(sent[i]); got != want {
+			return fmt.Errorf("%s answered result %d for message %q, want %q (results must be in input order)", addr, i, got, want)
+		}
+	}
+	return nil
 }
 
 // forwardChunks splits fs into the [lo, hi) ranges of forward_batch
@@ -676,15 +684,20 @@ func (c *PeerClient) Status(ctx context.Context, addr string, batch bool, rs []m
 			if err := c.call(ctx, key, want, pathStatusBatch, messages.StatusBatch{Statuses: rs[lo:hi]}, &out); err != nil {
 				return nil, err
 			}
-			if len(out.Results) != hi-lo {
-				return nil, fmt.Errorf("%s answered %d results for %d reports", addr, len(out.Results), hi-lo)
+			if err := inInputOrder(addr, "reports", out.Results, rs[lo:hi],
+				func(r messages.StatusReply) string { return r.ID }, func(r messages.StatusReport) string { return r.ID }); err != nil {
+				return nil, err
 			}
 			copy(results[lo:hi], out.Results)
 		}
 		return results, nil
 	}
 	err = c.each(ctx, len(rs), func(ctx context.Context, i int) error {
-		return c.call(ctx, key, want, pathStatus, rs[i], &results[i])
+		err := c.call(ctx, key, want, pathStatus, rs[i], &results[i])
+		if err == nil && results[i].ID != rs[i].ID {
+			return fmt.Errorf("%s answered the report of %q for message %q", addr, rs[i].ID, results[i].ID)
+		}
+		return err
 	})
 	if err != nil {
 		return nil, err

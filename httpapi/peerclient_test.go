@@ -436,6 +436,21 @@ func TestPeerClientStatus(t *testing.T) {
 	if st.hits.count(pathStatusBatch) != 1 || st.hits.count(pathStatus) != 3 {
 		t.Errorf("requests: %d batch, %d single; want 1 and 3", st.hits.count(pathStatusBatch), st.hits.count(pathStatus))
 	}
+	// Results that name other messages than the reports sent, in order,
+	// would have their outcomes recorded on the wrong ones: the call fails.
+	st.b.set(func(b *fedBackend) { b.reorder = true })
+	if _, err := c.Status(ctx, st.addr, true, rs); err == nil || !strings.Contains(err.Error(), "input order") {
+		t.Errorf("Status batch answered out of order: %v, want an error", err)
+	}
+	st.b.set(func(b *fedBackend) { b.reorder, b.misname = false, true })
+	if _, err := c.Status(ctx, st.addr, true, rs); err == nil || !strings.Contains(err.Error(), "input order") {
+		t.Errorf("Status batch answered for other messages: %v, want an error", err)
+	}
+	if _, err := c.Status(ctx, st.addr, false, rs); err == nil || !strings.Contains(err.Error(), "for message") {
+		t.Errorf("Status answered for another message: %v, want an error", err)
+	}
+	st.b.set(func(b *fedBackend) { b.misname = false })
+
 	st.b.set(func(b *fedBackend) { b.refuseID["m-2"] = messages.Errorf(messages.CodeOverloaded, "busy") })
 	_, err := c.Status(ctx, st.addr, false, rs)
 	wantCallError(t, "Status", err, 429, messages.CodeOverloaded, transport.Busy)
