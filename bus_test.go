@@ -84,9 +84,10 @@ func (c *countingHook) calls(w *webhookFrontend) map[string]int {
 
 // TestBusSiteDeliversEachMessageOnce: two instances of one site with the
 // bus deliver every message once to a pull frontend polled at both and to
-// a webhook (one that asks for a retry first: the retry is announced on
-// the bus), whichever instance accepted it; the bus's metrics count what
-// was published and settled.
+// a webhook (one that asks for a retry first: the retry's row goes back to
+// the outbox, and the relay publishes it when it is due), whichever
+// instance accepted it; the bus's metrics count what was published and
+// settled.
 func TestBusSiteDeliversEachMessageOnce(t *testing.T) {
 	nats := bustest.Start(t)
 	hs := busSite(t, nats.URL(), "n1", "n2")
@@ -128,7 +129,7 @@ func TestBusSiteDeliversEachMessageOnce(t *testing.T) {
 	// submits before the first poll take that long (a CI run acked 47 of
 	// 60 on the bus). The webhook's work was mostly handed over in memory
 	// by the instance that accepted it (its worker was ready); its retries
-	// were announced on the bus. consume checked each message was offered
+	// were published by the relay as they fell due. consume checked each message was offered
 	// once, whichever way it came. A bus message is acked after its
 	// outcome's commit: the last acks may still be on their way when the
 	// store says delivered.
@@ -296,4 +297,47 @@ func TestBusQuietPollsGoRoundTheInstances(t *testing.T) {
 			time.Since(start).Round(time.Millisecond), hs[by].cfg.InstanceID)
 		hs[at].ack("fe", messages.DeliveryResult{ID: id, Status: messages.Delivered})
 	}
+}
+
+// TestBusScheduledWorkWaitsInTheOutboxUntilDue: a message scheduled ahead
+// (deliver_after) is not published to the bus before it falls due. On the
+// bus it would wait in its frontend's consumer, naked until its time and
+// holding one of the consumer's MaxAckPending (4096): as many scheduled
+// messages stopped the consumer, and every message due now behind them
+// waited for the backstop. It waits unrelayed in the outbox; the relay
+// publishes it once due, and it is delivered through the bus, once.
+func TestBusScheduledWorkWaitsInTheOutboxUntilDue(t *testing.T) {
+	nats := bustest.Start(t)
+	hs := busSite(t, nats.URL(), "s1", "s2")
+	waitBus(t, hs, "up")
+	hs[0].pullFrontend("fe", "44")
+	api := hs[0].api().API
+	at := time.Now().Add(3 * time.Second).UTC().Format(time.RFC3339)
+	const n = 20
+	for i := range n {
+		if _, err := api.Submit(context.Background(), map[string]string{"id": fmt.Sprintf("sch-%02d", i),
+			"source_msisdn": "15550001", "destination_msisdn": fmt.Sprintf("44700%02d", i), "message_body": "later",
+			"deliver_after": at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Nobody polls: the due message, accepted after the scheduled ones,
+	// is published by the instance that accepted it, behind whatever it
+	// published before.
+	hs[0].submit("due-now", "4470099")
+	published := func() float64 {
+		var p float64
+		for _, h := range hs {
+			p += metricValue(t, scrape(t, h), "switchboard_bus_published_total")
+		}
+		return p
+	}
+	polltest.Until(t, 20*time.Second, "the due message published", func() bool { return published() >= 1 })
+	if p := published(); p != 1 {
+		t.Fatalf("%v messages published to the bus by the time the due one was, want 1: the %d scheduled ones wait in the outbox until due", p, n)
+	}
+	got := map[string]int{}
+	consume(t, hs, got, n+1)
+	// The relay published each as it fell due.
+	polltest.Until(t, 20*time.Second, "every message published", func() bool { return published() >= n+1 })
 }

@@ -53,14 +53,18 @@ func normalizeOptions(o messages.Options) messages.Options {
 }
 
 // NewWork is the outbox row nm's work (nm.Work must be set) starts as when
-// it is accepted at now; a zero DueAt means now.
+// it is accepted at now; a zero DueAt means now. Work due after now is not
+// written to publish whatever nm.Publish says: the bus carries only work
+// that is due (see bus.go), and the relay publishes it when it is.
 func NewWork(nm NewMessage, now time.Time) WorkAdd {
 	spec := *nm.Work
+	now = Normalize(now)
 	if spec.DueAt.IsZero() {
 		spec.DueAt = now
 	}
 	spec.DueAt = Normalize(spec.DueAt)
-	return WorkAdd{MessageID: nm.ID, Token: messages.TokenOf(nm.ID), Spec: spec, Lease: nm.Lease, Publish: nm.Publish}
+	return WorkAdd{MessageID: nm.ID, Token: messages.TokenOf(nm.ID), Spec: spec, Lease: nm.Lease,
+		Publish: nm.Publish && !spec.DueAt.After(now)}
 }
 
 // LeasedWork is the Work a created message's leased row (id row) stands
@@ -80,7 +84,11 @@ func PublishedWork(nm NewMessage, m messages.Message, row int64) *Relay {
 	if !nm.Publish || nm.Work == nil || nm.Lease != nil {
 		return nil
 	}
-	return &Relay{Row: row, MessageID: m.ID, Target: nm.Work.Target, CreatedAt: m.CreatedAt}
+	w := NewWork(nm, m.CreatedAt)
+	if !w.Publish {
+		return nil
+	}
+	return &Relay{Row: row, MessageID: m.ID, Target: w.Spec.Target, CreatedAt: m.CreatedAt, DueAt: w.Spec.DueAt}
 }
 
 // AcceptResults assembles Accept's results in input order: created holds

@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -23,8 +24,37 @@ import (
 // unrelayed work. The hot path needs no relay round: an instance whose bus
 // is up writes its new delivery work to publish (NewMessage.Publish) and
 // publishes it after the commit, as a relay would after its take.
+//
+// The bus carries only work that is due. A consumer that is handed work
+// before its time can only nak it with a delay, and a naked message
+// still counts toward the consumer's MaxAckPending: work scheduled ahead
+// (deliver_after) or waiting for its retry would fill it and stop the
+// frontend's consumer for everything else. So work due later is written
+// unrelayed (NewWork ignores Publish for it), RelayWork takes only rows
+// due at its now, and a retry writes its row back unrelayed in the
+// retry's own transaction (Changes.Reschedule): the relay publishes each
+// as it falls due, under a Nats-Msg-Id that names its due time.
 
-// ValidateRelayLimit reports what is wrong with the limit of RelayWork.
+// RelayRequest asks RelayWork for up to Limit rows due at Now.
+type RelayRequest struct {
+	Now   time.Time
+	Limit int
+}
+
+// ValidateRelay reports what is wrong with a RelayRequest.
+func ValidateRelay(req RelayRequest) error {
+	var errs []error
+	if req.Now.IsZero() {
+		errs = append(errs, errors.New("relay: now must be set"))
+	}
+	if err := ValidateRelayLimit(req.Limit); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateRelayLimit reports what is wrong with a limit of RelayWork or
+// RelayAgain.
 func ValidateRelayLimit(limit int) error {
 	if limit <= 0 {
 		return fmt.Errorf("relay: limit %d must be positive", limit)
@@ -40,14 +70,18 @@ func ValidateRelayAgain(after int64, limit int) error {
 	return ValidateRelayLimit(limit)
 }
 
-// Relay is one outbox row of delivery work a relay took to publish. Row is
-// its stable id: the bus deduplicates publishes by it.
+// Relay is one outbox row of delivery work a relay took to publish. Row
+// and DueAt name the publish: the bus drops a second publish of the same
+// row due at the same time (an answer lost), and takes a row published
+// again for a later due time (a retry) as new.
 type Relay struct {
 	Row       int64
 	MessageID string
 	// Target is the frontend.
 	Target    string
 	CreatedAt time.Time
+	// DueAt is when the row's work is due (at or before the relay's now).
+	DueAt time.Time
 }
 
 // ValidateRows reports what is wrong with the rows of Unrelay.
@@ -99,8 +133,14 @@ func ClaimableAt(due, leaseUntil, now time.Time) time.Time {
 	return due
 }
 
-// SortRelays orders rows a relay took oldest first, as RelayWork returns
-// them (a store's RETURNING comes in no particular order).
+// SortRelays orders rows a relay took earliest due first, then oldest, as
+// RelayWork returns them (a store's RETURNING comes in no particular
+// order).
 func SortRelays(rs []Relay) {
-	slices.SortFunc(rs, func(a, b Relay) int { return cmp.Compare(a.Row, b.Row) })
+	slices.SortFunc(rs, func(a, b Relay) int {
+		if c := a.DueAt.Compare(b.DueAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Row, b.Row)
+	})
 }

@@ -129,7 +129,10 @@ type WorkAdd struct {
 	Publish bool
 }
 
-// Reschedule makes an outbox row due again at DueAt, unleased.
+// Reschedule makes an outbox row due again at DueAt, unleased and not
+// relayed: a retry's row goes back to the outbox for the bus's relay,
+// which publishes it again once it is due (see bus.go), rather than a
+// bus message waiting for it, naked, in its consumer.
 type Reschedule struct {
 	Row   int64
 	DueAt time.Time
@@ -295,8 +298,8 @@ func (c *Changes) Finish(l *Loaded, id string, row int64) {
 	})
 }
 
-// Reschedule makes outbox row `row` of message id due at due, unleased (in l
-// too). A zero due means now.
+// Reschedule makes outbox row `row` of message id due at due, unleased (in
+// l too) and not relayed (see the type). A zero due means now.
 func (c *Changes) Reschedule(l *Loaded, id string, row int64, due time.Time) {
 	if due.IsZero() {
 		due = c.Now

@@ -119,7 +119,8 @@ type NewMessage struct {
 	// already marked relayed: the committing instance publishes it to the
 	// delivery bus itself once the commit returns (Accepted.Relay names
 	// the row), instead of a relay taking it from the store in a statement
-	// of its own. If that publish fails the instance gives the row back
+	// of its own. Work due after the commit's now is written unrelayed
+	// all the same (no Accepted.Relay): the relay publishes it when due. If that publish fails the instance gives the row back
 	// (Unrelay) for a relay's round; if the instance dies first, the bus's
 	// backstop claims the row from the store (see bus.go).
 	Publish bool
@@ -640,15 +641,20 @@ type Store interface {
 	// bytes it gave back (0 when it cannot tell).
 	Compact(ctx context.Context) (int64, error)
 
-	// RelayWork takes up to limit delivery rows not yet relayed to the bus,
-	// oldest first, and marks them relayed in the same statement (rows
-	// another transaction holds are skipped, never waited for).
-	RelayWork(ctx context.Context, limit int) ([]Relay, error)
+	// RelayWork takes up to req.Limit delivery rows not yet relayed to the
+	// bus that are due at req.Now, earliest due first (then oldest), and
+	// marks them relayed in the same statement (rows another transaction
+	// holds are skipped, never waited for). Rows due later are left for a
+	// later RelayWork: the bus carries only work that is due (a consumer
+	// that got work early would hold it, naked, in its ack-pending until
+	// then).
+	RelayWork(ctx context.Context, req RelayRequest) ([]Relay, error)
 	// Unrelay marks rows not relayed again (the bus did not take them), for
 	// a later RelayWork. Rows that no longer exist are ignored.
 	Unrelay(ctx context.Context, rows []int64) error
-	// OldestUnrelayed is the creation time of the oldest delivery row not
-	// yet relayed (zero when there is none): the relay's lag.
+	// OldestUnrelayed is the earliest due time of a delivery row not yet
+	// relayed (zero when there is none): when it is past, the relay's lag;
+	// when it is ahead, when the relay's next work falls due.
 	OldestUnrelayed(ctx context.Context) (time.Time, error)
 	// RelayAgain marks up to limit delivery rows that are marked relayed,
 	// with ids above after, not relayed again, in id order, for RelayWork:

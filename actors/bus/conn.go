@@ -439,7 +439,7 @@ func (b *Bus) Fetch(ctx context.Context, frontend string, n int, wait time.Durat
 	return nil
 }
 
-// Publish publishes the rows to the stream, each with its stable id as
+// Publish publishes the rows to the stream, each with its MsgID as
 // Nats-Msg-Id, and waits (up to PublishTimeout) for the stream to take
 // them. It returns the rows the stream took (a duplicate it dropped
 // counts as taken: the first copy is in it) and the first error.
@@ -489,31 +489,15 @@ func (b *Bus) Publish(ctx context.Context, rows []persistence.Relay) ([]int64, e
 	return ok, firstErr
 }
 
-// Announce publishes a bus message for work that has none: a retry of
-// work that was handed over in memory (or claimed from the store) is
-// announced once its retry is committed, so that the bus hands it out
-// when it is due (the consumer that gets it early naks it until then).
-// Its Nats-Msg-Id names the retry (due at at): a later retry of the same
-// work is new.
-func (b *Bus) Announce(ctx context.Context, id, frontend string, at time.Time) error {
-	if !b.Up() {
-		return errors.New("the delivery bus is down")
-	}
-	ctx, cancel := context.WithTimeout(ctx, b.cfg.PublishTimeout)
-	defer cancel()
-	data, _ := json.Marshal(Work{ID: id, Frontend: frontend})
-	msg := nats.NewMsg(Subject(b.cfg.Stream, frontend))
-	msg.Data = data
-	_, err := b.js.PublishMsg(ctx, msg, jetstream.WithMsgID(fmt.Sprintf("%s/retry/%d", id, at.UnixMicro())))
-	if err == nil && b.m != nil {
-		b.m.published.Inc()
-	}
-	return err
+// MsgID is a row's Nats-Msg-Id: its message id, outbox row and due time
+// (unix microseconds), stable across every publish of that row for that
+// due time (a publish whose answer was lost is dropped as a copy), and new
+// for each retry of it, which the relay publishes again when it is due:
+// without the due time the stream's duplicate window would drop a retry
+// that falls due within it.
+func MsgID(r persistence.Relay) string {
+	return fmt.Sprintf("%s/%d/%d", r.MessageID, r.Row, r.DueAt.UnixMicro())
 }
-
-// MsgID is a row's Nats-Msg-Id: its message id and outbox row, stable
-// across every publish of that row.
-func MsgID(r persistence.Relay) string { return fmt.Sprintf("%s/%d", r.MessageID, r.Row) }
 
 // SetLag records the relay's lag.
 func (b *Bus) SetLag(d time.Duration) {

@@ -106,7 +106,8 @@ func TestStreamKeepsItsStorage(t *testing.T) {
 
 // TestPublishTwiceIsDeduplicated: a relay that publishes rows again (it
 // died before marking them relayed) adds nothing to the stream: each row's
-// Nats-Msg-Id is stable and within the duplicate window.
+// Nats-Msg-Id is stable and within the duplicate window. A retry of a row,
+// published again for its new due time within that window, is new work.
 func TestPublishTwiceIsDeduplicated(t *testing.T) {
 	srv := bustest.Start(t)
 	b := open(t, srv.URL())
@@ -130,15 +131,18 @@ func TestPublishTwiceIsDeduplicated(t *testing.T) {
 	if n := streamMsgs(t, srv.URL()); n != 6 {
 		t.Fatalf("stream holds %d messages, want 6", n)
 	}
-	// A retry announced twice is one message; the next retry is another.
+	// A retry of row 2 published twice is one message; its next retry is
+	// another.
 	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, when := range []time.Time{at, at, at.Add(time.Minute)} {
-		if err := b.Announce(context.Background(), "m-1", "fe", when); err != nil {
+		retry := rows[1]
+		retry.DueAt = when
+		if _, err := b.Publish(context.Background(), []persistence.Relay{retry}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if n := streamMsgs(t, srv.URL()); n != 8 {
-		t.Fatalf("stream holds %d messages after two retries announced, one twice; want 8", n)
+		t.Fatalf("stream holds %d messages after two retries of a row published, one twice; want 8", n)
 	}
 }
 

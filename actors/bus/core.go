@@ -67,11 +67,14 @@ const nakSlack = 50 * time.Millisecond
 
 // Settled decides what a bus message becomes once an outcome of its work
 // was committed: a delivery recorded (or found recorded, or gone) is acked;
-// a retry is naked with the same backoff the store was given (its RetryAt);
-// a failure — the policy's dead letter, recorded in the store first — is
-// termed. Only a committed outcome settles a message: the store is
-// written before the bus is told.
-func Settled(o persistence.Outcome, c persistence.Completion, now time.Time) Decision {
+// a retry is acked too, because its commit wrote the row back unrelayed
+// (persistence.Reschedule) and the relay publishes it again when it is
+// due — a message naked until then would hold one of the consumer's
+// MaxAckPending for the whole backoff, and enough of them would stop the
+// frontend's consumer; a failure — the policy's dead letter, recorded in
+// the store first — is termed. Only a committed outcome settles a
+// message: the store is written before the bus is told.
+func Settled(o persistence.Outcome, c persistence.Completion) Decision {
 	if c != persistence.Applied {
 		// Recorded before (a redelivery), or no work left: nothing to do.
 		// A stale fenced outcome cannot come from the bus (its claims are
@@ -81,10 +84,7 @@ func Settled(o persistence.Outcome, c persistence.Completion, now time.Time) Dec
 		}
 		return Decision{Action: Ack}
 	}
-	switch o.Result {
-	case persistence.ResultRetry:
-		return Decision{Action: Nak, Delay: max(o.RetryAt.Sub(now), 0) + nakSlack}
-	case persistence.ResultFailed:
+	if o.Result == persistence.ResultFailed {
 		return Decision{Action: Term}
 	}
 	return Decision{Action: Ack}
@@ -181,7 +181,9 @@ func (h *Holds[M]) Wake() time.Time {
 
 // Relay is the pure core of the relay: when to take the next batch of
 // unrelayed work from the store, and how long to back off after the bus
-// or the store failed.
+// or the store failed. The store gives the relay only work that is due;
+// work due later (scheduled, or a retry) is taken by the first round once
+// it is: the sweep's, or the one at the time Expect was told.
 type Relay struct {
 	// Batch is the most rows one round publishes.
 	Batch int
@@ -195,7 +197,15 @@ type Relay struct {
 	more     bool
 	failures int
 	next     time.Time
+	// due is when the earliest unrelayed work not yet due falls due (zero:
+	// none known), when it comes before the next sweep.
+	due time.Time
 }
+
+// Expect says the earliest unrelayed work falls due at at (zero: none is
+// waiting for its time): a round is due then, also before the next sweep,
+// so that scheduled work and retries reach the bus when they fall due.
+func (r *Relay) Expect(at time.Time) { r.due = at }
 
 // Kick says new work was committed here: look at once.
 func (r *Relay) Kick() { r.more = true }
@@ -205,16 +215,20 @@ func (r *Relay) Due(now time.Time) bool {
 	if r.failures > 0 {
 		return !now.Before(r.next)
 	}
-	return r.more || !now.Before(r.next)
+	return r.more || !now.Before(r.next) || (!r.due.IsZero() && !now.Before(r.due))
 }
 
-// Done ends a round that published n rows (a full batch means more may be
-// waiting); it returns how many failures came before (0 on a plain round),
-// so that the shell can log the bus's return once.
+// Done ends a round whose take read the store at now and that published n
+// rows (a full batch means more may be waiting); it returns how many
+// failures came before (0 on a plain round), so that the shell can log the
+// bus's return once. Work Expect named as due by now was the take's.
 func (r *Relay) Done(now time.Time, n int) (recovered int) {
 	recovered, r.failures = r.failures, 0
 	r.more = n >= r.Batch
 	r.next = now.Add(r.Sweep)
+	if !r.due.After(now) {
+		r.due = time.Time{}
+	}
 	return recovered
 }
 
@@ -236,4 +250,9 @@ func (r *Relay) Failed(now time.Time, rng *rand.Rand) time.Duration {
 func (r *Relay) Failures() int { return r.failures }
 
 // Wake is when Due next turns true without a kick.
-func (r *Relay) Wake() time.Time { return r.next }
+func (r *Relay) Wake() time.Time {
+	if r.failures == 0 && !r.due.IsZero() && r.due.Before(r.next) {
+		return r.due
+	}
+	return r.next
+}

@@ -42,7 +42,10 @@ func TestSettled(t *testing.T) {
 		want Decision
 	}{
 		{"delivered", o(persistence.ResultDelivered, time.Time{}), persistence.Applied, Decision{Action: Ack}},
-		{"retry: the store's backoff", o(persistence.ResultRetry, t0.Add(time.Minute)), persistence.Applied, Decision{Action: Nak, Delay: time.Minute + nakSlack}},
+		// The retry's commit wrote the row back unrelayed: the relay
+		// publishes it when due. A nak with the backoff would hold one of
+		// the consumer's MaxAckPending until then.
+		{"retry: back to the relay, not parked in the consumer", o(persistence.ResultRetry, t0.Add(time.Minute)), persistence.Applied, Decision{Action: Ack}},
 		{"dead letter recorded: term", o(persistence.ResultFailed, time.Time{}), persistence.Applied, Decision{Action: Term}},
 		{"recorded before: a redelivery", o(persistence.ResultDelivered, time.Time{}), persistence.AlreadyRecorded, Decision{Action: Ack}},
 		{"a retry verdict on recorded work", o(persistence.ResultRetry, t0.Add(time.Minute)), persistence.AlreadyRecorded, Decision{Action: Ack}},
@@ -50,7 +53,7 @@ func TestSettled(t *testing.T) {
 		{"no work left", o(persistence.ResultFailed, time.Time{}), persistence.NoWork, Decision{Action: Ack}},
 		{"stale: the newer holder speaks", o(persistence.ResultDelivered, time.Time{}), persistence.StaleEpoch, Decision{Action: Nak}},
 	} {
-		if got := Settled(c.o, c.c, t0); got != c.want {
+		if got := Settled(c.o, c.c); got != c.want {
 			t.Errorf("%s: Settled = %+v, want %+v", c.name, got, c.want)
 		}
 	}
@@ -187,7 +190,12 @@ func TestNames(t *testing.T) {
 	if ConsumerName("a.b") == ConsumerName("a_b") || ConsumerName("fe") != "delivery_fe" {
 		t.Errorf("consumer names: %q %q %q", ConsumerName("a.b"), ConsumerName("a_b"), ConsumerName("fe"))
 	}
-	if got := MsgID(persistence.Relay{MessageID: "m-1", Row: 42}); got != "m-1/42" {
-		t.Errorf("MsgID = %q", got)
+	// A row's publishes for one due time are one message; a retry of it
+	// (due later) is another.
+	r := persistence.Relay{MessageID: "m-1", Row: 42, DueAt: t0}
+	later := r
+	later.DueAt = t0.Add(time.Minute)
+	if got := MsgID(r); got != fmt.Sprintf("m-1/42/%d", t0.UnixMicro()) || MsgID(later) == got {
+		t.Errorf("MsgID = %q, of the retry %q", got, MsgID(later))
 	}
 }

@@ -7,18 +7,22 @@
 // The pure core (core.go) decides; the shells (conn.go, relay.go, and the
 // delivery workers of package delivery) do the I/O:
 //
-//   - Relay: when the relay takes the next batch of unrelayed rows from the
-//     store (kicked by commits of unrelayed work, a sweep every second, a
-//     jittered backoff after a failure). While the bus is up the intake
-//     writes its new work marked relayed and hands the rows to the relay
-//     after the commit (Relayer.Publish): the hot path needs no take.
+//   - Relay: when the relay takes the next batch of unrelayed rows that
+//     are due from the store (kicked by commits of unrelayed work, a sweep
+//     every second, the time the earliest work waiting for its time falls
+//     due, a jittered backoff after a failure). The bus carries only work
+//     that is due: work early in a consumer would be naked until its time,
+//     holding one of the consumer's MaxAckPending. While the bus is up the
+//     intake writes its new work that is due marked relayed and hands the
+//     rows to the relay after the commit (Relayer.Publish): the hot path
+//     needs no take.
 //   - Claimed: what a bus message becomes once its row was claimed by id:
 //     delivered here (Keep), not claimable yet (Nak until it is), or gone
 //     (Ack: its work is recorded, or was never there).
 //   - Settled: what it becomes once the outcome of its work is committed:
-//     delivered or already recorded (Ack), a retry (Nak with the backoff
-//     the store was given), the dead letter (Term). Never before the
-//     commit.
+//     delivered or already recorded (Ack), a retry (Ack: its commit wrote
+//     the row back unrelayed, and the relay publishes it when due), the
+//     dead letter (Term). Never before the commit.
 //   - Holds: the messages a worker holds while their work is under way,
 //     touched (InProgress) well within the ack wait, and handed back when a
 //     pull frontend's lease ends here without an outcome.
@@ -26,15 +30,15 @@
 // A message's life:
 //
 //	outbox row ──relay (a take, or the intake's commit)──► stream
-//	                       │ (Nats-Msg-Id = <id>/<row>: a publish repeated
-//	                       │  after a crash is dropped)
+//	                       │ (Nats-Msg-Id = <id>/<row>/<due>: a publish
+//	                       │  repeated after a crash is dropped)
 //	                       ▼ fetch (one durable consumer per frontend, shared)
 //	                    held ──claim by id──► not claimable ──► Nak(until claimable)
 //	                       │                  no row ─────────► Ack
 //	                       ▼ claimed
 //	              delivered / retry / failed, committed
-//	                       ▼
-//	                 Ack / Nak(backoff) / Term
+//	                       ▼          (the row back to the outbox,
+//	                 Ack / Ack / Term  relayed again when due)
 //
 // Failure: the bus's connection reconnects for good; while it is down Up is
 // false, the relay waits (the rows wait in the outbox) and the workers

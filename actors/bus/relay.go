@@ -16,9 +16,12 @@ import (
 // each instance's relay gets rows no other relay has), publishes them,
 // gives back those the stream did not take, and reports the lag. The
 // intake kicks it after each commit of unrelayed delivery work; it also
-// sweeps every RelaySweep for work other instances left behind, and it
-// waits while the bus is down (the rows wait in the outbox, and are
-// relayed when it returns).
+// sweeps every RelaySweep for work other instances left behind, and looks
+// when the earliest unrelayed work not yet due falls due (scheduled work
+// and retries: the store gives the relay only work that is due, so that
+// no consumer holds work early, naked, in its ack-pending). It waits
+// while the bus is down (the rows wait in the outbox, and are relayed
+// when it returns).
 //
 // The hot path skips the take: while Ready, the intake writes its new
 // delivery work marked relayed (persistence.NewMessage.Publish) and hands
@@ -256,7 +259,7 @@ func (r *Relayer) round(now time.Time) {
 	var rows []persistence.Relay
 	err := r.markAgain(ctx)
 	if err == nil {
-		rows, err = r.store.RelayWork(ctx, r.core.Batch)
+		rows, err = r.store.RelayWork(ctx, persistence.RelayRequest{Now: now, Limit: r.core.Batch})
 	}
 	if err == nil && len(rows) > 0 {
 		err = r.send(ctx, rows)
@@ -268,11 +271,10 @@ func (r *Relayer) round(now time.Time) {
 		}
 		return
 	}
-	now = r.clock.Now()
 	if n := r.core.Done(now, len(rows)); n > 0 {
 		r.bus.log.Info("relaying delivery work to the bus works again", "failed_rounds", n)
 	}
-	if now.Sub(r.lagAt) >= lagEvery {
+	if now = r.clock.Now(); now.Sub(r.lagAt) >= lagEvery {
 		r.lagAt = now
 		r.lag(ctx)
 	}
@@ -319,15 +321,24 @@ func missing(rs []persistence.Relay, ok []int64) []int64 {
 // lagEvery is how often a busy relay reads its lag (a query of its own).
 const lagEvery = time.Second
 
-// lag reads the age of the oldest unrelayed row for the metric.
+// lag reads the earliest due time of the unrelayed rows: past, how long
+// the oldest of them has waited (the metric); ahead, when the next falls
+// due, for the next round (scheduled work and retries are published when
+// they fall due, not at the sweep after).
 func (r *Relayer) lag(ctx context.Context) {
 	oldest, err := r.store.OldestUnrelayed(ctx)
 	if err != nil {
 		return
 	}
+	now := r.clock.Now()
+	if oldest.After(now) {
+		r.core.Expect(oldest)
+	} else {
+		r.core.Expect(time.Time{})
+	}
 	if oldest.IsZero() {
 		r.bus.SetLag(0)
 		return
 	}
-	r.bus.SetLag(max(r.clock.Now().Sub(oldest), 0))
+	r.bus.SetLag(max(now.Sub(oldest), 0))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -147,9 +148,9 @@ type takes struct {
 	n atomic.Int64
 }
 
-func (s *takes) RelayWork(ctx context.Context, limit int) ([]persistence.Relay, error) {
+func (s *takes) RelayWork(ctx context.Context, req persistence.RelayRequest) ([]persistence.Relay, error) {
 	s.n.Add(1)
-	return s.Store.RelayWork(ctx, limit)
+	return s.Store.RelayWork(ctx, req)
 }
 
 // TestRelayPublishNeedsNoRound: rows handed to Publish cost no relay round
@@ -179,4 +180,100 @@ func TestRelayPublishNeedsNoRound(t *testing.T) {
 	if at, err := st.OldestUnrelayed(context.Background()); err != nil || at.IsZero() {
 		t.Fatalf("OldestUnrelayed = %v, %v: a row handed over after Stop was not given back", at, err)
 	}
+}
+
+// manualClock is a clock.Clock that moves only when told to.
+type manualClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*manualTimer
+}
+
+type manualTimer struct {
+	at   time.Time
+	f    func()
+	done bool
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) AfterFunc(d time.Duration, f func()) func() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &manualTimer{at: c.now.Add(d), f: f}
+	c.timers = append(c.timers, t)
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		stopped := !t.done
+		t.done = true
+		return stopped
+	}
+}
+
+// waiting reports whether a timer is set for at.
+func (c *manualClock) waiting(at time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range c.timers {
+		if !t.done && t.at.Equal(at) {
+			return true
+		}
+	}
+	return false
+}
+
+// set moves the clock to at and fires the timers due by then.
+func (c *manualClock) set(at time.Time) {
+	c.mu.Lock()
+	c.now = at
+	var due []func()
+	for _, t := range c.timers {
+		if !t.done && !t.at.After(at) {
+			t.done = true
+			due = append(due, t.f)
+		}
+	}
+	c.mu.Unlock()
+	for _, f := range due {
+		f()
+	}
+}
+
+// TestRelayPublishesScheduledWorkWhenItFallsDue: the relay publishes only
+// work that is due (work on the bus early would wait in its consumer,
+// naked, holding one of its MaxAckPending until its time); it learns when
+// the earliest work waiting for its time falls due and publishes it then,
+// not at its next sweep.
+func TestRelayPublishesScheduledWorkWhenItFallsDue(t *testing.T) {
+	srv := bustest.Start(t)
+	b := openWith(t, srv.URL(), func(c *bus.Config) { c.RelaySweep = 24 * time.Hour })
+	st := sqlitetest.Open(t)
+	clk := &manualClock{now: time.Now().UTC().Truncate(time.Second)}
+	due := clk.Now().Add(time.Hour)
+	for _, m := range []struct {
+		id string
+		at time.Time
+	}{{"later", due}, {"now", clk.Now()}} {
+		_, err := st.Accept(context.Background(), clk.Now(), []persistence.NewMessage{{
+			ID: m.id, SourceMSISDN: "15550001", DestinationMSISDN: "447700900001", Body: "hi", State: messages.StatePending,
+			Work: &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: "fe", DueAt: m.at},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := bus.StartRelay(b, st, clk, 1)
+	defer r.Stop()
+	fetchUntil(t, b, "now") // the round at the start
+	if n := streamMsgs(t, srv.URL()); n != 0 {
+		t.Fatalf("the stream holds %d messages after the due one was acked, want 0: the scheduled one waits in the outbox", n)
+	}
+	polltest.Until(t, 10*time.Second, "the relay waiting for the scheduled work's time", func() bool { return clk.waiting(due) })
+	clk.set(due)
+	fetchUntil(t, b, "later")
 }

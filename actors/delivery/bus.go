@@ -6,15 +6,15 @@ import (
 
 	"github.com/switchboard-dev/switchboard/actors/bus"
 	"github.com/switchboard-dev/switchboard/messages"
-	"github.com/switchboard-dev/switchboard/persistence"
 )
 
 // The worker's side of the delivery bus (Deps.Bus): it asks its
 // frontend's consumer for as many messages as it has room for (free push
 // slots, or its waiting polls' room), holds each while its work is under
 // way, claims its row by id through the dispatcher, and settles it (ack,
-// nak with the retry's backoff, term) once the outcome of its work is
-// committed — never before. The idempotency ledger stays the barrier: a
+// also for a retry, whose commit wrote the row back for the relay to
+// publish when it is due; term for the dead letter) once the outcome of
+// its work is committed — never before. The idempotency ledger stays the barrier: a
 // message whose work is recorded finds no row to claim and is acked.
 //
 // The room is also offered on the handover board, as without the bus: work
@@ -123,13 +123,12 @@ func (w *Worker) take(m *bus.Msg, now time.Time) {
 
 // settle settles the held messages the dispatcher's effects decide.
 func (w *Worker) settle(e Effects, now time.Time) {
+	// A retry's commit wrote its row back unrelayed: the relay publishes
+	// it again when it is due, whether the bus held it (its message is
+	// acked) or not (it was handed over, or claimed from the store).
 	for _, s := range e.Settled {
 		if m, ok := w.holds.Take(s.Outcome.MessageID); ok {
-			w.settleOne(m, bus.Settled(s.Outcome, s.Completion, now))
-			continue
-		}
-		if s.Outcome.Result == persistence.ResultRetry && s.Completion == persistence.Applied && w.d.Bus.Up() {
-			w.announce(s.Outcome)
+			w.settleOne(m, bus.Settled(s.Outcome, s.Completion))
 		}
 	}
 	for _, u := range e.Unclaimed {
@@ -144,18 +143,6 @@ func (w *Worker) settle(e Effects, now time.Time) {
 			w.holds.Lease(wk.MessageID, wk.LeaseUntil)
 		}
 	}
-}
-
-// announce gives a retry of work the bus does not hold (it was handed
-// over, or claimed from the store) a bus message, so that the bus hands it
-// out when it is due. If that fails the backstop claims it, later.
-func (w *Worker) announce(o persistence.Outcome) {
-	b, log := w.d.Bus, w.log
-	go func() {
-		if err := b.Announce(context.Background(), o.MessageID, o.Target, o.RetryAt); err != nil {
-			log.Debug("announcing a retry on the delivery bus failed; the backstop claims it", "id", o.MessageID, "err", err)
-		}
-	}()
 }
 
 func (w *Worker) settleOne(m *bus.Msg, d bus.Decision) {

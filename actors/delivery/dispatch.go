@@ -662,7 +662,7 @@ func (d *Dispatcher) naming() int {
 // gets the work through the bus, and a consumer that spreads its long
 // polls over the instances at a quiet time (each waits before its
 // answer) opens no window. The bus's fetch and backstop take their share
-// of the same room, so the work the bus holds (announced retries, work
+// of the same room, so the work the bus holds (retries that fell due, work
 // accepted where no consumer polls) is not starved by a stream of new
 // work. If no poll comes, the work at hand waits for its lease to end and
 // the backstop, as work at hand from the bus waits for its lease.

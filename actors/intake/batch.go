@@ -371,13 +371,17 @@ func (b *Batch) hand(board *handover.Board, owner string) {
 	}
 }
 
-// publish marks the new delivery work that no worker took at once to be
-// published to the bus by this instance after the commit
+// publish marks the new delivery work that is due and that no worker took
+// at once to be published to the bus by this instance after the commit
 // (persistence.NewMessage.Publish): the bus is up and its relay ready.
+// Work due later (deliver_after) is written unrelayed: the relay publishes
+// it when it falls due. Published now, it would wait in its frontend's
+// consumer, naked until its time, holding one of the consumer's
+// MaxAckPending: enough scheduled messages would stop the consumer.
 func (b *Batch) publish() {
 	for k := range b.Stored {
 		nm := &b.Stored[k]
-		if nm.Work != nil && nm.Work.Kind == persistence.WorkDelivery && nm.Lease == nil {
+		if nm.Work != nil && nm.Work.Kind == persistence.WorkDelivery && nm.Lease == nil && !nm.Work.DueAt.After(b.Now) {
 			nm.Publish = true
 		}
 	}

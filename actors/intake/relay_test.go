@@ -60,8 +60,11 @@ func (k kicked) Receive(c actor.Context) {
 // TestIntakePublishesThroughTheBusRelay: while the bus's relay is ready, a
 // commit writes its new delivery work marked relayed and hands the rows to
 // the relay (no relay round takes them from the store, no worker is
-// kicked to claim them); while it is not, the work is written unrelayed
-// and the relay and the workers are kicked.
+// kicked to claim them), except work scheduled ahead (deliver_after),
+// which is written unrelayed for the relay to take once it is due (on the
+// bus it would wait, naked, in its consumer's ack-pending); while the
+// relay is not ready, the work is written unrelayed and the relay and the
+// workers are kicked.
 func TestIntakePublishesThroughTheBusRelay(t *testing.T) {
 	st := sqlitetest.Open(t)
 	ctx := context.Background()
@@ -84,20 +87,22 @@ func TestIntakePublishesThroughTheBusRelay(t *testing.T) {
 		Publish: func(messages.StateChanged) {}, NewID: func() string { return "unused" }, Relay: relay,
 	})))
 	defer func() { _ = sys.Root.StopFuture(pid).Wait() }()
-	submit := func(id string) messages.Message {
+	submitAt := func(id string, after *time.Time) messages.Message {
 		t.Helper()
 		reply := make(chan messages.SubmitReply, 1)
-		sys.Root.Send(pid, &messages.Submit{Submission: messages.Submission{ID: id, SourceMSISDN: "15550001",
-			DestinationMSISDN: "447700900001", Body: "hi"}, Reply: reply})
+		sub := messages.Submission{ID: id, SourceMSISDN: "15550001", DestinationMSISDN: "447700900001", Body: "hi"}
+		sub.DeliverAfter = after
+		sys.Root.Send(pid, &messages.Submit{Submission: sub, Reply: reply})
 		r := <-reply
 		if r.Err != nil || !r.Created {
 			t.Fatalf("submit %s: %+v", id, r)
 		}
 		return r.Message
 	}
-	relayed := func(want ...string) {
+	submit := func(id string) messages.Message { t.Helper(); return submitAt(id, nil) }
+	relayedAt := func(now time.Time, want ...string) {
 		t.Helper()
-		rs, err := st.RelayWork(ctx, 10)
+		rs, err := st.RelayWork(ctx, persistence.RelayRequest{Now: now, Limit: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,6 +114,7 @@ func TestIntakePublishesThroughTheBusRelay(t *testing.T) {
 			t.Fatalf("RelayWork took %q, want %q", got, want)
 		}
 	}
+	relayed := func(want ...string) { t.Helper(); relayedAt(clock.Real{}.Now(), want...) }
 
 	m := submit("via-bus")
 	polltest.Until(t, 10*time.Second, "the row handed to the relay", func() bool { return len(relay.published()) == 1 })
@@ -132,4 +138,15 @@ func TestIntakePublishesThroughTheBusRelay(t *testing.T) {
 		t.Fatalf("%d rows handed to the relay, want still 1", n)
 	}
 	relayed("via-store")
+
+	relay.ready.Store(true)
+	later := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	submitAt("later", &later)
+	submit("after-later")
+	polltest.Until(t, 10*time.Second, "the next row handed to the relay", func() bool { return len(relay.published()) >= 2 })
+	if r := relay.published()[1]; r.MessageID != "after-later" {
+		t.Fatalf("handed to the relay: %+v, want after-later (the scheduled message waits in the outbox)", relay.published())
+	}
+	relayed()                 // not due yet: no round takes it
+	relayedAt(later, "later") // once due, a round does
 }

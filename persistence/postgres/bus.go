@@ -10,30 +10,30 @@ import (
 	"github.com/switchboard-dev/switchboard/persistence"
 )
 
-// relaySQL takes up to $1 delivery rows not yet relayed, oldest first, from
-// outbox_relay, and marks them relayed. Rows another transaction holds are
-// skipped, never waited for.
+// relaySQL takes up to $2 delivery rows not yet relayed and due at $1,
+// earliest due first (then oldest), from outbox_relay, and marks them
+// relayed. Rows another transaction holds are skipped, never waited for.
 const relaySQL = `
 UPDATE outbox o SET relayed = true
-FROM (SELECT id FROM outbox WHERE kind = 'delivery' AND NOT relayed
-	ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED) c
+FROM (SELECT id FROM outbox WHERE kind = 'delivery' AND NOT relayed AND due_at <= $1
+	ORDER BY due_at, id LIMIT $2 FOR UPDATE SKIP LOCKED) c
 WHERE o.id = c.id
-RETURNING o.id, o.message_id, o.target, o.created_at`
+RETURNING o.id, o.message_id, o.target, o.created_at, o.due_at`
 
 // RelayWork implements persistence.Store.
-func (s *Store) RelayWork(ctx context.Context, limit int) ([]persistence.Relay, error) {
+func (s *Store) RelayWork(ctx context.Context, req persistence.RelayRequest) ([]persistence.Relay, error) {
 	const op = "relay work"
-	if err := s.precheck(op, persistence.ValidateRelayLimit(limit)); err != nil {
+	if err := s.precheck(op, persistence.ValidateRelay(req)); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, relaySQL, limit)
+	rows, err := s.pool.Query(ctx, relaySQL, req.Now, req.Limit)
 	if err != nil {
 		return nil, s.fail(op, err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (persistence.Relay, error) {
 		var w persistence.Relay
-		err := r.Scan(&w.Row, &w.MessageID, &w.Target, &w.CreatedAt)
-		w.CreatedAt = w.CreatedAt.UTC()
+		err := r.Scan(&w.Row, &w.MessageID, &w.Target, &w.CreatedAt, &w.DueAt)
+		w.CreatedAt, w.DueAt = w.CreatedAt.UTC(), w.DueAt.UTC()
 		return w, err
 	})
 	if err != nil {
@@ -84,14 +84,14 @@ func (s *Store) RelayAgain(ctx context.Context, after int64, limit int) (int64, 
 }
 
 // OldestUnrelayed implements persistence.Store: the first row of
-// outbox_relay (ids grow with creation).
+// outbox_relay.
 func (s *Store) OldestUnrelayed(ctx context.Context) (time.Time, error) {
 	const op = "oldest unrelayed"
 	if err := s.precheck(op, nil); err != nil {
 		return time.Time{}, err
 	}
 	var at time.Time
-	err := s.pool.QueryRow(ctx, `SELECT created_at FROM outbox WHERE kind = 'delivery' AND NOT relayed ORDER BY id LIMIT 1`).Scan(&at)
+	err := s.pool.QueryRow(ctx, `SELECT due_at FROM outbox WHERE kind = 'delivery' AND NOT relayed ORDER BY due_at LIMIT 1`).Scan(&at)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return time.Time{}, nil
 	}

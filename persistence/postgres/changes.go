@@ -98,7 +98,7 @@ FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) AS l(mes
 ON CONFLICT (message_id, kind, target) DO NOTHING`
 	finishSQL     = `DELETE FROM outbox o USING unnest($1::bigint[]) AS f(id) WHERE o.id = f.id`
 	rescheduleSQL = `
-UPDATE outbox o SET due_at = r.due_at, lease_owner = NULL, lease_until = NULL, lease_epoch = 0
+UPDATE outbox o SET due_at = r.due_at, lease_owner = NULL, lease_until = NULL, lease_epoch = 0, relayed = false
 FROM unnest($1::bigint[], $2::timestamptz[]) AS r(id, due_at) WHERE o.id = r.id`
 	// moveSQL writes moved messages; the second history entry's columns
 	// are NULL unless the move appended it (persistence.HeldByRow).

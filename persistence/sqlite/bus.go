@@ -9,35 +9,36 @@ import (
 	"github.com/switchboard-dev/switchboard/persistence"
 )
 
-// relaySQL takes up to ?1 delivery rows not yet relayed, oldest first, from
-// outbox_relay, and marks them relayed.
+// relaySQL takes up to ?2 delivery rows not yet relayed and due at ?1,
+// earliest due first (then oldest: the rowid ends outbox_relay's key),
+// from outbox_relay, and marks them relayed.
 const relaySQL = `UPDATE outbox SET relayed = 1
 	WHERE id IN (SELECT id FROM outbox INDEXED BY outbox_relay
-		WHERE relayed = 0 AND +kind = 'delivery' ORDER BY id LIMIT +?1)
-	RETURNING id, message_id, target, created_at`
+		WHERE relayed = 0 AND +kind = 'delivery' AND due_at <= ?1 ORDER BY due_at, id LIMIT +?2)
+	RETURNING id, message_id, target, created_at, due_at`
 
 // RelayWork implements persistence.Store.
-func (s *Store) RelayWork(ctx context.Context, limit int) ([]persistence.Relay, error) {
+func (s *Store) RelayWork(ctx context.Context, req persistence.RelayRequest) ([]persistence.Relay, error) {
 	const op = "relay work"
-	if err := s.precheck(op, persistence.ValidateRelayLimit(limit)); err != nil {
+	if err := s.precheck(op, persistence.ValidateRelay(req)); err != nil {
 		return nil, err
 	}
 	var out []persistence.Relay
 	err := s.write(ctx, op, func(tx querier) error {
 		out = nil // a retried transaction starts over
-		rows, err := tx.QueryContext(ctx, relaySQL, limit)
+		rows, err := tx.QueryContext(ctx, relaySQL, toDB(req.Now), req.Limit)
 		if err != nil {
 			return err
 		}
 		return scanEach(rows, func(r *sql.Rows) error {
 			var (
-				w  persistence.Relay
-				at int64
+				w       persistence.Relay
+				at, due int64
 			)
-			if err := r.Scan(&w.Row, &w.MessageID, &w.Target, &at); err != nil {
+			if err := r.Scan(&w.Row, &w.MessageID, &w.Target, &at, &due); err != nil {
 				return err
 			}
-			w.CreatedAt = fromDB(at)
+			w.CreatedAt, w.DueAt = fromDB(at), fromDB(due)
 			out = append(out, w)
 			return nil
 		})
@@ -99,14 +100,17 @@ func (s *Store) RelayAgain(ctx context.Context, after int64, limit int) (int64, 
 	return last, nil
 }
 
+// oldestUnrelayedSQL reads the due time of the first row of outbox_relay.
+const oldestUnrelayedSQL = `SELECT due_at FROM outbox INDEXED BY outbox_relay
+	WHERE relayed = 0 AND +kind = 'delivery' ORDER BY due_at LIMIT 1`
+
 // OldestUnrelayed implements persistence.Store: the first row of
-// outbox_relay (row ids grow with creation).
+// outbox_relay.
 func (s *Store) OldestUnrelayed(ctx context.Context) (time.Time, error) {
 	var at time.Time
 	err := s.read(ctx, "oldest unrelayed", func(tx *sql.Tx) error {
 		var us int64
-		err := tx.QueryRowContext(ctx, `SELECT created_at FROM outbox INDEXED BY outbox_relay
-			WHERE relayed = 0 AND +kind = 'delivery' ORDER BY id LIMIT 1`).Scan(&us)
+		err := tx.QueryRowContext(ctx, oldestUnrelayedSQL).Scan(&us)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}

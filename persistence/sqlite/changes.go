@@ -117,9 +117,10 @@ func restartSQL(n int) string {
 		submitted_at = v.column13, updated_at = ? FROM (VALUES ` + tuples(n, 13) + `) AS v WHERE messages.id = v.column1`
 }
 
-// rescheduleSQL makes n outbox rows (id, due_at) due again, unleased.
+// rescheduleSQL makes n outbox rows (id, due_at) due again, unleased and
+// not relayed (persistence.Reschedule).
 func rescheduleSQL(n int) string {
-	return `UPDATE outbox SET due_at = v.column2, lease_owner = NULL, lease_until = NULL, lease_epoch = 0
+	return `UPDATE outbox SET due_at = v.column2, lease_owner = NULL, lease_until = NULL, lease_epoch = 0, relayed = 0
 		FROM (VALUES ` + tuples(n, 2) + `) AS v WHERE outbox.id = v.column1`
 }
 

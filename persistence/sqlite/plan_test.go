@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +48,8 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{"queueable", queueableSQL, []any{"pending", "forward", "peer", 5, 10}},
 		{"purgeable", purgeableSQL, []any{"delivered", 5, 10}},
 		{"forward targets", forwardTargetsSQL, nil},
+		{"relay", relaySQL, []any{5, 10}},
+		{"oldest unrelayed", oldestUnrelayedSQL, nil},
 	}
 	t5 := time.Date(2030, 1, 1, 0, 0, 5, 0, time.UTC)
 	for name, q := range map[string]persistence.ListQuery{
@@ -74,6 +77,15 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		"forward targets": "SCAN t",
 		"release leases":  "SCAN outbox USING INDEX outbox_lease",
 		"oldest outbox":   "SCAN outbox",
+		// The first row of outbox_relay: the earliest due.
+		"oldest unrelayed": "SCAN outbox USING INDEX outbox_relay",
+	}
+	// Statements that must read one index in its order: the relay's take
+	// reads outbox_relay from its start up to the rows due now (rows
+	// scheduled ahead cost it nothing), in the order it takes them.
+	uses := map[string]string{
+		"relay":            "SEARCH outbox USING INDEX outbox_relay (due_at<?)",
+		"oldest unrelayed": "SCAN outbox USING INDEX outbox_relay",
 	}
 	check := func(when string) {
 		for _, st := range statements {
@@ -94,6 +106,11 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			}
 			if testing.Verbose() && strings.HasPrefix(st.name, "search") {
 				t.Logf("%s: %s", st.name, strings.Join(plan, " | "))
+			}
+			if want, ok := uses[st.name]; ok && (!slices.Contains(plan, want) || slices.ContainsFunc(plan, func(line string) bool {
+				return strings.Contains(line, "TEMP B-TREE")
+			})) {
+				t.Errorf("%s: %s does not read %q in its order:\n\t%s", when, st.name, want, strings.Join(plan, "\n\t"))
 			}
 			for _, line := range plan {
 				// A scan of a VALUES list or of a bounded subquery (w, or

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
@@ -11,8 +12,11 @@ import (
 // OldestUnrelayed) and claims of named messages (ClaimRequest.IDs).
 func busCases() []testCase {
 	return []testCase{
-		{"RelayTakesUnrelayedDeliveryRowsOldestFirst", relayOldestFirst},
+		{"RelayTakesUnrelayedDeliveryRowsDueNowEarliestFirst", relayOldestFirst},
+		{"RelayLeavesWorkNotYetDueUntilItIs", relayDueOnly},
 		{"TakenRowsAreNotTakenAgainUntilUnrelayed", relayTakenOnce},
+		{"ARetryGoesBackToTheRelayForItsDueTime", relayRetry},
+		{"WorkDueLaterIsNotWrittenToPublish", relayPublishLater},
 		{"NewWorkOfAResubmitIsRelayedAgain", relayResubmit},
 		{"WorkWrittenLeasedIsNotRelayed", relayNotLeasedAtAccept},
 		{"WorkWrittenToPublishIsNamedAndNotRelayedAgain", relayPublishedAtAccept},
@@ -24,11 +28,21 @@ func busCases() []testCase {
 	}
 }
 
+// relay takes rows as a relay at relayNow would.
 func (f *fixture) relay(limit int) []persistence.Relay {
 	f.Helper()
-	rs, err := f.store.RelayWork(f.ctx, limit)
+	return f.relayAt(relayNow, limit)
+}
+
+// relayNow is when relay takes rows: after every row the cases write with
+// newMsg is due.
+var relayNow = at(time.Minute)
+
+func (f *fixture) relayAt(now time.Time, limit int) []persistence.Relay {
+	f.Helper()
+	rs, err := f.store.RelayWork(f.ctx, persistence.RelayRequest{Now: now, Limit: limit})
 	if err != nil {
-		f.Fatalf("RelayWork: %v", err)
+		f.Fatalf("RelayWork(%v, %d): %v", now, limit, err)
 	}
 	return rs
 }
@@ -69,25 +83,101 @@ func relayOldestFirst(f *fixture) {
 	f.wantOldestUnrelayed(time.Time{})
 	f.accept(base, newMsg("r-0"))
 	f.accept(at(1e9), msgFor("r-fwd", persistence.WorkForward, peerP), msgDue("r-1", at(time.Hour)))
-	f.accept(at(2e9), msgFor("r-2", persistence.WorkDelivery, feB))
-	f.wantOldestUnrelayed(base)
-	rs := f.relay(2)
-	f.wantIDs("RelayWork", relayIDs(rs), "r-0", "r-1")
+	f.accept(at(2e9), msgFor("r-2", persistence.WorkDelivery, feB), msgDue("r-early", at(-time.Second)))
+	// The oldest due time (not the oldest row): r-early, accepted last.
+	f.wantOldestUnrelayed(at(-time.Second))
+	rs := f.relayAt(at(2e9), 2)
+	f.wantIDs("RelayWork", relayIDs(rs), "r-early", "r-0")
 	if len(rs) == 2 {
-		if rs[0].Target != feA || rs[0].Row <= 0 || rs[0].Row >= rs[1].Row {
-			f.Errorf("RelayWork rows = %+v, want fe-a first, rows positive and increasing", rs)
+		if rs[1].Target != feA || rs[0].Row <= 0 || rs[1].Row <= 0 {
+			f.Errorf("RelayWork rows = %+v, want fe-a and rows positive", rs)
 		}
-		f.wantTime("CreatedAt", rs[0].CreatedAt, base)
+		f.wantTime("DueAt", rs[0].DueAt, at(-time.Second))
+		f.wantTime("DueAt", rs[1].DueAt, base)
+		f.wantTime("CreatedAt", rs[1].CreatedAt, base)
 	}
-	f.wantOldestUnrelayed(at(2e9))
-	// Work not yet due is relayed too: the bus holds it until a consumer
-	// finds it due.
-	rs = f.relay(10)
+	f.wantOldestUnrelayed(base)
+	rs = f.relayAt(at(2e9), 10)
 	f.wantIDs("RelayWork after the first two were taken", relayIDs(rs), "r-2")
 	if len(rs) == 1 && rs[0].Target != feB {
 		f.Errorf("Target = %q, want %q", rs[0].Target, feB)
 	}
+	// r-1 is not due yet: the oldest unrelayed due time is ahead, when the
+	// relay's next work falls due.
+	f.wantOldestUnrelayed(at(time.Hour))
+	f.wantIDs("RelayWork when r-1 falls due", relayIDs(f.relayAt(at(time.Hour), 10)), "r-1")
 	f.wantOldestUnrelayed(time.Time{})
+}
+
+// relayDueOnly: the bus carries only work that is due (a consumer handed
+// work early holds it in its ack-pending until then): rows scheduled ahead
+// wait in the outbox, unrelayed, and are taken once due, however many of
+// them come first in the outbox.
+func relayDueOnly(f *fixture) {
+	var later []persistence.NewMessage
+	for i := range 5 {
+		later = append(later, msgDue(fmt.Sprintf("due-later-%d", i), at(time.Hour+secs(i))))
+	}
+	f.accept(base, later...)
+	f.accept(at(1e9), msgDue("due-now", at(1e9)))
+	f.wantIDs("RelayWork an hour early", relayIDs(f.relayAt(at(2e9), 3)), "due-now")
+	f.wantIDs("RelayWork a second before the first falls due", relayIDs(f.relayAt(at(time.Hour-time.Microsecond), 10)))
+	f.wantOldestUnrelayed(at(time.Hour))
+	f.wantIDs("RelayWork as two fall due", relayIDs(f.relayAt(at(time.Hour+secs(1)), 10)), "due-later-0", "due-later-1")
+	f.wantIDs("RelayWork when all are due", relayIDs(f.relayAt(at(2*time.Hour), 10)), "due-later-2", "due-later-3", "due-later-4")
+	f.wantOldestUnrelayed(time.Time{})
+	// A claim from the store is unchanged: what is due is claimable,
+	// relayed or not.
+	f.wantIDs("claim", workIDs(f.claimDelivery(feA, ownerA, at(2*time.Hour), 10).Work),
+		"due-now", "due-later-0", "due-later-1", "due-later-2", "due-later-3", "due-later-4")
+}
+
+// relayRetry: a retry writes its row back unrelayed in the retry's own
+// transaction (instead of a bus message waiting, naked, for its time), so
+// the relay publishes it again once it is due, with its new due time.
+func relayRetry(f *fixture) {
+	held := newMsg("retry-held")
+	held.Lease = &persistence.Lease{Owner: ownerA, Until: at(time.Minute)}
+	f.accept(base, newMsg("retry-bus"), held)
+	first := f.relayAt(base, 10)
+	f.wantIDs("RelayWork", relayIDs(first), "retry-bus")
+	f.wantIDs("claim", workIDs(f.claim(persistence.ClaimRequest{Kind: persistence.WorkDelivery, Target: feA, Owner: ownerA,
+		Limit: 10, Now: base, Lease: lease, IDs: []string{"retry-bus"}}).Work), "retry-bus")
+	f.retry(at(1e9), "retry-bus", at(time.Minute))
+	f.retry(at(1e9), "retry-held", at(2*time.Minute))
+	f.wantIDs("RelayWork before the retries are due", relayIDs(f.relayAt(at(time.Minute-time.Microsecond), 10)))
+	f.wantOldestUnrelayed(at(time.Minute))
+	again := f.relayAt(at(time.Minute), 10)
+	f.wantIDs("RelayWork when the first retry is due", relayIDs(again), "retry-bus")
+	if len(again) == 1 && len(first) == 1 {
+		if again[0].Row != first[0].Row {
+			f.Errorf("the retry is row %d, first relayed as %d: want the same row", again[0].Row, first[0].Row)
+		}
+		f.wantTime("DueAt of the retry", again[0].DueAt, at(time.Minute))
+	}
+	f.wantIDs("RelayWork when the handed-over row's retry is due", relayIDs(f.relayAt(at(2*time.Minute), 10)), "retry-held")
+	f.wantOldestUnrelayed(time.Time{})
+}
+
+// relayPublishLater: work due after the accept's now is written unrelayed
+// even when asked to Publish (the bus carries only work that is due): its
+// writer gets no row to publish, and the relay takes it when due.
+func relayPublishLater(f *fixture) {
+	later := msgDue("pub-later", at(time.Minute))
+	later.Publish = true
+	now := msgDue("pub-now", base)
+	now.Publish = true
+	res := f.accept(base, later, now)
+	if res[0].Relay != nil || !res[0].Created {
+		f.Errorf("Accepted of work due later = %+v (Relay %+v), want created, no Relay", res[0], res[0].Relay)
+	}
+	if r := res[1].Relay; r == nil {
+		f.Errorf("Accepted of work due now has no Relay")
+	} else {
+		f.wantTime("Relay.DueAt", r.DueAt, base)
+	}
+	f.wantIDs("RelayWork at the accept", relayIDs(f.relayAt(base, 10)))
+	f.wantIDs("RelayWork when due", relayIDs(f.relayAt(at(time.Minute), 10)), "pub-later")
 }
 
 func relayTakenOnce(f *fixture) {
@@ -149,6 +239,7 @@ func relayPublishedAtAccept(f *fixture) {
 		f.Fatalf("Accepted = %+v (Relay %+v), want the row of pub for fe-a and no leased Work", res[1], r)
 	}
 	f.wantTime("Relay.CreatedAt", r.CreatedAt, base)
+	f.wantTime("Relay.DueAt", r.DueAt, base)
 	// Its writer publishes it: no relay takes it, until it is given back.
 	f.wantIDs("RelayWork", relayIDs(f.relay(10)), "free")
 	f.unrelay([]int64{r.Row})
@@ -214,8 +305,10 @@ func relayInvalid(f *fixture) {
 		}
 	}
 	f.wantIDs("RelayWork after refused accepts", relayIDs(f.relay(10)))
-	if _, err := f.store.RelayWork(f.ctx, 0); err == nil {
-		f.Errorf("RelayWork(0) succeeded")
+	for _, req := range []persistence.RelayRequest{{Now: base}, {Limit: 1}} {
+		if _, err := f.store.RelayWork(f.ctx, req); err == nil {
+			f.Errorf("RelayWork(%+v) succeeded", req)
+		}
 	}
 	if err := f.store.Unrelay(f.ctx, []int64{0}); err == nil {
 		f.Errorf("Unrelay([0]) succeeded")
