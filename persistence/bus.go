@@ -35,11 +35,28 @@ import (
 // retry's own transaction (Changes.Reschedule): the relay publishes each
 // as it falls due, under a Nats-Msg-Id that names its due time.
 
-// RelayRequest asks RelayWork for up to Limit rows due at Now.
+// RelayRequest asks RelayWork for up to Limit rows due at Now, after
+// After.
 type RelayRequest struct {
 	Now   time.Time
 	Limit int
+	// After, when set, takes only rows after it in RelayWork's order (due
+	// time, then row): the relay goes on past rows it could not publish
+	// (given back, they would otherwise come first in every round and a
+	// batch of them would hold up every row behind), and starts from the
+	// first row again once it reached the last.
+	After RelayKey
 }
+
+// RelayKey is a row's place in RelayWork's order; the zero key comes
+// before every row.
+type RelayKey struct {
+	DueAt time.Time
+	Row   int64
+}
+
+// Key is r's place in RelayWork's order.
+func (r Relay) Key() RelayKey { return RelayKey{DueAt: r.DueAt, Row: r.Row} }
 
 // ValidateRelay reports what is wrong with a RelayRequest.
 func ValidateRelay(req RelayRequest) error {
@@ -49,6 +66,9 @@ func ValidateRelay(req RelayRequest) error {
 	}
 	if err := ValidateRelayLimit(req.Limit); err != nil {
 		errs = append(errs, err)
+	}
+	if req.After.Row < 0 {
+		errs = append(errs, fmt.Errorf("relay: after row %d must not be negative", req.After.Row))
 	}
 	return errors.Join(errs...)
 }

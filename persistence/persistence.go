@@ -642,8 +642,8 @@ type Store interface {
 	Compact(ctx context.Context) (int64, error)
 
 	// RelayWork takes up to req.Limit delivery rows not yet relayed to the
-	// bus that are due at req.Now, earliest due first (then oldest), and
-	// marks them relayed in the same statement (rows another transaction
+	// bus that are due at req.Now, earliest due first (then oldest), from
+	// after req.After, and marks them relayed in the same statement (rows another transaction
 	// holds are skipped, never waited for). Rows due later are left for a
 	// later RelayWork: the bus carries only work that is due (a consumer
 	// that got work early would hold it, naked, in its ack-pending until

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -155,8 +156,46 @@ func ValidStream(s string) error {
 	return nil
 }
 
-// Subject is the subject of a frontend's delivery work in stream.
-func Subject(stream, frontend string) string { return stream + "." + frontend }
+// Subject is the subject of a frontend's delivery work in stream:
+// <stream>.<frontend>, the frontend as SubjectToken gives it.
+func Subject(stream, frontend string) string { return stream + "." + SubjectToken(frontend) }
+
+// SubjectToken is a frontend's part of its subject. A frontend name may
+// hold '.', which splits a subject into tokens, and a name whose dots
+// leave a token empty ("fe.", "a..b": names a node accepts) would make an
+// invalid subject, on which every publish and fetch fails. Such a name
+// (or any name with a character outside letters, digits, '_', '-' and
+// dots between them) is one token: each byte outside letters, digits,
+// '_' and '-' is written ~XX (hex), so "fe." is "fe~2E". No name a node
+// accepts holds '~', so an escaped token is never another name's, and
+// the escape is one to one. Every other name, dotted or not, keeps the
+// subject it always had: a running site's stream holds messages on it.
+func SubjectToken(frontend string) string {
+	plain := frontend != ""
+	for part := range strings.SplitSeq(frontend, ".") {
+		if part == "" || strings.IndexFunc(part, func(r rune) bool { return !plainSubjectRune(r) }) >= 0 {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return frontend
+	}
+	var b strings.Builder
+	for i := range len(frontend) {
+		if c := frontend[i]; c < utf8.RuneSelf && plainSubjectRune(rune(c)) {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "~%02X", c)
+		}
+	}
+	return b.String()
+}
+
+// plainSubjectRune reports whether a subject token may hold r as it is.
+func plainSubjectRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-'
+}
 
 // ConsumerName is the durable consumer of a frontend, shared by every
 // instance of the site. A frontend name may hold '.', which a consumer

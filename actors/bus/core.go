@@ -200,6 +200,27 @@ type Relay struct {
 	// due is when the earliest unrelayed work not yet due falls due (zero:
 	// none known), when it comes before the next sweep.
 	due time.Time
+	// after is where the next take starts (zero: at the first row due).
+	after persistence.RelayKey
+}
+
+// From is where the next round's take starts (RelayRequest.After).
+func (r *Relay) From() persistence.RelayKey { return r.after }
+
+// Took says what a round's take returned: n rows, the last of them last,
+// of which the stream did not take refused (they were given back). A round
+// that gave rows back has the next take start past them: rows the stream
+// refuses (one frontend's, say) would otherwise come first again in every
+// round, and a batch of them would hold up every row behind. A take that
+// reached the end of the rows due (less than a batch) has the next start
+// from the first again, where the rows given back wait their turn.
+func (r *Relay) Took(n int, last persistence.RelayKey, refused int) {
+	switch {
+	case refused > 0:
+		r.after = last
+	case n < r.Batch:
+		r.after = persistence.RelayKey{}
+	}
 }
 
 // Expect says the earliest unrelayed work falls due at at (zero: none is

@@ -3,6 +3,7 @@ package bus
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -176,6 +177,35 @@ func TestRelayBackoffAndSweep(t *testing.T) {
 	}
 }
 
+// TestRelayGoesOnPastRefusedRows: rows the stream refused are given back
+// with their due time and row, so the take would return them first again
+// in every round: the next take starts past them, and from the first row
+// again once a take reached the end.
+func TestRelayGoesOnPastRefusedRows(t *testing.T) {
+	r := Relay{Batch: 10}
+	key := func(row int64) persistence.RelayKey { return persistence.RelayKey{DueAt: t0, Row: row} }
+	if r.From() != (persistence.RelayKey{}) {
+		t.Fatalf("a new relay starts at %+v, want the first row", r.From())
+	}
+	r.Took(10, key(10), 3)
+	if r.From() != key(10) {
+		t.Fatalf("after a batch with rows refused the take starts at %+v, want past them (%+v)", r.From(), key(10))
+	}
+	r.Took(10, key(20), 0)
+	if r.From() == (persistence.RelayKey{}) {
+		t.Fatal("a full batch published went back to the first row: the refused rows would come first again")
+	}
+	r.Took(4, key(24), 0)
+	if r.From() != (persistence.RelayKey{}) {
+		t.Fatalf("after the end of the rows due the take starts at %+v, want the first row again", r.From())
+	}
+	r.Took(2, key(2), 2)
+	r.Took(0, persistence.RelayKey{}, 0)
+	if r.From() != (persistence.RelayKey{}) {
+		t.Fatalf("after an empty take past refused rows the take starts at %+v, want the first row again", r.From())
+	}
+}
+
 func TestNames(t *testing.T) {
 	for site, want := range map[string]string{"dc1": "SWITCHBOARD_dc1", "a.b-c_d": "SWITCHBOARD_a_b-c_d"} {
 		if got := StreamName(site); got != want || ValidStream(got) != nil {
@@ -185,6 +215,15 @@ func TestNames(t *testing.T) {
 	for _, bad := range []string{"", "a.b", "a b", "a*", "a>", "a/b"} {
 		if ValidStream(bad) == nil {
 			t.Errorf("ValidStream(%q) accepted it", bad)
+		}
+	}
+	// A frontend's subject is valid whatever its name: a name whose dots
+	// leave a token empty is one escaped token; every other name keeps
+	// the subject it always had (a running site's stream holds it).
+	for fe, want := range map[string]string{"fe": "S.fe", "a.b": "S.a.b", "a_b-1": "S.a_b-1", "fe.": "S.fe~2E",
+		"a..b": "S.a~2E~2Eb", "x y*": "S.x~20y~2A"} {
+		if got := Subject("S", fe); got != want || !validSubject(got) {
+			t.Errorf("Subject(S, %q) = %q (valid: %v), want %q", fe, got, validSubject(got), want)
 		}
 	}
 	if ConsumerName("a.b") == ConsumerName("a_b") || ConsumerName("fe") != "delivery_fe" {
@@ -198,4 +237,33 @@ func TestNames(t *testing.T) {
 	if got := MsgID(r); got != fmt.Sprintf("m-1/42/%d", t0.UnixMicro()) || MsgID(later) == got {
 		t.Errorf("MsgID = %q, of the retry %q", got, MsgID(later))
 	}
+}
+
+// validSubject reports whether s is a valid literal NATS subject: tokens
+// separated by '.', none empty, no white space and no wildcards.
+func validSubject(s string) bool {
+	for tok := range strings.SplitSeq(s, ".") {
+		if tok == "" || strings.ContainsAny(tok, " \t\r\n*>") {
+			return false
+		}
+	}
+	return true
+}
+
+// TestSubjectsValidAndDistinct: every frontend name a node accepts, and
+// any other string, has a valid subject, and two names never share one.
+func TestSubjectsValidAndDistinct(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		name := rapid.StringMatching(`[A-Za-z0-9][A-Za-z0-9._-]{0,20}`)
+		any := rapid.StringMatching(`[A-Za-z0-9._~ *>-]{1,12}`)
+		a := rapid.OneOf(name, any).Draw(t, "a")
+		b := rapid.OneOf(name, any).Draw(t, "b")
+		sa, sb := Subject("S", a), Subject("S", b)
+		if !validSubject(sa) {
+			t.Fatalf("Subject(S, %q) = %q is not a valid subject", a, sa)
+		}
+		if a != b && sa == sb {
+			t.Fatalf("%q and %q share the subject %q", a, b, sa)
+		}
+	})
 }

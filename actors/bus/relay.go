@@ -198,23 +198,25 @@ func (r *Relayer) publishQueued() bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*r.bus.cfg.PublishTimeout)
 	defer cancel()
-	_ = r.send(ctx, rows) // what failed was given back (or is the backstop's)
+	_, _ = r.send(ctx, rows) // what failed was given back (or is the backstop's)
 	return true
 }
 
 // send publishes rows and gives back those the stream did not take (all of
 // them while the bus is down), for a later round: a publish whose answer
 // was lost is published again with the same Nats-Msg-Id, and the stream's
-// duplicate window drops it. It returns the publish's error, else the
-// give-back's.
-func (r *Relayer) send(ctx context.Context, rows []persistence.Relay) error {
+// duplicate window drops it. It returns how many rows it gave back and the
+// publish's error, else the give-back's.
+func (r *Relayer) send(ctx context.Context, rows []persistence.Relay) (refused int, err error) {
 	ok, err := r.bus.Publish(ctx, rows)
 	if len(ok) < len(rows) {
-		if gerr := r.giveBack(ctx, missing(rows, ok)); gerr != nil && err == nil {
+		back := missing(rows, ok)
+		if gerr := r.giveBack(ctx, back); gerr != nil && err == nil {
 			err = gerr
 		}
+		return len(back), err
 	}
-	return err
+	return 0, err
 }
 
 // giveBack marks rows unrelayed again, for a round, and wakes the workers:
@@ -252,17 +254,24 @@ func (r *Relayer) giveBackRows(rows []persistence.Relay) {
 }
 
 // round publishes one batch: take (marking relayed), publish, give back
-// what the stream did not take.
+// what the stream did not take; the next round's take starts past the
+// rows given back (Relay.Took).
 func (r *Relayer) round(now time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*r.bus.cfg.PublishTimeout)
 	defer cancel()
 	var rows []persistence.Relay
 	err := r.markAgain(ctx)
 	if err == nil {
-		rows, err = r.store.RelayWork(ctx, persistence.RelayRequest{Now: now, Limit: r.core.Batch})
-	}
-	if err == nil && len(rows) > 0 {
-		err = r.send(ctx, rows)
+		rows, err = r.store.RelayWork(ctx, persistence.RelayRequest{Now: now, Limit: r.core.Batch, After: r.core.From()})
+		if err == nil {
+			var refused int
+			var last persistence.RelayKey
+			if len(rows) > 0 {
+				last = rows[len(rows)-1].Key()
+				refused, err = r.send(ctx, rows)
+			}
+			r.core.Took(len(rows), last, refused)
+		}
 	}
 	if err != nil {
 		wait := r.core.Failed(r.clock.Now(), r.rng)

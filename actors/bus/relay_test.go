@@ -277,3 +277,54 @@ func TestRelayPublishesScheduledWorkWhenItFallsDue(t *testing.T) {
 	clk.set(due)
 	fetchUntil(t, b, "later")
 }
+
+// acceptFor stores a message with delivery work for frontend fe, due now,
+// written unrelayed (for the relay's rounds).
+func acceptFor(t *testing.T, st persistence.Store, id, fe string) {
+	t.Helper()
+	_, err := st.Accept(context.Background(), time.Now(), []persistence.NewMessage{{
+		ID: id, SourceMSISDN: "15550001", DestinationMSISDN: "447700900001", Body: "hi", State: messages.StatePending,
+		Work: &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: fe},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRelayGoesOnPastRowsTheStreamRefuses: rows the stream refuses are
+// given back, and would be taken first again in every round (they are the
+// oldest): a backlog of more than a batch of them held up the rows of
+// every other frontend behind them for good. The relay's next take starts
+// past them, so the rows behind are relayed.
+func TestRelayGoesOnPastRowsTheStreamRefuses(t *testing.T) {
+	srv := bustest.Start(t)
+	b := open(t, srv.URL())
+	// The stream refuses every message for "full": it holds one for it,
+	// and an operator's limit allows one a subject (discard new).
+	if _, err := b.Publish(context.Background(), []persistence.Relay{{Row: 1, MessageID: "first", Target: "full"}}); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	cfg := streamInfo(t, srv.URL()).Config
+	cfg.MaxMsgsPerSubject, cfg.DiscardNewPerSubject = 1, true
+	if _, err := js.UpdateStream(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Publish(context.Background(), []persistence.Relay{{Row: 2, MessageID: "second", Target: "full"}}); err == nil {
+		t.Fatal("the stream took a second message for full")
+	}
+
+	st := sqlitetest.Open(t)
+	for i := range 300 { // more than a batch (256)
+		acceptFor(t, st, fmt.Sprintf("refused-%03d", i), "full")
+	}
+	acceptFor(t, st, "behind", "fe")
+	r := bus.StartRelay(b, st, clock.Real{}, 1)
+	defer r.Stop()
+	fetchUntil(t, b, "behind")
+}

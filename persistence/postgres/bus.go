@@ -11,11 +11,12 @@ import (
 )
 
 // relaySQL takes up to $2 delivery rows not yet relayed and due at $1,
-// earliest due first (then oldest), from outbox_relay, and marks them
-// relayed. Rows another transaction holds are skipped, never waited for.
+// earliest due first (then oldest), after ($3, $4) in that order, from
+// outbox_relay, and marks them relayed. Rows another transaction holds are
+// skipped, never waited for.
 const relaySQL = `
 UPDATE outbox o SET relayed = true
-FROM (SELECT id FROM outbox WHERE kind = 'delivery' AND NOT relayed AND due_at <= $1
+FROM (SELECT id FROM outbox WHERE kind = 'delivery' AND NOT relayed AND due_at <= $1 AND (due_at, id) > ($3, $4)
 	ORDER BY due_at, id LIMIT $2 FOR UPDATE SKIP LOCKED) c
 WHERE o.id = c.id
 RETURNING o.id, o.message_id, o.target, o.created_at, o.due_at`
@@ -26,7 +27,7 @@ func (s *Store) RelayWork(ctx context.Context, req persistence.RelayRequest) ([]
 	if err := s.precheck(op, persistence.ValidateRelay(req)); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, relaySQL, req.Now, req.Limit)
+	rows, err := s.pool.Query(ctx, relaySQL, req.Now, req.Limit, req.After.DueAt, req.After.Row)
 	if err != nil {
 		return nil, s.fail(op, err)
 	}

@@ -11,10 +11,11 @@ import (
 
 // relaySQL takes up to ?2 delivery rows not yet relayed and due at ?1,
 // earliest due first (then oldest: the rowid ends outbox_relay's key),
-// from outbox_relay, and marks them relayed.
+// after (?3, ?4) in that order, from outbox_relay, and marks them relayed.
 const relaySQL = `UPDATE outbox SET relayed = 1
 	WHERE id IN (SELECT id FROM outbox INDEXED BY outbox_relay
-		WHERE relayed = 0 AND +kind = 'delivery' AND due_at <= ?1 ORDER BY due_at, id LIMIT +?2)
+		WHERE relayed = 0 AND +kind = 'delivery' AND due_at <= ?1 AND (due_at, id) > (?3, ?4)
+		ORDER BY due_at, id LIMIT +?2)
 	RETURNING id, message_id, target, created_at, due_at`
 
 // RelayWork implements persistence.Store.
@@ -26,7 +27,7 @@ func (s *Store) RelayWork(ctx context.Context, req persistence.RelayRequest) ([]
 	var out []persistence.Relay
 	err := s.write(ctx, op, func(tx querier) error {
 		out = nil // a retried transaction starts over
-		rows, err := tx.QueryContext(ctx, relaySQL, toDB(req.Now), req.Limit)
+		rows, err := tx.QueryContext(ctx, relaySQL, toDB(req.Now), req.Limit, toDB(req.After.DueAt), req.After.Row)
 		if err != nil {
 			return err
 		}

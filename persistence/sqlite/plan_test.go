@@ -48,7 +48,8 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{"queueable", queueableSQL, []any{"pending", "forward", "peer", 5, 10}},
 		{"purgeable", purgeableSQL, []any{"delivered", 5, 10}},
 		{"forward targets", forwardTargetsSQL, nil},
-		{"relay", relaySQL, []any{5, 10}},
+		{"relay", relaySQL, []any{5, 10, 0, 0}},
+		{"relay after a row", relaySQL, []any{5, 10, 3, 7}},
 		{"oldest unrelayed", oldestUnrelayedSQL, nil},
 	}
 	t5 := time.Date(2030, 1, 1, 0, 0, 5, 0, time.UTC)
@@ -84,8 +85,9 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 	// reads outbox_relay from its start up to the rows due now (rows
 	// scheduled ahead cost it nothing), in the order it takes them.
 	uses := map[string]string{
-		"relay":            "SEARCH outbox USING INDEX outbox_relay (due_at<?)",
-		"oldest unrelayed": "SCAN outbox USING INDEX outbox_relay",
+		"relay":             "SEARCH outbox USING INDEX outbox_relay (due_at>? AND due_at<?)",
+		"relay after a row": "SEARCH outbox USING INDEX outbox_relay (due_at>? AND due_at<?)",
+		"oldest unrelayed":  "SCAN outbox USING INDEX outbox_relay",
 	}
 	check := func(when string) {
 		for _, st := range statements {

@@ -15,6 +15,7 @@ func busCases() []testCase {
 		{"RelayTakesUnrelayedDeliveryRowsDueNowEarliestFirst", relayOldestFirst},
 		{"RelayLeavesWorkNotYetDueUntilItIs", relayDueOnly},
 		{"TakenRowsAreNotTakenAgainUntilUnrelayed", relayTakenOnce},
+		{"RelayTakesRowsAfterAKeyInItsOrder", relayAfter},
 		{"ARetryGoesBackToTheRelayForItsDueTime", relayRetry},
 		{"WorkDueLaterIsNotWrittenToPublish", relayPublishLater},
 		{"NewWorkOfAResubmitIsRelayedAgain", relayResubmit},
@@ -178,6 +179,37 @@ func relayPublishLater(f *fixture) {
 	}
 	f.wantIDs("RelayWork at the accept", relayIDs(f.relayAt(base, 10)))
 	f.wantIDs("RelayWork when due", relayIDs(f.relayAt(at(time.Minute), 10)), "pub-later")
+}
+
+// relayAfter: a relay goes on past rows it could not publish (given
+// back, they would come first in every round): RelayWork takes only the
+// rows after a key, in its order (due time, then row).
+func relayAfter(f *fixture) {
+	f.accept(base, newMsg("after-a"), newMsg("after-b"), msgDue("after-early", at(-time.Second)), newMsg("after-c"))
+	all := f.relayAt(base, 10)
+	f.wantIDs("RelayWork", relayIDs(all), "after-early", "after-a", "after-b", "after-c")
+	f.unrelay(relayRows(all))
+	take := func(after persistence.RelayKey, limit int) []persistence.Relay {
+		f.Helper()
+		rs, err := f.store.RelayWork(f.ctx, persistence.RelayRequest{Now: base, Limit: limit, After: after})
+		if err != nil {
+			f.Fatalf("RelayWork after %+v: %v", after, err)
+		}
+		return rs
+	}
+	if len(all) != 4 {
+		f.FailNow()
+	}
+	// After after-a: after-b and after-c; after-early (due earlier, a
+	// later row) comes before it.
+	f.wantIDs("RelayWork after after-a", relayIDs(take(all[1].Key(), 1)), "after-b")
+	f.wantIDs("RelayWork after after-a again", relayIDs(take(all[1].Key(), 10)), "after-c")
+	f.wantIDs("RelayWork after the last", relayIDs(take(all[3].Key(), 10)))
+	// From the first again: what was not taken.
+	f.wantIDs("RelayWork from the first", relayIDs(take(persistence.RelayKey{}, 10)), "after-early", "after-a")
+	if _, err := f.store.RelayWork(f.ctx, persistence.RelayRequest{Now: base, Limit: 1, After: persistence.RelayKey{Row: -1}}); err == nil {
+		f.Errorf("RelayWork after row -1 succeeded")
+	}
 }
 
 func relayTakenOnce(f *fixture) {
