@@ -265,11 +265,15 @@ func (b *Bus) ensureStream(ctx context.Context) (made bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	if have := s.CachedInfo().Config.Storage; have != want.Storage {
+	have := s.CachedInfo().Config
+	if have.Storage != want.Storage {
 		b.log.Warn("the delivery bus's stream keeps the storage it was made with; to change it, delete the stream (its work is in the outbox and is relayed again)",
-			"storage", strings.ToLower(have.String()), "configured", b.cfg.Storage)
-		want.Storage = have
+			"storage", strings.ToLower(have.Storage.String()), "configured", b.cfg.Storage)
+		want.Storage = have.Storage
 	}
+	// Replicas are the operator's (R3 on a cluster, say): an update with
+	// none would scale the stream down to one replica at every reconnect.
+	want.Replicas = have.Replicas
 	_, err = b.js.UpdateStream(ctx, want)
 	return false, err
 }
@@ -404,14 +408,14 @@ func (b *Bus) Fetch(ctx context.Context, frontend string, n int, wait time.Durat
 	}
 	c, err := b.consumer(ctx, frontend)
 	if err != nil {
-		b.forget(frontend)
+		b.lost(frontend, err)
 		return err
 	}
 	fctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	batch, err := c.Fetch(n, jetstream.FetchContext(fctx))
 	if err != nil {
-		b.forget(frontend)
+		b.lost(frontend, err)
 		return err
 	}
 	in := batch.Messages()
@@ -433,10 +437,33 @@ func (b *Bus) Fetch(ctx context.Context, frontend string, n int, wait time.Durat
 	}
 	if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) &&
 		!errors.Is(err, nats.ErrTimeout) {
-		b.forget(frontend)
+		b.lost(frontend, err)
 		return err
 	}
 	return nil
+}
+
+// lost drops a frontend's consumer after a failed fetch, so that the next
+// fetch makes sure of it again, and has the stream made sure of again when
+// the failure says it is gone (deleted, or lost by a server that kept the
+// connection): otherwise only a publish would notice, and a site whose
+// relay has nothing to publish would fetch from a stream that is not
+// there until the next reconnect.
+func (b *Bus) lost(frontend string, err error) {
+	b.forget(frontend)
+	if streamGone(err) {
+		b.recheck(nil)
+	}
+}
+
+// streamGone reports whether err says the stream may be gone: JetStream
+// answers that it does not know it, or nobody answers for it (or for its
+// consumer) at all. A consumer that alone is gone is made again by the
+// next fetch (forget); should its stream be gone too, making it fails
+// with ErrStreamNotFound.
+func streamGone(err error) bool {
+	return errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrNoResponders)
 }
 
 // Publish publishes the rows to the stream, each with its MsgID as
@@ -474,7 +501,7 @@ func (b *Bus) Publish(ctx context.Context, rows []persistence.Relay) ([]int64, e
 			if firstErr == nil {
 				firstErr = err
 			}
-			if errors.Is(err, jetstream.ErrNoStreamResponse) {
+			if streamGone(err) {
 				b.recheck(nil) // the stream is gone: make it again
 			}
 		case <-ctx.Done():

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -299,4 +300,93 @@ func TestEveryFrontendNameHasAWorkingSubject(t *testing.T) {
 	if got := bus.Subject("SWITCHBOARD_test", "a.b"); got != "SWITCHBOARD_test.a.b" {
 		t.Errorf("the subject of a.b is %q, want it unchanged", got)
 	}
+}
+
+// TestFetchNoticesTheStreamGone: a stream deleted while the connection
+// stays up was noticed only by a publish; a site with nothing to publish
+// fetched from a stream that was not there until the next reconnect. A
+// fetch that finds it gone has the bus make it again.
+func TestFetchNoticesTheStreamGone(t *testing.T) {
+	srv := bustest.Start(t)
+	b := open(t, srv.URL())
+	if _, err := b.Publish(context.Background(), []persistence.Relay{{Row: 1, MessageID: "m-1", Target: "fe"}}); err != nil {
+		t.Fatal(err)
+	}
+	fetch := func() (got []string, err error) {
+		err = b.Fetch(context.Background(), "fe", 10, 200*time.Millisecond, func(ms []*bus.Msg) {
+			for _, m := range ms {
+				got = append(got, m.ID)
+				_ = m.Settle(bus.Decision{Action: bus.Ack})
+			}
+		})
+		return got, err
+	}
+	polltest.Until(t, 10*time.Second, "the first message", func() bool { got, _ := fetch(); return len(got) == 1 })
+
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	if err := js.DeleteStream(context.Background(), "SWITCHBOARD_test"); err != nil {
+		t.Fatal(err)
+	}
+	polltest.Until(t, 10*time.Second, "the stream made again after a fetch found it gone", func() bool {
+		_, _ = fetch()
+		_, err := js.Stream(context.Background(), "SWITCHBOARD_test")
+		return err == nil
+	})
+	if _, err := b.Publish(context.Background(), []persistence.Relay{{Row: 2, MessageID: "m-2", Target: "fe"}}); err != nil {
+		t.Fatal(err)
+	}
+	polltest.Until(t, 10*time.Second, "a message through the stream made again", func() bool {
+		got, _ := fetch()
+		return slices.Contains(got, "m-2")
+	})
+}
+
+// TestTheBusKeepsTheStreamsReplicas: an operator runs the stream
+// replicated (R3 on a NATS cluster); the bus brought the stream's
+// settings up to date with no replicas whenever it (re)connected, which
+// scaled it down to one. It keeps the stream's replicas, as it keeps its
+// storage.
+func TestTheBusKeepsTheStreamsReplicas(t *testing.T) {
+	url := bustest.ClusterURL(bustest.StartCluster(t, 3))
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "SWITCHBOARD_test", Subjects: []string{"SWITCHBOARD_test.>"},
+		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.MemoryStorage, Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := open(t, url)
+	s, err := js.Stream(ctx, "SWITCHBOARD_test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Config.Replicas != 3 || info.Config.Duplicates != 2*time.Minute {
+		t.Fatalf("stream after the bus connected: replicas %d, duplicate window %v; want 3 kept and the bus's window", info.Config.Replicas, info.Config.Duplicates)
+	}
+	if _, err := b.Publish(ctx, []persistence.Relay{{Row: 1, MessageID: "m-1", Target: "fe"}}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	polltest.Until(t, 10*time.Second, "the message through the replicated stream", func() bool {
+		_ = b.Fetch(ctx, "fe", 10, 200*time.Millisecond, func(ms []*bus.Msg) {
+			for _, m := range ms {
+				got = append(got, m.ID)
+			}
+		})
+		return len(got) > 0
+	})
 }

@@ -3,12 +3,14 @@
 // temporary directory, so that the delivery bus is tested against the real
 // engine on a machine with nothing installed. A server can be stopped and
 // started again on the same port with the same store, as a restart of
-// NATS in production.
+// NATS in production; StartCluster runs several as one JetStream cluster,
+// for replicated streams.
 package bustest
 
 import (
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,6 +29,11 @@ type Server struct {
 	port int
 	dir  string
 	srv  *server.Server
+	// name, cluster and routes are set for a server of a cluster
+	// (StartCluster): its name, its cluster port and every member's.
+	name    string
+	cluster int
+	routes  []string
 }
 
 // Start starts a server on a free loopback port with its store in a
@@ -41,6 +48,54 @@ func Start(t testing.TB) *Server {
 	s.Restart()
 	t.Cleanup(s.Stop)
 	return s
+}
+
+// StartCluster starts n servers that form one JetStream cluster (for
+// replicated streams), each on free loopback ports with its store in a
+// temporary directory of t; t's cleanup stops them. It returns once the
+// cluster has elected its JetStream meta leader.
+func StartCluster(t testing.TB, n int) []*Server {
+	t.Helper()
+	servers := make([]*Server, n)
+	var routes []string
+	for i := range servers {
+		port, err := freeport.Port()
+		if err != nil {
+			t.Fatalf("bustest: free port: %v", err)
+		}
+		cluster, err := freeport.Port()
+		if err != nil {
+			t.Fatalf("bustest: free port: %v", err)
+		}
+		servers[i] = &Server{t: t, port: port, dir: t.TempDir(), name: fmt.Sprintf("bustest-%d", i), cluster: cluster}
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", cluster))
+	}
+	for _, s := range servers {
+		s.routes = routes
+		s.Restart()
+		t.Cleanup(s.Stop)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		for _, s := range servers {
+			if s.srv.JetStreamIsLeader() {
+				return servers
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bustest: the cluster of %d elected no JetStream leader in 30s", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// ClusterURL is the client URL of every server of a cluster.
+func ClusterURL(servers []*Server) string {
+	urls := make([]string, len(servers))
+	for i, s := range servers {
+		urls[i] = s.URL()
+	}
+	return strings.Join(urls, ",")
 }
 
 // URL is the server's client URL.
@@ -65,6 +120,11 @@ func (s *Server) Restart() {
 	opts := &server.Options{
 		Host: "127.0.0.1", Port: s.port, JetStream: true, StoreDir: s.dir,
 		NoLog: true, NoSigs: true, ServerName: "bustest",
+	}
+	if s.cluster != 0 {
+		opts.ServerName = s.name
+		opts.Cluster = server.ClusterOpts{Name: "bustest", Host: "127.0.0.1", Port: s.cluster}
+		opts.Routes = server.RoutesFromStr(strings.Join(s.routes, ","))
 	}
 	var err error
 	// The port was just freed (by us or the last incarnation): another
