@@ -63,6 +63,14 @@ type Config struct {
 	// not told of (1s): work other instances committed while the bus was
 	// down, or left behind when they died. Its own commits kick it.
 	RelaySweep time.Duration
+	// DegradeAfter is how many publishes in a row the stream took none of
+	// (with the connection up) make the bus degraded (3): not Up, so the
+	// intake writes its work unrelayed and the workers claim from the
+	// store, until a publish succeeds. One lost answer or one refused
+	// batch is not enough; three, each given back to the outbox, say the
+	// stream is not taking work, and the store path then delivers within
+	// its idle poll instead of the backstop's 10 s.
+	DegradeAfter int
 }
 
 // DefaultConfig returns the defaults (URL, Stream and Name left empty).
@@ -75,6 +83,7 @@ func DefaultConfig() Config {
 		PublishTimeout: 5 * time.Second,
 		RelayBatch:     256,
 		RelaySweep:     time.Second,
+		DegradeAfter:   3,
 	}
 }
 
@@ -105,8 +114,8 @@ func (c Config) Validate() error {
 		errs = append(errs, field.Wrap("Stream", err))
 	}
 	if c.AckWait <= 0 || c.MaxAckPending <= 0 || c.MaxDeliver <= 0 || c.PublishTimeout <= 0 ||
-		c.RelayBatch <= 0 || c.RelaySweep <= 0 {
-		errs = append(errs, errors.New("bus: AckWait, MaxAckPending, MaxDeliver, PublishTimeout, RelayBatch and RelaySweep must be positive"))
+		c.RelayBatch <= 0 || c.RelaySweep <= 0 || c.DegradeAfter <= 0 {
+		errs = append(errs, errors.New("bus: AckWait, MaxAckPending, MaxDeliver, PublishTimeout, RelayBatch, RelaySweep and DegradeAfter must be positive"))
 	}
 	return errors.Join(errs...)
 }

@@ -36,6 +36,9 @@ type Bus struct {
 	js jetstream.JetStream
 
 	up atomic.Bool
+	// degraded says publishes keep failing with the connection up (the
+	// relay's Publishes): Up is false until one succeeds.
+	degraded atomic.Bool
 	// stale says the stream must be made sure of again: the connection
 	// was lost (or a publish found no stream) since it last was.
 	stale     atomic.Bool
@@ -47,7 +50,12 @@ type Bus struct {
 	mu        sync.Mutex
 	consumers map[string]jetstream.Consumer
 	lastErr   string
+	// degradedWhy is why the bus is degraded: the last publish's error.
+	degradedWhy string
 }
+
+// errDown is what a publish or a fetch returns while the bus is down.
+var errDown = errors.New("the delivery bus is down")
 
 // Work is the document of a bus message: one outbox row of delivery work.
 type Work struct {
@@ -127,17 +135,27 @@ func (b *Bus) note(err error) {
 	b.mu.Unlock()
 }
 
-// Up reports whether the bus is connected and its stream ready.
-func (b *Bus) Up() bool { return b != nil && b.up.Load() }
+// Up reports whether the bus is connected, its stream ready and its
+// publishes not failing (degraded): whether work should go through it.
+func (b *Bus) Up() bool { return b.connected() && !b.degraded.Load() }
 
-// State is "up" or "down", with why it is down when known.
+// connected reports whether the bus is connected and its stream ready,
+// degraded or not: the relay publishes then (a publish that succeeds ends
+// the degradation).
+func (b *Bus) connected() bool { return b != nil && b.up.Load() }
+
+// State is "up" or "down", with why it is down when known (degraded: why
+// the publishes fail).
 func (b *Bus) State() (state, why string) {
 	if b.Up() {
 		return "up", ""
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.lastErr == "" {
+	switch {
+	case b.connected():
+		return "down", "degraded: publishes to the stream keep failing: " + b.degradedWhy
+	case b.lastErr == "":
 		return "down", "not connected to " + b.cfg.URL
 	}
 	return "down", b.lastErr
@@ -204,20 +222,48 @@ func (b *Bus) set(up bool) {
 		return
 	}
 	if up {
-		b.log.Info("the delivery bus is up", "url", b.nc.ConnectedUrlRedacted())
-		if b.m != nil {
-			b.m.up.Set(1)
-		}
+		b.log.Info("the delivery bus is up", "url", b.nc.ConnectedUrlRedacted(), "degraded", b.degraded.Load())
 	} else {
 		_, why := b.State()
 		b.log.Warn("the delivery bus is down: submits are still accepted (the outbox holds the work) and delivery goes on from the store until it returns",
 			"why", why)
-		if b.m != nil {
-			b.m.up.Set(0)
-		}
 		// A server that lost its store loses its consumers too: make sure
 		// of them again once it is back.
 		b.forgetConsumers()
+	}
+	b.upChanged()
+}
+
+// setDegraded marks the bus degraded (publishes keep failing with the
+// connection up: why is the last one's error) or not. While it is, Up is
+// false: the intake writes its work unrelayed, the workers claim from the
+// store, and the relay's rounds go on publishing until one succeeds.
+func (b *Bus) setDegraded(degraded bool, why string) {
+	b.mu.Lock()
+	if degraded {
+		b.degradedWhy = why
+	}
+	b.mu.Unlock()
+	if b.degraded.Swap(degraded) == degraded {
+		return
+	}
+	if degraded {
+		b.log.Warn("the delivery bus is degraded: publishes to its stream keep failing; the workers claim from the store until a publish succeeds",
+			"err", why)
+	} else {
+		b.log.Info("the delivery bus is up again: a publish succeeded")
+	}
+	b.upChanged()
+}
+
+// upChanged tells the metric, the relay and the workers that Up changed.
+func (b *Bus) upChanged() {
+	if b.m != nil {
+		up := 0.0
+		if b.Up() {
+			up = 1
+		}
+		b.m.up.Set(up)
 	}
 	if r := b.relay.Load(); r != nil {
 		r.Kick()
@@ -404,7 +450,7 @@ func (m *Msg) Touch() error { return m.raw.InProgress() }
 // document cannot be read is termed: no worker could do anything with it.
 func (b *Bus) Fetch(ctx context.Context, frontend string, n int, wait time.Duration, got func([]*Msg)) error {
 	if !b.Up() {
-		return errors.New("the delivery bus is down")
+		return errDown
 	}
 	c, err := b.consumer(ctx, frontend)
 	if err != nil {
@@ -471,8 +517,8 @@ func streamGone(err error) bool {
 // them. It returns the rows the stream took (a duplicate it dropped
 // counts as taken: the first copy is in it) and the first error.
 func (b *Bus) Publish(ctx context.Context, rows []persistence.Relay) ([]int64, error) {
-	if !b.Up() {
-		return nil, errors.New("the delivery bus is down")
+	if !b.connected() {
+		return nil, errDown
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.PublishTimeout)
 	defer cancel()

@@ -277,3 +277,37 @@ func (r *Relay) Wake() time.Time {
 	}
 	return r.next
 }
+
+// Publishes follows the relay's publishes (the intake's rows and the
+// rounds'), to log their failures once per change and to call the bus
+// degraded after DegradeAfter in a row: a publish the stream took none of
+// fails, one it took any of succeeds. Not safe for concurrent use.
+type Publishes struct {
+	DegradeAfter int
+
+	failures int
+	// logged is the error logged last since the last success ("": none).
+	logged string
+}
+
+// Failed records a publish that failed with error text why; loud says
+// whether its caller logs failures (the rounds log their own). It reports
+// whether to log it (loud, and an error other than the one logged last
+// since a success) and whether the bus is degraded (DegradeAfter failures
+// in a row, or more).
+func (p *Publishes) Failed(why string, loud bool) (log, degraded bool) {
+	p.failures++
+	if loud && why != p.logged {
+		p.logged, log = why, true
+	}
+	return log, p.failures >= p.DegradeAfter
+}
+
+// Succeeded records a publish the stream took. It reports whether a
+// failure was logged since the last success (to log the return once) and
+// whether the failures before it had the bus degraded.
+func (p *Publishes) Succeeded() (logged, wasDegraded bool) {
+	logged, wasDegraded = p.logged != "", p.failures >= p.DegradeAfter
+	p.failures, p.logged = 0, ""
+	return logged, wasDegraded
+}

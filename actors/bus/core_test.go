@@ -206,6 +206,43 @@ func TestRelayGoesOnPastRefusedRows(t *testing.T) {
 	}
 }
 
+// TestPublishesLogOncePerChangeAndDegrade: failed publishes are logged
+// once per error (not once per batch), and DegradeAfter of them in a row
+// make the bus degraded until a publish succeeds; the rounds' failures
+// (quiet: they log their own) count without being logged here.
+func TestPublishesLogOncePerChangeAndDegrade(t *testing.T) {
+	p := Publishes{DegradeAfter: 3}
+	for i, c := range []struct {
+		why           string
+		loud          bool
+		log, degraded bool
+	}{
+		{"refused", true, true, false},
+		{"refused", true, false, false},
+		{"timeout", false, false, true},
+		{"timeout", true, true, true},
+		{"timeout", true, false, true},
+	} {
+		if log, degraded := p.Failed(c.why, c.loud); log != c.log || degraded != c.degraded {
+			t.Fatalf("failure %d (%s, loud %v): log %v degraded %v, want %v %v", i+1, c.why, c.loud, log, degraded, c.log, c.degraded)
+		}
+	}
+	if logged, was := p.Succeeded(); !logged || !was {
+		t.Fatalf("Succeeded after five failures: logged %v, was degraded %v; want true, true", logged, was)
+	}
+	if log, degraded := p.Failed("refused", true); !log || degraded {
+		t.Fatalf("a failure after a success: log %v degraded %v; want it logged, not degraded", log, degraded)
+	}
+	p.Failed("refused", false)
+	if logged, was := p.Succeeded(); !logged || was {
+		t.Fatalf("Succeeded after two failures: logged %v, was degraded %v; want true, false", logged, was)
+	}
+	p.Failed("quiet", false)
+	if logged, _ := p.Succeeded(); logged {
+		t.Fatal("the return after a failure nobody logged is logged")
+	}
+}
+
 func TestNames(t *testing.T) {
 	for site, want := range map[string]string{"dc1": "SWITCHBOARD_dc1", "a.b-c_d": "SWITCHBOARD_a_b-c_d"} {
 		if got := StreamName(site); got != want || ValidStream(got) != nil {

@@ -42,7 +42,9 @@
 //
 // Failure: the bus's connection reconnects for good; while it is down Up is
 // false, the relay waits (the rows wait in the outbox) and the workers
-// claim from the store. A process that dies holding messages leaves them
+// claim from the store. Connected, publishes that keep failing (the stream
+// takes none of DegradeAfter in a row) make it degraded: Up is false as
+// well, and the relay's rounds go on until a publish succeeds. A process that dies holding messages leaves them
 // to come back after the consumer's ack wait; their rows' leases decide
 // who may claim them, and the ledger whether anything is left to do.
 package bus

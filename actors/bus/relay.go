@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -34,6 +35,9 @@ type Relayer struct {
 	clock clock.Clock
 	core  Relay
 	rng   *rand.Rand
+	// publishes follows the publishes' failures (the run goroutine's): it
+	// logs them and degrades the bus after Config.DegradeAfter in a row.
+	publishes Publishes
 
 	// lagAt is when the lag was last read (at most every lagEvery).
 	lagAt time.Time
@@ -63,8 +67,9 @@ type Relayer struct {
 func StartRelay(b *Bus, store persistence.Store, clk clock.Clock, seed uint64) *Relayer {
 	r := &Relayer{
 		bus: b, store: store, clock: clk, rng: rand.New(rand.NewPCG(seed, 0x72656c6179)),
-		core: Relay{Batch: b.cfg.RelayBatch, Sweep: b.cfg.RelaySweep, RetryMin: 100 * time.Millisecond, RetryMax: 5 * time.Second},
-		kick: make(chan struct{}, 1), queue: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		core:      Relay{Batch: b.cfg.RelayBatch, Sweep: b.cfg.RelaySweep, RetryMin: 100 * time.Millisecond, RetryMax: 5 * time.Second},
+		publishes: Publishes{DegradeAfter: b.cfg.DegradeAfter},
+		kick:      make(chan struct{}, 1), queue: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	r.core.Kick()    // work written before the start (or while the bus was off) waits
 	b.relay.Store(r) // the bus's changes kick it
@@ -147,15 +152,17 @@ func (r *Relayer) run() {
 		now := r.clock.Now()
 		var wait time.Duration
 		switch {
-		case roundTurn && r.bus.Up() && r.core.Due(now):
+		case roundTurn && r.bus.connected() && r.core.Due(now):
 			roundTurn = false
 			r.round(now)
 			continue
 		case r.publishQueued():
 			roundTurn = true
 			continue
-		case !r.bus.Up():
+		case !r.bus.connected():
 			// The bus's return kicks us; the lag goes on growing meanwhile.
+			// (Degraded, it is connected: the rounds go on, and the first
+			// publish that succeeds ends it.)
 			wait = r.core.Sweep
 			ctx, cancel := context.WithTimeout(context.Background(), wait)
 			r.lag(ctx)
@@ -198,7 +205,9 @@ func (r *Relayer) publishQueued() bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*r.bus.cfg.PublishTimeout)
 	defer cancel()
-	_, _ = r.send(ctx, rows) // what failed was given back (or is the backstop's)
+	// What failed was given back (or, if that failed too, is the
+	// backstop's); send logged it.
+	_, _ = r.send(ctx, rows, true)
 	return true
 }
 
@@ -206,9 +215,13 @@ func (r *Relayer) publishQueued() bool {
 // them while the bus is down), for a later round: a publish whose answer
 // was lost is published again with the same Nats-Msg-Id, and the stream's
 // duplicate window drops it. It returns how many rows it gave back and the
-// publish's error, else the give-back's.
-func (r *Relayer) send(ctx context.Context, rows []persistence.Relay) (refused int, err error) {
+// publish's error, else the give-back's. A publish the stream took none of
+// with the bus connected counts toward degrading the bus (Publishes), one
+// it took any of ends that; a failure is logged when loud (the rounds log
+// their own) and its error is not the one logged last.
+func (r *Relayer) send(ctx context.Context, rows []persistence.Relay, loud bool) (refused int, err error) {
 	ok, err := r.bus.Publish(ctx, rows)
+	r.judge(len(ok), err, loud)
 	if len(ok) < len(rows) {
 		back := missing(rows, ok)
 		if gerr := r.giveBack(ctx, back); gerr != nil && err == nil {
@@ -217,6 +230,30 @@ func (r *Relayer) send(ctx context.Context, rows []persistence.Relay) (refused i
 		return len(back), err
 	}
 	return 0, err
+}
+
+// judge records how a publish went: the stream took took rows, err is
+// its error; loud logs a failure (the rounds log their own).
+func (r *Relayer) judge(took int, err error, loud bool) {
+	switch {
+	case took > 0:
+		logged, was := r.publishes.Succeeded()
+		if logged {
+			r.bus.log.Info("publishing delivery work to the bus works again")
+		}
+		if was {
+			r.bus.setDegraded(false, "")
+		}
+	case err != nil && !errors.Is(err, errDown):
+		log, degraded := r.publishes.Failed(err.Error(), loud)
+		if log {
+			r.bus.log.Warn("publishing delivery work to the bus failed; the rows go back to the outbox for the relay's rounds",
+				"err", err)
+		}
+		if degraded {
+			r.bus.setDegraded(true, err.Error())
+		}
+	}
 }
 
 // giveBack marks rows unrelayed again, for a round, and wakes the workers:
@@ -268,7 +305,7 @@ func (r *Relayer) round(now time.Time) {
 			var last persistence.RelayKey
 			if len(rows) > 0 {
 				last = rows[len(rows)-1].Key()
-				refused, err = r.send(ctx, rows)
+				refused, err = r.send(ctx, rows, false)
 			}
 			r.core.Took(len(rows), last, refused)
 		}

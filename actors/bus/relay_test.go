@@ -3,7 +3,9 @@ package bus_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -327,4 +329,86 @@ func TestRelayGoesOnPastRowsTheStreamRefuses(t *testing.T) {
 	r := bus.StartRelay(b, st, clock.Real{}, 1)
 	defer r.Stop()
 	fetchUntil(t, b, "behind")
+}
+
+// lines counts the log records of each message.
+type lines struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (l *lines) Enabled(context.Context, slog.Level) bool { return true }
+func (l *lines) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n[r.Message]++
+	return nil
+}
+func (l *lines) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *lines) WithGroup(string) slog.Handler      { return l }
+
+func (l *lines) count(msg string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n[msg]
+}
+
+// TestRelayDegradesTheBusWhilePublishesFail: publishes of the intake's
+// rows that fail (the stream refuses them, the connection up) were
+// dropped without a word, and the bus stayed up: the intake went on
+// writing its work to publish and the workers waited on the bus, so the
+// work waited for the backstop. Failures are now logged once per error,
+// and after DegradeAfter in a row the bus is degraded (not Up: the intake
+// writes unrelayed and the workers claim from the store) until a publish
+// succeeds.
+func TestRelayDegradesTheBusWhilePublishesFail(t *testing.T) {
+	srv := bustest.Start(t)
+	log := &lines{n: map[string]int{}}
+	b := openWith(t, srv.URL(), func(c *bus.Config) { c.Logger = slog.New(log) })
+	// The stream refuses every message for "fe": it holds one for it, and
+	// an operator's limit allows one a subject (discard new).
+	if _, err := b.Publish(context.Background(), []persistence.Relay{{Row: 1, MessageID: "first", Target: "fe"}}); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	cfg := streamInfo(t, srv.URL()).Config
+	cfg.MaxMsgsPerSubject, cfg.DiscardNewPerSubject = 1, true
+	if _, err := js.UpdateStream(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+
+	st := sqlitetest.Open(t)
+	r := bus.StartRelay(b, st, clock.Real{}, 1)
+	defer r.Stop()
+	for i := range 5 {
+		r.Publish(accept(t, st, fmt.Sprintf("m-%d", i), true))
+	}
+	polltest.Until(t, 20*time.Second, "the bus degraded", func() bool { return !b.Up() })
+	if state, why := b.State(); state != "down" || !strings.Contains(why, "degraded") || !strings.Contains(why, "maximum messages per subject") {
+		t.Fatalf("State = %q, %q; want down, degraded, with the publish's error", state, why)
+	}
+	if r.Ready() {
+		t.Fatal("the relay is Ready with the bus degraded: the intake would go on writing its work to publish")
+	}
+	const failed = "publishing delivery work to the bus failed; the rows go back to the outbox for the relay's rounds"
+	if n := log.count(failed); n != 1 {
+		t.Fatalf("%q logged %d times, want once (one error, several batches)", failed, n)
+	}
+	// The stream takes messages for fe again: the relay's next round
+	// publishes, and the bus is up again.
+	cfg.MaxMsgsPerSubject, cfg.DiscardNewPerSubject = -1, false
+	if _, err := js.UpdateStream(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	polltest.Until(t, 20*time.Second, "the bus up again", func() bool { return b.Up() })
+	want := []string{"first"}
+	for i := range 5 {
+		want = append(want, fmt.Sprintf("m-%d", i))
+	}
+	fetchUntil(t, b, want...)
 }
