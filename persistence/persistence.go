@@ -120,8 +120,9 @@ type NewMessage struct {
 	// delivery bus itself once the commit returns (Accepted.Relay names
 	// the row), instead of a relay taking it from the store in a statement
 	// of its own. Work due after the commit's now is written unrelayed
-	// all the same (no Accepted.Relay): the relay publishes it when due. If that publish fails the instance gives the row back
-	// (Unrelay) for a relay's round; if the instance dies first, the bus's
+	// all the same (no Accepted.Relay): the relay publishes it when due.
+	// If that publish fails the instance gives the row back (Unrelay) for
+	// a relay's round; if the instance dies first, the bus's
 	// backstop claims the row from the store (see bus.go).
 	Publish bool
 	// ReportTo, when set, names the peer that forwarded this message to us

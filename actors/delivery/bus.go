@@ -14,8 +14,9 @@ import (
 // way, claims its row by id through the dispatcher, and settles it (ack,
 // also for a retry, whose commit wrote the row back for the relay to
 // publish when it is due; term for the dead letter) once the outcome of
-// its work is committed — never before. The idempotency ledger stays the barrier: a
-// message whose work is recorded finds no row to claim and is acked.
+// its work is committed — never before. The idempotency ledger stays the
+// barrier: a message whose work is recorded finds no row to claim and is
+// acked.
 //
 // The room is also offered on the handover board, as without the bus: work
 // this instance's commits can hand to a ready worker at once is written
