@@ -334,18 +334,21 @@ func (a *Actor) identify(ctx context.Context, addrs []string) (map[string]messag
 func (a *Actor) onRound(c actor.Context, r *roundDone) {
 	a.running = false
 	now := a.cfg.Clock.Now()
-	listed := a.set.Listed()
 	if r.full {
 		a.polls++
 		a.lastPoll = now
 		a.noteDNS(r.listErr, r.asked)
-		listed = r.asked
 	}
 	before := map[string]bool{}
 	for _, p := range a.set.Peers() {
 		before[p.Node] = true
 	}
-	out := a.set.Apply(listed, r.learned)
+	var out Outcome
+	if r.full {
+		out = a.set.Apply(r.asked, r.learned)
+	} else {
+		out = a.set.Retry(r.learned)
+	}
 	a.mem.save(a.set)
 	a.noteUnreachable(r)
 

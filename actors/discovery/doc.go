@@ -36,9 +36,11 @@
 //     one site, sorted by address;
 //   - an address reporting our own node is refused (logged at info: with
 //     SRV every node lists itself);
-//   - of two addresses reporting the same node and instance_id, the second
-//     in address order is refused as a duplicate (a dual-stack host listed
-//     with its IPv4 and IPv6 address is such a pair: it is used through one);
+//   - of two addresses reporting the same node and instance_id, one is
+//     refused as a duplicate (a dual-stack host listed with its IPv4 and
+//     IPv6 address is such a pair: it is used through one): an address that
+//     answered the last poll that asked it is kept before one that only
+//     remembers its identity, then the first in address order;
 //   - an address whose identity document is invalid is refused;
 //   - an address whose identity call fails keeps the identity it reported
 //     last: a peer that is down stays a peer, so that its messages keep

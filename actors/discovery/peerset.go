@@ -33,8 +33,9 @@ const (
 	// RefusedOwnNode: the address reports our own node name (with SRV
 	// discovery every node lists itself; this is expected there).
 	RefusedOwnNode Reason = "own_node"
-	// RefusedDuplicate: an address earlier in address order reports the
-	// same node and instance_id.
+	// RefusedDuplicate: another address reports the same node and
+	// instance_id and is kept: one that answered this poll before one that
+	// only keeps a remembered identity, then the earlier in address order.
 	RefusedDuplicate Reason = "duplicate_instance"
 	// RefusedInvalid: the identity document is not valid (bad name or
 	// protocol version).
@@ -72,45 +73,65 @@ type Outcome struct {
 // listed address last reported and derives the peer set from them. It has
 // no clock, goroutines or I/O; the zero value is not usable (NewPeerSet).
 type PeerSet struct {
-	self    string
-	listed  []string
-	ids     map[string]messages.Identity
-	peers   map[string][]messages.PeerInstance
-	refused map[string]Refusal
+	self   string
+	listed []string
+	ids    map[string]messages.Identity
+	// answered: the address answered the last poll that asked it (its
+	// identity is current, not only remembered).
+	answered map[string]bool
+	peers    map[string][]messages.PeerInstance
+	refused  map[string]Refusal
 }
 
 // NewPeerSet returns an empty set for a node named self.
 func NewPeerSet(self string) *PeerSet {
 	return &PeerSet{
-		self:    self,
-		ids:     map[string]messages.Identity{},
-		peers:   map[string][]messages.PeerInstance{},
-		refused: map[string]Refusal{},
+		self:     self,
+		ids:      map[string]messages.Identity{},
+		answered: map[string]bool{},
+		peers:    map[string][]messages.PeerInstance{},
+		refused:  map[string]Refusal{},
 	}
 }
 
-// Apply takes one poll: listed is every address listed now (any order,
-// duplicates ignored) and learned the identities that addresses answered in
-// this poll. An address missing from learned (its call failed, or it was not
-// asked) keeps the identity it reported last: a peer that is down stays a
-// peer, so that messages keep queueing for it. An address no longer listed
-// is forgotten. It returns the changes against the previous Apply.
+// Apply takes one full poll, one that asked every listed address: listed is
+// every address listed now (any order, duplicates ignored) and learned the
+// identities that addresses answered in this poll. An address missing from
+// learned (its call failed) keeps the identity it reported last: a peer that
+// is down stays a peer, so that messages keep queueing for it; but of two
+// addresses reporting one {node, instance_id}, one that answered is kept
+// before one that did not. An address no longer listed is forgotten. It
+// returns the changes against the previous Apply or Retry.
 func (s *PeerSet) Apply(listed []string, learned map[string]messages.Identity) Outcome {
-	s.listed = normalize(listed)
+	return s.apply(normalize(listed), learned, true)
+}
+
+// Retry takes a retry poll, one that asked only some of the listed
+// addresses (Unidentified): learned are the identities they answered. The
+// listed addresses stay those of the last Apply, and the addresses not
+// asked keep whether they answered the last poll that asked them.
+func (s *PeerSet) Retry(learned map[string]messages.Identity) Outcome {
+	return s.apply(s.listed, learned, false)
+}
+
+// apply is Apply (full: every listed address was asked) and Retry.
+func (s *PeerSet) apply(listed []string, learned map[string]messages.Identity, full bool) Outcome {
+	s.listed = listed
 	ids := make(map[string]messages.Identity, len(s.listed))
+	answered := make(map[string]bool, len(s.listed))
 	for _, a := range s.listed {
 		if id, ok := learned[a]; ok {
-			ids[a] = id
+			ids[a], answered[a] = id, true
 		} else if id, ok := s.ids[a]; ok {
-			ids[a] = id
+			ids[a], answered[a] = id, !full && s.answered[a]
 		}
 	}
-	s.ids = ids
+	s.ids, s.answered = ids, answered
 
 	peers := map[string][]messages.PeerInstance{}
 	refused := map[string]Refusal{}
 	first := map[[2]string]string{} // {node, instance} -> address that has it
-	for _, a := range s.listed {
+	for _, a := range s.keepOrder() {
 		id, ok := s.ids[a]
 		if !ok {
 			continue
@@ -130,6 +151,9 @@ func (s *PeerSet) Apply(listed []string, learned map[string]messages.Identity) O
 			continue
 		}
 		refused[a] = r
+	}
+	for _, is := range peers {
+		slices.SortFunc(is, func(x, y messages.PeerInstance) int { return compareAddr(x.Address, y.Address) })
 	}
 
 	var out Outcome
@@ -156,6 +180,28 @@ func (s *PeerSet) Apply(listed []string, learned map[string]messages.Identity) O
 		}
 	}
 	s.peers, s.refused = peers, refused
+	return out
+}
+
+// keepOrder returns the listed addresses in the order that decides which of
+// two addresses reporting one {node, instance_id} is kept: the addresses
+// that answered the last poll that asked them first, then those that only
+// keep a remembered identity, each group in address order. A remembered
+// identity is what the address said before; an address that stopped
+// answering (a broken IPv4 path, an old address still in DNS) must not hold
+// the instance against one that answers.
+func (s *PeerSet) keepOrder() []string {
+	out := make([]string, 0, len(s.listed))
+	for _, a := range s.listed {
+		if s.answered[a] {
+			out = append(out, a)
+		}
+	}
+	for _, a := range s.listed {
+		if !s.answered[a] {
+			out = append(out, a)
+		}
+	}
 	return out
 }
 
@@ -197,11 +243,12 @@ func (s *PeerSet) Refusals() []Refusal {
 // Clone returns an independent copy (the actor keeps one across restarts).
 func (s *PeerSet) Clone() *PeerSet {
 	c := &PeerSet{
-		self:    s.self,
-		listed:  slices.Clone(s.listed),
-		ids:     maps.Clone(s.ids),
-		peers:   make(map[string][]messages.PeerInstance, len(s.peers)),
-		refused: maps.Clone(s.refused),
+		self:     s.self,
+		listed:   slices.Clone(s.listed),
+		ids:      maps.Clone(s.ids),
+		answered: maps.Clone(s.answered),
+		peers:    make(map[string][]messages.PeerInstance, len(s.peers)),
+		refused:  maps.Clone(s.refused),
 	}
 	for n, is := range s.peers {
 		c.peers[n] = slices.Clone(is)
@@ -217,8 +264,9 @@ func normalize(addrs []string) []string {
 }
 
 // compareAddr orders addresses: IP addresses numerically (IPv4 before
-// IPv6, then by port), before host names, which are in string order. The
-// order decides which of two addresses reporting one instance is kept.
+// IPv6, then by port), before host names, which are in string order. Among
+// addresses that answered (or among those that did not), the order decides
+// which of two addresses reporting one instance is kept.
 func compareAddr(a, b string) int {
 	pa, errA := netip.ParseAddrPort(a)
 	pb, errB := netip.ParseAddrPort(b)

@@ -23,6 +23,9 @@ func TestPeerSet(t *testing.T) {
 		d = "[2001:db8::1]:8443"
 	)
 	type poll struct {
+		// retry: a retry poll (Retry(learned), listed unused) instead of
+		// a full one (Apply).
+		retry   bool
 		listed  []string
 		learned map[string]messages.Identity
 		// want
@@ -69,6 +72,89 @@ func TestPeerSet(t *testing.T) {
 			refused: []Refusal{{Address: c, Reason: RefusedDuplicate, Node: "alpha", InstanceID: "1", Kept: b}},
 			peers:   []Peer{{"alpha", []messages.PeerInstance{inst(b, "1")}}},
 		}}},
+		{"duplicate instance: an address that answers beats one that only remembers", []poll{
+			{
+				// The host moves from a to b; only a is listed yet.
+				listed: []string{a}, learned: map[string]messages.Identity{a: ident("alpha", "1")},
+				effects: []Effect{&PeerUp{Node: "alpha", Instances: []messages.PeerInstance{inst(a, "1")}}},
+				peers:   []Peer{{"alpha", []messages.PeerInstance{inst(a, "1")}}},
+			},
+			{
+				// Both listed; a (earlier in address order) no longer answers, b does.
+				listed: []string{a, b}, learned: map[string]messages.Identity{b: ident("alpha", "1")},
+				effects: []Effect{&PeerUp{Node: "alpha", Instances: []messages.PeerInstance{inst(b, "1")}}},
+				refused: []Refusal{{Address: a, Reason: RefusedDuplicate, Node: "alpha", InstanceID: "1", Kept: b}},
+				peers:   []Peer{{"alpha", []messages.PeerInstance{inst(b, "1")}}},
+			},
+			{
+				// Neither answers: both keep what they said last, and
+				// address order decides again.
+				listed:  []string{a, b},
+				effects: []Effect{&PeerUp{Node: "alpha", Instances: []messages.PeerInstance{inst(a, "1")}}},
+				refused: []Refusal{{Address: b, Reason: RefusedDuplicate, Node: "alpha", InstanceID: "1", Kept: a}},
+				peers:   []Peer{{"alpha", []messages.PeerInstance{inst(a, "1")}}},
+			},
+		}},
+		{"duplicate instance: a dual-stack host whose IPv4 path broke is used through IPv6", []poll{
+			{
+				listed: []string{d, a}, learned: map[string]messages.Identity{a: ident("alpha", "1"), d: ident("alpha", "1")},
+				effects: []Effect{&PeerUp{Node: "alpha", Instances: []messages.PeerInstance{inst(a, "1")}}},
+				refused: []Refusal{{Address: d, Reason: RefusedDuplicate, Node: "alpha", InstanceID: "1", Kept: a}},
+				peers:   []Peer{{"alpha", []messages.PeerInstance{inst(a, "1")}}},
+			},
+			{
+				listed: []string{d, a}, learned: map[string]messages.Identity{d: ident("alpha", "1")},
+				effects: []Effect{&PeerUp{Node: "alpha", Instances: []messages.PeerInstance{inst(d, "1")}}},
+				refused: []Refusal{{Address: a, Reason: RefusedDuplicate, Node: "alpha", InstanceID: "1", Kept: d}},
+				peers:   []Peer{{"alpha", []messages.PeerInstance{inst(d, "1")}}},
+			},
+			{
+				// IPv4 answers again: both answer, address order decides.
+				listed: []string{d, a}, learned: map[string]messages.Identity{a: ident("alpha", "1"), d: ident("alpha", "1")},
+				effects: []Effect{&PeerUp{Node: "alpha", Instances: []messages.PeerInstance{inst(a, "1")}}},
+				refused: []Refusal{{Address: d, Reason: RefusedDuplicate, Node: "alpha", InstanceID: "1", Kept: a}},
+				peers:   []Peer{{"alpha", []messages.PeerInstance{inst(a, "1")}}},
+			},
+		}},
+		{"duplicate instance: a retry poll does not count the addresses it did not ask as silent", []poll{
+			{
+				listed: []string{a, b}, learned: map[string]messages.Identity{a: ident("alpha", "1")},
+				effects: []Effect{&PeerUp{Node: "alpha", Instances: []messages.PeerInstance{inst(a, "1")}}},
+				peers:   []Peer{{"alpha", []messages.PeerInstance{inst(a, "1")}}},
+				unknown: []string{b},
+			},
+			{
+				// Only b (unidentified) is asked; a answered the last poll
+				// that asked it and stays the kept address.
+				retry: true, learned: map[string]messages.Identity{b: ident("alpha", "1")},
+				refused: []Refusal{{Address: b, Reason: RefusedDuplicate, Node: "alpha", InstanceID: "1", Kept: a}},
+				peers:   []Peer{{"alpha", []messages.PeerInstance{inst(a, "1")}}},
+			},
+			{
+				// The next full poll: a is silent, b answers.
+				listed: []string{a, b}, learned: map[string]messages.Identity{b: ident("alpha", "1")},
+				effects: []Effect{&PeerUp{Node: "alpha", Instances: []messages.PeerInstance{inst(b, "1")}}},
+				refused: []Refusal{{Address: a, Reason: RefusedDuplicate, Node: "alpha", InstanceID: "1", Kept: b}},
+				peers:   []Peer{{"alpha", []messages.PeerInstance{inst(b, "1")}}},
+			},
+			{
+				// A retry poll (nothing to ask) keeps b: it answered last.
+				retry: true,
+				peers: []Peer{{"alpha", []messages.PeerInstance{inst(b, "1")}}},
+			},
+		}},
+		{"instances stay in address order when answering addresses are taken first", []poll{
+			{
+				listed: []string{a, c}, learned: map[string]messages.Identity{a: ident("alpha", "1"), c: ident("alpha", "3")},
+				effects: []Effect{&PeerUp{Node: "alpha", Instances: []messages.PeerInstance{inst(a, "1"), inst(c, "3")}}},
+				peers:   []Peer{{"alpha", []messages.PeerInstance{inst(a, "1"), inst(c, "3")}}},
+			},
+			{
+				// a does not answer, c does: no change.
+				listed: []string{a, c}, learned: map[string]messages.Identity{c: ident("alpha", "3")},
+				peers: []Peer{{"alpha", []messages.PeerInstance{inst(a, "1"), inst(c, "3")}}},
+			},
+		}},
 		{"same instance id on different nodes is fine", []poll{{
 			listed:  []string{a, b},
 			learned: map[string]messages.Identity{a: ident("alpha", "0"), b: ident("beta", "0")},
@@ -203,7 +289,12 @@ func TestPeerSet(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := NewPeerSet("self")
 			for i, p := range tc.polls {
-				out := s.Apply(p.listed, p.learned)
+				var out Outcome
+				if p.retry {
+					out = s.Retry(p.learned)
+				} else {
+					out = s.Apply(p.listed, p.learned)
+				}
 				if !reflect.DeepEqual(out.Effects, p.effects) {
 					t.Errorf("poll %d: effects %s, want %s", i, show(out.Effects), show(p.effects))
 				}
