@@ -322,8 +322,11 @@ func (a *Actor) exchanged(m *exchanged) {
 	a.learn(m.reg.Frontends)
 }
 
-// learn stores and publishes the peer's frontends when they changed.
+// learn stores and publishes the peer's frontends when they changed, and
+// takes them from the peers not discovered now that still claim them
+// (claim).
 func (a *Actor) learn(frontends []string) {
+	defer a.claim()
 	frontends = sortedUnique(frontends)
 	if known, ok := a.cfg.Book.Frontends(a.cfg.Peer); ok && slices.Equal(known, frontends) {
 		return
@@ -335,9 +338,30 @@ func (a *Actor) learn(frontends []string) {
 		a.log.Error("storing the peer's registry failed; it is used but not kept", "err", err)
 	}
 	for _, f := range a.entry.SetRegistry(frontends) {
-		a.log.Warn("frontend served by several peers; the first by name gets its messages", "frontend", f)
+		a.log.Warn("frontend served by several peers; a discovered healthy one gets its messages, the first by name among equals", "frontend", f)
 	}
 	a.log.Info("peer registry learned", "frontends", frontends)
+}
+
+// claim drops the claims of the peers not discovered now (gone from
+// discovery, or known only from a stored registry) on our peer's frontends
+// (Entry.Claim), in the book and in the store, so that a frontend moved
+// from a decommissioned site stays with its new one across restarts.
+func (a *Actor) claim() {
+	took := a.entry.Claim()
+	if len(took) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.Timeout)
+	defer cancel()
+	now := a.cfg.Clock.Now()
+	for _, t := range took {
+		if err := a.cfg.Store.PutPeerRegistry(ctx, persistence.PeerRegistry{Peer: t.Peer, Frontends: t.Left, UpdatedAt: now}); err != nil {
+			a.log.Error("storing the registry of a peer whose frontends were taken failed; it keeps them after a restart",
+				"from", t.Peer, "err", err)
+		}
+		a.log.Info("frontends taken from a peer not discovered now", "from", t.Peer, "frontends", t.Taken)
+	}
 }
 
 // Metrics are the peers' metrics. Their states are read from the book at

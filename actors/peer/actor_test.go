@@ -168,3 +168,59 @@ func TestSupervisorRestartAsksDiscoveryForEveryPeer(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 }
+
+// regStore records the registries a peer actor stores.
+type regStore struct {
+	persistence.Store
+	mu   sync.Mutex
+	regs []persistence.PeerRegistry
+}
+
+func (s *regStore) PutPeerRegistry(_ context.Context, r persistence.PeerRegistry) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r.UpdatedAt = time.Time{}
+	s.regs = append(s.regs, r)
+	return nil
+}
+
+func (s *regStore) stored() []persistence.PeerRegistry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]persistence.PeerRegistry(nil), s.regs...)
+}
+
+// TestActorTakesFrontendsFromPeersGoneFromDiscovery: a frontend moved from
+// alpha-old (decommissioned: known only from its stored registry) to beta;
+// once beta's registry names it, alpha-old's claim is dropped in the book
+// and in the store, so that it is not routed to alpha-old after a restart
+// either. alpha-old keeps the frontend no one else claims.
+func TestActorTakesFrontendsFromPeersGoneFromDiscovery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		book, st := NewBook(), &regStore{}
+		book.SetRegistry("a-old", []string{"fe-kept", "fe-moved"})
+		cfg := testConfig(t, &peerNet{}, book)
+		cfg.Store = st
+		cfg.Peer, cfg.Instances = "beta", []messages.PeerInstance{{Address: "beta:8443"}}
+		sys := newSystem()
+		pid := sys.Root.Spawn(actor.PropsFromProducer(New(cfg)))
+		synctest.Wait()
+		sys.Root.Send(pid, &messages.PeerRegistryFrom{Peer: "beta", Frontends: []string{"fe-moved"}})
+		synctest.Wait()
+		want := []persistence.PeerRegistry{
+			{Peer: "beta", Frontends: []string{"fe-moved"}},
+			{Peer: "a-old", Frontends: []string{"fe-kept"}},
+		}
+		if got := st.stored(); !reflect.DeepEqual(got, want) {
+			t.Errorf("stored registries %+v, want %+v", got, want)
+		}
+		if peer, healthy, _ := book.Owner("fe-moved"); peer != "beta" || !healthy {
+			t.Errorf("Owner(fe-moved) = %q healthy=%v, want beta, healthy", peer, healthy)
+		}
+		if peer, _, _ := book.Owner("fe-kept"); peer != "a-old" {
+			t.Errorf("Owner(fe-kept) = %q, want a-old", peer)
+		}
+		_ = sys.Root.StopFuture(pid).Wait()
+		sys.Shutdown()
+	})
+}

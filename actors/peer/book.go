@@ -1,6 +1,8 @@
 package peer
 
 import (
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -141,7 +143,8 @@ func (b *Book) ForgetAddress(addr string) {
 // Gone records that discovery no longer lists peer name: it reads removed.
 // Its registry is kept, so messages already routed to it keep queueing
 // (and count down to forward_failed); new messages for its frontends queue
-// too. List shows it while messages wait for it.
+// too, until a discovered peer claims them (Owner, Claim). List shows it
+// while messages wait for it.
 func (b *Book) Gone(name string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -179,17 +182,81 @@ func (b *Book) setRegistry(name string, e *entry, frontends []string) (conflicts
 	return conflicts
 }
 
-// Owner returns the peer that serves frontend (the first by name when
-// several claim it) and whether that peer is healthy now.
+// Owner returns the peer that serves frontend and whether that peer is
+// healthy now. When several peers claim it, the first of: a discovered
+// healthy peer, a discovered one, any (a peer removed from discovery or
+// known only from a stored registry); by name among equals.
 func (b *Book) Owner(frontend string) (peer string, healthy, ok bool) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	owners := b.owner[frontend]
+	owners := b.owner[frontend] // sorted by name
 	if len(owners) == 0 {
 		return "", false, false
 	}
-	e := b.peers[owners[0]]
-	return owners[0], e.state == messages.PeerHealthy, true
+	best, rank := owners[0], 3
+	for _, o := range owners {
+		if r := ownerRank(b.peers[o]); r < rank {
+			best, rank = o, r
+		}
+	}
+	return best, b.peers[best].state == messages.PeerHealthy, true
+}
+
+// ownerRank orders the claims on one frontend: discovered and healthy (0),
+// discovered (1), not discovered (2).
+func ownerRank(e *entry) int {
+	switch {
+	case e.discovered && e.state == messages.PeerHealthy:
+		return 0
+	case e.discovered:
+		return 1
+	}
+	return 2
+}
+
+// Takeover is a peer's registry after Claim took frontends from it.
+type Takeover struct {
+	// Peer lost its claim on Taken and serves Left (possibly none).
+	Peer        string
+	Taken, Left []string
+}
+
+// Claim makes the writer's peer, when it is discovered, the only claimant
+// of its frontends among the peers not discovered now (removed from
+// discovery, or known only from a stored registry): their claims on those
+// frontends are dropped. A frontend that moved from a decommissioned site
+// to another thus stops being the old site's for good once the new one
+// claims it; the caller stores the registries left (Takeover, by peer).
+// A peer not discovered keeps a frontend no discovered peer claims, and a
+// peer that comes back claims its frontends again at its next registry
+// exchange.
+func (w *Entry) Claim() (took []Takeover) {
+	w.write(func(e *entry) {
+		if !e.discovered {
+			return
+		}
+		taken := map[string][]string{}
+		for _, f := range e.frontends {
+			for _, o := range slices.Clone(w.b.owner[f]) {
+				if oe := w.b.peers[o]; o != w.name && !oe.discovered {
+					taken[o] = append(taken[o], f)
+					w.b.owner[f] = remove(w.b.owner[f], o)
+				}
+			}
+		}
+		for _, o := range slices.Sorted(maps.Keys(taken)) {
+			oe := w.b.peers[o]
+			left := []string{}
+			for _, f := range oe.frontends {
+				if !slices.Contains(taken[o], f) {
+					left = append(left, f)
+				}
+			}
+			oe.frontends = left
+			took = append(took, Takeover{Peer: o, Taken: taken[o], Left: slices.Clone(left)})
+		}
+	})
+	return took
 }
 
 // Healthy reports whether peer name is healthy.
