@@ -140,6 +140,9 @@ func (a *Actor) Receive(c actor.Context) {
 	case *messages.PeerUp:
 		a.setInstances(m.Instances)
 	case messages.PeerContactFailed:
+		// A request the peer refused (a 404 from a version without the
+		// call) may mean it changed version: re-read its identity.
+		a.identity = nil
 		a.observe(c, a.cfg.Clock.Now(), fmt.Errorf("request failed: %w", m.Err))
 		a.wake.Schedule(a.cfg.Clock.Now().Add(min(recheck, a.cfg.HealthInterval)))
 	case *messages.PeerContact:
@@ -197,7 +200,8 @@ func (a *Actor) setInstances(in []messages.PeerInstance) {
 }
 
 // check runs one health check (with an identity call first when the
-// instance's capabilities are not known) in its own goroutine.
+// instance's capabilities are not known: at the start, on another
+// instance, and after a failed check or request) in its own goroutine.
 func (a *Actor) check(c actor.Context) {
 	a.wake.Schedule(a.cfg.Clock.Now().Add(a.cfg.HealthInterval))
 	if a.checking {
@@ -257,9 +261,13 @@ func (a *Actor) checked(c actor.Context, r *checked) {
 		if r.latency > SlowCheck {
 			a.log.Warn("slow health check: degraded link", "addr", r.addr, "latency", r.latency)
 		}
-	} else if len(a.instances) > 1 {
-		a.current = (a.current + 1) % len(a.instances)
+	} else {
+		// The peer may come back as another version (a rollback): its
+		// capabilities are read again at the next check.
 		a.identity = nil
+		if len(a.instances) > 1 {
+			a.current = (a.current + 1) % len(a.instances)
+		}
 	}
 	a.observe(c, now, r.err)
 }

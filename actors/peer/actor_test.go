@@ -224,3 +224,114 @@ func TestActorTakesFrontendsFromPeersGoneFromDiscovery(t *testing.T) {
 		sys.Shutdown()
 	})
 }
+
+// versionNet is beta at one address that can go down and whose version
+// (announcing forward_batch or not) can change.
+type versionNet struct {
+	transport.Peer
+	mu          sync.Mutex
+	down, batch bool
+}
+
+func (p *versionNet) set(down, batch bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down, p.batch = down, batch
+}
+
+func (p *versionNet) Identity(context.Context, string) (messages.Identity, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.down {
+		return messages.Identity{}, errors.New("connection refused")
+	}
+	id := messages.Identity{Node: "beta", InstanceID: "beta-0", ProtocolVersion: messages.ProtocolVersion}
+	if p.batch {
+		id.Capabilities = []string{messages.CapForwardBatch}
+	}
+	return id, nil
+}
+
+func (p *versionNet) Health(context.Context, string, messages.Health) (messages.Health, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.down {
+		return messages.Health{}, errors.New("connection refused")
+	}
+	return messages.Health{Node: "beta", Status: messages.HealthOK}, nil
+}
+
+func (p *versionNet) Registry(context.Context, string, messages.Registry) (messages.Registry, error) {
+	return messages.Registry{}, errors.New("not now")
+}
+
+// links records the PeerLinks a peer actor sends its forward queue.
+type links struct {
+	mu  sync.Mutex
+	all []messages.PeerLink
+}
+
+func (l *links) Receive(c actor.Context) {
+	if m, ok := c.Message().(messages.PeerLink); ok {
+		l.mu.Lock()
+		l.all = append(l.all, m)
+		l.mu.Unlock()
+	}
+}
+
+func (l *links) last() messages.PeerLink {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.all[len(l.all)-1]
+}
+
+// TestActorRereadsASingleInstancePeersCapabilitiesAfterAFailure: a peer
+// with one instance that comes back as an older version (no
+// forward_batch), after failed checks or after a request it refused, is
+// not sent forward_batch on the identity read before.
+func TestActorRereadsASingleInstancePeersCapabilitiesAfterAFailure(t *testing.T) {
+	cases := []struct {
+		name string
+		// fail makes the actor see the failure; the peer is back (without
+		// forward_batch) after it.
+		fail func(tr *versionNet, pid *actor.PID, sys *actor.ActorSystem, cfg Config)
+	}{
+		{"failed checks", func(tr *versionNet, pid *actor.PID, sys *actor.ActorSystem, cfg Config) {
+			tr.set(true, false)
+			for range 3 {
+				time.Sleep(cfg.HealthInterval)
+				synctest.Wait()
+			}
+			tr.set(false, false)
+		}},
+		{"a failed request", func(tr *versionNet, pid *actor.PID, sys *actor.ActorSystem, cfg Config) {
+			tr.set(false, false) // restarted between two checks
+			sys.Root.Send(pid, messages.PeerContactFailed{Err: errors.New("404 Not Found")})
+			synctest.Wait()
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tr, book, rec := &versionNet{batch: true}, NewBook(), &links{}
+				cfg := testConfig(t, tr, book)
+				cfg.Queue = func(string) *actor.Props { return actor.PropsFromProducer(func() actor.Actor { return rec }) }
+				cfg.Peer, cfg.Instances = "beta", []messages.PeerInstance{{Address: "beta:8443", InstanceID: "beta-0"}}
+				sys := newSystem()
+				pid := sys.Root.Spawn(actor.PropsFromProducer(New(cfg)))
+				synctest.Wait()
+				if l := rec.last(); !l.Healthy || !l.ForwardBatch {
+					t.Fatalf("first link %+v, want healthy with forward_batch", l)
+				}
+				tc.fail(tr, pid, sys, cfg)
+				time.Sleep(cfg.HealthInterval)
+				synctest.Wait()
+				if l := rec.last(); !l.Healthy || l.ForwardBatch {
+					t.Errorf("link after the peer came back without forward_batch: %+v", l)
+				}
+				_ = sys.Root.StopFuture(pid).Wait()
+				sys.Shutdown()
+			})
+		})
+	}
+}
