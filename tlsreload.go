@@ -39,7 +39,7 @@ func (n *Node) tlsMaterial() (*certs.Reloader, error) {
 		}
 		n.log.Warn("no --tls-cert given: serving a self-signed development certificate", "cert", certFile)
 	}
-	r, err := certs.NewReloader(certFile, keyFile, n.cfg.TLSCA)
+	r, err := certs.NewReloader(certFile, keyFile, n.cfg.TLSCA, certs.WithClock(n.clock.Now))
 	if err != nil {
 		return nil, field.Wrap("TLSCert", err)
 	}

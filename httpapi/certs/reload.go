@@ -17,11 +17,21 @@ import (
 // peer client, use what it holds at that moment; connections already
 // made keep theirs, so nothing in flight is dropped. A read that fails (a
 // file missing, a key that does not match its certificate, a CA bundle
-// without a certificate) changes nothing: the material in force stays.
+// without a certificate, a certificate not valid now or, with a CA file,
+// not issued by that CA for both server and client use) changes nothing:
+// the material in force stays.
 type Reloader struct {
 	certFile, keyFile, caFile string
+	now                       func() time.Time
 	cur                       atomic.Pointer[material]
 }
+
+// Option configures a Reloader.
+type Option func(*Reloader)
+
+// WithClock sets the clock Reload checks validity periods against
+// (time.Now without it).
+func WithClock(now func() time.Time) Option { return func(r *Reloader) { r.now = now } }
 
 // material is one consistent read of the files.
 type material struct {
@@ -33,8 +43,13 @@ type material struct {
 }
 
 // NewReloader reads certFile and keyFile (required) and caFile (optional).
-func NewReloader(certFile, keyFile, caFile string) (*Reloader, error) {
-	r := &Reloader{certFile: certFile, keyFile: keyFile, caFile: caFile}
+// What it reads at the start is not checked against the clock or the CA
+// (there is nothing else to serve); Reload checks what would replace it.
+func NewReloader(certFile, keyFile, caFile string, opts ...Option) (*Reloader, error) {
+	r := &Reloader{certFile: certFile, keyFile: keyFile, caFile: caFile, now: time.Now}
+	for _, o := range opts {
+		o(r)
+	}
 	m, err := r.read()
 	if err != nil {
 		return nil, err
@@ -85,6 +100,10 @@ func (r *Reloader) read() (*material, error) {
 
 // Reload reads the files again when their contents changed. It reports
 // whether new material is now in force; on an error the old one stays.
+// The new certificate must be valid now and, with a CA file, chain to the
+// new CA bundle for server and for client use (the node presents it to
+// peers as its client certificate): one that peers or clients would
+// refuse does not replace the one in force.
 func (r *Reloader) Reload() (changed bool, err error) {
 	sum, err := r.sum()
 	if err != nil {
@@ -97,8 +116,42 @@ func (r *Reloader) Reload() (changed bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	if err := m.usable(r.now(), r.certFile); err != nil {
+		return false, err
+	}
 	r.cur.Store(m)
 	return true, nil
+}
+
+// usable reports why the material's certificate cannot be served at now:
+// outside its validity period, or (with a CA pool) not issued under it for
+// both server and client authentication.
+func (m *material) usable(now time.Time, certFile string) error {
+	leaf := m.pair.Leaf
+	if now.Before(leaf.NotBefore) {
+		return fmt.Errorf("certs: %s is not valid before %s", certFile, leaf.NotBefore.UTC().Format(time.RFC3339))
+	}
+	if !now.Before(leaf.NotAfter) {
+		return fmt.Errorf("certs: %s expired at %s", certFile, leaf.NotAfter.UTC().Format(time.RFC3339))
+	}
+	if m.pool == nil {
+		return nil
+	}
+	inter := x509.NewCertPool()
+	for _, der := range m.pair.Certificate[1:] {
+		c, err := x509.ParseCertificate(der)
+		if err != nil {
+			return fmt.Errorf("certs: %s: %w", certFile, err)
+		}
+		inter.AddCert(c)
+	}
+	for _, use := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+		opts := x509.VerifyOptions{Roots: m.pool, Intermediates: inter, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{use}}
+		if _, err := leaf.Verify(opts); err != nil {
+			return fmt.Errorf("certs: %s is not trusted by the CA bundle: %w", certFile, err)
+		}
+	}
+	return nil
 }
 
 // Certificate is the certificate in force (with its Leaf).

@@ -1,9 +1,16 @@
 package certs_test
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,5 +117,132 @@ func TestReloaderRotates(t *testing.T) {
 	}
 	if _, err := r.Reload(); err == nil {
 		t.Error("Reload without the CA file succeeded")
+	}
+}
+
+// copyPair copies a certificate and key over the reloader's files.
+func copyPair(t *testing.T, fromCert, fromKey, toCert, toKey string) {
+	t.Helper()
+	for _, p := range [][2]string{{fromKey, toKey}, {fromCert, toCert}} {
+		data, err := os.ReadFile(p[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p[1], data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// writeServerOnly writes a certificate for node "a" signed by caDir's CA
+// that allows server authentication only (a node presents its certificate
+// to its peers as a client too).
+func writeServerOnly(t *testing.T, caDir, certFile, keyFile string, now time.Time) {
+	t.Helper()
+	caCert, caKey := certs.CAFiles(caDir)
+	ca, err := tls.LoadX509KeyPair(caCert, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(now.UnixNano()), Subject: pkix.Name{CommonName: "a"}, DNSNames: []string{"a"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Leaf, key.Public(), ca.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReloadRefusesACertificatePeersWouldRefuse: a reload does not replace
+// the certificate in force by one outside its validity period (at the
+// reloader's clock), or, with a CA file, one that CA did not issue for
+// both server and client use; the old one stays and the error says why.
+func TestReloadRefusesACertificatePeersWouldRefuse(t *testing.T) {
+	now := time.Now()
+	cases := []struct {
+		name  string
+		noCA  bool
+		clock time.Time
+		// put writes the new files (dir is the CA's).
+		put  func(t *testing.T, dir, cert, key string)
+		want string // error substring; "" for a reload that takes
+	}{
+		{"a new certificate of the CA", false, now, func(t *testing.T, dir, cert, key string) {
+			certstest.Reissue(t, dir, cert, key, "a")
+		}, ""},
+		{"expired", false, now.Add(3 * 365 * 24 * time.Hour), func(t *testing.T, dir, cert, key string) {
+			certstest.Reissue(t, dir, cert, key, "a")
+		}, "expired at"},
+		{"not valid yet", false, now.Add(-2 * time.Hour), func(t *testing.T, dir, cert, key string) {
+			certstest.Reissue(t, dir, cert, key, "a")
+		}, "is not valid before"},
+		{"another CA's", false, now, func(t *testing.T, dir, cert, key string) {
+			other := t.TempDir()
+			if err := certs.InitCA(other, []string{"a"}, now); err != nil {
+				t.Fatal(err)
+			}
+			oc, ok := certs.NodeFiles(other, "a")
+			copyPair(t, oc, ok, cert, key)
+		}, "not trusted by the CA bundle"},
+		{"server use only", false, now, func(t *testing.T, dir, cert, key string) {
+			writeServerOnly(t, dir, cert, key, now)
+		}, "not trusted by the CA bundle"},
+		{"another CA's without a CA file", true, now, func(t *testing.T, dir, cert, key string) {
+			other := t.TempDir()
+			if err := certs.InitCA(other, []string{"a"}, now); err != nil {
+				t.Fatal(err)
+			}
+			oc, ok := certs.NodeFiles(other, "a")
+			copyPair(t, oc, ok, cert, key)
+		}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := certs.InitCA(dir, []string{"a"}, now); err != nil {
+				t.Fatal(err)
+			}
+			cert, key := certs.NodeFiles(dir, "a")
+			caFile, _ := certs.CAFiles(dir)
+			if tc.noCA {
+				caFile = ""
+			}
+			r, err := certs.NewReloader(cert, key, caFile, certs.WithClock(func() time.Time { return tc.clock }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := r.Certificate().Leaf.SerialNumber.String()
+			tc.put(t, dir, cert, key)
+			changed, err := r.Reload()
+			after := r.Certificate().Leaf.SerialNumber.String()
+			if tc.want == "" {
+				if !changed || err != nil || after == before {
+					t.Fatalf("Reload = %v, %v (serial %s, before %s); want the new certificate in force", changed, err, after, before)
+				}
+				return
+			}
+			if changed || err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Reload = %v, %v; want an error with %q", changed, err, tc.want)
+			}
+			if after != before {
+				t.Errorf("serial in force %s, want the old %s", after, before)
+			}
+		})
 	}
 }
