@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -514,8 +515,48 @@ func (c Config) Validate() error {
 // finds it (and is answered as a duplicate) instead of being accepted and
 // delivered again. It is this node's flags: the peers of a federation are
 // expected to run the same forward settings (docs/operations.md).
+//
+// It never wraps: past a time.Duration's range it is the longest duration.
+// Validate keeps the forward wait within forward.MaxWaitLimit and
+// HTTPTimeout within MaxHTTPTimeout, so a valid Config's horizon is exact.
 func (c Config) RedeliveryHorizon() time.Duration {
-	return time.Duration(c.ForwardMaxRetries)*c.ForwardRetryInterval + 2*c.HTTPTimeout
+	wait, ok := forward.TotalWait(c.ForwardMaxRetries, c.ForwardRetryInterval)
+	if !ok && wait != 0 {
+		return math.MaxInt64
+	}
+	h := wait
+	for range 2 {
+		if c.HTTPTimeout > 0 && h > math.MaxInt64-c.HTTPTimeout {
+			return math.MaxInt64
+		}
+		h += c.HTTPTimeout
+	}
+	return h
+}
+
+// MaxHTTPTimeout is the longest HTTPTimeout Validate takes: a day, far
+// past any peer call worth waiting for, so that the redelivery horizon
+// it adds to cannot overflow.
+const MaxHTTPTimeout = 24 * time.Hour
+
+// forwardWaitErrs checks that ForwardMaxRetries x ForwardRetryInterval
+// (how long a message may wait forward_queued) is a duration and at most
+// forward.MaxWaitLimit: a product that wrapped (2147483647 x 5s is
+// negative, 3689348815 x 5s is 1.29s) failed queued messages at once and
+// passed the retention check.
+func (c Config) forwardWaitErrs() []error {
+	if c.ForwardMaxRetries < 1 || c.ForwardRetryInterval <= 0 {
+		return nil // refused as not positive
+	}
+	if c.ForwardRetryInterval > forward.MaxWaitLimit {
+		return []error{field.Errorf("ForwardRetryInterval", "%v is longer than %s, the most a message may wait forward_queued",
+			c.ForwardRetryInterval, forward.MaxWaitLimitText)}
+	}
+	if w, ok := forward.TotalWait(c.ForwardMaxRetries, c.ForwardRetryInterval); !ok || w > forward.MaxWaitLimit {
+		return []error{field.Errorf("ForwardMaxRetries", "%d x %s %v is longer than %s, the most a message may wait forward_queued",
+			c.ForwardMaxRetries, field.Ref("ForwardRetryInterval"), c.ForwardRetryInterval, forward.MaxWaitLimitText)}
+	}
+	return nil
 }
 
 // validateRetention checks the retention settings against the redelivery
@@ -523,6 +564,10 @@ func (c Config) RedeliveryHorizon() time.Duration {
 func (c Config) validateRetention() []error {
 	var errs []error
 	horizon := c.RedeliveryHorizon()
+	// A horizon out of range is refused as such (forwardWaitErrs,
+	// HTTPTimeout's bound); compared with it, every retention would be
+	// refused for a reason that is not the retention's.
+	horizonOK := len(c.forwardWaitErrs()) == 0 && c.HTTPTimeout <= MaxHTTPTimeout
 	for _, r := range []struct {
 		path string
 		d    time.Duration
@@ -530,7 +575,7 @@ func (c Config) validateRetention() []error {
 		switch {
 		case r.d < 0:
 			errs = append(errs, field.Errorf(r.path, "must not be negative (0 keeps messages forever), got %v", r.d))
-		case r.d > 0 && r.d < horizon:
+		case r.d > 0 && horizonOK && r.d < horizon:
 			errs = append(errs, field.Errorf(r.path, "%v is shorter than a peer may still send a message again "+
 				"(%s %d x %s %v + 2 x %s %v = %v): a forward repeated after its purge would be delivered twice", r.d,
 				field.Ref("ForwardMaxRetries"), c.ForwardMaxRetries, field.Ref("ForwardRetryInterval"), c.ForwardRetryInterval,
@@ -567,6 +612,10 @@ func (c Config) validateFederation() []error {
 	}
 	if c.ForwardMaxRetries < 1 {
 		bad("ForwardMaxRetries", "must be at least 1, got %d", c.ForwardMaxRetries)
+	}
+	errs = append(errs, c.forwardWaitErrs()...)
+	if c.HTTPTimeout > MaxHTTPTimeout {
+		bad("HTTPTimeout", "must be at most %v, got %v", MaxHTTPTimeout, c.HTTPTimeout)
 	}
 	if c.APIPort < 1 || c.APIPort > 65535 {
 		bad("APIPort", "must be 1-65535, got %d", c.APIPort)

@@ -2,6 +2,7 @@ package switchboard_test
 
 import (
 	"errors"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -39,6 +40,10 @@ func TestValidateNamesConfigFields(t *testing.T) {
 		{"RingRole", func(c *switchboard.Config) { c.RingRole = "slave" }, "RingRole: slave needs Postgres"},
 		{"Peers", func(c *switchboard.Config) { c.Federation, c.InsecureSkipVerify = true, true }, "federation needs Peers or DNSSRV"},
 		{"WatchInterval", func(c *switchboard.Config) { c.WatchInterval = 0 }, "WatchInterval: must be positive"},
+		{"ForwardMaxRetries", func(c *switchboard.Config) { c.ForwardMaxRetries = 3689348815 },
+			"ForwardMaxRetries: 3689348815 x ForwardRetryInterval 5s is longer than 10 years"},
+		{"ForwardMaxRetries", func(c *switchboard.Config) { c.ForwardMaxRetries = 2147483647 }, "is longer than 10 years"},
+		{"HTTPTimeout", func(c *switchboard.Config) { c.HTTPTimeout = math.MaxInt64 }, "HTTPTimeout: must be at most 24h"},
 	} {
 		t.Run(tc.field, func(t *testing.T) {
 			cfg := switchboard.DefaultConfig()
@@ -109,5 +114,31 @@ func TestValidateErrorsNameExistingFields(t *testing.T) {
 		if _, ok := config.FieldByName(path); !ok {
 			t.Errorf("an error names %q, which is no field of Config", path)
 		}
+	}
+}
+
+// TestRedeliveryHorizonDoesNotWrap: retries x interval + 2 x the timeout
+// past a Duration's range is the longest duration, never a wrapped one (a
+// negative horizon let every retention pass its check).
+func TestRedeliveryHorizonDoesNotWrap(t *testing.T) {
+	for _, tc := range []struct {
+		retries  int
+		interval time.Duration
+		timeout  time.Duration
+	}{
+		{2147483647, 5 * time.Second, 5 * time.Second},
+		{3689348815, 5 * time.Second, 5 * time.Second},
+		{1, time.Second, math.MaxInt64 / 2},
+		{math.MaxInt, time.Nanosecond, time.Second},
+	} {
+		cfg := switchboard.DefaultConfig()
+		cfg.ForwardMaxRetries, cfg.ForwardRetryInterval, cfg.HTTPTimeout = tc.retries, tc.interval, tc.timeout
+		if h := cfg.RedeliveryHorizon(); h != math.MaxInt64 {
+			t.Errorf("%d x %v + 2 x %v: horizon %v, want the longest duration", tc.retries, tc.interval, tc.timeout, h)
+		}
+	}
+	cfg := switchboard.DefaultConfig()
+	if h, want := cfg.RedeliveryHorizon(), 4*time.Minute+20*time.Second; h != want {
+		t.Errorf("default horizon %v, want %v", h, want)
 	}
 }

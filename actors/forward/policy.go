@@ -3,6 +3,7 @@ package forward
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
@@ -51,6 +52,12 @@ func (p Policy) Validate() error {
 	if p.MaxRetries < 1 {
 		errs = append(errs, fmt.Errorf("forward: max retries %d must be at least 1", p.MaxRetries))
 	}
+	if p.RetryInterval > 0 && p.MaxRetries >= 1 {
+		if w, ok := TotalWait(p.MaxRetries, p.RetryInterval); !ok || w > MaxWaitLimit {
+			errs = append(errs, fmt.Errorf("forward: max retries %d x retry interval %v is longer than %s",
+				p.MaxRetries, p.RetryInterval, MaxWaitLimitText))
+		}
+	}
 	if p.Batch < 1 || p.Batch > messages.MaxForwardBatch {
 		errs = append(errs, fmt.Errorf("forward: batch %d must be 1-%d", p.Batch, messages.MaxForwardBatch))
 	}
@@ -60,8 +67,39 @@ func (p Policy) Validate() error {
 	return errors.Join(errs...)
 }
 
-// MaxWait is how long a message may stay forward_queued.
-func (p Policy) MaxWait() time.Duration { return time.Duration(p.MaxRetries) * p.RetryInterval }
+// MaxWaitLimit is the longest MaxWait a policy may have: ten years, far
+// past any outage a queue should ride out, and far below the ~292 years a
+// time.Duration holds, so that the sums built on it (the redelivery
+// horizon) cannot overflow either.
+const MaxWaitLimit = 10 * 365 * 24 * time.Hour
+
+// MaxWaitLimitText is MaxWaitLimit as errors and docs say it.
+const MaxWaitLimitText = "10 years (87600h)"
+
+// TotalWait is retries x interval, and false when the product does not
+// fit a time.Duration. Both must be positive.
+func TotalWait(retries int, interval time.Duration) (time.Duration, bool) {
+	if retries <= 0 || interval <= 0 {
+		return 0, false
+	}
+	if int64(retries) > math.MaxInt64/int64(interval) {
+		return math.MaxInt64, false
+	}
+	return time.Duration(retries) * interval, true
+}
+
+// MaxWait is how long a message may stay forward_queued: MaxRetries x
+// RetryInterval. It never wraps: a product past a time.Duration's range
+// is the longest duration (Validate refuses anything past MaxWaitLimit;
+// a wrapped product could be negative and fail every queued message at
+// once).
+func (p Policy) MaxWait() time.Duration {
+	if p.MaxRetries <= 0 || p.RetryInterval <= 0 {
+		return 0
+	}
+	w, _ := TotalWait(p.MaxRetries, p.RetryInterval)
+	return w
+}
 
 // QueuedBefore is the cutoff of FailForwards at now: messages queued
 // before it have waited MaxWait. The count of ticks is derived from

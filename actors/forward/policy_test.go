@@ -2,6 +2,7 @@ package forward
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -72,6 +73,12 @@ func TestPolicyDeadlineDerivedFromQueuedAt(t *testing.T) {
 		{5 * time.Second, 50, 250 * time.Second},
 		{time.Second, 1, time.Second},
 		{100 * time.Millisecond, 30, 3 * time.Second},
+		// Products past a Duration's range saturate instead of wrapping
+		// (3689348815 x 5s wrapped to 1.29s, 2147483647 x 5s to a
+		// negative wait): the cutoff stays in the past.
+		{5 * time.Second, 3689348815, math.MaxInt64},
+		{5 * time.Second, 2147483647, math.MaxInt64},
+		{time.Hour, math.MaxInt, math.MaxInt64},
 	}
 	for _, tc := range cases {
 		p := Policy{RetryInterval: tc.interval, MaxRetries: tc.retries, Batch: 1, InFlight: 1}
@@ -91,6 +98,9 @@ func TestPolicyValidate(t *testing.T) {
 		{RetryInterval: time.Second, MaxRetries: 1, Batch: 0, InFlight: 1},
 		{RetryInterval: time.Second, MaxRetries: 1, Batch: messages.MaxForwardBatch + 1, InFlight: 1},
 		{RetryInterval: time.Second, MaxRetries: 1, Batch: 1, InFlight: 0},
+		{RetryInterval: 5 * time.Second, MaxRetries: 2147483647, Batch: 1, InFlight: 1},
+		{RetryInterval: 5 * time.Second, MaxRetries: 3689348815, Batch: 1, InFlight: 1},
+		{RetryInterval: MaxWaitLimit + 1, MaxRetries: 1, Batch: 1, InFlight: 1},
 	}
 	for i, p := range bad {
 		if p.Validate() == nil {

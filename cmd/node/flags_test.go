@@ -403,6 +403,15 @@ func TestParseRunBadValues(t *testing.T) {
 		{"registry-interval", "-1s", "must be positive", nil},
 		{"forward-retry-interval", "0", "must be positive", nil},
 		{"forward-max-retries", "0", "at least 1", nil},
+		// retries x interval wrapped past int64: negative (passing the
+		// retention check) or a second or two (failing queued messages at once).
+		{"forward-max-retries", "2147483647", "2147483647 x --forward-retry-interval 5s is longer than 10 years", nil},
+		{"forward-max-retries", "3689348815", "3689348815 x --forward-retry-interval 5s is longer than 10 years", nil},
+		{"forward-max-retries", "9223372036854775807", "is longer than 10 years", nil},
+		{"forward-max-retries", "63072001", "is longer than 10 years", []string{"--retention", "0", "--retention-failed", "0"}},
+		{"forward-retry-interval", "87601h", "is longer than 10 years", nil},
+		{"forward-max-retries", "2", "is longer than 10 years", []string{"--forward-retry-interval", "50000h"}},
+		{"http-timeout", "2562047h", "must be at most 24h0m0s", nil},
 		{"http-timeout", "0s", "must be positive", nil},
 		{"api-port", "70000", "1-65535", nil},
 		{"api-port", "0", "1-65535", nil},
