@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -630,6 +631,11 @@ func (c Config) validateFederation() []error {
 			bad("DNSServer", "%v", err)
 		}
 	}
+	if c.DNSSRV != "" {
+		if err := discovery.SRVNameError(c.DNSSRV); err != nil {
+			bad("DNSSRV", "%v", err)
+		}
+	}
 	if !c.Federation {
 		return errs
 	}
@@ -672,7 +678,8 @@ func checkHostPort(addr string, listen bool) error {
 
 // Preflight checks what Validate cannot without reading files: the TLS
 // certificate and key load and match, the CA bundle holds certificates,
-// and the data directory, when it exists, is a directory. The command
+// the data directory, when it exists, is a directory, and the call
+// records file is a file, or missing in a directory that exists. The command
 // runs it before anything opens, so that a bad file stops start-up with
 // one line naming its flag (exit 2) instead of after the store was opened
 // and migrated.
@@ -694,7 +701,31 @@ func (c Config) Preflight() error {
 			errs = append(errs, field.Errorf("DataDir", "%s is a file, not a directory", c.DataDir))
 		}
 	}
+	if c.CDRFile != "" {
+		errs = append(errs, preflightCDRFile(c.CDRFile)...)
+	}
 	return errors.Join(errs...)
+}
+
+// preflightCDRFile checks that the call records file can be what the
+// cleaner opens at start: a file (made when missing) in a directory that
+// exists.
+func preflightCDRFile(path string) []error {
+	if fi, err := os.Stat(path); err == nil {
+		if fi.IsDir() {
+			return []error{field.Errorf("CDRFile", "%s is a directory, not a file", path)}
+		}
+		return nil
+	}
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return []error{field.Errorf("CDRFile", "the directory of %s: %w", path, err)}
+	case !fi.IsDir():
+		return []error{field.Errorf("CDRFile", "the directory of %s, %s, is not a directory", path, dir)}
+	}
+	return nil
 }
 
 // ValidName reports whether s can name a node, instance or frontend (see

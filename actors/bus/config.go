@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -101,6 +103,8 @@ func (c Config) Validate() error {
 	var errs []error
 	if strings.TrimSpace(c.URL) == "" {
 		errs = append(errs, field.Errorf("URL", "must not be empty"))
+	} else if err := ValidURL(c.URL); err != nil {
+		errs = append(errs, field.Wrap("URL", err))
 	}
 	if c.Creds != "" {
 		if _, err := os.Stat(c.Creds); err != nil {
@@ -118,6 +122,53 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("bus: AckWait, MaxAckPending, MaxDeliver, PublishTimeout, RelayBatch, RelaySweep and DegradeAfter must be positive"))
 	}
 	return errors.Join(errs...)
+}
+
+// ValidURL reports why u is not a list of NATS server URLs: comma-separated
+// items, each scheme://host[:port] with scheme nats, tls, ws or wss, a
+// host and, when given, a port from 1 to 65535 (user info allowed, no
+// path but "/"). It is checked before anything opens: the client would
+// only refuse it when it dials, after the store was opened and migrated.
+func ValidURL(u string) error {
+	n := 0
+	ws := map[bool]bool{}
+	for item := range strings.SplitSeq(u, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		n++
+		p, err := url.Parse(item)
+		if err != nil || !strings.Contains(item, "://") {
+			return fmt.Errorf("%q is not a URL: want nats://host:4222 (or tls://, ws://, wss://)", item)
+		}
+		switch p.Scheme {
+		case "nats", "tls":
+			ws[false] = true
+		case "ws", "wss":
+			ws[true] = true
+		default:
+			return fmt.Errorf("%q: scheme %q is not nats, tls, ws or wss", item, p.Scheme)
+		}
+		if p.Hostname() == "" {
+			return fmt.Errorf("%q names no host", item)
+		}
+		if port := p.Port(); port != "" {
+			if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+				return fmt.Errorf("%q: port %q is not a number from 1 to 65535", item, port)
+			}
+		}
+		if (p.Path != "" && p.Path != "/") || p.RawQuery != "" || p.Fragment != "" {
+			return fmt.Errorf("%q: a server URL has no path, query or fragment", item)
+		}
+	}
+	if n == 0 {
+		return errors.New("names no server")
+	}
+	if len(ws) > 1 {
+		return errors.New("mixes websocket (ws://, wss://) and plain (nats://, tls://) servers")
+	}
+	return nil
 }
 
 // The stream's storage kinds (Config.Storage).

@@ -97,3 +97,19 @@ func ValidHost(h string) bool {
 	}
 	return true
 }
+
+// SRVNameError reports why name is not an SRV name to look peers up by:
+// _service._proto.domain (RFC 2782), e.g. _smsc._tcp.example.com, each
+// label of ValidHost's letters, digits, '-' and '_', an optional final
+// dot. A name that cannot be one would only fail each lookup (NXDOMAIN,
+// logged every poll) and leave the node without peers.
+func SRVNameError(name string) error {
+	if _, err := netip.ParseAddr(name); err == nil || !ValidHost(name) {
+		return fmt.Errorf("%q is not a DNS name", name)
+	}
+	labels := strings.Split(strings.TrimSuffix(name, "."), ".")
+	if len(labels) < 3 || len(labels[0]) < 2 || labels[0][0] != '_' || len(labels[1]) < 2 || labels[1][0] != '_' {
+		return fmt.Errorf("%q is not an SRV name _service._proto.domain, e.g. _smsc._tcp.example.com", name)
+	}
+	return nil
+}

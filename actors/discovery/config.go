@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/miekg/dns"
 
 	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/messages"
@@ -94,8 +93,8 @@ func (c Config) Validate() error {
 		}
 	}
 	if c.SRV != "" {
-		if _, ok := dns.IsDomainName(c.SRV); !ok {
-			bad("SRV name %q is not a domain name", c.SRV)
+		if err := SRVNameError(c.SRV); err != nil {
+			bad("SRV name: %v", err)
 		}
 	}
 	if c.DNSServer != "" {

@@ -363,6 +363,16 @@ func TestParseRunBadValues(t *testing.T) {
 		{"min-free-space", "plenty", "must be a size such as 256MiB or a percentage", nil},
 		{"min-free-space", "95%", "from 0% to 90%", nil},
 		{"nats-url", "nats://127.0.0.1:4222", "the delivery bus needs the shared store (--postgres)", nil},
+		// Not a URL: the client refused it only when it dialled, after the
+		// store was migrated and the ring's leadership taken.
+		{"nats-url", "not a url", "is not a URL", []string{"--postgres", "postgres://db/x"}},
+		{"nats-url", "127.0.0.1:4222", "is not a URL", []string{"--postgres", "postgres://db/x"}},
+		{"nats-url", "http://n:4222", `scheme "http" is not nats, tls, ws or wss`, []string{"--postgres", "postgres://db/x"}},
+		{"nats-url", "nats://", "names no host", []string{"--postgres", "postgres://db/x"}},
+		{"nats-url", "nats://n:4222/x", "no path", []string{"--postgres", "postgres://db/x"}},
+		{"nats-url", "nats://n:99999", "not a number from 1 to 65535", []string{"--postgres", "postgres://db/x"}},
+		{"nats-url", "nats://a:4222,ws://b:8080", "mixes websocket", []string{"--postgres", "postgres://db/x"}},
+		{"nats-url", " , ", "names no server", []string{"--postgres", "postgres://db/x"}},
 		{"nats-stream", "a.b", "a stream name may not", []string{"--postgres", "postgres://db/x", "--nats-url", "nats://n:4222"}},
 		{"nats-stream", "S", "given without --nats-url", nil},
 		{"nats-storage", "disk", `"disk" is not a storage: want memory or file`, []string{"--postgres", "postgres://db/x", "--nats-url", "nats://n:4222"}},
@@ -396,6 +406,12 @@ func TestParseRunBadValues(t *testing.T) {
 		{"peers", "", "federation needs --peers or --dns-srv", []string{"--federation", "--insecure-skip-verify"}},
 		{"dns-srv", "_sb._tcp.example", "either --dns-srv or --peers", []string{"--federation", "--insecure-skip-verify", "--peers", "b:8443"}},
 		{"dns-server", "::1::", "host:port", nil},
+		// An SRV name that cannot be one was never refused: NXDOMAIN each poll.
+		{"dns-srv", "bad name.example", "is not a DNS name", nil},
+		{"dns-srv", "_smsc._tcp..example.com", "is not a DNS name", nil},
+		{"dns-srv", "10.0.0.1", "is not a DNS name", nil},
+		{"dns-srv", "peers.example.com", "is not an SRV name _service._proto.domain", nil},
+		{"dns-srv", "_smsc._tcp.example.com:53", "is not a DNS name", []string{"--federation", "--insecure-skip-verify"}},
 		{"tls-ca", "", "federation needs a CA", []string{"--federation", "--peers", "b:8443"}},
 		{"tls-ca", "ca.pem", "needs --tls-cert and --tls-key", []string{"--federation", "--peers", "b:8443"}},
 		{"dns-poll-interval", "0s", "must be positive", nil},
@@ -498,10 +514,20 @@ func TestParseRunChecksFiles(t *testing.T) {
 		{[]string{"--api-token-file", "missing.txt"}, "--api-token-file: "},
 		{[]string{"--api-token-file", emptyFile}, "--api-token-file: " + emptyFile + " is empty"},
 		{[]string{"--api-token-file", garbage}, "--api-token-file: " + garbage + ": the token must be one line"},
+		// The call records file was opened after the store: exit 1, migrated.
+		{[]string{"--cdr-file", filepath.Join(dir, "missing", "cdr.jsonl")}, "--cdr-file: the directory of " + filepath.Join(dir, "missing", "cdr.jsonl") + ": "},
+		{[]string{"--cdr-file", filepath.Join(notDir, "cdr.jsonl")}, "--cdr-file: the directory of " + filepath.Join(notDir, "cdr.jsonl") + ", " + notDir + ", is not a directory"},
+		{[]string{"--cdr-file", dir}, "--cdr-file: " + dir + " is a directory, not a file"},
 	} {
 		_, _, err := parseStart(tc.args, noEnv)
 		if err == nil || strings.Contains(err.Error(), "\n") || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("parseRun(%q) = %v, want one line starting %q", tc.args, err, tc.want)
+		}
+	}
+	// A call records file still to be made, or one there, passes.
+	for _, cdr := range []string{filepath.Join(dir, "cdr.jsonl"), emptyFile} {
+		if _, _, err := parseStart([]string{"--cdr-file", cdr}, noEnv); err != nil {
+			t.Errorf("--cdr-file %s: %v", cdr, err)
 		}
 	}
 }
