@@ -77,7 +77,8 @@ type Config struct {
 	InstanceID string
 
 	// Listen is the HTTPS address of the API and web UI.
-	// Empty: no listener (an embedder can mount Node.Handler itself).
+	// Empty: no listener (an embedder can mount Node.Handler itself; the
+	// run command refuses it, and federation needs Listen or Listener).
 	Listen string
 	// MetricsListen is the plain HTTP address of /metrics.
 	// Empty: no metrics listener.
@@ -638,6 +639,11 @@ func (c Config) validateFederation() []error {
 	}
 	if !c.Federation {
 		return errs
+	}
+	if c.Listen == "" && c.Listener == nil {
+		// Peers reach a node only there: with no listener it would call
+		// them but never be called (forwards to it, health, registry).
+		bad("Listen", "federation needs an address peers reach this node at (empty: no listener)")
 	}
 	switch {
 	case c.DNSSRV != "" && len(c.Peers) > 0:

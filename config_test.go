@@ -3,6 +3,7 @@ package switchboard_test
 import (
 	"errors"
 	"math"
+	"net"
 	"reflect"
 	"strings"
 	"testing"
@@ -40,6 +41,9 @@ func TestValidateNamesConfigFields(t *testing.T) {
 		{"RingRole", func(c *switchboard.Config) { c.RingRole = "slave" }, "RingRole: slave needs Postgres"},
 		{"Peers", func(c *switchboard.Config) { c.Federation, c.InsecureSkipVerify = true, true }, "federation needs Peers or DNSSRV"},
 		{"WatchInterval", func(c *switchboard.Config) { c.WatchInterval = 0 }, "WatchInterval: must be positive"},
+		{"Listen", func(c *switchboard.Config) {
+			c.Federation, c.InsecureSkipVerify, c.Peers, c.Listen = true, true, []string{"b:8443"}, ""
+		}, "Listen: federation needs an address peers reach this node at"},
 		{"ForwardMaxRetries", func(c *switchboard.Config) { c.ForwardMaxRetries = 3689348815 },
 			"ForwardMaxRetries: 3689348815 x ForwardRetryInterval 5s is longer than 10 years"},
 		{"ForwardMaxRetries", func(c *switchboard.Config) { c.ForwardMaxRetries = 2147483647 }, "is longer than 10 years"},
@@ -140,5 +144,25 @@ func TestRedeliveryHorizonDoesNotWrap(t *testing.T) {
 	cfg := switchboard.DefaultConfig()
 	if h, want := cfg.RedeliveryHorizon(), 4*time.Minute+20*time.Second; h != want {
 		t.Errorf("default horizon %v, want %v", h, want)
+	}
+}
+
+// TestEmptyListenForEmbedders: an embedder may run a node without a
+// listener (it serves Node.Handler itself), and a federating one with a
+// Listener of its own instead of Listen.
+func TestEmptyListenForEmbedders(t *testing.T) {
+	cfg := switchboard.DefaultConfig()
+	cfg.Listen = ""
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("no listener: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cfg.Federation, cfg.InsecureSkipVerify, cfg.Peers, cfg.Listener = true, true, []string{"b:8443"}, ln
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("federation with a Listener: %v", err)
 	}
 }

@@ -61,7 +61,7 @@ func envName(flagName string) string {
 var runFlags = []runFlag{
 	hostNamed(stringFlag("name", "Name", "NAME", "this controller's federation name (default: host name)")),
 	hostNamed(stringFlag("instance-id", "InstanceID", "ID", "this instance among the instances of one site (default: host name)")),
-	stringFlag("listen", "Listen", "ADDR", "HTTPS address of the API, federation and web UI (empty: none)"),
+	stringFlag("listen", "Listen", "ADDR", "HTTPS address of the API, /healthz, federation and web UI (must not be empty)"),
 	stringFlag("metrics-listen", "MetricsListen", "ADDR", "plain HTTP address of /metrics (empty: none)"),
 	stringFlag("smpp-listen", "SMPPListen", "ADDR", "SMPP v3.4 address ESMEs bind to with an SMPP account (empty: none; docs/smpp.md)"),
 	boolFlag("smpp-tls", "SMPPTLS", "the SMPP listener speaks TLS with the node's certificate"),
@@ -392,10 +392,22 @@ func parseRun(args []string, env lookupEnv) (switchboard.Config, logOptions, err
 	if len(errs) > 0 {
 		return cfg, lo, errors.Join(errs...)
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := errors.Join(cfg.Validate(), runOnlyErrors(cfg)); err != nil {
 		return cfg, lo, annotateSources(flagErrors(err), fromEnv)
 	}
 	return cfg, lo, nil
+}
+
+// runOnlyErrors are the problems of cfg that the library takes from an
+// embedder but the command does not: an empty Listen, which an embedding
+// program uses to serve Node.Handler itself, leaves a node run by the
+// command without its HTTPS API, /healthz or web UI (an unset template
+// variable, SWITCHBOARD_LISTEN=, would do it in silence).
+func runOnlyErrors(cfg switchboard.Config) error {
+	if cfg.Listen == "" && !cfg.Federation { // with federation Validate says so
+		return field.Errorf("Listen", "must not be empty: it serves the HTTPS API, /healthz and the web UI")
+	}
+	return nil
 }
 
 // parseStart is parseRun, then the files the flags name read and checked

@@ -73,7 +73,7 @@ var flagCases = []flagCase{
 		get: func(c switchboard.Config, _ logOptions) any { return c.Name }},
 	{flag: "instance-id", v1: "dc1-0", v2: "dc1-1", want1: "dc1-0", want2: "dc1-1",
 		get: func(c switchboard.Config, _ logOptions) any { return c.InstanceID }},
-	{flag: "listen", v1: "127.0.0.1:0", v2: "", want1: "127.0.0.1:0", want2: "",
+	{flag: "listen", v1: "127.0.0.1:0", v2: "[::1]:8443", want1: "127.0.0.1:0", want2: "[::1]:8443",
 		get: func(c switchboard.Config, _ logOptions) any { return c.Listen }},
 	{flag: "metrics-listen", v1: ":9999", v2: "", want1: ":9999", want2: "",
 		get: func(c switchboard.Config, _ logOptions) any { return c.MetricsListen }},
@@ -325,6 +325,10 @@ func TestParseRunBadValues(t *testing.T) {
 		{"listen", "127.0.0.1:99999", "not a number from 0 to 65535", nil},
 		{"listen", "127.0.0.1:http", "not a number from 0 to 65535", nil},
 		{"listen", "bad host!:8443", "not a host name or IP address", nil},
+		// Empty (SWITCHBOARD_LISTEN= from an unset template variable) ran a
+		// node without its API, /healthz or UI, federation or not.
+		{"listen", "", "must not be empty", nil},
+		{"listen", "", "federation needs an address peers reach this node at", []string{"--federation", "--insecure-skip-verify", "--peers", "b:8443"}},
 		{"metrics-listen", "localhost", "not host:port", nil},
 		{"metrics-listen", ":-1", "not a number from 0 to 65535", nil},
 		{"metrics-listen", "127.0.0.1:8443", "is --listen too", []string{"--listen", "127.0.0.1:8443"}},
