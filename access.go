@@ -219,7 +219,7 @@ func (c *credentials) report(old, next *auth.Set, why string) {
 	if old == nil {
 		switch {
 		case next.Open():
-			log.Warn("no API token and no credentials: the API answers anyone who reaches it (give --api-token, --credentials, or add credentials to the store)")
+			log.Warn("no API token and no credentials: the API answers anyone who reaches it (" + c.openHint() + ")")
 		default:
 			log.Info("credentials loaded", "credentials", next.Len(), "source", c.source())
 		}
@@ -254,6 +254,16 @@ func (c *credentials) report(old, next *auth.Set, why string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c.n.audit(ctx, entries...)
+}
+
+// openHint says what gives an open node credentials: the store's can be
+// edited only on Postgres (switchboard credentials --postgres); the
+// embedded store's only through the API, which needs one first.
+func (c *credentials) openHint() string {
+	if c.n.store != nil && c.n.store.Kind() == "postgres" {
+		return "give --api-token or --credentials, or add one to the database: switchboard credentials add NAME --role admin --postgres DSN"
+	}
+	return "give --api-token, or a --credentials file: switchboard credentials add NAME --role admin --credentials FILE makes one"
 }
 
 func (c *credentials) source() string {

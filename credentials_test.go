@@ -390,3 +390,20 @@ func TestRedactedLogsAndAudit(t *testing.T) {
 		})
 	}
 }
+
+// TestNoCredentialsWarningSaysWhatWorks: a node on the embedded store with
+// neither a token nor credentials is told to give a --credentials file,
+// not to add credentials to its store, which no command can do there.
+func TestNoCredentialsWarningSaysWhatWorks(t *testing.T) {
+	cfg := testConfig(t)
+	var logs *logtest.Buffer
+	cfg.Logger, logs = logtest.New()
+	startNode(t, cfg)
+	out := logs.String()
+	if !strings.Contains(out, "the API answers anyone") {
+		t.Fatalf("no warning of an open API:\n%s", out)
+	}
+	if strings.Contains(out, "to the store") || !strings.Contains(out, "a --credentials file") {
+		t.Errorf("the warning does not point at a --credentials file:\n%s", out)
+	}
+}

@@ -128,7 +128,7 @@ func credentialsCommand(args []string, stdout, stderr io.Writer, env lookupEnv) 
 		return 2
 	}
 
-	src, err := openCredentialSource(file, pg)
+	src, err := openCredentialSource(file, pg, verb == "add")
 	if err != nil {
 		printErrorLines(stderr, err)
 		return 1
@@ -138,7 +138,12 @@ func credentialsCommand(args []string, stdout, stderr io.Writer, env lookupEnv) 
 	case "list":
 		err = listCredentials(src, stdout, *asJSON)
 	case "add":
-		if err = src.add(c); err == nil {
+		var created bool
+		if created, err = src.add(c); err == nil {
+			if created {
+				// On stderr: stdout is the token's (or the JSON document's).
+				fmt.Fprintf(stderr, "switchboard: created the credentials file %s (it did not exist): give it to the node as --credentials %s\n", file, file)
+			}
 			err = showToken(c, token, *tokenFile, stdout, *asJSON)
 		}
 	case "revoke":
@@ -236,20 +241,30 @@ func listCredentials(src credentialSource, stdout io.Writer, asJSON bool) error 
 // credentialSource is where a node keeps its credentials.
 type credentialSource interface {
 	list() ([]messages.Credential, error)
-	add(c messages.Credential) error
+	// add adds c, and says whether it made the place (a new file).
+	add(c messages.Credential) (created bool, err error)
 	revoke(name string) error
 	close()
 }
 
-func openCredentialSource(file, dsn string) (credentialSource, error) {
+// openCredentialSource opens the file, or the database without migrating
+// it: the command must not change the schema under nodes that run an
+// older version. Only a database with no schema at all is given one, by
+// add (bootstrap: the first credential made before the first node starts,
+// so that it never starts open).
+func openCredentialSource(file, dsn string, bootstrap bool) (credentialSource, error) {
 	if file != "" {
 		return credentialsFile{path: file}, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cfg := postgres.DefaultConfig()
-	cfg.DSN, cfg.MaxConns = dsn, 2
+	cfg.DSN, cfg.MaxConns, cfg.NoMigrate = dsn, 2, true
 	s, err := postgres.Open(ctx, cfg)
+	if errors.Is(err, postgres.ErrNoSchema) && bootstrap {
+		cfg.NoMigrate = false
+		s, err = postgres.Open(ctx, cfg)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("--postgres: %w", err)
 	}
@@ -264,8 +279,21 @@ type credentialsFile struct{ path string }
 func (f credentialsFile) close() {}
 
 func (f credentialsFile) list() ([]messages.Credential, error) {
+	if err := f.mustExist(); err != nil {
+		return nil, err
+	}
 	file, err := f.read()
 	return file.Credentials, err
+}
+
+// mustExist fails when the file is not there: a list or revoke of a
+// mistyped path must not pass for an empty file.
+func (f credentialsFile) mustExist() error {
+	_, err := os.Stat(f.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("--credentials: %s does not exist (check the path; 'switchboard credentials add' makes it)", f.path)
+	}
+	return err
 }
 
 // read parses the file; a file that does not exist yet is empty.
@@ -284,8 +312,10 @@ func (f credentialsFile) read() (auth.File, error) {
 	return file, nil
 }
 
-func (f credentialsFile) add(c messages.Credential) error {
-	return f.edit(func(file *auth.File) error {
+func (f credentialsFile) add(c messages.Credential) (created bool, err error) {
+	_, statErr := os.Stat(f.path)
+	created = errors.Is(statErr, os.ErrNotExist)
+	err = f.edit(func(file *auth.File) error {
 		for _, old := range file.Credentials {
 			if old.Name == c.Name {
 				return fmt.Errorf("credential %q exists already: revoke it first, or choose another name", c.Name)
@@ -294,9 +324,13 @@ func (f credentialsFile) add(c messages.Credential) error {
 		file.Credentials = append(file.Credentials, c)
 		return nil
 	})
+	return created && err == nil, err
 }
 
 func (f credentialsFile) revoke(name string) error {
+	if err := f.mustExist(); err != nil {
+		return err
+	}
 	return f.edit(func(file *auth.File) error {
 		i := slices.IndexFunc(file.Credentials, func(c messages.Credential) bool { return c.Name == name })
 		if i < 0 {
@@ -361,14 +395,14 @@ func (c credentialStore) list() ([]messages.Credential, error) {
 	return c.s.Credentials(ctx)
 }
 
-func (c credentialStore) add(cr messages.Credential) error {
+func (c credentialStore) add(cr messages.Credential) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := c.s.AddCredential(ctx, cr, cliAudit(messages.AuditCredentialAdd, cr.Name, "role "+string(cr.Role)))
 	if errors.Is(err, persistence.ErrExists) {
-		return fmt.Errorf("credential %q exists already: revoke it first, or choose another name", cr.Name)
+		return false, fmt.Errorf("credential %q exists already: revoke it first, or choose another name", cr.Name)
 	}
-	return err
+	return false, err
 }
 
 func (c credentialStore) revoke(name string) error {

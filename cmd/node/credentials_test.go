@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/switchboard-dev/switchboard/httpapi/auth"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
@@ -28,13 +30,16 @@ func TestCredentialsFile(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("add root: exit %d: %s", code, errOut)
 	}
+	if !strings.Contains(errOut, "created the credentials file "+file) {
+		t.Errorf("add to a new file did not say it made it: %q", errOut)
+	}
 	m := printedToken.FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("add printed no token: %q", out)
 	}
 	root := m[1]
-	if code, _, errOut := runMain("credentials", "add", "gw", "--credentials", file, "--role", "frontend", "--frontend", "fe-b,fe-a", "--frontend", "fe-c"); code != 0 {
-		t.Fatalf("add gw: exit %d: %s", code, errOut)
+	if code, _, errOut := runMain("credentials", "add", "gw", "--credentials", file, "--role", "frontend", "--frontend", "fe-b,fe-a", "--frontend", "fe-c"); code != 0 || errOut != "" {
+		t.Fatalf("add gw: exit %d: %q", code, errOut)
 	}
 	tokFile := filepath.Join(t.TempDir(), "shop.token")
 	code, out, _ = runMain("credentials", "add", "shop", "--role", "client", "--submit-rate", "2.5", "--token-file", tokFile, "--credentials", file)
@@ -118,6 +123,18 @@ func TestCredentialsFile(t *testing.T) {
 	if code, _, errOut := runMain("credentials", "list"); code != 2 || !strings.Contains(errOut, "--credentials: required") {
 		t.Errorf("list without a source: exit %d %q", code, errOut)
 	}
+	// A mistyped path is not an empty file: list and revoke fail, naming
+	// it, and leave nothing behind (no file, no lock).
+	typo := filepath.Join(t.TempDir(), "typo.json")
+	for _, args := range [][]string{{"list"}, {"list", "--json"}, {"revoke", "root"}} {
+		code, out, errOut := runMain(append(append([]string{"credentials"}, args...), "--credentials", typo)...)
+		if code != 1 || out != "" || !strings.Contains(errOut, typo+" does not exist") {
+			t.Errorf("credentials %v on a missing file: exit %d %q %q; want 1 naming %s", args, code, out, errOut, typo)
+		}
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(typo)); len(entries) != 0 {
+		t.Errorf("list/revoke of a missing file left %v", entries)
+	}
 	if after, _ := os.ReadFile(file); string(after) != string(before) {
 		t.Error("a refused command changed the file")
 	}
@@ -148,6 +165,25 @@ func TestCredentialsPostgres(t *testing.T) {
 		code := mainCode(append([]string{"credentials"}, args...), &out, &errOut, env)
 		return code, out.String(), errOut.String()
 	}
+	// list and revoke do not migrate: a database without the schema is
+	// refused, and still has none after.
+	for _, args := range [][]string{{"list"}, {"revoke", "ops"}} {
+		if code, _, errOut := run(args...); code != 1 || !strings.Contains(errOut, "no switchboard schema") {
+			t.Errorf("%v on an empty database: exit %d %q", args, code, errOut)
+		}
+	}
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var tables int
+	if err := conn.QueryRow(context.Background(),
+		"SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()").Scan(&tables); err != nil || tables != 0 {
+		t.Fatalf("list/revoke made %d tables (%v)", tables, err)
+	}
+	// add makes the first credential of a database no node has opened
+	// yet: it gives it its schema.
 	code, out, errOut := run("add", "ops", "--role", "operator")
 	if code != 0 || printedToken.FindStringSubmatch(out) == nil {
 		t.Fatalf("add ops: exit %d %q %q", code, out, errOut)
@@ -192,5 +228,21 @@ func TestCredentialsPostgres(t *testing.T) {
 	}
 	if want := []string{"credential.revoke uk-gw", "credential.add uk-gw", "credential.add ops"}; !slices.Equal(trail, want) {
 		t.Errorf("audit trail %v, want %v", trail, want)
+	}
+
+	// A schema behind this version's (older nodes run on it) is not
+	// migrated under them: every command refuses it, and it stays behind.
+	var latest int
+	if err := conn.QueryRow(context.Background(), "DELETE FROM schema_migrations WHERE version = (SELECT max(version) FROM schema_migrations) RETURNING version").Scan(&latest); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"list"}, {"revoke", "ops"}, {"add", "late", "--role", "admin"}} {
+		if code, _, errOut := run(args...); code != 1 || !strings.Contains(errOut, "schema is behind") {
+			t.Errorf("%v on a schema behind: exit %d %q", args, code, errOut)
+		}
+	}
+	var n int
+	if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM schema_migrations WHERE version = $1", latest).Scan(&n); err != nil || n != 0 {
+		t.Errorf("migration %d applied again (%d, %v)", latest, n, err)
 	}
 }

@@ -18,6 +18,11 @@ type Config struct {
 	Logger *slog.Logger
 	// MaxConns bounds the connection pool.
 	MaxConns int32
+	// NoMigrate opens the store without applying migrations (a tool that
+	// reads or edits a few rows of a node's database must not change its
+	// schema): Open then refuses a database whose schema is behind this
+	// package's (ErrSchemaBehind), or that has none (ErrNoSchema).
+	NoMigrate bool
 }
 
 // DefaultConfig returns a Config with every default filled in; only DSN is

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 //go:embed migrations/*.sql
@@ -57,6 +60,36 @@ func loadMigrations() ([]migration, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
 	return out, nil
+}
+
+// Open's errors with NoMigrate: the database has no schema of a node at
+// all, or one that lacks migrations this package has.
+var (
+	ErrNoSchema     = errors.New("postgres: the database has no switchboard schema")
+	ErrSchemaBehind = errors.New("postgres: the database's schema is behind this switchboard's")
+)
+
+// checkSchema reports ErrNoSchema or ErrSchemaBehind unless every
+// migration this package has is recorded in the database.
+func checkSchema(ctx context.Context, pool *pgxpool.Pool) error {
+	all, err := loadMigrations()
+	if err != nil {
+		return err
+	}
+	var have int
+	err = pool.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM schema_migrations").Scan(&have)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table
+		return fmt.Errorf("%w (start a node on it first: the node makes it)", ErrNoSchema)
+	case err != nil:
+		return fmt.Errorf("postgres: schema version: %w", driverError(err))
+	}
+	if want := all[len(all)-1].version; have < want {
+		return fmt.Errorf("%w: version %d, this switchboard needs %d (start a node of this version on it first: the node migrates it)",
+			ErrSchemaBehind, have, want)
+	}
+	return nil
 }
 
 // migrate applies the migrations not yet recorded, on a connection of its

@@ -55,8 +55,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	log := cfg.Logger.With("component", "store", "store", "postgres")
 
-	if err := migrate(ctx, pcfg.ConnConfig.Copy(), log); err != nil {
-		return nil, fmt.Errorf("postgres: migrate: %w", driverError(err))
+	if !cfg.NoMigrate {
+		if err := migrate(ctx, pcfg.ConnConfig.Copy(), log); err != nil {
+			return nil, fmt.Errorf("postgres: migrate: %w", driverError(err))
+		}
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
@@ -65,6 +67,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open: %w", driverError(err))
+	}
+	if cfg.NoMigrate {
+		if err := checkSchema(ctx, pool); err != nil {
+			pool.Close()
+			return nil, err
+		}
 	}
 	s := &Store{pool: pool, log: log, customPlans: !planModeSet}
 	s.Calls = persistence.Calls{Writer: s}
