@@ -46,6 +46,25 @@ func Wrap(path string, err error) error {
 
 func (e *Error) Error() string { return e.Field + ": " + e.Err.Error() }
 
+// Refs are the other fields e's text names: its Refs, and the field and
+// Refs of each field error it was made with (by %w or %v), in order.
+func (e *Error) Refs() []string {
+	var out []string
+	for _, a := range e.args {
+		switch a := a.(type) {
+		case Ref:
+			out = append(out, string(a))
+		case error:
+			var inner *Error
+			if errors.As(a, &inner) {
+				out = append(out, inner.Field)
+				out = append(out, inner.Refs()...)
+			}
+		}
+	}
+	return out
+}
+
 func (e *Error) Unwrap() error { return e.Err }
 
 // Rename returns err with every field named by name(path) instead of

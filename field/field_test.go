@@ -67,3 +67,19 @@ func TestRename(t *testing.T) {
 		t.Errorf("the renamed field error is not found: %v", fe)
 	}
 }
+
+func TestErrorRefs(t *testing.T) {
+	inner := Errorf("Min", "see %s", Ref("Other"))
+	err := Errorf("Max", "must be at least %s: %w, not %s", Ref("Min"), inner, Ref("Max"))
+	var fe *Error
+	if !errors.As(err, &fe) {
+		t.Fatal("not a field error")
+	}
+	if got, want := fe.Refs(), []string{"Min", "Min", "Other", "Max"}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("Refs() = %v, want %v", got, want)
+	}
+	renamed := Rename(err, func(p string) string { return "--" + p })
+	if !errors.As(renamed, &fe) || strings.Join(fe.Refs(), ",") != "--Min,--Min,--Other,--Max" {
+		t.Errorf("after Rename: %v", fe.Refs())
+	}
+}

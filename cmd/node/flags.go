@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -464,7 +465,10 @@ func flagErrors(err error) error {
 
 // annotateSources adds "(from SWITCHBOARD_X)" to each of flagErrors' field
 // errors whose flag came from the environment, so that an operator knows
-// where to look. It returns the errors one a line.
+// where to look; an error that names other flags too ("--retention: ...
+// shorter than ... --forward-max-retries ...") lists the variable of each
+// of them that came from there ("(from SWITCHBOARD_RETENTION,
+// SWITCHBOARD_FORWARD_MAX_RETRIES)"). It returns the errors one a line.
 func annotateSources(err error, fromEnv map[string]string) error {
 	var out []error
 	var add func(error)
@@ -477,8 +481,14 @@ func annotateSources(err error, fromEnv map[string]string) error {
 		}
 		var fe *field.Error
 		if errors.As(e, &fe) {
-			if env := fromEnv[strings.TrimPrefix(fe.Field, "--")]; env != "" {
-				e = fmt.Errorf("%w%s", e, fromSuffix(env))
+			var vars []string
+			for _, f := range append([]string{fe.Field}, fe.Refs()...) {
+				if env := fromEnv[strings.TrimPrefix(f, "--")]; env != "" && !slices.Contains(vars, env) {
+					vars = append(vars, env)
+				}
+			}
+			if len(vars) > 0 {
+				e = fmt.Errorf("%w%s", e, fromSuffix(strings.Join(vars, ", ")))
 			}
 		}
 		out = append(out, e)

@@ -579,6 +579,35 @@ func TestParseRunSeveralProblems(t *testing.T) {
 	}
 }
 
+// TestParseRunNamesEverySource: an error about two flags says where each
+// value that came from the environment came from, not only the first
+// flag's.
+func TestParseRunNamesEverySource(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		// Only the second flag from the environment.
+		{[]string{"--retention", "5m"}, map[string]string{"SWITCHBOARD_FORWARD_MAX_RETRIES": "200"},
+			"(from SWITCHBOARD_FORWARD_MAX_RETRIES)"},
+		// Both, and a third the text names.
+		{nil, map[string]string{"SWITCHBOARD_RETENTION": "5m", "SWITCHBOARD_FORWARD_MAX_RETRIES": "200", "SWITCHBOARD_HTTP_TIMEOUT": "10s"},
+			"(from SWITCHBOARD_RETENTION, SWITCHBOARD_FORWARD_MAX_RETRIES, SWITCHBOARD_HTTP_TIMEOUT)"},
+		{[]string{"--delivery-retry-max", "30s"}, map[string]string{"SWITCHBOARD_DELIVERY_RETRY_MIN": "2m"},
+			"--delivery-retry-max: must be at least --delivery-retry-min (2m0s), got 30s (from SWITCHBOARD_DELIVERY_RETRY_MIN)"},
+	} {
+		_, _, err := parseRun(tc.args, envMap(tc.env))
+		if err == nil || strings.Contains(err.Error(), "\n") || !strings.HasSuffix(err.Error(), tc.want) {
+			t.Errorf("parseRun(%q, %v) = %v; want one line ending %q", tc.args, tc.env, err, tc.want)
+		}
+	}
+	// No variable: no note.
+	if _, _, err := parseRun([]string{"--retention", "5m", "--forward-max-retries", "200"}, noEnv); err == nil || strings.Contains(err.Error(), "(from ") {
+		t.Errorf("command line only: %v", err)
+	}
+}
+
 func TestParseRunCommandLineErrors(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -728,7 +757,8 @@ func TestEveryConfigFieldHasAFlag(t *testing.T) {
 func TestFlagErrorsNameFlags(t *testing.T) {
 	_, _, err := parseRun([]string{"--ring-reconnect-backoff-max", "1s"},
 		envMap(map[string]string{"SWITCHBOARD_RING_RECONNECT_BACKOFF_MIN": "3s"}))
-	want := "--ring-reconnect-backoff-max: must be at least --ring-reconnect-backoff-min (3s), got 1s"
+	// The minimum came from the environment: the line says so.
+	want := "--ring-reconnect-backoff-max: must be at least --ring-reconnect-backoff-min (3s), got 1s (from SWITCHBOARD_RING_RECONNECT_BACKOFF_MIN)"
 	if err == nil || err.Error() != want {
 		t.Errorf("error %v, want %q", err, want)
 	}
