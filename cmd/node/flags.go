@@ -527,7 +527,8 @@ func printRunUsage(w io.Writer) {
 	fmt.Fprint(w, `Usage: switchboard run [flags]
 
 Runs a Switchboard node until SIGINT or SIGTERM, then stops it gracefully
-(within --shutdown-timeout; a second signal exits at once).
+(within --shutdown-timeout; a second signal exits at once, except the
+first one repeated within a second, as timeout(1) does).
 
 Every flag can also be set in the environment variable shown in brackets;
 repeatable flags take a comma-separated list there. The command line wins.

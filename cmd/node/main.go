@@ -32,8 +32,9 @@
 //
 // Exit codes: 0 on success and after a stop asked for by a signal; 1 when
 // the node fails (start-up, a fatal actor failure, an unclean stop, a second
-// signal while stopping) or a command fails; 2 for usage and configuration
-// errors, which are printed as one line each, naming the flag.
+// signal while stopping, the first one repeated within a second aside) or a
+// command fails; 2 for usage and configuration errors, which are printed as
+// one line each, naming the flag.
 //
 // The command wires flags and the environment into switchboard.Config and
 // runs switchboard.Node; it exports nothing. See the switchboard package for

@@ -58,7 +58,7 @@ func runCommand(args []string, stdout, stderr io.Writer, env lookupEnv) int {
 		signal.Stop(hups) // no delivery after it returns: closing is safe
 		close(hups)
 	}()
-	return runNode(n, cfg, logger, sigs)
+	return runNode(n, cfg, logger, sigs, time.Now)
 }
 
 // reloadOnHangup reloads the node's credentials and certificates on each
@@ -82,34 +82,68 @@ type node interface {
 	MetricsAddr() string
 }
 
+// repeatWindow is how long after the signal that began the stop the same
+// signal again is taken for a repeat of it rather than a second request:
+// coreutils timeout (and other supervisors) signal the process and then
+// its process group, so a node run under them gets SIGTERM twice at once.
+const repeatWindow = time.Second
+
+// stopSignal is the signal that began the stop, and when it came.
+type stopSignal struct {
+	sig os.Signal
+	at  time.Time
+	now func() time.Time
+}
+
+func (s *stopSignal) record(sig os.Signal) { s.sig, s.at = sig, s.now() }
+
+// repeat reports whether sig is the stop's own signal again within
+// repeatWindow of it: ignored. Any other signal, or the same one later,
+// asks for the exit at once.
+func (s *stopSignal) repeat(sig os.Signal) bool {
+	return s.sig != nil && sig == s.sig && s.now().Sub(s.at) < repeatWindow
+}
+
 // runNode starts n, waits for a signal or a fatal error, stops n and
 // returns the exit code: 0 after a signal and a clean stop, 1 when start-up,
-// the node or the stop fails, or when a second signal cuts the stop short.
-func runNode(n node, cfg switchboard.Config, logger *slog.Logger, sigs <-chan os.Signal) int {
+// the node or the stop fails, or when a second signal cuts the stop short
+// (the first one repeated within repeatWindow is not a second; now is the
+// clock that tells).
+func runNode(n node, cfg switchboard.Config, logger *slog.Logger, sigs <-chan os.Signal, now func() time.Time) int {
 	startCtx, cancelStart := context.WithCancel(context.Background())
 	defer cancelStart()
 	started := make(chan error, 1)
 	go func() { started <- n.Start(startCtx) }()
 
+	first := &stopSignal{now: now}
 	var err error
 	select {
 	case err = <-started:
 	case sig := <-sigs:
 		// Do not wait for a slow start-up (say, an unreachable Postgres)
 		// before honouring the signal.
+		first.record(sig)
 		logger.Info("signal received during start-up; stopping", "signal", sig.String())
 		cancelStart()
-		select {
-		case err = <-started:
-		case sig := <-sigs:
-			logger.Error("second signal; exiting at once", "signal", sig.String())
-			return 1
+	wait:
+		for {
+			select {
+			case err = <-started:
+				break wait
+			case sig := <-sigs:
+				if first.repeat(sig) {
+					logRepeat(logger, sig)
+					continue
+				}
+				logger.Error("second signal; exiting at once", "signal", sig.String())
+				return 1
+			}
 		}
 		if err != nil {
 			logger.Info("start-up interrupted", "err", flagErrors(err))
 			return 0
 		}
-		return stopNode(n, cfg, logger, sigs, 0)
+		return stopNode(n, cfg, logger, sigs, first, 0)
 	}
 	if err != nil {
 		logger.Error("node failed to start", "err", flagErrors(err))
@@ -128,17 +162,23 @@ func runNode(n node, cfg switchboard.Config, logger *slog.Logger, sigs <-chan os
 	code := 0
 	select {
 	case sig := <-sigs:
+		first.record(sig)
 		logger.Info("signal received; stopping", "signal", sig.String(), "timeout", cfg.ShutdownTimeout)
 	case err := <-n.Fatal():
 		logger.Error("node failed; stopping", "err", flagErrors(err), "timeout", cfg.ShutdownTimeout)
 		code = 1
 	}
-	return stopNode(n, cfg, logger, sigs, code)
+	return stopNode(n, cfg, logger, sigs, first, code)
+}
+
+func logRepeat(logger *slog.Logger, sig os.Signal) {
+	logger.Info("the same signal again within a second; taken for a repeat (a second signal later exits at once)",
+		"signal", sig.String())
 }
 
 // stopNode stops n within cfg.ShutdownTimeout and returns code, or 1 if the
-// stop fails or a second signal arrives first.
-func stopNode(n node, cfg switchboard.Config, logger *slog.Logger, sigs <-chan os.Signal, code int) int {
+// stop fails or a second signal arrives first (not first's repeated).
+func stopNode(n node, cfg switchboard.Config, logger *slog.Logger, sigs <-chan os.Signal, first *stopSignal, code int) int {
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	stopped := make(chan error, 1)
@@ -146,20 +186,26 @@ func stopNode(n node, cfg switchboard.Config, logger *slog.Logger, sigs <-chan o
 	giveUp := time.NewTimer(cfg.ShutdownTimeout + stopGrace)
 	defer giveUp.Stop()
 
-	select {
-	case err := <-stopped:
-		if err != nil {
-			logger.Error("node did not stop cleanly", "err", err)
+	for {
+		select {
+		case err := <-stopped:
+			if err != nil {
+				logger.Error("node did not stop cleanly", "err", err)
+				return 1
+			}
+			logger.Info("node stopped")
+			return code
+		case sig := <-sigs:
+			if first.repeat(sig) {
+				logRepeat(logger, sig)
+				continue
+			}
+			logger.Error("second signal; exiting without waiting for the stop", "signal", sig.String())
+			return 1
+		case <-giveUp.C:
+			logger.Error("node did not stop in time; exiting", "timeout", cfg.ShutdownTimeout)
 			return 1
 		}
-		logger.Info("node stopped")
-		return code
-	case sig := <-sigs:
-		logger.Error("second signal; exiting without waiting for the stop", "signal", sig.String())
-		return 1
-	case <-giveUp.C:
-		logger.Error("node did not stop in time; exiting", "timeout", cfg.ShutdownTimeout)
-		return 1
 	}
 }
 

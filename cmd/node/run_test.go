@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -111,18 +112,27 @@ func findRecord(records []map[string]any, msg string) map[string]any {
 
 type runHarness struct {
 	node *fakeNode
+	// sigs is unbuffered: a send returns once runNode has taken the signal.
 	sigs chan os.Signal
 	logs *logtest.Buffer
 	code chan int
+	// clock is what runNode takes for the time (nanoseconds from t0): it
+	// moves only when a test moves it.
+	clock atomic.Int64
 }
 
 func startRun(t *testing.T, n *fakeNode, cfg switchboard.Config) *runHarness {
 	t.Helper()
-	h := &runHarness{node: n, sigs: make(chan os.Signal, 2), logs: &logtest.Buffer{}, code: make(chan int, 1)}
+	h := &runHarness{node: n, sigs: make(chan os.Signal), logs: &logtest.Buffer{}, code: make(chan int, 1)}
 	logger := slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	go func() { h.code <- runNode(n, cfg, logger, h.sigs) }()
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := func() time.Time { return t0.Add(time.Duration(h.clock.Load())) }
+	go func() { h.code <- runNode(n, cfg, logger, h.sigs, now) }()
 	return h
 }
+
+// advance moves the harness's clock on by d.
+func (h *runHarness) advance(d time.Duration) { h.clock.Add(int64(d)) }
 
 // wait waits for ch with a deadline, so a hang fails instead of timing out
 // the whole test binary.
@@ -220,16 +230,49 @@ func TestRunNodeSignalDuringStart(t *testing.T) {
 }
 
 func TestRunNodeSecondSignalExitsAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		second os.Signal
+		after  time.Duration
+	}{
+		{"same signal a second later", syscall.SIGTERM, time.Second},
+		{"Ctrl-C after SIGTERM at once", os.Interrupt, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newFakeNode()
+			n.stopRelease = make(chan struct{})
+			defer close(n.stopRelease)
+			h := startRun(t, n, testConfig())
+			wait(t, n.waiting, "runNode to wait")
+			h.sigs <- syscall.SIGTERM
+			wait(t, n.stopCalled, "Stop")
+			h.advance(tc.after)
+			h.sigs <- tc.second
+			if code := wait(t, h.code, "exit code"); code != 1 {
+				t.Fatalf("exit code %d, want 1", code)
+			}
+		})
+	}
+}
+
+// TestRunNodeRepeatedSignalIsOne: coreutils timeout sends SIGTERM to the
+// process and then to its group, so the node gets it twice at once: the
+// repeat does not cut the graceful stop short (it exited 1).
+func TestRunNodeRepeatedSignalIsOne(t *testing.T) {
 	n := newFakeNode()
 	n.stopRelease = make(chan struct{})
-	defer close(n.stopRelease)
 	h := startRun(t, n, testConfig())
 	wait(t, n.waiting, "runNode to wait")
 	h.sigs <- syscall.SIGTERM
 	wait(t, n.stopCalled, "Stop")
-	h.sigs <- syscall.SIGTERM
-	if code := wait(t, h.code, "exit code"); code != 1 {
-		t.Fatalf("exit code %d, want 1", code)
+	h.advance(999 * time.Millisecond)
+	h.sigs <- syscall.SIGTERM // taken by runNode when the send returns
+	close(n.stopRelease)
+	if code := wait(t, h.code, "exit code"); code != 0 {
+		t.Fatalf("exit code %d, want 0", code)
+	}
+	if findRecord(logRecords(t, h.logs.String()), "node stopped") == nil {
+		t.Errorf("no 'node stopped' log in %s", h.logs)
 	}
 }
 
