@@ -125,9 +125,9 @@ func (c Config) Validate() error {
 }
 
 // ValidURL reports why u is not a list of NATS server URLs: comma-separated
-// items, each scheme://host[:port] with scheme nats, tls, ws or wss, a
-// host and, when given, a port from 1 to 65535 (user info allowed, no
-// path but "/"). It is checked before anything opens: the client would
+// items, each [scheme://]host[:port] with scheme nats (the default, as the
+// client takes it), tls, ws or wss, a host and, when given, a port from 1
+// to 65535 (user info allowed, no path but "/"). It is checked before anything opens: the client would
 // only refuse it when it dials, after the store was opened and migrated.
 func ValidURL(u string) error {
 	n := 0
@@ -138,8 +138,12 @@ func ValidURL(u string) error {
 			continue
 		}
 		n++
-		p, err := url.Parse(item)
-		if err != nil || !strings.Contains(item, "://") {
+		full := item
+		if !strings.Contains(item, "://") {
+			full = "nats://" + item // as the client takes host:port
+		}
+		p, err := url.Parse(full)
+		if err != nil {
 			return fmt.Errorf("%q is not a URL: want nats://host:4222 (or tls://, ws://, wss://)", item)
 		}
 		switch p.Scheme {

@@ -370,7 +370,9 @@ func TestParseRunBadValues(t *testing.T) {
 		// Not a URL: the client refused it only when it dialled, after the
 		// store was migrated and the ring's leadership taken.
 		{"nats-url", "not a url", "is not a URL", []string{"--postgres", "postgres://db/x"}},
-		{"nats-url", "127.0.0.1:4222", "is not a URL", []string{"--postgres", "postgres://db/x"}},
+		// A bare host:port is nats:// as the client takes it: the second
+		// item is the one refused.
+		{"nats-url", "127.0.0.1:4222 ,n:1x", `"n:1x" is not a URL`, []string{"--postgres", "postgres://db/x"}},
 		{"nats-url", "http://n:4222", `scheme "http" is not nats, tls, ws or wss`, []string{"--postgres", "postgres://db/x"}},
 		{"nats-url", "nats://", "names no host", []string{"--postgres", "postgres://db/x"}},
 		{"nats-url", "nats://n:4222/x", "no path", []string{"--postgres", "postgres://db/x"}},
