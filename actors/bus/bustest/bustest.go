@@ -75,15 +75,19 @@ func StartCluster(t testing.TB, n int) []*Server {
 		s.Restart()
 		t.Cleanup(s.Stop)
 	}
+	// Ready once a JetStream leader has every server as a peer it may place
+	// a stream on (online, with JetStream, its stats received): a leader
+	// alone refuses a replicated stream for a moment ("no suitable peers
+	// for placement").
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		for _, s := range servers {
-			if s.srv.JetStreamIsLeader() {
+			if s.srv.JetStreamIsLeader() && len(s.srv.JetStreamClusterPeers()) == n {
 				return servers
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("bustest: the cluster of %d elected no JetStream leader in 30s", n)
+			t.Fatalf("bustest: the cluster of %d had no JetStream leader placing on every server in 30s", n)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
