@@ -66,13 +66,7 @@ func streamMsgs(t *testing.T, url string) uint64 {
 
 func streamInfo(t *testing.T, url string) *jetstream.StreamInfo {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	s, err := js.Stream(context.Background(), "SWITCHBOARD_test")
+	s, err := jetStream(t, url).Stream(context.Background(), "SWITCHBOARD_test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,6 +75,22 @@ func streamInfo(t *testing.T, url string) *jetstream.StreamInfo {
 		t.Fatal(err)
 	}
 	return info
+}
+
+// jetStream is a JetStream client of its own at url, as an operator's
+// tools are (its connection closes when the test ends).
+func jetStream(t *testing.T, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
 }
 
 // TestStreamKeepsItsStorage: a stream made with one storage keeps it when
@@ -323,12 +333,7 @@ func TestFetchNoticesTheStreamGone(t *testing.T) {
 	}
 	polltest.Until(t, 10*time.Second, "the first message", func() bool { got, _ := fetch(); return len(got) == 1 })
 
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := jetStream(t, srv.URL())
 	if err := js.DeleteStream(context.Background(), "SWITCHBOARD_test"); err != nil {
 		t.Fatal(err)
 	}
@@ -353,14 +358,9 @@ func TestFetchNoticesTheStreamGone(t *testing.T) {
 // storage.
 func TestTheBusKeepsTheStreamsReplicas(t *testing.T) {
 	url := bustest.ClusterURL(bustest.StartCluster(t, 3))
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := jetStream(t, url)
 	ctx := context.Background()
-	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "SWITCHBOARD_test", Subjects: []string{"SWITCHBOARD_test.>"},
+	_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "SWITCHBOARD_test", Subjects: []string{"SWITCHBOARD_test.>"},
 		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.MemoryStorage, Replicas: 3})
 	if err != nil {
 		t.Fatal(err)

@@ -11,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/switchboard-dev/switchboard/actors/bus"
 	"github.com/switchboard-dev/switchboard/actors/bus/bustest"
 	"github.com/switchboard-dev/switchboard/clock"
@@ -75,12 +72,7 @@ func TestStreamMadeAnewRelaysAgain(t *testing.T) {
 
 	// The stream deleted while the bus is up: the next publish finds no
 	// stream, and the bus makes it again.
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := jetStream(t, srv.URL())
 	if err := js.DeleteStream(context.Background(), "SWITCHBOARD_test"); err != nil {
 		t.Fatal(err)
 	}
@@ -301,22 +293,7 @@ func acceptFor(t *testing.T, st persistence.Store, id, fe string) {
 func TestRelayGoesOnPastRowsTheStreamRefuses(t *testing.T) {
 	srv := bustest.Start(t)
 	b := open(t, srv.URL())
-	// The stream refuses every message for "full": it holds one for it,
-	// and an operator's limit allows one a subject (discard new).
-	if _, err := b.Publish(context.Background(), []persistence.Relay{{Row: 1, MessageID: "first", Target: "full"}}); err != nil {
-		t.Fatal(err)
-	}
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	cfg := streamInfo(t, srv.URL()).Config
-	cfg.MaxMsgsPerSubject, cfg.DiscardNewPerSubject = 1, true
-	if _, err := js.UpdateStream(context.Background(), cfg); err != nil {
-		t.Fatal(err)
-	}
+	refuseAll(t, b, srv.URL(), "full")
 	if _, err := b.Publish(context.Background(), []persistence.Relay{{Row: 2, MessageID: "second", Target: "full"}}); err == nil {
 		t.Fatal("the stream took a second message for full")
 	}
@@ -365,22 +342,7 @@ func TestRelayDegradesTheBusWhilePublishesFail(t *testing.T) {
 	srv := bustest.Start(t)
 	log := &lines{n: map[string]int{}}
 	b := openWith(t, srv.URL(), func(c *bus.Config) { c.Logger = slog.New(log) })
-	// The stream refuses every message for "fe": it holds one for it, and
-	// an operator's limit allows one a subject (discard new).
-	if _, err := b.Publish(context.Background(), []persistence.Relay{{Row: 1, MessageID: "first", Target: "fe"}}); err != nil {
-		t.Fatal(err)
-	}
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	cfg := streamInfo(t, srv.URL()).Config
-	cfg.MaxMsgsPerSubject, cfg.DiscardNewPerSubject = 1, true
-	if _, err := js.UpdateStream(context.Background(), cfg); err != nil {
-		t.Fatal(err)
-	}
+	refuseAll(t, b, srv.URL(), "fe")
 
 	st := sqlitetest.Open(t)
 	r := bus.StartRelay(b, st, clock.Real{}, 1)
@@ -401,8 +363,9 @@ func TestRelayDegradesTheBusWhilePublishesFail(t *testing.T) {
 	}
 	// The stream takes messages for fe again: the relay's next round
 	// publishes, and the bus is up again.
+	cfg := streamInfo(t, srv.URL()).Config
 	cfg.MaxMsgsPerSubject, cfg.DiscardNewPerSubject = -1, false
-	if _, err := js.UpdateStream(context.Background(), cfg); err != nil {
+	if _, err := jetStream(t, srv.URL()).UpdateStream(context.Background(), cfg); err != nil {
 		t.Fatal(err)
 	}
 	polltest.Until(t, 20*time.Second, "the bus up again", func() bool { return b.Up() })
@@ -411,4 +374,19 @@ func TestRelayDegradesTheBusWhilePublishesFail(t *testing.T) {
 		want = append(want, fmt.Sprintf("m-%d", i))
 	}
 	fetchUntil(t, b, want...)
+}
+
+// refuseAll makes the stream at url refuse every message for frontend
+// target from now on: it holds one for it (published through b, row 1),
+// and an operator's limit allows one a subject (discard new).
+func refuseAll(t *testing.T, b *bus.Bus, url, target string) {
+	t.Helper()
+	if _, err := b.Publish(context.Background(), []persistence.Relay{{Row: 1, MessageID: "first", Target: target}}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := streamInfo(t, url).Config
+	cfg.MaxMsgsPerSubject, cfg.DiscardNewPerSubject = 1, true
+	if _, err := jetStream(t, url).UpdateStream(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
 }
