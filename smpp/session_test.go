@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard/polltest"
+	"github.com/switchboard-dev/switchboard/supervision/logtest"
 )
 
 func TestAllowed(t *testing.T) {
@@ -344,25 +344,6 @@ func TestSessionRefusals(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log's output, written by a session's goroutines and
-// read by the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A Handler that panics on a peer's request (a malformed PDU meeting a
 // bug of ours) does not take the process down: the panic is logged with
 // its stack, the request is answered ESME_RSYSERR, and the session goes
@@ -370,10 +351,10 @@ func (l *lockedBuffer) String() string {
 func TestSessionHandlerPanicIsAnsweredAndTheSessionGoesOn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		subs := make(chan PDU, 10)
-		var logs lockedBuffer
+		logger, logs := logtest.New()
 		cfg := DefaultSessionConfig(RoleSMSC)
 		cfg.EnquireLink = -1
-		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		cfg.Logger = logger
 		answer := smscHandler(subs)
 		cfg.Handler = func(s *Session, p PDU) {
 			if sm, ok := p.Body.(*SM); ok && string(sm.ShortMessage) == "boom" {
