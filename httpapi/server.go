@@ -90,26 +90,21 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.creds = staticCredentials{auth.NewSet(creds, false)}
 	}
-	var err error
-	if s.refused, err = ratelog.New(ratelog.Config{Logger: s.log, Level: slog.LevelWarn,
-		Msg: "api token refused", Summary: "api token refusals not logged one by one",
-		Burst: 10, Window: time.Minute}); err != nil {
-		return nil, err
-	}
-	if s.forbidden, err = ratelog.New(ratelog.Config{Logger: s.log, Level: slog.LevelWarn,
-		Msg: "api call forbidden to its credential's role", Summary: "forbidden api calls not logged one by one",
-		Burst: 10, Window: time.Minute}); err != nil {
-		return nil, err
-	}
-	if s.crossSite, err = ratelog.New(ratelog.Config{Logger: s.log, Level: slog.LevelWarn,
-		Msg: "cross-origin api call refused", Summary: "cross-origin api calls not logged one by one",
-		Burst: 10, Window: time.Minute}); err != nil {
-		return nil, err
-	}
-	if s.peerRefused, err = ratelog.New(ratelog.Config{Logger: s.log, Level: slog.LevelWarn,
-		Msg: "federation caller refused", Summary: "federation caller refusals not logged one by one",
-		Burst: 10, Window: time.Minute}); err != nil {
-		return nil, err
+	// Each kind of refusal is logged at most 10 a minute, then counted.
+	for _, l := range []struct {
+		to           **ratelog.Log
+		msg, summary string
+	}{
+		{&s.refused, "api token refused", "api token refusals not logged one by one"},
+		{&s.forbidden, "api call forbidden to its credential's role", "forbidden api calls not logged one by one"},
+		{&s.crossSite, "cross-origin api call refused", "cross-origin api calls not logged one by one"},
+		{&s.peerRefused, "federation caller refused", "federation caller refusals not logged one by one"},
+	} {
+		var err error
+		if *l.to, err = ratelog.New(ratelog.Config{Logger: s.log, Level: slog.LevelWarn,
+			Msg: l.msg, Summary: l.summary, Burst: 10, Window: time.Minute}); err != nil {
+			return nil, err
+		}
 	}
 	s.router = s.routes()
 	s.handler = s.crossOrigin(s.router)
