@@ -175,6 +175,17 @@ func writeServerOnly(t *testing.T, caDir, certFile, keyFile string, now time.Tim
 // both server and client use; the old one stays and the error says why.
 func TestReloadRefusesACertificatePeersWouldRefuse(t *testing.T) {
 	now := time.Now()
+	// reissue writes a new certificate of the CA; anotherCAs one of a CA
+	// of its own.
+	reissue := func(t *testing.T, dir, cert, key string) { certstest.Reissue(t, dir, cert, key, "a") }
+	anotherCAs := func(t *testing.T, dir, cert, key string) {
+		other := t.TempDir()
+		if err := certs.InitCA(other, []string{"a"}, now); err != nil {
+			t.Fatal(err)
+		}
+		oc, ok := certs.NodeFiles(other, "a")
+		copyPair(t, oc, ok, cert, key)
+	}
 	cases := []struct {
 		name  string
 		noCA  bool
@@ -183,34 +194,14 @@ func TestReloadRefusesACertificatePeersWouldRefuse(t *testing.T) {
 		put  func(t *testing.T, dir, cert, key string)
 		want string // error substring; "" for a reload that takes
 	}{
-		{"a new certificate of the CA", false, now, func(t *testing.T, dir, cert, key string) {
-			certstest.Reissue(t, dir, cert, key, "a")
-		}, ""},
-		{"expired", false, now.Add(3 * 365 * 24 * time.Hour), func(t *testing.T, dir, cert, key string) {
-			certstest.Reissue(t, dir, cert, key, "a")
-		}, "expired at"},
-		{"not valid yet", false, now.Add(-2 * time.Hour), func(t *testing.T, dir, cert, key string) {
-			certstest.Reissue(t, dir, cert, key, "a")
-		}, "is not valid before"},
-		{"another CA's", false, now, func(t *testing.T, dir, cert, key string) {
-			other := t.TempDir()
-			if err := certs.InitCA(other, []string{"a"}, now); err != nil {
-				t.Fatal(err)
-			}
-			oc, ok := certs.NodeFiles(other, "a")
-			copyPair(t, oc, ok, cert, key)
-		}, "not trusted by the CA bundle"},
+		{"a new certificate of the CA", false, now, reissue, ""},
+		{"expired", false, now.Add(3 * 365 * 24 * time.Hour), reissue, "expired at"},
+		{"not valid yet", false, now.Add(-2 * time.Hour), reissue, "is not valid before"},
+		{"another CA's", false, now, anotherCAs, "not trusted by the CA bundle"},
 		{"server use only", false, now, func(t *testing.T, dir, cert, key string) {
 			writeServerOnly(t, dir, cert, key, now)
 		}, "not trusted by the CA bundle"},
-		{"another CA's without a CA file", true, now, func(t *testing.T, dir, cert, key string) {
-			other := t.TempDir()
-			if err := certs.InitCA(other, []string{"a"}, now); err != nil {
-				t.Fatal(err)
-			}
-			oc, ok := certs.NodeFiles(other, "a")
-			copyPair(t, oc, ok, cert, key)
-		}, ""},
+		{"another CA's without a CA file", true, now, anotherCAs, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
