@@ -89,21 +89,26 @@ type Actor struct {
 	// entry writes our peer's entry of the book (from Started on).
 	entry     *Entry
 	instances []messages.PeerInstance
-	current   int
-	identity  *messages.Identity
-	checking  bool
-	self      *actor.PID
-	sys       *actor.ActorSystem
-	queue     *actor.PID
-	wake      *clock.Wakeup
-	stopReg   func() bool
-	exchange  bool
+	// known is the peer's latest instances, shared by the actor's
+	// incarnations: a restart starts from what discovery last said, not
+	// from the instances it was spawned with.
+	known    *[]messages.PeerInstance
+	current  int
+	identity *messages.Identity
+	checking bool
+	self     *actor.PID
+	sys      *actor.ActorSystem
+	queue    *actor.PID
+	wake     *clock.Wakeup
+	stopReg  func() bool
+	exchange bool
 }
 
 // New returns the producer of a peer actor.
 func New(cfg Config) actor.Producer {
+	known := &cfg.Instances // written and read on the actor's own goroutine only
 	return func() actor.Actor {
-		return &Actor{cfg: cfg, instances: cfg.Instances,
+		return &Actor{cfg: cfg, instances: *known, known: known,
 			log: cfg.Logger.With("component", "peer", "peer", cfg.Peer)}
 	}
 }
@@ -186,6 +191,7 @@ func (a *Actor) setInstances(in []messages.PeerInstance) {
 	}
 	cur := a.addr()
 	a.instances = append([]messages.PeerInstance(nil), in...)
+	*a.known = a.instances
 	a.current = 0
 	for i, inst := range a.instances {
 		if inst.Address == cur {

@@ -335,3 +335,43 @@ func TestActorRereadsASingleInstancePeersCapabilitiesAfterAFailure(t *testing.T)
 		})
 	}
 }
+
+// panicStore panics in its first PutPeerRegistry (its actor restarts).
+type panicStore struct {
+	persistence.Store
+	panicked atomic.Bool
+}
+
+func (s *panicStore) PutPeerRegistry(context.Context, persistence.PeerRegistry) error {
+	if s.panicked.CompareAndSwap(false, true) {
+		panic("store")
+	}
+	return nil
+}
+
+// TestActorRestartKeepsTheLatestInstances: a peer actor restarted by its
+// supervisor goes on with the instances discovery last announced, not
+// with those it was spawned with.
+func TestActorRestartKeepsTheLatestInstances(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		book := NewBook()
+		cfg := testConfig(t, &peerNet{}, book)
+		cfg.Store = &panicStore{}
+		cfg.Peer, cfg.Instances = "beta", []messages.PeerInstance{{Address: "beta-old:8443"}}
+		sys := newSystem()
+		pid := sys.Root.Spawn(actor.PropsFromProducer(New(cfg)))
+		synctest.Wait()
+		moved := []messages.PeerInstance{{Address: "beta-new:8443"}}
+		sys.Root.Send(pid, &messages.PeerUp{Node: "beta", Instances: moved})
+		sys.Root.Send(pid, &messages.PeerRegistryFrom{Peer: "beta", Frontends: []string{"fe"}}) // panics: restart
+		synctest.Wait()
+		if !cfg.Store.(*panicStore).panicked.Load() {
+			t.Fatal("the store was not called: no restart")
+		}
+		if got := book.List(); len(got) != 1 || !reflect.DeepEqual(got[0].Instances, moved) {
+			t.Fatalf("book after the restart: %+v, want instances %+v", got, moved)
+		}
+		_ = sys.Root.StopFuture(pid).Wait()
+		sys.Shutdown()
+	})
+}
