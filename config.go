@@ -488,6 +488,8 @@ func (c Config) Validate() error {
 	}
 	if c.MessageValidity <= 0 {
 		bad("MessageValidity", "must be positive, got %v", c.MessageValidity)
+	} else if c.MessageValidity > MaxKeep {
+		bad("MessageValidity", "must be at most %s, got %v", maxKeepText, c.MessageValidity)
 	}
 	if c.WebhookTimeout <= 0 {
 		bad("WebhookTimeout", "must be positive, got %v", c.WebhookTimeout)
@@ -561,6 +563,14 @@ func (c Config) forwardWaitErrs() []error {
 	return nil
 }
 
+// MaxKeep is the longest MessageValidity and retention: a forwarded
+// message is kept MessageValidity + RetentionFailed, a sum that must
+// stay a duration (two longer ones wrapped to a negative one).
+const (
+	MaxKeep     = 100 * 365 * 24 * time.Hour
+	maxKeepText = "100 years"
+)
+
 // validateRetention checks the retention settings against the redelivery
 // horizon of the forward settings.
 func (c Config) validateRetention() []error {
@@ -571,13 +581,16 @@ func (c Config) validateRetention() []error {
 	// refused for a reason that is not the retention's.
 	horizonOK := len(c.forwardWaitErrs()) == 0 && c.HTTPTimeout <= MaxHTTPTimeout
 	for _, r := range []struct {
-		path string
-		d    time.Duration
-	}{{"Retention", c.Retention}, {"RetentionFailed", c.RetentionFailed}} {
+		path    string
+		d       time.Duration
+		redoing bool // keeps what a repeated forward is recognised by
+	}{{"Retention", c.Retention, true}, {"RetentionFailed", c.RetentionFailed, true}, {"AuditRetention", c.AuditRetention, false}} {
 		switch {
 		case r.d < 0:
-			errs = append(errs, field.Errorf(r.path, "must not be negative (0 keeps messages forever), got %v", r.d))
-		case r.d > 0 && horizonOK && r.d < horizon:
+			errs = append(errs, field.Errorf(r.path, "must not be negative (0 keeps forever), got %v", r.d))
+		case r.d > MaxKeep:
+			errs = append(errs, field.Errorf(r.path, "must be at most %s (0 keeps forever), got %v", maxKeepText, r.d))
+		case r.redoing && r.d > 0 && horizonOK && r.d < horizon:
 			errs = append(errs, field.Errorf(r.path, "%v is shorter than a peer may still send a message again "+
 				"(%s %d x %s %v + 2 x %s %v = %v): a forward repeated after its purge would be delivered twice", r.d,
 				field.Ref("ForwardMaxRetries"), c.ForwardMaxRetries, field.Ref("ForwardRetryInterval"), c.ForwardRetryInterval,

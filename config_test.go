@@ -48,6 +48,12 @@ func TestValidateNamesConfigFields(t *testing.T) {
 			"ForwardMaxRetries: 3689348815 x ForwardRetryInterval 5s is longer than 10 years"},
 		{"ForwardMaxRetries", func(c *switchboard.Config) { c.ForwardMaxRetries = 2147483647 }, "is longer than 10 years"},
 		{"HTTPTimeout", func(c *switchboard.Config) { c.HTTPTimeout = math.MaxInt64 }, "HTTPTimeout: must be at most 24h"},
+		// Their sum is how long a forwarded message is kept: it must not wrap.
+		{"MessageValidity", func(c *switchboard.Config) { c.MessageValidity = 200 * 365 * 24 * time.Hour },
+			"MessageValidity: must be at most 100 years"},
+		{"RetentionFailed", func(c *switchboard.Config) { c.RetentionFailed = 200 * 365 * 24 * time.Hour },
+			"RetentionFailed: must be at most 100 years"},
+		{"AuditRetention", func(c *switchboard.Config) { c.AuditRetention = -time.Hour }, "AuditRetention: must not be negative"},
 	} {
 		t.Run(tc.field, func(t *testing.T) {
 			cfg := switchboard.DefaultConfig()
