@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/actors/bus"
 	"github.com/switchboard-dev/switchboard/actors/handover"
+	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/actors/smppout"
 	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/messages"
@@ -255,31 +256,19 @@ func (w *Worker) idlePoll() time.Duration {
 // one instance of the site must still get every message.
 func (w *Worker) run(r *Round) {
 	defer supervision.CarryPanic(w.sys.Root, w.self, nil)
-	res := &roundDone{round: r}
 	wr := persistence.Write{Outcomes: r.Outcomes}
-	claim := r.Claim != nil // the round is the actor's: its claim is read, not changed
-	if claim {
-		req := *r.Claim
-		// A claim of what the bus named is the bus's share, not the ring's.
-		if w.fe.Mode != messages.ModePull && w.d.Fence != nil && req.IDs == nil {
-			req.Ring, claim = w.d.Fence.Claim(persistence.WorkDelivery) // not ours now: a new assignment kicks us
-		}
-		if claim {
-			wr.Claims = []persistence.ClaimRequest{req}
-		}
+	if r.Claim != nil {
+		wr.Claims = []persistence.ClaimRequest{*r.Claim} // the round is the actor's: its claim is read, not changed
 	}
-	if !wr.Empty() {
-		ctx, cancel := w.d.storeCtx()
-		written, err := w.d.Store.Write(ctx, w.d.Clock.Now(), wr)
-		cancel()
-		res.completions, res.err = written.Completions, err
-		if err == nil && claim {
-			if written.Claims[0].Refused {
-				w.d.Fence.Refused(persistence.WorkDelivery)
-			} else {
-				res.claimed = &written.Claims[0]
-			}
-		}
+	ctx, cancel := w.d.storeCtx()
+	defer cancel()
+	// A claim of what the bus named is the bus's share, not the ring's.
+	written, claims, err := ring.Write(ctx, w.d.Store, w.d.Fence, w.d.Clock.Now(), wr, func(req persistence.ClaimRequest) bool {
+		return w.fe.Mode != messages.ModePull && req.IDs == nil
+	})
+	res := &roundDone{round: r, completions: written.Completions, err: err}
+	if len(claims) > 0 {
+		res.claimed = claims[0]
 	}
 	w.sys.Root.Send(w.self, res)
 }

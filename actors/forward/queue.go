@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/actors/handover"
 	"github.com/switchboard-dev/switchboard/actors/peer"
+	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
@@ -226,38 +227,14 @@ func (q *Queue) boardKey() handover.Key {
 }
 
 // run does one store round: the results and the claims in one Write, each
-// claim fenced by the ring (a claim of a service this instance owns none of
-// now is not made).
+// claim fenced by the ring.
 func (q *Queue) run(r *FlowRound) {
 	defer supervision.CarryPanic(q.sys.Root, q.self, nil)
-	res := &roundDone{round: r, claims: make([]*persistence.Claim, len(r.Claims))}
-	w := persistence.Write{Outcomes: r.Outcomes, Statuses: r.Updates}
-	var at []int // w.Claims[j] is r.Claims[at[j]]
-	for i, req := range r.Claims {
-		if q.cfg.Fence != nil {
-			rc, ok := q.cfg.Fence.Claim(req.Kind)
-			if !ok {
-				continue // not ours now: a new assignment kicks us
-			}
-			req.Ring = rc
-		}
-		w.Claims = append(w.Claims, req)
-		at = append(at, i)
-	}
-	if !w.Empty() {
-		ctx, cancel := context.WithTimeout(context.Background(), q.cfg.StoreTimeout)
-		res.written, res.err = q.cfg.Store.Write(ctx, q.cfg.Clock.Now(), w)
-		cancel()
-		if res.err == nil {
-			for j, cl := range res.written.Claims {
-				if cl.Refused {
-					q.cfg.Fence.Refused(w.Claims[j].Kind)
-					continue
-				}
-				res.claims[at[j]] = &res.written.Claims[j]
-			}
-		}
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), q.cfg.StoreTimeout)
+	defer cancel()
+	res := &roundDone{round: r}
+	res.written, res.claims, res.err = ring.Write(ctx, q.cfg.Store, q.cfg.Fence, q.cfg.Clock.Now(),
+		persistence.Write{Outcomes: r.Outcomes, Statuses: r.Updates, Claims: r.Claims}, nil)
 	q.sys.Root.Send(q.self, res)
 }
 

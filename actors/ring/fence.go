@@ -60,6 +60,45 @@ func Claim(ctx context.Context, store persistence.Store, fence Fence, req persis
 	return cl, true, nil
 }
 
+// Write runs w as one store Write (a worker's store round: its outcomes
+// and its next claims), each claim fenced through fence (nil: unfenced)
+// when fenced says so (nil: every claim). A claim of a service this
+// instance owns none of now is not made (a new assignment kicks the
+// worker); one the store refused for a stale epoch is counted by fence.
+// claims[i] is what w.Claims[i] claimed, nil when it was not made or
+// refused. A w left with nothing to do is not written.
+func Write(ctx context.Context, store persistence.Store, fence Fence, now time.Time, w persistence.Write,
+	fenced func(persistence.ClaimRequest) bool) (written persistence.Written, claims []*persistence.Claim, err error) {
+	claims = make([]*persistence.Claim, len(w.Claims))
+	reqs, at := w.Claims, make([]int, 0, len(w.Claims)) // w.Claims[j] is reqs[at[j]]
+	w.Claims = make([]persistence.ClaimRequest, 0, len(reqs))
+	for i, req := range reqs {
+		if fence != nil && (fenced == nil || fenced(req)) {
+			rc, ok := fence.Claim(req.Kind)
+			if !ok {
+				continue
+			}
+			req.Ring = rc
+		}
+		w.Claims = append(w.Claims, req)
+		at = append(at, i)
+	}
+	if w.Empty() {
+		return written, claims, nil
+	}
+	if written, err = store.Write(ctx, now, w); err != nil {
+		return written, claims, err
+	}
+	for j := range written.Claims {
+		if written.Claims[j].Refused {
+			fence.Refused(w.Claims[j].Kind)
+			continue
+		}
+		claims[at[j]] = &written.Claims[j]
+	}
+	return written, claims, nil
+}
+
 // Partition is what one service's partition holds: its token ranges under
 // an epoch.
 type Partition struct {

@@ -104,3 +104,60 @@ func TestClaimThroughTheFence(t *testing.T) {
 		t.Fatalf("unfenced: %v %v", ok, err)
 	}
 }
+
+// writeStore answers Write with the claims it is given, each refused when
+// its epoch is refuse, and records what it was given.
+type writeStore struct {
+	persistence.Store
+	refuse uint64
+	got    []persistence.Write
+}
+
+func (s *writeStore) Write(_ context.Context, _ time.Time, w persistence.Write) (persistence.Written, error) {
+	s.got = append(s.got, w)
+	var out persistence.Written
+	for _, c := range w.Claims {
+		out.Claims = append(out.Claims, persistence.Claim{Refused: c.Ring != nil && c.Ring.Epoch == s.refuse})
+	}
+	return out, nil
+}
+
+// TestWriteFencesItsClaims: a store round's claims are fenced when asked
+// (an unowned service's claim is not made), unfenced otherwise, and each
+// result lands at its request's index; a refusal is counted; a round left
+// empty is not written.
+func TestWriteFencesItsClaims(t *testing.T) {
+	var refused []string
+	sh := NewShares(0, func(s string) { refused = append(refused, s) })
+	sh.Apply(assignment(3), "s", []string{messages.ServiceDelivery}) // owns delivery, not forward
+	named := persistence.ClaimRequest{Kind: persistence.WorkDelivery, IDs: []string{"m1"}}
+	w := persistence.Write{Claims: []persistence.ClaimRequest{
+		{Kind: persistence.WorkForward}, {Kind: persistence.WorkDelivery}, named,
+	}}
+	notNamed := func(r persistence.ClaimRequest) bool { return r.IDs == nil }
+	st := &writeStore{}
+	_, claims, err := Write(context.Background(), st, sh, time.Time{}, w, notNamed)
+	if err != nil || len(st.got) != 1 {
+		t.Fatalf("err %v, %d writes", err, len(st.got))
+	}
+	sent := st.got[0].Claims
+	if len(sent) != 2 || sent[0].Ring == nil || sent[0].Ring.Epoch != 3 || sent[1].Ring != nil {
+		t.Fatalf("claims written %+v, want the fenced delivery claim and the unfenced named one", sent)
+	}
+	if claims[0] != nil || claims[1] == nil || claims[2] == nil || len(claims) != 3 {
+		t.Fatalf("claims %v, want none for the unowned forward claim", claims)
+	}
+	if w.Claims[1].Ring != nil {
+		t.Fatal("the caller's request was changed")
+	}
+	st.refuse = 3
+	if _, claims, _ = Write(context.Background(), st, sh, time.Time{}, w, notNamed); claims[1] != nil || claims[2] == nil ||
+		!slices.Equal(refused, []string{messages.ServiceDelivery}) {
+		t.Fatalf("after a refusal: claims %v, refused %v", claims, refused)
+	}
+	st.got = nil
+	if _, claims, err = Write(context.Background(), st, sh, time.Time{}, persistence.Write{Claims: w.Claims[:1]}, nil); err != nil ||
+		len(st.got) != 0 || claims[0] != nil {
+		t.Fatalf("a round left empty: err %v, %d writes, claims %v", err, len(st.got), claims)
+	}
+}
