@@ -3,7 +3,10 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 )
@@ -28,8 +31,20 @@ func Backup(ctx context.Context, dbPath, to string) (BackupInfo, error) {
 	if _, err := os.Stat(dbPath); err != nil {
 		return info, fmt.Errorf("sqlite: backup: no store at %s: %w", dbPath, err)
 	}
-	if _, err := os.Stat(to); err == nil {
+	// The copy holds what the store holds (message bodies, frontend
+	// secrets): it is created readable by its owner only, like the data
+	// directory. Created here, empty (VACUUM INTO fills an empty file), so
+	// that "never overwrites" holds even for a file made in between.
+	f, err := os.OpenFile(to, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if errors.Is(err, fs.ErrExist) {
 		return info, fmt.Errorf("sqlite: backup: %s exists; a backup never overwrites a file", to)
+	}
+	if err != nil {
+		return info, fmt.Errorf("sqlite: backup: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		_ = os.Remove(to)
+		return info, fmt.Errorf("sqlite: backup: %w", err)
 	}
 	// Not the reader's query_only connection: SQLite refuses VACUUM INTO
 	// there. VACUUM INTO writes only the new file, and the copy keeps the
@@ -42,6 +57,7 @@ func Backup(ctx context.Context, dbPath, to string) (BackupInfo, error) {
 	// database's header, a write transaction beside the node's writer.
 	src, err := sql.Open("sqlite", fmt.Sprintf("%s?_pragma=busy_timeout(%d)", dbPath, busyTimeout))
 	if err != nil {
+		_ = os.Remove(to)
 		return info, fmt.Errorf("sqlite: backup: %v", err)
 	}
 	defer src.Close()
@@ -55,14 +71,16 @@ func Backup(ctx context.Context, dbPath, to string) (BackupInfo, error) {
 	if err := syncDir(filepath.Dir(to)); err != nil {
 		return info, fmt.Errorf("sqlite: backup: %w", err)
 	}
-	copyDB, err := sql.Open("sqlite", "file:"+to+"?mode=ro")
+	// A URI, its path escaped: a name holding '#', '%' or '?' must not
+	// open another file.
+	copyDB, err := sql.Open("sqlite", "file:"+(&url.URL{Path: to}).EscapedPath()+"?mode=ro")
 	if err != nil {
 		return info, fmt.Errorf("sqlite: backup: %v", err)
 	}
 	defer copyDB.Close()
 	var check string
 	if err := copyDB.QueryRowContext(ctx, `PRAGMA quick_check`).Scan(&check); err != nil || check != "ok" {
-		return info, fmt.Errorf("sqlite: backup %s fails its check: %s %v", to, check, err)
+		return info, fmt.Errorf("sqlite: backup %s fails its check (the file is left for a look): %s %v", to, check, err)
 	}
 	if err := copyDB.QueryRowContext(ctx, `SELECT count(*) FROM messages`).Scan(&info.Messages); err != nil {
 		return info, fmt.Errorf("sqlite: backup %s: %v", to, flatten(err))

@@ -723,3 +723,41 @@ func TestBackupWritesNothingLive(t *testing.T) {
 		t.Errorf("data_version %d -> %d across a backup: it committed to the live database", before, after)
 	}
 }
+
+// TestBackupIsPrivateAndNamedAsGiven: the backup is readable by its owner
+// only (it holds bodies and frontend secrets, like the 0700 data
+// directory), and a name holding '#', '%' or '?' is the file written and
+// checked: the check once opened the name cut at '#', which an older
+// backup there made pass with its own count.
+func TestBackupIsPrivateAndNamedAsGiven(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "live.db")
+	s := openAt(t, path, nil)
+	msgs := make([]persistence.NewMessage, 3)
+	for i := range msgs {
+		msgs[i] = persistence.NewMessage{ID: fmt.Sprintf("m%d", i), State: messages.StatePending, Frontend: "fe",
+			Work: &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: "fe"}}
+	}
+	if _, err := s.Accept(ctx, time.Now(), msgs); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "nightly"), nil, 0o600); err != nil { // what a cut name would open
+		t.Fatal(err)
+	}
+	for _, name := range []string{"nightly#1.db", "nightly%41.db", "nightly?x=1.db"} {
+		to := filepath.Join(dir, name)
+		info, err := Backup(ctx, path, to)
+		if err != nil || info.Messages != 3 {
+			t.Errorf("Backup to %s: %+v, %v; want 3 messages", name, info, err)
+			continue
+		}
+		fi, err := os.Stat(to)
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("backup %s: mode %v (%v), want 0600", name, fi.Mode().Perm(), err)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 4 {
+		t.Errorf("files in the backup directory: %d, want the three backups and nightly", len(ents))
+	}
+}
