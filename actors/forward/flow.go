@@ -2,6 +2,7 @@ package forward
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
@@ -141,11 +142,51 @@ func (f *Flow) Done(now time.Time, r *FlowRound, w persistence.Written, claims [
 			if !lane.Claimed(n, f.policy.Batch, r.kicks[i]) {
 				break
 			}
-			sends = append(sends, Batch{Kind: k, Work: work[:n:n]})
+			send := f.unexpired(now, work[:n:n])
 			work = work[n:]
+			if len(send) == 0 {
+				lane.Done(true) // nothing to send: the slot is free again
+				continue
+			}
+			sends = append(sends, Batch{Kind: k, Work: send})
 		}
 	}
 	return sends, changes
+}
+
+// unexpired returns the claimed work to send: a forward of a message
+// forward_queued longer than the policy's MaxWait is not sent again but
+// failed (forward_timeout, recorded with the next round), as the janitor's
+// sweep would fail it. The sweep comes up to a retry interval late and
+// skips work leased to a request, so without this a forward could leave
+// after the wait that the redelivery horizon (how long a peer keeps what
+// it received) counts on, and be delivered twice.
+func (f *Flow) unexpired(now time.Time, work []persistence.Work) []persistence.Work {
+	wait := f.policy.MaxWait()
+	if wait <= 0 {
+		return work
+	}
+	cutoff := persistence.Normalize(now.Add(-wait))
+	expired := func(w persistence.Work) bool {
+		m := w.Message
+		return w.Kind == persistence.WorkForward && m.State == messages.StateForwardQueued && m.QueuedAt != nil && m.QueuedAt.Before(cutoff)
+	}
+	if !slices.ContainsFunc(work, expired) {
+		return work
+	}
+	var send []persistence.Work
+	for _, w := range work {
+		if !expired(w) {
+			send = append(send, w)
+			continue
+		}
+		m := w.Message
+		f.msgs[w.MessageID] = m
+		f.outcomes = append(f.outcomes, f.fenced(persistence.Outcome{Kind: persistence.WorkForward, Target: f.peer,
+			MessageID: w.MessageID, Result: persistence.ResultFailed, Reason: messages.ReasonForwardTimeout,
+			Detail: persistence.ForwardTimeoutDetail}, w))
+	}
+	return send
 }
 
 // Offer is how many forwards the queue can send at once now (room in the

@@ -193,3 +193,55 @@ func TestFlowBusyPeerKeepsTheLaneOpen(t *testing.T) {
 		}
 	}
 }
+
+// TestFlowFailsForwardsQueuedPastTheWait: a claimed forward of a message
+// forward_queued longer than MaxWait is not sent again (the redelivery
+// horizon counts on no forward leaving after the wait, and the janitor's
+// sweep comes up to an interval late) but failed, forward_timeout, with
+// the next round; one inside the wait is sent. A claim of only such
+// forwards frees its slot.
+func TestFlowFailsForwardsQueuedPastTheWait(t *testing.T) {
+	p := flowPolicy()
+	f := NewFlow("b", "me", p)
+	f.Lane(persistence.WorkForward).SetOpen(true)
+	r, _ := f.Next(t0, time.Minute)
+	c := claimed(persistence.WorkForward, 3)
+	old, fresh := t0.Add(-p.MaxWait()-time.Second), t0.Add(-p.MaxWait()+time.Second)
+	for i, at := range []time.Time{old, fresh} {
+		c.Work[i].Message.State, c.Work[i].Message.QueuedAt = messages.StateForwardQueued, &at
+	}
+	sends, _ := f.Done(t0, r, persistence.Written{}, []*persistence.Claim{c}, nil)
+	if len(sends) != 1 || len(sends[0].Work) != 2 || sends[0].Work[0].MessageID != "forward-1" || sends[0].Work[1].MessageID != "forward-2" {
+		t.Fatalf("sends %+v: want forward-1 and forward-2, not forward-0 queued past the wait", sends)
+	}
+	f.Lane(persistence.WorkForward).Kick()
+	r, ok := f.Next(t0, time.Minute)
+	if !ok || len(r.Outcomes) != 1 {
+		t.Fatalf("round %+v: want forward-0's failure", r)
+	}
+	if o := r.Outcomes[0]; o.MessageID != "forward-0" || o.Result != persistence.ResultFailed ||
+		o.Reason != messages.ReasonForwardTimeout || o.Epoch != 3 || o.Owner != "me" {
+		t.Fatalf("outcome %+v: want forward-0 failed, forward_timeout, fenced by its claim", o)
+	}
+	_, changes := f.Done(t0, r, persistence.Written{Completions: []persistence.Completion{persistence.Applied}},
+		[]*persistence.Claim{claimed(persistence.WorkForward, 0)}, nil)
+	if len(changes) != 1 || changes[0].State != messages.StateForwardFailed {
+		t.Fatalf("changes %+v: want forward-0 forward_failed", changes)
+	}
+
+	// A claim of expired forwards only: nothing is sent, the lane's slots
+	// are free for the next claim.
+	f = NewFlow("b", "me", p)
+	f.Lane(persistence.WorkForward).SetOpen(true)
+	r, _ = f.Next(t0, time.Minute)
+	c = claimed(persistence.WorkForward, p.Batch)
+	for i := range c.Work {
+		c.Work[i].Message.State, c.Work[i].Message.QueuedAt = messages.StateForwardQueued, &old
+	}
+	if sends, _ := f.Done(t0, r, persistence.Written{}, []*persistence.Claim{c}, nil); len(sends) != 0 {
+		t.Fatalf("sends %+v of expired forwards", sends)
+	}
+	if n := f.Lane(persistence.WorkForward).InFlight(); n != 0 {
+		t.Fatalf("%d requests in flight after sending none", n)
+	}
+}
