@@ -54,6 +54,8 @@ func (c Config) validateAccess() []error {
 	}
 	if c.AuditRetention < 0 {
 		bad("AuditRetention", "must not be negative (0 keeps the audit trail forever), got %v", c.AuditRetention)
+	} else if c.AuditRetention > MaxKeep {
+		bad("AuditRetention", "must be at most %s (0 keeps the audit trail forever), got %v", maxKeepText, c.AuditRetention)
 	}
 	if c.WatchInterval <= 0 {
 		bad("WatchInterval", "must be positive, got %v", c.WatchInterval)

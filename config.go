@@ -581,16 +581,15 @@ func (c Config) validateRetention() []error {
 	// refused for a reason that is not the retention's.
 	horizonOK := len(c.forwardWaitErrs()) == 0 && c.HTTPTimeout <= MaxHTTPTimeout
 	for _, r := range []struct {
-		path    string
-		d       time.Duration
-		redoing bool // keeps what a repeated forward is recognised by
-	}{{"Retention", c.Retention, true}, {"RetentionFailed", c.RetentionFailed, true}, {"AuditRetention", c.AuditRetention, false}} {
+		path string
+		d    time.Duration
+	}{{"Retention", c.Retention}, {"RetentionFailed", c.RetentionFailed}} {
 		switch {
 		case r.d < 0:
-			errs = append(errs, field.Errorf(r.path, "must not be negative (0 keeps forever), got %v", r.d))
+			errs = append(errs, field.Errorf(r.path, "must not be negative (0 keeps messages forever), got %v", r.d))
 		case r.d > MaxKeep:
-			errs = append(errs, field.Errorf(r.path, "must be at most %s (0 keeps forever), got %v", maxKeepText, r.d))
-		case r.redoing && r.d > 0 && horizonOK && r.d < horizon:
+			errs = append(errs, field.Errorf(r.path, "must be at most %s (0 keeps messages forever), got %v", maxKeepText, r.d))
+		case r.d > 0 && horizonOK && r.d < horizon:
 			errs = append(errs, field.Errorf(r.path, "%v is shorter than a peer may still send a message again "+
 				"(%s %d x %s %v + 2 x %s %v = %v): a forward repeated after its purge would be delivered twice", r.d,
 				field.Ref("ForwardMaxRetries"), c.ForwardMaxRetries, field.Ref("ForwardRetryInterval"), c.ForwardRetryInterval,
