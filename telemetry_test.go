@@ -410,3 +410,42 @@ func TestCollectorDownOrSlow(t *testing.T) {
 		return nil
 	})
 }
+
+// TestStatusBatchOfTracedAndUntracedMessages: two messages from a to b,
+// one traced and one not, delivered at b together: b's delivery_status
+// batch back to a holds a traced report and an untraced one, and sends
+// both (it once took the untraced one's traceparent from its missing span
+// and crashed the node).
+func TestStatusBatchOfTracedAndUntracedMessages(t *testing.T) {
+	rcv := otlptest.New(t)
+	fn := newFedNet()
+	ca, cb := fedConfig(t, fn, "a", "b"), fedConfig(t, fn, "b", "a")
+	for _, c := range []*switchboard.Config{&ca, &cb} {
+		c.OTLPEndpoint, c.OTLPInterval = rcv.URL(), 50*time.Millisecond
+	}
+	a, b := startFed(t, fn, ca), startFed(t, fn, cb)
+	b.pullFrontend("fe-b", "2")
+	a.waitPeer("b", messages.PeerHealthy)
+	a.routeWhenKnown("2", "fe-b")
+	a.submitTraced("mix-traced", "2555", clientParent, messages.StatePending)
+	a.submitAs("mix-plain", "2556", messages.StatePending)
+	var got []messages.Outgoing
+	for len(got) < 2 {
+		got = append(got, b.poll("fe-b", 10, 2000, 30000)...)
+	}
+	var rs []messages.DeliveryResult
+	for _, o := range got {
+		rs = append(rs, messages.DeliveryResult{ID: o.ID, Status: messages.Delivered, Attempt: o.Attempt})
+	}
+	b.ack("fe-b", rs...) // one ack: their reports leave b in one batch
+	a.waitState("mix-traced", messages.StateDelivered)
+	a.waitState("mix-plain", messages.StateDelivered)
+	rcv.Wait(t, 20*time.Second, "the traced report's status span", func(r *otlptest.Receiver) bool {
+		for _, s := range r.Spans() {
+			if s.Name == telemetry.SpanStatusReceive && s.TraceID == clientTraceID {
+				return true
+			}
+		}
+		return false
+	})
+}

@@ -51,6 +51,14 @@ func TestParseFormat(t *testing.T) {
 	}
 }
 
+// TestOfNoSpan: the traceparent of no span (an untraced message's slot
+// in a batch's spans) is none, not a panic.
+func TestOfNoSpan(t *testing.T) {
+	if got := telemetry.Of(nil); got != "" {
+		t.Fatalf("Of(nil) = %q, want none", got)
+	}
+}
+
 func TestDefaultSampler(t *testing.T) {
 	s := telemetry.DefaultSampler()
 	sampled, _ := telemetry.Parse(parent)

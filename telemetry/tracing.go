@@ -174,8 +174,12 @@ func Sampled(ctx context.Context) string {
 	return Format(sc)
 }
 
-// Of is the traceparent of span when it is sampled, else "".
+// Of is the traceparent of span when it is sampled, else "" (also for no
+// span: an untraced message's slot in a batch of spans is nil).
 func Of(span trace.Span) string {
+	if span == nil {
+		return ""
+	}
 	sc := span.SpanContext()
 	if !sc.IsValid() || !sc.IsSampled() {
 		return ""

@@ -40,7 +40,8 @@ func (q *Queue) send(b Batch) {
 				if !link.MessageFields {
 					rs[i].Attempts = 0 // a field the peer did not announce
 				}
-				if link.TraceContext && spans != nil {
+				if link.TraceContext && spans != nil && spans[i] != nil {
+					// An untraced message shares the batch with traced ones.
 					rs[i].Traceparent = telemetry.Of(spans[i])
 				}
 			}
