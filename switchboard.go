@@ -784,8 +784,9 @@ func (n *Node) teardown(ctx context.Context) error {
 	}
 	n.releaseInstance()
 	// The last push, after the actors' last spans and with the metrics as
-	// the stop left them.
-	if err := n.telemetry.Shutdown(ctx); err != nil {
+	// the stop left them. Not bound by ctx, which a drain that ran out of
+	// time has already used up: Shutdown bounds it (ShutdownFlush).
+	if err := n.telemetry.Shutdown(context.WithoutCancel(ctx)); err != nil {
 		n.log.Warn("last otlp push failed", "err", err)
 	}
 	if n.records != nil {

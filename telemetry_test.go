@@ -449,3 +449,45 @@ func TestStatusBatchOfTracedAndUntracedMessages(t *testing.T) {
 		return false
 	})
 }
+
+// TestStopAfterASlowDrainStillPushes: a stop whose drain uses up
+// ShutdownTimeout (a webhook that does not answer) still makes its last
+// push: the stop's context has run out by then, the push has its own
+// bound (telemetry.ShutdownFlush).
+func TestStopAfterASlowDrainStillPushes(t *testing.T) {
+	rcv := otlptest.New(t)
+	called, release := make(chan struct{}, 1), make(chan struct{})
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case called <- struct{}{}:
+		default:
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer hook.Close()
+	defer close(release)
+	cfg := testConfig(t)
+	cfg.ShutdownTimeout = 500 * time.Millisecond
+	cfg.OTLPEndpoint, cfg.OTLPInterval = rcv.URL(), time.Hour // no push but the last
+	h := startNode(t, cfg)
+	h.webhookFrontend("hook", hook.URL, "3")
+	h.submitTraced("slow-1", "3555", clientParent, messages.StatePending)
+	select {
+	case <-called:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the webhook was not called")
+	}
+	if err := h.node.Stop(t.Context()); err == nil {
+		t.Fatal("Stop did not report the drain that ran out of time")
+	}
+	submitted := false
+	for _, s := range rcv.Spans() {
+		submitted = submitted || (s.Name == telemetry.SpanSubmit && s.TraceID == clientTraceID)
+	}
+	if n := rcv.MetricRequests(); n == 0 || !submitted {
+		t.Fatalf("after Stop the collector got %d metric pushes and the submit's span %v; want the last push", n, submitted)
+	}
+}

@@ -245,7 +245,9 @@ func (t *Telemetry) Flush(ctx context.Context) error {
 
 // ShutdownFlush bounds the last push of a stop: a collector that does not
 // take it within this (or ctx's deadline, when sooner) loses it (5s: a
-// stop is not held up for long by a collector that is down).
+// stop is not held up for long by a collector that is down). The node
+// passes a ctx without deadline, so that a stop that used up its own time
+// still pushes.
 const ShutdownFlush = 5 * time.Second
 
 // Shutdown pushes what is pending (a graceful stop's last push, within
