@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/switchboard-dev/switchboard"
+	"github.com/switchboard-dev/switchboard/httpapi/auth"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/polltest"
 	"github.com/switchboard-dev/switchboard/telemetry"
@@ -489,5 +492,68 @@ func TestStopAfterASlowDrainStillPushes(t *testing.T) {
 	}
 	if n := rcv.MetricRequests(); n == 0 || !submitted {
 		t.Fatalf("after Stop the collector got %d metric pushes and the submit's span %v; want the last push", n, submitted)
+	}
+}
+
+// TestRefusedSubmitMakesNoSpan: a submit with a sampled traceparent that
+// the API refuses (no token, 401; a role that may not submit, 403) makes
+// no span: only a caller let in starts or continues a trace, so that
+// anyone who reaches the port cannot fill the span queue.
+func TestRefusedSubmitMakesNoSpan(t *testing.T) {
+	rcv := otlptest.New(t)
+	cfg := testConfig(t)
+	var f auth.File
+	admin, adminHash := auth.NewToken()
+	operator, operatorHash := auth.NewToken() // may not submit
+	f.Credentials = []messages.Credential{
+		{Name: "root", Role: messages.RoleAdmin, TokenHash: adminHash},
+		{Name: "ops", Role: messages.RoleOperator, TokenHash: operatorHash},
+	}
+	cfg.Credentials = filepath.Join(cfg.DataDir, "credentials.json")
+	if err := os.WriteFile(cfg.Credentials, f.Format(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg.OTLPEndpoint, cfg.OTLPInterval = rcv.URL(), time.Hour // pushed by FlushTelemetry only
+	h := startNode(t, cfg)
+	h.token = admin
+	refused := func(token, traceID string, want int) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", h.base+"/api/messages",
+			strings.NewReader(`{"source_msisdn":"1","destination_msisdn":"1555","message_body":"x"}`))
+		req.Header.Set("traceparent", "00-"+traceID+"-"+clientSpanID+"-01")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := h.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("status %d, want %d", resp.StatusCode, want)
+		}
+	}
+	const unauthenticated, forbidden = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa1", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa2"
+	refused("", unauthenticated, http.StatusUnauthorized)
+	refused("not-a-token", unauthenticated, http.StatusUnauthorized)
+	refused(operator, forbidden, http.StatusForbidden)
+	// An accepted submit, pushed by the same flush: the refused ones'
+	// spans would have gone with it.
+	h.pullFrontend("fe", "1")
+	h.submitTraced("let-in", "1555", clientParent, messages.StatePending)
+	if err := h.node.FlushTelemetry(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	accepted := false
+	for _, s := range rcv.Spans() {
+		switch s.TraceID {
+		case unauthenticated, forbidden:
+			t.Errorf("refused submit exported span %q %v", s.Name, s.Attributes)
+		case clientTraceID:
+			accepted = accepted || s.Name == telemetry.SpanSubmit
+		}
+	}
+	if !accepted {
+		t.Fatal("the accepted submit's span was not pushed")
 	}
 }

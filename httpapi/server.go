@@ -196,12 +196,13 @@ func (s *Server) routes() *mux.Router {
 // guarded serves h on path and method to the roles given (guard).
 func (s *Server) guarded(r *mux.Router, path string, h http.Handler, method string, roles []messages.Role) {
 	s.roles[method+" "+path] = roles
-	h = s.guard(roles, h)
 	if method == http.MethodPost && path == submitPath {
-		// The submit starts (or continues) the message's trace.
+		// The submit starts (or continues) the message's trace; inside
+		// the guard, so that only a caller let in makes a span (anyone
+		// who reaches the port could otherwise fill the span queue).
 		h = s.cfg.Tracing.Handler(h, submitSpan)
 	}
-	r.Handle(path, h).Methods(method)
+	r.Handle(path, s.guard(roles, h)).Methods(method)
 }
 
 // submitPath is the submit's route; submitSpan names its server span.
