@@ -20,6 +20,7 @@ import (
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/httpapi/auth"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence/pgtest"
 	"github.com/switchboard-dev/switchboard/polltest"
 	"github.com/switchboard-dev/switchboard/telemetry"
 	"github.com/switchboard-dev/switchboard/telemetry/otlptest"
@@ -556,4 +557,69 @@ func TestRefusedSubmitMakesNoSpan(t *testing.T) {
 	if !accepted {
 		t.Fatal("the accepted submit's span was not pushed")
 	}
+}
+
+// pullSpan waits for the switchboard.deliver.pull span of trace traceID
+// made by instance (any when ""), and returns it.
+func pullSpan(t *testing.T, rcv *otlptest.Receiver, traceID, instance string) otlptest.Span {
+	t.Helper()
+	var got otlptest.Span
+	rcv.Wait(t, 20*time.Second, "the pull span of "+traceID, func(r *otlptest.Receiver) bool {
+		for _, s := range r.Spans() {
+			if s.Name == telemetry.SpanDeliverPull && s.TraceID == traceID &&
+				(instance == "" || s.Resource["service.instance.id"] == instance) {
+				got = s
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+// TestPullSpanEndsWithItsLease: a polled message that is never acked (the
+// consumer died; its message then waits for another poll, or expires)
+// ends its switchboard.deliver.pull span when its lease ends, with the
+// verdict retry, not only when the worker stops.
+func TestPullSpanEndsWithItsLease(t *testing.T) {
+	rcv := otlptest.New(t)
+	cfg := testConfig(t)
+	cfg.OTLPEndpoint, cfg.OTLPInterval = rcv.URL(), 50*time.Millisecond
+	h := startNode(t, cfg)
+	h.pullFrontend("fe", "1")
+	h.submitTraced("unacked", "1555", clientParent, messages.StatePending)
+	if got := h.poll("fe", 1, 5000, 1000); len(got) != 1 {
+		t.Fatalf("polled %d messages, want 1", len(got))
+	}
+	s := pullSpan(t, rcv, clientTraceID, "")
+	if v := s.Attributes["switchboard.verdict"]; v != string(messages.Retry) || !s.Error {
+		t.Fatalf("pull span ended with verdict %q (error %v), want %s", v, s.Error, messages.Retry)
+	}
+}
+
+// TestSitePullSpanEndsWhenAckedElsewhere: in a site, a consumer behind a
+// load balancer polls instance a1 and acks through a2. a1 never sees the
+// ack: its switchboard.deliver.pull span ends when the lease does.
+func TestSitePullSpanEndsWhenAckedElsewhere(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	rcv := otlptest.New(t)
+	var hs []*harness
+	for _, id := range []string{"a1", "a2"} {
+		c := siteConfig(t, dsn, id)
+		c.OTLPEndpoint, c.OTLPInterval = rcv.URL(), 50*time.Millisecond
+		hs = append(hs, startNode(t, c))
+	}
+	waitRing(t, hs, "a1", "a2")
+	hs[0].pullFrontend("fe", "44")
+	hs[0].submitTraced("site-1", "4470001", clientParent, messages.StatePending)
+	got := hs[0].poll("fe", 1, 5000, 2000)
+	if len(got) != 1 {
+		t.Fatalf("polled %d messages, want 1", len(got))
+	}
+	out := hs[1].ack("fe", messages.DeliveryResult{ID: got[0].ID, Status: messages.Delivered, Attempt: got[0].Attempt})
+	if len(out) != 1 || out[0].Outcome != "applied" {
+		t.Fatalf("ack at a2: %+v", out)
+	}
+	hs[0].waitState("site-1", messages.StateDelivered)
+	pullSpan(t, rcv, clientTraceID, "a1")
 }

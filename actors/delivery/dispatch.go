@@ -116,6 +116,9 @@ type Round struct {
 type Answer struct {
 	Poll  *messages.Poll
 	Reply messages.PollReply
+	// Until is when the lease of each of Reply.Messages ends (same index):
+	// a message not acknowledged by then is no longer the poller's.
+	Until []time.Time
 }
 
 // AckDone is an ack to answer.
@@ -290,18 +293,20 @@ func (d *Dispatcher) serve(now time.Time) Effects {
 		}
 		keep := leaseOf(w.Poll) / 2
 		out := make([]messages.Outgoing, 0, min(max(w.Poll.Max, 1), len(d.ready)))
+		var until []time.Time
 		for len(d.ready) > 0 && len(out) < cap(out) {
 			wk := d.ready[0]
 			d.ready = d.ready[1:]
 			if wk.LeaseUntil.Sub(now) >= keep {
 				out = append(out, messages.OutgoingOf(wk.Message))
+				until = append(until, wk.LeaseUntil)
 			}
 		}
 		if len(out) == 0 {
 			d.waiters.Add(w.Poll, w.Deadline) // nothing fit: it waits on
 			continue
 		}
-		e.Answers = append(e.Answers, Answer{Poll: w.Poll, Reply: messages.PollReply{Messages: out}})
+		e.Answers = append(e.Answers, Answer{Poll: w.Poll, Reply: messages.PollReply{Messages: out}, Until: until})
 		if d.cfg.Bus && now.Sub(w.Deadline.Add(-w.Poll.Wait)) < handFor {
 			// Answered as it came (work is flowing): its consumer polls
 			// again at once.

@@ -72,6 +72,11 @@ func TestPullClaimsOnceForEveryWaitingPoll(t *testing.T) {
 		fmt.Sprint(ids(e.Answers[1].Reply.Messages)) != "[m2 m3]" {
 		t.Fatalf("answers %+v: want p1 two, p2 the other two", e.Answers)
 	}
+	for _, a := range e.Answers {
+		if len(a.Until) != len(a.Reply.Messages) || !a.Until[0].Equal(t0.Add(30*time.Second)) {
+			t.Fatalf("answer's lease ends %v for %d messages, want each at its lease's end", a.Until, len(a.Reply.Messages))
+		}
+	}
 	// The claim came back short: no more claims until something changes.
 	if r, ok := d.Next(t0); ok {
 		t.Fatalf("round %+v after a short claim", r)

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-dev/switchboard/actors/bus"
 	"github.com/switchboard-dev/switchboard/actors/handover"
@@ -48,9 +47,12 @@ type Worker struct {
 	drainDone []chan<- struct{}
 
 	// spans are the open delivery spans of traced messages handed to a
-	// pull frontend (lease to ack) or an in-process actor (request to
-	// verdict), by message id (trace.go).
-	spans map[string]trace.Span
+	// pull frontend (lease to ack, or to the lease's end) or an
+	// in-process actor (request to verdict), by message id (trace.go).
+	// spansDue is when the first of their leases ends (or earlier: the
+	// span it was for may have ended since); zero when none has a lease.
+	spans    map[string]openSpan
+	spansDue time.Time
 
 	// smpp is an smpp frontend's client (nil for other modes, or when it
 	// could not start: the worker then claims nothing).
@@ -211,7 +213,9 @@ func (w *Worker) step() {
 		go w.run(r)
 	}
 	w.fetch(now)
+	w.endLapsedSpans(now)
 	next := clock.Earliest(w.core.Wake(), w.holds.Wake())
+	next = clock.Earliest(next, w.spansDue)
 	if p := w.idlePoll(); p > 0 {
 		next = clock.Earliest(next, now.Add(p))
 	}
@@ -290,8 +294,8 @@ func (w *Worker) apply(c actor.Context, e Effects) {
 		a.Ack.Reply <- a.Reply
 	}
 	for _, a := range e.Answers {
-		for _, m := range a.Reply.Messages {
-			w.openSpan(telemetry.SpanDeliverPull, m)
+		for i, m := range a.Reply.Messages {
+			w.openSpan(telemetry.SpanDeliverPull, m, a.Until[i])
 		}
 		a.Poll.Reply <- a.Reply
 	}
@@ -323,7 +327,7 @@ func (w *Worker) start(c actor.Context, work []persistence.Work) {
 	for _, wk := range work {
 		out := messages.OutgoingOf(wk.Message)
 		if target != nil {
-			w.openSpan(telemetry.SpanDeliverActor, out)
+			w.openSpan(telemetry.SpanDeliverActor, out, time.Time{}) // ends with its verdict or its timeout
 			c.Request(target, &messages.Delivery{Message: out, Deadline: deadline})
 			continue
 		}
