@@ -96,6 +96,9 @@ func ValidateEndpoint(endpoint string) error {
 		return fmt.Errorf("%q must be an http:// or https:// URL", endpoint)
 	case u.Host == "":
 		return fmt.Errorf("%q names no host", endpoint)
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		// /v1/metrics and /v1/traces are appended to it (joinPath).
+		return fmt.Errorf("%q must have no query or fragment: it is a base URL, /v1/metrics and /v1/traces are added to its path", endpoint)
 	}
 	return nil
 }

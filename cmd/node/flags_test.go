@@ -386,6 +386,10 @@ func TestParseRunBadValues(t *testing.T) {
 		{"nats-creds", "/nonexistent/nats.creds", "no such file", []string{"--postgres", "postgres://db/x", "--nats-url", "nats://n:4222"}},
 		{"otlp-endpoint", "collector:4318", "must be an http:// or https:// URL", nil},
 		{"otlp-endpoint", "http://", "names no host", nil},
+		// /v1/metrics and /v1/traces are appended to it: they went after the query.
+		{"otlp-endpoint", "http://collector:4318/otlp?tenant=a", "must have no query or fragment", nil},
+		{"otlp-endpoint", "http://collector:4318/otlp?", "must have no query or fragment", nil},
+		{"otlp-endpoint", "http://collector:4318/otlp#x", "must have no query or fragment", nil},
 		{"trace-url", "https://jaeger.example/trace/", "must hold {trace_id}", nil},
 		{"trace-url", "jaeger/{trace_id}", "must be an http:// or https:// URL", nil},
 		{"cdr-rotate-size", "big", "must be a size", nil},
