@@ -76,11 +76,16 @@ func (g *gateway) Submit(ctx context.Context, s messages.Submission) (messages.M
 	if err := s.Validate(); err != nil {
 		return messages.Message{}, false, err
 	}
-	if err := s.CheckTimes(n.clock.Now(), n.cfg.MessageValidity); err != nil {
-		return messages.Message{}, false, err
+	// A submission with an id that fails these checks may be a retry of
+	// one stored before they failed (its validity has passed since, the
+	// disk filled): the commit answers it with the stored message if its id
+	// is stored, else with the refusal. That costs no read of its own.
+	refusal := s.CheckTimes(n.clock.Now(), n.cfg.MessageValidity)
+	if refusal == nil {
+		refusal = n.roomForNew()
 	}
-	if err := n.roomForNew(); err != nil {
-		return messages.Message{}, false, err
+	if refusal != nil && s.ID == "" {
+		return messages.Message{}, false, refusal
 	}
 	if n.inflight.Add(1) > int64(n.cfg.MaxPendingSubmits) {
 		n.inflight.Add(-1)
@@ -89,11 +94,13 @@ func (g *gateway) Submit(ctx context.Context, s messages.Submission) (messages.M
 	}
 	defer n.inflight.Add(-1)
 	ch := make(chan messages.SubmitReply, 1)
-	r, err := askNode(ctx, g, n.intake, &messages.Submit{Submission: s, Reply: ch}, ch)
+	r, err := askNode(ctx, g, n.intake, &messages.Submit{Submission: s, Refusal: refusal, Reply: ch}, ch)
 	if err != nil {
 		return messages.Message{}, false, err
 	}
-	n.noteFull(r.Err)
+	if refusal == nil {
+		n.noteFull(r.Err)
+	}
 	return r.Message, r.Created, r.Err
 }
 

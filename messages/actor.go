@@ -35,7 +35,11 @@ type Submission struct {
 // commit.
 type Submit struct {
 	Submission Submission
-	Reply      chan<- SubmitReply
+	// Refusal, when set, is why the submission may not be stored (its
+	// times, no room): it is answered with the stored message if its id
+	// (set) is stored already, a retry, else with Refusal.
+	Refusal error
+	Reply   chan<- SubmitReply
 }
 
 // SubmitReply answers Submit. Created is false when the id was already

@@ -7,15 +7,38 @@ import (
 	"github.com/switchboard-dev/switchboard/messages"
 )
 
-// Firsts lists, in input order, the index of the first occurrence of each
-// id in batch: the one Accept creates (a repeat gets the first's result).
+// Firsts lists, in input order, the index of the entry of batch that
+// creates each id: its first occurrence that is not StoredOnly (a repeat
+// gets its result). An id that only StoredOnly entries name is not listed:
+// it is one of Lookups.
 func Firsts(batch []NewMessage) []int {
-	seen := make(map[string]bool, len(batch))
+	at := make(map[string]int, len(batch))
 	out := make([]int, 0, len(batch))
 	for i, nm := range batch {
-		if !seen[nm.ID] {
+		if _, ok := at[nm.ID]; ok || nm.StoredOnly {
+			continue
+		}
+		at[nm.ID] = len(out)
+		out = append(out, i)
+	}
+	return out
+}
+
+// Lookups lists, in input order, the ids of batch that only StoredOnly
+// entries name: Accept reads them (if stored) and creates none of them.
+func Lookups(batch []NewMessage) []string {
+	creates := make(map[string]bool, len(batch))
+	for _, nm := range batch {
+		if !nm.StoredOnly {
+			creates[nm.ID] = true
+		}
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, nm := range batch {
+		if nm.StoredOnly && !creates[nm.ID] && !seen[nm.ID] {
 			seen[nm.ID] = true
-			out = append(out, i)
+			out = append(out, nm.ID)
 		}
 	}
 	return out
@@ -94,24 +117,33 @@ func PublishedWork(nm NewMessage, m messages.Message, row int64) *Relay {
 // AcceptResults assembles Accept's results in input order: created holds
 // the messages this call created (by id), stored the others as they were
 // stored before it, rows the outbox row ids of created messages' work
-// written relayed (leased, or to publish: WorkAdd.Relayed). A repeat of an id within the batch gets the first occurrence's
-// message with Created false. A client's submission whose id is stored
-// (or taken earlier in the batch) with other content is a Conflict.
+// written relayed (leased, or to publish: WorkAdd.Relayed). The entry that
+// created an id (Firsts) gets Created; every other entry of the id (a
+// repeat within the batch, a StoredOnly one) gets its message with Created
+// false, as does every entry of an id stored before. A client's submission
+// whose id is stored (or taken earlier in the batch) with other content is
+// a Conflict. A StoredOnly entry whose id is neither is Absent.
 func AcceptResults(batch []NewMessage, created, stored map[string]messages.Message, rows map[string]int64) ([]Accepted, error) {
 	out := make([]Accepted, len(batch))
-	first := make(map[string]int, len(batch))
+	creator := make(map[string]int, len(batch))
+	for _, i := range Firsts(batch) {
+		creator[batch[i].ID] = i
+	}
 	for i, nm := range batch {
-		if j, ok := first[nm.ID]; ok {
-			out[i] = Accepted{Message: out[j].Message, Conflict: Conflict(nm, out[j].Message)}
-			continue
-		}
-		first[nm.ID] = i
-		if m, ok := created[nm.ID]; ok {
+		m, made := created[nm.ID]
+		switch {
+		case made && creator[nm.ID] == i:
 			out[i] = Accepted{Message: m, Created: true, Work: LeasedWork(nm, m, rows[nm.ID]), Relay: PublishedWork(nm, m, rows[nm.ID])}
-		} else if m, ok := stored[nm.ID]; ok {
+		case made:
 			out[i] = Accepted{Message: m, Conflict: Conflict(nm, m)}
-		} else {
-			return nil, fmt.Errorf("message %q neither created nor found", nm.ID)
+		default:
+			if m, ok := stored[nm.ID]; ok {
+				out[i] = Accepted{Message: m, Conflict: Conflict(nm, m)}
+			} else if nm.StoredOnly {
+				out[i] = Accepted{Absent: true}
+			} else {
+				return nil, fmt.Errorf("message %q neither created nor found", nm.ID)
+			}
 		}
 	}
 	return out, nil

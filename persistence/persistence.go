@@ -136,6 +136,14 @@ type NewMessage struct {
 	// instead, when the message becomes delivered, failed or
 	// forward_failed (every state it rests in for good).
 	ReportTo string
+	// StoredOnly marks a client's submission that may not be stored (it
+	// failed a check at acceptance: no route, its times, no room) but may
+	// be a retry of one that was: Accept writes nothing for it and answers
+	// it as a repeat of a stored id (the stored message, or a Conflict), or
+	// with Absent when its id is not stored. Its first check is made in the
+	// commit, so a retry costs no read of its own. It has content (and
+	// SubmittedBy, ReportTo) only: no State, Work, Lease or Publish.
+	StoredOnly bool
 }
 
 // Lease is who holds work written leased, and until when.
@@ -150,6 +158,9 @@ type Accepted struct {
 	// under the same id (then Created is false and nothing was written).
 	Message messages.Message
 	Created bool
+	// Absent is true for a StoredOnly submission whose id is not stored:
+	// nothing was written, and Message is zero.
+	Absent bool
 	// Conflict, for a client's submission (no ReportTo) whose id was
 	// already stored with other content, names the first field that
 	// differs (messages.ContentDiff); nothing was written for it. A peer's

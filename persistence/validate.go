@@ -20,6 +20,12 @@ func ValidateNew(batch []NewMessage) error {
 		if m.ID == "" {
 			errs = append(errs, fmt.Errorf("accept: message %d: empty id", i))
 		}
+		if m.StoredOnly {
+			if m.State != "" || m.Work != nil || m.Lease != nil || m.Publish {
+				errs = append(errs, fmt.Errorf("accept: message %d (%q): a stored-only submission has no state, work, lease or publish", i, m.ID))
+			}
+			continue
+		}
 		if !m.State.Valid() {
 			errs = append(errs, fmt.Errorf("accept: message %d (%q): unknown state %q", i, m.ID, m.State))
 		}

@@ -24,6 +24,10 @@ type entry struct {
 	sub *messages.Submit
 	fwd *forwardReq
 	idx int
+	// refusal is why a client's submission may not be stored (its
+	// Submit's Refusal, or its route): it went to the commit StoredOnly
+	// and is the answer when its id is not stored.
+	refusal error
 }
 
 // forwardReq collects the results of one AcceptForwards; it is answered
@@ -213,6 +217,15 @@ func (r router) newMessage(s messages.Submission, t Target, now time.Time) persi
 	return nm
 }
 
+// storedOnly is what the commit looks up for a client's submission with an
+// id that may not be stored: the stored message if it is a retry.
+func storedOnly(s messages.Submission) persistence.NewMessage {
+	return persistence.NewMessage{
+		ID: s.ID, SourceMSISDN: s.SourceMSISDN, DestinationMSISDN: s.DestinationMSISDN, Body: s.Body, Options: s.Options,
+		SubmittedBy: s.SubmittedBy, ReportTo: receiptTo(s.ReceiptTo, s.ReceiptFailedOnly), StoredOnly: true,
+	}
+}
+
 // forwardTarget checks a forwarded message against this node: it must be
 // addressed to us, for a frontend we serve.
 func (r router) forwardTarget(f messages.Forward) error {
@@ -229,6 +242,9 @@ func (r router) forwardTarget(f messages.Forward) error {
 func (r router) entryMessage(e entry, now time.Time) (persistence.NewMessage, error) {
 	if e.sub != nil {
 		s := e.sub.Submission
+		if e.sub.Refusal != nil {
+			return persistence.NewMessage{}, e.sub.Refusal
+		}
 		// Resolve again: a directory change may have arrived after the submit.
 		t, err := r.table.Resolve(s.DestinationMSISDN)
 		if err != nil {
@@ -281,6 +297,8 @@ func answer(e entry, acc persistence.Accepted, err error) {
 		switch {
 		case err != nil:
 			e.sub.Reply <- messages.SubmitReply{Err: err}
+		case acc.Absent:
+			e.sub.Reply <- messages.SubmitReply{Err: e.refusal}
 		case acc.Conflict == persistence.ConflictOwner:
 			e.sub.Reply <- messages.SubmitReply{Err: messages.Errorf(messages.CodeIDConflict,
 				"id %q is already used by a message another credential submitted; choose a new id", acc.Message.ID)}

@@ -147,10 +147,13 @@ func (a *Intake) Receive(c actor.Context) {
 // Node.Submit, the only sender of Submit.
 func (a *Intake) submit(c actor.Context, m *messages.Submit) {
 	// On a shared store the commit resolves it, after reading the
-	// directory again if needed.
-	if _, err := a.table.Resolve(m.Submission.DestinationMSISDN); err != nil && !a.cfg.Shared {
-		m.Reply <- messages.SubmitReply{Err: err}
-		return
+	// directory again if needed. One with an id goes to the commit all the
+	// same: it may be a retry of one stored while it had a route.
+	if m.Refusal == nil && m.Submission.ID == "" && !a.cfg.Shared {
+		if _, err := a.table.Resolve(m.Submission.DestinationMSISDN); err != nil {
+			m.Reply <- messages.SubmitReply{Err: err}
+			return
+		}
 	}
 	a.pipe.Submit(m)
 	a.queued(c)
@@ -214,6 +217,12 @@ func (a *Intake) batch(c actor.Context) (*Batch, bool) {
 		}
 	}
 	for i, e := range entries {
+		if errs[i] != nil && e.sub != nil && e.sub.Submission.ID != "" {
+			// It may be a retry of one stored while it could be: the
+			// commit answers the stored message, or this error.
+			entries[i].refusal = errs[i]
+			stored[i], errs[i] = storedOnly(e.sub.Submission), nil
+		}
 		if errs[i] != nil {
 			answer(e, persistence.Accepted{}, errs[i])
 			continue

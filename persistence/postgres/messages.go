@@ -70,7 +70,7 @@ SELECT ` + columns("c") + `, w.id FROM created c LEFT JOIN work w ON w.message_i
 // (its first round trip), and one more that reads the stored messages when
 // some ids were taken. It fills *out.
 func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[]persistence.Accepted) part {
-	uniq := persistence.Firsts(batch)
+	uniq, lookups := persistence.Firsts(batch), persistence.Lookups(batch)
 	n := len(uniq)
 	var (
 		ids, srcs, dsts, bodies, states = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -131,7 +131,8 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 			return rows.Err()
 		})
 	}
-	// run reads the messages whose ids were taken. One that is gone by
+	// run reads the messages whose ids were taken, and those of StoredOnly
+	// submissions (an absent one is Absent, not inserted). One that is gone by
 	// then was purged between the insert and the read (its retention
 	// ended; on one instance of a site while another accepted its id
 	// again): it is inserted again, as a submission after its idempotency
@@ -149,8 +150,12 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 			}
 			return at, of
 		}
-		for range acceptRounds {
+		for round := range acceptRounds {
 			_, taken := missing()
+			if round == 0 {
+				// StoredOnly submissions are read, never inserted.
+				taken = append(taken, lookups...)
+			}
 			if len(taken) == 0 {
 				break
 			}

@@ -15,7 +15,7 @@ import (
 // accept stores the new messages of a Write (Accept). The batch costs one
 // INSERT ... RETURNING per 500 distinct ids (each message carries its first
 // history entry: no history row is written), one SELECT for the ids already
-// stored, and one multi-row INSERT for the outbox.
+// stored (and those of StoredOnly submissions), and one multi-row INSERT for the outbox.
 func accept(ctx context.Context, tx querier, now time.Time, batch []persistence.NewMessage) ([]persistence.Accepted, error) {
 	uniq := persistence.Firsts(batch)
 	var stored map[string]messages.Message
@@ -54,7 +54,7 @@ func accept(ctx context.Context, tx querier, now time.Time, batch []persistence.
 		if err != nil {
 			return err
 		}
-		var existing []string
+		existing := persistence.Lookups(batch)
 		var work []persistence.WorkAdd
 		for k, i := range uniq {
 			nm := batch[i]

@@ -28,6 +28,58 @@ func acceptCases() []testCase {
 		{"InvalidMessageWritesNothing", acceptInvalidMessageWritesNothing},
 		{"LeasedWorkIsHandedOver", acceptLeased},
 		{"LeaseWithoutWorkRefused", acceptLeaseWithoutWork},
+		{"StoredOnlyAnswersOnlyAStoredID", acceptStoredOnly},
+	}
+}
+
+// storedOnly is a client's submission of m's content that may not be
+// stored: a retry of it finds the stored message, a first submit is Absent.
+func storedOnly(m persistence.NewMessage) persistence.NewMessage {
+	return persistence.NewMessage{ID: m.ID, SourceMSISDN: m.SourceMSISDN, DestinationMSISDN: m.DestinationMSISDN,
+		Body: m.Body, Options: m.Options, SubmittedBy: m.SubmittedBy, StoredOnly: true}
+}
+
+// acceptStoredOnly: a StoredOnly submission writes nothing; its id stored
+// (before, or created earlier in the same batch) answers the stored message
+// (Created false, a Conflict for other content), its id absent answers
+// Absent; it does not keep a later entry of its id in the batch from
+// creating it.
+func acceptStoredOnly(f *fixture) {
+	f.accept(base, newMsg("so-stored"))
+	other := storedOnly(newMsg("so-stored"))
+	other.Body = "other content"
+	res := f.accept(at(time.Minute), storedOnly(newMsg("so-stored")), other, storedOnly(newMsg("so-absent")),
+		storedOnly(newMsg("so-later")), newMsg("so-later"), newMsg("so-new"), storedOnly(newMsg("so-new")))
+	want := []struct {
+		id              string
+		created, absent bool
+		conflict        string
+	}{
+		{"so-stored", false, false, ""}, {"so-stored", false, false, "message_body"}, {"", false, true, ""},
+		{"so-later", false, false, ""}, {"so-later", true, false, ""}, {"so-new", true, false, ""}, {"so-new", false, false, ""},
+	}
+	for i, w := range want {
+		r := res[i]
+		if r.Message.ID != w.id || r.Created != w.created || r.Absent != w.absent || r.Conflict != w.conflict {
+			f.Errorf("result %d: id %q created %v absent %v conflict %q; want id %q created %v absent %v conflict %q",
+				i, r.Message.ID, r.Created, r.Absent, r.Conflict, w.id, w.created, w.absent, w.conflict)
+		}
+	}
+	if got := f.get("so-stored"); got.Body != newMsg("so-stored").Body || f.historyLen("so-stored") != 1 {
+		f.Errorf("so-stored changed: body %q, %d history entries", got.Body, f.historyLen("so-stored"))
+	}
+	if _, err := f.store.GetMessage(f.ctx, "so-absent"); !errors.Is(err, persistence.ErrNotFound) {
+		f.Errorf("GetMessage(so-absent) = %v, want ErrNotFound: a stored-only submission was stored", err)
+	}
+	f.wantOutbox(3)
+	alone := f.accept(at(time.Minute), storedOnly(newMsg("so-absent")))
+	if !alone[0].Absent {
+		f.Errorf("a batch of one absent stored-only submission: %+v, want Absent", alone[0])
+	}
+	bad := storedOnly(newMsg("so-bad"))
+	bad.Work = &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: feA}
+	if _, err := f.store.Accept(f.ctx, base, []persistence.NewMessage{bad}); err == nil {
+		f.Errorf("Accept of a stored-only submission with work: no error")
 	}
 }
 
