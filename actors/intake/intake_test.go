@@ -14,6 +14,7 @@ import (
 	"github.com/switchboard-dev/switchboard/actors/peer"
 	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/persistence/sqlite/sqlitetest"
 	"github.com/switchboard-dev/switchboard/polltest"
 )
@@ -77,5 +78,69 @@ func TestIntakeKeepsTheBookOfPeers(t *testing.T) {
 		return &messages.PutRoute{Route: messages.Route{Prefix: "47", Frontend: "fe-nobody"}, Reply: r}
 	}); err == nil {
 		t.Fatal("a route to a frontend nobody serves was taken")
+	}
+}
+
+// TestResubmitKeepsDeliverAfter: a scheduled message resubmitted, alone or
+// in bulk, is still not offered before its deliver_after.
+func TestResubmitKeepsDeliverAfter(t *testing.T) {
+	st := sqlitetest.Open(t)
+	ctx := context.Background()
+	now := clock.Real{}.Now()
+	later := now.Add(time.Hour)
+	if err := st.PutFrontend(ctx, messages.Frontend{Name: "fe-a", Mode: messages.ModePull, CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutRoute(ctx, messages.Route{Prefix: "44", Frontend: "fe-a", UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	var failed []persistence.NewMessage
+	for _, id := range []string{"alone", "bulk"} {
+		failed = append(failed, persistence.NewMessage{ID: id, SourceMSISDN: "15550001", DestinationMSISDN: "447700900123",
+			Body: "at nine", Options: messages.Options{DeliverAfter: &later}, SourceSMSC: "alpha", DestSMSC: "gone",
+			Frontend: "fe-gone", State: messages.StateForwardFailed, Detail: "forward_timeout"})
+	}
+	if _, err := st.Accept(ctx, now, failed); err != nil {
+		t.Fatal(err)
+	}
+	sys := actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	defer sys.Shutdown()
+	frontends := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return idle{} }))
+	pid := sys.Root.Spawn(actor.PropsFromProducer(intake.NewIntake(intake.Config{
+		Node: "alpha", Store: st, Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler), Frontends: frontends,
+		Publish: func(messages.StateChanged) {}, NewID: func() string { return "m-1" },
+	})))
+	defer func() { _ = sys.Root.StopFuture(pid).Wait() }()
+
+	one := make(chan messages.ResubmitReply, 1)
+	sys.Root.Send(pid, &messages.Resubmit{ID: "alone", Reply: one})
+	if r := <-one; r.Err != nil {
+		t.Fatalf("resubmit alone: %v", r.Err)
+	}
+	bulk := make(chan messages.BulkReply, 1)
+	sys.Root.Send(pid, &messages.ResubmitBulk{State: messages.StateForwardFailed, Reply: bulk})
+	if r := <-bulk; r.Err != nil || r.Resubmitted != 1 {
+		t.Fatalf("bulk resubmit: %+v, want bulk resubmitted", r)
+	}
+	claim := func(at time.Time) []string {
+		t.Helper()
+		c, err := st.ClaimWork(ctx, persistence.ClaimRequest{Kind: persistence.WorkDelivery, Target: "fe-a", Owner: "o",
+			Limit: 10, Now: at, Lease: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, w := range c.Work {
+			ids = append(ids, w.MessageID)
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	if got := claim(clock.Real{}.Now()); len(got) != 0 {
+		t.Fatalf("resubmitted %v offered now, an hour before their deliver_after", got)
+	}
+	if got := claim(later.Add(time.Second)); !slices.Equal(got, []string{"alone", "bulk"}) {
+		t.Fatalf("claimed %v at deliver_after, want alone and bulk", got)
 	}
 }

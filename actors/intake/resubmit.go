@@ -32,7 +32,9 @@ func (a *Intake) reroute(m messages.Message, now time.Time) (persistence.Reroute
 	if err != nil {
 		return persistence.Reroute{}, err
 	}
-	nm := router{node: a.cfg.Node}.newMessage(messages.Submission{ID: m.ID}, t, now)
+	// Its options go with it: a delivery it schedules (deliver_after)
+	// still waits for its time.
+	nm := router{node: a.cfg.Node}.newMessage(messages.Submission{ID: m.ID, Options: m.Options}, t, now)
 	return persistence.Reroute{
 		ID: m.ID, Frontend: nm.Frontend, DestSMSC: nm.DestSMSC, State: nm.State,
 		Detail: fmt.Sprintf("resubmitted from %s: %s", m.State, nm.Detail),
