@@ -7,6 +7,10 @@ type Route struct {
 	Prefix    string    `json:"prefix"`
 	Frontend  string    `json:"frontend"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// Local, set by the intake, says Frontend is one of this node's own:
+	// the store then takes the route only while that frontend is stored
+	// (persistence.ErrUnknownFrontend). Not on the wire.
+	Local bool `json:"-"`
 }
 
 // FrontendMode is how a frontend receives messages.

@@ -21,6 +21,12 @@ var (
 	// full disk or volume, a file system mounted read-only). Nothing of it
 	// was written; it may work once space is back.
 	ErrNoSpace = errors.New("no space left for the store")
+	// ErrFrontendInUse: DeleteFrontend of a frontend that a route names;
+	// nothing was written.
+	ErrFrontendInUse = errors.New("frontend named by a route")
+	// ErrUnknownFrontend: PutRoute of a route to a local frontend
+	// (Route.Local) that is not stored; nothing was written.
+	ErrUnknownFrontend = errors.New("no such frontend")
 )
 
 // WorkKind is the kind of an outbox row.
@@ -687,7 +693,11 @@ type Store interface {
 
 	// Routes returns every route ordered by prefix.
 	Routes(ctx context.Context) ([]Route, error)
-	// PutRoute creates or replaces a route.
+	// PutRoute creates or replaces a route. A route to a local frontend
+	// (r.Local) is refused with ErrUnknownFrontend unless the frontend is
+	// stored, checked in the same transaction as the write (against a
+	// DeleteFrontend from another instance of a site); a route to a peer's
+	// frontend is not checked.
 	PutRoute(ctx context.Context, r Route) error
 	// DeleteRoute removes a route, or returns ErrNotFound.
 	DeleteRoute(ctx context.Context, prefix string) error
@@ -696,7 +706,10 @@ type Store interface {
 	Frontends(ctx context.Context) ([]Frontend, error)
 	// PutFrontend creates or replaces a frontend (CreatedAt is kept on replace).
 	PutFrontend(ctx context.Context, f Frontend) error
-	// DeleteFrontend removes a frontend, or returns ErrNotFound.
+	// DeleteFrontend removes a frontend, or returns ErrNotFound, or
+	// ErrFrontendInUse while a route names it (checked in the same
+	// transaction as the delete, against a PutRoute from another instance
+	// of a site).
 	DeleteFrontend(ctx context.Context, name string) error
 }
 

@@ -75,20 +75,29 @@ func (a *Intake) localChanged() {
 	}
 }
 
-func (a *Intake) putRoute(r messages.Route) error {
+func (a *Intake) putRoute(c actor.Context, r messages.Route) error {
 	if !messages.ValidPrefix(r.Prefix) {
 		return messages.Errorf(messages.CodeInvalidRequest, "prefix %q must be 1-20 digits", r.Prefix)
 	}
 	if !messages.ValidName(r.Frontend) {
 		return messages.Errorf(messages.CodeInvalidRequest, "frontend %q is not a valid name", r.Frontend)
 	}
+	if !a.table.Known(r.Frontend) && a.cfg.Shared {
+		a.reload(c) // another instance of the site may have registered it
+	}
 	if !a.table.Known(r.Frontend) {
 		return messages.Errorf(messages.CodeUnknownFrontend, "frontend %q is served neither here nor by a known peer", r.Frontend)
 	}
 	r.UpdatedAt = a.cfg.Clock.Now()
+	// The table may be stale (another instance of a site deleted the
+	// frontend): the store checks a local one again as it writes.
+	_, r.Local = a.table.Frontend(r.Frontend)
 	ctx, cancel := a.storeCtx()
 	defer cancel()
-	if err := a.cfg.Store.PutRoute(ctx, r); err != nil {
+	if err := a.cfg.Store.PutRoute(ctx, r); errors.Is(err, persistence.ErrUnknownFrontend) {
+		a.reload(c)
+		return messages.Errorf(messages.CodeUnknownFrontend, "frontend %q is no longer registered here", r.Frontend)
+	} else if err != nil {
 		return a.unavailable("put route", err)
 	}
 	a.table.PutRoute(r.Prefix, r.Frontend)
@@ -134,9 +143,17 @@ func (a *Intake) deleteFrontend(c actor.Context, name string) error {
 		return messages.Errorf(messages.CodeFrontendInUse,
 			"frontend %q is still named by routes %v; delete or change them first", name, prefixes)
 	}
-	if err := a.remove("delete frontend", fmt.Sprintf("no frontend named %q", name), func(ctx context.Context) error {
+	// The table may be stale (another instance of a site made a route to
+	// it): the store checks again as it deletes.
+	err := a.remove("delete frontend", fmt.Sprintf("no frontend named %q", name), func(ctx context.Context) error {
 		return a.cfg.Store.DeleteFrontend(ctx, name)
-	}); err != nil {
+	})
+	if errors.Is(err, persistence.ErrFrontendInUse) {
+		a.reload(c)
+		return messages.Errorf(messages.CodeFrontendInUse,
+			"frontend %q is still named by routes %v; delete or change them first", name, a.table.RoutesTo(name))
+	}
+	if err != nil {
 		return err
 	}
 	a.table.DeleteFrontend(name)
@@ -154,6 +171,9 @@ func (a *Intake) remove(op, notFound string, del func(context.Context) error) er
 	err := del(ctx)
 	if errors.Is(err, persistence.ErrNotFound) {
 		return messages.Errorf(messages.CodeNotFound, "%s", notFound)
+	}
+	if errors.Is(err, persistence.ErrFrontendInUse) {
+		return err
 	}
 	if err != nil {
 		return a.unavailable(op, err)

@@ -131,7 +131,7 @@ func (a *Intake) Receive(c actor.Context) {
 	case bulkStep:
 		a.bulk(c, m)
 	case *messages.PutRoute:
-		m.Reply <- a.putRoute(m.Route)
+		m.Reply <- a.putRoute(c, m.Route)
 	case *messages.DeleteRoute:
 		m.Reply <- a.deleteRoute(m.Prefix)
 	case *messages.PutFrontend:

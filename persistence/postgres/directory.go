@@ -36,10 +36,28 @@ func (s *Store) PutRoute(ctx context.Context, r persistence.Route) error {
 	if err := s.precheck("put route", persistence.ValidateRoute(r)); err != nil {
 		return err
 	}
-	_, err := s.pool.Exec(ctx, `
+	const put = `
 INSERT INTO routes (prefix, frontend, updated_at) VALUES ($1, $2, $3)
-ON CONFLICT (prefix) DO UPDATE SET frontend = excluded.frontend, updated_at = excluded.updated_at`,
-		r.Prefix, r.Frontend, norm(r.UpdatedAt))
+ON CONFLICT (prefix) DO UPDATE SET frontend = excluded.frontend, updated_at = excluded.updated_at`
+	if !r.Local {
+		_, err := s.pool.Exec(ctx, put, r.Prefix, r.Frontend, norm(r.UpdatedAt))
+		return s.fail("put route", err)
+	}
+	// The frontend's row is share-locked until the commit: a DeleteFrontend
+	// (which locks it for update) either committed before, and the row is
+	// gone, or waits and then sees this route.
+	b := &pgx.Batch{}
+	var found bool
+	b.Queue("SELECT EXISTS (SELECT 1 FROM frontends WHERE name = $1 FOR SHARE)", r.Frontend).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&found)
+	})
+	err := s.inTx(ctx, b, func(tx pgx.Tx) error {
+		if !found {
+			return fmt.Errorf("route %q to frontend %q: %w", r.Prefix, r.Frontend, persistence.ErrUnknownFrontend)
+		}
+		_, err := tx.Exec(ctx, put, r.Prefix, r.Frontend, norm(r.UpdatedAt))
+		return err
+	})
 	return s.fail("put route", err)
 }
 
@@ -92,17 +110,33 @@ ON CONFLICT (name) DO UPDATE SET mode = excluded.mode, url = excluded.url, secre
 	return s.fail("put frontend", err)
 }
 
-// DeleteFrontend implements persistence.Store.
+// DeleteFrontend implements persistence.Store. The frontend's row is
+// locked for update first; the routes are read after, in a statement of
+// their own (a snapshot taken once the lock is held), so a PutRoute to it
+// that committed meanwhile is seen, and one that comes later waits for the
+// delete and finds no frontend (see PutRoute).
 func (s *Store) DeleteFrontend(ctx context.Context, name string) error {
 	if s.closed.Load() {
 		return s.fail("delete frontend", persistence.ErrClosed)
 	}
-	tag, err := s.pool.Exec(ctx, "DELETE FROM frontends WHERE name = $1", name)
-	if err != nil {
-		return s.fail("delete frontend", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return s.fail("delete frontend", fmt.Errorf("frontend %q: %w", name, persistence.ErrNotFound))
-	}
-	return nil
+	b := &pgx.Batch{}
+	var found bool
+	b.Queue("SELECT EXISTS (SELECT 1 FROM frontends WHERE name = $1 FOR UPDATE)", name).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&found)
+	})
+	err := s.inTx(ctx, b, func(tx pgx.Tx) error {
+		if !found {
+			return fmt.Errorf("frontend %q: %w", name, persistence.ErrNotFound)
+		}
+		var named bool
+		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM routes WHERE frontend = $1)", name).Scan(&named); err != nil {
+			return err
+		}
+		if named {
+			return fmt.Errorf("frontend %q: %w", name, persistence.ErrFrontendInUse)
+		}
+		_, err := tx.Exec(ctx, "DELETE FROM frontends WHERE name = $1", name)
+		return err
+	})
+	return s.fail("delete frontend", err)
 }

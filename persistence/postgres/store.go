@@ -154,7 +154,7 @@ func driverError(err error) error {
 		return fmt.Errorf("%s: %w", err.Error(), persistence.ErrNoSpace)
 	}
 	for _, keep := range []error{persistence.ErrNotFound, persistence.ErrClosed, persistence.ErrStaleEpoch,
-		persistence.ErrExists, persistence.ErrLastCredential, context.Canceled, context.DeadlineExceeded} {
+		persistence.ErrExists, persistence.ErrLastCredential, persistence.ErrFrontendInUse, persistence.ErrUnknownFrontend, context.Canceled, context.DeadlineExceeded} {
 		if errors.Is(err, keep) {
 			if err == keep {
 				return err

@@ -41,6 +41,15 @@ func (s *Store) PutRoute(ctx context.Context, r persistence.Route) error {
 		return err
 	}
 	return s.write(ctx, op, func(tx querier) error {
+		if r.Local {
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM frontends WHERE name = ?`, r.Frontend).Scan(&n); err != nil {
+				return err
+			}
+			if n == 0 {
+				return fmt.Errorf("route %q to frontend %q: %w", r.Prefix, r.Frontend, persistence.ErrUnknownFrontend)
+			}
+		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO routes (prefix, frontend, updated_at) VALUES (?, ?, ?)
 			ON CONFLICT (prefix) DO UPDATE SET frontend = excluded.frontend, updated_at = excluded.updated_at`,
 			r.Prefix, r.Frontend, toDB(r.UpdatedAt))
@@ -95,9 +104,24 @@ func (s *Store) PutFrontend(ctx context.Context, f persistence.Frontend) error {
 	})
 }
 
-// DeleteFrontend implements persistence.Store.
+// DeleteFrontend implements persistence.Store: the check that no route
+// names it and the delete are one transaction (the writer's: one at a time).
 func (s *Store) DeleteFrontend(ctx context.Context, name string) error {
-	return s.deleteOne(ctx, "delete frontend", `DELETE FROM frontends WHERE name = ?`, name)
+	return s.write(ctx, "delete frontend", func(tx querier) error {
+		var frontends, routes int
+		if err := tx.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM frontends WHERE name = ?),
+			(SELECT count(*) FROM routes WHERE frontend = ?)`, name, name).Scan(&frontends, &routes); err != nil {
+			return err
+		}
+		switch {
+		case frontends == 0:
+			return fmt.Errorf("frontend %q: %w", name, persistence.ErrNotFound)
+		case routes > 0:
+			return fmt.Errorf("frontend %q: %w", name, persistence.ErrFrontendInUse)
+		}
+		_, err := tx.ExecContext(ctx, `DELETE FROM frontends WHERE name = ?`, name)
+		return err
+	})
 }
 
 // deleteOne runs a DELETE by key and reports ErrNotFound when it removed

@@ -2,6 +2,8 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
+	"sync"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/persistence"
@@ -93,6 +95,91 @@ func frontendCases() []testCase {
 		{"PutListReplaceDelete", frontendsPutListReplaceDelete},
 		{"CreatedAtKeptOnReplace", frontendsCreatedAtKept},
 		{"DeleteMissingIsErrNotFound", frontendsDeleteMissing},
+		{"DeleteNamedByARouteIsErrFrontendInUse", frontendsDeleteInUse},
+		{"LocalRouteNeedsTheFrontend", frontendsLocalRouteNeedsIt},
+		{"DeleteRacesLocalRoutes", frontendsDeleteRacesRoutes},
+	}
+}
+
+// frontendsDeleteInUse: a frontend that a route names (a local route or
+// not: the store knows no peers) is not deleted until no route does.
+func frontendsDeleteInUse(f *fixture) {
+	f.putFrontend(persistence.Frontend{Name: "fe", Mode: persistence.ModePull, CreatedAt: base, UpdatedAt: base})
+	for _, r := range []persistence.Route{{Prefix: "44", Frontend: "fe", UpdatedAt: base}, {Prefix: "46", Frontend: "fe", UpdatedAt: base, Local: true}} {
+		if err := f.store.PutRoute(f.ctx, r); err != nil {
+			f.Fatalf("PutRoute(%+v): %v", r, err)
+		}
+	}
+	for _, prefix := range []string{"44", "46"} {
+		if err := f.store.DeleteFrontend(f.ctx, "fe"); !errors.Is(err, persistence.ErrFrontendInUse) {
+			f.Fatalf("DeleteFrontend while route %s names it: err %v, want ErrFrontendInUse", prefix, err)
+		}
+		f.wantFrontends(persistence.Frontend{Name: "fe", Mode: persistence.ModePull, CreatedAt: base, UpdatedAt: base})
+		if err := f.store.DeleteRoute(f.ctx, prefix); err != nil {
+			f.Fatalf("DeleteRoute(%s): %v", prefix, err)
+		}
+	}
+	if err := f.store.DeleteFrontend(f.ctx, "fe"); err != nil {
+		f.Fatalf("DeleteFrontend once no route names it: %v", err)
+	}
+	f.wantFrontends()
+}
+
+// frontendsLocalRouteNeedsIt: a route to a local frontend is taken only
+// while the frontend is stored; a route to a peer's is not checked.
+func frontendsLocalRouteNeedsIt(f *fixture) {
+	if err := f.store.PutRoute(f.ctx, persistence.Route{Prefix: "44", Frontend: "gone", UpdatedAt: base, Local: true}); !errors.Is(err, persistence.ErrUnknownFrontend) {
+		f.Errorf("PutRoute to a local frontend not stored: err %v, want ErrUnknownFrontend", err)
+	}
+	f.wantRoutes()
+	f.putFrontend(persistence.Frontend{Name: "fe", Mode: persistence.ModePull, CreatedAt: base, UpdatedAt: base})
+	if err := f.store.PutRoute(f.ctx, persistence.Route{Prefix: "44", Frontend: "fe", UpdatedAt: base, Local: true}); err != nil {
+		f.Fatalf("PutRoute to a stored local frontend: %v", err)
+	}
+	if err := f.store.PutRoute(f.ctx, persistence.Route{Prefix: "46", Frontend: "peers-fe", UpdatedAt: base}); err != nil {
+		f.Fatalf("PutRoute to a peer's frontend: %v", err)
+	}
+	f.wantRoutes(persistence.Route{Prefix: "44", Frontend: "fe", UpdatedAt: base}, persistence.Route{Prefix: "46", Frontend: "peers-fe", UpdatedAt: base})
+}
+
+// frontendsDeleteRacesRoutes: instances of a site delete a frontend while
+// others route to it: whatever the interleaving, no route is left naming a
+// local frontend that is gone.
+func frontendsDeleteRacesRoutes(f *fixture) {
+	const rounds = 20
+	fe := persistence.Frontend{Name: "fe", Mode: persistence.ModePull, CreatedAt: base, UpdatedAt: base}
+	for i := range rounds {
+		f.putFrontend(fe)
+		prefix := fmt.Sprintf("4%d", i)
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			err := f.store.PutRoute(f.ctx, persistence.Route{Prefix: prefix, Frontend: "fe", UpdatedAt: base, Local: true})
+			if err != nil && !errors.Is(err, persistence.ErrUnknownFrontend) {
+				f.Errorf("round %d: PutRoute: %v", i, err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			err := f.store.DeleteFrontend(f.ctx, "fe")
+			if err != nil && !errors.Is(err, persistence.ErrFrontendInUse) {
+				f.Errorf("round %d: DeleteFrontend: %v", i, err)
+			}
+		}()
+		wg.Wait()
+		routed := false
+		for _, r := range f.routes() {
+			routed = routed || r.Prefix == prefix
+		}
+		if stored := len(f.frontends()) == 1; routed && !stored {
+			f.Fatalf("round %d: route %s names frontend fe, which is gone", i, prefix)
+		}
+		if routed {
+			if err := f.store.DeleteRoute(f.ctx, prefix); err != nil {
+				f.Fatalf("DeleteRoute: %v", err)
+			}
+		}
 	}
 }
 
