@@ -101,6 +101,18 @@ func (g *gateway) Submit(ctx context.Context, s messages.Submission) (messages.M
 	if refusal == nil {
 		n.noteFull(r.Err)
 	}
+	if r.Err == nil && !r.Created {
+		// A retry is answered with the stored message as GET
+		// /api/messages/{id} shows it (history, last detail, next attempt):
+		// a read on the duplicate path only, never on a first submit's. If
+		// the read fails, the commit's copy (without them) still is the
+		// stored message.
+		if m, err := n.store.GetMessage(ctx, r.Message.ID); err == nil {
+			r.Message = m
+		} else {
+			n.log.Warn("reading the stored message of a retried submit failed; answering the commit's copy", "id", r.Message.ID, "err", err)
+		}
+	}
 	return r.Message, r.Created, r.Err
 }
 

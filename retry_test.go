@@ -3,6 +3,7 @@ package switchboard_test
 import (
 	"context"
 	"path/filepath"
+	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -107,4 +108,26 @@ func TestRetryWhileStorageFullReturnsStored(t *testing.T) {
 	st.full.Store(false)
 	h.mustRetryStored(retryBody("f1"))
 	h.apiError(507, "storage_full", "POST", "/api/messages", retryBody("f3"))
+}
+
+// TestRetryAnswersTheDocumentOfGet: the 200 of a retry is the stored
+// message as GET /api/messages/{id} shows it, history, last detail and
+// next attempt included.
+func TestRetryAnswersTheDocumentOfGet(t *testing.T) {
+	h := startNode(t, testConfig(t))
+	h.pullFrontend("fe", "44")
+	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	body := retryBody("d1", "deliver_after", later)
+	h.must(202, "POST", "/api/messages", body, nil)
+	var retry, get map[string]any
+	h.must(200, "POST", "/api/messages", body, &retry)
+	h.must(200, "GET", "/api/messages/d1", nil, &get)
+	for _, k := range []string{"history", "last_detail", "next_attempt_at"} {
+		if _, ok := get[k]; !ok {
+			t.Fatalf("GET lacks %q: %v", k, get)
+		}
+	}
+	if !reflect.DeepEqual(retry, get) {
+		t.Fatalf("the retry's 200 is not the document of GET:\nretry %v\nGET   %v", retry, get)
+	}
 }
