@@ -83,6 +83,11 @@ func TestBadInputIsRejectedAndStoresNothing(t *testing.T) {
 		{"search: unknown parameter", "GET", "/api/messages?to=44", nil, 400, "unknown_field"},
 		{"search: a seq cursor for a time range", "GET", "/api/messages?since=2026-01-01T00:00:00Z&cursor=5", nil, 400, "invalid_request"},
 		{"search: a time cursor without one", "GET", "/api/messages?cursor=5@1700000000000000", nil, 400, "invalid_request"},
+		// A repeated parameter would otherwise be read as its first value
+		// in silence (GET /api/audit refused it already).
+		{"search: a parameter given twice", "GET", "/api/messages?state=failed&state=delivered", nil, 400, "invalid_request"},
+		{"search: a number given twice", "GET", "/api/messages?destination=441&destination=442", nil, 400, "invalid_request"},
+		{"audit: a parameter given twice", "GET", "/api/audit?action=route.put&action=route.delete", nil, 400, "invalid_request"},
 		{"resubmit unknown", "POST", "/api/messages/nope/resubmit", nil, 404, "not_found"},
 		{"resubmit delivered", "POST", "/api/messages/kept/resubmit", nil, 409, "invalid_state"},
 		{"bulk resubmit bad state", "POST", "/api/messages/resubmit", `{"state":"pending"}`, 400, "invalid_request"},

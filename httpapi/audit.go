@@ -70,19 +70,14 @@ var auditParams = []string{"actor", "action", "since", "until", "limit", "cursor
 // auditQueryOf reads the parameters of GET /api/audit: actor (a
 // credential's name, or a tool's), action (one of messages.AuditActions),
 // since and until (RFC 3339), limit (1-1000, 50) and cursor. An unknown
-// parameter is refused, like an unknown field.
+// parameter is refused, like an unknown field, and so is one given twice.
 func auditQueryOf(v url.Values) (persistence.AuditQuery, error) {
 	q := persistence.AuditQuery{Limit: defaultListLimit}
 	bad := func(format string, args ...any) (persistence.AuditQuery, error) {
 		return q, messages.Errorf(messages.CodeInvalidRequest, format, args...)
 	}
-	for name, vals := range v {
-		if !slices.Contains(auditParams, name) {
-			return q, messages.Errorf(messages.CodeUnknownField, "unknown parameter %q (known: %s)", name, strings.Join(auditParams, ", "))
-		}
-		if len(vals) > 1 {
-			return bad("parameter %q is given %d times", name, len(vals))
-		}
+	if err := paramsOnce(v, auditParams); err != nil {
+		return q, err
 	}
 	if a := v.Get("actor"); a != "" {
 		if len(a) > messages.MaxAuditActor || messages.TextError("actor", a) != nil || strings.ContainsAny(a, "\n\r\f") {

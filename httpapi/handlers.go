@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -129,16 +130,15 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) {
 // listQueryOf reads the parameters of GET /api/messages: state, limit,
 // cursor, and the search (destination, source: a number, its '+' optional,
 // a trailing '*' for a prefix; since, until: RFC 3339; frontend, peer).
-// An unknown parameter is refused, like an unknown field.
+// An unknown parameter is refused, like an unknown field, and so is one
+// given twice.
 func listQueryOf(v url.Values) (persistence.ListQuery, error) {
 	q := persistence.ListQuery{Limit: defaultListLimit}
 	bad := func(format string, args ...any) (persistence.ListQuery, error) {
 		return q, messages.Errorf(messages.CodeInvalidRequest, format, args...)
 	}
-	for name := range v {
-		if !slices.Contains(listParams, name) {
-			return q, messages.Errorf(messages.CodeUnknownField, "unknown parameter %q (known: %s)", name, strings.Join(listParams, ", "))
-		}
+	if err := paramsOnce(v, listParams); err != nil {
+		return q, err
 	}
 	if st := v.Get("state"); st != "" {
 		q.State = messages.State(st)
@@ -237,6 +237,23 @@ func timeRangeOf(v url.Values) (since, until time.Time, err error) {
 		return since, until, messages.Errorf(messages.CodeInvalidRequest, "since must be before until")
 	}
 	return since, until, nil
+}
+
+// paramsOnce refuses a query that names a parameter not in known
+// (unknown_field, like an unknown field of a body) or names one more than
+// once (invalid_request: url.Values.Get would read the first and ignore
+// the rest in silence). Names are checked in sorted order, so that the
+// answer does not depend on map order.
+func paramsOnce(v url.Values, known []string) error {
+	for _, name := range slices.Sorted(maps.Keys(v)) {
+		if !slices.Contains(known, name) {
+			return messages.Errorf(messages.CodeUnknownField, "unknown parameter %q (known: %s)", name, strings.Join(known, ", "))
+		}
+		if n := len(v[name]); n > 1 {
+			return messages.Errorf(messages.CodeInvalidRequest, "parameter %q is given %d times", name, n)
+		}
+	}
+	return nil
 }
 
 // listParams are the parameters of GET /api/messages.
