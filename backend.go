@@ -59,10 +59,18 @@ func askNode[T any](ctx context.Context, g *gateway, pid *actor.PID, msg any, ch
 
 func unavailable(why string) error { return messages.Errorf(messages.CodeUnavailable, "%s", why) }
 
-// storeErr turns a store error of a read into an API error.
+// storeErr turns a store error of a read into an API error. A read the
+// store refused for its input (ErrInvalid) is the request's fault, not the
+// store's: 400 invalid_request, never 503 (which tells a client to retry
+// the same request). The gateway's parsers should have refused it first:
+// the warning shows where one lets through what the store does not take.
 func (g *gateway) storeErr(op string, err error, notFound string) error {
-	if errors.Is(err, persistence.ErrNotFound) && notFound != "" {
+	switch {
+	case errors.Is(err, persistence.ErrNotFound) && notFound != "":
 		return messages.Errorf(messages.CodeNotFound, "%s", notFound)
+	case errors.Is(err, persistence.ErrInvalid):
+		g.n.log.Warn("store refused a read's input", "op", op, "err", err)
+		return messages.Errorf(messages.CodeInvalidRequest, "%v", err)
 	}
 	g.n.log.Error("store read failed", "op", op, "err", err)
 	return unavailable("the message store is unavailable")

@@ -167,7 +167,9 @@ func listQueryOf(v url.Values) (persistence.ListQuery, error) {
 		}
 		key, prefix := strings.CutSuffix(raw, "*")
 		key = messages.NumberKey(key)
-		if !p.ok(key) {
+		// A key must be its own key: "+ +5" gives " +5", which is "+5"
+		// as a key, and what the stores compare with is never either.
+		if !p.ok(key) || messages.NumberKey(key) != key {
 			return bad("%s %q: want %s, and a trailing '*' for every number starting so", p.name, raw, p.want)
 		}
 		*p.into = persistence.NumberMatch{Key: key, Prefix: prefix}

@@ -27,7 +27,26 @@ var (
 	// ErrUnknownFrontend: PutRoute of a route to a local frontend
 	// (Route.Local) that is not stored; nothing was written.
 	ErrUnknownFrontend = errors.New("no such frontend")
+	// ErrInvalid: the store refused the call for its input (a validator's
+	// verdict, see validate.go) before it touched anything. It is the
+	// caller's mistake, never the store's state: retrying the same call
+	// fails the same way.
+	ErrInvalid = errors.New("invalid input")
 )
+
+// Invalid marks a validator's verdict as ErrInvalid (nil stays nil); its
+// text is the verdict's own.
+func Invalid(verdict error) error {
+	if verdict == nil {
+		return nil
+	}
+	return invalidError{verdict}
+}
+
+type invalidError struct{ verdict error }
+
+func (e invalidError) Error() string   { return e.verdict.Error() }
+func (e invalidError) Unwrap() []error { return []error{ErrInvalid, e.verdict} }
 
 // WorkKind is the kind of an outbox row.
 type WorkKind string

@@ -120,13 +120,13 @@ func (s *Store) Close() error {
 }
 
 // precheck fails a call of op on a closed store, or with the validator's
-// verdict on its input.
+// verdict on its input (an ErrInvalid).
 func (s *Store) precheck(op string, invalid error) error {
 	if s.closed.Load() {
 		return s.fail(op, persistence.ErrClosed)
 	}
 	if invalid != nil {
-		return fmt.Errorf("postgres: %w", invalid)
+		return fmt.Errorf("postgres: %w", persistence.Invalid(invalid))
 	}
 	return nil
 }

@@ -321,13 +321,13 @@ func (s *Store) check(op string) error {
 }
 
 // precheck fails a call of op on a closed store, or with the validator's
-// verdict on its input.
+// verdict on its input (an ErrInvalid).
 func (s *Store) precheck(op string, invalid error) error {
 	if err := s.check(op); err != nil {
 		return err
 	}
 	if invalid != nil {
-		return fmt.Errorf("sqlite: %w", invalid)
+		return fmt.Errorf("sqlite: %w", persistence.Invalid(invalid))
 	}
 	return nil
 }

@@ -128,16 +128,24 @@ func driftZeroDue(f *fixture) {
 }
 
 // driftListQuery: Postgres refused an unknown state filter and a negative
-// cursor, SQLite listed nothing or everything.
+// cursor, SQLite listed nothing or everything. Both refuse them with
+// ErrInvalid (the caller's mistake: the gateway once answered such a
+// refusal 503 "the store is unavailable"), and so a number key that is
+// not its own messages.NumberKey (" +5" is "+5" as a key).
 func driftListQuery(f *fixture) {
 	f.accept(base, newMsg("dr-list"))
 	for _, q := range []persistence.ListQuery{
 		{State: "nonsense", Limit: 10},
 		{Limit: 10, Before: -1},
 		{Limit: 0},
+		{Limit: 10, Source: persistence.NumberMatch{Key: " +5"}},
+		{Limit: 10, Destination: persistence.NumberMatch{Key: "+44"}},
 	} {
-		if p, err := f.store.ListMessages(f.ctx, q); err == nil {
+		p, err := f.store.ListMessages(f.ctx, q)
+		if err == nil {
 			f.Errorf("ListMessages(%+v) = %d messages, want an error", q, len(p.Messages))
+		} else if !errors.Is(err, persistence.ErrInvalid) {
+			f.Errorf("ListMessages(%+v): %v, want persistence.ErrInvalid", q, err)
 		}
 	}
 }
