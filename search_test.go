@@ -72,3 +72,26 @@ func TestSearchMessages(t *testing.T) {
 	same("number and frontend", h.search("destination=4477*&frontend=fr&limit=2"))
 	same("number, state and time", h.search("limit=2&destination=447700900001&state=pending&until="+url.QueryEscape(mid.Format(time.RFC3339Nano))), "m2", "m1")
 }
+
+// TestSearchFindsEveryAcceptedSource: a sender id the node accepts is
+// found by a search of its own value. One with a blank at either end
+// ("ACME ", " Bank") or after its '+' was stored as given and never found
+// (the search's key drops the blanks, the stores compare the source
+// without its '+' only): it is refused with 400 and nothing is stored.
+func TestSearchFindsEveryAcceptedSource(t *testing.T) {
+	h := startNode(t, testConfig(t))
+	h.pullFrontend("uk", "44")
+	for i, src := range []string{"ACME ", " Bank", "+ 5", "+"} {
+		h.apiError(400, "invalid_request", "POST", "/api/messages",
+			map[string]string{"id": fmt.Sprintf("blank-%d", i), "source_msisdn": src, "destination_msisdn": "447700900001", "message_body": "x"})
+	}
+	if got := h.search("limit=10"); len(got) != 0 {
+		t.Fatalf("refused submissions stored %v", got)
+	}
+	for id, src := range map[string]string{"s1": "ACME Bank", "s2": "+15550100", "s3": "++4477"} {
+		h.must(202, "POST", "/api/messages", map[string]string{"id": id, "source_msisdn": src, "destination_msisdn": "447700900001", "message_body": "x"}, nil)
+		if got := h.search("source=" + url.QueryEscape(src)); fmt.Sprint(got) != "["+id+"]" {
+			t.Errorf("source=%q (its exact value): %v, want [%s]", src, got, id)
+		}
+	}
+}

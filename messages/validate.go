@@ -47,6 +47,17 @@ func RoutingDigits(dest string) (string, bool) {
 	return strings.TrimPrefix(dest, "+"), true
 }
 
+// SearchableSource reports whether a search of its own value finds a
+// message with source s. The stores compare a source without its leading
+// '+' with the search's key, NumberKey, which also drops the blanks around
+// it: a source with a blank at either end (" Bank", "ACME "), or right
+// after its '+' ("+ 5", whose key " 5" is not a key), or nothing but '+',
+// would be stored as given and never found.
+func SearchableSource(s string) bool {
+	key := NumberKey(s)
+	return key != "" && strings.TrimLeft(s, "+") == key && NumberKey(key) == key
+}
+
 // ValidWebhookURL reports why u cannot be a webhook frontend's URL.
 func ValidWebhookURL(u string) error {
 	p, err := url.Parse(u)
@@ -67,6 +78,8 @@ func (s Submission) Validate() error {
 		return Errorf(CodeInvalidRequest, "source_msisdn is required")
 	case len(s.SourceMSISDN) > MaxSourceLen || !utf8.ValidString(s.SourceMSISDN) || strings.ContainsFunc(s.SourceMSISDN, unicode.IsControl):
 		return Errorf(CodeInvalidRequest, "source_msisdn must be at most %d printable characters", MaxSourceLen)
+	case !SearchableSource(s.SourceMSISDN):
+		return Errorf(CodeInvalidRequest, "source_msisdn %q: no blank at either end or after a leading '+' (a search for it would never find it)", s.SourceMSISDN)
 	case s.DestinationMSISDN == "":
 		return Errorf(CodeInvalidRequest, "destination_msisdn is required")
 	case !msisdnRE.MatchString(s.DestinationMSISDN):

@@ -94,6 +94,11 @@ func TestShortToSubmission(t *testing.T) {
 		{Short{Source: "S", Dest: "abc"}, nil, 0, smpp.StatusInvalidDstAddr},
 		{Short{Source: "", Dest: "1"}, nil, 0, smpp.StatusInvalidSrcAddr},
 		{Short{Source: strings.Repeat("s", 33), Dest: "1"}, nil, 0, smpp.StatusInvalidSrcAddr},
+		// Blanks a search of the source would drop: stored, never found.
+		{Short{Source: "ACME ", Dest: "1"}, nil, 0, smpp.StatusInvalidSrcAddr},
+		{Short{Source: " Bank", Dest: "1"}, nil, 0, smpp.StatusInvalidSrcAddr},
+		{Short{Source: "+ 5", Dest: "1"}, nil, 0, smpp.StatusInvalidSrcAddr},
+		{Short{Source: "ACME Bank", Dest: "1"}, []byte("x"), 0, smpp.StatusOK},
 		{Short{Source: "S", Dest: "1", ESMClass: smpp.ESMClassReceipt}, nil, 0, smpp.StatusInvalidESMClass},
 		{Short{Source: "S", Dest: "1"}, []byte("x"), 0x09, smpp.StatusSubmitFailed},
 		{Short{Source: "S", Dest: "1"}, []byte{0x04, 0x1F}, smpp.DCUCS2, smpp.StatusOK},

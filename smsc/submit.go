@@ -53,7 +53,8 @@ func refuse(st smpp.Status, format string, args ...any) *Refusal {
 
 // Check refuses what the node does not take before any content is read:
 // a message type other than a plain one (esm_class bits 2-5), a missing
-// source, a destination that is not a number.
+// source or one the API would refuse for its blanks, a destination that
+// is not a number.
 func (s Short) Check() *Refusal {
 	switch {
 	case s.ESMClass&smpp.ESMClassTypeMask != 0:
@@ -62,6 +63,8 @@ func (s Short) Check() *Refusal {
 		return refuse(smpp.StatusInvalidSrcAddr, "source_addr is empty")
 	case len(s.Source) > messages.MaxSourceLen:
 		return refuse(smpp.StatusInvalidSrcAddr, "source_addr is longer than %d characters", messages.MaxSourceLen)
+	case !messages.SearchableSource(s.Source):
+		return refuse(smpp.StatusInvalidSrcAddr, "source_addr %q has a blank at either end or after its leading '+'", s.Source)
 	}
 	if _, ok := messages.RoutingDigits(s.Dest); !ok {
 		return refuse(smpp.StatusInvalidDstAddr, "destination_addr %q is not 1-20 digits (with an optional leading '+')", s.Dest)
