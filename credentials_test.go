@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -405,5 +406,79 @@ func TestNoCredentialsWarningSaysWhatWorks(t *testing.T) {
 	}
 	if strings.Contains(out, "to the store") || !strings.Contains(out, "a --credentials file") {
 		t.Errorf("the warning does not point at a --credentials file:\n%s", out)
+	}
+}
+
+// TestWebhookURLPasswordIsNeverShown: a webhook URL may carry a password
+// (https://bob:secret@host/hook). It was answered as given by GET
+// /api/frontends and GET /api/status (open to the operator role), recorded
+// in the audit detail and logged. Every answer, audit record and log line
+// shows it as https://bob:xxxxx@host/hook; the webhook calls still carry
+// the real one; a PUT of the URL as shown (the placeholder password) is
+// refused rather than storing "xxxxx" over it.
+func TestWebhookURLPasswordIsNeverShown(t *testing.T) {
+	const password = "hunter2secret"
+	cfg := testConfig(t)
+	var logs *logtest.Buffer
+	cfg.Logger, logs = logtest.New()
+	cfg.Credentials = filepath.Join(t.TempDir(), "credentials.json")
+	rootTok, rootHash := auth.NewToken()
+	opsTok, opsHash := auth.NewToken()
+	writeCredentials(t, cfg.Credentials, auth.File{Credentials: []messages.Credential{
+		{Name: "root", Role: messages.RoleAdmin, TokenHash: rootHash},
+		{Name: "ops", Role: messages.RoleOperator, TokenHash: opsHash}}})
+	h := startNode(t, cfg)
+	h.token = rootTok
+	got := make(chan string, 10)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, pw, _ := r.BasicAuth()
+		got <- pw
+	}))
+	t.Cleanup(hook.Close)
+	withPassword := strings.Replace(hook.URL, "http://", "http://bob:"+password+"@", 1)
+	shown := strings.Replace(hook.URL, "http://", "http://bob:"+messages.RedactedPassword+"@", 1)
+
+	_, body := h.do("PUT", "/api/frontends/hook", map[string]string{"mode": "webhook", "url": withPassword})
+	if strings.Contains(string(body), password) || !strings.Contains(string(body), shown) {
+		t.Errorf("the PUT's answer: %s, want the url %s", body, shown)
+	}
+	h.must(200, "PUT", "/api/routes/44", map[string]string{"frontend": "hook"}, nil)
+	// The URL as shown, put back: refused, the stored password stays.
+	h.apiError(400, "invalid_request", "PUT", "/api/frontends/hook", map[string]string{"mode": "webhook", "url": shown})
+	// A frontend that cannot be reached: its failed attempt's detail.
+	down := "http://carol:" + password + "@127.0.0.1:9/hook"
+	h.must(200, "PUT", "/api/frontends/down", map[string]string{"mode": "webhook", "url": down}, nil)
+	h.must(200, "PUT", "/api/routes/33", map[string]string{"frontend": "down"}, nil)
+
+	h.submit("to-hook", "441")
+	select {
+	case pw := <-got:
+		if pw != password {
+			t.Errorf("the webhook call's password: %q, want the stored %q", pw, password)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no webhook call")
+	}
+	h.waitState("to-hook", messages.StateDelivered)
+	h.submit("to-down", "331")
+	polltest.Until(t, 10*time.Second, "a failed attempt to the unreachable frontend", func() bool {
+		return h.message("to-down").Attempts > 0
+	})
+
+	for _, tok := range []string{opsTok, rootTok} {
+		for _, p := range []string{"/api/frontends", "/api/status", "/api/audit", "/api/messages/to-down", "/api/messages?limit=10"} {
+			st, body := h.as(tok).do("GET", p, nil)
+			if st != 200 || strings.Contains(string(body), password) {
+				t.Errorf("GET %s: %d %s: shows the webhook password", p, st, body)
+			}
+		}
+	}
+	var fes struct{ Frontends []messages.Frontend }
+	h.as(opsTok).must(200, "GET", "/api/frontends", nil, &fes)
+	if len(fes.Frontends) != 2 || fes.Frontends[1].URL != shown {
+		t.Errorf("GET /api/frontends: %+v, want hook's url %s", fes.Frontends, shown)
+	}
+	if strings.Contains(logs.String(), password) {
+		t.Errorf("the logs show the webhook password:\n%s", logs.String())
 	}
 }

@@ -395,9 +395,9 @@ func (n *Node) prepareStore(ctx context.Context) error {
 			continue
 		case ok:
 			n.log.Warn("--frontend overwrites the stored frontend (the flags win; a change made through the API is lost)",
-				"name", w.Name, "flag_url", fe.URL, "stored_mode", f.Mode, "stored_url", f.URL)
+				"name", w.Name, "flag_url", messages.RedactURL(fe.URL), "stored_mode", f.Mode, "stored_url", messages.RedactURL(f.URL))
 		default:
-			n.log.Info("frontend registered from --frontend", "name", w.Name, "url", fe.URL)
+			n.log.Info("frontend registered from --frontend", "name", w.Name, "url", messages.RedactURL(fe.URL))
 		}
 		// A secret set through the API stays when the flag names none (an
 		// smpp URL's password is one).

@@ -308,6 +308,11 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	fes := make([]messages.Frontend, len(st.Frontends))
+	for i, f := range st.Frontends {
+		fes[i] = f.Shown()
+	}
+	st.Frontends = fes
 	writeJSON(w, http.StatusOK, st)
 }
 
@@ -387,10 +392,11 @@ func (s *Server) listFrontends(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if fes == nil {
-		fes = []messages.Frontend{}
+	shown := make([]messages.Frontend, len(fes))
+	for i, f := range fes {
+		shown[i] = f.Shown()
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"frontends": fes})
+	writeJSON(w, http.StatusOK, map[string]any{"frontends": shown})
 }
 
 func (s *Server) putFrontend(w http.ResponseWriter, r *http.Request) {
@@ -426,9 +432,10 @@ func (s *Server) putFrontend(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	// The secret is never returned nor recorded: only that there is one.
+	// The secret and the URL's password are never returned nor recorded:
+	// only that there is a secret, and the URL with its password redacted.
+	stored = stored.Shown()
 	s.record(r, messages.AuditFrontendPut, stored.Name, auditDetail("mode %s, url %q, signed %v", stored.Mode, stored.URL, stored.SecretSet))
-	stored.Secret = ""
 	writeJSON(w, http.StatusOK, stored)
 }
 

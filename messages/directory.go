@@ -53,3 +53,13 @@ type Frontend struct {
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 }
+
+// Shown is f as the API shows it (and audit records and logs name it):
+// without its secret, and its URL's password replaced by RedactedPassword
+// (docs/api.md, "Frontends"). A read-only operator sees the frontends, and
+// a webhook URL's password is a credential of the frontend's service.
+func (f Frontend) Shown() Frontend {
+	f.Secret = ""
+	f.URL = RedactURL(f.URL)
+	return f
+}

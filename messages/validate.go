@@ -58,13 +58,42 @@ func SearchableSource(s string) bool {
 	return key != "" && strings.TrimLeft(s, "+") == key && NumberKey(key) == key
 }
 
-// ValidWebhookURL reports why u cannot be a webhook frontend's URL.
+// ValidWebhookURL reports why u cannot be a webhook frontend's URL. Its
+// password may not be RedactedPassword: that is what the API shows in its
+// place, and a URL read back from the API and put again would overwrite
+// the real one with it.
 func ValidWebhookURL(u string) error {
 	p, err := url.Parse(u)
 	if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-		return fmt.Errorf("%q is not an http(s) URL", u)
+		return fmt.Errorf("%q is not an http(s) URL", RedactURL(u))
+	}
+	if pw, ok := p.User.Password(); ok && pw == RedactedPassword {
+		return fmt.Errorf("the password %q is what the API shows in place of the real one: give the real password", RedactedPassword)
 	}
 	return nil
+}
+
+// RedactedPassword stands for a URL's password wherever the node shows or
+// records the URL (url.URL.Redacted's placeholder).
+const RedactedPassword = "xxxxx"
+
+// RedactURL is raw with its password, if it has one, replaced by
+// RedactedPassword: the form of a frontend's URL in every API answer,
+// audit record and log line. A URL without a password is returned as
+// given; one that does not parse is returned without what could be its
+// userinfo.
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		if at := strings.LastIndex(raw, "@"); at >= 0 {
+			return RedactedPassword + "@" + raw[at+1:]
+		}
+		return raw
+	}
+	if _, has := u.User.Password(); !has {
+		return raw
+	}
+	return u.Redacted()
 }
 
 // Validate reports the first problem of a submission as an invalid_request

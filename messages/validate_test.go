@@ -35,3 +35,27 @@ func trimPlus(s string) string {
 	}
 	return s
 }
+
+// TestRedactURL: a URL's password is shown as RedactedPassword; a URL
+// without one is shown as given; a webhook URL with the placeholder as its
+// password is refused (it would overwrite the real one).
+func TestRedactURL(t *testing.T) {
+	for raw, want := range map[string]string{
+		"https://bob:secret@host/hook?x=1": "https://bob:xxxxx@host/hook?x=1",
+		"https://bob@host/hook":            "https://bob@host/hook",
+		"https://host/hook":                "https://host/hook",
+		"smpp://acme@smsc:2775?window=10":  "smpp://acme@smsc:2775?window=10",
+		"":                                 "",
+	} {
+		if got := RedactURL(raw); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", raw, got, want)
+		}
+	}
+	if err := ValidWebhookURL("https://bob:xxxxx@host/hook"); err == nil {
+		t.Error("a webhook URL with the placeholder password: accepted")
+	}
+	f := Frontend{Name: "h", Mode: ModeWebhook, URL: "https://bob:secret@host/hook", Secret: "s"}.Shown()
+	if f.URL != "https://bob:xxxxx@host/hook" || f.Secret != "" {
+		t.Errorf("Shown: %+v", f)
+	}
+}

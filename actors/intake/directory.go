@@ -134,7 +134,7 @@ func (a *Intake) putFrontend(c actor.Context, f messages.Frontend) error {
 	a.table.PutFrontend(f)
 	a.localChanged()
 	c.Send(a.cfg.Frontends, &messages.FrontendUp{Frontend: f})
-	a.log.Info("frontend registered", "frontend", f.Name, "mode", f.Mode, "url", f.URL)
+	a.log.Info("frontend registered", "frontend", f.Name, "mode", f.Mode, "url", messages.RedactURL(f.URL))
 	return nil
 }
 
