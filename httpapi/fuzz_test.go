@@ -386,7 +386,7 @@ func FuzzListQuery(f *testing.F) {
 		if err != nil {
 			return // net/http refuses it before the handler
 		}
-		q, err := listQueryOf(v)
+		q, err := listQueryOf(v, "")
 		if err != nil {
 			var e *messages.Error
 			if !errors.As(err, &e) || (e.Code != messages.CodeInvalidRequest && e.Code != messages.CodeUnknownField) {

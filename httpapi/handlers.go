@@ -99,13 +99,14 @@ type listReply struct {
 }
 
 func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) {
-	q, err := listQueryOf(r.URL.Query())
+	submittedBy := ""
+	if name, own := ownOnly(r); own {
+		submittedBy = name
+	}
+	q, err := listQueryOf(r.URL.Query(), submittedBy)
 	if err != nil {
 		s.fail(w, r, err)
 		return
-	}
-	if name, own := ownOnly(r); own {
-		q.SubmittedBy = name
 	}
 	ctx, cancel := s.ctx(r)
 	defer cancel()
@@ -131,9 +132,11 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) {
 // cursor, and the search (destination, source: a number, its '+' optional,
 // a trailing '*' for a prefix; since, until: RFC 3339; frontend, peer).
 // An unknown parameter is refused, like an unknown field, and so is one
-// given twice.
-func listQueryOf(v url.Values) (persistence.ListQuery, error) {
-	q := persistence.ListQuery{Limit: defaultListLimit}
+// given twice. submittedBy, when set, keeps a client credential's own
+// messages; it is set before the cursor is read, because it decides the
+// cursor's kind (ListQuery.ByTime).
+func listQueryOf(v url.Values, submittedBy string) (persistence.ListQuery, error) {
+	q := persistence.ListQuery{Limit: defaultListLimit, SubmittedBy: submittedBy}
 	bad := func(format string, args ...any) (persistence.ListQuery, error) {
 		return q, messages.Errorf(messages.CodeInvalidRequest, format, args...)
 	}

@@ -444,10 +444,13 @@ type NumberMatch struct {
 }
 
 // ByTime reports whether q lists by acceptance time: a time range without
-// a number filter. A number's index is read in seq order; a time range
+// a number filter and not a client's own. A number's index is read in seq
+// order; so is a client's own (messages_submitted_by, whose entries end
+// with seq: walking the created_at index instead would read every
+// client's messages of the range to find one client's); a time range
 // alone walks the created_at index.
 func (q ListQuery) ByTime() bool {
-	return (!q.Since.IsZero() || !q.Until.IsZero()) && q.Destination.Key == "" && q.Source.Key == ""
+	return (!q.Since.IsZero() || !q.Until.IsZero()) && q.Destination.Key == "" && q.Source.Key == "" && q.SubmittedBy == ""
 }
 
 // Page is one page of messages; Next (and NextAt for a ByTime query) is

@@ -270,8 +270,9 @@ func (s *Store) ListMessages(ctx context.Context, q persistence.ListQuery) (pers
 // only the conditions in use, so that the planner picks the matching
 // index: a number's (messages_destination, messages_source: the number
 // without its '+' in byte order, then seq; a prefix is a LIKE the index
-// serves as a range), created_at's for a time range alone
-// (messages_created), (state, seq) for a state, or seq.
+// serves as a range), a client's own (messages_submitted_by, in seq order
+// also with a time range: ByTime is false for it), created_at's for a time
+// range alone (messages_created), (state, seq) for a state, or seq.
 func listQuery(q persistence.ListQuery) (string, []any) {
 	var (
 		conds []string

@@ -179,8 +179,10 @@ func loadWithHistory(ctx context.Context, q querier, ids []string) (map[string]m
 //	a number              messages_destination or messages_source (the
 //	                      number's entries end with seq: an exact number is
 //	                      read newest first; a prefix is a range, sorted)
+//	a client's own        messages_submitted_by (its entries end with seq),
+//	                      also with a time range (a filter then: the
+//	                      created_at index holds every client's messages)
 //	a time range          messages_created, newest first (created_at, seq)
-//	a client's own        messages_submitted_by (its entries end with seq)
 //	a state               messages_state_seq
 //	none of these         the table in seq order
 //
@@ -217,7 +219,7 @@ func listQuery(q persistence.ListQuery) (string, []any) {
 	if q.SubmittedBy != "" {
 		// The second term is the partial index's own condition.
 		where("submitted_by = ? AND submitted_by <> ''", q.SubmittedBy)
-		if index == "" && !q.ByTime() {
+		if index == "" {
 			index = " INDEXED BY messages_submitted_by"
 		}
 	}

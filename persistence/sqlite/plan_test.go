@@ -63,6 +63,9 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		"search time and state":     {Until: t5, State: messages.StateFailed, Peer: "b", Limit: 10},
 		"a client's own":            {SubmittedBy: "app", Limit: 10, Before: 5},
 		"a client's own by state":   {SubmittedBy: "app", State: messages.StateFailed, Limit: 10},
+		// Not messages_created: it holds every client's messages.
+		"a client's own since":      {SubmittedBy: "app", Since: t5, Limit: 10, Before: 5},
+		"a client's own in a range": {SubmittedBy: "app", Since: t5, Until: t5.Add(time.Hour), State: messages.StateFailed, Limit: 10},
 	} {
 		query, args := listQuery(q)
 		statements = append(statements, struct {
@@ -85,9 +88,11 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 	// reads outbox_relay from its start up to the rows due now (rows
 	// scheduled ahead cost it nothing), in the order it takes them.
 	uses := map[string]string{
-		"relay":             "SEARCH outbox USING INDEX outbox_relay (due_at>? AND due_at<?)",
-		"relay after a row": "SEARCH outbox USING INDEX outbox_relay (due_at>? AND due_at<?)",
-		"oldest unrelayed":  "SCAN outbox USING INDEX outbox_relay",
+		"a client's own since":      "SEARCH messages USING INDEX messages_submitted_by (submitted_by=? AND rowid<?)",
+		"a client's own in a range": "SEARCH messages USING INDEX messages_submitted_by (submitted_by=?)",
+		"relay":                     "SEARCH outbox USING INDEX outbox_relay (due_at>? AND due_at<?)",
+		"relay after a row":         "SEARCH outbox USING INDEX outbox_relay (due_at>? AND due_at<?)",
+		"oldest unrelayed":          "SCAN outbox USING INDEX outbox_relay",
 	}
 	check := func(when string) {
 		for _, st := range statements {
