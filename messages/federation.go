@@ -155,13 +155,14 @@ func ForwardOf(m Message) Forward {
 }
 
 // Validate reports the first problem of a forward as an invalid_request
-// *Error naming the field. The message fields follow the client rules.
+// *Error naming the field. The message fields follow the client rules, but
+// for a source a search cannot find (see Submission.validate).
 func (f Forward) Validate() error {
 	if f.ID == "" {
 		return Errorf(CodeInvalidRequest, "id is required")
 	}
 	sub := Submission{ID: f.ID, SourceMSISDN: f.SourceMSISDN, DestinationMSISDN: f.DestinationMSISDN, Body: f.Body, Options: f.Options}
-	if err := sub.Validate(); err != nil {
+	if err := sub.validate(false); err != nil {
 		return err
 	}
 	switch {

@@ -99,7 +99,13 @@ func RedactURL(raw string) string {
 // Validate reports the first problem of a submission as an invalid_request
 // *Error naming the field. Its times are checked against each other here
 // and against the clock by Options.CheckTimes, at acceptance.
-func (s Submission) Validate() error {
+func (s Submission) Validate() error { return s.validate(true) }
+
+// validate is Validate; searchable asks for a source a search finds
+// (SearchableSource). A forward's message was accepted by its origin, and
+// one of a version before that rule may hold such a source: it is taken as
+// it is, not failed at its peer in a rolling upgrade.
+func (s Submission) validate(searchable bool) error {
 	switch {
 	case s.ID != "" && !ValidID(s.ID):
 		return Errorf(CodeInvalidRequest, "id %q: 1-128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit", s.ID)
@@ -107,7 +113,7 @@ func (s Submission) Validate() error {
 		return Errorf(CodeInvalidRequest, "source_msisdn is required")
 	case len(s.SourceMSISDN) > MaxSourceLen || !utf8.ValidString(s.SourceMSISDN) || strings.ContainsFunc(s.SourceMSISDN, unicode.IsControl):
 		return Errorf(CodeInvalidRequest, "source_msisdn must be at most %d printable characters", MaxSourceLen)
-	case !SearchableSource(s.SourceMSISDN):
+	case searchable && !SearchableSource(s.SourceMSISDN):
 		return Errorf(CodeInvalidRequest, "source_msisdn %q: no blank at either end or after a leading '+' (a search for it would never find it)", s.SourceMSISDN)
 	case s.DestinationMSISDN == "":
 		return Errorf(CodeInvalidRequest, "destination_msisdn is required")
