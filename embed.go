@@ -35,15 +35,21 @@ func (n *Node) Spawn(name, kind string, producer actor.Producer) (*actor.PID, er
 // name are sent to pid as *messages.Delivery, and pid must Respond with a
 // *messages.DeliveryResult within the webhook timeout. The registration is
 // stored (routes may name it); the PID is not: after a restart register
-// again, and until then its messages wait.
+// again, and until then its messages wait. A registration that fails
+// leaves the actor registered before (if any) in place.
 func (n *Node) RegisterFrontend(ctx context.Context, name string, pid *actor.PID) error {
 	if pid == nil {
 		return messages.Errorf(messages.CodeInvalidRequest, "frontend %q: nil PID", name)
 	}
-	n.actors.Set(name, pid)
+	// The PID is in place before the intake's FrontendUp kicks the worker,
+	// which looks it up then.
+	prev := n.actors.Swap(name, pid)
 	_, err := n.gw.PutFrontend(ctx, messages.Frontend{Name: name, Mode: messages.ModeActor})
 	if err != nil {
-		n.actors.Delete(name)
+		n.actors.Restore(name, pid, prev)
+		// The worker holds again if no actor is left, and sends to the
+		// restored one.
+		n.workers.Send(&messages.Kick{Frontend: name})
 	}
 	return err
 }

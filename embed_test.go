@@ -2,6 +2,7 @@ package switchboard_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/actors/delivery"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/polltest"
 )
 
@@ -299,4 +301,65 @@ func TestPushFrontendInFlightStaysBounded(t *testing.T) {
 		t.Fatalf("the frontend had %d deliveries under way at once, more than the worker's bound of %d", most, delivery.DefaultMaxInFlight)
 	}
 	t.Logf("most under way at once: %d", fe.most.Load())
+}
+
+// deliveredBy is an in-process frontend that accepts every delivery and
+// tells who it is on got.
+func deliveredBy(who string, got chan<- string) actorFunc {
+	return func(c actor.Context) {
+		if d, ok := c.Message().(*messages.Delivery); ok {
+			got <- who + ":" + d.Message.ID
+			c.Respond(&messages.DeliveryResult{ID: d.Message.ID, Status: messages.Delivered})
+		}
+	}
+}
+
+// refusingStore fails PutFrontend while refuse is set, as a store that
+// cannot write would.
+type refusingStore struct {
+	persistence.Store
+	refuse atomic.Bool
+}
+
+func (s *refusingStore) PutFrontend(ctx context.Context, f persistence.Frontend) error {
+	if s.refuse.Load() {
+		return errors.New("injected: the store cannot write")
+	}
+	return s.Store.PutFrontend(ctx, f)
+}
+
+// A RegisterFrontend that fails (here: the store refuses the write) keeps
+// the actor registered before. It used to drop it: the frontend's
+// messages then waited for good, served by neither actor.
+func TestFailedRegisterFrontendKeepsThePreviousActor(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Listen, cfg.MetricsListen = "", ""
+	st := &refusingStore{Store: newFaultyStore(t)}
+	cfg.Store = st
+	n := startNode(t, cfg).node
+	got := make(chan string, 10)
+	serveActor(t, n, "gw", "gw", "46", deliveredBy("old", got))
+	pid2, err := n.Spawn("gw2", "test-frontend", func() actor.Actor { return deliveredBy("new", got) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	st.refuse.Store(true)
+	err = n.RegisterFrontend(ctx, "gw", pid2)
+	st.refuse.Store(false)
+	if err == nil {
+		t.Fatal("RegisterFrontend succeeded on a store that refused the write")
+	}
+	if _, _, err := n.Submit(ctx, messages.Submission{ID: "after", SourceMSISDN: "1", DestinationMSISDN: "467", Body: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case who := <-got:
+		if who != "old:after" {
+			t.Fatalf("delivered %s, want old:after", who)
+		}
+	case <-time.After(10 * time.Second):
+		m, _ := n.Message(ctx, "after")
+		t.Fatalf("not delivered after a failed re-registration: state %s after %d attempts (no actor registered any more)", m.State, m.Attempts)
+	}
 }

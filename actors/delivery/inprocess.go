@@ -16,6 +16,27 @@ type Actors struct {
 // Set registers (or replaces) the actor of a frontend.
 func (a *Actors) Set(name string, pid *actor.PID) { a.m.Store(name, pid) }
 
+// Swap registers (or replaces) the actor of a frontend and returns the one
+// it replaced (nil when none was registered), for Restore.
+func (a *Actors) Swap(name string, pid *actor.PID) (prev *actor.PID) {
+	v, ok := a.m.Swap(name, pid)
+	if !ok {
+		return nil
+	}
+	return v.(*actor.PID)
+}
+
+// Restore undoes a Swap of pid whose registration failed: prev (nil: no
+// actor) is registered again, unless name has had another registration
+// since, which stays.
+func (a *Actors) Restore(name string, pid, prev *actor.PID) {
+	if prev == nil {
+		a.m.CompareAndDelete(name, pid)
+		return
+	}
+	a.m.CompareAndSwap(name, pid, prev)
+}
+
 // Get returns the actor of a frontend, if registered.
 func (a *Actors) Get(name string) (*actor.PID, bool) {
 	v, ok := a.m.Load(name)
