@@ -8,7 +8,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/switchboard-dev/switchboard/actors/handover"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/supervision"
 )
 
@@ -109,15 +111,33 @@ func (n *Node) Props(kind string, producer actor.Producer) *actor.Props {
 
 // StopActor stops an actor spawned with Spawn, on purpose: it handles what
 // is in its mailbox, then stops, and its end is not a fatal error. It
-// returns once the actor has terminated.
+// returns once the actor has terminated. An in-process frontend it served
+// is unregistered first: its messages wait, as for a frontend not
+// registered yet, until RegisterFrontend names another actor.
 func (n *Node) StopActor(ctx context.Context, name string) error {
-	if n.guardian == nil {
+	if !n.ready.Load() {
 		return errors.New("switchboard: stop actor needs a started node")
 	}
 	if isNodeActor(name) {
 		return fmt.Errorf("switchboard: %q is one of the node's own actors", name)
 	}
+	// Before the stop: deliveries already in its mailbox are answered as
+	// it drains, and no new one is sent to a PID about to die (it would
+	// time out and use up an attempt).
+	n.unregister(actor.NewPID(n.system.Address(), supervision.GuardianName+"/"+name))
 	return n.guardian.Stop(ctx, name)
+}
+
+// unregister forgets every in-process frontend registration of pid and
+// kicks those frontends' workers, which then hold their messages.
+func (n *Node) unregister(pid *actor.PID) {
+	for _, name := range n.actors.Forget(pid) {
+		// The worker withdraws its offer of new work when the kick makes
+		// it hold; until then the intake could still hand it some.
+		n.board.Revoke(handover.Key{Kind: persistence.WorkDelivery, Target: name})
+		n.log.Info("in-process frontend unregistered: its actor stops", "frontend", name, "actor", pid.GetId())
+		n.workers.Send(&messages.Kick{Frontend: name})
+	}
 }
 
 // The embedding API's calls of the gateway: the same calls the HTTPS API

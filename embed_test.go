@@ -363,3 +363,72 @@ func TestFailedRegisterFrontendKeepsThePreviousActor(t *testing.T) {
 		t.Fatalf("not delivered after a failed re-registration: state %s after %d attempts (no actor registered any more)", m.State, m.Attempts)
 	}
 }
+
+// A frontend's actor stopped with StopActor is unregistered: its messages
+// wait, pending, as for a frontend not registered yet, and go to the next
+// actor registered. The dead PID used to stay registered: the worker kept
+// sending to it and each message used up its attempts (here its one) to
+// failed max_attempts.
+func TestStopActorUnregistersItsFrontend(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Listen, cfg.MetricsListen = "", ""
+	cfg.DeliveryMaxAttempts = 1
+	cfg.WebhookTimeout = 200 * time.Millisecond
+	n := startNode(t, cfg).node
+	got := make(chan string, 10)
+	serveActor(t, n, "gw", "gw", "46", deliveredBy("old", got))
+	ctx := context.Background()
+	if err := n.StopActor(ctx, "gw"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := n.Submit(ctx, messages.Submission{ID: "held", SourceMSISDN: "1", DestinationMSISDN: "467", Body: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing to wait for: the message must stay as it is. Before the fix
+	// it was claimed (attempts 1) within milliseconds and failed after
+	// WebhookTimeout+1s.
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		m, err := n.Message(ctx, "held")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.State != messages.StatePending || m.Attempts != 0 {
+			t.Fatalf("a message for a stopped frontend actor: state %s after %d attempts, want pending, not attempted", m.State, m.Attempts)
+		}
+	}
+	pid, err := n.Spawn("gw2", "test-frontend", func() actor.Actor { return deliveredBy("new", got) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.RegisterFrontend(ctx, "gw", pid); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case who := <-got:
+		if who != "new:held" {
+			t.Fatalf("delivered %s, want new:held", who)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held message was not delivered to the actor registered next")
+	}
+	if m := waitState(t, n, "held", messages.StateDelivered); m.Attempts != 1 {
+		t.Fatalf("delivered after %d attempts, want 1", m.Attempts)
+	}
+}
+
+// waitState waits until message id is in state.
+func waitState(t *testing.T, n *switchboard.Node, id string, state messages.State) messages.Message {
+	t.Helper()
+	var m messages.Message
+	polltest.Eventually(t, 10*time.Second, func() error {
+		var err error
+		if m, err = n.Message(context.Background(), id); err != nil {
+			return err
+		}
+		if m.State != state {
+			return fmt.Errorf("message %s is %s, want %s", id, m.State, state)
+		}
+		return nil
+	})
+	return m
+}

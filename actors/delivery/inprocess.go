@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"sort"
 	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -48,3 +49,18 @@ func (a *Actors) Get(name string) (*actor.PID, bool) {
 
 // Delete forgets a frontend's actor.
 func (a *Actors) Delete(name string) { a.m.Delete(name) }
+
+// Forget unregisters pid (compared by address and id, not by pointer) from
+// every frontend it serves and returns their names, sorted. A frontend
+// registered again with another actor meanwhile keeps that one.
+func (a *Actors) Forget(pid *actor.PID) []string {
+	var names []string
+	a.m.Range(func(k, v any) bool {
+		if v.(*actor.PID).Equal(pid) && a.m.CompareAndDelete(k, v) {
+			names = append(names, k.(string))
+		}
+		return true
+	})
+	sort.Strings(names)
+	return names
+}

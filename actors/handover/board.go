@@ -139,6 +139,17 @@ func (b *Board) Withdraw(k Key, to *actor.PID) (owed int) {
 	return b.owedTo(k, to)
 }
 
+// Revoke withdraws k's offer, whichever worker made it: what it offered
+// to take can no longer be taken (an in-process frontend's actor was
+// unregistered), and the worker will only learn it when it handles its
+// next message, after grants the intake may make meanwhile. What is owed
+// stays owed.
+func (b *Board) Revoke(k Key) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.offers, k)
+}
+
 // Forget drops what the worker at to offered for k and what it is owed: a
 // worker starting (a new one, or one restarted) says so. A worker spawned
 // under the name of one that stopped has its PID (a peer's forward queue

@@ -234,3 +234,27 @@ func TestBoardForgetsAWorkerStartedUnderTheSamePID(t *testing.T) {
 		t.Fatalf("forgetting another worker dropped this one's debt: %d", n)
 	}
 }
+
+// TestBoardRevokeWithdrawsWhicheverWorkerOffered: Revoke takes k's offer
+// off without the worker's PID, and leaves what is owed owed.
+func TestBoardRevokeWithdrawsWhicheverWorkerOffered(t *testing.T) {
+	b := NewBoard()
+	k := Key{Kind: persistence.WorkDelivery, Target: "fe"}
+	other := Key{Kind: persistence.WorkDelivery, Target: "other"}
+	pid := &actor.PID{Id: "w"}
+	b.Offer(k, 3, time.Minute, pid)
+	b.Offer(other, 3, time.Minute, pid)
+	if n, _, _ := b.Take(k, 1); n != 1 {
+		t.Fatalf("took %d", n)
+	}
+	b.Revoke(k)
+	if n, _, _ := b.Take(k, 1); n != 0 {
+		t.Fatalf("took %d of a revoked offer", n)
+	}
+	if n, _, _ := b.Take(other, 1); n != 1 {
+		t.Fatalf("another key's offer: took %d", n)
+	}
+	if owed := b.Owed(k, pid); owed != 1 {
+		t.Fatalf("owed %d after Revoke, want the 1 granted before", owed)
+	}
+}
