@@ -52,9 +52,21 @@ func ask[T any](ctx context.Context, root *actor.RootContext, pid *actor.PID, ms
 func askNode[T any](ctx context.Context, g *gateway, pid *actor.PID, msg any, ch <-chan T) (T, error) {
 	if !g.n.ready.Load() {
 		var zero T
-		return zero, unavailable("the node is not running")
+		return zero, notRunning()
 	}
 	return ask(ctx, g.n.system.Root, pid, msg, ch, "no answer in time")
+}
+
+// notRunning is the answer of every call before Start and once Stop began.
+func notRunning() error { return unavailable("the node is not running") }
+
+// reads is the store for a read: the node's while it runs (from the end
+// of Start to the beginning of Stop), else unavailable.
+func (g *gateway) reads() (persistence.Store, error) {
+	if s := g.n.serving.Load(); s != nil {
+		return *s, nil
+	}
+	return nil, notRunning()
 }
 
 func unavailable(why string) error { return messages.Errorf(messages.CodeUnavailable, "%s", why) }
@@ -83,6 +95,10 @@ func (g *gateway) Submit(ctx context.Context, s messages.Submission) (messages.M
 	n := g.n
 	if err := s.Validate(); err != nil {
 		return messages.Message{}, false, err
+	}
+	if !n.ready.Load() {
+		// Before the checks below, which read what Start sets up.
+		return messages.Message{}, false, notRunning()
 	}
 	// A submission with an id that fails these checks may be a retry of
 	// one stored before they failed (its validity has passed since, the
@@ -126,7 +142,11 @@ func (g *gateway) Submit(ctx context.Context, s messages.Submission) (messages.M
 
 // Message returns a message with its history.
 func (g *gateway) Message(ctx context.Context, id string) (messages.Message, error) {
-	m, err := g.n.store.GetMessage(ctx, id)
+	st, err := g.reads()
+	if err != nil {
+		return messages.Message{}, err
+	}
+	m, err := st.GetMessage(ctx, id)
 	if err != nil {
 		return m, g.storeErr("get message", err, "no message with id "+id)
 	}
@@ -135,7 +155,11 @@ func (g *gateway) Message(ctx context.Context, id string) (messages.Message, err
 
 // Messages lists messages, newest first.
 func (g *gateway) Messages(ctx context.Context, q persistence.ListQuery) (persistence.Page, error) {
-	p, err := g.n.store.ListMessages(ctx, q)
+	st, err := g.reads()
+	if err != nil {
+		return persistence.Page{}, err
+	}
+	p, err := st.ListMessages(ctx, q)
 	if err != nil {
 		return p, g.storeErr("list messages", err, "")
 	}
@@ -165,16 +189,20 @@ func (g *gateway) ResubmitBulk(ctx context.Context, state messages.State) (messa
 // Status is the document of GET /api/status.
 func (g *gateway) Status(ctx context.Context) (httpapi.Status, error) {
 	n := g.n
+	store, err := g.reads()
+	if err != nil {
+		return httpapi.Status{}, err
+	}
 	st, err := n.stats.get(ctx)
 	if err != nil {
 		return httpapi.Status{}, g.storeErr("stats", err, "")
 	}
-	fes, err := n.store.Frontends(ctx)
+	fes, err := store.Frontends(ctx)
 	if err != nil {
 		return httpapi.Status{}, g.storeErr("frontends", err, "")
 	}
 	doc := httpapi.Status{
-		Node: n.cfg.Name, InstanceID: n.cfg.InstanceID, Version: n.cfg.Version, Store: n.store.Kind(),
+		Node: n.cfg.Name, InstanceID: n.cfg.InstanceID, Version: n.cfg.Version, Store: store.Kind(),
 		Federation: n.cfg.Federation, Counts: map[string]int64{}, OutboxDepth: st.OutboxDepth, DLQDepth: st.DLQDepth,
 		ForwardQueueDepth: forwardDepth(st),
 		Frontends:         fes,
@@ -206,7 +234,11 @@ func (g *gateway) Status(ctx context.Context) (httpapi.Status, error) {
 
 // Routes lists the routes.
 func (g *gateway) Routes(ctx context.Context) ([]messages.Route, error) {
-	rs, err := g.n.store.Routes(ctx)
+	st, err := g.reads()
+	if err != nil {
+		return nil, err
+	}
+	rs, err := st.Routes(ctx)
 	if err != nil {
 		return nil, g.storeErr("routes", err, "")
 	}
@@ -249,7 +281,11 @@ func (g *gateway) DeleteRoute(ctx context.Context, prefix string) error {
 
 // Frontends lists the local frontends.
 func (g *gateway) Frontends(ctx context.Context) ([]messages.Frontend, error) {
-	fes, err := g.n.store.Frontends(ctx)
+	st, err := g.reads()
+	if err != nil {
+		return nil, err
+	}
+	fes, err := st.Frontends(ctx)
 	if err != nil {
 		return nil, g.storeErr("frontends", err, "")
 	}
@@ -349,7 +385,11 @@ func (g *gateway) Audit(ctx context.Context, e messages.AuditEntry) { g.n.audit(
 
 // AuditTrail is a page of the audit trail.
 func (g *gateway) AuditTrail(ctx context.Context, q persistence.AuditQuery) (persistence.AuditPage, error) {
-	p, err := g.n.store.ListAudit(ctx, q)
+	st, err := g.reads()
+	if err != nil {
+		return persistence.AuditPage{}, err
+	}
+	p, err := st.ListAudit(ctx, q)
 	if err != nil {
 		return p, g.storeErr("list audit", err, "")
 	}
@@ -367,10 +407,11 @@ func (g *gateway) Credentials() *auth.Set { return g.n.creds.Current() }
 
 // Ready reports why the node cannot serve (nil when it can).
 func (g *gateway) Ready(ctx context.Context) error {
-	if !g.n.ready.Load() {
+	st, err := g.reads()
+	if !g.n.ready.Load() || err != nil {
 		return errors.New("the node is starting, stopping or failed")
 	}
-	if err := g.n.store.Ping(ctx); err != nil {
+	if err := st.Ping(ctx); err != nil {
 		return errors.New("the store does not answer")
 	}
 	return nil

@@ -200,7 +200,10 @@ func (g *gateway) FederationStatus(ctx context.Context, from string, rs []messag
 // forward queue depth.
 func (g *gateway) Peers(ctx context.Context) ([]messages.PeerInfo, error) {
 	n := g.n
-	if !n.cfg.Federation || n.book == nil {
+	if _, err := g.reads(); err != nil {
+		return nil, err
+	}
+	if !n.cfg.Federation {
 		return []messages.PeerInfo{}, nil
 	}
 	// A fresh count refreshes the book's queue depths (a removed peer is

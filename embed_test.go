@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -431,4 +432,146 @@ func waitState(t *testing.T, n *switchboard.Node, id string, state messages.Stat
 		return nil
 	})
 	return m
+}
+
+// nodeCalls calls every exported method of n that reads or changes what it
+// serves and reports what each returned; none may panic.
+func nodeCalls(t *testing.T, n *switchboard.Node) map[string]error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got := map[string]error{}
+	call := func(name string, f func() error) {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Errorf("%s panicked: %v", name, r)
+			}
+		}()
+		got[name] = f()
+	}
+	call("Message", func() error { _, err := n.Message(ctx, "x"); return err })
+	call("Submit", func() error {
+		_, _, err := n.Submit(ctx, messages.Submission{SourceMSISDN: "1", DestinationMSISDN: "46", Body: "x"})
+		return err
+	})
+	call("PutRoute", func() error { _, err := n.PutRoute(ctx, messages.Route{Prefix: "1", Frontend: "a"}); return err })
+	call("PutFrontend", func() error {
+		_, err := n.PutFrontend(ctx, messages.Frontend{Name: "a", Mode: messages.ModePull})
+		return err
+	})
+	call("RegisterFrontend", func() error { return n.RegisterFrontend(ctx, "a", actor.NewPID("nonhost", "node/a")) })
+	call("Ack", func() error { _, err := n.Ack(ctx, "a", nil); return err })
+	call("Peers", func() error { _, err := n.Peers(ctx); return err })
+	call("StopActor", func() error { return n.StopActor(ctx, "a") })
+	call("Spawn", func() error {
+		_, err := n.Spawn("a", "k", func() actor.Actor { return actorFunc(func(actor.Context) {}) })
+		return err
+	})
+	call("Reload", n.Reload)
+	// These answer as documented, and must not panic either.
+	call("Poll", func() error { _, err := n.Poll(ctx, "a", 1, 0, time.Second); return err })
+	call("FlushTelemetry", func() error { return n.FlushTelemetry(ctx) })
+	call("Subscribe", func() error { n.Subscribe(func(messages.StateChanged) {})(); return nil })
+	call("accessors", func() error {
+		_, _, _, _, _, _ = n.Addr(), n.MetricsAddr(), n.SMPPAddr(), n.RingPartitions(), n.Registry(), n.System()
+		n.BusState()
+		if n.Store() != nil {
+			return errors.New("Store() is not nil")
+		}
+		return nil
+	})
+	return got
+}
+
+// checkNotRunning wants every call of a node that is not running refused
+// with unavailable "the node is not running" (or an error at all, for the
+// calls that are not the gateway's).
+func checkNotRunning(t *testing.T, when string, got map[string]error) {
+	t.Helper()
+	gateway := []string{"Message", "Submit", "PutRoute", "PutFrontend", "RegisterFrontend", "Ack", "Peers"}
+	for _, name := range gateway {
+		var merr *messages.Error
+		if err := got[name]; !errors.As(err, &merr) || merr.Code != messages.CodeUnavailable || !strings.Contains(err.Error(), "not running") {
+			t.Errorf("%s %s: %v, want unavailable: the node is not running", name, when, err)
+		}
+	}
+	for _, name := range []string{"StopActor", "Spawn", "Reload"} {
+		if got[name] == nil {
+			t.Errorf("%s %s succeeded", name, when)
+		}
+	}
+	for _, name := range []string{"FlushTelemetry", "Subscribe", "accessors"} {
+		if err := got[name]; err != nil {
+			t.Errorf("%s %s: %v", name, when, err)
+		}
+	}
+}
+
+// A node not started yet, and one stopped, answers every call: reads
+// used to dereference a store that was not opened (Message before Start
+// panicked) or was closed.
+func TestNodeCallsBeforeStartAndAfterStop(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Listen, cfg.MetricsListen = "", ""
+	n, err := switchboard.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := nodeCalls(t, n)
+	checkNotRunning(t, "before Start", got)
+	if err := got["Poll"]; err == nil {
+		t.Error("Poll before Start succeeded")
+	}
+	if n.Handler() != nil {
+		t.Error("Handler() before Start is not nil")
+	}
+
+	ctx := context.Background()
+	if err := n.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got = nodeCalls(t, n)
+	checkNotRunning(t, "after Stop", got)
+	if err := got["Poll"]; err != nil {
+		t.Errorf("Poll after Stop: %v, want an empty answer (docs: the node's stop answers it empty)", err)
+	}
+}
+
+// Reads racing Start see the store whole or not at all (go test -race).
+func TestNodeReadsRacingStart(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Listen, cfg.MetricsListen = "", ""
+	n, err := switchboard.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_, _ = n.Message(ctx, "x")
+			_, _ = n.Peers(ctx)
+			_, _, _ = n.Submit(ctx, messages.Submission{SourceMSISDN: "1", DestinationMSISDN: "46", Body: "x"})
+			_ = n.Store()
+			_ = n.Handler()
+		}
+	})
+	err = n.Start(ctx)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
 }

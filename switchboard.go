@@ -81,6 +81,11 @@ type Node struct {
 
 	store    persistence.Store
 	ownStore bool
+	// serving is store once Start has succeeded, until Stop begins: the
+	// gateway's reads (and Node.Store) load it, so that a read before
+	// Start or after Stop answers unavailable instead of using a store
+	// not opened (or closed), and a read racing Start sees it whole.
+	serving atomic.Pointer[persistence.Store]
 	// instanceStop ends the keeping of the instance lock, which releases
 	// it and closes instanceDone (both nil without an elector; see
 	// instance.go).
@@ -320,6 +325,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.startTimeline()
 	n.startWatch()
 	n.gathering.Store(true)
+	n.serving.Store(&n.store)
 	n.ready.Store(true)
 	return nil
 }
@@ -724,6 +730,7 @@ func (n *Node) Stop(ctx context.Context) error {
 func (n *Node) teardown(ctx context.Context) error {
 	n.stopped = true
 	n.ready.Store(false)
+	n.serving.Store(nil)
 	close(n.stopping) // long-polls answer at once
 	var errs []error
 	if n.https != nil {
@@ -816,7 +823,7 @@ func (n *Node) MetricsAddr() string { return n.maddr }
 // Handler is the HTTPS API as an http.Handler (nil before Start), for
 // embedders that serve it themselves.
 func (n *Node) Handler() http.Handler {
-	if n.api == nil {
+	if !n.gathering.Load() || n.api == nil { // gathering: Start has set n.api
 		return nil
 	}
 	return n.api
@@ -825,9 +832,14 @@ func (n *Node) Handler() http.Handler {
 // Registry is the registry the node's metrics are on.
 func (n *Node) Registry() *prometheus.Registry { return n.registry }
 
-// Store is the node's store (nil before Start). Writes must go through the
-// node's API, never directly.
-func (n *Node) Store() persistence.Store { return n.store }
+// Store is the node's store (nil before Start and once Stop began). Writes
+// must go through the node's API, never directly.
+func (n *Node) Store() persistence.Store {
+	if s := n.serving.Load(); s != nil {
+		return *s
+	}
+	return nil
+}
 
 // newSMPPClients makes the registry of the smpp frontends' clients: each
 // client's bind kicks its worker, and its submit rate is this instance's
