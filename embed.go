@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -60,7 +61,9 @@ func (n *Node) RegisterFrontend(ctx context.Context, name string, pid *actor.PID
 // called. It may be called before Start, so that nothing committed after
 // Start (work resumed from an earlier run included) is missed. fn runs on
 // the committing actor's goroutine: keep it short, or hand the event to your
-// own goroutine or actor.
+// own goroutine or actor. A panic of fn is recovered and logged (at a
+// bounded rate, with its stack): the event is lost to fn, never to the
+// other subscribers, and the committing actor goes on.
 func (n *Node) Subscribe(fn func(messages.StateChanged)) (cancel func()) {
 	n.subMu.Lock()
 	defer n.subMu.Unlock()
@@ -97,9 +100,22 @@ func (n *Node) publish(ev messages.StateChanged) {
 	if ev.State == messages.StateFailed || ev.State == messages.StateForwardFailed {
 		n.failures.Write("id", ev.ID, "state", ev.State, "frontend", ev.Frontend, "reason", ev.Reason, "detail", ev.Detail)
 	}
-	for _, fn := range *n.subs.Load() {
-		fn(ev)
+	for id, fn := range *n.subs.Load() {
+		n.notify(id, fn, ev)
 	}
+}
+
+// notify calls one subscriber. Its panic is the embedder's bug, not the
+// committing actor's: left to unwind, it would restart the intake or a
+// worker (dropping what it was doing) and, repeated, exhaust their
+// restart budget and stop the node.
+func (n *Node) notify(id uint64, fn func(messages.StateChanged), ev messages.StateChanged) {
+	defer func() {
+		if r := recover(); r != nil {
+			n.subPanics.Write("subscriber", id, "id", ev.ID, "state", ev.State, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+		}
+	}()
+	fn(ev)
 }
 
 // Props builds supervised props for an actor an embedder's actor spawns as

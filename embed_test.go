@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -573,5 +574,69 @@ func TestNodeReadsRacingStart(t *testing.T) {
 	}
 	if err := n.Stop(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// lockedBuffer is a log sink tests read while the node writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A Subscribe callback that panics (an embedder's bug) is recovered and
+// logged with its stack; the node and the other subscribers go on. It ran
+// unguarded on the committing goroutine: a dozen panics exhausted the
+// intake's restart budget and stopped the node.
+func TestPanickingSubscriberDoesNotStopTheNode(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Listen, cfg.MetricsListen = "", ""
+	logs := &lockedBuffer{}
+	cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	n := startNode(t, cfg).node
+	ctx := context.Background()
+	if _, err := n.PutFrontend(ctx, messages.Frontend{Name: "fe", Mode: messages.ModePull}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.PutRoute(ctx, messages.Route{Prefix: "1", Frontend: "fe"}); err != nil {
+		t.Fatal(err)
+	}
+	n.Subscribe(func(messages.StateChanged) { panic("subscriber bug") })
+	seen := make(chan string, 100)
+	n.Subscribe(func(ev messages.StateChanged) { seen <- ev.ID })
+	const submits = 15 // more than a restart budget (10 a minute)
+	for i := range submits {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, _, err := n.Submit(sctx, messages.Submission{ID: fmt.Sprint("s", i), SourceMSISDN: "1", DestinationMSISDN: "12", Body: "x"})
+		cancel()
+		if err != nil {
+			t.Fatalf("submit %d: %v", i, err)
+		}
+	}
+	for range submits {
+		select {
+		case <-seen:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the other subscriber missed events")
+		}
+	}
+	select {
+	case err := <-n.Fatal():
+		t.Fatalf("a panicking subscriber stopped the node: %v", err)
+	default:
+	}
+	if l := logs.String(); !strings.Contains(l, "state change subscriber panicked") || !strings.Contains(l, "subscriber bug") || !strings.Contains(l, "runtime/debug.Stack") {
+		t.Fatalf("the panic was not logged with its stack:\n%s", l)
 	}
 }

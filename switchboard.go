@@ -180,6 +180,9 @@ type Node struct {
 	// failures logs each message that ends failed or forward_failed, at a
 	// bounded rate (see publish).
 	failures *ratelog.Log
+	// subPanics logs the panics of Subscribe callbacks, at a bounded rate
+	// (a callback that panics on every event would flood the log).
+	subPanics *ratelog.Log
 	// events and timeline are the UI's live chart (timeline.go).
 	events          eventCounts
 	timeline        timeline
@@ -261,6 +264,11 @@ func New(cfg Config) (*Node, error) {
 	var err error
 	if n.failures, err = ratelog.New(ratelog.Config{Logger: n.log, Level: slog.LevelWarn,
 		Msg: "message failed", Summary: "message failures not logged one by one",
+		Burst: failureLogBurst, Window: failureLogWindow, Now: n.clock.Now, AfterFunc: n.clock.AfterFunc}); err != nil {
+		return nil, err
+	}
+	if n.subPanics, err = ratelog.New(ratelog.Config{Logger: n.log.With("component", "subscribe"), Level: slog.LevelError,
+		Msg: "state change subscriber panicked", Summary: "subscriber panics not logged one by one",
 		Burst: failureLogBurst, Window: failureLogWindow, Now: n.clock.Now, AfterFunc: n.clock.AfterFunc}); err != nil {
 		return nil, err
 	}
@@ -786,6 +794,7 @@ func (n *Node) teardown(ctx context.Context) error {
 	n.endTimeline()
 	n.watch.stop()
 	n.failures.Close()
+	n.subPanics.Close()
 	if n.api != nil {
 		n.api.Close()
 	}
