@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/switchboard-dev/switchboard/actors/handover"
+	"github.com/switchboard-dev/switchboard/httpapi"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/supervision"
@@ -198,3 +199,46 @@ func (n *Node) Ack(ctx context.Context, frontend string, results []messages.Deli
 
 // Peers lists every peer the node knows, with its forward queue depth.
 func (n *Node) Peers(ctx context.Context) ([]messages.PeerInfo, error) { return n.gw.Peers(ctx) }
+
+// Messages lists messages, newest first, a page at a time (q.Limit must be
+// positive; q.Validate says what else a query may hold): the list of GET
+// /api/messages.
+func (n *Node) Messages(ctx context.Context, q persistence.ListQuery) (persistence.Page, error) {
+	return n.gw.Messages(ctx, q)
+}
+
+// Routes lists the routes.
+func (n *Node) Routes(ctx context.Context) ([]messages.Route, error) { return n.gw.Routes(ctx) }
+
+// DeleteRoute removes the route of prefix (not_found when none).
+func (n *Node) DeleteRoute(ctx context.Context, prefix string) error {
+	return n.gw.DeleteRoute(ctx, prefix)
+}
+
+// Frontends lists the local frontends.
+func (n *Node) Frontends(ctx context.Context) ([]messages.Frontend, error) {
+	return n.gw.Frontends(ctx)
+}
+
+// DeleteFrontend removes a frontend that no route names (frontend_in_use
+// while one does; not_found when there is none). An in-process frontend's
+// actor is unregistered with it.
+func (n *Node) DeleteFrontend(ctx context.Context, name string) error {
+	return n.gw.DeleteFrontend(ctx, name)
+}
+
+// Status is the document of GET /api/status: counts by state, queue
+// depths, frontends, peers.
+func (n *Node) Status(ctx context.Context) (httpapi.Status, error) { return n.gw.Status(ctx) }
+
+// Resubmit routes a failed or forward_failed message again, as a new
+// attempt series; it returns the message as committed.
+func (n *Node) Resubmit(ctx context.Context, id string) (messages.Message, error) {
+	return n.gw.Resubmit(ctx, id)
+}
+
+// ResubmitBulk routes every message in state (failed or forward_failed)
+// again.
+func (n *Node) ResubmitBulk(ctx context.Context, state messages.State) (messages.BulkReply, error) {
+	return n.gw.ResubmitBulk(ctx, state)
+}

@@ -462,6 +462,14 @@ func nodeCalls(t *testing.T, n *switchboard.Node) map[string]error {
 	})
 	call("RegisterFrontend", func() error { return n.RegisterFrontend(ctx, "a", actor.NewPID("nonhost", "node/a")) })
 	call("Ack", func() error { _, err := n.Ack(ctx, "a", nil); return err })
+	call("Messages", func() error { _, err := n.Messages(ctx, persistence.ListQuery{Limit: 1}); return err })
+	call("Routes", func() error { _, err := n.Routes(ctx); return err })
+	call("Frontends", func() error { _, err := n.Frontends(ctx); return err })
+	call("Status", func() error { _, err := n.Status(ctx); return err })
+	call("DeleteRoute", func() error { return n.DeleteRoute(ctx, "1") })
+	call("DeleteFrontend", func() error { return n.DeleteFrontend(ctx, "a") })
+	call("Resubmit", func() error { _, err := n.Resubmit(ctx, "x"); return err })
+	call("ResubmitBulk", func() error { _, err := n.ResubmitBulk(ctx, messages.StateFailed); return err })
 	call("Peers", func() error { _, err := n.Peers(ctx); return err })
 	call("StopActor", func() error { return n.StopActor(ctx, "a") })
 	call("Spawn", func() error {
@@ -489,7 +497,8 @@ func nodeCalls(t *testing.T, n *switchboard.Node) map[string]error {
 // calls that are not the gateway's).
 func checkNotRunning(t *testing.T, when string, got map[string]error) {
 	t.Helper()
-	gateway := []string{"Message", "Submit", "PutRoute", "PutFrontend", "RegisterFrontend", "Ack", "Peers"}
+	gateway := []string{"Message", "Submit", "PutRoute", "PutFrontend", "RegisterFrontend", "Ack", "Peers",
+		"Messages", "Routes", "Frontends", "Status", "DeleteRoute", "DeleteFrontend", "Resubmit", "ResubmitBulk"}
 	for _, name := range gateway {
 		var merr *messages.Error
 		if err := got[name]; !errors.As(err, &merr) || merr.Code != messages.CodeUnavailable || !strings.Contains(err.Error(), "not running") {
@@ -638,5 +647,98 @@ func TestPanickingSubscriberDoesNotStopTheNode(t *testing.T) {
 	}
 	if l := logs.String(); !strings.Contains(l, "state change subscriber panicked") || !strings.Contains(l, "subscriber bug") || !strings.Contains(l, "runtime/debug.Stack") {
 		t.Fatalf("the panic was not logged with its stack:\n%s", l)
+	}
+}
+
+// wantCode fails unless err is a *messages.Error with code.
+func wantCode(t *testing.T, what string, err error, code string) {
+	t.Helper()
+	var merr *messages.Error
+	if !errors.As(err, &merr) || merr.Code != code {
+		t.Fatalf("%s: %v, want %s", what, err, code)
+	}
+}
+
+// The embedding API reads and changes what the HTTP API does: list
+// messages, routes and frontends, the status, delete routes and frontends,
+// resubmit failed messages (docs/embedding.md named these methods; they
+// did not exist).
+func TestNodeDirectoryReadsAndResubmits(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Listen, cfg.MetricsListen = "", ""
+	n := startNode(t, cfg).node
+	ctx := context.Background()
+	if _, err := n.PutFrontend(ctx, messages.Frontend{Name: "fe", Mode: messages.ModePull}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.PutRoute(ctx, messages.Route{Prefix: "1", Frontend: "fe"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b"} {
+		if _, _, err := n.Submit(ctx, messages.Submission{ID: id, SourceMSISDN: "1", DestinationMSISDN: "12", Body: "x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	page, err := n.Messages(ctx, persistence.ListQuery{Limit: 10})
+	if err != nil || len(page.Messages) != 2 || page.Messages[0].ID != "b" {
+		t.Fatalf("Messages = %+v, %v; want b then a", page, err)
+	}
+	_, err = n.Messages(ctx, persistence.ListQuery{})
+	wantCode(t, "Messages with no limit", err, messages.CodeInvalidRequest)
+	routes, err := n.Routes(ctx)
+	if err != nil || len(routes) != 1 || routes[0].Prefix != "1" || routes[0].Frontend != "fe" {
+		t.Fatalf("Routes = %+v, %v", routes, err)
+	}
+	fes, err := n.Frontends(ctx)
+	if err != nil || len(fes) != 1 || fes[0].Name != "fe" || fes[0].Mode != messages.ModePull {
+		t.Fatalf("Frontends = %+v, %v", fes, err)
+	}
+	polltest.Eventually(t, 10*time.Second, func() error {
+		st, err := n.Status(ctx)
+		if err != nil {
+			return err
+		}
+		if st.Node != cfg.Name || st.Counts[string(messages.StatePending)] != 2 {
+			return fmt.Errorf("status %+v", st)
+		}
+		return nil
+	})
+
+	// Fail both through the pull frontend, then resubmit them.
+	out, err := n.Poll(ctx, "fe", 10, time.Second, time.Minute)
+	if err != nil || len(out) != 2 {
+		t.Fatalf("Poll = %d, %v", len(out), err)
+	}
+	var results []messages.DeliveryResult
+	for _, o := range out {
+		results = append(results, messages.DeliveryResult{ID: o.ID, Status: messages.Failed, Reason: "test"})
+	}
+	if _, err := n.Ack(ctx, "fe", results); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := n.Resubmit(ctx, "a"); err != nil || m.State != messages.StatePending {
+		t.Fatalf("Resubmit = %s, %v", m.State, err)
+	}
+	_, err = n.Resubmit(ctx, "a")
+	if err == nil {
+		t.Fatal("Resubmit of a pending message succeeded")
+	}
+	if r, err := n.ResubmitBulk(ctx, messages.StateFailed); err != nil || r.Resubmitted != 1 {
+		t.Fatalf("ResubmitBulk = %+v, %v; want b resubmitted", r, err)
+	}
+	waitState(t, n, "b", messages.StatePending)
+
+	wantCode(t, "DeleteFrontend named by a route", n.DeleteFrontend(ctx, "fe"), messages.CodeFrontendInUse)
+	if err := n.DeleteRoute(ctx, "1"); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "DeleteRoute again", n.DeleteRoute(ctx, "1"), messages.CodeNotFound)
+	if err := n.DeleteFrontend(ctx, "fe"); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "DeleteFrontend again", n.DeleteFrontend(ctx, "fe"), messages.CodeNotFound)
+	if fes, err := n.Frontends(ctx); err != nil || len(fes) != 0 {
+		t.Fatalf("Frontends after delete = %+v, %v", fes, err)
 	}
 }
