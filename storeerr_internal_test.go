@@ -24,7 +24,9 @@ func TestStoreRefusalOfAReadIsBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
-	g := &gateway{n: &Node{log: slog.New(slog.DiscardHandler), store: store}}
+	n := &Node{log: slog.New(slog.DiscardHandler), store: store}
+	n.serving.Store(&n.store) // as Start does
+	g := &gateway{n: n}
 	for _, q := range []persistence.ListQuery{
 		{Limit: 10, Source: persistence.NumberMatch{Key: " +5"}},
 		{Limit: 10, State: "lost"},
