@@ -49,6 +49,8 @@ func CompletionOf(o Outcome, m *Row, recorded bool, rows []WorkLease) Completion
 // Complete decides one outcome of CompleteWork on what l holds and writes
 // it into c.
 //
+// Its Reason and Detail are stored as CleanText makes them.
+//
 // Per kind (see StateAfter): a final result (delivered, failed) writes the
 // ledger entry and removes the work's row; a retry makes the row due again
 // at RetryAt (now when zero), unleased. The message then moves to the
@@ -57,6 +59,7 @@ func CompletionOf(o Outcome, m *Row, recorded bool, rows []WorkLease) Completion
 // is no transition (no history, queued_at kept). A failure sets the
 // message's reason; other outcomes keep it.
 func Complete(l *Loaded, c *Changes, o Outcome) Completion {
+	o.Reason, o.Detail = CleanText(o.Reason), CleanText(o.Detail)
 	m := l.Rows[o.MessageID]
 	var (
 		rows   []int64
@@ -133,6 +136,7 @@ func Status(l *Loaded, c *Changes, u StatusUpdate) Completion {
 	if m == nil {
 		return NoWork
 	}
+	u.Reason = CleanText(u.Reason)
 	if done := StatusCompletion(m.State, m.DestSMSC, u); done != Applied {
 		return done
 	}

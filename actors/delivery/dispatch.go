@@ -1,7 +1,9 @@
 package delivery
 
 import (
+	"errors"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/clock"
@@ -90,6 +92,11 @@ type pending struct {
 	o   persistence.Outcome
 	ack *ackState
 	idx int
+	// alone: a round holding it was refused for its input
+	// (persistence.ErrInvalid); it is recorded in a round of its own, so
+	// that the one the store refuses is found and dropped, and the others
+	// are recorded.
+	alone bool
 }
 
 // ackState is a pull frontend's ack waiting for its verdicts' commit.
@@ -157,6 +164,11 @@ type Effects struct {
 	Settled   []Settled
 	Unclaimed []Unclaimed
 	Claimed   []persistence.Work
+	// Dropped are push verdicts the store refused for their input
+	// (persistence.ErrInvalid) in a round of their own: retried, they
+	// would fail the same way for ever. The worker logs them; their
+	// work is claimed again when its lease ends.
+	Dropped []persistence.Outcome
 	// Drained is set once a drain is complete: nothing in flight or to
 	// record.
 	Drained bool
@@ -170,6 +182,7 @@ func (e *Effects) add(o Effects) {
 	e.Settled = append(e.Settled, o.Settled...)
 	e.Unclaimed = append(e.Unclaimed, o.Unclaimed...)
 	e.Claimed = append(e.Claimed, o.Claimed...)
+	e.Dropped = append(e.Dropped, o.Dropped...)
 	e.Drained = e.Drained || o.Drained
 }
 
@@ -443,6 +456,14 @@ func (d *Dispatcher) Next(now time.Time) (*Round, bool) {
 	// stay in Wake while nothing can be claimed (a pull frontend with no
 	// poll waiting): a wake-up due at once, again and again.
 	d.retryAt = time.Time{}
+	if i := slices.IndexFunc(d.pending, func(p pending) bool { return p.alone }); i >= 0 {
+		// A round was refused for its input: its verdicts go one at a
+		// time, without a claim, until the one refused is found.
+		r := &Round{pending: []pending{d.pending[i]}, Outcomes: []persistence.Outcome{d.pending[i].o}}
+		d.pending = slices.Delete(d.pending, i, i+1)
+		d.round = r
+		return r, true
+	}
 	r := &Round{pending: d.pending}
 	d.pending = nil
 	for _, p := range r.pending {
@@ -750,6 +771,12 @@ func leaseOf(p *messages.Poll) time.Duration {
 // nothing is claimed until a kick); err is the round's failure: its acks
 // are answered with it (the frontend acks again), its push verdicts wait
 // for the next round, and the next round waits storeRetry.
+//
+// A round refused for its input (persistence.ErrInvalid: the same Write
+// fails the same way again) is no reason to wait: its push verdicts are
+// recorded one per round from the next on, and a verdict refused alone is
+// dropped (Effects.Dropped), else it would hold up every later verdict
+// and claim of the frontend, and a drain, for ever.
 func (d *Dispatcher) Done(now time.Time, r *Round, completions []persistence.Completion, claimed *persistence.Claim, err error) Effects {
 	d.round = nil
 	var e Effects
@@ -757,9 +784,16 @@ func (d *Dispatcher) Done(now time.Time, r *Round, completions []persistence.Com
 		if r.Claim != nil {
 			d.named = append(r.Claim.IDs, d.named...)
 		}
-		d.retryAt = now.Add(storeRetry)
+		invalid := errors.Is(err, persistence.ErrInvalid)
+		if !invalid {
+			d.retryAt = now.Add(storeRetry)
+		}
+		alone := invalid && len(r.Outcomes) == 1 && r.Claim == nil
 		for _, p := range r.pending {
-			if p.ack == nil {
+			if p.ack == nil && alone {
+				e.Dropped = append(e.Dropped, p.o)
+			} else if p.ack == nil {
+				p.alone = p.alone || invalid
 				d.pending = append(d.pending, p)
 			} else if a, done := p.ack.settle(p.idx, "", errUnavailable("the message store is unavailable; ack again")); done {
 				e.Acks = append(e.Acks, a)

@@ -182,6 +182,53 @@ func TestFailedRoundFailsAcksAndKeepsVerdicts(t *testing.T) {
 	}
 }
 
+// TestRoundRefusedForItsInputIsNotRetriedForEver: a round the store
+// refuses for its input (persistence.ErrInvalid: Postgres refused a
+// webhook's error body cut inside a UTF-8 character) was retried with the
+// same outcomes every storeRetry, for ever: no verdict or claim of the
+// frontend was recorded again, and a drain never ended. Its verdicts are
+// now recorded one per round, and the one refused alone is dropped.
+func TestRoundRefusedForItsInputIsNotRetriedForEver(t *testing.T) {
+	d := newPush(4)
+	r, _ := d.Next(t0)
+	d.Done(t0, r, nil, &persistence.Claim{Work: work("p", 2, time.Minute)}, nil)
+	d.Verdict(t0, "p0", 0, messages.DeliveryResult{ID: "p0", Status: messages.Retry, Reason: "bad\x00"}, false, rng())
+	d.Verdict(t0, "p1", 0, messages.DeliveryResult{ID: "p1", Status: messages.Delivered}, false, rng())
+	r, ok := d.Next(t0)
+	if !ok || len(r.Outcomes) != 2 || r.Claim == nil {
+		t.Fatalf("round %+v: want both verdicts and a claim", r)
+	}
+	refused := fmt.Errorf("postgres: write: SQLSTATE 22021: %w", persistence.ErrInvalid)
+	if e := d.Done(t0, r, nil, nil, refused); len(e.Dropped) != 0 {
+		t.Fatalf("dropped %+v from a round of two", e.Dropped)
+	}
+	// No wait: the store is up. p0 alone, then p1 alone.
+	r, ok = d.Next(t0)
+	if !ok || len(r.Outcomes) != 1 || r.Outcomes[0].MessageID != "p0" || r.Claim != nil {
+		t.Fatalf("round %+v: want p0's verdict alone, no claim", r)
+	}
+	e := d.Done(t0, r, nil, nil, refused)
+	if len(e.Dropped) != 1 || e.Dropped[0].MessageID != "p0" {
+		t.Fatalf("dropped %+v, want p0's verdict (refused alone)", e.Dropped)
+	}
+	r, ok = d.Next(t0)
+	if !ok || len(r.Outcomes) != 1 || r.Outcomes[0].MessageID != "p1" || r.Claim != nil {
+		t.Fatalf("round %+v: want p1's verdict alone", r)
+	}
+	e = d.Done(t0, r, []persistence.Completion{persistence.Applied}, nil, nil)
+	if len(e.Applied) != 1 || e.Applied[0].Result != persistence.ResultDelivered {
+		t.Fatalf("effects %+v: want p1 delivered", e)
+	}
+	r, ok = d.Next(t0)
+	if !ok || len(r.Outcomes) != 0 || r.Claim == nil {
+		t.Fatalf("round %+v: want claims to go on", r)
+	}
+	d.Done(t0, r, nil, &persistence.Claim{}, nil)
+	if e := d.Drain(); !e.Drained {
+		t.Fatalf("drain not complete: pending %+v", d.pending)
+	}
+}
+
 // TestPullWaitsForAPollAfterAFailedRound: once the wait after a failed
 // round is over, a pull dispatcher with no poll waiting asks for no
 // wake-up (the sim found a worker of a multi-instance site waking up at

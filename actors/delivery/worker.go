@@ -281,6 +281,10 @@ func (w *Worker) run(r *Round) {
 func (w *Worker) apply(c actor.Context, e Effects) {
 	now := w.d.Clock.Now()
 	w.settle(e, now)
+	for _, o := range e.Dropped {
+		w.log.Error("verdict dropped: the store refuses it", "message", o.MessageID, "result", o.Result,
+			"reason", o.Reason, "detail", o.Detail)
+	}
 	for _, o := range e.Applied {
 		if w.smpp != nil && len(o.SMSCMessageIDs) > 0 {
 			w.smpp.Committed(o.SMSCMessageIDs)
@@ -288,7 +292,7 @@ func (w *Worker) apply(c actor.Context, e Effects) {
 		w.closeSpan(o)
 		w.d.Metrics.count(o)
 		w.d.Publish(messages.StateChanged{ID: o.MessageID, State: persistence.StateAfter(o.Kind, o.Result),
-			Frontend: w.fe.Name, At: now, Detail: o.Detail, Reason: o.Reason})
+			Frontend: w.fe.Name, At: now, Detail: persistence.CleanText(o.Detail), Reason: persistence.CleanText(o.Reason)})
 	}
 	for _, a := range e.Acks {
 		a.Ack.Reply <- a.Reply

@@ -147,11 +147,16 @@ func (s *Store) fail(op string, err error) error {
 
 // driverError keeps what callers may branch on and flattens the rest to
 // text. The server's "no room" errors (disk_full, and a data directory
-// that went read-only) are persistence.ErrNoSpace.
+// that went read-only) are persistence.ErrNoSpace; its data exceptions
+// (class 22: text that is not UTF-8 or holds NUL, a value out of range)
+// are persistence.ErrInvalid: the same input fails the same way again.
 func driverError(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && (pe.Code == pgDiskFull || pe.Code == pgReadOnlyTx) {
 		return fmt.Errorf("%s: %w", err.Error(), persistence.ErrNoSpace)
+	}
+	if errors.As(err, &pe) && strings.HasPrefix(pe.Code, pgDataException) {
+		return fmt.Errorf("%s: %w", err.Error(), persistence.ErrInvalid)
 	}
 	for _, keep := range []error{persistence.ErrNotFound, persistence.ErrClosed, persistence.ErrStaleEpoch,
 		persistence.ErrExists, persistence.ErrLastCredential, persistence.ErrFrontendInUse, persistence.ErrUnknownFrontend, context.Canceled, context.DeadlineExceeded} {
@@ -171,6 +176,10 @@ func driverError(err error) error {
 const (
 	pgDiskFull   = "53100"
 	pgReadOnlyTx = "25006"
+	// pgDataException is the class of the SQLSTATEs driverError maps to
+	// persistence.ErrInvalid (22021 character_not_in_repertoire: invalid
+	// UTF-8 or a NUL in text).
+	pgDataException = "22"
 )
 
 // messageColumns are the columns scanMessage reads, in its order.

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
@@ -347,6 +349,42 @@ func completeWorkCases() []testCase {
 		{"FinalMessageIsAlreadyRecorded", completeFinalMessage},
 		{"SeveralOutcomesInInputOrder", completeSeveralInOrder},
 		{"EmptyCall", completeEmpty},
+		{"TextIsStoredClean", completeTextIsStoredClean},
+	}
+}
+
+// completeTextIsStoredClean: a reason and a detail from outside (a
+// webhook's error body cut at 256 bytes inside a character, with a NUL; a
+// frontend's reason past the bound) are stored as persistence.CleanText
+// makes them, by both stores alike. Postgres refused them raw (SQLSTATE
+// 22021), and the round that held them was retried for ever.
+func completeTextIsStoredClean(f *fixture) {
+	f.accept(base, newMsg("ctext-f"), newMsg("ctext-r"))
+	f.claimDelivery(feA, ownerA, base, 10)
+	cut := "HTTP 503: " + strings.Repeat("a", 245) + "\xc3" // 256 bytes, the last half of an é
+	long := "rejected by fe: " + strings.Repeat("é\x00", 700)
+	f.completeOne(at(1e9), persistence.Outcome{MessageID: "ctext-f", Result: persistence.ResultFailed,
+		Reason: "rejected: " + cut, Detail: long}, persistence.Applied)
+	f.completeOne(at(1e9), persistence.Outcome{MessageID: "ctext-r", Result: persistence.ResultRetry,
+		RetryAt: at(60e9), Reason: cut, Detail: "attempt 1 failed: " + cut + "\x00\n"}, persistence.Applied)
+	for _, c := range []struct{ id, reason, detail string }{
+		{"ctext-f", "rejected: " + cut, long},
+		{"ctext-r", "", "attempt 1 failed: " + cut + "\x00\n"},
+	} {
+		m := f.get(c.id)
+		if want := persistence.CleanText(c.reason); m.Reason != want {
+			f.Errorf("%s: reason %q, want %q", c.id, m.Reason, want)
+		}
+		d := f.lastHistory(c.id).Detail
+		if want := persistence.CleanText(c.detail); d != want {
+			f.Errorf("%s: history detail %q, want %q", c.id, d, want)
+		}
+		if !utf8.ValidString(d) || strings.ContainsRune(d, 0) || len(d) > persistence.MaxTextBytes {
+			f.Errorf("%s: history detail of %d bytes is not clean: %q", c.id, len(d), d)
+		}
+	}
+	if e := f.ledger("ctext-f", feA); e.Detail != persistence.CleanText(long) {
+		f.Errorf("ledger detail %q, want the clean text", e.Detail)
 	}
 }
 
