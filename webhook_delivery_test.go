@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"unicode/utf8"
@@ -48,4 +49,68 @@ func TestWebhookErrorBodyCutInsideACharacter(t *testing.T) {
 		t.Errorf("no retry with the 503's body in the history: %+v", m.History)
 	}
 	h.waitState(h.submit("", "45124"), messages.StateDelivered)
+}
+
+// TestWebhookRedirectIsNotDelivered: a webhook behind an auth proxy
+// answers 303 to its login page. The node followed it with a GET (no
+// message) and recorded the login page's 200 as delivered; a 3xx now
+// fails the message, naming where it pointed.
+func TestWebhookRedirectIsNotDelivered(t *testing.T) {
+	var gets atomic.Int32
+	mux := http.NewServeMux()
+	mux.HandleFunc("/hook", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/login", http.StatusSeeOther)
+	})
+	mux.HandleFunc("/login", func(w http.ResponseWriter, r *http.Request) {
+		gets.Add(1)
+		w.WriteHeader(http.StatusOK)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	h := startNode(t, testConfig(t))
+	h.webhookFrontend("redir", srv.URL+"/hook", "44")
+	m := h.waitState(h.submit("", "44123"), messages.StateFailed)
+	if m.Reason != "rejected: HTTP 303 to /login" || gets.Load() != 0 {
+		t.Fatalf("reason %q, %d GETs of the login page; want rejected: HTTP 303 to /login, none", m.Reason, gets.Load())
+	}
+}
+
+// TestWebhookBrokenConnectionIsNotAReplay: a receiver that refuses a
+// signature it has seen (as docs/api.md advises) got the call net/http
+// re-sent by itself, same signature, after a reused connection broke once
+// the receiver had read it; it answered 401 and the message failed. The
+// node's own retry, signed afresh, delivers it.
+func TestWebhookBrokenConnectionIsNotAReplay(t *testing.T) {
+	const secret = "whsec-6f1c0b2e9d8a4f7c"
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		sig := r.Header.Get("X-Switchboard-Signature")
+		mu.Lock()
+		replay := seen[sig]
+		seen[sig] = true
+		mu.Unlock()
+		if replay {
+			http.Error(w, "replay", http.StatusUnauthorized)
+			return
+		}
+		if n.Add(1) == 2 { // the second call: read, then the connection breaks
+			if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
+				c.Close()
+			}
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	h := startNode(t, testConfig(t))
+	h.must(200, "PUT", "/api/frontends/signed", map[string]string{"mode": "webhook", "url": srv.URL, "secret": secret}, nil)
+	h.api().Routes("signed", "49")
+	h.waitState(h.submit("", "49001"), messages.StateDelivered)
+	m := h.waitState(h.submit("", "49002"), messages.StateDelivered)
+	if m.Attempts != 2 {
+		t.Errorf("delivered after %d attempts, want 2 (the broken call, then the node's retry)", m.Attempts)
+	}
 }

@@ -3,10 +3,13 @@ package delivery
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,6 +60,71 @@ func TestWebhookSend(t *testing.T) {
 	status = http.StatusBadRequest
 	if r := wh.Send(context.Background(), out); r.Status != messages.Failed || !strings.HasPrefix(r.Reason, "HTTP 400") {
 		t.Fatalf("400: %+v", r)
+	}
+}
+
+// TestWebhookFollowsNoRedirect: the node's webhook client followed
+// redirects, so a 303 to a login page (a GET without the message,
+// answered 200) was recorded delivered, and a 307 re-sent the signed
+// message to another host. A 3xx is now the frontend's answer: failed.
+func TestWebhookFollowsNoRedirect(t *testing.T) {
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elsewhere.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer other.Close()
+	for _, c := range []struct {
+		code int
+		to   string
+	}{
+		{http.StatusSeeOther, other.URL + "/login"},
+		{http.StatusFound, other.URL + "/login"},
+		{http.StatusTemporaryRedirect, other.URL + "/hook"},
+		{http.StatusPermanentRedirect, other.URL + "/hook"},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, c.to, c.code)
+		}))
+		wh := Webhook{URL: srv.URL, Client: &http.Client{}, Secret: "whsec-0123456789abcdef"}
+		r := wh.Send(context.Background(), messages.Outgoing{ID: "m-1"})
+		srv.Close()
+		if want := fmt.Sprintf("HTTP %d to %s", c.code, c.to); r.Status != messages.Failed || !strings.HasPrefix(r.Reason, want) {
+			t.Errorf("%d: %+v, want failed %q", c.code, r, want)
+		}
+	}
+	if n := elsewhere.Load(); n != 0 {
+		t.Errorf("the redirects' target got %d calls, want none", n)
+	}
+}
+
+// TestWebhookTransportDoesNotResend: net/http re-sent a call on a reused
+// connection that broke after the frontend read it (the body rewound by
+// GetBody), with the same signature: a frontend refusing signatures it
+// has seen (docs/api.md) answered 401 and the message failed. The broken
+// call is now a retry verdict, and the node's retry signs afresh.
+func TestWebhookTransportDoesNotResend(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		if calls.Add(1) == 2 { // read, then the connection breaks
+			if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
+				c.Close()
+			}
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	wh := Webhook{URL: srv.URL, Client: &http.Client{}, Secret: "whsec-0123456789abcdef"}
+	if r := wh.Send(context.Background(), messages.Outgoing{ID: "m-1"}); r.Status != messages.Delivered {
+		t.Fatalf("first call: %+v", r)
+	}
+	if r := wh.Send(context.Background(), messages.Outgoing{ID: "m-2"}); r.Status != messages.Retry {
+		t.Fatalf("call on a connection that broke: %+v, want a retry", r)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("the frontend got %d calls, want 2 (the transport sent the broken one again)", n)
 	}
 }
 

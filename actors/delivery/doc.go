@@ -38,8 +38,9 @@
 //   - webhook (webhook.go): the node POSTs messages.Outgoing as JSON with
 //     headers Idempotency-Key (the message id) and X-Switchboard-Attempt,
 //     signed (signature.go: Sign, Verify). 2xx is delivered; 408, 429, 5xx,
-//     timeouts and connection errors are retries; any other status is a
-//     permanent failure. Classify is that table.
+//     timeouts and connection errors are retries; any other status (a 3xx
+//     included: redirects are not followed) is a permanent failure.
+//     Classify is that table.
 //   - pull (pull.go): frontends long-poll; Waiters is the pure queue of
 //     waiting polls (FIFO, each with a deadline).
 //   - actor (inprocess.go): an in-process actor registered through the

@@ -29,6 +29,20 @@ type Webhook struct {
 
 // Send delivers one message and returns the frontend's verdict. It never
 // returns an error: a failure to reach the frontend is a retry verdict.
+//
+// It follows no redirect, whatever w.Client says: a 301-303 would be
+// followed by a GET without the message, whose answer (a login page's
+// 200) would be taken as the verdict; a 307 or 308 would re-send the
+// signed message to wherever the Location points. A 3xx is the frontend's
+// answer, a permanent failure like a 4xx (Classify): the URL needs fixing.
+//
+// Nor does it let net/http send the call again by itself: on a reused
+// connection that breaks after the frontend read the call, the transport
+// re-sends a request with an Idempotency-Key whose body it can rewind,
+// with the same signature, which a frontend that refuses a signature it
+// has seen (docs/api.md) answers 401, failing the message. Without
+// GetBody the call fails as a retry verdict instead, and the node's retry
+// is signed afresh.
 func (w Webhook) Send(ctx context.Context, m messages.Outgoing) messages.DeliveryResult {
 	body, err := json.Marshal(m)
 	if err != nil {
@@ -38,6 +52,7 @@ func (w Webhook) Send(ctx context.Context, m messages.Outgoing) messages.Deliver
 	if err != nil {
 		return messages.DeliveryResult{ID: m.ID, Status: messages.Failed, Reason: "bad webhook url: " + err.Error()}
 	}
+	req.GetBody = nil
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", m.ID)
 	req.Header.Set("X-Switchboard-Attempt", strconv.Itoa(m.Attempt))
@@ -51,7 +66,9 @@ func (w Webhook) Send(ctx context.Context, m messages.Outgoing) messages.Deliver
 		}
 		req.Header.Set(SignatureHeader, Sign(w.Secret, now(), body))
 	}
-	resp, err := w.Client.Do(req)
+	client := *w.Client
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := client.Do(req)
 	if err != nil {
 		return messages.DeliveryResult{ID: m.ID, Status: messages.Retry, Reason: transportReason(err)}
 	}
@@ -64,6 +81,9 @@ func (w Webhook) Send(ctx context.Context, m messages.Outgoing) messages.Deliver
 	reason := ""
 	if status != messages.Delivered {
 		reason = fmt.Sprintf("HTTP %d", resp.StatusCode)
+		if loc := resp.Header.Get("Location"); resp.StatusCode/100 == 3 && loc != "" {
+			reason += " to " + messages.RedactURL(loc)
+		}
 		if s := bytes.TrimSpace(snippet); len(s) > 0 {
 			reason += ": " + string(s)
 		}
