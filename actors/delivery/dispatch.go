@@ -104,7 +104,6 @@ type ackState struct {
 	a        *messages.Ack
 	outcomes []messages.AckOutcome
 	left     int
-	dupOf    map[int]int
 	err      error
 }
 
@@ -381,19 +380,16 @@ func NeedsAttempts(r messages.DeliveryResult) bool {
 // Ack queues a pull frontend's verdicts; the ack is answered when they are
 // recorded. attempts holds the counts NeedsAttempts asks for; readErr, when
 // set, is why some could not be read (those verdicts then answer no_work
-// and the ack fails, so the frontend acks again). An id repeated within
-// one ack is a repeat of its first occurrence.
+// and the ack fails, so the frontend acks again). Each verdict is decided
+// on its own, in order, an id repeated within one ack included: as if the
+// verdicts came in acks one after the other (the store answers a repeat of
+// a recorded verdict already_recorded). Answered with the first
+// occurrence's outcome instead, a delivered after a stale retry of the
+// same message was dropped as stale.
 func (d *Dispatcher) Ack(now time.Time, a *messages.Ack, attempts Attempts, readErr error, rng *rand.Rand) Effects {
-	st := &ackState{a: a, outcomes: make([]messages.AckOutcome, len(a.Results)), left: len(a.Results), dupOf: map[int]int{}}
-	first := map[string]int{}
+	st := &ackState{a: a, outcomes: make([]messages.AckOutcome, len(a.Results)), left: len(a.Results)}
 	for i, r := range a.Results {
 		st.outcomes[i].ID = r.ID
-		if j, dup := first[r.ID]; dup {
-			st.dupOf[i] = j
-			st.left--
-			continue
-		}
-		first[r.ID] = i
 		attempt := 0
 		if NeedsAttempts(r) {
 			n, ok := attempts[r.ID]
@@ -422,12 +418,6 @@ func (d *Dispatcher) Ack(now time.Time, a *messages.Ack, attempts Attempts, read
 
 // reply is the ack's answer once every verdict is settled.
 func (st *ackState) reply() AckDone {
-	for i, j := range st.dupOf {
-		st.outcomes[i].Outcome = st.outcomes[j].Outcome
-		if st.outcomes[i].Outcome == string(persistence.Applied) {
-			st.outcomes[i].Outcome = string(persistence.AlreadyRecorded)
-		}
-	}
 	return AckDone{Ack: st.a, Reply: messages.AckReply{Outcomes: st.outcomes, Err: st.err}}
 }
 

@@ -140,13 +140,13 @@ func TestAckAnsweredAfterItsCommit(t *testing.T) {
 		t.Fatalf("answered before the commit: %+v", e.Acks)
 	}
 	r, ok := d.Next(t0)
-	if !ok || len(r.Outcomes) != 2 || r.Claim != nil {
-		t.Fatalf("round %+v: want the two verdicts to record (c is stale, gone has no message), no claim", r)
+	if !ok || len(r.Outcomes) != 3 || r.Claim != nil {
+		t.Fatalf("round %+v: want the three verdicts to record (a's repeat too: the store tells it; c is stale, gone has no message), no claim", r)
 	}
 	if r.Outcomes[1].Result != persistence.ResultRetry || r.Outcomes[1].RetryAt.IsZero() {
 		t.Errorf("retry outcome %+v", r.Outcomes[1])
 	}
-	e := d.Done(t0, r, []persistence.Completion{persistence.Applied, persistence.Applied}, nil, nil)
+	e := d.Done(t0, r, []persistence.Completion{persistence.Applied, persistence.Applied, persistence.AlreadyRecorded}, nil, nil)
 	if len(e.Acks) != 1 || len(e.Applied) != 2 {
 		t.Fatalf("effects %+v", e)
 	}
@@ -154,6 +154,29 @@ func TestAckAnsweredAfterItsCommit(t *testing.T) {
 	want := "[{a applied} {b applied} {a already_recorded} {c stale} {gone no_work}]"
 	if got != want || e.Acks[0].Reply.Err != nil {
 		t.Errorf("ack reply %s %v, want %s", got, e.Acks[0].Reply.Err, want)
+	}
+}
+
+// TestAckRepeatedIDDecidesEachVerdict: one ack with a stale retry for
+// attempt 1 and delivered for attempt 2 of the same message. The repeat
+// was answered with the first occurrence's outcome (stale), and the
+// delivered verdict was never recorded.
+func TestAckRepeatedIDDecidesEachVerdict(t *testing.T) {
+	d := newPull()
+	a := &messages.Ack{Frontend: "fe", Reply: make(chan messages.AckReply, 1), Results: []messages.DeliveryResult{
+		{ID: "m", Status: messages.Retry, Attempt: 1, Reason: "busy"},
+		{ID: "m", Status: messages.Delivered, Attempt: 2},
+	}}
+	if e := d.Ack(t0, a, Attempts{"m": 2}, nil, rng()); len(e.Acks) != 0 {
+		t.Fatalf("answered before the delivered verdict was recorded: %+v", e.Acks)
+	}
+	r, ok := d.Next(t0)
+	if !ok || len(r.Outcomes) != 1 || r.Outcomes[0].Result != persistence.ResultDelivered {
+		t.Fatalf("round %+v: want the delivered verdict to record", r)
+	}
+	e := d.Done(t0, r, []persistence.Completion{persistence.Applied}, nil, nil)
+	if len(e.Acks) != 1 || fmt.Sprint(e.Acks[0].Reply.Outcomes) != "[{m stale} {m applied}]" {
+		t.Fatalf("acks %+v, want [{m stale} {m applied}]", e.Acks)
 	}
 }
 

@@ -1,0 +1,39 @@
+package switchboard_test
+
+import (
+	"testing"
+
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+// TestAckRepeatedIDKeepsDelivered: one ack carrying a stale retry for
+// attempt 1 and then delivered for attempt 2 of the same message. The
+// node answered the repeat with the first verdict's outcome (stale) and
+// dropped the delivered one; each verdict is now decided on its own.
+func TestAckRepeatedIDKeepsDelivered(t *testing.T) {
+	h := startNode(t, testConfig(t))
+	h.pullFrontend("p", "46")
+	id := h.submit("", "46123")
+	if first := h.poll("p", 1, 2000, 1000); len(first) != 1 || first[0].Attempt != 1 { // leased for 1 s
+		t.Fatalf("first poll %+v", first)
+	}
+	var second []messages.Outgoing
+	for range 10 { // the lease runs out: offered again
+		if second = h.poll("p", 1, 2000, 30000); len(second) == 1 {
+			break
+		}
+	}
+	if len(second) != 1 || second[0].Attempt != 2 {
+		t.Fatalf("second poll %+v", second)
+	}
+	out := h.ack("p",
+		messages.DeliveryResult{ID: id, Status: messages.Retry, Attempt: 1, Reason: "busy"},
+		messages.DeliveryResult{ID: id, Status: messages.Delivered, Attempt: 2},
+	)
+	if len(out) != 2 || out[0].Outcome != messages.OutcomeStale || out[1].Outcome != "applied" {
+		t.Errorf("outcomes %+v, want stale then applied", out)
+	}
+	if m := h.message(id); m.State != messages.StateDelivered {
+		t.Fatalf("message %s after a delivered verdict: want delivered", m.State)
+	}
+}
