@@ -116,6 +116,8 @@ type Round struct {
 	// kicked: work may have become due while the round was out (its claim
 	// may not have seen it), so a short claim does not end the search.
 	kicked bool
+	// at is when Next made it: a claim counted the polls waiting then.
+	at time.Time
 }
 
 // Answer is a poll to answer.
@@ -454,7 +456,7 @@ func (d *Dispatcher) Next(now time.Time) (*Round, bool) {
 		d.round = r
 		return r, true
 	}
-	r := &Round{pending: d.pending}
+	r := &Round{pending: d.pending, at: now}
 	d.pending = nil
 	for _, p := range r.pending {
 		r.Outcomes = append(r.Outcomes, p.o)
@@ -848,12 +850,22 @@ func (d *Dispatcher) claimedNamed(now time.Time, ids []string, claimed *persiste
 	return e
 }
 
-// Tick is the time passing: polls at their deadline are answered empty,
-// push deliveries past theirs count as retries, and work the store said
-// would be due by now is looked for.
+// heldForClaim reports whether a waiting poll's deadline waits for the claim out:
+// the claim was made with the poll waiting (its room counted), so Done's
+// serve may answer it with the work the claim takes. Answered empty at its
+// deadline instead, a poll with wait_ms 0 never got the messages its own
+// claim took: they waited leased, an attempt counted, for a later poll or
+// the lease's end. The next Tick after Done answers it empty.
+func (d *Dispatcher) heldForClaim(w Waiter[*messages.Poll]) bool {
+	return d.round != nil && d.round.Claim != nil && !w.Deadline.Add(-w.Poll.Wait).After(d.round.at)
+}
+
+// Tick is the time passing: polls at their deadline are answered empty
+// (unless held for the claim out), push deliveries past theirs count as
+// retries, and work the store said would be due by now is looked for.
 func (d *Dispatcher) Tick(now time.Time, rng *rand.Rand) Effects {
 	var e Effects
-	for _, p := range d.waiters.Expire(now) {
+	for _, p := range d.waiters.ExpireUnless(now, d.heldForClaim) {
 		e.Answers = append(e.Answers, Answer{Poll: p, Reply: messages.PollReply{Messages: []messages.Outgoing{}}})
 	}
 	for id, f := range d.inflight {
@@ -875,7 +887,7 @@ func (d *Dispatcher) Tick(now time.Time, rng *rand.Rand) Effects {
 // (its end looks again anyway), the store's next due time while someone
 // could take it and the retry of a failed round.
 func (d *Dispatcher) Wake() time.Time {
-	next := clock.Earliest(d.waiters.NextDeadline(), d.handUntil)
+	next := clock.Earliest(d.waiters.NextDeadlineUnless(d.heldForClaim), d.handUntil)
 	for _, f := range d.inflight {
 		next = clock.Earliest(next, f.deadline)
 	}

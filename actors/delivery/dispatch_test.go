@@ -125,6 +125,56 @@ func TestPullPollAnsweredEmptyAtItsDeadline(t *testing.T) {
 	}
 }
 
+// TestPullPollWithoutWaitGetsItsClaim: a poll with wait_ms 0 was answered
+// empty by the Tick at its deadline, before the claim made for it came
+// back; the work it took waited leased, an attempt counted. Its deadline
+// now waits for that claim: Done answers it, or the next Tick, empty.
+func TestPullPollWithoutWaitGetsItsClaim(t *testing.T) {
+	d := newPull()
+	p := poll(10, 30*time.Second)
+	p.Wait = 0
+	d.Poll(t0, p)
+	r, ok := d.Next(t0)
+	if !ok || r.Claim == nil {
+		t.Fatalf("round %+v, want the poll's claim", r)
+	}
+	if w := d.Wake(); !w.IsZero() {
+		t.Errorf("Wake = %v while the poll's claim is out, want none", w)
+	}
+	if e := d.Tick(t0.Add(time.Millisecond), rng()); len(e.Answers) != 0 {
+		t.Fatalf("answered %+v before its claim came back", e.Answers)
+	}
+	e := d.Done(t0.Add(2*time.Millisecond), r, nil, &persistence.Claim{Work: work("w", 1, 30*time.Second)}, nil)
+	if len(e.Answers) != 1 || e.Answers[0].Poll != p || fmt.Sprint(ids(e.Answers[0].Reply.Messages)) != "[w0]" {
+		t.Fatalf("answers %+v, want the poll to get w0", e.Answers)
+	}
+	// Nothing due: the claim comes back empty and the next Tick answers.
+	p2 := poll(10, 30*time.Second)
+	p2.Wait = 0
+	now := t0.Add(time.Second)
+	d.Poll(now, p2)
+	r, _ = d.Next(now)
+	if e := d.Done(now.Add(time.Millisecond), r, nil, &persistence.Claim{}, nil); len(e.Answers) != 0 {
+		t.Fatalf("answers %+v", e.Answers)
+	}
+	if w := d.Wake(); !w.Equal(now) {
+		t.Fatalf("Wake = %v, want the poll's deadline %v", w, now)
+	}
+	if e := d.Tick(now.Add(time.Millisecond), rng()); len(e.Answers) != 1 || len(e.Answers[0].Reply.Messages) != 0 {
+		t.Fatalf("answers %+v, want the poll answered empty", e.Answers)
+	}
+	// A poll that came after the claim was made is not held by it.
+	d.Poll(now, poll(1, 30*time.Second))
+	r, _ = d.Next(now)
+	late := poll(1, 30*time.Second)
+	late.Wait = 0
+	d.Poll(now.Add(time.Millisecond), late)
+	if e := d.Tick(now.Add(2*time.Millisecond), rng()); len(e.Answers) != 1 || e.Answers[0].Poll != late {
+		t.Fatalf("answers %+v, want the late poll answered empty", e.Answers)
+	}
+	_ = r
+}
+
 func TestAckAnsweredAfterItsCommit(t *testing.T) {
 	d := newPull()
 	reply := make(chan messages.AckReply, 1)

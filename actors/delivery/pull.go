@@ -49,11 +49,14 @@ func (w *Waiters[T]) Pop() {
 
 // Expire removes and returns, oldest first, the polls whose deadline is not
 // after now.
-func (w *Waiters[T]) Expire(now time.Time) []T {
+func (w *Waiters[T]) Expire(now time.Time) []T { return w.ExpireUnless(now, nil) }
+
+// ExpireUnless is Expire but for the polls hold (nil: none) keeps waiting.
+func (w *Waiters[T]) ExpireUnless(now time.Time, hold func(Waiter[T]) bool) []T {
 	var out []T
 	kept := w.q[:0]
 	for _, x := range w.q {
-		if !x.Deadline.After(now) {
+		if !x.Deadline.After(now) && (hold == nil || !hold(x)) {
 			out = append(out, x.Poll)
 		} else {
 			kept = append(kept, x)
@@ -75,9 +78,16 @@ func (w *Waiters[T]) All() []T {
 }
 
 // NextDeadline is the earliest deadline, or zero when none wait.
-func (w *Waiters[T]) NextDeadline() time.Time {
+func (w *Waiters[T]) NextDeadline() time.Time { return w.NextDeadlineUnless(nil) }
+
+// NextDeadlineUnless is NextDeadline of the polls hold (nil: none) does
+// not keep waiting.
+func (w *Waiters[T]) NextDeadlineUnless(hold func(Waiter[T]) bool) time.Time {
 	var next time.Time
 	for _, x := range w.q {
+		if hold != nil && hold(x) {
+			continue
+		}
 		if next.IsZero() || x.Deadline.Before(next) {
 			next = x.Deadline
 		}

@@ -37,3 +37,17 @@ func TestAckRepeatedIDKeepsDelivered(t *testing.T) {
 		t.Fatalf("message %s after a delivered verdict: want delivered", m.State)
 	}
 }
+
+// TestPollWithoutWaitGetsDueMessage: a poll with wait_ms 0 while a message
+// is due was answered empty before the claim made for it came back; the
+// message then waited leased (an attempt counted) for the lease's end.
+func TestPollWithoutWaitGetsDueMessage(t *testing.T) {
+	h := startNode(t, testConfig(t))
+	h.pullFrontend("z", "50")
+	id := h.submit("", "50123")
+	got := h.poll("z", 10, 0, 30000)
+	if len(got) != 1 || got[0].ID != id || got[0].Attempt != 1 {
+		m := h.message(id)
+		t.Fatalf("a wait_ms 0 poll with one message due got %+v; the message: %s, attempts %d", got, m.State, m.Attempts)
+	}
+}
