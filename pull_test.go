@@ -51,3 +51,21 @@ func TestPollWithoutWaitGetsDueMessage(t *testing.T) {
 		t.Fatalf("a wait_ms 0 poll with one message due got %+v; the message: %s, attempts %d", got, m.State, m.Attempts)
 	}
 }
+
+// TestAckOfAnotherFrontendsMessageIsNoWork: an ack at pull frontend a of
+// frontend b's message is no_work ("this frontend has no such message");
+// once b's message was final it answered already_recorded, telling a
+// about b's message.
+func TestAckOfAnotherFrontendsMessageIsNoWork(t *testing.T) {
+	h := startNode(t, testConfig(t))
+	h.pullFrontend("a", "47")
+	h.pullFrontend("b", "48")
+	id := h.submit("", "48123")
+	if ms := h.poll("b", 1, 2000, 30000); len(ms) != 1 {
+		t.Fatalf("poll b %+v", ms)
+	}
+	h.ack("b", messages.DeliveryResult{ID: id, Status: messages.Delivered})
+	if out := h.ack("a", messages.DeliveryResult{ID: id, Status: messages.Delivered}); out[0].Outcome != "no_work" {
+		t.Fatalf("ack at a of b's delivered message: %+v, want no_work", out)
+	}
+}

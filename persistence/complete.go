@@ -18,10 +18,14 @@ type WorkLease struct {
 // (recorded), and whose outbox rows of o's kind and target hold leases.
 // Applied means: apply it now.
 //
-// A recorded outcome or a final message comes first (status and receipt
-// work are written for messages that are final already: only its ledger entry ends
-// it), then missing work, then a pull frontend's verdict on a message
-// never offered (Outcome.Ack), then the fence: a fenced outcome (Epoch >
+// A recorded outcome comes first, then missing work (no row of o's kind
+// and target: that work is not o's target's, whatever else the message
+// had), then a final message (status and receipt work are written for
+// messages that are final already: only its ledger entry ends it), then a
+// pull frontend's verdict on a message never offered (Outcome.Ack), then
+// the fence. Missing work before a final message: an ack at frontend A
+// about frontend B's message answered already_recorded once B's was
+// final, no_work before, telling A about B's message: a fenced outcome (Epoch >
 // 0) applies only while every row is still leased to its Owner under its
 // Epoch, whether or not the lease has run out since, so that a claim made
 // since speaks for the row.
@@ -29,10 +33,12 @@ func CompletionOf(o Outcome, m *Row, recorded bool, rows []WorkLease) Completion
 	switch {
 	case m == nil:
 		return NoWork
-	case recorded || (o.Kind != WorkStatus && o.Kind != WorkReceipt && m.State.Final()):
+	case recorded:
 		return AlreadyRecorded
 	case len(rows) == 0:
 		return NoWork
+	case o.Kind != WorkStatus && o.Kind != WorkReceipt && m.State.Final():
+		return AlreadyRecorded
 	case o.Ack && m.Attempts == 0:
 		return NotOffered
 	}

@@ -130,7 +130,8 @@ func TestCompletionOf(t *testing.T) {
 	}{
 		{"no message", fenced, false, "", 1, false, mine, NoWork},
 		{"recorded", fenced, true, messages.StatePending, 1, true, []WorkLease{{"b", 5}}, AlreadyRecorded},
-		{"final message", fenced, true, messages.StateDelivered, 1, false, nil, AlreadyRecorded},
+		{"final message", fenced, true, messages.StateDelivered, 1, false, mine, AlreadyRecorded},
+		{"final message, no row of its target", fenced, true, messages.StateDelivered, 1, false, nil, NoWork},
 		{"final message, status work", status, true, messages.StateDelivered, 0, false, mine, Applied},
 		{"no row", fenced, true, messages.StatePending, 1, false, nil, NoWork},
 		{"leased to it", fenced, true, messages.StatePending, 1, false, mine, Applied},

@@ -196,8 +196,10 @@ func forwardFailed(f *fixture) {
 		f.Errorf("forward_failed %d, DLQDepth %d; want 2 and 0 (the DLQ counts failed only)",
 			st.ByState[messages.StateForwardFailed], st.DLQDepth)
 	}
-	// forward_failed is final: later outcomes change nothing.
-	f.completeAll(at(2e9), []persistence.Completion{persistence.AlreadyRecorded, persistence.AlreadyRecorded},
+	// forward_failed is final: later outcomes change nothing (its own
+	// work's: already recorded; work it never had: no work).
+	f.completeAll(at(2e9), []persistence.Completion{persistence.AlreadyRecorded, persistence.NoWork, persistence.NoWork},
+		outcome(persistence.WorkForward, peerP, "ff", persistence.ResultDelivered),
 		outcome(persistence.WorkForward, peerQ, "ff", persistence.ResultDelivered),
 		outcome(persistence.WorkDelivery, feA, "ff", persistence.ResultDelivered))
 	f.wantState("ff", messages.StateForwardFailed)

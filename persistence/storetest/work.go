@@ -347,6 +347,7 @@ func completeWorkCases() []testCase {
 		{"MessageWithoutWorkIsNoWork", completeMessageWithoutWork},
 		{"OtherKindOrTargetIsNoWork", completeOtherKindOrTarget},
 		{"FinalMessageIsAlreadyRecorded", completeFinalMessage},
+		{"OtherTargetsFinalMessageIsNoWork", completeOtherTargetsFinalMessage},
 		{"SeveralOutcomesInInputOrder", completeSeveralInOrder},
 		{"EmptyCall", completeEmpty},
 		{"TextIsStoredClean", completeTextIsStoredClean},
@@ -548,17 +549,32 @@ func completeOtherKindOrTarget(f *fixture) {
 }
 
 func completeFinalMessage(f *fixture) {
-	// The message is final (delivered through feA); an outcome for other work
-	// on it (feB, no ledger entry there) changes nothing. Final wins over
-	// "no outbox row": the message is done, whatever the worker thinks.
+	// The message is final (expired while its row was leased to feA, which
+	// still has its row); feA's late outcome changes nothing.
 	f.accept(base, newMsg("cfin"))
-	f.deliver(at(1e9), "cfin")
+	f.claimDelivery(feA, ownerA, base, 1)
+	f.fail(at(1e9), "cfin")
 	for _, r := range []persistence.Result{persistence.ResultFailed, persistence.ResultDelivered, persistence.ResultRetry} {
-		f.completeOne(at(2e9), persistence.Outcome{Target: feB, MessageID: "cfin", Result: r, RetryAt: at(3e9)}, persistence.AlreadyRecorded)
+		f.completeOne(at(2e9), persistence.Outcome{MessageID: "cfin", Result: r, RetryAt: at(3e9), Ack: true}, persistence.AlreadyRecorded)
 	}
-	f.wantState("cfin", messages.StateDelivered)
-	f.noLedger("cfin", feB)
-	if n := f.historyLen("cfin"); n != 2 {
+	f.wantState("cfin", messages.StateFailed)
+}
+
+// completeOtherTargetsFinalMessage: the message is final (delivered
+// through feA); an outcome of feB, which has no work on it (a pull
+// frontend's ack of an id it was never given), is no_work, as before the
+// message was final. It answered already_recorded, telling feB that feA's
+// message exists and is done.
+func completeOtherTargetsFinalMessage(f *fixture) {
+	f.accept(base, newMsg("cother"))
+	f.completeOne(at(5e8), persistence.Outcome{Target: feB, MessageID: "cother", Result: persistence.ResultDelivered, Ack: true}, persistence.NoWork)
+	f.deliver(at(1e9), "cother")
+	for _, r := range []persistence.Result{persistence.ResultFailed, persistence.ResultDelivered, persistence.ResultRetry} {
+		f.completeOne(at(2e9), persistence.Outcome{Target: feB, MessageID: "cother", Result: r, RetryAt: at(3e9), Ack: true}, persistence.NoWork)
+	}
+	f.wantState("cother", messages.StateDelivered)
+	f.noLedger("cother", feB)
+	if n := f.historyLen("cother"); n != 2 {
 		f.Errorf("history has %d entries, want 2", n)
 	}
 }
