@@ -52,8 +52,10 @@ type DeliveryResult struct {
 	ID     string         `json:"id"`
 	Status DeliveryStatus `json:"status"`
 	Reason string         `json:"reason,omitempty"`
-	// Attempt, when set (pull acks), is the attempt the verdict is about, as
-	// the poll offered it. A retry or failed verdict about an earlier attempt
+	// Attempt, when set (pull acks; an in-process frontend should echo the
+	// Delivery's Message.Attempt), is the attempt the verdict is about, as
+	// the poll or the Delivery offered it. An in-process answer about an
+	// attempt no longer in flight is late (docs/embedding.md). A retry or failed verdict about an earlier attempt
 	// than the message's latest comes from a lease that ran out while the
 	// message was offered again: it is stale and ignored. A delivered
 	// verdict is always taken.

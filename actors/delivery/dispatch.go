@@ -31,12 +31,17 @@ type Dispatcher struct {
 	waiters  Waiters[*messages.Poll]
 	ready    []persistence.Work // pull: leased to us, not yet offered
 	inflight map[string]flight  // push: deliveries under way, by message id
-	owed     int                // push: rows the handover board granted that have not come (Owe)
-	pending  []pending          // verdicts to record
-	round    *Round             // the store round in flight
-	more     bool               // due work may be waiting in the store
-	nextDue  time.Time          // when the store said more becomes due
-	retryAt  time.Time          // after a failed round: not before
+	// asked are the attempts of each message sent to an in-process
+	// frontend's actor and not answered yet, oldest first (Asked,
+	// ActorVerdict): an answer that does not name its attempt answers the
+	// oldest.
+	asked    map[string][]int
+	owed     int       // push: rows the handover board granted that have not come (Owe)
+	pending  []pending // verdicts to record
+	round    *Round    // the store round in flight
+	more     bool      // due work may be waiting in the store
+	nextDue  time.Time // when the store said more becomes due
+	retryAt  time.Time // after a failed round: not before
 	draining bool
 	held     bool     // push: the frontend cannot take deliveries now
 	busUp    bool     // the bus is up: claim only what it names
@@ -84,6 +89,9 @@ type DispatcherConfig struct {
 type flight struct {
 	work     persistence.Work
 	deadline time.Time
+	// sent is the attempt handed to the frontend (work's, unless a claim
+	// since renewed the row: renew).
+	sent int
 }
 
 // pending is one verdict to record; ack is the ack waiting for it (nil for
@@ -92,6 +100,9 @@ type pending struct {
 	o   persistence.Outcome
 	ack *ackState
 	idx int
+	// late: a final verdict about an attempt no longer in flight (an
+	// in-process frontend's answer after its timeout).
+	late bool
 	// alone: a round holding it was refused for its input
 	// (persistence.ErrInvalid); it is recorded in a round of its own, so
 	// that the one the store refuses is found and dropped, and the others
@@ -170,6 +181,12 @@ type Effects struct {
 	// would fail the same way for ever. The worker logs them; their
 	// work is claimed again when its lease ends.
 	Dropped []persistence.Outcome
+	// LateRefused are late final verdicts (an in-process frontend's answer
+	// after its attempt timed out) on messages already final: the failure
+	// stands (a final state is never changed; reports, CDRs and retention
+	// rest on it). The worker logs them at warn, so that an operator does
+	// not resubmit blindly a message the frontend says it delivered.
+	LateRefused []persistence.Outcome
 	// Drained is set once a drain is complete: nothing in flight or to
 	// record.
 	Drained bool
@@ -184,6 +201,7 @@ func (e *Effects) add(o Effects) {
 	e.Unclaimed = append(e.Unclaimed, o.Unclaimed...)
 	e.Claimed = append(e.Claimed, o.Claimed...)
 	e.Dropped = append(e.Dropped, o.Dropped...)
+	e.LateRefused = append(e.LateRefused, o.LateRefused...)
 	e.Drained = e.Drained || o.Drained
 }
 
@@ -192,7 +210,7 @@ const storeRetry = time.Second
 
 // NewDispatcher returns a Dispatcher that assumes work may be due.
 func NewDispatcher(cfg DispatcherConfig) *Dispatcher {
-	return &Dispatcher{cfg: cfg, inflight: map[string]flight{}, more: true}
+	return &Dispatcher{cfg: cfg, inflight: map[string]flight{}, asked: map[string][]int{}, more: true}
 }
 
 // Kick says work may be due (a commit, a ring change).
@@ -247,7 +265,7 @@ func (d *Dispatcher) Handover(now time.Time, work []persistence.Work) Effects {
 			d.ready = append(d.ready, wk)
 			continue
 		}
-		d.inflight[wk.MessageID] = flight{work: wk, deadline: now.Add(d.cfg.DeliveryTimeout)}
+		d.inflight[wk.MessageID] = flight{work: wk, deadline: now.Add(d.cfg.DeliveryTimeout), sent: wk.Message.Attempts}
 		e.Start = append(e.Start, wk)
 	}
 	if d.cfg.Pull {
@@ -330,13 +348,52 @@ func (d *Dispatcher) serve(now time.Time) Effects {
 	return e
 }
 
-// Verdict records a push frontend's verdict on a delivery. attempt is 0
-// when the sender does not know it (an in-process frontend's reply). A
-// verdict for a delivery no longer in flight (it timed out, or the worker
-// restarted) is still recorded when it is final: the frontend has spoken.
-// A late retry verdict is dropped: the timeout already scheduled one.
+// Asked says the worker sent attempt `attempt` of message id to the
+// in-process frontend's actor (ActorVerdict matches the answer to it).
+func (d *Dispatcher) Asked(id string, attempt int) {
+	q := append(d.asked[id], attempt)
+	if len(q) > d.cfg.Policy.MaxAttempts+1 {
+		q = q[len(q)-d.cfg.Policy.MaxAttempts-1:] // more attempts than a message gets: the oldest will not be answered
+	}
+	d.asked[id] = q
+}
+
+// ActorVerdict records an in-process frontend's answer. It answers the
+// attempt it names (DeliveryResult.Attempt), or else the oldest attempt
+// of the message sent and not answered yet: a frontend answers each
+// Delivery once, so a late answer to attempt 1 arriving while attempt 2 is
+// in flight is attempt 1's (taken as attempt 2's, a late Retry failed a
+// message that attempt 2 delivered). An answer to an attempt no longer in
+// flight is late (Verdict).
+func (d *Dispatcher) ActorVerdict(now time.Time, r messages.DeliveryResult, rng *rand.Rand) {
+	q := d.asked[r.ID]
+	attempt := r.Attempt
+	if attempt == 0 && len(q) > 0 {
+		attempt = q[0]
+	}
+	if i := slices.Index(q, attempt); i >= 0 {
+		q = slices.Delete(q, i, i+1)
+	}
+	if len(q) == 0 {
+		delete(d.asked, r.ID)
+	} else {
+		d.asked[r.ID] = q
+	}
+	d.Verdict(now, r.ID, attempt, r, true, rng)
+}
+
+// Verdict records a push frontend's verdict on a delivery. attempt is the
+// attempt it answers, 0 when the sender does not know it. A verdict on
+// another attempt than the one in flight, or when none is (it timed out,
+// or the worker restarted), is late: still recorded when it is final (the
+// frontend has spoken; on a message already final it changes nothing,
+// Effects.LateRefused), dropped when it is a retry (the timeout already
+// scheduled one).
 func (d *Dispatcher) Verdict(now time.Time, id string, attempt int, r messages.DeliveryResult, actor bool, rng *rand.Rand) {
 	f, inFlight := d.inflight[id]
+	if inFlight && attempt > 0 && attempt != f.sent {
+		inFlight = false // an earlier attempt's answer
+	}
 	if inFlight {
 		delete(d.inflight, id)
 		attempt = f.work.Message.Attempts
@@ -351,7 +408,7 @@ func (d *Dispatcher) Verdict(now time.Time, id string, attempt int, r messages.D
 	if inFlight {
 		o = fenced(o, f.work, d.cfg.Owner)
 	}
-	d.pending = append(d.pending, pending{o: o})
+	d.pending = append(d.pending, pending{o: o, late: !inFlight})
 }
 
 // fenced stamps an outcome of a delivery in flight (a push frontend's
@@ -800,6 +857,12 @@ func (d *Dispatcher) Done(now time.Time, r *Round, completions []persistence.Com
 		if c == persistence.Applied {
 			e.Applied = append(e.Applied, p.o)
 		}
+		if p.late && c == persistence.AlreadyRecorded {
+			e.LateRefused = append(e.LateRefused, p.o)
+		}
+		if p.o.Result != persistence.ResultRetry && c != persistence.StaleEpoch {
+			delete(d.asked, p.o.MessageID) // its work is done: no attempt of it is answered now
+		}
 		if d.cfg.Bus {
 			e.Settled = append(e.Settled, Settled{Outcome: p.o, Completion: c})
 		}
@@ -870,7 +933,7 @@ func (d *Dispatcher) Tick(now time.Time, rng *rand.Rand) Effects {
 	}
 	for id, f := range d.inflight {
 		if !f.deadline.After(now) {
-			d.Verdict(now, id, f.work.Message.Attempts, messages.DeliveryResult{ID: id, Status: messages.Retry, Reason: "timeout"}, false, rng)
+			d.Verdict(now, id, f.sent, messages.DeliveryResult{ID: id, Status: messages.Retry, Reason: "timeout"}, false, rng)
 		}
 	}
 	if !d.nextDue.IsZero() && !d.nextDue.After(now) {

@@ -397,6 +397,67 @@ func TestPushLeavesRoomForRowsOwed(t *testing.T) {
 	}
 }
 
+// TestActorLateRetryOfEarlierAttempt: an in-process frontend answers
+// attempt 1 Retry after it timed out, while attempt 2 is in flight. The
+// answer was taken as attempt 2's verdict (on the last attempt: failed
+// max_attempts, and attempt 2's delivered then dropped). It is attempt
+// 1's, late, and dropped, whether it names its attempt or not.
+func TestActorLateRetryOfEarlierAttempt(t *testing.T) {
+	for _, echo := range []bool{false, true} {
+		d := newPush(4)
+		r, _ := d.Next(t0)
+		d.Done(t0, r, nil, &persistence.Claim{Work: work("m", 1, time.Minute)}, nil)
+		d.Asked("m0", 1)
+		// Attempt 1 times out; its retry is recorded; attempt 2 goes out.
+		d.Tick(t0.Add(10*time.Second), rng())
+		now := t0.Add(11 * time.Second)
+		r, _ = d.Next(now)
+		if len(r.Outcomes) != 1 || r.Outcomes[0].Reason != "timeout" {
+			t.Fatalf("round %+v, want attempt 1's timeout", r)
+		}
+		again := work("m", 1, 2*time.Minute)
+		again[0].Message.Attempts = 2
+		d.Done(now, r, []persistence.Completion{persistence.Applied}, &persistence.Claim{Work: again}, nil)
+		d.Asked("m0", 2)
+		late := messages.DeliveryResult{ID: "m0", Status: messages.Retry, Reason: "about attempt 1"}
+		if echo {
+			late.Attempt = 1
+		}
+		d.ActorVerdict(now.Add(time.Second), late, rng())
+		if r, ok := d.Next(now.Add(time.Second)); ok && len(r.Outcomes) > 0 {
+			t.Fatalf("echo %v: round %+v: attempt 1's late retry was taken as attempt 2's verdict", echo, r)
+		}
+		d.ActorVerdict(now.Add(2*time.Second), messages.DeliveryResult{ID: "m0", Status: messages.Delivered}, rng())
+		r, ok := d.Next(now.Add(2 * time.Second))
+		if !ok || len(r.Outcomes) != 1 || r.Outcomes[0].Result != persistence.ResultDelivered || r.Outcomes[0].Detail != "delivered to fe (attempt 2)" {
+			t.Fatalf("echo %v: round %+v, want attempt 2 delivered", echo, r)
+		}
+	}
+}
+
+// TestActorLateDeliveredOnFailedMessage: a late Delivered after the last
+// attempt timed out and failed the message changes nothing (a final state
+// stays: reports, CDRs and retention rest on it), and is reported to the
+// worker for a warning.
+func TestActorLateDeliveredOnFailedMessage(t *testing.T) {
+	d := newPush(4)
+	r, _ := d.Next(t0)
+	d.Done(t0, r, nil, &persistence.Claim{Work: work("m", 1, time.Minute)}, nil)
+	d.Asked("m0", 1)
+	d.Tick(t0.Add(10*time.Second), rng())
+	r, _ = d.Next(t0.Add(10 * time.Second))
+	d.Done(t0.Add(10*time.Second), r, []persistence.Completion{persistence.Applied}, nil, nil) // say, failed max_attempts
+	d.ActorVerdict(t0.Add(11*time.Second), messages.DeliveryResult{ID: "m0", Status: messages.Delivered}, rng())
+	r, ok := d.Next(t0.Add(11 * time.Second))
+	if !ok || len(r.Outcomes) != 1 || r.Outcomes[0].Result != persistence.ResultDelivered {
+		t.Fatalf("round %+v, want the late delivered verdict (the store decides)", r)
+	}
+	e := d.Done(t0.Add(11*time.Second), r, []persistence.Completion{persistence.AlreadyRecorded}, nil, nil)
+	if len(e.LateRefused) != 1 || e.LateRefused[0].MessageID != "m0" || len(e.Applied) != 0 {
+		t.Fatalf("effects %+v, want m0's late verdict refused", e)
+	}
+}
+
 // TestPushReclaimedInFlightIsNotHandedOverAgain: a node's clock stepped
 // forward past a delivery's lease (not yet past its deadline by a Tick)
 // lets the next claim take the row the worker still has in flight. The

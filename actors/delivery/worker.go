@@ -158,9 +158,9 @@ func (w *Worker) Receive(c actor.Context) {
 	case *pushResult:
 		w.core.Verdict(now, m.id, m.attempt, m.result, false, w.rng)
 	case *messages.DeliveryResult:
-		w.core.Verdict(now, m.ID, 0, *m, true, w.rng)
+		w.core.ActorVerdict(now, *m, w.rng)
 	case messages.DeliveryResult:
-		w.core.Verdict(now, m.ID, 0, m, true, w.rng)
+		w.core.ActorVerdict(now, m, w.rng)
 	case *supervision.Panicked:
 		m.Rethrow(w.log, "store call")
 	case *roundDone:
@@ -281,6 +281,10 @@ func (w *Worker) run(r *Round) {
 func (w *Worker) apply(c actor.Context, e Effects) {
 	now := w.d.Clock.Now()
 	w.settle(e, now)
+	for _, o := range e.LateRefused {
+		w.log.Warn("late verdict on a final message not recorded: it stays as it is; check with the frontend before resubmitting",
+			"message", o.MessageID, "result", o.Result, "detail", o.Detail)
+	}
 	for _, o := range e.Dropped {
 		w.log.Error("verdict dropped: the store refuses it", "message", o.MessageID, "result", o.Result,
 			"reason", o.Reason, "detail", o.Detail)
@@ -332,6 +336,7 @@ func (w *Worker) start(c actor.Context, work []persistence.Work) {
 		out := messages.OutgoingOf(wk.Message)
 		if target != nil {
 			w.openSpan(telemetry.SpanDeliverActor, out, time.Time{}) // ends with its verdict or its timeout
+			w.core.Asked(out.ID, out.Attempt)
 			c.Request(target, &messages.Delivery{Message: out, Deadline: deadline})
 			continue
 		}

@@ -1,0 +1,138 @@
+package switchboard_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/switchboard-dev/switchboard"
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/polltest"
+)
+
+// lateNode is an embedded node whose in-process deliveries time out
+// after 1.2 s (WebhookTimeout plus one second).
+func lateNode(t *testing.T, maxAttempts int, logs *syncBuffer) *switchboard.Node {
+	cfg := testConfig(t)
+	cfg.Listen, cfg.MetricsListen = "", ""
+	cfg.WebhookTimeout = 200 * time.Millisecond
+	cfg.DeliveryMaxAttempts = maxAttempts
+	if logs != nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	}
+	return startNode(t, cfg).node
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func finalMessage(t *testing.T, n *switchboard.Node, id string) messages.Message {
+	t.Helper()
+	var m messages.Message
+	polltest.Eventually(t, 15*time.Second, func() error {
+		var err error
+		if m, err = n.Message(context.Background(), id); err != nil {
+			return err
+		}
+		if !m.State.Final() {
+			return fmt.Errorf("state %s", m.State)
+		}
+		return nil
+	})
+	return m
+}
+
+// TestActorLateRetryOfEarlierAttemptIsStale: an in-process frontend
+// answers attempt 1 Retry late, while attempt 2 is in flight, then attempt
+// 2 Delivered. The late retry was taken as attempt 2's verdict: on the
+// last attempt the message failed max_attempts, and attempt 2's delivered
+// was dropped. With or without the answer naming its attempt, it is
+// attempt 1's, and dropped.
+func TestActorLateRetryOfEarlierAttemptIsStale(t *testing.T) {
+	for _, echo := range []bool{false, true} {
+		t.Run(fmt.Sprintf("echo=%v", echo), func(t *testing.T) {
+			n := lateNode(t, 2, nil)
+			serveActor(t, n, "gw", "gw", "46", actorFunc(func(c actor.Context) {
+				d, ok := c.Message().(*messages.Delivery)
+				if !ok {
+					return
+				}
+				sender, sys, m := c.Sender(), c.ActorSystem(), d.Message
+				pause, status := 500*time.Millisecond, messages.Delivered
+				if m.Attempt == 1 {
+					pause, status = 1400*time.Millisecond, messages.Retry // after its timeout, while attempt 2 is out
+				}
+				r := &messages.DeliveryResult{ID: m.ID, Status: status}
+				if echo {
+					r.Attempt = m.Attempt
+				}
+				time.AfterFunc(pause, func() { sys.Root.Send(sender, r) })
+			}))
+			if _, _, err := n.Submit(context.Background(), messages.Submission{ID: "lr", SourceMSISDN: "1", DestinationMSISDN: "467", Body: "x"}); err != nil {
+				t.Fatal(err)
+			}
+			if m := finalMessage(t, n, "lr"); m.State != messages.StateDelivered || m.Attempts != 2 {
+				t.Fatalf("state %s after %d attempts (%+v): want delivered by attempt 2", m.State, m.Attempts, m.History)
+			}
+		})
+	}
+}
+
+// TestActorLateDeliveredAfterLastAttemptIsLogged: the last attempt timed
+// out and the message failed; the frontend's Delivered comes after. The
+// failure stands (a final state is never changed), and a warning names
+// the message so that an operator does not resubmit it blindly.
+func TestActorLateDeliveredAfterLastAttemptIsLogged(t *testing.T) {
+	logs := &syncBuffer{}
+	n := lateNode(t, 1, logs)
+	answered := make(chan struct{})
+	serveActor(t, n, "gw", "gw", "46", actorFunc(func(c actor.Context) {
+		if d, ok := c.Message().(*messages.Delivery); ok {
+			sender, sys := c.Sender(), c.ActorSystem()
+			time.AfterFunc(1500*time.Millisecond, func() {
+				sys.Root.Send(sender, &messages.DeliveryResult{ID: d.Message.ID, Status: messages.Delivered})
+				close(answered)
+			})
+		}
+	}))
+	if _, _, err := n.Submit(context.Background(), messages.Submission{ID: "late", SourceMSISDN: "1", DestinationMSISDN: "467", Body: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if m := finalMessage(t, n, "late"); m.State != messages.StateFailed || m.Reason != messages.ReasonMaxAttempts {
+		t.Fatalf("state %s %q, want failed max_attempts", m.State, m.Reason)
+	}
+	<-answered
+	polltest.Eventually(t, 5*time.Second, func() error {
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "level=WARN") && strings.Contains(l, "late verdict on a final message") &&
+				strings.Contains(l, "message=late") && strings.Contains(l, "frontend=gw") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no warning about the late verdict")
+	})
+	if m, _ := n.Message(context.Background(), "late"); m.State != messages.StateFailed {
+		t.Fatalf("state %s after the late verdict, want failed", m.State)
+	}
+}
