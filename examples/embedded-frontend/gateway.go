@@ -82,7 +82,9 @@ func (g *gateway) Receive(c actor.Context) {
 	}
 	g.carrier.send(m)
 	// Respond goes to the delivery worker that sent the Delivery. It must
-	// come within Config.WebhookTimeout, or the attempt counts as a retry.
+	// come by d.Deadline (Config.WebhookTimeout after the worker handed the
+	// delivery out; the worker allows one second more for the trip back),
+	// or the attempt counts as a retry.
 	// The carrier call here is instant. A gateway doing slow I/O would not
 	// block Receive: it would take sender := c.Sender() and
 	// system := c.ActorSystem() here, do the I/O on its own goroutine and

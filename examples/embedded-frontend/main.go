@@ -177,7 +177,8 @@ func run(ctx context.Context, o options) (sum summary, err error) {
 	sum.Addr = node.Addr()
 
 	// Subscribe before submitting, so that no transition of the demo's
-	// messages happens unseen. Subscribe needs a started node.
+	// messages happens unseen. Subscribe works before Start too: subscribe
+	// there to see the transitions of work resumed from an earlier run.
 	rec := newRecorder(o.Logger)
 	unsubscribe := node.Subscribe(rec.observe)
 	defer unsubscribe()
