@@ -18,7 +18,8 @@ type Accepted struct {
 }
 
 // MessageList is a page of GET /api/messages; NextCursor is empty on the
-// last page.
+// last page, and only there: a page of a frontend or peer search may hold
+// fewer messages than its limit, even none, and have a NextCursor.
 type MessageList struct {
 	Messages   []messages.Message `json:"messages"`
 	NextCursor string             `json:"next_cursor"`

@@ -541,6 +541,9 @@
       let text = view.state ? 'No message is ' + view.state + '.' : 'No messages.';
       if (view.cursor) text = 'No older messages.';
       if (searching()) text = 'No message matches: ' + $('dest-chip-text').textContent + (view.state ? ', ' + view.state : '') + '.';
+      // A page may be empty and not the last (the API bounds the rows one
+      // page reads): Older still follows its cursor.
+      if (view.next) text = 'No message on this page: older pages may hold some.';
       $('queue-body').replaceChildren(el('tr', null, el('td', { colspan: 9, class: 'empty' }, text)));
       return;
     }

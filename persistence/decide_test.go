@@ -387,7 +387,7 @@ func TestValidatorsReportEveryProblem(t *testing.T) {
 		"statuses":  ValidateStatuses([]StatusUpdate{{}, {ID: "i", From: "f", Result: ResultRetry}}),
 		"reroutes":  ValidateReroutes([]Reroute{{State: messages.StatePending}, {ID: "i", State: messages.StateDelivered}}),
 		"queue":     ValidateQueue("", 0),
-		"list":      ListQuery{State: "x", Limit: 0, Before: -1}.Validate(),
+		"list":      ListQuery{State: "x", Limit: 0, Before: -1, Budget: -1}.Validate(),
 		"registry":  func() error { _, err := ValidateRegistry(PeerRegistry{Frontends: []string{""}}); return err }(),
 		"frontend":  ValidateFrontend(Frontend{Mode: "x"}),
 		"claim":     ClaimRequest{}.Validate(),

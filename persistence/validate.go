@@ -178,6 +178,9 @@ func (q ListQuery) Validate() error {
 	if q.Before < 0 {
 		errs = append(errs, fmt.Errorf("list messages: cursor %d must not be negative", q.Before))
 	}
+	if q.Budget < 0 {
+		errs = append(errs, fmt.Errorf("list messages: budget %d must not be negative", q.Budget))
+	}
 	if !q.BeforeAt.IsZero() && (!q.ByTime() || q.Before == 0) {
 		errs = append(errs, errors.New("list messages: a time cursor is for a time range without a number, with a seq"))
 	}

@@ -248,13 +248,29 @@ func (s *Store) GetMessage(ctx context.Context, id string) (messages.Message, er
 	return m, nil
 }
 
+// seqBoundsSQL reads the smallest and largest seq: two lookups at the ends
+// of the seq index.
+const seqBoundsSQL = `SELECT coalesce(min(seq), 0), coalesce(max(seq), 0) FROM messages`
+
 // ListMessages implements persistence.Store. It reads one row more than the
-// page to know whether another page follows.
+// page to know whether another page follows, and for a Windowed query first
+// the seq bounds its window is cut from. The two statements see two
+// snapshots: messages accepted in between are read too on a first page
+// (its window has no upper end) and are above the window of a later one,
+// and messages purged in between only make the page shorter.
 func (s *Store) ListMessages(ctx context.Context, q persistence.ListQuery) (persistence.Page, error) {
 	if err := s.precheck("list messages", q.Validate()); err != nil {
 		return persistence.Page{}, err
 	}
-	query, args := listQuery(q)
+	var w persistence.Window
+	if q.Windowed() {
+		var b persistence.SeqBounds
+		if err := s.pool.QueryRow(ctx, seqBoundsSQL).Scan(&b.Min, &b.Max); err != nil {
+			return persistence.Page{}, s.fail("list messages", err)
+		}
+		w = persistence.ListWindow(q, b)
+	}
+	query, args := listQuery(q, w)
 	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return persistence.Page{}, s.fail("list messages", err)
@@ -263,7 +279,7 @@ func (s *Store) ListMessages(ctx context.Context, q persistence.ListQuery) (pers
 	if err != nil {
 		return persistence.Page{}, s.fail("list messages", err)
 	}
-	return persistence.PageOf(q, list), nil
+	return persistence.PageOf(q, w, list), nil
 }
 
 // listQuery is the statement of ListMessages for q and its arguments, with
@@ -272,8 +288,11 @@ func (s *Store) ListMessages(ctx context.Context, q persistence.ListQuery) (pers
 // without its '+' in byte order, then seq; a prefix is a LIKE the index
 // serves as a range), a client's own (messages_submitted_by, in seq order
 // also with a time range: ByTime is false for it), created_at's for a time
-// range alone (messages_created), (state, seq) for a state, or seq.
-func listQuery(q persistence.ListQuery) (string, []any) {
+// range alone (messages_created), (state, seq) for a state, or seq. A
+// Windowed query (frontend or peer alone, which filter the rows of that
+// walk) is bounded by the window w: seq >= w.Lo, a range of the seq or the
+// (state, seq) index.
+func listQuery(q persistence.ListQuery, w persistence.Window) (string, []any) {
 	var (
 		conds []string
 		args  []any
@@ -323,6 +342,9 @@ func listQuery(q persistence.ListQuery) (string, []any) {
 		}
 	case q.Before > 0:
 		conds = append(conds, "seq < "+arg(q.Before))
+	}
+	if w.Lo > 0 {
+		conds = append(conds, "seq >= "+arg(w.Lo))
 	}
 	sql := "SELECT " + columns("") + ", " + apiColumns("messages") + " FROM messages"
 	if len(conds) > 0 {

@@ -51,6 +51,7 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{"relay", relaySQL, []any{5, 10, 0, 0}},
 		{"relay after a row", relaySQL, []any{5, 10, 3, 7}},
 		{"oldest unrelayed", oldestUnrelayedSQL, nil},
+		{"seq bounds", seqBoundsSQL, nil},
 	}
 	t5 := time.Date(2030, 1, 1, 0, 0, 5, 0, time.UTC)
 	for name, q := range map[string]persistence.ListQuery{
@@ -66,8 +67,14 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		// Not messages_created: it holds every client's messages.
 		"a client's own since":      {SubmittedBy: "app", Since: t5, Limit: 10, Before: 5},
 		"a client's own in a range": {SubmittedBy: "app", Since: t5, Until: t5.Add(time.Hour), State: messages.StateFailed, Limit: 10},
+		// Windowed: a frontend or a peer alone reads a window of seqs
+		// below the cursor, a range of the rowid, also with a state.
+		"window: frontend":         {Frontend: "fe", Limit: 10, Before: 500_000},
+		"window: frontend, newest": {Frontend: "fe", Limit: 10},
+		"window: peer and state":   {Peer: "b", State: messages.StateFailed, Limit: 10, Before: 500_000},
 	} {
-		query, args := listQuery(q)
+		// A store of a million seqs: every window query gets a window.
+		query, args := listQuery(q, persistence.ListWindow(q, persistence.SeqBounds{Min: 1, Max: 1_000_000}))
 		statements = append(statements, struct {
 			name string
 			sql  string
@@ -93,6 +100,9 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		"relay":                     "SEARCH outbox USING INDEX outbox_relay (due_at>? AND due_at<?)",
 		"relay after a row":         "SEARCH outbox USING INDEX outbox_relay (due_at>? AND due_at<?)",
 		"oldest unrelayed":          "SCAN outbox USING INDEX outbox_relay",
+		"window: frontend":          "SEARCH messages USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)",
+		"window: frontend, newest":  "SEARCH messages USING INTEGER PRIMARY KEY (rowid>?)",
+		"window: peer and state":    "SEARCH messages USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)",
 	}
 	check := func(when string) {
 		for _, st := range statements {

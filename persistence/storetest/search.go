@@ -17,6 +17,7 @@ func searchCases() []testCase {
 		{"ByTimePagesNewestFirst", searchByTimePages},
 		{"NumberAndTimeTogether", searchNumberAndTime},
 		{"ByFrontendAndPeer", searchByFrontendAndPeer},
+		{"ByFrontendReadsAWindowPerPage", searchFrontendWindow},
 		{"PrefixEscapesPatternCharacters", searchPrefixIsLiteral},
 		{"InvalidQueryIsError", searchInvalid},
 	}
@@ -110,6 +111,112 @@ func searchByFrontendAndPeer(f *fixture) {
 	f.accept(base, local, other, out, in)
 	f.wantIDs("frontend", searchAll(f, persistence.ListQuery{Frontend: feB}), "s-other")
 	f.wantIDs("peer: to it and from it", searchAll(f, persistence.ListQuery{Peer: peerP}), "s-in", "s-out")
+}
+
+// searchFrontendWindow: a frontend or peer search examines at most Budget
+// seqs per page. 40 messages in one batch (consecutive seqs), of which feB
+// has 4 far apart and peerP 2: with a budget of 5, pages are short or empty
+// and carry a cursor at their window's start until the window reaches the
+// oldest message; following the cursors finds each match once, newest
+// first.
+func searchFrontendWindow(f *fixture) {
+	var batch []persistence.NewMessage
+	for i := range 40 {
+		nm := newMsg(fmt.Sprintf("w-%02d", i))
+		switch i {
+		case 0, 1, 17, 38:
+			nm.Frontend = feB
+		case 3, 25:
+			nm = fwdMsg(nm.ID, peerP)
+		}
+		batch = append(batch, nm)
+	}
+	res := f.accept(base, batch...)
+	seq := func(i int) int64 { return res[i].Message.Seq }
+	for i := 1; i < len(res); i++ {
+		if seq(i) != seq(i-1)+1 {
+			f.Fatalf("one batch's seqs are not consecutive: %d then %d", seq(i-1), seq(i))
+		}
+	}
+
+	// pages follows the cursors of q and returns each page's ids and
+	// cursor.
+	type page struct {
+		ids  []string
+		next int64
+	}
+	pages := func(q persistence.ListQuery) []page {
+		f.Helper()
+		var out []page
+		for range 100 {
+			p := f.list(q)
+			out = append(out, page{messageIDs(p.Messages), p.Next})
+			if p.Next == 0 {
+				return out
+			}
+			if q.Before != 0 && p.Next >= q.Before {
+				f.Fatalf("ListMessages(%+v): cursor %d does not move down", q, p.Next)
+			}
+			q.Before = p.Next
+		}
+		f.Fatalf("ListMessages(%+v): more than 100 pages", q)
+		return nil
+	}
+	all := func(ps []page) []string {
+		var ids []string
+		for _, p := range ps {
+			ids = append(ids, p.ids...)
+		}
+		return ids
+	}
+
+	q := persistence.ListQuery{Frontend: feB, Limit: 2, Budget: 5}
+	ps := pages(q)
+	f.wantIDs("frontend, a window per page", all(ps), "w-38", "w-17", "w-01", "w-00")
+	// The first window is [35, 40): one match, and a cursor at its start.
+	if p := ps[0]; !equalStrings(p.ids, []string{"w-38"}) || p.next != seq(35) {
+		f.Errorf("first page = %q next %d, want [w-38] next %d (the window's start)", p.ids, p.next, seq(35))
+	}
+	if p := ps[1]; len(p.ids) != 0 || p.next != seq(30) {
+		f.Errorf("second page = %q next %d, want none, next %d", p.ids, p.next, seq(30))
+	}
+	// [30, 35) .. [5, 10) hold one match; below 5 the window reaches the
+	// oldest message and the last page is full.
+	if len(ps) != 8 {
+		f.Errorf("%d pages, want 8 (one per window of 5, the last reaching the oldest)", len(ps))
+	}
+	if last := ps[len(ps)-1]; !equalStrings(last.ids, []string{"w-01", "w-00"}) {
+		f.Errorf("last page = %q, want [w-01 w-00]", last.ids)
+	}
+
+	q.State = messages.StatePending
+	f.wantIDs("frontend and state", all(pages(q)), "w-38", "w-17", "w-01", "w-00")
+	q.State = messages.StateDelivered
+	f.wantIDs("frontend and a state none is in", all(pages(q)))
+	f.wantIDs("peer", all(pages(persistence.ListQuery{Peer: peerP, Limit: 2, Budget: 5})), "w-25", "w-03")
+
+	// A full page ends after its last row, as without a window.
+	p := f.list(persistence.ListQuery{Frontend: feA, Limit: 2, Budget: 5})
+	if got := messageIDs(p.Messages); !equalStrings(got, []string{"w-39", "w-37"}) || p.Next != seq(37) {
+		f.Errorf("full page = %q next %d, want [w-39 w-37] next %d", got, p.Next, seq(37))
+	}
+	// A budget that covers the store changes nothing: one page, complete.
+	p = f.list(persistence.ListQuery{Frontend: feB, Limit: 10, Budget: 40})
+	if got := messageIDs(p.Messages); !equalStrings(got, []string{"w-38", "w-17", "w-01", "w-00"}) || p.Next != 0 {
+		f.Errorf("budget 40 = %q next %d, want all four, last page", got, p.Next)
+	}
+	// So does the default budget, and the budget of a query that is not
+	// windowed (a state alone, a number with the frontend).
+	f.wantIDs("default budget", all(pages(persistence.ListQuery{Frontend: feB, Limit: 2})), "w-38", "w-17", "w-01", "w-00")
+	p = f.list(persistence.ListQuery{State: messages.StatePending, Limit: 3, Budget: 1})
+	if got := messageIDs(p.Messages); !equalStrings(got, []string{"w-39", "w-38", "w-37"}) || p.Next != seq(37) {
+		f.Errorf("a state alone, budget 1 = %q next %d, want [w-39 w-38 w-37] next %d", got, p.Next, seq(37))
+	}
+	number := persistence.ListQuery{Frontend: feB, Destination: persistence.NumberMatch{Key: "447700900123"}, Limit: 10, Budget: 1}
+	f.wantIDs("a number with the frontend", all(pages(number)), "w-38", "w-17", "w-01", "w-00")
+	if n := len(pages(number)); n != 1 {
+		f.Errorf("a number with the frontend: %d pages, want 1", n)
+	}
 }
 
 func searchPrefixIsLiteral(f *fixture) {
