@@ -64,3 +64,60 @@ func TestSiteRouteToAFrontendDeletedElsewhereIsRefused(t *testing.T) {
 		t.Fatalf("routes %+v after the refused put, want none", routes.Routes)
 	}
 }
+
+// An instance whose directory is stale routes a submit to a frontend that
+// another instance moved the route from and deleted (and died before it
+// told the master, so no touch came): the store refuses to create the
+// message for a frontend it no longer has, and the instance reads the
+// directory again and stores the message for the route's frontend now.
+func TestSiteSubmitToAFrontendDeletedElsewhereGoesByTheRoute(t *testing.T) {
+	h, st := siteDirectory(t)
+	h.must(200, "PUT", "/api/routes/44", map[string]string{"frontend": "fe"}, nil)
+	ctx, now := context.Background(), time.Now()
+	if err := st.PutFrontend(ctx, messages.Frontend{Name: "nu", Mode: messages.ModePull, CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutRoute(ctx, messages.Route{Prefix: "44", Frontend: "nu", UpdatedAt: now, Local: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeleteFrontend(ctx, "fe"); err != nil {
+		t.Fatal(err)
+	}
+	id := h.submit("s1", "441234")
+	if m := h.message(id); m.Frontend != "nu" {
+		t.Errorf("%s was stored for frontend %q, which the store no longer has (the route names nu)", id, m.Frontend)
+	}
+	if got := h.poll("nu", 10, 500, 10_000); len(got) != 1 || got[0].ID != id {
+		t.Errorf("a poll of nu got %+v, want %s", got, id)
+	}
+	// A retry of the stored id is the stored message (200).
+	var again messages.Message
+	h.must(200, "POST", "/api/messages", map[string]string{
+		"id": id, "source_msisdn": "15550001", "destination_msisdn": "441234", "message_body": "hello " + id}, &again)
+	if again.ID != id || again.Frontend != "nu" {
+		t.Errorf("a retry of %s answered %s for %q", id, again.ID, again.Frontend)
+	}
+}
+
+// As above, but the other instance deleted the route too: the directory
+// read again has none, and the submit is answered no_route.
+func TestSiteSubmitToAFrontendDeletedElsewhereWithItsRouteIsNoRoute(t *testing.T) {
+	h, st := siteDirectory(t)
+	h.must(200, "PUT", "/api/routes/44", map[string]string{"frontend": "fe"}, nil)
+	ctx := context.Background()
+	if err := st.DeleteRoute(ctx, "44"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeleteFrontend(ctx, "fe"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"", "with-id"} {
+		h.apiError(422, messages.CodeNoRoute, "POST", "/api/messages", map[string]string{
+			"id": id, "source_msisdn": "15550001", "destination_msisdn": "441234", "message_body": "x"})
+	}
+	var page struct{ Messages []messages.Message }
+	h.must(200, "GET", "/api/messages", nil, &page)
+	if len(page.Messages) != 0 {
+		t.Errorf("stored %+v for a frontend and route deleted elsewhere, want nothing", page.Messages)
+	}
+}

@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
@@ -41,6 +42,32 @@ func Lookups(batch []NewMessage) []string {
 			out = append(out, nm.ID)
 		}
 	}
+	return out
+}
+
+// LocalFrontend names the frontend nm is for when its work is local
+// delivery: the store creates such a message only while it has that
+// frontend (a directory cached by another instance of a site may name one
+// deleted since), checked in the statement that inserts it, with no lock.
+func LocalFrontend(nm NewMessage) (string, bool) {
+	if nm.StoredOnly || nm.Work == nil || nm.Work.Kind != WorkDelivery {
+		return "", false
+	}
+	return nm.Work.Target, true
+}
+
+// LocalFrontends lists, sorted and each once, the LocalFrontend of the
+// entries of batch at idx.
+func LocalFrontends(batch []NewMessage, idx []int) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, i := range idx {
+		if fe, ok := LocalFrontend(batch[i]); ok && !seen[fe] {
+			seen[fe] = true
+			out = append(out, fe)
+		}
+	}
+	slices.Sort(out)
 	return out
 }
 
@@ -122,8 +149,10 @@ func PublishedWork(nm NewMessage, m messages.Message, row int64) *Relay {
 // repeat within the batch, a StoredOnly one) gets its message with Created
 // false, as does every entry of an id stored before. A client's submission
 // whose id is stored (or taken earlier in the batch) with other content is
-// a Conflict. A StoredOnly entry whose id is neither is Absent.
-func AcceptResults(batch []NewMessage, created, stored map[string]messages.Message, rows map[string]int64) ([]Accepted, error) {
+// a Conflict. A StoredOnly entry whose id is neither is Absent; any other
+// entry whose id is neither is FrontendGone when its LocalFrontend is one
+// of unknown, the frontends the store found it does not have.
+func AcceptResults(batch []NewMessage, created, stored map[string]messages.Message, rows map[string]int64, unknown map[string]bool) ([]Accepted, error) {
 	out := make([]Accepted, len(batch))
 	creator := make(map[string]int, len(batch))
 	for _, i := range Firsts(batch) {
@@ -141,6 +170,8 @@ func AcceptResults(batch []NewMessage, created, stored map[string]messages.Messa
 				out[i] = Accepted{Message: m, Conflict: Conflict(nm, m)}
 			} else if nm.StoredOnly {
 				out[i] = Accepted{Absent: true}
+			} else if fe, ok := LocalFrontend(nm); ok && unknown[fe] {
+				out[i] = Accepted{FrontendGone: true}
 			} else {
 				return nil, fmt.Errorf("message %q neither created nor found", nm.ID)
 			}

@@ -186,6 +186,13 @@ type Accepted struct {
 	// Absent is true for a StoredOnly submission whose id is not stored:
 	// nothing was written, and Message is zero.
 	Absent bool
+	// FrontendGone is true for a message for local delivery (delivery
+	// work) whose id is not stored and whose frontend the store does not
+	// have (LocalFrontend): nothing was written, and Message is zero. The
+	// caller routed it by a stale directory (another instance of a site
+	// deleted the frontend): it reads the directory again and routes the
+	// message anew. An id already stored is a retry whatever its frontend.
+	FrontendGone bool
 	// Conflict, for a client's submission (no ReportTo) whose id was
 	// already stored with other content, names the first field that
 	// differs (messages.ContentDiff); nothing was written for it. A peer's
@@ -666,8 +673,10 @@ type Store interface {
 
 	// Accept stores messages in one transaction, each with its first history
 	// entry and its outbox work. A message whose id is already stored is left
-	// as it is and returned with Created false. Results are in input order;
-	// an id repeated within the batch is created once.
+	// as it is and returned with Created false. A new message for local
+	// delivery whose frontend is not registered is not stored
+	// (Accepted.FrontendGone). Results are in input order; an id repeated
+	// within the batch is created once.
 	Accept(ctx context.Context, now time.Time, batch []NewMessage) ([]Accepted, error)
 
 	// GetMessage returns one message with its history (oldest first), or

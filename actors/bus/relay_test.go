@@ -24,6 +24,7 @@ import (
 // when publish is set, and returns the row to publish.
 func accept(t *testing.T, st persistence.Store, id string, publish bool) []persistence.Relay {
 	t.Helper()
+	register(t, st, "fe")
 	res, err := st.Accept(context.Background(), time.Now(), []persistence.NewMessage{{
 		ID: id, SourceMSISDN: "15550001", DestinationMSISDN: "447700900001", Body: "hi", State: messages.StatePending,
 		Work: &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: "fe"}, Publish: publish,
@@ -35,6 +36,16 @@ func accept(t *testing.T, st persistence.Store, id string, publish bool) []persi
 		return nil
 	}
 	return []persistence.Relay{*res[0].Relay}
+}
+
+// register registers frontend fe: a store creates a message for local
+// delivery only while its frontend is registered.
+func register(t *testing.T, st persistence.Store, fe string) {
+	t.Helper()
+	now := time.Now()
+	if err := st.PutFrontend(context.Background(), persistence.Frontend{Name: fe, Mode: persistence.ModePull, CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // fetchUntil acks what the bus hands out for "fe" until it has handed out
@@ -249,6 +260,7 @@ func TestRelayPublishesScheduledWorkWhenItFallsDue(t *testing.T) {
 	st := sqlitetest.Open(t)
 	clk := &manualClock{now: time.Now().UTC().Truncate(time.Second)}
 	due := clk.Now().Add(time.Hour)
+	register(t, st, "fe")
 	for _, m := range []struct {
 		id string
 		at time.Time
@@ -276,6 +288,7 @@ func TestRelayPublishesScheduledWorkWhenItFallsDue(t *testing.T) {
 // written unrelayed (for the relay's rounds).
 func acceptFor(t *testing.T, st persistence.Store, id, fe string) {
 	t.Helper()
+	register(t, st, fe)
 	_, err := st.Accept(context.Background(), time.Now(), []persistence.NewMessage{{
 		ID: id, SourceMSISDN: "15550001", DestinationMSISDN: "447700900001", Body: "hi", State: messages.StatePending,
 		Work: &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: fe},

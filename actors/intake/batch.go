@@ -28,6 +28,10 @@ type entry struct {
 	// Submit's Refusal, or its route): it went to the commit StoredOnly
 	// and is the answer when its id is not stored.
 	refusal error
+	// rerouted marks an entry a commit gave back for a frontend the store
+	// no longer has (Batch.Again): routed again by a directory read since,
+	// it is answered, not given back, if that happens once more.
+	rerouted bool
 }
 
 // forwardReq collects the results of one AcceptForwards; it is answered
@@ -124,6 +128,17 @@ func (p *Pipeline) Forwards(m *messages.AcceptForwards) bool {
 // Statuses queues a peer's delivery_status reports.
 func (p *Pipeline) Statuses(m *messages.ApplyStatuses) {
 	p.reports = append(p.reports, &statusReq{m: m, updates: updatesOf(m)})
+}
+
+// Again queues, ahead of everything else, the entries a commit gave back
+// (Batch.Again) to be routed again.
+func (p *Pipeline) Again(entries []entry) {
+	again := make([]entry, len(entries), len(entries)+len(p.entries))
+	for i, e := range entries {
+		e.rerouted = true
+		again[i] = e
+	}
+	p.entries = append(again, p.entries...)
 }
 
 // Full reports whether a batch of MaxBatch messages is waiting.
@@ -339,6 +354,11 @@ type Batch struct {
 	Now     time.Time
 	Stored  []persistence.NewMessage
 	Updates []persistence.StatusUpdate
+	// Again are, once settled, the entries not answered because the store
+	// has not the frontend they were routed to (FrontendGone): the
+	// directory they were routed by is stale. The intake reads it again
+	// and queues them for its next commit (Pipeline.Again).
+	Again   []entry
 	entries []entry
 	from    []int
 	reports []*statusReq
@@ -487,7 +507,17 @@ func (b *Batch) settle(w persistence.Written, err error) (changes []messages.Sta
 	}
 	kicked := map[persistence.WorkSpec]bool{}
 	for k, acc := range w.Accepted {
-		answer(b.entries[b.from[k]], acc, nil)
+		e := b.entries[b.from[k]]
+		switch {
+		case acc.FrontendGone && !e.rerouted:
+			b.Again = append(b.Again, e)
+			continue
+		case acc.FrontendGone:
+			answer(e, acc, messages.Errorf(messages.CodeUnavailable,
+				"frontend %q was deleted while the message was being stored; retry", b.Stored[k].Work.Target))
+			continue
+		}
+		answer(e, acc, nil)
 		if !acc.Created {
 			continue
 		}

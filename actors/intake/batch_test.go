@@ -292,3 +292,45 @@ func TestForwardRequestSplitOverCommitsIsAnsweredOnce(t *testing.T) {
 		t.Errorf("the request stored by two commits was answered %+v", r)
 	}
 }
+
+// TestSettleGivesBackAFrontendGone: an entry the store did not create for
+// a frontend it no longer has (FrontendGone) is not answered but given back
+// (Again), to be routed again by a directory read since, ahead of the queue
+// (Pipeline.Again); given back once already, it is answered.
+func TestSettleGivesBackAFrontendGone(t *testing.T) {
+	s1, r1 := submit("a", "44")
+	s2, r2 := submit("b", "44")
+	work := &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: "old"}
+	b := &Batch{Now: t0, entries: []entry{{sub: s1}, {sub: s2}}, from: []int{0, 1},
+		Stored: []persistence.NewMessage{{ID: "a", Work: work}, {ID: "b", Work: work}}}
+	w := persistence.Written{Accepted: []persistence.Accepted{
+		{FrontendGone: true}, {Created: true, Message: messages.Message{ID: "b", State: messages.StatePending}},
+	}}
+	changes, _ := b.settle(w, nil)
+	if got := <-r2; got.Message.ID != "b" || !got.Created {
+		t.Errorf("submit b answered %+v", got)
+	}
+	select {
+	case got := <-r1:
+		t.Fatalf("submit a, for a frontend gone, answered %+v; want it given back", got)
+	default:
+	}
+	if len(b.Again) != 1 || b.Again[0].sub != s1 || len(changes) != 1 {
+		t.Fatalf("given back %+v, changes %+v; want submit a given back, b's change", b.Again, changes)
+	}
+
+	s3, _ := submit("c", "44")
+	p := Pipeline{Depth: 1, MaxBatch: 10}
+	p.Submit(s3)
+	p.Again(b.Again)
+	entries, _, _ := p.Take()
+	if len(entries) != 2 || entries[0].sub != s1 || !entries[0].rerouted || entries[1].sub != s3 || entries[1].rerouted {
+		t.Fatalf("queue after Again: %+v; want a (rerouted) ahead of c", entries)
+	}
+
+	b = &Batch{Now: t0, entries: entries[:1], from: []int{0}, Stored: []persistence.NewMessage{{ID: "a", Work: work}}}
+	b.settle(persistence.Written{Accepted: []persistence.Accepted{{FrontendGone: true}}}, nil)
+	if got := <-r1; got.Err == nil || len(b.Again) != 0 {
+		t.Errorf("a given back once and gone again: answered %+v, given back %d; want an error", got, len(b.Again))
+	}
+}

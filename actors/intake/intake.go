@@ -29,8 +29,11 @@ type Intake struct {
 	// for them, so that their submitters are answered before the store
 	// closes.
 	commits *sync.WaitGroup
-	self    *actor.PID
-	sys     *actor.ActorSystem
+	// again holds the entries commits gave back (Batch.Again) until the
+	// intake routes them again; across incarnations, like commits.
+	again *againQueue
+	self  *actor.PID
+	sys   *actor.ActorSystem
 	// flushQueued is true while a flush message is in our mailbox.
 	flushQueued bool
 }
@@ -58,9 +61,9 @@ func NewIntake(cfg Config) actor.Producer {
 	if cfg.CommitDepth <= 0 {
 		cfg.CommitDepth = 1
 	}
-	commits := &sync.WaitGroup{}
+	commits, again := &sync.WaitGroup{}, &againQueue{}
 	return func() actor.Actor {
-		return &Intake{cfg: cfg, log: cfg.Logger.With("component", "intake"), commits: commits,
+		return &Intake{cfg: cfg, log: cfg.Logger.With("component", "intake"), commits: commits, again: again,
 			pipe: Pipeline{Depth: cfg.CommitDepth, MaxBatch: cfg.MaxBatch}}
 	}
 }
@@ -82,6 +85,7 @@ func (a *Intake) Receive(c actor.Context) {
 		a.commits.Wait()
 		a.pipe.Settled()
 		for {
+			a.routeAgain(c)
 			b, ok := a.batch(c)
 			if !ok {
 				break
@@ -96,6 +100,7 @@ func (a *Intake) Receive(c actor.Context) {
 		// same id finds the stored message (submits with an id are
 		// idempotent).
 		entries, reports := a.pipe.Drop()
+		entries = append(entries, a.again.take()...)
 		failAll(entries, reports, messages.Errorf(messages.CodeUnavailable,
 			"the intake restarted before answering; retry with the same id"))
 	case *messages.Submit:
@@ -115,6 +120,7 @@ func (a *Intake) Receive(c actor.Context) {
 	case *committed:
 		a.pipe.Done()
 		a.kick(c, m.kicks)
+		a.routeAgain(c)
 		a.start(c)
 	case *supervision.Panicked:
 		a.pipe.Done()
@@ -157,6 +163,42 @@ func (a *Intake) submit(c actor.Context, m *messages.Submit) {
 	}
 	a.pipe.Submit(m)
 	a.queued(c)
+}
+
+// againQueue is where commits' goroutines leave the entries they give
+// back (Batch.Again) for the intake.
+type againQueue struct {
+	mu      sync.Mutex
+	entries []entry
+}
+
+func (q *againQueue) add(entries []entry) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.entries = append(q.entries, entries...)
+}
+
+func (q *againQueue) take() []entry {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	entries := q.entries
+	q.entries = nil
+	return entries
+}
+
+// routeAgain reads the directory again, once, when commits gave entries back
+// for a frontend the store no longer has (another instance of a site
+// deleted it, and the touch that would have told us never came), and
+// queues them for the next commit: routed by the directory as it is, they
+// go to the route's frontend now, or are answered no_route.
+func (a *Intake) routeAgain(c actor.Context) {
+	entries := a.again.take()
+	if len(entries) == 0 {
+		return
+	}
+	a.log.Info("frontend gone from the store; reading the directory again", "messages", len(entries))
+	a.reload(c)
+	a.pipe.Again(entries)
 }
 
 // queued starts a commit of a full batch, or makes sure a flush follows.
@@ -258,6 +300,7 @@ func (a *Intake) run(b *Batch) []persistence.WorkSpec {
 		a.log.Error("commit failed", "messages", len(b.Stored), "reports", len(b.Updates), "err", err)
 	}
 	changes, kicks := b.settle(w, err)
+	a.again.add(b.Again)
 	for _, ch := range changes {
 		a.cfg.Publish(ch)
 	}

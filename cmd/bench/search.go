@@ -272,6 +272,11 @@ func acceptRate(st persistence.Store, window time.Duration) (float64, error) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(5, 6))
 	start, n := time.Now(), int64(0)
+	// A store creates a message for local delivery only while its
+	// frontend is registered.
+	if err := st.PutFrontend(ctx, persistence.Frontend{Name: "fe", Mode: persistence.ModePull, CreatedAt: start, UpdatedAt: start}); err != nil {
+		return 0, err
+	}
 	batch := make([]persistence.NewMessage, 512)
 	for time.Since(start) < window {
 		for j := range batch {

@@ -35,7 +35,7 @@ func BenchmarkAccept(b *testing.B) {
 }
 
 func benchAccept(b *testing.B, size int) float64 {
-	s := open(b, pgtest.DSN(b))
+	s := withFE(b, open(b, pgtest.DSN(b)))
 	batch := make([]persistence.NewMessage, size)
 	n := 0
 	for b.Loop() {
@@ -101,7 +101,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 }
 
 func benchClaimComplete(b *testing.B, size int, fenced bool) {
-	s := open(b, pgtest.DSN(b))
+	s := withFE(b, open(b, pgtest.DSN(b)))
 	var ring *persistence.RingClaim
 	var epoch uint64
 	if fenced {

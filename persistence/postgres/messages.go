@@ -21,7 +21,13 @@ import (
 // given). It returns the created messages, each with the id of its outbox
 // row when that was written relayed (leased, or to publish); the caller reads the others (already stored) afterwards,
 // in a statement of their own, which also sees those that a concurrent Accept
-// committed while this one waited on their ids.
+// committed while this one waited on their ids. A message for local
+// delivery is inserted only if its frontend exists
+// (persistence.LocalFrontend): an index probe of the frontends' primary
+// key, without a lock (FOR SHARE from every instance's commits would make
+// the frontend's row a MultiXact hot spot). A delete that commits while
+// this statement runs can still leave a message for the frontend, as a
+// delete just after the commit would.
 var acceptSQL = `
 WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[],
@@ -45,7 +51,9 @@ created AS (
 		source_smsc, dest_smsc, frontend, attempts, '', $14, $14, $14, 1,
 		CASE WHEN state = 'forward_queued' THEN $14::timestamptz END, report_to, state, detail,
 		data_coding, body_binary, validity_until, deliver_after, submitted_by, traceparent
-	FROM numbered ORDER BY id COLLATE "C"
+	FROM numbered n
+	WHERE n.work_kind <> 'delivery' OR EXISTS (SELECT 1 FROM frontends f WHERE f.name = n.work_target)
+	ORDER BY id COLLATE "C"
 	ON CONFLICT (id) DO NOTHING
 	RETURNING ` + columns("") + `
 ),
@@ -132,7 +140,10 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 		})
 	}
 	// run reads the messages whose ids were taken, and those of StoredOnly
-	// submissions (an absent one is Absent, not inserted). One that is gone by
+	// submissions (an absent one is Absent, not inserted), and whether the
+	// frontends of those for local delivery exist, in one round trip. One
+	// that is not stored and whose frontend is not registered was not
+	// inserted for that (FrontendGone). Any other one that is gone by
 	// then was purged between the insert and the read (its retention
 	// ended; on one instance of a site while another accepted its id
 	// again): it is inserted again, as a submission after its idempotency
@@ -140,10 +151,14 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 	// acceptRounds of that, AcceptResults reports what is still missing.
 	run := func(ctx context.Context, q conn) error {
 		stored := map[string]messages.Message{}
+		unknown := map[string]bool{}
 		// missing are the entries neither created nor read yet.
 		missing := func() (at []int, of []string) {
 			for k, id := range ids {
 				_, made := created[id]
+				if fe, ok := persistence.LocalFrontend(batch[uniq[k]]); ok && unknown[fe] {
+					continue
+				}
 				if _, ok := stored[id]; !made && !ok {
 					at, of = append(at, k), append(of, id)
 				}
@@ -151,7 +166,7 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 			return at, of
 		}
 		for round := range acceptRounds {
-			_, taken := missing()
+			at, taken := missing()
 			if round == 0 {
 				// StoredOnly submissions are read, never inserted.
 				taken = append(taken, lookups...)
@@ -159,12 +174,16 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 			if len(taken) == 0 {
 				break
 			}
-			found, err := s.messagesByID(ctx, q, taken)
+			fes := persistence.LocalFrontends(batch, pick(uniq, at))
+			found, known, err := s.readTaken(ctx, q, taken, fes)
 			if err != nil {
 				return err
 			}
 			for _, m := range found {
 				stored[m.ID] = m
+			}
+			for _, fe := range fes {
+				unknown[fe] = !known[fe]
 			}
 			gone, _ := missing()
 			if len(gone) == 0 {
@@ -177,10 +196,43 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 			}
 		}
 		var err error
-		*out, err = persistence.AcceptResults(batch, created, stored, relayedRows)
+		*out, err = persistence.AcceptResults(batch, created, stored, relayedRows, unknown)
 		return err
 	}
 	return part{queue: func(b *pgx.Batch) { insert(b, nil) }, run: run}
+}
+
+// knownFrontendsSQL reads which of the names given are registered
+// frontends (a join on the primary key; see messagesByIDSQL).
+const knownFrontendsSQL = "SELECT f.name FROM frontends f JOIN unnest($1::text[]) AS k(name) ON f.name = k.name"
+
+// readTaken reads the messages with the ids given (those stored) and
+// which of the frontends fes are registered, in one round trip.
+func (s *Store) readTaken(ctx context.Context, q conn, ids, fes []string) ([]messages.Message, map[string]bool, error) {
+	var found []messages.Message
+	known := make(map[string]bool, len(fes))
+	b := &pgx.Batch{}
+	b.Queue(messagesByIDSQL, ids).Query(func(rows pgx.Rows) error {
+		var err error
+		found, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (messages.Message, error) { return scanMessage(row) })
+		return err
+	})
+	if len(fes) > 0 {
+		b.Queue(knownFrontendsSQL, fes).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var name string
+				if err := rows.Scan(&name); err != nil {
+					return err
+				}
+				known[name] = true
+			}
+			return rows.Err()
+		})
+	}
+	if err := q.SendBatch(ctx, b).Close(); err != nil {
+		return nil, nil, err
+	}
+	return found, known, nil
 }
 
 // acceptRounds bounds the reads (and inserts again) of an Accept's ids that

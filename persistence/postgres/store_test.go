@@ -38,6 +38,18 @@ func open(t testing.TB, dsn string) *Store {
 	return s
 }
 
+// withFE registers frontend fe on s, the one the tests' messages are for:
+// a store creates a message for local delivery only while its frontend is
+// registered (persistence.LocalFrontend).
+func withFE(t testing.TB, s *Store) *Store {
+	t.Helper()
+	now := time.Now()
+	if err := s.PutFrontend(t.Context(), persistence.Frontend{Name: "fe", Mode: persistence.ModePull, CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatalf("PutFrontend: %v", err)
+	}
+	return s
+}
+
 // delivery is a pending message with delivery work on target, due at t0.
 func delivery(id, target string) persistence.NewMessage {
 	return persistence.NewMessage{
@@ -154,7 +166,7 @@ func wantAllVersions(t *testing.T, s *Store) {
 
 func TestReopenAppliesNothingTwiceAndKeepsData(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	s := open(t, dsn)
+	s := withFE(t, open(t, dsn))
 	wantAllVersions(t, s)
 	if _, err := s.Accept(t.Context(), t0, []persistence.NewMessage{delivery("kept", "fe")}); err != nil {
 		t.Fatal(err)
@@ -163,7 +175,7 @@ func TestReopenAppliesNothingTwiceAndKeepsData(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		s = open(t, dsn)
+		s = withFE(t, open(t, dsn))
 		wantAllVersions(t, s)
 		if _, err := s.GetMessage(t.Context(), "kept"); err != nil {
 			t.Fatalf("after re-open: GetMessage: %v", err)
@@ -202,6 +214,7 @@ func TestConcurrentOpensOnOneSchemaAllSucceed(t *testing.T) {
 		return
 	}
 	wantAllVersions(t, stores[0])
+	withFE(t, stores[n-1])
 	// Every store works on the same tables.
 	if _, err := stores[n-1].Accept(t.Context(), t0, []persistence.NewMessage{delivery("shared", "fe")}); err != nil {
 		t.Fatal(err)
@@ -212,7 +225,7 @@ func TestConcurrentOpensOnOneSchemaAllSucceed(t *testing.T) {
 }
 
 func TestSchemasAreIsolated(t *testing.T) {
-	a, b := open(t, pgtest.DSN(t)), open(t, pgtest.DSN(t))
+	a, b := withFE(t, open(t, pgtest.DSN(t))), open(t, pgtest.DSN(t))
 	if _, err := a.Accept(t.Context(), t0, []persistence.NewMessage{delivery("only-in-a", "fe")}); err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +239,7 @@ func TestSchemasAreIsolated(t *testing.T) {
 // every row to exactly one of them.
 func TestClaimsFromTwoStoresNeverOverlap(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	stores := []*Store{open(t, dsn), open(t, dsn)}
+	stores := []*Store{withFE(t, open(t, dsn)), open(t, dsn)}
 	const total = 600
 	batch := deliveries("c", "fe", total)
 	for i := 0; i < total; i += 100 {
@@ -300,7 +313,7 @@ func TestClaimsFromTwoStoresNeverOverlap(t *testing.T) {
 // Postgres fail one of them (deadlock detected) after deadlock_timeout.
 func TestConcurrentBatchesDoNotDeadlock(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	s1, s2 := open(t, dsn), open(t, dsn)
+	s1, s2 := withFE(t, open(t, dsn)), open(t, dsn)
 	stores := []*Store{s1, s2}
 	const n, workers = 200, 6
 	all := deliveries("d", "fe", n)
@@ -401,7 +414,7 @@ func run(t *testing.T, workers int, fn func(w int, rng *rand.Rand) error) {
 }
 
 func TestAcceptSeqFollowsInputOrder(t *testing.T) {
-	s := open(t, pgtest.DSN(t))
+	s := withFE(t, open(t, pgtest.DSN(t)))
 	// Inserted in id order (a, b, c), numbered in input order.
 	res, err := s.Accept(t.Context(), t0, []persistence.NewMessage{delivery("c", "fe"), delivery("a", "fe"), delivery("b", "fe")})
 	if err != nil {
@@ -582,7 +595,7 @@ func TestFederationBatchesDoNotDeadlock(t *testing.T) {
 // persistence.ErrNoSpace, nothing of the write stays, and the store writes
 // again once the server can.
 func TestDiskFullIsNoSpace(t *testing.T) {
-	s := open(t, pgtest.DSN(t))
+	s := withFE(t, open(t, pgtest.DSN(t)))
 	ctx := t.Context()
 	for _, q := range []string{
 		`CREATE FUNCTION disk_full() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -615,7 +628,7 @@ func TestDiskFullIsNoSpace(t *testing.T) {
 // with "neither created nor found" (which failed every submit of its
 // group commit).
 func TestAcceptOfAnIDPurgedMeanwhile(t *testing.T) {
-	s := open(t, pgtest.DSN(t))
+	s := withFE(t, open(t, pgtest.DSN(t)))
 	ctx := context.Background()
 	nm := persistence.NewMessage{ID: "again", SourceMSISDN: "+15550100", DestinationMSISDN: "+447700900123", Body: "b",
 		Frontend: "fe", State: messages.StatePending, Detail: "accepted"}

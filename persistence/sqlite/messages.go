@@ -13,17 +13,37 @@ import (
 )
 
 // accept stores the new messages of a Write (Accept). The batch costs one
-// INSERT ... RETURNING per 500 distinct ids (each message carries its first
-// history entry: no history row is written), one SELECT for the ids already
-// stored (and those of StoredOnly submissions), and one multi-row INSERT for the outbox.
+// SELECT of the frontends its local deliveries name, one INSERT ...
+// RETURNING per 500 distinct ids (each message carries its first history
+// entry: no history row is written), one SELECT for the ids already stored
+// (and those of StoredOnly submissions, and those for a frontend the store
+// does not have), and one multi-row INSERT for the outbox.
 func accept(ctx context.Context, tx querier, now time.Time, batch []persistence.NewMessage) ([]persistence.Accepted, error) {
-	uniq := persistence.Firsts(batch)
 	var stored map[string]messages.Message
 	var relayedRows map[string]int64 // outbox rows written relayed, by message id
-	created := make(map[string]messages.Message, len(uniq))
+	var unknown map[string]bool      // frontends named and not registered
+	created := make(map[string]messages.Message, len(batch))
 	err := func() error {
+		firsts := persistence.Firsts(batch)
+		var err error
+		if unknown, err = unknownFrontends(ctx, tx, persistence.LocalFrontends(batch, firsts)); err != nil {
+			return err
+		}
+		// uniq are the entries inserted: not those for a frontend the
+		// store does not have (the intake's directory is always current
+		// here, so only a caller's mistake names one; the rule is the
+		// shared store's, where another instance may have deleted it).
+		var uniq []int
+		existing := persistence.Lookups(batch)
+		for _, i := range firsts {
+			if fe, ok := persistence.LocalFrontend(batch[i]); ok && unknown[fe] {
+				existing = append(existing, batch[i].ID) // a retry if stored
+				continue
+			}
+			uniq = append(uniq, i)
+		}
 		rows := make([]persistence.Row, len(uniq))
-		err := chunks(len(uniq), func(lo, hi int) error {
+		err = chunks(len(uniq), func(lo, hi int) error {
 			args := make([]any, 0, 24*(hi-lo))
 			for k := lo; k < hi; k++ {
 				nm := batch[uniq[k]]
@@ -54,7 +74,6 @@ func accept(ctx context.Context, tx querier, now time.Time, batch []persistence.
 		if err != nil {
 			return err
 		}
-		existing := persistence.Lookups(batch)
 		var work []persistence.WorkAdd
 		for k, i := range uniq {
 			nm := batch[i]
@@ -81,7 +100,28 @@ func accept(ctx context.Context, tx querier, now time.Time, batch []persistence.
 	if err != nil {
 		return nil, err
 	}
-	return persistence.AcceptResults(batch, created, stored, relayedRows)
+	return persistence.AcceptResults(batch, created, stored, relayedRows, unknown)
+}
+
+// unknownFrontends is the set of names that no registered frontend has.
+func unknownFrontends(ctx context.Context, q querier, names []string) (map[string]bool, error) {
+	unknown := make(map[string]bool, len(names))
+	for _, n := range names {
+		unknown[n] = true
+	}
+	err := chunks(len(names), func(lo, hi int) error {
+		rows, err := q.QueryContext(ctx, `SELECT name FROM frontends WHERE name IN (`+params(hi-lo)+`)`, anys(names[lo:hi])...)
+		if err != nil {
+			return err
+		}
+		return scanEach(rows, func(r *sql.Rows) error {
+			var name string
+			err := r.Scan(&name)
+			delete(unknown, name)
+			return err
+		})
+	})
+	return unknown, err
 }
 
 // loadMessages reads the messages with the given ids (those that exist).

@@ -22,7 +22,7 @@ import (
 // statistics can change SQLite's choice.
 func TestHotQueriesUseIndexes(t *testing.T) {
 	ctx := context.Background()
-	s := openAt(t, filepath.Join(t.TempDir(), "plan.db"), nil)
+	s := withFE(t, openAt(t, filepath.Join(t.TempDir(), "plan.db"), nil))
 	// ClaimWork gives every statement all its parameters (see claimable).
 	claimArgs := []any{"delivery", "fe", 5, 10, "o", 9, 0}
 	ringArgs := append(append([]any{}, claimArgs...), -5, 5, 10, 20)
@@ -203,7 +203,7 @@ func TestStatementsKeepTheirPlans(t *testing.T) {
 			}
 		}
 	}
-	s := openAt(t, filepath.Join(t.TempDir(), "plan.db"), nil)
+	s := withFE(t, openAt(t, filepath.Join(t.TempDir(), "plan.db"), nil))
 	rows, err := s.wdb.Query(`SELECT name, sql FROM sqlite_schema WHERE type = 'index' AND sql LIKE '% WHERE %'`)
 	if err != nil {
 		t.Fatal(err)

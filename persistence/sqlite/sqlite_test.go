@@ -142,7 +142,7 @@ func TestReopenKeepsDataAndDoesNotReapplyMigrations(t *testing.T) {
 	}
 
 	first := &recorder{}
-	s := openAt(t, path, slog.New(first))
+	s := withFE(t, openAt(t, path, slog.New(first)))
 	if n := first.count("migration applied"); n != len(embeddedMigrations) {
 		t.Errorf("fresh database: %d migrations applied, want %d", n, len(embeddedMigrations))
 	}
@@ -159,7 +159,7 @@ func TestReopenKeepsDataAndDoesNotReapplyMigrations(t *testing.T) {
 	}
 
 	second := &recorder{}
-	s = openAt(t, path, slog.New(second))
+	s = withFE(t, openAt(t, path, slog.New(second)))
 	if n := second.count("migration applied"); n != 0 {
 		t.Errorf("reopen applied %d migrations, want 0", n)
 	}
@@ -185,7 +185,7 @@ func TestReopenKeepsDataAndDoesNotReapplyMigrations(t *testing.T) {
 
 func TestMigrateAppliesOnlyNewOnes(t *testing.T) {
 	ctx := context.Background()
-	s := openAt(t, filepath.Join(t.TempDir(), "m.db"), nil)
+	s := withFE(t, openAt(t, filepath.Join(t.TempDir(), "m.db"), nil))
 	db, log := s.wdb, slog.New(slog.DiscardHandler)
 
 	// Versions above the embedded ones, so they run on top of the real schema.
@@ -251,7 +251,7 @@ func TestMigrateAppliesOnlyNewOnes(t *testing.T) {
 }
 
 func TestConnectionSettings(t *testing.T) {
-	s := openAt(t, filepath.Join(t.TempDir(), "p.db"), nil)
+	s := withFE(t, openAt(t, filepath.Join(t.TempDir(), "p.db"), nil))
 	for _, c := range []struct {
 		db    string
 		query string
@@ -323,7 +323,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestDriverErrorsDoNotLeak(t *testing.T) {
-	s := openAt(t, filepath.Join(t.TempDir(), "e.db"), nil)
+	s := withFE(t, openAt(t, filepath.Join(t.TempDir(), "e.db"), nil))
 	ctx := context.Background()
 	_, raw := s.wdb.ExecContext(ctx, `SELECT * FROM no_such_table`)
 	var se *sqlitedriver.Error
@@ -353,7 +353,7 @@ func TestDriverErrorsDoNotLeak(t *testing.T) {
 func BenchmarkAccept(b *testing.B) {
 	for _, size := range []int{1, 16, 100} {
 		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
-			s := openAt(b, filepath.Join(b.TempDir(), "bench.db"), nil)
+			s := withFE(b, openAt(b, filepath.Join(b.TempDir(), "bench.db"), nil))
 			ctx := context.Background()
 			now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 			batch := make([]persistence.NewMessage, size)
@@ -449,7 +449,7 @@ func TestMigration0002KeepsLedger(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s := openAt(t, path, nil)
+	s := withFE(t, openAt(t, path, nil))
 	storetest.CheckUpgradeFrom0001(t, s, "old", "fe")
 	var reportTo string
 	if err := s.rdb.QueryRow(`SELECT report_to FROM messages WHERE id = 'old'`).Scan(&reportTo); err != nil || reportTo != "" {
@@ -462,7 +462,7 @@ func TestMigration0002KeepsLedger(t *testing.T) {
 func TestCompactGivesSpaceBack(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "c.db")
-	s := openAt(t, path, nil)
+	s := withFE(t, openAt(t, path, nil))
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	var ids []string
 	for b := range 10 {
@@ -531,7 +531,7 @@ func TestFullDiskIsNoSpaceAndRecovers(t *testing.T) {
 	ctx := context.Background()
 	dir := spacetest.Tmpfs(t, 24<<20)
 	filler := spacetest.Fill(t, dir, 12<<20) // the space an operator adds later
-	s := openAt(t, filepath.Join(dir, "full.db"), nil)
+	s := withFE(t, openAt(t, filepath.Join(dir, "full.db"), nil))
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	msg := func(id string) persistence.NewMessage {
 		return persistence.NewMessage{ID: id, State: messages.StatePending, Frontend: "fe", Body: strings.Repeat("x", 4000),
@@ -597,7 +597,7 @@ func TestBackupWhileWriting(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "live.db")
-	s := openAt(t, path, nil)
+	s := withFE(t, openAt(t, path, nil))
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	batch := func(prefix string, n int) []persistence.NewMessage {
 		out := make([]persistence.NewMessage, n)
@@ -641,7 +641,7 @@ func TestBackupWhileWriting(t *testing.T) {
 	if _, err := Backup(ctx, path, to); err == nil || !strings.Contains(err.Error(), "exists") {
 		t.Errorf("a second backup to the same file: %v", err)
 	}
-	restored := openAt(t, to, nil)
+	restored := withFE(t, openAt(t, to, nil))
 	var mode int
 	if err := restored.rdb.QueryRow(`PRAGMA auto_vacuum`).Scan(&mode); err != nil || mode != 2 {
 		t.Errorf("the backup's auto_vacuum is %d (%v), want 2 (incremental)", mode, err)
@@ -674,7 +674,7 @@ func TestBackupConvertsToIncremental(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = raw.Close()
-	s := openAt(t, path, nil)
+	s := withFE(t, openAt(t, path, nil))
 	var mode int
 	if err := s.rdb.QueryRow(`PRAGMA auto_vacuum`).Scan(&mode); err != nil || mode != 0 {
 		t.Fatalf("the old database's auto_vacuum is %d (%v), want 0", mode, err)
@@ -686,7 +686,7 @@ func TestBackupConvertsToIncremental(t *testing.T) {
 	if _, err := Backup(ctx, path, to); err != nil {
 		t.Fatal(err)
 	}
-	restored := openAt(t, to, nil)
+	restored := withFE(t, openAt(t, to, nil))
 	if err := restored.rdb.QueryRow(`PRAGMA auto_vacuum`).Scan(&mode); err != nil || mode != 2 {
 		t.Errorf("the backup's auto_vacuum is %d (%v), want 2", mode, err)
 	}
@@ -699,7 +699,7 @@ func TestBackupWritesNothingLive(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "live.db")
-	s := openAt(t, path, nil)
+	s := withFE(t, openAt(t, path, nil))
 	if _, err := s.Accept(ctx, time.Now(), []persistence.NewMessage{{ID: "a", State: messages.StatePending, Frontend: "fe"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -732,7 +732,7 @@ func TestBackupWritesNothingLive(t *testing.T) {
 func TestBackupIsPrivateAndNamedAsGiven(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "live.db")
-	s := openAt(t, path, nil)
+	s := withFE(t, openAt(t, path, nil))
 	msgs := make([]persistence.NewMessage, 3)
 	for i := range msgs {
 		msgs[i] = persistence.NewMessage{ID: fmt.Sprintf("m%d", i), State: messages.StatePending, Frontend: "fe",
@@ -760,4 +760,16 @@ func TestBackupIsPrivateAndNamedAsGiven(t *testing.T) {
 	if ents, _ := os.ReadDir(dir); len(ents) != 4 {
 		t.Errorf("files in the backup directory: %d, want the three backups and nightly", len(ents))
 	}
+}
+
+// withFE registers frontend fe on s, the one the tests' messages are for:
+// a store creates a message for local delivery only while its frontend is
+// registered (persistence.LocalFrontend).
+func withFE(t testing.TB, s *Store) *Store {
+	t.Helper()
+	now := time.Now()
+	if err := s.PutFrontend(context.Background(), persistence.Frontend{Name: "fe", Mode: persistence.ModePull, CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatalf("PutFrontend: %v", err)
+	}
+	return s
 }

@@ -156,7 +156,7 @@ func verdictOnGone(ctx context.Context, s *Store) chan error {
 // the sync is let through. Batches meanwhile still execute.
 func TestNothingLeavesBeforeItsSync(t *testing.T) {
 	g := newGate()
-	s := openGated(t, filepath.Join(t.TempDir(), "s.db"), g, nil)
+	s := withFE(t, openGated(t, filepath.Join(t.TempDir(), "s.db"), g, nil))
 	ctx := context.Background()
 	if _, err := s.Accept(ctx, time.Now(), []persistence.NewMessage{pending("before"), pending("gone")}); err != nil {
 		t.Fatal(err)
@@ -262,7 +262,7 @@ func TestPowerCutLosesNothingAnswered(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "s.db")
 	g := newGate()
-	s := openGated(t, path, g, nil)
+	s := withFE(t, openGated(t, path, g, nil))
 	ctx := context.Background()
 
 	var mu sync.Mutex
@@ -304,7 +304,7 @@ func TestPowerCutLosesNothingAnswered(t *testing.T) {
 	g.release()
 	wg.Wait()
 
-	after := openAt(t, cut, nil)
+	after := withFE(t, openAt(t, cut, nil))
 	for _, id := range done {
 		if _, err := after.GetMessage(ctx, id); err != nil {
 			t.Fatalf("answered write %s lost in the power cut: %v", id, err)
@@ -345,7 +345,7 @@ func copyFile(t *testing.T, from, to string, size int64) {
 func TestFailedSyncStopsTheStore(t *testing.T) {
 	g := newGate()
 	fatal := make(chan error, 1)
-	s := openGated(t, filepath.Join(t.TempDir(), "s.db"), g, func(err error) { fatal <- err })
+	s := withFE(t, openGated(t, filepath.Join(t.TempDir(), "s.db"), g, func(err error) { fatal <- err }))
 	ctx := context.Background()
 	boom := errors.New("disk on fire")
 	g.fail.Store(&boom)
@@ -376,7 +376,8 @@ func TestFailedSyncStopsTheStore(t *testing.T) {
 // commit together, and a job that fails rolls back only itself.
 func TestWritesShareTransactions(t *testing.T) {
 	g := newGate()
-	s := openGated(t, filepath.Join(t.TempDir(), "s.db"), g, nil)
+	s := withFE(t, openGated(t, filepath.Join(t.TempDir(), "s.db"), g, nil))
+	registered := s.commitSeq.Load() // withFE's
 	ctx := context.Background()
 	// A job that holds the writer until the others are queued.
 	hold, running := make(chan struct{}), make(chan struct{})
@@ -421,7 +422,7 @@ func TestWritesShareTransactions(t *testing.T) {
 			t.Errorf("write %d: %v", i, err)
 		}
 	}
-	if n := s.commitSeq.Load(); n != 1 {
+	if n := s.commitSeq.Load() - registered; n != 1 {
 		t.Errorf("%d commits for a held write and 20 queued behind it, want 1 (they join its batch)", n)
 	}
 	if routes, err := s.Routes(ctx); err != nil || len(routes) != 0 {
@@ -437,7 +438,8 @@ func TestWritesShareTransactions(t *testing.T) {
 // and the writes that queue while it runs join that transaction.
 func TestBackgroundWriteGoesBehind(t *testing.T) {
 	g := newGate()
-	s := openGated(t, filepath.Join(t.TempDir(), "s.db"), g, nil)
+	s := withFE(t, openGated(t, filepath.Join(t.TempDir(), "s.db"), g, nil))
+	registered := s.commitSeq.Load() // withFE's
 	ctx := context.Background()
 	var mu sync.Mutex
 	var order []string
@@ -489,7 +491,7 @@ func TestBackgroundWriteGoesBehind(t *testing.T) {
 	if got := strings.Join(order, " "); got != "hold f1 f2 background f3" {
 		t.Errorf("writes ran as %q, want hold f1 f2 background f3 (the background write behind those queued with it)", got)
 	}
-	if n := s.commitSeq.Load(); n != 2 {
+	if n := s.commitSeq.Load() - registered; n != 2 {
 		t.Errorf("%d commits, want 2: hold with f1 and f2, then the background write with f3 (queued while it ran)", n)
 	}
 }
@@ -499,7 +501,8 @@ func TestBackgroundWriteGoesBehind(t *testing.T) {
 // the job queued behind it commits in the transaction begun again.
 func TestFirstJobFailsAlone(t *testing.T) {
 	g := newGate()
-	s := openGated(t, filepath.Join(t.TempDir(), "s.db"), g, nil)
+	s := withFE(t, openGated(t, filepath.Join(t.TempDir(), "s.db"), g, nil))
+	registered := s.commitSeq.Load() // withFE's
 	ctx := context.Background()
 	hold, running := make(chan struct{}), make(chan struct{})
 	held := make(chan error, 1)
@@ -527,7 +530,7 @@ func TestFirstJobFailsAlone(t *testing.T) {
 	if err := <-next; err != nil {
 		t.Errorf("the write behind it: %v", err)
 	}
-	if n := s.commitSeq.Load(); n != 1 {
+	if n := s.commitSeq.Load() - registered; n != 1 {
 		t.Errorf("%d commits, want 1", n)
 	}
 	if routes, err := s.Routes(ctx); err != nil || len(routes) != 0 {
@@ -554,6 +557,7 @@ func TestWALStaysBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	withFE(t, s)
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	accept := func(prefix string, n int) {
 		for i := range n {
@@ -604,7 +608,7 @@ func TestWALStaysBounded(t *testing.T) {
 // report the store broken instead.
 func TestFailedSyncWithholdsVerdicts(t *testing.T) {
 	g := newGate()
-	s := openGated(t, filepath.Join(t.TempDir(), "s.db"), g, nil)
+	s := withFE(t, openGated(t, filepath.Join(t.TempDir(), "s.db"), g, nil))
 	ctx := context.Background()
 	if _, err := s.Accept(ctx, time.Now(), []persistence.NewMessage{pending("gone")}); err != nil {
 		t.Fatal(err)
@@ -638,7 +642,7 @@ func TestFailedSyncWithholdsVerdicts(t *testing.T) {
 // just before Close, and whose job went into the queue after the writer's
 // last look at it, is answered ErrClosed rather than left waiting.
 func TestWriteRacingCloseIsAnswered(t *testing.T) {
-	s := openGated(t, filepath.Join(t.TempDir(), "s.db"), newGate(), nil)
+	s := withFE(t, openGated(t, filepath.Join(t.TempDir(), "s.db"), newGate(), nil))
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -662,7 +666,7 @@ func TestWriteRacingCloseIsAnswered(t *testing.T) {
 // roll the whole shared transaction back, every other job's work with
 // it): the jobs it shares the transaction with commit.
 func TestCancelledCallerFailsOnlyItself(t *testing.T) {
-	s := openGated(t, filepath.Join(t.TempDir(), "s.db"), newGate(), nil)
+	s := withFE(t, openGated(t, filepath.Join(t.TempDir(), "s.db"), newGate(), nil))
 	ctx := context.Background()
 	// A job holds the writer so that the others queue into one round.
 	hold, running := make(chan struct{}), make(chan struct{})

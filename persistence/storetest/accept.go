@@ -29,6 +29,61 @@ func acceptCases() []testCase {
 		{"LeasedWorkIsHandedOver", acceptLeased},
 		{"LeaseWithoutWorkRefused", acceptLeaseWithoutWork},
 		{"StoredOnlyAnswersOnlyAStoredID", acceptStoredOnly},
+		{"FrontendDeletedUnderAccept", acceptFrontendDeleted},
+	}
+}
+
+// acceptFrontendDeleted: a frontend deleted out from under an Accept that
+// names it (through another instance of a site, while this one's directory
+// still routed to it) gets no new message: each entry of a new id for
+// local delivery to it is FrontendGone and nothing is written for it. An id
+// already stored is a retry whatever its frontend; a StoredOnly entry is
+// still Absent, forward work names no local frontend, and the other
+// entries of the batch are stored. Once registered again, the frontend
+// gets the id.
+func acceptFrontendDeleted(f *fixture) {
+	const fe = "fe-deleted"
+	forFE := func(id string) persistence.NewMessage {
+		m := msgFor(id, persistence.WorkDelivery, fe)
+		m.Frontend = fe
+		return m
+	}
+	f.accept(base, forFE("fd-stored"), newMsg("fd-first")) // registers fe and feA
+	if err := f.store.DeleteFrontend(f.ctx, fe); err != nil {
+		f.Fatalf("DeleteFrontend: %v", err)
+	}
+	batch := []persistence.NewMessage{forFE("fd-stored"), forFE("fd-new"), newMsg("fd-other"), forFE("fd-new"),
+		msgFor("fd-fwd", persistence.WorkForward, "peer-x"), storedOnly(forFE("fd-so"))}
+	res, err := f.store.Accept(f.ctx, at(time.Minute), batch)
+	if err != nil {
+		f.Fatalf("Accept: %v", err)
+	}
+	if len(res) != len(batch) {
+		f.Fatalf("Accept returned %d results for %d messages", len(res), len(batch))
+	}
+	want := []struct {
+		id                    string
+		created, gone, absent bool
+	}{
+		{"fd-stored", false, false, false}, {"", false, true, false}, {"fd-other", true, false, false},
+		{"", false, true, false}, {"fd-fwd", true, false, false}, {"", false, false, true},
+	}
+	for i, w := range want {
+		r := res[i]
+		if r.Message.ID != w.id || r.Created != w.created || r.FrontendGone != w.gone || r.Absent != w.absent || r.Conflict != "" {
+			f.Errorf("entry %d (%s): id %q created %v frontend_gone %v absent %v conflict %q, want id %q created %v frontend_gone %v absent %v",
+				i, batch[i].ID, r.Message.ID, r.Created, r.FrontendGone, r.Absent, r.Conflict, w.id, w.created, w.gone, w.absent)
+		}
+		if r.FrontendGone && (r.Work != nil || r.Relay != nil) {
+			f.Errorf("entry %d (%s): FrontendGone with work %v relay %v", i, batch[i].ID, r.Work, r.Relay)
+		}
+	}
+	if _, err := f.store.GetMessage(f.ctx, "fd-new"); !errors.Is(err, persistence.ErrNotFound) {
+		f.Errorf("GetMessage(fd-new) = %v, want ErrNotFound: a message for a deleted frontend was stored", err)
+	}
+	f.putFrontend(persistence.Frontend{Name: fe, Mode: persistence.ModePull, CreatedAt: base, UpdatedAt: base})
+	if r := f.accept(at(2*time.Minute), forFE("fd-new"))[0]; !r.Created || r.FrontendGone {
+		f.Errorf("fd-new once its frontend is back: created %v frontend_gone %v, want created", r.Created, r.FrontendGone)
 	}
 }
 

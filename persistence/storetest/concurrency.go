@@ -32,6 +32,7 @@ func concurrentAcceptAndDeliver(f *fixture) {
 		maxIdle = 20000
 	)
 	ctx, s := f.ctx, f.store
+	f.register([]persistence.NewMessage{newMsg("")}) // the accepters' frontend
 
 	var (
 		mu        sync.Mutex

@@ -269,6 +269,26 @@ type fixture struct {
 	*testing.T
 	store persistence.Store
 	ctx   context.Context
+	// registered are the frontends register registered.
+	registered map[string]bool
+}
+
+// register registers, if it has not yet, every frontend that batch's local
+// deliveries name: a store creates a message for local delivery only while
+// its frontend is registered (persistence.LocalFrontend).
+func (f *fixture) register(batch []persistence.NewMessage) {
+	f.Helper()
+	for _, nm := range batch {
+		name, ok := persistence.LocalFrontend(nm)
+		if !ok || f.registered[name] {
+			continue
+		}
+		if f.registered == nil {
+			f.registered = map[string]bool{}
+		}
+		f.registered[name] = true
+		f.putFrontend(persistence.Frontend{Name: name, Mode: persistence.ModePull, CreatedAt: base, UpdatedAt: base})
+	}
 }
 
 func newFixture(t *testing.T, s persistence.Store) *fixture {
@@ -280,6 +300,7 @@ func newFixture(t *testing.T, s persistence.Store) *fixture {
 
 func (f *fixture) accept(now time.Time, batch ...persistence.NewMessage) []persistence.Accepted {
 	f.Helper()
+	f.register(batch)
 	res, err := f.store.Accept(f.ctx, now, batch)
 	if err != nil {
 		f.Fatalf("Accept: %v", err)

@@ -19,6 +19,7 @@ func writeCases() []testCase {
 
 func (f *fixture) write(now time.Time, w persistence.Write) persistence.Written {
 	f.Helper()
+	f.register(w.Accept)
 	got, err := f.store.Write(f.ctx, now, w)
 	if err != nil {
 		f.Fatalf("Write: %v", err)
