@@ -69,6 +69,8 @@ type Cleaner struct {
 	// interval after it, so that passes come every interval however long
 	// each took (a pass that takes longer is followed at once).
 	passAt time.Time
+	// compactedAt is when the store's compact last ran.
+	compactedAt time.Time
 	// eligible is what the pass counted, less what it purged since.
 	eligible int64
 	// failures not logged since lastLogged.
@@ -183,6 +185,12 @@ func (c *Cleaner) batch() {
 	pause, more := c.pacer.Done(asked, found, took, err != nil, c.rng)
 	now := c.cfg.Clock.Now()
 	if more {
+		// A pass through a large backlog lasts hours: the store's compact
+		// (Postgres folds its counters' deltas, which every count sums)
+		// runs an interval apart within it too, not only at its end.
+		if !now.Before(later(c.compactedAt, c.passAt).Add(c.cfg.Policy.Interval())) {
+			c.compact()
+		}
 		c.wake.Schedule(now.Add(pause))
 		return
 	}
@@ -278,8 +286,9 @@ func (c *Cleaner) purgeAudit() {
 	}
 }
 
-// compact gives space back after a pass.
+// compact gives space back after a pass (and within a long one).
 func (c *Cleaner) compact() {
+	c.compactedAt = c.cfg.Clock.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.StoreTimeout)
 	defer cancel()
 	freed, err := c.cfg.Store.Compact(ctx)

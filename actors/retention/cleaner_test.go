@@ -258,3 +258,23 @@ func fullRecords(t *testing.T) (*Records, *fullFile) {
 	recs.f = disk
 	return recs, disk
 }
+
+// TestCleanerCompactsWithinALongPass: a pass through a backlog larger
+// than hours of batches runs the store's compact (Postgres folds its
+// counters' deltas, which every count sums) an interval apart, not only
+// when it ends.
+func TestCleanerCompactsWithinALongPass(t *testing.T) {
+	r := newCleanerRig(t, 1<<40, nil)
+	r.c.pacer.MinPause = 10 * time.Second // few batches an interval: the test's steps
+	start := r.clk.now
+	interval := r.c.cfg.Policy.Interval()
+	for r.clk.now.Sub(start) < 3*interval {
+		r.step(t)
+		if !r.c.inPass {
+			t.Fatalf("the pass ended at %v with a backlog left", r.clk.now.Sub(start))
+		}
+	}
+	if r.store.compacts < 2 {
+		t.Fatalf("%d compacts in %v of one pass (interval %v), want one an interval", r.store.compacts, r.clk.now.Sub(start), interval)
+	}
+}
