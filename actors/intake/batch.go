@@ -564,3 +564,24 @@ func commitError(err error) error {
 	}
 	return messages.Errorf(messages.CodeUnavailable, "the message store is unavailable; retry with the same id")
 }
+
+// againQueue is where commits' goroutines leave the entries they give
+// back (Batch.Again) for the intake.
+type againQueue struct {
+	mu      sync.Mutex
+	entries []entry
+}
+
+func (q *againQueue) add(entries []entry) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.entries = append(q.entries, entries...)
+}
+
+func (q *againQueue) take() []entry {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	entries := q.entries
+	q.entries = nil
+	return entries
+}

@@ -6,8 +6,6 @@ import (
 	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-dev/switchboard/actors/handover"
 	"github.com/switchboard-dev/switchboard/messages"
@@ -165,27 +163,6 @@ func (a *Intake) submit(c actor.Context, m *messages.Submit) {
 	a.queued(c)
 }
 
-// againQueue is where commits' goroutines leave the entries they give
-// back (Batch.Again) for the intake.
-type againQueue struct {
-	mu      sync.Mutex
-	entries []entry
-}
-
-func (q *againQueue) add(entries []entry) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.entries = append(q.entries, entries...)
-}
-
-func (q *againQueue) take() []entry {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	entries := q.entries
-	q.entries = nil
-	return entries
-}
-
 // routeAgain reads the directory again, once, when commits gave entries back
 // for a frontend the store no longer has (another instance of a site
 // deleted it, and the touch that would have told us never came), and
@@ -312,26 +289,6 @@ func (a *Intake) run(b *Batch) []persistence.WorkSpec {
 	}
 	b.release()
 	return kicks
-}
-
-// commitSpan starts the span of a group commit that carries traced
-// messages: it links to each message's trace (a commit belongs to many),
-// and is nil when none is traced (no span, no cost).
-func (a *Intake) commitSpan(b *Batch) trace.Span {
-	if a.cfg.Tracing == nil {
-		return nil
-	}
-	var traces []string
-	for _, nm := range b.Stored {
-		if nm.Trace != "" {
-			traces = append(traces, nm.Trace)
-		}
-	}
-	if len(traces) == 0 {
-		return nil
-	}
-	return a.cfg.Tracing.StartLinked(telemetry.SpanIntakeCommit, traces,
-		attribute.Int("switchboard.messages", len(b.Stored)), attribute.Int("switchboard.reports", len(b.Updates)))
 }
 
 // kick wakes the workers of the work a commit wrote, and the bus's relay
