@@ -110,11 +110,17 @@ func (s *Server) admitted(h peerHandler) peerHandler {
 // at a bounded rate (peerRefused), since anyone who reaches the port can
 // make refusals.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, from string, err error) {
+	s.refusedMessage(r, from, err)
+	s.fail(w, r, err)
+}
+
+// refusedMessage logs one message of a batch refused for its caller, as
+// refuse logs a refused request: the batch itself is answered.
+func (s *Server) refusedMessage(r *http.Request, from string, err error) {
 	var e *messages.Error
 	if errors.As(err, &e) {
 		s.peerRefused.Write("code", e.Code, "from", from, "remote", r.RemoteAddr, "path", r.URL.Path, "err", e.Message)
 	}
-	s.fail(w, r, err)
 }
 
 // certNames reports whether cert names node: its CN or one of its DNS
@@ -214,6 +220,12 @@ func (s *Server) fedForward(w http.ResponseWriter, r *http.Request, from string)
 		s.fail(w, r, err)
 		return
 	}
+	if f.SourceSMSC != from {
+		// The origin is the caller: a peer naming another would store a
+		// message under the other's id and take its reports.
+		s.refuse(w, r, from, mismatch("source_smsc", f.SourceSMSC, from))
+		return
+	}
 	ctx, cancel := s.ctx(r)
 	defer cancel()
 	res, err := s.cfg.Backend.FederationForward(ctx, from, []messages.Forward{f})
@@ -251,7 +263,12 @@ func (s *Server) fedForwardBatch(w http.ResponseWriter, r *http.Request, from st
 	valid := make([]messages.Forward, 0, len(b.Messages))
 	at := make([]int, 0, len(b.Messages)) // index in b.Messages of each valid one
 	for i, f := range b.Messages {
-		if err := f.Validate(); err != nil {
+		err := f.Validate()
+		if err == nil && f.SourceSMSC != from {
+			err = mismatch("source_smsc", f.SourceSMSC, from)
+			s.refusedMessage(r, from, err)
+		}
+		if err != nil {
 			e := &messages.Error{Code: messages.CodeInvalidRequest, Message: err.Error()}
 			var me *messages.Error
 			if errors.As(err, &me) {

@@ -503,6 +503,32 @@ func TestFederationEndpoints(t *testing.T) {
 	})
 }
 
+// TestFederationForwardBatchSourceNotTheCaller: a batch message whose
+// source_smsc is not the caller is refused alone (403 node_mismatch in its
+// result) and stored nowhere; the caller's own are stored.
+func TestFederationForwardBatchSourceNotTheCaller(t *testing.T) {
+	p := newPKI(t, homeNode, peerA)
+	b := newFedBackend(homeNode, peerA)
+	srv := fedGateway(t, p, b, true)
+	c := tlsClient(t, p, peerA)
+	fwd := validBodies()[pathForward]
+	spoof := strings.Replace(strings.Replace(fwd, `"m-1"`, `"m-spoof"`, 1), `"source_smsc":"peer-a"`, `"source_smsc":"peer-b"`, 1)
+	good := strings.Replace(fwd, `"m-1"`, `"m-own"`, 1)
+	status, code, raw := fedCall(t, c, srv, "POST", pathForwardBat, peerA, strings.NewReader(`{"messages":[`+spoof+`,`+good+`]}`))
+	if status != 200 {
+		t.Fatalf("status = %d %s", status, code)
+	}
+	var r messages.ForwardBatchReply
+	mustJSON(t, raw, &r)
+	if len(r.Results) != 2 || r.Results[0].Error == nil || r.Results[0].Error.Code != messages.CodeNodeMismatch ||
+		!strings.HasPrefix(r.Results[0].Error.Message, "messages[0]: ") || r.Results[1].Error != nil || r.Results[1].ID != "m-own" {
+		t.Errorf("answer = %s", raw)
+	}
+	if ids := fmt.Sprint(b.storedIDs()); strings.Contains(ids, "m-spoof") || !strings.Contains(ids, "m-own") {
+		t.Errorf("stored = %s, want m-own and no m-spoof", ids)
+	}
+}
+
 func mustJSON(t *testing.T, raw []byte, v any) {
 	t.Helper()
 	if err := json.Unmarshal(raw, v); err != nil {
@@ -565,7 +591,11 @@ func TestFederationRejects(t *testing.T) {
 				rejection{"batch over the limit", withA, peerA, repeatBatch("messages", validBodies()[pathForward], messages.MaxForwardBatch+1), 400, messages.CodeInvalidRequest})
 		case pathForward:
 			cases = append(cases, rejection{"invalid message", withA, peerA,
-				strings.Replace(valid, `"dest_smsc":"home"`, `"dest_smsc":""`, 1), 400, messages.CodeInvalidRequest})
+				strings.Replace(valid, `"dest_smsc":"home"`, `"dest_smsc":""`, 1), 400, messages.CodeInvalidRequest},
+				// The origin is the caller: peer-a may not store a message
+				// as peer-b's (and take its id and its reports).
+				rejection{"source_smsc names another node", withA, peerA,
+					strings.Replace(valid, `"source_smsc":"peer-a"`, `"source_smsc":"peer-b"`, 1), 403, messages.CodeNodeMismatch})
 		}
 		for _, tc := range cases {
 			t.Run(strings.TrimPrefix(path, "/api/federation/")+"/"+tc.name, func(t *testing.T) {
