@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -427,5 +428,45 @@ func TestFederationBatchLargerThanThePeersAdmission(t *testing.T) {
 	}
 	if m := b.message(ids[0]); m.State != messages.StatePending {
 		t.Fatalf("%s at b: %s, want pending", ids[0], m.State)
+	}
+}
+
+// TestFederationResubmitAtPeerReportsTheNewOutcome: a message failed at b,
+// whose report to a waits (the link is cut), is resubmitted at b (as
+// docs/federation.md advises for a message failed at the peer). The
+// report owed of the first failure goes with the resubmit: when the link
+// heals, a learns the outcome of the new attempt, not "delivered" for a
+// message that no frontend had taken (which then kept the real outcome
+// from being recorded).
+func TestFederationResubmitAtPeerReportsTheNewOutcome(t *testing.T) {
+	fn := newFedNet()
+	a := startFed(t, fn, fedConfig(t, fn, "a", "b"))
+	b := startFed(t, fn, fedConfig(t, fn, "b", "a"))
+	b.pullFrontend("fe-b", "2")
+	a.waitPeer("b", messages.PeerHealthy)
+	a.routeWhenKnown("2", "fe-b")
+
+	id := a.submit("rs-1", "2555")
+	got := b.pollOne("fe-b")
+	a.waitState(id, messages.StateForwarded)
+	fn.setCut("a", "b", true)
+	b.waitPeer("a", messages.PeerUnhealthy)
+	b.ack("fe-b", messages.DeliveryResult{ID: got.ID, Status: messages.Failed, Reason: "first", Attempt: got.Attempt})
+	b.waitState(id, messages.StateFailed)
+
+	b.must(200, "POST", "/api/messages/"+id+"/resubmit", nil, nil)
+	if m := b.message(id); m.State != messages.StatePending {
+		t.Fatalf("b's copy is %s after the resubmit", m.State)
+	}
+	fn.setCut("a", "b", false)
+	a.waitPeer("b", messages.PeerHealthy)
+	again := b.pollOne("fe-b")
+	b.ack("fe-b", messages.DeliveryResult{ID: again.ID, Status: messages.Failed, Reason: "second", Attempt: again.Attempt})
+	m := a.waitState(id, messages.StateFailed)
+	if m.Reason != "rejected: second" && !strings.HasSuffix(m.Reason, "second") {
+		t.Errorf("a records %s failed with %q, want the second attempt's reason", id, m.Reason)
+	}
+	if slices.Contains(states(m), messages.StateDelivered) {
+		t.Errorf("a's history %v: %s was never delivered", states(m), id)
 	}
 }

@@ -341,8 +341,8 @@ func TestResubmit(t *testing.T) {
 	if len(c.Ledger) != 0 || len(c.Unledgered) != 1 || len(l.Recorded) != 0 {
 		t.Errorf("ledger %+v unledgered %v recorded %v: every entry goes, those of this batch too", c.Ledger, c.Unledgered, l.Recorded)
 	}
-	if len(c.Finished) != 1 || c.Finished[0] != 1 || len(l.Work["m"]) != 1 || l.Work["m"][0].Kind != WorkStatus {
-		t.Errorf("finished %v, left %+v: the old delivery row goes, the status row stays", c.Finished, l.Work["m"])
+	if len(c.Finished) != 2 || c.Finished[0] != 1 || c.Finished[1] != 2 || len(l.Work["m"]) != 0 {
+		t.Errorf("finished %v, left %+v: the old delivery row goes, and the status row (a report of the outcome undone)", c.Finished, l.Work["m"])
 	}
 	if len(c.Work) != 1 || c.Work[0].Spec.Target != "peer2" || !c.Work[0].Spec.DueAt.Equal(now) || c.Work[0].Token != 7 {
 		t.Errorf("new work %+v", c.Work)

@@ -58,8 +58,9 @@
 //   - A peer registry without frontends is stored as no rows: the peer is
 //     absent from PeerRegistries. Frontends are listed sorted, each once.
 //   - Resubmit also removes the message's old delivery and forward rows (they
-//     belong to the route it failed on) and rejects a restart state that is
-//     final.
+//     belong to the route it failed on) and its status rows (a report owed of
+//     the outcome it undoes would tell the origin of a message not final any
+//     more), and rejects a restart state that is final.
 //   - A message's first history entry is its acceptance (state, created_at,
 //     detail); the stores may keep it with the message instead of as a
 //     history row.

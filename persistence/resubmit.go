@@ -7,9 +7,11 @@ package persistence
 // entry of the message goes (its work starts afresh: a forward that a peer
 // accepted before it failed there is sent again, and a later final outcome
 // is reported to the origin again), so do its delivery and forward rows
-// (they belong to the route it failed on; status rows, reports owed to
-// another node, stay), and the new work is written. Any other state is
-// left as it is.
+// (they belong to the route it failed on) and its status rows (a report
+// owed of the outcome the resubmit undoes: sent later, it would tell the
+// origin the fate of a message pending again; the next final outcome
+// writes its own), and the new work is written. Any other state is left
+// as it is.
 func Resubmit(l *Loaded, c *Changes, r Reroute) ResubmitResult {
 	m := l.Rows[r.ID]
 	if m == nil {
@@ -20,7 +22,7 @@ func Resubmit(l *Loaded, c *Changes, r Reroute) ResubmitResult {
 	}
 	c.Unledger(l, r.ID)
 	for _, w := range append([]WorkRow(nil), l.Work[r.ID]...) {
-		if w.Kind == WorkDelivery || w.Kind == WorkForward {
+		if w.Kind == WorkDelivery || w.Kind == WorkForward || w.Kind == WorkStatus {
 			c.Finish(l, r.ID, w.ID)
 		}
 	}

@@ -286,6 +286,7 @@ func statusWorkCases() []testCase {
 		{"OutcomesApplyToFinalMessages", statusOutcomes},
 		{"RetryReschedules", statusRetry},
 		{"ResubmitReportsAgain", statusAfterResubmit},
+		{"ResubmitRemovesAnUnsentReport", statusUnsentAfterResubmit},
 		{"ResubmitForwardsAgainAfterPeerFailed", forwardAgainAfterPeerFailed},
 	}
 }
@@ -446,6 +447,23 @@ func statusAfterResubmit(f *fixture) {
 	f.noLedgerOf(persistence.WorkStatus, "sa", peerP)
 	f.deliver(at(time.Hour+time.Second), "sa")
 	w := f.wantStatusWork(at(time.Hour+time.Second), "sa")
+	if len(w) == 1 && w[0].Message.State != messages.StateDelivered {
+		f.Errorf("the new report carries %s, want delivered", w[0].Message.State)
+	}
+}
+
+// statusUnsentAfterResubmit: a report still owed when its message is
+// resubmitted goes with the outcome it reported. Kept, it would tell the
+// origin about a message that is pending again (a report of its last
+// state, not of a final one); the next final outcome writes its own.
+func statusUnsentAfterResubmit(f *fixture) {
+	f.accept(base, reportMsg("su"))
+	f.fail(at(1e9), "su")
+	f.resubmit(at(time.Hour), reroute("su", feA, at(time.Hour)))
+	f.wantStatusWork(at(time.Hour))
+	f.wantOutbox(1) // the new delivery work
+	f.deliver(at(time.Hour+time.Second), "su")
+	w := f.wantStatusWork(at(time.Hour+time.Second), "su")
 	if len(w) == 1 && w[0].Message.State != messages.StateDelivered {
 		f.Errorf("the new report carries %s, want delivered", w[0].Message.State)
 	}
