@@ -142,7 +142,7 @@ func (f *Flow) Done(now time.Time, r *FlowRound, w persistence.Written, claims [
 			if !lane.Claimed(n, f.policy.Batch, r.kicks[i]) {
 				break
 			}
-			send := f.unexpired(now, work[:n:n])
+			send := f.sendable(now, work[:n:n])
 			work = work[n:]
 			if len(send) == 0 {
 				lane.Done(true) // nothing to send: the slot is free again
@@ -152,6 +152,32 @@ func (f *Flow) Done(now time.Time, r *FlowRound, w persistence.Written, claims [
 		}
 	}
 	return sends, changes
+}
+
+// sendable returns the claimed work to send: unexpired forwards, and
+// reports of messages final here. A status row of a message that is not
+// final (a row left from before a resubmit, or one the message's resubmit
+// raced) reports nothing yet: a report tells the origin a final outcome,
+// and the message has none now. It waits a retry interval (recorded with
+// the next round); the message's next final outcome replaces it.
+func (f *Flow) sendable(now time.Time, work []persistence.Work) []persistence.Work {
+	work = f.unexpired(now, work)
+	final := func(w persistence.Work) bool { return w.Kind != persistence.WorkStatus || w.Message.State.Final() }
+	if !slices.ContainsFunc(work, func(w persistence.Work) bool { return !final(w) }) {
+		return work
+	}
+	var send []persistence.Work
+	for _, w := range work {
+		if final(w) {
+			send = append(send, w)
+			continue
+		}
+		f.msgs[w.MessageID] = w.Message
+		f.outcomes = append(f.outcomes, f.fenced(persistence.Outcome{Kind: persistence.WorkStatus, Target: f.peer,
+			MessageID: w.MessageID, Result: persistence.ResultRetry, RetryAt: now.Add(f.policy.RetryInterval),
+			Detail: fmt.Sprintf("not final here (%s): nothing to report yet", w.Message.State)}, w))
+	}
+	return send
 }
 
 // unexpired returns the claimed work to send: a forward of a message

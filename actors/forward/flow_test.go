@@ -245,3 +245,47 @@ func TestFlowFailsForwardsQueuedPastTheWait(t *testing.T) {
 		t.Fatalf("%d requests in flight after sending none", n)
 	}
 }
+
+// TestFlowHoldsBackReportsOfMessagesNotFinal: a report tells the origin a
+// final outcome. A status row of a message that is pending again here (it
+// was resubmitted while its report waited) is not sent, as "delivered" or
+// at all: it waits a retry interval; final ones go out.
+func TestFlowHoldsBackReportsOfMessagesNotFinal(t *testing.T) {
+	p := flowPolicy()
+	f := NewFlow("b", "me", p)
+	f.Lane(persistence.WorkStatus).SetOpen(true)
+	r, _ := f.Next(t0, time.Minute)
+	c := claimed(persistence.WorkStatus, 3)
+	c.Work[0].Message.State = messages.StateDelivered
+	c.Work[1].Message.State = messages.StatePending
+	c.Work[2].Message.State = messages.StateFailed
+	sends, _ := f.Done(t0, r, persistence.Written{}, []*persistence.Claim{c}, nil)
+	if len(sends) != 1 || len(sends[0].Work) != 2 || sends[0].Work[0].MessageID != "status-0" || sends[0].Work[1].MessageID != "status-2" {
+		t.Fatalf("sends %+v: want the reports of status-0 and status-2, not of status-1 (pending)", sends)
+	}
+	f.Lane(persistence.WorkStatus).Kick()
+	r, ok := f.Next(t0, time.Minute)
+	if !ok || len(r.Outcomes) != 1 {
+		t.Fatalf("round %+v: want status-1 rescheduled", r)
+	}
+	if o := r.Outcomes[0]; o.MessageID != "status-1" || o.Kind != persistence.WorkStatus || o.Result != persistence.ResultRetry ||
+		!o.RetryAt.Equal(t0.Add(p.RetryInterval)) || o.Epoch != 3 || o.Owner != "me" {
+		t.Fatalf("outcome %+v: want status-1's report retried a retry interval on, fenced by its claim", o)
+	}
+}
+
+func TestReportOfOnlyFinalStates(t *testing.T) {
+	for state, want := range map[messages.State]string{
+		messages.StateDelivered:     messages.ReportDelivered,
+		messages.StateFailed:        messages.ReportFailed,
+		messages.StateForwardFailed: messages.ReportFailed,
+		messages.StatePending:       "",
+		messages.StateForwarded:     "",
+		messages.StateForwardQueued: "",
+	} {
+		rep, ok := ReportOf("b", messages.Message{ID: "m", State: state})
+		if got := map[bool]string{true: rep.Status}[ok]; got != want || ok != (want != "") {
+			t.Errorf("ReportOf(%s) = %q, %v; want %q", state, rep.Status, ok, want)
+		}
+	}
+}

@@ -36,7 +36,12 @@ func (q *Queue) send(b Batch) {
 			spans := startSpans(tracing, telemetry.SpanStatus, peerName, b.Work)
 			rs := make([]messages.StatusReport, len(b.Work))
 			for i, w := range b.Work {
-				rs[i] = ReportOf(node, w.Message)
+				var ok bool
+				if rs[i], ok = ReportOf(node, w.Message); !ok {
+					// Flow.sendable holds such work back; never report a
+					// guess: the request fails and its work is retried.
+					res.err = fmt.Errorf("message %s is %s here: no final outcome to report", w.MessageID, w.Message.State)
+				}
 				if !link.MessageFields {
 					rs[i].Attempts = 0 // a field the peer did not announce
 				}
@@ -45,7 +50,9 @@ func (q *Queue) send(b Batch) {
 					rs[i].Traceparent = telemetry.Of(spans[i])
 				}
 			}
-			res.status, res.err = tr.Status(ctx, link.Addr, link.StatusBatch, rs)
+			if res.err == nil {
+				res.status, res.err = tr.Status(ctx, link.Addr, link.StatusBatch, rs)
+			}
 			if res.err == nil && len(res.status) != len(rs) {
 				res.err = fmt.Errorf("peer answered %d results for %d reports", len(res.status), len(rs))
 			}
@@ -131,11 +138,19 @@ func sendForwards(ctx context.Context, tr transport.Peer, link messages.PeerLink
 	return out, nil
 }
 
-// ReportOf is the delivery_status report of a message final at node.
-func ReportOf(node string, m messages.Message) messages.StatusReport {
-	status := messages.ReportDelivered
-	if m.State == messages.StateFailed {
+// ReportOf is the delivery_status report of a message final at node, and
+// whether it has one: only delivered is reported delivered; failed and
+// forward_failed (no frontend took it) are failed; a message not final has
+// no report (Flow holds such work back).
+func ReportOf(node string, m messages.Message) (messages.StatusReport, bool) {
+	var status string
+	switch m.State {
+	case messages.StateDelivered:
+		status = messages.ReportDelivered
+	case messages.StateFailed, messages.StateForwardFailed:
 		status = messages.ReportFailed
+	default:
+		return messages.StatusReport{}, false
 	}
-	return messages.StatusReport{ID: m.ID, Node: node, Status: status, At: m.UpdatedAt, Reason: m.Reason, Attempts: m.Attempts}
+	return messages.StatusReport{ID: m.ID, Node: node, Status: status, At: m.UpdatedAt, Reason: m.Reason, Attempts: m.Attempts}, true
 }
