@@ -627,25 +627,41 @@ func inInputOrder[R, S any](addr, items string, results []R, sent []S, resultID 
 }
 
 // forwardChunks splits fs into the [lo, hi) ranges of forward_batch
-// requests: at most MaxForwardBatch messages, and a request body of at most
-// limit bytes, so that the peer does not refuse it (413 body_too_large: a
-// batch refused whole would be sent again whole, and fail for good). A
-// message's size is bounded without encoding it (its body written as
-// escapes, six bytes a byte, and the rest of the document); only when the
-// bounds of a batch could pass the limit are its messages encoded and
-// measured. One message always fits: a body is at most 64 KiB.
+// requests (bodyChunks): at most MaxForwardBatch messages and limit bytes.
+// A message's document besides its body is well within rest; one message
+// always fits: a body is at most 64 KiB.
 func forwardChunks(fs []messages.Forward, limit int) [][2]int {
-	const envelope = len(`{"messages":[]}`)
-	const rest = 2048 // a message's document besides its body, more than enough
+	return bodyChunks(fs, limit, messages.MaxForwardBatch, len(`{"messages":[]}`),
+		func(f messages.Forward) int { return len(f.Body) + len(f.Binary) })
+}
+
+// statusChunks splits rs into the [lo, hi) ranges of delivery_status_batch
+// requests (bodyChunks): at most MaxStatusBatch reports and limit bytes. A
+// report's free text is its reason (at most MaxReasonLen bytes).
+func statusChunks(rs []messages.StatusReport, limit int) [][2]int {
+	return bodyChunks(rs, limit, messages.MaxStatusBatch, len(`{"statuses":[]}`),
+		func(r messages.StatusReport) int { return len(r.Reason) })
+}
+
+// bodyChunks splits items into the [lo, hi) ranges of batch requests: at
+// most maxItems items, and a request body of at most limit bytes (envelope is
+// the document around the items), so that the peer does not refuse it
+// (413 body_too_large: a batch refused whole would be sent again whole,
+// and fail for good). An item's size is bounded without encoding it (its
+// free text, text(item) bytes, written as escapes, six bytes a byte, and
+// the rest of the document); only when the bounds of a batch could pass
+// the limit are its items encoded and measured.
+func bodyChunks[T any](items []T, limit, maxItems, envelope int, text func(T) int) [][2]int {
+	const rest = 2048 // an item's document besides its free text, more than enough
 	bound := envelope
-	for _, f := range fs {
-		bound += 6*(len(f.Body)+len(f.Binary)) + rest + 1
+	for _, it := range items {
+		bound += 6*text(it) + rest + 1
 	}
-	size := func(int) int { return 0 } // all of fs fits: only the count splits
+	size := func(int) int { return 0 } // all of items fits: only the count splits
 	if bound > limit {
-		sizes := make([]int, len(fs))
-		for i, f := range fs {
-			b, err := json.Marshal(f)
+		sizes := make([]int, len(items))
+		for i, it := range items {
+			b, err := json.Marshal(it)
 			if err != nil {
 				sizes[i] = bound // not encodable: its own request, which reports the error
 				continue
@@ -655,9 +671,9 @@ func forwardChunks(fs []messages.Forward, limit int) [][2]int {
 		size = func(i int) int { return sizes[i] }
 	}
 	var out [][2]int
-	for lo := 0; lo < len(fs); {
+	for lo := 0; lo < len(items); {
 		hi, n := lo, envelope
-		for hi < len(fs) && hi-lo < messages.MaxForwardBatch && (hi == lo || n+size(hi) <= limit) {
+		for hi < len(items) && hi-lo < maxItems && (hi == lo || n+size(hi) <= limit) {
 			n += size(hi)
 			hi++
 		}
@@ -668,7 +684,8 @@ func forwardChunks(fs []messages.Forward, limit int) [][2]int {
 }
 
 // Status implements transport.Peer: delivery_status_batch requests of at
-// most MaxStatusBatch reports with batch, else one delivery_status request
+// most MaxStatusBatch reports and MaxBody bytes (the peer's bound on a
+// request, statusChunks) with batch, else one delivery_status request
 // per report, SingleConcurrency at a time. A StatusReply has no room for
 // an error, so any refused or failed request fails the whole call.
 func (c *PeerClient) Status(ctx context.Context, addr string, batch bool, rs []messages.StatusReport) ([]messages.StatusReply, error) {
@@ -678,8 +695,8 @@ func (c *PeerClient) Status(ctx context.Context, addr string, batch bool, rs []m
 	}
 	results := make([]messages.StatusReply, len(rs))
 	if batch {
-		for lo := 0; lo < len(rs); lo += messages.MaxStatusBatch {
-			hi := min(lo+messages.MaxStatusBatch, len(rs))
+		for _, ch := range statusChunks(rs, MaxBody) {
+			lo, hi := ch[0], ch[1]
 			var out messages.StatusBatchReply
 			if err := c.call(ctx, key, want, pathStatusBatch, messages.StatusBatch{Statuses: rs[lo:hi]}, &out); err != nil {
 				return nil, err

@@ -417,6 +417,43 @@ func TestPeerClientForwardBatchFitsTheBodyLimit(t *testing.T) {
 	}
 }
 
+// TestPeerClientStatusBatchFitsTheBodyLimit: 256 failed reports (what the
+// status lane sends at once) whose reasons are 1024 bytes of '&' (six
+// bytes each in JSON) pass the peer's 1 MiB request bound together: they go
+// in several delivery_status_batch requests that each fit, and every report
+// is applied (one request would be refused whole with 413 body_too_large,
+// for ever, and each refusal closes the lane).
+func TestPeerClientStatusBatchFitsTheBodyLimit(t *testing.T) {
+	st := newPeerSetup(t, true)
+	c := st.client(t, false)
+	ids := make([]string, 256)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("long-%03d", i)
+	}
+	rs := reports(ids...)
+	for i := range rs {
+		rs[i].Status, rs[i].Reason = messages.ReportFailed, strings.Repeat("&", messages.MaxReasonLen)
+	}
+	res, err := c.Status(ctxT(t), st.addr, true, rs)
+	if err != nil {
+		t.Fatalf("Status of %d reports with reasons of %d bytes: %v", len(rs), messages.MaxReasonLen, err)
+	}
+	for i, r := range res {
+		if r.ID != rs[i].ID || r.Outcome != "applied" {
+			t.Errorf("result %d: %+v", i, r)
+		}
+	}
+	if n := st.hits.count(pathStatusBatch); n < 2 {
+		t.Errorf("delivery_status_batch requests = %d: one request would be over the limit", n)
+	}
+	if got := statusChunks(reports("s-1", "s-2", "s-3"), MaxBody); len(got) != 1 || got[0] != [2]int{0, 3} {
+		t.Errorf("statusChunks of 3 short reports = %v", got)
+	}
+	if got := statusChunks(make([]messages.StatusReport, messages.MaxStatusBatch+1), MaxBody); len(got) != 2 {
+		t.Errorf("statusChunks of %d reports = %v, want 2 requests", messages.MaxStatusBatch+1, got)
+	}
+}
+
 func TestPeerClientStatus(t *testing.T) {
 	st := newPeerSetup(t, true)
 	c := st.client(t, false)
