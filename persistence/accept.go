@@ -151,8 +151,9 @@ func PublishedWork(nm NewMessage, m messages.Message, row int64) *Relay {
 // whose id is stored (or taken earlier in the batch) with other content is
 // a Conflict. A StoredOnly entry whose id is neither is Absent; any other
 // entry whose id is neither is FrontendGone when its LocalFrontend is one
-// of unknown, the frontends the store found it does not have.
-func AcceptResults(batch []NewMessage, created, stored map[string]messages.Message, rows map[string]int64, unknown map[string]bool) ([]Accepted, error) {
+// of unknown, the frontends the store found it does not have. reportTo
+// holds the ReportTo of the stored messages (Accepted.ReportTo).
+func AcceptResults(batch []NewMessage, created, stored map[string]messages.Message, reportTo map[string]string, rows map[string]int64, unknown map[string]bool) ([]Accepted, error) {
 	out := make([]Accepted, len(batch))
 	creator := make(map[string]int, len(batch))
 	for _, i := range Firsts(batch) {
@@ -162,12 +163,12 @@ func AcceptResults(batch []NewMessage, created, stored map[string]messages.Messa
 		m, made := created[nm.ID]
 		switch {
 		case made && creator[nm.ID] == i:
-			out[i] = Accepted{Message: m, Created: true, Work: LeasedWork(nm, m, rows[nm.ID]), Relay: PublishedWork(nm, m, rows[nm.ID])}
+			out[i] = Accepted{Message: m, Created: true, ReportTo: nm.ReportTo, Work: LeasedWork(nm, m, rows[nm.ID]), Relay: PublishedWork(nm, m, rows[nm.ID])}
 		case made:
-			out[i] = Accepted{Message: m, Conflict: Conflict(nm, m)}
+			out[i] = Accepted{Message: m, ReportTo: batch[creator[nm.ID]].ReportTo, Conflict: Conflict(nm, m)}
 		default:
 			if m, ok := stored[nm.ID]; ok {
-				out[i] = Accepted{Message: m, Conflict: Conflict(nm, m)}
+				out[i] = Accepted{Message: m, ReportTo: reportTo[nm.ID], Conflict: Conflict(nm, m)}
 			} else if nm.StoredOnly {
 				out[i] = Accepted{Absent: true}
 			} else if fe, ok := LocalFrontend(nm); ok && unknown[fe] {

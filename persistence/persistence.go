@@ -183,6 +183,11 @@ type Accepted struct {
 	// under the same id (then Created is false and nothing was written).
 	Message messages.Message
 	Created bool
+	// ReportTo is the stored message's ReportTo (the NewMessage's when
+	// Created): for a message a peer forwarded, that peer, the caller
+	// authenticated when it was stored. A forward of a stored id is a
+	// retry only from it.
+	ReportTo string
 	// Absent is true for a StoredOnly submission whose id is not stored:
 	// nothing was written, and Message is zero.
 	Absent bool

@@ -335,10 +335,12 @@ func answer(e entry, acc persistence.Accepted, err error) {
 			me = messages.Errorf(messages.CodeInternal, "%v", err)
 		}
 		r.Error = me
-	case !acc.Created && acc.Message.SourceSMSC != e.fwd.m.Forwards[e.idx].SourceSMSC:
-		// Ids are global; one from another origin is another message.
+	case !acc.Created && acc.ReportTo != e.fwd.m.From:
+		// Ids are global; one stored from another origin (or submitted
+		// here) is another message. The origin is the peer that forwarded
+		// it, authenticated then (ReportTo), not what a body claims.
 		r.Error = messages.Errorf(messages.CodeInvalidState,
-			"id %q is already used here by a message from %s", id, acc.Message.SourceSMSC)
+			"id %q is already used here by a message not forwarded by %s", id, e.fwd.m.From)
 	default:
 		r.Duplicate, r.State = !acc.Created, acc.Message.State
 		if acc.Message.State == messages.StateFailed {

@@ -119,8 +119,10 @@ func TestSettle(t *testing.T) {
 		Accepted: []persistence.Accepted{
 			{Created: true, Message: messages.Message{ID: "a", State: messages.StatePending}},
 			{Created: true, Message: messages.Message{ID: "b", State: messages.StateForwardQueued}},
-			{Created: false, Message: messages.Message{ID: "x", State: messages.StateDelivered, SourceSMSC: "c"}},
-			{Created: false, Message: messages.Message{ID: "y", SourceSMSC: "elsewhere"}},
+			{Created: false, ReportTo: "c", Message: messages.Message{ID: "x", State: messages.StateDelivered, SourceSMSC: "c"}},
+			// y names c as its source but another peer forwarded it: its
+			// origin is who forwarded it (ReportTo), not what a body says.
+			{Created: false, ReportTo: "elsewhere", Message: messages.Message{ID: "y", SourceSMSC: "c"}},
 		},
 		Reported: []persistence.Completion{persistence.Applied, persistence.NoWork},
 	}

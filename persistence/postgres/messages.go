@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -151,6 +152,7 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 	// acceptRounds of that, AcceptResults reports what is still missing.
 	run := func(ctx context.Context, q conn) error {
 		stored := map[string]messages.Message{}
+		reportTo := map[string]string{} // of the stored ones
 		unknown := map[string]bool{}
 		// missing are the entries neither created nor read yet.
 		missing := func() (at []int, of []string) {
@@ -175,13 +177,14 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 				break
 			}
 			fes := persistence.LocalFrontends(batch, pick(uniq, at))
-			found, known, err := s.readTaken(ctx, q, taken, fes)
+			found, to, known, err := s.readTaken(ctx, q, taken, fes)
 			if err != nil {
 				return err
 			}
 			for _, m := range found {
 				stored[m.ID] = m
 			}
+			maps.Copy(reportTo, to)
 			for _, fe := range fes {
 				unknown[fe] = !known[fe]
 			}
@@ -196,7 +199,7 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 			}
 		}
 		var err error
-		*out, err = persistence.AcceptResults(batch, created, stored, relayedRows, unknown)
+		*out, err = persistence.AcceptResults(batch, created, stored, reportTo, relayedRows, unknown)
 		return err
 	}
 	return part{queue: func(b *pgx.Batch) { insert(b, nil) }, run: run}
@@ -208,14 +211,25 @@ const knownFrontendsSQL = "SELECT f.name FROM frontends f JOIN unnest($1::text[]
 
 // readTaken reads the messages with the ids given (those stored) and
 // which of the frontends fes are registered, in one round trip.
-func (s *Store) readTaken(ctx context.Context, q conn, ids, fes []string) ([]messages.Message, map[string]bool, error) {
+func (s *Store) readTaken(ctx context.Context, q conn, ids, fes []string) ([]messages.Message, map[string]string, map[string]bool, error) {
 	var found []messages.Message
+	reportTo := make(map[string]string, len(ids))
 	known := make(map[string]bool, len(fes))
 	b := &pgx.Batch{}
 	b.Queue(messagesByIDSQL, ids).Query(func(rows pgx.Rows) error {
 		var err error
 		found, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (messages.Message, error) { return scanMessage(row) })
 		return err
+	})
+	b.Queue(reportToByIDSQL, ids).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var id, to string
+			if err := rows.Scan(&id, &to); err != nil {
+				return err
+			}
+			reportTo[id] = to
+		}
+		return rows.Err()
 	})
 	if len(fes) > 0 {
 		b.Queue(knownFrontendsSQL, fes).Query(func(rows pgx.Rows) error {
@@ -230,9 +244,9 @@ func (s *Store) readTaken(ctx context.Context, q conn, ids, fes []string) ([]mes
 		})
 	}
 	if err := q.SendBatch(ctx, b).Close(); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return found, known, nil
+	return found, reportTo, known, nil
 }
 
 // acceptRounds bounds the reads (and inserts again) of an Accept's ids that
@@ -257,6 +271,9 @@ func pick[T any](xs []T, idx []int) []T {
 // = ANY($1): in a cached generic plan = ANY compares every row of a scan with
 // every element of the array, while a join hashes the list or looks each key
 // up in the index.
+// reportToByIDSQL reads whom the messages' reports go to (Accepted.ReportTo).
+var reportToByIDSQL = "SELECT m.id, m.report_to FROM messages m JOIN unnest($1::text[]) AS k(id) ON m.id = k.id"
+
 var messagesByIDSQL = "SELECT " + columns("m") + " FROM messages m JOIN unnest($1::text[]) AS k(id) ON m.id = k.id"
 
 // messagesByID reads messages (without history) in no particular order.

@@ -20,6 +20,7 @@ import (
 // does not have), and one multi-row INSERT for the outbox.
 func accept(ctx context.Context, tx querier, now time.Time, batch []persistence.NewMessage) ([]persistence.Accepted, error) {
 	var stored map[string]messages.Message
+	var reportTo map[string]string   // of the stored ones
 	var relayedRows map[string]int64 // outbox rows written relayed, by message id
 	var unknown map[string]bool      // frontends named and not registered
 	created := make(map[string]messages.Message, len(batch))
@@ -92,6 +93,9 @@ func accept(ctx context.Context, tx querier, now time.Time, batch []persistence.
 		if stored, err = loadMessages(ctx, tx, existing); err != nil {
 			return err
 		}
+		if reportTo, err = loadReportTo(ctx, tx, existing); err != nil {
+			return err
+		}
 		if relayedRows, err = insertWork(ctx, tx, toDB(now), work); err != nil {
 			return err
 		}
@@ -100,7 +104,7 @@ func accept(ctx context.Context, tx querier, now time.Time, batch []persistence.
 	if err != nil {
 		return nil, err
 	}
-	return persistence.AcceptResults(batch, created, stored, relayedRows, unknown)
+	return persistence.AcceptResults(batch, created, stored, reportTo, relayedRows, unknown)
 }
 
 // unknownFrontends is the set of names that no registered frontend has.
@@ -122,6 +126,25 @@ func unknownFrontends(ctx context.Context, q querier, names []string) (map[strin
 		})
 	})
 	return unknown, err
+}
+
+// loadReportTo reads the report_to of the messages with the given ids
+// (those that exist).
+func loadReportTo(ctx context.Context, q querier, ids []string) (map[string]string, error) {
+	out := make(map[string]string, len(ids))
+	err := chunks(len(ids), func(lo, hi int) error {
+		rows, err := q.QueryContext(ctx, `SELECT id, report_to FROM messages WHERE id IN (`+params(hi-lo)+`)`, anys(ids[lo:hi])...)
+		if err != nil {
+			return err
+		}
+		return scanEach(rows, func(r *sql.Rows) error {
+			var id, to string
+			err := r.Scan(&id, &to)
+			out[id] = to
+			return err
+		})
+	})
+	return out, err
 }
 
 // loadMessages reads the messages with the given ids (those that exist).

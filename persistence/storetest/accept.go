@@ -29,6 +29,7 @@ func acceptCases() []testCase {
 		{"LeasedWorkIsHandedOver", acceptLeased},
 		{"LeaseWithoutWorkRefused", acceptLeaseWithoutWork},
 		{"StoredOnlyAnswersOnlyAStoredID", acceptStoredOnly},
+		{"ResultsCarryTheStoredReportTo", acceptReportTo},
 		{"FrontendDeletedUnderAccept", acceptFrontendDeleted},
 	}
 }
@@ -135,6 +136,24 @@ func acceptStoredOnly(f *fixture) {
 	bad.Work = &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: feA}
 	if _, err := f.store.Accept(f.ctx, base, []persistence.NewMessage{bad}); err == nil {
 		f.Errorf("Accept of a stored-only submission with work: no error")
+	}
+}
+
+// acceptReportTo: every result names whom the message's reports go to, as
+// stored (for a forwarded message, the peer that forwarded it), whoever
+// the entry names: the intake answers a forward of a stored id duplicate
+// only to that peer.
+func acceptReportTo(f *fixture) {
+	f.accept(base, reportMsg("rt-stored"), newMsg("rt-local"))
+	again := reportMsg("rt-stored")
+	again.ReportTo = "peer-other"
+	lookup := storedOnly(reportMsg("rt-local"))
+	lookup.ReportTo = peerP
+	res := f.accept(at(time.Minute), again, lookup, reportMsg("rt-new"), storedOnly(reportMsg("rt-new")))
+	for i, want := range []string{peerP, "", peerP, peerP} {
+		if res[i].ReportTo != want {
+			f.Errorf("result %d (%s): ReportTo %q, want %q", i, res[i].Message.ID, res[i].ReportTo, want)
+		}
 	}
 }
 
