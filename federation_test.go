@@ -470,3 +470,57 @@ func TestFederationResubmitAtPeerReportsTheNewOutcome(t *testing.T) {
 		t.Errorf("a's history %v: %s was never delivered", states(m), id)
 	}
 }
+
+// postAs posts body to h's federation path as node from (without TLS the
+// header is taken on trust).
+func postAs(t *testing.T, h *harness, from, path string, body any) (int, string) {
+	t.Helper()
+	data, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest("POST", h.base+path, bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(messages.FederationHeader, from)
+	resp, err := h.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(raw)
+}
+
+// TestFederationForwardAgainAfterFrontendGoneIsDuplicate: a's forward of a
+// message b stored is sent again (its answer was lost) after b stopped
+// serving the frontend. The protocol is idempotent on id: b holds the
+// message, so the answer is duplicate with its state, not 422
+// unknown_frontend_here (which makes a record it forward_failed,
+// peer_rejected: stored nowhere, and invites a resubmit elsewhere). An id
+// b does not hold still gets the refusal.
+func TestFederationForwardAgainAfterFrontendGoneIsDuplicate(t *testing.T) {
+	fn := newFedNet()
+	a := startFed(t, fn, fedConfig(t, fn, "a", "b"))
+	b := startFed(t, fn, fedConfig(t, fn, "b", "a"))
+	b.must(200, "PUT", "/api/frontends/fe-b", map[string]string{"mode": "pull"}, nil)
+	a.waitPeer("b", messages.PeerHealthy)
+	a.routeWhenKnown("2", "fe-b")
+	id := a.submit("dup-1", "2555")
+	m := a.waitState(id, messages.StateForwarded)
+
+	if status, body := b.do("DELETE", "/api/frontends/fe-b", nil); status >= 300 {
+		t.Fatalf("delete fe-b at b: %d %s", status, body)
+	}
+	fwd := messages.ForwardOf(m)
+	fwd.DestSMSC = "b"
+	st, out := postAs(t, b, "a", "/api/federation/forward", fwd)
+	if st != 202 || !strings.Contains(out, `"duplicate":true`) || !strings.Contains(out, `"state":"pending"`) {
+		t.Fatalf("forward of %s again from its origin: %d %s, want 202 duplicate, pending (b holds it)", id, st, out)
+	}
+	fwd.ID = "dup-never-stored"
+	if st, out := postAs(t, b, "a", "/api/federation/forward", fwd); st != 422 || !strings.Contains(out, messages.CodeNotOurFrontend) {
+		t.Fatalf("forward of an id b does not hold, for a frontend it does not serve: %d %s, want 422 %s", st, out, messages.CodeNotOurFrontend)
+	}
+}

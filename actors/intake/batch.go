@@ -25,8 +25,9 @@ type entry struct {
 	fwd *forwardReq
 	idx int
 	// refusal is why a client's submission may not be stored (its
-	// Submit's Refusal, or its route): it went to the commit StoredOnly
-	// and is the answer when its id is not stored.
+	// Submit's Refusal, or its route), or a peer's forward (forwardTarget):
+	// it went to the commit StoredOnly and is the answer when its id is not
+	// stored.
 	refusal error
 	// rerouted marks an entry a commit gave back for a frontend the store
 	// no longer has (Batch.Again): routed again by a directory read since,
@@ -241,6 +242,15 @@ func storedOnly(s messages.Submission) persistence.NewMessage {
 	}
 }
 
+// storedOnlyForward is what the commit looks up for a peer's forward this
+// node refuses (forwardTarget): the stored message if it is a retry.
+func storedOnlyForward(f messages.Forward, from string) persistence.NewMessage {
+	return persistence.NewMessage{
+		ID: f.ID, SourceMSISDN: f.SourceMSISDN, DestinationMSISDN: f.DestinationMSISDN, Body: f.Body, Options: f.Options,
+		ReportTo: from, StoredOnly: true,
+	}
+}
+
 // forwardTarget checks a forwarded message against this node: it must be
 // addressed to us, for a frontend we serve.
 func (r router) forwardTarget(f messages.Forward) error {
@@ -329,6 +339,9 @@ func answer(e entry, acc persistence.Accepted, err error) {
 	id := e.fwd.m.Forwards[e.idx].ID
 	r := messages.ForwardResult{ForwardReply: messages.ForwardReply{ID: id}}
 	switch {
+	case acc.Absent:
+		err = e.refusal
+		fallthrough
 	case err != nil:
 		var me *messages.Error
 		if !errors.As(err, &me) {

@@ -336,3 +336,34 @@ func TestSettleGivesBackAFrontendGone(t *testing.T) {
 		t.Errorf("a given back once and gone again: answered %+v, given back %d; want an error", got, len(b.Again))
 	}
 }
+
+// TestSettleForwardRefusedHere: a forward this node refuses (forwardTarget:
+// it stopped serving the frontend) went to the commit as a lookup. Its id
+// stored from the same peer is answered duplicate with the stored state,
+// as any forward sent again; an id not stored gets the refusal.
+func TestSettleForwardRefusedHere(t *testing.T) {
+	reply := make(chan messages.AcceptForwardsReply, 1)
+	fwd := &forwardReq{m: &messages.AcceptForwards{From: "c", Reply: reply,
+		Forwards: []messages.Forward{{ID: "x", SourceSMSC: "c"}, {ID: "y", SourceSMSC: "c"}}}, results: make([]messages.ForwardResult, 2), left: 2}
+	refusal := messages.Errorf(messages.CodeNotOurFrontend, "frontend %q is not served by b", "gone")
+	b := &Batch{Now: t0,
+		entries: []entry{{fwd: fwd, idx: 0, refusal: refusal}, {fwd: fwd, idx: 1, refusal: refusal}},
+		from:    []int{0, 1},
+		Stored:  []persistence.NewMessage{storedOnlyForward(fwd.m.Forwards[0], "c"), storedOnlyForward(fwd.m.Forwards[1], "c")},
+	}
+	w := persistence.Written{Accepted: []persistence.Accepted{
+		{ReportTo: "c", Message: messages.Message{ID: "x", State: messages.StatePending, SourceSMSC: "c"}},
+		{Absent: true},
+	}}
+	b.settle(w, nil)
+	fr := <-reply
+	if r := fr.Results[0]; !r.Duplicate || r.Error != nil || r.State != messages.StatePending {
+		t.Errorf("x (stored from c) answered %+v, want a duplicate, pending", r)
+	}
+	if r := fr.Results[1]; r.Error == nil || r.Error.Code != messages.CodeNotOurFrontend {
+		t.Errorf("y (not stored) answered %+v, want %s", r, messages.CodeNotOurFrontend)
+	}
+	if nm := b.Stored[0]; !nm.StoredOnly || nm.ReportTo != "c" || nm.Work != nil || nm.State != "" {
+		t.Errorf("lookup of a refused forward = %+v: stored-only, ReportTo the caller, no state or work", nm)
+	}
+}

@@ -242,6 +242,13 @@ func (a *Intake) batch(c actor.Context) (*Batch, bool) {
 			entries[i].refusal = errs[i]
 			stored[i], errs[i] = storedOnly(e.sub.Submission), nil
 		}
+		if errs[i] != nil && e.fwd != nil {
+			// Likewise a forward sent again (its answer was lost) after
+			// this node stopped serving its frontend: the id is stored,
+			// and the protocol answers it duplicate.
+			entries[i].refusal = errs[i]
+			stored[i], errs[i] = storedOnlyForward(e.fwd.m.Forwards[e.idx], e.fwd.m.From), nil
+		}
 		if errs[i] != nil {
 			answer(e, persistence.Accepted{}, errs[i])
 			continue
