@@ -524,3 +524,29 @@ func TestFederationForwardAgainAfterFrontendGoneIsDuplicate(t *testing.T) {
 		t.Fatalf("forward of an id b does not hold, for a frontend it does not serve: %d %s, want 422 %s", st, out, messages.CodeNotOurFrontend)
 	}
 }
+
+// TestFederationForwardNamingAnotherOriginRefused: c, a peer of b, forwards
+// a message under the id of a's message naming a as its source_smsc. b
+// refuses it (403 node_mismatch) and stores nothing, so a's own message
+// under that id is stored and delivered at b with a's content.
+func TestFederationForwardNamingAnotherOriginRefused(t *testing.T) {
+	fn := newFedNet()
+	a := startFed(t, fn, fedConfig(t, fn, "a", "b"))
+	b := startFed(t, fn, fedConfig(t, fn, "b", "a", "c"))
+	startFed(t, fn, fedConfig(t, fn, "c", "b"))
+	b.pullFrontend("fe-b", "2")
+	b.waitPeer("c", messages.PeerHealthy)
+	a.waitPeer("b", messages.PeerHealthy)
+	a.routeWhenKnown("2", "fe-b")
+
+	spoof := messages.Forward{ID: "victim-1", SourceMSISDN: "1", DestinationMSISDN: "2555", Body: "not a's",
+		SourceSMSC: "a", DestSMSC: "b", Frontend: "fe-b"}
+	if st, out := postAs(t, b, "c", "/api/federation/forward", spoof); st != 403 || !strings.Contains(out, messages.CodeNodeMismatch) {
+		t.Fatalf("c's forward naming a as its source: %d %s, want 403 %s", st, out, messages.CodeNodeMismatch)
+	}
+	id := a.submit("victim-1", "2555")
+	a.waitState(id, messages.StateForwarded)
+	if got := b.pollOne("fe-b"); got.ID != id || got.Body == spoof.Body {
+		t.Fatalf("b's frontend got %s %q: want a's own message", got.ID, got.Body)
+	}
+}
