@@ -550,3 +550,58 @@ func TestFederationForwardNamingAnotherOriginRefused(t *testing.T) {
 		t.Fatalf("b's frontend got %s %q: want a's own message", got.ID, got.Body)
 	}
 }
+
+// TestFederationLongFailureReportsReachTheOrigin: 200 messages forwarded to
+// b fail there with a reason a pull consumer may give (1014 '&', within
+// the 1024 bytes allowed, six bytes each in JSON). b's reports wait during
+// a cut; once it heals b sends them in requests that fit a's 1 MiB bound
+// (one of 200 would be refused 413 and sent again whole, for ever), and a
+// records every outcome.
+func TestFederationLongFailureReportsReachTheOrigin(t *testing.T) {
+	fn := newFedNet()
+	a := startFed(t, fn, fedConfig(t, fn, "a", "b"))
+	b := startFed(t, fn, fedConfig(t, fn, "b", "a"))
+	b.pullFrontend("fe-b", "2")
+	a.waitPeer("b", messages.PeerHealthy)
+	a.routeWhenKnown("2", "fe-b")
+
+	const n = 200
+	var ids []string
+	for i := range n {
+		ids = append(ids, a.submit(fmt.Sprintf("long-%d", i), "2555"))
+	}
+	var got []messages.Outgoing
+	polltest.Eventually(t, 30*time.Second, func() error {
+		got = append(got, b.poll("fe-b", 500, 200, 600000)...)
+		if len(got) < n {
+			return fmt.Errorf("%d of %d at b", len(got), n)
+		}
+		return nil
+	})
+	fn.setCut("a", "b", true)
+	b.waitPeer("a", messages.PeerUnhealthy)
+	reason := strings.Repeat("&", 1014) // "rejected: " + this is 1024 bytes
+	for lo := 0; lo < n; lo += 50 {
+		var rs []messages.DeliveryResult
+		for _, o := range got[lo:min(lo+50, n)] {
+			rs = append(rs, messages.DeliveryResult{ID: o.ID, Status: messages.Failed, Reason: reason, Attempt: o.Attempt})
+		}
+		b.ack("fe-b", rs...)
+	}
+	b.waitState(ids[n-1], messages.StateFailed)
+	fn.setCut("a", "b", false)
+	a.waitPeer("b", messages.PeerHealthy)
+	polltest.Eventually(t, 20*time.Second, func() error {
+		for _, id := range ids {
+			if m := a.message(id); m.State != messages.StateFailed {
+				return fmt.Errorf("%s is %s at a, failed at b", id, m.State)
+			}
+		}
+		return nil
+	})
+	for _, line := range strings.Split(scrape(t, b), "\n") {
+		if strings.HasPrefix(line, "switchboard_federation_requests_failed_total") && strings.Contains(line, `kind="status"`) {
+			t.Errorf("b's reports to a failed: %s", line)
+		}
+	}
+}
