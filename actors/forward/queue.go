@@ -52,7 +52,10 @@ type Queue struct {
 	sys     *actor.ActorSystem
 	wake    *clock.Wakeup
 	parking bool
-	offered int // what the queue last put on the handover board
+	// parkAgain: a park failed; the next tick tries again while the peer
+	// is not healthy.
+	parkAgain bool
+	offered   int // what the queue last put on the handover board
 }
 
 // New returns the producer of a forward queue actor.
@@ -109,6 +112,12 @@ func (q *Queue) Receive(c actor.Context) {
 		}
 	case tick:
 		q.schedule()
+		if q.parkAgain && !q.link.Healthy {
+			// A park that failed (the store was down): its pending
+			// messages must still count down to forward_failed.
+			q.parkAgain = false
+			q.startParking(c)
+		}
 		for _, k := range kinds {
 			q.flow.Lane(k).Kick()
 		}
@@ -186,8 +195,8 @@ func (q *Queue) park(c actor.Context) {
 	more, err := peer.Park(ctx, q.cfg.Store, q.cfg.Clock.Now(), q.cfg.Peer, "peer "+q.cfg.Peer+" is not healthy", q.cfg.Publish)
 	cancel()
 	if err != nil {
-		q.log.Error("queueing pending forwards failed", "err", err)
-		q.parking = false // the next change of link or restart tries again
+		q.log.Error("queueing pending forwards failed; trying again at the next tick", "err", err)
+		q.parking, q.parkAgain = false, true
 		return
 	}
 	if more {
