@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -367,7 +366,7 @@ func (c *PeerClient) do(ctx context.Context, client *http.Client, timeout time.D
 	}
 	if res.StatusCode < 200 || res.StatusCode > 299 {
 		ce := callError(res.StatusCode, raw)
-		ce.RetryAfter = retryAfterOf(res.Header)
+		ce.RetryAfter = transport.RetryAfterHeader(res.Header)
 		return res.TLS, ce
 	}
 	if out == nil {
@@ -400,16 +399,6 @@ func callError(status int, body []byte) *transport.CallError {
 	}
 	ce.Kind = kindOf(status, ce.Code)
 	return ce
-}
-
-// retryAfterOf is an answer's Retry-After in seconds (the form our nodes
-// send; zero when absent or a date).
-func retryAfterOf(h http.Header) time.Duration {
-	secs, err := strconv.Atoi(h.Get("Retry-After"))
-	if err != nil || secs < 0 {
-		return 0
-	}
-	return time.Duration(secs) * time.Second
 }
 
 // orStatus is msg, or the status's text when msg is empty.

@@ -67,6 +67,11 @@ type DeliveryResult struct {
 	// Note, when set, is added to the history detail of the verdict's
 	// outcome (an smpp frontend marks a resend with it). Not in JSON.
 	Note string `json:"-"`
+	// RetryAfter, in a Retry verdict, is how long the frontend asked the
+	// node to wait (a webhook's 429 or 503 Retry-After): the next attempt
+	// comes no sooner than that, within the delivery policy's longest
+	// wait (--delivery-retry-max). Not in JSON.
+	RetryAfter time.Duration `json:"-"`
 }
 
 // AckOutcome tells a pull frontend what its ack of one message did:

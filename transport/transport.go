@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
@@ -112,6 +114,16 @@ func (k Kind) String() string {
 		return kindNames[k]
 	}
 	return fmt.Sprintf("kind(%d)", int(k))
+}
+
+// RetryAfterHeader is an HTTP answer's Retry-After in seconds, the form
+// our nodes send (zero when absent, negative or a date).
+func RetryAfterHeader(h http.Header) time.Duration {
+	secs, err := strconv.Atoi(h.Get("Retry-After"))
+	if err != nil || secs < 0 {
+		return 0
+	}
+	return time.Duration(secs) * time.Second
 }
 
 // RetryAfterOf is the Retry-After of a call's error answer (zero when

@@ -32,12 +32,15 @@ func TestClassify(t *testing.T) {
 
 func TestWebhookSend(t *testing.T) {
 	var got messages.Outgoing
-	var key, attempt string
+	var key, attempt, retryAfter string
 	status := http.StatusOK
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key, attempt = r.Header.Get("Idempotency-Key"), r.Header.Get("X-Switchboard-Attempt")
 		if err := json.NewDecoder(r.Body).Decode(&got); err != nil {
 			t.Errorf("decode: %v", err)
+		}
+		if retryAfter != "" {
+			w.Header().Set("Retry-After", retryAfter)
 		}
 		w.WriteHeader(status)
 		_, _ = w.Write([]byte("  busy  "))
@@ -54,9 +57,14 @@ func TestWebhookSend(t *testing.T) {
 		t.Fatalf("frontend saw %+v key=%q attempt=%q", got, key, attempt)
 	}
 	status = http.StatusServiceUnavailable
-	if r := wh.Send(context.Background(), out); r.Status != messages.Retry || r.Reason != "HTTP 503: busy" {
+	if r := wh.Send(context.Background(), out); r.Status != messages.Retry || r.Reason != "HTTP 503: busy" || r.RetryAfter != 0 {
 		t.Fatalf("503: %+v", r)
 	}
+	status, retryAfter = http.StatusTooManyRequests, "120"
+	if r := wh.Send(context.Background(), out); r.Status != messages.Retry || r.RetryAfter != 2*time.Minute {
+		t.Fatalf("429 with Retry-After 120: %+v, want a retry after 2m", r)
+	}
+	retryAfter = ""
 	status = http.StatusBadRequest
 	if r := wh.Send(context.Background(), out); r.Status != messages.Failed || !strings.HasPrefix(r.Reason, "HTTP 400") {
 		t.Fatalf("400: %+v", r)

@@ -114,6 +114,9 @@ func (p Policy) after(target, id string, attempt int, v messages.DeliveryResult,
 			fmt.Sprintf("attempt %d of %d failed: %s", attempt, p.MaxAttempts, orNone(v.Reason)))
 	}
 	wait := p.Backoff(attempt, rng)
+	if asked := min(v.RetryAfter, p.RetryMax); asked > wait {
+		wait = asked // the frontend asked for longer (Retry-After)
+	}
 	return persistence.Outcome{Kind: persistence.WorkDelivery, Target: target, MessageID: id,
 		Result: persistence.ResultRetry, RetryAt: now.Add(wait), Reason: v.Reason,
 		Detail: fmt.Sprintf("attempt %d failed: %s; retry in %v", attempt, orNone(v.Reason), wait.Round(time.Millisecond))}

@@ -136,3 +136,25 @@ func TestAfterSMSCAndNote(t *testing.T) {
 		t.Fatalf("retry: %+v", o)
 	}
 }
+
+// TestAfterHonoursRetryAfter: a retry verdict's RetryAfter (a webhook's
+// 429 or 503 Retry-After) delays the next attempt past the backoff, up to
+// the policy's longest wait; a shorter one leaves the backoff.
+func TestAfterHonoursRetryAfter(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, c := range []struct {
+		asked    time.Duration
+		min, max time.Duration
+	}{
+		{0, testPolicy.RetryMin / 2, testPolicy.RetryMin},
+		{time.Second, testPolicy.RetryMin / 2, testPolicy.RetryMin},
+		{testPolicy.RetryMax / 2, testPolicy.RetryMax / 2, testPolicy.RetryMax / 2},
+		{100 * testPolicy.RetryMax, testPolicy.RetryMax, testPolicy.RetryMax},
+	} {
+		o := testPolicy.After("fe", "m1", 1, messages.DeliveryResult{Status: messages.Retry, RetryAfter: c.asked}, now, rng)
+		if d := o.RetryAt.Sub(now); o.Result != persistence.ResultRetry || d < c.min || d > c.max {
+			t.Errorf("Retry-After %v: %s in %v, want a retry in [%v, %v]", c.asked, o.Result, d, c.min, c.max)
+		}
+	}
+}

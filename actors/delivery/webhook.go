@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/telemetry"
+	"github.com/switchboard-dev/switchboard/transport"
 )
 
 // Webhook POSTs messages to one frontend URL.
@@ -78,6 +79,10 @@ func (w Webhook) Send(ctx context.Context, m messages.Outgoing) messages.Deliver
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
 	status := Classify(resp.StatusCode)
+	var after time.Duration
+	if status == messages.Retry {
+		after = transport.RetryAfterHeader(resp.Header) // a 429's or 503's ask to wait
+	}
 	reason := ""
 	if status != messages.Delivered {
 		reason = fmt.Sprintf("HTTP %d", resp.StatusCode)
@@ -88,7 +93,7 @@ func (w Webhook) Send(ctx context.Context, m messages.Outgoing) messages.Deliver
 			reason += ": " + string(s)
 		}
 	}
-	return messages.DeliveryResult{ID: m.ID, Status: status, Reason: reason}
+	return messages.DeliveryResult{ID: m.ID, Status: status, Reason: reason, RetryAfter: after}
 }
 
 // Classify maps a webhook's HTTP status to a verdict (docs/api.md, "Webhook frontends").
