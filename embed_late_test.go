@@ -1,12 +1,10 @@
 package switchboard_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,11 +13,12 @@ import (
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/polltest"
+	"github.com/switchboard-dev/switchboard/supervision/logtest"
 )
 
 // lateNode is an embedded node whose in-process deliveries time out
 // after 1.2 s (WebhookTimeout plus one second).
-func lateNode(t *testing.T, maxAttempts int, logs *syncBuffer) *switchboard.Node {
+func lateNode(t *testing.T, maxAttempts int, logs *logtest.Buffer) *switchboard.Node {
 	cfg := testConfig(t)
 	cfg.Listen, cfg.MetricsListen = "", ""
 	cfg.WebhookTimeout = 200 * time.Millisecond
@@ -28,23 +27,6 @@ func lateNode(t *testing.T, maxAttempts int, logs *syncBuffer) *switchboard.Node
 		cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	}
 	return startNode(t, cfg).node
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func finalMessage(t *testing.T, n *switchboard.Node, id string) messages.Message {
@@ -104,7 +86,7 @@ func TestActorLateRetryOfEarlierAttemptIsStale(t *testing.T) {
 // failure stands (a final state is never changed), and a warning names
 // the message so that an operator does not resubmit it blindly.
 func TestActorLateDeliveredAfterLastAttemptIsLogged(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	n := lateNode(t, 1, logs)
 	answered := make(chan struct{})
 	serveActor(t, n, "gw", "gw", "46", actorFunc(func(c actor.Context) {

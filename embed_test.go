@@ -19,6 +19,7 @@ import (
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/polltest"
+	"github.com/switchboard-dev/switchboard/supervision/logtest"
 )
 
 // recordingFrontend is an in-process frontend actor: it fails the first
@@ -586,24 +587,6 @@ func TestNodeReadsRacingStart(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log sink tests read while the node writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A Subscribe callback that panics (an embedder's bug) is recovered and
 // logged with its stack; the node and the other subscribers go on. It ran
 // unguarded on the committing goroutine: a dozen panics exhausted the
@@ -611,7 +594,7 @@ func (l *lockedBuffer) String() string {
 func TestPanickingSubscriberDoesNotStopTheNode(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Listen, cfg.MetricsListen = "", ""
-	logs := &lockedBuffer{}
+	logs := &logtest.Buffer{}
 	cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 	n := startNode(t, cfg).node
 	ctx := context.Background()

@@ -131,11 +131,9 @@ func runNode(n node, cfg switchboard.Config, logger *slog.Logger, sigs <-chan os
 			case err = <-started:
 				break wait
 			case sig := <-sigs:
-				if first.repeat(sig) {
-					logRepeat(logger, sig)
+				if repeated(logger, first, sig, "second signal; exiting at once") {
 					continue
 				}
-				logger.Error("second signal; exiting at once", "signal", sig.String())
 				return 1
 			}
 		}
@@ -171,9 +169,17 @@ func runNode(n node, cfg switchboard.Config, logger *slog.Logger, sigs <-chan os
 	return stopNode(n, cfg, logger, sigs, first, code)
 }
 
-func logRepeat(logger *slog.Logger, sig os.Signal) {
-	logger.Info("the same signal again within a second; taken for a repeat (a second signal later exits at once)",
-		"signal", sig.String())
+// repeated reports whether sig is first's repeat, to be ignored (logged
+// as such); otherwise it is a second signal, logged with second, and the
+// caller exits.
+func repeated(logger *slog.Logger, first *stopSignal, sig os.Signal, second string) bool {
+	if first.repeat(sig) {
+		logger.Info("the same signal again within a second; taken for a repeat (a second signal later exits at once)",
+			"signal", sig.String())
+		return true
+	}
+	logger.Error(second, "signal", sig.String())
+	return false
 }
 
 // stopNode stops n within cfg.ShutdownTimeout and returns code, or 1 if the
@@ -196,11 +202,9 @@ func stopNode(n node, cfg switchboard.Config, logger *slog.Logger, sigs <-chan o
 			logger.Info("node stopped")
 			return code
 		case sig := <-sigs:
-			if first.repeat(sig) {
-				logRepeat(logger, sig)
+			if repeated(logger, first, sig, "second signal; exiting without waiting for the stop") {
 				continue
 			}
-			logger.Error("second signal; exiting without waiting for the stop", "signal", sig.String())
 			return 1
 		case <-giveUp.C:
 			logger.Error("node did not stop in time; exiting", "timeout", cfg.ShutdownTimeout)
