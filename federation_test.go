@@ -104,6 +104,19 @@ func startFed(t *testing.T, fn *fedNet, cfg switchboard.Config) *harness {
 	return h
 }
 
+// forwardingPair starts a and b, peers of each other: b serves frontend
+// fe-b (pull) for prefix 2, and a routes 2 to it once it knows b's
+// registry.
+func forwardingPair(t *testing.T) (fn *fedNet, a, b *harness) {
+	fn = newFedNet()
+	a = startFed(t, fn, fedConfig(t, fn, "a", "b"))
+	b = startFed(t, fn, fedConfig(t, fn, "b", "a"))
+	b.pullFrontend("fe-b", "2")
+	a.waitPeer("b", messages.PeerHealthy)
+	a.routeWhenKnown("2", "fe-b")
+	return fn, a, b
+}
+
 // waitPeer waits until h sees peer in state.
 func (h *harness) waitPeer(peerName string, state messages.PeerState) messages.PeerInfo {
 	h.t.Helper()
@@ -313,12 +326,7 @@ func TestFederationRefusesUnknownCallers(t *testing.T) {
 // TestFederationMetricsAreCompleteAndLintClean: a federated node exports
 // the federation metrics docs/metrics.md lists, lint-clean.
 func TestFederationMetricsAreCompleteAndLintClean(t *testing.T) {
-	fn := newFedNet()
-	a := startFed(t, fn, fedConfig(t, fn, "a", "b"))
-	b := startFed(t, fn, fedConfig(t, fn, "b", "a"))
-	b.pullFrontend("fe-b", "2")
-	a.waitPeer("b", messages.PeerHealthy)
-	a.routeWhenKnown("2", "fe-b")
+	_, a, b := forwardingPair(t)
 	id := a.submit("m-1", "2555")
 	got := b.pollOne("fe-b")
 	b.ack("fe-b", messages.DeliveryResult{ID: id, Status: messages.Delivered, Attempt: got.Attempt})
@@ -439,12 +447,7 @@ func TestFederationBatchLargerThanThePeersAdmission(t *testing.T) {
 // message that no frontend had taken (which then kept the real outcome
 // from being recorded).
 func TestFederationResubmitAtPeerReportsTheNewOutcome(t *testing.T) {
-	fn := newFedNet()
-	a := startFed(t, fn, fedConfig(t, fn, "a", "b"))
-	b := startFed(t, fn, fedConfig(t, fn, "b", "a"))
-	b.pullFrontend("fe-b", "2")
-	a.waitPeer("b", messages.PeerHealthy)
-	a.routeWhenKnown("2", "fe-b")
+	fn, a, b := forwardingPair(t)
 
 	id := a.submit("rs-1", "2555")
 	got := b.pollOne("fe-b")
@@ -558,12 +561,7 @@ func TestFederationForwardNamingAnotherOriginRefused(t *testing.T) {
 // (one of 200 would be refused 413 and sent again whole, for ever), and a
 // records every outcome.
 func TestFederationLongFailureReportsReachTheOrigin(t *testing.T) {
-	fn := newFedNet()
-	a := startFed(t, fn, fedConfig(t, fn, "a", "b"))
-	b := startFed(t, fn, fedConfig(t, fn, "b", "a"))
-	b.pullFrontend("fe-b", "2")
-	a.waitPeer("b", messages.PeerHealthy)
-	a.routeWhenKnown("2", "fe-b")
+	fn, a, b := forwardingPair(t)
 
 	const n = 200
 	var ids []string
