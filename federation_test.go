@@ -106,11 +106,15 @@ func startFed(t *testing.T, fn *fedNet, cfg switchboard.Config) *harness {
 
 // forwardingPair starts a and b, peers of each other: b serves frontend
 // fe-b (pull) for prefix 2, and a routes 2 to it once it knows b's
-// registry.
-func forwardingPair(t *testing.T) (fn *fedNet, a, b *harness) {
+// registry. set, when given, changes both nodes' configs.
+func forwardingPair(t *testing.T, set ...func(*switchboard.Config)) (fn *fedNet, a, b *harness) {
 	fn = newFedNet()
-	a = startFed(t, fn, fedConfig(t, fn, "a", "b"))
-	b = startFed(t, fn, fedConfig(t, fn, "b", "a"))
+	ca, cb := fedConfig(t, fn, "a", "b"), fedConfig(t, fn, "b", "a")
+	for _, f := range set {
+		f(&ca)
+		f(&cb)
+	}
+	a, b = startFed(t, fn, ca), startFed(t, fn, cb)
 	b.pullFrontend("fe-b", "2")
 	a.waitPeer("b", messages.PeerHealthy)
 	a.routeWhenKnown("2", "fe-b")

@@ -209,15 +209,7 @@ func pushAndCompare(t *testing.T, h *harness, rcv *otlptest.Receiver, before map
 // span, and the group commit's span links to the trace.
 func TestOneTraceAcrossAPartition(t *testing.T) {
 	rcv := otlptest.New(t)
-	fn := newFedNet()
-	ca, cb := fedConfig(t, fn, "a", "b"), fedConfig(t, fn, "b", "a")
-	for _, c := range []*switchboard.Config{&ca, &cb} {
-		c.OTLPEndpoint, c.OTLPInterval = rcv.URL(), 50*time.Millisecond
-	}
-	a, b := startFed(t, fn, ca), startFed(t, fn, cb)
-	b.pullFrontend("fe-b", "2")
-	a.waitPeer("b", messages.PeerHealthy)
-	a.routeWhenKnown("2", "fe-b")
+	fn, a, b := forwardingPair(t, pushingTo(rcv))
 
 	fn.setCut("a", "b", true)
 	a.waitPeer("b", messages.PeerUnhealthy)
@@ -332,7 +324,7 @@ func TestWebhookGetsTheAttemptsTraceparent(t *testing.T) {
 	}))
 	defer hook.Close()
 	cfg := testConfig(t)
-	cfg.OTLPEndpoint, cfg.OTLPInterval = rcv.URL(), 50*time.Millisecond
+	pushingTo(rcv)(&cfg)
 	h := startNode(t, cfg)
 	h.webhookFrontend("hook", hook.URL, "3")
 	h.submitTraced("hooked", "3555", clientParent, messages.StatePending)
@@ -359,7 +351,7 @@ func TestWebhookGetsTheAttemptsTraceparent(t *testing.T) {
 func TestUnsampledSubmitKeepsNoTrace(t *testing.T) {
 	rcv := otlptest.New(t)
 	cfg := testConfig(t)
-	cfg.OTLPEndpoint, cfg.OTLPInterval = rcv.URL(), 50*time.Millisecond
+	pushingTo(rcv)(&cfg)
 	h := startNode(t, cfg)
 	h.pullFrontend("fe", "1")
 	h.submitTraced("quiet", "1555", "00-"+clientTraceID+"-"+clientSpanID+"-00", messages.StatePending)
@@ -422,15 +414,7 @@ func TestCollectorDownOrSlow(t *testing.T) {
 // and crashed the node).
 func TestStatusBatchOfTracedAndUntracedMessages(t *testing.T) {
 	rcv := otlptest.New(t)
-	fn := newFedNet()
-	ca, cb := fedConfig(t, fn, "a", "b"), fedConfig(t, fn, "b", "a")
-	for _, c := range []*switchboard.Config{&ca, &cb} {
-		c.OTLPEndpoint, c.OTLPInterval = rcv.URL(), 50*time.Millisecond
-	}
-	a, b := startFed(t, fn, ca), startFed(t, fn, cb)
-	b.pullFrontend("fe-b", "2")
-	a.waitPeer("b", messages.PeerHealthy)
-	a.routeWhenKnown("2", "fe-b")
+	_, a, b := forwardingPair(t, pushingTo(rcv))
 	a.submitTraced("mix-traced", "2555", clientParent, messages.StatePending)
 	a.submitAs("mix-plain", "2556", messages.StatePending)
 	var got []messages.Outgoing
@@ -559,6 +543,11 @@ func TestRefusedSubmitMakesNoSpan(t *testing.T) {
 	}
 }
 
+// pushingTo makes a node push its telemetry to rcv every 50 ms.
+func pushingTo(rcv *otlptest.Receiver) func(*switchboard.Config) {
+	return func(c *switchboard.Config) { c.OTLPEndpoint, c.OTLPInterval = rcv.URL(), 50*time.Millisecond }
+}
+
 // pullSpan waits for the switchboard.deliver.pull span of trace traceID
 // made by instance (any when ""), and returns it.
 func pullSpan(t *testing.T, rcv *otlptest.Receiver, traceID, instance string) otlptest.Span {
@@ -584,7 +573,7 @@ func pullSpan(t *testing.T, rcv *otlptest.Receiver, traceID, instance string) ot
 func TestPullSpanEndsWithItsLease(t *testing.T) {
 	rcv := otlptest.New(t)
 	cfg := testConfig(t)
-	cfg.OTLPEndpoint, cfg.OTLPInterval = rcv.URL(), 50*time.Millisecond
+	pushingTo(rcv)(&cfg)
 	h := startNode(t, cfg)
 	h.pullFrontend("fe", "1")
 	h.submitTraced("unacked", "1555", clientParent, messages.StatePending)
@@ -606,7 +595,7 @@ func TestSitePullSpanEndsWhenAckedElsewhere(t *testing.T) {
 	var hs []*harness
 	for _, id := range []string{"a1", "a2"} {
 		c := siteConfig(t, dsn, id)
-		c.OTLPEndpoint, c.OTLPInterval = rcv.URL(), 50*time.Millisecond
+		pushingTo(rcv)(&c)
 		hs = append(hs, startNode(t, c))
 	}
 	waitRing(t, hs, "a1", "a2")
