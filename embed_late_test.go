@@ -19,8 +19,7 @@ import (
 // lateNode is an embedded node whose in-process deliveries time out
 // after 1.2 s (WebhookTimeout plus one second).
 func lateNode(t *testing.T, maxAttempts int, logs *logtest.Buffer) *switchboard.Node {
-	cfg := testConfig(t)
-	cfg.Listen, cfg.MetricsListen = "", ""
+	cfg := embeddedConfig(t)
 	cfg.WebhookTimeout = 200 * time.Millisecond
 	cfg.DeliveryMaxAttempts = maxAttempts
 	if logs != nil {

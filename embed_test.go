@@ -63,9 +63,15 @@ func serveActor(t *testing.T, n *switchboard.Node, actorName, frontend, prefix s
 	}
 }
 
-func TestEmbeddedActorFrontendAndSubscriptions(t *testing.T) {
+// embeddedConfig is testConfig for a node used as a library: no listeners.
+func embeddedConfig(t *testing.T) switchboard.Config {
 	cfg := testConfig(t)
-	cfg.Listen, cfg.MetricsListen = "", "" // embedded: no listeners
+	cfg.Listen, cfg.MetricsListen = "", ""
+	return cfg
+}
+
+func TestEmbeddedActorFrontendAndSubscriptions(t *testing.T) {
+	cfg := embeddedConfig(t)
 	h := startNode(t, cfg)
 	n := h.node
 
@@ -115,8 +121,7 @@ func TestEmbeddedActorFrontendAndSubscriptions(t *testing.T) {
 }
 
 func TestSubscribeBeforeStartAndStopActor(t *testing.T) {
-	cfg := testConfig(t)
-	cfg.Listen, cfg.MetricsListen = "", ""
+	cfg := embeddedConfig(t)
 	n, err := switchboard.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -214,8 +219,7 @@ func (f *slowFrontend) Receive(c actor.Context) {
 // TestStopFinishesDeliveriesInFlight: Stop while a delivery is under way
 // waits for its verdict and commits it before the store closes.
 func TestStopFinishesDeliveriesInFlight(t *testing.T) {
-	cfg := testConfig(t)
-	cfg.Listen, cfg.MetricsListen = "", ""
+	cfg := embeddedConfig(t)
 	fs := newFaultyStore(t) // a store the test can read after the node stopped
 	cfg.Store = fs
 	n, err := switchboard.New(cfg)
@@ -272,8 +276,7 @@ func (f *countingFrontend) Receive(c actor.Context) {
 // offer changed while a grant was on its way was granted the same slots
 // again, and claimed them too: 48 to 63 under way in half the runs.
 func TestPushFrontendInFlightStaysBounded(t *testing.T) {
-	cfg := testConfig(t)
-	cfg.Listen, cfg.MetricsListen = "", ""
+	cfg := embeddedConfig(t)
 	h := startNode(t, cfg)
 	n := h.node
 	fe := &countingFrontend{}
@@ -335,8 +338,7 @@ func (s *refusingStore) PutFrontend(ctx context.Context, f persistence.Frontend)
 // the actor registered before. It used to drop it: the frontend's
 // messages then waited for good, served by neither actor.
 func TestFailedRegisterFrontendKeepsThePreviousActor(t *testing.T) {
-	cfg := testConfig(t)
-	cfg.Listen, cfg.MetricsListen = "", ""
+	cfg := embeddedConfig(t)
 	st := &refusingStore{Store: newFaultyStore(t)}
 	cfg.Store = st
 	n := startNode(t, cfg).node
@@ -356,14 +358,23 @@ func TestFailedRegisterFrontendKeepsThePreviousActor(t *testing.T) {
 	if _, _, err := n.Submit(ctx, messages.Submission{ID: "after", SourceMSISDN: "1", DestinationMSISDN: "467", Body: "x"}); err != nil {
 		t.Fatal(err)
 	}
+	awaitDelivery(t, got, "old:after", func() string {
+		m, _ := n.Message(ctx, "after")
+		return fmt.Sprintf("not delivered after a failed re-registration: state %s after %d attempts (no actor registered any more)", m.State, m.Attempts)
+	})
+}
+
+// awaitDelivery waits up to 10 s for the next "actor:id" on got and fails
+// unless it is want; missing is the failure when none comes.
+func awaitDelivery(t *testing.T, got <-chan string, want string, missing func() string) {
+	t.Helper()
 	select {
 	case who := <-got:
-		if who != "old:after" {
-			t.Fatalf("delivered %s, want old:after", who)
+		if who != want {
+			t.Fatalf("delivered %s, want %s", who, want)
 		}
 	case <-time.After(10 * time.Second):
-		m, _ := n.Message(ctx, "after")
-		t.Fatalf("not delivered after a failed re-registration: state %s after %d attempts (no actor registered any more)", m.State, m.Attempts)
+		t.Fatal(missing())
 	}
 }
 
@@ -373,8 +384,7 @@ func TestFailedRegisterFrontendKeepsThePreviousActor(t *testing.T) {
 // sending to it and each message used up its attempts (here its one) to
 // failed max_attempts.
 func TestStopActorUnregistersItsFrontend(t *testing.T) {
-	cfg := testConfig(t)
-	cfg.Listen, cfg.MetricsListen = "", ""
+	cfg := embeddedConfig(t)
 	cfg.DeliveryMaxAttempts = 1
 	cfg.WebhookTimeout = 200 * time.Millisecond
 	n := startNode(t, cfg).node
@@ -406,14 +416,7 @@ func TestStopActorUnregistersItsFrontend(t *testing.T) {
 	if err := n.RegisterFrontend(ctx, "gw", pid); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case who := <-got:
-		if who != "new:held" {
-			t.Fatalf("delivered %s, want new:held", who)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the held message was not delivered to the actor registered next")
-	}
+	awaitDelivery(t, got, "new:held", func() string { return "the held message was not delivered to the actor registered next" })
 	if m := waitState(t, n, "held", messages.StateDelivered); m.Attempts != 1 {
 		t.Fatalf("delivered after %d attempts, want 1", m.Attempts)
 	}
@@ -522,8 +525,7 @@ func checkNotRunning(t *testing.T, when string, got map[string]error) {
 // used to dereference a store that was not opened (Message before Start
 // panicked) or was closed.
 func TestNodeCallsBeforeStartAndAfterStop(t *testing.T) {
-	cfg := testConfig(t)
-	cfg.Listen, cfg.MetricsListen = "", ""
+	cfg := embeddedConfig(t)
 	n, err := switchboard.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -553,8 +555,7 @@ func TestNodeCallsBeforeStartAndAfterStop(t *testing.T) {
 
 // Reads racing Start see the store whole or not at all (go test -race).
 func TestNodeReadsRacingStart(t *testing.T) {
-	cfg := testConfig(t)
-	cfg.Listen, cfg.MetricsListen = "", ""
+	cfg := embeddedConfig(t)
 	n, err := switchboard.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -592,8 +593,7 @@ func TestNodeReadsRacingStart(t *testing.T) {
 // unguarded on the committing goroutine: a dozen panics exhausted the
 // intake's restart budget and stopped the node.
 func TestPanickingSubscriberDoesNotStopTheNode(t *testing.T) {
-	cfg := testConfig(t)
-	cfg.Listen, cfg.MetricsListen = "", ""
+	cfg := embeddedConfig(t)
 	logs := &logtest.Buffer{}
 	cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 	n := startNode(t, cfg).node
@@ -647,8 +647,7 @@ func wantCode(t *testing.T, what string, err error, code string) {
 // resubmit failed messages (docs/embedding.md named these methods; they
 // did not exist).
 func TestNodeDirectoryReadsAndResubmits(t *testing.T) {
-	cfg := testConfig(t)
-	cfg.Listen, cfg.MetricsListen = "", ""
+	cfg := embeddedConfig(t)
 	n := startNode(t, cfg).node
 	ctx := context.Background()
 	if _, err := n.PutFrontend(ctx, messages.Frontend{Name: "fe", Mode: messages.ModePull}); err != nil {
