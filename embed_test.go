@@ -63,6 +63,18 @@ func serveActor(t *testing.T, n *switchboard.Node, actorName, frontend, prefix s
 	}
 }
 
+// servePull makes frontend a pull frontend of n that serves prefix.
+func servePull(t *testing.T, n *switchboard.Node, frontend, prefix string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := n.PutFrontend(ctx, messages.Frontend{Name: frontend, Mode: messages.ModePull}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.PutRoute(ctx, messages.Route{Prefix: prefix, Frontend: frontend}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // embeddedConfig is testConfig for a node used as a library: no listeners.
 func embeddedConfig(t *testing.T) switchboard.Config {
 	cfg := testConfig(t)
@@ -140,12 +152,7 @@ func TestSubscribeBeforeStartAndStopActor(t *testing.T) {
 			t.Errorf("Stop: %v", err)
 		}
 	}()
-	if _, err := n.PutFrontend(ctx, messages.Frontend{Name: "fe", Mode: messages.ModePull}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := n.PutRoute(ctx, messages.Route{Prefix: "1", Frontend: "fe"}); err != nil {
-		t.Fatal(err)
-	}
+	servePull(t, n, "fe", "1")
 	if _, _, err := n.Submit(ctx, messages.Submission{ID: "s1", SourceMSISDN: "1", DestinationMSISDN: "12", Body: "x"}); err != nil {
 		t.Fatal(err)
 	}
@@ -598,12 +605,7 @@ func TestPanickingSubscriberDoesNotStopTheNode(t *testing.T) {
 	cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 	n := startNode(t, cfg).node
 	ctx := context.Background()
-	if _, err := n.PutFrontend(ctx, messages.Frontend{Name: "fe", Mode: messages.ModePull}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := n.PutRoute(ctx, messages.Route{Prefix: "1", Frontend: "fe"}); err != nil {
-		t.Fatal(err)
-	}
+	servePull(t, n, "fe", "1")
 	n.Subscribe(func(messages.StateChanged) { panic("subscriber bug") })
 	seen := make(chan string, 100)
 	n.Subscribe(func(ev messages.StateChanged) { seen <- ev.ID })
@@ -650,12 +652,7 @@ func TestNodeDirectoryReadsAndResubmits(t *testing.T) {
 	cfg := embeddedConfig(t)
 	n := startNode(t, cfg).node
 	ctx := context.Background()
-	if _, err := n.PutFrontend(ctx, messages.Frontend{Name: "fe", Mode: messages.ModePull}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := n.PutRoute(ctx, messages.Route{Prefix: "1", Frontend: "fe"}); err != nil {
-		t.Fatal(err)
-	}
+	servePull(t, n, "fe", "1")
 	for _, id := range []string{"a", "b"} {
 		if _, _, err := n.Submit(ctx, messages.Submission{ID: id, SourceMSISDN: "1", DestinationMSISDN: "12", Body: "x"}); err != nil {
 			t.Fatal(err)

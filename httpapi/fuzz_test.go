@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
 )
 
 // fuzzRequest feeds body to one endpoint and checks what any client may
@@ -351,20 +352,28 @@ func FuzzAuditQuery(f *testing.F) {
 		if err != nil {
 			return // net/http refuses it before the handler
 		}
-		q, err := auditQueryOf(v)
-		if err != nil {
-			var e *messages.Error
-			if !errors.As(err, &e) || (e.Code != messages.CodeInvalidRequest && e.Code != messages.CodeUnknownField) {
-				t.Fatalf("%q: %v is not a 400 of the API", raw, err)
-			}
-			return
-		}
-		if err := q.Validate(); err != nil {
-			t.Fatalf("%q: the parser let through a query the store refuses: %v", raw, err)
-		}
-		req := httptest.NewRequest(http.MethodGet, "/api/audit?"+v.Encode(), nil)
-		fuzzServe(t, req, nil, http.StatusOK)
+		fuzzParsedQuery(t, raw, v, "/api/audit", auditQueryOf)
 	})
+}
+
+// fuzzParsedQuery checks one fuzzed query string v (raw as given) of the
+// listing at path: parse refuses it with a 400 of the API, or lets through
+// a query the store accepts, which the server answers 200.
+func fuzzParsedQuery[Q interface{ Validate() error }](t *testing.T, raw string, v url.Values, path string, parse func(url.Values) (Q, error)) {
+	t.Helper()
+	q, err := parse(v)
+	if err != nil {
+		var e *messages.Error
+		if !errors.As(err, &e) || (e.Code != messages.CodeInvalidRequest && e.Code != messages.CodeUnknownField) {
+			t.Fatalf("%q: %v is not a 400 of the API", raw, err)
+		}
+		return
+	}
+	if err := q.Validate(); err != nil {
+		t.Fatalf("%q: the parser let through a query the store refuses: %v", raw, err)
+	}
+	req := httptest.NewRequest(http.MethodGet, path+"?"+v.Encode(), nil)
+	fuzzServe(t, req, nil, http.StatusOK)
 }
 
 // FuzzListQuery: any query string of GET /api/messages is a 200 or a 400
@@ -386,18 +395,6 @@ func FuzzListQuery(f *testing.F) {
 		if err != nil {
 			return // net/http refuses it before the handler
 		}
-		q, err := listQueryOf(v, "")
-		if err != nil {
-			var e *messages.Error
-			if !errors.As(err, &e) || (e.Code != messages.CodeInvalidRequest && e.Code != messages.CodeUnknownField) {
-				t.Fatalf("%q: %v is not a 400 of the API", raw, err)
-			}
-			return
-		}
-		if err := q.Validate(); err != nil {
-			t.Fatalf("%q: the parser let through a query the store refuses: %v", raw, err)
-		}
-		req := httptest.NewRequest(http.MethodGet, "/api/messages?"+v.Encode(), nil)
-		fuzzServe(t, req, nil, http.StatusOK)
+		fuzzParsedQuery(t, raw, v, "/api/messages", func(v url.Values) (persistence.ListQuery, error) { return listQueryOf(v, "") })
 	})
 }
