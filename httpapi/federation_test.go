@@ -486,13 +486,7 @@ func TestFederationEndpoints(t *testing.T) {
 		// would refuse it; the others are stored.
 		bad := `{"id":"m-bad","source_msisdn":"1","destination_msisdn":"not digits","message_body":"x","source_smsc":"peer-a","dest_smsc":"home","frontend":"fe-home"}`
 		good := strings.Replace(bodies[pathForward], `"m-1"`, `"m-3"`, 1)
-		body := `{"messages":[` + bad + `,` + good + `]}`
-		status, code, raw := fedCall(t, c, srv, "POST", pathForwardBat, peerA, strings.NewReader(body))
-		if status != 200 {
-			t.Fatalf("status = %d %s", status, code)
-		}
-		var r messages.ForwardBatchReply
-		mustJSON(t, raw, &r)
+		r, raw := forwardBatch(t, c, srv, bad, good)
 		if len(r.Results) != 2 || r.Results[0].Error == nil || r.Results[0].Error.Code != messages.CodeInvalidRequest ||
 			!strings.HasPrefix(r.Results[0].Error.Message, "messages[0]: ") || r.Results[1].Error != nil || r.Results[1].ID != "m-3" {
 			t.Errorf("answer = %s", raw)
@@ -501,6 +495,19 @@ func TestFederationEndpoints(t *testing.T) {
 			t.Errorf("stored = %v, want m-3 last and no m-bad", ids)
 		}
 	})
+}
+
+// forwardBatch posts the forwards (JSON documents) as one forward_batch
+// from peer-a and returns its 200 answer, decoded and raw.
+func forwardBatch(t *testing.T, c *http.Client, srv *httptest.Server, forwards ...string) (messages.ForwardBatchReply, []byte) {
+	t.Helper()
+	status, code, raw := fedCall(t, c, srv, "POST", pathForwardBat, peerA, strings.NewReader(`{"messages":[`+strings.Join(forwards, ",")+`]}`))
+	if status != 200 {
+		t.Fatalf("status = %d %s", status, code)
+	}
+	var r messages.ForwardBatchReply
+	mustJSON(t, raw, &r)
+	return r, raw
 }
 
 // TestFederationForwardBatchSourceNotTheCaller: a batch message whose
@@ -514,12 +521,7 @@ func TestFederationForwardBatchSourceNotTheCaller(t *testing.T) {
 	fwd := validBodies()[pathForward]
 	spoof := strings.Replace(strings.Replace(fwd, `"m-1"`, `"m-spoof"`, 1), `"source_smsc":"peer-a"`, `"source_smsc":"peer-b"`, 1)
 	good := strings.Replace(fwd, `"m-1"`, `"m-own"`, 1)
-	status, code, raw := fedCall(t, c, srv, "POST", pathForwardBat, peerA, strings.NewReader(`{"messages":[`+spoof+`,`+good+`]}`))
-	if status != 200 {
-		t.Fatalf("status = %d %s", status, code)
-	}
-	var r messages.ForwardBatchReply
-	mustJSON(t, raw, &r)
+	r, raw := forwardBatch(t, c, srv, spoof, good)
 	if len(r.Results) != 2 || r.Results[0].Error == nil || r.Results[0].Error.Code != messages.CodeNodeMismatch ||
 		!strings.HasPrefix(r.Results[0].Error.Message, "messages[0]: ") || r.Results[1].Error != nil || r.Results[1].ID != "m-own" {
 		t.Errorf("answer = %s", raw)
