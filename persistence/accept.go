@@ -8,41 +8,41 @@ import (
 	"github.com/switchboard-dev/switchboard/messages"
 )
 
-// Firsts lists, in input order, the index of the entry of batch that
-// creates each id: its first occurrence that is not StoredOnly (a repeat
-// gets its result). An id that only StoredOnly entries name is not listed:
-// it is one of Lookups.
-func Firsts(batch []NewMessage) []int {
-	at := make(map[string]int, len(batch))
-	out := make([]int, 0, len(batch))
-	for i, nm := range batch {
-		if _, ok := at[nm.ID]; ok || nm.StoredOnly {
-			continue
-		}
-		at[nm.ID] = len(out)
-		out = append(out, i)
-	}
-	return out
+// AcceptPlan is what an Accept reads off its batch, once.
+type AcceptPlan struct {
+	// Firsts lists, in input order, the index of the entry of the batch
+	// that creates each id: its first occurrence that is not StoredOnly (a
+	// repeat gets its result). An id that only StoredOnly entries name is
+	// not listed: it is one of Lookups.
+	Firsts []int
+	// Lookups lists, in input order, the ids that only StoredOnly entries
+	// name: Accept reads them (if stored) and creates none of them.
+	Lookups []string
+	// creator is the index of each id's entry in Firsts, by id.
+	creator map[string]int
 }
 
-// Lookups lists, in input order, the ids of batch that only StoredOnly
-// entries name: Accept reads them (if stored) and creates none of them.
-func Lookups(batch []NewMessage) []string {
-	creates := make(map[string]bool, len(batch))
-	for _, nm := range batch {
-		if !nm.StoredOnly {
-			creates[nm.ID] = true
+// PlanAccept is batch's AcceptPlan.
+func PlanAccept(batch []NewMessage) AcceptPlan {
+	p := AcceptPlan{Firsts: make([]int, 0, len(batch)), creator: make(map[string]int, len(batch))}
+	for i, nm := range batch {
+		if _, ok := p.creator[nm.ID]; ok || nm.StoredOnly {
+			continue
 		}
+		p.creator[nm.ID] = i
+		p.Firsts = append(p.Firsts, i)
 	}
-	var out []string
-	seen := map[string]bool{}
+	var seen map[string]bool
 	for _, nm := range batch {
-		if nm.StoredOnly && !creates[nm.ID] && !seen[nm.ID] {
+		if _, creates := p.creator[nm.ID]; nm.StoredOnly && !creates && !seen[nm.ID] {
+			if seen == nil {
+				seen = map[string]bool{}
+			}
 			seen[nm.ID] = true
-			out = append(out, nm.ID)
+			p.Lookups = append(p.Lookups, nm.ID)
 		}
 	}
-	return out
+	return p
 }
 
 // LocalFrontend names the frontend nm is for when its work is local
@@ -145,7 +145,7 @@ func PublishedWork(nm NewMessage, m messages.Message, row int64) *Relay {
 // the messages this call created (by id), stored the others as they were
 // stored before it, rows the outbox row ids of created messages' work
 // written relayed (leased, or to publish: WorkAdd.Relayed). The entry that
-// created an id (Firsts) gets Created; every other entry of the id (a
+// created an id (plan's Firsts) gets Created; every other entry of the id (a
 // repeat within the batch, a StoredOnly one) gets its message with Created
 // false, as does every entry of an id stored before. A client's submission
 // whose id is stored (or taken earlier in the batch) with other content is
@@ -153,12 +153,9 @@ func PublishedWork(nm NewMessage, m messages.Message, row int64) *Relay {
 // entry whose id is neither is FrontendGone when its LocalFrontend is one
 // of unknown, the frontends the store found it does not have. reportTo
 // holds the ReportTo of the stored messages (Accepted.ReportTo).
-func AcceptResults(batch []NewMessage, created, stored map[string]messages.Message, reportTo map[string]string, rows map[string]int64, unknown map[string]bool) ([]Accepted, error) {
+func AcceptResults(plan AcceptPlan, batch []NewMessage, created, stored map[string]messages.Message, reportTo map[string]string, rows map[string]int64, unknown map[string]bool) ([]Accepted, error) {
 	out := make([]Accepted, len(batch))
-	creator := make(map[string]int, len(batch))
-	for _, i := range Firsts(batch) {
-		creator[batch[i].ID] = i
-	}
+	creator := plan.creator
 	for i, nm := range batch {
 		m, made := created[nm.ID]
 		switch {

@@ -20,7 +20,7 @@
 //	FailForward  one candidate of FailForwards
 //	QueueForward one candidate of QueueForwards
 //	Resubmit     one reroute of Resubmit
-//	NewRow, NewWork, Firsts, AcceptResults, LocalFrontend   Accept
+//	NewRow, NewWork, PlanAccept, AcceptResults, LocalFrontend   Accept
 //
 // Changes.Move is the one place a message changes state: history (numbered
 // from the row's HistoryLen; the second entry is held by the row, later

@@ -79,7 +79,8 @@ SELECT ` + columns("c") + `, w.id FROM created c LEFT JOIN work w ON w.message_i
 // (its first round trip), and one more that reads the stored messages when
 // some ids were taken. It fills *out.
 func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[]persistence.Accepted) part {
-	uniq, lookups := persistence.Firsts(batch), persistence.Lookups(batch)
+	plan := persistence.PlanAccept(batch)
+	uniq, lookups := plan.Firsts, plan.Lookups
 	n := len(uniq)
 	var (
 		ids, srcs, dsts, bodies, states = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -199,7 +200,7 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 			}
 		}
 		var err error
-		*out, err = persistence.AcceptResults(batch, created, stored, reportTo, relayedRows, unknown)
+		*out, err = persistence.AcceptResults(plan, batch, created, stored, reportTo, relayedRows, unknown)
 		return err
 	}
 	return part{queue: func(b *pgx.Batch) { insert(b, nil) }, run: run}

@@ -24,8 +24,9 @@ func accept(ctx context.Context, tx querier, now time.Time, batch []persistence.
 	var relayedRows map[string]int64 // outbox rows written relayed, by message id
 	var unknown map[string]bool      // frontends named and not registered
 	created := make(map[string]messages.Message, len(batch))
+	plan := persistence.PlanAccept(batch)
 	err := func() error {
-		firsts := persistence.Firsts(batch)
+		firsts := plan.Firsts
 		var err error
 		if unknown, err = unknownFrontends(ctx, tx, persistence.LocalFrontends(batch, firsts)); err != nil {
 			return err
@@ -35,7 +36,7 @@ func accept(ctx context.Context, tx querier, now time.Time, batch []persistence.
 		// here, so only a caller's mistake names one; the rule is the
 		// shared store's, where another instance may have deleted it).
 		var uniq []int
-		existing := persistence.Lookups(batch)
+		existing := plan.Lookups
 		for _, i := range firsts {
 			if fe, ok := persistence.LocalFrontend(batch[i]); ok && unknown[fe] {
 				existing = append(existing, batch[i].ID) // a retry if stored
@@ -104,7 +105,7 @@ func accept(ctx context.Context, tx querier, now time.Time, batch []persistence.
 	if err != nil {
 		return nil, err
 	}
-	return persistence.AcceptResults(batch, created, stored, reportTo, relayedRows, unknown)
+	return persistence.AcceptResults(plan, batch, created, stored, reportTo, relayedRows, unknown)
 }
 
 // unknownFrontends is the set of names that no registered frontend has.
