@@ -59,3 +59,17 @@ func (c Config) Validate() error {
 	errs = append(errs, c.Policy.Validate())
 	return errors.Join(errs...)
 }
+
+// lease is how long a queue's claims lease their work: it outlives the
+// request it covers (Timeout plus the commit after it); a crash in between
+// lets another claim take the work after it.
+func (c Config) lease() time.Duration { return 2*c.Timeout + 10*time.Second }
+
+// idlePoll is the fence's idle poll: 0 without a fence (the store is this
+// instance's alone).
+func (c Config) idlePoll() time.Duration {
+	if c.Fence == nil {
+		return 0
+	}
+	return c.Fence.IdlePoll()
+}

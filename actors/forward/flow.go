@@ -65,6 +65,25 @@ func NewFlow(peer, owner string, policy Policy) *Flow {
 // Lane is the lane of kind.
 func (f *Flow) Lane(k persistence.WorkKind) *Lane { return f.lanes[k] }
 
+// SetHealthy opens the lanes (the peer is healthy) or closes them. A
+// closed lane opens whether a failed request closed it or the peer was not
+// healthy; an open lane stays as it is.
+func (f *Flow) SetHealthy(healthy bool) {
+	for _, k := range kinds {
+		if l := f.lanes[k]; !healthy || !l.Open() {
+			l.SetOpen(healthy)
+		}
+	}
+}
+
+// Tick kicks every lane: work may be due that nothing kicked (a retry
+// come due, or work another instance of the site committed).
+func (f *Flow) Tick() {
+	for _, k := range kinds {
+		f.lanes[k].Kick()
+	}
+}
+
 // Next returns the round to run now, if any: every result waiting to be
 // recorded, and a claim for each lane with room (one claim of Batch rows
 // for each request it may start). Only one round is out at a time.

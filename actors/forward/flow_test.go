@@ -131,6 +131,58 @@ func TestFlowFailedRequestClosesTheLaneOnce(t *testing.T) {
 	}
 }
 
+func TestFlowSetHealthy(t *testing.T) {
+	fwd := func(f *Flow) *Lane { return f.Lane(persistence.WorkForward) }
+	drain := func(l *Lane) { l.Claimed(0, 10, l.Kicks()) }
+	cases := []struct {
+		name    string
+		setup   func(f *Flow)
+		healthy bool
+		// want of the forward lane; status of the status lane's Open.
+		open, drained, status bool
+	}{
+		{"healthy opens closed lanes, work assumed", func(*Flow) {}, true, true, false, true},
+		{"healthy again leaves an open lane as it is", func(f *Flow) {
+			f.SetHealthy(true)
+			drain(fwd(f))
+		}, true, true, true, true},
+		{"healthy reopens a lane a failed request closed", func(f *Flow) {
+			f.SetHealthy(true)
+			drain(fwd(f))
+			fwd(f).Took()
+			fwd(f).Done(false)
+		}, true, true, false, true},
+		{"not healthy closes every lane", func(f *Flow) { f.SetHealthy(true) }, false, false, false, false},
+		{"not healthy keeps closed lanes closed", func(*Flow) {}, false, false, true, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := NewFlow("b", "me", flowPolicy())
+			tc.setup(f)
+			f.SetHealthy(tc.healthy)
+			l := fwd(f)
+			if l.Open() != tc.open || l.Drained() != tc.drained || f.Lane(persistence.WorkStatus).Open() != tc.status {
+				t.Fatalf("forward lane open %v drained %v, status lane open %v; want %v %v %v",
+					l.Open(), l.Drained(), f.Lane(persistence.WorkStatus).Open(), tc.open, tc.drained, tc.status)
+			}
+		})
+	}
+}
+
+func TestFlowTickKicksEveryLane(t *testing.T) {
+	f := NewFlow("b", "me", flowPolicy())
+	f.SetHealthy(true)
+	r, _ := f.Next(t0, time.Minute)
+	f.Done(t0, r, persistence.Written{}, []*persistence.Claim{claimed(persistence.WorkStatus, 0), claimed(persistence.WorkForward, 0)}, nil)
+	if r, ok := f.Next(t0, time.Minute); ok {
+		t.Fatalf("round %+v: both lanes came back empty", r)
+	}
+	f.Tick()
+	if r, ok := f.Next(t0, time.Minute); !ok || len(r.Claims) != 2 {
+		t.Fatalf("round %+v after a tick: want a claim for each lane", r)
+	}
+}
+
 // TestFlowHandedOverForwardsShareRequests: forwards handed over while the
 // lane is full wait, and leave together once a request ends.
 func TestFlowHandedOverForwardsShareRequests(t *testing.T) {

@@ -3,6 +3,7 @@ package forward
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 )
 
@@ -32,8 +33,15 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-func (m *Metrics) completed(peer string) { m.completedC.WithLabelValues(peer).Inc() }
-
-func (m *Metrics) failed(peer string, kind persistence.WorkKind) {
-	m.failedC.WithLabelValues(peer, string(kind)).Inc()
+// sent counts a request's result: failed when it did not complete, else
+// each forward the peer accepted.
+func (m *Metrics) sent(peer string, kind persistence.WorkKind, forward []messages.ForwardResult, err error) {
+	if err != nil {
+		m.failedC.WithLabelValues(peer, string(kind)).Inc()
+	}
+	for _, f := range forward {
+		if f.Error == nil {
+			m.completedC.WithLabelValues(peer).Inc()
+		}
+	}
 }

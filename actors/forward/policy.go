@@ -101,6 +101,16 @@ func (p Policy) MaxWait() time.Duration {
 	return w
 }
 
+// Tick is how often a queue ticks: every RetryInterval, or sooner on a
+// store other instances share (idlePoll, the fence's, is positive): they
+// commit work the queue owns without kicking it.
+func (p Policy) Tick(idlePoll time.Duration) time.Duration {
+	if idlePoll > 0 {
+		return min(p.RetryInterval, idlePoll)
+	}
+	return p.RetryInterval
+}
+
 // QueuedBefore is the cutoff of FailForwards at now: messages queued
 // before it have waited MaxWait. The count of ticks is derived from
 // queued_at, so no queued row is rewritten per tick.

@@ -88,6 +88,19 @@ func TestPolicyDeadlineDerivedFromQueuedAt(t *testing.T) {
 	}
 }
 
+func TestPolicyTick(t *testing.T) {
+	p := DefaultPolicy()
+	for _, tc := range []struct{ idlePoll, want time.Duration }{
+		{0, p.RetryInterval},
+		{time.Second, time.Second},
+		{p.RetryInterval + time.Second, p.RetryInterval},
+	} {
+		if got := p.Tick(tc.idlePoll); got != tc.want {
+			t.Errorf("idle poll %v: tick %v, want %v", tc.idlePoll, got, tc.want)
+		}
+	}
+}
+
 func TestPolicyValidate(t *testing.T) {
 	if err := DefaultPolicy().Validate(); err != nil {
 		t.Fatal(err)

@@ -1,61 +1,39 @@
 package forward
 
 import (
-	"context"
 	"log/slog"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/switchboard-dev/switchboard/actors/handover"
-	"github.com/switchboard-dev/switchboard/actors/peer"
-	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/supervision"
 )
 
-// Private messages.
+// Private messages (the results of calls are in request.go and store.go).
 type (
 	tick   struct{}
 	parked struct{}
-	// sent is a request's result, sent back by its goroutine.
-	sent struct {
-		batch   Batch
-		forward []messages.ForwardResult
-		status  []messages.StatusReply
-		err     error
-	}
-	// roundDone is a store round's result.
-	roundDone struct {
-		round   *FlowRound
-		written persistence.Written
-		claims  []*persistence.Claim
-		err     error
-	}
 )
 
-// Queue is the forward queue actor of one peer: the shell of a Flow. It
-// sends the peer's forward work and the delivery_status reports owed to
-// it, from the outbox, in batches, while the peer is healthy; it records
-// their results and claims the next batches in one store round at a time,
-// on a goroutine of its own, so Receive waits neither on the network nor on
-// the store. Build it with New.
+// Queue is the forward queue actor of one peer: the shell of a Flow and a
+// Link. It sends the peer's forward work and the delivery_status reports
+// owed to it, from the outbox, in batches, while the peer is healthy; it
+// records their results and claims the next batches in one store round at
+// a time, on a goroutine of its own, so Receive waits neither on the
+// network nor on the store. Build it with New.
 type Queue struct {
-	cfg     Config
-	log     *slog.Logger
-	link    messages.PeerLink
-	flow    *Flow
-	self    *actor.PID
-	parent  *actor.PID
-	sys     *actor.ActorSystem
-	wake    *clock.Wakeup
-	parking bool
-	// parkAgain: a park failed; the next tick tries again while the peer
-	// is not healthy.
-	parkAgain bool
-	offered   int // what the queue last put on the handover board
+	cfg    Config
+	log    *slog.Logger
+	flow   *Flow
+	link   Link
+	board  BoardOffer
+	self   *actor.PID
+	parent *actor.PID
+	sys    *actor.ActorSystem
+	wake   *clock.Wakeup
 }
 
 // New returns the producer of a forward queue actor.
@@ -65,9 +43,10 @@ func New(cfg Config) actor.Producer {
 	}
 	return func() actor.Actor {
 		return &Queue{
-			cfg:  cfg,
-			log:  cfg.Logger.With("component", "forward", "peer", cfg.Peer),
-			flow: NewFlow(cfg.Peer, cfg.Owner, cfg.Policy),
+			cfg:   cfg,
+			log:   cfg.Logger.With("component", "forward", "peer", cfg.Peer),
+			flow:  NewFlow(cfg.Peer, cfg.Owner, cfg.Policy),
+			board: NewBoardOffer(cfg.Board != nil),
 		}
 	}
 }
@@ -84,48 +63,49 @@ func (q *Queue) Receive(c actor.Context) {
 		}
 		q.wake = clock.NewWakeup(q.cfg.Clock, func(uint64) { q.sys.Root.Send(q.self, tick{}) })
 		q.schedule()
-		// Until the peer actor says otherwise the peer is not healthy: its
-		// pending messages (from before a restart) are queued.
-		q.startParking(c)
+		q.park(c, q.link.Pending())
 		return
 	case *actor.Restarting, *actor.Stopping:
 		if q.wake != nil {
 			q.wake.Cancel()
 		}
-		q.offer(0)
+		if q.board.Withdraw() {
+			q.cfg.Board.Offer(q.boardKey(), 0, q.cfg.lease(), q.self)
+		}
 		return
 	case *handover.Work:
 		m.Arrived(q.cfg.Board, q.self)
 		q.flow.Handover(m.Work)
 	case messages.PeerLink:
-		q.setLink(c, m)
+		q.flow.SetHealthy(m.Healthy)
+		q.park(c, q.link.Set(m))
 	case *messages.KickPeer:
-		if !q.link.Healthy && !m.Status {
-			// A pending message committed while the peer turned unhealthy
-			// (the intake saw it healthy): queue it like the others.
-			q.startParking(c)
+		k := persistence.WorkStatus
+		if !m.Status {
+			k = persistence.WorkForward
+			q.park(c, q.link.Pending())
 		}
-		if m.Status {
-			q.flow.Lane(persistence.WorkStatus).Kick()
-		} else {
-			q.flow.Lane(persistence.WorkForward).Kick()
-		}
+		q.flow.Lane(k).Kick()
 	case tick:
 		q.schedule()
-		if q.parkAgain && !q.link.Healthy {
-			// A park that failed (the store was down): its pending
-			// messages must still count down to forward_failed.
-			q.parkAgain = false
-			q.startParking(c)
-		}
-		for _, k := range kinds {
-			q.flow.Lane(k).Kick()
-		}
+		q.park(c, q.link.Tick())
+		q.flow.Tick()
 	case parked:
-		q.park(c)
+		if q.link.Page() {
+			q.park(c, q.link.Paged(q.parkPage()))
+		}
 		return
 	case *sent:
-		q.sent(c, m)
+		if m.err != nil {
+			q.log.Warn("request to peer failed", "kind", m.batch.Kind, "messages", len(m.batch.Work), "err", m.err)
+		}
+		q.cfg.Metrics.sent(q.cfg.Peer, m.batch.Kind, m.forward, m.err)
+		if q.flow.Sent(q.cfg.Clock.Now(), m.batch, m.forward, m.err) {
+			// One failed check per broken link, not one per request that
+			// was in flight when it broke (a busy peer closes nothing: it
+			// is up).
+			c.Send(q.parent, messages.PeerContactFailed{Err: m.err})
+		}
 	case *roundDone:
 		if m.err != nil {
 			q.log.Error("recording forward results failed; the leases will run out and the work be retried", "err", m.err)
@@ -145,65 +125,16 @@ func (q *Queue) Receive(c actor.Context) {
 	q.step()
 }
 
-// schedule arms the next tick: the retry interval, or sooner in a site of
-// several instances, whose other instances commit work this queue owns
-// without kicking it.
+// schedule arms the next tick.
 func (q *Queue) schedule() {
-	every := q.cfg.Policy.RetryInterval
-	if q.cfg.Fence != nil {
-		if p := q.cfg.Fence.IdlePoll(); p > 0 {
-			every = min(every, p)
-		}
-	}
-	q.wake.Schedule(q.cfg.Clock.Now().Add(every))
+	q.wake.Schedule(q.cfg.Clock.Now().Add(q.cfg.Policy.Tick(q.cfg.idlePoll())))
 }
 
-func (q *Queue) setLink(c actor.Context, l messages.PeerLink) {
-	was := q.link.Healthy
-	q.link = l
-	for _, k := range kinds {
-		lane := q.flow.Lane(k)
-		// A lane closed by a failed request reopens on the next passed
-		// check; an open lane stays as it is.
-		if l.Healthy && (!was || !lane.Open()) {
-			lane.SetOpen(true)
-		} else if !l.Healthy {
-			lane.SetOpen(false)
-		}
-	}
-	if l.Healthy {
-		q.parking = false
-	} else if was {
-		q.startParking(c)
-	}
-}
-
-func (q *Queue) startParking(c actor.Context) {
-	if !q.parking {
-		q.parking = true
+// park asks for a page of parking when the Link says so.
+func (q *Queue) park(c actor.Context, page bool) {
+	if page {
 		c.Send(c.Self(), parked{})
 	}
-}
-
-// park moves one page of the peer's pending messages to forward_queued.
-func (q *Queue) park(c actor.Context) {
-	if !q.parking || q.link.Healthy {
-		q.parking = false
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), q.cfg.StoreTimeout)
-	more, err := peer.Park(ctx, q.cfg.Store, q.cfg.Clock.Now(), q.cfg.Peer, "peer "+q.cfg.Peer+" is not healthy", q.cfg.Publish)
-	cancel()
-	if err != nil {
-		q.log.Error("queueing pending forwards failed; trying again at the next tick", "err", err)
-		q.parking, q.parkAgain = false, true
-		return
-	}
-	if more {
-		c.Send(c.Self(), parked{})
-		return
-	}
-	q.parking = false
 }
 
 // step sends the handed-over forwards there is room for, starts the store
@@ -212,60 +143,15 @@ func (q *Queue) step() {
 	for _, b := range q.flow.HandedOut() {
 		q.send(b)
 	}
-	if r, ok := q.flow.Next(q.cfg.Clock.Now(), q.lease()); ok {
+	if r, ok := q.flow.Next(q.cfg.Clock.Now(), q.cfg.lease()); ok {
 		go q.run(r)
 	}
-	if q.cfg.Fence == nil || q.cfg.Fence.IdlePoll() == 0 {
-		q.offer(q.flow.Offer())
+	if n := q.flow.Offer(); q.board.Set(n, q.cfg.idlePoll()) {
+		q.cfg.Board.Offer(q.boardKey(), n, q.cfg.lease(), q.self)
 	}
-}
-
-// offer puts what the queue can send at once on the handover board, when
-// it changed.
-func (q *Queue) offer(n int) {
-	if q.cfg.Board == nil || n == q.offered {
-		return
-	}
-	q.offered = n
-	q.cfg.Board.Offer(q.boardKey(), n, q.lease(), q.self)
 }
 
 // boardKey is this queue's work on the handover board.
 func (q *Queue) boardKey() handover.Key {
 	return handover.Key{Kind: persistence.WorkForward, Target: q.cfg.Peer}
-}
-
-// run does one store round: the results and the claims in one Write, each
-// claim fenced by the ring.
-func (q *Queue) run(r *FlowRound) {
-	defer supervision.CarryPanic(q.sys.Root, q.self, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), q.cfg.StoreTimeout)
-	defer cancel()
-	res := &roundDone{round: r}
-	res.written, res.claims, res.err = ring.Write(ctx, q.cfg.Store, q.cfg.Fence, q.cfg.Clock.Now(),
-		persistence.Write{Outcomes: r.Outcomes, Statuses: r.Updates, Claims: r.Claims}, nil)
-	q.sys.Root.Send(q.self, res)
-}
-
-// lease outlives the request it covers (timeout plus the commit after it);
-// a crash in between lets another claim take the work after it.
-func (q *Queue) lease() time.Duration { return 2*q.cfg.Timeout + 10*time.Second }
-
-// sent takes a request's result: its outcomes wait for the next round.
-func (q *Queue) sent(c actor.Context, r *sent) {
-	now := q.cfg.Clock.Now()
-	if r.err != nil {
-		q.log.Warn("request to peer failed", "kind", r.batch.Kind, "messages", len(r.batch.Work), "err", r.err)
-		q.cfg.Metrics.failed(q.cfg.Peer, r.batch.Kind)
-	}
-	for _, f := range r.forward {
-		if f.Error == nil {
-			q.cfg.Metrics.completed(q.cfg.Peer)
-		}
-	}
-	if q.flow.Sent(now, r.batch, r.forward, r.err) {
-		// One failed check per broken link, not one per request that was
-		// in flight when it broke (a busy peer closes nothing: it is up).
-		c.Send(q.parent, messages.PeerContactFailed{Err: r.err})
-	}
 }

@@ -13,10 +13,18 @@ import (
 	"github.com/switchboard-dev/switchboard/transport"
 )
 
+// sent is a request's result, sent back by its goroutine.
+type sent struct {
+	batch   Batch
+	forward []messages.ForwardResult
+	status  []messages.StatusReply
+	err     error
+}
+
 // send runs one request in its own goroutine; its result comes back as a
 // message, so Receive never waits on the network.
 func (q *Queue) send(b Batch) {
-	link, tr, timeout := q.link, q.cfg.Transport, q.cfg.Timeout
+	link, tr, timeout := q.link.Peer(), q.cfg.Transport, q.cfg.Timeout
 	self, root := q.self, q.sys.Root
 	node, peerName, tracing := q.cfg.Node, q.cfg.Peer, q.cfg.Tracing
 	go func() {

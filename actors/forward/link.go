@@ -1,0 +1,90 @@
+package forward
+
+import "github.com/switchboard-dev/switchboard/messages"
+
+// Link is the pure state of a forward queue's link to its peer: the last
+// PeerLink the peer actor sent (whether the peer is healthy, and what it
+// announced), and the parking of the peer's pending messages while it is
+// not healthy, so that they count down to forward_failed instead of
+// waiting unseen. Parking goes a page at a time (peer.Park), one page for
+// each parked message the queue sends itself, so that its mailbox is
+// served between pages. The methods that return park say whether to send
+// that message now: only when no page is due already. Not safe for
+// concurrent use.
+type Link struct {
+	peer messages.PeerLink
+	// parking: a page is due (a parked message is on its way) or under
+	// way.
+	parking bool
+	// again: a page failed (the store was down); the next tick parks
+	// again while the peer is not healthy.
+	again bool
+}
+
+// Peer is the last PeerLink the peer actor sent (the zero PeerLink, not
+// healthy, until it sends one).
+func (l *Link) Peer() messages.PeerLink { return l.peer }
+
+// Set takes the peer actor's verdict. A peer that turns unhealthy has its
+// pending messages parked; one found healthy ends the parking (the queue
+// sends them instead).
+func (l *Link) Set(p messages.PeerLink) (park bool) {
+	was := l.peer.Healthy
+	l.peer = p
+	if p.Healthy {
+		l.parking = false
+		return false
+	}
+	return was && l.start()
+}
+
+// Pending says pending messages may wait that the queue has not parked:
+// those from before a restart (a queue starts with the peer not healthy),
+// or one committed while the peer turned unhealthy (the intake saw it
+// healthy). They are parked while the peer is not healthy.
+func (l *Link) Pending() (park bool) { return !l.peer.Healthy && l.start() }
+
+// Tick tries a failed page again while the peer is not healthy: its
+// pending messages must still count down to forward_failed.
+func (l *Link) Tick() (park bool) {
+	if !l.again || l.peer.Healthy {
+		return false
+	}
+	l.again = false
+	return l.start()
+}
+
+// Page takes a parked message: whether to park a page now. A peer found
+// healthy since ends the parking.
+func (l *Link) Page() bool {
+	if !l.parking || l.peer.Healthy {
+		l.parking = false
+		return false
+	}
+	return true
+}
+
+// Paged records a page's result: whether a full page moved (more may
+// wait) or the error. More parks the next page at once; an error waits
+// for the next tick.
+func (l *Link) Paged(more bool, err error) (park bool) {
+	switch {
+	case err != nil:
+		l.parking, l.again = false, true
+	case more:
+		return true
+	default:
+		l.parking = false
+	}
+	return false
+}
+
+// start begins parking: whether a page is to be asked for (not when one
+// is due already).
+func (l *Link) start() bool {
+	if l.parking {
+		return false
+	}
+	l.parking = true
+	return true
+}
