@@ -2,7 +2,6 @@ package intake
 
 import (
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -13,10 +12,11 @@ import (
 	"github.com/switchboard-dev/switchboard/persistence"
 )
 
-// The pure half of the intake's group commits: the Pipeline that queues
-// submits, peers' forwards and peers' reports and bounds the commits in
-// flight, and the functions that turn a batch into what the store keeps
-// (route) and the store's answer into replies (settle).
+// The pure half of the intake's group commits: what one commit holds (its
+// entries and the peers' reports), and the functions that turn the store's
+// answer into replies (settle). The Pipeline (pipeline.go) queues the work
+// and gives out the batches; the router (route.go) turns entries into what
+// the store keeps.
 
 // entry is one message of a group commit: a client's submit, or one
 // message of a peer's forward request.
@@ -97,85 +97,6 @@ func updatesOf(m *messages.ApplyStatuses) []persistence.StatusUpdate {
 	return updates
 }
 
-// Pipeline queues the intake's work for its group commits and bounds the
-// commits in flight: while Depth are out, work queues and the next commit
-// takes all of it (up to MaxBatch messages). With two or more out, one
-// commit's transaction runs while the one before waits for its fsync. It
-// is pure: the intake feeds it and runs the batches it gives out.
-type Pipeline struct {
-	Depth, MaxBatch int
-
-	entries  []entry
-	reports  []*statusReq
-	inFlight int
-}
-
-// Submit queues a client's submission.
-func (p *Pipeline) Submit(m *messages.Submit) { p.entries = append(p.entries, entry{sub: m}) }
-
-// Forwards queues a peer's forwarded messages; false when there are none
-// (then the request is answered at once, with no results).
-func (p *Pipeline) Forwards(m *messages.AcceptForwards) bool {
-	if len(m.Forwards) == 0 {
-		return false
-	}
-	req := &forwardReq{m: m, results: make([]messages.ForwardResult, len(m.Forwards)), left: len(m.Forwards)}
-	for i := range m.Forwards {
-		p.entries = append(p.entries, entry{fwd: req, idx: i})
-	}
-	return true
-}
-
-// Statuses queues a peer's delivery_status reports.
-func (p *Pipeline) Statuses(m *messages.ApplyStatuses) {
-	p.reports = append(p.reports, &statusReq{m: m, updates: updatesOf(m)})
-}
-
-// Again queues, ahead of everything else, the entries a commit gave back
-// (Batch.Again) to be routed again.
-func (p *Pipeline) Again(entries []entry) {
-	again := make([]entry, len(entries), len(entries)+len(p.entries))
-	for i, e := range entries {
-		e.rerouted = true
-		again[i] = e
-	}
-	p.entries = append(again, p.entries...)
-}
-
-// Full reports whether a batch of MaxBatch messages is waiting.
-func (p *Pipeline) Full() bool { return len(p.entries) >= p.MaxBatch }
-
-// Take gives out the next batch when a commit may start: something is
-// queued and fewer than Depth are in flight.
-func (p *Pipeline) Take() (entries []entry, reports []*statusReq, ok bool) {
-	if p.inFlight >= p.Depth || len(p.entries)+len(p.reports) == 0 {
-		return nil, nil, false
-	}
-	n := min(len(p.entries), p.MaxBatch)
-	entries, p.entries = p.entries[:n:n], p.entries[n:]
-	reports, p.reports = p.reports, nil
-	p.inFlight++
-	return entries, reports, true
-}
-
-// Done says a commit given out by Take has ended.
-func (p *Pipeline) Done() {
-	if p.inFlight > 0 {
-		p.inFlight--
-	}
-}
-
-// Settled says no commit is out any more (the intake waited for them all).
-func (p *Pipeline) Settled() { p.inFlight = 0 }
-
-// Drop empties the queue and returns what was in it (to be answered: the
-// intake is restarting).
-func (p *Pipeline) Drop() ([]entry, []*statusReq) {
-	entries, reports := p.entries, p.reports
-	p.entries, p.reports = nil, nil
-	return entries, reports
-}
-
 // failAll answers every entry and report not answered yet with err.
 func failAll(batch []entry, reports []*statusReq, err error) {
 	for _, e := range batch {
@@ -189,128 +110,6 @@ func failAll(batch []entry, reports []*statusReq, err error) {
 	for _, r := range reports {
 		r.m.Reply <- messages.ApplyStatusesReply{Err: err}
 	}
-}
-
-// router turns entries into what the store keeps, with the routing table
-// and this node's name.
-type router struct {
-	table *Table
-	node  string
-	newID func() string
-}
-
-// receiptTo is the ReportTo of a submission whose ESME asked for a
-// receipt ("" for none).
-func receiptTo(systemID string, failedOnly bool) string {
-	if systemID == "" {
-		return ""
-	}
-	return persistence.ReceiptReportTo(systemID, failedOnly)
-}
-
-// newMessage builds what the store keeps for a submission routed to t.
-func (r router) newMessage(s messages.Submission, t Target, now time.Time) persistence.NewMessage {
-	nm := persistence.NewMessage{
-		ID: s.ID, SourceMSISDN: s.SourceMSISDN, DestinationMSISDN: s.DestinationMSISDN,
-		Body: s.Body, Options: s.Options, SourceSMSC: r.node, DestSMSC: r.node, Frontend: t.Frontend,
-		SubmittedBy: s.SubmittedBy, Trace: s.Trace,
-		State: messages.StatePending,
-		// An SMPP client that asked for a delivery receipt gets it
-		// through the outbox (receipt work) once the message is final.
-		ReportTo: receiptTo(s.ReceiptTo, s.ReceiptFailedOnly),
-		Detail:   "accepted for frontend " + t.Frontend,
-		Work:     &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: t.Frontend, DueAt: firstAttempt(s.Options, now)},
-	}
-	if t.Peer != "" {
-		nm.DestSMSC = t.Peer
-		nm.Work = &persistence.WorkSpec{Kind: persistence.WorkForward, Target: t.Peer, DueAt: now}
-		nm.Detail = fmt.Sprintf("accepted for frontend %s at peer %s", t.Frontend, t.Peer)
-		if !t.Healthy {
-			nm.State = messages.StateForwardQueued
-			nm.Detail = fmt.Sprintf("queued for frontend %s at peer %s, which is not healthy", t.Frontend, t.Peer)
-		}
-	}
-	return nm
-}
-
-// storedOnly is what the commit looks up for a client's submission with an
-// id that may not be stored: the stored message if it is a retry.
-func storedOnly(s messages.Submission) persistence.NewMessage {
-	return persistence.NewMessage{
-		ID: s.ID, SourceMSISDN: s.SourceMSISDN, DestinationMSISDN: s.DestinationMSISDN, Body: s.Body, Options: s.Options,
-		SubmittedBy: s.SubmittedBy, ReportTo: receiptTo(s.ReceiptTo, s.ReceiptFailedOnly), StoredOnly: true,
-	}
-}
-
-// storedOnlyForward is what the commit looks up for a peer's forward this
-// node refuses (forwardTarget): the stored message if it is a retry.
-func storedOnlyForward(f messages.Forward, from string) persistence.NewMessage {
-	return persistence.NewMessage{
-		ID: f.ID, SourceMSISDN: f.SourceMSISDN, DestinationMSISDN: f.DestinationMSISDN, Body: f.Body, Options: f.Options,
-		ReportTo: from, StoredOnly: true,
-	}
-}
-
-// forwardTarget checks a forwarded message against this node: it must be
-// addressed to us, for a frontend we serve.
-func (r router) forwardTarget(f messages.Forward) error {
-	if f.DestSMSC != r.node {
-		return messages.Errorf(messages.CodeNotOurFrontend, "dest_smsc is %q; this node is %q", f.DestSMSC, r.node)
-	}
-	if _, ok := r.table.Frontend(f.Frontend); !ok {
-		return messages.Errorf(messages.CodeNotOurFrontend, "frontend %q is not served by %s", f.Frontend, r.node)
-	}
-	return nil
-}
-
-// entryMessage routes one entry into what the store keeps.
-func (r router) entryMessage(e entry, now time.Time) (persistence.NewMessage, error) {
-	if e.sub != nil {
-		s := e.sub.Submission
-		if e.sub.Refusal != nil {
-			return persistence.NewMessage{}, e.sub.Refusal
-		}
-		// Resolve again: a directory change may have arrived after the submit.
-		t, err := r.table.Resolve(s.DestinationMSISDN)
-		if err != nil {
-			return persistence.NewMessage{}, err
-		}
-		if s.ID == "" {
-			s.ID = r.newID()
-		}
-		return r.newMessage(s, t, now), nil
-	}
-	f := e.fwd.m.Forwards[e.idx]
-	if err := r.forwardTarget(f); err != nil {
-		return persistence.NewMessage{}, err
-	}
-	return persistence.NewMessage{
-		ID: f.ID, SourceMSISDN: f.SourceMSISDN, DestinationMSISDN: f.DestinationMSISDN,
-		Body: f.Body, Options: f.Options, SourceSMSC: f.SourceSMSC, DestSMSC: r.node, Frontend: f.Frontend,
-		// The gateway replaced the peer's traceparent with its receipt's.
-		Trace:    f.Traceparent,
-		State:    messages.StatePending,
-		Detail:   fmt.Sprintf("forwarded by %s for frontend %s", e.fwd.m.From, f.Frontend),
-		Work:     &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: f.Frontend, DueAt: firstAttempt(f.Options, now)},
-		ReportTo: e.fwd.m.From,
-	}, nil
-}
-
-// firstAttempt is when a message's first delivery may be made: now, or its
-// scheduled delivery time (deliver_after) when that is later. A forward
-// leaves at once: the delivering node waits for the time.
-func firstAttempt(o messages.Options, now time.Time) time.Time {
-	if o.DeliverAfter != nil && o.DeliverAfter.After(now) {
-		return *o.DeliverAfter
-	}
-	return now
-}
-
-// isMiss reports whether err refuses a message for want of a route or a
-// frontend: what another instance's directory change may have cured.
-func isMiss(err error) bool {
-	var me *messages.Error
-	return errors.As(err, &me) && (me.Code == messages.CodeNoRoute || me.Code == messages.CodeNotOurFrontend)
 }
 
 // answer replies to one entry: the stored message, or err. A client's

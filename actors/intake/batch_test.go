@@ -2,7 +2,6 @@ package intake
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -18,80 +17,6 @@ var t0 = time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 func submit(id, dest string) (*messages.Submit, chan messages.SubmitReply) {
 	reply := make(chan messages.SubmitReply, 1)
 	return &messages.Submit{Submission: messages.Submission{ID: id, DestinationMSISDN: dest}, Reply: reply}, reply
-}
-
-func TestPipelineBoundsCommitsInFlight(t *testing.T) {
-	p := Pipeline{Depth: 2, MaxBatch: 3}
-	if _, _, ok := p.Take(); ok {
-		t.Fatal("a batch from an empty pipeline")
-	}
-	for i := range 7 {
-		s, _ := submit(fmt.Sprint(i), "44")
-		p.Submit(s)
-	}
-	if !p.Full() {
-		t.Error("7 queued with MaxBatch 3: not full")
-	}
-	var sizes []int
-	for {
-		e, _, ok := p.Take()
-		if !ok {
-			break
-		}
-		sizes = append(sizes, len(e))
-	}
-	if fmt.Sprint(sizes) != "[3 3]" {
-		t.Fatalf("batches %v, want two of 3 (Depth 2), the rest waiting", sizes)
-	}
-	p.Done()
-	e, reports, ok := p.Take()
-	if !ok || len(e) != 1 || len(reports) != 0 {
-		t.Fatalf("after a commit ended: %d entries, ok %v", len(e), ok)
-	}
-	p.Statuses(&messages.ApplyStatuses{From: "b", Reports: []messages.StatusReport{{ID: "x", Status: messages.ReportFailed, Reason: "gone"}}})
-	p.Done()
-	e, reports, ok = p.Take()
-	if !ok || len(e) != 0 || len(reports) != 1 || reports[0].updates[0].Result != persistence.ResultFailed {
-		t.Fatalf("a report alone makes a batch: %d entries, %+v", len(e), reports)
-	}
-	if p.Forwards(&messages.AcceptForwards{}) {
-		t.Error("an empty forward request queued")
-	}
-}
-
-func TestRouteEntries(t *testing.T) {
-	table := NewTable([]messages.Route{{Prefix: "44", Frontend: "uk"}, {Prefix: "46", Frontend: "se"}},
-		[]messages.Frontend{{Name: "uk", Mode: messages.ModePull}})
-	table.SetRemote(func(fe string) (string, bool, bool) { return "peer-b", fe == "se", fe == "se" })
-	r := router{table: table, node: "a", newID: func() string { return "generated" }}
-
-	s, _ := submit("", "447700")
-	nm, err := r.entryMessage(entry{sub: s}, t0)
-	if err != nil || nm.ID != "generated" || nm.Work.Kind != persistence.WorkDelivery || nm.Work.Target != "uk" ||
-		nm.State != messages.StatePending || nm.DestSMSC != "a" {
-		t.Errorf("local: %+v, %v", nm, err)
-	}
-	s, _ = submit("f", "46700")
-	nm, err = r.entryMessage(entry{sub: s}, t0)
-	if err != nil || nm.Work.Kind != persistence.WorkForward || nm.Work.Target != "peer-b" || nm.DestSMSC != "peer-b" {
-		t.Errorf("remote: %+v, %v", nm, err)
-	}
-	s, _ = submit("n", "33")
-	if _, err := r.entryMessage(entry{sub: s}, t0); !isMiss(err) {
-		t.Errorf("no route: %v, want a miss", err)
-	}
-	fwd := &forwardReq{m: &messages.AcceptForwards{From: "c", Forwards: []messages.Forward{
-		{ID: "x", DestSMSC: "a", Frontend: "uk"}, {ID: "y", DestSMSC: "z", Frontend: "uk"}, {ID: "w", DestSMSC: "a", Frontend: "se"},
-	}}}
-	nm, err = r.entryMessage(entry{fwd: fwd, idx: 0}, t0)
-	if err != nil || nm.ReportTo != "c" || nm.Work.Target != "uk" {
-		t.Errorf("forward: %+v, %v", nm, err)
-	}
-	for i := 1; i < 3; i++ {
-		if _, err := r.entryMessage(entry{fwd: fwd, idx: i}, t0); !isMiss(err) {
-			t.Errorf("forward %d: %v, want not_our_frontend", i, err)
-		}
-	}
 }
 
 func TestSettle(t *testing.T) {
