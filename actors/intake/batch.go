@@ -319,7 +319,7 @@ func (b *Batch) settle(w persistence.Written, err error) (changes []messages.Sta
 		failAll(live, b.reports, commitError(err))
 		return nil, nil
 	}
-	kicked := map[persistence.WorkSpec]bool{}
+	var kl kickList
 	for k, acc := range w.Accepted {
 		e := b.entries[b.from[k]]
 		switch {
@@ -338,13 +338,10 @@ func (b *Batch) settle(w persistence.Written, err error) (changes []messages.Sta
 		nm := b.Stored[k]
 		changes = append(changes, messages.StateChanged{ID: acc.Message.ID, State: acc.Message.State,
 			Frontend: acc.Message.Frontend, At: b.Now, Detail: nm.Detail, Accepted: true})
-		key := persistence.WorkSpec{Kind: nm.Work.Kind, Target: nm.Work.Target}
-		// Forwards of a peer that is not healthy wait, work handed over is
-		// taken, work to publish goes through the bus; the rest is due for a
-		// claim.
-		if !kicked[key] && acc.Work == nil && acc.Relay == nil && (key.Kind == persistence.WorkDelivery || acc.Message.State == messages.StatePending) {
-			kicked[key] = true
-			kicks = append(kicks, key)
+		// Work handed over is taken, work to publish goes through the bus;
+		// the rest is due for a claim (kickList.add).
+		if acc.Work == nil && acc.Relay == nil {
+			kl.add(*nm.Work, acc.Message.State)
 		}
 	}
 	i := 0
@@ -366,17 +363,7 @@ func (b *Batch) settle(w persistence.Written, err error) (changes []messages.Sta
 		}
 		r.m.Reply <- messages.ApplyStatusesReply{Results: out}
 	}
-	return changes, kicks
-}
-
-// commitError is what the submitters of a commit that failed are told: the
-// store has no room (storage_full), or it is unavailable; either way
-// nothing was stored and a retry with the same id is safe.
-func commitError(err error) error {
-	if errors.Is(err, persistence.ErrNoSpace) {
-		return messages.Errorf(messages.CodeStorageFull, "the message store has no room left; retry later with the same id")
-	}
-	return messages.Errorf(messages.CodeUnavailable, "the message store is unavailable; retry with the same id")
+	return changes, kl.work
 }
 
 // againQueue is where commits' goroutines leave the entries they give

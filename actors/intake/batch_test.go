@@ -248,7 +248,7 @@ func TestSettleGivesBackAFrontendGone(t *testing.T) {
 
 	s3, _ := submit("c", "44")
 	p := Pipeline{Depth: 1, MaxBatch: 10}
-	p.Submit(s3)
+	p.Submit(s3, nil)
 	p.Again(b.Again)
 	entries, _, _ := p.Take()
 	if len(entries) != 2 || entries[0].sub != s1 || !entries[0].rerouted || entries[1].sub != s3 || entries[1].rerouted {

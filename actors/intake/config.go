@@ -72,6 +72,26 @@ type Config struct {
 	Shared bool
 }
 
+// DefaultMaxBatch is the most submissions one group commit takes: 512,
+// large enough to absorb a burst, small enough that one transaction stays
+// in the milliseconds.
+const DefaultMaxBatch = 512
+
+// withDefaults fills in the settings left zero (or negative): MaxBatch,
+// StoreTimeout and CommitDepth.
+func (c Config) withDefaults() Config {
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = DefaultMaxBatch
+	}
+	if c.StoreTimeout <= 0 {
+		c.StoreTimeout = persistence.CallTimeout
+	}
+	if c.CommitDepth <= 0 {
+		c.CommitDepth = 1
+	}
+	return c
+}
+
 // Relay is the delivery bus's relay, as the intake uses it
 // (*bus.Relayer).
 type Relay interface {

@@ -1,8 +1,15 @@
 // Package intake is the node's intake: the routing directory (routes and
 // local frontends) and the actor that durably accepts messages.
 //
-// The core, Table, is pure: longest-prefix routing over a map, so a lookup
-// costs at most 20 map probes whatever the number of routes.
+// The cores are pure: Table, longest-prefix routing over a map, so a lookup
+// costs at most 20 map probes whatever the number of routes; the Pipeline
+// (pipeline.go), which queues the work, asks for the flushes, bounds the
+// commits in flight and forms each batch (route.go: what the store keeps
+// for each message); the Batch (batch.go), which turns the store's answer
+// into replies; the kicks after a commit (kick.go); and what a failure is
+// answered (errors.go). The actor (intake.go) is their shell: it feeds them
+// its messages and the time, runs each commit on a goroutine of its own,
+// and turns what they decide into sends.
 //
 // The intake actor owns the directory and the write path of submissions.
 // Submits that arrive while a commit is running queue in its mailbox; each

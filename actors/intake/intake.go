@@ -32,8 +32,6 @@ type Intake struct {
 	again *againQueue
 	self  *actor.PID
 	sys   *actor.ActorSystem
-	// flushQueued is true while a flush message is in our mailbox.
-	flushQueued bool
 }
 
 // flush starts the next commit; it is sent to ourselves behind the work
@@ -43,26 +41,13 @@ type flush struct{}
 // committed says a commit ended; its submitters have been answered.
 type committed struct{ kicks []persistence.WorkSpec }
 
-// DefaultMaxBatch is the most submissions one group commit takes: 512,
-// large enough to absorb a burst, small enough that one transaction stays
-// in the milliseconds.
-const DefaultMaxBatch = 512
-
 // NewIntake returns the producer of the intake actor.
 func NewIntake(cfg Config) actor.Producer {
-	if cfg.MaxBatch <= 0 {
-		cfg.MaxBatch = DefaultMaxBatch
-	}
-	if cfg.StoreTimeout <= 0 {
-		cfg.StoreTimeout = persistence.CallTimeout
-	}
-	if cfg.CommitDepth <= 0 {
-		cfg.CommitDepth = 1
-	}
+	cfg = cfg.withDefaults()
 	commits, again := &sync.WaitGroup{}, &againQueue{}
 	return func() actor.Actor {
 		return &Intake{cfg: cfg, log: cfg.Logger.With("component", "intake"), commits: commits, again: again,
-			pipe: Pipeline{Depth: cfg.CommitDepth, MaxBatch: cfg.MaxBatch}}
+			pipe: Pipeline{Depth: cfg.CommitDepth, MaxBatch: cfg.MaxBatch, Shared: cfg.Shared}}
 	}
 }
 
@@ -98,22 +83,20 @@ func (a *Intake) Receive(c actor.Context) {
 		// same id finds the stored message (submits with an id are
 		// idempotent).
 		entries, reports := a.pipe.Drop()
-		entries = append(entries, a.again.take()...)
-		failAll(entries, reports, messages.Errorf(messages.CodeUnavailable,
-			"the intake restarted before answering; retry with the same id"))
+		failAll(append(entries, a.again.take()...), reports, restarted())
 	case *messages.Submit:
-		a.submit(c, m)
-	case *messages.AcceptForwards:
-		if !a.pipe.Forwards(m) {
-			m.Reply <- messages.AcceptForwardsReply{Results: []messages.ForwardResult{}}
-			return
+		if a.pipe.Submit(m, a.table) {
+			a.queued(c)
 		}
-		a.queued(c)
+	case *messages.AcceptForwards:
+		if a.pipe.Forwards(m) {
+			a.queued(c)
+		}
 	case *messages.ApplyStatuses:
 		a.pipe.Statuses(m)
 		a.queued(c)
 	case flush:
-		a.flushQueued = false
+		a.pipe.Flushed()
 		a.start(c)
 	case *committed:
 		a.pipe.Done()
@@ -126,11 +109,6 @@ func (a *Intake) Receive(c actor.Context) {
 	case *messages.Resubmit:
 		m.Reply <- a.resubmit(c, m.ID)
 	case *messages.ResubmitBulk:
-		if !m.State.Resubmittable() {
-			m.Reply <- messages.BulkReply{Err: messages.Errorf(messages.CodeInvalidRequest,
-				"state %q: only failed and forward_failed messages can be resubmitted", m.State)}
-			return
-		}
 		a.bulk(c, bulkStep{req: m})
 	case bulkStep:
 		a.bulk(c, m)
@@ -147,45 +125,24 @@ func (a *Intake) Receive(c actor.Context) {
 	}
 }
 
-// submit queues a submission for the next commit. It was validated by
-// Node.Submit, the only sender of Submit.
-func (a *Intake) submit(c actor.Context, m *messages.Submit) {
-	// On a shared store the commit resolves it, after reading the
-	// directory again if needed. One with an id goes to the commit all the
-	// same: it may be a retry of one stored while it had a route.
-	if m.Refusal == nil && m.Submission.ID == "" && !a.cfg.Shared {
-		if _, err := a.table.Resolve(m.Submission.DestinationMSISDN); err != nil {
-			m.Reply <- messages.SubmitReply{Err: err}
-			return
-		}
-	}
-	a.pipe.Submit(m)
-	a.queued(c)
-}
-
-// routeAgain reads the directory again, once, when commits gave entries back
-// for a frontend the store no longer has (another instance of a site
-// deleted it, and the touch that would have told us never came), and
-// queues them for the next commit: routed by the directory as it is, they
-// go to the route's frontend now, or are answered no_route.
+// routeAgain queues the entries commits gave back for a frontend the store
+// no longer has (another instance of a site deleted it, and the touch that
+// would have told us never came) and reads the directory again, once:
+// routed by the directory as it is, they go to the route's frontend now,
+// or are answered no_route.
 func (a *Intake) routeAgain(c actor.Context) {
-	entries := a.again.take()
-	if len(entries) == 0 {
-		return
+	if n := a.pipe.Again(a.again.take()); n > 0 {
+		a.log.Info("frontend gone from the store; reading the directory again", "messages", n)
+		a.reload(c)
 	}
-	a.log.Info("frontend gone from the store; reading the directory again", "messages", len(entries))
-	a.reload(c)
-	a.pipe.Again(entries)
 }
 
-// queued starts a commit of a full batch, or makes sure a flush follows.
+// queued starts a commit of a full batch, or sends the flush the pipeline
+// asks for.
 func (a *Intake) queued(c actor.Context) {
-	if a.pipe.Full() {
+	if start, send := a.pipe.Queued(); start {
 		a.start(c)
-		return
-	}
-	if !a.flushQueued {
-		a.flushQueued = true
+	} else if send {
 		c.Send(c.Self(), flush{})
 	}
 }
@@ -199,66 +156,19 @@ func (a *Intake) start(c actor.Context) {
 	a.commits.Add(1)
 	go func() {
 		defer a.commits.Done()
-		defer supervision.CarryPanic(a.sys.Root, a.self, func() {
-			b.abandon(messages.Errorf(messages.CodeUnavailable, "the intake restarted before answering; retry with the same id"))
-		})
+		defer supervision.CarryPanic(a.sys.Root, a.self, func() { b.abandon(restarted()) })
 		a.sys.Root.Send(a.self, &committed{kicks: a.run(b)})
 	}()
 }
 
-// batch takes the pipeline's next batch and routes it; the entries that
-// cannot go are answered at once. On a shared store an entry without a
-// route first has the directory read again.
+// batch takes the pipeline's next batch (Pipeline.Next, which reads the
+// directory again through reload) and the workers' offers and the bus's
+// publishing for its new work.
 func (a *Intake) batch(c actor.Context) (*Batch, bool) {
-	entries, reports, ok := a.pipe.Take()
+	rt := router{table: a.table, node: a.cfg.Node, newID: a.cfg.NewID}
+	b, ok := a.pipe.Next(a.cfg.Clock.Now(), rt, func() *Table { a.reload(c); return a.table })
 	if !ok {
 		return nil, false
-	}
-	b := &Batch{Now: a.cfg.Clock.Now(), entries: entries, reports: reports}
-	for _, r := range reports {
-		b.Updates = append(b.Updates, r.updates...)
-	}
-	rt := router{table: a.table, node: a.cfg.Node, newID: a.cfg.NewID}
-	errs := make([]error, len(entries))
-	stored := make([]persistence.NewMessage, len(entries))
-	missed := false
-	for i, e := range entries {
-		stored[i], errs[i] = rt.entryMessage(e, b.Now)
-		missed = missed || isMiss(errs[i])
-	}
-	if missed && a.cfg.Shared {
-		a.reload(c)
-		rt.table = a.table
-		for i, e := range entries {
-			if isMiss(errs[i]) {
-				stored[i], errs[i] = rt.entryMessage(e, b.Now)
-			}
-		}
-	}
-	for i, e := range entries {
-		if errs[i] != nil && e.sub != nil && e.sub.Submission.ID != "" {
-			// It may be a retry of one stored while it could be: the
-			// commit answers the stored message, or this error.
-			entries[i].refusal = errs[i]
-			stored[i], errs[i] = storedOnly(e.sub.Submission), nil
-		}
-		if errs[i] != nil && e.fwd != nil {
-			// Likewise a forward sent again (its answer was lost) after
-			// this node stopped serving its frontend: the id is stored,
-			// and the protocol answers it duplicate.
-			entries[i].refusal = errs[i]
-			stored[i], errs[i] = storedOnlyForward(e.fwd.m.Forwards[e.idx], e.fwd.m.From), nil
-		}
-		if errs[i] != nil {
-			answer(e, persistence.Accepted{}, errs[i])
-			continue
-		}
-		b.Stored = append(b.Stored, stored[i])
-		b.from = append(b.from, i)
-	}
-	if len(b.Stored)+len(b.Updates) == 0 {
-		a.pipe.Done()
-		return a.batch(c)
 	}
 	if a.cfg.Board != nil {
 		b.hand(a.cfg.Board, a.cfg.Owner)
@@ -298,25 +208,26 @@ func (a *Intake) run(b *Batch) []persistence.WorkSpec {
 	return kicks
 }
 
-// kick wakes the workers of the work a commit wrote, and the bus's relay
-// for delivery work it has to take from the store.
-func (a *Intake) kick(c actor.Context, kicks []persistence.WorkSpec) {
-	relay := false
-	for _, k := range kicks {
-		switch {
-		case k.Kind == persistence.WorkDelivery:
-			c.Send(a.cfg.Frontends, &messages.Kick{Frontend: k.Target})
-			relay = true
-		case a.cfg.Peers != nil:
-			c.Send(a.cfg.Peers, &messages.KickPeer{Peer: k.Target})
+// kick sends the kicks planned for the work a commit or a resubmit wrote:
+// the frontends' workers, the peers' (with federation), then the bus's
+// relay.
+func (a *Intake) kick(c actor.Context, work []persistence.WorkSpec) {
+	k := planKicks(work)
+	for _, fe := range k.frontends {
+		c.Send(a.cfg.Frontends, &messages.Kick{Frontend: fe})
+	}
+	for _, p := range k.peers {
+		if a.cfg.Peers != nil {
+			c.Send(a.cfg.Peers, &messages.KickPeer{Peer: p})
 		}
 	}
-	if relay && a.cfg.Relay != nil {
+	if k.relay() && a.cfg.Relay != nil {
 		a.cfg.Relay.Kick()
 	}
 }
 
+// unavailable logs a store call that failed and is what its caller is told.
 func (a *Intake) unavailable(op string, err error) error {
 	a.log.Error("store call failed", "op", op, "err", err)
-	return messages.Errorf(messages.CodeUnavailable, "the message store is unavailable (%s)", op)
+	return storeUnavailable(op)
 }

@@ -81,23 +81,23 @@ func (a *Intake) resubmit(c actor.Context, id string) messages.ResubmitReply {
 
 // resubmitted publishes and kicks for applied reroutes.
 func (a *Intake) resubmitted(c actor.Context, rs []persistence.Reroute, now time.Time) {
-	kicked := map[persistence.WorkSpec]bool{}
-	var kicks []persistence.WorkSpec
+	var kl kickList
 	for _, r := range rs {
 		a.cfg.Publish(messages.StateChanged{ID: r.ID, State: r.State, Frontend: r.Frontend, At: now, Detail: r.Detail})
-		key := persistence.WorkSpec{Kind: r.Work.Kind, Target: r.Work.Target}
-		if kicked[key] || (key.Kind != persistence.WorkDelivery && r.State != messages.StatePending) {
-			continue
-		}
-		kicked[key] = true
-		kicks = append(kicks, key)
+		kl.add(*r.Work, r.State)
 	}
-	a.kick(c, kicks)
+	a.kick(c, kl.work)
 }
 
 // bulk handles one page of a bulk resubmit and queues the next step, so
-// that submits are served in between.
+// that submits are served in between. Only the states that may be
+// resubmitted may be asked for.
 func (a *Intake) bulk(c actor.Context, step bulkStep) {
+	if !step.req.State.Resubmittable() {
+		step.req.Reply <- messages.BulkReply{Err: messages.Errorf(messages.CodeInvalidRequest,
+			"state %q: only failed and forward_failed messages can be resubmitted", step.req.State)}
+		return
+	}
 	ctx, cancel := a.storeCtx()
 	defer cancel()
 	page, err := a.cfg.Store.ListMessages(ctx, persistence.ListQuery{State: step.req.State, Limit: bulkPage, Before: step.before})

@@ -20,6 +20,58 @@ type router struct {
 	newID func() string
 }
 
+// batch forms a group commit of entries and reports: what the store keeps
+// for each entry, routed by r's table. When an entry is refused for want
+// of a route or a frontend (a miss) and reread is set, the directory is
+// read again, once, r's table replaced with what reread returns, and the
+// misses routed again. An entry still refused that carries an id goes to
+// the commit all the same, to be looked up (its refusal is the answer when
+// the id is not stored); the other refused entries are answered at once
+// and are not in the batch.
+func (r *router) batch(now time.Time, entries []entry, reports []*statusReq, reread func() *Table) *Batch {
+	b := &Batch{Now: now, entries: entries, reports: reports}
+	for _, rep := range reports {
+		b.Updates = append(b.Updates, rep.updates...)
+	}
+	errs := make([]error, len(entries))
+	stored := make([]persistence.NewMessage, len(entries))
+	missed := false
+	for i, e := range entries {
+		stored[i], errs[i] = r.entryMessage(e, now)
+		missed = missed || isMiss(errs[i])
+	}
+	if missed && reread != nil {
+		r.table = reread()
+		for i, e := range entries {
+			if isMiss(errs[i]) {
+				stored[i], errs[i] = r.entryMessage(e, now)
+			}
+		}
+	}
+	for i, e := range entries {
+		if errs[i] != nil && e.sub != nil && e.sub.Submission.ID != "" {
+			// It may be a retry of one stored while it could be: the
+			// commit answers the stored message, or this error.
+			entries[i].refusal = errs[i]
+			stored[i], errs[i] = storedOnly(e.sub.Submission), nil
+		}
+		if errs[i] != nil && e.fwd != nil {
+			// Likewise a forward sent again (its answer was lost) after
+			// this node stopped serving its frontend: the id is stored,
+			// and the protocol answers it duplicate.
+			entries[i].refusal = errs[i]
+			stored[i], errs[i] = storedOnlyForward(e.fwd.m.Forwards[e.idx], e.fwd.m.From), nil
+		}
+		if errs[i] != nil {
+			answer(e, persistence.Accepted{}, errs[i])
+			continue
+		}
+		b.Stored = append(b.Stored, stored[i])
+		b.from = append(b.from, i)
+	}
+	return b
+}
+
 // receiptTo is the ReportTo of a submission whose ESME asked for a
 // receipt ("" for none).
 func receiptTo(systemID string, failedOnly bool) string {
