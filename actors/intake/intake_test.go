@@ -24,26 +24,48 @@ type idle struct{}
 
 func (idle) Receive(actor.Context) {}
 
+// startIntake starts an intake of node alpha on st, in an actor system of
+// its own, beside frontends standing for the frontend supervisor; cfg
+// holds what the test adds (Remote, Local, Relay). It returns the system,
+// the intake and the frontend supervisor; both actors stop, and the system
+// shuts down, when the test ends (before the store closes).
+func startIntake(t *testing.T, st persistence.Store, frontends actor.Actor, cfg intake.Config) (*actor.ActorSystem, *actor.PID, *actor.PID) {
+	t.Helper()
+	sys := actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(sys.Shutdown)
+	fe := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return frontends }))
+	cfg.Node, cfg.Store, cfg.Clock, cfg.Logger, cfg.Frontends = "alpha", st, clock.Real{}, slog.New(slog.DiscardHandler), fe
+	cfg.Publish, cfg.NewID = func(messages.StateChanged) {}, func() string { return "m-1" }
+	pid := sys.Root.Spawn(actor.PropsFromProducer(intake.NewIntake(cfg)))
+	t.Cleanup(func() { _ = sys.Root.StopFuture(pid).Wait() })
+	return sys, pid, fe
+}
+
+// withFrontend puts the pull frontend fe-a in st's directory, and a route
+// to it from each of prefixes.
+func withFrontend(t *testing.T, st persistence.Store, prefixes ...string) {
+	t.Helper()
+	ctx, now := context.Background(), clock.Real{}.Now()
+	if err := st.PutFrontend(ctx, messages.Frontend{Name: "fe-a", Mode: messages.ModePull, CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range prefixes {
+		if err := st.PutRoute(ctx, messages.Route{Prefix: p, Frontend: "fe-a", UpdatedAt: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestIntakeKeepsTheBookOfPeers: the intake keeps the local frontends'
 // names in the peer book (our registry for peers) from its start and at
 // every change, and routes to a frontend the book says a peer serves.
 func TestIntakeKeepsTheBookOfPeers(t *testing.T) {
 	st := sqlitetest.Open(t)
-	now := clock.Real{}.Now()
-	if err := st.PutFrontend(context.Background(), messages.Frontend{Name: "fe-a", Mode: messages.ModePull, CreatedAt: now, UpdatedAt: now}); err != nil {
-		t.Fatal(err)
-	}
+	withFrontend(t, st)
 	book := peer.NewBook()
 	book.SetRegistry("beta", []string{"fe-remote"})
-	sys := actor.NewActorSystem(
-		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	defer sys.Shutdown()
-	frontends := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return idle{} }))
-	pid := sys.Root.Spawn(actor.PropsFromProducer(intake.NewIntake(intake.Config{
-		Node: "alpha", Store: st, Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler), Frontends: frontends,
-		Remote: book, Local: book, Publish: func(messages.StateChanged) {}, NewID: func() string { return "m-1" },
-	})))
-	defer func() { _ = sys.Root.StopFuture(pid).Wait() }()
+	sys, pid, _ := startIntake(t, st, idle{}, intake.Config{Remote: book, Local: book})
 	local := func(want ...string) {
 		t.Helper()
 		polltest.Until(t, 10*time.Second, fmt.Sprintf("local frontends %v", want),
@@ -85,15 +107,10 @@ func TestIntakeKeepsTheBookOfPeers(t *testing.T) {
 // in bulk, is still not offered before its deliver_after.
 func TestResubmitKeepsDeliverAfter(t *testing.T) {
 	st := sqlitetest.Open(t)
+	withFrontend(t, st, "44")
 	ctx := context.Background()
 	now := clock.Real{}.Now()
 	later := now.Add(time.Hour)
-	if err := st.PutFrontend(ctx, messages.Frontend{Name: "fe-a", Mode: messages.ModePull, CreatedAt: now, UpdatedAt: now}); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.PutRoute(ctx, messages.Route{Prefix: "44", Frontend: "fe-a", UpdatedAt: now}); err != nil {
-		t.Fatal(err)
-	}
 	var failed []persistence.NewMessage
 	for _, id := range []string{"alone", "bulk"} {
 		failed = append(failed, persistence.NewMessage{ID: id, SourceMSISDN: "15550001", DestinationMSISDN: "447700900123",
@@ -103,15 +120,7 @@ func TestResubmitKeepsDeliverAfter(t *testing.T) {
 	if _, err := st.Accept(ctx, now, failed); err != nil {
 		t.Fatal(err)
 	}
-	sys := actor.NewActorSystem(
-		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	defer sys.Shutdown()
-	frontends := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return idle{} }))
-	pid := sys.Root.Spawn(actor.PropsFromProducer(intake.NewIntake(intake.Config{
-		Node: "alpha", Store: st, Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler), Frontends: frontends,
-		Publish: func(messages.StateChanged) {}, NewID: func() string { return "m-1" },
-	})))
-	defer func() { _ = sys.Root.StopFuture(pid).Wait() }()
+	sys, pid, _ := startIntake(t, st, idle{}, intake.Config{})
 
 	one := make(chan messages.ResubmitReply, 1)
 	sys.Root.Send(pid, &messages.Resubmit{ID: "alone", Reply: one})

@@ -2,7 +2,6 @@ package intake_test
 
 import (
 	"context"
-	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -67,26 +66,12 @@ func (k kicked) Receive(c actor.Context) {
 // workers are kicked.
 func TestIntakePublishesThroughTheBusRelay(t *testing.T) {
 	st := sqlitetest.Open(t)
+	withFrontend(t, st, "44")
 	ctx := context.Background()
-	now := clock.Real{}.Now()
-	if err := st.PutFrontend(ctx, messages.Frontend{Name: "fe-a", Mode: messages.ModePull, CreatedAt: now, UpdatedAt: now}); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.PutRoute(ctx, messages.Route{Prefix: "44", Frontend: "fe-a"}); err != nil {
-		t.Fatal(err)
-	}
-	sys := actor.NewActorSystem(
-		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	defer sys.Shutdown()
 	var workerKicks atomic.Int64
-	frontends := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return kicked{&workerKicks} }))
 	relay := &fakeRelay{}
 	relay.ready.Store(true)
-	pid := sys.Root.Spawn(actor.PropsFromProducer(intake.NewIntake(intake.Config{
-		Node: "alpha", Store: st, Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler), Frontends: frontends,
-		Publish: func(messages.StateChanged) {}, NewID: func() string { return "unused" }, Relay: relay,
-	})))
-	defer func() { _ = sys.Root.StopFuture(pid).Wait() }()
+	sys, pid, frontends := startIntake(t, st, kicked{&workerKicks}, intake.Config{Relay: relay})
 	submitAt := func(id string, after *time.Time) messages.Message {
 		t.Helper()
 		reply := make(chan messages.SubmitReply, 1)
