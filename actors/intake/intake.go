@@ -7,11 +7,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/switchboard-dev/switchboard/actors/handover"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/supervision"
-	"github.com/switchboard-dev/switchboard/telemetry"
 )
 
 // Intake is the intake actor: the shell of a Pipeline of group commits,
@@ -177,35 +175,6 @@ func (a *Intake) batch(c actor.Context) (*Batch, bool) {
 		b.publish()
 	}
 	return b, true
-}
-
-// run commits a batch, answers everyone in it and publishes its changes;
-// it returns the work to kick.
-func (a *Intake) run(b *Batch) []persistence.WorkSpec {
-	span := a.commitSpan(b)
-	ctx, cancel := a.storeCtx()
-	w, err := a.cfg.Store.Write(ctx, b.Now, b.Write())
-	cancel()
-	if span != nil {
-		telemetry.Fail(span, err)
-		span.End()
-	}
-	if err != nil {
-		a.log.Error("commit failed", "messages", len(b.Stored), "reports", len(b.Updates), "err", err)
-	}
-	changes, kicks := b.settle(w, err)
-	a.again.add(b.Again)
-	for _, ch := range changes {
-		a.cfg.Publish(ch)
-	}
-	if err == nil {
-		b.handOver(w, func(to *actor.PID, work *handover.Work) { a.sys.Root.Send(to, work) })
-		if a.cfg.Relay != nil {
-			a.cfg.Relay.Publish(b.published(w))
-		}
-	}
-	b.release()
-	return kicks
 }
 
 // kick sends the kicks planned for the work a commit or a resubmit wrote:
