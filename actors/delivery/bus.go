@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard/actors/bus"
-	"github.com/switchboard-dev/switchboard/messages"
 )
 
 // The worker's side of the delivery bus (Deps.Bus): it asks its
@@ -28,6 +27,9 @@ import (
 // out after the polls were answered as work at hand for the next poll
 // while its consumers are busy (Dispatcher.Named, pullRoom), rather than
 // naking it round the bus.
+//
+// What to hold, settle, touch and fetch is busLink's (buslink.go); the
+// worker's methods below carry it out.
 
 // busTouch is how often a held message is touched (InProgress): a third
 // of the consumer's AckWait (30s), so that a slow webhook or a pull
@@ -55,21 +57,24 @@ const (
 	busFetchRetry = time.Second
 )
 
-// fetch starts a fetch when the dispatcher has room and none is out.
+// Messages of a fetch to its worker: busMsgs are messages the bus handed
+// out; fetchDone ends the fetch.
+type (
+	busMsgs   struct{ ms []*bus.Msg }
+	fetchDone struct{ err error }
+)
+
+// fetch starts the fetch the bus link asks for, if any.
 func (w *Worker) fetch(now time.Time) {
-	if w.d.Bus == nil || w.fetching || now.Before(w.fetchAfter) {
+	if w.d.Bus == nil {
 		return
 	}
-	n := w.core.BusRoom()
-	if n <= 0 {
+	n, wait, ok := w.link.fetch(now, w.core.BusRoom())
+	if !ok {
 		return
-	}
-	wait := busFetchWait
-	if w.fe.Mode == messages.ModePull {
-		wait = busFetchWaitPull
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w.fetching, w.fetchCancel = true, cancel
+	w.fetchCancel = cancel
 	self, root, b, name := w.self, w.sys.Root, w.d.Bus, w.fe.Name
 	go func() {
 		defer cancel()
@@ -78,88 +83,43 @@ func (w *Worker) fetch(now time.Time) {
 	}()
 }
 
-// fetched ends a fetch; after a failure the next waits busFetchRetry.
+// fetched ends a fetch.
 func (w *Worker) fetched(err error, now time.Time) {
-	w.fetching = false
-	if err == nil {
-		if w.fetchErr != "" {
-			w.log.Info("fetching from the delivery bus works again")
-		}
-		w.fetchErr = ""
-		return
-	}
-	w.fetchAfter = now.Add(busFetchRetry)
-	if w.d.Bus.Up() && err.Error() != w.fetchErr {
+	switch w.link.fetched(now, err, w.d.Bus.Up()) {
+	case fetchBack:
+		w.log.Info("fetching from the delivery bus works again")
+	case fetchFailed:
 		w.log.Warn("fetching from the delivery bus failed", "err", err)
 	}
-	w.fetchErr = err.Error()
 }
 
 // takeAll holds the messages of a fetch and names their work to the
 // dispatcher, all before its next round (one claim for them all).
 func (w *Worker) takeAll(ms []*bus.Msg, now time.Time) {
 	for _, m := range ms {
-		w.take(m, now)
-	}
-}
-
-// take holds a message the bus handed out and names its work to the
-// dispatcher. A message held already (handed out again while its work is
-// under way here) replaces the old handle: its work is already ours.
-func (w *Worker) take(m *bus.Msg, now time.Time) {
-	if !w.holds.Add(m.ID, m, now) {
-		w.holds.Take(m.ID)
-		w.holds.Add(m.ID, m, now)
-		return
-	}
-	for _, id := range w.core.Named(m.ID) {
-		if held, ok := w.holds.Take(id); ok {
-			w.settleOne(held, bus.Decision{Action: bus.Nak})
-		}
-		if w.fetchCancel != nil {
-			w.fetchCancel() // the room it was asked with is gone
+		nak, cancel := w.link.take(m.ID, m, now, w.core.Named)
+		w.settle(nak)
+		if cancel && w.fetchCancel != nil {
+			w.fetchCancel()
 		}
 	}
 }
 
-// settle settles the held messages the dispatcher's effects decide.
-func (w *Worker) settle(e Effects, now time.Time) {
-	// A retry's commit wrote its row back unrelayed: the relay publishes
-	// it again when it is due, whether the bus held it (its message is
-	// acked) or not (it was handed over, or claimed from the store).
-	for _, s := range e.Settled {
-		if m, ok := w.holds.Take(s.Outcome.MessageID); ok {
-			w.settleOne(m, bus.Settled(s.Outcome, s.Completion))
+// settle settles bus messages as the bus link decided.
+func (w *Worker) settle(ss []settlement[*bus.Msg]) {
+	for _, s := range ss {
+		if err := s.msg.Settle(s.d); err != nil {
+			w.log.Debug("settling a bus message failed; it comes back after its ack wait", "id", s.msg.ID, "action", s.d.Action.String(), "err", err)
 		}
-	}
-	for _, u := range e.Unclaimed {
-		if m, ok := w.holds.Take(u.ID); ok {
-			w.settleOne(m, bus.Claimed(false, u.Later, now))
-		}
-	}
-	if w.fe.Mode == messages.ModePull {
-		// A pull frontend may ack through another instance: past the lease
-		// the message goes back, and its next holder learns from the store.
-		for _, wk := range e.Claimed {
-			w.holds.Lease(wk.MessageID, wk.LeaseUntil)
-		}
-	}
-}
-
-func (w *Worker) settleOne(m *bus.Msg, d bus.Decision) {
-	if err := m.Settle(d); err != nil {
-		w.log.Debug("settling a bus message failed; it comes back after its ack wait", "id", m.ID, "action", d.Action.String(), "err", err)
 	}
 }
 
 // tickHolds touches the held messages that need it and hands back those
 // whose lease ended here without an outcome.
 func (w *Worker) tickHolds(now time.Time) {
-	touch, expired := w.holds.Due(now)
+	touch, nak := w.link.tick(now)
 	for _, m := range touch {
 		_ = m.Touch()
 	}
-	for _, m := range expired {
-		w.settleOne(m, bus.Decision{Action: bus.Nak})
-	}
+	w.settle(nak)
 }

@@ -6,7 +6,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/telemetry"
@@ -33,13 +32,6 @@ func endAttempt(span trace.Span, status messages.DeliveryStatus, reason string) 
 	span.End()
 }
 
-// openSpan is a delivery span still open, and when the lease of its
-// message ends (zero: it has none, it ends with its verdict).
-type openSpan struct {
-	span  trace.Span
-	until time.Time
-}
-
 // openSpan starts the span of out's attempt, which ends with its verdict
 // (closeSpan) or, for a lease (until), when the lease ends unacknowledged
 // (endLapsedSpans). A message offered again before either ends the span of
@@ -48,67 +40,42 @@ func (w *Worker) openSpan(name string, out messages.Outgoing, until time.Time) {
 	if w.d.Tracing == nil || out.Trace == "" {
 		return
 	}
-	if old, ok := w.spans[out.ID]; ok {
-		endAttempt(old.span, messages.Retry, "no verdict before it was offered again")
-	}
-	if w.spans == nil {
-		w.spans = map[string]openSpan{}
-	}
-	w.spans[out.ID] = openSpan{span: w.attemptSpan(name, out), until: until}
-	if !until.IsZero() {
-		w.spansDue = clock.Earliest(w.spansDue, until)
+	if old, ok := w.spans.add(out.ID, w.attemptSpan(name, out), until); ok {
+		endAttempt(old, messages.Retry, "no verdict before it was offered again")
 	}
 }
 
 // closeSpan ends the open span of o's message with o's result.
 func (w *Worker) closeSpan(o persistence.Outcome) {
-	s, ok := w.spans[o.MessageID]
-	if !ok {
-		return
+	if s, ok := w.spans.take(o.MessageID); ok {
+		endAttempt(s, statusOf(o.Result), o.Reason)
 	}
-	delete(w.spans, o.MessageID)
-	status := messages.Delivered
-	switch o.Result {
+}
+
+// statusOf is the verdict a recorded result stands for.
+func statusOf(r persistence.Result) messages.DeliveryStatus {
+	switch r {
 	case persistence.ResultDelivered:
+		return messages.Delivered
 	case persistence.ResultFailed:
-		status = messages.Failed
-	default:
-		status = messages.Retry
+		return messages.Failed
 	}
-	endAttempt(s.span, status, o.Reason)
+	return messages.Retry
 }
 
-// endLapsedSpans ends the spans whose lease has ended by now: no ack came
-// here (none at all, and the message waits for another poll or expires;
-// or one through another instance of the site, which has no span to end).
-// It runs on every wake-up of the worker; step schedules one for
-// spansDue. A span closed before its lease end leaves spansDue early:
-// that wake-up finds nothing to end and moves it on.
+// endLapsedSpans ends the spans whose lease has ended by now. It runs on
+// every wake-up of the worker; step schedules one for the book's wake.
 func (w *Worker) endLapsedSpans(now time.Time) {
-	if w.spansDue.IsZero() || now.Before(w.spansDue) {
-		return
-	}
-	w.spansDue = time.Time{}
-	for id, s := range w.spans {
-		switch {
-		case s.until.IsZero():
-		case !now.Before(s.until):
-			endAttempt(s.span, messages.Retry, "its lease ended unacknowledged")
-			delete(w.spans, id)
-		default:
-			w.spansDue = clock.Earliest(w.spansDue, s.until)
-		}
+	for _, s := range w.spans.lapsed(now) {
+		endAttempt(s, messages.Retry, "its lease ended unacknowledged")
 	}
 }
 
-// closeSpans ends every open span (the worker stops or restarts: its
-// leases are taken again later, in spans of their own).
+// closeSpans ends every open span (the worker stops or restarts).
 func (w *Worker) closeSpans() {
-	for id, s := range w.spans {
-		endAttempt(s.span, messages.Retry, "the delivery worker stopped")
-		delete(w.spans, id)
+	for _, s := range w.spans.all() {
+		endAttempt(s, messages.Retry, "the delivery worker stopped")
 	}
-	w.spansDue = time.Time{}
 }
 
 type errorString string

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-dev/switchboard/actors/bus"
 	"github.com/switchboard-dev/switchboard/actors/handover"
@@ -36,23 +37,16 @@ type Worker struct {
 	// seat is the worker's place on the handover board.
 	seat seat
 
-	// With the bus: the messages held while their work is under way, and
-	// the fetch out (at most one).
-	holds       bus.Holds[*bus.Msg]
-	fetching    bool
+	// link is the worker's side of the bus (with Deps.Bus); fetchCancel
+	// cancels its last fetch.
+	link        busLink[*bus.Msg]
 	fetchCancel context.CancelFunc
-	fetchAfter  time.Time
-	fetchErr    string
 
 	drainDone []chan<- struct{}
 
 	// spans are the open delivery spans of traced messages handed to a
-	// pull frontend (lease to ack, or to the lease's end) or an
-	// in-process actor (request to verdict), by message id (trace.go).
-	// spansDue is when the first of their leases ends (or earlier: the
-	// span it was for may have ended since); zero when none has a lease.
-	spans    map[string]openSpan
-	spansDue time.Time
+	// pull frontend or an in-process actor (trace.go).
+	spans spanBook[trace.Span]
 
 	// smpp is an smpp frontend's client (nil for other modes, or when it
 	// could not start: the worker then claims nothing).
@@ -74,9 +68,6 @@ type (
 		claimed     *persistence.Claim
 		err         error
 	}
-	// busMsgs are messages the bus handed out; fetchDone ends a fetch.
-	busMsgs   struct{ ms []*bus.Msg }
-	fetchDone struct{ err error }
 	// ackRead is an ack whose verdicts' attempt counts were read.
 	ackRead struct {
 		ack      *messages.Ack
@@ -106,7 +97,7 @@ func NewWorker(d *Deps, fe messages.Frontend) actor.Producer {
 				PushLease: d.pushLease(), DeliveryTimeout: d.SendTimeout + time.Second,
 				Bus: d.Bus != nil, BusOverdue: busOverdue, BusBackstop: busBackstop,
 			}),
-			holds: bus.Holds[*bus.Msg]{Touch: busTouch},
+			link: newBusLink[*bus.Msg](fe.Mode == messages.ModePull),
 		}
 	}
 }
@@ -214,13 +205,10 @@ func (w *Worker) step() {
 	}
 	w.fetch(now)
 	w.endLapsedSpans(now)
-	next := clock.Earliest(w.core.Wake(), w.holds.Wake())
-	next = clock.Earliest(next, w.spansDue)
+	next := clock.Earliest(w.core.Wake(), w.link.wake(w.d.Bus.Up()))
+	next = clock.Earliest(next, w.spans.wake())
 	if p := w.idlePoll(); p > 0 {
 		next = clock.Earliest(next, now.Add(p))
-	}
-	if w.fetchErr != "" && w.d.Bus.Up() {
-		next = clock.Earliest(next, w.fetchAfter)
 	}
 	if w.smpp != nil && !w.smpp.Bound() {
 		// The bind kicks us; this looks again should that kick be lost.
@@ -280,7 +268,7 @@ func (w *Worker) run(r *Round) {
 // apply carries out the dispatcher's effects.
 func (w *Worker) apply(c actor.Context, e Effects) {
 	now := w.d.Clock.Now()
-	w.settle(e, now)
+	w.settle(w.link.settle(e, now))
 	for _, o := range e.LateRefused {
 		w.log.Warn("late verdict on a final message not recorded: it stays as it is; check with the frontend before resubmitting",
 			"message", o.MessageID, "result", o.Result, "detail", o.Detail)

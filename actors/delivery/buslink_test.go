@@ -1,0 +1,218 @@
+package delivery
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/actors/bus"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// TestBusLinkFetch: one fetch out at a time, only with room, none during
+// the wait after a failed one; a pull worker's polls wait on it, so it
+// waits less.
+func TestBusLinkFetch(t *testing.T) {
+	cases := []struct {
+		name     string
+		pull     bool
+		fetching bool
+		after    time.Time
+		room     int
+		wantN    int
+		wantWait time.Duration
+	}{
+		{name: "push", room: 3, wantN: 3, wantWait: busFetchWait},
+		{name: "pull", pull: true, room: 7, wantN: 7, wantWait: busFetchWaitPull},
+		{name: "no room", room: 0},
+		{name: "one out", fetching: true, room: 3},
+		{name: "during the wait after a failure", after: t0.Add(time.Nanosecond), room: 3},
+		{name: "the wait is over", after: t0, room: 3, wantN: 3, wantWait: busFetchWait},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			l := newBusLink[string](c.pull)
+			l.fetching, l.after = c.fetching, c.after
+			n, wait, ok := l.fetch(t0, c.room)
+			if n != c.wantN || wait != c.wantWait || ok != (c.wantN > 0) {
+				t.Fatalf("fetch = %d, %v, %v; want %d, %v", n, wait, ok, c.wantN, c.wantWait)
+			}
+			if l.fetching != (c.fetching || ok) {
+				t.Fatalf("fetching = %v after a fetch that started: %v", l.fetching, ok)
+			}
+		})
+	}
+}
+
+// TestBusLinkFetchedNotesEachFailureOnce: a fetch's end makes room for the
+// next; a failure delays it busFetchRetry and is noted once while it
+// repeats, not while the bus is down, and its end is noted.
+func TestBusLinkFetchedNotesEachFailureOnce(t *testing.T) {
+	refused, gone := errors.New("refused"), errors.New("gone")
+	steps := []struct {
+		err  error
+		up   bool
+		want fetchNote
+	}{
+		{err: nil, up: true, want: fetchQuiet},
+		{err: refused, up: true, want: fetchFailed},
+		{err: refused, up: true, want: fetchQuiet},
+		{err: gone, up: true, want: fetchFailed},
+		{err: nil, up: true, want: fetchBack},
+		{err: refused, up: false, want: fetchQuiet},
+		{err: refused, up: true, want: fetchQuiet},
+		{err: nil, up: false, want: fetchBack},
+	}
+	l := newBusLink[string](false)
+	l.fetch(t0, 1)
+	for i, s := range steps {
+		now := t0.Add(time.Duration(i) * time.Minute)
+		if got := l.fetched(now, s.err, s.up); got != s.want {
+			t.Fatalf("step %d (%v, up %v): note %d, want %d", i, s.err, s.up, got, s.want)
+		}
+		if _, _, ok := l.fetch(now.Add(busFetchRetry-time.Nanosecond), 1); ok != (s.err == nil) {
+			t.Fatalf("step %d (%v): a fetch within busFetchRetry: %v", i, s.err, ok)
+		}
+		if s.err != nil {
+			if _, _, ok := l.fetch(now.Add(busFetchRetry), 1); !ok {
+				t.Fatalf("step %d (%v): no fetch after busFetchRetry", i, s.err)
+			}
+		}
+		if _, _, ok := l.fetch(now.Add(busFetchRetry), 1); ok {
+			t.Fatalf("step %d: a second fetch out", i)
+		}
+	}
+}
+
+// named is a dispatcher's Named that takes room ids and refuses the rest,
+// and records what it was given.
+type named struct {
+	room  int
+	given []string
+}
+
+func (n *named) named(ids ...string) []string {
+	n.given = append(n.given, ids...)
+	take := min(n.room, len(ids))
+	n.room -= take
+	return ids[take:]
+}
+
+// TestBusLinkTake: a message the bus hands out is held and its work
+// named; one whose work is refused goes back at once (nak) and the fetch
+// out is cancelled; one handed out again while held replaces the handle
+// it was held with, and is not named again.
+func TestBusLinkTake(t *testing.T) {
+	l, n := newBusLink[string](false), &named{room: 1}
+	if nak, cancel := l.take("a", "a#1", t0, n.named); nak != nil || cancel {
+		t.Fatalf("take a = %v, %v; want it named", nak, cancel)
+	}
+	nak, cancel := l.take("b", "b#1", t0, n.named)
+	if want := []settlement[string]{{msg: "b#1", d: bus.Decision{Action: bus.Nak}}}; !slices.Equal(nak, want) || !cancel {
+		t.Fatalf("take b, refused = %v, %v; want %v and the fetch cancelled", nak, cancel, want)
+	}
+	if nak, cancel := l.take("a", "a#2", t0, n.named); nak != nil || cancel {
+		t.Fatalf("take a again = %v, %v", nak, cancel)
+	}
+	if !slices.Equal(n.given, []string{"a", "b"}) {
+		t.Fatalf("named %v, want a and b once each", n.given)
+	}
+	got := l.settle(Effects{Settled: []Settled{{Outcome: persistence.Outcome{MessageID: "a", Result: persistence.ResultDelivered},
+		Completion: persistence.Applied}}}, t0)
+	if want := []settlement[string]{{msg: "a#2", d: bus.Decision{Action: bus.Ack}}}; !slices.Equal(got, want) {
+		t.Fatalf("settled %v, want %v: the handle of the redelivery", got, want)
+	}
+	if l.holds.Len() != 0 {
+		t.Fatalf("%d held after the refusal and the settlement", l.holds.Len())
+	}
+}
+
+// TestBusLinkSettle: the effects settle the messages held for them (none
+// other): a committed outcome as bus.Settled says, a named message not
+// claimed as bus.Claimed says; a pull worker keeps a claimed message
+// until its lease ends, then hands it back.
+func TestBusLinkSettle(t *testing.T) {
+	delivered := func(id string) Settled {
+		return Settled{Outcome: persistence.Outcome{MessageID: id, Result: persistence.ResultDelivered}, Completion: persistence.Applied}
+	}
+	failed := Settled{Outcome: persistence.Outcome{MessageID: "f", Result: persistence.ResultFailed}, Completion: persistence.Applied}
+	retry := Settled{Outcome: persistence.Outcome{MessageID: "r", Result: persistence.ResultRetry}, Completion: persistence.Applied}
+	stale := Settled{Outcome: persistence.Outcome{MessageID: "s", Result: persistence.ResultDelivered}, Completion: persistence.StaleEpoch}
+	cases := []struct {
+		name string
+		pull bool
+		held []string
+		e    Effects
+		want []string // "msg action delay"
+		left int      // messages still held
+	}{
+		{name: "committed outcomes", held: []string{"d", "f", "r", "s"},
+			e:    Effects{Settled: []Settled{delivered("d"), failed, retry, stale, delivered("x")}},
+			want: []string{"d acked 0s", "f termed 0s", "r acked 0s", "s naked 0s"}},
+		{name: "unclaimed", held: []string{"later", "gone", "kept"},
+			e:    Effects{Unclaimed: []Unclaimed{{ID: "later", Later: t0.Add(time.Second)}, {ID: "gone"}}},
+			want: []string{"later naked 1.05s", "gone acked 0s"}, left: 1},
+		{name: "push claimed", held: []string{"c0"},
+			e: Effects{Claimed: work("c", 1, time.Second)}, left: 1},
+		{name: "pull claimed", pull: true, held: []string{"c0"},
+			e: Effects{Claimed: work("c", 1, time.Second)}, left: 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			l := newBusLink[string](c.pull)
+			for _, id := range c.held {
+				l.holds.Add(id, id, t0)
+			}
+			var got []string
+			for _, s := range l.settle(c.e, t0) {
+				got = append(got, fmt.Sprintf("%s %s %v", s.msg, s.d.Action, s.d.Delay))
+			}
+			if !slices.Equal(got, c.want) || l.holds.Len() != c.left {
+				t.Fatalf("settled %q, %d held; want %q, %d", got, l.holds.Len(), c.want, c.left)
+			}
+			// Past the claimed work's lease a pull worker hands its message
+			// back; a push worker's delivery settles it.
+			_, nak := l.tick(t0.Add(time.Second))
+			if wantBack := c.pull && len(c.e.Claimed) > 0; (len(nak) == 1) != wantBack {
+				t.Fatalf("handed back %v past the lease; want one: %v", nak, wantBack)
+			}
+		})
+	}
+}
+
+// TestBusLinkTickAndWake: held messages are touched every busTouch and
+// handed back at their lease's end; the link wakes for both, and for the
+// end of the wait after a failed fetch while the bus is up.
+func TestBusLinkTickAndWake(t *testing.T) {
+	l := newBusLink[string](true)
+	if w := l.wake(true); !w.IsZero() {
+		t.Fatalf("wake %v with nothing held", w)
+	}
+	l.holds.Add("a", "a", t0)
+	l.holds.Add("b", "b", t0)
+	l.holds.Lease("b", t0.Add(3*time.Second))
+	if w := l.wake(true); !w.Equal(t0.Add(3 * time.Second)) {
+		t.Fatalf("wake %v, want b's lease end at +3s", w)
+	}
+	touch, nak := l.tick(t0.Add(3 * time.Second))
+	if len(touch) != 0 || len(nak) != 1 || nak[0].msg != "b" || nak[0].d.Action != bus.Nak {
+		t.Fatalf("tick at +3s = %v, %v; want b handed back", touch, nak)
+	}
+	if w := l.wake(true); !w.Equal(t0.Add(busTouch)) {
+		t.Fatalf("wake %v, want a's touch", w)
+	}
+	if touch, nak := l.tick(t0.Add(busTouch)); !slices.Equal(touch, []string{"a"}) || nak != nil {
+		t.Fatalf("tick at the touch = %v, %v; want a touched", touch, nak)
+	}
+	l.fetch(t0, 1)
+	l.fetched(t0.Add(busTouch), errors.New("refused"), true)
+	retry := t0.Add(busTouch + busFetchRetry)
+	if w := l.wake(true); !w.Equal(retry) {
+		t.Fatalf("wake %v after a failed fetch, want %v", w, retry)
+	}
+	if w := l.wake(false); !w.Equal(t0.Add(2 * busTouch)) {
+		t.Fatalf("wake %v with the bus down, want a's next touch only", w)
+	}
+}
