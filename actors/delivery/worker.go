@@ -34,6 +34,7 @@ type Worker struct {
 	sys  *actor.ActorSystem
 	wake *clock.Wakeup
 	core *Dispatcher
+	pace pace
 	// seat is the worker's place on the handover board.
 	seat seat
 
@@ -88,7 +89,7 @@ func NewWorker(d *Deps, fe messages.Frontend) actor.Producer {
 	}
 	return func() actor.Actor {
 		return &Worker{
-			d: d, fe: fe,
+			d: d, fe: fe, pace: pace{mode: fe.Mode},
 			log: d.Logger.With("component", "delivery", "frontend", fe.Name, "mode", fe.Mode),
 			rng: d.rng(fe.Name),
 			core: NewDispatcher(DispatcherConfig{
@@ -131,7 +132,7 @@ func (w *Worker) Receive(c actor.Context) {
 	case *messages.Kick:
 		w.core.Kick()
 	case wakeMsg:
-		if w.idlePoll() > 0 {
+		if w.pace.idle(w.read()) > 0 {
 			w.core.Kick() // another instance may have committed work we may take
 		}
 		w.tickHolds(now)
@@ -165,17 +166,6 @@ func (w *Worker) Receive(c actor.Context) {
 	default:
 		return
 	}
-	switch w.fe.Mode {
-	case messages.ModeActor:
-		// Nothing is claimed for an in-process frontend that is not
-		// registered (yet): its registration kicks us.
-		_, ok := w.d.Actors.Get(w.fe.Name)
-		w.core.Hold(!ok)
-	case messages.ModeSMPP:
-		// Nor for an smpp frontend that is not bound: messages wait in
-		// the outbox instead of using up their attempts; the bind kicks us.
-		w.core.Hold(w.smpp == nil || !w.smpp.Bound())
-	}
 	w.step()
 }
 
@@ -190,54 +180,50 @@ func (w *Worker) stopping(c actor.Context) {
 	w.seat.offer(offered{})
 }
 
-// step starts the round the dispatcher asks for and arms the wake-up. Its
-// board calls bracket the round: the debt (and, before a claim of the free
-// slots, the offer's withdrawal) before it, the offer of what is left after
-// it (seat).
+// step does what the worker's pace and its dispatcher decide after each
+// message: the hold of claims, the round, the fetch, the wake-up, the offer
+// on the board. Its board calls bracket the round: the debt (and, before a
+// claim of the free slots, the offer's withdrawal) before it, the offer of
+// what is left after it (seat).
 func (w *Worker) step() {
-	now := w.d.Clock.Now()
+	now, r := w.d.Clock.Now(), w.read()
+	w.core.Hold(w.pace.held(r))
 	if w.d.Bus != nil {
-		w.core.SetBus(w.d.Bus.Up())
+		w.core.SetBus(r.busUp)
 	}
 	w.seat.owe(w.core, now)
-	if r, ok := w.core.Next(now); ok {
-		go w.run(r)
+	if round, ok := w.core.Next(now); ok {
+		go w.run(round)
 	}
 	w.fetch(now)
 	w.endLapsedSpans(now)
-	next := clock.Earliest(w.core.Wake(), w.link.wake(w.d.Bus.Up()))
-	next = clock.Earliest(next, w.spans.wake())
-	if p := w.idlePoll(); p > 0 {
-		next = clock.Earliest(next, now.Add(p))
-	}
-	if w.smpp != nil && !w.smpp.Bound() {
-		// The bind kicks us; this looks again should that kick be lost.
-		next = clock.Earliest(next, now.Add(smppHeldPoll))
-	}
-	if !next.IsZero() {
+	if next := w.pace.next(now, r, w.core.Wake(), w.link.wake(r.busUp), w.spans.wake()); !next.IsZero() {
 		w.wake.Schedule(next)
 	}
-	// With the bus up a push delivery is the bus's, not the ring owner's:
-	// this instance's commits may hand it over too.
-	if w.fe.Mode == messages.ModePull || w.d.Fence == nil || w.d.Fence.IdlePoll() == 0 || w.d.Bus.Up() {
+	if w.pace.offers(r) {
 		n, lease := w.core.Offer()
 		w.seat.offer(offered{n: n, lease: lease})
 	}
 }
 
+// read reads what the worker's pace rests on.
+func (w *Worker) read() reading {
+	r := reading{busUp: w.d.Bus.Up(), waiting: w.core.Waiting(), client: w.smpp != nil}
+	if w.d.Fence != nil {
+		r.fenceIdle = w.d.Fence.IdlePoll()
+	}
+	if w.fe.Mode == messages.ModeActor {
+		_, r.registered = w.d.Actors.Get(w.fe.Name)
+	}
+	if w.smpp != nil {
+		r.bound = w.smpp.Bound()
+	}
+	return r
+}
+
 // boardKey is this worker's work on the handover board.
 func (w *Worker) boardKey() handover.Key {
 	return handover.Key{Kind: persistence.WorkDelivery, Target: w.fe.Name}
-}
-
-// idlePoll is how soon to look for work again without being kicked: in a
-// site of several instances the one that commits work we may take cannot
-// kick us. A pull worker looks only while polls wait.
-func (w *Worker) idlePoll() time.Duration {
-	if w.d.Fence == nil || (w.fe.Mode == messages.ModePull && !w.core.Waiting()) || w.d.Bus.Up() {
-		return 0
-	}
-	return w.d.Fence.IdlePoll()
 }
 
 // run does one store round: the verdicts and the claim in one Write. A
