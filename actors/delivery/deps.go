@@ -120,6 +120,28 @@ func (d *Deps) storeCtx() (context.Context, context.CancelFunc) {
 // at once anyway).
 func (d *Deps) pushLease() time.Duration { return 2*d.SendTimeout + 5*time.Second }
 
+// dispatcherConfig is the configuration of the dispatcher of fe's worker.
+func (d *Deps) dispatcherConfig(fe messages.Frontend) DispatcherConfig {
+	inFlight := d.MaxInFlight
+	if fe.Mode == messages.ModeSMPP {
+		// No more claimed than the SMSC's window takes: a claimed message
+		// waiting for a slot would wait on its lease.
+		if o, err := messages.ParseSMPPURL(fe.URL); err == nil {
+			inFlight = o.Window
+		}
+	}
+	return DispatcherConfig{
+		Frontend: fe.Name, Pull: fe.Mode == messages.ModePull, Owner: d.Owner, Policy: d.Policy,
+		MaxInFlight: inFlight, MaxClaim: maxClaim,
+		PushLease: d.pushLease(), DeliveryTimeout: d.SendTimeout + time.Second,
+		Bus: d.Bus != nil, BusOverdue: busOverdue, BusBackstop: busBackstop,
+	}
+}
+
+// maxClaim bounds one claim for a pull frontend's waiting polls (1000
+// rows: one transaction stays in the milliseconds).
+const maxClaim = 1000
+
 // rng returns a jitter source for one worker.
 func (d *Deps) rng(name string) *rand.Rand {
 	return rand.New(rand.NewPCG(d.Seed, messages.TokenOf(name)))

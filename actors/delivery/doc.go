@@ -9,6 +9,15 @@
 //	      ▲                                                              │
 //	      └──────────── wake-up at the next due time (retry or lease end)┘
 //
+// The worker (worker.go) is an actor shell around pure state machines,
+// each with table tests: the Dispatcher (dispatch.go: what to claim, whom
+// to answer, which verdicts to record), pace (pace.go: whether claims are
+// held, the idle poll, the next wake-up, the offer on the handover board),
+// busLink (buslink.go: the bus messages held, their settlement, the
+// fetch) and spanBook (spans.go: the open delivery spans). The shell runs
+// the store rounds and the fetches off the actor, and carries out what
+// they decide (effects.go).
+//
 // Push frontends (webhook, in-process actor) are fed by the worker, at most
 // MaxInFlight at a time. A pull frontend's long-polls wait in the worker and
 // are answered as soon as work is committed (the intake kicks the worker);

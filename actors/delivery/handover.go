@@ -6,6 +6,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/switchboard-dev/switchboard/actors/handover"
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
 )
 
 // seat is a worker's place on the handover board: where it offers the room
@@ -22,6 +24,12 @@ type seat struct {
 	push bool
 	// offered is what the worker last put on the board.
 	offered offered
+}
+
+// seatOf is the seat on board (nil: none) of fe's worker, self.
+func seatOf(board *handover.Board, fe messages.Frontend, self *actor.PID) seat {
+	return seat{board: board, key: handover.Key{Kind: persistence.WorkDelivery, Target: fe.Name}, self: self,
+		push: fe.Mode != messages.ModePull}
 }
 
 type offered struct {

@@ -15,8 +15,8 @@ import (
 
 // newSeat is a push worker's place on a board of its own.
 func newSeat() *seat {
-	return &seat{board: handover.NewBoard(), key: handover.Key{Kind: persistence.WorkDelivery, Target: "fe"},
-		self: &actor.PID{Id: "w"}, push: true}
+	s := seatOf(handover.NewBoard(), messages.Frontend{Name: "fe", Mode: messages.ModeWebhook}, &actor.PID{Id: "w"})
+	return &s
 }
 
 // offerNow is the end of the worker's step: the dispatcher's offer put on

@@ -95,6 +95,13 @@ func (w *Waiters[T]) NextDeadlineUnless(hold func(Waiter[T]) bool) time.Time {
 	return next
 }
 
+// ackRead is an ack whose verdicts' attempt counts were read.
+type ackRead struct {
+	ack      *messages.Ack
+	attempts Attempts
+	err      error
+}
+
 // ack hands a pull frontend's verdicts to the dispatcher, first reading
 // (off the actor) the attempt counts that retries and attempt-naming
 // verdicts need.
