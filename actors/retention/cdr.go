@@ -3,7 +3,9 @@ package retention
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -68,30 +70,34 @@ func RecordOf(node string, m messages.Message, now time.Time) Record {
 }
 
 // Records appends call records to a file, one JSON line each, and makes
-// them durable before Append returns. When the file would grow past
-// RotateBytes it is renamed to PATH.<UTC time> first and a new one begun
-// (rotated files are the operator's to ship and remove). It is used by one
-// goroutine (the cleaner's).
+// them durable before Append returns. A record that would take the file
+// past RotateBytes goes into a new one: the file is renamed to
+// PATH.<UTC time> first (rotated files are the operator's to ship and
+// remove). A batch is split across as many files as it needs, so no file
+// is larger than RotateBytes, except one that holds a single record
+// larger than that alone. It is used by one goroutine (the cleaner's).
 //
-// A failed Append leaves the file as it was before it: the cleaner purges
-// nothing of that batch and writes its records again, so a part of the
-// batch left behind (a full disk takes half a line) would have the retried
-// batch's first record glued to it, an invalid line, and that message
-// purged with no record. See Append.
+// A failed Append leaves the file as it was before the part of the batch
+// it was writing: the cleaner purges nothing of that part (nor of what
+// follows it) and writes its records again, so a piece of it left behind
+// (a full disk takes half a line) would have the retried batch's first
+// record glued to it, an invalid line, and that message purged with no
+// record. See Append.
 type Records struct {
 	path        string
 	rotateBytes int64
-	// openFile opens the file at path for appending (os.OpenFile; tests
-	// give files that fail).
+	// openFile opens the file at path for appending (os.OpenFile), and
+	// rename renames it aside (os.Rename); tests give ones that fail.
 	openFile func(path string) (recordFile, error)
+	rename   func(from, to string) error
 	// f is nil when a reopen failed (during a rotation): the next Append
 	// opens the file again.
 	f recordFile
 	// size is the file's size as far as writes tell; good is where its
-	// last whole batch ends, what a failed write is cut back to. They
+	// last whole write ends, what a failed write is cut back to. They
 	// differ only while a failed write's bytes could not be cut.
 	size, good int64
-	// midLine: the bytes past good end inside a line, so the next batch
+	// midLine: the bytes past good end inside a line, so the next write
 	// must start with a newline if they cannot be cut first.
 	midLine bool
 }
@@ -110,7 +116,7 @@ func OpenRecords(path string, rotateBytes int64) (*Records, error) {
 	if rotateBytes <= 0 {
 		return nil, fmt.Errorf("call records: rotate size %d must be positive", rotateBytes)
 	}
-	r := &Records{path: path, rotateBytes: rotateBytes, openFile: openAppend}
+	r := &Records{path: path, rotateBytes: rotateBytes, openFile: openAppend, rename: os.Rename}
 	if err := r.open(); err != nil {
 		return nil, err
 	}
@@ -164,46 +170,70 @@ func lastLineEnd(path string, size int64) (int64, error) {
 	return 0, nil
 }
 
-// Append writes the records and syncs the file. On an error nothing may
-// be taken as written (the caller purges nothing and appends the same
-// records again later): the file is cut back to where it was before the
-// batch. When even that fails, the next Append cuts it first, and when it
-// still cannot, starts its batch on a new line, so that the part left
-// behind is a line of its own and no record is glued to it.
-func (r *Records) Append(recs []Record, now time.Time) error {
-	if len(recs) == 0 {
-		return nil
-	}
+// Append writes the records in order and syncs them, and returns how many
+// of them, from the first, are durable: all of them when err is nil. A
+// batch that does not fit in the file is split: the records that fit are
+// written and synced, the file is rotated, and the rest go on in the new
+// one. On an error, the records of the parts synced before it (those
+// before the n returned) are durable and may be purged; the others must
+// not be taken as written (the caller appends them again later): the part
+// being written is cut back off the file. When even that fails, the next
+// Append cuts it first, and when it still cannot, starts on a new line, so
+// that the piece left behind is a line of its own and no record is glued
+// to it.
+func (r *Records) Append(recs []Record, now time.Time) (n int, err error) {
+	// buf holds the lines one after the other: the i-th is
+	// buf[at[i]:at[i+1]].
 	var buf []byte
+	at := make([]int, 1, len(recs)+1)
 	for _, rec := range recs {
 		line, err := json.Marshal(rec)
 		if err != nil {
-			return fmt.Errorf("call records: %w", err)
+			return 0, fmt.Errorf("call records: %w", err)
 		}
 		buf = append(append(buf, line...), '\n')
+		at = append(at, len(buf))
 	}
-	if r.f == nil {
-		if err := r.open(); err != nil {
-			return err
+	for n < len(recs) {
+		if r.f == nil {
+			if err := r.open(); err != nil {
+				return n, err
+			}
 		}
-	}
-	r.cut()
-	if r.size > 0 && r.size+int64(len(buf)) > r.rotateBytes {
-		if err := r.rotate(now); err != nil {
-			return err
+		r.cut()
+		if r.size > 0 && r.size+int64(at[n+1]-at[n]) > r.rotateBytes {
+			if err := r.rotate(now); err != nil {
+				return n, err
+			}
 		}
+		// The records that fit in the file, and at least one: a record
+		// larger than RotateBytes goes whole into a file of its own.
+		end := n + 1
+		for end < len(recs) && r.size+int64(at[end+1]-at[n]) <= r.rotateBytes {
+			end++
+		}
+		if err := r.write(buf[at[n]:at[end]]); err != nil {
+			return n, err
+		}
+		n = end
 	}
+	return n, nil
+}
+
+// write appends whole lines to the file and syncs it. On an error they are
+// cut off it again (see cut).
+func (r *Records) write(lines []byte) error {
 	if r.midLine {
-		buf = append([]byte{'\n'}, buf...)
+		lines = append([]byte{'\n'}, lines...)
 	}
-	n, err := r.f.Write(buf)
+	n, err := r.f.Write(lines)
 	r.size += int64(n)
 	if err == nil {
 		err = r.f.Sync()
 	}
 	if err != nil {
 		if n > 0 {
-			r.midLine = buf[n-1] != '\n'
+			r.midLine = lines[n-1] != '\n'
 		}
 		r.cut()
 		return fmt.Errorf("call records: %w", err)
@@ -212,8 +242,8 @@ func (r *Records) Append(recs []Record, now time.Time) error {
 	return nil
 }
 
-// cut takes off what a failed write left past the last whole batch, if it
-// can (shrinking a file needs no free space). The next successful Append's
+// cut takes off what a failed write left past the last whole write, if it
+// can (shrinking a file needs no free space). The next successful write's
 // sync makes the cut durable.
 func (r *Records) cut() {
 	if r.size > r.good && r.f.Truncate(r.good) == nil {
@@ -225,15 +255,33 @@ func (r *Records) cut() {
 // leaves the file open as it was (the next Append tries again). When the
 // new file cannot be opened, r.f is nil and the next Append opens it.
 func (r *Records) rotate(now time.Time) error {
-	aside := r.path + "." + now.UTC().Format("20060102T150405.000000000Z")
-	if err := os.Rename(r.path, aside); err != nil {
+	aside, err := r.asideName(now)
+	if err == nil {
+		err = r.rename(r.path, aside)
+	}
+	if err != nil {
 		return fmt.Errorf("call records: rotate: %w", err)
 	}
-	// Every whole batch in the old file was synced by the Append that
-	// wrote it, so an error closing it loses nothing.
+	// Every record in the old file was synced by the write that put it
+	// there, so an error closing it loses nothing.
 	_ = r.f.Close()
 	r.f = nil
 	return r.open()
+}
+
+// asideName is the name the file is rotated to: PATH.<now, UTC>, or the
+// first nanosecond after it no file has. A batch split across several
+// files rotates more than once at the same now, and a rename onto a name
+// taken would replace that rotated file and lose its records.
+func (r *Records) asideName(now time.Time) (string, error) {
+	for t := now.UTC(); ; t = t.Add(time.Nanosecond) {
+		name := r.path + "." + t.Format("20060102T150405.000000000Z")
+		if _, err := os.Lstat(name); errors.Is(err, fs.ErrNotExist) {
+			return name, nil
+		} else if err != nil {
+			return "", err
+		}
+	}
 }
 
 // Close closes the file (nothing when a reopen had failed).

@@ -3,6 +3,7 @@ package retention
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -133,11 +134,9 @@ func TestRecordsFailedWriteLosesNoRecord(t *testing.T) {
 				for i, id := range ids {
 					recs[i] = testRecord(id, now)
 				}
-				err := r.Append(recs, now)
-				if err == nil {
-					for _, id := range ids {
-						purged[id] = true
-					}
+				n, err := r.Append(recs, now)
+				for _, id := range ids[:n] {
+					purged[id] = true
 				}
 				return err
 			}
@@ -180,7 +179,7 @@ func TestRecordsFailedSyncIsCut(t *testing.T) {
 	r := openRecords(t, path, 1<<20)
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	r.f = &syncFails{File: r.f.(*os.File)}
-	if err := r.Append([]Record{testRecord("m1", now)}, now); !errors.Is(err, syscall.EIO) {
+	if _, err := r.Append([]Record{testRecord("m1", now)}, now); !errors.Is(err, syscall.EIO) {
 		t.Fatalf("a failed sync: %v, want EIO", err)
 	}
 	if fi, err := os.Stat(path); err != nil || fi.Size() != 0 {
@@ -200,7 +199,7 @@ func TestRecordsReopenAfterFailedRotation(t *testing.T) {
 	setup := func(t *testing.T) (r *Records, path string, openFails *int) {
 		path = filepath.Join(t.TempDir(), "cdr")
 		r = openRecords(t, path, 800)
-		if err := r.Append([]Record{testRecord("a", now)}, now); err != nil {
+		if _, err := r.Append([]Record{testRecord("a", now)}, now); err != nil {
 			t.Fatal(err)
 		}
 		openFails = new(int)
@@ -212,8 +211,8 @@ func TestRecordsReopenAfterFailedRotation(t *testing.T) {
 			}
 			return openAppend(p)
 		}
-		if err := r.Append([]Record{testRecord("b", now), testRecord("c", now)}, now); !errors.Is(err, syscall.EMFILE) {
-			t.Fatalf("a rotation that cannot open the new file: %v, want EMFILE", err)
+		if n, err := r.Append([]Record{testRecord("b", now), testRecord("c", now)}, now); n != 0 || !errors.Is(err, syscall.EMFILE) {
+			t.Fatalf("a rotation that cannot open the new file: %d written, %v; want 0, EMFILE", n, err)
 		}
 		return r, path, openFails
 	}
@@ -225,7 +224,7 @@ func TestRecordsReopenAfterFailedRotation(t *testing.T) {
 			for j, id := range ids {
 				recs[j] = testRecord(id, at)
 			}
-			if err := r.Append(recs, at); err != nil {
+			if _, err := r.Append(recs, at); err != nil {
 				t.Fatalf("append %v after the open failed: %v", ids, err)
 			}
 		}
@@ -259,11 +258,11 @@ func TestRecordsReopenAfterFailedRotation(t *testing.T) {
 		r, _, openFails := setup(t)
 		*openFails = 2
 		for range 2 {
-			if err := r.Append([]Record{testRecord("b", now)}, now); !errors.Is(err, syscall.EMFILE) {
+			if _, err := r.Append([]Record{testRecord("b", now)}, now); !errors.Is(err, syscall.EMFILE) {
 				t.Fatalf("append while the file cannot be opened: %v, want EMFILE", err)
 			}
 		}
-		if err := r.Append([]Record{testRecord("b", now)}, now); err != nil {
+		if _, err := r.Append([]Record{testRecord("b", now)}, now); err != nil {
 			t.Errorf("append once it can be opened: %v", err)
 		}
 		if err := r.Close(); err != nil {
@@ -271,32 +270,28 @@ func TestRecordsReopenAfterFailedRotation(t *testing.T) {
 		}
 	})
 
-	// A rename that fails (the aside name is taken) keeps the file open
-	// as it was; the next Append rotates.
+	// A rename that fails keeps the file open as it was; the next Append
+	// rotates.
 	t.Run("rename fails", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "cdr")
 		r := openRecords(t, path, 800)
-		if err := r.Append([]Record{testRecord("a", now)}, now); err != nil {
+		if _, err := r.Append([]Record{testRecord("a", now)}, now); err != nil {
 			t.Fatal(err)
+		}
+		r.rename = func(string, string) error { return syscall.EACCES }
+		if n, err := r.Append([]Record{testRecord("b", now)}, now); n != 0 || !errors.Is(err, syscall.EACCES) {
+			t.Fatalf("a rotation whose rename fails: %d written, %v; want 0, EACCES", n, err)
+		}
+		r.rename = os.Rename
+		if _, err := r.Append([]Record{testRecord("b", now)}, now); err != nil {
+			t.Fatalf("append once the rename works: %v", err)
 		}
 		aside := path + "." + now.Format("20060102T150405.000000000Z")
-		if err := os.MkdirAll(filepath.Join(aside, "taken"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.Append([]Record{testRecord("b", now), testRecord("c", now)}, now); err == nil {
-			t.Fatal("a rotation onto a taken name succeeded")
-		}
-		if err := os.RemoveAll(aside); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.Append([]Record{testRecord("b", now), testRecord("c", now)}, now); err != nil {
-			t.Fatalf("append once the name is free: %v", err)
-		}
-		if recs, bad := readRecordLines(t, aside); len(recs) != 1 || bad != 0 {
+		if recs, bad := readRecordLines(t, aside); len(recs) != 1 || recs["a"].ID != "a" || bad != 0 {
 			t.Errorf("the rotated file has %d records and %d bad lines, want a alone", len(recs), bad)
 		}
-		if recs, bad := readRecordLines(t, path); len(recs) != 2 || bad != 0 {
-			t.Errorf("the new file has %d records and %d bad lines, want b and c", len(recs), bad)
+		if recs, bad := readRecordLines(t, path); len(recs) != 1 || recs["b"].ID != "b" || bad != 0 {
+			t.Errorf("the new file has %d records and %d bad lines, want b alone", len(recs), bad)
 		}
 	})
 }
@@ -316,7 +311,7 @@ func TestRecordsAfterACrashMidLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := openRecords(t, path, 1<<20)
-	if err := r.Append([]Record{testRecord("m1", now), testRecord("m2", now)}, now); err != nil {
+	if _, err := r.Append([]Record{testRecord("m1", now), testRecord("m2", now)}, now); err != nil {
 		t.Fatal(err)
 	}
 	recs, bad := readRecordLines(t, path)
@@ -340,4 +335,224 @@ func openRecords(t *testing.T, path string, rotateBytes int64) *Records {
 	}
 	t.Cleanup(func() { _ = r.Close() })
 	return r
+}
+
+// recordFiles reads the record file at path and the files rotated from
+// it: how many valid lines each record id has over all of them, and each
+// file's size and count of records. Every line must be a record. The file
+// at path may be missing (a rotation that could not open the new one).
+func recordFiles(t *testing.T, path string) (lines map[string]int, sizes map[string]int64, counts map[string]int) {
+	t.Helper()
+	asides, err := filepath.Glob(path + ".*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, sizes, counts = map[string]int{}, map[string]int64{}, map[string]int{}
+	for _, p := range append(asides, path) {
+		b, err := os.ReadFile(p)
+		if p == path && errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes[p] = int64(len(b))
+		for line := range strings.SplitSeq(strings.TrimSuffix(string(b), "\n"), "\n") {
+			if line == "" {
+				continue
+			}
+			var r Record
+			if err := json.Unmarshal([]byte(line), &r); err != nil || r.Record != RecordKind {
+				t.Errorf("%s: a line is not a record: %.40q", p, line)
+				continue
+			}
+			lines[r.ID]++
+			counts[p]++
+		}
+	}
+	return lines, sizes, counts
+}
+
+// testRecords are delivered messages' records, of ids prefix0, prefix1...
+func testRecords(prefix string, n int, now time.Time) []Record {
+	recs := make([]Record, n)
+	for i, id := range ids(prefix, n) {
+		recs[i] = testRecord(id, now)
+	}
+	return recs
+}
+
+// A batch that does not fit in the file is split across rotations, all
+// at the same now: no file grows past the rotate size, except one that
+// holds a single record larger than it, and every record is in one file
+// once.
+func TestRecordsBatchSplitAcrossRotations(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	line := recordLineSize(t, now)
+	for _, c := range []struct {
+		name        string
+		rotateBytes int64
+		batch       int
+		files       int
+	}{
+		{"two records a file", 2*line + line/2, 7, 4}, // the first record, then 7 more
+		{"records larger than the size", line / 2, 3, 4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "cdr")
+			r := openRecords(t, path, c.rotateBytes)
+			if _, err := r.Append(testRecords("a", 1, now), now); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.Append(testRecords("b", c.batch, now), now); err != nil {
+				t.Fatal(err)
+			}
+			lines, sizes, counts := recordFiles(t, path)
+			for p, size := range sizes {
+				if size > c.rotateBytes && counts[p] > 1 {
+					t.Errorf("%s has %d bytes in %d records, past the rotate size %d", filepath.Base(p), size, counts[p], c.rotateBytes)
+				}
+			}
+			if len(sizes) != c.files {
+				t.Errorf("%d files, want %d", len(sizes), c.files)
+			}
+			for _, id := range append([]string{"a0"}, ids("b", c.batch)...) {
+				if lines[id] != 1 {
+					t.Errorf("%s is in %d lines, want 1", id, lines[id])
+				}
+			}
+		})
+	}
+}
+
+// recordLineSize is the length of a testRecord's line.
+func recordLineSize(t *testing.T, now time.Time) int64 {
+	t.Helper()
+	b, err := json.Marshal(testRecord("b0", now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int64(len(b)) + 1
+}
+
+// ids are prefix0 ... prefix<n-1>.
+func ids(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprint(prefix, i)
+	}
+	return out
+}
+
+// A split batch whose rotation fails after its first part is synced says
+// that part is written (its messages may be purged) and the rest is not:
+// the rest appended again leaves every record in one line, once.
+func TestRecordsSplitBatchFailsAfterAPart(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	line := recordLineSize(t, now)
+	path := filepath.Join(t.TempDir(), "cdr")
+	r := openRecords(t, path, 2*line+line/2)
+	r.openFile = func(string) (recordFile, error) { return nil, syscall.EMFILE } // the rotation's new file
+	recs := testRecords("b", 5, now)
+	n, err := r.Append(recs, now)
+	if n != 2 || !errors.Is(err, syscall.EMFILE) {
+		t.Fatalf("a split batch whose rotation cannot open the new file: %d written, %v; want the first 2, EMFILE", n, err)
+	}
+	r.openFile = openAppend
+	if m, err := r.Append(recs[n:], now); m != len(recs)-n || err != nil {
+		t.Fatalf("the rest: %d written, %v; want %d", m, err, len(recs)-n)
+	}
+	lines, _, _ := recordFiles(t, path)
+	for _, id := range ids("b", len(recs)) {
+		if lines[id] != 1 {
+			t.Errorf("%s is in %d lines, want 1", id, lines[id])
+		}
+	}
+}
+
+// crashFile is a record file on a disk that stops (a crash) once left
+// bytes are written, over every file that shares left: the write that
+// crosses it lands in part, and nothing after it reaches the disk (the
+// writer is abandoned there, no cut-back runs).
+type crashFile struct {
+	*os.File
+	left *int64
+}
+
+var errCrash = errors.New("crashed")
+
+func (f crashFile) Write(b []byte) (int, error) {
+	if *f.left < 0 {
+		return 0, errCrash
+	}
+	n, err := f.File.Write(b[:min(int64(len(b)), *f.left)])
+	*f.left -= int64(n)
+	if err == nil && n < len(b) {
+		*f.left, err = -1, errCrash
+	}
+	return n, err
+}
+
+func (f crashFile) Sync() error {
+	if *f.left < 0 {
+		return errCrash
+	}
+	return f.File.Sync()
+}
+
+func (f crashFile) Truncate(size int64) error {
+	if *f.left < 0 {
+		return errCrash
+	}
+	return f.File.Truncate(size)
+}
+
+// A crash at any byte of a batch split across rotations loses no record:
+// the batch appended again after the restart (its messages were not
+// purged) leaves every record in a valid line, and no file past the
+// rotate size but one holding a single record. The records synced before
+// the crash are there twice, as after a crash between a batch and its
+// purge (readers drop repeats by id and final_at).
+func TestRecordsCrashInASplitBatch(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	line := recordLineSize(t, now)
+	rotate := 2*line + line/2
+	recs := testRecords("b", 5, now)
+	for budget := int64(0); budget < 5*line; budget += line / 3 {
+		path := filepath.Join(t.TempDir(), "cdr")
+		r := openRecords(t, path, rotate)
+		if _, err := r.Append(testRecords("a", 1, now), now); err != nil {
+			t.Fatal(err)
+		}
+		left := budget
+		r.openFile = func(p string) (recordFile, error) {
+			f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+			if err != nil {
+				return nil, err
+			}
+			return crashFile{File: f, left: &left}, nil
+		}
+		r.f = crashFile{File: r.f.(*os.File), left: &left}
+		if n, err := r.Append(recs, now); err == nil {
+			t.Fatalf("budget %d: the batch was written whole (%d)", budget, n)
+		}
+		after := openRecords(t, path, rotate) // the restart
+		if n, err := after.Append(recs, now.Add(time.Minute)); n != len(recs) || err != nil {
+			t.Fatalf("budget %d: the batch again after the restart: %d written, %v", budget, n, err)
+		}
+		lines, sizes, counts := recordFiles(t, path)
+		for p, size := range sizes {
+			if size > rotate && counts[p] > 1 {
+				t.Errorf("budget %d: %s has %d bytes in %d records, past the rotate size %d", budget, filepath.Base(p), size, counts[p], rotate)
+			}
+		}
+		if lines["a0"] != 1 {
+			t.Errorf("budget %d: a0 is in %d lines, want 1", budget, lines["a0"])
+		}
+		for _, id := range ids("b", len(recs)) {
+			if lines[id] < 1 || lines[id] > 2 {
+				t.Errorf("budget %d: %s is in %d lines, want 1 (2 when synced before the crash)", budget, id, lines[id])
+			}
+		}
+	}
 }

@@ -237,11 +237,14 @@ func (c *Cleaner) purge(req persistence.PurgeRequest) (found int, purged []persi
 		recs[i], ids[i] = RecordOf(c.cfg.Node, m, req.Now), m.ID
 		req.Seen[m.ID] = len(m.History) // a message changed since its record was read is kept
 	}
-	if err := c.cfg.Records.Append(recs, req.Now); err != nil {
+	// A batch split across a rotation may fail after its first records
+	// are synced: those messages go, the others wait for the next pass.
+	n, err := c.cfg.Records.Append(recs, req.Now)
+	if n == 0 {
 		return len(msgs), nil, err
 	}
-	purged, err = c.cfg.Store.Purge(ctx, req, ids)
-	return len(msgs), purged, err
+	purged, perr := c.cfg.Store.Purge(ctx, req, ids[:n])
+	return len(msgs), purged, errors.Join(err, perr)
 }
 
 // upkeep ends a pass: the audit trail's own purge, then compact.

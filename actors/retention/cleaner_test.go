@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -276,5 +277,28 @@ func TestCleanerCompactsWithinALongPass(t *testing.T) {
 	}
 	if r.store.compacts < 2 {
 		t.Fatalf("%d compacts in %v of one pass (interval %v), want one an interval", r.store.compacts, r.clk.now.Sub(start), interval)
+	}
+}
+
+// A batch whose call records were split across a rotation that then
+// failed purges the messages whose records were synced before it, and
+// only those: the others wait for the next pass.
+func TestCleanerPurgesWhatItsRecordsHold(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cdr")
+	recs := openRecords(t, path, 4096)
+	recs.openFile = func(string) (recordFile, error) { return nil, syscall.EMFILE } // the rotation's new file
+	r := newCleanerRig(t, 200_000, recs)
+	r.step(t)
+	written, _, _ := recordFiles(t, path)
+	if len(written) == 0 || r.store.purged != len(written) {
+		t.Fatalf("%d messages purged, %d records written before the rotation failed; want as many, more than 0", r.store.purged, len(written))
+	}
+	for _, id := range ids("m", r.store.purged) {
+		if written[id] != 1 {
+			t.Errorf("%s was purged but is in %d record lines", id, written[id])
+		}
+	}
+	if r.c.inPass {
+		t.Error("the failed batch did not end its pass")
 	}
 }

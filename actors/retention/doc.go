@@ -38,6 +38,9 @@
 // drop repeats). When the records cannot be written (a full disk), nothing
 // is purged until they can; the passes go on meanwhile, each ended by its
 // failed first batch, so the eligible gauge still follows the backlog and
-// the upkeep still runs. A batch the file took only in part is cut off it
-// again (Records.Append).
+// the upkeep still runs. A batch that does not fit in the file before
+// its rotation is split across files, each part synced before the next
+// file is begun; when a later part fails, the messages of the parts
+// synced are purged and the others wait. A part the file took only in
+// part is cut off it again (Records.Append).
 package retention
