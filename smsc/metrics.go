@@ -3,6 +3,7 @@ package smsc
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchboard-dev/switchboard/httpapi/auth"
 	"github.com/switchboard-dev/switchboard/smpp"
 )
 
@@ -23,13 +24,13 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		binds: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "switchboard_smpp_listen_binds",
-			Help: "ESME sessions bound to the SMPP listener, by account (system_id) and bind type."}, []string{"account", "type"}),
+			Help: "ESME sessions bound to the SMPP listener, by account (an SMPP account's system_id, other when none names the ESME) and bind type."}, []string{"account", "type"}),
 		bindRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_smpp_listen_bind_refusals_total",
 			Help: "Binds the SMPP listener refused, by command_status."}, []string{"status"}),
 		responses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_smpp_listen_responses_total",
 			Help: "Responses the SMPP listener sent (generic_nack included), by command and command_status."}, []string{"command", "status"}),
 		submits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_smpp_listen_submits_total",
-			Help: "Messages submitted over SMPP and stored (a concatenated message once), by account."}, []string{"account"}),
+			Help: "Messages submitted over SMPP and stored (a concatenated message once), by account (an SMPP account's system_id, other when none names the ESME)."}, []string{"account"}),
 		submitTime: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "switchboard_smpp_listen_submit_seconds",
 			Help:    "From a submit_sm (or data_sm) read to its response written, ESME_ROK only (a part waits for its message's last part).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
@@ -55,6 +56,20 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		m.incomplete.WithLabelValues(r)
 	}
 	return m, nil
+}
+
+// otherAccount is the account label of an ESME that no SMPP account
+// names: a node without credentials lets any system_id bind, and a series
+// for each would grow without bound.
+const otherAccount = "other"
+
+// accountLabel is who's account label: its name when it is an SMPP
+// account (a credential the node knows), else otherAccount.
+func accountLabel(who auth.Principal) string {
+	if who.SMPP {
+		return who.Name
+	}
+	return otherAccount
 }
 
 // observe counts the responses a session writes.

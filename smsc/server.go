@@ -268,7 +268,7 @@ func (srv *Server) closeConn(c *conn) {
 	}
 	delete(srv.conns, c)
 	if c.state.Bound() {
-		srv.cfg.Metrics.binds.WithLabelValues(c.account, c.state.String()).Dec()
+		srv.cfg.Metrics.binds.WithLabelValues(accountLabel(c.who), c.state.String()).Dec()
 		srv.log.Info("esme unbound", "account", c.account, "remote", c.s.RemoteAddr().String(), "why", errString(c.s.Err()))
 	}
 	list := srv.bound[c.account]
@@ -338,7 +338,7 @@ func (srv *Server) bind(c *conn, s *smpp.Session, req smpp.PDU) {
 	if c.stopBindTimer != nil {
 		c.stopBindTimer()
 	}
-	srv.cfg.Metrics.binds.WithLabelValues(c.account, state.String()).Inc()
+	srv.cfg.Metrics.binds.WithLabelValues(accountLabel(who), state.String()).Inc()
 	srv.log.Info("esme bound", "account", c.account, "type", state.String(), "remote", s.RemoteAddr().String())
 	if state == smpp.StateBoundRX || state == smpp.StateBoundTRX {
 		srv.bound[c.account] = append(srv.bound[c.account], c)
@@ -384,10 +384,10 @@ func (srv *Server) submit(c *conn, s *smpp.Session, req smpp.PDU) {
 		srv.refuse(refuse(smpp.StatusInvalidESMClass, "a user data header without concatenation is not carried (its message would lose it)"), o)
 		return
 	case !isPart:
-		srv.toIntake(account, sh, sh.SM.Payload(), sh.DataCoding, []owed{o})
+		srv.toIntake(who, sh, sh.SM.Payload(), sh.DataCoding, []owed{o})
 		return
 	case p.Total == 1:
-		srv.toIntake(account, sh, p.Data, sh.DataCoding, []owed{o})
+		srv.toIntake(who, sh, p.Data, sh.DataCoding, []owed{o})
 		return
 	}
 	k := PartKey{Account: account, Source: sh.Source, Dest: sh.Dest, Ref: p.Ref, Total: p.Total}
@@ -408,7 +408,7 @@ func (srv *Server) submit(c *conn, s *smpp.Session, req smpp.PDU) {
 	case err != nil:
 		srv.refuse(refuse(smpp.StatusSubmitFailed, "%v", err), o)
 	case whole != nil:
-		srv.toIntake(account, sh, whole.Content, whole.DataCoding, partsOwed(*whole))
+		srv.toIntake(who, sh, whole.Content, whole.DataCoding, partsOwed(*whole))
 	}
 }
 
@@ -435,9 +435,10 @@ func (srv *Server) refuse(r *Refusal, owe ...owed) {
 	}
 }
 
-// toIntake submits a whole message and answers every request it came in
-// after the commit, each with the message's id.
-func (srv *Server) toIntake(account string, sh Short, content []byte, dc byte, owe []owed) {
+// toIntake submits a whole message of who and answers every request it
+// came in after the commit, each with the message's id.
+func (srv *Server) toIntake(who auth.Principal, sh Short, content []byte, dc byte, owe []owed) {
+	account := who.Name
 	srv.mu.Lock()
 	if srv.closed {
 		srv.mu.Unlock()
@@ -464,7 +465,7 @@ func (srv *Server) toIntake(account string, sh Short, content []byte, dc byte, o
 			srv.refuse(&Refusal{Status: StatusOf(err), Why: err.Error()}, owe...)
 			return
 		}
-		srv.cfg.Metrics.submits.WithLabelValues(account).Inc()
+		srv.cfg.Metrics.submits.WithLabelValues(accountLabel(who)).Inc()
 		done := srv.cfg.Clock.Now()
 		for _, o := range owe {
 			srv.answer(o, smpp.StatusOK, &smpp.SMResp{MessageID: m.ID})

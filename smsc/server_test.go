@@ -46,10 +46,12 @@ func (l *pipeListener) dial() net.Conn {
 	return c
 }
 
-// backend is the intake and the credentials, in memory.
+// backend is the intake and the credentials, in memory: creds, or none
+// (the node is open) when nil.
 type backend struct {
-	mu   sync.Mutex
-	subs []messages.Submission
+	mu    sync.Mutex
+	subs  []messages.Submission
+	creds *auth.Set
 }
 
 func (b *backend) Submit(_ context.Context, s messages.Submission) (messages.Message, bool, error) {
@@ -61,7 +63,12 @@ func (b *backend) Submit(_ context.Context, s messages.Submission) (messages.Mes
 func (b *backend) Message(context.Context, string) (messages.Message, error) {
 	return messages.Message{}, errors.New("none")
 }
-func (b *backend) Credentials() *auth.Set { return auth.NewSet(nil, false) }
+func (b *backend) Credentials() *auth.Set {
+	if b.creds != nil {
+		return b.creds
+	}
+	return auth.NewSet(nil, false)
+}
 
 func (b *backend) submissions() []messages.Submission {
 	b.mu.Lock()
@@ -144,8 +151,15 @@ func serve(t *testing.T, b *backend, r *receipts) (*pipeListener, *Metrics) {
 	return ln, m
 }
 
-// esme binds a session over ln; its deliver_sm go to handle.
+// esme binds a session over ln as the account acct; its deliver_sm go to
+// handle.
 func esme(t *testing.T, ln *pipeListener, bind smpp.CommandID, handle func(*smpp.Session, smpp.PDU)) *smpp.Session {
+	t.Helper()
+	return esmeAs(t, ln, bind, smpp.Bind{SystemID: "acct", Password: "pw"}, handle)
+}
+
+// esmeAs binds a session over ln with the credentials of b.
+func esmeAs(t *testing.T, ln *pipeListener, bind smpp.CommandID, b smpp.Bind, handle func(*smpp.Session, smpp.PDU)) *smpp.Session {
 	t.Helper()
 	cfg := smpp.DefaultSessionConfig(smpp.RoleESME)
 	cfg.Handler, cfg.EnquireLink, cfg.ResponseTimeout = handle, -1, 30*time.Second
@@ -154,7 +168,7 @@ func esme(t *testing.T, ln *pipeListener, bind smpp.CommandID, handle func(*smpp
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	if _, err := s.Bind(context.Background(), bind, smpp.Bind{SystemID: "acct", Password: "pw"}); err != nil {
+	if _, err := s.Bind(context.Background(), bind, b); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -394,4 +408,47 @@ func TestServerSendsReceipts(t *testing.T) {
 			t.Errorf("sent again after %v, want the 30 s retry wait", gap)
 		}
 	})
+}
+
+// The metrics' account label is the SMPP account an ESME bound as, and
+// "other" for every ESME no account names (a node without credentials
+// lets any system_id bind): binds and submits from many system_ids make
+// one series, not one each.
+func TestServerMetricsAccountLabel(t *testing.T) {
+	sm := &smpp.SM{Source: smpp.Address{Addr: "S"}, Dest: smpp.Address{Addr: "4477"}, ShortMessage: []byte("hi")}
+	for _, c := range []struct {
+		name  string
+		creds *auth.Set
+		binds []string // system_ids, each with the password pw
+		want  string   // the one account label
+	}{
+		{"open node", nil, []string{"esme-0", "esme-1", "esme-2", "anything", "ESME 4", "x"}, "other"},
+		{"smpp account", auth.NewSet([]messages.Credential{{Name: "esme1", Role: messages.RoleClient, TokenHash: auth.Hash("pw"), SMPP: true}}, false),
+			[]string{"esme1", "esme1"}, "esme1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ln, m := serve(t, &backend{creds: c.creds}, &receipts{due: map[string]time.Time{}})
+				for _, id := range c.binds {
+					s := esmeAs(t, ln, smpp.BindTransmitter, smpp.Bind{SystemID: id, Password: "pw"}, nil)
+					if resp, err := s.Request(context.Background(), smpp.PDU{Command: smpp.SubmitSM, Body: sm}); err != nil || resp.Status != smpp.StatusOK {
+						t.Fatalf("submit as %s: %v, %v", id, resp.Status, err)
+					}
+				}
+				synctest.Wait()
+				if n := testutil.CollectAndCount(m.binds); n != 1 {
+					t.Errorf("%d series of binds from %d system_ids, want 1", n, len(c.binds))
+				}
+				if n := testutil.CollectAndCount(m.submits); n != 1 {
+					t.Errorf("%d series of submits from %d system_ids, want 1", n, len(c.binds))
+				}
+				if got := testutil.ToFloat64(m.binds.WithLabelValues(c.want, "bound_tx")); got != float64(len(c.binds)) {
+					t.Errorf("binds{account=%q} = %v, want %d", c.want, got, len(c.binds))
+				}
+				if got := testutil.ToFloat64(m.submits.WithLabelValues(c.want)); got != float64(len(c.binds)) {
+					t.Errorf("submits{account=%q} = %v, want %d", c.want, got, len(c.binds))
+				}
+			})
+		})
+	}
 }
