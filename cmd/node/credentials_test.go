@@ -233,7 +233,8 @@ func TestCredentialsPostgres(t *testing.T) {
 	// A schema behind this version's (older nodes run on it) is not
 	// migrated under them: every command refuses it, and it stays behind.
 	var latest int
-	if err := conn.QueryRow(context.Background(), "DELETE FROM schema_migrations WHERE version = (SELECT max(version) FROM schema_migrations) RETURNING version").Scan(&latest); err != nil {
+	var latestName string
+	if err := conn.QueryRow(context.Background(), "DELETE FROM schema_migrations WHERE version = (SELECT max(version) FROM schema_migrations) RETURNING version, name").Scan(&latest, &latestName); err != nil {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{{"list"}, {"revoke", "ops"}, {"add", "late", "--role", "admin"}} {
@@ -244,5 +245,20 @@ func TestCredentialsPostgres(t *testing.T) {
 	var n int
 	if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM schema_migrations WHERE version = $1", latest).Scan(&n); err != nil || n != 0 {
 		t.Errorf("migration %d applied again (%d, %v)", latest, n, err)
+	}
+
+	// A schema another build migrated (its own migration under one of this
+	// version's numbers, as many as this version's) is refused too, naming
+	// the migration: the latest number alone does not tell.
+	if _, err := conn.Exec(context.Background(), "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", latest, latestName); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(context.Background(), "UPDATE schema_migrations SET name = 'other_build' WHERE version = 7"); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"list"}, {"revoke", "ops"}, {"add", "late", "--role", "admin"}} {
+		if code, _, errOut := run(args...); code != 1 || !strings.Contains(errOut, "not this switchboard's: migration 0007 is \"other_build\" there") {
+			t.Errorf("%v on another build's schema: exit %d %q", args, code, errOut)
+		}
 	}
 }

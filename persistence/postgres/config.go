@@ -20,8 +20,9 @@ type Config struct {
 	MaxConns int32
 	// NoMigrate opens the store without applying migrations (a tool that
 	// reads or edits a few rows of a node's database must not change its
-	// schema): Open then refuses a database whose schema is behind this
-	// package's (ErrSchemaBehind), or that has none (ErrNoSchema).
+	// schema): Open then refuses a database that lacks a migration of
+	// this package's (ErrSchemaBehind), records another migration under
+	// one's version (ErrSchemaForeign), or has no schema (ErrNoSchema).
 	NoMigrate bool
 }
 

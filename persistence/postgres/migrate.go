@@ -63,33 +63,75 @@ func loadMigrations() ([]migration, error) {
 }
 
 // Open's errors with NoMigrate: the database has no schema of a node at
-// all, or one that lacks migrations this package has.
+// all, one that lacks migrations this package has, or one that another
+// build migrated (another migration recorded under one of this package's
+// versions).
 var (
-	ErrNoSchema     = errors.New("postgres: the database has no switchboard schema")
-	ErrSchemaBehind = errors.New("postgres: the database's schema is behind this switchboard's")
+	ErrNoSchema      = errors.New("postgres: the database has no switchboard schema")
+	ErrSchemaBehind  = errors.New("postgres: the database's schema is behind this switchboard's")
+	ErrSchemaForeign = errors.New("postgres: the database's schema is not this switchboard's")
 )
 
-// checkSchema reports ErrNoSchema or ErrSchemaBehind unless every
-// migration this package has is recorded in the database.
+// checkSchema reports ErrNoSchema, ErrSchemaForeign or ErrSchemaBehind
+// unless every migration this package has is recorded in the database
+// under its version and name. The latest version alone does not tell: a
+// database another build migrated may record as many migrations and not
+// these, or lack one in the middle. Migrations this package does not have
+// (after its latest) are a newer node's: nodes of this version run on
+// that schema (in a rolling upgrade), so it is taken.
 func checkSchema(ctx context.Context, pool *pgxpool.Pool) error {
 	all, err := loadMigrations()
 	if err != nil {
 		return err
 	}
-	var have int
-	err = pool.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM schema_migrations").Scan(&have)
+	rows, err := pool.Query(ctx, "SELECT version, name FROM schema_migrations ORDER BY version")
+	var recorded []migration
+	if err == nil {
+		recorded, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (migration, error) {
+			var m migration
+			return m, row.Scan(&m.version, &m.name)
+		})
+	}
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table
 		return fmt.Errorf("%w (start a node on it first: the node makes it)", ErrNoSchema)
 	case err != nil:
-		return fmt.Errorf("postgres: schema version: %w", driverError(err))
+		return fmt.Errorf("postgres: schema migrations: %w", driverError(err))
 	}
-	if want := all[len(all)-1].version; have < want {
-		return fmt.Errorf("%w: version %d, this switchboard needs %d (start a node of this version on it first: the node migrates it)",
-			ErrSchemaBehind, have, want)
+	return compareMigrations(all, recorded)
+}
+
+// compareMigrations checks the migrations recorded in a database against
+// all of this package's (see checkSchema).
+func compareMigrations(all, recorded []migration) error {
+	ours := make(map[int]migration, len(all))
+	for _, m := range all {
+		ours[m.version] = m
 	}
-	return nil
+	var foreign, missing []string
+	have := make(map[int]bool, len(recorded))
+	for _, r := range recorded {
+		have[r.version] = true
+		if m, ok := ours[r.version]; ok && m.name != r.name {
+			foreign = append(foreign, fmt.Sprintf("%04d is %q there, %q here", r.version, r.name, m.name))
+		}
+	}
+	for _, m := range all {
+		if !have[m.version] {
+			missing = append(missing, fmt.Sprintf("%04d_%s", m.version, m.name))
+		}
+	}
+	var errs []error
+	if len(foreign) > 0 {
+		errs = append(errs, fmt.Errorf("%w: migration %s (another build migrated it: run the switchboard version its nodes run)",
+			ErrSchemaForeign, strings.Join(foreign, ", migration ")))
+	}
+	if len(missing) > 0 {
+		errs = append(errs, fmt.Errorf("%w: it lacks %s (start a node of this version on it first: the node migrates it)",
+			ErrSchemaBehind, strings.Join(missing, ", ")))
+	}
+	return errors.Join(errs...)
 }
 
 // migrate applies the migrations not yet recorded, on a connection of its

@@ -164,6 +164,72 @@ func wantAllVersions(t *testing.T, s *Store) {
 	}
 }
 
+// With NoMigrate, Open takes a database whose migrations up to this
+// package's latest are exactly this package's, and a newer node's after
+// them (nodes of this version run on that schema in a rolling upgrade).
+// It refuses one that lacks any of them, the latest or one in the middle
+// (ErrSchemaBehind, naming it: a node of this version applies it), and
+// one that records another migration under one of their versions
+// (ErrSchemaForeign: another build migrated it, and no node of this
+// version would change that).
+func TestOpenWithoutMigratingChecksEveryMigration(t *testing.T) {
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest, mid := ms[len(ms)-1], ms[len(ms)/2]
+	named := func(m migration) string { return fmt.Sprintf("%04d_%s", m.version, m.name) }
+	for _, c := range []struct {
+		name  string
+		alter []string // run on a migrated schema
+		want  error    // nil: it opens
+		says  []string // in the error
+	}{
+		{"migrated", nil, nil, nil},
+		{"a newer node's migration after", []string{fmt.Sprintf(
+			"INSERT INTO schema_migrations (version, name) VALUES (%d, 'from_a_newer_node')", latest.version+1)}, nil, nil},
+		{"the latest missing", []string{fmt.Sprintf("DELETE FROM schema_migrations WHERE version = %d", latest.version)},
+			ErrSchemaBehind, []string{named(latest)}},
+		{"one in the middle missing", []string{fmt.Sprintf("DELETE FROM schema_migrations WHERE version = %d", mid.version)},
+			ErrSchemaBehind, []string{named(mid)}},
+		{"another build's under a version", []string{fmt.Sprintf("UPDATE schema_migrations SET name = 'other_build' WHERE version = %d", mid.version)},
+			ErrSchemaForeign, []string{fmt.Sprintf(`%04d is "other_build"`, mid.version), fmt.Sprintf("%q", mid.name)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dsn := pgtest.DSN(t)
+			s := open(t, dsn)
+			for _, q := range c.alter {
+				if _, err := s.pool.Exec(t.Context(), q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			cfg := DefaultConfig()
+			cfg.DSN, cfg.NoMigrate = dsn, true
+			s, err := Open(t.Context(), cfg)
+			if err == nil {
+				_ = s.Close()
+			}
+			if c.want == nil {
+				if err != nil {
+					t.Fatalf("Open without migrating: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, c.want) {
+				t.Fatalf("Open without migrating: %v, want %v", err, c.want)
+			}
+			for _, w := range c.says {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("the error %q does not say %s", err, w)
+				}
+			}
+		})
+	}
+}
+
 func TestReopenAppliesNothingTwiceAndKeepsData(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	s := withFE(t, open(t, dsn))
