@@ -110,9 +110,10 @@
 //
 // Instances of one site split the outbox by token (messages.TokenOf of the
 // message id). PublishRing stores an assignment by compare-and-set on its
-// epoch; a ring-fenced claim (ClaimRequest.Ring) names the epoch and its
-// ranges, is refused with ErrStaleEpoch unless they are the stored epoch's
-// and its owner's, and leases rows with that epoch (lease_epoch). A fenced
+// epoch, confirming the publisher's leader lock in the same transaction; a
+// ring-fenced claim (ClaimRequest.Ring) names the epoch and its ranges, is
+// refused with ErrStaleEpoch unless they are the stored epoch's and its
+// owner's, and leases rows with that epoch (lease_epoch). A fenced
 // outcome (Outcome.Epoch) applies only while its row is still leased to it
 // under that epoch; otherwise it is StaleEpoch: a newer claim speaks for the
 // row. CompletionOf decides it; SignedRanges and Covered hold the range

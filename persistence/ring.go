@@ -13,6 +13,10 @@ import (
 // named a previous epoch that is no longer the stored one. Nothing changed.
 var ErrStaleEpoch = errors.New("stale ring epoch")
 
+// ErrLeadershipLost: a PublishRing made under a Leadership whose lock is
+// not held any more (released, or its session ended). Nothing changed.
+var ErrLeadershipLost = errors.New("the publisher does not hold the leader lock")
+
 // TokenRange is an inclusive range of ring tokens (defined in messages).
 type TokenRange = messages.TokenRange
 
@@ -70,7 +74,22 @@ type RingStore interface {
 	// the stored epoch is prev (compare-and-set; s.Epoch must be above
 	// prev). Otherwise it returns ErrStaleEpoch and changes nothing: an old
 	// master that is still talking cannot overwrite a newer assignment.
-	PublishRing(ctx context.Context, prev uint64, s RingState) error
+	//
+	// lead, when not nil, is the publisher's leader lock: the store
+	// confirms in the transaction that writes s, while it holds the stored
+	// assignment against every other publication, that lead still holds
+	// its lock, else it returns ErrLeadershipLost and changes nothing. A
+	// Leadership of the store's own Elector is confirmed by the database
+	// (a lock whose session ended counts as lost before its Lost channel
+	// says so); any other (an elector outside the store) by its Lost
+	// channel. So under lead, ErrStaleEpoch comes with the lock confirmed:
+	// the stored epoch moved on under the publisher's view (its own earlier
+	// publication whose answer was lost, or a former holder's that
+	// confirmed its lock before lead was taken and committed after the
+	// publisher read the store), and publishing again from the stored
+	// epoch under the same lead is safe while every publisher names its
+	// lock: no former holder can store anything more.
+	PublishRing(ctx context.Context, lead Leadership, prev uint64, s RingState) error
 }
 
 // Leadership is a held leader lock (see Elector).
@@ -80,6 +99,17 @@ type Leadership interface {
 	Lost() <-chan struct{}
 	// Release gives the lock up.
 	Release(ctx context.Context) error
+}
+
+// LeadershipEnded reports whether l's Lost channel is closed: the lock
+// was released, or its holder learnt that it was lost.
+func LeadershipEnded(l Leadership) bool {
+	select {
+	case <-l.Lost():
+		return true
+	default:
+		return false
+	}
 }
 
 // Elector is implemented by stores that several instances share (Postgres:

@@ -130,11 +130,11 @@ func (v *storeView) Ring(ctx context.Context) (persistence.RingState, error) {
 	return v.Store.Ring(ctx)
 }
 
-func (v *storeView) PublishRing(ctx context.Context, prev uint64, s persistence.RingState) error {
+func (v *storeView) PublishRing(ctx context.Context, lead persistence.Leadership, prev uint64, s persistence.RingState) error {
 	if err := v.ok(); err != nil {
 		return err
 	}
-	return v.Store.PublishRing(ctx, prev, s)
+	return v.Store.PublishRing(ctx, lead, prev, s)
 }
 
 func (v *storeView) Write(ctx context.Context, now time.Time, w persistence.Write) (persistence.Written, error) {

@@ -537,14 +537,19 @@ func (co *Coordinator) stepMaster(now time.Time) time.Time {
 
 // publish stores a off the mailbox, with a compare-and-set on the epoch
 // before it (Next numbers it right after the stored or last published
-// one); its end comes back to onPublished.
+// one) and, with an elector, under the master lock, which the store
+// confirms in the same transaction; its end comes back to onPublished.
 func (co *Coordinator) publish(a messages.RingAssignment, now time.Time) {
 	co.publishing = true
 	co.started++
+	var lead persistence.Leadership
+	if co.lead != nil {
+		lead = co.lead.Leadership()
+	}
 	st, self, master, timeout := co.cfg.Store, co.cfg.Self.InstanceID, co.master, co.cfg.StoreTimeout
 	co.off(0, 0, func(calls context.Context) any {
 		ctx, cancel := context.WithTimeout(calls, timeout)
-		err := st.PublishRing(ctx, a.Epoch-1, State(a, now))
+		err := st.PublishRing(ctx, lead, a.Epoch-1, State(a, now))
 		cancel()
 		if errors.Is(err, persistence.ErrStaleEpoch) {
 			// An earlier try may have committed with only its answer lost.
@@ -565,9 +570,10 @@ func (co *Coordinator) publish(a messages.RingAssignment, now time.Time) {
 }
 
 // onPublished takes the end of a publication: the assignment is current and
-// this instance works from it; a newer one published by another master
-// makes this one stand down. A publication of a master core that is gone
-// (stood down, or a new one since) is of no interest.
+// this instance works from it; a lock the store found lost, or a newer
+// assignment published by another master, makes this one stand down. A
+// publication of a master core that is gone (stood down, or a new one
+// since) is of no interest.
 func (co *Coordinator) onPublished(p published) {
 	if co.master == nil || p.master != co.master || !co.member.Serving() {
 		return
@@ -576,6 +582,10 @@ func (co *Coordinator) onPublished(p published) {
 	co.finished = co.started
 	now := co.cfg.Clock.Now()
 	switch {
+	case errors.Is(p.err, persistence.ErrLeadershipLost):
+		co.log.Error("the store found the ring master lock lost; this one stands down", "epoch", p.a.Epoch)
+		co.feed(LeadLost{})
+		return
 	case errors.Is(p.err, persistence.ErrStaleEpoch):
 		co.log.Error("another master published a newer ring assignment; this one stands down", "epoch", p.a.Epoch-1)
 		co.feed(LeadLost{})

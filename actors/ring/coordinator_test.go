@@ -125,7 +125,7 @@ func (h *heldStore) wait(ctx context.Context, call string) error {
 	}
 }
 
-func (h *heldStore) PublishRing(ctx context.Context, prev uint64, s persistence.RingState) error {
+func (h *heldStore) PublishRing(ctx context.Context, lead persistence.Leadership, prev uint64, s persistence.RingState) error {
 	if err := h.wait(ctx, "PublishRing"); err != nil {
 		return err
 	}
@@ -133,7 +133,7 @@ func (h *heldStore) PublishRing(ctx context.Context, prev uint64, s persistence.
 	lose := h.lose
 	h.lose = false
 	h.mu.Unlock()
-	if err := h.Store.PublishRing(ctx, prev, s); err != nil || !lose {
+	if err := h.Store.PublishRing(ctx, lead, prev, s); err != nil || !lose {
 		return err
 	}
 	return errors.New("connection reset by peer (the commit went through)")
@@ -452,10 +452,21 @@ func TestCoordinatorRetriedPublicationAdoptsTheStoredAssignment(t *testing.T) {
 	})
 }
 
-// elector grants the lock to every try, and keeps what it granted.
+// elector grants the lock to every try (until refuse), and keeps what it
+// granted.
 type elector struct {
 	mu    sync.Mutex
 	leads []*lead
+	// refuse: every try from now on finds the lock held by another
+	// session.
+	refuse bool
+}
+
+// refuseAll makes every try from now on find the lock held.
+func (e *elector) refuseAll() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.refuse = true
 }
 
 // lead is one granted lock: lost when the test (or its holder) releases it.
@@ -474,6 +485,9 @@ func (l *lead) Release(context.Context) error {
 func (e *elector) TryLead(context.Context, string) (persistence.Leadership, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.refuse {
+		return nil, nil
+	}
 	l := &lead{lost: make(chan struct{})}
 	e.leads = append(e.leads, l)
 	return l, nil
@@ -603,6 +617,40 @@ func TestCoordinatorSignalsWorkersAndIntake(t *testing.T) {
 		}
 		if got := append(received(sh.frontends), received(sh.peers)...); len(got) != 0 {
 			t.Fatalf("kicks for an empty assignment: %+v", got)
+		}
+	})
+}
+
+// TestCoordinatorPublicationAfterTheLockIsLostIsRefused: a publication
+// under way when the master loses its lock (another session takes it) is
+// refused by the store when it gets there: a master that no longer holds
+// the lock stores nothing.
+func TestCoordinatorPublicationAfterTheLockIsLostIsRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		el := &elector{}
+		sh := startShellWith(t, func(c *ring.Config) {
+			c.Role, c.Elector, c.Transport = messages.RoleAuto, el, &master{}
+		})
+		synctest.Wait() // epoch 1: i-0 alone
+		sh.store.hold("PublishRing")
+		join := make(chan messages.RingAnswer, 1)
+		sh.sys.Root.Send(sh.pid, &messages.RingJoinRequest{Join: self("i-1"), Reply: join})
+		synctest.Wait() // epoch 2, with i-1, is on its way to the store
+
+		el.refuseAll() // another session takes the lock once it is free
+		_ = el.granted()[0].Release(context.Background())
+		synctest.Wait()
+		if ans := <-join; ans.Err == nil {
+			t.Fatalf("the join was answered by a master that lost its lock: %+v", ans)
+		}
+		sh.store.release()
+		synctest.Wait()
+		if stored, err := sh.store.Ring(context.Background()); err != nil || stored.Epoch != 1 {
+			t.Fatalf("stored: epoch %d by %q, %v; want epoch 1: the publication after the lock was lost was stored",
+				stored.Epoch, stored.Master, err)
+		}
+		if st := sh.status(t); st.Role != messages.RoleSlave {
+			t.Fatalf("status: %+v, want a slave", st)
 		}
 	})
 }

@@ -56,12 +56,14 @@
 // fail-over, from the stored members), with the epoch one above the
 // current (or stored) one. The shell stores it with a compare-and-set on
 // the previous epoch (persistence.RingStore.PublishRing), so an old master
-// cannot overwrite a newer assignment, then calls Published. Claims name
-// the epoch and the ranges they work (persistence.RingClaim): the store
-// refuses a claim under a stale epoch or outside its owner's stored
-// ranges, and outcomes are fenced by the lease epoch the claim recorded.
-// So no token is worked by two owners, even while slaves still hold an
-// older assignment.
+// cannot overwrite a newer assignment, then calls Published. With an
+// elector it publishes under its master lock, which the store confirms in
+// the same transaction: a master that lost its lock stores nothing, and
+// stands down. Claims name the epoch and the ranges they work
+// (persistence.RingClaim): the store refuses a claim under a stale epoch
+// or outside its owner's stored ranges, and outcomes are fenced by the
+// lease epoch the claim recorded. So no token is worked by two owners,
+// even while slaves still hold an older assignment.
 //
 // # Coverage
 //

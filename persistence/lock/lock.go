@@ -187,6 +187,11 @@ type Hold struct {
 // or released.
 func (h *Hold) Lost() <-chan struct{} { return h.l.Lost() }
 
+// Leadership is the elector's holding behind h, for a store call that
+// confirms the lock in its own transaction (persistence.RingStore's
+// PublishRing).
+func (h *Hold) Leadership() persistence.Leadership { return h.l }
+
 // Release gives the lock up, bounded by Config.Timeout; a failure is
 // logged (the lock ends with its session anyway) and returned. Releasing
 // again does nothing more.

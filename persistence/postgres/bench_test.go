@@ -107,7 +107,7 @@ func benchClaimComplete(b *testing.B, size int, fenced bool) {
 	if fenced {
 		epoch = 1
 		whole := persistence.TokenRange{Lo: 0, Hi: math.MaxUint64}
-		err := s.PublishRing(b.Context(), 0, persistence.RingState{Epoch: epoch, Owners: []persistence.RangeOwner{
+		err := s.PublishRing(b.Context(), nil, 0, persistence.RingState{Epoch: epoch, Owners: []persistence.RangeOwner{
 			{Service: messages.ServiceDelivery, Range: whole, Owner: "bench"}}})
 		if err != nil {
 			b.Fatal(err)

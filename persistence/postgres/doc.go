@@ -61,7 +61,10 @@
 // TryLead (persistence.Elector) takes a session advisory lock on a
 // connection of its own, outside the pool, and checks that connection every
 // second; when it breaks, the server has ended the session and freed the
-// lock, and Lost is closed.
+// lock, and Lost is closed. A PublishRing under such a leadership asks
+// pg_locks, after its compare-and-set and in its transaction, whether that
+// session (its process id and start) still holds the lock: a session that
+// ended counts at once, not a second or more later when Lost closes.
 //
 // # Rules
 //

@@ -59,6 +59,13 @@ func LockKey(schema, name string) int64 {
 	return int64(h.Sum64())
 }
 
+// sessionSQL reads what a lock's session is known by: the schema (part of
+// the lock's key) and the session itself, its backend's process id and
+// start, which together name it among every session the server has had
+// (a process id alone may come back for a later one).
+const sessionSQL = `
+SELECT current_schema(), pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()`
+
 // TryLead implements persistence.Elector: a session advisory lock on a
 // connection of its own (not the pool's: a pooled connection goes back and
 // forth between callers, and the lock is the session's). The lock lasts
@@ -79,8 +86,12 @@ func (s *Store) TryLead(ctx context.Context, name string) (persistence.Leadershi
 	if err != nil {
 		return nil, s.fail(op, err)
 	}
-	var schema string
-	if err := conn.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+	var (
+		schema  string
+		pid     int32
+		started time.Time
+	)
+	if err := conn.QueryRow(ctx, sessionSQL).Scan(&schema, &pid, &started); err != nil {
 		closeConn(conn)
 		return nil, s.fail(op, err)
 	}
@@ -93,7 +104,7 @@ func (s *Store) TryLead(ctx context.Context, name string) (persistence.Leadershi
 		}
 		return nil, nil
 	}
-	l := &leadership{store: s, name: name, key: key, conn: conn,
+	l := &leadership{store: s, name: name, key: key, conn: conn, pid: pid, started: started,
 		lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	s.leadersMu.Lock()
 	if s.closed.Load() {
@@ -133,6 +144,11 @@ type leadership struct {
 	name  string
 	key   int64
 	conn  *pgx.Conn
+	// pid and started name the session that holds the lock (sessionSQL),
+	// so that a transaction on another connection can confirm it holds
+	// the lock still (heldSQL).
+	pid     int32
+	started time.Time
 
 	lost     chan struct{} // closed when the lock is lost or released
 	stop     chan struct{} // closed to stop watch

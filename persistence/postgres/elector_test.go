@@ -2,11 +2,14 @@ package postgres
 
 import (
 	"context"
+	"errors"
+	"math"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/persistence/pgtest"
 )
@@ -155,5 +158,61 @@ func TestLeadershipSessionKeepalives(t *testing.T) {
 		if got != want {
 			t.Errorf("%s = %s on the lock's session, want %s (tcp %v)", name, got, want, tcp)
 		}
+	}
+}
+
+// TestPublishRingAsksTheDatabaseForTheLock: a publication under a
+// leadership of the store is confirmed by the server's locks, not by the
+// leadership's Lost channel: once its session has ended (and another
+// session took the lock) it is refused, and so is a leadership that names
+// another session (the same process id, a later start) or another lock,
+// each with Lost still open.
+func TestPublishRingAsksTheDatabaseForTheLock(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	a, b, la := contested(t, dsn)
+	held := la.(*leadership)
+	alone := func(epoch uint64) persistence.RingState {
+		return persistence.RingState{Epoch: epoch, Master: "a", Owners: []persistence.RangeOwner{
+			{Service: messages.ServiceDelivery, Range: messages.TokenRange{Lo: 0, Hi: math.MaxUint64}, Owner: "a"},
+		}}
+	}
+	if err := a.PublishRing(t.Context(), la, 0, alone(1)); err != nil {
+		t.Fatalf("PublishRing under the held lock: %v", err)
+	}
+	// forged is a leadership that the store's own would be, with Lost open.
+	forged := func(key int64, pid int32, started time.Time) *leadership {
+		return &leadership{name: "master", key: key, pid: pid, started: started, lost: make(chan struct{})}
+	}
+	var schema string
+	if err := a.pool.QueryRow(t.Context(), "SELECT current_schema()").Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	for name, l := range map[string]*leadership{
+		"a later session with the holder's process id": forged(held.key, held.pid, held.started.Add(time.Microsecond)),
+		"another lock of the holder's session":         forged(LockKey(schema, "other"), held.pid, held.started),
+	} {
+		if err := a.PublishRing(t.Context(), l, 1, alone(2)); !errors.Is(err, persistence.ErrLeadershipLost) {
+			t.Errorf("%s: PublishRing = %v, want ErrLeadershipLost", name, err)
+		}
+	}
+
+	killer, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = killer.Close(context.Background()) }()
+	if _, err := killer.Exec(t.Context(), "SELECT pg_terminate_backend($1)", held.pid); err != nil {
+		t.Fatal(err)
+	}
+	lb := leadEventually(t, b, "master")
+	defer func() { _ = lb.Release(context.Background()) }()
+	if err := a.PublishRing(t.Context(), forged(held.key, held.pid, held.started), 1, alone(2)); !errors.Is(err, persistence.ErrLeadershipLost) {
+		t.Errorf("the ended session, Lost open: PublishRing = %v, want ErrLeadershipLost", err)
+	}
+	if err := a.PublishRing(t.Context(), la, 1, alone(2)); !errors.Is(err, persistence.ErrLeadershipLost) {
+		t.Errorf("the ended session's leadership: PublishRing = %v, want ErrLeadershipLost", err)
+	}
+	if err := b.PublishRing(t.Context(), lb, 1, alone(2)); err != nil {
+		t.Errorf("PublishRing under the next holder's lock: %v", err)
 	}
 }

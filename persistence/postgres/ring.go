@@ -75,9 +75,26 @@ const insertOwnersSQL = `
 INSERT INTO ring_owners (service, lo, hi, owner)
 SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[])`
 
-// PublishRing implements persistence.RingStore in three round trips: begin
-// and compare-and-set; replace the owners; commit.
-func (s *Store) PublishRing(ctx context.Context, prev uint64, st persistence.RingState) error {
+// heldSQL tells whether the session named by its backend's process id $2
+// and start $3 holds the advisory lock of key $1 in this database now: a
+// lock is the server's, not a snapshot's, so this is as of the statement,
+// whatever the transaction saw before.
+const heldSQL = `
+SELECT EXISTS (
+	SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+	WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+	AND ((l.classid::bigint << 32) | l.objid::bigint) = $1
+	AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+	AND l.pid = $2 AND a.backend_start = $3)`
+
+// PublishRing implements persistence.RingStore in three round trips: begin,
+// compare-and-set and confirm the lead's lock; replace the owners; commit.
+// The lock is confirmed after the compare-and-set, which holds the state
+// row until the commit: a holder that lost its lock before the check
+// stores nothing, and one that loses it after has its publication ordered
+// before any of the next holder's (whose compare-and-set then fails: under
+// its lock, it publishes again from what this one stored).
+func (s *Store) PublishRing(ctx context.Context, lead persistence.Leadership, prev uint64, st persistence.RingState) error {
 	const op = "publish ring"
 	if s.closed.Load() {
 		return s.fail(op, persistence.ErrClosed)
@@ -107,7 +124,19 @@ func (s *Store) PublishRing(ctx context.Context, prev uint64, st persistence.Rin
 			swapped = tag.RowsAffected()
 			return nil
 		})
+	// held is what the database says of the lock of a lead of this
+	// store's kind; another lead has only its Lost channel to go by.
+	var held bool
+	own, _ := lead.(*leadership)
+	if own != nil {
+		first.Queue(heldSQL, own.key, own.pid, own.started).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&held)
+		})
+	}
 	err = s.inTx(ctx, first, func(tx pgx.Tx) error {
+		if lead != nil && (persistence.LeadershipEnded(lead) || own != nil && !held) {
+			return persistence.ErrLeadershipLost
+		}
 		if swapped == 0 {
 			return fmt.Errorf("previous epoch %d is not the stored one: %w", prev, persistence.ErrStaleEpoch)
 		}

@@ -159,7 +159,8 @@ func driverError(err error) error {
 		return fmt.Errorf("%s: %w", err.Error(), persistence.ErrInvalid)
 	}
 	for _, keep := range []error{persistence.ErrNotFound, persistence.ErrClosed, persistence.ErrStaleEpoch,
-		persistence.ErrExists, persistence.ErrLastCredential, persistence.ErrFrontendInUse, persistence.ErrUnknownFrontend, context.Canceled, context.DeadlineExceeded} {
+		persistence.ErrLeadershipLost, persistence.ErrExists, persistence.ErrLastCredential, persistence.ErrFrontendInUse,
+		persistence.ErrUnknownFrontend, context.Canceled, context.DeadlineExceeded} {
 		if errors.Is(err, keep) {
 			if err == keep {
 				return err

@@ -59,8 +59,11 @@ func (s *Store) Ring(ctx context.Context) (persistence.RingState, error) {
 	return st, nil
 }
 
-// PublishRing implements persistence.RingStore.
-func (s *Store) PublishRing(ctx context.Context, prev uint64, st persistence.RingState) error {
+// PublishRing implements persistence.RingStore. The store elects nothing,
+// so a lead is of an elector outside it: it is confirmed by its Lost
+// channel, read in the writer's transaction (no other publication can come
+// between the reading and the commit).
+func (s *Store) PublishRing(ctx context.Context, lead persistence.Leadership, prev uint64, st persistence.RingState) error {
 	const op = "publish ring"
 	if err := s.precheck(op, persistence.ValidatePublish(prev, st)); err != nil {
 		return err
@@ -74,6 +77,9 @@ func (s *Store) PublishRing(ctx context.Context, prev uint64, st persistence.Rin
 		published = sql.NullInt64{Int64: toDB(st.PublishedAt), Valid: true}
 	}
 	return s.write(ctx, op, func(tx querier) error {
+		if lead != nil && persistence.LeadershipEnded(lead) {
+			return persistence.ErrLeadershipLost
+		}
 		r, err := tx.ExecContext(ctx, `UPDATE ring_state SET epoch = ?, master = ?, master_address = ?, members = ?, published_at = ?
 			WHERE id = 1 AND epoch = ?`, int64(st.Epoch), st.Master, st.MasterAddress, string(members), published, int64(prev))
 		if err != nil {

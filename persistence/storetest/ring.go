@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -18,6 +19,7 @@ func ringCases() []testCase {
 	return []testCase{
 		{"PublishCompareAndSet", publishCompareAndSet},
 		{"PublishValidates", publishValidates},
+		{"PublishUnderALeadership", publishUnderALeadership},
 		{"FencedClaimTakesItsRanges", fencedClaimTakesItsRanges},
 		{"FencedClaimRefused", fencedClaimRefused},
 		{"FencedClaimNextDue", fencedClaimNextDue},
@@ -96,7 +98,7 @@ func alone(epoch uint64, who string) persistence.RingState {
 
 func (f *fixture) publish(prev uint64, s persistence.RingState) {
 	f.Helper()
-	if err := f.store.PublishRing(f.ctx, prev, s); err != nil {
+	if err := f.store.PublishRing(f.ctx, nil, prev, s); err != nil {
 		f.Fatalf("PublishRing(%d, epoch %d): %v", prev, s.Epoch, err)
 	}
 }
@@ -159,7 +161,7 @@ func fencedOutcome(id string, r persistence.Result, epoch uint64, who string) pe
 func publishCompareAndSet(f *fixture) {
 	f.wantRing(persistence.RingState{})
 	// Nothing was published: only prev 0 is current.
-	if err := f.store.PublishRing(f.ctx, 1, layout(2)); !errors.Is(err, persistence.ErrStaleEpoch) {
+	if err := f.store.PublishRing(f.ctx, nil, 1, layout(2)); !errors.Is(err, persistence.ErrStaleEpoch) {
 		f.Fatalf("PublishRing(1) on an empty ring = %v, want ErrStaleEpoch", err)
 	}
 	f.wantRing(persistence.RingState{})
@@ -169,7 +171,7 @@ func publishCompareAndSet(f *fixture) {
 	f.wantRing(first)
 
 	// An old master that still thinks the ring is at 0 changes nothing.
-	if err := f.store.PublishRing(f.ctx, 0, alone(5, ownerB)); !errors.Is(err, persistence.ErrStaleEpoch) {
+	if err := f.store.PublishRing(f.ctx, nil, 0, alone(5, ownerB)); !errors.Is(err, persistence.ErrStaleEpoch) {
 		f.Fatalf("PublishRing(0) at epoch 1 = %v, want ErrStaleEpoch", err)
 	}
 	f.wantRing(first)
@@ -184,10 +186,70 @@ func publishCompareAndSet(f *fixture) {
 	third.PublishedAt = at(time.Minute)
 	f.publish(5, third)
 	f.wantRing(third)
-	if err := f.store.PublishRing(f.ctx, 5, layout(half+8)); !errors.Is(err, persistence.ErrStaleEpoch) {
+	if err := f.store.PublishRing(f.ctx, nil, 5, layout(half+8)); !errors.Is(err, persistence.ErrStaleEpoch) {
 		f.Errorf("PublishRing(5) at epoch 2^63+7 = %v, want ErrStaleEpoch", err)
 	}
 	f.wantRing(third)
+}
+
+// outsideLead is a Leadership of an elector outside the store (the sim's
+// in-memory one): held until released.
+type outsideLead struct {
+	lost chan struct{}
+	once sync.Once
+}
+
+func newOutsideLead() *outsideLead { return &outsideLead{lost: make(chan struct{})} }
+
+func (l *outsideLead) Lost() <-chan struct{} { return l.lost }
+
+func (l *outsideLead) Release(context.Context) error {
+	l.once.Do(func() { close(l.lost) })
+	return nil
+}
+
+// wantPublish fails unless PublishRing(lead, prev, s) returns an error
+// that is want (nil: none).
+func (f *fixture) wantPublish(lead persistence.Leadership, prev uint64, s persistence.RingState, want error) {
+	f.Helper()
+	err := f.store.PublishRing(f.ctx, lead, prev, s)
+	if want == nil && err != nil || want != nil && !errors.Is(err, want) {
+		f.Fatalf("PublishRing(%d, epoch %d) = %v, want %v", prev, s.Epoch, err, want)
+	}
+}
+
+// publishUnderALeadership: a publication that names its publisher's lock
+// is stored only while the lock is held; under a held lock a stale
+// compare-and-set is ErrStaleEpoch, under a lost one the publication is
+// ErrLeadershipLost whatever its previous epoch. A store that elects
+// confirms a lock of its own elector in its database.
+func publishUnderALeadership(f *fixture) {
+	lead := newOutsideLead()
+	f.wantPublish(lead, 0, layout(1), nil)
+	f.wantRing(layout(1))
+	f.wantPublish(lead, 0, alone(2, ownerB), persistence.ErrStaleEpoch)
+	f.wantRing(layout(1))
+
+	_ = lead.Release(f.ctx)
+	f.wantPublish(lead, 1, alone(2, ownerB), persistence.ErrLeadershipLost)
+	f.wantPublish(lead, 0, alone(2, ownerB), persistence.ErrLeadershipLost)
+	f.wantRing(layout(1))
+
+	el, ok := f.store.(persistence.Elector)
+	if !ok {
+		return
+	}
+	own, err := el.TryLead(f.ctx, "ring-master")
+	if err != nil || own == nil {
+		f.Fatalf("TryLead = %v, %v; want the free lock", own, err)
+	}
+	f.wantPublish(own, 1, alone(2, ownerB), nil)
+	f.wantPublish(own, 1, alone(3, ownerB), persistence.ErrStaleEpoch)
+	if err := own.Release(f.ctx); err != nil {
+		f.Fatal(err)
+	}
+	f.wantPublish(own, 2, alone(3, ownerC), persistence.ErrLeadershipLost)
+	f.wantRing(alone(2, ownerB))
 }
 
 func publishValidates(f *fixture) {
@@ -220,7 +282,7 @@ func publishValidates(f *fixture) {
 		}()},
 	}
 	for _, b := range bad {
-		err := f.store.PublishRing(f.ctx, b.prev, b.s)
+		err := f.store.PublishRing(f.ctx, nil, b.prev, b.s)
 		if err == nil || errors.Is(err, persistence.ErrStaleEpoch) {
 			f.Errorf("%s: PublishRing = %v, want a validation error", b.name, err)
 		}
@@ -491,7 +553,7 @@ func claimsRacePublish(f *fixture) {
 			runtime.Gosched()
 		}
 		publishing.Store(true)
-		err := s.PublishRing(ctx, e, alone(e+1, ownerOf(e+1)))
+		err := s.PublishRing(ctx, nil, e, alone(e+1, ownerOf(e+1)))
 		published.Store(true)
 		if err != nil {
 			wg.Wait()
