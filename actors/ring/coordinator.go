@@ -214,6 +214,11 @@ type (
 		master *Master
 		a      messages.RingAssignment
 		err    error
+		// overtaken: the compare-and-set failed under this instance's
+		// lock, which the store confirmed, and the store holds another
+		// master's assignment under epoch stored.
+		overtaken bool
+		stored    uint64
 	}
 )
 
@@ -551,34 +556,59 @@ func (co *Coordinator) publish(a messages.RingAssignment, now time.Time) {
 		ctx, cancel := context.WithTimeout(calls, timeout)
 		err := st.PublishRing(ctx, lead, a.Epoch-1, State(a, now))
 		cancel()
-		if errors.Is(err, persistence.ErrStaleEpoch) {
+		p := published{master: master, a: a, err: err}
+		if !errors.Is(err, persistence.ErrStaleEpoch) {
+			return p
+		}
+		ctx, cancel = context.WithTimeout(calls, timeout)
+		stored, rerr := st.Ring(ctx)
+		cancel()
+		switch {
+		case rerr == nil && stored.Epoch == a.Epoch && stored.Master == self:
 			// An earlier try may have committed with only its answer lost.
 			// It may have stored another assignment than a under the same
 			// epoch (the membership changed before this retry): the store
 			// fences claims with what it holds, so that is what is current
 			// now, and the next step publishes the difference.
-			ctx, cancel := context.WithTimeout(calls, timeout)
-			stored, rerr := st.Ring(ctx)
-			cancel()
-			if rerr == nil && stored.Epoch == a.Epoch && stored.Master == self {
-				err = nil
-				a = FromState(stored, a.Cluster, a.Region)
-			}
+			p.a, p.err = FromState(stored, a.Cluster, a.Region), nil
+		case lead == nil:
+			// Nothing says that this instance may publish over the
+			// other's: it stands down.
+		case rerr != nil:
+			// The lock is held: try again, and read again.
+			p.err = fmt.Errorf("reading the stored ring assignment after a stale compare-and-set: %w", rerr)
+		default:
+			// The store confirmed the lock in the transaction that found
+			// the epoch moved on: an old master's publication, which
+			// confirmed its lock before this instance took it, committed
+			// after this instance read the store. This instance leads,
+			// and publishes over it.
+			p.overtaken, p.stored = true, stored.Epoch
 		}
-		return published{master: master, a: a, err: err}
+		return p
 	})
 }
 
 // onPublished takes the end of a publication: the assignment is current and
-// this instance works from it; a lock the store found lost, or a newer
-// assignment published by another master, makes this one stand down. A
-// publication of a master core that is gone (stood down, or a new one
-// since) is of no interest.
+// this instance works from it. A lock the store found lost makes this
+// instance stand down, and so does a newer assignment published by another
+// master unless the store confirmed this instance's lock (then this one
+// publishes over it). A publication of a master core that is gone (stood
+// down, or a new one since) is of no interest.
 func (co *Coordinator) onPublished(p published) {
 	if co.master == nil || p.master != co.master || !co.member.Serving() {
 		return
 	}
 	co.publishing = false
+	if p.overtaken {
+		// Not counted as ended: the joins that wait for it wait for the
+		// publication that replaces it, started now.
+		co.log.Warn("another master's ring assignment was stored over this one's view while this instance holds the master lock; publishing over it",
+			"stored_epoch", p.stored, "epoch", p.a.Epoch)
+		co.master.Rebase(p.stored)
+		co.feed(Wake{})
+		return
+	}
 	co.finished = co.started
 	now := co.cfg.Clock.Now()
 	switch {

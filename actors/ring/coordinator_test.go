@@ -569,6 +569,13 @@ func TestCoordinatorLeadsAgainAfterLosingTheLock(t *testing.T) {
 	})
 }
 
+// publishOver stores s over the assignment of epoch prev, as the late
+// publication of an old master lands: it confirmed its lock before this
+// instance took it, so the store checks no lock now.
+func publishOver(st persistence.Store, prev uint64, s persistence.RingState) error {
+	return st.PublishRing(context.Background(), nil, prev, s)
+}
+
 // received is what got holds now, in order.
 func received(got chan any) []any {
 	var out []any
@@ -617,6 +624,63 @@ func TestCoordinatorSignalsWorkersAndIntake(t *testing.T) {
 		}
 		if got := append(received(sh.frontends), received(sh.peers)...); len(got) != 0 {
 			t.Fatalf("kicks for an empty assignment: %+v", got)
+		}
+	})
+}
+
+// TestCoordinatorStaleCompareAndSetWhileHoldingTheLockPublishesOver: a
+// publication of an old master, one that checked its lock before this
+// instance took it and committed after this instance read the store, is
+// stored over this master's view. This master's next publication fails the
+// compare-and-set; the store confirmed the lock in that publication's
+// transaction, so this master still leads: it publishes over the old
+// master's assignment in the next epoch, keeping its lock, its role and the
+// joiner, instead of standing down and leaving the site without a master.
+func TestCoordinatorStaleCompareAndSetWhileHoldingTheLockPublishesOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		el := &elector{}
+		sh := startShellWith(t, func(c *ring.Config) {
+			c.Role, c.Elector, c.Transport = messages.RoleAuto, el, &master{}
+		})
+		synctest.Wait() // epoch 1: i-0 alone
+		old := persistence.RingState{Epoch: 2, Master: "i-9", MasterAddress: "i-9:7000", Owners: []persistence.RangeOwner{
+			{Service: messages.ServiceDelivery, Range: ring.Whole[0], Owner: "i-9"},
+			{Service: messages.ServiceForward, Range: ring.Whole[0], Owner: "i-9"},
+		}, PublishedAt: time.Now()}
+		if err := publishOver(sh.store.Store, 1, old); err != nil {
+			t.Fatal(err)
+		}
+
+		join := make(chan messages.RingAnswer, 1)
+		sh.sys.Root.Send(sh.pid, &messages.RingJoinRequest{Join: self("i-1"), Reply: join})
+		ans := <-join
+		if ans.Err != nil || ans.Assignment.Epoch != 3 || len(ans.Assignment.Members) != 2 {
+			t.Fatalf("the join: %+v, want epoch 3 with i-0 and i-1", ans)
+		}
+		synctest.Wait()
+		if st := sh.status(t); st.Role != messages.RoleMaster || st.Epoch != 3 {
+			t.Fatalf("status: %+v, want master at epoch 3", st)
+		}
+		stored, err := sh.store.Ring(context.Background())
+		if err != nil || stored.Epoch != 3 || stored.Master != "i-0" {
+			t.Fatalf("stored: epoch %d by %q, %v; want epoch 3 by i-0", stored.Epoch, stored.Master, err)
+		}
+		leads := el.granted()
+		if len(leads) != 1 {
+			t.Fatalf("%d locks taken, want the first only", len(leads))
+		}
+		select {
+		case <-leads[0].Lost():
+			t.Fatal("the master gave its lock up")
+		default:
+		}
+		for _, m := range ans.Assignment.Members {
+			_, err := sh.store.ClaimWork(context.Background(), persistence.ClaimRequest{
+				Kind: persistence.WorkDelivery, Target: "fe", Owner: m.InstanceID, Limit: 10, Now: time.Now(), Lease: time.Minute,
+				Ring: &persistence.RingClaim{Epoch: 3, Ranges: m.Ranges}})
+			if err != nil {
+				t.Errorf("%s's claim of its ranges %v under epoch 3: %v", m.InstanceID, m.Ranges, err)
+			}
 		}
 	})
 }

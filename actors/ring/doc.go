@@ -59,7 +59,12 @@
 // cannot overwrite a newer assignment, then calls Published. With an
 // elector it publishes under its master lock, which the store confirms in
 // the same transaction: a master that lost its lock stores nothing, and
-// stands down. Claims name the epoch and the ranges they work
+// one whose compare-and-set fails with its lock confirmed (an old master's
+// publication, which confirmed its own lock before this one was taken,
+// committed after this master read the store) still leads: it reads the
+// stored epoch (Master.Rebase) and publishes over it. Without an elector
+// a failed compare-and-set (not its own earlier try's) makes the master
+// stand down. Claims name the epoch and the ranges they work
 // (persistence.RingClaim): the store refuses a claim under a stale epoch
 // or outside its owner's stored ranges, and outcomes are fenced by the
 // lease epoch the claim recorded. So no token is worked by two owners,

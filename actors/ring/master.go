@@ -45,9 +45,14 @@ type Master struct {
 
 	members map[string]*member // the slaves; the master itself is implicit
 
-	published   bool
-	current     messages.RingAssignment
-	epoch       uint64 // current.Epoch, or the stored epoch before the first publish
+	published bool
+	current   messages.RingAssignment
+	// epoch is current.Epoch, or the stored epoch before the first publish
+	// or after Rebase.
+	epoch uint64
+	// rebased: the store holds another master's assignment over current;
+	// Next replaces it even when the membership did not change.
+	rebased     bool
 	publishedAt time.Time
 	applied     uint64 // the epoch the master's own partitions hold
 
@@ -161,10 +166,11 @@ func (m *Master) Applied(epoch uint64) { m.applied = epoch }
 // confirmed the current epoch within 2×PublishInterval of its publication
 // (or of their join, when later); the master itself is never dropped. Then,
 // when the members or their documents (address, zone, services) differ
-// from the current assignment's, or none was published yet, it returns the
-// next assignment: Assign from the previous ranges (members coming back
-// first get the ranges they last had), epoch one above the current one.
-// It is not current until Published.
+// from the current assignment's, or none was published yet (or since
+// Rebase), it returns the next assignment: Assign from the previous ranges
+// (members coming back first get the ranges they last had), epoch one
+// above the current one (or the stored one). It is not current until
+// Published.
 func (m *Master) Next(now time.Time) (messages.RingAssignment, bool) {
 	for _, id := range m.ids() {
 		if id == m.self.InstanceID {
@@ -178,7 +184,7 @@ func (m *Master) Next(now time.Time) (messages.RingAssignment, bool) {
 		}
 	}
 	docs := m.docs()
-	if m.published && sameDocs(docs, m.current.Members) {
+	if m.published && !m.rebased && sameDocs(docs, m.current.Members) {
 		return messages.RingAssignment{}, false
 	}
 
@@ -221,7 +227,7 @@ func (m *Master) Published(now time.Time, a messages.RingAssignment) {
 	m.current = FromState(persistence.RingState{
 		Epoch: a.Epoch, Master: a.Master, MasterAddress: a.MasterAddress, Members: a.Members,
 	}, a.Cluster, a.Region)
-	m.published = true
+	m.published, m.rebased = true, false
 	m.epoch = a.Epoch
 	m.publishedAt = now
 	var before []messages.TokenRange // everything owned under the previous assignment
@@ -236,6 +242,19 @@ func (m *Master) Published(now time.Time, a messages.RingAssignment) {
 		m.memory[am.InstanceID] = rs
 	}
 	m.owned = owned
+}
+
+// Rebase takes stored, the epoch of an assignment that another master
+// stored over this one's view (while this one holds the lock: an old
+// master's publication that confirmed its lock before this one took it,
+// and committed after this one read the store), as the base of the next:
+// Next numbers its assignment one above stored and returns it even when
+// the membership did not change, so that this master's assignment replaces
+// the other's. Current stays this master's last (what its members hold),
+// and so do the ranges the next starts from.
+func (m *Master) Rebase(stored uint64) {
+	m.epoch = stored
+	m.rebased = true
 }
 
 // Current is the current assignment (the zero one before any publish).
@@ -270,10 +289,10 @@ func (m *Master) Reassignments() int { return m.reassignments }
 
 // NextCheck is when Next should be called again at the latest: now when
 // the membership changed since the current assignment (or none was
-// published), else the earliest time a member would be dropped; the zero
+// published, or Rebase asks for one), else the earliest time a member would be dropped; the zero
 // time when nothing is pending.
 func (m *Master) NextCheck(now time.Time) time.Time {
-	if !m.published || !sameDocs(m.docs(), m.current.Members) {
+	if !m.published || m.rebased || !sameDocs(m.docs(), m.current.Members) {
 		return now
 	}
 	var at time.Time

@@ -313,3 +313,43 @@ func TestMasterRefusesADuplicateInstance(t *testing.T) {
 		t.Fatalf("join after the old call ended: %v", err)
 	}
 }
+
+// TestMasterRebasePublishesOverAnotherAssignment: after Rebase (another
+// master's assignment is stored over this one's view) the next assignment
+// is numbered above the stored epoch and is due even though the membership
+// did not change; it keeps the members and ranges of this master's own,
+// and once published nothing more is due.
+func TestMasterRebasePublishesOverAnotherAssignment(t *testing.T) {
+	m := newTestMaster(persistence.RingState{})
+	if err := m.Join(t0, joinDoc("ring-1")); err != nil {
+		t.Fatal(err)
+	}
+	m.PollOpened(t0, "ring-1", 0)
+	before, ok := publish(t, m, t0)
+	if !ok || before.Epoch != 1 {
+		t.Fatalf("first publish: %+v, %v", before, ok)
+	}
+	if _, ok := m.Next(t0); ok {
+		t.Fatal("a publish due without a change")
+	}
+
+	m.Rebase(7)
+	if !m.NextCheck(t0).Equal(t0) {
+		t.Fatal("after Rebase no publish is due now")
+	}
+	if m.Current().Epoch != 1 {
+		t.Fatalf("Rebase changed the current assignment: epoch %d", m.Current().Epoch)
+	}
+	a, ok := publish(t, m, t0)
+	if !ok || a.Epoch != 8 {
+		t.Fatalf("after Rebase(7): %+v, %v; want epoch 8", a, ok)
+	}
+	for _, id := range []string{"ring-0", "ring-1"} {
+		if !slices.Equal(rangesOf(a, id), rangesOf(before, id)) {
+			t.Errorf("%s's ranges moved: %v, were %v", id, rangesOf(a, id), rangesOf(before, id))
+		}
+	}
+	if _, ok := m.Next(t0); ok {
+		t.Fatal("a publish due after the rebased one was published")
+	}
+}
