@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/switchboard-dev/switchboard/actors/delivery"
 	"github.com/switchboard-dev/switchboard/actors/handover"
 	"github.com/switchboard-dev/switchboard/httpapi"
 	"github.com/switchboard-dev/switchboard/messages"
@@ -40,17 +41,19 @@ func (n *Node) Spawn(name, kind string, producer actor.Producer) (*actor.PID, er
 // *messages.DeliveryResult within the webhook timeout. The registration is
 // stored (routes may name it); the PID is not: after a restart register
 // again, and until then its messages wait. A registration that fails
-// leaves the actor registered before (if any) in place.
+// leaves the actor registered before (if any) in place. The node watches
+// the actor: when it ends, however it ends, the frontend is unregistered
+// as by StopActor, unless it was registered again meanwhile.
 func (n *Node) RegisterFrontend(ctx context.Context, name string, pid *actor.PID) error {
 	if pid == nil {
 		return messages.Errorf(messages.CodeInvalidRequest, "frontend %q: nil PID", name)
 	}
 	// The PID is in place before the intake's FrontendUp kicks the worker,
 	// which looks it up then.
-	prev := n.actors.Swap(name, pid)
+	undo := n.actors.Swap(name, pid)
 	_, err := n.gw.PutFrontend(ctx, messages.Frontend{Name: name, Mode: messages.ModeActor})
 	if err != nil {
-		n.actors.Restore(name, pid, prev)
+		undo()
 		// The worker holds again if no actor is left, and sends to the
 		// restored one.
 		n.workers.Send(&messages.Kick{Frontend: name})
@@ -141,20 +144,30 @@ func (n *Node) StopActor(ctx context.Context, name string) error {
 	// Before the stop: deliveries already in its mailbox are answered as
 	// it drains, and no new one is sent to a PID about to die (it would
 	// time out and use up an attempt).
-	n.unregister(actor.NewPID(n.system.Address(), supervision.GuardianName+"/"+name))
+	pid := actor.NewPID(n.system.Address(), supervision.GuardianName+"/"+name)
+	for _, fe := range n.actors.Forget(pid) {
+		n.unregistered(fe, pid, "its actor stops")
+	}
 	return n.guardian.Stop(ctx, name)
 }
 
-// unregister forgets every in-process frontend registration of pid and
-// kicks those frontends' workers, which then hold their messages.
-func (n *Node) unregister(pid *actor.PID) {
-	for _, name := range n.actors.Forget(pid) {
-		// The worker withdraws its offer of new work when the kick makes
-		// it hold; until then the intake could still hand it some.
-		n.board.Revoke(handover.Key{Kind: persistence.WorkDelivery, Target: name})
-		n.log.Info("in-process frontend unregistered: its actor stops", "frontend", name, "actor", pid.GetId())
-		n.workers.Send(&messages.Kick{Frontend: name})
-	}
+// actorEnded is the in-process watcher's news that the actor of r ended
+// while registered (StopActor unregisters before the stop: this is an
+// actor that stopped other than through StopActor, by itself included, or
+// one the node's Stop stopped); r is already unregistered.
+func (n *Node) actorEnded(r delivery.Registration) {
+	n.unregistered(r.Frontend, r.PID, "its actor ended")
+}
+
+// unregistered kicks the worker of frontend, whose actor pid was just
+// unregistered: it then holds the frontend's messages, pending and
+// without using their attempts, until the frontend is registered again.
+func (n *Node) unregistered(frontend string, pid *actor.PID, why string) {
+	// The worker withdraws its offer of new work when the kick makes it
+	// hold; until then the intake could still hand it some.
+	n.board.Revoke(handover.Key{Kind: persistence.WorkDelivery, Target: frontend})
+	n.log.Info("in-process frontend unregistered", "frontend", frontend, "actor", pid.GetId(), "why", why)
+	n.workers.Send(&messages.Kick{Frontend: frontend})
 }
 
 // The embedding API's calls of the gateway: the same calls the HTTPS API

@@ -429,6 +429,103 @@ func TestStopActorUnregistersItsFrontend(t *testing.T) {
 	}
 }
 
+type quit struct{}
+
+// quitting is fe that stops itself, through its own context, on quit.
+func quitting(fe actorFunc) actorFunc {
+	return func(c actor.Context) {
+		if _, ok := c.Message().(quit); ok {
+			c.Stop(c.Self())
+			return
+		}
+		fe(c)
+	}
+}
+
+// awaitEndNoticed waits until the node has logged count unregistrations of
+// frontend's actor for its end.
+func awaitEndNoticed(t *testing.T, logs *logtest.Buffer, frontend string, count int) {
+	t.Helper()
+	polltest.Eventually(t, 10*time.Second, func() error {
+		seen := 0
+		for _, rec := range logs.Records(t, "in-process frontend unregistered") {
+			if rec["frontend"] == frontend && rec["why"] == "its actor ended" {
+				seen++
+			}
+		}
+		if seen < count {
+			return fmt.Errorf("the actor of %s stopped by itself, and the node unregistered it %d times of %d", frontend, seen, count)
+		}
+		return nil
+	})
+}
+
+// A frontend's actor that stops by itself (not through StopActor, not a
+// child of the guardian) is unregistered as by StopActor: its messages
+// wait, pending and without using attempts, and go to the next actor
+// registered, here one spawned again under the same name (an equal PID),
+// whose end is noticed in turn. The dead PID used to stay registered: the
+// worker kept sending to it and each message used up its attempts (here
+// its one) to failed max_attempts.
+func TestFrontendActorThatStopsItselfIsUnregistered(t *testing.T) {
+	cfg := embeddedConfig(t)
+	cfg.DeliveryMaxAttempts = 1
+	var logs *logtest.Buffer
+	cfg.Logger, logs = logtest.New()
+	n := startNode(t, cfg).node
+	ctx := context.Background()
+	got := make(chan string, 10)
+	spawn := func(who string) *actor.PID {
+		t.Helper()
+		fe := quitting(deliveredBy(who, got))
+		pid, err := n.System().Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return fe }), "gw-actor")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pid
+	}
+	first := spawn("first")
+	if err := n.RegisterFrontend(ctx, "gw", first); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.PutRoute(ctx, messages.Route{Prefix: "46", Frontend: "gw"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := n.Submit(ctx, messages.Submission{ID: "before", SourceMSISDN: "1", DestinationMSISDN: "467", Body: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	awaitDelivery(t, got, "first:before", func() string { return "not delivered to the first actor" })
+
+	n.System().Root.Send(first, quit{})
+	awaitEndNoticed(t, logs, "gw", 1)
+	if _, _, err := n.Submit(ctx, messages.Submission{ID: "held", SourceMSISDN: "1", DestinationMSISDN: "467", Body: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	// As after StopActor, the frontend stays stored (its routes accept
+	// submits); only its actor is forgotten.
+	fes, err := n.Frontends(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fes) != 1 || fes[0].Name != "gw" || fes[0].Mode != messages.ModeActor {
+		t.Fatalf("frontends %+v, want gw (actor) still stored", fes)
+	}
+
+	again := spawn("again")
+	if err := n.RegisterFrontend(ctx, "gw", again); err != nil {
+		t.Fatal(err)
+	}
+	awaitDelivery(t, got, "again:held", func() string {
+		m, _ := n.Message(ctx, "held")
+		return fmt.Sprintf("not delivered to the actor registered next: state %s after %d attempts", m.State, m.Attempts)
+	})
+	if m := waitState(t, n, "held", messages.StateDelivered); m.Attempts != 1 {
+		t.Fatalf("delivered after %d attempts, want 1 (none used while no actor was registered)", m.Attempts)
+	}
+	n.System().Root.Send(again, quit{})
+	awaitEndNoticed(t, logs, "gw", 2)
+}
+
 // waitState waits until message id is in state.
 func waitState(t *testing.T, n *switchboard.Node, id string, state messages.State) messages.Message {
 	t.Helper()

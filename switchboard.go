@@ -13,6 +13,7 @@
 //
 //	node guardian (one-for-one, restart budget; exhausted -> Fatal)
 //	├── frontends   one delivery worker per local frontend
+//	├── inprocess   watches in-process frontends' actors; unregisters one that ends
 //	├── intake      routing and group-committed acceptance
 //	├── janitor     expiry of messages nobody claimed; forwards that waited too long
 //	├── retention   purges messages past their retention (call records first)
@@ -221,6 +222,7 @@ const (
 // The node's own children of the guardian.
 const (
 	actorFrontends = "frontends"
+	actorInProcess = "inprocess"
 	actorIntake    = "intake"
 	actorJanitor   = "janitor"
 	actorRetention = "retention"
@@ -228,7 +230,7 @@ const (
 
 func isNodeActor(name string) bool {
 	switch name {
-	case actorFrontends, actorIntake, actorJanitor, actorRetention, actorPeers, actorDiscovery, actorRing:
+	case actorFrontends, actorInProcess, actorIntake, actorJanitor, actorRetention, actorPeers, actorDiscovery, actorRing:
 		return true
 	}
 	return false
@@ -541,6 +543,13 @@ func (n *Node) startActors() error {
 		return err
 	}
 	n.workers.set(n.system, n.frontends)
+	// After the workers, whom it kicks; so it stops before them, and after
+	// the embedder's actors, whose ends during the stop it still sees.
+	inproc, err := n.guardian.Spawn(actorInProcess, "inprocess", delivery.NewWatcher(n.actors, n.actorEnded))
+	if err != nil {
+		return err
+	}
+	n.actors.OnChange(func() { n.system.Root.Send(inproc, &delivery.Rewatch{}) })
 	// Peers before the intake, so that a stop (in reverse order) ends
 	// intake first and the forward queues last.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

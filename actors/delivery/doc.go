@@ -55,5 +55,6 @@
 //   - actor (inprocess.go): an in-process actor registered through the
 //     embedding API receives messages.Delivery and responds with
 //     messages.DeliveryResult. Actors keeps the PIDs, which live only as
-//     long as the process.
+//     long as the process; the Watcher unregisters one whose actor ends,
+//     so that its messages wait instead of being sent to a dead PID.
 package delivery
