@@ -154,6 +154,28 @@ func PublishedWork(nm NewMessage, m messages.Message, row int64) *Relay {
 // of unknown, the frontends the store found it does not have. reportTo
 // holds the ReportTo of the stored messages (Accepted.ReportTo).
 func AcceptResults(plan AcceptPlan, batch []NewMessage, created, stored map[string]messages.Message, reportTo map[string]string, rows map[string]int64, unknown map[string]bool) ([]Accepted, error) {
+	out := acceptResults(plan, batch, created, stored, reportTo, rows, unknown, false)
+	for i, acc := range out {
+		if acc.Unread {
+			return nil, fmt.Errorf("message %q neither created nor found", batch[i].ID)
+		}
+	}
+	return out, nil
+}
+
+// KnownResults are the results of an Accept that failed after some of its
+// messages were stored, for its PartialAccept: AcceptResults's for every
+// entry whose id was created or found, or whose frontend the store found
+// it does not have; Unread for every other entry, a StoredOnly one too
+// (the read that would find its id may not have been made).
+func KnownResults(plan AcceptPlan, batch []NewMessage, created, stored map[string]messages.Message, reportTo map[string]string, rows map[string]int64, unknown map[string]bool) []Accepted {
+	return acceptResults(plan, batch, created, stored, reportTo, rows, unknown, true)
+}
+
+// acceptResults is AcceptResults with each entry whose id is neither
+// created nor found, and not FrontendGone, Unread; partial makes a
+// StoredOnly one Unread too instead of Absent.
+func acceptResults(plan AcceptPlan, batch []NewMessage, created, stored map[string]messages.Message, reportTo map[string]string, rows map[string]int64, unknown map[string]bool, partial bool) []Accepted {
 	out := make([]Accepted, len(batch))
 	creator := plan.creator
 	for i, nm := range batch {
@@ -166,16 +188,60 @@ func AcceptResults(plan AcceptPlan, batch []NewMessage, created, stored map[stri
 		default:
 			if m, ok := stored[nm.ID]; ok {
 				out[i] = Accepted{Message: m, ReportTo: reportTo[nm.ID], Conflict: Conflict(nm, m)}
-			} else if nm.StoredOnly {
+			} else if nm.StoredOnly && !partial {
 				out[i] = Accepted{Absent: true}
 			} else if fe, ok := LocalFrontend(nm); ok && unknown[fe] {
 				out[i] = Accepted{FrontendGone: true}
 			} else {
-				return nil, fmt.Errorf("message %q neither created nor found", nm.ID)
+				out[i] = Accepted{Unread: true}
 			}
 		}
 	}
-	return out, nil
+	return out
+}
+
+// PartialAccept is the error of a Write whose only part is Accept when the
+// store stored some of its new messages and then failed before it knew
+// what became of the others. Only a store that does such a Write without
+// one transaction returns it: Postgres inserts the new messages in one
+// statement that commits on its own, then reads the messages whose ids
+// were taken in a round trip of its own; when that read fails (the
+// connection broke, the call's time ran out), what the insert created is
+// stored all the same, and its work is due. SQLite does every Write in one
+// transaction, all or nothing, and never returns it.
+//
+// Accepted holds the results in input order, as Written.Accepted would:
+// the created messages (with their Work and Relay), and every entry whose
+// fate the store learnt, have their results; every other entry is Unread.
+// Err is why the Write failed: the caller answers each Unread entry as if
+// the whole Write had failed with Err (a retry with the same id then finds
+// the message if it was stored after all). At least one entry is Created.
+type PartialAccept struct {
+	Accepted []Accepted
+	Err      error
+}
+
+func (p *PartialAccept) Error() string {
+	n := 0
+	for _, acc := range p.Accepted {
+		if acc.Unread {
+			n++
+		}
+	}
+	return fmt.Sprintf("%d of %d new messages not read back: %v", n, len(p.Accepted), p.Err)
+}
+
+func (p *PartialAccept) Unwrap() error { return p.Err }
+
+// Partial is the error of an Accept alone that failed with err after its
+// insert committed, given what the store knows (KnownResults): a
+// *PartialAccept when it created a message, err itself when it created
+// none (then it stored nothing).
+func Partial(known []Accepted, err error) error {
+	if !slices.ContainsFunc(known, func(acc Accepted) bool { return acc.Created }) {
+		return err
+	}
+	return &PartialAccept{Accepted: known, Err: err}
 }
 
 // Conflict names the first field of content (messages.ContentDiff) in

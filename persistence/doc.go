@@ -21,6 +21,7 @@
 //	QueueForward one candidate of QueueForwards
 //	Resubmit     one reroute of Resubmit
 //	NewRow, NewWork, PlanAccept, AcceptResults, LocalFrontend   Accept
+//	KnownResults, Partial   an Accept that failed after it stored some
 //
 // Changes.Move is the one place a message changes state: history (numbered
 // from the row's HistoryLen; the second entry is held by the row, later

@@ -211,6 +211,11 @@ type Accepted struct {
 	// NewMessage asked to Publish it, for the committing instance to
 	// publish; nil otherwise.
 	Relay *Relay
+	// Unread, only in a PartialAccept, is true for an entry whose fate the
+	// store does not know: its id was taken and the read of the stored
+	// message failed, or the store failed while it inserted the message
+	// again. Message is zero.
+	Unread bool
 }
 
 // Work is one claimed outbox row, with its message.
@@ -656,7 +661,8 @@ type ExpireRequest struct {
 const CallTimeout = 30 * time.Second
 
 // Store is the durable state of a node. Every method is safe for concurrent
-// use; every write happens in one transaction, all or nothing.
+// use; every write happens in one transaction, all or nothing, but for
+// the one that Write's PartialAccept reports.
 type Store interface {
 	RingStore
 	CredentialStore
@@ -673,7 +679,11 @@ type Store interface {
 	// Write does the parts of w in one transaction (see Write): a worker
 	// records what it finished and claims what comes next in one commit, the
 	// intake stores its group commit and a peer's reports together. The
-	// calls below are its one-part forms.
+	// calls below are its one-part forms. A Write whose only part is
+	// Accept may be done without one transaction (Postgres): when it fails
+	// after it stored some of the new messages, its error is a
+	// *PartialAccept with what it stored, and Written is zero. SQLite does
+	// every Write in one transaction and never returns one.
 	Write(ctx context.Context, now time.Time, w Write) (Written, error)
 
 	// Accept stores messages in one transaction, each with its first history
@@ -681,7 +691,8 @@ type Store interface {
 	// as it is and returned with Created false. A new message for local
 	// delivery whose frontend is not registered is not stored
 	// (Accepted.FrontendGone). Results are in input order; an id repeated
-	// within the batch is created once.
+	// within the batch is created once. It is Write with Accept alone: its
+	// error may be a *PartialAccept.
 	Accept(ctx context.Context, now time.Time, batch []NewMessage) ([]Accepted, error)
 
 	// GetMessage returns one message with its history (oldest first), or

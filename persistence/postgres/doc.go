@@ -14,7 +14,11 @@
 //
 // # Concurrency
 //
-// Every method runs in one transaction. Several instances claim work from one
+// Every method runs in one transaction, but a Write of new messages alone
+// (Accept): its insert is one statement, which commits on its own, and the
+// read of the ids it found taken follows in a round trip of its own; when
+// that fails, the Write reports what the insert stored
+// (persistence.PartialAccept). Several instances claim work from one
 // outbox at once: ClaimWork locks candidate rows with FOR UPDATE SKIP LOCKED,
 // so claimers never wait on each other and never claim one row twice.
 //

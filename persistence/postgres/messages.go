@@ -151,10 +151,18 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 	// again): it is inserted again, as a submission after its idempotency
 	// window is, and read again if its id was taken once more. After
 	// acceptRounds of that, AcceptResults reports what is still missing.
-	run := func(ctx context.Context, q conn) error {
+	// When it fails, *out holds what it knows (persistence.KnownResults):
+	// outside a transaction the insert has committed, and Write reports
+	// it (persistence.Partial).
+	run := func(ctx context.Context, q conn) (err error) {
 		stored := map[string]messages.Message{}
 		reportTo := map[string]string{} // of the stored ones
 		unknown := map[string]bool{}
+		defer func() {
+			if err != nil {
+				*out = persistence.KnownResults(plan, batch, created, stored, reportTo, relayedRows, unknown)
+			}
+		}()
 		// missing are the entries neither created nor read yet.
 		missing := func() (at []int, of []string) {
 			for k, id := range ids {
@@ -196,10 +204,14 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 			b := &pgx.Batch{}
 			insert(b, gone)
 			if err := q.SendBatch(ctx, b).Close(); err != nil {
+				// What it returned may not have committed.
+				for _, k := range gone {
+					delete(created, ids[k])
+					delete(relayedRows, ids[k])
+				}
 				return err
 			}
 		}
-		var err error
 		*out, err = persistence.AcceptResults(plan, batch, created, stored, reportTo, relayedRows, unknown)
 		return err
 	}

@@ -8,10 +8,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
 	"github.com/switchboard-dev/switchboard/messages"
@@ -729,3 +731,89 @@ func TestAcceptOfAnIDPurgedMeanwhile(t *testing.T) {
 		t.Fatalf("the message accepted anew: %+v %v", m, err)
 	}
 }
+
+// TestAcceptReportsWhatItStoredWhenTheReadFails: a Write of new messages
+// alone commits its insert in its first round trip and reads the ids that
+// were taken in a second. When the second fails (here the server ends the
+// connection just before it), the messages the insert created are stored
+// and their work is due: the Write reports them created, and only the
+// entry it could not read as Unread (a PartialAccept), instead of failing
+// every entry as if nothing was stored. The same batch again finds every
+// id stored.
+func TestAcceptReportsWhatItStoredWhenTheReadFails(t *testing.T) {
+	s := withFE(t, open(t, pgtest.DSN(t)))
+	ctx := t.Context()
+	taken := delivery("taken", "fe")
+	if _, err := s.Accept(ctx, t0, []persistence.NewMessage{taken}); err != nil {
+		t.Fatal(err)
+	}
+	endBefore(t, s, messagesByIDSQL)
+	batch := []persistence.NewMessage{delivery("new-1", "fe"), taken, delivery("new-2", "fe")}
+	w, err := s.Write(ctx, t0, persistence.Write{Accept: batch})
+	var partial *persistence.PartialAccept
+	if !errors.As(err, &partial) {
+		t.Fatalf("Write whose read failed: %+v, %v; want a PartialAccept", w, err)
+	}
+	if partial.Err == nil || len(w.Accepted) != 0 {
+		t.Fatalf("PartialAccept without its error (%v), or Written %+v set beside it", partial.Err, w)
+	}
+	got := partial.Accepted
+	if len(got) != 3 || !got[0].Created || got[0].Message.ID != "new-1" || !got[1].Unread || got[1].Created ||
+		!got[2].Created || got[2].Message.ID != "new-2" || got[0].Unread || got[2].Unread {
+		t.Fatalf("partial results %+v; want new-1 and new-2 created, taken unread", got)
+	}
+	for _, id := range []string{"new-1", "new-2"} {
+		if m, err := s.GetMessage(ctx, id); err != nil || m.State != messages.StatePending {
+			t.Fatalf("%s reported created: %+v, %v", id, m, err)
+		}
+	}
+	res, err := s.Accept(ctx, t0, batch)
+	if err != nil || len(res) != 3 || res[0].Created || res[1].Created || res[2].Created || res[1].Message.ID != "taken" {
+		t.Fatalf("the batch again: %+v, %v; want every id found stored", res, err)
+	}
+}
+
+// endBefore makes the server end the connection of the first batch s
+// sends that begins with the statement sql, just before it is sent (as a
+// broken connection or a restarted server would): s gets a pool of its
+// own that traces its batches, and the store's first pool ends it.
+func endBefore(t *testing.T, s *Store, sql string) {
+	t.Helper()
+	cfg := s.pool.Config()
+	admin := s.pool
+	cfg.ConnConfig.Tracer = &ender{t: t, admin: admin, sql: sql}
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.pool = pool
+	t.Cleanup(admin.Close)
+}
+
+// ender is a pgx tracer that ends the backend of the first batch that
+// begins with sql, and waits until it is gone.
+type ender struct {
+	t     *testing.T
+	admin *pgxpool.Pool
+	sql   string
+	done  atomic.Bool
+}
+
+func (e *ender) TraceBatchStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
+	if len(data.Batch.QueuedQueries) == 0 || data.Batch.QueuedQueries[0].SQL != e.sql || e.done.Swap(true) {
+		return ctx
+	}
+	var ended bool
+	// With a timeout, pg_terminate_backend waits until the backend is gone.
+	if err := e.admin.QueryRow(ctx, "SELECT pg_terminate_backend($1, 10000)", conn.PgConn().PID()).Scan(&ended); err != nil || !ended {
+		e.t.Errorf("ending backend %d: %v, %v", conn.PgConn().PID(), ended, err)
+	}
+	return ctx
+}
+
+func (*ender) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (*ender) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+func (*ender) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+func (*ender) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}

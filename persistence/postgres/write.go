@@ -44,7 +44,9 @@ func decidePart(now time.Time, ids []string, decide func(*persistence.Loaded, *p
 // order persistence.Write names, each part's first statements in one round
 // trip (the first part's with BEGIN), then commit. A Write of new messages
 // alone needs no transaction of its own: its statement is one, in one round
-// trip (and one more to read ids already stored).
+// trip (and one more to read ids already stored). That statement commits
+// on its own, so when a later round trip fails, the messages it created
+// are stored: Write reports them in a persistence.PartialAccept.
 func (s *Store) Write(ctx context.Context, now time.Time, w persistence.Write) (persistence.Written, error) {
 	var out persistence.Written
 	if err := s.precheck("write", w.Validate()); err != nil {
@@ -70,7 +72,9 @@ func (s *Store) Write(ctx context.Context, now time.Time, w persistence.Write) (
 	var err error
 	if len(parts) == 1 && len(w.Accept) > 0 {
 		if err = s.pool.SendBatch(ctx, first).Close(); err == nil {
-			err = parts[0].run(ctx, s.pool)
+			if err = parts[0].run(ctx, s.pool); err != nil {
+				return persistence.Written{}, persistence.Partial(out.Accepted, s.fail("write", err))
+			}
 		}
 	} else {
 		err = s.inTx(ctx, first, func(tx pgx.Tx) error {
