@@ -307,11 +307,30 @@ func (b *Batch) abandon(err error) {
 	failAll(live, b.reports, err)
 }
 
+// stored is what the store's answer to a commit says it stored: all of w
+// when it succeeded; when it failed after storing some new messages (a
+// persistence.PartialAccept), what it reports, its other entries Unread;
+// ok is false when it stored nothing.
+func stored(w persistence.Written, err error) (_ persistence.Written, ok bool) {
+	var partial *persistence.PartialAccept
+	switch {
+	case err == nil:
+		return w, true
+	case errors.As(err, &partial):
+		return persistence.Written{Accepted: partial.Accepted}, true
+	}
+	return persistence.Written{}, false
+}
+
 // settle answers everyone in the batch from the store's answer (or its
 // failure) and returns the state changes to publish and the work to kick.
+// Of a commit that stored some messages and could not read the others
+// back (see stored), the created ones are answered and published as any
+// commit's; the others, and any reports, get the failure.
 func (b *Batch) settle(w persistence.Written, err error) (changes []messages.StateChanged, kicks []persistence.WorkSpec) {
 	b.settled = true
-	if err != nil {
+	w, ok := stored(w, err)
+	if !ok {
 		live := make([]entry, 0, len(b.from))
 		for _, i := range b.from {
 			live = append(live, b.entries[i])
@@ -323,6 +342,9 @@ func (b *Batch) settle(w persistence.Written, err error) (changes []messages.Sta
 	for k, acc := range w.Accepted {
 		e := b.entries[b.from[k]]
 		switch {
+		case acc.Unread:
+			answer(e, acc, commitError(err))
+			continue
 		case acc.FrontendGone && !e.rerouted:
 			b.Again = append(b.Again, e)
 			continue
@@ -346,6 +368,12 @@ func (b *Batch) settle(w persistence.Written, err error) (changes []messages.Sta
 	}
 	i := 0
 	for _, r := range b.reports {
+		if err != nil {
+			// A partial result holds no reports (a store gives one only
+			// for a Write of new messages alone).
+			r.m.Reply <- messages.ApplyStatusesReply{Err: commitError(err)}
+			continue
+		}
 		out := make([]messages.StatusReply, len(r.updates))
 		for j, u := range r.updates {
 			comp := w.Reported[i]

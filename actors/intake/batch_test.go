@@ -292,3 +292,49 @@ func TestSettleForwardRefusedHere(t *testing.T) {
 		t.Errorf("lookup of a refused forward = %+v: stored-only, ReportTo the caller, no state or work", nm)
 	}
 }
+
+// TestSettlePartial: a commit whose store stored some new messages and
+// could not read the others back (a PartialAccept) answers the created
+// entries, submits and forwards alike, and publishes and kicks their work
+// as any commit; the Unread ones, and any report, get the store's failure
+// (unavailable: retry with the same id).
+func TestSettlePartial(t *testing.T) {
+	s1, r1 := submit("a", "44")
+	s2, r2 := submit("b", "44")
+	fwdReply := make(chan messages.AcceptForwardsReply, 1)
+	fwd := &forwardReq{m: &messages.AcceptForwards{From: "c", Reply: fwdReply,
+		Forwards: []messages.Forward{{ID: "x", SourceSMSC: "c"}, {ID: "y", SourceSMSC: "c"}}}, results: make([]messages.ForwardResult, 2), left: 2}
+	statusReply := make(chan messages.ApplyStatusesReply, 1)
+	rep := &statusReq{m: &messages.ApplyStatuses{From: "p", Reply: statusReply},
+		updates: []persistence.StatusUpdate{{ID: "r1", From: "p", Result: persistence.ResultDelivered}}}
+	work := &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: "uk"}
+	b := &Batch{Now: t0,
+		entries: []entry{{sub: s1}, {sub: s2}, {fwd: fwd, idx: 0}, {fwd: fwd, idx: 1}},
+		from:    []int{0, 1, 2, 3},
+		Stored:  []persistence.NewMessage{{ID: "a", Work: work}, {ID: "b", Work: work}, {ID: "x", Work: work}, {ID: "y", Work: work}},
+		reports: []*statusReq{rep},
+	}
+	created := func(id string) persistence.Accepted {
+		return persistence.Accepted{Created: true, Message: messages.Message{ID: id, State: messages.StatePending}}
+	}
+	err := &persistence.PartialAccept{Err: errors.New("connection lost"),
+		Accepted: []persistence.Accepted{created("a"), {Unread: true}, created("x"), {Unread: true}}}
+	changes, kicks := b.settle(persistence.Written{}, err)
+	if got := <-r1; got.Err != nil || !got.Created || got.Message.ID != "a" {
+		t.Errorf("submit a, created: %+v", got)
+	}
+	var me *messages.Error
+	if got := <-r2; !errors.As(got.Err, &me) || me.Code != messages.CodeUnavailable {
+		t.Errorf("submit b, unread: %+v, want %s", got, messages.CodeUnavailable)
+	}
+	fr := <-fwdReply
+	if fr.Err != nil || fr.Results[0].Error != nil || fr.Results[0].Duplicate || fr.Results[1].Error == nil || fr.Results[1].Error.Code != messages.CodeUnavailable {
+		t.Errorf("forward results %+v: x created, y %s", fr, messages.CodeUnavailable)
+	}
+	if got := <-statusReply; got.Err == nil {
+		t.Errorf("reports of a partial commit answered %+v, want its error", got)
+	}
+	if len(changes) != 2 || changes[0].ID != "a" || changes[1].ID != "x" || len(kicks) != 1 || kicks[0].Target != "uk" {
+		t.Errorf("changes %+v, kicks %+v; want a's and x's, the uk worker kicked", changes, kicks)
+	}
+}

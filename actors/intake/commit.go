@@ -35,7 +35,7 @@ func (a *Intake) run(b *Batch) []persistence.WorkSpec {
 	for _, ch := range changes {
 		a.cfg.Publish(ch)
 	}
-	if err == nil {
+	if w, ok := stored(w, err); ok {
 		b.handOver(w, func(to *actor.PID, work *handover.Work) { a.sys.Root.Send(to, work) })
 		if a.cfg.Relay != nil {
 			a.cfg.Relay.Publish(b.published(w))

@@ -8,8 +8,10 @@ import (
 )
 
 // What the intake answers when the store, or the intake itself, fails a
-// request: either way nothing was stored, and a retry with the same id is
-// safe.
+// request: either way a retry with the same id is safe. It stores the
+// message, or finds it stored if the failure came after it was (a commit
+// whose answer was lost, or one that stored the message but could not
+// read back whether it had been stored before: persistence.PartialAccept).
 
 // commitError is what the submitters of a commit that failed are told: the
 // store has no room (storage_full), or it is unavailable.

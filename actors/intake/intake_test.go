@@ -26,7 +26,7 @@ func (idle) Receive(actor.Context) {}
 
 // startIntake starts an intake of node alpha on st, in an actor system of
 // its own, beside frontends standing for the frontend supervisor; cfg
-// holds what the test adds (Remote, Local, Relay). It returns the system,
+// holds what the test adds (Remote, Local, Relay, Publish). It returns the system,
 // the intake and the frontend supervisor; both actors stop, and the system
 // shuts down, when the test ends (before the store closes).
 func startIntake(t *testing.T, st persistence.Store, frontends actor.Actor, cfg intake.Config) (*actor.ActorSystem, *actor.PID, *actor.PID) {
@@ -36,7 +36,10 @@ func startIntake(t *testing.T, st persistence.Store, frontends actor.Actor, cfg 
 	t.Cleanup(sys.Shutdown)
 	fe := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return frontends }))
 	cfg.Node, cfg.Store, cfg.Clock, cfg.Logger, cfg.Frontends = "alpha", st, clock.Real{}, slog.New(slog.DiscardHandler), fe
-	cfg.Publish, cfg.NewID = func(messages.StateChanged) {}, func() string { return "m-1" }
+	cfg.NewID = func() string { return "m-1" }
+	if cfg.Publish == nil {
+		cfg.Publish = func(messages.StateChanged) {}
+	}
 	pid := sys.Root.Spawn(actor.PropsFromProducer(intake.NewIntake(cfg)))
 	t.Cleanup(func() { _ = sys.Root.StopFuture(pid).Wait() })
 	return sys, pid, fe

@@ -1,0 +1,110 @@
+package intake_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/actors/intake"
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/persistence/sqlite/sqlitetest"
+	"github.com/switchboard-dev/switchboard/polltest"
+)
+
+// partialStore holds its first Write until released (entered says it
+// came), and answers its second as a Postgres store whose read of the ids
+// found taken failed after its insert committed: a PartialAccept, the
+// entries of id unread Unread.
+type partialStore struct {
+	persistence.Store
+	unread           string
+	calls            atomic.Int64
+	entered, release chan struct{}
+}
+
+func (s *partialStore) Write(ctx context.Context, now time.Time, w persistence.Write) (persistence.Written, error) {
+	n := s.calls.Add(1)
+	if n == 1 {
+		close(s.entered)
+		<-s.release
+	}
+	got, err := s.Store.Write(ctx, now, w)
+	if n != 2 || err != nil {
+		return got, err
+	}
+	for i, nm := range w.Accept {
+		if nm.ID == s.unread {
+			got.Accepted[i] = persistence.Accepted{Unread: true}
+		}
+	}
+	return persistence.Written{}, persistence.Partial(got.Accepted, errors.New("connection lost reading the taken ids"))
+}
+
+// TestCommitThatStoredSomeAnswersEachEntry: a commit whose store stored
+// its new message but could not read back the one whose id was taken (a
+// client's retry) answers the stored one created (202), published and
+// handed to the bus's relay as any, and only the other unavailable (503,
+// retry with the same id); that retry finds the message stored.
+func TestCommitThatStoredSomeAnswersEachEntry(t *testing.T) {
+	st := &partialStore{Store: sqlitetest.Open(t), unread: "taken", entered: make(chan struct{}), release: make(chan struct{})}
+	withFrontend(t, st, "44")
+	relay := &fakeRelay{}
+	relay.ready.Store(true)
+	var (
+		mu      sync.Mutex
+		changes []string
+	)
+	publish := func(ch messages.StateChanged) {
+		mu.Lock()
+		defer mu.Unlock()
+		changes = append(changes, ch.ID)
+	}
+	sys, pid, _ := startIntake(t, st, idle{}, intake.Config{Relay: relay, Publish: publish})
+	submit := func(id string) chan messages.SubmitReply {
+		reply := make(chan messages.SubmitReply, 1)
+		sys.Root.Send(pid, &messages.Submit{Submission: messages.Submission{ID: id, SourceMSISDN: "15550001",
+			DestinationMSISDN: "447700900001", Body: "hi"}, Reply: reply})
+		return reply
+	}
+
+	// The first commit stores "taken" and is held in the store while the
+	// next two submits queue behind it, for one commit.
+	first := submit("taken")
+	<-st.entered
+	fresh, retry := submit("fresh"), submit("taken")
+	queued := make(chan error, 1)
+	sys.Root.Send(pid, &messages.DeleteRoute{Prefix: "99", Reply: queued}) // behind the submits
+	<-queued
+	close(st.release)
+	if r := <-first; r.Err != nil || !r.Created {
+		t.Fatalf("first submit of taken: %+v", r)
+	}
+	if r := <-fresh; r.Err != nil || !r.Created || r.Message.ID != "fresh" {
+		t.Fatalf("fresh, stored by the commit that failed to read taken back: %+v, want created", r)
+	}
+	var me *messages.Error
+	if r := <-retry; !errors.As(r.Err, &me) || me.Code != messages.CodeUnavailable {
+		t.Fatalf("taken, not read back: %+v, want %s", r, messages.CodeUnavailable)
+	}
+	if n := st.calls.Load(); n != 2 {
+		t.Fatalf("%d commits, want 2 (fresh and the retry in one)", n)
+	}
+	polltest.Until(t, 10*time.Second, "fresh's row handed to the relay", func() bool { return len(relay.published()) == 2 })
+	if got := relay.published(); got[0].MessageID != "taken" || got[1].MessageID != "fresh" {
+		t.Fatalf("handed to the relay: %+v, want taken's row and fresh's", got)
+	}
+	mu.Lock()
+	if !slices.Equal(changes, []string{"taken", "fresh"}) {
+		t.Errorf("published changes of %q, want taken's and fresh's", changes)
+	}
+	mu.Unlock()
+
+	if r := <-submit("taken"); r.Err != nil || r.Created || r.Message.ID != "taken" {
+		t.Fatalf("taken again, with the same id: %+v, want the stored message", r)
+	}
+}
