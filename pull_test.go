@@ -69,3 +69,40 @@ func TestAckOfAnotherFrontendsMessageIsNoWork(t *testing.T) {
 		t.Fatalf("ack at a of b's delivered message: %+v, want no_work", out)
 	}
 }
+
+// TestRepeatedRetryAckIsAlreadyRecorded: a consumer's HTTP client that
+// sends a retry ack again (the answer to the first lost) was answered
+// applied again, and the retry recorded again: another history entry, the
+// next attempt pushed back. The repeat is already_recorded and changes
+// nothing; the next attempt's retry is applied.
+func TestRepeatedRetryAckIsAlreadyRecorded(t *testing.T) {
+	h := startNode(t, testConfig(t))
+	h.pullFrontend("r", "49")
+	id := h.submit("", "49123")
+	if got := h.poll("r", 1, 2000, 30000); len(got) != 1 || got[0].Attempt != 1 {
+		t.Fatalf("first poll %+v", got)
+	}
+	retry := messages.DeliveryResult{ID: id, Status: messages.Retry, Reason: "busy"}
+	if out := h.ack("r", retry); out[0].Outcome != "applied" {
+		t.Fatalf("retry ack: %+v", out)
+	}
+	first := h.message(id)
+	if out := h.ack("r", retry); out[0].Outcome != "already_recorded" {
+		t.Errorf("the same retry ack again: %+v, want already_recorded", out)
+	}
+	if m := h.message(id); len(m.History) != len(first.History) || m.Attempts != first.Attempts ||
+		m.NextAttemptAt == nil || first.NextAttemptAt == nil || !m.NextAttemptAt.Equal(*first.NextAttemptAt) {
+		t.Errorf("after the repeated ack: %d history entries, %d attempts, next attempt %v; want %d, %d, %v",
+			len(m.History), m.Attempts, m.NextAttemptAt, len(first.History), first.Attempts, first.NextAttemptAt)
+	}
+	if got := h.poll("r", 1, 5000, 30000); len(got) != 1 || got[0].Attempt != 2 {
+		t.Fatalf("second poll %+v", got)
+	}
+	retry.Attempt = 2
+	if out := h.ack("r", retry, retry); out[0].Outcome != "applied" || out[1].Outcome != "already_recorded" {
+		t.Errorf("attempt 2's retry, twice in one ack: %+v, want applied then already_recorded", out)
+	}
+	if m := h.message(id); len(m.History) != len(first.History)+1 {
+		t.Errorf("%d history entries after attempt 2's retry, want %d", len(m.History), len(first.History)+1)
+	}
+}

@@ -41,13 +41,19 @@ type WorkRow struct {
 	LeaseOwner string
 	LeaseUntil time.Time
 	LeaseEpoch uint64
+	// RetriedAttempt is the message's attempt whose retry made the row due
+	// again (Reschedule), 0 when none did: a retry of that attempt again
+	// is already recorded (CompletionOf).
+	RetriedAttempt int
 }
 
 // Leased reports whether w holds a lease live at now.
 func (w WorkRow) Leased(now time.Time) bool { return !w.LeaseUntil.IsZero() && w.LeaseUntil.After(now) }
 
 // Lease is w's lease as CompletionOf reads it.
-func (w WorkRow) Lease() WorkLease { return WorkLease{Owner: w.LeaseOwner, Epoch: w.LeaseEpoch} }
+func (w WorkRow) Lease() WorkLease {
+	return WorkLease{Owner: w.LeaseOwner, Epoch: w.LeaseEpoch, Retried: w.RetriedAttempt}
+}
 
 // LedgerKey names a ledger entry.
 type LedgerKey struct {
@@ -132,10 +138,12 @@ type WorkAdd struct {
 // Reschedule makes an outbox row due again at DueAt, unleased and not
 // relayed: a retry's row goes back to the outbox for the bus's relay,
 // which publishes it again once it is due (see bus.go), rather than a
-// bus message waiting for it, naked, in its consumer.
+// bus message waiting for it, naked, in its consumer. Attempt is the
+// row's RetriedAttempt from then on.
 type Reschedule struct {
-	Row   int64
-	DueAt time.Time
+	Row     int64
+	DueAt   time.Time
+	Attempt int
 }
 
 // Changes are the writes one transaction's decisions came to, in decision
@@ -299,21 +307,23 @@ func (c *Changes) Finish(l *Loaded, id string, row int64) {
 }
 
 // Reschedule makes outbox row `row` of message id due at due, unleased (in
-// l too) and not relayed (see the type). A zero due means now.
-func (c *Changes) Reschedule(l *Loaded, id string, row int64, due time.Time) {
+// l too) and not relayed (see the type), the retry of attempt (its
+// RetriedAttempt, in l too; 0 for none). A zero due means now.
+func (c *Changes) Reschedule(l *Loaded, id string, row int64, due time.Time, attempt int) {
 	if due.IsZero() {
 		due = c.Now
 	}
-	due = Normalize(due)
+	r := Reschedule{Row: row, DueAt: Normalize(due), Attempt: attempt}
 	if i, ok := c.due[row]; ok {
-		c.Rescheduled[i].DueAt = due
+		c.Rescheduled[i] = r
 	} else {
 		c.due[row] = len(c.Rescheduled)
-		c.Rescheduled = append(c.Rescheduled, Reschedule{Row: row, DueAt: due})
+		c.Rescheduled = append(c.Rescheduled, r)
 	}
 	for i, w := range l.Work[id] {
 		if w.ID == row {
 			l.Work[id][i].LeaseOwner, l.Work[id][i].LeaseUntil, l.Work[id][i].LeaseEpoch = "", time.Time{}, 0
+			l.Work[id][i].RetriedAttempt = attempt
 		}
 	}
 }

@@ -1,16 +1,30 @@
 package persistence
 
 import (
+	"slices"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
 )
 
 // WorkLease is an outbox row's lease as CompleteWork reads it (Owner is
-// empty when the row is not leased).
+// empty when the row is not leased), with the attempt whose retry made it
+// due again (WorkRow.RetriedAttempt).
 type WorkLease struct {
-	Owner string
-	Epoch uint64
+	Owner   string
+	Epoch   uint64
+	Retried int
+}
+
+// retriedAttempt is the attempt of m that a retry outcome o speaks for, as
+// its row keeps it (WorkRow.RetriedAttempt): m's attempt count for
+// delivery work, whose claims count the attempts; 0 (none) for other
+// outcomes and kinds.
+func retriedAttempt(o Outcome, m *Row) int {
+	if o.Kind != WorkDelivery || o.Result != ResultRetry {
+		return 0
+	}
+	return m.Attempts
 }
 
 // CompletionOf decides what CompleteWork does with o, for a message m
@@ -23,12 +37,20 @@ type WorkLease struct {
 // had), then a final message (status and receipt work are written for
 // messages that are final already: only its ledger entry ends it), then a
 // pull frontend's verdict on a message never offered (Outcome.Ack), then
-// the fence. Missing work before a final message: an ack at frontend A
-// about frontend B's message answered already_recorded once B's was
-// final, no_work before, telling A about B's message: a fenced outcome (Epoch >
-// 0) applies only while every row is still leased to its Owner under its
-// Epoch, whether or not the lease has run out since, so that a claim made
-// since speaks for the row.
+// the fence, then a retry recorded already. Missing work before a final
+// message: an ack at frontend A about frontend B's message answered
+// already_recorded once B's was final, no_work before, telling A about B's
+// message. A fenced outcome (Epoch > 0) applies only while every row is
+// still leased to its Owner under its Epoch, whether or not the lease has
+// run out since, so that a claim made since speaks for the row.
+//
+// A retry of delivery work whose rows a retry of the same attempt made due
+// again (WorkRow.RetriedAttempt: a pull frontend's client that sent its
+// ack again, the first answer lost) is AlreadyRecorded: applied again, it
+// pushed the next attempt back and added history. The row's attempt tells,
+// not the message's state: a message in retry whose row is unleased may
+// also be in an attempt claimed since whose lease a restart took back
+// (ReleaseLeases), and that attempt's retry applies.
 func CompletionOf(o Outcome, m *Row, recorded bool, rows []WorkLease) Completion {
 	switch {
 	case m == nil:
@@ -49,6 +71,9 @@ func CompletionOf(o Outcome, m *Row, recorded bool, rows []WorkLease) Completion
 			}
 		}
 	}
+	if a := retriedAttempt(o, m); a > 0 && !slices.ContainsFunc(rows, func(r WorkLease) bool { return r.Retried != a }) {
+		return AlreadyRecorded
+	}
 	return Applied
 }
 
@@ -59,7 +84,8 @@ func CompletionOf(o Outcome, m *Row, recorded bool, rows []WorkLease) Completion
 //
 // Per kind (see StateAfter): a final result (delivered, failed) writes the
 // ledger entry and removes the work's row; a retry makes the row due again
-// at RetryAt (now when zero), unleased. The message then moves to the
+// at RetryAt (now when zero), unleased, and keeps on it the attempt it
+// speaks for (WorkRow.RetriedAttempt). The message then moves to the
 // kind's state for the result, with history, except that status work
 // changes no state and a forward retry of a message already forward_queued
 // is no transition (no history, queued_at kept). A failure sets the
@@ -83,7 +109,7 @@ func Complete(l *Loaded, c *Changes, o Outcome) Completion {
 	}
 	for _, row := range rows {
 		if o.Result == ResultRetry {
-			c.Reschedule(l, o.MessageID, row, o.RetryAt)
+			c.Reschedule(l, o.MessageID, row, o.RetryAt, retriedAttempt(o, m))
 		} else {
 			c.Finish(l, o.MessageID, row)
 		}

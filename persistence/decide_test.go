@@ -359,17 +359,20 @@ func TestChanges(t *testing.T) {
 	now := t0
 	l, _ := loaded("m", messages.StatePending, []WorkRow{{Kind: WorkDelivery, Target: "fe"}, {Kind: WorkForward, Target: "p"}})
 	c := NewChanges(now)
-	c.Reschedule(l, "m", 1, now.Add(time.Hour))
-	c.Reschedule(l, "m", 2, now.Add(time.Hour))
-	c.Reschedule(l, "m", 1, now.Add(2*time.Hour))
-	if len(c.Rescheduled) != 2 || !c.Rescheduled[0].DueAt.Equal(now.Add(2*time.Hour)) {
-		t.Errorf("rescheduled %+v: one entry per row, the last time", c.Rescheduled)
+	c.Reschedule(l, "m", 1, now.Add(time.Hour), 1)
+	c.Reschedule(l, "m", 2, now.Add(time.Hour), 0)
+	c.Reschedule(l, "m", 1, now.Add(2*time.Hour), 2)
+	if len(c.Rescheduled) != 2 || !c.Rescheduled[0].DueAt.Equal(now.Add(2*time.Hour)) || c.Rescheduled[0].Attempt != 2 {
+		t.Errorf("rescheduled %+v: one entry per row, the last time and attempt", c.Rescheduled)
+	}
+	if w := l.Work["m"][0]; w.RetriedAttempt != 2 {
+		t.Errorf("loaded row %+v: want its retried attempt 2, as later decisions read it", w)
 	}
 	c.Finish(l, "m", 1)
 	if len(c.Rescheduled) != 1 || c.Rescheduled[0].Row != 2 || len(l.Work["m"]) != 1 {
 		t.Errorf("after finishing row 1: rescheduled %+v, work %+v", c.Rescheduled, l.Work["m"])
 	}
-	c.Reschedule(l, "m", 2, now.Add(3*time.Hour))
+	c.Reschedule(l, "m", 2, now.Add(3*time.Hour), 0)
 	if len(c.Rescheduled) != 1 || !c.Rescheduled[0].DueAt.Equal(now.Add(3*time.Hour)) {
 		t.Errorf("rescheduled %+v after the index was rebuilt", c.Rescheduled)
 	}

@@ -105,7 +105,10 @@
 // It is written in the transaction that records the outcome and read before
 // every side effect: ClaimWork never hands out work whose outcome is recorded,
 // and a second outcome for the same work (a late or repeated ack) changes
-// nothing and is reported as already recorded.
+// nothing and is reported as already recorded. A retry is not final and
+// writes no entry: its outbox row keeps the attempt it was for
+// (retried_attempt), and a retry of that attempt again is already recorded
+// too.
 //
 // # The ring
 //

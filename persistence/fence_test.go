@@ -117,7 +117,10 @@ func TestCompletionOf(t *testing.T) {
 	fenced := Outcome{Kind: WorkDelivery, Epoch: 4, Owner: "a"}
 	status := Outcome{Kind: WorkStatus, Epoch: 4, Owner: "a"}
 	ack := Outcome{Kind: WorkDelivery, Ack: true}
-	mine := []WorkLease{{"a", 4}}
+	retry := Outcome{Kind: WorkDelivery, Result: ResultRetry, Ack: true}
+	forwardRetry := Outcome{Kind: WorkForward, Result: ResultRetry}
+	mine := []WorkLease{{Owner: "a", Epoch: 4}}
+	retried := func(attempt int) []WorkLease { return []WorkLease{{Retried: attempt}} }
 	cases := []struct {
 		name     string
 		o        Outcome
@@ -129,20 +132,25 @@ func TestCompletionOf(t *testing.T) {
 		want     Completion
 	}{
 		{"no message", fenced, false, "", 1, false, mine, NoWork},
-		{"recorded", fenced, true, messages.StatePending, 1, true, []WorkLease{{"b", 5}}, AlreadyRecorded},
+		{"recorded", fenced, true, messages.StatePending, 1, true, []WorkLease{{Owner: "b", Epoch: 5}}, AlreadyRecorded},
 		{"final message", fenced, true, messages.StateDelivered, 1, false, mine, AlreadyRecorded},
 		{"final message, no row of its target", fenced, true, messages.StateDelivered, 1, false, nil, NoWork},
 		{"final message, status work", status, true, messages.StateDelivered, 0, false, mine, Applied},
 		{"no row", fenced, true, messages.StatePending, 1, false, nil, NoWork},
 		{"leased to it", fenced, true, messages.StatePending, 1, false, mine, Applied},
-		{"another owner", fenced, true, messages.StatePending, 1, false, []WorkLease{{"b", 4}}, StaleEpoch},
-		{"another epoch", fenced, true, messages.StatePending, 1, false, []WorkLease{{"a", 5}}, StaleEpoch},
+		{"another owner", fenced, true, messages.StatePending, 1, false, []WorkLease{{Owner: "b", Epoch: 4}}, StaleEpoch},
+		{"another epoch", fenced, true, messages.StatePending, 1, false, []WorkLease{{Owner: "a", Epoch: 5}}, StaleEpoch},
 		{"unleased", fenced, true, messages.StateRetry, 1, false, []WorkLease{{}}, StaleEpoch},
-		{"unfenced", Outcome{Kind: WorkDelivery}, true, messages.StatePending, 1, false, []WorkLease{{"b", 5}}, Applied},
+		{"unfenced", Outcome{Kind: WorkDelivery}, true, messages.StatePending, 1, false, []WorkLease{{Owner: "b", Epoch: 5}}, Applied},
 		{"ack, never offered", ack, true, messages.StatePending, 0, false, []WorkLease{{}}, NotOffered},
 		{"ack, lease ran out", ack, true, messages.StatePending, 1, false, []WorkLease{{}}, Applied},
 		{"ack, recorded before", ack, true, messages.StatePending, 0, true, []WorkLease{{}}, AlreadyRecorded},
 		{"ack, no row", ack, true, messages.StatePending, 0, false, nil, NoWork},
+		{"retry of an attempt whose retry is recorded", retry, true, messages.StateRetry, 2, false, retried(2), AlreadyRecorded},
+		{"retry of a later attempt", retry, true, messages.StateRetry, 3, false, retried(2), Applied},
+		{"delivered after the attempt's retry", Outcome{Kind: WorkDelivery, Result: ResultDelivered, Ack: true}, true, messages.StateRetry, 2, false, retried(2), Applied},
+		{"retry, no retry recorded", retry, true, messages.StatePending, 1, false, retried(0), Applied},
+		{"forward retry: attempts count deliveries", forwardRetry, true, messages.StateForwardQueued, 1, false, retried(1), Applied},
 	}
 	for _, c := range cases {
 		var m *Row

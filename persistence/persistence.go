@@ -329,7 +329,8 @@ func StateAfter(kind WorkKind, r Result) messages.State {
 //
 // Per kind:
 //   - delivery: Delivered/Failed are final (ledger, state, outbox row
-//     removed; status work for ReportTo); Retry sets state retry.
+//     removed; status work for ReportTo); Retry sets state retry, once per
+//     attempt (the message's Attempts: a repeat is AlreadyRecorded).
 //   - forward: Delivered means the peer accepted it: state forwarded (not
 //     final: the peer's delivery_status ends it, see ApplyStatus), ledger
 //     written, row removed, queued_at cleared. Failed: forward_failed with
@@ -381,7 +382,8 @@ const (
 	// Applied: the outcome was recorded now.
 	Applied Completion = "applied"
 	// AlreadyRecorded: the ledger already held a final outcome for this work
-	// (or the message is already final); nothing changed.
+	// (or the message is already final, or a delivery retry of the same
+	// attempt was recorded); nothing changed.
 	AlreadyRecorded Completion = "already_recorded"
 	// NoWork: the message or its outbox row does not exist; nothing changed.
 	NoWork Completion = "no_work"
@@ -711,7 +713,9 @@ type Store interface {
 	// write the ledger, set the message's final state (with history; Failed
 	// also its reason) and delete the outbox row; Retry sets state retry and
 	// makes the row due at RetryAt, unleased. Outcomes for work whose ledger
-	// entry exists, or whose message is already final, change nothing.
+	// entry exists, or whose message is already final, change nothing, nor
+	// does a delivery Retry of an attempt whose Retry is recorded (see
+	// CompletionOf).
 	CompleteWork(ctx context.Context, now time.Time, outcomes []Outcome) ([]Completion, error)
 	// ReleaseLeases ends every lease held by owner (an earlier run of this
 	// instance) so the work is claimable at once. It returns how many.

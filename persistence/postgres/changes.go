@@ -20,7 +20,7 @@ const (
 	// condition on kind and target too would let the planner pick
 	// outbox_claim, whose (kind, target) prefix can match a whole queue.
 	lockWorkSQL = `
-SELECT o.id, o.kind, o.target, o.message_id, o.lease_until, o.lease_owner, o.lease_epoch
+SELECT o.id, o.kind, o.target, o.message_id, o.lease_until, o.lease_owner, o.lease_epoch, o.retried_attempt
 FROM outbox o JOIN unnest($1::text[]) AS k(id) ON o.message_id = k.id
 ORDER BY o.id
 FOR UPDATE OF o`
@@ -52,7 +52,7 @@ func queueLoad(b *pgx.Batch, l *persistence.Loaded, ids []string) {
 				owner *string
 				epoch int64
 			)
-			if err := rows.Scan(&w.ID, &w.Kind, &w.Target, &id, &until, &owner, &epoch); err != nil {
+			if err := rows.Scan(&w.ID, &w.Kind, &w.Target, &id, &until, &owner, &epoch, &w.RetriedAttempt); err != nil {
 				return err
 			}
 			w.LeaseUntil, w.LeaseEpoch = utcOrZero(until), uint64(epoch)
@@ -98,8 +98,9 @@ FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) AS l(mes
 ON CONFLICT (message_id, kind, target) DO NOTHING`
 	finishSQL     = `DELETE FROM outbox o USING unnest($1::bigint[]) AS f(id) WHERE o.id = f.id`
 	rescheduleSQL = `
-UPDATE outbox o SET due_at = r.due_at, lease_owner = NULL, lease_until = NULL, lease_epoch = 0, relayed = false
-FROM unnest($1::bigint[], $2::timestamptz[]) AS r(id, due_at) WHERE o.id = r.id`
+UPDATE outbox o SET due_at = r.due_at, retried_attempt = r.attempt, lease_owner = NULL, lease_until = NULL,
+	lease_epoch = 0, relayed = false
+FROM unnest($1::bigint[], $2::timestamptz[], $3::int[]) AS r(id, due_at, attempt) WHERE o.id = r.id`
 	// moveSQL writes moved messages; the second history entry's columns
 	// are NULL unless the move appended it (persistence.HeldByRow).
 	moveSQL = `
@@ -147,11 +148,11 @@ func queueChanges(b *pgx.Batch, c *persistence.Changes) {
 		b.Queue(finishSQL, c.Finished)
 	}
 	if n := len(c.Rescheduled); n > 0 {
-		ids, dues := make([]int64, n), make([]time.Time, n)
+		ids, dues, attempts := make([]int64, n), make([]time.Time, n), make([]int32, n)
 		for i, r := range c.Rescheduled {
-			ids[i], dues[i] = r.Row, r.DueAt
+			ids[i], dues[i], attempts[i] = r.Row, r.DueAt, int32(r.Attempt)
 		}
-		b.Queue(rescheduleSQL, ids, dues)
+		b.Queue(rescheduleSQL, ids, dues, attempts)
 	}
 	if n := len(c.Moved); n > 0 {
 		var (

@@ -63,7 +63,7 @@ func load(ctx context.Context, q querier, l *persistence.Loaded, ids []string, f
 		if err != nil {
 			return err
 		}
-		rows, err = q.QueryContext(ctx, `SELECT id, kind, target, message_id, lease_until, lease_owner, lease_epoch
+		rows, err = q.QueryContext(ctx, `SELECT id, kind, target, message_id, lease_until, lease_owner, lease_epoch, retried_attempt
 			FROM outbox WHERE message_id IN (`+in+`) ORDER BY id`, args...)
 		if err != nil {
 			return err
@@ -76,7 +76,7 @@ func load(ctx context.Context, q querier, l *persistence.Loaded, ids []string, f
 				owner sql.NullString
 				epoch int64
 			)
-			err := r.Scan(&w.ID, &w.Kind, &w.Target, &id, &until, &owner, &epoch)
+			err := r.Scan(&w.ID, &w.Kind, &w.Target, &id, &until, &owner, &epoch, &w.RetriedAttempt)
 			w.LeaseUntil, w.LeaseOwner, w.LeaseEpoch = zeroIfNull(until), owner.String, uint64(epoch)
 			l.Work[id] = append(l.Work[id], w)
 			return err
@@ -117,11 +117,11 @@ func restartSQL(n int) string {
 		submitted_at = v.column13, updated_at = ? FROM (VALUES ` + tuples(n, 13) + `) AS v WHERE messages.id = v.column1`
 }
 
-// rescheduleSQL makes n outbox rows (id, due_at) due again, unleased and
-// not relayed (persistence.Reschedule).
+// rescheduleSQL makes n outbox rows (id, due_at, retried_attempt) due
+// again, unleased and not relayed (persistence.Reschedule).
 func rescheduleSQL(n int) string {
-	return `UPDATE outbox SET due_at = v.column2, lease_owner = NULL, lease_until = NULL, lease_epoch = 0, relayed = 0
-		FROM (VALUES ` + tuples(n, 2) + `) AS v WHERE outbox.id = v.column1`
+	return `UPDATE outbox SET due_at = v.column2, retried_attempt = v.column3, lease_owner = NULL, lease_until = NULL,
+		lease_epoch = 0, relayed = 0 FROM (VALUES ` + tuples(n, 3) + `) AS v WHERE outbox.id = v.column1`
 }
 
 // writeChanges writes what the core decided, one statement (per chunk)
@@ -151,9 +151,9 @@ func writeChanges(ctx context.Context, tx querier, c *persistence.Changes) error
 		return err
 	}
 	if err := chunks(len(c.Rescheduled), func(lo, hi int) error {
-		args := make([]any, 0, 2*(hi-lo))
+		args := make([]any, 0, 3*(hi-lo))
 		for _, r := range c.Rescheduled[lo:hi] {
-			args = append(args, r.Row, toDB(r.DueAt))
+			args = append(args, r.Row, toDB(r.DueAt), r.Attempt)
 		}
 		_, err := tx.ExecContext(ctx, rescheduleSQL(hi-lo), args...)
 		return err

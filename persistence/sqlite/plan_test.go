@@ -38,7 +38,7 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{"ring: claim", claimSQL(2), ringArgs},
 		{"ring: next due", nextDueSQL(2), ringArgs},
 		{"ring: owners", ringOwnersSQL, []any{"delivery", "o"}},
-		{"reschedule", rescheduleSQL(2), []any{1, 2, 3, 4}},
+		{"reschedule", rescheduleSQL(2), []any{1, 2, 1, 3, 4, 0}},
 		{"move", moveSQL(2), []any{9, "a", "delivered", "", nil, 2, 9, 1, "delivered", 9, "acked", "b", "forward_queued", "x", 3, 3, nil, 0, nil, nil, nil}},
 		{"restart", restartSQL(2), []any{9, "a", "pending", "", nil, 2, nil, 0, nil, nil, nil, "fe", "s", 1, "b", "forward_queued", "", 3, 3, nil, 0, nil, nil, nil, "fe", "s", 1}},
 		{"expirable", expirableSQL, []any{5, 6, 10}},

@@ -343,6 +343,8 @@ func completeWorkCases() []testCase {
 		{"RetryReschedulesUnleased", completeRetry},
 		{"SecondOutcomeIsAlreadyRecorded", completeSecondOutcome},
 		{"RepeatInOneCallIsAlreadyRecorded", completeRepeatInOneCall},
+		{"RepeatedRetryOfAnAttemptIsAlreadyRecorded", completeRepeatedRetry},
+		{"RetryOfAttemptReleasedAtRestartIsApplied", completeRetryAfterRelease},
 		{"UnknownMessageIsNoWork", completeUnknownMessage},
 		{"MessageWithoutWorkIsNoWork", completeMessageWithoutWork},
 		{"OtherKindOrTargetIsNoWork", completeOtherKindOrTarget},
@@ -516,6 +518,86 @@ func completeRepeatInOneCall(f *fixture) {
 	if e := f.ledger("c1", feA); e.Detail != "first" {
 		f.Errorf("ledger = %+v, want the first outcome", e)
 	}
+}
+
+// completeRepeatedRetry: a pull frontend's retry ack sent again for the
+// same attempt (its HTTP client resent it, the first answer lost) is
+// already_recorded and changes nothing: not the due time (a later RetryAt
+// pushed the next attempt back), not the history, not the attempts. A
+// repeat in the same call is already_recorded too. The next attempt's
+// retry is recorded.
+func completeRepeatedRetry(f *fixture) {
+	f.accept(base, newMsg("crr"), newMsg("crr-one-call"))
+	f.claimDelivery(feA, ownerA, base, 10)
+	retry := func(id string, retryAt time.Time, detail string) persistence.Outcome {
+		return persistence.Outcome{Kind: persistence.WorkDelivery, Target: feA, MessageID: id, Result: persistence.ResultRetry,
+			RetryAt: retryAt, Reason: "busy", Detail: detail, Ack: true}
+	}
+	f.completeOne(at(10e9), retry("crr", at(time.Minute), "attempt 1 failed"), persistence.Applied)
+	first := f.get("crr")
+	f.completeAll(at(20e9), []persistence.Completion{persistence.AlreadyRecorded}, retry("crr", at(2*time.Minute), "attempt 1 failed again"))
+	f.checkMessage("after the repeated retry", f.get("crr"), first)
+	if msg := queuedDiff(f.get("crr").NextAttemptAt, ptr(at(time.Minute))); msg != "" {
+		f.Errorf("next attempt after the repeated retry: %s", msg)
+	}
+	f.checkHistory("crr",
+		messages.HistoryEntry{State: messages.StatePending, At: base, Detail: "accepted"},
+		messages.HistoryEntry{State: messages.StateRetry, At: at(10e9), Detail: "attempt 1 failed"},
+	)
+
+	f.completeAll(at(10e9), []persistence.Completion{persistence.Applied, persistence.AlreadyRecorded},
+		retry("crr-one-call", at(time.Minute), "first"), retry("crr-one-call", at(2*time.Minute), "second"))
+	if n := f.historyLen("crr-one-call"); n != 2 {
+		f.Errorf("history has %d entries after a retry repeated in one call, want 2", n)
+	}
+
+	c := f.claimDelivery(feA, ownerA, at(time.Minute), 10)
+	f.wantIDSet("claim at the first RetryAt", workIDs(c.Work), "crr", "crr-one-call")
+	for _, w := range c.Work {
+		if w.Message.Attempts != 2 {
+			f.Errorf("%s: attempts %d at the second claim, want 2", w.MessageID, w.Message.Attempts)
+		}
+	}
+	f.completeOne(at(70e9), retry("crr", at(5*time.Minute), "attempt 2 failed"), persistence.Applied)
+	if n := f.historyLen("crr"); n != 3 {
+		f.Errorf("history has %d entries after attempt 2's retry, want 3", n)
+	}
+	f.completeAll(at(80e9), []persistence.Completion{persistence.AlreadyRecorded}, retry("crr", at(9*time.Minute), "attempt 2 failed again"))
+	if msg := queuedDiff(f.get("crr").NextAttemptAt, ptr(at(5*time.Minute))); msg != "" {
+		f.Errorf("next attempt after attempt 2's repeated retry: %s", msg)
+	}
+}
+
+// completeRetryAfterRelease: attempt 2 of a message in retry was leased
+// when the node restarted (ReleaseLeases took the lease back); the
+// frontend's retry of attempt 2 arriving then is applied, though the
+// message is in retry and its row unleased as after attempt 1's retry.
+func completeRetryAfterRelease(f *fixture) {
+	f.accept(base, newMsg("crl"))
+	f.claimDelivery(feA, ownerA, base, 1)
+	retry := persistence.Outcome{Kind: persistence.WorkDelivery, Target: feA, MessageID: "crl", Result: persistence.ResultRetry, Ack: true}
+	retry.RetryAt, retry.Detail = at(time.Minute), "attempt 1 failed"
+	f.completeOne(at(10e9), retry, persistence.Applied)
+	f.wantIDs("claim of attempt 2", workIDs(f.claimDelivery(feA, ownerA, at(time.Minute), 1).Work), "crl")
+	if _, err := f.store.ReleaseLeases(f.ctx, ownerA); err != nil {
+		f.Fatalf("ReleaseLeases: %v", err)
+	}
+	retry.RetryAt, retry.Detail = at(3*time.Minute), "attempt 2 failed"
+	f.completeOne(at(2*time.Minute), retry, persistence.Applied)
+	m := f.get("crl")
+	if m.State != messages.StateRetry || m.Attempts != 2 {
+		f.Errorf("after attempt 2's retry: %s with %d attempts, want retry with 2", m.State, m.Attempts)
+	}
+	if msg := queuedDiff(m.NextAttemptAt, ptr(at(3*time.Minute))); msg != "" {
+		f.Errorf("next attempt after attempt 2's retry: %s", msg)
+	}
+	f.checkHistory("crl",
+		messages.HistoryEntry{State: messages.StatePending, At: base, Detail: "accepted"},
+		messages.HistoryEntry{State: messages.StateRetry, At: at(10e9), Detail: "attempt 1 failed"},
+		messages.HistoryEntry{State: messages.StateRetry, At: at(2 * time.Minute), Detail: "attempt 2 failed"},
+	)
+	retry.RetryAt = at(4 * time.Minute)
+	f.completeAll(at(150e9), []persistence.Completion{persistence.AlreadyRecorded}, retry)
 }
 
 func completeUnknownMessage(f *fixture) {
