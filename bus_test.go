@@ -254,6 +254,32 @@ func TestBusRefusedWithTheEmbeddedStore(t *testing.T) {
 	}
 }
 
+// TestBusURLPasswordIsNeverShown: a --nats-url may carry a user and
+// password. While the bus is not connected, GET /readyz (which needs no
+// token) and GET /api/status say which servers it waits for, with the
+// password as xxxxx; so does a start-up error about the URL.
+func TestBusURLPasswordIsNeverShown(t *testing.T) {
+	const secret = "hunter2-nats-secret"
+	cfg := testConfig(t)
+	cfg.Postgres, cfg.NatsURL = "postgres://db/x", "nats://alice:"+secret+"@127.0.0.1:99999"
+	if _, err := switchboard.New(cfg); err == nil || strings.Contains(err.Error(), secret) ||
+		!strings.Contains(err.Error(), "alice:xxxxx@127.0.0.1:99999") {
+		t.Errorf("New with a bad port in --nats-url: %v, want the error to name the URL without its password", err)
+	}
+
+	cfg = siteConfig(t, pgtest.DSN(t), "site-a-0")
+	cfg.NatsURL = "nats://alice:" + secret + "@127.0.0.1:1" // nothing listens there: the bus stays down
+	h := startNode(t, cfg)
+	anon := h.as("")
+	status, body := anon.do("GET", "/readyz", nil)
+	if status != 200 || strings.Contains(string(body), secret) || !strings.Contains(string(body), "nats://alice:xxxxx@127.0.0.1:1") {
+		t.Errorf("GET /readyz without a token: %d %s, want the bus's URL without its password", status, body)
+	}
+	if st := h.busState(); st.Bus == nil || strings.Contains(st.Bus.Reason, secret) {
+		t.Errorf("GET /api/status: bus %+v shows the password", st.Bus)
+	}
+}
+
 // TestBusQuietPollsGoRoundTheInstances: at a quiet time a consumer whose
 // long polls go round the instances (a load balancer that spreads its
 // requests) gets each message at once, through the bus, from whichever

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchboard-dev/switchboard/field"
+	"github.com/switchboard-dev/switchboard/messages"
 )
 
 // Config is what the bus needs. Start from DefaultConfig.
@@ -127,8 +128,10 @@ func (c Config) Validate() error {
 // ValidURL reports why u is not a list of NATS server URLs: comma-separated
 // items, each [scheme://]host[:port] with scheme nats (the default, as the
 // client takes it), tls, ws or wss, a host and, when given, a port from 1
-// to 65535 (user info allowed, no path but "/"). It is checked before anything opens: the client would
-// only refuse it when it dials, after the store was opened and migrated.
+// to 65535 (user info allowed, no path but "/"). It is checked before
+// anything opens: the client would only refuse it when it dials, after the
+// store was opened and migrated. An error names the item as RedactURL
+// shows it: start-up errors are printed and logged.
 func ValidURL(u string) error {
 	n := 0
 	ws := map[bool]bool{}
@@ -138,13 +141,10 @@ func ValidURL(u string) error {
 			continue
 		}
 		n++
-		full := item
-		if !strings.Contains(item, "://") {
-			full = "nats://" + item // as the client takes host:port
-		}
-		p, err := url.Parse(full)
+		shown := redactServer(item)
+		p, err := url.Parse(serverURL(item))
 		if err != nil {
-			return fmt.Errorf("%q is not a URL: want nats://host:4222 (or tls://, ws://, wss://)", item)
+			return fmt.Errorf("%q is not a URL: want nats://host:4222 (or tls://, ws://, wss://)", shown)
 		}
 		switch p.Scheme {
 		case "nats", "tls":
@@ -152,18 +152,18 @@ func ValidURL(u string) error {
 		case "ws", "wss":
 			ws[true] = true
 		default:
-			return fmt.Errorf("%q: scheme %q is not nats, tls, ws or wss", item, p.Scheme)
+			return fmt.Errorf("%q: scheme %q is not nats, tls, ws or wss", shown, p.Scheme)
 		}
 		if p.Hostname() == "" {
-			return fmt.Errorf("%q names no host", item)
+			return fmt.Errorf("%q names no host", shown)
 		}
 		if port := p.Port(); port != "" {
 			if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-				return fmt.Errorf("%q: port %q is not a number from 1 to 65535", item, port)
+				return fmt.Errorf("%q: port %q is not a number from 1 to 65535", shown, port)
 			}
 		}
 		if (p.Path != "" && p.Path != "/") || p.RawQuery != "" || p.Fragment != "" {
-			return fmt.Errorf("%q: a server URL has no path, query or fragment", item)
+			return fmt.Errorf("%q: a server URL has no path, query or fragment", shown)
 		}
 	}
 	if n == 0 {
@@ -173,6 +173,53 @@ func ValidURL(u string) error {
 		return errors.New("mixes websocket (ws://, wss://) and plain (nats://, tls://) servers")
 	}
 	return nil
+}
+
+// serverURL is one server of a URL list as the client takes it: a bare
+// host:port is nats://host:port.
+func serverURL(item string) string {
+	if !strings.Contains(item, "://") {
+		return "nats://" + item
+	}
+	return item
+}
+
+// RedactURL is u, a list of servers as ValidURL takes it, as the node shows
+// and logs it (GET /readyz, GET /api/status, log lines, start-up errors):
+// each server's password replaced by messages.RedactedPassword, and so is
+// a user without a password, which the client sends as the server's token.
+// Each server is trimmed of blanks; a list without user info is returned
+// as given.
+func RedactURL(u string) string {
+	items := strings.Split(u, ",")
+	for i, item := range items {
+		items[i] = redactServer(strings.TrimSpace(item))
+	}
+	return strings.Join(items, ",")
+}
+
+// redactServer is RedactURL of one server, in the form it was given (a
+// bare host:port stays bare).
+func redactServer(item string) string {
+	full := serverURL(item)
+	p, err := url.Parse(full)
+	switch {
+	case err != nil:
+		// Without what could be its user info.
+		return messages.RedactURL(item)
+	case p.User == nil:
+		return item
+	}
+	if _, has := p.User.Password(); has {
+		full = messages.RedactURL(full)
+	} else {
+		p.User = url.User(messages.RedactedPassword) // a token
+		full = p.String()
+	}
+	if !strings.Contains(item, "://") {
+		full = strings.TrimPrefix(full, "nats://")
+	}
+	return full
 }
 
 // The stream's storage kinds (Config.Storage).

@@ -145,7 +145,8 @@ func (b *Bus) Up() bool { return b.connected() && !b.degraded.Load() }
 func (b *Bus) connected() bool { return b != nil && b.up.Load() }
 
 // State is "up" or "down", with why it is down when known (degraded: why
-// the publishes fail).
+// the publishes fail). why is shown to anyone who asks /readyz: the URL in
+// it is redacted.
 func (b *Bus) State() (state, why string) {
 	if b.Up() {
 		return "up", ""
@@ -156,7 +157,7 @@ func (b *Bus) State() (state, why string) {
 	case b.connected():
 		return "down", "degraded: publishes to the stream keep failing: " + b.degradedWhy
 	case b.lastErr == "":
-		return "down", "not connected to " + b.cfg.URL
+		return "down", "not connected to " + RedactURL(b.cfg.URL)
 	}
 	return "down", b.lastErr
 }
@@ -222,7 +223,9 @@ func (b *Bus) set(up bool) {
 		return
 	}
 	if up {
-		b.log.Info("the delivery bus is up", "url", b.nc.ConnectedUrlRedacted(), "degraded", b.degraded.Load())
+		// Not ConnectedUrlRedacted: it shows a token (a user without a
+		// password).
+		b.log.Info("the delivery bus is up", "url", RedactURL(b.nc.ConnectedUrl()), "degraded", b.degraded.Load())
 	} else {
 		_, why := b.State()
 		b.log.Warn("the delivery bus is down: submits are still accepted (the outbox holds the work) and delivery goes on from the store until it returns",
