@@ -25,7 +25,8 @@ import (
 // (SIGHUP), and when a check every WatchInterval finds the file changed or
 // the store's credentials different. A source that cannot be read, or a
 // file that does not parse, keeps the Set in force (never fewer checks
-// because of an error) and is logged.
+// because of an error) and is logged; so is a stored credential that is
+// invalid, which is left out but still makes a credential required.
 
 // Values of Config.Redact.
 const (
@@ -180,7 +181,11 @@ func (c *credentials) load(ctx context.Context, why string) error {
 			return fmt.Errorf("the store's credentials: %w", err)
 		}
 		// The store's: checked by the store on the way in; a row an
-		// older or foreign writer left invalid is left out, loudly.
+		// older or foreign writer left invalid is left out, loudly. Any
+		// row makes a credential required, valid or not: a node whose
+		// rows are all invalid lets no one in (but --api-token), rather
+		// than everyone.
+		required = required || len(creds) > 0
 		valid := creds[:0]
 		for _, cr := range creds {
 			if err := cr.Validate(); err != nil {
@@ -190,7 +195,6 @@ func (c *credentials) load(ctx context.Context, why string) error {
 			valid = append(valid, cr)
 		}
 		creds = valid
-		required = required || len(creds) > 0
 	}
 	if token != "" {
 		creds = append(creds, httpapi.TokenCredential(token))
@@ -226,6 +230,10 @@ func (c *credentials) report(old, next *auth.Set, why string) {
 			log.Info("credentials loaded", "credentials", next.Len(), "source", c.source())
 		}
 		return
+	}
+	if !old.Open() && next.Open() {
+		log.Warn("the credentials are gone: the API now answers anyone who reaches it, as an admin ("+c.openHint()+")",
+			"why", why, "source", c.source())
 	}
 	added, removed := old.Diff(next)
 	if len(added) == 0 && len(removed) == 0 {

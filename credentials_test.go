@@ -13,8 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/switchboard-dev/switchboard/httpapi/auth"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/persistence/pgtest"
 	"github.com/switchboard-dev/switchboard/polltest"
 	"github.com/switchboard-dev/switchboard/supervision/logtest"
@@ -165,6 +168,75 @@ func TestStoreCredentialsReachEverySite(t *testing.T) {
 		if got := h.statusAs(rootTok, "GET", "/api/status", nil); got != 200 {
 			t.Errorf("%s: the admin gets %d", h.cfg.InstanceID, got)
 		}
+	}
+}
+
+// TestInvalidStoredCredentialsKeepTheNodeClosed: a stored credential row
+// the node finds invalid (a newer version's role, say) is left out, but
+// still makes a credential required: a node whose rows are all invalid
+// lets no one in, where it was open to anyone as an admin. The store
+// refuses to revoke the last valid credential with such a row left; a
+// node whose last row goes after all (removed by hand) is open again, and
+// says so with a warning.
+func TestInvalidStoredCredentialsKeepTheNodeClosed(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	cfg := siteConfig(t, dsn, "site-a-0")
+	cfg.APIToken = "" // the site keeps its credentials in the database alone
+	var logs *logtest.Buffer
+	cfg.Logger, logs = logtest.New()
+	h := startNode(t, cfg)
+	ctx := context.Background()
+	rootTok, rootHash := auth.NewToken()
+	if err := h.node.Store().AddCredential(ctx, messages.Credential{Name: "root", Role: messages.RoleAdmin, TokenHash: rootHash, CreatedAt: time.Now()},
+		messages.AuditEntry{At: time.Now(), Actor: "cli:test@host", Remote: "test", Action: messages.AuditCredentialAdd, Target: "root"}); err != nil {
+		t.Fatal(err)
+	}
+	db, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := db.Exec(ctx, sql, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, otherHash := auth.NewToken()
+	exec(`INSERT INTO credentials (name, role, token_sha256, created_at) VALUES ('auditor', 'auditor', $1, now())`, otherHash)
+	reload := func() {
+		t.Helper()
+		if err := h.node.Reload(); err != nil {
+			t.Fatalf("Reload: %v", err)
+		}
+	}
+	reload()
+	if a, r := h.statusAs("", "GET", "/api/status", nil), h.statusAs(rootTok, "GET", "/api/status", nil); a != 401 || r != 200 {
+		t.Fatalf("without a token %d, as root %d; want 401 and 200", a, r)
+	}
+
+	err = h.node.Store().RevokeCredential(ctx, "root",
+		messages.AuditEntry{At: time.Now(), Actor: "cli:test@host", Remote: "test", Action: messages.AuditCredentialRevoke, Target: "root"})
+	if !errors.Is(err, persistence.ErrLastCredential) {
+		t.Fatalf("revoking the last valid credential: %v, want ErrLastCredential", err)
+	}
+	// Removed by hand all the same: only the invalid row is left.
+	exec(`DELETE FROM credentials WHERE name = 'root'`)
+	reload()
+	if a, r := h.statusAs("", "PUT", "/api/routes/44", map[string]string{"frontend": "x"}), h.statusAs(rootTok, "GET", "/api/status", nil); a != 401 || r != 401 {
+		t.Errorf("with only an invalid credential stored: without a token %d, as the removed root %d; want 401 (the node must not fall open)", a, r)
+	}
+	if strings.Contains(logs.String(), "the API now answers anyone") {
+		t.Errorf("a warning of an open API while it is closed:\n%s", logs.String())
+	}
+	// The last row gone: open, and a warning says so.
+	exec(`DELETE FROM credentials`)
+	reload()
+	if got := h.statusAs("", "GET", "/api/status", nil); got != 200 {
+		t.Errorf("without any stored credential, a call without a token: %d, want 200 (open)", got)
+	}
+	if !strings.Contains(logs.String(), "the API now answers anyone") {
+		t.Errorf("the node opened without a warning:\n%s", logs.String())
 	}
 }
 

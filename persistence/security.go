@@ -20,9 +20,8 @@ var (
 	// already; nothing was written.
 	ErrExists = errors.New("already exists")
 	// ErrLastCredential: revoking it would leave the store without any
-	// credential, and a node without --api-token would then answer anyone
-	// (a store without credentials is how a node without them runs); add
-	// another first. Nothing was written.
+	// valid credential (see RevokeLeaves); add another first. Nothing was
+	// written.
 	ErrLastCredential = errors.New("the last credential of the store")
 )
 
@@ -35,7 +34,7 @@ type CredentialStore interface {
 	AddCredential(ctx context.Context, c messages.Credential, audit messages.AuditEntry) error
 	// RevokeCredential deletes the credential name and appends audit in
 	// one transaction; ErrNotFound when there is none, ErrLastCredential
-	// when it is the last one (see RevokeLeaves).
+	// when it is the last valid one (see RevokeLeaves).
 	RevokeCredential(ctx context.Context, name string, audit messages.AuditEntry) error
 }
 
@@ -188,13 +187,19 @@ func ValidateAddCredential(c messages.Credential, audit messages.AuditEntry) (me
 	return c, entries[0], errors.Join(errs...)
 }
 
-// RevokeLeaves decides a revocation given how many credentials the store
-// holds besides the one revoked: none left is ErrLastCredential.
-func RevokeLeaves(left int) error {
-	if left == 0 {
-		return ErrLastCredential
+// RevokeLeaves decides a revocation given the credentials the store holds
+// besides the one revoked: none valid left is ErrLastCredential. A store
+// without credentials is how a node without them runs, and a node leaves
+// out a row it finds invalid (one of a newer version's role, or written by
+// hand): with only such rows left no one could call a node without
+// --api-token, and rows fixed or removed later would open it to anyone.
+func RevokeLeaves(left []messages.Credential) error {
+	for _, c := range left {
+		if c.Validate() == nil {
+			return nil
+		}
 	}
-	return nil
+	return ErrLastCredential
 }
 
 // ValidatePurgeAudit reports what is wrong with PurgeAudit's input.

@@ -413,7 +413,7 @@ func (c credentialStore) revoke(name string) error {
 	case errors.Is(err, persistence.ErrNotFound):
 		return fmt.Errorf("no credential %q in the store", name)
 	case errors.Is(err, persistence.ErrLastCredential):
-		return fmt.Errorf("%q is the store's last credential: without any, a node without --api-token answers anyone; add another first", name)
+		return fmt.Errorf("%q is the store's last credential a node can use: without it, a node without --api-token answers anyone (or, with only invalid ones left, no one); add another first", name)
 	}
 	return err
 }

@@ -24,12 +24,21 @@ func (s *Store) Credentials(ctx context.Context) ([]messages.Credential, error) 
 	if s.closed.Load() {
 		return nil, s.fail("credentials", persistence.ErrClosed)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT name, role, token_sha256, frontends, submit_rate, smpp, created_at
-		FROM credentials ORDER BY name`)
+	out, err := credentials(ctx, s.pool)
 	if err != nil {
 		return nil, s.fail("credentials", err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (messages.Credential, error) {
+	return out, nil
+}
+
+// credentials reads every credential, ordered by name.
+func credentials(ctx context.Context, c conn) ([]messages.Credential, error) {
+	rows, err := c.Query(ctx, `SELECT name, role, token_sha256, frontends, submit_rate, smpp, created_at
+		FROM credentials ORDER BY name`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (messages.Credential, error) {
 		var c messages.Credential
 		err := row.Scan(&c.Name, &c.Role, &c.TokenHash, &c.Frontends, &c.SubmitRate, &c.SMPP, &c.CreatedAt)
 		c.CreatedAt = c.CreatedAt.UTC()
@@ -38,10 +47,6 @@ func (s *Store) Credentials(ctx context.Context) ([]messages.Credential, error) 
 		}
 		return c, err
 	})
-	if err != nil {
-		return nil, s.fail("credentials", err)
-	}
-	return out, nil
 }
 
 // AddCredential implements persistence.Store.
@@ -90,8 +95,8 @@ func (s *Store) RevokeCredential(ctx context.Context, name string, audit message
 		if tag.RowsAffected() == 0 {
 			return fmt.Errorf("credential %q: %w", name, persistence.ErrNotFound)
 		}
-		var left int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM credentials`).Scan(&left); err != nil {
+		left, err := credentials(ctx, tx)
+		if err != nil {
 			return err
 		}
 		if err := persistence.RevokeLeaves(left); err != nil {

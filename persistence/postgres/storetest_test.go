@@ -5,6 +5,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"testing"
 
+	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/persistence/pgtest"
 	"github.com/switchboard-dev/switchboard/persistence/storetest"
@@ -18,6 +19,13 @@ type seedingStore struct{ *Store }
 func (s seedingStore) SeedLedger(ctx context.Context, e persistence.LedgerEntry) error {
 	_, err := s.pool.Exec(ctx, "INSERT INTO ledger (message_id, kind, target, result, at, detail) VALUES ($1, $2, $3, $4, $5, $6)",
 		e.MessageID, string(e.Kind), e.Target, string(e.Result), norm(e.At), e.Detail)
+	return err
+}
+
+// SeedCredential implements storetest.CredentialSeeder.
+func (s seedingStore) SeedCredential(ctx context.Context, c messages.Credential) error {
+	_, err := s.pool.Exec(ctx, "INSERT INTO credentials (name, role, token_sha256, created_at) VALUES ($1, $2, $3, $4)",
+		c.Name, string(c.Role), c.TokenHash, norm(c.CreatedAt))
 	return err
 }
 

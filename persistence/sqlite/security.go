@@ -18,27 +18,36 @@ import (
 func (s *Store) Credentials(ctx context.Context) ([]messages.Credential, error) {
 	var out []messages.Credential
 	err := s.read(ctx, "credentials", func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT name, role, token_sha256, frontends, submit_rate, smpp, created_at
-			FROM credentials ORDER BY name`)
-		if err != nil {
+		var err error
+		out, err = credentials(ctx, tx)
+		return err
+	})
+	return out, err
+}
+
+// credentials reads every credential, ordered by name.
+func credentials(ctx context.Context, q querier) ([]messages.Credential, error) {
+	rows, err := q.QueryContext(ctx, `SELECT name, role, token_sha256, frontends, submit_rate, smpp, created_at
+		FROM credentials ORDER BY name`)
+	if err != nil {
+		return nil, err
+	}
+	var out []messages.Credential
+	err = scanEach(rows, func(r *sql.Rows) error {
+		var (
+			c         messages.Credential
+			role, fes string
+			created   int64
+		)
+		if err := r.Scan(&c.Name, &role, &c.TokenHash, &fes, &c.SubmitRate, &c.SMPP, &created); err != nil {
 			return err
 		}
-		return scanEach(rows, func(r *sql.Rows) error {
-			var (
-				c         messages.Credential
-				role, fes string
-				created   int64
-			)
-			if err := r.Scan(&c.Name, &role, &c.TokenHash, &fes, &c.SubmitRate, &c.SMPP, &created); err != nil {
-				return err
-			}
-			c.Role, c.CreatedAt = messages.Role(role), fromDB(created)
-			if fes != "" {
-				c.Frontends = strings.Split(fes, ",")
-			}
-			out = append(out, c)
-			return nil
-		})
+		c.Role, c.CreatedAt = messages.Role(role), fromDB(created)
+		if fes != "" {
+			c.Frontends = strings.Split(fes, ",")
+		}
+		out = append(out, c)
+		return nil
 	})
 	return out, err
 }
@@ -86,8 +95,8 @@ func (s *Store) RevokeCredential(ctx context.Context, name string, audit message
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			return errors.Join(err, fmt.Errorf("credential %q: %w", name, persistence.ErrNotFound))
 		}
-		var left int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM credentials`).Scan(&left); err != nil {
+		left, err := credentials(ctx, tx)
+		if err != nil {
 			return err
 		}
 		if err := persistence.RevokeLeaves(left); err != nil {

@@ -34,6 +34,13 @@ func (s seedingStore) SeedLedger(ctx context.Context, e persistence.LedgerEntry)
 	return err
 }
 
+// SeedCredential implements storetest.CredentialSeeder.
+func (s seedingStore) SeedCredential(ctx context.Context, c messages.Credential) error {
+	_, err := s.wdb.ExecContext(ctx, `INSERT INTO credentials (name, role, token_sha256, created_at) VALUES (?, ?, ?, ?)`,
+		c.Name, string(c.Role), c.TokenHash, toDB(c.CreatedAt))
+	return err
+}
+
 // Recount implements storetest.Recounter.
 func (s seedingStore) Recount(ctx context.Context) (counted, maintained persistence.Counts, err error) {
 	if s.closed.Load() {

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -21,6 +22,7 @@ func securityCases() []testCase {
 		{"WebhookSecretStored", secWebhookSecret},
 		{"CredentialsAddListRevoke", secCredentials},
 		{"CredentialRefusalsChangeNothing", secCredentialRefusals},
+		{"RevokeLeavesAValidCredential", secRevokeLeavesValid},
 		{"AuditAppendListFilterPage", secAuditList},
 		{"AuditPurgedByAgeAloneNeverWithMessages", secAuditPurge},
 	}
@@ -249,6 +251,49 @@ func secCredentialRefusals(f *fixture) {
 		f.store.RevokeCredential(f.ctx, "nobody", auditOf(messages.AuditCredentialRevoke, "nobody", base)), persistence.ErrNotFound)
 	refused("revoking the last credential",
 		f.store.RevokeCredential(f.ctx, "app", auditOf(messages.AuditCredentialRevoke, "app", base)), persistence.ErrLastCredential)
+}
+
+// CredentialSeeder writes a credential row straight into the table, as
+// the store's AddCredential would refuse it (a newer version's role, say):
+// the value open returns must implement it (a test-only wrapper, like
+// Recounter).
+type CredentialSeeder interface {
+	SeedCredential(ctx context.Context, c messages.Credential) error
+}
+
+// secRevokeLeavesValid: a revocation that would leave only rows a node
+// leaves out as invalid is refused as the last credential's, and changes
+// nothing; with a valid credential left it goes through.
+func secRevokeLeavesValid(f *fixture) {
+	seeder, ok := f.store.(CredentialSeeder)
+	if !ok {
+		f.Fatalf("the store under test does not implement storetest.CredentialSeeder")
+	}
+	app := messages.Credential{Name: "app", Role: messages.RoleClient, TokenHash: hashOf("t-app"), CreatedAt: base}
+	if err := f.store.AddCredential(f.ctx, app, auditOf(messages.AuditCredentialAdd, "app", base)); err != nil {
+		f.Fatal(err)
+	}
+	if err := seeder.SeedCredential(f.ctx, messages.Credential{Name: "auditor", Role: "auditor", TokenHash: hashOf("t-auditor"), CreatedAt: base}); err != nil {
+		f.Fatalf("SeedCredential: %v", err)
+	}
+	trail := len(f.auditTrail(persistence.AuditQuery{}).Entries)
+	err := f.store.RevokeCredential(f.ctx, "app", auditOf(messages.AuditCredentialRevoke, "app", at(time.Second)))
+	if !errors.Is(err, persistence.ErrLastCredential) {
+		f.Errorf("revoking the last valid credential, an invalid one left: %v, want ErrLastCredential", err)
+	}
+	if cs := f.credentials(); len(cs) != 2 || cs[0].Name != "app" {
+		f.Errorf("a refused revocation changed the credentials: %+v", cs)
+	}
+	if n := len(f.auditTrail(persistence.AuditQuery{}).Entries); n != trail {
+		f.Errorf("a refused revocation wrote %d audit entries", n-trail)
+	}
+	ops := messages.Credential{Name: "ops", Role: messages.RoleOperator, TokenHash: hashOf("t-ops"), CreatedAt: base}
+	if err := f.store.AddCredential(f.ctx, ops, auditOf(messages.AuditCredentialAdd, "ops", base)); err != nil {
+		f.Fatal(err)
+	}
+	if err := f.store.RevokeCredential(f.ctx, "app", auditOf(messages.AuditCredentialRevoke, "app", at(2*time.Second))); err != nil {
+		f.Errorf("revoking app with ops left: %v", err)
+	}
 }
 
 func secAuditList(f *fixture) {
