@@ -3,6 +3,7 @@ package switchboard
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -55,6 +56,47 @@ func askNode[T any](ctx context.Context, g *gateway, pid *actor.PID, msg any, ch
 		return zero, notRunning()
 	}
 	return ask(ctx, g.n.system.Root, pid, msg, ch, "no answer in time")
+}
+
+// askChange is askNode for a change the actor makes and then answers.
+// When ctx ends first, its caller is answered unavailable, yet the actor
+// may still make the change: its answer is then awaited on its own, and
+// one that says the change was made (made) is handed to the call's
+// httpapi.LateChange, which records it in the audit trail.
+func askChange[T any](ctx context.Context, g *gateway, pid *actor.PID, msg any, ch <-chan T, made func(T) bool) (T, error) {
+	if !g.n.ready.Load() {
+		var zero T
+		return zero, notRunning()
+	}
+	r, err := ask(ctx, g.n.system.Root, pid, msg, ch, "no answer in time")
+	if late := httpapi.LateChange(ctx); err != nil && late != nil {
+		go awaitLate(g, msg, ch, made, late)
+	}
+	return r, err
+}
+
+// awaitLate calls late if the answer to msg that comes after its caller
+// left says the change was made, while the node runs. One that has not
+// come when the node stops is logged: the change may have been made
+// unrecorded.
+func awaitLate[T any](g *gateway, msg any, ch <-chan T, made func(T) bool, late func()) {
+	select {
+	case r := <-ch:
+		if made(r) {
+			late()
+		}
+		return
+	case <-g.n.stopping:
+	}
+	select {
+	case r := <-ch:
+		if made(r) {
+			late()
+		}
+	default:
+		g.n.log.Warn("the node stopped before answering a change whose caller was answered unavailable: it may have been made without its audit record",
+			"change", fmt.Sprintf("%T", msg))
+	}
 }
 
 // notRunning is the answer of every call before Start and once Stop began.
@@ -169,7 +211,8 @@ func (g *gateway) Messages(ctx context.Context, q persistence.ListQuery) (persis
 // Resubmit re-routes one failed or forward_failed message.
 func (g *gateway) Resubmit(ctx context.Context, id string) (messages.Message, error) {
 	ch := make(chan messages.ResubmitReply, 1)
-	r, err := askNode(ctx, g, g.n.intake, &messages.Resubmit{ID: id, Reply: ch}, ch)
+	r, err := askChange(ctx, g, g.n.intake, &messages.Resubmit{ID: id, Reply: ch}, ch,
+		func(r messages.ResubmitReply) bool { return r.Err == nil })
 	if err != nil {
 		return messages.Message{}, err
 	}
@@ -179,7 +222,8 @@ func (g *gateway) Resubmit(ctx context.Context, id string) (messages.Message, er
 // ResubmitBulk re-routes every message in state (failed or forward_failed).
 func (g *gateway) ResubmitBulk(ctx context.Context, state messages.State) (messages.BulkReply, error) {
 	ch := make(chan messages.BulkReply, 1)
-	r, err := askNode(ctx, g, g.n.intake, &messages.ResubmitBulk{State: state, Reply: ch}, ch)
+	r, err := askChange(ctx, g, g.n.intake, &messages.ResubmitBulk{State: state, Reply: ch}, ch,
+		func(r messages.BulkReply) bool { return r.Err == nil || r.Resubmitted > 0 })
 	if err != nil {
 		return r, err
 	}
@@ -257,17 +301,19 @@ func (g *gateway) PutRoute(ctx context.Context, r messages.Route) (messages.Rout
 }
 
 // findStored returns the element of a fresh read that a write just stored.
+// Its errors wrap httpapi.ErrNotReadBack: the write was made.
 func findStored[T any](all []T, err error, is func(T) bool) (T, error) {
 	var zero T
 	if err != nil {
-		return zero, err
+		return zero, fmt.Errorf("%w: %w", httpapi.ErrNotReadBack, err)
 	}
 	for _, x := range all {
 		if is(x) {
 			return x, nil
 		}
 	}
-	return zero, messages.Errorf(messages.CodeUnavailable, "the record was changed again before it could be read back")
+	return zero, fmt.Errorf("%w: %w", httpapi.ErrNotReadBack,
+		messages.Errorf(messages.CodeUnavailable, "the record was changed again before it could be read back"))
 }
 
 // DeleteRoute removes a route.
@@ -330,7 +376,7 @@ func (g *gateway) DeleteFrontend(ctx context.Context, name string) error {
 // its error.
 func (g *gateway) change(ctx context.Context, build func(chan<- error) any) error {
 	ch := make(chan error, 1)
-	r, err := askNode(ctx, g, g.n.intake, build(ch), ch)
+	r, err := askChange(ctx, g, g.n.intake, build(ch), ch, func(err error) bool { return err == nil })
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package switchboard_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -377,6 +378,40 @@ func TestAuditTrailOfChanges(t *testing.T) {
 	if strings.Contains(logs.String(), "0123456789abcdef0123") {
 		t.Error("the webhook secret is in the log")
 	}
+}
+
+// TestChangeWhoseCallerHangsUpIsRecorded: a change whose caller hangs up
+// before its answer is still made, and recorded: the handler's call ended
+// with the caller's connection, after the change had gone to the intake,
+// and the record (written after the answer) was never made.
+func TestChangeWhoseCallerHangsUpIsRecorded(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.APIToken = "root-token-0123456789"
+	h := startNode(t, cfg)
+	h.pullFrontend("fe", "1")
+	const n = 5
+	for i := range n {
+		h.must(200, "PUT", fmt.Sprintf("/api/routes/7%d", i), map[string]string{"frontend": "fe"}, nil)
+	}
+	addr := strings.TrimPrefix(h.base, "https://")
+	for i := range n {
+		c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "DELETE /api/routes/7%d HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n", i, addr, cfg.APIToken)
+		c.Close() // hang up at once
+	}
+	polltest.Eventually(t, 10*time.Second, func() error {
+		var routes struct{ Routes []messages.Route }
+		h.must(200, "GET", "/api/routes", nil, &routes)
+		var trail struct{ Entries []messages.AuditEntry }
+		h.must(200, "GET", "/api/audit?action=route.delete", nil, &trail)
+		if len(routes.Routes) != 1 || len(trail.Entries) != n {
+			return fmt.Errorf("routes %+v (want the %d deleted), %d deletes recorded", routes.Routes, n, len(trail.Entries))
+		}
+		return nil
+	})
 }
 
 // TestAuditRetentionIsItsOwn: the cleaner purges audit entries past

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -32,6 +33,52 @@ func (s *Server) record(r *http.Request, action, target, detail string) {
 	defer cancel()
 	s.cfg.Backend.Audit(ctx, messages.AuditEntry{At: s.cfg.Now(), Actor: p.Name, Role: p.Role, Remote: r.RemoteAddr,
 		Action: action, Target: target, Detail: detail})
+}
+
+// A change is recorded whenever it is made, whatever becomes of its
+// caller. Its backend call runs on change's context, which the caller's
+// hang-up or its own deadline does not end (the node's bound does), and
+// two outcomes that answer the caller an error after the change was made
+// are recorded all the same: the read of its result failed
+// (ErrNotReadBack), and the node's bound ran out before the actor making
+// it answered (the backend hands the answer that comes later to
+// LateChange).
+
+// ErrNotReadBack wraps the error of a change that was made, but whose
+// result could not be read back (PutRoute, PutFrontend).
+var ErrNotReadBack = errors.New("the change was made, but reading it back failed")
+
+// made reports whether a PutRoute or PutFrontend that returned err made
+// its change.
+func made(err error) bool { return err == nil || errors.Is(err, ErrNotReadBack) }
+
+type lateKey struct{}
+
+// WithLateChange is ctx carrying late as its LateChange.
+func WithLateChange(ctx context.Context, late func()) context.Context {
+	return context.WithValue(ctx, lateKey{}, late)
+}
+
+// LateChange is what a backend calls when a change whose call ended
+// unanswered (ctx's bound ran out: its caller was answered unavailable)
+// turns out to have been made: it records the change. Nil on a context
+// that carries none (the embedding API's calls).
+func LateChange(ctx context.Context) func() {
+	f, _ := ctx.Value(lateKey{}).(func())
+	return f
+}
+
+// lateNote ends the detail of a change recorded through LateChange.
+const lateNote = "made after its caller was answered unavailable (no answer within the request timeout)"
+
+// change is the context of a backend call for the change action of target
+// (detail as far as it is known before the call): bounded by d alone, and
+// carrying the LateChange that records it.
+func (s *Server) change(r *http.Request, d time.Duration, action, target, detail string) (context.Context, context.CancelFunc) {
+	late := func() {
+		s.record(r, action, target, auditDetail("%s", strings.TrimPrefix(detail+"; "+lateNote, "; ")))
+	}
+	return context.WithTimeout(WithLateChange(context.WithoutCancel(r.Context()), late), d)
 }
 
 // auditReply is the document of GET /api/audit; next_cursor is empty on

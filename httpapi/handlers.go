@@ -268,9 +268,10 @@ var listParams = []string{"state", "limit", "cursor", "destination", "source", "
 var digitsRE = regexp.MustCompile(`^[0-9]{1,20}$`)
 
 func (s *Server) resubmit(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := s.ctx(r)
+	id := mux.Vars(r)["id"]
+	ctx, cancel := s.change(r, s.cfg.RequestTimeout, messages.AuditResubmit, id, "")
 	defer cancel()
-	m, err := s.cfg.Backend.Resubmit(ctx, mux.Vars(r)["id"])
+	m, err := s.cfg.Backend.Resubmit(ctx, id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -292,14 +293,17 @@ func (s *Server) resubmitBulk(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A bulk resubmit may page through many messages: give it longer.
-	ctx, cancel := context.WithTimeout(r.Context(), 10*s.cfg.RequestTimeout)
+	ctx, cancel := s.change(r, 10*s.cfg.RequestTimeout, messages.AuditResubmitBulk, string(req.State), "")
 	defer cancel()
 	res, err := s.cfg.Backend.ResubmitBulk(ctx, req.State)
+	if err == nil || res.Resubmitted > 0 {
+		// One that failed part of the way resubmitted the pages before.
+		s.record(r, messages.AuditResubmitBulk, string(req.State), auditDetail("%d resubmitted, %d skipped", res.Resubmitted, res.Skipped))
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	s.record(r, messages.AuditResubmitBulk, string(req.State), auditDetail("%d resubmitted, %d skipped", res.Resubmitted, res.Skipped))
 	writeJSON(w, http.StatusOK, res)
 }
 
@@ -364,21 +368,24 @@ func (s *Server) putRoute(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "frontend is required"))
 		return
 	}
-	ctx, cancel := s.ctx(r)
+	detail := auditDetail("frontend %s", route.Frontend)
+	ctx, cancel := s.change(r, s.cfg.RequestTimeout, messages.AuditRoutePut, route.Prefix, detail)
 	defer cancel()
 	stored, err := s.cfg.Backend.PutRoute(ctx, route)
+	if made(err) {
+		s.record(r, messages.AuditRoutePut, route.Prefix, detail)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	s.record(r, messages.AuditRoutePut, stored.Prefix, auditDetail("frontend %s", stored.Frontend))
 	writeJSON(w, http.StatusOK, stored)
 }
 
 func (s *Server) deleteRoute(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := s.ctx(r)
-	defer cancel()
 	prefix := mux.Vars(r)["prefix"]
+	ctx, cancel := s.change(r, s.cfg.RequestTimeout, messages.AuditRouteDelete, prefix, "")
+	defer cancel()
 	if err := s.cfg.Backend.DeleteRoute(ctx, prefix); err != nil {
 		s.fail(w, r, err)
 		return
@@ -428,24 +435,27 @@ func (s *Server) putFrontend(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	ctx, cancel := s.ctx(r)
+	// The secret and the URL's password are never returned nor recorded:
+	// only that there is a secret, and the URL with its password redacted.
+	shown := fe.Shown()
+	detail := auditDetail("mode %s, url %q, signed %v", shown.Mode, shown.URL, fe.Secret != "")
+	ctx, cancel := s.change(r, s.cfg.RequestTimeout, messages.AuditFrontendPut, fe.Name, detail)
 	defer cancel()
 	stored, err := s.cfg.Backend.PutFrontend(ctx, fe)
+	if made(err) {
+		s.record(r, messages.AuditFrontendPut, fe.Name, detail)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	// The secret and the URL's password are never returned nor recorded:
-	// only that there is a secret, and the URL with its password redacted.
-	stored = stored.Shown()
-	s.record(r, messages.AuditFrontendPut, stored.Name, auditDetail("mode %s, url %q, signed %v", stored.Mode, stored.URL, stored.SecretSet))
-	writeJSON(w, http.StatusOK, stored)
+	writeJSON(w, http.StatusOK, stored.Shown())
 }
 
 func (s *Server) deleteFrontend(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := s.ctx(r)
-	defer cancel()
 	name := mux.Vars(r)["name"]
+	ctx, cancel := s.change(r, s.cfg.RequestTimeout, messages.AuditFrontendDelete, name, "")
+	defer cancel()
 	if err := s.cfg.Backend.DeleteFrontend(ctx, name); err != nil {
 		s.fail(w, r, err)
 		return
