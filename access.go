@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,9 +26,11 @@ import (
 // on every call; the node replaces it when a source changes: on Reload
 // (SIGHUP), and when a check every WatchInterval finds the file changed or
 // the store's credentials different. A source that cannot be read, or a
-// file that does not parse, keeps the Set in force (never fewer checks
-// because of an error) and is logged; so is a stored credential that is
-// invalid, which is left out but still makes a credential required.
+// file that does not parse, keeps what it last gave (never fewer checks
+// because of an error) and is logged, while the others are applied: a
+// revocation never waits for another source to be fixed. A stored
+// credential that is invalid is left out, loudly, but still makes a
+// credential required.
 
 // Values of Config.Redact.
 const (
@@ -122,8 +126,15 @@ type credentials struct {
 
 	mu sync.Mutex // one load at a time
 	// sum is the hash of the token file and the credentials file as last
-	// loaded: the watch reloads when it changes.
+	// loaded without an error: the watch reloads when it changes.
 	sum [32]byte
+	// Each source's value as it last loaded: a source that cannot be
+	// read keeps it, and the others are applied (a revocation in the
+	// credentials file goes through while the token file is bad, and a
+	// rotated token while the credentials file is).
+	fileToken string                // --api-token-file's token
+	listed    []messages.Credential // the credentials file's, or the store's valid ones
+	storeRows bool                  // whether the store holds any credential row, valid or not
 }
 
 var _ httpapi.Credentials = (*credentials)(nil)
@@ -131,9 +142,10 @@ var _ httpapi.Credentials = (*credentials)(nil)
 // Current implements httpapi.Credentials.
 func (c *credentials) Current() *auth.Set { return c.set.Load() }
 
-// sourcesSum hashes the files the credentials come from (nil error when
-// there are none). The store's credentials are compared as a set instead.
-func (c *credentials) sourcesSum() ([32]byte, error) {
+// sourcesSum hashes the files the credentials come from, a file that
+// cannot be read by its error (so that it counts as changed when it
+// comes back). The store's credentials are compared as a set instead.
+func (c *credentials) sourcesSum() [32]byte {
 	h := sha256.New()
 	for _, path := range []string{c.n.cfg.APITokenFile, c.n.cfg.Credentials} {
 		if path == "" {
@@ -141,71 +153,82 @@ func (c *credentials) sourcesSum() ([32]byte, error) {
 		}
 		data, err := os.ReadFile(path)
 		if err != nil {
-			return [32]byte{}, err
+			data = []byte("unreadable: " + err.Error())
 		}
 		h.Write(data)
 		h.Write([]byte{0})
 	}
 	var sum [32]byte
 	h.Sum(sum[:0])
-	return sum, nil
+	return sum
 }
 
 // load reads every source and puts the new Set in force. why names what
-// asked for it (start, reload, a change seen by the watch). An error
-// keeps the Set in force.
+// asked for it (start, reload, a change seen by the watch). A source that
+// cannot be read, or does not parse, keeps its value as it last loaded
+// and is reported in the error; the others are applied. At start there is
+// no such value: an error stops it.
 func (c *credentials) load(ctx context.Context, why string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cfg := c.n.cfg
-	sum, err := c.sourcesSum()
-	if err != nil {
-		return err
-	}
+	sum := c.sourcesSum()
+	var errs []error
 	token := cfg.APIToken
 	if cfg.APITokenFile != "" {
-		if token, err = readTokenFile(cfg.APITokenFile); err != nil {
-			return field.Wrap("APITokenFile", err)
+		if t, err := readTokenFile(cfg.APITokenFile); err != nil {
+			errs = append(errs, field.Wrap("APITokenFile", err))
+		} else {
+			c.fileToken = t
 		}
+		token = c.fileToken
 	}
-	var creds []messages.Credential
-	required := token != ""
 	if cfg.Credentials != "" {
-		f, _, err := readCredentialsFile(cfg.Credentials)
-		if err != nil {
-			return field.Wrap("Credentials", err)
+		if f, _, err := readCredentialsFile(cfg.Credentials); err != nil {
+			errs = append(errs, field.Wrap("Credentials", err))
+		} else {
+			c.listed = f.Credentials
 		}
-		creds, required = f.Credentials, true
+	} else if rows, err := c.n.store.Credentials(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("the store's credentials: %w", err))
 	} else {
-		if creds, err = c.n.store.Credentials(ctx); err != nil {
-			return fmt.Errorf("the store's credentials: %w", err)
-		}
-		// The store's: checked by the store on the way in; a row an
-		// older or foreign writer left invalid is left out, loudly. Any
-		// row makes a credential required, valid or not: a node whose
-		// rows are all invalid lets no one in (but --api-token), rather
-		// than everyone.
-		required = required || len(creds) > 0
-		valid := creds[:0]
-		for _, cr := range creds {
-			if err := cr.Validate(); err != nil {
-				c.n.log.Error("a stored credential is invalid and is ignored", "err", err)
-				continue
-			}
-			valid = append(valid, cr)
-		}
-		creds = valid
+		c.listed, c.storeRows = c.validStored(rows), len(rows) > 0
 	}
+	old := c.set.Load()
+	if old == nil && len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	// A credentials file requires a credential even when it holds none;
+	// any stored row does too, valid or not: a node whose rows are all
+	// invalid lets no one in (but --api-token), rather than everyone.
+	required := token != "" || cfg.Credentials != "" || c.storeRows
+	creds := slices.Clone(c.listed)
 	if token != "" {
 		creds = append(creds, httpapi.TokenCredential(token))
 	}
 	next := auth.NewSet(creds, required)
-	old := c.set.Load()
-	c.sum = sum
+	if len(errs) == 0 {
+		c.sum = sum
+	}
 	c.set.Store(next)
 	c.token.Store(&token)
 	c.report(old, next, why)
-	return nil
+	return errors.Join(errs...)
+}
+
+// validStored is the store's credentials the node takes: checked by the
+// store on the way in, a row an older or foreign writer left invalid is
+// left out, loudly.
+func (c *credentials) validStored(rows []messages.Credential) []messages.Credential {
+	valid := make([]messages.Credential, 0, len(rows))
+	for _, cr := range rows {
+		if err := cr.Validate(); err != nil {
+			c.n.log.Error("a stored credential is invalid and is ignored", "err", err)
+			continue
+		}
+		valid = append(valid, cr)
+	}
+	return valid
 }
 
 // ringToken is the admin token this instance's ring calls carry to its
@@ -289,10 +312,7 @@ func (c *credentials) check(ctx context.Context) error {
 	if c.n.cfg.Credentials == "" {
 		return c.load(ctx, "store")
 	}
-	sum, err := c.sourcesSum()
-	if err != nil {
-		return err
-	}
+	sum := c.sourcesSum()
 	c.mu.Lock()
 	same := bytes.Equal(sum[:], c.sum[:])
 	c.mu.Unlock()

@@ -120,6 +120,67 @@ func TestCredentialsFileAndTokenFileReload(t *testing.T) {
 	}
 }
 
+// TestEachCredentialSourceLoadsOnItsOwn: a source that cannot be read
+// keeps what it last gave, and the others are applied. A token file
+// emptied by a rotation that failed did block every change of the
+// credentials file: a revoked operator kept its access for as long as the
+// token file stayed bad. A broken credentials file does not hold back a
+// rotated token either.
+func TestEachCredentialSourceLoadsOnItsOwn(t *testing.T) {
+	cfg := testConfig(t)
+	dir := t.TempDir()
+	cfg.Credentials, cfg.APITokenFile = filepath.Join(dir, "credentials.json"), filepath.Join(dir, "token")
+	rootTok, rootHash := auth.NewToken()
+	opsTok, opsHash := auth.NewToken()
+	file := auth.File{Credentials: []messages.Credential{
+		{Name: "root", Role: messages.RoleAdmin, TokenHash: rootHash},
+		{Name: "ops", Role: messages.RoleOperator, TokenHash: opsHash}}}
+	writeCredentials(t, cfg.Credentials, file)
+	oldAdmin, newAdmin := "file-token-0123456789abcdef", "file-token-fedcba9876543210"
+	if err := os.WriteFile(cfg.APITokenFile, []byte(oldAdmin+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := startNode(t, cfg)
+	h.token = rootTok
+	if got := h.statusAs(opsTok, "GET", "/api/status", nil); got != 200 {
+		t.Fatalf("ops: %d", got)
+	}
+	statuses := func() [3]int {
+		return [3]int{h.statusAs(rootTok, "GET", "/api/status", nil), h.statusAs(opsTok, "GET", "/api/status", nil),
+			h.statusAs(oldAdmin, "GET", "/api/status", nil)}
+	}
+
+	// The token file goes bad; ops is revoked from the credentials file.
+	if err := os.WriteFile(cfg.APITokenFile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file.Credentials = file.Credentials[:1]
+	writeCredentials(t, cfg.Credentials, file)
+	polltest.Eventually(t, 5*time.Second, func() error {
+		if got := statuses(); got != [3]int{200, 401, 200} {
+			return fmt.Errorf("root, revoked ops, the bad token file's last token: %v, want 200 401 200", got)
+		}
+		return nil
+	})
+	if err := h.node.Reload(); err == nil || !strings.HasPrefix(err.Error(), "APITokenFile: ") {
+		t.Errorf("Reload with an empty token file: %v, want an error naming APITokenFile", err)
+	}
+
+	// The credentials file goes bad; the token is rotated.
+	if err := os.WriteFile(cfg.Credentials, []byte(`{"credentials":[`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg.APITokenFile, []byte(newAdmin), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.node.Reload(); err == nil || !strings.HasPrefix(err.Error(), "Credentials: ") {
+		t.Errorf("Reload with a broken credentials file: %v, want an error naming Credentials", err)
+	}
+	if got, n := statuses(), h.statusAs(newAdmin, "GET", "/api/status", nil); got != [3]int{200, 401, 401} || n != 200 {
+		t.Errorf("root, ops, the old token: %v, the new token %d; want 200 401 401 and 200", got, n)
+	}
+}
+
 // TestStoreCredentialsReachEverySite: on Postgres the credentials are the
 // database's: one added there lets its holder into every instance of the
 // site within a second, and one revocation shuts it out of all of them.

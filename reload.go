@@ -71,7 +71,7 @@ func (n *Node) watchFailed(what string, err error) {
 
 // Reload re-reads the credentials (the token file, the credentials file
 // or the store's) and the TLS certificate, key and CA files. What cannot
-// be read or does not parse is reported, and what was in force stays.
+// be read or does not parse is reported, and what it gave stays in force.
 // The command calls it on SIGHUP; it does nothing before Start.
 func (n *Node) Reload() error {
 	if !n.ready.Load() {
@@ -81,7 +81,7 @@ func (n *Node) Reload() error {
 	defer cancel()
 	var errs []error
 	if err := n.creds.load(ctx, "reload"); err != nil {
-		n.log.Error("reload: the credentials stay as they were", "err", err)
+		n.log.Error("reload: a source of the credentials keeps what it last gave", "err", err)
 		errs = append(errs, err)
 	}
 	if err := n.reloadTLS("reload"); err != nil {
