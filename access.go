@@ -210,7 +210,13 @@ func (c *credentials) load(ctx context.Context, why string) error {
 	if len(errs) == 0 {
 		c.sum = sum
 	}
-	c.set.Store(next)
+	if c.n.api != nil {
+		// Long-polls the new credentials do not let in end first: none is
+		// given work once they are in force.
+		c.n.api.ChangeCredentials(next, func() { c.set.Store(next) })
+	} else {
+		c.set.Store(next)
+	}
 	c.token.Store(&token)
 	c.report(old, next, why)
 	return errors.Join(errs...)

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/switchboard-dev/switchboard/httpapi/auth"
@@ -290,4 +292,54 @@ func (h *harness) snapshotWithAudit() string {
 	var trail json.RawMessage
 	h.must(200, "GET", "/api/audit?limit=1000", nil, &trail)
 	return h.snapshot() + string(trail)
+}
+
+// TestRevokedFrontendCredentialEndsItsLongPoll: a long-poll waiting when
+// its frontend credential is revoked ends with 401, and the message
+// submitted once the revocation is in force is not leased to it (it got
+// it, up to wait_ms later): the next poll gets it, its first attempt.
+func TestRevokedFrontendCredentialEndsItsLongPoll(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Credentials = filepath.Join(cfg.DataDir, "credentials.json")
+	rootTok, rootHash := auth.NewToken()
+	gwTok, gwHash := auth.NewToken()
+	file := auth.File{Credentials: []messages.Credential{
+		{Name: "root", Role: messages.RoleAdmin, TokenHash: rootHash},
+		{Name: "gw", Role: messages.RoleFrontend, TokenHash: gwHash, Frontends: []string{"fe-a"}}}}
+	writeCredentials(t, cfg.Credentials, file)
+	polling, once := make(chan struct{}), sync.Once{}
+	cfg.Intercept = func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/poll") {
+				once.Do(func() { close(polling) })
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+	h := startNode(t, cfg)
+	h.token = rootTok
+	h.pullFrontend("fe-a", "44")
+	type answer struct {
+		status int
+		body   []byte
+	}
+	done := make(chan answer, 1)
+	go func() {
+		status, body := h.as(gwTok).do("POST", "/api/frontends/fe-a/poll", map[string]any{"max": 10, "wait_ms": 30000, "lease_ms": 60000})
+		done <- answer{status, body}
+	}()
+	<-polling
+	writeCredentials(t, cfg.Credentials, auth.File{Credentials: file.Credentials[:1]})
+	if err := h.node.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	id := h.submit("after-revoke", "441")
+	if a := <-done; a.status != 401 || strings.Contains(string(a.body), id) {
+		t.Errorf("the poll of the revoked credential: %d %s, want 401 without %s", a.status, a.body, id)
+	}
+	var got struct{ Messages []messages.Outgoing }
+	h.must(200, "POST", "/api/frontends/fe-a/poll", map[string]any{"max": 10, "wait_ms": 5000}, &got)
+	if len(got.Messages) != 1 || got.Messages[0].ID != id || got.Messages[0].Attempt != 1 {
+		t.Errorf("the next poll: %+v, want %s at its first attempt", got.Messages, id)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/httpapi/auth"
@@ -70,34 +71,65 @@ func principal(r *http.Request) auth.Principal {
 // guard lets a call in as described above (steps 1 and 2).
 func (s *Server) guard(roles []messages.Role, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		set := s.creds.Current()
-		if set.Open() {
-			next.ServeHTTP(w, r) // principal(r) is Anonymous
-			return
-		}
-		header := r.Header.Get("Authorization")
-		token, bearer := strings.CutPrefix(header, "Bearer ")
-		p, ok := auth.Principal{}, false
-		if bearer {
-			p, ok = set.Authenticate(token)
-		}
+		p, ok := s.admit(w, r, s.creds.Current(), roles)
 		if !ok {
-			// Missing and wrong are told apart (the caller knows which it
-			// sent); the log names the caller's address, never a token.
-			why, msg := "wrong", "the API token is not valid (Authorization: Bearer <token> must carry the node's --api-token or the token of one of its credentials)"
-			if header == "" {
-				why, msg = "missing", "an API token is required: Authorization: Bearer <token>"
-			}
-			s.refused.Write("token", why, "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path)
-			s.fail(w, r, messages.Errorf(messages.CodeUnauthorized, "%s", msg))
-			return
-		}
-		if !p.Has(roles) {
-			s.forbid(w, r, p, fmt.Sprintf("this call needs the role %s", roleList(roles)))
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	})
+}
+
+// refusal is why authorize refuses a call.
+type refusal int
+
+const (
+	admitted     refusal = iota
+	tokenMissing         // 401: no Authorization header
+	tokenWrong           // 401: a header that names no credential of the set
+	roleRefused          // 403: the credential's role may not make the call
+)
+
+// authorize is steps 1 and 2 for a call with the Authorization header
+// under set: its principal (Anonymous on an open set), or why it is
+// refused.
+func authorize(set *auth.Set, header string, roles []messages.Role) (auth.Principal, refusal) {
+	if set.Open() {
+		return auth.Anonymous, admitted
+	}
+	if token, bearer := strings.CutPrefix(header, "Bearer "); bearer {
+		if p, ok := set.Authenticate(token); ok {
+			if !p.Has(roles) {
+				return p, roleRefused
+			}
+			return p, admitted
+		}
+	}
+	if header == "" {
+		return auth.Principal{}, tokenMissing
+	}
+	return auth.Principal{}, tokenWrong
+}
+
+// admit is authorize for r under set; a refusal is answered (and logged)
+// and admit returns false.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, set *auth.Set, roles []messages.Role) (auth.Principal, bool) {
+	p, why := authorize(set, r.Header.Get("Authorization"), roles)
+	switch why {
+	case tokenMissing, tokenWrong:
+		// Missing and wrong are told apart (the caller knows which it
+		// sent); the log names the caller's address, never a token.
+		what, msg := "wrong", "the API token is not valid (Authorization: Bearer <token> must carry the node's --api-token or the token of one of its credentials)"
+		if why == tokenMissing {
+			what, msg = "missing", "an API token is required: Authorization: Bearer <token>"
+		}
+		s.refused.Write("token", what, "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path)
+		s.fail(w, r, messages.Errorf(messages.CodeUnauthorized, "%s", msg))
+		return p, false
+	case roleRefused:
+		s.forbid(w, r, p, fmt.Sprintf("this call needs the role %s", roleList(roles)))
+		return p, false
+	}
+	return p, true
 }
 
 // forbid answers 403 forbidden for p and logs it at a bounded rate.
@@ -109,7 +141,11 @@ func (s *Server) forbid(w http.ResponseWriter, r *http.Request, p auth.Principal
 // bound refuses (403, and false) a call for frontend by a credential not
 // bound to it.
 func (s *Server) bound(w http.ResponseWriter, r *http.Request, frontend string) bool {
-	p := principal(r)
+	return s.boundAs(w, r, principal(r), frontend)
+}
+
+// boundAs is bound for the principal p.
+func (s *Server) boundAs(w http.ResponseWriter, r *http.Request, p auth.Principal, frontend string) bool {
 	if p.Bound(frontend) {
 		return true
 	}
@@ -177,4 +213,74 @@ func (s *Server) RouteRoles() map[string][]messages.Role {
 		out[k] = slices.Clone(v)
 	}
 	return out
+}
+
+// A long-poll waits up to a minute, and a credential may be revoked (or
+// its role or frontends changed) meanwhile. The node puts new credentials
+// in force through ChangeCredentials, which first ends the polls under
+// way whose caller they no longer let poll. Ended, a waiting poll is given
+// no work (a delivery worker drops a poll whose request has ended: its
+// work stays at hand for the next poll, no attempt spent), and it is
+// answered as the guard answers its caller now (401 or 403). A poll that
+// starts as the change is made is checked once registered, under the same
+// lock: either the change ends it or it sees the change in force. A poll
+// the worker answered before the change keeps its answer: those messages
+// were leased while the caller could poll.
+
+// livePolls are the long-polls under way.
+type livePolls struct {
+	mu sync.Mutex
+	m  map[*livePoll]struct{}
+}
+
+// livePoll is a long-poll: its caller's Authorization header, its
+// frontend, and what ends it.
+type livePoll struct {
+	header, frontend string
+	end              context.CancelFunc
+}
+
+// allowed reports whether set lets p's caller poll its frontend.
+func (p *livePoll) allowed(set *auth.Set) bool {
+	pr, why := authorize(set, p.header, frontendRoles)
+	return why == admitted && pr.Bound(p.frontend)
+}
+
+// addPoll registers p until the returned func is called, and reports
+// whether the credentials in force let its caller poll.
+func (s *Server) addPoll(p *livePoll) (remove func(), allowed bool) {
+	s.polls.mu.Lock()
+	defer s.polls.mu.Unlock()
+	if s.polls.m == nil {
+		s.polls.m = map[*livePoll]struct{}{}
+	}
+	s.polls.m[p] = struct{}{}
+	return func() {
+		s.polls.mu.Lock()
+		defer s.polls.mu.Unlock()
+		delete(s.polls.m, p)
+	}, p.allowed(s.creds.Current())
+}
+
+// pollCredentials is the credentials in force for a poll's check once it
+// ended: read under the lock, so that a poll ChangeCredentials ended sees
+// the credentials that ended it.
+func (s *Server) pollCredentials() *auth.Set {
+	s.polls.mu.Lock()
+	defer s.polls.mu.Unlock()
+	return s.creds.Current()
+}
+
+// ChangeCredentials puts next in force by calling apply (which makes
+// Credentials.Current return it), after ending the long-polls under way
+// whose caller next would not let poll (see livePolls).
+func (s *Server) ChangeCredentials(next *auth.Set, apply func()) {
+	s.polls.mu.Lock()
+	defer s.polls.mu.Unlock()
+	for p := range s.polls.m {
+		if !p.allowed(next) {
+			p.end()
+		}
+	}
+	apply()
 }

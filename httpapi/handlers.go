@@ -512,9 +512,26 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wait, lease := time.Duration(waitMS)*time.Millisecond, time.Duration(leaseMS)*time.Millisecond
+	name := mux.Vars(r)["name"]
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout+wait)
 	defer cancel()
-	msgs, err := s.cfg.Backend.Poll(ctx, mux.Vars(r)["name"], max, wait, lease)
+	remove, allowed := s.addPoll(&livePoll{header: r.Header.Get("Authorization"), frontend: name, end: cancel})
+	defer remove()
+	var (
+		msgs []messages.Outgoing
+		err  error
+	)
+	if allowed {
+		msgs, err = s.cfg.Backend.Poll(ctx, name, max, wait, lease)
+	}
+	if len(msgs) == 0 {
+		// Its caller's credential may have gone or changed since the
+		// guard let it in, or while it waited (which ended it:
+		// livePolls): answered as the guard and bound answer it now.
+		if p, ok := s.admit(w, r, s.pollCredentials(), frontendRoles); !ok || !s.boundAs(w, r, p, name) {
+			return
+		}
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return

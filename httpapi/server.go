@@ -63,6 +63,7 @@ type Server struct {
 	limiter                                    *auth.Limiter
 	// roles of each guarded route, by "METHOD /template".
 	roles map[string][]messages.Role
+	polls livePolls
 }
 
 // DefaultRequestTimeout bounds a request's wait for the actors: 30 s, far
