@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/switchboard-dev/switchboard/atomicfile"
 	"github.com/switchboard-dev/switchboard/field"
 	"github.com/switchboard-dev/switchboard/httpapi"
 	"github.com/switchboard-dev/switchboard/httpapi/auth"
@@ -248,7 +250,9 @@ func (c *credentials) ringToken() string {
 
 // report logs what changed, and records in the audit trail the changes of
 // the credentials file (a store's changes are recorded by whoever made
-// them, in the transaction that made them).
+// them, in the transaction that made them). At start the file's changes
+// are those since the node last recorded it (seen): made while it was
+// stopped, or before its first start.
 func (c *credentials) report(old, next *auth.Set, why string) {
 	log := c.n.log.With("component", "credentials")
 	if old == nil {
@@ -258,9 +262,11 @@ func (c *credentials) report(old, next *auth.Set, why string) {
 		default:
 			log.Info("credentials loaded", "credentials", next.Len(), "source", c.source())
 		}
-		return
-	}
-	if !old.Open() && next.Open() {
+		if c.n.cfg.Credentials == "" {
+			return
+		}
+		old, why = c.seen(next), "start: changed while the node was stopped"
+	} else if !old.Open() && next.Open() {
 		log.Warn("the credentials are gone: the API now answers anyone who reaches it, as an admin ("+c.openHint()+")",
 			"why", why, "source", c.source())
 	}
@@ -293,6 +299,66 @@ func (c *credentials) report(old, next *auth.Set, why string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c.n.audit(ctx, entries...)
+	c.remember(next)
+}
+
+// seenFile, in DataDir, holds the credentials file's credentials as the
+// node last recorded them (in the file's format, mode 0600), so that what
+// the file gains or loses while the node is stopped is recorded at its
+// next start. It is written after the records: a crash between the two
+// records a change twice, never not at all. Without DataDir (an
+// embedder's own store) there is none, and every credential of the file
+// is recorded as added at each start.
+const seenFile = "credentials-seen.json"
+
+func (c *credentials) seenPath() string {
+	if c.n.cfg.DataDir == "" {
+		return ""
+	}
+	return filepath.Join(c.n.cfg.DataDir, seenFile)
+}
+
+// seen is the credentials as the node last recorded them, with next's
+// --api-token credential (not the file's). None when it never did: each
+// credential of the file is then recorded as added.
+func (c *credentials) seen(next *auth.Set) *auth.Set {
+	var creds []messages.Credential
+	if path := c.seenPath(); path != "" {
+		data, err := os.ReadFile(path)
+		var f auth.File
+		if err == nil {
+			f, err = auth.ParseFile(data)
+		}
+		switch {
+		case err == nil:
+			creds = f.Credentials
+		case !errors.Is(err, os.ErrNotExist):
+			c.n.log.Warn("the credentials last recorded cannot be read: every credential of the file is recorded as added",
+				"component", "credentials", "path", path, "err", err)
+		}
+	}
+	if cr, ok := next.Credential(messages.ReservedCredential); ok {
+		creds = append(creds, cr)
+	}
+	return auth.NewSet(creds, true)
+}
+
+// remember writes next's credentials of the file to seenFile.
+func (c *credentials) remember(next *auth.Set) {
+	path := c.seenPath()
+	if path == "" {
+		return
+	}
+	var f auth.File
+	for _, name := range next.Names() {
+		if cr, _ := next.Credential(name); name != messages.ReservedCredential {
+			f.Credentials = append(f.Credentials, cr)
+		}
+	}
+	if err := atomicfile.Write(path, f.Format(), 0o600); err != nil {
+		c.n.log.Warn("the credentials recorded cannot be kept: those the file has now are recorded again at the next start",
+			"component", "credentials", "path", path, "err", err)
+	}
 }
 
 // openHint says what gives an open node credentials: the store's can be

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -84,12 +85,13 @@ func TestCredentialsFileAndTokenFileReload(t *testing.T) {
 		}
 		return nil
 	})
-	// The record follows the change (the revocation is in force first).
+	// The record follows the change (the revocation is in force first),
+	// after the start's record of root (added before the node started).
 	var trail struct{ Entries []messages.AuditEntry }
 	polltest.Eventually(t, 5*time.Second, func() error {
 		h.must(200, "GET", "/api/audit?actor=credentials-file", nil, &trail)
-		if len(trail.Entries) != 2 || trail.Entries[0].Action != messages.AuditCredentialRevoke || trail.Entries[1].Action != messages.AuditCredentialAdd ||
-			trail.Entries[1].Target != "ops" || !strings.HasPrefix(trail.Entries[1].Remote, cfg.Credentials) {
+		if len(trail.Entries) != 3 || trail.Entries[0].Action != messages.AuditCredentialRevoke || trail.Entries[1].Action != messages.AuditCredentialAdd ||
+			trail.Entries[1].Target != "ops" || !strings.HasPrefix(trail.Entries[1].Remote, cfg.Credentials) || trail.Entries[2].Target != "root" {
 			return fmt.Errorf("the audit trail of the file's changes: %+v", trail.Entries)
 		}
 		return nil
@@ -178,6 +180,54 @@ func TestEachCredentialSourceLoadsOnItsOwn(t *testing.T) {
 	}
 	if got, n := statuses(), h.statusAs(newAdmin, "GET", "/api/status", nil); got != [3]int{200, 401, 401} || n != 200 {
 		t.Errorf("root, ops, the old token: %v, the new token %d; want 200 401 401 and 200", got, n)
+	}
+}
+
+// TestCredentialsChangedWhileStoppedAreRecorded: `switchboard credentials`
+// edits the file with the node running or not. What the file gained or
+// lost while the node was stopped (or before its first start) is recorded
+// at the start, once: it was in force unrecorded (an admin added while
+// the node was stopped was nowhere in the audit trail).
+func TestCredentialsChangedWhileStoppedAreRecorded(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Credentials = filepath.Join(cfg.DataDir, "credentials.json")
+	rootTok, rootHash := auth.NewToken()
+	file := auth.File{Credentials: []messages.Credential{{Name: "root", Role: messages.RoleAdmin, TokenHash: rootHash}}}
+	writeCredentials(t, cfg.Credentials, file)
+	trail := func(h *harness) []string {
+		t.Helper()
+		var doc struct{ Entries []messages.AuditEntry }
+		h.must(200, "GET", "/api/audit?actor=credentials-file", nil, &doc)
+		var out []string
+		for _, e := range doc.Entries {
+			out = append(out, e.Action+" "+e.Target+" "+e.Detail)
+			if !strings.HasPrefix(e.Remote, cfg.Credentials+" (start") {
+				t.Errorf("%+v: want the file and the start as its remote", e)
+			}
+		}
+		return out
+	}
+	h := startNode(t, cfg)
+	h.token = rootTok
+	if got := trail(h); !slices.Equal(got, []string{"credential.add root role admin"}) {
+		t.Errorf("the first start's records: %q, want root's addition (made before it)", got)
+	}
+	h.stop()
+
+	opsTok, opsHash := auth.NewToken()
+	file.Credentials = []messages.Credential{{Name: "ops", Role: messages.RoleAdmin, TokenHash: opsHash}}
+	writeCredentials(t, cfg.Credentials, file)
+	h = startNode(t, cfg)
+	h.token = opsTok
+	want := []string{"credential.add ops role admin", "credential.revoke root ", "credential.add root role admin"}
+	if got := trail(h); !slices.Equal(got, want) {
+		t.Errorf("after ops replaced root while the node was stopped: %q, want %q", got, want)
+	}
+	h.stop()
+	h = startNode(t, cfg)
+	h.token = opsTok
+	if got := trail(h); !slices.Equal(got, want) {
+		t.Errorf("a start without a change recorded more: %q, want %q", got, want)
 	}
 }
 

@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/switchboard-dev/switchboard/atomicfile"
 )
 
 // File names inside the directory given to InitCA and EnsureSelfSigned.
@@ -489,33 +491,9 @@ func writeNew(path string, data []byte, perm os.FileMode) error {
 	return nil
 }
 
-// writeReplace writes path atomically: a temporary file in the same
-// directory, renamed over path.
-func writeReplace(path string, data []byte, perm os.FileMode) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("certs: %w", err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err = f.Chmod(perm); err != nil {
-		return fmt.Errorf("certs: writing %s: %w", path, err)
-	}
-	if _, err = f.Write(data); err != nil {
-		return fmt.Errorf("certs: writing %s: %w", path, err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("certs: writing %s: %w", path, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("certs: writing %s: %w", path, err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
+// writeReplace writes path atomically (atomicfile).
+func writeReplace(path string, data []byte, perm os.FileMode) error {
+	if err := atomicfile.Write(path, data, perm); err != nil {
 		return fmt.Errorf("certs: %w", err)
 	}
 	return nil
