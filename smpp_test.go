@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard"
+	"github.com/switchboard-dev/switchboard/httpapi/auth"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/smpp"
 )
@@ -102,6 +104,59 @@ func TestSMPPListenTLS(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the session outlived the node")
+	}
+}
+
+// TestQuerySMAnswersOnlyTheAccountsOwn: on a node with credentials an SMPP
+// account's query_sm answers about the messages it submitted, and about
+// no other: one without a submitter (the embedding API's, a peer's
+// forward) was answered to any account, while the HTTP API gives a client
+// 404 for it.
+func TestQuerySMAnswersOnlyTheAccountsOwn(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.SMPPListen = "127.0.0.1:0"
+	cfg.Credentials = filepath.Join(cfg.DataDir, "credentials.json")
+	rootTok, rootHash := auth.NewToken()
+	pw, pwHash := auth.NewSMPPPassword()
+	shopTok, shopHash := auth.NewToken()
+	writeCredentials(t, cfg.Credentials, auth.File{Credentials: []messages.Credential{
+		{Name: "root", Role: messages.RoleAdmin, TokenHash: rootHash},
+		{Name: "shop", Role: messages.RoleClient, TokenHash: shopHash},
+		{Name: "esme1", Role: messages.RoleClient, TokenHash: pwHash, SMPP: true},
+	}})
+	h := startNode(t, cfg)
+	h.token = rootTok
+	h.pullFrontend("pf", "44")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, _, err := h.node.Submit(ctx, messages.Submission{ID: "internal-1", SourceMSISDN: "Bank", DestinationMSISDN: "447700900001", Body: "otp 1234"}); err != nil {
+		t.Fatal(err)
+	}
+	h.as(shopTok).apiError(404, messages.CodeNotFound, "GET", "/api/messages/internal-1", nil)
+
+	nc, err := net.Dial("tcp", h.node.SMPPAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := smpp.NewSession(nc, smpp.DefaultSessionConfig(smpp.RoleESME))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Bind(ctx, smpp.BindTransceiver, smpp.Bind{SystemID: "esme1", Password: pw}); err != nil {
+		t.Fatalf("bind: %v", err)
+	}
+	resp, err := s.Request(ctx, smpp.PDU{Command: smpp.SubmitSM, Body: &smpp.SM{Source: smpp.Address{Addr: "Shop"},
+		Dest: smpp.Address{Addr: "447700900002"}, ShortMessage: []byte("hi")}})
+	if err != nil || resp.Status != smpp.StatusOK {
+		t.Fatalf("submit_sm: %v %s", err, resp.Status)
+	}
+	own := resp.Body.(*smpp.SMResp).MessageID
+	for id, want := range map[string]smpp.Status{own: smpp.StatusOK, "internal-1": smpp.StatusQueryFailed} {
+		q, err := s.Request(ctx, smpp.PDU{Command: smpp.QuerySM, Body: &smpp.Query{MessageID: id}})
+		if err != nil || q.Status != want {
+			t.Errorf("query_sm by esme1 of %s: %v %+v, want %s", id, err, q, want)
+		}
 	}
 }
 

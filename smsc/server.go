@@ -547,7 +547,11 @@ func (srv *Server) query(c *conn, s *smpp.Session, req smpp.PDU) {
 	ctx, cancel := context.WithTimeout(context.Background(), srv.cfg.SubmitTimeout)
 	defer cancel()
 	m, err := srv.cfg.Backend.Message(ctx, q.MessageID)
-	if err != nil || (m.SubmittedBy != "" && m.SubmittedBy != account) {
+	// A message without a submitter (the embedding API's, a peer's
+	// forward, one from before the node had credentials) is no account's:
+	// answered only on a node without credentials, where none owns any.
+	own := m.SubmittedBy == account || m.SubmittedBy == "" && srv.cfg.Backend.Credentials().Open()
+	if err != nil || !own {
 		srv.reply(s, req, smpp.StatusQueryFailed, nil)
 		return
 	}
