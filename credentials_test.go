@@ -399,8 +399,10 @@ func TestClientSubmitRate(t *testing.T) {
 }
 
 // TestRefusedSubmitsDoNotUseTheSubmitRate: a submit refused as malformed
-// (400: not JSON, an unknown field, a missing field) takes nothing from
-// the client's submit rate: the next valid one is accepted.
+// (400: not JSON, an unknown field, a missing field, a validity_until that
+// has passed, a deliver_after past the message's expiry) takes nothing
+// from the client's submit rate: the next valid one is accepted. (The
+// clock's checks, made by the node after the rate was taken, used it.)
 func TestRefusedSubmitsDoNotUseTheSubmitRate(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Credentials = filepath.Join(t.TempDir(), "credentials.json")
@@ -422,6 +424,12 @@ func TestRefusedSubmitsDoNotUseTheSubmitRate(t *testing.T) {
 		map[string]string{"id": "s-1", "source_msisdn": "1555", "message_body": "hi"})
 	slow.apiError(400, messages.CodeInvalidRequest, "POST", "/api/messages",
 		map[string]string{"id": "has space", "source_msisdn": "1555", "destination_msisdn": "441", "message_body": "hi"})
+	slow.apiError(400, messages.CodeInvalidRequest, "POST", "/api/messages",
+		map[string]string{"id": "s-1", "source_msisdn": "1555", "destination_msisdn": "441", "message_body": "hi",
+			"validity_until": "2020-01-01T00:00:00Z"})
+	slow.apiError(400, messages.CodeInvalidRequest, "POST", "/api/messages",
+		map[string]string{"source_msisdn": "1555", "destination_msisdn": "441", "message_body": "hi",
+			"deliver_after": time.Now().Add(10 * 365 * 24 * time.Hour).UTC().Format(time.RFC3339)})
 	if after := h.snapshotWithAudit(); after != before {
 		t.Error("a refused submit changed the node")
 	}

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -172,6 +173,17 @@ func (s *Server) submitAllowed(r *http.Request) error {
 	}
 	return retryAfter(messages.Errorf(messages.CodeRateLimited,
 		"credential %q may submit %g messages a second; retry after %s", p.Name, p.SubmitRate, wait.Round(time.Millisecond)), wait)
+}
+
+// submitRefused gives back the submit submitAllowed took when the
+// backend refused the submit as malformed (400: a clock check, validity
+// passed or deliver_after too late, which needs the node): such a submit
+// uses none of the rate.
+func (s *Server) submitRefused(r *http.Request, err error) {
+	var e *messages.Error
+	if p := principal(r); errors.As(err, &e) && StatusOf(e.Code) == http.StatusBadRequest {
+		s.limiter.Refund(p.Name, p.SubmitRate)
+	}
 }
 
 func roleList(roles []messages.Role) string {

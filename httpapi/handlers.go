@@ -42,8 +42,10 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A submit the node refuses as malformed uses none of the client's
-	// rate: the rate is taken only for a valid one. (The backend validates
-	// it too, and checks what needs the node: its validity, a route.)
+	// rate: the rate is taken only for a valid one, and given back when
+	// the backend refuses it as malformed (it validates it too, and checks
+	// what needs the node's clock and settings: its validity, its
+	// deliver_after; a retry of a stored message passes those).
 	if err := sub.Validate(); err != nil {
 		s.fail(w, r, err)
 		return
@@ -62,6 +64,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	m, created, err := s.cfg.Backend.Submit(ctx, sub)
 	if err != nil {
+		s.submitRefused(r, err)
 		s.fail(w, r, err)
 		return
 	}

@@ -191,6 +191,31 @@ func TestLimiterBoundsEachCredential(t *testing.T) {
 	})
 }
 
+// TestLimiterRefund: a submit given back is taken again at once, and
+// giving back never makes a bucket hold more than its burst.
+func TestLimiterRefund(t *testing.T) {
+	l := NewLimiter()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if ok, _ := l.Allow("app", 0.1, now); !ok {
+		t.Fatal("the first submit was refused")
+	}
+	if ok, _ := l.Allow("app", 0.1, now); ok {
+		t.Fatal("a second submit within the burst of one was allowed")
+	}
+	l.Refund("app", 0.1)
+	if ok, _ := l.Allow("app", 0.1, now); !ok {
+		t.Fatal("the submit given back was not allowed again")
+	}
+	l.Refund("app", 0.1)
+	l.Refund("app", 0.1) // beyond the burst
+	if ok, _ := l.Allow("app", 0.1, now); !ok {
+		t.Fatal("refused after a refund")
+	}
+	if ok, _ := l.Allow("app", 0.1, now); ok {
+		t.Fatal("two refunds gave more than the burst of one")
+	}
+}
+
 func FuzzCredentialsFile(f *testing.F) {
 	f.Add([]byte(`{"credentials":[{"name":"ops","role":"operator","token_sha256":"` + Hash("t") + `"}]}`))
 	f.Add([]byte(`{"credentials":[{"name":"gw","role":"frontend","token_sha256":"` + Hash("t") + `","frontends":["a"]}]}`))

@@ -55,3 +55,17 @@ func (l *Limiter) Allow(name string, rate float64, now time.Time) (bool, time.Du
 	wait := time.Duration(math.Ceil((1 - b.tokens) / rate * float64(time.Second)))
 	return false, max(wait, time.Millisecond)
 }
+
+// Refund gives back the submit a call of Allow at rate took from name's
+// bucket (the submit turned out malformed: it uses none of the rate), up
+// to a full bucket.
+func (l *Limiter) Refund(name string, rate float64) {
+	if rate <= 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if b := l.buckets[name]; b != nil && b.rate == rate {
+		b.tokens = math.Min(math.Max(1, rate), b.tokens+1)
+	}
+}
