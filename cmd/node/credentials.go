@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/switchboard-dev/switchboard/atomicfile"
 	"github.com/switchboard-dev/switchboard/httpapi/auth"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
@@ -169,10 +170,13 @@ func (l *listFlag) Set(v string) error {
 
 // showToken gives the new token to the operator, once: on stdout, or in a
 // file of its own (mode 0600) with --token-file, so that it never shows
-// on a terminal or in a shell's scroll-back.
+// on a terminal or in a shell's scroll-back. The file is replaced whole
+// (atomicfile): a file already there keeps neither its mode (a loose one
+// would show the token to others) nor, if it is a symbolic link, its
+// target.
 func showToken(c messages.Credential, token, tokenFile string, stdout io.Writer, asJSON bool) error {
 	if tokenFile != "" {
-		if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		if err := atomicfile.Write(tokenFile, []byte(token+"\n"), 0o600); err != nil {
 			return fmt.Errorf("--token-file: %w (the credential %s was added: revoke it, or add another)", err, c.Name)
 		}
 		token = ""

@@ -262,3 +262,37 @@ func TestCredentialsPostgres(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenFileIsReplacedWithMode0600: --token-file is written mode 0600
+// even over an existing file of a looser mode (os.WriteFile's mode applies
+// only to a new file: the new admin token was left world-readable), and a
+// symbolic link there is replaced, not followed.
+func TestTokenFileIsReplacedWithMode0600(t *testing.T) {
+	dir := t.TempDir()
+	creds, tok, target := filepath.Join(dir, "credentials.json"), filepath.Join(dir, "gw.token"), filepath.Join(dir, "elsewhere")
+	if err := os.WriteFile(tok, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runMain("credentials", "add", "gw", "--role", "admin", "--credentials", creds, "--token-file", tok); code != 0 {
+		t.Fatalf("add: exit %d: %s", code, errOut)
+	}
+	if st, err := os.Lstat(tok); err != nil || !st.Mode().IsRegular() || st.Mode().Perm() != 0o600 {
+		t.Errorf("the token file over a file of mode 0644: %v, %v; want a file of mode 0600", st.Mode(), err)
+	}
+	link := filepath.Join(dir, "ops.token")
+	if err := os.WriteFile(target, []byte("kept\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runMain("credentials", "add", "ops", "--role", "operator", "--credentials", creds, "--token-file", link); code != 0 {
+		t.Fatalf("add: exit %d: %s", code, errOut)
+	}
+	if st, err := os.Lstat(link); err != nil || !st.Mode().IsRegular() || st.Mode().Perm() != 0o600 {
+		t.Errorf("the token file over a symbolic link: %v, %v; want a file of mode 0600", st.Mode(), err)
+	}
+	if data, err := os.ReadFile(target); err != nil || string(data) != "kept\n" {
+		t.Errorf("the link's target: %q, %v; want it unchanged", data, err)
+	}
+}
