@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -180,8 +179,7 @@ func (s *Server) submitAllowed(r *http.Request) error {
 // passed or deliver_after too late, which needs the node): such a submit
 // uses none of the rate.
 func (s *Server) submitRefused(r *http.Request, err error) {
-	var e *messages.Error
-	if p := principal(r); errors.As(err, &e) && StatusOf(e.Code) == http.StatusBadRequest {
+	if p := principal(r); messages.Malformed(err) {
 		s.limiter.Refund(p.Name, p.SubmitRate)
 	}
 }

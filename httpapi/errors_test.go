@@ -105,6 +105,21 @@ func TestKindOf(t *testing.T) {
 	}
 }
 
+// TestMalformedIsTheCodesOf400: messages.Malformed, which decides that a
+// refused submit uses none of its rate (here and on SMPP), names exactly
+// the codes answered 400, wrapped or not.
+func TestMalformedIsTheCodesOf400(t *testing.T) {
+	for code, status := range statusOf {
+		err := fmt.Errorf("submit: %w", messages.Errorf(code, "refused"))
+		if got := messages.Malformed(err); got != (status == http.StatusBadRequest) {
+			t.Errorf("messages.Malformed(%q) = %v, but it is answered %d", code, got, status)
+		}
+	}
+	if messages.Malformed(errors.New("invalid_request: not a messages.Error")) {
+		t.Error("an error that is no *messages.Error is malformed")
+	}
+}
+
 // TestKindOfErrors: KindOf reads the kind of a wrapped *CallError, and
 // makes every other error a call that did not complete.
 func TestKindOfErrors(t *testing.T) {

@@ -1,6 +1,9 @@
 package messages
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // Error is a failure a client can act on. Code is the snake_case code of the
 // JSON error document; httpapi maps each code to one HTTP status.
@@ -14,6 +17,22 @@ func (e *Error) Error() string { return e.Code + ": " + e.Message }
 // Errorf builds an *Error.
 func Errorf(code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Malformed reports whether err refuses a request as malformed: not the
+// JSON expected, a field unknown, missing or of a bad value (httpapi
+// answers each such code 400). A submit refused so uses none of its
+// submitter's rate, on the API and on SMPP alike.
+func Malformed(err error) bool {
+	var e *Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Code {
+	case CodeInvalidRequest, CodeInvalidJSON, CodeUnknownField, CodeRingBadJoin:
+		return true
+	}
+	return false
 }
 
 // Error codes of the API. The HTTP status of each is in httpapi.

@@ -23,7 +23,9 @@
 // and records its answer; it ends when the account's last receiver
 // unbinds, leaving the rest due for the next bind.
 //
-// On failure: a refused submit stores nothing; a submit whose commit came
+// On failure: a refused submit stores nothing, and one refused for what it
+// carries (Refusal.Malformed) gives back the submit it took of its
+// account's rate, as the API does for a 400; a submit whose commit came
 // but whose answer was lost is stored (SMPP has no client id: each submit
 // is a new message); a part whose message stays incomplete for the
 // reassembly wait is refused (no part is answered before its message is

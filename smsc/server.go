@@ -151,6 +151,11 @@ type owed struct {
 	s    *smpp.Session
 	req  smpp.PDU
 	read time.Time
+	// account and rate are the account's and the submit rate the request
+	// took a submit of (rate 0: none), given back if it is refused as
+	// malformed.
+	account string
+	rate    float64
 }
 
 // New checks cfg and makes the listener; Serve runs it.
@@ -367,21 +372,24 @@ func (srv *Server) submit(c *conn, s *smpp.Session, req smpp.PDU) {
 	}
 	account, who := srv.account(c)
 	if who.SubmitRate > 0 {
+		// Taken before the content is read and the node checks the
+		// times: a refusal of those gives it back (refuse).
 		if ok, _ := srv.limiter.Allow(account, who.SubmitRate, now); !ok {
 			srv.refuse(refuse(smpp.StatusThrottled, "the account's submit rate (%g/s) is used up", who.SubmitRate), o)
 			return
 		}
+		o.account, o.rate = account, who.SubmitRate
 	}
 	p, isPart, err := smpp.PartOf(sh.SM)
 	switch {
 	case err != nil && sh.ESMClass&smpp.ESMClassUDHI != 0:
-		srv.refuse(refuse(smpp.StatusInvalidESMClass, "user data header: %v", err), o)
+		srv.refuse(malformed(smpp.StatusInvalidESMClass, "user data header: %v", err), o)
 		return
 	case err != nil:
-		srv.refuse(refuse(smpp.StatusInvalidTLVValue, "sar_*: %v", err), o)
+		srv.refuse(malformed(smpp.StatusInvalidTLVValue, "sar_*: %v", err), o)
 		return
 	case !isPart && sh.ESMClass&smpp.ESMClassUDHI != 0:
-		srv.refuse(refuse(smpp.StatusInvalidESMClass, "a user data header without concatenation is not carried (its message would lose it)"), o)
+		srv.refuse(malformed(smpp.StatusInvalidESMClass, "a user data header without concatenation is not carried (its message would lose it)"), o)
 		return
 	case !isPart:
 		srv.toIntake(who, sh, sh.SM.Payload(), sh.DataCoding, []owed{o})
@@ -404,9 +412,9 @@ func (srv *Server) submit(c *conn, s *smpp.Session, req smpp.PDU) {
 	case errors.Is(err, ErrTableFull):
 		srv.refuse(refuse(smpp.StatusMsgQueueFull, "%v", err), o)
 	case errors.Is(err, ErrPartTooLong):
-		srv.refuse(refuse(smpp.StatusInvalidMsgLen, "%v", err), o)
+		srv.refuse(malformed(smpp.StatusInvalidMsgLen, "%v", err), o)
 	case err != nil:
-		srv.refuse(refuse(smpp.StatusSubmitFailed, "%v", err), o)
+		srv.refuse(malformed(smpp.StatusSubmitFailed, "%v", err), o)
 	case whole != nil:
 		srv.toIntake(who, sh, whole.Content, whole.DataCoding, partsOwed(*whole))
 	}
@@ -427,9 +435,14 @@ func (srv *Server) answer(o owed, st smpp.Status, body smpp.Body) {
 	srv.cfg.Metrics.pending.Dec()
 }
 
-// refuse answers every request of owe with r's status.
+// refuse answers every request of owe with r's status. A request
+// refused as malformed gives back the submit it took of its account's
+// rate (as the API does for a 400): it uses none of it.
 func (srv *Server) refuse(r *Refusal, owe ...owed) {
 	for _, o := range owe {
+		if r.Malformed {
+			srv.limiter.Refund(o.account, o.rate)
+		}
 		srv.log.Info("smpp submit refused", "command", o.req.Command.String(), "seq", o.req.Seq, "status", r.Status.String(), "why", r.Why)
 		srv.answer(o, r.Status, nil)
 	}
@@ -462,7 +475,7 @@ func (srv *Server) toIntake(who auth.Principal, sh Short, content []byte, dc byt
 		defer cancel()
 		m, _, err := srv.cfg.Backend.Submit(ctx, sub)
 		if err != nil {
-			srv.refuse(&Refusal{Status: StatusOf(err), Why: err.Error()}, owe...)
+			srv.refuse(refusalOf(err), owe...)
 			return
 		}
 		srv.cfg.Metrics.submits.WithLabelValues(accountLabel(who)).Inc()

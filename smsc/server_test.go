@@ -55,6 +55,14 @@ type backend struct {
 }
 
 func (b *backend) Submit(_ context.Context, s messages.Submission) (messages.Message, bool, error) {
+	// The node's checks: the fields, then the times against its clock
+	// (--message-validity 48h).
+	if err := s.Validate(); err != nil {
+		return messages.Message{}, false, err
+	}
+	if err := s.CheckTimes(time.Now(), 48*time.Hour); err != nil {
+		return messages.Message{}, false, err
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.subs = append(b.subs, s)
@@ -451,4 +459,72 @@ func TestServerMetricsAccountLabel(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A submit_sm refused for what it carries uses none of its account's
+// submit rate, as a malformed submit on the API uses none: one refused
+// after the rate was taken (a bad esm_class, sar_* TLVs, content or SMPP
+// time read by the listener; a validity or schedule the node's clock
+// refuses) gives its submit back, each part of a long message too. The
+// rate still holds for the submits taken.
+func TestRefusedSubmitsDoNotUseTheSubmitRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		creds := auth.NewSet([]messages.Credential{{Name: "acct", Role: messages.RoleClient, TokenHash: auth.Hash("pw"), SMPP: true,
+			SubmitRate: 2}}, false)
+		b := &backend{creds: creds}
+		ln, _ := serve(t, b, &receipts{due: map[string]time.Time{}})
+		s := esme(t, ln, smpp.BindTransmitter, nil)
+		ctx := context.Background()
+		sm := func(text string, edit func(*smpp.SM)) *smpp.SM {
+			m := &smpp.SM{Source: smpp.Address{Addr: "S"}, Dest: smpp.Address{Addr: "4477"}, ShortMessage: []byte(text)}
+			if edit != nil {
+				edit(m)
+			}
+			return m
+		}
+		passed := smppTime(time.Now().Add(-time.Hour))
+		expired := func(m *smpp.SM) *smpp.SM { m.ValidityPeriod = passed; return m }
+		for _, c := range []struct {
+			name  string
+			parts []*smpp.SM
+			want  smpp.Status
+		}{
+			{"user data header without concatenation", []*smpp.SM{sm("\x04\x05\x02\x0b\x84hi", func(m *smpp.SM) { m.ESMClass = smpp.ESMClassUDHI })},
+				smpp.StatusInvalidESMClass},
+			{"sar_* out of range", []*smpp.SM{sm("hi", func(m *smpp.SM) {
+				m.TLVs = smpp.TLVs{{Tag: smpp.TagSARMsgRefNum, Value: []byte{0, 9}}, {Tag: smpp.TagSARTotalSegments, Value: []byte{2}},
+					{Tag: smpp.TagSARSegmentSeqnum, Value: []byte{3}}}
+			})}, smpp.StatusInvalidTLVValue},
+			{"empty message", []*smpp.SM{sm("", nil)}, smpp.StatusInvalidMsgLen},
+			{"odd UCS-2", []*smpp.SM{sm("abc", func(m *smpp.SM) { m.DataCoding = smpp.DCUCS2 })}, smpp.StatusSubmitFailed},
+			{"validity_period unreadable", []*smpp.SM{sm("hi", func(m *smpp.SM) { m.ValidityPeriod = "soon" })}, smpp.StatusInvalidExpiry},
+			{"validity passed (the node's clock)", []*smpp.SM{expired(sm("hi", nil))}, smpp.StatusSubmitFailed},
+			{"schedule after the validity (the node's checks)", []*smpp.SM{sm("hi", func(m *smpp.SM) {
+				m.ScheduleDeliveryTime, m.ValidityPeriod = "000000020000000R", "000000010000000R"
+			})}, smpp.StatusSubmitFailed},
+			{"long message whose validity passed", []*smpp.SM{expired(partSM(5, 2, 1, "hello ")), expired(partSM(5, 2, 2, "world"))},
+				smpp.StatusSubmitFailed},
+		} {
+			calls := make([]*smpp.Call, len(c.parts))
+			for i, p := range c.parts {
+				var err error
+				if calls[i], err = s.Send(ctx, smpp.PDU{Command: smpp.SubmitSM, Body: p}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i, call := range calls {
+				if resp, err := call.Result(); err != nil || resp.Status != c.want {
+					t.Errorf("%s (part %d): %v, %v; want %v", c.name, i+1, resp.Status, err, c.want)
+				}
+			}
+		}
+		for i, want := range []smpp.Status{smpp.StatusOK, smpp.StatusOK, smpp.StatusThrottled} {
+			if resp, err := s.Request(ctx, smpp.PDU{Command: smpp.SubmitSM, Body: sm("hi", nil)}); err != nil || resp.Status != want {
+				t.Fatalf("valid submit %d after the refused ones, within the same second: %v, %v; want %v", i+1, resp.Status, err, want)
+			}
+		}
+		if subs := b.submissions(); len(subs) != 2 {
+			t.Fatalf("%d submissions stored, want the two valid submits taken", len(subs))
+		}
+	})
 }

@@ -43,12 +43,23 @@ func ShortOf(p smpp.PDU) (Short, bool) {
 type Refusal struct {
 	Status smpp.Status
 	Why    string
+	// Malformed is a refusal of what the submit carries (a bad value, as
+	// the API's 400), not of the node's state or of where it goes: such a
+	// submit uses none of its account's submit rate.
+	Malformed bool
 }
 
 func (r *Refusal) Error() string { return fmt.Sprintf("%s: %s", r.Status, r.Why) }
 
 func refuse(st smpp.Status, format string, args ...any) *Refusal {
 	return &Refusal{Status: st, Why: fmt.Sprintf(format, args...)}
+}
+
+// malformed is a refusal of what a submit carries.
+func malformed(st smpp.Status, format string, args ...any) *Refusal {
+	r := refuse(st, format, args...)
+	r.Malformed = true
+	return r
 }
 
 // Check refuses what the node does not take before any content is read:
@@ -58,16 +69,16 @@ func refuse(st smpp.Status, format string, args ...any) *Refusal {
 func (s Short) Check() *Refusal {
 	switch {
 	case s.ESMClass&smpp.ESMClassTypeMask != 0:
-		return refuse(smpp.StatusInvalidESMClass, "esm_class 0x%02X: only plain messages are submitted (no receipt or acknowledgement types)", s.ESMClass)
+		return malformed(smpp.StatusInvalidESMClass, "esm_class 0x%02X: only plain messages are submitted (no receipt or acknowledgement types)", s.ESMClass)
 	case s.Source == "":
-		return refuse(smpp.StatusInvalidSrcAddr, "source_addr is empty")
+		return malformed(smpp.StatusInvalidSrcAddr, "source_addr is empty")
 	case len(s.Source) > messages.MaxSourceLen:
-		return refuse(smpp.StatusInvalidSrcAddr, "source_addr is longer than %d characters", messages.MaxSourceLen)
+		return malformed(smpp.StatusInvalidSrcAddr, "source_addr is longer than %d characters", messages.MaxSourceLen)
 	case !messages.SearchableSource(s.Source):
-		return refuse(smpp.StatusInvalidSrcAddr, "source_addr %q has a blank at either end or after its leading '+'", s.Source)
+		return malformed(smpp.StatusInvalidSrcAddr, "source_addr %q has a blank at either end or after its leading '+'", s.Source)
 	}
 	if _, ok := messages.RoutingDigits(s.Dest); !ok {
-		return refuse(smpp.StatusInvalidDstAddr, "destination_addr %q is not 1-20 digits (with an optional leading '+')", s.Dest)
+		return malformed(smpp.StatusInvalidDstAddr, "destination_addr %q is not 1-20 digits (with an optional leading '+')", s.Dest)
 	}
 	return nil
 }
@@ -79,24 +90,24 @@ func (s Short) Check() *Refusal {
 func (s Short) Submission(content []byte, dc byte, account string, now time.Time) (messages.Submission, *Refusal) {
 	text, bin, coding, err := smpp.DecodeContent(dc, content)
 	if err != nil {
-		return messages.Submission{}, refuse(smpp.StatusSubmitFailed, "short_message: %v", err)
+		return messages.Submission{}, malformed(smpp.StatusSubmitFailed, "short_message: %v", err)
 	}
 	if text == "" && bin == nil {
-		return messages.Submission{}, refuse(smpp.StatusInvalidMsgLen, "the message is empty")
+		return messages.Submission{}, malformed(smpp.StatusInvalidMsgLen, "the message is empty")
 	}
 	sub := messages.Submission{SourceMSISDN: s.Source, DestinationMSISDN: s.Dest, Body: text,
 		Options: messages.Options{DataCoding: coding, Binary: bin}}
 	if s.Validity != "" {
 		t, err := ParseTime(s.Validity, now)
 		if err != nil {
-			return messages.Submission{}, refuse(smpp.StatusInvalidExpiry, "validity_period: %v", err)
+			return messages.Submission{}, malformed(smpp.StatusInvalidExpiry, "validity_period: %v", err)
 		}
 		sub.ValidityUntil = &t
 	}
 	if s.Schedule != "" {
 		t, err := ParseTime(s.Schedule, now)
 		if err != nil {
-			return messages.Submission{}, refuse(smpp.StatusInvalidSched, "schedule_delivery_time: %v", err)
+			return messages.Submission{}, malformed(smpp.StatusInvalidSched, "schedule_delivery_time: %v", err)
 		}
 		sub.DeliverAfter = &t
 	}
@@ -107,6 +118,12 @@ func (s Short) Submission(content []byte, dc byte, account string, now time.Time
 		sub.ReceiptTo, sub.ReceiptFailedOnly = account, true
 	}
 	return sub, nil
+}
+
+// refusalOf is the node's refusal of a submission (an error of
+// Backend.Submit).
+func refusalOf(err error) *Refusal {
+	return &Refusal{Status: StatusOf(err), Why: err.Error(), Malformed: messages.Malformed(err)}
 }
 
 // StatusOf is the command_status of the node's refusal of a submission
