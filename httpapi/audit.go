@@ -45,11 +45,12 @@ func (s *Server) record(r *http.Request, action, target, detail string) {
 // LateChange).
 
 // ErrNotReadBack wraps the error of a change that was made, but whose
-// result could not be read back (PutRoute, PutFrontend).
-var ErrNotReadBack = errors.New("the change was made, but reading it back failed")
+// result could not be read back (PutRoute, PutFrontend, Resubmit): it is
+// messages.ErrNotReadBack, which the actors that make the changes use.
+var ErrNotReadBack = messages.ErrNotReadBack
 
-// made reports whether a PutRoute or PutFrontend that returned err made
-// its change.
+// made reports whether a PutRoute, PutFrontend or Resubmit that returned
+// err made its change.
 func made(err error) bool { return err == nil || errors.Is(err, ErrNotReadBack) }
 
 type lateKey struct{}

@@ -24,7 +24,8 @@ type changeBackend struct {
 	stubBackend
 	// slow makes each change wait for its context's end.
 	slow bool
-	// readBack is the error of a PutRoute's or PutFrontend's read-back.
+	// readBack is the error of a PutRoute's, PutFrontend's or
+	// Resubmit's read-back.
 	readBack error
 	// bulkEnd is the error a ResubmitBulk ends with after its first page.
 	bulkEnd error
@@ -56,7 +57,15 @@ func (b *changeBackend) Audit(_ context.Context, e messages.AuditEntry) {
 }
 
 func (b *changeBackend) Resubmit(ctx context.Context, id string) (messages.Message, error) {
-	return stubMessage(id, messages.StatePending), b.make(ctx, messages.AuditResubmit, id)
+	if err := b.make(ctx, messages.AuditResubmit, id); err != nil {
+		return messages.Message{}, err
+	}
+	if b.readBack != nil {
+		// As the intake answers: what the resubmit set, beside the error.
+		return messages.Message{ID: id, Frontend: "fe-a", State: messages.StatePending},
+			fmt.Errorf("%w: %w", messages.ErrNotReadBack, b.readBack)
+	}
+	return stubMessage(id, messages.StatePending), nil
 }
 
 func (b *changeBackend) ResubmitBulk(ctx context.Context, state messages.State) (messages.BulkReply, error) {
@@ -119,7 +128,7 @@ func TestChangeIsRecordedWhateverBecomesOfItsCaller(t *testing.T) {
 	}{
 		{name: "caller hung up", b: &changeBackend{}, hangUp: true},
 		{name: "read-back failed", b: &changeBackend{readBack: messages.Errorf(messages.CodeUnavailable, "the message store is unavailable")},
-			status: http.StatusServiceUnavailable, only: []string{messages.AuditRoutePut, messages.AuditFrontendPut}},
+			status: http.StatusServiceUnavailable, only: []string{messages.AuditResubmit, messages.AuditRoutePut, messages.AuditFrontendPut}},
 		{name: "answered after the request timeout", b: &changeBackend{slow: true}, status: http.StatusServiceUnavailable, note: lateNote},
 		{name: "bulk failed part of the way", b: &changeBackend{bulkEnd: messages.Errorf(messages.CodeUnavailable, "the message store is unavailable")},
 			status: http.StatusServiceUnavailable, only: []string{messages.AuditResubmitBulk}, note: "2 resubmitted"},

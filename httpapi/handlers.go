@@ -275,11 +275,14 @@ func (s *Server) resubmit(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.change(r, s.cfg.RequestTimeout, messages.AuditResubmit, id, "")
 	defer cancel()
 	m, err := s.cfg.Backend.Resubmit(ctx, id)
+	if made(err) {
+		// One not read back still says what it set (messages.ResubmitReply).
+		s.record(r, messages.AuditResubmit, id, auditDetail("to frontend %s, now %s", m.Frontend, m.State))
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	s.record(r, messages.AuditResubmit, m.ID, auditDetail("to frontend %s, now %s", m.Frontend, m.State))
 	writeJSON(w, http.StatusOK, m)
 }
 

@@ -85,7 +85,10 @@ type Resubmit struct {
 	Reply chan<- ResubmitReply
 }
 
-// ResubmitReply answers Resubmit with the message after it.
+// ResubmitReply answers Resubmit with the message after it. A resubmit
+// made whose message could not be read back is answered an Err wrapping
+// ErrNotReadBack, and a Message of only the id, frontend, destination
+// SMSC and state it set.
 type ResubmitReply struct {
 	Message Message
 	Err     error

@@ -19,6 +19,12 @@ func Errorf(code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
+// ErrNotReadBack wraps the error of a change that was made, but whose
+// result could not be read back (a route or frontend put, a resubmit):
+// its caller is answered the error, and the change is recorded as made
+// (the audit trail).
+var ErrNotReadBack = errors.New("the change was made, but reading it back failed")
+
 // Malformed reports whether err refuses a request as malformed: not the
 // JSON expected, a field unknown, missing or of a bad value (httpapi
 // answers each such code 400). A submit refused so uses none of its

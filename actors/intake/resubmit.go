@@ -74,7 +74,10 @@ func (a *Intake) resubmit(c actor.Context, id string) messages.ResubmitReply {
 	m, err = a.cfg.Store.GetMessage(ctx, id)
 	a.resubmitted(c, []persistence.Reroute{r}, now)
 	if err != nil {
-		return messages.ResubmitReply{Err: a.unavailable("get message", err)}
+		// The resubmit was made: the reply says so, with what it set, so
+		// that its caller records the change all the same.
+		return messages.ResubmitReply{Message: messages.Message{ID: id, Frontend: r.Frontend, DestSMSC: r.DestSMSC, State: r.State},
+			Err: fmt.Errorf("%w: %w", messages.ErrNotReadBack, a.unavailable("get message", err))}
 	}
 	return messages.ResubmitReply{Message: m}
 }
