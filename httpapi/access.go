@@ -15,8 +15,9 @@ import (
 
 // Who may call what. Every client and operator route names the roles that
 // may call it (routes, below; the OpenAPI document states the same as
-// x-switchboard-roles on each operation, and a test holds the gateway to
-// it for every route and role). A call is let in, in order:
+// x-switchboard-roles on each operation, docs/api.md in its table of calls
+// and roles, and tests hold the gateway to both for every route and
+// role). A call is let in, in order:
 //
 //  1. Authentication: the Bearer token names a credential of the current
 //     Set (401 unauthorized otherwise). A node without any credential is

@@ -10,7 +10,6 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -936,15 +935,7 @@ func TestOpenAPIRoles(t *testing.T) {
 // federation and ring codes are left to the OpenAPI document, as the
 // paragraph after the table says). 507 storage_full was missing.
 func TestAPIDocErrorTable(t *testing.T) {
-	doc, err := os.ReadFile("../docs/api.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, table, ok := strings.Cut(string(doc), "\n## Error codes\n")
-	if !ok {
-		t.Fatal("docs/api.md has no section Error codes")
-	}
-	table, _, _ = strings.Cut(table, "\n## ")
+	table := apiDocSection(t, "Error codes")
 	rows := map[string]int{}
 	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\| ([0-9]{3}) \\|").FindAllStringSubmatch(table, -1) {
 		n, _ := strconv.Atoi(m[2])
