@@ -212,7 +212,7 @@ func (g *gateway) Messages(ctx context.Context, q persistence.ListQuery) (persis
 func (g *gateway) Resubmit(ctx context.Context, id string) (messages.Message, error) {
 	ch := make(chan messages.ResubmitReply, 1)
 	r, err := askChange(ctx, g, g.n.intake, &messages.Resubmit{ID: id, Reply: ch}, ch,
-		func(r messages.ResubmitReply) bool { return r.Err == nil })
+		func(r messages.ResubmitReply) bool { return r.Err == nil || errors.Is(r.Err, messages.ErrNotReadBack) })
 	if err != nil {
 		return messages.Message{}, err
 	}

@@ -28,11 +28,15 @@ func TestChangeAnsweredLateIsRecorded(t *testing.T) {
 	n := &Node{log: log, system: sys, stopping: make(chan struct{})}
 	n.ready.Store(true)
 	g := &gateway{n: n}
-	// An intake that answers a DeleteRoute only when told to.
+	// An intake that answers a DeleteRoute or a Resubmit only when told
+	// to.
 	release := make(chan error)
 	n.intake = sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-		if m, ok := c.Message().(*messages.DeleteRoute); ok {
+		switch m := c.Message().(type) {
+		case *messages.DeleteRoute:
 			m.Reply <- <-release
+		case *messages.Resubmit:
+			m.Reply <- messages.ResubmitReply{Err: <-release}
 		}
 	}))
 	late := make(chan string, 2)
@@ -57,6 +61,22 @@ func TestChangeAnsweredLateIsRecorded(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the late answer of a change that was made was not handed to LateChange")
+	}
+
+	// A resubmit made whose message could not be read back is made.
+	ctx, cancel := context.WithCancel(httpapi.WithLateChange(context.Background(), func() { late <- "resubmit" }))
+	cancel()
+	if _, err := g.Resubmit(ctx, "m-1"); err == nil {
+		t.Fatal("Resubmit unanswered: no error")
+	}
+	release <- fmt.Errorf("read back: %w", messages.ErrNotReadBack)
+	select {
+	case got := <-late:
+		if got != "resubmit" {
+			t.Errorf("LateChange called for %s, want the resubmit's", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the late answer of a resubmit made but not read back was not handed to LateChange")
 	}
 
 	call("46")
