@@ -17,12 +17,14 @@ import (
 // read again on Reload (SIGHUP) and when the watch finds the files
 // changed. The HTTPS listener and the peer client take what it holds at
 // each new handshake; open connections keep theirs. A new file that does
-// not load is logged and the old material stays. Each reload that
-// changed something is in the audit trail (tls.reload).
+// not load, or a certificate peers would refuse (with --tls-ca, one that
+// does not name --name among them), is logged and the old material stays.
+// Each reload that changed something is in the audit trail (tls.reload).
 
 // tlsMaterial returns the node's TLS material, reading it the first time:
 // --tls-cert, --tls-key and --tls-ca, or the self-signed development
-// certificate (made in the data directory when missing).
+// certificate (made in the data directory when missing). With --tls-ca a
+// certificate that does not name the node is refused here too.
 func (n *Node) tlsMaterial() (*certs.Reloader, error) {
 	if n.tls != nil {
 		return n.tls, nil
@@ -39,7 +41,7 @@ func (n *Node) tlsMaterial() (*certs.Reloader, error) {
 		}
 		n.log.Warn("no --tls-cert given: serving a self-signed development certificate", "cert", certFile)
 	}
-	r, err := certs.NewReloader(certFile, keyFile, n.cfg.TLSCA, certs.WithClock(n.clock.Now))
+	r, err := certs.NewReloader(certFile, keyFile, n.cfg.TLSCA, certs.WithClock(n.clock.Now), certs.WithNode(n.cfg.Name))
 	if err != nil {
 		return nil, field.Wrap("TLSCert", err)
 	}

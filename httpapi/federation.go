@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 
 	"github.com/gorilla/mux"
+
+	"github.com/switchboard-dev/switchboard/httpapi/certs"
 
 	"github.com/switchboard-dev/switchboard/messages"
 )
@@ -82,9 +83,9 @@ func (s *Server) peerAuth(h peerHandler) http.Handler {
 				messages.FederationHeader, from))
 			return
 		}
-		if cert != nil && !certNames(cert, from) {
+		if cert != nil && !certs.Names(cert, from) {
 			s.refuse(w, r, from, messages.Errorf(messages.CodeNodeMismatch,
-				"%s is %q but the client certificate names %s", messages.FederationHeader, from, certNamesOf(cert)))
+				"%s is %q but the client certificate names %s", messages.FederationHeader, from, certs.NamesOf(cert)))
 			return
 		}
 		h(w, r, from)
@@ -121,18 +122,6 @@ func (s *Server) refusedMessage(r *http.Request, from string, err error) {
 	if errors.As(err, &e) {
 		s.peerRefused.Write("code", e.Code, "from", from, "remote", r.RemoteAddr, "path", r.URL.Path, "err", e.Message)
 	}
-}
-
-// certNames reports whether cert names node: its CN or one of its DNS
-// SANs, compared exactly. The server uses it for the caller's client
-// certificate and the peer client for the peer's server certificate.
-func certNames(cert *x509.Certificate, node string) bool {
-	return node != "" && (cert.Subject.CommonName == node || slices.Contains(cert.DNSNames, node))
-}
-
-// certNamesOf lists the names a certificate offers, for error messages.
-func certNamesOf(cert *x509.Certificate) string {
-	return fmt.Sprintf("CN %q and DNS names %q", cert.Subject.CommonName, cert.DNSNames)
 }
 
 // fedIdentity serves who we are. It is the one federation path without

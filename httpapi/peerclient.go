@@ -292,8 +292,8 @@ func (c *PeerClient) verifyPeer(cs tls.ConnectionState, want string) error {
 	}); err != nil {
 		return fmt.Errorf("peer certificate not trusted by --tls-ca: %w", err)
 	}
-	if want != "" && !certNames(leaf, want) {
-		return fmt.Errorf("peer certificate (%s) does not name node %q", certNamesOf(leaf), want)
+	if want != "" && !certs.Names(leaf, want) {
+		return fmt.Errorf("peer certificate (%s) does not name node %q", certs.NamesOf(leaf), want)
 	}
 	return nil
 }
@@ -446,8 +446,8 @@ func (c *PeerClient) Identity(ctx context.Context, addr string) (messages.Identi
 	if ts == nil || len(ts.PeerCertificates) == 0 {
 		return messages.Identity{}, fmt.Errorf("%s: no peer certificate", addr)
 	}
-	if leaf := ts.PeerCertificates[0]; !messages.ValidName(id.Node) || !certNames(leaf, id.Node) {
-		return messages.Identity{}, fmt.Errorf("%s answers as node %q but its certificate (%s) does not name it", addr, id.Node, certNamesOf(leaf))
+	if leaf := ts.PeerCertificates[0]; !messages.ValidName(id.Node) || !certs.Names(leaf, id.Node) {
+		return messages.Identity{}, fmt.Errorf("%s answers as node %q but its certificate (%s) does not name it", addr, id.Node, certs.NamesOf(leaf))
 	}
 	c.mu.Lock()
 	old, had := c.nodes[key]
@@ -491,7 +491,7 @@ func (c *PeerClient) call(ctx context.Context, key, want, path string, in, out a
 // A nil out ignores the answer's body.
 func (c *PeerClient) callWithin(ctx context.Context, timeout time.Duration, key, want, path string, in, out any) error {
 	ts, err := c.do(ctx, c.calls, timeout, key, http.MethodPost, path, in, out)
-	if want != "" && ts != nil && (len(ts.PeerCertificates) == 0 || !certNames(ts.PeerCertificates[0], want)) {
+	if want != "" && ts != nil && (len(ts.PeerCertificates) == 0 || !certs.Names(ts.PeerCertificates[0], want)) {
 		return fmt.Errorf("%s: the connection's certificate does not name node %q", key, want)
 	}
 	return err

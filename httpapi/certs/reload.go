@@ -18,10 +18,11 @@ import (
 // made keep theirs, so nothing in flight is dropped. A read that fails (a
 // file missing, a key that does not match its certificate, a CA bundle
 // without a certificate, a certificate not valid now or, with a CA file,
-// not issued by that CA for both server and client use) changes nothing:
-// the material in force stays.
+// not issued by that CA for both server and client use or not naming the
+// node) changes nothing: the material in force stays.
 type Reloader struct {
 	certFile, keyFile, caFile string
+	node                      string
 	now                       func() time.Time
 	cur                       atomic.Pointer[material]
 }
@@ -32,6 +33,11 @@ type Option func(*Reloader)
 // WithClock sets the clock Reload checks validity periods against
 // (time.Now without it).
 func WithClock(now func() time.Time) Option { return func(r *Reloader) { r.now = now } }
+
+// WithNode names the node the certificate is for: with a CA file, a
+// certificate that does not name it (Names) is refused, at the start and
+// on Reload, since peers check that name.
+func WithNode(node string) Option { return func(r *Reloader) { r.node = node } }
 
 // material is one consistent read of the files.
 type material struct {
@@ -44,7 +50,10 @@ type material struct {
 
 // NewReloader reads certFile and keyFile (required) and caFile (optional).
 // What it reads at the start is not checked against the clock or the CA
-// (there is nothing else to serve); Reload checks what would replace it.
+// (there is nothing else to serve, and a rotation mends it without a
+// restart); Reload checks what would replace it. A certificate that does
+// not name the node (WithNode, with a CA file) is refused at the start too:
+// it is the wrong file, not one that has aged.
 func NewReloader(certFile, keyFile, caFile string, opts ...Option) (*Reloader, error) {
 	r := &Reloader{certFile: certFile, keyFile: keyFile, caFile: caFile, now: time.Now}
 	for _, o := range opts {
@@ -52,6 +61,9 @@ func NewReloader(certFile, keyFile, caFile string, opts ...Option) (*Reloader, e
 	}
 	m, err := r.read()
 	if err != nil {
+		return nil, err
+	}
+	if err := r.namesNode(m); err != nil {
 		return nil, err
 	}
 	r.cur.Store(m)
@@ -102,8 +114,8 @@ func (r *Reloader) read() (*material, error) {
 // whether new material is now in force; on an error the old one stays.
 // The new certificate must be valid now and, with a CA file, chain to the
 // new CA bundle for server and for client use (the node presents it to
-// peers as its client certificate): one that peers or clients would
-// refuse does not replace the one in force.
+// peers as its client certificate) and name the node (WithNode): one that
+// peers or clients would refuse does not replace the one in force.
 func (r *Reloader) Reload() (changed bool, err error) {
 	sum, err := r.sum()
 	if err != nil {
@@ -117,6 +129,9 @@ func (r *Reloader) Reload() (changed bool, err error) {
 		return false, err
 	}
 	if err := m.usable(r.now(), r.certFile); err != nil {
+		return false, err
+	}
+	if err := r.namesNode(m); err != nil {
 		return false, err
 	}
 	r.cur.Store(m)
@@ -152,6 +167,18 @@ func (m *material) usable(now time.Time, certFile string) error {
 		}
 	}
 	return nil
+}
+
+// namesNode reports, with a CA file and a node (WithNode), a certificate
+// that does not name the node: peers verify that the certificate they are
+// shown names the node they call, or the caller's X-Federation-Node
+// (Names), and would refuse every call made with it. Without a CA file
+// peers verify nothing.
+func (r *Reloader) namesNode(m *material) error {
+	if r.node == "" || m.pool == nil || Names(m.pair.Leaf, r.node) {
+		return nil
+	}
+	return fmt.Errorf("certs: %s does not name node %q (it has %s): peers would refuse it", r.certFile, r.node, NamesOf(m.pair.Leaf))
 }
 
 // Certificate is the certificate in force (with its Leaf).

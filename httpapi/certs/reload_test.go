@@ -172,12 +172,21 @@ func writeServerOnly(t *testing.T, caDir, certFile, keyFile string, now time.Tim
 // TestReloadRefusesACertificatePeersWouldRefuse: a reload does not replace
 // the certificate in force by one outside its validity period (at the
 // reloader's clock), or, with a CA file, one that CA did not issue for
-// both server and client use; the old one stays and the error says why.
+// both server and client use or one that does not name the node (peers
+// check the name); the old one stays and the error says why.
 func TestReloadRefusesACertificatePeersWouldRefuse(t *testing.T) {
 	now := time.Now()
 	// reissue writes a new certificate of the CA; anotherCAs one of a CA
 	// of its own.
 	reissue := func(t *testing.T, dir, cert, key string) { certstest.Reissue(t, dir, cert, key, "a") }
+	// anotherNodes is the CA's certificate of node "b".
+	anotherNodes := func(t *testing.T, dir, cert, key string) {
+		if err := certs.InitCA(dir, []string{"b"}, now); err != nil {
+			t.Fatal(err)
+		}
+		bc, bk := certs.NodeFiles(dir, "b")
+		copyPair(t, bc, bk, cert, key)
+	}
 	anotherCAs := func(t *testing.T, dir, cert, key string) {
 		other := t.TempDir()
 		if err := certs.InitCA(other, []string{"a"}, now); err != nil {
@@ -202,6 +211,8 @@ func TestReloadRefusesACertificatePeersWouldRefuse(t *testing.T) {
 			writeServerOnly(t, dir, cert, key, now)
 		}, "not trusted by the CA bundle"},
 		{"another CA's without a CA file", true, now, anotherCAs, ""},
+		{"another node's", false, now, anotherNodes, `does not name node "a"`},
+		{"another node's without a CA file", true, now, anotherNodes, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -214,7 +225,7 @@ func TestReloadRefusesACertificatePeersWouldRefuse(t *testing.T) {
 			if tc.noCA {
 				caFile = ""
 			}
-			r, err := certs.NewReloader(cert, key, caFile, certs.WithClock(func() time.Time { return tc.clock }))
+			r, err := certs.NewReloader(cert, key, caFile, certs.WithClock(func() time.Time { return tc.clock }), certs.WithNode("a"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -235,5 +246,27 @@ func TestReloadRefusesACertificatePeersWouldRefuse(t *testing.T) {
 				t.Errorf("serial in force %s, want the old %s", after, before)
 			}
 		})
+	}
+}
+
+// TestNewReloaderRefusesAnotherNodesCertificate: with a CA file, a node
+// does not start with a certificate that does not name it, as peers would
+// refuse every call of it; without one nothing checks names.
+func TestNewReloaderRefusesAnotherNodesCertificate(t *testing.T) {
+	dir := t.TempDir()
+	if err := certs.InitCA(dir, []string{"a", "b"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	cert, key := certs.NodeFiles(dir, "b")
+	caFile, _ := certs.CAFiles(dir)
+	_, err := certs.NewReloader(cert, key, caFile, certs.WithNode("a"))
+	if err == nil || !strings.Contains(err.Error(), `does not name node "a"`) {
+		t.Fatalf("NewReloader with b's certificate for node a: %v; want a refusal", err)
+	}
+	if _, err := certs.NewReloader(cert, key, caFile, certs.WithNode("b")); err != nil {
+		t.Fatalf("NewReloader with b's certificate for node b: %v", err)
+	}
+	if _, err := certs.NewReloader(cert, key, "", certs.WithNode("a")); err != nil {
+		t.Fatalf("NewReloader without a CA file: %v", err)
 	}
 }

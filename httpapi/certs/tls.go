@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 )
 
 // ServerConfig is the TLS configuration of the gateway: it serves certFile
@@ -63,6 +64,19 @@ func ClientConfig(certFile, keyFile, caFile string, insecureSkipVerify bool) (*t
 		cfg.Certificates = []tls.Certificate{pair}
 	}
 	return cfg, nil
+}
+
+// Names reports whether cert names node: its CN or one of its DNS SANs,
+// compared exactly. It is the one rule of federation names: the gateway
+// holds a caller's client certificate to it, the peer client a peer's
+// server certificate, and the Reloader the node's own certificate.
+func Names(cert *x509.Certificate, node string) bool {
+	return node != "" && (cert.Subject.CommonName == node || slices.Contains(cert.DNSNames, node))
+}
+
+// NamesOf lists the names a certificate offers, for error messages.
+func NamesOf(cert *x509.Certificate) string {
+	return fmt.Sprintf("CN %q and DNS names %q", cert.Subject.CommonName, cert.DNSNames)
 }
 
 // LoadPool reads a PEM bundle of CA certificates into a new pool.
