@@ -695,7 +695,8 @@ func checkHostPort(addr string, listen bool) error {
 }
 
 // Preflight checks what Validate cannot without reading files: the TLS
-// certificate and key load and match, the CA bundle holds certificates,
+// certificate and key load and match (and, with a CA bundle, the
+// certificate names the node), the CA bundle holds certificates,
 // the data directory, when it exists, is a directory, and the call
 // records file is a file, or missing in a directory that exists. The command
 // runs it before anything opens, so that a bad file stops start-up with
@@ -704,7 +705,12 @@ func checkHostPort(addr string, listen bool) error {
 func (c Config) Preflight() error {
 	var errs []error
 	if c.TLSCert != "" {
-		if _, err := certs.LoadKeyPair(c.TLSCert, c.TLSKey); err != nil {
+		pair, err := certs.LoadKeyPair(c.TLSCert, c.TLSKey)
+		if err == nil && c.TLSCA != "" {
+			// With a CA, peers hold the certificate to the node's name.
+			err = certs.MustName(c.TLSCert, pair.Leaf, c.Name)
+		}
+		if err != nil {
 			errs = append(errs, field.Wrap("TLSCert", err))
 		}
 	}

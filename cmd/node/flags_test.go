@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/field"
+	"github.com/switchboard-dev/switchboard/httpapi/certs"
 	"github.com/switchboard-dev/switchboard/persistence/space"
 )
 
@@ -532,6 +533,22 @@ func TestParseRunChecksFiles(t *testing.T) {
 		_, _, err := parseStart(tc.args, noEnv)
 		if err == nil || strings.Contains(err.Error(), "\n") || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("parseRun(%q) = %v, want one line starting %q", tc.args, err, tc.want)
+		}
+	}
+	// With a CA, a certificate that does not name the node (b's, for a) is
+	// refused before anything opens; its own passes.
+	if err := certs.InitCA(dir, []string{"a", "b"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := certs.CAFiles(dir)
+	for node, want := range map[string]string{"b": "--tls-cert: certs: ", "a": ""} {
+		cert, key := certs.NodeFiles(dir, node)
+		_, _, err := parseStart([]string{"--name", "a", "--tls-cert", cert, "--tls-key", key, "--tls-ca", ca}, noEnv)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("a with its own certificate: %v", err)
+		case want != "" && (err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), `does not name node "a"`)):
+			t.Errorf("a with %s's certificate: %v, want one line starting %q naming the node", node, err, want)
 		}
 	}
 	// A call records file still to be made, or one there, passes.

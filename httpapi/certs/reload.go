@@ -175,10 +175,10 @@ func (m *material) usable(now time.Time, certFile string) error {
 // (Names), and would refuse every call made with it. Without a CA file
 // peers verify nothing.
 func (r *Reloader) namesNode(m *material) error {
-	if r.node == "" || m.pool == nil || Names(m.pair.Leaf, r.node) {
+	if r.node == "" || m.pool == nil {
 		return nil
 	}
-	return fmt.Errorf("certs: %s does not name node %q (it has %s): peers would refuse it", r.certFile, r.node, NamesOf(m.pair.Leaf))
+	return MustName(r.certFile, m.pair.Leaf, r.node)
 }
 
 // Certificate is the certificate in force (with its Leaf).

@@ -74,6 +74,16 @@ func Names(cert *x509.Certificate, node string) bool {
 	return node != "" && (cert.Subject.CommonName == node || slices.Contains(cert.DNSNames, node))
 }
 
+// MustName is the refusal of a node's own certificate (from certFile) that
+// does not name it: peers, which hold it to Names, would refuse it. Nil
+// when it names node.
+func MustName(certFile string, cert *x509.Certificate, node string) error {
+	if Names(cert, node) {
+		return nil
+	}
+	return fmt.Errorf("certs: %s does not name node %q (it has %s): peers would refuse it", certFile, node, NamesOf(cert))
+}
+
 // NamesOf lists the names a certificate offers, for error messages.
 func NamesOf(cert *x509.Certificate) string {
 	return fmt.Sprintf("CN %q and DNS names %q", cert.Subject.CommonName, cert.DNSNames)
