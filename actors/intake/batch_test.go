@@ -19,15 +19,24 @@ func submit(id, dest string) (*messages.Submit, chan messages.SubmitReply) {
 	return &messages.Submit{Submission: messages.Submission{ID: id, DestinationMSISDN: dest}, Reply: reply}, reply
 }
 
+// forwardOfTwo is peer c's forward request of x and y, and its reply.
+func forwardOfTwo() (*forwardReq, chan messages.AcceptForwardsReply) {
+	reply := make(chan messages.AcceptForwardsReply, 1)
+	return &forwardReq{m: &messages.AcceptForwards{From: "c", Reply: reply,
+		Forwards: []messages.Forward{{ID: "x", SourceSMSC: "c"}, {ID: "y", SourceSMSC: "c"}}}, results: make([]messages.ForwardResult, 2), left: 2}, reply
+}
+
+// reports is peer p's request to apply the status updates, and its reply.
+func reports(updates ...persistence.StatusUpdate) (*statusReq, chan messages.ApplyStatusesReply) {
+	reply := make(chan messages.ApplyStatusesReply, 1)
+	return &statusReq{m: &messages.ApplyStatuses{From: "p", Reply: reply}, updates: updates}, reply
+}
+
 func TestSettle(t *testing.T) {
 	s1, r1 := submit("a", "44")
 	s2, r2 := submit("b", "44")
-	fwdReply := make(chan messages.AcceptForwardsReply, 1)
-	fwd := &forwardReq{m: &messages.AcceptForwards{From: "c", Reply: fwdReply,
-		Forwards: []messages.Forward{{ID: "x", SourceSMSC: "c"}, {ID: "y", SourceSMSC: "c"}}}, results: make([]messages.ForwardResult, 2), left: 2}
-	statusReply := make(chan messages.ApplyStatusesReply, 1)
-	rep := &statusReq{m: &messages.ApplyStatuses{From: "p", Reply: statusReply},
-		updates: []persistence.StatusUpdate{{ID: "r1", From: "p", Result: persistence.ResultDelivered}, {ID: "r2", From: "p", Result: persistence.ResultFailed}}}
+	fwd, fwdReply := forwardOfTwo()
+	rep, statusReply := reports(persistence.StatusUpdate{ID: "r1", From: "p", Result: persistence.ResultDelivered}, persistence.StatusUpdate{ID: "r2", From: "p", Result: persistence.ResultFailed})
 	work := func(kind persistence.WorkKind, target string) *persistence.WorkSpec {
 		return &persistence.WorkSpec{Kind: kind, Target: target}
 	}
@@ -301,12 +310,8 @@ func TestSettleForwardRefusedHere(t *testing.T) {
 func TestSettlePartial(t *testing.T) {
 	s1, r1 := submit("a", "44")
 	s2, r2 := submit("b", "44")
-	fwdReply := make(chan messages.AcceptForwardsReply, 1)
-	fwd := &forwardReq{m: &messages.AcceptForwards{From: "c", Reply: fwdReply,
-		Forwards: []messages.Forward{{ID: "x", SourceSMSC: "c"}, {ID: "y", SourceSMSC: "c"}}}, results: make([]messages.ForwardResult, 2), left: 2}
-	statusReply := make(chan messages.ApplyStatusesReply, 1)
-	rep := &statusReq{m: &messages.ApplyStatuses{From: "p", Reply: statusReply},
-		updates: []persistence.StatusUpdate{{ID: "r1", From: "p", Result: persistence.ResultDelivered}}}
+	fwd, fwdReply := forwardOfTwo()
+	rep, statusReply := reports(persistence.StatusUpdate{ID: "r1", From: "p", Result: persistence.ResultDelivered})
 	work := &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: "uk"}
 	b := &Batch{Now: t0,
 		entries: []entry{{sub: s1}, {sub: s2}, {fwd: fwd, idx: 0}, {fwd: fwd, idx: 1}},
