@@ -53,8 +53,7 @@ func (a *Intake) resubmit(c actor.Context, id string) messages.ResubmitReply {
 		return messages.ResubmitReply{Err: a.unavailable("get message", err)}
 	}
 	if !m.State.Resubmittable() {
-		return messages.ResubmitReply{Err: messages.Errorf(messages.CodeInvalidState,
-			"message %s is %s; only failed and forward_failed messages can be resubmitted", id, m.State)}
+		return messages.ResubmitReply{Err: notResubmittable(id, m.State)}
 	}
 	now := a.cfg.Clock.Now()
 	r, err := a.reroute(m, now)
@@ -66,8 +65,7 @@ func (a *Intake) resubmit(c actor.Context, id string) messages.ResubmitReply {
 		return messages.ResubmitReply{Err: a.unavailable("resubmit", err)}
 	}
 	if !res[0].Applied {
-		return messages.ResubmitReply{Err: messages.Errorf(messages.CodeInvalidState,
-			"message %s is %s; only failed and forward_failed messages can be resubmitted", id, res[0].State)}
+		return messages.ResubmitReply{Err: notResubmittable(id, res[0].State)}
 	}
 	// Read the message as resubmitted before the worker is kicked (and
 	// claims it), so the reply shows it as the resubmit left it.
@@ -141,4 +139,12 @@ func (a *Intake) bulk(c actor.Context, step bulkStep) {
 	}
 	step.before = page.Next
 	c.Send(c.Self(), step)
+}
+
+// notResubmittable is the refusal of a resubmit of message id in state:
+// whether the intake read that state or the store found it at the resubmit
+// (another instance resubmitted it, or it was delivered, in between).
+func notResubmittable(id string, state messages.State) error {
+	return messages.Errorf(messages.CodeInvalidState,
+		"message %s is %s; only failed and forward_failed messages can be resubmitted", id, state)
 }
