@@ -84,7 +84,11 @@ type Part struct {
 
 // PartOf reads the concatenation of a submit_sm or deliver_sm: from its
 // user data header (esm_class ESMClassUDHI; IEI 0x00 or 0x08) or from its
-// sar_* TLVs. ok is false for a message that is not a part.
+// sar_* TLVs. ok is false for a message that is not a part. A part whose
+// header holds another element besides the concatenation (a national
+// language shift, a port, ...) is an error: Part carries only the data,
+// and the element would be lost (the text read with the wrong alphabet,
+// the port dropped).
 func PartOf(s *SM) (p Part, ok bool, err error) {
 	payload := s.Payload()
 	if s.ESMClass&ESMClassUDHI != 0 {
@@ -96,6 +100,7 @@ func PartOf(s *SM) (p Part, ok bool, err error) {
 			return Part{}, false, fmt.Errorf("user data header of %d octets in a message of %d", hl, len(payload)-1)
 		}
 		udh, data := payload[1:hl+1], payload[hl+1:]
+		other := -1 // the first element that is not the concatenation
 		for i := 0; i < len(udh); {
 			if i+2 > len(udh) {
 				return Part{}, false, fmt.Errorf("user data header element cut off at octet %d", i)
@@ -112,11 +117,16 @@ func PartOf(s *SM) (p Part, ok bool, err error) {
 			case iei == 0x08 && n == 4:
 				p = Part{Ref: uint16(v[0])<<8 | uint16(v[1]), Total: v[2], Seq: v[3]}
 				ok = true
+			case other < 0:
+				other = int(iei)
 			}
 			i += 2 + n
 		}
 		if !ok {
 			return Part{}, false, nil
+		}
+		if other >= 0 {
+			return Part{}, false, fmt.Errorf("element 0x%02X beside the concatenation is not carried (its message would lose it)", other)
 		}
 		p.Data = data
 	} else {

@@ -121,6 +121,8 @@ func TestSplitAndParts(t *testing.T) {
 		{ESMClass: ESMClassUDHI, ShortMessage: []byte{9, 0, 3}},
 		{ESMClass: ESMClassUDHI, ShortMessage: []byte{5, 0, 3, 1, 2, 3}},
 		{ESMClass: ESMClassUDHI, ShortMessage: []byte{5, 0, 3, 1, 0, 0, 'a'}},
+		{ESMClass: ESMClassUDHI, ShortMessage: []byte{8, 0, 3, 1, 2, 1, 0x24, 1, 1, 'a'}},                    // a language shift beside it
+		{ESMClass: ESMClassUDHI, ShortMessage: []byte{11, 5, 4, 0x0B, 0x84, 0x23, 0xF0, 0, 3, 1, 2, 1, 'a'}}, // a port before it
 		{TLVs: TLVs{{Tag: TagSARMsgRefNum, Value: []byte{1, 2}}}},
 	} {
 		if _, _, err := PartOf(bad); err == nil {

@@ -333,6 +333,63 @@ func TestServerRefusesAPartLongerThanAShortMessage(t *testing.T) {
 	})
 }
 
+// A part whose user data header holds an element besides the
+// concatenation (a national language shift, a port) is refused
+// ESME_RINVESMCLASS as a single message with such a header is: the
+// element would be lost, and the text read wrong (a Turkish single shift
+// makes ESC 0x73 'ş', read without it as 's') or the port dropped. Every
+// part is refused and nothing is stored.
+func TestServerRefusesAPartWithAnotherHeaderElement(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &backend{}
+		ln, m := serve(t, b, &receipts{due: map[string]time.Time{}})
+		s := esme(t, ln, smpp.BindTransmitter, nil)
+		ctx := context.Background()
+		for _, c := range []struct {
+			name  string
+			dc    byte
+			udh   func(seq byte) []byte
+			parts [][]byte
+		}{
+			{"turkish single shift (IEI 0x24)", smpp.DCDefault,
+				func(seq byte) []byte { return []byte{8, 0x00, 3, 42, 2, seq, 0x24, 1, 0x01} },
+				[][]byte{[]byte("Te"), {0x1B, 0x73, 'e', 'k', 'k', 'u', 'r'}}},
+			{"wap push port (IEI 0x05) before the concatenation", smpp.DCBinary,
+				func(seq byte) []byte { return []byte{11, 0x05, 4, 0x0B, 0x84, 0x23, 0xF0, 0x00, 3, 43, 2, seq} },
+				[][]byte{[]byte("wsp-1"), []byte("wsp-2")}},
+			{"8-bit port (IEI 0x04) beside a 16-bit reference", smpp.DCBinary,
+				func(seq byte) []byte { return []byte{10, 0x08, 4, 1, 44, 2, seq, 0x04, 2, 0x10, 0x20} },
+				[][]byte{[]byte("a"), []byte("b")}},
+			{"one part of one, with a language locking shift (IEI 0x25)", smpp.DCDefault,
+				func(seq byte) []byte { return []byte{8, 0x00, 3, 45, 1, seq, 0x25, 1, 0x01} },
+				[][]byte{[]byte("Tesekkur")}},
+		} {
+			var calls []*smpp.Call
+			for i, d := range c.parts {
+				sm := &smpp.SM{Source: smpp.Address{Addr: "S"}, Dest: smpp.Address{Addr: "4477"}, ESMClass: smpp.ESMClassUDHI,
+					DataCoding: c.dc, ShortMessage: append(c.udh(byte(i+1)), d...)}
+				call, err := s.Send(ctx, smpp.PDU{Command: smpp.SubmitSM, Body: sm})
+				if err != nil {
+					t.Fatal(err)
+				}
+				calls = append(calls, call)
+			}
+			for i, call := range calls {
+				if resp, err := call.Result(); err != nil || resp.Status != smpp.StatusInvalidESMClass {
+					t.Errorf("%s, part %d: %v, %v; want ESME_RINVESMCLASS", c.name, i+1, resp.Status, err)
+				}
+			}
+		}
+		synctest.Wait()
+		if subs := b.submissions(); len(subs) != 0 {
+			t.Fatalf("stored %+v; want nothing", subs)
+		}
+		if held := testutil.ToFloat64(m.partsHeld); held != 0 {
+			t.Errorf("%v parts held; want none", held)
+		}
+	})
+}
+
 // A connection that does not bind within the bind timeout is closed,
 // though it keeps the link alive with enquire_link (answered until
 // then); a bound one stays.
