@@ -26,12 +26,12 @@ const (
 // ref) and go with esm_class ESMClassUDHI. A GSM escape and its septet, and
 // a UTF-16 surrogate pair, are never cut apart.
 func Split(c messages.DataCoding, content []byte, ref byte) ([][]byte, error) {
-	single, part := singleOctets, partOctets
-	if c == messages.CodingGSM7 {
-		single, part = singleGSM7, partGSM7
-	}
-	if len(content) <= single {
+	if FitsOne(c, content) {
 		return [][]byte{content}, nil
+	}
+	part := partOctets
+	if c == messages.CodingGSM7 {
+		part = partGSM7
 	}
 	var chunks [][]byte
 	for rest := content; len(rest) > 0; {
@@ -62,6 +62,16 @@ func Split(c messages.DataCoding, content []byte, ref byte) ([][]byte, error) {
 		out[i] = append([]byte{udhLen - 1, 0x00, 3, ref, byte(len(chunks)), byte(i + 1)}, ch...)
 	}
 	return out, nil
+}
+
+// FitsOne reports whether a message's encoded content (see
+// EncodeContent) of coding c fits a single SMS: 160 septets in GSM
+// 7-bit, 140 octets in UCS-2 and binary.
+func FitsOne(c messages.DataCoding, content []byte) bool {
+	if c == messages.CodingGSM7 {
+		return len(content) <= singleGSM7
+	}
+	return len(content) <= singleOctets
 }
 
 // escapeOpens reports whether the escape that ends b opens an extension

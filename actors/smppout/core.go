@@ -45,6 +45,15 @@ func Submits(out messages.Outgoing, o messages.SMPPOptions) ([]*smpp.SM, error) 
 	if out.ValidityUntil != nil {
 		base.ValidityPeriod = AbsoluteTime(*out.ValidityUntil)
 	}
+	if o.Long == messages.LongPayload && !smpp.FitsOne(used, content) {
+		// Whole, in one TLV: no parts, so no limit on their number.
+		if len(content) > 0xFFFF {
+			return nil, fmt.Errorf("%d octets, more than message_payload carries (65535)", len(content))
+		}
+		sm := base
+		sm.TLVs = smpp.TLVs{{Tag: smpp.TagMessagePayload, Value: content}}
+		return []*smpp.SM{&sm}, nil
+	}
 	parts, err := smpp.Split(used, content, byte(messages.TokenOf(out.ID)))
 	if err != nil {
 		return nil, err
@@ -52,14 +61,6 @@ func Submits(out messages.Outgoing, o messages.SMPPOptions) ([]*smpp.SM, error) 
 	if len(parts) == 1 {
 		sm := base
 		sm.ShortMessage = parts[0]
-		return []*smpp.SM{&sm}, nil
-	}
-	if o.Long == messages.LongPayload {
-		if len(content) > 0xFFFF {
-			return nil, fmt.Errorf("%d octets, more than message_payload carries (65535)", len(content))
-		}
-		sm := base
-		sm.TLVs = smpp.TLVs{{Tag: smpp.TagMessagePayload, Value: content}}
 		return []*smpp.SM{&sm}, nil
 	}
 	out2 := make([]*smpp.SM, len(parts))

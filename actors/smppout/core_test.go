@@ -90,6 +90,31 @@ func TestSubmits(t *testing.T) {
 	}
 }
 
+// With long=payload a long text goes whole in one message_payload (up to
+// 65,535 octets), whatever number of parts it would take: 40,000 GSM
+// septets would be 262 parts, more than a concatenation header counts.
+// A text that fits one SMS still goes in short_message.
+func TestSubmitsPayloadIsNotLimitedByParts(t *testing.T) {
+	o := opts(t, "smpp://me@h:1?long=payload")
+	out := func(body string) messages.Outgoing {
+		return messages.Outgoing{ID: "m-1", SourceMSISDN: "+33600000001", DestinationMSISDN: "+447700900123", Body: body}
+	}
+	sms, err := Submits(out(strings.Repeat("a", 40000)), o)
+	if err != nil || len(sms) != 1 {
+		t.Fatalf("40,000 septets: %d submits, %v; want one message_payload", len(sms), err)
+	}
+	if v, _ := sms[0].TLVs.Get(smpp.TagMessagePayload); len(v) != 40000 || len(sms[0].ShortMessage) != 0 || sms[0].ESMClass != 0 {
+		t.Errorf("40,000 septets: payload of %d octets, short_message of %d, esm_class 0x%02X", len(v), len(sms[0].ShortMessage), sms[0].ESMClass)
+	}
+	sms, err = Submits(out(strings.Repeat("a", 160)), o)
+	if err != nil || len(sms) != 1 || len(sms[0].ShortMessage) != 160 || len(sms[0].TLVs) != 0 {
+		t.Fatalf("160 septets: %+v, %v; want one short_message", sms, err)
+	}
+	if _, err := Submits(out(strings.Repeat("a", 0x10000)), o); err == nil {
+		t.Error("65,536 octets went in one message_payload")
+	}
+}
+
 func TestVerdict(t *testing.T) {
 	ok := func(id string) Part {
 		return Part{Resp: smpp.PDU{Command: smpp.SubmitSMResp, Body: &smpp.SMResp{MessageID: id}}}
