@@ -96,15 +96,22 @@ func DecodeContent(dc byte, b []byte) (text string, bin []byte, c messages.DataC
 		for i := range u {
 			u[i] = uint16(b[2*i])<<8 | uint16(b[2*i+1])
 		}
-		rs := utf16.Decode(u)
-		for i, r := range rs {
-			if r == utf8.RuneError {
+		// By the units, not the runes utf16.Decode makes: it reads an
+		// unpaired surrogate as U+FFFD, a character a sender may send.
+		for i, v := range u {
+			if (isHighSurrogate(v) && (i+1 == len(u) || !isLowSurrogate(u[i+1]))) ||
+				(isLowSurrogate(v) && (i == 0 || !isHighSurrogate(u[i-1]))) {
 				return "", nil, "", fmt.Errorf("UCS-2 character %d is an unpaired surrogate", i)
 			}
 		}
-		return string(rs), nil, messages.CodingUCS2, nil
+		return string(utf16.Decode(u)), nil, messages.CodingUCS2, nil
 	case dc == DCBinary || dc == DCBinary2 || (dc&0xF0 == dcClassBit && dc&0x04 != 0):
 		return "", append([]byte(nil), b...), messages.CodingBinary, nil
 	}
 	return "", nil, "", fmt.Errorf("data_coding 0x%02X is not one this node reads (0x00, 0x01, 0x02, 0x03, 0x04, 0x08, 0xF0-0xFF)", dc)
 }
+
+// isHighSurrogate and isLowSurrogate report whether a UTF-16 unit is the
+// first or the second of a surrogate pair.
+func isHighSurrogate(v uint16) bool { return v >= 0xD800 && v < 0xDC00 }
+func isLowSurrogate(v uint16) bool  { return v >= 0xDC00 && v < 0xE000 }

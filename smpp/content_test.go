@@ -67,6 +67,42 @@ func TestEncodeDecodeContent(t *testing.T) {
 	}
 }
 
+// UCS-2 is read by its 16-bit units: U+FFFD (REPLACEMENT CHARACTER, a
+// valid character the API takes) is text, a surrogate pair one character,
+// and only a high surrogate not followed by a low one, or a low one not
+// after a high one, is refused.
+func TestDecodeUCS2Surrogates(t *testing.T) {
+	for _, c := range []struct {
+		in   []byte
+		text string
+	}{
+		{[]byte{0x00, 'o', 0x00, 'k', 0xFF, 0xFD}, "ok\uFFFD"},
+		{[]byte{0xFF, 0xFD, 0xD8, 0x3D, 0xDE, 0x00, 0xFF, 0xFD}, "\uFFFD😀\uFFFD"},
+		{[]byte{0xD8, 0x34, 0xDD, 0x1E}, "𝄞"},
+	} {
+		text, _, dc, err := DecodeContent(DCUCS2, c.in)
+		if err != nil || text != c.text || dc != messages.CodingUCS2 {
+			t.Errorf("DecodeContent(UCS-2 % X) = %q, %q, %v; want %q", c.in, text, dc, err, c.text)
+		}
+		// The API takes the same text.
+		sub := messages.Submission{SourceMSISDN: "S", DestinationMSISDN: "4477", Body: c.text, Options: messages.Options{DataCoding: messages.CodingUCS2}}
+		if err := sub.Validate(); err != nil {
+			t.Errorf("the API refuses %q: %v", c.text, err)
+		}
+	}
+	for _, bad := range [][]byte{
+		{0xD8, 0x3D},             // a high surrogate at the end
+		{0xD8, 0x3D, 0x00, 'a'},  // followed by a character
+		{0xD8, 0x3D, 0xD8, 0x3D}, // followed by another high one
+		{0xDE, 0x00},             // a low surrogate alone
+		{0x00, 'a', 0xDE, 0x00},  // a low one after a character
+	} {
+		if text, _, _, err := DecodeContent(DCUCS2, bad); err == nil {
+			t.Errorf("DecodeContent(UCS-2 % X) = %q; want an unpaired surrogate refused", bad, text)
+		}
+	}
+}
+
 func TestSplitAndParts(t *testing.T) {
 	one, err := Split(messages.CodingGSM7, bytes.Repeat([]byte{'a'}, 160), 1)
 	if err != nil || len(one) != 1 || len(one[0]) != 160 {
