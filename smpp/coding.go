@@ -11,13 +11,19 @@ import (
 
 // The data_coding values of the codings (SMPP v3.4 section 5.2.19).
 const (
-	DCDefault  = 0x00 // SMSC default alphabet: GSM 7-bit here
-	DCIA5      = 0x01 // IA5 (ASCII)
-	DCBinary2  = 0x02 // octet unspecified (8-bit binary)
-	DCLatin1   = 0x03 // ISO-8859-1
-	DCBinary   = 0x04 // octet unspecified (8-bit binary)
-	DCUCS2     = 0x08 // UCS-2 (big endian)
-	dcClassBit = 0xF0 // 1111xxxx: message class coding, bit 2 = 8-bit data
+	DCDefault = 0x00 // SMSC default alphabet: GSM 7-bit here
+	DCIA5     = 0x01 // IA5 (ASCII)
+	DCBinary2 = 0x02 // octet unspecified (8-bit binary)
+	DCLatin1  = 0x03 // ISO-8859-1
+	DCBinary  = 0x04 // octet unspecified (8-bit binary)
+	DCUCS2    = 0x08 // UCS-2 (big endian)
+)
+
+// The message class codings, 1111xxxx: bit 3 is reserved (0xF8-0xFF are
+// not read), bit 2 says 8-bit data, bits 1-0 are the class.
+const (
+	dcClassMask = 0xF8
+	dcClassBit  = 0xF0
 )
 
 // DataCodingOf is the data_coding of a message's coding ("" is sent as
@@ -72,7 +78,7 @@ func EncodeContent(c messages.DataCoding, text string, bin []byte) ([]byte, mess
 // ESME_RINVDCS-like refusals with StatusSubmitFailed).
 func DecodeContent(dc byte, b []byte) (text string, bin []byte, c messages.DataCoding, err error) {
 	switch {
-	case dc == DCDefault || (dc&0xF0 == dcClassBit && dc&0x04 == 0):
+	case dc == DCDefault || (dc&dcClassMask == dcClassBit && dc&0x04 == 0):
 		text, err = gsm7.Decode(b)
 		return text, nil, messages.CodingGSM7, err
 	case dc == DCIA5:
@@ -105,10 +111,10 @@ func DecodeContent(dc byte, b []byte) (text string, bin []byte, c messages.DataC
 			}
 		}
 		return string(utf16.Decode(u)), nil, messages.CodingUCS2, nil
-	case dc == DCBinary || dc == DCBinary2 || (dc&0xF0 == dcClassBit && dc&0x04 != 0):
+	case dc == DCBinary || dc == DCBinary2 || (dc&dcClassMask == dcClassBit && dc&0x04 != 0):
 		return "", append([]byte(nil), b...), messages.CodingBinary, nil
 	}
-	return "", nil, "", fmt.Errorf("data_coding 0x%02X is not one this node reads (0x00, 0x01, 0x02, 0x03, 0x04, 0x08, 0xF0-0xFF)", dc)
+	return "", nil, "", fmt.Errorf("data_coding 0x%02X is not one this node reads (0x00, 0x01, 0x02, 0x03, 0x04, 0x08, 0xF0-0xF7)", dc)
 }
 
 // isHighSurrogate and isLowSurrogate report whether a UTF-16 unit is the

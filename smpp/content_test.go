@@ -67,6 +67,23 @@ func TestEncodeDecodeContent(t *testing.T) {
 	}
 }
 
+// docs/smpp.md: 0x00, 0x01, 0x02, 0x03, 0x04, 0x08 and 0xF0-0xF7 are read;
+// any other data_coding is refused, the message class codings with their
+// reserved bit 3 set (0xF8-0xFF) too.
+func TestDecodeContentReadsOnlyTheDocumentedCodings(t *testing.T) {
+	for dc := 0; dc <= 0xFF; dc++ {
+		read := dc == DCDefault || dc == DCIA5 || dc == DCBinary2 || dc == DCLatin1 || dc == DCBinary || dc == DCUCS2 ||
+			(dc >= 0xF0 && dc <= 0xF7)
+		text, bin, c, err := DecodeContent(byte(dc), []byte{'A', 'B'})
+		if read && err != nil {
+			t.Errorf("data_coding 0x%02X refused: %v", dc, err)
+		}
+		if !read && err == nil {
+			t.Errorf("data_coding 0x%02X read as %q/% X (%q); docs/smpp.md says refused", dc, text, bin, c)
+		}
+	}
+}
+
 // UCS-2 is read by its 16-bit units: U+FFFD (REPLACEMENT CHARACTER, a
 // valid character the API takes) is text, a surrogate pair one character,
 // and only a high surrogate not followed by a low one, or a low one not

@@ -101,6 +101,7 @@ func TestShortToSubmission(t *testing.T) {
 		{Short{Source: "ACME Bank", Dest: "1"}, []byte("x"), 0, smpp.StatusOK},
 		{Short{Source: "S", Dest: "1", ESMClass: smpp.ESMClassReceipt}, nil, 0, smpp.StatusInvalidESMClass},
 		{Short{Source: "S", Dest: "1"}, []byte("x"), 0x09, smpp.StatusSubmitFailed},
+		{Short{Source: "S", Dest: "1"}, []byte("x"), 0xF8, smpp.StatusSubmitFailed}, // a message class with the reserved bit
 		{Short{Source: "S", Dest: "1"}, []byte{0x04, 0x1F}, smpp.DCUCS2, smpp.StatusOK},
 		{Short{Source: "S", Dest: "1"}, []byte{0xD8, 0x00}, smpp.DCUCS2, smpp.StatusSubmitFailed}, // a lone surrogate
 		{Short{Source: "S", Dest: "1"}, nil, 0, smpp.StatusInvalidMsgLen},
