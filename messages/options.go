@@ -22,8 +22,10 @@ const (
 	CodingGSM7 DataCoding = "gsm7"
 	// CodingUCS2 is UCS-2 (SMPP data_coding 0x08): any text.
 	CodingUCS2 DataCoding = "ucs2"
-	// CodingBinary is 8-bit binary (SMPP data_coding 0x04), e.g. WAP push
-	// or SIM OTA: the body is bytes (message_body_base64), not text.
+	// CodingBinary is 8-bit binary (SMPP data_coding 0x04): the body is
+	// bytes (message_body_base64), not text, sent without a user data
+	// header (esm_class 0), so not a WAP push or SIM OTA message, which
+	// needs one.
 	CodingBinary DataCoding = "binary"
 )
 

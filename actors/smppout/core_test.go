@@ -115,6 +115,42 @@ func TestSubmitsPayloadIsNotLimitedByParts(t *testing.T) {
 	}
 }
 
+// docs/smpp.md: with long=udh the longest text is 255 parts of 153 GSM
+// septets or 67 UCS-2 units (255 of 134 octets for a binary body); one
+// longer, which the API accepts, fails with the number of its parts.
+func TestSubmitsLongestUDHMessage(t *testing.T) {
+	o := opts(t, "smpp://me@h:1")
+	for _, c := range []struct {
+		name string
+		out  func(n int) messages.Outgoing
+		max  int
+	}{
+		{"gsm7", func(n int) messages.Outgoing {
+			return messages.Outgoing{ID: "m-1", SourceMSISDN: "S", DestinationMSISDN: "4477", Body: strings.Repeat("a", n)}
+		}, 255 * 153},
+		{"ucs2", func(n int) messages.Outgoing {
+			return messages.Outgoing{ID: "m-1", SourceMSISDN: "S", DestinationMSISDN: "4477", Body: strings.Repeat("ж", n)}
+		}, 255 * 67},
+		{"binary", func(n int) messages.Outgoing {
+			return messages.Outgoing{ID: "m-1", SourceMSISDN: "S", DestinationMSISDN: "4477",
+				Options: messages.Options{DataCoding: messages.CodingBinary, Binary: make([]byte, n)}}
+		}, 255 * 134},
+	} {
+		longest := c.out(c.max)
+		if sms, err := Submits(longest, o); err != nil || len(sms) != 255 {
+			t.Errorf("%s, %d: %d submits, %v; want 255 parts", c.name, c.max, len(sms), err)
+		}
+		over := c.out(c.max + 1)
+		if err := (messages.Submission{SourceMSISDN: over.SourceMSISDN, DestinationMSISDN: over.DestinationMSISDN,
+			Body: over.Body, Options: over.Options}).Validate(); err != nil {
+			t.Errorf("%s, %d: the API refuses it: %v", c.name, c.max+1, err)
+		}
+		if _, err := Submits(over, o); err == nil || err.Error() != "256 parts, at most 255" {
+			t.Errorf("%s, %d: %v; want 256 parts refused", c.name, c.max+1, err)
+		}
+	}
+}
+
 func TestVerdict(t *testing.T) {
 	ok := func(id string) Part {
 		return Part{Resp: smpp.PDU{Command: smpp.SubmitSMResp, Body: &smpp.SMResp{MessageID: id}}}
