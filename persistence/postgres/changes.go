@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -25,6 +26,14 @@ FROM outbox o JOIN unnest($1::text[]) AS k(id) ON o.message_id = k.id
 ORDER BY o.id
 FOR UPDATE OF o`
 
+	// workCountSQL counts the outbox rows of the messages, read once they
+	// are locked (see queueLoad): a row committed after lockWorkSQL read
+	// them (by a transaction that held the message meanwhile, or by the
+	// Accept that created it) is counted here and was not locked there.
+	workCountSQL = `
+SELECT o.message_id, count(*) FROM outbox o JOIN unnest($1::text[]) AS k(id) ON o.message_id = k.id
+GROUP BY o.message_id`
+
 	// ledgerKeysSQL reads the ledger keys of the messages (their rows are
 	// locked: nobody else writes their ledger meanwhile).
 	ledgerKeysSQL = `
@@ -39,9 +48,37 @@ SELECT ` + columns("m") + `, m.report_to, m.history_len, m.finalized_at FROM mes
 ORDER BY m.id
 FOR NO KEY UPDATE OF m`
 
+// errStale is a load (queueLoad) that found, once it held its messages,
+// outbox rows of theirs that it had not locked. Its transaction is rolled
+// back and runs again (fresh).
+var errStale = errors.New("outbox rows written while their messages were being locked")
+
+// fresh runs attempt, a transaction that loads with queueLoad, again until
+// its load is not stale (errStale). A stale load means that another
+// transaction committed meanwhile, so this ends.
+func fresh(attempt func() error) error {
+	for {
+		if err := attempt(); !errors.Is(err, errStale) {
+			return err
+		}
+	}
+}
+
 // queueLoad queues into b the locks and reads of the messages ids, in the
 // global lock order (outbox rows first, then the messages; see the package
 // doc), and their ledger keys; the results land in l.
+//
+// The outbox rows are read when the statement that locks them starts: a
+// transaction that holds a message meanwhile can replace its rows, and the
+// rows it writes are not among those locked, whose list would then be stale
+// once the message is ours (a decision would miss those rows, and count a
+// replacement of one as a new row). Nobody adds a row to a message without
+// holding it (or creating it, Accept), and nobody else removes a row this
+// load locked, so once the message is locked its rows are counted again:
+// when there are more than were locked, the load fails with errStale, and
+// the caller runs its transaction again (fresh). Locking the new rows instead, while
+// holding the message, could wait for a transaction that holds one of them
+// and waits for the message (a claim, another load).
 func queueLoad(b *pgx.Batch, l *persistence.Loaded, ids []string) {
 	b.Queue(lockWorkSQL, ids).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
@@ -74,6 +111,28 @@ func queueLoad(b *pgx.Batch, l *persistence.Loaded, ids []string) {
 			l.Rows[m.ID] = m
 		}
 		return rows.Err()
+	})
+	b.Queue(workCountSQL, ids).Query(func(rows pgx.Rows) error {
+		stale := false
+		for rows.Next() {
+			var (
+				id string
+				n  int
+			)
+			if err := rows.Scan(&id, &n); err != nil {
+				return err
+			}
+			if _, ok := l.Rows[id]; ok && n != len(l.Work[id]) {
+				stale = true
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if stale {
+			return errStale
+		}
+		return nil
 	})
 	b.Queue(ledgerKeysSQL, ids).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
@@ -221,16 +280,18 @@ func (s *Store) decider(ctx context.Context, op string, now time.Time) func([]st
 
 // decide runs one transaction of a batch about the messages ids in three
 // round trips: begin, lock and load them; write what fn decided with the
-// core; commit.
+// core; commit. fn runs once, on a load that is not stale (fresh).
 func (s *Store) decide(ctx context.Context, op string, now time.Time, ids []string,
 	fn func(l *persistence.Loaded, c *persistence.Changes)) error {
-	l := persistence.NewLoaded()
-	first := &pgx.Batch{}
-	queueLoad(first, l, ids)
-	err := s.inTx(ctx, first, func(tx pgx.Tx) error {
-		c := persistence.NewChanges(now)
-		fn(l, c)
-		return writeChanges(ctx, tx, c)
+	err := fresh(func() error {
+		l := persistence.NewLoaded()
+		first := &pgx.Batch{}
+		queueLoad(first, l, ids)
+		return s.inTx(ctx, first, func(tx pgx.Tx) error {
+			c := persistence.NewChanges(now)
+			fn(l, c)
+			return writeChanges(ctx, tx, c)
+		})
 	})
 	return s.fail(op, err)
 }
@@ -239,37 +300,41 @@ func (s *Store) decide(ctx context.Context, op string, now time.Time, ids []stri
 // message ids (with BEGIN, in one round trip), then their outbox rows and
 // they are locked, decide changes each that still qualifies (it reports
 // whether it did: another transaction may have moved it since), and the
-// changes are written. It returns the changed messages in candidate order.
+// changes are written; a stale load runs it all again (fresh). It returns
+// the changed messages in candidate order.
 func (s *Store) sweep(ctx context.Context, op string, now time.Time, candidates string, args []any,
 	decide func(l *persistence.Loaded, c *persistence.Changes, m *persistence.Row) bool) ([]messages.Message, error) {
 	if s.closed.Load() {
 		return nil, s.fail(op, persistence.ErrClosed)
 	}
-	var ids []string
-	first := &pgx.Batch{}
-	first.Queue(candidates, args...).Query(func(rows pgx.Rows) error {
-		var err error
-		ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
-		return err
-	})
-	out := []messages.Message{}
-	err := s.inTx(ctx, first, func(tx pgx.Tx) error {
-		if len(ids) == 0 {
-			return nil
-		}
-		l := persistence.NewLoaded()
-		b := &pgx.Batch{}
-		queueLoad(b, l, ids)
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+	var out []messages.Message
+	err := fresh(func() error {
+		var ids []string
+		first := &pgx.Batch{}
+		first.Queue(candidates, args...).Query(func(rows pgx.Rows) error {
+			var err error
+			ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
 			return err
-		}
-		c := persistence.NewChanges(now)
-		for _, id := range ids {
-			if m, ok := l.Rows[id]; ok && decide(l, c, m) {
-				out = append(out, m.Message)
+		})
+		out = []messages.Message{}
+		return s.inTx(ctx, first, func(tx pgx.Tx) error {
+			if len(ids) == 0 {
+				return nil
 			}
-		}
-		return writeChanges(ctx, tx, c)
+			l := persistence.NewLoaded()
+			b := &pgx.Batch{}
+			queueLoad(b, l, ids)
+			if err := tx.SendBatch(ctx, b).Close(); err != nil {
+				return err
+			}
+			c := persistence.NewChanges(now)
+			for _, id := range ids {
+				if m, ok := l.Rows[id]; ok && decide(l, c, m) {
+					out = append(out, m.Message)
+				}
+			}
+			return writeChanges(ctx, tx, c)
+		})
 	})
 	if err != nil {
 		return nil, s.fail(op, err)

@@ -41,6 +41,12 @@
 // locked, and write the result in one more round trip (changes.go). A
 // sweep finds its candidates without locks, so the core checks each again
 // after locking and leaves those another transaction moved meanwhile.
+// Outbox rows that another transaction wrote while they waited for a
+// message (every writer of a message's rows holds the message, or creates
+// it) were not among the rows they locked: the same round trip counts the
+// messages' rows again once they hold them, and when there are more, the
+// transaction is rolled back and runs again, rather than decide on a
+// stale list or lock the new rows out of order (see queueLoad).
 //
 // Accept inserts new messages in id order for the same reason (a conflicting
 // insert waits for the other transaction), and draws their seq in input order

@@ -56,28 +56,27 @@ func (s *Store) Write(ctx context.Context, now time.Time, w persistence.Write) (
 		return out, nil
 	}
 	now = norm(now)
-	var parts []part
-	if ids, decide := w.Decisions(&out); decide != nil {
-		parts = append(parts, decidePart(now, ids, decide))
+	if len(w.Outcomes)+len(w.Statuses)+len(w.Claims) == 0 {
+		return s.acceptAlone(ctx, now, w.Accept)
 	}
-	if len(w.Accept) > 0 {
-		parts = append(parts, s.acceptPart(now, w.Accept, &out.Accepted))
-	}
-	out.Claims = make([]persistence.Claim, len(w.Claims))
-	for i, req := range w.Claims {
-		parts = append(parts, s.claimPart(req, &out.Claims[i]))
-	}
-	first := &pgx.Batch{}
-	parts[0].queue(first)
-	var err error
-	if len(parts) == 1 && len(w.Accept) > 0 {
-		if err = s.pool.SendBatch(ctx, first).Close(); err == nil {
-			if err = parts[0].run(ctx, s.pool); err != nil {
-				return persistence.Written{}, persistence.Partial(out.Accepted, s.fail("write", err))
-			}
+	// A stale load of the decisions' messages runs the transaction again
+	// (fresh), each attempt with parts and results of its own.
+	err := fresh(func() error {
+		out = persistence.Written{}
+		var parts []part
+		if ids, decide := w.Decisions(&out); decide != nil {
+			parts = append(parts, decidePart(now, ids, decide))
 		}
-	} else {
-		err = s.inTx(ctx, first, func(tx pgx.Tx) error {
+		if len(w.Accept) > 0 {
+			parts = append(parts, s.acceptPart(now, w.Accept, &out.Accepted))
+		}
+		out.Claims = make([]persistence.Claim, len(w.Claims))
+		for i, req := range w.Claims {
+			parts = append(parts, s.claimPart(req, &out.Claims[i]))
+		}
+		first := &pgx.Batch{}
+		parts[0].queue(first)
+		return s.inTx(ctx, first, func(tx pgx.Tx) error {
 			for i, p := range parts {
 				if i > 0 {
 					b := &pgx.Batch{}
@@ -92,9 +91,25 @@ func (s *Store) Write(ctx context.Context, now time.Time, w persistence.Write) (
 			}
 			return nil
 		})
-	}
+	})
 	if err != nil {
 		return persistence.Written{}, s.fail("write", err)
+	}
+	return out, nil
+}
+
+// acceptAlone writes a Write of new messages alone, without a transaction
+// of its own (see Write).
+func (s *Store) acceptAlone(ctx context.Context, now time.Time, batch []persistence.NewMessage) (persistence.Written, error) {
+	var out persistence.Written
+	p := s.acceptPart(now, batch, &out.Accepted)
+	first := &pgx.Batch{}
+	p.queue(first)
+	if err := s.pool.SendBatch(ctx, first).Close(); err != nil {
+		return persistence.Written{}, s.fail("write", err)
+	}
+	if err := p.run(ctx, s.pool); err != nil {
+		return persistence.Written{}, persistence.Partial(out.Accepted, s.fail("write", err))
 	}
 	return out, nil
 }
