@@ -96,53 +96,67 @@ func (s *session) end() {
 }
 
 // storeView is one incarnation's view of its site's shared store: every
-// call fails once it is killed, and the claims, outcomes and lease
-// releases it makes are logged for the claim check.
+// call of persistence.Store fails once it is killed, and the claims,
+// outcomes and lease releases it makes are logged for the claim check.
+// It holds the store in a field, not embedded: every method is its own,
+// so a method added to persistence.Store does not compile until the view
+// checks it too.
 type storeView struct {
-	persistence.Store
-	log  *claimLog
-	dead atomic.Bool
+	Store persistence.Store
+	log   *claimLog
+	dead  atomic.Bool
 }
+
+var _ persistence.Store = (*storeView)(nil)
 
 func (v *storeView) kill() { v.dead.Store(true) }
 
-func (v *storeView) ok() error {
+// use is the store a call goes on to, or why it may not: a killed
+// incarnation's view refuses every call.
+func (v *storeView) use() (persistence.Store, error) {
 	if v.dead.Load() {
-		return errCrashed
+		return nil, errCrashed
 	}
-	return nil
+	return v.Store, nil
 }
+
+// Kind names the store's implementation (no call of the store).
+func (v *storeView) Kind() string { return v.Store.Kind() }
 
 // Close does nothing: the sim closes the shared store.
 func (v *storeView) Close() error { return nil }
 
 func (v *storeView) Ping(ctx context.Context) error {
-	if err := v.ok(); err != nil {
+	st, err := v.use()
+	if err != nil {
 		return err
 	}
-	return v.Store.Ping(ctx)
+	return st.Ping(ctx)
 }
 
 func (v *storeView) Ring(ctx context.Context) (persistence.RingState, error) {
-	if err := v.ok(); err != nil {
+	st, err := v.use()
+	if err != nil {
 		return persistence.RingState{}, err
 	}
-	return v.Store.Ring(ctx)
+	return st.Ring(ctx)
 }
 
 func (v *storeView) PublishRing(ctx context.Context, lead persistence.Leadership, prev uint64, s persistence.RingState) error {
-	if err := v.ok(); err != nil {
+	st, err := v.use()
+	if err != nil {
 		return err
 	}
-	return v.Store.PublishRing(ctx, lead, prev, s)
+	return st.PublishRing(ctx, lead, prev, s)
 }
 
 func (v *storeView) Write(ctx context.Context, now time.Time, w persistence.Write) (persistence.Written, error) {
-	if err := v.ok(); err != nil {
+	st, err := v.use()
+	if err != nil {
 		return persistence.Written{}, err
 	}
 	start := time.Now()
-	got, err := v.Store.Write(ctx, now, w)
+	got, err := st.Write(ctx, now, w)
 	if err == nil {
 		for i, c := range got.Claims {
 			if !c.Refused {
@@ -164,39 +178,44 @@ func (v *storeView) Write(ctx context.Context, now time.Time, w persistence.Writ
 }
 
 func (v *storeView) Accept(ctx context.Context, now time.Time, b []persistence.NewMessage) ([]persistence.Accepted, error) {
-	if err := v.ok(); err != nil {
+	st, err := v.use()
+	if err != nil {
 		return nil, err
 	}
-	return v.Store.Accept(ctx, now, b)
+	return st.Accept(ctx, now, b)
 }
 
 func (v *storeView) GetMessage(ctx context.Context, id string) (messages.Message, error) {
-	if err := v.ok(); err != nil {
+	st, err := v.use()
+	if err != nil {
 		return messages.Message{}, err
 	}
-	return v.Store.GetMessage(ctx, id)
+	return st.GetMessage(ctx, id)
 }
 
 func (v *storeView) ListMessages(ctx context.Context, q persistence.ListQuery) (persistence.Page, error) {
-	if err := v.ok(); err != nil {
+	st, err := v.use()
+	if err != nil {
 		return persistence.Page{}, err
 	}
-	return v.Store.ListMessages(ctx, q)
+	return st.ListMessages(ctx, q)
 }
 
 func (v *storeView) Stats(ctx context.Context) (persistence.Stats, error) {
-	if err := v.ok(); err != nil {
+	st, err := v.use()
+	if err != nil {
 		return persistence.Stats{}, err
 	}
-	return v.Store.Stats(ctx)
+	return st.Stats(ctx)
 }
 
 func (v *storeView) ClaimWork(ctx context.Context, req persistence.ClaimRequest) (persistence.Claim, error) {
-	if err := v.ok(); err != nil {
+	st, err := v.use()
+	if err != nil {
 		return persistence.Claim{}, err
 	}
 	start := time.Now()
-	c, err := v.Store.ClaimWork(ctx, req)
+	c, err := st.ClaimWork(ctx, req)
 	if err == nil {
 		v.log.claimed(req, c.Work, start, time.Now())
 	}
@@ -204,11 +223,12 @@ func (v *storeView) ClaimWork(ctx context.Context, req persistence.ClaimRequest)
 }
 
 func (v *storeView) CompleteWork(ctx context.Context, now time.Time, os []persistence.Outcome) ([]persistence.Completion, error) {
-	if err := v.ok(); err != nil {
+	st, err := v.use()
+	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	cs, err := v.Store.CompleteWork(ctx, now, os)
+	cs, err := st.CompleteWork(ctx, now, os)
 	if err == nil {
 		v.log.completed(os, cs, start)
 	}
@@ -216,121 +236,257 @@ func (v *storeView) CompleteWork(ctx context.Context, now time.Time, os []persis
 }
 
 func (v *storeView) ReleaseLeases(ctx context.Context, owner string) (int64, error) {
-	if err := v.ok(); err != nil {
+	st, err := v.use()
+	if err != nil {
 		return 0, err
 	}
 	start := time.Now()
-	n, err := v.Store.ReleaseLeases(ctx, owner)
+	n, err := st.ReleaseLeases(ctx, owner)
 	v.log.released(owner, start) // an error may still have released them
 	return n, err
 }
 
 func (v *storeView) Ledger(ctx context.Context, k persistence.WorkKind, id, target string) (persistence.LedgerEntry, error) {
-	if err := v.ok(); err != nil {
+	st, err := v.use()
+	if err != nil {
 		return persistence.LedgerEntry{}, err
 	}
-	return v.Store.Ledger(ctx, k, id, target)
+	return st.Ledger(ctx, k, id, target)
 }
 
 func (v *storeView) ApplyStatus(ctx context.Context, now time.Time, us []persistence.StatusUpdate) ([]persistence.Completion, error) {
-	if err := v.ok(); err != nil {
+	st, err := v.use()
+	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	cs, err := v.Store.ApplyStatus(ctx, now, us)
+	cs, err := st.ApplyStatus(ctx, now, us)
 	v.log.reported(us, start)
 	return cs, err
 }
 
 func (v *storeView) QueueForwards(ctx context.Context, now time.Time, peer, detail string, limit int) ([]string, error) {
-	if err := v.ok(); err != nil {
+	st, err := v.use()
+	if err != nil {
 		return nil, err
 	}
-	return v.Store.QueueForwards(ctx, now, peer, detail, limit)
+	return st.QueueForwards(ctx, now, peer, detail, limit)
 }
 
 func (v *storeView) FailForwards(ctx context.Context, req persistence.ForwardExpiry) ([]messages.Message, error) {
-	if err := v.ok(); err != nil {
+	st, err := v.use()
+	if err != nil {
 		return nil, err
 	}
-	return v.Store.FailForwards(ctx, req)
+	return st.FailForwards(ctx, req)
 }
 
 func (v *storeView) ForwardTargets(ctx context.Context) ([]string, error) {
-	if err := v.ok(); err != nil {
+	st, err := v.use()
+	if err != nil {
 		return nil, err
 	}
-	return v.Store.ForwardTargets(ctx)
+	return st.ForwardTargets(ctx)
 }
 
 func (v *storeView) PeerRegistries(ctx context.Context) ([]persistence.PeerRegistry, error) {
-	if err := v.ok(); err != nil {
+	st, err := v.use()
+	if err != nil {
 		return nil, err
 	}
-	return v.Store.PeerRegistries(ctx)
+	return st.PeerRegistries(ctx)
 }
 
 func (v *storeView) PutPeerRegistry(ctx context.Context, r persistence.PeerRegistry) error {
-	if err := v.ok(); err != nil {
+	st, err := v.use()
+	if err != nil {
 		return err
 	}
-	return v.Store.PutPeerRegistry(ctx, r)
+	return st.PutPeerRegistry(ctx, r)
 }
 
 func (v *storeView) ExpireMessages(ctx context.Context, req persistence.ExpireRequest) ([]messages.Message, error) {
-	if err := v.ok(); err != nil {
+	st, err := v.use()
+	if err != nil {
 		return nil, err
 	}
-	return v.Store.ExpireMessages(ctx, req)
+	return st.ExpireMessages(ctx, req)
+}
+
+func (v *storeView) Purgeable(ctx context.Context, req persistence.PurgeRequest) ([]messages.Message, error) {
+	st, err := v.use()
+	if err != nil {
+		return nil, err
+	}
+	return st.Purgeable(ctx, req)
+}
+
+func (v *storeView) CountPurgeable(ctx context.Context, req persistence.PurgeRequest) (int64, error) {
+	st, err := v.use()
+	if err != nil {
+		return 0, err
+	}
+	return st.CountPurgeable(ctx, req)
+}
+
+func (v *storeView) Purge(ctx context.Context, req persistence.PurgeRequest, ids []string) ([]persistence.Purged, error) {
+	st, err := v.use()
+	if err != nil {
+		return nil, err
+	}
+	return st.Purge(ctx, req, ids)
+}
+
+func (v *storeView) Compact(ctx context.Context) (int64, error) {
+	st, err := v.use()
+	if err != nil {
+		return 0, err
+	}
+	return st.Compact(ctx)
+}
+
+func (v *storeView) RelayWork(ctx context.Context, req persistence.RelayRequest) ([]persistence.Relay, error) {
+	st, err := v.use()
+	if err != nil {
+		return nil, err
+	}
+	return st.RelayWork(ctx, req)
+}
+
+func (v *storeView) Unrelay(ctx context.Context, rows []int64) error {
+	st, err := v.use()
+	if err != nil {
+		return err
+	}
+	return st.Unrelay(ctx, rows)
+}
+
+func (v *storeView) OldestUnrelayed(ctx context.Context) (time.Time, error) {
+	st, err := v.use()
+	if err != nil {
+		return time.Time{}, err
+	}
+	return st.OldestUnrelayed(ctx)
+}
+
+func (v *storeView) RelayAgain(ctx context.Context, after int64, limit int) (int64, error) {
+	st, err := v.use()
+	if err != nil {
+		return 0, err
+	}
+	return st.RelayAgain(ctx, after, limit)
 }
 
 func (v *storeView) Resubmit(ctx context.Context, now time.Time, rs []persistence.Reroute) ([]persistence.ResubmitResult, error) {
-	if err := v.ok(); err != nil {
+	st, err := v.use()
+	if err != nil {
 		return nil, err
 	}
-	return v.Store.Resubmit(ctx, now, rs)
+	return st.Resubmit(ctx, now, rs)
 }
 
 func (v *storeView) Routes(ctx context.Context) ([]persistence.Route, error) {
-	if err := v.ok(); err != nil {
+	st, err := v.use()
+	if err != nil {
 		return nil, err
 	}
-	return v.Store.Routes(ctx)
+	return st.Routes(ctx)
 }
 
 func (v *storeView) PutRoute(ctx context.Context, r persistence.Route) error {
-	if err := v.ok(); err != nil {
+	st, err := v.use()
+	if err != nil {
 		return err
 	}
-	return v.Store.PutRoute(ctx, r)
+	return st.PutRoute(ctx, r)
 }
 
 func (v *storeView) DeleteRoute(ctx context.Context, prefix string) error {
-	if err := v.ok(); err != nil {
+	st, err := v.use()
+	if err != nil {
 		return err
 	}
-	return v.Store.DeleteRoute(ctx, prefix)
+	return st.DeleteRoute(ctx, prefix)
 }
 
 func (v *storeView) Frontends(ctx context.Context) ([]persistence.Frontend, error) {
-	if err := v.ok(); err != nil {
+	st, err := v.use()
+	if err != nil {
 		return nil, err
 	}
-	return v.Store.Frontends(ctx)
+	return st.Frontends(ctx)
 }
 
 func (v *storeView) PutFrontend(ctx context.Context, f persistence.Frontend) error {
-	if err := v.ok(); err != nil {
+	st, err := v.use()
+	if err != nil {
 		return err
 	}
-	return v.Store.PutFrontend(ctx, f)
+	return st.PutFrontend(ctx, f)
 }
 
 func (v *storeView) DeleteFrontend(ctx context.Context, name string) error {
-	if err := v.ok(); err != nil {
+	st, err := v.use()
+	if err != nil {
 		return err
 	}
-	return v.Store.DeleteFrontend(ctx, name)
+	return st.DeleteFrontend(ctx, name)
+}
+
+func (v *storeView) Credentials(ctx context.Context) ([]messages.Credential, error) {
+	st, err := v.use()
+	if err != nil {
+		return nil, err
+	}
+	return st.Credentials(ctx)
+}
+
+func (v *storeView) AddCredential(ctx context.Context, c messages.Credential, audit messages.AuditEntry) error {
+	st, err := v.use()
+	if err != nil {
+		return err
+	}
+	return st.AddCredential(ctx, c, audit)
+}
+
+func (v *storeView) RevokeCredential(ctx context.Context, name string, audit messages.AuditEntry) error {
+	st, err := v.use()
+	if err != nil {
+		return err
+	}
+	return st.RevokeCredential(ctx, name, audit)
+}
+
+func (v *storeView) AppendAudit(ctx context.Context, entries []messages.AuditEntry) error {
+	st, err := v.use()
+	if err != nil {
+		return err
+	}
+	return st.AppendAudit(ctx, entries)
+}
+
+func (v *storeView) ListAudit(ctx context.Context, q persistence.AuditQuery) (persistence.AuditPage, error) {
+	st, err := v.use()
+	if err != nil {
+		return persistence.AuditPage{}, err
+	}
+	return st.ListAudit(ctx, q)
+}
+
+func (v *storeView) PurgeAudit(ctx context.Context, before time.Time, limit int) (int64, error) {
+	st, err := v.use()
+	if err != nil {
+		return 0, err
+	}
+	return st.PurgeAudit(ctx, before, limit)
+}
+
+func (v *storeView) RecordReceipts(ctx context.Context, now time.Time, rs []persistence.Receipt) ([]persistence.Completion, error) {
+	st, err := v.use()
+	if err != nil {
+		return nil, err
+	}
+	return st.RecordReceipts(ctx, now, rs)
 }
 
 // workKey names the work on one message (an outbox row's kind, target and
