@@ -96,13 +96,13 @@ func (s *session) end() {
 }
 
 // storeView is one incarnation's view of its site's shared store: every
-// call of persistence.Store fails once it is killed, and the claims,
-// outcomes and lease releases it makes are logged for the claim check.
-// It holds the store in a field, not embedded: every method is its own,
-// so a method added to persistence.Store does not compile until the view
-// checks it too.
+// call of persistence.Store fails once it is killed, else meets the
+// node's store faults (faultStore), and the claims, outcomes and lease
+// releases it makes are logged for the claim check. It holds the store in
+// a field, not embedded: every method is its own, so a method added to
+// persistence.Store does not compile until the view checks it too.
 type storeView struct {
-	Store persistence.Store
+	Store *faultStore
 	log   *claimLog
 	dead  atomic.Bool
 }
@@ -111,23 +111,27 @@ var _ persistence.Store = (*storeView)(nil)
 
 func (v *storeView) kill() { v.dead.Store(true) }
 
-// use is the store a call goes on to, or why it may not: a killed
-// incarnation's view refuses every call.
-func (v *storeView) use() (persistence.Store, error) {
+// use is the store a call that reads or writes goes on to, or why it may
+// not: a killed incarnation's view refuses every call, and the node's
+// store faults fail some.
+func (v *storeView) use(a access) (persistence.Store, error) {
 	if v.dead.Load() {
 		return nil, errCrashed
 	}
-	return v.Store, nil
+	if err := v.Store.fault(a); err != nil {
+		return nil, err
+	}
+	return v.Store.Store, nil
 }
 
 // Kind names the store's implementation (no call of the store).
-func (v *storeView) Kind() string { return v.Store.Kind() }
+func (v *storeView) Kind() string { return v.Store.Store.Kind() }
 
 // Close does nothing: the sim closes the shared store.
 func (v *storeView) Close() error { return nil }
 
 func (v *storeView) Ping(ctx context.Context) error {
-	st, err := v.use()
+	st, err := v.use(reading)
 	if err != nil {
 		return err
 	}
@@ -135,7 +139,7 @@ func (v *storeView) Ping(ctx context.Context) error {
 }
 
 func (v *storeView) Ring(ctx context.Context) (persistence.RingState, error) {
-	st, err := v.use()
+	st, err := v.use(reading)
 	if err != nil {
 		return persistence.RingState{}, err
 	}
@@ -143,7 +147,7 @@ func (v *storeView) Ring(ctx context.Context) (persistence.RingState, error) {
 }
 
 func (v *storeView) PublishRing(ctx context.Context, lead persistence.Leadership, prev uint64, s persistence.RingState) error {
-	st, err := v.use()
+	st, err := v.use(writing)
 	if err != nil {
 		return err
 	}
@@ -151,7 +155,7 @@ func (v *storeView) PublishRing(ctx context.Context, lead persistence.Leadership
 }
 
 func (v *storeView) Write(ctx context.Context, now time.Time, w persistence.Write) (persistence.Written, error) {
-	st, err := v.use()
+	st, err := v.use(writing)
 	if err != nil {
 		return persistence.Written{}, err
 	}
@@ -178,7 +182,7 @@ func (v *storeView) Write(ctx context.Context, now time.Time, w persistence.Writ
 }
 
 func (v *storeView) Accept(ctx context.Context, now time.Time, b []persistence.NewMessage) ([]persistence.Accepted, error) {
-	st, err := v.use()
+	st, err := v.use(writing)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +190,7 @@ func (v *storeView) Accept(ctx context.Context, now time.Time, b []persistence.N
 }
 
 func (v *storeView) GetMessage(ctx context.Context, id string) (messages.Message, error) {
-	st, err := v.use()
+	st, err := v.use(reading)
 	if err != nil {
 		return messages.Message{}, err
 	}
@@ -194,7 +198,7 @@ func (v *storeView) GetMessage(ctx context.Context, id string) (messages.Message
 }
 
 func (v *storeView) ListMessages(ctx context.Context, q persistence.ListQuery) (persistence.Page, error) {
-	st, err := v.use()
+	st, err := v.use(reading)
 	if err != nil {
 		return persistence.Page{}, err
 	}
@@ -202,7 +206,7 @@ func (v *storeView) ListMessages(ctx context.Context, q persistence.ListQuery) (
 }
 
 func (v *storeView) Stats(ctx context.Context) (persistence.Stats, error) {
-	st, err := v.use()
+	st, err := v.use(reading)
 	if err != nil {
 		return persistence.Stats{}, err
 	}
@@ -210,7 +214,7 @@ func (v *storeView) Stats(ctx context.Context) (persistence.Stats, error) {
 }
 
 func (v *storeView) ClaimWork(ctx context.Context, req persistence.ClaimRequest) (persistence.Claim, error) {
-	st, err := v.use()
+	st, err := v.use(writing)
 	if err != nil {
 		return persistence.Claim{}, err
 	}
@@ -223,7 +227,7 @@ func (v *storeView) ClaimWork(ctx context.Context, req persistence.ClaimRequest)
 }
 
 func (v *storeView) CompleteWork(ctx context.Context, now time.Time, os []persistence.Outcome) ([]persistence.Completion, error) {
-	st, err := v.use()
+	st, err := v.use(writing)
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +240,7 @@ func (v *storeView) CompleteWork(ctx context.Context, now time.Time, os []persis
 }
 
 func (v *storeView) ReleaseLeases(ctx context.Context, owner string) (int64, error) {
-	st, err := v.use()
+	st, err := v.use(writing)
 	if err != nil {
 		return 0, err
 	}
@@ -247,7 +251,7 @@ func (v *storeView) ReleaseLeases(ctx context.Context, owner string) (int64, err
 }
 
 func (v *storeView) Ledger(ctx context.Context, k persistence.WorkKind, id, target string) (persistence.LedgerEntry, error) {
-	st, err := v.use()
+	st, err := v.use(reading)
 	if err != nil {
 		return persistence.LedgerEntry{}, err
 	}
@@ -255,7 +259,7 @@ func (v *storeView) Ledger(ctx context.Context, k persistence.WorkKind, id, targ
 }
 
 func (v *storeView) ApplyStatus(ctx context.Context, now time.Time, us []persistence.StatusUpdate) ([]persistence.Completion, error) {
-	st, err := v.use()
+	st, err := v.use(writing)
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +270,7 @@ func (v *storeView) ApplyStatus(ctx context.Context, now time.Time, us []persist
 }
 
 func (v *storeView) QueueForwards(ctx context.Context, now time.Time, peer, detail string, limit int) ([]string, error) {
-	st, err := v.use()
+	st, err := v.use(writing)
 	if err != nil {
 		return nil, err
 	}
@@ -274,7 +278,7 @@ func (v *storeView) QueueForwards(ctx context.Context, now time.Time, peer, deta
 }
 
 func (v *storeView) FailForwards(ctx context.Context, req persistence.ForwardExpiry) ([]messages.Message, error) {
-	st, err := v.use()
+	st, err := v.use(writing)
 	if err != nil {
 		return nil, err
 	}
@@ -282,7 +286,7 @@ func (v *storeView) FailForwards(ctx context.Context, req persistence.ForwardExp
 }
 
 func (v *storeView) ForwardTargets(ctx context.Context) ([]string, error) {
-	st, err := v.use()
+	st, err := v.use(reading)
 	if err != nil {
 		return nil, err
 	}
@@ -290,7 +294,7 @@ func (v *storeView) ForwardTargets(ctx context.Context) ([]string, error) {
 }
 
 func (v *storeView) PeerRegistries(ctx context.Context) ([]persistence.PeerRegistry, error) {
-	st, err := v.use()
+	st, err := v.use(reading)
 	if err != nil {
 		return nil, err
 	}
@@ -298,7 +302,7 @@ func (v *storeView) PeerRegistries(ctx context.Context) ([]persistence.PeerRegis
 }
 
 func (v *storeView) PutPeerRegistry(ctx context.Context, r persistence.PeerRegistry) error {
-	st, err := v.use()
+	st, err := v.use(writing)
 	if err != nil {
 		return err
 	}
@@ -306,7 +310,7 @@ func (v *storeView) PutPeerRegistry(ctx context.Context, r persistence.PeerRegis
 }
 
 func (v *storeView) ExpireMessages(ctx context.Context, req persistence.ExpireRequest) ([]messages.Message, error) {
-	st, err := v.use()
+	st, err := v.use(writing)
 	if err != nil {
 		return nil, err
 	}
@@ -314,7 +318,7 @@ func (v *storeView) ExpireMessages(ctx context.Context, req persistence.ExpireRe
 }
 
 func (v *storeView) Purgeable(ctx context.Context, req persistence.PurgeRequest) ([]messages.Message, error) {
-	st, err := v.use()
+	st, err := v.use(reading)
 	if err != nil {
 		return nil, err
 	}
@@ -322,7 +326,7 @@ func (v *storeView) Purgeable(ctx context.Context, req persistence.PurgeRequest)
 }
 
 func (v *storeView) CountPurgeable(ctx context.Context, req persistence.PurgeRequest) (int64, error) {
-	st, err := v.use()
+	st, err := v.use(reading)
 	if err != nil {
 		return 0, err
 	}
@@ -330,7 +334,7 @@ func (v *storeView) CountPurgeable(ctx context.Context, req persistence.PurgeReq
 }
 
 func (v *storeView) Purge(ctx context.Context, req persistence.PurgeRequest, ids []string) ([]persistence.Purged, error) {
-	st, err := v.use()
+	st, err := v.use(writing)
 	if err != nil {
 		return nil, err
 	}
@@ -338,7 +342,7 @@ func (v *storeView) Purge(ctx context.Context, req persistence.PurgeRequest, ids
 }
 
 func (v *storeView) Compact(ctx context.Context) (int64, error) {
-	st, err := v.use()
+	st, err := v.use(writing)
 	if err != nil {
 		return 0, err
 	}
@@ -346,7 +350,7 @@ func (v *storeView) Compact(ctx context.Context) (int64, error) {
 }
 
 func (v *storeView) RelayWork(ctx context.Context, req persistence.RelayRequest) ([]persistence.Relay, error) {
-	st, err := v.use()
+	st, err := v.use(writing)
 	if err != nil {
 		return nil, err
 	}
@@ -354,7 +358,7 @@ func (v *storeView) RelayWork(ctx context.Context, req persistence.RelayRequest)
 }
 
 func (v *storeView) Unrelay(ctx context.Context, rows []int64) error {
-	st, err := v.use()
+	st, err := v.use(writing)
 	if err != nil {
 		return err
 	}
@@ -362,7 +366,7 @@ func (v *storeView) Unrelay(ctx context.Context, rows []int64) error {
 }
 
 func (v *storeView) OldestUnrelayed(ctx context.Context) (time.Time, error) {
-	st, err := v.use()
+	st, err := v.use(reading)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -370,7 +374,7 @@ func (v *storeView) OldestUnrelayed(ctx context.Context) (time.Time, error) {
 }
 
 func (v *storeView) RelayAgain(ctx context.Context, after int64, limit int) (int64, error) {
-	st, err := v.use()
+	st, err := v.use(writing)
 	if err != nil {
 		return 0, err
 	}
@@ -378,7 +382,7 @@ func (v *storeView) RelayAgain(ctx context.Context, after int64, limit int) (int
 }
 
 func (v *storeView) Resubmit(ctx context.Context, now time.Time, rs []persistence.Reroute) ([]persistence.ResubmitResult, error) {
-	st, err := v.use()
+	st, err := v.use(writing)
 	if err != nil {
 		return nil, err
 	}
@@ -386,7 +390,7 @@ func (v *storeView) Resubmit(ctx context.Context, now time.Time, rs []persistenc
 }
 
 func (v *storeView) Routes(ctx context.Context) ([]persistence.Route, error) {
-	st, err := v.use()
+	st, err := v.use(reading)
 	if err != nil {
 		return nil, err
 	}
@@ -394,7 +398,7 @@ func (v *storeView) Routes(ctx context.Context) ([]persistence.Route, error) {
 }
 
 func (v *storeView) PutRoute(ctx context.Context, r persistence.Route) error {
-	st, err := v.use()
+	st, err := v.use(writing)
 	if err != nil {
 		return err
 	}
@@ -402,7 +406,7 @@ func (v *storeView) PutRoute(ctx context.Context, r persistence.Route) error {
 }
 
 func (v *storeView) DeleteRoute(ctx context.Context, prefix string) error {
-	st, err := v.use()
+	st, err := v.use(writing)
 	if err != nil {
 		return err
 	}
@@ -410,7 +414,7 @@ func (v *storeView) DeleteRoute(ctx context.Context, prefix string) error {
 }
 
 func (v *storeView) Frontends(ctx context.Context) ([]persistence.Frontend, error) {
-	st, err := v.use()
+	st, err := v.use(reading)
 	if err != nil {
 		return nil, err
 	}
@@ -418,7 +422,7 @@ func (v *storeView) Frontends(ctx context.Context) ([]persistence.Frontend, erro
 }
 
 func (v *storeView) PutFrontend(ctx context.Context, f persistence.Frontend) error {
-	st, err := v.use()
+	st, err := v.use(writing)
 	if err != nil {
 		return err
 	}
@@ -426,7 +430,7 @@ func (v *storeView) PutFrontend(ctx context.Context, f persistence.Frontend) err
 }
 
 func (v *storeView) DeleteFrontend(ctx context.Context, name string) error {
-	st, err := v.use()
+	st, err := v.use(writing)
 	if err != nil {
 		return err
 	}
@@ -434,7 +438,7 @@ func (v *storeView) DeleteFrontend(ctx context.Context, name string) error {
 }
 
 func (v *storeView) Credentials(ctx context.Context) ([]messages.Credential, error) {
-	st, err := v.use()
+	st, err := v.use(reading)
 	if err != nil {
 		return nil, err
 	}
@@ -442,7 +446,7 @@ func (v *storeView) Credentials(ctx context.Context) ([]messages.Credential, err
 }
 
 func (v *storeView) AddCredential(ctx context.Context, c messages.Credential, audit messages.AuditEntry) error {
-	st, err := v.use()
+	st, err := v.use(writing)
 	if err != nil {
 		return err
 	}
@@ -450,7 +454,7 @@ func (v *storeView) AddCredential(ctx context.Context, c messages.Credential, au
 }
 
 func (v *storeView) RevokeCredential(ctx context.Context, name string, audit messages.AuditEntry) error {
-	st, err := v.use()
+	st, err := v.use(writing)
 	if err != nil {
 		return err
 	}
@@ -458,7 +462,7 @@ func (v *storeView) RevokeCredential(ctx context.Context, name string, audit mes
 }
 
 func (v *storeView) AppendAudit(ctx context.Context, entries []messages.AuditEntry) error {
-	st, err := v.use()
+	st, err := v.use(writing)
 	if err != nil {
 		return err
 	}
@@ -466,7 +470,7 @@ func (v *storeView) AppendAudit(ctx context.Context, entries []messages.AuditEnt
 }
 
 func (v *storeView) ListAudit(ctx context.Context, q persistence.AuditQuery) (persistence.AuditPage, error) {
-	st, err := v.use()
+	st, err := v.use(reading)
 	if err != nil {
 		return persistence.AuditPage{}, err
 	}
@@ -474,7 +478,7 @@ func (v *storeView) ListAudit(ctx context.Context, q persistence.AuditQuery) (pe
 }
 
 func (v *storeView) PurgeAudit(ctx context.Context, before time.Time, limit int) (int64, error) {
-	st, err := v.use()
+	st, err := v.use(writing)
 	if err != nil {
 		return 0, err
 	}
@@ -482,7 +486,7 @@ func (v *storeView) PurgeAudit(ctx context.Context, before time.Time, limit int)
 }
 
 func (v *storeView) RecordReceipts(ctx context.Context, now time.Time, rs []persistence.Receipt) ([]persistence.Completion, error) {
-	st, err := v.use()
+	st, err := v.use(writing)
 	if err != nil {
 		return nil, err
 	}
