@@ -15,14 +15,16 @@ import (
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/httpapi/certs"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
 )
 
 // The push frontends: a webhook receiver (an HTTPS server of the sim on
 // the network, certificate of the run's CA) and an in-process actor
 // (registered on every incarnation of its node), each with its own
-// faults. What each hands over is recorded with the incarnation that
-// delivered it (Delivery.By): within one incarnation a message answered
-// delivered must not be handed over again (redelivered); a new
+// faults. Every hand-over is recorded, whatever its answer, with the
+// incarnation that made it (Delivery.By): within one incarnation a
+// message answered delivered must not be handed over again (redelivered)
+// unless its node's store failed to record that outcome; a new
 // incarnation may (at least once, after a crash).
 
 // Frontend kinds.
@@ -96,14 +98,16 @@ func (c *Cluster) receive(f frontend, w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	slow, fail, lose := c.pushFault(f.node)
+	d := Delivery{ID: m.ID, Frontend: f.name, Node: nodeName(f.node), Push: true, By: c.handedBy(f, m.ID, r.RemoteAddr), Ack: Offered, Kind: KindWebhook}
 	if slow > 0 && !wait(r.Context(), slow) {
+		c.rec.delivery(d) // the node stopped waiting before the answer
 		return
 	}
 	if fail {
+		c.rec.delivery(d)
 		http.Error(w, "not now", http.StatusServiceUnavailable)
 		return
 	}
-	d := Delivery{ID: m.ID, Frontend: f.name, Node: nodeName(f.node), Push: true, By: c.storeEpoch(f.node, r.RemoteAddr), Kind: KindWebhook}
 	if lose {
 		d.Ack = AckUnknown
 		c.rec.delivery(d)
@@ -118,13 +122,14 @@ func (c *Cluster) receive(f frontend, w http.ResponseWriter, r *http.Request) {
 	c.rec.delivery(d)
 }
 
-// storeEpoch qualifies incarnation by with the store faults node i's
-// writes have met so far: a node whose store failed the write of a
-// delivery's outcome hands it over again, legitimately.
-func (c *Cluster) storeEpoch(i int, by string) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if n := c.storeFailed[i]; n > 0 {
+// handedBy is the label of a hand-over of message id to push frontend f
+// by incarnation by: by, qualified by how many outcomes of that delivery
+// f's node's store did not record so far (a write that failed, an
+// outcome refused as stale). A node whose store did not record a
+// delivery's outcome hands the message over again, legitimately; any
+// other write, failed or slow, changes nothing.
+func (c *Cluster) handedBy(f frontend, id, by string) string {
+	if n := c.shared[f.node].log.unrecordedOf(workKey{persistence.WorkDelivery, f.name, id}); n > 0 {
 		return fmt.Sprintf("%s/store%d", by, n)
 	}
 	return by
@@ -161,14 +166,16 @@ func (a *actorFrontend) Receive(ctx actor.Context) {
 		return
 	}
 	slow, fail, lose := a.c.pushFault(a.f.node)
+	rec := Delivery{ID: d.Message.ID, Frontend: a.f.name, Node: nodeName(a.f.node), Push: true, By: a.c.handedBy(a.f, d.Message.ID, a.by), Ack: Offered, Kind: KindActor}
 	if slow > 0 {
 		time.Sleep(slow)
 	}
 	if fail {
+		a.c.rec.delivery(rec)
 		ctx.Respond(&messages.DeliveryResult{ID: d.Message.ID, Status: messages.Retry, Reason: "not now (sim)"})
 		return
 	}
-	rec := Delivery{ID: d.Message.ID, Frontend: a.f.name, Node: nodeName(a.f.node), Push: true, By: a.c.storeEpoch(a.f.node, a.by), Ack: Acked, Kind: KindActor}
+	rec.Ack = Acked
 	if lose {
 		rec.Ack = AckUnknown
 		a.c.rec.delivery(rec)

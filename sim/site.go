@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -98,7 +99,8 @@ func (s *session) end() {
 // storeView is one incarnation's view of its site's shared store: every
 // call of persistence.Store fails once it is killed, else meets the
 // node's store faults (faultStore), and the claims, outcomes and lease
-// releases it makes are logged for the claim check. It holds the store in
+// releases it makes are logged for the claim check, the outcomes it
+// could not record for the push frontends' labels (Cluster.handedBy). It holds the store in
 // a field, not embedded: every method is its own, so a method added to
 // persistence.Store does not compile until the view checks it too.
 type storeView struct {
@@ -157,10 +159,12 @@ func (v *storeView) PublishRing(ctx context.Context, lead persistence.Leadership
 func (v *storeView) Write(ctx context.Context, now time.Time, w persistence.Write) (persistence.Written, error) {
 	st, err := v.use(writing)
 	if err != nil {
+		v.log.unrecorded(w.Outcomes, nil, err)
 		return persistence.Written{}, err
 	}
 	start := time.Now()
 	got, err := st.Write(ctx, now, w)
+	v.log.unrecorded(w.Outcomes, got.Completions, err)
 	if err == nil {
 		for i, c := range got.Claims {
 			if !c.Refused {
@@ -229,10 +233,12 @@ func (v *storeView) ClaimWork(ctx context.Context, req persistence.ClaimRequest)
 func (v *storeView) CompleteWork(ctx context.Context, now time.Time, os []persistence.Outcome) ([]persistence.Completion, error) {
 	st, err := v.use(writing)
 	if err != nil {
+		v.log.unrecorded(os, nil, err)
 		return nil, err
 	}
 	start := time.Now()
 	cs, err := st.CompleteWork(ctx, now, os)
+	v.log.unrecorded(os, cs, err)
 	if err == nil {
 		v.log.completed(os, cs, start)
 	}
@@ -520,18 +526,43 @@ type endRec struct {
 // claimLog is the record of one site's claims, for the claim check made
 // after the run: no outbox row is claimed by a second owner while the
 // lease of the first has not ended and no outcome of it was recorded.
+// It also counts, per work, the outcomes the site's store did not record.
 type claimLog struct {
 	mu       sync.Mutex
 	claims   map[workKey][]claimRec
 	ends     map[workKey][]endRec
 	releases map[string][]endRec // by owner
 	statuses map[string][]endRec // forward rows ended by a peer's status, by message
+	lost     map[workKey]int     // outcomes not recorded
 	n        int64
 }
 
 func newClaimLog() *claimLog {
 	return &claimLog{claims: map[workKey][]claimRec{}, ends: map[workKey][]endRec{},
-		releases: map[string][]endRec{}, statuses: map[string][]endRec{}}
+		releases: map[string][]endRec{}, statuses: map[string][]endRec{}, lost: map[workKey]int{}}
+}
+
+// unrecorded counts the outcomes of os that a write did not record: all
+// of them when it failed (err), else those refused as stale (cs). A
+// crashed incarnation's are not counted: it hands nothing over again.
+func (l *claimLog) unrecorded(os []persistence.Outcome, cs []persistence.Completion, err error) {
+	if errors.Is(err, errCrashed) {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, o := range os {
+		if err != nil || (i < len(cs) && cs[i] == persistence.StaleEpoch) {
+			l.lost[workKey{o.Kind, o.Target, o.MessageID}]++
+		}
+	}
+}
+
+// unrecordedOf is how many outcomes of k the site's store did not record.
+func (l *claimLog) unrecordedOf(k workKey) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lost[k]
 }
 
 func (l *claimLog) claimed(req persistence.ClaimRequest, ws []persistence.Work, lo, hi time.Time) {
