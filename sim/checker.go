@@ -83,6 +83,21 @@ type History struct {
 	// during the run.
 	Waits map[string]Waits
 	Ahead map[string]time.Duration
+	// Dest is each submitted message as its destination (the home node
+	// of its route's frontend, the origin itself for a local frontend)
+	// holds it after quiescence, State "" when it holds none; a message
+	// whose destination was not read has no entry.
+	Dest map[string]Stored
+}
+
+// Stored is a message as a node's store holds it.
+type Stored struct {
+	State  messages.State
+	Reason string
+	// Attempts are the delivery attempts it spent there, Detail the
+	// detail of its last transition.
+	Attempts int
+	Detail   string
 }
 
 // Waits are how long a node lets a message wait before it fails it.
@@ -104,6 +119,12 @@ type Result struct {
 	// the incarnation that had its answer "delivered" (appended to the
 	// contract line as redelivered=n).
 	Redelivered int
+	// Stuck counts messages not final (pending, retry, forwarded,
+	// forward_queued) at their origin, or at their destination, after the
+	// run: every message a node holds must have reached delivered, failed
+	// or forward_failed once the faults are healed and the work is done
+	// (appended as stuck=n).
+	Stuck int
 	// FailedEarly counts messages that ended forward_failed
 	// (forward_timeout) or failed (expired) before they could have waited
 	// their node's wait, by the run's time and what their nodes' clocks
@@ -116,20 +137,28 @@ type Result struct {
 // OK reports whether the run holds no violation.
 func (r Result) OK() bool {
 	return r.Lost == 0 && r.Duplicated == 0 && r.Unexpected == 0 && r.Misrouted == 0 && r.Disagreeing == 0 && r.Redelivered == 0 &&
-		r.FailedEarly == 0
+		r.FailedEarly == 0 && r.Stuck == 0
 }
 
-// Line is the report's last line (docs/sim.md, the report).
+// Line is the start of the report's last line (docs/sim.md, the report):
+// the verdict's fields that came first; Report.Line appends the fault
+// counts, then the fields added later (Tail).
 func (r Result) Line(seed int64, nodes int) string {
 	return fmt.Sprintf("sim: seed=%d nodes=%d accepted=%d delivered=%d lost=%d duplicated=%d unexpected=%d misrouted=%d disagreeing=%d redelivered=%d failed_early=%d",
 		seed, nodes, r.Accepted, r.Delivered, r.Lost, r.Duplicated, r.Unexpected, r.Misrouted, r.Disagreeing, r.Redelivered, r.FailedEarly)
+}
+
+// Tail is the verdict's fields added to the line after the fault counts.
+func (r Result) Tail() string {
+	return fmt.Sprintf("stuck=%d", r.Stuck)
 }
 
 // Check judges a history. It is pure: the same history, the same result.
 //
 //   - lost: accepted, never acked by any frontend (nor possibly acked), and
 //     not in a legitimate final failure state at its origin (failed,
-//     forward_failed).
+//     forward_failed); or accepted, absent at its origin, and not
+//     delivered (its acks unknown, its destination does not say it was).
 //   - duplicated: acked as delivered more than once by pull frontends (a
 //     frontend may be offered an id again when its ack was not recorded;
 //     only completed deliveries count).
@@ -140,8 +169,14 @@ func (r Result) Line(seed int64, nodes int) string {
 //   - misrouted: seen by a frontend other than its route's.
 //   - disagreeing: acked by a frontend while its origin's final state is
 //     not delivered (or the origin has no such message, even for a maybe
-//     accepted submit), or delivered at its origin while no frontend
-//     acked it.
+//     accepted submit) or its destination's is not, or delivered at its
+//     origin or its destination while no frontend acked it; when its
+//     hand-overs' acks are only unknown, the destination's store decides
+//     whether it was delivered, and the origin must say the same.
+//   - stuck: not final (pending, retry, forwarded, forward_queued) at its
+//     origin or at its destination after the run, whatever its submit's
+//     answer (a maybe accepted submit its origin stored counts) and its
+//     acks.
 //   - failed_early: forward_failed for forward_timeout at its origin
 //     although, from its submit to the reading of its state, the origin's
 //     clock cannot have advanced by the origin's forward wait (the run's
@@ -162,7 +197,8 @@ func Check(h History) Result {
 	acked := map[string]int{}  // acks of any frontend
 	pulled := map[string]int{} // acks of pull frontends
 	pushed := map[[2]string]int{}
-	maybeAcked := map[string]bool{}
+	unknown := map[string]int{} // hand-overs whose ack's answer did not come
+	offered := map[string]int{}
 	unexpected := map[string]string{}
 	misrouted := map[string]string{}
 	for _, d := range h.Deliveries {
@@ -183,7 +219,9 @@ func Check(h History) Result {
 				pulled[d.ID]++
 			}
 		case AckUnknown:
-			maybeAcked[d.ID] = true
+			unknown[d.ID]++
+		case Offered:
+			offered[d.ID]++
 		}
 	}
 	var details []string
@@ -202,31 +240,37 @@ func Check(h History) Result {
 			r.Accepted++
 		}
 		n := acked[id]
-		if n > 0 && s.Outcome == Accepted {
+		origin := h.Origin[id]
+		dest, atDest := h.Dest[id]
+		// Delivered: a frontend's ack confirmed it, or, its acks unknown,
+		// its destination's store says so.
+		delivered := n > 0 || unknown[id] > 0 && atDest && dest.State == messages.StateDelivered
+		if s.Outcome == Accepted && delivered {
 			r.Delivered++
 		}
 		if pulled[id] > 1 {
 			r.Duplicated++
 			details = append(details, fmt.Sprintf("duplicated: %s acked %d times", id, pulled[id]))
 		}
-		origin, known := h.Origin[id]
-		final := origin
-		if !known || origin == "" {
-			final = "absent"
-		}
+		failed := origin == messages.StateFailed || origin == messages.StateForwardFailed
 		switch {
-		case s.Outcome == Accepted && n == 0 && !maybeAcked[id] &&
-			origin != messages.StateFailed && origin != messages.StateForwardFailed:
+		case s.Outcome == Accepted && !delivered && (origin == "" || unknown[id] == 0 && !failed):
 			r.Lost++
-			details = append(details, fmt.Sprintf("lost: %s accepted at %s for %s, never delivered, %s at its origin", id, s.Node, s.Frontend, final))
+			details = append(details, fmt.Sprintf("lost: %s accepted at %s for %s, never delivered, %s at its origin", id, s.Node, s.Frontend, shown(origin)))
 		}
+		if line := h.disagreement(s, n, unknown[id]); line != "" {
+			r.Disagreeing++
+			details = append(details, line)
+		}
+		seen := fmt.Sprintf("%s; hand-overs: %d acked, %d ack unknown, %d offered", outcomeText(s.Outcome), n, unknown[id], offered[id])
 		switch {
-		case n > 0 && origin != messages.StateDelivered:
-			r.Disagreeing++
-			details = append(details, fmt.Sprintf("disagreeing: %s acked at %s but %s at its origin %s", id, s.Frontend, final, s.Node))
-		case n == 0 && !maybeAcked[id] && origin == messages.StateDelivered:
-			r.Disagreeing++
-			details = append(details, fmt.Sprintf("disagreeing: %s delivered at its origin %s but no frontend acked it", id, s.Node))
+		case origin != "" && !origin.Final():
+			r.Stuck++
+			details = append(details, fmt.Sprintf("stuck: %s %s at its origin %s after the run (%s%s)", id, origin, s.Node, seen, h.destText(s)))
+		case atDest && dest.State != "" && !dest.State.Final():
+			r.Stuck++
+			details = append(details, fmt.Sprintf("stuck: %s %s at its destination %s after the run (%s at its origin %s; %s%s)",
+				id, dest.State, s.Target, shown(origin), s.Node, seen, storedText(dest)))
 		}
 		if line := h.failedEarly(s, origin); line != "" {
 			r.FailedEarly++
@@ -244,6 +288,64 @@ func Check(h History) Result {
 	sort.Strings(details)
 	r.Details = details
 	return r
+}
+
+// disagreement explains how the frontends (n acks confirmed, unknown
+// acks whose answer did not come), s's origin and its destination
+// disagree on whether s's message was delivered ("" when they agree).
+func (h History) disagreement(s Submit, n, unknown int) string {
+	origin := h.Origin[s.ID]
+	dest, atDest := h.Dest[s.ID]
+	delivered := messages.StateDelivered
+	switch {
+	case n > 0 && origin != delivered:
+		return fmt.Sprintf("disagreeing: %s acked at %s but %s at its origin %s", s.ID, s.Frontend, shown(origin), s.Node)
+	case n > 0 && atDest && dest.State != delivered:
+		return fmt.Sprintf("disagreeing: %s acked at %s but %s at its destination %s", s.ID, s.Frontend, shown(dest.State), s.Target)
+	case n == 0 && unknown == 0 && origin == delivered:
+		return fmt.Sprintf("disagreeing: %s delivered at its origin %s but no frontend acked it", s.ID, s.Node)
+	case n == 0 && unknown == 0 && atDest && dest.State == delivered:
+		return fmt.Sprintf("disagreeing: %s delivered at its destination %s but no frontend acked it", s.ID, s.Target)
+	case n == 0 && unknown > 0 && atDest && (dest.State == delivered) != (origin == delivered):
+		return fmt.Sprintf("disagreeing: %s's ack at %s unknown: %s at its destination %s but %s at its origin %s",
+			s.ID, s.Frontend, shown(dest.State), s.Target, shown(origin), s.Node)
+	}
+	return ""
+}
+
+// shown is a state for a detail line ("absent" for none).
+func shown(s messages.State) string {
+	if s == "" {
+		return "absent"
+	}
+	return string(s)
+}
+
+// outcomeText is a submit's outcome for a detail line.
+func outcomeText(o SubmitOutcome) string {
+	if o == Maybe {
+		return "maybe accepted"
+	}
+	return string(o)
+}
+
+// storedText is what a stored message shows of its life, for a detail
+// line.
+func storedText(m Stored) string {
+	return fmt.Sprintf("; %d attempts, reason %q, last: %q", m.Attempts, m.Reason, m.Detail)
+}
+
+// destText is s's message at its destination, for a detail line ("" when
+// it was not read).
+func (h History) destText(s Submit) string {
+	dest, ok := h.Dest[s.ID]
+	if !ok {
+		return ""
+	}
+	if s.Target == s.Node {
+		return storedText(dest)
+	}
+	return fmt.Sprintf("; %s at its destination %s%s", shown(dest.State), s.Target, storedText(dest))
 }
 
 // failedEarly explains why s's message failed sooner than its nodes'

@@ -17,6 +17,7 @@ func TestCheckFindsEachViolation(t *testing.T) {
 	delivered := messages.StateDelivered
 	t0 := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(s Submit, d time.Duration) Submit { s.At, s.Target = t0.Add(d), "n2"; return s }
+	dest := func(s Submit) Submit { s.Target = "n2"; return s }
 	waits := map[string]Waits{"n1": {Forward: 250 * time.Second, Validity: time.Hour}, "n2": {Forward: 250 * time.Second, Validity: time.Hour}}
 	timed := func(h History, ahead map[string]time.Duration) History {
 		h.ReadAt, h.Waits, h.Ahead = t0.Add(5*time.Minute), waits, ahead
@@ -43,7 +44,7 @@ func TestCheckFindsEachViolation(t *testing.T) {
 				Submits: []Submit{acc("a", "f1")},
 				Origin:  map[string]messages.State{"a": messages.StateForwardQueued},
 			},
-			want: Result{Accepted: 1, Lost: 1},
+			want: Result{Accepted: 1, Lost: 1, Stuck: 1},
 			line: "lost: a",
 		},
 		{
@@ -132,7 +133,7 @@ func TestCheckFindsEachViolation(t *testing.T) {
 				Deliveries: []Delivery{del("a", "f1", Acked)},
 				Origin:     map[string]messages.State{"a": messages.StateForwarded},
 			},
-			want: Result{Accepted: 1, Delivered: 1, Disagreeing: 1},
+			want: Result{Accepted: 1, Delivered: 1, Disagreeing: 1, Stuck: 1},
 			line: "disagreeing: a acked at f1 but forwarded",
 		},
 		{
@@ -156,13 +157,71 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			want: Result{Accepted: 2, Delivered: 2},
 		},
 		{
-			name: "a push answered with its answer lost is not lost",
+			name: "a push answered with its answer lost is not lost, but stuck while not final",
 			h: History{
 				Submits:    []Submit{acc("a", "w1")},
 				Deliveries: []Delivery{push("a", "n2#1", AckUnknown)},
 				Origin:     map[string]messages.State{"a": messages.StateForwarded},
 			},
-			want: Result{Accepted: 1},
+			want: Result{Accepted: 1, Stuck: 1},
+			line: "stuck: a forwarded at its origin n1",
+		},
+		{
+			name: "stuck: not final at its origin after the run, its only hand-over's ack unknown",
+			h: History{
+				Submits: []Submit{acc("a", "f1"), acc("b", "f1"), acc("c", "w1"), acc("d", "w1")},
+				Deliveries: []Delivery{del("a", "f1", AckUnknown), del("b", "f1", AckUnknown),
+					push("c", "n2#1", AckUnknown), push("d", "n2#1", AckUnknown)},
+				Origin: map[string]messages.State{"a": messages.StateRetry, "b": messages.StatePending,
+					"c": messages.StateForwarded, "d": messages.StateForwardQueued},
+			},
+			want: Result{Accepted: 4, Stuck: 4},
+			line: "stuck: a retry at its origin n1 after the run (accepted; hand-overs: 0 acked, 1 ack unknown, 0 offered)",
+		},
+		{
+			name: "stuck: maybe accepted, stored and pending at its origin",
+			h: History{
+				Submits: []Submit{{ID: "a", Node: "n1", Frontend: "f1", Outcome: Maybe}},
+				Origin:  map[string]messages.State{"a": messages.StatePending},
+			},
+			want: Result{Stuck: 1},
+			line: "stuck: a pending at its origin n1 after the run (maybe accepted;",
+		},
+		{
+			name: "stuck: a copy not final at its destination",
+			h: History{
+				Submits: []Submit{dest(acc("a", "f1"))},
+				Origin:  map[string]messages.State{"a": messages.StateForwardFailed},
+				Reason:  map[string]string{"a": messages.ReasonForwardTimeout},
+				Dest:    map[string]Stored{"a": {State: messages.StateRetry, Attempts: 1, Detail: "attempt 1 failed"}},
+			},
+			want: Result{Accepted: 1, Stuck: 1},
+			line: "stuck: a retry at its destination n2 after the run (forward_failed at its origin n1",
+		},
+		{
+			name: "an unknown ack is decided by the destination's store",
+			h: History{
+				Submits:    []Submit{dest(acc("a", "f1")), dest(acc("b", "f1")), dest(acc("c", "f1"))},
+				Deliveries: []Delivery{del("a", "f1", AckUnknown), del("b", "f1", AckUnknown), del("c", "f1", AckUnknown)},
+				Origin:     map[string]messages.State{"a": messages.StateFailed, "b": delivered, "c": delivered},
+				Reason:     map[string]string{"a": messages.ReasonMaxAttempts},
+				Dest: map[string]Stored{"a": {State: delivered},
+					"b": {State: messages.StateFailed, Reason: messages.ReasonMaxAttempts, Attempts: 5}, "c": {State: delivered}},
+			},
+			want: Result{Accepted: 3, Delivered: 2, Disagreeing: 2},
+			line: "disagreeing: a's ack at f1 unknown: delivered at its destination n2 but failed at its origin n1",
+		},
+		{
+			name: "disagreeing: the destination's store against a confirmed ack, or without any",
+			h: History{
+				Submits:    []Submit{dest(acc("a", "f1")), dest(acc("b", "f1"))},
+				Deliveries: []Delivery{del("a", "f1", Acked)},
+				Origin:     map[string]messages.State{"a": delivered, "b": messages.StateForwardFailed},
+				Reason:     map[string]string{"b": messages.ReasonForwardTimeout},
+				Dest:       map[string]Stored{"a": {State: messages.StateFailed, Reason: messages.ReasonMaxAttempts, Attempts: 5}, "b": {State: delivered}},
+			},
+			want: Result{Accepted: 2, Delivered: 1, Disagreeing: 2},
+			line: "disagreeing: b delivered at its destination n2 but no frontend acked it",
 		},
 		{
 			name: "failed_early: forward_failed sooner than its origin's forward wait",
@@ -211,10 +270,10 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			if got.Accepted != tt.want.Accepted || got.Delivered != tt.want.Delivered || got.Lost != tt.want.Lost ||
 				got.Duplicated != tt.want.Duplicated || got.Unexpected != tt.want.Unexpected ||
 				got.Misrouted != tt.want.Misrouted || got.Disagreeing != tt.want.Disagreeing || got.Redelivered != tt.want.Redelivered ||
-				got.FailedEarly != tt.want.FailedEarly {
+				got.FailedEarly != tt.want.FailedEarly || got.Stuck != tt.want.Stuck {
 				t.Fatalf("got %+v, want %+v\n%s", got, tt.want, strings.Join(details, "\n"))
 			}
-			if got.OK() != (tt.want.Lost+tt.want.Duplicated+tt.want.Unexpected+tt.want.Misrouted+tt.want.Disagreeing+tt.want.Redelivered+tt.want.FailedEarly == 0) {
+			if got.OK() != (tt.want.Lost+tt.want.Duplicated+tt.want.Unexpected+tt.want.Misrouted+tt.want.Disagreeing+tt.want.Redelivered+tt.want.FailedEarly+tt.want.Stuck == 0) {
 				t.Fatalf("OK() = %v for %+v", got.OK(), got)
 			}
 			if tt.line != "" && !strings.Contains(strings.Join(details, "\n"), tt.line) {
@@ -230,8 +289,24 @@ func TestResultLine(t *testing.T) {
 	if got := r.Line(42, 5); got != want {
 		t.Fatalf("got %q", got)
 	}
-	rep := Report{Seed: 42, Nodes: 5, Result: r, Faults: FaultCounts{Skews: 1, Jumps: 2, Removals: 3, DrainRestarts: 4}}
-	if got := rep.Line(); got != want+" skews=1 jumps=2 removals=3 drain_restarts=4" {
+	r.Stuck = 2
+	rep := Report{Seed: 42, Nodes: 5, Result: r, Faults: FaultCounts{Skews: 1, Jumps: 2, Removals: 3, DrainRestarts: 4}, Quiesced: true}
+	if got := rep.Line(); got != want+" skews=1 jumps=2 removals=3 drain_restarts=4 stuck=2 quiesced=1" {
 		t.Fatalf("got %q", got)
+	}
+	rep.Quiesced = false
+	if got := rep.Line(); !strings.HasSuffix(got, " quiesced=0") {
+		t.Fatalf("got %q", got)
+	}
+}
+
+// A run whose work was not done by the quiescence deadline fails, whatever
+// the checker found: its messages' end states are not the end.
+func TestReportFailsUnlessQuiesced(t *testing.T) {
+	if rep := (Report{Quiesced: true}); !rep.OK() {
+		t.Fatalf("a quiesced run without violations fails: %+v", rep)
+	}
+	if rep := (Report{Quiesced: false}); rep.OK() {
+		t.Fatalf("a run that never quiesced passes: %+v", rep)
 	}
 }

@@ -1186,28 +1186,51 @@ func (c *Cluster) waits() (map[string]Waits, map[string]time.Duration) {
 	return waits, ahead
 }
 
-// origins reads every submitted message's state (and failure reason) at
-// its origin.
-func (c *Cluster) origins(subs []Submit) (map[string]messages.State, map[string]string) {
-	out, reasons := map[string]messages.State{}, map[string]string{}
+// stored reads every submitted message's state and failure reason at its
+// origin, and the message as its destination (its frontend's home node)
+// holds it: State "" when the destination has none.
+func (c *Cluster) stored(subs []Submit) (map[string]messages.State, map[string]string, map[string]Stored) {
+	out, reasons, dests := map[string]messages.State{}, map[string]string{}, map[string]Stored{}
 	idx := map[string]int{}
 	for i := range c.sites {
 		idx[nodeName(i)] = i
+	}
+	read := func(node, id string) (messages.Message, bool, error) {
+		i, ok := idx[node]
+		if !ok {
+			return messages.Message{}, false, fmt.Errorf("no node %q", node)
+		}
+		n := c.node(i)
+		if n == nil {
+			return messages.Message{}, false, fmt.Errorf("%s is down", node)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		m, err := n.Message(ctx, id)
+		if e := (*messages.Error)(nil); errors.As(err, &e) && e.Code == messages.CodeNotFound {
+			return m, false, nil
+		}
+		return m, err == nil, err
 	}
 	for _, s := range subs {
 		if s.Outcome == Rejected {
 			continue
 		}
-		n := c.node(idx[s.Node])
-		if n == nil {
+		if m, found, err := read(s.Node, s.ID); found {
+			out[s.ID], reasons[s.ID] = m.State, m.Reason
+		} else if err == nil {
+			out[s.ID] = ""
+		}
+		if s.Target == "" {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		m, err := n.Message(ctx, s.ID)
-		cancel()
-		if err == nil {
-			out[s.ID], reasons[s.ID] = m.State, m.Reason
+		m, found, err := read(s.Target, s.ID)
+		switch {
+		case found:
+			dests[s.ID] = Stored{State: m.State, Reason: m.Reason, Attempts: m.Attempts, Detail: m.LastDetail}
+		case err == nil:
+			dests[s.ID] = Stored{}
 		}
 	}
-	return out, reasons
+	return out, reasons, dests
 }

@@ -31,9 +31,10 @@
 //   - Schedule, Action and RandomSchedule: the fault story, as events at
 //     times after the load starts; a random one is drawn from the seed
 //     alone, so a seed replays its schedule.
-//   - Check: the pure checker of a History (submits, deliveries, final
-//     origin states): lost, duplicated, unexpected, misrouted,
-//     disagreeing, redelivered, failed_early.
+//   - Check: the pure checker of a History (submits, deliveries, the
+//     messages at their origins and destinations after the run): lost,
+//     duplicated, unexpected, misrouted, disagreeing, redelivered,
+//     failed_early, stuck. A run that did not quiesce fails too.
 //   - Scenarios: the named stories (partition, asymmetric, answer-lost,
 //     duplicate, crash-receiver, crash-origin, peer-removed,
 //     peer-removed-forwarded, ring-failover, clock-skew, peer-flap,

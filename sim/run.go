@@ -21,7 +21,7 @@ type Report struct {
 	Result   Result
 	Net      NetStats
 	// Quiesced is false when work was still left at the quiescence
-	// deadline (the check ran anyway).
+	// deadline (the check ran anyway; the run fails).
 	Quiesced bool
 	// Elapsed is the run's time on its virtual clock, Wall its wall time
 	// (set by RunIn, which measures it outside the bubble), Submitted the
@@ -77,16 +77,24 @@ type FaultCounts struct {
 	DrainQueued   []int64
 }
 
-// Line is the report's last line: the checker's verdict (Result.Line)
-// and the counts of the faults (skews, jumps, removals, drain_restarts).
+// Line is the report's last line: the checker's verdict (Result.Line),
+// the counts of the faults (skews, jumps, removals, drain_restarts), the
+// verdict's later fields (Result.Tail) and quiesced (1, or 0 when work
+// was left at the quiescence deadline).
 func (r Report) Line() string {
-	return fmt.Sprintf("%s skews=%d jumps=%d removals=%d drain_restarts=%d", r.Result.Line(r.Seed, r.Nodes),
-		r.Faults.Skews, r.Faults.Jumps, r.Faults.Removals, r.Faults.DrainRestarts)
+	quiesced := 0
+	if r.Quiesced {
+		quiesced = 1
+	}
+	return fmt.Sprintf("%s skews=%d jumps=%d removals=%d drain_restarts=%d %s quiesced=%d", r.Result.Line(r.Seed, r.Nodes),
+		r.Faults.Skews, r.Faults.Jumps, r.Faults.Removals, r.Faults.DrainRestarts, r.Result.Tail(), quiesced)
 }
 
 // OK reports whether the run holds no violation: the checker's and, with
-// multi-instance sites, the ring's.
-func (r Report) OK() bool { return r.Result.OK() && r.Ring.OK() }
+// multi-instance sites, the ring's; and whether it quiesced (a run whose
+// work was left undone at the deadline ended nowhere its checks can
+// judge).
+func (r Report) OK() bool { return r.Result.OK() && r.Ring.OK() && r.Quiesced }
 
 // Replay is the command that replays the run's story.
 func (r Report) Replay() string {
@@ -255,7 +263,7 @@ func Run(seed int64, opts Options) (Report, error) {
 	c.rec.mu.Unlock()
 	h.Waits, h.Ahead = c.waits()
 	h.ReadAt = time.Now()
-	h.Origin, h.Reason = c.origins(h.Submits)
+	h.Origin, h.Reason, h.Dest = c.stored(h.Submits)
 	rep.Result = Check(h)
 	rep.Digest = h.digest()
 	c.mu.Lock()

@@ -162,3 +162,26 @@ func TestCheckerCatchesDoubleDelivery(t *testing.T) {
 		t.Fatalf("a double delivery shows as other violations too:\n%s", rep)
 	}
 }
+
+// TestLeftoverWorkFailsTheRun: n2's webhook frontend takes every message
+// and loses every answer, so n2 retries them minutes later; the run stops
+// waiting for quiescence after 2 s. The messages left in retry (their only
+// hand-over's ack unknown: not lost) are stuck, and the run fails.
+func TestLeftoverWorkFailsTheRun(t *testing.T) {
+	o := testOptions(t, Options{Nodes: 2, Webhooks: 1, Targets: []int{1}, Duration: 20 * time.Second, QuiesceTimeout: 2 * time.Second,
+		Schedule: Schedule{At(0, FrontendFaults(1, FrontendFault{LoseAnswer: 1}))}})
+	rep, err, ok := RunIn(t, "run", 5, o)
+	if !ok {
+		t.Fatal("the run's bubble failed")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", rep)
+	if rep.Quiesced || rep.Result.Stuck == 0 || rep.OK() {
+		t.Fatalf("messages left in retry at the end: quiesced=%v stuck=%d OK=%v, want false, > 0, false", rep.Quiesced, rep.Result.Stuck, rep.OK())
+	}
+	if !strings.HasSuffix(rep.Line(), " quiesced=0") {
+		t.Fatalf("the sim: line does not say the run did not quiesce: %s", rep.Line())
+	}
+}

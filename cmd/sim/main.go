@@ -1,8 +1,8 @@
 // Command sim runs Switchboard nodes in one process over the sim
 // package's in-memory network, injects faults from a seeded schedule,
 // checks the delivery invariants and prints a report ending with the
-// sim: line docs/sim.md describes. It exits 1 on any violation, 2 when the run
-// could not be made.
+// sim: line docs/sim.md describes. It exits 1 on any violation or a run
+// that did not quiesce, 2 when the run could not be made.
 //
 //	go run ./cmd/sim --nodes 5 --duration 30s --seed 42 --faults random
 //	go run ./cmd/sim --seeds 20                # seeds 1..20, one line each
