@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
@@ -108,6 +109,8 @@ type Waits struct {
 	// Validity: --message-validity from its submission, then failed
 	// (expired).
 	Validity time.Duration
+	// Attempts: --delivery-max-attempts, then failed (max_attempts).
+	Attempts int
 }
 
 // Result is the checker's verdict. Lost, Duplicated, Unexpected,
@@ -125,6 +128,17 @@ type Result struct {
 	// or forward_failed once the faults are healed and the work is done
 	// (appended as stuck=n).
 	Stuck int
+	// Failed counts the accepted messages that ended failed or
+	// forward_failed at their origin (appended as failed=n; not a
+	// violation by itself), Unjustified the messages whose failure, at
+	// their origin or their destination, has no cause the run can have
+	// given it (appended as unjustified=n): the sim's frontends never
+	// refuse a message and its peers never refuse a forward for good, so
+	// a message may only fail for its attempts spent (max_attempts, with
+	// that many attempts at its destination), or by waiting too long
+	// (forward_timeout, expired: failed_early judges the wait).
+	Failed      int
+	Unjustified int
 	// FailedEarly counts messages that ended forward_failed
 	// (forward_timeout) or failed (expired) before they could have waited
 	// their node's wait, by the run's time and what their nodes' clocks
@@ -137,7 +151,7 @@ type Result struct {
 // OK reports whether the run holds no violation.
 func (r Result) OK() bool {
 	return r.Lost == 0 && r.Duplicated == 0 && r.Unexpected == 0 && r.Misrouted == 0 && r.Disagreeing == 0 && r.Redelivered == 0 &&
-		r.FailedEarly == 0 && r.Stuck == 0
+		r.FailedEarly == 0 && r.Stuck == 0 && r.Unjustified == 0
 }
 
 // Line is the start of the report's last line (docs/sim.md, the report):
@@ -150,7 +164,7 @@ func (r Result) Line(seed int64, nodes int) string {
 
 // Tail is the verdict's fields added to the line after the fault counts.
 func (r Result) Tail() string {
-	return fmt.Sprintf("stuck=%d", r.Stuck)
+	return fmt.Sprintf("stuck=%d unjustified=%d failed=%d", r.Stuck, r.Unjustified, r.Failed)
 }
 
 // Check judges a history. It is pure: the same history, the same result.
@@ -177,6 +191,14 @@ func (r Result) Tail() string {
 //     origin or at its destination after the run, whatever its submit's
 //     answer (a maybe accepted submit its origin stored counts) and its
 //     acks.
+//   - unjustified: failed or forward_failed, at its origin or at its
+//     destination, for a reason no fault of the run gives: rejected (the
+//     sim's frontends answer delivered or retry, never a refusal),
+//     peer_rejected or peer_unsupported (its peers accept every forward
+//     or refuse it for now), max_attempts with fewer attempts at its
+//     destination than that node's --delivery-max-attempts, a reason
+//     with the other failed state (forward_timeout is forward_failed's,
+//     expired failed's), or none.
 //   - failed_early: forward_failed for forward_timeout at its origin
 //     although, from its submit to the reading of its state, the origin's
 //     clock cannot have advanced by the origin's forward wait (the run's
@@ -253,6 +275,13 @@ func Check(h History) Result {
 			details = append(details, fmt.Sprintf("duplicated: %s acked %d times", id, pulled[id]))
 		}
 		failed := origin == messages.StateFailed || origin == messages.StateForwardFailed
+		if s.Outcome == Accepted && failed {
+			r.Failed++
+		}
+		if line := h.unjustified(s); line != "" {
+			r.Unjustified++
+			details = append(details, line)
+		}
 		switch {
 		case s.Outcome == Accepted && !delivered && (origin == "" || unknown[id] == 0 && !failed):
 			r.Lost++
@@ -311,6 +340,58 @@ func (h History) disagreement(s Submit, n, unknown int) string {
 			s.ID, s.Frontend, shown(dest.State), s.Target, shown(origin), s.Node)
 	}
 	return ""
+}
+
+// unjustified explains why s's message failed, at its origin or at its
+// destination, for no cause the run can have given it ("" when it did
+// not fail, or each failure has one).
+func (h History) unjustified(s Submit) string {
+	origin := Stored{State: h.Origin[s.ID], Reason: h.Reason[s.ID]}
+	if why := h.failureUnjustified(s, origin); why != "" {
+		return fmt.Sprintf("unjustified: %s %s (%s) at its origin %s: %s%s", s.ID, origin.State, origin.Reason, s.Node, why, h.destText(s))
+	}
+	if dest, ok := h.Dest[s.ID]; ok && s.Target != s.Node {
+		if why := h.failureUnjustified(s, dest); why != "" {
+			return fmt.Sprintf("unjustified: %s %s (%s) at its destination %s: %s (%s at its origin %s)%s",
+				s.ID, dest.State, dest.Reason, s.Target, why, shown(origin.State), s.Node, storedText(dest))
+		}
+	}
+	return ""
+}
+
+// failureUnjustified says why m, s's message as a node holds it, has
+// failed for no cause the run can have given it ("" when it has not
+// failed, or has such a cause).
+func (h History) failureUnjustified(s Submit, m Stored) string {
+	if m.State != messages.StateFailed && m.State != messages.StateForwardFailed {
+		return ""
+	}
+	reason, _, _ := strings.Cut(m.Reason, ":") // "rejected: HTTP 400 ..."
+	switch reason {
+	case messages.ReasonForwardTimeout, messages.ReasonExpired:
+		if (reason == messages.ReasonForwardTimeout) != (m.State == messages.StateForwardFailed) {
+			return "that reason is not one of that state"
+		}
+		return "" // failed_early judges the wait
+	case messages.ReasonMaxAttempts:
+		if m.State != messages.StateFailed {
+			return "that reason is not one of that state"
+		}
+		dest, ok := h.Dest[s.ID]
+		max := h.Waits[s.Target].Attempts
+		switch {
+		case !ok:
+			return "its attempts at its destination are not known"
+		case max < 1 || dest.Attempts < max:
+			return fmt.Sprintf("%d attempts at its destination %s, whose --delivery-max-attempts is %d", dest.Attempts, s.Target, max)
+		}
+		return ""
+	case messages.ReasonRejected:
+		return "the sim's frontends never refuse a message"
+	case messages.ReasonPeerRejected, messages.ReasonPeerUnsupported:
+		return "the sim's peers never refuse a forward for good"
+	}
+	return "no fault of the run gives that reason"
 }
 
 // shown is a state for a detail line ("absent" for none).

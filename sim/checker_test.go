@@ -18,7 +18,7 @@ func TestCheckFindsEachViolation(t *testing.T) {
 	t0 := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(s Submit, d time.Duration) Submit { s.At, s.Target = t0.Add(d), "n2"; return s }
 	dest := func(s Submit) Submit { s.Target = "n2"; return s }
-	waits := map[string]Waits{"n1": {Forward: 250 * time.Second, Validity: time.Hour}, "n2": {Forward: 250 * time.Second, Validity: time.Hour}}
+	waits := map[string]Waits{"n1": {Forward: 250 * time.Second, Validity: time.Hour, Attempts: 5}, "n2": {Forward: 250 * time.Second, Validity: time.Hour, Attempts: 5}}
 	timed := func(h History, ahead map[string]time.Duration) History {
 		h.ReadAt, h.Waits, h.Ahead = t0.Add(5*time.Minute), waits, ahead
 		return h
@@ -56,10 +56,31 @@ func TestCheckFindsEachViolation(t *testing.T) {
 		{
 			name: "legitimate final failures are not lost",
 			h: History{
-				Submits: []Submit{acc("a", "f1"), acc("b", "f1")},
+				Submits: []Submit{dest(acc("a", "f1")), dest(acc("b", "f1"))},
 				Origin:  map[string]messages.State{"a": messages.StateFailed, "b": messages.StateForwardFailed},
+				Reason:  map[string]string{"a": messages.ReasonMaxAttempts, "b": messages.ReasonForwardTimeout},
+				Dest:    map[string]Stored{"a": {State: messages.StateFailed, Reason: messages.ReasonMaxAttempts, Attempts: 5}, "b": {}},
+				Waits:   waits,
 			},
-			want: Result{Accepted: 2},
+			want: Result{Accepted: 2, Failed: 2},
+		},
+		{
+			name: "unjustified: failures no fault of the run causes",
+			h: History{
+				Submits: []Submit{dest(acc("a", "w1")), dest(acc("b", "w1")), dest(acc("c", "w1")), dest(acc("d", "w1")),
+					dest(acc("e", "w1")), {ID: "f", Node: "n2", Target: "n2", Frontend: "w1", Outcome: Maybe}},
+				Origin: map[string]messages.State{"a": messages.StateFailed, "b": messages.StateFailed, "c": messages.StateForwardFailed,
+					"d": messages.StateFailed, "e": messages.StateFailed, "f": messages.StateFailed},
+				Reason: map[string]string{"a": messages.ReasonRejected + ": HTTP 503: not now", "b": messages.ReasonMaxAttempts,
+					"c": messages.ReasonPeerRejected, "d": messages.ReasonForwardTimeout, "e": messages.ReasonMaxAttempts, "f": messages.ReasonMaxAttempts},
+				Dest: map[string]Stored{"a": {State: messages.StateFailed, Reason: messages.ReasonRejected + ": HTTP 503: not now", Attempts: 1},
+					"b": {State: messages.StateFailed, Reason: messages.ReasonMaxAttempts, Attempts: 2}, "c": {},
+					"e": {State: messages.StateFailed, Reason: messages.ReasonExpired, Attempts: 1},
+					"f": {State: messages.StateFailed, Reason: messages.ReasonMaxAttempts, Attempts: 1}},
+				Waits: waits,
+			},
+			want: Result{Accepted: 5, Failed: 5, Unjustified: 6},
+			line: `unjustified: a failed (rejected: HTTP 503: not now) at its origin n1: the sim's frontends never refuse a message`,
 		},
 		{
 			name: "maybe accepted and never seen is not lost",
@@ -195,7 +216,7 @@ func TestCheckFindsEachViolation(t *testing.T) {
 				Reason:  map[string]string{"a": messages.ReasonForwardTimeout},
 				Dest:    map[string]Stored{"a": {State: messages.StateRetry, Attempts: 1, Detail: "attempt 1 failed"}},
 			},
-			want: Result{Accepted: 1, Stuck: 1},
+			want: Result{Accepted: 1, Stuck: 1, Failed: 1},
 			line: "stuck: a retry at its destination n2 after the run (forward_failed at its origin n1",
 		},
 		{
@@ -205,10 +226,11 @@ func TestCheckFindsEachViolation(t *testing.T) {
 				Deliveries: []Delivery{del("a", "f1", AckUnknown), del("b", "f1", AckUnknown), del("c", "f1", AckUnknown)},
 				Origin:     map[string]messages.State{"a": messages.StateFailed, "b": delivered, "c": delivered},
 				Reason:     map[string]string{"a": messages.ReasonMaxAttempts},
-				Dest: map[string]Stored{"a": {State: delivered},
+				Dest: map[string]Stored{"a": {State: delivered, Attempts: 5},
 					"b": {State: messages.StateFailed, Reason: messages.ReasonMaxAttempts, Attempts: 5}, "c": {State: delivered}},
+				Waits: waits,
 			},
-			want: Result{Accepted: 3, Delivered: 2, Disagreeing: 2},
+			want: Result{Accepted: 3, Delivered: 2, Disagreeing: 2, Failed: 1},
 			line: "disagreeing: a's ack at f1 unknown: delivered at its destination n2 but failed at its origin n1",
 		},
 		{
@@ -219,8 +241,9 @@ func TestCheckFindsEachViolation(t *testing.T) {
 				Origin:     map[string]messages.State{"a": delivered, "b": messages.StateForwardFailed},
 				Reason:     map[string]string{"b": messages.ReasonForwardTimeout},
 				Dest:       map[string]Stored{"a": {State: messages.StateFailed, Reason: messages.ReasonMaxAttempts, Attempts: 5}, "b": {State: delivered}},
+				Waits:      waits,
 			},
-			want: Result{Accepted: 2, Delivered: 1, Disagreeing: 2},
+			want: Result{Accepted: 2, Delivered: 1, Disagreeing: 2, Failed: 1},
 			line: "disagreeing: b delivered at its destination n2 but no frontend acked it",
 		},
 		{
@@ -230,17 +253,17 @@ func TestCheckFindsEachViolation(t *testing.T) {
 				Origin:  map[string]messages.State{"a": messages.StateForwardFailed, "b": messages.StateForwardFailed},
 				Reason:  map[string]string{"a": messages.ReasonForwardTimeout, "b": messages.ReasonForwardTimeout},
 			}, nil),
-			want: Result{Accepted: 2, FailedEarly: 1},
+			want: Result{Accepted: 2, Failed: 2, FailedEarly: 1},
 			line: "failed_early: b forward_failed (forward_timeout) at n1 2m0s after its submit",
 		},
 		{
 			name: "a clock moved forward may fail a message sooner by its own reading",
 			h: timed(History{
-				Submits: []Submit{at(acc("b", "f1"), 3*time.Minute), at(acc("c", "f1"), 4*time.Minute)},
-				Origin:  map[string]messages.State{"b": messages.StateForwardFailed, "c": messages.StateForwardFailed},
-				Reason:  map[string]string{"b": messages.ReasonForwardTimeout, "c": messages.ReasonPeerRejected},
+				Submits: []Submit{at(acc("b", "f1"), 3*time.Minute)},
+				Origin:  map[string]messages.State{"b": messages.StateForwardFailed},
+				Reason:  map[string]string{"b": messages.ReasonForwardTimeout},
 			}, map[string]time.Duration{"n1": 3 * time.Minute}),
-			want: Result{Accepted: 2},
+			want: Result{Accepted: 1, Failed: 1},
 		},
 		{
 			name: "failed_early: expired sooner than the validity, the destination's clock moved forward less",
@@ -248,8 +271,9 @@ func TestCheckFindsEachViolation(t *testing.T) {
 				Submits: []Submit{at(acc("a", "f1"), 0), at(acc("b", "f1"), 0)},
 				Origin:  map[string]messages.State{"a": messages.StateFailed, "b": messages.StateFailed},
 				Reason:  map[string]string{"a": messages.ReasonExpired, "b": messages.ReasonMaxAttempts},
+				Dest:    map[string]Stored{"b": {State: messages.StateFailed, Reason: messages.ReasonMaxAttempts, Attempts: 6}},
 			}, map[string]time.Duration{"n2": 50 * time.Minute}),
-			want: Result{Accepted: 2, FailedEarly: 1},
+			want: Result{Accepted: 2, Failed: 2, FailedEarly: 1},
 			line: "failed_early: a failed (expired) at n1 5m0s after its submit (clocks moved forward 50m0s), its validity is 1h0m0s",
 		},
 		{
@@ -270,10 +294,10 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			if got.Accepted != tt.want.Accepted || got.Delivered != tt.want.Delivered || got.Lost != tt.want.Lost ||
 				got.Duplicated != tt.want.Duplicated || got.Unexpected != tt.want.Unexpected ||
 				got.Misrouted != tt.want.Misrouted || got.Disagreeing != tt.want.Disagreeing || got.Redelivered != tt.want.Redelivered ||
-				got.FailedEarly != tt.want.FailedEarly || got.Stuck != tt.want.Stuck {
+				got.FailedEarly != tt.want.FailedEarly || got.Stuck != tt.want.Stuck || got.Failed != tt.want.Failed || got.Unjustified != tt.want.Unjustified {
 				t.Fatalf("got %+v, want %+v\n%s", got, tt.want, strings.Join(details, "\n"))
 			}
-			if got.OK() != (tt.want.Lost+tt.want.Duplicated+tt.want.Unexpected+tt.want.Misrouted+tt.want.Disagreeing+tt.want.Redelivered+tt.want.FailedEarly+tt.want.Stuck == 0) {
+			if got.OK() != (tt.want.Lost+tt.want.Duplicated+tt.want.Unexpected+tt.want.Misrouted+tt.want.Disagreeing+tt.want.Redelivered+tt.want.FailedEarly+tt.want.Stuck+tt.want.Unjustified == 0) {
 				t.Fatalf("OK() = %v for %+v", got.OK(), got)
 			}
 			if tt.line != "" && !strings.Contains(strings.Join(details, "\n"), tt.line) {
@@ -289,9 +313,9 @@ func TestResultLine(t *testing.T) {
 	if got := r.Line(42, 5); got != want {
 		t.Fatalf("got %q", got)
 	}
-	r.Stuck = 2
+	r.Stuck, r.Unjustified, r.Failed = 2, 3, 4
 	rep := Report{Seed: 42, Nodes: 5, Result: r, Faults: FaultCounts{Skews: 1, Jumps: 2, Removals: 3, DrainRestarts: 4}, Quiesced: true}
-	if got := rep.Line(); got != want+" skews=1 jumps=2 removals=3 drain_restarts=4 stuck=2 quiesced=1" {
+	if got := rep.Line(); got != want+" skews=1 jumps=2 removals=3 drain_restarts=4 stuck=2 unjustified=3 failed=4 quiesced=1" {
 		t.Fatalf("got %q", got)
 	}
 	rep.Quiesced = false

@@ -1180,7 +1180,8 @@ func (c *Cluster) waits() (map[string]Waits, map[string]time.Duration) {
 		site[0].life.Lock()
 		cfg := site[0].cfg
 		site[0].life.Unlock()
-		waits[nodeName(i)] = Waits{Forward: time.Duration(cfg.ForwardMaxRetries) * cfg.ForwardRetryInterval, Validity: cfg.MessageValidity}
+		waits[nodeName(i)] = Waits{Forward: time.Duration(cfg.ForwardMaxRetries) * cfg.ForwardRetryInterval, Validity: cfg.MessageValidity,
+			Attempts: cfg.DeliveryMaxAttempts}
 		_, ahead[nodeName(i)] = c.clocks[i].state()
 	}
 	return waits, ahead
