@@ -79,16 +79,24 @@ type History struct {
 	Origin map[string]messages.State
 	Reason map[string]string
 	ReadAt time.Time
-	// Waits are each node's waits before it fails a message, Ahead how
-	// far each node's clock was moved forward in all (skews and jumps)
-	// during the run.
+	// Waits are each node's waits before it fails a message.
 	Waits map[string]Waits
-	Ahead map[string]time.Duration
 	// Dest is each submitted message as its destination (the home node
 	// of its route's frontend, the origin itself for a local frontend)
 	// holds it after quiescence, State "" when it holds none; a message
 	// whose destination was not read has no entry.
 	Dest map[string]Stored
+	// Clocks are the moves of each node's clock (skews and jumps), in
+	// the order they were made; a node's offset from the run's time is 0
+	// before its first.
+	Clocks map[string][]ClockMove
+}
+
+// ClockMove is a node's clock set to read the run's time plus Offset, at
+// At (the run's time).
+type ClockMove struct {
+	At     time.Time
+	Offset time.Duration
 }
 
 // Stored is a message as a node's store holds it.
@@ -202,11 +210,13 @@ func (r Result) Tail() string {
 //   - failed_early: forward_failed for forward_timeout at its origin
 //     although, from its submit to the reading of its state, the origin's
 //     clock cannot have advanced by the origin's forward wait (the run's
-//     time between them plus every forward move of that clock); or failed
-//     as expired although neither the origin's nor the destination's
-//     clock can have advanced by its validity. A clock stepped forward
-//     may fail a message early by its own reading; a node failing one by
-//     another node's clock, or counting a wait wrong, cannot pass.
+//     time between them plus how far that clock was moved forward
+//     between them); or failed as expired although neither the origin's
+//     clock nor the destination's can have read its validity past the
+//     origin's reading at the submit. A clock stepped forward may fail a
+//     message early by its own reading; a node failing one by another
+//     node's clock, or counting a wait wrong, cannot pass. Moves before
+//     the submit do not count: they moved the start of the wait too.
 func Check(h History) Result {
 	var r Result
 	sub := map[string]Submit{}
@@ -439,22 +449,73 @@ func (h History) failedEarly(s Submit, state messages.State) string {
 	reason := h.Reason[s.ID]
 	switch {
 	case state == messages.StateForwardFailed && reason == messages.ReasonForwardTimeout:
-		wait, ahead := h.Waits[s.Node].Forward, h.Ahead[s.Node]
+		wait, ahead := h.Waits[s.Node].Forward, h.drift(s.Node, s.Node, s.At, h.ReadAt)
 		if passed+ahead < wait {
 			return fmt.Sprintf("failed_early: %s forward_failed (%s) at %s %v after its submit (clock moved forward %v), its wait is %v",
 				s.ID, reason, s.Node, passed.Round(time.Millisecond), ahead, wait)
 		}
 	case state == messages.StateFailed && reason == messages.ReasonExpired:
-		wait, ahead := h.Waits[s.Node].Validity, max(h.Ahead[s.Node], h.Ahead[s.Target])
-		if v := h.Waits[s.Target].Validity; v > 0 && v < wait {
-			wait = v
-		}
-		if passed+ahead < wait {
+		// The origin by its own clock, or the destination by its clock
+		// against the origin's reading at the submit (or its own at the
+		// receipt).
+		own, wait := h.drift(s.Node, s.Node, s.At, h.ReadAt), h.Waits[s.Node].Validity
+		other := max(h.drift(s.Target, s.Node, s.At, h.ReadAt), h.drift(s.Target, s.Target, s.At, h.ReadAt))
+		if passed+own < wait && (s.Target == "" || passed+other < h.Waits[s.Target].Validity) {
 			return fmt.Sprintf("failed_early: %s failed (%s) at %s %v after its submit (clocks moved forward %v), its validity is %v",
-				s.ID, reason, s.Node, passed.Round(time.Millisecond), ahead, wait)
+				s.ID, reason, s.Node, passed.Round(time.Millisecond), max(own, other), wait)
 		}
 	}
 	return ""
+}
+
+// drift bounds how far node x's clock can have read ahead of node o's
+// beyond the run's time between two readings made in [from, to], o's
+// first: the largest offset of x at an instant less the smallest offset
+// of o at that instant or before. For x == o it is how far the clock was
+// moved forward between them (what a step back then a step forward let
+// it gain included); 0 when it was not. Moves at from count both ways (a
+// move at the submit's instant may have come before or after it).
+func (h History) drift(x, o string, from, to time.Time) time.Duration {
+	type move struct {
+		ClockMove
+		x bool // a move of x's clock (else of o's; both when x == o)
+	}
+	var moves []move
+	offX, offO := time.Duration(0), time.Duration(0)
+	for _, m := range h.Clocks[x] {
+		if m.At.Before(from) {
+			offX = m.Offset
+		} else if !m.At.After(to) {
+			moves = append(moves, move{m, true})
+		}
+	}
+	if x == o {
+		offO = offX
+	} else {
+		for _, m := range h.Clocks[o] {
+			if m.At.Before(from) {
+				offO = m.Offset
+			} else if !m.At.After(to) {
+				moves = append(moves, move{m, false})
+			}
+		}
+	}
+	sort.SliceStable(moves, func(i, j int) bool { return moves[i].At.Before(moves[j].At) })
+	low := offO
+	most := offX - low
+	for _, m := range moves {
+		switch {
+		case x == o:
+			offX, offO = m.Offset, m.Offset
+		case m.x:
+			offX = m.Offset
+		default:
+			offO = m.Offset
+		}
+		low = min(low, offO)
+		most = max(most, offX-low)
+	}
+	return max(most, 0)
 }
 
 func rank(o SubmitOutcome) int {

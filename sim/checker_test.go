@@ -19,10 +19,12 @@ func TestCheckFindsEachViolation(t *testing.T) {
 	at := func(s Submit, d time.Duration) Submit { s.At, s.Target = t0.Add(d), "n2"; return s }
 	dest := func(s Submit) Submit { s.Target = "n2"; return s }
 	waits := map[string]Waits{"n1": {Forward: 250 * time.Second, Validity: time.Hour, Attempts: 5}, "n2": {Forward: 250 * time.Second, Validity: time.Hour, Attempts: 5}}
-	timed := func(h History, ahead map[string]time.Duration) History {
-		h.ReadAt, h.Waits, h.Ahead = t0.Add(5*time.Minute), waits, ahead
+	timed := func(h History, clocks map[string][]ClockMove) History {
+		h.ReadAt, h.Waits, h.Clocks = t0.Add(5*time.Minute), waits, clocks
 		return h
 	}
+	// move sets a node's clock to the run's time plus offset at d.
+	move := func(d, offset time.Duration) ClockMove { return ClockMove{At: t0.Add(d), Offset: offset} }
 	tests := []struct {
 		name string
 		h    History
@@ -257,13 +259,25 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			line: "failed_early: b forward_failed (forward_timeout) at n1 2m0s after its submit",
 		},
 		{
-			name: "a clock moved forward may fail a message sooner by its own reading",
+			name: "a clock moved forward, or set right after a step back, may fail a message sooner by its own reading",
 			h: timed(History{
-				Submits: []Submit{at(acc("b", "f1"), 3*time.Minute)},
-				Origin:  map[string]messages.State{"b": messages.StateForwardFailed},
-				Reason:  map[string]string{"b": messages.ReasonForwardTimeout},
-			}, map[string]time.Duration{"n1": 3 * time.Minute}),
-			want: Result{Accepted: 1, Failed: 1},
+				Submits: []Submit{at(acc("b", "f1"), 3*time.Minute), {ID: "c", Node: "n2", Frontend: "f1", Target: "n1", Outcome: Accepted, At: t0.Add(3 * time.Minute)}},
+				Origin:  map[string]messages.State{"b": messages.StateForwardFailed, "c": messages.StateForwardFailed},
+				Reason:  map[string]string{"b": messages.ReasonForwardTimeout, "c": messages.ReasonForwardTimeout},
+			}, map[string][]ClockMove{"n1": {move(3*time.Minute+30*time.Second, 3*time.Minute)},
+				"n2": {move(3*time.Minute+10*time.Second, -3*time.Minute), move(3*time.Minute+40*time.Second, 0)}}),
+			want: Result{Accepted: 2, Failed: 2},
+		},
+		{
+			name: "failed_early: a clock moved forward before the submit does not shorten the wait",
+			h: timed(History{
+				Submits: []Submit{at(acc("a", "f1"), 3*time.Minute), {ID: "b", Node: "n2", Frontend: "f1", Target: "n1", Outcome: Accepted, At: t0.Add(3 * time.Minute)}},
+				Origin:  map[string]messages.State{"a": messages.StateForwardFailed, "b": messages.StateForwardFailed},
+				Reason:  map[string]string{"a": messages.ReasonForwardTimeout, "b": messages.ReasonForwardTimeout},
+			}, map[string][]ClockMove{"n1": {move(10*time.Second, 5*time.Minute), move(30*time.Second, 0)},
+				"n2": {move(10*time.Second, 5*time.Minute)}}),
+			want: Result{Accepted: 2, Failed: 2, FailedEarly: 2},
+			line: "failed_early: a forward_failed (forward_timeout) at n1 2m0s after its submit (clock moved forward 0s), its wait is 4m10s",
 		},
 		{
 			name: "failed_early: expired sooner than the validity, the destination's clock moved forward less",
@@ -272,9 +286,18 @@ func TestCheckFindsEachViolation(t *testing.T) {
 				Origin:  map[string]messages.State{"a": messages.StateFailed, "b": messages.StateFailed},
 				Reason:  map[string]string{"a": messages.ReasonExpired, "b": messages.ReasonMaxAttempts},
 				Dest:    map[string]Stored{"b": {State: messages.StateFailed, Reason: messages.ReasonMaxAttempts, Attempts: 6}},
-			}, map[string]time.Duration{"n2": 50 * time.Minute}),
+			}, map[string][]ClockMove{"n2": {move(-time.Minute, 50*time.Minute)}}),
 			want: Result{Accepted: 2, Failed: 2, FailedEarly: 1},
 			line: "failed_early: a failed (expired) at n1 5m0s after its submit (clocks moved forward 50m0s), its validity is 1h0m0s",
+		},
+		{
+			name: "a destination's clock ahead of the origin's since before the submit may expire a message sooner",
+			h: timed(History{
+				Submits: []Submit{at(acc("a", "f1"), 0)},
+				Origin:  map[string]messages.State{"a": messages.StateFailed},
+				Reason:  map[string]string{"a": messages.ReasonExpired},
+			}, map[string][]ClockMove{"n2": {move(-time.Minute, 56*time.Minute)}}),
+			want: Result{Accepted: 1, Failed: 1},
 		},
 		{
 			name: "disagreeing: delivered at origin, acked nowhere",

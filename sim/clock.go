@@ -18,11 +18,11 @@ type nodeClock struct {
 	offset atomic.Int64 // nanoseconds
 
 	mu sync.Mutex
-	// ahead is how far the node's clock was ever moved forward in all:
-	// the sum of every increase of its offset. Between two instants of
-	// the bubble the node's clock advanced at most their distance plus
-	// ahead (the checker's failed_early bound).
-	ahead time.Duration
+	// moves are the offset's changes, each with the bubble's time it was
+	// made at: between two instants of the bubble the node's clock
+	// advanced their distance plus how far these moved it forward in
+	// between (the checker's failed_early bound).
+	moves []ClockMove
 }
 
 // Now is the bubble's time plus the node's offset, in UTC.
@@ -40,9 +40,7 @@ func (k *nodeClock) set(d time.Duration) time.Duration {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	change := d - time.Duration(k.offset.Swap(int64(d)))
-	if change > 0 {
-		k.ahead += change
-	}
+	k.moved(d)
 	return change
 }
 
@@ -50,15 +48,17 @@ func (k *nodeClock) set(d time.Duration) time.Duration {
 func (k *nodeClock) shift(d time.Duration) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.offset.Add(int64(d))
-	if d > 0 {
-		k.ahead += d
-	}
+	k.moved(time.Duration(k.offset.Add(int64(d))))
 }
 
-// state is the offset now and the forward moves so far.
-func (k *nodeClock) state() (offset, ahead time.Duration) {
+// moved records the offset's new value (k.mu held).
+func (k *nodeClock) moved(offset time.Duration) {
+	k.moves = append(k.moves, ClockMove{At: time.Now(), Offset: offset})
+}
+
+// state is the offset now and its moves so far.
+func (k *nodeClock) state() (offset time.Duration, moves []ClockMove) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return time.Duration(k.offset.Load()), k.ahead
+	return time.Duration(k.offset.Load()), append([]ClockMove(nil), k.moves...)
 }

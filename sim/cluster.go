@@ -1173,18 +1173,18 @@ func (c *Cluster) queues() []string {
 }
 
 // waits are each node's waits before it fails a message (for the
-// checker's failed_early), and how far its clock was moved forward.
-func (c *Cluster) waits() (map[string]Waits, map[string]time.Duration) {
-	waits, ahead := map[string]Waits{}, map[string]time.Duration{}
+// checker's failed_early), and the moves of its clock.
+func (c *Cluster) waits() (map[string]Waits, map[string][]ClockMove) {
+	waits, clocks := map[string]Waits{}, map[string][]ClockMove{}
 	for i, site := range c.sites {
 		site[0].life.Lock()
 		cfg := site[0].cfg
 		site[0].life.Unlock()
 		waits[nodeName(i)] = Waits{Forward: time.Duration(cfg.ForwardMaxRetries) * cfg.ForwardRetryInterval, Validity: cfg.MessageValidity,
 			Attempts: cfg.DeliveryMaxAttempts}
-		_, ahead[nodeName(i)] = c.clocks[i].state()
+		_, clocks[nodeName(i)] = c.clocks[i].state()
 	}
-	return waits, ahead
+	return waits, clocks
 }
 
 // stored reads every submitted message's state and failure reason at its

@@ -261,7 +261,7 @@ func Run(seed int64, opts Options) (Report, error) {
 	c.rec.mu.Lock()
 	h := History{Submits: append([]Submit{}, c.rec.submits...), Deliveries: append([]Delivery{}, c.rec.deliveries...)}
 	c.rec.mu.Unlock()
-	h.Waits, h.Ahead = c.waits()
+	h.Waits, h.Clocks = c.waits()
 	h.ReadAt = time.Now()
 	h.Origin, h.Reason, h.Dest = c.stored(h.Submits)
 	rep.Result = Check(h)
