@@ -80,3 +80,32 @@ func TestRandomScheduleDrawsTheLaterKinds(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayKeepsInstances: the replay command names --instances when the
+// run's instances are not its story's own (cmd/sim --faults <scenario>
+// --instances 3 overrides the scenario's), and only then.
+func TestReplayKeepsInstances(t *testing.T) {
+	tests := []struct {
+		rep  Report
+		want string // "" : no --instances
+	}{
+		{Report{Seed: 7, Nodes: 3, Scenario: "partition", Instances: []int{3}}, " --instances 3"},
+		{Report{Seed: 7, Nodes: 3, Scenario: "partition", Instances: []int{1, 2}}, " --instances 1,2"},
+		{Report{Seed: 7, Nodes: 3, Scenario: "partition"}, ""},
+		{Report{Seed: 7, Nodes: 2, Scenario: "ring-failover", Instances: []int{3}}, ""},
+		{Report{Seed: 7, Nodes: 2, Scenario: "ring-failover", Instances: []int{3, 1}}, ""},
+		{Report{Seed: 7, Nodes: 2, Scenario: "ring-failover", Instances: []int{1}}, " --instances 1"},
+		{Report{Seed: 7, Nodes: 2, Duration: time.Minute, Instances: []int{3}}, " --instances 3"},
+		{Report{Seed: 7, Nodes: 2, Duration: time.Minute, Instances: []int{1, 1}}, ""},
+	}
+	for _, tt := range tests {
+		got := tt.rep.Replay()
+		i := strings.Index(got, " --instances")
+		switch {
+		case tt.want == "" && i >= 0:
+			t.Errorf("%s with instances %v: replay %q names --instances, the story's own", tt.rep.Scenario, tt.rep.Instances, got)
+		case tt.want != "" && (i < 0 || !strings.HasPrefix(got[i:], tt.want)):
+			t.Errorf("%s with instances %v: replay %q, want %q in it", tt.rep.Scenario, tt.rep.Instances, got, tt.want)
+		}
+	}
+}

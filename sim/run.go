@@ -110,13 +110,24 @@ func (r Report) Replay() string {
 	if r.FrontendsPerNode > 1 {
 		cmd += fmt.Sprintf(" --frontends %d", r.FrontendsPerNode)
 	}
-	var multi bool
-	var ks []string
-	for _, k := range r.Instances {
-		multi = multi || k > 1
-		ks = append(ks, fmt.Sprint(max(k, 1)))
+	// --instances when the run's sites are not its story's own (cmd/sim
+	// lets --instances override a scenario's).
+	run, own := Options{Instances: r.Instances}, Options{}
+	if sc, ok := Scenarios[r.Scenario]; ok {
+		own = sc.Options(r.Seed, r.Nodes)
 	}
-	if multi && r.Scenario == "" {
+	differ := false
+	for i := range r.Nodes {
+		differ = differ || run.instances(i) != own.instances(i)
+	}
+	if differ {
+		ks := []string{"1"}
+		if len(r.Instances) > 0 {
+			ks = nil
+		}
+		for _, k := range r.Instances {
+			ks = append(ks, fmt.Sprint(max(k, 1)))
+		}
 		cmd += " --instances " + strings.Join(ks, ",")
 	}
 	return cmd
