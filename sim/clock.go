@@ -9,7 +9,10 @@ import (
 // nodeClock is a node's Config.Clock: the bubble's time moved by the
 // node's offset, which the schedule changes (a constant skew from the
 // other nodes, a jump forward or back as a clock stepped by hand or by
-// NTP). Every incarnation and instance of the node reads it. Timers run
+// NTP). The offset is the skew in force plus the jumps in force, kept
+// apart so that episodes compose: a skew's end leaves a jump in force,
+// and a jump's end (the step back) leaves a skew. Every incarnation and
+// instance of the node reads it. Timers run
 // on the bubble's time: a jump moves what the node reads, not the
 // durations it waits (as a wall clock step does not move a monotonic
 // timer). Only what the node asks its Clock for moves: Go's own uses of
@@ -18,6 +21,9 @@ type nodeClock struct {
 	offset atomic.Int64 // nanoseconds
 
 	mu sync.Mutex
+	// skewed and jumped are the skew in force and the sum of the jumps
+	// in force; offset is their sum.
+	skewed, jumped time.Duration
 	// moves are the offset's changes, each with the bubble's time it was
 	// made at: between two instants of the bubble the node's clock
 	// advanced their distance plus how far these moved it forward in
@@ -35,24 +41,35 @@ func (k *nodeClock) AfterFunc(d time.Duration, f func()) func() bool {
 	return time.AfterFunc(d, f).Stop
 }
 
-// set moves the offset to d; it reports the change.
-func (k *nodeClock) set(d time.Duration) time.Duration {
+// skew sets the skew to d (0 ends it); the jumps in force stay.
+func (k *nodeClock) skew(d time.Duration) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	change := d - time.Duration(k.offset.Swap(int64(d)))
-	k.moved(d)
-	return change
+	k.skewed = d
+	k.moved()
 }
 
-// shift moves the offset by d.
-func (k *nodeClock) shift(d time.Duration) {
+// jump steps the clock by d, forward or back; the skew stays.
+func (k *nodeClock) jump(d time.Duration) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.moved(time.Duration(k.offset.Add(int64(d))))
+	k.jumped += d
+	k.moved()
 }
 
-// moved records the offset's new value (k.mu held).
-func (k *nodeClock) moved(offset time.Duration) {
+// reset gives the clock the run's time back: no skew, no jump.
+func (k *nodeClock) reset() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.skewed, k.jumped = 0, 0
+	k.moved()
+}
+
+// moved sets the offset to the skew plus the jumps and records it (k.mu
+// held).
+func (k *nodeClock) moved() {
+	offset := k.skewed + k.jumped
+	k.offset.Store(int64(offset))
 	k.moves = append(k.moves, ClockMove{At: time.Now(), Offset: offset})
 }
 

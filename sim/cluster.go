@@ -982,14 +982,14 @@ func (c *Cluster) apply(a Action) error {
 			cfg.Peers = c.peerAddrs(a.Node, without)
 		})
 	case KindSkew:
-		c.clocks[a.Node].set(a.D)
+		c.clocks[a.Node].skew(a.D)
 		if a.D != 0 {
 			c.mu.Lock()
 			c.faults.Skews++
 			c.mu.Unlock()
 		}
 	case KindJump:
-		c.clocks[a.Node].shift(a.D)
+		c.clocks[a.Node].jump(a.D)
 		c.mu.Lock()
 		c.faults.Jumps++
 		c.mu.Unlock()
@@ -1007,7 +1007,7 @@ func (c *Cluster) apply(a Action) error {
 	case KindHealAll:
 		c.net.HealAll()
 		for _, k := range c.clocks {
-			k.set(0)
+			k.reset()
 		}
 		c.mu.Lock()
 		c.frontFaults = map[int]FrontendFault{}

@@ -50,11 +50,12 @@ const (
 	KindFrontendFault Kind = "frontend-fault"
 	// KindStoreFault sets the faults of Node's store to Store.
 	KindStoreFault Kind = "store-fault"
-	// KindSkew sets Node's clock to the run's time plus D (a constant
-	// skew from the other nodes; 0 ends it).
+	// KindSkew sets the skew of Node's clock to D (a constant skew from
+	// the other nodes; 0 ends it): the clock reads the run's time plus D
+	// plus the jumps in force.
 	KindSkew Kind = "skew"
 	// KindJump moves Node's clock by D, forward or back, at once (a clock
-	// stepped while the node runs).
+	// stepped while the node runs); the skew in force stays.
 	KindJump Kind = "jump"
 	// KindAddPeers restarts Node (gracefully) with the nodes of B among
 	// its static peers again (after KindRemovePeers).
@@ -134,7 +135,7 @@ func StoreFaults(i int, f StoreFault) Action {
 	return Action{Kind: KindStoreFault, Node: i, Store: f}
 }
 
-// Skew sets node i's clock to the run's time plus d (0 ends the skew).
+// Skew sets node i's clock's skew to d (0 ends it); jumps in force stay.
 func Skew(i int, d time.Duration) Action { return Action{Kind: KindSkew, Node: i, D: d} }
 
 // Jump moves node i's clock by d (negative: back) while it runs.

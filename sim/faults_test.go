@@ -109,3 +109,45 @@ func TestReplayKeepsInstances(t *testing.T) {
 		}
 	}
 }
+
+// TestClockEpisodesCompose: the random schedules' clock episodes overlap
+// (a node's clock skewed while a jump of it is in force, or the other way
+// round); at every step a node's clock must read the run's time plus the
+// skew in force plus the jumps in force, and every clock must read the
+// run's time again once every episode has ended.
+func TestClockEpisodesCompose(t *testing.T) {
+	const nodes = 5
+	overlapped := 0
+	for seed := int64(1); seed <= 300; seed++ {
+		clocks := make([]nodeClock, nodes)
+		skew, jump := make([]time.Duration, nodes), make([]time.Duration, nodes)
+		for _, e := range RandomOptions(seed, nodes, 5*time.Minute).Schedule {
+			switch e.Kind {
+			case KindSkew:
+				clocks[e.Node].skew(e.D)
+				if skew[e.Node] = e.D; jump[e.Node] != 0 {
+					overlapped++
+				}
+			case KindJump:
+				clocks[e.Node].jump(e.D)
+				if jump[e.Node] += e.D; skew[e.Node] != 0 {
+					overlapped++
+				}
+			default:
+				continue
+			}
+			if got, _ := clocks[e.Node].state(); got != skew[e.Node]+jump[e.Node] {
+				t.Fatalf("seed %d, after %s: the clock is %v off the run's time, want the skew %v plus the jumps %v",
+					seed, e, got, skew[e.Node], jump[e.Node])
+			}
+		}
+		for i := range clocks {
+			if got, _ := clocks[i].state(); got != 0 {
+				t.Fatalf("seed %d: every clock episode ended, %s's clock is still %v off the run's time", seed, nodeName(i), got)
+			}
+		}
+	}
+	if overlapped == 0 {
+		t.Fatal("no skew and jump of one clock overlapped in 300 seeds: the test tested nothing")
+	}
+}
