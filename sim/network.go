@@ -492,8 +492,9 @@ func opOf(path string) string {
 
 // Intercept is the incarnation's request faults (Config.Intercept): in
 // front of the real API, for federation and ring calls, by the link from
-// the caller's site (its X-Federation-Node header; identity calls carry
-// none and meet only cuts and delays, by the caller's address).
+// the caller's site (its X-Federation-Node header, which the peer client
+// sets on every call, identity calls included; a request without one is
+// taken as its caller's by the address it comes from).
 func (e *Endpoint) Intercept(api http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		op := opOf(r.URL.Path)
