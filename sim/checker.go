@@ -61,7 +61,8 @@ type Delivery struct {
 	Ack      AckOutcome
 	// Push: a webhook or actor frontend, handed the message by incarnation
 	// By of a node (Acked: it answered delivered and the node was still
-	// waiting; AckUnknown: its answer was lost).
+	// waiting; AckUnknown: its answer was lost; Offered: it answered retry,
+	// or the node stopped waiting before it answered).
 	Push bool
 	By   string
 	// Kind is the frontend's kind (KindPull, KindWebhook, KindActor; ""
@@ -126,9 +127,9 @@ type Waits struct {
 type Result struct {
 	Accepted, Delivered                                  int
 	Lost, Duplicated, Unexpected, Misrouted, Disagreeing int
-	// Redelivered counts messages a push frontend was handed again by
-	// the incarnation that had its answer "delivered" (appended to the
-	// contract line as redelivered=n).
+	// Redelivered counts messages a push frontend was handed again, with
+	// any answer, by the incarnation that had its answer "delivered"
+	// (appended to the contract line as redelivered=n).
 	Redelivered int
 	// Stuck counts messages not final (pending, retry, forwarded,
 	// forward_queued) at their origin, or at their destination, after the
@@ -181,12 +182,13 @@ func (r Result) Tail() string {
 //     not in a legitimate final failure state at its origin (failed,
 //     forward_failed); or accepted, absent at its origin, and not
 //     delivered (its acks unknown, its destination does not say it was).
-//   - duplicated: acked as delivered more than once by pull frontends (a
-//     frontend may be offered an id again when its ack was not recorded;
-//     only completed deliveries count).
-//   - redelivered: handed to a push frontend (webhook, actor) again by
-//     the incarnation that had already had its "delivered" answer (a new
-//     incarnation may hand it again: at least once across a crash).
+//   - duplicated: handed to a pull frontend again, acked or not, after a
+//     pull frontend's ack of it was confirmed (a frontend may be offered
+//     an id again while its ack was not confirmed).
+//   - redelivered: handed to a push frontend (webhook, actor) again, with
+//     any answer, by the incarnation that had already had its "delivered"
+//     answer (a new incarnation may hand it again: at least once across a
+//     crash).
 //   - unexpected: seen by a frontend but never submitted (or refused).
 //   - misrouted: seen by a frontend other than its route's.
 //   - disagreeing: acked by a frontend while its origin's final state is
@@ -217,6 +219,9 @@ func (r Result) Tail() string {
 //     message early by its own reading; a node failing one by another
 //     node's clock, or counting a wait wrong, cannot pass. Moves before
 //     the submit do not count: they moved the start of the wait too.
+//
+// "Again" and "after" follow the order in which the deliveries were
+// recorded.
 func Check(h History) Result {
 	var r Result
 	sub := map[string]Submit{}
@@ -226,9 +231,12 @@ func Check(h History) Result {
 			sub[s.ID] = s
 		}
 	}
-	acked := map[string]int{}  // acks of any frontend
-	pulled := map[string]int{} // acks of pull frontends
-	pushed := map[[2]string]int{}
+	acked := map[string]int{} // acks of any frontend
+	// pulled counts the pull hand-overs of a message after a confirmed
+	// pull ack of it, pushed the push hand-overs of a message by an
+	// incarnation after its confirmed "delivered" answer.
+	pulled, pullAcked := map[string]int{}, map[string]bool{}
+	pushed, pushAcked := map[[2]string]int{}, map[[2]string]bool{}
 	unknown := map[string]int{} // hand-overs whose ack's answer did not come
 	offered := map[string]int{}
 	unexpected := map[string]string{}
@@ -242,13 +250,20 @@ func Check(h History) Result {
 		case d.Frontend != s.Frontend:
 			misrouted[d.ID] = fmt.Sprintf("misrouted: %s seen at %s/%s, its route names %s", d.ID, d.Node, d.Frontend, s.Frontend)
 		}
+		by := [2]string{d.ID, d.By}
+		switch {
+		case d.Push && pushAcked[by]:
+			pushed[by]++
+		case !d.Push && pullAcked[d.ID]:
+			pulled[d.ID]++
+		}
 		switch d.Ack {
 		case Acked:
 			acked[d.ID]++
 			if d.Push {
-				pushed[[2]string{d.ID, d.By}]++
+				pushAcked[by] = true
 			} else {
-				pulled[d.ID]++
+				pullAcked[d.ID] = true
 			}
 		case AckUnknown:
 			unknown[d.ID]++
@@ -280,9 +295,9 @@ func Check(h History) Result {
 		if s.Outcome == Accepted && delivered {
 			r.Delivered++
 		}
-		if pulled[id] > 1 {
+		if pulled[id] > 0 {
 			r.Duplicated++
-			details = append(details, fmt.Sprintf("duplicated: %s acked %d times", id, pulled[id]))
+			details = append(details, fmt.Sprintf("duplicated: %s handed to a pull frontend again %d time(s) after its ack was confirmed", id, pulled[id]))
 		}
 		failed := origin == messages.StateFailed || origin == messages.StateForwardFailed
 		if s.Outcome == Accepted && failed {
@@ -318,10 +333,10 @@ func Check(h History) Result {
 	}
 	redelivered := map[string]bool{}
 	for k, n := range pushed {
-		if n > 1 && !redelivered[k[0]] {
+		if n > 0 && !redelivered[k[0]] {
 			redelivered[k[0]] = true
 			r.Redelivered++
-			details = append(details, fmt.Sprintf("redelivered: %s handed %d times to its push frontend by %s after it answered delivered", k[0], n, k[1]))
+			details = append(details, fmt.Sprintf("redelivered: %s handed to its push frontend again %d time(s) by %s after it answered delivered", k[0], n, k[1]))
 		}
 	}
 	sort.Strings(details)

@@ -100,7 +100,7 @@ func TestCheckFindsEachViolation(t *testing.T) {
 				Origin:     map[string]messages.State{"a": delivered},
 			},
 			want: Result{Accepted: 1, Delivered: 1, Duplicated: 1},
-			line: "duplicated: a acked 2 times",
+			line: "duplicated: a handed to a pull frontend again 1 time(s)",
 		},
 		{
 			name: "a redelivery after an unknown ack is no duplicate",
@@ -167,7 +167,7 @@ func TestCheckFindsEachViolation(t *testing.T) {
 				Origin:     map[string]messages.State{"a": delivered, "b": delivered},
 			},
 			want: Result{Accepted: 2, Delivered: 2, Redelivered: 1},
-			line: "redelivered: a handed 2 times to its push frontend by n2#1",
+			line: "redelivered: a handed to its push frontend again 1 time(s) by n2#1",
 		},
 		{
 			name: "a push frontend handed a message again by a new incarnation, or after a lost answer, is at least once",
