@@ -197,7 +197,7 @@ func TestBusDownSubmitsGoOnAndWorkIsRelayedWhenItReturns(t *testing.T) {
 	for _, id := range ids {
 		h.waitState(id, messages.StateDelivered) // from the store, the ring's path
 	}
-	if lag := metricValue(t, scrape(t, h), "switchboard_bus_relay_lag_seconds"); lag < 0 {
+	if lag := metricValue(t, scrape(t, h), `switchboard_bus_relay_lag_seconds{node="site-a"}`); lag < 0 {
 		t.Fatalf("lag %v", lag)
 	}
 
@@ -205,7 +205,7 @@ func TestBusDownSubmitsGoOnAndWorkIsRelayedWhenItReturns(t *testing.T) {
 	waitBus(t, hs, "up")
 	polltest.Eventually(t, 20*time.Second, func() error {
 		text := scrape(t, h)
-		if lag := metricValue(t, text, "switchboard_bus_relay_lag_seconds"); lag != 0 {
+		if lag := metricValue(t, text, `switchboard_bus_relay_lag_seconds{node="site-a"}`); lag != 0 {
 			return fmt.Errorf("relay lag %v", lag)
 		}
 		if p := metricValue(t, text, "switchboard_bus_published_total"); p < float64(len(waiting)) {

@@ -352,7 +352,7 @@ func TestFederationMetricsAreCompleteAndLintClean(t *testing.T) {
 		text := scrape(t, a)
 		for _, want := range []string{
 			`switchboard_federation_forward_completed_total{dest_controller="b"} 1`,
-			`switchboard_forward_queue_depth{peer="b"} 0`,
+			`switchboard_forward_queue_depth{node="a",peer="b"} 0`,
 			`switchboard_peer_state{peer="b",state="healthy"} 1`,
 			`switchboard_peer_state{peer="b",state="unhealthy"} 0`,
 			`switchboard_federation_health_check_seconds_bucket{peer="b"`,

@@ -35,21 +35,30 @@ type statsCache struct {
 	bytes    *prometheus.Desc
 }
 
-func newStatsCache(s persistence.Store, ttl time.Duration, peers func() []string, fresh func(persistence.Stats)) *statsCache {
+// siteLabels are the constant labels of the site-wide gauges, those every
+// instance of a site reports with the whole site's value (the store's
+// counts, the bus's): node, the node's name (--name), which the instances
+// of a site share. A site's value is their max by node over its instances,
+// never their sum (docs/metrics.md).
+func siteLabels(node string) prometheus.Labels {
+	return prometheus.Labels{"node": node}
+}
+
+func newStatsCache(s persistence.Store, ttl time.Duration, site prometheus.Labels, peers func() []string, fresh func(persistence.Stats)) *statsCache {
 	return &statsCache{
 		store: s,
 		ttl:   ttl,
 		peers: peers,
 		fresh: fresh,
 		fwdQueue: prometheus.NewDesc("switchboard_forward_queue_depth",
-			"Forward work waiting for each peer (queued or about to be sent).", []string{"peer"}, nil),
-		messages: prometheus.NewDesc("switchboard_messages", "Messages in the store by state.", []string{"state"}, nil),
-		outbox:   prometheus.NewDesc("switchboard_outbox_depth", "Outbox rows (deliveries, forwards and status reports) not yet done.", nil, nil),
-		dlq:      prometheus.NewDesc("switchboard_dlq_depth", "Dead-lettered messages (state failed) waiting for an operator.", nil, nil),
+			"Forward work waiting for each peer (queued or about to be sent), in the whole store.", []string{"peer"}, site),
+		messages: prometheus.NewDesc("switchboard_messages", "Messages in the whole store by state.", []string{"state"}, site),
+		outbox:   prometheus.NewDesc("switchboard_outbox_depth", "Outbox rows (deliveries, forwards and status reports) not yet done, in the whole store.", nil, site),
+		dlq:      prometheus.NewDesc("switchboard_dlq_depth", "Dead-lettered messages (state failed) waiting for an operator, in the whole store.", nil, site),
 		oldest: prometheus.NewDesc("switchboard_outbox_oldest_age_seconds",
-			"Age of the oldest outbox row; 0 when the outbox is empty.", nil, nil),
+			"Age of the oldest outbox row in the whole store; 0 when the outbox is empty.", nil, site),
 		bytes: prometheus.NewDesc("switchboard_store_bytes",
-			"Size of the store on disk: the embedded database and its write-ahead log, or the node's Postgres schema with its indexes.", nil, nil),
+			"Size of the store on disk: the embedded database and its write-ahead log, or the node's Postgres schema with its indexes.", nil, site),
 	}
 }
 

@@ -108,7 +108,7 @@ func TestRetentionPurgesWithCallRecords(t *testing.T) {
 			t.Errorf("%s = %v, want %v", series, got, want)
 		}
 	}
-	if got := metricValue(t, text, "switchboard_store_bytes"); got <= 0 {
+	if got := metricValue(t, text, `switchboard_store_bytes{node="test-node"}`); got <= 0 {
 		t.Errorf("switchboard_store_bytes = %v", got)
 	}
 	metricValue(t, text, "switchboard_retention_eligible")

@@ -123,8 +123,8 @@ func TestOTLPMetricsAreTheRegistry(t *testing.T) {
 	var before map[string]float64
 	polltest.Eventually(t, 20*time.Second, func() error {
 		before = promPoints(t, scrape(t, h))
-		if before[`switchboard_messages{state="delivered"}`] != 5 {
-			return fmt.Errorf("delivered gauge %v", before[`switchboard_messages{state="delivered"}`])
+		if before[`switchboard_messages{node="test-node",state="delivered"}`] != 5 {
+			return fmt.Errorf("delivered gauge %v", before[`switchboard_messages{node="test-node",state="delivered"}`])
 		}
 		return nil
 	})
@@ -194,7 +194,7 @@ func pushAndCompare(t *testing.T, h *harness, rcv *otlptest.Receiver, before map
 		}
 		compared++
 	}
-	for _, k := range []string{`switchboard_messages{state="delivered"}`, `switchboard_delivery_dispositions_total{frontend="fe",outcome="delivered"}`} {
+	for _, k := range []string{`switchboard_messages{node="test-node",state="delivered"}`, `switchboard_delivery_dispositions_total{frontend="fe",outcome="delivered"}`} {
 		if pushed[k] != before[k] || before[k] == 0 {
 			problems = append(problems, fmt.Sprintf("%s: pushed %v, /metrics %v", k, pushed[k], before[k]))
 		}

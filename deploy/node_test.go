@@ -113,13 +113,29 @@ func runNode(t *testing.T, cfg switchboard.Config) *testNode {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	// The node serves a self-signed certificate on loopback.
 	tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true}
-	api, err := apiclient.NewURL("https://"+n.Addr(), apiclient.Config{HTTP: &http.Client{Transport: tr, Timeout: 30 * time.Second}})
+	api, err := apiclient.NewURL("https://"+n.Addr(), apiclient.Config{Token: cfg.APIToken, HTTP: &http.Client{Transport: tr, Timeout: 30 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tn := &testNode{Client: nodetest.NewClient(t, api), t: t, node: n, fails: &atomic.Int32{}}
 	t.Cleanup(api.Close)
 	return tn
+}
+
+// startSiteNode starts instance id of site "s" on the Postgres database
+// dsn: the instances of a site share its name, its store and its API
+// token (by which, without --tls-ca, the ring master lets its members'
+// ring calls in).
+func startSiteNode(t *testing.T, dsn, id string) *testNode {
+	t.Helper()
+	cfg := baseConfig(t, "s")
+	cfg.InstanceID, cfg.Postgres = id, dsn
+	cfg.APIToken = "site-s-admin-token-0123"
+	cfg.InsecureSkipVerify = true // the instances serve self-signed certificates
+	cfg.RingPublishInterval = 500 * time.Millisecond
+	cfg.RingReconnectBackoffMin, cfg.RingReconnectBackoffMax = 50*time.Millisecond, 200*time.Millisecond
+	cfg.RingReconnectMaxAttempts = 20
+	return runNode(t, cfg)
 }
 
 // startBusNode starts a node on Postgres with the delivery bus on a

@@ -213,10 +213,30 @@ func parseVariableQuery(q string) (promqlUse, error) {
 // scrape is a parsed text exposition: every sample's labels by sample name.
 type scrape map[string][]map[string]string
 
+// sample is one line of a text exposition.
+type sample struct {
+	name   string
+	labels map[string]string
+	value  string
+}
+
 // parseScrape reads the Prometheus text format (the node serves it to a
 // plain GET).
 func parseScrape(text string) (scrape, error) {
+	samples, err := parseSamples(text)
+	if err != nil {
+		return nil, err
+	}
 	out := scrape{}
+	for _, s := range samples {
+		out[s.name] = append(out[s.name], s.labels)
+	}
+	return out, nil
+}
+
+// parseSamples reads the samples of a text exposition in their order.
+func parseSamples(text string) ([]sample, error) {
+	var out []sample
 	for n, line := range strings.Split(text, "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -258,8 +278,13 @@ func parseScrape(text string) (scrape, error) {
 					i++
 				}
 			}
+			rest = rest[min(i+1, len(rest)):]
 		}
-		out[name] = append(out[name], labels)
+		fields := strings.Fields(rest)
+		if len(fields) == 0 {
+			return nil, fmt.Errorf("line %d: no value in %q", n+1, line)
+		}
+		out = append(out, sample{name: name, labels: labels, value: fields[0]})
 	}
 	return out, nil
 }

@@ -35,7 +35,7 @@ func openWith(t *testing.T, url string, set func(*bus.Config)) *bus.Bus {
 	if set != nil {
 		set(&cfg)
 	}
-	m, err := bus.NewMetrics(prometheus.NewRegistry())
+	m, err := bus.NewMetrics(prometheus.NewRegistry(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,12 +13,15 @@ type Metrics struct {
 	ackPending  *prometheus.GaugeVec
 }
 
-// NewMetrics registers the bus's metrics on reg.
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+// NewMetrics registers the bus's metrics on reg. site are the constant
+// labels of the gauges every instance of a site reads alike (the relay lag
+// from the shared store, the consumers from the site's stream), which
+// name the site.
+func NewMetrics(reg prometheus.Registerer, site prometheus.Labels) (*Metrics, error) {
 	m := &Metrics{
 		up: prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchboard_bus_up",
 			Help: "1 while this instance is connected to the delivery bus and its stream is ready, else 0."}),
-		lag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchboard_bus_relay_lag_seconds",
+		lag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchboard_bus_relay_lag_seconds", ConstLabels: site,
 			Help: "Age of the oldest delivery work not yet relayed to the bus; 0 when none waits."}),
 		published: prometheus.NewCounter(prometheus.CounterOpts{Name: "switchboard_bus_published_total",
 			Help: "Delivery work published to the bus and acknowledged by its stream (duplicates the stream dropped included)."}),
@@ -26,9 +29,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Bus messages this instance received that had been handed out before, by frontend."}, []string{"frontend"}),
 		settled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_bus_settled_total",
 			Help: "Bus messages this instance settled, by frontend and action (acked, naked, termed)."}, []string{"frontend", "action"}),
-		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "switchboard_bus_consumer_pending",
+		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "switchboard_bus_consumer_pending", ConstLabels: site,
 			Help: "Messages in the stream not yet handed out to a frontend's consumer, as JetStream last reported."}, []string{"frontend"}),
-		ackPending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "switchboard_bus_consumer_ack_pending",
+		ackPending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "switchboard_bus_consumer_ack_pending", ConstLabels: site,
 			Help: "Messages handed out to a frontend's consumer and not yet acked, as JetStream last reported."}, []string{"frontend"}),
 	}
 	for _, c := range []prometheus.Collector{m.up, m.lag, m.published, m.redelivered, m.settled, m.pending, m.ackPending} {
