@@ -7,14 +7,17 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 )
 
 // statsCache serves the store's counts to /api/status and to scrapes, at
-// most one query per ttl, so that a busy dashboard cannot load the store.
+// most one read per ttl, so that a busy dashboard cannot load the store.
 type statsCache struct {
 	store persistence.Store
+	// clock is the node's: the outbox's age is measured on it.
+	clock clock.Clock
 	ttl   time.Duration
 	// peers lists the peers whose forward queue depth is reported even
 	// when empty.
@@ -26,6 +29,9 @@ type statsCache struct {
 	mu   sync.Mutex
 	at   time.Time
 	last persistence.Stats
+	// due is the store's OldestDue when last read: since when the oldest
+	// work due and not being done has waited (zero: none waits).
+	due time.Time
 
 	messages *prometheus.Desc
 	outbox   *prometheus.Desc
@@ -44,9 +50,10 @@ func siteLabels(node string) prometheus.Labels {
 	return prometheus.Labels{"node": node}
 }
 
-func newStatsCache(s persistence.Store, ttl time.Duration, site prometheus.Labels, peers func() []string, fresh func(persistence.Stats)) *statsCache {
+func newStatsCache(s persistence.Store, clk clock.Clock, ttl time.Duration, site prometheus.Labels, peers func() []string, fresh func(persistence.Stats)) *statsCache {
 	return &statsCache{
 		store: s,
+		clock: clk,
 		ttl:   ttl,
 		peers: peers,
 		fresh: fresh,
@@ -56,29 +63,40 @@ func newStatsCache(s persistence.Store, ttl time.Duration, site prometheus.Label
 		outbox:   prometheus.NewDesc("switchboard_outbox_depth", "Outbox rows (deliveries, forwards and status reports) not yet done, in the whole store.", nil, site),
 		dlq:      prometheus.NewDesc("switchboard_dlq_depth", "Dead-lettered messages (state failed) waiting for an operator, in the whole store.", nil, site),
 		oldest: prometheus.NewDesc("switchboard_outbox_oldest_age_seconds",
-			"Age of the oldest outbox row in the whole store; 0 when the outbox is empty.", nil, site),
+			"How long the oldest outbox work that is due and not being done (not leased) has waited since it fell due, in the whole store; 0 when none waits.", nil, site),
 		bytes: prometheus.NewDesc("switchboard_store_bytes",
 			"Size of the store on disk: the embedded database and its write-ahead log, or the node's Postgres schema with its indexes.", nil, site),
 	}
 }
 
-// get returns counts no older than ttl. Times are wall-clock: the cache is
-// about load on the store, not about message time.
+// get returns counts no older than ttl.
 func (c *statsCache) get(ctx context.Context) (persistence.Stats, error) {
+	st, _, err := c.read(ctx)
+	return st, err
+}
+
+// read returns counts and the oldest due time no older than ttl. The ttl
+// is wall-clock: the cache is about load on the store, not about message
+// time; what is due is read at the node's time.
+func (c *statsCache) read(ctx context.Context) (persistence.Stats, time.Time, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.at.IsZero() && time.Since(c.at) < c.ttl {
-		return c.last, nil
+		return c.last, c.due, nil
 	}
 	st, err := c.store.Stats(ctx)
 	if err != nil {
-		return st, err
+		return st, time.Time{}, err
 	}
-	c.at, c.last = time.Now(), st
+	due, err := c.store.OldestDue(ctx, c.clock.Now())
+	if err != nil {
+		return st, time.Time{}, err
+	}
+	c.at, c.last, c.due = time.Now(), st, due
 	if c.fresh != nil {
 		c.fresh(st)
 	}
-	return st, nil
+	return st, due, nil
 }
 
 // Describe implements prometheus.Collector.
@@ -96,7 +114,7 @@ func (c *statsCache) Describe(ch chan<- *prometheus.Desc) {
 func (c *statsCache) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	st, err := c.get(ctx)
+	st, due, err := c.read(ctx)
 	if err != nil {
 		return
 	}
@@ -106,8 +124,8 @@ func (c *statsCache) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.outbox, prometheus.GaugeValue, float64(st.OutboxDepth))
 	ch <- prometheus.MustNewConstMetric(c.dlq, prometheus.GaugeValue, float64(st.DLQDepth))
 	age := 0.0
-	if !st.OldestOutbox.IsZero() {
-		age = max(time.Since(st.OldestOutbox).Seconds(), 0)
+	if !due.IsZero() {
+		age = max(c.clock.Now().Sub(due).Seconds(), 0)
 	}
 	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age)
 	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(st.StoreBytes))

@@ -55,3 +55,48 @@ func TestActorKindsAreDocumented(t *testing.T) {
 		return nil
 	})
 }
+
+// TestOutboxOldestAgeIsHowLongDueWorkHasWaited: the outbox's age is how
+// long its oldest due work has waited, on the node's clock. A message
+// submitted with deliver_after an hour ahead (scheduled delivery,
+// docs/api.md) waits in the outbox, but none of it is due: the age is 0,
+// however long ago it was accepted (it read the half hour since then, the
+// node's clock being half an hour behind the wall clock, and
+// SwitchboardOutboxStuck held until the message's time). With the node's
+// clock 15 minutes past its deliver_after and nobody polling, it has
+// waited 15 minutes.
+func TestOutboxOldestAgeIsHowLongDueWorkHasWaited(t *testing.T) {
+	clk := &shiftedClock{}
+	clk.by.Store(int64(-30 * time.Minute))
+	cfg := testConfig(t)
+	cfg.Clock = clk
+	h := startNode(t, cfg)
+	h.pullFrontend("fe", "44")
+	start := time.Now()
+	due := clk.Now().Add(time.Hour)
+	h.must(202, "POST", "/api/messages", retryBody("later", "deliver_after", due.Format(time.RFC3339Nano)), nil)
+
+	const age, depth = `switchboard_outbox_oldest_age_seconds{node="test-node"}`, `switchboard_outbox_depth{node="test-node"}`
+	var text string
+	polltest.Eventually(t, 10*time.Second, func() error { // the store's gauges are cached for a second
+		if text = scrape(t, h); metricValue(t, text, depth) != 1 {
+			return fmt.Errorf("outbox depth %v, want the scheduled message's row", metricValue(t, text, depth))
+		}
+		return nil
+	})
+	if got := metricValue(t, text, age); got != 0 {
+		t.Errorf("%s = %v with nothing due (the one row is due in an hour), want 0", age, got)
+	}
+
+	clk.by.Store(int64(45 * time.Minute))
+	var got float64
+	polltest.Eventually(t, 10*time.Second, func() error {
+		if got = metricValue(t, scrape(t, h), age); got < 15*60 {
+			return fmt.Errorf("%s = %v, want the 15 minutes since deliver_after", age, got)
+		}
+		return nil
+	})
+	if most := 15*60 + time.Since(start).Seconds(); got > most {
+		t.Errorf("%s = %v, want the 15 minutes (and the test's %.1fs) since deliver_after on the node's clock", age, got, time.Since(start).Seconds())
+	}
+}

@@ -366,7 +366,7 @@ func (n *Node) openStore(ctx context.Context) error {
 	// The peer book (federation.go) is made with the stats that fill its
 	// queue depths, and before prepareStore sets our registry in it.
 	n.book = peer.NewBook()
-	n.stats = newStatsCache(n.store, time.Second, siteLabels(n.cfg.Name), n.peerNames, func(st persistence.Stats) {
+	n.stats = newStatsCache(n.store, n.clock, time.Second, siteLabels(n.cfg.Name), n.peerNames, func(st persistence.Stats) {
 		if n.book != nil {
 			n.book.SetQueueDepths(st.ForwardQueue)
 		}

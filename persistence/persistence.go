@@ -704,6 +704,15 @@ type Store interface {
 	ListMessages(ctx context.Context, q ListQuery) (Page, error)
 	// Stats counts messages by state and the outbox.
 	Stats(ctx context.Context) (Stats, error)
+	// OldestDue is the earliest due time of the outbox work that is
+	// claimable at now: due by now and not leased (no lease, or one that
+	// ended by now), of any kind and target; zero when there is none. Work
+	// scheduled ahead (deliver_after, a retry's backoff) is not waiting yet
+	// and leased work is being done, however long ago either was written.
+	// It is read for every scrape (switchboard_outbox_oldest_age_seconds is
+	// now less it), so it costs a seek per kind and target of work, not a
+	// walk of the outbox.
+	OldestDue(ctx context.Context, now time.Time) (time.Time, error)
 
 	// ClaimWork leases due work and reports when the next becomes due. Work
 	// whose outcome the ledger already holds is never returned (it is removed).

@@ -441,6 +441,31 @@ func likePrefix(p string) string {
 	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(p) + "%"
 }
 
+// oldestDueSQL reads the earliest due time of the work claimable at $1:
+// for each kind and target of work (the counters and their deltas name
+// them), the first row of outbox_claim in due order that is due and not
+// leased. A seek per target, skipping only the rows leased now (work in
+// flight): the cost grows with the targets and the leases, not with the
+// rows waiting.
+const oldestDueSQL = `SELECT min((SELECT o.due_at FROM outbox o
+		WHERE o.kind = t.of AND o.target = t.key AND o.due_at <= $1
+			AND (o.lease_until IS NULL OR o.lease_until <= $1)
+		ORDER BY o.due_at, o.id LIMIT 1))
+	FROM (SELECT of, key FROM counters UNION SELECT of, key FROM counter_deltas) t WHERE t.of <> 'state'`
+
+// OldestDue implements persistence.Store.
+func (s *Store) OldestDue(ctx context.Context, now time.Time) (time.Time, error) {
+	const op = "oldest due"
+	if err := s.precheck(op, nil); err != nil {
+		return time.Time{}, err
+	}
+	var due *time.Time
+	if err := s.pool.QueryRow(ctx, oldestDueSQL, norm(now)).Scan(&due); err != nil {
+		return time.Time{}, s.fail(op, err)
+	}
+	return utcOrZero(due), nil
+}
+
 // storeBytesSQL is the size on disk of the schema's tables, with their
 // indexes and TOAST.
 const storeBytesSQL = `SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c

@@ -378,6 +378,29 @@ func (s *Store) ListMessages(ctx context.Context, q persistence.ListQuery) (pers
 	return persistence.PageOf(q, w, list), nil
 }
 
+// oldestDueSQL reads the earliest due time of the work claimable at ?1:
+// for each kind and target of work (the counters name them), the first row
+// of outbox_claim in due order that is due and not leased. A seek per
+// target, skipping only the rows leased now (work in flight): the cost
+// grows with the targets and the leases, not with the rows waiting.
+const oldestDueSQL = `SELECT min((SELECT o.due_at FROM outbox o
+		WHERE o.kind = c.of AND o.target = c.key AND o.due_at <= ?1
+			AND (o.lease_until IS NULL OR o.lease_until <= ?1)
+		ORDER BY o.due_at LIMIT 1))
+	FROM counters c WHERE c.of <> 'state' AND c.n > 0`
+
+// OldestDue implements persistence.Store.
+func (s *Store) OldestDue(ctx context.Context, now time.Time) (time.Time, error) {
+	var due sql.NullInt64
+	err := s.read(ctx, "oldest due", func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, oldestDueSQL, toDB(now)).Scan(&due)
+	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	return zeroIfNull(due), nil
+}
+
 // oldestOutboxSQL reads the creation time of the first outbox row.
 const oldestOutboxSQL = `SELECT created_at FROM outbox ORDER BY id LIMIT 1`
 

@@ -44,6 +44,7 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{"expirable", expirableSQL, []any{5, 6, 10}},
 		{"release leases", releaseSQL, []any{"o"}},
 		{"oldest outbox", oldestOutboxSQL, nil},
+		{"oldest due", oldestDueSQL, []any{5}},
 		{"failable", failableSQL, []any{"forward_queued", 5, "forward", 6, 10}},
 		{"queueable", queueableSQL, []any{"pending", "forward", "peer", 5, 10}},
 		{"purgeable", purgeableSQL, []any{"delivered", 5, 10}},
@@ -93,16 +94,20 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 	}
 	// Statements that must read one index in its order: the relay's take
 	// reads outbox_relay from its start up to the rows due now (rows
-	// scheduled ahead cost it nothing), in the order it takes them.
+	// scheduled ahead cost it nothing), in the order it takes them; the
+	// oldest due reads outbox_claim the same way, per kind and target.
 	uses := map[string]string{
 		"a client's own since":      "SEARCH messages USING INDEX messages_submitted_by (submitted_by=? AND rowid<?)",
 		"a client's own in a range": "SEARCH messages USING INDEX messages_submitted_by (submitted_by=?)",
 		"relay":                     "SEARCH outbox USING INDEX outbox_relay (due_at>? AND due_at<?)",
 		"relay after a row":         "SEARCH outbox USING INDEX outbox_relay (due_at>? AND due_at<?)",
 		"oldest unrelayed":          "SCAN outbox USING INDEX outbox_relay",
-		"window: frontend":          "SEARCH messages USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)",
-		"window: frontend, newest":  "SEARCH messages USING INTEGER PRIMARY KEY (rowid>?)",
-		"window: peer and state":    "SEARCH messages USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)",
+		// Per kind and target of work, outbox_claim from its earliest due
+		// row: the first due and unleased row ends the seek.
+		"oldest due":               "SEARCH o USING INDEX outbox_claim (kind=? AND target=? AND due_at<?)",
+		"window: frontend":         "SEARCH messages USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)",
+		"window: frontend, newest": "SEARCH messages USING INTEGER PRIMARY KEY (rowid>?)",
+		"window: peer and state":   "SEARCH messages USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)",
 	}
 	check := func(when string) {
 		for _, st := range statements {

@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
@@ -231,6 +232,7 @@ func statsCases() []testCase {
 		{"OutboxDepthCountsEveryKind", statsOutboxDepth},
 		{"DLQDepthCountsFailed", statsDLQDepth},
 		{"OldestOutbox", statsOldestOutbox},
+		{"OldestDueIsTheClaimableWork", statsOldestDue},
 		{"ForwardQueueByPeer", statsForwardQueue},
 	}
 }
@@ -317,6 +319,53 @@ func statsOldestOutbox(f *fixture) {
 	if got := f.stats().OldestOutbox; !got.IsZero() {
 		f.Errorf("OldestOutbox = %v with an empty outbox, want zero", got)
 	}
+}
+
+// wantOldestDue requires OldestDue at now to be want (zero: none).
+func (f *fixture) wantOldestDue(now, want time.Time) {
+	f.Helper()
+	got, err := f.store.OldestDue(f.ctx, now)
+	if err != nil {
+		f.Fatalf("OldestDue: %v", err)
+	}
+	f.wantTime(fmt.Sprintf("OldestDue at %v", now.Sub(base)), got, want)
+}
+
+// statsOldestDue: OldestDue is the earliest due time of the work that is
+// claimable at now, over every kind and target: work scheduled ahead and
+// work leased now are not waiting, however long ago they were written;
+// work whose lease ended waits since it fell due.
+func statsOldestDue(f *fixture) {
+	f.wantOldestDue(base, time.Time{})
+	due := func(m persistence.NewMessage, at time.Time) persistence.NewMessage {
+		m.Work.DueAt = at
+		return m
+	}
+	f.accept(base, msgDue("od-later", at(time.Hour)))
+	f.wantOldestDue(at(30*time.Minute), time.Time{})
+	f.accept(at(time.Second),
+		due(msgFor("od-fe-b", persistence.WorkDelivery, feB), at(5*time.Second)),
+		due(msgFor("od-fwd", persistence.WorkForward, peerP), at(10*time.Second)),
+		due(msgFor("od-status", persistence.WorkStatus, peerP), at(20*time.Second)),
+	)
+	f.wantOldestDue(at(4*time.Second), time.Time{})
+	f.wantOldestDue(at(30*time.Second), at(5*time.Second))
+	// Leased: being worked on, not waiting, until its lease ends.
+	if c := f.claimOf(persistence.WorkDelivery, feB, ownerA, at(30*time.Second), 10); len(c.Work) != 1 {
+		f.Fatalf("claimed %d rows for %s, want od-fe-b", len(c.Work), feB)
+	}
+	f.wantOldestDue(at(30*time.Second), at(10*time.Second))
+	f.completeAll(at(31*time.Second), []persistence.Completion{persistence.Applied},
+		outcome(persistence.WorkForward, peerP, "od-fwd", persistence.ResultDelivered))
+	// Due at now is due.
+	f.wantOldestDue(at(20*time.Second), at(20*time.Second))
+	f.wantOldestDue(at(19*time.Second), time.Time{})
+	afterLease := at(30*time.Second + lease)
+	f.wantOldestDue(afterLease, at(5*time.Second))
+	f.completeAll(afterLease, []persistence.Completion{persistence.Applied, persistence.Applied},
+		outcome(persistence.WorkDelivery, feB, "od-fe-b", persistence.ResultDelivered),
+		outcome(persistence.WorkStatus, peerP, "od-status", persistence.ResultDelivered))
+	f.wantOldestDue(afterLease, at(time.Hour))
 }
 
 func statsForwardQueue(f *fixture) {
