@@ -217,6 +217,14 @@ func (v *storeView) Stats(ctx context.Context) (persistence.Stats, error) {
 	return st.Stats(ctx)
 }
 
+func (v *storeView) OldestDue(ctx context.Context, now time.Time) (time.Time, error) {
+	st, err := v.use(reading)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return st.OldestDue(ctx, now)
+}
+
 func (v *storeView) ClaimWork(ctx context.Context, req persistence.ClaimRequest) (persistence.Claim, error) {
 	st, err := v.use(writing)
 	if err != nil {

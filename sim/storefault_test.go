@@ -15,7 +15,7 @@ import (
 // readCalls are the methods of persistence.Store that only read: a full
 // disk still answers them.
 var readCalls = map[string]bool{
-	"Ping": true, "Ring": true, "GetMessage": true, "ListMessages": true, "Stats": true, "Ledger": true,
+	"Ping": true, "Ring": true, "GetMessage": true, "ListMessages": true, "Stats": true, "OldestDue": true, "Ledger": true,
 	"ForwardTargets": true, "PeerRegistries": true, "Purgeable": true, "CountPurgeable": true,
 	"OldestUnrelayed": true, "Routes": true, "Frontends": true, "Credentials": true, "ListAudit": true,
 }
