@@ -112,8 +112,9 @@ type Client struct {
 	log  *slog.Logger
 	tls  *tls.Config
 
-	closing chan struct{}
-	done    chan struct{}
+	closing   chan struct{}
+	closeOnce sync.Once
+	done      chan struct{}
 
 	mu      sync.Mutex
 	sess    *smpp.Session
@@ -192,13 +193,10 @@ func (c *Client) State() smpp.BindState {
 }
 
 // Close unbinds (waiting at most the response timeout) and stops the
-// client; a Submit under way ends with a retry.
+// client; a Submit under way ends with a retry. Safe to call more than
+// once, at once too: each call returns once the client has stopped.
 func (c *Client) Close() {
-	select {
-	case <-c.closing:
-	default:
-		close(c.closing)
-	}
+	c.closeOnce.Do(func() { close(c.closing) })
 	<-c.done
 }
 

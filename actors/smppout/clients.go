@@ -16,12 +16,16 @@ type Clients struct {
 
 	mu sync.Mutex
 	m  map[string]*Client
+	// retired are the clients Get replaced, while they close: each writes
+	// its frontend's gauges no more (they are the new client's), and
+	// Close waits for them.
+	retired map[*Client]bool
 }
 
 // NewClients returns the registry; base is every client's Config but its
 // Frontend.
 func NewClients(base Config) *Clients {
-	return &Clients{base: base, m: map[string]*Client{}}
+	return &Clients{base: base, m: map[string]*Client{}, retired: map[*Client]bool{}}
 }
 
 // Get returns the client of fe, starting it (or a new one, when fe's URL
@@ -33,17 +37,28 @@ func (cs *Clients) Get(fe messages.Frontend) (*Client, error) {
 		if c.cfg.Frontend.URL == fe.URL && c.cfg.Frontend.Secret == fe.Secret {
 			return c, nil
 		}
-		go c.Close()
+		c.cfg.Metrics.retire()
+		cs.retired[c] = true
+		go cs.close(c)
 		delete(cs.m, fe.Name)
 	}
 	cfg := cs.base
 	cfg.Frontend = fe
+	cfg.Metrics = cs.base.Metrics.ofClient()
 	c, err := New(cfg)
 	if err != nil {
 		return nil, err
 	}
 	cs.m[fe.Name] = c
 	return c, nil
+}
+
+// close closes a retired client and forgets it.
+func (cs *Clients) close(c *Client) {
+	c.Close()
+	cs.mu.Lock()
+	delete(cs.retired, c)
+	cs.mu.Unlock()
 }
 
 // Release stops fe's client when it is still the one of fe's URL and
@@ -74,7 +89,8 @@ func (cs *Clients) States() map[string]smpp.BindState {
 	return out
 }
 
-// Close stops every client (each unbinds), in name order.
+// Close stops every client (each unbinds), in name order, and waits for
+// those Get replaced to end.
 func (cs *Clients) Close() {
 	cs.mu.Lock()
 	names := make([]string, 0, len(cs.m))
@@ -85,6 +101,9 @@ func (cs *Clients) Close() {
 	all := make([]*Client, len(names))
 	for i, n := range names {
 		all[i] = cs.m[n]
+	}
+	for c := range cs.retired {
+		all = append(all, c)
 	}
 	cs.m = map[string]*Client{}
 	cs.mu.Unlock()

@@ -3,16 +3,21 @@ package smppout
 import (
 	"context"
 	"math"
+	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/actors/smppout/smsctest"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence/sqlite/sqlitetest"
 	"github.com/switchboard-dev/switchboard/polltest"
+	"github.com/switchboard-dev/switchboard/smpp"
 )
 
 // sent records what the clients send to the workers.
@@ -84,5 +89,140 @@ func TestClientRateShareFromTheFence(t *testing.T) {
 	shares.Apply(messages.RingAssignment{Epoch: 1, Master: "i-0", Members: []messages.RingMember{self}}, "i-0", messages.AllServices)
 	if v := c.Submit(ctx, out, ""); v.Status != messages.Delivered {
 		t.Fatalf("a submit holding the whole ring: %+v", v)
+	}
+}
+
+// deafSMSC is an SMSC on raw PDUs that takes every bind and answers
+// enquire_link, but never answers an unbind (nor a submit_sm): a client
+// closing on it waits its whole response timeout for the unbind_resp.
+type deafSMSC struct {
+	l     net.Listener
+	Addr  string
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newDeafSMSC(t *testing.T) *deafSMSC {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &deafSMSC{l: l, Addr: l.Addr().String()}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			d.mu.Lock()
+			d.conns = append(d.conns, c)
+			d.mu.Unlock()
+			wg.Add(1)
+			go func() { defer wg.Done(); d.serve(c) }()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = l.Close()
+		d.mu.Lock()
+		for _, c := range d.conns {
+			_ = c.Close()
+		}
+		d.mu.Unlock()
+		wg.Wait()
+	})
+	return d
+}
+
+func (d *deafSMSC) serve(c net.Conn) {
+	defer c.Close()
+	for {
+		p, err := smpp.ReadPDU(c, 0)
+		if err != nil {
+			return
+		}
+		var resp smpp.PDU
+		switch {
+		case p.Command.IsBind():
+			resp = smpp.PDU{Command: p.Command.Response(), Seq: p.Seq, Body: &smpp.BindResp{SystemID: "deaf"}}
+		case p.Command == smpp.EnquireLink:
+			resp = smpp.PDU{Command: smpp.EnquireLinkResp, Seq: p.Seq}
+		default:
+			continue
+		}
+		b, err := resp.Marshal()
+		if err != nil {
+			panic(err)
+		}
+		if _, err := c.Write(b); err != nil {
+			return
+		}
+	}
+}
+
+// TestReplacedClientDoesNotClobberBindState: Get with a changed URL
+// replaces the frontend's client. The old one closed in the background,
+// and its end (after its SMSC's unbind_resp, or the response timeout)
+// set the frontend's bind_state to closed after the new client had bound:
+// the gauge said closed while the frontend was bound. A replaced client
+// writes the frontend's gauges no more.
+func TestReplacedClientDoesNotClobberBindState(t *testing.T) {
+	old := newDeafSMSC(t)
+	nu := smsctest.New(t, "pw", nil)
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := NewClients(Config{Store: sqlitetest.Open(t), Metrics: m, ResponseTimeout: time.Second,
+		Reconnect: ring.Reconnect{MaxAttempts: 1, Min: time.Hour, Max: time.Hour, Jitter: 0.5}})
+	defer cs.Close()
+	fe := messages.Frontend{Name: "smsc", Mode: messages.ModeSMPP, URL: "smpp://sb@" + old.Addr, Secret: "pw"}
+	c1, err := cs.Get(fe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	polltest.Until(t, 20*time.Second, "the first bind", c1.Bound)
+	fe.URL = "smpp://sb@" + nu.Addr
+	c2, err := cs.Get(fe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	polltest.Until(t, 20*time.Second, "the second bind", c2.Bound)
+	c1.Close() // the old client's end, whenever it comes
+	bound := testutil.ToFloat64(m.state.WithLabelValues("smsc", "bound_trx"))
+	closed := testutil.ToFloat64(m.state.WithLabelValues("smsc", "closed"))
+	if !c2.Bound() || bound != 1 || closed != 0 {
+		t.Fatalf("the new client is bound (%v), but bind_state{bound_trx}=%v, {closed}=%v", c2.Bound(), bound, closed)
+	}
+}
+
+// TestClientsCloseWaitsForReplacedClient: a client that Get replaced was
+// closed on a goroutine nobody waited for: it outlived Clients.Close (and
+// the node's stop) while its SMSC did not answer the unbind. Close waits
+// for it.
+func TestClientsCloseWaitsForReplacedClient(t *testing.T) {
+	old := newDeafSMSC(t)
+	nu := smsctest.New(t, "pw", nil)
+	cs := NewClients(Config{Store: sqlitetest.Open(t), ResponseTimeout: 3 * time.Second,
+		Reconnect: ring.Reconnect{MaxAttempts: 1, Min: time.Hour, Max: time.Hour, Jitter: 0.5}})
+	fe := messages.Frontend{Name: "smsc", Mode: messages.ModeSMPP, URL: "smpp://sb@" + old.Addr, Secret: "pw"}
+	c1, err := cs.Get(fe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	polltest.Until(t, 20*time.Second, "the first bind", c1.Bound)
+	fe.URL = "smpp://sb@" + nu.Addr
+	if _, err := cs.Get(fe); err != nil {
+		t.Fatal(err)
+	}
+	cs.Close()
+	select {
+	case <-c1.done:
+	default:
+		c1.Close() // let the test end clean
+		t.Fatal("Clients.Close returned while the client it replaced still runs")
 	}
 }

@@ -2,6 +2,7 @@ package smppout
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -18,6 +19,56 @@ type Metrics struct {
 	receipts *prometheus.CounterVec
 	took     *prometheus.HistogramVec
 	commands *prometheus.CounterVec
+	// hold is one client's hold on its frontend's gauges (bind_state,
+	// window_in_use; nil: the registry's Metrics, which always writes
+	// them). See ofClient.
+	hold *gaugeHold
+}
+
+// gaugeHold is whether a client still writes its frontend's gauges: a
+// client that Clients.Get replaced does not (the frontend's new client
+// owns them). A write checks it under mu, so that none is under way once
+// retire returns.
+type gaugeHold struct {
+	mu      sync.Mutex
+	retired bool
+}
+
+// ofClient is m for one client: the same series, with a hold on the
+// gauges that retire lets go (nil for nil).
+func (m *Metrics) ofClient() *Metrics {
+	if m == nil {
+		return nil
+	}
+	c := *m
+	c.hold = &gaugeHold{}
+	return &c
+}
+
+// retire stops the client's writes to its frontend's gauges; a write
+// under way has ended when it returns. Its counters go on counting what it
+// does (a submit answered, a receipt recorded).
+func (m *Metrics) retire() {
+	if m == nil || m.hold == nil {
+		return
+	}
+	m.hold.mu.Lock()
+	m.hold.retired = true
+	m.hold.mu.Unlock()
+}
+
+// gauge runs set, a write to the frontend's gauges, unless the client
+// retired.
+func (m *Metrics) gauge(set func()) {
+	if m.hold == nil {
+		set()
+		return
+	}
+	m.hold.mu.Lock()
+	defer m.hold.mu.Unlock()
+	if !m.hold.retired {
+		set()
+	}
 }
 
 // NewMetrics registers the switchboard_smpp_frontend_* metrics on reg.
@@ -71,13 +122,15 @@ func (m *Metrics) setState(fe string, st smpp.BindState) {
 	if m == nil {
 		return
 	}
-	for _, s := range []smpp.BindState{smpp.StateOpen, smpp.StateBoundTX, smpp.StateBoundTRX, smpp.StateClosed} {
-		v := 0.0
-		if s == st {
-			v = 1
+	m.gauge(func() {
+		for _, s := range []smpp.BindState{smpp.StateOpen, smpp.StateBoundTX, smpp.StateBoundTRX, smpp.StateClosed} {
+			v := 0.0
+			if s == st {
+				v = 1
+			}
+			m.state.WithLabelValues(fe, s.String()).Set(v)
 		}
-		m.state.WithLabelValues(fe, s.String()).Set(v)
-	}
+	})
 }
 
 // forget drops fe's series (its frontend is gone from this instance).
@@ -100,7 +153,7 @@ func (m *Metrics) bind(fe, result string) {
 
 func (m *Metrics) windowInUse(fe string, n int) {
 	if m != nil {
-		m.window.WithLabelValues(fe).Set(float64(n))
+		m.gauge(func() { m.window.WithLabelValues(fe).Set(float64(n)) })
 	}
 }
 
