@@ -115,6 +115,8 @@ type Client struct {
 	closing   chan struct{}
 	closeOnce sync.Once
 	done      chan struct{}
+	// errands record the receipts (Close stops them).
+	errands errands
 
 	mu      sync.Mutex
 	sess    *smpp.Session
@@ -193,11 +195,66 @@ func (c *Client) State() smpp.BindState {
 }
 
 // Close unbinds (waiting at most the response timeout) and stops the
-// client; a Submit under way ends with a retry. Safe to call more than
-// once, at once too: each call returns once the client has stopped.
+// client; a Submit under way ends with a retry, a receipt being recorded
+// is not (its store call is canceled, and waited for: none runs on the
+// store once Close returns). Safe to call more than once, at once too:
+// each call returns once the client has stopped.
 func (c *Client) Close() {
 	c.closeOnce.Do(func() { close(c.closing) })
 	<-c.done
+	c.errands.stop()
+}
+
+// errands are the client's goroutines that record receipts (off the
+// session's reading goroutine, or the worker's): Client.Close cancels the
+// context of their store calls and waits for them, so that none runs on
+// a store the node closes next. The zero value is ready.
+type errands struct {
+	mu      sync.Mutex
+	wg      sync.WaitGroup
+	ctx     context.Context
+	cancel  context.CancelFunc
+	stopped bool
+}
+
+// context is the errands' context, canceled by stop.
+func (e *errands) context() context.Context {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.init()
+	return e.ctx
+}
+
+func (e *errands) init() {
+	if e.ctx == nil {
+		e.ctx, e.cancel = context.WithCancel(context.Background())
+	}
+}
+
+// run runs f on a goroutine of its own; once stopped (the client is
+// closed) it drops f: a receipt it would record goes unanswered, and the
+// SMSC sends it again.
+func (e *errands) run(f func()) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped {
+		return
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		f()
+	}()
+}
+
+// stop cancels the errands' context and waits for those under way.
+func (e *errands) stop() {
+	e.mu.Lock()
+	e.init()
+	e.stopped = true
+	e.mu.Unlock()
+	e.cancel()
+	e.wg.Wait()
 }
 
 // run is the client's connection loop.
@@ -552,11 +609,11 @@ func (c *Client) Committed(ids []string) {
 	c.prune(now)
 	c.mu.Unlock()
 	if len(rs) > 0 {
-		go func() {
+		c.errands.run(func() {
 			for _, r := range rs {
 				c.store(r, true)
 			}
-		}()
+		})
 	}
 }
 
@@ -583,7 +640,7 @@ func (c *Client) handle(s *smpp.Session, p smpp.PDU) {
 		c.log.Warn("malformed receipt dropped", "err", err)
 		_ = s.Reply(p, smpp.StatusOK, &smpp.SMResp{})
 	default:
-		go c.record(s, p, r)
+		c.errands.run(func() { c.record(s, p, r) })
 	}
 }
 
@@ -605,7 +662,7 @@ func (c *Client) record(s *smpp.Session, p smpp.PDU, r Receipt) {
 // (late), or without such a submit, it is about no known message.
 func (c *Client) store(r Receipt, late bool) bool {
 	fe := c.cfg.Frontend.Name
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(c.errands.context(), 30*time.Second)
 	res, err := c.cfg.Store.RecordReceipts(ctx, c.cfg.Clock.Now(), []persistence.Receipt{{Frontend: fe,
 		SMSCMessageID: r.ID, Stat: r.Stat, Detail: r.Detail()}})
 	cancel()
