@@ -120,6 +120,12 @@ func (d *Deps) storeCtx() (context.Context, context.CancelFunc) {
 // at once anyway).
 func (d *Deps) pushLease() time.Duration { return 2*d.SendTimeout + 5*time.Second }
 
+// retireDrain bounds how long a retiring worker (planUp) drains: the push
+// lease. By then what it had in flight is claimable again anyway (its
+// lease ran out), so a verdict it still waits for (a store that fails
+// every round) would no longer keep the message from a second delivery.
+func (d *Deps) retireDrain() time.Duration { return d.pushLease() }
+
 // dispatcherConfig is the configuration of the dispatcher of fe's worker.
 func (d *Deps) dispatcherConfig(fe messages.Frontend) DispatcherConfig {
 	inFlight := d.MaxInFlight

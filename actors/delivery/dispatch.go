@@ -43,6 +43,9 @@ type Dispatcher struct {
 	nextDue  time.Time // when the store said more becomes due
 	retryAt  time.Time // after a failed round: not before
 	draining bool
+	// retireBy: the worker retires (Retire); it stops once drained, at
+	// the latest then.
+	retireBy time.Time
 	held     bool     // push: the frontend cannot take deliveries now
 	busUp    bool     // the bus is up: claim only what it names
 	named    []string // message ids the bus handed out, to claim
@@ -190,6 +193,9 @@ type Effects struct {
 	// Drained is set once a drain is complete: nothing in flight or to
 	// record.
 	Drained bool
+	// Retired is set once a retiring worker (Retire) is to stop: drained,
+	// or at its bound.
+	Retired bool
 }
 
 func (e *Effects) add(o Effects) {
@@ -203,6 +209,7 @@ func (e *Effects) add(o Effects) {
 	e.Dropped = append(e.Dropped, o.Dropped...)
 	e.LateRefused = append(e.LateRefused, o.LateRefused...)
 	e.Drained = e.Drained || o.Drained
+	e.Retired = e.Retired || o.Retired
 }
 
 // storeRetry is how soon a round is tried again after one failed.
@@ -849,6 +856,7 @@ func (d *Dispatcher) Done(now time.Time, r *Round, completions []persistence.Com
 			}
 		}
 		e.Drained = d.drained()
+		e.Retired = d.retired(now, e.Drained)
 		return e
 	}
 	d.retryAt = time.Time{}
@@ -884,6 +892,7 @@ func (d *Dispatcher) Done(now time.Time, r *Round, completions []persistence.Com
 		}
 	}
 	e.Drained = d.drained()
+	e.Retired = d.retired(now, e.Drained)
 	return e
 }
 
@@ -942,6 +951,7 @@ func (d *Dispatcher) Tick(now time.Time, rng *rand.Rand) Effects {
 	if !d.handUntil.IsZero() && !d.handUntil.After(now) {
 		d.handUntil = time.Time{} // the offer of room for the next poll ends
 	}
+	e.Retired = d.retired(now, d.drained())
 	return e
 }
 
@@ -950,7 +960,7 @@ func (d *Dispatcher) Tick(now time.Time, rng *rand.Rand) Effects {
 // (its end looks again anyway), the store's next due time while someone
 // could take it and the retry of a failed round.
 func (d *Dispatcher) Wake() time.Time {
-	next := clock.Earliest(d.waiters.NextDeadlineUnless(d.heldForClaim), d.handUntil)
+	next := clock.Earliest(clock.Earliest(d.waiters.NextDeadlineUnless(d.heldForClaim), d.handUntil), d.retireBy)
 	for _, f := range d.inflight {
 		next = clock.Earliest(next, f.deadline)
 	}
@@ -977,6 +987,25 @@ func (d *Dispatcher) Drain() Effects {
 	e := Effects{Answers: d.answerAll()}
 	e.Drained = d.drained()
 	return e
+}
+
+// Retire drains the dispatcher of a worker that is to stop (its
+// frontend's settings changed: a new worker took over): it takes no new
+// work, and Effects.Retired comes once what it has in flight is answered
+// and recorded (its verdicts go nowhere once it stops: the message would
+// wait for its lease and be delivered again), or at by, whatever it still
+// has (a store that fails every round must not keep it for ever).
+func (d *Dispatcher) Retire(now, by time.Time) Effects {
+	d.retireBy = by
+	e := d.Drain()
+	e.Retired = d.retired(now, e.Drained)
+	return e
+}
+
+// retired reports whether a retiring dispatcher is done: drained, or at
+// its bound.
+func (d *Dispatcher) retired(now time.Time, drained bool) bool {
+	return !d.retireBy.IsZero() && (drained || !now.Before(d.retireBy))
 }
 
 // Stop ends the dispatcher (its worker stops or restarts): the waiting

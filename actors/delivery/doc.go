@@ -31,6 +31,13 @@
 // side effect and our commit; and leases, which a restart of the same
 // instance takes back at once.
 //
+// A frontend whose settings change (mode, URL, secret) gets a new worker
+// at once; the old one retires (planUp, Dispatcher.Retire): it takes no
+// new work, records the verdicts of what it has in flight, and stops,
+// within the push lease whatever it still has. Stopped at once, it would
+// lose those verdicts, and each message would be delivered again when its
+// lease ran out.
+//
 // Failure: a panicking worker restarts and reclaims; work it had leased
 // stays leased until the lease ends (a restart of the whole node takes it
 // back at once). A store error leaves verdicts uncommitted: the work is

@@ -58,6 +58,10 @@ func (w *Worker) apply(c actor.Context, e Effects) {
 		}
 		w.drainDone = nil
 	}
+	if e.Retired && !w.stopped {
+		w.stopped = true
+		c.Stop(w.self) // nothing more to do: its successor has the frontend
+	}
 }
 
 // start delivers to a push frontend: a webhook call or an SMPP submit on a

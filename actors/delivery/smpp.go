@@ -17,7 +17,7 @@ import (
 const smppHeldPoll = time.Second
 
 // startSMPP gets an smpp frontend's client (started, or kept from before
-// a restart of the worker).
+// a restart of the worker: workerLife).
 func (w *Worker) startSMPP() {
 	if w.fe.Mode != messages.ModeSMPP {
 		return
@@ -26,12 +26,15 @@ func (w *Worker) startSMPP() {
 		w.log.Error("smpp frontend without an SMPP client registry: nothing is delivered")
 		return
 	}
-	cl, err := w.d.SMPP.Get(w.fe)
-	if err != nil {
-		w.log.Error("smpp frontend cannot start: nothing is delivered", "err", err)
-		return
+	if w.life.smpp == nil {
+		cl, err := w.d.SMPP.Get(w.fe)
+		if err != nil {
+			w.log.Error("smpp frontend cannot start: nothing is delivered", "err", err)
+			return
+		}
+		w.life.smpp = cl
 	}
-	w.smpp = cl
+	w.smpp = w.life.smpp
 }
 
 // sendSMPP submits one message to the SMSC. An attempt that may send it

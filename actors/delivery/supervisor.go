@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -13,12 +14,16 @@ import (
 // Supervisor is the parent of the delivery workers ("frontends" in the actor
 // tree): one worker per local frontend, spawned from the store at start and
 // on FrontendUp, stopped on FrontendDown. It routes kicks, polls and acks to
-// the right worker.
+// the right worker. A worker whose frontend changed retires (planUp): it
+// finishes what it has in flight beside its successor, then stops.
 type Supervisor struct {
 	d       *Deps
 	log     *slog.Logger
 	workers map[string]workerRef
-	gen     int
+	// retiring are the workers that retire, by PID: each channel is closed
+	// once the worker has stopped (a Drain waits for them too).
+	retiring map[*actor.PID]chan struct{}
+	gen      int
 	// draining: a Drain arrived; workers spawned later start drained too.
 	draining bool
 }
@@ -35,7 +40,8 @@ func NewSupervisor(d *Deps) (actor.Producer, error) {
 	}
 	d = d.withDefaults()
 	return func() actor.Actor {
-		return &Supervisor{d: d, log: d.Logger.With("component", "frontends"), workers: map[string]workerRef{}}
+		return &Supervisor{d: d, log: d.Logger.With("component", "frontends"), workers: map[string]workerRef{},
+			retiring: map[*actor.PID]chan struct{}{}}
 	}, nil
 }
 
@@ -80,20 +86,67 @@ func (s *Supervisor) Receive(c actor.Context) {
 	case *messages.Drain:
 		s.draining = true
 		s.drain(c, m)
+	case *actor.Terminated:
+		for pid, gone := range s.retiring {
+			if pid.Equal(m.Who) {
+				close(gone)
+				delete(s.retiring, pid)
+			}
+		}
 	}
 }
 
+// upPlan is what a frontend that comes up does to its worker (planUp).
+type upPlan struct {
+	// kick the worker (it claims again).
+	kick bool
+	// retire the worker: it drains, and stops once drained, at the
+	// latest by.
+	retire bool
+	by     time.Time
+	// spawn a worker with the frontend's settings.
+	spawn bool
+}
+
+// planUp decides what fe coming up (the store's frontends at the start,
+// or a FrontendUp) does at now, old being the settings of its worker (nil:
+// it has none). A worker with the same mode, URL and secret is kicked.
+// Otherwise a new worker is spawned at once, and the old one, if any,
+// retires: it takes no new work, records the verdicts of what it has in
+// flight, and stops (an smpp frontend's old client, held by the old worker,
+// closes then); within drain (Deps.retireDrain) whatever it still has.
+// Stopped at once, its verdicts went nowhere: each message it had in
+// flight waited for its lease and was delivered again. The old worker's
+// leases keep the new one from taking the same messages.
+func planUp(now time.Time, old *messages.Frontend, fe messages.Frontend, drain time.Duration) upPlan {
+	switch {
+	case old == nil:
+		return upPlan{spawn: true}
+	case old.Mode == fe.Mode && old.URL == fe.URL && old.Secret == fe.Secret:
+		return upPlan{kick: true}
+	}
+	return upPlan{retire: true, by: now.Add(drain), spawn: true}
+}
+
 // up spawns the worker of a frontend, replacing one whose mode, URL or
-// secret changed.
+// secret changed (planUp).
 func (s *Supervisor) up(c actor.Context, fe messages.Frontend) {
-	if w, ok := s.workers[fe.Name]; ok {
-		if w.fe.Mode == fe.Mode && w.fe.URL == fe.URL && w.fe.Secret == fe.Secret {
-			c.Send(w.pid, &messages.Kick{Frontend: fe.Name})
-			return
-		}
-		// The old worker finishes what it has in flight; its leases keep the
-		// new one from taking the same messages.
-		c.Poison(w.pid)
+	w, ok := s.workers[fe.Name]
+	var old *messages.Frontend
+	if ok {
+		old = &w.fe
+	}
+	plan := planUp(s.d.Clock.Now(), old, fe, s.d.retireDrain())
+	if plan.kick {
+		c.Send(w.pid, &messages.Kick{Frontend: fe.Name})
+	}
+	if plan.retire {
+		c.Send(w.pid, &retire{by: plan.by})
+		s.retiring[w.pid] = make(chan struct{})
+		delete(s.workers, fe.Name)
+	}
+	if !plan.spawn {
+		return
 	}
 	s.gen++
 	pid, err := c.SpawnNamed(s.d.Props("delivery", NewWorker(s.d, fe)), fmt.Sprintf("%s#%d", fe.Name, s.gen))
@@ -120,11 +173,11 @@ func (s *Supervisor) pullWorker(name string, fail func(error)) (*actor.PID, bool
 }
 
 // drain asks every worker to finish what it has in flight and closes done
-// when all have.
+// when all have, and the retiring workers have stopped (they drain
+// already).
 func (s *Supervisor) drain(c actor.Context, m *messages.Drain) {
 	var wg sync.WaitGroup
-	for _, w := range s.workers {
-		ch := make(chan struct{})
+	wait := func(ch <-chan struct{}) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -133,7 +186,14 @@ func (s *Supervisor) drain(c actor.Context, m *messages.Drain) {
 			case <-m.Abandon: // nil (never) when the sender waits for good
 			}
 		}()
+	}
+	for _, w := range s.workers {
+		ch := make(chan struct{})
+		wait(ch)
 		c.Send(w.pid, &messages.Drain{Done: ch})
+	}
+	for _, gone := range s.retiring {
+		wait(gone)
 	}
 	go func() { wg.Wait(); close(m.Done) }()
 }

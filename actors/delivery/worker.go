@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.opentelemetry.io/otel/trace"
@@ -45,20 +46,40 @@ type Worker struct {
 	// smpp is an smpp frontend's client (nil for other modes, or when it
 	// could not start: the worker then claims nothing).
 	smpp *smppout.Client
+	// life is what the worker's incarnations share (see workerLife);
+	// stopped is set once this one stops itself (retired).
+	life    *workerLife
+	stopped bool
+}
+
+// workerLife is what a worker keeps across its restarts (a panic builds a
+// new Worker from the producer): its smpp client, got once (after a
+// change of its frontend the registry's client for the name is its
+// successor's), and whether it retires, and by when (a restart must not
+// turn a retiring worker back into one that claims).
+type workerLife struct {
+	smpp     *smppout.Client
+	retireBy time.Time
 }
 
 // wakeMsg is the worker's wake-up (its Wakeup fired).
 type wakeMsg struct{}
 
+// retire tells a worker that its frontend's settings changed (planUp): it
+// drains what it has in flight and stops once it has, at the latest by.
+type retire struct{ by time.Time }
+
 // NewWorker returns the producer of the worker of one frontend.
 func NewWorker(d *Deps, fe messages.Frontend) actor.Producer {
 	cfg := d.dispatcherConfig(fe)
+	life := &workerLife{}
 	return func() actor.Actor {
 		return &Worker{
 			d: d, fe: fe, pace: pace{mode: fe.Mode}, link: newBusLink[*bus.Msg](cfg.Pull),
 			log:  d.Logger.With("component", "delivery", "frontend", fe.Name, "mode", fe.Mode),
 			rng:  d.rng(fe.Name),
 			core: NewDispatcher(cfg),
+			life: life,
 		}
 	}
 }
@@ -73,10 +94,13 @@ func (w *Worker) Receive(c actor.Context) {
 		w.seat.forget()
 		w.wake = clock.NewWakeup(w.d.Clock, func(uint64) { w.sys.Root.Send(w.self, wakeMsg{}) })
 		w.startSMPP()
+		if !w.life.retireBy.IsZero() {
+			w.apply(c, w.core.Retire(now, w.life.retireBy))
+		}
 	case *actor.Stopping:
 		w.stopping(c)
 		if w.smpp != nil {
-			w.d.SMPP.Release(w.fe)
+			w.d.SMPP.Release(w.smpp)
 		}
 		return
 	case *actor.Restarting:
@@ -119,10 +143,15 @@ func (w *Worker) Receive(c actor.Context) {
 	case *messages.Drain:
 		w.drainDone = append(w.drainDone, m.Done)
 		w.apply(c, w.core.Drain())
+	case *retire:
+		w.life.retireBy = m.by
+		w.apply(c, w.core.Retire(now, m.by))
 	default:
 		return
 	}
-	w.step()
+	if !w.stopped {
+		w.step()
+	}
 }
 
 // stopping ends what the worker has under way (a stop or a restart).

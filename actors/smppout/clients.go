@@ -9,37 +9,47 @@ import (
 )
 
 // Clients are the smpp frontends' clients of this instance, by frontend
-// name: the delivery worker of a frontend gets its client here, which
-// outlives a restart of the worker (a panic does not drop the bind).
+// name: the delivery worker of a frontend gets its client here (Get),
+// holds it across its restarts (a panic does not drop the bind), and
+// releases it when it stops (Release).
+//
+// When a frontend's URL or password changes, its new worker gets a new
+// client, and the old one is retired: no Get returns it any more, it
+// writes the frontend's gauges no more (they are the new client's), and it
+// stays bound for the old worker, which drains what it has in flight on
+// it (the submit_sm outstanding are answered, or time out), until that
+// worker releases it. A client closes (it unbinds) when the last worker
+// holding it releases it, or at Close.
 type Clients struct {
 	base Config
 
 	mu sync.Mutex
 	m  map[string]*Client
-	// retired are the clients Get replaced, while they close: each writes
-	// its frontend's gauges no more (they are the new client's), and
-	// Close waits for them.
+	// users counts the workers holding each client, current or retired.
+	users map[*Client]int
+	// retired are the clients Get replaced that are not closed yet.
 	retired map[*Client]bool
 }
 
 // NewClients returns the registry; base is every client's Config but its
 // Frontend.
 func NewClients(base Config) *Clients {
-	return &Clients{base: base, m: map[string]*Client{}, retired: map[*Client]bool{}}
+	return &Clients{base: base, m: map[string]*Client{}, users: map[*Client]int{}, retired: map[*Client]bool{}}
 }
 
-// Get returns the client of fe, starting it (or a new one, when fe's URL
-// or password changed since).
+// Get returns the client of fe for a worker, starting it (or a new one,
+// retiring the old, when fe's URL or password changed since). Each Get is
+// to be matched by a Release of the client.
 func (cs *Clients) Get(fe messages.Frontend) (*Client, error) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	if c, ok := cs.m[fe.Name]; ok {
 		if c.cfg.Frontend.URL == fe.URL && c.cfg.Frontend.Secret == fe.Secret {
+			cs.users[c]++
 			return c, nil
 		}
 		c.cfg.Metrics.retire()
 		cs.retired[c] = true
-		go cs.close(c)
 		delete(cs.m, fe.Name)
 	}
 	cfg := cs.base
@@ -50,31 +60,37 @@ func (cs *Clients) Get(fe messages.Frontend) (*Client, error) {
 		return nil, err
 	}
 	cs.m[fe.Name] = c
+	cs.users[c] = 1
 	return c, nil
 }
 
-// close closes a retired client and forgets it.
-func (cs *Clients) close(c *Client) {
-	c.Close()
+// Release is a worker's end with c (it stopped: its frontend was deleted
+// or changed, or the node stops). The last worker's release stops c: it
+// unbinds, and, when it is still its frontend's client, the frontend's
+// series go with it.
+func (cs *Clients) Release(c *Client) {
 	cs.mu.Lock()
+	n, ok := cs.users[c]
+	if !ok {
+		cs.mu.Unlock()
+		return
+	}
+	if n > 1 {
+		cs.users[c] = n - 1
+		cs.mu.Unlock()
+		return
+	}
+	delete(cs.users, c)
 	delete(cs.retired, c)
-	cs.mu.Unlock()
-}
-
-// Release stops fe's client when it is still the one of fe's URL and
-// password (its frontend was deleted, or changed mode): it unbinds.
-func (cs *Clients) Release(fe messages.Frontend) {
-	cs.mu.Lock()
-	c, ok := cs.m[fe.Name]
-	if ok && c.cfg.Frontend.URL == fe.URL && c.cfg.Frontend.Secret == fe.Secret {
-		delete(cs.m, fe.Name)
-	} else {
-		ok = false
+	name := c.cfg.Frontend.Name
+	current := cs.m[name] == c
+	if current {
+		delete(cs.m, name)
 	}
 	cs.mu.Unlock()
-	if ok {
-		c.Close()
-		cs.base.Metrics.forget(fe.Name)
+	c.Close()
+	if current {
+		cs.base.Metrics.forget(name)
 	}
 }
 
@@ -89,8 +105,8 @@ func (cs *Clients) States() map[string]smpp.BindState {
 	return out
 }
 
-// Close stops every client (each unbinds), in name order, and waits for
-// those Get replaced to end.
+// Close stops every client, those Get retired too (each unbinds), and
+// waits for them.
 func (cs *Clients) Close() {
 	cs.mu.Lock()
 	names := make([]string, 0, len(cs.m))
@@ -105,7 +121,7 @@ func (cs *Clients) Close() {
 	for c := range cs.retired {
 		all = append(all, c)
 	}
-	cs.m = map[string]*Client{}
+	cs.m, cs.users, cs.retired = map[string]*Client{}, map[*Client]int{}, map[*Client]bool{}
 	cs.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, c := range all {

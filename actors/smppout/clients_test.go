@@ -226,3 +226,52 @@ func TestClientsCloseWaitsForReplacedClient(t *testing.T) {
 		t.Fatal("Clients.Close returned while the client it replaced still runs")
 	}
 }
+
+// TestClientsKeepAReplacedClientForItsWorker: Get with a changed URL
+// closed the old client at once, under the old worker's submits in flight.
+// The old client is retired now: it stays bound for the worker that holds
+// it (its submits are answered), no later Get returns it, and it closes
+// when that worker releases it. A client two workers hold (a worker and
+// the one that replaced it, same settings) closes with the last release.
+func TestClientsKeepAReplacedClientForItsWorker(t *testing.T) {
+	smsc := smsctest.New(t, "pw", nil)
+	cs := NewClients(Config{Store: sqlitetest.Open(t),
+		Reconnect: ring.Reconnect{MaxAttempts: 1, Min: time.Hour, Max: time.Hour, Jitter: 0.5}})
+	defer cs.Close()
+	a := messages.Frontend{Name: "smsc", Mode: messages.ModeSMPP, URL: "smpp://sb@" + smsc.Addr + "?window=4", Secret: "pw"}
+	b := a
+	b.URL = "smpp://sb@" + smsc.Addr + "?window=5"
+	c1, err := cs.Get(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	polltest.Until(t, 20*time.Second, "the first bind", c1.Bound)
+	c2, err := cs.Get(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	polltest.Until(t, 20*time.Second, "the second bind", c2.Bound)
+	if again, err := cs.Get(b); err != nil || again != c2 {
+		t.Fatalf("Get of the same settings: %p %v, want the client it has (%p)", again, err, c2)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out := messages.Outgoing{ID: "m-1", SourceMSISDN: "+15550001", DestinationMSISDN: "+33600000001", Body: "hi"}
+	if v := c1.Submit(ctx, out, ""); v.Status != messages.Delivered {
+		t.Fatalf("the replaced client's submit: %+v", v)
+	}
+	cs.Release(c1)
+	select {
+	case <-c1.done:
+	default:
+		t.Fatal("the replaced client runs on once its worker released it")
+	}
+	cs.Release(c2)
+	if !c2.Bound() || cs.States()["smsc"] != smpp.StateBoundTRX {
+		t.Fatalf("a client still held stopped at a release: %v", cs.States())
+	}
+	cs.Release(c2)
+	if _, ok := cs.States()["smsc"]; ok || c2.Bound() {
+		t.Fatalf("the last release left the client: %v", cs.States())
+	}
+}

@@ -1,0 +1,93 @@
+package delivery
+
+import (
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// TestPlanUp: a frontend that comes up with the settings its worker has
+// kicks it; with others (any PUT that changes its mode, URL or secret:
+// an smpp frontend's window is in its URL) the worker retires, draining
+// what it has in flight until the drain bound, and a new one is spawned.
+func TestPlanUp(t *testing.T) {
+	hook := messages.Frontend{Name: "fe", Mode: messages.ModeWebhook, URL: "https://a.example/hook"}
+	smsc := messages.Frontend{Name: "fe", Mode: messages.ModeSMPP, URL: "smpp://sb@smsc:2775?window=4", Secret: "pw"}
+	with := func(fe messages.Frontend, f func(*messages.Frontend)) messages.Frontend { f(&fe); return fe }
+	const drain = 25 * time.Second
+	for _, c := range []struct {
+		name string
+		old  *messages.Frontend
+		fe   messages.Frontend
+		want upPlan
+	}{
+		{"new", nil, hook, upPlan{spawn: true}},
+		{"unchanged", &hook, hook, upPlan{kick: true}},
+		{"url", &hook, with(hook, func(f *messages.Frontend) { f.URL = "https://b.example/hook" }), upPlan{retire: true, by: t0.Add(drain), spawn: true}},
+		{"secret", &hook, with(hook, func(f *messages.Frontend) { f.Secret = "s3cret-s3cret-s3cret" }), upPlan{retire: true, by: t0.Add(drain), spawn: true}},
+		{"window", &smsc, with(smsc, func(f *messages.Frontend) { f.URL = "smpp://sb@smsc:2775?window=5" }), upPlan{retire: true, by: t0.Add(drain), spawn: true}},
+		{"mode", &hook, with(hook, func(f *messages.Frontend) { f.Mode, f.URL = messages.ModePull, "" }), upPlan{retire: true, by: t0.Add(drain), spawn: true}},
+	} {
+		if got := planUp(t0, c.old, c.fe, drain); got != c.want {
+			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestRetire: a retiring dispatcher claims nothing more, records the
+// verdicts of what it has in flight, and says Retired once it has; or at
+// its bound, whatever it still has.
+func TestRetire(t *testing.T) {
+	d := newPush(2)
+	r, _ := d.Next(t0)
+	d.Done(t0, r, nil, &persistence.Claim{Work: work("d", 1, time.Minute)}, nil)
+	by := t0.Add(time.Minute)
+	if e := d.Retire(t0, by); e.Retired || e.Drained {
+		t.Fatalf("retired with a delivery in flight: %+v", e)
+	}
+	if w := d.Wake(); !w.Equal(t0.Add(10 * time.Second)) {
+		t.Errorf("Wake = %v, want the delivery's deadline", w)
+	}
+	d.Verdict(t0, "d0", 0, messages.DeliveryResult{ID: "d0", Status: messages.Delivered}, false, rng())
+	r, ok := d.Next(t0)
+	if !ok || r.Claim != nil || len(r.Outcomes) != 1 {
+		t.Fatalf("round %+v while retiring: want the verdict only", r)
+	}
+	if e := d.Done(t0, r, []persistence.Completion{persistence.Applied}, nil, nil); !e.Retired || len(e.Applied) != 1 {
+		t.Fatalf("effects %+v once the last verdict was recorded: want it applied, and retired", e)
+	}
+	if e := newPull().Retire(t0, by); !e.Retired {
+		t.Error("an idle dispatcher does not retire at once")
+	}
+
+	// A store that fails every round: the verdict is never recorded, and
+	// the dispatcher retires at its bound.
+	d = newPush(2)
+	r, _ = d.Next(t0)
+	d.Done(t0, r, nil, &persistence.Claim{Work: work("d", 1, time.Minute)}, nil)
+	by = t0.Add(30 * time.Second)
+	d.Retire(t0, by)
+	d.Verdict(t0, "d0", 0, messages.DeliveryResult{ID: "d0", Status: messages.Delivered}, false, rng())
+	now := t0
+	for range 3 {
+		r, ok := d.Next(now)
+		if !ok {
+			t.Fatalf("no round at %v with a verdict to record", now)
+		}
+		if e := d.Done(now, r, nil, nil, errUnavailable("down")); e.Retired {
+			t.Fatalf("retired at %v, before its bound, with its verdict unrecorded", now)
+		}
+		now = now.Add(storeRetry)
+	}
+	if w := d.Wake(); !w.Equal(now) {
+		t.Errorf("Wake = %v, want the round's retry at %v", w, now)
+	}
+	if e := d.Tick(by.Add(-time.Nanosecond), rng()); e.Retired {
+		t.Fatal("retired before its bound")
+	}
+	if e := d.Tick(by, rng()); !e.Retired {
+		t.Fatal("not retired at its bound")
+	}
+}
