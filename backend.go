@@ -237,7 +237,7 @@ func (g *gateway) Status(ctx context.Context) (httpapi.Status, error) {
 	if err != nil {
 		return httpapi.Status{}, err
 	}
-	st, err := n.stats.get(ctx)
+	st, due, err := n.stats.read(ctx)
 	if err != nil {
 		return httpapi.Status{}, g.storeErr("stats", err, "")
 	}
@@ -269,9 +269,10 @@ func (g *gateway) Status(ctx context.Context) (httpapi.Status, error) {
 	for _, s := range messages.AllStates {
 		doc.Counts[string(s)] = st.ByState[s]
 	}
-	if !st.OldestOutbox.IsZero() {
-		t := st.OldestOutbox
-		doc.OutboxOldest = &t
+	// Since when the oldest work due and not being done has waited: what
+	// switchboard_outbox_oldest_age_seconds counts from.
+	if !due.IsZero() {
+		doc.OutboxOldest = &due
 	}
 	return doc, nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-dev/switchboard/httpapi"
 	"github.com/switchboard-dev/switchboard/polltest"
 )
 
@@ -98,5 +99,47 @@ func TestOutboxOldestAgeIsHowLongDueWorkHasWaited(t *testing.T) {
 	})
 	if most := 15*60 + time.Since(start).Seconds(); got > most {
 		t.Errorf("%s = %v, want the 15 minutes (and the test's %.1fs) since deliver_after on the node's clock", age, got, time.Since(start).Seconds())
+	}
+}
+
+// TestStatusOutboxOldestIsSinceDueWorkHasWaited: /api/status's
+// outbox_oldest (the web UI's "oldest waits", the CLI's "outbox oldest") is
+// what switchboard_outbox_oldest_age_seconds counts from: since when the
+// oldest work that is due and not being done has waited, on the node's
+// clock. A message scheduled an hour ahead (deliver_after) is not due:
+// there is none (it read the message's acceptance, so the UI had it waiting
+// since then). With the node's clock past its deliver_after and nobody
+// polling, it has waited since its deliver_after.
+func TestStatusOutboxOldestIsSinceDueWorkHasWaited(t *testing.T) {
+	clk := &shiftedClock{}
+	clk.by.Store(int64(-30 * time.Minute))
+	cfg := testConfig(t)
+	cfg.Clock = clk
+	h := startNode(t, cfg)
+	h.pullFrontend("fe", "44")
+	due := clk.Now().Add(time.Hour).Truncate(time.Second)
+	h.must(202, "POST", "/api/messages", retryBody("later", "deliver_after", due.Format(time.RFC3339)), nil)
+
+	var st httpapi.Status
+	polltest.Eventually(t, 10*time.Second, func() error { // the store's counts are cached for a second
+		if h.must(200, "GET", "/api/status", nil, &st); st.OutboxDepth != 1 {
+			return fmt.Errorf("outbox_depth %d, want the scheduled message's row", st.OutboxDepth)
+		}
+		return nil
+	})
+	if st.OutboxOldest != nil {
+		t.Errorf("outbox_oldest = %v with nothing due (the one row is due at %v), want none", *st.OutboxOldest, due)
+	}
+
+	clk.by.Store(int64(45 * time.Minute))
+	polltest.Eventually(t, 10*time.Second, func() error {
+		st = httpapi.Status{}
+		if h.must(200, "GET", "/api/status", nil, &st); st.OutboxOldest == nil {
+			return fmt.Errorf("no outbox_oldest with the node's clock past deliver_after")
+		}
+		return nil
+	})
+	if !st.OutboxOldest.Equal(due) {
+		t.Errorf("outbox_oldest = %v, want the message's deliver_after %v", *st.OutboxOldest, due)
 	}
 }

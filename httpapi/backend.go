@@ -91,14 +91,18 @@ type Status struct {
 	Version    string `json:"version"`
 	Store      string `json:"store"`
 	// Federation is --federation: whether the node has peers at all.
-	Federation        bool                `json:"federation"`
-	Counts            map[string]int64    `json:"counts"`
-	ForwardQueueDepth int64               `json:"forward_queue_depth"`
-	OutboxDepth       int64               `json:"outbox_depth"`
-	DLQDepth          int64               `json:"dlq_depth"`
-	OutboxOldest      *time.Time          `json:"outbox_oldest,omitempty"`
-	Peers             []messages.PeerInfo `json:"peers"`
-	Frontends         []messages.Frontend `json:"frontends"`
+	Federation        bool             `json:"federation"`
+	Counts            map[string]int64 `json:"counts"`
+	ForwardQueueDepth int64            `json:"forward_queue_depth"`
+	OutboxDepth       int64            `json:"outbox_depth"`
+	DLQDepth          int64            `json:"dlq_depth"`
+	// OutboxOldest is since when the oldest outbox work that is due and
+	// not leased has waited (its due time, on the node's clock): what
+	// switchboard_outbox_oldest_age_seconds counts from; nil when none
+	// waits.
+	OutboxOldest *time.Time          `json:"outbox_oldest,omitempty"`
+	Peers        []messages.PeerInfo `json:"peers"`
+	Frontends    []messages.Frontend `json:"frontends"`
 	// Delivery is where the instance's delivery work comes from now:
 	// "store" or "bus"; Bus is the bus's state (nil without --nats-url).
 	Delivery string     `json:"delivery"`

@@ -3,7 +3,6 @@ package persistence
 import (
 	"cmp"
 	"slices"
-	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
 )
@@ -73,9 +72,9 @@ func (c Counts) Sorted() []CountDelta {
 }
 
 // StatsOf builds Stats from the counters' totals (kept as a store read
-// them; a counter that reads 0 is as good as absent), the creation time
-// of the oldest outbox row and the store's size on disk.
-func StatsOf(totals Counts, oldestOutbox time.Time, bytes int64) Stats {
+// them; a counter that reads 0 is as good as absent) and the store's size
+// on disk.
+func StatsOf(totals Counts, bytes int64) Stats {
 	st := NewStats()
 	for k, n := range totals {
 		switch {
@@ -90,7 +89,6 @@ func StatsOf(totals Counts, oldestOutbox time.Time, bytes int64) Stats {
 		}
 	}
 	st.DLQDepth = st.ByState[messages.StateFailed]
-	st.OldestOutbox = oldestOutbox
 	st.StoreBytes = bytes
 	return st
 }

@@ -589,8 +589,6 @@ type Stats struct {
 	OutboxDepth int64
 	// DLQDepth counts dead-lettered messages (state failed).
 	DLQDepth int64
-	// OldestOutbox is the creation time of the oldest outbox row (zero if none).
-	OldestOutbox time.Time
 	// ForwardQueue counts forward outbox rows by target peer (peers with
 	// none are absent); its sum is the node's forward queue depth.
 	ForwardQueue map[string]int64

@@ -471,26 +471,19 @@ func (s *Store) OldestDue(ctx context.Context, now time.Time) (time.Time, error)
 const storeBytesSQL = `SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c
 	WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'`
 
-// Stats implements persistence.Store: the maintained counters, the first
-// outbox row and the schema's size, in one round trip.
+// Stats implements persistence.Store: the maintained counters and the
+// schema's size, in one round trip.
 func (s *Store) Stats(ctx context.Context) (persistence.Stats, error) {
 	if s.closed.Load() {
 		return persistence.Stats{}, s.fail("stats", persistence.ErrClosed)
 	}
 	totals := persistence.Counts{}
-	var (
-		oldest *time.Time
-		bytes  int64
-	)
+	var bytes int64
 	b := &pgx.Batch{}
 	b.Queue(readCountsSQL).Query(scanCounts(totals))
-	// Rows keep creation order by id (new work replaces a row with a new
-	// one), so the oldest is the first.
-	b.Queue("SELECT (SELECT created_at FROM outbox ORDER BY id LIMIT 1), (" + storeBytesSQL + ")").QueryRow(func(row pgx.Row) error {
-		return row.Scan(&oldest, &bytes)
-	})
+	b.Queue(storeBytesSQL).QueryRow(func(row pgx.Row) error { return row.Scan(&bytes) })
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return persistence.Stats{}, s.fail("stats", err)
 	}
-	return persistence.StatsOf(totals, utcOrZero(oldest), bytes), nil
+	return persistence.StatsOf(totals, bytes), nil
 }

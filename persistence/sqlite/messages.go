@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -401,31 +400,16 @@ func (s *Store) OldestDue(ctx context.Context, now time.Time) (time.Time, error)
 	return zeroIfNull(due), nil
 }
 
-// oldestOutboxSQL reads the creation time of the first outbox row.
-const oldestOutboxSQL = `SELECT created_at FROM outbox ORDER BY id LIMIT 1`
-
-// Stats implements persistence.Store: the maintained counters and the
-// first outbox row, on one snapshot.
+// Stats implements persistence.Store: the maintained counters.
 func (s *Store) Stats(ctx context.Context) (persistence.Stats, error) {
-	var (
-		totals persistence.Counts
-		oldest sql.NullInt64
-	)
+	var totals persistence.Counts
 	err := s.read(ctx, "stats", func(tx *sql.Tx) error {
 		var err error
-		if totals, err = readCounts(ctx, tx); err != nil {
-			return err
-		}
-		// Rows keep creation order by id (new work replaces a row with a
-		// new one), so the oldest is the first.
-		err = tx.QueryRowContext(ctx, oldestOutboxSQL).Scan(&oldest)
-		if errors.Is(err, sql.ErrNoRows) {
-			err = nil
-		}
+		totals, err = readCounts(ctx, tx)
 		return err
 	})
 	if err != nil {
 		return persistence.Stats{}, err
 	}
-	return persistence.StatsOf(totals, zeroIfNull(oldest), s.fileBytes()), nil
+	return persistence.StatsOf(totals, s.fileBytes()), nil
 }

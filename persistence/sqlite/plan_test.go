@@ -43,7 +43,6 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{"restart", restartSQL(2), []any{9, "a", "pending", "", nil, 2, nil, 0, nil, nil, nil, "fe", "s", 1, "b", "forward_queued", "", 3, 3, nil, 0, nil, nil, nil, "fe", "s", 1}},
 		{"expirable", expirableSQL, []any{5, 6, 10}},
 		{"release leases", releaseSQL, []any{"o"}},
-		{"oldest outbox", oldestOutboxSQL, nil},
 		{"oldest due", oldestDueSQL, []any{5}},
 		{"failable", failableSQL, []any{"forward_queued", 5, "forward", 6, 10}},
 		{"queueable", queueableSQL, []any{"pending", "forward", "peer", 5, 10}},

@@ -49,7 +49,7 @@ func lifecycleTimes(f *fixture) {
 	f.completeOne(t1, persistence.Outcome{MessageID: "times", Result: persistence.ResultRetry, RetryAt: t2, Detail: "later"}, persistence.Applied)
 	c = f.claimDelivery(feA, ownerA, t1, 1)
 	f.wantTime("Claim.NextDue", c.NextDue, t2)
-	f.wantTime("Stats.OldestOutbox", f.stats().OldestOutbox, t0)
+	f.wantOldestDue(t2, t2)
 	f.deliver(t2, "times")
 	m := f.get("times")
 	f.wantTime("UpdatedAt", m.UpdatedAt, t2)

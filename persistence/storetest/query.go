@@ -231,7 +231,6 @@ func statsCases() []testCase {
 		{"CountsByState", statsCountsByState},
 		{"OutboxDepthCountsEveryKind", statsOutboxDepth},
 		{"DLQDepthCountsFailed", statsDLQDepth},
-		{"OldestOutbox", statsOldestOutbox},
 		{"OldestDueIsTheClaimableWork", statsOldestDue},
 		{"ForwardQueueByPeer", statsForwardQueue},
 	}
@@ -258,8 +257,8 @@ func (f *fixture) wantByState(got map[messages.State]int64, want map[messages.St
 func statsEmpty(f *fixture) {
 	st := f.stats()
 	f.wantByState(st.ByState, nil)
-	if st.OutboxDepth != 0 || st.DLQDepth != 0 || !st.OldestOutbox.IsZero() {
-		f.Errorf("empty store: OutboxDepth %d, DLQDepth %d, OldestOutbox %v; want 0, 0, zero", st.OutboxDepth, st.DLQDepth, st.OldestOutbox)
+	if st.OutboxDepth != 0 || st.DLQDepth != 0 {
+		f.Errorf("empty store: OutboxDepth %d, DLQDepth %d; want 0, 0", st.OutboxDepth, st.DLQDepth)
 	}
 }
 
@@ -305,19 +304,6 @@ func statsDLQDepth(f *fixture) {
 	st := f.stats()
 	if st.DLQDepth != 2 || st.ByState[messages.StateFailed] != 2 {
 		f.Errorf("DLQDepth %d, failed %d; want 2 and 2", st.DLQDepth, st.ByState[messages.StateFailed])
-	}
-}
-
-func statsOldestOutbox(f *fixture) {
-	f.accept(base, newMsg("old-1"))
-	f.accept(at(60e9), newMsg("old-2"))
-	f.accept(at(120e9), msgNoWork("old-3"))
-	f.wantTime("OldestOutbox", f.stats().OldestOutbox, base)
-	f.deliver(at(180e9), "old-1")
-	f.wantTime("OldestOutbox after the oldest row went", f.stats().OldestOutbox, at(60e9))
-	f.deliver(at(180e9), "old-2")
-	if got := f.stats().OldestOutbox; !got.IsZero() {
-		f.Errorf("OldestOutbox = %v with an empty outbox, want zero", got)
 	}
 }
 
