@@ -990,11 +990,12 @@ func (d *Dispatcher) Drain() Effects {
 }
 
 // Retire drains the dispatcher of a worker that is to stop (its
-// frontend's settings changed: a new worker took over): it takes no new
-// work, and Effects.Retired comes once what it has in flight is answered
-// and recorded (its verdicts go nowhere once it stops: the message would
-// wait for its lease and be delivered again), or at by, whatever it still
-// has (a store that fails every round must not keep it for ever).
+// frontend's settings changed, and a new worker took over; or it was
+// deleted): it takes no new work, and Effects.Retired comes once what it
+// has in flight is answered and recorded (its verdicts go nowhere once it
+// stops: the message would wait for its lease and be delivered again), or
+// at by, whatever it still has (a store that fails every round must not
+// keep it for ever).
 func (d *Dispatcher) Retire(now, by time.Time) Effects {
 	d.retireBy = by
 	e := d.Drain()

@@ -34,7 +34,9 @@
 // A frontend whose settings change (mode, URL, secret) gets a new worker
 // at once; the old one retires (planUp, Dispatcher.Retire): it takes no
 // new work, records the verdicts of what it has in flight, and stops,
-// within the push lease whatever it still has. Stopped at once, it would
+// within the push lease whatever it still has. So does the worker of a
+// frontend that is deleted (planDown), one of the same name created
+// meanwhile getting a new worker beside it. Stopped at once, it would
 // lose those verdicts, and each message would be delivered again when its
 // lease ran out.
 //

@@ -60,7 +60,7 @@ func (w *Worker) apply(c actor.Context, e Effects) {
 	}
 	if e.Retired && !w.stopped {
 		w.stopped = true
-		c.Stop(w.self) // nothing more to do: its successor has the frontend
+		c.Stop(w.self) // nothing more to do: its successor has the frontend, or it is gone
 	}
 }
 

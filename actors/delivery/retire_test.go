@@ -21,18 +21,32 @@ func TestPlanUp(t *testing.T) {
 		name string
 		old  *messages.Frontend
 		fe   messages.Frontend
-		want upPlan
+		want workerPlan
 	}{
-		{"new", nil, hook, upPlan{spawn: true}},
-		{"unchanged", &hook, hook, upPlan{kick: true}},
-		{"url", &hook, with(hook, func(f *messages.Frontend) { f.URL = "https://b.example/hook" }), upPlan{retire: true, by: t0.Add(drain), spawn: true}},
-		{"secret", &hook, with(hook, func(f *messages.Frontend) { f.Secret = "s3cret-s3cret-s3cret" }), upPlan{retire: true, by: t0.Add(drain), spawn: true}},
-		{"window", &smsc, with(smsc, func(f *messages.Frontend) { f.URL = "smpp://sb@smsc:2775?window=5" }), upPlan{retire: true, by: t0.Add(drain), spawn: true}},
-		{"mode", &hook, with(hook, func(f *messages.Frontend) { f.Mode, f.URL = messages.ModePull, "" }), upPlan{retire: true, by: t0.Add(drain), spawn: true}},
+		{"new", nil, hook, workerPlan{spawn: true}},
+		{"unchanged", &hook, hook, workerPlan{kick: true}},
+		{"url", &hook, with(hook, func(f *messages.Frontend) { f.URL = "https://b.example/hook" }), workerPlan{retire: true, by: t0.Add(drain), spawn: true}},
+		{"secret", &hook, with(hook, func(f *messages.Frontend) { f.Secret = "s3cret-s3cret-s3cret" }), workerPlan{retire: true, by: t0.Add(drain), spawn: true}},
+		{"window", &smsc, with(smsc, func(f *messages.Frontend) { f.URL = "smpp://sb@smsc:2775?window=5" }), workerPlan{retire: true, by: t0.Add(drain), spawn: true}},
+		{"mode", &hook, with(hook, func(f *messages.Frontend) { f.Mode, f.URL = messages.ModePull, "" }), workerPlan{retire: true, by: t0.Add(drain), spawn: true}},
 	} {
 		if got := planUp(t0, c.old, c.fe, drain); got != c.want {
 			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestPlanDown: the worker of a frontend that goes away (deleted) retires
+// with the same bound as on a change, and nothing is spawned; a frontend
+// without a worker has nothing to do.
+func TestPlanDown(t *testing.T) {
+	hook := messages.Frontend{Name: "fe", Mode: messages.ModeWebhook, URL: "https://a.example/hook"}
+	const drain = 25 * time.Second
+	if got, want := planDown(t0, &hook, drain), (workerPlan{retire: true, by: t0.Add(drain)}); got != want {
+		t.Errorf("deleted: %+v, want %+v", got, want)
+	}
+	if got := planDown(t0, nil, drain); got != (workerPlan{}) {
+		t.Errorf("no worker: %+v, want nothing", got)
 	}
 }
 

@@ -13,9 +13,10 @@ import (
 
 // Supervisor is the parent of the delivery workers ("frontends" in the actor
 // tree): one worker per local frontend, spawned from the store at start and
-// on FrontendUp, stopped on FrontendDown. It routes kicks, polls and acks to
-// the right worker. A worker whose frontend changed retires (planUp): it
-// finishes what it has in flight beside its successor, then stops.
+// on FrontendUp. It routes kicks, polls and acks to the right worker. A
+// worker whose frontend changed (planUp) or went away (FrontendDown,
+// planDown) retires: it finishes what it has in flight (beside its
+// successor, if any), then stops.
 type Supervisor struct {
 	d       *Deps
 	log     *slog.Logger
@@ -61,10 +62,7 @@ func (s *Supervisor) Receive(c actor.Context) {
 	case *messages.FrontendUp:
 		s.up(c, m.Frontend)
 	case *messages.FrontendDown:
-		if w, ok := s.workers[m.Name]; ok {
-			c.Poison(w.pid)
-			delete(s.workers, m.Name)
-		}
+		s.down(c, m.Name)
 	case *messages.Kick:
 		if m.Frontend == "" { // every worker (the ring moved this instance's ranges)
 			for _, w := range s.workers {
@@ -96,8 +94,9 @@ func (s *Supervisor) Receive(c actor.Context) {
 	}
 }
 
-// upPlan is what a frontend that comes up does to its worker (planUp).
-type upPlan struct {
+// workerPlan is what a frontend that comes up (planUp) or goes away
+// (planDown) does to its worker.
+type workerPlan struct {
 	// kick the worker (it claims again).
 	kick bool
 	// retire the worker: it drains, and stops once drained, at the
@@ -118,33 +117,41 @@ type upPlan struct {
 // Stopped at once, its verdicts went nowhere: each message it had in
 // flight waited for its lease and was delivered again. The old worker's
 // leases keep the new one from taking the same messages.
-func planUp(now time.Time, old *messages.Frontend, fe messages.Frontend, drain time.Duration) upPlan {
+func planUp(now time.Time, old *messages.Frontend, fe messages.Frontend, drain time.Duration) workerPlan {
 	switch {
 	case old == nil:
-		return upPlan{spawn: true}
+		return workerPlan{spawn: true}
 	case old.Mode == fe.Mode && old.URL == fe.URL && old.Secret == fe.Secret:
-		return upPlan{kick: true}
+		return workerPlan{kick: true}
 	}
-	return upPlan{retire: true, by: now.Add(drain), spawn: true}
+	p := planDown(now, old, drain)
+	p.spawn = true
+	return p
+}
+
+// planDown decides what a frontend going away (FrontendDown: deleted here,
+// or by another instance of the site) does at now to its worker, old being
+// its settings (nil: it has none): it retires as on a change (planUp), so
+// that the webhook calls and submit_sm it has under way are answered and
+// recorded (an smpp frontend's client stays bound until then). Stopped at
+// once, each such message waited for its lease, and was delivered again
+// if the frontend came back (or its message was routed elsewhere).
+func planDown(now time.Time, old *messages.Frontend, drain time.Duration) workerPlan {
+	if old == nil {
+		return workerPlan{}
+	}
+	return workerPlan{retire: true, by: now.Add(drain)}
 }
 
 // up spawns the worker of a frontend, replacing one whose mode, URL or
 // secret changed (planUp).
 func (s *Supervisor) up(c actor.Context, fe messages.Frontend) {
-	w, ok := s.workers[fe.Name]
-	var old *messages.Frontend
-	if ok {
-		old = &w.fe
-	}
+	w, old := s.worker(fe.Name)
 	plan := planUp(s.d.Clock.Now(), old, fe, s.d.retireDrain())
 	if plan.kick {
 		c.Send(w.pid, &messages.Kick{Frontend: fe.Name})
 	}
-	if plan.retire {
-		c.Send(w.pid, &retire{by: plan.by})
-		s.retiring[w.pid] = make(chan struct{})
-		delete(s.workers, fe.Name)
-	}
+	s.retireWorker(c, fe.Name, plan)
 	if !plan.spawn {
 		return
 	}
@@ -157,6 +164,35 @@ func (s *Supervisor) up(c actor.Context, fe messages.Frontend) {
 	if s.draining {
 		c.Send(pid, &messages.Drain{Done: make(chan struct{})})
 	}
+}
+
+// down retires the worker of a frontend that went away (planDown).
+func (s *Supervisor) down(c actor.Context, name string) {
+	_, old := s.worker(name)
+	s.retireWorker(c, name, planDown(s.d.Clock.Now(), old, s.d.retireDrain()))
+}
+
+// worker returns the worker of the frontend name and its settings (nil:
+// the frontend has no worker).
+func (s *Supervisor) worker(name string) (workerRef, *messages.Frontend) {
+	w, ok := s.workers[name]
+	if !ok {
+		return w, nil
+	}
+	return w, &w.fe
+}
+
+// retireWorker retires the worker of the frontend name when plan says so:
+// it is the frontend's worker no more (a poll or an ack finds its
+// successor, or no frontend), and a Drain waits for its end.
+func (s *Supervisor) retireWorker(c actor.Context, name string, plan workerPlan) {
+	if !plan.retire {
+		return
+	}
+	w := s.workers[name]
+	c.Send(w.pid, &retire{by: plan.by})
+	s.retiring[w.pid] = make(chan struct{})
+	delete(s.workers, name)
 }
 
 func (s *Supervisor) pullWorker(name string, fail func(error)) (*actor.PID, bool) {

@@ -65,8 +65,9 @@ type workerLife struct {
 // wakeMsg is the worker's wake-up (its Wakeup fired).
 type wakeMsg struct{}
 
-// retire tells a worker that its frontend's settings changed (planUp): it
-// drains what it has in flight and stops once it has, at the latest by.
+// retire tells a worker that its frontend's settings changed (planUp) or
+// that it went away (planDown): it drains what it has in flight and stops
+// once it has, at the latest by.
 type retire struct{ by time.Time }
 
 // NewWorker returns the producer of the worker of one frontend.
