@@ -166,7 +166,10 @@ func (c *Call) Done() <-chan struct{} { return c.done }
 
 // Result is the response, or why there is none (ErrClosed, ErrTimeout, a
 // *DecodeError of a response that could not be read). A response with an
-// error status is a response: its Status says so.
+// error status is a response: its Status says so. A response whose body
+// could not be decoded comes with its *DecodeError and its header (its
+// Command, Status and Seq, no Body): the peer did answer, with that
+// command_status.
 func (c *Call) Result() (PDU, error) {
 	<-c.done
 	return c.resp, c.err
@@ -496,7 +499,7 @@ func (s *Session) read() {
 				}
 				return
 			}
-			if !s.refuse(de) {
+			if !s.refuse(p, de) {
 				return
 			}
 			continue
@@ -517,9 +520,10 @@ func (s *Session) read() {
 	}
 }
 
-// refuse answers a PDU that could not be decoded; false when the stream
-// cannot be read further (the session ends).
-func (s *Session) refuse(de *DecodeError) bool {
+// refuse answers a PDU that could not be decoded (header: what its header
+// said, without a body); false when the stream cannot be read further
+// (the session ends).
+func (s *Session) refuse(header PDU, de *DecodeError) bool {
 	s.log.Warn("smpp pdu refused", "err", de)
 	switch {
 	case de.Framing || !de.HeaderRead:
@@ -527,8 +531,10 @@ func (s *Session) refuse(de *DecodeError) bool {
 		s.fail(de)
 		return false
 	case de.Command.IsResponse():
-		// A response we cannot read still ends its request.
-		s.finish(de.Seq, PDU{}, de)
+		// A response we cannot read still ends its request, with what its
+		// header says (the peer's command_status).
+		header.Body = nil
+		s.finish(de.Seq, header, de)
 	case !de.Command.Known() || de.Seq > MaxSeq:
 		_ = s.write(PDU{Command: GenericNack, Status: de.Status, Seq: de.Seq & MaxSeq})
 	default:

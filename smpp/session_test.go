@@ -597,3 +597,44 @@ func TestSessionClose(t *testing.T) {
 		}
 	})
 }
+
+// A response whose body cannot be decoded still ends its request, with
+// its header (command_id, command_status, sequence_number: what the peer
+// answered) and the *DecodeError; the session goes on.
+func TestSessionUndecodableResponseKeepsItsHeader(t *testing.T) {
+	cc, sc := tcpPair(t)
+	esme := newSession(t, cc, DefaultSessionConfig(RoleESME))
+	peer := newRawPeer(t, sc)
+	_ = sc.SetDeadline(time.Now().Add(20 * time.Second))
+	ctx := context.Background()
+	bound := make(chan error, 1)
+	go func() {
+		_, err := esme.Bind(ctx, BindTransmitter, Bind{SystemID: "me", Password: "pw"})
+		bound <- err
+	}()
+	b := peer.read()
+	peer.send(PDU{Command: BindTransmitterResp, Seq: b.Seq, Body: &BindResp{SystemID: "x"}})
+	if err := <-bound; err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []Status{StatusOK, StatusThrottled} {
+		c, err := esme.Send(ctx, PDU{Command: SubmitSM, Body: &SM{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := peer.read()
+		raw := binary.BigEndian.AppendUint32(nil, 16+6)
+		raw = binary.BigEndian.AppendUint32(raw, uint32(SubmitSMResp))
+		raw = binary.BigEndian.AppendUint32(raw, uint32(st))
+		raw = binary.BigEndian.AppendUint32(raw, s.Seq)
+		peer.sendRaw(append(raw, "abc123"...)) // a message_id without its NUL
+		resp, err := c.Result()
+		var de *DecodeError
+		if !errors.As(err, &de) || resp.Command != SubmitSMResp || resp.Status != st || resp.Seq != s.Seq || resp.Body != nil {
+			t.Fatalf("%s: %+v %v", st, resp, err)
+		}
+	}
+	if esme.State() != StateBoundTX || esme.Outstanding() != 0 {
+		t.Fatalf("state %s, %d outstanding", esme.State(), esme.Outstanding())
+	}
+}

@@ -499,7 +499,11 @@ func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.Del
 		}
 		select {
 		case <-call.Done():
-			parts[i].Resp, parts[i].Err = call.Result()
+			resp, err := call.Result()
+			if parts[i] = PartOf(resp, err); err != nil && parts[i].Err == nil {
+				c.log.Warn("a submit_sm_resp whose body could not be read: its command_status stands", "message_id", out.ID,
+					"status", resp.Status.String(), "err", err)
+			}
 		case <-ctx.Done():
 			parts[i].Err = fmt.Errorf("no response within the delivery timeout: %w", ctx.Err())
 		}

@@ -3,6 +3,7 @@ package smppout
 import (
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/persistence/sqlite/sqlitetest"
 	"github.com/switchboard-dev/switchboard/polltest"
+	"github.com/switchboard-dev/switchboard/smpp"
 )
 
 func newClient(t *testing.T, url, password string) *Client {
@@ -167,5 +169,39 @@ func BenchmarkReceiptBookkeeping(b *testing.B) {
 				i++
 			}
 		})
+	}
+}
+
+// A submit_sm_resp whose header says ESME_ROK but whose body does not
+// decode (a message_id without its NUL, as some SMSCs send) is the SMSC's
+// acceptance: the message is delivered (without that id), not a retry
+// that would submit it again, and it counts as ESME_ROK.
+func TestUndecodableOKRespIsDelivered(t *testing.T) {
+	smsc := newRawSMSC(t, &rawSMSC{answerUnbind: true, submit: func(req smpp.PDU) []byte {
+		b := binary.BigEndian.AppendUint32(nil, 16+6)
+		b = binary.BigEndian.AppendUint32(b, uint32(smpp.SubmitSMResp))
+		b = binary.BigEndian.AppendUint32(b, uint32(smpp.StatusOK))
+		b = binary.BigEndian.AppendUint32(b, req.Seq)
+		return append(b, "abc123"...) // no NUL
+	}})
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(Config{Frontend: messages.Frontend{Name: "smsc", Mode: messages.ModeSMPP, URL: "smpp://sb@" + smsc.Addr, Secret: "pw"},
+		Store: sqlitetest.Open(t), Metrics: m, Reconnect: ring.Reconnect{MaxAttempts: 1, Min: time.Hour, Max: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	polltest.Until(t, 20*time.Second, "the bind", c.Bound)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	v := c.Submit(ctx, messages.Outgoing{ID: "m-1", SourceMSISDN: "+15550001", DestinationMSISDN: "+33600000001", Body: "hi"}, "")
+	if v.Status != messages.Delivered || len(v.SMSCMessageIDs) != 0 {
+		t.Fatalf("the SMSC answered ESME_ROK, the verdict is %+v", v)
+	}
+	if ok := testutil.ToFloat64(m.submits.WithLabelValues("smsc", "ESME_ROK")); ok != 1 {
+		t.Fatalf("submits{status=ESME_ROK} = %v", ok)
 	}
 }

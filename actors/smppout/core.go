@@ -1,6 +1,7 @@
 package smppout
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -110,6 +111,20 @@ func AbsoluteTime(t time.Time) string {
 type Part struct {
 	Resp smpp.PDU
 	Err  error
+}
+
+// PartOf is the outcome of a submit_sm from its call's result
+// (smpp.Call.Result). A submit_sm_resp (or generic_nack) whose body could
+// not be decoded is the SMSC's answer all the same: its header's
+// command_status stands (an ESME_ROK is an acceptance, without the
+// message id the body was to carry), for sending the message again would
+// duplicate what the SMSC took.
+func PartOf(resp smpp.PDU, err error) Part {
+	var de *smpp.DecodeError
+	if errors.As(err, &de) && (resp.Command == smpp.SubmitSMResp || resp.Command == smpp.GenericNack) {
+		return Part{Resp: resp}
+	}
+	return Part{Resp: resp, Err: err}
 }
 
 // Verdict is the delivery verdict on a message from its parts' outcomes:

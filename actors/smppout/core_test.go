@@ -187,6 +187,27 @@ func TestVerdict(t *testing.T) {
 	}
 }
 
+func TestPartOf(t *testing.T) {
+	undecodable := &smpp.DecodeError{Status: smpp.StatusInvalidCmdLen, Command: smpp.SubmitSMResp, Seq: 2, HeaderRead: true}
+	cases := []struct {
+		name string
+		resp smpp.PDU
+		err  error
+		want messages.DeliveryStatus
+	}{
+		{"accepted, its body unreadable", smpp.PDU{Command: smpp.SubmitSMResp, Seq: 2}, undecodable, messages.Delivered},
+		{"refused, its body unreadable", smpp.PDU{Command: smpp.SubmitSMResp, Status: smpp.StatusInvalidDstAddr, Seq: 2}, undecodable, messages.Failed},
+		{"throttled, its body unreadable", smpp.PDU{Command: smpp.SubmitSMResp, Status: smpp.StatusThrottled, Seq: 2}, undecodable, messages.Retry},
+		{"another command's response", smpp.PDU{Command: smpp.DeliverSMResp, Seq: 2}, undecodable, messages.Retry},
+		{"no response", smpp.PDU{}, smpp.ErrTimeout, messages.Retry},
+	}
+	for _, c := range cases {
+		if v := Verdict("m", []Part{PartOf(c.resp, c.err)}); v.Status != c.want || len(v.SMSCMessageIDs) != 0 {
+			t.Errorf("%s: %+v", c.name, v)
+		}
+	}
+}
+
 func TestLimiter(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	far := t0.Add(time.Hour)
