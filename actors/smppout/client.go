@@ -257,7 +257,10 @@ func (e *errands) stop() {
 	e.wg.Wait()
 }
 
-// run is the client's connection loop.
+// run is the client's connection loop. The reconnects after failures in
+// a row wait longer and longer (Reconnect); a session that stayed bound
+// at least Reconnect.Max ends the run, one dropped sooner (an SMSC that
+// takes each bind and drops it at once) is one more failure in it.
 func (c *Client) run(rng *rand.Rand) {
 	defer close(c.done)
 	failures := 0
@@ -270,7 +273,7 @@ func (c *Client) run(rng *rand.Rand) {
 		}
 		sess, err := c.connect()
 		if err == nil {
-			failures = 0
+			boundAt := c.cfg.Clock.Now()
 			c.set(sess, nil)
 			c.log.Info("bound to the SMSC", "addr", c.opts.Addr, "bind", c.opts.Bind)
 			c.changed()
@@ -283,6 +286,9 @@ func (c *Client) run(rng *rand.Rand) {
 				c.log.Warn("the SMSC connection ended", "err", err)
 				c.set(nil, err)
 				c.changed()
+				if c.cfg.Clock.Now().Sub(boundAt) >= c.cfg.Reconnect.Max {
+					failures = 0
+				}
 			case <-c.closing:
 				ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ResponseTimeout)
 				_ = sess.Unbind(ctx)

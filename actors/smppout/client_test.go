@@ -6,7 +6,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/actors/smppout/smsctest"
+	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/httpapi/certs"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
@@ -203,5 +206,55 @@ func TestUndecodableOKRespIsDelivered(t *testing.T) {
 	}
 	if ok := testutil.ToFloat64(m.submits.WithLabelValues("smsc", "ESME_ROK")); ok != 1 {
 		t.Fatalf("submits{status=ESME_ROK} = %v", ok)
+	}
+}
+
+// recClock is the real clock that records the delays asked of AfterFunc.
+type recClock struct {
+	clock.Real
+	mu     sync.Mutex
+	delays []time.Duration
+}
+
+func (c *recClock) AfterFunc(d time.Duration, f func()) func() bool {
+	c.mu.Lock()
+	c.delays = append(c.delays, d)
+	c.mu.Unlock()
+	return c.Real.AfterFunc(d, f)
+}
+
+// upTo are the recorded delays of at most max, in order.
+func (c *recClock) upTo(max time.Duration) []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []time.Duration
+	for _, d := range c.delays {
+		if d <= max {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// An SMSC that takes every bind and drops the connection at once (too
+// many sessions, an account it will not serve) is redialled with the
+// backoff doubling per drop: a bind that did not last is a failure in a
+// row, not the end of the run.
+func TestBackoffGrowsWhenEveryBindIsDropped(t *testing.T) {
+	smsc := newRawSMSC(t, &rawSMSC{dropAfterBind: true})
+	clk := &recClock{}
+	const min, max = 5 * time.Millisecond, 2 * time.Second
+	c, err := New(Config{Frontend: messages.Frontend{Name: "smsc", Mode: messages.ModeSMPP, URL: "smpp://sb@" + smsc.Addr + "?enquire_link=1h", Secret: "pw"},
+		Store: sqlitetest.Open(t), Clock: clk, ResponseTimeout: 5 * time.Second,
+		Reconnect: ring.Reconnect{MaxAttempts: 1, Min: min, Max: max}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	polltest.Until(t, 20*time.Second, "6 binds", func() bool { n, _ := smsc.counts(); return n >= 6 })
+	ds := clk.upTo(max) // the session's timers are 5 s and 1 h
+	want := []time.Duration{min, 2 * min, 4 * min, 8 * min, 16 * min}
+	if len(ds) < len(want) || !slices.Equal(ds[:len(want)], want) {
+		t.Fatalf("the reconnect waits after each dropped bind: %v, want %v...", ds, want)
 	}
 }
