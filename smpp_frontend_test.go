@@ -150,3 +150,28 @@ func TestSMPPFrontendStatusesAndReceipts(t *testing.T) {
 		t.Errorf("metric %s: %s", p.Metric, p.Text)
 	}
 }
+
+// A receipt whose submit date and done date are the same minute (a
+// message the SMSC delivered at once: the usual case) is observed in
+// switchboard_smpp_frontend_receipt_delay_seconds, as 0: the histogram
+// counts every recorded receipt that dates itself, not only the slow ones.
+func TestSMPPReceiptDelayCountsSameMinuteReceipts(t *testing.T) {
+	smsc := smsctest.New(t, "pw", nil)
+	h := startNode(t, testConfig(t))
+	h.smppFrontend("smsc", "smpp://sb:pw@"+smsc.Addr, "33")
+	h.submit("m-ok", "33600000001")
+	ok := h.waitState("m-ok", messages.StateDelivered)
+	if st, err := smsc.Receipt(ok.SMSC[0].MessageID, "DELIVRD"); err != nil || st != smpp.StatusOK {
+		t.Fatalf("receipt: %s %v", st, err)
+	}
+	text := scrape(t, h)
+	for _, want := range []string{
+		`switchboard_smpp_frontend_receipts_total{frontend="smsc",result="recorded"} 1`,
+		`switchboard_smpp_frontend_receipt_delay_seconds_count{frontend="smsc"} 1`,
+		`switchboard_smpp_frontend_receipt_delay_seconds_sum{frontend="smsc"} 0`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, grepLines(text, "switchboard_smpp_frontend_receipt"))
+		}
+	}
+}

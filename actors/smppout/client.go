@@ -683,7 +683,7 @@ func (c *Client) store(r Receipt, late bool) bool {
 		return false
 	case res[0] == persistence.Applied:
 		c.cfg.Metrics.receipt(fe, "recorded")
-		if r.Took > 0 {
+		if r.Dated {
 			c.cfg.Metrics.receiptDelay(fe, r.Took.Seconds())
 		}
 		return true

@@ -223,9 +223,12 @@ type Receipt struct {
 	ID string
 	// Stat is its stat ("DELIVRD", ...), Err its error code.
 	Stat, Err string
-	// Took is how long the message took at the SMSC by the receipt's own
-	// dates (minutes; 0 when they are missing).
-	Took time.Duration
+	// Dated is whether the receipt dates the message (its submit date and
+	// done date, the done date not before the other); Took is then how long
+	// the message took at the SMSC by those dates (whole minutes: 0 within
+	// one), else 0.
+	Dated bool
+	Took  time.Duration
 }
 
 // ReceiptOf reads a deliver_sm as a delivery receipt: ok is false for one
@@ -241,7 +244,7 @@ func ReceiptOf(sm *smpp.SM) (r Receipt, ok bool, err error) {
 	if textErr == nil {
 		r = Receipt{ID: text.ID, Stat: text.Stat, Err: text.Err}
 		if !text.SubmitDate.IsZero() && !text.DoneDate.IsZero() && !text.DoneDate.Before(text.SubmitDate) {
-			r.Took = text.DoneDate.Sub(text.SubmitDate)
+			r.Dated, r.Took = true, text.DoneDate.Sub(text.SubmitDate)
 		}
 	}
 	if hasID {

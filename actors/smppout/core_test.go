@@ -264,10 +264,12 @@ func TestReceiptOf(t *testing.T) {
 		err  bool
 	}{
 		{"text only", smpp.SM{ESMClass: smpp.ESMClassReceipt, ShortMessage: []byte(text)},
-			Receipt{ID: "p-1", Stat: "DELIVRD", Err: "000", Took: 3 * time.Minute}, true, false},
+			Receipt{ID: "p-1", Stat: "DELIVRD", Err: "000", Dated: true, Took: 3 * time.Minute}, true, false},
 		{"TLVs win", smpp.SM{ESMClass: smpp.ESMClassReceipt, ShortMessage: []byte(text), TLVs: smpp.TLVs{
 			{Tag: smpp.TagReceiptedMessageID, Value: smpp.CStringValue("P1")}, {Tag: smpp.TagMessageState, Value: []byte{byte(smpp.StateUndeliverable)}}}},
-			Receipt{ID: "P1", Stat: "UNDELIV", Err: "000", Took: 3 * time.Minute}, true, false},
+			Receipt{ID: "P1", Stat: "UNDELIV", Err: "000", Dated: true, Took: 3 * time.Minute}, true, false},
+		{"dated within the minute", smpp.SM{ESMClass: smpp.ESMClassReceipt, ShortMessage: []byte(strings.Replace(text, "2612021203", "2612021200", 1))},
+			Receipt{ID: "p-1", Stat: "DELIVRD", Err: "000", Dated: true}, true, false},
 		{"TLVs without text", smpp.SM{ESMClass: smpp.ESMClassReceipt, TLVs: smpp.TLVs{
 			{Tag: smpp.TagReceiptedMessageID, Value: smpp.CStringValue("Q")}, {Tag: smpp.TagMessageState, Value: []byte{byte(smpp.StateExpired)}}}},
 			Receipt{ID: "Q", Stat: "EXPIRED", Err: "000"}, true, false},
@@ -276,7 +278,7 @@ func TestReceiptOf(t *testing.T) {
 		// An SMSC's Latin-1 before the text (invalid UTF-8): read, not a
 		// panic on the session's reading goroutine.
 		{"a text that is not UTF-8", smpp.SM{ESMClass: smpp.ESMClassReceipt, ShortMessage: []byte(strings.Repeat("\xe9", 40) + text)},
-			Receipt{ID: "p-1", Stat: "DELIVRD", Err: "000", Took: 3 * time.Minute}, true, false},
+			Receipt{ID: "p-1", Stat: "DELIVRD", Err: "000", Dated: true, Took: 3 * time.Minute}, true, false},
 	}
 	for _, c := range cases {
 		r, ok, err := ReceiptOf(&c.sm)

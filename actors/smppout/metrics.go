@@ -101,7 +101,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"frontend", "result"}),
 		took: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "switchboard_smpp_frontend_receipt_delay_seconds",
-			Help:    "Time from submission to the final state, as the SMSC's receipts date them (whole minutes).",
+			Help:    "Time from submission to the final state, as the SMSC's receipts date them (whole minutes: 0 within one); a recorded receipt without both dates is not observed.",
 			Buckets: []float64{60, 300, 900, 3600, 4 * 3600, 24 * 3600},
 		}, []string{"frontend"}),
 		commands: prometheus.NewCounterVec(prometheus.CounterOpts{
