@@ -150,7 +150,9 @@ type Config struct {
 	// MessageValidity is how long after acceptance an undelivered message
 	// is failed with reason expired.
 	MessageValidity time.Duration
-	// WebhookTimeout bounds one webhook POST; a timeout is a retry.
+	// WebhookTimeout bounds one webhook POST, an in-process frontend's
+	// reply, and an smpp frontend's submit (its dial and bind, its pacing
+	// and each submit_sm_resp); a timeout is a retry.
 	WebhookTimeout time.Duration
 	// SMPPReconnectMin and SMPPReconnectMax bound the wait of an smpp
 	// frontend before it dials its SMSC again after a failed dial or bind

@@ -3,12 +3,14 @@ package switchboard_test
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/switchboard-dev/switchboard/actors/smppout/smsctest"
+	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/polltest"
 	"github.com/switchboard-dev/switchboard/smpp"
@@ -173,5 +175,53 @@ func TestSMPPReceiptDelayCountsSameMinuteReceipts(t *testing.T) {
 		if !strings.Contains(text, want) {
 			t.Errorf("/metrics lacks %q:\n%s", want, grepLines(text, "switchboard_smpp_frontend_receipt"))
 		}
+	}
+}
+
+// timerLog is the wall clock that counts the timers armed, by duration.
+type timerLog struct {
+	clock.Real
+	mu    sync.Mutex
+	armed map[time.Duration]int
+}
+
+func (c *timerLog) AfterFunc(d time.Duration, f func()) func() bool {
+	c.mu.Lock()
+	c.armed[d]++
+	c.mu.Unlock()
+	return c.Real.AfterFunc(d, f)
+}
+
+func (c *timerLog) count(d time.Duration) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.armed[d]
+}
+
+// An smpp frontend waits for a submit_sm_resp as long as
+// --webhook-timeout says (docs/smpp.md: no response within it is a
+// retry), not the session's own 10 s: the session arms the submit_sm's
+// response timer (on the node's clock) with it, and the bind's.
+func TestSMPPSubmitRespWaitsForWebhookTimeout(t *testing.T) {
+	const timeout = 17 * time.Second
+	smsc := smsctest.New(t, "pw", func(s smsctest.Submit) (smpp.Status, bool) { return smpp.StatusOK, true })
+	clk := &timerLog{armed: map[time.Duration]int{}}
+	cfg := testConfig(t)
+	cfg.WebhookTimeout, cfg.Clock = timeout, clk
+	h := startNode(t, cfg)
+	defer smsc.Release() // before the node's stop, which waits for the submit
+	h.smppFrontend("smsc", "smpp://sb:pw@"+smsc.Addr, "33")
+	polltest.Until(t, 20*time.Second, "the bind", smsc.Bound)
+	bound := clk.count(timeout)
+	h.submit("m-1", "33600000001")
+	polltest.Until(t, 20*time.Second, "the submit", func() bool { return len(smsc.Submits()) == 1 })
+	// The session armed the submit_sm's timer before it wrote it.
+	if n := clk.count(timeout); bound < 1 || n != bound+1 {
+		t.Fatalf("timers of --webhook-timeout (%v): %d by the bind, %d by the submit_sm; of the session's default 10s: %d",
+			timeout, bound, n-bound, clk.count(10*time.Second))
+	}
+	smsc.Release()
+	if m := h.waitState("m-1", messages.StateDelivered); m.Attempts != 1 {
+		t.Fatalf("m-1: %d attempts", m.Attempts)
 	}
 }

@@ -860,9 +860,10 @@ func (n *Node) Store() persistence.Store {
 }
 
 // newSMPPClients makes the registry of the smpp frontends' clients: each
-// client's bind kicks its worker, and its submit rate is this instance's
-// share of the frontend's, the share of the ring's delivery work it holds
-// (docs/smpp.md).
+// client's bind kicks its worker, its submit rate is this instance's
+// share of the frontend's, the share of the ring's delivery work it holds,
+// and it waits --webhook-timeout for its dial, its bind and each
+// submit_sm_resp (docs/smpp.md).
 func (n *Node) newSMPPClients() error {
 	m, err := smppout.NewMetrics(n.registry)
 	if err != nil {
@@ -870,8 +871,8 @@ func (n *Node) newSMPPClients() error {
 	}
 	n.smpp = smppout.NewClients(smppout.Config{
 		Store: n.store, Clock: n.clock, Logger: n.log, Metrics: m, Seed: uint64(n.clock.Now().UnixNano()),
+		ResponseTimeout: n.cfg.WebhookTimeout, Fence: n.shares,
 		Reconnect: ring.Reconnect{MaxAttempts: 1, Min: n.cfg.SMPPReconnectMin, Max: n.cfg.SMPPReconnectMax, Jitter: 0.5},
-		Fence:     n.shares,
 		Workers:   &n.workers,
 	})
 	return nil

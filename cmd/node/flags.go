@@ -93,7 +93,7 @@ var runFlags = []runFlag{
 	durationFlag("delivery-retry-max", "DeliveryRetryMax", "longest local delivery retry wait"),
 	intFlag("delivery-max-attempts", "DeliveryMaxAttempts", "delivery attempts before a message is failed (dead-lettered)"),
 	durationFlag("message-validity", "MessageValidity", "a message undelivered this long after acceptance is failed (expired)"),
-	durationFlag("webhook-timeout", "WebhookTimeout", "bound on one webhook POST; a timeout is a retry"),
+	durationFlag("webhook-timeout", "WebhookTimeout", "bound on one webhook POST, an in-process frontend's reply and an smpp frontend's submit (each submit_sm_resp); a timeout is a retry"),
 	durationFlag("smpp-reconnect-min", "SMPPReconnectMin", "first wait of an smpp frontend before it dials its SMSC again (doubling, jittered)"),
 	durationFlag("smpp-reconnect-max", "SMPPReconnectMax", "longest wait of an smpp frontend before it dials its SMSC again"),
 	durationFlag("shutdown-timeout", "ShutdownTimeout", "bound on a graceful stop after SIGINT or SIGTERM"),
