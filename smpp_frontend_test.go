@@ -1,7 +1,10 @@
 package switchboard_test
 
 import (
+	"crypto/tls"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/actors/smppout/smsctest"
 	"github.com/switchboard-dev/switchboard/clock"
+	"github.com/switchboard-dev/switchboard/httpapi/certs"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/polltest"
 	"github.com/switchboard-dev/switchboard/smpp"
@@ -221,6 +225,48 @@ func TestSMPPSubmitRespWaitsForWebhookTimeout(t *testing.T) {
 			timeout, bound, n-bound, clk.count(10*time.Second))
 	}
 	smsc.Release()
+	if m := h.waitState("m-1", messages.StateDelivered); m.Attempts != 1 {
+		t.Fatalf("m-1: %d attempts", m.Attempts)
+	}
+}
+
+// An smpps frontend whose tls_ca file is not there yet is taken (the file
+// is read by each instance at each connect, not by the PUT): it does not
+// bind, and binds once the file is in place, without a change of the
+// frontend or a restart; the message waiting meanwhile then goes.
+func TestSMPPFrontendTLSCAIsReadAtEachConnect(t *testing.T) {
+	dir := t.TempDir()
+	if err := certs.InitCA(dir, []string{"smsc"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile := certs.NodeFiles(dir, "smsc")
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile, _ := certs.CAFiles(dir)
+	smsc := smsctest.NewTLS(t, "pw", nil, &tls.Config{Certificates: []tls.Certificate{pair}})
+	h := startNode(t, testConfig(t))
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	h.smppFrontend("smsc", "smpps://sb:pw@"+smsc.Addr+"?tls_ca="+ca, "33")
+	h.submit("m-1", "33600000001")
+	polltest.Eventually(t, 20*time.Second, func() error {
+		text := scrape(t, h)
+		if !strings.Contains(text, `switchboard_smpp_frontend_binds_total{frontend="smsc",result="error"}`) {
+			return fmt.Errorf("no failed bind yet")
+		}
+		return nil
+	})
+	if m := h.message("m-1"); m.State != messages.StatePending || m.Attempts != 0 || smsc.Bound() {
+		t.Fatalf("without its CA: m-1 %s, %d attempts; bound %v", m.State, m.Attempts, smsc.Bound())
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ca, pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if m := h.waitState("m-1", messages.StateDelivered); m.Attempts != 1 {
 		t.Fatalf("m-1: %d attempts", m.Attempts)
 	}

@@ -110,7 +110,6 @@ type Client struct {
 	cfg  Config
 	opts messages.SMPPOptions
 	log  *slog.Logger
-	tls  *tls.Config
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -157,20 +156,6 @@ func New(cfg Config) (*Client, error) {
 		closing: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}),
 		lastErr: errors.New("connecting"), recent: map[string]time.Time{}, committed: map[string]time.Time{},
 		early: map[string][]early{}}
-	if o.TLS {
-		host, _, _ := net.SplitHostPort(o.Addr)
-		c.tls = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
-		if o.TLSCA != "" {
-			pem, err := os.ReadFile(o.TLSCA)
-			if err != nil {
-				return nil, fmt.Errorf("smpp frontend %s: tls_ca: %w", cfg.Frontend.Name, err)
-			}
-			c.tls.RootCAs = x509.NewCertPool()
-			if !c.tls.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("smpp frontend %s: tls_ca %s holds no PEM certificate", cfg.Frontend.Name, o.TLSCA)
-			}
-		}
-	}
 	cfg.Metrics.setState(cfg.Frontend.Name, smpp.StateClosed)
 	go c.run(rand.New(rand.NewPCG(cfg.Seed, messages.TokenOf(cfg.Frontend.Name))))
 	return c, nil
@@ -332,8 +317,14 @@ func (c *Client) connect() (*smpp.Session, error) {
 		c.cfg.Metrics.bind(fe, "error")
 		return nil, err
 	}
-	if c.tls != nil {
-		tc := tls.Client(conn, c.tls)
+	if c.opts.TLS {
+		tcfg, err := c.tlsConfig()
+		if err != nil {
+			_ = conn.Close()
+			c.cfg.Metrics.bind(fe, "error")
+			return nil, err
+		}
+		tc := tls.Client(conn, tcfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			_ = conn.Close()
 			c.cfg.Metrics.bind(fe, "error")
@@ -376,6 +367,28 @@ func (c *Client) connect() (*smpp.Session, error) {
 	}
 	c.cfg.Metrics.bind(fe, "bound")
 	return sess, nil
+}
+
+// tlsConfig is the TLS configuration of a connection: the SMSC's
+// certificate checked against tls_ca, read at each connect (a file put in
+// place or renewed is taken at the next; an unreadable one is the
+// connect's error, its reconnects wait as after any failure), else the
+// system's roots.
+func (c *Client) tlsConfig() (*tls.Config, error) {
+	host, _, _ := net.SplitHostPort(c.opts.Addr)
+	cfg := &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+	if c.opts.TLSCA == "" {
+		return cfg, nil
+	}
+	pem, err := os.ReadFile(c.opts.TLSCA)
+	if err != nil {
+		return nil, fmt.Errorf("tls_ca: %w", err)
+	}
+	cfg.RootCAs = x509.NewCertPool()
+	if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("tls_ca %s holds no PEM certificate", c.opts.TLSCA)
+	}
+	return cfg, nil
 }
 
 // set records the current session (nil: none) and wakes the submits

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -83,9 +84,22 @@ func TestClientTLSAndReconnect(t *testing.T) {
 	if n, _ := smsc.Binds(); n != 2 {
 		t.Fatalf("%d binds: the client without the CA bound", n)
 	}
-	if _, err := New(Config{Frontend: messages.Frontend{Name: "x", Mode: messages.ModeSMPP, URL: "smpps://sb@127.0.0.1:1?tls_ca=/nonexistent"},
-		Store: untrusting.cfg.Store}); err == nil || !strings.Contains(err.Error(), "tls_ca") {
-		t.Fatalf("a missing tls_ca: %v", err)
+	// A tls_ca that cannot be read is each connect's error (it is read at
+	// each, see TestSMPPFrontendTLSCAIsReadAtEachConnect): the client
+	// starts, does not bind, and says why.
+	missing := newClient(t, "smpps://sb@"+smsc.Addr+"?tls_ca="+filepath.Join(dir, "nonexistent.pem"), "pw")
+	polltest.Until(t, 20*time.Second, "the tls_ca failure", func() bool {
+		missing.mu.Lock()
+		defer missing.mu.Unlock()
+		return strings.HasPrefix(missing.lastErr.Error(), "tls_ca")
+	})
+	short3, cancel3 := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel3()
+	if v := missing.Submit(short3, out, ""); v.Status != messages.Retry || !strings.Contains(v.Reason, "not bound to the SMSC (tls_ca: open ") {
+		t.Fatalf("submit with a missing tls_ca: %+v", v)
+	}
+	if n, _ := smsc.Binds(); n != 2 {
+		t.Fatalf("%d binds: the client without its CA bound", n)
 	}
 }
 
