@@ -474,6 +474,8 @@ func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.Del
 	if err != nil {
 		return messages.DeliveryResult{Status: messages.Retry, Reason: err.Error()}
 	}
+	// The parts' slots: at, then every apart (unpaced: now, 0 apart).
+	at, every := c.cfg.Clock.Now(), time.Duration(0)
 	if c.opts.Rate > 0 {
 		share := c.share()
 		if share <= 0 {
@@ -486,20 +488,24 @@ func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.Del
 			deadline = now.Add(time.Hour)
 		}
 		c.mu.Lock()
-		at, ok := c.limiter.Reserve(now, c.opts.Rate*share, len(sms), deadline)
+		at, every, ok = c.limiter.Reserve(now, c.opts.Rate*share, len(sms), deadline)
 		c.mu.Unlock()
 		if !ok {
 			return messages.DeliveryResult{Status: messages.Retry, Reason: fmt.Sprintf(
 				"the submit rate (%g/s, %.0f%% of it this instance's) leaves no slot in time", c.opts.Rate, 100*share)}
-		}
-		if !c.sleep(ctx, at.Sub(now)) {
-			return messages.DeliveryResult{Status: messages.Retry, Reason: "stopped while waiting for the submit rate"}
 		}
 	}
 	parts := make([]Part, len(sms))
 	calls := make([]*smpp.Call, len(sms))
 	sent := make([]time.Time, len(sms))
 	for i, sm := range sms {
+		if !c.sleep(ctx, at.Add(time.Duration(i)*every).Sub(c.cfg.Clock.Now())) {
+			if i == 0 {
+				return messages.DeliveryResult{Status: messages.Retry, Reason: "stopped while waiting for the submit rate"}
+			}
+			parts[i].Err = errors.New("stopped while waiting for the submit rate")
+			break
+		}
 		sent[i] = c.cfg.Clock.Now()
 		if calls[i], parts[i].Err = sess.Send(ctx, smpp.PDU{Command: smpp.SubmitSM, Body: sm}); parts[i].Err != nil {
 			break

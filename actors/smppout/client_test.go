@@ -272,3 +272,106 @@ func TestBackoffGrowsWhenEveryBindIsDropped(t *testing.T) {
 		t.Fatalf("the reconnect waits after each dropped bind: %v, want %v...", ds, want)
 	}
 }
+
+// manualClock is a clock the test moves by hand: a timer fires (in its
+// own goroutine, as clock.Real's do) when Advance passes its time.
+type manualClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*manualTimer
+}
+
+type manualTimer struct {
+	at      time.Time
+	d       time.Duration
+	f       func()
+	stopped bool
+}
+
+func newManualClock() *manualClock { return &manualClock{now: time.Now()} }
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) AfterFunc(d time.Duration, f func()) func() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &manualTimer{at: c.now.Add(d), d: d, f: f}
+	c.timers = append(c.timers, t)
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		was := !t.stopped
+		t.stopped = true
+		return was
+	}
+}
+
+// Advance moves the time by d and fires the timers then due.
+func (c *manualClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	var due []func()
+	for _, t := range c.timers {
+		if !t.stopped && !t.at.After(c.now) {
+			t.stopped = true
+			due = append(due, t.f)
+		}
+	}
+	c.mu.Unlock()
+	for _, f := range due {
+		go f()
+	}
+}
+
+// pending are the durations of the timers not fired nor stopped that
+// were armed for at most max.
+func (c *manualClock) pending(max time.Duration) []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []time.Duration
+	for _, t := range c.timers {
+		if !t.stopped && t.d <= max {
+			out = append(out, t.d)
+		}
+	}
+	return out
+}
+
+// The parts of a long text are paced like messages (docs/smpp.md: slots
+// 1/rate apart, no burst): at rate=2 the three parts go 500 ms apart,
+// each at its own slot, not together at the last one.
+func TestLongTextPartsArePaced(t *testing.T) {
+	smsc := smsctest.New(t, "pw", nil)
+	clk := newManualClock()
+	c, err := New(Config{Frontend: messages.Frontend{Name: "smsc", Mode: messages.ModeSMPP, URL: "smpp://sb@" + smsc.Addr + "?rate=2", Secret: "pw"},
+		Store: sqlitetest.Open(t), Clock: clk, Reconnect: ring.Reconnect{MaxAttempts: 1, Min: time.Hour, Max: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	polltest.Until(t, 20*time.Second, "the bind", c.Bound)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	verdict := make(chan messages.DeliveryResult, 1)
+	go func() {
+		body := strings.Repeat("0123456789", 40) // 400 septets: 3 parts
+		verdict <- c.Submit(ctx, messages.Outgoing{ID: "m-1", SourceMSISDN: "+15550001", DestinationMSISDN: "+33600000001", Body: body}, "")
+	}()
+	// The session's timers are 10 s (responses) and 30 s (keepalive).
+	paced := func() bool { return len(clk.pending(time.Second)) == 1 }
+	for part := 1; part < 3; part++ {
+		polltest.Until(t, 20*time.Second, fmt.Sprintf("the wait for part %d's slot", part+1), paced)
+		if d := clk.pending(time.Second); d[0] != 500*time.Millisecond {
+			t.Fatalf("%d parts sent, then a wait of %v for the next slot, want 500ms", len(smsc.Submits()), d)
+		}
+		polltest.Until(t, 20*time.Second, fmt.Sprintf("part %d sent", part), func() bool { return len(smsc.Submits()) == part })
+		clk.Advance(500 * time.Millisecond)
+	}
+	if v := <-verdict; v.Status != messages.Delivered || len(v.SMSCMessageIDs) != 3 {
+		t.Fatalf("%+v", v)
+	}
+}

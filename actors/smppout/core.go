@@ -182,26 +182,25 @@ type Limiter struct {
 	next time.Time
 }
 
-// Reserve takes n slots at rate (per second; 0 or less: unlimited) and
-// returns when the first may be sent (n submits then go 1/rate apart, the
-// last at the returned time plus (n-1)/rate, which is when the caller
-// sends them all: the parts of a message go together). When that is after
-// deadline, nothing is taken and ok is false.
-func (l *Limiter) Reserve(now time.Time, rate float64, n int, deadline time.Time) (at time.Time, ok bool) {
+// Reserve takes n slots at rate (per second; 0 or less: unlimited): the
+// i-th submit (from 0) goes at at + i*every, each at its own slot (the
+// parts of a long text too: no burst). When the last slot would come
+// after deadline, nothing is taken and ok is false.
+func (l *Limiter) Reserve(now time.Time, rate float64, n int, deadline time.Time) (at time.Time, every time.Duration, ok bool) {
 	if rate <= 0 || n <= 0 {
-		return now, true
+		return now, 0, true
 	}
-	interval := time.Duration(float64(time.Second) / rate)
-	start := l.next
-	if start.Before(now) {
-		start = now
+	every = time.Duration(float64(time.Second) / rate)
+	at = l.next
+	if at.Before(now) {
+		at = now
 	}
-	at = start.Add(time.Duration(n-1) * interval)
-	if at.After(deadline) {
-		return time.Time{}, false
+	last := at.Add(time.Duration(n-1) * every)
+	if last.After(deadline) {
+		return time.Time{}, 0, false
 	}
-	l.next = at.Add(interval)
-	return at, true
+	l.next = last.Add(every)
+	return at, every, true
 }
 
 // Share is the part of the ring that ranges cover, in [0, 1]: this

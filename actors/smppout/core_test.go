@@ -212,26 +212,28 @@ func TestLimiter(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	far := t0.Add(time.Hour)
 	var l Limiter
+	const tenth = 100 * time.Millisecond
 	steps := []struct {
 		now   time.Time
 		rate  float64
 		n     int
 		dl    time.Time
 		want  time.Time
+		every time.Duration
 		taken bool
 	}{
-		{t0, 10, 1, far, t0, true},
-		{t0, 10, 1, far, t0.Add(100 * time.Millisecond), true},
-		{t0, 10, 3, far, t0.Add(400 * time.Millisecond), true}, // slots 200, 300, 400 ms
-		{t0, 10, 1, t0.Add(400 * time.Millisecond), time.Time{}, false},
-		{t0, 10, 1, far, t0.Add(500 * time.Millisecond), true},
-		{t0.Add(10 * time.Second), 10, 1, far, t0.Add(10 * time.Second), true}, // idle time is no credit
-		{t0.Add(10 * time.Second), 0, 5, t0, t0.Add(10 * time.Second), true},   // unlimited
+		{t0, 10, 1, far, t0, tenth, true},
+		{t0, 10, 1, far, t0.Add(tenth), tenth, true},
+		{t0, 10, 3, far, t0.Add(2 * tenth), tenth, true},      // slots 200, 300, 400 ms, each its part's
+		{t0, 10, 2, t0.Add(5 * tenth), time.Time{}, 0, false}, // 500 and 600 ms: the last past the deadline
+		{t0, 10, 1, t0.Add(5 * tenth), t0.Add(5 * tenth), tenth, true},
+		{t0.Add(10 * time.Second), 10, 1, far, t0.Add(10 * time.Second), tenth, true}, // idle time is no credit
+		{t0.Add(10 * time.Second), 0, 5, t0, t0.Add(10 * time.Second), 0, true},       // unlimited
 	}
 	for i, s := range steps {
-		at, ok := l.Reserve(s.now, s.rate, s.n, s.dl)
-		if ok != s.taken || !at.Equal(s.want) {
-			t.Fatalf("step %d: Reserve = %v %v, want %v %v", i, at.Sub(t0), ok, s.want.Sub(t0), s.taken)
+		at, every, ok := l.Reserve(s.now, s.rate, s.n, s.dl)
+		if ok != s.taken || !at.Equal(s.want) || every != s.every {
+			t.Fatalf("step %d: Reserve = %v every %v %v, want %v every %v %v", i, at.Sub(t0), every, ok, s.want.Sub(t0), s.every, s.taken)
 		}
 	}
 }
