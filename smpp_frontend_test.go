@@ -271,3 +271,39 @@ func TestSMPPFrontendTLSCAIsReadAtEachConnect(t *testing.T) {
 		t.Fatalf("m-1: %d attempts", m.Attempts)
 	}
 }
+
+// The node's own pacing uses up no attempt: at rate=2 with a 2 s delivery
+// timeout, 20 messages claimed as fast as the window allows would find no
+// slot in time (a retry each, and with 2 attempts failed max_attempts
+// without the SMSC ever seeing them). The worker has no more under way
+// than the rate sends in time, so each message goes once, at its first
+// attempt.
+func TestSMPPRatePacingUsesUpNoAttempt(t *testing.T) {
+	smsc := smsctest.New(t, "pw", nil)
+	cfg := testConfig(t) // --webhook-timeout 2s
+	cfg.DeliveryMaxAttempts = 2
+	h := startNode(t, cfg)
+	h.smppFrontend("smsc", "smpp://sb:pw@"+smsc.Addr+"?rate=2", "33")
+	polltest.Until(t, 20*time.Second, "the bind", smsc.Bound)
+	var ids []string
+	for i := range 20 {
+		ids = append(ids, h.submit(fmt.Sprintf("m-%02d", i), fmt.Sprintf("336000000%02d", i)))
+	}
+	var bad []string
+	for _, id := range ids {
+		var m messages.Message
+		polltest.Eventually(t, 60*time.Second, func() error {
+			if m = h.message(id); !m.State.Final() {
+				return fmt.Errorf("%s %s", id, m.State)
+			}
+			return nil
+		})
+		if m.State != messages.StateDelivered || m.Attempts != 1 {
+			bad = append(bad, fmt.Sprintf("%s %s after %d attempts: %s", id, m.State, m.Attempts, m.LastDetail))
+		}
+	}
+	if n := len(smsc.Submits()); len(bad) > 0 || n != 20 {
+		t.Fatalf("%d submit_sm for 20 messages (the SMSC refused none); %d messages not delivered at their first attempt:\n%s",
+			n, len(bad), strings.Join(bad, "\n"))
+	}
+}

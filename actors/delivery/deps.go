@@ -131,7 +131,10 @@ func (d *Deps) dispatcherConfig(fe messages.Frontend) DispatcherConfig {
 	inFlight := d.MaxInFlight
 	if fe.Mode == messages.ModeSMPP {
 		// No more claimed than the SMSC's window takes: a claimed message
-		// waiting for a slot would wait on its lease.
+		// waiting for a slot would wait on its lease. Its submit rate
+		// lowers that at each step (the worker's Dispatcher.Limit, from
+		// smppout.Client.InFlight), and holds claims while it leaves no
+		// slot in time (Client.PacedUntil).
 		if o, err := messages.ParseSMPPURL(fe.URL); err == nil {
 			inFlight = o.Window
 		}

@@ -47,6 +47,7 @@ type Dispatcher struct {
 	// the latest then.
 	retireBy time.Time
 	held     bool     // push: the frontend cannot take deliveries now
+	limit    int      // push: the most under way now, when under MaxInFlight (Limit)
 	busUp    bool     // the bus is up: claim only what it names
 	named    []string // message ids the bus handed out, to claim
 	// lastLease is the lease the last poll asked for: a claim of named
@@ -240,11 +241,28 @@ func (d *Dispatcher) Owe(n int) { d.owed = max(n, 0) }
 func (d *Dispatcher) pushRoom() int { return d.slotsLess(d.owed) }
 
 // slotsLess is a push frontend's free slots less owed rows.
-func (d *Dispatcher) slotsLess(owed int) int { return d.cfg.MaxInFlight - len(d.inflight) - owed }
+func (d *Dispatcher) slotsLess(owed int) int { return d.maxInFlight() - len(d.inflight) - owed }
+
+// maxInFlight is the most deliveries a push frontend has under way now:
+// MaxInFlight, or the Limit under it.
+func (d *Dispatcher) maxInFlight() int {
+	if d.limit > 0 && d.limit < d.cfg.MaxInFlight {
+		return d.limit
+	}
+	return d.cfg.MaxInFlight
+}
 
 // Hold stops (or resumes) claims for a push frontend that cannot take
-// deliveries now (an in-process frontend not registered yet).
+// deliveries now (an in-process frontend not registered yet, an smpp
+// frontend not bound or whose submit rate leaves no slot in time).
 func (d *Dispatcher) Hold(held bool) { d.held = held }
+
+// Limit bounds a push frontend's deliveries under way below MaxInFlight
+// from now on (an smpp frontend: what its submit rate sends within the
+// delivery timeout, smppout.Client.InFlight); 0 or less: MaxInFlight.
+// Deliveries under way beyond a new limit go on; no more are claimed
+// until they are under it.
+func (d *Dispatcher) Limit(n int) { d.limit = n }
 
 // Waiting reports whether polls wait.
 func (d *Dispatcher) Waiting() bool { return d.waiters.Len() > 0 }
@@ -806,7 +824,7 @@ func (d *Dispatcher) Offer() (int, time.Duration) {
 		if d.held {
 			return 0, 0
 		}
-		return max(d.cfg.MaxInFlight-len(d.inflight), 0), d.cfg.PushLease
+		return max(d.maxInFlight()-len(d.inflight), 0), d.cfg.PushLease
 	}
 	n, lease := d.pollRoom()
 	return max(n, 0), lease

@@ -360,6 +360,38 @@ func TestPushClaimsItsFreeSlots(t *testing.T) {
 	}
 }
 
+// TestPushLimit: a limit under MaxInFlight (an smpp frontend's submit
+// rate) bounds the claims and the offer; deliveries under way beyond a
+// lower limit go on, and none is claimed until they are under it.
+func TestPushLimit(t *testing.T) {
+	d := newPush(5)
+	d.Limit(2)
+	r, ok := d.Next(t0)
+	if !ok || r.Claim == nil || r.Claim.Limit != 2 {
+		t.Fatalf("round %+v, want a claim of 2", r)
+	}
+	d.Done(t0, r, nil, &persistence.Claim{Work: work("a", 2, time.Minute)}, nil)
+	d.Kick()
+	if r, ok := d.Next(t0); ok && r.Claim != nil {
+		t.Fatalf("claimed %+v with 2 of a limit of 2 under way", r)
+	}
+	if n, _ := d.Offer(); n != 0 {
+		t.Fatalf("offered %d with 2 of 2 under way", n)
+	}
+	d.Limit(1)
+	d.Verdict(t0, "a0", 0, messages.DeliveryResult{ID: "a0", Status: messages.Delivered}, false, rng())
+	if r, ok := d.Next(t0); !ok || r.Claim != nil {
+		t.Fatalf("round %+v: 1 under way, the limit 1: the verdict alone", r)
+	} else {
+		d.Done(t0, r, []persistence.Completion{persistence.Applied}, nil, nil)
+	}
+	d.Limit(0) // MaxInFlight again
+	d.Kick()
+	if r, ok := d.Next(t0); !ok || r.Claim == nil || r.Claim.Limit != 4 {
+		t.Fatalf("round %+v, want a claim of the 4 slots of 5 free", r)
+	}
+}
+
 // TestPushLeavesRoomForRowsOwed: rows the handover board granted that
 // have not come take their slots: a claim, and the bus's room, ask only
 // for the rest, so that a handover racing a claim cannot take the

@@ -30,19 +30,29 @@ type reading struct {
 	registered bool
 	// client: the smpp frontend's client started; bound: it is bound.
 	client, bound bool
+	// pacedUntil is until when the smpp frontend's submit rate leaves no
+	// slot in time to a message claimed now (smppout.Client.PacedUntil;
+	// zero: it leaves one).
+	pacedUntil time.Time
+	// inFlight, when positive, is the most deliveries the frontend may
+	// have under way now (Dispatcher.Limit): an smpp frontend's, what its
+	// submit rate sends in time (smppout.Client.InFlight).
+	inFlight int
 }
 
 // held reports whether claims wait (Dispatcher.Hold) because the frontend
 // cannot take deliveries now: an in-process frontend that is not
 // registered (yet: its registration kicks the worker), an smpp frontend
 // that is not bound (messages wait in the outbox instead of using up their
-// attempts; the bind kicks the worker).
+// attempts; the bind kicks the worker) or whose submit rate leaves no slot
+// in time (the same: a message claimed would be a retry without being
+// sent; the worker wakes up when it leaves one).
 func (p pace) held(r reading) bool {
 	switch p.mode {
 	case messages.ModeActor:
 		return !r.registered
 	case messages.ModeSMPP:
-		return !r.client || !r.bound
+		return !r.client || !r.bound || !r.pacedUntil.IsZero()
 	}
 	return false
 }
@@ -60,8 +70,9 @@ func (p pace) idle(r reading) time.Duration {
 
 // next is when the worker wakes up next (zero: not until a message comes):
 // the earliest of due (what its dispatcher, bus link and spans ask for),
-// its idle poll, and, while an smpp client is not bound, a look whether it
-// bound should the bind's kick be lost.
+// its idle poll, while an smpp client is not bound a look whether it
+// bound should the bind's kick be lost, and while its submit rate leaves
+// no slot in time, when it leaves one.
 func (p pace) next(now time.Time, r reading, due ...time.Time) time.Time {
 	var next time.Time
 	for _, t := range due {
@@ -73,7 +84,7 @@ func (p pace) next(now time.Time, r reading, due ...time.Time) time.Time {
 	if r.client && !r.bound {
 		next = clock.Earliest(next, now.Add(smppHeldPoll))
 	}
-	return next
+	return clock.Earliest(next, r.pacedUntil)
 }
 
 // offers reports whether the worker puts its room on the handover board:

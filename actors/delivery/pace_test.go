@@ -39,6 +39,8 @@ func TestPace(t *testing.T) {
 		{name: "smpp not bound", mode: messages.ModeSMPP, r: reading{client: true}, held: true,
 			wake: smppHeldPoll, offers: true},
 		{name: "smpp bound", mode: messages.ModeSMPP, r: reading{client: true, bound: true}, wake: time.Minute, offers: true},
+		{name: "smpp bound, its rate leaving no slot in time", mode: messages.ModeSMPP,
+			r: reading{client: true, bound: true, pacedUntil: t0.Add(3 * time.Second)}, held: true, wake: 3 * time.Second, offers: true},
 		{name: "smpp not bound, shared store", mode: messages.ModeSMPP, r: reading{client: true, fenceIdle: 500 * time.Millisecond},
 			held: true, idle: 500 * time.Millisecond, wake: 500 * time.Millisecond},
 	}

@@ -174,6 +174,7 @@ func (w *Worker) stopping(c actor.Context) {
 func (w *Worker) step() {
 	now, r := w.d.Clock.Now(), w.read()
 	w.core.Hold(w.pace.held(r))
+	w.core.Limit(r.inFlight)
 	if w.d.Bus != nil {
 		w.core.SetBus(r.busUp)
 	}
@@ -203,6 +204,7 @@ func (w *Worker) read() reading {
 	}
 	if w.smpp != nil {
 		r.bound = w.smpp.Bound()
+		r.pacedUntil, r.inFlight = w.smpp.PacedUntil(w.d.SendTimeout), w.smpp.InFlight(w.d.SendTimeout)
 	}
 	return r
 }

@@ -464,6 +464,37 @@ func (c *Client) share() float64 {
 	return Share(rc.Ranges)
 }
 
+// InFlight is how many messages the frontend's worker may have under way
+// on this instance, each with timeout to be delivered in: the window, or
+// fewer when this instance's share of the submit rate sends fewer in time
+// (see InFlight).
+func (c *Client) InFlight(timeout time.Duration) int {
+	if c.opts.Rate <= 0 {
+		return c.opts.Window
+	}
+	rate := c.opts.Rate * c.share()
+	if rate <= 0 {
+		return 1 // no share of the rate: nothing goes (see submit)
+	}
+	return InFlight(c.opts.Window, rate, timeout)
+}
+
+// PacedUntil is until when the submit rate leaves no slot in time to a
+// message claimed now that has timeout to be delivered in (zero: it
+// leaves one): the slots reserved reach past its SlotDeadline (the parts
+// of long texts). Its worker then claims nothing, as while the client is
+// not bound: a message claimed would be a retry, its attempt used,
+// without being sent.
+func (c *Client) PacedUntil(timeout time.Duration) time.Time {
+	if c.opts.Rate <= 0 {
+		return time.Time{}
+	}
+	now := c.cfg.Clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.limiter.Paced(now, SlotDeadline(now, now.Add(timeout)).Sub(now))
+}
+
 func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.DeliveryResult {
 	fe := c.cfg.Frontend.Name
 	sms, err := Submits(out, c.opts)
@@ -488,7 +519,7 @@ func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.Del
 			deadline = now.Add(time.Hour)
 		}
 		c.mu.Lock()
-		at, every, ok = c.limiter.Reserve(now, c.opts.Rate*share, len(sms), deadline)
+		at, every, ok = c.limiter.Reserve(now, c.opts.Rate*share, len(sms), SlotDeadline(now, deadline))
 		c.mu.Unlock()
 		if !ok {
 			return messages.DeliveryResult{Status: messages.Retry, Reason: fmt.Sprintf(

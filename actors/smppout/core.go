@@ -203,6 +203,41 @@ func (l *Limiter) Reserve(now time.Time, rate float64, n int, deadline time.Time
 	return at, every, true
 }
 
+// Paced reports until when a submit reserved at now would find its
+// first slot later than within from now (zero: it finds one within).
+func (l *Limiter) Paced(now time.Time, within time.Duration) time.Time {
+	if until := l.next.Add(-within); until.After(now) {
+		return until
+	}
+	return time.Time{}
+}
+
+// SlotDeadline is the latest a submit's slots (its last part's) may come
+// when its delivery times out at deadline: half-way from now, the other
+// half left for the submit_sm_resp (a submit sent at its deadline could
+// not be answered in time, and would be a retry that the SMSC may have
+// taken).
+func SlotDeadline(now, deadline time.Time) time.Time {
+	return now.Add(deadline.Sub(now) / 2)
+}
+
+// InFlight is how many messages may be under way at once on a frontend
+// of window paced at rate (per second, this instance's; 0 or less:
+// unlimited) whose delivery timeout is timeout: the window, or fewer when
+// the rate sends fewer before their SlotDeadline, but at least one. A
+// message claimed beyond that would find no slot in time: a retry, its
+// attempt used, without being sent.
+func InFlight(window int, rate float64, timeout time.Duration) int {
+	if rate <= 0 {
+		return window
+	}
+	n := rate * timeout.Seconds() / 2
+	if n >= float64(window) {
+		return window
+	}
+	return max(1, int(n))
+}
+
 // Share is the part of the ring that ranges cover, in [0, 1]: this
 // instance's part of a site's delivery work, and so of each frontend's
 // submit rate.

@@ -238,6 +238,45 @@ func TestLimiter(t *testing.T) {
 	}
 }
 
+// The pacing within a delivery timeout: the slots come in its first
+// half; no more messages under way than the rate sends in it (the window
+// at most, one at least); a submit reserved now waits past it while the
+// slots reserved reach beyond.
+func TestPacingWithinTheTimeout(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if got := SlotDeadline(t0, t0.Add(10*time.Second)); !got.Equal(t0.Add(5 * time.Second)) {
+		t.Errorf("SlotDeadline = +%v, want +5s", got.Sub(t0))
+	}
+	for _, c := range []struct {
+		window  int
+		rate    float64
+		timeout time.Duration
+		want    int
+	}{
+		{10, 0, 2 * time.Second, 10},      // unlimited: the window
+		{10, 2, 2 * time.Second, 2},       // 2/s for 1 s
+		{10, 100, 10 * time.Second, 10},   // the window
+		{10, 0.1, 2 * time.Second, 1},     // one at least
+		{10, 2.5, 3 * time.Second, 3},     // 3.75: whole messages
+		{1000, 50, 10 * time.Second, 250}, // 50/s for 5 s
+	} {
+		if got := InFlight(c.window, c.rate, c.timeout); got != c.want {
+			t.Errorf("InFlight(%d, %g, %v) = %d, want %d", c.window, c.rate, c.timeout, got, c.want)
+		}
+	}
+	var l Limiter
+	if !l.Paced(t0, time.Second).IsZero() {
+		t.Fatal("paced with nothing reserved")
+	}
+	l.Reserve(t0, 2, 3, t0.Add(time.Hour)) // slots at 0, 0.5, 1 s: the next at 1.5 s
+	if got := l.Paced(t0, time.Second); !got.Equal(t0.Add(500 * time.Millisecond)) {
+		t.Errorf("Paced = +%v, want +500ms (the next slot, at 1.5 s, within 1 s from then)", got.Sub(t0))
+	}
+	if got := l.Paced(t0.Add(500*time.Millisecond), time.Second); !got.IsZero() {
+		t.Errorf("Paced at +500ms = %v, want none", got)
+	}
+}
+
 func TestShare(t *testing.T) {
 	const max = ^uint64(0)
 	cases := []struct {
