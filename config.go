@@ -159,6 +159,12 @@ type Config struct {
 	// or a lost link: doubling from min per failure in a row up to max,
 	// up to half of each wait taken off at random.
 	SMPPReconnectMin, SMPPReconnectMax time.Duration
+	// SMPPReceiptWait, when not 0, is how long an smpp frontend holds a
+	// receipt whose SMSC message id names no stored message yet (its
+	// verdict not committed yet, here or on another instance) before it
+	// counts it unknown, instead of 30 s (docs/smpp.md). Not a flag: for
+	// tests and embedders.
+	SMPPReceiptWait time.Duration
 	// ShutdownTimeout bounds a graceful stop: in-flight requests and
 	// commits get this long before the node stops regardless.
 	ShutdownTimeout time.Duration

@@ -36,6 +36,9 @@ func (c Config) validateSMPP() []error {
 	if c.SMPPWindow < 1 {
 		bad("SMPPWindow", "must be at least 1, got %d", c.SMPPWindow)
 	}
+	if c.SMPPReceiptWait < 0 {
+		bad("SMPPReceiptWait", "must not be negative, got %v", c.SMPPReceiptWait)
+	}
 	return errs
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/httpapi/certs"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence/pgtest"
 	"github.com/switchboard-dev/switchboard/polltest"
 	"github.com/switchboard-dev/switchboard/smpp"
 )
@@ -41,8 +42,9 @@ func historyHas(m messages.Message, detail string) bool {
 // delivered with the SMSC's message id; a temporary status (throttled) is
 // retried with the backoff, a permanent one (bad destination) fails the
 // message; receipts land in the history, one for an unknown id is
-// counted; while the SMSC refuses the bind nothing is attempted (the
-// message waits, its attempts untouched) and it goes once bound again.
+// counted once it waited for its message (SMPPReceiptWait); while the
+// SMSC refuses the bind nothing is attempted (the message waits, its
+// attempts untouched) and it goes once bound again.
 func TestSMPPFrontendStatusesAndReceipts(t *testing.T) {
 	throttled := map[string]bool{}
 	smsc := smsctest.New(t, "pw", func(s smsctest.Submit) (smpp.Status, bool) {
@@ -55,7 +57,9 @@ func TestSMPPFrontendStatusesAndReceipts(t *testing.T) {
 		}
 		return smpp.StatusOK, false
 	})
-	h := startNode(t, testConfig(t))
+	cfg := testConfig(t)
+	cfg.SMPPReceiptWait = time.Second
+	h := startNode(t, cfg)
 	h.smppFrontend("smsc", "smpp://sb:pw@"+smsc.Addr+"?window=4&system_type=SB", "33")
 
 	var fes struct{ Frontends []messages.Frontend }
@@ -107,6 +111,12 @@ func TestSMPPFrontendStatusesAndReceipts(t *testing.T) {
 	if st, err := smsc.Receipt("nosuch", "UNDELIV"); err != nil || st != smpp.StatusOK {
 		t.Fatalf("unknown receipt: %s %v", st, err)
 	}
+	polltest.Eventually(t, 20*time.Second, func() error {
+		if !strings.Contains(scrape(t, h), `switchboard_smpp_frontend_receipts_total{frontend="smsc",result="unknown"} 1`) {
+			return fmt.Errorf("the receipt for no message is not counted unknown yet")
+		}
+		return nil
+	})
 
 	// The SMSC refuses the bind from now on: the link drops, the client
 	// rebinds in vain, and a new message waits without an attempt.
@@ -306,4 +316,72 @@ func TestSMPPRatePacingUsesUpNoAttempt(t *testing.T) {
 		t.Fatalf("%d submit_sm for 20 messages (the SMSC refused none); %d messages not delivered at their first attempt:\n%s",
 			n, len(bad), strings.Join(bad, "\n"))
 	}
+}
+
+// An SMSC may send a message's receipt before its submit_sm_resp (its
+// delivery and its responses on separate paths: a fast delivery). The
+// receipt names an id the node has not seen yet: it is held, and recorded
+// once the message's verdict naming that id is committed.
+func TestSMPPReceiptBeforeSubmitResp(t *testing.T) {
+	smsc := smsctest.New(t, "pw", func(s smsctest.Submit) (smpp.Status, bool) { return smpp.StatusOK, true })
+	h := startNode(t, testConfig(t))
+	defer smsc.Release()
+	h.smppFrontend("smsc", "smpp://sb:pw@"+smsc.Addr, "33")
+	polltest.Until(t, 20*time.Second, "the bind", smsc.Bound)
+	h.submit("m-fast", "33600000001")
+	polltest.Until(t, 20*time.Second, "the submit", func() bool { return len(smsc.Submits()) == 1 })
+	if st, err := smsc.Receipt("smsc-1", "DELIVRD"); err != nil || st != smpp.StatusOK {
+		t.Fatalf("receipt: %s %v", st, err)
+	}
+	if n := smsc.Release(); n != 1 {
+		t.Fatalf("released %d", n)
+	}
+	h.waitState("m-fast", messages.StateDelivered)
+	polltest.Eventually(t, 20*time.Second, func() error {
+		if m := h.message("m-fast"); !historyHas(m, "dlr: DELIVRD err:000 (SMSC message id smsc-1)") || m.SMSC[0].Receipt != "DELIVRD" {
+			return fmt.Errorf("the receipt sent before the submit_sm_resp is not recorded: smsc %+v, history %+v", m.SMSC, m.History)
+		}
+		return nil
+	})
+}
+
+// The instances of a site bind the same account, and an SMSC hands a
+// receipt to any bound session of it: one that reaches the other
+// instance's session before the verdict is committed (moments after the
+// submit_sm_resp) names an id that instance never saw. It is held there
+// and looked up in the store again, and recorded once the verdict is
+// committed by the instance that submitted.
+func TestSMPPReceiptOnAnotherInstancesSession(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	smsc := smsctest.New(t, "pw", func(s smsctest.Submit) (smpp.Status, bool) { return smpp.StatusOK, true })
+	a1 := startNode(t, siteConfig(t, dsn, "a1"))
+	a2 := startNode(t, siteConfig(t, dsn, "a2"))
+	defer smsc.Release()
+	waitRing(t, []*harness{a1, a2}, "a1", "a2")
+	a1.smppFrontend("smsc", "smpp://sb:pw@"+smsc.Addr, "33")
+	polltest.Until(t, 20*time.Second, "both instances bound", func() bool { return len(smsc.BoundConns()) == 2 })
+	a1.submit("m-1", "33600000001")
+	polltest.Until(t, 20*time.Second, "the submit", func() bool { return len(smsc.Submits()) == 1 })
+	sub := smsc.Submits()[0]
+	other := 0
+	for _, c := range smsc.BoundConns() {
+		if c != sub.Conn {
+			other = c
+		}
+	}
+	// The receipt comes on the other session, before the submit_sm_resp
+	// (so before the verdict's commit).
+	if st, err := smsc.ReceiptOn(other, "smsc-1", "DELIVRD"); err != nil || st != smpp.StatusOK {
+		t.Fatalf("receipt on connection %d: %s %v", other, st, err)
+	}
+	if n := smsc.Release(); n != 1 {
+		t.Fatalf("released %d", n)
+	}
+	a1.waitState("m-1", messages.StateDelivered)
+	polltest.Eventually(t, 20*time.Second, func() error {
+		if m := a1.message("m-1"); !historyHas(m, "dlr: DELIVRD err:000 (SMSC message id smsc-1)") {
+			return fmt.Errorf("the receipt that reached the other instance is not recorded: smsc %+v, history %+v", m.SMSC, m.History)
+		}
+		return nil
+	})
 }

@@ -27,7 +27,9 @@ func TestSMPPFrontendNetSMPPInterop(t *testing.T) {
 	if !sc.Scan() || !strings.HasPrefix(sc.Text(), "port=") {
 		t.Fatalf("frontend_smsc.pl did not print its port: %q", sc.Text())
 	}
-	h := startNode(t, testConfig(t))
+	cfg := testConfig(t)
+	cfg.SMPPReceiptWait = 2 * time.Second // the unknown receipt's wait
+	h := startNode(t, cfg)
 	h.smppFrontend("perl", "smpp://switchbd:pw123456@127.0.0.1:"+strings.TrimPrefix(sc.Text(), "port=")+"?window=1&system_type=SB", "33")
 	smpptest.Expect(t, sc, "bind_transceiver system_id=switchbd password=pw123456 system_type=SB")
 
@@ -84,11 +86,14 @@ func TestSMPPFrontendNetSMPPInterop(t *testing.T) {
 		})
 	}
 	smpptest.Expect(t, sc, "deliver_sm_resp id=p-999 status=0")
-	text := scrape(t, h)
-	if !strings.Contains(text, `switchboard_smpp_frontend_receipts_total{frontend="perl",result="unknown"} 1`) ||
-		!strings.Contains(text, `switchboard_smpp_frontend_receipts_total{frontend="perl",result="recorded"} 5`) {
-		t.Errorf("receipt counts:\n%s", grepLines(text, "switchboard_smpp_frontend_receipts_total"))
-	}
+	polltest.Eventually(t, 20*time.Second, func() error {
+		text := scrape(t, h)
+		if !strings.Contains(text, `switchboard_smpp_frontend_receipts_total{frontend="perl",result="unknown"} 1`) ||
+			!strings.Contains(text, `switchboard_smpp_frontend_receipts_total{frontend="perl",result="recorded"} 5`) {
+			return fmt.Errorf("receipt counts (the unknown one counted after its wait):\n%s", grepLines(text, "switchboard_smpp_frontend_receipts_total"))
+		}
+		return nil
+	})
 	h.stop()
 	smpptest.Expect(t, sc, "unbind")
 	wait()

@@ -871,7 +871,7 @@ func (n *Node) newSMPPClients() error {
 	}
 	n.smpp = smppout.NewClients(smppout.Config{
 		Store: n.store, Clock: n.clock, Logger: n.log, Metrics: m, Seed: uint64(n.clock.Now().UnixNano()),
-		ResponseTimeout: n.cfg.WebhookTimeout, Fence: n.shares,
+		ResponseTimeout: n.cfg.WebhookTimeout, ReceiptWait: n.cfg.SMPPReceiptWait, Fence: n.shares,
 		Reconnect: ring.Reconnect{MaxAttempts: 1, Min: n.cfg.SMPPReconnectMin, Max: n.cfg.SMPPReconnectMax, Jitter: 0.5},
 		Workers:   &n.workers,
 	})

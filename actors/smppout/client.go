@@ -58,11 +58,12 @@ type Config struct {
 	// ResponseTimeout bounds the dial, the bind and each response (zero:
 	// the session's default, smpp.DefaultSessionConfig).
 	ResponseTimeout time.Duration
-	// ReceiptWait is how long a receipt waits in memory for the commit of
-	// its message's verdict, when it names an SMSC id the SMSC accepted a
-	// submit of ours under moments ago (SMSCs send a receipt right after
-	// the submit_sm_resp, before the group commit; zero:
-	// DefaultReceiptWait).
+	// ReceiptWait is how long a receipt whose SMSC id names no stored
+	// message yet waits in memory for the commit of its message's verdict
+	// (SMSCs send a receipt right after the submit_sm_resp, before the
+	// group commit, some before the submit_sm_resp, and to any bound
+	// session of the account: another instance's, whose commit this one
+	// does not see; zero: DefaultReceiptWait). See store.
 	ReceiptWait time.Duration
 	// Seed seeds the reconnect jitter.
 	Seed uint64
@@ -79,6 +80,18 @@ func DefaultReconnect() ring.Reconnect {
 // 30 s; a commit takes milliseconds, a verdict waits for every part of its
 // message.
 const DefaultReceiptWait = 30 * time.Second
+
+// receiptRecheck is how often the receipts held for their message are
+// looked up in the store again (those not waiting for a commit of this
+// instance's, which records them itself: Committed): each second, so that
+// one whose message another instance of the site committed is recorded
+// within about a second of that commit.
+const receiptRecheck = time.Second
+
+// maxHeldReceipts bounds the receipts a client holds for their message
+// (a few hundred bytes each: a few MB). One more is refused with a
+// temporary status, for the SMSC to send it again later.
+const maxHeldReceipts = 10000
 
 func (c *Config) defaults() {
 	if c.Clock == nil {
@@ -123,17 +136,25 @@ type Client struct {
 	lastErr error
 	limiter Limiter
 	// recent are the SMSC ids accepted in the last ReceiptWait, with
-	// when; committed those whose verdict was committed in that time;
-	// early the receipts that came for recent ids before that commit.
+	// when; committed those whose verdict was committed in that time.
 	// Each has its entries in time order too (the queues), for prune to
 	// take the old ones off their heads.
-	recent, committed           map[string]time.Time
-	early                       map[string][]early
-	recentQ, committedQ, earlyQ queue
+	recent, committed   map[string]time.Time
+	recentQ, committedQ queue
+	// early are the receipts held for their message (see store), by SMSC
+	// id, held of them at most maxHeld. stopRecheck stops the recheck of
+	// them armed (nil: none is); rechecks counts the one armed or running,
+	// for the client's end (endRechecks), after which ended arms none.
+	early       map[string][]early
+	held        int
+	maxHeld     int
+	stopRecheck func() bool
+	rechecks    sync.WaitGroup
+	ended       bool
 }
 
-// early is a receipt that came before its message's verdict was
-// committed.
+// early is a receipt held for its message: it came before the commit of
+// the verdict naming its SMSC id, here or on another instance.
 type early struct {
 	r  Receipt
 	at time.Time
@@ -155,7 +176,7 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{cfg: cfg, opts: o, log: cfg.Logger.With("component", "smpp", "frontend", cfg.Frontend.Name),
 		closing: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}),
 		lastErr: errors.New("connecting"), recent: map[string]time.Time{}, committed: map[string]time.Time{},
-		early: map[string][]early{}}
+		early: map[string][]early{}, maxHeld: maxHeldReceipts}
 	cfg.Metrics.setState(cfg.Frontend.Name, smpp.StateClosed)
 	go c.run(rand.New(rand.NewPCG(cfg.Seed, messages.TokenOf(cfg.Frontend.Name))))
 	return c, nil
@@ -248,6 +269,7 @@ func (e *errands) stop() {
 // takes each bind and drops it at once) is one more failure in it.
 func (c *Client) run(rng *rand.Rand) {
 	defer close(c.done)
+	defer c.endRechecks()
 	failures := 0
 	for {
 		select {
@@ -620,8 +642,7 @@ func (q *queue) popOlder(now time.Time, wait time.Duration, f func(stamp)) {
 	}
 }
 
-// prune forgets what is older than ReceiptWait: recent and committed ids,
-// and early receipts whose verdict never came (counted unknown). c.mu
+// prune forgets the recent and committed ids older than ReceiptWait. c.mu
 // held. It takes the old entries off the heads of the queues, so it costs
 // O(1) amortized per entry, whatever the maps hold (at 1000 submits/s,
 // ~30,000 ids each).
@@ -636,24 +657,11 @@ func (c *Client) prune(now time.Time) {
 	}
 	c.recentQ.popOlder(now, wait, forget(c.recent))
 	c.committedQ.popOlder(now, wait, forget(c.committed))
-	c.earlyQ.popOlder(now, wait, func(s stamp) {
-		// An id's receipts go together, when its first one is old (a
-		// later stamp of the id finds them gone, or a newer list).
-		es := c.early[s.id]
-		if len(es) == 0 || !es[0].at.Equal(s.at) {
-			return
-		}
-		delete(c.early, s.id)
-		for _, e := range es {
-			c.cfg.Metrics.receipt(c.cfg.Frontend.Name, "unknown")
-			c.log.Warn("receipt dropped: its message's verdict was not committed in time", "smsc_message_id", e.r.ID, "stat", e.r.Stat)
-		}
-	})
 }
 
 // Committed tells the client that the verdict naming these SMSC ids is
-// committed: the receipts that came for them before are recorded now
-// (off the caller's goroutine).
+// committed: the receipts held for them are recorded now (off the
+// caller's goroutine).
 func (c *Client) Committed(ids []string) {
 	now := c.cfg.Clock.Now()
 	var rs []Receipt
@@ -664,6 +672,7 @@ func (c *Client) Committed(ids []string) {
 		for _, e := range c.early[id] {
 			rs = append(rs, e.r)
 		}
+		c.held -= len(c.early[id])
 		delete(c.early, id)
 	}
 	c.prune(now)
@@ -705,9 +714,9 @@ func (c *Client) handle(s *smpp.Session, p smpp.PDU) {
 }
 
 // record records a receipt and answers it: ESME_ROK once it is in the
-// store, or held for the commit of its message's verdict (an id the SMSC
-// accepted moments ago), or about no message we know (counted, logged);
-// ESME_RX_T_APPN when the store failed, for the SMSC to send it again.
+// store, or held for its message (see store); ESME_RX_T_APPN when the
+// store failed, or too many receipts are held, for the SMSC to send it
+// again.
 func (c *Client) record(s *smpp.Session, p smpp.PDU, r Receipt) {
 	st := smpp.StatusOK
 	if !c.store(r, false) {
@@ -716,48 +725,174 @@ func (c *Client) record(s *smpp.Session, p smpp.PDU, r Receipt) {
 	_ = s.Reply(p, st, &smpp.SMResp{}) // the body goes only with ESME_ROK
 }
 
-// store records r; false when the store failed. A receipt for an id not
-// (yet) stored waits in memory when the SMSC accepted a submit under it
-// moments ago and its verdict is not committed yet; after that commit
-// (late), or without such a submit, it is about no known message.
+// store records r; false when the store failed, or r cannot be held. A
+// receipt whose SMSC id names no stored message is held (the SMSC sent it
+// before the commit of its message's verdict: right after the
+// submit_sm_resp, before it, or on another instance's session of the
+// account) for ReceiptWait: recorded when that commit is this instance's
+// (Committed), or when a look-up in the store again finds its message
+// (recheck: another instance's commit); at the end of its wait, a last
+// look-up not finding it makes it about no known message (counted
+// unknown). After the commit (late), a receipt not found is unknown at
+// once.
 func (c *Client) store(r Receipt, late bool) bool {
 	fe := c.cfg.Frontend.Name
-	ctx, cancel := context.WithTimeout(c.errands.context(), 30*time.Second)
-	res, err := c.cfg.Store.RecordReceipts(ctx, c.cfg.Clock.Now(), []persistence.Receipt{{Frontend: fe,
-		SMSCMessageID: r.ID, Stat: r.Stat, Detail: r.Detail()}})
-	cancel()
+	res, err := c.lookUp([]Receipt{r})
 	switch {
 	case err != nil:
 		c.cfg.Metrics.receipt(fe, "error")
 		c.log.Error("receipt not recorded", "smsc_message_id", r.ID, "err", err)
 		return false
 	case res[0] == persistence.Applied:
-		c.cfg.Metrics.receipt(fe, "recorded")
-		if r.Dated {
-			c.cfg.Metrics.receiptDelay(fe, r.Took.Seconds())
-		}
+		c.recorded(r)
+		return true
+	case late:
+		c.unknown(r)
 		return true
 	}
-	if !late {
-		now := c.cfg.Clock.Now()
+	now := c.cfg.Clock.Now()
+	c.mu.Lock()
+	c.prune(now)
+	if _, committed := c.committed[r.ID]; committed {
+		c.mu.Unlock()
+		return c.store(r, true) // committed since our read
+	}
+	if held := c.held; held >= c.maxHeld {
+		c.mu.Unlock()
+		c.cfg.Metrics.receipt(fe, "error")
+		c.log.Warn("receipt refused for now: too many receipts wait for their message", "smsc_message_id", r.ID, "held", held)
+		return false
+	}
+	c.hold(early{r: r, at: now})
+	c.mu.Unlock()
+	return true
+}
+
+// lookUp records rs in the store (see persistence.ReceiptStore).
+func (c *Client) lookUp(rs []Receipt) ([]persistence.Completion, error) {
+	prs := make([]persistence.Receipt, len(rs))
+	for i, r := range rs {
+		prs[i] = persistence.Receipt{Frontend: c.cfg.Frontend.Name, SMSCMessageID: r.ID, Stat: r.Stat, Detail: r.Detail()}
+	}
+	ctx, cancel := context.WithTimeout(c.errands.context(), 30*time.Second)
+	defer cancel()
+	return c.cfg.Store.RecordReceipts(ctx, c.cfg.Clock.Now(), prs)
+}
+
+// recorded counts r recorded.
+func (c *Client) recorded(r Receipt) {
+	c.cfg.Metrics.receipt(c.cfg.Frontend.Name, "recorded")
+	if r.Dated {
+		c.cfg.Metrics.receiptDelay(c.cfg.Frontend.Name, r.Took.Seconds())
+	}
+}
+
+// unknown counts and logs r about no known message.
+func (c *Client) unknown(r Receipt) {
+	c.cfg.Metrics.receipt(c.cfg.Frontend.Name, "unknown")
+	c.log.Warn("receipt for no known message (never recorded, or purged)", "smsc_message_id", r.ID, "stat", r.Stat)
+}
+
+// hold holds e for its message and arms the recheck. c.mu held.
+func (c *Client) hold(e early) {
+	c.early[e.r.ID] = append(c.early[e.r.ID], e)
+	c.held++
+	c.armRecheck()
+}
+
+// armRecheck arms the recheck of the receipts held, unless one is armed
+// or running, none is held, or the client ended. c.mu held.
+func (c *Client) armRecheck() {
+	if c.stopRecheck != nil || c.held == 0 || c.ended {
+		return
+	}
+	c.rechecks.Add(1)
+	c.stopRecheck = c.cfg.Clock.AfterFunc(receiptRecheck, c.recheck)
+}
+
+// recheck looks the receipts held up in the store again, but those whose
+// id this instance accepted moments ago (its own commit records them,
+// Committed) until their wait is over: found, they are recorded; after
+// their wait (ReceiptWait), they are unknown (or, the store failing,
+// errors); else held on. A commit of this instance's since the look-up
+// (Committed found them out) records them after it.
+func (c *Client) recheck() {
+	defer c.rechecks.Done()
+	now, wait := c.cfg.Clock.Now(), c.cfg.ReceiptWait
+	c.mu.Lock()
+	c.stopRecheck = nil
+	if c.ended {
+		c.mu.Unlock()
+		return
+	}
+	c.prune(now)
+	var look []early
+	for id, es := range c.early {
+		if _, recent := c.recent[id]; recent && now.Sub(es[0].at) < wait {
+			continue
+		}
+		look = append(look, es...)
+		c.held -= len(es)
+		delete(c.early, id)
+	}
+	c.mu.Unlock()
+	var found, again, gone, failed []Receipt
+	if len(look) > 0 {
+		rs := make([]Receipt, len(look))
+		for i, e := range look {
+			rs[i] = e.r
+		}
+		res, err := c.lookUp(rs)
 		c.mu.Lock()
-		c.prune(now)
-		_, recent := c.recent[r.ID]
-		_, committed := c.committed[r.ID]
-		if recent && !committed {
-			c.early[r.ID] = append(c.early[r.ID], early{r: r, at: now})
-			c.earlyQ.push(r.ID, now)
-			c.mu.Unlock()
-			return true
+		for i, e := range look {
+			_, committed := c.committed[e.r.ID]
+			switch {
+			case err == nil && res[i] == persistence.Applied:
+				found = append(found, e.r)
+			case committed:
+				again = append(again, e.r)
+			case now.Sub(e.at) >= wait && err != nil:
+				failed = append(failed, e.r)
+			case now.Sub(e.at) >= wait:
+				gone = append(gone, e.r)
+			default:
+				c.early[e.r.ID] = append(c.early[e.r.ID], e)
+				c.held++
+			}
 		}
 		c.mu.Unlock()
-		if committed {
-			return c.store(r, true) // committed since our read
+		for _, r := range found {
+			c.recorded(r)
+		}
+		for _, r := range gone {
+			c.unknown(r)
+		}
+		for _, r := range failed {
+			c.cfg.Metrics.receipt(c.cfg.Frontend.Name, "error")
+			c.log.Error("receipt not recorded: the store failed until the end of its wait", "smsc_message_id", r.ID, "err", err)
+		}
+		for _, r := range again {
+			c.store(r, true)
 		}
 	}
-	c.cfg.Metrics.receipt(fe, "unknown")
-	c.log.Warn("receipt for no known message (never recorded, or purged)", "smsc_message_id", r.ID, "stat", r.Stat)
-	return true
+	c.mu.Lock()
+	c.armRecheck()
+	c.mu.Unlock()
+}
+
+// endRechecks stops the rechecks of the receipts held and waits for one
+// under way: the client is ending (what is held then is lost, as in a
+// crash: it was answered).
+func (c *Client) endRechecks() {
+	c.mu.Lock()
+	c.ended = true
+	stop := c.stopRecheck
+	c.stopRecheck = nil
+	c.mu.Unlock()
+	if stop != nil && stop() {
+		c.rechecks.Done() // it will not run
+	}
+	c.rechecks.Wait()
 }
 
 // ResendNote is the history mark of an attempt that may send the message

@@ -21,7 +21,10 @@
 // With a transceiver bind the SMSC's delivery receipts (deliver_sm) come
 // back on the same connection: each is recorded in its message's history
 // (found by the SMSC's message id) before the deliver_sm_resp, so a
-// receipt the node could not record is sent again by the SMSC.
+// receipt the node could not record is sent again by the SMSC. One whose
+// id names no stored message yet (it came before the verdict's commit,
+// here or on another instance of the site) is answered and held in memory
+// for its message (Config.ReceiptWait).
 //
 // Failure: a submit_sm written but not answered (the link broke, the node
 // was killed) may have been accepted by the SMSC; SMPP has no idempotency

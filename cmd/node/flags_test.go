@@ -751,7 +751,7 @@ func TestEveryConfigFieldHasAFlag(t *testing.T) {
 	embeddingOnly := map[string]bool{
 		"OTLPInterval": true, "Version": true, "WatchInterval": true, "Logger": true, "Registry": true, "Store": true,
 		"Clock": true, "Transport": true, "Listener": true, "Dial": true, "Intercept": true, "Elector": true,
-		"DeadLetterThrottle": true,
+		"DeadLetterThrottle": true, "SMPPReceiptWait": true,
 	}
 	flags := map[string]string{}
 	for _, f := range runFlags {

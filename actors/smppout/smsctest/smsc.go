@@ -220,15 +220,50 @@ func (s *SMSC) bound() *smpp.Session {
 	return nil
 }
 
+// BoundConns are the numbers of the connections bound now (see
+// Submit.Conn), in order.
+func (s *SMSC) BoundConns() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []int
+	for i, c := range s.conns {
+		if c.State().Bound() {
+			out = append(out, i+1)
+		}
+	}
+	return out
+}
+
 // Receipt sends a delivery receipt for SMSC message id with stat on the
-// bound connection (as SMSCs do: the receipted_message_id and
-// message_state TLVs and the Appendix B text) and returns the ESME's
-// command_status.
+// bound connection (the latest bound; as SMSCs do: the
+// receipted_message_id and message_state TLVs and the Appendix B text)
+// and returns the ESME's command_status.
 func (s *SMSC) Receipt(id, stat string) (smpp.Status, error) {
 	sess := s.bound()
 	if sess == nil {
 		return 0, fmt.Errorf("no bound connection")
 	}
+	return receipt(sess, id, stat)
+}
+
+// ReceiptOn is Receipt on connection conn (numbered from 1, see
+// Submit.Conn), which must be bound: an SMSC hands a receipt to any bound
+// session of the account.
+func (s *SMSC) ReceiptOn(conn int, id, stat string) (smpp.Status, error) {
+	s.mu.Lock()
+	var sess *smpp.Session
+	if conn >= 1 && conn <= len(s.conns) {
+		sess = s.conns[conn-1]
+	}
+	s.mu.Unlock()
+	if sess == nil || !sess.State().Bound() {
+		return 0, fmt.Errorf("connection %d is not bound", conn)
+	}
+	return receipt(sess, id, stat)
+}
+
+// receipt sends the receipt for id with stat on sess.
+func receipt(sess *smpp.Session, id, stat string) (smpp.Status, error) {
 	state, ok := smpp.StateOfStat(stat)
 	if !ok {
 		return 0, fmt.Errorf("unknown stat %q", stat)
