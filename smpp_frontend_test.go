@@ -2,6 +2,7 @@ package switchboard_test
 
 import (
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -384,4 +385,34 @@ func TestSMPPReceiptOnAnotherInstancesSession(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// CONTRACT.md's smpp frontend: its URL
+// (smpp://system_id:password@host:port?bind=transceiver&window=10&tps=100&tls=false)
+// is taken, tps as the rate; the message document names the SMSC's
+// message id as smsc_message_id (the latest: a long text's last part's),
+// beside smsc, and the receipt's stat in smsc.
+func TestSMPPFrontendContractURLAndSMSCMessageID(t *testing.T) {
+	smsc := smsctest.New(t, "pw", nil)
+	h := startNode(t, testConfig(t))
+	h.smppFrontend("smsc", "smpp://sb:pw@"+smsc.Addr+"?bind=transceiver&window=10&tps=100&tls=false", "33")
+	h.submit("m-1", "33600000001")
+	h.must(202, "POST", "/api/messages", map[string]any{"id": "m-long", "source_msisdn": "+15550001", "destination_msisdn": "+33600000002",
+		"message_body": strings.Repeat("0123456789", 20)}, nil) // two parts
+	for _, c := range []struct{ id, smscID string }{{"m-1", "smsc-1"}, {"m-long", "smsc-3"}} {
+		m := h.waitState(c.id, messages.StateDelivered)
+		var doc map[string]any
+		if code, body := h.do("GET", "/api/messages/"+c.id, nil); code != 200 || json.Unmarshal(body, &doc) != nil {
+			t.Fatalf("GET %s: %d %s", c.id, code, body)
+		}
+		if doc["smsc_message_id"] != c.smscID || m.SMSC[len(m.SMSC)-1].MessageID != c.smscID {
+			t.Fatalf("%s: smsc_message_id %v, smsc %v; want %s", c.id, doc["smsc_message_id"], doc["smsc"], c.smscID)
+		}
+	}
+	if st, err := smsc.Receipt("smsc-1", "DELIVRD"); err != nil || st != smpp.StatusOK {
+		t.Fatalf("receipt: %s %v", st, err)
+	}
+	if m := h.message("m-1"); m.SMSC[0].Receipt != "DELIVRD" {
+		t.Fatalf("m-1 after its receipt: %+v", m.SMSC)
+	}
 }

@@ -593,7 +593,7 @@ func TestOpenAPISchemasMatchGo(t *testing.T) {
 		State: messages.StateForwardQueued, SourceSMSC: "a", DestSMSC: "b", Frontend: "fe", Attempts: 1,
 		Reason: messages.ReasonExpired, CreatedAt: at, UpdatedAt: at, SubmittedAt: at, QueuedAt: &at, NextAttemptAt: &at,
 		LastDetail: "accepted", History: hist, SubmittedBy: "shop", TraceID: "4bf92f3577b34da6a3ce929d0e0e4736",
-		SMSC: []messages.SMSCRef{{MessageID: "p-1", Receipt: "DELIVRD"}}}
+		SMSC: []messages.SMSCRef{{MessageID: "p-1", Receipt: "DELIVRD"}}, SMSCMessageID: "p-1"}
 	peer := messages.PeerInfo{Node: "b", Address: "127.0.0.1:8443", State: messages.PeerDegraded, ConsecutiveFailures: 1,
 		LastSuccess: &at, Frontends: []string{"fe"}, ForwardQueueDepth: 3,
 		Instances: []messages.PeerInstance{{Address: "127.0.0.1:8443", InstanceID: "b-0"}}, LastError: "timeout"}

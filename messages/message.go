@@ -43,9 +43,13 @@ type Message struct {
 	TraceID string `json:"trace_id,omitempty"`
 	// SMSC, for a message an smpp frontend delivered, holds the message
 	// id its SMSC gave each submit_sm (one per part of a long text), with
-	// the stat of the latest receipt for it. Read by GetMessage only.
-	SMSC    []SMSCRef      `json:"smsc,omitempty"`
-	History []HistoryEntry `json:"history,omitempty"`
+	// the stat of the latest receipt for it, in the order the SMSC gave
+	// them. Read by GetMessage only; set with SetSMSC.
+	SMSC []SMSCRef `json:"smsc,omitempty"`
+	// SMSCMessageID is the latest of SMSC's ids (a long text's last
+	// part's): CONTRACT.md's smsc_message_id. Set with SetSMSC.
+	SMSCMessageID string         `json:"smsc_message_id,omitempty"`
+	History       []HistoryEntry `json:"history,omitempty"`
 	// Trace is the W3C traceparent of the span the message's later spans
 	// are children of (its submit, or its receipt from a peer), kept with
 	// it so that a retry hours later continues the same trace; empty when
@@ -56,6 +60,15 @@ type Message struct {
 	Seq int64 `json:"-"`
 	// Token is the 64-bit hash of ID that places the message on the ring.
 	Token uint64 `json:"-"`
+}
+
+// SetSMSC sets SMSC to refs (in the order the SMSC gave them) and
+// SMSCMessageID to the latest of them.
+func (m *Message) SetSMSC(refs []SMSCRef) {
+	m.SMSC, m.SMSCMessageID = refs, ""
+	if n := len(refs); n > 0 {
+		m.SMSCMessageID = refs[n-1].MessageID
+	}
 }
 
 // SetTrace sets Trace to tp and TraceID to its trace id.

@@ -35,7 +35,8 @@ const (
 
 // SMPPOptions are an smpp frontend's settings, read from its URL
 // (docs/smpp.md): smpp://system_id[:password]@host:port?option=value&...
-// (smpps:// over TLS). The password is kept as the frontend's Secret.
+// (smpps://, or tls=true, over TLS). The password is kept as the
+// frontend's Secret.
 type SMPPOptions struct {
 	SystemID string
 	Addr     string // host:port
@@ -73,11 +74,13 @@ const (
 	DefaultSMPPEnquireLink = 30 * time.Second
 )
 
-var smppParams = []string{"bind", "system_type", "window", "rate", "receipts", "long", "source_ton", "source_npi",
-	"dest_ton", "dest_npi", "enquire_link", "tls_ca"}
+var smppParams = []string{"bind", "system_type", "window", "rate", "tps", "receipts", "long", "source_ton", "source_npi",
+	"dest_ton", "dest_npi", "enquire_link", "tls", "tls_ca"}
 
 // ParseSMPPURL reads an smpp frontend's URL (without its password: see
-// Frontend.Normalized) and reports every problem of it.
+// Frontend.Normalized) and reports every problem of it. CONTRACT.md's
+// names are taken too: tps is rate (both given, they must agree), and
+// tls=true is smpps:// (tls=false with smpps:// is a contradiction).
 func ParseSMPPURL(raw string) (SMPPOptions, error) {
 	o := SMPPOptions{Bind: BindTransceiver, Window: DefaultSMPPWindow, Receipts: true, Long: LongUDH,
 		SourceTON: -1, SourceNPI: -1, DestTON: -1, DestNPI: -1, EnquireLink: DefaultSMPPEnquireLink}
@@ -147,12 +150,23 @@ func ParseSMPPURL(raw string) (SMPPOptions, error) {
 			bad("window %q: 1-%d submit_sm outstanding", v, MaxSMPPWindow)
 		}
 	}
-	if v, ok := get("rate"); ok {
-		r, err := strconv.ParseFloat(v, 64)
+	rate, hasRate := get("rate")
+	if hasRate {
+		r, err := strconv.ParseFloat(rate, 64)
 		o.Rate = r
 		if err != nil || r < 0 || r > 1e6 || r != r {
-			bad("rate %q: submits per second, 0 (unlimited) to 1000000", v)
+			bad("rate %q: submits per second, 0 (unlimited) to 1000000", rate)
 		}
+	}
+	if v, ok := get("tps"); ok {
+		r, err := strconv.ParseFloat(v, 64)
+		switch {
+		case err != nil || r < 0 || r > 1e6 || r != r:
+			bad("tps %q: submits per second (the rate's other name), 0 (unlimited) to 1000000", v)
+		case hasRate && r != o.Rate:
+			bad("tps and rate: one setting under two names, given %q and %q", v, rate)
+		}
+		o.Rate = r
 	}
 	if v, ok := get("receipts"); ok {
 		b, err := strconv.ParseBool(v)
@@ -186,10 +200,20 @@ func ParseSMPPURL(raw string) (SMPPOptions, error) {
 			bad("enquire_link %q: a duration from 1s to 1h", v)
 		}
 	}
+	if v, ok := get("tls"); ok {
+		switch {
+		case v == "true":
+			o.TLS = true
+		case v != "false":
+			bad("tls %q: true or false", v)
+		case o.TLS:
+			bad("smpps:// and tls=false: one says TLS, the other not")
+		}
+	}
 	if v, ok := get("tls_ca"); ok {
 		o.TLSCA = v
 		if !o.TLS || v == "" {
-			bad("tls_ca: a PEM file's path, with smpps:// only")
+			bad("tls_ca: a PEM file's path, with TLS only (smpps:// or tls=true)")
 		}
 	}
 	if o.Bind == BindTransmitter && o.Receipts {

@@ -24,6 +24,11 @@ func TestParseSMPPURL(t *testing.T) {
 			})},
 		{"smpp://acme@smsc.example:2775?receipts=false&source_ton=5&source_npi=0&dest_ton=1&dest_npi=1",
 			with(func(o *SMPPOptions) { o.Receipts, o.SourceTON, o.SourceNPI, o.DestTON, o.DestNPI = false, 5, 0, 1, 1 })},
+		// CONTRACT.md's names: tps for the rate, tls for smpps://.
+		{"smpp://acme@smsc.example:2775?bind=transceiver&window=10&tps=100&tls=false", with(func(o *SMPPOptions) { o.Rate = 100 })},
+		{"smpp://acme@smsc.example:2775?tls=true&tls_ca=/etc/ca.pem", with(func(o *SMPPOptions) { o.TLS, o.TLSCA = true, "/etc/ca.pem" })},
+		{"smpps://acme@smsc.example:2775?tls=true", with(func(o *SMPPOptions) { o.TLS = true })},
+		{"smpp://acme@smsc.example:2775?tps=2.5&rate=2.5", with(func(o *SMPPOptions) { o.Rate = 2.5 })},
 	}
 	for _, c := range ok {
 		got, err := ParseSMPPURL(c.url)
@@ -51,6 +56,11 @@ func TestParseSMPPURL(t *testing.T) {
 		{"smpp://acme@h:1?tls_ca=/x", "tls_ca"},
 		{"smpp://acme@h:1?bind=transmitter&receipts=true", "transmitter bind receives no receipts"},
 		{"smpp://acme@h:1?system_type=abcdefghijklm", "system_type"},
+		{"smpp://acme@h:1?tps=-1", "tps"},
+		{"smpp://acme@h:1?tps=10&rate=20", "tps and rate"},
+		{"smpp://acme@h:1?tls=yes", "tls"},
+		{"smpps://acme@h:1?tls=false", "smpps:// and tls=false"},
+		{"smpp://acme@h:1?tls=false&tls_ca=/x", "tls_ca"},
 	}
 	for _, c := range bad {
 		if _, err := ParseSMPPURL(c.url); err == nil || !strings.Contains(err.Error(), c.want) {

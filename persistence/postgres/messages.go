@@ -316,9 +316,11 @@ func (s *Store) GetMessage(ctx context.Context, id string) (messages.Message, er
 	if n := len(m.History); n > 0 {
 		m.LastDetail = m.History[n-1].Detail
 	}
-	if m.SMSC, err = s.smscRefs(ctx, id); err != nil {
+	refs, err := s.smscRefs(ctx, id)
+	if err != nil {
 		return messages.Message{}, s.fail("get message", err)
 	}
+	m.SetSMSC(refs)
 	var due *time.Time
 	if err := s.pool.QueryRow(ctx, `SELECT min(due_at) FROM outbox WHERE message_id = $1 AND kind <> 'status'`, id).Scan(&due); err != nil {
 		return messages.Message{}, s.fail("get message", err)

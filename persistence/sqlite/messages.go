@@ -175,9 +175,11 @@ func (s *Store) GetMessage(ctx context.Context, id string) (messages.Message, er
 		if n := len(m.History); n > 0 {
 			m.LastDetail = m.History[n-1].Detail
 		}
-		if m.SMSC, err = smscRefs(ctx, tx, id); err != nil {
+		refs, err := smscRefs(ctx, tx, id)
+		if err != nil {
 			return err
 		}
+		m.SetSMSC(refs)
 		var due sql.NullInt64
 		err = tx.QueryRowContext(ctx, messageDueSQL, id).Scan(&due)
 		m.NextAttemptAt = timeOrNil(due)

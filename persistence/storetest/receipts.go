@@ -49,8 +49,8 @@ func smscKeepsIDs(f *fixture) {
 	f.deliverSMSC(at(time.Second), "sm-1", "abc-1", "abc-2", "abc-3")
 	f.deliver(at(time.Second), "sm-2")
 	m := f.get("sm-1")
-	if fmt.Sprint(m.SMSC) != "[{abc-1 } {abc-2 } {abc-3 }]" || m.State != messages.StateDelivered {
-		f.Fatalf("sm-1: %s, SMSC %v", m.State, m.SMSC)
+	if fmt.Sprint(m.SMSC) != "[{abc-1 } {abc-2 } {abc-3 }]" || m.SMSCMessageID != "abc-3" || m.State != messages.StateDelivered {
+		f.Fatalf("sm-1: %s, SMSC %v, latest %q", m.State, m.SMSC, m.SMSCMessageID)
 	}
 	if m := f.get("sm-2"); m.SMSC != nil {
 		f.Fatalf("sm-2 has SMSC refs %v", m.SMSC)
