@@ -93,6 +93,9 @@ const receiptRecheck = time.Second
 // temporary status, for the SMSC to send it again later.
 const maxHeldReceipts = 10000
 
+// storeTimeout bounds a look-up of receipts in the store.
+const storeTimeout = 30 * time.Second
+
 func (c *Config) defaults() {
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
@@ -201,10 +204,14 @@ func (c *Client) State() smpp.BindState {
 }
 
 // Close unbinds (waiting at most the response timeout) and stops the
-// client; a Submit under way ends with a retry, a receipt being recorded
-// is not (its store call is canceled, and waited for: none runs on the
-// store once Close returns). Safe to call more than once, at once too:
-// each call returns once the client has stopped.
+// client; a Submit under way ends with a retry. A receipt not answered
+// yet that is being recorded is not (its store call is canceled: the SMSC
+// sends it again); the receipts answered already (held for their
+// message's verdict) are recorded first: those of a verdict committed
+// (Committed) and those a last look-up finds, each store call bounded by
+// storeTimeout. None runs on the store once Close returns. Safe to call
+// more than once, at once too: each call returns once the client has
+// stopped.
 func (c *Client) Close() {
 	c.closeOnce.Do(func() { close(c.closing) })
 	<-c.done
@@ -212,9 +219,12 @@ func (c *Client) Close() {
 }
 
 // errands are the client's goroutines that record receipts (off the
-// session's reading goroutine, or the worker's): Client.Close cancels the
-// context of their store calls and waits for them, so that none runs on
-// a store the node closes next. The zero value is ready.
+// session's reading goroutine, or the worker's): Client.Close waits for
+// them, so that none runs on a store the node closes next. It cancels the
+// store calls of those recording receipts not answered yet (run: the SMSC
+// sends them again), not those of receipts answered already (runAnswered:
+// the SMSC does not), which end within storeTimeout. The zero value is
+// ready.
 type errands struct {
 	mu      sync.Mutex
 	wg      sync.WaitGroup
@@ -223,7 +233,7 @@ type errands struct {
 	stopped bool
 }
 
-// context is the errands' context, canceled by stop.
+// context is the context of the errands run runs, canceled by stop.
 func (e *errands) context() context.Context {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -237,23 +247,46 @@ func (e *errands) init() {
 	}
 }
 
-// run runs f on a goroutine of its own; once stopped (the client is
-// closed) it drops f: a receipt it would record goes unanswered, and the
-// SMSC sends it again.
-func (e *errands) run(f func()) {
+// run runs f, which records receipts not answered yet, on a goroutine of
+// its own, with the errands' context (canceled by stop); once stopped (the
+// client is closed) it drops f: a receipt it would record goes
+// unanswered, and the SMSC sends it again.
+func (e *errands) run(f func(ctx context.Context)) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.init()
+	e.start(e.ctx, f)
+}
+
+// runAnswered runs f, which records receipts answered ESME_ROK already,
+// on a goroutine of its own, with a context that stop does not cancel:
+// stop waits for it, which ends within storeTimeout. Once stopped, it
+// runs f no more and returns false: the receipts are lost.
+func (e *errands) runAnswered(f func(ctx context.Context)) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.start(context.Background(), func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+		defer cancel()
+		f(ctx)
+	})
+}
+
+// start runs f(ctx) on a goroutine of its own, unless stopped. e.mu held.
+func (e *errands) start(ctx context.Context, f func(ctx context.Context)) bool {
 	if e.stopped {
-		return
+		return false
 	}
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
-		f()
+		f(ctx)
 	}()
+	return true
 }
 
-// stop cancels the errands' context and waits for those under way.
+// stop cancels the context of the errands run runs and waits for all
+// those under way.
 func (e *errands) stop() {
 	e.mu.Lock()
 	e.init()
@@ -677,12 +710,18 @@ func (c *Client) Committed(ids []string) {
 	}
 	c.prune(now)
 	c.mu.Unlock()
-	if len(rs) > 0 {
-		c.errands.run(func() {
-			for _, r := range rs {
-				c.store(r, true)
-			}
-		})
+	if len(rs) == 0 {
+		return
+	}
+	ran := c.errands.runAnswered(func(ctx context.Context) {
+		for _, r := range rs {
+			c.store(ctx, r, true)
+		}
+	})
+	if !ran {
+		for _, r := range rs {
+			c.lost(r, "the client was closed before its message's verdict was committed")
+		}
 	}
 }
 
@@ -709,7 +748,7 @@ func (c *Client) handle(s *smpp.Session, p smpp.PDU) {
 		c.log.Warn("malformed receipt dropped", "err", err)
 		_ = s.Reply(p, smpp.StatusOK, &smpp.SMResp{})
 	default:
-		c.errands.run(func() { c.record(s, p, r) })
+		c.errands.run(func(ctx context.Context) { c.record(ctx, s, p, r) })
 	}
 }
 
@@ -717,9 +756,9 @@ func (c *Client) handle(s *smpp.Session, p smpp.PDU) {
 // store, or held for its message (see store); ESME_RX_T_APPN when the
 // store failed, or too many receipts are held, for the SMSC to send it
 // again.
-func (c *Client) record(s *smpp.Session, p smpp.PDU, r Receipt) {
+func (c *Client) record(ctx context.Context, s *smpp.Session, p smpp.PDU, r Receipt) {
 	st := smpp.StatusOK
-	if !c.store(r, false) {
+	if !c.store(ctx, r, false) {
 		st = smpp.StatusTempAppError
 	}
 	_ = s.Reply(p, st, &smpp.SMResp{}) // the body goes only with ESME_ROK
@@ -734,10 +773,10 @@ func (c *Client) record(s *smpp.Session, p smpp.PDU, r Receipt) {
 // (recheck: another instance's commit); at the end of its wait, a last
 // look-up not finding it makes it about no known message (counted
 // unknown). After the commit (late), a receipt not found is unknown at
-// once.
-func (c *Client) store(r Receipt, late bool) bool {
+// once. ctx bounds the store call.
+func (c *Client) store(ctx context.Context, r Receipt, late bool) bool {
 	fe := c.cfg.Frontend.Name
-	res, err := c.lookUp([]Receipt{r})
+	res, err := c.lookUp(ctx, []Receipt{r})
 	switch {
 	case err != nil:
 		c.cfg.Metrics.receipt(fe, "error")
@@ -755,7 +794,7 @@ func (c *Client) store(r Receipt, late bool) bool {
 	c.prune(now)
 	if _, committed := c.committed[r.ID]; committed {
 		c.mu.Unlock()
-		return c.store(r, true) // committed since our read
+		return c.store(ctx, r, true) // committed since our read
 	}
 	if held := c.held; held >= c.maxHeld {
 		c.mu.Unlock()
@@ -768,13 +807,14 @@ func (c *Client) store(r Receipt, late bool) bool {
 	return true
 }
 
-// lookUp records rs in the store (see persistence.ReceiptStore).
-func (c *Client) lookUp(rs []Receipt) ([]persistence.Completion, error) {
+// lookUp records rs in the store (see persistence.ReceiptStore), within
+// ctx and storeTimeout.
+func (c *Client) lookUp(ctx context.Context, rs []Receipt) ([]persistence.Completion, error) {
 	prs := make([]persistence.Receipt, len(rs))
 	for i, r := range rs {
 		prs[i] = persistence.Receipt{Frontend: c.cfg.Frontend.Name, SMSCMessageID: r.ID, Stat: r.Stat, Detail: r.Detail()}
 	}
-	ctx, cancel := context.WithTimeout(c.errands.context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
 	return c.cfg.Store.RecordReceipts(ctx, c.cfg.Clock.Now(), prs)
 }
@@ -842,7 +882,7 @@ func (c *Client) recheck() {
 		for i, e := range look {
 			rs[i] = e.r
 		}
-		res, err := c.lookUp(rs)
+		res, err := c.lookUp(context.Background(), rs) // answered: Close does not cancel it
 		c.mu.Lock()
 		for i, e := range look {
 			_, committed := c.committed[e.r.ID]
@@ -872,7 +912,7 @@ func (c *Client) recheck() {
 			c.log.Error("receipt not recorded: the store failed until the end of its wait", "smsc_message_id", r.ID, "err", err)
 		}
 		for _, r := range again {
-			c.store(r, true)
+			c.store(context.Background(), r, true)
 		}
 	}
 	c.mu.Lock()
@@ -881,8 +921,10 @@ func (c *Client) recheck() {
 }
 
 // endRechecks stops the rechecks of the receipts held and waits for one
-// under way: the client is ending (what is held then is lost, as in a
-// crash: it was answered).
+// under way: the client is ending. The receipts still held (answered
+// ESME_ROK: the SMSC does not send them again) are looked up a last time:
+// those whose message is stored now are recorded, the others are lost
+// (counted error, logged), as in a crash.
 func (c *Client) endRechecks() {
 	c.mu.Lock()
 	c.ended = true
@@ -893,6 +935,36 @@ func (c *Client) endRechecks() {
 		c.rechecks.Done() // it will not run
 	}
 	c.rechecks.Wait()
+	c.mu.Lock()
+	var rs []Receipt
+	for id, es := range c.early {
+		for _, e := range es {
+			rs = append(rs, e.r)
+		}
+		delete(c.early, id)
+	}
+	c.held = 0
+	c.mu.Unlock()
+	if len(rs) == 0 {
+		return
+	}
+	res, err := c.lookUp(context.Background(), rs)
+	for i, r := range rs {
+		switch {
+		case err != nil:
+			c.lost(r, "the client was closed before its message's verdict was committed, and the store failed: "+err.Error())
+		case res[i] == persistence.Applied:
+			c.recorded(r)
+		default:
+			c.lost(r, "the client was closed before its message's verdict was committed")
+		}
+	}
+}
+
+// lost counts and logs r, answered ESME_ROK, never recorded: why.
+func (c *Client) lost(r Receipt, why string) {
+	c.cfg.Metrics.receipt(c.cfg.Frontend.Name, "error")
+	c.log.Error("receipt lost: "+why, "smsc_message_id", r.ID, "stat", r.Stat)
 }
 
 // ResendNote is the history mark of an attempt that may send the message

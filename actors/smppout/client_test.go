@@ -177,7 +177,7 @@ func TestClientHoldsReceiptsForTheirMessage(t *testing.T) {
 	receipt := func(id string) Receipt { return Receipt{ID: id, Stat: "DELIVRD", Err: "000"} }
 
 	// A: another instance commits its message after the receipt came.
-	if !c.store(receipt("A"), false) || held() != 1 || !armed() {
+	if !c.store(context.Background(), receipt("A"), false) || held() != 1 || !armed() {
 		t.Fatalf("the receipt for A is not held: %d held", held())
 	}
 	st.learn("A")
@@ -190,7 +190,7 @@ func TestClientHoldsReceiptsForTheirMessage(t *testing.T) {
 	// B: accepted here (before or after its receipt): this instance's
 	// commit records it, no look-up meanwhile.
 	c.noteRecent("B")
-	if !c.store(receipt("B"), false) {
+	if !c.store(context.Background(), receipt("B"), false) {
 		t.Fatal("the receipt for B is not held")
 	}
 	polltest.Until(t, 20*time.Second, "the recheck armed", armed)
@@ -207,8 +207,8 @@ func TestClientHoldsReceiptsForTheirMessage(t *testing.T) {
 	// committed here) are looked up a last time at the end of their wait,
 	// then unknown.
 	c.noteRecent("G")
-	c.store(receipt("C"), false)
-	c.store(receipt("G"), false)
+	c.store(context.Background(), receipt("C"), false)
+	c.store(context.Background(), receipt("G"), false)
 	for range 3 {
 		polltest.Until(t, 20*time.Second, "the recheck armed", armed)
 		clk.Advance(receiptRecheck)
@@ -220,7 +220,7 @@ func TestClientHoldsReceiptsForTheirMessage(t *testing.T) {
 
 	// The bound: one receipt more than maxHeld is refused.
 	c.maxHeld = 2
-	if !c.store(receipt("D"), false) || !c.store(receipt("E"), false) || c.store(receipt("F"), false) || count("error") != 1 || held() != 2 {
+	if !c.store(context.Background(), receipt("D"), false) || !c.store(context.Background(), receipt("E"), false) || c.store(context.Background(), receipt("F"), false) || count("error") != 1 || held() != 2 {
 		t.Fatalf("with 2 held at most: %d held, %v errors", held(), count("error"))
 	}
 }

@@ -6,11 +6,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/actors/smppout/smsctest"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/polltest"
+	"github.com/switchboard-dev/switchboard/smpp"
 )
 
 // heldReceiptStore is a receipt store whose RecordReceipts waits until release
@@ -58,5 +62,100 @@ func TestClientCloseWaitsForReceiptRecording(t *testing.T) {
 	<-receipted
 	if in != 0 {
 		t.Fatalf("Close returned with %d receipt recordings still in the store", in)
+	}
+}
+
+// commitStore is a receipt store in which the message's SMSC id is not
+// stored yet at the receipt's first recording (its verdict's commit is to
+// come: NoWork), and where a later recording waits until release is
+// closed (a store's commit under load), failing if its context ended by
+// then. in counts the later recordings begun, recorded those that stored
+// the receipt.
+type commitStore struct {
+	release  chan struct{}
+	calls    atomic.Int32
+	in       atomic.Int32
+	recorded atomic.Int32
+}
+
+func (s *commitStore) RecordReceipts(ctx context.Context, _ time.Time, rs []persistence.Receipt) ([]persistence.Completion, error) {
+	if s.calls.Add(1) == 1 {
+		return []persistence.Completion{persistence.NoWork}, nil // the verdict is not committed yet
+	}
+	s.in.Add(1)
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.recorded.Add(1)
+	return []persistence.Completion{persistence.Applied}, nil
+}
+
+// TestClientCloseRecordsCommittedReceipts: a receipt that comes right
+// after its submit_sm_resp, before the verdict's commit, is held and
+// answered ESME_ROK at once (the SMSC will not send it again). The
+// worker's Committed records it on an errand; a retiring worker stops in
+// the very step that calls Committed, so its Release closes the client at
+// once (and every client closes at the node's stop). Close canceled that
+// errand's store call, and the receipt was lost for good; it now waits
+// for it (while it cancels the recording of a receipt not answered yet).
+func TestClientCloseRecordsCommittedReceipts(t *testing.T) {
+	smsc := smsctest.New(t, "pw", nil)
+	st := &commitStore{release: make(chan struct{})}
+	c, err := New(Config{Frontend: messages.Frontend{Name: "smsc", Mode: messages.ModeSMPP, URL: "smpp://sb@" + smsc.Addr, Secret: "pw"},
+		Store: st, Reconnect: ring.Reconnect{MaxAttempts: 1, Min: time.Hour, Max: time.Hour, Jitter: 0.5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	polltest.Until(t, 20*time.Second, "the bind", c.Bound)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	v := c.Submit(ctx, messages.Outgoing{ID: "m-1", SourceMSISDN: "+15550001", DestinationMSISDN: "+33600000001", Body: "hi"}, "")
+	if v.Status != messages.Delivered || len(v.SMSCMessageIDs) != 1 {
+		t.Fatalf("submit: %+v", v)
+	}
+	status, err := smsc.Receipt(v.SMSCMessageIDs[0], "DELIVRD")
+	if err != nil || status != smpp.StatusOK {
+		t.Fatalf("receipt answered %v %v", status, err)
+	}
+	c.Committed(v.SMSCMessageIDs)
+	polltest.Until(t, 20*time.Second, "the held receipt's recording in the store", func() bool { return st.in.Load() == 1 })
+	closed := make(chan struct{})
+	go func() { defer close(closed); c.Close() }()
+	polltest.Until(t, 20*time.Second, "Close canceling the recordings of receipts not answered", func() bool { return c.errands.context().Err() != nil })
+	close(st.release)
+	<-closed
+	if n := st.recorded.Load(); n != 1 {
+		t.Fatalf("the SMSC had ESME_ROK for its receipt, but %d receipts were recorded: the receipt is lost", n)
+	}
+}
+
+// TestClientEndLooksUpHeldReceipts: the receipts held for their message
+// were answered ESME_ROK (the SMSC does not send them again). The client's
+// end dropped them untried, even one whose message another instance had
+// committed since the last recheck; a last look-up now records those
+// found, and counts the others lost (error).
+func TestClientEndLooksUpHeldReceipts(t *testing.T) {
+	clk := newManualClock()
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &fakeReceipts{known: map[string]bool{}, lookups: map[string]int{}}
+	c := bookkeeping(clk, st, m)
+	for _, id := range []string{"A", "B"} {
+		if !c.store(context.Background(), Receipt{ID: id, Stat: "DELIVRD", Err: "000"}, false) {
+			t.Fatalf("the receipt for %s is not held", id)
+		}
+	}
+	st.learn("A") // another instance committed A's message
+	c.endRechecks()
+	count := func(result string) float64 { return testutil.ToFloat64(m.receipts.WithLabelValues("smsc", result)) }
+	if count("recorded") != 1 || count("error") != 1 || c.held != 0 || st.looked("A") != 2 || st.looked("B") != 2 {
+		t.Fatalf("at the end: %v recorded, %v error, %d held; A looked up %d times, B %d",
+			count("recorded"), count("error"), c.held, st.looked("A"), st.looked("B"))
 	}
 }

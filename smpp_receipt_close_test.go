@@ -1,0 +1,116 @@
+package switchboard_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/actors/smppout/smsctest"
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/polltest"
+	"github.com/switchboard-dev/switchboard/smpp"
+)
+
+// outcomeGate holds the writes of a verdict on message id while armed,
+// until open is closed.
+type outcomeGate struct {
+	persistence.Store
+	id      string
+	armed   atomic.Bool
+	holding atomic.Int32
+	open    chan struct{}
+}
+
+// RecordReceipts takes a few ms, as a commit on a Postgres store does.
+func (g *outcomeGate) RecordReceipts(ctx context.Context, now time.Time, rs []persistence.Receipt) ([]persistence.Completion, error) {
+	select {
+	case <-time.After(5 * time.Millisecond):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return g.Store.RecordReceipts(ctx, now, rs)
+}
+
+func (g *outcomeGate) Write(ctx context.Context, now time.Time, w persistence.Write) (persistence.Written, error) {
+	if g.armed.Load() {
+		for _, o := range w.Outcomes {
+			if o.MessageID == g.id {
+				g.holding.Add(1)
+				<-g.open
+				break
+			}
+		}
+	}
+	return g.Store.Write(ctx, now, w)
+}
+
+// TestSMPPRetiredWorkerKeepsHeldReceipt: the SMSC sends a receipt right
+// after the submit_sm_resp, before the verdict's commit (the client holds
+// it in memory, answered ESME_ROK: ReceiptWait). When the worker is
+// retiring (its frontend deleted), or the node stops, once the verdict is
+// committed the worker calls Committed (an errand records the held
+// receipt) and stops at once, drained; its Release closes the client,
+// whose Close canceled the errand's store call: the receipt was lost (the
+// SMSC had ESME_ROK and does not send it again). Close now waits for it.
+func TestSMPPRetiredWorkerKeepsHeldReceipt(t *testing.T) {
+	for _, how := range []string{"kept", "deleted", "stopped"} {
+		deleted := how == "deleted"
+		t.Run(how, func(t *testing.T) {
+			smsc := smsctest.New(t, "pw", func(s smsctest.Submit) (smpp.Status, bool) { return smpp.StatusOK, true })
+			g := &outcomeGate{Store: newFaultyStore(t), id: "m-1", open: make(chan struct{})}
+			defer func() {
+				select {
+				case <-g.open:
+				default:
+					close(g.open)
+				}
+			}()
+			cfg := testConfig(t)
+			cfg.Store = g
+			cfg.WebhookTimeout = 5 * time.Second
+			h := startNode(t, cfg)
+			h.smppFrontend("smsc", "smpp://sb:pw@"+smsc.Addr+"?window=4", "33")
+			polltest.Until(t, 20*time.Second, "the bind", smsc.Bound)
+			h.submit("m-1", "33600000001")
+			polltest.Until(t, 20*time.Second, "the submit", func() bool { return len(smsc.Submits()) == 1 })
+			if deleted {
+				h.deleteFrontend("smsc", "33")
+			}
+			g.armed.Store(true)
+			if n := smsc.Release(); n != 1 {
+				t.Fatalf("released %d", n)
+			}
+			polltest.Until(t, 20*time.Second, "the verdict's commit under way", func() bool { return g.holding.Load() == 1 })
+			id := smsc.Submits()[0].ID
+			if st, err := smsc.Receipt(id, "DELIVRD"); err != nil || st != smpp.StatusOK {
+				t.Fatalf("receipt: %v %v", st, err)
+			}
+			close(g.open)
+			if how == "stopped" {
+				h.stop()
+				polltest.Eventually(t, 5*time.Second, func() error {
+					m, err := g.Store.GetMessage(context.Background(), "m-1")
+					if err == nil && (len(m.SMSC) != 1 || m.SMSC[0].Receipt != "DELIVRD") {
+						err = fmt.Errorf("the SMSC had ESME_ROK for the receipt of %s, but after the stop m-1 is %s, SMSC ids %+v", id, m.State, m.SMSC)
+					}
+					return err
+				})
+				return
+			}
+			h.waitState("m-1", messages.StateDelivered)
+			if deleted {
+				polltest.Until(t, 20*time.Second, "the unbind once the worker retired", func() bool { return !smsc.Bound() })
+			}
+			polltest.Eventually(t, 5*time.Second, func() error {
+				m := h.message("m-1")
+				if len(m.SMSC) != 1 || m.SMSC[0].Receipt != "DELIVRD" {
+					return fmt.Errorf("the SMSC had ESME_ROK for the receipt of %s, but m-1's SMSC ids are %+v", id, m.SMSC)
+				}
+				return nil
+			})
+		})
+	}
+}
