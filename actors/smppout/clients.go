@@ -67,7 +67,9 @@ func (cs *Clients) Get(fe messages.Frontend) (*Client, error) {
 // Release is a worker's end with c (it stopped: its frontend was deleted
 // or changed, or the node stops). The last worker's release stops c: it
 // unbinds, and, when it is still its frontend's client, the frontend's
-// series go with it.
+// series go with it, unless a Get made a client of that name meanwhile
+// (the frontend created again), which owns them: c writes the gauges no
+// more from its release on.
 func (cs *Clients) Release(c *Client) {
 	cs.mu.Lock()
 	n, ok := cs.users[c]
@@ -86,10 +88,16 @@ func (cs *Clients) Release(c *Client) {
 	current := cs.m[name] == c
 	if current {
 		delete(cs.m, name)
+		c.cfg.Metrics.retire()
 	}
 	cs.mu.Unlock()
 	c.Close()
-	if current {
+	if !current {
+		return
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if _, again := cs.m[name]; !again {
 		cs.base.Metrics.forget(name)
 	}
 }

@@ -275,3 +275,46 @@ func TestClientsKeepAReplacedClientForItsWorker(t *testing.T) {
 		t.Fatalf("the last release left the client: %v", cs.States())
 	}
 }
+
+// TestReleaseLeavesTheNewClientsGauges: the last Release of a frontend's
+// current client (its frontend deleted: the retiring worker drained)
+// takes it out of the registry, closes it (unbind: up to the response
+// timeout) and then drops the frontend's series (forget). A client Get
+// made for a frontend of the same name meanwhile (created again) binds;
+// the old client's end wrote closed on the gauges (its hold was not
+// retired) and forget deleted them: bind_state said nothing of the bound
+// client. Release now retires the old client's hold as it takes it out,
+// and forgets the series only if no client of that name came since.
+func TestReleaseLeavesTheNewClientsGauges(t *testing.T) {
+	old := newDeafSMSC(t)
+	nu := smsctest.New(t, "pw", nil)
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := NewClients(Config{Store: sqlitetest.Open(t), Metrics: m, ResponseTimeout: 2 * time.Second,
+		Reconnect: ring.Reconnect{MaxAttempts: 1, Min: time.Hour, Max: time.Hour, Jitter: 0.5}})
+	defer cs.Close()
+	fe := messages.Frontend{Name: "smsc", Mode: messages.ModeSMPP, URL: "smpp://sb@" + old.Addr, Secret: "pw"}
+	c1, err := cs.Get(fe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	polltest.Until(t, 20*time.Second, "the first bind", c1.Bound)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); cs.Release(c1) }() // the deleted frontend's worker retired
+	polltest.Until(t, 20*time.Second, "the release under way", func() bool { _, ok := cs.States()["smsc"]; return !ok })
+	fe.URL = "smpp://sb@" + nu.Addr // created again
+	c2, err := cs.Get(fe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	polltest.Until(t, 20*time.Second, "the second bind", c2.Bound)
+	wg.Wait()
+	bound := testutil.ToFloat64(m.state.WithLabelValues("smsc", "bound_trx"))
+	closed := testutil.ToFloat64(m.state.WithLabelValues("smsc", "closed"))
+	if !c2.Bound() || bound != 1 || closed != 0 {
+		t.Fatalf("the new client is bound (%v), but bind_state{bound_trx}=%v, {closed}=%v", c2.Bound(), bound, closed)
+	}
+}
