@@ -180,7 +180,10 @@ func New(cfg Config) (*Client, error) {
 		closing: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}),
 		lastErr: errors.New("connecting"), recent: map[string]time.Time{}, committed: map[string]time.Time{},
 		early: map[string][]early{}, maxHeld: maxHeldReceipts}
+	// The frontend's gauges are this client's from now on (Get retired the
+	// one it replaces): no session yet, nothing outstanding.
 	cfg.Metrics.setState(cfg.Frontend.Name, smpp.StateClosed)
+	cfg.Metrics.windowInUse(cfg.Frontend.Name, 0)
 	go c.run(rand.New(rand.NewPCG(cfg.Seed, messages.TokenOf(cfg.Frontend.Name))))
 	return c, nil
 }

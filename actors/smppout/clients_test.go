@@ -318,3 +318,50 @@ func TestReleaseLeavesTheNewClientsGauges(t *testing.T) {
 		t.Fatalf("the new client is bound (%v), but bind_state{bound_trx}=%v, {closed}=%v", c2.Bound(), bound, closed)
 	}
 }
+
+// TestWindowInUseAfterReplace: Get retires the frontend's old client
+// while a submit_sm of its worker is outstanding. The last window_in_use
+// it wrote (1) stayed, since a retired client writes the gauges no more,
+// and the new client wrote it only after a submit of its own or when its
+// session ended: once that submit was answered nothing was outstanding on
+// either connection, yet the gauge said 1 until the new client submitted
+// something. The gauge is the new client's from its start, which writes
+// its own (0).
+func TestWindowInUseAfterReplace(t *testing.T) {
+	smsc := smsctest.New(t, "pw", func(s smsctest.Submit) (smpp.Status, bool) { return smpp.StatusOK, s.Conn == 1 })
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := NewClients(Config{Store: sqlitetest.Open(t), Metrics: m,
+		Reconnect: ring.Reconnect{MaxAttempts: 1, Min: time.Hour, Max: time.Hour, Jitter: 0.5}})
+	defer cs.Close()
+	a := messages.Frontend{Name: "smsc", Mode: messages.ModeSMPP, URL: "smpp://sb@" + smsc.Addr + "?window=4", Secret: "pw"}
+	c1, err := cs.Get(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	polltest.Until(t, 20*time.Second, "the first bind", c1.Bound)
+	done := make(chan messages.DeliveryResult, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		done <- c1.Submit(ctx, messages.Outgoing{ID: "m-1", SourceMSISDN: "+15550001", DestinationMSISDN: "+33600000001", Body: "hi"}, "")
+	}()
+	window := func() float64 { return testutil.ToFloat64(m.window.WithLabelValues("smsc")) }
+	polltest.Until(t, 20*time.Second, "the submit outstanding", func() bool { return window() == 1 })
+	b := a
+	b.URL = "smpp://sb@" + smsc.Addr + "?window=5"
+	c2, err := cs.Get(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	polltest.Until(t, 20*time.Second, "the second bind", c2.Bound)
+	smsc.Release()
+	if v := <-done; v.Status != messages.Delivered {
+		t.Fatalf("the old client's submit: %+v", v)
+	}
+	if w := window(); w != 0 {
+		t.Fatalf("window_in_use %v with no submit_sm outstanding on either connection", w)
+	}
+}
