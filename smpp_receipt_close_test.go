@@ -3,6 +3,7 @@ package switchboard_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -113,4 +114,49 @@ func TestSMPPRetiredWorkerKeepsHeldReceipt(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestSMPPReceiptOnTheNewBindDuringAChange: during a change (window=4 ->
+// 5) the old connection stays bound for the retiring worker's submit, and
+// the new client binds beside it. The SMSC sends the submit's receipt at
+// once, on the account's newest bind (as smsctest and many SMSCs do),
+// before the old worker's verdict commit. The new client never saw that
+// SMSC id accepted; it holds the receipt all the same (its id names no
+// stored message yet) and its recheck finds the message once the old
+// worker's commit is in, so the receipt is recorded (8931074: a pin, it
+// passes before this commit).
+func TestSMPPReceiptOnTheNewBindDuringAChange(t *testing.T) {
+	smsc := smsctest.New(t, "pw", func(s smsctest.Submit) (smpp.Status, bool) { return smpp.StatusOK, s.Conn == 1 })
+	g := &outcomeGate{Store: newFaultyStore(t), id: "m-1", open: make(chan struct{})}
+	var once sync.Once
+	let := func() { once.Do(func() { close(g.open) }) }
+	defer let()
+	cfg := testConfig(t)
+	cfg.Store = g
+	cfg.WebhookTimeout = 5 * time.Second
+	h := startNode(t, cfg)
+	h.smppFrontend("smsc", "smpp://sb:pw@"+smsc.Addr+"?window=4", "33")
+	polltest.Until(t, 20*time.Second, "the bind", smsc.Bound)
+	h.submit("m-1", "33600000001")
+	polltest.Until(t, 20*time.Second, "the submit", func() bool { return len(smsc.Submits()) == 1 })
+	h.must(200, "PUT", "/api/frontends/smsc", map[string]string{"mode": "smpp", "url": "smpp://sb:pw@" + smsc.Addr + "?window=5"}, nil)
+	polltest.Until(t, 20*time.Second, "the new bind", func() bool { n, _ := smsc.Binds(); return n == 2 })
+	g.armed.Store(true)
+	if n := smsc.Release(); n != 1 {
+		t.Fatalf("released %d", n)
+	}
+	polltest.Until(t, 20*time.Second, "the verdict's commit under way", func() bool { return g.holding.Load() == 1 })
+	id := smsc.Submits()[0].ID
+	if st, err := smsc.Receipt(id, "DELIVRD"); err != nil || st != smpp.StatusOK {
+		t.Fatalf("receipt: %v %v", st, err)
+	}
+	let()
+	h.waitState("m-1", messages.StateDelivered)
+	polltest.Eventually(t, 5*time.Second, func() error {
+		m := h.message("m-1")
+		if len(m.SMSC) != 1 || m.SMSC[0].Receipt != "DELIVRD" {
+			return fmt.Errorf("the SMSC had ESME_ROK for the receipt of %s, but m-1's SMSC ids are %+v", id, m.SMSC)
+		}
+		return nil
+	})
 }
