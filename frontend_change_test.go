@@ -296,3 +296,169 @@ func TestFrontendDeleteKeepsInFlightDelivery(t *testing.T) {
 		return err
 	})
 }
+
+// TestFrontendChangeRestartKeepsInFlightWebhook: a retiring worker that
+// restarts (a panic in a store round; workerLife keeps it retiring) started
+// with a new dispatcher that had nothing in flight, so it was drained at
+// once and stopped: the answer of the webhook call its previous incarnation
+// still had under way went to a dead PID, and the message was called again
+// (at the new URL) once its lease ran out. It now waits for the calls its
+// previous incarnation had under way, until their deadline, and records
+// their verdicts (late), as a worker that does not retire does ("kept").
+func TestFrontendChangeRestartKeepsInFlightWebhook(t *testing.T) {
+	for _, change := range []bool{false, true} {
+		t.Run(map[bool]string{false: "kept", true: "changed"}[change], func(t *testing.T) { restartKeepsInFlight(t, change) })
+	}
+}
+
+func restartKeepsInFlight(t *testing.T, change bool) {
+	var mu sync.Mutex
+	calls := map[string]int{}
+	arrived := map[string]chan struct{}{"m-1": make(chan struct{}), "m-2": make(chan struct{})}
+	release := map[string]chan struct{}{"m-1": make(chan struct{}), "m-2": make(chan struct{})}
+	var relOnce sync.Once
+	letAll := func() {
+		relOnce.Do(func() {
+			for _, ch := range release {
+				select {
+				case <-ch:
+				default:
+					close(ch)
+				}
+			}
+		})
+	}
+	handler := func(path string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			var m messages.Outgoing
+			_ = jsonDecode(r, &m)
+			mu.Lock()
+			calls[path+" "+m.ID]++
+			first := calls[path+" "+m.ID] == 1
+			mu.Unlock()
+			if path == "/old" && first {
+				if ch, ok := arrived[m.ID]; ok {
+					close(ch)
+					<-release[m.ID]
+				}
+			}
+			w.WriteHeader(http.StatusNoContent)
+		}
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/old", handler("/old"))
+	mux.HandleFunc("/new", handler("/new"))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	defer letAll()
+	fs := newFaultyStore(t)
+	cfg := testConfig(t)
+	cfg.Store = fs
+	cfg.WebhookTimeout = 3 * time.Second
+	h := startNode(t, cfg)
+	h.webhookFrontend("hook", srv.URL+"/old", "44")
+	h.submit("m-1", "44123")
+	h.submit("m-2", "44124")
+	for _, id := range []string{"m-1", "m-2"} {
+		select {
+		case <-arrived[id]:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no call for %s", id)
+		}
+	}
+	if change {
+		h.must(200, "PUT", "/api/frontends/hook", map[string]string{"mode": "webhook", "url": srv.URL + "/new"}, nil)
+	}
+	// m-2's verdict: its round panics, the (retiring) worker restarts.
+	fs.armFrom("CompleteWork", "delivery.(*Worker).run", 1, false)
+	close(release["m-2"])
+	waitRestarts(t, h, "delivery", 1)
+	close(release["m-1"])
+	m := h.waitState("m-1", messages.StateDelivered)
+	mu.Lock()
+	old, nu := calls["/old m-1"], calls["/new m-1"]
+	mu.Unlock()
+	if m.Attempts != 1 || old != 1 || nu != 0 {
+		t.Fatalf("m-1: %d attempts, %d calls to the old URL, %d to the new; history %+v", m.Attempts, old, nu, m.History)
+	}
+}
+
+// TestNodeStopRestartedWorkerKeepsDraining: a worker that restarts while
+// the node drains (a panic in the round of a verdict) kept neither its
+// drain nor what it had in flight: its next incarnation claimed again, and
+// the stop waited for a drain that nobody would end, until
+// --shutdown-timeout. It now drains on, and ends the drain once the
+// verdicts of its previous incarnation's calls are recorded.
+func TestNodeStopRestartedWorkerKeepsDraining(t *testing.T) {
+	hold := map[string]chan struct{}{"m-1": make(chan struct{}), "m-2": make(chan struct{})}
+	release := map[string]chan struct{}{"m-1": make(chan struct{}), "m-2": make(chan struct{})}
+	var calls atomic.Int32
+	var once sync.Once
+	letAll := func() {
+		once.Do(func() {
+			for _, ch := range release {
+				select {
+				case <-ch:
+				default:
+					close(ch)
+				}
+			}
+		})
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m messages.Outgoing
+		_ = jsonDecode(r, &m)
+		if calls.Add(1) <= 2 {
+			close(hold[m.ID])
+			<-release[m.ID]
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	defer letAll()
+	fs := newFaultyStore(t)
+	cfg := testConfig(t)
+	cfg.Store = fs
+	cfg.WebhookTimeout = 5 * time.Second
+	cfg.ShutdownTimeout = 15 * time.Second
+	h := startNode(t, cfg)
+	h.webhookFrontend("hook", srv.URL, "44")
+	h.submit("m-1", "44123")
+	h.submit("m-2", "44124")
+	for _, id := range []string{"m-1", "m-2"} {
+		select {
+		case <-hold[id]:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no call for %s", id)
+		}
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.node.Stop(context.Background()) }()
+	// The API is shut once the stop is past it: the drain comes next.
+	polltest.Until(t, 20*time.Second, "the API shut", func() bool {
+		resp, err := h.client.Get(h.base + "/healthz")
+		if err != nil {
+			return true
+		}
+		resp.Body.Close()
+		return false
+	})
+	fs.armFrom("CompleteWork", "delivery.(*Worker).run", 1, false)
+	close(release["m-2"])
+	polltest.Eventually(t, 20*time.Second, func() error {
+		fs.mu.Lock()
+		defer fs.mu.Unlock()
+		if fs.tripped["CompleteWork"] < 1 {
+			return fmt.Errorf("m-2's round has not panicked")
+		}
+		return nil
+	})
+	close(release["m-1"])
+	if err := <-stopped; err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	m, err := fs.GetMessage(context.Background(), "m-1")
+	if err != nil || m.State != messages.StateDelivered || m.Attempts != 1 || calls.Load() != 2 {
+		t.Fatalf("m-1 is %s, %d attempts (%v), %d calls; history %+v", m.State, m.Attempts, err, calls.Load(), m.History)
+	}
+}

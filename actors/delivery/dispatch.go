@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"errors"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -31,6 +32,10 @@ type Dispatcher struct {
 	waiters  Waiters[*messages.Poll]
 	ready    []persistence.Work // pull: leased to us, not yet offered
 	inflight map[string]flight  // push: deliveries under way, by message id
+	// orphans are the deliveries a previous incarnation of the worker had
+	// under way (Inherit), by message id, with their deadlines: their
+	// verdicts come to this one, late, until then.
+	orphans map[string]time.Time
 	// asked are the attempts of each message sent to an in-process
 	// frontend's actor and not answered yet, oldest first (Asked,
 	// ActorVerdict): an answer that does not name its attempt answers the
@@ -218,7 +223,28 @@ const storeRetry = time.Second
 
 // NewDispatcher returns a Dispatcher that assumes work may be due.
 func NewDispatcher(cfg DispatcherConfig) *Dispatcher {
-	return &Dispatcher{cfg: cfg, inflight: map[string]flight{}, asked: map[string][]int{}, more: true}
+	return &Dispatcher{cfg: cfg, inflight: map[string]flight{}, orphans: map[string]time.Time{}, asked: map[string][]int{}, more: true}
+}
+
+// InFlight are the deliveries under way, by message id, with their
+// deadlines (those inherited included): what the worker hands its next
+// incarnation when it restarts (Inherit).
+func (d *Dispatcher) InFlight() map[string]time.Time {
+	out := maps.Clone(d.orphans)
+	for id, f := range d.inflight {
+		out[id] = f.deadline
+	}
+	return out
+}
+
+// Inherit gives the dispatcher of a restarted worker the deliveries its
+// previous incarnation had under way (InFlight): their verdicts come to
+// it, late (Verdict records the final ones). Until each one's verdict or
+// deadline, a drain or a retirement waits for it (drained): stopped at
+// once, a retiring worker lost those verdicts, and each message waited for
+// its lease and was delivered again.
+func (d *Dispatcher) Inherit(flights map[string]time.Time) {
+	maps.Copy(d.orphans, flights)
 }
 
 // Kick says work may be due (a commit, a ring change).
@@ -415,6 +441,7 @@ func (d *Dispatcher) ActorVerdict(now time.Time, r messages.DeliveryResult, rng 
 // Effects.LateRefused), dropped when it is a retry (the timeout already
 // scheduled one).
 func (d *Dispatcher) Verdict(now time.Time, id string, attempt int, r messages.DeliveryResult, actor bool, rng *rand.Rand) {
+	delete(d.orphans, id)
 	f, inFlight := d.inflight[id]
 	if inFlight && attempt > 0 && attempt != f.sent {
 		inFlight = false // an earlier attempt's answer
@@ -952,7 +979,8 @@ func (d *Dispatcher) heldForClaim(w Waiter[*messages.Poll]) bool {
 
 // Tick is the time passing: polls at their deadline are answered empty
 // (unless held for the claim out), push deliveries past theirs count as
-// retries, and work the store said would be due by now is looked for.
+// retries (inherited ones, Inherit, are forgotten: their work is claimed
+// again when its lease ends), and work the store said would be due by now is looked for.
 func (d *Dispatcher) Tick(now time.Time, rng *rand.Rand) Effects {
 	var e Effects
 	for _, p := range d.waiters.ExpireUnless(now, d.heldForClaim) {
@@ -963,6 +991,7 @@ func (d *Dispatcher) Tick(now time.Time, rng *rand.Rand) Effects {
 			d.Verdict(now, id, f.sent, messages.DeliveryResult{ID: id, Status: messages.Retry, Reason: "timeout"}, false, rng)
 		}
 	}
+	maps.DeleteFunc(d.orphans, func(_ string, deadline time.Time) bool { return !deadline.After(now) })
 	if !d.nextDue.IsZero() && !d.nextDue.After(now) {
 		d.more, d.nextDue = true, time.Time{}
 	}
@@ -981,6 +1010,9 @@ func (d *Dispatcher) Wake() time.Time {
 	next := clock.Earliest(clock.Earliest(d.waiters.NextDeadlineUnless(d.heldForClaim), d.handUntil), d.retireBy)
 	for _, f := range d.inflight {
 		next = clock.Earliest(next, f.deadline)
+	}
+	for _, deadline := range d.orphans {
+		next = clock.Earliest(next, deadline)
 	}
 	if d.round != nil {
 		return next
@@ -1058,7 +1090,7 @@ func (d *Dispatcher) answerAll() []Answer {
 
 // drained reports whether a drain is complete.
 func (d *Dispatcher) drained() bool {
-	return d.draining && len(d.inflight) == 0 && len(d.pending) == 0 && d.round == nil
+	return d.draining && len(d.inflight) == 0 && len(d.orphans) == 0 && len(d.pending) == 0 && d.round == nil
 }
 
 // gone reports whether done is closed.

@@ -53,10 +53,10 @@ func (w *Worker) apply(c actor.Context, e Effects) {
 		w.start(c, e.Start)
 	}
 	if e.Drained {
-		for _, d := range w.drainDone {
+		for _, d := range w.life.drainDone {
 			close(d)
 		}
-		w.drainDone = nil
+		w.life.drainDone = nil
 	}
 	if e.Retired && !w.stopped {
 		w.stopped = true

@@ -105,3 +105,70 @@ func TestRetire(t *testing.T) {
 		t.Fatal("not retired at its bound")
 	}
 }
+
+// TestRetireAfterRestart: a retiring (or draining) worker that restarts
+// hands its next dispatcher the deliveries it had under way (InFlight,
+// Inherit); that one is not drained, nor retired, before their verdicts
+// come (recorded late) or their deadline passes. Started empty, it stopped
+// at once, and their verdicts went to a dead PID.
+func TestRetireAfterRestart(t *testing.T) {
+	before := newPush(2)
+	r, _ := before.Next(t0)
+	before.Done(t0, r, nil, &persistence.Claim{Work: work("d", 2, time.Minute)}, nil)
+	flights := before.InFlight()
+	deadline := t0.Add(10 * time.Second)
+	if len(flights) != 2 || !flights["d0"].Equal(deadline) || !flights["d1"].Equal(deadline) {
+		t.Fatalf("InFlight = %v, want d0 and d1 until %v", flights, deadline)
+	}
+	by := t0.Add(time.Minute)
+
+	d := newPush(2)
+	d.Inherit(flights)
+	if again := d.InFlight(); len(again) != 2 {
+		t.Errorf("InFlight after Inherit = %v: a second restart would forget them", again)
+	}
+	if e := d.Retire(t0, by); e.Retired || e.Drained {
+		t.Fatalf("retired with its previous incarnation's deliveries under way: %+v", e)
+	}
+	if w := d.Wake(); !w.Equal(deadline) {
+		t.Errorf("Wake = %v, want their deadline %v", w, deadline)
+	}
+	d.Verdict(t0, "d0", 1, messages.DeliveryResult{ID: "d0", Status: messages.Delivered}, false, rng())
+	r, ok := d.Next(t0)
+	if !ok || r.Claim != nil || len(r.Outcomes) != 1 || r.Outcomes[0].MessageID != "d0" {
+		t.Fatalf("round %+v: want d0's late verdict only", r)
+	}
+	if e := d.Done(t0, r, []persistence.Completion{persistence.Applied}, nil, nil); e.Retired || len(e.Applied) != 1 {
+		t.Fatalf("effects %+v with d1 still under way: want d0 applied, not retired", e)
+	}
+	if e := d.Tick(deadline.Add(-time.Nanosecond), rng()); e.Retired {
+		t.Fatal("retired before d1's deadline")
+	}
+	if e := d.Tick(deadline, rng()); !e.Retired {
+		t.Fatal("not retired at d1's deadline")
+	}
+
+	// Its retire bound caps the wait; a drain waits the same way.
+	d = newPush(2)
+	d.Inherit(flights)
+	if e := d.Retire(t0, t0.Add(time.Second)); e.Retired {
+		t.Fatal("retired at once")
+	}
+	if e := d.Tick(t0.Add(time.Second), rng()); !e.Retired {
+		t.Fatal("not retired at its bound, before the deliveries' deadline")
+	}
+	d = newPush(2)
+	d.Inherit(flights)
+	if e := d.Drain(); e.Drained {
+		t.Fatal("drained with its previous incarnation's deliveries under way")
+	}
+	d.Verdict(t0, "d0", 1, messages.DeliveryResult{ID: "d0", Status: messages.Retry}, false, rng())
+	d.Verdict(t0, "d1", 1, messages.DeliveryResult{ID: "d1", Status: messages.Failed}, false, rng())
+	r, _ = d.Next(t0)
+	if len(r.Outcomes) != 1 || r.Outcomes[0].MessageID != "d1" {
+		t.Fatalf("round %+v: want d1's late failure only (a late retry changes nothing)", r)
+	}
+	if e := d.Done(t0, r, []persistence.Completion{persistence.Applied}, nil, nil); !e.Drained {
+		t.Fatalf("effects %+v once both answered: want drained", e)
+	}
+}

@@ -41,8 +41,7 @@ type Worker struct {
 	fetchCancel context.CancelFunc
 	// spans are the open delivery spans of traced messages handed to a
 	// pull frontend or an in-process actor (trace.go).
-	spans     spanBook[trace.Span]
-	drainDone []chan<- struct{}
+	spans spanBook[trace.Span]
 	// smpp is an smpp frontend's client (nil for other modes, or when it
 	// could not start: the worker then claims nothing).
 	smpp *smppout.Client
@@ -55,11 +54,19 @@ type Worker struct {
 // workerLife is what a worker keeps across its restarts (a panic builds a
 // new Worker from the producer): its smpp client, got once (after a
 // change of its frontend the registry's client for the name is its
-// successor's), and whether it retires, and by when (a restart must not
-// turn a retiring worker back into one that claims).
+// successor's); whether it retires, and by when, and whether it drains
+// (the node stops), with the drains waiting for it (a restart must not
+// turn a retiring or draining worker back into one that claims, nor
+// forget a drain); and the deliveries it had under way, with their
+// deadlines (Dispatcher.InFlight): their verdicts come to the next
+// incarnation, which records them (late) and, retiring or draining, does
+// not stop before them.
 type workerLife struct {
-	smpp     *smppout.Client
-	retireBy time.Time
+	smpp      *smppout.Client
+	retireBy  time.Time
+	draining  bool
+	drainDone []chan<- struct{}
+	flights   map[string]time.Time
 }
 
 // wakeMsg is the worker's wake-up (its Wakeup fired).
@@ -95,6 +102,10 @@ func (w *Worker) Receive(c actor.Context) {
 		w.seat.forget()
 		w.wake = clock.NewWakeup(w.d.Clock, func(uint64) { w.sys.Root.Send(w.self, wakeMsg{}) })
 		w.startSMPP()
+		w.core.Inherit(w.life.flights)
+		if w.life.draining {
+			w.apply(c, w.core.Drain())
+		}
 		if !w.life.retireBy.IsZero() {
 			w.apply(c, w.core.Retire(now, w.life.retireBy))
 		}
@@ -105,6 +116,7 @@ func (w *Worker) Receive(c actor.Context) {
 		}
 		return
 	case *actor.Restarting:
+		w.life.flights = w.core.InFlight()
 		w.stopping(c)
 		return
 	case *handover.Work:
@@ -142,7 +154,8 @@ func (w *Worker) Receive(c actor.Context) {
 		}
 		w.apply(c, w.core.Done(now, m.round, m.completions, m.claimed, m.err))
 	case *messages.Drain:
-		w.drainDone = append(w.drainDone, m.Done)
+		w.life.draining = true
+		w.life.drainDone = append(w.life.drainDone, m.Done)
 		w.apply(c, w.core.Drain())
 	case *retire:
 		w.life.retireBy = m.by
