@@ -462,3 +462,47 @@ func TestNodeStopRestartedWorkerKeepsDraining(t *testing.T) {
 		t.Fatalf("m-1 is %s, %d attempts (%v), %d calls; history %+v", m.State, m.Attempts, err, calls.Load(), m.History)
 	}
 }
+
+// TestFrontendQuickChangesKeepTheirClient: changes of an smpp frontend
+// close together (PUTs at once, or a shared directory's batch) spawned
+// their workers back to back, and each worker's Started got its client
+// (Clients.Get), in either order: when the later worker's Get ran first,
+// the earlier one's retired the later one's client and became the
+// registry's current client; that worker retired at once, and its Release
+// closed its client and forgot the frontend: the frontend's worker
+// delivered on a client the registry called retired, GET /api/frontends
+// said bind_state closed and the bind_state series was gone. The
+// supervisor now gets the clients itself, in the order of the changes.
+func TestFrontendQuickChangesKeepTheirClient(t *testing.T) {
+	smsc := smsctest.New(t, "pw", nil)
+	h := startNode(t, testConfig(t))
+	h.smppFrontend("smsc", "smpp://sb:pw@"+smsc.Addr+"?window=4", "33")
+	polltest.Until(t, 20*time.Second, "the bind", smsc.Bound)
+	state := func() string {
+		var fes struct{ Frontends []messages.Frontend }
+		h.must(200, "GET", "/api/frontends", nil, &fes)
+		return fes.Frontends[0].BindState
+	}
+	for i := range 150 {
+		var wg sync.WaitGroup
+		for _, w := range []int{10 + 3*i, 11 + 3*i, 12 + 3*i} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				h.must(200, "PUT", "/api/frontends/smsc", map[string]string{"mode": "smpp", "url": fmt.Sprintf("smpp://sb:pw@%s?window=%d", smsc.Addr, w)}, nil)
+			}()
+		}
+		wg.Wait()
+		polltest.Eventually(t, 20*time.Second, func() error {
+			if st := state(); st != "bound_trx" || !smsc.Bound() {
+				return fmt.Errorf("round %d: GET /api/frontends says bind_state %q (SMSC bound: %v); bind_state series scraped: %v",
+					i, st, smsc.Bound(), strings.Contains(scrape(t, h), `switchboard_smpp_frontend_bind_state{frontend="smsc"`))
+			}
+			return nil
+		})
+	}
+	h.submit("m-1", "33600000001")
+	if m := h.waitState("m-1", messages.StateDelivered); m.Attempts != 1 {
+		t.Fatalf("m-1: %d attempts", m.Attempts)
+	}
+}

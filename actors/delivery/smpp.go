@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -16,25 +17,26 @@ import (
 // whether it bound (1 s: the bind's kick makes this a fallback).
 const smppHeldPoll = time.Second
 
-// startSMPP gets an smpp frontend's client (started, or kept from before
-// a restart of the worker: workerLife).
-func (w *Worker) startSMPP() {
-	if w.fe.Mode != messages.ModeSMPP {
-		return
+// smppClient gets the client of an smpp frontend for the worker about to
+// be spawned with fe (nil for another mode, or when it cannot start: that
+// is logged, and the worker claims nothing). The supervisor gets it, not
+// the worker's Started: the workers of changes close together start in
+// any order, and the last Get is the registry's current client (Get
+// retires the one before), which must be the last change's.
+func (d *Deps) smppClient(fe messages.Frontend, log *slog.Logger) *smppout.Client {
+	if fe.Mode != messages.ModeSMPP {
+		return nil
 	}
-	if w.d.SMPP == nil {
-		w.log.Error("smpp frontend without an SMPP client registry: nothing is delivered")
-		return
+	if d.SMPP == nil {
+		log.Error("smpp frontend without an SMPP client registry: nothing is delivered", "frontend", fe.Name)
+		return nil
 	}
-	if w.life.smpp == nil {
-		cl, err := w.d.SMPP.Get(w.fe)
-		if err != nil {
-			w.log.Error("smpp frontend cannot start: nothing is delivered", "err", err)
-			return
-		}
-		w.life.smpp = cl
+	cl, err := d.SMPP.Get(fe)
+	if err != nil {
+		log.Error("smpp frontend cannot start: nothing is delivered", "frontend", fe.Name, "err", err)
+		return nil
 	}
-	w.smpp = w.life.smpp
+	return cl
 }
 
 // sendSMPP submits one message to the SMSC. An attempt that may send it

@@ -156,7 +156,9 @@ func (s *Supervisor) up(c actor.Context, fe messages.Frontend) {
 		return
 	}
 	s.gen++
-	pid, err := c.SpawnNamed(s.d.Props("delivery", NewWorker(s.d, fe)), fmt.Sprintf("%s#%d", fe.Name, s.gen))
+	// The client is got here, in the order of the frontend's changes (see
+	// Deps.smppClient).
+	pid, err := c.SpawnNamed(s.d.Props("delivery", NewWorker(s.d, fe, s.d.smppClient(fe, s.log))), fmt.Sprintf("%s#%d", fe.Name, s.gen))
 	if err != nil {
 		panic(fmt.Errorf("frontends: spawn worker of %s: %w", fe.Name, err))
 	}

@@ -52,9 +52,9 @@ type Worker struct {
 }
 
 // workerLife is what a worker keeps across its restarts (a panic builds a
-// new Worker from the producer): its smpp client, got once (after a
-// change of its frontend the registry's client for the name is its
-// successor's); whether it retires, and by when, and whether it drains
+// new Worker from the producer): its smpp client, got by the supervisor
+// as it spawned the worker (after a change of its frontend the registry's
+// client for the name is its successor's); whether it retires, and by when, and whether it drains
 // (the node stops), with the drains waiting for it (a restart must not
 // turn a retiring or draining worker back into one that claims, nor
 // forget a drain); and the deliveries it had under way, with their
@@ -77,10 +77,12 @@ type wakeMsg struct{}
 // once it has, at the latest by.
 type retire struct{ by time.Time }
 
-// NewWorker returns the producer of the worker of one frontend.
-func NewWorker(d *Deps, fe messages.Frontend) actor.Producer {
+// NewWorker returns the producer of the worker of one frontend; cl is an
+// smpp frontend's client (Clients.Get; nil for another mode), released
+// when the worker stops.
+func NewWorker(d *Deps, fe messages.Frontend, cl *smppout.Client) actor.Producer {
 	cfg := d.dispatcherConfig(fe)
-	life := &workerLife{}
+	life := &workerLife{smpp: cl}
 	return func() actor.Actor {
 		return &Worker{
 			d: d, fe: fe, pace: pace{mode: fe.Mode}, link: newBusLink[*bus.Msg](cfg.Pull),
@@ -101,7 +103,7 @@ func (w *Worker) Receive(c actor.Context) {
 		w.seat = seatOf(w.d.Board, w.fe, w.self)
 		w.seat.forget()
 		w.wake = clock.NewWakeup(w.d.Clock, func(uint64) { w.sys.Root.Send(w.self, wakeMsg{}) })
-		w.startSMPP()
+		w.smpp = w.life.smpp
 		w.core.Inherit(w.life.flights)
 		if w.life.draining {
 			w.apply(c, w.core.Drain())
