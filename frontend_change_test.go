@@ -506,3 +506,53 @@ func TestFrontendQuickChangesKeepTheirClient(t *testing.T) {
 		t.Fatalf("m-1: %d attempts", m.Attempts)
 	}
 }
+
+// TestFrontendWorkerOverBudget: a worker that used up its restart budget
+// was stopped by its supervisor, which ignored the Terminated of a worker
+// that did not retire: it stayed the frontend's worker, a dead PID, and
+// the frontend delivered nothing ("kept"); a DELETE or a PUT then retired
+// that dead worker, and the node's stop waited for its end, which had come
+// already, until --shutdown-timeout ("deleted"). The supervisor now drops
+// it, logs it, and spawns a new one a moment later (Supervisor.lost);
+// neither a retirement nor a drain waits for a dead worker.
+func TestFrontendWorkerOverBudget(t *testing.T) {
+	for _, del := range []bool{false, true} {
+		t.Run(map[bool]string{false: "kept", true: "deleted"}[del], func(t *testing.T) { workerOverBudget(t, del) })
+	}
+}
+
+func workerOverBudget(t *testing.T, del bool) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	fs := newFaultyStore(t)
+	cfg := testConfig(t)
+	cfg.Store = fs
+	cfg.ShutdownTimeout = 15 * time.Second
+	h := startNode(t, cfg)
+	// More panics than the budget's 10 restarts: the worker is stopped.
+	fs.armFrom("ClaimWork", "delivery.(*Worker).run", 11, false)
+	h.webhookFrontend("hook", srv.URL, "44")
+	polltest.Eventually(t, 20*time.Second, func() error {
+		fs.mu.Lock()
+		defer fs.mu.Unlock()
+		if n := fs.tripped["ClaimWork"]; n < 11 {
+			return fmt.Errorf("%d panics", n)
+		}
+		return nil
+	})
+	if del {
+		h.deleteFrontend("hook", "44")
+	} else {
+		h.submit("m-1", "44123")
+		if m := h.waitState("m-1", messages.StateDelivered); m.Attempts != 1 || calls.Load() != 1 {
+			t.Fatalf("m-1: %d attempts, %d calls", m.Attempts, calls.Load())
+		}
+	}
+	if err := h.node.Stop(context.Background()); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+}

@@ -172,3 +172,24 @@ func TestRetireAfterRestart(t *testing.T) {
 		t.Fatalf("effects %+v once both answered: want drained", e)
 	}
 }
+
+// TestRespawnAfter: a frontend whose worker stops for good (its restart
+// budget used up) gets a new one after respawnMin, doubled for each such
+// stop within respawnQuiet of the last one, up to respawnMax.
+func TestRespawnAfter(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		stopped time.Time
+		wait    time.Duration
+		want    time.Duration
+	}{
+		{"first", time.Time{}, 0, respawnMin},
+		{"again", t0.Add(-time.Minute), respawnMin, 2 * respawnMin},
+		{"capped", t0.Add(-time.Minute), respawnMax, respawnMax},
+		{"after a quiet while", t0.Add(-respawnQuiet - time.Second), time.Minute, respawnMin},
+	} {
+		if got := respawnAfter(t0, c.stopped, c.wait); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/messages"
 )
 
@@ -16,18 +17,42 @@ import (
 // on FrontendUp. It routes kicks, polls and acks to the right worker. A
 // worker whose frontend changed (planUp) or went away (FrontendDown,
 // planDown) retires: it finishes what it has in flight (beside its
-// successor, if any), then stops.
+// successor, if any), then stops. A worker that stops otherwise (its
+// restart budget used up) is replaced a moment later (lost).
 type Supervisor struct {
 	d       *Deps
 	log     *slog.Logger
 	workers map[string]workerRef
-	// retiring are the workers that retire, by PID: each channel is closed
-	// once the worker has stopped (a Drain waits for them too).
-	retiring map[*actor.PID]chan struct{}
+	// ends holds a channel for each worker, by PID id, closed once it
+	// has stopped (Terminated): a Drain waits for a worker's drain or its
+	// end, and for the retiring workers' end.
+	ends map[string]chan struct{}
+	// retiring are the workers that retire, by PID id.
+	retiring map[string]bool
 	gen      int
-	// draining: a Drain arrived; workers spawned later start drained too.
+	// draining: a Drain arrived; workers spawned later start drained too,
+	// and none is spawned again (lost).
 	draining bool
+	// stopping: the supervisor stops or restarts, and its workers with it.
+	stopping bool
+	// respawns are the frontends whose worker stopped for good, by name
+	// (lost); wake wakes the supervisor when the next is due.
+	respawns map[string]respawn
+	wake     *clock.Wakeup
 }
+
+// respawn is a frontend whose worker stopped for good (lost): a new one
+// is spawned with fe at at, when due; stopped and wait are when it
+// stopped and the wait before the new one (respawnAfter).
+type respawn struct {
+	fe          messages.Frontend
+	at, stopped time.Time
+	wait        time.Duration
+	due         bool
+}
+
+// respawnMsg wakes the supervisor to spawn the workers due (respawns).
+type respawnMsg struct{}
 
 type workerRef struct {
 	pid *actor.PID
@@ -42,7 +67,7 @@ func NewSupervisor(d *Deps) (actor.Producer, error) {
 	d = d.withDefaults()
 	return func() actor.Actor {
 		return &Supervisor{d: d, log: d.Logger.With("component", "frontends"), workers: map[string]workerRef{},
-			retiring: map[*actor.PID]chan struct{}{}}
+			ends: map[string]chan struct{}{}, retiring: map[string]bool{}, respawns: map[string]respawn{}}
 	}, nil
 }
 
@@ -50,6 +75,8 @@ func NewSupervisor(d *Deps) (actor.Producer, error) {
 func (s *Supervisor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *actor.Started:
+		self, sys := c.Self(), c.ActorSystem()
+		s.wake = clock.NewWakeup(s.d.Clock, func(uint64) { sys.Root.Send(self, respawnMsg{}) })
 		ctx, cancel := s.d.storeCtx()
 		fes, err := s.d.Store.Frontends(ctx)
 		cancel()
@@ -83,14 +110,109 @@ func (s *Supervisor) Receive(c actor.Context) {
 		}
 	case *messages.Drain:
 		s.draining = true
+		s.wake.Cancel()
 		s.drain(c, m)
 	case *actor.Terminated:
-		for pid, gone := range s.retiring {
-			if pid.Equal(m.Who) {
-				close(gone)
-				delete(s.retiring, pid)
+		s.ended(m.Who)
+	case respawnMsg:
+		s.respawnDue(c)
+	case *actor.Stopping, *actor.Restarting:
+		s.stopping = true
+		if s.wake != nil {
+			s.wake.Cancel()
+		}
+	}
+}
+
+// ended is the end of a worker: a retiring one is done; the frontend's
+// own worker stopped for good (its restart budget used up) and is lost.
+func (s *Supervisor) ended(pid *actor.PID) {
+	if end, ok := s.ends[pid.Id]; ok {
+		close(end)
+		delete(s.ends, pid.Id)
+	}
+	if s.retiring[pid.Id] {
+		delete(s.retiring, pid.Id)
+		return
+	}
+	for name, w := range s.workers {
+		if w.pid.Id == pid.Id {
+			delete(s.workers, name)
+			if !s.stopping {
+				s.lost(name, w.fe)
 			}
 		}
+	}
+}
+
+// Respawn waits: a frontend's worker that stopped for good is replaced
+// after respawnMin, doubled for each such stop within respawnQuiet of the
+// last one, up to respawnMax.
+const (
+	respawnMin   = time.Second
+	respawnMax   = 5 * time.Minute
+	respawnQuiet = 10 * time.Minute
+)
+
+// respawnAfter is how long after its worker stopped for good at now a
+// frontend's next worker is spawned, the last such stop having been at
+// stopped and waited wait (zero: none).
+func respawnAfter(now, stopped time.Time, wait time.Duration) time.Duration {
+	if wait == 0 || now.Sub(stopped) > respawnQuiet {
+		return respawnMin
+	}
+	return min(2*wait, respawnMax)
+}
+
+// lost drops the worker of the frontend name that stopped for good (its
+// restart budget used up: it panicked over and over), and spawns a new one
+// a moment later (respawnAfter), unless the node stops or the frontend
+// changes or goes away meanwhile. Left dead, the frontend delivered
+// nothing until it was changed or the node restarted, and nothing but the
+// panics told; a node-wide stop (as for the node's own actors) would stop
+// every other frontend for one's fault. The waits keep a fault that stays
+// from looping fast.
+func (s *Supervisor) lost(name string, fe messages.Frontend) {
+	now := s.d.Clock.Now()
+	r := s.respawns[name]
+	r.wait = respawnAfter(now, r.stopped, r.wait)
+	r.fe, r.stopped, r.at, r.due = fe, now, now.Add(r.wait), !s.draining
+	s.respawns[name] = r
+	s.log.Error("delivery worker stopped: its restart budget is used up; the frontend delivers nothing until a new one starts",
+		"frontend", name, "respawn_in", r.wait, "respawn", r.due)
+	if r.due {
+		s.wake.Schedule(r.at)
+	}
+}
+
+// respawnDue spawns the workers due (lost).
+func (s *Supervisor) respawnDue(c actor.Context) {
+	if s.draining || s.stopping {
+		return
+	}
+	now := s.d.Clock.Now()
+	var next time.Time
+	for name, r := range s.respawns {
+		switch {
+		case !r.due:
+		case r.at.After(now):
+			next = clock.Earliest(next, r.at)
+		default:
+			s.log.Info("delivery worker starts again", "frontend", name)
+			s.up(c, r.fe)
+		}
+	}
+	if !next.IsZero() {
+		s.wake.Schedule(next)
+	}
+}
+
+// settled says the frontend name came up or went away: a new worker for it
+// is no longer due (lost).
+func (s *Supervisor) settled(name string) {
+	if r, ok := s.respawns[name]; ok && r.due {
+		r.due = false
+		s.respawns[name] = r
 	}
 }
 
@@ -146,6 +268,7 @@ func planDown(now time.Time, old *messages.Frontend, drain time.Duration) worker
 // up spawns the worker of a frontend, replacing one whose mode, URL or
 // secret changed (planUp).
 func (s *Supervisor) up(c actor.Context, fe messages.Frontend) {
+	s.settled(fe.Name)
 	w, old := s.worker(fe.Name)
 	plan := planUp(s.d.Clock.Now(), old, fe, s.d.retireDrain())
 	if plan.kick {
@@ -163,6 +286,7 @@ func (s *Supervisor) up(c actor.Context, fe messages.Frontend) {
 		panic(fmt.Errorf("frontends: spawn worker of %s: %w", fe.Name, err))
 	}
 	s.workers[fe.Name] = workerRef{pid: pid, fe: fe}
+	s.ends[pid.Id] = make(chan struct{})
 	if s.draining {
 		c.Send(pid, &messages.Drain{Done: make(chan struct{})})
 	}
@@ -170,6 +294,7 @@ func (s *Supervisor) up(c actor.Context, fe messages.Frontend) {
 
 // down retires the worker of a frontend that went away (planDown).
 func (s *Supervisor) down(c actor.Context, name string) {
+	s.settled(name)
 	_, old := s.worker(name)
 	s.retireWorker(c, name, planDown(s.d.Clock.Now(), old, s.d.retireDrain()))
 }
@@ -193,7 +318,7 @@ func (s *Supervisor) retireWorker(c actor.Context, name string, plan workerPlan)
 	}
 	w := s.workers[name]
 	c.Send(w.pid, &retire{by: plan.by})
-	s.retiring[w.pid] = make(chan struct{})
+	s.retiring[w.pid.Id] = true
 	delete(s.workers, name)
 }
 
@@ -211,27 +336,28 @@ func (s *Supervisor) pullWorker(name string, fail func(error)) (*actor.PID, bool
 }
 
 // drain asks every worker to finish what it has in flight and closes done
-// when all have, and the retiring workers have stopped (they drain
-// already).
+// when all have (or stopped), and the retiring workers have stopped (they
+// drain already).
 func (s *Supervisor) drain(c actor.Context, m *messages.Drain) {
 	var wg sync.WaitGroup
-	wait := func(ch <-chan struct{}) {
+	wait := func(ch, end <-chan struct{}) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			select {
 			case <-ch:
+			case <-end: // the worker stopped without draining (its budget used up)
 			case <-m.Abandon: // nil (never) when the sender waits for good
 			}
 		}()
 	}
 	for _, w := range s.workers {
 		ch := make(chan struct{})
-		wait(ch)
+		wait(ch, s.ends[w.pid.Id])
 		c.Send(w.pid, &messages.Drain{Done: ch})
 	}
-	for _, gone := range s.retiring {
-		wait(gone)
+	for id := range s.retiring {
+		wait(s.ends[id], nil)
 	}
 	go func() { wg.Wait(); close(m.Done) }()
 }
