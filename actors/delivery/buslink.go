@@ -102,7 +102,8 @@ func (l *busLink[M]) take(id string, m M, now time.Time, named func(...string) [
 }
 
 // settle takes the held messages the dispatcher's effects decide, with
-// their settlement, committed outcomes first. A retry's commit wrote its
+// their settlement, committed outcomes first; the named messages the
+// dispatcher handed back are naked. A retry's commit wrote its
 // row back unrelayed: the relay publishes it again when it is due, whether
 // the bus held it (its message is acked) or not (it was handed over, or
 // claimed from the store). A pull frontend may ack through another
@@ -119,6 +120,11 @@ func (l *busLink[M]) settle(e Effects, now time.Time) []settlement[M] {
 	for _, u := range e.Unclaimed {
 		if m, ok := l.holds.Take(u.ID); ok {
 			out = append(out, settlement[M]{msg: m, d: bus.Claimed(false, u.Later, now)})
+		}
+	}
+	for _, id := range e.Refused {
+		if m, ok := l.holds.Take(id); ok {
+			out = append(out, settlement[M]{msg: m, d: bus.Decision{Action: bus.Nak}})
 		}
 	}
 	if l.pull {

@@ -185,6 +185,10 @@ type Effects struct {
 	Settled   []Settled
 	Unclaimed []Unclaimed
 	Claimed   []persistence.Work
+	// Refused are named messages not claimed, handed back to the bus (a
+	// drain or a retirement: Drain): it hands them out again, to the
+	// frontend's new worker or another instance.
+	Refused []string
 	// Dropped are push verdicts the store refused for their input
 	// (persistence.ErrInvalid) in a round of their own: retried, they
 	// would fail the same way for ever. The worker logs them; their
@@ -212,6 +216,7 @@ func (e *Effects) add(o Effects) {
 	e.Settled = append(e.Settled, o.Settled...)
 	e.Unclaimed = append(e.Unclaimed, o.Unclaimed...)
 	e.Claimed = append(e.Claimed, o.Claimed...)
+	e.Refused = append(e.Refused, o.Refused...)
 	e.Dropped = append(e.Dropped, o.Dropped...)
 	e.LateRefused = append(e.LateRefused, o.LateRefused...)
 	e.Drained = e.Drained || o.Drained
@@ -618,10 +623,10 @@ const (
 // no room.
 func (d *Dispatcher) claimFrom(now time.Time, more bool) source {
 	switch {
-	case d.cfg.Bus && d.busUp && len(d.named) > 0:
-		return fromNamed
 	case d.draining:
 		return noClaim
+	case d.cfg.Bus && d.busUp && len(d.named) > 0:
+		return fromNamed
 	case d.cfg.Bus && d.busUp:
 		if now.Before(d.backstopAt) {
 			return noClaim
@@ -882,7 +887,10 @@ func (d *Dispatcher) Done(now time.Time, r *Round, completions []persistence.Com
 	d.round = nil
 	var e Effects
 	if err != nil {
-		if r.Claim != nil {
+		switch {
+		case r.Claim != nil && d.draining:
+			e.Refused = append(e.Refused, r.Claim.IDs...)
+		case r.Claim != nil:
 			d.named = append(r.Claim.IDs, d.named...)
 		}
 		invalid := errors.Is(err, persistence.ErrInvalid)
@@ -1029,12 +1037,16 @@ func (d *Dispatcher) Wake() time.Time {
 	return next
 }
 
-// Drain stops taking new work: the waiting polls are answered empty, and
+// Drain stops taking new work: the waiting polls are answered empty, the
+// messages the bus named and no claim took yet go back to it
+// (Effects.Refused: claimed, a retiring worker delivered them with its old
+// settings after the change, and a drain waited for them), and
 // Effects.Drained comes once nothing is in flight or waiting to be
 // recorded.
 func (d *Dispatcher) Drain() Effects {
 	d.draining = true
-	e := Effects{Answers: d.answerAll()}
+	e := Effects{Answers: d.answerAll(), Refused: d.named}
+	d.named = nil
 	e.Drained = d.drained()
 	return e
 }

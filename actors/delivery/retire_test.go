@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -190,6 +191,36 @@ func TestRespawnAfter(t *testing.T) {
 	} {
 		if got := respawnAfter(t0, c.stopped, c.wait); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestRetireHandsNamedBack: with the bus up, the messages the bus named
+// before a retirement (or a drain) and not claimed yet are not claimed:
+// they go back to the bus (Effects.Refused), for the frontend's new worker
+// or another instance. Claimed, the retiring worker delivered them with
+// its old settings (the old URL, the old SMSC connection) after the
+// change, and a drain waited for them.
+func TestRetireHandsNamedBack(t *testing.T) {
+	for _, how := range []string{"retire", "drain"} {
+		d := newBusPush(3)
+		if refused := d.Named("a", "b"); refused != nil {
+			t.Fatalf("Named refused %v", refused)
+		}
+		var e Effects
+		if how == "retire" {
+			e = d.Retire(t0, t0.Add(time.Minute))
+		} else {
+			e = d.Drain()
+		}
+		if fmt.Sprint(e.Refused) != "[a b]" {
+			t.Errorf("%s: Refused = %v, want a and b handed back", how, e.Refused)
+		}
+		if r, ok := d.Next(t0); ok {
+			t.Errorf("%s: round %+v: a claim of what the bus named", how, r.Claim)
+		}
+		if how == "retire" && !e.Retired {
+			t.Errorf("%s: not retired with nothing in flight", how)
 		}
 	}
 }
