@@ -3,7 +3,6 @@ package smppout
 import (
 	"context"
 	"math"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -92,76 +91,10 @@ func TestClientRateShareFromTheFence(t *testing.T) {
 	}
 }
 
-// deafSMSC is an SMSC on raw PDUs that takes every bind and answers
+// newDeafSMSC starts an SMSC that takes every bind and answers
 // enquire_link, but never answers an unbind (nor a submit_sm): a client
 // closing on it waits its whole response timeout for the unbind_resp.
-type deafSMSC struct {
-	l     net.Listener
-	Addr  string
-	mu    sync.Mutex
-	conns []net.Conn
-}
-
-func newDeafSMSC(t *testing.T) *deafSMSC {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &deafSMSC{l: l, Addr: l.Addr().String()}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			d.mu.Lock()
-			d.conns = append(d.conns, c)
-			d.mu.Unlock()
-			wg.Add(1)
-			go func() { defer wg.Done(); d.serve(c) }()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = l.Close()
-		d.mu.Lock()
-		for _, c := range d.conns {
-			_ = c.Close()
-		}
-		d.mu.Unlock()
-		wg.Wait()
-	})
-	return d
-}
-
-func (d *deafSMSC) serve(c net.Conn) {
-	defer c.Close()
-	for {
-		p, err := smpp.ReadPDU(c, 0)
-		if err != nil {
-			return
-		}
-		var resp smpp.PDU
-		switch {
-		case p.Command.IsBind():
-			resp = smpp.PDU{Command: p.Command.Response(), Seq: p.Seq, Body: &smpp.BindResp{SystemID: "deaf"}}
-		case p.Command == smpp.EnquireLink:
-			resp = smpp.PDU{Command: smpp.EnquireLinkResp, Seq: p.Seq}
-		default:
-			continue
-		}
-		b, err := resp.Marshal()
-		if err != nil {
-			panic(err)
-		}
-		if _, err := c.Write(b); err != nil {
-			return
-		}
-	}
-}
+func newDeafSMSC(t *testing.T) *rawSMSC { return newRawSMSC(t, &rawSMSC{}) }
 
 // TestReplacedClientDoesNotClobberBindState: Get with a changed URL
 // replaces the frontend's client. The old one closed in the background,
