@@ -19,6 +19,18 @@ const (
 // instances share) and, when it still qualifies, write its change into c
 // and report true.
 
+// Sweep asks decide about each candidate of ids that l loaded, in
+// candidate order, and returns the messages it changed (in c).
+func Sweep(l *Loaded, c *Changes, ids []string, decide func(l *Loaded, c *Changes, m *Row) bool) []messages.Message {
+	out := []messages.Message{}
+	for _, id := range ids {
+		if m, ok := l.Rows[id]; ok && decide(l, c, m) {
+			out = append(out, m.Message)
+		}
+	}
+	return out
+}
+
 // Expire fails (reason expired) a message in pending or retry submitted
 // before req.SubmittedBefore, or whose own validity_until is at or before
 // req.Now, none of whose outbox rows holds a live lease: a worker may be

@@ -328,11 +328,7 @@ func (s *Store) sweep(ctx context.Context, op string, now time.Time, candidates 
 				return err
 			}
 			c := persistence.NewChanges(now)
-			for _, id := range ids {
-				if m, ok := l.Rows[id]; ok && decide(l, c, m) {
-					out = append(out, m.Message)
-				}
-			}
+			out = persistence.Sweep(l, c, ids, decide)
 			return writeChanges(ctx, tx, c)
 		})
 	})

@@ -342,11 +342,7 @@ func (s *Store) sweep(ctx context.Context, op string, write writeFunc, now time.
 			return err
 		}
 		c := persistence.NewChanges(now)
-		for _, id := range ids {
-			if m, ok := l.Rows[id]; ok && decide(l, c, m) {
-				out = append(out, m.Message)
-			}
-		}
+		out = persistence.Sweep(l, c, ids, decide)
 		return writeChanges(ctx, tx, c)
 	})
 	if err != nil {
