@@ -13,6 +13,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/actors/smppout/smsctest"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/polltest"
@@ -30,11 +31,7 @@ func TestFrontendChangeKeepsInFlightSubmit(t *testing.T) {
 	smsc := smsctest.New(t, "pw", func(s smsctest.Submit) (smpp.Status, bool) { return smpp.StatusOK, s.Conn == 1 })
 	cfg := testConfig(t)
 	cfg.WebhookTimeout = 5 * time.Second // the held submit waits for the change and the new bind
-	h := startNode(t, cfg)
-	h.smppFrontend("smsc", "smpp://sb:pw@"+smsc.Addr+"?window=4", "33")
-	polltest.Until(t, 20*time.Second, "the bind", smsc.Bound)
-	h.submit("m-1", "33600000001")
-	polltest.Until(t, 20*time.Second, "the submit", func() bool { return len(smsc.Submits()) == 1 })
+	h := smppSubmitOut(t, cfg, smsc)
 	h.must(200, "PUT", "/api/frontends/smsc", map[string]string{"mode": "smpp", "url": "smpp://sb:pw@" + smsc.Addr + "?window=5"}, nil)
 	polltest.Until(t, 20*time.Second, "the new bind", func() bool { n, _ := smsc.Binds(); return n == 2 })
 	if n := smsc.Release(); n != 1 {
@@ -105,6 +102,38 @@ type heldHook struct {
 	once    sync.Once
 }
 
+// heldCallConfig is a node's config whose webhook calls may be held for 5 s
+// (held for a change, a delete or a stop).
+func heldCallConfig(t *testing.T) switchboard.Config {
+	cfg := testConfig(t)
+	cfg.WebhookTimeout = 5 * time.Second
+	return cfg
+}
+
+// heldWebhookCall starts a node of cfg whose webhook frontend "hook"
+// (route 44) holds its call of m-1, and returns once the call has arrived.
+func heldWebhookCall(t *testing.T, cfg switchboard.Config) (*harness, *heldHook) {
+	t.Helper()
+	h := startNode(t, cfg)
+	hk := newHeldHook(t)
+	h.webhookFrontend("hook", hk.URL, "44")
+	h.submit("m-1", "44123")
+	hk.held(t)
+	return h, hk
+}
+
+// smppSubmitOut starts a node of cfg whose smpp frontend "smsc" (window=4,
+// route 33) binds to smsc, and returns once m-1's submit_sm has reached it.
+func smppSubmitOut(t *testing.T, cfg switchboard.Config, smsc *smsctest.SMSC) *harness {
+	t.Helper()
+	h := startNode(t, cfg)
+	h.smppFrontend("smsc", "smpp://sb:pw@"+smsc.Addr+"?window=4", "33")
+	polltest.Until(t, 20*time.Second, "the bind", smsc.Bound)
+	h.submit("m-1", "33600000001")
+	polltest.Until(t, 20*time.Second, "the submit", func() bool { return len(smsc.Submits()) == 1 })
+	return h
+}
+
 // newHeldHook starts a heldHook; start it after the node, so that the
 // test's end lets its held call go before the node stops.
 func newHeldHook(t *testing.T) *heldHook {
@@ -151,13 +180,7 @@ func (h *harness) deleteFrontend(name, prefix string) {
 func TestFrontendDeleteKeepsInFlightWebhook(t *testing.T) {
 	for _, back := range []bool{false, true} {
 		t.Run(map[bool]string{false: "deleted", true: "back"}[back], func(t *testing.T) {
-			cfg := testConfig(t)
-			cfg.WebhookTimeout = 5 * time.Second // the held call waits for the delete
-			h := startNode(t, cfg)
-			hk := newHeldHook(t)
-			h.webhookFrontend("hook", hk.URL, "44")
-			h.submit("m-1", "44123")
-			hk.held(t)
+			h, hk := heldWebhookCall(t, heldCallConfig(t)) // the held call waits for the delete
 			h.deleteFrontend("hook", "44")
 			if back {
 				h.webhookFrontend("hook", hk.URL, "44")
@@ -221,13 +244,8 @@ func TestFrontendDeleteKeepsInFlightSubmit(t *testing.T) {
 // the verdict before it closes the store (its drain waits for retiring
 // workers): after a restart the message is delivered, once.
 func TestNodeStopKeepsDeletedFrontendsInFlight(t *testing.T) {
-	cfg := testConfig(t)
-	cfg.WebhookTimeout = 5 * time.Second // the held call waits for the stop
-	h := startNode(t, cfg)
-	hk := newHeldHook(t)
-	h.webhookFrontend("hook", hk.URL, "44")
-	h.submit("m-1", "44123")
-	hk.held(t)
+	cfg := heldCallConfig(t) // the held call waits for the stop
+	h, hk := heldWebhookCall(t, cfg)
 	h.deleteFrontend("hook", "44")
 	stopped := make(chan struct{})
 	go func() { defer close(stopped); h.stop() }()

@@ -72,11 +72,7 @@ func TestSMPPRetiredWorkerKeepsHeldReceipt(t *testing.T) {
 			cfg := testConfig(t)
 			cfg.Store = g
 			cfg.WebhookTimeout = 5 * time.Second
-			h := startNode(t, cfg)
-			h.smppFrontend("smsc", "smpp://sb:pw@"+smsc.Addr+"?window=4", "33")
-			polltest.Until(t, 20*time.Second, "the bind", smsc.Bound)
-			h.submit("m-1", "33600000001")
-			polltest.Until(t, 20*time.Second, "the submit", func() bool { return len(smsc.Submits()) == 1 })
+			h := smppSubmitOut(t, cfg, smsc)
 			if deleted {
 				h.deleteFrontend("smsc", "33")
 			}
@@ -134,11 +130,7 @@ func TestSMPPReceiptOnTheNewBindDuringAChange(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Store = g
 	cfg.WebhookTimeout = 5 * time.Second
-	h := startNode(t, cfg)
-	h.smppFrontend("smsc", "smpp://sb:pw@"+smsc.Addr+"?window=4", "33")
-	polltest.Until(t, 20*time.Second, "the bind", smsc.Bound)
-	h.submit("m-1", "33600000001")
-	polltest.Until(t, 20*time.Second, "the submit", func() bool { return len(smsc.Submits()) == 1 })
+	h := smppSubmitOut(t, cfg, smsc)
 	h.must(200, "PUT", "/api/frontends/smsc", map[string]string{"mode": "smpp", "url": "smpp://sb:pw@" + smsc.Addr + "?window=5"}, nil)
 	polltest.Until(t, 20*time.Second, "the new bind", func() bool { n, _ := smsc.Binds(); return n == 2 })
 	g.armed.Store(true)
