@@ -392,17 +392,18 @@ func TestSessionHandlerPanicIsAnsweredAndTheSessionGoesOn(t *testing.T) {
 	})
 }
 
-// An ESME session matches a generic_nack to its request, and fails what
-// is pending when the link breaks.
-func TestSessionNackAndBreak(t *testing.T) {
+// boundTCPTransmitter is an ESME session over loopback TCP, bound as a
+// transmitter: the raw peer (its connection's deadline 20 s ahead) has
+// answered the bind and the bind has returned.
+func boundTCPTransmitter(t *testing.T) (*Session, rawPeer) {
+	t.Helper()
 	cc, sc := tcpPair(t)
 	esme := newSession(t, cc, DefaultSessionConfig(RoleESME))
 	peer := newRawPeer(t, sc)
 	_ = sc.SetDeadline(time.Now().Add(20 * time.Second))
-	ctx := context.Background()
 	bound := make(chan error, 1)
 	go func() {
-		_, err := esme.Bind(ctx, BindTransmitter, Bind{SystemID: "me", Password: "pw"})
+		_, err := esme.Bind(context.Background(), BindTransmitter, Bind{SystemID: "me", Password: "pw"})
 		bound <- err
 	}()
 	b := peer.read()
@@ -410,6 +411,14 @@ func TestSessionNackAndBreak(t *testing.T) {
 	if err := <-bound; err != nil {
 		t.Fatal(err)
 	}
+	return esme, peer
+}
+
+// An ESME session matches a generic_nack to its request, and fails what
+// is pending when the link breaks.
+func TestSessionNackAndBreak(t *testing.T) {
+	esme, peer := boundTCPTransmitter(t)
+	ctx := context.Background()
 	c1, _ := esme.Send(ctx, PDU{Command: SubmitSM, Body: &SM{}})
 	c2, _ := esme.Send(ctx, PDU{Command: SubmitSM, Body: &SM{}})
 	s1, s2 := peer.read(), peer.read()
@@ -423,7 +432,7 @@ func TestSessionNackAndBreak(t *testing.T) {
 	peer.send(PDU{Command: DeliverSM, Seq: 5, Body: &SM{}})
 	peer.expect(DeliverSMResp, StatusInvalidBindState, 5)
 	_ = s2
-	_ = sc.Close()
+	_ = peer.c.Close()
 	if _, err := c2.Result(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("pending call after the break: %v", err)
 	}
@@ -602,21 +611,8 @@ func TestSessionClose(t *testing.T) {
 // its header (command_id, command_status, sequence_number: what the peer
 // answered) and the *DecodeError; the session goes on.
 func TestSessionUndecodableResponseKeepsItsHeader(t *testing.T) {
-	cc, sc := tcpPair(t)
-	esme := newSession(t, cc, DefaultSessionConfig(RoleESME))
-	peer := newRawPeer(t, sc)
-	_ = sc.SetDeadline(time.Now().Add(20 * time.Second))
+	esme, peer := boundTCPTransmitter(t)
 	ctx := context.Background()
-	bound := make(chan error, 1)
-	go func() {
-		_, err := esme.Bind(ctx, BindTransmitter, Bind{SystemID: "me", Password: "pw"})
-		bound <- err
-	}()
-	b := peer.read()
-	peer.send(PDU{Command: BindTransmitterResp, Seq: b.Seq, Body: &BindResp{SystemID: "x"}})
-	if err := <-bound; err != nil {
-		t.Fatal(err)
-	}
 	for _, st := range []Status{StatusOK, StatusThrottled} {
 		c, err := esme.Send(ctx, PDU{Command: SubmitSM, Body: &SM{}})
 		if err != nil {
