@@ -39,6 +39,16 @@ func newClient(t *testing.T, url, password string) *Client {
 	return c
 }
 
+// newMetrics is the client metrics on a registry of their own.
+func newMetrics(t *testing.T) *Metrics {
+	t.Helper()
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // smpps://: the client checks the SMSC's certificate against tls_ca and
 // submits over TLS; without that CA it never binds, and a submit is a
 // retry naming why. A lost link is bound again.
@@ -160,10 +170,7 @@ func (f *fakeReceipts) looked(id string) int {
 // SMSC to send it again.
 func TestClientHoldsReceiptsForTheirMessage(t *testing.T) {
 	clk := newManualClock()
-	m, err := NewMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := newMetrics(t)
 	st := &fakeReceipts{known: map[string]bool{}, lookups: map[string]int{}}
 	c := bookkeeping(clk, st, m)
 	c.cfg.ReceiptWait = 3 * time.Second
@@ -298,10 +305,7 @@ func TestUndecodableOKRespIsDelivered(t *testing.T) {
 		b = binary.BigEndian.AppendUint32(b, req.Seq)
 		return append(b, "abc123"...) // no NUL
 	}})
-	m, err := NewMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := newMetrics(t)
 	c, err := New(Config{Frontend: messages.Frontend{Name: "smsc", Mode: messages.ModeSMPP, URL: "smpp://sb@" + smsc.Addr, Secret: "pw"},
 		Store: sqlitetest.Open(t), Metrics: m, Reconnect: ring.Reconnect{MaxAttempts: 1, Min: time.Hour, Max: time.Hour}})
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/switchboard-dev/switchboard/actors/ring"
@@ -105,10 +104,7 @@ func newDeafSMSC(t *testing.T) *rawSMSC { return newRawSMSC(t, &rawSMSC{}) }
 func TestReplacedClientDoesNotClobberBindState(t *testing.T) {
 	old := newDeafSMSC(t)
 	nu := smsctest.New(t, "pw", nil)
-	m, err := NewMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := newMetrics(t)
 	cs := NewClients(Config{Store: sqlitetest.Open(t), Metrics: m, ResponseTimeout: time.Second,
 		Reconnect: ring.Reconnect{MaxAttempts: 1, Min: time.Hour, Max: time.Hour, Jitter: 0.5}})
 	defer cs.Close()
@@ -221,10 +217,7 @@ func TestClientsKeepAReplacedClientForItsWorker(t *testing.T) {
 func TestReleaseLeavesTheNewClientsGauges(t *testing.T) {
 	old := newDeafSMSC(t)
 	nu := smsctest.New(t, "pw", nil)
-	m, err := NewMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := newMetrics(t)
 	cs := NewClients(Config{Store: sqlitetest.Open(t), Metrics: m, ResponseTimeout: 2 * time.Second,
 		Reconnect: ring.Reconnect{MaxAttempts: 1, Min: time.Hour, Max: time.Hour, Jitter: 0.5}})
 	defer cs.Close()
@@ -262,10 +255,7 @@ func TestReleaseLeavesTheNewClientsGauges(t *testing.T) {
 // its own (0).
 func TestWindowInUseAfterReplace(t *testing.T) {
 	smsc := smsctest.New(t, "pw", func(s smsctest.Submit) (smpp.Status, bool) { return smpp.StatusOK, s.Conn == 1 })
-	m, err := NewMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := newMetrics(t)
 	cs := NewClients(Config{Store: sqlitetest.Open(t), Metrics: m,
 		Reconnect: ring.Reconnect{MaxAttempts: 1, Min: time.Hour, Max: time.Hour, Jitter: 0.5}})
 	defer cs.Close()

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/switchboard-dev/switchboard/actors/ring"
@@ -140,10 +139,7 @@ func TestClientCloseRecordsCommittedReceipts(t *testing.T) {
 // found, and counts the others lost (error).
 func TestClientEndLooksUpHeldReceipts(t *testing.T) {
 	clk := newManualClock()
-	m, err := NewMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := newMetrics(t)
 	st := &fakeReceipts{known: map[string]bool{}, lookups: map[string]int{}}
 	c := bookkeeping(clk, st, m)
 	for _, id := range []string{"A", "B"} {
