@@ -27,15 +27,35 @@ import (
 	"github.com/switchboard-dev/switchboard/smpp"
 )
 
-func newClient(t *testing.T, url, password string) *Client {
+// oneBind is a reconnect policy that does not redial within a test: an
+// hour after a lost bind.
+var oneBind = ring.Reconnect{MaxAttempts: 1, Min: time.Hour, Max: time.Hour, Jitter: 0.5}
+
+// newClient is a client of frontend smsc at url (password pw) with cfg's
+// other settings, closed at the test's end: on a SQLite store of its own
+// if cfg names none, reconnecting as oneBind if cfg does not say.
+func newClient(t *testing.T, url string, cfg Config) *Client {
 	t.Helper()
-	st := sqlitetest.Open(t)
-	c, err := New(Config{Frontend: messages.Frontend{Name: "smsc", Mode: messages.ModeSMPP, URL: url, Secret: password},
-		Store: st, Reconnect: ring.Reconnect{MaxAttempts: 1, Min: 10 * time.Millisecond, Max: 50 * time.Millisecond, Jitter: 0.5}})
+	cfg.Frontend = messages.Frontend{Name: "smsc", Mode: messages.ModeSMPP, URL: url, Secret: "pw"}
+	if cfg.Store == nil {
+		cfg.Store = sqlitetest.Open(t)
+	}
+	if cfg.Reconnect == (ring.Reconnect{}) {
+		cfg.Reconnect = oneBind
+	}
+	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
+	return c
+}
+
+// boundClient is newClient once it has bound.
+func boundClient(t *testing.T, url string, cfg Config) *Client {
+	t.Helper()
+	c := newClient(t, url, cfg)
+	polltest.Until(t, 20*time.Second, "the bind", c.Bound)
 	return c
 }
 
@@ -65,9 +85,9 @@ func TestClientTLSAndReconnect(t *testing.T) {
 	caFile, _ := certs.CAFiles(dir)
 	smsc := smsctest.NewTLS(t, "pw", nil, &tls.Config{Certificates: []tls.Certificate{pair}})
 	out := messages.Outgoing{ID: "m-1", SourceMSISDN: "+15550001", DestinationMSISDN: "+33600000001", Body: "over TLS"}
+	redial := Config{Reconnect: ring.Reconnect{MaxAttempts: 1, Min: 10 * time.Millisecond, Max: 50 * time.Millisecond, Jitter: 0.5}}
 
-	c := newClient(t, "smpps://sb@"+smsc.Addr+"?tls_ca="+caFile, "pw")
-	polltest.Until(t, 20*time.Second, "the bind", c.Bound)
+	c := boundClient(t, "smpps://sb@"+smsc.Addr+"?tls_ca="+caFile, redial)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	v := c.Submit(ctx, out, "")
@@ -80,7 +100,7 @@ func TestClientTLSAndReconnect(t *testing.T) {
 		t.Fatalf("submit after the reconnect: %+v", v)
 	}
 
-	untrusting := newClient(t, "smpps://sb@"+smsc.Addr, "pw")
+	untrusting := newClient(t, "smpps://sb@"+smsc.Addr, redial)
 	polltest.Until(t, 20*time.Second, "the TLS failure", func() bool {
 		untrusting.mu.Lock()
 		defer untrusting.mu.Unlock()
@@ -97,7 +117,7 @@ func TestClientTLSAndReconnect(t *testing.T) {
 	// A tls_ca that cannot be read is each connect's error (it is read at
 	// each, see TestSMPPFrontendTLSCAIsReadAtEachConnect): the client
 	// starts, does not bind, and says why.
-	missing := newClient(t, "smpps://sb@"+smsc.Addr+"?tls_ca="+filepath.Join(dir, "nonexistent.pem"), "pw")
+	missing := newClient(t, "smpps://sb@"+smsc.Addr+"?tls_ca="+filepath.Join(dir, "nonexistent.pem"), redial)
 	polltest.Until(t, 20*time.Second, "the tls_ca failure", func() bool {
 		missing.mu.Lock()
 		defer missing.mu.Unlock()
@@ -306,13 +326,7 @@ func TestUndecodableOKRespIsDelivered(t *testing.T) {
 		return append(b, "abc123"...) // no NUL
 	}})
 	m := newMetrics(t)
-	c, err := New(Config{Frontend: messages.Frontend{Name: "smsc", Mode: messages.ModeSMPP, URL: "smpp://sb@" + smsc.Addr, Secret: "pw"},
-		Store: sqlitetest.Open(t), Metrics: m, Reconnect: ring.Reconnect{MaxAttempts: 1, Min: time.Hour, Max: time.Hour}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	polltest.Until(t, 20*time.Second, "the bind", c.Bound)
+	c := boundClient(t, "smpp://sb@"+smsc.Addr, Config{Metrics: m})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	v := c.Submit(ctx, messages.Outgoing{ID: "m-1", SourceMSISDN: "+15550001", DestinationMSISDN: "+33600000001", Body: "hi"}, "")
@@ -359,13 +373,8 @@ func TestBackoffGrowsWhenEveryBindIsDropped(t *testing.T) {
 	smsc := newRawSMSC(t, &rawSMSC{dropAfterBind: true})
 	clk := &recClock{}
 	const min, max = 5 * time.Millisecond, 2 * time.Second
-	c, err := New(Config{Frontend: messages.Frontend{Name: "smsc", Mode: messages.ModeSMPP, URL: "smpp://sb@" + smsc.Addr + "?enquire_link=1h", Secret: "pw"},
-		Store: sqlitetest.Open(t), Clock: clk, ResponseTimeout: 5 * time.Second,
+	newClient(t, "smpp://sb@"+smsc.Addr+"?enquire_link=1h", Config{Clock: clk, ResponseTimeout: 5 * time.Second,
 		Reconnect: ring.Reconnect{MaxAttempts: 1, Min: min, Max: max}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	polltest.Until(t, 20*time.Second, "6 binds", func() bool { n, _ := smsc.counts(); return n >= 6 })
 	ds := clk.upTo(max) // the session's timers are 5 s and 1 h
 	want := []time.Duration{min, 2 * min, 4 * min, 8 * min, 16 * min}
@@ -448,13 +457,7 @@ func (c *manualClock) pending(max time.Duration) []time.Duration {
 func TestLongTextPartsArePaced(t *testing.T) {
 	smsc := smsctest.New(t, "pw", nil)
 	clk := newManualClock()
-	c, err := New(Config{Frontend: messages.Frontend{Name: "smsc", Mode: messages.ModeSMPP, URL: "smpp://sb@" + smsc.Addr + "?rate=2", Secret: "pw"},
-		Store: sqlitetest.Open(t), Clock: clk, Reconnect: ring.Reconnect{MaxAttempts: 1, Min: time.Hour, Max: time.Hour}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	polltest.Until(t, 20*time.Second, "the bind", c.Bound)
+	c := boundClient(t, "smpp://sb@"+smsc.Addr+"?rate=2", Config{Clock: clk})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	verdict := make(chan messages.DeliveryResult, 1)

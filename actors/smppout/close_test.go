@@ -8,7 +8,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/actors/smppout/smsctest"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
@@ -43,12 +42,7 @@ func (s *heldReceiptStore) RecordReceipts(ctx context.Context, _ time.Time, rs [
 func TestClientCloseWaitsForReceiptRecording(t *testing.T) {
 	smsc := smsctest.New(t, "pw", nil)
 	st := &heldReceiptStore{release: make(chan struct{})}
-	c, err := New(Config{Frontend: messages.Frontend{Name: "smsc", Mode: messages.ModeSMPP, URL: "smpp://sb@" + smsc.Addr, Secret: "pw"},
-		Store: st, Reconnect: ring.Reconnect{MaxAttempts: 1, Min: time.Hour, Max: time.Hour, Jitter: 0.5}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	polltest.Until(t, 20*time.Second, "the bind", c.Bound)
+	c := boundClient(t, "smpp://sb@"+smsc.Addr, Config{Store: st})
 	receipted := make(chan struct{})
 	go func() {
 		defer close(receipted)
@@ -104,12 +98,7 @@ func (s *commitStore) RecordReceipts(ctx context.Context, _ time.Time, rs []pers
 func TestClientCloseRecordsCommittedReceipts(t *testing.T) {
 	smsc := smsctest.New(t, "pw", nil)
 	st := &commitStore{release: make(chan struct{})}
-	c, err := New(Config{Frontend: messages.Frontend{Name: "smsc", Mode: messages.ModeSMPP, URL: "smpp://sb@" + smsc.Addr, Secret: "pw"},
-		Store: st, Reconnect: ring.Reconnect{MaxAttempts: 1, Min: time.Hour, Max: time.Hour, Jitter: 0.5}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	polltest.Until(t, 20*time.Second, "the bind", c.Bound)
+	c := boundClient(t, "smpp://sb@"+smsc.Addr, Config{Store: st})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	v := c.Submit(ctx, messages.Outgoing{ID: "m-1", SourceMSISDN: "+15550001", DestinationMSISDN: "+33600000001", Body: "hi"}, "")
