@@ -101,14 +101,7 @@ func TestClientTLSAndReconnect(t *testing.T) {
 	}
 
 	untrusting := newClient(t, "smpps://sb@"+smsc.Addr, redial)
-	polltest.Until(t, 20*time.Second, "the TLS failure", func() bool {
-		untrusting.mu.Lock()
-		defer untrusting.mu.Unlock()
-		return strings.HasPrefix(untrusting.lastErr.Error(), "TLS")
-	})
-	short, cancel2 := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel2()
-	if v := untrusting.Submit(short, out, ""); v.Status != messages.Retry || !strings.Contains(v.Reason, "not bound to the SMSC (TLS") {
+	if v := submitAfterFailure(t, untrusting, "TLS", out); v.Status != messages.Retry || !strings.Contains(v.Reason, "not bound to the SMSC (TLS") {
 		t.Fatalf("submit without the CA: %+v", v)
 	}
 	if n, _ := smsc.Binds(); n != 2 {
@@ -118,19 +111,26 @@ func TestClientTLSAndReconnect(t *testing.T) {
 	// each, see TestSMPPFrontendTLSCAIsReadAtEachConnect): the client
 	// starts, does not bind, and says why.
 	missing := newClient(t, "smpps://sb@"+smsc.Addr+"?tls_ca="+filepath.Join(dir, "nonexistent.pem"), redial)
-	polltest.Until(t, 20*time.Second, "the tls_ca failure", func() bool {
-		missing.mu.Lock()
-		defer missing.mu.Unlock()
-		return strings.HasPrefix(missing.lastErr.Error(), "tls_ca")
-	})
-	short3, cancel3 := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel3()
-	if v := missing.Submit(short3, out, ""); v.Status != messages.Retry || !strings.Contains(v.Reason, "not bound to the SMSC (tls_ca: open ") {
+	if v := submitAfterFailure(t, missing, "tls_ca", out); v.Status != messages.Retry || !strings.Contains(v.Reason, "not bound to the SMSC (tls_ca: open ") {
 		t.Fatalf("submit with a missing tls_ca: %+v", v)
 	}
 	if n, _ := smsc.Binds(); n != 2 {
 		t.Fatalf("%d binds: the client without its CA bound", n)
 	}
+}
+
+// submitAfterFailure waits until c's last connect error starts with
+// prefix, then submits out with 300 ms to go: c, not bound, answers why.
+func submitAfterFailure(t *testing.T, c *Client, prefix string, out messages.Outgoing) messages.DeliveryResult {
+	t.Helper()
+	polltest.Until(t, 20*time.Second, "the "+prefix+" failure", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return strings.HasPrefix(c.lastErr.Error(), prefix)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	return c.Submit(ctx, out, "")
 }
 
 // stepClock is a clock the test moves by hand (its timers never fire).
