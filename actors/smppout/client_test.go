@@ -31,12 +31,17 @@ import (
 // hour after a lost bind.
 var oneBind = ring.Reconnect{MaxAttempts: 1, Min: time.Hour, Max: time.Hour, Jitter: 0.5}
 
+// smscFrontend is frontend smsc at url, password pw.
+func smscFrontend(url string) messages.Frontend {
+	return messages.Frontend{Name: "smsc", Mode: messages.ModeSMPP, URL: url, Secret: "pw"}
+}
+
 // newClient is a client of frontend smsc at url (password pw) with cfg's
 // other settings, closed at the test's end: on a SQLite store of its own
 // if cfg names none, reconnecting as oneBind if cfg does not say.
 func newClient(t *testing.T, url string, cfg Config) *Client {
 	t.Helper()
-	cfg.Frontend = messages.Frontend{Name: "smsc", Mode: messages.ModeSMPP, URL: url, Secret: "pw"}
+	cfg.Frontend = smscFrontend(url)
 	if cfg.Store == nil {
 		cfg.Store = sqlitetest.Open(t)
 	}

@@ -43,20 +43,46 @@ func (s *sent) kicks(t *testing.T) int {
 	return len(s.msgs)
 }
 
+// newClients is a Clients with cfg's settings, on a SQLite store of its
+// own and reconnecting as oneBind, closed at the test's end.
+func newClients(t *testing.T, cfg Config) *Clients {
+	t.Helper()
+	cfg.Store, cfg.Reconnect = sqlitetest.Open(t), oneBind
+	cs := NewClients(cfg)
+	t.Cleanup(cs.Close)
+	return cs
+}
+
+// getBound is cs's client of smscFrontend(url), once it has bound (what
+// names that wait).
+func getBound(t *testing.T, cs *Clients, url, what string) *Client {
+	t.Helper()
+	c, err := cs.Get(smscFrontend(url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	polltest.Until(t, 20*time.Second, what, c.Bound)
+	return c
+}
+
+// checkBindStateBound fails t unless c is bound and frontend smsc's
+// bind_state says bound_trx, not closed.
+func checkBindStateBound(t *testing.T, m *Metrics, c *Client) {
+	t.Helper()
+	bound := testutil.ToFloat64(m.state.WithLabelValues("smsc", "bound_trx"))
+	closed := testutil.ToFloat64(m.state.WithLabelValues("smsc", "closed"))
+	if !c.Bound() || bound != 1 || closed != 0 {
+		t.Fatalf("the new client is bound (%v), but bind_state{bound_trx}=%v, {closed}=%v", c.Bound(), bound, closed)
+	}
+}
+
 // TestClientsKickTheWorker: a client kicks its frontend's worker when it
 // has bound and when it lost its bind.
 func TestClientsKickTheWorker(t *testing.T) {
 	smsc := smsctest.New(t, "pw", nil)
-	st := sqlitetest.Open(t)
 	workers := &sent{}
-	cs := NewClients(Config{Store: st, Workers: workers,
-		Reconnect: ring.Reconnect{MaxAttempts: 1, Min: time.Hour, Max: time.Hour, Jitter: 0.5}})
-	defer cs.Close()
-	c, err := cs.Get(messages.Frontend{Name: "smsc", Mode: messages.ModeSMPP, URL: "smpp://sb@" + smsc.Addr, Secret: "pw"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	polltest.Until(t, 20*time.Second, "the bind", c.Bound)
+	cs := newClients(t, Config{Workers: workers})
+	getBound(t, cs, "smpp://sb@"+smsc.Addr, "the bind")
 	polltest.Until(t, 10*time.Second, "a kick once bound", func() bool { return workers.kicks(t) == 1 })
 	smsc.DropAll()
 	polltest.Until(t, 10*time.Second, "a kick once the bind is lost", func() bool { return workers.kicks(t) == 2 })
@@ -66,16 +92,9 @@ func TestClientsKickTheWorker(t *testing.T) {
 // only while this instance holds part of the ring's delivery work.
 func TestClientRateShareFromTheFence(t *testing.T) {
 	smsc := smsctest.New(t, "pw", nil)
-	st := sqlitetest.Open(t)
 	shares := ring.NewShares(0, nil)
-	cs := NewClients(Config{Store: st, Fence: shares,
-		Reconnect: ring.Reconnect{MaxAttempts: 1, Min: time.Hour, Max: time.Hour, Jitter: 0.5}})
-	defer cs.Close()
-	c, err := cs.Get(messages.Frontend{Name: "smsc", Mode: messages.ModeSMPP, URL: "smpp://sb@" + smsc.Addr + "?rate=100", Secret: "pw"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	polltest.Until(t, 20*time.Second, "the bind", c.Bound)
+	cs := newClients(t, Config{Fence: shares})
+	c := getBound(t, cs, "smpp://sb@"+smsc.Addr+"?rate=100", "the bind")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	out := messages.Outgoing{ID: "m-1", SourceMSISDN: "+15550001", DestinationMSISDN: "+33600000001", Body: "hi"}
@@ -105,27 +124,11 @@ func TestReplacedClientDoesNotClobberBindState(t *testing.T) {
 	old := newDeafSMSC(t)
 	nu := smsctest.New(t, "pw", nil)
 	m := newMetrics(t)
-	cs := NewClients(Config{Store: sqlitetest.Open(t), Metrics: m, ResponseTimeout: time.Second,
-		Reconnect: ring.Reconnect{MaxAttempts: 1, Min: time.Hour, Max: time.Hour, Jitter: 0.5}})
-	defer cs.Close()
-	fe := messages.Frontend{Name: "smsc", Mode: messages.ModeSMPP, URL: "smpp://sb@" + old.Addr, Secret: "pw"}
-	c1, err := cs.Get(fe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	polltest.Until(t, 20*time.Second, "the first bind", c1.Bound)
-	fe.URL = "smpp://sb@" + nu.Addr
-	c2, err := cs.Get(fe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	polltest.Until(t, 20*time.Second, "the second bind", c2.Bound)
+	cs := newClients(t, Config{Metrics: m, ResponseTimeout: time.Second})
+	c1 := getBound(t, cs, "smpp://sb@"+old.Addr, "the first bind")
+	c2 := getBound(t, cs, "smpp://sb@"+nu.Addr, "the second bind")
 	c1.Close() // the old client's end, whenever it comes
-	bound := testutil.ToFloat64(m.state.WithLabelValues("smsc", "bound_trx"))
-	closed := testutil.ToFloat64(m.state.WithLabelValues("smsc", "closed"))
-	if !c2.Bound() || bound != 1 || closed != 0 {
-		t.Fatalf("the new client is bound (%v), but bind_state{bound_trx}=%v, {closed}=%v", c2.Bound(), bound, closed)
-	}
+	checkBindStateBound(t, m, c2)
 }
 
 // TestClientsCloseWaitsForReplacedClient: a client that Get replaced was
@@ -135,16 +138,9 @@ func TestReplacedClientDoesNotClobberBindState(t *testing.T) {
 func TestClientsCloseWaitsForReplacedClient(t *testing.T) {
 	old := newDeafSMSC(t)
 	nu := smsctest.New(t, "pw", nil)
-	cs := NewClients(Config{Store: sqlitetest.Open(t), ResponseTimeout: 3 * time.Second,
-		Reconnect: ring.Reconnect{MaxAttempts: 1, Min: time.Hour, Max: time.Hour, Jitter: 0.5}})
-	fe := messages.Frontend{Name: "smsc", Mode: messages.ModeSMPP, URL: "smpp://sb@" + old.Addr, Secret: "pw"}
-	c1, err := cs.Get(fe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	polltest.Until(t, 20*time.Second, "the first bind", c1.Bound)
-	fe.URL = "smpp://sb@" + nu.Addr
-	if _, err := cs.Get(fe); err != nil {
+	cs := newClients(t, Config{ResponseTimeout: 3 * time.Second})
+	c1 := getBound(t, cs, "smpp://sb@"+old.Addr, "the first bind")
+	if _, err := cs.Get(smscFrontend("smpp://sb@" + nu.Addr)); err != nil {
 		t.Fatal(err)
 	}
 	cs.Close()
@@ -164,23 +160,10 @@ func TestClientsCloseWaitsForReplacedClient(t *testing.T) {
 // the one that replaced it, same settings) closes with the last release.
 func TestClientsKeepAReplacedClientForItsWorker(t *testing.T) {
 	smsc := smsctest.New(t, "pw", nil)
-	cs := NewClients(Config{Store: sqlitetest.Open(t),
-		Reconnect: ring.Reconnect{MaxAttempts: 1, Min: time.Hour, Max: time.Hour, Jitter: 0.5}})
-	defer cs.Close()
-	a := messages.Frontend{Name: "smsc", Mode: messages.ModeSMPP, URL: "smpp://sb@" + smsc.Addr + "?window=4", Secret: "pw"}
-	b := a
-	b.URL = "smpp://sb@" + smsc.Addr + "?window=5"
-	c1, err := cs.Get(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	polltest.Until(t, 20*time.Second, "the first bind", c1.Bound)
-	c2, err := cs.Get(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	polltest.Until(t, 20*time.Second, "the second bind", c2.Bound)
-	if again, err := cs.Get(b); err != nil || again != c2 {
+	cs := newClients(t, Config{})
+	c1 := getBound(t, cs, "smpp://sb@"+smsc.Addr+"?window=4", "the first bind")
+	c2 := getBound(t, cs, "smpp://sb@"+smsc.Addr+"?window=5", "the second bind")
+	if again, err := cs.Get(smscFrontend("smpp://sb@" + smsc.Addr + "?window=5")); err != nil || again != c2 {
 		t.Fatalf("Get of the same settings: %p %v, want the client it has (%p)", again, err, c2)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -218,31 +201,15 @@ func TestReleaseLeavesTheNewClientsGauges(t *testing.T) {
 	old := newDeafSMSC(t)
 	nu := smsctest.New(t, "pw", nil)
 	m := newMetrics(t)
-	cs := NewClients(Config{Store: sqlitetest.Open(t), Metrics: m, ResponseTimeout: 2 * time.Second,
-		Reconnect: ring.Reconnect{MaxAttempts: 1, Min: time.Hour, Max: time.Hour, Jitter: 0.5}})
-	defer cs.Close()
-	fe := messages.Frontend{Name: "smsc", Mode: messages.ModeSMPP, URL: "smpp://sb@" + old.Addr, Secret: "pw"}
-	c1, err := cs.Get(fe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	polltest.Until(t, 20*time.Second, "the first bind", c1.Bound)
+	cs := newClients(t, Config{Metrics: m, ResponseTimeout: 2 * time.Second})
+	c1 := getBound(t, cs, "smpp://sb@"+old.Addr, "the first bind")
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); cs.Release(c1) }() // the deleted frontend's worker retired
 	polltest.Until(t, 20*time.Second, "the release under way", func() bool { _, ok := cs.States()["smsc"]; return !ok })
-	fe.URL = "smpp://sb@" + nu.Addr // created again
-	c2, err := cs.Get(fe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	polltest.Until(t, 20*time.Second, "the second bind", c2.Bound)
+	c2 := getBound(t, cs, "smpp://sb@"+nu.Addr, "the second bind") // created again
 	wg.Wait()
-	bound := testutil.ToFloat64(m.state.WithLabelValues("smsc", "bound_trx"))
-	closed := testutil.ToFloat64(m.state.WithLabelValues("smsc", "closed"))
-	if !c2.Bound() || bound != 1 || closed != 0 {
-		t.Fatalf("the new client is bound (%v), but bind_state{bound_trx}=%v, {closed}=%v", c2.Bound(), bound, closed)
-	}
+	checkBindStateBound(t, m, c2)
 }
 
 // TestWindowInUseAfterReplace: Get retires the frontend's old client
@@ -256,15 +223,8 @@ func TestReleaseLeavesTheNewClientsGauges(t *testing.T) {
 func TestWindowInUseAfterReplace(t *testing.T) {
 	smsc := smsctest.New(t, "pw", func(s smsctest.Submit) (smpp.Status, bool) { return smpp.StatusOK, s.Conn == 1 })
 	m := newMetrics(t)
-	cs := NewClients(Config{Store: sqlitetest.Open(t), Metrics: m,
-		Reconnect: ring.Reconnect{MaxAttempts: 1, Min: time.Hour, Max: time.Hour, Jitter: 0.5}})
-	defer cs.Close()
-	a := messages.Frontend{Name: "smsc", Mode: messages.ModeSMPP, URL: "smpp://sb@" + smsc.Addr + "?window=4", Secret: "pw"}
-	c1, err := cs.Get(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	polltest.Until(t, 20*time.Second, "the first bind", c1.Bound)
+	cs := newClients(t, Config{Metrics: m})
+	c1 := getBound(t, cs, "smpp://sb@"+smsc.Addr+"?window=4", "the first bind")
 	done := make(chan messages.DeliveryResult, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -273,13 +233,7 @@ func TestWindowInUseAfterReplace(t *testing.T) {
 	}()
 	window := func() float64 { return testutil.ToFloat64(m.window.WithLabelValues("smsc")) }
 	polltest.Until(t, 20*time.Second, "the submit outstanding", func() bool { return window() == 1 })
-	b := a
-	b.URL = "smpp://sb@" + smsc.Addr + "?window=5"
-	c2, err := cs.Get(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	polltest.Until(t, 20*time.Second, "the second bind", c2.Bound)
+	getBound(t, cs, "smpp://sb@"+smsc.Addr+"?window=5", "the second bind")
 	smsc.Release()
 	if v := <-done; v.Status != messages.Delivered {
 		t.Fatalf("the old client's submit: %+v", v)
