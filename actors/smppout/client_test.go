@@ -64,6 +64,14 @@ func boundClient(t *testing.T, url string, cfg Config) *Client {
 	return c
 }
 
+// submitHi is c's verdict on message m-1 ("hi"), submitted with 10 s to
+// go.
+func submitHi(c *Client) messages.DeliveryResult {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return c.Submit(ctx, messages.Outgoing{ID: "m-1", SourceMSISDN: "+15550001", DestinationMSISDN: "+33600000001", Body: "hi"}, "")
+}
+
 // newMetrics is the client metrics on a registry of their own.
 func newMetrics(t *testing.T) *Metrics {
 	t.Helper()
@@ -332,9 +340,7 @@ func TestUndecodableOKRespIsDelivered(t *testing.T) {
 	}})
 	m := newMetrics(t)
 	c := boundClient(t, "smpp://sb@"+smsc.Addr, Config{Metrics: m})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	v := c.Submit(ctx, messages.Outgoing{ID: "m-1", SourceMSISDN: "+15550001", DestinationMSISDN: "+33600000001", Body: "hi"}, "")
+	v := submitHi(c)
 	if v.Status != messages.Delivered || len(v.SMSCMessageIDs) != 0 {
 		t.Fatalf("the SMSC answered ESME_ROK, the verdict is %+v", v)
 	}

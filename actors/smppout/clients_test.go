@@ -1,7 +1,6 @@
 package smppout
 
 import (
-	"context"
 	"math"
 	"strings"
 	"sync"
@@ -95,16 +94,13 @@ func TestClientRateShareFromTheFence(t *testing.T) {
 	shares := ring.NewShares(0, nil)
 	cs := newClients(t, Config{Fence: shares})
 	c := getBound(t, cs, "smpp://sb@"+smsc.Addr+"?rate=100", "the bind")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	out := messages.Outgoing{ID: "m-1", SourceMSISDN: "+15550001", DestinationMSISDN: "+33600000001", Body: "hi"}
-	if v := c.Submit(ctx, out, ""); v.Status != messages.Retry || !strings.Contains(v.Reason, "no share of the submit rate") {
+	if v := submitHi(c); v.Status != messages.Retry || !strings.Contains(v.Reason, "no share of the submit rate") {
 		t.Fatalf("a submit with no partition: %+v", v)
 	}
 	self := messages.RingMember{InstanceID: "i-0", Services: messages.AllServices,
 		Ranges: []messages.TokenRange{{Lo: 0, Hi: math.MaxUint64}}}
 	shares.Apply(messages.RingAssignment{Epoch: 1, Master: "i-0", Members: []messages.RingMember{self}}, "i-0", messages.AllServices)
-	if v := c.Submit(ctx, out, ""); v.Status != messages.Delivered {
+	if v := submitHi(c); v.Status != messages.Delivered {
 		t.Fatalf("a submit holding the whole ring: %+v", v)
 	}
 }
@@ -166,10 +162,7 @@ func TestClientsKeepAReplacedClientForItsWorker(t *testing.T) {
 	if again, err := cs.Get(smscFrontend("smpp://sb@" + smsc.Addr + "?window=5")); err != nil || again != c2 {
 		t.Fatalf("Get of the same settings: %p %v, want the client it has (%p)", again, err, c2)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	out := messages.Outgoing{ID: "m-1", SourceMSISDN: "+15550001", DestinationMSISDN: "+33600000001", Body: "hi"}
-	if v := c1.Submit(ctx, out, ""); v.Status != messages.Delivered {
+	if v := submitHi(c1); v.Status != messages.Delivered {
 		t.Fatalf("the replaced client's submit: %+v", v)
 	}
 	cs.Release(c1)
@@ -226,11 +219,7 @@ func TestWindowInUseAfterReplace(t *testing.T) {
 	cs := newClients(t, Config{Metrics: m})
 	c1 := getBound(t, cs, "smpp://sb@"+smsc.Addr+"?window=4", "the first bind")
 	done := make(chan messages.DeliveryResult, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		done <- c1.Submit(ctx, messages.Outgoing{ID: "m-1", SourceMSISDN: "+15550001", DestinationMSISDN: "+33600000001", Body: "hi"}, "")
-	}()
+	go func() { done <- submitHi(c1) }()
 	window := func() float64 { return testutil.ToFloat64(m.window.WithLabelValues("smsc")) }
 	polltest.Until(t, 20*time.Second, "the submit outstanding", func() bool { return window() == 1 })
 	getBound(t, cs, "smpp://sb@"+smsc.Addr+"?window=5", "the second bind")

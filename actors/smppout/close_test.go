@@ -99,9 +99,7 @@ func TestClientCloseRecordsCommittedReceipts(t *testing.T) {
 	smsc := smsctest.New(t, "pw", nil)
 	st := &commitStore{release: make(chan struct{})}
 	c := boundClient(t, "smpp://sb@"+smsc.Addr, Config{Store: st})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	v := c.Submit(ctx, messages.Outgoing{ID: "m-1", SourceMSISDN: "+15550001", DestinationMSISDN: "+33600000001", Body: "hi"}, "")
+	v := submitHi(c)
 	if v.Status != messages.Delivered || len(v.SMSCMessageIDs) != 1 {
 		t.Fatalf("submit: %+v", v)
 	}
