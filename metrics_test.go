@@ -57,6 +57,19 @@ func TestActorKindsAreDocumented(t *testing.T) {
 	})
 }
 
+// shiftedNode is a node on a shiftedClock moved by by, with the pull
+// frontend fe for prefix 44 (retryBody's destination).
+func shiftedNode(t *testing.T, by time.Duration) (*harness, *shiftedClock) {
+	t.Helper()
+	clk := &shiftedClock{}
+	clk.by.Store(int64(by))
+	cfg := testConfig(t)
+	cfg.Clock = clk
+	h := startNode(t, cfg)
+	h.pullFrontend("fe", "44")
+	return h, clk
+}
+
 // TestOutboxOldestAgeIsHowLongDueWorkHasWaited: the outbox's age is how
 // long its oldest due work has waited, on the node's clock. A message
 // submitted with deliver_after an hour ahead (scheduled delivery,
@@ -67,12 +80,7 @@ func TestActorKindsAreDocumented(t *testing.T) {
 // clock 15 minutes past its deliver_after and nobody polling, it has
 // waited 15 minutes.
 func TestOutboxOldestAgeIsHowLongDueWorkHasWaited(t *testing.T) {
-	clk := &shiftedClock{}
-	clk.by.Store(int64(-30 * time.Minute))
-	cfg := testConfig(t)
-	cfg.Clock = clk
-	h := startNode(t, cfg)
-	h.pullFrontend("fe", "44")
+	h, clk := shiftedNode(t, -30*time.Minute)
 	start := time.Now()
 	due := clk.Now().Add(time.Hour)
 	h.must(202, "POST", "/api/messages", retryBody("later", "deliver_after", due.Format(time.RFC3339Nano)), nil)
@@ -111,12 +119,7 @@ func TestOutboxOldestAgeIsHowLongDueWorkHasWaited(t *testing.T) {
 // since then). With the node's clock past its deliver_after and nobody
 // polling, it has waited since its deliver_after.
 func TestStatusOutboxOldestIsSinceDueWorkHasWaited(t *testing.T) {
-	clk := &shiftedClock{}
-	clk.by.Store(int64(-30 * time.Minute))
-	cfg := testConfig(t)
-	cfg.Clock = clk
-	h := startNode(t, cfg)
-	h.pullFrontend("fe", "44")
+	h, clk := shiftedNode(t, -30*time.Minute)
 	due := clk.Now().Add(time.Hour).Truncate(time.Second)
 	h.must(202, "POST", "/api/messages", retryBody("later", "deliver_after", due.Format(time.RFC3339)), nil)
 
