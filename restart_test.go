@@ -27,6 +27,7 @@ type faultyStore struct {
 	caller  map[string]string // when set, only calls made from this function panic
 	after   map[string]bool   // panic after the inner call returned (its commit done)
 	tripped map[string]int
+	holds   map[string]*heldCalls
 }
 
 func newFaultyStore(t *testing.T) *faultyStore {
@@ -37,7 +38,7 @@ func newFaultyStore(t *testing.T) *faultyStore {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	return &faultyStore{Store: s, caller: map[string]string{}, armed: map[string]int{}, after: map[string]bool{}, tripped: map[string]int{}}
+	return &faultyStore{Store: s, caller: map[string]string{}, armed: map[string]int{}, after: map[string]bool{}, tripped: map[string]int{}, holds: map[string]*heldCalls{}}
 }
 
 func (f *faultyStore) arm(method string, times int, afterCommit bool) {
@@ -69,13 +70,118 @@ func (f *faultyStore) trip(method string, after bool) {
 	}
 }
 
-// Write trips the one-part call each of its parts stands for.
+// heldCalls are the calls of a store method, made from one function,
+// that wait in the store until the test lets them go (faultyStore.hold).
+type heldCalls struct {
+	caller  string
+	arrived chan *heldCall // each call as it comes to wait
+	mu      sync.Mutex
+	open    bool // from now on calls do not wait
+	waiting []*heldCall
+	inside  int // calls in the store now
+	most    int // the most at once so far
+}
+
+// heldCall is one call that waits until let; done is closed once the
+// store's call returned.
+type heldCall struct {
+	once sync.Once
+	let  chan struct{}
+	done chan struct{}
+}
+
+// release lets the call go.
+func (c *heldCall) release() { c.once.Do(func() { close(c.let) }) }
+
+// hold makes the calls of method (one of the faultyStore's) made from a
+// function whose name contains caller wait, from now on, until let go.
+func (f *faultyStore) hold(method, caller string) *heldCalls {
+	h := &heldCalls{caller: caller, arrived: make(chan *heldCall, 64)}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.holds[method] = h
+	return h
+}
+
+// enter makes a call of method wait if it is held; the func returned is
+// to be called once the store's call returned.
+func (f *faultyStore) enter(method string) func() {
+	f.mu.Lock()
+	h := f.holds[method]
+	f.mu.Unlock()
+	if h == nil || !strings.Contains(string(debug.Stack()), h.caller) {
+		return func() {}
+	}
+	c := &heldCall{let: make(chan struct{}), done: make(chan struct{})}
+	h.mu.Lock()
+	h.inside++
+	h.most = max(h.most, h.inside)
+	if h.open {
+		c.release()
+	} else {
+		h.waiting = append(h.waiting, c)
+	}
+	h.mu.Unlock()
+	select {
+	case h.arrived <- c:
+	default: // nobody looks any more
+	}
+	<-c.let
+	return func() {
+		h.mu.Lock()
+		h.inside--
+		h.mu.Unlock()
+		close(c.done)
+	}
+}
+
+// next is the next call held (it fails the test after 20 s).
+func (h *heldCalls) next(t *testing.T) *heldCall {
+	t.Helper()
+	select {
+	case c := <-h.arrived:
+		return c
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no call from %s", h.caller)
+		return nil
+	}
+}
+
+// letAll lets every call go, those to come included.
+func (h *heldCalls) letAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.open = true
+	for _, c := range h.waiting {
+		c.release()
+	}
+}
+
+// mostAtOnce is the most calls that were in the store at once since the
+// last count (forget).
+func (h *heldCalls) mostAtOnce() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.most
+}
+
+// forget starts the count of mostAtOnce again from the calls in the store
+// now.
+func (h *heldCalls) forget() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.most = h.inside
+}
+
+// Write trips the one-part call each of its parts stands for; a held
+// Write (hold) waits.
 func (f *faultyStore) Write(ctx context.Context, now time.Time, w persistence.Write) (persistence.Written, error) {
 	for name, in := range map[string]bool{"Accept": len(w.Accept) > 0, "CompleteWork": len(w.Outcomes) > 0, "ClaimWork": len(w.Claims) > 0} {
 		if in {
 			f.trip(name, false)
 		}
 	}
+	defer f.enter("Write")()
 	r, err := f.Store.Write(ctx, now, w)
 	if len(w.Accept) > 0 {
 		f.trip("Accept", true)
@@ -98,6 +204,11 @@ func (f *faultyStore) ClaimWork(ctx context.Context, req persistence.ClaimReques
 func (f *faultyStore) CompleteWork(ctx context.Context, now time.Time, o []persistence.Outcome) ([]persistence.Completion, error) {
 	f.trip("CompleteWork", false)
 	return f.Store.CompleteWork(ctx, now, o)
+}
+
+func (f *faultyStore) GetMessage(ctx context.Context, id string) (messages.Message, error) {
+	f.trip("GetMessage", false)
+	return f.Store.GetMessage(ctx, id)
 }
 
 func (f *faultyStore) Frontends(ctx context.Context) ([]persistence.Frontend, error) {
@@ -214,5 +325,86 @@ func TestEveryActorKindRestartsAndCarriesOn(t *testing.T) {
 		if fs.tripped[k] != n {
 			t.Fatalf("%s tripped %d times, want %d (%v)", k, fs.tripped[k], n, fs.tripped)
 		}
+	}
+}
+
+// TestWorkerRestartDuringARound: a delivery worker that restarts while a
+// store round of its runs (here a pull frontend's verdict, held in the
+// store, and a panic in the read of another ack) gets that round's result
+// in its next incarnation: same PID, same mailbox. That one took it for
+// the end of its own round, which was still out (a claim for its poll),
+// and started another beside it: two rounds of one worker at once. It now
+// only reports what the earlier round committed (the verdict is recorded
+// and published) and keeps to its own round.
+func TestWorkerRestartDuringARound(t *testing.T) {
+	fs := newFaultyStore(t)
+	cfg := testConfig(t)
+	cfg.Store = fs
+	h := startNode(t, cfg)
+	h.pullFrontend("pf", "44")
+	h.submit("m-0", "44120")
+	h.submit("m-1", "44121")
+	if got := h.poll("pf", 2, 5000, 60000); len(got) != 2 {
+		t.Fatalf("polled %+v, want m-0 and m-1", got)
+	}
+	recorded := make(chan struct{})
+	var once sync.Once
+	defer h.node.Subscribe(func(ev messages.StateChanged) {
+		if ev.ID == "m-0" && ev.State == messages.StateDelivered {
+			once.Do(func() { close(recorded) })
+		}
+	})()
+	rounds := fs.hold("Write", "delivery.(*Worker).run")
+	defer rounds.letAll()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	// The first incarnation's round records m-0's verdict; it waits in the
+	// store. The read of the attempts of m-1's retry panics: the worker
+	// restarts, and answers the first ack (unavailable).
+	acked := make(chan error, 1)
+	go func() {
+		_, err := h.node.Ack(ctx, "pf", []messages.DeliveryResult{{ID: "m-0", Status: messages.Delivered}})
+		acked <- err
+	}()
+	first := rounds.next(t)
+	fs.armFrom("GetMessage", "delivery.(*Worker).ack", 1, false)
+	go func() { _, _ = h.node.Ack(ctx, "pf", []messages.DeliveryResult{{ID: "m-1", Status: messages.Retry}}) }()
+	waitRestarts(t, h, "delivery", 1)
+	if err := <-acked; err == nil {
+		t.Fatal("the ack of m-0 answered without error across the restart")
+	}
+
+	// The next incarnation's round: a claim for a poll, waiting in the
+	// store too. Then the first round ends: from now on the worker's own
+	// round is the only one it may have in the store.
+	polled := make(chan error, 1)
+	go func() {
+		_, err := h.node.Poll(ctx, "pf", 1, 100*time.Millisecond, time.Minute)
+		polled <- err
+	}()
+	rounds.next(t)
+	first.release()
+	<-first.done
+	rounds.forget()
+	select {
+	case <-recorded:
+	case <-time.After(20 * time.Second):
+		t.Fatal("m-0's verdict, committed by the first round, not published")
+	}
+	// A poll that does not wait: answered, it went through the worker after
+	// the first round's result.
+	if _, err := h.node.Poll(ctx, "pf", 1, 0, time.Minute); err != nil {
+		t.Fatalf("poll: %v", err)
+	}
+	if n := rounds.mostAtOnce(); n != 1 {
+		t.Fatalf("%d rounds of the worker in the store at once after the first one ended", n)
+	}
+	rounds.letAll()
+	if err := <-polled; err != nil {
+		t.Fatalf("poll: %v", err)
+	}
+	if m := h.message("m-0"); m.State != messages.StateDelivered {
+		t.Fatalf("m-0 is %s", m.State)
 	}
 }

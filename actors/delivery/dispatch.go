@@ -883,7 +883,12 @@ func leaseOf(p *messages.Poll) time.Duration {
 // recorded one per round from the next on, and a verdict refused alone is
 // dropped (Effects.Dropped), else it would hold up every later verdict
 // and claim of the frontend, and a drain, for ever.
+//
+// A round that is not the one out is an earlier incarnation's (Earlier).
 func (d *Dispatcher) Done(now time.Time, r *Round, completions []persistence.Completion, claimed *persistence.Claim, err error) Effects {
+	if d.Earlier(r) {
+		return earlierDone(r, completions, err)
+	}
 	d.round = nil
 	var e Effects
 	if err != nil {
@@ -946,6 +951,38 @@ func (d *Dispatcher) Done(now time.Time, r *Round, completions []persistence.Com
 	}
 	e.Drained = d.drained()
 	e.Retired = d.retired(now, e.Drained)
+	return e
+}
+
+// Earlier reports whether r is not the round out (Next) but the round of
+// an earlier incarnation of the worker: one that restarted while its
+// round ran, whose result comes to the next incarnation (same PID).
+func (d *Dispatcher) Earlier(r *Round) bool { return r != d.round }
+
+// earlierDone is the end of an earlier incarnation's round (Earlier): the
+// outcomes it committed are reported (Applied, LateRefused: they were
+// recorded), and nothing else is taken from it. Taken for the end of the
+// round out, it ended that one: a second round went out beside it (two
+// claims at once, a push frontend's MaxInFlight overrun), the work its
+// claim took was handed out as claimed by this incarnation, and its acks,
+// answered when the earlier one stopped (Stop), were answered again. The
+// work it claimed waits for its lease, as all the work an incarnation
+// leased does after a restart; its verdicts not recorded (a failed round)
+// are lost as those still waiting were, and their work is delivered again
+// with the same id once its lease ends.
+func earlierDone(r *Round, completions []persistence.Completion, err error) Effects {
+	var e Effects
+	if err != nil {
+		return e
+	}
+	for i, p := range r.pending {
+		switch c := completions[i]; {
+		case c == persistence.Applied:
+			e.Applied = append(e.Applied, p.o)
+		case p.late && c == persistence.AlreadyRecorded:
+			e.LateRefused = append(e.LateRefused, p.o)
+		}
+	}
 	return e
 }
 

@@ -588,6 +588,62 @@ func TestStopFailsWaitingAcks(t *testing.T) {
 	}
 }
 
+// TestDoneOfAnEarlierIncarnationsRound: a worker that restarts while a
+// store round of its runs gets that round's result in its next incarnation
+// (same PID, same mailbox). Its new dispatcher took it for the end of its
+// own round: the round it had out was forgotten, so a second claim went
+// out beside it (two rounds at once), the work the dead round claimed was
+// handed out as its own, and an ack the restart had answered (Stop) was
+// answered again. Only what that round committed is reported now; the
+// work it claimed waits for its lease, as after any restart.
+func TestDoneOfAnEarlierIncarnationsRound(t *testing.T) {
+	// Pull: the earlier incarnation's round records an ack's verdict and
+	// claims for its poll; it restarts (Stop answers the ack) meanwhile.
+	before := newPull()
+	before.Ack(t0, &messages.Ack{Frontend: "fe", Reply: make(chan messages.AckReply, 2),
+		Results: []messages.DeliveryResult{{ID: "a", Status: messages.Delivered}}}, nil, nil, rng())
+	before.Poll(t0, poll(1, time.Minute))
+	old, _ := before.Next(t0)
+	if e := before.Stop(); len(e.Acks) != 1 {
+		t.Fatalf("Stop effects %+v: want the ack answered", e)
+	}
+	d := newPull()
+	d.Poll(t0, poll(1, time.Minute))
+	d.Poll(t0, poll(1, time.Minute))
+	mine, ok := d.Next(t0)
+	if !ok || mine.Claim == nil || mine.Claim.Limit != 2 {
+		t.Fatalf("round %+v: want a claim for both polls", mine)
+	}
+	e := d.Done(t0, old, []persistence.Completion{persistence.Applied}, &persistence.Claim{Work: work("old", 1, time.Minute)}, nil)
+	if len(e.Applied) != 1 || e.Applied[0].MessageID != "a" {
+		t.Errorf("applied %+v: want a's verdict, which that round committed", e.Applied)
+	}
+	if len(e.Acks) != 0 || len(e.Answers) != 0 {
+		t.Errorf("acks %+v, answers %+v: an ack answered twice, or a poll given work this dispatcher did not claim", e.Acks, e.Answers)
+	}
+	if r, ok := d.Next(t0); ok {
+		t.Fatalf("round %+v while its own is out", r)
+	}
+	e = d.Done(t0, mine, nil, &persistence.Claim{Work: work("new", 2, time.Minute)}, nil)
+	if len(e.Answers) != 2 {
+		t.Errorf("answers %+v at the end of its own round: want both polls served", e.Answers)
+	}
+
+	// Push: the work an earlier incarnation's claim took is not delivered.
+	p := newPush(2)
+	old, _ = newPush(2).Next(t0)
+	mine, _ = p.Next(t0)
+	if e := p.Done(t0, old, nil, &persistence.Claim{Work: work("old", 2, time.Minute)}, nil); len(e.Start) != 0 {
+		t.Errorf("started %+v: the work of an earlier incarnation's claim", e.Start)
+	}
+	if r, ok := p.Next(t0); ok {
+		t.Fatalf("push round %+v while its own is out", r)
+	}
+	if e := p.Done(t0, mine, nil, &persistence.Claim{Work: work("new", 2, time.Minute)}, nil); len(e.Start) != 2 {
+		t.Errorf("started %+v at the end of its own round: want its 2", e.Start)
+	}
+}
+
 func newBusPush(max int) *Dispatcher {
 	d := NewDispatcher(DispatcherConfig{Frontend: "fe", Owner: "me", Policy: dispatchPolicy, MaxInFlight: max,
 		PushLease: time.Minute, DeliveryTimeout: 10 * time.Second, Bus: true, BusOverdue: time.Minute, BusBackstop: 10 * time.Second})

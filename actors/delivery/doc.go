@@ -42,7 +42,10 @@
 //
 // Failure: a panicking worker restarts and reclaims; work it had leased
 // stays leased until the lease ends (a restart of the whole node takes it
-// back at once). A store error leaves verdicts uncommitted: the work is
+// back at once). So does the work a store round of the earlier incarnation
+// claims after the restart: its result comes to the new incarnation, which
+// takes from it only the verdicts it recorded (Dispatcher.Earlier), and
+// keeps to one round of its own at a time. A store error leaves verdicts uncommitted: the work is
 // claimed again when its lease ends and redelivered with the same id.
 //
 // The Janitor fails messages whose validity passed while nobody claimed

@@ -154,6 +154,10 @@ func (w *Worker) Receive(c actor.Context) {
 		if m.err != nil {
 			w.log.Error("store round failed", "outcomes", len(m.round.Outcomes), "claim", m.round.Claim != nil, "err", m.err)
 		}
+		if w.core.Earlier(m.round) && m.claimed != nil && len(m.claimed.Work) > 0 {
+			w.log.Warn("a store round of the worker before its restart claimed work: it waits for its lease",
+				"messages", len(m.claimed.Work), "lease_until", m.claimed.Work[0].LeaseUntil)
+		}
 		w.apply(c, w.core.Done(now, m.round, m.completions, m.claimed, m.err))
 	case *messages.Drain:
 		w.life.draining = true
