@@ -199,6 +199,7 @@ func (s *Supervisor) respawnDue(c actor.Context) {
 			next = clock.Earliest(next, r.at)
 		default:
 			s.log.Info("delivery worker starts again", "frontend", name)
+			s.settled(name)
 			s.up(c, r.fe)
 		}
 	}
@@ -214,6 +215,23 @@ func (s *Supervisor) settled(name string) {
 		r.due = false
 		s.respawns[name] = r
 	}
+}
+
+// waits reports whether fe coming up finds its worker lost and waiting
+// to be spawned again (respawnAfter) with the same settings: it waits on.
+// A frontend comes up again unchanged whenever the directory is read again
+// (any route or frontend changed through the API, another instance's
+// change): that spawned the worker at once, so a fault that stays looped
+// as fast as the directory changed, and the wait was for nothing. A
+// change (planUp) spawns a worker with the new settings at once.
+func (s *Supervisor) waits(fe messages.Frontend) bool {
+	r, ok := s.respawns[fe.Name]
+	if !ok || !r.due || planUp(s.d.Clock.Now(), &r.fe, fe, 0).spawn {
+		return false
+	}
+	r.fe = fe
+	s.respawns[fe.Name] = r
+	return true
 }
 
 // workerPlan is what a frontend that comes up (planUp) or goes away
@@ -266,8 +284,12 @@ func planDown(now time.Time, old *messages.Frontend, drain time.Duration) worker
 }
 
 // up spawns the worker of a frontend, replacing one whose mode, URL or
-// secret changed (planUp).
+// secret changed (planUp). A frontend whose worker waits to be spawned
+// again (lost) waits on unless it changed (waits).
 func (s *Supervisor) up(c actor.Context, fe messages.Frontend) {
+	if s.waits(fe) {
+		return
+	}
 	s.settled(fe.Name)
 	w, old := s.worker(fe.Name)
 	plan := planUp(s.d.Clock.Now(), old, fe, s.d.retireDrain())
