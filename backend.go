@@ -245,6 +245,7 @@ func (g *gateway) Status(ctx context.Context) (httpapi.Status, error) {
 	if err != nil {
 		return httpapi.Status{}, g.storeErr("frontends", err, "")
 	}
+	n.live(fes)
 	doc := httpapi.Status{
 		Node: n.cfg.Name, InstanceID: n.cfg.InstanceID, Version: n.cfg.Version, Store: store.Kind(),
 		Federation: n.cfg.Federation, Counts: map[string]int64{}, OutboxDepth: st.OutboxDepth, DLQDepth: st.DLQDepth,
@@ -336,9 +337,17 @@ func (g *gateway) Frontends(ctx context.Context) ([]messages.Frontend, error) {
 	if err != nil {
 		return nil, g.storeErr("frontends", err, "")
 	}
+	g.n.live(fes)
+	return fes, nil
+}
+
+// live fills in what the API shows of each frontend's life on this
+// instance: an smpp frontend's bind state, and whether its delivery worker
+// is down (its restart budget used up) and until when.
+func (n *Node) live(fes []messages.Frontend) {
 	var states map[string]smpp.BindState
-	if g.n.smpp != nil {
-		states = g.n.smpp.States()
+	if n.smpp != nil {
+		states = n.smpp.States()
 	}
 	for i, f := range fes {
 		if f.Mode == messages.ModeSMPP {
@@ -348,8 +357,14 @@ func (g *gateway) Frontends(ctx context.Context) ([]messages.Frontend, error) {
 			}
 			fes[i].BindState = st.String()
 		}
+		if at, down := n.workersDown.Of(f.Name); down {
+			fes[i].Worker = messages.WorkerDown
+			if !at.IsZero() {
+				at = at.UTC()
+				fes[i].WorkerRestartAt = &at
+			}
+		}
 	}
-	return fes, nil
 }
 
 // PutFrontend registers (or changes) a pull or webhook frontend. It

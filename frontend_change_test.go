@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/actors/smppout/smsctest"
+	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/polltest"
 	"github.com/switchboard-dev/switchboard/smpp"
@@ -532,10 +534,50 @@ func TestFrontendQuickChangesKeepTheirClient(t *testing.T) {
 // that dead worker, and the node's stop waited for its end, which had come
 // already, until --shutdown-timeout ("deleted"). The supervisor now drops
 // it, logs it, and spawns a new one a moment later (Supervisor.lost);
-// neither a retirement nor a drain waits for a dead worker.
+// neither a retirement nor a drain waits for a dead worker. Until the new
+// one starts, GET /api/frontends says the frontend's worker is down and
+// when the next starts, and switchboard_delivery_workers_down counts it
+// (only a log line at error told before).
 func TestFrontendWorkerOverBudget(t *testing.T) {
 	for _, del := range []bool{false, true} {
 		t.Run(map[bool]string{false: "kept", true: "deleted"}[del], func(t *testing.T) { workerOverBudget(t, del) })
+	}
+}
+
+// heldClock is the wall clock but for the wake-ups scheduled from a
+// function whose name contains caller: they wait until let go (release).
+type heldClock struct {
+	clock.Real
+	caller string
+	mu     sync.Mutex
+	held   []func()
+}
+
+func (c *heldClock) AfterFunc(d time.Duration, f func()) func() bool {
+	if !strings.Contains(string(debug.Stack()), c.caller) {
+		return c.Real.AfterFunc(d, f)
+	}
+	var once sync.Once
+	ran := false
+	run := func() { once.Do(func() { ran = true; f() }) }
+	c.mu.Lock()
+	c.held = append(c.held, run)
+	c.mu.Unlock()
+	return func() bool {
+		stopped := false
+		once.Do(func() { stopped = true })
+		return stopped && !ran
+	}
+}
+
+// release fires the wake-ups held so far (those cancelled do nothing).
+func (c *heldClock) release() {
+	c.mu.Lock()
+	held := c.held
+	c.held = nil
+	c.mu.Unlock()
+	for _, f := range held {
+		go f()
 	}
 }
 
@@ -547,12 +589,15 @@ func workerOverBudget(t *testing.T, del bool) {
 	}))
 	defer srv.Close()
 	fs := newFaultyStore(t)
+	clk := &heldClock{caller: "delivery.(*Supervisor).lost"} // the respawn's wake-up
 	cfg := testConfig(t)
 	cfg.Store = fs
+	cfg.Clock = clk
 	cfg.ShutdownTimeout = 15 * time.Second
 	h := startNode(t, cfg)
 	// More panics than the budget's 10 restarts: the worker is stopped.
 	fs.armFrom("ClaimWork", "delivery.(*Worker).run", 11, false)
+	before := time.Now()
 	h.webhookFrontend("hook", srv.URL, "44")
 	polltest.Eventually(t, 20*time.Second, func() error {
 		fs.mu.Lock()
@@ -562,13 +607,45 @@ func workerOverBudget(t *testing.T, del bool) {
 		}
 		return nil
 	})
+	const down = "switchboard_delivery_workers_down"
+	hook := func() messages.Frontend {
+		var fes struct{ Frontends []messages.Frontend }
+		h.must(200, "GET", "/api/frontends", nil, &fes)
+		if len(fes.Frontends) != 1 {
+			t.Fatalf("frontends %+v", fes.Frontends)
+		}
+		return fes.Frontends[0]
+	}
+	polltest.Eventually(t, 20*time.Second, func() error {
+		if fe := hook(); fe.Worker != messages.WorkerDown || fe.WorkerRestartAt == nil {
+			return fmt.Errorf("GET /api/frontends: worker %q, restart at %v while it is down", fe.Worker, fe.WorkerRestartAt)
+		}
+		return nil
+	})
+	if at := *hook().WorkerRestartAt; at.Before(before.Add(time.Second)) || at.After(time.Now().Add(time.Second)) {
+		t.Errorf("worker_restart_at %v: want a second after the worker stopped (between %v and now)", at, before)
+	}
+	if n := metricValue(t, scrape(t, h), down); n != 1 {
+		t.Errorf("%s = %v while the worker is down", down, n)
+	}
+	var st struct{ Frontends []messages.Frontend }
+	if h.must(200, "GET", "/api/status", nil, &st); len(st.Frontends) != 1 || st.Frontends[0].Worker != messages.WorkerDown {
+		t.Errorf("GET /api/status: frontends %+v while the worker is down", st.Frontends)
+	}
 	if del {
 		h.deleteFrontend("hook", "44")
 	} else {
 		h.submit("m-1", "44123")
+		clk.release()
 		if m := h.waitState("m-1", messages.StateDelivered); m.Attempts != 1 || calls.Load() != 1 {
 			t.Fatalf("m-1: %d attempts, %d calls", m.Attempts, calls.Load())
 		}
+		if fe := hook(); fe.Worker != "" || fe.WorkerRestartAt != nil {
+			t.Errorf("GET /api/frontends: worker %q, restart at %v once the new worker delivered", fe.Worker, fe.WorkerRestartAt)
+		}
+	}
+	if n := metricValue(t, scrape(t, h), down); n != 0 {
+		t.Errorf("%s = %v once the frontend has a worker again, or is gone", down, n)
 	}
 	if err := h.node.Stop(context.Background()); err != nil {
 		t.Fatalf("Stop: %v", err)

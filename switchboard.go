@@ -104,6 +104,9 @@ type Node struct {
 	actors       *delivery.Actors
 	// smpp are the smpp frontends' clients (their binds to SMSCs).
 	smpp *smppout.Clients
+	// workersDown are the frontends whose delivery worker is down (its
+	// restart budget used up) until its next one starts.
+	workersDown delivery.Down
 	// workers is frontends for the parts outside the actor tree that kick
 	// the workers and start before them: the smpp clients' binds and the
 	// bus's changes.
@@ -490,7 +493,7 @@ func (n *Node) startActors() error {
 	if err != nil {
 		return err
 	}
-	delMetrics, err := delivery.NewMetrics(n.registry)
+	delMetrics, err := delivery.NewMetrics(n.registry, &n.workersDown)
 	if err != nil {
 		return err
 	}
@@ -513,6 +516,7 @@ func (n *Node) startActors() error {
 	}
 	deps := &delivery.Deps{
 		SMPP:  n.smpp,
+		Down:  &n.workersDown,
 		Bus:   n.bus,
 		Fence: n.shares, Leader: n.shares,
 		Owner: n.cfg.InstanceID, Store: n.store, Clock: n.clock, Logger: n.log, Metrics: delMetrics,

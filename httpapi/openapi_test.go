@@ -598,7 +598,7 @@ func TestOpenAPISchemasMatchGo(t *testing.T) {
 		LastSuccess: &at, Frontends: []string{"fe"}, ForwardQueueDepth: 3,
 		Instances: []messages.PeerInstance{{Address: "127.0.0.1:8443", InstanceID: "b-0"}}, LastError: "timeout"}
 	fe := messages.Frontend{Name: "fe", Mode: messages.ModeWebhook, URL: "https://fe.example/hook", SecretSet: true, CreatedAt: at, UpdatedAt: at,
-		BindState: "bound_trx"}
+		BindState: "bound_trx", Worker: messages.WorkerDown, WorkerRestartAt: &at}
 	entry := messages.AuditEntry{Seq: 3, At: at, Actor: "ops", Role: messages.RoleOperator, Remote: "192.0.2.1:5000",
 		Action: messages.AuditRoutePut, Target: "44", Detail: "frontend fe"}
 	counts := map[string]int64{}

@@ -876,7 +876,9 @@
     $('fe-body').replaceChildren(...(list.length ? list.map((f) => el('tr', null,
       el('td', { class: 'mono' }, f.name),
       el('td', null, f.mode, f.bind_state
-        ? el('span', { class: 'bind-state bind-' + f.bind_state, title: 'its connection to the SMSC on this instance' }, ' · ' + f.bind_state) : null),
+        ? el('span', { class: 'bind-state bind-' + f.bind_state, title: 'its connection to the SMSC on this instance' }, ' · ' + f.bind_state) : null,
+      f.worker ? el('span', { class: 'worker-down', title: 'its delivery worker on this instance used up its restart budget: nothing is delivered here until a new one starts' },
+        ' · worker ' + f.worker + (parseTime(f.worker_restart_at) ? ', restarts at ' + clock(parseTime(f.worker_restart_at)) : '')) : null),
       el('td', { class: 'mono' }, f.url || '—'),
       el('td', null, f.secret_set ? (f.mode === 'smpp' ? 'password' : 'signed') : '—'),
       el('td', { class: 'actions' }, can('directory')

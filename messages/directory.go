@@ -49,10 +49,20 @@ type Frontend struct {
 	// BindState, of an smpp frontend in the API's answers, is the state of
 	// its connection to the SMSC on the instance that answered (open,
 	// bound_tx, bound_trx, closed); not stored.
-	BindState string    `json:"bind_state,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	BindState string `json:"bind_state,omitempty"`
+	// Worker, in the API's answers, is WorkerDown while the frontend's
+	// delivery worker on the instance that answered is down (it used up
+	// its restart budget), and WorkerRestartAt when a new one starts (nil:
+	// none will, the node stops); empty while it runs. Not stored.
+	Worker          string     `json:"worker,omitempty"`
+	WorkerRestartAt *time.Time `json:"worker_restart_at,omitempty"`
+	CreatedAt       time.Time  `json:"created_at"`
+	UpdatedAt       time.Time  `json:"updated_at"`
 }
+
+// WorkerDown is Frontend.Worker while the frontend's delivery worker is
+// down.
+const WorkerDown = "down"
 
 // Shown is f as the API shows it (and audit records and logs name it):
 // without its secret, and its URL's password replaced by RedactedPassword

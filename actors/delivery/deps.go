@@ -74,6 +74,9 @@ type Deps struct {
 	// SMPP holds the smpp frontends' clients (required for smpp frontends
 	// to deliver).
 	SMPP *smppout.Clients
+	// Down, when set, is where the supervisor tells which frontends'
+	// workers are down (their restart budget used up) until when.
+	Down *Down
 	// Leader, when set, tells whether the janitor's site-wide sweeps
 	// (expiry, forwards that waited too long) run on this instance now:
 	// on the ring's master only (*ring.Shares), so a site sweeps once.

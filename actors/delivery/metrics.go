@@ -12,14 +12,21 @@ type Metrics struct {
 	dispositions *prometheus.CounterVec
 }
 
-// NewMetrics registers switchboard_delivery_dispositions_total on reg.
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+// NewMetrics registers switchboard_delivery_dispositions_total on reg, and
+// switchboard_delivery_workers_down, which counts down (nil: none).
+func NewMetrics(reg prometheus.Registerer, down *Down) (*Metrics, error) {
 	m := &Metrics{dispositions: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "switchboard_delivery_dispositions_total",
 		Help: "Recorded outcomes of local delivery attempts, by frontend and outcome (delivered, retry, failed, expired).",
 	}, []string{"frontend", "outcome"})}
-	if err := reg.Register(m.dispositions); err != nil {
-		return nil, err
+	downs := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "switchboard_delivery_workers_down",
+		Help: "Frontends whose delivery worker on this instance used up its restart budget and waits to be started again: they deliver nothing meanwhile.",
+	}, func() float64 { return float64(down.Len()) })
+	for _, c := range []prometheus.Collector{m.dispositions, downs} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
 	}
 	return m, nil
 }

@@ -75,6 +75,7 @@ func NewSupervisor(d *Deps) (actor.Producer, error) {
 func (s *Supervisor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *actor.Started:
+		s.d.Down.reset() // the workers are spawned afresh
 		self, sys := c.Self(), c.ActorSystem()
 		s.wake = clock.NewWakeup(s.d.Clock, func(uint64) { sys.Root.Send(self, respawnMsg{}) })
 		ctx, cancel := s.d.storeCtx()
@@ -178,6 +179,11 @@ func (s *Supervisor) lost(name string, fe messages.Frontend) {
 	r.wait = respawnAfter(now, r.stopped, r.wait)
 	r.fe, r.stopped, r.at, r.due = fe, now, now.Add(r.wait), !s.draining
 	s.respawns[name] = r
+	due := r.at
+	if !r.due {
+		due = time.Time{} // none: the node stops
+	}
+	s.d.Down.set(name, due)
 	s.log.Error("delivery worker stopped: its restart budget is used up; the frontend delivers nothing until a new one starts",
 		"frontend", name, "respawn_in", r.wait, "respawn", r.due)
 	if r.due {
@@ -209,8 +215,9 @@ func (s *Supervisor) respawnDue(c actor.Context) {
 }
 
 // settled says the frontend name came up or went away: a new worker for it
-// is no longer due (lost).
+// is no longer due (lost), and none is down.
 func (s *Supervisor) settled(name string) {
+	s.d.Down.clear(name)
 	if r, ok := s.respawns[name]; ok && r.due {
 		r.due = false
 		s.respawns[name] = r

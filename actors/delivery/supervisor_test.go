@@ -60,11 +60,12 @@ type directoryStore struct {
 
 func (s directoryStore) Frontends(context.Context) ([]messages.Frontend, error) { return s.fes, nil }
 
-// deadWorker stops as it starts: a worker that used up its restart budget.
-type deadWorker struct{}
+// stubWorker is a worker that does nothing; dead, it stops as it starts
+// (it used up its restart budget).
+type stubWorker struct{ dead bool }
 
-func (deadWorker) Receive(c actor.Context) {
-	if _, ok := c.Message().(*actor.Started); ok {
+func (w stubWorker) Receive(c actor.Context) {
+	if _, ok := c.Message().(*actor.Started); ok && w.dead {
 		c.Stop(c.Self())
 	}
 }
@@ -75,7 +76,8 @@ func (deadWorker) Receive(c actor.Context) {
 // unchanged whenever the directory was read again (any route or frontend
 // changed through the API, or on another instance), and that spawned its
 // worker at once: a fault that stays looped as fast as the directory
-// changed.
+// changed. Meanwhile Down says the frontend's worker is down, and until
+// when.
 func TestSupervisorRespawnWaitsForAChange(t *testing.T) {
 	fe := messages.Frontend{Name: "hook", Mode: messages.ModeWebhook, URL: "https://a.example/hook"}
 	clk := &manualClock{now: t0, fires: make(chan func(), 16)}
@@ -88,9 +90,18 @@ func TestSupervisorRespawnWaitsForAChange(t *testing.T) {
 		Props: func(string, actor.Producer) *actor.Props {
 			mu.Lock()
 			n++
+			dead := n <= 2 // the first two; the third runs
 			mu.Unlock()
-			return actor.PropsFromProducer(func() actor.Actor { return deadWorker{} })
+			return actor.PropsFromProducer(func() actor.Actor { return stubWorker{dead: dead} })
 		},
+		Down: &Down{},
+	}
+	down := func(want time.Time) {
+		t.Helper()
+		at, ok := d.Down.Of(fe.Name)
+		if ok != !want.IsZero() || !at.Equal(want) || d.Down.Len() != map[bool]int{false: 0, true: 1}[ok] {
+			t.Fatalf("Down: %v %v (%d down), want down until %v", at, ok, d.Down.Len(), want)
+		}
 	}
 	spawned := func() int {
 		mu.Lock()
@@ -121,19 +132,22 @@ func TestSupervisorRespawnWaitsForAChange(t *testing.T) {
 	if got := spawned(); got != 1 {
 		t.Fatalf("%d workers spawned at the start", got)
 	}
+	down(t0.Add(respawnMin))
 	// The directory read again: the frontend comes up unchanged.
 	sys.Root.Send(sup, &messages.FrontendUp{Frontend: fe})
 	barrier()
 	if got := spawned(); got != 1 {
 		t.Fatalf("%d workers spawned: the frontend came up unchanged, and its new worker did not wait", got)
 	}
+	down(t0.Add(respawnMin))
 	// Its wait is over.
 	clk.advance(respawnMin)
 	go respawn()
-	respawn = clk.next(t) // the new one stops too
+	clk.next(t) // the new one stops too: its respawn is scheduled
 	if got := spawned(); got != 2 {
 		t.Fatalf("%d workers spawned once the wait was over, want 2", got)
 	}
+	down(t0.Add(respawnMin + 2*respawnMin)) // it waits twice as long
 	// A change spawns one at once.
 	changed := fe
 	changed.URL = "https://b.example/hook"
@@ -142,5 +156,5 @@ func TestSupervisorRespawnWaitsForAChange(t *testing.T) {
 	if got := spawned(); got != 3 {
 		t.Fatalf("%d workers spawned after a change, want 3", got)
 	}
-	_ = respawn
+	down(time.Time{})
 }
