@@ -408,3 +408,33 @@ func TestWorkerRestartDuringARound(t *testing.T) {
 		t.Fatalf("m-0 is %s", m.State)
 	}
 }
+
+// TestPullAckAnsweredWhenItsReadPanics: an ack whose verdicts need the
+// messages' attempt counts (a retry) has them read off the worker; a panic
+// there restarted the worker and left the ack unanswered: its caller
+// waited for its own timeout (the API's request timeout) instead of being
+// told at once to ack again. It is answered unavailable now, and acking
+// again records it.
+func TestPullAckAnsweredWhenItsReadPanics(t *testing.T) {
+	fs := newFaultyStore(t)
+	cfg := testConfig(t)
+	cfg.Store = fs
+	h := startNode(t, cfg)
+	h.pullFrontend("pf", "44")
+	h.submit("m-1", "44121")
+	if got := h.poll("pf", 1, 5000, 60000); len(got) != 1 {
+		t.Fatalf("polled %+v, want m-1", got)
+	}
+	fs.armFrom("GetMessage", "delivery.(*Worker).ack", 1, false)
+	retry := []messages.DeliveryResult{{ID: "m-1", Status: messages.Retry, Reason: "busy"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := h.node.Ack(ctx, "pf", retry)
+	if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "ack again") {
+		t.Fatalf("ack through a panicking read: %v (its wait: %v), want unavailable at once", err, ctx.Err())
+	}
+	waitRestarts(t, h, "delivery", 1)
+	if out := h.ack("pf", retry...); out[0].Outcome != "applied" {
+		t.Fatalf("ack again: %+v", out)
+	}
+}

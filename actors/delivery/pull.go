@@ -118,7 +118,11 @@ func (w *Worker) ack(c actor.Context, a *messages.Ack, now time.Time) {
 	}
 	self, root := w.self, w.sys.Root
 	go func() {
-		defer supervision.CarryPanic(root, self, nil)
+		// Panicking, the read restarts the worker: the ack is answered
+		// first (left to wait, its caller waited for its own timeout).
+		defer supervision.CarryPanic(root, self, func() {
+			a.Reply <- messages.AckReply{Err: errUnavailable("the delivery worker restarted; ack again")}
+		})
 		res := &ackRead{ack: a, attempts: Attempts{}}
 		ctx, cancel := w.d.storeCtx()
 		defer cancel()
