@@ -351,13 +351,24 @@ func (s *Supervisor) retireWorker(c actor.Context, name string, plan workerPlan)
 	delete(s.workers, name)
 }
 
+// pullWorker is the worker of the pull frontend name, for its polls and
+// acks; fail answers them when there is none: no such frontend, not a
+// pull frontend, or its worker is down (lost) until its respawn. Answered
+// not_found then, its consumer took the frontend for deleted.
 func (s *Supervisor) pullWorker(name string, fail func(error)) (*actor.PID, bool) {
 	w, ok := s.workers[name]
+	r, lost := s.respawns[name]
+	if !ok && lost && r.due {
+		w.fe, ok = r.fe, true
+	}
 	switch {
 	case !ok:
 		fail(messages.Errorf(messages.CodeNotFound, "no frontend named %q", name))
 	case w.fe.Mode != messages.ModePull:
 		fail(messages.Errorf(messages.CodeNotPull, "frontend %q is a %s frontend; only pull frontends poll and ack", name, w.fe.Mode))
+	case w.pid == nil:
+		fail(errUnavailable(fmt.Sprintf("the delivery worker of frontend %q is down on this instance (its restart budget is used up) until %s; poll and ack again then",
+			name, r.at.UTC().Format(time.RFC3339))))
 	default:
 		return w.pid, true
 	}

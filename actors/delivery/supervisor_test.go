@@ -2,6 +2,8 @@ package delivery
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -70,6 +72,69 @@ func (w stubWorker) Receive(c actor.Context) {
 	}
 }
 
+// supervised is a frontend supervisor of one frontend on a manual clock,
+// whose first workers are dead: they stop as they start (their restart
+// budget used up).
+type supervised struct {
+	t    *testing.T
+	d    *Deps
+	clk  *manualClock
+	sys  *actor.ActorSystem
+	pid  *actor.PID
+	mu   sync.Mutex
+	n    int
+	dead int
+}
+
+func newSupervised(t *testing.T, fe messages.Frontend, dead int) *supervised {
+	s := &supervised{t: t, clk: &manualClock{now: t0, fires: make(chan func(), 16)}, dead: dead}
+	s.d = &Deps{
+		Owner: "me", Store: directoryStore{fes: []messages.Frontend{fe}}, Clock: s.clk,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Publish: func(messages.StateChanged) {},
+		HTTPClient: http.DefaultClient, Actors: &Actors{}, Policy: dispatchPolicy, SendTimeout: time.Second,
+		Props: func(string, actor.Producer) *actor.Props {
+			s.mu.Lock()
+			s.n++
+			dead := s.n <= s.dead
+			s.mu.Unlock()
+			return actor.PropsFromProducer(func() actor.Actor { return stubWorker{dead: dead} })
+		},
+		Down: &Down{},
+	}
+	producer, err := NewSupervisor(s.d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.sys = actor.NewActorSystem(actor.WithDeadLetterThrottleInterval(10 * time.Millisecond))
+	s.pid = s.sys.Root.Spawn(actor.PropsFromProducer(producer))
+	t.Cleanup(func() { _ = s.sys.Root.PoisonFuture(s.pid).Wait() })
+	return s
+}
+
+// spawned is how many workers the supervisor spawned.
+func (s *supervised) spawned() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
+
+// poll asks the supervisor for a poll of the frontend name and returns the
+// answer if the supervisor answers it (the frontend has no pull worker);
+// the frontend "none" makes it a barrier: answered once the supervisor
+// handled what was sent before.
+func (s *supervised) poll(name string) messages.PollReply {
+	s.t.Helper()
+	reply := make(chan messages.PollReply, 1)
+	s.sys.Root.Send(s.pid, &messages.Poll{Frontend: name, Reply: reply})
+	select {
+	case r := <-reply:
+		return r
+	case <-time.After(10 * time.Second):
+		s.t.Fatal("the supervisor does not answer")
+		return messages.PollReply{}
+	}
+}
+
 // TestSupervisorRespawnWaitsForAChange: a frontend whose worker used up
 // its restart budget (lost) gets a new one when its wait is over
 // (respawnAfter), or at once when the frontend changes. It came up again
@@ -80,22 +145,8 @@ func (w stubWorker) Receive(c actor.Context) {
 // when.
 func TestSupervisorRespawnWaitsForAChange(t *testing.T) {
 	fe := messages.Frontend{Name: "hook", Mode: messages.ModeWebhook, URL: "https://a.example/hook"}
-	clk := &manualClock{now: t0, fires: make(chan func(), 16)}
-	var n int
-	var mu sync.Mutex
-	d := &Deps{
-		Owner: "me", Store: directoryStore{fes: []messages.Frontend{fe}}, Clock: clk,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Publish: func(messages.StateChanged) {},
-		HTTPClient: http.DefaultClient, Actors: &Actors{}, Policy: dispatchPolicy, SendTimeout: time.Second,
-		Props: func(string, actor.Producer) *actor.Props {
-			mu.Lock()
-			n++
-			dead := n <= 2 // the first two; the third runs
-			mu.Unlock()
-			return actor.PropsFromProducer(func() actor.Actor { return stubWorker{dead: dead} })
-		},
-		Down: &Down{},
-	}
+	s := newSupervised(t, fe, 2) // the first two; the third runs
+	clk, d, sys, sup, spawned := s.clk, s.d, s.sys, s.pid, s.spawned
 	down := func(want time.Time) {
 		t.Helper()
 		at, ok := d.Down.Of(fe.Name)
@@ -103,29 +154,7 @@ func TestSupervisorRespawnWaitsForAChange(t *testing.T) {
 			t.Fatalf("Down: %v %v (%d down), want down until %v", at, ok, d.Down.Len(), want)
 		}
 	}
-	spawned := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return n
-	}
-	producer, err := NewSupervisor(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sys := actor.NewActorSystem(actor.WithDeadLetterThrottleInterval(10 * time.Millisecond))
-	sup := sys.Root.Spawn(actor.PropsFromProducer(producer))
-	defer func() { _ = sys.Root.PoisonFuture(sup).Wait() }()
-	// barrier returns once the supervisor handled what was sent before.
-	barrier := func() {
-		t.Helper()
-		reply := make(chan messages.PollReply, 1)
-		sys.Root.Send(sup, &messages.Poll{Frontend: "none", Reply: reply})
-		select {
-		case <-reply:
-		case <-time.After(10 * time.Second):
-			t.Fatal("the supervisor does not answer")
-		}
-	}
+	barrier := func() { s.poll("none") }
 
 	// The worker spawned at the start stops: its respawn is scheduled.
 	respawn := clk.next(t)
@@ -157,4 +186,34 @@ func TestSupervisorRespawnWaitsForAChange(t *testing.T) {
 		t.Fatalf("%d workers spawned after a change, want 3", got)
 	}
 	down(time.Time{})
+}
+
+// TestSupervisorPollWhileWorkerDown: a poll or an ack of a pull frontend
+// whose worker is down (its restart budget used up, lost) was answered
+// not_found, "no frontend named", as if the frontend had been deleted. It
+// is answered unavailable now, naming when its worker starts again; a
+// frontend deleted meanwhile is not found.
+func TestSupervisorPollWhileWorkerDown(t *testing.T) {
+	fe := messages.Frontend{Name: "pf", Mode: messages.ModePull}
+	s := newSupervised(t, fe, 1)
+	s.clk.next(t) // the worker stopped: its respawn is scheduled
+	code := func(err error) string {
+		var e *messages.Error
+		if !errors.As(err, &e) {
+			return fmt.Sprint(err)
+		}
+		return e.Code
+	}
+	if r := s.poll("pf"); code(r.Err) != messages.CodeUnavailable {
+		t.Fatalf("poll while the worker is down: %v, want %s", r.Err, messages.CodeUnavailable)
+	}
+	reply := make(chan messages.AckReply, 1)
+	s.sys.Root.Send(s.pid, &messages.Ack{Frontend: "pf", Reply: reply})
+	if r := <-reply; code(r.Err) != messages.CodeUnavailable {
+		t.Fatalf("ack while the worker is down: %v, want %s", r.Err, messages.CodeUnavailable)
+	}
+	s.sys.Root.Send(s.pid, &messages.FrontendDown{Name: "pf"})
+	if r := s.poll("pf"); code(r.Err) != messages.CodeNotFound {
+		t.Fatalf("poll once deleted: %v, want %s", r.Err, messages.CodeNotFound)
+	}
 }
