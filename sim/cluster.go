@@ -69,7 +69,10 @@ type Options struct {
 	// lock (Config.Elector); they run the ring coordinator (role auto)
 	// over the sim network, and the ring invariants are checked.
 	Instances []int
-	// Scenario names the story, for the report's replay command.
+	// Scenario names the story, for the report's replay command (its
+	// --faults): a scenario's name, StoryRandom (RandomOptions,
+	// RingOptions), StoryNone (QuietOptions); "" leaves --faults out (the
+	// command's default, random).
 	Scenario string
 }
 

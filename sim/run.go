@@ -101,7 +101,9 @@ func (r Report) Replay() string {
 	cmd := fmt.Sprintf("go run%s ./cmd/sim --seed %d --nodes %d", replayTags, r.Seed, r.Nodes)
 	if r.Scenario != "" {
 		cmd += " --faults " + r.Scenario
-	} else if r.Duration > 0 {
+	}
+	// A scenario sets its own duration; random and none take --duration.
+	if _, named := Scenarios[r.Scenario]; !named && r.Duration > 0 {
 		cmd += " --duration " + r.Duration.String()
 	}
 	if r.Clients > 0 && r.Clients != 2 {

@@ -48,10 +48,24 @@ func ScenarioNames() []string {
 	return out
 }
 
+// The stories that are not scenarios (Options.Scenario): cmd/sim's
+// --faults random and --faults none.
+const (
+	StoryRandom = "random"
+	StoryNone   = "none"
+)
+
 // RandomOptions is the random fault story of a seed: nodes, duration and
 // a schedule drawn by RandomSchedule from the seed.
 func RandomOptions(seed int64, nodes int, d time.Duration) Options {
-	return Options{Nodes: nodes, Duration: d, Webhooks: 1, Actors: 1, Schedule: RandomSchedule(rand.New(rand.NewSource(seed)), nodes, d)}
+	return Options{Nodes: nodes, Duration: d, Webhooks: 1, Actors: 1, Schedule: RandomSchedule(rand.New(rand.NewSource(seed)), nodes, d),
+		Scenario: StoryRandom}
+}
+
+// QuietOptions is the story without faults: nodes (instances as
+// Options.Instances) under load for d, pull frontends only.
+func QuietOptions(nodes int, instances []int, d time.Duration) Options {
+	return Options{Nodes: nodes, Instances: instances, Duration: d, Scenario: StoryNone}
 }
 
 func half(nodes int) (a, b []int) {
@@ -70,7 +84,7 @@ func half(nodes int) (a, b []int) {
 // RandomSiteSchedule from the seed.
 func RingOptions(seed int64, nodes int, instances []int, d time.Duration) Options {
 	return Options{Nodes: nodes, Instances: instances, Duration: d,
-		Schedule: RandomSiteSchedule(rand.New(rand.NewSource(seed)), nodes, instances, d)}
+		Schedule: RandomSiteSchedule(rand.New(rand.NewSource(seed)), nodes, instances, d), Scenario: StoryRandom}
 }
 
 func init() {

@@ -12,7 +12,8 @@
 //	go run ./cmd/sim --faults ring-failover --seeds 50
 //
 // A run is replayed with the same --seed, --nodes, --instances,
-// --duration and --faults: the schedule is drawn from the seed alone.
+// --duration, --faults, --clients and --frontends (the report prints the
+// command): the schedule is drawn from the seed alone.
 // With a multi-instance site the report also prints the ring's line
 // (sim: ring checks=.. overlaps=.. double_claims=..) before the sim:
 // line; a ring violation exits 1 too.
@@ -40,9 +41,20 @@ func main() {
 	}))
 }
 
-// run is the command; every sim runs in a synctest bubble as a subtest of
-// t (virtual time: see sim.Main).
-func run(t *testing.T, args []string, stdout, stderr io.Writer) int {
+// command is a parsed command line.
+type command struct {
+	fs         *flag.FlagSet
+	seed       int64
+	seeds      int
+	jobs       int
+	cpuprofile string
+	// options are the options of the run of a seed.
+	options func(seed int64) (sim.Options, error)
+}
+
+// parse reads the command line; a nil command means the command ends with
+// code (0 for --help, 2 for bad flags).
+func parse(args []string, stderr io.Writer) (*command, int) {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	nodes := fs.Int("nodes", 5, "nodes in the full mesh")
@@ -66,26 +78,13 @@ func run(t *testing.T, args []string, stdout, stderr io.Writer) int {
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return 0
+			return nil, 0
 		}
-		return 2
+		return nil, 2
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "sim: unexpected argument %q\n", fs.Arg(0))
-		return 2
-	}
-	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
-		if err != nil {
-			fmt.Fprintf(stderr, "sim: --cpuprofile: %v\n", err)
-			return 2
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintf(stderr, "sim: --cpuprofile: %v\n", err)
-			return 2
-		}
-		defer pprof.StopCPUProfile()
+		return nil, 2
 	}
 	var instances []int
 	multi := false
@@ -94,14 +93,14 @@ func run(t *testing.T, args []string, stdout, stderr io.Writer) int {
 			k, err := strconv.Atoi(strings.TrimSpace(f))
 			if err != nil || k < 1 || k > 9 {
 				fmt.Fprintf(stderr, "sim: --instances: %q is not a list of counts 1-9\n", *instancesFlag)
-				return 2
+				return nil, 2
 			}
 			instances = append(instances, k)
 			multi = multi || k > 1
 		}
 		if len(instances) > *nodes {
 			fmt.Fprintf(stderr, "sim: --instances names %d nodes, --nodes is %d\n", len(instances), *nodes)
-			return 2
+			return nil, 2
 		}
 	}
 	options := func(s int64) (sim.Options, error) {
@@ -114,7 +113,7 @@ func run(t *testing.T, args []string, stdout, stderr io.Writer) int {
 				o = sim.RandomOptions(s, *nodes, *duration)
 			}
 		case "none":
-			o = sim.Options{Nodes: *nodes, Duration: *duration, Instances: instances}
+			o = sim.QuietOptions(*nodes, instances, *duration)
 		default:
 			sc, ok := sim.Scenarios[*faults]
 			if !ok {
@@ -132,22 +131,45 @@ func run(t *testing.T, args []string, stdout, stderr io.Writer) int {
 		}
 		return o, nil
 	}
-	if *jobs < 1 {
-		fmt.Fprintf(stderr, "sim: --jobs: must be at least 1, got %d\n", *jobs)
+	return &command{fs: fs, seed: *seed, seeds: *seeds, jobs: *jobs, cpuprofile: *cpuprofile, options: options}, 0
+}
+
+// run is the command; every sim runs in a synctest bubble as a subtest of
+// t (virtual time: see sim.Main).
+func run(t *testing.T, args []string, stdout, stderr io.Writer) int {
+	cmd, code := parse(args, stderr)
+	if cmd == nil {
+		return code
+	}
+	if cmd.cpuprofile != "" {
+		f, err := os.Create(cmd.cpuprofile)
+		if err != nil {
+			fmt.Fprintf(stderr, "sim: --cpuprofile: %v\n", err)
+			return 2
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "sim: --cpuprofile: %v\n", err)
+			return 2
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if cmd.jobs < 1 {
+		fmt.Fprintf(stderr, "sim: --jobs: must be at least 1, got %d\n", cmd.jobs)
 		return 2
 	}
-	if *seeds > 0 && *jobs > 1 {
-		if _, err := options(*seed); err != nil {
+	if cmd.seeds > 0 && cmd.jobs > 1 {
+		if _, err := cmd.options(cmd.seed); err != nil {
 			fmt.Fprintln(stderr, err)
 			return 2
 		}
-		return runJobs(fs, *seed, *seeds, *jobs, stdout, stderr)
+		return runJobs(cmd.fs, cmd.seed, cmd.seeds, cmd.jobs, stdout, stderr)
 	}
-	if *seeds > 0 {
+	if cmd.seeds > 0 {
 		failed := 0
 		begin := time.Now()
-		for s := *seed; s < *seed+int64(*seeds); s++ {
-			o, err := options(s)
+		for s := cmd.seed; s < cmd.seed+int64(cmd.seeds); s++ {
+			o, err := cmd.options(s)
 			if err != nil {
 				fmt.Fprintln(stderr, err)
 				return 2
@@ -171,18 +193,18 @@ func run(t *testing.T, args []string, stdout, stderr io.Writer) int {
 			}
 			fmt.Fprintf(stdout, "%s (%v wall)\n", rep.Line(), rep.Wall.Round(time.Millisecond))
 		}
-		fmt.Fprintf(stdout, "sim: %d seeds, %d failed, %v\n", *seeds, failed, time.Since(begin).Round(time.Second))
+		fmt.Fprintf(stdout, "sim: %d seeds, %d failed, %v\n", cmd.seeds, failed, time.Since(begin).Round(time.Second))
 		if failed > 0 {
 			return 1
 		}
 		return 0
 	}
-	o, err := options(*seed)
+	o, err := cmd.options(cmd.seed)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
-	rep, err, ok := sim.RunIn(t, fmt.Sprintf("seed=%d", *seed), *seed, o)
+	rep, err, ok := sim.RunIn(t, fmt.Sprintf("seed=%d", cmd.seed), cmd.seed, o)
 	if !ok {
 		fmt.Fprintf(stderr, "sim: the run's bubble failed (above)\n")
 		return 2

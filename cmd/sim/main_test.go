@@ -2,12 +2,16 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/switchboard-dev/switchboard/sim"
 )
 
 var simLine = regexp.MustCompile(`(?m)^sim: seed=\d+ nodes=\d+ accepted=\d+ delivered=\d+ lost=\d+ duplicated=\d+ unexpected=\d+ misrouted=\d+ disagreeing=\d+( [a-z_]+=\d+)*\n\z`)
@@ -49,6 +53,65 @@ func TestRunWithAMultiInstanceSite(t *testing.T) {
 	if !strings.Contains(out.String(), "--instances 3") {
 		t.Fatalf("the replay command lacks --instances:\n%s", out.String())
 	}
+}
+
+// replayLine is the replay command of a report's first line.
+var replayLine = regexp.MustCompile(`replay with: go run \./cmd/sim (.*)\):\n`)
+
+// TestReplayMakesTheSameRun runs the command and parses the replay
+// command its report prints: it must give the options the run had (the
+// fault story and its schedule, the nodes and their instances, the
+// duration, the clients, the frontends), whatever flags made the run.
+func TestReplayMakesTheSameRun(t *testing.T) {
+	for _, args := range [][]string{
+		{"--faults", "none", "--nodes", "2", "--duration", "500ms"},
+		{"--faults", "none", "--nodes", "2", "--instances", "2", "--duration", "500ms", "--clients", "3"},
+		{"--nodes", "3", "--duration", "600ms", "--frontends", "2", "--clients", "1"},
+		{"--faults", "random", "--nodes", "2", "--instances", "1,2", "--duration", "500ms"},
+	} {
+		args = append(args, "--seed", "7")
+		var out, errb bytes.Buffer
+		if code := run(t, args, &out, &errb); code != 0 {
+			t.Fatalf("%v: exit %d\n%s\n%s", args, code, out.String(), errb.String())
+		}
+		m := replayLine.FindStringSubmatch(out.String())
+		if m == nil {
+			t.Fatalf("%v: no replay command in the report:\n%s", args, out.String())
+		}
+		want, got := runOptions(t, args), runOptions(t, strings.Fields(m[1]))
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%v: the replay command %q makes another run:\n got %+v\nwant %+v", args, m[1], got, want)
+		}
+	}
+}
+
+// runOptions are the options of the run the command line args makes (of
+// its --seed), less what does not shape the run (logs, progress), with
+// instances counted per node.
+func runOptions(t *testing.T, args []string) sim.Options {
+	t.Helper()
+	cmd, code := parse(args, io.Discard)
+	if cmd == nil {
+		t.Fatalf("%v: exit %d", args, code)
+	}
+	o, err := cmd.options(cmd.seed)
+	if err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
+	o.Logger, o.Progress = nil, nil
+	if o.Tune != nil {
+		t.Fatalf("%v: options with a Tune function cannot be compared", args)
+	}
+	var per []int
+	for i := range o.Nodes {
+		k := 1
+		if i < len(o.Instances) && o.Instances[i] > 1 {
+			k = o.Instances[i]
+		}
+		per = append(per, k)
+	}
+	o.Instances = per
+	return o
 }
 
 var seedLine = regexp.MustCompile(`(?m)^sim: seed=(\d+) nodes=2 .* \([0-9.]+m?s wall\)$`)
