@@ -337,12 +337,13 @@ func TestResultLine(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 	r.Stuck, r.Unjustified, r.Failed = 2, 3, 4
-	rep := Report{Seed: 42, Nodes: 5, Result: r, Faults: FaultCounts{Skews: 1, Jumps: 2, Removals: 3, DrainRestarts: 4}, Quiesced: true}
-	if got := rep.Line(); got != want+" skews=1 jumps=2 removals=3 drain_restarts=4 stuck=2 unjustified=3 failed=4 quiesced=1" {
+	rep := Report{Seed: 42, Nodes: 5, Result: r, Quiesced: true,
+		Faults: FaultCounts{Skews: 1, Jumps: 2, Removals: 3, DrainRestarts: 4, AfterCommit: map[CommitPoint]int{CommitAck: 2, CommitStatus: 1}}}
+	if got := rep.Line(); got != want+" skews=1 jumps=2 removals=3 drain_restarts=4 stuck=2 unjustified=3 failed=4 quiesced=1 commit_crashes=3" {
 		t.Fatalf("got %q", got)
 	}
 	rep.Quiesced = false
-	if got := rep.Line(); !strings.HasSuffix(got, " quiesced=0") {
+	if got := rep.Line(); !strings.Contains(got, " quiesced=0 ") {
 		t.Fatalf("got %q", got)
 	}
 }

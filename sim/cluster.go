@@ -257,6 +257,9 @@ type Cluster struct {
 	// faults counts the faults of the kinds that need a count to show
 	// they happened (guarded by mu).
 	faults FaultCounts
+	// commitArmed are the crashes armed for a node's next commit at a
+	// point, with the delay of their restarts (guarded by mu).
+	commitArmed map[commitArm]time.Duration
 
 	bg sync.WaitGroup
 	// driving counts the frontends' goroutines (also in bg): the history
@@ -358,7 +361,8 @@ func New(seed int64, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{seed: seed, opts: opts, net: NewNetwork(seed, time.Minute), dir: opts.Dir, closing: make(chan struct{}),
-		frontFaults: map[int]FrontendFault{}, storeFaults: map[int]StoreFault{}, storeFailed: map[int]int{}, frontRng: rand.New(rand.NewSource(seed * 31))}
+		frontFaults: map[int]FrontendFault{}, storeFaults: map[int]StoreFault{}, storeFailed: map[int]int{}, frontRng: rand.New(rand.NewSource(seed * 31)),
+		commitArmed: map[commitArm]time.Duration{}, faults: FaultCounts{AfterCommit: map[CommitPoint]int{}}}
 	if c.dir == "" {
 		d, err := os.MkdirTemp("", "switchboard-sim-")
 		if err != nil {
@@ -592,6 +596,10 @@ func (c *Cluster) start(m *member) error {
 	}
 	c.mu.Unlock()
 	ep.Attach()
+	if view != nil {
+		crash := func(points []CommitPoint) bool { return c.crashAfterCommit(m, n, ep, view, points) }
+		view.crash.Store(&crash)
+	}
 	if !closed {
 		go func() {
 			defer c.bg.Done()
@@ -842,7 +850,7 @@ func (c *Cluster) drive(f frontend) {
 // "".
 func (c *Cluster) untriggered() string {
 	var what []string
-	if n := c.net.Armed(); n > 0 {
+	if n := c.net.Armed() + c.armedCommits(); n > 0 {
 		what = append(what, fmt.Sprintf("%d armed crash(es)", n))
 	}
 	if c.opts.DoubleAck != "" && !c.doubled.Load() {
@@ -996,6 +1004,10 @@ func (c *Cluster) apply(a Action) error {
 		c.mu.Lock()
 		c.faults.Jumps++
 		c.mu.Unlock()
+	case KindCrashAfterCommit:
+		c.mu.Lock()
+		c.commitArmed[commitArm{a.Node, a.Point}] = a.D
+		c.mu.Unlock()
 	case KindDrainRestart:
 		i, graceful, d := a.Node, a.Graceful, a.D
 		c.net.ArmDrainRestart(nodeName(i), !graceful, func() { c.after(0, func() { c.drainRestart(i, graceful, d) }) })
@@ -1015,6 +1027,7 @@ func (c *Cluster) apply(a Action) error {
 		c.mu.Lock()
 		c.frontFaults = map[int]FrontendFault{}
 		c.storeFaults = map[int]StoreFault{}
+		c.commitArmed = map[commitArm]time.Duration{}
 		c.mu.Unlock()
 		var errs []error
 		for i := range c.sites {

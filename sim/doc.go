@@ -26,8 +26,10 @@
 //     in-process actor frontends (the push frontends with faults of their
 //     own); Crash stops a node abruptly (nothing drained), Restart starts
 //     a new Node on the same store, RemovePeers and AddPeers restart it
-//     with another --peers, and DrainRestart restarts it during the
-//     first forward of a drain.
+//     with another --peers, DrainRestart restarts it during the first
+//     forward of a drain, and CrashAfterCommit crashes it right after its
+//     next commit of a CommitPoint (a hand-over's claim, a push delivery,
+//     a pull ack, a status report applied), before it acts on it.
 //   - Schedule, Action and RandomSchedule: the fault story, as events at
 //     times after the load starts; a random one is drawn from the seed
 //     alone, so a seed replays its schedule.

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math/rand"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -65,6 +66,10 @@ const (
 	// the callee committed it, back after D; or, Graceful, a stop and
 	// start while the call runs.
 	KindDrainRestart Kind = "drain-restart"
+	// KindCrashAfterCommit crashes Node (the instance that commits) right
+	// after its next commit at Point, before it acts on it (CommitPoint);
+	// it restarts after D.
+	KindCrashAfterCommit Kind = "crash-after-commit"
 )
 
 // Action is one step of a fault schedule. Nodes are 0-based indices, K
@@ -80,6 +85,8 @@ type Action struct {
 	Store StoreFault
 	// Graceful: KindDrainRestart stops the node gracefully.
 	Graceful bool
+	// Point: the commit KindCrashAfterCommit crashes after.
+	Point CommitPoint
 }
 
 // Event is an action at a time after the workload starts.
@@ -149,6 +156,13 @@ func AddPeers(i int, peers ...int) Action { return Action{Kind: KindAddPeers, No
 // d; or gracefully, while the call runs.
 func DrainRestart(i int, graceful bool, d time.Duration) Action {
 	return Action{Kind: KindDrainRestart, Node: i, Graceful: graceful, D: d}
+}
+
+// CrashAfterCommit crashes node i (the instance that commits) right after
+// its next commit at point p, before it acts on it, and restarts it after
+// d.
+func CrashAfterCommit(i int, p CommitPoint, d time.Duration) Action {
+	return Action{Kind: KindCrashAfterCommit, Node: i, Point: p, D: d}
 }
 
 // HealAll ends every fault, gives every node its clock and its peers back
@@ -228,6 +242,8 @@ func (a Action) String() string {
 		return fmt.Sprintf("slow %s %v", nodeName(a.Node), a.D)
 	case KindCrashAfterForward:
 		return fmt.Sprintf("crash %s after its next forward commit, restart after %v", nodeName(a.Node), a.D)
+	case KindCrashAfterCommit:
+		return fmt.Sprintf("crash %s after its next %s commit, restart after %v", nodeName(a.Node), a.Point, a.D)
 	case KindRemovePeers:
 		return fmt.Sprintf("restart %s without peers %s", nodeName(a.Node), names(a.B))
 	case KindHealAll:
@@ -280,7 +296,8 @@ func (s Schedule) sorted() Schedule {
 // nodes, crashes between a forward's commit and its answer, push frontend
 // and store faults), each ending before d, then half as many more of the
 // kinds added later (clock skews, clock jumps, a peer removed from a
-// node's --peers and added back, a restart in the middle of a drain): the
+// node's --peers and added back, a restart in the middle of a drain),
+// then a third as many crashes right after a commit (CommitPoints): the
 // first episodes of a seed are the ones it drew before those kinds came.
 // The same rng state gives the same schedule.
 func RandomSchedule(rng *rand.Rand, nodes int, d time.Duration) Schedule {
@@ -290,8 +307,9 @@ func RandomSchedule(rng *rand.Rand, nodes int, d time.Duration) Schedule {
 // RandomSiteSchedule is RandomSchedule for nodes some of which have
 // several instances (instances as Options.Instances): when one has, the
 // episodes also crash (and restart) the ring master or a slave of such a
-// site, and make the ring calls between its instances lossy. Without one
-// it draws what RandomSchedule draws.
+// site, and make the ring calls between its instances lossy; its crashes
+// after a commit leave out CommitDelivery (RingOptions serves pull
+// frontends only). Without one it draws what RandomSchedule draws.
 func RandomSiteSchedule(rng *rand.Rand, nodes int, instances []int, d time.Duration) Schedule {
 	var s Schedule
 	if nodes < 2 || d <= 0 {
@@ -400,6 +418,18 @@ func RandomSiteSchedule(rng *rand.Rand, nodes int, instances []int, d time.Durat
 			restart := DrainRestart(one, rng.Intn(2) == 0, span(time.Second, 10*time.Second))
 			s = append(s, At(start, Partition([]int{one}, rest)), At(end, Heal([]int{one}, rest)), At(end, restart))
 		}
+	}
+	// Crashes right after a commit, drawn after every other kind. A
+	// site's runs (RingOptions) have no push frontends: no delivery
+	// point.
+	points := CommitPoints
+	if len(multi) > 0 {
+		points = slices.DeleteFunc(slices.Clone(points), func(p CommitPoint) bool { return p == CommitDelivery })
+	}
+	for range max(1, episodes/3) {
+		start := time.Duration(rng.Int63n(int64(d * 8 / 10))).Round(time.Millisecond)
+		one, p := rng.Intn(nodes), points[rng.Intn(len(points))]
+		s = append(s, At(start, CrashAfterCommit(one, p, span(time.Second, 20*time.Second))))
 	}
 	return s.sorted()
 }

@@ -75,19 +75,27 @@ type FaultCounts struct {
 	// DrainQueued is its forward outbox rows at that moment, each.
 	DrainRestarts int
 	DrainQueued   []int64
+	// AfterCommit: a node crashed right after a commit, by the commit's
+	// point (KindCrashAfterCommit).
+	AfterCommit map[CommitPoint]int
 }
 
 // Line is the report's last line: the checker's verdict (Result.Line),
 // the counts of the faults (skews, jumps, removals, drain_restarts), the
-// verdict's later fields (Result.Tail) and quiesced (1, or 0 when work
-// was left at the quiescence deadline).
+// verdict's later fields (Result.Tail), quiesced (1, or 0 when work was
+// left at the quiescence deadline) and the crashes after a commit
+// (commit_crashes).
 func (r Report) Line() string {
 	quiesced := 0
 	if r.Quiesced {
 		quiesced = 1
 	}
-	return fmt.Sprintf("%s skews=%d jumps=%d removals=%d drain_restarts=%d %s quiesced=%d", r.Result.Line(r.Seed, r.Nodes),
-		r.Faults.Skews, r.Faults.Jumps, r.Faults.Removals, r.Faults.DrainRestarts, r.Result.Tail(), quiesced)
+	crashes := 0
+	for _, n := range r.Faults.AfterCommit {
+		crashes += n
+	}
+	return fmt.Sprintf("%s skews=%d jumps=%d removals=%d drain_restarts=%d %s quiesced=%d commit_crashes=%d", r.Result.Line(r.Seed, r.Nodes),
+		r.Faults.Skews, r.Faults.Jumps, r.Faults.Removals, r.Faults.DrainRestarts, r.Result.Tail(), quiesced, crashes)
 }
 
 // OK reports whether the run holds no violation: the checker's and, with
@@ -159,6 +167,7 @@ func (r Report) String() string {
 		r.HandedOver[KindPull], r.HandedOver[KindWebhook], r.HandedOver[KindActor], r.StoreFaulted)
 	fmt.Fprintf(&b, "clocks: %d skews, %d jumps; peers removed: %d (forward rows waiting for them when added back: %v); restarts during a drain: %d (forward rows then: %v)\n",
 		r.Faults.Skews, r.Faults.Jumps, r.Faults.Removals, r.Faults.Readded, r.Faults.DrainRestarts, r.Faults.DrainQueued)
+	fmt.Fprintf(&b, "crashes right after a commit: %s\n", afterCommitText(r.Faults.AfterCommit))
 	fmt.Fprintf(&b, "submitted=%d virtual=%v wall=%v history=%s\n", r.Submitted, r.Elapsed.Round(time.Millisecond), r.Wall.Round(time.Millisecond), r.Digest)
 	if r.Ring.Sites > 0 {
 		fmt.Fprintf(&b, "ring: sites=%d checks=%d (%d with the ring split among instances; %d more skipped while the epoch moved) claims=%d\n",

@@ -107,11 +107,22 @@ type storeView struct {
 	Store *faultStore
 	log   *claimLog
 	dead  atomic.Bool
+	// crash, set once the incarnation runs, is asked after every commit
+	// that reaches crash points (Cluster.crashAfterCommit): when it
+	// crashed the incarnation, the call answers errCrashed.
+	crash atomic.Pointer[func([]CommitPoint) bool]
 }
 
 var _ persistence.Store = (*storeView)(nil)
 
 func (v *storeView) kill() { v.dead.Store(true) }
+
+// crashed reports whether the incarnation crashed right after a commit
+// that reached points.
+func (v *storeView) crashed(points []CommitPoint) bool {
+	f := v.crash.Load()
+	return f != nil && len(points) > 0 && (*f)(points)
+}
 
 // use is the store a call that reads or writes goes on to, or why it may
 // not: a killed incarnation's view refuses every call, and the node's
@@ -182,6 +193,9 @@ func (v *storeView) Write(ctx context.Context, now time.Time, w persistence.Writ
 	if len(w.Statuses) > 0 {
 		v.log.reported(w.Statuses, start)
 	}
+	if err == nil && v.crashed(writePoints(w, got)) {
+		return persistence.Written{}, errCrashed
+	}
 	return got, err
 }
 
@@ -190,7 +204,11 @@ func (v *storeView) Accept(ctx context.Context, now time.Time, b []persistence.N
 	if err != nil {
 		return nil, err
 	}
-	return st.Accept(ctx, now, b)
+	acc, err := st.Accept(ctx, now, b)
+	if err == nil && v.crashed(acceptPoints(acc)) {
+		return nil, errCrashed
+	}
+	return acc, err
 }
 
 func (v *storeView) GetMessage(ctx context.Context, id string) (messages.Message, error) {
@@ -234,6 +252,9 @@ func (v *storeView) ClaimWork(ctx context.Context, req persistence.ClaimRequest)
 	c, err := st.ClaimWork(ctx, req)
 	if err == nil {
 		v.log.claimed(req, c.Work, start, time.Now())
+		if v.crashed(claimPoints(req.Kind, c.Work)) {
+			return persistence.Claim{}, errCrashed
+		}
 	}
 	return c, err
 }
@@ -249,6 +270,9 @@ func (v *storeView) CompleteWork(ctx context.Context, now time.Time, os []persis
 	v.log.unrecorded(os, cs, err)
 	if err == nil {
 		v.log.completed(os, cs, start)
+		if v.crashed(outcomePoints(os, cs)) {
+			return nil, errCrashed
+		}
 	}
 	return cs, err
 }
@@ -280,6 +304,9 @@ func (v *storeView) ApplyStatus(ctx context.Context, now time.Time, us []persist
 	start := time.Now()
 	cs, err := st.ApplyStatus(ctx, now, us)
 	v.log.reported(us, start)
+	if err == nil && v.crashed(statusPoints(cs)) {
+		return nil, errCrashed
+	}
 	return cs, err
 }
 
