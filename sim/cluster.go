@@ -891,6 +891,10 @@ func (c *Cluster) Close() {
 		m.node = nil
 		c.mu.Unlock()
 		if n != nil {
+			// A pause whose end the closing cancelled ends now: the
+			// graceful stop waits for the writes it holds.
+			m.ep.paused.end()
+			m.view.paused.end()
 			_ = c.stopGracefully(m, n)
 		}
 		m.life.Unlock()
@@ -1004,6 +1008,12 @@ func (c *Cluster) apply(a Action) error {
 		c.mu.Lock()
 		c.faults.Jumps++
 		c.mu.Unlock()
+	case KindPauseMaster:
+		m, l := c.lapsing(a.Node)
+		if m == nil || l == nil {
+			return fmt.Errorf("%s: no running master to pause", a)
+		}
+		c.pauseMaster(m, l, a.D, a.Notice)
 	case KindCrashAfterCommit:
 		c.mu.Lock()
 		c.commitArmed[commitArm{a.Node, a.Point}] = a.D

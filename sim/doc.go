@@ -45,7 +45,9 @@
 //     one shared store, electing their ring master by an in-memory lock;
 //     the ring's calls go over the Network, and the ring invariants (no
 //     token in two partitions under the store's epoch; no row claimed
-//     under another owner's live lease) are checked.
+//     under another owner's live lease) are checked. PauseMaster pauses
+//     a site's master while its lock lapses: another instance may lead
+//     before it learns it lost the lock.
 //
 // No production package imports sim. See docs/sim.md.
 package sim

@@ -70,6 +70,10 @@ const (
 	// after its next commit at Point, before it acts on it (CommitPoint);
 	// it restarts after D.
 	KindCrashAfterCommit Kind = "crash-after-commit"
+	// KindPauseMaster pauses the ring master of a multi-instance Node
+	// for D; its lock lapses at once, and it learns so Notice after the
+	// pause (PauseMaster).
+	KindPauseMaster Kind = "pause-master"
 )
 
 // Action is one step of a fault schedule. Nodes are 0-based indices, K
@@ -87,6 +91,9 @@ type Action struct {
 	Graceful bool
 	// Point: the commit KindCrashAfterCommit crashes after.
 	Point CommitPoint
+	// Notice: how long after its pause a KindPauseMaster master learns
+	// its lock lapsed.
+	Notice time.Duration
 }
 
 // Event is an action at a time after the workload starts.
@@ -244,6 +251,8 @@ func (a Action) String() string {
 		return fmt.Sprintf("crash %s after its next forward commit, restart after %v", nodeName(a.Node), a.D)
 	case KindCrashAfterCommit:
 		return fmt.Sprintf("crash %s after its next %s commit, restart after %v", nodeName(a.Node), a.Point, a.D)
+	case KindPauseMaster:
+		return fmt.Sprintf("pause the ring master of %s for %v, its lock lapsing; it learns %v after", nodeName(a.Node), a.D, a.Notice)
 	case KindRemovePeers:
 		return fmt.Sprintf("restart %s without peers %s", nodeName(a.Node), names(a.B))
 	case KindHealAll:
@@ -309,7 +318,8 @@ func RandomSchedule(rng *rand.Rand, nodes int, d time.Duration) Schedule {
 // episodes also crash (and restart) the ring master or a slave of such a
 // site, and make the ring calls between its instances lossy; its crashes
 // after a commit leave out CommitDelivery (RingOptions serves pull
-// frontends only). Without one it draws what RandomSchedule draws.
+// frontends only), and after them come a sixth as many paused masters
+// (PauseMaster). Without one it draws what RandomSchedule draws.
 func RandomSiteSchedule(rng *rand.Rand, nodes int, instances []int, d time.Duration) Schedule {
 	var s Schedule
 	if nodes < 2 || d <= 0 {
@@ -430,6 +440,17 @@ func RandomSiteSchedule(rng *rand.Rand, nodes int, instances []int, d time.Durat
 		start := time.Duration(rng.Int63n(int64(d * 8 / 10))).Round(time.Millisecond)
 		one, p := rng.Intn(nodes), points[rng.Intn(len(points))]
 		s = append(s, At(start, CrashAfterCommit(one, p, span(time.Second, 20*time.Second))))
+	}
+	// A site's ring master paused long enough for its lock to lapse (a
+	// slave whose call to it times out, after up to a minute of its held
+	// poll, may take the lock), that learns it lost the lock up to 3 s
+	// after it goes on, unless the store tells it first.
+	if len(multi) > 0 {
+		for range max(1, episodes/6) {
+			start := time.Duration(rng.Int63n(int64(d * 8 / 10))).Round(time.Millisecond)
+			site := multi[rng.Intn(len(multi))]
+			s = append(s, At(start, PauseMaster(site, span(5*time.Second, 2*time.Minute), span(0, 3*time.Second))))
+		}
 	}
 	return s.sorted()
 }

@@ -239,6 +239,9 @@ type Endpoint struct {
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
+	// paused holds the requests to the incarnation and its dials while it
+	// is paused (PauseMaster).
+	paused freeze
 }
 
 // Endpoint returns a new incarnation of instance, listening at its
@@ -285,6 +288,7 @@ func (e *Endpoint) Detach() {
 // accepted: a crashed process's sockets die with it.
 func (e *Endpoint) Kill() {
 	e.dead.Store(true)
+	e.paused.end()
 	e.Detach()
 	e.ln.Close()
 	e.mu.Lock()
@@ -318,6 +322,9 @@ func (e *Endpoint) untrack(c net.Conn) {
 // Dial is the incarnation's dialer (Config.Dial): an in-memory
 // connection to the listener of the instance at addr.
 func (e *Endpoint) Dial(ctx context.Context, _, addr string) (net.Conn, error) {
+	if !e.paused.wait(ctx) {
+		return nil, ctx.Err()
+	}
 	if e.dead.Load() {
 		return nil, errKilled
 	}
@@ -499,6 +506,9 @@ func (e *Endpoint) Intercept(api http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		op := opOf(r.URL.Path)
 		if op == "" {
+			if !e.paused.wait(r.Context()) {
+				panic(http.ErrAbortHandler) // the caller gave up on a paused process
+			}
 			api.ServeHTTP(w, r)
 			return
 		}
@@ -510,8 +520,8 @@ func (e *Endpoint) Intercept(api http.Handler) http.Handler {
 		// caller hanging up (its request's context ends), so a held
 		// request ends with its caller or its server.
 		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			panic(http.ErrAbortHandler)
+		if err != nil || !e.paused.wait(r.Context()) {
+			panic(http.ErrAbortHandler) // or the caller gave up on a paused process
 		}
 		p := e.net.plan(from, e.site, e.instance, op)
 		if p.delay > 0 && !e.sleep(r.Context(), p.delay) {

@@ -78,6 +78,11 @@ type FaultCounts struct {
 	// AfterCommit: a node crashed right after a commit, by the commit's
 	// point (KindCrashAfterCommit).
 	AfterCommit map[CommitPoint]int
+	// Lapses: a ring master paused, its lock lapsed (KindPauseMaster);
+	// Overtaken: of those, the ones whose lock another instance held
+	// when they went on, still believing they led (two instances
+	// believed they were the master).
+	Lapses, Overtaken int
 }
 
 // Line is the report's last line: the checker's verdict (Result.Line),
@@ -167,7 +172,8 @@ func (r Report) String() string {
 		r.HandedOver[KindPull], r.HandedOver[KindWebhook], r.HandedOver[KindActor], r.StoreFaulted)
 	fmt.Fprintf(&b, "clocks: %d skews, %d jumps; peers removed: %d (forward rows waiting for them when added back: %v); restarts during a drain: %d (forward rows then: %v)\n",
 		r.Faults.Skews, r.Faults.Jumps, r.Faults.Removals, r.Faults.Readded, r.Faults.DrainRestarts, r.Faults.DrainQueued)
-	fmt.Fprintf(&b, "crashes right after a commit: %s\n", afterCommitText(r.Faults.AfterCommit))
+	fmt.Fprintf(&b, "crashes right after a commit: %s; ring masters paused with their lock lapsed: %d (%d went on while another led)\n",
+		afterCommitText(r.Faults.AfterCommit), r.Faults.Lapses, r.Faults.Overtaken)
 	fmt.Fprintf(&b, "submitted=%d virtual=%v wall=%v history=%s\n", r.Submitted, r.Elapsed.Round(time.Millisecond), r.Wall.Round(time.Millisecond), r.Digest)
 	if r.Ring.Sites > 0 {
 		fmt.Fprintf(&b, "ring: sites=%d checks=%d (%d with the ring split among instances; %d more skipped while the epoch moved) claims=%d\n",

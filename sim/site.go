@@ -51,6 +51,14 @@ type leadership struct {
 
 func (l *leadership) Lost() <-chan struct{} { return l.lost }
 
+// held reports whether l still holds its lock (false once it lapsed:
+// PauseMaster).
+func (l *leadership) held() bool {
+	l.el.mu.Lock()
+	defer l.el.mu.Unlock()
+	return l.el.holders[l.name] == l
+}
+
 func (l *leadership) Release(context.Context) error {
 	l.el.mu.Lock()
 	defer l.el.mu.Unlock()
@@ -111,11 +119,20 @@ type storeView struct {
 	// that reaches crash points (Cluster.crashAfterCommit): when it
 	// crashed the incarnation, the call answers errCrashed.
 	crash atomic.Pointer[func([]CommitPoint) bool]
+	// paused holds every write while the incarnation is paused
+	// (PauseMaster): a stopped process makes its writes when it goes on.
+	// Reads go through: they change nothing, and production code holds a
+	// mutex across some (the node's stats cache), on which a goroutine is
+	// not durably blocked: a held read would freeze the bubble's clock.
+	paused freeze
 }
 
 var _ persistence.Store = (*storeView)(nil)
 
-func (v *storeView) kill() { v.dead.Store(true) }
+func (v *storeView) kill() {
+	v.dead.Store(true)
+	v.paused.end()
+}
 
 // crashed reports whether the incarnation crashed right after a commit
 // that reached points.
@@ -128,6 +145,9 @@ func (v *storeView) crashed(points []CommitPoint) bool {
 // not: a killed incarnation's view refuses every call, and the node's
 // store faults fail some.
 func (v *storeView) use(a access) (persistence.Store, error) {
+	if a == writing {
+		v.paused.wait(context.Background())
+	}
 	if v.dead.Load() {
 		return nil, errCrashed
 	}
@@ -159,10 +179,18 @@ func (v *storeView) Ring(ctx context.Context) (persistence.RingState, error) {
 	return st.Ring(ctx)
 }
 
+// PublishRing refuses a publication under a lock that lapsed, as the
+// Postgres store does (it asks the database, in the publishing
+// transaction, whether the session still holds the lock): the SQLite
+// store has only the lock's Lost channel to go by, which a paused master
+// closes late (PauseMaster).
 func (v *storeView) PublishRing(ctx context.Context, lead persistence.Leadership, prev uint64, s persistence.RingState) error {
 	st, err := v.use(writing)
 	if err != nil {
 		return err
+	}
+	if l, ok := lead.(*leadership); ok && !l.held() {
+		return fmt.Errorf("sim: the ring master lock lapsed: %w", persistence.ErrLeadershipLost)
 	}
 	return st.PublishRing(ctx, lead, prev, s)
 }
