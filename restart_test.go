@@ -10,10 +10,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/switchboard-dev/switchboard/actors/bus"
+	"github.com/switchboard-dev/switchboard/actors/bus/bustest"
+	"github.com/switchboard-dev/switchboard/actors/delivery"
+	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/persistence/pgtest"
+	"github.com/switchboard-dev/switchboard/persistence/postgres"
 	"github.com/switchboard-dev/switchboard/persistence/sqlite"
 	"github.com/switchboard-dev/switchboard/polltest"
 )
@@ -38,6 +47,11 @@ func newFaultyStore(t *testing.T) *faultyStore {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
+	return faultyOver(s)
+}
+
+// faultyOver is a faultyStore over s.
+func faultyOver(s persistence.Store) *faultyStore {
 	return &faultyStore{Store: s, caller: map[string]string{}, armed: map[string]int{}, after: map[string]bool{}, tripped: map[string]int{}, holds: map[string]*heldCalls{}}
 }
 
@@ -436,5 +450,260 @@ func TestPullAckAnsweredWhenItsReadPanics(t *testing.T) {
 	waitRestarts(t, h, "delivery", 1)
 	if out := h.ack("pf", retry...); out[0].Outcome != "applied" {
 		t.Fatalf("ack again: %+v", out)
+	}
+}
+
+// restartSite is a site of two instances, n1 and n2, on one Postgres
+// schema with the delivery bus, n1 on a faultyStore and on clk.
+type restartSite struct {
+	hs []*harness
+	fs *faultyStore
+	js jetstream.JetStream
+}
+
+func startRestartSite(t *testing.T, clk clock.Clock) *restartSite {
+	t.Helper()
+	nats := bustest.Start(t)
+	dsn := pgtest.DSN(t)
+	pc := postgres.DefaultConfig()
+	pc.DSN = dsn
+	pg, err := postgres.Open(context.Background(), pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pg.Close() })
+	site := &restartSite{fs: faultyOver(pg)}
+	for _, id := range []string{"n1", "n2"} {
+		cfg := siteConfig(t, dsn, id)
+		cfg.NatsURL = nats.URL()
+		cfg.WebhookTimeout = time.Minute // no delivery times out meanwhile
+		if id == "n1" {
+			// The ring's election is the store's (persistence.Elector).
+			cfg.Postgres, cfg.Clock, cfg.Store = "", clk, struct {
+				*faultyStore
+				persistence.Elector
+			}{site.fs, pg}
+		}
+		site.hs = append(site.hs, startNode(t, cfg))
+	}
+	waitRing(t, site.hs, "n1", "n2")
+	waitBus(t, site.hs, "up")
+	nc, err := natsgo.Connect(nats.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	if site.js, err = jetstream.New(nc); err != nil {
+		t.Fatal(err)
+	}
+	return site
+}
+
+// consumer is the state of frontend's consumer on the bus.
+func (s *restartSite) consumer(t *testing.T, frontend string) *jetstream.ConsumerInfo {
+	t.Helper()
+	var info *jetstream.ConsumerInfo
+	polltest.Eventually(t, 20*time.Second, func() error {
+		c, err := s.js.Consumer(context.Background(), bus.StreamName("site-a"), bus.ConsumerName(frontend))
+		if err != nil {
+			return err
+		}
+		info, err = c.Info(context.Background())
+		return err
+	})
+	return info
+}
+
+// TestWorkerRestartDuringABusFetch: a delivery worker restarts while its
+// fetch from the delivery bus is out (a panic in its backstop's claim);
+// the restart cancels the fetch, whose end (and any message it still got)
+// comes to the next incarnation: same PID. That one keeps to one fetch of
+// its own and to its room: here an in-process frontend served by instance
+// n1 alone (n2 has no actor for it, so its worker holds its claims and
+// offers nothing: every message goes through the bus, to n1) answers
+// nothing while the messages come, and n1 takes MaxInFlight of them, the
+// rest staying on the bus; answered, each is delivered once. Whether the
+// earlier fetch's end comes before or after the next incarnation's fetch
+// went out is a race this test does not force (here it mostly comes
+// before, while the first claim of the next incarnation holds its fetch
+// back): TestWorkerRestartDuringABusFetchKeepsOneFetch forces it, and
+// TestBusLinkFetchOfAnEarlierIncarnation covers the earlier fetch's late
+// messages too; this test checks that each fetch's messages are taken as
+// its own through the worker on the real bus.
+func TestWorkerRestartDuringABusFetch(t *testing.T) {
+	site := startRestartSite(t, clock.Real{})
+	hs, fs := site.hs, site.fs
+
+	// The frontend's actor on n1 keeps the deliveries unanswered until
+	// answering is set.
+	var (
+		mu        sync.Mutex
+		got       = map[string]*actor.PID{} // message id: the worker to answer
+		answering bool
+	)
+	delivered := func(id string) *messages.DeliveryResult {
+		return &messages.DeliveryResult{ID: id, Status: messages.Delivered}
+	}
+	serveActor(t, hs[0].node, "gw", "gw", "46", actorFunc(func(c actor.Context) {
+		d, ok := c.Message().(*messages.Delivery)
+		if !ok {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		got[d.Message.ID] = c.Sender()
+		if answering {
+			c.Respond(delivered(d.Message.ID))
+		}
+	}))
+
+	consumer := func() *jetstream.ConsumerInfo { return site.consumer(t, "gw") }
+
+	// n1's worker has room, so its fetch is out; a panic in its store
+	// round (the backstop's claim, every 2 s) restarts it meanwhile. Its
+	// next incarnation fetches; the earlier fetch ends.
+	fs.armFrom("ClaimWork", "delivery.(*Worker).run", 1, false)
+	waitRestarts(t, hs[0], "delivery", 1)
+	polltest.Eventually(t, 20*time.Second, func() error {
+		if info := consumer(); info.NumWaiting != 1 {
+			return fmt.Errorf("%d fetches wait on the bus, want the worker's one", info.NumWaiting)
+		}
+		return nil
+	})
+
+	const n = 2 * delivery.DefaultMaxInFlight
+	var ids []string
+	for i := range n {
+		ids = append(ids, hs[1].submit(fmt.Sprintf("m%03d", i), fmt.Sprintf("46%03d", i)))
+	}
+	polltest.Eventually(t, 20*time.Second, func() error {
+		info := consumer()
+		if info.NumAckPending != delivery.DefaultMaxInFlight || info.NumPending != n-delivery.DefaultMaxInFlight || info.NumWaiting != 0 {
+			return fmt.Errorf("the bus handed out %d messages, holds %d, and %d fetches wait; want %d handed out (MaxInFlight), %d held, no fetch",
+				info.NumAckPending, info.NumPending, info.NumWaiting, delivery.DefaultMaxInFlight, n-delivery.DefaultMaxInFlight)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) != delivery.DefaultMaxInFlight {
+			return fmt.Errorf("%d deliveries under way, want %d (MaxInFlight)", len(got), delivery.DefaultMaxInFlight)
+		}
+		return nil
+	})
+
+	// Answered, every message is delivered, once.
+	mu.Lock()
+	answering = true
+	for id, worker := range got {
+		hs[0].node.System().Root.Send(worker, delivered(id))
+	}
+	mu.Unlock()
+	for _, id := range ids {
+		if m := hs[1].waitState(id, messages.StateDelivered); m.Attempts != 1 {
+			t.Errorf("%s delivered after %d attempts, want 1", id, m.Attempts)
+		}
+	}
+}
+
+// restartGate is the wall clock, but for a delivery worker as it restarts
+// (its Receive of actor.Restarting reads the time first): while the gate
+// is shut, that read waits. The messages sent to the worker meanwhile wait
+// in its mailbox for its next incarnation, ahead of the end of the fetch
+// the restart cancels.
+type restartGate struct {
+	clock.Real
+	mu      sync.Mutex
+	shut    chan struct{} // nil: open
+	waiting chan struct{} // a restart waits at the gate
+}
+
+func (g *restartGate) Now() time.Time {
+	g.mu.Lock()
+	shut := g.shut
+	g.mu.Unlock()
+	if shut != nil {
+		if stack := string(debug.Stack()); strings.Contains(stack, "handleRestart") && strings.Contains(stack, "delivery.(*Worker).Receive") {
+			select {
+			case g.waiting <- struct{}{}:
+			default:
+			}
+			<-shut
+		}
+	}
+	return g.Real.Now()
+}
+
+// close shuts the gate.
+func (g *restartGate) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.shut, g.waiting = make(chan struct{}), make(chan struct{}, 1)
+}
+
+// open lets the restart waiting at the gate go on, and those to come.
+func (g *restartGate) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.shut != nil {
+		close(g.shut)
+		g.shut = nil
+	}
+}
+
+// TestWorkerRestartDuringABusFetchKeepsOneFetch: a pull worker restarts
+// (a panic in its claim for a waiting poll) while its fetch from the bus
+// is out, and a poll waits in its mailbox as it does (the test holds the
+// restart at its start until the poll is there): its next incarnation
+// fetches for that poll, and the end of the earlier fetch, which the
+// restart cancelled, comes after. That end cleared the fetch out: a second
+// fetch went out beside it, and the two went on, each asking the bus for
+// the poll's room, for as long as the poll waited. One fetch waits on the
+// bus now.
+func TestWorkerRestartDuringABusFetchKeepsOneFetch(t *testing.T) {
+	gate := &restartGate{}
+	site := startRestartSite(t, gate)
+	h := site.hs[0]
+	h.pullFrontend("pf", "44")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	poll := func() {
+		go func() { _, _ = h.node.Poll(ctx, "pf", 5, 30*time.Second, time.Minute) }()
+	}
+
+	// A poll waits at n1: its worker fetches for it (each fetch of a pull
+	// worker waits a second, then the next goes out), and claims its room
+	// of the overdue work every 2 s. That claim panics; the restart waits
+	// at the gate.
+	gate.close()
+	defer gate.open()
+	site.fs.armFrom("ClaimWork", "delivery.(*Worker).run", 1, false)
+	poll()
+	select {
+	case <-gate.waiting:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the worker did not restart")
+	}
+	poll()
+	polltest.Eventually(t, 10*time.Second, func() error {
+		if n := metricValue(t, scrape(t, h), `switchboard_actor_mailbox_depth{kind="delivery"}`); n < 1 {
+			return fmt.Errorf("%v messages wait for the worker, want the poll", n)
+		}
+		return nil
+	})
+	gate.open()
+	waitRestarts(t, h, "delivery", 1)
+
+	// As long as the second poll waits, one fetch at a time waits on the
+	// bus for it (each ends after a second, and the next goes out).
+	polltest.Eventually(t, 10*time.Second, func() error {
+		if n := site.consumer(t, "pf").NumWaiting; n != 1 {
+			return fmt.Errorf("%d fetches wait on the bus, want the worker's one", n)
+		}
+		return nil
+	})
+	for i := range 100 {
+		if n := site.consumer(t, "pf").NumWaiting; n > 1 {
+			t.Fatalf("%d fetches of one worker wait on the bus at once (sample %d)", n, i)
+		}
+		time.Sleep(30 * time.Millisecond)
 	}
 }

@@ -144,6 +144,12 @@ func (h *Holds[M]) Take(id string) (M, bool) {
 	return x.msg, true
 }
 
+// Held reports whether id is held.
+func (h *Holds[M]) Held(id string) bool {
+	_, ok := h.m[id]
+	return ok
+}
+
 // Len is how many messages are held.
 func (h *Holds[M]) Len() int { return len(h.m) }
 

@@ -85,6 +85,9 @@ func TestHoldsTouchAndExpire(t *testing.T) {
 	if got := h.Wake(); !got.Equal(t0.Add(20 * time.Second)) {
 		t.Fatalf("Wake after the touch = %v, want +20s", got)
 	}
+	if !h.Held("a") || h.Held("b") {
+		t.Fatalf("Held a %v, b %v; want a held, b not (it expired)", h.Held("a"), h.Held("b"))
+	}
 	if m, ok := h.Take("a"); !ok || m != "msg-a" || h.Len() != 0 {
 		t.Fatalf("Take = %q %v, %d left", m, ok, h.Len())
 	}

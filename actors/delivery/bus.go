@@ -57,11 +57,19 @@ const (
 	busFetchRetry = time.Second
 )
 
-// Messages of a fetch to its worker: busMsgs are messages the bus handed
-// out; fetchDone ends the fetch.
+// Messages of a fetch to its worker, naming the fetch (busLink.earlier: a
+// restart of the worker keeps its PID, so those of a fetch it started
+// before come to the next incarnation): busMsgs are messages the bus
+// handed out; fetchDone ends the fetch.
 type (
-	busMsgs   struct{ ms []*bus.Msg }
-	fetchDone struct{ err error }
+	busMsgs struct {
+		f  *busFetch
+		ms []*bus.Msg
+	}
+	fetchDone struct {
+		f   *busFetch
+		err error
+	}
 )
 
 // fetch starts the fetch the bus link asks for, if any.
@@ -69,8 +77,8 @@ func (w *Worker) fetch(now time.Time) {
 	if w.d.Bus == nil {
 		return
 	}
-	n, wait, ok := w.link.fetch(now, w.core.BusRoom())
-	if !ok {
+	f := w.link.fetch(now, w.core.BusRoom())
+	if f == nil {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -78,26 +86,33 @@ func (w *Worker) fetch(now time.Time) {
 	self, root, b, name := w.self, w.sys.Root, w.d.Bus, w.fe.Name
 	go func() {
 		defer cancel()
-		err := b.Fetch(ctx, name, n, wait, func(ms []*bus.Msg) { root.Send(self, &busMsgs{ms: ms}) })
-		root.Send(self, &fetchDone{err: err})
+		err := b.Fetch(ctx, name, f.n, f.wait, func(ms []*bus.Msg) { root.Send(self, &busMsgs{f: f, ms: ms}) })
+		root.Send(self, &fetchDone{f: f, err: err})
 	}()
 }
 
 // fetched ends a fetch.
-func (w *Worker) fetched(err error, now time.Time) {
-	switch w.link.fetched(now, err, w.d.Bus.Up()) {
+func (w *Worker) fetched(m *fetchDone, now time.Time) {
+	switch w.link.fetched(m.f, now, m.err, w.d.Bus.Up()) {
 	case fetchBack:
 		w.log.Info("fetching from the delivery bus works again")
 	case fetchFailed:
-		w.log.Warn("fetching from the delivery bus failed", "err", err)
+		w.log.Warn("fetching from the delivery bus failed", "err", m.err)
+	case fetchEarlier:
+		w.log.Debug("a fetch from the delivery bus of the worker before its restart ended", "err", m.err)
 	}
 }
 
 // takeAll holds the messages of a fetch and names their work to the
-// dispatcher, all before its next round (one claim for them all).
-func (w *Worker) takeAll(ms []*bus.Msg, now time.Time) {
-	for _, m := range ms {
-		nak, cancel := w.link.take(m.ID, m, now, w.core.Named)
+// dispatcher, all before its next round (one claim for them all); those
+// of a fetch of the worker before its restart go back to the bus.
+func (w *Worker) takeAll(m *busMsgs, now time.Time) {
+	if w.link.earlier(m.f) {
+		w.log.Info("messages a fetch from the delivery bus of the worker before its restart got go back to the bus",
+			"messages", len(m.ms))
+	}
+	for _, bm := range m.ms {
+		nak, cancel := w.link.take(m.f, bm.ID, bm, now, w.core.Named)
 		w.settle(nak)
 		if cancel && w.fetchCancel != nil {
 			w.fetchCancel()

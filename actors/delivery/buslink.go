@@ -16,9 +16,10 @@ import (
 // concurrent use.
 type busLink[M any] struct {
 	// pull: the worker's frontend is a pull frontend.
-	pull     bool
-	holds    bus.Holds[M]
-	fetching bool
+	pull  bool
+	holds bus.Holds[M]
+	// out is the fetch out (nil: none).
+	out *busFetch
 	// after is when the next fetch may start (after a failed one); failed
 	// is that failure's text ("" when the last fetch worked).
 	after  time.Time
@@ -35,35 +36,58 @@ func newBusLink[M any](pull bool) busLink[M] {
 	return busLink[M]{pull: pull, holds: bus.Holds[M]{Touch: busTouch}}
 }
 
+// busFetch is one fetch a bus link started: n messages asked for, waited
+// for up to wait. Its messages and its end name it, so that the link tells
+// the fetch it has out from one it did not start (earlier).
+type busFetch struct {
+	n    int
+	wait time.Duration
+}
+
 // fetch starts a fetch when there is room (the dispatcher's BusRoom), none
 // is out and the wait after a failed one is over: it says how many
 // messages to ask for and how long to wait for them (a pull worker's polls
-// wait on it, so its wait is short).
-func (l *busLink[M]) fetch(now time.Time, room int) (n int, wait time.Duration, ok bool) {
-	if l.fetching || now.Before(l.after) || room <= 0 {
-		return 0, 0, false
+// wait on it, so its wait is short). nil: no fetch now.
+func (l *busLink[M]) fetch(now time.Time, room int) *busFetch {
+	if l.out != nil || now.Before(l.after) || room <= 0 {
+		return nil
 	}
-	l.fetching = true
+	l.out = &busFetch{n: room, wait: busFetchWait}
 	if l.pull {
-		return room, busFetchWaitPull, true
+		l.out.wait = busFetchWaitPull
 	}
-	return room, busFetchWait, true
+	return l.out
 }
+
+// earlier reports whether f is not the fetch out but one of an earlier
+// incarnation of the worker: one that restarted while its fetch ran
+// (cancelled by the restart), whose messages and end come to the next
+// incarnation (same PID). Taken for its own, its end ended the fetch out,
+// so a second fetch went out beside it (the bus asked for twice the
+// room), and its messages were named beyond the room the fetch out was
+// asked with (a push frontend's MaxInFlight overrun).
+func (l *busLink[M]) earlier(f *busFetch) bool { return f != l.out }
 
 // fetchNote is what the end of a fetch gives to log.
 type fetchNote int
 
 const (
-	fetchQuiet  fetchNote = iota // nothing new
-	fetchBack                    // fetching works again after a failure
-	fetchFailed                  // a failure other than the last, with the bus up
+	fetchQuiet   fetchNote = iota // nothing new
+	fetchBack                     // fetching works again after a failure
+	fetchFailed                   // a failure other than the last, with the bus up
+	fetchEarlier                  // the end of an earlier incarnation's fetch (earlier)
 )
 
-// fetched ends the fetch out (err is its failure): after a failure the next
+// fetched ends fetch f (err is its failure): after a failure the next
 // waits busFetchRetry. A failure is noted once while it repeats, and not
-// while the bus is down (its own state says so).
-func (l *busLink[M]) fetched(now time.Time, err error, up bool) fetchNote {
-	l.fetching = false
+// while the bus is down (its own state says so). The end of an earlier
+// incarnation's fetch (its restart cancelled it) changes nothing: the
+// fetch out goes on.
+func (l *busLink[M]) fetched(f *busFetch, now time.Time, err error, up bool) fetchNote {
+	if l.earlier(f) {
+		return fetchEarlier
+	}
+	l.out = nil
 	if err == nil {
 		back := l.failed != ""
 		l.failed = ""
@@ -81,12 +105,23 @@ func (l *busLink[M]) fetched(now time.Time, err error, up bool) fetchNote {
 	return note
 }
 
-// take holds a message the bus handed out and names its work (named is
-// Dispatcher.Named). A message held already (handed out again while its
+// take holds a message fetch f got from the bus and names its work (named
+// is Dispatcher.Named). A message held already (handed out again while its
 // work is under way here) replaces the old handle: its work is already
 // ours. It returns the held messages whose work named refused, to nak, and
 // whether to cancel the fetch out: the room it was asked with is gone.
-func (l *busLink[M]) take(id string, m M, now time.Time, named func(...string) []string) (nak []settlement[M], cancel bool) {
+//
+// A message of an earlier incarnation's fetch (earlier) is not named: no
+// room was asked for it. It goes back to the bus at once (nak), which
+// hands it out again (to the fetch out, or another instance's), unless
+// its id is held (handed out again since: that handle settles it).
+func (l *busLink[M]) take(f *busFetch, id string, m M, now time.Time, named func(...string) []string) (nak []settlement[M], cancel bool) {
+	if l.earlier(f) {
+		if l.holds.Held(id) {
+			return nil, false
+		}
+		return []settlement[M]{{msg: m, d: bus.Decision{Action: bus.Nak}}}, false
+	}
 	if !l.holds.Add(id, m, now) {
 		l.holds.Take(id)
 		l.holds.Add(id, m, now)

@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -34,13 +35,21 @@ func TestBusLinkFetch(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			l := newBusLink[string](c.pull)
-			l.fetching, l.after = c.fetching, c.after
-			n, wait, ok := l.fetch(t0, c.room)
-			if n != c.wantN || wait != c.wantWait || ok != (c.wantN > 0) {
-				t.Fatalf("fetch = %d, %v, %v; want %d, %v", n, wait, ok, c.wantN, c.wantWait)
+			l.after = c.after
+			var out *busFetch
+			if c.fetching {
+				out = &busFetch{n: 1, wait: busFetchWait}
+				l.out = out
 			}
-			if l.fetching != (c.fetching || ok) {
-				t.Fatalf("fetching = %v after a fetch that started: %v", l.fetching, ok)
+			f := l.fetch(t0, c.room)
+			if got, want := fmt.Sprint(f), fmt.Sprint(&busFetch{n: c.wantN, wait: c.wantWait}); (f != nil) != (c.wantN > 0) || f != nil && got != want {
+				t.Fatalf("fetch = %v; want %v: %v", got, c.wantN > 0, want)
+			}
+			if f != nil {
+				out = f
+			}
+			if l.out != out {
+				t.Fatalf("fetch out %v after a fetch %v, want %v", l.out, f, out)
 			}
 		})
 	}
@@ -66,23 +75,72 @@ func TestBusLinkFetchedNotesEachFailureOnce(t *testing.T) {
 		{err: nil, up: false, want: fetchBack},
 	}
 	l := newBusLink[string](false)
-	l.fetch(t0, 1)
+	f := l.fetch(t0, 1)
 	for i, s := range steps {
 		now := t0.Add(time.Duration(i) * time.Minute)
-		if got := l.fetched(now, s.err, s.up); got != s.want {
+		if got := l.fetched(f, now, s.err, s.up); got != s.want {
 			t.Fatalf("step %d (%v, up %v): note %d, want %d", i, s.err, s.up, got, s.want)
 		}
-		if _, _, ok := l.fetch(now.Add(busFetchRetry-time.Nanosecond), 1); ok != (s.err == nil) {
-			t.Fatalf("step %d (%v): a fetch within busFetchRetry: %v", i, s.err, ok)
+		if f = l.fetch(now.Add(busFetchRetry-time.Nanosecond), 1); (f != nil) != (s.err == nil) {
+			t.Fatalf("step %d (%v): a fetch within busFetchRetry: %v", i, s.err, f)
 		}
 		if s.err != nil {
-			if _, _, ok := l.fetch(now.Add(busFetchRetry), 1); !ok {
+			if f = l.fetch(now.Add(busFetchRetry), 1); f == nil {
 				t.Fatalf("step %d (%v): no fetch after busFetchRetry", i, s.err)
 			}
 		}
-		if _, _, ok := l.fetch(now.Add(busFetchRetry), 1); ok {
+		if again := l.fetch(now.Add(busFetchRetry), 1); again != nil {
 			t.Fatalf("step %d: a second fetch out", i)
 		}
+	}
+}
+
+// TestBusLinkFetchOfAnEarlierIncarnation: a worker that restarts while its
+// fetch runs (the restart cancels it) gets that fetch's messages and end in
+// its next incarnation: same PID, same mailbox. That one's link took the
+// end for its own fetch's: the fetch out was forgotten, a second went out
+// beside it (twice the room asked of the bus), and the messages were named
+// without room asked for them. They go back to the bus now (nak: it hands
+// them out again), but for one held since (its handle settles it), and
+// the fetch out goes on.
+func TestBusLinkFetchOfAnEarlierIncarnation(t *testing.T) {
+	before := newBusLink[string](false)
+	old := before.fetch(t0, 2)
+	l, n := newBusLink[string](false), &named{room: 2}
+	mine := l.fetch(t0, 2)
+	if nak, cancel := l.take(mine, "b", "b#2", t0, n.named); nak != nil || cancel {
+		t.Fatalf("take b of the fetch out = %v, %v; want it named", nak, cancel)
+	}
+	var back []string
+	for _, id := range []string{"a", "b"} {
+		nak, cancel := l.take(old, id, id+"#1", t0, n.named)
+		if cancel {
+			t.Fatalf("the fetch out cancelled for %s of an earlier incarnation's fetch", id)
+		}
+		for _, s := range nak {
+			back = append(back, fmt.Sprintf("%s %s", s.msg, s.d.Action))
+		}
+	}
+	if want := []string{"a#1 naked"}; !slices.Equal(back, want) || !slices.Equal(n.given, []string{"b"}) {
+		t.Fatalf("an earlier incarnation's fetch: handed back %q, named %v; want %q, and only b of the fetch out named", back, n.given, want)
+	}
+	if l.holds.Len() != 1 || !l.holds.Held("b") {
+		t.Fatalf("%d held; want b alone, with the handle of the fetch out", l.holds.Len())
+	}
+	if note := l.fetched(old, t0, context.Canceled, true); note != fetchEarlier {
+		t.Fatalf("the end of an earlier incarnation's fetch noted %d, want fetchEarlier", note)
+	}
+	if f := l.fetch(t0, 2); f != nil {
+		t.Fatalf("fetch %v beside the one out, after an earlier incarnation's fetch ended", f)
+	}
+	if f := l.fetch(t0.Add(busFetchRetry), 2); f != nil {
+		t.Fatalf("fetch %v beside the one out", f)
+	}
+	if note := l.fetched(mine, t0, nil, true); note != fetchQuiet {
+		t.Fatalf("the end of the fetch out noted %d", note)
+	}
+	if f := l.fetch(t0, 2); f == nil {
+		t.Fatal("no fetch after the one out ended")
 	}
 }
 
@@ -106,14 +164,15 @@ func (n *named) named(ids ...string) []string {
 // it was held with, and is not named again.
 func TestBusLinkTake(t *testing.T) {
 	l, n := newBusLink[string](false), &named{room: 1}
-	if nak, cancel := l.take("a", "a#1", t0, n.named); nak != nil || cancel {
+	f := l.fetch(t0, 1)
+	if nak, cancel := l.take(f, "a", "a#1", t0, n.named); nak != nil || cancel {
 		t.Fatalf("take a = %v, %v; want it named", nak, cancel)
 	}
-	nak, cancel := l.take("b", "b#1", t0, n.named)
+	nak, cancel := l.take(f, "b", "b#1", t0, n.named)
 	if want := []settlement[string]{{msg: "b#1", d: bus.Decision{Action: bus.Nak}}}; !slices.Equal(nak, want) || !cancel {
 		t.Fatalf("take b, refused = %v, %v; want %v and the fetch cancelled", nak, cancel, want)
 	}
-	if nak, cancel := l.take("a", "a#2", t0, n.named); nak != nil || cancel {
+	if nak, cancel := l.take(f, "a", "a#2", t0, n.named); nak != nil || cancel {
 		t.Fatalf("take a again = %v, %v", nak, cancel)
 	}
 	if !slices.Equal(n.given, []string{"a", "b"}) {
@@ -209,8 +268,7 @@ func TestBusLinkTickAndWake(t *testing.T) {
 	if touch, nak := l.tick(t0.Add(busTouch)); !slices.Equal(touch, []string{"a"}) || nak != nil {
 		t.Fatalf("tick at the touch = %v, %v; want a touched", touch, nak)
 	}
-	l.fetch(t0, 1)
-	l.fetched(t0.Add(busTouch), errors.New("refused"), true)
+	l.fetched(l.fetch(t0, 1), t0.Add(busTouch), errors.New("refused"), true)
 	retry := t0.Add(busTouch + busFetchRetry)
 	if w := l.wake(true); !w.Equal(retry) {
 		t.Fatalf("wake %v after a failed fetch, want %v", w, retry)

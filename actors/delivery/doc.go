@@ -45,7 +45,9 @@
 // back at once). So does the work a store round of the earlier incarnation
 // claims after the restart: its result comes to the new incarnation, which
 // takes from it only the verdicts it recorded (Dispatcher.Earlier), and
-// keeps to one round of its own at a time. A store error leaves verdicts uncommitted: the work is
+// keeps to one round of its own at a time, and to one fetch from the bus:
+// the messages of the earlier one's fetch go back to the bus
+// (busLink.earlier). A store error leaves verdicts uncommitted: the work is
 // claimed again when its lease ends and redelivered with the same id.
 //
 // The Janitor fails messages whose validity passed while nobody claimed

@@ -133,9 +133,9 @@ func (w *Worker) Receive(c actor.Context) {
 		w.tickHolds(now)
 		w.apply(c, w.core.Tick(now, w.rng))
 	case *busMsgs:
-		w.takeAll(m.ms, now)
+		w.takeAll(m, now)
 	case *fetchDone:
-		w.fetched(m.err, now)
+		w.fetched(m, now)
 	case *messages.Poll:
 		w.apply(c, w.core.Poll(now, m))
 	case *messages.Ack:
