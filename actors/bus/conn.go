@@ -36,6 +36,10 @@ type Bus struct {
 	js jetstream.JetStream
 
 	up atomic.Bool
+	// checked says the keeper checked the connection once: a bus down at
+	// its first check (the first connect failed) is logged then, as it
+	// never goes from up to down. The keeper's alone.
+	checked bool
 	// degraded says publishes keep failing with the connection up (the
 	// relay's Publishes): Up is false until one succeeds.
 	degraded atomic.Bool
@@ -219,7 +223,12 @@ func (b *Bus) check() {
 }
 
 func (b *Bus) set(up bool) {
+	first := !b.checked
+	b.checked = true
 	if b.up.Swap(up) == up {
+		if first && !up {
+			b.logDown() // it starts down: the first connect failed
+		}
 		return
 	}
 	if up {
@@ -227,14 +236,19 @@ func (b *Bus) set(up bool) {
 		// password).
 		b.log.Info("the delivery bus is up", "url", RedactURL(b.nc.ConnectedUrl()), "degraded", b.degraded.Load())
 	} else {
-		_, why := b.State()
-		b.log.Warn("the delivery bus is down: submits are still accepted (the outbox holds the work) and delivery goes on from the store until it returns",
-			"why", why)
+		b.logDown()
 		// A server that lost its store loses its consumers too: make sure
 		// of them again once it is back.
 		b.forgetConsumers()
 	}
 	b.upChanged()
+}
+
+// logDown logs that the bus is down, with its URL (redacted) and why.
+func (b *Bus) logDown() {
+	_, why := b.State()
+	b.log.Warn("the delivery bus is down: submits are still accepted (the outbox holds the work) and delivery goes on from the store until it returns",
+		"url", RedactURL(b.cfg.URL), "why", why)
 }
 
 // setDegraded marks the bus degraded (publishes keep failing with the

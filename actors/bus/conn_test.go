@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -270,6 +271,42 @@ func TestChangesKickTheWorkers(t *testing.T) {
 	srv.Stop()
 	waitUp(t, b, false)
 	polltest.Until(t, 10*time.Second, "a kick as the bus goes down", func() bool { return workers.kicks(t) == 2 })
+}
+
+// TestABusDownFromTheStartIsLogged: a bus whose first connect failed was
+// never logged (the down line was logged only when the bus went from up to
+// down, and it starts down): a site whose NATS was never reachable said
+// nothing of it. The down warning is now logged once at the first check,
+// with the URL redacted and why, and the up line when it connects.
+func TestABusDownFromTheStartIsLogged(t *testing.T) {
+	srv := bustest.Start(t)
+	srv.Stop() // nothing listens on its port until Restart
+	log := &lines{n: map[string]int{}}
+	cfg := bus.DefaultConfig()
+	url := strings.Replace(srv.URL(), "nats://", "nats://sb:hunter2@", 1)
+	cfg.URL, cfg.Stream, cfg.Name = url, "SWITCHBOARD_test", "t"
+	cfg.Logger = slog.New(log)
+	b, err := bus.Open(cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	const down = "the delivery bus is down: submits are still accepted (the outbox holds the work) and delivery goes on from the store until it returns"
+	polltest.Until(t, 20*time.Second, "the down warning of a bus that never connected", func() bool { return log.count(down) > 0 })
+	got := log.last(down)
+	if got["level"] != "WARN" || got["url"] != bus.RedactURL(url) || !strings.Contains(got["why"], "not connected to "+bus.RedactURL(url)) {
+		t.Fatalf("down line %v; want a warning with the URL %s and why", got, bus.RedactURL(url))
+	}
+	if s := fmt.Sprint(got); strings.Contains(s, "hunter2") {
+		t.Fatalf("the down line shows the URL's password: %s", s)
+	}
+	srv.Restart()
+	waitUp(t, b, true)
+	const up = "the delivery bus is up"
+	polltest.Until(t, 10*time.Second, "the up line", func() bool { return log.count(up) == 1 })
+	if n := log.count(down); n != 1 {
+		t.Fatalf("the down warning logged %d times before the bus came up, want once", n)
+	}
 }
 
 // TestEveryFrontendNameHasAWorkingSubject: a frontend name the node

@@ -321,10 +321,12 @@ func TestRelayGoesOnPastRowsTheStreamRefuses(t *testing.T) {
 	fetchUntil(t, b, "behind")
 }
 
-// lines counts the log records of each message.
+// lines counts the log records of each message and keeps the attributes
+// of the last of each.
 type lines struct {
-	mu sync.Mutex
-	n  map[string]int
+	mu    sync.Mutex
+	n     map[string]int
+	attrs map[string]map[string]string
 }
 
 func (l *lines) Enabled(context.Context, slog.Level) bool { return true }
@@ -332,6 +334,15 @@ func (l *lines) Handle(_ context.Context, r slog.Record) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.n[r.Message]++
+	as := map[string]string{"level": r.Level.String()}
+	r.Attrs(func(a slog.Attr) bool {
+		as[a.Key] = a.Value.String()
+		return true
+	})
+	if l.attrs == nil {
+		l.attrs = map[string]map[string]string{}
+	}
+	l.attrs[r.Message] = as
 	return nil
 }
 func (l *lines) WithAttrs([]slog.Attr) slog.Handler { return l }
@@ -341,6 +352,14 @@ func (l *lines) count(msg string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.n[msg]
+}
+
+// last is the attributes (and "level") of the last record of msg, nil
+// when none was logged.
+func (l *lines) last(msg string) map[string]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.attrs[msg]
 }
 
 // TestRelayDegradesTheBusWhilePublishesFail: publishes of the intake's
