@@ -190,7 +190,7 @@ func (g *gateway) Message(ctx context.Context, id string) (messages.Message, err
 	}
 	m, err := st.GetMessage(ctx, id)
 	if err != nil {
-		return m, g.storeErr("get message", err, "no message with id "+id)
+		return m, g.storeErr("get message", err, fmt.Sprintf("no message with id %q", id))
 	}
 	return m, nil
 }

@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/switchboard-dev/switchboard/httpapi/auth"
 	"github.com/switchboard-dev/switchboard/messages"
 )
 
@@ -363,6 +365,38 @@ func TestMetricsAreCompleteAndLintClean(t *testing.T) {
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+// TestMessageNotFoundQuotesTheID: the not-found answers for a message id
+// differed: GET /api/messages/nope said no message with id nope, its
+// resubmit no message with id "nope" (quoted, as the API's messages name
+// what the caller gave). Each now quotes it, and a client asking for
+// another client's message gets the very answer of a missing one.
+func TestMessageNotFoundQuotesTheID(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Credentials = filepath.Join(cfg.DataDir, "credentials.json")
+	rootTok, rootHash := auth.NewToken()
+	shopTok, shopHash := auth.NewToken()
+	writeCredentials(t, cfg.Credentials, auth.File{Credentials: []messages.Credential{
+		{Name: "root", Role: messages.RoleAdmin, TokenHash: rootHash},
+		{Name: "shop", Role: messages.RoleClient, TokenHash: shopHash},
+	}})
+	h := startNode(t, cfg)
+	h.token = rootTok
+	h.pullFrontend("pf", "44")
+	h.submit("theirs", "441")
+	for _, c := range []struct {
+		as, method, path, want string
+	}{
+		{rootTok, "GET", "/api/messages/nope", `no message with id "nope"`},
+		{rootTok, "POST", "/api/messages/nope/resubmit", `no message with id "nope"`},
+		{shopTok, "GET", "/api/messages/nope", `no message with id "nope"`},
+		{shopTok, "GET", "/api/messages/theirs", `no message with id "theirs"`},
+	} {
+		if got := h.as(c.as).apiError(404, messages.CodeNotFound, c.method, c.path, nil); got != c.want {
+			t.Errorf("%s %s: message %q, want %q", c.method, c.path, got, c.want)
 		}
 	}
 }

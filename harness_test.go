@@ -114,10 +114,11 @@ func (h *harness) must(want int, method, path string, body, out any) {
 	h.api().Must(want, method, path, body, out)
 }
 
-// apiError checks that a request fails with status and code.
-func (h *harness) apiError(status int, code, method, path string, body any) {
+// apiError checks that a request fails with status and code, and returns
+// the error's message.
+func (h *harness) apiError(status int, code, method, path string, body any) string {
 	h.t.Helper()
-	h.api().APIError(status, code, method, path, body)
+	return h.api().APIError(status, code, method, path, body)
 }
 
 func (h *harness) pullFrontend(name string, prefixes ...string) {

@@ -82,7 +82,7 @@ func (s *Server) getMessage(w http.ResponseWriter, r *http.Request) {
 	m, err := s.cfg.Backend.Message(ctx, id)
 	if name, own := ownOnly(r); err == nil && own && m.SubmittedBy != name {
 		// Another client's message is not told apart from none.
-		err = messages.Errorf(messages.CodeNotFound, "no message with id %s", id)
+		err = messages.Errorf(messages.CodeNotFound, "no message with id %q", id)
 	}
 	if err != nil {
 		s.fail(w, r, err)

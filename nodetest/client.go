@@ -89,8 +89,8 @@ func (c *Client) Must(want int, method, path string, body, out any) {
 }
 
 // APIError checks that a request fails with status and the API error code,
-// with a message.
-func (c *Client) APIError(status int, code, method, path string, body any) {
+// with a message, and returns the message.
+func (c *Client) APIError(status int, code, method, path string, body any) string {
 	c.t.Helper()
 	got, data := c.Do(method, path, body)
 	var doc struct {
@@ -102,6 +102,7 @@ func (c *Client) APIError(status int, code, method, path string, body any) {
 	if got != status || doc.Error.Code != code || doc.Error.Message == "" {
 		c.t.Fatalf("%s %s: got %d %q (%s), want %d %q", method, path, got, doc.Error.Code, doc.Error.Message, status, code)
 	}
+	return doc.Error.Message
 }
 
 // PullFrontend registers the pull frontend name and routes prefixes to it.
