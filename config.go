@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -705,7 +706,8 @@ func checkHostPort(addr string, listen bool) error {
 // Preflight checks what Validate cannot without reading files: the TLS
 // certificate and key load and match (and, with a CA bundle, the
 // certificate names the node), the CA bundle holds certificates,
-// the data directory, when it exists, is a directory, and the call
+// the data directory is a directory the node can write in or can make
+// (it is not made here: see preflightDataDir), and the call
 // records file is a file, or missing in a directory that exists. The command
 // runs it before anything opens, so that a bad file stops start-up with
 // one line naming its flag (exit 2) instead of after the store was opened
@@ -728,15 +730,79 @@ func (c Config) Preflight() error {
 		}
 	}
 	errs = append(errs, c.preflightAccess()...)
-	if c.Store == nil && c.Postgres == "" && c.DataDir != "" {
-		if fi, err := os.Stat(c.DataDir); err == nil && !fi.IsDir() {
-			errs = append(errs, field.Errorf("DataDir", "%s is a file, not a directory", c.DataDir))
+	// The data directory holds the embedded store and the self-signed
+	// certificate.
+	if c.DataDir != "" && (c.Store == nil && c.Postgres == "" || c.TLSCert == "") {
+		if err := preflightDataDir(c.DataDir); err != nil {
+			errs = append(errs, field.Wrap("DataDir", err))
 		}
 	}
 	if c.CDRFile != "" {
 		errs = append(errs, preflightCDRFile(c.CDRFile)...)
 	}
 	return errors.Join(errs...)
+}
+
+// preflightDataDir checks that dir is a directory the node can write in,
+// or, when it does not exist yet, that the node can make it: its nearest
+// existing ancestor is a directory it can write in. It makes nothing that
+// stays (a directory made and removed at once is the probe, as truthful
+// for root, a read-only mount or /proc as for anyone), so that a start
+// refused for another flag leaves no data directory behind; the node makes
+// it as it starts.
+func preflightDataDir(dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case err == nil && !fi.IsDir():
+		return fmt.Errorf("%s is a file, not a directory", dir)
+	case err == nil:
+		if err := probeWritable(dir); err != nil {
+			return fmt.Errorf("%s is not writable: %w", dir, err)
+		}
+		return nil
+	case !statMissing(err):
+		return err
+	}
+	parent := filepath.Dir(dir)
+	for {
+		fi, err := os.Stat(parent)
+		switch {
+		case err == nil && !fi.IsDir():
+			return fmt.Errorf("cannot make %s: %s is a file, not a directory", dir, parent)
+		case err == nil:
+			if err := probeWritable(parent); err != nil {
+				return fmt.Errorf("cannot make %s in %s: %w", dir, parent, err)
+			}
+			return nil
+		case !statMissing(err):
+			return fmt.Errorf("cannot make %s: %w", dir, err)
+		}
+		next := filepath.Dir(parent)
+		if next == parent {
+			return fmt.Errorf("cannot make %s: %w", dir, err)
+		}
+		parent = next
+	}
+}
+
+// statMissing reports whether err of a stat says the path is not there: it
+// does not exist, or a part of it is not a directory.
+func statMissing(err error) bool {
+	return errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+}
+
+// probeWritable makes a directory in dir and removes it: whether the node
+// can make its files and directories there.
+func probeWritable(dir string) error {
+	probe, err := os.MkdirTemp(dir, ".switchboard-probe-")
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return pe.Err // the path is the caller's to say
+		}
+		return err
+	}
+	return os.Remove(probe)
 }
 
 // preflightCDRFile checks that the call records file can be what the

@@ -516,6 +516,10 @@ func TestParseRunChecksFiles(t *testing.T) {
 		want string
 	}{
 		{[]string{"--data-dir", notDir}, "--data-dir: " + notDir + " is a file, not a directory"},
+		// A data directory that cannot be made failed after the listeners
+		// were bound: exit 1, a log line instead of the flag's.
+		{[]string{"--data-dir", filepath.Join(notDir, "sub")}, "--data-dir: cannot make " + filepath.Join(notDir, "sub") + ": " + notDir + " is a file, not a directory"},
+		{[]string{"--data-dir", "/proc/switchboard-nope"}, "--data-dir: cannot make /proc/switchboard-nope in /proc: "},
 		{[]string{"--tls-cert", garbage, "--tls-key", garbage}, "--tls-cert: "},
 		{[]string{"--tls-ca", garbage}, "--tls-ca: "},
 		{[]string{"--tls-cert", "missing.pem", "--tls-key", "missing.key"}, "--tls-cert: "},
@@ -550,6 +554,16 @@ func TestParseRunChecksFiles(t *testing.T) {
 		case want != "" && (err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), `does not name node "a"`)):
 			t.Errorf("a with %s's certificate: %v, want one line starting %q naming the node", node, err, want)
 		}
+	}
+	// A data directory still to be made passes, and is not made (nor
+	// anything in its parent) before the node starts.
+	missing := filepath.Join(dir, "data", "deeper")
+	before, _ := os.ReadDir(dir)
+	if _, _, err := parseStart([]string{"--data-dir", missing}, noEnv); err != nil {
+		t.Errorf("--data-dir %s: %v", missing, err)
+	}
+	if after, _ := os.ReadDir(dir); len(after) != len(before) {
+		t.Errorf("the preflight of --data-dir %s left %v in %s (was %v)", missing, after, dir, before)
 	}
 	// A call records file still to be made, or one there, passes.
 	for _, cdr := range []string{filepath.Join(dir, "cdr.jsonl"), emptyFile} {
