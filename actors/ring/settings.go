@@ -6,8 +6,10 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"time"
 
+	"github.com/switchboard-dev/switchboard/actors/discovery"
 	"github.com/switchboard-dev/switchboard/field"
 	"github.com/switchboard-dev/switchboard/messages"
 )
@@ -142,8 +144,12 @@ func (s Settings) MasterHostPort() (string, error) {
 		}
 		hostport = u.Host
 	}
-	if _, _, err := net.SplitHostPort(hostport); err != nil {
-		return "", fmt.Errorf("%q must be https://host:port", s.Master)
+	// A host name or IP address and a port from 1 to 65535: split at the
+	// last ':', "ht!tp://x" was host "ht!tp" and port "//x", called until
+	// the slave gave up.
+	host, port, err := net.SplitHostPort(hostport)
+	if p, perr := strconv.Atoi(port); err != nil || !discovery.ValidHost(host) || perr != nil || p < 1 || p > 65535 {
+		return "", fmt.Errorf("%q must be https://host:port (a host name or IP address, a port from 1 to 65535)", s.Master)
 	}
 	return hostport, nil
 }

@@ -103,7 +103,10 @@ func TestSettingsMasterHostPort(t *testing.T) {
 			t.Errorf("MasterHostPort(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"http://m:1", "https://m:1/path", "https://", "m"} {
+	for _, in := range []string{"http://m:1", "https://m:1/path", "https://", "m",
+		// Not a URL, nor host:port: split at the last ':' they were host
+		// "ht!tp" and port "//x", and the slave called that until it gave up.
+		"ht!tp://x", "m:99999", "m:0", "m:http", "https://:8443", "bad host:1"} {
 		if _, err := (Settings{Master: in}).MasterHostPort(); err == nil {
 			t.Errorf("MasterHostPort(%q): no error", in)
 		}

@@ -445,6 +445,7 @@ func TestParseRunBadValues(t *testing.T) {
 		{"ring-role", "leader", "must be master, slave, index or auto", nil},
 		{"ring-role", "slave", "needs --postgres", nil},
 		{"ring-master", "ftp://m:1", "must be https://host:port", nil},
+		{"ring-master", "ht!tp://x", "must be https://host:port", nil},
 		{"ring-address", "nohost", "not host:port", nil},
 		{"cluster", "bad name", "not a valid name", nil},
 		{"region", "-x", "not a valid name", nil},
