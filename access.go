@@ -49,8 +49,10 @@ func (c Config) validateAccess() []error {
 	switch {
 	case c.APIToken != "" && c.APITokenFile != "":
 		bad("APITokenFile", "given with %s; give the token one way", field.Ref("APIToken"))
-	case c.APIToken != "" && strings.ContainsFunc(c.APIToken, func(r rune) bool { return r <= ' ' || r > '~' }):
-		bad("APIToken", "must be printable ASCII without blanks (it is sent in an HTTP header)")
+	case c.APIToken != "" && !auth.ValidToken(c.APIToken):
+		// The rule of APITokenFile's token and the credentials' (the
+		// token is not shown: it is a secret).
+		bad("APIToken", "must be %s, got %d characters", auth.TokenRule, len(c.APIToken))
 	}
 	if c.Credentials != "" && c.Postgres != "" {
 		bad("Credentials", "with %s the credentials live in the database, so that one revocation reaches every instance: "+
@@ -98,7 +100,7 @@ func readTokenFile(path string) (string, error) {
 	case tok == "":
 		return "", fmt.Errorf("%s is empty", path)
 	case !auth.ValidToken(tok):
-		return "", fmt.Errorf("%s: the token must be one line of 16-512 printable ASCII characters without blanks", path)
+		return "", fmt.Errorf("%s: the token must be one line of %s", path, auth.TokenRule)
 	}
 	return tok, nil
 }

@@ -289,7 +289,7 @@ func TestCrossSiteWritesAreRefused(t *testing.T) {
 
 func TestAPIToken(t *testing.T) {
 	cfg := testConfig(t)
-	cfg.APIToken = "s3cret"
+	cfg.APIToken = "s3cret-0123456789"
 	h := startNode(t, cfg)
 	h.pullFrontend("fe1", "44")
 	before := h.snapshot()
@@ -306,7 +306,7 @@ func TestAPIToken(t *testing.T) {
 	if status, _ := h.do("GET", "/readyz", nil); status != 200 {
 		t.Fatalf("readyz without token: %d", status)
 	}
-	h.token = "s3cret"
+	h.token = cfg.APIToken
 	if after := h.snapshot(); after != before {
 		t.Fatalf("rejected requests changed the store")
 	}

@@ -59,7 +59,7 @@ func TestUIInBrowser(t *testing.T) {
 
 	// Node lon-1 (the one whose UI is shown) requires an API token and
 	// federates with par-1, which serves the frontend sms-fr (prefix 33).
-	const token = "ui-test-token"
+	const token = "ui-test-token-0123456789"
 	fn := newFedNet()
 	cfgA := fedConfig(t, fn, "lon-1", "par-1")
 	cfgA.APIToken = token

@@ -26,7 +26,7 @@ import (
 // embedding API on a random loopback port with its self-signed certificate
 // and an API token; the CLI runs in-process through mainCode.
 
-const cliTestToken = "cli-secret"
+const cliTestToken = "cli-secret-0123456789"
 
 type cliNode struct {
 	t    *testing.T

@@ -94,7 +94,7 @@ var flagCases = []flagCase{
 		get: func(c switchboard.Config, _ logOptions) any { return c.TLSKey }},
 	{flag: "tls-ca", v1: "ca.pem", v2: "other.pem", want1: "ca.pem", want2: "other.pem",
 		get: func(c switchboard.Config, _ logOptions) any { return c.TLSCA }},
-	{flag: "api-token", v1: "s3cret", v2: "other", want1: "s3cret", want2: "other",
+	{flag: "api-token", v1: "s3cret-0123456789", v2: "other-0123456789", want1: "s3cret-0123456789", want2: "other-0123456789",
 		get: func(c switchboard.Config, _ logOptions) any { return c.APIToken }},
 	{flag: "api-token-file", v1: "/run/secrets/token", v2: "token.txt", want1: "/run/secrets/token", want2: "token.txt",
 		get: func(c switchboard.Config, _ logOptions) any { return c.APITokenFile }},
@@ -463,7 +463,10 @@ func TestParseRunBadValues(t *testing.T) {
 		{"audit-retention", "a year", "must be a duration", nil},
 		{"audit-retention", "-1h", "must not be negative", nil},
 		{"api-token-file", "token.txt", "given with --api-token", []string{"--api-token", "abc"}},
-		{"api-token", "two words", "printable ASCII without blanks", nil},
+		{"api-token", "two words", "16-512 printable ASCII characters without blanks", nil},
+		// Taken before, while --api-token-file refused the same token.
+		{"api-token", "s3cret", "16-512 printable ASCII characters without blanks", nil},
+		{"api-token", strings.Repeat("x", 513), "16-512 printable ASCII characters without blanks", nil},
 		{"credentials", "creds.json", "the credentials live in the database", []string{"--postgres", "postgres://u@h/db"}},
 	} {
 		t.Run(tc.flag+"="+tc.value, func(t *testing.T) {

@@ -25,9 +25,12 @@ func Hash(token string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// TokenRule is what ValidToken takes, as an error says it.
+const TokenRule = "16-512 printable ASCII characters without blanks"
+
 // ValidToken reports whether a token given to the node (--api-token, a
 // file's) can be sent in an Authorization header: printable ASCII without
-// blanks, 16 to 512 characters.
+// blanks, 16 to 512 characters (TokenRule).
 func ValidToken(t string) bool {
 	return len(t) >= 16 && len(t) <= 512 && !strings.ContainsFunc(t, func(r rune) bool { return r <= ' ' || r > '~' })
 }
