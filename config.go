@@ -666,14 +666,23 @@ func (c Config) validateFederation() []error {
 		// them but never be called (forwards to it, health, registry).
 		bad("Listen", "federation needs an address peers reach this node at (empty: no listener)")
 	}
+	noPeers := c.DNSSRV == "" && len(c.Peers) == 0
+	noCA := c.TLSCA == "" && !c.InsecureSkipVerify && c.Transport == nil
+	if noPeers && noCA {
+		// Federation switched on alone: one line saying what it lacks,
+		// rather than one a flag.
+		bad("Federation", "needs %s or %s, and %s (a CA for mutual TLS; or %s, for development only)",
+			field.Ref("Peers"), field.Ref("DNSSRV"), field.Ref("TLSCA"), field.Ref("InsecureSkipVerify"))
+		return errs
+	}
 	switch {
 	case c.DNSSRV != "" && len(c.Peers) > 0:
 		bad("DNSSRV", "give either %s or %s, not both", field.Ref("DNSSRV"), field.Ref("Peers"))
-	case c.DNSSRV == "" && len(c.Peers) == 0:
+	case noPeers:
 		bad("Peers", "federation needs %s or %s", field.Ref("Peers"), field.Ref("DNSSRV"))
 	}
 	switch {
-	case c.TLSCA == "" && !c.InsecureSkipVerify && c.Transport == nil:
+	case noCA:
 		bad("TLSCA", "federation needs a CA for mutual TLS (or %s, for development only)", field.Ref("InsecureSkipVerify"))
 	case c.TLSCA != "" && c.TLSCert == "":
 		bad("TLSCA", "federation with a CA needs %s and %s signed by it (a self-signed certificate cannot be verified by peers)",

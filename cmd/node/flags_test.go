@@ -577,6 +577,16 @@ func TestParseRunChecksFiles(t *testing.T) {
 	}
 }
 
+// TestParseRunFederationAlone: --federation with neither peers nor a CA
+// is one line naming what it lacks (it was two, --peers and --tls-ca).
+func TestParseRunFederationAlone(t *testing.T) {
+	_, _, err := parseRun([]string{"--federation"}, noEnv)
+	want := "--federation: needs --peers or --dns-srv, and --tls-ca (a CA for mutual TLS; or --insecure-skip-verify, for development only)"
+	if err == nil || err.Error() != want {
+		t.Fatalf("parseRun(--federation) = %v, want %q", err, want)
+	}
+}
+
 func TestParseRunSeveralProblems(t *testing.T) {
 	// Every bad value is reported, one line each, before validation runs.
 	_, _, err := parseRun([]string{"--delivery-max-attempts", "x", "--route", "nope"},
