@@ -109,6 +109,10 @@ func mainCode(args []string, stdout, stderr io.Writer, env lookupEnv) int {
 				}
 				return 0
 			}
+			// As an unknown command: a script's typo must not pass.
+			fmt.Fprintf(stderr, "switchboard: unknown help topic %q\n\n", rest[0])
+			printUsage(stderr)
+			return 2
 		}
 		printUsage(stdout)
 		return 0

@@ -35,6 +35,8 @@ func TestMainCommands(t *testing.T) {
 		{args: []string{"version"}, code: 0, stdout: "switchboard " + version + "\n"},
 		{args: []string{"version", "x"}, code: 2, stderr: "takes no arguments"},
 		{args: []string{"frobnicate"}, code: 2, stderr: "switchboard: unknown command \"frobnicate\"\n\nUsage:"},
+		// Was the general help, exit 0: a script's typo passed.
+		{args: []string{"help", "nope"}, code: 2, stderr: "switchboard: unknown help topic \"nope\"\n\nUsage:"},
 		{args: []string{"certs"}, code: 2, stderr: "Usage: switchboard certs init"},
 		{args: []string{"certs", "burn"}, code: 2, stderr: "unknown certs command \"burn\""},
 		{args: []string{"certs", "init"}, code: 2, stderr: "switchboard: --dir: required\nswitchboard: --nodes: required"},
