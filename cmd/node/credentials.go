@@ -92,6 +92,14 @@ func credentialsCommand(args []string, stdout, stderr io.Writer, env lookupEnv) 
 		if *smpp && *role == "" {
 			c.Role = messages.RoleClient // an SMPP account submits
 		}
+		// The role is the flag's: say so, rather than the credential's
+		// field, and leave it to the flag's line alone.
+		switch roles := "one of admin, operator, client, frontend"; {
+		case c.Role == "":
+			errs = append(errs, fmt.Errorf("--role: required: %s (or --smpp)", roles))
+		case !c.Role.Valid():
+			errs = append(errs, fmt.Errorf("--role: invalid value %q: want %s", *role, roles))
+		}
 		if *rate != "" {
 			r, err := strconv.ParseFloat(*rate, 64)
 			if err != nil {
@@ -120,6 +128,14 @@ func credentialsCommand(args []string, stdout, stderr io.Writer, env lookupEnv) 
 			token, c.TokenHash = auth.NewSMPPPassword()
 		}
 		c.CreatedAt = time.Now().UTC().Truncate(time.Second)
+		if !c.Role.Valid() {
+			// Checked above; the credential's other problems with a
+			// role that would pass (none are about the role alone).
+			c.Role = messages.RoleClient
+			if len(c.Frontends) > 0 {
+				c.Role = messages.RoleFrontend
+			}
+		}
 		if err := c.Validate(); err != nil {
 			errs = append(errs, err)
 		}

@@ -104,7 +104,8 @@ func TestCredentialsFile(t *testing.T) {
 		want string
 	}{
 		{[]string{"add", "root", "--role", "admin"}, 1, `"root" exists already`},
-		{[]string{"add", "x", "--role", "root"}, 2, "role"},
+		{[]string{"add", "x", "--role", "root"}, 2, `switchboard: --role: invalid value "root": want one of admin, operator, client, frontend` + "\n"},
+		{[]string{"add", "x"}, 2, "switchboard: --role: required: one of admin, operator, client, frontend (or --smpp)\n"},
 		{[]string{"add", "x", "--role", "frontend"}, 2, "bound to at least one frontend"},
 		{[]string{"add", "x", "--role", "operator", "--submit-rate", "5"}, 2, "only a client credential"},
 		{[]string{"add", "x", "--role", "client", "--submit-rate", "fast"}, 2, "--submit-rate"},
