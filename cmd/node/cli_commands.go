@@ -28,7 +28,7 @@ var cliTopics = []*cliTopic{
 			{
 				name:     "messages list",
 				summary:  "list and search messages, newest first",
-				synopsis: "[--to NUMBER] [--from NUMBER] [--since T] [--until T] [--state STATE] [--limit N] [--cursor C] [--all]",
+				synopsis: "[--to NUMBER] [--from NUMBER] [--since T] [--until T] [--frontend NAME] [--peer NODE] [--state STATE] [--limit N] [--cursor C] [--all]",
 				about: `List messages, newest first, one page at a time (GET /api/messages), or
 search them: --to and --from match a number exactly, its '+' optional, or
 every number starting so with a trailing '*' (quote it from the shell);

@@ -564,3 +564,22 @@ func TestCLIParseAddr(t *testing.T) {
 		}
 	}
 }
+
+// TestCLISynopsesNameEveryFlag: each admin command's synopsis, the line
+// 'switchboard help admin' shows, names each of its flags ("messages
+// list" left out --frontend and --peer).
+func TestCLISynopsesNameEveryFlag(t *testing.T) {
+	for _, topic := range cliTopics {
+		cmds := topic.verbs
+		if topic.cmd != nil {
+			cmds = []*cliCommand{topic.cmd}
+		}
+		for _, c := range cmds {
+			for _, f := range c.flags {
+				if !strings.Contains(c.synopsis+" ", "--"+f.name+" ") && !strings.Contains(c.synopsis, "--"+f.name+"]") {
+					t.Errorf("%s: the synopsis %q does not name --%s", c.name, c.synopsis, f.name)
+				}
+			}
+		}
+	}
+}
