@@ -205,8 +205,14 @@ func (c *credentials) load(ctx context.Context, why string) error {
 	// A credentials file requires a credential even when it holds none;
 	// any stored row does too, valid or not: a node whose rows are all
 	// invalid lets no one in (but --api-token), rather than everyone.
-	required := token != "" || cfg.Credentials != "" || c.storeRows
-	creds := slices.Clone(c.listed)
+	required := token != "" || cfg.Credentials != "" || c.storeRows || len(cfg.SMPPAccounts) > 0
+	// The flags' SMPP accounts first: one hides a listed credential of
+	// its name (NewSet keeps the first).
+	creds := make([]messages.Credential, 0, len(cfg.SMPPAccounts)+len(c.listed)+1)
+	for _, a := range cfg.SMPPAccounts {
+		creds = append(creds, a.credential())
+	}
+	creds = append(creds, c.listed...)
 	if token != "" {
 		creds = append(creds, httpapi.TokenCredential(token))
 	}
@@ -287,8 +293,8 @@ func (c *credentials) report(old, next *auth.Set, why string) {
 		names  []string
 	}{{messages.AuditCredentialRevoke, removed}, {messages.AuditCredentialAdd, added}} {
 		for _, name := range list.names {
-			if name == messages.ReservedCredential {
-				continue // --api-token-file: not a credential of the file
+			if c.notOfTheFile(name) {
+				continue // --api-token-file, --smpp-account: not credentials of the file
 			}
 			detail := ""
 			if cr, ok := next.Credential(name); ok && list.action == messages.AuditCredentialAdd {
@@ -320,8 +326,16 @@ func (c *credentials) seenPath() string {
 	return filepath.Join(c.n.cfg.DataDir, seenFile)
 }
 
+// notOfTheFile reports whether the credential named name comes from the
+// flags (--api-token, --smpp-account), not the credentials file: it is
+// neither recorded in the audit trail as the file's nor kept in seenFile.
+func (c *credentials) notOfTheFile(name string) bool {
+	return name == messages.ReservedCredential ||
+		slices.ContainsFunc(c.n.cfg.SMPPAccounts, func(a SMPPAccount) bool { return a.SystemID == name })
+}
+
 // seen is the credentials as the node last recorded them, with next's
-// --api-token credential (not the file's). None when it never did: each
+// credentials of the flags (not the file's). None when it never did: each
 // credential of the file is then recorded as added.
 func (c *credentials) seen(next *auth.Set) *auth.Set {
 	var creds []messages.Credential
@@ -339,8 +353,11 @@ func (c *credentials) seen(next *auth.Set) *auth.Set {
 				"component", "credentials", "path", path, "err", err)
 		}
 	}
-	if cr, ok := next.Credential(messages.ReservedCredential); ok {
-		creds = append(creds, cr)
+	creds = slices.DeleteFunc(creds, func(cr messages.Credential) bool { return c.notOfTheFile(cr.Name) })
+	for _, name := range next.Names() {
+		if cr, _ := next.Credential(name); c.notOfTheFile(name) {
+			creds = append(creds, cr)
+		}
 	}
 	return auth.NewSet(creds, true)
 }
@@ -353,7 +370,7 @@ func (c *credentials) remember(next *auth.Set) {
 	}
 	var f auth.File
 	for _, name := range next.Names() {
-		if cr, _ := next.Credential(name); name != messages.ReservedCredential {
+		if cr, _ := next.Credential(name); !c.notOfTheFile(name) {
 			f.Credentials = append(f.Credentials, cr)
 		}
 	}

@@ -64,6 +64,13 @@ func (w WebhookSpec) Frontend() (messages.Frontend, error) {
 	return fe, messages.ValidWebhookURL(w.URL)
 }
 
+// SMPPAccount is an SMPP account of the flags (--smpp-account
+// system_id=password).
+type SMPPAccount struct {
+	SystemID string
+	Password string
+}
+
 // Config is everything a Node needs. Start from DefaultConfig, which holds
 // every default with its reason; New validates. The command's run flags
 // set the fields above "Embedding only" (`switchboard run -h` shows each
@@ -95,6 +102,12 @@ type Config struct {
 	// SMPPWindow is how many of an ESME's requests may await their answer
 	// on one session; one more is answered ESME_RTHROTTLED.
 	SMPPWindow int
+	// SMPPAccounts are SMPP accounts given at start (--smpp-account
+	// system_id=password): held in memory beside the credentials, each a
+	// client credential flagged smpp that binds as the stored ones do
+	// (`switchboard credentials add NAME --smpp`); none is stored. One
+	// hides a credential of the file or the store of the same name.
+	SMPPAccounts []SMPPAccount
 
 	// DataDir holds the embedded store and generated certificates.
 	DataDir string

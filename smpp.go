@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 
 	"github.com/switchboard-dev/switchboard/field"
+	"github.com/switchboard-dev/switchboard/httpapi/auth"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/smsc"
 )
@@ -39,7 +41,40 @@ func (c Config) validateSMPP() []error {
 	if c.SMPPReceiptWait < 0 {
 		bad("SMPPReceiptWait", "must not be negative, got %v", c.SMPPReceiptWait)
 	}
+	seen := map[string]bool{}
+	for _, a := range c.SMPPAccounts {
+		if err := a.Check(); err != nil {
+			bad("SMPPAccounts", "%v", err)
+		}
+		if seen[a.SystemID] {
+			bad("SMPPAccounts", "system_id %q given twice", a.SystemID)
+		}
+		seen[a.SystemID] = true
+	}
 	return errs
+}
+
+// Check reports why a is not an SMPP account: its system_id names a
+// credential (messages.Credential's rules for an SMPP one) and its
+// password is what a bind carries. The password is never shown.
+func (a SMPPAccount) Check() error {
+	switch {
+	case !messages.ValidName(a.SystemID):
+		return fmt.Errorf("system_id %q is not a valid name (1-63 letters, digits, '.', '_', '-')", a.SystemID)
+	case len(a.SystemID) > messages.MaxSMPPSystemID:
+		return fmt.Errorf("system_id %q: at most %d characters", a.SystemID, messages.MaxSMPPSystemID)
+	case a.SystemID == messages.ReservedCredential:
+		return fmt.Errorf("system_id %q is the --api-token credential's", a.SystemID)
+	case a.Password == "" || len(a.Password) > messages.MaxSMPPPassword ||
+		strings.ContainsFunc(a.Password, func(r rune) bool { return r <= ' ' || r > '~' }):
+		return fmt.Errorf("system_id %q: the password must be 1-%d printable ASCII characters without blanks", a.SystemID, messages.MaxSMPPPassword)
+	}
+	return nil
+}
+
+// credential is a as a credential of the node's set.
+func (a SMPPAccount) credential() messages.Credential {
+	return messages.Credential{Name: a.SystemID, Role: messages.RoleClient, TokenHash: auth.Hash(a.Password), SMPP: true}
 }
 
 func hasPortZero(addr string) bool {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/httpapi/auth"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/polltest"
 	"github.com/switchboard-dev/switchboard/smpp"
 )
 
@@ -170,5 +172,93 @@ func TestSMPPConfig(t *testing.T) {
 	cfg.SMPPListen, cfg.Listen = ":8443", ":8443"
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "SMPPListen: ") {
 		t.Errorf("Validate: %v", err)
+	}
+}
+
+// TestSMPPAccountsOfTheFlags: an account of --smpp-account (SMPPAccounts)
+// binds an ESME, held in memory beside the credentials (none stored); a
+// wrong password is refused, and the account is no API token. Before,
+// the flag of the contract was unknown to run.
+func TestSMPPAccountsOfTheFlags(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.SMPPListen = "127.0.0.1:0"
+	cfg.APIToken = "root-token-0123456789"
+	cfg.SMPPAccounts = []switchboard.SMPPAccount{{SystemID: "esme9", Password: "pw123456"}}
+	h := startNode(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	bind := func(password string) (smpp.Status, error) {
+		nc, err := net.Dial("tcp", h.node.SMPPAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := smpp.NewSession(nc, smpp.DefaultSessionConfig(smpp.RoleESME))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		resp, err := s.Request(ctx, smpp.PDU{Command: smpp.BindTransceiver, Body: &smpp.Bind{SystemID: "esme9", Password: password}})
+		if err != nil {
+			return 0, err
+		}
+		return resp.Status, nil
+	}
+	if st, err := bind("pw123456"); err != nil || st != smpp.StatusOK {
+		t.Fatalf("bind with the flag's account: %v %s", err, st)
+	}
+	if st, err := bind("wrong"); err != nil || st != smpp.StatusInvalidPassword {
+		t.Fatalf("bind with a wrong password: %v %s, want %s", err, st, smpp.StatusInvalidPassword)
+	}
+	h.as("pw123456").apiError(401, messages.CodeUnauthorized, "GET", "/api/status", nil)
+	if rows, err := h.node.Store().Credentials(ctx); err != nil || len(rows) != 0 {
+		t.Fatalf("stored credentials %v, %v: want none", rows, err)
+	}
+}
+
+// TestSMPPAccountsConfig: each account is a valid SMPP system_id and
+// password, given once.
+func TestSMPPAccountsConfig(t *testing.T) {
+	for _, tc := range []struct {
+		acc  []switchboard.SMPPAccount
+		want string
+	}{
+		{[]switchboard.SMPPAccount{{SystemID: "bad name", Password: "pw"}}, "SMPPAccounts: system_id \"bad name\" is not a valid name"},
+		{[]switchboard.SMPPAccount{{SystemID: "a-very-long-system-id", Password: "pw"}}, "at most 15 characters"},
+		{[]switchboard.SMPPAccount{{SystemID: "api-token", Password: "pw"}}, "is the --api-token credential's"},
+		{[]switchboard.SMPPAccount{{SystemID: "esme", Password: ""}}, "1-8 printable ASCII characters"},
+		{[]switchboard.SMPPAccount{{SystemID: "esme", Password: "toolongpw"}}, "1-8 printable ASCII characters"},
+		{[]switchboard.SMPPAccount{{SystemID: "esme", Password: "a"}, {SystemID: "esme", Password: "b"}}, "\"esme\" given twice"},
+	} {
+		cfg := switchboard.DefaultConfig()
+		cfg.SMPPAccounts = tc.acc
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Validate(%v): %v, want %q", tc.acc, err, tc.want)
+		}
+	}
+}
+
+// TestSMPPAccountsOfTheFlagsAreNotTheFiles: beside a credentials file, an
+// account of the flags is neither recorded in the audit trail as the
+// file's nor kept in the file's record of what it last saw.
+func TestSMPPAccountsOfTheFlagsAreNotTheFiles(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.SMPPListen = "127.0.0.1:0"
+	cfg.Credentials = filepath.Join(cfg.DataDir, "credentials.json")
+	cfg.SMPPAccounts = []switchboard.SMPPAccount{{SystemID: "esme9", Password: "pw123456"}}
+	rootTok, rootHash := auth.NewToken()
+	writeCredentials(t, cfg.Credentials, auth.File{Credentials: []messages.Credential{{Name: "root", Role: messages.RoleAdmin, TokenHash: rootHash}}})
+	h := startNode(t, cfg)
+	h.token = rootTok
+	var trail struct{ Entries []messages.AuditEntry }
+	polltest.Eventually(t, 5*time.Second, func() error {
+		h.must(200, "GET", "/api/audit?actor=credentials-file", nil, &trail)
+		if len(trail.Entries) != 1 || trail.Entries[0].Target != "root" {
+			return fmt.Errorf("the audit trail of the file: %+v, want root's addition alone", trail.Entries)
+		}
+		return nil
+	})
+	data, err := os.ReadFile(filepath.Join(cfg.DataDir, "credentials-seen.json"))
+	if err != nil || !strings.Contains(string(data), `"root"`) || strings.Contains(string(data), "esme9") {
+		t.Fatalf("credentials-seen.json %s (%v): want root's, not esme9", data, err)
 	}
 }

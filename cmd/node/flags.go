@@ -66,6 +66,9 @@ var runFlags = []runFlag{
 	stringFlag("metrics-listen", "MetricsListen", "ADDR", "plain HTTP address of /metrics (empty: none)"),
 	stringFlag("smpp-listen", "SMPPListen", "ADDR", "SMPP v3.4 address ESMEs bind to with an SMPP account (empty: none; docs/smpp.md)"),
 	boolFlag("smpp-tls", "SMPPTLS", "the SMPP listener speaks TLS with the node's certificate"),
+	repeatable(valueFlag("smpp-account", "SMPPAccounts", "SYSTEM_ID=PASSWORD",
+		"SMPP account an ESME binds with, held in memory beside 'switchboard credentials add NAME --smpp' (password 1-8 characters; makes a credential required); repeatable",
+		addSMPPAccount, nil)),
 	intFlag("smpp-window", "SMPPWindow", "an ESME's requests awaiting their answer on one SMPP session; one more is ESME_RTHROTTLED"),
 	stringFlag("data-dir", "DataDir", "DIR", "embedded store and generated dev certificates"),
 	stringFlag("postgres", "Postgres", "DSN", "Postgres DSN; when set, the store is Postgres instead of embedded"),
@@ -309,6 +312,26 @@ func addWebhook(hooks []switchboard.WebhookSpec, v string) ([]switchboard.Webhoo
 		}
 	}
 	return append(hooks, switchboard.WebhookSpec{Name: name, URL: u}), nil
+}
+
+// addSMPPAccount parses SYSTEM_ID=PASSWORD (the password may hold '=')
+// and adds it to accounts.
+func addSMPPAccount(accounts []switchboard.SMPPAccount, v string) ([]switchboard.SMPPAccount, error) {
+	id, pw, ok := strings.Cut(v, "=")
+	id = strings.TrimSpace(id)
+	if !ok || id == "" {
+		return nil, errors.New("must be SYSTEM_ID=PASSWORD, e.g. esme1=pw123456")
+	}
+	a := switchboard.SMPPAccount{SystemID: id, Password: pw}
+	if err := a.Check(); err != nil {
+		return nil, err
+	}
+	for _, o := range accounts {
+		if o.SystemID == id {
+			return nil, fmt.Errorf("system_id %q given twice", id)
+		}
+	}
+	return append(accounts, a), nil
 }
 
 // rawValue collects a flag's values from the command line; parseRun
