@@ -45,6 +45,9 @@ type runFlag struct {
 	// boolean flags may be given without a value (--federation).
 	boolean bool
 	set     func(cfg *switchboard.Config, lo *logOptions, v string) error
+	// shown, when set, is how an error shows a value of the flag: without
+	// the password it may hold (flag errors go to logs and journals).
+	shown func(v string) string
 	// def returns the default shown in the usage text ("" shows none).
 	def func(cfg switchboard.Config, lo logOptions) string
 }
@@ -66,9 +69,9 @@ var runFlags = []runFlag{
 	stringFlag("metrics-listen", "MetricsListen", "ADDR", "plain HTTP address of /metrics (empty: none)"),
 	stringFlag("smpp-listen", "SMPPListen", "ADDR", "SMPP v3.4 address ESMEs bind to with an SMPP account (empty: none; docs/smpp.md)"),
 	boolFlag("smpp-tls", "SMPPTLS", "the SMPP listener speaks TLS with the node's certificate"),
-	repeatable(valueFlag("smpp-account", "SMPPAccounts", "SYSTEM_ID=PASSWORD",
+	secret(repeatable(valueFlag("smpp-account", "SMPPAccounts", "SYSTEM_ID=PASSWORD",
 		"SMPP account an ESME binds with, held in memory beside 'switchboard credentials add NAME --smpp' (password 1-8 characters; makes a credential required); repeatable",
-		addSMPPAccount, nil)),
+		addSMPPAccount, nil)), false),
 	intFlag("smpp-window", "SMPPWindow", "an ESME's requests awaiting their answer on one SMPP session; one more is ESME_RTHROTTLED"),
 	stringFlag("data-dir", "DataDir", "DIR", "embedded store and generated dev certificates"),
 	stringFlag("postgres", "Postgres", "DSN", "Postgres DSN; when set, the store is Postgres instead of embedded"),
@@ -89,9 +92,9 @@ var runFlags = []runFlag{
 	durationFlag("audit-retention", "AuditRetention", "the audit trail is kept this long, apart from messages (0: forever)"),
 	repeatable(valueFlag("route", "Routes", "PREFIX=FRONTEND", "initial route: destination prefix (digits) to frontend name; repeatable",
 		addRoute, nil)),
-	repeatable(valueFlag("frontend", "Webhooks", "NAME=URL",
+	secret(repeatable(valueFlag("frontend", "Webhooks", "NAME=URL",
 		"webhook (https://...) or smpp (smpp://system_id:password@host:port?...) frontend registered at start; repeatable",
-		addWebhook, nil)),
+		addWebhook, nil)), true),
 	durationFlag("delivery-retry-min", "DeliveryRetryMin", "first local delivery retry wait (doubling, jittered)"),
 	durationFlag("delivery-retry-max", "DeliveryRetryMax", "longest local delivery retry wait"),
 	intFlag("delivery-max-attempts", "DeliveryMaxAttempts", "delivery attempts before a message is failed (dead-lettered)"),
@@ -229,6 +232,24 @@ func stringFlag(name, path, arg, usage string) runFlag {
 // rather than show this machine's.
 func hostNamed(f runFlag) runFlag {
 	f.def = nil
+	return f
+}
+
+// secret is f whose values hold a password after their first '=': an
+// error shows NAME=URL with the URL's password, or ID=PASSWORD with the
+// password, replaced by messages.RedactedPassword.
+func secret(f runFlag, url bool) runFlag {
+	f.shown = func(v string) string {
+		name, rest, ok := strings.Cut(v, "=")
+		switch {
+		case !ok:
+			return v
+		case url:
+			return name + "=" + messages.RedactURL(rest)
+		default:
+			return name + "=" + messages.RedactedPassword
+		}
+	}
 	return f
 }
 
@@ -408,6 +429,9 @@ func parseRun(args []string, env lookupEnv) (switchboard.Config, logOptions, err
 		}
 		for _, v := range vals {
 			if err := f.set(&cfg, &lo, v); err != nil {
+				if f.shown != nil {
+					v = f.shown(v)
+				}
 				errs = append(errs, fmt.Errorf("--%s: invalid value %q: %v%s", f.name, v, err, fromSuffix(source)))
 				break
 			}

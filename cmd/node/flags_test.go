@@ -509,6 +509,33 @@ func TestParseRunBadValues(t *testing.T) {
 	}
 }
 
+// TestParseRunBadValuesHideTheirPasswords: an error about a value that
+// holds a password (an SMPP account, a frontend's URL) names the value
+// without it, whether it came from the command line or the environment:
+// flag errors go to logs and journals.
+func TestParseRunBadValuesHideTheirPasswords(t *testing.T) {
+	for _, tc := range []struct{ flag, value, shown string }{
+		{"smpp-account", "esme1=toolongpw", `"esme1=xxxxx"`},
+		{"frontend", "smsc=smpp://acme:s3cret@smsc.example:99999", `"smsc=smpp://acme:xxxxx@smsc.example:99999"`},
+		{"frontend", "hook=ftp://u:s3cret@h", `"hook=ftp://u:xxxxx@h"`},
+	} {
+		for _, env := range []bool{false, true} {
+			args, vars := []string{"--" + tc.flag, tc.value}, map[string]string{}
+			if env {
+				args, vars = nil, map[string]string{envName(tc.flag): tc.value}
+			}
+			_, _, err := parseRun(args, envMap(vars))
+			if err == nil {
+				t.Fatalf("%s %q (env %v): no error", tc.flag, tc.value, env)
+			}
+			msg := err.Error()
+			if strings.Contains(msg, "toolongpw") || strings.Contains(msg, "s3cret") || !strings.Contains(msg, tc.shown) {
+				t.Errorf("%s (env %v): error %q: want the value shown as %s, without its password", tc.flag, env, msg, tc.shown)
+			}
+		}
+	}
+}
+
 // TestParseRunChecksFiles: the files the flags name are read before
 // anything opens.
 func TestParseRunChecksFiles(t *testing.T) {
