@@ -136,14 +136,7 @@ func TestQuerySMAnswersOnlyTheAccountsOwn(t *testing.T) {
 	}
 	h.as(shopTok).apiError(404, messages.CodeNotFound, "GET", "/api/messages/internal-1", nil)
 
-	nc, err := net.Dial("tcp", h.node.SMPPAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := smpp.NewSession(nc, smpp.DefaultSessionConfig(smpp.RoleESME))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := esmeSession(t, h)
 	defer s.Close()
 	if _, err := s.Bind(ctx, smpp.BindTransceiver, smpp.Bind{SystemID: "esme1", Password: pw}); err != nil {
 		t.Fatalf("bind: %v", err)
@@ -188,14 +181,7 @@ func TestSMPPAccountsOfTheFlags(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	bind := func(password string) (smpp.Status, error) {
-		nc, err := net.Dial("tcp", h.node.SMPPAddr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := smpp.NewSession(nc, smpp.DefaultSessionConfig(smpp.RoleESME))
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := esmeSession(t, h)
 		defer s.Close()
 		resp, err := s.Request(ctx, smpp.PDU{Command: smpp.BindTransceiver, Body: &smpp.Bind{SystemID: "esme9", Password: password}})
 		if err != nil {
@@ -261,4 +247,19 @@ func TestSMPPAccountsOfTheFlagsAreNotTheFiles(t *testing.T) {
 	if err != nil || !strings.Contains(string(data), `"root"`) || strings.Contains(string(data), "esme9") {
 		t.Fatalf("credentials-seen.json %s (%v): want root's, not esme9", data, err)
 	}
+}
+
+// esmeSession is an ESME's session over plain TCP to h's SMPP listener,
+// not bound yet.
+func esmeSession(t *testing.T, h *harness) *smpp.Session {
+	t.Helper()
+	nc, err := net.Dial("tcp", h.node.SMPPAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := smpp.NewSession(nc, smpp.DefaultSessionConfig(smpp.RoleESME))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
