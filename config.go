@@ -817,6 +817,12 @@ func statMissing(err error) bool {
 // can make its files and directories there.
 func probeWritable(dir string) error {
 	probe, err := os.MkdirTemp(dir, ".switchboard-probe-")
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		// Writable, and full: the node starts and refuses new work with
+		// 507 storage_full until space comes back (a restart on a full
+		// disk must not stop for good, exit 2 being no reason to restart).
+		return nil
+	}
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {

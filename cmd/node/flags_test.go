@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/switchboard-dev/switchboard/field"
 	"github.com/switchboard-dev/switchboard/httpapi/certs"
 	"github.com/switchboard-dev/switchboard/persistence/space"
+	"github.com/switchboard-dev/switchboard/persistence/space/spacetest"
 )
 
 // envMap is a lookupEnv backed by a map.
@@ -533,6 +535,31 @@ func TestParseRunBadValuesHideTheirPasswords(t *testing.T) {
 				t.Errorf("%s (env %v): error %q: want the value shown as %s, without its password", tc.flag, env, msg, tc.shown)
 			}
 		}
+	}
+}
+
+// TestParseRunDataDirOnAFullDisk: a data directory on a full disk (where
+// even a mkdir fails with ENOSPC) is writable, only full: the node starts
+// and refuses new work with 507 until space comes back. The preflight's
+// probe took it for unwritable, so a node restarted on a full disk stopped
+// with exit 2, which systemd does not restart, for good.
+func TestParseRunDataDirOnAFullDisk(t *testing.T) {
+	disk := spacetest.TmpfsInodes(t, 1<<20, 16)
+	data := filepath.Join(disk, "data")
+	if err := os.Mkdir(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ { // use up the inodes: every mkdir fails now
+		err := os.Mkdir(filepath.Join(data, fmt.Sprintf("d%d", i)), 0o700)
+		if errors.Is(err, syscall.ENOSPC) {
+			break
+		}
+		if err != nil || i > 1000 {
+			t.Fatalf("filling the inodes of %s: %v after %d", disk, err, i)
+		}
+	}
+	if _, _, err := parseStart([]string{"--data-dir", data}, noEnv); err != nil {
+		t.Fatalf("a data directory on a full disk: %v, want it taken", err)
 	}
 }
 

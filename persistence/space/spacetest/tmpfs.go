@@ -15,11 +15,24 @@ import (
 // test fails in CI (CI set) and is skipped elsewhere, saying why.
 func Tmpfs(t testing.TB, size int64) string {
 	t.Helper()
+	return mount(t, "size="+strconv.FormatInt(size, 10))
+}
+
+// TmpfsInodes is Tmpfs holding at most inodes files and directories: a
+// file system whose every mkdir fails with ENOSPC once they are used up.
+func TmpfsInodes(t testing.TB, size, inodes int64) string {
+	t.Helper()
+	return mount(t, "size="+strconv.FormatInt(size, 10)+",nr_inodes="+strconv.FormatInt(inodes, 10))
+}
+
+// mount mounts a tmpfs with options on a new directory (Tmpfs).
+func mount(t testing.TB, options string) string {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "tmpfs")
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+strconv.FormatInt(size, 10), "tmpfs", dir).CombinedOutput()
+	out, err := exec.Command("mount", "-t", "tmpfs", "-o", options, "tmpfs", dir).CombinedOutput()
 	if err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("mount a tmpfs for the full-disk test (needs root): %v: %s", err, out)
