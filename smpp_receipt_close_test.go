@@ -76,15 +76,7 @@ func TestSMPPRetiredWorkerKeepsHeldReceipt(t *testing.T) {
 			if deleted {
 				h.deleteFrontend("smsc", "33")
 			}
-			g.armed.Store(true)
-			if n := smsc.Release(); n != 1 {
-				t.Fatalf("released %d", n)
-			}
-			polltest.Until(t, 20*time.Second, "the verdict's commit under way", func() bool { return g.holding.Load() == 1 })
-			id := smsc.Submits()[0].ID
-			if st, err := smsc.Receipt(id, "DELIVRD"); err != nil || st != smpp.StatusOK {
-				t.Fatalf("receipt: %v %v", st, err)
-			}
+			id := receiptDuringVerdictCommit(t, g, smsc)
 			close(g.open)
 			if how == "stopped" {
 				h.stop()
@@ -133,15 +125,7 @@ func TestSMPPReceiptOnTheNewBindDuringAChange(t *testing.T) {
 	h := smppSubmitOut(t, cfg, smsc)
 	h.must(200, "PUT", "/api/frontends/smsc", map[string]string{"mode": "smpp", "url": "smpp://sb:pw@" + smsc.Addr + "?window=5"}, nil)
 	polltest.Until(t, 20*time.Second, "the new bind", func() bool { n, _ := smsc.Binds(); return n == 2 })
-	g.armed.Store(true)
-	if n := smsc.Release(); n != 1 {
-		t.Fatalf("released %d", n)
-	}
-	polltest.Until(t, 20*time.Second, "the verdict's commit under way", func() bool { return g.holding.Load() == 1 })
-	id := smsc.Submits()[0].ID
-	if st, err := smsc.Receipt(id, "DELIVRD"); err != nil || st != smpp.StatusOK {
-		t.Fatalf("receipt: %v %v", st, err)
-	}
+	id := receiptDuringVerdictCommit(t, g, smsc)
 	let()
 	h.waitState("m-1", messages.StateDelivered)
 	polltest.Eventually(t, 5*time.Second, func() error {
@@ -151,4 +135,22 @@ func TestSMPPReceiptOnTheNewBindDuringAChange(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// receiptDuringVerdictCommit lets the SMSC answer m-1's held submit_sm
+// with g armed, waits until g holds the commit of its verdict, and sends
+// m-1's DELIVRD receipt meanwhile (answered ESME_ROK); it returns m-1's
+// SMSC id.
+func receiptDuringVerdictCommit(t *testing.T, g *outcomeGate, smsc *smsctest.SMSC) string {
+	t.Helper()
+	g.armed.Store(true)
+	if n := smsc.Release(); n != 1 {
+		t.Fatalf("released %d", n)
+	}
+	polltest.Until(t, 20*time.Second, "the verdict's commit under way", func() bool { return g.holding.Load() == 1 })
+	id := smsc.Submits()[0].ID
+	if st, err := smsc.Receipt(id, "DELIVRD"); err != nil || st != smpp.StatusOK {
+		t.Fatalf("receipt: %v %v", st, err)
+	}
+	return id
 }
