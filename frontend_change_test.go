@@ -336,18 +336,7 @@ func restartKeepsInFlight(t *testing.T, change bool) {
 	calls := map[string]int{}
 	arrived := map[string]chan struct{}{"m-1": make(chan struct{}), "m-2": make(chan struct{})}
 	release := map[string]chan struct{}{"m-1": make(chan struct{}), "m-2": make(chan struct{})}
-	var relOnce sync.Once
-	letAll := func() {
-		relOnce.Do(func() {
-			for _, ch := range release {
-				select {
-				case <-ch:
-				default:
-					close(ch)
-				}
-			}
-		})
-	}
+	letAll := releaseAll(release)
 	handler := func(path string) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			var m messages.Outgoing
@@ -413,18 +402,7 @@ func TestNodeStopRestartedWorkerKeepsDraining(t *testing.T) {
 	hold := map[string]chan struct{}{"m-1": make(chan struct{}), "m-2": make(chan struct{})}
 	release := map[string]chan struct{}{"m-1": make(chan struct{}), "m-2": make(chan struct{})}
 	var calls atomic.Int32
-	var once sync.Once
-	letAll := func() {
-		once.Do(func() {
-			for _, ch := range release {
-				select {
-				case <-ch:
-				default:
-					close(ch)
-				}
-			}
-		})
-	}
+	letAll := releaseAll(release)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var m messages.Outgoing
 		_ = jsonDecode(r, &m)
@@ -649,5 +627,22 @@ func workerOverBudget(t *testing.T, del bool) {
 	}
 	if err := h.node.Stop(context.Background()); err != nil {
 		t.Fatalf("Stop: %v", err)
+	}
+}
+
+// releaseAll is a func that closes every channel of release not closed
+// yet, once: a test's cleanup lets all held calls go.
+func releaseAll(release map[string]chan struct{}) func() {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			for _, ch := range release {
+				select {
+				case <-ch:
+				default:
+					close(ch)
+				}
+			}
+		})
 	}
 }
