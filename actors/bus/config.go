@@ -74,6 +74,9 @@ type Config struct {
 	// stream is not taking work, and the store path then delivers within
 	// its idle poll instead of the backstop's 10 s.
 	DegradeAfter int
+	// CheckEvery is how often the bus checks its connection and its
+	// stream, and reads its consumers' counts for the metrics (5s).
+	CheckEvery time.Duration
 }
 
 // DefaultConfig returns the defaults (URL, Stream and Name left empty).
@@ -87,6 +90,7 @@ func DefaultConfig() Config {
 		RelayBatch:     256,
 		RelaySweep:     time.Second,
 		DegradeAfter:   3,
+		CheckEvery:     5 * time.Second,
 	}
 }
 
@@ -119,8 +123,8 @@ func (c Config) Validate() error {
 		errs = append(errs, field.Wrap("Stream", err))
 	}
 	if c.AckWait <= 0 || c.MaxAckPending <= 0 || c.MaxDeliver <= 0 || c.PublishTimeout <= 0 ||
-		c.RelayBatch <= 0 || c.RelaySweep <= 0 || c.DegradeAfter <= 0 {
-		errs = append(errs, errors.New("bus: AckWait, MaxAckPending, MaxDeliver, PublishTimeout, RelayBatch, RelaySweep and DegradeAfter must be positive"))
+		c.RelayBatch <= 0 || c.RelaySweep <= 0 || c.DegradeAfter <= 0 || c.CheckEvery <= 0 {
+		errs = append(errs, errors.New("bus: AckWait, MaxAckPending, MaxDeliver, PublishTimeout, RelayBatch, RelaySweep, DegradeAfter and CheckEvery must be positive"))
 	}
 	return errors.Join(errs...)
 }

@@ -40,6 +40,11 @@ type Bus struct {
 	// its first check (the first connect failed) is logged then, as it
 	// never goes from up to down. The keeper's alone.
 	checked bool
+	// notReady is the error last logged for a stream that is not ready
+	// (a connection whose stream cannot be made or brought up to date):
+	// each check tries again, the log says so once per error, not at
+	// every check. The keeper's alone.
+	notReady string
 	// degraded says publishes keep failing with the connection up (the
 	// relay's Publishes): Up is false until one succeeds.
 	degraded atomic.Bool
@@ -169,15 +174,11 @@ func (b *Bus) State() (state, why string) {
 // Stream is the stream's name.
 func (b *Bus) Stream() string { return b.cfg.Stream }
 
-// keepEvery is how often the keeper checks the connection and reads the
-// consumers' counts for the metrics.
-const keepEvery = 5 * time.Second
-
 // keep follows the connection: after a (re)connect it makes sure of the
 // stream, then marks the bus up; a lost connection marks it down.
 func (b *Bus) keep() {
 	defer close(b.done)
-	t := time.NewTicker(keepEvery)
+	t := time.NewTicker(b.cfg.CheckEvery)
 	defer t.Stop()
 	for {
 		select {
@@ -204,10 +205,18 @@ func (b *Bus) check() {
 	made, err := b.ensureStream(ctx)
 	if err != nil {
 		b.note(err)
-		b.log.Warn("the delivery bus is connected but its stream is not ready", "err", err)
+		if err.Error() != b.notReady {
+			b.notReady = err.Error()
+			b.log.Warn("the delivery bus is connected but its stream is not ready; it is tried again every check until it is", "err", err,
+				"every", b.cfg.CheckEvery)
+		}
 		b.set(false)
 		b.stale.Store(true) // and again at the next check
 		return
+	}
+	if b.notReady != "" {
+		b.notReady = ""
+		b.log.Info("the delivery bus's stream is ready")
 	}
 	if made {
 		// A stream made anew holds nothing: what the site had relayed

@@ -427,3 +427,46 @@ func TestTheBusKeepsTheStreamsReplicas(t *testing.T) {
 		return len(got) > 0
 	})
 }
+
+// TestAStreamNotReadyIsLoggedOnce: a connected bus whose stream cannot be
+// brought up to date (here one an operator made with another retention,
+// which JetStream cannot change) tries again at every check, and logged
+// the same warning at every one, every 5 s for as long as it lasted. It is
+// logged once per error now, and once more when the stream is ready.
+func TestAStreamNotReadyIsLoggedOnce(t *testing.T) {
+	srv := bustest.Start(t)
+	js := jetStream(t, srv.URL())
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "SWITCHBOARD_test", Subjects: []string{"SWITCHBOARD_test.>"},
+		Retention: jetstream.LimitsPolicy, Storage: jetstream.MemoryStorage}); err != nil {
+		t.Fatal(err)
+	}
+	log := &lines{n: map[string]int{}}
+	cfg := bus.DefaultConfig()
+	cfg.URL, cfg.Stream, cfg.Name = srv.URL(), "SWITCHBOARD_test", "t"
+	cfg.CheckEvery = 20 * time.Millisecond
+	cfg.Logger = slog.New(log)
+	b, err := bus.Open(cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	const notReady = "the delivery bus is connected but its stream is not ready; it is tried again every check until it is"
+	polltest.Until(t, 10*time.Second, "the not-ready warning", func() bool { return log.count(notReady) > 0 })
+	// Twenty checks more, each failing the same way.
+	checks := time.Now().Add(20 * cfg.CheckEvery)
+	for time.Now().Before(checks) {
+		if b.Up() {
+			t.Fatal("the bus is up with a stream it could not bring up to date")
+		}
+		time.Sleep(cfg.CheckEvery)
+	}
+	if n := log.count(notReady); n != 1 {
+		t.Fatalf("the not-ready warning was logged %d times in 20 checks, want once", n)
+	}
+	if err := js.DeleteStream(ctx, "SWITCHBOARD_test"); err != nil {
+		t.Fatal(err)
+	}
+	waitUp(t, b, true)
+	polltest.Until(t, 10*time.Second, "the ready line", func() bool { return log.count("the delivery bus's stream is ready") == 1 })
+}
