@@ -25,10 +25,9 @@
 //
 // The Queue actor (queue.go) is their shell: it feeds them the peer
 // actor's PeerLink, kicks, ticks and the results of its calls, and carries
-// out what they return: a parking page (store.go, on its mailbox), a
-// request to the peer (request.go) and a store round (store.go), each on a
-// goroutine of its own whose result comes back as a message, and the
-// board's offer.
+// out what they return: a parking page (store.go), a request to the peer
+// (request.go) and a store round (store.go), each on a goroutine of its
+// own whose result comes back as a message, and the board's offer.
 //
 // Failure: a request that did not complete closes its lane until the peer
 // is found healthy again (one failed check for the peer actor per broken

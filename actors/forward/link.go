@@ -7,15 +7,21 @@ import "github.com/switchboard-dev/switchboard/messages"
 // announced), and the parking of the peer's pending messages while it is
 // not healthy, so that they count down to forward_failed instead of
 // waiting unseen. Parking goes a page at a time (peer.Park), one page for
-// each parked message the queue sends itself, so that its mailbox is
-// served between pages. The methods that return park say whether to send
-// that message now: only when no page is due already. Not safe for
-// concurrent use.
+// each parked message the queue sends itself, each page on a goroutine of
+// its own and one at a time, so that the queue's mailbox is served while
+// a page runs. The methods that return park say whether to send that
+// message now: only when no page is due already. Not safe for concurrent
+// use.
 type Link struct {
 	peer messages.PeerLink
 	// parking: a page is due (a parked message is on its way) or under
 	// way.
 	parking bool
+	// running: a page is under way (Page said run, Paged has not come).
+	running bool
+	// rerun: the parking began again while a page was under way (the
+	// peer was found healthy, then not): another page follows it.
+	rerun bool
 	// again: a page failed (the store was down); the next tick parks
 	// again while the peer is not healthy.
 	again bool
@@ -54,24 +60,35 @@ func (l *Link) Tick() (park bool) {
 	return l.start()
 }
 
-// Page takes a parked message: whether to park a page now. A peer found
-// healthy since ends the parking.
+// Page takes a parked message: whether to run a page now. A peer found
+// healthy since ends the parking; a page under way runs alone (the
+// parking goes on after it).
 func (l *Link) Page() bool {
 	if !l.parking || l.peer.Healthy {
 		l.parking = false
 		return false
 	}
+	if l.running {
+		l.rerun = true
+		return false
+	}
+	l.running = true
 	return true
 }
 
-// Paged records a page's result: whether a full page moved (more may
-// wait) or the error. More parks the next page at once; an error waits
-// for the next tick.
+// Paged records the result of the page under way: whether a full page
+// moved (more may wait) or the error. More, or a parking begun again
+// while it ran, parks the next page at once; an error waits for the next
+// tick; a peer found healthy meanwhile ends the parking.
 func (l *Link) Paged(more bool, err error) (park bool) {
+	rerun := l.rerun
+	l.running, l.rerun = false, false
 	switch {
 	case err != nil:
 		l.parking, l.again = false, true
-	case more:
+	case !l.parking || l.peer.Healthy:
+		l.parking = false
+	case more || rerun:
 		return true
 	default:
 		l.parking = false

@@ -55,6 +55,12 @@ func TestLink(t *testing.T) {
 			"pending=1 page=1 fail=0 page=0 tick=1 tick=0 page=1 last=0 tick=0"},
 		{"a failed page waits while the peer is healthy",
 			"pending=1 page=1 fail=0 up=0 tick=0 tick=0 down=1 tick=0 page=1 last=0 tick=0"},
+		{"a peer found healthy while a page runs ends the parking after it",
+			"pending=1 page=1 up=0 more=0 page=0 tick=0"},
+		{"a parking begun again while a page runs pages after it, not beside it",
+			"pending=1 page=1 up=0 down=1 page=0 last=1 page=1 last=0 page=0"},
+		{"a page that fails after the parking began again parks at the next tick",
+			"pending=1 page=1 up=0 down=1 page=0 fail=0 page=0 tick=1 page=1 last=0"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

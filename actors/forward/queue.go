@@ -1,6 +1,7 @@
 package forward
 
 import (
+	"context"
 	"log/slog"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -34,6 +35,10 @@ type Queue struct {
 	parent *actor.PID
 	sys    *actor.ActorSystem
 	wake   *clock.Wakeup
+	// page is the parking page under way (its token; 0: none) and
+	// pageCancel ends it when the queue stops.
+	page       uint64
+	pageCancel context.CancelFunc
 }
 
 // New returns the producer of a forward queue actor.
@@ -69,6 +74,9 @@ func (q *Queue) Receive(c actor.Context) {
 		if q.wake != nil {
 			q.wake.Cancel()
 		}
+		if q.pageCancel != nil {
+			q.pageCancel()
+		}
 		if q.board.Withdraw() {
 			q.cfg.Board.Offer(q.boardKey(), 0, q.cfg.lease(), q.self)
 		}
@@ -92,8 +100,19 @@ func (q *Queue) Receive(c actor.Context) {
 		q.flow.Tick()
 	case parked:
 		if q.link.Page() {
-			q.park(c, q.link.Paged(q.parkPage()))
+			var ctx context.Context
+			ctx, q.pageCancel = context.WithTimeout(context.Background(), q.cfg.StoreTimeout)
+			q.page = pageTokens.Add(1)
+			go q.parkPage(ctx, q.page)
 		}
+		return
+	case *pageDone:
+		if m.token != q.page {
+			return // a page of the queue before its restart
+		}
+		q.page = 0
+		q.pageCancel()
+		q.park(c, q.link.Paged(m.more, m.err))
 		return
 	case *sent:
 		if m.err != nil {

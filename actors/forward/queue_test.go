@@ -74,3 +74,87 @@ func TestQueueParksAgainAfterAFailure(t *testing.T) {
 		sys.Shutdown()
 	})
 }
+
+// gateStore holds each QueueForwards until the test lets one through
+// (pass), and counts them; its writes claim nothing.
+type gateStore struct {
+	persistence.Store
+	pass  chan struct{}
+	mu    sync.Mutex
+	calls int
+}
+
+func (s *gateStore) QueueForwards(ctx context.Context, _ time.Time, _, _ string, _ int) ([]string, error) {
+	s.mu.Lock()
+	s.calls++
+	s.mu.Unlock()
+	select {
+	case <-s.pass:
+		return nil, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (s *gateStore) Write(_ context.Context, _ time.Time, w persistence.Write) (persistence.Written, error) {
+	return persistence.Written{Completions: make([]persistence.Completion, len(w.Outcomes)),
+		Reported: make([]persistence.Completion, len(w.Statuses)), Claims: make([]persistence.Claim, len(w.Claims))}, nil
+}
+
+func (s *gateStore) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
+}
+
+// TestQueueServesItsMailboxWhileAPageParks: a parking page ran on the
+// queue's mailbox, so a slow one (a store under load, a page of 512
+// messages) held up everything else the queue does, its stop included,
+// for as long as the store took. The page runs on a goroutine of its own
+// now, one at a time: the queue takes its link changes meanwhile, a
+// parking begun again waits for the page under way, and it stops at once.
+func TestQueueServesItsMailboxWhileAPageParks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, err := NewMetrics(prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := &gateStore{pass: make(chan struct{})}
+		cfg := Config{Node: "a", Peer: "b", Owner: "a-0", Store: st, Transport: &recordingTransport{}, Clock: clock.Real{},
+			Policy: DefaultPolicy(), Timeout: time.Second, StoreTimeout: time.Hour, Logger: slog.New(slog.DiscardHandler), Metrics: m,
+			Publish: func(messages.StateChanged) {}}
+		sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }),
+			actor.WithDeadLetterThrottleInterval(10*time.Millisecond))
+		defer sys.Shutdown()
+		pid := sys.Root.Spawn(actor.PropsFromProducer(New(cfg)))
+		synctest.Wait()
+		if n := st.count(); n != 1 {
+			t.Fatalf("%d parks at start, want 1 (the peer is not healthy yet)", n)
+		}
+		// Found healthy, then not: the parking begins again while the
+		// first page is held.
+		sys.Root.Send(pid, messages.PeerLink{Healthy: true, Addr: "b:1"})
+		sys.Root.Send(pid, messages.PeerLink{Addr: "b:1"})
+		synctest.Wait()
+		if n := st.count(); n != 1 {
+			t.Fatalf("%d parks with the first page held, want 1 (one page at a time)", n)
+		}
+		st.pass <- struct{}{}
+		synctest.Wait()
+		if n := st.count(); n != 2 {
+			t.Fatalf("%d parks after the held page, want 2 (the parking begun again runs after it)", n)
+		}
+		// The second page is held: the queue stops all the same.
+		stopped := sys.Root.StopFuture(pid)
+		synctest.Wait()
+		if err := stopped.Wait(); err != nil {
+			t.Fatalf("the queue did not stop while a page was held: %v", err)
+		}
+		synctest.Wait()
+		if n := st.count(); n != 2 {
+			t.Fatalf("%d parks after the stop, want 2", n)
+		}
+		time.Sleep(time.Second) // the held page's result, a dead letter, and its throttle
+		synctest.Wait()
+	})
+}

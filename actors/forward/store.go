@@ -2,6 +2,8 @@ package forward
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 
 	"github.com/switchboard-dev/switchboard/actors/peer"
 	"github.com/switchboard-dev/switchboard/actors/ring"
@@ -29,15 +31,26 @@ func (q *Queue) run(r *FlowRound) {
 	q.sys.Root.Send(q.self, res)
 }
 
+// pageTokens numbers the parking pages of every queue and incarnation, so
+// that a queue knows the result of its own page from that of a page an
+// earlier incarnation (before a restart) started.
+var pageTokens atomic.Uint64
+
+// pageDone is a parking page's result, sent back by its goroutine.
+type pageDone struct {
+	token uint64
+	more  bool
+	err   error
+}
+
 // parkPage moves one page of the peer's pending messages to
-// forward_queued, on Receive (a page is at most peer.ParkPage rows; the
-// mailbox is served between pages).
-func (q *Queue) parkPage() (more bool, err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), q.cfg.StoreTimeout)
-	defer cancel()
-	more, err = peer.Park(ctx, q.cfg.Store, q.cfg.Clock.Now(), q.cfg.Peer, "peer "+q.cfg.Peer+" is not healthy", q.cfg.Publish)
-	if err != nil {
+// forward_queued (at most peer.ParkPage rows), on a goroutine of its own:
+// the queue's mailbox is served meanwhile.
+func (q *Queue) parkPage(ctx context.Context, token uint64) {
+	defer supervision.CarryPanic(q.sys.Root, q.self, nil)
+	more, err := peer.Park(ctx, q.cfg.Store, q.cfg.Clock.Now(), q.cfg.Peer, "peer "+q.cfg.Peer+" is not healthy", q.cfg.Publish)
+	if err != nil && !errors.Is(ctx.Err(), context.Canceled) { // not the queue stopping
 		q.log.Error("queueing pending forwards failed; trying again at the next tick", "err", err)
 	}
-	return more, err
+	q.sys.Root.Send(q.self, &pageDone{token: token, more: more, err: err})
 }

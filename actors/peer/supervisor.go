@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/supervision"
 )
 
 // Supervisor is the "peers" actor: the parent of one peer actor per
@@ -26,6 +27,18 @@ type Supervisor struct {
 	addresses map[string]*Health
 	// restarted: this incarnation replaces one that panicked.
 	restarted bool
+	// parking are the gone peers whose pending messages a page is moving
+	// to forward_queued (on a goroutine of its own), by peer.
+	parking map[string]*goneParking
+}
+
+// goneParking is a gone peer's parking page under way: its token, its
+// cancel (the supervisor stops), and whether the peer came and went again
+// meanwhile (another page follows it).
+type goneParking struct {
+	token  uint64
+	cancel context.CancelFunc
+	again  bool
 }
 
 // NewSupervisor returns the producer of the peers actor. cfg is the
@@ -46,7 +59,7 @@ func NewSupervisor(cfg Config, props func(kind string, p actor.Producer) *actor.
 	var built atomic.Int64
 	return func() actor.Actor {
 		return &Supervisor{cfg: cfg, props: props, discovery: discovery, children: map[string]*actor.PID{},
-			addresses: map[string]*Health{}, restarted: built.Add(1) > 1}
+			addresses: map[string]*Health{}, parking: map[string]*goneParking{}, restarted: built.Add(1) > 1}
 	}, nil
 }
 
@@ -57,6 +70,9 @@ func (s *Supervisor) Receive(c actor.Context) {
 		// The children are stopped with us; after the restart discovery
 		// announces every peer again (resync) and they are respawned.
 		s.children = map[string]*actor.PID{}
+		s.stopParking()
+	case *actor.Stopping:
+		s.stopParking()
 	case *actor.Started:
 		if pid := s.discovery.Load(); s.restarted && pid != nil {
 			c.Send(pid, &messages.PeerResync{})
@@ -88,8 +104,10 @@ func (s *Supervisor) Receive(c actor.Context) {
 			"component", "peer", "peer", m.Node)
 	case *messages.PeerAddresses:
 		s.addressesChecked(m)
-	case parkGone:
-		s.park(c, m.peer)
+	case *goneParked:
+		s.parked(c, m)
+	case *supervision.Panicked:
+		m.Rethrow(s.cfg.Logger.With("component", "peer"), "parking a gone peer's messages")
 	case *messages.KickPeer:
 		if m.Peer == "" { // every peer
 			for _, pid := range s.children {
@@ -136,28 +154,70 @@ func (s *Supervisor) addressesChecked(m *messages.PeerAddresses) {
 	}
 }
 
-// parkGone continues parking a gone peer's pending messages, one page per
-// message, so that peer routing is served in between.
-type parkGone struct{ peer string }
+// goneParked is the result of a gone peer's parking page, sent back by
+// its goroutine.
+type goneParked struct {
+	peer  string
+	token uint64
+	more  bool
+	err   error
+}
 
-// park moves one page of a gone peer's pending messages to forward_queued:
-// its queue is stopped, so they would otherwise wait unseen instead of
-// counting down to forward_failed.
+// parkTokens numbers the parking pages of every incarnation, so that one
+// knows the result of its own page from that of a page an earlier
+// incarnation (before a restart) started.
+var parkTokens atomic.Uint64
+
+// park moves a gone peer's pending messages to forward_queued, a page at
+// a time, each on a goroutine of its own so that peer routing is served
+// meanwhile: its queue is stopped, so they would otherwise wait unseen
+// instead of counting down to forward_failed. One page of a peer runs at
+// a time; a peer that comes and goes again while one runs has another
+// page after it.
 func (s *Supervisor) park(c actor.Context, peerName string) {
 	if _, back := s.children[peerName]; back {
 		return // discovered again: its own queue handles them
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
-	more, err := Park(ctx, s.cfg.Store, s.cfg.Clock.Now(), peerName, "peer "+peerName+" is gone from discovery", s.cfg.Publish)
-	cancel()
-	if err != nil {
-		s.cfg.Logger.Error("queueing a gone peer's pending messages failed; they are queued at the next start",
-			"component", "peer", "peer", peerName, "err", err)
+	if p, busy := s.parking[peerName]; busy {
+		p.again = true
 		return
 	}
-	if more {
-		c.Send(c.Self(), parkGone{peerName})
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+	p := &goneParking{token: parkTokens.Add(1), cancel: cancel}
+	s.parking[peerName] = p
+	self, root := c.Self(), c.ActorSystem().Root
+	go func() {
+		defer supervision.CarryPanic(root, self, nil)
+		more, err := Park(ctx, s.cfg.Store, s.cfg.Clock.Now(), peerName, "peer "+peerName+" is gone from discovery", s.cfg.Publish)
+		root.Send(self, &goneParked{peer: peerName, token: p.token, more: more, err: err})
+	}()
+}
+
+// parked takes a page's result: the next page when it moved a full one
+// (or the peer went again meanwhile), unless the peer is back.
+func (s *Supervisor) parked(c actor.Context, m *goneParked) {
+	p, ok := s.parking[m.peer]
+	if !ok || p.token != m.token {
+		return // a page of the supervisor before its restart
 	}
+	delete(s.parking, m.peer)
+	p.cancel()
+	if m.err != nil {
+		s.cfg.Logger.Error("queueing a gone peer's pending messages failed; they are queued at the next start",
+			"component", "peer", "peer", m.peer, "err", m.err)
+		return
+	}
+	if m.more || p.again {
+		s.park(c, m.peer)
+	}
+}
+
+// stopParking ends the pages under way (the supervisor stops or restarts).
+func (s *Supervisor) stopParking() {
+	for _, p := range s.parking {
+		p.cancel()
+	}
+	s.parking = map[string]*goneParking{}
 }
 
 func (s *Supervisor) route(c actor.Context, peer string, m any) {

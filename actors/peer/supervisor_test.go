@@ -1,0 +1,104 @@
+package peer
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+)
+
+// gateStore holds each QueueForwards until the test lets one through
+// (pass), and records whose messages each was for.
+type gateStore struct {
+	persistence.Store
+	pass  chan struct{}
+	mu    sync.Mutex
+	peers []string
+}
+
+func (s *gateStore) QueueForwards(ctx context.Context, _ time.Time, peer, _ string, _ int) ([]string, error) {
+	s.mu.Lock()
+	s.peers = append(s.peers, peer)
+	s.mu.Unlock()
+	select {
+	case <-s.pass:
+		return nil, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (s *gateStore) calls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.peers)
+}
+
+// TestSupervisorServesPeersWhileAGonePeerParks: the pages that park a
+// gone peer's pending messages ran on the supervisor's mailbox, so a slow
+// one held up the routing of every peer (kicks, PeerUp, the forward
+// queues' PeerLinks), its stop included, for as long as the store took.
+// They run on a goroutine of their own now, one at a time per peer: the
+// supervisor spawns another peer meanwhile, a peer gone again while its
+// page runs is parked again after it, and it stops at once.
+func TestSupervisorServesPeersWhileAGonePeerParks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &gateStore{pass: make(chan struct{})}
+		cfg := testConfig(t, &peerNet{}, NewBook())
+		cfg.Store = st
+		cfg.Timeout = time.Hour
+		var spawns atomic.Int64
+		props := func(string, actor.Producer) *actor.Props {
+			spawns.Add(1)
+			return actor.PropsFromProducer(func() actor.Actor { return idle{} })
+		}
+		var discovery atomic.Pointer[actor.PID]
+		prod, err := NewSupervisor(cfg, props, &discovery)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }),
+			actor.WithDeadLetterThrottleInterval(10*time.Millisecond))
+		defer sys.Shutdown()
+		sup := sys.Root.Spawn(actor.PropsFromProducer(prod))
+		sys.Root.Send(sup, &messages.PeerUp{Node: "beta"})
+		sys.Root.Send(sup, &messages.PeerGone{Node: "beta"})
+		synctest.Wait()
+		if n := st.calls(); n != 1 {
+			t.Fatalf("%d parks after beta went, want 1", n)
+		}
+		// beta's page is held: gamma is spawned meanwhile, and beta,
+		// back and gone again, waits for the page under way.
+		sys.Root.Send(sup, &messages.PeerUp{Node: "gamma"})
+		sys.Root.Send(sup, &messages.PeerUp{Node: "beta"})
+		sys.Root.Send(sup, &messages.PeerGone{Node: "beta"})
+		synctest.Wait()
+		if n := spawns.Load(); n != 3 {
+			t.Fatalf("%d peer actors spawned while beta's page was held, want 3 (beta, gamma, beta)", n)
+		}
+		if n := st.calls(); n != 1 {
+			t.Fatalf("%d parks with beta's page held, want 1 (one page a peer at a time)", n)
+		}
+		st.pass <- struct{}{}
+		synctest.Wait()
+		if n := st.calls(); n != 2 {
+			t.Fatalf("%d parks after the held page, want 2 (beta went again meanwhile)", n)
+		}
+		// The second page is held: the supervisor stops all the same.
+		stopped := sys.Root.StopFuture(sup)
+		synctest.Wait()
+		if err := stopped.Wait(); err != nil {
+			t.Fatalf("the supervisor did not stop while a page was held: %v", err)
+		}
+		time.Sleep(time.Second) // the held page's result, a dead letter, and its throttle
+		synctest.Wait()
+	})
+}
