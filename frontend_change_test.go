@@ -15,6 +15,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/switchboard-dev/switchboard"
+	"github.com/switchboard-dev/switchboard/actors/delivery"
 	"github.com/switchboard-dev/switchboard/actors/smppout/smsctest"
 	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/messages"
@@ -628,6 +629,163 @@ func workerOverBudget(t *testing.T, del bool) {
 	if err := h.node.Stop(context.Background()); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
+}
+
+// TestWorkerRestartInheritedCallsTakeTheirSlots: a webhook worker that
+// restarts (a panic in the round of a verdict) with calls under way hands
+// them to its next incarnation, whose verdicts they are. That one counted
+// none of them against its bound (delivery.DefaultMaxInFlight): it claimed
+// every slot again, and the frontend had up to twice the bound of calls at
+// once until the inherited ones ended. They now take their slots until
+// their verdict comes (or their deadline passes): the next incarnation
+// claims only what they leave, and the rest once they end.
+func TestWorkerRestartInheritedCallsTakeTheirSlots(t *testing.T) {
+	const bound = delivery.DefaultMaxInFlight
+	const n = bound + 8
+	hook := newGatedHook(n)
+	srv := httptest.NewServer(hook)
+	defer srv.Close()
+	defer hook.letAll()
+	fs := newFaultyStore(t)
+	cfg := testConfig(t)
+	cfg.Store = fs
+	cfg.WebhookTimeout = time.Minute // no call times out: the inherited ones end with their verdicts
+	h := startNode(t, cfg)
+	h.webhookFrontend("hook", srv.URL, "44")
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = h.submit(fmt.Sprintf("m-%02d", i), fmt.Sprintf("44%03d", i))
+	}
+	// The worker has its bound of calls under way, held at the frontend.
+	first := hook.next(t)
+	for range bound - 1 {
+		hook.next(t)
+	}
+	// first's verdict: its round panics, the worker restarts with the
+	// other calls under way.
+	fs.armFrom("CompleteWork", "delivery.(*Worker).run", 1, false)
+	hook.let(first)
+	waitRestarts(t, h, "delivery", 1)
+
+	// The next incarnation claims: a call comes. Then every message
+	// claimed (an attempt counted) is called.
+	hook.next(t)
+	polltest.Eventually(t, 20*time.Second, func() error {
+		claimed := 0
+		for _, id := range ids {
+			if h.message(id).Attempts > 0 {
+				claimed++
+			}
+		}
+		if called := hook.calledCount(); called != claimed {
+			return fmt.Errorf("%d messages called of %d claimed", called, claimed)
+		}
+		return nil
+	})
+	if most := hook.mostAtOnce(); most > bound {
+		t.Fatalf("the frontend had %d calls at once after the worker restarted, more than its bound of %d", most, bound)
+	}
+
+	// The inherited calls end: their verdicts are recorded, their slots
+	// freed, and the messages left are delivered within the bound.
+	hook.letAll()
+	for _, id := range ids {
+		if id == first {
+			continue // its verdict was lost with the round: it waits for its lease
+		}
+		if m := h.waitState(id, messages.StateDelivered); m.Attempts != 1 {
+			t.Fatalf("%s: %d attempts; history %+v", id, m.Attempts, m.History)
+		}
+	}
+	if most := hook.mostAtOnce(); most > bound {
+		t.Fatalf("the frontend had %d calls at once, more than the worker's bound of %d", most, bound)
+	}
+}
+
+// gatedHook is a webhook frontend that holds each call until it is let go
+// (let, letAll), and counts the calls under way at once.
+type gatedHook struct {
+	arrived chan string // the id of each call as it comes
+	mu      sync.Mutex
+	open    bool                     // from now on calls are not held
+	gates   map[string]chan struct{} // by message id
+	called  map[string]bool
+	now     int
+	most    int
+}
+
+func newGatedHook(n int) *gatedHook {
+	return &gatedHook{arrived: make(chan string, 4*n), gates: map[string]chan struct{}{}, called: map[string]bool{}}
+}
+
+func (g *gatedHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var m messages.Outgoing
+	_ = jsonDecode(r, &m)
+	gate := make(chan struct{})
+	g.mu.Lock()
+	g.now++
+	g.most = max(g.most, g.now)
+	g.called[m.ID] = true
+	if g.open {
+		close(gate)
+	} else {
+		g.gates[m.ID] = gate
+	}
+	g.mu.Unlock()
+	select {
+	case g.arrived <- m.ID:
+	default: // nobody looks any more
+	}
+	<-gate
+	g.mu.Lock()
+	g.now--
+	g.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// next is the id of the next call (it fails the test after 20 s).
+func (g *gatedHook) next(t *testing.T) string {
+	t.Helper()
+	select {
+	case id := <-g.arrived:
+		return id
+	case <-time.After(20 * time.Second):
+		t.Fatal("no call")
+		return ""
+	}
+}
+
+// let lets the call of id go.
+func (g *gatedHook) let(id string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if gate, ok := g.gates[id]; ok {
+		close(gate)
+		delete(g.gates, id)
+	}
+}
+
+// letAll lets every call go, those to come included.
+func (g *gatedHook) letAll() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.open = true
+	for id, gate := range g.gates {
+		close(gate)
+		delete(g.gates, id)
+	}
+}
+
+func (g *gatedHook) calledCount() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.called)
+}
+
+func (g *gatedHook) mostAtOnce() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.most
 }
 
 // releaseAll is a func that closes every channel of release not closed

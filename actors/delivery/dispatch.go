@@ -247,7 +247,9 @@ func (d *Dispatcher) InFlight() map[string]time.Time {
 // it, late (Verdict records the final ones). Until each one's verdict or
 // deadline, a drain or a retirement waits for it (drained): stopped at
 // once, a retiring worker lost those verdicts, and each message waited for
-// its lease and was delivered again.
+// its lease and was delivered again. Until then each also takes a slot of
+// MaxInFlight (underWay): the frontend is still handling it. Not counted,
+// the new incarnation claimed and offered MaxInFlight on top of them.
 func (d *Dispatcher) Inherit(flights map[string]time.Time) {
 	maps.Copy(d.orphans, flights)
 }
@@ -272,7 +274,13 @@ func (d *Dispatcher) Owe(n int) { d.owed = max(n, 0) }
 func (d *Dispatcher) pushRoom() int { return d.slotsLess(d.owed) }
 
 // slotsLess is a push frontend's free slots less owed rows.
-func (d *Dispatcher) slotsLess(owed int) int { return d.maxInFlight() - len(d.inflight) - owed }
+func (d *Dispatcher) slotsLess(owed int) int { return d.maxInFlight() - d.underWay() - owed }
+
+// underWay is how many deliveries a push frontend has under way: this
+// incarnation's, and those inherited (Inherit) whose verdict has not come
+// and whose deadline has not passed. Each leaves the count once, when
+// Verdict or Tick deletes it: a verdict after the deadline frees nothing.
+func (d *Dispatcher) underWay() int { return len(d.inflight) + len(d.orphans) }
 
 // maxInFlight is the most deliveries a push frontend has under way now:
 // MaxInFlight, or the Limit under it.
@@ -856,7 +864,7 @@ func (d *Dispatcher) Offer() (int, time.Duration) {
 		if d.held {
 			return 0, 0
 		}
-		return max(d.maxInFlight()-len(d.inflight), 0), d.cfg.PushLease
+		return max(d.maxInFlight()-d.underWay(), 0), d.cfg.PushLease
 	}
 	n, lease := d.pollRoom()
 	return max(n, 0), lease

@@ -429,6 +429,86 @@ func TestPushLeavesRoomForRowsOwed(t *testing.T) {
 	}
 }
 
+// TestPushInheritedFlightsTakeTheirSlots: the deliveries a restarted
+// worker's previous incarnation had under way (Inherit) are still under
+// way at the frontend: they take their slots of MaxInFlight until their
+// verdict comes or their deadline passes, each slot freed once (a verdict
+// after the deadline frees nothing more). Not counted, the next
+// incarnation claimed and was offered MaxInFlight on top of them: 3 + 2
+// calls at once at a frontend of 3.
+func TestPushInheritedFlightsTakeTheirSlots(t *testing.T) {
+	deadline := t0.Add(5 * time.Second) // before the 10 s of this incarnation's deliveries
+	d := newPush(3)
+	d.Inherit(map[string]time.Time{"o0": deadline, "o1": deadline})
+	r, ok := d.Next(t0)
+	if !ok || r.Claim == nil || r.Claim.Limit != 1 {
+		t.Fatalf("first round %s, want a claim of the 1 slot of 3 the 2 inherited leave", claimOf(r))
+	}
+	if e := d.Done(t0, r, nil, &persistence.Claim{Work: work("p", 1, time.Minute)}, nil); len(e.Start) != 1 {
+		t.Fatalf("started %d, want 1", len(e.Start))
+	}
+	d.Kick()
+	if r, ok := d.Next(t0); ok && r.Claim != nil {
+		t.Fatalf("round %s with 1 under way and 2 inherited of 3", claimOf(r))
+	}
+	d.Owe(0)
+	if n, _ := d.Offer(); n != 0 {
+		t.Fatalf("offered %d with 1 under way and 2 inherited of 3", n)
+	}
+
+	// o0's verdict frees its slot: the claim that follows it asks for 1.
+	d.Verdict(t0, "o0", 1, messages.DeliveryResult{ID: "o0", Status: messages.Delivered}, false, rng())
+	r, ok = d.Next(t0)
+	if !ok || len(r.Outcomes) != 1 || r.Claim == nil || r.Claim.Limit != 1 {
+		t.Fatalf("round %s, want o0's late verdict and a claim of 1", claimOf(r))
+	}
+	d.Done(t0, r, []persistence.Completion{persistence.Applied}, &persistence.Claim{}, nil)
+	if n, _ := d.Offer(); n != 1 {
+		t.Fatalf("offered %d with 1 under way and o1 inherited of 3, want 1", n)
+	}
+
+	// o1's deadline frees its slot; its verdict after that frees nothing more.
+	d.Tick(deadline, rng())
+	if n, _ := d.Offer(); n != 2 {
+		t.Fatalf("offered %d after o1's deadline, want 2", n)
+	}
+	d.Verdict(deadline, "o1", 1, messages.DeliveryResult{ID: "o1", Status: messages.Delivered}, false, rng())
+	r, ok = d.Next(deadline)
+	if !ok || len(r.Outcomes) != 1 || r.Claim == nil || r.Claim.Limit != 2 {
+		t.Fatalf("round %s, want o1's late verdict and a claim of 2 (p0 under way)", claimOf(r))
+	}
+	d.Done(deadline, r, []persistence.Completion{persistence.Applied}, &persistence.Claim{}, nil)
+	if n, _ := d.Offer(); n != 2 {
+		t.Fatalf("offered %d after o1's late verdict, want 2: its slot was freed at its deadline", n)
+	}
+
+	// With the bus, its fetch's room leaves them their slots too.
+	b := newBusPush(3)
+	b.Inherit(map[string]time.Time{"o0": deadline, "o1": deadline})
+	if n := b.BusRoom(); n != 1 {
+		t.Fatalf("bus room %d with 2 inherited of 3, want 1", n)
+	}
+	if n, _ := b.Offer(); n != 1 {
+		t.Fatalf("bus offer %d with 2 inherited of 3, want 1", n)
+	}
+}
+
+// claimOf is what a failing test prints of round r: its outcomes' ids
+// and its claim's limit.
+func claimOf(r *Round) string {
+	if r == nil {
+		return "none"
+	}
+	var out []string
+	for _, o := range r.Outcomes {
+		out = append(out, o.MessageID)
+	}
+	if r.Claim == nil {
+		return fmt.Sprintf("outcomes %v, no claim", out)
+	}
+	return fmt.Sprintf("outcomes %v, a claim of %d", out, r.Claim.Limit)
+}
+
 // TestActorLateRetryOfEarlierAttempt: an in-process frontend answers
 // attempt 1 Retry after it timed out, while attempt 2 is in flight. The
 // answer was taken as attempt 2's verdict (on the last attempt: failed

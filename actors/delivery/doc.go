@@ -47,7 +47,10 @@
 // takes from it only the verdicts it recorded (Dispatcher.Earlier), and
 // keeps to one round of its own at a time, and to one fetch from the bus:
 // the messages of the earlier one's fetch go back to the bus
-// (busLink.earlier). A store error leaves verdicts uncommitted: the work is
+// (busLink.earlier). The push deliveries it had under way go on: the next
+// incarnation inherits them (Dispatcher.Inherit), records their verdicts,
+// and counts them against MaxInFlight until each verdict comes or its
+// deadline passes. A store error leaves verdicts uncommitted: the work is
 // claimed again when its lease ends and redelivered with the same id.
 //
 // The Janitor fails messages whose validity passed while nobody claimed
