@@ -97,8 +97,14 @@ func (l *Link) Paged(more bool, err error) (park bool) {
 }
 
 // start begins parking: whether a page is to be asked for (not when one
-// is due already).
+// is due already). While a page runs, the parking goes on after it
+// instead (rerun): what asked for it (the peer found unhealthy again, a
+// kick for a message committed meanwhile) may not be in that page.
 func (l *Link) start() bool {
+	if l.running {
+		l.parking, l.rerun = true, true
+		return false
+	}
 	if l.parking {
 		return false
 	}

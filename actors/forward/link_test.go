@@ -58,9 +58,15 @@ func TestLink(t *testing.T) {
 		{"a peer found healthy while a page runs ends the parking after it",
 			"pending=1 page=1 up=0 more=0 page=0 tick=0"},
 		{"a parking begun again while a page runs pages after it, not beside it",
-			"pending=1 page=1 up=0 down=1 page=0 last=1 page=1 last=0 page=0"},
+			"pending=1 page=1 up=0 down=0 page=0 last=1 page=1 last=0 page=0"},
 		{"a page that fails after the parking began again parks at the next tick",
-			"pending=1 page=1 up=0 down=1 page=0 fail=0 page=0 tick=1 page=1 last=0"},
+			"pending=1 page=1 up=0 down=0 fail=0 page=0 tick=1 page=1 last=0"},
+		{"a parking begun again while a page runs pages after it, its parked message or not",
+			"pending=1 page=1 up=0 down=0 last=1 page=1 last=0 page=0"},
+		{"a kick while a page runs pages after it",
+			"pending=1 page=1 pending=0 last=1 page=1 last=0 pending=1"},
+		{"a kick while a full page runs pages after it once",
+			"pending=1 page=1 pending=0 more=1 page=1 last=0"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -155,6 +156,103 @@ func TestQueueServesItsMailboxWhileAPageParks(t *testing.T) {
 			t.Fatalf("%d parks after the stop, want 2", n)
 		}
 		time.Sleep(time.Second) // the held page's result, a dead letter, and its throttle
+		synctest.Wait()
+	})
+}
+
+// gateClock blocks Now while a gate is armed (holds the queue's mailbox).
+type gateClock struct {
+	clock.Real
+	gate atomic.Pointer[chan struct{}]
+}
+
+func (g *gateClock) Now() time.Time {
+	if ch := g.gate.Load(); ch != nil {
+		<-*ch
+	}
+	return time.Now().UTC()
+}
+
+// TestQueueParksAgainWhenAPageEndsBeforeItsParkedMessage: the peer found
+// healthy, then not, while a page runs, the page's result queued before
+// the queue took the second link: the parking it began again was lost
+// (the page's short result ended it, its parked message then found none),
+// and the peer's pending messages waited unseen until a kick.
+func TestQueueParksAgainWhenAPageEndsBeforeItsParkedMessage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, err := NewMetrics(prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := &gateStore{pass: make(chan struct{})}
+		ck := &gateClock{}
+		cfg := Config{Node: "a", Peer: "b", Owner: "a-0", Store: st, Transport: &recordingTransport{}, Clock: ck,
+			Policy: DefaultPolicy(), Timeout: time.Second, StoreTimeout: time.Hour, Logger: slog.New(slog.DiscardHandler), Metrics: m,
+			Publish: func(messages.StateChanged) {}}
+		sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }),
+			actor.WithDeadLetterThrottleInterval(10*time.Millisecond))
+		defer sys.Shutdown()
+		pid := sys.Root.Spawn(actor.PropsFromProducer(New(cfg)))
+		synctest.Wait()
+		if n := st.count(); n != 1 {
+			t.Fatalf("%d parks at start, want 1", n)
+		}
+		gate := make(chan struct{})
+		ck.gate.Store(&gate)
+		sys.Root.Send(pid, messages.PeerLink{Healthy: true, Addr: "b:1"}) // queue blocks in step's Now
+		synctest.Wait()
+		sys.Root.Send(pid, messages.PeerLink{Addr: "b:1"}) // down, queued
+		st.pass <- struct{}{}                              // page 1 ends: pageDone queued after down
+		synctest.Wait()
+		ck.gate.Store(nil)
+		close(gate)
+		synctest.Wait()
+		if n := st.count(); n != 2 {
+			t.Errorf("%d parks, want 2: the parking begun again by the second link was lost", n)
+		}
+		select { // the second page, when there is one
+		case st.pass <- struct{}{}:
+		default:
+		}
+		synctest.Wait()
+		sys.Root.Stop(pid)
+		time.Sleep(time.Second)
+		synctest.Wait()
+	})
+}
+
+// TestQueueParksAfterAPageAKickCameDuring: a kick (the intake committed a
+// message for the unhealthy peer) while a page runs may name a message
+// the page did not see: another page follows it.
+func TestQueueParksAfterAPageAKickCameDuring(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, err := NewMetrics(prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := &gateStore{pass: make(chan struct{})}
+		cfg := Config{Node: "a", Peer: "b", Owner: "a-0", Store: st, Transport: &recordingTransport{}, Clock: clock.Real{},
+			Policy: DefaultPolicy(), Timeout: time.Second, StoreTimeout: time.Hour, Logger: slog.New(slog.DiscardHandler), Metrics: m,
+			Publish: func(messages.StateChanged) {}}
+		sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }),
+			actor.WithDeadLetterThrottleInterval(10*time.Millisecond))
+		defer sys.Shutdown()
+		pid := sys.Root.Spawn(actor.PropsFromProducer(New(cfg)))
+		synctest.Wait()
+		sys.Root.Send(pid, &messages.KickPeer{Peer: "b"})
+		synctest.Wait()
+		st.pass <- struct{}{} // the first page ends
+		synctest.Wait()
+		if n := st.count(); n != 2 {
+			t.Errorf("%d parks, want 2: the kick that came while the page ran parks nothing", n)
+		}
+		select { // the second page, when there is one
+		case st.pass <- struct{}{}:
+		default:
+		}
+		synctest.Wait()
+		sys.Root.Stop(pid)
+		time.Sleep(time.Second)
 		synctest.Wait()
 	})
 }

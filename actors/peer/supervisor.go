@@ -193,8 +193,9 @@ func (s *Supervisor) park(c actor.Context, peerName string) {
 	}()
 }
 
-// parked takes a page's result: the next page when it moved a full one
-// (or the peer went again meanwhile), unless the peer is back.
+// parked takes a page's result: the next page when it moved a full one,
+// or when the peer went again meanwhile (even after a failed page),
+// unless the peer is back.
 func (s *Supervisor) parked(c actor.Context, m *goneParked) {
 	p, ok := s.parking[m.peer]
 	if !ok || p.token != m.token {
@@ -205,9 +206,10 @@ func (s *Supervisor) parked(c actor.Context, m *goneParked) {
 	if m.err != nil {
 		s.cfg.Logger.Error("queueing a gone peer's pending messages failed; they are queued at the next start",
 			"component", "peer", "peer", m.peer, "err", m.err)
-		return
 	}
-	if m.more || p.again {
+	// The peer went again while the page ran: that going parks too, as
+	// each one did when the pages ran here.
+	if (m.err == nil && m.more) || p.again {
 		s.park(c, m.peer)
 	}
 }

@@ -2,6 +2,7 @@ package peer
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -100,5 +101,71 @@ func TestSupervisorServesPeersWhileAGonePeerParks(t *testing.T) {
 		}
 		time.Sleep(time.Second) // the held page's result, a dead letter, and its throttle
 		synctest.Wait()
+	})
+}
+
+// failFirstStore holds the first QueueForwards and fails it; the others pass.
+type failFirstStore struct {
+	persistence.Store
+	release chan struct{}
+	mu      sync.Mutex
+	calls   int
+}
+
+func (s *failFirstStore) QueueForwards(ctx context.Context, _ time.Time, _, _ string, _ int) ([]string, error) {
+	s.mu.Lock()
+	s.calls++
+	n := s.calls
+	s.mu.Unlock()
+	if n == 1 {
+		<-s.release
+		return nil, errors.New("store down")
+	}
+	return nil, nil
+}
+
+func (s *failFirstStore) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
+}
+
+// TestSupervisorParksAPeerGoneAgainAfterAFailedPage: beta goes, its page
+// is held, beta comes back and goes again, then the first page fails:
+// beta's second going must still be parked (each was, when the pages ran
+// on the mailbox), not left until the next start.
+func TestSupervisorParksAPeerGoneAgainAfterAFailedPage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &failFirstStore{release: make(chan struct{})}
+		cfg := testConfig(t, &peerNet{}, NewBook())
+		cfg.Store = st
+		cfg.Timeout = time.Hour
+		cfg.Logger = slog.New(slog.DiscardHandler)
+		props := func(string, actor.Producer) *actor.Props {
+			return actor.PropsFromProducer(func() actor.Actor { return idle{} })
+		}
+		var discovery atomic.Pointer[actor.PID]
+		prod, err := NewSupervisor(cfg, props, &discovery)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }),
+			actor.WithDeadLetterThrottleInterval(10*time.Millisecond))
+		defer sys.Shutdown()
+		sup := sys.Root.Spawn(actor.PropsFromProducer(prod))
+		sys.Root.Send(sup, &messages.PeerUp{Node: "beta"})
+		sys.Root.Send(sup, &messages.PeerGone{Node: "beta"})
+		synctest.Wait() // beta's actor has stopped: its name is free again
+		sys.Root.Send(sup, &messages.PeerUp{Node: "beta"})
+		sys.Root.Send(sup, &messages.PeerGone{Node: "beta"})
+		synctest.Wait()
+		close(st.release)
+		synctest.Wait()
+		if n := st.count(); n != 2 {
+			t.Errorf("%d parks, want 2: beta's second going is never parked", n)
+		}
+		if err := sys.Root.StopFuture(sup).Wait(); err != nil {
+			t.Fatal(err)
+		}
 	})
 }
