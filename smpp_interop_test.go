@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +39,6 @@ func TestSMPPFrontendNetSMPPInterop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := fmt.Sprintf("%02x", byte(messages.TokenOf("i-long")))
 	bin := []byte{0x0B, 0x05, 0x04, 0x0B, 0x84, 0x23, 0xF0}
 	cases := []struct {
 		id    string
@@ -53,8 +53,8 @@ func TestSMPPFrontendNetSMPPInterop(t *testing.T) {
 		{"i-bin", map[string]any{"message_body_base64": "CwUEC4Qj8A==", "data_coding": "binary"},
 			[]string{"esm_class=0 registered_delivery=1 data_coding=4 sm=" + hex.EncodeToString(bin)}, []string{"DELIVRD"}},
 		{"i-long", map[string]any{"message_body": long},
-			[]string{"esm_class=64 registered_delivery=1 data_coding=0 sm=050003" + ref + "0201" + hex.EncodeToString(longSeptets[:153]),
-				"esm_class=64 registered_delivery=1 data_coding=0 sm=050003" + ref + "0202" + hex.EncodeToString(longSeptets[153:])},
+			[]string{"esm_class=64 registered_delivery=1 data_coding=0 sm=050003REF0201" + hex.EncodeToString(longSeptets[:153]),
+				"esm_class=64 registered_delivery=1 data_coding=0 sm=050003REF0202" + hex.EncodeToString(longSeptets[153:])},
 			[]string{"DELIVRD", "DELIVRD"}},
 	}
 	n := 0
@@ -62,10 +62,17 @@ func TestSMPPFrontendNetSMPPInterop(t *testing.T) {
 		c.sub["id"], c.sub["source_msisdn"], c.sub["destination_msisdn"] = c.id, "Switchboard", "+33612345678"
 		h.must(202, "POST", "/api/messages", c.sub, nil)
 		var ids []string
+		ref := "" // a long text's parts share the reference its first part has (REF)
 		for _, line := range c.lines {
 			n++
 			ids = append(ids, fmt.Sprintf("p-%d", n))
-			smpptest.Expect(t, sc, "submit_sm source=5/0/Switchboard dest=1/1/33612345678 "+line)
+			want := "submit_sm source=5/0/Switchboard dest=1/1/33612345678 " + line
+			if strings.Contains(want, "REF") && ref == "" {
+				re := regexp.MustCompile("^" + strings.Replace(regexp.QuoteMeta(want), "REF", "([0-9a-f]{2})", 1) + "$")
+				ref = smpptest.ExpectMatch(t, sc, re)[1]
+				continue
+			}
+			smpptest.Expect(t, sc, strings.ReplaceAll(want, "REF", ref))
 		}
 		for _, id := range ids {
 			smpptest.Expect(t, sc, "deliver_sm_resp id="+id+" status=0")

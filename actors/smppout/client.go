@@ -65,7 +65,13 @@ type Config struct {
 	// session of the account: another instance's, whose commit this one
 	// does not see; zero: DefaultReceiptWait). See store.
 	ReceiptWait time.Duration
-	// Seed seeds the reconnect jitter.
+	// Refs are the references of the frontend's long texts (see Refs),
+	// shared by its clients (Clients gives each client of a frontend its
+	// frontend's); nil: a counter of the client's own, starting at a value
+	// drawn from Seed.
+	Refs *Refs
+	// Seed seeds the reconnect jitter and the first reference of a Refs
+	// the client makes.
 	Seed uint64
 }
 
@@ -116,6 +122,15 @@ func (c *Config) defaults() {
 	if c.ReceiptWait <= 0 {
 		c.ReceiptWait = DefaultReceiptWait
 	}
+	if c.Refs == nil {
+		c.Refs = newRefs(c.Seed, c.Frontend.Name)
+	}
+}
+
+// newRefs is the Refs of frontend fe, starting at a value drawn from seed
+// (the node's is its start time: a restart begins elsewhere).
+func newRefs(seed uint64, fe string) *Refs {
+	return NewRefs(byte(rand.New(rand.NewPCG(seed, messages.TokenOf("refs "+fe))).Uint32()))
 }
 
 // Client is one smpp frontend's connection on this instance: it dials
@@ -555,7 +570,7 @@ func (c *Client) PacedUntil(timeout time.Duration) time.Time {
 
 func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.DeliveryResult {
 	fe := c.cfg.Frontend.Name
-	sms, err := Submits(out, c.opts)
+	sms, err := Submits(out, c.opts, c.cfg.Refs.Next)
 	if err != nil {
 		return messages.DeliveryResult{Status: messages.Failed, Reason: "cannot be sent over SMPP: " + err.Error()}
 	}

@@ -29,12 +29,20 @@ type Clients struct {
 	users map[*Client]int
 	// retired are the clients Get replaced that are not closed yet.
 	retired map[*Client]bool
+	// refs are the frontends' references of long texts, by name: a
+	// frontend's clients (a change's new one and the old one draining, one
+	// of a frontend deleted and created again) share its counter, so that
+	// their long texts do not share references. One small counter per
+	// frontend name the instance served: kept until Close.
+	refs map[string]*Refs
 }
 
 // NewClients returns the registry; base is every client's Config but its
-// Frontend.
+// Frontend and Refs (each frontend's is its own, made at its first client
+// from base.Seed).
 func NewClients(base Config) *Clients {
-	return &Clients{base: base, m: map[string]*Client{}, users: map[*Client]int{}, retired: map[*Client]bool{}}
+	return &Clients{base: base, m: map[string]*Client{}, users: map[*Client]int{}, retired: map[*Client]bool{},
+		refs: map[string]*Refs{}}
 }
 
 // Get returns the client of fe for a worker, starting it (or a new one,
@@ -55,6 +63,10 @@ func (cs *Clients) Get(fe messages.Frontend) (*Client, error) {
 	cfg := cs.base
 	cfg.Frontend = fe
 	cfg.Metrics = cs.base.Metrics.ofClient()
+	if cs.refs[fe.Name] == nil {
+		cs.refs[fe.Name] = newRefs(cs.base.Seed, fe.Name)
+	}
+	cfg.Refs = cs.refs[fe.Name]
 	c, err := New(cfg)
 	if err != nil {
 		return nil, err
@@ -129,7 +141,7 @@ func (cs *Clients) Close() {
 	for c := range cs.retired {
 		all = append(all, c)
 	}
-	cs.m, cs.users, cs.retired = map[string]*Client{}, map[*Client]int{}, map[*Client]bool{}
+	cs.m, cs.users, cs.retired, cs.refs = map[string]*Client{}, map[*Client]int{}, map[*Client]bool{}, map[string]*Refs{}
 	cs.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, c := range all {

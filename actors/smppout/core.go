@@ -23,10 +23,11 @@ const maxAddr = 20
 // options: its content in its data coding (GSM 7-bit, UCS-2, binary; a
 // message without one as GSM 7-bit when its text fits, else UCS-2), one
 // submit_sm when it fits an SMS, else parts behind a concatenation header
-// (reference: the low byte of the message's token, the same on every
-// attempt) or, with long=payload, one submit_sm carrying message_payload.
-// An error is the message's own fault: it can never be sent.
-func Submits(out messages.Outgoing, o messages.SMPPOptions) ([]*smpp.SM, error) {
+// or, with long=payload, one submit_sm carrying message_payload. The
+// parts' reference is ref's (the frontend's Refs.Next), called once and
+// only for a text that goes in parts: each attempt of a long text takes a
+// new one. An error is the message's own fault: it can never be sent.
+func Submits(out messages.Outgoing, o messages.SMPPOptions, ref func() byte) ([]*smpp.SM, error) {
 	content, used, err := smpp.EncodeContent(out.DataCoding, out.Body, out.Binary)
 	if err != nil {
 		return nil, err
@@ -55,7 +56,11 @@ func Submits(out messages.Outgoing, o messages.SMPPOptions) ([]*smpp.SM, error) 
 		sm.TLVs = smpp.TLVs{{Tag: smpp.TagMessagePayload, Value: content}}
 		return []*smpp.SM{&sm}, nil
 	}
-	parts, err := smpp.Split(used, content, byte(messages.TokenOf(out.ID)))
+	var r byte
+	if !smpp.FitsOne(used, content) {
+		r = ref()
+	}
+	parts, err := smpp.Split(used, content, r)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,16 @@ func opts(t *testing.T, u string) messages.SMPPOptions {
 	return o
 }
 
+// noRef is a reference counter that a message sent whole must not take
+// from.
+func noRef(t *testing.T) func() byte {
+	return func() byte {
+		t.Helper()
+		t.Error("a reference taken for a message that goes whole")
+		return 0
+	}
+}
+
 func TestSubmits(t *testing.T) {
 	o := opts(t, "smpp://me@h:1")
 	until := time.Date(2026, 12, 2, 13, 4, 5, 0, time.FixedZone("X", 3600))
@@ -38,7 +48,7 @@ func TestSubmits(t *testing.T) {
 		{out("Привет", "", nil), smpp.DCUCS2, "041f04400438043204350442"},
 		{out("", messages.CodingBinary, []byte{0xDE, 0xAD}), smpp.DCBinary, "dead"},
 	} {
-		sms, err := Submits(c.out, o)
+		sms, err := Submits(c.out, o, noRef(t))
 		if err != nil || len(sms) != 1 {
 			t.Fatalf("%q: %d submits, %v", c.out.Body, len(sms), err)
 		}
@@ -49,14 +59,14 @@ func TestSubmits(t *testing.T) {
 			t.Errorf("%q: %+v", c.out.Body, sm)
 		}
 	}
-	// A long text: parts behind a header with the message's reference.
+	// A long text: parts behind a header with the reference it was given.
 	long := out(strings.Repeat("a", 200), "", nil)
 	long.ValidityUntil = &until
-	sms, err := Submits(long, o)
+	sms, err := Submits(long, o, func() byte { return 0xA7 })
 	if err != nil || len(sms) != 2 {
 		t.Fatalf("long: %d, %v", len(sms), err)
 	}
-	ref := byte(messages.TokenOf("m-1"))
+	ref := byte(0xA7)
 	for i, sm := range sms {
 		p, ok, err := smpp.PartOf(sm)
 		if err != nil || !ok || p.Ref != uint16(ref) || p.Total != 2 || int(p.Seq) != i+1 || sm.ESMClass != smpp.ESMClassUDHI ||
@@ -68,7 +78,7 @@ func TestSubmits(t *testing.T) {
 	// source; receipts off; TON/NPI overridden.
 	o2 := opts(t, "smpp://me@h:1?long=payload&receipts=false&dest_ton=0&dest_npi=9")
 	long.SourceMSISDN = "Switchboard"
-	sms, err = Submits(long, o2)
+	sms, err = Submits(long, o2, noRef(t))
 	if err != nil || len(sms) != 1 {
 		t.Fatalf("payload: %d, %v", len(sms), err)
 	}
@@ -84,7 +94,7 @@ func TestSubmits(t *testing.T) {
 		{ID: "x", SourceMSISDN: "a very long sender name", DestinationMSISDN: "1", Body: "x"},
 		{ID: "x", SourceMSISDN: "Café", DestinationMSISDN: "1", Body: "x"},
 	} {
-		if _, err := Submits(bad, o); err == nil {
+		if _, err := Submits(bad, o, func() byte { return 0 }); err == nil {
 			t.Errorf("%+v: no error", bad)
 		}
 	}
@@ -99,18 +109,18 @@ func TestSubmitsPayloadIsNotLimitedByParts(t *testing.T) {
 	out := func(body string) messages.Outgoing {
 		return messages.Outgoing{ID: "m-1", SourceMSISDN: "+33600000001", DestinationMSISDN: "+447700900123", Body: body}
 	}
-	sms, err := Submits(out(strings.Repeat("a", 40000)), o)
+	sms, err := Submits(out(strings.Repeat("a", 40000)), o, noRef(t))
 	if err != nil || len(sms) != 1 {
 		t.Fatalf("40,000 septets: %d submits, %v; want one message_payload", len(sms), err)
 	}
 	if v, _ := sms[0].TLVs.Get(smpp.TagMessagePayload); len(v) != 40000 || len(sms[0].ShortMessage) != 0 || sms[0].ESMClass != 0 {
 		t.Errorf("40,000 septets: payload of %d octets, short_message of %d, esm_class 0x%02X", len(v), len(sms[0].ShortMessage), sms[0].ESMClass)
 	}
-	sms, err = Submits(out(strings.Repeat("a", 160)), o)
+	sms, err = Submits(out(strings.Repeat("a", 160)), o, noRef(t))
 	if err != nil || len(sms) != 1 || len(sms[0].ShortMessage) != 160 || len(sms[0].TLVs) != 0 {
 		t.Fatalf("160 septets: %+v, %v; want one short_message", sms, err)
 	}
-	if _, err := Submits(out(strings.Repeat("a", 0x10000)), o); err == nil {
+	if _, err := Submits(out(strings.Repeat("a", 0x10000)), o, noRef(t)); err == nil {
 		t.Error("65,536 octets went in one message_payload")
 	}
 }
@@ -137,7 +147,7 @@ func TestSubmitsLongestUDHMessage(t *testing.T) {
 		}, 255 * 134},
 	} {
 		longest := c.out(c.max)
-		if sms, err := Submits(longest, o); err != nil || len(sms) != 255 {
+		if sms, err := Submits(longest, o, func() byte { return 0 }); err != nil || len(sms) != 255 {
 			t.Errorf("%s, %d: %d submits, %v; want 255 parts", c.name, c.max, len(sms), err)
 		}
 		over := c.out(c.max + 1)
@@ -145,7 +155,7 @@ func TestSubmitsLongestUDHMessage(t *testing.T) {
 			Body: over.Body, Options: over.Options}).Validate(); err != nil {
 			t.Errorf("%s, %d: the API refuses it: %v", c.name, c.max+1, err)
 		}
-		if _, err := Submits(over, o); err == nil || err.Error() != "256 parts, at most 255" {
+		if _, err := Submits(over, o, func() byte { return 0 }); err == nil || err.Error() != "256 parts, at most 255" {
 			t.Errorf("%s, %d: %v; want 256 parts refused", c.name, c.max+1, err)
 		}
 	}

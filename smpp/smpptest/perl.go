@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -81,4 +82,18 @@ func Expect(t *testing.T, sc *bufio.Scanner, want ...string) {
 			t.Fatalf("script printed\n %q\nwant\n %q", got, w)
 		}
 	}
+}
+
+// ExpectMatch reads the script's next line, which must match re, and
+// returns its submatches.
+func ExpectMatch(t *testing.T, sc *bufio.Scanner, re *regexp.Regexp) []string {
+	t.Helper()
+	if !sc.Scan() {
+		t.Fatalf("the script ended before a line matching %q: %v", re, sc.Err())
+	}
+	m := re.FindStringSubmatch(sc.Text())
+	if m == nil {
+		t.Fatalf("script printed\n %q\nwant a line matching\n %q", sc.Text(), re)
+	}
+	return m
 }
