@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"reflect"
 	"strings"
@@ -179,6 +180,18 @@ func TestMarshalRefusals(t *testing.T) {
 func TestStatusAndCommandNames(t *testing.T) {
 	if StatusThrottled.String() != "ESME_RTHROTTLED" || Status(0x400).String() != "0x00000400" {
 		t.Error(StatusThrottled.String(), Status(0x400).String())
+	}
+	// SMPP v3.4's whole table is named (an SMSC may answer any of it);
+	// the reserved and vendor-specific values are not.
+	for st, name := range map[Status]string{0x48: "ESME_RINVSRCTON", 0x51: "ESME_RINVDSTNPI", 0x63: "ESME_RINVDFTMSGID", 0x11: "ESME_RCANCELFAIL"} {
+		if st.String() != name || !st.Named() {
+			t.Errorf("0x%08X: %s, named %v; want %s", uint32(st), st, st.Named(), name)
+		}
+	}
+	for _, st := range []Status{0x09, 0x10, 0x400, 0x4FF, 0xFFFFFFFF} {
+		if st.Named() || st.String() != fmt.Sprintf("0x%08X", uint32(st)) {
+			t.Errorf("0x%08X: %s, named %v", uint32(st), st, st.Named())
+		}
 	}
 	if !StatusThrottled.Temporary() || !StatusMsgQueueFull.Temporary() || StatusInvalidDstAddr.Temporary() {
 		t.Error("Temporary")

@@ -53,6 +53,13 @@ var statusNames = map[Status]string{
 	StatusInvalidParamLen: "ESME_RINVPARLEN", StatusMissingTLV: "ESME_RMISSINGOPTPARAM",
 	StatusInvalidTLVValue: "ESME_RINVOPTPARAMVAL", StatusDeliveryFailure: "ESME_RDELIVERYFAILURE",
 	StatusUnknownError: "ESME_RUNKNOWNERR",
+	// The rest of SMPP v3.4's table (5.1.3), which no code here sends but
+	// an SMSC may answer.
+	0x06: "ESME_RINVPRTFLG", 0x07: "ESME_RINVREGDLVFLG", 0x11: "ESME_RCANCELFAIL", 0x13: "ESME_RREPLACEFAIL",
+	0x33: "ESME_RINVNUMDESTS", 0x34: "ESME_RINVDLNAME", 0x40: "ESME_RINVDESTFLAG", 0x42: "ESME_RINVSUBREP",
+	0x44: "ESME_RCNTSUBDL", 0x48: "ESME_RINVSRCTON", 0x49: "ESME_RINVSRCNPI", 0x50: "ESME_RINVDSTTON",
+	0x51: "ESME_RINVDSTNPI", 0x53: "ESME_RINVSYSTYP", 0x54: "ESME_RINVREPFLAG", 0x55: "ESME_RINVNUMMSGS",
+	0x63: "ESME_RINVDFTMSGID",
 }
 
 // String is the status's name in the specification (or its number).
@@ -61,6 +68,14 @@ func (s Status) String() string {
 		return n
 	}
 	return fmt.Sprintf("0x%08X", uint32(s))
+}
+
+// Named reports whether SMPP v3.4 names s (String is then its name, not
+// its number). The others are reserved or vendor-specific (0x400-0x4FF),
+// or garbage: as many as a peer makes up.
+func (s Status) Named() bool {
+	_, ok := statusNames[s]
+	return ok
 }
 
 // Temporary reports whether a submit refused with s may succeed when sent

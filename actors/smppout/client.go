@@ -639,7 +639,7 @@ func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.Del
 		if parts[i].Err != nil {
 			c.cfg.Metrics.submit(fe, "no_response", -1)
 		} else {
-			c.cfg.Metrics.submit(fe, parts[i].Resp.Status.String(), c.cfg.Clock.Now().Sub(sent[i]).Seconds())
+			c.cfg.Metrics.submit(fe, statusLabel(parts[i].Resp.Status), c.cfg.Clock.Now().Sub(sent[i]).Seconds())
 		}
 	}
 	c.cfg.Metrics.windowInUse(fe, sess.Outstanding())

@@ -88,7 +88,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"frontend"}),
 		submits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchboard_smpp_frontend_submits_total",
-			Help: "submit_sm answered (or not) by the SMSC, by command_status name (ESME_ROK, ESME_RTHROTTLED, ...; no_response when none came).",
+			Help: "submit_sm answered (or not) by the SMSC, by command_status name (ESME_ROK, ESME_RTHROTTLED, ...; other for a status SMPP v3.4 does not name; no_response when none came).",
 		}, []string{"frontend", "status"}),
 		submitS: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "switchboard_smpp_frontend_submit_seconds",
@@ -106,7 +106,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"frontend"}),
 		commands: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchboard_smpp_frontend_pdus_total",
-			Help: "PDUs on smpp frontends' connections, by direction (sent, received), command and command_status.",
+			Help: "PDUs on smpp frontends' connections, by direction (sent, received), command and command_status name (other for a status SMPP v3.4 does not name).",
 		}, []string{"frontend", "direction", "command", "status"}),
 	}
 	for _, c := range []prometheus.Collector{m.state, m.binds, m.window, m.submits, m.submitS, m.receipts, m.took, m.commands} {
@@ -187,5 +187,16 @@ func (m *Metrics) pdu(fe string, sent bool, p smpp.PDU) {
 	if sent {
 		dir = "sent"
 	}
-	m.commands.WithLabelValues(fe, dir, p.Command.String(), p.Status.String()).Inc()
+	m.commands.WithLabelValues(fe, dir, p.Command.String(), statusLabel(p.Status)).Inc()
+}
+
+// statusLabel is the status label of a command_status: its name in SMPP
+// v3.4, or "other" for a status the specification does not name (a
+// vendor's, or garbage), which an SMSC can make up without bound: each
+// would be a series of its own. Logs and verdicts keep the number.
+func statusLabel(s smpp.Status) string {
+	if s.Named() {
+		return s.String()
+	}
+	return "other"
 }
