@@ -30,9 +30,9 @@ type reading struct {
 	registered bool
 	// client: the smpp frontend's client started; bound: it is bound.
 	client, bound bool
-	// pacedUntil is until when the smpp frontend's submit rate leaves no
-	// slot in time to a message claimed now (smppout.Client.PacedUntil;
-	// zero: it leaves one).
+	// pacedUntil is until when the smpp frontend takes no new message:
+	// its submit rate leaves no slot in time to one claimed now, or its
+	// SMSC throttled it (smppout.Client.PacedUntil; zero: it takes one).
 	pacedUntil time.Time
 	// inFlight, when positive, is the most deliveries the frontend may
 	// have under way now (Dispatcher.Limit): an smpp frontend's, what its
@@ -45,8 +45,9 @@ type reading struct {
 // registered (yet: its registration kicks the worker), an smpp frontend
 // that is not bound (messages wait in the outbox instead of using up their
 // attempts; the bind kicks the worker) or whose submit rate leaves no slot
-// in time (the same: a message claimed would be a retry without being
-// sent; the worker wakes up when it leaves one).
+// in time, or whose SMSC throttled it (the same: a message claimed would
+// wait, or be a retry without being sent; the worker wakes up when the
+// pace lets one go).
 func (p pace) held(r reading) bool {
 	switch p.mode {
 	case messages.ModeActor:

@@ -153,6 +153,8 @@ type Client struct {
 	wake    chan struct{} // closed (and replaced) when sess changes
 	lastErr error
 	limiter Limiter
+	// throttle pauses the submits after ESME_RTHROTTLED.
+	throttle Throttle
 	// recent are the SMSC ids accepted in the last ReceiptWait, with
 	// when; committed those whose verdict was committed in that time.
 	// Each has its entries in time order too (the queues), for prune to
@@ -552,20 +554,24 @@ func (c *Client) InFlight(timeout time.Duration) int {
 	return InFlight(c.opts.Window, rate, timeout)
 }
 
-// PacedUntil is until when the submit rate leaves no slot in time to a
-// message claimed now that has timeout to be delivered in (zero: it
-// leaves one): the slots reserved reach past its SlotDeadline (the parts
-// of long texts). Its worker then claims nothing, as while the client is
-// not bound: a message claimed would be a retry, its attempt used,
-// without being sent.
+// PacedUntil is until when the frontend takes no new message now that
+// has timeout to be delivered in (zero: it takes one): the SMSC throttled
+// it (Throttle: its submits wait), or the submit rate leaves no slot in
+// time to such a message (the slots reserved reach past its SlotDeadline:
+// the parts of long texts). Its worker then claims nothing, as while the
+// client is not bound: a message claimed would wait on its lease, or be a
+// retry, its attempt used, without being sent.
 func (c *Client) PacedUntil(timeout time.Duration) time.Time {
-	if c.opts.Rate <= 0 {
-		return time.Time{}
-	}
 	now := c.cfg.Clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.limiter.Paced(now, SlotDeadline(now, now.Add(timeout)).Sub(now))
+	until := c.throttle.Until(now)
+	if c.opts.Rate > 0 {
+		if p := c.limiter.Paced(now, SlotDeadline(now, now.Add(timeout)).Sub(now)); p.After(until) {
+			until = p
+		}
+	}
+	return until
 }
 
 func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.DeliveryResult {
@@ -578,26 +584,40 @@ func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.Del
 	if err != nil {
 		return messages.DeliveryResult{Status: messages.Retry, Reason: err.Error()}
 	}
-	// The parts' slots: at, then every apart (unpaced: now, 0 apart).
-	at, every := c.cfg.Clock.Now(), time.Duration(0)
+	// The parts' slots: at, then every apart (unpaced: now, 0 apart), none
+	// before a pause after ESME_RTHROTTLED ends.
+	share := 1.0
 	if c.opts.Rate > 0 {
-		share := c.share()
-		if share <= 0 {
+		if share = c.share(); share <= 0 {
 			return messages.DeliveryResult{Status: messages.Retry,
 				Reason: "this instance holds none of the ring's delivery work now: no share of the submit rate"}
 		}
-		now := c.cfg.Clock.Now()
-		deadline, ok := ctx.Deadline()
-		if !ok {
-			deadline = now.Add(time.Hour)
-		}
-		c.mu.Lock()
-		at, every, ok = c.limiter.Reserve(now, c.opts.Rate*share, len(sms), SlotDeadline(now, deadline))
-		c.mu.Unlock()
-		if !ok {
-			return messages.DeliveryResult{Status: messages.Retry, Reason: fmt.Sprintf(
-				"the submit rate (%g/s, %.0f%% of it this instance's) leaves no slot in time", c.opts.Rate, 100*share)}
-		}
+	}
+	now := c.cfg.Clock.Now()
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = now.Add(time.Hour)
+	}
+	c.mu.Lock()
+	at, every := now, time.Duration(0)
+	paused := c.throttle.Until(now)
+	if !paused.IsZero() {
+		at = paused
+	}
+	switch {
+	case at.After(SlotDeadline(now, deadline)):
+		ok = false
+	case c.opts.Rate > 0:
+		at, every, ok = c.limiter.Reserve(at, c.opts.Rate*share, len(sms), SlotDeadline(now, deadline))
+	}
+	c.mu.Unlock()
+	switch {
+	case !ok && !paused.IsZero():
+		return messages.DeliveryResult{Status: messages.Retry, Reason: fmt.Sprintf(
+			"the SMSC throttled the frontend's submits: they wait until %s, past this one's time", paused.UTC().Format(time.RFC3339Nano))}
+	case !ok:
+		return messages.DeliveryResult{Status: messages.Retry, Reason: fmt.Sprintf(
+			"the submit rate (%g/s, %.0f%% of it this instance's) leaves no slot in time", c.opts.Rate, 100*share)}
 	}
 	parts := make([]Part, len(sms))
 	calls := make([]*smpp.Call, len(sms))
@@ -639,11 +659,25 @@ func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.Del
 		if parts[i].Err != nil {
 			c.cfg.Metrics.submit(fe, "no_response", -1)
 		} else {
+			c.answered(sent[i], parts[i].Resp.Status)
 			c.cfg.Metrics.submit(fe, statusLabel(parts[i].Resp.Status), c.cfg.Clock.Now().Sub(sent[i]).Seconds())
 		}
 	}
 	c.cfg.Metrics.windowInUse(fe, sess.Outstanding())
 	return Verdict(out.ID, parts)
+}
+
+// answered takes the SMSC's answer st to a submit_sm sent at sent into
+// the pause of the frontend's submits (Throttle).
+func (c *Client) answered(sent time.Time, st smpp.Status) {
+	now := c.cfg.Clock.Now()
+	c.mu.Lock()
+	paused := c.throttle.Answered(now, sent, st)
+	until := c.throttle.Until(now)
+	c.mu.Unlock()
+	if paused {
+		c.log.Info("the SMSC throttles: new submits wait", "until", until, "pause", until.Sub(now))
+	}
 }
 
 // noteRecent remembers an SMSC id the SMSC just accepted (see

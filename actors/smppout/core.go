@@ -13,7 +13,8 @@ import (
 
 // The pure core of the frontend: what a message becomes on the wire
 // (Submits), what the SMSC's responses make of it (Verdict), the pace of
-// the submits (Limiter, Share) and what a deliver_sm says (ReceiptOf).
+// the submits (Limiter, Share, and Throttle after ESME_RTHROTTLED) and
+// what a deliver_sm says (ReceiptOf).
 
 // maxAddr is the longest source_addr and destination_addr of submit_sm
 // (SMPP v3.4 5.2.8: 21 octets with the NUL).
@@ -213,6 +214,55 @@ func (l *Limiter) Reserve(now time.Time, rate float64, n int, deadline time.Time
 func (l *Limiter) Paced(now time.Time, within time.Duration) time.Time {
 	if until := l.next.Add(-within); until.After(now) {
 		return until
+	}
+	return time.Time{}
+}
+
+// ThrottleMin and ThrottleMax bound the pause of a frontend's submits
+// after ESME_RTHROTTLED (Throttle): 1 s first, an SMSC's TPS limit counting
+// per second; doubling on each further throttle up to 30 s, so that an
+// SMSC refusing for long is still tried twice a minute, and a pause stays
+// well short of the reconnect backoff's minute.
+const (
+	ThrottleMin = time.Second
+	ThrottleMax = 30 * time.Second
+)
+
+// Throttle is a frontend's back-off from an SMSC that answers
+// ESME_RTHROTTLED (at its TPS limit): its new submits wait ThrottleMin,
+// then twice as long on each further throttle up to ThrottleMax; an
+// ESME_ROK ends the doubling (the next throttle waits ThrottleMin again),
+// not the pause in force. A response to a submit sent before the pause
+// in force began says nothing new (the window's submits in flight at the
+// first throttle are answered alike): it neither doubles the pause nor
+// ends the doubling. It is pure: the caller passes the times. The zero
+// value is ready: no pause.
+type Throttle struct {
+	pause       time.Duration // the last pause (0: none since an ESME_ROK)
+	from, until time.Time     // when it began and ends
+}
+
+// Answered takes the SMSC's answer st, at now, to a submit_sm sent at
+// sent, and reports whether it began a pause (then Until says its end).
+func (t *Throttle) Answered(now, sent time.Time, st smpp.Status) bool {
+	stale := !t.from.IsZero() && sent.Before(t.from)
+	switch {
+	case stale: // in flight when the pause in force was decided
+	case st == smpp.StatusThrottled:
+		t.pause = min(max(2*t.pause, ThrottleMin), ThrottleMax)
+		t.from, t.until = now, now.Add(t.pause)
+		return true
+	case st == smpp.StatusOK:
+		t.pause = 0
+	}
+	return false
+}
+
+// Until is when new submits may go at now: the end of the pause in force,
+// or zero when none is.
+func (t *Throttle) Until(now time.Time) time.Time {
+	if t.until.After(now) {
+		return t.until
 	}
 	return time.Time{}
 }

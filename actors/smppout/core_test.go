@@ -366,3 +366,54 @@ func TestResendNote(t *testing.T) {
 		}
 	}
 }
+
+// Throttle: ESME_RTHROTTLED pauses new submits 1 s, doubling on each
+// further throttle to 30 s; an ESME_ROK ends the doubling, not the pause
+// in force; answers to submits sent before the pause in force began
+// (in flight when it was decided) change nothing.
+func TestThrottle(t *testing.T) {
+	t0 := time.Date(2026, 12, 5, 7, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	type answer struct {
+		now, sent int // ms after t0
+		st        smpp.Status
+		paused    bool // a pause began
+		until     int  // ms after t0 that Until(now) says; -1: zero
+	}
+	thr, ok := smpp.StatusThrottled, smpp.StatusOK
+	cases := []struct {
+		name    string
+		answers []answer
+	}{
+		{"none", []answer{{10, 0, ok, false, -1}, {20, 0, smpp.StatusMsgQueueFull, false, -1}}},
+		{"first throttle: 1 s", []answer{{10, 0, thr, true, 1010}}},
+		{"doubling up to 30 s", []answer{
+			{0, 0, thr, true, 1000}, {1100, 1000, thr, true, 3100}, {3200, 3100, thr, true, 7200},
+			{7200, 7200, thr, true, 15200}, {15200, 15200, thr, true, 31200}, {31200, 31200, thr, true, 61200},
+			{61200, 61200, thr, true, 91200}}},
+		{"the window in flight at the first throttle does not double it", []answer{
+			{10, 0, thr, true, 1010}, {11, 1, thr, false, 1010}, {12, 2, thr, false, 1010}, {13, 3, ok, false, 1010},
+			{1500, 1010, thr, true, 3500}}},
+		{"an ESME_ROK ends the doubling, not the pause", []answer{
+			{10, 0, thr, true, 1010}, {1100, 1010, thr, true, 3100}, {3200, 3100, ok, false, -1},
+			{3300, 3200, thr, true, 4300}}},
+		{"an ESME_ROK sent before the pause leaves the doubling", []answer{
+			{10, 0, thr, true, 1010}, {20, 5, ok, false, 1010}, {1100, 1010, thr, true, 3100}}},
+		{"a pause ends", []answer{{10, 0, thr, true, 1010}, {1010, 5, ok, false, -1}}},
+	}
+	for _, c := range cases {
+		var th Throttle
+		for i, a := range c.answers {
+			paused := th.Answered(at(a.now), at(a.sent), a.st)
+			until := th.Until(at(a.now))
+			want := time.Time{}
+			if a.until >= 0 {
+				want = at(a.until)
+			}
+			if paused != a.paused || !until.Equal(want) {
+				t.Errorf("%s, answer %d (%s at %d ms, sent at %d ms): paused %v until %v, want %v until %v",
+					c.name, i+1, a.st, a.now, a.sent, paused, until, a.paused, want)
+			}
+		}
+	}
+}

@@ -11,7 +11,9 @@
 // The delivery worker hands it each claimed message (Submit): the message
 // becomes its submit_sm (Submits: one, or one per part of a long text),
 // paced by the frontend's rate (Limiter; this instance's part of it is its
-// share of the ring: Share), sent within the session's window; the SMSC's
+// share of the ring: Share) and paused after ESME_RTHROTTLED (Throttle:
+// 1 s doubling to 30 s, its worker claiming nothing meanwhile), sent
+// within the session's window; the SMSC's
 // responses become the verdict (Verdict: accepted is delivered, with the
 // SMSC's message ids; a temporary status or a lost response is a retry; a
 // permanent status fails the message). While the client is not bound the
