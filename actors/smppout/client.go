@@ -594,10 +594,11 @@ func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.Del
 		}
 	}
 	now := c.cfg.Clock.Now()
-	deadline, ok := ctx.Deadline()
-	if !ok {
+	deadline, has := ctx.Deadline()
+	if !has {
 		deadline = now.Add(time.Hour)
 	}
+	ok := true
 	c.mu.Lock()
 	at, every := now, time.Duration(0)
 	paused := c.throttle.Until(now)

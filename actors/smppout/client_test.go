@@ -490,3 +490,17 @@ func TestLongTextPartsArePaced(t *testing.T) {
 		t.Fatalf("%+v", v)
 	}
 }
+
+// TestSubmitWithoutADeadline: a submit whose context has no deadline (an
+// embedder's call, say) on a frontend without a rate was a retry, "the
+// submit rate (0/s ...) leaves no slot in time", once the throttle's pause
+// was woven into the slot reservation; it is sent, as before, with an hour
+// to go.
+func TestSubmitWithoutADeadline(t *testing.T) {
+	smsc := smsctest.New(t, "pw", nil)
+	c := boundClient(t, "smpp://sb@"+smsc.Addr, Config{})
+	v := c.Submit(context.Background(), messages.Outgoing{ID: "m-1", SourceMSISDN: "+15550001", DestinationMSISDN: "+33600000001", Body: "hi"}, "")
+	if v.Status != messages.Delivered {
+		t.Fatalf("a submit without a deadline: %+v, want delivered", v)
+	}
+}
