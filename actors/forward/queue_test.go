@@ -41,38 +41,46 @@ func (s *parkStore) count() int {
 	return s.calls
 }
 
+// startQueue spawns the forward queue of peer b on st, with clk, in a
+// system of its own (stopped when the test ends), in a synctest bubble.
+func startQueue(t *testing.T, st persistence.Store, clk clock.Clock) (*actor.ActorSystem, *actor.PID) {
+	t.Helper()
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Node: "a", Peer: "b", Owner: "a-0", Store: st, Transport: &recordingTransport{}, Clock: clk,
+		Policy: DefaultPolicy(), Timeout: time.Second, StoreTimeout: time.Hour, Logger: slog.New(slog.DiscardHandler), Metrics: m,
+		Publish: func(messages.StateChanged) {}}
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }),
+		actor.WithDeadLetterThrottleInterval(10*time.Millisecond))
+	t.Cleanup(sys.Shutdown)
+	return sys, sys.Root.Spawn(actor.PropsFromProducer(New(cfg)))
+}
+
 // TestQueueParksAgainAfterAFailure: a park that failed (the store was
 // down) is tried again at the next tick while the peer is not healthy, so
 // that its pending messages still count down to forward_failed; it was
 // left until the link changed again.
 func TestQueueParksAgainAfterAFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m, err := NewMetrics(prometheus.NewRegistry())
-		if err != nil {
-			t.Fatal(err)
-		}
 		st := &parkStore{}
-		cfg := Config{Node: "a", Peer: "b", Owner: "a-0", Store: st, Transport: &recordingTransport{}, Clock: clock.Real{},
-			Policy: DefaultPolicy(), Timeout: time.Second, Logger: slog.New(slog.DiscardHandler), Metrics: m,
-			Publish: func(messages.StateChanged) {}}
-		sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-		pid := sys.Root.Spawn(actor.PropsFromProducer(New(cfg)))
+		sys, pid := startQueue(t, st, clock.Real{})
 		synctest.Wait()
 		if n := st.count(); n != 1 {
 			t.Fatalf("%d parks at start, want 1 (the peer is not healthy yet)", n)
 		}
-		time.Sleep(cfg.Policy.RetryInterval)
+		time.Sleep(DefaultPolicy().RetryInterval)
 		synctest.Wait()
 		if n := st.count(); n != 2 {
 			t.Fatalf("%d parks a tick after the failed one, want 2", n)
 		}
-		time.Sleep(3 * cfg.Policy.RetryInterval)
+		time.Sleep(3 * DefaultPolicy().RetryInterval)
 		synctest.Wait()
 		if n := st.count(); n != 2 {
 			t.Fatalf("%d parks after one that worked, want 2 (nothing new to park)", n)
 		}
 		_ = sys.Root.StopFuture(pid).Wait()
-		sys.Shutdown()
 	})
 }
 
@@ -102,6 +110,19 @@ func (s *gateStore) Write(_ context.Context, _ time.Time, w persistence.Write) (
 		Reported: make([]persistence.Completion, len(w.Statuses)), Claims: make([]persistence.Claim, len(w.Claims))}, nil
 }
 
+// stop lets the page under way (if one is) through and stops the queue,
+// waiting out its last result's dead letter.
+func (s *gateStore) stop(sys *actor.ActorSystem, pid *actor.PID) {
+	select {
+	case s.pass <- struct{}{}:
+	default:
+	}
+	synctest.Wait()
+	sys.Root.Stop(pid)
+	time.Sleep(time.Second)
+	synctest.Wait()
+}
+
 func (s *gateStore) count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -116,18 +137,8 @@ func (s *gateStore) count() int {
 // parking begun again waits for the page under way, and it stops at once.
 func TestQueueServesItsMailboxWhileAPageParks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m, err := NewMetrics(prometheus.NewRegistry())
-		if err != nil {
-			t.Fatal(err)
-		}
 		st := &gateStore{pass: make(chan struct{})}
-		cfg := Config{Node: "a", Peer: "b", Owner: "a-0", Store: st, Transport: &recordingTransport{}, Clock: clock.Real{},
-			Policy: DefaultPolicy(), Timeout: time.Second, StoreTimeout: time.Hour, Logger: slog.New(slog.DiscardHandler), Metrics: m,
-			Publish: func(messages.StateChanged) {}}
-		sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }),
-			actor.WithDeadLetterThrottleInterval(10*time.Millisecond))
-		defer sys.Shutdown()
-		pid := sys.Root.Spawn(actor.PropsFromProducer(New(cfg)))
+		sys, pid := startQueue(t, st, clock.Real{})
 		synctest.Wait()
 		if n := st.count(); n != 1 {
 			t.Fatalf("%d parks at start, want 1 (the peer is not healthy yet)", n)
@@ -180,19 +191,9 @@ func (g *gateClock) Now() time.Time {
 // and the peer's pending messages waited unseen until a kick.
 func TestQueueParksAgainWhenAPageEndsBeforeItsParkedMessage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m, err := NewMetrics(prometheus.NewRegistry())
-		if err != nil {
-			t.Fatal(err)
-		}
 		st := &gateStore{pass: make(chan struct{})}
 		ck := &gateClock{}
-		cfg := Config{Node: "a", Peer: "b", Owner: "a-0", Store: st, Transport: &recordingTransport{}, Clock: ck,
-			Policy: DefaultPolicy(), Timeout: time.Second, StoreTimeout: time.Hour, Logger: slog.New(slog.DiscardHandler), Metrics: m,
-			Publish: func(messages.StateChanged) {}}
-		sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }),
-			actor.WithDeadLetterThrottleInterval(10*time.Millisecond))
-		defer sys.Shutdown()
-		pid := sys.Root.Spawn(actor.PropsFromProducer(New(cfg)))
+		sys, pid := startQueue(t, st, ck)
 		synctest.Wait()
 		if n := st.count(); n != 1 {
 			t.Fatalf("%d parks at start, want 1", n)
@@ -210,14 +211,7 @@ func TestQueueParksAgainWhenAPageEndsBeforeItsParkedMessage(t *testing.T) {
 		if n := st.count(); n != 2 {
 			t.Errorf("%d parks, want 2: the parking begun again by the second link was lost", n)
 		}
-		select { // the second page, when there is one
-		case st.pass <- struct{}{}:
-		default:
-		}
-		synctest.Wait()
-		sys.Root.Stop(pid)
-		time.Sleep(time.Second)
-		synctest.Wait()
+		st.stop(sys, pid)
 	})
 }
 
@@ -226,18 +220,8 @@ func TestQueueParksAgainWhenAPageEndsBeforeItsParkedMessage(t *testing.T) {
 // the page did not see: another page follows it.
 func TestQueueParksAfterAPageAKickCameDuring(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m, err := NewMetrics(prometheus.NewRegistry())
-		if err != nil {
-			t.Fatal(err)
-		}
 		st := &gateStore{pass: make(chan struct{})}
-		cfg := Config{Node: "a", Peer: "b", Owner: "a-0", Store: st, Transport: &recordingTransport{}, Clock: clock.Real{},
-			Policy: DefaultPolicy(), Timeout: time.Second, StoreTimeout: time.Hour, Logger: slog.New(slog.DiscardHandler), Metrics: m,
-			Publish: func(messages.StateChanged) {}}
-		sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }),
-			actor.WithDeadLetterThrottleInterval(10*time.Millisecond))
-		defer sys.Shutdown()
-		pid := sys.Root.Spawn(actor.PropsFromProducer(New(cfg)))
+		sys, pid := startQueue(t, st, clock.Real{})
 		synctest.Wait()
 		sys.Root.Send(pid, &messages.KickPeer{Peer: "b"})
 		synctest.Wait()
@@ -246,13 +230,6 @@ func TestQueueParksAfterAPageAKickCameDuring(t *testing.T) {
 		if n := st.count(); n != 2 {
 			t.Errorf("%d parks, want 2: the kick that came while the page ran parks nothing", n)
 		}
-		select { // the second page, when there is one
-		case st.pass <- struct{}{}:
-		default:
-		}
-		synctest.Wait()
-		sys.Root.Stop(pid)
-		time.Sleep(time.Second)
-		synctest.Wait()
+		st.stop(sys, pid)
 	})
 }

@@ -43,6 +43,29 @@ func (s *gateStore) calls() int {
 	return len(s.peers)
 }
 
+// startSupervisor spawns a peers actor on st, whose peer actors do
+// nothing (each counted in spawns), in a system of its own (stopped when
+// the test ends), in a synctest bubble.
+func startSupervisor(t *testing.T, st persistence.Store, spawns *atomic.Int64) (*actor.ActorSystem, *actor.PID) {
+	t.Helper()
+	cfg := testConfig(t, &peerNet{}, NewBook())
+	cfg.Store = st
+	cfg.Timeout = time.Hour
+	props := func(string, actor.Producer) *actor.Props {
+		spawns.Add(1)
+		return actor.PropsFromProducer(func() actor.Actor { return idle{} })
+	}
+	var discovery atomic.Pointer[actor.PID]
+	prod, err := NewSupervisor(cfg, props, &discovery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }),
+		actor.WithDeadLetterThrottleInterval(10*time.Millisecond))
+	t.Cleanup(sys.Shutdown)
+	return sys, sys.Root.Spawn(actor.PropsFromProducer(prod))
+}
+
 // TestSupervisorServesPeersWhileAGonePeerParks: the pages that park a
 // gone peer's pending messages ran on the supervisor's mailbox, so a slow
 // one held up the routing of every peer (kicks, PeerUp, the forward
@@ -53,23 +76,8 @@ func (s *gateStore) calls() int {
 func TestSupervisorServesPeersWhileAGonePeerParks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &gateStore{pass: make(chan struct{})}
-		cfg := testConfig(t, &peerNet{}, NewBook())
-		cfg.Store = st
-		cfg.Timeout = time.Hour
 		var spawns atomic.Int64
-		props := func(string, actor.Producer) *actor.Props {
-			spawns.Add(1)
-			return actor.PropsFromProducer(func() actor.Actor { return idle{} })
-		}
-		var discovery atomic.Pointer[actor.PID]
-		prod, err := NewSupervisor(cfg, props, &discovery)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }),
-			actor.WithDeadLetterThrottleInterval(10*time.Millisecond))
-		defer sys.Shutdown()
-		sup := sys.Root.Spawn(actor.PropsFromProducer(prod))
+		sys, sup := startSupervisor(t, st, &spawns)
 		sys.Root.Send(sup, &messages.PeerUp{Node: "beta"})
 		sys.Root.Send(sup, &messages.PeerGone{Node: "beta"})
 		synctest.Wait()
@@ -137,22 +145,8 @@ func (s *failFirstStore) count() int {
 func TestSupervisorParksAPeerGoneAgainAfterAFailedPage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &failFirstStore{release: make(chan struct{})}
-		cfg := testConfig(t, &peerNet{}, NewBook())
-		cfg.Store = st
-		cfg.Timeout = time.Hour
-		cfg.Logger = slog.New(slog.DiscardHandler)
-		props := func(string, actor.Producer) *actor.Props {
-			return actor.PropsFromProducer(func() actor.Actor { return idle{} })
-		}
-		var discovery atomic.Pointer[actor.PID]
-		prod, err := NewSupervisor(cfg, props, &discovery)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }),
-			actor.WithDeadLetterThrottleInterval(10*time.Millisecond))
-		defer sys.Shutdown()
-		sup := sys.Root.Spawn(actor.PropsFromProducer(prod))
+		var spawns atomic.Int64
+		sys, sup := startSupervisor(t, st, &spawns)
 		sys.Root.Send(sup, &messages.PeerUp{Node: "beta"})
 		sys.Root.Send(sup, &messages.PeerGone{Node: "beta"})
 		synctest.Wait() // beta's actor has stopped: its name is free again
