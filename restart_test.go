@@ -3,6 +3,7 @@ package switchboard_test
 import (
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
@@ -420,6 +421,56 @@ func TestWorkerRestartDuringARound(t *testing.T) {
 	}
 	if m := h.message("m-0"); m.State != messages.StateDelivered {
 		t.Fatalf("m-0 is %s", m.State)
+	}
+}
+
+// TestWorkerRestartKeepsItsVerdicts: a webhook worker that restarts (a
+// panic in the round of its first verdict) with verdicts not recorded yet
+// (that round's, and the 2xx answers that came while it was out) hands
+// them to its next incarnation, whose first round records them. They were
+// dropped: each of those messages waited for its lease and was called
+// again, though the webhook had answered 2xx, and a worker's panic with
+// the process alive is not a crash. Each message is called once now,
+// delivered in its first attempt, and counted once.
+func TestWorkerRestartKeepsItsVerdicts(t *testing.T) {
+	const n = 4
+	hook := newGatedHook(n)
+	srv := httptest.NewServer(hook)
+	defer srv.Close()
+	defer hook.letAll()
+	fs := newFaultyStore(t)
+	cfg := testConfig(t)
+	cfg.Store = fs
+	// No call times out (they are held a moment); the lease (2 x 5 s +
+	// 5 s) runs out within the wait for a message's state.
+	cfg.WebhookTimeout = 5 * time.Second
+	h := startNode(t, cfg)
+	h.webhookFrontend("hook", srv.URL, "44")
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = h.submit(fmt.Sprintf("m-%d", i), fmt.Sprintf("44%03d", i))
+	}
+	for range n {
+		hook.next(t)
+	}
+	// The calls answer together: the round of the first verdict panics
+	// before its commit; the verdicts that came meanwhile wait for the
+	// next round (those that come after the restart are the next
+	// incarnation's, late).
+	fs.armFrom("CompleteWork", "delivery.(*Worker).run", 1, false)
+	hook.letAll()
+	waitRestarts(t, h, "delivery", 1)
+	for _, id := range ids {
+		if m := h.waitState(id, messages.StateDelivered); m.Attempts != 1 || hook.callsOf(id) != 1 {
+			t.Fatalf("%s: %d attempts, %d calls; history %+v", id, m.Attempts, hook.callsOf(id), m.History)
+		}
+	}
+	series := `switchboard_delivery_dispositions_total{frontend="hook",outcome="delivered"}`
+	if got := metricValue(t, scrape(t, h), series); got != n {
+		t.Fatalf("%s = %v, want %d", series, got, n)
+	}
+	if got := restarts(t, h, "delivery"); got != 1 {
+		t.Fatalf("%v restarts of the worker, want 1", got)
 	}
 }
 

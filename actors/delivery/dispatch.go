@@ -117,7 +117,17 @@ type pending struct {
 	// that the one the store refuses is found and dropped, and the others
 	// are recorded.
 	alone bool
+	// again: it was in the round an earlier incarnation of the worker had
+	// out when it restarted (Unrecorded), which may have recorded it: an
+	// AlreadyRecorded is then that round's doing (earlierDone reported
+	// it), not a late verdict refused.
+	again bool
 }
+
+// Verdicts are push verdicts a worker had not recorded when it restarted
+// (Dispatcher.Unrecorded), for its next incarnation to record
+// (Dispatcher.Record).
+type Verdicts []pending
 
 // ackState is a pull frontend's ack waiting for its verdicts' commit.
 type ackState struct {
@@ -252,6 +262,53 @@ func (d *Dispatcher) InFlight() map[string]time.Time {
 // the new incarnation claimed and offered MaxInFlight on top of them.
 func (d *Dispatcher) Inherit(flights map[string]time.Time) {
 	maps.Copy(d.orphans, flights)
+}
+
+// Unrecorded are the push verdicts not recorded yet (a webhook's 200
+// whose delivered waits for the next round, an in-process frontend's
+// answer, a timeout, a claimed message the policy refused): what the
+// worker hands its next incarnation when it restarts (Record), with
+// Stop's answer to the acks. Dropped, each message waited for its lease
+// and was delivered again, a webhook that had answered 200 included.
+//
+// The round out gives its final verdicts too, which it may have recorded
+// or not (it may be the round that panicked): a final outcome recorded
+// twice is AlreadyRecorded, whatever happened between, so neither lost
+// nor counted twice (whichever of the two rounds records it reports it
+// Applied; the earlier one's result comes to the next incarnation,
+// earlierDone). Not its retries: a retry recorded twice is
+// AlreadyRecorded only while its row was not claimed again, and recorded
+// after the next attempt's claim it would answer for that attempt; lost,
+// a retry's message only waits for its lease, which it would not have
+// had to: the frontend did not take it.
+func (d *Dispatcher) Unrecorded() Verdicts {
+	var out Verdicts
+	for _, p := range d.pending {
+		if p.ack == nil {
+			out = append(out, p)
+		}
+	}
+	if d.round == nil {
+		return out
+	}
+	for _, p := range d.round.pending {
+		if p.ack == nil && p.o.Result != persistence.ResultRetry {
+			p.again = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Record gives the dispatcher of a restarted worker the verdicts its
+// previous incarnation had not recorded (Unrecorded): its first round
+// records them. A verdict that makes that round panic again restarts the
+// worker again, and comes back again: the worker's restart budget bounds
+// that loop, after which the supervisor spawns a new worker (with a
+// fresh start: its verdicts are lost, and their messages wait for their
+// lease).
+func (d *Dispatcher) Record(v Verdicts) {
+	d.pending = append(d.pending, v...)
 }
 
 // Kick says work may be due (a commit, a ring change).
@@ -931,7 +988,7 @@ func (d *Dispatcher) Done(now time.Time, r *Round, completions []persistence.Com
 		if c == persistence.Applied {
 			e.Applied = append(e.Applied, p.o)
 		}
-		if p.late && c == persistence.AlreadyRecorded {
+		if p.late && !p.again && c == persistence.AlreadyRecorded {
 			e.LateRefused = append(e.LateRefused, p.o)
 		}
 		if p.o.Result != persistence.ResultRetry && c != persistence.StaleEpoch {
@@ -1118,7 +1175,9 @@ func (d *Dispatcher) retired(now time.Time, drained bool) bool {
 
 // Stop ends the dispatcher (its worker stops or restarts): the waiting
 // polls are answered empty and the acks waiting on verdicts not yet
-// recorded fail (the frontend acks again).
+// recorded fail (the frontend acks again). The push verdicts not yet
+// recorded are forgotten: a worker that restarts takes them first
+// (Unrecorded).
 func (d *Dispatcher) Stop() Effects {
 	e := Effects{Answers: d.answerAll()}
 	prs := d.pending

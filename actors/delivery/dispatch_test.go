@@ -724,6 +724,82 @@ func TestDoneOfAnEarlierIncarnationsRound(t *testing.T) {
 	}
 }
 
+// TestVerdictsUnrecordedAtARestart: a push worker that restarts with
+// verdicts not recorded yet (a webhook's 200 waiting for the next round,
+// a retry, and the round out with another 200) hands them to its next
+// incarnation (Unrecorded, Record), whose first round records them.
+// Stop dropped them: each message waited for its lease and was delivered
+// again, a webhook that had answered 200 included. The round out gives
+// its final verdicts (recorded twice, one is AlreadyRecorded: counted
+// once, and not taken for a late verdict refused), not its retries (a
+// retry recorded after the next attempt's claim would answer for it); a
+// pull frontend's acks are answered by Stop (the consumer acks again),
+// not carried.
+func TestVerdictsUnrecordedAtARestart(t *testing.T) {
+	before := newPush(4)
+	r, _ := before.Next(t0)
+	claimed := work("p", 4, time.Minute)
+	for i := range claimed {
+		claimed[i].LeaseEpoch = 7
+	}
+	before.Done(t0, r, nil, &persistence.Claim{Work: claimed}, nil)
+	delivered := messages.DeliveryResult{Status: messages.Delivered}
+	before.Verdict(t0, "p0", 1, delivered, false, rng())
+	before.Verdict(t0, "p1", 1, messages.DeliveryResult{Status: messages.Retry, Reason: "503"}, false, rng())
+	out, ok := before.Next(t0)
+	if !ok || len(out.Outcomes) != 2 {
+		t.Fatalf("round %s, want p0's and p1's verdicts", claimOf(out))
+	}
+	// While that round is out: p2's 200, p3's retry. Then the restart.
+	before.Verdict(t0, "p2", 1, delivered, false, rng())
+	before.Verdict(t0, "p3", 1, messages.DeliveryResult{Status: messages.Retry, Reason: "503"}, false, rng())
+	v := before.Unrecorded()
+	before.Stop()
+
+	d := newPush(4)
+	d.Record(v)
+	first, ok := d.Next(t0)
+	got := map[string]persistence.Result{}
+	for _, o := range first.Outcomes {
+		got[o.MessageID] = o.Result
+		if o.Epoch != 7 || o.Owner != "me" {
+			t.Errorf("%s's outcome fenced with epoch %d owner %q, want its claim's 7, me", o.MessageID, o.Epoch, o.Owner)
+		}
+	}
+	want := map[string]persistence.Result{"p0": persistence.ResultDelivered, "p2": persistence.ResultDelivered, "p3": persistence.ResultRetry}
+	if !ok || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("the next incarnation's first round records %v, want %v (p1's retry was in the round out)", got, want)
+	}
+
+	// The earlier round committed p0's and p1's verdicts: its result
+	// reports them; the next incarnation's record of p0 is AlreadyRecorded.
+	if e := d.Done(t0, out, []persistence.Completion{persistence.Applied, persistence.Applied}, nil, nil); len(e.Applied) != 2 {
+		t.Fatalf("applied %+v of the earlier round, want p0 and p1", e.Applied)
+	}
+	cs := make([]persistence.Completion, len(first.Outcomes))
+	for i, o := range first.Outcomes {
+		cs[i] = persistence.Applied
+		if o.MessageID == "p0" {
+			cs[i] = persistence.AlreadyRecorded
+		}
+	}
+	e := d.Done(t0, first, cs, &persistence.Claim{}, nil)
+	if len(e.Applied) != 2 || len(e.LateRefused) != 0 {
+		t.Fatalf("applied %+v, late refused %+v: want p2 and p3 applied, p0 counted once (by the earlier round)", e.Applied, e.LateRefused)
+	}
+
+	// A pull frontend's ack is answered by Stop, not carried.
+	pull := newPull()
+	pull.Ack(t0, &messages.Ack{Frontend: "fe", Reply: make(chan messages.AckReply, 1),
+		Results: []messages.DeliveryResult{{ID: "a", Status: messages.Delivered}}}, nil, nil, rng())
+	if v := pull.Unrecorded(); len(v) != 0 {
+		t.Fatalf("carried %+v: a pull frontend's ack", v)
+	}
+	if e := pull.Stop(); len(e.Acks) != 1 || e.Acks[0].Reply.Err == nil {
+		t.Fatalf("Stop effects %+v: want the ack answered unavailable", e)
+	}
+}
+
 func newBusPush(max int) *Dispatcher {
 	d := NewDispatcher(DispatcherConfig{Frontend: "fe", Owner: "me", Policy: dispatchPolicy, MaxInFlight: max,
 		PushLease: time.Minute, DeliveryTimeout: 10 * time.Second, Bus: true, BusOverdue: time.Minute, BusBackstop: 10 * time.Second})

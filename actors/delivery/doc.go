@@ -50,7 +50,14 @@
 // (busLink.earlier). The push deliveries it had under way go on: the next
 // incarnation inherits them (Dispatcher.Inherit), records their verdicts,
 // and counts them against MaxInFlight until each verdict comes or its
-// deadline passes. A store error leaves verdicts uncommitted: the work is
+// deadline passes. So do the push verdicts it had not recorded
+// (Dispatcher.Unrecorded: those waiting for the next round, and the final
+// ones of the round out, which may have recorded them; the ledger makes a
+// second record AlreadyRecorded): the next incarnation's first round
+// records them (Dispatcher.Record), so that a webhook that answered 2xx
+// is not called again. A verdict that panics the round again loops until
+// the restart budget is used up; the supervisor's new worker (lost)
+// starts without it. A store error leaves verdicts uncommitted: the work is
 // claimed again when its lease ends and redelivered with the same id.
 //
 // The Janitor fails messages whose validity passed while nobody claimed

@@ -57,16 +57,19 @@ type Worker struct {
 // client for the name is its successor's); whether it retires, and by when, and whether it drains
 // (the node stops), with the drains waiting for it (a restart must not
 // turn a retiring or draining worker back into one that claims, nor
-// forget a drain); and the deliveries it had under way, with their
+// forget a drain); the deliveries it had under way, with their
 // deadlines (Dispatcher.InFlight): their verdicts come to the next
 // incarnation, which records them (late) and, retiring or draining, does
-// not stop before them.
+// not stop before them; and the verdicts it had not recorded yet
+// (Dispatcher.Unrecorded), which the next incarnation's first round
+// records.
 type workerLife struct {
 	smpp      *smppout.Client
 	retireBy  time.Time
 	draining  bool
 	drainDone []chan<- struct{}
 	flights   map[string]time.Time
+	verdicts  Verdicts
 }
 
 // wakeMsg is the worker's wake-up (its Wakeup fired).
@@ -105,6 +108,8 @@ func (w *Worker) Receive(c actor.Context) {
 		w.wake = clock.NewWakeup(w.d.Clock, func(uint64) { w.sys.Root.Send(w.self, wakeMsg{}) })
 		w.smpp = w.life.smpp
 		w.core.Inherit(w.life.flights)
+		w.core.Record(w.life.verdicts)
+		w.life.verdicts = nil
 		if w.life.draining {
 			w.apply(c, w.core.Drain())
 		}
@@ -119,6 +124,7 @@ func (w *Worker) Receive(c actor.Context) {
 		return
 	case *actor.Restarting:
 		w.life.flights = w.core.InFlight()
+		w.life.verdicts = w.core.Unrecorded()
 		w.stopping(c)
 		return
 	case *handover.Work:
