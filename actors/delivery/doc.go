@@ -50,7 +50,9 @@
 // (busLink.earlier). The push deliveries it had under way go on: the next
 // incarnation inherits them (Dispatcher.Inherit), records their verdicts,
 // and counts them against MaxInFlight until each verdict comes or its
-// deadline passes. So do the push verdicts it had not recorded
+// deadline passes, as it counts the rows the handover board granted its
+// predecessor that have not come yet (they come to its mailbox, which it
+// kept: seat.started). So do the push verdicts it had not recorded
 // (Dispatcher.Unrecorded: those waiting for the next round, and the final
 // ones of the round out, which may have recorded them; the ledger makes a
 // second record AlreadyRecorded): the next incarnation's first round

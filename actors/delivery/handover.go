@@ -64,10 +64,20 @@ func (s *seat) owe(d *Dispatcher, now time.Time) {
 	d.Owe(s.board.Owed(s.key, s.self))
 }
 
-// forget drops what an earlier worker with this PID offered and was owed
-// (handover.Board.Forget): the worker starts with nothing under way.
-func (s *seat) forget() {
-	if s.board != nil {
+// started is the start of an incarnation of the worker, restarted being
+// whether one started before it. A new worker drops what an earlier one
+// with its PID offered and was owed (handover.Board.Forget: a worker of a
+// restarted supervisor gets the name, hence the PID, of one stopped with
+// the supervisor, whose Work went with its mailbox): it starts with
+// nothing under way. A restarted one keeps what it is owed: it has its
+// predecessor's mailbox, so the rows granted to it still come
+// (handover.Work, whose grant it settles first thing, Work.Arrived, even
+// if handling it then panics) or are refunded by the intake (a commit
+// that failed or stored none of them, or gave up). Dropped, its room did
+// not count them: its first claim took MaxInFlight and the rows came on
+// top of it. Its offer was withdrawn as it stopped (stopping).
+func (s *seat) started(restarted bool) {
+	if s.board != nil && !restarted {
 		s.board.Forget(s.key, s.self)
 	}
 }

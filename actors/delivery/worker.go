@@ -62,7 +62,8 @@ type Worker struct {
 // incarnation, which records them (late) and, retiring or draining, does
 // not stop before them; and the verdicts it had not recorded yet
 // (Dispatcher.Unrecorded), which the next incarnation's first round
-// records.
+// records; and whether an incarnation started already (a restart keeps
+// what the handover board owes the worker, seat.started).
 type workerLife struct {
 	smpp      *smppout.Client
 	retireBy  time.Time
@@ -70,6 +71,7 @@ type workerLife struct {
 	drainDone []chan<- struct{}
 	flights   map[string]time.Time
 	verdicts  Verdicts
+	started   bool
 }
 
 // wakeMsg is the worker's wake-up (its Wakeup fired).
@@ -104,7 +106,8 @@ func (w *Worker) Receive(c actor.Context) {
 	case *actor.Started:
 		w.self, w.sys = c.Self(), c.ActorSystem()
 		w.seat = seatOf(w.d.Board, w.fe, w.self)
-		w.seat.forget()
+		w.seat.started(w.life.started)
+		w.life.started = true
 		w.wake = clock.NewWakeup(w.d.Clock, func(uint64) { w.sys.Root.Send(w.self, wakeMsg{}) })
 		w.smpp = w.life.smpp
 		w.core.Inherit(w.life.flights)
