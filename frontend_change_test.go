@@ -642,20 +642,8 @@ func workerOverBudget(t *testing.T, del bool) {
 func TestWorkerRestartInheritedCallsTakeTheirSlots(t *testing.T) {
 	const bound = delivery.DefaultMaxInFlight
 	const n = bound + 8
-	hook := newGatedHook(n)
-	srv := httptest.NewServer(hook)
-	defer srv.Close()
-	defer hook.letAll()
-	fs := newFaultyStore(t)
-	cfg := testConfig(t)
-	cfg.Store = fs
-	cfg.WebhookTimeout = time.Minute // no call times out: the inherited ones end with their verdicts
-	h := startNode(t, cfg)
-	h.webhookFrontend("hook", srv.URL, "44")
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = h.submit(fmt.Sprintf("m-%02d", i), fmt.Sprintf("44%03d", i))
-	}
+	// No call times out: the inherited ones end with their verdicts.
+	hook, fs, h, ids := gatedHookNode(t, n, time.Minute, "m-%02d")
 	// The worker has its bound of calls under way, held at the frontend.
 	first := hook.next(t)
 	for range bound - 1 {
@@ -711,6 +699,28 @@ type gatedHook struct {
 	called  map[string]int           // calls, by message id
 	now     int
 	most    int
+}
+
+// gatedHookNode starts a node on a faulty store whose webhook frontend
+// "hook" (prefix 44) is a gatedHook for n messages, with webhookTimeout,
+// and submits the n messages (ids after idFormat), each to its own number.
+func gatedHookNode(t *testing.T, n int, webhookTimeout time.Duration, idFormat string) (*gatedHook, *faultyStore, *harness, []string) {
+	t.Helper()
+	hook := newGatedHook(n)
+	srv := httptest.NewServer(hook)
+	t.Cleanup(srv.Close)
+	fs := newFaultyStore(t)
+	cfg := testConfig(t)
+	cfg.Store = fs
+	cfg.WebhookTimeout = webhookTimeout
+	h := startNode(t, cfg)
+	t.Cleanup(hook.letAll) // first: the node's stop and the server's close wait for the calls held
+	h.webhookFrontend("hook", srv.URL, "44")
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = h.submit(fmt.Sprintf(idFormat, i), fmt.Sprintf("44%03d", i))
+	}
+	return hook, fs, h, ids
 }
 
 func newGatedHook(n int) *gatedHook {

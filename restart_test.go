@@ -3,7 +3,6 @@ package switchboard_test
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
@@ -434,22 +433,9 @@ func TestWorkerRestartDuringARound(t *testing.T) {
 // delivered in its first attempt, and counted once.
 func TestWorkerRestartKeepsItsVerdicts(t *testing.T) {
 	const n = 4
-	hook := newGatedHook(n)
-	srv := httptest.NewServer(hook)
-	defer srv.Close()
-	defer hook.letAll()
-	fs := newFaultyStore(t)
-	cfg := testConfig(t)
-	cfg.Store = fs
 	// No call times out (they are held a moment); the lease (2 x 5 s +
 	// 5 s) runs out within the wait for a message's state.
-	cfg.WebhookTimeout = 5 * time.Second
-	h := startNode(t, cfg)
-	h.webhookFrontend("hook", srv.URL, "44")
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = h.submit(fmt.Sprintf("m-%d", i), fmt.Sprintf("44%03d", i))
-	}
+	hook, fs, h, ids := gatedHookNode(t, n, 5*time.Second, "m-%d")
 	for range n {
 		hook.next(t)
 	}
