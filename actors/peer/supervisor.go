@@ -3,6 +3,7 @@ package peer
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -22,6 +23,10 @@ type Supervisor struct {
 	// until discovery is spawned, after this actor).
 	discovery *atomic.Pointer[actor.PID]
 	children  map[string]*actor.PID
+	// back are the peers announced again (PeerUp) while the actor of
+	// their last going was still stopping, by name (their actors are
+	// named after them): each is spawned when that one has stopped.
+	back map[string]*messages.PeerUp
 	// addresses are the health of the listed addresses that never
 	// answered (discovery's PeerAddresses), by address.
 	addresses map[string]*Health
@@ -59,7 +64,8 @@ func NewSupervisor(cfg Config, props func(kind string, p actor.Producer) *actor.
 	var built atomic.Int64
 	return func() actor.Actor {
 		return &Supervisor{cfg: cfg, props: props, discovery: discovery, children: map[string]*actor.PID{},
-			addresses: map[string]*Health{}, parking: map[string]*goneParking{}, restarted: built.Add(1) > 1}
+			addresses: map[string]*Health{}, parking: map[string]*goneParking{}, back: map[string]*messages.PeerUp{},
+			restarted: built.Add(1) > 1}
 	}, nil
 }
 
@@ -69,7 +75,7 @@ func (s *Supervisor) Receive(c actor.Context) {
 	case *actor.Restarting:
 		// The children are stopped with us; after the restart discovery
 		// announces every peer again (resync) and they are respawned.
-		s.children = map[string]*actor.PID{}
+		s.children, s.back = map[string]*actor.PID{}, map[string]*messages.PeerUp{}
 		s.stopParking()
 	case *actor.Stopping:
 		s.stopParking()
@@ -82,15 +88,17 @@ func (s *Supervisor) Receive(c actor.Context) {
 			c.Send(pid, m)
 			return
 		}
-		cfg := s.cfg
-		cfg.Peer, cfg.Instances = m.Node, m.Instances
-		pid, err := c.SpawnNamed(s.props("peer", New(cfg)), m.Node)
-		if err != nil {
-			s.cfg.Logger.Error("spawning peer actor failed", "component", "peer", "peer", m.Node, "err", err)
-			return
+		s.spawn(c, m)
+	case *actor.Terminated:
+		// A peer back while the actor of its going was stopping is
+		// spawned now that it has.
+		name := strings.TrimPrefix(m.Who.Id, c.Self().Id+"/")
+		if up, ok := s.back[name]; ok {
+			delete(s.back, name)
+			s.spawn(c, up)
 		}
-		s.children[m.Node] = pid
 	case *messages.PeerGone:
+		delete(s.back, m.Node) // gone again before its actor could start
 		pid, ok := s.children[m.Node]
 		if !ok {
 			return
@@ -220,6 +228,23 @@ func (s *Supervisor) stopParking() {
 		p.cancel()
 	}
 	s.parking = map[string]*goneParking{}
+}
+
+// spawn starts the actor of peer up.Node, or, when the actor of its last
+// going is still stopping (it has the name), once it has (Terminated).
+func (s *Supervisor) spawn(c actor.Context, up *messages.PeerUp) {
+	cfg := s.cfg
+	cfg.Peer, cfg.Instances = up.Node, up.Instances
+	pid, err := c.SpawnNamed(s.props("peer", New(cfg)), up.Node)
+	if errors.Is(err, actor.ErrNameExists) {
+		s.back[up.Node] = up
+		return
+	}
+	if err != nil {
+		s.cfg.Logger.Error("spawning peer actor failed", "component", "peer", "peer", up.Node, "err", err)
+		return
+	}
+	s.children[up.Node] = pid
 }
 
 func (s *Supervisor) route(c actor.Context, peer string, m any) {

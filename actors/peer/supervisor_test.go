@@ -43,8 +43,17 @@ func (s *gateStore) calls() int {
 	return len(s.peers)
 }
 
+// started is a peer actor that does nothing but count its starts.
+type started struct{ n *atomic.Int64 }
+
+func (a started) Receive(c actor.Context) {
+	if _, ok := c.Message().(*actor.Started); ok {
+		a.n.Add(1)
+	}
+}
+
 // startSupervisor spawns a peers actor on st, whose peer actors do
-// nothing (each counted in spawns), in a system of its own (stopped when
+// nothing (each start counted in spawns), in a system of its own (stopped when
 // the test ends), in a synctest bubble.
 func startSupervisor(t *testing.T, st persistence.Store, spawns *atomic.Int64) (*actor.ActorSystem, *actor.PID) {
 	t.Helper()
@@ -52,8 +61,7 @@ func startSupervisor(t *testing.T, st persistence.Store, spawns *atomic.Int64) (
 	cfg.Store = st
 	cfg.Timeout = time.Hour
 	props := func(string, actor.Producer) *actor.Props {
-		spawns.Add(1)
-		return actor.PropsFromProducer(func() actor.Actor { return idle{} })
+		return actor.PropsFromProducer(func() actor.Actor { return started{spawns} })
 	}
 	var discovery atomic.Pointer[actor.PID]
 	prod, err := NewSupervisor(cfg, props, &discovery)
@@ -161,5 +169,39 @@ func TestSupervisorParksAPeerGoneAgainAfterAFailedPage(t *testing.T) {
 		if err := sys.Root.StopFuture(sup).Wait(); err != nil {
 			t.Fatal(err)
 		}
+	})
+}
+
+// TestSupervisorSpawnsAPeerBackWhoseLastActorIsStopping: a peer back
+// (PeerUp) while the actor of its going (PeerGone) was still stopping was
+// not spawned ("spawn: name exists": the actor is named after the peer),
+// and discovery announces a peer only when it changes, so it had no actor,
+// and its messages no forward queue, until its next change. It is spawned
+// once the stopping one has stopped.
+func TestSupervisorSpawnsAPeerBackWhoseLastActorIsStopping(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var spawns atomic.Int64
+		sys, sup := startSupervisor(t, &gateStore{pass: make(chan struct{})}, &spawns)
+		sys.Root.Send(sup, &messages.PeerUp{Node: "beta"})
+		synctest.Wait()
+		sys.Root.Send(sup, &messages.PeerGone{Node: "beta"})
+		sys.Root.Send(sup, &messages.PeerUp{Node: "beta"})
+		synctest.Wait()
+		if n := spawns.Load(); n != 2 {
+			t.Fatalf("%d starts of beta's actor, want 2 (back after it went)", n)
+		}
+		// Gone again before its actor could start again: none is.
+		sys.Root.Send(sup, &messages.PeerGone{Node: "beta"})
+		sys.Root.Send(sup, &messages.PeerUp{Node: "beta"})
+		sys.Root.Send(sup, &messages.PeerGone{Node: "beta"})
+		synctest.Wait()
+		if n := spawns.Load(); n != 2 {
+			t.Fatalf("%d starts of beta's actor, want 2 (it went again before it could start)", n)
+		}
+		if err := sys.Root.StopFuture(sup).Wait(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second) // the held pages' results, dead letters, and their throttle
+		synctest.Wait()
 	})
 }
