@@ -253,6 +253,7 @@ func (g *gateway) Status(ctx context.Context) (httpapi.Status, error) {
 		Frontends:         fes,
 		Delivery:          "store",
 		TraceURL:          n.cfg.TraceURL,
+		Now:               n.clock.Now().UTC(),
 	}
 	if n.bus != nil {
 		state, why := n.bus.State()

@@ -145,4 +145,9 @@ func TestStatusOutboxOldestIsSinceDueWorkHasWaited(t *testing.T) {
 	if !st.OutboxOldest.Equal(due) {
 		t.Errorf("outbox_oldest = %v, want the message's deliver_after %v", *st.OutboxOldest, due)
 	}
+	// now is the node's clock (15 minutes ahead of this process's now),
+	// what outbox_oldest's age is measured against.
+	if after := clk.Now(); st.Now.After(after) || st.Now.Before(after.Add(-10*time.Second)) {
+		t.Errorf("now = %v, want the node's clock (%v, a moment after the answer)", st.Now, after)
+	}
 }

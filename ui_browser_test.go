@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/switchboard-dev/switchboard/actors/smppout/smsctest"
+	"github.com/switchboard-dev/switchboard/httpapi"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/polltest"
 	"github.com/switchboard-dev/switchboard/telemetry/otlptest"
@@ -29,6 +30,18 @@ func chromiumPath() string {
 		return p
 	}
 	return "/usr/bin/chromium"
+}
+
+// needChromium fails the test in CI (CI=1, set by .ci/run) when Chromium
+// is missing, and skips it elsewhere, saying how to install it.
+func needChromium(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath()); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("the browser test needs Chromium at %s (Debian's chromium package; scripts/chromium.sh installs it): %v", chromiumPath(), err)
+		}
+		t.Skipf("no Chromium at %s: run scripts/chromium.sh (or apt-get install chromium); in CI this test fails instead", chromiumPath())
+	}
 }
 
 // uiScreenshotEnv names the file the browser test writes its screenshot of
@@ -49,12 +62,7 @@ const uiScreenshotEnv = "SWITCHBOARD_UI_SCREENSHOT"
 // In CI (CI=1, set by .ci/run) a missing Chromium fails the test; elsewhere
 // it skips, saying how to install it.
 func TestUIInBrowser(t *testing.T) {
-	if _, err := os.Stat(chromiumPath()); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("the browser test needs Chromium at %s (Debian's chromium package; scripts/chromium.sh installs it): %v", chromiumPath(), err)
-		}
-		t.Skipf("no Chromium at %s: run scripts/chromium.sh (or apt-get install chromium); in CI this test fails instead", chromiumPath())
-	}
+	needChromium(t)
 	start := time.Now()
 
 	// Node lon-1 (the one whose UI is shown) requires an API token and
@@ -441,12 +449,7 @@ func checkScreenshot(t *testing.T, shot []byte) {
 // resubmits a failed message, which the audit trail then shows with the
 // operator's name.
 func TestUIOperatorInBrowser(t *testing.T) {
-	if _, err := os.Stat(chromiumPath()); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("the browser test needs Chromium at %s (Debian's chromium package; scripts/chromium.sh installs it): %v", chromiumPath(), err)
-		}
-		t.Skipf("no Chromium at %s: run scripts/chromium.sh (or apt-get install chromium); in CI this test fails instead", chromiumPath())
-	}
+	needChromium(t)
 	n := startRoleNode(t)
 	n.pullFrontend("sms-uk", "44")
 	smsc := smsctest.New(t, "pw", nil)
@@ -565,4 +568,31 @@ func TestUIOperatorInBrowser(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestUIOldestWaitsOnTheNodesClock: the outbox tile's "oldest waits" was
+// the browser's clock less outbox_oldest, a time on the node's clock, so
+// a browser whose clock was off (here the node's is half an hour behind
+// it) showed the work waiting half an hour too long. It is measured
+// against the node's clock now (/api/status's now).
+func TestUIOldestWaitsOnTheNodesClock(t *testing.T) {
+	needChromium(t)
+	h, _ := shiftedNode(t, -30*time.Minute)
+	h.must(202, "POST", "/api/messages", map[string]string{
+		"source_msisdn": "+15550001", "destination_msisdn": "+447700900001", "message_body": "nobody polls fe",
+	}, nil)
+	polltest.Eventually(t, 10*time.Second, func() error { // the store's counts are cached for a second
+		var st httpapi.Status
+		if h.must(200, "GET", "/api/status", nil, &st); st.OutboxOldest == nil {
+			return fmt.Errorf("no outbox_oldest yet")
+		}
+		return nil
+	})
+	br := newBrowser(t)
+	const sub = `((document.querySelector('#depth-tiles [data-depth="outbox_depth"] .sub') || {}).textContent || '')`
+	br.do("open the UI", chromedp.Navigate(h.base+"/"), waitJS("the oldest work's wait shown", sub+`.startsWith('oldest waits')`))
+	got := value(br, "read the outbox tile", chromedp.Evaluate[string](sub))
+	if strings.Contains(got, "min") || strings.Contains(got, " h ") {
+		t.Fatalf("the outbox tile says %q of a message accepted seconds ago (the node's clock is 30 min behind the browser's), want seconds", got)
+	}
 }

@@ -100,9 +100,14 @@ type Status struct {
 	// not leased has waited (its due time, on the node's clock): what
 	// switchboard_outbox_oldest_age_seconds counts from; nil when none
 	// waits.
-	OutboxOldest *time.Time          `json:"outbox_oldest,omitempty"`
-	Peers        []messages.PeerInfo `json:"peers"`
-	Frontends    []messages.Frontend `json:"frontends"`
+	OutboxOldest *time.Time `json:"outbox_oldest,omitempty"`
+	// Now is the node's clock as it answered: what OutboxOldest's age,
+	// and a message's next attempt, are measured against (the web UI's
+	// "oldest waits" and "next: in ..." do, not against the browser's
+	// clock, which may be off).
+	Now       time.Time           `json:"now"`
+	Peers     []messages.PeerInfo `json:"peers"`
+	Frontends []messages.Frontend `json:"frontends"`
 	// Delivery is where the instance's delivery work comes from now:
 	// "store" or "bus"; Bus is the bus's state (nil without --nats-url).
 	Delivery string     `json:"delivery"`

@@ -104,6 +104,11 @@
     if (isNaN(d.getTime()) || d.getUTCFullYear() <= 1) return null;
     return d;
   }
+  // The node's clock, as its last status gave it (now): ages and waits of
+  // the node's times are measured against it, not against this browser's
+  // clock, which may be off by minutes.
+  let clockSkewMs = 0;
+  function nodeNow() { return Date.now() + clockSkewMs; }
   function fmtTime(s, withMillis) {
     const d = parseTime(s);
     if (!d) return s ? String(s) : '—';
@@ -402,6 +407,8 @@
 
   function renderStatus(st) {
     lastStatus = st;
+    const now = parseTime(st.now);
+    if (now) clockSkewMs = now.getTime() - Date.now();
     $('node-name').textContent = st.node || '?';
     $('node-version').textContent = st.version ? 'version ' + st.version : '';
     $('node-store').textContent = st.store ? 'store: ' + st.store : '';
@@ -417,7 +424,7 @@
     setTile(stateTiles[''], total, 'messages in the store');
 
     const oldest = parseTime(st.outbox_oldest);
-    setTile(depthTiles.outbox_depth, st.outbox_depth, oldest ? 'oldest waits ' + fmtAge(Date.now() - oldest) : '');
+    setTile(depthTiles.outbox_depth, st.outbox_depth, oldest ? 'oldest waits ' + fmtAge(nodeNow() - oldest) : '');
     setTile(depthTiles.dlq_depth, st.dlq_depth);
     setTile(depthTiles.forward_queue_depth, st.forward_queue_depth);
 
@@ -562,7 +569,7 @@
     }
     const next = parseTime(m.next_attempt_at);
     if (next && m.state !== 'delivered' && m.state !== 'failed' && m.state !== 'forward_failed') {
-      const wait = next.getTime() - Date.now();
+      const wait = next.getTime() - nodeNow();
       td.append(el('span', { class: 'next', title: next.toLocaleString() },
         'next: ' + fmtTime(m.next_attempt_at) + (wait > 0 ? ' (in ' + fmtAge(wait) + ')' : ' (due)')));
     }
