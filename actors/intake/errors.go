@@ -34,3 +34,9 @@ func storeUnavailable(op string) error {
 func restarted() error {
 	return messages.Errorf(messages.CodeUnavailable, "the intake restarted before answering; retry with the same id")
 }
+
+// stopped is what the callers of resubmits the intake took but did not
+// answer are told when it stops.
+func stopped() error {
+	return messages.Errorf(messages.CodeUnavailable, "the intake stopped before answering; retry")
+}

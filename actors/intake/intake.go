@@ -14,8 +14,8 @@ import (
 
 // Intake is the intake actor: the shell of a Pipeline of group commits,
 // which it runs on goroutines of their own (Receive never waits on the
-// store for a commit), and the owner of the directory. Build it with
-// NewIntake.
+// store for a commit, nor for a resubmit: resubmit.go), and the owner of
+// the directory. Build it with NewIntake.
 type Intake struct {
 	cfg   Config
 	log   *slog.Logger
@@ -28,8 +28,14 @@ type Intake struct {
 	// again holds the entries commits gave back (Batch.Again) until the
 	// intake routes them again; across incarnations, like commits.
 	again *againQueue
-	self  *actor.PID
-	sys   *actor.ActorSystem
+	// resubmits queues the resubmit jobs, and calls counts their store
+	// calls out; across incarnations, like commits.
+	resubmits *resubmitQueue
+	calls     *sync.WaitGroup
+	// resubmitPanic: the Panicked to come is a resubmit's store call's.
+	resubmitPanic bool
+	self          *actor.PID
+	sys           *actor.ActorSystem
 }
 
 // flush starts the next commit; it is sent to ourselves behind the work
@@ -43,8 +49,10 @@ type committed struct{ kicks []persistence.WorkSpec }
 func NewIntake(cfg Config) actor.Producer {
 	cfg = cfg.withDefaults()
 	commits, again := &sync.WaitGroup{}, &againQueue{}
+	resubmits, calls := &resubmitQueue{}, &sync.WaitGroup{}
 	return func() actor.Actor {
 		return &Intake{cfg: cfg, log: cfg.Logger.With("component", "intake"), commits: commits, again: again,
+			resubmits: resubmits, calls: calls,
 			pipe: Pipeline{Depth: cfg.CommitDepth, MaxBatch: cfg.MaxBatch, Shared: cfg.Shared}}
 	}
 }
@@ -65,6 +73,13 @@ func (a *Intake) Receive(c actor.Context) {
 		// open).
 		a.commits.Wait()
 		a.pipe.Settled()
+		// A resubmit's answer sent back after the stop is never read: once
+		// its store call has ended, its caller is told now, as are the
+		// callers of the jobs queued.
+		a.calls.Wait()
+		for _, j := range a.resubmits.Stop() {
+			j.fail(stopped())
+		}
 		for {
 			a.routeAgain(c)
 			b, ok := a.batch(c)
@@ -82,6 +97,11 @@ func (a *Intake) Receive(c actor.Context) {
 		// idempotent).
 		entries, reports := a.pipe.Drop()
 		failAll(append(entries, a.again.take()...), reports, restarted())
+		// So are the resubmits queued; the one whose store call is out
+		// comes back to the next incarnation, which goes on with it.
+		for _, j := range a.resubmits.Drop() {
+			j.fail(restarted())
+		}
 	case *messages.Submit:
 		if a.pipe.Submit(m, a.table) {
 			a.queued(c)
@@ -102,14 +122,25 @@ func (a *Intake) Receive(c actor.Context) {
 		a.routeAgain(c)
 		a.start(c)
 	case *supervision.Panicked:
+		if a.resubmitPanic {
+			m.Rethrow(a.log, "resubmit")
+		}
 		a.pipe.Done()
 		m.Rethrow(a.log, "commit")
 	case *messages.Resubmit:
-		m.Reply <- a.resubmit(c, m.ID)
+		a.resubmit(resubmitJob{one: m})
 	case *messages.ResubmitBulk:
-		a.bulk(c, bulkStep{req: m})
-	case bulkStep:
-		a.bulk(c, m)
+		a.bulk(m)
+	case *resubmitRead:
+		a.read(m)
+	case *resubmitWritten:
+		a.written(c, m)
+	case resubmitPanicked:
+		// Its Panicked comes next, from the same goroutine.
+		if j, ok := a.resubmits.Done(); ok {
+			j.fail(restarted())
+		}
+		a.resubmitPanic = true
 	case *messages.PutRoute:
 		m.Reply <- a.putRoute(c, m.Route)
 	case *messages.DeleteRoute:

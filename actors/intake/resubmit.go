@@ -1,6 +1,7 @@
 package intake
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -9,13 +10,24 @@ import (
 
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/supervision"
 )
 
 // Resubmits: a failed or forward_failed message goes back to work on the
 // route its destination has now, one at a time or in bulk by state.
+//
+// The store calls of a resubmit run on a goroutine of their own, as the
+// commits do, so that submits and commits go on while an operator
+// resubmits. A resubmit is a job (a single message's, or one page of a
+// bulk's) of two store calls: the read (GetMessage, or ListMessages), and
+// the write (Resubmit, and for a single message the read back). Between
+// them the intake decides the re-routing on its own goroutine (the table
+// is the actor's), and after the write it publishes the changes, kicks the
+// workers and answers. The jobs queue in the resubmitQueue, one out at a
+// time, so that two resubmits never race and a bulk keeps its cursor: the
+// next page of a bulk queues behind the resubmits asked for meanwhile.
 
-// bulkPage is how many messages one step of a bulk resubmit handles; submits
-// queued meanwhile are served between steps.
+// bulkPage is how many messages one step of a bulk resubmit handles.
 const bulkPage = 256
 
 // bulkStep continues a bulk resubmit after `before`.
@@ -23,6 +35,225 @@ type bulkStep struct {
 	req    *messages.ResubmitBulk
 	before int64
 	acc    messages.BulkReply
+}
+
+// resubmitJob is a single message's resubmit (one) or a step of a bulk's
+// (bulk).
+type resubmitJob struct {
+	one  *messages.Resubmit
+	bulk *bulkStep
+}
+
+// fail answers the job's caller with err (for a bulk, with what its steps
+// before this one resubmitted).
+func (j resubmitJob) fail(err error) {
+	if j.one != nil {
+		j.one.Reply <- messages.ResubmitReply{Err: err}
+		return
+	}
+	acc := j.bulk.acc
+	acc.Err = err
+	j.bulk.req.Reply <- acc
+}
+
+// resubmitRead is the read of a job, back from its goroutine: the message
+// of a single resubmit, the page of a bulk step.
+type resubmitRead struct {
+	job  resubmitJob
+	msg  messages.Message
+	page persistence.Page
+	err  error
+}
+
+// resubmitWritten is the write of a job, back from its goroutine: the
+// reroutes it asked for at now, the store's results, and for a single
+// resubmit the message read back (or why it was not), for a bulk step
+// the cursor of its next page (0: none).
+type resubmitWritten struct {
+	job     resubmitJob
+	now     time.Time
+	rs      []persistence.Reroute
+	res     []persistence.ResubmitResult
+	err     error
+	msg     messages.Message
+	readErr error
+	next    int64
+}
+
+// resubmitPanicked says the goroutine of the job out panicked; its
+// supervision.Panicked follows.
+type resubmitPanicked struct{}
+
+// resubmit queues a job and starts it if none is out.
+func (a *Intake) resubmit(j resubmitJob) {
+	a.resubmits.Add(j)
+	a.nextResubmit()
+}
+
+// nextResubmit starts the read of the next job queued, when none is out.
+func (a *Intake) nextResubmit() {
+	j, ok := a.resubmits.Next()
+	if !ok {
+		return
+	}
+	if j.one != nil {
+		id := j.one.ID
+		a.storeCall(j, func(ctx context.Context) any {
+			m, err := a.cfg.Store.GetMessage(ctx, id)
+			return &resubmitRead{job: j, msg: m, err: err}
+		})
+		return
+	}
+	q := persistence.ListQuery{State: j.bulk.req.State, Limit: bulkPage, Before: j.bulk.before}
+	a.storeCall(j, func(ctx context.Context) any {
+		page, err := a.cfg.Store.ListMessages(ctx, q)
+		return &resubmitRead{job: j, page: page, err: err}
+	})
+}
+
+// storeCall runs a store call of job j on a goroutine of its own and sends
+// what it returns to the intake. It touches only what is safe from any
+// goroutine: the store (through call) and sends through the system's root.
+func (a *Intake) storeCall(j resubmitJob, call func(ctx context.Context) any) {
+	a.resubmits.Out(j)
+	a.calls.Add(1)
+	go func() {
+		defer a.calls.Done()
+		defer supervision.CarryPanic(a.sys.Root, a.self, func() { a.sys.Root.Send(a.self, resubmitPanicked{}) })
+		ctx, cancel := a.storeCtx()
+		defer cancel()
+		a.sys.Root.Send(a.self, call(ctx))
+	}()
+}
+
+// read goes on with a job whose read came back: it decides the reroutes
+// and starts the write, or answers.
+func (a *Intake) read(m *resubmitRead) {
+	a.resubmits.Done()
+	defer a.nextResubmit()
+	j := m.job
+	if j.one != nil {
+		a.readOne(j.one, m.msg, m.err)
+		return
+	}
+	step := j.bulk
+	if m.err != nil {
+		j.fail(a.unavailable("list messages", m.err))
+		return
+	}
+	now := a.cfg.Clock.Now()
+	var rs []persistence.Reroute
+	for _, msg := range m.page.Messages {
+		r, err := a.reroute(msg, now)
+		if err != nil {
+			step.acc.Skipped++
+			continue
+		}
+		rs = append(rs, r)
+	}
+	next := m.page.Next
+	if len(rs) == 0 {
+		a.stepped(step, next)
+		return
+	}
+	a.storeCall(j, func(ctx context.Context) any {
+		res, err := a.cfg.Store.Resubmit(ctx, now, rs)
+		return &resubmitWritten{job: j, now: now, rs: rs, res: res, err: err, next: next}
+	})
+}
+
+// readOne goes on with a single resubmit whose message was read.
+func (a *Intake) readOne(req *messages.Resubmit, m messages.Message, err error) {
+	j := resubmitJob{one: req}
+	if errors.Is(err, persistence.ErrNotFound) {
+		req.Reply <- messages.ResubmitReply{Err: messages.Errorf(messages.CodeNotFound, "no message with id %q", req.ID)}
+		return
+	}
+	if err != nil {
+		req.Reply <- messages.ResubmitReply{Err: a.unavailable("get message", err)}
+		return
+	}
+	if !m.State.Resubmittable() {
+		req.Reply <- messages.ResubmitReply{Err: notResubmittable(req.ID, m.State)}
+		return
+	}
+	now := a.cfg.Clock.Now()
+	r, err := a.reroute(m, now)
+	if err != nil {
+		req.Reply <- messages.ResubmitReply{Err: err}
+		return
+	}
+	rs := []persistence.Reroute{r}
+	a.storeCall(j, func(ctx context.Context) any {
+		w := &resubmitWritten{job: j, now: now, rs: rs}
+		w.res, w.err = a.cfg.Store.Resubmit(ctx, now, rs)
+		if w.err == nil && w.res[0].Applied {
+			// Read the message as resubmitted before the worker is kicked
+			// (and claims it), so the reply shows it as the resubmit left it.
+			w.msg, w.readErr = a.cfg.Store.GetMessage(ctx, req.ID)
+		}
+		return w
+	})
+}
+
+// written ends a job whose write came back: it publishes and kicks for the
+// reroutes applied, and answers or queues the bulk's next step.
+func (a *Intake) written(c actor.Context, m *resubmitWritten) {
+	a.resubmits.Done()
+	defer a.nextResubmit()
+	j := m.job
+	if m.err != nil {
+		j.fail(a.unavailable("resubmit", m.err))
+		return
+	}
+	if req := j.one; req != nil {
+		if !m.res[0].Applied {
+			req.Reply <- messages.ResubmitReply{Err: notResubmittable(req.ID, m.res[0].State)}
+			return
+		}
+		r := m.rs[0]
+		a.resubmitted(c, m.rs, m.now)
+		if m.readErr != nil {
+			// The resubmit was made: the reply says so, with what it set, so
+			// that its caller records the change all the same.
+			req.Reply <- messages.ResubmitReply{Message: messages.Message{ID: req.ID, Frontend: r.Frontend, DestSMSC: r.DestSMSC, State: r.State},
+				Err: fmt.Errorf("%w: %w", messages.ErrNotReadBack, a.unavailable("get message", m.readErr))}
+			return
+		}
+		req.Reply <- messages.ResubmitReply{Message: m.msg}
+		return
+	}
+	applied := m.rs[:0]
+	for i, r := range m.res {
+		if r.Applied {
+			applied = append(applied, m.rs[i])
+		}
+	}
+	j.bulk.acc.Resubmitted += len(applied)
+	a.resubmitted(c, applied, m.now)
+	a.stepped(j.bulk, m.next)
+}
+
+// stepped answers a bulk resubmit whose last page is done (next is 0), or
+// queues its step after next.
+func (a *Intake) stepped(step *bulkStep, next int64) {
+	if next == 0 {
+		step.req.Reply <- step.acc
+		return
+	}
+	step.before = next
+	a.resubmits.Add(resubmitJob{bulk: step})
+}
+
+// bulk starts a bulk resubmit; only the states that may be resubmitted may
+// be asked for.
+func (a *Intake) bulk(req *messages.ResubmitBulk) {
+	if !req.State.Resubmittable() {
+		req.Reply <- messages.BulkReply{Err: messages.Errorf(messages.CodeInvalidRequest,
+			"state %q: only failed and forward_failed messages can be resubmitted", req.State)}
+		return
+	}
+	a.resubmit(resubmitJob{bulk: &bulkStep{req: req}})
 }
 
 // reroute builds the re-routing of a message to whichever frontend serves
@@ -42,44 +273,6 @@ func (a *Intake) reroute(m messages.Message, now time.Time) (persistence.Reroute
 	}, nil
 }
 
-func (a *Intake) resubmit(c actor.Context, id string) messages.ResubmitReply {
-	ctx, cancel := a.storeCtx()
-	defer cancel()
-	m, err := a.cfg.Store.GetMessage(ctx, id)
-	if errors.Is(err, persistence.ErrNotFound) {
-		return messages.ResubmitReply{Err: messages.Errorf(messages.CodeNotFound, "no message with id %q", id)}
-	}
-	if err != nil {
-		return messages.ResubmitReply{Err: a.unavailable("get message", err)}
-	}
-	if !m.State.Resubmittable() {
-		return messages.ResubmitReply{Err: notResubmittable(id, m.State)}
-	}
-	now := a.cfg.Clock.Now()
-	r, err := a.reroute(m, now)
-	if err != nil {
-		return messages.ResubmitReply{Err: err}
-	}
-	res, err := a.cfg.Store.Resubmit(ctx, now, []persistence.Reroute{r})
-	if err != nil {
-		return messages.ResubmitReply{Err: a.unavailable("resubmit", err)}
-	}
-	if !res[0].Applied {
-		return messages.ResubmitReply{Err: notResubmittable(id, res[0].State)}
-	}
-	// Read the message as resubmitted before the worker is kicked (and
-	// claims it), so the reply shows it as the resubmit left it.
-	m, err = a.cfg.Store.GetMessage(ctx, id)
-	a.resubmitted(c, []persistence.Reroute{r}, now)
-	if err != nil {
-		// The resubmit was made: the reply says so, with what it set, so
-		// that its caller records the change all the same.
-		return messages.ResubmitReply{Message: messages.Message{ID: id, Frontend: r.Frontend, DestSMSC: r.DestSMSC, State: r.State},
-			Err: fmt.Errorf("%w: %w", messages.ErrNotReadBack, a.unavailable("get message", err))}
-	}
-	return messages.ResubmitReply{Message: m}
-}
-
 // resubmitted publishes and kicks for applied reroutes.
 func (a *Intake) resubmitted(c actor.Context, rs []persistence.Reroute, now time.Time) {
 	var kl kickList
@@ -88,57 +281,6 @@ func (a *Intake) resubmitted(c actor.Context, rs []persistence.Reroute, now time
 		kl.add(*r.Work, r.State)
 	}
 	a.kick(c, kl.work)
-}
-
-// bulk handles one page of a bulk resubmit and queues the next step, so
-// that submits are served in between. Only the states that may be
-// resubmitted may be asked for.
-func (a *Intake) bulk(c actor.Context, step bulkStep) {
-	if !step.req.State.Resubmittable() {
-		step.req.Reply <- messages.BulkReply{Err: messages.Errorf(messages.CodeInvalidRequest,
-			"state %q: only failed and forward_failed messages can be resubmitted", step.req.State)}
-		return
-	}
-	ctx, cancel := a.storeCtx()
-	defer cancel()
-	page, err := a.cfg.Store.ListMessages(ctx, persistence.ListQuery{State: step.req.State, Limit: bulkPage, Before: step.before})
-	if err != nil {
-		step.acc.Err = a.unavailable("list messages", err)
-		step.req.Reply <- step.acc
-		return
-	}
-	now := a.cfg.Clock.Now()
-	var rs []persistence.Reroute
-	for _, m := range page.Messages {
-		r, err := a.reroute(m, now)
-		if err != nil {
-			step.acc.Skipped++
-			continue
-		}
-		rs = append(rs, r)
-	}
-	if len(rs) > 0 {
-		res, err := a.cfg.Store.Resubmit(ctx, now, rs)
-		if err != nil {
-			step.acc.Err = a.unavailable("resubmit", err)
-			step.req.Reply <- step.acc
-			return
-		}
-		applied := rs[:0]
-		for i, r := range res {
-			if r.Applied {
-				applied = append(applied, rs[i])
-			}
-		}
-		step.acc.Resubmitted += len(applied)
-		a.resubmitted(c, applied, now)
-	}
-	if page.Next == 0 {
-		step.req.Reply <- step.acc
-		return
-	}
-	step.before = page.Next
-	c.Send(c.Self(), step)
 }
 
 // notResubmittable is the refusal of a resubmit of message id in state:
