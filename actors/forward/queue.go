@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/switchboard-dev/switchboard/actors/handover"
+	"github.com/switchboard-dev/switchboard/actors/peer"
 	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
@@ -102,7 +103,7 @@ func (q *Queue) Receive(c actor.Context) {
 		if q.link.Page() {
 			var ctx context.Context
 			ctx, q.pageCancel = context.WithTimeout(context.Background(), q.cfg.StoreTimeout)
-			q.page = pageTokens.Add(1)
+			q.page = peer.PageToken()
 			go q.parkPage(ctx, q.page)
 		}
 		return

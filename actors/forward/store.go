@@ -3,7 +3,6 @@ package forward
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 
 	"github.com/switchboard-dev/switchboard/actors/peer"
 	"github.com/switchboard-dev/switchboard/actors/ring"
@@ -30,11 +29,6 @@ func (q *Queue) run(r *FlowRound) {
 		persistence.Write{Outcomes: r.Outcomes, Statuses: r.Updates, Claims: r.Claims}, nil)
 	q.sys.Root.Send(q.self, res)
 }
-
-// pageTokens numbers the parking pages of every queue and incarnation, so
-// that a queue knows the result of its own page from that of a page an
-// earlier incarnation (before a restart) started.
-var pageTokens atomic.Uint64
 
 // pageDone is a parking page's result, sent back by its goroutine.
 type pageDone struct {

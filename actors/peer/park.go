@@ -2,11 +2,21 @@ package peer
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 )
+
+// pageTokens numbers the parking pages of every actor that parks (a
+// peer's forward queue, the peers actor for a gone peer) and of every
+// incarnation of one, so that an actor tells its own page's result from
+// that of a page an incarnation before its restart started.
+var pageTokens atomic.Uint64
+
+// PageToken is the token of a new parking page (never 0).
+func PageToken() uint64 { return pageTokens.Add(1) }
 
 // ParkPage bounds one page of Park.
 const ParkPage = 512

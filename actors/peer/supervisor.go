@@ -171,11 +171,6 @@ type goneParked struct {
 	err   error
 }
 
-// parkTokens numbers the parking pages of every incarnation, so that one
-// knows the result of its own page from that of a page an earlier
-// incarnation (before a restart) started.
-var parkTokens atomic.Uint64
-
 // park moves a gone peer's pending messages to forward_queued, a page at
 // a time, each on a goroutine of its own so that peer routing is served
 // meanwhile: its queue is stopped, so they would otherwise wait unseen
@@ -191,7 +186,7 @@ func (s *Supervisor) park(c actor.Context, peerName string) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
-	p := &goneParking{token: parkTokens.Add(1), cancel: cancel}
+	p := &goneParking{token: PageToken(), cancel: cancel}
 	s.parking[peerName] = p
 	self, root := c.Self(), c.ActorSystem().Root
 	go func() {
