@@ -177,7 +177,7 @@ func TestSupervisorParksAPeerGoneAgainAfterAFailedPage(t *testing.T) {
 // not spawned ("spawn: name exists": the actor is named after the peer),
 // and discovery announces a peer only when it changes, so it had no actor,
 // and its messages no forward queue, until its next change. It is spawned
-// once the stopping one has stopped.
+// once the stopping one has stopped, unless it went again meanwhile.
 func TestSupervisorSpawnsAPeerBackWhoseLastActorIsStopping(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var spawns atomic.Int64
@@ -190,13 +190,15 @@ func TestSupervisorSpawnsAPeerBackWhoseLastActorIsStopping(t *testing.T) {
 		if n := spawns.Load(); n != 2 {
 			t.Fatalf("%d starts of beta's actor, want 2 (back after it went)", n)
 		}
-		// Gone again before its actor could start again: none is.
+		// Back and gone again while its actor stops (whether the one back
+		// started before it went again depends on how soon the stopping
+		// actor stopped): in the end beta has no actor, none started late.
 		sys.Root.Send(sup, &messages.PeerGone{Node: "beta"})
 		sys.Root.Send(sup, &messages.PeerUp{Node: "beta"})
 		sys.Root.Send(sup, &messages.PeerGone{Node: "beta"})
 		synctest.Wait()
-		if n := spawns.Load(); n != 2 {
-			t.Fatalf("%d starts of beta's actor, want 2 (it went again before it could start)", n)
+		if _, alive := sys.ProcessRegistry.GetLocal(sup.Id + "/beta"); alive {
+			t.Fatalf("beta has an actor after it went again (%d starts)", spawns.Load())
 		}
 		if err := sys.Root.StopFuture(sup).Wait(); err != nil {
 			t.Fatal(err)
