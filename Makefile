@@ -61,6 +61,8 @@ lint: ## go vet, gofmt and the import rules (docs/architecture.md)
 	$(GO) vet ./...
 	$(GO) vet -tags soak ./cmd/node/
 	$(GO) vet -tags simbug ./sim/ ./httpapi/
+	GOOS=darwin $(GO) vet ./...  # the library and the binaries build off Linux too (README)
+	GOOS=windows $(GO) vet ./...
 	$(GO) test -count=1 ./architecture/
 	@out=$$(gofmt -l $$(git ls-files '*.go') 2>&1); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 

@@ -20,7 +20,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/switchboard-dev/switchboard"
@@ -278,16 +277,6 @@ func measureWith(phase *atomic.Int32, o options, prof *profiler, at func(int), n
 	}
 	prof.stop()
 	return window, cpu
-}
-
-// processCPU is the user+system CPU time of this process so far (clients
-// and server alike: both sides of every run share the process).
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // baselineAck is the baseline server's small JSON answer.

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/atomicfile"
@@ -367,7 +366,7 @@ func (f credentialsFile) edit(change func(*auth.File) error) error {
 		return err
 	}
 	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+	if err := lockFile(lock); err != nil {
 		return fmt.Errorf("lock %s: %w", lock.Name(), err)
 	}
 	file, err := f.read()

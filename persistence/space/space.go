@@ -22,7 +22,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -101,16 +100,6 @@ func (r Reserve) Need(total uint64) uint64 {
 		return uint64(float64(total) * r.Percent / 100)
 	}
 	return uint64(r.Bytes)
-}
-
-// Usage is the file system of dir: the bytes free to an unprivileged
-// writer, and its size.
-func Usage(dir string) (free, total uint64, err error) {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		return 0, 0, fmt.Errorf("free space of %s: %w", dir, err)
-	}
-	return st.Bavail * uint64(st.Bsize), st.Blocks * uint64(st.Bsize), nil
 }
 
 // Hold is how long the gate stays shut after a write failed for lack of
