@@ -19,12 +19,21 @@ type WorkLease struct {
 // retriedAttempt is the attempt of m that a retry outcome o speaks for, as
 // its row keeps it (WorkRow.RetriedAttempt): m's attempt count for
 // delivery work, whose claims count the attempts; 0 (none) for other
-// outcomes and kinds.
+// outcomes and kinds, and for a deferral (givesBack), which was no
+// attempt: kept, the number it gave back would make the real attempt
+// claimed next under the same number look already recorded.
 func retriedAttempt(o Outcome, m *Row) int {
-	if o.Kind != WorkDelivery || o.Result != ResultRetry {
+	if o.Kind != WorkDelivery || o.Result != ResultRetry || o.Deferred {
 		return 0
 	}
 	return m.Attempts
+}
+
+// givesBack reports whether o is a deferral (Outcome.Deferred): a delivery
+// retry that was no attempt, which gives back the attempt its claim
+// counted.
+func givesBack(o Outcome) bool {
+	return o.Deferred && o.Kind == WorkDelivery && o.Result == ResultRetry
 }
 
 // CompletionOf decides what CompleteWork does with o, for a message m
@@ -51,6 +60,12 @@ func retriedAttempt(o Outcome, m *Row) int {
 // not the message's state: a message in retry whose row is unleased may
 // also be in an attempt claimed since whose lease a restart took back
 // (ReleaseLeases), and that attempt's retry applies.
+//
+// A deferral (Outcome.Deferred) applies only while its rows are leased:
+// the claim whose attempt it gives back is still theirs. An unleased row
+// had its claim given back already (the same deferral again: applied
+// twice, it gave back an attempt that was made) or taken back (a retry
+// recorded, ReleaseLeases): AlreadyRecorded.
 func CompletionOf(o Outcome, m *Row, recorded bool, rows []WorkLease) Completion {
 	switch {
 	case m == nil:
@@ -71,6 +86,9 @@ func CompletionOf(o Outcome, m *Row, recorded bool, rows []WorkLease) Completion
 			}
 		}
 	}
+	if givesBack(o) && slices.ContainsFunc(rows, func(r WorkLease) bool { return r.Owner == "" }) {
+		return AlreadyRecorded
+	}
 	if a := retriedAttempt(o, m); a > 0 && !slices.ContainsFunc(rows, func(r WorkLease) bool { return r.Retried != a }) {
 		return AlreadyRecorded
 	}
@@ -85,7 +103,9 @@ func CompletionOf(o Outcome, m *Row, recorded bool, rows []WorkLease) Completion
 // Per kind (see StateAfter): a final result (delivered, failed) writes the
 // ledger entry and removes the work's row; a retry makes the row due again
 // at RetryAt (now when zero), unleased, and keeps on it the attempt it
-// speaks for (WorkRow.RetriedAttempt). The message then moves to the
+// speaks for (WorkRow.RetriedAttempt); a deferral (Outcome.Deferred)
+// gives back the attempt its claim counted, so that the next claim counts
+// the same attempt again. The message then moves to the
 // kind's state for the result, with history, except that status work
 // changes no state and a forward retry of a message already forward_queued
 // is no transition (no history, queued_at kept). A failure sets the
@@ -126,6 +146,9 @@ func Complete(l *Loaded, c *Changes, o Outcome) Completion {
 	}
 	if o.Result == ResultFailed {
 		m.Reason = o.Reason
+	}
+	if givesBack(o) && m.Attempts > 0 {
+		m.Attempts-- // written with the move (Changes.Moved)
 	}
 	c.Move(l, m, next, o.Detail)
 	return Applied

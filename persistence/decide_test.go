@@ -185,6 +185,82 @@ func TestCompleteBatchSeesEarlierItems(t *testing.T) {
 	}
 }
 
+// A deferral (Outcome.Deferred: the frontend was busy, the message not
+// attempted) gives back the attempt its claim counted, and keeps no
+// attempt on its row; given back once only (its row unleased since, or
+// taken back); the real attempt claimed next under the same number has
+// its retry applied, not taken for the deferral's. An ordinary retry, and
+// forward work, keep the attempts.
+func TestDeferralGivesBackItsAttempt(t *testing.T) {
+	now := t0.Add(time.Minute)
+	leased := deliveryRow("a", now.Add(time.Hour), 0)
+	retry := Outcome{Kind: WorkDelivery, Target: "fe", MessageID: "m", Result: ResultRetry, RetryAt: now.Add(time.Second),
+		Detail: "attempt 3 failed"}
+	deferred := retry
+	deferred.Deferred, deferred.Detail = true, "not attempted: fe busy"
+	fencedDeferral := deferred
+	fencedDeferral.Epoch, fencedDeferral.Owner = 3, "a"
+	forward := Outcome{Kind: WorkForward, Target: "peer", MessageID: "m", Result: ResultRetry, Deferred: true}
+	unleased := func(retried int) WorkRow { return WorkRow{Kind: WorkDelivery, Target: "fe", RetriedAttempt: retried} }
+	for _, tc := range []struct {
+		name         string
+		state        messages.State
+		attempts     int
+		row          WorkRow
+		o            Outcome
+		want         Completion
+		wantAttempts int
+		wantRetried  int // the row's RetriedAttempt, when rescheduled
+	}{
+		{"ordinary retry uses its attempt", messages.StateRetry, 3, leased, retry, Applied, 3, 3},
+		{"deferral gives its attempt back", messages.StateRetry, 3, leased, deferred, Applied, 2, 0},
+		{"deferral of the first attempt", messages.StatePending, 1, leased, deferred, Applied, 0, 0},
+		{"fenced deferral of its own claim", messages.StateRetry, 3, deliveryRow("a", now.Add(time.Hour), 3), fencedDeferral, Applied, 2, 0},
+		{"fenced deferral, claimed again since", messages.StateRetry, 3, deliveryRow("a", now.Add(time.Hour), 4), fencedDeferral, StaleEpoch, 3, 0},
+		{"deferral of a row given back already", messages.StateRetry, 2, unleased(0), deferred, AlreadyRecorded, 2, 0},
+		{"deferral of a row whose retry is recorded", messages.StateRetry, 3, unleased(3), deferred, AlreadyRecorded, 3, 0},
+		{"real attempt after a deferral", messages.StateRetry, 3, WorkRow{Kind: WorkDelivery, Target: "fe",
+			LeaseOwner: "a", LeaseUntil: now.Add(time.Hour)}, retry, Applied, 3, 3},
+		{"forward retry gives back nothing", messages.StateForwardQueued, 2, WorkRow{Kind: WorkForward, Target: "peer"}, forward, Applied, 2, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, m := loaded("m", tc.state, []WorkRow{tc.row})
+			m.Attempts = tc.attempts
+			c := NewChanges(now)
+			if got := Complete(l, c, tc.o); got != tc.want {
+				t.Fatalf("Complete = %s, want %s", got, tc.want)
+			}
+			if m.Attempts != tc.wantAttempts {
+				t.Errorf("attempts %d, want %d", m.Attempts, tc.wantAttempts)
+			}
+			if tc.want != Applied {
+				if !c.Empty() {
+					t.Errorf("changes %+v, want none", c)
+				}
+				return
+			}
+			if len(c.Rescheduled) != 1 || c.Rescheduled[0].Attempt != tc.wantRetried {
+				t.Errorf("rescheduled %+v, want the row's retried attempt %d", c.Rescheduled, tc.wantRetried)
+			}
+			if tc.o.Kind == WorkDelivery && (len(c.Moved) != 1 || m.State != messages.StateRetry || m.Second == nil || m.Second.Detail != tc.o.Detail) {
+				t.Errorf("moved %d, state %s, entry %+v; want retry with the outcome's detail (the attempts written with the move)",
+					len(c.Moved), m.State, m.Second)
+			}
+		})
+	}
+	// The same deferral twice in one batch: the second finds the row
+	// unleased by the first and gives back nothing more.
+	l, m := loaded("m", messages.StateRetry, []WorkRow{leased})
+	m.Attempts = 3
+	c := NewChanges(now)
+	if got := Complete(l, c, deferred); got != Applied {
+		t.Fatalf("deferral: %s", got)
+	}
+	if got := Complete(l, c, deferred); got != AlreadyRecorded || m.Attempts != 2 {
+		t.Errorf("the same deferral again: %s, attempts %d; want already_recorded, 2", got, m.Attempts)
+	}
+}
+
 func TestStatus(t *testing.T) {
 	now := t0.Add(time.Minute)
 	for _, tc := range []struct {

@@ -108,7 +108,10 @@
 // nothing and is reported as already recorded. A retry is not final and
 // writes no entry: its outbox row keeps the attempt it was for
 // (retried_attempt), and a retry of that attempt again is already recorded
-// too.
+// too. A deferral (Outcome.Deferred: the frontend was busy, the message not
+// attempted) is a retry that gives back the attempt its claim counted, so
+// the next claim counts the same attempt again; it keeps no attempt on its
+// row, and applies only while the row is still leased (once per claim).
 //
 // # The ring
 //

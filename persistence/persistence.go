@@ -330,7 +330,8 @@ func StateAfter(kind WorkKind, r Result) messages.State {
 // Per kind:
 //   - delivery: Delivered/Failed are final (ledger, state, outbox row
 //     removed; status work for ReportTo); Retry sets state retry, once per
-//     attempt (the message's Attempts: a repeat is AlreadyRecorded).
+//     attempt (the message's Attempts: a repeat is AlreadyRecorded); a
+//     Deferred retry also gives back the attempt its claim counted.
 //   - forward: Delivered means the peer accepted it: state forwarded (not
 //     final: the peer's delivery_status ends it, see ApplyStatus), ledger
 //     written, row removed, queued_at cleared. Failed: forward_failed with
@@ -366,6 +367,13 @@ type Outcome struct {
 	// the ids its SMSC gave the message's submit_sm (one per part), kept
 	// for its receipts (see SMSCRef).
 	SMSCMessageIDs []string
+	// Deferred marks a delivery retry that was no attempt (the frontend
+	// was busy: messages.DeliveryResult.Deferred): it gives back the
+	// attempt its claim counted (the message's Attempts go down by one,
+	// so that the next claim counts the same attempt again). It applies
+	// only while the work's rows are leased, its claim not given back
+	// already (see CompletionOf).
+	Deferred bool
 	// Ack marks a pull frontend's verdict (delivery work): it applies only
 	// to a message that was offered to the frontend, that is leased to it
 	// at least once since it was accepted or resubmitted (attempts > 0).

@@ -345,6 +345,7 @@ func completeWorkCases() []testCase {
 		{"RepeatInOneCallIsAlreadyRecorded", completeRepeatInOneCall},
 		{"RepeatedRetryOfAnAttemptIsAlreadyRecorded", completeRepeatedRetry},
 		{"RetryOfAttemptReleasedAtRestartIsApplied", completeRetryAfterRelease},
+		{"DeferredRetryGivesBackItsAttempt", completeDeferredRetry},
 		{"UnknownMessageIsNoWork", completeUnknownMessage},
 		{"MessageWithoutWorkIsNoWork", completeMessageWithoutWork},
 		{"OtherKindOrTargetIsNoWork", completeOtherKindOrTarget},
@@ -598,6 +599,52 @@ func completeRetryAfterRelease(f *fixture) {
 	)
 	retry.RetryAt = at(4 * time.Minute)
 	f.completeAll(at(150e9), []persistence.Completion{persistence.AlreadyRecorded}, retry)
+}
+
+// completeDeferredRetry: a deferral (Outcome.Deferred: the frontend was
+// busy, the message not attempted) leaves the attempts where they were
+// before its claim, and the next claim counts the same attempt again,
+// however often it is deferred; the same deferral sent again gives back
+// nothing more; a real attempt's retry under the number a deferral gave
+// back is recorded (not taken for the deferral's), and uses its attempt.
+func completeDeferredRetry(f *fixture) {
+	f.accept(base, newMsg("cdr"))
+	deferral := func(retryAt time.Time, detail string) persistence.Outcome {
+		return persistence.Outcome{Kind: persistence.WorkDelivery, Target: feA, MessageID: "cdr", Result: persistence.ResultRetry,
+			RetryAt: retryAt, Reason: "throttled", Detail: detail, Deferred: true}
+	}
+	claim := func(now time.Time, attempts int) {
+		f.Helper()
+		c := f.claimDelivery(feA, ownerA, now, 1)
+		if len(c.Work) != 1 || c.Work[0].Message.Attempts != attempts {
+			got := fmt.Sprint(workIDs(c.Work))
+			if len(c.Work) == 1 {
+				got = fmt.Sprintf("cdr at attempt %d", c.Work[0].Message.Attempts)
+			}
+			f.Fatalf("claim at %v: %v, want cdr at attempt %d", now.Sub(base), got, attempts)
+		}
+	}
+	claim(base, 1)
+	f.completeOne(at(1e9), persistence.Outcome{Kind: persistence.WorkDelivery, Target: feA, MessageID: "cdr",
+		Result: persistence.ResultRetry, RetryAt: at(10e9), Detail: "attempt 1 failed"}, persistence.Applied)
+	for i := range 3 {
+		claim(at(time.Duration(10*(2*i+1))*1e9), 2)
+		f.completeOne(at(time.Duration(10*(2*i+1)+1)*1e9), deferral(at(time.Duration(10*(2*i+2))*1e9), "not attempted"), persistence.Applied)
+		if m := f.get("cdr"); m.State != messages.StateRetry || m.Attempts != 1 {
+			f.Errorf("after deferral %d: %s with %d attempts, want retry with 1", i+1, m.State, m.Attempts)
+		}
+	}
+	f.completeAll(at(62e9), []persistence.Completion{persistence.AlreadyRecorded}, deferral(at(70e9), "not attempted again"))
+	if m := f.get("cdr"); m.Attempts != 1 || f.historyLen("cdr") != 5 {
+		f.Errorf("after the same deferral again: %d attempts, %d history entries; want 1, 5", m.Attempts, f.historyLen("cdr"))
+	}
+	claim(at(70e9), 2)
+	f.completeOne(at(71e9), persistence.Outcome{Kind: persistence.WorkDelivery, Target: feA, MessageID: "cdr",
+		Result: persistence.ResultRetry, RetryAt: at(90e9), Detail: "attempt 2 failed"}, persistence.Applied)
+	if m := f.get("cdr"); m.Attempts != 2 || f.historyLen("cdr") != 6 {
+		f.Errorf("after attempt 2's retry: %d attempts, %d history entries; want 2, 6", m.Attempts, f.historyLen("cdr"))
+	}
+	claim(at(90e9), 3)
 }
 
 func completeUnknownMessage(f *fixture) {
