@@ -179,7 +179,7 @@ func (w *webhookFrontend) seen() []webhookCall {
 
 func TestWebhookRetriesWithBackoffThenDelivers(t *testing.T) {
 	h := startNode(t, testConfig(t))
-	wh := newWebhook(t, 503, 429)
+	wh := newWebhook(t, 503, 500)
 	h.webhookFrontend("hook", wh.srv.URL, "33")
 	id := h.submit("", "33123")
 	m := h.waitState(id, messages.StateDelivered)
@@ -198,6 +198,33 @@ func TestWebhookRetriesWithBackoffThenDelivers(t *testing.T) {
 	}
 	if fmt.Sprint(states) != "[pending retry retry delivered]" {
 		t.Fatalf("history %v", states)
+	}
+}
+
+// A webhook at its rate limit (429 Too Many Requests) has not taken the
+// message: each 429 is a deferral that uses no attempt, so a frontend
+// answering 429 more often than --delivery-max-attempts does not fail
+// the message (max_attempts); it is delivered once the frontend takes it,
+// at its first attempt, every call carrying attempt 1. A 503 (the service
+// failing) still uses its attempt.
+func TestWebhookRateLimitedUsesNoAttempt(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.DeliveryMaxAttempts = 2
+	h := startNode(t, cfg)
+	wh := newWebhook(t, 429, 429, 429, 503, 429, 429)
+	h.webhookFrontend("hook", wh.srv.URL, "33")
+	id := h.submit("", "33123")
+	m := h.waitState(id, messages.StateDelivered)
+	var attempts []string
+	for _, c := range wh.seen() {
+		attempts = append(attempts, c.Attempt)
+	}
+	if m.Attempts != 2 || strings.Join(attempts, ",") != "1,1,1,1,2,2,2" {
+		t.Fatalf("delivered after %d attempts, calls with attempts %v; want 2, [1 1 1 1 2 2 2] (a 429 uses none)", m.Attempts, attempts)
+	}
+	if !historyHas(m, "not attempted: hook busy: HTTP 429: test says Too Many Requests; retry in") ||
+		!historyHas(m, "attempt 1 failed: HTTP 503") {
+		t.Fatalf("history %+v, want the 429s deferred and the 503 a failed attempt", m.History)
 	}
 }
 

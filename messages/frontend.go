@@ -72,6 +72,16 @@ type DeliveryResult struct {
 	// comes no sooner than that, within the delivery policy's longest
 	// wait (--delivery-retry-max). Not in JSON.
 	RetryAfter time.Duration `json:"-"`
+	// Deferred, in a Retry verdict, says the message was not attempted:
+	// the frontend is busy and asks to be tried later (its SMSC answered
+	// ESME_RTHROTTLED, or the pause that answer began outlasts the
+	// message's time; a webhook answered 429), and nothing of the message
+	// reached it. The retry comes at RetryAfter (within the same bounds)
+	// and uses no attempt: the attempt its claim counted is given back, so
+	// that max_attempts counts only real attempts. Deferrals are bounded
+	// by the message's validity alone (it then fails with reason
+	// expired). Not in JSON.
+	Deferred bool `json:"-"`
 }
 
 // AckOutcome tells a pull frontend what its ack of one message did:

@@ -57,14 +57,19 @@ func TestWebhookSend(t *testing.T) {
 		t.Fatalf("frontend saw %+v key=%q attempt=%q", got, key, attempt)
 	}
 	status = http.StatusServiceUnavailable
-	if r := wh.Send(context.Background(), out); r.Status != messages.Retry || r.Reason != "HTTP 503: busy" || r.RetryAfter != 0 {
-		t.Fatalf("503: %+v", r)
+	if r := wh.Send(context.Background(), out); r.Status != messages.Retry || r.Reason != "HTTP 503: busy" || r.RetryAfter != 0 || r.Deferred {
+		t.Fatalf("503: %+v, want an ordinary retry", r)
 	}
+	// A 429 is the frontend's rate limit: the message was not taken, a
+	// deferral (no attempt used), with or without Retry-After.
 	status, retryAfter = http.StatusTooManyRequests, "120"
-	if r := wh.Send(context.Background(), out); r.Status != messages.Retry || r.RetryAfter != 2*time.Minute {
-		t.Fatalf("429 with Retry-After 120: %+v, want a retry after 2m", r)
+	if r := wh.Send(context.Background(), out); r.Status != messages.Retry || r.RetryAfter != 2*time.Minute || !r.Deferred {
+		t.Fatalf("429 with Retry-After 120: %+v, want a deferred retry after 2m", r)
 	}
 	retryAfter = ""
+	if r := wh.Send(context.Background(), out); r.Status != messages.Retry || r.RetryAfter != 0 || !r.Deferred || r.Reason != "HTTP 429: busy" {
+		t.Fatalf("429: %+v, want a deferred retry", r)
+	}
 	status = http.StatusBadRequest
 	if r := wh.Send(context.Background(), out); r.Status != messages.Failed || !strings.HasPrefix(r.Reason, "HTTP 400") {
 		t.Fatalf("400: %+v", r)

@@ -3,7 +3,10 @@
 // One worker actor per frontend works only from the outbox. Policy, the pure
 // core, decides per claimed message whether it may be attempted (validity,
 // attempts) and what a frontend's verdict becomes (delivered, retry with
-// capped, jittered exponential backoff, or failed = dead-lettered).
+// capped, jittered exponential backoff, or failed = dead-lettered). A
+// frontend too busy to take the message (an SMSC's ESME_RTHROTTLED, a
+// webhook's 429) defers it: a retry that uses no attempt (the store gives
+// back the one its claim counted), bounded by the message's validity only.
 //
 //	claim (lease) ──Before──► attempt ──verdict──After──► outcome ──► group commit
 //	      ▲                                                              │

@@ -17,7 +17,7 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer, down *Down) (*Metrics, error) {
 	m := &Metrics{dispositions: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "switchboard_delivery_dispositions_total",
-		Help: "Recorded outcomes of local delivery attempts, by frontend and outcome (delivered, retry, failed, expired).",
+		Help: "Recorded outcomes of local delivery attempts, by frontend and outcome (delivered, retry, deferred, failed, expired).",
 	}, []string{"frontend", "outcome"})}
 	downs := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "switchboard_delivery_workers_down",
@@ -39,10 +39,15 @@ func (m *Metrics) count(o persistence.Outcome) {
 	m.dispositions.WithLabelValues(o.Target, disposition(o)).Inc()
 }
 
-// disposition is the outcome label of o.
+// disposition is the outcome label of o: a deferral (the frontend was
+// busy: no attempt) is "deferred", apart from the retries of attempts
+// that failed, so that a frontend's throttling shows as such.
 func disposition(o persistence.Outcome) string {
-	if o.Result == persistence.ResultFailed && o.Reason == messages.ReasonExpired {
+	switch {
+	case o.Result == persistence.ResultFailed && o.Reason == messages.ReasonExpired:
 		return "expired"
+	case o.Deferred && o.Result == persistence.ResultRetry:
+		return "deferred"
 	}
 	return string(o.Result)
 }

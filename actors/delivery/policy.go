@@ -18,7 +18,9 @@ type Policy struct {
 	// RetryMin * 2^(n-1), capped at RetryMax, then jittered into [w/2, w].
 	RetryMin, RetryMax time.Duration
 	// MaxAttempts attempts are made; a retry verdict on the last one fails
-	// the message (dead-letter, reason max_attempts).
+	// the message (dead-letter, reason max_attempts). A deferred verdict
+	// (messages.DeliveryResult.Deferred: the frontend was busy) is no
+	// attempt: it is retried without using one, bounded by Validity alone.
 	MaxAttempts int
 	// Validity counts from the message's submission; once it has passed the
 	// message fails with reason expired instead of being attempted.
@@ -109,17 +111,34 @@ func (p Policy) after(target, id string, attempt int, v messages.DeliveryResult,
 		}
 		return failed(target, id, reason, fmt.Sprintf("rejected by %s: %s", target, orNone(v.Reason)))
 	}
+	if v.Deferred {
+		// Not attempted (the frontend is busy): no attempt is used (the
+		// store gives back the one the claim counted), so max_attempts
+		// does not apply; Before's expiry still does.
+		wait := p.retryWait(attempt, v, rng)
+		return persistence.Outcome{Kind: persistence.WorkDelivery, Target: target, MessageID: id,
+			Result: persistence.ResultRetry, RetryAt: now.Add(wait), Reason: v.Reason, Deferred: true,
+			Detail: fmt.Sprintf("not attempted: %s busy: %s; retry in %v", target, orNone(v.Reason), wait.Round(time.Millisecond))}
+	}
 	if attempt >= p.MaxAttempts {
 		return failed(target, id, messages.ReasonMaxAttempts,
 			fmt.Sprintf("attempt %d of %d failed: %s", attempt, p.MaxAttempts, orNone(v.Reason)))
 	}
-	wait := p.Backoff(attempt, rng)
-	if asked := min(v.RetryAfter, p.RetryMax); asked > wait {
-		wait = asked // the frontend asked for longer (Retry-After)
-	}
+	wait := p.retryWait(attempt, v, rng)
 	return persistence.Outcome{Kind: persistence.WorkDelivery, Target: target, MessageID: id,
 		Result: persistence.ResultRetry, RetryAt: now.Add(wait), Reason: v.Reason,
 		Detail: fmt.Sprintf("attempt %d failed: %s; retry in %v", attempt, orNone(v.Reason), wait.Round(time.Millisecond))}
+}
+
+// retryWait is the wait before a retry verdict v on attempt `attempt` is
+// tried again: the backoff, or longer when the frontend asked for longer
+// (RetryAfter: a Retry-After, an SMSC's throttle), within RetryMax.
+func (p Policy) retryWait(attempt int, v messages.DeliveryResult, rng *rand.Rand) time.Duration {
+	wait := p.Backoff(attempt, rng)
+	if asked := min(v.RetryAfter, p.RetryMax); asked > wait {
+		wait = asked
+	}
+	return wait
 }
 
 // expiredDetail says which validity passed.

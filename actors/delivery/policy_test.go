@@ -158,3 +158,45 @@ func TestAfterHonoursRetryAfter(t *testing.T) {
 		}
 	}
 }
+
+// TestAfterDeferred: a deferred verdict (the frontend was busy, the
+// message not attempted) is a retry that uses no attempt, on the last
+// attempt too (max_attempts counts real attempts only), at the wait a
+// retry of that attempt would get (the backoff, or the frontend's ask
+// when longer, within RetryMax); its history says it was not attempted.
+// Expiry still ends it (Before), and it counts as deferred, not retry.
+func TestAfterDeferred(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, c := range []struct {
+		attempt  int
+		asked    time.Duration
+		min, max time.Duration
+	}{
+		{1, 0, testPolicy.RetryMin / 2, testPolicy.RetryMin},
+		{testPolicy.MaxAttempts, 0, testPolicy.RetryMax / 2, testPolicy.RetryMax},
+		{testPolicy.MaxAttempts + 3, 0, testPolicy.RetryMax / 2, testPolicy.RetryMax},
+		{1, 4 * time.Minute, 4 * time.Minute, 4 * time.Minute},
+		{2, time.Hour, testPolicy.RetryMax, testPolicy.RetryMax},
+	} {
+		v := messages.DeliveryResult{Status: messages.Retry, Reason: "throttled (ESME_RTHROTTLED)", RetryAfter: c.asked, Deferred: true}
+		o := testPolicy.After("fe", "m1", c.attempt, v, now, rng)
+		d := o.RetryAt.Sub(now)
+		if o.Result != persistence.ResultRetry || !o.Deferred || d < c.min || d > c.max || o.Reason != v.Reason {
+			t.Errorf("attempt %d, asked %v: %+v (in %v); want a deferred retry in [%v, %v]", c.attempt, c.asked, o, d, c.min, c.max)
+		}
+		if want := "not attempted: fe busy: throttled (ESME_RTHROTTLED); retry in " + d.Round(time.Millisecond).String(); o.Detail != want {
+			t.Errorf("attempt %d: detail %q, want %q", c.attempt, o.Detail, want)
+		}
+		if got := disposition(o); got != "deferred" {
+			t.Errorf("attempt %d: counted as %q, want deferred", c.attempt, got)
+		}
+	}
+	m := messages.Message{ID: "m1", SubmittedAt: now.Add(-testPolicy.Validity), Attempts: 1}
+	if o, ok := testPolicy.Before(persistence.Work{MessageID: "m1", Target: "fe", Message: m}, now); ok || o.Reason != messages.ReasonExpired {
+		t.Errorf("Before on a message past its validity: %+v, %v; want it failed, expired", o, ok)
+	}
+	if got := disposition(testPolicy.After("fe", "m1", 1, messages.DeliveryResult{Status: messages.Retry}, now, rng)); got != "retry" {
+		t.Errorf("an ordinary retry counted as %q", got)
+	}
+}

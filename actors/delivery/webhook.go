@@ -30,6 +30,10 @@ type Webhook struct {
 
 // Send delivers one message and returns the frontend's verdict. It never
 // returns an error: a failure to reach the frontend is a retry verdict.
+// A 429 Too Many Requests is a deferred one (DeliveryResult.Deferred):
+// the frontend is at its rate limit and did not take the message (HTTP's
+// ESME_RTHROTTLED), so it uses no attempt; a 503, the service failing,
+// is an ordinary retry.
 //
 // It follows no redirect, whatever w.Client says: a 301-303 would be
 // followed by a GET without the message, whose answer (a login page's
@@ -93,7 +97,8 @@ func (w Webhook) Send(ctx context.Context, m messages.Outgoing) messages.Deliver
 			reason += ": " + string(s)
 		}
 	}
-	return messages.DeliveryResult{ID: m.ID, Status: status, Reason: reason, RetryAfter: after}
+	return messages.DeliveryResult{ID: m.ID, Status: status, Reason: reason, RetryAfter: after,
+		Deferred: resp.StatusCode == http.StatusTooManyRequests}
 }
 
 // Classify maps a webhook's HTTP status to a verdict (docs/api.md, "Webhook frontends").
