@@ -40,8 +40,8 @@ func historyHas(m messages.Message, detail string) bool {
 }
 
 // The smpp frontend against an SMSC of ours: an accepted submit is
-// delivered with the SMSC's message id; a temporary status (throttled) is
-// retried with the backoff, a permanent one (bad destination) fails the
+// delivered with the SMSC's message id; a temporary status (queue full) is
+// retried with the backoff, using an attempt, a permanent one (bad destination) fails the
 // message; receipts land in the history, one for an unknown id is
 // counted once it waited for its message (SMPPReceiptWait); while the
 // SMSC refuses the bind nothing is attempted (the message waits, its
@@ -52,7 +52,7 @@ func TestSMPPFrontendStatusesAndReceipts(t *testing.T) {
 		switch dest := s.SM.Dest.Addr; {
 		case strings.HasSuffix(dest, "2") && !throttled[dest]:
 			throttled[dest] = true
-			return smpp.StatusThrottled, false
+			return smpp.StatusMsgQueueFull, false
 		case strings.HasSuffix(dest, "3"):
 			return smpp.StatusInvalidDstAddr, false
 		}
@@ -85,7 +85,7 @@ func TestSMPPFrontendStatusesAndReceipts(t *testing.T) {
 		t.Fatalf("m-ok: %+v %+v", ok.SMSC, ok.History)
 	}
 	busy := h.waitState("m-busy", messages.StateDelivered)
-	if busy.Attempts != 2 || !historyHas(busy, "attempt 1 failed: ESME_RTHROTTLED (0x00000058)") || historyHas(busy, "resent") {
+	if busy.Attempts != 2 || !historyHas(busy, "attempt 1 failed: ESME_RMSGQFUL (0x00000014)") || historyHas(busy, "resent") {
 		t.Fatalf("m-busy: %d attempts, %+v", busy.Attempts, busy.History)
 	}
 	bad := h.waitState("m-bad", messages.StateFailed)
@@ -146,7 +146,7 @@ func TestSMPPFrontendStatusesAndReceipts(t *testing.T) {
 	for _, want := range []string{
 		`switchboard_smpp_frontend_bind_state{frontend="smsc",state="bound_trx"} 1`,
 		`switchboard_smpp_frontend_binds_total{frontend="smsc",result="refused"}`,
-		`switchboard_smpp_frontend_submits_total{frontend="smsc",status="ESME_RTHROTTLED"} 1`,
+		`switchboard_smpp_frontend_submits_total{frontend="smsc",status="ESME_RMSGQFUL"} 1`,
 		`switchboard_smpp_frontend_submits_total{frontend="smsc",status="ESME_RINVDSTADR"} 1`,
 		`switchboard_smpp_frontend_submits_total{frontend="smsc",status="ESME_ROK"} 3`,
 		`switchboard_smpp_frontend_receipts_total{frontend="smsc",result="recorded"} 1`,
@@ -316,6 +316,47 @@ func TestSMPPRatePacingUsesUpNoAttempt(t *testing.T) {
 	if n := len(smsc.Submits()); len(bad) > 0 || n != 20 {
 		t.Fatalf("%d submit_sm for 20 messages (the SMSC refused none); %d messages not delivered at their first attempt:\n%s",
 			n, len(bad), strings.Join(bad, "\n"))
+	}
+}
+
+// An SMSC at its TPS limit answers ESME_RTHROTTLED more often than
+// --delivery-max-attempts: the message was not attempted (deferred), so
+// it is not failed max_attempts; it is delivered once the SMSC takes it,
+// at its first attempt, its history saying why it waited. (Each throttle
+// pauses the frontend's submits, 1 s then 2 s.)
+func TestSMPPThrottlingUsesNoAttempt(t *testing.T) {
+	const throttles = 2
+	smsc := smsctest.New(t, "pw", func(s smsctest.Submit) (smpp.Status, bool) {
+		if s.N <= throttles {
+			return smpp.StatusThrottled, false
+		}
+		return smpp.StatusOK, false
+	})
+	cfg := testConfig(t)
+	cfg.DeliveryMaxAttempts = throttles - 1
+	h := startNode(t, cfg)
+	h.smppFrontend("smsc", "smpp://sb:pw@"+smsc.Addr, "33")
+	polltest.Until(t, 20*time.Second, "the bind", smsc.Bound)
+	id := h.submit("m-1", "33600000001")
+	var m messages.Message
+	polltest.Eventually(t, 30*time.Second, func() error {
+		if m = h.message(id); !m.State.Final() {
+			return fmt.Errorf("%s %s after %d attempts", id, m.State, m.Attempts)
+		}
+		return nil
+	})
+	var deferrals int
+	for _, e := range m.History {
+		if strings.HasPrefix(e.Detail, "not attempted: smsc busy: ESME_RTHROTTLED (0x00000058); retry in ") {
+			deferrals++
+		}
+	}
+	if m.State != messages.StateDelivered || m.Attempts != 1 || deferrals != throttles || len(smsc.Submits()) != throttles+1 {
+		t.Fatalf("%s after %d attempts (%s), %d deferrals in its history, %d submit_sm; want delivered at attempt 1 after %d deferrals",
+			m.State, m.Attempts, m.LastDetail, deferrals, len(smsc.Submits()), throttles)
+	}
+	if text := scrape(t, h); !strings.Contains(text, fmt.Sprintf(`switchboard_delivery_dispositions_total{frontend="smsc",outcome="deferred"} %d`, throttles)) {
+		t.Errorf("deferrals not counted outcome=\"deferred\"")
 	}
 }
 

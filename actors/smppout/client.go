@@ -520,9 +520,15 @@ func (c *Client) sleep(ctx context.Context, d time.Duration) bool {
 
 // Submit sends one message as its submit_sm (one per part) and returns
 // the verdict on it (see Verdict), with note (the resend mark) added. It
-// returns within ctx's deadline: a message not sent by then is a retry.
+// returns within ctx's deadline: a message not sent by then is a retry,
+// deferred when the SMSC's throttle kept it (see submit). A deferred
+// message was not sent, so not resent either: its note keeps only what
+// the mark says of the attempt before, for the next claim (ResendNote).
 func (c *Client) Submit(ctx context.Context, out messages.Outgoing, note string) messages.DeliveryResult {
 	v := c.submit(ctx, out)
+	if v.Deferred && note != "" {
+		note = noVerdict(out.Attempt - 1)
+	}
 	v.ID, v.Note = out.ID, note
 	return v
 }
@@ -560,7 +566,8 @@ func (c *Client) InFlight(timeout time.Duration) int {
 // time to such a message (the slots reserved reach past its SlotDeadline:
 // the parts of long texts). Its worker then claims nothing, as while the
 // client is not bound: a message claimed would wait on its lease, or be a
-// retry, its attempt used, without being sent.
+// retry without being sent (deferred when the throttle kept it, its attempt
+// used when the rate did).
 func (c *Client) PacedUntil(timeout time.Duration) time.Time {
 	now := c.cfg.Clock.Now()
 	c.mu.Lock()
@@ -574,6 +581,13 @@ func (c *Client) PacedUntil(timeout time.Duration) time.Time {
 	return until
 }
 
+// submit sends out and returns the verdict on it. A message the SMSC
+// throttled and has nothing of (Verdict), or that the pause after a
+// throttle kept from being sent in time, is deferred: the frontend is
+// busy, the message not attempted; it asks to be tried again once the
+// pause ends (RetryAfter). Once a part of a long text is answered
+// ESME_RTHROTTLED, the text's later parts are not sent: the text is
+// retried whole, and they would go into the pause.
 func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.DeliveryResult {
 	fe := c.cfg.Frontend.Name
 	sms, err := Submits(out, c.opts, c.cfg.Refs.Next)
@@ -614,7 +628,7 @@ func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.Del
 	c.mu.Unlock()
 	switch {
 	case !ok && !paused.IsZero():
-		return messages.DeliveryResult{Status: messages.Retry, Reason: fmt.Sprintf(
+		return messages.DeliveryResult{Status: messages.Retry, Deferred: true, RetryAfter: paused.Sub(now), Reason: fmt.Sprintf(
 			"the SMSC throttled the frontend's submits: they wait until %s, past this one's time", paused.UTC().Format(time.RFC3339Nano))}
 	case !ok:
 		return messages.DeliveryResult{Status: messages.Retry, Reason: fmt.Sprintf(
@@ -631,6 +645,12 @@ func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.Del
 			parts[i].Err = errors.New("stopped while waiting for the submit rate")
 			break
 		}
+		if throttledAny(calls[:i]) {
+			for j := i; j < len(sms); j++ {
+				parts[j] = Part{NotSent: true, Err: errors.New("not sent: an earlier part was throttled")}
+			}
+			break
+		}
 		sent[i] = c.cfg.Clock.Now()
 		if calls[i], parts[i].Err = sess.Send(ctx, smpp.PDU{Command: smpp.SubmitSM, Body: sm}); parts[i].Err != nil {
 			break
@@ -640,9 +660,11 @@ func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.Del
 	for i, call := range calls {
 		switch {
 		case call == nil:
-			if parts[i].Err == nil {
-				parts[i].Err = errors.New("not sent: an earlier part failed")
-			} else {
+			switch {
+			case parts[i].NotSent:
+			case parts[i].Err == nil:
+				parts[i] = Part{NotSent: true, Err: errors.New("not sent: an earlier part failed")}
+			default:
 				c.cfg.Metrics.submit(fe, "not_sent", -1)
 			}
 			continue
@@ -665,7 +687,31 @@ func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.Del
 		}
 	}
 	c.cfg.Metrics.windowInUse(fe, sess.Outstanding())
-	return Verdict(out.ID, parts)
+	v := Verdict(out.ID, parts)
+	if v.Deferred {
+		now := c.cfg.Clock.Now()
+		c.mu.Lock()
+		if until := c.throttle.Until(now); !until.IsZero() {
+			v.RetryAfter = until.Sub(now) // the pause its throttle began (or the one in force)
+		}
+		c.mu.Unlock()
+	}
+	return v
+}
+
+// throttledAny reports whether one of calls has been answered
+// ESME_RTHROTTLED already (without waiting for those not answered yet).
+func throttledAny(calls []*smpp.Call) bool {
+	for _, call := range calls {
+		select {
+		case <-call.Done():
+			if p := PartOf(call.Result()); p.Err == nil && p.Resp.Status == smpp.StatusThrottled {
+				return true
+			}
+		default:
+		}
+	}
+	return false
 }
 
 // answered takes the SMSC's answer st to a submit_sm sent at sent into
@@ -1027,14 +1073,25 @@ func (c *Client) lost(r Receipt, why string) {
 // the message's state when it was claimed, last its last history entry
 // (nil when not read: it is read only for a message in retry). A message
 // in retry whose last entry is the recorded failure of the attempt before
-// this one is no resend.
+// this one is no resend; nor is one whose last entry is a deferral
+// ("not attempted": the same attempt claimed before, given back unsent)
+// unless that deferral kept the mark (Submit): its claim was a resend too.
 func ResendNote(attempt int, state messages.State, last *messages.HistoryEntry) string {
 	if attempt <= 1 {
 		return ""
 	}
-	if state == messages.StateRetry && last != nil && last.State == messages.StateRetry &&
-		strings.HasPrefix(last.Detail, fmt.Sprintf("attempt %d failed", attempt-1)) {
-		return ""
+	if state == messages.StateRetry && last != nil && last.State == messages.StateRetry {
+		switch {
+		case strings.HasPrefix(last.Detail, fmt.Sprintf("attempt %d failed", attempt-1)):
+			return ""
+		case strings.HasPrefix(last.Detail, "not attempted") && !strings.Contains(last.Detail, noVerdict(attempt-1)):
+			return ""
+		}
 	}
-	return fmt.Sprintf("resent: attempt %d left no recorded verdict (the node stopped or its lease ran out with the submit_sm outstanding), so the SMSC may have the message twice", attempt-1)
+	return "resent: " + noVerdict(attempt-1) + ", so the SMSC may have the message twice"
+}
+
+// noVerdict is what the resend mark says of attempt: it left no verdict.
+func noVerdict(attempt int) string {
+	return fmt.Sprintf("attempt %d left no recorded verdict (the node stopped or its lease ran out with the submit_sm outstanding)", attempt)
 }

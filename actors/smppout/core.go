@@ -117,6 +117,10 @@ func AbsoluteTime(t time.Time) string {
 type Part struct {
 	Resp smpp.PDU
 	Err  error
+	// NotSent marks a part never sent (Err says why): an earlier part of
+	// its text was throttled, or could not be sent. The SMSC has nothing
+	// of it.
+	NotSent bool
 }
 
 // PartOf is the outcome of a submit_sm from its call's result
@@ -139,34 +143,53 @@ func PartOf(resp smpp.PDU, err error) Part {
 // can never go whole); else retry — a temporary status (throttled, queue
 // full, system error, ...) or a part without its response (the link broke
 // or the response timed out: the SMSC may have accepted it, so the retry
-// may send it twice). A message is retried whole.
+// may send it twice). A message is retried whole. The retry is deferred
+// (not attempted: DeliveryResult.Deferred, it uses no attempt) when the
+// SMSC throttled the message and has nothing of it: each part throttled
+// or not sent. A text with a part the SMSC took (or may have: no
+// response) was attempted; its retry uses an attempt, as that part may
+// reach the handset and the retry sends it again.
 func Verdict(id string, parts []Part) messages.DeliveryResult {
 	var ids []string
 	var retry string
+	// attempted: a part the SMSC took, may have taken (no response), or
+	// refused for another reason than being busy.
+	throttled, attempted := false, false
 	for i, p := range parts {
 		what := ""
 		if len(parts) > 1 {
 			what = fmt.Sprintf("part %d of %d: ", i+1, len(parts))
 		}
 		switch st := p.Resp.Status; {
+		case p.NotSent:
+			if retry == "" {
+				retry = what + p.Err.Error()
+			}
 		case p.Err != nil:
+			attempted = true
 			if retry == "" {
 				retry = what + "no submit_sm_resp: " + p.Err.Error()
 			}
 		case st != smpp.StatusOK && !st.Temporary():
 			return messages.DeliveryResult{ID: id, Status: messages.Failed, Reason: what + statusText(p.Resp)}
 		case st != smpp.StatusOK:
+			if st == smpp.StatusThrottled {
+				throttled = true
+			} else {
+				attempted = true
+			}
 			if retry == "" {
 				retry = what + statusText(p.Resp)
 			}
 		default:
+			attempted = true
 			if r, ok := p.Resp.Body.(*smpp.SMResp); ok && r.MessageID != "" {
 				ids = append(ids, r.MessageID)
 			}
 		}
 	}
 	if retry != "" {
-		return messages.DeliveryResult{ID: id, Status: messages.Retry, Reason: retry}
+		return messages.DeliveryResult{ID: id, Status: messages.Retry, Reason: retry, Deferred: throttled && !attempted}
 	}
 	return messages.DeliveryResult{ID: id, Status: messages.Delivered, SMSCMessageIDs: ids}
 }

@@ -197,6 +197,41 @@ func TestVerdict(t *testing.T) {
 	}
 }
 
+// TestVerdictDefersAThrottledText: a message the SMSC throttled and has
+// nothing of (every part throttled or not sent) is deferred, not
+// attempted; one with a part the SMSC took, may have taken (no response)
+// or refused otherwise is an ordinary retry, its attempt used.
+func TestVerdictDefersAThrottledText(t *testing.T) {
+	ok := Part{Resp: smpp.PDU{Command: smpp.SubmitSMResp, Body: &smpp.SMResp{MessageID: "a"}}}
+	st := func(s smpp.Status) Part { return Part{Resp: smpp.PDU{Command: smpp.SubmitSMResp, Status: s}} }
+	notSent := Part{NotSent: true, Err: errors.New("not sent: an earlier part was throttled")}
+	for _, c := range []struct {
+		name     string
+		parts    []Part
+		reason   string
+		deferred bool
+	}{
+		{"throttled", []Part{st(smpp.StatusThrottled)}, "ESME_RTHROTTLED (0x00000058)", true},
+		{"first part throttled, the rest not sent", []Part{st(smpp.StatusThrottled), notSent, notSent},
+			"part 1 of 3: ESME_RTHROTTLED (0x00000058)", true},
+		{"every part throttled", []Part{st(smpp.StatusThrottled), st(smpp.StatusThrottled)},
+			"part 1 of 2: ESME_RTHROTTLED (0x00000058)", true},
+		{"a part accepted before", []Part{ok, st(smpp.StatusThrottled), notSent},
+			"part 2 of 3: ESME_RTHROTTLED (0x00000058)", false},
+		{"a part accepted after", []Part{st(smpp.StatusThrottled), ok}, "part 1 of 2: ESME_RTHROTTLED (0x00000058)", false},
+		{"a part without its response", []Part{st(smpp.StatusThrottled), {Err: smpp.ErrTimeout}},
+			"part 1 of 2: ESME_RTHROTTLED (0x00000058)", false},
+		{"queue full", []Part{st(smpp.StatusMsgQueueFull)}, "ESME_RMSGQFUL (0x00000014)", false},
+		{"throttled and queue full", []Part{st(smpp.StatusThrottled), st(smpp.StatusMsgQueueFull)},
+			"part 1 of 2: ESME_RTHROTTLED (0x00000058)", false},
+	} {
+		v := Verdict("m", c.parts)
+		if v.Status != messages.Retry || v.Reason != c.reason || v.Deferred != c.deferred {
+			t.Errorf("%s: %+v; want a retry (%q), deferred %v", c.name, v, c.reason, c.deferred)
+		}
+	}
+}
+
 func TestPartOf(t *testing.T) {
 	undecodable := &smpp.DecodeError{Status: smpp.StatusInvalidCmdLen, Command: smpp.SubmitSMResp, Seq: 2, HeaderRead: true}
 	cases := []struct {
@@ -358,6 +393,14 @@ func TestResendNote(t *testing.T) {
 		{"after the recorded failure of the attempt before", 3, messages.StateRetry, retryOf(2), false},
 		{"after an attempt that left no verdict", 4, messages.StateRetry, retryOf(2), true},
 		{"history not read", 3, messages.StateRetry, nil, true},
+		// A deferral gives its attempt back: the same attempt is claimed
+		// again, and was a resend only if the deferred claim was one.
+		{"after a deferral of this attempt", 3, messages.StateRetry, &messages.HistoryEntry{State: messages.StateRetry,
+			Detail: "not attempted: smsc busy: ESME_RTHROTTLED (0x00000058); retry in 1s"}, false},
+		{"after a deferral of a resend", 3, messages.StateRetry, &messages.HistoryEntry{State: messages.StateRetry,
+			Detail: "not attempted: smsc busy: ESME_RTHROTTLED (0x00000058); retry in 1s; " + noVerdict(2)}, true},
+		{"after a deferral that followed a lost attempt 1", 3, messages.StateRetry, &messages.HistoryEntry{State: messages.StateRetry,
+			Detail: "not attempted: smsc busy: ESME_RTHROTTLED (0x00000058); retry in 1s; " + noVerdict(1)}, false},
 	}
 	for _, c := range cases {
 		note := ResendNote(c.attempt, c.state, c.last)

@@ -15,8 +15,10 @@
 // 1 s doubling to 30 s, its worker claiming nothing meanwhile), sent
 // within the session's window; the SMSC's
 // responses become the verdict (Verdict: accepted is delivered, with the
-// SMSC's message ids; a temporary status or a lost response is a retry; a
-// permanent status fails the message). While the client is not bound the
+// SMSC's message ids; a temporary status or a lost response is a retry,
+// deferred — no attempt used — when the SMSC throttled the message and has
+// nothing of it, or the pause kept it from being sent; a permanent status
+// fails the message). A throttled part stops its text's later parts. While the client is not bound the
 // worker claims nothing: messages wait in the outbox, not burning their
 // attempts.
 //
