@@ -33,7 +33,8 @@
 // the store; the submitters of the batch being built and the callers of the
 // resubmits queued are answered unavailable and retry, commits out answer
 // their own, and the resubmit whose store call is out comes back to the new
-// incarnation, which goes on with it. At a stop, the resubmits queued and the
-// one out (once its call has ended) are answered unavailable. Nothing is
-// acknowledged that was not committed.
+// incarnation, which goes on with it. At a stop, once the resubmit's call out
+// has ended, a write it made is answered as made (a bulk with pages left
+// with what it resubmitted, and unavailable), the other resubmits
+// unavailable. Nothing is acknowledged that was not committed.
 package intake

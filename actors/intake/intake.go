@@ -73,11 +73,18 @@ func (a *Intake) Receive(c actor.Context) {
 		// open).
 		a.commits.Wait()
 		a.pipe.Settled()
-		// A resubmit's answer sent back after the stop is never read: once
-		// its store call has ended, its caller is told now, as are the
-		// callers of the jobs queued.
+		// A resubmit's result sent back after the stop is never read: once
+		// its store call has ended, a write it made is answered from the
+		// result the call left in the queue (its changes published, nothing
+		// kicked, as a commit's here; a bulk with pages left answered what
+		// it resubmitted, with stopped()), and the callers of the other
+		// jobs are told stopped().
 		a.calls.Wait()
-		for _, j := range a.resubmits.Stop() {
+		w, jobs := a.resubmits.Stop()
+		if w != nil {
+			a.wrote(w, func([]persistence.WorkSpec) {}, true)
+		}
+		for _, j := range jobs {
 			j.fail(stopped())
 		}
 		for {

@@ -26,10 +26,11 @@ func (idle) Receive(actor.Context) {}
 
 // startIntake starts an intake of node alpha on st, in an actor system of
 // its own, beside frontends standing for the frontend supervisor; cfg
-// holds what the test adds (Remote, Local, Relay, Publish). It returns the system,
-// the intake and the frontend supervisor; both actors stop, and the system
-// shuts down, when the test ends (before the store closes).
-func startIntake(t *testing.T, st persistence.Store, frontends actor.Actor, cfg intake.Config) (*actor.ActorSystem, *actor.PID, *actor.PID) {
+// holds what the test adds (Remote, Local, Relay, Publish), opts what it
+// adds to the intake's props. It returns the system, the intake and the
+// frontend supervisor; both actors stop, and the system shuts down, when
+// the test ends (before the store closes).
+func startIntake(t *testing.T, st persistence.Store, frontends actor.Actor, cfg intake.Config, opts ...actor.PropsOption) (*actor.ActorSystem, *actor.PID, *actor.PID) {
 	t.Helper()
 	sys := actor.NewActorSystem(
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
@@ -40,7 +41,7 @@ func startIntake(t *testing.T, st persistence.Store, frontends actor.Actor, cfg 
 	if cfg.Publish == nil {
 		cfg.Publish = func(messages.StateChanged) {}
 	}
-	pid := sys.Root.Spawn(actor.PropsFromProducer(intake.NewIntake(cfg)))
+	pid := sys.Root.Spawn(actor.PropsFromProducer(intake.NewIntake(cfg), opts...))
 	t.Cleanup(func() { _ = sys.Root.StopFuture(pid).Wait() })
 	return sys, pid, fe
 }

@@ -112,8 +112,10 @@ func (a *Intake) nextResubmit() {
 }
 
 // storeCall runs a store call of job j on a goroutine of its own and sends
-// what it returns to the intake. It touches only what is safe from any
-// goroutine: the store (through call) and sends through the system's root.
+// what it returns to the intake, having left it in the queue too (Back),
+// where a stopping intake finds it. It touches only what is safe from any
+// goroutine: the store (through call), the queue's result, and sends
+// through the system's root.
 func (a *Intake) storeCall(j resubmitJob, call func(ctx context.Context) any) {
 	a.resubmits.Out(j)
 	a.calls.Add(1)
@@ -122,7 +124,9 @@ func (a *Intake) storeCall(j resubmitJob, call func(ctx context.Context) any) {
 		defer supervision.CarryPanic(a.sys.Root, a.self, func() { a.sys.Root.Send(a.self, resubmitPanicked{}) })
 		ctx, cancel := a.storeCtx()
 		defer cancel()
-		a.sys.Root.Send(a.self, call(ctx))
+		r := call(ctx)
+		a.resubmits.Back(r)
+		a.sys.Root.Send(a.self, r)
 	}()
 }
 
@@ -196,11 +200,20 @@ func (a *Intake) readOne(req *messages.Resubmit, m messages.Message, err error) 
 	})
 }
 
-// written ends a job whose write came back: it publishes and kicks for the
-// reroutes applied, and answers or queues the bulk's next step.
+// written ends a job whose write came back (wrote), kicking for the
+// reroutes applied, and starts the next job.
 func (a *Intake) written(c actor.Context, m *resubmitWritten) {
 	a.resubmits.Done()
-	defer a.nextResubmit()
+	a.wrote(m, func(work []persistence.WorkSpec) { a.kick(c, work) }, false)
+	a.nextResubmit()
+}
+
+// wrote settles a job whose write came back: it publishes the changes of
+// the reroutes applied and hands their work to kick, then answers, or
+// queues the bulk's next step. stopping: the intake is stopping, and a
+// bulk with pages left is answered what it resubmitted so far, with
+// stopped().
+func (a *Intake) wrote(m *resubmitWritten, kick func([]persistence.WorkSpec), stopping bool) {
 	j := m.job
 	if m.err != nil {
 		j.fail(a.unavailable("resubmit", m.err))
@@ -212,7 +225,7 @@ func (a *Intake) written(c actor.Context, m *resubmitWritten) {
 			return
 		}
 		r := m.rs[0]
-		a.resubmitted(c, m.rs, m.now)
+		kick(a.resubmitted(m.rs, m.now))
 		if m.readErr != nil {
 			// The resubmit was made: the reply says so, with what it set, so
 			// that its caller records the change all the same.
@@ -230,7 +243,12 @@ func (a *Intake) written(c actor.Context, m *resubmitWritten) {
 		}
 	}
 	j.bulk.acc.Resubmitted += len(applied)
-	a.resubmitted(c, applied, m.now)
+	kick(a.resubmitted(applied, m.now))
+	if stopping && m.next != 0 {
+		// Resubmitted > 0 still says changes were made (the audit trail).
+		j.fail(stopped())
+		return
+	}
 	a.stepped(j.bulk, m.next)
 }
 
@@ -273,14 +291,15 @@ func (a *Intake) reroute(m messages.Message, now time.Time) (persistence.Reroute
 	}, nil
 }
 
-// resubmitted publishes and kicks for applied reroutes.
-func (a *Intake) resubmitted(c actor.Context, rs []persistence.Reroute, now time.Time) {
+// resubmitted publishes the changes of applied reroutes and returns their
+// work, to kick.
+func (a *Intake) resubmitted(rs []persistence.Reroute, now time.Time) []persistence.WorkSpec {
 	var kl kickList
 	for _, r := range rs {
 		a.cfg.Publish(messages.StateChanged{ID: r.ID, State: r.State, Frontend: r.Frontend, At: now, Detail: r.Detail})
 		kl.add(*r.Work, r.State)
 	}
-	a.kick(c, kl.work)
+	return kl.work
 }
 
 // notResubmittable is the refusal of a resubmit of message id in state:

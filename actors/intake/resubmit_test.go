@@ -3,6 +3,7 @@ package intake_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -262,6 +263,94 @@ func TestResubmitsAnsweredAtStop(t *testing.T) {
 		if r := <-reply; !errors.As(r.Err, &me) || me.Code != messages.CodeUnavailable {
 			t.Errorf("%s resubmit at the stop: %+v, want unavailable", name, r)
 		}
+	}
+}
+
+// seesStopping is a receiver middleware that closes stopping as the
+// intake receives *actor.Stopping: from then on it reads no more messages.
+func seesStopping(stopping chan<- struct{}) actor.PropsOption {
+	return actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
+		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+			if _, ok := env.Message.(*actor.Stopping); ok {
+				close(stopping)
+			}
+			next(c, env)
+		}
+	})
+}
+
+// TestResubmitWrittenAtStopIsAnsweredAsMade: the intake stops while a
+// resubmit's write is held in the store, and the write is then made. Its
+// caller is answered as made, not told to retry (a retry would be refused
+// invalid_state, and the API would record no change in the audit trail):
+// a single resubmit with the message, a bulk with the page written (and
+// stopped() when pages are left, which the stop leaves undone), the
+// changes published.
+func TestResubmitWrittenAtStopIsAnsweredAsMade(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		bulk     bool
+		messages int
+	}{
+		{name: "single", messages: 1},
+		{name: "bulk", bulk: true, messages: 1},
+		{name: "bulk with a page left", bulk: true, messages: 257},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newHeldStore(t, "Resubmit")
+			withFrontend(t, st, "44")
+			ids := make([]string, tc.messages)
+			for i := range ids {
+				ids[i] = fmt.Sprintf("m-%03d", i)
+			}
+			withFailed(t, st, ids...)
+			events := make(chan messages.StateChanged, tc.messages)
+			stopping := make(chan struct{})
+			sys, pid, _ := startIntake(t, st, idle{}, intake.Config{Publish: func(e messages.StateChanged) { events <- e }},
+				seesStopping(stopping))
+			t.Cleanup(st.letGo)
+
+			one, bulk := make(chan messages.ResubmitReply, 1), make(chan messages.BulkReply, 1)
+			if tc.bulk {
+				sys.Root.Send(pid, &messages.ResubmitBulk{State: messages.StateFailed, Reply: bulk})
+			} else {
+				sys.Root.Send(pid, &messages.Resubmit{ID: ids[0], Reply: one})
+			}
+			<-st.entered
+			stopped := sys.Root.StopFuture(pid)
+			<-stopping
+			st.letGo()
+			if err := stopped.Wait(); err != nil {
+				t.Fatal(err)
+			}
+
+			page, err := st.Store.ListMessages(context.Background(), persistence.ListQuery{State: messages.StatePending, Limit: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			made := min(tc.messages, 256)
+			if len(page.Messages) != made {
+				t.Fatalf("%d messages pending after the stop, want %d (the write held)", len(page.Messages), made)
+			}
+			if len(events) != made {
+				t.Errorf("%d changes published, want %d", len(events), made)
+			}
+			if !tc.bulk {
+				if r := <-one; r.Err != nil || r.Message.ID != ids[0] || r.Message.State != messages.StatePending || r.Message.Frontend != "fe-a" {
+					t.Fatalf("resubmit whose write was made at the stop answered %v, %s %s on %q; want %s pending on fe-a",
+						r.Err, r.Message.ID, r.Message.State, r.Message.Frontend, ids[0])
+				}
+				return
+			}
+			r := <-bulk
+			if r.Resubmitted != made {
+				t.Fatalf("bulk resubmit whose write was made at the stop answered %+v, want %d resubmitted", r, made)
+			}
+			var me *messages.Error
+			if left := made < tc.messages; left && (!errors.As(r.Err, &me) || me.Code != messages.CodeUnavailable) || !left && r.Err != nil {
+				t.Fatalf("bulk resubmit whose write was made at the stop answered %v, want unavailable with a page left, else nil", r.Err)
+			}
+		})
 	}
 }
 

@@ -10,6 +10,10 @@ package intake
 type resubmitQueue struct {
 	jobs []resubmitJob
 	out  *resubmitJob
+	// back is what the store call out returned (Back), left by its
+	// goroutine before it ends: a stopping intake reads no more messages,
+	// so it takes a write made from here (Stop).
+	back any
 }
 
 // Add queues j behind the jobs queued.
@@ -27,7 +31,14 @@ func (q *resubmitQueue) Next() (resubmitJob, bool) {
 }
 
 // Out says a store call of j is out.
-func (q *resubmitQueue) Out(j resubmitJob) { q.out = &j }
+func (q *resubmitQueue) Out(j resubmitJob) { q.out, q.back = &j, nil }
+
+// Back leaves what the store call out returned (a *resubmitRead or a
+// *resubmitWritten): called on the call's goroutine, the one goroutine
+// besides the intake's that touches the queue, before the call ends (the
+// intake's WaitGroup of calls) and before its result is sent, so that the
+// intake reads it only after.
+func (q *resubmitQueue) Back(r any) { q.back = r }
 
 // Done says the store call out came back (or its goroutine panicked), and
 // returns its job: the intake's again, to go on with (Out) or to end.
@@ -36,7 +47,7 @@ func (q *resubmitQueue) Done() (resubmitJob, bool) {
 		return resubmitJob{}, false
 	}
 	j := *q.out
-	q.out = nil
+	q.out, q.back = nil, nil
 	return j, true
 }
 
@@ -48,14 +59,22 @@ func (q *resubmitQueue) Drop() []resubmitJob {
 	return jobs
 }
 
-// Stop empties the queue and returns every job, the one out first (to be
-// answered: the intake is stopping, and the answer of the call out will
-// not be read).
-func (q *resubmitQueue) Stop() []resubmitJob {
+// Stop empties the queue once the call out has ended (the intake is
+// stopping, and the result the call sent back will not be read). It
+// returns the write of the job out when the call left one (Back): its
+// changes may have been made, so it is answered as they were; and the jobs
+// to answer that they were not, the one out first when it left none (a
+// read: nothing changed yet; or its goroutine panicked), then those
+// queued.
+func (q *resubmitQueue) Stop() (*resubmitWritten, []resubmitJob) {
 	jobs := q.Drop()
-	if q.out != nil {
-		jobs = append([]resubmitJob{*q.out}, jobs...)
-		q.out = nil
+	out, back := q.out, q.back
+	q.out, q.back = nil, nil
+	if out == nil {
+		return nil, jobs
 	}
-	return jobs
+	if w, ok := back.(*resubmitWritten); ok {
+		return w, jobs
+	}
+	return nil, append([]resubmitJob{*out}, jobs...)
 }

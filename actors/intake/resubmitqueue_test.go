@@ -9,7 +9,8 @@ import (
 
 // TestResubmitQueueGivesOutOneAtATimeInOrder: jobs are given out in the
 // order they were queued, never one while another is out; a restart drops
-// the queued ones but not the one out, a stop both.
+// the queued ones but not the one out, a stop both, but for the one out
+// whose call left a write (answered as made).
 func TestResubmitQueueGivesOutOneAtATimeInOrder(t *testing.T) {
 	job := func(id string) resubmitJob { return resubmitJob{one: &messages.Resubmit{ID: id}} }
 	ids := func(js []resubmitJob) []string {
@@ -58,10 +59,31 @@ func TestResubmitQueueGivesOutOneAtATimeInOrder(t *testing.T) {
 		t.Fatalf("gave out %s after the drop, with b out", j.one.ID)
 	}
 	q.Add(job("e"))
-	if got := ids(q.Stop()); !slices.Equal(got, []string{"b", "e"}) {
-		t.Fatalf("stopped %v, want b (out) and e", got)
+	q.Back(&resubmitRead{job: b})
+	if w, jobs := q.Stop(); w != nil || !slices.Equal(ids(jobs), []string{"b", "e"}) {
+		t.Fatalf("stopped %v and %v, want no write, b (out, its read back) and e", w, ids(jobs))
 	}
 	if _, ok := q.Done(); ok {
 		t.Fatal("a job out after the stop")
+	}
+
+	// The write the call out left is the stop's to answer, not a job to
+	// fail; what a call left goes with its Done.
+	q.Add(job("f"))
+	f, _ := q.Next()
+	q.Out(f)
+	q.Back(&resubmitWritten{job: f})
+	q.Add(job("g"))
+	if w, jobs := q.Stop(); w == nil || w.job.one.ID != "f" || !slices.Equal(ids(jobs), []string{"g"}) {
+		t.Fatalf("stopped %v and %v, want f's write and g", w, ids(jobs))
+	}
+	q.Add(job("h"))
+	h, _ := q.Next()
+	q.Out(h)
+	q.Back(&resubmitWritten{job: h})
+	q.Done()
+	q.Out(h)
+	if w, jobs := q.Stop(); w != nil || !slices.Equal(ids(jobs), []string{"h"}) {
+		t.Fatalf("stopped %v and %v, want no write (h's next call left none) and h", w, ids(jobs))
 	}
 }
