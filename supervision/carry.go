@@ -30,9 +30,15 @@ func CarryPanic(root *actor.RootContext, pid *actor.PID, before func()) {
 	}
 }
 
-// Rethrow logs the panic (what names the call that panicked) and panics
-// with its value: called in the actor's Receive.
+// Rethrow logs the panic (Log) and panics with its value: called in the
+// actor's Receive.
 func (p *Panicked) Rethrow(log *slog.Logger, what string) {
-	log.Error(what+" panicked", "panic", p.Value, "stack", string(p.Stack))
+	p.Log(log, what)
 	panic(p.Value)
+}
+
+// Log logs the panic; what names the call that panicked. Alone, it is for
+// an actor that must not restart (it is stopping).
+func (p *Panicked) Log(log *slog.Logger, what string) {
+	log.Error(what+" panicked", "panic", p.Value, "stack", string(p.Stack))
 }

@@ -33,8 +33,11 @@
 // the store; the submitters of the batch being built and the callers of the
 // resubmits queued are answered unavailable and retry, commits out answer
 // their own, and the resubmit whose store call is out comes back to the new
-// incarnation, which goes on with it. At a stop, once the resubmit's call out
-// has ended, a write it made is answered as made (a bulk with pages left
-// with what it resubmitted, and unavailable), the other resubmits
+// incarnation, which goes on with it. A resubmit whose own store call panicked
+// is answered unavailable, unless its write was made and only the read back
+// panicked: then it is answered as made but not read back
+// (messages.ErrNotReadBack) before the restart. At a stop, once the resubmit's
+// call out has ended, a write it made is answered as made (a bulk with pages
+// left with what it resubmitted, and unavailable), the other resubmits
 // unavailable. Nothing is acknowledged that was not committed.
 package intake

@@ -83,6 +83,11 @@ func (a *Intake) Receive(c actor.Context) {
 		w, jobs := a.resubmits.Stop()
 		if w != nil {
 			a.wrote(w, func([]persistence.WorkSpec) {}, true)
+			if w.panicked != nil {
+				// Logged only: a panic here would restart the intake,
+				// which is stopping.
+				w.panicked.Log(a.log, "resubmit read back")
+			}
 		}
 		for _, j := range jobs {
 			j.fail(stopped())

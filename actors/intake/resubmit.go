@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -67,17 +68,19 @@ type resubmitRead struct {
 
 // resubmitWritten is the write of a job, back from its goroutine: the
 // reroutes it asked for at now, the store's results, and for a single
-// resubmit the message read back (or why it was not), for a bulk step
-// the cursor of its next page (0: none).
+// resubmit the message read back (or why it was not: readErr, and
+// panicked when the read back panicked), for a bulk step the cursor of
+// its next page (0: none).
 type resubmitWritten struct {
-	job     resubmitJob
-	now     time.Time
-	rs      []persistence.Reroute
-	res     []persistence.ResubmitResult
-	err     error
-	msg     messages.Message
-	readErr error
-	next    int64
+	job      resubmitJob
+	now      time.Time
+	rs       []persistence.Reroute
+	res      []persistence.ResubmitResult
+	err      error
+	msg      messages.Message
+	readErr  error
+	panicked *supervision.Panicked
+	next     int64
 }
 
 // resubmitPanicked says the goroutine of the job out panicked; its
@@ -194,18 +197,39 @@ func (a *Intake) readOne(req *messages.Resubmit, m messages.Message, err error) 
 		if w.err == nil && w.res[0].Applied {
 			// Read the message as resubmitted before the worker is kicked
 			// (and claims it), so the reply shows it as the resubmit left it.
-			w.msg, w.readErr = a.cfg.Store.GetMessage(ctx, req.ID)
+			w.msg, w.panicked, w.readErr = a.readBack(ctx, req.ID)
 		}
 		return w
 	})
 }
 
+// readBack reads the message of a single resubmit made, on its write's
+// goroutine. A panic there must not reach storeCall, whose answer
+// (restarted(): "retry with the same id") would say nothing was done: it
+// is recovered as the read's error, so that the reply says the resubmit
+// was made (ErrNotReadBack), and returned with its stack, for written to
+// rethrow once the reply is sent, so that the intake still restarts.
+func (a *Intake) readBack(ctx context.Context, id string) (m messages.Message, p *supervision.Panicked, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			p = &supervision.Panicked{Value: v, Stack: debug.Stack()}
+			err = fmt.Errorf("panicked: %v", v)
+		}
+	}()
+	m, err = a.cfg.Store.GetMessage(ctx, id)
+	return m, nil, err
+}
+
 // written ends a job whose write came back (wrote), kicking for the
-// reroutes applied, and starts the next job.
+// reroutes applied, and starts the next job; then a panic of its read
+// back restarts the intake, as one in Receive would have.
 func (a *Intake) written(c actor.Context, m *resubmitWritten) {
 	a.resubmits.Done()
 	a.wrote(m, func(work []persistence.WorkSpec) { a.kick(c, work) }, false)
 	a.nextResubmit()
+	if m.panicked != nil {
+		m.panicked.Rethrow(a.log, "resubmit read back")
+	}
 }
 
 // wrote settles a job whose write came back: it publishes the changes of

@@ -19,9 +19,10 @@ import (
 )
 
 // unreadAfterResubmit is a store whose reads of a message fail once a
-// resubmit was applied.
+// resubmit was applied, or panic if panics.
 type unreadAfterResubmit struct {
 	persistence.Store
+	panics      bool
 	resubmitted atomic.Bool
 }
 
@@ -35,6 +36,9 @@ func (s *unreadAfterResubmit) Resubmit(ctx context.Context, now time.Time, rs []
 
 func (s *unreadAfterResubmit) GetMessage(ctx context.Context, id string) (messages.Message, error) {
 	if s.resubmitted.Load() {
+		if s.panics {
+			panic("injected fault in GetMessage")
+		}
 		return messages.Message{}, errors.New("disk I/O error")
 	}
 	return s.Store.GetMessage(ctx, id)
@@ -69,6 +73,50 @@ func TestResubmitNotReadBackSaysItWasMade(t *testing.T) {
 	}
 	if m, err := st.GetMessage(ctx, "m-failed"); err != nil || m.State == messages.StateFailed || m.Frontend != "fe-a" {
 		t.Fatalf("stored message %+v, %v; want it resubmitted to fe-a", m, err)
+	}
+}
+
+// TestResubmitReadBackPanicSaysItWasMade: a resubmit applied whose read
+// back panics is answered as one not read back (unavailable wrapping
+// messages.ErrNotReadBack, with what it set), not told to retry as if
+// nothing was done (a retry would be refused invalid_state, and the API
+// would record no change); the panic still restarts the intake.
+func TestResubmitReadBackPanicSaysItWasMade(t *testing.T) {
+	st := &unreadAfterResubmit{Store: sqlitetest.Open(t), panics: true}
+	withFrontend(t, st.Store, "44")
+	withFailed(t, st.Store, "m-failed")
+	sys, pid, _ := startIntake(t, st, idle{}, intake.Config{})
+	restarted := make(chan any, 1)
+	sub := sys.EventStream.Subscribe(func(ev any) {
+		if se, ok := ev.(*actor.SupervisorEvent); ok && se.Child.Equal(pid) && se.Directive == actor.RestartDirective {
+			select {
+			case restarted <- se.Reason:
+			default:
+			}
+		}
+	})
+	t.Cleanup(func() { sys.EventStream.Unsubscribe(sub) })
+
+	reply := make(chan messages.ResubmitReply, 1)
+	sys.Root.Send(pid, &messages.Resubmit{ID: "m-failed", Reply: reply})
+	r := <-reply
+	var me *messages.Error
+	if !errors.Is(r.Err, messages.ErrNotReadBack) || !errors.As(r.Err, &me) || me.Code != messages.CodeUnavailable {
+		t.Fatalf("resubmit whose read back panicked answered %v, want unavailable wrapping messages.ErrNotReadBack", r.Err)
+	}
+	if r.Message.ID != "m-failed" || r.Message.Frontend != "fe-a" || r.Message.State != messages.StatePending {
+		t.Errorf("reply's message %s on %q, %s; want m-failed on fe-a, pending (what the resubmit set)", r.Message.ID, r.Message.Frontend, r.Message.State)
+	}
+	if m, err := st.Store.GetMessage(context.Background(), "m-failed"); err != nil || m.State != messages.StatePending || m.Frontend != "fe-a" {
+		t.Fatalf("stored message %+v, %v; want it resubmitted to fe-a", m, err)
+	}
+	select {
+	case reason := <-restarted:
+		if reason != "injected fault in GetMessage" {
+			t.Fatalf("intake restarted for %v, want the read back's panic", reason)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("intake not restarted in 30s after its resubmit's read back panicked")
 	}
 }
 
@@ -283,16 +331,17 @@ func seesStopping(stopping chan<- struct{}) actor.PropsOption {
 // resubmit's write is held in the store, and the write is then made. Its
 // caller is answered as made, not told to retry (a retry would be refused
 // invalid_state, and the API would record no change in the audit trail):
-// a single resubmit with the message, a bulk with the page written (and
-// stopped() when pages are left, which the stop leaves undone), the
-// changes published.
+// a single resubmit with the message (or, its read back panicking, as not
+// read back), a bulk with the page written (and stopped() when pages are
+// left, which the stop leaves undone), the changes published.
 func TestResubmitWrittenAtStopIsAnsweredAsMade(t *testing.T) {
 	for _, tc := range []struct {
-		name     string
-		bulk     bool
-		messages int
+		name            string
+		bulk, panicsGet bool
+		messages        int
 	}{
 		{name: "single", messages: 1},
+		{name: "single, its read back panicking", panicsGet: true, messages: 1},
 		{name: "bulk", bulk: true, messages: 1},
 		{name: "bulk with a page left", bulk: true, messages: 257},
 	} {
@@ -317,6 +366,7 @@ func TestResubmitWrittenAtStopIsAnsweredAsMade(t *testing.T) {
 				sys.Root.Send(pid, &messages.Resubmit{ID: ids[0], Reply: one})
 			}
 			<-st.entered
+			st.panicsGet.Store(tc.panicsGet)
 			stopped := sys.Root.StopFuture(pid)
 			<-stopping
 			st.letGo()
@@ -336,9 +386,11 @@ func TestResubmitWrittenAtStopIsAnsweredAsMade(t *testing.T) {
 				t.Errorf("%d changes published, want %d", len(events), made)
 			}
 			if !tc.bulk {
-				if r := <-one; r.Err != nil || r.Message.ID != ids[0] || r.Message.State != messages.StatePending || r.Message.Frontend != "fe-a" {
-					t.Fatalf("resubmit whose write was made at the stop answered %v, %s %s on %q; want %s pending on fe-a",
-						r.Err, r.Message.ID, r.Message.State, r.Message.Frontend, ids[0])
+				r := <-one
+				if tc.panicsGet != errors.Is(r.Err, messages.ErrNotReadBack) || !tc.panicsGet && r.Err != nil ||
+					r.Message.ID != ids[0] || r.Message.State != messages.StatePending || r.Message.Frontend != "fe-a" {
+					t.Fatalf("resubmit whose write was made at the stop answered %v, %s %s on %q; want %s pending on fe-a (not read back: %t)",
+						r.Err, r.Message.ID, r.Message.State, r.Message.Frontend, ids[0], tc.panicsGet)
 				}
 				return
 			}
