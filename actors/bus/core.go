@@ -90,6 +90,20 @@ func Settled(o persistence.Outcome, c persistence.Completion) Decision {
 	return Decision{Action: Ack}
 }
 
+// Back decides what a held message becomes when its worker lets it go
+// without an outcome (the worker stops, or the work's lease ended here):
+// Nak, so that the bus hands it out again at once rather than after the
+// consumer's AckWait; delayed until the end of its work's lease when that
+// is known and still ahead (until; zero: unknown), because its next holder
+// could not claim the row before: the lease, not the bus, keeps a second
+// delivery off while the work may still be under way.
+func Back(until, now time.Time) Decision {
+	if until.After(now) {
+		return Decision{Action: Nak, Delay: until.Sub(now) + nakSlack}
+	}
+	return Decision{Action: Nak}
+}
+
 // Holds are the bus messages a worker holds while their work is under
 // way, by message id. It tells when each must be touched (InProgress, so
 // that a slow webhook or a pull frontend's lease does not have it handed
@@ -142,6 +156,35 @@ func (h *Holds[M]) Take(id string) (M, bool) {
 	}
 	delete(h.m, id)
 	return x.msg, true
+}
+
+// Let is a held message a worker lets go (Release), with the end of its
+// work's lease here (zero: unknown, see Lease).
+type Let[M any] struct {
+	ID    string
+	Msg   M
+	Until time.Time
+}
+
+// Release stops holding every message keep says no to, and returns them
+// in message id order; keep is told the end of each one's lease (zero:
+// unknown).
+func (h *Holds[M]) Release(keep func(id string, until time.Time) bool) []Let[M] {
+	var out []Let[M]
+	for _, id := range slices.Sorted(maps.Keys(h.m)) {
+		if x := h.m[id]; !keep(id, x.until) {
+			out = append(out, Let[M]{ID: id, Msg: x.msg, Until: x.until})
+			delete(h.m, id)
+		}
+	}
+	return out
+}
+
+// Leased reports whether id is held with the end of its lease known
+// (Lease): past it the message goes back by itself (Due).
+func (h *Holds[M]) Leased(id string) bool {
+	x, ok := h.m[id]
+	return ok && !x.until.IsZero()
 }
 
 // Held reports whether id is held.

@@ -32,6 +32,42 @@ func TestClaimed(t *testing.T) {
 	}
 }
 
+// TestBack: a message let go without an outcome goes back at once, or,
+// while its work's lease here is known to run on, when it ends (its next
+// holder could not claim it before).
+func TestBack(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		until time.Time
+		want  Decision
+	}{
+		{"lease unknown (pushed work)", time.Time{}, Decision{Action: Nak}},
+		{"lease ended", t0, Decision{Action: Nak}},
+		{"lease runs on", t0.Add(time.Minute), Decision{Action: Nak, Delay: time.Minute + nakSlack}},
+	} {
+		if got := Back(c.until, t0); got != c.want {
+			t.Errorf("%s: Back = %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestHoldsRelease: Release lets go of the messages keep says no to (told
+// each one's lease end), in id order, and keeps the rest.
+func TestHoldsRelease(t *testing.T) {
+	h := Holds[string]{Touch: 10 * time.Second}
+	for _, id := range []string{"c", "a", "b"} {
+		h.Add(id, id+"!", t0)
+	}
+	h.Lease("b", t0.Add(time.Minute))
+	let := h.Release(func(id string, until time.Time) bool { return id == "c" })
+	if got := fmt.Sprint(let); got != fmt.Sprintf("[{a a! %v} {b b! %v}]", time.Time{}, t0.Add(time.Minute)) {
+		t.Fatalf("Release = %s", got)
+	}
+	if h.Len() != 1 || !h.Held("c") || h.Leased("c") {
+		t.Fatalf("after Release: %d held, c held %v, leased %v; want c alone, without a lease", h.Len(), h.Held("c"), h.Leased("c"))
+	}
+}
+
 func TestSettled(t *testing.T) {
 	o := func(r persistence.Result, retryAt time.Time) persistence.Outcome {
 		return persistence.Outcome{Kind: persistence.WorkDelivery, Target: "fe", MessageID: "m", Result: r, RetryAt: retryAt}

@@ -44,7 +44,11 @@
 // false, the relay waits (the rows wait in the outbox) and the workers
 // claim from the store. Connected, publishes that keep failing (the stream
 // takes none of DegradeAfter in a row) make it degraded: Up is false as
-// well, and the relay's rounds go on until a publish succeeds. A process that dies holding messages leaves them
-// to come back after the consumer's ack wait; their rows' leases decide
-// who may claim them, and the ledger whether anything is left to do.
+// well, and the relay's rounds go on until a publish succeeds. A process
+// that dies holding messages leaves them to come back after the consumer's
+// ack wait; their rows' leases decide who may claim them, and the ledger
+// whether anything is left to do. A worker that stops or restarts does not
+// leave them to the ack wait: it naks what no outcome will settle (Back),
+// and a restarted one holds on to, and settles, those whose outcome may
+// still be committed (package delivery, busLink.handOn).
 package bus

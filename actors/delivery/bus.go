@@ -28,6 +28,13 @@ import (
 // while its consumers are busy (Dispatcher.Named, pullRoom), rather than
 // naking it round the bus.
 //
+// A worker that restarts naks at once the messages whose work no
+// incarnation goes on with, and hands the others (a delivery under way, a
+// verdict to record, a pull poll's message) to its next incarnation, which
+// settles them once their outcome is committed; a worker that stops naks
+// all it holds (busLink.handOn, letGo). Left held, each came back only
+// after the consumer's AckWait.
+//
 // What to hold, settle, touch and fetch is busLink's (buslink.go); the
 // worker's methods below carry it out.
 
@@ -82,13 +89,38 @@ func (w *Worker) fetch(now time.Time) {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w.fetchCancel = cancel
+	ended := make(chan struct{})
+	w.fetchCancel, w.fetchEnded = cancel, ended
 	self, root, b, name := w.self, w.sys.Root, w.d.Bus, w.fe.Name
 	go func() {
 		defer cancel()
 		err := b.Fetch(ctx, name, f.n, f.wait, func(ms []*bus.Msg) { root.Send(self, &busMsgs{f: f, ms: ms}) })
+		close(ended)
 		root.Send(self, &fetchDone{f: f, err: err})
 	}()
+}
+
+// letGo settles the messages the worker lets go as it stops or restarts
+// (busLink.handOn, letGo) once the fetch it cancels has ended, on a
+// goroutine of their own if it has not yet. Naked while that fetch's pull
+// request still waits at the server, a message may be handed straight
+// back to it, and the fetch, cancelled, drops it: it would come back only
+// after the consumer's AckWait. The client unsubscribes the request's
+// inbox as the fetch ends, and the server hands nothing to a request
+// nobody listens to: it hands the message to another fetch (this worker's
+// next incarnation's, or another instance's).
+func (w *Worker) letGo(ss []settlement[*bus.Msg]) {
+	if len(ss) == 0 {
+		return
+	}
+	if ended := w.fetchEnded; ended != nil && !gone(ended) {
+		go func() {
+			<-ended
+			w.settle(ss)
+		}()
+		return
+	}
+	w.settle(ss)
 }
 
 // fetched ends a fetch.

@@ -1,6 +1,8 @@
 package delivery
 
 import (
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/actors/bus"
@@ -24,6 +26,26 @@ type busLink[M any] struct {
 	// is that failure's text ("" when the last fetch worked).
 	after  time.Time
 	failed string
+	// inherited are the held messages the worker's previous incarnation
+	// handed on (handOn) whose outcome may still be recorded by this one
+	// or come from the round that one had out: by message id, that round
+	// and how long its result may still come (release).
+	inherited map[string]inheritance
+}
+
+// inheritance is what an inherited hold waits for besides this
+// incarnation's dispatcher: the round an earlier incarnation had out that
+// has its outcome (nil: none), until its result can no longer come.
+type inheritance struct {
+	round *Round
+	until time.Time
+}
+
+// linkCarry is what a bus link hands its worker's next incarnation
+// (handOn, inherit): the messages held for it.
+type linkCarry[M any] struct {
+	holds     bus.Holds[M]
+	inherited map[string]inheritance
 }
 
 // settlement is a held message to settle, and how.
@@ -170,21 +192,162 @@ func (l *busLink[M]) settle(e Effects, now time.Time) []settlement[M] {
 	return out
 }
 
+// handOn ends this incarnation's hold of the bus messages as its worker
+// restarts: it returns what its next incarnation holds on (inherit) and
+// the messages to nak now.
+//
+// Naked at once are the messages whose work no incarnation will go on
+// with: named and not claimed, or in the claim out (its work, if it took
+// any, waits for its lease: an earlier incarnation's claim is not
+// delivered). Left held, each came back only after the
+// consumer's AckWait (30 s), with nobody touching it. Naked, the bus hands
+// it out at once; its next holder (this worker's next incarnation, or
+// another instance's) claims its row by id, and the row's lease keeps it
+// off until it ends.
+//
+// Held on are those whose outcome may still be recorded: a delivery under
+// way or a verdict to record (outstanding: its verdict comes to the next
+// incarnation, which records it, Dispatcher.Inherit and Record), a verdict
+// of the round out (round, whose result comes to the next incarnation,
+// earlier: until its store call's timeout, roundBy, after which it cannot
+// come), and a pull frontend's work handed to a poll (its lease is known:
+// its consumer may still ack it, here or elsewhere, and it goes back at
+// the lease's end as before). The next incarnation settles each once its
+// outcome is committed, as this one would have. Naked instead, the message
+// would be handed out while its verdict is in flight: its next holder's
+// claim would find the row leased and nak it until the lease's end, where
+// a verdict still not recorded (a slow store) lets a second delivery
+// through, as would a next holder whose clock runs ahead of ours past the
+// lease; held and touched, the bus hands it to nobody, and only the
+// backstop, BusOverdue past the lease, would claim the row. A retry naked
+// before its commit would also chase its row: the commit writes it back
+// unrelayed for the relay to publish again when due, and the naked copy
+// would be a second message for that row.
+func (l *busLink[M]) handOn(now time.Time, outstanding func(string) bool, round *Round, roundBy time.Time) (linkCarry[M], []settlement[M]) {
+	inRound := map[string]bool{}
+	if round != nil {
+		for _, o := range round.Outcomes {
+			inRound[o.MessageID] = true
+		}
+	}
+	carry := linkCarry[M]{inherited: map[string]inheritance{}}
+	let := l.holds.Release(func(id string, until time.Time) bool {
+		in, waits := l.inherited[id]
+		switch {
+		case !until.IsZero():
+			return true // a pull frontend's lease: it goes back at its end (tick)
+		case inRound[id]:
+			carry.inherited[id] = inheritance{round: round, until: roundBy}
+		case outstanding(id):
+			carry.inherited[id] = inheritance{}
+		case waits && in.round != nil && in.until.After(now):
+			carry.inherited[id] = in // an earlier round still has it
+		default:
+			return false
+		}
+		return true
+	})
+	carry.holds, l.holds = l.holds, bus.Holds[M]{Touch: l.holds.Touch}
+	l.inherited = nil
+	return carry, back(let, now)
+}
+
+// inherit takes on what the previous incarnation's link handed on
+// (handOn).
+func (l *busLink[M]) inherit(c linkCarry[M]) {
+	if c.inherited == nil {
+		return
+	}
+	l.holds, l.inherited = c.holds, c.inherited
+}
+
+// release naks the inherited holds (handOn) whose outcome can no longer
+// come: this incarnation's dispatcher has nothing under way or to record
+// for it (outstanding: it let the message go without an outcome, a
+// delivery past its deadline or a late retry it does not record) and the
+// earlier round that had it reported (earlierDone) or can no longer. Its
+// work waits for its lease, whoever the bus hands the message to next: a
+// push lease (2 x SendTimeout + 5 s) ends SendTimeout + 4 s after the
+// delivery's deadline (SendTimeout + 1 s, by which its call has returned),
+// time for a verdict that came late to be recorded first.
+func (l *busLink[M]) release(now time.Time, outstanding func(string) bool) []settlement[M] {
+	if len(l.inherited) == 0 {
+		return nil
+	}
+	var let []bus.Let[M]
+	for _, id := range slices.Sorted(maps.Keys(l.inherited)) {
+		in := l.inherited[id]
+		if in.round != nil && !in.until.After(now) {
+			in = inheritance{} // its round's result can no longer come
+			l.inherited[id] = in
+		}
+		switch {
+		case !l.holds.Held(id):
+			delete(l.inherited, id) // settled
+		case outstanding(id) || in.round != nil:
+		default:
+			m, _ := l.holds.Take(id)
+			let = append(let, bus.Let[M]{ID: id, Msg: m})
+			delete(l.inherited, id)
+		}
+	}
+	return back(let, now)
+}
+
+// earlierDone says the round r of an earlier incarnation reported: the
+// messages whose outcome it committed were settled with its effects
+// (Dispatcher.Done); those it did not are no longer waited for.
+func (l *busLink[M]) earlierDone(r *Round) {
+	for id, in := range l.inherited {
+		if in.round == r {
+			l.inherited[id] = inheritance{}
+		}
+	}
+}
+
+// letGo ends the hold of every message as the worker stops (its frontend
+// changed or went away, or the node stops): nothing here records an
+// outcome any more, so each goes back to the bus now, for another worker
+// or instance, rather than after the consumer's AckWait; a pull
+// frontend's work handed to a poll goes back as its lease ends (bus.Back),
+// when its next holder may claim it. The lease of whatever was under way
+// keeps the next holder off until it ends.
+func (l *busLink[M]) letGo(now time.Time) []settlement[M] {
+	l.inherited = nil
+	return back(l.holds.Release(func(string, time.Time) bool { return false }), now)
+}
+
+// back is the settlement of messages let go without an outcome.
+func back[M any](let []bus.Let[M], now time.Time) []settlement[M] {
+	var out []settlement[M]
+	for _, x := range let {
+		out = append(out, settlement[M]{msg: x.Msg, d: bus.Back(x.Until, now)})
+	}
+	return out
+}
+
 // tick returns the held messages to touch now, and takes those whose lease
 // ended here without an outcome, to nak.
 func (l *busLink[M]) tick(now time.Time) (touch []M, nak []settlement[M]) {
 	touch, expired := l.holds.Due(now)
 	for _, m := range expired {
-		nak = append(nak, settlement[M]{msg: m, d: bus.Decision{Action: bus.Nak}})
+		nak = append(nak, settlement[M]{msg: m, d: bus.Back(time.Time{}, now)})
 	}
 	return touch, nak
 }
 
-// wake is when tick or the next fetch is next needed (zero: not until
-// something happens): a held message's touch or lease end, and, with the
-// bus up, the end of the wait after a failed fetch.
+// wake is when tick, release or the next fetch is next needed (zero: not
+// until something happens): a held message's touch or lease end, the time
+// past which an earlier incarnation's round can no longer settle an
+// inherited hold (release clears those passed), and, with the bus up, the
+// end of the wait after a failed fetch.
 func (l *busLink[M]) wake(up bool) time.Time {
 	next := l.holds.Wake()
+	for _, in := range l.inherited {
+		if in.round != nil {
+			next = clock.Earliest(next, in.until)
+		}
+	}
 	if l.failed != "" && up {
 		next = clock.Earliest(next, l.after)
 	}

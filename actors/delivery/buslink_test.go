@@ -277,3 +277,131 @@ func TestBusLinkTickAndWake(t *testing.T) {
 		t.Fatalf("wake %v with the bus down, want a's next touch only", w)
 	}
 }
+
+// TestBusLinkHandOn: as its worker restarts, a bus link naks at once the
+// messages whose work no incarnation goes on with (named, in the claim
+// out), and hands on those whose outcome may still be recorded: a
+// delivery under way or a verdict to record (outstanding), a verdict of
+// the round out (until that round's result can no longer come), a pull
+// frontend's work handed to a poll (its lease). The next incarnation
+// settles them on their outcome, and naks each once its dispatcher has let
+// it go without one and no earlier round may still have it.
+func TestBusLinkHandOn(t *testing.T) {
+	settled := func(ss []settlement[string]) []string {
+		var out []string
+		for _, s := range ss {
+			out = append(out, fmt.Sprintf("%s %s %v", s.msg, s.d.Action, s.d.Delay))
+		}
+		return out
+	}
+	among := func(ids ...string) func(string) bool {
+		return func(id string) bool { return slices.Contains(ids, id) }
+	}
+	old := newBusLink[string](true)
+	for _, id := range []string{"named", "claiming", "flying", "recording", "retry", "polled"} {
+		old.holds.Add(id, id, t0)
+	}
+	old.holds.Lease("polled", t0.Add(time.Minute))
+	round := &Round{Outcomes: []persistence.Outcome{{MessageID: "retry", Result: persistence.ResultRetry}},
+		Claim: &persistence.ClaimRequest{IDs: []string{"claiming"}}}
+	carry, nak := old.handOn(t0, among("flying", "recording"), round, t0.Add(30*time.Second))
+	if got, want := settled(nak), []string{"claiming naked 0s", "named naked 0s"}; !slices.Equal(got, want) {
+		t.Fatalf("naked at the restart %q, want %q", got, want)
+	}
+	if old.holds.Len() != 0 {
+		t.Fatalf("the old link still holds %d", old.holds.Len())
+	}
+
+	l := newBusLink[string](true)
+	l.inherit(carry)
+	if l.holds.Len() != 4 {
+		t.Fatalf("the next incarnation holds %d, want flying, recording, retry and polled", l.holds.Len())
+	}
+	if w := l.wake(true); !w.Equal(t0.Add(busTouch)) {
+		t.Fatalf("wake %v, want the touch (before the round's bound)", w)
+	}
+	// recording's verdict is committed: settled as ever.
+	if got := settled(l.settle(Effects{Settled: []Settled{{Outcome: persistence.Outcome{MessageID: "recording",
+		Result: persistence.ResultDelivered}, Completion: persistence.Applied}}}, t0)); !slices.Equal(got, []string{"recording acked 0s"}) {
+		t.Fatalf("settled %q, want recording acked", got)
+	}
+	// flying is still under way; retry waits for the earlier round.
+	if got := l.release(t0.Add(time.Second), among("flying")); got != nil {
+		t.Fatalf("released %q while flying is under way and the round may report", settled(got))
+	}
+	// flying's delivery is let go without an outcome (its deadline passed):
+	// back to the bus.
+	if got := settled(l.release(t0.Add(2*time.Second), among())); !slices.Equal(got, []string{"flying naked 0s"}) {
+		t.Fatalf("released %q, want flying", got)
+	}
+
+	// A second restart: retry still waits for the first round, with its
+	// bound; polled keeps its lease.
+	carry, nak = l.handOn(t0.Add(3*time.Second), among(), nil, t0.Add(time.Hour))
+	if nak != nil {
+		t.Fatalf("naked %q at the second restart", settled(nak))
+	}
+	l = newBusLink[string](true)
+	l.inherit(carry)
+	if w := l.wake(true); !w.Equal(t0.Add(busTouch)) {
+		t.Fatalf("wake %v, want the touch", w)
+	}
+	// The round reports (what it committed was settled with its effects):
+	// retry is no longer waited for.
+	l.earlierDone(round)
+	if got := settled(l.release(t0.Add(4*time.Second), among())); !slices.Equal(got, []string{"retry naked 0s"}) {
+		t.Fatalf("released %q after the round reported, want retry", got)
+	}
+	if l.holds.Len() != 1 || !l.holds.Leased("polled") {
+		t.Fatalf("%d held, want polled with its lease", l.holds.Len())
+	}
+}
+
+// TestBusLinkHandOnRoundBound: a verdict of the round out is waited for
+// until that round's store call can no longer end; past it (the round
+// panicked: its result never comes) the message goes back.
+func TestBusLinkHandOnRoundBound(t *testing.T) {
+	old := newBusLink[string](false)
+	old.holds.Add("retry", "retry", t0)
+	round := &Round{Outcomes: []persistence.Outcome{{MessageID: "retry", Result: persistence.ResultRetry}}}
+	bound := t0.Add(5 * time.Second)
+	carry, nak := old.handOn(t0, func(string) bool { return false }, round, bound)
+	if nak != nil {
+		t.Fatalf("naked %v", nak)
+	}
+	l := newBusLink[string](false)
+	l.inherit(carry)
+	if w := l.wake(true); !w.Equal(bound) {
+		t.Fatalf("wake %v, want the round's bound %v", w, bound)
+	}
+	if got := l.release(bound.Add(-time.Nanosecond), func(string) bool { return false }); got != nil {
+		t.Fatalf("released %v before the bound", got)
+	}
+	got := l.release(bound, func(string) bool { return false })
+	if len(got) != 1 || got[0].msg != "retry" || got[0].d != (bus.Decision{Action: bus.Nak}) {
+		t.Fatalf("released %v at the bound, want retry naked", got)
+	}
+	if w := l.wake(true); !w.IsZero() {
+		t.Fatalf("wake %v with nothing held", w)
+	}
+}
+
+// TestBusLinkLetGo: a worker that stops lets every message go: naked now,
+// a pull frontend's work handed to a poll delayed until its lease ends
+// (its next holder could not claim it before).
+func TestBusLinkLetGo(t *testing.T) {
+	l := newBusLink[string](true)
+	l.holds.Add("named", "named", t0)
+	l.holds.Add("polled", "polled", t0)
+	l.holds.Lease("polled", t0.Add(time.Minute))
+	var got []string
+	for _, s := range l.letGo(t0.Add(10 * time.Second)) {
+		got = append(got, fmt.Sprintf("%s %s %v", s.msg, s.d.Action, s.d.Delay))
+	}
+	if want := []string{"named naked 0s", "polled naked 50.05s"}; !slices.Equal(got, want) {
+		t.Fatalf("let go %q, want %q", got, want)
+	}
+	if l.holds.Len() != 0 {
+		t.Fatalf("%d still held", l.holds.Len())
+	}
+}

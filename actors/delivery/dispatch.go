@@ -300,6 +300,25 @@ func (d *Dispatcher) Unrecorded() Verdicts {
 	return out
 }
 
+// Outstanding reports whether the dispatcher may still record an outcome
+// of message id: its delivery is under way (inherited ones included) or
+// its verdict waits to be recorded, or is in the round out. The bus link
+// holds such a message's bus message on across a restart (busLink.handOn)
+// and lets it go once it is not (busLink.release).
+func (d *Dispatcher) Outstanding(id string) bool {
+	if _, ok := d.inflight[id]; ok {
+		return true
+	}
+	if _, ok := d.orphans[id]; ok {
+		return true
+	}
+	has := func(p pending) bool { return p.o.MessageID == id }
+	return slices.ContainsFunc(d.pending, has) || d.round != nil && slices.ContainsFunc(d.round.pending, has)
+}
+
+// Out is the store round out (nil: none).
+func (d *Dispatcher) Out() *Round { return d.round }
+
 // Record gives the dispatcher of a restarted worker the verdicts its
 // previous incarnation had not recorded (Unrecorded): its first round
 // records them. A verdict that makes that round panic again restarts the
@@ -952,7 +971,7 @@ func leaseOf(p *messages.Poll) time.Duration {
 // A round that is not the one out is an earlier incarnation's (Earlier).
 func (d *Dispatcher) Done(now time.Time, r *Round, completions []persistence.Completion, claimed *persistence.Claim, err error) Effects {
 	if d.Earlier(r) {
-		return earlierDone(r, completions, err)
+		return earlierDone(r, completions, err, d.cfg.Bus)
 	}
 	d.round = nil
 	var e Effects
@@ -1026,7 +1045,8 @@ func (d *Dispatcher) Earlier(r *Round) bool { return r != d.round }
 
 // earlierDone is the end of an earlier incarnation's round (Earlier): the
 // outcomes it committed are reported (Applied, LateRefused: they were
-// recorded), and nothing else is taken from it. Taken for the end of the
+// recorded; with the bus, Settled: the next incarnation held their bus
+// messages on for it, busLink.handOn), and nothing else is taken from it. Taken for the end of the
 // round out, it ended that one: a second round went out beside it (two
 // claims at once, a push frontend's MaxInFlight overrun), the work its
 // claim took was handed out as claimed by this incarnation, and its acks,
@@ -1035,12 +1055,15 @@ func (d *Dispatcher) Earlier(r *Round) bool { return r != d.round }
 // leased does after a restart; its verdicts not recorded (a failed round)
 // are lost as those still waiting were, and their work is delivered again
 // with the same id once its lease ends.
-func earlierDone(r *Round, completions []persistence.Completion, err error) Effects {
+func earlierDone(r *Round, completions []persistence.Completion, err error, bus bool) Effects {
 	var e Effects
 	if err != nil {
 		return e
 	}
 	for i, p := range r.pending {
+		if bus {
+			e.Settled = append(e.Settled, Settled{Outcome: p.o, Completion: completions[i]})
+		}
 		switch c := completions[i]; {
 		case c == persistence.Applied:
 			e.Applied = append(e.Applied, p.o)

@@ -1098,3 +1098,38 @@ func TestBusPullOffersRoomForTheNextPoll(t *testing.T) {
 		t.Fatalf("Offer without the bus after the poll was answered = %d, want 0", n)
 	}
 }
+
+// TestOutstandingAndTheEarlierRoundsSettled: what a restarting worker's
+// bus link holds on (busLink.handOn) rests on Outstanding: a delivery
+// under way (inherited ones included) or a verdict to record (in the round
+// out too); and, with the bus, the outcomes an earlier incarnation's round
+// committed come back as Settled, so that the next incarnation settles
+// the bus messages held on for them (a retry's is acked: its commit wrote
+// the row back for the relay).
+func TestOutstandingAndTheEarlierRoundsSettled(t *testing.T) {
+	d := newBusPush(4)
+	d.Inherit(map[string]time.Time{"orphan": t0.Add(time.Second)})
+	d.Handover(t0, work("f", 2, time.Minute))
+	d.Verdict(t0, "f0", 1, messages.DeliveryResult{Status: messages.Delivered}, false, rng())
+	for id, want := range map[string]bool{"orphan": true, "f0": true, "f1": true, "gone": false} {
+		if got := d.Outstanding(id); got != want {
+			t.Errorf("Outstanding(%s) = %v, want %v", id, got, want)
+		}
+	}
+	out, ok := d.Next(t0)
+	if !ok || d.Out() != out || len(out.Outcomes) != 1 || !d.Outstanding("f0") {
+		t.Fatalf("round %+v (out %+v): want f0's verdict in it, still outstanding", out, d.Out())
+	}
+	d.Tick(t0.Add(2*time.Second), rng())
+	if d.Outstanding("orphan") {
+		t.Error("an inherited delivery past its deadline is still outstanding")
+	}
+
+	e := newBusPush(4).Done(t0, out, []persistence.Completion{persistence.Applied}, nil, nil)
+	if len(e.Settled) != 1 || e.Settled[0].Outcome.MessageID != "f0" || e.Settled[0].Completion != persistence.Applied {
+		t.Fatalf("settled %+v of the earlier round, want f0's", e.Settled)
+	}
+	if e := newPush(4).Done(t0, out, []persistence.Completion{persistence.Applied}, nil, nil); len(e.Settled) != 0 {
+		t.Fatalf("settled %+v without the bus", e.Settled)
+	}
+}

@@ -36,9 +36,11 @@ type Worker struct {
 	// seat is the worker's place on the handover board.
 	seat seat
 	// link is the worker's side of the bus (with Deps.Bus); fetchCancel
-	// cancels its last fetch.
+	// cancels its last fetch, and fetchEnded is closed once that fetch
+	// returned (nil: none started).
 	link        busLink[*bus.Msg]
 	fetchCancel context.CancelFunc
+	fetchEnded  <-chan struct{}
 	// spans are the open delivery spans of traced messages handed to a
 	// pull frontend or an in-process actor (trace.go).
 	spans spanBook[trace.Span]
@@ -62,8 +64,10 @@ type Worker struct {
 // incarnation, which records them (late) and, retiring or draining, does
 // not stop before them; and the verdicts it had not recorded yet
 // (Dispatcher.Unrecorded), which the next incarnation's first round
-// records; and whether an incarnation started already (a restart keeps
-// what the handover board owes the worker, seat.started).
+// records; the bus messages held for those (busLink.handOn), which the
+// next incarnation settles once their outcome is committed; and whether
+// an incarnation started already (a restart keeps what the handover board
+// owes the worker, seat.started).
 type workerLife struct {
 	smpp      *smppout.Client
 	retireBy  time.Time
@@ -71,6 +75,7 @@ type workerLife struct {
 	drainDone []chan<- struct{}
 	flights   map[string]time.Time
 	verdicts  Verdicts
+	holds     linkCarry[*bus.Msg]
 	started   bool
 }
 
@@ -113,6 +118,8 @@ func (w *Worker) Receive(c actor.Context) {
 		w.core.Inherit(w.life.flights)
 		w.core.Record(w.life.verdicts)
 		w.life.verdicts = nil
+		w.link.inherit(w.life.holds)
+		w.life.holds = linkCarry[*bus.Msg]{}
 		if w.life.draining {
 			w.apply(c, w.core.Drain())
 		}
@@ -120,6 +127,7 @@ func (w *Worker) Receive(c actor.Context) {
 			w.apply(c, w.core.Retire(now, w.life.retireBy))
 		}
 	case *actor.Stopping:
+		w.letGo(w.link.letGo(now))
 		w.stopping(c)
 		if w.smpp != nil {
 			w.d.SMPP.Release(w.smpp)
@@ -128,6 +136,9 @@ func (w *Worker) Receive(c actor.Context) {
 	case *actor.Restarting:
 		w.life.flights = w.core.InFlight()
 		w.life.verdicts = w.core.Unrecorded()
+		var nak []settlement[*bus.Msg]
+		w.life.holds, nak = w.link.handOn(now, w.core.Outstanding, w.core.Out(), now.Add(w.d.StoreTimeout))
+		w.letGo(nak)
 		w.stopping(c)
 		return
 	case *handover.Work:
@@ -167,7 +178,11 @@ func (w *Worker) Receive(c actor.Context) {
 			w.log.Warn("a store round of the worker before its restart claimed work: it waits for its lease",
 				"messages", len(m.claimed.Work), "lease_until", m.claimed.Work[0].LeaseUntil)
 		}
+		earlier := w.core.Earlier(m.round)
 		w.apply(c, w.core.Done(now, m.round, m.completions, m.claimed, m.err))
+		if earlier {
+			w.link.earlierDone(m.round)
+		}
 	case *messages.Drain:
 		w.life.draining = true
 		w.life.drainDone = append(w.life.drainDone, m.Done)
@@ -207,6 +222,7 @@ func (w *Worker) step() {
 		w.core.SetBus(r.busUp)
 	}
 	w.seat.owe(w.core, now)
+	w.settle(w.link.release(now, w.core.Outstanding))
 	if round, ok := w.core.Next(now); ok {
 		go w.run(round)
 	}

@@ -1,0 +1,373 @@
+package delivery
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard-dev/switchboard/actors/bus"
+	"github.com/switchboard-dev/switchboard/actors/bus/bustest"
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/persistence/sqlite/sqlitetest"
+	"github.com/switchboard-dev/switchboard/polltest"
+	"github.com/switchboard-dev/switchboard/supervision"
+)
+
+// The tests of a worker's bus messages across its restart and its stop
+// run a real NATS server whose consumer waits a minute for an ack
+// (AckWait): a message the worker left held and unsettled would come back
+// only then, past each test's 20 s. The worker's clock stands still
+// (frozenClock), so that no lease ends and the bus's backstop (work
+// overdue by 10 s) claims nothing: what is delivered again comes through
+// the bus.
+
+// frozenClock stands still at its time; what is scheduled on it runs after
+// the real wait.
+type frozenClock struct{ at time.Time }
+
+func (c frozenClock) Now() time.Time { return c.at }
+
+func (c frozenClock) AfterFunc(d time.Duration, f func()) func() bool {
+	return time.AfterFunc(d, f).Stop
+}
+
+// namedClaimStore is a real store whose next Write claiming the named
+// message armed (one the bus handed out) panics before it commits.
+type namedClaimStore struct {
+	persistence.Store
+	mu    sync.Mutex
+	armed string
+}
+
+func (s *namedClaimStore) Write(ctx context.Context, now time.Time, w persistence.Write) (persistence.Written, error) {
+	s.mu.Lock()
+	fire := s.armed != "" && len(w.Claims) > 0 && slices.Contains(w.Claims[0].IDs, s.armed)
+	if fire {
+		s.armed = ""
+	}
+	s.mu.Unlock()
+	if fire {
+		panic("injected fault in the claim of the bus's messages")
+	}
+	return s.Store.Write(ctx, now, w)
+}
+
+// gatedCalls is a webhook that answers 200, each call once gate is
+// closed (nil: at once).
+type gatedCalls struct {
+	gate    chan struct{}
+	arrived chan string
+	mu      sync.Mutex
+	calls   map[string]int
+}
+
+func (g *gatedCalls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var out messages.Outgoing
+	if err := json.NewDecoder(r.Body).Decode(&out); err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	g.mu.Lock()
+	g.calls[out.ID]++
+	g.mu.Unlock()
+	g.arrived <- out.ID
+	if g.gate != nil {
+		<-g.gate
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (g *gatedCalls) callsOf(id string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.calls[id]
+}
+
+// busRig is a webhook frontend's worker on a real bus.
+type busRig struct {
+	t       *testing.T
+	st      *namedClaimStore
+	b       *bus.Bus
+	reg     *prometheus.Registry
+	js      jetstream.JetStream
+	hook    *gatedCalls
+	sys     *actor.ActorSystem
+	d       *Deps
+	fe      messages.Frontend
+	pid     *actor.PID
+	restart chan struct{}
+}
+
+const rigStream = "SWITCHBOARD_rig"
+
+// newBusRig starts NATS, the bus (a minute's AckWait), a store with n
+// messages for the frontend "hook", published to the bus, and the webhook;
+// gated holds each call until the test lets them go (letGo).
+func newBusRig(t *testing.T, n int, gated bool) *busRig {
+	t.Helper()
+	srv := bustest.Start(t)
+	r := &busRig{t: t, st: &namedClaimStore{Store: sqlitetest.Open(t)}, reg: prometheus.NewRegistry(),
+		hook: &gatedCalls{arrived: make(chan string, 64), calls: map[string]int{}}, restart: make(chan struct{}, 16)}
+	if gated {
+		r.hook.gate = make(chan struct{})
+	}
+	cfg := bus.DefaultConfig()
+	cfg.URL, cfg.Stream, cfg.Name = srv.URL(), rigStream, "n1"
+	cfg.AckWait = time.Minute
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	m, err := bus.NewMetrics(r.reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.b, err = bus.Open(cfg, m, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.b.Close)
+	polltest.Until(t, 10*time.Second, "the bus up", r.b.Up)
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	if r.js, err = jetstream.New(nc); err != nil {
+		t.Fatal(err)
+	}
+
+	web := httptest.NewServer(r.hook)
+	t.Cleanup(web.Close)
+	if gated {
+		t.Cleanup(r.letGo) // before the server closes: it waits for the calls
+	}
+	clk := frozenClock{at: time.Now().UTC()}
+	r.fe = messages.Frontend{Name: "hook", Mode: messages.ModeWebhook, URL: web.URL}
+	ctx := context.Background()
+	if err := r.st.PutFrontend(ctx, persistence.Frontend{Name: "hook", Mode: persistence.ModeWebhook, URL: web.URL,
+		CreatedAt: clk.at, UpdatedAt: clk.at}); err != nil {
+		t.Fatal(err)
+	}
+	var rows []persistence.Relay
+	for i := range n {
+		res, err := r.st.Accept(ctx, clk.at, []persistence.NewMessage{{
+			ID: fmt.Sprintf("m-%d", i), SourceMSISDN: "15550001", DestinationMSISDN: "447700900001", Body: "hi",
+			State: messages.StatePending, Publish: true,
+			Work: &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: "hook", DueAt: clk.at},
+		}})
+		if err != nil || len(res) != 1 || res[0].Relay == nil {
+			t.Fatalf("Accept m-%d = %+v, %v", i, res, err)
+		}
+		rows = append(rows, *res[0].Relay)
+	}
+	if ok, err := r.b.Publish(ctx, rows); len(ok) != n || err != nil {
+		t.Fatalf("published %d of %d: %v", len(ok), n, err)
+	}
+
+	r.d = (&Deps{
+		Owner: "n1", Store: r.st, Clock: clk, Bus: r.b, MaxInFlight: 8,
+		Logger: slog.New(slog.DiscardHandler), Publish: func(messages.StateChanged) {},
+		HTTPClient: web.Client(), Actors: &Actors{}, Policy: dispatchPolicy, SendTimeout: 30 * time.Second,
+	}).withDefaults()
+	r.sys = actor.NewActorSystem(actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	r.sys.EventStream.Subscribe(func(ev any) {
+		if _, ok := ev.(*actor.SupervisorEvent); ok {
+			r.restart <- struct{}{}
+		}
+	})
+	t.Cleanup(r.sys.Shutdown)
+	return r
+}
+
+// start spawns the worker.
+func (r *busRig) start() {
+	r.pid = r.sys.Root.Spawn(actor.PropsFromProducer(NewWorker(r.d, r.fe, nil)))
+	r.t.Cleanup(func() { _ = r.sys.Root.StopFuture(r.pid).Wait() })
+}
+
+// letGo lets every webhook call answer, those to come included.
+func (r *busRig) letGo() {
+	select {
+	case <-r.hook.gate:
+	default:
+		close(r.hook.gate)
+	}
+}
+
+// called waits for n webhook calls.
+func (r *busRig) called(n int) {
+	r.t.Helper()
+	for range n {
+		select {
+		case <-r.hook.arrived:
+		case <-time.After(20 * time.Second):
+			r.t.Fatal("the webhook was not called")
+		}
+	}
+}
+
+// restarted waits for the worker's restart.
+func (r *busRig) restarted() {
+	r.t.Helper()
+	select {
+	case <-r.restart:
+	case <-time.After(20 * time.Second):
+		r.t.Fatal("the worker did not restart")
+	}
+}
+
+// consumer is the frontend's consumer on the bus.
+func (r *busRig) consumer() *jetstream.ConsumerInfo {
+	r.t.Helper()
+	c, err := r.js.Consumer(context.Background(), rigStream, bus.ConsumerName("hook"))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	info, err := c.Info(context.Background())
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return info
+}
+
+// settled is how many bus messages the worker settled with action.
+func (r *busRig) settled(action bus.Action) float64 {
+	return r.counter("switchboard_bus_settled_total", "action", action.String())
+}
+
+// counter is the value of the frontend's series of a bus counter, with
+// label (if not "") at value.
+func (r *busRig) counter(name, label, value string) float64 {
+	r.t.Helper()
+	mfs, err := r.reg.Gather()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.Metric {
+			labels := map[string]string{}
+			for _, l := range m.Label {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["frontend"] == "hook" && (label == "" || labels[label] == value) {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// delivered waits until each of the n messages is delivered, by one
+// webhook call, and its bus message acked: none is held any more.
+func (r *busRig) delivered(n int) {
+	r.t.Helper()
+	polltest.Eventually(r.t, 20*time.Second, func() error {
+		for i := range n {
+			id := fmt.Sprintf("m-%d", i)
+			m, err := r.st.GetMessage(context.Background(), id)
+			if err != nil {
+				return err
+			}
+			if m.State != messages.StateDelivered {
+				return fmt.Errorf("%s is %s, %d webhook calls (a message held by the worker before its restart comes back after the bus's AckWait, 1 min)",
+					id, m.State, r.hook.callsOf(id))
+			}
+			if c := r.hook.callsOf(id); c != 1 {
+				return fmt.Errorf("%s: %d webhook calls, want 1", id, c)
+			}
+		}
+		if info := r.consumer(); info.NumAckPending != 0 || info.NumPending != 0 {
+			return fmt.Errorf("the bus has %d messages handed out and not acked, %d not handed out; want none", info.NumAckPending, info.NumPending)
+		}
+		return nil
+	})
+}
+
+// TestWorkerRestartNaksTheBusMessagesItHeld: a worker that restarts (here
+// its claim of the last message the bus handed out panics) hands back at
+// once the bus messages whose work it had not started: its next
+// incarnation (or another instance) gets them from the bus, claims them
+// and delivers them. Left held, they came back only after the consumer's
+// AckWait. (The claim of the last one panics, so that the worker holds
+// all that its fetch got: a fetch the restart cancels drops what the
+// server handed it and it had not read yet.)
+func TestWorkerRestartNaksTheBusMessagesItHeld(t *testing.T) {
+	const n = 3
+	r := newBusRig(t, n, false)
+	r.st.armed = fmt.Sprintf("m-%d", n-1)
+	r.start()
+	r.restarted()
+	r.delivered(n)
+	if got := r.settled(bus.Nak); got < 1 {
+		t.Fatalf("%v bus messages naked, want those the restart held", got)
+	}
+}
+
+// TestWorkerRestartSettlesTheBusMessagesOfItsDeliveries: a worker that
+// restarts while its webhook calls are under way holds their bus messages
+// on: its next incarnation records their verdicts (which come to it) and
+// then acks them, as the first would have. Naked at the restart, they
+// would be handed out again while their verdicts were in flight: the
+// row's lease would then be all that kept a second delivery off.
+func TestWorkerRestartSettlesTheBusMessagesOfItsDeliveries(t *testing.T) {
+	const n = 3
+	r := newBusRig(t, n, true)
+	r.start()
+	r.called(n)
+	r.sys.Root.Send(r.pid, &supervision.Panicked{Value: "injected"})
+	r.letGo() // the verdicts come after the panic, to the next incarnation
+	r.restarted()
+	r.delivered(n)
+	if nak, redelivered := r.settled(bus.Nak), r.counter("switchboard_bus_redelivered_total", "", ""); nak != 0 || redelivered != 0 {
+		t.Fatalf("%v bus messages naked and %v redelivered across the restart, want none", nak, redelivered)
+	}
+	if got := r.settled(bus.Ack); got != n {
+		t.Fatalf("%v bus messages acked, want %d", got, n)
+	}
+}
+
+// TestWorkerStopNaksTheBusMessagesItHeld: a worker that stops (its
+// frontend changed or went away, or the node stops) with bus messages held
+// hands them back at once: another worker gets them from the bus now, not
+// after the consumer's AckWait. (Here the stop comes while their webhook
+// calls are under way: their verdicts would go nowhere, and the rows'
+// leases keep the next holder off until they end.)
+func TestWorkerStopNaksTheBusMessagesItHeld(t *testing.T) {
+	const n = 3
+	r := newBusRig(t, n, true)
+	r.start()
+	r.called(n)
+	if err := r.sys.Root.StopFuture(r.pid).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	polltest.Eventually(t, 20*time.Second, func() error {
+		err := r.b.Fetch(context.Background(), "hook", n, 200*time.Millisecond, func(ms []*bus.Msg) {
+			for _, m := range ms {
+				got = append(got, m.ID)
+				_ = m.Settle(bus.Decision{Action: bus.Ack})
+			}
+		})
+		if len(got) < n {
+			return fmt.Errorf("another worker got %v from the bus after the stop (%v), want the %d held", got, err, n)
+		}
+		return nil
+	})
+	if got := r.settled(bus.Nak); got != n {
+		t.Fatalf("%v bus messages naked at the stop, want %d", got, n)
+	}
+}
