@@ -553,20 +553,19 @@ func (s *restartSite) consumer(t *testing.T, frontend string) *jetstream.Consume
 
 // TestWorkerRestartDuringABusFetch: a delivery worker restarts while its
 // fetch from the delivery bus is out (a panic in its backstop's claim);
-// the restart cancels the fetch, whose end (and any message it still got)
-// comes to the next incarnation: same PID. That one keeps to one fetch of
-// its own and to its room: here an in-process frontend served by instance
-// n1 alone (n2 has no actor for it, so its worker holds its claims and
-// offers nothing: every message goes through the bus, to n1) answers
-// nothing while the messages come, and n1 takes MaxInFlight of them, the
-// rest staying on the bus; answered, each is delivered once. Whether the
-// earlier fetch's end comes before or after the next incarnation's fetch
-// went out is a race this test does not force (here it mostly comes
-// before, while the first claim of the next incarnation holds its fetch
-// back): TestWorkerRestartDuringABusFetchKeepsOneFetch forces it, and
-// TestBusLinkFetchOfAnEarlierIncarnation covers the earlier fetch's late
-// messages too; this test checks that each fetch's messages are taken as
-// its own through the worker on the real bus.
+// the fetch goes on for the next incarnation (same PID), whose messages
+// and end are that one's (the restart cancelled it once: what the server
+// had handed it and it had not read yet was dropped, and came back only
+// after the bus's ack wait). The next incarnation keeps to one fetch and
+// to its room: here an in-process frontend served by instance n1 alone
+// (n2 has no actor for it, so its worker holds its claims and offers
+// nothing: every message goes through the bus, to n1) answers nothing
+// while the messages come, and n1 takes MaxInFlight of them, the rest
+// staying on the bus; answered, each is delivered once.
+// TestWorkerRestartDuringABusFetchKeepsOneFetch has the restart wait with
+// a poll behind it, and TestBusLinkFetchOfAnEarlierIncarnation covers the
+// guard of a fetch not handed on; this test checks that each fetch's
+// messages are taken as its own through the worker on the real bus.
 func TestWorkerRestartDuringABusFetch(t *testing.T) {
 	site := startRestartSite(t, clock.Real{})
 	hs, fs := site.hs, site.fs
@@ -598,7 +597,7 @@ func TestWorkerRestartDuringABusFetch(t *testing.T) {
 
 	// n1's worker has room, so its fetch is out; a panic in its store
 	// round (the backstop's claim, every 2 s) restarts it meanwhile. Its
-	// next incarnation fetches; the earlier fetch ends.
+	// next incarnation takes the fetch on, and fetches again once it ends.
 	fs.armFrom("ClaimWork", "delivery.(*Worker).run", 1, false)
 	waitRestarts(t, hs[0], "delivery", 1)
 	polltest.Eventually(t, 20*time.Second, func() error {
@@ -689,12 +688,13 @@ func (g *restartGate) open() {
 // TestWorkerRestartDuringABusFetchKeepsOneFetch: a pull worker restarts
 // (a panic in its claim for a waiting poll) while its fetch from the bus
 // is out, and a poll waits in its mailbox as it does (the test holds the
-// restart at its start until the poll is there): its next incarnation
-// fetches for that poll, and the end of the earlier fetch, which the
-// restart cancelled, comes after. That end cleared the fetch out: a second
-// fetch went out beside it, and the two went on, each asking the bus for
-// the poll's room, for as long as the poll waited. One fetch waits on the
-// bus now.
+// restart at its start until the poll is there). When the restart
+// cancelled that fetch, its next incarnation fetched for the poll and the
+// earlier fetch's end came after; that end cleared the fetch out: a
+// second fetch went out beside it, and the two went on, each asking the
+// bus for the poll's room, for as long as the poll waited. The fetch goes
+// on for the next incarnation now, which fetches again once it ended: one
+// fetch waits on the bus.
 func TestWorkerRestartDuringABusFetchKeepsOneFetch(t *testing.T) {
 	gate := &restartGate{}
 	site := startRestartSite(t, gate)

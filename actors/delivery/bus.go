@@ -31,9 +31,9 @@ import (
 // A worker that restarts naks at once the messages whose work no
 // incarnation goes on with, and hands the others (a delivery under way, a
 // verdict to record, a pull poll's message) to its next incarnation, which
-// settles them once their outcome is committed; a worker that stops naks
-// all it holds (busLink.handOn, letGo). Left held, each came back only
-// after the consumer's AckWait.
+// settles them once their outcome is committed, with its fetch out; a
+// worker that stops naks all it holds (busLink.handOn, letGo). Left held,
+// each came back only after the consumer's AckWait.
 //
 // What to hold, settle, touch and fetch is busLink's (buslink.go); the
 // worker's methods below carry it out.
@@ -100,9 +100,9 @@ func (w *Worker) fetch(now time.Time) {
 	}()
 }
 
-// letGo settles the messages the worker lets go as it stops or restarts
-// (busLink.handOn, letGo) once the fetch it cancels has ended, on a
-// goroutine of their own if it has not yet. Naked while that fetch's pull
+// letGo settles the messages the worker lets go as it stops (busLink.letGo)
+// once the fetch it cancels has ended, on a goroutine of their own if it
+// has not yet. Naked while that fetch's pull
 // request still waits at the server, a message may be handed straight
 // back to it, and the fetch, cancelled, drops it: it would come back only
 // after the consumer's AckWait. The client unsubscribes the request's

@@ -298,17 +298,18 @@ func (r *busRig) delivered(n int) {
 }
 
 // TestWorkerRestartNaksTheBusMessagesItHeld: a worker that restarts (here
-// its claim of the last message the bus handed out panics) hands back at
+// its claim of the first message the bus handed out panics) hands back at
 // once the bus messages whose work it had not started: its next
 // incarnation (or another instance) gets them from the bus, claims them
 // and delivers them. Left held, they came back only after the consumer's
-// AckWait. (The claim of the last one panics, so that the worker holds
-// all that its fetch got: a fetch the restart cancels drops what the
-// server handed it and it had not read yet.)
+// AckWait. Its fetch, still out for the rest (the server may be handing
+// them to it as the worker restarts), goes on for the next incarnation:
+// cancelled, it dropped what the server had handed it and it had not read
+// yet, and those too came back only after the AckWait.
 func TestWorkerRestartNaksTheBusMessagesItHeld(t *testing.T) {
 	const n = 3
 	r := newBusRig(t, n, false)
-	r.st.armed = fmt.Sprintf("m-%d", n-1)
+	r.st.armed = "m-0"
 	r.start()
 	r.restarted()
 	r.delivered(n)

@@ -42,10 +42,11 @@ type inheritance struct {
 }
 
 // linkCarry is what a bus link hands its worker's next incarnation
-// (handOn, inherit): the messages held for it.
+// (handOn, inherit): the messages held for it, and the fetch out.
 type linkCarry[M any] struct {
 	holds     bus.Holds[M]
 	inherited map[string]inheritance
+	out       *busFetch
 }
 
 // settlement is a held message to settle, and how.
@@ -82,12 +83,13 @@ func (l *busLink[M]) fetch(now time.Time, room int) *busFetch {
 }
 
 // earlier reports whether f is not the fetch out but one of an earlier
-// incarnation of the worker: one that restarted while its fetch ran
-// (cancelled by the restart), whose messages and end come to the next
+// incarnation of the worker whose messages and end come to the next
 // incarnation (same PID). Taken for its own, its end ended the fetch out,
 // so a second fetch went out beside it (the bus asked for twice the
 // room), and its messages were named beyond the room the fetch out was
-// asked with (a push frontend's MaxInFlight overrun).
+// asked with (a push frontend's MaxInFlight overrun). A restart hands its
+// fetch out on (handOn, inherit) rather than cancelling it, so none is
+// expected: this stays as the guard of that room.
 func (l *busLink[M]) earlier(f *busFetch) bool { return f != l.out }
 
 // fetchNote is what the end of a fetch gives to log.
@@ -248,17 +250,22 @@ func (l *busLink[M]) handOn(now time.Time, outstanding func(string) bool, round 
 		return true
 	})
 	carry.holds, l.holds = l.holds, bus.Holds[M]{Touch: l.holds.Touch}
+	carry.out, l.out = l.out, nil
 	l.inherited = nil
 	return carry, back(let, now)
 }
 
 // inherit takes on what the previous incarnation's link handed on
-// (handOn).
+// (handOn), its fetch out included: the restart does not cancel it, and
+// what it gets is this incarnation's, as if this one had asked (its room
+// was asked with what is under way, which this one inherits). Cancelled,
+// the fetch dropped what the server had handed it and the client had not
+// read yet: those messages came back only after the consumer's AckWait.
 func (l *busLink[M]) inherit(c linkCarry[M]) {
 	if c.inherited == nil {
 		return
 	}
-	l.holds, l.inherited = c.holds, c.inherited
+	l.holds, l.inherited, l.out = c.holds, c.inherited, c.out
 }
 
 // release naks the inherited holds (handOn) whose outcome can no longer

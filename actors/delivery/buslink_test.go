@@ -283,9 +283,10 @@ func TestBusLinkTickAndWake(t *testing.T) {
 // out), and hands on those whose outcome may still be recorded: a
 // delivery under way or a verdict to record (outstanding), a verdict of
 // the round out (until that round's result can no longer come), a pull
-// frontend's work handed to a poll (its lease). The next incarnation
-// settles them on their outcome, and naks each once its dispatcher has let
-// it go without one and no earlier round may still have it.
+// frontend's work handed to a poll (its lease); and its fetch out. The
+// next incarnation settles them on their outcome, and naks each once its
+// dispatcher has let it go without one and no earlier round may still
+// have it.
 func TestBusLinkHandOn(t *testing.T) {
 	settled := func(ss []settlement[string]) []string {
 		var out []string
@@ -302,6 +303,7 @@ func TestBusLinkHandOn(t *testing.T) {
 		old.holds.Add(id, id, t0)
 	}
 	old.holds.Lease("polled", t0.Add(time.Minute))
+	out := old.fetch(t0, 2)
 	round := &Round{Outcomes: []persistence.Outcome{{MessageID: "retry", Result: persistence.ResultRetry}},
 		Claim: &persistence.ClaimRequest{IDs: []string{"claiming"}}}
 	carry, nak := old.handOn(t0, among("flying", "recording"), round, t0.Add(30*time.Second))
@@ -316,6 +318,11 @@ func TestBusLinkHandOn(t *testing.T) {
 	l.inherit(carry)
 	if l.holds.Len() != 4 {
 		t.Fatalf("the next incarnation holds %d, want flying, recording, retry and polled", l.holds.Len())
+	}
+	// The fetch out goes on for it: what it gets is its own, and no second
+	// fetch goes out beside it.
+	if l.earlier(out) || l.fetch(t0, 2) != nil {
+		t.Fatal("the fetch out at the restart is not the next incarnation's")
 	}
 	if w := l.wake(true); !w.Equal(t0.Add(busTouch)) {
 		t.Fatalf("wake %v, want the touch (before the round's bound)", w)

@@ -76,7 +76,11 @@ type workerLife struct {
 	flights   map[string]time.Time
 	verdicts  Verdicts
 	holds     linkCarry[*bus.Msg]
-	started   bool
+	// fetchCancel and fetchEnded are the bus fetch out as the worker
+	// restarts: the next incarnation takes it on (busLink.inherit).
+	fetchCancel context.CancelFunc
+	fetchEnded  <-chan struct{}
+	started     bool
 }
 
 // wakeMsg is the worker's wake-up (its Wakeup fired).
@@ -119,7 +123,8 @@ func (w *Worker) Receive(c actor.Context) {
 		w.core.Record(w.life.verdicts)
 		w.life.verdicts = nil
 		w.link.inherit(w.life.holds)
-		w.life.holds = linkCarry[*bus.Msg]{}
+		w.fetchCancel, w.fetchEnded = w.life.fetchCancel, w.life.fetchEnded
+		w.life.holds, w.life.fetchCancel, w.life.fetchEnded = linkCarry[*bus.Msg]{}, nil, nil
 		if w.life.draining {
 			w.apply(c, w.core.Drain())
 		}
@@ -128,6 +133,9 @@ func (w *Worker) Receive(c actor.Context) {
 		}
 	case *actor.Stopping:
 		w.letGo(w.link.letGo(now))
+		if w.fetchCancel != nil {
+			w.fetchCancel()
+		}
 		w.stopping(c)
 		if w.smpp != nil {
 			w.d.SMPP.Release(w.smpp)
@@ -138,7 +146,10 @@ func (w *Worker) Receive(c actor.Context) {
 		w.life.verdicts = w.core.Unrecorded()
 		var nak []settlement[*bus.Msg]
 		w.life.holds, nak = w.link.handOn(now, w.core.Outstanding, w.core.Out(), now.Add(w.d.StoreTimeout))
-		w.letGo(nak)
+		w.life.fetchCancel, w.life.fetchEnded = w.fetchCancel, w.fetchEnded
+		// The fetch goes on for the next incarnation: a message naked now
+		// and handed back to it comes to that one.
+		w.settle(nak)
 		w.stopping(c)
 		return
 	case *handover.Work:
@@ -198,12 +209,10 @@ func (w *Worker) Receive(c actor.Context) {
 	}
 }
 
-// stopping ends what the worker has under way (a stop or a restart).
+// stopping ends what the worker has under way (a stop or a restart; a
+// stop also cancels its fetch, a restart hands it on).
 func (w *Worker) stopping(c actor.Context) {
 	w.wake.Cancel()
-	if w.fetchCancel != nil {
-		w.fetchCancel()
-	}
 	w.apply(c, w.core.Stop())
 	w.closeSpans()
 	w.seat.offer(offered{})
