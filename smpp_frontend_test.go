@@ -285,10 +285,9 @@ func TestSMPPFrontendTLSCAIsReadAtEachConnect(t *testing.T) {
 
 // The node's own pacing uses up no attempt: at rate=2 with a 2 s delivery
 // timeout, 20 messages claimed as fast as the window allows would find no
-// slot in time (a retry each, and with 2 attempts failed max_attempts
-// without the SMSC ever seeing them). The worker has no more under way
-// than the rate sends in time, so each message goes once, at its first
-// attempt.
+// slot in time (each held back, a deferral, tried again and again). The
+// worker has no more under way than the rate sends in time, so each
+// message goes once, at its first attempt, never held back.
 func TestSMPPRatePacingUsesUpNoAttempt(t *testing.T) {
 	smsc := smsctest.New(t, "pw", nil)
 	cfg := testConfig(t) // --webhook-timeout 2s
@@ -309,13 +308,58 @@ func TestSMPPRatePacingUsesUpNoAttempt(t *testing.T) {
 			}
 			return nil
 		})
-		if m.State != messages.StateDelivered || m.Attempts != 1 {
-			bad = append(bad, fmt.Sprintf("%s %s after %d attempts: %s", id, m.State, m.Attempts, m.LastDetail))
+		if m.State != messages.StateDelivered || m.Attempts != 1 || historyHas(m, "not attempted") {
+			bad = append(bad, fmt.Sprintf("%s %s after %d attempts: %s (held back: %v)", id, m.State, m.Attempts, m.LastDetail, historyHas(m, "not attempted")))
 		}
 	}
 	if n := len(smsc.Submits()); len(bad) > 0 || n != 20 {
 		t.Fatalf("%d submit_sm for 20 messages (the SMSC refused none); %d messages not delivered at their first attempt:\n%s",
 			n, len(bad), strings.Join(bad, "\n"))
+	}
+}
+
+// The frontend's own rate holding a message back more often than
+// --delivery-max-attempts does not fail it max_attempts: each time is a
+// deferral (our pacing, not the SMSC's failure: not attempted), and it is
+// delivered at its first attempt once its slots come. At rate=1 with a
+// 10 s delivery timeout (slots within 5 s), two texts of 5 parts cannot
+// be paced together: whichever is second finds no slot in time until the
+// first's slots are nearly through (4 s on), and asks to be tried then,
+// each wait within --delivery-retry-max (1 s here).
+func TestSMPPRatePacingDefersWhatItHolds(t *testing.T) {
+	smsc := smsctest.New(t, "pw", nil)
+	cfg := testConfig(t)
+	cfg.WebhookTimeout, cfg.DeliveryRetryMax, cfg.DeliveryMaxAttempts = 10*time.Second, time.Second, 1
+	h := startNode(t, cfg)
+	h.smppFrontend("smsc", "smpp://sb:pw@"+smsc.Addr+"?rate=1", "33")
+	polltest.Until(t, 20*time.Second, "the bind", smsc.Bound)
+	ids := []string{"m-1", "m-2"}
+	for i, id := range ids {
+		h.must(202, "POST", "/api/messages", map[string]any{"id": id, "source_msisdn": "+15550001",
+			"destination_msisdn": fmt.Sprintf("+3360000000%d", i), "message_body": strings.Repeat("0123456789", 70)}, nil) // 5 parts
+	}
+	var deferrals int
+	var bad []string
+	for _, id := range ids {
+		var m messages.Message
+		polltest.Eventually(t, 60*time.Second, func() error {
+			if m = h.message(id); !m.State.Final() {
+				return fmt.Errorf("%s %s after %d attempts", id, m.State, m.Attempts)
+			}
+			return nil
+		})
+		if m.State != messages.StateDelivered || m.Attempts != 1 {
+			bad = append(bad, fmt.Sprintf("%s %s after %d attempts: %s", id, m.State, m.Attempts, m.LastDetail))
+		}
+		for _, e := range m.History {
+			if strings.HasPrefix(e.Detail, "not attempted: smsc busy: the submit rate (1/s, 100% of it this instance's) leaves no slot in time; retry in ") {
+				deferrals++
+			}
+		}
+	}
+	if len(bad) > 0 || deferrals <= cfg.DeliveryMaxAttempts || len(smsc.Submits()) != 10 {
+		t.Fatalf("%d deferrals by the rate, %d submit_sm (want 10: 5 parts each); want each delivered at attempt 1, deferred more than %d times in all:\n%s",
+			deferrals, len(smsc.Submits()), cfg.DeliveryMaxAttempts, strings.Join(bad, "\n"))
 	}
 }
 

@@ -75,8 +75,9 @@ type DeliveryResult struct {
 	// Deferred, in a Retry verdict, says the message was not attempted:
 	// the frontend is busy and asks to be tried later (its SMSC answered
 	// ESME_RTHROTTLED, or the pause that answer began outlasts the
-	// message's time; a webhook answered 429), and nothing of the message
-	// reached it. The retry comes at RetryAfter (within the same bounds)
+	// message's time; a webhook answered 429), or the node's own pacing of
+	// it kept the message (an smpp frontend's submit rate left no slot in
+	// its time), and nothing of the message reached it. The retry comes at RetryAfter (within the same bounds)
 	// and uses no attempt: the attempt its claim counted is given back, so
 	// that max_attempts counts only real attempts. Deferrals are bounded
 	// by the message's validity alone (it then fails with reason

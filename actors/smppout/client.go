@@ -521,7 +521,7 @@ func (c *Client) sleep(ctx context.Context, d time.Duration) bool {
 // Submit sends one message as its submit_sm (one per part) and returns
 // the verdict on it (see Verdict), with note (the resend mark) added. It
 // returns within ctx's deadline: a message not sent by then is a retry,
-// deferred when the SMSC's throttle kept it (see submit). A deferred
+// deferred when the frontend's pacing kept it (see submit). A deferred
 // message was not sent, so not resent either: its note keeps only what
 // the mark says of the attempt before, for the next claim (ResendNote).
 func (c *Client) Submit(ctx context.Context, out messages.Outgoing, note string) messages.DeliveryResult {
@@ -566,8 +566,7 @@ func (c *Client) InFlight(timeout time.Duration) int {
 // time to such a message (the slots reserved reach past its SlotDeadline:
 // the parts of long texts). Its worker then claims nothing, as while the
 // client is not bound: a message claimed would wait on its lease, or be a
-// retry without being sent (deferred when the throttle kept it, its attempt
-// used when the rate did).
+// retry without being sent (deferred: it uses no attempt, see kept).
 func (c *Client) PacedUntil(timeout time.Duration) time.Time {
 	now := c.cfg.Clock.Now()
 	c.mu.Lock()
@@ -582,10 +581,17 @@ func (c *Client) PacedUntil(timeout time.Duration) time.Time {
 }
 
 // submit sends out and returns the verdict on it. A message the SMSC
-// throttled and has nothing of (Verdict), or that the pause after a
-// throttle kept from being sent in time, is deferred: the frontend is
+// throttled and has nothing of (Verdict) is deferred: the frontend is
 // busy, the message not attempted; it asks to be tried again once the
-// pause ends (RetryAfter). Once a part of a long text is answered
+// pause ends (RetryAfter). So is one that the frontend's pacing kept from
+// being sent (kept): the pause after a throttle, the submit rate, or this
+// instance's share of it (none: no share of the ring) left no slot in its
+// time, or the client closed while it waited for its slot. One not sent
+// because the client is not bound is an ordinary retry that uses its
+// attempt, as a webhook's refused connection does: the SMSC cannot be
+// reached, which is what attempts are for (docs/smpp.md, "The
+// connection"); its worker claims nothing meanwhile, so only a message
+// claimed as the link drops sees it. Once a part of a long text is answered
 // ESME_RTHROTTLED, the text's later parts are not sent: the text is
 // retried whole, and they would go into the pause.
 func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.DeliveryResult {
@@ -603,7 +609,10 @@ func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.Del
 	share := 1.0
 	if c.opts.Rate > 0 {
 		if share = c.share(); share <= 0 {
-			return messages.DeliveryResult{Status: messages.Retry,
+			// Our pacing (the ring gives this instance none of the rate),
+			// not the SMSC's: not attempted. When a share comes back is the
+			// ring's to say: the retry waits the backoff.
+			return messages.DeliveryResult{Status: messages.Retry, Deferred: true,
 				Reason: "this instance holds none of the ring's delivery work now: no share of the submit rate"}
 		}
 	}
@@ -612,6 +621,7 @@ func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.Del
 	if !has {
 		deadline = now.Add(time.Hour)
 	}
+	slotsBy, rate := SlotDeadline(now, deadline), c.opts.Rate*share
 	ok := true
 	c.mu.Lock()
 	at, every := now, time.Duration(0)
@@ -620,19 +630,19 @@ func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.Del
 		at = paused
 	}
 	switch {
-	case at.After(SlotDeadline(now, deadline)):
+	case at.After(slotsBy):
 		ok = false
-	case c.opts.Rate > 0:
-		at, every, ok = c.limiter.Reserve(at, c.opts.Rate*share, len(sms), SlotDeadline(now, deadline))
+	case rate > 0:
+		at, every, ok = c.limiter.Reserve(at, rate, len(sms), slotsBy)
+	}
+	var fits time.Time
+	ever := true
+	if !ok {
+		fits, ever = c.limiter.Fits(rate, len(sms), slotsBy.Sub(now))
 	}
 	c.mu.Unlock()
-	switch {
-	case !ok && !paused.IsZero():
-		return messages.DeliveryResult{Status: messages.Retry, Deferred: true, RetryAfter: paused.Sub(now), Reason: fmt.Sprintf(
-			"the SMSC throttled the frontend's submits: they wait until %s, past this one's time", paused.UTC().Format(time.RFC3339Nano))}
-	case !ok:
-		return messages.DeliveryResult{Status: messages.Retry, Reason: fmt.Sprintf(
-			"the submit rate (%g/s, %.0f%% of it this instance's) leaves no slot in time", c.opts.Rate, 100*share)}
+	if !ok {
+		return c.kept(now, slotsBy.Sub(now), len(sms), share, paused, fits, ever)
 	}
 	parts := make([]Part, len(sms))
 	calls := make([]*smpp.Call, len(sms))
@@ -640,7 +650,9 @@ func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.Del
 	for i, sm := range sms {
 		if !c.sleep(ctx, at.Add(time.Duration(i)*every).Sub(c.cfg.Clock.Now())) {
 			if i == 0 {
-				return messages.DeliveryResult{Status: messages.Retry, Reason: "stopped while waiting for the submit rate"}
+				// Nothing sent: our pacing held it until the client closed
+				// (the frontend changed or gone, the node stopping).
+				return messages.DeliveryResult{Status: messages.Retry, Deferred: true, Reason: "stopped while waiting for the submit rate"}
 			}
 			parts[i].Err = errors.New("stopped while waiting for the submit rate")
 			break
@@ -696,6 +708,36 @@ func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.Del
 		}
 		c.mu.Unlock()
 	}
+	return v
+}
+
+// kept is the verdict on a message of n parts that the frontend's pacing
+// keeps from being sent in time (its slots would come past their
+// SlotDeadline, within from now): deferred, not attempted, as the SMSC
+// has nothing of it and it is our pacing, not a failure of the SMSC's, so
+// that a frontend's own rate never fails a message max_attempts. The retry
+// is asked for (RetryAfter) when it would find its slots: once the pause
+// after ESME_RTHROTTLED ends (paused, when in force) and the slots reserved
+// before it let its own come in time (fits: Limiter.Fits); ever is false
+// when its slots span more than within at this instance's share of the
+// rate, which the reason says (it waits the backoff: for a higher rate or
+// share, a longer delivery timeout, or the end of its validity).
+func (c *Client) kept(now time.Time, within time.Duration, n int, share float64, paused, fits time.Time, ever bool) messages.DeliveryResult {
+	v := messages.DeliveryResult{Status: messages.Retry, Deferred: true}
+	switch {
+	case !ever:
+		v.Reason = fmt.Sprintf("its %d parts take %v at the submit rate (%g/s, %.0f%% of it this instance's), more than the %v left for its slots (the first half of its delivery time)",
+			n, time.Duration(n-1)*time.Duration(float64(time.Second)/(c.opts.Rate*share)), c.opts.Rate, 100*share, within.Round(time.Millisecond))
+		return v
+	case !paused.IsZero():
+		v.Reason = fmt.Sprintf("the SMSC throttled the frontend's submits: they wait until %s, past this one's time", paused.UTC().Format(time.RFC3339Nano))
+		if fits.Before(paused) {
+			fits = paused
+		}
+	default:
+		v.Reason = fmt.Sprintf("the submit rate (%g/s, %.0f%% of it this instance's) leaves no slot in time", c.opts.Rate, 100*share)
+	}
+	v.RetryAfter = max(fits.Sub(now), 0)
 	return v
 }
 

@@ -491,6 +491,60 @@ func TestLongTextPartsArePaced(t *testing.T) {
 	}
 }
 
+// The frontend's own pacing is no attempt: a message that its submit
+// rate keeps from being sent in its time is a deferred retry (it uses
+// none of --delivery-max-attempts), unsent, that asks to be tried when its
+// slots would come in time; so is a long text whose parts never fit
+// (the rate too low for the delivery timeout: no time is known), and a
+// message still waiting for its slot when the client closes. A text whose
+// first part went was attempted: stopped before its second, it is an
+// ordinary retry. At rate=0.5 (slots 2 s apart) with 20 s to go (the
+// slots within 10 s), a text of 6 parts takes the slots up to 10 s.
+func TestPacingDefersWhatItKeeps(t *testing.T) {
+	smsc := smsctest.New(t, "pw", nil)
+	clk := newManualClock()
+	c := boundClient(t, "smpp://sb@"+smsc.Addr+"?rate=0.5", Config{Clock: clk})
+	out := func(id string, tens int) messages.Outgoing {
+		return messages.Outgoing{ID: id, SourceMSISDN: "+15550001", DestinationMSISDN: "+33600000001", Body: strings.Repeat("0123456789", tens)}
+	}
+	submit := func(o messages.Outgoing, within time.Duration) <-chan messages.DeliveryResult {
+		v := make(chan messages.DeliveryResult, 1)
+		go func() {
+			ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(2*within))
+			defer cancel()
+			v <- c.Submit(ctx, o, "")
+		}()
+		return v
+	}
+	waiting := func(d time.Duration) func() bool {
+		return func() bool { return slices.Contains(clk.pending(time.Minute), d) }
+	}
+	long := submit(out("m-long", 80), 10*time.Second) // 800 septets: 6 parts, slots at 0, 2, ... 10 s
+	polltest.Until(t, 20*time.Second, "m-long's first part sent, the wait for its second", func() bool {
+		return len(smsc.Submits()) == 1 && waiting(2*time.Second)()
+	})
+	if v := <-submit(out("m-short", 1), 10*time.Second); v.Status != messages.Retry || !v.Deferred || v.RetryAfter != 2*time.Second ||
+		v.Reason != "the submit rate (0.5/s, 100% of it this instance's) leaves no slot in time" {
+		t.Errorf("m-short, its slot at 12 s, 10 s to go: %+v; want a deferred retry after 2s (its slot then within 10 s)", v)
+	}
+	if v := <-submit(out("m-longer", 100), 10*time.Second); v.Status != messages.Retry || !v.Deferred || v.RetryAfter != 0 ||
+		!strings.HasPrefix(v.Reason, "its 7 parts take 12s at the submit rate (0.5/s, 100% of it this instance's), more than the 10s left for its slots") {
+		t.Errorf("m-longer, 7 parts that never fit in 10 s: %+v; want a deferred retry saying so", v)
+	}
+	later := submit(out("m-later", 1), 30*time.Second) // its slot at 12 s
+	polltest.Until(t, 20*time.Second, "m-later waiting for its slot", waiting(12*time.Second))
+	c.Close()
+	if v := <-later; v.Status != messages.Retry || !v.Deferred || v.Reason != "stopped while waiting for the submit rate" {
+		t.Errorf("m-later, the client closed before its slot: %+v; want a deferred retry", v)
+	}
+	if v := <-long; v.Status != messages.Retry || v.Deferred || !strings.HasPrefix(v.Reason, "part 2 of 6: ") {
+		t.Errorf("m-long, closed after its first part: %+v; want an ordinary retry (its first part went)", v)
+	}
+	if n := len(smsc.Submits()); n != 1 {
+		t.Errorf("%d submit_sm at the SMSC, want m-long's first part only", n)
+	}
+}
+
 // TestSubmitWithoutADeadline: a submit whose context has no deadline (an
 // embedder's call, say) on a frontend without a rate was a retry, "the
 // submit rate (0/s ...) leaves no slot in time", once the throttle's pause

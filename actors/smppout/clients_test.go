@@ -88,13 +88,14 @@ func TestClientsKickTheWorker(t *testing.T) {
 }
 
 // TestClientRateShareFromTheFence: with a submit rate, a client submits
-// only while this instance holds part of the ring's delivery work.
+// only while this instance holds part of the ring's delivery work; a
+// message it holds back meanwhile is deferred (our pacing: no attempt).
 func TestClientRateShareFromTheFence(t *testing.T) {
 	smsc := smsctest.New(t, "pw", nil)
 	shares := ring.NewShares(0, nil)
 	cs := newClients(t, Config{Fence: shares})
 	c := getBound(t, cs, "smpp://sb@"+smsc.Addr+"?rate=100", "the bind")
-	if v := submitHi(c); v.Status != messages.Retry || !strings.Contains(v.Reason, "no share of the submit rate") {
+	if v := submitHi(c); v.Status != messages.Retry || !v.Deferred || !strings.Contains(v.Reason, "no share of the submit rate") {
 		t.Fatalf("a submit with no partition: %+v", v)
 	}
 	self := messages.RingMember{InstanceID: "i-0", Services: messages.AllServices,

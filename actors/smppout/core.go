@@ -232,6 +232,23 @@ func (l *Limiter) Reserve(now time.Time, rate float64, n int, deadline time.Time
 	return at, every, true
 }
 
+// Fits reports from when a submit of n slots at rate (per second; 0 or
+// less: unlimited) reserved then, its deadline within after that, would
+// find its slots in time, the slots reserved so far going first: from may
+// be in the past (it would now). ever is false when the n slots span more
+// than within: they never fit, however free the rate (a long text at a low
+// rate, or a short delivery timeout).
+func (l *Limiter) Fits(rate float64, n int, within time.Duration) (from time.Time, ever bool) {
+	if rate <= 0 || n <= 0 {
+		return time.Time{}, true
+	}
+	span := time.Duration(n-1) * time.Duration(float64(time.Second)/rate)
+	if span > within {
+		return time.Time{}, false
+	}
+	return l.next.Add(span - within), true
+}
+
 // Paced reports until when a submit reserved at now would find its
 // first slot later than within from now (zero: it finds one within).
 func (l *Limiter) Paced(now time.Time, within time.Duration) time.Time {
@@ -303,8 +320,8 @@ func SlotDeadline(now, deadline time.Time) time.Time {
 // of window paced at rate (per second, this instance's; 0 or less:
 // unlimited) whose delivery timeout is timeout: the window, or fewer when
 // the rate sends fewer before their SlotDeadline, but at least one. A
-// message claimed beyond that would find no slot in time: a retry, its
-// attempt used, without being sent.
+// message claimed beyond that would find no slot in time: a deferred
+// retry (no attempt used), not sent.
 func InFlight(window int, rate float64, timeout time.Duration) int {
 	if rate <= 0 {
 		return window

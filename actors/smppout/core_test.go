@@ -320,6 +320,30 @@ func TestPacingWithinTheTimeout(t *testing.T) {
 	if got := l.Paced(t0.Add(500*time.Millisecond), time.Second); !got.IsZero() {
 		t.Errorf("Paced at +500ms = %v, want none", got)
 	}
+	// Fits: from when n slots reserved then would come within `within`.
+	for _, c := range []struct {
+		rate   float64
+		n      int
+		within time.Duration
+		from   time.Duration // from t0
+		ever   bool
+	}{
+		{2, 1, time.Second, 500 * time.Millisecond, true},       // the next slot at 1.5 s
+		{2, 3, time.Second, 1500 * time.Millisecond, true},      // 1.5, 2, 2.5 s
+		{2, 3, 2 * time.Second, 500 * time.Millisecond, true},   // the same, 2 s to go
+		{2, 1, 5 * time.Second, -3500 * time.Millisecond, true}, // past: it fits now
+		{2, 4, time.Second, 0, false},                           // 1.5 s of slots: never within 1 s
+		{0, 40, time.Millisecond, 0, true},                      // unlimited: no time to wait for
+	} {
+		from, ever := l.Fits(c.rate, c.n, c.within)
+		want := t0.Add(c.from)
+		if !c.ever || c.rate <= 0 {
+			want = time.Time{}
+		}
+		if ever != c.ever || !from.Equal(want) {
+			t.Errorf("Fits(%g, %d, %v) = %v, %v; want %v, %v", c.rate, c.n, c.within, from, ever, want, c.ever)
+		}
+	}
 }
 
 func TestShare(t *testing.T) {

@@ -17,8 +17,10 @@
 // responses become the verdict (Verdict: accepted is delivered, with the
 // SMSC's message ids; a temporary status or a lost response is a retry,
 // deferred — no attempt used — when the SMSC throttled the message and has
-// nothing of it, or the pause kept it from being sent; a permanent status
-// fails the message). A throttled part stops its text's later parts. While the client is not bound the
+// nothing of it; a permanent status fails the message). A message that the
+// pacing (the pause, the rate, this instance's share of it) keeps from
+// being sent in its time is deferred too: our own pacing never uses up an
+// attempt. A throttled part stops its text's later parts. While the client is not bound the
 // worker claims nothing: messages wait in the outbox, not burning their
 // attempts.
 //
