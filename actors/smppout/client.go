@@ -720,12 +720,17 @@ func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.Del
 // after ESME_RTHROTTLED ends (paused, when in force) and the slots reserved
 // before it let its own come in time (fits: Limiter.Fits); ever is false
 // when its slots span more than within at this instance's share of the
-// rate, which the reason says (it waits the backoff: for a higher rate or
-// share, a longer delivery timeout, or the end of its validity).
+// rate: then it is an ordinary retry that uses its attempt, its reason
+// saying so. Nothing transient keeps such a text (the rate or share is
+// too low for the delivery time), so waiting would only add a deferral to
+// its history every backoff until its validity ends; spending its
+// attempts fails it max_attempts within minutes, for an operator to raise
+// the rate or --webhook-timeout and resubmit it.
 func (c *Client) kept(now time.Time, within time.Duration, n int, share float64, paused, fits time.Time, ever bool) messages.DeliveryResult {
 	v := messages.DeliveryResult{Status: messages.Retry, Deferred: true}
 	switch {
 	case !ever:
+		v.Deferred = false
 		v.Reason = fmt.Sprintf("its %d parts take %v at the submit rate (%g/s, %.0f%% of it this instance's), more than the %v left for its slots (the first half of its delivery time)",
 			n, time.Duration(n-1)*time.Duration(float64(time.Second)/(c.opts.Rate*share)), c.opts.Rate, 100*share, within.Round(time.Millisecond))
 		return v

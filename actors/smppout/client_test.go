@@ -494,9 +494,10 @@ func TestLongTextPartsArePaced(t *testing.T) {
 // The frontend's own pacing is no attempt: a message that its submit
 // rate keeps from being sent in its time is a deferred retry (it uses
 // none of --delivery-max-attempts), unsent, that asks to be tried when its
-// slots would come in time; so is a long text whose parts never fit
-// (the rate too low for the delivery timeout: no time is known), and a
-// message still waiting for its slot when the client closes. A text whose
+// slots would come in time, and so is a message still waiting for its
+// slot when the client closes. A long text whose parts never fit (the
+// rate too low for the delivery timeout) is an ordinary retry that uses
+// its attempt: nothing transient keeps it. A text whose
 // first part went was attempted: stopped before its second, it is an
 // ordinary retry. At rate=0.5 (slots 2 s apart) with 20 s to go (the
 // slots within 10 s), a text of 6 parts takes the slots up to 10 s.
@@ -527,9 +528,9 @@ func TestPacingDefersWhatItKeeps(t *testing.T) {
 		v.Reason != "the submit rate (0.5/s, 100% of it this instance's) leaves no slot in time" {
 		t.Errorf("m-short, its slot at 12 s, 10 s to go: %+v; want a deferred retry after 2s (its slot then within 10 s)", v)
 	}
-	if v := <-submit(out("m-longer", 100), 10*time.Second); v.Status != messages.Retry || !v.Deferred || v.RetryAfter != 0 ||
+	if v := <-submit(out("m-longer", 100), 10*time.Second); v.Status != messages.Retry || v.Deferred || v.RetryAfter != 0 ||
 		!strings.HasPrefix(v.Reason, "its 7 parts take 12s at the submit rate (0.5/s, 100% of it this instance's), more than the 10s left for its slots") {
-		t.Errorf("m-longer, 7 parts that never fit in 10 s: %+v; want a deferred retry saying so", v)
+		t.Errorf("m-longer, 7 parts that never fit in 10 s: %+v; want an ordinary retry saying so", v)
 	}
 	later := submit(out("m-later", 1), 30*time.Second) // its slot at 12 s
 	polltest.Until(t, 20*time.Second, "m-later waiting for its slot", waiting(12*time.Second))
