@@ -222,8 +222,8 @@ func TestWebhookRateLimitedUsesNoAttempt(t *testing.T) {
 	if m.Attempts != 2 || strings.Join(attempts, ",") != "1,1,1,1,2,2,2" {
 		t.Fatalf("delivered after %d attempts, calls with attempts %v; want 2, [1 1 1 1 2 2 2] (a 429 uses none)", m.Attempts, attempts)
 	}
-	if !historyHas(m, "not attempted: hook busy: HTTP 429: test says Too Many Requests; retry in") ||
-		!historyHas(m, "attempt 1 failed: HTTP 503") {
+	if !historyHas(m, "not attempted (attempt 1 given back): hook busy: HTTP 429: test says Too Many Requests; retry in") ||
+		!historyHas(m, "not attempted (attempt 2 given back): hook busy: HTTP 429") || !historyHas(m, "attempt 1 failed: HTTP 503") {
 		t.Fatalf("history %+v, want the 429s deferred and the 503 a failed attempt", m.History)
 	}
 }

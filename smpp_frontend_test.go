@@ -391,7 +391,7 @@ func TestSMPPThrottlingUsesNoAttempt(t *testing.T) {
 	})
 	var deferrals int
 	for _, e := range m.History {
-		if strings.HasPrefix(e.Detail, "not attempted: smsc busy: ESME_RTHROTTLED (0x00000058); retry in ") {
+		if strings.HasPrefix(e.Detail, "not attempted (attempt 1 given back): smsc busy: ESME_RTHROTTLED (0x00000058); retry in ") {
 			deferrals++
 		}
 	}

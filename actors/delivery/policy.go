@@ -114,11 +114,15 @@ func (p Policy) after(target, id string, attempt int, v messages.DeliveryResult,
 	if v.Deferred {
 		// Not attempted (the frontend is busy): no attempt is used (the
 		// store gives back the one the claim counted), so max_attempts
-		// does not apply; Before's expiry still does.
+		// does not apply; Before's expiry still does. The history names
+		// the attempt given back: the next claim counts it again, and a
+		// claim of another attempt after this entry follows a claim
+		// that left no verdict (smppout.ResendNote).
 		wait := p.retryWait(attempt, v, rng)
 		return persistence.Outcome{Kind: persistence.WorkDelivery, Target: target, MessageID: id,
 			Result: persistence.ResultRetry, RetryAt: now.Add(wait), Reason: v.Reason, Deferred: true,
-			Detail: fmt.Sprintf("not attempted: %s busy: %s; retry in %v", target, orNone(v.Reason), wait.Round(time.Millisecond))}
+			Detail: fmt.Sprintf("not attempted (attempt %d given back): %s busy: %s; retry in %v",
+				attempt, target, orNone(v.Reason), wait.Round(time.Millisecond))}
 	}
 	if attempt >= p.MaxAttempts {
 		return failed(target, id, messages.ReasonMaxAttempts,

@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -185,7 +186,8 @@ func TestAfterDeferred(t *testing.T) {
 		if o.Result != persistence.ResultRetry || !o.Deferred || d < c.min || d > c.max || o.Reason != v.Reason {
 			t.Errorf("attempt %d, asked %v: %+v (in %v); want a deferred retry in [%v, %v]", c.attempt, c.asked, o, d, c.min, c.max)
 		}
-		if want := "not attempted: fe busy: throttled (ESME_RTHROTTLED); retry in " + d.Round(time.Millisecond).String(); o.Detail != want {
+		if want := fmt.Sprintf("not attempted (attempt %d given back): fe busy: throttled (ESME_RTHROTTLED); retry in %v",
+			c.attempt, d.Round(time.Millisecond)); o.Detail != want {
 			t.Errorf("attempt %d: detail %q, want %q", c.attempt, o.Detail, want)
 		}
 		if got := disposition(o); got != "deferred" {

@@ -41,23 +41,31 @@ func (d *Deps) smppClient(fe messages.Frontend, log *slog.Logger) *smppout.Clien
 
 // sendSMPP submits one message to the SMSC. An attempt that may send it
 // a second time (an earlier attempt left no verdict) is marked in its
-// history; for a message in retry that takes reading its last entry.
+// history (resendNote).
 func (w *Worker) sendSMPP(wk persistence.Work, out messages.Outgoing) {
 	ctx, cancel := context.WithTimeout(context.Background(), w.d.SendTimeout)
 	defer cancel()
-	var last *messages.HistoryEntry
-	if out.Attempt > 1 && wk.Message.State == messages.StateRetry {
-		if m, err := w.d.Store.GetMessage(ctx, wk.MessageID); err == nil && len(m.History) > 0 {
-			last = &m.History[len(m.History)-1]
-		}
-	}
+	note := resendNote(ctx, w.d.Store, wk)
 	var span trace.Span
 	if w.d.Tracing != nil && out.Trace != "" {
 		span = w.attemptSpan(telemetry.SpanDeliverSMPP, out)
 	}
-	r := w.smpp.Submit(ctx, out, smppout.ResendNote(out.Attempt, wk.Message.State, last))
+	r := w.smpp.Submit(ctx, out, note)
 	if span != nil {
 		endAttempt(span, r.Status, r.Reason)
 	}
 	w.sys.Root.Send(w.self, &pushResult{id: out.ID, attempt: out.Attempt, result: r})
+}
+
+// resendNote is the resend mark of the attempt claimed as wk
+// (smppout.ResendNote): for a message in retry it takes reading the
+// message's last history entry from st (not read, the attempt is marked).
+func resendNote(ctx context.Context, st persistence.Store, wk persistence.Work) string {
+	var last *messages.HistoryEntry
+	if wk.Message.Attempts > 1 && wk.Message.State == messages.StateRetry {
+		if m, err := st.GetMessage(ctx, wk.MessageID); err == nil && len(m.History) > 0 {
+			last = &m.History[len(m.History)-1]
+		}
+	}
+	return smppout.ResendNote(wk.Message.Attempts, wk.Message.State, last)
 }

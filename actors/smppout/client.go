@@ -1120,9 +1120,12 @@ func (c *Client) lost(r Receipt, why string) {
 // the message's state when it was claimed, last its last history entry
 // (nil when not read: it is read only for a message in retry). A message
 // in retry whose last entry is the recorded failure of the attempt before
-// this one is no resend; nor is one whose last entry is a deferral
-// ("not attempted": the same attempt claimed before, given back unsent)
-// unless that deferral kept the mark (Submit): its claim was a resend too.
+// this one is no resend; nor is one whose last entry is the deferral of
+// this same attempt ("not attempted (attempt n given back)": claimed
+// before and given back unsent) unless that deferral kept the mark
+// (Submit): its claim was a resend too. After the deferral of another
+// attempt (or one that names none), the claim that counted that attempt
+// again left no verdict: a resend.
 func ResendNote(attempt int, state messages.State, last *messages.HistoryEntry) string {
 	if attempt <= 1 {
 		return ""
@@ -1131,7 +1134,8 @@ func ResendNote(attempt int, state messages.State, last *messages.HistoryEntry) 
 		switch {
 		case strings.HasPrefix(last.Detail, fmt.Sprintf("attempt %d failed", attempt-1)):
 			return ""
-		case strings.HasPrefix(last.Detail, "not attempted") && !strings.Contains(last.Detail, noVerdict(attempt-1)):
+		case strings.HasPrefix(last.Detail, fmt.Sprintf("not attempted (attempt %d given back)", attempt)) &&
+			!strings.Contains(last.Detail, noVerdict(attempt-1)):
 			return ""
 		}
 	}

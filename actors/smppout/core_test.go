@@ -405,6 +405,15 @@ func TestResendNote(t *testing.T) {
 	retryOf := func(n int) *messages.HistoryEntry {
 		return &messages.HistoryEntry{State: messages.StateRetry, Detail: fmt.Sprintf("attempt %d failed: ESME_RTHROTTLED (0x00000058); retry in 1s", n)}
 	}
+	// deferral is the entry of attempt n's deferral (the delivery
+	// policy's), with the note Submit kept.
+	deferral := func(n int, note string) *messages.HistoryEntry {
+		d := fmt.Sprintf("not attempted (attempt %d given back): smsc busy: ESME_RTHROTTLED (0x00000058); retry in 1s", n)
+		if note != "" {
+			d += "; " + note
+		}
+		return &messages.HistoryEntry{State: messages.StateRetry, Detail: d}
+	}
 	cases := []struct {
 		name    string
 		attempt int
@@ -419,12 +428,14 @@ func TestResendNote(t *testing.T) {
 		{"history not read", 3, messages.StateRetry, nil, true},
 		// A deferral gives its attempt back: the same attempt is claimed
 		// again, and was a resend only if the deferred claim was one.
-		{"after a deferral of this attempt", 3, messages.StateRetry, &messages.HistoryEntry{State: messages.StateRetry,
-			Detail: "not attempted: smsc busy: ESME_RTHROTTLED (0x00000058); retry in 1s"}, false},
-		{"after a deferral of a resend", 3, messages.StateRetry, &messages.HistoryEntry{State: messages.StateRetry,
-			Detail: "not attempted: smsc busy: ESME_RTHROTTLED (0x00000058); retry in 1s; " + noVerdict(2)}, true},
-		{"after a deferral that followed a lost attempt 1", 3, messages.StateRetry, &messages.HistoryEntry{State: messages.StateRetry,
-			Detail: "not attempted: smsc busy: ESME_RTHROTTLED (0x00000058); retry in 1s; " + noVerdict(1)}, false},
+		{"after a deferral of this attempt", 3, messages.StateRetry, deferral(3, ""), false},
+		{"after a deferral of a resend", 3, messages.StateRetry, deferral(3, noVerdict(2)), true},
+		// A deferral of another attempt: the claim after it, that attempt
+		// again, left no verdict.
+		{"after a deferral of the attempt before", 3, messages.StateRetry, deferral(2, ""), true},
+		{"after a deferral of a resend of lost attempt 1", 3, messages.StateRetry, deferral(2, noVerdict(1)), true},
+		{"after a deferral that names no attempt", 3, messages.StateRetry, &messages.HistoryEntry{State: messages.StateRetry,
+			Detail: "not attempted: smsc busy: ESME_RTHROTTLED (0x00000058); retry in 1s"}, true},
 	}
 	for _, c := range cases {
 		note := ResendNote(c.attempt, c.state, c.last)
