@@ -65,7 +65,13 @@ func givesBack(o Outcome) bool {
 // the claim whose attempt it gives back is still theirs. An unleased row
 // had its claim given back already (the same deferral again: applied
 // twice, it gave back an attempt that was made) or taken back (a retry
-// recorded, ReleaseLeases): AlreadyRecorded.
+// recorded, ReleaseLeases): AlreadyRecorded. A deferral that names its
+// claim's Owner (a push frontend's, at any epoch) applies only while they
+// are leased to that owner: a row leased to another was claimed again
+// since, also where the fence does not tell (a claim by id, epoch 0), and
+// that claim's attempt, under way, is not the deferral's to give back:
+// StaleEpoch. One without (a pull frontend's ack) stands whoever leased
+// the row, as the frontend's other verdicts do.
 func CompletionOf(o Outcome, m *Row, recorded bool, rows []WorkLease) Completion {
 	switch {
 	case m == nil:
@@ -86,8 +92,13 @@ func CompletionOf(o Outcome, m *Row, recorded bool, rows []WorkLease) Completion
 			}
 		}
 	}
-	if givesBack(o) && slices.ContainsFunc(rows, func(r WorkLease) bool { return r.Owner == "" }) {
-		return AlreadyRecorded
+	if givesBack(o) {
+		switch {
+		case slices.ContainsFunc(rows, func(r WorkLease) bool { return r.Owner == "" }):
+			return AlreadyRecorded
+		case o.Owner != "" && slices.ContainsFunc(rows, func(r WorkLease) bool { return r.Owner != o.Owner }):
+			return StaleEpoch
+		}
 	}
 	if a := retriedAttempt(o, m); a > 0 && !slices.ContainsFunc(rows, func(r WorkLease) bool { return r.Retried != a }) {
 		return AlreadyRecorded

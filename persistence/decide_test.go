@@ -189,17 +189,23 @@ func TestCompleteBatchSeesEarlierItems(t *testing.T) {
 // attempted) gives back the attempt its claim counted, and keeps no
 // attempt on its row; given back once only (its row unleased since, or
 // taken back); the real attempt claimed next under the same number has
-// its retry applied, not taken for the deferral's. An ordinary retry, and
-// forward work, keep the attempts.
+// its retry applied, not taken for the deferral's. It gives back only
+// its own claim's attempt: a row leased to another owner (claimed by id
+// since its lease ran out: a bus claim, not ring-fenced) is that claim's
+// (StaleEpoch). A pull frontend's deferral (an ack: no owner) stands
+// whoever leased the row. An ordinary retry, and forward work, keep the
+// attempts.
 func TestDeferralGivesBackItsAttempt(t *testing.T) {
 	now := t0.Add(time.Minute)
 	leased := deliveryRow("a", now.Add(time.Hour), 0)
 	retry := Outcome{Kind: WorkDelivery, Target: "fe", MessageID: "m", Result: ResultRetry, RetryAt: now.Add(time.Second),
 		Detail: "attempt 3 failed"}
 	deferred := retry
-	deferred.Deferred, deferred.Detail = true, "not attempted: fe busy"
+	deferred.Deferred, deferred.Detail, deferred.Owner = true, "not attempted: fe busy", "a"
 	fencedDeferral := deferred
 	fencedDeferral.Epoch, fencedDeferral.Owner = 3, "a"
+	acked := deferred
+	acked.Owner, acked.Ack = "", true
 	forward := Outcome{Kind: WorkForward, Target: "peer", MessageID: "m", Result: ResultRetry, Deferred: true}
 	unleased := func(retried int) WorkRow { return WorkRow{Kind: WorkDelivery, Target: "fe", RetriedAttempt: retried} }
 	for _, tc := range []struct {
@@ -215,6 +221,9 @@ func TestDeferralGivesBackItsAttempt(t *testing.T) {
 		{"ordinary retry uses its attempt", messages.StateRetry, 3, leased, retry, Applied, 3, 3},
 		{"deferral gives its attempt back", messages.StateRetry, 3, leased, deferred, Applied, 2, 0},
 		{"deferral of the first attempt", messages.StatePending, 1, leased, deferred, Applied, 0, 0},
+		{"deferral of its claim, the lease run out", messages.StateRetry, 3, deliveryRow("a", now.Add(-time.Second), 0), deferred, Applied, 2, 0},
+		{"deferral of a row claimed by another owner since", messages.StateRetry, 3, deliveryRow("b", now.Add(time.Hour), 0), deferred, StaleEpoch, 3, 0},
+		{"pull frontend's deferral, another owner's lease", messages.StateRetry, 3, deliveryRow("b", now.Add(time.Hour), 0), acked, Applied, 2, 0},
 		{"fenced deferral of its own claim", messages.StateRetry, 3, deliveryRow("a", now.Add(time.Hour), 3), fencedDeferral, Applied, 2, 0},
 		{"fenced deferral, claimed again since", messages.StateRetry, 3, deliveryRow("a", now.Add(time.Hour), 4), fencedDeferral, StaleEpoch, 3, 0},
 		{"deferral of a row given back already", messages.StateRetry, 2, unleased(0), deferred, AlreadyRecorded, 2, 0},

@@ -111,7 +111,8 @@
 // too. A deferral (Outcome.Deferred: the frontend was busy, the message not
 // attempted) is a retry that gives back the attempt its claim counted, so
 // the next claim counts the same attempt again; it keeps no attempt on its
-// row, and applies only while the row is still leased (once per claim).
+// row, and applies only while the row is still leased (once per claim),
+// to the claim's owner when it names one (not to a claim made since).
 //
 // # The ring
 //

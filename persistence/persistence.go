@@ -360,7 +360,8 @@ type Outcome struct {
 	// claim it came from). A row claimed again since (another owner, or a
 	// newer epoch) gives StaleEpoch and nothing changes: the newer claim
 	// speaks for the row. Epoch 0 is unfenced (a pull frontend's ack: the
-	// frontend's own verdict stands whoever offered the message).
+	// frontend's own verdict stands whoever offered the message). A
+	// deferral's Owner counts at any epoch (see Deferred).
 	Epoch uint64
 	Owner string
 	// SMSCMessageIDs, with a delivered delivery of an smpp frontend, are
@@ -372,7 +373,9 @@ type Outcome struct {
 	// attempt its claim counted (the message's Attempts go down by one,
 	// so that the next claim counts the same attempt again). It applies
 	// only while the work's rows are leased, its claim not given back
-	// already (see CompletionOf).
+	// already; with Owner set (a push frontend's deferral, whatever the
+	// Epoch), only while they are leased to Owner, not to a claim made
+	// since (see CompletionOf).
 	Deferred bool
 	// Ack marks a pull frontend's verdict (delivery work): it applies only
 	// to a message that was offered to the frontend, that is leased to it
@@ -395,8 +398,8 @@ const (
 	AlreadyRecorded Completion = "already_recorded"
 	// NoWork: the message or its outbox row does not exist; nothing changed.
 	NoWork Completion = "no_work"
-	// StaleEpoch: a fenced outcome whose row was claimed again since (see
-	// Outcome.Epoch); nothing changed.
+	// StaleEpoch: a fenced outcome, or a deferral, whose row was claimed
+	// again since (see Outcome.Epoch, Outcome.Deferred); nothing changed.
 	StaleEpoch Completion = "stale_epoch"
 	// NotOffered: a pull frontend's verdict (Outcome.Ack) on a message
 	// never offered to it; nothing changed.

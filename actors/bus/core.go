@@ -77,8 +77,10 @@ const nakSlack = 50 * time.Millisecond
 func Settled(o persistence.Outcome, c persistence.Completion) Decision {
 	if c != persistence.Applied {
 		// Recorded before (a redelivery), or no work left: nothing to do.
-		// A stale fenced outcome cannot come from the bus (its claims are
-		// unfenced); if one did, the row's newer holder speaks for it.
+		// A stale outcome (from the bus, whose claims are unfenced: a
+		// deferral whose row another instance claimed since) leaves the
+		// row to its newer holder: handed out again, the message waits
+		// for that holder's lease (Claimed).
 		if c == persistence.StaleEpoch {
 			return Decision{Action: Nak}
 		}

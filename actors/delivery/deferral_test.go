@@ -159,3 +159,30 @@ func TestResendMarkAfterADeferredResendIsLost(t *testing.T) {
 		t.Fatalf("attempt 3, after attempt 2 claimed again left no verdict: mark %q, want attempt 2's; last entry %q", n, lastDetail(t, db))
 	}
 }
+
+// A bus claim is by id and not ring-fenced (LeaseEpoch 0). Instance A's
+// webhook answered 429 (a deferral), but A's lease ran out before A
+// recorded it (its rounds failed meanwhile); the bus handed the message
+// to instance B, which claimed it by id and is sending attempt 2. A's
+// deferral, fenced as the dispatcher fences it, is then stale: it must
+// not give back B's attempt nor unlease B's row.
+func TestLateDeferralLeavesAnotherInstancesClaim(t *testing.T) {
+	const fe = "hook"
+	db := deferralStore(t, messages.Frontend{Name: fe, Mode: messages.ModeWebhook, URL: "http://127.0.0.1:1/"})
+	wa := claimM1(t, db, fe, "A", deferralBase, true, 1)
+	o := fenced(deferralPolicy.After(fe, "m1", wa.Message.Attempts, messages.DeliveryResult{ID: "m1", Status: messages.Retry,
+		Reason: "HTTP 429", Deferred: true}, deferralBase.Add(time.Second), rand.New(rand.NewPCG(1, 2))), wa, "A")
+	claimM1(t, db, fe, "B", deferralBase.Add(deferralLease+time.Second), true, 2)
+	got, err := db.CompleteWork(context.Background(), deferralBase.Add(deferralLease+2*time.Second), []persistence.Outcome{o})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := db.GetMessage(context.Background(), "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0] != persistence.StaleEpoch || m.Attempts != 2 || m.State != messages.StatePending {
+		t.Fatalf("A's late deferral on B's claim: %s, message %s at attempt %d; want stale_epoch, pending at attempt 2 (B's, in flight)",
+			got[0], m.State, m.Attempts)
+	}
+}

@@ -346,6 +346,7 @@ func completeWorkCases() []testCase {
 		{"RepeatedRetryOfAnAttemptIsAlreadyRecorded", completeRepeatedRetry},
 		{"RetryOfAttemptReleasedAtRestartIsApplied", completeRetryAfterRelease},
 		{"DeferredRetryGivesBackItsAttempt", completeDeferredRetry},
+		{"DeferralOfAnotherOwnersClaimIsStale", completeDeferralOfAnotherClaim},
 		{"UnknownMessageIsNoWork", completeUnknownMessage},
 		{"MessageWithoutWorkIsNoWork", completeMessageWithoutWork},
 		{"OtherKindOrTargetIsNoWork", completeOtherKindOrTarget},
@@ -611,7 +612,7 @@ func completeDeferredRetry(f *fixture) {
 	f.accept(base, newMsg("cdr"))
 	deferral := func(retryAt time.Time, detail string) persistence.Outcome {
 		return persistence.Outcome{Kind: persistence.WorkDelivery, Target: feA, MessageID: "cdr", Result: persistence.ResultRetry,
-			RetryAt: retryAt, Reason: "throttled", Detail: detail, Deferred: true}
+			RetryAt: retryAt, Reason: "throttled", Detail: detail, Deferred: true, Owner: ownerA}
 	}
 	claim := func(now time.Time, attempts int) {
 		f.Helper()
@@ -645,6 +646,34 @@ func completeDeferredRetry(f *fixture) {
 		f.Errorf("after attempt 2's retry: %d attempts, %d history entries; want 2, 6", m.Attempts, f.historyLen("cdr"))
 	}
 	claim(at(90e9), 3)
+}
+
+// completeDeferralOfAnotherClaim: instance A's deferral, recorded after
+// its lease ran out and instance B claimed the row by id (a bus claim: not
+// ring-fenced, epoch 0), is stale: it would give back B's attempt, in
+// flight. B's own deferral gives it back.
+func completeDeferralOfAnotherClaim(f *fixture) {
+	f.accept(base, newMsg("cdo"))
+	if c := f.claimDelivery(feA, ownerA, base, 1); len(c.Work) != 1 || c.Work[0].Message.Attempts != 1 {
+		f.Fatalf("A's claim: %q, want cdo at attempt 1", workIDs(c.Work))
+	}
+	c := f.claim(persistence.ClaimRequest{Kind: persistence.WorkDelivery, Target: feA, Owner: ownerB, Limit: 1,
+		Now: at(lease + 1e9), Lease: lease, IDs: []string{"cdo"}})
+	if len(c.Work) != 1 || c.Work[0].Message.Attempts != 2 || c.Work[0].LeaseEpoch != 0 {
+		f.Fatalf("B's claim by id after A's lease: %q, want cdo at attempt 2, epoch 0", workIDs(c.Work))
+	}
+	deferral := func(owner string) persistence.Outcome {
+		return persistence.Outcome{Kind: persistence.WorkDelivery, Target: feA, MessageID: "cdo", Result: persistence.ResultRetry,
+			RetryAt: at(lease + 60e9), Reason: "HTTP 429", Detail: "not attempted: " + owner, Deferred: true, Owner: owner}
+	}
+	f.completeOne(at(lease+2e9), deferral(ownerA), persistence.StaleEpoch)
+	if m := f.get("cdo"); m.Attempts != 2 || f.historyLen("cdo") != 1 {
+		f.Errorf("after A's late deferral: %d attempts, %d history entries; want 2, 1 (B's attempt kept)", m.Attempts, f.historyLen("cdo"))
+	}
+	f.completeOne(at(lease+3e9), deferral(ownerB), persistence.Applied)
+	if m := f.get("cdo"); m.Attempts != 1 || m.State != messages.StateRetry {
+		f.Errorf("after B's deferral: %s with %d attempts, want retry with 1", m.State, m.Attempts)
+	}
 }
 
 func completeUnknownMessage(f *fixture) {
