@@ -352,7 +352,7 @@ func TestSMPPRatePacingDefersWhatItHolds(t *testing.T) {
 			bad = append(bad, fmt.Sprintf("%s %s after %d attempts: %s", id, m.State, m.Attempts, m.LastDetail))
 		}
 		for _, e := range m.History {
-			if strings.HasPrefix(e.Detail, "not attempted: smsc busy: the submit rate (1/s, 100% of it this instance's) leaves no slot in time; retry in ") {
+			if strings.HasPrefix(e.Detail, "not attempted (attempt 1 given back): smsc busy: the submit rate (1/s, 100% of it this instance's) leaves no slot in time; retry in ") {
 				deferrals++
 			}
 		}
