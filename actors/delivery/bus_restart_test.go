@@ -65,11 +65,12 @@ func (s *namedClaimStore) Write(ctx context.Context, now time.Time, w persistenc
 	return s.Store.Write(ctx, now, w)
 }
 
-// gatedCalls is a webhook that answers 200, each call once gate is
-// closed (nil: at once).
+// gatedCalls is a webhook that answers status (0: 200), each call once
+// gate is closed (nil: at once).
 type gatedCalls struct {
 	gate    chan struct{}
 	arrived chan string
+	status  int
 	mu      sync.Mutex
 	calls   map[string]int
 }
@@ -86,6 +87,10 @@ func (g *gatedCalls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.arrived <- out.ID
 	if g.gate != nil {
 		<-g.gate
+	}
+	if g.status != 0 {
+		w.WriteHeader(g.status)
+		return
 	}
 	w.WriteHeader(http.StatusOK)
 }
@@ -190,10 +195,83 @@ func newBusRig(t *testing.T, n int, gated bool) *busRig {
 	return r
 }
 
+// outcomeGate is a store whose Writes carrying outcomes (a round
+// recording verdicts) say so on blocked and wait until open is closed.
+type outcomeGate struct {
+	persistence.Store
+	open    chan struct{}
+	blocked chan struct{}
+}
+
+func newOutcomeGate(st persistence.Store) *outcomeGate {
+	return &outcomeGate{Store: st, open: make(chan struct{}), blocked: make(chan struct{}, 1)}
+}
+
+func (s *outcomeGate) Write(ctx context.Context, now time.Time, w persistence.Write) (persistence.Written, error) {
+	if len(w.Outcomes) > 0 {
+		select {
+		case s.blocked <- struct{}{}:
+		default:
+		}
+		<-s.open
+	}
+	return s.Store.Write(ctx, now, w)
+}
+
 // start spawns the worker.
 func (r *busRig) start() {
 	r.pid = r.sys.Root.Spawn(actor.PropsFromProducer(NewWorker(r.d, r.fe, nil)))
 	r.t.Cleanup(func() { _ = r.sys.Root.StopFuture(r.pid).Wait() })
+}
+
+// watchStop returns a channel closed once the worker has stopped.
+func (r *busRig) watchStop() <-chan struct{} {
+	stopped := make(chan struct{})
+	r.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		switch c.Message().(type) {
+		case *actor.Started:
+			c.Watch(r.pid)
+		case *actor.Terminated:
+			close(stopped)
+		}
+	}))
+	return stopped
+}
+
+// published records the ids of the state changes the worker publishes
+// (Applied effects); call before start.
+func (r *busRig) published() <-chan string {
+	ids := make(chan string, 64)
+	r.d.Publish = func(sc messages.StateChanged) { ids <- sc.ID }
+	return ids
+}
+
+// roundOutAtRestart starts the worker on one message whose webhook
+// answers 500 and restarts it while the round recording that retry is
+// held in the store (g): the round's result comes to the next incarnation.
+func (r *busRig) roundOutAtRestart(g *outcomeGate) {
+	r.t.Helper()
+	r.hook.status = http.StatusInternalServerError
+	r.d.Store = g
+	r.start()
+	r.called(1)
+	select {
+	case <-g.blocked:
+	case <-time.After(20 * time.Second):
+		r.t.Fatal("no round recorded the verdict")
+	}
+	r.sys.Root.Send(r.pid, &supervision.Panicked{Value: "injected"})
+	r.restarted()
+}
+
+// wait waits for done, or fails with what.
+func (r *busRig) wait(done <-chan struct{}, what string) {
+	r.t.Helper()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		r.t.Fatal(what)
+	}
 }
 
 // letGo lets every webhook call answer, those to come included.
@@ -371,4 +449,87 @@ func TestWorkerStopNaksTheBusMessagesItHeld(t *testing.T) {
 	if got := r.settled(bus.Nak); got != n {
 		t.Fatalf("%v bus messages naked at the stop, want %d", got, n)
 	}
+}
+
+// TestWorkerRetireAfterRestartWaitsForTheRoundOut: a worker that restarted
+// while its store round recording a retry was out, and then retires (its
+// frontend changed), stops only once that round reported: its next
+// incarnation acks the retry's bus message once the retry is committed,
+// and publishes its state change. Stopped at once, it naked the bus
+// message while the retry's commit was in flight (only the row's lease
+// kept a second delivery off), and the round's result, with its state
+// change, went to a dead actor.
+func TestWorkerRetireAfterRestartWaitsForTheRoundOut(t *testing.T) {
+	r := newBusRig(t, 1, false)
+	published := r.published()
+	g := newOutcomeGate(r.st)
+	r.roundOutAtRestart(g)
+	stopped := r.watchStop()
+	r.sys.Root.Send(r.pid, &retire{by: r.d.Clock.Now().Add(time.Hour)})
+	close(g.open) // after the retire: the round's result comes to the worker after it
+	r.wait(stopped, "the worker did not retire")
+	polltest.Eventually(t, 20*time.Second, func() error {
+		if got := r.settled(bus.Ack) + r.settled(bus.Nak); got < 1 {
+			return fmt.Errorf("%v bus messages settled", got)
+		}
+		return nil
+	})
+	if nak, ack := r.settled(bus.Nak), r.settled(bus.Ack); nak != 0 || ack != 1 {
+		t.Fatalf("%v bus messages naked, %v acked; want the retry's acked once its round committed it", nak, ack)
+	}
+	select {
+	case id := <-published:
+		if id != "m-0" {
+			t.Fatalf("published the state of %s, want m-0", id)
+		}
+	default:
+		t.Fatal("the retry's state change was not published")
+	}
+}
+
+// TestWorkerDrainAfterRestartWaitsForTheRoundOut: a drain of a worker that
+// restarted while its store round recording a retry was out ends once
+// that round reported (the retry committed, its bus message acked), not
+// at once.
+func TestWorkerDrainAfterRestartWaitsForTheRoundOut(t *testing.T) {
+	r := newBusRig(t, 1, false)
+	g := newOutcomeGate(r.st)
+	r.roundOutAtRestart(g)
+	done := make(chan struct{})
+	r.sys.Root.Send(r.pid, &messages.Drain{Done: done})
+	// An empty ack is answered at once: once it is, the drain was taken.
+	reply := make(chan messages.AckReply, 1)
+	r.sys.Root.Send(r.pid, &messages.Ack{Frontend: "hook", Reply: reply})
+	select {
+	case <-reply:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the worker did not answer an ack")
+	}
+	select {
+	case <-done:
+		close(g.open)
+		t.Fatal("the drain ended while the round recording the retry of the worker before its restart was out")
+	default:
+	}
+	close(g.open)
+	r.wait(done, "the drain did not end")
+	if nak, ack := r.settled(bus.Nak), r.settled(bus.Ack); nak != 0 || ack != 1 {
+		t.Fatalf("%v bus messages naked, %v acked as the drain ended; want the retry's acked", nak, ack)
+	}
+}
+
+// TestWorkerDrainAfterItsRoundPanicked: a store round that panics (here
+// its claim of the first message the bus handed out) reports, failed, to
+// the next incarnation, so a drain does not wait for it: without its
+// result, the drain waited for its store call's timeout (30 s, and for
+// ever on this frozen clock), past the node's drain.
+func TestWorkerDrainAfterItsRoundPanicked(t *testing.T) {
+	const n = 3
+	r := newBusRig(t, n, false)
+	r.st.armed = "m-0"
+	r.start()
+	r.restarted()
+	done := make(chan struct{})
+	r.sys.Root.Send(r.pid, &messages.Drain{Done: done})
+	r.wait(done, "the drain did not end after the worker's round panicked")
 }

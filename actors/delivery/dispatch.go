@@ -36,6 +36,11 @@ type Dispatcher struct {
 	// under way (Inherit), by message id, with their deadlines: their
 	// verdicts come to this one, late, until then.
 	orphans map[string]time.Time
+	// earlier are the store rounds earlier incarnations of the worker had
+	// out as they restarted (InheritRounds), with the time past which the
+	// result of each can no longer come (its store call's timeout): a
+	// drain or a retirement waits for them (drained).
+	earlier map[*Round]time.Time
 	// asked are the attempts of each message sent to an in-process
 	// frontend's actor and not answered yet, oldest first (Asked,
 	// ActorVerdict): an answer that does not name its attempt answers the
@@ -238,7 +243,8 @@ const storeRetry = time.Second
 
 // NewDispatcher returns a Dispatcher that assumes work may be due.
 func NewDispatcher(cfg DispatcherConfig) *Dispatcher {
-	return &Dispatcher{cfg: cfg, inflight: map[string]flight{}, orphans: map[string]time.Time{}, asked: map[string][]int{}, more: true}
+	return &Dispatcher{cfg: cfg, inflight: map[string]flight{}, orphans: map[string]time.Time{}, earlier: map[*Round]time.Time{},
+		asked: map[string][]int{}, more: true}
 }
 
 // InFlight are the deliveries under way, by message id, with their
@@ -318,6 +324,33 @@ func (d *Dispatcher) Outstanding(id string) bool {
 
 // Out is the store round out (nil: none).
 func (d *Dispatcher) Out() *Round { return d.round }
+
+// RoundsOut are the store rounds whose result may still come, each with
+// the time past which it can no longer: the round out (Out), whose store
+// call times out by, and those earlier incarnations had out
+// (InheritRounds) and have not reported yet. It is what the worker hands
+// its next incarnation as it restarts (InheritRounds).
+func (d *Dispatcher) RoundsOut(by time.Time) map[*Round]time.Time {
+	out := maps.Clone(d.earlier)
+	if d.round != nil {
+		out[d.round] = by
+	}
+	return out
+}
+
+// InheritRounds gives the dispatcher of a restarted worker the store
+// rounds its previous incarnations had out (RoundsOut): their results come
+// to it (Done, Earlier), with the outcomes they commit (Applied; with the
+// bus, Settled: the bus link holds their messages on for them,
+// busLink.handOn). Until each reports, or its time passes (Tick), a drain
+// or a retirement waits for it (drained): stopped at once, a retiring
+// worker naked the bus messages of its outcomes while their commit was in
+// flight (a second delivery kept off only by the row's lease), and their
+// Applied effects (metrics, the state change published) went to a dead
+// actor; a drain ended before the outcomes were committed.
+func (d *Dispatcher) InheritRounds(rounds map[*Round]time.Time) {
+	maps.Copy(d.earlier, rounds)
+}
 
 // Record gives the dispatcher of a restarted worker the verdicts its
 // previous incarnation had not recorded (Unrecorded): its first round
@@ -969,10 +1002,15 @@ func leaseOf(p *messages.Poll) time.Duration {
 // dropped (Effects.Dropped), else it would hold up every later verdict
 // and claim of the frontend, and a drain, for ever.
 //
-// A round that is not the one out is an earlier incarnation's (Earlier).
+// A round that is not the one out is an earlier incarnation's (Earlier);
+// once it reported, it keeps no drain or retirement (InheritRounds).
 func (d *Dispatcher) Done(now time.Time, r *Round, completions []persistence.Completion, claimed *persistence.Claim, err error) Effects {
 	if d.Earlier(r) {
-		return earlierDone(r, completions, err, d.cfg.Bus)
+		delete(d.earlier, r)
+		e := earlierDone(r, completions, err, d.cfg.Bus)
+		e.Drained = d.drained()
+		e.Retired = d.retired(now, e.Drained)
+		return e
 	}
 	d.round = nil
 	var e Effects
@@ -1114,7 +1152,10 @@ func (d *Dispatcher) heldForClaim(w Waiter[*messages.Poll]) bool {
 // Tick is the time passing: polls at their deadline are answered empty
 // (unless held for the claim out), push deliveries past theirs count as
 // retries (inherited ones, Inherit, are forgotten: their work is claimed
-// again when its lease ends), and work the store said would be due by now is looked for.
+// again when its lease ends), as are the rounds of earlier incarnations
+// past the time their result could come (InheritRounds), and work the store
+// said would be due by now is looked for. A drain that this completes is
+// Drained.
 func (d *Dispatcher) Tick(now time.Time, rng *rand.Rand) Effects {
 	var e Effects
 	for _, p := range d.waiters.ExpireUnless(now, d.heldForClaim) {
@@ -1126,13 +1167,15 @@ func (d *Dispatcher) Tick(now time.Time, rng *rand.Rand) Effects {
 		}
 	}
 	maps.DeleteFunc(d.orphans, func(_ string, deadline time.Time) bool { return !deadline.After(now) })
+	maps.DeleteFunc(d.earlier, func(_ *Round, by time.Time) bool { return !by.After(now) })
 	if !d.nextDue.IsZero() && !d.nextDue.After(now) {
 		d.more, d.nextDue = true, time.Time{}
 	}
 	if !d.handUntil.IsZero() && !d.handUntil.After(now) {
 		d.handUntil = time.Time{} // the offer of room for the next poll ends
 	}
-	e.Retired = d.retired(now, d.drained())
+	e.Drained = d.drained()
+	e.Retired = d.retired(now, e.Drained)
 	return e
 }
 
@@ -1147,6 +1190,9 @@ func (d *Dispatcher) Wake() time.Time {
 	}
 	for _, deadline := range d.orphans {
 		next = clock.Earliest(next, deadline)
+	}
+	for _, by := range d.earlier {
+		next = clock.Earliest(next, by)
 	}
 	if d.round != nil {
 		return next
@@ -1168,7 +1214,8 @@ func (d *Dispatcher) Wake() time.Time {
 // (Effects.Refused: claimed, a retiring worker delivered them with its old
 // settings after the change, and a drain waited for them), and
 // Effects.Drained comes once nothing is in flight or waiting to be
-// recorded.
+// recorded, nor in a round an earlier incarnation of the worker had out
+// (InheritRounds).
 func (d *Dispatcher) Drain() Effects {
 	d.draining = true
 	e := Effects{Answers: d.answerAll(), Refused: d.named}
@@ -1230,7 +1277,8 @@ func (d *Dispatcher) answerAll() []Answer {
 
 // drained reports whether a drain is complete.
 func (d *Dispatcher) drained() bool {
-	return d.draining && len(d.inflight) == 0 && len(d.orphans) == 0 && len(d.pending) == 0 && d.round == nil
+	return d.draining && len(d.inflight) == 0 && len(d.orphans) == 0 && len(d.pending) == 0 && d.round == nil &&
+		len(d.earlier) == 0
 }
 
 // gone reports whether done is closed.

@@ -1133,3 +1133,77 @@ func TestOutstandingAndTheEarlierRoundsSettled(t *testing.T) {
 		t.Fatalf("settled %+v without the bus", e.Settled)
 	}
 }
+
+// TestDrainAndRetireWaitForTheRoundsOfEarlierIncarnations: the store
+// rounds a worker's earlier incarnations had out as they restarted
+// (RoundsOut, InheritRounds) keep a drain and a retirement of the next one
+// from ending until each reports (Done, failed or not) or the time past
+// which its result cannot come passes (Tick, woken for it); a second
+// restart carries them on.
+func TestDrainAndRetireWaitForTheRoundsOfEarlierIncarnations(t *testing.T) {
+	by := t0.Add(10 * time.Second) // the round's store call times out
+	for _, tc := range []struct {
+		name     string
+		retire   bool
+		restarts int
+		fail     error // the round fails (nil: it reports its completions)
+		timeout  bool  // its result never comes (Tick at by)
+	}{
+		{name: "drain, the round reports", restarts: 1},
+		{name: "drain, the round fails", restarts: 1, fail: errors.New("store down")},
+		{name: "drain, the round times out", restarts: 1, timeout: true},
+		{name: "retire, the round reports", retire: true, restarts: 1},
+		{name: "retire, the round times out", retire: true, restarts: 1, timeout: true},
+		{name: "retire after two restarts, the round reports", retire: true, restarts: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first := newPush(4)
+			first.Handover(t0, work("f", 1, time.Minute))
+			first.Verdict(t0, "f0", 1, messages.DeliveryResult{ID: "f0", Status: messages.Retry}, false, rng())
+			out, ok := first.Next(t0)
+			if !ok || len(out.Outcomes) != 1 {
+				t.Fatalf("round %+v: want f0's retry in it", out)
+			}
+			rounds := first.RoundsOut(by)
+			if len(rounds) != 1 || !rounds[out].Equal(by) {
+				t.Fatalf("RoundsOut = %v, want the round out until %v", rounds, by)
+			}
+			d := newPush(4)
+			d.InheritRounds(rounds)
+			for range tc.restarts - 1 {
+				next := newPush(4)
+				next.InheritRounds(d.RoundsOut(t0.Add(time.Hour))) // none of its own out: only the inherited one
+				d = next
+			}
+			var e Effects
+			if tc.retire {
+				e = d.Retire(t0, t0.Add(time.Hour))
+			} else {
+				e = d.Drain()
+			}
+			if e.Drained || e.Retired {
+				t.Fatalf("drained %v, retired %v with the round of an earlier incarnation out", e.Drained, e.Retired)
+			}
+			if w := d.Wake(); !w.Equal(by) {
+				t.Fatalf("Wake = %v, want %v (the round's result cannot come later)", w, by)
+			}
+			if e := d.Tick(by.Add(-time.Second), rng()); e.Drained || e.Retired {
+				t.Fatalf("drained %v, retired %v before the round's time passed", e.Drained, e.Retired)
+			}
+			if tc.timeout {
+				e = d.Tick(by, rng())
+			} else {
+				e = d.Done(t0, out, []persistence.Completion{persistence.Applied}, nil, tc.fail)
+			}
+			if !e.Drained || e.Retired != tc.retire {
+				t.Fatalf("drained %v, retired %v once the round ended; want drained, retired %v", e.Drained, e.Retired, tc.retire)
+			}
+			if applied := len(e.Applied) == 1; applied != (!tc.timeout && tc.fail == nil) {
+				t.Errorf("Applied %+v", e.Applied)
+			}
+			if len(d.RoundsOut(by)) != 0 {
+				t.Errorf("RoundsOut = %v once the round ended, want none", d.RoundsOut(by))
+			}
+		})
+	}
+}

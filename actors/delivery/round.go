@@ -1,6 +1,8 @@
 package delivery
 
 import (
+	"errors"
+
 	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
@@ -15,13 +17,29 @@ type roundDone struct {
 	err         error
 }
 
+// errRoundPanicked is the result of a store round that panicked (run).
+var errRoundPanicked = errors.New("the store round panicked")
+
 // run does one store round: the verdicts and the claim in one Write. A
 // push frontend's claim is the ring's (this instance delivers its own
 // tokens); a pull frontend's poll takes due messages of the whole ring,
 // whichever instance it reached: the consumer's lease is the ownership (the
 // store leases each row to one poll at a time), and a consumer connected to
 // one instance of the site must still get every message.
+//
+// A round that panics reports too, failed, after the panic (which
+// restarts the worker): its result comes to the next incarnation, whose
+// drain or retirement waits for it (Dispatcher.InheritRounds), and whose
+// bus link lets go the messages held for it (busLink.earlierDone). Left
+// without a result, it kept them until its store call's timeout
+// (persistence.CallTimeout, 30 s), past the node's drain.
 func (w *Worker) run(r *Round) {
+	reported := false
+	defer func() {
+		if !reported { // it panicked: CarryPanic (deferred after, so run before) sent the panic first
+			w.sys.Root.Send(w.self, &roundDone{round: r, err: errRoundPanicked})
+		}
+	}()
 	defer supervision.CarryPanic(w.sys.Root, w.self, nil)
 	wr := persistence.Write{Outcomes: r.Outcomes}
 	if r.Claim != nil {
@@ -37,5 +55,6 @@ func (w *Worker) run(r *Round) {
 	if len(claims) > 0 {
 		res.claimed = claims[0]
 	}
+	reported = true
 	w.sys.Root.Send(w.self, res)
 }

@@ -64,7 +64,10 @@ type Worker struct {
 // incarnation, which records them (late) and, retiring or draining, does
 // not stop before them; and the verdicts it had not recorded yet
 // (Dispatcher.Unrecorded), which the next incarnation's first round
-// records; the bus messages held for those (busLink.handOn), which the
+// records; the store rounds it had out (Dispatcher.RoundsOut), whose
+// results come to the next incarnation, which, retiring or draining, does
+// not stop before them either; the bus messages held for those
+// (busLink.handOn), which the
 // next incarnation settles once their outcome is committed; and whether
 // an incarnation started already (a restart keeps what the handover board
 // owes the worker, seat.started).
@@ -75,6 +78,7 @@ type workerLife struct {
 	drainDone []chan<- struct{}
 	flights   map[string]time.Time
 	verdicts  Verdicts
+	rounds    map[*Round]time.Time
 	holds     linkCarry[*bus.Msg]
 	// fetchCancel and fetchEnded are the bus fetch out as the worker
 	// restarts: the next incarnation takes it on (busLink.inherit).
@@ -121,7 +125,8 @@ func (w *Worker) Receive(c actor.Context) {
 		w.smpp = w.life.smpp
 		w.core.Inherit(w.life.flights)
 		w.core.Record(w.life.verdicts)
-		w.life.verdicts = nil
+		w.core.InheritRounds(w.life.rounds)
+		w.life.verdicts, w.life.rounds = nil, nil
 		w.link.inherit(w.life.holds)
 		w.fetchCancel, w.fetchEnded = w.life.fetchCancel, w.life.fetchEnded
 		w.life.holds, w.life.fetchCancel, w.life.fetchEnded = linkCarry[*bus.Msg]{}, nil, nil
@@ -144,8 +149,10 @@ func (w *Worker) Receive(c actor.Context) {
 	case *actor.Restarting:
 		w.life.flights = w.core.InFlight()
 		w.life.verdicts = w.core.Unrecorded()
+		roundBy := now.Add(w.d.StoreTimeout) // the round out's result cannot come after its store call's timeout
+		w.life.rounds = w.core.RoundsOut(roundBy)
 		var nak []settlement[*bus.Msg]
-		w.life.holds, nak = w.link.handOn(now, w.core.Outstanding, w.core.Out(), now.Add(w.d.StoreTimeout))
+		w.life.holds, nak = w.link.handOn(now, w.core.Outstanding, w.core.Out(), roundBy)
 		w.life.fetchCancel, w.life.fetchEnded = w.fetchCancel, w.fetchEnded
 		// The fetch goes on for the next incarnation: a message naked now
 		// and handed back to it comes to that one.
