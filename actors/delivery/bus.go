@@ -2,6 +2,8 @@ package delivery
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/actors/bus"
@@ -32,8 +34,9 @@ import (
 // incarnation goes on with, and hands the others (a delivery under way, a
 // verdict to record, a pull poll's message) to its next incarnation, which
 // settles them once their outcome is committed, with its fetch out; a
-// worker that stops naks all it holds (busLink.handOn, letGo). Left held,
-// each came back only after the consumer's AckWait.
+// worker that stops naks all it holds (busLink.handOn, letGo), and what
+// its fetch got and sent it that it had not taken yet (busInbox). Left
+// held, each came back only after the consumer's AckWait.
 //
 // What to hold, settle, touch and fetch is busLink's (buslink.go); the
 // worker's methods below carry it out.
@@ -79,6 +82,78 @@ type (
 	}
 )
 
+// busInbox is the batches a worker's fetches got from the bus and sent it
+// (busMsgs) that it has not taken yet (takeAll). A stop drops the
+// messages still queued in the worker's mailbox, and those sent after it
+// go to dead letters: held by nobody, their bus messages came back only
+// after the consumer's AckWait. So a fetch adds each batch here before it
+// sends it (put), the worker takes it out as it takes the batch (take),
+// and a stop takes what is left, to nak (stop); a batch a fetch gets
+// after the stop is kept for that fetch to nak once it has ended (late).
+// Either way the naks go once the fetch has ended (letGo says why). It is
+// the worker's across its restarts (workerLife): a restart keeps the
+// mailbox, and the batches queued in it come to the next incarnation.
+// Safe for concurrent use: fetches add, the worker takes.
+type busInbox struct {
+	mu      sync.Mutex
+	queued  []*busMsgs
+	stopped bool
+	left    []*bus.Msg // got after the stop
+}
+
+// put adds a batch a fetch is about to send its worker; false: the worker
+// stopped, and the batch is kept for the fetch to nak (late).
+func (in *busInbox) put(m *busMsgs) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.stopped {
+		in.left = append(in.left, m.ms...)
+		return false
+	}
+	in.queued = append(in.queued, m)
+	return true
+}
+
+// take takes out a batch the worker received.
+func (in *busInbox) take(m *busMsgs) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.queued = slices.DeleteFunc(in.queued, func(q *busMsgs) bool { return q == m })
+}
+
+// stop marks the worker stopped and returns the messages of the batches
+// it did not take.
+func (in *busInbox) stop() []*bus.Msg {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.stopped = true
+	var out []*bus.Msg
+	for _, m := range in.queued {
+		out = append(out, m.ms...)
+	}
+	in.queued = nil
+	return out
+}
+
+// late returns the messages fetches got after the stop (put), once.
+func (in *busInbox) late() []*bus.Msg {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	out := in.left
+	in.left = nil
+	return out
+}
+
+// untaken is the settlement of messages the worker got and never took:
+// back to the bus, for another worker.
+func untaken(ms []*bus.Msg) []settlement[*bus.Msg] {
+	var out []settlement[*bus.Msg]
+	for _, m := range ms {
+		out = append(out, settlement[*bus.Msg]{msg: m, d: bus.Decision{Action: bus.Nak}})
+	}
+	return out
+}
+
 // fetch starts the fetch the bus link asks for, if any.
 func (w *Worker) fetch(now time.Time) {
 	if w.d.Bus == nil {
@@ -91,11 +166,16 @@ func (w *Worker) fetch(now time.Time) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ended := make(chan struct{})
 	w.fetchCancel, w.fetchEnded = cancel, ended
-	self, root, b, name := w.self, w.sys.Root, w.d.Bus, w.fe.Name
+	self, root, b, name, inbox := w.self, w.sys.Root, w.d.Bus, w.fe.Name, w.life.inbox
 	go func() {
 		defer cancel()
-		err := b.Fetch(ctx, name, f.n, f.wait, func(ms []*bus.Msg) { root.Send(self, &busMsgs{f: f, ms: ms}) })
+		err := b.Fetch(ctx, name, f.n, f.wait, func(ms []*bus.Msg) {
+			if m := (&busMsgs{f: f, ms: ms}); inbox.put(m) {
+				root.Send(self, m)
+			}
+		})
 		close(ended)
+		w.settle(untaken(inbox.late())) // the worker stopped: after the fetch's end, as letGo
 		root.Send(self, &fetchDone{f: f, err: err})
 	}()
 }
@@ -139,6 +219,7 @@ func (w *Worker) fetched(m *fetchDone, now time.Time) {
 // dispatcher, all before its next round (one claim for them all); those
 // of a fetch of the worker before its restart go back to the bus.
 func (w *Worker) takeAll(m *busMsgs, now time.Time) {
+	w.life.inbox.take(m)
 	if w.link.earlier(m.f) {
 		w.log.Info("messages a fetch from the delivery bus of the worker before its restart got go back to the bus",
 			"messages", len(m.ms))

@@ -533,3 +533,99 @@ func TestWorkerDrainAfterItsRoundPanicked(t *testing.T) {
 	r.sys.Root.Send(r.pid, &messages.Drain{Done: done})
 	r.wait(done, "the drain did not end after the worker's round panicked")
 }
+
+// postedMsgs is a mailbox middleware that counts the bus messages posted
+// to the worker (busMsgs: a fetch sent them) on posted, and says on rounds
+// when the worker has handled the result of a store round (roundDone).
+type postedMsgs struct{ posted, rounds chan int }
+
+func (p postedMsgs) MailboxStarted() {}
+func (p postedMsgs) MailboxEmpty()   {}
+
+func (p postedMsgs) MessageReceived(m any) {
+	if _, ok := m.(*roundDone); ok {
+		select {
+		case p.rounds <- 1:
+		default:
+		}
+	}
+}
+
+func (p postedMsgs) MessagePosted(m any) {
+	if env, ok := m.(*actor.MessageEnvelope); ok {
+		m = env.Message
+	}
+	if b, ok := m.(*busMsgs); ok {
+		p.posted <- len(b.ms)
+	}
+}
+
+// TestWorkerStopNaksTheFetchedMessagesInItsMailbox: the bus messages a
+// fetch of the worker got and sent it (busMsgs) that are still in its
+// mailbox as it stops are naked too, once the fetch has ended: the stop
+// drops the mailbox's messages, and, held by nobody, they came back only
+// after the consumer's AckWait (here 1 min).
+func TestWorkerStopNaksTheFetchedMessagesInItsMailbox(t *testing.T) {
+	const n = 3
+	r := newBusRig(t, 0, false)
+	ctx := context.Background()
+	at := r.d.Clock.Now()
+	var rows []persistence.Relay
+	for i := range n {
+		res, err := r.st.Accept(ctx, at, []persistence.NewMessage{{
+			ID: fmt.Sprintf("m-%d", i), SourceMSISDN: "15550001", DestinationMSISDN: "447700900001", Body: "hi",
+			State: messages.StatePending, Publish: true,
+			Work: &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: "hook", DueAt: at},
+		}})
+		if err != nil || len(res) != 1 || res[0].Relay == nil {
+			t.Fatalf("Accept m-%d = %+v, %v", i, res, err)
+		}
+		rows = append(rows, *res[0].Relay)
+	}
+	posted := postedMsgs{posted: make(chan int, 64), rounds: make(chan int, 1)}
+	r.pid = r.sys.Root.Spawn(actor.PropsFromProducer(NewWorker(r.d, r.fe, nil), actor.WithMailbox(actor.Unbounded(posted))))
+	// The worker's first round (the backstop's claim: nothing) reported,
+	// and its fetch went out (busFetchWait: 5 s); then the worker is kept
+	// busy with an ack whose answer nobody reads yet, so that what the
+	// fetch gets stays in its mailbox.
+	select {
+	case <-posted.rounds:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no store round of the worker reported")
+	}
+	reply := make(chan messages.AckReply)
+	r.sys.Root.Send(r.pid, &messages.Ack{Frontend: "hook", Reply: reply})
+	if ok, err := r.b.Publish(ctx, rows); len(ok) != n || err != nil {
+		t.Fatalf("published %d of %d: %v", len(ok), n, err)
+	}
+	for got := 0; got < n; {
+		select {
+		case k := <-posted.posted:
+			got += k
+		case <-time.After(20 * time.Second):
+			t.Fatalf("the fetch sent the worker %d of the %d messages", got, n)
+		}
+	}
+	stopped := r.sys.Root.StopFuture(r.pid) // queued before the ack's answer: it comes before the messages
+	<-reply
+	if err := stopped.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	polltest.Eventually(t, 20*time.Second, func() error {
+		err := r.b.Fetch(context.Background(), "hook", n, 200*time.Millisecond, func(ms []*bus.Msg) {
+			for _, m := range ms {
+				got = append(got, m.ID)
+				_ = m.Settle(bus.Decision{Action: bus.Ack})
+			}
+		})
+		if len(got) < n {
+			return fmt.Errorf("another worker got %v from the bus after the stop (%v); %d handed out and not acked, %v naked by the worker",
+				got, err, r.consumer().NumAckPending, r.settled(bus.Nak))
+		}
+		return nil
+	})
+	if nak := r.settled(bus.Nak); nak != n {
+		t.Fatalf("%v bus messages naked at the stop, want %d", nak, n)
+	}
+}

@@ -412,3 +412,30 @@ func TestBusLinkLetGo(t *testing.T) {
 		t.Fatalf("%d still held", l.holds.Len())
 	}
 }
+
+// TestBusInbox: a batch a fetch sends the worker is the inbox's until the
+// worker takes it; a stop takes those it did not, and a batch put after
+// the stop is not sent but kept for its fetch to nak (late), once.
+func TestBusInbox(t *testing.T) {
+	in := &busInbox{}
+	a, b, c := &busMsgs{ms: []*bus.Msg{{}, {}}}, &busMsgs{ms: []*bus.Msg{{}}}, &busMsgs{ms: []*bus.Msg{{}}}
+	if !in.put(a) || !in.put(b) {
+		t.Fatal("a batch put before the stop is not to be sent")
+	}
+	in.take(a)
+	if got := in.stop(); len(got) != 1 || got[0] != b.ms[0] {
+		t.Fatalf("stop = %v, want b's message (a was taken)", got)
+	}
+	if in.put(c) {
+		t.Fatal("a batch put after the stop is to be sent")
+	}
+	if got := in.late(); len(got) != 1 || got[0] != c.ms[0] {
+		t.Fatalf("late = %v, want c's message", got)
+	}
+	if got := in.late(); len(got) != 0 {
+		t.Fatalf("late again = %v, want none", got)
+	}
+	if got := untaken(b.ms); len(got) != 1 || got[0].d.Action != bus.Nak {
+		t.Fatalf("untaken = %+v, want a nak", got)
+	}
+}

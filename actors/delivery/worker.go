@@ -67,10 +67,12 @@ type Worker struct {
 // records; the store rounds it had out (Dispatcher.RoundsOut), whose
 // results come to the next incarnation, which, retiring or draining, does
 // not stop before them either; the bus messages held for those
-// (busLink.handOn), which the
-// next incarnation settles once their outcome is committed; and whether
-// an incarnation started already (a restart keeps what the handover board
-// owes the worker, seat.started).
+// (busLink.handOn), which the next incarnation settles once their outcome
+// is committed; the bus messages its fetches sent it that it has not
+// taken yet (busInbox: queued in the mailbox, they come to the next
+// incarnation; a stop naks them); and whether an incarnation started
+// already (a restart keeps what the handover board owes the worker,
+// seat.started).
 type workerLife struct {
 	smpp      *smppout.Client
 	retireBy  time.Time
@@ -84,7 +86,9 @@ type workerLife struct {
 	// restarts: the next incarnation takes it on (busLink.inherit).
 	fetchCancel context.CancelFunc
 	fetchEnded  <-chan struct{}
-	started     bool
+	// inbox is what the worker's fetches sent it and it has not taken yet.
+	inbox   *busInbox
+	started bool
 }
 
 // wakeMsg is the worker's wake-up (its Wakeup fired).
@@ -100,7 +104,7 @@ type retire struct{ by time.Time }
 // when the worker stops.
 func NewWorker(d *Deps, fe messages.Frontend, cl *smppout.Client) actor.Producer {
 	cfg := d.dispatcherConfig(fe)
-	life := &workerLife{smpp: cl}
+	life := &workerLife{smpp: cl, inbox: &busInbox{}}
 	return func() actor.Actor {
 		return &Worker{
 			d: d, fe: fe, pace: pace{mode: fe.Mode}, link: newBusLink[*bus.Msg](cfg.Pull),
@@ -137,7 +141,7 @@ func (w *Worker) Receive(c actor.Context) {
 			w.apply(c, w.core.Retire(now, w.life.retireBy))
 		}
 	case *actor.Stopping:
-		w.letGo(w.link.letGo(now))
+		w.letGo(append(w.link.letGo(now), untaken(w.life.inbox.stop())...))
 		if w.fetchCancel != nil {
 			w.fetchCancel()
 		}
