@@ -65,6 +65,10 @@ const (
 	busFetchWaitPull = time.Second
 	// busFetchRetry is the wait after a failed fetch.
 	busFetchRetry = time.Second
+	// busStopNak is the least delay of the naks of a worker that stops:
+	// its last fetch's pull request may wait at the server until that
+	// fetch's wait is over (letGo).
+	busStopNak = busFetchWait + time.Second
 )
 
 // Messages of a fetch to its worker, naming the fetch (busLink.earlier: a
@@ -175,24 +179,29 @@ func (w *Worker) fetch(now time.Time) {
 			}
 		})
 		close(ended)
-		w.settle(untaken(inbox.late())) // the worker stopped: after the fetch's end, as letGo
+		w.settle(stopNaks(untaken(inbox.late()))) // the worker stopped: after the fetch's end, as letGo
 		root.Send(self, &fetchDone{f: f, err: err})
 	}()
 }
 
 // letGo settles the messages the worker lets go as it stops (busLink.letGo)
 // once the fetch it cancels has ended, on a goroutine of their own if it
-// has not yet. Naked while that fetch's pull
-// request still waits at the server, a message may be handed straight
-// back to it, and the fetch, cancelled, drops it: it would come back only
-// after the consumer's AckWait. The client unsubscribes the request's
-// inbox as the fetch ends, and the server hands nothing to a request
-// nobody listens to: it hands the message to another fetch (this worker's
-// next incarnation's, or another instance's).
+// has not yet, each nak delayed at least busStopNak (stopNaks). Naked
+// while that fetch's pull request still waits at the server, a message
+// may be handed straight back to it, and the fetch, cancelled, drops it:
+// it would come back only after the consumer's AckWait. The fetch's end
+// is not enough: the client unsubscribes the request's inbox only after
+// its message channel has closed (nats.go's fetch), so a nak sent as soon
+// as the fetch returns can reach the server first (it did, in one CI run
+// of TestWorkerStopNaksTheFetchedMessagesInItsMailbox). The request is gone
+// from the server by the end of its wait, whatever the client does: a nak
+// delayed past it is handed to another fetch (another instance's, or
+// this worker's next one), a few seconds later rather than 30.
 func (w *Worker) letGo(ss []settlement[*bus.Msg]) {
 	if len(ss) == 0 {
 		return
 	}
+	ss = stopNaks(ss)
 	if ended := w.fetchEnded; ended != nil && !gone(ended) {
 		go func() {
 			<-ended
@@ -201,6 +210,16 @@ func (w *Worker) letGo(ss []settlement[*bus.Msg]) {
 		return
 	}
 	w.settle(ss)
+}
+
+// stopNaks is ss with each nak delayed at least busStopNak (letGo).
+func stopNaks(ss []settlement[*bus.Msg]) []settlement[*bus.Msg] {
+	for i := range ss {
+		if d := &ss[i].d; d.Action == bus.Nak {
+			d.Delay = max(d.Delay, busStopNak)
+		}
+	}
+	return ss
 }
 
 // fetched ends a fetch.
