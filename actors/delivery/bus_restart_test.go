@@ -305,6 +305,26 @@ func (r *busRig) restarted() {
 	}
 }
 
+// takenByAnother fetches from the bus as another worker would, acking what
+// it gets, until it has the n messages a stopped worker let go.
+func (r *busRig) takenByAnother(t *testing.T, n int) {
+	t.Helper()
+	var got []string
+	polltest.Eventually(t, 20*time.Second, func() error {
+		err := r.b.Fetch(context.Background(), "hook", n, 200*time.Millisecond, func(ms []*bus.Msg) {
+			for _, m := range ms {
+				got = append(got, m.ID)
+				_ = m.Settle(bus.Decision{Action: bus.Ack})
+			}
+		})
+		if len(got) < n {
+			return fmt.Errorf("another worker got %v from the bus after the stop (%v), want the %d held; %d handed out and not acked, %v naked by the worker",
+				got, err, n, r.consumer().NumAckPending, r.settled(bus.Nak))
+		}
+		return nil
+	})
+}
+
 // consumer is the frontend's consumer on the bus.
 func (r *busRig) consumer() *jetstream.ConsumerInfo {
 	r.t.Helper()
@@ -433,19 +453,7 @@ func TestWorkerStopNaksTheBusMessagesItHeld(t *testing.T) {
 	if err := r.sys.Root.StopFuture(r.pid).Wait(); err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	polltest.Eventually(t, 20*time.Second, func() error {
-		err := r.b.Fetch(context.Background(), "hook", n, 200*time.Millisecond, func(ms []*bus.Msg) {
-			for _, m := range ms {
-				got = append(got, m.ID)
-				_ = m.Settle(bus.Decision{Action: bus.Ack})
-			}
-		})
-		if len(got) < n {
-			return fmt.Errorf("another worker got %v from the bus after the stop (%v), want the %d held", got, err, n)
-		}
-		return nil
-	})
+	r.takenByAnother(t, n)
 	if got := r.settled(bus.Nak); got != n {
 		t.Fatalf("%v bus messages naked at the stop, want %d", got, n)
 	}
@@ -611,20 +619,7 @@ func TestWorkerStopNaksTheFetchedMessagesInItsMailbox(t *testing.T) {
 	if err := stopped.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	polltest.Eventually(t, 20*time.Second, func() error {
-		err := r.b.Fetch(context.Background(), "hook", n, 200*time.Millisecond, func(ms []*bus.Msg) {
-			for _, m := range ms {
-				got = append(got, m.ID)
-				_ = m.Settle(bus.Decision{Action: bus.Ack})
-			}
-		})
-		if len(got) < n {
-			return fmt.Errorf("another worker got %v from the bus after the stop (%v); %d handed out and not acked, %v naked by the worker",
-				got, err, r.consumer().NumAckPending, r.settled(bus.Nak))
-		}
-		return nil
-	})
+	r.takenByAnother(t, n)
 	if nak := r.settled(bus.Nak); nak != n {
 		t.Fatalf("%v bus messages naked at the stop, want %d", nak, n)
 	}
