@@ -169,7 +169,7 @@ func (w *Worker) fetch(now time.Time) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ended := make(chan struct{})
-	w.fetchCancel, w.fetchEnded = cancel, ended
+	w.fetching = fetchOut{cancel: cancel, ended: ended}
 	self, root, b, name, inbox := w.self, w.sys.Root, w.d.Bus, w.fe.Name, w.life.inbox
 	go func() {
 		defer cancel()
@@ -202,7 +202,7 @@ func (w *Worker) letGo(ss []settlement[*bus.Msg]) {
 		return
 	}
 	ss = stopNaks(ss)
-	if ended := w.fetchEnded; ended != nil && !gone(ended) {
+	if ended := w.fetching.ended; ended != nil && !gone(ended) {
 		go func() {
 			<-ended
 			w.settle(ss)
@@ -246,8 +246,8 @@ func (w *Worker) takeAll(m *busMsgs, now time.Time) {
 	for _, bm := range m.ms {
 		nak, cancel := w.link.take(m.f, bm.ID, bm, now, w.core.Named)
 		w.settle(nak)
-		if cancel && w.fetchCancel != nil {
-			w.fetchCancel()
+		if cancel && w.fetching.cancel != nil {
+			w.fetching.cancel()
 		}
 	}
 }

@@ -42,7 +42,8 @@ type inheritance struct {
 }
 
 // linkCarry is what a bus link hands its worker's next incarnation
-// (handOn, inherit): the messages held for it, and the fetch out.
+// (handOn, inherit): the messages held for it, and the fetch out. It is
+// the bus link's part of the worker's carry (carry.go).
 type linkCarry[M any] struct {
 	holds     bus.Holds[M]
 	inherited map[string]inheritance
@@ -209,7 +210,7 @@ func (l *busLink[M]) settle(e Effects, now time.Time) []settlement[M] {
 //
 // Held on are those whose outcome may still be recorded: a delivery under
 // way or a verdict to record (outstanding: its verdict comes to the next
-// incarnation, which records it, Dispatcher.Inherit and Record), a verdict
+// incarnation, which records it, Dispatcher.Carry), a verdict
 // of the round out (round, whose result comes to the next incarnation,
 // earlier: until its store call's timeout, roundBy, after which it cannot
 // come), and a pull frontend's work handed to a poll (its lease is known:

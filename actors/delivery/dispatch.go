@@ -37,7 +37,7 @@ type Dispatcher struct {
 	// verdicts come to this one, late, until then.
 	orphans map[string]time.Time
 	// earlier are the store rounds earlier incarnations of the worker had
-	// out as they restarted (InheritRounds), with the time past which the
+	// out as they restarted (Inherit), with the time past which the
 	// result of each can no longer come (its store call's timeout): a
 	// drain or a retirement waits for them (drained).
 	earlier map[*Round]time.Time
@@ -123,16 +123,11 @@ type pending struct {
 	// are recorded.
 	alone bool
 	// again: it was in the round an earlier incarnation of the worker had
-	// out when it restarted (Unrecorded), which may have recorded it: an
+	// out when it restarted (Carry), which may have recorded it: an
 	// AlreadyRecorded is then that round's doing (earlierDone reported
 	// it), not a late verdict refused.
 	again bool
 }
-
-// Verdicts are push verdicts a worker had not recorded when it restarted
-// (Dispatcher.Unrecorded), for its next incarnation to record
-// (Dispatcher.Record).
-type Verdicts []pending
 
 // ackState is a pull frontend's ack waiting for its verdicts' commit.
 type ackState struct {
@@ -247,65 +242,6 @@ func NewDispatcher(cfg DispatcherConfig) *Dispatcher {
 		asked: map[string][]int{}, more: true}
 }
 
-// InFlight are the deliveries under way, by message id, with their
-// deadlines (those inherited included): what the worker hands its next
-// incarnation when it restarts (Inherit).
-func (d *Dispatcher) InFlight() map[string]time.Time {
-	out := maps.Clone(d.orphans)
-	for id, f := range d.inflight {
-		out[id] = f.deadline
-	}
-	return out
-}
-
-// Inherit gives the dispatcher of a restarted worker the deliveries its
-// previous incarnation had under way (InFlight): their verdicts come to
-// it, late (Verdict records the final ones). Until each one's verdict or
-// deadline, a drain or a retirement waits for it (drained): stopped at
-// once, a retiring worker lost those verdicts, and each message waited for
-// its lease and was delivered again. Until then each also takes a slot of
-// MaxInFlight (underWay): the frontend is still handling it. Not counted,
-// the new incarnation claimed and offered MaxInFlight on top of them.
-func (d *Dispatcher) Inherit(flights map[string]time.Time) {
-	maps.Copy(d.orphans, flights)
-}
-
-// Unrecorded are the push verdicts not recorded yet (a webhook's 200
-// whose delivered waits for the next round, an in-process frontend's
-// answer, a timeout, a claimed message the policy refused): what the
-// worker hands its next incarnation when it restarts (Record), with
-// Stop's answer to the acks. Dropped, each message waited for its lease
-// and was delivered again, a webhook that had answered 200 included.
-//
-// The round out gives its final verdicts too, which it may have recorded
-// or not (it may be the round that panicked): a final outcome recorded
-// twice is AlreadyRecorded, whatever happened between, so neither lost
-// nor counted twice (whichever of the two rounds records it reports it
-// Applied; the earlier one's result comes to the next incarnation,
-// earlierDone). Not its retries: a retry recorded twice is
-// AlreadyRecorded only while its row was not claimed again, and recorded
-// after the next attempt's claim it would answer for that attempt; lost,
-// a retry's message only waits for its lease, which it would not have
-// had to: the frontend did not take it.
-func (d *Dispatcher) Unrecorded() Verdicts {
-	var out Verdicts
-	for _, p := range d.pending {
-		if p.ack == nil {
-			out = append(out, p)
-		}
-	}
-	if d.round == nil {
-		return out
-	}
-	for _, p := range d.round.pending {
-		if p.ack == nil && p.o.Result != persistence.ResultRetry {
-			p.again = true
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
 // Outstanding reports whether the dispatcher may still record an outcome
 // of message id: its delivery is under way (inherited ones included) or
 // its verdict waits to be recorded, or is in the round out. The bus link
@@ -325,42 +261,97 @@ func (d *Dispatcher) Outstanding(id string) bool {
 // Out is the store round out (nil: none).
 func (d *Dispatcher) Out() *Round { return d.round }
 
-// RoundsOut are the store rounds whose result may still come, each with
-// the time past which it can no longer: the round out (Out), whose store
-// call times out by, and those earlier incarnations had out
-// (InheritRounds) and have not reported yet. It is what the worker hands
-// its next incarnation as it restarts (InheritRounds).
-func (d *Dispatcher) RoundsOut(by time.Time) map[*Round]time.Time {
-	out := maps.Clone(d.earlier)
-	if d.round != nil {
-		out[d.round] = by
+// Carry is what a dispatcher hands the dispatcher of its worker's next
+// incarnation as the worker restarts (Dispatcher.Carry, Inherit): all of
+// its state whose outcome may still come or is still to be recorded. It
+// is the dispatcher's part of the worker's carry (carry.go); state that
+// must outlive a restart is a field here, taken by Carry and given back
+// by Inherit, and nowhere else.
+type Carry struct {
+	// flights are the deliveries under way, by message id, with their
+	// deadlines (those inherited included). Their verdicts come to the
+	// next incarnation, late (Verdict records the final ones). Until each
+	// one's verdict or deadline, a drain or a retirement waits for it
+	// (drained): stopped at once, a retiring worker lost those verdicts,
+	// and each message waited for its lease and was delivered again. Until
+	// then each also takes a slot of MaxInFlight (underWay): the frontend
+	// is still handling it. Not counted, the new incarnation claimed and
+	// offered MaxInFlight on top of them.
+	flights map[string]time.Time
+	// verdicts are the push verdicts not recorded yet (a webhook's 200
+	// whose delivered waits for the next round, an in-process frontend's
+	// answer, a timeout, a claimed message the policy refused), with
+	// Stop's answer to the acks: the next incarnation's first round
+	// records them. Dropped, each message waited for its lease and was
+	// delivered again, a webhook that had answered 200 included. A
+	// verdict that makes that round panic again restarts the worker
+	// again, and comes back again: the worker's restart budget bounds that
+	// loop, after which the supervisor spawns a new worker (with a fresh
+	// start: its verdicts are lost, and their messages wait for their
+	// lease).
+	//
+	// The round out gives its final verdicts too, which it may have
+	// recorded or not (it may be the round that panicked): a final outcome
+	// recorded twice is AlreadyRecorded, whatever happened between, so
+	// neither lost nor counted twice (whichever of the two rounds records
+	// it reports it Applied; the earlier one's result comes to the next
+	// incarnation, earlierDone). Not its retries: a retry recorded twice
+	// is AlreadyRecorded only while its row was not claimed again, and
+	// recorded after the next attempt's claim it would answer for that
+	// attempt; lost, a retry's message only waits for its lease, which it
+	// would not have had to: the frontend did not take it.
+	verdicts []pending
+	// rounds are the store rounds whose result may still come, each with
+	// the time past which it can no longer: the round out (Out), whose
+	// store call times out by roundBy (Carry's), and those earlier
+	// incarnations had out and that have not reported yet. Their results
+	// come to the next incarnation (Done, Earlier), with the outcomes they
+	// commit (Applied; with the bus, Settled: the bus link holds their
+	// messages on for them, busLink.handOn). Until each reports, or its
+	// time passes (Tick), a drain or a retirement waits for it (drained):
+	// stopped at once, a retiring worker naked the bus messages of its
+	// outcomes while their commit was in flight (a second delivery kept
+	// off only by the row's lease), and their Applied effects (metrics,
+	// the state change published) went to a dead actor; a drain ended
+	// before the outcomes were committed.
+	rounds map[*Round]time.Time
+}
+
+// Carry is what the dispatcher hands its worker's next incarnation as the
+// worker restarts (Inherit); the result of the round out, if any, cannot
+// come after roundBy (its store call's timeout).
+func (d *Dispatcher) Carry(roundBy time.Time) Carry {
+	c := Carry{flights: maps.Clone(d.orphans), rounds: maps.Clone(d.earlier)}
+	for id, f := range d.inflight {
+		c.flights[id] = f.deadline
 	}
-	return out
+	if d.round != nil {
+		c.rounds[d.round] = roundBy
+	}
+	for _, p := range d.pending {
+		if p.ack == nil {
+			c.verdicts = append(c.verdicts, p)
+		}
+	}
+	if d.round == nil {
+		return c
+	}
+	for _, p := range d.round.pending {
+		if p.ack == nil && p.o.Result != persistence.ResultRetry {
+			p.again = true
+			c.verdicts = append(c.verdicts, p)
+		}
+	}
+	return c
 }
 
-// InheritRounds gives the dispatcher of a restarted worker the store
-// rounds its previous incarnations had out (RoundsOut): their results come
-// to it (Done, Earlier), with the outcomes they commit (Applied; with the
-// bus, Settled: the bus link holds their messages on for them,
-// busLink.handOn). Until each reports, or its time passes (Tick), a drain
-// or a retirement waits for it (drained): stopped at once, a retiring
-// worker naked the bus messages of its outcomes while their commit was in
-// flight (a second delivery kept off only by the row's lease), and their
-// Applied effects (metrics, the state change published) went to a dead
-// actor; a drain ended before the outcomes were committed.
-func (d *Dispatcher) InheritRounds(rounds map[*Round]time.Time) {
-	maps.Copy(d.earlier, rounds)
-}
-
-// Record gives the dispatcher of a restarted worker the verdicts its
-// previous incarnation had not recorded (Unrecorded): its first round
-// records them. A verdict that makes that round panic again restarts the
-// worker again, and comes back again: the worker's restart budget bounds
-// that loop, after which the supervisor spawns a new worker (with a
-// fresh start: its verdicts are lost, and their messages wait for their
-// lease).
-func (d *Dispatcher) Record(v Verdicts) {
-	d.pending = append(d.pending, v...)
+// Inherit gives the dispatcher of a restarted worker what its previous
+// incarnation handed on (Carry): it takes on their deliveries under way
+// and their rounds out, and its first round records their verdicts.
+func (d *Dispatcher) Inherit(c Carry) {
+	maps.Copy(d.orphans, c.flights)
+	d.pending = append(d.pending, c.verdicts...)
+	maps.Copy(d.earlier, c.rounds)
 }
 
 // Kick says work may be due (a commit, a ring change).
@@ -1003,7 +994,7 @@ func leaseOf(p *messages.Poll) time.Duration {
 // and claim of the frontend, and a drain, for ever.
 //
 // A round that is not the one out is an earlier incarnation's (Earlier);
-// once it reported, it keeps no drain or retirement (InheritRounds).
+// once it reported, it keeps no drain or retirement (Inherit).
 func (d *Dispatcher) Done(now time.Time, r *Round, completions []persistence.Completion, claimed *persistence.Claim, err error) Effects {
 	if d.Earlier(r) {
 		delete(d.earlier, r)
@@ -1153,7 +1144,7 @@ func (d *Dispatcher) heldForClaim(w Waiter[*messages.Poll]) bool {
 // (unless held for the claim out), push deliveries past theirs count as
 // retries (inherited ones, Inherit, are forgotten: their work is claimed
 // again when its lease ends), as are the rounds of earlier incarnations
-// past the time their result could come (InheritRounds), and work the store
+// past the time their result could come (Inherit), and work the store
 // said would be due by now is looked for. A drain that this completes is
 // Drained.
 func (d *Dispatcher) Tick(now time.Time, rng *rand.Rand) Effects {
@@ -1215,7 +1206,7 @@ func (d *Dispatcher) Wake() time.Time {
 // settings after the change, and a drain waited for them), and
 // Effects.Drained comes once nothing is in flight or waiting to be
 // recorded, nor in a round an earlier incarnation of the worker had out
-// (InheritRounds).
+// (Inherit).
 func (d *Dispatcher) Drain() Effects {
 	d.draining = true
 	e := Effects{Answers: d.answerAll(), Refused: d.named}
@@ -1248,7 +1239,7 @@ func (d *Dispatcher) retired(now time.Time, drained bool) bool {
 // polls are answered empty and the acks waiting on verdicts not yet
 // recorded fail (the frontend acks again). The push verdicts not yet
 // recorded are forgotten: a worker that restarts takes them first
-// (Unrecorded).
+// (Carry).
 func (d *Dispatcher) Stop() Effects {
 	e := Effects{Answers: d.answerAll()}
 	prs := d.pending

@@ -439,7 +439,7 @@ func TestPushLeavesRoomForRowsOwed(t *testing.T) {
 func TestPushInheritedFlightsTakeTheirSlots(t *testing.T) {
 	deadline := t0.Add(5 * time.Second) // before the 10 s of this incarnation's deliveries
 	d := newPush(3)
-	d.Inherit(map[string]time.Time{"o0": deadline, "o1": deadline})
+	d.Inherit(Carry{flights: map[string]time.Time{"o0": deadline, "o1": deadline}})
 	r, ok := d.Next(t0)
 	if !ok || r.Claim == nil || r.Claim.Limit != 1 {
 		t.Fatalf("first round %s, want a claim of the 1 slot of 3 the 2 inherited leave", claimOf(r))
@@ -484,7 +484,7 @@ func TestPushInheritedFlightsTakeTheirSlots(t *testing.T) {
 
 	// With the bus, its fetch's room leaves them their slots too.
 	b := newBusPush(3)
-	b.Inherit(map[string]time.Time{"o0": deadline, "o1": deadline})
+	b.Inherit(Carry{flights: map[string]time.Time{"o0": deadline, "o1": deadline}})
 	if n := b.BusRoom(); n != 1 {
 		t.Fatalf("bus room %d with 2 inherited of 3, want 1", n)
 	}
@@ -727,7 +727,7 @@ func TestDoneOfAnEarlierIncarnationsRound(t *testing.T) {
 // TestVerdictsUnrecordedAtARestart: a push worker that restarts with
 // verdicts not recorded yet (a webhook's 200 waiting for the next round,
 // a retry, and the round out with another 200) hands them to its next
-// incarnation (Unrecorded, Record), whose first round records them.
+// incarnation (Carry, Inherit), whose first round records them.
 // Stop dropped them: each message waited for its lease and was delivered
 // again, a webhook that had answered 200 included. The round out gives
 // its final verdicts (recorded twice, one is AlreadyRecorded: counted
@@ -753,11 +753,11 @@ func TestVerdictsUnrecordedAtARestart(t *testing.T) {
 	// While that round is out: p2's 200, p3's retry. Then the restart.
 	before.Verdict(t0, "p2", 1, delivered, false, rng())
 	before.Verdict(t0, "p3", 1, messages.DeliveryResult{Status: messages.Retry, Reason: "503"}, false, rng())
-	v := before.Unrecorded()
+	c := before.Carry(t0.Add(time.Minute))
 	before.Stop()
 
 	d := newPush(4)
-	d.Record(v)
+	d.Inherit(c)
 	first, ok := d.Next(t0)
 	got := map[string]persistence.Result{}
 	for _, o := range first.Outcomes {
@@ -792,7 +792,7 @@ func TestVerdictsUnrecordedAtARestart(t *testing.T) {
 	pull := newPull()
 	pull.Ack(t0, &messages.Ack{Frontend: "fe", Reply: make(chan messages.AckReply, 1),
 		Results: []messages.DeliveryResult{{ID: "a", Status: messages.Delivered}}}, nil, nil, rng())
-	if v := pull.Unrecorded(); len(v) != 0 {
+	if v := pull.Carry(t0).verdicts; len(v) != 0 {
 		t.Fatalf("carried %+v: a pull frontend's ack", v)
 	}
 	if e := pull.Stop(); len(e.Acks) != 1 || e.Acks[0].Reply.Err == nil {
@@ -1108,7 +1108,7 @@ func TestBusPullOffersRoomForTheNextPoll(t *testing.T) {
 // the row back for the relay).
 func TestOutstandingAndTheEarlierRoundsSettled(t *testing.T) {
 	d := newBusPush(4)
-	d.Inherit(map[string]time.Time{"orphan": t0.Add(time.Second)})
+	d.Inherit(Carry{flights: map[string]time.Time{"orphan": t0.Add(time.Second)}})
 	d.Handover(t0, work("f", 2, time.Minute))
 	d.Verdict(t0, "f0", 1, messages.DeliveryResult{Status: messages.Delivered}, false, rng())
 	for id, want := range map[string]bool{"orphan": true, "f0": true, "f1": true, "gone": false} {
@@ -1136,7 +1136,7 @@ func TestOutstandingAndTheEarlierRoundsSettled(t *testing.T) {
 
 // TestDrainAndRetireWaitForTheRoundsOfEarlierIncarnations: the store
 // rounds a worker's earlier incarnations had out as they restarted
-// (RoundsOut, InheritRounds) keep a drain and a retirement of the next one
+// (Carry, Inherit) keep a drain and a retirement of the next one
 // from ending until each reports (Done, failed or not) or the time past
 // which its result cannot come passes (Tick, woken for it); a second
 // restart carries them on.
@@ -1164,15 +1164,15 @@ func TestDrainAndRetireWaitForTheRoundsOfEarlierIncarnations(t *testing.T) {
 			if !ok || len(out.Outcomes) != 1 {
 				t.Fatalf("round %+v: want f0's retry in it", out)
 			}
-			rounds := first.RoundsOut(by)
-			if len(rounds) != 1 || !rounds[out].Equal(by) {
-				t.Fatalf("RoundsOut = %v, want the round out until %v", rounds, by)
+			c := first.Carry(by)
+			if len(c.rounds) != 1 || !c.rounds[out].Equal(by) {
+				t.Fatalf("carried rounds %v, want the round out until %v", c.rounds, by)
 			}
 			d := newPush(4)
-			d.InheritRounds(rounds)
+			d.Inherit(c)
 			for range tc.restarts - 1 {
 				next := newPush(4)
-				next.InheritRounds(d.RoundsOut(t0.Add(time.Hour))) // none of its own out: only the inherited one
+				next.Inherit(d.Carry(t0.Add(time.Hour))) // none of its own out: only the inherited one
 				d = next
 			}
 			var e Effects
@@ -1201,8 +1201,8 @@ func TestDrainAndRetireWaitForTheRoundsOfEarlierIncarnations(t *testing.T) {
 			if applied := len(e.Applied) == 1; applied != (!tc.timeout && tc.fail == nil) {
 				t.Errorf("Applied %+v", e.Applied)
 			}
-			if len(d.RoundsOut(by)) != 0 {
-				t.Errorf("RoundsOut = %v once the round ended, want none", d.RoundsOut(by))
+			if rounds := d.Carry(by).rounds; len(rounds) != 0 {
+				t.Errorf("carried rounds %v once the round ended, want none", rounds)
 			}
 		})
 	}

@@ -50,20 +50,22 @@
 // takes from it only the verdicts it recorded (Dispatcher.Earlier), and
 // keeps to one round of its own at a time, and to one fetch from the bus:
 // the messages of the earlier one's fetch go back to the bus
-// (busLink.earlier). The push deliveries it had under way go on: the next
-// incarnation inherits them (Dispatcher.Inherit), records their verdicts,
-// and counts them against MaxInFlight until each verdict comes or its
-// deadline passes, as it counts the rows the handover board granted its
-// predecessor that have not come yet (they come to its mailbox, which it
-// kept: seat.started). So do the push verdicts it had not recorded
-// (Dispatcher.Unrecorded: those waiting for the next round, and the final
-// ones of the round out, which may have recorded them; the ledger makes a
-// second record AlreadyRecorded): the next incarnation's first round
-// records them (Dispatcher.Record), so that a webhook that answered 2xx
-// is not called again. A verdict that panics the round again loops until
-// the restart budget is used up; the supervisor's new worker (lost)
-// starts without it. A store error leaves verdicts uncommitted: the work is
-// claimed again when its lease ends and redelivered with the same id.
+// (busLink.earlier). What an incarnation hands the next is one value
+// (carry.go: the dispatcher's Carry, the bus link's held messages and its
+// fetch out), which the next takes whole. The push deliveries it had under
+// way go on: the next incarnation inherits them (Dispatcher.Inherit),
+// records their verdicts, and counts them against MaxInFlight until each
+// verdict comes or its deadline passes, as it counts the rows the handover
+// board granted its predecessor that have not come yet (they come to its
+// mailbox, which it kept: seat.started). So do the push verdicts it had
+// not recorded (in its Carry: those waiting for the next round, and the
+// final ones of the round out, which may have recorded them; the ledger
+// makes a second record AlreadyRecorded): the next incarnation's first
+// round records them, so that a webhook that answered 2xx is not called
+// again. A verdict that panics the round again loops until the restart
+// budget is used up; the supervisor's new worker (lost) starts without it.
+// A store error leaves verdicts uncommitted: the work is claimed again
+// when its lease ends and redelivered with the same id.
 //
 // The Janitor fails messages whose validity passed while nobody claimed
 // them (a pull frontend nobody polls, a frontend that was deleted).

@@ -108,7 +108,7 @@ func TestRetire(t *testing.T) {
 }
 
 // TestRetireAfterRestart: a retiring (or draining) worker that restarts
-// hands its next dispatcher the deliveries it had under way (InFlight,
+// hands its next dispatcher the deliveries it had under way (Carry,
 // Inherit); that one is not drained, nor retired, before their verdicts
 // come (recorded late) or their deadline passes. Started empty, it stopped
 // at once, and their verdicts went to a dead PID.
@@ -116,17 +116,18 @@ func TestRetireAfterRestart(t *testing.T) {
 	before := newPush(2)
 	r, _ := before.Next(t0)
 	before.Done(t0, r, nil, &persistence.Claim{Work: work("d", 2, time.Minute)}, nil)
-	flights := before.InFlight()
+	carried := before.Carry(t0)
+	flights := carried.flights
 	deadline := t0.Add(10 * time.Second)
 	if len(flights) != 2 || !flights["d0"].Equal(deadline) || !flights["d1"].Equal(deadline) {
-		t.Fatalf("InFlight = %v, want d0 and d1 until %v", flights, deadline)
+		t.Fatalf("carried flights %v, want d0 and d1 until %v", flights, deadline)
 	}
 	by := t0.Add(time.Minute)
 
 	d := newPush(2)
-	d.Inherit(flights)
-	if again := d.InFlight(); len(again) != 2 {
-		t.Errorf("InFlight after Inherit = %v: a second restart would forget them", again)
+	d.Inherit(carried)
+	if again := d.Carry(t0).flights; len(again) != 2 {
+		t.Errorf("carried flights after Inherit %v: a second restart would forget them", again)
 	}
 	if e := d.Retire(t0, by); e.Retired || e.Drained {
 		t.Fatalf("retired with its previous incarnation's deliveries under way: %+v", e)
@@ -151,7 +152,7 @@ func TestRetireAfterRestart(t *testing.T) {
 
 	// Its retire bound caps the wait; a drain waits the same way.
 	d = newPush(2)
-	d.Inherit(flights)
+	d.Inherit(carried)
 	if e := d.Retire(t0, t0.Add(time.Second)); e.Retired {
 		t.Fatal("retired at once")
 	}
@@ -159,7 +160,7 @@ func TestRetireAfterRestart(t *testing.T) {
 		t.Fatal("not retired at its bound, before the deliveries' deadline")
 	}
 	d = newPush(2)
-	d.Inherit(flights)
+	d.Inherit(carried)
 	if e := d.Drain(); e.Drained {
 		t.Fatal("drained with its previous incarnation's deliveries under way")
 	}

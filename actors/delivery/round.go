@@ -29,7 +29,7 @@ var errRoundPanicked = errors.New("the store round panicked")
 //
 // A round that panics reports too, failed, after the panic (which
 // restarts the worker): its result comes to the next incarnation, whose
-// drain or retirement waits for it (Dispatcher.InheritRounds), and whose
+// drain or retirement waits for it (Dispatcher.Inherit), and whose
 // bus link lets go the messages held for it (busLink.earlierDone). Left
 // without a result, it kept them until its store call's timeout
 // (persistence.CallTimeout, 30 s), past the node's drain.

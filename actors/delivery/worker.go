@@ -1,7 +1,6 @@
 package delivery
 
 import (
-	"context"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -35,12 +34,10 @@ type Worker struct {
 	pace pace
 	// seat is the worker's place on the handover board.
 	seat seat
-	// link is the worker's side of the bus (with Deps.Bus); fetchCancel
-	// cancels its last fetch, and fetchEnded is closed once that fetch
-	// returned (nil: none started).
-	link        busLink[*bus.Msg]
-	fetchCancel context.CancelFunc
-	fetchEnded  <-chan struct{}
+	// link is the worker's side of the bus (with Deps.Bus); fetching is
+	// its last fetch.
+	link     busLink[*bus.Msg]
+	fetching fetchOut
 	// spans are the open delivery spans of traced messages handed to a
 	// pull frontend or an in-process actor (trace.go).
 	spans spanBook[trace.Span]
@@ -56,20 +53,13 @@ type Worker struct {
 // workerLife is what a worker keeps across its restarts (a panic builds a
 // new Worker from the producer): its smpp client, got by the supervisor
 // as it spawned the worker (after a change of its frontend the registry's
-// client for the name is its successor's); whether it retires, and by when, and whether it drains
-// (the node stops), with the drains waiting for it (a restart must not
-// turn a retiring or draining worker back into one that claims, nor
-// forget a drain); the deliveries it had under way, with their
-// deadlines (Dispatcher.InFlight): their verdicts come to the next
-// incarnation, which records them (late) and, retiring or draining, does
-// not stop before them; and the verdicts it had not recorded yet
-// (Dispatcher.Unrecorded), which the next incarnation's first round
-// records; the store rounds it had out (Dispatcher.RoundsOut), whose
-// results come to the next incarnation, which, retiring or draining, does
-// not stop before them either; the bus messages held for those
-// (busLink.handOn), which the next incarnation settles once their outcome
-// is committed; the bus messages its fetches sent it that it has not
-// taken yet (busInbox: queued in the mailbox, they come to the next
+// client for the name is its successor's); whether it retires, and by
+// when, and whether it drains (the node stops), with the drains waiting
+// for it (a restart must not turn a retiring or draining worker back into
+// one that claims, nor forget a drain); what the last incarnation handed
+// the next (carry: what it had under way, to record and held, and its
+// fetch out); the bus messages its fetches sent it that it has not taken
+// yet (busInbox: queued in the mailbox, they come to the next
 // incarnation; a stop naks them); and whether an incarnation started
 // already (a restart keeps what the handover board owes the worker,
 // seat.started).
@@ -78,14 +68,7 @@ type workerLife struct {
 	retireBy  time.Time
 	draining  bool
 	drainDone []chan<- struct{}
-	flights   map[string]time.Time
-	verdicts  Verdicts
-	rounds    map[*Round]time.Time
-	holds     linkCarry[*bus.Msg]
-	// fetchCancel and fetchEnded are the bus fetch out as the worker
-	// restarts: the next incarnation takes it on (busLink.inherit).
-	fetchCancel context.CancelFunc
-	fetchEnded  <-chan struct{}
+	carry     carry
 	// inbox is what the worker's fetches sent it and it has not taken yet.
 	inbox   *busInbox
 	started bool
@@ -127,13 +110,7 @@ func (w *Worker) Receive(c actor.Context) {
 		w.life.started = true
 		w.wake = clock.NewWakeup(w.d.Clock, func(uint64) { w.sys.Root.Send(w.self, wakeMsg{}) })
 		w.smpp = w.life.smpp
-		w.core.Inherit(w.life.flights)
-		w.core.Record(w.life.verdicts)
-		w.core.InheritRounds(w.life.rounds)
-		w.life.verdicts, w.life.rounds = nil, nil
-		w.link.inherit(w.life.holds)
-		w.fetchCancel, w.fetchEnded = w.life.fetchCancel, w.life.fetchEnded
-		w.life.holds, w.life.fetchCancel, w.life.fetchEnded = linkCarry[*bus.Msg]{}, nil, nil
+		w.inherit()
 		if w.life.draining {
 			w.apply(c, w.core.Drain())
 		}
@@ -142,8 +119,8 @@ func (w *Worker) Receive(c actor.Context) {
 		}
 	case *actor.Stopping:
 		w.letGo(append(w.link.letGo(now), untaken(w.life.inbox.stop())...))
-		if w.fetchCancel != nil {
-			w.fetchCancel()
+		if w.fetching.cancel != nil {
+			w.fetching.cancel()
 		}
 		w.stopping(c)
 		if w.smpp != nil {
@@ -151,16 +128,7 @@ func (w *Worker) Receive(c actor.Context) {
 		}
 		return
 	case *actor.Restarting:
-		w.life.flights = w.core.InFlight()
-		w.life.verdicts = w.core.Unrecorded()
-		roundBy := now.Add(w.d.StoreTimeout) // the round out's result cannot come after its store call's timeout
-		w.life.rounds = w.core.RoundsOut(roundBy)
-		var nak []settlement[*bus.Msg]
-		w.life.holds, nak = w.link.handOn(now, w.core.Outstanding, w.core.Out(), roundBy)
-		w.life.fetchCancel, w.life.fetchEnded = w.fetchCancel, w.fetchEnded
-		// The fetch goes on for the next incarnation: a message naked now
-		// and handed back to it comes to that one.
-		w.settle(nak)
+		w.handOn(now)
 		w.stopping(c)
 		return
 	case *handover.Work:
