@@ -16,9 +16,10 @@
 //     next batches; forwards handed over by the intake; the queue's offer
 //     for the handover board.
 //   - Link (link.go): the peer's link, as the peer actor last saw it, and
-//     the parking of the peer's pending messages (to forward_queued, a
-//     page at a time) while it is not healthy; a page that failed is tried
-//     again at the next tick.
+//     when to park the peer's pending messages (to forward_queued, a page
+//     at a time): while it is not healthy, by peer.Parking, the rule the
+//     peers actor parks a gone peer's messages by too; a page that failed
+//     is tried again at the next tick.
 //   - BoardOffer (offer.go): the offer the handover board last heard,
 //     told only when it changes and only on a store this instance has
 //     alone.

@@ -37,13 +37,13 @@ type Supervisor struct {
 	parking map[string]*goneParking
 }
 
-// goneParking is a gone peer's parking page under way: its token, its
-// cancel (the supervisor stops), and whether the peer came and went again
-// meanwhile (another page follows it).
+// goneParking is a gone peer's parking (Parking: the peers actor has no
+// tick) and its page under way: its token and its cancel (the supervisor
+// stops).
 type goneParking struct {
+	Parking
 	token  uint64
 	cancel context.CancelFunc
-	again  bool
 }
 
 // NewSupervisor returns the producer of the peers actor. cfg is the
@@ -176,45 +176,52 @@ type goneParked struct {
 // meanwhile: its queue is stopped, so they would otherwise wait unseen
 // instead of counting down to forward_failed. One page of a peer runs at
 // a time; a peer that comes and goes again while one runs has another
-// page after it.
+// page after it (Parking).
 func (s *Supervisor) park(c actor.Context, peerName string) {
-	if _, back := s.children[peerName]; back {
-		return // discovered again: its own queue handles them
+	p, ok := s.parking[peerName]
+	if !ok {
+		p = &goneParking{Parking: Parking{NoTick: true}}
+		s.parking[peerName] = p
 	}
-	if p, busy := s.parking[peerName]; busy {
-		p.again = true
+	s.page(c, peerName, p, p.Start())
+}
+
+// page runs the page of a gone peer's parking asked for (ask), at once:
+// unlike the forward queue, the supervisor asks itself nothing through
+// its mailbox. A parking that asks for nothing more is forgotten.
+func (s *Supervisor) page(c actor.Context, peerName string, p *goneParking, ask bool) {
+	if !ask || !p.Page() {
+		if p.Idle() {
+			delete(s.parking, peerName)
+		}
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
-	p := &goneParking{token: PageToken(), cancel: cancel}
-	s.parking[peerName] = p
-	self, root := c.Self(), c.ActorSystem().Root
+	var ctx context.Context
+	ctx, p.cancel = context.WithTimeout(context.Background(), s.cfg.Timeout)
+	p.token = PageToken()
+	token, self, root := p.token, c.Self(), c.ActorSystem().Root
 	go func() {
 		defer supervision.CarryPanic(root, self, nil)
 		more, err := Park(ctx, s.cfg.Store, s.cfg.Clock.Now(), peerName, "peer "+peerName+" is gone from discovery", s.cfg.Publish)
-		root.Send(self, &goneParked{peer: peerName, token: p.token, more: more, err: err})
+		root.Send(self, &goneParked{peer: peerName, token: token, more: more, err: err})
 	}()
 }
 
 // parked takes a page's result: the next page when it moved a full one,
-// or when the peer went again meanwhile (even after a failed page),
-// unless the peer is back.
+// or when the peer went again meanwhile (even after a failed page: each
+// going parks, as each did when the pages ran here), unless the peer is
+// back.
 func (s *Supervisor) parked(c actor.Context, m *goneParked) {
 	p, ok := s.parking[m.peer]
 	if !ok || p.token != m.token {
 		return // a page of the supervisor before its restart
 	}
-	delete(s.parking, m.peer)
 	p.cancel()
 	if m.err != nil {
 		s.cfg.Logger.Error("queueing a gone peer's pending messages failed; they are queued at the next start",
 			"component", "peer", "peer", m.peer, "err", m.err)
 	}
-	// The peer went again while the page ran: that going parks too, as
-	// each one did when the pages ran here.
-	if (m.err == nil && m.more) || p.again {
-		s.park(c, m.peer)
-	}
+	s.page(c, m.peer, p, p.Paged(m.more, m.err))
 }
 
 // stopParking ends the pages under way (the supervisor stops or restarts).
@@ -240,6 +247,9 @@ func (s *Supervisor) spawn(c actor.Context, up *messages.PeerUp) {
 		return
 	}
 	s.children[up.Node] = pid
+	if p, ok := s.parking[up.Node]; ok {
+		p.End() // back: its own queue handles its messages
+	}
 }
 
 func (s *Supervisor) route(c actor.Context, peer string, m any) {

@@ -17,10 +17,11 @@ import (
 )
 
 // gateStore holds each QueueForwards until the test lets one through
-// (pass), and records whose messages each was for.
+// (pass), and records whose messages each was for; each moves moved.
 type gateStore struct {
 	persistence.Store
 	pass  chan struct{}
+	moved []string
 	mu    sync.Mutex
 	peers []string
 }
@@ -31,7 +32,7 @@ func (s *gateStore) QueueForwards(ctx context.Context, _ time.Time, peer, _ stri
 	s.mu.Unlock()
 	select {
 	case <-s.pass:
-		return nil, nil
+		return s.moved, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -117,6 +118,34 @@ func TestSupervisorServesPeersWhileAGonePeerParks(t *testing.T) {
 		}
 		time.Sleep(time.Second) // the held page's result, a dead letter, and its throttle
 		synctest.Wait()
+	})
+}
+
+// TestSupervisorEndsTheParkingOfAPeerBack: beta goes, its page (a full
+// one: more may wait) is held, and beta comes back meanwhile: its own
+// forward queue parks its messages now, so no page of the peers actor
+// follows the held one.
+func TestSupervisorEndsTheParkingOfAPeerBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &gateStore{pass: make(chan struct{}), moved: make([]string, ParkPage)}
+		var spawns atomic.Int64
+		sys, sup := startSupervisor(t, st, &spawns)
+		sys.Root.Send(sup, &messages.PeerUp{Node: "beta"})
+		sys.Root.Send(sup, &messages.PeerGone{Node: "beta"})
+		synctest.Wait()
+		sys.Root.Send(sup, &messages.PeerUp{Node: "beta"})
+		synctest.Wait()
+		if n := spawns.Load(); n != 2 {
+			t.Fatalf("%d starts of beta's actor, want 2 (back after it went)", n)
+		}
+		st.pass <- struct{}{}
+		synctest.Wait()
+		if n := st.calls(); n != 1 {
+			t.Errorf("%d parks, want 1: beta is back, its queue parks its messages", n)
+		}
+		if err := sys.Root.StopFuture(sup).Wait(); err != nil {
+			t.Fatal(err)
+		}
 	})
 }
 
