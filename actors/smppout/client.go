@@ -102,6 +102,17 @@ const maxHeldReceipts = 10000
 // storeTimeout bounds a look-up of receipts in the store.
 const storeTimeout = 30 * time.Second
 
+// closeStoreWait is how long a closing client, once unbound, still gives
+// the store to record the receipts it answered ESME_ROK already (those of
+// a verdict committed, the recheck under way, the last look-up of those
+// held): 5 s, by the client's clock. A store records them in
+// milliseconds; one that has not in 5 s is taken as down, and each
+// receipt not recorded is logged as lost (see lost), so that a client's
+// end on a dead store does not hold a node's stop (ShutdownTimeout, 30 s
+// by default, shared with the delivery workers' drain and the unbind)
+// for each store call's storeTimeout in turn.
+const closeStoreWait = 5 * time.Second
+
 func (c *Config) defaults() {
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
@@ -158,9 +169,12 @@ type Client struct {
 	// recent are the SMSC ids accepted in the last ReceiptWait, with
 	// when; committed those whose verdict was committed in that time.
 	// Each has its entries in time order too (the queues), for prune to
-	// take the old ones off their heads.
+	// take the old ones off their heads. messageOf names the message of
+	// each recent id that a Submit of this client's was given (for the
+	// log of a receipt lost).
 	recent, committed   map[string]time.Time
 	recentQ, committedQ queue
+	messageOf           map[string]string
 	// early are the receipts held for their message (see store), by SMSC
 	// id, held of them at most maxHeld. stopRecheck stops the recheck of
 	// them armed (nil: none is); rechecks counts the one armed or running,
@@ -196,7 +210,7 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{cfg: cfg, opts: o, log: cfg.Logger.With("component", "smpp", "frontend", cfg.Frontend.Name),
 		closing: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}),
 		lastErr: errors.New("connecting"), recent: map[string]time.Time{}, committed: map[string]time.Time{},
-		early: map[string][]early{}, maxHeld: maxHeldReceipts}
+		messageOf: map[string]string{}, early: map[string][]early{}, maxHeld: maxHeldReceipts}
 	// The frontend's gauges are this client's from now on (Get retired the
 	// one it replaces): no session yet, nothing outstanding.
 	cfg.Metrics.setState(cfg.Frontend.Name, smpp.StateClosed)
@@ -228,10 +242,11 @@ func (c *Client) State() smpp.BindState {
 // yet that is being recorded is not (its store call is canceled: the SMSC
 // sends it again); the receipts answered already (held for their
 // message's verdict) are recorded first: those of a verdict committed
-// (Committed) and those a last look-up finds, each store call bounded by
-// storeTimeout. None runs on the store once Close returns. Safe to call
-// more than once, at once too: each call returns once the client has
-// stopped.
+// (Committed) and those a last look-up finds, the store given
+// closeStoreWait for them once the client is unbound (those it has not
+// recorded by then are lost, each logged). None runs on the store once
+// Close returns. Safe to call more than once, at once too: each call
+// returns once the client has stopped.
 func (c *Client) Close() {
 	c.closeOnce.Do(func() { close(c.closing) })
 	<-c.done
@@ -242,15 +257,22 @@ func (c *Client) Close() {
 // session's reading goroutine, or the worker's): Client.Close waits for
 // them, so that none runs on a store the node closes next. It cancels the
 // store calls of those recording receipts not answered yet (run: the SMSC
-// sends them again), not those of receipts answered already (runAnswered:
-// the SMSC does not), which end within storeTimeout. The zero value is
-// ready.
+// sends them again) at once, those of receipts answered already
+// (runAnswered, and the client's own on the answered context: the SMSC
+// does not send them again) only once the time the client's end gives
+// them has passed (deadline). The zero value is ready.
 type errands struct {
-	mu      sync.Mutex
-	wg      sync.WaitGroup
-	ctx     context.Context
-	cancel  context.CancelFunc
-	stopped bool
+	mu     sync.Mutex
+	wg     sync.WaitGroup
+	ctx    context.Context
+	cancel context.CancelFunc
+	// answered is the context of the store calls of receipts answered
+	// already, canceled by giveUp; stopGiveUp stops the timer of the
+	// deadline that calls it (nil: none armed).
+	answered   context.Context
+	giveUp     context.CancelFunc
+	stopGiveUp func() bool
+	stopped    bool
 }
 
 // context is the context of the errands run runs, canceled by stop.
@@ -264,6 +286,27 @@ func (e *errands) context() context.Context {
 func (e *errands) init() {
 	if e.ctx == nil {
 		e.ctx, e.cancel = context.WithCancel(context.Background())
+		e.answered, e.giveUp = context.WithCancel(context.Background())
+	}
+}
+
+// answeredContext is the context of the store calls of receipts answered
+// already: canceled once the time deadline gives them has passed.
+func (e *errands) answeredContext() context.Context {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.init()
+	return e.answered
+}
+
+// deadline gives the store calls of receipts answered already d more on
+// clk (the client has ended), then cancels them. The first call arms it.
+func (e *errands) deadline(clk clock.Clock, d time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.init()
+	if e.stopGiveUp == nil {
+		e.stopGiveUp = clk.AfterFunc(d, e.giveUp)
 	}
 }
 
@@ -279,13 +322,14 @@ func (e *errands) run(f func(ctx context.Context)) {
 }
 
 // runAnswered runs f, which records receipts answered ESME_ROK already,
-// on a goroutine of its own, with a context that stop does not cancel:
-// stop waits for it, which ends within storeTimeout. Once stopped, it
+// on a goroutine of its own, with the answered context (which stop does
+// not cancel: the deadline does) within storeTimeout. Once stopped, it
 // runs f no more and returns false: the receipts are lost.
 func (e *errands) runAnswered(f func(ctx context.Context)) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.start(context.Background(), func(ctx context.Context) {
+	e.init()
+	return e.start(e.answered, func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 		defer cancel()
 		f(ctx)
@@ -306,7 +350,8 @@ func (e *errands) start(ctx context.Context, f func(ctx context.Context)) bool {
 }
 
 // stop cancels the context of the errands run runs and waits for all
-// those under way.
+// those under way (those of receipts answered already until their
+// deadline at most), then drops the deadline.
 func (e *errands) stop() {
 	e.mu.Lock()
 	e.init()
@@ -314,6 +359,12 @@ func (e *errands) stop() {
 	e.mu.Unlock()
 	e.cancel()
 	e.wg.Wait()
+	e.mu.Lock()
+	if e.stopGiveUp != nil {
+		e.stopGiveUp()
+	}
+	e.mu.Unlock()
+	e.giveUp()
 }
 
 // run is the client's connection loop. The reconnects after failures in
@@ -700,6 +751,7 @@ func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.Del
 	}
 	c.cfg.Metrics.windowInUse(fe, sess.Outstanding())
 	v := Verdict(out.ID, parts)
+	c.noteMessage(out.ID, v.SMSCMessageIDs)
 	if v.Deferred {
 		now := c.cfg.Clock.Now()
 		c.mu.Lock()
@@ -785,6 +837,26 @@ func (c *Client) noteRecent(id string) {
 	c.recentQ.push(id, now)
 }
 
+// noteMessage remembers that the recent SMSC ids were given to message
+// id (see messageOf).
+func (c *Client) noteMessage(id string, smscIDs []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range smscIDs {
+		if _, recent := c.recent[s]; recent {
+			c.messageOf[s] = id
+		}
+	}
+}
+
+// message is the id of the message that this client submitted, in the
+// last ReceiptWait, under SMSC id smscID ("" when none).
+func (c *Client) message(smscID string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.messageOf[smscID]
+}
+
 // queue is a map's entries in the order they were set: (id, when). An
 // entry set again leaves its older stamp behind in the queue, which prune
 // then skips (the map holds the newer time).
@@ -827,15 +899,16 @@ func (q *queue) popOlder(now time.Time, wait time.Duration, f func(stamp)) {
 // ~30,000 ids each).
 func (c *Client) prune(now time.Time) {
 	wait := c.cfg.ReceiptWait
-	forget := func(m map[string]time.Time) func(stamp) {
+	forget := func(m map[string]time.Time, also map[string]string) func(stamp) {
 		return func(s stamp) {
 			if at, ok := m[s.id]; ok && at.Equal(s.at) {
 				delete(m, s.id)
+				delete(also, s.id)
 			}
 		}
 	}
-	c.recentQ.popOlder(now, wait, forget(c.recent))
-	c.committedQ.popOlder(now, wait, forget(c.committed))
+	c.recentQ.popOlder(now, wait, forget(c.recent, c.messageOf))
+	c.committedQ.popOlder(now, wait, forget(c.committed, nil))
 }
 
 // Committed tells the client that the verdict naming these SMSC ids is
@@ -859,14 +932,10 @@ func (c *Client) Committed(ids []string) {
 	if len(rs) == 0 {
 		return
 	}
-	ran := c.errands.runAnswered(func(ctx context.Context) {
-		for _, r := range rs {
-			c.store(ctx, r, true)
-		}
-	})
+	ran := c.errands.runAnswered(func(ctx context.Context) { c.recordAnswered(ctx, rs, c.unknown) })
 	if !ran {
 		for _, r := range rs {
-			c.lost(r, "the client was closed before its message's verdict was committed")
+			c.lost(r, "the client was closed before its message's verdict was committed", nil)
 		}
 	}
 }
@@ -1028,7 +1097,7 @@ func (c *Client) recheck() {
 		for i, e := range look {
 			rs[i] = e.r
 		}
-		res, err := c.lookUp(context.Background(), rs) // answered: Close does not cancel it
+		res, err := c.lookUp(c.errands.answeredContext(), rs)
 		c.mu.Lock()
 		for i, e := range look {
 			_, committed := c.committed[e.r.ID]
@@ -1054,11 +1123,10 @@ func (c *Client) recheck() {
 			c.unknown(r)
 		}
 		for _, r := range failed {
-			c.cfg.Metrics.receipt(c.cfg.Frontend.Name, "error")
-			c.log.Error("receipt not recorded: the store failed until the end of its wait", "smsc_message_id", r.ID, "err", err)
+			c.lost(r, "the store failed until the end of its wait", err)
 		}
-		for _, r := range again {
-			c.store(context.Background(), r, true)
+		if len(again) > 0 {
+			c.recordAnswered(c.errands.answeredContext(), again, c.unknown)
 		}
 	}
 	c.mu.Lock()
@@ -1067,11 +1135,14 @@ func (c *Client) recheck() {
 }
 
 // endRechecks stops the rechecks of the receipts held and waits for one
-// under way: the client is ending. The receipts still held (answered
-// ESME_ROK: the SMSC does not send them again) are looked up a last time:
-// those whose message is stored now are recorded, the others are lost
-// (counted error, logged), as in a crash.
+// under way: the client is ending (unbound). The receipts still held
+// (answered ESME_ROK: the SMSC does not send them again) are looked up a
+// last time: those whose message is stored now are recorded, the others
+// are lost (counted error, logged), as in a crash. The store calls of
+// receipts answered already, these and those under way, get
+// closeStoreWait from now.
 func (c *Client) endRechecks() {
+	c.errands.deadline(c.cfg.Clock, closeStoreWait)
 	c.mu.Lock()
 	c.ended = true
 	stop := c.stopRecheck
@@ -1094,23 +1165,44 @@ func (c *Client) endRechecks() {
 	if len(rs) == 0 {
 		return
 	}
-	res, err := c.lookUp(context.Background(), rs)
+	c.recordAnswered(c.errands.answeredContext(), rs, func(r Receipt) {
+		c.lost(r, "the client was closed before its message's verdict was committed", nil)
+	})
+}
+
+// recordAnswered records rs, receipts answered ESME_ROK already (the SMSC
+// does not send them again), in one store call within ctx: each whose
+// message is stored is recorded, each other is notFound's; when the store
+// fails, each is lost.
+func (c *Client) recordAnswered(ctx context.Context, rs []Receipt, notFound func(Receipt)) {
+	res, err := c.lookUp(ctx, rs)
 	for i, r := range rs {
 		switch {
 		case err != nil:
-			c.lost(r, "the client was closed before its message's verdict was committed, and the store failed: "+err.Error())
+			c.lost(r, "the store failed", err)
 		case res[i] == persistence.Applied:
 			c.recorded(r)
 		default:
-			c.lost(r, "the client was closed before its message's verdict was committed")
+			notFound(r)
 		}
 	}
 }
 
-// lost counts and logs r, answered ESME_ROK, never recorded: why.
-func (c *Client) lost(r Receipt, why string) {
+// lost counts and logs r, answered ESME_ROK, never recorded: why (err,
+// when a store call failed). The line names what an operator needs to
+// add it by hand: the SMSC id, the message's id when this client
+// submitted it (within ReceiptWait), and the history detail the receipt
+// would have had.
+func (c *Client) lost(r Receipt, why string, err error) {
 	c.cfg.Metrics.receipt(c.cfg.Frontend.Name, "error")
-	c.log.Error("receipt lost: "+why, "smsc_message_id", r.ID, "stat", r.Stat)
+	attrs := []any{"why", why, "smsc_message_id", r.ID, "stat", r.Stat, "detail", r.Detail()}
+	if id := c.message(r.ID); id != "" {
+		attrs = append(attrs, "message_id", id)
+	}
+	if err != nil {
+		attrs = append(attrs, "err", err)
+	}
+	c.log.Error("receipt lost", attrs...)
 }
 
 // ResendNote is the history mark of an attempt that may send the message

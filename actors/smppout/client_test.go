@@ -155,7 +155,7 @@ func (c *stepClock) AfterFunc(time.Duration, func()) func() bool { return func()
 // bookkeeping is a client with only its receipt bookkeeping, on clk.
 func bookkeeping(clk clock.Clock, st persistence.ReceiptStore, m *Metrics) *Client {
 	return &Client{cfg: Config{Frontend: messages.Frontend{Name: "smsc"}, Clock: clk, ReceiptWait: DefaultReceiptWait, Store: st, Metrics: m},
-		log: slog.New(slog.DiscardHandler), recent: map[string]time.Time{}, committed: map[string]time.Time{}, early: map[string][]early{},
+		log: slog.New(slog.DiscardHandler), recent: map[string]time.Time{}, committed: map[string]time.Time{}, messageOf: map[string]string{}, early: map[string][]early{},
 		maxHeld: maxHeldReceipts}
 }
 

@@ -1,7 +1,12 @@
 package smppout
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -140,5 +145,105 @@ func TestClientEndLooksUpHeldReceipts(t *testing.T) {
 	if count("recorded") != 1 || count("error") != 1 || c.held != 0 || st.looked("A") != 2 || st.looked("B") != 2 {
 		t.Fatalf("at the end: %v recorded, %v error, %d held; A looked up %d times, B %d",
 			count("recorded"), count("error"), c.held, st.looked("A"), st.looked("B"))
+	}
+}
+
+// dyingStore is a receipt store in which no message is stored under an
+// SMSC id yet (NoWork) until it dies (dead): from then on each call hangs
+// until its context ends, as on a store whose server is gone; in counts
+// the calls under way.
+type dyingStore struct {
+	dead atomic.Bool
+	in   atomic.Int32
+}
+
+func (s *dyingStore) RecordReceipts(ctx context.Context, _ time.Time, rs []persistence.Receipt) ([]persistence.Completion, error) {
+	if !s.dead.Load() {
+		return make([]persistence.Completion, len(rs)), nil // NoWork
+	}
+	s.in.Add(1)
+	defer s.in.Add(-1)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// logBuffer is a log's text, safe for concurrent use.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// lines are the lines logged that hold each of words.
+func (l *logBuffer) lines(words ...string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range strings.Split(l.b.String(), "\n") {
+		if !slices.ContainsFunc(words, func(w string) bool { return !strings.Contains(line, w) }) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// TestClientCloseOnADeadStore: at Close, receipts answered ESME_ROK are
+// being recorded (the one of a verdict just committed, on an errand; one
+// for another instance's message, by the recheck) when the store dies.
+// Close waited for each store call's own 30 s (the recheck's, then a
+// last look-up's: a minute, past the node's stop); it now gives the
+// store closeStoreWait, by the client's clock, and logs each receipt it
+// could not record as lost, with its SMSC id and, when this client
+// submitted it, the message's id, for an operator to reconcile.
+func TestClientCloseOnADeadStore(t *testing.T) {
+	smsc := smsctest.New(t, "pw", nil)
+	clk := newManualClock()
+	m := newMetrics(t)
+	logs := &logBuffer{}
+	st := &dyingStore{}
+	c := boundClient(t, "smpp://sb@"+smsc.Addr, Config{Store: st, Clock: clk, Metrics: m,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	v := submitHi(c)
+	if v.Status != messages.Delivered || len(v.SMSCMessageIDs) != 1 {
+		t.Fatalf("submit: %+v", v)
+	}
+	ours := v.SMSCMessageIDs[0]
+	for _, id := range []string{ours, "theirs-1"} {
+		if status, err := smsc.Receipt(id, "DELIVRD"); err != nil || status != smpp.StatusOK {
+			t.Fatalf("receipt for %s answered %v %v", id, status, err)
+		}
+	}
+	st.dead.Store(true)
+	c.Committed(v.SMSCMessageIDs)
+	clk.Advance(receiptRecheck)
+	polltest.Until(t, 20*time.Second, "the errand and the recheck in the dead store", func() bool { return st.in.Load() == 2 })
+	closed := make(chan struct{})
+	go func() { defer close(closed); c.Close() }()
+	polltest.Until(t, 20*time.Second, "Close to return once closeStoreWait has passed", func() bool {
+		if slices.Contains(clk.pending(closeStoreWait), closeStoreWait) {
+			clk.Advance(closeStoreWait)
+		}
+		select {
+		case <-closed:
+			return true
+		default:
+			return false
+		}
+	})
+	if n := testutil.ToFloat64(m.receipts.WithLabelValues("smsc", "error")); n != 2 {
+		t.Errorf("%v receipts counted error, want 2", n)
+	}
+	for _, want := range [][]string{
+		{"receipt lost", "smsc_message_id=" + ours, "message_id=m-1", "stat=DELIVRD"},
+		{"receipt lost", "smsc_message_id=theirs-1", "stat=DELIVRD"},
+	} {
+		if got := logs.lines(want...); len(got) != 1 {
+			t.Errorf("%d log lines with %q, want 1; the log:\n%s", len(got), want, logs.lines())
+		}
 	}
 }

@@ -97,7 +97,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"frontend"}),
 		receipts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchboard_smpp_frontend_receipts_total",
-			Help: "Delivery receipts the SMSC sent, by result (recorded; unknown: no message has its id after it waited for one, never recorded or purged; malformed; error: not recorded, the store failing or too many receipts waiting, refused for the SMSC to send again, or one answered and held for its message lost as the client stopped).",
+			Help: "Delivery receipts the SMSC sent, by result (recorded; unknown: no message has its id after it waited for one, never recorded or purged; malformed; error: not recorded, the store failing or too many receipts waiting, refused for the SMSC to send again, or one answered already lost: the client stopped before its message was stored, or the store failed; logged).",
 		}, []string{"frontend", "result"}),
 		took: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "switchboard_smpp_frontend_receipt_delay_seconds",
