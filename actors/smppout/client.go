@@ -99,6 +99,12 @@ const receiptRecheck = time.Second
 // temporary status, for the SMSC to send it again later.
 const maxHeldReceipts = 10000
 
+// noIDLogEvery is how often at most a client logs the submit_sm it
+// accepted without a message id (idless): 10 min. An SMSC that gives none
+// gives none for every message, a line each would flood the log; the
+// metric and each message's history count them all.
+const noIDLogEvery = 10 * time.Minute
+
 // storeTimeout bounds a look-up of receipts in the store.
 const storeTimeout = 30 * time.Second
 
@@ -164,6 +170,12 @@ type Client struct {
 	wake    chan struct{} // closed (and replaced) when sess changes
 	lastErr error
 	limiter Limiter
+	// noID is the log of the submit_sm accepted without a message id
+	// (idless): when it last logged one, and how many since.
+	noID struct {
+		logged time.Time
+		since  int
+	}
 	// throttle pauses the submits after ESME_RTHROTTLED.
 	throttle Throttle
 	// recent are the SMSC ids accepted in the last ReceiptWait, with
@@ -570,7 +582,8 @@ func (c *Client) sleep(ctx context.Context, d time.Duration) bool {
 }
 
 // Submit sends one message as its submit_sm (one per part) and returns
-// the verdict on it (see Verdict), with note (the resend mark) added. It
+// the verdict on it (see Verdict), with note (the resend mark) added
+// after the verdict's own. It
 // returns within ctx's deadline: a message not sent by then is a retry,
 // deferred when the frontend's pacing kept it (see submit). A deferred
 // message was not sent, so not resent either: its note keeps only what
@@ -580,7 +593,11 @@ func (c *Client) Submit(ctx context.Context, out messages.Outgoing, note string)
 	if v.Deferred && note != "" {
 		note = noVerdict(out.Attempt - 1)
 	}
-	v.ID, v.Note = out.ID, note
+	v.ID = out.ID
+	if v.Note != "" && note != "" {
+		v.Note += "; "
+	}
+	v.Note += note
 	return v
 }
 
@@ -696,6 +713,7 @@ func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.Del
 		return c.kept(now, slotsBy.Sub(now), len(sms), share, paused, fits, ever)
 	}
 	parts := make([]Part, len(sms))
+	var unread error // why the body of an ESME_ROK could not be read
 	calls := make([]*smpp.Call, len(sms))
 	sent := make([]time.Time, len(sms))
 	for i, sm := range sms {
@@ -735,7 +753,11 @@ func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.Del
 		select {
 		case <-call.Done():
 			resp, err := call.Result()
-			if parts[i] = PartOf(resp, err); err != nil && parts[i].Err == nil {
+			switch parts[i] = PartOf(resp, err); {
+			case err == nil || parts[i].Err != nil:
+			case resp.Status == smpp.StatusOK:
+				unread = err // logged with the id it did not give (idless)
+			default:
 				c.log.Warn("a submit_sm_resp whose body could not be read: its command_status stands", "message_id", out.ID,
 					"status", resp.Status.String(), "err", err)
 			}
@@ -752,6 +774,9 @@ func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.Del
 	c.cfg.Metrics.windowInUse(fe, sess.Outstanding())
 	v := Verdict(out.ID, parts)
 	c.noteMessage(out.ID, v.SMSCMessageIDs)
+	if v.Status == messages.Delivered && len(v.SMSCMessageIDs) < len(parts) {
+		c.idless(out.ID, len(parts)-len(v.SMSCMessageIDs), unread)
+	}
 	if v.Deferred {
 		now := c.cfg.Clock.Now()
 		c.mu.Lock()
@@ -761,6 +786,31 @@ func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.Del
 		c.mu.Unlock()
 	}
 	return v
+}
+
+// idless counts the n submit_sm of message id that the SMSC accepted
+// without a message id, and logs them, at most once per noIDLogEvery (the
+// first at once), with how many there were since the last line; unread,
+// when set, is why a body could not be read.
+func (c *Client) idless(id string, n int, unread error) {
+	c.cfg.Metrics.withoutID(c.cfg.Frontend.Name, n)
+	now := c.cfg.Clock.Now()
+	c.mu.Lock()
+	c.noID.since += n
+	since := c.noID.since
+	log := c.noID.logged.IsZero() || now.Sub(c.noID.logged) >= noIDLogEvery
+	if log {
+		c.noID.logged, c.noID.since = now, 0
+	}
+	c.mu.Unlock()
+	if !log {
+		return
+	}
+	attrs := []any{"message_id", id, "since", since, "every", noIDLogEvery}
+	if unread != nil {
+		attrs = append(attrs, "err", unread)
+	}
+	c.log.Warn("the SMSC accepted a submit_sm but gave no message id: its receipts cannot be matched to the message", attrs...)
 }
 
 // kept is the verdict on a message of n parts that the frontend's pacing

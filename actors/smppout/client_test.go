@@ -349,6 +349,64 @@ func TestUndecodableOKRespIsDelivered(t *testing.T) {
 	}
 }
 
+// TestOKRespWithoutAnIDIsFlagged: a submit_sm_resp ESME_ROK that gives
+// no message id (an empty message_id, or a body that cannot be read) is
+// an acceptance: delivered. Its receipts can never be matched to the
+// message (they count unknown), which went unsaid. Its history detail
+// now says so, the frontend's log says so once (then at most once per
+// noIDLogEvery, counting those since), and
+// switchboard_smpp_frontend_submits_without_id_total counts each.
+func TestOKRespWithoutAnIDIsFlagged(t *testing.T) {
+	var mu sync.Mutex
+	answered := 0
+	smsc := newRawSMSC(t, &rawSMSC{answerUnbind: true, submit: func(req smpp.PDU) []byte {
+		mu.Lock()
+		answered++
+		n := answered
+		mu.Unlock()
+		body := "\x00" // an empty message_id
+		if n == 3 {
+			body = "abc123" // no NUL: the body cannot be read
+		}
+		b := binary.BigEndian.AppendUint32(nil, uint32(16+len(body)))
+		b = binary.BigEndian.AppendUint32(b, uint32(smpp.SubmitSMResp))
+		b = binary.BigEndian.AppendUint32(b, uint32(smpp.StatusOK))
+		b = binary.BigEndian.AppendUint32(b, req.Seq)
+		return append(b, body...)
+	}})
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := newManualClock()
+	logs := &logBuffer{}
+	c := boundClient(t, "smpp://sb@"+smsc.Addr, Config{Metrics: m, Clock: clk, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	for i := range 4 {
+		if i == 3 {
+			clk.Advance(time.Hour)
+		}
+		// Its delivery time by the client's clock, which runs an hour ahead.
+		ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(10*time.Second))
+		v := c.Submit(ctx, messages.Outgoing{ID: "m-1", SourceMSISDN: "+15550001", DestinationMSISDN: "+33600000001", Body: "hi"}, "")
+		cancel()
+		if v.Status != messages.Delivered || len(v.SMSCMessageIDs) != 0 || !strings.Contains(v.Note, "the SMSC gave no message id") {
+			t.Fatalf("submit %d: the SMSC answered ESME_ROK without an id, the verdict is %+v", i+1, v)
+		}
+	}
+	if got := logs.lines("no message id"); len(got) != 2 || !strings.Contains(got[0], "message_id=m-1") || !strings.Contains(got[1], "since=3") {
+		t.Errorf("the log lines about the missing ids, want 2 (the first, and one an hour later counting 3 since):\n%s", strings.Join(got, "\n"))
+	}
+	want := `
+# HELP switchboard_smpp_frontend_submits_without_id_total submit_sm answered ESME_ROK whose submit_sm_resp gave no message id (an empty message_id, or a body that could not be read): the message is delivered, its receipts cannot be matched to it (they count unknown).
+# TYPE switchboard_smpp_frontend_submits_without_id_total counter
+switchboard_smpp_frontend_submits_without_id_total{frontend="smsc"} 4
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "switchboard_smpp_frontend_submits_without_id_total"); err != nil {
+		t.Error(err)
+	}
+}
+
 // recClock is the real clock that records the delays asked of AfterFunc.
 type recClock struct {
 	clock.Real

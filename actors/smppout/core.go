@@ -139,7 +139,9 @@ func PartOf(resp smpp.PDU, err error) Part {
 
 // Verdict is the delivery verdict on a message from its parts' outcomes:
 // delivered when the SMSC accepted every part (with the ids it gave
-// them); failed when it refused one with a permanent status (the message
+// them; a part accepted without one, an empty message_id or a body that
+// could not be read, is named in the verdict's Note: the receipts for it
+// cannot be matched to the message); failed when it refused one with a permanent status (the message
 // can never go whole); else retry — a temporary status (throttled, queue
 // full, system error, ...) or a part without its response (the link broke
 // or the response timed out: the SMSC may have accepted it, so the retry
@@ -152,6 +154,7 @@ func PartOf(resp smpp.PDU, err error) Part {
 func Verdict(id string, parts []Part) messages.DeliveryResult {
 	var ids []string
 	var retry string
+	var noID []string // the parts accepted without a message id
 	// attempted: a part the SMSC took, may have taken (no response), or
 	// refused for another reason than being busy.
 	throttled, attempted := false, false
@@ -185,13 +188,33 @@ func Verdict(id string, parts []Part) messages.DeliveryResult {
 			attempted = true
 			if r, ok := p.Resp.Body.(*smpp.SMResp); ok && r.MessageID != "" {
 				ids = append(ids, r.MessageID)
+			} else {
+				noID = append(noID, fmt.Sprint(i+1))
 			}
 		}
 	}
 	if retry != "" {
 		return messages.DeliveryResult{ID: id, Status: messages.Retry, Reason: retry, Deferred: throttled && !attempted}
 	}
-	return messages.DeliveryResult{ID: id, Status: messages.Delivered, SMSCMessageIDs: ids}
+	return messages.DeliveryResult{ID: id, Status: messages.Delivered, SMSCMessageIDs: ids, Note: noIDNote(noID, len(parts))}
+}
+
+// noIDNote is the history note of a message delivered with parts (their
+// numbers, of n) that the SMSC accepted without a message id ("" for
+// none).
+func noIDNote(parts []string, n int) string {
+	if len(parts) == 0 {
+		return ""
+	}
+	which := ""
+	switch {
+	case n == 1:
+	case len(parts) == 1:
+		which = fmt.Sprintf(" for part %s of %d", parts[0], n)
+	default:
+		which = fmt.Sprintf(" for parts %s of %d", strings.Join(parts, ", "), n)
+	}
+	return "the SMSC gave no message id" + which + ": its receipts cannot be matched to the message (they count as unknown)"
 }
 
 // statusText names a refusal: "ESME_RINVDSTADR (0x0000000B)", and

@@ -197,6 +197,33 @@ func TestVerdict(t *testing.T) {
 	}
 }
 
+// TestVerdictNotesPartsWithoutAnID: a part accepted without a message id
+// (an empty message_id, or no body: it could not be read) leaves the
+// message delivered, its note naming the parts whose receipts cannot be
+// matched.
+func TestVerdictNotesPartsWithoutAnID(t *testing.T) {
+	ok := func(id string) Part {
+		return Part{Resp: smpp.PDU{Command: smpp.SubmitSMResp, Body: &smpp.SMResp{MessageID: id}}}
+	}
+	unread := Part{Resp: smpp.PDU{Command: smpp.SubmitSMResp}}
+	const tail = ": its receipts cannot be matched to the message (they count as unknown)"
+	for _, c := range []struct {
+		name  string
+		parts []Part
+		note  string
+	}{
+		{"with its id", []Part{ok("a")}, ""},
+		{"an empty id", []Part{ok("")}, "the SMSC gave no message id" + tail},
+		{"a body not read", []Part{unread}, "the SMSC gave no message id" + tail},
+		{"a part of three", []Part{ok("a"), ok(""), ok("c")}, "the SMSC gave no message id for part 2 of 3" + tail},
+		{"two parts of three", []Part{unread, ok("b"), ok("")}, "the SMSC gave no message id for parts 1, 3 of 3" + tail},
+	} {
+		if v := Verdict("m", c.parts); v.Status != messages.Delivered || v.Note != c.note {
+			t.Errorf("%s: %+v; want delivered, note %q", c.name, v, c.note)
+		}
+	}
+}
+
 // TestVerdictDefersAThrottledText: a message the SMSC throttled and has
 // nothing of (every part throttled or not sent) is deferred, not
 // attempted; one with a part the SMSC took, may have taken (no response)

@@ -16,6 +16,7 @@ type Metrics struct {
 	window   *prometheus.GaugeVec
 	submits  *prometheus.CounterVec
 	submitS  *prometheus.HistogramVec
+	noID     *prometheus.CounterVec
 	receipts *prometheus.CounterVec
 	took     *prometheus.HistogramVec
 	commands *prometheus.CounterVec
@@ -95,6 +96,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help:    "Time from writing a submit_sm to its submit_sm_resp.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
 		}, []string{"frontend"}),
+		noID: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_smpp_frontend_submits_without_id_total",
+			Help: "submit_sm answered ESME_ROK whose submit_sm_resp gave no message id (an empty message_id, or a body that could not be read): the message is delivered, its receipts cannot be matched to it (they count unknown).",
+		}, []string{"frontend"}),
 		receipts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchboard_smpp_frontend_receipts_total",
 			Help: "Delivery receipts the SMSC sent, by result (recorded; unknown: no message has its id after it waited for one, never recorded or purged; malformed; error: not recorded, the store failing or too many receipts waiting, refused for the SMSC to send again, or one answered already lost: the client stopped before its message was stored, or the store failed; logged).",
@@ -109,7 +114,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "PDUs on smpp frontends' connections, by direction (sent, received), command and command_status name (other for a status SMPP v3.4 does not name).",
 		}, []string{"frontend", "direction", "command", "status"}),
 	}
-	for _, c := range []prometheus.Collector{m.state, m.binds, m.window, m.submits, m.submitS, m.receipts, m.took, m.commands} {
+	for _, c := range []prometheus.Collector{m.state, m.binds, m.window, m.submits, m.submitS, m.noID, m.receipts, m.took, m.commands} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("smpp frontend metrics: %w", err)
 		}
@@ -140,7 +145,7 @@ func (m *Metrics) forget(fe string) {
 	}
 	for _, v := range []interface {
 		DeletePartialMatch(prometheus.Labels) int
-	}{m.state, m.binds, m.window, m.submits, m.submitS, m.receipts, m.took, m.commands} {
+	}{m.state, m.binds, m.window, m.submits, m.submitS, m.noID, m.receipts, m.took, m.commands} {
 		v.DeletePartialMatch(prometheus.Labels{"frontend": fe})
 	}
 }
@@ -164,6 +169,12 @@ func (m *Metrics) submit(fe, status string, seconds float64) {
 	m.submits.WithLabelValues(fe, status).Inc()
 	if seconds >= 0 {
 		m.submitS.WithLabelValues(fe).Observe(seconds)
+	}
+}
+
+func (m *Metrics) withoutID(fe string, n int) {
+	if m != nil {
+		m.noID.WithLabelValues(fe).Add(float64(n))
 	}
 }
 
