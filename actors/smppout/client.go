@@ -723,7 +723,7 @@ func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.Del
 				// (the frontend changed or gone, the node stopping).
 				return messages.DeliveryResult{Status: messages.Retry, Deferred: true, Reason: "stopped while waiting for the submit rate"}
 			}
-			parts[i].Err = errors.New("stopped while waiting for the submit rate")
+			parts[i] = Part{NotSent: true, Err: errors.New(unsentText(i, c.isClosing()))}
 			break
 		}
 		if throttledAny(calls[:i]) {
@@ -811,6 +811,32 @@ func (c *Client) idless(id string, n int, unread error) {
 		attrs = append(attrs, "err", unread)
 	}
 	c.log.Warn("the SMSC accepted a submit_sm but gave no message id: its receipts cannot be matched to the message", attrs...)
+}
+
+// unsentText is why part i (from 0) of a text was not sent: its wait for
+// its slot ended, the client closing (closing) or the submit's time
+// running out, after its parts before it were sent (the SMSC may have
+// them: the retry uses its attempt, see Verdict).
+func unsentText(i int, closing bool) string {
+	why := "its delivery time ran out"
+	if closing {
+		why = "the client closed"
+	}
+	sent := "part 1 was sent"
+	if i > 1 {
+		sent = fmt.Sprintf("parts 1 to %d were sent", i)
+	}
+	return "not sent: " + why + " while it waited for its slot at the submit rate; " + sent
+}
+
+// isClosing reports whether Close was called.
+func (c *Client) isClosing() bool {
+	select {
+	case <-c.closing:
+		return true
+	default:
+		return false
+	}
 }
 
 // kept is the verdict on a message of n parts that the frontend's pacing

@@ -596,11 +596,31 @@ func TestPacingDefersWhatItKeeps(t *testing.T) {
 	if v := <-later; v.Status != messages.Retry || !v.Deferred || v.Reason != "stopped while waiting for the submit rate" {
 		t.Errorf("m-later, the client closed before its slot: %+v; want a deferred retry", v)
 	}
-	if v := <-long; v.Status != messages.Retry || v.Deferred || !strings.HasPrefix(v.Reason, "part 2 of 6: ") {
-		t.Errorf("m-long, closed after its first part: %+v; want an ordinary retry (its first part went)", v)
+	// Its second part was never sent: no "no submit_sm_resp" for it.
+	want := "part 2 of 6: not sent: the client closed while it waited for its slot at the submit rate; part 1 was sent"
+	if v := <-long; v.Status != messages.Retry || v.Deferred || v.Reason != want {
+		t.Errorf("m-long, closed after its first part: %+v; want an ordinary retry (its first part went), reason %q", v, want)
 	}
 	if n := len(smsc.Submits()); n != 1 {
 		t.Errorf("%d submit_sm at the SMSC, want m-long's first part only", n)
+	}
+}
+
+// TestUnsentText: a part whose wait for its slot ended says it was not
+// sent, why, and which parts before it were.
+func TestUnsentText(t *testing.T) {
+	for _, c := range []struct {
+		i       int
+		closing bool
+		want    string
+	}{
+		{1, true, "not sent: the client closed while it waited for its slot at the submit rate; part 1 was sent"},
+		{3, true, "not sent: the client closed while it waited for its slot at the submit rate; parts 1 to 3 were sent"},
+		{2, false, "not sent: its delivery time ran out while it waited for its slot at the submit rate; parts 1 to 2 were sent"},
+	} {
+		if got := unsentText(c.i, c.closing); got != c.want {
+			t.Errorf("part %d, closing %v: %q, want %q", c.i+1, c.closing, got, c.want)
+		}
 	}
 }
 
