@@ -1207,3 +1207,36 @@ func TestDrainAndRetireWaitForTheRoundsOfEarlierIncarnations(t *testing.T) {
 		})
 	}
 }
+
+// TestCarriedLateVerdictOfTheRoundOutIsNotLateRefused: a late final
+// verdict in the round out as the worker restarts is carried (again); the
+// next incarnation's record of it is AlreadyRecorded (the earlier round
+// did it), which is that round's doing, not a late verdict refused.
+func TestCarriedLateVerdictOfTheRoundOutIsNotLateRefused(t *testing.T) {
+	d := newPush(4)
+	d.Handover(t0, work("f", 1, time.Minute))
+	late := t0.Add(11 * time.Second) // past the 10 s delivery deadline
+	d.Tick(late, rng())              // f0 times out: a retry to record
+	r, ok := d.Next(late)
+	if !ok {
+		t.Fatal("no round for the timeout")
+	}
+	d.Done(late, r, []persistence.Completion{persistence.Applied}, nil, nil)
+	d.Verdict(late, "f0", 1, messages.DeliveryResult{Status: messages.Delivered}, false, rng()) // late
+	out, ok := d.Next(late)
+	if !ok || len(out.pending) != 1 || !out.pending[0].late {
+		t.Fatalf("round out %+v, want f0's late 200", out)
+	}
+	c := d.Carry(late.Add(30 * time.Second))
+	d.Stop()
+	next := newPush(4)
+	next.Inherit(c)
+	first, ok := next.Next(late)
+	if !ok || len(first.Outcomes) != 1 {
+		t.Fatalf("first round %+v, want f0's carried verdict", first)
+	}
+	e := next.Done(late, first, []persistence.Completion{persistence.AlreadyRecorded}, nil, nil)
+	if len(e.LateRefused) != 0 {
+		t.Errorf("LateRefused %+v: the carried verdict's AlreadyRecorded is the earlier round's doing", e.LateRefused)
+	}
+}
