@@ -823,7 +823,10 @@ func unsentText(i int, closing bool) string {
 		why = "the client closed"
 	}
 	sent := "part 1 was sent"
-	if i > 1 {
+	switch {
+	case i == 2:
+		sent = "parts 1 and 2 were sent"
+	case i > 2:
 		sent = fmt.Sprintf("parts 1 to %d were sent", i)
 	}
 	return "not sent: " + why + " while it waited for its slot at the submit rate; " + sent

@@ -616,7 +616,7 @@ func TestUnsentText(t *testing.T) {
 	}{
 		{1, true, "not sent: the client closed while it waited for its slot at the submit rate; part 1 was sent"},
 		{3, true, "not sent: the client closed while it waited for its slot at the submit rate; parts 1 to 3 were sent"},
-		{2, false, "not sent: its delivery time ran out while it waited for its slot at the submit rate; parts 1 to 2 were sent"},
+		{2, false, "not sent: its delivery time ran out while it waited for its slot at the submit rate; parts 1 and 2 were sent"},
 	} {
 		if got := unsentText(c.i, c.closing); got != c.want {
 			t.Errorf("part %d, closing %v: %q, want %q", c.i+1, c.closing, got, c.want)

@@ -154,7 +154,7 @@ func PartOf(resp smpp.PDU, err error) Part {
 func Verdict(id string, parts []Part) messages.DeliveryResult {
 	var ids []string
 	var retry string
-	var noID []string // the parts accepted without a message id
+	var noID []int // the parts accepted without a message id
 	// attempted: a part the SMSC took, may have taken (no response), or
 	// refused for another reason than being busy.
 	throttled, attempted := false, false
@@ -189,7 +189,7 @@ func Verdict(id string, parts []Part) messages.DeliveryResult {
 			if r, ok := p.Resp.Body.(*smpp.SMResp); ok && r.MessageID != "" {
 				ids = append(ids, r.MessageID)
 			} else {
-				noID = append(noID, fmt.Sprint(i+1))
+				noID = append(noID, i+1)
 			}
 		}
 	}
@@ -200,9 +200,11 @@ func Verdict(id string, parts []Part) messages.DeliveryResult {
 }
 
 // noIDNote is the history note of a message delivered with parts (their
-// numbers, of n) that the SMSC accepted without a message id ("" for
-// none).
-func noIDNote(parts []string, n int) string {
+// numbers, of n, ascending) that the SMSC accepted without a message id
+// ("" for none). Runs of parts are written as ranges, so that the note of
+// a long text stays short beside the resend mark after it (a history
+// detail keeps persistence.MaxTextBytes).
+func noIDNote(parts []int, n int) string {
 	if len(parts) == 0 {
 		return ""
 	}
@@ -210,9 +212,9 @@ func noIDNote(parts []string, n int) string {
 	switch {
 	case n == 1:
 	case len(parts) == 1:
-		which = fmt.Sprintf(" for part %s of %d", parts[0], n)
+		which = fmt.Sprintf(" for part %d of %d", parts[0], n)
 	default:
-		which = fmt.Sprintf(" for parts %s of %d", strings.Join(parts, ", "), n)
+		which = fmt.Sprintf(" for parts %s of %d", partRuns(parts), n)
 	}
 	return "the SMSC gave no message id" + which + ": its receipts cannot be matched to the message (they count as unknown)"
 }
@@ -420,4 +422,28 @@ func ReceiptOf(sm *smpp.SM) (r Receipt, ok bool, err error) {
 // Detail is the history detail of a receipt.
 func (r Receipt) Detail() string {
 	return fmt.Sprintf("dlr: %s err:%s (SMSC message id %s)", r.Stat, r.Err, r.ID)
+}
+
+// partRuns writes part numbers (ascending) as their runs: "1 to 3, 5".
+func partRuns(parts []int) string {
+	var b strings.Builder
+	for i := 0; i < len(parts); {
+		j := i
+		for j+1 < len(parts) && parts[j+1] == parts[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		switch {
+		case j == i:
+			fmt.Fprint(&b, parts[i])
+		case j == i+1:
+			fmt.Fprintf(&b, "%d, %d", parts[i], parts[j])
+		default:
+			fmt.Fprintf(&b, "%d to %d", parts[i], parts[j])
+		}
+		i = j + 1
+	}
+	return b.String()
 }

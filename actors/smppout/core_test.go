@@ -3,6 +3,7 @@ package smppout
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -217,6 +218,8 @@ func TestVerdictNotesPartsWithoutAnID(t *testing.T) {
 		{"a body not read", []Part{unread}, "the SMSC gave no message id" + tail},
 		{"a part of three", []Part{ok("a"), ok(""), ok("c")}, "the SMSC gave no message id for part 2 of 3" + tail},
 		{"two parts of three", []Part{unread, ok("b"), ok("")}, "the SMSC gave no message id for parts 1, 3 of 3" + tail},
+		{"runs", []Part{unread, ok(""), ok(""), ok("d"), ok(""), ok(""), ok("g"), ok("")}, "the SMSC gave no message id for parts 1 to 3, 5, 6, 8 of 8" + tail},
+		{"all of 255", slices.Repeat([]Part{ok("")}, 255), "the SMSC gave no message id for parts 1 to 255 of 255" + tail},
 	} {
 		if v := Verdict("m", c.parts); v.Status != messages.Delivered || v.Note != c.note {
 			t.Errorf("%s: %+v; want delivered, note %q", c.name, v, c.note)
