@@ -204,6 +204,10 @@ type Client struct {
 type early struct {
 	r  Receipt
 	at time.Time
+	// msg is the message this client submitted under the SMSC id, as far
+	// as it knew when the receipt came (messageOf; "" for none): a receipt
+	// lost after its id left recent is still logged with it (lost).
+	msg string
 }
 
 // New starts the client of cfg.Frontend: it dials at once.
@@ -995,26 +999,26 @@ func (c *Client) prune(now time.Time) {
 // caller's goroutine).
 func (c *Client) Committed(ids []string) {
 	now := c.cfg.Clock.Now()
-	var rs []Receipt
+	var es []early
 	c.mu.Lock()
 	for _, id := range ids {
 		c.committed[id] = now
 		c.committedQ.push(id, now)
-		for _, e := range c.early[id] {
-			rs = append(rs, e.r)
-		}
+		es = append(es, c.early[id]...)
 		c.held -= len(c.early[id])
 		delete(c.early, id)
 	}
 	c.prune(now)
 	c.mu.Unlock()
-	if len(rs) == 0 {
+	if len(es) == 0 {
 		return
 	}
-	ran := c.errands.runAnswered(func(ctx context.Context) { c.recordAnswered(ctx, rs, c.unknown) })
+	ran := c.errands.runAnswered(func(ctx context.Context) {
+		c.recordAnswered(ctx, es, func(e early) { c.unknown(e.r) })
+	})
 	if !ran {
-		for _, r := range rs {
-			c.lost(r, "the client was closed before its message's verdict was committed", nil)
+		for _, e := range es {
+			c.lost(e, "the client was closed before its message's verdict was committed", nil)
 		}
 	}
 }
@@ -1096,7 +1100,7 @@ func (c *Client) store(ctx context.Context, r Receipt, late bool) bool {
 		c.log.Warn("receipt refused for now: too many receipts wait for their message", "smsc_message_id", r.ID, "held", held)
 		return false
 	}
-	c.hold(early{r: r, at: now})
+	c.hold(early{r: r, at: now, msg: c.messageOf[r.ID]})
 	c.mu.Unlock()
 	return true
 }
@@ -1170,7 +1174,8 @@ func (c *Client) recheck() {
 		delete(c.early, id)
 	}
 	c.mu.Unlock()
-	var found, again, gone, failed []Receipt
+	var found, gone []Receipt
+	var again, failed []early
 	if len(look) > 0 {
 		rs := make([]Receipt, len(look))
 		for i, e := range look {
@@ -1184,9 +1189,9 @@ func (c *Client) recheck() {
 			case err == nil && res[i] == persistence.Applied:
 				found = append(found, e.r)
 			case committed:
-				again = append(again, e.r)
+				again = append(again, e)
 			case now.Sub(e.at) >= wait && err != nil:
-				failed = append(failed, e.r)
+				failed = append(failed, e)
 			case now.Sub(e.at) >= wait:
 				gone = append(gone, e.r)
 			default:
@@ -1201,11 +1206,11 @@ func (c *Client) recheck() {
 		for _, r := range gone {
 			c.unknown(r)
 		}
-		for _, r := range failed {
-			c.lost(r, "the store failed until the end of its wait", err)
+		for _, e := range failed {
+			c.lost(e, "the store failed until the end of its wait", err)
 		}
 		if len(again) > 0 {
-			c.recordAnswered(c.errands.answeredContext(), again, c.unknown)
+			c.recordAnswered(c.errands.answeredContext(), again, func(e early) { c.unknown(e.r) })
 		}
 	}
 	c.mu.Lock()
@@ -1232,37 +1237,39 @@ func (c *Client) endRechecks() {
 	}
 	c.rechecks.Wait()
 	c.mu.Lock()
-	var rs []Receipt
+	var held []early
 	for id, es := range c.early {
-		for _, e := range es {
-			rs = append(rs, e.r)
-		}
+		held = append(held, es...)
 		delete(c.early, id)
 	}
 	c.held = 0
 	c.mu.Unlock()
-	if len(rs) == 0 {
+	if len(held) == 0 {
 		return
 	}
-	c.recordAnswered(c.errands.answeredContext(), rs, func(r Receipt) {
-		c.lost(r, "the client was closed before its message's verdict was committed", nil)
+	c.recordAnswered(c.errands.answeredContext(), held, func(e early) {
+		c.lost(e, "the client was closed before its message's verdict was committed", nil)
 	})
 }
 
-// recordAnswered records rs, receipts answered ESME_ROK already (the SMSC
-// does not send them again), in one store call within ctx: each whose
-// message is stored is recorded, each other is notFound's; when the store
-// fails, each is lost.
-func (c *Client) recordAnswered(ctx context.Context, rs []Receipt, notFound func(Receipt)) {
+// recordAnswered records es, receipts held and answered ESME_ROK already
+// (the SMSC does not send them again), in one store call within ctx: each
+// whose message is stored is recorded, each other is notFound's; when the
+// store fails, each is lost.
+func (c *Client) recordAnswered(ctx context.Context, es []early, notFound func(early)) {
+	rs := make([]Receipt, len(es))
+	for i, e := range es {
+		rs[i] = e.r
+	}
 	res, err := c.lookUp(ctx, rs)
-	for i, r := range rs {
+	for i, e := range es {
 		switch {
 		case err != nil:
-			c.lost(r, "the store failed", err)
+			c.lost(e, "the store failed", err)
 		case res[i] == persistence.Applied:
-			c.recorded(r)
+			c.recorded(e.r)
 		default:
-			notFound(r)
+			notFound(e)
 		}
 	}
 }
@@ -1270,12 +1277,17 @@ func (c *Client) recordAnswered(ctx context.Context, rs []Receipt, notFound func
 // lost counts and logs r, answered ESME_ROK, never recorded: why (err,
 // when a store call failed). The line names what an operator needs to
 // add it by hand: the SMSC id, the message's id when this client
-// submitted it (within ReceiptWait), and the history detail the receipt
-// would have had.
-func (c *Client) lost(r Receipt, why string, err error) {
+// submitted it (known when the receipt came, or still within ReceiptWait
+// of the submit), and the history detail the receipt would have had.
+func (c *Client) lost(e early, why string, err error) {
+	r := e.r
 	c.cfg.Metrics.receipt(c.cfg.Frontend.Name, "error")
 	attrs := []any{"why", why, "smsc_message_id", r.ID, "stat", r.Stat, "detail", r.Detail()}
-	if id := c.message(r.ID); id != "" {
+	id := e.msg
+	if id == "" {
+		id = c.message(r.ID)
+	}
+	if id != "" {
 		attrs = append(attrs, "message_id", id)
 	}
 	if err != nil {

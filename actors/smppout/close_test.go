@@ -3,6 +3,7 @@ package smppout
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"strings"
@@ -245,5 +246,49 @@ func TestClientCloseOnADeadStore(t *testing.T) {
 		if got := logs.lines(want...); len(got) != 1 {
 			t.Errorf("%d log lines with %q, want 1; the log:\n%s", len(got), want, logs.lines())
 		}
+	}
+}
+
+// failAfterFirst answers NoWork at its first call, then fails every call
+// (the store went down after the receipt was held).
+type failAfterFirst struct{ calls atomic.Int32 }
+
+func (s *failAfterFirst) RecordReceipts(ctx context.Context, _ time.Time, rs []persistence.Receipt) ([]persistence.Completion, error) {
+	if s.calls.Add(1) == 1 {
+		return make([]persistence.Completion, len(rs)), nil
+	}
+	return nil, errors.New("store down")
+}
+
+// TestReceiptLostAtTheEndOfItsWaitNamesItsMessage: a receipt for this
+// client's own message, held, whose look-ups fail until the end of its
+// wait is logged "receipt lost" with the message's id, though by then the
+// SMSC id has left the ids submitted within the receipt wait (it was
+// stamped at the submit_sm_resp, a little before the receipt came).
+func TestReceiptLostAtTheEndOfItsWaitNamesItsMessage(t *testing.T) {
+	clk := newManualClock()
+	m := newMetrics(t)
+	logs := &logBuffer{}
+	st := &failAfterFirst{}
+	c := bookkeeping(clk, st, m)
+	c.log = slog.New(slog.NewTextHandler(logs, nil))
+	c.noteRecent("X")
+	c.noteMessage("m-1", []string{"X"})
+	clk.Advance(100 * time.Millisecond) // the receipt comes right after the submit_sm_resp
+	if !c.store(context.Background(), Receipt{ID: "X", Stat: "DELIVRD", Err: "000"}, false) {
+		t.Fatal("not held")
+	}
+	for i := 0; i < 40 && len(logs.lines("receipt lost")) == 0; i++ {
+		polltest.Until(t, 5*time.Second, "the recheck armed", func() bool {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return c.stopRecheck != nil || c.held == 0
+		})
+		clk.Advance(receiptRecheck)
+		time.Sleep(20 * time.Millisecond)
+	}
+	polltest.Until(t, 5*time.Second, "the receipt lost", func() bool { return len(logs.lines("receipt lost")) == 1 })
+	if got := logs.lines("receipt lost", "message_id=m-1"); len(got) != 1 {
+		t.Fatalf("the receipt of m-1 (submitted by this client) lost without its message id: %q", logs.lines("receipt lost"))
 	}
 }
