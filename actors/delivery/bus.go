@@ -36,7 +36,9 @@ import (
 // settles them once their outcome is committed, with its fetch out; a
 // worker that stops naks all it holds (busLink.handOn, letGo), and what
 // its fetch got and sent it that it had not taken yet (busInbox). Left
-// held, each came back only after the consumer's AckWait.
+// held, each came back only after the consumer's AckWait. The messages a
+// worker refuses (takeAll) go back once the fetch it cancels for them has
+// ended (afterFetch).
 //
 // What to hold, settle, touch and fetch is busLink's (buslink.go); the
 // worker's methods below carry it out.
@@ -69,6 +71,13 @@ const (
 	// its last fetch's pull request may wait at the server until that
 	// fetch's wait is over (letGo).
 	busStopNak = busFetchWait + time.Second
+	// busRefusedNak is the least delay of the naks of the messages a
+	// worker refuses, sent once the fetch it cancels for them has ended:
+	// time for the client to unsubscribe that fetch's pull request, which
+	// it does right after the fetch returns (afterFetch). A margin, not a
+	// bound as busStopNak is: a poll may wait for them at another
+	// instance.
+	busRefusedNak = 20 * time.Millisecond
 )
 
 // Messages of a fetch to its worker, naming the fetch (busLink.earlier: a
@@ -94,9 +103,10 @@ type (
 // sends it (put), the worker takes it out as it takes the batch (take),
 // and a stop takes what is left, to nak (stop); a batch a fetch gets
 // after the stop is kept for that fetch to nak once it has ended (late).
-// Either way the naks go once the fetch has ended (letGo says why). It is
-// the worker's across its restarts (workerLife): a restart keeps the
-// mailbox, and the batches queued in it come to the next incarnation.
+// Either way the naks go once the fetch has ended (afterFetch says
+// why). It is the worker's across its restarts (workerLife): a restart
+// keeps the mailbox, and the batches queued in it come to the next
+// incarnation.
 // Safe for concurrent use: fetches add, the worker takes.
 type busInbox struct {
 	mu      sync.Mutex
@@ -179,29 +189,39 @@ func (w *Worker) fetch(now time.Time) {
 			}
 		})
 		close(ended)
-		w.settle(stopNaks(untaken(inbox.late()))) // the worker stopped: after the fetch's end, as letGo
+		w.settle(delayNaks(untaken(inbox.late()), busStopNak)) // the worker stopped: after the fetch's end, as letGo
 		root.Send(self, &fetchDone{f: f, err: err})
 	}()
 }
 
 // letGo settles the messages the worker lets go as it stops (busLink.letGo)
-// once the fetch it cancels has ended, on a goroutine of their own if it
-// has not yet, each nak delayed at least busStopNak (stopNaks). Naked
-// while that fetch's pull request still waits at the server, a message
-// may be handed straight back to it, and the fetch, cancelled, drops it:
-// it would come back only after the consumer's AckWait. The fetch's end
-// is not enough: the client unsubscribes the request's inbox only after
-// its message channel has closed (nats.go's fetch), so a nak sent as soon
-// as the fetch returns can reach the server first (it did, in one CI run
-// of TestWorkerStopNaksTheFetchedMessagesInItsMailbox). The request is gone
-// from the server by the end of its wait, whatever the client does: a nak
-// delayed past it is handed to another fetch (another instance's, or
-// this worker's next one), a few seconds later rather than 30.
+// once the fetch it cancels has ended (afterFetch), each nak delayed at
+// least busStopNak: the request is gone from the server by the end of its
+// wait, whatever the client does, and a nak delayed past it is handed to
+// another fetch (another instance's, or this worker's next one), a few
+// seconds later rather than 30.
 func (w *Worker) letGo(ss []settlement[*bus.Msg]) {
+	w.afterFetch(delayNaks(ss, busStopNak))
+}
+
+// afterFetch settles ss once the fetch the worker cancelled has ended, on
+// a goroutine of their own if it has not yet. Naked while that fetch's
+// pull request still waits at the server (asked for more than it got), a
+// message may be handed straight back to it, and the fetch, cancelled,
+// drops it: it would come back only after the consumer's AckWait (it
+// did, for a message the worker refused and naked before it cancelled
+// the fetch: TestWorkerRefusedBusMessagesReachAnotherWorker). The server
+// drops a request nobody listens to, but the fetch's end is not quite
+// enough: the client unsubscribes the request's inbox only after its
+// message channel has closed (nats.go's fetch), so a nak sent as soon as
+// the fetch returns can reach the server first (it did, in one CI run of
+// TestWorkerStopNaksTheFetchedMessagesInItsMailbox, and in one run of 60
+// of TestWorkerRefusedBusMessagesReachAnotherWorker): the naks are
+// delayed too (letGo, takeAll).
+func (w *Worker) afterFetch(ss []settlement[*bus.Msg]) {
 	if len(ss) == 0 {
 		return
 	}
-	ss = stopNaks(ss)
 	if ended := w.fetching.ended; ended != nil && !gone(ended) {
 		go func() {
 			<-ended
@@ -212,11 +232,11 @@ func (w *Worker) letGo(ss []settlement[*bus.Msg]) {
 	w.settle(ss)
 }
 
-// stopNaks is ss with each nak delayed at least busStopNak (letGo).
-func stopNaks(ss []settlement[*bus.Msg]) []settlement[*bus.Msg] {
+// delayNaks is ss with each nak delayed at least floor (afterFetch).
+func delayNaks(ss []settlement[*bus.Msg], floor time.Duration) []settlement[*bus.Msg] {
 	for i := range ss {
 		if d := &ss[i].d; d.Action == bus.Nak {
-			d.Delay = max(d.Delay, busStopNak)
+			d.Delay = max(d.Delay, floor)
 		}
 	}
 	return ss
@@ -236,7 +256,11 @@ func (w *Worker) fetched(m *fetchDone, now time.Time) {
 
 // takeAll holds the messages of a fetch and names their work to the
 // dispatcher, all before its next round (one claim for them all); those
-// of a fetch of the worker before its restart go back to the bus.
+// of a fetch of the worker before its restart go back to the bus. Those
+// the dispatcher refuses go back too, once the fetch it cancels for them
+// has ended (afterFetch), each nak delayed at least busRefusedNak: a
+// poll may wait for them at another instance, so not the seconds of a
+// stop's (letGo).
 func (w *Worker) takeAll(m *busMsgs, now time.Time) {
 	w.life.inbox.take(m)
 	if w.link.earlier(m.f) {
@@ -245,10 +269,14 @@ func (w *Worker) takeAll(m *busMsgs, now time.Time) {
 	}
 	for _, bm := range m.ms {
 		nak, cancel := w.link.take(m.f, bm.ID, bm, now, w.core.Named)
-		w.settle(nak)
-		if cancel && w.fetching.cancel != nil {
+		if !cancel {
+			w.settle(nak)
+			continue
+		}
+		if w.fetching.cancel != nil {
 			w.fetching.cancel()
 		}
+		w.afterFetch(delayNaks(nak, busRefusedNak))
 	}
 }
 
