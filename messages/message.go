@@ -93,11 +93,22 @@ type SMSCRef struct {
 	Receipt   string `json:"receipt,omitempty"`
 }
 
-// HistoryEntry is one transition of a message.
+// HistoryEntry is one transition of a message. Detail is for people;
+// Attempt and Deferrals say the same for programs.
 type HistoryEntry struct {
 	State  State     `json:"state"`
 	At     time.Time `json:"at"`
 	Detail string    `json:"detail,omitempty"`
+	// Attempt is the delivery attempt the entry records the outcome of
+	// (the one its detail names: "attempt 2 failed", "delivered to X
+	// (attempt 2)", "not attempted (attempt 2 given back)"). 0 when it
+	// speaks for none (accepted, forwarded, expired, ...), and in entries
+	// written before it was kept: those say it in their detail only.
+	Attempt int `json:"attempt,omitempty"`
+	// Deferrals is 1 when the entry records a deferral (the frontend was
+	// busy: the message was not attempted and Attempt was given back), 0
+	// otherwise (and in entries written before it was kept).
+	Deferrals int `json:"deferrals,omitempty"`
 }
 
 // Failure reasons recorded on failed messages.

@@ -114,12 +114,12 @@ func Each[T, R any](items []T, id func(T) string, decide func(*Loaded, *Changes,
 	return res, nil
 }
 
-// HistoryAdd is a history entry to append; its time is the Changes' Now.
+// HistoryAdd is a history entry to append; its time (At) is the Changes'
+// Now.
 type HistoryAdd struct {
 	MessageID string
 	Ordinal   int
-	State     messages.State
-	Detail    string
+	messages.HistoryEntry
 }
 
 // WorkAdd is an outbox row to write. It replaces a row the message has of
@@ -208,14 +208,15 @@ func (c *Changes) touch(m *Row) {
 	}
 }
 
-// appendHistory appends a history entry to m at Now: its second into the
+// appendHistory appends history entry e to m at Now: its second into the
 // row (Row.Second), any later one as a history row (HeldByRow).
-func (c *Changes) appendHistory(m *Row, st messages.State, detail string) {
+func (c *Changes) appendHistory(m *Row, e messages.HistoryEntry) {
 	m.HistoryLen++
+	e.At = c.Now
 	if HeldByRow(m.HistoryLen) {
-		m.Second = &messages.HistoryEntry{State: st, At: c.Now, Detail: detail}
+		m.Second = &e
 	} else {
-		c.History = append(c.History, HistoryAdd{MessageID: m.ID, Ordinal: m.HistoryLen, State: st, Detail: detail})
+		c.History = append(c.History, HistoryAdd{MessageID: m.ID, Ordinal: m.HistoryLen, HistoryEntry: e})
 	}
 	c.touch(m)
 }
@@ -228,6 +229,12 @@ func (c *Changes) appendHistory(m *Row, st messages.State, detail string) {
 // through the outbox; one submitted over SMPP with a receipt asked for
 // gets its receipt work when it becomes final (forward_failed too).
 func (c *Changes) Move(l *Loaded, m *Row, next messages.State, detail string) {
+	c.MoveWith(l, m, next, messages.HistoryEntry{Detail: detail})
+}
+
+// MoveWith is Move with history entry e (its State and At are next and
+// Now): an entry that says more than its detail (Attempt, Deferrals).
+func (c *Changes) MoveWith(l *Loaded, m *Row, next messages.State, e messages.HistoryEntry) {
 	switch {
 	case next != messages.StateForwardQueued:
 		m.QueuedAt = nil
@@ -243,7 +250,8 @@ func (c *Changes) Move(l *Loaded, m *Row, next messages.State, detail string) {
 	c.Counts.State(m.State, -1)
 	c.Counts.State(next, 1)
 	m.State = next
-	c.appendHistory(m, next, detail)
+	e.State = next
+	c.appendHistory(m, e)
 	if esme, failedOnly, ok := ReceiptTarget(m.ReportTo); ok {
 		if next.Final() && !(failedOnly && next == messages.StateDelivered) {
 			c.AddWork(l, m.ID, m.Token, WorkSpec{Kind: WorkReceipt, Target: esme, DueAt: c.Now})

@@ -117,7 +117,7 @@ func CompletionOf(o Outcome, m *Row, recorded bool, rows []WorkLease) Completion
 // speaks for (WorkRow.RetriedAttempt); a deferral (Outcome.Deferred)
 // gives back the attempt its claim counted, so that the next claim counts
 // the same attempt again. The message then moves to the
-// kind's state for the result, with history, except that status work
+// kind's state for the result, with history (EntryOf), except that status work
 // changes no state and a forward retry of a message already forward_queued
 // is no transition (no history, queued_at kept). A failure sets the
 // message's reason; other outcomes keep it.
@@ -161,8 +161,23 @@ func Complete(l *Loaded, c *Changes, o Outcome) Completion {
 	if givesBack(o) && m.Attempts > 0 {
 		m.Attempts-- // written with the move (Changes.Moved)
 	}
-	c.Move(l, m, next, o.Detail)
+	c.MoveWith(l, m, next, EntryOf(o))
 	return Applied
+}
+
+// EntryOf is the history entry of an applied outcome o (its State and At
+// are the move's): its Detail, and for delivery work the attempt it speaks
+// for (Outcome.Attempt) and whether it was a deferral (givesBack:
+// Deferrals 1).
+func EntryOf(o Outcome) messages.HistoryEntry {
+	e := messages.HistoryEntry{Detail: o.Detail}
+	if o.Kind == WorkDelivery {
+		e.Attempt = o.Attempt
+	}
+	if givesBack(o) {
+		e.Deferrals = 1
+	}
+	return e
 }
 
 // StatusCompletion is what ApplyStatus does with u for a message in state

@@ -377,6 +377,11 @@ type Outcome struct {
 	// Epoch), only while they are leased to Owner, not to a claim made
 	// since (see CompletionOf).
 	Deferred bool
+	// Attempt is the delivery attempt the outcome speaks for (the one its
+	// Detail names), kept with its history entry
+	// (messages.HistoryEntry.Attempt); 0 for none (a message found expired
+	// before an attempt). Delivery work only.
+	Attempt int
 	// Ack marks a pull frontend's verdict (delivery work): it applies only
 	// to a message that was offered to the frontend, that is leased to it
 	// at least once since it was accepted or resubmitted (attempts > 0).

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
 )
 
 // An smpp frontend's SMSC names each message it accepts with a message id
@@ -97,7 +99,7 @@ func ApplyReceipt(l *Loaded, c *Changes, r Receipt) Completion {
 // Note appends a history entry to m in its current state (something
 // happened to it that is not a transition: an SMSC's receipt).
 func (c *Changes) Note(m *Row, detail string) {
-	c.appendHistory(m, m.State, detail)
+	c.appendHistory(m, messages.HistoryEntry{State: m.State, Detail: detail})
 }
 
 // refsOf are the SMSC refs of a delivered outcome.

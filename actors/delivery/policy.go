@@ -86,6 +86,7 @@ func (p Policy) Before(w persistence.Work, now time.Time) (o persistence.Outcome
 // the outcome to record.
 func (p Policy) After(target, id string, attempt int, v messages.DeliveryResult, now time.Time, rng *rand.Rand) persistence.Outcome {
 	o := p.after(target, id, attempt, v, now, rng)
+	o.Attempt = attempt // what the detail names, kept with its history entry
 	if v.Note != "" {
 		o.Detail += "; " + v.Note
 	}

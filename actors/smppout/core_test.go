@@ -466,6 +466,20 @@ func TestResendNote(t *testing.T) {
 		{"after a deferral of a resend of lost attempt 1", 3, messages.StateRetry, deferral(2, noVerdict(1)), true},
 		{"after a deferral that names no attempt", 3, messages.StateRetry, &messages.HistoryEntry{State: messages.StateRetry,
 			Detail: "not attempted: smsc busy: ESME_RTHROTTLED (0x00000058); retry in 1s"}, true},
+		// Entries that carry their attempt (HistoryEntry.Attempt,
+		// Deferrals) are read by it, whatever their detail says.
+		{"after the failure of the attempt before, by its fields", 3, messages.StateRetry,
+			&messages.HistoryEntry{State: messages.StateRetry, Detail: "HTTP 503", Attempt: 2}, false},
+		{"after the failure of an earlier attempt, by its fields", 3, messages.StateRetry,
+			&messages.HistoryEntry{State: messages.StateRetry, Detail: retryOf(2).Detail, Attempt: 1}, true},
+		{"after a deferral of this attempt, by its fields", 3, messages.StateRetry,
+			&messages.HistoryEntry{State: messages.StateRetry, Detail: "smsc busy", Attempt: 3, Deferrals: 1}, false},
+		{"after a deferral of this attempt folded with others, by its fields", 3, messages.StateRetry,
+			&messages.HistoryEntry{State: messages.StateRetry, Detail: "smsc busy", Attempt: 3, Deferrals: 40}, false},
+		{"after a deferral of the attempt before, by its fields", 3, messages.StateRetry,
+			&messages.HistoryEntry{State: messages.StateRetry, Detail: deferral(3, "").Detail, Attempt: 2, Deferrals: 1}, true},
+		{"after a deferral of a resend, by its fields", 3, messages.StateRetry,
+			&messages.HistoryEntry{State: messages.StateRetry, Detail: "smsc busy; " + noVerdict(2), Attempt: 3, Deferrals: 1}, true},
 	}
 	for _, c := range cases {
 		note := ResendNote(c.attempt, c.state, c.last)

@@ -166,16 +166,19 @@ FROM unnest($1::bigint[], $2::timestamptz[], $3::int[]) AS r(id, due_at, attempt
 UPDATE messages m SET state = i.state, reason = i.reason, queued_at = i.queued_at, attempts = i.attempts,
 	frontend = i.frontend, dest_smsc = i.dest_smsc, submitted_at = i.submitted_at, history_len = i.history_len,
 	finalized_at = i.finalized_at, second_state = coalesce(i.second_state, m.second_state),
-	second_at = coalesce(i.second_at, m.second_at), second_detail = coalesce(i.second_detail, m.second_detail), updated_at = $1
+	second_at = coalesce(i.second_at, m.second_at), second_detail = coalesce(i.second_detail, m.second_detail),
+	second_attempt = coalesce(i.second_attempt, m.second_attempt),
+	second_deferrals = coalesce(i.second_deferrals, m.second_deferrals), updated_at = $1
 FROM unnest($2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::int[], $7::text[], $8::text[],
-	$9::timestamptz[], $10::int[], $11::timestamptz[], $12::text[], $13::timestamptz[], $14::text[])
+	$9::timestamptz[], $10::int[], $11::timestamptz[], $12::text[], $13::timestamptz[], $14::text[], $15::int[], $16::int[])
 	AS i(id, state, reason, queued_at, attempts, frontend, dest_smsc, submitted_at, history_len, finalized_at,
-		second_state, second_at, second_detail)
+		second_state, second_at, second_detail, second_attempt, second_deferrals)
 WHERE m.id = i.id`
 	historySQL = `
-INSERT INTO history (message_id, ordinal, state, at, detail)
-SELECT message_id, ordinal, state, $1, detail
-FROM unnest($2::text[], $3::int[], $4::text[], $5::text[]) AS h(message_id, ordinal, state, detail)`
+INSERT INTO history (message_id, ordinal, state, at, detail, attempt, deferrals)
+SELECT message_id, ordinal, state, $1, detail, attempt, deferrals
+FROM unnest($2::text[], $3::int[], $4::text[], $5::text[], $6::int[], $7::int[])
+	AS h(message_id, ordinal, state, detail, attempt, deferrals)`
 	// workSQL writes new outbox rows, each replacing the row its message
 	// has of the same kind and target. The replaced rows are deleted by
 	// replaceWorkSQL, the statement before it.
@@ -218,6 +221,7 @@ func queueChanges(b *pgx.Batch, c *persistence.Changes) {
 			ids, states, reasons, frontends, dests = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 			queued, finalized, secondAts           = make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
 			secondStates, secondDetails            = make([]*string, n), make([]*string, n)
+			secondAttempts, secondDeferrals        = make([]*int32, n), make([]*int32, n)
 			submitted                              = make([]time.Time, n)
 			attempts, lens                         = make([]int32, n), make([]int32, n)
 		)
@@ -227,19 +231,22 @@ func queueChanges(b *pgx.Batch, c *persistence.Changes) {
 			finalized[i] = m.FinalizedAt
 			if e := m.Second; e != nil {
 				st := string(e.State)
+				a, d := int32(e.Attempt), int32(e.Deferrals)
 				secondStates[i], secondAts[i], secondDetails[i] = &st, &e.At, &e.Detail
+				secondAttempts[i], secondDeferrals[i] = &a, &d
 			}
 		}
 		b.Queue(moveSQL, c.Now, ids, states, reasons, queued, attempts, frontends, dests, submitted, lens, finalized,
-			secondStates, secondAts, secondDetails)
+			secondStates, secondAts, secondDetails, secondAttempts, secondDeferrals)
 	}
 	if n := len(c.History); n > 0 {
 		ids, states, details := make([]string, n), make([]string, n), make([]string, n)
-		ordinals := make([]int32, n)
+		ordinals, attempts, deferrals := make([]int32, n), make([]int32, n), make([]int32, n)
 		for i, h := range c.History {
 			ids[i], ordinals[i], states[i], details[i] = h.MessageID, int32(h.Ordinal), string(h.State), h.Detail
+			attempts[i], deferrals[i] = int32(h.Attempt), int32(h.Deferrals)
 		}
-		b.Queue(historySQL, c.Now, ids, ordinals, states, details)
+		b.Queue(historySQL, c.Now, ids, ordinals, states, details, attempts, deferrals)
 	}
 	queueRefs(b, c)
 	if n := len(c.Work); n > 0 {

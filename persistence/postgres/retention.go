@@ -46,9 +46,12 @@ func purgeableArgs(req persistence.PurgeRequest) []any {
 // scanWithHistory reads its rows.
 func withHistory(keys string) string {
 	return `SELECT ` + columns("m") + `, m.first_state, m.first_detail, m.second_state, m.second_at, m.second_detail,
+	m.second_attempt, m.second_deferrals,
 	array(SELECT h.state FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal),
 	array(SELECT h.at FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal),
-	array(SELECT h.detail FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal)
+	array(SELECT h.detail FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal),
+	array(SELECT h.attempt FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal),
+	array(SELECT h.deferrals FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal)
 FROM messages m JOIN ` + keys + ` ON m.id = k.id`
 }
 
@@ -56,16 +59,18 @@ FROM messages m JOIN ` + keys + ` ON m.id = k.id`
 // by persistence.HistoryOf.
 func scanWithHistory(row scanner) (messages.Message, error) {
 	var (
-		first, second   messages.HistoryEntry
-		secondAt        *time.Time
-		states, details []string
-		ats             []time.Time
+		first, second       messages.HistoryEntry
+		secondAt            *time.Time
+		states, details     []string
+		ats                 []time.Time
+		attempts, deferrals []int32
 	)
-	m, err := scanMessage(row, &first.State, &first.Detail, &second.State, &secondAt, &second.Detail, &states, &ats, &details)
+	m, err := scanMessage(row, &first.State, &first.Detail, &second.State, &secondAt, &second.Detail,
+		&second.Attempt, &second.Deferrals, &states, &ats, &details, &attempts, &deferrals)
 	if err != nil {
 		return messages.Message{}, err
 	}
-	if len(states) != len(ats) || len(states) != len(details) {
+	if n := len(states); len(ats) != n || len(details) != n || len(attempts) != n || len(deferrals) != n {
 		return messages.Message{}, fmt.Errorf("message %q: history arrays disagree", m.ID)
 	}
 	first.At = m.CreatedAt
@@ -74,7 +79,8 @@ func scanWithHistory(row scanner) (messages.Message, error) {
 	}
 	rows := make([]messages.HistoryEntry, len(states))
 	for i := range states {
-		rows[i] = messages.HistoryEntry{State: messages.State(states[i]), At: ats[i].UTC(), Detail: details[i]}
+		rows[i] = messages.HistoryEntry{State: messages.State(states[i]), At: ats[i].UTC(), Detail: details[i],
+			Attempt: int(attempts[i]), Deferrals: int(deferrals[i])}
 	}
 	m.History = persistence.HistoryOf(first, second, rows)
 	return m, nil

@@ -99,22 +99,24 @@ func load(ctx context.Context, q querier, l *persistence.Loaded, ids []string, f
 
 // moveSQL writes n moved messages (id, state, reason, queued_at,
 // history_len, finalized_at, attempts, then the second history entry's
-// state, time and detail, NULL unless the move appended it), all updated at
-// the first parameter (SQLite numbers ? in the order of the text).
+// state, time, detail, attempt and deferrals, NULL unless the move
+// appended it), all updated at the first parameter (SQLite numbers ? in
+// the order of the text).
 func moveSQL(n int) string {
-	return `UPDATE messages SET ` + moveColumns + `, updated_at = ? FROM (VALUES ` + tuples(n, 10) + `) AS v WHERE messages.id = v.column1`
+	return `UPDATE messages SET ` + moveColumns + `, updated_at = ? FROM (VALUES ` + tuples(n, 12) + `) AS v WHERE messages.id = v.column1`
 }
 
 // moveColumns are the columns moveSQL and restartSQL set from v.
 const moveColumns = `state = v.column2, reason = v.column3, queued_at = v.column4, history_len = v.column5,
 	finalized_at = v.column6, attempts = v.column7, second_state = coalesce(v.column8, second_state),
-	second_at = coalesce(v.column9, second_at), second_detail = coalesce(v.column10, second_detail)`
+	second_at = coalesce(v.column9, second_at), second_detail = coalesce(v.column10, second_detail),
+	second_attempt = coalesce(v.column11, second_attempt), second_deferrals = coalesce(v.column12, second_deferrals)`
 
 // restartSQL writes n restarted messages: moveSQL's columns, then
 // frontend, dest_smsc and submitted_at.
 func restartSQL(n int) string {
-	return `UPDATE messages SET ` + moveColumns + `, frontend = v.column11, dest_smsc = v.column12,
-		submitted_at = v.column13, updated_at = ? FROM (VALUES ` + tuples(n, 13) + `) AS v WHERE messages.id = v.column1`
+	return `UPDATE messages SET ` + moveColumns + `, frontend = v.column13, dest_smsc = v.column14,
+		submitted_at = v.column15, updated_at = ? FROM (VALUES ` + tuples(n, 15) + `) AS v WHERE messages.id = v.column1`
 }
 
 // rescheduleSQL makes n outbox rows (id, due_at, retried_attempt) due
@@ -174,14 +176,14 @@ func writeChanges(ctx context.Context, tx querier, c *persistence.Changes) error
 		restart bool
 	}{{moved, moveSQL, false}, {restarted, restartSQL, true}} {
 		if err := chunks(len(set.rows), func(lo, hi int) error {
-			args := make([]any, 1, 13*(hi-lo)+1)
+			args := make([]any, 1, 15*(hi-lo)+1)
 			args[0] = at
 			for _, m := range set.rows[lo:hi] {
 				args = append(args, m.ID, string(m.State), m.Reason, nullTime(m.QueuedAt), m.HistoryLen, nullTime(m.FinalizedAt), m.Attempts)
 				if e := m.Second; e != nil {
-					args = append(args, string(e.State), toDB(e.At), e.Detail)
+					args = append(args, string(e.State), toDB(e.At), e.Detail, e.Attempt, e.Deferrals)
 				} else {
-					args = append(args, nil, nil, nil)
+					args = append(args, nil, nil, nil, nil, nil)
 				}
 				if set.restart {
 					args = append(args, m.Frontend, m.DestSMSC, toDB(m.SubmittedAt))
@@ -193,11 +195,11 @@ func writeChanges(ctx context.Context, tx querier, c *persistence.Changes) error
 			return err
 		}
 	}
-	hist := make([]any, 0, 5*len(c.History))
+	hist := make([]any, 0, 7*len(c.History))
 	for _, h := range c.History {
-		hist = append(hist, h.MessageID, h.Ordinal, string(h.State), at, h.Detail)
+		hist = append(hist, h.MessageID, h.Ordinal, string(h.State), at, h.Detail, h.Attempt, h.Deferrals)
 	}
-	if err := insertRows(ctx, tx, `INSERT INTO history (message_id, ordinal, state, at, detail)`, 5, hist); err != nil {
+	if err := insertRows(ctx, tx, `INSERT INTO history (message_id, ordinal, state, at, detail, attempt, deferrals)`, 7, hist); err != nil {
 		return err
 	}
 	if err := writeRefs(ctx, tx, c); err != nil {

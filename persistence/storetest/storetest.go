@@ -170,6 +170,7 @@ func groups() []group {
 		{"APIv2", apiCases()},
 		{"Search", searchCases()},
 		{"Bus", busCases()},
+		{"History", historyCases()},
 		{"Security", securityCases()},
 		{"Receipts", receiptCases()},
 		{"Upgrade", upgradeCases()},
