@@ -226,6 +226,15 @@ func TestWebhookRateLimitedUsesNoAttempt(t *testing.T) {
 		!historyHas(m, "not attempted (attempt 2 given back): hook busy: HTTP 429") || !historyHas(m, "attempt 1 failed: HTTP 503") {
 		t.Fatalf("history %+v, want the 429s deferred and the 503 a failed attempt", m.History)
 	}
+	// The 429s of an attempt, one after another, are one entry counting
+	// them (attempt, deferrals).
+	var marks []string
+	for _, e := range m.History {
+		marks = append(marks, fmt.Sprintf("%d/%d", e.Attempt, e.Deferrals))
+	}
+	if got := strings.Join(marks, ","); got != "0/0,1/3,1/0,2/2,2/0" {
+		t.Fatalf("history {attempt/deferrals} %s, want 0/0,1/3,1/0,2/2,2/0 (accepted, 3 deferrals, attempt 1 failed, 2 deferrals, delivered): %+v", got, m.History)
+	}
 }
 
 func TestWebhookMaxAttemptsDeadLettersAndResubmitDelivers(t *testing.T) {

@@ -105,10 +105,16 @@ type HistoryEntry struct {
 	// speaks for none (accepted, forwarded, expired, ...), and in entries
 	// written before it was kept: those say it in their detail only.
 	Attempt int `json:"attempt,omitempty"`
-	// Deferrals is 1 when the entry records a deferral (the frontend was
-	// busy: the message was not attempted and Attempt was given back), 0
-	// otherwise (and in entries written before it was kept).
+	// Deferrals counts the deferrals the entry records (the frontend was
+	// busy: the message was not attempted and Attempt was given back): a
+	// deferral that follows a deferral of the same attempt is folded into
+	// its entry rather than adding one (see LastAt). 0 when the entry is
+	// no deferral (and in entries written before it was kept).
 	Deferrals int `json:"deferrals,omitempty"`
+	// LastAt is when the last of an entry's Deferrals was recorded, when
+	// it has more than one: At is the first's, and Detail the last's, with
+	// "; deferred <n> times, the last at <LastAt>" after it.
+	LastAt *time.Time `json:"last_at,omitempty"`
 }
 
 // Failure reasons recorded on failed messages.

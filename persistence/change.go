@@ -21,9 +21,18 @@ type Row struct {
 	// Resting): its retention counts from it. Nil in every other state.
 	FinalizedAt *time.Time
 	// Second is the message's second history entry when this transaction
-	// appended it: the store writes it into the row (see HeldByRow), not
+	// appended it, or folded a deferral into it (FoldsInto; its At is then
+	// zero: kept): the store writes it into the row (see HeldByRow), not
 	// as a history row. Nil otherwise (a loaded row does not carry it).
 	Second *messages.HistoryEntry
+	// Last is the message's last history entry as far as FoldsInto reads
+	// it (Attempt, Deferrals): a store loads them for a message in retry
+	// only, since a deferral leaves its message in retry and no other
+	// entry folds: from the row's second_attempt and second_deferrals at
+	// history_len 2 (a second entry written as a history row, before the
+	// row held it, is older than those columns: it reads 0, 0), else from
+	// its history row. The core keeps it as it appends or folds.
+	Last messages.HistoryEntry
 }
 
 // Resting reports whether a message in s has come to rest here: final
@@ -162,6 +171,10 @@ type Changes struct {
 	Moved     []*Row
 	Restarted map[string]bool
 	History   []HistoryAdd
+	// Folded are history rows (entries later than the second) a deferral
+	// was folded into (FoldsInto): a store updates their detail,
+	// deferrals and last_at; the rest of each row stays.
+	Folded []HistoryAdd
 	// Unledgered are messages whose every ledger entry goes (a resubmit);
 	// it is written before Ledger.
 	Unledgered []string
@@ -195,7 +208,7 @@ func NewChanges(now time.Time) *Changes {
 
 // Empty reports whether there is nothing to write.
 func (c *Changes) Empty() bool {
-	return len(c.Moved)+len(c.History)+len(c.Unledgered)+len(c.Ledger)+len(c.Finished)+len(c.Rescheduled)+len(c.Work)+
+	return len(c.Moved)+len(c.History)+len(c.Folded)+len(c.Unledgered)+len(c.Ledger)+len(c.Finished)+len(c.Rescheduled)+len(c.Work)+
 		len(c.Purged)+len(c.Counts)+len(c.Refs)+len(c.Receipts) == 0
 }
 
@@ -209,16 +222,44 @@ func (c *Changes) touch(m *Row) {
 }
 
 // appendHistory appends history entry e to m at Now: its second into the
-// row (Row.Second), any later one as a history row (HeldByRow).
+// row (Row.Second), any later one as a history row (HeldByRow). A
+// deferral that folds into m's last entry (FoldsInto) updates that entry
+// instead.
 func (c *Changes) appendHistory(m *Row, e messages.HistoryEntry) {
-	m.HistoryLen++
 	e.At = c.Now
+	c.touch(m)
+	if FoldsInto(m.Last, e) {
+		c.fold(m, Folded(m.Last, e, c.Now))
+		return
+	}
+	m.HistoryLen++
+	m.Last = e
 	if HeldByRow(m.HistoryLen) {
 		m.Second = &e
 	} else {
 		c.History = append(c.History, HistoryAdd{MessageID: m.ID, Ordinal: m.HistoryLen, HistoryEntry: e})
 	}
-	c.touch(m)
+}
+
+// fold makes f m's last entry (ordinal HistoryLen), where that entry is to
+// be written: in the row (Second; an entry loaded, not appended here,
+// keeps its time: At zero), among the history rows this transaction
+// appends or folds, or as a folded history row.
+func (c *Changes) fold(m *Row, f messages.HistoryEntry) {
+	m.Last = f
+	if HeldByRow(m.HistoryLen) {
+		m.Second = &f
+		return
+	}
+	for _, list := range []*[]HistoryAdd{&c.History, &c.Folded} {
+		for i, h := range *list {
+			if h.MessageID == m.ID && h.Ordinal == m.HistoryLen {
+				(*list)[i].HistoryEntry = f
+				return
+			}
+		}
+	}
+	c.Folded = append(c.Folded, HistoryAdd{MessageID: m.ID, Ordinal: m.HistoryLen, HistoryEntry: f})
 }
 
 // Move puts m in state next with a history entry. forward_queued keeps

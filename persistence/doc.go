@@ -25,8 +25,9 @@
 //
 // Changes.Move is the one place a message changes state: history (numbered
 // from the row's HistoryLen; the second entry is held by the row, later
-// ones are history rows: history.go), queued_at, and the status work owed
-// to an origin. The validators (validate.go) check every call's input and report
+// ones are history rows: history.go; a deferral that follows a deferral of
+// the same attempt folds into its entry instead, FoldsInto), queued_at,
+// and the status work owed to an origin. The validators (validate.go) check every call's input and report
 // every problem. A decision sees what earlier items of the same call did,
 // because it changes the Loaded rows as it goes. Each store keeps its
 // candidate queries, its row locking and loading (changes.go) and the

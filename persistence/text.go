@@ -31,12 +31,16 @@ func CleanText(s string) string {
 		}
 		return r
 	}, s)
-	if len(s) > MaxTextBytes {
-		cut := MaxTextBytes
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut]
+	return cutText(s, MaxTextBytes)
+}
+
+// cutText is s cut to at most n bytes on a character boundary.
+func cutText(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return s
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

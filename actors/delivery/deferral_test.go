@@ -186,3 +186,32 @@ func TestLateDeferralLeavesAnotherInstancesClaim(t *testing.T) {
 			got[0], m.State, m.Attempts)
 	}
 }
+
+// An SMSC that throttles one attempt again and again leaves one history
+// entry for it, counting the deferrals (persistence.FoldsInto), which
+// still tells the claims after it apart: the same attempt again is marked
+// only if the deferred claims were resends.
+func TestDeferralsOfAnAttemptAreOneEntry(t *testing.T) {
+	f, db, c := throttlingSMSC(t)
+	fe, ctx := f.Name, context.Background()
+
+	claimM1(t, db, fe, "me", deferralBase, false, 1) // no verdict: its lease runs out
+	now := deferralBase.Add(time.Minute)
+	for i := range 3 {
+		wk := claimM1(t, db, fe, "me", now, false, 2)
+		if n := resendNote(ctx, db, wk); !strings.HasPrefix(n, "resent: attempt 1 left no recorded verdict") {
+			t.Fatalf("attempt 2, claim %d: mark %q, want attempt 1's; last entry %q", i+1, n, lastDetail(t, db))
+		}
+		record(t, db, now.Add(time.Second), throttled(t, c, db, deferralPolicy, wk, now.Add(time.Second)))
+		now = now.Add(2 * time.Minute)
+	}
+	m, err := db.GetMessage(ctx, "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := m.History[len(m.History)-1]
+	if len(m.History) != 2 || last.Attempt != 2 || last.Deferrals != 3 ||
+		!strings.Contains(last.Detail, "deferred 3 times") || !strings.Contains(last.Detail, "attempt 1 left no recorded verdict") {
+		t.Fatalf("history after 3 deferrals of attempt 2: %+v; want accepted and one entry of 3 deferrals of attempt 2, marked", m.History)
+	}
+}

@@ -44,9 +44,19 @@ SELECT l.message_id, l.kind, l.target FROM ledger l JOIN unnest($1::text[]) AS k
 // reads them. FOR NO KEY UPDATE, not FOR UPDATE: it is what an UPDATE that
 // keeps the key takes anyway.
 var lockMessagesSQL = `
-SELECT ` + columns("m") + `, m.report_to, m.history_len, m.finalized_at FROM messages m JOIN unnest($1::text[]) AS k(id) ON m.id = k.id
+SELECT ` + columns("m") + `, m.report_to, m.history_len, m.finalized_at, ` + lastColumns + `
+FROM messages m JOIN unnest($1::text[]) AS k(id) ON m.id = k.id
 ORDER BY m.id
 FOR NO KEY UPDATE OF m`
+
+// lastColumns are the attempt and deferrals of a message m's last history
+// entry, for persistence.Row.Last: 0, 0 unless the message is in retry;
+// the row's own at history_len 2, else its history row's (one index
+// lookup).
+const lastColumns = `CASE WHEN m.state <> 'retry' THEN 0 WHEN m.history_len = 2 THEN m.second_attempt
+	ELSE coalesce((SELECT h.attempt FROM history h WHERE h.message_id = m.id AND h.ordinal = m.history_len), 0) END,
+	CASE WHEN m.state <> 'retry' THEN 0 WHEN m.history_len = 2 THEN m.second_deferrals
+	ELSE coalesce((SELECT h.deferrals FROM history h WHERE h.message_id = m.id AND h.ordinal = m.history_len), 0) END`
 
 // errStale is a load (queueLoad) that found, once it held its messages,
 // outbox rows of theirs that it had not locked. Its transaction is rolled
@@ -104,7 +114,7 @@ func queueLoad(b *pgx.Batch, l *persistence.Loaded, ids []string) {
 		for rows.Next() {
 			m := &persistence.Row{}
 			var err error
-			if m.Message, err = scanMessage(rows, &m.ReportTo, &m.HistoryLen, &m.FinalizedAt); err != nil {
+			if m.Message, err = scanMessage(rows, &m.ReportTo, &m.HistoryLen, &m.FinalizedAt, &m.Last.Attempt, &m.Last.Deferrals); err != nil {
 				return err
 			}
 			m.FinalizedAt = utcOrNil(m.FinalizedAt)
@@ -161,24 +171,33 @@ UPDATE outbox o SET due_at = r.due_at, retried_attempt = r.attempt, lease_owner 
 	lease_epoch = 0, relayed = false
 FROM unnest($1::bigint[], $2::timestamptz[], $3::int[]) AS r(id, due_at, attempt) WHERE o.id = r.id`
 	// moveSQL writes moved messages; the second history entry's columns
-	// are NULL unless the move appended it (persistence.HeldByRow).
+	// are NULL unless the move appended it (persistence.HeldByRow) or
+	// folded a deferral into it (its time NULL then: kept).
 	moveSQL = `
 UPDATE messages m SET state = i.state, reason = i.reason, queued_at = i.queued_at, attempts = i.attempts,
 	frontend = i.frontend, dest_smsc = i.dest_smsc, submitted_at = i.submitted_at, history_len = i.history_len,
 	finalized_at = i.finalized_at, second_state = coalesce(i.second_state, m.second_state),
 	second_at = coalesce(i.second_at, m.second_at), second_detail = coalesce(i.second_detail, m.second_detail),
 	second_attempt = coalesce(i.second_attempt, m.second_attempt),
-	second_deferrals = coalesce(i.second_deferrals, m.second_deferrals), updated_at = $1
+	second_deferrals = coalesce(i.second_deferrals, m.second_deferrals),
+	second_last_at = CASE WHEN i.second_state IS NULL THEN m.second_last_at ELSE i.second_last_at END, updated_at = $1
 FROM unnest($2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::int[], $7::text[], $8::text[],
-	$9::timestamptz[], $10::int[], $11::timestamptz[], $12::text[], $13::timestamptz[], $14::text[], $15::int[], $16::int[])
+	$9::timestamptz[], $10::int[], $11::timestamptz[], $12::text[], $13::timestamptz[], $14::text[], $15::int[], $16::int[],
+	$17::timestamptz[])
 	AS i(id, state, reason, queued_at, attempts, frontend, dest_smsc, submitted_at, history_len, finalized_at,
-		second_state, second_at, second_detail, second_attempt, second_deferrals)
+		second_state, second_at, second_detail, second_attempt, second_deferrals, second_last_at)
 WHERE m.id = i.id`
 	historySQL = `
 INSERT INTO history (message_id, ordinal, state, at, detail, attempt, deferrals)
 SELECT message_id, ordinal, state, $1, detail, attempt, deferrals
 FROM unnest($2::text[], $3::int[], $4::text[], $5::text[], $6::int[], $7::int[])
 	AS h(message_id, ordinal, state, detail, attempt, deferrals)`
+	// historyFoldSQL updates the history rows deferrals were folded into
+	// (persistence.Changes.Folded).
+	historyFoldSQL = `
+UPDATE history h SET detail = f.detail, deferrals = f.deferrals, last_at = f.last_at
+FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::timestamptz[]) AS f(message_id, ordinal, detail, deferrals, last_at)
+WHERE h.message_id = f.message_id AND h.ordinal = f.ordinal`
 	// workSQL writes new outbox rows, each replacing the row its message
 	// has of the same kind and target. The replaced rows are deleted by
 	// replaceWorkSQL, the statement before it.
@@ -219,7 +238,8 @@ func queueChanges(b *pgx.Batch, c *persistence.Changes) {
 	if n := len(c.Moved); n > 0 {
 		var (
 			ids, states, reasons, frontends, dests = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-			queued, finalized, secondAts           = make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
+			queued, finalized                      = make([]*time.Time, n), make([]*time.Time, n)
+			secondAts, secondLasts                 = make([]*time.Time, n), make([]*time.Time, n)
 			secondStates, secondDetails            = make([]*string, n), make([]*string, n)
 			secondAttempts, secondDeferrals        = make([]*int32, n), make([]*int32, n)
 			submitted                              = make([]time.Time, n)
@@ -232,12 +252,15 @@ func queueChanges(b *pgx.Batch, c *persistence.Changes) {
 			if e := m.Second; e != nil {
 				st := string(e.State)
 				a, d := int32(e.Attempt), int32(e.Deferrals)
-				secondStates[i], secondAts[i], secondDetails[i] = &st, &e.At, &e.Detail
+				secondStates[i], secondDetails[i], secondLasts[i] = &st, &e.Detail, e.LastAt
 				secondAttempts[i], secondDeferrals[i] = &a, &d
+				if !e.At.IsZero() { // zero: a folded entry's, kept
+					secondAts[i] = &e.At
+				}
 			}
 		}
 		b.Queue(moveSQL, c.Now, ids, states, reasons, queued, attempts, frontends, dests, submitted, lens, finalized,
-			secondStates, secondAts, secondDetails, secondAttempts, secondDeferrals)
+			secondStates, secondAts, secondDetails, secondAttempts, secondDeferrals, secondLasts)
 	}
 	if n := len(c.History); n > 0 {
 		ids, states, details := make([]string, n), make([]string, n), make([]string, n)
@@ -247,6 +270,14 @@ func queueChanges(b *pgx.Batch, c *persistence.Changes) {
 			attempts[i], deferrals[i] = int32(h.Attempt), int32(h.Deferrals)
 		}
 		b.Queue(historySQL, c.Now, ids, ordinals, states, details, attempts, deferrals)
+	}
+	if n := len(c.Folded); n > 0 {
+		ids, details, lasts := make([]string, n), make([]string, n), make([]*time.Time, n)
+		ordinals, deferrals := make([]int32, n), make([]int32, n)
+		for i, h := range c.Folded {
+			ids[i], ordinals[i], details[i], deferrals[i], lasts[i] = h.MessageID, int32(h.Ordinal), h.Detail, int32(h.Deferrals), h.LastAt
+		}
+		b.Queue(historyFoldSQL, ids, ordinals, details, deferrals, lasts)
 	}
 	queueRefs(b, c)
 	if n := len(c.Work); n > 0 {

@@ -46,12 +46,13 @@ func purgeableArgs(req persistence.PurgeRequest) []any {
 // scanWithHistory reads its rows.
 func withHistory(keys string) string {
 	return `SELECT ` + columns("m") + `, m.first_state, m.first_detail, m.second_state, m.second_at, m.second_detail,
-	m.second_attempt, m.second_deferrals,
+	m.second_attempt, m.second_deferrals, m.second_last_at,
 	array(SELECT h.state FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal),
 	array(SELECT h.at FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal),
 	array(SELECT h.detail FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal),
 	array(SELECT h.attempt FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal),
-	array(SELECT h.deferrals FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal)
+	array(SELECT h.deferrals FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal),
+	array(SELECT h.last_at FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal)
 FROM messages m JOIN ` + keys + ` ON m.id = k.id`
 }
 
@@ -63,24 +64,26 @@ func scanWithHistory(row scanner) (messages.Message, error) {
 		secondAt            *time.Time
 		states, details     []string
 		ats                 []time.Time
+		lasts               []*time.Time
 		attempts, deferrals []int32
 	)
 	m, err := scanMessage(row, &first.State, &first.Detail, &second.State, &secondAt, &second.Detail,
-		&second.Attempt, &second.Deferrals, &states, &ats, &details, &attempts, &deferrals)
+		&second.Attempt, &second.Deferrals, &second.LastAt, &states, &ats, &details, &attempts, &deferrals, &lasts)
 	if err != nil {
 		return messages.Message{}, err
 	}
-	if n := len(states); len(ats) != n || len(details) != n || len(attempts) != n || len(deferrals) != n {
+	if n := len(states); len(ats) != n || len(details) != n || len(attempts) != n || len(deferrals) != n || len(lasts) != n {
 		return messages.Message{}, fmt.Errorf("message %q: history arrays disagree", m.ID)
 	}
 	first.At = m.CreatedAt
 	if secondAt != nil {
 		second.At = secondAt.UTC()
 	}
+	second.LastAt = utcOrNil(second.LastAt)
 	rows := make([]messages.HistoryEntry, len(states))
 	for i := range states {
 		rows[i] = messages.HistoryEntry{State: messages.State(states[i]), At: ats[i].UTC(), Detail: details[i],
-			Attempt: int(attempts[i]), Deferrals: int(deferrals[i])}
+			Attempt: int(attempts[i]), Deferrals: int(deferrals[i]), LastAt: utcOrNil(lasts[i])}
 	}
 	m.History = persistence.HistoryOf(first, second, rows)
 	return m, nil

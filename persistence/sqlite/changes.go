@@ -14,13 +14,22 @@ import (
 // here decides.
 
 // rowColumns are scanned by scanRow: messageColumns, then report_to,
-// history_len and finalized_at.
-const rowColumns = messageColumns + `, report_to, history_len, finalized_at`
+// history_len, finalized_at and lastColumns.
+const rowColumns = messageColumns + `, report_to, history_len, finalized_at, ` + lastColumns
+
+// lastColumns are the attempt and deferrals of a message's last history
+// entry, for persistence.Row.Last: 0, 0 unless the message is in retry;
+// the row's own at history_len 2, else its history row's (one index
+// lookup).
+const lastColumns = `CASE WHEN messages.state <> 'retry' THEN 0 WHEN messages.history_len = 2 THEN messages.second_attempt
+	ELSE coalesce((SELECT h.attempt FROM history h WHERE h.message_id = messages.id AND h.ordinal = messages.history_len), 0) END,
+	CASE WHEN messages.state <> 'retry' THEN 0 WHEN messages.history_len = 2 THEN messages.second_deferrals
+	ELSE coalesce((SELECT h.deferrals FROM history h WHERE h.message_id = messages.id AND h.ordinal = messages.history_len), 0) END`
 
 func scanRow(sc interface{ Scan(...any) error }) (*persistence.Row, error) {
 	r := &persistence.Row{}
 	var finalized sql.NullInt64
-	m, err := scanMessage(sc, &r.ReportTo, &r.HistoryLen, &finalized)
+	m, err := scanMessage(sc, &r.ReportTo, &r.HistoryLen, &finalized, &r.Last.Attempt, &r.Last.Deferrals)
 	r.Message, r.FinalizedAt = m, timeOrNil(finalized)
 	return r, err
 }
@@ -29,14 +38,14 @@ func scanRow(sc interface{ Scan(...any) error }) (*persistence.Row, error) {
 // writes (scanDecision reads them): not the message's numbers, body or
 // times of its own, which no decision looks at.
 const decisionColumns = `id, token, state, dest_smsc, frontend, attempts, reason, submitted_at, queued_at, report_to,
-	history_len, finalized_at`
+	history_len, finalized_at, ` + lastColumns
 
 func scanDecision(sc interface{ Scan(...any) error }) (*persistence.Row, error) {
 	r := &persistence.Row{}
 	var token, submitted int64
 	var queued, finalized sql.NullInt64
 	err := sc.Scan(&r.ID, &token, &r.State, &r.DestSMSC, &r.Frontend, &r.Attempts, &r.Reason, &submitted, &queued,
-		&r.ReportTo, &r.HistoryLen, &finalized)
+		&r.ReportTo, &r.HistoryLen, &finalized, &r.Last.Attempt, &r.Last.Deferrals)
 	r.Token, r.SubmittedAt, r.QueuedAt, r.FinalizedAt = uint64(token), fromDB(submitted), timeOrNil(queued), timeOrNil(finalized)
 	return r, err
 }
@@ -99,24 +108,34 @@ func load(ctx context.Context, q querier, l *persistence.Loaded, ids []string, f
 
 // moveSQL writes n moved messages (id, state, reason, queued_at,
 // history_len, finalized_at, attempts, then the second history entry's
-// state, time, detail, attempt and deferrals, NULL unless the move
-// appended it), all updated at the first parameter (SQLite numbers ? in
-// the order of the text).
+// state, time, detail, attempt, deferrals and last_at, NULL unless the
+// move appended it or folded a deferral into it, its time NULL too then:
+// kept), all updated at the first parameter (SQLite numbers ? in the order
+// of the text).
 func moveSQL(n int) string {
-	return `UPDATE messages SET ` + moveColumns + `, updated_at = ? FROM (VALUES ` + tuples(n, 12) + `) AS v WHERE messages.id = v.column1`
+	return `UPDATE messages SET ` + moveColumns + `, updated_at = ? FROM (VALUES ` + tuples(n, 13) + `) AS v WHERE messages.id = v.column1`
 }
 
 // moveColumns are the columns moveSQL and restartSQL set from v.
 const moveColumns = `state = v.column2, reason = v.column3, queued_at = v.column4, history_len = v.column5,
 	finalized_at = v.column6, attempts = v.column7, second_state = coalesce(v.column8, second_state),
 	second_at = coalesce(v.column9, second_at), second_detail = coalesce(v.column10, second_detail),
-	second_attempt = coalesce(v.column11, second_attempt), second_deferrals = coalesce(v.column12, second_deferrals)`
+	second_attempt = coalesce(v.column11, second_attempt), second_deferrals = coalesce(v.column12, second_deferrals),
+	second_last_at = CASE WHEN v.column8 IS NULL THEN second_last_at ELSE v.column13 END`
 
 // restartSQL writes n restarted messages: moveSQL's columns, then
 // frontend, dest_smsc and submitted_at.
 func restartSQL(n int) string {
-	return `UPDATE messages SET ` + moveColumns + `, frontend = v.column13, dest_smsc = v.column14,
-		submitted_at = v.column15, updated_at = ? FROM (VALUES ` + tuples(n, 15) + `) AS v WHERE messages.id = v.column1`
+	return `UPDATE messages SET ` + moveColumns + `, frontend = v.column14, dest_smsc = v.column15,
+		submitted_at = v.column16, updated_at = ? FROM (VALUES ` + tuples(n, 16) + `) AS v WHERE messages.id = v.column1`
+}
+
+// foldSQL updates n history rows a deferral was folded into
+// (persistence.Changes.Folded: message_id, ordinal, detail, deferrals,
+// last_at).
+func foldSQL(n int) string {
+	return `UPDATE history SET detail = v.column3, deferrals = v.column4, last_at = v.column5
+		FROM (VALUES ` + tuples(n, 5) + `) AS v WHERE history.message_id = v.column1 AND history.ordinal = v.column2`
 }
 
 // rescheduleSQL makes n outbox rows (id, due_at, retried_attempt) due
@@ -176,14 +195,14 @@ func writeChanges(ctx context.Context, tx querier, c *persistence.Changes) error
 		restart bool
 	}{{moved, moveSQL, false}, {restarted, restartSQL, true}} {
 		if err := chunks(len(set.rows), func(lo, hi int) error {
-			args := make([]any, 1, 15*(hi-lo)+1)
+			args := make([]any, 1, 16*(hi-lo)+1)
 			args[0] = at
 			for _, m := range set.rows[lo:hi] {
 				args = append(args, m.ID, string(m.State), m.Reason, nullTime(m.QueuedAt), m.HistoryLen, nullTime(m.FinalizedAt), m.Attempts)
 				if e := m.Second; e != nil {
-					args = append(args, string(e.State), toDB(e.At), e.Detail, e.Attempt, e.Deferrals)
+					args = append(args, string(e.State), nullTime(nonZero(e.At)), e.Detail, e.Attempt, e.Deferrals, nullTime(e.LastAt))
 				} else {
-					args = append(args, nil, nil, nil, nil, nil)
+					args = append(args, nil, nil, nil, nil, nil, nil)
 				}
 				if set.restart {
 					args = append(args, m.Frontend, m.DestSMSC, toDB(m.SubmittedAt))
@@ -200,6 +219,16 @@ func writeChanges(ctx context.Context, tx querier, c *persistence.Changes) error
 		hist = append(hist, h.MessageID, h.Ordinal, string(h.State), at, h.Detail, h.Attempt, h.Deferrals)
 	}
 	if err := insertRows(ctx, tx, `INSERT INTO history (message_id, ordinal, state, at, detail, attempt, deferrals)`, 7, hist); err != nil {
+		return err
+	}
+	if err := chunks(len(c.Folded), func(lo, hi int) error {
+		args := make([]any, 0, 5*(hi-lo))
+		for _, h := range c.Folded[lo:hi] {
+			args = append(args, h.MessageID, h.Ordinal, h.Detail, h.Deferrals, nullTime(h.LastAt))
+		}
+		_, err := tx.ExecContext(ctx, foldSQL(hi-lo), args...)
+		return err
+	}); err != nil {
 		return err
 	}
 	if err := writeRefs(ctx, tx, c); err != nil {

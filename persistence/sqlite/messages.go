@@ -201,22 +201,22 @@ func loadWithHistory(ctx context.Context, q querier, ids []string) (map[string]m
 	err := chunks(len(ids), func(lo, hi int) error {
 		in, args := params(hi-lo), anys(ids[lo:hi])
 		res, err := q.QueryContext(ctx, `SELECT `+messageColumns+`, first_state, first_detail, second_state, second_at, second_detail,
-			second_attempt, second_deferrals FROM messages WHERE id IN (`+in+`)`, args...)
+			second_attempt, second_deferrals, second_last_at FROM messages WHERE id IN (`+in+`)`, args...)
 		if err != nil {
 			return err
 		}
 		if err := scanEach(res, func(r *sql.Rows) error {
 			var first, second messages.HistoryEntry
-			var secondAt sql.NullInt64
+			var secondAt, secondLast sql.NullInt64
 			m, err := scanMessage(r, &first.State, &first.Detail, &second.State, &secondAt, &second.Detail,
-				&second.Attempt, &second.Deferrals)
-			first.At, second.At = m.CreatedAt, fromDB(secondAt.Int64)
+				&second.Attempt, &second.Deferrals, &secondLast)
+			first.At, second.At, second.LastAt = m.CreatedAt, fromDB(secondAt.Int64), timeOrNil(secondLast)
 			out[m.ID], held[m.ID] = m, [2]messages.HistoryEntry{first, second}
 			return err
 		}); err != nil {
 			return err
 		}
-		res, err = q.QueryContext(ctx, `SELECT message_id, state, at, detail, attempt, deferrals FROM history WHERE message_id IN (`+in+`)
+		res, err = q.QueryContext(ctx, `SELECT message_id, state, at, detail, attempt, deferrals, last_at FROM history WHERE message_id IN (`+in+`)
 			ORDER BY message_id, ordinal`, args...)
 		if err != nil {
 			return err
@@ -225,8 +225,9 @@ func loadWithHistory(ctx context.Context, q querier, ids []string) (map[string]m
 			var id string
 			var h messages.HistoryEntry
 			var at int64
-			err := r.Scan(&id, &h.State, &at, &h.Detail, &h.Attempt, &h.Deferrals)
-			h.At = fromDB(at)
+			var last sql.NullInt64
+			err := r.Scan(&id, &h.State, &at, &h.Detail, &h.Attempt, &h.Deferrals, &last)
+			h.At, h.LastAt = fromDB(at), timeOrNil(last)
 			rows[id] = append(rows[id], h)
 			return err
 		})

@@ -146,6 +146,14 @@ func nullTime(t *time.Time) sql.NullInt64 {
 	return sql.NullInt64{Int64: toDB(*t), Valid: true}
 }
 
+// nonZero is &t, nil when t is zero (a time a write keeps).
+func nonZero(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
 // timeOrNil is a nullable stored time as Message.QueuedAt holds it.
 func timeOrNil(v sql.NullInt64) *time.Time {
 	if !v.Valid {

@@ -1,6 +1,9 @@
 package storetest
 
 import (
+	"fmt"
+	"time"
+
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 )
@@ -8,6 +11,7 @@ import (
 func historyCases() []testCase {
 	return []testCase{
 		{"EntriesKeepTheirAttempt", historyEntriesKeepTheirAttempt},
+		{"DeferralsOfAnAttemptFold", historyDeferralsFold},
 	}
 }
 
@@ -58,4 +62,75 @@ func historyEntriesKeepTheirAttempt(f *fixture) {
 	if m := f.get("hkb"); m.State != messages.StateRetry || m.Attempts != 0 {
 		f.Errorf("hkb after its deferral: %s at attempt %d, want retry at 0", m.State, m.Attempts)
 	}
+}
+
+// historyDeferralsFold: deferrals of the same attempt, one after another,
+// leave one history entry that counts them (its time the first's, its
+// detail the last's, with the count; LastAt the last's time), whether the
+// row holds it (the second entry) or it is a history row; the attempt's
+// real outcome, or a deferral of another attempt, adds an entry.
+func historyDeferralsFold(f *fixture) {
+	f.accept(base, newMsg("hdf"))
+	defer1 := func(now time.Time, attempt int, detail string) {
+		f.Helper()
+		c := f.claimDelivery(feA, ownerA, now, 1)
+		if len(c.Work) != 1 || c.Work[0].Message.Attempts != attempt {
+			f.Fatalf("claim at %v: %+v, want hdf at attempt %d", now.Sub(base), c.Work, attempt)
+		}
+		f.completeOne(now.Add(time.Second), persistence.Outcome{MessageID: "hdf", Result: persistence.ResultRetry,
+			RetryAt: now.Add(time.Minute), Reason: "busy", Detail: detail, Attempt: attempt, Deferred: true, Owner: ownerA},
+			persistence.Applied)
+	}
+	want := func(i int, e messages.HistoryEntry, lastAt *time.Time) {
+		f.Helper()
+		h := f.get("hdf").History
+		if i >= len(h) {
+			f.Fatalf("hdf has %d history entries, want entry %d: %+v", len(h), i, h)
+		}
+		g := h[i]
+		if g.State != e.State || g.Detail != e.Detail || g.Attempt != e.Attempt || g.Deferrals != e.Deferrals {
+			f.Errorf("hdf history[%d] = %+v, want %+v", i, g, e)
+		}
+		if msg := timeDiff(g.At, e.At); msg != "" {
+			f.Errorf("hdf history[%d].At: %s", i, msg)
+		}
+		if (g.LastAt == nil) != (lastAt == nil) || lastAt != nil && timeDiff(*g.LastAt, *lastAt) != "" {
+			f.Errorf("hdf history[%d].LastAt = %v, want %v", i, g.LastAt, lastAt)
+		}
+	}
+	// Attempt 1 deferred 4 times: the second entry, held by the row.
+	for i := range 4 {
+		defer1(at(time.Duration(i)*time.Minute), 1, fmt.Sprintf("not attempted (attempt 1 given back): busy %d", i))
+	}
+	last := at(3*time.Minute + time.Second)
+	want(1, messages.HistoryEntry{State: messages.StateRetry, At: at(time.Second), Attempt: 1, Deferrals: 4,
+		Detail: "not attempted (attempt 1 given back): busy 3; deferred 4 times, the last at " + last.UTC().Format(time.RFC3339)}, &last)
+	if n := f.historyLen("hdf"); n != 2 {
+		f.Errorf("after 4 deferrals of attempt 1: %d history entries, want 2", n)
+	}
+	// Attempt 1 fails: an entry of its own.
+	f.claimDelivery(feA, ownerA, at(4*time.Minute), 1)
+	f.completeOne(at(4*time.Minute+time.Second), persistence.Outcome{MessageID: "hdf", Result: persistence.ResultRetry,
+		RetryAt: at(5 * time.Minute), Detail: "attempt 1 failed", Attempt: 1}, persistence.Applied)
+	// Attempt 2 deferred 3 times: a history row.
+	for i := range 3 {
+		defer1(at(time.Duration(5+i)*time.Minute), 2, fmt.Sprintf("not attempted (attempt 2 given back): busy %d", i))
+	}
+	last = at(7*time.Minute + time.Second)
+	want(3, messages.HistoryEntry{State: messages.StateRetry, At: at(5*time.Minute + time.Second), Attempt: 2, Deferrals: 3,
+		Detail: "not attempted (attempt 2 given back): busy 2; deferred 3 times, the last at " + last.UTC().Format(time.RFC3339)}, &last)
+	if m := f.get("hdf"); len(m.History) != 4 || m.LastDetail != m.History[3].Detail || m.Attempts != 1 {
+		f.Errorf("after 3 deferrals of attempt 2: %d history entries, attempts %d, last detail %q; want 4, 1, the folded entry's",
+			len(m.History), m.Attempts, m.LastDetail)
+	}
+	// A claim of attempt 2 leaves no verdict; attempt 3's deferral is an
+	// entry of its own, and so is its delivery.
+	f.claimDelivery(feA, ownerA, at(8*time.Minute), 1)
+	defer1(at(8*time.Minute+lease+time.Second), 3, "not attempted (attempt 3 given back): busy")
+	f.claimDelivery(feA, ownerA, at(10*time.Minute+lease), 1)
+	f.completeOne(at(10*time.Minute+lease+time.Second), persistence.Outcome{MessageID: "hdf", Result: persistence.ResultDelivered,
+		Detail: "delivered", Attempt: 3}, persistence.Applied)
+	f.wantHistoryMarks("hdf", [2]int{0, 0}, [2]int{1, 4}, [2]int{1, 0}, [2]int{2, 3}, [2]int{3, 1}, [2]int{3, 0})
+	want(4, messages.HistoryEntry{State: messages.StateRetry, At: at(8*time.Minute + lease + 2*time.Second), Attempt: 3, Deferrals: 1,
+		Detail: "not attempted (attempt 3 given back): busy"}, nil)
 }

@@ -1,0 +1,7 @@
+-- 0016: deferrals of the same attempt, one after another, fold into one
+-- history entry (persistence.FoldsInto): its deferrals count them, at is
+-- the first's time and last_at the last's (NULL for an entry that folded
+-- none). The second entry, held by the message's row, has second_last_at.
+-- (Nullable columns without a default: no table rewrite.)
+ALTER TABLE history ADD COLUMN last_at timestamptz;
+ALTER TABLE messages ADD COLUMN second_last_at timestamptz;
