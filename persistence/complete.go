@@ -70,8 +70,12 @@ func givesBack(o Outcome) bool {
 // are leased to that owner: a row leased to another was claimed again
 // since, also where the fence does not tell (a claim by id, epoch 0), and
 // that claim's attempt, under way, is not the deferral's to give back:
-// StaleEpoch. One without (a pull frontend's ack) stands whoever leased
-// the row, as the frontend's other verdicts do.
+// StaleEpoch. So is one whose attempt (Outcome.Attempt) is not the
+// message's count: its owner's lease ran out and the owner claimed the
+// row again since, counting another attempt, which is under way (the
+// owner alone does not tell that claim from the deferral's). One without
+// an owner (a pull frontend's ack) stands whoever leased the row, as the
+// frontend's other verdicts do.
 func CompletionOf(o Outcome, m *Row, recorded bool, rows []WorkLease) Completion {
 	switch {
 	case m == nil:
@@ -97,6 +101,8 @@ func CompletionOf(o Outcome, m *Row, recorded bool, rows []WorkLease) Completion
 		case slices.ContainsFunc(rows, func(r WorkLease) bool { return r.Owner == "" }):
 			return AlreadyRecorded
 		case o.Owner != "" && slices.ContainsFunc(rows, func(r WorkLease) bool { return r.Owner != o.Owner }):
+			return StaleEpoch
+		case o.Owner != "" && o.Attempt > 0 && o.Attempt != m.Attempts:
 			return StaleEpoch
 		}
 	}

@@ -192,8 +192,9 @@ func TestCompleteBatchSeesEarlierItems(t *testing.T) {
 // its retry applied, not taken for the deferral's. It gives back only
 // its own claim's attempt: a row leased to another owner (claimed by id
 // since its lease ran out: a bus claim, not ring-fenced) is that claim's
-// (StaleEpoch). A pull frontend's deferral (an ack: no owner) stands
-// whoever leased the row. An ordinary retry, and forward work, keep the
+// (StaleEpoch), as is a row its owner claimed again since (the lease ran
+// out), counting another attempt than the deferral's. A pull frontend's
+// deferral (an ack: no owner) stands whoever leased the row. An ordinary retry, and forward work, keep the
 // attempts.
 func TestDeferralGivesBackItsAttempt(t *testing.T) {
 	now := t0.Add(time.Minute)
@@ -207,6 +208,7 @@ func TestDeferralGivesBackItsAttempt(t *testing.T) {
 	acked := deferred
 	acked.Owner, acked.Ack = "", true
 	forward := Outcome{Kind: WorkForward, Target: "peer", MessageID: "m", Result: ResultRetry, Deferred: true}
+	ofAttempt := func(o Outcome, attempt int) Outcome { o.Attempt = attempt; return o }
 	unleased := func(retried int) WorkRow { return WorkRow{Kind: WorkDelivery, Target: "fe", RetriedAttempt: retried} }
 	for _, tc := range []struct {
 		name         string
@@ -223,6 +225,9 @@ func TestDeferralGivesBackItsAttempt(t *testing.T) {
 		{"deferral of the first attempt", messages.StatePending, 1, leased, deferred, Applied, 0, 0},
 		{"deferral of its claim, the lease run out", messages.StateRetry, 3, deliveryRow("a", now.Add(-time.Second), 0), deferred, Applied, 2, 0},
 		{"deferral of a row claimed by another owner since", messages.StateRetry, 3, deliveryRow("b", now.Add(time.Hour), 0), deferred, StaleEpoch, 3, 0},
+		{"deferral naming its claim's attempt", messages.StateRetry, 3, leased, ofAttempt(deferred, 3), Applied, 2, 0},
+		{"deferral of the owner's earlier claim, claimed again since", messages.StateRetry, 4, leased, ofAttempt(deferred, 3), StaleEpoch, 4, 0},
+		{"pull frontend's deferral of an earlier offer", messages.StateRetry, 4, deliveryRow("b", now.Add(time.Hour), 0), ofAttempt(acked, 3), Applied, 3, 0},
 		{"pull frontend's deferral, another owner's lease", messages.StateRetry, 3, deliveryRow("b", now.Add(time.Hour), 0), acked, Applied, 2, 0},
 		{"fenced deferral of its own claim", messages.StateRetry, 3, deliveryRow("a", now.Add(time.Hour), 3), fencedDeferral, Applied, 2, 0},
 		{"fenced deferral, claimed again since", messages.StateRetry, 3, deliveryRow("a", now.Add(time.Hour), 4), fencedDeferral, StaleEpoch, 3, 0},

@@ -347,6 +347,7 @@ func completeWorkCases() []testCase {
 		{"RetryOfAttemptReleasedAtRestartIsApplied", completeRetryAfterRelease},
 		{"DeferredRetryGivesBackItsAttempt", completeDeferredRetry},
 		{"DeferralOfAnotherOwnersClaimIsStale", completeDeferralOfAnotherClaim},
+		{"DeferralOfTheOwnersEarlierClaimIsStale", completeDeferralOfAnEarlierClaim},
 		{"UnknownMessageIsNoWork", completeUnknownMessage},
 		{"MessageWithoutWorkIsNoWork", completeMessageWithoutWork},
 		{"OtherKindOrTargetIsNoWork", completeOtherKindOrTarget},
@@ -674,6 +675,34 @@ func completeDeferralOfAnotherClaim(f *fixture) {
 	f.completeOne(at(lease+3e9), deferral(ownerB), persistence.Applied)
 	if m := f.get("cdo"); m.Attempts != 1 || m.State != messages.StateRetry {
 		f.Errorf("after B's deferral: %s with %d attempts, want retry with 1", m.State, m.Attempts)
+	}
+}
+
+// completeDeferralOfAnEarlierClaim: a deferral names the attempt its
+// claim counted (Outcome.Attempt). Its owner's lease ran out and the owner
+// claimed the row again since (attempt 2, under way): the late deferral of
+// attempt 1 gives back nothing (the owner alone does not tell the claims
+// apart); the deferral of attempt 2 gives that one back.
+func completeDeferralOfAnEarlierClaim(f *fixture) {
+	f.accept(base, newMsg("cde"))
+	f.claimDelivery(feA, ownerA, base, 1)
+	c := f.claim(persistence.ClaimRequest{Kind: persistence.WorkDelivery, Target: feA, Owner: ownerA, Limit: 1,
+		Now: at(lease + 1e9), Lease: lease, IDs: []string{"cde"}})
+	if len(c.Work) != 1 || c.Work[0].Message.Attempts != 2 {
+		f.Fatalf("A's claim again by id after its lease: %q, want cde at attempt 2", workIDs(c.Work))
+	}
+	deferral := func(attempt int) persistence.Outcome {
+		return persistence.Outcome{Kind: persistence.WorkDelivery, Target: feA, MessageID: "cde", Result: persistence.ResultRetry,
+			RetryAt: at(lease + 60e9), Reason: "HTTP 429", Detail: fmt.Sprintf("not attempted (attempt %d given back)", attempt),
+			Deferred: true, Owner: ownerA, Attempt: attempt}
+	}
+	f.completeOne(at(lease+2e9), deferral(1), persistence.StaleEpoch)
+	if m := f.get("cde"); m.Attempts != 2 || f.historyLen("cde") != 1 {
+		f.Errorf("after the late deferral of attempt 1: %d attempts, %d history entries; want 2, 1 (attempt 2 kept)", m.Attempts, f.historyLen("cde"))
+	}
+	f.completeOne(at(lease+3e9), deferral(2), persistence.Applied)
+	if m := f.get("cde"); m.Attempts != 1 || m.State != messages.StateRetry {
+		f.Errorf("after the deferral of attempt 2: %s with %d attempts, want retry with 1", m.State, m.Attempts)
 	}
 }
 
