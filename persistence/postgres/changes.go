@@ -40,23 +40,32 @@ GROUP BY o.message_id`
 SELECT l.message_id, l.kind, l.target FROM ledger l JOIN unnest($1::text[]) AS k(id) ON l.message_id = k.id`
 )
 
-// lockMessagesSQL locks messages (a list of distinct ids) in id order and
-// reads them. FOR NO KEY UPDATE, not FOR UPDATE: it is what an UPDATE that
-// keeps the key takes anyway.
-var lockMessagesSQL = `
-SELECT ` + columns("m") + `, m.report_to, m.history_len, m.finalized_at, ` + lastColumns + `
-FROM messages m JOIN unnest($1::text[]) AS k(id) ON m.id = k.id
+// lockMessages locks messages m (a list of distinct ids, $1) in id order
+// and reads cols of them, from extra joined too. FOR NO KEY UPDATE, not
+// FOR UPDATE: it is what an UPDATE that keeps the key takes anyway.
+func lockMessages(cols, extra string) string {
+	return `
+SELECT ` + cols + `
+FROM messages m JOIN unnest($1::text[]) AS k(id) ON m.id = k.id` + extra + `
 ORDER BY m.id
 FOR NO KEY UPDATE OF m`
+}
 
-// lastColumns are the attempt and deferrals of a message m's last history
-// entry, for persistence.Row.Last: 0, 0 unless the message is in retry;
-// the row's own at history_len 2, else its history row's (one index
-// lookup).
-const lastColumns = `CASE WHEN m.state <> 'retry' THEN 0 WHEN m.history_len = 2 THEN m.second_attempt
-	ELSE coalesce((SELECT h.attempt FROM history h WHERE h.message_id = m.id AND h.ordinal = m.history_len), 0) END,
-	CASE WHEN m.state <> 'retry' THEN 0 WHEN m.history_len = 2 THEN m.second_deferrals
-	ELSE coalesce((SELECT h.deferrals FROM history h WHERE h.message_id = m.id AND h.ordinal = m.history_len), 0) END`
+// lockMessagesSQL locks messages and reads them as a decision needs them
+// (scanRow), with the attempt and deferrals of each one's last history
+// entry (persistence.Row.Last): 0, 0 unless the message is in retry; the
+// row's own at history_len 2, else its history row's (lastEntry: one
+// index lookup, for a message in retry only).
+var lockMessagesSQL = lockMessages(columns("m")+`, m.report_to, m.history_len, m.finalized_at,
+	CASE WHEN m.state <> 'retry' THEN 0 WHEN m.history_len = 2 THEN m.second_attempt ELSE coalesce(h.attempt, 0) END,
+	CASE WHEN m.state <> 'retry' THEN 0 WHEN m.history_len = 2 THEN m.second_deferrals ELSE coalesce(h.deferrals, 0) END`,
+	lastEntry)
+
+// lastEntry joins h, the last history entry of a message m in retry whose
+// last entry is a history row (history_len past the two the row holds).
+const lastEntry = `
+LEFT JOIN LATERAL (SELECT h.attempt, h.deferrals FROM history h
+	WHERE m.state = 'retry' AND m.history_len > 2 AND h.message_id = m.id AND h.ordinal = m.history_len) h ON true`
 
 // errStale is a load (queueLoad) that found, once it held its messages,
 // outbox rows of theirs that it had not locked. Its transaction is rolled
@@ -188,10 +197,10 @@ FROM unnest($2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::int[], $7
 		second_state, second_at, second_detail, second_attempt, second_deferrals, second_last_at)
 WHERE m.id = i.id`
 	historySQL = `
-INSERT INTO history (message_id, ordinal, state, at, detail, attempt, deferrals)
-SELECT message_id, ordinal, state, $1, detail, attempt, deferrals
-FROM unnest($2::text[], $3::int[], $4::text[], $5::text[], $6::int[], $7::int[])
-	AS h(message_id, ordinal, state, detail, attempt, deferrals)`
+INSERT INTO history (message_id, ordinal, state, at, detail, attempt, deferrals, last_at)
+SELECT message_id, ordinal, state, $1, detail, attempt, deferrals, last_at
+FROM unnest($2::text[], $3::int[], $4::text[], $5::text[], $6::int[], $7::int[], $8::timestamptz[])
+	AS h(message_id, ordinal, state, detail, attempt, deferrals, last_at)`
 	// historyFoldSQL updates the history rows deferrals were folded into
 	// (persistence.Changes.Folded).
 	historyFoldSQL = `
@@ -265,11 +274,12 @@ func queueChanges(b *pgx.Batch, c *persistence.Changes) {
 	if n := len(c.History); n > 0 {
 		ids, states, details := make([]string, n), make([]string, n), make([]string, n)
 		ordinals, attempts, deferrals := make([]int32, n), make([]int32, n), make([]int32, n)
+		lasts := make([]*time.Time, n)
 		for i, h := range c.History {
 			ids[i], ordinals[i], states[i], details[i] = h.MessageID, int32(h.Ordinal), string(h.State), h.Detail
-			attempts[i], deferrals[i] = int32(h.Attempt), int32(h.Deferrals)
+			attempts[i], deferrals[i], lasts[i] = int32(h.Attempt), int32(h.Deferrals), h.LastAt
 		}
-		b.Queue(historySQL, c.Now, ids, ordinals, states, details, attempts, deferrals)
+		b.Queue(historySQL, c.Now, ids, ordinals, states, details, attempts, deferrals, lasts)
 	}
 	if n := len(c.Folded); n > 0 {
 		ids, details, lasts := make([]string, n), make([]string, n), make([]*time.Time, n)

@@ -95,7 +95,7 @@ SELECT true, id, NULL, NULL, NULL, NULL FROM removed`
 // in id order first (see the package doc). updated_at stays: it tells when
 // the message last changed state, and a claim is no transition.
 var claimAttemptSQL = `
-WITH locked AS (` + lockMessagesSQL + `)
+WITH locked AS (` + lockMessages("m.id", "") + `)
 UPDATE messages m SET attempts = m.attempts + 1
 FROM locked l WHERE m.id = l.id
 RETURNING ` + columns("m")

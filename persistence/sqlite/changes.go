@@ -214,11 +214,11 @@ func writeChanges(ctx context.Context, tx querier, c *persistence.Changes) error
 			return err
 		}
 	}
-	hist := make([]any, 0, 7*len(c.History))
+	hist := make([]any, 0, 8*len(c.History))
 	for _, h := range c.History {
-		hist = append(hist, h.MessageID, h.Ordinal, string(h.State), at, h.Detail, h.Attempt, h.Deferrals)
+		hist = append(hist, h.MessageID, h.Ordinal, string(h.State), at, h.Detail, h.Attempt, h.Deferrals, nullTime(h.LastAt))
 	}
-	if err := insertRows(ctx, tx, `INSERT INTO history (message_id, ordinal, state, at, detail, attempt, deferrals)`, 7, hist); err != nil {
+	if err := insertRows(ctx, tx, `INSERT INTO history (message_id, ordinal, state, at, detail, attempt, deferrals, last_at)`, 8, hist); err != nil {
 		return err
 	}
 	if err := chunks(len(c.Folded), func(lo, hi int) error {
