@@ -25,6 +25,7 @@ import (
 	"github.com/switchboard-dev/switchboard/persistence/sqlite/sqlitetest"
 	"github.com/switchboard-dev/switchboard/polltest"
 	"github.com/switchboard-dev/switchboard/smpp"
+	"github.com/switchboard-dev/switchboard/supervision/logtest"
 )
 
 // oneBind is a reconnect policy that does not redial within a test: an
@@ -380,8 +381,8 @@ func TestOKRespWithoutAnIDIsFlagged(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := newManualClock()
-	logs := &logBuffer{}
-	c := boundClient(t, "smpp://sb@"+smsc.Addr, Config{Metrics: m, Clock: clk, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	logger, logs := logtest.New()
+	c := boundClient(t, "smpp://sb@"+smsc.Addr, Config{Metrics: m, Clock: clk, Logger: logger})
 	for i := range 4 {
 		if i == 3 {
 			clk.Advance(time.Hour)
@@ -394,8 +395,9 @@ func TestOKRespWithoutAnIDIsFlagged(t *testing.T) {
 			t.Fatalf("submit %d: the SMSC answered ESME_ROK without an id, the verdict is %+v", i+1, v)
 		}
 	}
-	if got := logs.lines("no message id"); len(got) != 2 || !strings.Contains(got[0], "message_id=m-1") || !strings.Contains(got[1], "since=3") {
-		t.Errorf("the log lines about the missing ids, want 2 (the first, and one an hour later counting 3 since):\n%s", strings.Join(got, "\n"))
+	if got := logs.Records(t, "the SMSC accepted a submit_sm but gave no message id: its receipts cannot be matched to the message"); len(got) != 2 ||
+		got[0]["message_id"] != "m-1" || got[1]["since"] != float64(3) {
+		t.Errorf("the log lines about the missing ids %v, want 2 (the first, and one an hour later counting 3 since)", got)
 	}
 	want := `
 # HELP switchboard_smpp_frontend_submits_without_id_total submit_sm answered ESME_ROK whose submit_sm_resp gave no message id (an empty message_id, or a body that could not be read): the message is delivered, its receipts cannot be matched to it (they count unknown).

@@ -1,13 +1,9 @@
 package smppout
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"log/slog"
 	"slices"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +15,7 @@ import (
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/polltest"
 	"github.com/switchboard-dev/switchboard/smpp"
+	"github.com/switchboard-dev/switchboard/supervision/logtest"
 )
 
 // heldReceiptStore is a receipt store whose RecordReceipts waits until release
@@ -168,31 +165,6 @@ func (s *dyingStore) RecordReceipts(ctx context.Context, _ time.Time, rs []persi
 	return nil, ctx.Err()
 }
 
-// logBuffer is a log's text, safe for concurrent use.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// lines are the lines logged that hold each of words.
-func (l *logBuffer) lines(words ...string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, line := range strings.Split(l.b.String(), "\n") {
-		if !slices.ContainsFunc(words, func(w string) bool { return !strings.Contains(line, w) }) {
-			out = append(out, line)
-		}
-	}
-	return out
-}
-
 // TestClientCloseOnADeadStore: at Close, receipts answered ESME_ROK are
 // being recorded (the one of a verdict just committed, on an errand; one
 // for another instance's message, by the recheck) when the store dies.
@@ -205,10 +177,9 @@ func TestClientCloseOnADeadStore(t *testing.T) {
 	smsc := smsctest.New(t, "pw", nil)
 	clk := newManualClock()
 	m := newMetrics(t)
-	logs := &logBuffer{}
+	logger, logs := logtest.New()
 	st := &dyingStore{}
-	c := boundClient(t, "smpp://sb@"+smsc.Addr, Config{Store: st, Clock: clk, Metrics: m,
-		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	c := boundClient(t, "smpp://sb@"+smsc.Addr, Config{Store: st, Clock: clk, Metrics: m, Logger: logger})
 	v := submitHi(c)
 	if v.Status != messages.Delivered || len(v.SMSCMessageIDs) != 1 {
 		t.Fatalf("submit: %+v", v)
@@ -239,13 +210,13 @@ func TestClientCloseOnADeadStore(t *testing.T) {
 	if n := testutil.ToFloat64(m.receipts.WithLabelValues("smsc", "error")); n != 2 {
 		t.Errorf("%v receipts counted error, want 2", n)
 	}
-	for _, want := range [][]string{
-		{"receipt lost", "smsc_message_id=" + ours, "message_id=m-1", "stat=DELIVRD"},
-		{"receipt lost", "smsc_message_id=theirs-1", "stat=DELIVRD"},
-	} {
-		if got := logs.lines(want...); len(got) != 1 {
-			t.Errorf("%d log lines with %q, want 1; the log:\n%s", len(got), want, logs.lines())
-		}
+	lost := map[any]map[string]any{}
+	for _, r := range logs.Records(t, "receipt lost") {
+		lost[r["smsc_message_id"]] = r
+	}
+	if r := lost[ours]; len(lost) != 2 || r["message_id"] != "m-1" || r["stat"] != "DELIVRD" ||
+		lost["theirs-1"]["message_id"] != nil || lost["theirs-1"]["stat"] != "DELIVRD" {
+		t.Errorf("receipts logged lost %v; want %s's (message m-1) and theirs-1's (no message id), both DELIVRD", lost, ours)
 	}
 }
 
@@ -268,17 +239,18 @@ func (s *failAfterFirst) RecordReceipts(ctx context.Context, _ time.Time, rs []p
 func TestReceiptLostAtTheEndOfItsWaitNamesItsMessage(t *testing.T) {
 	clk := newManualClock()
 	m := newMetrics(t)
-	logs := &logBuffer{}
+	logger, logs := logtest.New()
 	st := &failAfterFirst{}
 	c := bookkeeping(clk, st, m)
-	c.log = slog.New(slog.NewTextHandler(logs, nil))
+	c.log = logger
 	c.noteRecent("X")
 	c.noteMessage("m-1", []string{"X"})
 	clk.Advance(100 * time.Millisecond) // the receipt comes right after the submit_sm_resp
 	if !c.store(context.Background(), Receipt{ID: "X", Stat: "DELIVRD", Err: "000"}, false) {
 		t.Fatal("not held")
 	}
-	for i := 0; i < 40 && len(logs.lines("receipt lost")) == 0; i++ {
+	lost := func() []map[string]any { return logs.Records(t, "receipt lost") }
+	for i := 0; i < 40 && len(lost()) == 0; i++ {
 		polltest.Until(t, 5*time.Second, "the recheck armed", func() bool {
 			c.mu.Lock()
 			defer c.mu.Unlock()
@@ -287,8 +259,8 @@ func TestReceiptLostAtTheEndOfItsWaitNamesItsMessage(t *testing.T) {
 		clk.Advance(receiptRecheck)
 		time.Sleep(20 * time.Millisecond)
 	}
-	polltest.Until(t, 5*time.Second, "the receipt lost", func() bool { return len(logs.lines("receipt lost")) == 1 })
-	if got := logs.lines("receipt lost", "message_id=m-1"); len(got) != 1 {
-		t.Fatalf("the receipt of m-1 (submitted by this client) lost without its message id: %q", logs.lines("receipt lost"))
+	polltest.Until(t, 5*time.Second, "the receipt lost", func() bool { return len(lost()) == 1 })
+	if got := lost(); got[0]["message_id"] != "m-1" {
+		t.Fatalf("the receipt of m-1 (submitted by this client) lost without its message id: %v", got)
 	}
 }

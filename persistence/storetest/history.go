@@ -1,7 +1,9 @@
 package storetest
 
 import (
+	"context"
 	"fmt"
+	"testing"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
@@ -133,4 +135,53 @@ func historyDeferralsFold(f *fixture) {
 	f.wantHistoryMarks("hdf", [2]int{0, 0}, [2]int{1, 4}, [2]int{1, 0}, [2]int{2, 3}, [2]int{3, 1}, [2]int{3, 0})
 	want(4, messages.HistoryEntry{State: messages.StateRetry, At: at(8*time.Minute + lease + 2*time.Second), Attempt: 3, Deferrals: 1,
 		Detail: "not attempted (attempt 3 given back): busy"}, nil)
+}
+
+// FoldWithinATransaction checks what store s writes when a deferral folds
+// into an entry the same transaction appended as a history row: the
+// decision core allows it (persistence.TestDeferralsFoldWithinATransaction),
+// though no call of the Store reaches it today, so each store's own test
+// runs it in its transaction: inTx loads message id in a write transaction
+// of s at now, calls decide with what it loaded, and writes the changes.
+// The folded entry must keep its count and its last_at. s has a pull
+// frontend named target.
+func FoldWithinATransaction(t testing.TB, s persistence.Store, target string,
+	inTx func(now time.Time, id string, decide func(*persistence.Loaded, *persistence.Changes)) error) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.Accept(ctx, base, []persistence.NewMessage{{ID: "fwt", SourceMSISDN: "+15550100",
+		DestinationMSISDN: "+447700900123", Body: "b", SourceSMSC: "in", DestSMSC: "out", Frontend: target,
+		State: messages.StatePending, Detail: "accepted",
+		Work: &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: target, DueAt: base}}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 2; i++ { // attempts 1 and 2 fail: history rows up to ordinal 3
+		now := base.Add(time.Duration(i) * time.Hour)
+		c, err := s.ClaimWork(ctx, persistence.ClaimRequest{Kind: persistence.WorkDelivery, Target: target, Owner: "o",
+			Limit: 1, Now: now, Lease: time.Minute})
+		if err != nil || len(c.Work) != 1 {
+			t.Fatalf("claim %d: %+v %v", i, c, err)
+		}
+		r, err := s.CompleteWork(ctx, now.Add(time.Second), []persistence.Outcome{{Kind: persistence.WorkDelivery, Target: target,
+			MessageID: "fwt", Result: persistence.ResultRetry, RetryAt: now.Add(time.Minute), Detail: "attempt failed", Attempt: i}})
+		if err != nil || r[0] != persistence.Applied {
+			t.Fatalf("complete %d: %v %v", i, r, err)
+		}
+	}
+	now := base.Add(10 * time.Hour)
+	deferral := messages.HistoryEntry{Detail: "not attempted (attempt 3 given back): busy", Attempt: 3, Deferrals: 1}
+	if err := inTx(now, "fwt", func(l *persistence.Loaded, c *persistence.Changes) {
+		m := l.Rows["fwt"]
+		c.MoveWith(l, m, messages.StateRetry, deferral)
+		c.MoveWith(l, m, messages.StateRetry, deferral)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.GetMessage(ctx, "fwt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := m.History[len(m.History)-1]; e.Deferrals != 2 || e.LastAt == nil || !e.LastAt.Equal(norm(now)) {
+		t.Errorf("the folded entry written: deferrals %d, last_at %v; want 2 and %v (its detail: %q)", e.Deferrals, e.LastAt, norm(now), e.Detail)
+	}
 }
