@@ -3,6 +3,8 @@ package switchboard_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,9 +61,9 @@ func TestEmptyAckIsANoOp(t *testing.T) {
 }
 
 // TestOptionalFieldsReachTheFrontend: data coding, a binary body of every
-// byte value, validity and scheduled delivery are stored as given and
-// handed to a pull frontend unchanged; the scheduled message is not
-// offered before its time.
+// byte value, validity, scheduled delivery and message class (0, which is
+// not none) are stored as given and handed to a pull frontend unchanged;
+// the scheduled message is not offered before its time.
 func TestOptionalFieldsReachTheFrontend(t *testing.T) {
 	h := startNode(t, testConfig(t))
 	h.pullFrontend("fe1", "44")
@@ -76,7 +78,7 @@ func TestOptionalFieldsReachTheFrontend(t *testing.T) {
 	}, nil)
 	h.must(202, "POST", "/api/messages", map[string]any{
 		"id": "gsm-1", "source_msisdn": "1555", "destination_msisdn": "442", "data_coding": "gsm7",
-		"message_body": "Ünicode? no: GSM 7-bit €{}[]~|^\\ Ω",
+		"message_body": "Ünicode? no: GSM 7-bit €{}[]~|^\\ Ω", "message_class": 0,
 	}, nil)
 	later := time.Now().Add(1500 * time.Millisecond).UTC()
 	h.must(202, "POST", "/api/messages", map[string]any{
@@ -88,6 +90,9 @@ func TestOptionalFieldsReachTheFrontend(t *testing.T) {
 		m.ValidityUntil == nil || !m.ValidityUntil.Equal(validity) {
 		t.Fatalf("stored binary message %+v", m)
 	}
+	if m := h.message("gsm-1"); m.MessageClass == nil || *m.MessageClass != 0 {
+		t.Fatalf("stored gsm-1 with message_class %v, want 0", m.MessageClass)
+	}
 	got := h.poll("fe1", 10, 1000, 30000)
 	if len(got) != 2 {
 		t.Fatalf("poll got %d messages, want bin-1 and gsm-1 (later-1 is not due)", len(got))
@@ -95,11 +100,11 @@ func TestOptionalFieldsReachTheFrontend(t *testing.T) {
 	for _, o := range got {
 		switch o.ID {
 		case "bin-1":
-			if !bytes.Equal(o.Binary, payload) || o.DataCoding != messages.CodingBinary || o.ValidityUntil == nil {
+			if !bytes.Equal(o.Binary, payload) || o.DataCoding != messages.CodingBinary || o.ValidityUntil == nil || o.MessageClass != nil {
 				t.Fatalf("frontend got %+v", o)
 			}
 		case "gsm-1":
-			if o.DataCoding != messages.CodingGSM7 || o.Body != "Ünicode? no: GSM 7-bit €{}[]~|^\\ Ω" {
+			if o.DataCoding != messages.CodingGSM7 || o.Body != "Ünicode? no: GSM 7-bit €{}[]~|^\\ Ω" || o.MessageClass == nil || *o.MessageClass != 0 {
 				t.Fatalf("frontend got %+v", o)
 			}
 		default:
@@ -116,6 +121,23 @@ func TestOptionalFieldsReachTheFrontend(t *testing.T) {
 	})
 	if seen[0].ID != "later-1" || seen[0].DeliverAfter == nil || time.Now().Before(later) {
 		t.Fatalf("scheduled message %+v offered at %v, want later-1 after %v", seen[0], time.Now(), later)
+	}
+}
+
+// TestMessageClassOutOfRangeIsRefused: a message_class other than 0-3 is
+// a 400 invalid_request naming the field, and nothing is stored.
+func TestMessageClassOutOfRangeIsRefused(t *testing.T) {
+	h := startNode(t, testConfig(t))
+	h.pullFrontend("fe1", "44")
+	for _, class := range []int{-1, 4, 240} {
+		id := fmt.Sprintf("class-%d", class)
+		msg := h.apiError(400, messages.CodeInvalidRequest, "POST", "/api/messages", map[string]any{
+			"id": id, "source_msisdn": "1555", "destination_msisdn": "441", "message_body": "hi", "message_class": class,
+		})
+		if !strings.Contains(msg, "message_class") {
+			t.Errorf("message_class %d refused with %q, which does not name the field", class, msg)
+		}
+		h.apiError(404, messages.CodeNotFound, "GET", "/api/messages/"+id, nil)
 	}
 }
 

@@ -174,6 +174,8 @@ func TestBadInputIsRejectedAndStoresNothing(t *testing.T) {
 		{"id reused with another destination", "POST", "/api/messages", map[string]string{"id": "kept", "source_msisdn": "15550001", "destination_msisdn": "4412", "message_body": "hello kept"}, 409, "id_conflict"},
 		{"id reused with another source", "POST", "/api/messages", map[string]string{"id": "kept", "source_msisdn": "15550002", "destination_msisdn": "441", "message_body": "hello kept"}, 409, "id_conflict"},
 		{"id reused with a data coding", "POST", "/api/messages", map[string]string{"id": "kept", "source_msisdn": "15550001", "destination_msisdn": "441", "message_body": "hello kept", "data_coding": "ucs2"}, 409, "id_conflict"},
+		{"id reused with a message class", "POST", "/api/messages", map[string]any{"id": "kept", "source_msisdn": "15550001", "destination_msisdn": "441", "message_body": "hello kept", "message_class": 0}, 409, "id_conflict"},
+		{"message class out of range", "POST", "/api/messages", valid(func(m map[string]any) { m["message_class"] = 4 }), 400, "invalid_request"},
 		{"unknown path", "GET", "/api/nothing-here", nil, 404, "not_found"},
 		{"wrong method", "DELETE", "/api/messages", nil, 405, "method_not_allowed"},
 	}

@@ -26,7 +26,7 @@ const (
 )
 
 // capabilities this node announces in its identity.
-var capabilities = []string{messages.CapForwardBatch, messages.CapStatusBatch, messages.CapMessageFields, messages.CapTraceContext}
+var capabilities = []string{messages.CapForwardBatch, messages.CapStatusBatch, messages.CapMessageFields, messages.CapTraceContext, messages.CapMessageClass}
 
 // loadBook fills the peer book with the registries learned before a
 // restart, so that messages for a peer that is down since our start still

@@ -56,9 +56,9 @@ func (f *actorFrontend) delivery(id string) (messages.Outgoing, bool) {
 
 // TestFederationCarriesBinaryToEveryFrontendKind: a binary message (every
 // byte value) submitted at A reaches a pull, a webhook and an in-process
-// actor frontend at B byte for byte, with its data coding, validity and
-// scheduled delivery time (which B keeps); A's document then shows B's
-// delivery attempts.
+// actor frontend at B byte for byte, with its data coding, message class,
+// validity and scheduled delivery time (which B keeps); A's document then
+// shows B's delivery attempts.
 func TestFederationCarriesBinaryToEveryFrontendKind(t *testing.T) {
 	fn := newFedNet()
 	a := startFed(t, fn, fedConfig(t, fn, "a", "b"))
@@ -103,7 +103,7 @@ func TestFederationCarriesBinaryToEveryFrontendKind(t *testing.T) {
 	for _, id := range []string{"bin-pull", "bin-hook", "bin-actor"} {
 		dest := map[string]string{"bin-pull": "2100", "bin-hook": "2200", "bin-actor": "2300"}[id]
 		doc := map[string]any{"id": id, "source_msisdn": "ACME", "destination_msisdn": dest,
-			"data_coding": "binary", "message_body_base64": payload, "validity_until": validity}
+			"data_coding": "binary", "message_body_base64": payload, "validity_until": validity, "message_class": 2}
 		if id == "bin-pull" {
 			doc["deliver_after"] = later
 		}
@@ -112,7 +112,7 @@ func TestFederationCarriesBinaryToEveryFrontendKind(t *testing.T) {
 	check := func(where string, o messages.Outgoing) {
 		t.Helper()
 		if !bytes.Equal(o.Binary, payload) || o.Body != "" || o.DataCoding != messages.CodingBinary ||
-			o.ValidityUntil == nil || !o.ValidityUntil.Equal(validity) || o.SourceSMSC != "a" {
+			o.ValidityUntil == nil || !o.ValidityUntil.Equal(validity) || o.SourceSMSC != "a" || o.MessageClass == nil || *o.MessageClass != 2 {
 			t.Fatalf("%s got %+v", where, o)
 		}
 	}
@@ -231,10 +231,10 @@ func writeTestJSON(w http.ResponseWriter, status int, v any) {
 // TestFederationWithAPeerOfTodaysProtocol: a node of this version and a
 // peer of the protocol before message_fields federate. Plain messages go
 // to the peer in documents it reads strictly (no field it does not know);
-// a message that uses the optional fields is not sent to it and ends
-// forward_failed (peer_unsupported) at once; the older peer's own
-// documents (a forward, a delivery_status without attempts), and a newer
-// one's extra fields, are taken.
+// a message that uses the optional fields (a message class too) is not
+// sent to it and ends forward_failed (peer_unsupported) at once; the older
+// peer's own documents (a forward, a delivery_status without attempts),
+// and a newer one's extra fields, are taken.
 func TestFederationWithAPeerOfTodaysProtocol(t *testing.T) {
 	fn := newFedNet()
 	old := newV1Peer(t)
@@ -249,8 +249,10 @@ func TestFederationWithAPeerOfTodaysProtocol(t *testing.T) {
 		"data_coding": "binary", "message_body_base64": []byte{0, 1, 2}}, nil)
 	a.must(202, "POST", "/api/messages", map[string]any{"id": "gsm-1", "source_msisdn": "ACME", "destination_msisdn": "902",
 		"data_coding": "gsm7", "message_body": "text, but with a data coding"}, nil)
+	a.must(202, "POST", "/api/messages", map[string]any{"id": "flash-1", "source_msisdn": "ACME", "destination_msisdn": "903",
+		"message_body": "a flash SMS", "message_class": 0}, nil)
 	a.waitState("plain-1", messages.StateForwarded)
-	for _, id := range []string{"bin-1", "gsm-1"} {
+	for _, id := range []string{"bin-1", "gsm-1", "flash-1"} {
 		m := a.waitState(id, messages.StateForwardFailed)
 		if m.Reason != messages.ReasonPeerUnsupported || !strings.Contains(m.History[len(m.History)-1].Detail, messages.CapMessageFields) {
 			t.Fatalf("%s: reason %q, history %+v", id, m.Reason, m.History)

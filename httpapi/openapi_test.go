@@ -588,7 +588,7 @@ func TestOpenAPISchemasMatchGo(t *testing.T) {
 	hist := []messages.HistoryEntry{{State: messages.StatePending, At: at, Detail: "accepted"}}
 	// Every field set, to marshal every property (a real message has a
 	// text body or a binary one, never both).
-	opts := messages.Options{DataCoding: messages.CodingBinary, Binary: []byte{0, 255}, ValidityUntil: &at, DeliverAfter: &at}
+	opts := messages.Options{DataCoding: messages.CodingBinary, Binary: []byte{0, 255}, ValidityUntil: &at, DeliverAfter: &at, MessageClass: messages.Class(0)}
 	msg := messages.Message{ID: "m-1", SourceMSISDN: "alice", DestinationMSISDN: "+447700900001", Body: "hi", Options: opts,
 		State: messages.StateForwardQueued, SourceSMSC: "a", DestSMSC: "b", Frontend: "fe", Attempts: 1,
 		Reason: messages.ReasonExpired, CreatedAt: at, UpdatedAt: at, SubmittedAt: at, QueuedAt: &at, NextAttemptAt: &at,

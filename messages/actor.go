@@ -189,6 +189,9 @@ type PeerLink struct {
 	// TraceContext: the peer announced CapTraceContext (a traceparent in
 	// forwards and delivery_status reports).
 	TraceContext bool
+	// MessageClass: the peer announced CapMessageClass (message_class in
+	// forwards).
+	MessageClass bool
 }
 
 // PeerContactFailed: a request to the peer did not complete. The forward

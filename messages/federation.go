@@ -34,6 +34,12 @@ const (
 	// A node sends one only to a peer announcing it (and only over the
 	// authenticated federation API).
 	CapTraceContext = "trace_context"
+	// CapMessageClass: the node takes message_class (Options.MessageClass)
+	// in forwards. A message with a class is forwarded only to a peer
+	// announcing both it and CapMessageFields: a node before it would
+	// ignore the field (federation documents are read tolerantly) and
+	// deliver the message without its class, otherwise than asked.
+	CapMessageClass = "message_class"
 )
 
 // Identity is the document of GET /api/federation/identity.

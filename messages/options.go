@@ -54,12 +54,31 @@ type Options struct {
 	// DeliverAfter: the first delivery attempt is not made before it
 	// (scheduled delivery).
 	DeliverAfter *time.Time `json:"deliver_after,omitempty"`
+	// MessageClass is the SMS message class (GSM 03.38), 0 to 3; nil is
+	// none. Class 0 is a "flash SMS": the handset shows it at once and
+	// does not store it. It goes only to peers announcing CapMessageClass.
+	MessageClass *int `json:"message_class,omitempty"`
 }
+
+// MaxMessageClass is the highest SMS message class (GSM 03.38: 0 flash,
+// 1 mobile equipment, 2 SIM, 3 terminal equipment).
+const MaxMessageClass = 3
+
+// Class returns a pointer to message class c, for Options.MessageClass.
+func Class(c int) *int { return &c }
 
 // Used reports whether any optional field is set: a message that uses them
 // goes only to peers announcing CapMessageFields.
 func (o Options) Used() bool {
-	return o.DataCoding != "" || o.Binary != nil || o.ValidityUntil != nil || o.DeliverAfter != nil
+	return o.DataCoding != "" || o.Binary != nil || o.ValidityUntil != nil || o.DeliverAfter != nil || o.MessageClass != nil
+}
+
+// validateClass checks the message class: absent, or 0 to MaxMessageClass.
+func (o Options) validateClass() error {
+	if c := o.MessageClass; c != nil && (*c < 0 || *c > MaxMessageClass) {
+		return Errorf(CodeInvalidRequest, "message_class %d: must be 0, 1, 2 or 3 (or absent)", *c)
+	}
+	return nil
 }
 
 // GSM7Offending returns the first character of s outside the GSM 7-bit
@@ -165,8 +184,9 @@ func (o Options) ExpiresAt(submitted time.Time, validity time.Duration) time.Tim
 }
 
 // ContentDiff names the first field of content (the source, the
-// destination, the body and its data coding: what the client said, not
-// what routing did with it) in which a and b differ; "" when they do not.
+// destination, the body, its data coding and message class: what the
+// client said, not what routing did with it) in which a and b differ; ""
+// when they do not.
 func ContentDiff(a, b Message) string {
 	switch {
 	case a.SourceMSISDN != b.SourceMSISDN:
@@ -175,12 +195,20 @@ func ContentDiff(a, b Message) string {
 		return "destination_msisdn"
 	case a.DataCoding != b.DataCoding:
 		return "data_coding"
+	case !sameClass(a.MessageClass, b.MessageClass):
+		return "message_class"
 	case a.Body != b.Body:
 		return "message_body"
 	case string(a.Binary) != string(b.Binary):
 		return "message_body_base64"
 	}
 	return ""
+}
+
+// sameClass reports whether two message classes are the same (both none,
+// or the same class).
+func sameClass(a, b *int) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
 
 // NumberKey is the form in which searches compare numbers: without blanks

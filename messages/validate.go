@@ -123,6 +123,9 @@ func (s Submission) validate(searchable bool) error {
 	if err := s.validateBody(s.Body); err != nil {
 		return err
 	}
+	if err := s.validateClass(); err != nil {
+		return err
+	}
 	return s.validateTimes()
 }
 

@@ -107,21 +107,33 @@ func endSpans(spans []trace.Span, err error, of func(i int) *messages.Error) {
 	}
 }
 
+// missingCapability is why a forward of o cannot go to the peer of link
+// (a capability_missing error), or nil: a message that uses the optional
+// fields needs CapMessageFields, one with a message class CapMessageClass
+// too (an older version would refuse the field, or ignore it and deliver
+// the message otherwise than asked).
+func missingCapability(o messages.Options, link messages.PeerLink) *messages.Error {
+	switch {
+	case o.Used() && !link.MessageFields:
+		return messages.Errorf(messages.CodeCapabilityMissing, "the peer does not announce %s, which carries data_coding, "+
+			"message_body_base64, validity_until and deliver_after", messages.CapMessageFields)
+	case o.MessageClass != nil && !link.MessageClass:
+		return messages.Errorf(messages.CodeCapabilityMissing, "the peer does not announce %s, which carries message_class", messages.CapMessageClass)
+	}
+	return nil
+}
+
 // sendForwards sends the forwards of work in one call and returns a result for
-// each, in order. A message that uses the optional fields is not sent to a
-// peer that did not announce CapMessageFields (an older version would
-// refuse it, or drop the fields and deliver it otherwise than asked): its
-// result is a capability_missing error, which fails it (see Judge).
+// each, in order. A message the peer cannot take (missingCapability) is not
+// sent: its result is a capability_missing error, which fails it (see Judge).
 func sendForwards(ctx context.Context, tr transport.Peer, link messages.PeerLink, work []persistence.Work, spans []trace.Span) ([]messages.ForwardResult, error) {
 	out := make([]messages.ForwardResult, len(work))
 	fs := make([]messages.Forward, 0, len(work))
 	at := make([]int, 0, len(work))
 	for i, w := range work {
 		f := messages.ForwardOf(w.Message)
-		if f.Options.Used() && !link.MessageFields {
-			out[i] = messages.ForwardResult{ForwardReply: messages.ForwardReply{ID: f.ID},
-				Error: messages.Errorf(messages.CodeCapabilityMissing, "the peer does not announce %s, which carries data_coding, "+
-					"message_body_base64, validity_until and deliver_after", messages.CapMessageFields)}
+		if e := missingCapability(f.Options, link); e != nil {
+			out[i] = messages.ForwardResult{ForwardReply: messages.ForwardReply{ID: f.ID}, Error: e}
 			continue
 		}
 		if link.TraceContext && spans != nil && spans[i] != nil {

@@ -303,6 +303,7 @@ func (a *Actor) observe(c actor.Context, now time.Time, err error) {
 		link.StatusBatch = a.identity.Has(messages.CapStatusBatch)
 		link.MessageFields = a.identity.Has(messages.CapMessageFields)
 		link.TraceContext = a.identity.Has(messages.CapTraceContext)
+		link.MessageClass = a.identity.Has(messages.CapMessageClass)
 	}
 	c.Send(a.queue, link)
 }

@@ -34,10 +34,10 @@ WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[],
 			$7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::timestamptz[], $15::text[],
 			$16::int[], $17::text[], $18::timestamptz[], $19::text[], $20::bytea[], $21::timestamptz[], $22::timestamptz[],
-			$23::bool[], $24::text[], $25::text[])
+			$23::bool[], $24::text[], $25::text[], $26::int[])
 		WITH ORDINALITY AS t(id, token, source_msisdn, destination_msisdn, body, state,
 			source_smsc, dest_smsc, frontend, detail, work_kind, work_target, work_due, report_to,
-			attempts, lease_owner, lease_until, data_coding, body_binary, validity_until, deliver_after, relayed, submitted_by, traceparent, ord)
+			attempts, lease_owner, lease_until, data_coding, body_binary, validity_until, deliver_after, relayed, submitted_by, traceparent, message_class, ord)
 ),
 numbered AS (
 	-- Postgres evaluates a volatile output expression after ORDER BY, so
@@ -47,11 +47,11 @@ numbered AS (
 created AS (
 	INSERT INTO messages (id, seq, token, source_msisdn, destination_msisdn, body, state,
 		source_smsc, dest_smsc, frontend, attempts, reason, created_at, updated_at, submitted_at, history_len,
-		queued_at, report_to, first_state, first_detail, data_coding, body_binary, validity_until, deliver_after, submitted_by, traceparent)
+		queued_at, report_to, first_state, first_detail, data_coding, body_binary, validity_until, deliver_after, submitted_by, traceparent, message_class)
 	SELECT id, seq, token, source_msisdn, destination_msisdn, body, state,
 		source_smsc, dest_smsc, frontend, attempts, '', $14, $14, $14, 1,
 		CASE WHEN state = 'forward_queued' THEN $14::timestamptz END, report_to, state, detail,
-		data_coding, body_binary, validity_until, deliver_after, submitted_by, traceparent
+		data_coding, body_binary, validity_until, deliver_after, submitted_by, traceparent, message_class
 	FROM numbered n
 	WHERE n.work_kind <> 'delivery' OR EXISTS (SELECT 1 FROM frontends f WHERE f.name = n.work_target)
 	ORDER BY id COLLATE "C"
@@ -97,12 +97,13 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 		relayed                         = make([]bool, n)
 		submitters                      = make([]string, n)
 		traces                          = make([]string, n)
+		classes                         = make([]*int, n)
 	)
 	for k, i := range uniq {
 		m := batch[i]
 		r := persistence.NewRow(m, now)
 		codings[k], binaries[k], validities[k], delivers[k] = string(r.DataCoding), r.Binary, r.ValidityUntil, r.DeliverAfter
-		submitters[k], traces[k] = r.SubmittedBy, r.Trace
+		submitters[k], traces[k], classes[k] = r.SubmittedBy, r.Trace, r.MessageClass
 		attempts[k] = int32(r.Attempts)
 		ids[k], tokens[k], srcs[k], dsts[k], bodies[k], states[k] = m.ID, tokenOf(m.ID), m.SourceMSISDN, m.DestinationMSISDN, m.Body, string(m.State)
 		srcSMSCs[k], dstSMSCs[k], frontends[k], details[k], reportTo[k] = m.SourceSMSC, m.DestSMSC, m.Frontend, m.Detail, m.ReportTo
@@ -126,7 +127,7 @@ func (s *Store) acceptPart(now time.Time, batch []persistence.NewMessage, out *[
 			pick(srcSMSCs, idx), pick(dstSMSCs, idx), pick(frontends, idx), pick(details, idx), pick(kinds, idx), pick(targets, idx),
 			pick(dues, idx), now, pick(reportTo, idx), pick(attempts, idx), pick(leaseOwners, idx), pick(leaseUntils, idx),
 			pick(codings, idx), pick(binaries, idx), pick(validities, idx), pick(delivers, idx), pick(relayed, idx),
-			pick(submitters, idx), pick(traces, idx)).Query(func(rows pgx.Rows) error {
+			pick(submitters, idx), pick(traces, idx), pick(classes, idx)).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var row *int64
 				m, err := scanMessage(rows, &row)

@@ -188,7 +188,7 @@ var messageColumns = []string{
 	"id", "seq", "token", "source_msisdn", "destination_msisdn", "body", "state",
 	"source_smsc", "dest_smsc", "frontend", "attempts", "reason",
 	"created_at", "updated_at", "submitted_at", "queued_at",
-	"data_coding", "body_binary", "validity_until", "deliver_after", "submitted_by", "traceparent",
+	"data_coding", "body_binary", "validity_until", "deliver_after", "submitted_by", "traceparent", "message_class",
 }
 
 // columns lists messageColumns, each prefixed with alias and a dot when
@@ -241,7 +241,7 @@ func scanMessage(row scanner, extra ...any) (messages.Message, error) {
 		&m.ID, &m.Seq, &token, &m.SourceMSISDN, &m.DestinationMSISDN, &m.Body, &m.State,
 		&m.SourceSMSC, &m.DestSMSC, &m.Frontend, &m.Attempts, &m.Reason,
 		&m.CreatedAt, &m.UpdatedAt, &m.SubmittedAt, &m.QueuedAt,
-		&m.DataCoding, &m.Binary, &m.ValidityUntil, &m.DeliverAfter, &m.SubmittedBy, &m.Trace,
+		&m.DataCoding, &m.Binary, &m.ValidityUntil, &m.DeliverAfter, &m.SubmittedBy, &m.Trace, &m.MessageClass,
 	}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return messages.Message{}, err

@@ -45,7 +45,7 @@ func accept(ctx context.Context, tx querier, now time.Time, batch []persistence.
 		}
 		rows := make([]persistence.Row, len(uniq))
 		err = chunks(len(uniq), func(lo, hi int) error {
-			args := make([]any, 0, 24*(hi-lo))
+			args := make([]any, 0, 25*(hi-lo))
 			for k := lo; k < hi; k++ {
 				nm := batch[uniq[k]]
 				r := persistence.NewRow(nm, now)
@@ -54,13 +54,13 @@ func accept(ctx context.Context, tx querier, now time.Time, batch []persistence.
 				args = append(args, r.ID, int64(r.Token), r.SourceMSISDN, r.DestinationMSISDN, r.Body, string(r.State),
 					r.SourceSMSC, r.DestSMSC, r.Frontend, r.Attempts, at, at, at, nullTime(r.QueuedAt), r.ReportTo,
 					r.HistoryLen, string(r.State), nm.Detail,
-					string(r.DataCoding), r.Binary, nullTime(r.ValidityUntil), nullTime(r.DeliverAfter), r.SubmittedBy, r.Trace)
+					string(r.DataCoding), r.Binary, nullTime(r.ValidityUntil), nullTime(r.DeliverAfter), r.SubmittedBy, r.Trace, r.MessageClass)
 			}
 			res, err := tx.QueryContext(ctx, `INSERT INTO messages (id, token, source_msisdn, destination_msisdn,
 				body, state, source_smsc, dest_smsc, frontend, attempts, created_at, updated_at, submitted_at,
 				queued_at, report_to, history_len, first_state, first_detail,
-				data_coding, body_binary, validity_until, deliver_after, submitted_by, traceparent)
-				VALUES `+tuples(hi-lo, 24)+` ON CONFLICT (id) DO NOTHING RETURNING id, seq`, args...)
+				data_coding, body_binary, validity_until, deliver_after, submitted_by, traceparent, message_class)
+				VALUES `+tuples(hi-lo, 25)+` ON CONFLICT (id) DO NOTHING RETURNING id, seq`, args...)
 			if err != nil {
 				return err
 			}

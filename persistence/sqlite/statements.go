@@ -78,7 +78,7 @@ func anys(ids []string) []any {
 // messageColumns are scanned by scanMessage, in this order.
 const messageColumns = `seq, id, token, source_msisdn, destination_msisdn, body, state,
 	source_smsc, dest_smsc, frontend, attempts, reason, created_at, updated_at, submitted_at, queued_at,
-	data_coding, body_binary, validity_until, deliver_after, submitted_by, traceparent`
+	data_coding, body_binary, validity_until, deliver_after, submitted_by, traceparent, message_class`
 
 // apiColumns are read after messageColumns for the API's list
 // (ListMessages): when the message's work is next due (NextAttemptAt), one
@@ -113,7 +113,7 @@ func scanMessage(sc interface{ Scan(...any) error }, extra ...any) (messages.Mes
 	)
 	err := sc.Scan(append([]any{&m.Seq, &m.ID, &token, &m.SourceMSISDN, &m.DestinationMSISDN, &m.Body, &state,
 		&m.SourceSMSC, &m.DestSMSC, &m.Frontend, &m.Attempts, &m.Reason, &created, &updated, &submitted, &queued,
-		&m.DataCoding, &m.Binary, &validity, &deliver, &m.SubmittedBy, &m.Trace}, extra...)...)
+		&m.DataCoding, &m.Binary, &validity, &deliver, &m.SubmittedBy, &m.Trace, &m.MessageClass}, extra...)...)
 	if err != nil {
 		return messages.Message{}, err
 	}

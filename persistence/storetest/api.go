@@ -24,8 +24,8 @@ func apiCases() []testCase {
 	}
 }
 
-// binaryMsg is newMsg as a binary message: every byte value, validity
-// and scheduled delivery.
+// binaryMsg is newMsg as a binary message: every byte value, validity,
+// scheduled delivery and message class 1.
 func binaryMsg(id string) persistence.NewMessage {
 	nm := newMsg(id)
 	nm.Body = ""
@@ -36,6 +36,7 @@ func binaryMsg(id string) persistence.NewMessage {
 	nm.DataCoding = messages.CodingBinary
 	nm.ValidityUntil = ptr(at(3*time.Hour + 123456789))
 	nm.DeliverAfter = ptr(at(time.Hour + 987654321))
+	nm.MessageClass = messages.Class(1)
 	return nm
 }
 
@@ -44,6 +45,7 @@ func apiStoresOptionalFields(f *fixture) {
 	gsm := newMsg("api-gsm")
 	gsm.DataCoding = messages.CodingGSM7
 	gsm.Body = "€ and {braces} ok"
+	gsm.MessageClass = messages.Class(0) // a flash SMS: class 0 is not none
 	res := f.accept(base, bin, gsm, newMsg("api-plain"))
 	for i, nm := range []persistence.NewMessage{bin, gsm, newMsg("api-plain")} {
 		want := expected(nm, base)
@@ -52,7 +54,7 @@ func apiStoresOptionalFields(f *fixture) {
 		want.Seq = res[i].Message.Seq
 		f.checkMessage("GetMessage", f.get(nm.ID), want)
 	}
-	if m := f.get("api-plain"); m.Binary != nil || m.DataCoding != "" || m.ValidityUntil != nil || m.DeliverAfter != nil {
+	if m := f.get("api-plain"); m.Binary != nil || m.DataCoding != "" || m.ValidityUntil != nil || m.DeliverAfter != nil || m.MessageClass != nil {
 		f.Errorf("a message without optional fields reads back %+v", m.Options)
 	}
 	page := f.list(persistence.ListQuery{Limit: 10})
@@ -63,7 +65,8 @@ func apiStoresOptionalFields(f *fixture) {
 	}
 	c := f.claimDelivery(feA, ownerA, base, 10)
 	for _, w := range c.Work {
-		if w.MessageID == "api-bin" && (string(w.Message.Binary) != string(bin.Binary) || w.Message.DataCoding != messages.CodingBinary) {
+		if w.MessageID == "api-bin" && (string(w.Message.Binary) != string(bin.Binary) || w.Message.DataCoding != messages.CodingBinary ||
+			classString(w.Message.MessageClass) != "1") {
 			f.Errorf("ClaimWork: message %+v lost its optional fields", w.Message.Options)
 		}
 	}
@@ -77,6 +80,7 @@ func apiReusedIDConflicts(f *fixture) {
 		"destination_msisdn": func(m *persistence.NewMessage) { m.DestinationMSISDN = "4400" },
 		"message_body":       func(m *persistence.NewMessage) { m.Body = "another body" },
 		"data_coding":        func(m *persistence.NewMessage) { m.DataCoding = messages.CodingUCS2 },
+		"message_class":      func(m *persistence.NewMessage) { m.MessageClass = messages.Class(0) },
 	} {
 		again := newMsg("api-dup")
 		change(&again)

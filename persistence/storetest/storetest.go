@@ -517,6 +517,9 @@ func messageDiff(got, want messages.Message) []string {
 	eq("Body", got.Body, want.Body)
 	eq("DataCoding", got.DataCoding, want.DataCoding)
 	eq("Binary", string(got.Binary), string(want.Binary))
+	if g, w := classString(got.MessageClass), classString(want.MessageClass); g != w {
+		d = append(d, fmt.Sprintf("MessageClass = %s, want %s", g, w))
+	}
 	if got.Binary == nil != (want.Binary == nil) {
 		d = append(d, fmt.Sprintf("Binary nil = %v, want %v", got.Binary == nil, want.Binary == nil))
 	}
@@ -570,6 +573,14 @@ func (f *fixture) wantQueuedAt(id string, want *time.Time) {
 
 // ptr is &t, for QueuedAt.
 func ptr(t time.Time) *time.Time { return &t }
+
+// classString shows a message class: its number, or "none".
+func classString(c *int) string {
+	if c == nil {
+		return "none"
+	}
+	return fmt.Sprint(*c)
+}
 
 // checkHistory compares a message's history with want, entry by entry.
 func (f *fixture) checkHistory(id string, want ...messages.HistoryEntry) {
