@@ -19,23 +19,77 @@ const (
 	DCUCS2    = 0x08 // UCS-2 (big endian)
 )
 
-// The message class codings, 1111xxxx: bit 3 is reserved (0xF8-0xFF are
-// not read), bit 2 says 8-bit data, bits 1-0 are the class.
+// The codings that carry a message class (GSM 03.38, section 4), its
+// number in bits 1-0:
+//   - "data coding/message class", 1111xxxx: bit 3 is reserved (0xF8-0xFF
+//     are not read), bit 2 says 8-bit data, else GSM 7-bit;
+//   - "general data coding" uncompressed with a class, 0001xxxx: bits 3-2
+//     are the alphabet, 00 GSM 7-bit, 01 8-bit data, 10 UCS-2 (11,
+//     0x1C-0x1F, is reserved and not read).
+//
+// The general group is the only one that gives UCS-2 a class.
 const (
-	dcClassMask = 0xF8
-	dcClassBit  = 0xF0
+	dcClassMask    = 0xF8
+	dcClassBit     = 0xF0
+	dcClass8Bit    = 0x04
+	dcGeneralMask  = 0xF0
+	dcGeneralClass = 0x10
+	dcGeneralUCS2  = 0x18
+	dcAlphabet     = 0x0C
+	dcClassNumber  = 0x03
 )
 
 // DataCodingOf is the data_coding of a message's coding ("" is sent as
-// GSM 7-bit when its text fits that alphabet, else UCS-2: see EncodeContent).
-func DataCodingOf(c messages.DataCoding) byte {
+// GSM 7-bit when its text fits that alphabet, else UCS-2: see EncodeContent)
+// and message class: without a class 0x00, 0x08 or 0x04; with one GSM 7-bit
+// 0xF0|class, 8-bit binary 0xF4|class, UCS-2 0x18|class.
+func DataCodingOf(c messages.DataCoding, class *int) byte {
+	if class == nil {
+		switch c {
+		case messages.CodingUCS2:
+			return DCUCS2
+		case messages.CodingBinary:
+			return DCBinary
+		}
+		return DCDefault
+	}
+	n := byte(*class) & dcClassNumber
 	switch c {
 	case messages.CodingUCS2:
-		return DCUCS2
+		return dcGeneralUCS2 | n
 	case messages.CodingBinary:
-		return DCBinary
+		return dcClassBit | dcClass8Bit | n
 	}
-	return DCDefault
+	return dcClassBit | n
+}
+
+// ClassOf is the message class data_coding dc carries (0xF0-0xF7 and
+// 0x10-0x1B), or nil when it carries none.
+func ClassOf(dc byte) *int {
+	if dc&dcClassMask != dcClassBit && !generalWithClass(dc) {
+		return nil
+	}
+	return messages.Class(int(dc & dcClassNumber))
+}
+
+// generalWithClass reports whether dc is a general data coding with a
+// message class and an alphabet this node reads (0x10-0x1B).
+func generalWithClass(dc byte) bool {
+	return dc&dcGeneralMask == dcGeneralClass && dc&dcAlphabet != dcAlphabet
+}
+
+// alphabetOf is the data_coding without a class of dc's alphabet when dc
+// carries a class (0xF0-0xF7, 0x10-0x1B), else dc itself.
+func alphabetOf(dc byte) byte {
+	switch {
+	case dc&dcClassMask == dcClassBit && dc&dcClass8Bit != 0:
+		return DCBinary
+	case dc&dcClassMask == dcClassBit:
+		return DCDefault
+	case generalWithClass(dc):
+		return [...]byte{DCDefault, DCBinary, DCUCS2}[(dc&dcAlphabet)>>2]
+	}
+	return dc
 }
 
 // EncodeContent returns a message's content as the octets of its data_coding:
@@ -74,11 +128,13 @@ func EncodeContent(c messages.DataCoding, text string, bin []byte) ([]byte, mess
 // DecodeContent reads a message's content of data_coding dc: the text of a text
 // coding (with the coding it maps to: gsm7, ucs2, or "" for IA5 and
 // Latin-1, which carry text without a coding of ours), or the bytes of a
-// binary one. An unknown data_coding is an error (answer
+// binary one. A coding with a message class is read as its alphabet (its
+// class is ClassOf's). An unknown data_coding is an error (answer
 // ESME_RINVDCS-like refusals with StatusSubmitFailed).
 func DecodeContent(dc byte, b []byte) (text string, bin []byte, c messages.DataCoding, err error) {
-	switch {
-	case dc == DCDefault || (dc&dcClassMask == dcClassBit && dc&0x04 == 0):
+	read := dc
+	switch dc = alphabetOf(dc); {
+	case dc == DCDefault:
 		text, err = gsm7.Decode(b)
 		return text, nil, messages.CodingGSM7, err
 	case dc == DCIA5:
@@ -111,10 +167,10 @@ func DecodeContent(dc byte, b []byte) (text string, bin []byte, c messages.DataC
 			}
 		}
 		return string(utf16.Decode(u)), nil, messages.CodingUCS2, nil
-	case dc == DCBinary || dc == DCBinary2 || (dc&dcClassMask == dcClassBit && dc&0x04 != 0):
+	case dc == DCBinary || dc == DCBinary2:
 		return "", append([]byte(nil), b...), messages.CodingBinary, nil
 	}
-	return "", nil, "", fmt.Errorf("data_coding 0x%02X is not one this node reads (0x00, 0x01, 0x02, 0x03, 0x04, 0x08, 0xF0-0xF7)", dc)
+	return "", nil, "", fmt.Errorf("data_coding 0x%02X is not one this node reads (0x00, 0x01, 0x02, 0x03, 0x04, 0x08, 0x10-0x1B, 0xF0-0xF7)", read)
 }
 
 // isHighSurrogate and isLowSurrogate report whether a UTF-16 unit is the

@@ -29,9 +29,9 @@ func TestEncodeDecodeContent(t *testing.T) {
 			t.Errorf("EncodeContent(%q, %q) = % X, %q, %v; want % X, %q", c.coding, c.text, b, got, err, c.octets, c.want)
 			continue
 		}
-		text, bin, back, err := DecodeContent(DataCodingOf(got), b)
+		text, bin, back, err := DecodeContent(DataCodingOf(got, nil), b)
 		if err != nil || back != c.want || text != c.text || !bytes.Equal(bin, c.bin) {
-			t.Errorf("DecodeContent(0x%02X, % X) = %q, % X, %q, %v", DataCodingOf(got), b, text, bin, back, err)
+			t.Errorf("DecodeContent(0x%02X, % X) = %q, % X, %q, %v", DataCodingOf(got, nil), b, text, bin, back, err)
 		}
 	}
 	if _, _, err := EncodeContent(messages.CodingGSM7, "ç", nil); err == nil {
@@ -67,19 +67,68 @@ func TestEncodeDecodeContent(t *testing.T) {
 	}
 }
 
-// docs/smpp.md: 0x00, 0x01, 0x02, 0x03, 0x04, 0x08 and 0xF0-0xF7 are read;
-// any other data_coding is refused, the message class codings with their
-// reserved bit 3 set (0xF8-0xFF) too.
+// docs/smpp.md: 0x00, 0x01, 0x02, 0x03, 0x04, 0x08, 0x10-0x1B and
+// 0xF0-0xF7 are read; any other data_coding is refused, the message class
+// codings with their reserved bit 3 set (0xF8-0xFF) and the general codings
+// of the reserved alphabet (0x1C-0x1F) too.
 func TestDecodeContentReadsOnlyTheDocumentedCodings(t *testing.T) {
 	for dc := 0; dc <= 0xFF; dc++ {
 		read := dc == DCDefault || dc == DCIA5 || dc == DCBinary2 || dc == DCLatin1 || dc == DCBinary || dc == DCUCS2 ||
-			(dc >= 0xF0 && dc <= 0xF7)
+			(dc >= 0x10 && dc <= 0x1B) || (dc >= 0xF0 && dc <= 0xF7)
 		text, bin, c, err := DecodeContent(byte(dc), []byte{'A', 'B'})
 		if read && err != nil {
 			t.Errorf("data_coding 0x%02X refused: %v", dc, err)
 		}
 		if !read && err == nil {
 			t.Errorf("data_coding 0x%02X read as %q/% X (%q); docs/smpp.md says refused", dc, text, bin, c)
+		}
+	}
+}
+
+// TestMessageClassCodings: the data_coding of each coding with each class
+// (GSM 7-bit 0xF0|class, binary 0xF4|class, UCS-2 0x18|class) and without
+// one (as before); ClassOf reads the class back from exactly 0x10-0x1B and
+// 0xF0-0xF7, and DecodeContent reads such content as its alphabet.
+func TestMessageClassCodings(t *testing.T) {
+	for _, c := range []struct {
+		coding messages.DataCoding
+		class  *int
+		dc     byte
+	}{
+		{messages.CodingGSM7, nil, DCDefault}, {"", nil, DCDefault}, {messages.CodingUCS2, nil, DCUCS2}, {messages.CodingBinary, nil, DCBinary},
+		{messages.CodingGSM7, messages.Class(0), 0xF0}, {"", messages.Class(3), 0xF3},
+		{messages.CodingBinary, messages.Class(0), 0xF4}, {messages.CodingBinary, messages.Class(2), 0xF6},
+		{messages.CodingUCS2, messages.Class(0), 0x18}, {messages.CodingUCS2, messages.Class(3), 0x1B},
+	} {
+		if got := DataCodingOf(c.coding, c.class); got != c.dc {
+			t.Errorf("DataCodingOf(%q, %v) = 0x%02X, want 0x%02X", c.coding, c.class, got, c.dc)
+		}
+	}
+	for dc := 0; dc <= 0xFF; dc++ {
+		classed := (dc >= 0x10 && dc <= 0x1B) || (dc >= 0xF0 && dc <= 0xF7)
+		got := ClassOf(byte(dc))
+		switch {
+		case classed && (got == nil || *got != dc&3):
+			t.Errorf("ClassOf(0x%02X) = %v, want %d", dc, got, dc&3)
+		case !classed && got != nil:
+			t.Errorf("ClassOf(0x%02X) = %d, want none", dc, *got)
+		}
+	}
+	for _, c := range []struct {
+		dc     byte
+		in     []byte
+		text   string
+		bin    []byte
+		coding messages.DataCoding
+	}{
+		{0x11, []byte{'h', 'i'}, "hi", nil, messages.CodingGSM7},
+		{0xF1, []byte{'h', 'i'}, "hi", nil, messages.CodingGSM7},
+		{0x16, []byte{0xDE, 0xAD}, "", []byte{0xDE, 0xAD}, messages.CodingBinary},
+		{0x1A, []byte{0x00, 0xFC}, "ü", nil, messages.CodingUCS2},
+	} {
+		text, bin, coding, err := DecodeContent(c.dc, c.in)
+		if err != nil || text != c.text || string(bin) != string(c.bin) || coding != c.coding {
+			t.Errorf("DecodeContent(0x%02X, % X) = %q, % X, %q, %v; want %q, % X, %q", c.dc, c.in, text, bin, coding, err, c.text, c.bin, c.coding)
 		}
 	}
 }

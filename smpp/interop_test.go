@@ -177,7 +177,7 @@ func TestInteropNetSMPPSMSC(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return b, DataCodingOf(used)
+		return b, DataCodingOf(used, nil)
 	}
 	long := strings.Repeat("0123456789", 16) + "€!" // 162 characters, 163 septets: two parts
 	longSeptets, _ := content(messages.CodingGSM7, long, nil)

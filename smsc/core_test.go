@@ -72,8 +72,16 @@ func TestShortToSubmission(t *testing.T) {
 	}
 	sub, r := ok.Submission([]byte{0x48, 0x69, 0x1B, 0x65}, smpp.DCDefault, "esme1", now)
 	if r != nil || sub.Body != "Hi€" || sub.DataCoding != messages.CodingGSM7 || sub.ReceiptTo != "esme1" ||
-		sub.ValidityUntil == nil || !sub.ValidityUntil.Equal(now.Add(time.Hour)) || sub.Validate() != nil {
+		sub.ValidityUntil == nil || !sub.ValidityUntil.Equal(now.Add(time.Hour)) || sub.MessageClass != nil || sub.Validate() != nil {
 		t.Errorf("submission %+v, %v", sub, r)
+	}
+	// A data_coding with a message class keeps it (0xF1: GSM 7-bit, class
+	// 1; 0x18: UCS-2, class 0).
+	for dc, want := range map[byte]int{0xF1: 1, 0x18: 0} {
+		sub, r := ok.Submission([]byte{0x00, 0x48}, dc, "esme1", now)
+		if r != nil || sub.MessageClass == nil || *sub.MessageClass != want || sub.Validate() != nil {
+			t.Errorf("data_coding 0x%02X: submission %+v, %v; want message class %d", dc, sub, r, want)
+		}
 	}
 	for rd, want := range map[byte][2]any{0: {"", false}, smpp.RegisteredFinal: {"esme1", false}, smpp.RegisteredFailure: {"esme1", true}, 0x13: {"esme1", false}} {
 		sub, _ := Short{Source: "1", Dest: "1", RegisteredDelivery: rd}.Submission([]byte("x"), 0, "esme1", now)

@@ -96,7 +96,7 @@ func (s Short) Submission(content []byte, dc byte, account string, now time.Time
 		return messages.Submission{}, malformed(smpp.StatusInvalidMsgLen, "the message is empty")
 	}
 	sub := messages.Submission{SourceMSISDN: s.Source, DestinationMSISDN: s.Dest, Body: text,
-		Options: messages.Options{DataCoding: coding, Binary: bin}}
+		Options: messages.Options{DataCoding: coding, Binary: bin, MessageClass: smpp.ClassOf(dc)}}
 	if s.Validity != "" {
 		t, err := ParseTime(s.Validity, now)
 		if err != nil {

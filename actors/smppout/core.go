@@ -41,7 +41,7 @@ func Submits(out messages.Outgoing, o messages.SMPPOptions, ref func() byte) ([]
 	if err != nil {
 		return nil, err
 	}
-	base := smpp.SM{Source: src, Dest: dst, DataCoding: smpp.DataCodingOf(used)}
+	base := smpp.SM{Source: src, Dest: dst, DataCoding: smpp.DataCodingOf(used, out.MessageClass)}
 	if o.Receipts {
 		base.RegisteredDelivery = smpp.RegisteredFinal
 	}

@@ -101,6 +101,40 @@ func TestSubmits(t *testing.T) {
 	}
 }
 
+// TestSubmitsCarryTheMessageClass: a message's class is in the data_coding
+// of every submit_sm it becomes (each part of a long text, a whole text in
+// message_payload), by its coding: GSM 7-bit 0xF0|class, UCS-2
+// 0x18|class, binary 0xF4|class; its content is encoded as without one.
+func TestSubmitsCarryTheMessageClass(t *testing.T) {
+	for _, c := range []struct {
+		url   string
+		out   messages.Outgoing
+		dc    byte
+		parts int
+	}{
+		{"smpp://me@h:1", messages.Outgoing{Body: strings.Repeat("a", 200), Options: messages.Options{MessageClass: messages.Class(0)}}, 0xF0, 2},
+		{"smpp://me@h:1?long=payload", messages.Outgoing{Body: strings.Repeat("a", 200), Options: messages.Options{MessageClass: messages.Class(0)}}, 0xF0, 1},
+		{"smpp://me@h:1", messages.Outgoing{Body: strings.Repeat("☎", 80), Options: messages.Options{MessageClass: messages.Class(1)}}, 0x19, 2},
+		{"smpp://me@h:1", messages.Outgoing{Body: "Hi", Options: messages.Options{DataCoding: messages.CodingUCS2, MessageClass: messages.Class(3)}}, 0x1B, 1},
+		{"smpp://me@h:1", messages.Outgoing{Options: messages.Options{DataCoding: messages.CodingBinary, Binary: []byte{1}, MessageClass: messages.Class(2)}}, 0xF6, 1},
+	} {
+		c.out.ID, c.out.SourceMSISDN, c.out.DestinationMSISDN = "m-1", "15550001", "447700900123"
+		sms, err := Submits(c.out, opts(t, c.url), func() byte { return 1 })
+		if err != nil || len(sms) != c.parts {
+			t.Fatalf("%s class %d: %d submits, %v; want %d", c.url, *c.out.MessageClass, len(sms), err, c.parts)
+		}
+		plain := c.out
+		plain.MessageClass = nil
+		without, _ := Submits(plain, opts(t, c.url), func() byte { return 1 })
+		for i, sm := range sms {
+			if sm.DataCoding != c.dc || string(sm.ShortMessage) != string(without[i].ShortMessage) {
+				t.Errorf("%s class %d: part %d data_coding 0x%02X (want 0x%02X), content % X (want % X)",
+					c.url, *c.out.MessageClass, i+1, sm.DataCoding, c.dc, sm.ShortMessage, without[i].ShortMessage)
+			}
+		}
+	}
+}
+
 // With long=payload a long text goes whole in one message_payload (up to
 // 65,535 octets), whatever number of parts it would take: 40,000 GSM
 // septets would be 262 parts, more than a concatenation header counts.
