@@ -596,3 +596,60 @@ func TestUIOldestWaitsOnTheNodesClock(t *testing.T) {
 		t.Fatalf("the outbox tile says %q of a message accepted seconds ago (the node's clock is 30 min behind the browser's), want seconds", got)
 	}
 }
+
+// TestUIMessageDetailShowsClassAndDeferrals: the message dialog showed
+// neither a message's class (message_class) nor how many deferrals a
+// history entry folds (deferrals, last_at) other than deep in its detail
+// text. The class is shown now beside the data coding (what it means,
+// for class 0), and a deferral entry has a count beside its state, the
+// last deferral's time in its tooltip.
+func TestUIMessageDetailShowsClassAndDeferrals(t *testing.T) {
+	needChromium(t)
+	h := startNode(t, testConfig(t))
+	wh := newWebhook(t, 429, 429, 429) // three deferrals of attempt 1, then delivered
+	h.webhookFrontend("hook", wh.srv.URL, "33")
+	var r struct{ ID string }
+	h.must(202, "POST", "/api/messages", map[string]any{
+		"source_msisdn": "+15550001", "destination_msisdn": "+33123", "message_body": "flash", "message_class": 0,
+	}, &r)
+	m := h.waitState(r.ID, messages.StateDelivered)
+	var lastAt string
+	for _, e := range m.History {
+		if e.Deferrals == 3 && e.LastAt != nil {
+			lastAt = e.LastAt.UTC().Format("2006-01-02 15:04:05.000")
+		}
+	}
+	if lastAt == "" {
+		t.Fatalf("no history entry folds the 3 deferrals: %+v", m.History)
+	}
+
+	br := newBrowser(t)
+	br.do("open the message by its id",
+		chromedp.Navigate(h.base+"/"),
+		chromedp.WaitVisible(chromedp.ID("search")),
+		chromedp.SetValue(chromedp.ID("search"), r.ID),
+		chromedp.Click(chromedp.CSS("#search-form button[type=submit]")),
+		chromedp.WaitVisible(chromedp.CSS("#msg-dialog[open] #md-history")))
+	fields := value(br, "read the fields", chromedp.Evaluate[map[string]string](`Object.fromEntries(
+		[...document.querySelectorAll('#md-fields dt')].map((dt) => [dt.textContent, dt.nextElementSibling.textContent]))`))
+	if got := fields["message class"]; got != "class 0 (flash: shown at once, not stored)" {
+		t.Errorf("the message class shows %q, want class 0 (flash…); fields %v", got, fields)
+	}
+	counts := value(br, "read the deferral counts", chromedp.Evaluate[[][]string](`[...document.querySelectorAll('#md-history .deferrals')].map((d) => [d.textContent, d.title])`))
+	if len(counts) != 1 || counts[0][0] != "3 deferrals" || !strings.Contains(counts[0][1], "the last at "+lastAt) {
+		t.Fatalf("the history's deferral counts are %q, want one: 3 deferrals, its title naming the last at %s", counts, lastAt)
+	}
+
+	// A message without a class has no class row.
+	plain := h.submit("", "33124")
+	h.waitState(plain, messages.StateDelivered)
+	br.do("open the message without a class",
+		chromedp.Click(chromedp.ID("md-close")), chromedp.WaitNotPresent(chromedp.CSS("#msg-dialog[open]")),
+		chromedp.SetValue(chromedp.ID("search"), plain),
+		chromedp.Click(chromedp.CSS("#search-form button[type=submit]")),
+		waitJS("its fields", fmt.Sprintf(`document.getElementById('md-id').textContent === %q`, plain)))
+	labels := value(br, "read its fields", chromedp.Evaluate[[]string](`[...document.querySelectorAll('#md-fields dt')].map((dt) => dt.textContent)`))
+	if slices.Contains(labels, "message class") || !slices.Contains(labels, "data coding") {
+		t.Errorf("a message without a class shows the fields %v, want data coding and no message class", labels)
+	}
+}

@@ -25,6 +25,13 @@
     peer_rejected: 'the peer refused it permanently',
     peer_unsupported: 'its peer lacks the capability its data coding or times need: upgrade the peer, then resubmit',
   };
+  // The SMS message classes (GSM 03.38; docs/api.md, message_class).
+  const MESSAGE_CLASSES = [
+    'flash: shown at once, not stored',
+    'mobile equipment specific',
+    'SIM specific',
+    'terminal equipment specific',
+  ];
 
   const REFRESH_MS = 2000;
   const TIMEOUT_MS = 8000;
@@ -743,6 +750,25 @@
     return el('a', { class: 'mono', id: 'md-trace', href: tmpl.split('{trace_id}').join(id), target: '_blank', rel: 'noopener noreferrer' }, id);
   }
 
+  // classText says what a message_class is: "class 0 (flash: …)".
+  function classText(c) {
+    const what = MESSAGE_CLASSES[c];
+    return 'class ' + c + (what ? ' (' + what + ')' : '');
+  }
+
+  // deferralsNote is the count of deferrals a history entry folds (the
+  // frontend was too busy to take the message), beside its state, with
+  // the attempt and the first and last deferral's times as its tooltip;
+  // null for any other entry. Its detail says the same at length.
+  function deferralsNote(h) {
+    if (typeof h.deferrals !== 'number' || h.deferrals < 1) return null;
+    const title = 'deferred ' + plural(h.deferrals, 'time', 'times') +
+      (typeof h.attempt === 'number' ? ' (attempt ' + h.attempt + ' given back)' : '') +
+      ', the first at ' + fmtTime(h.at, true) +
+      (h.last_at ? ', the last at ' + fmtTime(h.last_at, true) : '') + ' (UTC)';
+    return el('span', { class: 'deferrals', title }, plural(h.deferrals, 'deferral', 'deferrals'));
+  }
+
   function showMessage(m, keepNotice) {
     current = m;
     if (!keepNotice) $('md-notice').replaceChildren();
@@ -761,6 +787,7 @@
       ['destination SMSC', m.dest_smsc || '—'],
       ['attempts', fmtCount(m.attempts)],
       ['data coding', m.data_coding || 'unspecified (text)'],
+      typeof m.message_class === 'number' ? ['message class', classText(m.message_class)] : null,
       ['created (UTC)', fmtTime(m.created_at, true)],
       ['submitted (UTC)', m.submitted_at ? fmtTime(m.submitted_at, true) : '—'],
       ['updated (UTC)', fmtTime(m.updated_at, true)],
@@ -769,7 +796,7 @@
       ['deliver after (UTC)', m.deliver_after ? fmtTime(m.deliver_after, true) : '—'],
       ['trace', traceCell(m.trace_id)],
     ];
-    $('md-fields').replaceChildren(...fields.flatMap(([k, v]) => [el('dt', null, k), el('dd', null, v)]));
+    $('md-fields').replaceChildren(...fields.filter(Boolean).flatMap(([k, v]) => [el('dt', null, k), el('dd', null, v)]));
     // A binary body is shown as its base64, as the API carries it.
     $('md-body').textContent = m.message_body_base64 !== undefined
       ? 'binary (base64): ' + String(m.message_body_base64)
@@ -779,7 +806,7 @@
     $('md-history').replaceChildren(...(history.length
       ? history.map((h, i) => el('tr', null,
         el('td', { class: 'num muted' }, String(i + 1)),
-        el('td', null, badge(h.state)),
+        el('td', null, badge(h.state), deferralsNote(h)),
         timeCell(h.at, true),
         el('td', null, h.detail || '')))
       : [el('tr', null, el('td', { colspan: 4, class: 'empty' }, 'No history recorded.'))]));
