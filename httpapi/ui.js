@@ -23,7 +23,7 @@
     rejected: 'the frontend refused it permanently',
     forward_timeout: 'its peer stayed unreachable (--forward-max-retries x --forward-retry-interval)',
     peer_rejected: 'the peer refused it permanently',
-    peer_unsupported: 'its peer lacks the capability its data coding or times need: upgrade the peer, then resubmit',
+    peer_unsupported: 'its peer lacks the capability its data coding, message class or times need: upgrade the peer, then resubmit',
   };
   // The SMS message classes (GSM 03.38; docs/api.md, message_class).
   const MESSAGE_CLASSES = [
