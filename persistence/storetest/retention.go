@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
@@ -24,6 +25,8 @@ func retentionCases() []testCase {
 		{"RequestValidated", purgeValidated},
 		{"CountsFollowPurges", purgeCounts},
 		{"CompactAfterPurge", purgeCompact},
+		{"RecordsAMessageChangedSinceItsRead", purgeRecordsAMessageChangedSinceItsRead},
+		{"RacesResubmits", purgeRacesResubmits},
 	}
 }
 
@@ -368,4 +371,175 @@ func purgeSeen(f *fixture) {
 	m := f.get("pao-receipt")
 	req.Seen = map[string]int{m.ID: len(m.History)}
 	f.wantIDs("purged after a new read", purgedIDs(f.purge(req, []string{m.ID})), "pao-receipt")
+}
+
+// purgeRecordsAMessageChangedSinceItsRead: the cleaner writes a message's
+// call record from what Purgeable read, then purges what is unchanged
+// since (Seen). A failed message resubmitted in between is kept; it comes
+// to rest again, and the next pass records and purges it. Its two records
+// then share id and created_at, and the one with the latest final_at (its
+// last transition) is the message as it was purged, the rule
+// docs/operations.md gives call records' readers.
+func purgeRecordsAMessageChangedSinceItsRead(f *fixture) {
+	f.accept(base, newMsg("pr-changed"))
+	f.fail(at(hour), "pr-changed")
+	type record struct {
+		state            messages.State
+		created, finalAt time.Time
+	}
+	var records []record
+	pass := func(now time.Time, between func()) []persistence.Purged {
+		req := retention(now, now.Add(-hour/2), now.Add(-hour/2))
+		read, err := f.store.Purgeable(f.ctx, req)
+		if err != nil {
+			f.Fatalf("Purgeable: %v", err)
+		}
+		req.Seen = map[string]int{}
+		var ids []string
+		for _, m := range read {
+			records = append(records, record{m.State, m.CreatedAt, m.History[len(m.History)-1].At}) // retention.RecordOf's times
+			req.Seen[m.ID] = len(m.History)
+			ids = append(ids, m.ID)
+		}
+		if between != nil {
+			between()
+		}
+		return f.purge(req, ids)
+	}
+	if got := pass(at(10*hour), func() {
+		f.resubmit(at(10*hour), persistence.Reroute{ID: "pr-changed", Frontend: feA, State: messages.StatePending, Detail: "resubmitted",
+			Work: &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: feA}})
+	}); len(got) != 0 {
+		f.Fatalf("purged %v though resubmitted since its read", purgedIDs(got))
+	}
+	f.claimDelivery(feA, ownerA, at(11*hour), 10)
+	f.fail(at(11*hour), "pr-changed")
+	got := pass(at(20*hour), nil)
+	if len(got) != 1 || got[0].State != messages.StateFailed {
+		f.Fatalf("second pass purged %+v, want pr-changed, failed", got)
+	}
+	if len(records) != 2 || !records[0].created.Equal(records[1].created) {
+		f.Fatalf("records %+v, want two of one message (the same created_at)", records)
+	}
+	last := records[0]
+	if records[1].finalAt.After(last.finalAt) {
+		last = records[1]
+	}
+	if !last.finalAt.Equal(norm(at(11*hour))) || last.state != got[0].State {
+		f.Errorf("the record with the latest final_at is %+v; want the message as purged: failed at %v", last, norm(at(11*hour)))
+	}
+}
+
+// purgeRacesResubmits: resubmits of failed messages race
+// purges of them (by the candidates' query, and by ids read before); a
+// message whose resubmit applied is never purged, one purged is never
+// resubmitted, and the counts follow.
+func purgeRacesResubmits(f *fixture) {
+	const n = 150
+	var all []string
+	for i := range n {
+		id := fmt.Sprintf("rr-%03d", i)
+		all = append(all, id)
+		f.accept(base, newMsg(id))
+		f.fail(at(hour), id)
+	}
+	req := retention(at(10*hour), at(9*hour), at(9*hour))
+	req.Limit = 7
+	var (
+		mu        sync.Mutex
+		purged    = map[string]int{}
+		applied   = map[string]bool{}
+		errs      []error
+		wg        sync.WaitGroup
+		resubDone = make(chan struct{})
+	)
+	note := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		defer close(resubDone)
+		for i := len(all) - 1; i >= 0; i-- {
+			res, err := f.store.Resubmit(f.ctx, at(10*hour), []persistence.Reroute{{ID: all[i], Frontend: feA, State: messages.StatePending,
+				Detail: "resubmitted", Work: &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: feA}}})
+			if err != nil {
+				note(err)
+				continue
+			}
+			if len(res) == 1 && res[0].Applied {
+				mu.Lock()
+				applied[all[i]] = true
+				mu.Unlock()
+			}
+		}
+	}()
+	sweeper := func(byIDs bool) {
+		defer wg.Done()
+		for {
+			var got []persistence.Purged
+			var err error
+			if byIDs {
+				var read []messages.Message
+				read, err = f.store.Purgeable(f.ctx, req)
+				if err == nil && len(read) > 0 {
+					r := req
+					r.Seen = map[string]int{}
+					var ids []string
+					for _, m := range read {
+						r.Seen[m.ID] = len(m.History)
+						ids = append(ids, m.ID)
+					}
+					got, err = f.store.Purge(f.ctx, r, ids)
+				}
+			} else {
+				got, err = f.store.Purge(f.ctx, req, nil)
+			}
+			if err != nil {
+				note(err)
+			}
+			mu.Lock()
+			for _, p := range got {
+				purged[p.ID]++
+			}
+			mu.Unlock()
+			select {
+			case <-resubDone:
+				if len(got) == 0 {
+					return
+				}
+			default:
+			}
+		}
+	}
+	go sweeper(false)
+	go sweeper(true)
+	wg.Wait()
+	for _, err := range errs {
+		f.Errorf("race: %v", err)
+	}
+	kept := 0
+	for _, id := range all {
+		_, err := f.store.GetMessage(f.ctx, id)
+		present := err == nil
+		switch {
+		case applied[id] && purged[id] > 0:
+			f.Errorf("%s: resubmit applied and purged", id)
+		case applied[id] && !present:
+			f.Errorf("%s: resubmit applied, gone", id)
+		case !applied[id] && present:
+			f.Errorf("%s: neither resubmitted nor purged", id)
+		case purged[id] > 1:
+			f.Errorf("%s purged %d times", id, purged[id])
+		}
+		if present {
+			kept++
+		}
+	}
+	st := f.stats()
+	if st.ByState[messages.StatePending] != int64(kept) || st.ByState[messages.StateFailed] != 0 {
+		f.Errorf("counts %v, want pending %d (kept) and failed 0", st.ByState, kept)
+	}
 }
