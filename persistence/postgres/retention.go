@@ -42,18 +42,19 @@ func purgeableArgs(req persistence.PurgeRequest) []any {
 // withHistory is the statement that reads the messages whose ids keys (a
 // relation with an id column, aliased k) names, each with the history
 // entries its row holds (first_state, first_detail; second_state,
-// second_at, second_detail) and its history rows as arrays, oldest first;
-// scanWithHistory reads its rows.
+// second_at, second_detail, second_attempt, second_deferrals,
+// second_last_at) and its history rows as arrays, oldest first, from one
+// walk of the message's history rows; scanWithHistory reads its rows.
 func withHistory(keys string) string {
 	return `SELECT ` + columns("m") + `, m.first_state, m.first_detail, m.second_state, m.second_at, m.second_detail,
 	m.second_attempt, m.second_deferrals, m.second_last_at,
-	array(SELECT h.state FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal),
-	array(SELECT h.at FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal),
-	array(SELECT h.detail FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal),
-	array(SELECT h.attempt FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal),
-	array(SELECT h.deferrals FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal),
-	array(SELECT h.last_at FROM history h WHERE h.message_id = m.id ORDER BY h.ordinal)
-FROM messages m JOIN ` + keys + ` ON m.id = k.id`
+	coalesce(h.states, '{}'), coalesce(h.ats, '{}'), coalesce(h.details, '{}'),
+	coalesce(h.attempts, '{}'), coalesce(h.deferrals, '{}'), coalesce(h.lasts, '{}')
+FROM messages m JOIN ` + keys + ` ON m.id = k.id
+LEFT JOIN LATERAL (SELECT array_agg(h.state ORDER BY h.ordinal) AS states, array_agg(h.at ORDER BY h.ordinal) AS ats,
+	array_agg(h.detail ORDER BY h.ordinal) AS details, array_agg(h.attempt ORDER BY h.ordinal) AS attempts,
+	array_agg(h.deferrals ORDER BY h.ordinal) AS deferrals, array_agg(h.last_at ORDER BY h.ordinal) AS lasts
+	FROM history h WHERE h.message_id = m.id) h ON true`
 }
 
 // scanWithHistory reads one row of withHistory, its history put together
