@@ -267,6 +267,7 @@ func (w *Worker) takeAll(m *busMsgs, now time.Time) {
 		w.log.Info("messages a fetch from the delivery bus of the worker before its restart got go back to the bus",
 			"messages", len(m.ms))
 	}
+	var refused []settlement[*bus.Msg]
 	for _, bm := range m.ms {
 		nak, cancel := w.link.take(m.f, bm.ID, bm, now, w.core.Named)
 		if !cancel {
@@ -276,8 +277,9 @@ func (w *Worker) takeAll(m *busMsgs, now time.Time) {
 		if w.fetching.cancel != nil {
 			w.fetching.cancel()
 		}
-		w.afterFetch(delayNaks(nak, busRefusedNak))
+		refused = append(refused, nak...)
 	}
+	w.afterFetch(delayNaks(refused, busRefusedNak)) // once for the batch: one wait for the fetch's end
 }
 
 // settle settles bus messages as the bus link decided.
