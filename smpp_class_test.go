@@ -77,17 +77,20 @@ func TestSMPPSubmitKeepsTheMessageClass(t *testing.T) {
 	if _, err := s.Bind(ctx, smpp.BindTransceiver, smpp.Bind{SystemID: "app", Password: "any"}); err != nil {
 		t.Fatalf("bind: %v", err)
 	}
-	submit := func(dc byte) string {
+	submit := func(dc byte, tlvs ...smpp.TLV) string {
 		t.Helper()
 		resp, err := s.Request(ctx, smpp.PDU{Command: smpp.SubmitSM, Body: &smpp.SM{Source: smpp.Address{Addr: "Shop"},
-			Dest: smpp.Address{Addr: "447700900001"}, DataCoding: dc, ShortMessage: []byte("hello")}})
+			Dest: smpp.Address{Addr: "447700900001"}, DataCoding: dc, ShortMessage: []byte("hello"), TLVs: tlvs}})
 		if err != nil || resp.Status != smpp.StatusOK {
 			t.Fatalf("submit_sm with data_coding 0x%02X: %v %s", dc, err, resp.Status)
 		}
 		return resp.Body.(*smpp.SMResp).MessageID
 	}
 	classed, plain := submit(0xF1), submit(smpp.DCDefault)
-	for id, want := range map[string]string{classed: "1", plain: "none"} {
+	// dest_addr_subunit 1 (the MS display) is the ESME's other way to ask
+	// for a flash SMS (class 0).
+	flash := submit(smpp.DCDefault, smpp.TLV{Tag: smpp.TagDestAddrSubunit, Value: []byte{1}})
+	for id, want := range map[string]string{classed: "1", plain: "none", flash: "0"} {
 		m := h.waitState(id, messages.StateDelivered)
 		if got := classOf(m.MessageClass); got != want || m.DataCoding != messages.CodingGSM7 || m.Body != "hello" {
 			t.Errorf("%s stored with message_class %s, data_coding %q, body %q; want %s, gsm7, hello", id, got, m.DataCoding, m.Body, want)

@@ -72,6 +72,21 @@ func ClassOf(dc byte) *int {
 	return messages.Class(int(dc & dcClassNumber))
 }
 
+// ClassOfSubunit is the message class a dest_addr_subunit asks for (SMPP
+// v3.4 section 5.3.2.1, the ESME's other way to ask for one): 1, the MS
+// display, is class 0 (flash); 2, the mobile equipment, class 1; 3, the
+// SIM, class 2; 4, an external unit, class 3; 0 (unknown) none. ok is
+// false for the reserved values 5-255.
+func ClassOfSubunit(v byte) (class *int, ok bool) {
+	switch {
+	case v == 0:
+		return nil, true
+	case v <= 4:
+		return messages.Class(int(v) - 1), true
+	}
+	return nil, false
+}
+
 // generalWithClass reports whether dc is a general data coding with a
 // message class and an alphabet this node reads (0x10-0x1B).
 func generalWithClass(dc byte) bool {

@@ -10,6 +10,7 @@ type Tag uint16
 
 // The TLVs in use.
 const (
+	TagDestAddrSubunit      Tag = 0x0005
 	TagReceiptedMessageID   Tag = 0x001E
 	TagUserMessageReference Tag = 0x0204
 	TagSARMsgRefNum         Tag = 0x020C
@@ -23,7 +24,7 @@ const (
 
 // fixedLen is the value length of the TLVs whose length is fixed.
 var fixedLen = map[Tag]int{
-	TagUserMessageReference: 2, TagSARMsgRefNum: 2, TagSARTotalSegments: 1, TagSARSegmentSeqnum: 1,
+	TagDestAddrSubunit: 1, TagUserMessageReference: 2, TagSARMsgRefNum: 2, TagSARTotalSegments: 1, TagSARSegmentSeqnum: 1,
 	TagSCInterfaceVersion: 1, TagNetworkErrorCode: 3, TagMessageState: 1,
 }
 

@@ -83,6 +83,19 @@ func TestShortToSubmission(t *testing.T) {
 			t.Errorf("data_coding 0x%02X: submission %+v, %v; want message class %d", dc, sub, r, want)
 		}
 	}
+	// dest_addr_subunit asks for a class too (1-4: class 0-3): alone, or
+	// with a data_coding of the same class.
+	for _, c := range []struct {
+		subunit, dc byte
+		want        int
+	}{{1, smpp.DCDefault, 0}, {4, smpp.DCUCS2, 3}, {2, 0xF1, 1}, {3, 0x1A, 2}} {
+		sh := ok
+		sh.Subunit = c.subunit
+		sub, r := sh.Submission([]byte{0x00, 0x48}, c.dc, "esme1", now)
+		if r != nil || sub.MessageClass == nil || *sub.MessageClass != c.want || sub.Validate() != nil {
+			t.Errorf("dest_addr_subunit %d, data_coding 0x%02X: submission %+v, %v; want message class %d", c.subunit, c.dc, sub, r, c.want)
+		}
+	}
 	for rd, want := range map[byte][2]any{0: {"", false}, smpp.RegisteredFinal: {"esme1", false}, smpp.RegisteredFailure: {"esme1", true}, 0x13: {"esme1", false}} {
 		sub, _ := Short{Source: "1", Dest: "1", RegisteredDelivery: rd}.Submission([]byte("x"), 0, "esme1", now)
 		if sub.ReceiptTo != want[0] || sub.ReceiptFailedOnly != want[1] {
@@ -115,6 +128,9 @@ func TestShortToSubmission(t *testing.T) {
 		{Short{Source: "S", Dest: "1"}, nil, 0, smpp.StatusInvalidMsgLen},
 		{Short{Source: "S", Dest: "1", Validity: "bad"}, []byte("x"), 0, smpp.StatusInvalidExpiry},
 		{Short{Source: "S", Dest: "1", Schedule: "bad"}, []byte("x"), 0, smpp.StatusInvalidSched},
+		{Short{Source: "S", Dest: "1", Subunit: 5}, []byte("x"), 0, smpp.StatusInvalidTLVValue},    // reserved
+		{Short{Source: "S", Dest: "1", Subunit: 1}, []byte("x"), 0xF1, smpp.StatusInvalidTLVValue}, // class 0 against class 1
+		{Short{Source: "S", Dest: "1", Subunit: 0}, []byte("x"), 0xF1, smpp.StatusOK},              // unknown: the data_coding's
 	} {
 		st := smpp.StatusOK
 		if r := c.s.Check(); r != nil {

@@ -17,6 +17,9 @@ type Short struct {
 	ESMClass           byte
 	RegisteredDelivery byte
 	DataCoding         byte
+	// Subunit is the dest_addr_subunit TLV (0 when absent): a message
+	// class asked for beside data_coding (class).
+	Subunit            byte
 	Schedule, Validity string // SMPP times (submit_sm only)
 	// SM is the submit_sm (or a data_sm made into one) whose
 	// concatenation PartOf reads.
@@ -28,14 +31,21 @@ func ShortOf(p smpp.PDU) (Short, bool) {
 	switch b := p.Body.(type) {
 	case *smpp.SM:
 		return Short{Source: b.Source.Addr, Dest: b.Dest.Addr, ESMClass: b.ESMClass, RegisteredDelivery: b.RegisteredDelivery,
-			DataCoding: b.DataCoding, Schedule: b.ScheduleDeliveryTime, Validity: b.ValidityPeriod, SM: b}, true
+			DataCoding: b.DataCoding, Subunit: subunitOf(b.TLVs), Schedule: b.ScheduleDeliveryTime, Validity: b.ValidityPeriod, SM: b}, true
 	case *smpp.DataSMBody:
 		sm := &smpp.SM{Source: b.Source, Dest: b.Dest, ESMClass: b.ESMClass, RegisteredDelivery: b.RegisteredDelivery,
 			DataCoding: b.DataCoding, TLVs: b.TLVs}
 		return Short{Source: b.Source.Addr, Dest: b.Dest.Addr, ESMClass: b.ESMClass, RegisteredDelivery: b.RegisteredDelivery,
-			DataCoding: b.DataCoding, SM: sm}, true
+			DataCoding: b.DataCoding, Subunit: subunitOf(b.TLVs), SM: sm}, true
 	}
 	return Short{}, false
+}
+
+// subunitOf is the dest_addr_subunit of ts, 0 when it has none (its
+// length, one octet, is checked as the PDU is read).
+func subunitOf(ts smpp.TLVs) byte {
+	v, _ := ts.Uint(smpp.TagDestAddrSubunit)
+	return byte(v)
 }
 
 // Refusal is a submit the node answers with a command_status other than
@@ -95,8 +105,12 @@ func (s Short) Submission(content []byte, dc byte, account string, now time.Time
 	if text == "" && bin == nil {
 		return messages.Submission{}, malformed(smpp.StatusInvalidMsgLen, "the message is empty")
 	}
+	class, r := s.class(dc)
+	if r != nil {
+		return messages.Submission{}, r
+	}
 	sub := messages.Submission{SourceMSISDN: s.Source, DestinationMSISDN: s.Dest, Body: text,
-		Options: messages.Options{DataCoding: coding, Binary: bin, MessageClass: smpp.ClassOf(dc)}}
+		Options: messages.Options{DataCoding: coding, Binary: bin, MessageClass: class}}
 	if s.Validity != "" {
 		t, err := ParseTime(s.Validity, now)
 		if err != nil {
@@ -118,6 +132,27 @@ func (s Short) Submission(content []byte, dc byte, account string, now time.Time
 		sub.ReceiptTo, sub.ReceiptFailedOnly = account, true
 	}
 	return sub, nil
+}
+
+// class is the message class the submit asks for: by its data_coding
+// (0xF0-0xF7, 0x10-0x1B), by its dest_addr_subunit (1-4), or by both
+// when they agree. A reserved subunit, or one that asks for another
+// class than the data_coding, is refused (ESME_RINVOPTPARAMVAL) rather
+// than one of them dropped: a flash SMS must not arrive as an ordinary
+// one, nor the other way round.
+func (s Short) class(dc byte) (*int, *Refusal) {
+	byCoding := smpp.ClassOf(dc)
+	bySubunit, ok := smpp.ClassOfSubunit(s.Subunit)
+	switch {
+	case !ok:
+		return nil, malformed(smpp.StatusInvalidTLVValue, "dest_addr_subunit 0x%02X is reserved (0 to 4 are defined)", s.Subunit)
+	case bySubunit == nil:
+		return byCoding, nil
+	case byCoding != nil && *byCoding != *bySubunit:
+		return nil, malformed(smpp.StatusInvalidTLVValue, "dest_addr_subunit 0x%02X asks for message class %d, data_coding 0x%02X for class %d",
+			s.Subunit, *bySubunit, dc, *byCoding)
+	}
+	return bySubunit, nil
 }
 
 // refusalOf is the node's refusal of a submission (an error of
