@@ -753,6 +753,11 @@ func (n *Node) teardown(ctx context.Context) error {
 	n.ready.Store(false)
 	n.serving.Store(nil)
 	close(n.stopping) // long-polls answer at once
+	if n.smpp != nil {
+		// A client that closes from now on (its worker stopped) gives the
+		// store what is left of ctx for the receipts it answered.
+		n.smpp.Stopping(ctx)
+	}
 	var errs []error
 	if n.https != nil {
 		// No new connections; requests under way (submits waiting for their

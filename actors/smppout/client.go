@@ -165,6 +165,9 @@ type Client struct {
 	stopRecheck func() bool
 	rechecks    sync.WaitGroup
 	ended       bool
+	// stopBy is when the node's stop must end, on the client's clock
+	// (zero: no stop under way): see Stopping.
+	stopBy time.Time
 }
 
 // New starts the client of cfg.Frontend: it dials at once.
@@ -210,13 +213,24 @@ func (c *Client) State() smpp.BindState {
 	return s.State()
 }
 
+// Stopping tells the client that the node's stop has begun and must end
+// by by, on the client's clock: when it closes, it gives the store the
+// stop's time left for the receipts it answered, but stopReserve for the
+// rest of the stop, instead of closeStoreWait (see Close).
+func (c *Client) Stopping(by time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stopBy = by
+}
+
 // Close unbinds (waiting at most the response timeout) and stops the
 // client; a Submit under way ends with a retry. A receipt not answered
 // yet that is being recorded is not (its store call is canceled: the SMSC
 // sends it again); the receipts answered already (held for their
 // message's verdict) are recorded first: those of a verdict committed
-// (Committed) and those a last look-up finds, the store given
-// closeStoreWait for them once the client is unbound (those it has not
+// (Committed) and those a last look-up finds, the store given the time
+// the node's stop has left (Stopping, less stopReserve), or closeStoreWait
+// outside a stop, for them once the client is unbound (those it has not
 // recorded by then are lost, each logged). None runs on the store once
 // Close returns. Safe to call more than once, at once too: each call
 // returns once the client has stopped.

@@ -1,9 +1,12 @@
 package smppout
 
 import (
+	"context"
 	"sort"
 	"sync"
+	"time"
 
+	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/smpp"
 )
@@ -35,6 +38,9 @@ type Clients struct {
 	// their long texts do not share references. One small counter per
 	// frontend name the instance served: kept until Close.
 	refs map[string]*Refs
+	// stopBy is when the node's stop must end, on the clients' clock
+	// (zero: no stop under way): see Stopping.
+	stopBy time.Time
 }
 
 // NewClients returns the registry; base is every client's Config but its
@@ -71,9 +77,39 @@ func (cs *Clients) Get(fe messages.Frontend) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !cs.stopBy.IsZero() {
+		c.Stopping(cs.stopBy)
+	}
 	cs.m[fe.Name] = c
 	cs.users[c] = 1
 	return c, nil
+}
+
+// Stopping tells the clients that the node's stop has begun, within ctx:
+// each client that closes from now on (its last worker's Release, or
+// Close) gives the store the time ctx has left, less stopReserve, to
+// record the receipts it answered (Client.Stopping), those Get starts
+// later too. Without a deadline on ctx, nothing changes (closeStoreWait).
+func (cs *Clients) Stopping(ctx context.Context) {
+	end, ok := ctx.Deadline()
+	if !ok {
+		return
+	}
+	clk := cs.base.Clock
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	// ctx's deadline is the wall clock's; the clients read their own.
+	by := clk.Now().Add(time.Until(end))
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.stopBy = by
+	for _, c := range cs.m {
+		c.Stopping(by)
+	}
+	for c := range cs.retired {
+		c.Stopping(by)
+	}
 }
 
 // Release is a worker's end with c (it stopped: its frontend was deleted

@@ -220,6 +220,88 @@ func TestClientCloseOnADeadStore(t *testing.T) {
 	}
 }
 
+// slowStore is a receipt store in which no message is stored under an
+// SMSC id yet (NoWork) until it slows down (slow): from then on each call
+// waits until release is closed, as on a Postgres store in a failover,
+// then records the receipts unless its context ended first; in counts the
+// calls under way, recorded the receipts recorded.
+type slowStore struct {
+	slow     atomic.Bool
+	release  chan struct{}
+	in       atomic.Int32
+	recorded atomic.Int32
+}
+
+func (s *slowStore) RecordReceipts(ctx context.Context, _ time.Time, rs []persistence.Receipt) ([]persistence.Completion, error) {
+	if !s.slow.Load() {
+		return make([]persistence.Completion, len(rs)), nil // NoWork
+	}
+	s.in.Add(1)
+	defer s.in.Add(-1)
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.recorded.Add(int32(len(rs)))
+	out := make([]persistence.Completion, len(rs))
+	for i := range out {
+		out[i] = persistence.Applied
+	}
+	return out, nil
+}
+
+// TestClientCloseWithinTheNodesStop: at the node's stop, receipts
+// answered ESME_ROK are being recorded (as in TestClientCloseOnADeadStore)
+// in a store that is slow but alive (a Postgres failover). The closing
+// client gave the store a fixed closeStoreWait (5 s) for them, though the
+// node's stop (--shutdown-timeout, 30 s by default) had more time left:
+// they were lost. Told the stop's end (Stopping), it now gives the store
+// the time left but stopReserve, by its clock: a store that answers
+// after 10 s of a 30 s stop records both.
+func TestClientCloseWithinTheNodesStop(t *testing.T) {
+	smsc := smsctest.New(t, "pw", nil)
+	clk := newManualClock()
+	m := newMetrics(t)
+	logger, logs := logtest.New()
+	st := &slowStore{release: make(chan struct{})}
+	c := boundClient(t, "smpp://sb@"+smsc.Addr, Config{Store: st, Clock: clk, Metrics: m, Logger: logger})
+	v := submitHi(c)
+	if v.Status != messages.Delivered || len(v.SMSCMessageIDs) != 1 {
+		t.Fatalf("submit: %+v", v)
+	}
+	for _, id := range []string{v.SMSCMessageIDs[0], "theirs-1"} {
+		if status, err := smsc.Receipt(id, "DELIVRD"); err != nil || status != smpp.StatusOK {
+			t.Fatalf("receipt for %s answered %v %v", id, status, err)
+		}
+	}
+	st.slow.Store(true)
+	c.Committed(v.SMSCMessageIDs)
+	clk.Advance(receiptRecheck)
+	polltest.Until(t, 20*time.Second, "the errand and the recheck in the slow store", func() bool { return st.in.Load() == 2 })
+	start := clk.Now()
+	c.Stopping(start.Add(30 * time.Second))
+	closed := make(chan struct{})
+	go func() { defer close(closed); c.Close() }()
+	polltest.Until(t, 20*time.Second, "the closing client's deadline for the store", func() bool { return !c.errands.until().IsZero() })
+	clk.Advance(10 * time.Second)
+	if !c.errands.until().After(clk.Now()) { // the deadline has passed: its cancel lands before the store answers
+		polltest.Until(t, 20*time.Second, "the store calls canceled", func() bool { return c.errands.answeredContext().Err() != nil })
+	}
+	close(st.release) // the store answers, 10 s into the stop
+	<-closed
+	lost := logs.Records(t, "receipt lost")
+	if n := testutil.ToFloat64(m.receipts.WithLabelValues("smsc", "recorded")); len(lost) != 0 || n != 2 || st.recorded.Load() != 2 {
+		t.Fatalf("a store answering 10 s into a 30 s stop recorded %d receipts (%v counted recorded); %d lost: %v",
+			st.recorded.Load(), n, len(lost), lost)
+	}
+	if got := c.errands.until().Sub(start); got != 30*time.Second-stopReserve {
+		t.Errorf("the closing client gave the store %v of the stop's 30 s; want all but stopReserve (%v)", got, stopReserve)
+	}
+}
+
 // failAfterFirst answers NoWork at its first call, then fails every call
 // (the store went down after the receipt was held).
 type failAfterFirst struct{ calls atomic.Int32 }
@@ -262,5 +344,52 @@ func TestReceiptLostAtTheEndOfItsWaitNamesItsMessage(t *testing.T) {
 	polltest.Until(t, 5*time.Second, "the receipt lost", func() bool { return len(lost()) == 1 })
 	if got := lost(); got[0]["message_id"] != "m-1" {
 		t.Fatalf("the receipt of m-1 (submitted by this client) lost without its message id: %v", got)
+	}
+}
+
+// TestCloseWait: what a client's end gives the store for the receipts it
+// answered: closeStoreWait outside a node's stop; within one, the stop's
+// time left but stopReserve, less than closeStoreWait too, none once that
+// is used up.
+func TestCloseWait(t *testing.T) {
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		by   time.Time
+		want time.Duration
+	}{
+		{"no stop", time.Time{}, closeStoreWait},
+		{"30 s left", now.Add(30 * time.Second), 30*time.Second - stopReserve},
+		{"3 s left", now.Add(3 * time.Second), 3*time.Second - stopReserve},
+		{"less than the reserve left", now.Add(stopReserve / 2), 0},
+		{"past the stop's end", now.Add(-time.Second), 0},
+	} {
+		c := &Client{stopBy: tc.by}
+		if got := c.closeWait(now); got != tc.want {
+			t.Errorf("%s: closeWait = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestClientsStoppingTellsEveryClient: the node's stop (a context's
+// deadline) reaches the clients through Clients.Stopping, on the clients'
+// clock: the client current at the stop (retired by a Get since, still
+// draining) and the one that Get started during the stop.
+func TestClientsStoppingTellsEveryClient(t *testing.T) {
+	first, second := smsctest.New(t, "pw", nil), smsctest.New(t, "pw", nil)
+	clk := newManualClock()
+	cs := newClients(t, Config{Clock: clk})
+	c1 := getBound(t, cs, "smpp://sb@"+first.Addr, "the first bind")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	cs.Stopping(ctx)
+	c2, err := cs.Get(smscFrontend("smpp://sb@" + second.Addr)) // c1 retired
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]*Client{"retired": c1, "started during the stop": c2} {
+		if w := c.closeWait(clk.Now()); w <= closeStoreWait || w > time.Hour-stopReserve {
+			t.Errorf("the %s client gives the store %v at its end; want about the stop's hour left, but stopReserve", name, w)
+		}
 	}
 }

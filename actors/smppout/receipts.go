@@ -33,13 +33,21 @@ const storeTimeout = 30 * time.Second
 // closeStoreWait is how long a closing client, once unbound, still gives
 // the store to record the receipts it answered ESME_ROK already (those of
 // a verdict committed, the recheck under way, the last look-up of those
-// held): 5 s, by the client's clock. A store records them in
-// milliseconds; one that has not in 5 s is taken as down, and each
-// receipt not recorded is logged as lost (see lost), so that a client's
-// end on a dead store does not hold a node's stop (ShutdownTimeout, 30 s
-// by default, shared with the delivery workers' drain and the unbind)
-// for each store call's storeTimeout in turn.
+// held) when no node's stop tells it more (Stopping: its frontend was
+// changed or deleted, or its owner gave no deadline): 5 s, by the
+// client's clock. A store records them in milliseconds; one that has not
+// in 5 s is taken as down, and each receipt not recorded is logged as
+// lost (see lost), so that a client's end on a dead store does not hold
+// its worker for each store call's storeTimeout in turn.
 const closeStoreWait = 5 * time.Second
+
+// stopReserve is what a client closing within a node's stop leaves of the
+// stop's time to the steps after it (the other actors' stops, the bus,
+// the store's close: milliseconds as a rule): the store gets the rest
+// for the receipts answered (closeWait), so that a store slow but alive
+// (a Postgres failover takes seconds) records them and a dead one still
+// lets the stop end in time. 1 s.
+const stopReserve = time.Second
 
 // early is a receipt held for its message: it came before the commit of
 // the verdict naming its SMSC id, here or on another instance.
@@ -71,7 +79,10 @@ type errands struct {
 	answered   context.Context
 	giveUp     context.CancelFunc
 	stopGiveUp func() bool
-	stopped    bool
+	// giveUpAt is when the deadline cancels them, on the client's clock
+	// (zero: none armed).
+	giveUpAt time.Time
+	stopped  bool
 }
 
 // context is the context of the errands run runs, canceled by stop.
@@ -105,8 +116,17 @@ func (e *errands) deadline(clk clock.Clock, d time.Duration) {
 	defer e.mu.Unlock()
 	e.init()
 	if e.stopGiveUp == nil {
+		e.giveUpAt = clk.Now().Add(d)
 		e.stopGiveUp = clk.AfterFunc(d, e.giveUp)
 	}
+}
+
+// until is when the deadline cancels the store calls of receipts answered
+// already (zero: none armed yet).
+func (e *errands) until() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.giveUpAt
 }
 
 // run runs f, which records receipts not answered yet, on a goroutine of
@@ -480,10 +500,10 @@ func (c *Client) recheck() {
 // (answered ESME_ROK: the SMSC does not send them again) are looked up a
 // last time: those whose message is stored now are recorded, the others
 // are lost (counted error, logged), as in a crash. The store calls of
-// receipts answered already, these and those under way, get
-// closeStoreWait from now.
+// receipts answered already, these and those under way, get closeWait
+// from now.
 func (c *Client) endRechecks() {
-	c.errands.deadline(c.cfg.Clock, closeStoreWait)
+	c.errands.deadline(c.cfg.Clock, c.closeWait(c.cfg.Clock.Now()))
 	c.mu.Lock()
 	c.ended = true
 	stop := c.stopRecheck
@@ -507,6 +527,20 @@ func (c *Client) endRechecks() {
 	c.recordAnswered(c.errands.answeredContext(), held, func(e early) {
 		c.lost(e, "the client was closed before its message's verdict was committed", nil)
 	})
+}
+
+// closeWait is how long the client, ending at now, gives the store for
+// the receipts it answered already: within a node's stop (Stopping), the
+// stop's time left but stopReserve (none once that has passed: the stop's
+// time went to the delivery workers' drain); closeStoreWait otherwise.
+func (c *Client) closeWait(now time.Time) time.Duration {
+	c.mu.Lock()
+	by := c.stopBy
+	c.mu.Unlock()
+	if by.IsZero() {
+		return closeStoreWait
+	}
+	return max(by.Sub(now)-stopReserve, 0)
 }
 
 // recordAnswered records es, receipts held and answered ESME_ROK already
