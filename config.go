@@ -767,18 +767,27 @@ func (c Config) Preflight() error {
 
 // preflightDataDir checks that dir is a directory the node can write in,
 // or, when it does not exist yet, that the node can make it: its nearest
-// existing ancestor is a directory it can write in. It makes nothing that
-// stays (a directory made and removed at once is the probe, as truthful
-// for root, a read-only mount or /proc as for anyone), so that a start
-// refused for another flag leaves no data directory behind; the node makes
-// it as it starts.
+// existing ancestor is a directory it can write in, on a file system with
+// room for a new store (newDataDirRoom). It makes nothing that stays (a
+// directory made and removed at once is the probe, as truthful for root, a
+// read-only mount or /proc as for anyone), so that a start refused for
+// another flag leaves no data directory behind; the node makes it as it
+// starts.
+//
+// A full file system is no reason to refuse a data directory that exists:
+// the node serves what it holds and refuses new work with 507 until space
+// comes back (a restart on a full disk must not stop for good, exit 2
+// being no reason to restart). One still to be made has nothing to serve,
+// and the node could not make it, or not its first files: it failed at
+// start (exit 1, the certificate's or the store's write, an empty data
+// directory left behind), so it is refused here, naming the cause.
 func preflightDataDir(dir string) error {
 	fi, err := os.Stat(dir)
 	switch {
 	case err == nil && !fi.IsDir():
 		return fmt.Errorf("%s is a file, not a directory", dir)
 	case err == nil:
-		if err := probeWritable(dir); err != nil {
+		if err := probeWritable(dir); err != nil && !noRoom(err) {
 			return fmt.Errorf("%s is not writable: %w", dir, err)
 		}
 		return nil
@@ -795,6 +804,10 @@ func preflightDataDir(dir string) error {
 			if err := probeWritable(parent); err != nil {
 				return fmt.Errorf("cannot make %s in %s: %w", dir, parent, err)
 			}
+			if free, _, err := space.Usage(parent); err == nil && free < newDataDirRoom {
+				return fmt.Errorf("cannot make %s in %s: its file system has %d bytes free, a new data directory needs %s",
+					dir, parent, free, space.FormatSize(newDataDirRoom))
+			}
 			return nil
 		case !statMissing(err):
 			return fmt.Errorf("cannot make %s: %w", dir, err)
@@ -807,22 +820,28 @@ func preflightDataDir(dir string) error {
 	}
 }
 
+// newDataDirRoom is the free space a data directory still to be made
+// needs on its file system (see preflightDataDir): a new embedded store
+// (160 KiB once migrated) and the self-signed certificate (1 KiB), with
+// room for the store's first writes: 1 MiB.
+const newDataDirRoom = 1 << 20
+
 // statMissing reports whether err of a stat says the path is not there: it
 // does not exist, or a part of it is not a directory.
 func statMissing(err error) bool {
 	return errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
 }
 
+// noRoom reports whether err says the file system is full (or the user's
+// quota used up): writable, but not now.
+func noRoom(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
 // probeWritable makes a directory in dir and removes it: whether the node
 // can make its files and directories there.
 func probeWritable(dir string) error {
 	probe, err := os.MkdirTemp(dir, ".switchboard-probe-")
-	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-		// Writable, and full: the node starts and refuses new work with
-		// 507 storage_full until space comes back (a restart on a full
-		// disk must not stop for good, exit 2 being no reason to restart).
-		return nil
-	}
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {

@@ -1,13 +1,18 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -203,4 +208,61 @@ func (n *e2eNode) raw(method, path string, body any) (int, http.Header, string) 
 		n.T.Fatalf("%s %s: %v", method, path, err)
 	}
 	return a.Status, a.Header, string(a.Body)
+}
+
+// TestNewDataDirOnAFullDisk: a data directory still to be made on a full
+// file system (no inode left: its mkdir fails; no block left: it could be
+// made, empty, but not a file in it) passed the preflight, which takes a
+// full disk for writable (right for a data directory that exists: the node
+// serves what it holds and refuses new work with 507). The node then
+// failed at start, exit 1, with a log line naming no flag (the self-signed
+// certificate's write) or later than the flags', and left an empty data
+// directory behind. A new data directory has nothing to serve: the start
+// is refused at once, exit 2, one line naming --data-dir and the cause,
+// nothing made.
+func TestNewDataDirOnAFullDisk(t *testing.T) {
+	bin := nodetest.Binary(t)
+	for _, tc := range []struct {
+		name, cause string
+		disk        func(t *testing.T) string
+	}{
+		{"no inode left", "no space left on device", func(t *testing.T) string {
+			disk := spacetest.TmpfsInodes(t, 1<<20, 16)
+			for i := 0; ; i++ {
+				err := os.Mkdir(filepath.Join(disk, fmt.Sprintf("d%d", i)), 0o700)
+				if errors.Is(err, syscall.ENOSPC) {
+					return disk
+				}
+				if err != nil || i > 1000 {
+					t.Fatalf("filling the inodes of %s: %v after %d", disk, err, i)
+				}
+			}
+		}},
+		{"no block left", "0 bytes free", func(t *testing.T) string {
+			disk := spacetest.Tmpfs(t, 1<<20)
+			spacetest.Fill(t, disk, 1<<20)
+			return disk
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			disk := tc.disk(t)
+			before, _ := os.ReadDir(disk)
+			data := filepath.Join(disk, "data")
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a node that started after all
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, "run", "--name", "full", "--data-dir", data,
+				"--listen", "127.0.0.1:0", "--metrics-listen", "", "--log-format", "json")
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			code := exitCode(cmd.Run())
+			want := "switchboard: --data-dir: cannot make " + data
+			if lines := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n"); code != 2 || len(lines) != 1 ||
+				!strings.HasPrefix(lines[0], want) || !strings.Contains(lines[0], tc.cause) {
+				t.Errorf("exit %d, stderr %q; want exit 2 and one line starting %q, saying %q", code, stderr.String(), want, tc.cause)
+			}
+			if after, _ := os.ReadDir(disk); len(after) != len(before) {
+				t.Errorf("the refused start left %v in %s (was %v)", after, disk, before)
+			}
+		})
+	}
 }
