@@ -36,6 +36,15 @@ func givesBack(o Outcome) bool {
 	return o.Deferred && o.Kind == WorkDelivery && o.Result == ResultRetry
 }
 
+// offered reports whether m was offered to the pull frontend whose
+// verdict o is (Outcome.Ack): it counts an attempt, or o is a deferral
+// and m is in retry with none, which only a deferral that gave back
+// attempt 1 leaves (a retry of a real attempt keeps it): the same
+// deferral sent again, which the deferral's own rule answers.
+func offered(o Outcome, m *Row) bool {
+	return m.Attempts > 0 || (givesBack(o) && m.State == messages.StateRetry)
+}
+
 // CompletionOf decides what CompleteWork does with o, for a message m
 // (nil when it does not exist), whose work o names has a ledger entry
 // (recorded), and whose outbox rows of o's kind and target hold leases.
@@ -86,7 +95,7 @@ func CompletionOf(o Outcome, m *Row, recorded bool, rows []WorkLease) Completion
 		return NoWork
 	case o.Kind != WorkStatus && o.Kind != WorkReceipt && m.State.Final():
 		return AlreadyRecorded
-	case o.Ack && m.Attempts == 0:
+	case o.Ack && !offered(o, m):
 		return NotOffered
 	}
 	if o.Epoch > 0 {

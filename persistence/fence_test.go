@@ -118,6 +118,7 @@ func TestCompletionOf(t *testing.T) {
 	status := Outcome{Kind: WorkStatus, Epoch: 4, Owner: "a"}
 	ack := Outcome{Kind: WorkDelivery, Ack: true}
 	retry := Outcome{Kind: WorkDelivery, Result: ResultRetry, Ack: true}
+	deferralAck := Outcome{Kind: WorkDelivery, Result: ResultRetry, Deferred: true, Ack: true}
 	forwardRetry := Outcome{Kind: WorkForward, Result: ResultRetry}
 	mine := []WorkLease{{Owner: "a", Epoch: 4}}
 	retried := func(attempt int) []WorkLease { return []WorkLease{{Retried: attempt}} }
@@ -146,6 +147,8 @@ func TestCompletionOf(t *testing.T) {
 		{"ack, lease ran out", ack, true, messages.StatePending, 1, false, []WorkLease{{}}, Applied},
 		{"ack, recorded before", ack, true, messages.StatePending, 0, true, []WorkLease{{}}, AlreadyRecorded},
 		{"ack, no row", ack, true, messages.StatePending, 0, false, nil, NoWork},
+		{"deferral ack again, attempt 1 given back", deferralAck, true, messages.StateRetry, 0, false, []WorkLease{{}}, AlreadyRecorded},
+		{"deferral ack, never offered", deferralAck, true, messages.StatePending, 0, false, []WorkLease{{}}, NotOffered},
 		{"retry of an attempt whose retry is recorded", retry, true, messages.StateRetry, 2, false, retried(2), AlreadyRecorded},
 		{"retry of a later attempt", retry, true, messages.StateRetry, 3, false, retried(2), Applied},
 		{"delivered after the attempt's retry", Outcome{Kind: WorkDelivery, Result: ResultDelivered, Ack: true}, true, messages.StateRetry, 2, false, retried(2), Applied},

@@ -384,8 +384,10 @@ type Outcome struct {
 	Attempt int
 	// Ack marks a pull frontend's verdict (delivery work): it applies only
 	// to a message that was offered to the frontend, that is leased to it
-	// at least once since it was accepted or resubmitted (attempts > 0).
-	// Otherwise it is NotOffered and nothing changes. A late verdict on a
+	// at least once since it was accepted or resubmitted (attempts > 0; a
+	// deferral of a message whose deferral gave back attempt 1 was offered
+	// too, see CompletionOf). Otherwise it is NotOffered and nothing
+	// changes. A late verdict on a
 	// lease that ran out, the message not yet offered again, applies.
 	Ack bool
 }

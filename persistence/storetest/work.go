@@ -348,6 +348,7 @@ func completeWorkCases() []testCase {
 		{"DeferredRetryGivesBackItsAttempt", completeDeferredRetry},
 		{"DeferralOfAnotherOwnersClaimIsStale", completeDeferralOfAnotherClaim},
 		{"DeferralOfTheOwnersEarlierClaimIsStale", completeDeferralOfAnEarlierClaim},
+		{"ResentDeferralAckOfTheFirstAttemptIsAlreadyRecorded", completeResentFirstDeferralAck},
 		{"UnknownMessageIsNoWork", completeUnknownMessage},
 		{"MessageWithoutWorkIsNoWork", completeMessageWithoutWork},
 		{"OtherKindOrTargetIsNoWork", completeOtherKindOrTarget},
@@ -704,6 +705,42 @@ func completeDeferralOfAnEarlierClaim(f *fixture) {
 	if m := f.get("cde"); m.Attempts != 1 || m.State != messages.StateRetry {
 		f.Errorf("after the deferral of attempt 2: %s with %d attempts, want retry with 1", m.State, m.Attempts)
 	}
+}
+
+// completeResentFirstDeferralAck: a pull frontend's deferral ack of
+// attempt 1 (Outcome.Ack, no owner) gives that attempt back, which leaves
+// the message in retry with no attempts, as one never offered has none.
+// The same ack sent again (its first answer lost) is already_recorded,
+// as a deferral's repeat is at any other attempt, not not_offered: the
+// message was offered. It changes nothing. A deferral ack of a message
+// never offered stays not_offered.
+func completeResentFirstDeferralAck(f *fixture) {
+	f.accept(base, newMsg("crf"), newMsg("crf-never"))
+	if c := f.claim(persistence.ClaimRequest{Kind: persistence.WorkDelivery, Target: feA, Owner: ownerA, Limit: 1,
+		Now: base, Lease: lease, IDs: []string{"crf"}}); len(c.Work) != 1 || c.Work[0].Message.Attempts != 1 {
+		f.Fatalf("claim: %q, want crf at attempt 1", workIDs(c.Work))
+	}
+	deferral := func(id string, attempt int) persistence.Outcome {
+		return persistence.Outcome{Kind: persistence.WorkDelivery, Target: feA, MessageID: id, Result: persistence.ResultRetry,
+			RetryAt: at(time.Minute), Reason: "busy", Detail: fmt.Sprintf("not attempted (attempt %d given back)", attempt),
+			Deferred: true, Attempt: attempt, Ack: true}
+	}
+	f.completeOne(at(1e9), deferral("crf", 1), persistence.Applied)
+	first := f.get("crf")
+	if first.State != messages.StateRetry || first.Attempts != 0 {
+		f.Errorf("after the deferral: %s with %d attempts, want retry with 0", first.State, first.Attempts)
+	}
+	// Sent again, the frontend's attempt now reads as 0 (the delivery
+	// dispatcher's Ack names the message's count).
+	f.completeAll(at(2e9), []persistence.Completion{persistence.AlreadyRecorded}, deferral("crf", 0))
+	f.completeAll(at(3e9), []persistence.Completion{persistence.AlreadyRecorded}, deferral("crf", 1))
+	f.checkMessage("after the deferral sent again", f.get("crf"), first)
+	if n := f.historyLen("crf"); n != 2 {
+		f.Errorf("history has %d entries after the deferral sent again, want 2", n)
+	}
+	never := f.get("crf-never")
+	f.completeOne(at(4e9), deferral("crf-never", 0), persistence.NotOffered)
+	f.checkMessage("after a deferral of a message never offered", f.get("crf-never"), never)
 }
 
 func completeUnknownMessage(f *fixture) {
