@@ -67,6 +67,10 @@ type DeliveryResult struct {
 	// Note, when set, is added to the history detail of the verdict's
 	// outcome (an smpp frontend marks a resend with it). Not in JSON.
 	Note string `json:"-"`
+	// Resend, with Note, says the attempt's claim followed an attempt
+	// that left no verdict (an smpp frontend's resend mark), kept as its
+	// history entry's HistoryEntry.Resend. Not in JSON.
+	Resend bool `json:"-"`
 	// RetryAfter, in a Retry verdict, is how long the frontend asked the
 	// node to wait (a webhook's 429 or 503 Retry-After): the next attempt
 	// comes no sooner than that, within the delivery policy's longest

@@ -115,6 +115,14 @@ type HistoryEntry struct {
 	// it has more than one: At is the first's, and Detail the last's, with
 	// "; deferred <n> times, the last at <LastAt>" after it.
 	LastAt *time.Time `json:"last_at,omitempty"`
+	// Resend says the claim of Attempt whose outcome the entry records
+	// followed an attempt that left no verdict, so that it may have sent
+	// the message a second time (an smpp frontend's resend mark, which
+	// its detail gives as "resent: attempt n left no recorded verdict
+	// ..."; a deferral's, whose claim sent nothing, as "attempt n left
+	// no recorded verdict ..."). False otherwise, and in entries written
+	// before it was kept: those say it in their detail only.
+	Resend bool `json:"resend,omitempty"`
 }
 
 // Failure reasons recorded on failed messages.

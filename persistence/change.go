@@ -173,7 +173,7 @@ type Changes struct {
 	History   []HistoryAdd
 	// Folded are history rows (entries later than the second) a deferral
 	// was folded into (FoldsInto): a store updates their detail,
-	// deferrals and last_at; the rest of each row stays.
+	// deferrals, last_at and resend; the rest of each row stays.
 	Folded []HistoryAdd
 	// Unledgered are messages whose every ledger entry goes (a resubmit);
 	// it is written before Ledger.

@@ -182,12 +182,12 @@ func Complete(l *Loaded, c *Changes, o Outcome) Completion {
 
 // EntryOf is the history entry of an applied outcome o (its State and At
 // are the move's): its Detail, and for delivery work the attempt it speaks
-// for (Outcome.Attempt) and whether it was a deferral (givesBack:
-// Deferrals 1).
+// for (Outcome.Attempt), whether its claim was a resend (Outcome.Resend)
+// and whether it was a deferral (givesBack: Deferrals 1).
 func EntryOf(o Outcome) messages.HistoryEntry {
 	e := messages.HistoryEntry{Detail: o.Detail}
 	if o.Kind == WorkDelivery {
-		e.Attempt = o.Attempt
+		e.Attempt, e.Resend = o.Attempt, o.Resend
 	}
 	if givesBack(o) {
 		e.Deferrals = 1

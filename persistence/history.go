@@ -64,12 +64,13 @@ func FoldsInto(last, e messages.HistoryEntry) bool {
 
 // Folded is last with deferral e folded into it at now (see FoldsInto):
 // its time (At: zero for an entry loaded, whose time the store keeps) and
-// attempt kept, e's state, Deferrals the sum, LastAt now, Detail e's with
-// "; deferred <n> times, the last at <now>" after it (e's cut so that the
-// whole stays within MaxTextBytes).
+// attempt kept, e's state and resend mark (Resend, as its detail),
+// Deferrals the sum, LastAt now, Detail e's with "; deferred <n> times,
+// the last at <now>" after it (e's cut so that the whole stays within
+// MaxTextBytes).
 func Folded(last, e messages.HistoryEntry, now time.Time) messages.HistoryEntry {
 	n, t := last.Deferrals+e.Deferrals, Normalize(now)
 	suffix := fmt.Sprintf("; deferred %d times, the last at %s", n, t.UTC().Format(time.RFC3339))
-	return messages.HistoryEntry{State: e.State, At: last.At, Attempt: last.Attempt, Deferrals: n, LastAt: &t,
+	return messages.HistoryEntry{State: e.State, At: last.At, Attempt: last.Attempt, Deferrals: n, LastAt: &t, Resend: e.Resend,
 		Detail: cutText(e.Detail, MaxTextBytes-len(suffix)) + suffix}
 }

@@ -382,6 +382,10 @@ type Outcome struct {
 	// (messages.HistoryEntry.Attempt); 0 for none (a message found expired
 	// before an attempt). Delivery work only.
 	Attempt int
+	// Resend marks an outcome whose claim followed an attempt that left
+	// no verdict (messages.DeliveryResult.Resend), kept with its history
+	// entry (messages.HistoryEntry.Resend). Delivery work only.
+	Resend bool
 	// Ack marks a pull frontend's verdict (delivery work): it applies only
 	// to a message that was offered to the frontend, that is leased to it
 	// at least once since it was accepted or resubmitted (attempts > 0; a

@@ -101,14 +101,20 @@ func throttled(t *testing.T, c *smppout.Client, db *sqlite.Store, p Policy, wk p
 	return o
 }
 
-// lastDetail is m1's last history entry's detail.
-func lastDetail(t *testing.T, db *sqlite.Store) string {
+// lastEntry is m1's last history entry.
+func lastEntry(t *testing.T, db *sqlite.Store) messages.HistoryEntry {
 	t.Helper()
 	m, err := db.GetMessage(context.Background(), "m1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m.History[len(m.History)-1].Detail
+	return m.History[len(m.History)-1]
+}
+
+// lastDetail is m1's last history entry's detail.
+func lastDetail(t *testing.T, db *sqlite.Store) string {
+	t.Helper()
+	return lastEntry(t, db).Detail
 }
 
 var deferralPolicy = Policy{RetryMin: time.Second, RetryMax: time.Minute, MaxAttempts: 5, Validity: time.Hour}
@@ -124,6 +130,9 @@ func TestResendMarkAfterADeferredAttemptIsLost(t *testing.T) {
 
 	wk := claimM1(t, db, fe, "me", deferralBase, false, 1)
 	record(t, db, deferralBase.Add(time.Second), throttled(t, c, db, deferralPolicy, wk, deferralBase.Add(time.Second)))
+	if e := lastEntry(t, db); e.Resend {
+		t.Fatalf("the deferral of attempt 1, no resend: %+v, marked a resend", e)
+	}
 	// Attempt 1 again: no resend; its submit_sm goes out, and its lease
 	// runs out without a verdict.
 	wk = claimM1(t, db, fe, "me", deferralBase.Add(2*time.Minute), false, 1)
@@ -149,6 +158,9 @@ func TestResendMarkAfterADeferredResendIsLost(t *testing.T) {
 		t.Fatal("attempt 2 after attempt 1 left no verdict: not marked")
 	}
 	record(t, db, deferralBase.Add(61*time.Second), throttled(t, c, db, deferralPolicy, wk, deferralBase.Add(61*time.Second)))
+	if e := lastEntry(t, db); !e.Resend {
+		t.Fatalf("the deferral of attempt 2, a resend: %+v, not marked a resend", e)
+	}
 	// Attempt 2 again: still a resend of attempt 1; it leaves no verdict.
 	wk = claimM1(t, db, fe, "me", deferralBase.Add(3*time.Minute), false, 2)
 	if n := resendNote(ctx, db, wk); !strings.HasPrefix(n, "resent: attempt 1 left no recorded verdict") {
@@ -210,7 +222,7 @@ func TestDeferralsOfAnAttemptAreOneEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := m.History[len(m.History)-1]
-	if len(m.History) != 2 || last.Attempt != 2 || last.Deferrals != 3 ||
+	if len(m.History) != 2 || last.Attempt != 2 || last.Deferrals != 3 || !last.Resend ||
 		!strings.Contains(last.Detail, "deferred 3 times") || !strings.Contains(last.Detail, "attempt 1 left no recorded verdict") {
 		t.Fatalf("history after 3 deferrals of attempt 2: %+v; want accepted and one entry of 3 deferrals of attempt 2, marked", m.History)
 	}

@@ -444,13 +444,16 @@ func (c *Client) sleep(ctx context.Context, d time.Duration) bool {
 
 // Submit sends one message as its submit_sm (one per part) and returns
 // the verdict on it (see Verdict), with note (the resend mark) added
-// after the verdict's own. It
+// after the verdict's own and, when there is one, marked a resend
+// (DeliveryResult.Resend, which its history entry keeps). It
 // returns within ctx's deadline: a message not sent by then is a retry,
 // deferred when the frontend's pacing kept it (see submit). A deferred
 // message was not sent, so not resent either: its note keeps only what
-// the mark says of the attempt before, for the next claim (ResendNote).
+// the mark says of the attempt before; its entry's mark tells the next
+// claim that the deferred one was a resend (ResendNote).
 func (c *Client) Submit(ctx context.Context, out messages.Outgoing, note string) messages.DeliveryResult {
 	v := c.submit(ctx, out)
+	v.Resend = note != ""
 	if v.Deferred && note != "" {
 		note = noVerdict(out.Attempt - 1)
 	}

@@ -514,6 +514,14 @@ func TestResendNote(t *testing.T) {
 			&messages.HistoryEntry{State: messages.StateRetry, Detail: deferral(3, "").Detail, Attempt: 2, Deferrals: 1}, true},
 		{"after a deferral of a resend, by its fields", 3, messages.StateRetry,
 			&messages.HistoryEntry{State: messages.StateRetry, Detail: "smsc busy; " + noVerdict(2), Attempt: 3, Deferrals: 1}, true},
+		// Whether the deferred claim was a resend is its entry's Resend;
+		// one written before that was kept has it in its detail only.
+		{"after a deferral of a resend, by its resend mark", 3, messages.StateRetry,
+			&messages.HistoryEntry{State: messages.StateRetry, Detail: "smsc busy", Attempt: 3, Deferrals: 1, Resend: true}, true},
+		{"after a deferral of a resend folded with others, by its resend mark", 3, messages.StateRetry,
+			&messages.HistoryEntry{State: messages.StateRetry, Detail: "smsc busy; deferred 3 times", Attempt: 3, Deferrals: 3, Resend: true}, true},
+		{"after a deferral of a resend of an older version, by its text", 3, messages.StateRetry,
+			&messages.HistoryEntry{State: messages.StateRetry, Detail: deferral(3, noVerdict(2)).Detail}, true},
 	}
 	for _, c := range cases {
 		note := ResendNote(c.attempt, c.state, c.last)

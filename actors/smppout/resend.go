@@ -20,10 +20,14 @@ import (
 // deferral of another attempt (or one that names none), the claim that
 // counted that attempt again left no verdict: a resend.
 //
-// The entry's fields tell which attempt it speaks for and whether it was
-// a deferral (messages.HistoryEntry.Attempt, Deferrals); an entry written
-// before they were kept (Attempt 0) is read by its detail ("attempt n
-// failed", "not attempted (attempt n given back)").
+// The entry's fields tell which attempt it speaks for, whether it was a
+// deferral and whether its claim was a resend (messages.HistoryEntry.
+// Attempt, Deferrals, Resend); an entry written before they were kept
+// (Attempt 0, Resend false) is read by its detail ("attempt n failed",
+// "not attempted (attempt n given back)", the mark's "attempt n-1 left no
+// recorded verdict"). An entry written since is marked a resend whenever
+// its detail has the mark (both come from Submit's note), so the detail
+// tells nothing more of it.
 func ResendNote(attempt int, state messages.State, last *messages.HistoryEntry) string {
 	if attempt <= 1 {
 		return ""
@@ -34,7 +38,7 @@ func ResendNote(attempt int, state messages.State, last *messages.HistoryEntry) 
 			failed = strings.HasPrefix(last.Detail, fmt.Sprintf("attempt %d failed", attempt-1))
 			deferred = strings.HasPrefix(last.Detail, fmt.Sprintf("not attempted (attempt %d given back)", attempt))
 		}
-		if failed || deferred && !strings.Contains(last.Detail, noVerdict(attempt-1)) {
+		if failed || deferred && !last.Resend && !strings.Contains(last.Detail, noVerdict(attempt-1)) {
 			return ""
 		}
 	}

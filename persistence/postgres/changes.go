@@ -189,23 +189,25 @@ UPDATE messages m SET state = i.state, reason = i.reason, queued_at = i.queued_a
 	second_at = coalesce(i.second_at, m.second_at), second_detail = coalesce(i.second_detail, m.second_detail),
 	second_attempt = coalesce(i.second_attempt, m.second_attempt),
 	second_deferrals = coalesce(i.second_deferrals, m.second_deferrals),
-	second_last_at = CASE WHEN i.second_state IS NULL THEN m.second_last_at ELSE i.second_last_at END, updated_at = $1
+	second_last_at = CASE WHEN i.second_state IS NULL THEN m.second_last_at ELSE i.second_last_at END,
+	second_resend = coalesce(i.second_resend, m.second_resend), updated_at = $1
 FROM unnest($2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::int[], $7::text[], $8::text[],
 	$9::timestamptz[], $10::int[], $11::timestamptz[], $12::text[], $13::timestamptz[], $14::text[], $15::int[], $16::int[],
-	$17::timestamptz[])
+	$17::timestamptz[], $18::boolean[])
 	AS i(id, state, reason, queued_at, attempts, frontend, dest_smsc, submitted_at, history_len, finalized_at,
-		second_state, second_at, second_detail, second_attempt, second_deferrals, second_last_at)
+		second_state, second_at, second_detail, second_attempt, second_deferrals, second_last_at, second_resend)
 WHERE m.id = i.id`
 	historySQL = `
-INSERT INTO history (message_id, ordinal, state, at, detail, attempt, deferrals, last_at)
-SELECT message_id, ordinal, state, $1, detail, attempt, deferrals, last_at
-FROM unnest($2::text[], $3::int[], $4::text[], $5::text[], $6::int[], $7::int[], $8::timestamptz[])
-	AS h(message_id, ordinal, state, detail, attempt, deferrals, last_at)`
+INSERT INTO history (message_id, ordinal, state, at, detail, attempt, deferrals, last_at, resend)
+SELECT message_id, ordinal, state, $1, detail, attempt, deferrals, last_at, resend
+FROM unnest($2::text[], $3::int[], $4::text[], $5::text[], $6::int[], $7::int[], $8::timestamptz[], $9::boolean[])
+	AS h(message_id, ordinal, state, detail, attempt, deferrals, last_at, resend)`
 	// historyFoldSQL updates the history rows deferrals were folded into
 	// (persistence.Changes.Folded).
 	historyFoldSQL = `
-UPDATE history h SET detail = f.detail, deferrals = f.deferrals, last_at = f.last_at
-FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::timestamptz[]) AS f(message_id, ordinal, detail, deferrals, last_at)
+UPDATE history h SET detail = f.detail, deferrals = f.deferrals, last_at = f.last_at, resend = f.resend
+FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::timestamptz[], $6::boolean[])
+	AS f(message_id, ordinal, detail, deferrals, last_at, resend)
 WHERE h.message_id = f.message_id AND h.ordinal = f.ordinal`
 	// workSQL writes new outbox rows, each replacing the row its message
 	// has of the same kind and target. The replaced rows are deleted by
@@ -251,6 +253,7 @@ func queueChanges(b *pgx.Batch, c *persistence.Changes) {
 			secondAts, secondLasts                 = make([]*time.Time, n), make([]*time.Time, n)
 			secondStates, secondDetails            = make([]*string, n), make([]*string, n)
 			secondAttempts, secondDeferrals        = make([]*int32, n), make([]*int32, n)
+			secondResends                          = make([]*bool, n)
 			submitted                              = make([]time.Time, n)
 			attempts, lens                         = make([]int32, n), make([]int32, n)
 		)
@@ -262,32 +265,33 @@ func queueChanges(b *pgx.Batch, c *persistence.Changes) {
 				st := string(e.State)
 				a, d := int32(e.Attempt), int32(e.Deferrals)
 				secondStates[i], secondDetails[i], secondLasts[i] = &st, &e.Detail, e.LastAt
-				secondAttempts[i], secondDeferrals[i] = &a, &d
+				secondAttempts[i], secondDeferrals[i], secondResends[i] = &a, &d, &e.Resend
 				if !e.At.IsZero() { // zero: a folded entry's, kept
 					secondAts[i] = &e.At
 				}
 			}
 		}
 		b.Queue(moveSQL, c.Now, ids, states, reasons, queued, attempts, frontends, dests, submitted, lens, finalized,
-			secondStates, secondAts, secondDetails, secondAttempts, secondDeferrals, secondLasts)
+			secondStates, secondAts, secondDetails, secondAttempts, secondDeferrals, secondLasts, secondResends)
 	}
 	if n := len(c.History); n > 0 {
 		ids, states, details := make([]string, n), make([]string, n), make([]string, n)
 		ordinals, attempts, deferrals := make([]int32, n), make([]int32, n), make([]int32, n)
-		lasts := make([]*time.Time, n)
+		lasts, resends := make([]*time.Time, n), make([]bool, n)
 		for i, h := range c.History {
 			ids[i], ordinals[i], states[i], details[i] = h.MessageID, int32(h.Ordinal), string(h.State), h.Detail
-			attempts[i], deferrals[i], lasts[i] = int32(h.Attempt), int32(h.Deferrals), h.LastAt
+			attempts[i], deferrals[i], lasts[i], resends[i] = int32(h.Attempt), int32(h.Deferrals), h.LastAt, h.Resend
 		}
-		b.Queue(historySQL, c.Now, ids, ordinals, states, details, attempts, deferrals, lasts)
+		b.Queue(historySQL, c.Now, ids, ordinals, states, details, attempts, deferrals, lasts, resends)
 	}
 	if n := len(c.Folded); n > 0 {
 		ids, details, lasts := make([]string, n), make([]string, n), make([]*time.Time, n)
-		ordinals, deferrals := make([]int32, n), make([]int32, n)
+		ordinals, deferrals, resends := make([]int32, n), make([]int32, n), make([]bool, n)
 		for i, h := range c.Folded {
 			ids[i], ordinals[i], details[i], deferrals[i], lasts[i] = h.MessageID, int32(h.Ordinal), h.Detail, int32(h.Deferrals), h.LastAt
+			resends[i] = h.Resend
 		}
-		b.Queue(historyFoldSQL, ids, ordinals, details, deferrals, lasts)
+		b.Queue(historyFoldSQL, ids, ordinals, details, deferrals, lasts, resends)
 	}
 	queueRefs(b, c)
 	if n := len(c.Work); n > 0 {

@@ -43,17 +43,18 @@ func purgeableArgs(req persistence.PurgeRequest) []any {
 // relation with an id column, aliased k) names, each with the history
 // entries its row holds (first_state, first_detail; second_state,
 // second_at, second_detail, second_attempt, second_deferrals,
-// second_last_at) and its history rows as arrays, oldest first, from one
+// second_last_at, second_resend) and its history rows as arrays, oldest first, from one
 // walk of the message's history rows; scanWithHistory reads its rows.
 func withHistory(keys string) string {
 	return `SELECT ` + columns("m") + `, m.first_state, m.first_detail, m.second_state, m.second_at, m.second_detail,
-	m.second_attempt, m.second_deferrals, m.second_last_at,
+	m.second_attempt, m.second_deferrals, m.second_last_at, m.second_resend,
 	coalesce(h.states, '{}'), coalesce(h.ats, '{}'), coalesce(h.details, '{}'),
-	coalesce(h.attempts, '{}'), coalesce(h.deferrals, '{}'), coalesce(h.lasts, '{}')
+	coalesce(h.attempts, '{}'), coalesce(h.deferrals, '{}'), coalesce(h.lasts, '{}'), coalesce(h.resends, '{}')
 FROM messages m JOIN ` + keys + ` ON m.id = k.id
 LEFT JOIN LATERAL (SELECT array_agg(h.state ORDER BY h.ordinal) AS states, array_agg(h.at ORDER BY h.ordinal) AS ats,
 	array_agg(h.detail ORDER BY h.ordinal) AS details, array_agg(h.attempt ORDER BY h.ordinal) AS attempts,
-	array_agg(h.deferrals ORDER BY h.ordinal) AS deferrals, array_agg(h.last_at ORDER BY h.ordinal) AS lasts
+	array_agg(h.deferrals ORDER BY h.ordinal) AS deferrals, array_agg(h.last_at ORDER BY h.ordinal) AS lasts,
+	array_agg(h.resend ORDER BY h.ordinal) AS resends
 	FROM history h WHERE h.message_id = m.id) h ON true`
 }
 
@@ -67,13 +68,14 @@ func scanWithHistory(row scanner) (messages.Message, error) {
 		ats                 []time.Time
 		lasts               []*time.Time
 		attempts, deferrals []int32
+		resends             []bool
 	)
 	m, err := scanMessage(row, &first.State, &first.Detail, &second.State, &secondAt, &second.Detail,
-		&second.Attempt, &second.Deferrals, &second.LastAt, &states, &ats, &details, &attempts, &deferrals, &lasts)
+		&second.Attempt, &second.Deferrals, &second.LastAt, &second.Resend, &states, &ats, &details, &attempts, &deferrals, &lasts, &resends)
 	if err != nil {
 		return messages.Message{}, err
 	}
-	if n := len(states); len(ats) != n || len(details) != n || len(attempts) != n || len(deferrals) != n || len(lasts) != n {
+	if n := len(states); len(ats) != n || len(details) != n || len(attempts) != n || len(deferrals) != n || len(lasts) != n || len(resends) != n {
 		return messages.Message{}, fmt.Errorf("message %q: history arrays disagree", m.ID)
 	}
 	first.At = m.CreatedAt
@@ -84,7 +86,7 @@ func scanWithHistory(row scanner) (messages.Message, error) {
 	rows := make([]messages.HistoryEntry, len(states))
 	for i := range states {
 		rows[i] = messages.HistoryEntry{State: messages.State(states[i]), At: ats[i].UTC(), Detail: details[i],
-			Attempt: int(attempts[i]), Deferrals: int(deferrals[i]), LastAt: utcOrNil(lasts[i])}
+			Attempt: int(attempts[i]), Deferrals: int(deferrals[i]), LastAt: utcOrNil(lasts[i]), Resend: resends[i]}
 	}
 	m.History = persistence.HistoryOf(first, second, rows)
 	return m, nil

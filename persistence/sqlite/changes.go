@@ -108,12 +108,12 @@ func load(ctx context.Context, q querier, l *persistence.Loaded, ids []string, f
 
 // moveSQL writes n moved messages (id, state, reason, queued_at,
 // history_len, finalized_at, attempts, then the second history entry's
-// state, time, detail, attempt, deferrals and last_at, NULL unless the
+// state, time, detail, attempt, deferrals, last_at and resend, NULL unless the
 // move appended it or folded a deferral into it, its time NULL too then:
 // kept), all updated at the first parameter (SQLite numbers ? in the order
 // of the text).
 func moveSQL(n int) string {
-	return `UPDATE messages SET ` + moveColumns + `, updated_at = ? FROM (VALUES ` + tuples(n, 13) + `) AS v WHERE messages.id = v.column1`
+	return `UPDATE messages SET ` + moveColumns + `, updated_at = ? FROM (VALUES ` + tuples(n, 14) + `) AS v WHERE messages.id = v.column1`
 }
 
 // moveColumns are the columns moveSQL and restartSQL set from v.
@@ -121,21 +121,22 @@ const moveColumns = `state = v.column2, reason = v.column3, queued_at = v.column
 	finalized_at = v.column6, attempts = v.column7, second_state = coalesce(v.column8, second_state),
 	second_at = coalesce(v.column9, second_at), second_detail = coalesce(v.column10, second_detail),
 	second_attempt = coalesce(v.column11, second_attempt), second_deferrals = coalesce(v.column12, second_deferrals),
-	second_last_at = CASE WHEN v.column8 IS NULL THEN second_last_at ELSE v.column13 END`
+	second_last_at = CASE WHEN v.column8 IS NULL THEN second_last_at ELSE v.column13 END,
+	second_resend = coalesce(v.column14, second_resend)`
 
 // restartSQL writes n restarted messages: moveSQL's columns, then
 // frontend, dest_smsc and submitted_at.
 func restartSQL(n int) string {
-	return `UPDATE messages SET ` + moveColumns + `, frontend = v.column14, dest_smsc = v.column15,
-		submitted_at = v.column16, updated_at = ? FROM (VALUES ` + tuples(n, 16) + `) AS v WHERE messages.id = v.column1`
+	return `UPDATE messages SET ` + moveColumns + `, frontend = v.column15, dest_smsc = v.column16,
+		submitted_at = v.column17, updated_at = ? FROM (VALUES ` + tuples(n, 17) + `) AS v WHERE messages.id = v.column1`
 }
 
 // foldSQL updates n history rows a deferral was folded into
 // (persistence.Changes.Folded: message_id, ordinal, detail, deferrals,
-// last_at).
+// last_at, resend).
 func foldSQL(n int) string {
-	return `UPDATE history SET detail = v.column3, deferrals = v.column4, last_at = v.column5
-		FROM (VALUES ` + tuples(n, 5) + `) AS v WHERE history.message_id = v.column1 AND history.ordinal = v.column2`
+	return `UPDATE history SET detail = v.column3, deferrals = v.column4, last_at = v.column5, resend = v.column6
+		FROM (VALUES ` + tuples(n, 6) + `) AS v WHERE history.message_id = v.column1 AND history.ordinal = v.column2`
 }
 
 // rescheduleSQL makes n outbox rows (id, due_at, retried_attempt) due
@@ -195,14 +196,14 @@ func writeChanges(ctx context.Context, tx querier, c *persistence.Changes) error
 		restart bool
 	}{{moved, moveSQL, false}, {restarted, restartSQL, true}} {
 		if err := chunks(len(set.rows), func(lo, hi int) error {
-			args := make([]any, 1, 16*(hi-lo)+1)
+			args := make([]any, 1, 17*(hi-lo)+1)
 			args[0] = at
 			for _, m := range set.rows[lo:hi] {
 				args = append(args, m.ID, string(m.State), m.Reason, nullTime(m.QueuedAt), m.HistoryLen, nullTime(m.FinalizedAt), m.Attempts)
 				if e := m.Second; e != nil {
-					args = append(args, string(e.State), nullTime(nonZero(e.At)), e.Detail, e.Attempt, e.Deferrals, nullTime(e.LastAt))
+					args = append(args, string(e.State), nullTime(nonZero(e.At)), e.Detail, e.Attempt, e.Deferrals, nullTime(e.LastAt), e.Resend)
 				} else {
-					args = append(args, nil, nil, nil, nil, nil, nil)
+					args = append(args, nil, nil, nil, nil, nil, nil, nil)
 				}
 				if set.restart {
 					args = append(args, m.Frontend, m.DestSMSC, toDB(m.SubmittedAt))
@@ -214,17 +215,17 @@ func writeChanges(ctx context.Context, tx querier, c *persistence.Changes) error
 			return err
 		}
 	}
-	hist := make([]any, 0, 8*len(c.History))
+	hist := make([]any, 0, 9*len(c.History))
 	for _, h := range c.History {
-		hist = append(hist, h.MessageID, h.Ordinal, string(h.State), at, h.Detail, h.Attempt, h.Deferrals, nullTime(h.LastAt))
+		hist = append(hist, h.MessageID, h.Ordinal, string(h.State), at, h.Detail, h.Attempt, h.Deferrals, nullTime(h.LastAt), h.Resend)
 	}
-	if err := insertRows(ctx, tx, `INSERT INTO history (message_id, ordinal, state, at, detail, attempt, deferrals, last_at)`, 8, hist); err != nil {
+	if err := insertRows(ctx, tx, `INSERT INTO history (message_id, ordinal, state, at, detail, attempt, deferrals, last_at, resend)`, 9, hist); err != nil {
 		return err
 	}
 	if err := chunks(len(c.Folded), func(lo, hi int) error {
-		args := make([]any, 0, 5*(hi-lo))
+		args := make([]any, 0, 6*(hi-lo))
 		for _, h := range c.Folded[lo:hi] {
-			args = append(args, h.MessageID, h.Ordinal, h.Detail, h.Deferrals, nullTime(h.LastAt))
+			args = append(args, h.MessageID, h.Ordinal, h.Detail, h.Deferrals, nullTime(h.LastAt), h.Resend)
 		}
 		_, err := tx.ExecContext(ctx, foldSQL(hi-lo), args...)
 		return err

@@ -201,7 +201,7 @@ func loadWithHistory(ctx context.Context, q querier, ids []string) (map[string]m
 	err := chunks(len(ids), func(lo, hi int) error {
 		in, args := params(hi-lo), anys(ids[lo:hi])
 		res, err := q.QueryContext(ctx, `SELECT `+messageColumns+`, first_state, first_detail, second_state, second_at, second_detail,
-			second_attempt, second_deferrals, second_last_at FROM messages WHERE id IN (`+in+`)`, args...)
+			second_attempt, second_deferrals, second_last_at, second_resend FROM messages WHERE id IN (`+in+`)`, args...)
 		if err != nil {
 			return err
 		}
@@ -209,14 +209,14 @@ func loadWithHistory(ctx context.Context, q querier, ids []string) (map[string]m
 			var first, second messages.HistoryEntry
 			var secondAt, secondLast sql.NullInt64
 			m, err := scanMessage(r, &first.State, &first.Detail, &second.State, &secondAt, &second.Detail,
-				&second.Attempt, &second.Deferrals, &secondLast)
+				&second.Attempt, &second.Deferrals, &secondLast, &second.Resend)
 			first.At, second.At, second.LastAt = m.CreatedAt, fromDB(secondAt.Int64), timeOrNil(secondLast)
 			out[m.ID], held[m.ID] = m, [2]messages.HistoryEntry{first, second}
 			return err
 		}); err != nil {
 			return err
 		}
-		res, err = q.QueryContext(ctx, `SELECT message_id, state, at, detail, attempt, deferrals, last_at FROM history WHERE message_id IN (`+in+`)
+		res, err = q.QueryContext(ctx, `SELECT message_id, state, at, detail, attempt, deferrals, last_at, resend FROM history WHERE message_id IN (`+in+`)
 			ORDER BY message_id, ordinal`, args...)
 		if err != nil {
 			return err
@@ -226,7 +226,7 @@ func loadWithHistory(ctx context.Context, q querier, ids []string) (map[string]m
 			var h messages.HistoryEntry
 			var at int64
 			var last sql.NullInt64
-			err := r.Scan(&id, &h.State, &at, &h.Detail, &h.Attempt, &h.Deferrals, &last)
+			err := r.Scan(&id, &h.State, &at, &h.Detail, &h.Attempt, &h.Deferrals, &last, &h.Resend)
 			h.At, h.LastAt = fromDB(at), timeOrNil(last)
 			rows[id] = append(rows[id], h)
 			return err

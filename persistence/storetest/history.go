@@ -14,6 +14,7 @@ func historyCases() []testCase {
 	return []testCase{
 		{"EntriesKeepTheirAttempt", historyEntriesKeepTheirAttempt},
 		{"DeferralsOfAnAttemptFold", historyDeferralsFold},
+		{"EntriesKeepTheirResendMark", historyEntriesKeepTheirResendMark},
 	}
 }
 
@@ -64,6 +65,47 @@ func historyEntriesKeepTheirAttempt(f *fixture) {
 	if m := f.get("hkb"); m.State != messages.StateRetry || m.Attempts != 0 {
 		f.Errorf("hkb after its deferral: %s at attempt %d, want retry at 0", m.State, m.Attempts)
 	}
+}
+
+// historyEntriesKeepTheirResendMark: a delivery outcome's history entry
+// keeps whether its claim was a resend (Outcome.Resend), where the row
+// holds it (the second entry) and as a history row, appended or with a
+// deferral folded into it (the folded entry's mark is the last
+// deferral's, as its detail is).
+func historyEntriesKeepTheirResendMark(f *fixture) {
+	f.accept(base, newMsg("hrm"))
+	outcome := func(now time.Time, attempt int, deferred, resend bool) {
+		f.Helper()
+		c := f.claimDelivery(feA, ownerA, now, 1)
+		if len(c.Work) != 1 || c.Work[0].Message.Attempts != attempt {
+			f.Fatalf("claim at %v: %+v, want hrm at attempt %d", now.Sub(base), c.Work, attempt)
+		}
+		f.completeOne(now.Add(time.Second), persistence.Outcome{MessageID: "hrm", Result: persistence.ResultRetry,
+			RetryAt: now.Add(time.Minute), Detail: fmt.Sprintf("attempt %d, resend %v", attempt, resend),
+			Attempt: attempt, Deferred: deferred, Resend: resend, Owner: ownerA}, persistence.Applied)
+	}
+	want := func(what string, marks ...bool) {
+		f.Helper()
+		h := f.get("hrm").History
+		got := make([]bool, len(h))
+		for i, e := range h {
+			got[i] = e.Resend
+		}
+		if fmt.Sprint(got) != fmt.Sprint(marks) {
+			f.Errorf("%s: history resend marks %v, want %v: %+v", what, got, marks, h)
+		}
+	}
+	outcome(base, 1, true, false)
+	want("a deferral, held by the row", false, false)
+	outcome(at(time.Minute), 1, true, true)
+	want("a resend's deferral folded into it", false, true)
+	outcome(at(2*time.Minute), 1, false, true)
+	want("a resend's retry, a history row", false, true, true)
+	outcome(at(3*time.Minute), 2, true, false)
+	outcome(at(4*time.Minute), 2, true, true)
+	want("a resend's deferral folded into a history row", false, true, true, true)
+	outcome(at(5*time.Minute), 2, false, false)
+	want("a retry", false, true, true, true, false)
 }
 
 // historyDeferralsFold: deferrals of the same attempt, one after another,
