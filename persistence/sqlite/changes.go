@@ -19,12 +19,30 @@ const rowColumns = messageColumns + `, report_to, history_len, finalized_at, ` +
 
 // lastColumns are the attempt and deferrals of a message's last history
 // entry, for persistence.Row.Last: 0, 0 unless the message is in retry;
-// the row's own at history_len 2, else its history row's (one index
-// lookup).
+// the row's own at history_len 2, else its history row's, h (lastEntry).
 const lastColumns = `CASE WHEN messages.state <> 'retry' THEN 0 WHEN messages.history_len = 2 THEN messages.second_attempt
-	ELSE coalesce((SELECT h.attempt FROM history h WHERE h.message_id = messages.id AND h.ordinal = messages.history_len), 0) END,
+	ELSE coalesce(h.attempt, 0) END,
 	CASE WHEN messages.state <> 'retry' THEN 0 WHEN messages.history_len = 2 THEN messages.second_deferrals
-	ELSE coalesce((SELECT h.deferrals FROM history h WHERE h.message_id = messages.id AND h.ordinal = messages.history_len), 0) END`
+	ELSE coalesce(h.deferrals, 0) END`
+
+// lastEntry joins messages to h, the last history entry of a message in
+// retry whose last entry is a history row (history_len past the two the
+// row holds): one index lookup, which reads both of lastColumns' values
+// (as Postgres's lastEntry does; two correlated subqueries looked the row
+// up once each). Its ordinal is NULL for any other message, so that SQLite
+// skips the lookup (a condition beside the key would be tested only after
+// it). h gives only the history columns it names, none of them a messages
+// column (history's state is not among them), so the statement's message
+// columns need not name their table.
+const lastEntry = ` LEFT JOIN (SELECT message_id, ordinal, attempt, deferrals FROM history) h
+	ON h.message_id = messages.id
+	AND h.ordinal = CASE WHEN messages.state = 'retry' AND messages.history_len > 2 THEN messages.history_len END`
+
+// loadSQL reads cols (decisionColumns or rowColumns) of the messages of n
+// ids.
+func loadSQL(cols string, n int) string {
+	return `SELECT ` + cols + ` FROM messages` + lastEntry + ` WHERE messages.id IN (` + params(n) + `)`
+}
 
 func scanRow(sc interface{ Scan(...any) error }) (*persistence.Row, error) {
 	r := &persistence.Row{}
@@ -60,7 +78,7 @@ func load(ctx context.Context, q querier, l *persistence.Loaded, ids []string, f
 		if full {
 			cols, scan = rowColumns, scanRow
 		}
-		rows, err := q.QueryContext(ctx, `SELECT `+cols+` FROM messages WHERE id IN (`+in+`)`, args...)
+		rows, err := q.QueryContext(ctx, loadSQL(cols, hi-lo), args...)
 		if err != nil {
 			return err
 		}

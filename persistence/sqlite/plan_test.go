@@ -41,6 +41,8 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{"reschedule", rescheduleSQL(2), []any{1, 2, 1, 3, 4, 0}},
 		{"move", moveSQL(2), []any{9, "a", "delivered", "", nil, 2, 9, 1, "delivered", 9, "acked", 1, 0, nil, 0, "b", "forward_queued", "x", 3, 3, nil, 0, nil, nil, nil, nil, nil, nil, nil}},
 		{"restart", restartSQL(2), []any{9, "a", "pending", "", nil, 2, nil, 0, nil, nil, nil, nil, nil, nil, nil, "fe", "s", 1, "b", "forward_queued", "", 3, 3, nil, 0, nil, nil, nil, nil, nil, nil, nil, "fe", "s", 1}},
+		{"load", loadSQL(decisionColumns, 2), []any{"a", "b"}},
+		{"load whole", loadSQL(rowColumns, 2), []any{"a", "b"}},
 		{"fold", foldSQL(2), []any{"a", 3, "d", 2, 9, 0, "b", 4, "d", 2, 9, 0}},
 		{"expirable", expirableSQL, []any{5, 6, 10}},
 		{"release leases", releaseSQL, []any{"o"}},
@@ -102,6 +104,9 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		"relay":                     "SEARCH outbox USING INDEX outbox_relay (due_at>? AND due_at<?)",
 		"relay after a row":         "SEARCH outbox USING INDEX outbox_relay (due_at>? AND due_at<?)",
 		"oldest unrelayed":          "SCAN outbox USING INDEX outbox_relay",
+		// The last history entry of a message in retry: one lookup.
+		"load":       "SEARCH history USING PRIMARY KEY (message_id=? AND ordinal=?) LEFT-JOIN",
+		"load whole": "SEARCH history USING PRIMARY KEY (message_id=? AND ordinal=?) LEFT-JOIN",
 		// Per kind and target of work, outbox_claim from its earliest due
 		// row: the first due and unleased row ends the seek.
 		"oldest due":               "SEARCH o USING INDEX outbox_claim (kind=? AND target=? AND due_at<?)",
