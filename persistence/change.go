@@ -29,9 +29,11 @@ type Row struct {
 	// it (Attempt, Deferrals): a store loads them for a message in retry
 	// only, since a deferral leaves its message in retry and no other
 	// entry folds: from the row's second_attempt and second_deferrals at
-	// history_len 2 (a second entry written as a history row, before the
-	// row held it, is older than those columns: it reads 0, 0), else from
-	// its history row. The core keeps it as it appends or folds.
+	// history_len 2 when the row holds that entry (second_state set),
+	// else from its history row (a second entry written as a history row,
+	// before the row held it, is older than those columns: it reads 0,
+	// 0, whatever the row's columns say). The core keeps it as it appends
+	// or folds.
 	Last messages.HistoryEntry
 }
 

@@ -54,18 +54,25 @@ FOR NO KEY UPDATE OF m`
 // lockMessagesSQL locks messages and reads them as a decision needs them
 // (scanRow), with the attempt and deferrals of each one's last history
 // entry (persistence.Row.Last): 0, 0 unless the message is in retry; the
-// row's own at history_len 2, else its history row's (lastEntry: one
-// index lookup, for a message in retry only).
+// row's own when it holds that entry (lastHeld), else its history row's
+// (lastEntry: one index lookup, for a message in retry only).
 var lockMessagesSQL = lockMessages(columns("m")+`, m.report_to, m.history_len, m.finalized_at,
-	CASE WHEN m.state <> 'retry' THEN 0 WHEN m.history_len = 2 THEN m.second_attempt ELSE coalesce(h.attempt, 0) END,
-	CASE WHEN m.state <> 'retry' THEN 0 WHEN m.history_len = 2 THEN m.second_deferrals ELSE coalesce(h.deferrals, 0) END`,
+	CASE WHEN m.state <> 'retry' THEN 0 WHEN `+lastHeld+` THEN m.second_attempt ELSE coalesce(h.attempt, 0) END,
+	CASE WHEN m.state <> 'retry' THEN 0 WHEN `+lastHeld+` THEN m.second_deferrals ELSE coalesce(h.deferrals, 0) END`,
 	lastEntry)
 
+// lastHeld holds when a message m's last history entry is the second,
+// held by its row (persistence.HeldByRow; the first is never a retry's):
+// at history_len 2 with second_state set. A row written before the row
+// held that entry (an empty second_state) has it as a history row, as
+// apiColumns reads its detail.
+const lastHeld = `m.history_len = 2 AND m.second_state <> ''`
+
 // lastEntry joins h, the last history entry of a message m in retry whose
-// last entry is a history row (history_len past the two the row holds).
+// last entry is a history row (not lastHeld).
 const lastEntry = `
 LEFT JOIN LATERAL (SELECT h.attempt, h.deferrals FROM history h
-	WHERE m.state = 'retry' AND m.history_len > 2 AND h.message_id = m.id AND h.ordinal = m.history_len) h ON true`
+	WHERE m.state = 'retry' AND NOT (` + lastHeld + `) AND h.message_id = m.id AND h.ordinal = m.history_len) h ON true`
 
 // errStale is a load (queueLoad) that found, once it held its messages,
 // outbox rows of theirs that it had not locked. Its transaction is rolled

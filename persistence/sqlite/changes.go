@@ -19,15 +19,23 @@ const rowColumns = messageColumns + `, report_to, history_len, finalized_at, ` +
 
 // lastColumns are the attempt and deferrals of a message's last history
 // entry, for persistence.Row.Last: 0, 0 unless the message is in retry;
-// the row's own at history_len 2, else its history row's, h (lastEntry).
-const lastColumns = `CASE WHEN messages.state <> 'retry' THEN 0 WHEN messages.history_len = 2 THEN messages.second_attempt
+// the row's own when it holds that entry (lastHeld), else its history
+// row's, h (lastEntry).
+const lastColumns = `CASE WHEN messages.state <> 'retry' THEN 0 WHEN ` + lastHeld + ` THEN messages.second_attempt
 	ELSE coalesce(h.attempt, 0) END,
-	CASE WHEN messages.state <> 'retry' THEN 0 WHEN messages.history_len = 2 THEN messages.second_deferrals
+	CASE WHEN messages.state <> 'retry' THEN 0 WHEN ` + lastHeld + ` THEN messages.second_deferrals
 	ELSE coalesce(h.deferrals, 0) END`
 
+// lastHeld holds when a message's last history entry is the second, held
+// by its row (persistence.HeldByRow; the first is never a retry's): at
+// history_len 2 with second_state set. A row written before the row held
+// that entry (an empty second_state) has it as a history row, as apiColumns
+// reads its detail.
+const lastHeld = `messages.history_len = 2 AND messages.second_state <> ''`
+
 // lastEntry joins messages to h, the last history entry of a message in
-// retry whose last entry is a history row (history_len past the two the
-// row holds): one index lookup, which reads both of lastColumns' values
+// retry whose last entry is a history row (not lastHeld): one index
+// lookup, which reads both of lastColumns' values
 // (as Postgres's lastEntry does; two correlated subqueries looked the row
 // up once each). Its ordinal is NULL for any other message, so that SQLite
 // skips the lookup (a condition beside the key would be tested only after
@@ -36,7 +44,7 @@ const lastColumns = `CASE WHEN messages.state <> 'retry' THEN 0 WHEN messages.hi
 // columns need not name their table.
 const lastEntry = ` LEFT JOIN (SELECT message_id, ordinal, attempt, deferrals FROM history) h
 	ON h.message_id = messages.id
-	AND h.ordinal = CASE WHEN messages.state = 'retry' AND messages.history_len > 2 THEN messages.history_len END`
+	AND h.ordinal = CASE WHEN messages.state = 'retry' AND NOT (` + lastHeld + `) THEN messages.history_len END`
 
 // loadSQL reads cols (decisionColumns or rowColumns) of the messages of n
 // ids.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
@@ -62,7 +63,45 @@ func UnholdHistorySQL(keep int) []string {
 func upgradeCases() []testCase {
 	return []testCase{
 		{"HistoryOfEarlierRows", historyOfEarlierRows},
+		{"DeferralAfterAnEarlierSecondEntry", deferralAfterAnEarlierSecondEntry},
 	}
+}
+
+// deferralAfterAnEarlierSecondEntry: a message at history_len 2 whose
+// second entry is a history row, as a store wrote it before the row held
+// that entry (an empty second_state), has that row as its last entry,
+// whatever else the row's second_* columns say (UnholdHistorySQL leaves
+// its attempt and deferrals there; the history row it writes has
+// neither, as one written before they were kept). A deferral of the same
+// attempt then follows an entry that counts no deferral: it is an entry
+// of its own, not folded into the columns of an entry the row does not
+// hold (which put that entry back in the row, beside its history row:
+// the history read it twice, out of order).
+func deferralAfterAnEarlierSecondEntry(f *fixture) {
+	rw, ok := f.store.(HistoryRewinder)
+	if !ok {
+		f.Fatalf("the store under test does not implement storetest.HistoryRewinder")
+	}
+	f.accept(base, newMsg("up-deferred"))
+	deferral := func(now time.Time, detail string) {
+		f.Helper()
+		if c := f.claimDelivery(feA, ownerA, now, 1); len(c.Work) != 1 || c.Work[0].Message.Attempts != 1 {
+			f.Fatalf("claim at %v: %q, want up-deferred at attempt 1", now.Sub(base), workIDs(c.Work))
+		}
+		f.completeOne(now.Add(time.Second), persistence.Outcome{MessageID: "up-deferred", Result: persistence.ResultRetry,
+			RetryAt: now.Add(time.Minute), Reason: "busy", Detail: detail, Attempt: 1, Deferred: true, Owner: ownerA},
+			persistence.Applied)
+	}
+	deferral(base, "not attempted (attempt 1 given back)")
+	if err := rw.UnholdHistory(f.ctx, "up-deferred", 1); err != nil {
+		f.Fatalf("UnholdHistory: %v", err)
+	}
+	deferral(at(time.Minute), "not attempted again (attempt 1 given back)")
+	f.checkHistory("up-deferred",
+		messages.HistoryEntry{State: messages.StatePending, At: base, Detail: "accepted"},
+		messages.HistoryEntry{State: messages.StateRetry, At: at(time.Second), Detail: "not attempted (attempt 1 given back)"},
+		messages.HistoryEntry{State: messages.StateRetry, At: at(time.Minute + time.Second), Detail: "not attempted again (attempt 1 given back)"})
+	f.wantHistoryMarks("up-deferred", [2]int{0, 0}, [2]int{0, 0}, [2]int{1, 1})
 }
 
 // historyOfEarlierRows: messages whose history the row does not hold (as
