@@ -585,7 +585,7 @@ func asJSON(t *testing.T, v any) any {
 func TestOpenAPISchemasMatchGo(t *testing.T) {
 	d := loadOpenAPI(t)
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	hist := []messages.HistoryEntry{{State: messages.StatePending, At: at, Detail: "accepted"}}
+	hist := []messages.HistoryEntry{{State: messages.StateRetry, At: at, Detail: "not attempted (attempt 2 given back)", Attempt: 2, Deferrals: 3, LastAt: &at, Resend: true}}
 	// Every field set, to marshal every property (a real message has a
 	// text body or a binary one, never both).
 	opts := messages.Options{DataCoding: messages.CodingBinary, Binary: []byte{0, 255}, ValidityUntil: &at, DeliverAfter: &at, MessageClass: messages.Class(0)}
