@@ -32,6 +32,10 @@ type Clients struct {
 	users map[*Client]int
 	// retired are the clients Get replaced that are not closed yet.
 	retired map[*Client]bool
+	// closing are the clients a Release is closing: Close waits for them
+	// too, so that none still records a receipt on the store the node
+	// closes after it.
+	closing map[*Client]bool
 	// refs are the frontends' references of long texts, by name: a
 	// frontend's clients (a change's new one and the old one draining, one
 	// of a frontend deleted and created again) share its counter, so that
@@ -48,7 +52,7 @@ type Clients struct {
 // from base.Seed).
 func NewClients(base Config) *Clients {
 	return &Clients{base: base, m: map[string]*Client{}, users: map[*Client]int{}, retired: map[*Client]bool{},
-		refs: map[string]*Refs{}}
+		closing: map[*Client]bool{}, refs: map[string]*Refs{}}
 }
 
 // Get returns the client of fe for a worker, starting it (or a new one,
@@ -132,6 +136,7 @@ func (cs *Clients) Release(c *Client) {
 	}
 	delete(cs.users, c)
 	delete(cs.retired, c)
+	cs.closing[c] = true
 	name := c.cfg.Frontend.Name
 	current := cs.m[name] == c
 	if current {
@@ -140,11 +145,12 @@ func (cs *Clients) Release(c *Client) {
 	}
 	cs.mu.Unlock()
 	c.Close()
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	delete(cs.closing, c)
 	if !current {
 		return
 	}
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
 	if _, again := cs.m[name]; !again {
 		cs.base.Metrics.forget(name)
 	}
@@ -162,7 +168,7 @@ func (cs *Clients) States() map[string]smpp.BindState {
 }
 
 // Close stops every client, those Get retired too (each unbinds), and
-// waits for them.
+// waits for them, and for those a Release is closing.
 func (cs *Clients) Close() {
 	cs.mu.Lock()
 	names := make([]string, 0, len(cs.m))
@@ -176,6 +182,9 @@ func (cs *Clients) Close() {
 	}
 	for c := range cs.retired {
 		all = append(all, c)
+	}
+	for c := range cs.closing {
+		all = append(all, c) // Close again: it returns once c has stopped
 	}
 	cs.m, cs.users, cs.retired, cs.refs = map[string]*Client{}, map[*Client]int{}, map[*Client]bool{}, map[string]*Refs{}
 	cs.mu.Unlock()

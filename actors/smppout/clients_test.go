@@ -149,6 +149,32 @@ func TestClientsCloseWaitsForReplacedClient(t *testing.T) {
 	}
 }
 
+// TestClientsCloseWaitsForAReleasedClient: a client that its last
+// worker's Release is closing (its unbind unanswered) is gone from the
+// registry's clients, yet Close still waits for it: the node closes its
+// store after Close, and the closing client may be recording the
+// receipts it answered.
+func TestClientsCloseWaitsForAReleasedClient(t *testing.T) {
+	deaf := newDeafSMSC(t)
+	cs := newClients(t, Config{ResponseTimeout: 3 * time.Second})
+	c := getBound(t, cs, "smpp://sb@"+deaf.Addr, "the bind")
+	released := make(chan struct{})
+	go func() { defer close(released); cs.Release(c) }()
+	polltest.Until(t, 20*time.Second, "the release to take the client out", func() bool {
+		cs.mu.Lock()
+		defer cs.mu.Unlock()
+		_, held := cs.users[c]
+		return !held
+	})
+	cs.Close()
+	select {
+	case <-c.done:
+	default:
+		t.Error("Clients.Close returned while a client its Release was closing still runs")
+	}
+	<-released
+}
+
 // TestClientsKeepAReplacedClientForItsWorker: Get with a changed URL
 // closed the old client at once, under the old worker's submits in flight.
 // The old client is retired now: it stays bound for the worker that holds
