@@ -755,7 +755,11 @@ func (c Config) Preflight() error {
 	// The data directory holds the embedded store and the self-signed
 	// certificate.
 	if c.DataDir != "" && (c.Store == nil && c.Postgres == "" || c.TLSCert == "") {
-		if err := preflightDataDir(c.DataDir); err != nil {
+		use := dataDirUse{holds: certs.SelfSignedCertName, room: certRoom} // the self-signed certificate alone
+		if c.Store == nil && c.Postgres == "" {
+			use = dataDirUse{holds: "switchboard.db", room: newDataDirRoom}
+		}
+		if err := preflightDataDir(c.DataDir, use); err != nil {
 			errs = append(errs, field.Wrap("DataDir", err))
 		}
 	}
@@ -765,32 +769,45 @@ func (c Config) Preflight() error {
 	return errors.Join(errs...)
 }
 
+// dataDirUse is what the node keeps in its data directory: the file whose
+// presence says it has started there before (holds), and the free space
+// its first start needs there (room).
+type dataDirUse struct {
+	holds string
+	room  uint64
+}
+
 // preflightDataDir checks that dir is a directory the node can write in,
 // or, when it does not exist yet, that the node can make it: its nearest
-// existing ancestor is a directory it can write in, on a file system with
-// room for a new store (newDataDirRoom). It makes nothing that stays (a
-// directory made and removed at once is the probe, as truthful for root, a
-// read-only mount or /proc as for anyone), so that a start refused for
-// another flag leaves no data directory behind; the node makes it as it
-// starts.
+// existing ancestor is a directory it can write in. It makes nothing that
+// stays (a directory made and removed at once is the probe, as truthful
+// for root, a read-only mount or /proc as for anyone), so that a start
+// refused for another flag leaves no data directory behind; the node makes
+// it as it starts.
 //
-// A full file system is no reason to refuse a data directory that exists:
-// the node serves what it holds and refuses new work with 507 until space
-// comes back (a restart on a full disk must not stop for good, exit 2
-// being no reason to restart). One still to be made has nothing to serve,
-// and the node could not make it, or not its first files: it failed at
-// start (exit 1, the certificate's or the store's write, an empty data
-// directory left behind), so it is refused here, naming the cause.
-func preflightDataDir(dir string) error {
+// A full file system is no reason to refuse a data directory the node has
+// used (it holds use.holds): the node serves what it holds and refuses new
+// work with 507 until space comes back (a restart on a full disk must not
+// stop for good, exit 2 being no reason to restart). One still to be made,
+// or made but not used yet (systemd's StateDirectory, a volume mounted
+// empty), has nothing to serve, and the node could not write its first
+// files there: it failed at start (exit 1, the certificate's or the
+// store's write, restarted over and over), so it is refused here, naming
+// the cause, unless its file system has use.room free.
+func preflightDataDir(dir string, use dataDirUse) error {
 	fi, err := os.Stat(dir)
 	switch {
 	case err == nil && !fi.IsDir():
 		return fmt.Errorf("%s is a file, not a directory", dir)
 	case err == nil:
-		if err := probeWritable(dir); err != nil && !noRoom(err) {
+		err := probeWritable(dir)
+		if err != nil && !noRoom(err) {
 			return fmt.Errorf("%s is not writable: %w", dir, err)
 		}
-		return nil
+		if _, serr := os.Stat(filepath.Join(dir, use.holds)); serr == nil {
+			return nil
+		}
+		return roomFor(fmt.Sprintf("cannot start in %s, which holds no %s yet", dir, use.holds), dir, use.room, err)
 	case !statMissing(err):
 		return err
 	}
@@ -801,14 +818,11 @@ func preflightDataDir(dir string) error {
 		case err == nil && !fi.IsDir():
 			return fmt.Errorf("cannot make %s: %s is a file, not a directory", dir, parent)
 		case err == nil:
-			if err := probeWritable(parent); err != nil {
+			err := probeWritable(parent)
+			if err != nil && !noRoom(err) {
 				return fmt.Errorf("cannot make %s in %s: %w", dir, parent, err)
 			}
-			if free, _, err := space.Usage(parent); err == nil && free < newDataDirRoom {
-				return fmt.Errorf("cannot make %s in %s: its file system has %d bytes free, a new data directory needs %s",
-					dir, parent, free, space.FormatSize(newDataDirRoom))
-			}
-			return nil
+			return roomFor(fmt.Sprintf("cannot make %s in %s", dir, parent), parent, use.room, err)
 		case !statMissing(err):
 			return fmt.Errorf("cannot make %s: %w", dir, err)
 		}
@@ -820,11 +834,29 @@ func preflightDataDir(dir string) error {
 	}
 }
 
-// newDataDirRoom is the free space a data directory still to be made
-// needs on its file system (see preflightDataDir): a new embedded store
-// (160 KiB once migrated) and the self-signed certificate (1 KiB), with
-// room for the store's first writes: 1 MiB.
-const newDataDirRoom = 1 << 20
+// roomFor refuses a data directory the node has not used yet (what, the
+// refusal's start) when the probe of at (the directory, or the parent it
+// is to be made in) found no room (probed: the probe's error) or at's
+// file system has less than room free.
+func roomFor(what, at string, room uint64, probed error) error {
+	if probed != nil {
+		return fmt.Errorf("%s: %w", what, probed)
+	}
+	if free, _, err := space.Usage(at); err == nil && free < room {
+		return fmt.Errorf("%s: its file system has %d bytes free, the node's first start needs %s", what, free, space.FormatSize(int64(room)))
+	}
+	return nil
+}
+
+// newDataDirRoom is the free space the embedded store's first start needs
+// in its data directory (see preflightDataDir): a new store (160 KiB once
+// migrated) and the self-signed certificate (1 KiB), with room for the
+// store's first writes: 1 MiB. certRoom is what the certificate alone
+// needs (a Postgres node without --tls-cert): 64 KiB.
+const (
+	newDataDirRoom = 1 << 20
+	certRoom       = 64 << 10
+)
 
 // statMissing reports whether err of a stat says the path is not there: it
 // does not exist, or a part of it is not a directory.

@@ -549,6 +549,9 @@ func TestParseRunDataDirOnAFullDisk(t *testing.T) {
 	if err := os.Mkdir(data, 0o700); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(data, "switchboard.db"), nil, 0o600); err != nil { // a node ran here
+		t.Fatal(err)
+	}
 	for i := 0; ; i++ { // use up the inodes: every mkdir fails now
 		err := os.Mkdir(filepath.Join(data, fmt.Sprintf("d%d", i)), 0o700)
 		if errors.Is(err, syscall.ENOSPC) {
@@ -560,6 +563,24 @@ func TestParseRunDataDirOnAFullDisk(t *testing.T) {
 	}
 	if _, _, err := parseStart([]string{"--data-dir", data}, noEnv); err != nil {
 		t.Fatalf("a data directory on a full disk: %v, want it taken", err)
+	}
+}
+
+// TestParseRunDataDirRoomByUse: a data directory still to be made needs
+// the room of what the node's first start writes there: the embedded
+// store (1 MiB), or, for a node on Postgres without --tls-cert, the
+// self-signed certificate alone. 256 KiB free is refused for the first
+// and taken for the second (it was refused for both).
+func TestParseRunDataDirRoomByUse(t *testing.T) {
+	disk := spacetest.Tmpfs(t, 1<<20)
+	spacetest.Fill(t, disk, 768<<10)
+	data := filepath.Join(disk, "data")
+	if _, _, err := parseStart([]string{"--data-dir", data}, noEnv); err == nil ||
+		!strings.Contains(err.Error(), "--data-dir: cannot make "+data) || !strings.Contains(err.Error(), "needs 1MiB") {
+		t.Errorf("the embedded store's new data directory with 256 KiB free: %v, want it refused for its room", err)
+	}
+	if _, _, err := parseStart([]string{"--data-dir", data, "--postgres", "postgres://sb@127.0.0.1:1/sb"}, noEnv); err != nil {
+		t.Errorf("a Postgres node's new data directory (its certificate alone) with 256 KiB free: %v, want it taken", err)
 	}
 }
 

@@ -217,17 +217,20 @@ func (n *e2eNode) raw(method, path string, body any) (int, http.Header, string) 
 // serves what it holds and refuses new work with 507). The node then
 // failed at start, exit 1, with a log line naming no flag (the self-signed
 // certificate's write) or later than the flags', and left an empty data
-// directory behind. A new data directory has nothing to serve: the start
-// is refused at once, exit 2, one line naming --data-dir and the cause,
-// nothing made.
+// directory behind. So did one made empty before the node's first start
+// (systemd's StateDirectory makes it), restarted every few seconds. A new
+// data directory has nothing to serve: the start is refused at once, exit
+// 2, one line naming --data-dir and the cause, nothing made.
 func TestNewDataDirOnAFullDisk(t *testing.T) {
 	bin := nodetest.Binary(t)
 	for _, tc := range []struct {
 		name, cause string
-		disk        func(t *testing.T) string
+		// disk makes the file system, calls first on it, and fills it.
+		disk func(t *testing.T, first func(disk string)) string
 	}{
-		{"no inode left", "no space left on device", func(t *testing.T) string {
+		{"no inode left", "no space left on device", func(t *testing.T, first func(string)) string {
 			disk := spacetest.TmpfsInodes(t, 1<<20, 16)
+			first(disk)
 			for i := 0; ; i++ {
 				err := os.Mkdir(filepath.Join(disk, fmt.Sprintf("d%d", i)), 0o700)
 				if errors.Is(err, syscall.ENOSPC) {
@@ -238,31 +241,52 @@ func TestNewDataDirOnAFullDisk(t *testing.T) {
 				}
 			}
 		}},
-		{"no block left", "0 bytes free", func(t *testing.T) string {
+		{"no block left", "0 bytes free", func(t *testing.T, first func(string)) string {
 			disk := spacetest.Tmpfs(t, 1<<20)
+			first(disk)
 			spacetest.Fill(t, disk, 1<<20)
 			return disk
 		}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			disk := tc.disk(t)
-			before, _ := os.ReadDir(disk)
-			data := filepath.Join(disk, "data")
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a node that started after all
-			defer cancel()
-			cmd := exec.CommandContext(ctx, bin, "run", "--name", "full", "--data-dir", data,
-				"--listen", "127.0.0.1:0", "--metrics-listen", "", "--log-format", "json")
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			code := exitCode(cmd.Run())
-			want := "switchboard: --data-dir: cannot make " + data
-			if lines := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n"); code != 2 || len(lines) != 1 ||
-				!strings.HasPrefix(lines[0], want) || !strings.Contains(lines[0], tc.cause) {
-				t.Errorf("exit %d, stderr %q; want exit 2 and one line starting %q, saying %q", code, stderr.String(), want, tc.cause)
-			}
-			if after, _ := os.ReadDir(disk); len(after) != len(before) {
-				t.Errorf("the refused start left %v in %s (was %v)", after, disk, before)
-			}
-		})
+		// made: the data directory exists, empty (systemd's
+		// StateDirectory, a volume mounted empty), as the node's first
+		// start finds it; else it is still to be made.
+		for _, made := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, made %v", tc.name, made), func(t *testing.T) {
+				var data string
+				disk := tc.disk(t, func(disk string) {
+					data = filepath.Join(disk, "data")
+					if made {
+						if err := os.Mkdir(data, 0o700); err != nil {
+							t.Fatal(err)
+						}
+					}
+				})
+				before, _ := os.ReadDir(disk)
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a node that started after all
+				defer cancel()
+				cmd := exec.CommandContext(ctx, bin, "run", "--name", "full", "--data-dir", data,
+					"--listen", "127.0.0.1:0", "--metrics-listen", "", "--log-format", "json")
+				var stderr bytes.Buffer
+				cmd.Stderr = &stderr
+				code := exitCode(cmd.Run())
+				want := "switchboard: --data-dir: cannot make " + data
+				if made {
+					want = "switchboard: --data-dir: cannot start in " + data + ", which holds no switchboard.db yet"
+				}
+				if lines := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n"); code != 2 || len(lines) != 1 ||
+					!strings.HasPrefix(lines[0], want) || !strings.Contains(lines[0], tc.cause) {
+					t.Errorf("exit %d, stderr %q; want exit 2 and one line starting %q, saying %q", code, stderr.String(), want, tc.cause)
+				}
+				if after, _ := os.ReadDir(disk); len(after) != len(before) {
+					t.Errorf("the refused start left %v in %s (was %v)", after, disk, before)
+				}
+				if made {
+					if in, _ := os.ReadDir(data); len(in) != 0 {
+						t.Errorf("the refused start left %v in the data directory", in)
+					}
+				}
+			})
+		}
 	}
 }
