@@ -216,11 +216,14 @@ func (c *Client) State() smpp.BindState {
 // Stopping tells the client that the node's stop has begun and must end
 // by by, on the client's clock: when it closes, it gives the store the
 // stop's time left for the receipts it answered, but stopReserve for the
-// rest of the stop, instead of closeStoreWait (see Close).
+// rest of the stop (at least closeFloor), instead of closeStoreWait (see
+// Close). Told an earlier end while it closes (the stop was cut short),
+// it gives the store no more than that.
 func (c *Client) Stopping(by time.Time) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.stopBy = by
+	c.mu.Unlock()
+	c.errands.shorten(c.cfg.Clock, c.closeWait(c.cfg.Clock.Now()))
 }
 
 // Close unbinds (waiting at most the response timeout) and stops the

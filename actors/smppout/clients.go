@@ -42,9 +42,11 @@ type Clients struct {
 	// their long texts do not share references. One small counter per
 	// frontend name the instance served: kept until Close.
 	refs map[string]*Refs
-	// stopBy is when the node's stop must end, on the clients' clock
-	// (zero: no stop under way): see Stopping.
-	stopBy time.Time
+	// stopAt is when the node's stop must end, on the clients' clock
+	// (zero: no stop under way): see Stopping. cutStop stops the watch
+	// of the stop's context.
+	stopAt  time.Time
+	cutStop func() bool
 }
 
 // NewClients returns the registry; base is every client's Config but its
@@ -81,8 +83,8 @@ func (cs *Clients) Get(fe messages.Frontend) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !cs.stopBy.IsZero() {
-		c.Stopping(cs.stopBy)
+	if !cs.stopAt.IsZero() {
+		c.Stopping(cs.stopAt)
 	}
 	cs.m[fe.Name] = c
 	cs.users[c] = 1
@@ -91,27 +93,43 @@ func (cs *Clients) Get(fe messages.Frontend) (*Client, error) {
 
 // Stopping tells the clients that the node's stop has begun, within ctx:
 // each client that closes from now on (its last worker's Release, or
-// Close) gives the store the time ctx has left, less stopReserve, to
-// record the receipts it answered (Client.Stopping), those Get starts
-// later too. Without a deadline on ctx, nothing changes (closeStoreWait).
+// Close) gives the store the time ctx has left, less stopReserve (at
+// least closeFloor), to record the receipts it answered (Client.Stopping),
+// those Get starts later too. ctx canceled, now or later, leaves no time
+// but closeFloor, also to the clients closing then. Without a deadline,
+// until it is canceled, nothing changes (closeStoreWait).
 func (cs *Clients) Stopping(ctx context.Context) {
-	end, ok := ctx.Deadline()
-	if !ok {
-		return
-	}
 	clk := cs.base.Clock
 	if clk == nil {
 		clk = clock.Real{}
 	}
-	// ctx's deadline is the wall clock's; the clients read their own.
-	by := clk.Now().Add(time.Until(end))
+	switch end, ok := ctx.Deadline(); {
+	case ctx.Err() != nil:
+		cs.stopBy(clk.Now())
+	case ok:
+		cs.stopBy(clk.Now().Add(time.Until(end))) // ctx's deadline is the wall clock's; the clients read their own
+	}
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	cs.stopBy = by
+	if cs.cutStop != nil {
+		cs.cutStop()
+	}
+	cs.cutStop = context.AfterFunc(ctx, func() { cs.stopBy(clk.Now()) })
+}
+
+// stopBy tells every client, current, retired or closing, and those Get
+// starts later, that the node's stop ends at by, on their clock.
+func (cs *Clients) stopBy(by time.Time) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.stopAt = by
 	for _, c := range cs.m {
 		c.Stopping(by)
 	}
 	for c := range cs.retired {
+		c.Stopping(by)
+	}
+	for c := range cs.closing {
 		c.Stopping(by)
 	}
 }
@@ -171,6 +189,9 @@ func (cs *Clients) States() map[string]smpp.BindState {
 // waits for them, and for those a Release is closing.
 func (cs *Clients) Close() {
 	cs.mu.Lock()
+	if cs.cutStop != nil {
+		cs.cutStop()
+	}
 	names := make([]string, 0, len(cs.m))
 	for name := range cs.m {
 		names = append(names, name)

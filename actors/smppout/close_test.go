@@ -361,8 +361,8 @@ func TestCloseWait(t *testing.T) {
 		{"no stop", time.Time{}, closeStoreWait},
 		{"30 s left", now.Add(30 * time.Second), 30*time.Second - stopReserve},
 		{"3 s left", now.Add(3 * time.Second), 3*time.Second - stopReserve},
-		{"less than the reserve left", now.Add(stopReserve / 2), 0},
-		{"past the stop's end", now.Add(-time.Second), 0},
+		{"less than the reserve left", now.Add(stopReserve / 2), closeFloor},
+		{"past the stop's end", now.Add(-time.Second), closeFloor},
 	} {
 		c := &Client{stopBy: tc.by}
 		if got := c.closeWait(now); got != tc.want {
@@ -392,4 +392,44 @@ func TestClientsStoppingTellsEveryClient(t *testing.T) {
 			t.Errorf("the %s client gives the store %v at its end; want about the stop's hour left, but stopReserve", name, w)
 		}
 	}
+}
+
+// TestClientsStoppingCutShort: a stop's context canceled leaves the
+// clients closeFloor, not the deadline's time left: one canceled before
+// Stopping (an embedder's "stop now"), and one canceled while a client
+// closes, whose store wait is already armed (it is brought forward). The
+// floor itself is kept when the stop's time has run out: a healthy store
+// still records the receipts answered (before, a stop whose drain used
+// its time, or a canceled one, gave them 0, or the whole deadline).
+func TestClientsStoppingCutShort(t *testing.T) {
+	smsc := smsctest.New(t, "pw", nil)
+	clk := newManualClock()
+
+	canceled, cancel := context.WithTimeout(context.Background(), time.Hour)
+	cancel()
+	cs := newClients(t, Config{Clock: clk})
+	c := getBound(t, cs, "smpp://sb@"+smsc.Addr, "the bind")
+	cs.Stopping(canceled)
+	if w := c.closeWait(clk.Now()); w != closeFloor {
+		t.Errorf("a stop canceled before it told the clients: closeWait %v, want closeFloor (%v)", w, closeFloor)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	cs2 := newClients(t, Config{Clock: clk})
+	c2 := getBound(t, cs2, "smpp://sb@"+smsc.Addr, "the second bind")
+	cs2.Stopping(ctx)
+	c2.errands.deadline(clk, c2.closeWait(clk.Now())) // as its end arms it
+	start := clk.Now()
+	if got := c2.errands.until().Sub(start); got < 59*time.Minute {
+		t.Fatalf("an hour's stop armed %v", got)
+	}
+	cancel()
+	polltest.Until(t, 20*time.Second, "the armed store wait brought forward to closeFloor", func() bool {
+		return c2.errands.until().Sub(start) == closeFloor
+	})
+	clk.Advance(closeFloor)
+	polltest.Until(t, 20*time.Second, "the answered receipts' store calls given up", func() bool {
+		return c2.errands.answeredContext().Err() != nil
+	})
 }

@@ -49,6 +49,13 @@ const closeStoreWait = 5 * time.Second
 // lets the stop end in time. 1 s.
 const stopReserve = time.Second
 
+// closeFloor is the least a closing client gives the store for the
+// receipts it answered, even when the node's stop has no time left (its
+// drain used it, or its context was canceled): a store that works records
+// them in milliseconds, and the SMSC does not send them again; a dead one
+// holds the stop this much longer. 1 s.
+const closeFloor = time.Second
+
 // early is a receipt held for its message: it came before the commit of
 // the verdict naming its SMSC id, here or on another instance.
 type early struct {
@@ -119,6 +126,20 @@ func (e *errands) deadline(clk clock.Clock, d time.Duration) {
 		e.giveUpAt = clk.Now().Add(d)
 		e.stopGiveUp = clk.AfterFunc(d, e.giveUp)
 	}
+}
+
+// shorten brings an armed deadline forward to d from now on clk, when
+// that is earlier (the node's stop was cut short); one not armed yet, or
+// fired, stays as it is.
+func (e *errands) shorten(clk clock.Clock, d time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	at := clk.Now().Add(d)
+	if e.stopGiveUp == nil || !at.Before(e.giveUpAt) || !e.stopGiveUp() {
+		return
+	}
+	e.giveUpAt = at
+	e.stopGiveUp = clk.AfterFunc(d, e.giveUp)
 }
 
 // until is when the deadline cancels the store calls of receipts answered
@@ -531,8 +552,9 @@ func (c *Client) endRechecks() {
 
 // closeWait is how long the client, ending at now, gives the store for
 // the receipts it answered already: within a node's stop (Stopping), the
-// stop's time left but stopReserve (none once that has passed: the stop's
-// time went to the delivery workers' drain); closeStoreWait otherwise.
+// stop's time left but stopReserve, and at least closeFloor (the stop's
+// time may have gone to the delivery workers' drain, or been cut short);
+// closeStoreWait otherwise.
 func (c *Client) closeWait(now time.Time) time.Duration {
 	c.mu.Lock()
 	by := c.stopBy
@@ -540,7 +562,7 @@ func (c *Client) closeWait(now time.Time) time.Duration {
 	if by.IsZero() {
 		return closeStoreWait
 	}
-	return max(by.Sub(now)-stopReserve, 0)
+	return max(by.Sub(now)-stopReserve, closeFloor)
 }
 
 // recordAnswered records es, receipts held and answered ESME_ROK already
