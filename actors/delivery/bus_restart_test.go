@@ -590,11 +590,22 @@ func TestWorkerStopNaksTheFetchedMessagesInItsMailbox(t *testing.T) {
 	r := newBusRig(t, 0, false)
 	rows := r.accept(n, r.d.Clock.Now())
 	posted := postedMsgs{posted: make(chan int, 64), rounds: make(chan int, 1)}
-	r.pid = r.sys.Root.Spawn(actor.PropsFromProducer(NewWorker(r.d, r.fe, nil), actor.WithMailbox(actor.Unbounded(posted))))
+	acking := make(chan struct{}, 1)
+	r.pid = r.sys.Root.Spawn(actor.PropsFromProducer(NewWorker(r.d, r.fe, nil), actor.WithMailbox(actor.Unbounded(posted)),
+		actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
+			return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+				if _, ok := env.Message.(*messages.Ack); ok {
+					acking <- struct{}{}
+				}
+				next(c, env)
+			}
+		})))
 	// The worker's first round (the backstop's claim: nothing) reported,
 	// and its fetch went out (busFetchWait: 5 s); then the worker is kept
 	// busy with an ack whose answer nobody reads yet, so that what the
-	// fetch gets stays in its mailbox.
+	// fetch gets stays in its mailbox. The stop must find it in that ack:
+	// stopped before it (a system message goes first), the worker never
+	// answered it, and the test waited for the answer for ever.
 	select {
 	case <-posted.rounds:
 	case <-time.After(20 * time.Second):
@@ -602,6 +613,7 @@ func TestWorkerStopNaksTheFetchedMessagesInItsMailbox(t *testing.T) {
 	}
 	reply := make(chan messages.AckReply)
 	r.sys.Root.Send(r.pid, &messages.Ack{Frontend: "hook", Reply: reply})
+	r.wait(acking, "the worker did not take the ack")
 	r.publish(rows)
 	for got := 0; got < n; {
 		select {
