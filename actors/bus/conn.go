@@ -419,12 +419,14 @@ func (b *Bus) readConsumers() {
 }
 
 // Msg is a bus message a worker holds: the work it names and how to
-// settle it.
+// settle it. It is read by Fetch's own pull request (a plain NATS
+// message): nats.go settles it from its reply subject, JetStream's ack
+// subject, as it would one its jetstream package read.
 type Msg struct {
 	Work
 	// Delivered counts the times the bus handed it out (1 the first time).
 	Delivered uint64
-	raw       jetstream.Msg
+	raw       *nats.Msg
 	m         *Metrics
 }
 
@@ -449,13 +451,13 @@ func (m *Msg) Settle(d Decision) error {
 
 // read appends the message raw carries to out; one without readable work
 // is termed instead.
-func (b *Bus) read(frontend string, out []*Msg, raw jetstream.Msg) []*Msg {
+func (b *Bus) read(frontend string, out []*Msg, raw *nats.Msg) []*Msg {
 	m := &Msg{raw: raw, Delivered: 1, m: b.m}
 	if md, err := raw.Metadata(); err == nil {
 		m.Delivered = md.NumDelivered
 	}
-	if err := json.Unmarshal(raw.Data(), &m.Work); err != nil || m.ID == "" {
-		b.log.Error("a bus message without readable work was termed", "subject", raw.Subject(), "err", err)
+	if err := json.Unmarshal(raw.Data, &m.Work); err != nil || m.ID == "" {
+		b.log.Error("a bus message without readable work was termed", "subject", raw.Subject, "err", err)
 		_ = raw.Term()
 		return out
 	}
@@ -474,45 +476,189 @@ func (m *Msg) Touch() error { return m.raw.InProgress() }
 // arrived by then, so that a backlog handed out at once is claimed in one
 // store round, not one message first and the rest after. A message whose
 // document cannot be read is termed: no worker could do anything with it.
+//
+// Every message the server sent the fetch reaches got before Fetch
+// returns, those that come after ctx ended too (the caller settles them:
+// a worker that cancelled its fetch refuses them), and once it has
+// returned the server hands its pull request nothing more: a message
+// naked then goes to another fetch, never back to this one (withdraw says
+// how, and what a cluster leaves open). nats.go's jetstream Fetch dropped
+// what the server had sent a fetch whose context ended and it had not
+// read yet (it came back after the consumer's AckWait), and unsubscribed
+// the request's inbox only after it had returned.
 func (b *Bus) Fetch(ctx context.Context, frontend string, n int, wait time.Duration, got func([]*Msg)) error {
 	if !b.Up() {
 		return errDown
 	}
-	c, err := b.consumer(ctx, frontend)
-	if err != nil {
+	if _, err := b.consumer(ctx, frontend); err != nil {
 		b.lost(frontend, err)
 		return err
 	}
-	fctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	batch, err := c.Fetch(n, jetstream.FetchContext(fctx))
-	if err != nil {
-		b.lost(frontend, err)
-		return err
-	}
-	in := batch.Messages()
-	for raw := range in {
-		out := b.read(frontend, nil, raw)
-		for more := true; more; { // what arrived with it joins it
-			select {
-			case next, ok := <-in:
-				if more = ok; ok {
-					out = b.read(frontend, out, next)
-				}
-			default:
-				more = false
-			}
-		}
-		if len(out) > 0 {
-			got(out)
-		}
-	}
-	if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) &&
-		!errors.Is(err, nats.ErrTimeout) {
+	if err := b.pull(ctx, frontend, n, wait, got); err != nil {
 		b.lost(frontend, err)
 		return err
 	}
 	return nil
+}
+
+// apiNext is the subject prefix of a consumer's pull requests,
+// $JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer> (JetStream's API under its
+// default prefix, as the bus's jetstream client uses it).
+const apiNext = "$JS.API.CONSUMER.MSG.NEXT."
+
+// pullRequest is a pull request's document (JetStream's, as nats.go's
+// jetstream writes it): up to Batch messages, the request waiting at the
+// server for Expires (nanoseconds; never 0, which waits for ever).
+type pullRequest struct {
+	Batch   int           `json:"batch"`
+	Expires time.Duration `json:"expires"`
+}
+
+// pull sends the frontend's consumer one pull request for up to n
+// messages on an inbox of its own and reads what the server sends it
+// until the request ends there (its n messages, its expiry, a status
+// that ends it) or, locally, wait is over or ctx ends. The server's
+// expiry is a tenth of wait (at most a second) short of it, as nats.go's
+// jetstream has it, so that the request usually ends there first.
+//
+// A request that may still wait at the server is withdrawn (withdraw) before
+// pull returns, and what the server sent it meanwhile goes to got too.
+// It returns the error a status reported (the consumer deleted, no
+// responders: Fetch's lost), or why the request could not be sent.
+func (b *Bus) pull(ctx context.Context, frontend string, n int, wait time.Duration, got func([]*Msg)) error {
+	sub, err := b.nc.SubscribeSync(b.nc.NewInbox())
+	if err != nil {
+		return err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	expires := max(wait-min(wait/10, time.Second), time.Millisecond)
+	req, _ := json.Marshal(pullRequest{Batch: n, Expires: expires})
+	if err := b.nc.PublishRequest(apiNext+b.cfg.Stream+"."+ConsumerName(frontend), sub.Subject, req); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	p := &pulled{b: b, frontend: frontend, left: n}
+	for !p.ended && p.next(wctx, sub) {
+		for !p.ended && p.ready(sub) { // what arrived with it joins it
+		}
+		p.hand(got)
+	}
+	if !p.ended {
+		b.withdraw(sub, p)
+		p.hand(got)
+	}
+	return p.err
+}
+
+// withdraw withdraws the interest of a pull request that may still wait at
+// the server, and reads every message the server sent it before: Drain
+// unsubscribes at the server and keeps the subscription here, and a
+// flush's round trip later (the server answers the PING after the UNSUB,
+// on the same connection, so after every message it sent the inbox
+// before) they are all at hand. The server then hands the request
+// nothing more: it delivers a message only to a request with interest,
+// and one it decided to send just before finds no subscriber and is
+// handed out again at once (its didNotDeliver), not after the AckWait.
+// Where the consumer's leader is another server of a cluster, the
+// unsubscribe reaches it over a route a moment after the round trip; a
+// message it sends the request in that moment is lost to it and comes
+// back after the AckWait. A flush that fails (the connection was lost)
+// leaves what came after it to the AckWait too.
+func (b *Bus) withdraw(sub *nats.Subscription, p *pulled) {
+	if err := sub.Drain(); err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.PublishTimeout)
+	defer cancel()
+	_ = b.nc.FlushWithContext(ctx)
+	for p.ready(sub) {
+	}
+}
+
+// pulled is what a pull request got: the messages read and not yet handed
+// to got, how many it may still get, whether it ended at the server, and
+// the error a status reported.
+type pulled struct {
+	b        *Bus
+	frontend string
+	out      []*Msg
+	left     int
+	ended    bool
+	err      error
+}
+
+// next reads the next message the request got, waiting for it until ctx
+// ends: a stream's message (read), or a status of the request
+// (pullStatus). false: none came (ctx ended, or the connection closed).
+func (p *pulled) next(ctx context.Context, sub *nats.Subscription) bool {
+	raw, err := sub.NextMsgWithContext(ctx)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		p.status("503", "") // nats.go reads this status itself
+		return true
+	case err != nil:
+		return false
+	}
+	if code := raw.Header.Get("Status"); len(raw.Data) == 0 && code != "" {
+		p.status(code, raw.Header.Get("Description"))
+		return true
+	}
+	p.out = p.b.read(p.frontend, p.out, raw)
+	if p.left--; p.left <= 0 {
+		p.ended = true // its batch: the server dropped the request
+	}
+	return true
+}
+
+// ready reads the next message the request got if it is at hand (next);
+// false: none is.
+func (p *pulled) ready(sub *nats.Subscription) bool {
+	if k, _, err := sub.Pending(); err != nil || k == 0 {
+		return false
+	}
+	return p.next(context.Background(), sub)
+}
+
+// status notes a status the request got.
+func (p *pulled) status(code, description string) {
+	end, err := pullStatus(code, description)
+	p.ended = p.ended || end
+	if p.err == nil {
+		p.err = err
+	}
+}
+
+// hand calls got with the messages read since the last call, if any.
+func (p *pulled) hand(got func([]*Msg)) {
+	if len(p.out) > 0 {
+		got(p.out)
+		p.out = nil
+	}
+}
+
+// pullStatus reads a status message a pull request got (as nats.go's
+// jetstream reads them): whether the request ended at the server, and the
+// error it reports. 100 is an idle heartbeat (not asked for); 404 and 408
+// end a request without messages (none, its expiry); 409 "Consumer
+// Deleted" and 503 (no responders: no consumer, or no stream) are the
+// errors that have Fetch make sure of the consumer and the stream again,
+// as nats.go's errors did; any other status ends the request with an
+// error.
+func pullStatus(code, description string) (end bool, err error) {
+	switch code {
+	case "100":
+		return false, nil
+	case "404", "408":
+		return true, nil
+	case "409":
+		if strings.Contains(strings.ToLower(description), "consumer deleted") {
+			return true, jetstream.ErrConsumerDeleted
+		}
+	case "503":
+		return true, nats.ErrNoResponders
+	}
+	return true, fmt.Errorf("nats: pull request: %s %s", code, description)
 }
 
 // lost drops a frontend's consumer after a failed fetch, so that the next

@@ -470,3 +470,94 @@ func TestAStreamNotReadyIsLoggedOnce(t *testing.T) {
 	waitUp(t, b, true)
 	polltest.Until(t, 10*time.Second, "the ready line", func() bool { return log.count("the delivery bus's stream is ready") == 1 })
 }
+
+// TestACancelledFetchLosesNothing: messages the server sent a fetch that
+// had not read them when its context ended reach got before Fetch
+// returns. nats.go's jetstream Fetch dropped them: they came back only
+// after the consumer's AckWait (here an hour). The bus reaches the
+// server through a proxy that holds what the server sends, so that the
+// server has handed the fetch its messages, and taken the fetch's
+// interest back, before the client reads any of them. Naked as soon as
+// the fetch has returned, none is handed back to its request: the next
+// fetch gets them.
+func TestACancelledFetchLosesNothing(t *testing.T) {
+	srv := bustest.Start(t)
+	proxy := srv.Proxy(t)
+	b := openWith(t, proxy.URL(), func(c *bus.Config) { c.AckWait = time.Hour })
+	js := jetStream(t, srv.URL()) // past the proxy
+	ctx := context.Background()
+	consumer := func() *jetstream.ConsumerInfo {
+		t.Helper()
+		c, err := js.Consumer(ctx, "SWITCHBOARD_test", bus.ConsumerName("fe"))
+		if err != nil {
+			return &jetstream.ConsumerInfo{} // the fetch makes it
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info
+	}
+
+	fetchCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var mu sync.Mutex
+	var got []string
+	var msgs []*bus.Msg
+	fetched := make(chan error, 1)
+	go func() {
+		fetched <- b.Fetch(fetchCtx, "fe", 10, time.Minute, func(ms []*bus.Msg) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, m := range ms {
+				got = append(got, m.ID)
+			}
+			msgs = append(msgs, ms...)
+		})
+	}()
+	polltest.Until(t, 10*time.Second, "the fetch's pull request waiting at the server", func() bool { return consumer().NumWaiting == 1 })
+	proxy.Hold()
+	const n = 5
+	for i := range n {
+		data := fmt.Sprintf(`{"id":"m-%d","frontend":"fe","row":%d}`, i, i+1)
+		if _, err := js.Publish(ctx, bus.Subject("SWITCHBOARD_test", "fe"), []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	polltest.Until(t, 10*time.Second, "the messages handed to the fetch", func() bool { return consumer().NumAckPending == n })
+	cancel()
+	// The server takes the request's interest back: it has dropped it.
+	polltest.Until(t, 10*time.Second, "the fetch's interest withdrawn", func() bool { return consumer().NumWaiting == 0 })
+	proxy.Release()
+	if err := <-fetched; err != nil {
+		t.Fatalf("the cancelled fetch: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"m-0", "m-1", "m-2", "m-3", "m-4"}
+	if slices.Sort(got); !slices.Equal(got, want) {
+		t.Fatalf("the cancelled fetch handed %v to got, want %v (the server had sent them; %d handed out and not acked)",
+			got, want, consumer().NumAckPending)
+	}
+	// Naked at once once it has returned, none goes back to its request:
+	// the next fetch gets them all.
+	for _, m := range msgs {
+		if err := m.Settle(bus.Decision{Action: bus.Nak}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var again []string
+	polltest.Until(t, 10*time.Second, "the naked messages fetched again", func() bool {
+		if err := b.Fetch(ctx, "fe", n, 200*time.Millisecond, func(ms []*bus.Msg) {
+			for _, m := range ms {
+				again = append(again, m.ID)
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return len(again) >= n
+	})
+	if slices.Sort(again); !slices.Equal(again, want) {
+		t.Fatalf("fetched %v again after the naks, want %v", again, want)
+	}
+}
