@@ -34,11 +34,12 @@ import (
 // incarnation goes on with, and hands the others (a delivery under way, a
 // verdict to record, a pull poll's message) to its next incarnation, which
 // settles them once their outcome is committed, with its fetch out; a
-// worker that stops naks all it holds (busLink.handOn, letGo), and what
-// its fetch got and sent it that it had not taken yet (busInbox). Left
-// held, each came back only after the consumer's AckWait. The messages a
-// worker refuses (takeAll) go back once the fetch it cancels for them has
-// ended (afterFetch).
+// worker that stops naks all it holds (busLink.handOn, busLink.letGo),
+// and what its fetch got and sent it that it had not taken yet
+// (busInbox). Left held, each came back only after the consumer's
+// AckWait. Those of a stop, and the messages a worker refuses (takeAll),
+// go back once the fetch it cancels for them has ended (afterFetch), at
+// once: no nak is delayed for the fetch's sake.
 //
 // What to hold, settle, touch and fetch is busLink's (buslink.go); the
 // worker's methods below carry it out.
@@ -67,17 +68,6 @@ const (
 	busFetchWaitPull = time.Second
 	// busFetchRetry is the wait after a failed fetch.
 	busFetchRetry = time.Second
-	// busStopNak is the least delay of the naks of a worker that stops:
-	// its last fetch's pull request may wait at the server until that
-	// fetch's wait is over (letGo).
-	busStopNak = busFetchWait + time.Second
-	// busRefusedNak is the least delay of the naks of the messages a
-	// worker refuses, sent once the fetch it cancels for them has ended:
-	// time for the client to unsubscribe that fetch's pull request, which
-	// it does right after the fetch returns (afterFetch). A margin, not a
-	// bound as busStopNak is: a poll may wait for them at another
-	// instance.
-	busRefusedNak = 20 * time.Millisecond
 )
 
 // Messages of a fetch to its worker, naming the fetch (busLink.earlier: a
@@ -189,35 +179,24 @@ func (w *Worker) fetch(now time.Time) {
 			}
 		})
 		close(ended)
-		w.settle(delayNaks(untaken(inbox.late()), busStopNak)) // the worker stopped: after the fetch's end, as letGo
+		w.settle(untaken(inbox.late())) // the worker stopped: after the fetch's end, as afterFetch
 		root.Send(self, &fetchDone{f: f, err: err})
 	}()
 }
 
-// letGo settles the messages the worker lets go as it stops (busLink.letGo)
-// once the fetch it cancels has ended (afterFetch), each nak delayed at
-// least busStopNak: the request is gone from the server by the end of its
-// wait, whatever the client does, and a nak delayed past it is handed to
-// another fetch (another instance's, or this worker's next one), a few
-// seconds later rather than 30.
-func (w *Worker) letGo(ss []settlement[*bus.Msg]) {
-	w.afterFetch(delayNaks(ss, busStopNak))
-}
-
 // afterFetch settles ss once the fetch the worker cancelled has ended, on
-// a goroutine of their own if it has not yet. Naked while that fetch's
-// pull request still waits at the server (asked for more than it got), a
-// message may be handed straight back to it, and the fetch, cancelled,
-// drops it: it would come back only after the consumer's AckWait (it
-// did, for a message the worker refused and naked before it cancelled
-// the fetch: TestWorkerRefusedBusMessagesReachAnotherWorker). The server
-// drops a request nobody listens to, but the fetch's end is not quite
-// enough: the client unsubscribes the request's inbox only after its
-// message channel has closed (nats.go's fetch), so a nak sent as soon as
-// the fetch returns can reach the server first (it did, in one CI run of
-// TestWorkerStopNaksTheFetchedMessagesInItsMailbox, and in one run of 60
-// of TestWorkerRefusedBusMessagesReachAnotherWorker): the naks are
-// delayed too (letGo, takeAll).
+// a goroutine of their own if it has not yet: the messages the worker
+// refuses (takeAll) and those it lets go as it stops (busLink.letGo).
+// Naked while that fetch's pull request still waits at the server (asked
+// for more than it got), a message may be handed straight back to it: the
+// fetch hands it to the worker again, which refuses it again, round and
+// round until the fetch has ended. Once bus.Fetch has returned its
+// request gets nothing more, so a nak then goes to another fetch (another
+// instance's, or this worker's next one) at once. (With nats.go's Fetch a
+// cancelled fetch dropped such a message, and unsubscribed its request
+// only after it had returned: each nak was delayed past that, by a
+// measured margin of 20 ms for a refused message, and by 6 s, the
+// fetch's wait and a second, at a stop.)
 func (w *Worker) afterFetch(ss []settlement[*bus.Msg]) {
 	if len(ss) == 0 {
 		return
@@ -230,16 +209,6 @@ func (w *Worker) afterFetch(ss []settlement[*bus.Msg]) {
 		return
 	}
 	w.settle(ss)
-}
-
-// delayNaks is ss with each nak delayed at least floor (afterFetch).
-func delayNaks(ss []settlement[*bus.Msg], floor time.Duration) []settlement[*bus.Msg] {
-	for i := range ss {
-		if d := &ss[i].d; d.Action == bus.Nak {
-			d.Delay = max(d.Delay, floor)
-		}
-	}
-	return ss
 }
 
 // fetched ends a fetch.
@@ -258,9 +227,7 @@ func (w *Worker) fetched(m *fetchDone, now time.Time) {
 // dispatcher, all before its next round (one claim for them all); those
 // of a fetch of the worker before its restart go back to the bus. Those
 // the dispatcher refuses go back too, once the fetch it cancels for them
-// has ended (afterFetch), each nak delayed at least busRefusedNak: a
-// poll may wait for them at another instance, so not the seconds of a
-// stop's (letGo).
+// has ended (afterFetch).
 func (w *Worker) takeAll(m *busMsgs, now time.Time) {
 	w.life.inbox.take(m)
 	if w.link.earlier(m.f) {
@@ -279,7 +246,7 @@ func (w *Worker) takeAll(m *busMsgs, now time.Time) {
 		}
 		refused = append(refused, nak...)
 	}
-	w.afterFetch(delayNaks(refused, busRefusedNak)) // once for the batch: one wait for the fetch's end
+	w.afterFetch(refused) // once for the batch: one wait for the fetch's end
 }
 
 // settle settles bus messages as the bus link decided.

@@ -260,8 +260,9 @@ func (l *busLink[M]) handOn(now time.Time, outstanding func(string) bool, round 
 // (handOn), its fetch out included: the restart does not cancel it, and
 // what it gets is this incarnation's, as if this one had asked (its room
 // was asked with what is under way, which this one inherits). Cancelled,
-// the fetch dropped what the server had handed it and the client had not
-// read yet: those messages came back only after the consumer's AckWait.
+// the fetch would hand what the server had sent it to this incarnation
+// as an earlier one's, to nak and fetch again (with nats.go's Fetch it
+// dropped them, and they came back only after the consumer's AckWait).
 func (l *busLink[M]) inherit(c linkCarry[M]) {
 	if c.inherited == nil {
 		return

@@ -118,7 +118,7 @@ func (w *Worker) Receive(c actor.Context) {
 			w.apply(c, w.core.Retire(now, w.life.retireBy))
 		}
 	case *actor.Stopping:
-		w.letGo(append(w.link.letGo(now), untaken(w.life.inbox.stop())...))
+		w.afterFetch(append(w.link.letGo(now), untaken(w.life.inbox.stop())...))
 		if w.fetching.cancel != nil {
 			w.fetching.cancel()
 		}
