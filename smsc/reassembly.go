@@ -61,8 +61,15 @@ type partial[T any] struct {
 	first time.Time
 	parts []Held[T] // in arrival order; a seq may repeat
 	seen  map[byte]int
-	dc    byte
+	c     Coding
 	bytes int // the octets of the parts' data
+}
+
+// Coding is what every part of one message must say alike: its
+// data_coding, and its dest_addr_subunit (0 for none), which may ask for
+// a message class beside it.
+type Coding struct {
+	DataCoding, Subunit byte
 }
 
 // MaxPartData is the most octets of data a part may carry: what a
@@ -87,21 +94,28 @@ var (
 	// ErrMixedCoding: the part's data_coding is not its message's other
 	// parts'.
 	ErrMixedCoding = fmt.Errorf("smsc: the parts of one message have different data codings")
+	// ErrMixedSubunit: the part's dest_addr_subunit is not its message's
+	// other parts' (they would ask for different message classes, or some
+	// for one and some for none).
+	ErrMixedSubunit = fmt.Errorf("smsc: the parts of one message have different dest_addr_subunits")
 	// ErrPartTooLong: the part carries more than MaxPartData octets
 	// (answer ESME_RINVMSGLEN: sending it again will not help).
 	ErrPartTooLong = fmt.Errorf("smsc: a part of a concatenated message carries at most %d octets", MaxPartData)
 )
 
-// Add holds part p of message k, owed o, at now. When it completes its
-// message, the message is returned (and leaves the table). The table
-// keeps a copy of p.Data, not the buffer it was cut from.
-func (r *Reassembly[T]) Add(k PartKey, p smpp.Part, dc byte, o T, now time.Time) (*Whole[T], error) {
+// Add holds part p of message k, of coding c, owed o, at now. When it
+// completes its message, the message is returned (and leaves the table).
+// The table keeps a copy of p.Data, not the buffer it was cut from.
+func (r *Reassembly[T]) Add(k PartKey, p smpp.Part, c Coding, o T, now time.Time) (*Whole[T], error) {
 	if len(p.Data) > MaxPartData {
 		return nil, fmt.Errorf("%w (this one %d)", ErrPartTooLong, len(p.Data))
 	}
 	pt := r.pending[k]
-	if pt != nil && pt.dc != dc {
+	switch {
+	case pt != nil && pt.c.DataCoding != c.DataCoding:
 		return nil, ErrMixedCoding
+	case pt != nil && pt.c.Subunit != c.Subunit:
+		return nil, ErrMixedSubunit
 	}
 	if r.held >= r.maxHeld {
 		return nil, fmt.Errorf("%w (%d parts held, at most %d)", ErrTableFull, r.held, r.maxHeld)
@@ -110,10 +124,10 @@ func (r *Reassembly[T]) Add(k PartKey, p smpp.Part, dc byte, o T, now time.Time)
 		return nil, fmt.Errorf("%w (%d octets of parts held, at most %d)", ErrTableFull, r.bytes, r.maxBytes)
 	}
 	if pt == nil {
-		pt = &partial[T]{first: now, seen: map[byte]int{}, dc: dc}
+		pt = &partial[T]{first: now, seen: map[byte]int{}, c: c}
 		r.pending[k] = pt
 	}
-	pt.parts = append(pt.parts, Held[T]{Seq: p.Seq, DataCoding: dc, Data: bytes.Clone(p.Data), Owed: o})
+	pt.parts = append(pt.parts, Held[T]{Seq: p.Seq, DataCoding: c.DataCoding, Data: bytes.Clone(p.Data), Owed: o})
 	pt.seen[p.Seq]++
 	pt.bytes += len(p.Data)
 	r.held++
@@ -124,7 +138,7 @@ func (r *Reassembly[T]) Add(k PartKey, p smpp.Part, dc byte, o T, now time.Time)
 	delete(r.pending, k)
 	r.held -= len(pt.parts)
 	r.bytes -= pt.bytes
-	w := &Whole[T]{Key: k, DataCoding: dc, Parts: pt.parts}
+	w := &Whole[T]{Key: k, DataCoding: c.DataCoding, Parts: pt.parts}
 	// The content: each seq once, the latest copy of a repeated part.
 	last := map[byte][]byte{}
 	for _, h := range pt.parts {
@@ -143,7 +157,7 @@ func (r *Reassembly[T]) Expire(now time.Time) []Whole[T] {
 	var out []Whole[T]
 	for k, pt := range r.pending {
 		if now.Sub(pt.first) >= r.wait {
-			out = append(out, Whole[T]{Key: k, DataCoding: pt.dc, Parts: pt.parts})
+			out = append(out, Whole[T]{Key: k, DataCoding: pt.c.DataCoding, Parts: pt.parts})
 			r.held -= len(pt.parts)
 			r.bytes -= pt.bytes
 			delete(r.pending, k)

@@ -29,7 +29,7 @@ func TestReassemblyPutsPartsInOrder(t *testing.T) {
 		{k, part(1, "a"), false}, // a repeat: its sender is owed an answer too
 		{k, part(2, "B"), true},
 	} {
-		w, err := r.Add(step.k, step.p, 0, i, t0.Add(time.Duration(i)*time.Second))
+		w, err := r.Add(step.k, step.p, Coding{}, i, t0.Add(time.Duration(i)*time.Second))
 		if err != nil || (w != nil) != step.done {
 			t.Fatalf("step %d: %v, %v", i, w, err)
 		}
@@ -55,14 +55,17 @@ func TestReassemblyWaitIsBounded(t *testing.T) {
 	r := NewReassembly[string](time.Minute, 3, 1<<20)
 	a := PartKey{Account: "a", Source: "S", Dest: "1", Ref: 1, Total: 2}
 	b := PartKey{Account: "a", Source: "S", Dest: "2", Ref: 1, Total: 2}
-	if _, err := r.Add(a, part(1, "x"), 0, "a1", t0); err != nil {
+	if _, err := r.Add(a, part(1, "x"), Coding{}, "a1", t0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Add(b, part(1, "y"), 0, "b1", t0.Add(30*time.Second)); err != nil {
+	if _, err := r.Add(b, part(1, "y"), Coding{}, "b1", t0.Add(30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Add(b, part(2, "y"), 8, "b2", t0.Add(31*time.Second)); !errors.Is(err, ErrMixedCoding) {
+	if _, err := r.Add(b, part(2, "y"), Coding{DataCoding: 8}, "b2", t0.Add(31*time.Second)); !errors.Is(err, ErrMixedCoding) {
 		t.Errorf("a part of another coding: %v", err)
+	}
+	if _, err := r.Add(b, part(2, "y"), Coding{Subunit: 1}, "b2", t0.Add(31*time.Second)); !errors.Is(err, ErrMixedSubunit) {
+		t.Errorf("a part of another dest_addr_subunit: %v", err)
 	}
 	if !r.Next().Equal(t0.Add(time.Minute)) {
 		t.Errorf("Next = %v", r.Next())
@@ -75,13 +78,13 @@ func TestReassemblyWaitIsBounded(t *testing.T) {
 		t.Fatalf("expired %+v, want a with its one part", got)
 	}
 	// The table is bounded: a third held part is the last.
-	if _, err := r.Add(a, part(1, "x"), 0, "a1'", t0.Add(61*time.Second)); err != nil {
+	if _, err := r.Add(a, part(1, "x"), Coding{}, "a1'", t0.Add(61*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Add(PartKey{Ref: 9, Total: 2}, part(1, "z"), 0, "c", t0.Add(62*time.Second)); err != nil {
+	if _, err := r.Add(PartKey{Ref: 9, Total: 2}, part(1, "z"), Coding{}, "c", t0.Add(62*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Add(PartKey{Ref: 10, Total: 2}, part(1, "z"), 0, "d", t0.Add(63*time.Second)); !errors.Is(err, ErrTableFull) {
+	if _, err := r.Add(PartKey{Ref: 10, Total: 2}, part(1, "z"), Coding{}, "d", t0.Add(63*time.Second)); !errors.Is(err, ErrTableFull) {
 		t.Errorf("a fourth part: %v, want ErrTableFull", err)
 	}
 	if got := r.Expire(t0.Add(time.Hour)); len(got) != 3 || r.Held() != 0 || !r.Next().IsZero() {
@@ -98,21 +101,21 @@ func TestReassemblyBoundsTheBytesHeld(t *testing.T) {
 	r := NewReassembly[int](time.Minute, 100, 3*MaxPartData)
 	key := func(ref uint16) PartKey { return PartKey{Account: "a", Source: "S", Dest: "1", Ref: ref, Total: 2} }
 	full := func(seq byte) smpp.Part { return smpp.Part{Seq: seq, Data: make([]byte, MaxPartData)} }
-	if _, err := r.Add(key(1), smpp.Part{Seq: 1, Data: make([]byte, 65000)}, 0, 0, t0); !errors.Is(err, ErrPartTooLong) {
+	if _, err := r.Add(key(1), smpp.Part{Seq: 1, Data: make([]byte, 65000)}, Coding{}, 0, t0); !errors.Is(err, ErrPartTooLong) {
 		t.Fatalf("a part of 65000 octets: %v, want ErrPartTooLong", err)
 	}
-	if _, err := r.Add(key(1), smpp.Part{Seq: 1, Data: make([]byte, MaxPartData+1)}, 0, 0, t0); !errors.Is(err, ErrPartTooLong) {
+	if _, err := r.Add(key(1), smpp.Part{Seq: 1, Data: make([]byte, MaxPartData+1)}, Coding{}, 0, t0); !errors.Is(err, ErrPartTooLong) {
 		t.Fatalf("a part of %d octets: %v, want ErrPartTooLong", MaxPartData+1, err)
 	}
 	if r.Held() != 0 || r.HeldBytes() != 0 || !r.Next().IsZero() {
 		t.Fatalf("refused parts held: %d parts, %d octets", r.Held(), r.HeldBytes())
 	}
 	for i, k := range []PartKey{key(1), key(2), key(3)} {
-		if _, err := r.Add(k, full(1), 0, i, t0); err != nil {
+		if _, err := r.Add(k, full(1), Coding{}, i, t0); err != nil {
 			t.Fatalf("part %d: %v", i, err)
 		}
 	}
-	if _, err := r.Add(key(4), smpp.Part{Seq: 1, Data: []byte("x")}, 0, 4, t0); !errors.Is(err, ErrTableFull) ||
+	if _, err := r.Add(key(4), smpp.Part{Seq: 1, Data: []byte("x")}, Coding{}, 4, t0); !errors.Is(err, ErrTableFull) ||
 		!strings.Contains(err.Error(), "octets") {
 		t.Fatalf("a part beyond the byte budget: %v, want ErrTableFull naming the octets", err)
 	}
@@ -121,16 +124,16 @@ func TestReassemblyBoundsTheBytesHeld(t *testing.T) {
 	}
 	// A message's last part is refused alike when it would pass the
 	// budget.
-	w, err := r.Add(key(1), smpp.Part{Seq: 2, Data: []byte("end")}, 0, 5, t0)
+	w, err := r.Add(key(1), smpp.Part{Seq: 2, Data: []byte("end")}, Coding{}, 5, t0)
 	if !errors.Is(err, ErrTableFull) || w != nil {
 		t.Fatalf("the last part over the budget: %v, %v", w, err)
 	}
 	// A message made whole leaves the table with its octets.
 	r2 := NewReassembly[int](time.Minute, 100, 2*MaxPartData+3)
-	if _, err := r2.Add(key(1), full(1), 0, 0, t0); err != nil {
+	if _, err := r2.Add(key(1), full(1), Coding{}, 0, t0); err != nil {
 		t.Fatal(err)
 	}
-	if w, err := r2.Add(key(1), smpp.Part{Seq: 2, Data: []byte("end")}, 0, 1, t0); err != nil || w == nil || len(w.Content) != MaxPartData+3 {
+	if w, err := r2.Add(key(1), smpp.Part{Seq: 2, Data: []byte("end")}, Coding{}, 1, t0); err != nil || w == nil || len(w.Content) != MaxPartData+3 {
 		t.Fatalf("the message's last part: %v, %v", w, err)
 	}
 	if r2.Held() != 0 || r2.HeldBytes() != 0 {

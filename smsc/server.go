@@ -398,13 +398,21 @@ func (srv *Server) submit(c *conn, s *smpp.Session, req smpp.PDU) {
 		srv.toIntake(who, sh, p.Data, sh.DataCoding, []owed{o})
 		return
 	}
+	// A part's class is checked as it comes (a reserved subunit, or one
+	// against its data_coding), and the table holds every part of one
+	// message to the same subunit: the whole message takes the last
+	// part's.
+	if _, r := sh.class(sh.DataCoding); r != nil {
+		srv.refuse(r, o)
+		return
+	}
 	k := PartKey{Account: account, Source: sh.Source, Dest: sh.Dest, Ref: p.Ref, Total: p.Total}
 	// The table holds what the answer needs (the command and its sequence
 	// number) and a copy of the part's data, not the PDU: its other TLVs
 	// would be held too, outside the table's byte budget.
 	o.req = smpp.PDU{Command: req.Command, Seq: req.Seq}
 	srv.mu.Lock()
-	whole, err := srv.table.Add(k, p, sh.DataCoding, o, now)
+	whole, err := srv.table.Add(k, p, Coding{DataCoding: sh.DataCoding, Subunit: sh.Subunit}, o, now)
 	srv.cfg.Metrics.partsHeld.Set(float64(srv.table.Held()))
 	srv.armExpiry()
 	srv.mu.Unlock()
@@ -413,6 +421,8 @@ func (srv *Server) submit(c *conn, s *smpp.Session, req smpp.PDU) {
 		srv.refuse(refuse(smpp.StatusMsgQueueFull, "%v", err), o)
 	case errors.Is(err, ErrPartTooLong):
 		srv.refuse(malformed(smpp.StatusInvalidMsgLen, "%v", err), o)
+	case errors.Is(err, ErrMixedSubunit):
+		srv.refuse(malformed(smpp.StatusInvalidTLVValue, "%v", err), o)
 	case err != nil:
 		srv.refuse(malformed(smpp.StatusSubmitFailed, "%v", err), o)
 	case whole != nil:

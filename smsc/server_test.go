@@ -585,3 +585,64 @@ func TestRefusedSubmitsDoNotUseTheSubmitRate(t *testing.T) {
 		}
 	})
 }
+
+// TestLongTextSubunitOfEveryPart: a long text's class asked for by
+// dest_addr_subunit is every part's, not its last part's alone (the
+// whole message was read with the last part's submit): a flash SMS asked
+// for by its parts is stored as one; parts asking for different classes
+// (or one reserved) are refused ESME_RINVOPTPARAMVAL and nothing is
+// stored. Before, the first stored no class, the others the last
+// part's.
+func TestLongTextSubunitOfEveryPart(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		subunits   [2]byte
+		wantClass  int // -1: none stored
+		wantStatus [2]smpp.Status
+	}{
+		{"both parts ask for a flash SMS", [2]byte{1, 1}, 0, [2]smpp.Status{smpp.StatusOK, smpp.StatusOK}},
+		{"only the first part asks", [2]byte{1, 0}, -1, [2]smpp.Status{0, smpp.StatusInvalidTLVValue}},
+		{"the parts ask for class 0 and class 1", [2]byte{1, 2}, -1, [2]smpp.Status{0, smpp.StatusInvalidTLVValue}},
+		{"the first part's subunit is reserved", [2]byte{9, 0}, -1, [2]smpp.Status{smpp.StatusInvalidTLVValue, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := &backend{}
+				ln, _ := serve(t, b, &receipts{due: map[string]time.Time{}})
+				s := esme(t, ln, smpp.BindTransmitter, nil)
+				var calls []*smpp.Call
+				for i, text := range []string{"hello ", "world"} {
+					sm := partSM(7, 2, byte(i+1), text)
+					if u := tc.subunits[i]; u != 0 {
+						sm.TLVs = sm.TLVs.With(smpp.TagDestAddrSubunit, []byte{u})
+					}
+					c, err := s.Send(context.Background(), smpp.PDU{Command: smpp.SubmitSM, Body: sm})
+					if err != nil {
+						t.Fatal(err)
+					}
+					calls = append(calls, c)
+				}
+				var got [2]smpp.Status
+				for i, c := range calls {
+					resp, err := c.Result()
+					if err != nil {
+						t.Fatal(err)
+					}
+					got[i] = resp.Status
+				}
+				subs := b.submissions()
+				switch {
+				case tc.wantClass >= 0 && (len(subs) != 1 || subs[0].MessageClass == nil || *subs[0].MessageClass != tc.wantClass):
+					t.Errorf("answers %v, stored %+v; want one message of class %d", got, subs, tc.wantClass)
+				case tc.wantClass < 0 && len(subs) != 0:
+					t.Errorf("answers %v, stored %+v; want nothing stored", got, subs)
+				}
+				for i, want := range tc.wantStatus {
+					if want != 0 && got[i] != want {
+						t.Errorf("part %d answered %s, want %s", i+1, got[i], want)
+					}
+				}
+			})
+		})
+	}
+}
