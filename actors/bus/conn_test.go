@@ -516,7 +516,7 @@ func TestACancelledFetchLosesNothing(t *testing.T) {
 		})
 	}()
 	polltest.Until(t, 10*time.Second, "the fetch's pull request waiting at the server", func() bool { return consumer().NumWaiting == 1 })
-	proxy.Hold()
+	proxy.Hold(t)
 	const n = 5
 	for i := range n {
 		data := fmt.Sprintf(`{"id":"m-%d","frontend":"fe","row":%d}`, i, i+1)
@@ -528,7 +528,7 @@ func TestACancelledFetchLosesNothing(t *testing.T) {
 	cancel()
 	// The server takes the request's interest back: it has dropped it.
 	polltest.Until(t, 10*time.Second, "the fetch's interest withdrawn", func() bool { return consumer().NumWaiting == 0 })
-	proxy.Release()
+	proxy.Release(t)
 	if err := <-fetched; err != nil {
 		t.Fatalf("the cancelled fetch: %v", err)
 	}
