@@ -144,11 +144,15 @@ func (g *gateway) Submit(ctx context.Context, s messages.Submission) (messages.M
 	}
 	// A submission with an id that fails these checks may be a retry of
 	// one stored before they failed (its validity has passed since, the
-	// disk filled): the commit answers it with the stored message if its id
-	// is stored, else with the refusal. That costs no read of its own.
+	// disk filled, an instance of an earlier version joined the site): the
+	// commit answers it with the stored message if its id is stored, else
+	// with the refusal. That costs no read of its own.
 	refusal := s.CheckTimes(n.clock.Now(), n.cfg.MessageValidity)
 	if refusal == nil {
 		refusal = n.roomForNew()
+	}
+	if refusal == nil {
+		refusal = n.siteRefusal(s.Options, messages.CodeSiteCapability)
 	}
 	if refusal != nil && s.ID == "" {
 		return messages.Message{}, false, refusal

@@ -25,7 +25,9 @@ const (
 	actorDiscovery = "discovery"
 )
 
-// capabilities this node announces in its identity.
+// capabilities are what this version takes: announced to peers in its
+// identity, and to the other instances of its site in its ring join
+// (siteRefusal).
 var capabilities = []string{messages.CapForwardBatch, messages.CapStatusBatch, messages.CapMessageFields, messages.CapTraceContext, messages.CapMessageClass}
 
 // loadBook fills the peer book with the registries learned before a

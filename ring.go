@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/actors/ring"
@@ -125,6 +126,7 @@ func (n *Node) startRing() error {
 		Self: messages.RingJoin{
 			InstanceID: n.cfg.InstanceID, Node: n.cfg.Name, Address: n.ringAddress(),
 			Cluster: n.cfg.Cluster, Region: n.cfg.Region, Zone: n.cfg.Zone, Services: n.cfg.RingServices,
+			Capabilities: capabilities,
 		},
 		Role: role, MasterAddr: master, PublishInterval: n.cfg.RingPublishInterval, Reconnect: n.cfg.reconnect(),
 		MasterStopGrace: n.cfg.ShutdownTimeout + 10*time.Second,
@@ -176,6 +178,34 @@ func (n *Node) ringTransport() (transport.Ring, error) {
 		return nil, errors.New("ring: the configured transport does not carry ring calls")
 	}
 	return tr, nil
+}
+
+// siteRefusal is why this instance does not take a message with options o
+// now (an error of code), or nil. A message that needs a capability
+// (messages.Options.Needs) is taken only while every member of the site's
+// ring announces it: an instance of an earlier version on the same store
+// could claim the message and deliver it without the field (a flash SMS
+// as an ordinary one). On a store of its own no other instance takes the
+// work: always nil. On a shared store, before this instance holds its
+// first assignment, the site is not known yet: refused too.
+func (n *Node) siteRefusal(o messages.Options, code string) error {
+	needs := o.Needs()
+	if len(needs) == 0 || !n.sharedStore() {
+		return nil
+	}
+	for _, c := range needs {
+		lacking, held := n.shares.Lacking(c)
+		switch {
+		case !held:
+			return messages.Errorf(code, "%s: this instance (%s) does not know its site's ring members yet, so not whether they all take %s; retry shortly",
+				c, n.cfg.InstanceID, c)
+		case len(lacking) > 0:
+			return messages.Errorf(code, "%s: instance(s) %s of site %s do not announce capability %s (an earlier version: a rolling upgrade under way?) "+
+				"and could deliver the message without it; retry once they are upgraded or gone",
+				c, strings.Join(lacking, ", "), n.cfg.Name, c)
+		}
+	}
+	return nil
 }
 
 // touchRing spreads a change of the directory made here to the site.

@@ -574,6 +574,11 @@ func (n *Node) startActors() error {
 		CommitDepth: commitDepth(n.store.Kind()), Tracing: n.tracing,
 		NewID: func() string { return uuid.Must(uuid.NewV7()).String() },
 		Relay: n.intakeRelay(),
+		// A peer's forward the site does not take now is answered
+		// unavailable (not site_capability_missing, which a peer of an
+		// earlier version would take for a permanent refusal): the peer
+		// retries it, and it is taken once the site is upgraded.
+		Site: func(o messages.Options) error { return n.siteRefusal(o, messages.CodeUnavailable) },
 	}))
 	if err != nil {
 		return err

@@ -36,6 +36,11 @@ var statusOf = map[string]int{
 	messages.CodeStorageFull:     http.StatusInsufficientStorage,
 	messages.CodeInternal:        http.StatusInternalServerError,
 
+	// Like unavailable: this site cannot take the message now, and will
+	// once its instances are upgraded (not 409: nothing the client sent
+	// conflicts with what the node holds).
+	messages.CodeSiteCapability: http.StatusServiceUnavailable,
+
 	// Federation. A refused caller is 403: it reached us and is not let in
 	// (as who it claims to be, or at all); a peer's client counts 403 as a
 	// refusal that repeating the same call does not cure (kindOf: Forbidden).

@@ -66,6 +66,7 @@ func TestKindOf(t *testing.T) {
 		messages.CodeOverloaded:        transport.Busy,
 		messages.CodeUnavailable:       transport.Unavailable,
 		messages.CodeStorageFull:       transport.Busy,
+		messages.CodeSiteCapability:    transport.Unavailable,
 		messages.CodeInternal:          transport.ServerError,
 		messages.CodeFederationOff:     transport.Forbidden,
 		messages.CodeUnknownPeer:       transport.Forbidden,

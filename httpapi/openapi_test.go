@@ -326,9 +326,9 @@ func stubAssignment() messages.RingAssignment {
 	return messages.RingAssignment{Epoch: 3, Master: "ui-node-0", MasterAddress: "10.0.0.1:8443", Cluster: "c1", Region: "r1",
 		Members: []messages.RingMember{
 			{InstanceID: "ui-node-0", Address: "10.0.0.1:8443", Zone: "z1", Services: messages.AllServices,
-				Ranges: []messages.TokenRange{{Lo: 0, Hi: 1<<63 - 1}}},
+				Ranges: []messages.TokenRange{{Lo: 0, Hi: 1<<63 - 1}}, Capabilities: []string{messages.CapMessageClass}},
 			{InstanceID: "ui-node-1", Address: "10.0.0.2:8443", Zone: "z2", Services: []string{messages.ServiceDelivery},
-				Ranges: []messages.TokenRange{{Lo: 1 << 63, Hi: 1<<64 - 1}}},
+				Ranges: []messages.TokenRange{{Lo: 1 << 63, Hi: 1<<64 - 1}}, Capabilities: []string{messages.CapMessageClass}},
 		}, Coverage: 0.5}
 }
 
@@ -656,7 +656,7 @@ func TestOpenAPISchemasMatchGo(t *testing.T) {
 		{"AuditList", auditReply{Entries: []messages.AuditEntry{entry}, NextCursor: "3"}, auditReply{}},
 		{"Whoami", whoamiReply{Name: "shop", Role: messages.RoleClient, Frontends: []string{"fe"}, SubmitRate: 5, Open: false}, whoamiReply{}},
 		{"RingJoin", messages.RingJoin{InstanceID: "a-1", Node: "a", Address: "10.0.0.2:8443", Cluster: "c1", Region: "r1", Zone: "z1",
-			Services: []string{messages.ServiceDelivery}}, messages.RingJoin{}},
+			Services: []string{messages.ServiceDelivery}, Capabilities: []string{messages.CapMessageClass}}, messages.RingJoin{}},
 		{"RingPoll", messages.RingPoll{InstanceID: "a-1", Epoch: 3, WaitMs: 30000, Touch: true}, messages.RingPoll{}},
 		{"RingLeave", messages.RingLeave{InstanceID: "a-1"}, messages.RingLeave{}},
 		{"RingMember", stubAssignment().Members[0], messages.RingMember{}},

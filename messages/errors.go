@@ -64,6 +64,12 @@ const (
 	CodeStorageFull     = "storage_full"       // the store has no room for new work: retry later
 	CodeInternal        = "internal"           // a bug: logged with detail
 
+	// CodeSiteCapability: a message needs a capability (Options.Needs)
+	// that an instance of this site does not announce to its ring (one of
+	// an earlier version, in a rolling upgrade), which could claim it and
+	// deliver it without the field. Retry once the site is upgraded.
+	CodeSiteCapability = "site_capability_missing"
+
 	// Federation.
 	CodeFederationOff  = "federation_disabled"         // --federation=false: no peer is served
 	CodeUnknownPeer    = "unknown_peer"                // X-Federation-Node names no discovered peer

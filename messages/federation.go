@@ -38,7 +38,11 @@ const (
 	// in forwards. A message with a class is forwarded only to a peer
 	// announcing both it and CapMessageFields: a node before it would
 	// ignore the field (federation documents are read tolerantly) and
-	// deliver the message without its class, otherwise than asked.
+	// deliver the message without its class, otherwise than asked. Inside
+	// a site the same holds between instances: each announces its
+	// capabilities to the ring (RingJoin.Capabilities), and a message
+	// with a class is taken only while every member announces it
+	// (Options.Needs).
 	CapMessageClass = "message_class"
 )
 

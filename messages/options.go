@@ -73,6 +73,19 @@ func (o Options) Used() bool {
 	return o.DataCoding != "" || o.Binary != nil || o.ValidityUntil != nil || o.DeliverAfter != nil || o.MessageClass != nil
 }
 
+// Needs are the capabilities (CapMessageClass, ...) that every instance of
+// a site must announce to its ring before it accepts a message with o: an
+// instance that lacks one reads the store without the field and, claiming
+// the message, would deliver it otherwise than asked. A field gated so is
+// one line here.
+func (o Options) Needs() []string {
+	var caps []string
+	if o.MessageClass != nil {
+		caps = append(caps, CapMessageClass)
+	}
+	return caps
+}
+
 // validateClass checks the message class: absent, or 0 to MaxMessageClass.
 func (o Options) validateClass() error {
 	if c := o.MessageClass; c != nil && (*c < 0 || *c > MaxMessageClass) {

@@ -45,6 +45,13 @@ type RingJoin struct {
 	Region     string   `json:"region"`
 	Zone       string   `json:"zone"`
 	Services   []string `json:"services"`
+	// Capabilities are what this instance's version takes (the names of
+	// the federation's Identity.Capabilities). The master carries them in
+	// every RingMember, so that each instance knows whether the whole site
+	// takes what a message needs (Options.Needs). An instance of a version
+	// before them sends none, and the master reads the document
+	// tolerantly: absent is none.
+	Capabilities []string `json:"capabilities,omitempty"`
 }
 
 // RingPoll is a slave's long-lived subscription call (POST /api/ring/poll):
@@ -77,6 +84,9 @@ type RingMember struct {
 	Zone       string       `json:"zone,omitempty"`
 	Services   []string     `json:"services"`
 	Ranges     []TokenRange `json:"ranges"`
+	// Capabilities are those the member announced when it joined (sorted;
+	// absent for a member of an earlier version, and from a master of one).
+	Capabilities []string `json:"capabilities,omitempty"`
 }
 
 // RingAssignment is what the master publishes: who owns which tokens under

@@ -147,6 +147,7 @@ func TestShortToSubmission(t *testing.T) {
 		messages.Errorf(messages.CodeOverloaded, "x"):     smpp.StatusThrottled,
 		messages.Errorf(messages.CodeStorageFull, "x"):    smpp.StatusMsgQueueFull,
 		messages.Errorf(messages.CodeUnavailable, "x"):    smpp.StatusSystemError,
+		messages.Errorf(messages.CodeSiteCapability, "x"): smpp.StatusSystemError,
 		messages.Errorf(messages.CodeInvalidRequest, "x"): smpp.StatusSubmitFailed,
 		errors.New("other"):                               smpp.StatusSystemError,
 	} {

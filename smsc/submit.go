@@ -176,7 +176,9 @@ func StatusOf(err error) smpp.Status {
 		return smpp.StatusThrottled
 	case messages.CodeStorageFull:
 		return smpp.StatusMsgQueueFull
-	case messages.CodeUnavailable, messages.CodeInternal:
+	case messages.CodeUnavailable, messages.CodeInternal, messages.CodeSiteCapability:
+		// site_capability_missing lasts as long as a rolling upgrade:
+		// a temporary refusal, which the ESME retries.
 		return smpp.StatusSystemError
 	}
 	return smpp.StatusSubmitFailed

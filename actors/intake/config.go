@@ -70,6 +70,11 @@ type Config struct {
 	// before refusing it, so a frontend registered through another
 	// instance a moment ago is found. One read per commit at most.
 	Shared bool
+	// Site, when set, says why this instance's site does not take a
+	// peer's forward with these options now (the forward is answered that
+	// error, unless its id is stored: a retry), or nil. A client's submit
+	// is checked by the gateway before it comes here.
+	Site func(messages.Options) error
 }
 
 // DefaultMaxBatch is the most submissions one group commit takes: 512,

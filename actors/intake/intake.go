@@ -206,7 +206,7 @@ func (a *Intake) start(c actor.Context) {
 // directory again through reload) and the workers' offers and the bus's
 // publishing for its new work.
 func (a *Intake) batch(c actor.Context) (*Batch, bool) {
-	rt := router{table: a.table, node: a.cfg.Node, newID: a.cfg.NewID}
+	rt := router{table: a.table, node: a.cfg.Node, newID: a.cfg.NewID, site: a.cfg.Site}
 	b, ok := a.pipe.Next(a.cfg.Clock.Now(), rt, func() *Table { a.reload(c); return a.table })
 	if !ok {
 		return nil, false

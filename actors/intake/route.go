@@ -18,6 +18,7 @@ type router struct {
 	table *Table
 	node  string
 	newID func() string
+	site  func(messages.Options) error // Config.Site; nil takes everything
 }
 
 // batch forms a group commit of entries and reports: what the store keeps
@@ -156,6 +157,11 @@ func (r router) entryMessage(e entry, now time.Time) (persistence.NewMessage, er
 	f := e.fwd.m.Forwards[e.idx]
 	if err := r.forwardTarget(f); err != nil {
 		return persistence.NewMessage{}, err
+	}
+	if r.site != nil {
+		if err := r.site(f.Options); err != nil {
+			return persistence.NewMessage{}, err
+		}
 	}
 	return persistence.NewMessage{
 		ID: f.ID, SourceMSISDN: f.SourceMSISDN, DestinationMSISDN: f.DestinationMSISDN,

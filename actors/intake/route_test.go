@@ -41,3 +41,27 @@ func TestRouteEntries(t *testing.T) {
 		}
 	}
 }
+
+// TestRouteForwardTheSiteDoesNotTake: a peer's forward whose options the
+// site does not take now (Config.Site) is refused with its answer; one
+// the site takes is routed as usual.
+func TestRouteForwardTheSiteDoesNotTake(t *testing.T) {
+	table := NewTable(nil, []messages.Frontend{{Name: "uk", Mode: messages.ModePull}})
+	refusal := messages.Errorf(messages.CodeUnavailable, "old lacks message_class")
+	r := router{table: table, node: "a", site: func(o messages.Options) error {
+		if o.MessageClass != nil {
+			return refusal
+		}
+		return nil
+	}}
+	fwd := &forwardReq{m: &messages.AcceptForwards{From: "c", Forwards: []messages.Forward{
+		{ID: "x", DestSMSC: "a", Frontend: "uk", Options: messages.Options{MessageClass: messages.Class(0)}},
+		{ID: "y", DestSMSC: "a", Frontend: "uk"},
+	}}}
+	if _, err := r.entryMessage(entry{fwd: fwd, idx: 0}, t0); err != refusal {
+		t.Errorf("a forward with a class: %v, want %v", err, refusal)
+	}
+	if nm, err := r.entryMessage(entry{fwd: fwd, idx: 1}, t0); err != nil || nm.Work.Target != "uk" {
+		t.Errorf("a forward without one: %+v, %v", nm, err)
+	}
+}

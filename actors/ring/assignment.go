@@ -48,6 +48,20 @@ func Grant(a messages.RingAssignment, instanceID, service string) []messages.Tok
 	return Owners(a, service)[instanceID]
 }
 
+// Lacking are the members of a (instance ids, in a's order) that do not
+// announce capability c: those of an earlier version among them. A site
+// takes a message that needs c (messages.Options.Needs) only when none
+// does.
+func Lacking(a messages.RingAssignment, c string) []string {
+	var out []string
+	for _, m := range a.Members {
+		if !slices.Contains(m.Capabilities, c) {
+			out = append(out, m.InstanceID)
+		}
+	}
+	return out
+}
+
 // State is a as stored: the owners of every service of messages.AllServices
 // (ordered by service in that order, then by range), the members as given
 // (copied) and PublishedAt now.
@@ -96,6 +110,7 @@ func copyMembers(ms []messages.RingMember) []messages.RingMember {
 	for i, m := range ms {
 		m.Services = slices.Clone(m.Services)
 		m.Ranges = slices.Clone(m.Ranges)
+		m.Capabilities = slices.Clone(m.Capabilities)
 		out[i] = m
 	}
 	return out

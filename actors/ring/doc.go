@@ -48,6 +48,14 @@
 // that cannot reach the master retries with Reconnect's backoff and gives
 // up after MaxAttempts failures in a row.
 //
+// A member document also carries the capabilities of the instance's
+// version (an earlier version sends none). Master keeps them per member
+// and puts them in every RingMember; a member that comes back with others
+// is a changed document, so a new epoch. Lacking names the members of an
+// assignment without one, and Shares answers it from the assignment this
+// instance holds: the node takes a message that needs a capability
+// (messages.Options.Needs) only while no member lacks it.
+//
 // # Epochs and fencing
 //
 // Master.Next returns a new assignment whenever the member set or a

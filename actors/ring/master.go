@@ -77,6 +77,7 @@ func NewMaster(cfg MasterConfig, stored persistence.RingState) *Master {
 	}
 	self := cfg.Self
 	self.Services = canonical(self.Services)
+	self.Capabilities = sortedSet(self.Capabilities)
 	m := &Master{
 		self:     self,
 		interval: cfg.PublishInterval,
@@ -107,6 +108,7 @@ func (m *Master) Join(now time.Time, j messages.RingJoin) error {
 		return r
 	}
 	j.Services = canonical(j.Services)
+	j.Capabilities = sortedSet(j.Capabilities)
 	mb, ok := m.members[j.InstanceID]
 	if ok && mb.open > 0 && mb.join.Address != j.Address {
 		// Two live processes with one instance id would pass one fence
@@ -165,12 +167,12 @@ func (m *Master) Applied(epoch uint64) { m.applied = epoch }
 // the last one ended Grace or longer ago) and those that have not
 // confirmed the current epoch within 2×PublishInterval of its publication
 // (or of their join, when later); the master itself is never dropped. Then,
-// when the members or their documents (address, zone, services) differ
-// from the current assignment's, or none was published yet (or since
-// Rebase), it returns the next assignment: Assign from the previous ranges
-// (members coming back first get the ranges they last had), epoch one
-// above the current one (or the stored one). It is not current until
-// Published.
+// when the members or their documents (address, zone, services,
+// capabilities) differ from the current assignment's, or none was
+// published yet (or since Rebase), it returns the next assignment: Assign
+// from the previous ranges (members coming back first get the ranges they
+// last had), epoch one above the current one (or the stored one). It is
+// not current until Published.
 func (m *Master) Next(now time.Time) (messages.RingAssignment, bool) {
 	for _, id := range m.ids() {
 		if id == m.self.InstanceID {
@@ -375,17 +377,20 @@ func (m *Master) docs() []messages.RingMember {
 			Address:    j.Address,
 			Zone:       j.Zone,
 			Services:   slices.Clone(j.Services),
+			// A member that restarts as another version joins again
+			// with other capabilities: a new document, a new epoch.
+			Capabilities: slices.Clone(j.Capabilities),
 		})
 	}
 	return out
 }
 
 // sameDocs reports whether a and b list the same members with the same
-// documents, ranges aside.
+// documents (address, zone, services, capabilities), ranges aside.
 func sameDocs(a, b []messages.RingMember) bool {
 	return slices.EqualFunc(a, b, func(x, y messages.RingMember) bool {
 		return x.InstanceID == y.InstanceID && x.Address == y.Address &&
-			x.Zone == y.Zone && slices.Equal(x.Services, y.Services)
+			x.Zone == y.Zone && slices.Equal(x.Services, y.Services) && slices.Equal(x.Capabilities, y.Capabilities)
 	})
 }
 
@@ -399,4 +404,14 @@ func canonical(services []string) []string {
 		}
 	}
 	return out
+}
+
+// sortedSet is names sorted, without duplicates (nil when none).
+func sortedSet(names []string) []string {
+	if len(names) == 0 {
+		return nil
+	}
+	out := slices.Clone(names)
+	slices.Sort(out)
+	return slices.Compact(out)
 }

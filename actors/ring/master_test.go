@@ -353,3 +353,55 @@ func TestMasterRebasePublishesOverAnotherAssignment(t *testing.T) {
 		t.Fatal("a publish due after the rebased one was published")
 	}
 }
+
+// TestMasterCarriesCapabilities: each member's capabilities (the master's
+// own from its config) are in the assignment, sorted and without
+// duplicates; a member of an earlier version announces none, and Lacking
+// names it. The member coming back with them (upgraded) is a changed
+// document: a new epoch, after which nobody lacks them.
+func TestMasterCarriesCapabilities(t *testing.T) {
+	self := masterDoc()
+	self.Capabilities = []string{messages.CapMessageClass, messages.CapForwardBatch, messages.CapMessageClass}
+	m := NewMaster(MasterConfig{Self: self, PublishInterval: interval}, persistence.RingState{})
+	if err := m.Join(t0, joinDoc("ring-1")); err != nil { // an earlier version: no capabilities
+		t.Fatal(err)
+	}
+	a, ok := publish(t, m, t0)
+	if !ok {
+		t.Fatal("no assignment")
+	}
+	want := []string{messages.CapForwardBatch, messages.CapMessageClass}
+	if got := a.Members[0].Capabilities; !slices.Equal(got, want) {
+		t.Fatalf("the master's capabilities %v, want %v", got, want)
+	}
+	if got := a.Members[1].Capabilities; got != nil {
+		t.Fatalf("ring-1 announced none, the assignment says %v", got)
+	}
+	if got := Lacking(a, messages.CapMessageClass); !slices.Equal(got, []string{"ring-1"}) {
+		t.Fatalf("lacking message_class: %v, want [ring-1]", got)
+	}
+	if got := Lacking(a, messages.CapForwardBatch); !slices.Equal(got, []string{"ring-1"}) {
+		t.Fatalf("lacking forward_batch: %v, want [ring-1]", got)
+	}
+
+	now := t0.Add(time.Second)
+	m.PollOpened(now, "ring-1", a.Epoch)
+	j := joinDoc("ring-1")
+	j.Capabilities = []string{messages.CapMessageClass}
+	if err := m.Join(now, j); err != nil {
+		t.Fatal(err)
+	}
+	b, ok := publish(t, m, now)
+	if !ok || b.Epoch != a.Epoch+1 {
+		t.Fatalf("ring-1 came back with capabilities: %+v %v, want epoch %d", b, ok, a.Epoch+1)
+	}
+	if got := Lacking(b, messages.CapMessageClass); got != nil {
+		t.Fatalf("lacking message_class after the upgrade: %v", got)
+	}
+	if !slices.Equal(rangesOf(b, "ring-1"), rangesOf(a, "ring-1")) {
+		t.Fatal("a changed document moved ranges")
+	}
+	if _, ok := m.Next(now); ok {
+		t.Fatal("the same capabilities again bumped the epoch")
+	}
+}
