@@ -72,8 +72,9 @@ type Config struct {
 	Shared bool
 	// Site, when set, says why this instance's site does not take a
 	// peer's forward with these options now (the forward is answered that
-	// error, unless its id is stored: a retry), or nil. A client's submit
-	// is checked by the gateway before it comes here.
+	// error, unless its id is stored: a retry), or nil; a resubmit of a
+	// message with them is refused with it too (a bulk's skips it). A
+	// client's submit is checked by the gateway before it comes here.
 	Site func(messages.Options) error
 }
 

@@ -2,9 +2,11 @@ package intake_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -156,4 +158,67 @@ func TestResubmitKeepsDeliverAfter(t *testing.T) {
 	if got := claim(later.Add(time.Second)); !slices.Equal(got, []string{"alone", "bulk"}) {
 		t.Fatalf("claimed %v at deliver_after, want alone and bulk", got)
 	}
+}
+
+// TestResubmitRefusedWhileTheSiteLacksWhatTheMessageNeeds: a failed
+// message with a class is not put back to work while the site does not
+// take classes (Config.Site: an instance of an earlier version in its
+// ring, which could claim it and deliver it without its class): a
+// single resubmit is refused with the site's reason, a bulk's skips it;
+// one without a class is resubmitted. Once the site takes classes, so is
+// the classed one. Before, the resubmit ignored the site.
+func TestResubmitRefusedWhileTheSiteLacksWhatTheMessageNeeds(t *testing.T) {
+	st := sqlitetest.Open(t)
+	withFrontend(t, st, "44")
+	ctx := context.Background()
+	now := clock.Real{}.Now()
+	var failed []persistence.NewMessage
+	for _, id := range []string{"flash", "flash-bulk", "plain"} {
+		o := messages.Options{}
+		if id != "plain" {
+			o.MessageClass = messages.Class(0)
+		}
+		failed = append(failed, persistence.NewMessage{ID: id, SourceMSISDN: "15550001", DestinationMSISDN: "447700900123",
+			Body: "now", Options: o, SourceSMSC: "alpha", DestSMSC: "gone", Frontend: "fe-gone",
+			State: messages.StateForwardFailed, Detail: "forward_timeout"})
+	}
+	if _, err := st.Accept(ctx, now, failed); err != nil {
+		t.Fatal(err)
+	}
+	var mixed atomic.Bool
+	mixed.Store(true)
+	site := func(o messages.Options) error {
+		if mixed.Load() && len(o.Needs()) > 0 {
+			return messages.Errorf(messages.CodeUnavailable, "message_class: instance old lacks it")
+		}
+		return nil
+	}
+	sys, pid, _ := startIntake(t, st, idle{}, intake.Config{Site: site})
+
+	one := make(chan messages.ResubmitReply, 1)
+	sys.Root.Send(pid, &messages.Resubmit{ID: "flash", Reply: one})
+	if r := <-one; !isCode(r.Err, messages.CodeUnavailable) {
+		t.Fatalf("resubmit of a flash SMS while the site lacks message_class: %v, want unavailable", r.Err)
+	}
+	bulk := make(chan messages.BulkReply, 1)
+	sys.Root.Send(pid, &messages.ResubmitBulk{State: messages.StateForwardFailed, Reply: bulk})
+	if r := <-bulk; r.Err != nil || r.Resubmitted != 1 || r.Skipped != 2 {
+		t.Fatalf("bulk resubmit while the site lacks message_class: %+v, want the plain one resubmitted, the two flash skipped", r)
+	}
+	for id, want := range map[string]messages.State{"flash": messages.StateForwardFailed, "flash-bulk": messages.StateForwardFailed, "plain": messages.StatePending} {
+		if m, err := st.GetMessage(ctx, id); err != nil || m.State != want {
+			t.Errorf("%s: %v %v, want %s", id, m.State, err, want)
+		}
+	}
+	mixed.Store(false)
+	sys.Root.Send(pid, &messages.Resubmit{ID: "flash", Reply: one})
+	if r := <-one; r.Err != nil {
+		t.Fatalf("resubmit of a flash SMS once the site takes classes: %v", r.Err)
+	}
+}
+
+// isCode reports whether err is a *messages.Error of code.
+func isCode(err error, code string) bool {
+	var e *messages.Error
+	return errors.As(err, &e) && e.Code == code
 }

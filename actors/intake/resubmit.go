@@ -299,8 +299,16 @@ func (a *Intake) bulk(req *messages.ResubmitBulk) {
 }
 
 // reroute builds the re-routing of a message to whichever frontend serves
-// its destination now.
+// its destination now; one the site does not take now (Config.Site: a
+// message class while an instance of an earlier version is in its ring)
+// is refused, as its submit would be: put back to work, that instance
+// could claim it and deliver it without the field.
 func (a *Intake) reroute(m messages.Message, now time.Time) (persistence.Reroute, error) {
+	if a.cfg.Site != nil {
+		if err := a.cfg.Site(m.Options); err != nil {
+			return persistence.Reroute{}, err
+		}
+	}
 	t, err := a.table.Resolve(m.DestinationMSISDN)
 	if err != nil {
 		return persistence.Reroute{}, err
