@@ -68,6 +68,11 @@ const (
 	busFetchWaitPull = time.Second
 	// busFetchRetry is the wait after a failed fetch.
 	busFetchRetry = time.Second
+	// busStopWait bounds how long a stopping worker waits for the fetch
+	// it cancels to end before it naks what it lets go: a cancelled
+	// fetch ends within one round trip to the server (the bus's
+	// PublishTimeout, 5 s, bounds it).
+	busStopWait = 5 * time.Second
 )
 
 // Messages of a fetch to its worker, naming the fetch (busLink.earlier: a
@@ -178,15 +183,16 @@ func (w *Worker) fetch(now time.Time) {
 				root.Send(self, m)
 			}
 		})
+		w.settle(untaken(inbox.late())) // the worker stopped: after the fetch's end, before the stop returns (ended)
 		close(ended)
-		w.settle(untaken(inbox.late())) // the worker stopped: after the fetch's end, as afterFetch
 		root.Send(self, &fetchDone{f: f, err: err})
 	}()
 }
 
 // afterFetch settles ss once the fetch the worker cancelled has ended, on
 // a goroutine of their own if it has not yet: the messages the worker
-// refuses (takeAll) and those it lets go as it stops (busLink.letGo).
+// refuses (takeAll). (Those it lets go as it stops, busLink.letGo, are
+// naked the same way, but before its stop returns: Worker.Receive.)
 // Naked while that fetch's pull request still waits at the server (asked
 // for more than it got), a message may be handed straight back to it: the
 // fetch hands it to the worker again, which refuses it again, round and

@@ -321,14 +321,22 @@ func (r *busRig) restarted() {
 // it gets, until it has the n messages the worker let go.
 func (r *busRig) takenByAnother(t *testing.T, n int) {
 	t.Helper()
+	c, err := r.js.Consumer(context.Background(), rigStream, bus.ConsumerName("hook"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var got []string
 	polltest.Eventually(t, 20*time.Second, func() error {
-		err := r.b.Fetch(context.Background(), "hook", n, 200*time.Millisecond, func(ms []*bus.Msg) {
-			for _, m := range ms {
-				got = append(got, m.ID)
-				_ = m.Settle(bus.Decision{Action: bus.Ack})
+		batch, err := c.Fetch(n-len(got), jetstream.FetchMaxWait(200*time.Millisecond))
+		if err == nil {
+			for m := range batch.Messages() {
+				var w bus.Work
+				if json.Unmarshal(m.Data(), &w) == nil {
+					got = append(got, w.ID)
+				}
+				_ = m.Ack()
 			}
-		})
+		}
 		if len(got) < n {
 			return fmt.Errorf("another worker got %v from the bus after the worker let them go (%v), want the %d; %d handed out and not acked, %v naked by the worker",
 				got, err, n, r.consumer().NumAckPending, r.settled(bus.Nak))
@@ -465,6 +473,7 @@ func TestWorkerStopNaksTheBusMessagesItHeld(t *testing.T) {
 	if err := r.sys.Root.StopFuture(r.pid).Wait(); err != nil {
 		t.Fatal(err)
 	}
+	r.b.Close() // as a node's stop: its bus closes right after its workers stopped
 	r.takenByAnother(t, n)
 	if got := r.settled(bus.Nak); got != n {
 		t.Fatalf("%v bus messages naked at the stop, want %d", got, n)
@@ -628,6 +637,7 @@ func TestWorkerStopNaksTheFetchedMessagesInItsMailbox(t *testing.T) {
 	if err := stopped.Wait(); err != nil {
 		t.Fatal(err)
 	}
+	r.b.Close() // as a node's stop: its bus closes right after its workers stopped
 	r.takenByAnother(t, n)
 	if nak := r.settled(bus.Nak); nak != n {
 		t.Fatalf("%v bus messages naked at the stop, want %d", nak, n)

@@ -118,10 +118,23 @@ func (w *Worker) Receive(c actor.Context) {
 			w.apply(c, w.core.Retire(now, w.life.retireBy))
 		}
 	case *actor.Stopping:
-		w.afterFetch(append(w.link.letGo(now), untaken(w.life.inbox.stop())...))
+		// What it lets go is naked before the stop returns: the node
+		// closes the bus right after its workers stopped, and a nak left
+		// to a goroutine (afterFetch) went out on a closed connection,
+		// the message back only after the AckWait. Naked once the fetch
+		// it cancels has ended (its late messages naked too), so that
+		// none goes back to that fetch's request.
+		let := append(w.link.letGo(now), untaken(w.life.inbox.stop())...)
 		if w.fetching.cancel != nil {
 			w.fetching.cancel()
 		}
+		if ended := w.fetching.ended; ended != nil {
+			select {
+			case <-ended:
+			case <-time.After(busStopWait):
+			}
+		}
+		w.settle(let)
 		w.stopping(c)
 		if w.smpp != nil {
 			w.d.SMPP.Release(w.smpp)
