@@ -1,15 +1,18 @@
 package switchboard
 
 import (
+	"context"
 	"errors"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/field"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/transport"
 )
 
@@ -112,7 +115,37 @@ func (n *Node) newShares() error {
 		idle = ringIdlePoll
 	}
 	n.shares = ring.NewShares(idle, m.Refused)
+	n.roster = ring.NewRoster(n.cfg.rosterHold())
 	return nil
+}
+
+// rosterHold is how long the roster keeps a member missing from the
+// assignment (ring.Roster): as long as such a member may be alive and
+// come back with its ranges. A slave keeps calling its master for
+// RingReconnectMaxAttempts waits of at most RingReconnectBackoffMax, and
+// waits for a master that said it stops for ShutdownTimeout and 10 s
+// (MasterStopGrace); a member is dropped within two publications of its
+// last poll.
+func (c Config) rosterHold() time.Duration {
+	return time.Duration(c.RingReconnectMaxAttempts)*c.RingReconnectBackoffMax + c.ShutdownTimeout + 10*time.Second +
+		2*c.RingPublishInterval
+}
+
+// seedRoster has the roster start from the assignment stored in the
+// site's store (its members as the last master published them), so that
+// a member of an earlier version that is alive but has not joined this
+// instance's master yet (a new master lists only itself at first) still
+// counts. A store no ring published to has none; one that cannot be read
+// leaves the roster unknown until the first assignment.
+func (n *Node) seedRoster() {
+	ctx, cancel := context.WithTimeout(context.Background(), persistence.CallTimeout)
+	defer cancel()
+	st, err := n.store.Ring(ctx)
+	if err != nil {
+		n.log.Warn("reading the stored ring assignment failed; submits that need a capability wait for the first assignment", "err", err)
+		return
+	}
+	n.roster.Seed(st.Members, n.clock.Now())
 }
 
 // startRing spawns the coordinator (after the HTTPS listener, whose
@@ -131,7 +164,7 @@ func (n *Node) startRing() error {
 		Role: role, MasterAddr: master, PublishInterval: n.cfg.RingPublishInterval, Reconnect: n.cfg.reconnect(),
 		MasterStopGrace: n.cfg.ShutdownTimeout + 10*time.Second,
 		Store:           n.store, Elector: elector, Clock: n.clock, Seed: uint64(n.clock.Now().UnixNano()),
-		Logger: n.log, Metrics: n.ringMetrics, Shares: n.shares, Frontends: n.frontends, Peers: n.peers,
+		Logger: n.log, Metrics: n.ringMetrics, Shares: n.shares, Roster: n.roster, Stopping: n.isStopping, Frontends: n.frontends, Peers: n.peers,
 		Fatal: func(err error) { n.onFatal("ring", field.Rename(err, ringFields)) },
 	}
 	if n.sharedStore() {
@@ -183,22 +216,29 @@ func (n *Node) ringTransport() (transport.Ring, error) {
 // siteRefusal is why this instance does not take a message with options o
 // now (an error of code), or nil. A message that needs a capability
 // (messages.Options.Needs) is taken only while every member of the site's
-// ring announces it: an instance of an earlier version on the same store
-// could claim the message and deliver it without the field (a flash SMS
-// as an ordinary one). On a store of its own no other instance takes the
-// work: always nil. On a shared store, before this instance holds its
-// first assignment, the site is not known yet: refused too.
+// ring announces it (ring.Roster: the members of the assignment held, and
+// for a while those missing from it): an instance of an earlier version
+// on the same store could claim the message and deliver it without the
+// field (a flash SMS as an ordinary one). On a store of its own no other
+// instance takes the work: always nil. On a shared store whose ring this
+// instance knows nothing of yet (the stored assignment could not be
+// read, and none was applied), refused too.
 func (n *Node) siteRefusal(o messages.Options, code string) error {
 	needs := o.Needs()
 	if len(needs) == 0 || !n.sharedStore() {
 		return nil
 	}
 	for _, c := range needs {
-		lacking, held := n.shares.Lacking(c)
+		lacking, known := n.roster.Lacking(c, n.clock.Now())
 		switch {
-		case !held:
+		case !known:
 			return messages.Errorf(code, "%s: this instance (%s) does not know its site's ring members yet, so not whether they all take %s; retry shortly",
 				c, n.cfg.InstanceID, c)
+		case slices.Contains(lacking, n.cfg.InstanceID):
+			// This instance announces it: the assignment it holds came
+			// from a master of an earlier version, which carries nobody's.
+			return messages.Errorf(code, "%s: the ring's master runs an earlier version, whose assignments carry no member's capabilities, "+
+				"so not whether every instance of site %s takes %s; retry once the master is upgraded", c, n.cfg.Name, c)
 		case len(lacking) > 0:
 			return messages.Errorf(code, "%s: instance(s) %s of site %s do not announce capability %s (an earlier version: a rolling upgrade under way?) "+
 				"and could deliver the message without it; retry once they are upgraded or gone",
@@ -224,4 +264,14 @@ func (n *Node) RingPartitions() []ring.Partition {
 		return nil
 	}
 	return n.shares.Partitions()
+}
+
+// isStopping reports whether the node's stop has begun.
+func (n *Node) isStopping() bool {
+	select {
+	case <-n.stopping:
+		return true
+	default:
+		return false
+	}
 }

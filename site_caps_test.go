@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -218,16 +219,18 @@ func TestSiteRefusesAClassWhileAMemberLacksIt(t *testing.T) {
 		t.Errorf("submit_sm without a class: %s, want ESME_ROK", st)
 	}
 
-	// old leaves: the site takes classes again.
+	// old leaves: the site still refuses classes for a while (ring.Roster:
+	// a member missing from the assignment may be alive and come back
+	// with its ranges), and while old is back as its earlier version.
 	old.stop(true)
 	waitRing(t, hs, "a1", "a2")
-	accepts(a1)
-	accepts(a2)
-
-	// old comes back as its earlier version, then restarts upgraded.
+	refuses(a1, "old")
+	refuses(a2, "old")
 	old = joinFake(t, a1, "old", nil)
 	waitRing(t, hs, "a1", "a2", "old")
 	refuses(a2, "old")
+
+	// old restarts upgraded: the site takes classes again at once.
 	old.stop(false)
 	joinFake(t, a1, "old", []string{messages.CapForwardBatch, messages.CapMessageClass})
 	waitLacking(t, hs, messages.CapMessageClass)
@@ -241,8 +244,8 @@ func TestSiteRefusesAClassWhileAMemberLacksIt(t *testing.T) {
 // TestSiteRefusesAForwardedClassWhileAMemberLacksIt: a peer's forward of a
 // message with a message_class to a site where an instance does not
 // announce message_class is refused for now (unavailable: the peer
-// retries it) and not stored; once that instance leaves, the peer's retry
-// is taken, class and all.
+// retries it) and not stored; once that instance is upgraded, the peer's
+// retry is taken, class and all.
 func TestSiteRefusesAForwardedClassWhileAMemberLacksIt(t *testing.T) {
 	fn := newFedNet()
 	a := startFed(t, fn, fedConfig(t, fn, "a", "b"))
@@ -277,10 +280,71 @@ func TestSiteRefusesAForwardedClassWhileAMemberLacksIt(t *testing.T) {
 	}
 	b.apiError(404, messages.CodeNotFound, "GET", "/api/messages/fc1", nil)
 
-	old.stop(true)
-	waitRing(t, []*harness{b}, "b-0")
+	old.stop(false)
+	joinFake(t, b, "old", []string{messages.CapForwardBatch, messages.CapMessageClass})
+	waitLacking(t, []*harness{b}, messages.CapMessageClass)
 	a.waitState("fc1", messages.StateForwarded)
 	if m := b.message("fc1"); classOf(m.MessageClass) != "0" {
 		t.Fatalf("fc1 stored at b with message_class %s, want 0", classOf(m.MessageClass))
+	}
+}
+
+// TestSiteRemembersAMemberAcrossAMasterRestart: a new master lists only
+// itself at first, and a live instance of an earlier version joins it a
+// reconnect later, with the ranges it had: the site took classed submits
+// in between, which that instance could then claim and deliver without
+// their class. The master's roster starts from the stored assignment, so
+// old still counts until it is back (here upgraded: then classes are
+// taken) or long gone.
+func TestSiteRemembersAMemberAcrossAMasterRestart(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	c1 := siteConfig(t, dsn, "a1")
+	c1.RingRole = messages.RoleMaster
+	a1 := startNode(t, c1)
+	waitRing(t, []*harness{a1}, "a1")
+	a1.pullFrontend("fe", "44")
+	classed := func(id string) map[string]any {
+		return map[string]any{"id": id, "source_msisdn": "15550001", "destination_msisdn": "447700900001",
+			"message_body": "flash", "message_class": 0}
+	}
+	old := joinFake(t, a1, "old", nil)
+	waitRing(t, []*harness{a1}, "a1", "old")
+	a1.apiError(503, messages.CodeSiteCapability, "POST", "/api/messages", classed("before"))
+
+	a1.stop()
+	old.stop(false) // alive, looking for its master again
+	a1 = startNode(t, c1)
+	waitRing(t, []*harness{a1}, "a1")
+	msg := a1.apiError(503, messages.CodeSiteCapability, "POST", "/api/messages", classed("window"))
+	if !strings.Contains(msg, "old") {
+		t.Errorf("the refusal after the master's restart does not name old: %q", msg)
+	}
+	joinFake(t, a1, "old", []string{messages.CapForwardBatch, messages.CapMessageClass})
+	waitLacking(t, []*harness{a1}, messages.CapMessageClass)
+	a1.must(202, "POST", "/api/messages", classed("after"), nil)
+}
+
+// TestEmbeddedOwnStoreTakesAClassAtOnce: a single node given a store of
+// its own (Config.Store) takes a submit with a message_class as soon as
+// Start has returned: its roster starts from the store, where no ring
+// published (before, it waited for its first assignment, and such
+// submits right after Start were refused site_capability_missing).
+func TestEmbeddedOwnStoreTakesAClassAtOnce(t *testing.T) {
+	cfg := embeddedConfig(t)
+	cfg.Store = newFaultyStore(t)
+	n, err := switchboard.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := n.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = n.Stop(ctx) }()
+	// No route: the submit passed the site's check and reached routing.
+	_, _, err = n.Submit(ctx, messages.Submission{SourceMSISDN: "1", DestinationMSISDN: "71", Body: "flash",
+		Options: messages.Options{MessageClass: messages.Class(0)}})
+	if me := (*messages.Error)(nil); !errors.As(err, &me) || me.Code != messages.CodeNoRoute {
+		t.Fatalf("a classed submit right after Start: %v, want no_route (past the site's check)", err)
 	}
 }

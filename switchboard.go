@@ -130,6 +130,7 @@ type Node struct {
 	// the ring (see ring.go)
 	ring        atomic.Pointer[actor.PID]
 	shares      *ring.Shares
+	roster      *ring.Roster
 	ringMetrics *ring.Metrics
 
 	// federation (see federation.go)
@@ -325,6 +326,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	if err := n.startActors(); err != nil {
 		return err
+	}
+	if n.sharedStore() {
+		n.seedRoster() // before the first submit can come
 	}
 	if err := n.startHTTP(); err != nil {
 		return err

@@ -48,20 +48,6 @@ func Grant(a messages.RingAssignment, instanceID, service string) []messages.Tok
 	return Owners(a, service)[instanceID]
 }
 
-// Lacking are the members of a (instance ids, in a's order) that do not
-// announce capability c: those of an earlier version among them. A site
-// takes a message that needs c (messages.Options.Needs) only when none
-// does.
-func Lacking(a messages.RingAssignment, c string) []string {
-	var out []string
-	for _, m := range a.Members {
-		if !slices.Contains(m.Capabilities, c) {
-			out = append(out, m.InstanceID)
-		}
-	}
-	return out
-}
-
 // State is a as stored: the owners of every service of messages.AllServices
 // (ordered by service in that order, then by range), the members as given
 // (copied) and PublishedAt now.

@@ -61,6 +61,15 @@ type Config struct {
 	Logger    *slog.Logger
 	Metrics   *Metrics
 	Shares    *Shares
+	// Roster, when set, learns the members of every assignment applied
+	// (their capabilities: Roster).
+	Roster *Roster
+	// Stopping, when set, says whether the node is stopping: a master
+	// then publishes no new assignment. Its slaves' polls end because
+	// its listener closed, not because they are gone, and an assignment
+	// dropping them would be what the next master starts from (their
+	// capabilities forgotten: Roster).
+	Stopping func() bool
 	// Frontends is the delivery workers' supervisor: when this
 	// instance's delivery partition changed it is sent a messages.Kick
 	// for every worker, which claims from its new ranges (nil: none).
@@ -509,7 +518,7 @@ func (co *Coordinator) becomeMaster(stored persistence.RingState) {
 // returns when to look again.
 func (co *Coordinator) stepMaster(now time.Time) time.Time {
 	var next time.Time // a publication under way: its end steps again
-	if !co.publishing {
+	if !co.publishing && (co.cfg.Stopping == nil || !co.cfg.Stopping()) {
 		if a, ok := co.master.Next(now); ok {
 			co.publish(a, now)
 		} else {
@@ -780,6 +789,9 @@ func (co *Coordinator) apply(a messages.RingAssignment) {
 	}
 	co.held = a
 	changed := co.cfg.Shares.Apply(a, co.cfg.Self.InstanceID, co.cfg.Self.Services)
+	if co.cfg.Roster != nil {
+		co.cfg.Roster.Apply(a.Members, co.cfg.Clock.Now())
+	}
 	co.cfg.Metrics.held(a, a.Coverage)
 	if len(changed) > 0 {
 		co.log.Info("ring partitions changed", "epoch", a.Epoch, "services", changed)

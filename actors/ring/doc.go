@@ -51,10 +51,12 @@
 // A member document also carries the capabilities of the instance's
 // version (an earlier version sends none). Master keeps them per member
 // and puts them in every RingMember; a member that comes back with others
-// is a changed document, so a new epoch. Lacking names the members of an
-// assignment without one, and Shares answers it from the assignment this
-// instance holds: the node takes a message that needs a capability
-// (messages.Options.Needs) only while no member lacks it.
+// is a changed document, so a new epoch. A Roster learns the members of
+// every assignment the instance applies, and of the one stored when it
+// started, and names those that lack a capability, keeping a member
+// missing from the assignment for a while (it may be alive and come
+// back, to a new master, say): the node takes a message that needs a
+// capability (messages.Options.Needs) only while none lacks it.
 //
 // # Epochs and fencing
 //

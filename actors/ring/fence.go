@@ -116,11 +116,6 @@ type Shares struct {
 	master   bool
 	idlePoll time.Duration
 	refused  func(service string)
-
-	// site is the last assignment applied (its members), held is true
-	// once one was: what Lacking answers from.
-	site messages.RingAssignment
-	held bool
 }
 
 // NewShares returns empty shares (nothing may be claimed until the first
@@ -141,7 +136,6 @@ func (s *Shares) Apply(a messages.RingAssignment, self string, services []string
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.site, s.held = messages.RingAssignment{Epoch: a.Epoch, Members: copyMembers(a.Members)}, true
 	var changed []string
 	for _, svc := range messages.AllServices {
 		old, had := s.parts[svc]
@@ -155,8 +149,7 @@ func (s *Shares) Apply(a messages.RingAssignment, self string, services []string
 }
 
 // Clear drops every partition (the instance stops working the ring: it
-// stands down, or it stops). What Lacking answers is kept: the site's
-// members did not change because this instance stopped working.
+// stands down, or it stops).
 func (s *Shares) Clear() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -175,15 +168,6 @@ func (s *Shares) Partitions() []Partition {
 		}
 	}
 	return out
-}
-
-// Lacking are the members of the site, under the last assignment applied,
-// that do not announce capability c (Lacking); held is false before one
-// was applied (the site's members are not known yet).
-func (s *Shares) Lacking(c string) (ids []string, held bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return Lacking(s.site, c), s.held
 }
 
 // SetMaster records whether this instance is its ring's master now.

@@ -161,29 +161,3 @@ func TestWriteFencesItsClaims(t *testing.T) {
 		t.Fatalf("a round left empty: err %v, %d writes, claims %v", err, len(st.got), claims)
 	}
 }
-
-// TestSharesLacking: the shares answer from the last assignment applied
-// which members lack a capability; before one nothing is known, and
-// Clear (a stand-down, a stop) keeps what is known of the site.
-func TestSharesLacking(t *testing.T) {
-	sh := NewShares(0, nil)
-	if _, held := sh.Lacking(messages.CapMessageClass); held {
-		t.Fatal("the site is known before any assignment")
-	}
-	a := assignment(1)
-	a.Members[0].Capabilities = []string{messages.CapMessageClass}
-	sh.Apply(a, "m", messages.AllServices)
-	a.Members[1].Capabilities = []string{messages.CapMessageClass} // the caller's copy: not the shares'
-	if ids, held := sh.Lacking(messages.CapMessageClass); !held || !slices.Equal(ids, []string{"s"}) {
-		t.Fatalf("lacking %v (held %v), want [s]", ids, held)
-	}
-	sh.Clear()
-	if ids, held := sh.Lacking(messages.CapMessageClass); !held || !slices.Equal(ids, []string{"s"}) {
-		t.Fatalf("after Clear: lacking %v (held %v), want [s]", ids, held)
-	}
-	a.Epoch = 2
-	sh.Apply(a, "m", messages.AllServices)
-	if ids, held := sh.Lacking(messages.CapMessageClass); !held || ids != nil {
-		t.Fatalf("every member announces it: lacking %v (held %v)", ids, held)
-	}
-}

@@ -1,0 +1,92 @@
+package ring
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/messages"
+)
+
+// Roster is what an instance knows of its site's members and the
+// capabilities each announced (messages.RingMember.Capabilities): the
+// members of the last assignment applied, and, for Hold after they were
+// last seen, the members of earlier ones and of the assignment stored
+// when the instance started. A member missing from the assignment may be
+// alive and come back with its ranges: a new master lists only itself
+// at first, and a member dropped after a pause joins again. A capability
+// that such a member lacks is lacking until it comes back announcing it,
+// or Hold has passed. Safe for concurrent use: the coordinator applies,
+// every submit asks.
+type Roster struct {
+	mu      sync.RWMutex
+	hold    time.Duration
+	members map[string]rostered
+	known   bool
+}
+
+// rostered is a member as last seen: its capabilities, when, and whether
+// the last assignment applied lists it.
+type rostered struct {
+	caps    []string
+	at      time.Time
+	current bool
+}
+
+// NewRoster returns a roster that knows nothing yet (Lacking says so
+// until Seed or Apply), holding absent members for hold.
+func NewRoster(hold time.Duration) *Roster {
+	return &Roster{hold: hold, members: map[string]rostered{}}
+}
+
+// Seed takes the members of the assignment stored when the instance
+// started (none, for a store no ring published to) as seen at now, none
+// of them current: those that are alive join the new master soon.
+func (r *Roster) Seed(ms []messages.RingMember, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range ms {
+		if _, ok := r.members[m.InstanceID]; !ok {
+			r.members[m.InstanceID] = rostered{caps: slices.Clone(m.Capabilities), at: now}
+		}
+	}
+	r.known = true
+}
+
+// Apply takes the members of an assignment applied at now: they are the
+// current ones, as they announce themselves now; the others are kept as
+// they were last seen.
+func (r *Roster) Apply(ms []messages.RingMember, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, m := range r.members {
+		switch {
+		case m.current:
+			m.current, m.at = false, now
+			r.members[id] = m
+		case now.Sub(m.at) >= r.hold:
+			delete(r.members, id) // forgotten
+		}
+	}
+	for _, m := range ms {
+		r.members[m.InstanceID] = rostered{caps: slices.Clone(m.Capabilities), at: now, current: true}
+	}
+	r.known = true
+}
+
+// Lacking are the members (sorted) that do not announce capability c:
+// those of the last assignment applied, and the others seen less than
+// Hold before now; those absent longer are forgotten. known is false
+// before anything was seeded or applied.
+func (r *Roster) Lacking(c string, now time.Time) (ids []string, known bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for id, m := range r.members {
+		if slices.Contains(m.caps, c) || !m.current && now.Sub(m.at) >= r.hold {
+			continue
+		}
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids, r.known
+}
