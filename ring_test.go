@@ -51,6 +51,15 @@ func (h *harness) ringStatus() messages.RingStatus {
 func waitRing(t *testing.T, hs []*harness, members ...string) string {
 	t.Helper()
 	slices.Sort(members)
+	return waitMembers(t, hs, "members", func(messages.RingMember) bool { return true }, members)
+}
+
+// waitMembers waits until every instance of hs holds one epoch whose
+// members that pick takes are exactly want (sorted), the master's
+// covering the whole ring, and returns the master's id; what names them
+// in its errors.
+func waitMembers(t *testing.T, hs []*harness, what string, pick func(messages.RingMember) bool, want []string) string {
+	t.Helper()
 	var master string
 	polltest.Eventually(t, 20*time.Second, func() error {
 		var epoch uint64
@@ -58,11 +67,13 @@ func waitRing(t *testing.T, hs []*harness, members ...string) string {
 			st := h.ringStatus()
 			var ids []string
 			for _, m := range st.Members {
-				ids = append(ids, m.InstanceID)
+				if pick(m) {
+					ids = append(ids, m.InstanceID)
+				}
 			}
 			switch {
-			case !slices.Equal(ids, members):
-				return fmt.Errorf("%s sees members %v, want %v", h.cfg.InstanceID, ids, members)
+			case !slices.Equal(ids, want):
+				return fmt.Errorf("%s sees %s %v, want %v", h.cfg.InstanceID, what, ids, want)
 			case i > 0 && st.Epoch != epoch:
 				return fmt.Errorf("%s holds epoch %d, %s %d", h.cfg.InstanceID, st.Epoch, hs[0].cfg.InstanceID, epoch)
 			case st.Role == messages.RoleMaster && st.Coverage != 1:

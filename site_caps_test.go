@@ -118,26 +118,7 @@ func (f *fakeMember) stop(leave bool) {
 // a member came back with other capabilities).
 func waitLacking(t *testing.T, hs []*harness, c string, lacking ...string) {
 	t.Helper()
-	polltest.Eventually(t, 20*time.Second, func() error {
-		var epoch uint64
-		for i, h := range hs {
-			st := h.ringStatus()
-			var ids []string
-			for _, m := range st.Members {
-				if !slices.Contains(m.Capabilities, c) {
-					ids = append(ids, m.InstanceID)
-				}
-			}
-			switch {
-			case !slices.Equal(ids, lacking):
-				return fmt.Errorf("%s sees %v lacking %s, want %v", h.cfg.InstanceID, ids, c, lacking)
-			case i > 0 && st.Epoch != epoch:
-				return fmt.Errorf("%s holds epoch %d, %s %d", h.cfg.InstanceID, st.Epoch, hs[0].cfg.InstanceID, epoch)
-			}
-			epoch = st.Epoch
-		}
-		return nil
-	})
+	waitMembers(t, hs, "lacking "+c, func(m messages.RingMember) bool { return !slices.Contains(m.Capabilities, c) }, lacking)
 }
 
 // TestSiteRefusesAClassWhileAMemberLacksIt: while an instance of the site
