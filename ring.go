@@ -145,7 +145,10 @@ func (n *Node) seedRoster() {
 		n.log.Warn("reading the stored ring assignment failed; submits that need a capability wait for the first assignment", "err", err)
 		return
 	}
-	n.roster.Seed(st.Members, n.clock.Now())
+	// This instance itself is what it is now, whatever its earlier run
+	// announced: the first assignment says so.
+	others := slices.DeleteFunc(slices.Clone(st.Members), func(m messages.RingMember) bool { return m.InstanceID == n.cfg.InstanceID })
+	n.roster.Seed(others, n.clock.Now())
 }
 
 // startRing spawns the coordinator (after the HTTPS listener, whose

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/persistence/pgtest"
 	"github.com/switchboard-dev/switchboard/polltest"
 	"github.com/switchboard-dev/switchboard/smpp"
@@ -308,24 +310,39 @@ func TestSiteRemembersAMemberAcrossAMasterRestart(t *testing.T) {
 // TestEmbeddedOwnStoreTakesAClassAtOnce: a single node given a store of
 // its own (Config.Store) takes a submit with a message_class as soon as
 // Start has returned: its roster starts from the store, where no ring
-// published (before, it waited for its first assignment, and such
-// submits right after Start were refused site_capability_missing).
+// published, or where only its own earlier run did, as a version that
+// announced no capabilities (an embedder's upgrade). Before, it waited
+// for its first assignment, and such submits right after Start were
+// refused site_capability_missing.
 func TestEmbeddedOwnStoreTakesAClassAtOnce(t *testing.T) {
-	cfg := embeddedConfig(t)
-	cfg.Store = newFaultyStore(t)
-	n, err := switchboard.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := n.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = n.Stop(ctx) }()
-	// No route: the submit passed the site's check and reached routing.
-	_, _, err = n.Submit(ctx, messages.Submission{SourceMSISDN: "1", DestinationMSISDN: "71", Body: "flash",
-		Options: messages.Options{MessageClass: messages.Class(0)}})
-	if me := (*messages.Error)(nil); !errors.As(err, &me) || me.Code != messages.CodeNoRoute {
-		t.Fatalf("a classed submit right after Start: %v, want no_route (past the site's check)", err)
+	for _, earlier := range []bool{false, true} {
+		cfg := embeddedConfig(t)
+		fs := newFaultyStore(t)
+		cfg.Store = fs
+		if earlier {
+			owners := make([]persistence.RangeOwner, 0, len(messages.AllServices))
+			for _, svc := range messages.AllServices {
+				owners = append(owners, persistence.RangeOwner{Service: svc, Range: messages.TokenRange{Lo: 0, Hi: math.MaxUint64}, Owner: cfg.InstanceID})
+			}
+			if err := fs.PublishRing(context.Background(), nil, 0, persistence.RingState{Epoch: 1, Master: cfg.InstanceID,
+				Owners: owners, Members: []messages.RingMember{{InstanceID: cfg.InstanceID, Services: messages.AllServices}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n, err := switchboard.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if err := n.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// No route: the submit passed the site's check and reached routing.
+		_, _, err = n.Submit(ctx, messages.Submission{SourceMSISDN: "1", DestinationMSISDN: "71", Body: "flash",
+			Options: messages.Options{MessageClass: messages.Class(0)}})
+		if me := (*messages.Error)(nil); !errors.As(err, &me) || me.Code != messages.CodeNoRoute {
+			t.Errorf("a classed submit right after Start (its earlier run stored: %v): %v, want no_route (past the site's check)", earlier, err)
+		}
+		_ = n.Stop(ctx)
 	}
 }
