@@ -12,7 +12,6 @@ import (
 	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/field"
 	"github.com/switchboard-dev/switchboard/messages"
-	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/transport"
 )
 
@@ -136,19 +135,25 @@ func (c Config) rosterHold() time.Duration {
 // a member of an earlier version that is alive but has not joined this
 // instance's master yet (a new master lists only itself at first) still
 // counts. A store no ring published to has none; one that cannot be read
-// leaves the roster unknown until the first assignment.
-func (n *Node) seedRoster() {
-	ctx, cancel := context.WithTimeout(context.Background(), persistence.CallTimeout)
+// leaves the roster unknown until the first assignment. The read is
+// bounded by ctx (Start's: a start cancelled is not held here) and
+// ring.DefaultStoreTimeout; only ctx's end is an error.
+func (n *Node) seedRoster(ctx context.Context) error {
+	rctx, cancel := context.WithTimeout(ctx, ring.DefaultStoreTimeout)
 	defer cancel()
-	st, err := n.store.Ring(ctx)
+	st, err := n.store.Ring(rctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		n.log.Warn("reading the stored ring assignment failed; submits that need a capability wait for the first assignment", "err", err)
-		return
+		return nil
 	}
 	// This instance itself is what it is now, whatever its earlier run
 	// announced: the first assignment says so.
 	others := slices.DeleteFunc(slices.Clone(st.Members), func(m messages.RingMember) bool { return m.InstanceID == n.cfg.InstanceID })
 	n.roster.Seed(others, n.clock.Now())
+	return nil
 }
 
 // startRing spawns the coordinator (after the HTTPS listener, whose

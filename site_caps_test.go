@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -345,4 +346,44 @@ func TestEmbeddedOwnStoreTakesAClassAtOnce(t *testing.T) {
 		}
 		_ = n.Stop(ctx)
 	}
+}
+
+// ringReadHeld is a store whose first Ring read (the node's seedRoster at
+// Start) waits until its context ends, after saying it began.
+type ringReadHeld struct {
+	persistence.Store
+	first   atomic.Bool
+	entered chan struct{}
+}
+
+func (s *ringReadHeld) Ring(ctx context.Context) (persistence.RingState, error) {
+	if s.first.CompareAndSwap(false, true) {
+		close(s.entered)
+		<-ctx.Done()
+		return persistence.RingState{}, ctx.Err()
+	}
+	return s.Store.Ring(ctx)
+}
+
+// TestStartCancelledWhileReadingTheRing: a start cancelled (a SIGTERM
+// during start-up) while its read of the stored ring assignment hangs
+// ends with the cancel; before, the read had a context of its own: Start
+// waited for its 30 s, then went on and returned nil.
+func TestStartCancelledWhileReadingTheRing(t *testing.T) {
+	st := &ringReadHeld{Store: newFaultyStore(t), entered: make(chan struct{})}
+	cfg := embeddedConfig(t)
+	cfg.Store = st
+	n, err := switchboard.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Start(ctx) }()
+	<-st.entered
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Start cancelled while it read the ring: %v, want context.Canceled", err)
+	}
+	_ = n.Stop(context.Background())
 }

@@ -328,7 +328,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	if n.sharedStore() {
-		n.seedRoster() // before the first submit can come
+		if err := n.seedRoster(ctx); err != nil { // before the first submit can come
+			return err
+		}
 	}
 	if err := n.startHTTP(); err != nil {
 		return err
