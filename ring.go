@@ -12,6 +12,7 @@ import (
 	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/field"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/transport"
 )
 
@@ -153,6 +154,7 @@ func (n *Node) seedRoster(ctx context.Context) error {
 	// announced: the first assignment says so.
 	others := slices.DeleteFunc(slices.Clone(st.Members), func(m messages.RingMember) bool { return m.InstanceID == n.cfg.InstanceID })
 	n.roster.Seed(others, n.clock.Now())
+	n.roster.SeedAbsent(slices.DeleteFunc(slices.Clone(st.Absent), func(a persistence.AbsentMember) bool { return a.InstanceID == n.cfg.InstanceID }))
 	return nil
 }
 

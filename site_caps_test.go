@@ -308,6 +308,39 @@ func TestSiteRemembersAMemberAcrossAMasterRestart(t *testing.T) {
 	a1.must(202, "POST", "/api/messages", classed("after"), nil)
 }
 
+// TestSiteRemembersADroppedMemberAcrossARestart: a member of an earlier
+// version that pauses is dropped after its grace, alive, and may join
+// again with ranges; the master remembers it, and so does the master
+// restarted within the roster's hold: the store keeps it beside the
+// assignment (RingState.Absent). Before, the restarted master took
+// classed submits that old, joining again, could deliver without their
+// class.
+func TestSiteRemembersADroppedMemberAcrossARestart(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	c1 := siteConfig(t, dsn, "a1")
+	c1.RingRole = messages.RoleMaster
+	a1 := startNode(t, c1)
+	waitRing(t, []*harness{a1}, "a1")
+	a1.pullFrontend("fe", "44")
+	classed := func(id string) map[string]any {
+		return map[string]any{"id": id, "source_msisdn": "15550001", "destination_msisdn": "447700900001",
+			"message_body": "flash", "message_class": 0}
+	}
+	old := joinFake(t, a1, "old", nil)
+	waitRing(t, []*harness{a1}, "a1", "old")
+	old.stop(false) // paused: dropped after its grace, alive
+	waitRing(t, []*harness{a1}, "a1")
+	a1.apiError(503, messages.CodeSiteCapability, "POST", "/api/messages", classed("dropped"))
+
+	a1.stop()
+	a1 = startNode(t, c1)
+	waitRing(t, []*harness{a1}, "a1")
+	msg := a1.apiError(503, messages.CodeSiteCapability, "POST", "/api/messages", classed("window"))
+	if !strings.Contains(msg, "old") {
+		t.Errorf("the refusal after the restart does not name old: %q", msg)
+	}
+}
+
 // TestEmbeddedOwnStoreTakesAClassAtOnce: a single node given a store of
 // its own (Config.Store) takes a submit with a message_class as soon as
 // Start has returned: its roster starts from the store, where no ring

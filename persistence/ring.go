@@ -2,7 +2,9 @@ package persistence
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
@@ -62,8 +64,23 @@ type RingState struct {
 	// Members is the published assignment's member list, kept as it was
 	// given (for the status page, and so that a new master rebalances from
 	// the last assignment instead of from scratch).
-	Members     []messages.RingMember
+	Members []messages.RingMember
+	// Absent are members a master saw lately that its assignment no
+	// longer lists (dropped after a pause, say: they may be alive and join
+	// again), with what they announced, kept so that an instance that
+	// starts meanwhile knows them too (ring.Roster). None from a master
+	// of an earlier version.
+	Absent      []AbsentMember
 	PublishedAt time.Time
+}
+
+// AbsentMember is a member missing from a stored assignment
+// (RingState.Absent): its id, the capabilities it announced, and when a
+// master last saw it in an assignment.
+type AbsentMember struct {
+	InstanceID   string    `json:"instance_id"`
+	Capabilities []string  `json:"capabilities,omitempty"`
+	LastSeen     time.Time `json:"last_seen"`
 }
 
 // RingStore is the ring part of a Store.
@@ -120,4 +137,31 @@ type Elector interface {
 	// TryLead takes the lock name if it is free and returns it; it returns
 	// (nil, nil) when another session holds it.
 	TryLead(ctx context.Context, name string) (Leadership, error)
+}
+
+// AbsentText is how a store keeps RingState.Absent: JSON, "" for none,
+// each time as a store keeps times (Normalize).
+func AbsentText(abs []AbsentMember) (string, error) {
+	if len(abs) == 0 {
+		return "", nil
+	}
+	kept := make([]AbsentMember, len(abs))
+	for i, a := range abs {
+		a.LastSeen = Normalize(a.LastSeen)
+		kept[i] = a
+	}
+	b, err := json.Marshal(kept)
+	return string(b), err
+}
+
+// AbsentOf reads what AbsentText wrote ("" is none).
+func AbsentOf(text string) ([]AbsentMember, error) {
+	if text == "" {
+		return nil, nil
+	}
+	var abs []AbsentMember
+	if err := json.Unmarshal([]byte(text), &abs); err != nil {
+		return nil, fmt.Errorf("stored absent members: %w", err)
+	}
+	return abs, nil
 }

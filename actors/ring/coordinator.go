@@ -560,10 +560,14 @@ func (co *Coordinator) publish(a messages.RingAssignment, now time.Time) {
 	if co.lead != nil {
 		lead = co.lead.Leadership()
 	}
+	state := State(a, now)
+	if co.cfg.Roster != nil {
+		state.Absent = co.cfg.Roster.Missing(a.Members, now)
+	}
 	st, self, master, timeout := co.cfg.Store, co.cfg.Self.InstanceID, co.master, co.cfg.StoreTimeout
 	co.off(0, 0, func(calls context.Context) any {
 		ctx, cancel := context.WithTimeout(calls, timeout)
-		err := st.PublishRing(ctx, lead, a.Epoch-1, State(a, now))
+		err := st.PublishRing(ctx, lead, a.Epoch-1, state)
 		cancel()
 		p := published{master: master, a: a, err: err}
 		if !errors.Is(err, persistence.ErrStaleEpoch) {

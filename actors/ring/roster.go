@@ -2,10 +2,12 @@ package ring
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
 )
 
 // Roster is what an instance knows of its site's members and the
@@ -51,6 +53,47 @@ func (r *Roster) Seed(ms []messages.RingMember, now time.Time) {
 		}
 	}
 	r.known = true
+}
+
+// SeedAbsent takes members missing from the stored assignment as its
+// master last saw them (persistence.RingState.Absent): each counts until
+// Hold after it was last seen, not after now.
+func (r *Roster) SeedAbsent(abs []persistence.AbsentMember) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, a := range abs {
+		if m, ok := r.members[a.InstanceID]; !ok || m.at.Before(a.LastSeen) && !m.current {
+			r.members[a.InstanceID] = rostered{caps: slices.Clone(a.Capabilities), at: a.LastSeen}
+		}
+	}
+	r.known = true
+}
+
+// Missing are the members the roster still counts at now that ms (an
+// assignment about to be published) does not list, with when each was
+// last seen (now for those of the assignment applied): what the store
+// keeps beside the assignment (persistence.RingState.Absent), for the
+// instances that start meanwhile.
+func (r *Roster) Missing(ms []messages.RingMember, now time.Time) []persistence.AbsentMember {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	listed := make(map[string]bool, len(ms))
+	for _, m := range ms {
+		listed[m.InstanceID] = true
+	}
+	var out []persistence.AbsentMember
+	for id, m := range r.members {
+		if listed[id] || !m.current && now.Sub(m.at) >= r.hold {
+			continue
+		}
+		at := m.at
+		if m.current {
+			at = now
+		}
+		out = append(out, persistence.AbsentMember{InstanceID: id, Capabilities: slices.Clone(m.caps), LastSeen: at})
+	}
+	slices.SortFunc(out, func(a, b persistence.AbsentMember) int { return strings.Compare(a.InstanceID, b.InstanceID) })
+	return out
 }
 
 // Apply takes the members of an assignment applied at now: they are the

@@ -57,3 +57,34 @@ func TestRoster(t *testing.T) {
 	fresh.Seed(nil, t0)
 	check(fresh, t0, nil, "a fresh store")
 }
+
+// TestRosterMissingAndSeedAbsent: what a master stores beside an
+// assignment (Missing: the members it still counts that the assignment
+// does not list, with when each was last seen) is what an instance that
+// starts meanwhile seeds from (SeedAbsent): each counts until Hold after
+// it was last seen, not after the seed.
+func TestRosterMissingAndSeedAbsent(t *testing.T) {
+	const c = messages.CapMessageClass
+	hold := time.Minute
+	master := NewRoster(hold)
+	master.Apply([]messages.RingMember{{InstanceID: "m", Capabilities: []string{c}}, {InstanceID: "old"}}, t0)
+	dropped := t0.Add(10 * time.Second)
+	abs := master.Missing([]messages.RingMember{{InstanceID: "m", Capabilities: []string{c}}}, dropped)
+	if len(abs) != 1 || abs[0].InstanceID != "old" || !abs[0].LastSeen.Equal(dropped) || len(abs[0].Capabilities) != 0 {
+		t.Fatalf("Missing = %+v, want old last seen at the drop", abs)
+	}
+	master.Apply([]messages.RingMember{{InstanceID: "m", Capabilities: []string{c}}}, dropped)
+	if got := master.Missing([]messages.RingMember{{InstanceID: "m"}}, dropped.Add(hold)); len(got) != 0 {
+		t.Fatalf("Missing after Hold = %+v, want none", got)
+	}
+
+	started := NewRoster(hold)
+	started.Seed(nil, dropped.Add(30*time.Second))
+	started.SeedAbsent(abs)
+	if ids, known := started.Lacking(c, dropped.Add(30*time.Second)); !known || !slices.Equal(ids, []string{"old"}) {
+		t.Fatalf("an instance started 30 s after the drop: lacking %v (known %v), want [old]", ids, known)
+	}
+	if ids, _ := started.Lacking(c, dropped.Add(hold)); len(ids) != 0 {
+		t.Fatalf("Hold after the drop, not after the seed: lacking %v, want none", ids)
+	}
+}

@@ -17,7 +17,7 @@ import (
 // ringSQL reads the assignment: the state row with each owner range (or
 // one row of NULLs when there is none), in one statement, so one snapshot.
 const ringSQL = `
-SELECT s.epoch, s.master, s.master_address, s.members, s.published_at, o.service, o.lo, o.hi, o.owner
+SELECT s.epoch, s.master, s.master_address, s.members, s.absent, s.published_at, o.service, o.lo, o.hi, o.owner
 FROM ring_state s LEFT JOIN ring_owners o ON true WHERE s.id = 1`
 
 // Ring implements persistence.RingStore.
@@ -26,8 +26,8 @@ func (s *Store) Ring(ctx context.Context) (persistence.RingState, error) {
 		return persistence.RingState{}, s.fail("ring", persistence.ErrClosed)
 	}
 	var (
-		st      persistence.RingState
-		members string
+		st              persistence.RingState
+		members, absent string
 	)
 	rows, err := s.pool.Query(ctx, ringSQL)
 	if err != nil {
@@ -40,7 +40,7 @@ func (s *Store) Ring(ctx context.Context) (persistence.RingState, error) {
 			service, owner *string
 			lo, hi         *int64
 		)
-		if err := rows.Scan(&epoch, &st.Master, &st.MasterAddress, &members, &published, &service, &lo, &hi, &owner); err != nil {
+		if err := rows.Scan(&epoch, &st.Master, &st.MasterAddress, &members, &absent, &published, &service, &lo, &hi, &owner); err != nil {
 			rows.Close()
 			return persistence.RingState{}, s.fail("ring", err)
 		}
@@ -56,6 +56,9 @@ func (s *Store) Ring(ctx context.Context) (persistence.RingState, error) {
 	if err := json.Unmarshal([]byte(members), &st.Members); err != nil {
 		return persistence.RingState{}, s.fail("ring", fmt.Errorf("stored members: %w", err))
 	}
+	if st.Absent, err = persistence.AbsentOf(absent); err != nil {
+		return persistence.RingState{}, s.fail("ring", err)
+	}
 	persistence.SortOwners(st.Owners)
 	return st, nil
 }
@@ -65,7 +68,7 @@ func (s *Store) Ring(ctx context.Context) (persistence.RingState, error) {
 // that comes later waits for it: claims under the old epoch either commit
 // before the new one does or fail.
 const publishSQL = `
-UPDATE ring_state SET epoch = $2, master = $3, master_address = $4, members = $5, published_at = $6
+UPDATE ring_state SET epoch = $2, master = $3, master_address = $4, members = $5, published_at = $6, absent = $7
 WHERE id = 1 AND epoch = $1`
 
 // insertOwnersSQL writes owner ranges (after every old one is deleted, by
@@ -106,6 +109,10 @@ func (s *Store) PublishRing(ctx context.Context, lead persistence.Leadership, pr
 	if err != nil {
 		return fmt.Errorf("postgres: %s: members: %w", op, err)
 	}
+	absent, err := persistence.AbsentText(st.Absent)
+	if err != nil {
+		return fmt.Errorf("postgres: %s: absent: %w", op, err)
+	}
 	var published *time.Time
 	if !st.PublishedAt.IsZero() {
 		t := norm(st.PublishedAt)
@@ -119,7 +126,7 @@ func (s *Store) PublishRing(ctx context.Context, lead persistence.Leadership, pr
 
 	var swapped int64
 	first := &pgx.Batch{}
-	first.Queue(publishSQL, int64(prev), int64(st.Epoch), st.Master, st.MasterAddress, string(members), published).
+	first.Queue(publishSQL, int64(prev), int64(st.Epoch), st.Master, st.MasterAddress, string(members), published, absent).
 		Exec(func(tag pgconn.CommandTag) error {
 			swapped = tag.RowsAffected()
 			return nil

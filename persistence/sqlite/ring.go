@@ -12,7 +12,7 @@ import (
 
 // ringSQL reads the assignment: the state row with each owner range (or
 // one row of NULLs when there is none), in one statement.
-const ringSQL = `SELECT s.epoch, s.master, s.master_address, s.members, s.published_at, o.service, o.lo, o.hi, o.owner
+const ringSQL = `SELECT s.epoch, s.master, s.master_address, s.members, s.absent, s.published_at, o.service, o.lo, o.hi, o.owner
 	FROM ring_state s LEFT JOIN ring_owners o ON 1 = 1 WHERE s.id = 1`
 
 // Ring implements persistence.RingStore.
@@ -24,7 +24,7 @@ func (s *Store) Ring(ctx context.Context) (persistence.RingState, error) {
 		if err != nil {
 			return err
 		}
-		var members string
+		var members, absent string
 		err = scanEach(rows, func(r *sql.Rows) error {
 			var (
 				epoch          int64
@@ -32,7 +32,7 @@ func (s *Store) Ring(ctx context.Context) (persistence.RingState, error) {
 				service, owner sql.NullString
 				lo, hi         sql.NullInt64
 			)
-			if err := r.Scan(&epoch, &st.Master, &st.MasterAddress, &members, &published, &service, &lo, &hi, &owner); err != nil {
+			if err := r.Scan(&epoch, &st.Master, &st.MasterAddress, &members, &absent, &published, &service, &lo, &hi, &owner); err != nil {
 				return err
 			}
 			st.Epoch, st.PublishedAt = uint64(epoch), zeroIfNull(published)
@@ -50,7 +50,8 @@ func (s *Store) Ring(ctx context.Context) (persistence.RingState, error) {
 				return fmt.Errorf("stored members: %w", err)
 			}
 		}
-		return nil
+		st.Absent, err = persistence.AbsentOf(absent)
+		return err
 	})
 	if err != nil {
 		return persistence.RingState{}, err
@@ -72,6 +73,10 @@ func (s *Store) PublishRing(ctx context.Context, lead persistence.Leadership, pr
 	if err != nil {
 		return fmt.Errorf("sqlite: %s: members: %w", op, err)
 	}
+	absent, err := persistence.AbsentText(st.Absent)
+	if err != nil {
+		return fmt.Errorf("sqlite: %s: absent: %w", op, err)
+	}
 	var published sql.NullInt64
 	if !st.PublishedAt.IsZero() {
 		published = sql.NullInt64{Int64: toDB(st.PublishedAt), Valid: true}
@@ -80,8 +85,8 @@ func (s *Store) PublishRing(ctx context.Context, lead persistence.Leadership, pr
 		if lead != nil && persistence.LeadershipEnded(lead) {
 			return persistence.ErrLeadershipLost
 		}
-		r, err := tx.ExecContext(ctx, `UPDATE ring_state SET epoch = ?, master = ?, master_address = ?, members = ?, published_at = ?
-			WHERE id = 1 AND epoch = ?`, int64(st.Epoch), st.Master, st.MasterAddress, string(members), published, int64(prev))
+		r, err := tx.ExecContext(ctx, `UPDATE ring_state SET epoch = ?, master = ?, master_address = ?, members = ?, absent = ?, published_at = ?
+			WHERE id = 1 AND epoch = ?`, int64(st.Epoch), st.Master, st.MasterAddress, string(members), absent, published, int64(prev))
 		if err != nil {
 			return err
 		}

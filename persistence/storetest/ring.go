@@ -128,6 +128,12 @@ func (f *fixture) wantRing(want persistence.RingState) {
 		f.Errorf("Ring().PublishedAt = %v, want zero", got.PublishedAt)
 	}
 	got.PublishedAt, want.PublishedAt = time.Time{}, time.Time{}
+	if want.Absent != nil {
+		want.Absent = append([]persistence.AbsentMember(nil), want.Absent...)
+		for i := range want.Absent {
+			want.Absent[i].LastSeen = norm(want.Absent[i].LastSeen)
+		}
+	}
 	if !reflect.DeepEqual(got, want) {
 		f.Errorf("Ring() = %+v\nwant %+v", got, want)
 	}
@@ -166,7 +172,11 @@ func publishCompareAndSet(f *fixture) {
 	}
 	f.wantRing(persistence.RingState{})
 
+	// With members a master saw lately and no longer lists, kept with
+	// what they announced and when.
 	first := layout(1)
+	first.Absent = []persistence.AbsentMember{{InstanceID: "old", LastSeen: base},
+		{InstanceID: "new", Capabilities: []string{messages.CapMessageClass}, LastSeen: at(time.Second)}}
 	f.publish(0, first)
 	f.wantRing(first)
 
@@ -176,7 +186,7 @@ func publishCompareAndSet(f *fixture) {
 	}
 	f.wantRing(first)
 
-	// The next epoch replaces owners and members; epochs need not be
+	// The next epoch replaces owners, members and absent members; epochs need not be
 	// consecutive, and may use the whole uint64.
 	second := alone(5, ownerB)
 	second.MasterAddress = "10.0.0.2:8443"

@@ -1,0 +1,6 @@
+-- 0019: the stored ring assignment keeps the members its master saw
+-- lately and no longer lists (persistence.RingState.Absent: JSON, '' for
+-- none), with what they announced, so that an instance that starts
+-- meanwhile knows them (ring.Roster). A master of an earlier version
+-- leaves it as it was. (A column with a constant default: no rewrite.)
+ALTER TABLE ring_state ADD COLUMN absent text NOT NULL DEFAULT '';
