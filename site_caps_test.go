@@ -273,6 +273,28 @@ func TestSiteRefusesAForwardedClassWhileAMemberLacksIt(t *testing.T) {
 	}
 }
 
+// masterWithAnOldMember starts a1, master of a site on Postgres with a
+// pull frontend for 44, and a member "old" that announces no capabilities
+// (an earlier version); it returns a1, its config (to start it again)
+// and old.
+func masterWithAnOldMember(t *testing.T) (*harness, switchboard.Config, *fakeMember) {
+	t.Helper()
+	c1 := siteConfig(t, pgtest.DSN(t), "a1")
+	c1.RingRole = messages.RoleMaster
+	a1 := startNode(t, c1)
+	waitRing(t, []*harness{a1}, "a1")
+	a1.pullFrontend("fe", "44")
+	old := joinFake(t, a1, "old", nil)
+	waitRing(t, []*harness{a1}, "a1", "old")
+	return a1, c1, old
+}
+
+// classedDoc is a submission to 44 with id and message_class 0.
+func classedDoc(id string) map[string]any {
+	return map[string]any{"id": id, "source_msisdn": "15550001", "destination_msisdn": "447700900001",
+		"message_body": "flash", "message_class": 0}
+}
+
 // TestSiteRemembersAMemberAcrossAMasterRestart: a new master lists only
 // itself at first, and a live instance of an earlier version joins it a
 // reconnect later, with the ranges it had: the site took classed submits
@@ -281,31 +303,20 @@ func TestSiteRefusesAForwardedClassWhileAMemberLacksIt(t *testing.T) {
 // old still counts until it is back (here upgraded: then classes are
 // taken) or long gone.
 func TestSiteRemembersAMemberAcrossAMasterRestart(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	c1 := siteConfig(t, dsn, "a1")
-	c1.RingRole = messages.RoleMaster
-	a1 := startNode(t, c1)
-	waitRing(t, []*harness{a1}, "a1")
-	a1.pullFrontend("fe", "44")
-	classed := func(id string) map[string]any {
-		return map[string]any{"id": id, "source_msisdn": "15550001", "destination_msisdn": "447700900001",
-			"message_body": "flash", "message_class": 0}
-	}
-	old := joinFake(t, a1, "old", nil)
-	waitRing(t, []*harness{a1}, "a1", "old")
-	a1.apiError(503, messages.CodeSiteCapability, "POST", "/api/messages", classed("before"))
+	a1, c1, old := masterWithAnOldMember(t)
+	a1.apiError(503, messages.CodeSiteCapability, "POST", "/api/messages", classedDoc("before"))
 
 	a1.stop()
 	old.stop(false) // alive, looking for its master again
 	a1 = startNode(t, c1)
 	waitRing(t, []*harness{a1}, "a1")
-	msg := a1.apiError(503, messages.CodeSiteCapability, "POST", "/api/messages", classed("window"))
+	msg := a1.apiError(503, messages.CodeSiteCapability, "POST", "/api/messages", classedDoc("window"))
 	if !strings.Contains(msg, "old") {
 		t.Errorf("the refusal after the master's restart does not name old: %q", msg)
 	}
 	joinFake(t, a1, "old", []string{messages.CapForwardBatch, messages.CapMessageClass})
 	waitLacking(t, []*harness{a1}, messages.CapMessageClass)
-	a1.must(202, "POST", "/api/messages", classed("after"), nil)
+	a1.must(202, "POST", "/api/messages", classedDoc("after"), nil)
 }
 
 // TestSiteRemembersADroppedMemberAcrossARestart: a member of an earlier
@@ -316,26 +327,15 @@ func TestSiteRemembersAMemberAcrossAMasterRestart(t *testing.T) {
 // classed submits that old, joining again, could deliver without their
 // class.
 func TestSiteRemembersADroppedMemberAcrossARestart(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	c1 := siteConfig(t, dsn, "a1")
-	c1.RingRole = messages.RoleMaster
-	a1 := startNode(t, c1)
-	waitRing(t, []*harness{a1}, "a1")
-	a1.pullFrontend("fe", "44")
-	classed := func(id string) map[string]any {
-		return map[string]any{"id": id, "source_msisdn": "15550001", "destination_msisdn": "447700900001",
-			"message_body": "flash", "message_class": 0}
-	}
-	old := joinFake(t, a1, "old", nil)
-	waitRing(t, []*harness{a1}, "a1", "old")
+	a1, c1, old := masterWithAnOldMember(t)
 	old.stop(false) // paused: dropped after its grace, alive
 	waitRing(t, []*harness{a1}, "a1")
-	a1.apiError(503, messages.CodeSiteCapability, "POST", "/api/messages", classed("dropped"))
+	a1.apiError(503, messages.CodeSiteCapability, "POST", "/api/messages", classedDoc("dropped"))
 
 	a1.stop()
 	a1 = startNode(t, c1)
 	waitRing(t, []*harness{a1}, "a1")
-	msg := a1.apiError(503, messages.CodeSiteCapability, "POST", "/api/messages", classed("window"))
+	msg := a1.apiError(503, messages.CodeSiteCapability, "POST", "/api/messages", classedDoc("window"))
 	if !strings.Contains(msg, "old") {
 		t.Errorf("the refusal after the restart does not name old: %q", msg)
 	}
