@@ -12,7 +12,6 @@ import (
 	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/field"
 	"github.com/switchboard-dev/switchboard/messages"
-	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/transport"
 )
 
@@ -150,11 +149,7 @@ func (n *Node) seedRoster(ctx context.Context) error {
 		n.log.Warn("reading the stored ring assignment failed; submits that need a capability wait for the first assignment", "err", err)
 		return nil
 	}
-	// This instance itself is what it is now, whatever its earlier run
-	// announced: the first assignment says so.
-	others := slices.DeleteFunc(slices.Clone(st.Members), func(m messages.RingMember) bool { return m.InstanceID == n.cfg.InstanceID })
-	n.roster.Seed(others, n.clock.Now())
-	n.roster.SeedAbsent(slices.DeleteFunc(slices.Clone(st.Absent), func(a persistence.AbsentMember) bool { return a.InstanceID == n.cfg.InstanceID }))
+	n.roster.Seed(st, n.cfg.InstanceID, n.clock.Now())
 	return nil
 }
 

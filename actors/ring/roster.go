@@ -41,32 +41,33 @@ func NewRoster(hold time.Duration) *Roster {
 	return &Roster{hold: hold, members: map[string]rostered{}}
 }
 
-// Seed takes the members of the assignment stored when the instance
-// started (none, for a store no ring published to) as seen at now, none
-// of them current: those that are alive join the new master soon.
-func (r *Roster) Seed(ms []messages.RingMember, now time.Time) {
+// Seed takes what the store held when the instance started (st): the
+// members of the stored assignment as seen at now, none of them current
+// (those that are alive join the new master soon), and the members its
+// master stored as absent (persistence.RingState.Absent) as that master
+// last saw them, each counting until Hold after that, not after now.
+// self is left out: this instance is what it is now, whatever its earlier
+// run announced (the first assignment says so).
+func (r *Roster) Seed(st persistence.RingState, self string, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, m := range ms {
-		if _, ok := r.members[m.InstanceID]; !ok {
+	for _, m := range st.Members {
+		if _, ok := r.members[m.InstanceID]; !ok && m.InstanceID != self {
 			r.members[m.InstanceID] = rostered{caps: slices.Clone(m.Capabilities), at: now}
+		}
+	}
+	for _, a := range st.Absent {
+		if m, ok := r.members[a.InstanceID]; a.InstanceID != self && (!ok || m.at.Before(a.LastSeen) && !m.current) {
+			r.members[a.InstanceID] = rostered{caps: slices.Clone(a.Capabilities), at: a.LastSeen}
 		}
 	}
 	r.known = true
 }
 
-// SeedAbsent takes members missing from the stored assignment as its
-// master last saw them (persistence.RingState.Absent): each counts until
-// Hold after it was last seen, not after now.
-func (r *Roster) SeedAbsent(abs []persistence.AbsentMember) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, a := range abs {
-		if m, ok := r.members[a.InstanceID]; !ok || m.at.Before(a.LastSeen) && !m.current {
-			r.members[a.InstanceID] = rostered{caps: slices.Clone(a.Capabilities), at: a.LastSeen}
-		}
-	}
-	r.known = true
+// forgotten reports whether m no longer counts at now: missing from the
+// assignment applied for Hold since it was last seen.
+func (r *Roster) forgotten(m rostered, now time.Time) bool {
+	return !m.current && now.Sub(m.at) >= r.hold
 }
 
 // Missing are the members the roster still counts at now that ms (an
@@ -83,7 +84,7 @@ func (r *Roster) Missing(ms []messages.RingMember, now time.Time) []persistence.
 	}
 	var out []persistence.AbsentMember
 	for id, m := range r.members {
-		if listed[id] || !m.current && now.Sub(m.at) >= r.hold {
+		if listed[id] || r.forgotten(m, now) {
 			continue
 		}
 		at := m.at
@@ -107,8 +108,8 @@ func (r *Roster) Apply(ms []messages.RingMember, now time.Time) {
 		case m.current:
 			m.current, m.at = false, now
 			r.members[id] = m
-		case now.Sub(m.at) >= r.hold:
-			delete(r.members, id) // forgotten
+		case r.forgotten(m, now):
+			delete(r.members, id)
 		}
 	}
 	for _, m := range ms {
@@ -125,7 +126,7 @@ func (r *Roster) Lacking(c string, now time.Time) (ids []string, known bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	for id, m := range r.members {
-		if slices.Contains(m.caps, c) || !m.current && now.Sub(m.at) >= r.hold {
+		if slices.Contains(m.caps, c) || r.forgotten(m, now) {
 			continue
 		}
 		ids = append(ids, id)

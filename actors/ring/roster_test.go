@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
 )
 
 // TestRoster: the roster names the members lacking a capability: those
@@ -33,7 +34,7 @@ func TestRoster(t *testing.T) {
 	}
 	// Started on a store whose last assignment lists an old member: a
 	// new master lists only itself at first, and old may come back.
-	r.Seed([]messages.RingMember{member("new", c), member("old")}, t0)
+	r.Seed(persistence.RingState{Members: []messages.RingMember{member("new", c), member("old")}}, "self", t0)
 	r.Apply([]messages.RingMember{member("new", c)}, t0.Add(time.Second))
 	check(r, t0.Add(30*time.Second), []string{"old"}, "old missing from the new master's first assignment")
 	check(r, t0.Add(hold), nil, "old missing for Hold")
@@ -54,16 +55,16 @@ func TestRoster(t *testing.T) {
 
 	// A store no ring published to: known at once, nobody lacking.
 	fresh := NewRoster(hold)
-	fresh.Seed(nil, t0)
+	fresh.Seed(persistence.RingState{}, "self", t0)
 	check(fresh, t0, nil, "a fresh store")
 }
 
-// TestRosterMissingAndSeedAbsent: what a master stores beside an
+// TestRosterMissingAndSeed: what a master stores beside an
 // assignment (Missing: the members it still counts that the assignment
 // does not list, with when each was last seen) is what an instance that
-// starts meanwhile seeds from (SeedAbsent): each counts until Hold after
+// starts meanwhile seeds from (Seed): each counts until Hold after
 // it was last seen, not after the seed.
-func TestRosterMissingAndSeedAbsent(t *testing.T) {
+func TestRosterMissingAndSeed(t *testing.T) {
 	const c = messages.CapMessageClass
 	hold := time.Minute
 	master := NewRoster(hold)
@@ -79,8 +80,7 @@ func TestRosterMissingAndSeedAbsent(t *testing.T) {
 	}
 
 	started := NewRoster(hold)
-	started.Seed(nil, dropped.Add(30*time.Second))
-	started.SeedAbsent(abs)
+	started.Seed(persistence.RingState{Absent: abs}, "self", dropped.Add(30*time.Second))
 	if ids, known := started.Lacking(c, dropped.Add(30*time.Second)); !known || !slices.Equal(ids, []string{"old"}) {
 		t.Fatalf("an instance started 30 s after the drop: lacking %v (known %v), want [old]", ids, known)
 	}
