@@ -227,10 +227,8 @@ func (n *Node) forwardPolicy() forward.Policy {
 // (the stats cache), so peer actors call it off their mailbox.
 func (n *Node) localHealth() messages.Health {
 	h := messages.Health{Node: n.cfg.Name, Time: n.clock.Now(), Status: messages.HealthOK}
-	select {
-	case <-n.stopping:
+	if n.isStopping() {
 		h.Status = messages.HealthStopping
-	default:
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.HTTPTimeout)
 	defer cancel()
