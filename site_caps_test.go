@@ -17,6 +17,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/nodetest"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/persistence/pgtest"
 	"github.com/switchboard-dev/switchboard/polltest"
@@ -363,21 +364,14 @@ func TestEmbeddedOwnStoreTakesAClassAtOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		n, err := switchboard.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx := context.Background()
-		if err := n.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
+		n := nodetest.Embedded(t, cfg)
 		// No route: the submit passed the site's check and reached routing.
-		_, _, err = n.Submit(ctx, messages.Submission{SourceMSISDN: "1", DestinationMSISDN: "71", Body: "flash",
+		_, _, err := n.Submit(context.Background(), messages.Submission{SourceMSISDN: "1", DestinationMSISDN: "71", Body: "flash",
 			Options: messages.Options{MessageClass: messages.Class(0)}})
 		if me := (*messages.Error)(nil); !errors.As(err, &me) || me.Code != messages.CodeNoRoute {
 			t.Errorf("a classed submit right after Start (its earlier run stored: %v): %v, want no_route (past the site's check)", earlier, err)
 		}
-		_ = n.Stop(ctx)
+		nodetest.StopEmbedded(t, n)
 	}
 }
 
