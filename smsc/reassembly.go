@@ -26,10 +26,9 @@ func (k PartKey) String() string {
 // held part's submit_sm is answered once the whole message is committed
 // (or refused), never before.
 type Held[T any] struct {
-	Seq        byte
-	DataCoding byte
-	Data       []byte
-	Owed       T
+	Seq  byte
+	Data []byte
+	Owed T
 }
 
 // Whole is a message whose every part came: its content in part order and
@@ -127,7 +126,7 @@ func (r *Reassembly[T]) Add(k PartKey, p smpp.Part, c Coding, o T, now time.Time
 		pt = &partial[T]{first: now, seen: map[byte]int{}, c: c}
 		r.pending[k] = pt
 	}
-	pt.parts = append(pt.parts, Held[T]{Seq: p.Seq, DataCoding: c.DataCoding, Data: bytes.Clone(p.Data), Owed: o})
+	pt.parts = append(pt.parts, Held[T]{Seq: p.Seq, Data: bytes.Clone(p.Data), Owed: o})
 	pt.seen[p.Seq]++
 	pt.bytes += len(p.Data)
 	r.held++
