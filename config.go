@@ -618,7 +618,7 @@ func (c Config) validateRetention() []error {
 				field.Ref("HTTPTimeout"), c.HTTPTimeout, horizon))
 		}
 	}
-	if c.MinFreeSpace.Bytes < 0 || c.MinFreeSpace.Percent < 0 || c.MinFreeSpace.Percent > 90 {
+	if c.MinFreeSpace.Bytes < 0 || !(c.MinFreeSpace.Percent >= 0 && c.MinFreeSpace.Percent <= 90) { // NaN is neither
 		errs = append(errs, field.Errorf("MinFreeSpace", "must be a size or a percentage from 0%% to 90%%, got %s", c.MinFreeSpace))
 	}
 	if c.CDRRotateBytes <= 0 {

@@ -372,6 +372,10 @@ func TestParseRunBadValues(t *testing.T) {
 		{"retention", "10m", "--forward-max-retries 200", []string{"--forward-max-retries", "200"}},
 		{"min-free-space", "plenty", "must be a size such as 256MiB or a percentage", nil},
 		{"min-free-space", "95%", "from 0% to 90%", nil},
+		// ParseFloat reads NaN, which every comparison is false with: it
+		// passed both range checks and kept no reserve at all.
+		{"min-free-space", "NaN%", "from 0% to 90%", nil},
+		{"min-free-space", "nan%", "from 0% to 90%", nil},
 		{"nats-url", "nats://127.0.0.1:4222", "the delivery bus needs the shared store (--postgres)", nil},
 		// Not a URL: the client refused it only when it dialled, after the
 		// store was migrated and the ring's leadership taken.

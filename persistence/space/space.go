@@ -74,7 +74,7 @@ func FormatSize(n int64) string {
 func ParseReserve(v string) (Reserve, error) {
 	if num, ok := strings.CutSuffix(strings.TrimSpace(v), "%"); ok {
 		p, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
-		if err != nil || p < 0 || p > 90 {
+		if err != nil || !(p >= 0 && p <= 90) { // NaN is neither
 			return Reserve{}, errors.New("must be a size such as 256MiB or a percentage of the file system from 0% to 90%")
 		}
 		return Reserve{Percent: p}, nil
@@ -88,7 +88,7 @@ func ParseReserve(v string) (Reserve, error) {
 
 // String is the reserve as ParseReserve reads it.
 func (r Reserve) String() string {
-	if r.Percent > 0 {
+	if r.Percent != 0 { // NaN and a negative one too: what Validate refuses
 		return strconv.FormatFloat(r.Percent, 'g', -1, 64) + "%"
 	}
 	return FormatSize(r.Bytes)
