@@ -19,6 +19,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/actors/discovery"
 	"github.com/switchboard-dev/switchboard/actors/forward"
+	"github.com/switchboard-dev/switchboard/actors/retention"
 	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/field"
@@ -764,7 +765,7 @@ func (c Config) Preflight() error {
 		}
 	}
 	if c.CDRFile != "" {
-		errs = append(errs, preflightCDRFile(c.CDRFile)...)
+		errs = append(errs, c.preflightCDRFile()...)
 	}
 	return errors.Join(errs...)
 }
@@ -886,11 +887,22 @@ func probeWritable(dir string) error {
 
 // preflightCDRFile checks that the call records file can be what the
 // cleaner opens at start: a file (made when missing) in a directory that
-// exists.
-func preflightCDRFile(path string) []error {
+// exists, none of the files the node keeps in its data directory (they
+// may not be there yet), and, when there, one that holds call records
+// (retention.CheckRecordFile).
+func (c Config) preflightCDRFile() []error {
+	path := c.CDRFile
+	for _, own := range c.dataDirFiles() {
+		if samePath(path, own) {
+			return []error{field.Errorf("CDRFile", "%s is the node's own %s: call records need a file of their own", path, own)}
+		}
+	}
 	if fi, err := os.Stat(path); err == nil {
 		if fi.IsDir() {
 			return []error{field.Errorf("CDRFile", "%s is a directory, not a file", path)}
+		}
+		if err := retention.CheckRecordFile(path); err != nil {
+			return []error{field.Wrap("CDRFile", err)}
 		}
 		return nil
 	}
@@ -903,6 +915,50 @@ func preflightCDRFile(path string) []error {
 		return []error{field.Errorf("CDRFile", "the directory of %s, %s, is not a directory", path, dir)}
 	}
 	return nil
+}
+
+// dataDirFiles are the files the node keeps in its data directory: the
+// embedded store's (its database and the files SQLite keeps beside it)
+// and the self-signed certificate's.
+func (c Config) dataDirFiles() []string {
+	if c.DataDir == "" {
+		return nil
+	}
+	var names []string
+	if c.Store == nil && c.Postgres == "" {
+		names = append(names, "switchboard.db", "switchboard.db-wal", "switchboard.db-shm", "switchboard.db-journal")
+	}
+	if c.TLSCert == "" {
+		names = append(names, certs.SelfSignedCertName, certs.SelfSignedKeyName)
+	}
+	for i, n := range names {
+		names[i] = filepath.Join(c.DataDir, n)
+	}
+	return names
+}
+
+// samePath reports whether a and b name one file: the same file when both
+// are there (a link to it too), else the same path once their directories'
+// links are resolved.
+func samePath(a, b string) bool {
+	if fa, err := os.Stat(a); err == nil {
+		fb, err := os.Stat(b)
+		return err == nil && os.SameFile(fa, fb)
+	}
+	return resolved(a) == resolved(b)
+}
+
+// resolved is path made absolute, its directory's links resolved when the
+// directory is there.
+func resolved(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return filepath.Clean(path)
+	}
+	if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		return filepath.Join(dir, filepath.Base(abs))
+	}
+	return abs
 }
 
 // ValidName reports whether s can name a node, instance or frontend (see

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -111,16 +112,53 @@ type recordFile interface {
 	Close() error
 }
 
-// OpenRecords opens (creating when missing) the record file at path.
+// OpenRecords opens (creating when missing) the record file at path. A
+// file there that holds something else than call records is refused
+// (CheckRecordFile).
 func OpenRecords(path string, rotateBytes int64) (*Records, error) {
 	if rotateBytes <= 0 {
 		return nil, fmt.Errorf("call records: rotate size %d must be positive", rotateBytes)
+	}
+	if err := CheckRecordFile(path); err != nil {
+		return nil, err
 	}
 	r := &Records{path: path, rotateBytes: rotateBytes, openFile: openAppend, rename: os.Rename}
 	if err := r.open(); err != nil {
 		return nil, err
 	}
 	return r, nil
+}
+
+// recordStart is how every line of a record file begins: its first field
+// (Record.Record), as json.Marshal writes it.
+var recordStart = []byte(`{"record":"` + RecordKind + `"`)
+
+// CheckRecordFile reports an error when the file at path is there, not
+// empty, and does not begin as a record line does (or as much of one as
+// a crash in the first write left): it holds something else, the node's
+// own database, a certificate, another program's log, named by mistake.
+// Opened as a record file, its bytes after its last newline would be
+// taken for a line a crash left half written and cut off, and records
+// appended to it: a database named so was corrupt after the first batch.
+// A missing or empty file passes (a new one is begun there).
+func CheckRecordFile(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("call records: %w", err)
+	}
+	defer f.Close()
+	head := make([]byte, len(recordStart))
+	n, err := io.ReadFull(f, head)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("call records: %w", err)
+	}
+	if !bytes.Equal(head[:n], recordStart[:n]) {
+		return fmt.Errorf("call records: %s holds something else than call records (it does not begin with %s): name a new file, or one this node wrote", path, recordStart)
+	}
+	return nil
 }
 
 func openAppend(path string) (recordFile, error) {

@@ -325,6 +325,42 @@ func TestRecordsAfterACrashMidLine(t *testing.T) {
 	}
 }
 
+// TestOpenRecordsRefusesAnotherFile: a file there that holds something
+// else than records (the node's own database named by mistake) is
+// refused and left as it is; one a crash left with its first line cut
+// short is taken, as are the record line's start and no file.
+func TestOpenRecordsRefusesAnotherFile(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"database":     "SQLite format 3\x00\x10\x00\x02\x02\x00@  \n\x00\x00\x00tail",
+		"a blank line": "\n" + `{"record":"switchboard.cdr.v1"}` + "\n",
+		"other json":   `{"kind":"other"}` + "\n",
+	} {
+		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
+		if err := os.WriteFile(path, []byte(content), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		r, err := OpenRecords(path, 1<<20)
+		if err == nil {
+			_ = r.Close()
+			t.Errorf("%s: opened as a record file", name)
+		} else if !strings.Contains(err.Error(), "holds something else than call records") {
+			t.Errorf("%s: %v, want it named as no record file", name, err)
+		}
+		if got, _ := os.ReadFile(path); string(got) != content {
+			t.Errorf("%s: the file became %q", name, got)
+		}
+	}
+	for name, content := range map[string]string{"empty": "", "cut short": `{"record":"swi`} {
+		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
+		if err := os.WriteFile(path, []byte(content), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		openRecords(t, path, 1<<20)
+	}
+	openRecords(t, filepath.Join(dir, "new"), 1<<20)
+}
+
 // openRecords opens the record file at path for a test, closed when the
 // test ends (a Close of its own before that is fine).
 func openRecords(t *testing.T, path string, rotateBytes int64) *Records {

@@ -625,6 +625,15 @@ func TestParseRunChecksFiles(t *testing.T) {
 		{[]string{"--cdr-file", filepath.Join(dir, "missing", "cdr.jsonl")}, "--cdr-file: the directory of " + filepath.Join(dir, "missing", "cdr.jsonl") + ": "},
 		{[]string{"--cdr-file", filepath.Join(notDir, "cdr.jsonl")}, "--cdr-file: the directory of " + filepath.Join(notDir, "cdr.jsonl") + ", " + notDir + ", is not a directory"},
 		{[]string{"--cdr-file", dir}, "--cdr-file: " + dir + " is a directory, not a file"},
+		// A file of something else, and the node's own database (there
+		// or still to be made): the cleaner took the bytes after its last
+		// newline for a half-written line, cut them off and appended
+		// records (a database so named was corrupt after the first batch).
+		{[]string{"--cdr-file", garbage}, "--cdr-file: call records: " + garbage + " holds something else than call records"},
+		{[]string{"--data-dir", dir, "--cdr-file", filepath.Join(dir, "switchboard.db")},
+			"--cdr-file: " + filepath.Join(dir, "switchboard.db") + " is the node's own " + filepath.Join(dir, "switchboard.db") + ": "},
+		{[]string{"--data-dir", dir, "--cdr-file", filepath.Join(dir, ".", "switchboard.db-wal")}, "--cdr-file: "},
+		{[]string{"--data-dir", dir, "--cdr-file", filepath.Join(dir, certs.SelfSignedKeyName)}, "--cdr-file: "},
 	} {
 		_, _, err := parseStart(tc.args, noEnv)
 		if err == nil || strings.Contains(err.Error(), "\n") || !strings.HasPrefix(err.Error(), tc.want) {
@@ -657,8 +666,15 @@ func TestParseRunChecksFiles(t *testing.T) {
 	if after, _ := os.ReadDir(dir); len(after) != len(before) {
 		t.Errorf("the preflight of --data-dir %s left %v in %s (was %v)", missing, after, dir, before)
 	}
-	// A call records file still to be made, or one there, passes.
-	for _, cdr := range []string{filepath.Join(dir, "cdr.jsonl"), emptyFile} {
+	// A call records file still to be made, an empty one, one of records
+	// and one whose first line a crash cut short pass.
+	written, cut, zero := filepath.Join(dir, "written.jsonl"), filepath.Join(dir, "cut.jsonl"), filepath.Join(dir, "zero.jsonl")
+	for f, content := range map[string]string{written: `{"record":"switchboard.cdr.v1","node":"a"}` + "\n", cut: `{"rec`, zero: ""} {
+		if err := os.WriteFile(f, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, cdr := range []string{filepath.Join(dir, "cdr.jsonl"), written, cut, zero} {
 		if _, _, err := parseStart([]string{"--cdr-file", cdr}, noEnv); err != nil {
 			t.Errorf("--cdr-file %s: %v", cdr, err)
 		}
