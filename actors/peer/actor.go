@@ -259,8 +259,23 @@ func (a *Actor) check(c actor.Context) {
 func (a *Actor) checked(c actor.Context, r *checked) {
 	a.checking = false
 	now := a.cfg.Clock.Now()
-	if r.identity != nil && r.addr == a.addr() {
+	if r.addr != a.addr() {
+		// Discovery moved the peer while the check ran: it says nothing
+		// of the instance now called. Check that one.
+		a.check(c)
+		return
+	}
+	if r.identity != nil {
 		a.identity = r.identity
+	}
+	if r.err == nil && a.identity == nil {
+		// A check made without the identity call (it was known) passed
+		// after a failed request made the actor forget the identity:
+		// made healthy now, the peer's link would announce no capability
+		// and the queue fail every message that needs one for good
+		// (peer_unsupported). Check again, with the identity call.
+		a.check(c)
+		return
 	}
 	if r.err == nil {
 		a.cfg.Metrics.latency.WithLabelValues(a.cfg.Peer).Observe(r.latency.Seconds())

@@ -375,3 +375,79 @@ func TestActorRestartKeepsTheLatestInstances(t *testing.T) {
 		sys.Shutdown()
 	})
 }
+
+// heldNet is a versionNet whose health calls wait while held is set.
+type heldNet struct {
+	*versionNet
+	held   atomic.Pointer[chan struct{}]
+	inside chan struct{}
+}
+
+func (p *heldNet) Health(ctx context.Context, addr string, h messages.Health) (messages.Health, error) {
+	if g := p.held.Swap(nil); g != nil {
+		p.inside <- struct{}{}
+		<-*g
+	}
+	return p.versionNet.Health(ctx, addr, h)
+}
+
+// TestActorCheckPassingAfterItsIdentityWasForgotten: a health check under
+// way (with no identity call: the peer's was known) when a request fails,
+// or when discovery moves the peer to another address, passed and made
+// the peer healthy with its identity forgotten meanwhile: the queue got a
+// healthy link announcing no capability, opened its lanes and failed every
+// message that needs one for good (peer_unsupported). Such a check says
+// nothing of the capabilities now: the actor checks again, with the
+// identity call, and every healthy link announces what the peer does.
+func TestActorCheckPassingAfterItsIdentityWasForgotten(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		forget func(sys *actor.ActorSystem, pid *actor.PID)
+	}{
+		{"a failed request", func(sys *actor.ActorSystem, pid *actor.PID) {
+			sys.Root.Send(pid, messages.PeerContactFailed{Err: errors.New("connection reset")})
+		}},
+		{"another address", func(sys *actor.ActorSystem, pid *actor.PID) {
+			sys.Root.Send(pid, &messages.PeerUp{Node: "beta", Instances: []messages.PeerInstance{{Address: "beta-new:8443", InstanceID: "beta-0"}}})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tr, book, rec := &heldNet{versionNet: &versionNet{batch: true}, inside: make(chan struct{})}, NewBook(), &links{}
+				cfg := testConfig(t, tr, book)
+				cfg.Queue = func(string) *actor.Props { return actor.PropsFromProducer(func() actor.Actor { return rec }) }
+				cfg.Peer, cfg.Instances = "beta", []messages.PeerInstance{{Address: "beta:8443", InstanceID: "beta-0"}}
+				sys := newSystem()
+				pid := sys.Root.Spawn(actor.PropsFromProducer(New(cfg)))
+				synctest.Wait()
+				if l := rec.last(); !l.Healthy || !l.ForwardBatch {
+					t.Fatalf("first link %+v, want healthy with forward_batch", l)
+				}
+				release := make(chan struct{})
+				tr.held.Store(&release)
+				time.Sleep(cfg.HealthInterval) // the next check starts, and waits in its health call
+				<-tr.inside
+				rec.mu.Lock()
+				from := len(rec.all)
+				rec.mu.Unlock()
+				tc.forget(sys, pid)
+				synctest.Wait()
+				close(release)
+				synctest.Wait()
+				rec.mu.Lock()
+				after := append([]messages.PeerLink(nil), rec.all[from:]...)
+				rec.mu.Unlock()
+				for _, l := range after {
+					if l.Healthy && !l.ForwardBatch {
+						t.Errorf("the queue got %+v: healthy, announcing no capability (links since the identity was forgotten %+v)", l, after)
+					}
+				}
+				if len(after) == 0 || !after[len(after)-1].Healthy {
+					t.Errorf("links after the held check %+v, want the peer healthy again", after)
+				}
+				_ = sys.Root.StopFuture(pid).Wait()
+				sys.Shutdown()
+			})
+		})
+	}
+}
