@@ -29,6 +29,7 @@ import (
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/persistence/postgres"
 	"github.com/switchboard-dev/switchboard/persistence/space"
+	"github.com/switchboard-dev/switchboard/persistence/sqlite"
 	"github.com/switchboard-dev/switchboard/smsc"
 	"github.com/switchboard-dev/switchboard/transport"
 )
@@ -926,7 +927,7 @@ func (c Config) dataDirFiles() []string {
 	}
 	var names []string
 	if c.Store == nil && c.Postgres == "" {
-		names = append(names, "switchboard.db", "switchboard.db-wal", "switchboard.db-shm", "switchboard.db-journal")
+		names = append(names, "switchboard.db", "switchboard.db-wal", "switchboard.db-shm", "switchboard.db-journal", "switchboard.db"+sqlite.LockSuffix)
 	}
 	if c.TLSCert == "" {
 		names = append(names, certs.SelfSignedCertName, certs.SelfSignedKeyName)

@@ -138,6 +138,28 @@ func (r *recorder) count(msg string) int {
 	return n
 }
 
+// TestOpenRefusesADatabaseOpenElsewhere: a store open in one place (here
+// another open file of this process, as a second node's would be) makes a
+// second Open of its database fail, naming the lock; once the first is
+// closed the database opens. Two nodes on one data directory both ran and
+// claimed, as one owner, the same work.
+func TestOpenRefusesADatabaseOpenElsewhere(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "switchboard.db")
+	first := openAt(t, path, nil)
+	cfg := DefaultConfig()
+	cfg.Path = path
+	if s, err := Open(context.Background(), cfg); err == nil {
+		_ = s.Close()
+		t.Fatal("a second Open of a database open elsewhere succeeded")
+	} else if !strings.Contains(err.Error(), "is in use by another running process (it holds "+path+LockSuffix+")") {
+		t.Fatalf("second Open: %v, want it in use, naming the lock", err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	openAt(t, path, nil)
+}
+
 func TestReopenKeepsDataAndDoesNotReapplyMigrations(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "data", "switchboard.db")

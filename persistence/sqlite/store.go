@@ -41,6 +41,7 @@ type Store struct {
 	cdb   *sql.DB    // the checkpointer's one connection (nil without one)
 	stmts *stmtCache // prepared statements of the writer
 	wal   *syncer
+	lock  *os.File // held from Open to Close (lockStore)
 
 	jobs    chan *job
 	commits chan commit
@@ -62,6 +63,8 @@ var errStoreClosed = persistence.ErrClosed
 
 // Open opens (creating when missing) the database at cfg.Path, applies
 // the migrations it lacks, makes them durable and starts the writer.
+// It holds the store's lock until Close (lockStore): a database another
+// running process has open is refused.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -69,6 +72,21 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o750); err != nil {
 		return nil, fmt.Errorf("sqlite: open: %w", err)
 	}
+	lock, err := lockStore(cfg.Path)
+	if err != nil {
+		return nil, err
+	}
+	s, err := open(ctx, cfg)
+	if err != nil {
+		_ = lock.Close()
+		return nil, err
+	}
+	s.lock = lock
+	return s, nil
+}
+
+// open is Open once the lock is taken.
+func open(ctx context.Context, cfg Config) (*Store, error) {
 	log := cfg.Logger.With("component", "store", "store", "sqlite")
 
 	wdb, err := sql.Open("sqlite", dsn(cfg.Path, roleWriter))
@@ -245,12 +263,18 @@ func (s *Store) Close() error {
 	close(s.closing)
 	<-s.syncDone
 	<-s.checkpointDone
-	if s.broken() != nil {
+	broken := s.broken() != nil
+	if broken {
 		holdWAL(s.path, s.log)
 	}
 	errs := []error{s.stmts.close(), s.rdb.Close(), s.wdb.Close(), s.wal.close()}
 	if s.cdb != nil {
 		errs = append(errs, s.cdb.Close())
+	}
+	if !broken && s.lock != nil {
+		// A broken store keeps it, with the connection holdWAL keeps, to
+		// the end of the process: no other opens the database meanwhile.
+		errs = append(errs, s.lock.Close())
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("sqlite: close: %v", flatten(err))
