@@ -759,7 +759,7 @@ func (c Config) Preflight() error {
 	if c.DataDir != "" && (c.Store == nil && c.Postgres == "" || c.TLSCert == "") {
 		use := dataDirUse{holds: certs.SelfSignedCertName, room: certRoom} // the self-signed certificate alone
 		if c.Store == nil && c.Postgres == "" {
-			use = dataDirUse{holds: "switchboard.db", room: newDataDirRoom}
+			use = dataDirUse{holds: "switchboard.db", room: newDataDirRoom, writes: true}
 		}
 		if err := preflightDataDir(c.DataDir, use); err != nil {
 			errs = append(errs, field.Wrap("DataDir", err))
@@ -777,6 +777,8 @@ func (c Config) Preflight() error {
 type dataDirUse struct {
 	holds string
 	room  uint64
+	// writes: the node writes holds (the store), not only reads it.
+	writes bool
 }
 
 // preflightDataDir checks that dir is a directory the node can write in,
@@ -807,6 +809,15 @@ func preflightDataDir(dir string, use dataDirUse) error {
 			return fmt.Errorf("%s is not writable: %w", dir, err)
 		}
 		if _, serr := os.Stat(filepath.Join(dir, use.holds)); serr == nil {
+			if !use.writes {
+				return nil
+			}
+			// A store restored or copied by another user (root, whose
+			// backup is its own, mode 0600) failed at start with SQLite's
+			// "unable to open database file": exit 1, restarted over and over.
+			if err := openWritable(filepath.Join(dir, use.holds)); err != nil {
+				return fmt.Errorf("%s cannot be opened for writing: %w (the node's user must own it; a restored store too)", filepath.Join(dir, use.holds), err)
+			}
 			return nil
 		}
 		return roomFor(fmt.Sprintf("cannot start in %s, which holds no %s yet", dir, use.holds), dir, use.room, err)
@@ -905,6 +916,9 @@ func (c Config) preflightCDRFile() []error {
 		if err := retention.CheckRecordFile(path); err != nil {
 			return []error{field.Wrap("CDRFile", err)}
 		}
+		if err := openWritable(path); err != nil {
+			return []error{field.Errorf("CDRFile", "%s: %w", path, err)}
+		}
 		return nil
 	}
 	dir := filepath.Dir(path)
@@ -915,7 +929,29 @@ func (c Config) preflightCDRFile() []error {
 	case !fi.IsDir():
 		return []error{field.Errorf("CDRFile", "the directory of %s, %s, is not a directory", path, dir)}
 	}
+	// The node makes the file there at start, after the store: one it
+	// cannot make stopped it then (exit 1, the store made and migrated,
+	// restarted over and over by systemd). A full file system still makes
+	// an empty file.
+	if err := probeWritable(dir); err != nil && !noRoom(err) {
+		return []error{field.Errorf("CDRFile", "the directory of %s, %s, is not writable: %w", path, dir, err)}
+	}
 	return nil
+}
+
+// openWritable opens the file at path for writing, as the node will, and
+// closes it: whether the node's user may write it (a file made or restored
+// by root, say, it may not).
+func openWritable(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return pe.Err // the path is the caller's to say
+		}
+		return err
+	}
+	return f.Close()
 }
 
 // dataDirFiles are the files the node keeps in its data directory: the
