@@ -119,6 +119,13 @@ func (n *Node) noteFull(err error) {
 	}
 }
 
+// shortOfSpace reports whether the gate is shut: the cleaner then gives
+// space back at once (retention.Config.Short).
+func (n *Node) shortOfSpace() bool {
+	state, _ := n.storageState()
+	return state == "full"
+}
+
 // storageState is the gate's state for /readyz: "ok", or "full" and why.
 func (n *Node) storageState() (state, why string) {
 	if n.space == nil {

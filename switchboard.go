@@ -619,7 +619,7 @@ func (n *Node) startRetention() error {
 	}
 	p, err := retention.NewCleaner(retention.Config{
 		Node: n.cfg.Name, Store: n.store, Clock: n.clock, Logger: n.log, Policy: policy, Records: n.records,
-		Metrics: m, Leader: n.shares, Seed: uint64(n.clock.Now().UnixNano()),
+		Metrics: m, Leader: n.shares, Seed: uint64(n.clock.Now().UnixNano()), Short: n.shortOfSpace,
 	})
 	if err != nil {
 		return err

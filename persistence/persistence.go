@@ -806,8 +806,12 @@ type Store interface {
 	// holds the store for long: the embedded store frees pages from the end
 	// of its file and checkpoints its write-ahead log; Postgres folds the
 	// counters' deltas (its autovacuum reclaims space). It returns the
-	// bytes it gave back (0 when it cannot tell).
-	Compact(ctx context.Context) (int64, error)
+	// bytes it gave back (0 when it cannot tell). short says the node is
+	// short of space (it refuses new work for want of it): the embedded
+	// store then gives back the free pages it keeps for its next writes
+	// too, all but a minimal reserve, so that the file system sees them.
+	// The caller repeats it while it gives something back.
+	Compact(ctx context.Context, short bool) (int64, error)
 
 	// RelayWork takes up to req.Limit delivery rows not yet relayed to the
 	// bus that are due at req.Now, earliest due first (then oldest), from

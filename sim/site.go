@@ -410,12 +410,12 @@ func (v *storeView) Purge(ctx context.Context, req persistence.PurgeRequest, ids
 	return st.Purge(ctx, req, ids)
 }
 
-func (v *storeView) Compact(ctx context.Context) (int64, error) {
+func (v *storeView) Compact(ctx context.Context, short bool) (int64, error) {
 	st, err := v.use(writing)
 	if err != nil {
 		return 0, err
 	}
-	return st.Compact(ctx)
+	return st.Compact(ctx, short)
 }
 
 func (v *storeView) RelayWork(ctx context.Context, req persistence.RelayRequest) ([]persistence.Relay, error) {

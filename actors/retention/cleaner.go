@@ -43,7 +43,24 @@ type Config struct {
 	// CountCap bounds the count of eligible messages at the start of a
 	// pass (zero: DefaultCountCap).
 	CountCap int
+	// Short, when set, tells whether the node is short of space (it
+	// refuses new work for want of it). While it is, the store's compact
+	// gives back all it can (Store.Compact's short), step after step, and
+	// passes come at least every ShortInterval: the space the cleaner
+	// frees reaches the file system within seconds, not a step of 8 MiB
+	// an interval (a minute at the day-long defaults).
+	Short func() bool
 }
+
+// ShortInterval is the longest pause between passes while the node is
+// short of space (Config.Short).
+const ShortInterval = time.Second
+
+// shortSteps bounds the compact steps of one upkeep while the node is
+// short of space: 64 of at most 8 MiB each on the embedded store, a
+// few milliseconds of its writer each; the next upkeep, ShortInterval
+// later, goes on.
+const shortSteps = 64
 
 // Validate reports what is missing.
 func (c Config) Validate() error {
@@ -138,7 +155,7 @@ func (c *Cleaner) woke() {
 // pass starts a pass: count what is eligible, then the first batch.
 func (c *Cleaner) pass() {
 	now := c.cfg.Clock.Now()
-	interval := c.cfg.Policy.Interval()
+	interval := c.interval()
 	req, ok := c.cfg.Policy.Request(now, c.cfg.CountCap)
 	if !ok {
 		// Everything is kept forever: nothing to purge, but the store's
@@ -188,7 +205,7 @@ func (c *Cleaner) batch() {
 		// A pass through a large backlog lasts hours: the store's compact
 		// (Postgres folds its counters' deltas, which every count sums)
 		// runs an interval apart within it too, not only at its end.
-		if !now.Before(later(c.compactedAt, c.passAt).Add(c.cfg.Policy.Interval())) {
+		if !now.Before(later(c.compactedAt, c.passAt).Add(c.interval())) {
 			c.compact()
 		}
 		c.wake.Schedule(now.Add(pause))
@@ -204,7 +221,7 @@ func (c *Cleaner) batch() {
 	// much to repeat every backoff while the failure lasts.
 	c.inPass = false
 	c.upkeep()
-	c.wake.Schedule(later(c.passAt.Add(c.cfg.Policy.Interval()), now.Add(pause)))
+	c.wake.Schedule(later(c.passAt.Add(c.interval()), now.Add(pause)))
 }
 
 // later is the later of two times.
@@ -289,19 +306,40 @@ func (c *Cleaner) purgeAudit() {
 	}
 }
 
-// compact gives space back after a pass (and within a long one).
+// compact gives space back after a pass (and within a long one): one
+// step, or, while the node is short of space, steps until nothing more
+// comes back (at most shortSteps).
 func (c *Cleaner) compact() {
 	c.compactedAt = c.cfg.Clock.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.StoreTimeout)
-	defer cancel()
-	freed, err := c.cfg.Store.Compact(ctx)
-	if err != nil {
-		c.failed("compact", err)
-		return
+	short := c.short()
+	var total int64
+	for range shortSteps {
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.StoreTimeout)
+		freed, err := c.cfg.Store.Compact(ctx, short)
+		cancel()
+		if err != nil {
+			c.failed("compact", err)
+			break
+		}
+		if total += freed; !short || freed == 0 {
+			break
+		}
 	}
-	if freed > 0 {
-		c.log.Debug("space given back", "bytes", freed)
+	if total > 0 {
+		c.log.Debug("space given back", "bytes", total, "short_of_space", short)
 	}
+}
+
+// short tells whether the node is short of space (Config.Short).
+func (c *Cleaner) short() bool { return c.cfg.Short != nil && c.cfg.Short() }
+
+// interval is the pause between passes: the policy's, at most
+// ShortInterval while the node is short of space.
+func (c *Cleaner) interval() time.Duration {
+	if c.short() {
+		return min(c.cfg.Policy.Interval(), ShortInterval)
+	}
+	return c.cfg.Policy.Interval()
 }
 
 // failed logs a failure of op, the first at once and then at most one line

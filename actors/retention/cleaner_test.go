@@ -69,6 +69,9 @@ type backlogStore struct {
 	eligible                                     int64
 	counts, purgeables, purges, audits, compacts int
 	purged                                       int
+	// spare is how many compact steps give something back (8 MiB each);
+	// shortCompacts counts the steps asked for short of space.
+	spare, shortCompacts int
 }
 
 func (s *backlogStore) CountPurgeable(context.Context, persistence.PurgeRequest) (int64, error) {
@@ -106,9 +109,16 @@ func (s *backlogStore) PurgeAudit(context.Context, time.Time, int) (int64, error
 	return 0, nil
 }
 
-func (s *backlogStore) Compact(context.Context) (int64, error) {
+func (s *backlogStore) Compact(_ context.Context, short bool) (int64, error) {
 	s.compacts++
-	return 0, nil
+	if short {
+		s.shortCompacts++
+	}
+	if s.spare == 0 {
+		return 0, nil
+	}
+	s.spare--
+	return 8 << 20, nil
 }
 
 // switchLeader is a ring master the test hands over; it counts the asks.
@@ -277,6 +287,40 @@ func TestCleanerCompactsWithinALongPass(t *testing.T) {
 	}
 	if r.store.compacts < 2 {
 		t.Fatalf("%d compacts in %v of one pass (interval %v), want one an interval", r.store.compacts, r.clk.now.Sub(start), interval)
+	}
+}
+
+// TestCleanerGivesSpaceBackAtOnceWhileShort: while the node is short of
+// space (it refuses new work for want of it) the upkeep's compact goes on
+// step after step, asking the store for all it can give back, and passes
+// come every second; otherwise one step a pass, a minute apart at the
+// day-long defaults (8 MiB a minute: half an hour to give back the 256
+// MiB the node waits for).
+func TestCleanerGivesSpaceBackAtOnceWhileShort(t *testing.T) {
+	r := newCleanerRig(t, 0, nil)
+	short := false
+	r.c.cfg.Short = func() bool { return short }
+	r.store.spare = 100
+	r.step(t)
+	if r.store.compacts != 1 || r.store.shortCompacts != 0 {
+		t.Fatalf("not short: %d compact steps (%d short), want 1 (0)", r.store.compacts, r.store.shortCompacts)
+	}
+	at := r.clk.now
+	short = true
+	r.step(t)
+	if got := r.clk.now.Sub(at); got != r.c.cfg.Policy.Interval() {
+		t.Fatalf("the pass came %v after the last, want the policy's interval %v", got, r.c.cfg.Policy.Interval())
+	}
+	if r.store.shortCompacts != shortSteps {
+		t.Fatalf("short of space: %d compact steps asked short, want %d in one upkeep", r.store.shortCompacts, shortSteps)
+	}
+	at = r.clk.now
+	r.step(t)
+	if got := r.clk.now.Sub(at); got != ShortInterval {
+		t.Errorf("short of space, the next pass came %v after the last, want %v", got, ShortInterval)
+	}
+	if r.store.spare != 0 || r.store.compacts != 1+shortSteps+36 {
+		t.Errorf("%d compact steps, %d left to give back; want %d, none", r.store.compacts, r.store.spare, 1+shortSteps+36)
 	}
 }
 

@@ -162,7 +162,7 @@ func queuePurge(b *pgx.Batch, ids []string) {
 // Compact implements persistence.Store: it folds the counters' deltas
 // (autovacuum reclaims the space of purged rows; nothing to give back
 // here).
-func (s *Store) Compact(ctx context.Context) (int64, error) {
+func (s *Store) Compact(ctx context.Context, _ bool) (int64, error) {
 	const op = "compact"
 	if s.closed.Load() {
 		return 0, s.fail(op, persistence.ErrClosed)

@@ -154,11 +154,23 @@ func deletePurged(ctx context.Context, tx querier, purged []*persistence.Row) er
 // compactPages a call (8 MiB of 4 KiB pages: a few milliseconds of the
 // writer). The reserve (1/16 of the file, at least reservePages = 1 MiB)
 // stays free for the next writes: freeing pages the next hour's messages
-// take again only moves data around.
+// take again only moves data around. Short of space, only reservePages
+// stay: the node refuses new work by the file system's free space, which
+// does not count the file's free pages, however many.
 const (
 	compactPages = 2048
 	reservePages = 256
 )
+
+// compactStep is how many of a file's free pages (of pages in all) one
+// Compact gives back: those beyond the reserve, at most compactPages.
+func compactStep(free, pages int64, short bool) int64 {
+	keep := max(reservePages, pages/16)
+	if short {
+		keep = reservePages
+	}
+	return min(max(free-keep, 0), compactPages)
+}
 
 // autoVacuumIncremental is what PRAGMA auto_vacuum answers for a database
 // in incremental mode.
@@ -169,7 +181,7 @@ const autoVacuumIncremental = 2
 // auto_vacuum=INCREMENTAL, as this store creates them; an older one keeps
 // its free pages for reuse, see docs/operations.md), then a checkpoint, which
 // shrinks the file.
-func (s *Store) Compact(ctx context.Context) (int64, error) {
+func (s *Store) Compact(ctx context.Context, short bool) (int64, error) {
 	const op = "compact"
 	var mode, pages, free, size int64
 	err := s.read(ctx, op, func(tx *sql.Tx) error {
@@ -186,11 +198,10 @@ func (s *Store) Compact(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	excess := free - max(reservePages, pages/16)
-	if mode != autoVacuumIncremental || excess <= 0 {
+	n := compactStep(free, pages, short)
+	if mode != autoVacuumIncremental || n == 0 {
 		return 0, nil
 	}
-	n := min(excess, compactPages)
 	err = s.writeBehind(ctx, op, func(tx querier) error {
 		// incremental_vacuum returns a row per page it frees; reading them
 		// all is what makes it run to the end.

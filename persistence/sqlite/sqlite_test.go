@@ -533,7 +533,7 @@ func TestCompactGivesSpaceBack(t *testing.T) {
 	}
 	var freed int64
 	for range 10 {
-		n, err := s.Compact(ctx)
+		n, err := s.Compact(ctx, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -550,6 +550,31 @@ func TestCompactGivesSpaceBack(t *testing.T) {
 	}
 	if st, err := s.Stats(ctx); err != nil || st.StoreBytes <= 0 {
 		t.Errorf("Stats.StoreBytes = %d, %v", st.StoreBytes, err)
+	}
+}
+
+// TestCompactStep: a step gives back the free pages beyond the reserve
+// (1/16 of the file, at least 1 MiB), at most 8 MiB; short of space, all
+// but 1 MiB, the file's own slack too.
+func TestCompactStep(t *testing.T) {
+	for _, tc := range []struct {
+		free, pages int64
+		short       bool
+		want        int64
+	}{
+		{100, 1000, false, 0},
+		{1000, 2000, false, 1000 - reservePages},
+		{1000, 10000, false, 1000 - 10000/16},
+		{20000, 160000, false, compactPages},
+		{11000, 160000, false, 11000 - 160000/16},
+		{5000, 160000, false, 0},
+		{2000, 160000, true, 2000 - reservePages},
+		{5000, 160000, true, compactPages},
+		{100, 160000, true, 0},
+	} {
+		if got := compactStep(tc.free, tc.pages, tc.short); got != tc.want {
+			t.Errorf("compactStep(free %d, pages %d, short %v) = %d, want %d", tc.free, tc.pages, tc.short, got, tc.want)
+		}
 	}
 }
 
@@ -605,7 +630,7 @@ func TestFullDiskIsNoSpaceAndRecovers(t *testing.T) {
 		t.Fatalf("purge: %v", err)
 	}
 	for range 5 {
-		if _, err := s.Compact(ctx); err != nil {
+		if _, err := s.Compact(ctx, false); err != nil {
 			t.Fatalf("compact: %v", err)
 		}
 	}
@@ -708,7 +733,7 @@ func TestBackupConvertsToIncremental(t *testing.T) {
 	if err := s.rdb.QueryRow(`PRAGMA auto_vacuum`).Scan(&mode); err != nil || mode != 0 {
 		t.Fatalf("the old database's auto_vacuum is %d (%v), want 0", mode, err)
 	}
-	if n, err := s.Compact(ctx); err != nil || n != 0 {
+	if n, err := s.Compact(ctx, false); err != nil || n != 0 {
 		t.Errorf("Compact on a database without auto_vacuum: %d, %v; want 0, nil", n, err)
 	}
 	to := filepath.Join(t.TempDir(), "new.db")

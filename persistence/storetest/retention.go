@@ -329,14 +329,14 @@ func purgeCompact(f *fixture) {
 	if got := f.purge(req, nil); len(got) != len(batch) {
 		f.Fatalf("purged %d of %d", len(got), len(batch))
 	}
-	freed, err := f.store.Compact(f.ctx)
+	freed, err := f.store.Compact(f.ctx, false)
 	if err != nil {
 		f.Fatalf("Compact: %v", err)
 	}
 	if freed < 0 {
 		f.Errorf("Compact gave back %d bytes", freed)
 	}
-	if _, err := f.store.Compact(f.ctx); err != nil {
+	if _, err := f.store.Compact(f.ctx, true); err != nil {
 		f.Fatalf("Compact again: %v", err)
 	}
 	f.accept(at(11*hour), newMsg("pgk-after"))
