@@ -285,6 +285,24 @@ func (l *links) last() messages.PeerLink {
 	return l.all[len(l.all)-1]
 }
 
+// startBeta spawns, in a synctest bubble, the actor of peer beta (one
+// instance, beta:8443) over tr, its queue recording the links it is sent,
+// and waits for the first: healthy, with forward_batch.
+func startBeta(t *testing.T, tr transport.Peer) (Config, *actor.ActorSystem, *actor.PID, *links) {
+	t.Helper()
+	rec := &links{}
+	cfg := testConfig(t, tr, NewBook())
+	cfg.Queue = func(string) *actor.Props { return actor.PropsFromProducer(func() actor.Actor { return rec }) }
+	cfg.Peer, cfg.Instances = "beta", []messages.PeerInstance{{Address: "beta:8443", InstanceID: "beta-0"}}
+	sys := newSystem()
+	pid := sys.Root.Spawn(actor.PropsFromProducer(New(cfg)))
+	synctest.Wait()
+	if l := rec.last(); !l.Healthy || !l.ForwardBatch {
+		t.Fatalf("first link %+v, want healthy with forward_batch", l)
+	}
+	return cfg, sys, pid, rec
+}
+
 // TestActorRereadsASingleInstancePeersCapabilitiesAfterAFailure: a peer
 // with one instance that comes back as an older version (no
 // forward_batch), after failed checks or after a request it refused, is
@@ -313,16 +331,8 @@ func TestActorRereadsASingleInstancePeersCapabilitiesAfterAFailure(t *testing.T)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				tr, book, rec := &versionNet{batch: true}, NewBook(), &links{}
-				cfg := testConfig(t, tr, book)
-				cfg.Queue = func(string) *actor.Props { return actor.PropsFromProducer(func() actor.Actor { return rec }) }
-				cfg.Peer, cfg.Instances = "beta", []messages.PeerInstance{{Address: "beta:8443", InstanceID: "beta-0"}}
-				sys := newSystem()
-				pid := sys.Root.Spawn(actor.PropsFromProducer(New(cfg)))
-				synctest.Wait()
-				if l := rec.last(); !l.Healthy || !l.ForwardBatch {
-					t.Fatalf("first link %+v, want healthy with forward_batch", l)
-				}
+				tr := &versionNet{batch: true}
+				cfg, sys, pid, rec := startBeta(t, tr)
 				tc.fail(tr, pid, sys, cfg)
 				time.Sleep(cfg.HealthInterval)
 				synctest.Wait()
@@ -413,16 +423,8 @@ func TestActorCheckPassingAfterItsIdentityWasForgotten(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				tr, book, rec := &heldNet{versionNet: &versionNet{batch: true}, inside: make(chan struct{})}, NewBook(), &links{}
-				cfg := testConfig(t, tr, book)
-				cfg.Queue = func(string) *actor.Props { return actor.PropsFromProducer(func() actor.Actor { return rec }) }
-				cfg.Peer, cfg.Instances = "beta", []messages.PeerInstance{{Address: "beta:8443", InstanceID: "beta-0"}}
-				sys := newSystem()
-				pid := sys.Root.Spawn(actor.PropsFromProducer(New(cfg)))
-				synctest.Wait()
-				if l := rec.last(); !l.Healthy || !l.ForwardBatch {
-					t.Fatalf("first link %+v, want healthy with forward_batch", l)
-				}
+				tr := &heldNet{versionNet: &versionNet{batch: true}, inside: make(chan struct{})}
+				cfg, sys, pid, rec := startBeta(t, tr)
 				release := make(chan struct{})
 				tr.held.Store(&release)
 				time.Sleep(cfg.HealthInterval) // the next check starts, and waits in its health call
