@@ -90,6 +90,12 @@ func TestBadInputIsRejectedAndStoresNothing(t *testing.T) {
 		{"search: a parameter given twice", "GET", "/api/messages?state=failed&state=delivered", nil, 400, "invalid_request"},
 		{"search: a number given twice", "GET", "/api/messages?destination=441&destination=442", nil, 400, "invalid_request"},
 		{"audit: a parameter given twice", "GET", "/api/audit?action=route.put&action=route.delete", nil, 400, "invalid_request"},
+		// A query that does not parse was read without the pairs it could
+		// not: answered 200 without its filter (every message for
+		// state=delivered) or from the newest page (a cursor lost).
+		{"search: a ';' between parameters", "GET", "/api/messages?state=delivered;limit=5", nil, 400, "invalid_request"},
+		{"search: a bad %-escape", "GET", "/api/messages?state=delivered&cursor=%zz", nil, 400, "invalid_request"},
+		{"audit: a ';' between parameters", "GET", "/api/audit?action=route.put;actor=bob", nil, 400, "invalid_request"},
 		{"resubmit unknown", "POST", "/api/messages/nope/resubmit", nil, 404, "not_found"},
 		{"resubmit delivered", "POST", "/api/messages/kept/resubmit", nil, 409, "invalid_state"},
 		{"bulk resubmit bad state", "POST", "/api/messages/resubmit", `{"state":"pending"}`, 400, "invalid_request"},

@@ -90,7 +90,12 @@ type auditReply struct {
 }
 
 func (s *Server) auditTrail(w http.ResponseWriter, r *http.Request) {
-	q, err := auditQueryOf(r.URL.Query())
+	v, err := queryValues(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	q, err := auditQueryOf(v)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -106,7 +106,12 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) {
 	if name, own := ownOnly(r); own {
 		submittedBy = name
 	}
-	q, err := listQueryOf(r.URL.Query(), submittedBy)
+	v, err := queryValues(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	q, err := listQueryOf(v, submittedBy)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -245,6 +250,19 @@ func timeRangeOf(v url.Values) (since, until time.Time, err error) {
 		return since, until, messages.Errorf(messages.CodeInvalidRequest, "since must be before until")
 	}
 	return since, until, nil
+}
+
+// queryValues is the parameters of r's query string. A query that does
+// not parse (a bad %-escape, a ';' between parameters) is refused whole:
+// r.URL.Query() drops the pairs it cannot read in silence, and a list
+// would be answered without its filter, or from its newest page again
+// for a cursor it lost.
+func queryValues(r *http.Request) (url.Values, error) {
+	v, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, messages.Errorf(messages.CodeInvalidRequest, "the query does not parse: %v (parameters are separated by '&', and '%%' starts a %%XX escape)", err)
+	}
+	return v, nil
 }
 
 // paramsOnce refuses a query that names a parameter not in known
