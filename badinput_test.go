@@ -3,6 +3,7 @@ package switchboard_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/httpapi/auth"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence/pgtest"
 )
 
 // snapshot is everything a rejected request must leave unchanged.
@@ -191,6 +193,66 @@ func TestBadInputIsRejectedAndStoresNothing(t *testing.T) {
 			h.apiError(c.status, c.code, c.method, c.path, c.body)
 			if after := h.snapshot(); after != before {
 				t.Fatalf("a rejected request changed the store:\nbefore %s\nafter  %s", before, after)
+			}
+		})
+	}
+}
+
+// TestBadBytesInPathsAndAckIDsAreNotUnavailable: an id, prefix or
+// frontend name holding NUL or a byte that is not UTF-8 (%-escaped in the
+// path, or \u0000 in an ack's id) is the request's fault: answered as the
+// docs say (404 for what does not exist, 400 for a malformed verdict),
+// never 503 unavailable, which tells the caller to repeat the same
+// request. On Postgres, which refuses such text, it was 503 (the ack's
+// message even said "ack again": repeated, its valid verdicts were never
+// recorded). The path is sent as written: the API client would escape
+// its '%'.
+func TestBadBytesInPathsAndAckIDsAreNotUnavailable(t *testing.T) {
+	for _, store := range []string{"sqlite", "postgres"} {
+		t.Run(store, func(t *testing.T) {
+			cfg := testConfig(t)
+			if store == "postgres" {
+				cfg.Postgres = pgtest.DSN(t)
+			}
+			h := startNode(t, cfg)
+			h.pullFrontend("pullfe", "44")
+			h.submit("kept", "441")
+			if got := h.poll("pullfe", 1, 1000, 30000); len(got) != 1 {
+				t.Fatalf("polled %d messages, want 1", len(got))
+			}
+			raw := func(method, path, body string) (int, string) {
+				t.Helper()
+				req, err := http.NewRequest(method, h.base+path, strings.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := h.client.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer res.Body.Close()
+				b, _ := io.ReadAll(res.Body)
+				var doc struct{ Error struct{ Code string } }
+				_ = json.Unmarshal(b, &doc)
+				return res.StatusCode, doc.Error.Code + " " + strings.TrimSpace(string(b))
+			}
+			for _, c := range []struct {
+				method, path, body string
+				status             int
+			}{
+				{"GET", "/api/messages/a%00b", "", 404},
+				{"GET", "/api/messages/a%ffb", "", 404},
+				{"POST", "/api/messages/a%00b/resubmit", "", 404},
+				{"POST", "/api/messages/a%ffb/resubmit", "", 404},
+				{"DELETE", "/api/routes/4%004", "", 404},
+				{"DELETE", "/api/routes/4%ff", "", 404},
+				{"DELETE", "/api/frontends/a%00b", "", 404},
+				{"DELETE", "/api/frontends/a%ffb", "", 404},
+				{"POST", "/api/frontends/pullfe/ack", `{"results":[{"id":"kept","status":"delivered"},{"id":"a\u0000b","status":"delivered"}]}`, 400},
+			} {
+				if status, doc := raw(c.method, c.path, c.body); status != c.status {
+					t.Errorf("%s %s %s: %d %s, want %d", c.method, c.path, c.body, status, doc, c.status)
+				}
 			}
 		})
 	}

@@ -75,14 +75,52 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, submitReply{ID: m.ID, State: m.State})
 }
 
+// A path's message id, route prefix or frontend name that no stored
+// entry can have is answered not_found before a store is asked about it:
+// Postgres refuses text holding NUL or bytes that are not UTF-8 as an
+// error (SQLSTATE 22021), which the actors making a change answer
+// unavailable, a 503 that tells the caller to repeat the very request.
+var (
+	messageID    = pathParam{messages.ValidID, "no message with id %q"}
+	routePrefix  = pathParam{messages.ValidPrefix, "no route with prefix %q"}
+	frontendName = pathParam{messages.ValidName, "no frontend named %q"}
+)
+
+// pathParam is a path parameter that names a stored entry: valid tells
+// whether one can have the value, notFound is the not_found message (%q
+// for the value), the one the node gives for an entry it does not have.
+type pathParam struct {
+	valid    func(string) bool
+	notFound string
+}
+
+// none is the not_found of v.
+func (p pathParam) none(v string) error {
+	return messages.Errorf(messages.CodeNotFound, p.notFound, v)
+}
+
+// of is the path parameter of r under name, or its not_found when no
+// stored entry can have it.
+func (p pathParam) of(r *http.Request, name string) (string, error) {
+	v := mux.Vars(r)[name]
+	if !p.valid(v) {
+		return v, p.none(v)
+	}
+	return v, nil
+}
+
 func (s *Server) getMessage(w http.ResponseWriter, r *http.Request) {
+	id, err := messageID.of(r, "id")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	ctx, cancel := s.ctx(r)
 	defer cancel()
-	id := mux.Vars(r)["id"]
 	m, err := s.cfg.Backend.Message(ctx, id)
 	if name, own := ownOnly(r); err == nil && own && m.SubmittedBy != name {
 		// Another client's message is not told apart from none.
-		err = messages.Errorf(messages.CodeNotFound, "no message with id %q", id)
+		err = messageID.none(id)
 	}
 	if err != nil {
 		s.fail(w, r, err)
@@ -289,7 +327,11 @@ var listParams = []string{"state", "limit", "cursor", "destination", "source", "
 var digitsRE = regexp.MustCompile(`^[0-9]{1,20}$`)
 
 func (s *Server) resubmit(w http.ResponseWriter, r *http.Request) {
-	id := mux.Vars(r)["id"]
+	id, err := messageID.of(r, "id")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	ctx, cancel := s.change(r, s.cfg.RequestTimeout, messages.AuditResubmit, id, "")
 	defer cancel()
 	m, err := s.cfg.Backend.Resubmit(ctx, id)
@@ -407,7 +449,11 @@ func (s *Server) putRoute(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteRoute(w http.ResponseWriter, r *http.Request) {
-	prefix := mux.Vars(r)["prefix"]
+	prefix, err := routePrefix.of(r, "prefix")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	ctx, cancel := s.change(r, s.cfg.RequestTimeout, messages.AuditRouteDelete, prefix, "")
 	defer cancel()
 	if err := s.cfg.Backend.DeleteRoute(ctx, prefix); err != nil {
@@ -477,7 +523,11 @@ func (s *Server) putFrontend(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteFrontend(w http.ResponseWriter, r *http.Request) {
-	name := mux.Vars(r)["name"]
+	name, err := frontendName.of(r, "name")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	ctx, cancel := s.change(r, s.cfg.RequestTimeout, messages.AuditFrontendDelete, name, "")
 	defer cancel()
 	if err := s.cfg.Backend.DeleteFrontend(ctx, name); err != nil {
@@ -586,6 +636,13 @@ func (s *Server) ack(w http.ResponseWriter, r *http.Request) {
 	for i, res := range req.Results {
 		if res.ID == "" {
 			s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "results[%d].id is required", i))
+			return
+		}
+		// An id Postgres does not take (NUL, bytes not UTF-8) would fail
+		// the whole round of verdicts as unavailable: the valid ones
+		// would not be recorded however often the frontend acks again.
+		if err := messages.TextError(fmt.Sprintf("results[%d].id", i), res.ID); err != nil {
+			s.fail(w, r, err)
 			return
 		}
 		if !res.Status.Valid() {
