@@ -18,6 +18,7 @@ import (
 	"github.com/switchboard-dev/switchboard/actors/delivery"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/persistence/pgtest"
 	"github.com/switchboard-dev/switchboard/polltest"
 	"github.com/switchboard-dev/switchboard/supervision/logtest"
 )
@@ -817,4 +818,20 @@ func TestNodeDirectoryReadsAndResubmits(t *testing.T) {
 	if fes, err := n.Frontends(ctx); err != nil || len(fes) != 0 {
 		t.Fatalf("Frontends after delete = %+v, %v", fes, err)
 	}
+}
+
+// TestNodeChangesOfTextPostgresRefuses: an embedder's message id, prefix or
+// frontend name holding NUL or bytes that are not UTF-8 (the HTTP API
+// answers 404 before the store is asked) is refused by Postgres (SQLSTATE
+// 22021). That is the call's fault: invalid_request; it was unavailable,
+// which tells the caller to make the same call again.
+func TestNodeChangesOfTextPostgresRefuses(t *testing.T) {
+	cfg := embeddedConfig(t)
+	cfg.Postgres = pgtest.DSN(t)
+	n := startNode(t, cfg).node
+	ctx := context.Background()
+	_, err := n.Resubmit(ctx, "a\x00b")
+	wantCode(t, "Resubmit", err, messages.CodeInvalidRequest)
+	wantCode(t, "DeleteRoute", n.DeleteRoute(ctx, "4\xff"), messages.CodeInvalidRequest)
+	wantCode(t, "DeleteFrontend", n.DeleteFrontend(ctx, "a\x00b"), messages.CodeInvalidRequest)
 }

@@ -98,7 +98,7 @@ func (a *Intake) putRoute(c actor.Context, r messages.Route) error {
 		a.reload(c)
 		return messages.Errorf(messages.CodeUnknownFrontend, "frontend %q is no longer registered here", r.Frontend)
 	} else if err != nil {
-		return a.unavailable("put route", err)
+		return a.storeFailed("put route", err)
 	}
 	a.table.PutRoute(r.Prefix, r.Frontend)
 	a.log.Info("route set", "prefix", r.Prefix, "frontend", r.Frontend)
@@ -129,7 +129,7 @@ func (a *Intake) putFrontend(c actor.Context, f messages.Frontend) error {
 	ctx, cancel := a.storeCtx()
 	defer cancel()
 	if err := a.cfg.Store.PutFrontend(ctx, f); err != nil {
-		return a.unavailable("put frontend", err)
+		return a.storeFailed("put frontend", err)
 	}
 	a.table.PutFrontend(f)
 	a.localChanged()
@@ -176,7 +176,7 @@ func (a *Intake) remove(op, notFound string, del func(context.Context) error) er
 		return err
 	}
 	if err != nil {
-		return a.unavailable(op, err)
+		return a.storeFailed(op, err)
 	}
 	return nil
 }

@@ -22,9 +22,16 @@ func commitError(err error) error {
 	return messages.Errorf(messages.CodeUnavailable, "the message store is unavailable; retry with the same id")
 }
 
-// storeUnavailable is what the caller of a directory or resubmit request
-// is told when the store call op failed.
-func storeUnavailable(op string) error {
+// storeError is what the caller of a directory or resubmit request is
+// told when the store call op failed with err: unavailable, but for a call
+// the store refused for its input (persistence.ErrInvalid: text Postgres
+// does not take, such as NUL in an id or a name an embedder passed), which
+// fails the same way however often it is repeated: invalid_request, as the
+// gateway answers such a read.
+func storeError(op string, err error) error {
+	if errors.Is(err, persistence.ErrInvalid) {
+		return messages.Errorf(messages.CodeInvalidRequest, "the message store refused the input (%s): %v", op, err)
+	}
 	return messages.Errorf(messages.CodeUnavailable, "the message store is unavailable (%s)", op)
 }
 

@@ -22,7 +22,10 @@ func TestErrorsAnswered(t *testing.T) {
 		{"a commit on a full store", commitError(persistence.ErrNoSpace), messages.CodeStorageFull, "no room"},
 		{"a commit on a full store, wrapped", commitError(fmt.Errorf("write: %w", persistence.ErrNoSpace)), messages.CodeStorageFull, "no room"},
 		{"a commit that failed otherwise", commitError(errors.New("disk on fire")), messages.CodeUnavailable, "retry with the same id"},
-		{"a store call", storeUnavailable("put route"), messages.CodeUnavailable, "(put route)"},
+		{"a store call", storeError("put route", errors.New("connection refused")), messages.CodeUnavailable, "(put route)"},
+		// Postgres refuses NUL or bytes not UTF-8 (an embedder's id or
+		// name): the same call fails the same way again.
+		{"a store call refused for its input", storeError("delete route", fmt.Errorf("postgres: %w", persistence.ErrInvalid)), messages.CodeInvalidRequest, "(delete route)"},
 		{"a restart", restarted(), messages.CodeUnavailable, "restarted"},
 	}
 	for _, c := range cases {

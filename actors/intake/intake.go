@@ -2,6 +2,7 @@ package intake
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 
@@ -238,8 +239,13 @@ func (a *Intake) kick(c actor.Context, work []persistence.WorkSpec) {
 	}
 }
 
-// unavailable logs a store call that failed and is what its caller is told.
-func (a *Intake) unavailable(op string, err error) error {
-	a.log.Error("store call failed", "op", op, "err", err)
-	return storeUnavailable(op)
+// storeFailed logs a store call that failed and is what its caller is
+// told (storeError).
+func (a *Intake) storeFailed(op string, err error) error {
+	if errors.Is(err, persistence.ErrInvalid) {
+		a.log.Warn("store refused a call's input", "op", op, "err", err)
+	} else {
+		a.log.Error("store call failed", "op", op, "err", err)
+	}
+	return storeError(op, err)
 }

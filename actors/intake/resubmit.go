@@ -145,7 +145,7 @@ func (a *Intake) read(m *resubmitRead) {
 	}
 	step := j.bulk
 	if m.err != nil {
-		j.fail(a.unavailable("list messages", m.err))
+		j.fail(a.storeFailed("list messages", m.err))
 		return
 	}
 	now := a.cfg.Clock.Now()
@@ -177,7 +177,7 @@ func (a *Intake) readOne(req *messages.Resubmit, m messages.Message, err error) 
 		return
 	}
 	if err != nil {
-		req.Reply <- messages.ResubmitReply{Err: a.unavailable("get message", err)}
+		req.Reply <- messages.ResubmitReply{Err: a.storeFailed("get message", err)}
 		return
 	}
 	if !m.State.Resubmittable() {
@@ -240,7 +240,7 @@ func (a *Intake) written(c actor.Context, m *resubmitWritten) {
 func (a *Intake) wrote(m *resubmitWritten, kick func([]persistence.WorkSpec), stopping bool) {
 	j := m.job
 	if m.err != nil {
-		j.fail(a.unavailable("resubmit", m.err))
+		j.fail(a.storeFailed("resubmit", m.err))
 		return
 	}
 	if req := j.one; req != nil {
@@ -254,7 +254,7 @@ func (a *Intake) wrote(m *resubmitWritten, kick func([]persistence.WorkSpec), st
 			// The resubmit was made: the reply says so, with what it set, so
 			// that its caller records the change all the same.
 			req.Reply <- messages.ResubmitReply{Message: messages.Message{ID: req.ID, Frontend: r.Frontend, DestSMSC: r.DestSMSC, State: r.State},
-				Err: fmt.Errorf("%w: %w", messages.ErrNotReadBack, a.unavailable("get message", m.readErr))}
+				Err: fmt.Errorf("%w: %w", messages.ErrNotReadBack, a.storeFailed("get message", m.readErr))}
 			return
 		}
 		req.Reply <- messages.ResubmitReply{Message: m.msg}
