@@ -148,7 +148,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 func (s *Server) Router() *mux.Router { return s.router }
 
 func (s *Server) routes() *mux.Router {
-	r := mux.NewRouter()
+	// A path is matched as sent, never cleaned: gorilla/mux would answer
+	// one with an empty segment or a dot segment with a bare 301 to its
+	// clean form, another route (POST /api/messages//resubmit, a single
+	// resubmit of no id, to the bulk resubmit's path) and no error
+	// document. Such a path names nothing: 404 not_found.
+	r := mux.NewRouter().SkipClean(true)
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		s.fail(w, req, messages.Errorf(messages.CodeNotFound, "no such path: %s", req.URL.Path))
 	})
