@@ -97,7 +97,7 @@ func authorize(set *auth.Set, header string, roles []messages.Role) (auth.Princi
 	if set.Open() {
 		return auth.Anonymous, admitted
 	}
-	if token, bearer := strings.CutPrefix(header, "Bearer "); bearer {
+	if token, bearer := bearerToken(header); bearer {
 		if p, ok := set.Authenticate(token); ok {
 			if !p.Has(roles) {
 				return p, roleRefused
@@ -109,6 +109,18 @@ func authorize(set *auth.Set, header string, roles []messages.Role) (auth.Princi
 		return auth.Principal{}, tokenMissing
 	}
 	return auth.Principal{}, tokenWrong
+}
+
+// bearerToken is the token of an Authorization header of the Bearer
+// scheme. An authentication scheme's name is case-insensitive (RFC 9110
+// 11.1), and one or more spaces part it from the token: a client or proxy
+// that sends "bearer <token>" with the right token must not be refused.
+func bearerToken(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimLeft(token, " "), true
 }
 
 // admit is authorize for r under set; a refusal is answered (and logged)

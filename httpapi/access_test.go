@@ -85,3 +85,28 @@ func TestChangeCredentialsEndsPollsItNoLongerAllows(t *testing.T) {
 		t.Errorf("the poll the change still allows: %d %s, want its messages", rec.Code, rec.Body)
 	}
 }
+
+// TestBearerSchemeIsCaseInsensitive: the authentication scheme of an
+// Authorization header is case-insensitive (RFC 9110 11.1, RFC 6750
+// uses it as such), and one or more spaces part it from the token; a
+// client or proxy that sends "bearer <token>" with the right token must
+// not be answered 401 "the API token is not valid".
+func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
+	s, err := New(Config{Backend: stubBackend{}, APIToken: stubToken, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for scheme, want := range map[string]int{
+		"bearer ": http.StatusOK, "BEARER ": http.StatusOK, "Bearer   ": http.StatusOK,
+		// Another scheme, or none parted from the token, is no Bearer token.
+		"Basic ": http.StatusUnauthorized, "Bearer": http.StatusUnauthorized, "Bearer-": http.StatusUnauthorized,
+	} {
+		req := httptest.NewRequest("GET", "/api/whoami", nil)
+		req.Header.Set("Authorization", scheme+stubToken)
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, req)
+		if rec.Code != want {
+			t.Errorf("Authorization: %q<the right token>: %d %s, want %d", scheme, rec.Code, strings.TrimSpace(rec.Body.String()), want)
+		}
+	}
+}
