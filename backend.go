@@ -62,37 +62,37 @@ func askNode[T any](ctx context.Context, g *gateway, pid *actor.PID, msg any, ch
 // When ctx ends first, its caller is answered unavailable, yet the actor
 // may still make the change: its answer is then awaited on its own, and
 // one that says the change was made (made) is handed to the call's
-// httpapi.LateChange, which records it in the audit trail.
-func askChange[T any](ctx context.Context, g *gateway, pid *actor.PID, msg any, ch <-chan T, made func(T) bool) (T, error) {
+// httpapi.LateChange as the result the call would have returned (result),
+// which records it in the audit trail with its detail.
+func askChange[T any](ctx context.Context, g *gateway, pid *actor.PID, msg any, ch <-chan T, made func(T) bool, result func(T) any) (T, error) {
 	if !g.n.ready.Load() {
 		var zero T
 		return zero, notRunning()
 	}
 	r, err := ask(ctx, g.n.system.Root, pid, msg, ch, "no answer in time")
 	if late := httpapi.LateChange(ctx); err != nil && late != nil {
-		go awaitLate(g, msg, ch, made, late)
+		go awaitLate(g, msg, ch, func(r T) {
+			if made(r) {
+				late(result(r))
+			}
+		})
 	}
 	return r, err
 }
 
-// awaitLate calls late if the answer to msg that comes after its caller
-// left says the change was made, while the node runs. One that has not
-// come when the node stops is logged: the change may have been made
-// unrecorded.
-func awaitLate[T any](g *gateway, msg any, ch <-chan T, made func(T) bool, late func()) {
+// awaitLate hands the answer to msg that comes after its caller left to
+// answered, while the node runs. One that has not come when the node
+// stops is logged: the change may have been made unrecorded.
+func awaitLate[T any](g *gateway, msg any, ch <-chan T, answered func(T)) {
 	select {
 	case r := <-ch:
-		if made(r) {
-			late()
-		}
+		answered(r)
 		return
 	case <-g.n.stopping:
 	}
 	select {
 	case r := <-ch:
-		if made(r) {
-			late()
-		}
+		answered(r)
 	default:
 		g.n.log.Warn("the node stopped before answering a change whose caller was answered unavailable: it may have been made without its audit record",
 			"change", fmt.Sprintf("%T", msg))
@@ -216,7 +216,8 @@ func (g *gateway) Messages(ctx context.Context, q persistence.ListQuery) (persis
 func (g *gateway) Resubmit(ctx context.Context, id string) (messages.Message, error) {
 	ch := make(chan messages.ResubmitReply, 1)
 	r, err := askChange(ctx, g, g.n.intake, &messages.Resubmit{ID: id, Reply: ch}, ch,
-		func(r messages.ResubmitReply) bool { return r.Err == nil || errors.Is(r.Err, messages.ErrNotReadBack) })
+		func(r messages.ResubmitReply) bool { return r.Err == nil || errors.Is(r.Err, messages.ErrNotReadBack) },
+		func(r messages.ResubmitReply) any { return r.Message })
 	if err != nil {
 		return messages.Message{}, err
 	}
@@ -227,7 +228,8 @@ func (g *gateway) Resubmit(ctx context.Context, id string) (messages.Message, er
 func (g *gateway) ResubmitBulk(ctx context.Context, state messages.State) (messages.BulkReply, error) {
 	ch := make(chan messages.BulkReply, 1)
 	r, err := askChange(ctx, g, g.n.intake, &messages.ResubmitBulk{State: state, Reply: ch}, ch,
-		func(r messages.BulkReply) bool { return r.Err == nil || r.Resubmitted > 0 })
+		func(r messages.BulkReply) bool { return r.Err == nil || r.Resubmitted > 0 },
+		func(r messages.BulkReply) any { return r })
 	if err != nil {
 		return r, err
 	}
@@ -397,7 +399,8 @@ func (g *gateway) DeleteFrontend(ctx context.Context, name string) error {
 // its error.
 func (g *gateway) change(ctx context.Context, build func(chan<- error) any) error {
 	ch := make(chan error, 1)
-	r, err := askChange(ctx, g, g.n.intake, build(ch), ch, func(err error) bool { return err == nil })
+	r, err := askChange(ctx, g, g.n.intake, build(ch), ch, func(err error) bool { return err == nil },
+		func(error) any { return nil })
 	if err != nil {
 		return err
 	}

@@ -42,7 +42,8 @@ func (s *Server) record(r *http.Request, action, target, detail string) {
 // are recorded all the same: the read of its result failed
 // (ErrNotReadBack), and the node's bound ran out before the actor making
 // it answered (the backend hands the answer that comes later to
-// LateChange).
+// LateChange). Each action's detail has one formatter, which both the
+// record of an answered call and that of a late answer use.
 
 // ErrNotReadBack wraps the error of a change that was made, but whose
 // result could not be read back (PutRoute, PutFrontend, Resubmit): it is
@@ -56,30 +57,55 @@ func made(err error) bool { return err == nil || errors.Is(err, ErrNotReadBack) 
 type lateKey struct{}
 
 // WithLateChange is ctx carrying late as its LateChange.
-func WithLateChange(ctx context.Context, late func()) context.Context {
+func WithLateChange(ctx context.Context, late func(result any)) context.Context {
 	return context.WithValue(ctx, lateKey{}, late)
 }
 
 // LateChange is what a backend calls when a change whose call ended
 // unanswered (ctx's bound ran out: its caller was answered unavailable)
-// turns out to have been made: it records the change. Nil on a context
+// turns out to have been made, with the result the call would have
+// returned beside its error: the messages.Message of a Resubmit, the
+// messages.BulkReply of a ResubmitBulk, nil for the directory's changes.
+// It records the change with the detail an answered call's record has
+// (what a resubmit set, how many a bulk resubmit moved). Nil on a context
 // that carries none (the embedding API's calls).
-func LateChange(ctx context.Context) func() {
-	f, _ := ctx.Value(lateKey{}).(func())
+func LateChange(ctx context.Context) func(result any) {
+	f, _ := ctx.Value(lateKey{}).(func(any))
 	return f
 }
 
 // lateNote ends the detail of a change recorded through LateChange.
 const lateNote = "made after its caller was answered unavailable (no answer within the request timeout)"
 
-// change is the context of a backend call for the change action of target
-// (detail as far as it is known before the call): bounded by d alone, and
-// carrying the LateChange that records it.
-func (s *Server) change(r *http.Request, d time.Duration, action, target, detail string) (context.Context, context.CancelFunc) {
-	late := func() {
-		s.record(r, action, target, auditDetail("%s", strings.TrimPrefix(detail+"; "+lateNote, "; ")))
+// change is the context of a backend call for the change action of
+// target: bounded by d alone, and carrying the LateChange that records it
+// with detail(result), detail being the action's formatter, which the
+// record of an answered call uses too. T is the result's type LateChange
+// names for the call (the backend tests hold the node to it).
+func change[T any](s *Server, r *http.Request, d time.Duration, action, target string, detail func(T) string) (context.Context, context.CancelFunc) {
+	late := func(result any) {
+		v, _ := result.(T)
+		s.record(r, action, target, auditDetail("%s", strings.TrimPrefix(detail(v)+"; "+lateNote, "; ")))
 	}
 	return context.WithTimeout(WithLateChange(context.WithoutCancel(r.Context()), late), d)
+}
+
+// known is the detail of a change known before its call, whatever its
+// result (a route's frontend; nothing for a delete).
+func known(detail string) func(any) string {
+	return func(any) string { return detail }
+}
+
+// resubmitDetail is a single resubmit's: where it sent the message. One
+// not read back still says what it set (messages.ResubmitReply).
+func resubmitDetail(m messages.Message) string {
+	return auditDetail("to frontend %s, now %s", m.Frontend, m.State)
+}
+
+// bulkDetail is a bulk resubmit's: how many it moved, and how many it
+// left without a route.
+func bulkDetail(res messages.BulkReply) string {
+	return auditDetail("%d resubmitted, %d skipped", res.Resubmitted, res.Skipped)
 }
 
 // auditReply is the document of GET /api/audit; next_cursor is empty on

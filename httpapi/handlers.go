@@ -332,12 +332,11 @@ func (s *Server) resubmit(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	ctx, cancel := s.change(r, s.cfg.RequestTimeout, messages.AuditResubmit, id, "")
+	ctx, cancel := change(s, r, s.cfg.RequestTimeout, messages.AuditResubmit, id, resubmitDetail)
 	defer cancel()
 	m, err := s.cfg.Backend.Resubmit(ctx, id)
 	if made(err) {
-		// One not read back still says what it set (messages.ResubmitReply).
-		s.record(r, messages.AuditResubmit, id, auditDetail("to frontend %s, now %s", m.Frontend, m.State))
+		s.record(r, messages.AuditResubmit, id, resubmitDetail(m))
 	}
 	if err != nil {
 		s.fail(w, r, err)
@@ -359,12 +358,12 @@ func (s *Server) resubmitBulk(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A bulk resubmit may page through many messages: give it longer.
-	ctx, cancel := s.change(r, 10*s.cfg.RequestTimeout, messages.AuditResubmitBulk, string(req.State), "")
+	ctx, cancel := change(s, r, 10*s.cfg.RequestTimeout, messages.AuditResubmitBulk, string(req.State), bulkDetail)
 	defer cancel()
 	res, err := s.cfg.Backend.ResubmitBulk(ctx, req.State)
 	if err == nil || res.Resubmitted > 0 {
 		// One that failed part of the way resubmitted the pages before.
-		s.record(r, messages.AuditResubmitBulk, string(req.State), auditDetail("%d resubmitted, %d skipped", res.Resubmitted, res.Skipped))
+		s.record(r, messages.AuditResubmitBulk, string(req.State), bulkDetail(res))
 	}
 	if err != nil {
 		s.fail(w, r, err)
@@ -435,7 +434,7 @@ func (s *Server) putRoute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	detail := auditDetail("frontend %s", route.Frontend)
-	ctx, cancel := s.change(r, s.cfg.RequestTimeout, messages.AuditRoutePut, route.Prefix, detail)
+	ctx, cancel := change(s, r, s.cfg.RequestTimeout, messages.AuditRoutePut, route.Prefix, known(detail))
 	defer cancel()
 	stored, err := s.cfg.Backend.PutRoute(ctx, route)
 	if made(err) {
@@ -454,7 +453,7 @@ func (s *Server) deleteRoute(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	ctx, cancel := s.change(r, s.cfg.RequestTimeout, messages.AuditRouteDelete, prefix, "")
+	ctx, cancel := change(s, r, s.cfg.RequestTimeout, messages.AuditRouteDelete, prefix, known(""))
 	defer cancel()
 	if err := s.cfg.Backend.DeleteRoute(ctx, prefix); err != nil {
 		s.fail(w, r, err)
@@ -509,7 +508,7 @@ func (s *Server) putFrontend(w http.ResponseWriter, r *http.Request) {
 	// only that there is a secret, and the URL with its password redacted.
 	shown := fe.Shown()
 	detail := auditDetail("mode %s, url %q, signed %v", shown.Mode, shown.URL, fe.Secret != "")
-	ctx, cancel := s.change(r, s.cfg.RequestTimeout, messages.AuditFrontendPut, fe.Name, detail)
+	ctx, cancel := change(s, r, s.cfg.RequestTimeout, messages.AuditFrontendPut, fe.Name, known(detail))
 	defer cancel()
 	stored, err := s.cfg.Backend.PutFrontend(ctx, fe)
 	if made(err) {
@@ -528,7 +527,7 @@ func (s *Server) deleteFrontend(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	ctx, cancel := s.change(r, s.cfg.RequestTimeout, messages.AuditFrontendDelete, name, "")
+	ctx, cancel := change(s, r, s.cfg.RequestTimeout, messages.AuditFrontendDelete, name, known(""))
 	defer cancel()
 	if err := s.cfg.Backend.DeleteFrontend(ctx, name); err != nil {
 		s.fail(w, r, err)
