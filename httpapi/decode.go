@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"reflect"
 	"strings"
@@ -57,16 +58,38 @@ func decodePeer(w http.ResponseWriter, r *http.Request, v any) error {
 	return decodeOne(json.NewDecoder(bytes.NewReader(raw)), v)
 }
 
-// readBody reads the whole body, at most MaxBody bytes (413 beyond).
+// bodyWait bounds the reading of a request's body: 30 s, 35 KB/s for a
+// body of MaxBody (tests shorten it). The server bounds only the headers' reading
+// (ReadHeaderTimeout): a client that sent its body slowly, or less of it
+// than its Content-Length, held its connection and handler for ever. (The
+// server's ReadTimeout would bound the body too, but it stays on the
+// connection after the body was read, and its expiry ends a long poll's
+// request context.)
+var bodyWait = 30 * time.Second
+
+// readBody reads the whole body, at most MaxBody bytes (413 beyond),
+// within bodyWait.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if r.ContentLength > MaxBody {
 		return nil, tooLarge(w)
 	}
+	rc := http.NewResponseController(w)
+	limited := rc.SetReadDeadline(time.Now().Add(bodyWait)) == nil
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err == nil && limited {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	// On an error the deadline stays: the server reads what is left of a
+	// body its handler did not (up to 256 KiB) before it answers, and a
+	// body that stopped coming would hold that read for ever.
 	var mb *http.MaxBytesError
+	var ne net.Error
 	switch {
 	case errors.As(err, &mb):
 		return nil, tooLarge(w)
+	case errors.As(err, &ne) && ne.Timeout():
+		w.Header().Set("Connection", "close")
+		return nil, messages.Errorf(messages.CodeInvalidJSON, "the request body did not come within %v", bodyWait)
 	case err != nil:
 		return nil, messages.Errorf(messages.CodeInvalidJSON, "the request body could not be read: %v", err)
 	case len(bytes.TrimSpace(raw)) == 0:
