@@ -86,7 +86,7 @@ func ParseSMPPURL(raw string) (SMPPOptions, error) {
 		SourceTON: -1, SourceNPI: -1, DestTON: -1, DestNPI: -1, EnquireLink: DefaultSMPPEnquireLink}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return o, fmt.Errorf("%q is not a URL", raw)
+		return o, fmt.Errorf("%q is not a URL", RedactURL(raw)) // its password kept out
 	}
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }

@@ -100,3 +100,20 @@ func TestSMPPFrontendNormalizedAndValidate(t *testing.T) {
 		t.Fatalf("webhook normalized: %+v %v", got, err)
 	}
 }
+
+// TestUnparsableSMPPURLHidesItsPassword: an smpp frontend's URL that
+// url.Parse refuses (a letter in its port, a blank in its host) kept its
+// bind password in the error (--frontend's start-up line, to stderr and
+// the journal), which masks the password of a URL that parses.
+func TestUnparsableSMPPURLHidesItsPassword(t *testing.T) {
+	for _, raw := range []string{"smpp://acme:s3cret@smsc.example:27x5", "smpp://acme:s3cret@smsc example:2775"} {
+		_, err := ParseSMPPURL(raw)
+		if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "is not a URL") {
+			t.Errorf("ParseSMPPURL(%q): %v; want it refused as no URL, without the bind password", raw, err)
+		}
+		f := Frontend{Name: "smsc", Mode: ModeSMPP, URL: raw}
+		if err := f.Validate(); err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("an smpp frontend of %q: %v; want it refused without the bind password", raw, err)
+		}
+	}
+}
