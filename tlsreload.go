@@ -72,8 +72,9 @@ func (n *Node) reloadTLS(why string) error {
 }
 
 // certExpiry is switchboard_tls_cert_expiry_timestamp_seconds{cert}: when
-// the certificate in force ("server": the one served, and presented to
-// peers) and the first certificate of the CA bundle ("ca") expire.
+// the chain in force ("server": the certificate served and presented to
+// peers, or an intermediate served with it, whichever ends first) and the
+// first certificate of the CA bundle ("ca") expire.
 type certExpiry struct {
 	n    *Node
 	desc *prometheus.Desc
@@ -81,7 +82,7 @@ type certExpiry struct {
 
 func newCertExpiry(n *Node) *certExpiry {
 	return &certExpiry{n: n, desc: prometheus.NewDesc("switchboard_tls_cert_expiry_timestamp_seconds",
-		"When a TLS certificate of the node stops being valid (unix seconds): server is the certificate served and presented to peers, ca the first of the --tls-ca bundle to expire.",
+		"When a TLS certificate of the node stops being valid (unix seconds): server is the certificate served and presented to peers (or an intermediate served with it, whichever ends first), ca the first of the --tls-ca bundle to expire.",
 		[]string{"cert"}, nil)}
 }
 

@@ -43,8 +43,11 @@ func WithNode(node string) Option { return func(r *Reloader) { r.node = node } }
 type material struct {
 	pair *tls.Certificate
 	pool *x509.CertPool // nil without a CA file
-	// caExpiry is the earliest end of validity in the CA bundle.
-	caExpiry time.Time
+	// certExpiry is the earliest end of validity of the chain served: the
+	// certificate and the intermediates after it in its file (once one of
+	// them ends, clients and peers refuse the node whatever the
+	// certificate's own end). caExpiry is the earliest in the CA bundle.
+	certExpiry, caExpiry time.Time
 	sum      [32]byte
 }
 
@@ -98,7 +101,7 @@ func (r *Reloader) read() (*material, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &material{pair: &pair, sum: sum}
+	m := &material{pair: &pair, sum: sum, certExpiry: chainExpiry(&pair)}
 	if r.caFile != "" {
 		if m.pool, err = LoadPool(r.caFile); err != nil {
 			return nil, err
@@ -187,11 +190,25 @@ func (r *Reloader) Certificate() *tls.Certificate { return r.cur.Load().pair }
 // Pool is the CA pool in force (nil without a CA file).
 func (r *Reloader) Pool() *x509.CertPool { return r.cur.Load().pool }
 
-// Expiry is when the certificate in force and the CA bundle's first
+// Expiry is when the chain in force (the certificate, or an intermediate
+// served with it, whichever ends first) and the CA bundle's first
 // certificate to expire end (zero without a CA file).
 func (r *Reloader) Expiry() (cert, ca time.Time) {
 	m := r.cur.Load()
-	return m.pair.Leaf.NotAfter, m.caExpiry
+	return m.certExpiry, m.caExpiry
+}
+
+// chainExpiry is the earliest end of validity of pair's leaf and the
+// certificates served after it. One that does not parse is left out here
+// (Reload's check refuses it under a CA).
+func chainExpiry(pair *tls.Certificate) time.Time {
+	end := pair.Leaf.NotAfter
+	for _, der := range pair.Certificate[1:] {
+		if c, err := x509.ParseCertificate(der); err == nil && c.NotAfter.Before(end) {
+			end = c.NotAfter
+		}
+	}
+	return end
 }
 
 // Files names the files, for logs: the certificate, the key, the CA.
