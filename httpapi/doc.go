@@ -39,6 +39,10 @@
 //     name (400 invalid_request), and with a client certificate equal to
 //     its CN or one of its DNS SANs, exactly (403 node_mismatch). Without
 //     RequireClientCert (--insecure-skip-verify) the header is trusted.
+//     X-Federation-To, when given, must be this node's name, else 421
+//     misdirected: the caller reached us at an address it holds for
+//     another node (a reused address), and must not take our answer for
+//     that node's.
 //  3. The body: decodePeer (1 MiB, 413 over it; 400 invalid_json;
 //     unknown fields ignored, unlike the client API, so that a newer
 //     peer's additions do not break an older one), then the document's
@@ -49,7 +53,8 @@
 //
 // Steps 1-3 refuse without calling the backend, so a refused request
 // stores nothing. Refusals of steps 1-2 and node mismatches are logged
-// (a misconfigured certificate or someone posing as a peer).
+// (a misconfigured certificate, someone posing as a peer, or a peer
+// calling a stale address).
 //
 // identity needs no header: discovery asks it before it knows whom it
 // reaches, and an operator can ask it with curl. It is served even with
@@ -68,21 +73,25 @@
 //
 // PeerClient implements transport.Peer over HTTPS. Peers are dialled by
 // address, often an IP address from an SRV target, so the dialled address
-// is not what a certificate is checked against. Instead, with a CA pool
-// (--tls-ca): the chain is verified against the pool; Identity requires
-// the certificate to name (CN or DNS SAN) the node its document reports and
-// remembers address -> node; every other call requires, in the TLS
-// handshake and so before the request leaves, a certificate naming the node
-// remembered for the address (an address not yet identified is identified
-// first). With InsecureSkipVerify nothing is verified.
+// is not what a certificate is checked against. Every federation call but
+// identity is for one node (transport.Target) and names it in
+// X-Federation-To. With a CA pool (--tls-ca): the chain is verified against
+// the pool; Identity requires the certificate to name (CN or DNS SAN) the
+// node its document reports and remembers address -> node; every other
+// federation call requires, in the TLS handshake and so before the request
+// leaves, a certificate naming the node the call is for (the ring's calls,
+// for no node named, the node remembered for the address, identified
+// first when unknown). With InsecureSkipVerify nothing is verified, and
+// X-Federation-To alone keeps another node's answer from being taken.
 //
 // Errors: an error document (or any non-2xx answer) is a *transport.CallError
 // whose Kind (kindOf, beside statusOf: the status and the code of the
 // document) is what the callers decide on: refused, in conflict, forbidden,
 // no such call, not a member, not the master, busy (with the answer's
-// Retry-After), unavailable, a server error; anything else (connection,
-// TLS, timeout, a name check, a malformed answer) is a plain error, of kind
-// unreachable: the call did not complete.
+// Retry-After), unavailable, a server error, or unreachable for 408 and
+// 421 misdirected (the node is not at that address); anything else
+// (connection, TLS, timeout, a name check, a malformed answer) is a plain
+// error, of kind unreachable: the call did not complete.
 //
 // Forwards in single form (a peer without the forward_batch capability)
 // run 8 at a time; an error document that refuses the message (kind

@@ -52,6 +52,10 @@ var statusOf = map[string]int{
 	messages.CodeClientCertReq: http.StatusForbidden,
 	// Like no_route: the request is well formed, the message cannot go.
 	messages.CodeNotOurFrontend: http.StatusUnprocessableEntity,
+	// 421 Misdirected Request: the call reached a node that is not the one
+	// it is for (X-Federation-To); a peer's client counts it as the peer
+	// not reached at that address (kindOf: Unreachable), never as an answer.
+	messages.CodeMisdirected: http.StatusMisdirectedRequest,
 
 	// Ring. A refused join is 403 (repeating it cannot succeed: the
 	// instance's flags disagree with the master's); a call that reached an
@@ -89,7 +93,7 @@ func kindOf(status int, code string) transport.Kind {
 		return transport.NotMember
 	}
 	switch {
-	case status == http.StatusRequestTimeout:
+	case status == http.StatusRequestTimeout, status == http.StatusMisdirectedRequest:
 		return transport.Unreachable
 	case status == http.StatusUnauthorized, status == http.StatusForbidden:
 		return transport.Forbidden

@@ -73,6 +73,7 @@ func TestKindOf(t *testing.T) {
 		messages.CodeNodeMismatch:      transport.Forbidden,
 		messages.CodeClientCertReq:     transport.Forbidden,
 		messages.CodeNotOurFrontend:    transport.Refused,
+		messages.CodeMisdirected:       transport.Unreachable,
 		messages.CodeRingBadJoin:       transport.Refused,
 		messages.CodeRingNodeMismatch:  transport.Forbidden,
 		messages.CodeRingCluster:       transport.Forbidden,
@@ -95,7 +96,7 @@ func TestKindOf(t *testing.T) {
 	// Pages that are no error document: a proxy's, an old node's.
 	for status, want := range map[int]transport.Kind{
 		http.StatusBadRequest: transport.Refused, http.StatusRequestTimeout: transport.Unreachable,
-		http.StatusTeapot: transport.Refused, http.StatusTooManyRequests: transport.Busy,
+		http.StatusTeapot: transport.Refused, http.StatusTooManyRequests: transport.Busy, http.StatusMisdirectedRequest: transport.Unreachable,
 		http.StatusBadGateway: transport.ServerError, http.StatusServiceUnavailable: transport.Unavailable,
 		http.StatusGatewayTimeout: transport.ServerError, http.StatusInsufficientStorage: transport.Busy,
 		http.StatusNotModified: transport.ServerError, http.StatusNotFound: transport.UnknownTarget,

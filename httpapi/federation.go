@@ -64,11 +64,13 @@ func (s *Server) clientCert(r *http.Request) (*x509.Certificate, error) {
 
 // peerAuth authenticates a federation call: with RequireClientCert the
 // caller shows a verified client certificate that names the node of its
-// X-Federation-Node header; without it the header is taken on trust. The
-// backend then admits the name (a discovered peer, federation on:
-// admitted, for the federation paths; the ring's coordinator checks its
-// own site). A refused request reaches no handler, so nothing is decoded
-// or stored.
+// X-Federation-Node header; without it the header is taken on trust. A
+// call for another node (X-Federation-To) is refused as misdirected: the
+// caller reached us at an address it still holds for that node, and must
+// not take our answer for its. The backend then admits the name (a
+// discovered peer, federation on: admitted, for the federation paths; the
+// ring's coordinator checks its own site). A refused request reaches no
+// handler, so nothing is decoded or stored.
 func (s *Server) peerAuth(h peerHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cert, err := s.clientCert(r)
@@ -87,6 +89,15 @@ func (s *Server) peerAuth(h peerHandler) http.Handler {
 			s.refuse(w, r, from, messages.Errorf(messages.CodeNodeMismatch,
 				"%s is %q but the client certificate names %s", messages.FederationHeader, from, certs.NamesOf(cert)))
 			return
+		}
+		if to := r.Header.Get(messages.FederationToHeader); to != "" {
+			if us := s.cfg.Backend.Identity().Node; to != us {
+				// Logged: the caller's address for to is stale (a reused
+				// address, a moved SRV record), which its operator should hear of.
+				s.refuse(w, r, from, messages.Errorf(messages.CodeMisdirected,
+					"the call is for node %q (%s); this is node %q", to, messages.FederationToHeader, us))
+				return
+			}
 		}
 		h(w, r, from)
 	})

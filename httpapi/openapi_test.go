@@ -942,7 +942,7 @@ func TestAPIDocErrorTable(t *testing.T) {
 		rows[m[1]] = n
 	}
 	elsewhere := []string{messages.CodeFederationOff, messages.CodeUnknownPeer, messages.CodeNodeMismatch,
-		messages.CodeClientCertReq, messages.CodeNotOurFrontend}
+		messages.CodeClientCertReq, messages.CodeNotOurFrontend, messages.CodeMisdirected}
 	for _, code := range slices.Sorted(maps.Keys(statusOf)) {
 		if slices.Contains(elsewhere, code) || strings.HasPrefix(code, "ring_") {
 			continue

@@ -31,8 +31,8 @@ var _ transport.Peer = (*PeerClient)(nil)
 // against RootCAs, and the certificate must name the peer NODE (its CN or a
 // DNS SAN), not the address dialled: peers are dialled by address, often
 // an IP address from a DNS SRV target, which says nothing about who should
-// answer there. Which node that is, the client learns from the identity
-// call (see PeerClient). With InsecureSkipVerify instead, nothing is
+// answer there. Which node that is, every call says (transport.Target; see
+// PeerClient). With InsecureSkipVerify instead, nothing is
 // verified. RootCAs wins when both are set (--tls-ca given with
 // --insecure-skip-verify verifies).
 type PeerClientConfig struct {
@@ -124,17 +124,24 @@ func (c PeerClientConfig) Validate() error {
 // PeerClient is the HTTPS implementation of transport.Peer: every call to
 // a peer goes through it.
 //
-// Who is at an address: Identity verifies the certificate chain and
-// checks that the certificate names the node the identity document
-// reports; on success it remembers address -> node. Every other call to
-// that address then requires, during the TLS handshake and so before any
-// byte of the request leaves, a certificate naming that node. A call to an
-// address with no identity known yet makes the identity call first.
+// Who is at an address: every federation call but the identity call is
+// for one node (transport.Target): it carries X-Federation-To naming it,
+// and a callee that is another node refuses it (421 misdirected, an
+// Unreachable error here). With verification the call also requires,
+// during the TLS handshake and so before any byte of the request leaves,
+// a certificate naming that node: not the node last identified at the
+// address, which another node may have taken since (a reused pod IP, an
+// SRV record moved), and whose answers would be taken for the peer's.
+// Identity verifies the certificate chain and checks that the certificate
+// names the node the identity document reports; on success it remembers
+// address -> node, which the ring's calls (for no node named) require.
 // Identity calls use a connection of their own (closed after the call):
 // the name check of a pooled connection is the one made when it was
-// opened, so only connections checked against the remembered node are
-// pooled. When an address starts answering as another node its idle
-// connections are closed.
+// opened, so only connections checked against a node are pooled, and a
+// pooled connection's certificate is checked again against the node of
+// each call it carries (the answer of another node is not taken). When an
+// address starts answering as another node its idle connections are
+// closed.
 //
 // Connections are HTTP/1.1 with keep-alive (HTTP/2 measured slower for
 // these small requests, docs/performance.md) and never go through a proxy: the
@@ -233,8 +240,14 @@ func (c *PeerClient) nodeAt(key string) (string, bool) {
 	return n, ok
 }
 
+// wantKey is the context key of the node a call's certificate must name,
+// for the dial of its connection (net/http dials with the request's
+// context values).
+type wantKey struct{}
+
 // dialCall opens a pooled connection: its certificate must name the node
-// last identified at addr.
+// of the call that dials it, or for a call that names none (the ring's) the
+// node last identified at addr.
 func (c *PeerClient) dialCall(ctx context.Context, network, addr string) (net.Conn, error) {
 	want := ""
 	if c.verify {
@@ -242,13 +255,17 @@ func (c *PeerClient) dialCall(ctx context.Context, network, addr string) (net.Co
 		if err != nil {
 			return nil, err
 		}
-		node, ok := c.nodeAt(key)
-		if !ok {
-			// target identifies an address before any call to it, and
-			// entries are never removed: this is a bug, not a peer's doing.
-			return nil, fmt.Errorf("no node known at %s: its identity has not been checked", addr)
+		want, _ = ctx.Value(wantKey{}).(string)
+		if want == "" {
+			node, ok := c.nodeAt(key)
+			if !ok {
+				// identified identifies an address before any call to it,
+				// and entries are never removed: this is a bug, not a peer's
+				// doing.
+				return nil, fmt.Errorf("no node known at %s: its identity has not been checked", addr)
+			}
+			want = node
 		}
-		want = node
 	}
 	return c.dial(ctx, network, addr, want)
 }
@@ -313,8 +330,10 @@ const maxReply = 8 << 20
 
 // do runs one request and decodes a 2xx answer into out. An error answer
 // is a *transport.CallError; anything else is a failure to complete the call.
-// It returns the connection's TLS state for the caller's name checks.
-func (c *PeerClient) do(ctx context.Context, client *http.Client, timeout time.Duration, key, method, path string, in, out any) (*tls.ConnectionState, error) {
+// It returns the connection's TLS state for the caller's name checks. node
+// is the node the call is for, sent as X-Federation-To ("" for a call for
+// whoever answers: the identity call, and the ring's).
+func (c *PeerClient) do(ctx context.Context, client *http.Client, timeout time.Duration, key, node, method, path string, in, out any) (*tls.ConnectionState, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var body io.Reader
@@ -330,6 +349,9 @@ func (c *PeerClient) do(ctx context.Context, client *http.Client, timeout time.D
 		return nil, err
 	}
 	req.Header.Set(messages.FederationHeader, c.cfg.Node)
+	if node != "" {
+		req.Header.Set(messages.FederationToHeader, node)
+	}
 	req.Header.Set("Accept", "application/json")
 	if c.cfg.RingToken != nil && ringMemberPath(path) {
 		if token := c.cfg.RingToken(); token != "" {
@@ -436,7 +458,7 @@ func (c *PeerClient) Identity(ctx context.Context, addr string) (messages.Identi
 		return messages.Identity{}, err
 	}
 	var id messages.Identity
-	ts, err := c.do(ctx, c.ident, c.cfg.Timeout, key, http.MethodGet, pathIdentity, nil, &id)
+	ts, err := c.do(ctx, c.ident, c.cfg.Timeout, key, "", http.MethodGet, pathIdentity, nil, &id)
 	if err != nil {
 		return messages.Identity{}, err
 	}
@@ -461,10 +483,24 @@ func (c *PeerClient) Identity(ctx context.Context, addr string) (messages.Identi
 	return id, nil
 }
 
-// target is the address key of a call and the node its certificate must
-// name ("" without verification), identifying the address first when no
-// node is known there.
-func (c *PeerClient) target(ctx context.Context, addr string) (key, want string, err error) {
+// target is the address key of a federation call for to.Node and the node
+// its certificate must name: to.Node itself ("" without verification),
+// not whoever was identified at the address last.
+func (c *PeerClient) target(to transport.Target) (key, want string, err error) {
+	if !messages.ValidName(to.Node) {
+		return "", "", fmt.Errorf("a call to %s names no valid node (%q)", to.Addr, to.Node)
+	}
+	if key, err = canonAddr(to.Addr); err != nil || !c.verify {
+		return key, "", err
+	}
+	return key, to.Node, nil
+}
+
+// identified is the address key of a call for whoever answers at addr
+// (the ring's) and the node its certificate must name ("" without
+// verification): the node last identified there, identifying the address
+// first when no node is known there.
+func (c *PeerClient) identified(ctx context.Context, addr string) (key, want string, err error) {
 	if key, err = canonAddr(addr); err != nil || !c.verify {
 		return key, "", err
 	}
@@ -478,19 +514,23 @@ func (c *PeerClient) target(ctx context.Context, addr string) (key, want string,
 	return key, id.Node, nil
 }
 
-// call POSTs in to path at key and decodes the answer into out. The
-// handshake of a new connection already checked the certificate; the
-// check here covers a pooled connection opened for a node the address no
-// longer answers as (the request has left then, but its answer is not
-// taken).
-func (c *PeerClient) call(ctx context.Context, key, want, path string, in, out any) error {
-	return c.callWithin(ctx, c.cfg.Timeout, key, want, path, in, out)
+// call POSTs in to path at key for node (X-Federation-To; see do) and
+// decodes the answer into out. The handshake of a new connection already
+// checked the certificate against want; the check here covers a pooled
+// connection opened for another node (the request has left then, and the
+// node it reached refuses it by X-Federation-To, but in any case its
+// answer is not taken).
+func (c *PeerClient) call(ctx context.Context, key, node, want, path string, in, out any) error {
+	return c.callWithin(ctx, c.cfg.Timeout, key, node, want, path, in, out)
 }
 
 // callWithin is call with its own bound on the request (a long-poll's).
 // A nil out ignores the answer's body.
-func (c *PeerClient) callWithin(ctx context.Context, timeout time.Duration, key, want, path string, in, out any) error {
-	ts, err := c.do(ctx, c.calls, timeout, key, http.MethodPost, path, in, out)
+func (c *PeerClient) callWithin(ctx context.Context, timeout time.Duration, key, node, want, path string, in, out any) error {
+	if want != "" {
+		ctx = context.WithValue(ctx, wantKey{}, want)
+	}
+	ts, err := c.do(ctx, c.calls, timeout, key, node, http.MethodPost, path, in, out)
 	if want != "" && ts != nil && (len(ts.PeerCertificates) == 0 || !certs.Names(ts.PeerCertificates[0], want)) {
 		return fmt.Errorf("%s: the connection's certificate does not name node %q", key, want)
 	}
@@ -498,33 +538,33 @@ func (c *PeerClient) callWithin(ctx context.Context, timeout time.Duration, key,
 }
 
 // Health implements transport.Peer.
-func (c *PeerClient) Health(ctx context.Context, addr string, h messages.Health) (messages.Health, error) {
-	key, want, err := c.target(ctx, addr)
+func (c *PeerClient) Health(ctx context.Context, to transport.Target, h messages.Health) (messages.Health, error) {
+	key, want, err := c.target(to)
 	if err != nil {
 		return messages.Health{}, err
 	}
 	var out messages.Health
-	if err := c.call(ctx, key, want, pathHealth, h, &out); err != nil {
+	if err := c.call(ctx, key, to.Node, want, pathHealth, h, &out); err != nil {
 		return messages.Health{}, err
 	}
 	if err := out.Validate(); err != nil {
-		return messages.Health{}, fmt.Errorf("%s answered an invalid health document: %v", addr, err)
+		return messages.Health{}, fmt.Errorf("%s answered an invalid health document: %v", to.Addr, err)
 	}
 	return out, nil
 }
 
 // Registry implements transport.Peer.
-func (c *PeerClient) Registry(ctx context.Context, addr string, r messages.Registry) (messages.Registry, error) {
-	key, want, err := c.target(ctx, addr)
+func (c *PeerClient) Registry(ctx context.Context, to transport.Target, r messages.Registry) (messages.Registry, error) {
+	key, want, err := c.target(to)
 	if err != nil {
 		return messages.Registry{}, err
 	}
 	var out messages.Registry
-	if err := c.call(ctx, key, want, pathRegistry, r, &out); err != nil {
+	if err := c.call(ctx, key, to.Node, want, pathRegistry, r, &out); err != nil {
 		return messages.Registry{}, err
 	}
 	if err := out.Validate(); err != nil {
-		return messages.Registry{}, fmt.Errorf("%s answered an invalid registry document: %v", addr, err)
+		return messages.Registry{}, fmt.Errorf("%s answered an invalid registry document: %v", to.Addr, err)
 	}
 	return out, nil
 }
@@ -551,8 +591,9 @@ func messageRefusal(err error) (*messages.Error, bool) {
 // failure of any request fails the whole call, even when some messages
 // were accepted: the caller sends them all again, and forwards are
 // idempotent.
-func (c *PeerClient) Forward(ctx context.Context, addr string, batch bool, fs []messages.Forward) ([]messages.ForwardResult, error) {
-	key, want, err := c.target(ctx, addr)
+func (c *PeerClient) Forward(ctx context.Context, to transport.Target, batch bool, fs []messages.Forward) ([]messages.ForwardResult, error) {
+	addr := to.Addr
+	key, want, err := c.target(to)
 	if err != nil {
 		return nil, err
 	}
@@ -561,7 +602,7 @@ func (c *PeerClient) Forward(ctx context.Context, addr string, batch bool, fs []
 		for _, ch := range forwardChunks(fs, MaxBody) {
 			lo, hi := ch[0], ch[1]
 			var out messages.ForwardBatchReply
-			if err := c.call(ctx, key, want, pathForwardBat, messages.ForwardBatch{Messages: fs[lo:hi]}, &out); err != nil {
+			if err := c.call(ctx, key, to.Node, want, pathForwardBat, messages.ForwardBatch{Messages: fs[lo:hi]}, &out); err != nil {
 				var ce *transport.CallError
 				if plantedBug && !errors.As(err, &ce) {
 					// The planted bug (build tag simbug only): a batch whose
@@ -583,7 +624,7 @@ func (c *PeerClient) Forward(ctx context.Context, addr string, batch bool, fs []
 	}
 	err = c.each(ctx, len(fs), func(ctx context.Context, i int) error {
 		var out messages.ForwardReply
-		err := c.call(ctx, key, want, pathForward, fs[i], &out)
+		err := c.call(ctx, key, to.Node, want, pathForward, fs[i], &out)
 		if e, ok := messageRefusal(err); ok {
 			results[i] = messages.ForwardResult{ForwardReply: messages.ForwardReply{ID: fs[i].ID}, Error: e}
 			return nil
@@ -677,8 +718,9 @@ func bodyChunks[T any](items []T, limit, maxItems, envelope int, text func(T) in
 // request, statusChunks) with batch, else one delivery_status request
 // per report, SingleConcurrency at a time. A StatusReply has no room for
 // an error, so any refused or failed request fails the whole call.
-func (c *PeerClient) Status(ctx context.Context, addr string, batch bool, rs []messages.StatusReport) ([]messages.StatusReply, error) {
-	key, want, err := c.target(ctx, addr)
+func (c *PeerClient) Status(ctx context.Context, to transport.Target, batch bool, rs []messages.StatusReport) ([]messages.StatusReply, error) {
+	addr := to.Addr
+	key, want, err := c.target(to)
 	if err != nil {
 		return nil, err
 	}
@@ -687,7 +729,7 @@ func (c *PeerClient) Status(ctx context.Context, addr string, batch bool, rs []m
 		for _, ch := range statusChunks(rs, MaxBody) {
 			lo, hi := ch[0], ch[1]
 			var out messages.StatusBatchReply
-			if err := c.call(ctx, key, want, pathStatusBatch, messages.StatusBatch{Statuses: rs[lo:hi]}, &out); err != nil {
+			if err := c.call(ctx, key, to.Node, want, pathStatusBatch, messages.StatusBatch{Statuses: rs[lo:hi]}, &out); err != nil {
 				return nil, err
 			}
 			if err := inInputOrder(addr, "reports", out.Results, rs[lo:hi],
@@ -699,7 +741,7 @@ func (c *PeerClient) Status(ctx context.Context, addr string, batch bool, rs []m
 		return results, nil
 	}
 	err = c.each(ctx, len(rs), func(ctx context.Context, i int) error {
-		err := c.call(ctx, key, want, pathStatus, rs[i], &results[i])
+		err := c.call(ctx, key, to.Node, want, pathStatus, rs[i], &results[i])
 		if err == nil && results[i].ID != rs[i].ID {
 			return fmt.Errorf("%s answered the report of %q for message %q", addr, rs[i].ID, results[i].ID)
 		}

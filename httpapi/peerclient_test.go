@@ -76,6 +76,9 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
+// toHome is a call for home at addr.
+func toHome(addr string) transport.Target { return transport.Target{Node: homeNode, Addr: addr} }
+
 func health() messages.Health {
 	return messages.Health{Node: peerA, Time: fedTime, Status: messages.HealthOK}
 }
@@ -127,11 +130,11 @@ func TestPeerClientMutualTLS(t *testing.T) {
 	if err != nil || id.Node != homeNode || !id.Has(messages.CapForwardBatch) {
 		t.Fatalf("Identity = %+v, %v", id, err)
 	}
-	h, err := c.Health(ctx, st.addr, health())
+	h, err := c.Health(ctx, toHome(st.addr), health())
 	if err != nil || h.Node != homeNode || h.ForwardQueueDepth != 3 {
 		t.Fatalf("Health = %+v, %v", h, err)
 	}
-	reg, err := c.Registry(ctx, st.addr, messages.Registry{Node: peerA, Frontends: []string{"fe-a"}})
+	reg, err := c.Registry(ctx, toHome(st.addr), messages.Registry{Node: peerA, Frontends: []string{"fe-a"}})
 	if err != nil || reg.Node != homeNode || fmt.Sprint(reg.Frontends) != "[fe-home]" {
 		t.Fatalf("Registry = %+v, %v", reg, err)
 	}
@@ -148,7 +151,7 @@ func TestPeerClientMutualTLS(t *testing.T) {
 	// Keep-alive: every call after identity (which has a connection of
 	// its own) shares one connection.
 	for range 5 {
-		if _, err := c.Forward(ctx, st.addr, true, forwards("m-1")); err != nil {
+		if _, err := c.Forward(ctx, toHome(st.addr), true, forwards("m-1")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -160,7 +163,7 @@ func TestPeerClientMutualTLS(t *testing.T) {
 		c := st.client(t, true)
 		_, err := c.Identity(ctx, st.addr)
 		wantCallError(t, "Identity", err, 403, messages.CodeClientCertReq, transport.Forbidden)
-		_, err = c.Health(ctx, st.addr, health())
+		_, err = c.Health(ctx, toHome(st.addr), health())
 		wantCallError(t, "Health", err, 403, messages.CodeClientCertReq, transport.Forbidden)
 	})
 	t.Run("our certificate names another node", func(t *testing.T) {
@@ -169,7 +172,7 @@ func TestPeerClientMutualTLS(t *testing.T) {
 			pair := st.p.pair(t, peerB)
 			cfg.Certificate = &pair
 		})
-		_, err := c.Health(ctx, st.addr, health())
+		_, err := c.Health(ctx, toHome(st.addr), health())
 		wantCallError(t, "Health", err, 403, messages.CodeNodeMismatch, transport.Forbidden)
 	})
 }
@@ -186,15 +189,15 @@ func TestPeerClientIdentityNames(t *testing.T) {
 	if err != nil && !strings.Contains(err.Error(), `"impostor"`) {
 		t.Errorf("the error does not name the node claimed: %v", err)
 	}
-	// Nothing was learned: a call identifies the address again, and fails
-	// the same way without sending anything.
-	_, err = c.Health(ctxT(t), st.addr, health())
+	// A call for the node it claims to be fails in the handshake, without
+	// sending anything.
+	_, err = c.Health(ctxT(t), transport.Target{Node: "impostor", Addr: st.addr}, health())
 	notCallError(t, "Health", err)
 	if n := st.b.callCount(); n != 0 {
 		t.Errorf("backend calls = %d, want 0", n)
 	}
-	if n := st.hits.count(pathIdentity); n != 2 {
-		t.Errorf("identity calls = %d, want 2", n)
+	if n := st.hits.count(pathIdentity); n != 1 {
+		t.Errorf("identity calls = %d, want 1", n)
 	}
 }
 
@@ -205,7 +208,7 @@ func TestPeerClientUntrusted(t *testing.T) {
 	c := st.client(t, false, func(cfg *PeerClientConfig) { cfg.RootCAs = newPKI(t, peerA).pool })
 	_, err := c.Identity(ctxT(t), st.addr)
 	notCallError(t, "Identity", err)
-	_, err = c.Forward(ctxT(t), st.addr, true, forwards("m-1"))
+	_, err = c.Forward(ctxT(t), toHome(st.addr), true, forwards("m-1"))
 	notCallError(t, "Forward", err)
 	if n := st.b.callCount(); n != 0 {
 		t.Errorf("backend calls = %d, want 0", n)
@@ -246,7 +249,7 @@ func TestPeerClientChecksBeforeSending(t *testing.T) {
 		t.Fatal(err)
 	}
 	current.Store(&bPair)
-	_, err = c.Forward(ctxT(t), addr, true, forwards("m-1"))
+	_, err = c.Forward(ctxT(t), toHome(addr), true, forwards("m-1"))
 	notCallError(t, "Forward", err)
 	if err != nil && !strings.Contains(err.Error(), `"home"`) {
 		t.Errorf("the error does not name the node expected: %v", err)
@@ -256,14 +259,90 @@ func TestPeerClientChecksBeforeSending(t *testing.T) {
 	}
 
 	// The address now answers as peer-b (its identity and certificate
-	// agree): the client follows, and calls go to peer-b.
+	// agree): calls for home still fail before they leave, even once the
+	// client has identified peer-b there, and calls for peer-b go.
 	b.set(func(b *fedBackend) { b.node = peerB })
 	id, err := c.Identity(ctxT(t), addr)
 	if err != nil || id.Node != peerB {
 		t.Fatalf("Identity = %+v, %v", id, err)
 	}
-	if _, err := c.Forward(ctxT(t), addr, true, forwards("m-1")); err != nil {
-		t.Errorf("Forward after the new identity: %v", err)
+	_, err = c.Forward(ctxT(t), toHome(addr), true, forwards("m-1"))
+	notCallError(t, "Forward for home after the new identity", err)
+	if n := hits.count(pathForwardBat); n != 0 {
+		t.Errorf("forward_batch for home reached peer-b %d times", n)
+	}
+	if _, err := c.Forward(ctxT(t), transport.Target{Node: peerB, Addr: addr}, true, forwards("m-1")); err != nil {
+		t.Errorf("Forward for peer-b: %v", err)
+	}
+}
+
+// TestPeerClientCallIsForItsNode: another node answers at the address a
+// call for home is made to (a reused address). Without verification the
+// call leaves, names home in X-Federation-To, and the node there refuses
+// it as misdirected, an Unreachable error: never an answer for home, and
+// nothing reaches its backend. With mutual TLS the handshake refuses the
+// other node's certificate (it does not name home) before the call
+// leaves, even when the client identified that node at the address last.
+func TestPeerClientCallIsForItsNode(t *testing.T) {
+	for _, mtls := range []bool{false, true} {
+		t.Run(fmt.Sprintf("mtls=%v", mtls), func(t *testing.T) {
+			// peer-b, with its own certificate, at the address.
+			p := newPKI(t, homeNode, peerA, peerB)
+			b := newFedBackend(peerB, peerA)
+			s, err := New(Config{Backend: b, Logger: slog.New(slog.DiscardHandler), RequireClientCert: mtls})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := startTLS(t, s, p.serverTLS(t, peerB, mtls))
+			addr := srv.Listener.Addr().String()
+			cfg := PeerClientConfig{Node: peerA, InsecureSkipVerify: true}
+			if mtls {
+				pair := p.pair(t, peerA)
+				cfg = PeerClientConfig{Node: peerA, RootCAs: p.pool, Certificate: &pair}
+			}
+			c, err := NewPeerClient(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if mtls {
+				// The client knows peer-b is there now: calls for home
+				// must still not take it for home.
+				if id, err := c.Identity(ctxT(t), addr); err != nil || id.Node != peerB {
+					t.Fatalf("Identity = %+v, %v", id, err)
+				}
+			}
+			ctx := ctxT(t)
+			check := func(what string, err error) {
+				t.Helper()
+				if transport.KindOf(err) != transport.Unreachable {
+					t.Errorf("%s: err = %v (kind %v), want unreachable", what, err, transport.KindOf(err))
+				}
+				if !mtls {
+					wantCallError(t, what, err, http.StatusMisdirectedRequest, messages.CodeMisdirected, transport.Unreachable)
+					if !transport.Misdirected(err) {
+						t.Errorf("%s: Misdirected(%v) = false", what, err)
+					}
+				}
+			}
+			_, err = c.Health(ctx, toHome(addr), health())
+			check("Health", err)
+			_, err = c.Registry(ctx, toHome(addr), messages.Registry{Node: peerA, Frontends: []string{}})
+			check("Registry", err)
+			for _, batch := range []bool{true, false} {
+				_, err = c.Forward(ctx, toHome(addr), batch, forwards("m-1", "m-2"))
+				check(fmt.Sprintf("Forward batch=%v", batch), err)
+				_, err = c.Status(ctx, toHome(addr), batch, reports("m-1", "m-2"))
+				check(fmt.Sprintf("Status batch=%v", batch), err)
+			}
+			if n := b.callCount(); n != 0 {
+				t.Errorf("backend calls = %d, want 0", n)
+			}
+			// Calls for the node that is there go.
+			if _, err := c.Health(ctx, transport.Target{Node: peerB, Addr: addr}, health()); err != nil {
+				t.Errorf("Health for peer-b: %v", err)
+			}
+		})
 	}
 }
 
@@ -292,7 +371,7 @@ func TestPeerClientInsecure(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if h, err := c.Health(ctxT(t), addr, health()); err != nil || h.Node != homeNode {
+	if h, err := c.Health(ctxT(t), toHome(addr), health()); err != nil || h.Node != homeNode {
 		t.Fatalf("Health = %+v, %v", h, err)
 	}
 	if hits.count(pathIdentity) != 0 {
@@ -313,7 +392,7 @@ func TestPeerClientForward(t *testing.T) {
 
 	for _, batch := range []bool{true, false} {
 		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
-			res, err := c.Forward(ctx, st.addr, batch, fs)
+			res, err := c.Forward(ctx, toHome(st.addr), batch, fs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -346,7 +425,7 @@ func TestPeerClientForward(t *testing.T) {
 	st.b.mu.Unlock()
 
 	t.Run("empty", func(t *testing.T) {
-		res, err := c.Forward(ctx, st.addr, false, nil)
+		res, err := c.Forward(ctx, toHome(st.addr), false, nil)
 		if err != nil || len(res) != 0 {
 			t.Errorf("Forward of nothing = %v, %v", res, err)
 		}
@@ -354,16 +433,16 @@ func TestPeerClientForward(t *testing.T) {
 	t.Run("one single refused transiently fails the call", func(t *testing.T) {
 		st.b.set(func(b *fedBackend) { b.refuseID["m-3"] = messages.Errorf(messages.CodeUnavailable, "store down") })
 		defer st.b.set(func(b *fedBackend) { delete(b.refuseID, "m-3") })
-		_, err := c.Forward(ctx, st.addr, false, forwards("m-1", "m-2", "m-3", "m-4"))
+		_, err := c.Forward(ctx, toHome(st.addr), false, forwards("m-1", "m-2", "m-3", "m-4"))
 		wantCallError(t, "Forward", err, 503, messages.CodeUnavailable, transport.Unavailable)
-		_, err = c.Forward(ctx, st.addr, true, forwards("m-1", "m-2", "m-3", "m-4"))
+		_, err = c.Forward(ctx, toHome(st.addr), true, forwards("m-1", "m-2", "m-3", "m-4"))
 		wantCallError(t, "Forward batch", err, 503, messages.CodeUnavailable, transport.Unavailable)
 	})
 	t.Run("results out of input order fail the call", func(t *testing.T) {
 		// Each verdict would be recorded on another message.
 		st.b.set(func(b *fedBackend) { b.reorder = true })
 		defer st.b.set(func(b *fedBackend) { b.reorder = false })
-		_, err := c.Forward(ctx, st.addr, true, forwards("m-1", "m-2", "m-3"))
+		_, err := c.Forward(ctx, toHome(st.addr), true, forwards("m-1", "m-2", "m-3"))
 		if err == nil || !strings.Contains(err.Error(), "input order") {
 			t.Errorf("Forward batch answered out of order: %v, want an error", err)
 		}
@@ -373,7 +452,7 @@ func TestPeerClientForward(t *testing.T) {
 		// (and is retried) rather than each message failing for good.
 		st.b.set(func(b *fedBackend) { b.refuse = messages.Errorf(messages.CodeUnknownPeer, "who?") })
 		defer st.b.set(func(b *fedBackend) { b.refuse = nil })
-		_, err := c.Forward(ctx, st.addr, false, forwards("m-1", "m-2"))
+		_, err := c.Forward(ctx, toHome(st.addr), false, forwards("m-1", "m-2"))
 		wantCallError(t, "Forward", err, 403, messages.CodeUnknownPeer, transport.Forbidden)
 	})
 }
@@ -394,7 +473,7 @@ func TestPeerClientForwardBatchFitsTheBodyLimit(t *testing.T) {
 	for i := range fs {
 		fs[i].Body = strings.Repeat("<", messages.MaxBodyLen)
 	}
-	res, err := c.Forward(ctxT(t), st.addr, true, fs)
+	res, err := c.Forward(ctxT(t), toHome(st.addr), true, fs)
 	if err != nil {
 		t.Fatalf("Forward of %d messages of %d bytes: %v", len(fs), messages.MaxBodyLen, err)
 	}
@@ -434,7 +513,7 @@ func TestPeerClientStatusBatchFitsTheBodyLimit(t *testing.T) {
 	for i := range rs {
 		rs[i].Status, rs[i].Reason = messages.ReportFailed, strings.Repeat("&", messages.MaxReasonLen)
 	}
-	res, err := c.Status(ctxT(t), st.addr, true, rs)
+	res, err := c.Status(ctxT(t), toHome(st.addr), true, rs)
 	if err != nil {
 		t.Fatalf("Status of %d reports with reasons of %d bytes: %v", len(rs), messages.MaxReasonLen, err)
 	}
@@ -460,7 +539,7 @@ func TestPeerClientStatus(t *testing.T) {
 	ctx := ctxT(t)
 	rs := reports("m-1", "m-2", "m-3")
 	for _, batch := range []bool{true, false} {
-		res, err := c.Status(ctx, st.addr, batch, rs)
+		res, err := c.Status(ctx, toHome(st.addr), batch, rs)
 		if err != nil {
 			t.Fatalf("batch=%v: %v", batch, err)
 		}
@@ -476,20 +555,20 @@ func TestPeerClientStatus(t *testing.T) {
 	// Results that name other messages than the reports sent, in order,
 	// would have their outcomes recorded on the wrong ones: the call fails.
 	st.b.set(func(b *fedBackend) { b.reorder = true })
-	if _, err := c.Status(ctx, st.addr, true, rs); err == nil || !strings.Contains(err.Error(), "input order") {
+	if _, err := c.Status(ctx, toHome(st.addr), true, rs); err == nil || !strings.Contains(err.Error(), "input order") {
 		t.Errorf("Status batch answered out of order: %v, want an error", err)
 	}
 	st.b.set(func(b *fedBackend) { b.reorder, b.misname = false, true })
-	if _, err := c.Status(ctx, st.addr, true, rs); err == nil || !strings.Contains(err.Error(), "input order") {
+	if _, err := c.Status(ctx, toHome(st.addr), true, rs); err == nil || !strings.Contains(err.Error(), "input order") {
 		t.Errorf("Status batch answered for other messages: %v, want an error", err)
 	}
-	if _, err := c.Status(ctx, st.addr, false, rs); err == nil || !strings.Contains(err.Error(), "for message") {
+	if _, err := c.Status(ctx, toHome(st.addr), false, rs); err == nil || !strings.Contains(err.Error(), "for message") {
 		t.Errorf("Status answered for another message: %v, want an error", err)
 	}
 	st.b.set(func(b *fedBackend) { b.misname = false })
 
 	st.b.set(func(b *fedBackend) { b.refuseID["m-2"] = messages.Errorf(messages.CodeOverloaded, "busy") })
-	_, err := c.Status(ctx, st.addr, false, rs)
+	_, err := c.Status(ctx, toHome(st.addr), false, rs)
 	wantCallError(t, "Status", err, 429, messages.CodeOverloaded, transport.Busy)
 	if ce := (*transport.CallError)(nil); !errors.As(err, &ce) || ce.RetryAfter != time.Second {
 		t.Errorf("a 429's Retry-After: %+v, want 1s", ce)
@@ -507,11 +586,11 @@ func TestPeerClientErrorAnswers(t *testing.T) {
 	st.b.set(func(b *fedBackend) {
 		b.refuse = messages.Errorf(messages.CodeFederationOff, "federation is off on home")
 	})
-	_, err := c.Health(ctx, st.addr, health())
+	_, err := c.Health(ctx, toHome(st.addr), health())
 	wantCallError(t, "federation off", err, 403, messages.CodeFederationOff, transport.Forbidden)
 	st.b.set(func(b *fedBackend) { b.refuse = nil })
 
-	_, err = c.Health(ctx, st.addr, messages.Health{Node: peerA, Time: fedTime, Status: "fine"})
+	_, err = c.Health(ctx, toHome(st.addr), messages.Health{Node: peerA, Time: fedTime, Status: "fine"})
 	wantCallError(t, "invalid health", err, 400, messages.CodeInvalidRequest, transport.Refused)
 
 	// A proxy or an old node answering something else than the API.
@@ -519,7 +598,7 @@ func TestPeerClientErrorAnswers(t *testing.T) {
 		http.Error(w, "<html>bad gateway</html>", http.StatusBadGateway)
 	})
 	st.hits.instead.Store(&page)
-	_, err = c.Registry(ctx, st.addr, messages.Registry{Node: peerA, Frontends: []string{}})
+	_, err = c.Registry(ctx, toHome(st.addr), messages.Registry{Node: peerA, Frontends: []string{}})
 	wantCallError(t, "502 page", err, 502, "http_502", transport.ServerError)
 }
 
@@ -536,7 +615,7 @@ func TestPeerClientTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	_, err := c.Health(ctxT(t), st.addr, health())
+	_, err := c.Health(ctxT(t), toHome(st.addr), health())
 	notCallError(t, "Health", err)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("err = %v, want context.DeadlineExceeded", err)
@@ -554,7 +633,7 @@ func TestPeerClientTimeout(t *testing.T) {
 		<-entered
 		cancel()
 	}()
-	_, err = long.Forward(ctx, st.addr, false, forwards("m-1", "m-2"))
+	_, err = long.Forward(ctx, toHome(st.addr), false, forwards("m-1", "m-2"))
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Forward with a cancelled context: %v, want context.Canceled", err)
 	}
@@ -576,7 +655,7 @@ func TestPeerClientConfig(t *testing.T) {
 	if c.cfg.Timeout != def.Timeout || c.cfg.MaxConnsPerHost != def.MaxConnsPerHost || c.cfg.SingleConcurrency != def.SingleConcurrency {
 		t.Errorf("defaults not filled: %+v", c.cfg)
 	}
-	if _, err := c.Health(context.Background(), "no-port", health()); err == nil {
+	if _, err := c.Health(context.Background(), toHome("no-port"), health()); err == nil {
 		t.Error("an address without a port was accepted")
 	}
 }

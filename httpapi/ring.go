@@ -155,7 +155,7 @@ func (s *Server) ringMember(h peerHandler) http.Handler {
 // certificate must name: the master is an instance of our own site, so an
 // address that answers as another node is refused before anything is sent.
 func (c *PeerClient) ringTarget(ctx context.Context, addr string) (key, want string, err error) {
-	key, want, err = c.target(ctx, addr)
+	key, want, err = c.identified(ctx, addr)
 	if err == nil && want != "" && want != c.cfg.Node {
 		err = fmt.Errorf("the ring master at %s is node %q, not an instance of this site %q", addr, want, c.cfg.Node)
 	}
@@ -169,7 +169,7 @@ func (c *PeerClient) RingJoin(ctx context.Context, addr string, j messages.RingJ
 		return messages.RingAssignment{}, err
 	}
 	var out messages.RingAssignment
-	err = c.callWithin(ctx, c.cfg.Timeout, key, want, pathRingJoin, j, &out)
+	err = c.callWithin(ctx, c.cfg.Timeout, key, "", want, pathRingJoin, j, &out)
 	return out, err
 }
 
@@ -181,7 +181,7 @@ func (c *PeerClient) RingPoll(ctx context.Context, addr string, p messages.RingP
 		return messages.RingAssignment{}, err
 	}
 	var out messages.RingAssignment
-	err = c.callWithin(ctx, time.Duration(p.WaitMs)*time.Millisecond+c.cfg.Timeout, key, want, pathRingPoll, p, &out)
+	err = c.callWithin(ctx, time.Duration(p.WaitMs)*time.Millisecond+c.cfg.Timeout, key, "", want, pathRingPoll, p, &out)
 	return out, err
 }
 
@@ -191,5 +191,5 @@ func (c *PeerClient) RingLeave(ctx context.Context, addr string, l messages.Ring
 	if err != nil {
 		return err
 	}
-	return c.callWithin(ctx, c.cfg.Timeout, key, want, pathRingLeave, l, nil)
+	return c.callWithin(ctx, c.cfg.Timeout, key, "", want, pathRingLeave, l, nil)
 }

@@ -359,7 +359,7 @@ func TestPeerClientSendsTheRingTokenToItsMasterOnly(t *testing.T) {
 	}
 
 	home := client(func() string { return stubToken })
-	if _, err := home.Health(ctx, addr, messages.Health{Node: homeNode, Time: fedTime, Status: messages.HealthOK}); err != nil {
+	if _, err := home.Health(ctx, toHome(addr), messages.Health{Node: homeNode, Time: fedTime, Status: messages.HealthOK}); err != nil {
 		t.Fatalf("health: %v", err)
 	}
 	if _, err := home.RingJoin(ctx, addr, join); err != nil {

@@ -76,6 +76,7 @@ const (
 	CodeNodeMismatch   = "node_mismatch"               // X-Federation-Node differs from the certificate or the body's node
 	CodeClientCertReq  = "client_certificate_required" // mutual TLS: no verified client certificate
 	CodeNotOurFrontend = "unknown_frontend_here"       // a forward names a frontend this node does not serve
+	CodeMisdirected    = "misdirected"                 // X-Federation-To names another node: the caller's address is stale
 	// CodeCapabilityMissing is never an HTTP answer: the result of a
 	// forward the origin did not send, the peer lacking a capability the
 	// message needs (CapMessageFields).

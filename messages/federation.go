@@ -11,6 +11,14 @@ import (
 // FederationHeader names the calling node on every federation request.
 const FederationHeader = "X-Federation-Node"
 
+// FederationToHeader names the node a federation request is for (every
+// request but identity; docs/federation.md): a callee that is another node
+// refuses it (CodeMisdirected), so that a call made to an address the peer
+// no longer holds is not answered by whoever holds it now. A node of an
+// earlier version neither sends nor checks it; a request without it is
+// served as before.
+const FederationToHeader = "X-Federation-To"
+
 // ProtocolVersion is the federation protocol this binary speaks.
 const ProtocolVersion = 1
 

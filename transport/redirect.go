@@ -16,7 +16,7 @@ const (
 )
 
 // Redirect is a Peer transport that passes every call to Inner at the address
-// Resolve gives for it. Tests and the benchmark name peers by symbolic
+// Resolve gives for it (for the same node). Tests and the benchmark name peers by symbolic
 // addresses before their listeners' ports are known, and cut a link by
 // failing Resolve (the call then fails before it leaves, as a refused
 // connection does). call is one of the Call* names.
@@ -37,37 +37,37 @@ func (r Redirect) Identity(ctx context.Context, addr string) (messages.Identity,
 }
 
 // Health implements Peer.
-func (r Redirect) Health(ctx context.Context, addr string, h messages.Health) (messages.Health, error) {
-	real, err := r.Resolve(CallHealth, addr)
+func (r Redirect) Health(ctx context.Context, to Target, h messages.Health) (messages.Health, error) {
+	real, err := r.Resolve(CallHealth, to.Addr)
 	if err != nil {
 		return messages.Health{}, err
 	}
-	return r.Inner.Health(ctx, real, h)
+	return r.Inner.Health(ctx, Target{Node: to.Node, Addr: real}, h)
 }
 
 // Registry implements Peer.
-func (r Redirect) Registry(ctx context.Context, addr string, reg messages.Registry) (messages.Registry, error) {
-	real, err := r.Resolve(CallRegistry, addr)
+func (r Redirect) Registry(ctx context.Context, to Target, reg messages.Registry) (messages.Registry, error) {
+	real, err := r.Resolve(CallRegistry, to.Addr)
 	if err != nil {
 		return messages.Registry{}, err
 	}
-	return r.Inner.Registry(ctx, real, reg)
+	return r.Inner.Registry(ctx, Target{Node: to.Node, Addr: real}, reg)
 }
 
 // Forward implements Peer.
-func (r Redirect) Forward(ctx context.Context, addr string, batch bool, fs []messages.Forward) ([]messages.ForwardResult, error) {
-	real, err := r.Resolve(CallForward, addr)
+func (r Redirect) Forward(ctx context.Context, to Target, batch bool, fs []messages.Forward) ([]messages.ForwardResult, error) {
+	real, err := r.Resolve(CallForward, to.Addr)
 	if err != nil {
 		return nil, err
 	}
-	return r.Inner.Forward(ctx, real, batch, fs)
+	return r.Inner.Forward(ctx, Target{Node: to.Node, Addr: real}, batch, fs)
 }
 
 // Status implements Peer.
-func (r Redirect) Status(ctx context.Context, addr string, batch bool, rs []messages.StatusReport) ([]messages.StatusReply, error) {
-	real, err := r.Resolve(CallStatus, addr)
+func (r Redirect) Status(ctx context.Context, to Target, batch bool, rs []messages.StatusReport) ([]messages.StatusReply, error) {
+	real, err := r.Resolve(CallStatus, to.Addr)
 	if err != nil {
 		return nil, err
 	}
-	return r.Inner.Status(ctx, real, batch, rs)
+	return r.Inner.Status(ctx, Target{Node: to.Node, Addr: real}, batch, rs)
 }

@@ -16,6 +16,12 @@ import (
 // production network); the sim harness swaps in an in-memory network that
 // can cut, delay, drop and duplicate. Addresses are "host:port".
 //
+// Every call but Identity names the node it is for (Target): an address
+// says where a node was, not who answers there now (a host or pod IP
+// reused, an SRV record moved), and an answer from another node must not
+// be taken for the peer's. The callee refuses a call for another node
+// (421 misdirected), and the call fails as Unreachable.
+//
 // An error is either a *CallError (the peer answered with an error
 // document: it is up, and refused) or anything else (the call did not
 // complete: connection refused, timeout, TLS failure, cancelled); KindOf
@@ -24,19 +30,29 @@ type Peer interface {
 	// Identity asks who answers at addr (GET /api/federation/identity).
 	Identity(ctx context.Context, addr string) (messages.Identity, error)
 	// Health is the two-way health exchange (POST /api/federation/health).
-	Health(ctx context.Context, addr string, h messages.Health) (messages.Health, error)
+	Health(ctx context.Context, to Target, h messages.Health) (messages.Health, error)
 	// Registry exchanges frontend registries (POST /api/federation/registry).
-	Registry(ctx context.Context, addr string, r messages.Registry) (messages.Registry, error)
+	Registry(ctx context.Context, to Target, r messages.Registry) (messages.Registry, error)
 	// Forward hands messages to the peer. With batch, one forward_batch
 	// call carries them all; without, each goes in its own forward call.
 	// Results are in input order; a message the peer refused has its
 	// result's Error set (a *messages.Error with the peer's code). An error
 	// return means no result is known for any message.
-	Forward(ctx context.Context, addr string, batch bool, fs []messages.Forward) ([]messages.ForwardResult, error)
+	Forward(ctx context.Context, to Target, batch bool, fs []messages.Forward) ([]messages.ForwardResult, error)
 	// Status reports final delivery outcomes to the origin, one
 	// delivery_status_batch call with batch, else one call each. Results
 	// are in input order; an error return means none is known.
-	Status(ctx context.Context, addr string, batch bool, rs []messages.StatusReport) ([]messages.StatusReply, error)
+	Status(ctx context.Context, to Target, batch bool, rs []messages.StatusReport) ([]messages.StatusReply, error)
+}
+
+// Target is where a call goes: the node it is for, at one of its
+// addresses.
+type Target struct {
+	// Node is the peer's name: the callee must be it (with mutual TLS its
+	// certificate must name it too).
+	Node string
+	// Addr is the instance called ("host:port").
+	Addr string
 }
 
 // CallError is a peer's error answer: the call reached it and it refused.
@@ -69,7 +85,9 @@ const (
 	None Kind = iota
 	// Unreachable: the call did not complete: no connection, a TLS
 	// failure, the deadline, a reset, or the peer gave up waiting for the
-	// request (408). Every error that is not a *CallError is of this kind.
+	// request (408); or another node answers at the address (421
+	// misdirected: the peer is not there, as if nothing answered). Every
+	// error that is not a *CallError is of this kind.
 	Unreachable
 	// Refused: the peer says the call is wrong (400, 413, 422, any other
 	// 4xx not below): the same call fails again.
@@ -134,6 +152,13 @@ func RetryAfterOf(err error) time.Duration {
 		return ce.RetryAfter
 	}
 	return 0
+}
+
+// Misdirected reports whether err is a callee's refusal of a call made for
+// another node (421 misdirected): the address reaches another node now.
+func Misdirected(err error) bool {
+	var ce *CallError
+	return errors.As(err, &ce) && ce.Code == messages.CodeMisdirected
 }
 
 // KindOf is the kind of a call's error: a *CallError's Kind, None for

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/transport"
 )
 
 func TestMain(m *testing.M) {
@@ -74,19 +75,19 @@ func (f *identities) Identity(ctx context.Context, addr string) (messages.Identi
 
 var errNotUsed = errors.New("not used by discovery")
 
-func (f *identities) Health(context.Context, string, messages.Health) (messages.Health, error) {
+func (f *identities) Health(context.Context, transport.Target, messages.Health) (messages.Health, error) {
 	return messages.Health{}, errNotUsed
 }
 
-func (f *identities) Registry(context.Context, string, messages.Registry) (messages.Registry, error) {
+func (f *identities) Registry(context.Context, transport.Target, messages.Registry) (messages.Registry, error) {
 	return messages.Registry{}, errNotUsed
 }
 
-func (f *identities) Forward(context.Context, string, bool, []messages.Forward) ([]messages.ForwardResult, error) {
+func (f *identities) Forward(context.Context, transport.Target, bool, []messages.Forward) ([]messages.ForwardResult, error) {
 	return nil, errNotUsed
 }
 
-func (f *identities) Status(context.Context, string, bool, []messages.StatusReport) ([]messages.StatusReply, error) {
+func (f *identities) Status(context.Context, transport.Target, bool, []messages.StatusReport) ([]messages.StatusReply, error) {
 	return nil, errNotUsed
 }
 

@@ -31,7 +31,7 @@ func TestMessageClassOnlyToPeersAnnouncingIt(t *testing.T) {
 		{"neither", messages.PeerLink{}, "", messages.CapMessageFields, messages.CapMessageFields},
 	} {
 		tr := &recordingTransport{}
-		res, err := sendForwards(context.Background(), tr, c.link, work, nil)
+		res, err := sendForwards(context.Background(), tr, "b", c.link, work, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -33,7 +33,7 @@ func (q *Queue) send(b Batch) {
 		res := &sent{batch: b}
 		if b.Kind == persistence.WorkForward {
 			spans := startSpans(tracing, telemetry.SpanForward, peerName, b.Work)
-			res.forward, res.err = sendForwards(ctx, tr, link, b.Work, spans)
+			res.forward, res.err = sendForwards(ctx, tr, peerName, link, b.Work, spans)
 			endSpans(spans, res.err, func(i int) *messages.Error {
 				if res.forward == nil {
 					return nil
@@ -59,7 +59,7 @@ func (q *Queue) send(b Batch) {
 				}
 			}
 			if res.err == nil {
-				res.status, res.err = tr.Status(ctx, link.Addr, link.StatusBatch, rs)
+				res.status, res.err = tr.Status(ctx, transport.Target{Node: peerName, Addr: link.Addr}, link.StatusBatch, rs)
 			}
 			if res.err == nil && len(res.status) != len(rs) {
 				res.err = fmt.Errorf("peer answered %d results for %d reports", len(res.status), len(rs))
@@ -123,10 +123,11 @@ func missingCapability(o messages.Options, link messages.PeerLink) *messages.Err
 	return nil
 }
 
-// sendForwards sends the forwards of work in one call and returns a result for
-// each, in order. A message the peer cannot take (missingCapability) is not
-// sent: its result is a capability_missing error, which fails it (see Judge).
-func sendForwards(ctx context.Context, tr transport.Peer, link messages.PeerLink, work []persistence.Work, spans []trace.Span) ([]messages.ForwardResult, error) {
+// sendForwards sends the forwards of work in one call to peerName and
+// returns a result for each, in order. A message the peer cannot take
+// (missingCapability) is not sent: its result is a capability_missing
+// error, which fails it (see Judge).
+func sendForwards(ctx context.Context, tr transport.Peer, peerName string, link messages.PeerLink, work []persistence.Work, spans []trace.Span) ([]messages.ForwardResult, error) {
 	out := make([]messages.ForwardResult, len(work))
 	fs := make([]messages.Forward, 0, len(work))
 	at := make([]int, 0, len(work))
@@ -145,7 +146,7 @@ func sendForwards(ctx context.Context, tr transport.Peer, link messages.PeerLink
 	if len(fs) == 0 {
 		return out, nil
 	}
-	res, err := tr.Forward(ctx, link.Addr, link.ForwardBatch, fs)
+	res, err := tr.Forward(ctx, transport.Target{Node: peerName, Addr: link.Addr}, link.ForwardBatch, fs)
 	if err == nil && len(res) != len(fs) {
 		err = fmt.Errorf("peer answered %d results for %d forwards", len(res), len(fs))
 	}

@@ -18,7 +18,7 @@ type recordingTransport struct {
 	got []messages.Forward
 }
 
-func (r *recordingTransport) Forward(_ context.Context, _ string, _ bool, fs []messages.Forward) ([]messages.ForwardResult, error) {
+func (r *recordingTransport) Forward(_ context.Context, _ transport.Target, _ bool, fs []messages.Forward) ([]messages.ForwardResult, error) {
 	r.got = append(r.got, fs...)
 	out := make([]messages.ForwardResult, len(fs))
 	for i, f := range fs {
@@ -43,7 +43,7 @@ func TestTraceparentOnlyToPeersAnnouncingIt(t *testing.T) {
 	for _, announced := range []bool{true, false} {
 		tr := &recordingTransport{}
 		spans := startSpans(tracing, telemetry.SpanForward, "b", work)
-		if _, err := sendForwards(context.Background(), tr, messages.PeerLink{Addr: "b:1", TraceContext: announced}, work, spans); err != nil {
+		if _, err := sendForwards(context.Background(), tr, "b", messages.PeerLink{Addr: "b:1", TraceContext: announced}, work, spans); err != nil {
 			t.Fatal(err)
 		}
 		endSpans(spans, nil, func(int) *messages.Error { return nil })

@@ -73,8 +73,9 @@ type (
 		err      error
 	}
 	exchanged struct {
-		reg messages.Registry
-		err error
+		addr string
+		reg  messages.Registry
+		err  error
 	}
 )
 
@@ -141,15 +142,11 @@ func (a *Actor) Receive(c actor.Context) {
 	case *checked:
 		a.checked(c, m)
 	case *exchanged:
-		a.exchanged(m)
+		a.exchanged(c, m)
 	case *messages.PeerUp:
 		a.setInstances(m.Instances)
 	case messages.PeerContactFailed:
-		// A request the peer refused (a 404 from a version without the
-		// call) may mean it changed version: re-read its identity.
-		a.identity = nil
-		a.observe(c, a.cfg.Clock.Now(), fmt.Errorf("request failed: %w", m.Err))
-		a.wake.Schedule(a.cfg.Clock.Now().Add(min(recheck, a.cfg.HealthInterval)))
+		a.failed(c, fmt.Errorf("request failed: %w", m.Err))
 	case *messages.PeerContact:
 		if !a.health.Healthy() {
 			a.check(c)
@@ -159,6 +156,17 @@ func (a *Actor) Receive(c actor.Context) {
 	case *messages.KickPeer:
 		c.Send(a.queue, m)
 	}
+}
+
+// failed counts a request to the peer that failed (or was answered by
+// another node) as a failed check, and checks again soon. A request the
+// peer refused (a 404 from a version without the call) may mean it
+// changed version, and one another node answered that the peer is
+// elsewhere: its identity is read again.
+func (a *Actor) failed(c actor.Context, err error) {
+	a.identity = nil
+	a.observe(c, a.cfg.Clock.Now(), err)
+	a.wake.Schedule(a.cfg.Clock.Now().Add(min(recheck, a.cfg.HealthInterval)))
 }
 
 func (a *Actor) stop() {
@@ -242,7 +250,7 @@ func (a *Actor) check(c actor.Context) {
 		}
 		if res.err == nil {
 			start := clk.Now()
-			res.health, res.err = tr.Health(ctx, addr, doc)
+			res.health, res.err = tr.Health(ctx, transport.Target{Node: peerName, Addr: addr}, doc)
 			res.latency = clk.Now().Sub(start)
 			switch {
 			case res.err != nil:
@@ -330,23 +338,37 @@ func (a *Actor) exchangeRegistry() {
 	a.exchange = true
 	reg := messages.Registry{Node: a.cfg.Node, Frontends: a.cfg.Book.Local()}
 	tr, addr, timeout := a.cfg.Transport, a.addr(), a.cfg.Timeout
-	self, root := a.self, a.sys.Root
+	self, root, peerName := a.self, a.sys.Root, a.cfg.Peer
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		r, err := tr.Registry(ctx, addr, reg)
-		root.Send(self, &exchanged{reg: r, err: err})
+		r, err := tr.Registry(ctx, transport.Target{Node: peerName, Addr: addr}, reg)
+		root.Send(self, &exchanged{addr: addr, reg: r, err: err})
 	}()
 }
 
-func (a *Actor) exchanged(m *exchanged) {
+// exchanged takes a registry exchange's answer. One from another node (it
+// refused the call as misdirected, or, of an earlier version, answered it)
+// means the peer is not at the address called: that is a failed check, as
+// the next health check would find, so that the queue stops sending there
+// now rather than a health interval later.
+func (a *Actor) exchanged(c actor.Context, m *exchanged) {
 	a.exchange = false
-	if m.err != nil {
+	var other error
+	switch {
+	case transport.Misdirected(m.err):
+		other = fmt.Errorf("registry: %s is another node: %w", m.addr, m.err)
+	case m.err != nil:
 		a.log.Warn("registry exchange failed", "err", m.err)
 		return
+	case m.reg.Node != a.cfg.Peer:
+		other = fmt.Errorf("registry: %s answers as %q", m.addr, m.reg.Node)
 	}
-	if m.reg.Node != a.cfg.Peer {
-		a.log.Warn("registry answered by another node", "node", m.reg.Node)
+	if other != nil {
+		a.log.Warn("registry answered by another node", "addr", m.addr, "err", other)
+		if m.addr == a.addr() { // else discovery moved the peer meanwhile
+			a.failed(c, other)
+		}
 		return
 	}
 	a.learn(m.reg.Frontends)

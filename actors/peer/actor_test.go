@@ -34,11 +34,11 @@ func (p *peerNet) Identity(context.Context, string) (messages.Identity, error) {
 	return messages.Identity{Node: "beta", InstanceID: "beta-0", ProtocolVersion: messages.ProtocolVersion}, nil
 }
 
-func (p *peerNet) Health(context.Context, string, messages.Health) (messages.Health, error) {
+func (p *peerNet) Health(context.Context, transport.Target, messages.Health) (messages.Health, error) {
 	return messages.Health{Node: "beta", Status: messages.HealthOK}, nil
 }
 
-func (p *peerNet) Registry(_ context.Context, _ string, r messages.Registry) (messages.Registry, error) {
+func (p *peerNet) Registry(_ context.Context, _ transport.Target, r messages.Registry) (messages.Registry, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.sent = append(p.sent, r)
@@ -252,7 +252,7 @@ func (p *versionNet) Identity(context.Context, string) (messages.Identity, error
 	return id, nil
 }
 
-func (p *versionNet) Health(context.Context, string, messages.Health) (messages.Health, error) {
+func (p *versionNet) Health(context.Context, transport.Target, messages.Health) (messages.Health, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.down {
@@ -261,7 +261,7 @@ func (p *versionNet) Health(context.Context, string, messages.Health) (messages.
 	return messages.Health{Node: "beta", Status: messages.HealthOK}, nil
 }
 
-func (p *versionNet) Registry(context.Context, string, messages.Registry) (messages.Registry, error) {
+func (p *versionNet) Registry(context.Context, transport.Target, messages.Registry) (messages.Registry, error) {
 	return messages.Registry{}, errors.New("not now")
 }
 
@@ -393,12 +393,12 @@ type heldNet struct {
 	inside chan struct{}
 }
 
-func (p *heldNet) Health(ctx context.Context, addr string, h messages.Health) (messages.Health, error) {
+func (p *heldNet) Health(ctx context.Context, to transport.Target, h messages.Health) (messages.Health, error) {
 	if g := p.held.Swap(nil); g != nil {
 		p.inside <- struct{}{}
 		<-*g
 	}
-	return p.versionNet.Health(ctx, addr, h)
+	return p.versionNet.Health(ctx, to, h)
 }
 
 // TestActorCheckPassingAfterItsIdentityWasForgotten: a health check under
@@ -446,6 +446,92 @@ func TestActorCheckPassingAfterItsIdentityWasForgotten(t *testing.T) {
 				}
 				if len(after) == 0 || !after[len(after)-1].Healthy {
 					t.Errorf("links after the held check %+v, want the peer healthy again", after)
+				}
+				_ = sys.Root.StopFuture(pid).Wait()
+				sys.Shutdown()
+			})
+		})
+	}
+}
+
+// movedNet is beta at one address, but its registry exchanges are
+// answered by another node that holds the address now (answer): a
+// misdirected refusal, or that node's own registry (a node of an earlier
+// version, which does not check X-Federation-To). It records whom each
+// call was for.
+type movedNet struct {
+	*versionNet
+	answer func() (messages.Registry, error)
+	mu     sync.Mutex
+	to     []transport.Target
+}
+
+func (p *movedNet) record(to transport.Target) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.to = append(p.to, to)
+}
+
+func (p *movedNet) targets() []transport.Target {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]transport.Target(nil), p.to...)
+}
+
+func (p *movedNet) Health(ctx context.Context, to transport.Target, h messages.Health) (messages.Health, error) {
+	p.record(to)
+	return p.versionNet.Health(ctx, to, h)
+}
+
+func (p *movedNet) Registry(_ context.Context, to transport.Target, _ messages.Registry) (messages.Registry, error) {
+	p.record(to)
+	return p.answer()
+}
+
+// TestActorRegistryAnsweredByAnotherNodeFailsTheCheck: a registry
+// exchange answered by another node (the peer's address reused) is a
+// failed check at once: the queue's lanes close and the peer is degraded,
+// rather than the answer only being logged while the queue goes on
+// sending to whoever holds the address until the next health check. Every
+// call names the peer it is for.
+func TestActorRegistryAnsweredByAnotherNodeFailsTheCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		answer func() (messages.Registry, error)
+	}{
+		{"refused as misdirected", func() (messages.Registry, error) {
+			return messages.Registry{}, &transport.CallError{Kind: transport.Unreachable, Status: 421,
+				Code: messages.CodeMisdirected, Message: `the call is for node "beta"; this is node "gamma"`}
+		}},
+		{"answered by an earlier version", func() (messages.Registry, error) {
+			return messages.Registry{Node: "gamma", Frontends: []string{"fe-g"}}, nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tr, book, rec := &movedNet{versionNet: &versionNet{}, answer: tc.answer}, NewBook(), &links{}
+				cfg := testConfig(t, tr, book)
+				cfg.Queue = func(string) *actor.Props { return actor.PropsFromProducer(func() actor.Actor { return rec }) }
+				cfg.Peer, cfg.Instances = "beta", []messages.PeerInstance{{Address: "beta:8443", InstanceID: "beta-0"}}
+				sys := newSystem()
+				pid := sys.Root.Spawn(actor.PropsFromProducer(New(cfg)))
+				synctest.Wait() // healthy, then the first exchange
+				rec.mu.Lock()
+				all := append([]messages.PeerLink(nil), rec.all...)
+				rec.mu.Unlock()
+				if len(all) < 2 || !all[0].Healthy || all[len(all)-1].Healthy {
+					t.Errorf("links %+v, want healthy, then closed by the exchange", all)
+				}
+				if got := book.List(); len(got) != 1 || got[0].State != messages.PeerDegraded {
+					t.Errorf("book %+v, want beta degraded", got)
+				}
+				if _, ok := book.Frontends("beta"); ok {
+					t.Error("another node's registry was learned as beta's")
+				}
+				for _, to := range tr.targets() {
+					if to != (transport.Target{Node: "beta", Addr: "beta:8443"}) {
+						t.Errorf("a call was for %+v, want beta at beta:8443", to)
+					}
 				}
 				_ = sys.Root.StopFuture(pid).Wait()
 				sys.Shutdown()
