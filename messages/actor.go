@@ -192,6 +192,11 @@ type PeerLink struct {
 	// MessageClass: the peer announced CapMessageClass (message_class in
 	// forwards).
 	MessageClass bool
+	// Gone: discovery no longer lists the peer, which still answers at an
+	// address it had: only the delivery_status reports owed to it go; its
+	// forwards wait in forward_queued (and count down to forward_failed)
+	// as for a peer that is not healthy.
+	Gone bool
 }
 
 // PeerContactFailed: a request to the peer did not complete. The forward

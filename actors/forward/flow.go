@@ -76,6 +76,16 @@ func (f *Flow) SetHealthy(healthy bool) {
 	}
 }
 
+// SetLink opens and closes the lanes as the peer actor's link says
+// (SetHealthy), but keeps the forward lane closed for a peer gone from
+// discovery: only the reports owed to it go.
+func (f *Flow) SetLink(link messages.PeerLink) {
+	f.SetHealthy(link.Healthy)
+	if link.Gone {
+		f.lanes[persistence.WorkForward].SetOpen(false)
+	}
+}
+
 // Tick kicks every lane: work may be due that nothing kicked (a retry
 // come due, or work another instance of the site committed).
 func (f *Flow) Tick() {

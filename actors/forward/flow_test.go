@@ -169,6 +169,31 @@ func TestFlowSetHealthy(t *testing.T) {
 	}
 }
 
+// TestFlowGonePeerGetsOnlyItsReports: a peer gone from discovery that
+// still answers has its status lane opened (the reports owed to it) and
+// its forward lane kept closed, so the round claims only status work and
+// the queue offers the intake nothing; back in discovery, both open.
+func TestFlowGonePeerGetsOnlyItsReports(t *testing.T) {
+	f := NewFlow("b", "me", flowPolicy())
+	f.SetLink(messages.PeerLink{Healthy: true, Addr: "b:1", Gone: true})
+	if f.Lane(persistence.WorkForward).Open() || !f.Lane(persistence.WorkStatus).Open() {
+		t.Fatalf("gone: forward lane open %v, status lane open %v; want closed, open",
+			f.Lane(persistence.WorkForward).Open(), f.Lane(persistence.WorkStatus).Open())
+	}
+	r, ok := f.Next(t0, time.Minute)
+	if !ok || len(r.Claims) != 1 || r.Claims[0].Kind != persistence.WorkStatus {
+		t.Fatalf("round %+v: want one status claim", r)
+	}
+	if n := f.Offer(); n != 0 {
+		t.Errorf("a gone peer's queue offers %d forwards", n)
+	}
+	f.Done(t0, r, persistence.Written{}, []*persistence.Claim{claimed(persistence.WorkStatus, 0)}, nil)
+	f.SetLink(messages.PeerLink{Healthy: true, Addr: "b:1"})
+	if !f.Lane(persistence.WorkForward).Open() || !f.Lane(persistence.WorkStatus).Open() {
+		t.Fatal("back in discovery: want both lanes open")
+	}
+}
+
 func TestFlowTickKicksEveryLane(t *testing.T) {
 	f := NewFlow("b", "me", flowPolicy())
 	f.SetHealthy(true)

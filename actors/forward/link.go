@@ -22,13 +22,17 @@ type Link struct {
 // healthy, until it sends one).
 func (l *Link) Peer() messages.PeerLink { return l.peer }
 
-// Set takes the peer actor's verdict. A peer that turns unhealthy has its
-// pending messages parked; one found healthy ends the parking (the queue
-// sends them instead).
+// forwards reports whether forwards go to the peer of p: it is healthy
+// and discovered (a peer gone from discovery gets only its reports).
+func forwards(p messages.PeerLink) bool { return p.Healthy && !p.Gone }
+
+// Set takes the peer actor's verdict. A peer that turns unhealthy (or is
+// gone from discovery) has its pending messages parked; one found healthy
+// ends the parking (the queue sends them instead).
 func (l *Link) Set(p messages.PeerLink) (park bool) {
-	was := l.peer.Healthy
+	was := forwards(l.peer)
 	l.peer = p
-	if p.Healthy {
+	if forwards(p) {
 		l.parking.End()
 		return false
 	}
@@ -39,11 +43,11 @@ func (l *Link) Set(p messages.PeerLink) (park bool) {
 // those from before a restart (a queue starts with the peer not healthy),
 // or one committed while the peer turned unhealthy (the intake saw it
 // healthy). They are parked while the peer is not healthy.
-func (l *Link) Pending() (park bool) { return !l.peer.Healthy && l.parking.Start() }
+func (l *Link) Pending() (park bool) { return !forwards(l.peer) && l.parking.Start() }
 
 // Tick tries a failed page again while the peer is not healthy: its
 // pending messages must still count down to forward_failed.
-func (l *Link) Tick() (park bool) { return !l.peer.Healthy && l.parking.Retry() }
+func (l *Link) Tick() (park bool) { return !forwards(l.peer) && l.parking.Retry() }
 
 // Page takes a parked message: whether to run a page now (peer.Parking's
 // Page; a peer found healthy since has ended the parking).

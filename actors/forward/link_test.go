@@ -22,6 +22,8 @@ func TestLink(t *testing.T) {
 			return l.Set(messages.PeerLink{Healthy: true, Addr: "b:1"})
 		case "down":
 			return l.Set(messages.PeerLink{Addr: "b:1"})
+		case "gone": // gone from discovery, still answering
+			return l.Set(messages.PeerLink{Healthy: true, Addr: "b:1", Gone: true})
 		case "pending":
 			return l.Pending()
 		case "tick":
@@ -59,6 +61,8 @@ func TestLink(t *testing.T) {
 			"pending=1 page=1 up=0 down=0 page=0 last=1 page=1 last=0 page=0"},
 		{"a page that fails after the parking began again parks at the next tick",
 			"pending=1 page=1 up=0 down=0 fail=0 page=0 tick=1 page=1 last=0"},
+		{"a peer gone from discovery parks as one turning unhealthy, though it answers",
+			"up=0 gone=1 gone=0 pending=0 page=1 last=0 tick=0 up=0 gone=1"},
 		{"a kick while a page runs pages after it",
 			"pending=1 page=1 pending=0 last=1 page=1 last=0 pending=1"},
 	}

@@ -86,7 +86,7 @@ func (q *Queue) Receive(c actor.Context) {
 		m.Arrived(q.cfg.Board, q.self)
 		q.flow.Handover(m.Work)
 	case messages.PeerLink:
-		q.flow.SetHealthy(m.Healthy)
+		q.flow.SetLink(m)
 		q.park(c, q.link.Set(m))
 	case *messages.KickPeer:
 		k := persistence.WorkStatus

@@ -43,6 +43,17 @@ type Config struct {
 	Publish func(messages.StateChanged)
 	// Queue builds the peer's forward queue, spawned as the child "forward".
 	Queue func(peer string) *actor.Props
+	// Gone: discovery no longer lists the peer, which called us (the peers
+	// actor spawns such an actor on contact, at the instances discovery
+	// last listed): the actor exists for the delivery_status reports owed
+	// to the peer, which nothing else sends. It checks the peer's health,
+	// and its queue sends only reports (PeerLink.Gone) while the peer is
+	// healthy; it neither writes the peer's entry of the book (the peer
+	// reads removed) nor exchanges registries, and it stops at its first
+	// failed check (the peer's next call brings it back). The peer
+	// discovered again gets an actor of its own instead (the peers actor
+	// stops this one).
+	Gone bool
 }
 
 // Validate reports what is missing or wrong.
@@ -103,13 +114,14 @@ type Actor struct {
 	wake     *clock.Wakeup
 	stopReg  func() bool
 	exchange bool
+	gone     bool
 }
 
 // New returns the producer of a peer actor.
 func New(cfg Config) actor.Producer {
 	known := &cfg.Instances // written and read on the actor's own goroutine only
 	return func() actor.Actor {
-		return &Actor{cfg: cfg, instances: *known, known: known,
+		return &Actor{cfg: cfg, instances: *known, known: known, gone: cfg.Gone,
 			log: cfg.Logger.With("component", "peer", "peer", cfg.Peer)}
 	}
 }
@@ -120,9 +132,11 @@ func (a *Actor) Receive(c actor.Context) {
 	case *actor.Started:
 		a.self, a.sys = c.Self(), c.ActorSystem()
 		a.wake = clock.NewWakeup(a.cfg.Clock, func(uint64) { a.sys.Root.Send(a.self, healthTick{}) })
-		a.entry = a.cfg.Book.Entry(a.cfg.Peer)
-		a.entry.Discovered(a.instances)
-		a.entry.SetHealth(&a.health)
+		if !a.gone {
+			a.entry = a.cfg.Book.Entry(a.cfg.Peer)
+			a.entry.Discovered(a.instances)
+			a.entry.SetHealth(&a.health)
+		}
 		q, err := c.SpawnNamed(a.cfg.Queue(a.cfg.Peer), "forward")
 		if err != nil {
 			panic(fmt.Errorf("peer %s: spawn forward queue: %w", a.cfg.Peer, err))
@@ -136,7 +150,7 @@ func (a *Actor) Receive(c actor.Context) {
 		a.check(c)
 	case registryTick:
 		a.scheduleRegistry()
-		if a.health.Healthy() {
+		if a.health.Healthy() && !a.gone {
 			a.exchangeRegistry()
 		}
 	case *checked:
@@ -152,7 +166,9 @@ func (a *Actor) Receive(c actor.Context) {
 			a.check(c)
 		}
 	case *messages.PeerRegistryFrom:
-		a.learn(m.Frontends)
+		if !a.gone { // a peer gone from discovery claims nothing
+			a.learn(m.Frontends)
+		}
 	case *messages.KickPeer:
 		c.Send(a.queue, m)
 	}
@@ -285,7 +301,7 @@ func (a *Actor) checked(c actor.Context, r *checked) {
 		a.check(c)
 		return
 	}
-	if r.err == nil {
+	if r.err == nil && !a.gone { // a gone peer's series were removed
 		a.cfg.Metrics.latency.WithLabelValues(a.cfg.Peer).Observe(r.latency.Seconds())
 		if r.latency > SlowCheck {
 			a.log.Warn("slow health check: degraded link", "addr", r.addr, "latency", r.latency)
@@ -302,9 +318,19 @@ func (a *Actor) checked(c actor.Context, r *checked) {
 }
 
 // observe feeds the state machine and tells the queue, book and metrics.
+// A gone peer's actor stops at its first failed check.
 func (a *Actor) observe(c actor.Context, now time.Time, err error) {
+	if a.gone && err != nil {
+		// Debug: a peer that calls us but cannot be reached back would
+		// log this at each of its calls.
+		a.log.Debug("peer gone from discovery does not answer: its reports wait for its next call", "err", err)
+		c.Stop(c.Self())
+		return
+	}
 	t, changed := a.health.Observe(now, err)
-	a.entry.SetHealth(&a.health)
+	if a.entry != nil {
+		a.entry.SetHealth(&a.health)
+	}
 	if changed {
 		attrs := []any{"from", t.From, "to", t.To, "addr", a.addr()}
 		if err != nil {
@@ -315,12 +341,12 @@ func (a *Actor) observe(c actor.Context, now time.Time, err error) {
 		} else {
 			a.log.Warn("peer state changed", attrs...)
 		}
-		if t.To == messages.PeerHealthy {
+		if t.To == messages.PeerHealthy && !a.gone {
 			// Learn its frontends now rather than a registry interval later.
 			a.exchangeRegistry()
 		}
 	}
-	link := messages.PeerLink{Healthy: a.health.Healthy(), Addr: a.addr()}
+	link := messages.PeerLink{Healthy: a.health.Healthy(), Addr: a.addr(), Gone: a.gone}
 	if a.identity != nil {
 		link.ForwardBatch = a.identity.Has(messages.CapForwardBatch)
 		link.StatusBatch = a.identity.Has(messages.CapStatusBatch)

@@ -15,7 +15,10 @@ import (
 // Supervisor is the "peers" actor: the parent of one peer actor per
 // discovered peer. It turns discovery's PeerUp and PeerGone into children,
 // keeps the health of the addresses that never answered (PeerAddresses),
-// and routes peer-addressed messages to them. Build it with NewSupervisor.
+// and routes peer-addressed messages to them. A peer gone from discovery
+// that calls us gets an actor again, in gone mode (Config.Gone), for the
+// delivery_status reports owed to it: its queue is their only sender.
+// Build it with NewSupervisor.
 type Supervisor struct {
 	cfg   Config
 	props func(kind string, p actor.Producer) *actor.Props
@@ -35,6 +38,11 @@ type Supervisor struct {
 	// parking are the gone peers whose pending messages a page is moving
 	// to forward_queued (on a goroutine of its own), by peer.
 	parking map[string]*goneParking
+	// last are the instances discovery last listed for each peer it
+	// announced, kept once it goes: where a gone peer that calls us is
+	// called back. gone are the children in gone mode.
+	last map[string][]messages.PeerInstance
+	gone map[string]bool
 }
 
 // goneParking is a gone peer's parking (Parking: the peers actor has no
@@ -65,7 +73,7 @@ func NewSupervisor(cfg Config, props func(kind string, p actor.Producer) *actor.
 	return func() actor.Actor {
 		return &Supervisor{cfg: cfg, props: props, discovery: discovery, children: map[string]*actor.PID{},
 			addresses: map[string]*Health{}, parking: map[string]*goneParking{}, back: map[string]*messages.PeerUp{},
-			restarted: built.Add(1) > 1}
+			last: map[string][]messages.PeerInstance{}, gone: map[string]bool{}, restarted: built.Add(1) > 1}
 	}, nil
 }
 
@@ -75,7 +83,7 @@ func (s *Supervisor) Receive(c actor.Context) {
 	case *actor.Restarting:
 		// The children are stopped with us; after the restart discovery
 		// announces every peer again (resync) and they are respawned.
-		s.children, s.back = map[string]*actor.PID{}, map[string]*messages.PeerUp{}
+		s.children, s.back, s.gone = map[string]*actor.PID{}, map[string]*messages.PeerUp{}, map[string]bool{}
 		s.stopParking()
 	case *actor.Stopping:
 		s.stopParking()
@@ -84,15 +92,31 @@ func (s *Supervisor) Receive(c actor.Context) {
 			c.Send(pid, &messages.PeerResync{})
 		}
 	case *messages.PeerUp:
+		s.last[m.Node] = m.Instances
+		if pid, ok := s.children[m.Node]; ok && s.gone[m.Node] {
+			// Discovered again: an actor of its own replaces its gone-mode
+			// one (which may be stopping itself), once that has stopped.
+			delete(s.children, m.Node)
+			delete(s.gone, m.Node)
+			c.Stop(pid)
+			s.back[m.Node] = m
+			return
+		}
 		if pid, ok := s.children[m.Node]; ok {
 			c.Send(pid, m)
 			return
 		}
 		s.spawn(c, m)
 	case *actor.Terminated:
+		name := strings.TrimPrefix(m.Who.Id, c.Self().Id+"/")
+		if pid, ok := s.children[name]; ok && s.gone[name] && pid.Equal(m.Who) {
+			// A gone peer's actor stopped itself: the peer did not
+			// answer. Its next call brings one back.
+			delete(s.children, name)
+			delete(s.gone, name)
+		}
 		// A peer back while the actor of its going was stopping is
 		// spawned now that it has.
-		name := strings.TrimPrefix(m.Who.Id, c.Self().Id+"/")
 		if up, ok := s.back[name]; ok {
 			delete(s.back, name)
 			s.spawn(c, up)
@@ -125,6 +149,10 @@ func (s *Supervisor) Receive(c actor.Context) {
 		}
 		s.route(c, m.Peer, m)
 	case *messages.PeerContact:
+		if _, ok := s.children[m.Peer]; !ok {
+			s.restore(c, m.Peer)
+			return
+		}
 		s.route(c, m.Peer, m)
 	case *messages.PeerRegistryFrom:
 		s.route(c, m.Peer, m)
@@ -250,6 +278,30 @@ func (s *Supervisor) spawn(c actor.Context, up *messages.PeerUp) {
 	if p, ok := s.parking[up.Node]; ok {
 		p.End() // back: its own queue handles its messages
 	}
+}
+
+// restore spawns a gone-mode actor (Config.Gone) for a peer gone from
+// discovery that called us, at the instances discovery last listed for
+// it: the delivery_status reports owed to it would otherwise never leave
+// (its queue is their only sender), its copies staying forwarded for ever.
+// A peer never discovered since our start has no known instance: its
+// reports wait until discovery lists it again.
+func (s *Supervisor) restore(c actor.Context, peerName string) {
+	inst := s.last[peerName]
+	if len(inst) == 0 || s.back[peerName] != nil {
+		return
+	}
+	cfg := s.cfg
+	cfg.Peer, cfg.Instances, cfg.Gone = peerName, inst, true
+	pid, err := c.SpawnNamed(s.props("peer", New(cfg)), peerName)
+	if err != nil {
+		// The actor of its going is still stopping: its next call tries again.
+		return
+	}
+	s.children[peerName] = pid
+	s.gone[peerName] = true
+	s.cfg.Logger.Info("peer gone from discovery called: the reports owed to it go to its last instances while it answers",
+		"component", "peer", "peer", peerName)
 }
 
 func (s *Supervisor) route(c actor.Context, peer string, m any) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/transport"
 )
 
 // gateStore holds each QueueForwards until the test lets one through
@@ -234,5 +235,98 @@ func TestSupervisorSpawnsAPeerBackWhoseLastActorIsStopping(t *testing.T) {
 		}
 		time.Sleep(time.Second) // the held pages' results, dead letters, and their throttle
 		synctest.Wait()
+	})
+}
+
+// emptyStore has no pending message to park.
+type emptyStore struct{ persistence.Store }
+
+func (emptyStore) QueueForwards(context.Context, time.Time, string, string, int) ([]string, error) {
+	return nil, nil
+}
+
+// countingNet is a versionNet that counts its health calls.
+type countingNet struct {
+	*versionNet
+	health atomic.Int64
+}
+
+func (p *countingNet) Health(ctx context.Context, to transport.Target, h messages.Health) (messages.Health, error) {
+	p.health.Add(1)
+	return p.versionNet.Health(ctx, to, h)
+}
+
+// TestSupervisorCallsAGonePeerBackForItsReports: a peer gone from
+// discovery had its actor, and with it its queue, the only sender of the
+// delivery_status reports owed to it, stopped: the reports never left
+// although the peer still called us. A call from it now brings back an
+// actor in gone mode at the instance discovery last listed: its queue
+// gets a healthy link for the reports only (Gone), and the book keeps the
+// peer removed. The actor stops at its first failed check (and calls
+// nothing more), the peer's next call brings it back, and discovery
+// listing the peer again ends the mode.
+func TestSupervisorCallsAGonePeerBackForItsReports(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr, book, rec := &countingNet{versionNet: &versionNet{}}, NewBook(), &links{}
+		cfg := testConfig(t, tr, book)
+		cfg.Store = emptyStore{}
+		cfg.Queue = func(string) *actor.Props { return actor.PropsFromProducer(func() actor.Actor { return rec }) }
+		props := func(_ string, p actor.Producer) *actor.Props { return actor.PropsFromProducer(p) }
+		var discovery atomic.Pointer[actor.PID]
+		prod, err := NewSupervisor(cfg, props, &discovery)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sys := newSystem()
+		sup := sys.Root.Spawn(actor.PropsFromProducer(prod))
+		inst := []messages.PeerInstance{{Address: "beta:8443", InstanceID: "beta-0"}}
+		linkIs := func(when string, healthy, gone bool) {
+			t.Helper()
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			if len(rec.all) == 0 {
+				t.Fatalf("%s: the queue got no link", when)
+			}
+			if l := rec.all[len(rec.all)-1]; l.Healthy != healthy || l.Gone != gone || l.Addr != "beta:8443" {
+				t.Fatalf("%s: the queue got %+v, want healthy %v, gone %v at beta:8443", when, l, healthy, gone)
+			}
+		}
+
+		sys.Root.Send(sup, &messages.PeerUp{Node: "beta", Instances: inst})
+		synctest.Wait()
+		linkIs("discovered", true, false)
+		sys.Root.Send(sup, &messages.PeerGone{Node: "beta"})
+		synctest.Wait()
+
+		sys.Root.Send(sup, &messages.PeerContact{Peer: "beta"})
+		synctest.Wait()
+		linkIs("gone, after its call", true, true)
+		if book.Healthy("beta") {
+			t.Error("the gone peer's actor wrote it healthy in the book: it must read removed")
+		}
+
+		tr.set(true, false) // beta stops answering
+		time.Sleep(cfg.HealthInterval)
+		synctest.Wait()
+		calls := tr.health.Load()
+		time.Sleep(3 * cfg.HealthInterval)
+		synctest.Wait()
+		if n := tr.health.Load(); n != calls {
+			t.Errorf("%d more health calls after a failed one: the gone peer's actor did not stop", n-calls)
+		}
+
+		tr.set(false, false)
+		sys.Root.Send(sup, &messages.PeerContact{Peer: "beta"})
+		synctest.Wait()
+		linkIs("gone, after its next call", true, true)
+
+		sys.Root.Send(sup, &messages.PeerUp{Node: "beta", Instances: inst})
+		synctest.Wait()
+		linkIs("discovered again", true, false)
+		if !book.Healthy("beta") {
+			t.Error("discovered again, beta is not healthy in the book")
+		}
+		_ = sys.Root.StopFuture(sup).Wait()
+		sys.Shutdown()
 	})
 }
