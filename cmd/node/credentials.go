@@ -388,7 +388,7 @@ func (f credentialsFile) edit(change func(*auth.File) error) error {
 		tmp.Close()
 		return err
 	}
-	if err := tmp.Chmod(0o600); err != nil {
+	if err := f.keepOwnership(tmp); err != nil {
 		tmp.Close()
 		return err
 	}
@@ -400,6 +400,52 @@ func (f credentialsFile) edit(change func(*auth.File) error) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), f.path)
+}
+
+// newCredentialsMode is the mode of a credentials file the command makes:
+// its owner writes it, and the node, when it runs as another user, reads
+// it through the file's group, the directory's (the systemd layout's
+// /etc/switchboard is root's, group switchboard). The file holds hashes,
+// never a token.
+const newCredentialsMode = 0o640
+
+// keepOwnership gives tmp, the file about to replace f's, the owner, group
+// and mode of the file it replaces, so that a node running as another user
+// still reads it (a new file of the user running the command, say root's,
+// mode 0600, would leave such a node with the credentials it last read: a
+// revoked token would keep working). A file made anew is mode
+// newCredentialsMode, with the group of its directory when the user may
+// give it that group. A rewrite that cannot keep the old owner and group
+// is not made.
+func (f credentialsFile) keepOwnership(tmp *os.File) error {
+	old, err := os.Stat(f.path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if dir, err := os.Stat(filepath.Dir(f.path)); err == nil {
+			if _, gid, ok := fileOwner(dir); ok {
+				// Only root and a member of the group may: otherwise the
+				// file keeps the user's own group, as any new file does.
+				_ = tmp.Chown(-1, gid)
+			}
+		}
+		return tmp.Chmod(newCredentialsMode)
+	case err != nil:
+		return err
+	}
+	uid, gid, ok := fileOwner(old)
+	if ok {
+		if fi, err := tmp.Stat(); err == nil {
+			if u, g, _ := fileOwner(fi); u == uid && g == gid {
+				ok = false // already theirs: no chown (which some file systems refuse)
+			}
+		}
+	}
+	if ok {
+		if err := tmp.Chown(uid, gid); err != nil {
+			return fmt.Errorf("%s: the rewritten file cannot keep the owner (uid %d) and group (gid %d) of the file it replaces, which the node may need to read it: %w; nothing was changed (run the command as root or as the file's owner)", f.path, uid, gid, err)
+		}
+	}
+	return tmp.Chmod(old.Mode().Perm())
 }
 
 // credentialStore edits the credentials of a node on Postgres; each change

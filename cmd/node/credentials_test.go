@@ -61,8 +61,8 @@ func TestCredentialsFile(t *testing.T) {
 	if strings.Contains(string(data), root) || strings.Contains(string(data), strings.TrimSpace(string(shopTok))) {
 		t.Fatal("the credentials file holds a token")
 	}
-	if fi, _ := os.Stat(file); fi.Mode().Perm() != 0o600 {
-		t.Errorf("credentials file mode %v, want 0600", fi.Mode().Perm())
+	if fi, _ := os.Stat(file); fi.Mode().Perm() != 0o640 {
+		t.Errorf("credentials file mode %v, want 0640 (the node's group reads it)", fi.Mode().Perm())
 	}
 	f, err := auth.ParseFile(data)
 	if err != nil {
