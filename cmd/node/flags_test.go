@@ -984,3 +984,47 @@ func TestReadmeDefaultsAreDefaultConfigs(t *testing.T) {
 		t.Fatalf("found %d rows with defaults in the README's flag table; has its shape changed?", rows)
 	}
 }
+
+// TestShippedPlaceholderTokenIsRefused: deploy/systemd/switchboard.env and
+// deploy/kubernetes/secret.yaml ship a placeholder for
+// SWITCHBOARD_API_TOKEN. It used to be a valid token
+// (REPLACE-WITH-A-TOKEN-OF-16-TO-512-CHARACTERS): a node installed without
+// editing that line started with an admin token printed in the public
+// repository. The placeholder must stop start-up, naming --api-token.
+func TestShippedPlaceholderTokenIsRefused(t *testing.T) {
+	shipped := map[string]string{}
+	data, err := os.ReadFile("../../deploy/systemd/switchboard.env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok && k == "SWITCHBOARD_API_TOKEN" {
+			shipped["deploy/systemd/switchboard.env"] = v
+		}
+	}
+	data, err = os.ReadFile("../../deploy/kubernetes/secret.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "SWITCHBOARD_API_TOKEN:"); ok {
+			shipped["deploy/kubernetes/secret.yaml"] = strings.Trim(strings.TrimSpace(v), `"'`)
+		}
+	}
+	for _, file := range []string{"deploy/systemd/switchboard.env", "deploy/kubernetes/secret.yaml"} {
+		tok, ok := shipped[file]
+		if !ok {
+			t.Errorf("%s: no SWITCHBOARD_API_TOKEN line (this test checks its placeholder)", file)
+			continue
+		}
+		cfg, _, err := parseRun(nil, envMap(map[string]string{"SWITCHBOARD_API_TOKEN": tok}))
+		if err == nil {
+			t.Errorf("%s: the shipped placeholder token %q is accepted as the admin token", file, cfg.APIToken)
+		} else if !strings.Contains(err.Error(), "--api-token") {
+			t.Errorf("%s: the placeholder is refused, but not for the token: %v", file, err)
+		}
+	}
+	if a, b := shipped["deploy/systemd/switchboard.env"], shipped["deploy/kubernetes/secret.yaml"]; a != b {
+		t.Errorf("the placeholders differ: %q (systemd) and %q (kubernetes)", a, b)
+	}
+}
