@@ -26,6 +26,17 @@ var stopGrace = 5 * time.Second
 
 // runCommand is `switchboard run`.
 func runCommand(args []string, stdout, stderr io.Writer, env lookupEnv) int {
+	// The SIGHUP handler comes first: systemctl reload (the unit's
+	// ExecReload) or a certificate renewal hook may send one while the
+	// flags and their files are read, and Go's default action for it would
+	// end the process, which systemd does not restart (SIGHUP is a clean
+	// end for Restart=on-failure). One that comes before the node exists is
+	// logged once the logger is made and has nothing more to do: the node
+	// reads the credentials and TLS files as it starts.
+	hups := make(chan os.Signal, 1)
+	signal.Notify(hups, syscall.SIGHUP)
+	defer signal.Stop(hups)
+
 	cfg, lo, err := parseStart(args, env)
 	if errors.Is(err, flag.ErrHelp) {
 		printRunUsage(stdout)
@@ -51,8 +62,11 @@ func runCommand(args []string, stdout, stderr io.Writer, env lookupEnv) int {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	hups := make(chan os.Signal, 1)
-	signal.Notify(hups, syscall.SIGHUP)
+	select {
+	case <-hups:
+		logger.Info("SIGHUP during start-up: nothing to reload yet; the node reads the credentials and the TLS files as it starts")
+	default:
+	}
 	go reloadOnHangup(n, logger, hups)
 	defer func() {
 		signal.Stop(hups) // no delivery after it returns: closing is safe

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/switchboard/nodetest"
+)
+
+// TestSIGHUPDuringStartUpDoesNotKillTheNode: the shipped unit's
+// ExecReload sends SIGHUP (systemctl reload, a certificate renewal hook).
+// `switchboard run` installed its SIGHUP handler only after the flags,
+// the files they name (Preflight) and switchboard.New: a SIGHUP before
+// that killed the process with Go's default action, and systemd does not
+// restart a service killed by SIGHUP (a "clean" signal for
+// Restart=on-failure). Now it is logged and the node starts. Here the
+// token file is a FIFO, so that the preflight's read of it holds the
+// process in that window for as long as the test needs; the window exists
+// on every start.
+func TestSIGHUPDuringStartUpDoesNotKillTheNode(t *testing.T) {
+	bin := nodetest.Binary(t)
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "token")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd := exec.Command(bin, "run", "--name", "dc1", "--data-dir", filepath.Join(dir, "data"),
+		"--listen", nodetest.FreeAddr(t), "--metrics-listen", "", "--api-token-file", fifo, "--log-format", "json")
+	cmd.Env = nodetest.Env()
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	time.Sleep(500 * time.Millisecond) // in the preflight, reading the token file
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	ended := func() {
+		t.Helper()
+		ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		t.Fatalf("a SIGHUP during start-up ended the node: signaled %v (%v), exit %d\n%s",
+			ws.Signaled(), ws.Signal(), cmd.ProcessState.ExitCode(), stderr.String())
+	}
+	// Let the read finish (a writer opens the FIFO), then put a regular
+	// file with the same token in the FIFO's place for the node's later
+	// reads (at its start, by its watch).
+	const token = "0123456789abcdef0123456789abcdef\n"
+	opened := make(chan struct{})
+	go func() {
+		f, err := os.OpenFile(fifo, os.O_WRONLY, 0) // until the node opens it too
+		close(opened)
+		if err == nil {
+			f.WriteString(token)
+			f.Close()
+		}
+	}()
+	select {
+	case <-done:
+		ended()
+	case <-opened:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the node did not open its token file within 10s")
+	}
+	regular := filepath.Join(dir, "token.regular")
+	if err := os.WriteFile(regular, []byte(token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(regular, fifo); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+		ended()
+	case <-time.After(5 * time.Second):
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(45 * time.Second):
+		t.Fatalf("the node did not stop within 45s of SIGTERM")
+	}
+	if !strings.Contains(stderr.String(), "SIGHUP during start-up") {
+		t.Errorf("the node does not log the SIGHUP it got while starting:\n%s", stderr.String())
+	}
+}
