@@ -362,6 +362,10 @@ type rawValue struct {
 	vals       []string
 	repeatable bool
 	boolean    bool
+	// twice is set when a flag that is not repeatable is given more than
+	// once: parseRun refuses that rather than keep one of the values in
+	// silence (--peers a --peers b would run with b only).
+	twice bool
 }
 
 // IsBoolFlag lets package flag accept a boolean flag without a value.
@@ -372,10 +376,40 @@ func (r *rawValue) String() string { return strings.Join(r.vals, ",") }
 func (r *rawValue) Set(v string) error {
 	if r.repeatable {
 		r.vals = append(r.vals, v)
-	} else {
-		r.vals = []string{v} // the last one wins, as with package flag
+		return nil
 	}
+	r.twice = r.twice || len(r.vals) > 0
+	r.vals = []string{v}
 	return nil
+}
+
+// isList reports whether f sets a list (a comma-separated value) without
+// being repeatable, as --peers does.
+func (f runFlag) isList() bool {
+	if f.field == "" || f.repeatable {
+		return false
+	}
+	v := reflect.ValueOf(switchboard.Config{})
+	for name := range strings.SplitSeq(f.field, ".") {
+		v = v.FieldByName(name)
+	}
+	return v.Kind() == reflect.Slice
+}
+
+// givenTwice is the error of the flags given more than once on the command
+// line that are not repeatable, one line each.
+func givenTwice(raws []*rawValue) error {
+	var errs []error
+	for i, f := range runFlags {
+		switch {
+		case !raws[i].twice:
+		case f.isList():
+			errs = append(errs, fmt.Errorf("--%s: given twice; a list is comma-separated (--%s a,b)", f.name, f.name))
+		default:
+			errs = append(errs, fmt.Errorf("--%s: given twice; it takes one value", f.name))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // parseRun turns the arguments of `switchboard run` and the environment into
@@ -384,7 +418,8 @@ func (r *rawValue) Set(v string) error {
 // Each flag takes its value from the command line if given there, else from
 // SWITCHBOARD_<FLAG> if set (even to ""), else from
 // switchboard.DefaultConfig(). A repeatable flag's environment value is a
-// comma-separated list. The error, if any, has one line per problem, each
+// comma-separated list. A flag that is not repeatable given twice on the
+// command line is refused. The error, if any, has one line per problem, each
 // naming its flag ("--delivery-max-attempts: invalid value "x": must be an
 // integer"), with " (from SWITCHBOARD_...)" when the value came from the
 // environment; flag.ErrHelp is returned for -h.
@@ -408,6 +443,9 @@ func parseRun(args []string, env lookupEnv) (switchboard.Config, logOptions, err
 	}
 	if fs.NArg() > 0 {
 		return cfg, lo, fmt.Errorf("unexpected argument %q: run takes only flags (see 'switchboard run -h')", fs.Arg(0))
+	}
+	if err := givenTwice(raws); err != nil {
+		return cfg, lo, err
 	}
 
 	var errs []error
@@ -579,6 +617,7 @@ first one repeated within a second, as timeout(1) does).
 
 Every flag can also be set in the environment variable shown in brackets;
 repeatable flags take a comma-separated list there. The command line wins.
+Only the flags marked repeatable may be given more than once.
 
 Flags:
 `)

@@ -1028,3 +1028,43 @@ func TestShippedPlaceholderTokenIsRefused(t *testing.T) {
 		t.Errorf("the placeholders differ: %q (systemd) and %q (kubernetes)", a, b)
 	}
 }
+
+// TestParseRunFlagGivenTwice: --peers (a list) given twice used to keep
+// only the last value: the first peer was dropped without a word. A flag
+// that is not repeatable, given twice on the command line, is refused with
+// one line naming it; repeatable flags add up, and a flag still wins over
+// its environment variable.
+func TestParseRunFlagGivenTwice(t *testing.T) {
+	cfg, _, err := parseRun([]string{"--federation", "--insecure-skip-verify",
+		"--peers", "dc2.example.net:8443", "--peers", "dc3.example.net:8443"}, noEnv)
+	if err == nil {
+		t.Fatalf("--peers given twice: accepted, peers %q (dc2 dropped in silence)", cfg.Peers)
+	}
+	if want := "--peers: given twice; a list is comma-separated"; !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("--peers given twice: %q, want one line beginning %q", err, want)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--listen", "127.0.0.1:1", "--listen", "127.0.0.1:2"}, "--listen: given twice; it takes one value"},
+		{[]string{"--federation", "--peers", "a:1", "--federation=false"}, "--federation: given twice"},
+		{[]string{"--ring-services", "delivery", "--ring-services", "forward"}, "--ring-services: given twice; a list is comma-separated"},
+		{[]string{"--name", "a", "--name", "a"}, "--name: given twice"},
+	} {
+		if _, _, err := parseRun(tc.args, noEnv); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	// Two flags given twice: one line each.
+	_, _, err = parseRun([]string{"--name", "a", "--name", "b", "--zone", "z", "--zone", "y"}, noEnv)
+	if err == nil || strings.Count(err.Error(), "\n") != 1 || !strings.Contains(err.Error(), "--name:") || !strings.Contains(err.Error(), "--zone:") {
+		t.Errorf("--name and --zone given twice: %v, want one line for each", err)
+	}
+	// A repeatable flag adds up; the flag wins over its variable.
+	cfg, _, err = parseRun([]string{"--route", "1=a", "--route", "2=b", "--listen", "127.0.0.1:2"},
+		envMap(map[string]string{"SWITCHBOARD_LISTEN": "127.0.0.1:1"}))
+	if err != nil || len(cfg.Routes) != 2 || cfg.Listen != "127.0.0.1:2" {
+		t.Errorf("routes %v, listen %q, %v; want two routes and the flag's listen", cfg.Routes, cfg.Listen, err)
+	}
+}
