@@ -383,6 +383,31 @@ func (r *rawValue) Set(v string) error {
 	return nil
 }
 
+// boolValueApart reports whether the first of the left arguments of args
+// (the last left of them) is a boolean's value given apart from its flag
+// (--federation false), and that flag's name: package flag takes a
+// boolean flag's value only as --federation=false, and stops at "false".
+func boolValueApart(args []string, left int) (string, bool) {
+	i := len(args) - left
+	if i == 0 {
+		return "", false
+	}
+	if _, err := strconv.ParseBool(args[i]); err != nil {
+		return "", false
+	}
+	name, ok := strings.CutPrefix(args[i-1], "-")
+	name = strings.TrimPrefix(name, "-")
+	if !ok || name == "" || strings.ContainsAny(name, "=") {
+		return "", false
+	}
+	for _, f := range runFlags {
+		if f.name == name {
+			return name, f.boolean
+		}
+	}
+	return "", false
+}
+
 // isList reports whether f sets a list (a comma-separated value) without
 // being repeatable, as --peers does.
 func (f runFlag) isList() bool {
@@ -442,6 +467,9 @@ func parseRun(args []string, env lookupEnv) (switchboard.Config, logOptions, err
 		return cfg, lo, fmt.Errorf("%s (see 'switchboard run -h')", flagSyntaxError(err))
 	}
 	if fs.NArg() > 0 {
+		if name, ok := boolValueApart(args, fs.NArg()); ok {
+			return cfg, lo, fmt.Errorf("--%s: a boolean flag takes its value as --%s=%s", name, name, fs.Arg(0))
+		}
 		return cfg, lo, fmt.Errorf("unexpected argument %q: run takes only flags (see 'switchboard run -h')", fs.Arg(0))
 	}
 	if err := givenTwice(raws); err != nil {
@@ -629,7 +657,11 @@ Flags:
 				usage += fmt.Sprintf(" (default %s)", d)
 			}
 		}
-		fmt.Fprintf(tw, "  --%s %s\t%s [%s]\n", f.name, f.arg, usage, envName(f.name))
+		arg := " " + f.arg
+		if f.boolean {
+			arg = "[=" + f.arg + "]" // --federation or --federation=false, never --federation false
+		}
+		fmt.Fprintf(tw, "  --%s%s\t%s [%s]\n", f.name, arg, usage, envName(f.name))
 	}
 	tw.Flush()
 }

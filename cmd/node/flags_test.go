@@ -803,8 +803,12 @@ func TestRunUsageListsEveryFlag(t *testing.T) {
 	var b strings.Builder
 	printRunUsage(&b)
 	for _, f := range runFlags {
-		if !strings.Contains(b.String(), "--"+f.name+" ") || !strings.Contains(b.String(), "["+envName(f.name)+"]") {
-			t.Errorf("usage does not list --%s with %s", f.name, envName(f.name))
+		listed := "--" + f.name + " " + f.arg
+		if f.boolean {
+			listed = "--" + f.name + "[=BOOL]" // its value never apart: --federation false is refused
+		}
+		if !strings.Contains(b.String(), listed) || !strings.Contains(b.String(), "["+envName(f.name)+"]") {
+			t.Errorf("usage does not list %s with %s", listed, envName(f.name))
 		}
 	}
 }
@@ -1066,5 +1070,31 @@ func TestParseRunFlagGivenTwice(t *testing.T) {
 		envMap(map[string]string{"SWITCHBOARD_LISTEN": "127.0.0.1:1"}))
 	if err != nil || len(cfg.Routes) != 2 || cfg.Listen != "127.0.0.1:2" {
 		t.Errorf("routes %v, listen %q, %v; want two routes and the flag's listen", cfg.Routes, cfg.Listen, err)
+	}
+}
+
+// TestParseRunBooleanFlagWithValueApart: `--federation false` (the way
+// every other flag takes its value) stopped start-up with a line naming no
+// flag: `unexpected argument "false": run takes only flags`. It names the
+// flag and the way to give its value now.
+func TestParseRunBooleanFlagWithValueApart(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--federation", "false"}, "--federation: a boolean flag takes its value as --federation=false"},
+		{[]string{"--insecure-skip-verify", "true", "--federation"}, "--insecure-skip-verify: a boolean flag takes its value as --insecure-skip-verify=true"},
+		{[]string{"--smpp-tls", "false"}, "--smpp-tls: a boolean flag takes its value as --smpp-tls=false"},
+		{[]string{"-federation", "0"}, "--federation: a boolean flag takes its value as --federation=0"},
+		// Not a boolean's value, or not after a boolean flag: as before.
+		{[]string{"--federation", "extra"}, `unexpected argument "extra": run takes only flags`},
+		{[]string{"--federation=true", "false"}, `unexpected argument "false": run takes only flags`},
+		{[]string{"--", "false"}, `unexpected argument "false": run takes only flags`},
+		{[]string{"false"}, `unexpected argument "false": run takes only flags`},
+	} {
+		_, _, err := parseRun(tc.args, noEnv)
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.args, err, tc.want)
+		}
 	}
 }
