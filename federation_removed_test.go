@@ -10,12 +10,12 @@ import (
 	"github.com/switchboard-dev/switchboard/polltest"
 )
 
-// TestReportOwedToARemovedPeerIsStranded: b forwards a message to a; then
+// TestReportOwedToARemovedPeerReachesIt: b forwards a message to a; then
 // b's SRV record goes, so a drops b from discovery (b still finds a, and a
 // still answers b: a knows b from its registry). a's frontend then
 // delivers the message. The delivery_status a owes b must still reach b:
 // b's copy must become delivered, not stay forwarded for ever.
-func TestReportOwedToARemovedPeerIsStranded(t *testing.T) {
+func TestReportOwedToARemovedPeerReachesIt(t *testing.T) {
 	z := dnstest.Start(t)
 	a := startNode(t, srvConfig(t, z, "a"))
 	b := startNode(t, srvConfig(t, z, "b"))

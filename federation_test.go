@@ -80,8 +80,10 @@ func testPeerClient(t *testing.T, name string) transport.Peer {
 	return c
 }
 
-// fedConfig is a federated test node named name whose peers are others.
-func fedConfig(t *testing.T, fn *fedNet, name string, others ...string) switchboard.Config {
+// fedBase is a federated test node named name whose peers are others, at
+// their symbolic addresses, with the short intervals of these tests; its
+// caller says how it reaches them.
+func fedBase(t *testing.T, name string, others ...string) switchboard.Config {
 	cfg := testConfig(t)
 	cfg.Name, cfg.InstanceID = name, name+"-0"
 	cfg.Federation = true
@@ -93,6 +95,12 @@ func fedConfig(t *testing.T, fn *fedNet, name string, others ...string) switchbo
 	cfg.ForwardRetryInterval = 100 * time.Millisecond
 	cfg.DNSPollInterval = 200 * time.Millisecond
 	cfg.HTTPTimeout = 2 * time.Second
+	return cfg
+}
+
+// fedConfig is a federated test node named name whose peers are others.
+func fedConfig(t *testing.T, fn *fedNet, name string, others ...string) switchboard.Config {
+	cfg := fedBase(t, name, others...)
 	cfg.Transport = transport.Redirect{Inner: testPeerClient(t, name),
 		Resolve: func(_, addr string) (string, error) { return fn.resolve(name, addr) }}
 	return cfg

@@ -30,26 +30,14 @@ import (
 // working, while the command exited 0 saying "its token no longer opens
 // anything (the node sees it within a second)".
 func TestCredentialsRevokeReachesANodeRunningAsItsOwnUser(t *testing.T) {
-	needRoot(t, "it runs the node as another user")
-	const nodeUID, nodeGID = 65534, 65534
-	bin := nodetest.Binary(t)
-	base, err := os.MkdirTemp("", "creds-owner-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
+	const nodeUID, nodeGID = nobody, nobody
+	nodeBin, base := asNobody(t)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	must(os.Chmod(base, 0o755))
-	// The binary where the node's user can run it.
-	data, err := os.ReadFile(bin)
-	must(err)
-	nodeBin := filepath.Join(base, "switchboard")
-	must(os.WriteFile(nodeBin, data, 0o755))
 	// /etc/switchboard: root, group switchboard, 0750 (install -d -m 0750 -g switchboard).
 	etc := filepath.Join(base, "etc")
 	must(os.Mkdir(etc, 0o750))
@@ -221,13 +209,8 @@ func TestCredentialsNewFileTakesTheDirectorysGroup(t *testing.T) {
 // an error naming the file and changes nothing; the file's owner edits it
 // (no chown needed: it stays theirs).
 func TestCredentialsEditByAnotherUser(t *testing.T) {
-	needRoot(t, "it runs the command as another user")
-	const other = 65534
-	base, err := os.MkdirTemp("", "creds-other-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
+	const other = nobody
+	bin, base := asNobody(t)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -235,10 +218,6 @@ func TestCredentialsEditByAnotherUser(t *testing.T) {
 		}
 	}
 	must(os.Chmod(base, 0o777)) // anyone may replace files here
-	data, err := os.ReadFile(nodetest.Binary(t))
-	must(err)
-	bin := filepath.Join(base, "switchboard")
-	must(os.WriteFile(bin, data, 0o755))
 	file := filepath.Join(base, "credentials.json")
 	for _, name := range []string{"a", "b"} {
 		if code, _, errOut := runMain("credentials", "add", name, "--role", "admin", "--credentials", file, "--token-file", filepath.Join(base, name+".token")); code != 0 {

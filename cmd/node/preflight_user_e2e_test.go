@@ -22,16 +22,10 @@ const nobody = 65534
 
 // asNobody is the node's binary where user nobody may run it (the test's
 // own temporary directories are root's, mode 0700), and a base directory
-// of root's, mode 0755, for the test's files. It needs root: in CI
-// (CI=1) a test run without it fails, elsewhere it is skipped.
+// of root's, mode 0755, for the test's files. It needs root (needRoot).
 func asNobody(t *testing.T) (bin, base string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("this test runs the node as another user: it needs root (CI runs as root)")
-		}
-		t.Skip("needs root: runs the node as another user; in CI this test fails instead")
-	}
+	needRoot(t, "it runs the node as another user")
 	base, err := os.MkdirTemp("", "switchboard-user-")
 	if err != nil {
 		t.Fatal(err)
