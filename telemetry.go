@@ -9,6 +9,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/switchboard-dev/switchboard/field"
+	"github.com/switchboard-dev/switchboard/supervision/redact"
 	"github.com/switchboard-dev/switchboard/telemetry"
 )
 
@@ -50,6 +51,9 @@ func (n *Node) startTelemetry(ctx context.Context) error {
 		return n.registry.Gather()
 	})
 	tc.Logger = n.log
+	if n.cfg.Redact == RedactOn {
+		tc.Mask = redact.Text // numbers in message ids and failure texts, as in the logs
+	}
 	tc.MetricInterval, tc.SpanBatchTimeout = n.cfg.OTLPInterval, n.cfg.OTLPInterval
 	t, err := telemetry.Start(ctx, tc)
 	if err != nil {

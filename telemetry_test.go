@@ -612,3 +612,35 @@ func TestSitePullSpanEndsWhenAckedElsewhere(t *testing.T) {
 	hs[0].waitState("site-1", messages.StateDelivered)
 	pullSpan(t, rcv, clientTraceID, "a1")
 }
+
+// TestRedactMasksSpans: --redact on masks numbers "in logs, spans and the
+// audit trail" (CONTRACT.md); a message id (a client picks its ids, often
+// the number itself) went out whole in the spans pushed over OTLP.
+func TestRedactMasksSpans(t *testing.T) {
+	rcv := otlptest.New(t)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
+	defer hook.Close()
+	cfg := testConfig(t)
+	cfg.Redact = switchboard.RedactOn
+	pushingTo(rcv)(&cfg)
+	h := startNode(t, cfg)
+	h.webhookFrontend("hook", hook.URL, "44")
+	const number = "447700900123"
+	h.submitTraced(number, "+"+number, clientParent, messages.StatePending)
+	h.waitState(number, messages.StateDelivered)
+	var got otlptest.Span
+	rcv.Wait(t, 20*time.Second, "the webhook attempt's span", func(r *otlptest.Receiver) bool {
+		for _, s := range r.Spans() {
+			if s.Name == telemetry.SpanDeliverWebhook && s.TraceID == clientTraceID {
+				got = s
+				return true
+			}
+		}
+		return false
+	})
+	for k, v := range got.Attributes {
+		if strings.Contains(v, number) {
+			t.Errorf("with --redact on, span %s carries %s=%q: the number whole", got.Name, k, v)
+		}
+	}
+}

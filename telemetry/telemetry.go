@@ -60,6 +60,9 @@ type Config struct {
 	SpanBatchTimeout time.Duration
 	// Getenv reads the environment (os.Getenv when nil).
 	Getenv func(string) string
+	// Mask, when set, masks personal data in what the spans carry
+	// (NewTracing): the node's --redact on gives redact.Text.
+	Mask func(string) string
 }
 
 // DefaultConfig returns a Config with the defaults filled in.
@@ -211,7 +214,7 @@ func Start(ctx context.Context, cfg Config) (*Telemetry, error) {
 			popts = append(popts, sdktrace.WithSampler(DefaultSampler()))
 		}
 		t.tracer = sdktrace.NewTracerProvider(popts...)
-		t.tracing = NewTracing(t.tracer)
+		t.tracing = NewTracing(t.tracer, cfg.Mask)
 	}
 	return t, nil
 }

@@ -3,6 +3,7 @@ package telemetry_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"runtime"
@@ -12,7 +13,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 
@@ -216,5 +219,47 @@ func TestCollectorDown(t *testing.T) {
 	}
 	if d := time.Since(start); d > telemetry.ShutdownFlush+5*time.Second {
 		t.Errorf("shutdown took %v with the collector down", d)
+	}
+}
+
+// TestTracingMasks: with a mask (--redact on) every text a message's span
+// carries is masked: the attributes it starts with or is given later, its
+// status and the errors it records (a message id that is the number
+// itself, a peer's "no route for +44..."). They went out whole over OTLP.
+// Without one, nothing is changed.
+func TestTracingMasks(t *testing.T) {
+	const number = "447700900123"
+	mask := func(s string) string { return strings.ReplaceAll(s, number, "44770*******") }
+	for _, masked := range []bool{true, false} {
+		rec := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+		var m func(string) string
+		if masked {
+			m = mask
+		}
+		tr := telemetry.NewTracing(tp, m)
+		for _, span := range []trace.Span{
+			tr.Start(parent, "one", trace.SpanKindClient, attribute.String("switchboard.message_id", number), attribute.Int("n", 1)),
+			tr.StartLinked("many", []string{parent}, attribute.String("switchboard.message_id", number)),
+		} {
+			span.SetAttributes(attribute.String("switchboard.verdict", "failed for "+number))
+			telemetry.Fail(span, errors.New("no route for +"+number))
+			span.End()
+		}
+		_ = tp.Shutdown(context.Background())
+		for _, s := range rec.Ended() {
+			texts := []string{s.Status().Description}
+			for _, kv := range s.Attributes() {
+				texts = append(texts, kv.Value.Emit())
+			}
+			for _, e := range s.Events() {
+				for _, kv := range e.Attributes {
+					texts = append(texts, kv.Value.Emit())
+				}
+			}
+			if whole := strings.Contains(strings.Join(texts, " "), number); whole == masked {
+				t.Errorf("masked %v: span %s carries %q", masked, s.Name(), texts)
+			}
+		}
 	}
 }

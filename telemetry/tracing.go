@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"errors"
 	"net/http"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -78,11 +79,62 @@ const TracerName = "github.com/switchboard-dev/switchboard"
 // methods return at once (a node without an OTLP endpoint pays nothing).
 type Tracing struct {
 	tracer trace.Tracer
+	// mask, when set, masks every text a span of Start or StartLinked
+	// carries (see NewTracing).
+	mask func(string) string
 }
 
-// NewTracing makes spans with tp.
-func NewTracing(tp trace.TracerProvider) *Tracing {
-	return &Tracing{tracer: tp.Tracer(TracerName)}
+// NewTracing makes spans with tp. mask, when not nil, masks personal data
+// (--redact on: redact.Text, numbers in message ids and failure texts)
+// in every text the spans of Start and StartLinked carry: their string
+// attributes, set at the start or later, their status and the errors they
+// record. The submit's server span (Handler) carries the method, the
+// fixed path and the status only.
+func NewTracing(tp trace.TracerProvider, mask func(string) string) *Tracing {
+	return &Tracing{tracer: tp.Tracer(TracerName), mask: mask}
+}
+
+// masked is attrs with their string values masked (attrs as they are
+// without a mask).
+func (t *Tracing) masked(attrs []attribute.KeyValue) []attribute.KeyValue {
+	if t.mask == nil {
+		return attrs
+	}
+	out := make([]attribute.KeyValue, len(attrs))
+	for i, kv := range attrs {
+		out[i] = kv
+		if kv.Value.Type() == attribute.STRING {
+			out[i] = attribute.String(string(kv.Key), t.mask(kv.Value.AsString()))
+		}
+	}
+	return out
+}
+
+// wrap is span, masking what is set on it later when t masks.
+func (t *Tracing) wrap(span trace.Span) trace.Span {
+	if t.mask == nil {
+		return span
+	}
+	return maskedSpan{Span: span, t: t}
+}
+
+// maskedSpan masks the attributes, status and errors set on its span.
+type maskedSpan struct {
+	trace.Span
+	t *Tracing
+}
+
+func (s maskedSpan) SetAttributes(kv ...attribute.KeyValue) { s.Span.SetAttributes(s.t.masked(kv)...) }
+
+func (s maskedSpan) SetStatus(code codes.Code, description string) {
+	s.Span.SetStatus(code, s.t.mask(description))
+}
+
+func (s maskedSpan) RecordError(err error, opts ...trace.EventOption) {
+	if err != nil {
+		err = errors.New(s.t.mask(err.Error()))
+	}
+	s.Span.RecordError(err, opts...)
 }
 
 // Start starts span name as a child of parent, a W3C traceparent (a new
@@ -96,8 +148,8 @@ func (t *Tracing) Start(parent, name string, kind trace.SpanKind, attrs ...attri
 	if sc, ok := Parse(parent); ok {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
 	}
-	_, span := t.tracer.Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
-	return span
+	_, span := t.tracer.Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(t.masked(attrs)...))
+	return t.wrap(span)
 }
 
 // StartLinked starts a new root span name linked to each of the traces
@@ -114,8 +166,8 @@ func (t *Tracing) StartLinked(name string, traces []string, attrs ...attribute.K
 		}
 	}
 	_, span := t.tracer.Start(context.Background(), name, trace.WithNewRoot(), trace.WithLinks(links...),
-		trace.WithAttributes(attrs...))
-	return span
+		trace.WithAttributes(t.masked(attrs)...))
+	return t.wrap(span)
 }
 
 // Handler wraps h in the HTTP server span named name: an incoming

@@ -34,7 +34,7 @@ func (r *recordingTransport) Forward(_ context.Context, _ transport.Target, _ bo
 func TestTraceparentOnlyToPeersAnnouncingIt(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(telemetry.DefaultSampler()))
 	defer tp.Shutdown(context.Background())
-	tracing := telemetry.NewTracing(tp)
+	tracing := telemetry.NewTracing(tp, nil)
 	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	work := []persistence.Work{
 		{MessageID: "traced", Message: messages.Message{ID: "traced", Trace: parent}},
