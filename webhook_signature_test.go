@@ -193,3 +193,51 @@ func TestSignedWebhooks(t *testing.T) {
 	h.apiError(400, messages.CodeInvalidRequest, "PUT", "/api/frontends/signed", map[string]string{"mode": "webhook", "url": rcv.srv.URL, "secret": "short"})
 	h.apiError(400, messages.CodeInvalidRequest, "PUT", "/api/frontends/p", map[string]string{"mode": "pull", "secret": secret})
 }
+
+// TestSignedWebhookDeferralIsNotAReplay: a signed webhook at its rate
+// limit answers 429 (deferred: the next call is the same attempt, the same
+// body); a call made within the second of the one before carried its very
+// signature, which the receiver (remembering each signature, as
+// docs/api.md says) refused as a replay: 401, the message failed.
+func TestSignedWebhookDeferralIsNotAReplay(t *testing.T) {
+	cfg := testConfig(t) // --delivery-retry-min 20ms, --delivery-retry-max 80ms
+	h := startNode(t, cfg)
+	const secret = "whsec-6f1c0b2e9d8a4f7c"
+	rcv := newSignedReceiver(t, secret)
+	busy := 3 // the first calls find the frontend at its rate limit
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		rcv.mu.Lock()
+		defer rcv.mu.Unlock()
+		if why := rcv.verify(r.Header.Get("X-Switchboard-Signature"), body, time.Now()); why != "" {
+			rcv.refused[why]++
+			http.Error(w, why, http.StatusUnauthorized)
+			return
+		}
+		if busy > 0 {
+			busy--
+			http.Error(w, "rate limited", http.StatusTooManyRequests)
+			return
+		}
+		rcv.accepted = append(rcv.accepted, recordedCall{header: r.Header.Clone(), body: body})
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	h.must(200, "PUT", "/api/frontends/signed", map[string]string{"mode": "webhook", "url": srv.URL, "secret": secret}, nil)
+	h.must(200, "PUT", "/api/routes/33", map[string]string{"frontend": "signed"}, nil)
+	id := h.submit("", "33123")
+	deadline := time.Now().Add(10 * time.Second)
+	var m messages.Message
+	for time.Now().Before(deadline) {
+		m = h.message(id)
+		if m.State.Final() {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, refused, _ := rcv.snapshot()
+	if m.State != messages.StateDelivered || len(refused) != 0 {
+		t.Fatalf("message %s (reason %q), receiver refused %v; want delivered after the 429s, no call refused as a replay\nhistory: %+v",
+			m.State, m.Reason, refused, m.History)
+	}
+}

@@ -81,6 +81,10 @@ type Deps struct {
 	// (expiry, forwards that waited too long) run on this instance now:
 	// on the ring's master only (*ring.Shares), so a site sweeps once.
 	Leader ring.Leader
+
+	// signed are the times webhook calls were signed with, shared by the
+	// workers (withDefaults makes it).
+	signed *signTimes
 }
 
 // Validate reports what is missing.
@@ -109,6 +113,9 @@ func (d *Deps) withDefaults() *Deps {
 	}
 	if c.StoreTimeout <= 0 {
 		c.StoreTimeout = persistence.CallTimeout
+	}
+	if c.signed == nil {
+		c.signed = &signTimes{}
 	}
 	return &c
 }

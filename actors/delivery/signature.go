@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -86,3 +87,51 @@ func Verify(secret, header string, body []byte, now time.Time, tolerance time.Du
 	}
 	return at, ErrBadSignature
 }
+
+// signTimes gives webhook calls the times they are signed with. A
+// signature is of the time in whole seconds and the body, and a deferred
+// message (a 429: not attempted, its attempt given back) is called again
+// with the same body: a call within the second of the one before carried
+// its very signature, which a receiver that refuses a signature it has
+// seen (docs/api.md) answers 401, failing the message. So a message's
+// call is signed a second after its last one at least (a second or so
+// ahead of the clock at most, well within DefaultTolerance). It is shared
+// by a node's workers (a retired worker's successor calls the same
+// messages); instances of a site keep their own, which a deferral's next
+// call, claimed by another instance within the same second, escapes.
+type signTimes struct {
+	mu sync.Mutex
+	// last is the unix second of each message's last signature; kept is
+	// its size after the last sweep (see at).
+	last map[string]int64
+	kept int
+}
+
+// at is the time to sign message id's call made at now with.
+func (s *signTimes) at(id string, now time.Time) time.Time {
+	sec := now.Unix()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.last == nil {
+		s.last = map[string]int64{}
+	}
+	if l, ok := s.last[id]; ok && sec <= l {
+		sec = l + 1
+	}
+	// A message last signed before this second cannot collide with a
+	// later call: forgotten, in sweeps as the map doubles (amortised
+	// constant time a call).
+	if len(s.last) >= max(signSweep, 2*s.kept) {
+		for k, v := range s.last {
+			if v < now.Unix() {
+				delete(s.last, k)
+			}
+		}
+		s.kept = len(s.last)
+	}
+	s.last[id] = sec
+	return time.Unix(sec, 0)
+}
+
+// signSweep is the least size of signTimes at which it forgets.
+const signSweep = 1024

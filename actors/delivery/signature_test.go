@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -46,5 +47,37 @@ func TestSignAndVerify(t *testing.T) {
 	two := "t=1767225600,v1=" + strings.Repeat("ab", 32) + "," + strings.TrimPrefix(sig, "t=1767225600,")
 	if _, err := Verify(secret, two, body, at, DefaultTolerance); err != nil {
 		t.Errorf("two v1, one good: %v", err)
+	}
+}
+
+// TestSignTimes: a message's calls within one second are signed a second
+// apart (a deferral's call again would otherwise carry the signature of
+// the one before: a replay to its receiver); other messages, and calls a
+// second or more apart, take the clock's time; what no later call can
+// collide with is forgotten as the table grows.
+func TestSignTimes(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 300_000_000)
+	var s signTimes
+	for i, c := range []struct {
+		id   string
+		at   time.Time
+		want int64
+	}{
+		{"a", t0, t0.Unix()},
+		{"a", t0.Add(400 * time.Millisecond), t0.Unix() + 1},
+		{"a", t0.Add(500 * time.Millisecond), t0.Unix() + 2},
+		{"b", t0.Add(500 * time.Millisecond), t0.Unix()},
+		{"a", t0.Add(5 * time.Second), t0.Unix() + 5},
+	} {
+		if got := s.at(c.id, c.at).Unix(); got != c.want {
+			t.Errorf("call %d (%s at %v): signed at %d, want %d", i, c.id, c.at.Sub(t0), got, c.want)
+		}
+	}
+	later := t0.Add(time.Minute)
+	for i := range 3 * signSweep {
+		s.at(fmt.Sprint("m", i), later)
+	}
+	if n := len(s.last); n > 3*signSweep+2 || s.last["a"] != 0 || s.last["b"] != 0 {
+		t.Errorf("%d entries kept, a %d, b %d: the messages of a minute ago are not forgotten", n, s.last["a"], s.last["b"])
 	}
 }

@@ -26,6 +26,9 @@ type Webhook struct {
 	// of the signature (time.Now when nil).
 	Secret string
 	Now    func() time.Time
+	// times, when set, keeps a message's calls from sharing a signature
+	// (signTimes).
+	times *signTimes
 }
 
 // Send delivers one message and returns the frontend's verdict. It never
@@ -69,7 +72,11 @@ func (w Webhook) Send(ctx context.Context, m messages.Outgoing) messages.Deliver
 		if w.Now != nil {
 			now = w.Now
 		}
-		req.Header.Set(SignatureHeader, Sign(w.Secret, now(), body))
+		t := now()
+		if w.times != nil {
+			t = w.times.at(m.ID, t)
+		}
+		req.Header.Set(SignatureHeader, Sign(w.Secret, t, body))
 	}
 	client := *w.Client
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
@@ -130,7 +137,7 @@ func (w *Worker) sendWebhook(out messages.Outgoing) {
 		span = w.attemptSpan(telemetry.SpanDeliverWebhook, out)
 		out.Trace = telemetry.Of(span)
 	}
-	r := Webhook{URL: w.fe.URL, Client: w.d.HTTPClient, Secret: w.fe.Secret, Now: w.d.Clock.Now}.Send(ctx, out)
+	r := Webhook{URL: w.fe.URL, Client: w.d.HTTPClient, Secret: w.fe.Secret, Now: w.d.Clock.Now, times: w.d.signed}.Send(ctx, out)
 	if span != nil {
 		endAttempt(span, r.Status, r.Reason)
 	}
