@@ -59,9 +59,9 @@ func SearchableSource(s string) bool {
 }
 
 // ValidWebhookURL reports why u cannot be a webhook frontend's URL. Its
-// password may not be RedactedPassword: that is what the API shows in its
-// place, and a URL read back from the API and put again would overwrite
-// the real one with it.
+// password, or its user without a password, may not be RedactedPassword:
+// that is what the API shows in its place, and a URL read back from the
+// API and put again would overwrite the real one with it.
 func ValidWebhookURL(u string) error {
 	p, err := url.Parse(u)
 	if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
@@ -69,6 +69,9 @@ func ValidWebhookURL(u string) error {
 	}
 	if pw, ok := p.User.Password(); ok && pw == RedactedPassword {
 		return fmt.Errorf("the password %q is what the API shows in place of the real one: give the real password", RedactedPassword)
+	}
+	if _, ok := p.User.Password(); !ok && p.User != nil && p.User.Username() == RedactedPassword {
+		return fmt.Errorf("the user %q is what the API shows in place of the real one: give the real user (an API key)", RedactedPassword)
 	}
 	return nil
 }
@@ -79,9 +82,12 @@ const RedactedPassword = "xxxxx"
 
 // RedactURL is raw with its password, if it has one, replaced by
 // RedactedPassword: the form of a frontend's URL in every API answer,
-// audit record and log line. A URL without a password is returned as
-// given; one that does not parse is returned without what could be its
-// userinfo.
+// audit record and log line. An http(s) URL's user without a password is
+// replaced too: that is where a service's API key goes (basic auth with
+// the key as the user), as the delivery bus takes a NATS URL's user for a
+// token. Other URLs without a password are returned as given (an smpp
+// frontend's user is its system_id); one that does not parse is returned
+// without what could be its userinfo.
 func RedactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -90,10 +96,14 @@ func RedactURL(raw string) string {
 		}
 		return raw
 	}
-	if _, has := u.User.Password(); !has {
-		return raw
+	if _, has := u.User.Password(); has {
+		return u.Redacted()
 	}
-	return u.Redacted()
+	if u.User != nil && (u.Scheme == "http" || u.Scheme == "https") {
+		u.User = url.User(RedactedPassword)
+		return u.String()
+	}
+	return raw
 }
 
 // Validate reports the first problem of a submission as an invalid_request

@@ -42,13 +42,17 @@ func trimPlus(s string) string {
 	return s
 }
 
-// TestRedactURL: a URL's password is shown as RedactedPassword; a URL
-// without one is shown as given; a webhook URL with the placeholder as its
-// password is refused (it would overwrite the real one).
+// TestRedactURL: a URL's password is shown as RedactedPassword, and an
+// http(s) URL's user without one (a service's API key: it was shown and
+// recorded whole); another URL without a password (an smpp frontend's
+// system_id) is shown as given; a webhook URL with the placeholder as its
+// password, or as its user without one, is refused (it would overwrite
+// the real one).
 func TestRedactURL(t *testing.T) {
 	for raw, want := range map[string]string{
 		"https://bob:secret@host/hook?x=1": "https://bob:xxxxx@host/hook?x=1",
-		"https://bob@host/hook":            "https://bob@host/hook",
+		"https://bob@host/hook":            "https://xxxxx@host/hook",
+		"http://sk_live_4f2a@host/hook":    "http://xxxxx@host/hook",
 		"https://host/hook":                "https://host/hook",
 		"smpp://acme@smsc:2775?window=10":  "smpp://acme@smsc:2775?window=10",
 		"":                                 "",
@@ -57,8 +61,10 @@ func TestRedactURL(t *testing.T) {
 			t.Errorf("RedactURL(%q) = %q, want %q", raw, got, want)
 		}
 	}
-	if err := ValidWebhookURL("https://bob:xxxxx@host/hook"); err == nil {
-		t.Error("a webhook URL with the placeholder password: accepted")
+	for _, u := range []string{"https://bob:xxxxx@host/hook", "https://xxxxx@host/hook"} {
+		if err := ValidWebhookURL(u); err == nil {
+			t.Errorf("a webhook URL with the placeholder as its password or user (%s): accepted", u)
+		}
 	}
 	f := Frontend{Name: "h", Mode: ModeWebhook, URL: "https://bob:secret@host/hook", Secret: "s"}.Shown()
 	if f.URL != "https://bob:xxxxx@host/hook" || f.Secret != "" {
