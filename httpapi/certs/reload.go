@@ -48,7 +48,7 @@ type material struct {
 	// them ends, clients and peers refuse the node whatever the
 	// certificate's own end). caExpiry is the earliest in the CA bundle.
 	certExpiry, caExpiry time.Time
-	sum      [32]byte
+	sum                  [32]byte
 }
 
 // NewReloader reads certFile and keyFile (required) and caFile (optional).
