@@ -45,6 +45,21 @@ func offered(o Outcome, m *Row) bool {
 	return m.Attempts > 0 || (givesBack(o) && m.State == messages.StateRetry)
 }
 
+// staleAck reports whether o, a pull frontend's verdict (Outcome.Ack),
+// is a retry or failed verdict on delivery work naming an attempt older
+// than m's count (Outcome.Named): m was offered again since (the lease
+// of the attempt it names ran out and another poll, here or at another
+// instance, claimed the next), and applied it would take the newer
+// holder's lease away (a retry: m offered once more while it is being
+// delivered) or dead-letter the message it is delivering (failed). A
+// delivered verdict is always taken, and a deferral has its own rule
+// (givesBack); a verdict naming no attempt stands, as the frontend's
+// verdicts do.
+func staleAck(o Outcome, m *Row) bool {
+	return o.Kind == WorkDelivery && o.Result != ResultDelivered && !o.Deferred &&
+		o.Named > 0 && o.Named < m.Attempts
+}
+
 // CompletionOf decides what CompleteWork does with o, for a message m
 // (nil when it does not exist), whose work o names has a ledger entry
 // (recorded), and whose outbox rows of o's kind and target hold leases.
@@ -55,7 +70,11 @@ func offered(o Outcome, m *Row) bool {
 // had), then a final message (status and receipt work are written for
 // messages that are final already: only its ledger entry ends it), then a
 // pull frontend's verdict on a message never offered (Outcome.Ack), then
-// the fence, then a retry recorded already. Missing work before a final
+// its retry or failed verdict naming an older attempt than the message's
+// latest (Stale, see staleAck: decided here, in the transaction that
+// would record it, since a claim may count another attempt between the
+// ack's read of the count and this), then the fence, then a retry
+// recorded already. Missing work before a final
 // message: an ack at frontend A about frontend B's message answered
 // already_recorded once B's was final, no_work before, telling A about B's
 // message. A fenced outcome (Epoch > 0) applies only while every row is
@@ -97,6 +116,8 @@ func CompletionOf(o Outcome, m *Row, recorded bool, rows []WorkLease) Completion
 		return AlreadyRecorded
 	case o.Ack && !offered(o, m):
 		return NotOffered
+	case o.Ack && staleAck(o, m):
+		return Stale
 	}
 	if o.Epoch > 0 {
 		for _, r := range rows {

@@ -275,6 +275,61 @@ func TestDeferralGivesBackItsAttempt(t *testing.T) {
 	}
 }
 
+// TestStaleAck: a pull frontend's retry or failed verdict naming an
+// attempt older than the message's count when it is recorded (its lease
+// ran out and another poll claimed the next attempt after the ack read
+// the count) is Stale and changes nothing: applied, the retry took the
+// newer holder's lease away, the failure dead-lettered the message it is
+// delivering. A delivered verdict is taken whatever attempt it names, a
+// verdict naming none or the latest applies, a deferral keeps its own
+// rule, and only an ack's named attempt counts (a push frontend's
+// verdicts are fenced instead).
+func TestStaleAck(t *testing.T) {
+	now := t0.Add(time.Minute)
+	held := deliveryRow("b", now.Add(time.Hour), 0) // the newer attempt's lease, another poller's
+	ack := func(r Result, named int) Outcome {
+		return Outcome{Kind: WorkDelivery, Target: "fe", MessageID: "m", Result: r, RetryAt: now.Add(time.Minute),
+			Reason: "busy", Detail: "verdict", Attempt: 1, Named: named, Ack: true}
+	}
+	deferral := ack(ResultRetry, 1)
+	deferral.Deferred = true
+	push := ack(ResultRetry, 1)
+	push.Ack = false
+	for _, tc := range []struct {
+		name      string
+		o         Outcome
+		attempts  int
+		want      Completion
+		wantState messages.State
+	}{
+		{"retry naming an older attempt", ack(ResultRetry, 1), 2, Stale, messages.StatePending},
+		{"failed naming an older attempt", ack(ResultFailed, 1), 2, Stale, messages.StatePending},
+		{"retry naming an attempt two back", ack(ResultRetry, 1), 3, Stale, messages.StatePending},
+		{"delivered naming an older attempt", ack(ResultDelivered, 1), 2, Applied, messages.StateDelivered},
+		{"retry naming the latest attempt", ack(ResultRetry, 2), 2, Applied, messages.StateRetry},
+		{"failed naming the latest attempt", ack(ResultFailed, 2), 2, Applied, messages.StateFailed},
+		{"retry naming no attempt", ack(ResultRetry, 0), 2, Applied, messages.StateRetry},
+		{"failed naming no attempt", ack(ResultFailed, 0), 2, Applied, messages.StateFailed},
+		{"deferral naming an older attempt", deferral, 2, Applied, messages.StateRetry},
+		{"push frontend's retry", push, 2, Applied, messages.StateRetry},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, m := loaded("m", messages.StatePending, []WorkRow{held})
+			m.Attempts = tc.attempts
+			c := NewChanges(now)
+			if got := Complete(l, c, tc.o); got != tc.want {
+				t.Fatalf("Complete = %s, want %s", got, tc.want)
+			}
+			if m.State != tc.wantState {
+				t.Errorf("state %s, want %s", m.State, tc.wantState)
+			}
+			if tc.want != Applied && !c.Empty() {
+				t.Errorf("changes %+v, want none: the newer attempt's lease stands", c)
+			}
+		})
+	}
+}
+
 func TestStatus(t *testing.T) {
 	now := t0.Add(time.Minute)
 	for _, tc := range []struct {

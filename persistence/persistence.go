@@ -394,6 +394,13 @@ type Outcome struct {
 	// changes. A late verdict on a
 	// lease that ran out, the message not yet offered again, applies.
 	Ack bool
+	// Named, with Ack, is the attempt the pull frontend's verdict names
+	// (messages.DeliveryResult.Attempt; 0 when it names none). A retry or
+	// failed verdict naming an attempt older than the message's count
+	// when it is recorded is Stale and changes nothing (see CompletionOf):
+	// the message was offered again since, and that attempt's holder
+	// speaks for it.
+	Named int
 }
 
 // Completion tells what CompleteWork did with one Outcome.
@@ -415,6 +422,11 @@ const (
 	// NotOffered: a pull frontend's verdict (Outcome.Ack) on a message
 	// never offered to it; nothing changed.
 	NotOffered Completion = "not_offered"
+	// Stale: a pull frontend's retry or failed verdict (Outcome.Ack)
+	// naming an attempt older than the message's latest (Outcome.Named):
+	// offered again since, the message is that attempt's; nothing changed.
+	// The ack answers it messages.OutcomeStale.
+	Stale Completion = "stale"
 )
 
 // Reroute resubmits one failed or forward_failed message to new work.

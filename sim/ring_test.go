@@ -30,8 +30,9 @@ func TestRingSeeds(t *testing.T) {
 }
 
 // TestClaimLogFlagsADoubleClaim: the claim check flags a row claimed by a
-// second owner under the first's live lease, and not one claimed after
-// the first's outcome or lease release, or after its lease ended.
+// second owner under the first's live lease (a refused outcome, stale,
+// ends none), and not one claimed after the first's outcome or lease
+// release, or after its lease ended.
 func TestClaimLogFlagsADoubleClaim(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
@@ -63,6 +64,17 @@ func TestClaimLogFlagsADoubleClaim(t *testing.T) {
 	claim(l, "b", 500)
 	if _, d := l.check("n1"); len(d) != 1 {
 		t.Fatalf("a stale outcome ended the lease: %v", d)
+	}
+
+	// A pull ack naming an older attempt is refused too (stale): it
+	// ended no lease.
+	l = newClaimLog()
+	claim(l, "a", 0)
+	l.completed([]persistence.Outcome{{Kind: persistence.WorkDelivery, Target: "f", MessageID: "m", Result: persistence.ResultRetry, Named: 1, Ack: true}},
+		[]persistence.Completion{persistence.Stale}, at(200))
+	claim(l, "b", 500)
+	if _, d := l.check("n1"); len(d) != 1 {
+		t.Fatalf("a stale ack ended the lease: %v", d)
 	}
 
 	l = newClaimLog()

@@ -615,10 +615,17 @@ func (l *claimLog) unrecorded(os []persistence.Outcome, cs []persistence.Complet
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i, o := range os {
-		if err != nil || (i < len(cs) && cs[i] == persistence.StaleEpoch) {
+		if err != nil || (i < len(cs) && refused(cs[i])) {
 			l.lost[workKey{o.Kind, o.Target, o.MessageID}]++
 		}
 	}
+}
+
+// refused reports whether a completion left the work's lease as it was:
+// a fenced outcome whose row was claimed again since, or a pull ack naming
+// an attempt older than the one offered since.
+func refused(c persistence.Completion) bool {
+	return c == persistence.StaleEpoch || c == persistence.Stale
 }
 
 // unrecordedOf is how many outcomes of k the site's store did not record.
@@ -643,7 +650,7 @@ func (l *claimLog) completed(os []persistence.Outcome, cs []persistence.Completi
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i, o := range os {
-		if i < len(cs) && cs[i] == persistence.StaleEpoch {
+		if i < len(cs) && refused(cs[i]) {
 			continue // refused: the lease stands
 		}
 		k := workKey{o.Kind, o.Target, o.MessageID}

@@ -80,8 +80,9 @@ func Settled(o persistence.Outcome, c persistence.Completion) Decision {
 		// A stale outcome (from the bus, whose claims are unfenced: a
 		// deferral whose row another instance claimed since) leaves the
 		// row to its newer holder: handed out again, the message waits
-		// for that holder's lease (Claimed).
-		if c == persistence.StaleEpoch {
+		// for that holder's lease (Claimed). So does a pull frontend's
+		// verdict naming an older attempt than the one offered since.
+		if c == persistence.StaleEpoch || c == persistence.Stale {
 			return Decision{Action: Nak}
 		}
 		return Decision{Action: Ack}

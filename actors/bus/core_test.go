@@ -89,6 +89,7 @@ func TestSettled(t *testing.T) {
 		{"a failure on recorded work is no dead letter", o(persistence.ResultFailed, time.Time{}), persistence.AlreadyRecorded, Decision{Action: Ack}},
 		{"no work left", o(persistence.ResultFailed, time.Time{}), persistence.NoWork, Decision{Action: Ack}},
 		{"stale: the newer holder speaks", o(persistence.ResultDelivered, time.Time{}), persistence.StaleEpoch, Decision{Action: Nak}},
+		{"a pull ack of an older attempt: the newer holder speaks", o(persistence.ResultRetry, t0.Add(time.Minute)), persistence.Stale, Decision{Action: Nak}},
 	} {
 		if got := Settled(c.o, c.c); got != c.want {
 			t.Errorf("%s: Settled = %+v, want %+v", c.name, got, c.want)

@@ -87,6 +87,7 @@ func (p Policy) Before(w persistence.Work, now time.Time) (o persistence.Outcome
 func (p Policy) After(target, id string, attempt int, v messages.DeliveryResult, now time.Time, rng *rand.Rand) persistence.Outcome {
 	o := p.after(target, id, attempt, v, now, rng)
 	o.Attempt = attempt // what the detail names, kept with its history entry
+	o.Named = v.Attempt // a pull ack's: the store tells a stale verdict by it
 	o.Resend = v.Resend
 	if v.Note != "" {
 		o.Detail += "; " + v.Note

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
@@ -18,6 +19,7 @@ func apiCases() []testCase {
 		{"ForwardOfStoredIDNeverConflicts", apiForwardNeverConflicts},
 		{"AckOfMessageNeverOfferedChangesNothing", apiAckNotOffered},
 		{"AckAfterTheLeaseRanOutApplies", apiAckAfterLease},
+		{"AckNamingAnAttemptOfferedAgainIsStale", apiAckStale},
 		{"OwnValidityExpires", apiOwnValidityExpires},
 		{"ReportedAttemptsAreTheMessages", apiReportedAttempts},
 		{"NextAttemptAndLastDetail", apiNextAttemptAndLastDetail},
@@ -168,6 +170,48 @@ func apiAckAfterLease(f *fixture) {
 	f.completeOne(at(time.Minute), persistence.Outcome{MessageID: "api-late", Result: persistence.ResultDelivered, Ack: true},
 		persistence.Applied)
 	f.wantState("api-late", messages.StateDelivered)
+}
+
+// apiAckStale: poller A's lease of attempt 1 ran out and poller B (here
+// or at another instance) claimed attempt 2 before A's verdicts naming
+// attempt 1 were recorded. A's retry and failed are stale: nothing
+// changes, B's lease stands (applied, the retry made the row due again,
+// unleased, and the message was offered a third time while B held it; the
+// failure dead-lettered the message B was delivering). A delivered
+// verdict naming attempt 1 is taken, and B's verdicts naming attempt 2
+// apply.
+func apiAckStale(f *fixture) {
+	f.accept(base, newMsg("api-stale"), newMsg("api-stale-d"))
+	for _, owner := range []string{ownerA, ownerB} { // A's lease of attempt 1 runs out; B claims attempt 2
+		now := at(time.Minute)
+		if owner == ownerA {
+			now = base
+		}
+		c := f.claim(persistence.ClaimRequest{Kind: persistence.WorkDelivery, Target: feA, Owner: owner,
+			Limit: 2, Now: now, Lease: time.Second})
+		f.wantIDSet("claim of "+owner, workIDs(c.Work), "api-stale", "api-stale-d")
+	}
+	before := f.get("api-stale")
+	if before.Attempts != 2 {
+		f.Fatalf("attempts %d after two claims, want 2", before.Attempts)
+	}
+	ack := func(id string, r persistence.Result, named int) persistence.Outcome {
+		return persistence.Outcome{Kind: persistence.WorkDelivery, Target: feA, MessageID: id, Result: r, RetryAt: at(2 * time.Minute), Reason: "busy",
+			Detail: fmt.Sprintf("attempt %d %s", named, r), Attempt: named, Named: named, Ack: true}
+	}
+	f.completeAll(at(time.Minute+100*time.Millisecond), []persistence.Completion{persistence.Stale, persistence.Stale},
+		ack("api-stale", persistence.ResultRetry, 1), ack("api-stale", persistence.ResultFailed, 1))
+	f.checkMessage("after stale verdicts naming attempt 1", f.get("api-stale"), before)
+	f.noLedger("api-stale", feA)
+	if c := f.claimDelivery(feA, ownerC, at(time.Minute+500*time.Millisecond), 10); len(c.Work) != 0 {
+		f.Errorf("B's lease of attempt 2 was taken away: claim %q", workIDs(c.Work))
+	}
+	// A delivered verdict is taken whatever attempt it names.
+	f.completeOne(at(time.Minute+200*time.Millisecond), ack("api-stale-d", persistence.ResultDelivered, 1), persistence.Applied)
+	f.wantState("api-stale-d", messages.StateDelivered)
+	// B's own retry, naming attempt 2, applies.
+	f.completeOne(at(time.Minute+300*time.Millisecond), ack("api-stale", persistence.ResultRetry, 2), persistence.Applied)
+	f.wantState("api-stale", messages.StateRetry)
 }
 
 func apiOwnValidityExpires(f *fixture) {
