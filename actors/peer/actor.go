@@ -115,6 +115,8 @@ type Actor struct {
 	stopReg  func() bool
 	exchange bool
 	gone     bool
+	// goneFailed counts a gone peer's failed checks in a row (observe).
+	goneFailed int
 }
 
 // New returns the producer of a peer actor.
@@ -301,10 +303,12 @@ func (a *Actor) checked(c actor.Context, r *checked) {
 		a.check(c)
 		return
 	}
-	if r.err == nil && !a.gone { // a gone peer's series were removed
-		a.cfg.Metrics.latency.WithLabelValues(a.cfg.Peer).Observe(r.latency.Seconds())
-		if r.latency > SlowCheck {
-			a.log.Warn("slow health check: degraded link", "addr", r.addr, "latency", r.latency)
+	if r.err == nil {
+		if !a.gone { // a gone peer's series were removed
+			a.cfg.Metrics.latency.WithLabelValues(a.cfg.Peer).Observe(r.latency.Seconds())
+			if r.latency > SlowCheck {
+				a.log.Warn("slow health check: degraded link", "addr", r.addr, "latency", r.latency)
+			}
 		}
 	} else {
 		// The peer may come back as another version (a rollback): its
@@ -318,14 +322,22 @@ func (a *Actor) checked(c actor.Context, r *checked) {
 }
 
 // observe feeds the state machine and tells the queue, book and metrics.
-// A gone peer's actor stops at its first failed check.
+// A gone peer's actor stops once each of its instances failed a check in
+// a row: a site whose first instance is down is reached at another.
 func (a *Actor) observe(c actor.Context, now time.Time, err error) {
 	if a.gone && err != nil {
+		if a.goneFailed++; a.goneFailed < len(a.instances) {
+			a.check(c) // checked moved to the next instance
+			return
+		}
 		// Debug: a peer that calls us but cannot be reached back would
 		// log this at each of its calls.
 		a.log.Debug("peer gone from discovery does not answer: its reports wait for its next call", "err", err)
 		c.Stop(c.Self())
 		return
+	}
+	if err == nil {
+		a.goneFailed = 0
 	}
 	t, changed := a.health.Observe(now, err)
 	if a.entry != nil {
