@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"maps"
+	"os"
 	"slices"
 	"strconv"
 
@@ -183,12 +184,12 @@ const autoVacuumIncremental = 2
 // shrinks the file.
 func (s *Store) Compact(ctx context.Context, short bool) (int64, error) {
 	const op = "compact"
-	var mode, pages, free, size int64
+	var mode, pages, free int64
 	err := s.read(ctx, op, func(tx *sql.Tx) error {
 		for _, p := range []struct {
 			pragma string
 			v      *int64
-		}{{"auto_vacuum", &mode}, {"page_count", &pages}, {"freelist_count", &free}, {"page_size", &size}} {
+		}{{"auto_vacuum", &mode}, {"page_count", &pages}, {"freelist_count", &free}} {
 			if err := tx.QueryRowContext(ctx, "PRAGMA "+p.pragma).Scan(p.v); err != nil {
 				return err
 			}
@@ -202,6 +203,18 @@ func (s *Store) Compact(ctx context.Context, short bool) (int64, error) {
 	if mode != autoVacuumIncremental || n == 0 {
 		return 0, nil
 	}
+	// A reader's snapshot (a backup's VACUUM INTO, a long list) that keeps
+	// the WAL from being copied back whole would keep the pages the vacuum
+	// moves in the WAL too: the WAL grows by the step and the file does not
+	// shrink, which on a full disk eats the reserve it is meant to give
+	// back. The step waits for the next upkeep then.
+	if held, err := s.walHeld(ctx); err != nil || held {
+		return 0, err
+	}
+	before, err := fileSize(s.path)
+	if err != nil {
+		return 0, err
+	}
 	err = s.writeBehind(ctx, op, func(tx querier) error {
 		// incremental_vacuum returns a row per page it frees; reading them
 		// all is what makes it run to the end.
@@ -213,7 +226,36 @@ func (s *Store) Compact(ctx context.Context, short bool) (int64, error) {
 	if err := s.checkpoint(ctx); err != nil {
 		return 0, s.fail(ctx, op, err)
 	}
-	return n * size, nil
+	// What the file gave back, as measured: a reader that began meanwhile
+	// keeps it from shrinking, and the cleaner repeats a step only while
+	// one gives something back.
+	after, err := fileSize(s.path)
+	if err != nil {
+		return 0, err
+	}
+	return max(0, before-after), nil
+}
+
+// walHeld reports whether a checkpoint cannot copy the whole WAL back into
+// the database now: a reader's snapshot holds some of its frames.
+func (s *Store) walHeld(ctx context.Context) (bool, error) {
+	if s.cdb == nil {
+		return false, nil
+	}
+	var busy, frames, done int64
+	if err := s.checkpointed(s.cdb.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &done)); err != nil {
+		return false, err
+	}
+	return done < frames, nil
+}
+
+// fileSize is the size of the file at path.
+func fileSize(path string) (int64, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
 }
 
 // scanEachQuery runs a query and reads (and drops) every row it returns.
