@@ -218,10 +218,17 @@ func (c *Cleaner) batch() {
 	// runs the upkeep (Postgres folds its counters' deltas). The next pass
 	// comes an interval after this one started, and after a failure not
 	// before the pacer's backoff: a pass counts up to CountCap rows, too
-	// much to repeat every backoff while the failure lasts.
+	// much to repeat every backoff while the failure lasts. Short of space
+	// the interval is ShortInterval, except after a failure: a full disk
+	// is when call records cannot be written, and a count every backoff
+	// would free nothing.
 	c.inPass = false
 	c.upkeep()
-	c.wake.Schedule(later(c.passAt.Add(c.interval()), now.Add(pause)))
+	next := c.interval()
+	if err != nil {
+		next = c.cfg.Policy.Interval()
+	}
+	c.wake.Schedule(later(c.passAt.Add(next), now.Add(pause)))
 }
 
 // later is the later of two times.

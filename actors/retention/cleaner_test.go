@@ -346,3 +346,28 @@ func TestCleanerPurgesWhatItsRecordsHold(t *testing.T) {
 		t.Error("the failed batch did not end its pass")
 	}
 }
+
+// TestCleanerShortOfSpaceWithFailingRecordsCountsAtItsInterval: short of
+// space, passes come every ShortInterval; but a full disk is when call
+// records cannot be written, every batch fails, and each failed pass was
+// followed by a new count of the backlog (up to CountCap rows) after the
+// pacer's 5 s backoff, freeing nothing. After a failure the next pass
+// comes the policy's interval after the last, as when not short.
+func TestCleanerShortOfSpaceWithFailingRecordsCountsAtItsInterval(t *testing.T) {
+	recs, _ := fullRecords(t)
+	r := newCleanerRig(t, 200_000, recs)
+	r.c.cfg.Short = func() bool { return true }
+	interval := r.c.cfg.Policy.Interval()
+	start := r.clk.now
+	for range 20 {
+		r.step(t)
+	}
+	took := r.clk.now.Sub(start)
+	if r.store.purges != 0 {
+		t.Fatalf("%d purges without call records", r.store.purges)
+	}
+	if want := int(took/interval) + 1; r.store.counts > want {
+		t.Errorf("short of space with records that cannot be written: %d counts of the backlog (each up to CountCap rows) and %d compact steps in %v, none of which purged anything; want at most %d (one an interval of %v)",
+			r.store.counts, r.store.compacts, took, want, interval)
+	}
+}
