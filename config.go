@@ -815,8 +815,17 @@ func preflightDataDir(dir string, use dataDirUse) error {
 			// A store restored or copied by another user (root, whose
 			// backup is its own, mode 0600) failed at start with SQLite's
 			// "unable to open database file": exit 1, restarted over and over.
-			if err := openWritable(filepath.Join(dir, use.holds)); err != nil {
-				return fmt.Errorf("%s cannot be opened for writing: %w (the node's user must own it; a restored store too)", filepath.Join(dir, use.holds), err)
+			// Its lock too (sqlite.LockSuffix), there once a node ran: one
+			// left by a node run as root, mode 0600, stopped the node's own
+			// user at every start.
+			for _, f := range []string{use.holds, use.holds + sqlite.LockSuffix} {
+				path := filepath.Join(dir, f)
+				if _, serr := os.Stat(path); serr != nil {
+					continue
+				}
+				if err := openWritable(path); err != nil {
+					return fmt.Errorf("%s cannot be opened for writing: %w (the node's user must own it; a restored store too)", path, err)
+				}
 			}
 			return nil
 		}

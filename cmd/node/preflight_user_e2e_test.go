@@ -107,7 +107,8 @@ func TestStartRefusesFilesItsUserCannotWrite(t *testing.T) {
 		}
 	}
 
-	// A store restored by root, as the backup command writes it.
+	// A store restored by root, as the backup command writes it; and a
+	// store of the node's own user whose lock a node run as root left.
 	db := filepath.Join(dataDir, "switchboard.db")
 	if err := os.WriteFile(db, []byte("SQLite format 3\x00"), 0o600); err != nil {
 		t.Fatal(err)
@@ -115,5 +116,15 @@ func TestStartRefusesFilesItsUserCannotWrite(t *testing.T) {
 	want := "switchboard: --data-dir: " + db + " cannot be opened for writing: permission denied (the node's user must own it"
 	if code, stderr := startAsNobody(t, bin, run...); code != 2 || !strings.HasPrefix(stderr, want) {
 		t.Errorf("a store of root's: exit %d (want 2), stderr %q, want it to start %q", code, tail(stderr, 1000), want)
+	}
+	if err := os.Chown(db, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(db+"-lock", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want = "switchboard: --data-dir: " + db + "-lock cannot be opened for writing: permission denied"
+	if code, stderr := startAsNobody(t, bin, run...); code != 2 || !strings.HasPrefix(stderr, want) {
+		t.Errorf("a lock of root's: exit %d (want 2), stderr %q, want it to start %q", code, tail(stderr, 1000), want)
 	}
 }
