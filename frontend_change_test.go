@@ -820,3 +820,66 @@ func releaseAll(release map[string]chan struct{}) func() {
 		})
 	}
 }
+
+// TestFrontendChangeLosesNoHandedOverWork: a webhook frontend is
+// re-pointed again and again (PUT), and after each PUT has returned a few
+// messages are submitted at once. The webhook answers every call 204; a
+// message gets one attempt (--delivery-max-attempts 1). Every message must
+// be delivered, each with one call. The retired worker's handover offer
+// outlived the PUT: the intake wrote new messages leased to it, and it
+// stopped (nothing in flight) before its Work arrived, which was lost with
+// its mailbox. Such a message waited for the push lease (2 x
+// --webhook-timeout + 5 s) with an attempt counted and no call made, and
+// here failed max_attempts ("no verdict after 1 attempts") although the
+// frontend never saw it. The retiring worker now waits for what the board
+// owes it and gives it back to its successor.
+func TestFrontendChangeLosesNoHandedOverWork(t *testing.T) {
+	var mu sync.Mutex
+	calls := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls[r.Header.Get("Idempotency-Key")]++
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	cfg := testConfig(t)
+	cfg.DeliveryMaxAttempts = 1
+	h := startNode(t, cfg)
+	h.webhookFrontend("hook", srv.URL+"/u0", "44")
+	const changes, per = 200, 3
+	var ids []string
+	for i := 1; i <= changes; i++ {
+		h.must(200, "PUT", "/api/frontends/hook", map[string]string{"mode": "webhook", "url": fmt.Sprintf("%s/u%d", srv.URL, i)}, nil)
+		var wg sync.WaitGroup
+		for j := range per {
+			id := fmt.Sprintf("m-%d-%d", i, j)
+			ids = append(ids, id)
+			wg.Go(func() {
+				if status, body := h.do("POST", "/api/messages", map[string]string{"id": id, "source_msisdn": "15550001", "destination_msisdn": "44123", "message_body": "hello"}); status != 202 {
+					t.Errorf("submit %s: %d %s", id, status, body)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	var bad []string
+	for _, id := range ids {
+		var m messages.Message
+		polltest.Eventually(t, 30*time.Second, func() error {
+			if m = h.message(id); !m.State.Final() {
+				return fmt.Errorf("%s is %s", id, m.State)
+			}
+			return nil
+		})
+		mu.Lock()
+		c := calls[id]
+		mu.Unlock()
+		if m.State != messages.StateDelivered || c != 1 {
+			bad = append(bad, fmt.Sprintf("%s: %s (%s) after %d calls, %d attempts; history %+v", id, m.State, m.Reason, c, m.Attempts, m.History))
+		}
+	}
+	if len(bad) > 0 {
+		t.Fatalf("%d of %d messages not delivered once:\n%v", len(bad), len(ids), bad)
+	}
+}

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -46,7 +47,7 @@ type Dispatcher struct {
 	// ActorVerdict): an answer that does not name its attempt answers the
 	// oldest.
 	asked    map[string][]int
-	owed     int       // push: rows the handover board granted that have not come (Owe)
+	owed     int       // rows the handover board granted that have not come (Owe; pull: only while retiring)
 	pending  []pending // verdicts to record
 	round    *Round    // the store round in flight
 	more     bool      // due work may be waiting in the store
@@ -127,6 +128,9 @@ type pending struct {
 	// AlreadyRecorded is then that round's doing (earlierDone reported
 	// it), not a late verdict refused.
 	again bool
+	// givenBack: it gives back work that reached a retiring worker
+	// (giveBack).
+	givenBack bool
 }
 
 // ackState is a pull frontend's ack waiting for its verdicts' commit.
@@ -216,6 +220,10 @@ type Effects struct {
 	// Retired is set once a retiring worker (Retire) is to stop: drained,
 	// or at its bound.
 	Retired bool
+	// GaveBack is set when the round recorded work a retiring worker gave
+	// back (giveBack): the frontend's worker now, if any, is to be kicked
+	// to claim it.
+	GaveBack bool
 }
 
 func (e *Effects) add(o Effects) {
@@ -231,6 +239,7 @@ func (e *Effects) add(o Effects) {
 	e.LateRefused = append(e.LateRefused, o.LateRefused...)
 	e.Drained = e.Drained || o.Drained
 	e.Retired = e.Retired || o.Retired
+	e.GaveBack = e.GaveBack || o.GaveBack
 }
 
 // storeRetry is how soon a round is tried again after one failed.
@@ -366,8 +375,14 @@ func (d *Dispatcher) Kick() {
 // not come yet (handover.Board.Owed): a push frontend's claims and the bus's
 // fetch room leave them their slots, so that MaxInFlight bounds the
 // deliveries under way however a handover and a claim race. Offer does not
-// take them off: the board does, when the offer is put on it.
+// take them off: the board does, when the offer is put on it. A retiring
+// worker (push or pull) waits for them before it stops (drained): stopped,
+// their Work was lost with its mailbox, and each message waited for its
+// lease, an attempt counted and none made.
 func (d *Dispatcher) Owe(n int) { d.owed = max(n, 0) }
+
+// Retiring reports whether the dispatcher retires (Retire).
+func (d *Dispatcher) Retiring() bool { return !d.retireBy.IsZero() }
 
 // pushRoom is a push frontend's free slots: MaxInFlight less the
 // deliveries under way and the rows owed.
@@ -421,9 +436,13 @@ func (d *Dispatcher) Poll(now time.Time, p *messages.Poll) Effects {
 // Handover gives the dispatcher work already leased to it (a claim made
 // elsewhere, or a commit that leased it): a pull frontend offers it to the
 // waiting polls, a push frontend delivers it, unless it is delivering it
-// already (renew).
+// already (renew). A retiring dispatcher gives it back (giveBack).
 func (d *Dispatcher) Handover(now time.Time, work []persistence.Work) Effects {
 	var e Effects
+	if d.Retiring() {
+		d.giveBack(now, d.renew(work))
+		return e
+	}
 	for _, wk := range d.admit(now, d.renew(work)) {
 		if d.cfg.Pull {
 			d.ready = append(d.ready, wk)
@@ -458,6 +477,23 @@ func (d *Dispatcher) renew(work []persistence.Work) []persistence.Work {
 		out = append(out, wk)
 	}
 	return out
+}
+
+// giveBack queues the outcomes that give back work that reached a retiring
+// dispatcher (handed over by the intake, whose grant was made before the
+// worker withdrew its offer; claimed by the round out as it retired; at
+// hand for polls): each row unleased and due now, the attempt its lease
+// counted given back (a deferral, persistence.Outcome.Deferred), for the
+// frontend's new worker to claim (Effects.GaveBack), or for nobody if the
+// frontend went away. The old worker takes no new work: delivered, it went
+// with the old settings (the old URL, a rotated secret) after the change.
+func (d *Dispatcher) giveBack(now time.Time, work []persistence.Work) {
+	for _, wk := range work {
+		o := persistence.Outcome{Kind: persistence.WorkDelivery, Target: d.cfg.Frontend, MessageID: wk.MessageID,
+			Result: persistence.ResultRetry, RetryAt: now, Deferred: true, Attempt: wk.Message.Attempts,
+			Detail: fmt.Sprintf("not attempted (attempt %d given back): frontend %s changed or deleted before its delivery; retry now", wk.Message.Attempts, d.cfg.Frontend)}
+		d.pending = append(d.pending, pending{o: fenced(o, wk, d.cfg.Owner), givenBack: true})
+	}
 }
 
 // admit keeps the work the policy lets be attempted; the rest (expired,
@@ -1036,6 +1072,7 @@ func (d *Dispatcher) Done(now time.Time, r *Round, completions []persistence.Com
 		c := completions[i]
 		if c == persistence.Applied {
 			e.Applied = append(e.Applied, p.o)
+			e.GaveBack = e.GaveBack || p.givenBack
 		}
 		if p.late && !p.again && c == persistence.AlreadyRecorded {
 			e.LateRefused = append(e.LateRefused, p.o)
@@ -1217,13 +1254,17 @@ func (d *Dispatcher) Drain() Effects {
 
 // Retire drains the dispatcher of a worker that is to stop (its
 // frontend's settings changed, and a new worker took over; or it was
-// deleted): it takes no new work, and Effects.Retired comes once what it
-// has in flight is answered and recorded (its verdicts go nowhere once it
-// stops: the message would wait for its lease and be delivered again), or
-// at by, whatever it still has (a store that fails every round must not
-// keep it for ever).
+// deleted): it takes no new work (what reaches it, and a pull frontend's
+// work at hand, is given back: giveBack), and Effects.Retired comes once
+// what it has in flight is answered and recorded (its verdicts go nowhere
+// once it stops: the message would wait for its lease and be delivered
+// again) and the rows the handover board owes it have come (Owe), or at
+// by, whatever it still has (a store that fails every round must not keep
+// it for ever).
 func (d *Dispatcher) Retire(now, by time.Time) Effects {
 	d.retireBy = by
+	d.giveBack(now, d.ready)
+	d.ready = nil
 	e := d.Drain()
 	e.Retired = d.retired(now, e.Drained)
 	return e
@@ -1266,10 +1307,11 @@ func (d *Dispatcher) answerAll() []Answer {
 	return out
 }
 
-// drained reports whether a drain is complete.
+// drained reports whether a drain is complete; a retiring dispatcher's
+// once the rows the board owes it have come too (Owe).
 func (d *Dispatcher) drained() bool {
 	return d.draining && len(d.inflight) == 0 && len(d.orphans) == 0 && len(d.pending) == 0 && d.round == nil &&
-		len(d.earlier) == 0
+		len(d.earlier) == 0 && (!d.Retiring() || d.owed == 0)
 }
 
 // gone reports whether done is closed.

@@ -52,6 +52,11 @@ func (w *Worker) apply(c actor.Context, e Effects) {
 	if len(e.Start) > 0 {
 		w.start(c, e.Start)
 	}
+	if p := c.Parent(); e.GaveBack && p != nil {
+		// The supervisor kicks the frontend's worker now (the successor),
+		// if any, to claim what this one gave back.
+		c.Send(p, &messages.Kick{Frontend: w.fe.Name})
+	}
 	if e.Drained {
 		for _, d := range w.life.drainDone {
 			close(d)

@@ -51,9 +51,10 @@ type offered struct {
 // counts what is owed (pushRoom). Its offer may be granted while its
 // claim is made too, as before: its room is the waiting polls, not a
 // bound, it never counted what it is owed, and rows beyond the polls wait
-// at hand for the next (Dispatcher.serve).
+// at hand for the next (Dispatcher.serve). A retiring one reads it: it
+// waits for those rows before it stops (Dispatcher.Owe).
 func (s *seat) owe(d *Dispatcher, now time.Time) {
-	if s.board == nil || !s.push {
+	if s.board == nil || !s.push && !d.Retiring() {
 		return
 	}
 	if d.ClaimsRoom(now) {
@@ -78,6 +79,31 @@ func (s *seat) owe(d *Dispatcher, now time.Time) {
 // top of it. Its offer was withdrawn as it stopped (stopping).
 func (s *seat) started(restarted bool) {
 	if s.board != nil && !restarted {
+		s.board.Forget(s.key, s.self)
+	}
+}
+
+// retire withdraws the worker's offer as it retires and tells its
+// dispatcher what the board owes it, in one call (handover.Board.Withdraw):
+// a grant comes before, and the dispatcher waits for its Work before it
+// stops (Dispatcher.Owe), or after, and finds no offer. With the debt of
+// its last step, a grant made since was not counted: the worker stopped at
+// once, and the Work came to a dead mailbox.
+func (s *seat) retire(d *Dispatcher) {
+	if s.board == nil {
+		return
+	}
+	s.offered = offered{}
+	d.Owe(s.board.Withdraw(s.key, s.self))
+}
+
+// stopped is the end of the worker for good (not a restart): its offer is
+// withdrawn, and what the board owes it dropped (handover.Board.Forget):
+// Work that comes now goes to a dead mailbox, and its debt would never be
+// settled.
+func (s *seat) stopped() {
+	s.offered = offered{}
+	if s.board != nil {
 		s.board.Forget(s.key, s.self)
 	}
 }

@@ -225,3 +225,73 @@ func TestRetireHandsNamedBack(t *testing.T) {
 		}
 	}
 }
+
+// TestRetireWaitsForRowsOwed: the handover board granted a push worker's
+// offer (the intake wrote the rows leased to it; their Work is on its
+// way: Owe) and then its frontend changed. Retired at once, the worker
+// stopped and the Work was lost with its mailbox: the messages waited for
+// their lease, an attempt counted, no call made. It waits for the Work,
+// and gives its rows back (a deferral, due now, fenced with its claim)
+// rather than deliver them with its old settings; once that is recorded
+// it is retired, and its successor is kicked (GaveBack).
+func TestRetireWaitsForRowsOwed(t *testing.T) {
+	d := newPush(2)
+	d.Owe(1)
+	if e := d.Retire(t0, t0.Add(time.Minute)); e.Retired {
+		t.Fatalf("retired with a row owed by the handover board: %+v", e)
+	}
+	if e := d.Tick(t0.Add(time.Second), rng()); e.Retired {
+		t.Fatalf("retired at a tick with a row owed: %+v", e)
+	}
+	wk := work("h", 1, time.Minute)
+	wk[0].LeaseEpoch = 7
+	if e := d.Handover(t0, wk); len(e.Start) != 0 {
+		t.Fatalf("a retiring worker delivers work handed over to it: %+v", e.Start)
+	}
+	d.Owe(0) // the Work settled its grant
+	r, ok := d.Next(t0)
+	if !ok || r.Claim != nil || len(r.Outcomes) != 1 {
+		t.Fatalf("round %+v: want the give-back only", r)
+	}
+	o := r.Outcomes[0]
+	if o.MessageID != "h0" || o.Result != persistence.ResultRetry || !o.Deferred || !o.RetryAt.Equal(t0) ||
+		o.Attempt != 1 || o.Epoch != 7 || o.Owner != "me" {
+		t.Fatalf("outcome %+v: want a deferral of attempt 1, due now, fenced with its claim", o)
+	}
+	e := d.Done(t0, r, []persistence.Completion{persistence.Applied}, nil, nil)
+	if !e.Retired || !e.GaveBack {
+		t.Fatalf("effects %+v once the give-back was recorded: want retired, and its successor kicked", e)
+	}
+
+	// A pull worker's work at hand (no poll took it) is given back as it
+	// retires, and work handed over after.
+	d = newPull()
+	d.Handover(t0, work("p", 2, time.Minute))
+	d.Owe(1)
+	if e := d.Retire(t0, t0.Add(time.Minute)); e.Retired {
+		t.Fatalf("retired with work at hand and a row owed: %+v", e)
+	}
+	d.Handover(t0, work("q", 1, time.Minute))
+	d.Owe(0)
+	r, _ = d.Next(t0)
+	var got []string
+	for _, o := range r.Outcomes {
+		if !o.Deferred {
+			t.Errorf("outcome %+v: want a give-back", o)
+		}
+		got = append(got, o.MessageID)
+	}
+	if fmt.Sprint(got) != "[p0 p1 q0]" {
+		t.Fatalf("given back %v, want p0 p1 q0", got)
+	}
+	if e := d.Done(t0, r, []persistence.Completion{persistence.Applied, persistence.Applied, persistence.Applied}, nil, nil); !e.Retired {
+		t.Fatalf("effects %+v: want retired", e)
+	}
+
+	// A node's drain (no retirement) keeps delivering what comes.
+	d = newPush(2)
+	d.Owe(1)
+	if e := d.Drain(); !e.Drained {
+		t.Fatalf("a drain waits for rows owed: %+v", e)
+	}
+}

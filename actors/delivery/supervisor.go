@@ -8,8 +8,10 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/switchboard-dev/switchboard/actors/handover"
 	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
 )
 
 // Supervisor is the parent of the delivery workers ("frontends" in the actor
@@ -340,12 +342,18 @@ func (s *Supervisor) worker(name string) (workerRef, *messages.Frontend) {
 
 // retireWorker retires the worker of the frontend name when plan says so:
 // it is the frontend's worker no more (a poll or an ack finds its
-// successor, or no frontend), and a Drain waits for its end.
+// successor, or no frontend), and a Drain waits for its end. Its handover
+// offer is withdrawn at once, not when the worker handles its retire: the
+// intake takes no more of it meanwhile (what it took still comes to the
+// worker, which gives it back: Dispatcher.Retire).
 func (s *Supervisor) retireWorker(c actor.Context, name string, plan workerPlan) {
 	if !plan.retire {
 		return
 	}
 	w := s.workers[name]
+	if s.d.Board != nil {
+		s.d.Board.Withdraw(handover.Key{Kind: persistence.WorkDelivery, Target: name}, w.pid)
+	}
 	c.Send(w.pid, &retire{by: plan.by})
 	s.retiring[w.pid.Id] = true
 	delete(s.workers, name)

@@ -115,6 +115,7 @@ func (w *Worker) Receive(c actor.Context) {
 			w.apply(c, w.core.Drain())
 		}
 		if !w.life.retireBy.IsZero() {
+			w.seat.retire(w.core) // what the board still owes it (kept across the restart)
 			w.apply(c, w.core.Retire(now, w.life.retireBy))
 		}
 	case *actor.Stopping:
@@ -136,6 +137,7 @@ func (w *Worker) Receive(c actor.Context) {
 		}
 		w.settle(let)
 		w.stopping(c)
+		w.seat.stopped()
 		if w.smpp != nil {
 			w.d.SMPP.Release(w.smpp)
 		}
@@ -192,6 +194,7 @@ func (w *Worker) Receive(c actor.Context) {
 		w.apply(c, w.core.Drain())
 	case *retire:
 		w.life.retireBy = m.by
+		w.seat.retire(w.core)
 		w.apply(c, w.core.Retire(now, m.by))
 	default:
 		return

@@ -20,6 +20,11 @@
 // room it took again: the worker's room did not change, so the worker
 // would not offer it again itself.
 //
+// What is owed is kept per worker: a worker that replaced another for the
+// same key (its frontend changed) does not wipe out its predecessor's debt,
+// which the retiring predecessor waits for (its Work is on its way to it)
+// before it stops.
+//
 // A worker's offer is its room before what it is owed: the board takes the
 // debt off, once, under its lock (Offer). Room is never both claimed and
 // offered: a worker about to claim its room from the store withdraws its
@@ -30,6 +35,7 @@
 package handover
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -48,11 +54,11 @@ type Key struct {
 type Board struct {
 	mu     sync.Mutex
 	offers map[Key]offer
-	owed   map[Key]owing
+	owed   map[Key][]owing
 }
 
 // owing is what the board granted from a key's offers to one worker and
-// the worker has not received yet.
+// the worker has not received yet (n > 0).
 type owing struct {
 	to *actor.PID
 	n  int
@@ -69,14 +75,15 @@ type offer struct {
 }
 
 // NewBoard returns an empty board.
-func NewBoard() *Board { return &Board{offers: map[Key]offer{}, owed: map[Key]owing{}} }
+func NewBoard() *Board { return &Board{offers: map[Key]offer{}, owed: map[Key][]owing{}} }
 
 // Offer says that the worker at to can take n rows of k's work now, leased
 // for lease, less what it is owed; n <= 0 withdraws its offer (not another
 // worker's, nor what another is owed: a worker that replaced it for the
 // same target may have offered since). It replaces the last offer for k.
 // A worker that replaced another (its first offer) is owed nothing of what
-// the other was granted.
+// the other was granted, and the other stays owed it: it is retiring, and
+// waits for its Work before it stops.
 func (b *Board) Offer(k Key, n int, lease time.Duration, to *actor.PID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -84,10 +91,7 @@ func (b *Board) Offer(k Key, n int, lease time.Duration, to *actor.PID) {
 		b.withdraw(k, to)
 		return
 	}
-	if ow, ok := b.owed[k]; ok && !same(ow.to, to) {
-		delete(b.owed, k) // to replaced the worker they were owed to
-	}
-	b.offers[k] = offer{n: n - b.owed[k].n, lease: lease, to: to}
+	b.offers[k] = offer{n: n - b.owedTo(k, to), lease: lease, to: to}
 }
 
 // Take takes up to n rows of k's offer: how many were granted, leased for
@@ -102,10 +106,20 @@ func (b *Board) Take(k Key, n int) (granted int, lease time.Duration, to *actor.
 	granted = min(n, o.n)
 	o.n -= granted
 	b.offers[k] = o
-	// What k's worker is owed is o.to's, or nothing: an offer of another
-	// worker's dropped it (Offer).
-	b.owed[k] = owing{to: o.to, n: b.owed[k].n + granted}
+	b.owe(k, o.to, granted)
 	return granted, o.lease, o.to
+}
+
+// owe adds n to what k's worker to is owed.
+func (b *Board) owe(k Key, to *actor.PID, n int) {
+	ows := b.owed[k]
+	for i := range ows {
+		if same(ows[i].to, to) {
+			ows[i].n += n
+			return
+		}
+	}
+	b.owed[k] = append(ows, owing{to: to, n: n})
 }
 
 // Owed is how many rows of k's work the board granted to the worker at to
@@ -118,8 +132,10 @@ func (b *Board) Owed(k Key, to *actor.PID) int {
 
 // owedTo is Owed under the board's lock.
 func (b *Board) owedTo(k Key, to *actor.PID) int {
-	if ow := b.owed[k]; same(ow.to, to) {
-		return ow.n
+	for _, ow := range b.owed[k] {
+		if same(ow.to, to) {
+			return ow.n
+		}
 	}
 	return 0
 }
@@ -151,18 +167,17 @@ func (b *Board) Revoke(k Key) {
 }
 
 // Forget drops what the worker at to offered for k and what it is owed: a
-// worker starting (a new one, or one restarted) says so. A worker spawned
-// under the name of one that stopped has its PID (a peer's forward queue
-// always has), and the Work sent to the stopped one is gone with its
-// mailbox: what it was owed would never be settled, and the new worker's
-// room would stay that much smaller for good.
+// worker starting (a new one, or one restarted) says so, and one that
+// stops for good. A worker spawned under the name of one that stopped has
+// its PID (a peer's forward queue always has), and the Work sent to the
+// stopped one is gone with its mailbox: what it was owed would never be
+// settled, and the new worker's room would stay that much smaller for
+// good.
 func (b *Board) Forget(k Key, to *actor.PID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.withdraw(k, to)
-	if ow, ok := b.owed[k]; ok && same(ow.to, to) {
-		delete(b.owed, k)
-	}
+	b.settle(k, to, b.owedTo(k, to))
 }
 
 // withdraw deletes k's offer if it is to's.
@@ -199,16 +214,20 @@ func (b *Board) Refund(k Key, to *actor.PID, n int) {
 // settle ends up to n rows of what is owed to the worker at to for k and
 // says how many it ended.
 func (b *Board) settle(k Key, to *actor.PID, n int) int {
-	ow, ok := b.owed[k]
-	if !ok || !same(ow.to, to) || n <= 0 {
+	ows := b.owed[k]
+	i := slices.IndexFunc(ows, func(ow owing) bool { return same(ow.to, to) })
+	if i < 0 || n <= 0 {
 		return 0
 	}
-	n = min(n, ow.n)
-	if ow.n -= n; ow.n == 0 {
-		delete(b.owed, k)
+	n = min(n, ows[i].n)
+	if ows[i].n -= n; ows[i].n > 0 {
 		return n
 	}
-	b.owed[k] = ow
+	if ows = slices.Delete(ows, i, i+1); len(ows) == 0 {
+		delete(b.owed, k)
+	} else {
+		b.owed[k] = ows
+	}
 	return n
 }
 

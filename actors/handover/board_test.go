@@ -80,19 +80,32 @@ func TestBoardOwesWhatItGranted(t *testing.T) {
 	if n, _, _ := b.Take(k, 9); n != 4 {
 		t.Fatalf("took %d of a fresh offer of 4", n)
 	}
-	// A worker that replaced w for the same key is owed nothing of w's
-	// grants, and w's late settling does not touch its own.
+	// A worker that replaced w for the same key (its frontend changed) is
+	// owed nothing of w's grants; w stays owed them (it retires, and waits
+	// for its Work before it stops: dropped, the new worker's offer told
+	// it nothing was on its way, and it stopped before the Work came, lost
+	// with its mailbox), and w's late settling does not touch w2's.
 	w2 := &actor.PID{Id: "w2"}
 	b.Offer(k, 3, time.Minute, w2)
-	if n := b.Owed(k, w); n != 0 {
-		t.Fatalf("the replaced worker is still owed %d", n)
+	if n := b.Owed(k, w); n != 4 {
+		t.Fatalf("the replaced worker is owed %d after its successor's offer, want its 4", n)
+	}
+	if n := b.Owed(k, w2); n != 0 {
+		t.Fatalf("the new worker is owed %d of the old one's grants", n)
 	}
 	if n, _, _ := b.Take(k, 2); n != 2 {
 		t.Fatalf("the new worker's offer gave %d, want 2", n)
 	}
 	b.Settle(k, w, 4)
+	if n := b.Owed(k, w); n != 0 {
+		t.Fatalf("the replaced worker is owed %d after it settled", n)
+	}
 	if n := b.Owed(k, w2); n != 2 {
 		t.Fatalf("owed %d to the new worker after the old one settled, want 2", n)
+	}
+	b.Forget(k, w) // w stopped for good
+	if n := b.Owed(k, w2); n != 2 {
+		t.Fatalf("owed %d to the new worker after the old one was forgotten, want 2", n)
 	}
 	(&Work{Key: k, Granted: 2}).Arrived(nil, w2) // no board: nothing to settle
 }
