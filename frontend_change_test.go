@@ -883,3 +883,35 @@ func TestFrontendChangeLosesNoHandedOverWork(t *testing.T) {
 		t.Fatalf("%d of %d messages not delivered once:\n%v", len(bad), len(ids), bad)
 	}
 }
+
+// TestPullFrontendChangeKeepsPolledVerdict: a pull frontend's consumer
+// polled a message (leased to it for 2 s) and delivered it; before its
+// ack, the operator changes the frontend to a webhook (a migration from
+// pull to push). docs/api.md: what a worker has under way at a change is
+// still answered and recorded. The consumer's ack was refused 409
+// not_pull_frontend: the verdict was lost, and once the lease ran out the
+// webhook got the message a second time. The old pull worker stays while
+// the leases of what it offered run (within its retirement's bound) and
+// takes the acks meanwhile.
+func TestPullFrontendChangeKeepsPolledVerdict(t *testing.T) {
+	h := startNode(t, testConfig(t))
+	var calls atomic.Int32
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(hook.Close)
+	h.pullFrontend("p", "46")
+	id := h.submit("", "46123")
+	if got := h.poll("p", 1, 2000, 2000); len(got) != 1 { // leased for 2 s
+		t.Fatalf("poll %+v", got)
+	}
+	h.must(200, "PUT", "/api/frontends/p", map[string]string{"mode": "webhook", "url": hook.URL}, nil)
+	status, body := h.do("POST", "/api/frontends/p/ack", map[string]any{"results": []messages.DeliveryResult{{ID: id, Status: messages.Delivered}}})
+	time.Sleep(4 * time.Second) // past the poll's lease
+	m := h.message(id)
+	if status != 200 || calls.Load() != 0 || m.State != messages.StateDelivered {
+		t.Fatalf("the consumer's ack of a message it polled before the change: %d %s; the webhook got it %d times; message %s, %d attempts",
+			status, body, calls.Load(), m.State, m.Attempts)
+	}
+}

@@ -72,6 +72,14 @@ type Dispatcher struct {
 	handRoom  int
 	// backstopAt is when the bus's backstop claims next.
 	backstopAt time.Time
+	// polledUntil is when the lease of the last of the messages a pull
+	// worker answered its polls with ends (zero once past, Tick): a
+	// retiring pull worker takes its consumers' acks until then
+	// (holdsAcks).
+	polledUntil time.Time
+	// stops: the node stops (Drain): a retiring pull worker no longer
+	// waits for acks.
+	stops bool
 }
 
 // DispatcherConfig is what a Dispatcher needs.
@@ -532,6 +540,9 @@ func (d *Dispatcher) serve(now time.Time) Effects {
 			if wk.LeaseUntil.Sub(now) >= keep {
 				out = append(out, messages.OutgoingOf(wk.Message))
 				until = append(until, wk.LeaseUntil)
+				if wk.LeaseUntil.After(d.polledUntil) {
+					d.polledUntil = wk.LeaseUntil
+				}
 			}
 		}
 		if len(out) == 0 {
@@ -1202,6 +1213,9 @@ func (d *Dispatcher) Tick(now time.Time, rng *rand.Rand) Effects {
 	if !d.handUntil.IsZero() && !d.handUntil.After(now) {
 		d.handUntil = time.Time{} // the offer of room for the next poll ends
 	}
+	if !d.polledUntil.IsZero() && !d.polledUntil.After(now) {
+		d.polledUntil = time.Time{} // the last lease of what the polls got ended
+	}
 	e.Drained = d.drained()
 	e.Retired = d.retired(now, e.Drained)
 	return e
@@ -1213,6 +1227,9 @@ func (d *Dispatcher) Tick(now time.Time, rng *rand.Rand) Effects {
 // could take it and the retry of a failed round.
 func (d *Dispatcher) Wake() time.Time {
 	next := clock.Earliest(clock.Earliest(d.waiters.NextDeadlineUnless(d.heldForClaim), d.handUntil), d.retireBy)
+	if d.Retiring() && !d.stops {
+		next = clock.Earliest(next, d.polledUntil) // it stops taking acks
+	}
 	for _, f := range d.inflight {
 		next = clock.Earliest(next, f.deadline)
 	}
@@ -1244,7 +1261,18 @@ func (d *Dispatcher) Wake() time.Time {
 // Effects.Drained comes once nothing is in flight or waiting to be
 // recorded, nor in a round an earlier incarnation of the worker had out
 // (Inherit).
+//
+// A retiring dispatcher that drains (the node stops) no longer waits for
+// acks (holdsAcks): Effects.Retired comes with Drained.
 func (d *Dispatcher) Drain() Effects {
+	d.stops = true
+	e := d.drain()
+	e.Retired = d.Retiring() && e.Drained
+	return e
+}
+
+// drain stops taking new work (Drain, Retire).
+func (d *Dispatcher) drain() Effects {
 	d.draining = true
 	e := Effects{Answers: d.answerAll(), Refused: d.named}
 	d.named = nil
@@ -1261,19 +1289,37 @@ func (d *Dispatcher) Drain() Effects {
 // again) and the rows the handover board owes it have come (Owe), or at
 // by, whatever it still has (a store that fails every round must not keep
 // it for ever).
+//
+// A retiring pull worker also waits, within by, until the leases of the
+// messages it answered polls with have ended (holdsAcks): its consumers
+// ack them to it (the supervisor routes a pull frontend's acks to its
+// retiring worker while the frontend has no pull worker, as after a
+// change to a webhook). Stopped at once, such an ack was refused
+// (not_pull_frontend) and the verdict lost: the message was delivered
+// again once its lease ran out.
 func (d *Dispatcher) Retire(now, by time.Time) Effects {
 	d.retireBy = by
 	d.giveBack(now, d.ready)
 	d.ready = nil
-	e := d.Drain()
+	if !d.polledUntil.After(now) {
+		d.polledUntil = time.Time{}
+	}
+	e := d.drain()
 	e.Retired = d.retired(now, e.Drained)
 	return e
 }
 
-// retired reports whether a retiring dispatcher is done: drained, or at
-// its bound.
+// retired reports whether a retiring dispatcher is done: drained and
+// holding no acks, or at its bound.
 func (d *Dispatcher) retired(now time.Time, drained bool) bool {
-	return !d.retireBy.IsZero() && (drained || !now.Before(d.retireBy))
+	return !d.retireBy.IsZero() && (drained && !d.holdsAcks(now) || !now.Before(d.retireBy))
+}
+
+// holdsAcks reports whether a retiring pull worker waits for its
+// consumers' acks at now: the lease of a message it answered a poll with
+// has not ended, and the node does not stop.
+func (d *Dispatcher) holdsAcks(now time.Time) bool {
+	return d.cfg.Pull && !d.stops && now.Before(d.polledUntil)
 }
 
 // Stop ends the dispatcher (its worker stops or restarts): the waiting

@@ -295,3 +295,71 @@ func TestRetireWaitsForRowsOwed(t *testing.T) {
 		t.Fatalf("a drain waits for rows owed: %+v", e)
 	}
 }
+
+// TestRetireHoldsAcksWhilePolledLeasesRun: a pull frontend's worker
+// retires (its frontend changed to a webhook) after its polls got
+// messages: it stays until their leases end (within its bound), so that
+// its consumers' acks are recorded (the supervisor routes them to it).
+// Stopped at once, the ack was refused and the verdict lost: the message
+// was delivered again once its lease ran out. A node's stop (Drain) ends
+// the wait.
+func TestRetireHoldsAcksWhilePolledLeasesRun(t *testing.T) {
+	lease := t0.Add(30 * time.Second)
+	polled := func() *Dispatcher {
+		d := newPull()
+		p := poll(1, 30*time.Second)
+		d.Poll(t0, p)
+		e := d.Handover(t0, work("m", 1, 30*time.Second))
+		if len(e.Answers) != 1 || len(e.Answers[0].Reply.Messages) != 1 {
+			t.Fatalf("answers %+v: want the poll answered with m0", e.Answers)
+		}
+		return d
+	}
+	d := polled()
+	if e := d.Retire(t0, t0.Add(time.Minute)); e.Retired {
+		t.Fatalf("retired with a polled message's lease running: %+v", e)
+	}
+	if w := d.Wake(); !w.Equal(lease) {
+		t.Errorf("Wake = %v, want the lease's end %v", w, lease)
+	}
+	a := &messages.Ack{Frontend: "fe", Reply: make(chan messages.AckReply, 1),
+		Results: []messages.DeliveryResult{{ID: "m0", Status: messages.Delivered}}}
+	d.Ack(t0.Add(time.Second), a, nil, nil, rng())
+	r, ok := d.Next(t0.Add(time.Second))
+	if !ok || len(r.Outcomes) != 1 || r.Claim != nil {
+		t.Fatalf("round %+v: want the ack's verdict only", r)
+	}
+	e := d.Done(t0.Add(time.Second), r, []persistence.Completion{persistence.Applied}, nil, nil)
+	if len(e.Acks) != 1 || e.Retired {
+		t.Fatalf("effects %+v: want the ack answered, and the worker still there until the lease ends", e)
+	}
+	if e := d.Tick(lease.Add(-time.Nanosecond), rng()); e.Retired {
+		t.Fatal("retired before the lease ended")
+	}
+	if e := d.Tick(lease, rng()); !e.Retired {
+		t.Fatal("not retired once the lease ended")
+	}
+
+	// Its bound caps the wait.
+	d = polled()
+	d.Retire(t0, t0.Add(10*time.Second))
+	if w := d.Wake(); !w.Equal(t0.Add(10 * time.Second)) {
+		t.Errorf("Wake = %v, want the bound", w)
+	}
+	if e := d.Tick(t0.Add(10*time.Second), rng()); !e.Retired {
+		t.Fatal("not retired at its bound")
+	}
+
+	// The node stops: it waits no more.
+	d = polled()
+	d.Retire(t0, t0.Add(time.Minute))
+	if e := d.Drain(); !e.Retired {
+		t.Fatalf("a retiring worker waits for acks as the node stops: %+v", e)
+	}
+
+	// A lease that ended before the retirement holds nothing.
+	d = polled()
+	if e := d.Retire(lease, lease.Add(time.Minute)); !e.Retired {
+		t.Fatalf("retired %+v: want at once, the lease over", e)
+	}
+}

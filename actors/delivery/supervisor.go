@@ -3,6 +3,7 @@ package delivery
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -29,9 +30,12 @@ type Supervisor struct {
 	// has stopped (Terminated): a Drain waits for a worker's drain or its
 	// end, and for the retiring workers' end.
 	ends map[string]chan struct{}
-	// retiring are the workers that retire, by PID id.
-	retiring map[string]bool
-	gen      int
+	// retiring are the workers that retire, by PID id; retiringPull the
+	// last retiring pull worker of each frontend, by name, which takes its
+	// acks while the frontend has no pull worker (ackWorker).
+	retiring     map[string]*actor.PID
+	retiringPull map[string]*actor.PID
+	gen          int
 	// draining: a Drain arrived; workers spawned later start drained too,
 	// and none is spawned again (lost).
 	draining bool
@@ -69,7 +73,8 @@ func NewSupervisor(d *Deps) (actor.Producer, error) {
 	d = d.withDefaults()
 	return func() actor.Actor {
 		return &Supervisor{d: d, log: d.Logger.With("component", "frontends"), workers: map[string]workerRef{},
-			ends: map[string]chan struct{}{}, retiring: map[string]bool{}, respawns: map[string]respawn{}}
+			ends: map[string]chan struct{}{}, retiring: map[string]*actor.PID{},
+			retiringPull: map[string]*actor.PID{}, respawns: map[string]respawn{}}
 	}, nil
 }
 
@@ -108,7 +113,7 @@ func (s *Supervisor) Receive(c actor.Context) {
 			c.Send(w, m)
 		}
 	case *messages.Ack:
-		if w, ok := s.pullWorker(m.Frontend, func(err error) { m.Reply <- messages.AckReply{Err: err} }); ok {
+		if w, ok := s.ackWorker(m.Frontend, func(err error) { m.Reply <- messages.AckReply{Err: err} }); ok {
 			c.Send(w, m)
 		}
 	case *messages.Drain:
@@ -134,8 +139,9 @@ func (s *Supervisor) ended(pid *actor.PID) {
 		close(end)
 		delete(s.ends, pid.Id)
 	}
-	if s.retiring[pid.Id] {
+	if _, ok := s.retiring[pid.Id]; ok {
 		delete(s.retiring, pid.Id)
+		maps.DeleteFunc(s.retiringPull, func(_ string, p *actor.PID) bool { return p.Id == pid.Id })
 		return
 	}
 	for name, w := range s.workers {
@@ -355,7 +361,10 @@ func (s *Supervisor) retireWorker(c actor.Context, name string, plan workerPlan)
 		s.d.Board.Withdraw(handover.Key{Kind: persistence.WorkDelivery, Target: name}, w.pid)
 	}
 	c.Send(w.pid, &retire{by: plan.by})
-	s.retiring[w.pid.Id] = true
+	s.retiring[w.pid.Id] = w.pid
+	if w.fe.Mode == messages.ModePull {
+		s.retiringPull[name] = w.pid
+	}
 	delete(s.workers, name)
 }
 
@@ -383,6 +392,22 @@ func (s *Supervisor) pullWorker(name string, fail func(error)) (*actor.PID, bool
 	return nil, false
 }
 
+// ackWorker is the worker that takes the acks of the frontend name: its
+// pull worker (pullWorker), or, while it has none that runs (changed to
+// another mode, deleted, or its worker down), its retiring pull worker if
+// any: that one offered the messages its consumers ack, and takes their
+// acks while their leases run (Dispatcher.Retire). Refused, the verdict of
+// a message polled before the change was lost, and the message delivered
+// again once its lease ran out.
+func (s *Supervisor) ackWorker(name string, fail func(error)) (*actor.PID, bool) {
+	if w, ok := s.workers[name]; !ok || w.fe.Mode != messages.ModePull {
+		if pid, ok := s.retiringPull[name]; ok {
+			return pid, true
+		}
+	}
+	return s.pullWorker(name, fail)
+}
+
 // drain asks every worker to finish what it has in flight and closes done
 // when all have (or stopped), and the retiring workers have stopped (they
 // drain already).
@@ -404,8 +429,10 @@ func (s *Supervisor) drain(c actor.Context, m *messages.Drain) {
 		wait(ch, s.ends[w.pid.Id])
 		c.Send(w.pid, &messages.Drain{Done: ch})
 	}
-	for id := range s.retiring {
+	for id, pid := range s.retiring {
 		wait(s.ends[id], nil)
+		// It no longer waits for acks (Dispatcher.Drain).
+		c.Send(pid, &messages.Drain{Done: make(chan struct{})})
 	}
 	go func() { wg.Wait(); close(m.Done) }()
 }
