@@ -58,9 +58,10 @@ type PeerClientConfig struct {
 	// InsecureSkipVerify accepts any server certificate (development only).
 	// Required when RootCAs is nil.
 	InsecureSkipVerify bool
-	// MaxConnsPerHost bounds the connections to one peer address. Idle
-	// connections are kept up to the same number, so a steady flow never
-	// redials.
+	// MaxConnsPerHost bounds the connections to one peer address (with
+	// verification, those of the calls for one node: each node has its own
+	// pool). Idle connections are kept up to the same number, so a steady
+	// flow never redials.
 	MaxConnsPerHost int
 	// SingleConcurrency is how many single-form requests one Forward or
 	// Status call without batch runs at once.
@@ -137,11 +138,14 @@ func (c PeerClientConfig) Validate() error {
 // address -> node, which the ring's calls (for no node named) require.
 // Identity calls use a connection of their own (closed after the call):
 // the name check of a pooled connection is the one made when it was
-// opened, so only connections checked against a node are pooled, and a
-// pooled connection's certificate is checked again against the node of
-// each call it carries (the answer of another node is not taken). When an
-// address starts answering as another node its idle connections are
-// closed.
+// opened, so only connections checked against a node are pooled. With
+// verification each node has its own pool (net/http pools connections by
+// address, and an address listed for one node may now be another's, which
+// a call for that other node left a connection to): a call for a node only
+// ever goes over a connection checked against that node, and its
+// certificate is checked again after the call all the same (the answer of
+// another node is not taken). When an address starts answering as another
+// node the idle connections are closed.
 //
 // Connections are HTTP/1.1 with keep-alive (HTTP/2 measured slower for
 // these small requests, docs/performance.md) and never go through a proxy: the
@@ -151,11 +155,12 @@ type PeerClient struct {
 	log    *slog.Logger
 	verify bool
 	base   *tls.Config
-	calls  *http.Client // keep-alive; handshake checks the remembered node
+	calls  *http.Client // keep-alive, without verification: checks no node
 	ident  *http.Client // identity calls; one connection each
 
 	mu    sync.Mutex
-	nodes map[string]string // canonical address -> node its certificate must name
+	nodes map[string]string       // canonical address -> node its certificate must name
+	pools map[string]*http.Client // with verification: node -> its calls' pool (callsFor)
 }
 
 // NewPeerClient fills the zero fields of cfg from DefaultPeerClientConfig
@@ -174,7 +179,7 @@ func NewPeerClient(cfg PeerClientConfig) (*PeerClient, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c := &PeerClient{cfg: cfg, verify: cfg.RootCAs != nil || (cfg.TLS != nil && cfg.TLS.Pool() != nil), nodes: map[string]string{}}
+	c := &PeerClient{cfg: cfg, verify: cfg.RootCAs != nil || (cfg.TLS != nil && cfg.TLS.Pool() != nil), nodes: map[string]string{}, pools: map[string]*http.Client{}}
 	if cfg.Logger != nil {
 		c.log = cfg.Logger.With("component", "peer-client")
 	} else {
@@ -194,17 +199,7 @@ func NewPeerClient(cfg PeerClientConfig) (*PeerClient, error) {
 	case cfg.Certificate != nil:
 		c.base.Certificates = []tls.Certificate{*cfg.Certificate}
 	}
-	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	c.calls = &http.Client{CheckRedirect: noRedirect, Transport: &http.Transport{
-		DialTLSContext:      c.dialCall,
-		ForceAttemptHTTP2:   false,
-		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
-		MaxConnsPerHost:     cfg.MaxConnsPerHost,
-		MaxIdleConnsPerHost: cfg.MaxConnsPerHost,
-		// 90s, as net/http's default transport: longer than the health
-		// interval, so the connection of the last check serves the next.
-		IdleConnTimeout: 90 * time.Second,
-	}}
+	c.calls = c.pool("")
 	c.ident = &http.Client{CheckRedirect: noRedirect, Transport: &http.Transport{
 		DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			return c.dial(ctx, network, addr, "")
@@ -216,10 +211,68 @@ func NewPeerClient(cfg PeerClientConfig) (*PeerClient, error) {
 	return c, nil
 }
 
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// pool is a keep-alive client whose connections' certificates must name
+// want ("" checks no node: without verification).
+func (c *PeerClient) pool(want string) *http.Client {
+	return &http.Client{CheckRedirect: noRedirect, Transport: &http.Transport{
+		DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return c.dial(ctx, network, addr, want)
+		},
+		ForceAttemptHTTP2:   false,
+		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
+		MaxConnsPerHost:     c.cfg.MaxConnsPerHost,
+		MaxIdleConnsPerHost: c.cfg.MaxConnsPerHost,
+		// 90s, as net/http's default transport: longer than the health
+		// interval, so the connection of the last check serves the next.
+		IdleConnTimeout: 90 * time.Second,
+	}}
+}
+
+// callsFor is the client of the calls whose certificate must name want:
+// with verification, want's own pool (made at its first call), whose
+// connections were all checked against want when they were opened; a
+// connection checked against another node at the same address is in that
+// node's pool. Without verification (want "") the one pool, which checks
+// no node.
+func (c *PeerClient) callsFor(want string) (*http.Client, error) {
+	if !c.verify {
+		return c.calls, nil
+	}
+	if want == "" {
+		// target and identified always name a node with verification: this
+		// is a bug, not a peer's doing.
+		return nil, errors.New("a verified call names no node its certificate must name")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.pools[want]
+	if !ok {
+		p = c.pool(want)
+		c.pools[want] = p
+	}
+	return p, nil
+}
+
+// closeIdle closes the idle connections of every pool.
+func (c *PeerClient) closeIdle() {
+	c.mu.Lock()
+	pools := make([]*http.Client, 0, len(c.pools)+1)
+	pools = append(pools, c.calls)
+	for _, p := range c.pools {
+		pools = append(pools, p)
+	}
+	c.mu.Unlock()
+	for _, p := range pools {
+		p.CloseIdleConnections()
+	}
+}
+
 // Close closes the idle connections. Calls under way finish; the client
 // may still be used (it opens new connections).
 func (c *PeerClient) Close() {
-	c.calls.CloseIdleConnections()
+	c.closeIdle()
 	c.ident.CloseIdleConnections()
 }
 
@@ -238,36 +291,6 @@ func (c *PeerClient) nodeAt(key string) (string, bool) {
 	defer c.mu.Unlock()
 	n, ok := c.nodes[key]
 	return n, ok
-}
-
-// wantKey is the context key of the node a call's certificate must name,
-// for the dial of its connection (net/http dials with the request's
-// context values).
-type wantKey struct{}
-
-// dialCall opens a pooled connection: its certificate must name the node
-// of the call that dials it, or for a call that names none (the ring's) the
-// node last identified at addr.
-func (c *PeerClient) dialCall(ctx context.Context, network, addr string) (net.Conn, error) {
-	want := ""
-	if c.verify {
-		key, err := canonAddr(addr)
-		if err != nil {
-			return nil, err
-		}
-		want, _ = ctx.Value(wantKey{}).(string)
-		if want == "" {
-			node, ok := c.nodeAt(key)
-			if !ok {
-				// identified identifies an address before any call to it,
-				// and entries are never removed: this is a bug, not a peer's
-				// doing.
-				return nil, fmt.Errorf("no node known at %s: its identity has not been checked", addr)
-			}
-			want = node
-		}
-	}
-	return c.dial(ctx, network, addr, want)
 }
 
 // dial opens a TLS connection to addr, verifying as PeerClient describes;
@@ -476,9 +499,11 @@ func (c *PeerClient) Identity(ctx context.Context, addr string) (messages.Identi
 	c.nodes[key] = id.Node
 	c.mu.Unlock()
 	if had && old != id.Node {
-		// Pooled connections were checked against the old node.
+		// Connections were checked against the node they are pooled for,
+		// so none carries a call for another; the idle ones go all the
+		// same (those to addr reach a node no longer listed there).
 		c.log.Warn("peer address answers as another node", "addr", addr, "was", old, "now", id.Node)
-		c.calls.CloseIdleConnections()
+		c.closeIdle()
 	}
 	return id, nil
 }
@@ -515,11 +540,9 @@ func (c *PeerClient) identified(ctx context.Context, addr string) (key, want str
 }
 
 // call POSTs in to path at key for node (X-Federation-To; see do) and
-// decodes the answer into out. The handshake of a new connection already
-// checked the certificate against want; the check here covers a pooled
-// connection opened for another node (the request has left then, and the
-// node it reached refuses it by X-Federation-To, but in any case its
-// answer is not taken).
+// decodes the answer into out, over a connection of want's pool
+// (callsFor), whose handshake checked the certificate against want. The
+// check here makes sure of it again: no answer of another node is taken.
 func (c *PeerClient) call(ctx context.Context, key, node, want, path string, in, out any) error {
 	return c.callWithin(ctx, c.cfg.Timeout, key, node, want, path, in, out)
 }
@@ -527,10 +550,11 @@ func (c *PeerClient) call(ctx context.Context, key, node, want, path string, in,
 // callWithin is call with its own bound on the request (a long-poll's).
 // A nil out ignores the answer's body.
 func (c *PeerClient) callWithin(ctx context.Context, timeout time.Duration, key, node, want, path string, in, out any) error {
-	if want != "" {
-		ctx = context.WithValue(ctx, wantKey{}, want)
+	client, err := c.callsFor(want)
+	if err != nil {
+		return err
 	}
-	ts, err := c.do(ctx, c.calls, timeout, key, node, http.MethodPost, path, in, out)
+	ts, err := c.do(ctx, client, timeout, key, node, http.MethodPost, path, in, out)
 	if want != "" && ts != nil && (len(ts.PeerCertificates) == 0 || !certs.Names(ts.PeerCertificates[0], want)) {
 		return fmt.Errorf("%s: the connection's certificate does not name node %q", key, want)
 	}

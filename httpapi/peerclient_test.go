@@ -659,3 +659,62 @@ func TestPeerClientConfig(t *testing.T) {
 		t.Error("an address without a port was accepted")
 	}
 }
+
+// TestPeerClientPooledConnectionNeverCarriesACallForAnotherNode: under
+// mutual TLS a call requires, during the TLS handshake and so before any
+// byte of the request leaves, a certificate naming that node (PeerClient's
+// doc, docs/federation.md: protection needs the node now at the address
+// upgraded, or mutual TLS at the caller). net/http pools connections by
+// address: before each node had its own pool, once a call for peer-b (now
+// at the address) had left an idle connection there, a call for home at
+// the same address (home's old address, still listed for it) was sent
+// over that connection, checked against peer-b at its handshake, and
+// reached peer-b. peer-b of the
+// previous version (which neither sends nor checks X-Federation-To; here
+// the header is removed before the current server sees it) takes home's
+// forward and stores it: the caller, which refuses the answer, sends the
+// message to home again later, and it exists twice.
+func TestPeerClientPooledConnectionNeverCarriesACallForAnotherNode(t *testing.T) {
+	p := newPKI(t, homeNode, peerA, peerB)
+	b := newFedBackend(peerB, peerA)
+	s, err := New(Config{Backend: b, Logger: slog.New(slog.DiscardHandler), RequireClientCert: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A callee of the previous version: X-Federation-To is not known.
+	old := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Del(messages.FederationToHeader)
+		s.ServeHTTP(w, r)
+	})
+	hits := &countPaths{h: old}
+	srv := startTLS(t, hits, p.serverTLS(t, peerB, true))
+	addr := srv.Listener.Addr().String()
+
+	pair := p.pair(t, peerA)
+	c, err := NewPeerClient(PeerClientConfig{Node: peerA, RootCAs: p.pool, Certificate: &pair})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	// peer-b is a's peer at this address: a call for it leaves an idle
+	// connection (its certificate names peer-b) in the pool.
+	if _, err := c.Health(ctxT(t), transport.Target{Node: peerB, Addr: addr}, health()); err != nil {
+		t.Fatalf("Health for peer-b: %v", err)
+	}
+	// home's actor still calls home's old address, now peer-b's.
+	_, err = c.Forward(ctxT(t), toHome(addr), true, forwards("m-1"))
+	if err == nil {
+		t.Fatal("Forward for home answered by peer-b was taken")
+	}
+	if n := hits.count(pathForwardBat); n != 0 {
+		b.mu.Lock()
+		stored := append([]string(nil), b.stored...)
+		b.mu.Unlock()
+		t.Errorf("a forward_batch meant for home reached peer-b %d time(s) over a connection checked for peer-b (peer-b stored %q; the caller got %v and will send it to home again)", n, stored, err)
+	}
+	// peer-b's own calls still go, over its pooled connection.
+	if _, err := c.Health(ctxT(t), transport.Target{Node: peerB, Addr: addr}, health()); err != nil {
+		t.Fatalf("Health for peer-b after the refused call for home: %v", err)
+	}
+}
