@@ -239,12 +239,7 @@ func TestPeerClientChecksBeforeSending(t *testing.T) {
 	srv := startTLS(t, hits, cfg)
 	addr := srv.Listener.Addr().String()
 
-	pair := p.pair(t, peerA)
-	c, err := NewPeerClient(PeerClientConfig{Node: peerA, RootCAs: p.pool, Certificate: &pair})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := p.verifyingClient(t, peerA)
 	if _, err := c.Identity(ctxT(t), addr); err != nil {
 		t.Fatal(err)
 	}
@@ -690,12 +685,7 @@ func TestPeerClientPooledConnectionNeverCarriesACallForAnotherNode(t *testing.T)
 	srv := startTLS(t, hits, p.serverTLS(t, peerB, true))
 	addr := srv.Listener.Addr().String()
 
-	pair := p.pair(t, peerA)
-	c, err := NewPeerClient(PeerClientConfig{Node: peerA, RootCAs: p.pool, Certificate: &pair})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := p.verifyingClient(t, peerA)
 
 	// peer-b is a's peer at this address: a call for it leaves an idle
 	// connection (its certificate names peer-b) in the pool.
@@ -717,4 +707,17 @@ func TestPeerClientPooledConnectionNeverCarriesACallForAnotherNode(t *testing.T)
 	if _, err := c.Health(ctxT(t), transport.Target{Node: peerB, Addr: addr}, health()); err != nil {
 		t.Fatalf("Health for peer-b after the refused call for home: %v", err)
 	}
+}
+
+// verifyingClient is a peer client of node that verifies its peers under
+// p's CA and shows node's certificate; closed at the test's end.
+func (p pki) verifyingClient(t *testing.T, node string) *PeerClient {
+	t.Helper()
+	pair := p.pair(t, node)
+	c, err := NewPeerClient(PeerClientConfig{Node: node, RootCAs: p.pool, Certificate: &pair})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }

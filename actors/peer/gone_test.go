@@ -9,8 +9,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/transport"
 )
@@ -50,26 +48,15 @@ func (firstDownNet) Registry(context.Context, transport.Target, messages.Registr
 // TestGonePeerReportsReachItsAnsweringInstance: beta (a site of two
 // instances) is gone from discovery; its first instance is down, its
 // second up and calling us. The gone-mode actor is spawned at the
-// instances discovery last listed, always starting with the first; its
-// first check fails there and it stops ("at its first failed check")
-// without trying the second, and the next call spawns it at the first
-// again: the reports owed to beta never leave, however often beta-1
-// calls, though it answers. (The ordinary actor moves to the next
-// instance after a failed check and reaches beta-1.)
+// instances discovery last listed, starting with the first; it stopped at
+// its first failed check there without trying the second, and the next
+// call spawned it at the first again: the reports owed to beta never
+// left, however often beta-1 called. It tries each instance now. (And a
+// check that passed in gone mode forgot the identity and moved on, as a
+// failed one does: the link carried no capability.)
 func TestGonePeerReportsReachItsAnsweringInstance(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tr, book, rec := firstDownNet{}, NewBook(), &links{}
-		cfg := testConfig(t, tr, book)
-		cfg.Store = emptyStore{}
-		cfg.Queue = func(string) *actor.Props { return actor.PropsFromProducer(func() actor.Actor { return rec }) }
-		props := func(_ string, p actor.Producer) *actor.Props { return actor.PropsFromProducer(p) }
-		var discovery atomic.Pointer[actor.PID]
-		prod, err := NewSupervisor(cfg, props, &discovery)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sys := newSystem()
-		sup := sys.Root.Spawn(actor.PropsFromProducer(prod))
+		cfg, sys, sup, rec := startRecordingSupervisor(t, firstDownNet{})
 		inst := []messages.PeerInstance{{Address: "beta-0:8443", InstanceID: "beta-0"}, {Address: "beta-1:8443", InstanceID: "beta-1"}}
 		healthyAt := func() (bool, bool) { // healthy ordinary link, healthy gone link
 			rec.mu.Lock()

@@ -256,6 +256,24 @@ func (p *countingNet) Health(ctx context.Context, to transport.Target, h message
 	return p.versionNet.Health(ctx, to, h)
 }
 
+// startRecordingSupervisor spawns a peers actor over tr on an empty store,
+// its peers' queues recording the links they are sent (rec).
+func startRecordingSupervisor(t *testing.T, tr transport.Peer) (Config, *actor.ActorSystem, *actor.PID, *links) {
+	t.Helper()
+	rec := &links{}
+	cfg := testConfig(t, tr, NewBook())
+	cfg.Store = emptyStore{}
+	cfg.Queue = func(string) *actor.Props { return actor.PropsFromProducer(func() actor.Actor { return rec }) }
+	props := func(_ string, p actor.Producer) *actor.Props { return actor.PropsFromProducer(p) }
+	var discovery atomic.Pointer[actor.PID]
+	prod, err := NewSupervisor(cfg, props, &discovery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := newSystem()
+	return cfg, sys, sys.Root.Spawn(actor.PropsFromProducer(prod)), rec
+}
+
 // TestSupervisorCallsAGonePeerBackForItsReports: a peer gone from
 // discovery had its actor, and with it its queue, the only sender of the
 // delivery_status reports owed to it, stopped: the reports never left
@@ -267,18 +285,9 @@ func (p *countingNet) Health(ctx context.Context, to transport.Target, h message
 // listing the peer again ends the mode.
 func TestSupervisorCallsAGonePeerBackForItsReports(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tr, book, rec := &countingNet{versionNet: &versionNet{}}, NewBook(), &links{}
-		cfg := testConfig(t, tr, book)
-		cfg.Store = emptyStore{}
-		cfg.Queue = func(string) *actor.Props { return actor.PropsFromProducer(func() actor.Actor { return rec }) }
-		props := func(_ string, p actor.Producer) *actor.Props { return actor.PropsFromProducer(p) }
-		var discovery atomic.Pointer[actor.PID]
-		prod, err := NewSupervisor(cfg, props, &discovery)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sys := newSystem()
-		sup := sys.Root.Spawn(actor.PropsFromProducer(prod))
+		tr := &countingNet{versionNet: &versionNet{}}
+		cfg, sys, sup, rec := startRecordingSupervisor(t, tr)
+		book := cfg.Book
 		inst := []messages.PeerInstance{{Address: "beta:8443", InstanceID: "beta-0"}}
 		linkIs := func(when string, healthy, gone bool) {
 			t.Helper()
