@@ -903,12 +903,12 @@ func TestPullFrontendChangeKeepsPolledVerdict(t *testing.T) {
 	t.Cleanup(hook.Close)
 	h.pullFrontend("p", "46")
 	id := h.submit("", "46123")
-	if got := h.poll("p", 1, 2000, 2000); len(got) != 1 { // leased for 2 s
+	if got := h.poll("p", 1, 2000, 5000); len(got) != 1 { // leased for 5 s: the PUT and the ack come well within it
 		t.Fatalf("poll %+v", got)
 	}
 	h.must(200, "PUT", "/api/frontends/p", map[string]string{"mode": "webhook", "url": hook.URL}, nil)
 	status, body := h.do("POST", "/api/frontends/p/ack", map[string]any{"results": []messages.DeliveryResult{{ID: id, Status: messages.Delivered}}})
-	time.Sleep(4 * time.Second) // past the poll's lease
+	time.Sleep(6 * time.Second) // past the poll's lease
 	m := h.message(id)
 	if status != 200 || calls.Load() != 0 || m.State != messages.StateDelivered {
 		t.Fatalf("the consumer's ack of a message it polled before the change: %d %s; the webhook got it %d times; message %s, %d attempts",
