@@ -455,6 +455,12 @@ func (c Config) Validate() error {
 	if c.Store == nil && c.Postgres == "" && c.DataDir == "" {
 		bad("DataDir", "must not be empty when %s is not set", field.Ref("Postgres"))
 	}
+	if c.Store == nil && c.Postgres == "" && strings.Contains(c.DataDir, "?") {
+		// The embedded store refused it only as it opened, after the
+		// listeners (exit 1, restarted over and over): its driver reads
+		// what follows a '?' as its own parameters.
+		bad("DataDir", "%q holds a '?', which the embedded store's path may not", c.DataDir)
+	}
 	if c.Store == nil && c.Postgres != "" {
 		pc := postgres.DefaultConfig()
 		pc.DSN = c.Postgres

@@ -54,6 +54,7 @@ func TestValidateNamesConfigFields(t *testing.T) {
 		{"RetentionFailed", func(c *switchboard.Config) { c.RetentionFailed = 200 * 365 * 24 * time.Hour },
 			"RetentionFailed: must be at most 100 years"},
 		{"AuditRetention", func(c *switchboard.Config) { c.AuditRetention = -time.Hour }, "AuditRetention: must not be negative"},
+		{"DataDir", func(c *switchboard.Config) { c.DataDir = "/srv/a?b" }, `DataDir: "/srv/a?b" holds a '?'`},
 		{"MinFreeSpace", func(c *switchboard.Config) { c.MinFreeSpace.Percent = math.NaN() }, "MinFreeSpace: must be a size or a percentage from 0% to 90%, got NaN%"},
 	} {
 		t.Run(tc.field, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // BackupInfo describes a backup Backup made.
@@ -28,6 +29,10 @@ type BackupInfo struct {
 // it, before the node starts (docs/operations.md).
 func Backup(ctx context.Context, dbPath, to string) (BackupInfo, error) {
 	info := BackupInfo{Path: to}
+	if strings.Contains(dbPath, "?") {
+		// As Config.Validate: the driver reads what follows as parameters.
+		return info, fmt.Errorf("sqlite: backup: %s holds a '?', which a store's path may not", dbPath)
+	}
 	if _, err := os.Stat(dbPath); err != nil {
 		return info, fmt.Errorf("sqlite: backup: no store at %s: %w", dbPath, err)
 	}

@@ -912,3 +912,35 @@ func TestCompactBesideAReader(t *testing.T) {
 		t.Errorf("once the reader is gone: %d bytes given back, the files %d bytes (%d before); want the space back", given, files(), start)
 	}
 }
+
+// TestBackupRefusesAPathWithAQuestionMark: the source is opened as a
+// path the driver reads parameters after '?' of: a store under a
+// directory named so would be read from another file (a directory "a"
+// for "a?b/switchboard.db"). It is refused, naming it, and nothing is
+// written.
+func TestBackupRefusesAPathWithAQuestionMark(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "switchboard.db")
+	s := openAt(t, src, nil)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "a?b")
+	if err := os.Mkdir(dir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "switchboard.db"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	to := filepath.Join(t.TempDir(), "copy.db")
+	if info, err := Backup(context.Background(), filepath.Join(dir, "switchboard.db"), to); err == nil || !strings.Contains(err.Error(), "holds a '?'") {
+		t.Errorf("Backup of a store under %s: %+v, %v; want it refused for its '?'", dir, info, err)
+		return
+	}
+	if _, err := os.Stat(to); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused backup left %s: %v", to, err)
+	}
+}
