@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/switchboard-dev/switchboard/persistence/space"
 )
 
 // BackupInfo describes a backup Backup made.
@@ -66,6 +68,10 @@ func Backup(ctx context.Context, dbPath, to string) (BackupInfo, error) {
 		return info, fmt.Errorf("sqlite: backup: %v", err)
 	}
 	defer src.Close()
+	if err := roomForBackup(ctx, src, to); err != nil {
+		_ = os.Remove(to)
+		return info, err
+	}
 	if err := vacuumInto(ctx, src, to); err != nil {
 		_ = os.Remove(to)
 		return info, fmt.Errorf("sqlite: backup of %s: %v", dbPath, flatten(err))
@@ -96,6 +102,37 @@ func Backup(ctx context.Context, dbPath, to string) (BackupInfo, error) {
 	}
 	info.Bytes = fi.Size()
 	return info, nil
+}
+
+// BackupReserve is the room a backup leaves free on the file system it
+// writes to: the node's default --min-free-space (256 MiB). A copy written
+// to the data's own file system would otherwise fill it, and the node
+// beside it, short of space, refuses its traffic (507) and may fail to
+// record its outcomes; the copy then failed anyway.
+const BackupReserve = 256 << 20
+
+// roomForBackup refuses a backup whose copy (about the pages the store
+// uses) would leave less than BackupReserve free where it is written.
+func roomForBackup(ctx context.Context, src *sql.DB, to string) error {
+	var pages, free, size int64
+	for _, p := range []struct {
+		pragma string
+		v      *int64
+	}{{"page_count", &pages}, {"freelist_count", &free}, {"page_size", &size}} {
+		if err := src.QueryRowContext(ctx, "PRAGMA "+p.pragma).Scan(p.v); err != nil {
+			return fmt.Errorf("sqlite: backup: %v", flatten(err))
+		}
+	}
+	need := uint64(max(0, pages-free) * size)
+	avail, _, err := space.Usage(filepath.Dir(to))
+	if err != nil {
+		return fmt.Errorf("sqlite: backup: %w", err)
+	}
+	if avail < need+BackupReserve {
+		return fmt.Errorf("sqlite: backup: %s's file system has %s free; the copy needs about %s and leaves %s free beside it (a node on that file system refuses work below its --min-free-space): write it elsewhere",
+			to, space.FormatSize(int64(avail)), space.FormatSize(int64(need)), space.FormatSize(BackupReserve))
+	}
+	return nil
 }
 
 // vacuumInto writes the copy of src to the file to, with auto_vacuum

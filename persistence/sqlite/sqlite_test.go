@@ -944,3 +944,25 @@ func TestBackupRefusesAPathWithAQuestionMark(t *testing.T) {
 		t.Errorf("the refused backup left %s: %v", to, err)
 	}
 }
+
+// TestBackupLeavesItsFileSystemRoom: a backup written to a file system
+// without room for the copy and BackupReserve beside it is refused before
+// it writes anything: it filled the file system (the data's own, as often
+// as not) and failed there, and a node on it, short of space, refused its
+// traffic meanwhile. With room, it is made.
+func TestBackupLeavesItsFileSystemRoom(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "switchboard.db")
+	openAt(t, src, nil)
+	disk := spacetest.Tmpfs(t, BackupReserve+(16<<20))
+	if _, err := Backup(context.Background(), src, filepath.Join(disk, "room.db")); err != nil {
+		t.Fatalf("a backup with room for it: %v", err)
+	}
+	spacetest.Fill(t, disk, 32<<20)
+	to := filepath.Join(disk, "short.db")
+	if _, err := Backup(context.Background(), src, to); err == nil || !strings.Contains(err.Error(), "write it elsewhere") {
+		t.Errorf("a backup leaving less than %d bytes free: %v, want it refused", BackupReserve, err)
+	}
+	if _, err := os.Stat(to); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused backup left %s: %v", to, err)
+	}
+}
