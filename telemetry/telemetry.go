@@ -94,7 +94,13 @@ func ValidateEndpoint(endpoint string) error {
 	u, err := url.Parse(endpoint)
 	switch {
 	case err != nil:
-		return err
+		return errors.New("is not a URL") // nor shown: it may hold a password
+	case u.User != nil:
+		// The exporter sends only the host and path: a user and password
+		// were dropped in silence, the collector refusing every push.
+		shown := *u
+		shown.User = nil
+		return fmt.Errorf("%q must carry no user or password: give the collector's credentials as a header (OTEL_EXPORTER_OTLP_HEADERS=\"Authorization=Basic ...\")", shown.String())
 	case u.Scheme != "http" && u.Scheme != "https":
 		return fmt.Errorf("%q must be an http:// or https:// URL", endpoint)
 	case u.Host == "":

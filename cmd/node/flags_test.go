@@ -396,6 +396,10 @@ func TestParseRunBadValues(t *testing.T) {
 		{"nats-creds", "/nonexistent/nats.creds", "no such file", []string{"--postgres", "postgres://db/x", "--nats-url", "nats://n:4222"}},
 		{"otlp-endpoint", "collector:4318", "must be an http:// or https:// URL", nil},
 		{"otlp-endpoint", "http://", "names no host", nil},
+		// The exporter sent only the host and path: the credentials were
+		// dropped in silence. Neither is shown.
+		{"otlp-endpoint", "https://sb:s3cret@collector:4318", `"https://collector:4318" must carry no user or password`, nil},
+		{"otlp-endpoint", "https://sb:s3cret@collector:43x8", "is not a URL", nil},
 		// /v1/metrics and /v1/traces are appended to it: they went after the query.
 		{"otlp-endpoint", "http://collector:4318/otlp?tenant=a", "must have no query or fragment", nil},
 		{"otlp-endpoint", "http://collector:4318/otlp?", "must have no query or fragment", nil},
