@@ -361,7 +361,10 @@ func (f credentialsFile) revoke(name string) error {
 }
 
 func (f credentialsFile) edit(change func(*auth.File) error) error {
-	lock, err := os.OpenFile(f.path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	// The lock file holds nothing: whoever may edit the credentials takes
+	// it, read-only, whoever made it (root's, mode 0600 and opened for
+	// writing, it kept the credentials' own owner out after root's edit).
+	lock, err := os.OpenFile(f.path+".lock", os.O_CREATE|os.O_RDONLY, 0o644)
 	if err != nil {
 		return err
 	}
