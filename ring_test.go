@@ -445,3 +445,83 @@ func TestRingSecondMasterWaitsForTheLockThenStops(t *testing.T) {
 		t.Fatalf("second master stopped with %v", err)
 	}
 }
+
+// TestRingInstanceLockLostToAnotherProcessStops: a running instance whose
+// instance lock's session ends while a second process with its id waits
+// for that lock loses the lock to it. The second starts (and frees the
+// first's leases: ReleaseLeases); the first, finding the lock held by
+// another session, must stop at once: two processes running as one
+// owner is what the lock is there to prevent. It kept running for its
+// whole reconnect policy (here 40 tries, ~8 s; ~50 s by default).
+func TestRingInstanceLockLostToAnotherProcessStops(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	cfg := siteConfig(t, dsn, "f1")
+	cfg.RingReconnectMaxAttempts = 40
+	first := startNode(t, cfg)
+	waitRing(t, []*harness{first}, "f1")
+
+	db, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = db.Close(context.Background()) }()
+	var schema string
+	if err := db.QueryRow(t.Context(), "SELECT current_schema()").Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	key := postgres.LockKey(schema, "instance/f1")
+	holder := func() (pid int32) {
+		if err := db.QueryRow(t.Context(), `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
+			AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = $1`, key).Scan(&pid); err != nil {
+			return 0
+		}
+		return pid
+	}
+	old := holder()
+	if old == 0 {
+		t.Fatal("no session holds the instance lock of f1")
+	}
+
+	// A second process with id f1 waits for the lock (tries 50..200 ms apart).
+	cfg2 := siteConfig(t, dsn, "f1")
+	cfg2.RingReconnectMaxAttempts = 200
+	second, err := switchboard.New(cfg2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan error, 1)
+	go func() { started <- second.Start(context.Background()) }()
+	t.Cleanup(func() { _ = second.Stop(context.Background()) })
+	time.Sleep(500 * time.Millisecond) // it is waiting now
+
+	if _, err := db.Exec(t.Context(), "SELECT pg_terminate_backend($1)", old); err != nil {
+		t.Fatal(err)
+	}
+	polltest.Eventually(t, 20*time.Second, func() error {
+		if pid := holder(); pid == 0 || pid == old {
+			return fmt.Errorf("instance lock held by session %d (the ended one was %d)", pid, old)
+		}
+		return nil
+	})
+	at := time.Now()
+	// The first notices the loss within its lock check (1 s) and finds the
+	// lock held by another session: that is no loss to ride out.
+	select {
+	case err := <-first.node.Fatal():
+		t.Logf("first stopped %v after the lock changed hands: %v", time.Since(at), err)
+	case <-time.After(3 * time.Second):
+		t.Errorf("the first f1 still runs %v after another process took its instance lock: two processes run as owner f1",
+			time.Since(at))
+		select {
+		case err := <-first.node.Fatal():
+			t.Logf("first stopped only %v after the lock changed hands: %v", time.Since(at), err)
+		case <-time.After(20 * time.Second):
+			t.Logf("first still running after %v", time.Since(at))
+		}
+	}
+	select {
+	case err := <-started:
+		t.Logf("second Start: %v", err)
+	default:
+	}
+}

@@ -118,6 +118,12 @@ func (k *Keeper) Name() string { return k.cfg.Name }
 // (no policy: after one try); each try ends with ctx. waiting (when set)
 // is told of each wait before a try again. The error is an *Error.
 func (k *Keeper) Take(ctx context.Context, waiting func(time.Duration)) (*Hold, error) {
+	return k.take(ctx, waiting, false)
+}
+
+// take is Take; heldEnds ends it at the first try that finds the lock
+// held by another session (Keep).
+func (k *Keeper) take(ctx context.Context, waiting func(time.Duration), heldEnds bool) (*Hold, error) {
 	// A generator per Take: concurrent Takes share nothing, and the sim's
 	// clock makes the jitter replay.
 	rng := rand.New(rand.NewPCG(uint64(k.cfg.Clock.Now().UnixNano()), 0))
@@ -131,7 +137,7 @@ func (k *Keeper) Take(ctx context.Context, waiting func(time.Duration)) (*Hold, 
 		if err == nil {
 			err = ErrHeld
 		}
-		if k.cfg.Policy == nil || k.cfg.Policy.GiveUp(failures) {
+		if k.cfg.Policy == nil || k.cfg.Policy.GiveUp(failures) || (heldEnds && errors.Is(err, ErrHeld)) {
 			return nil, &Error{Name: k.cfg.Name, Attempts: failures, Err: err}
 		}
 		d := k.cfg.Policy.Delay(failures, rng)
@@ -145,15 +151,17 @@ func (k *Keeper) Take(ctx context.Context, waiting func(time.Duration)) (*Hold, 
 }
 
 // Keep holds h until ctx ends, then releases it, and returns nil. A lock
-// lost before (its session ended) is taken again with Take; when it cannot
-// be (another session took it, or the store stays away past the policy),
-// Keep returns Take's error with nothing held. It blocks: an owner runs it
-// in a goroutine of its own.
+// lost before (its session ended) is taken again as Take does, while the
+// store is away; when it cannot be, Keep returns the error with nothing
+// held: at once when another session holds it (a second process of the
+// same name, waiting for it, took it: two must not run at once, and its
+// owner stops), after the policy when the store stays away. It blocks: an
+// owner runs it in a goroutine of its own.
 func (k *Keeper) Keep(ctx context.Context, h *Hold) error {
 	for h.Wait(ctx) {
 		k.log.Warn("the lock was lost with its database connection; taking it again")
 		var err error
-		if h, err = k.Take(ctx, nil); err != nil {
+		if h, err = k.take(ctx, nil, true); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
