@@ -56,6 +56,10 @@ type Bus struct {
 	closeOnce sync.Once
 	done      chan struct{}
 
+	// gauged are the frontends whose consumer counts the gauges show
+	// (readConsumers', on the keeper's goroutine).
+	gauged map[string]bool
+
 	mu        sync.Mutex
 	consumers map[string]jetstream.Consumer
 	lastErr   string
@@ -395,9 +399,23 @@ func (b *Bus) forget(frontend string) {
 	b.mu.Unlock()
 }
 
-// readConsumers reads the pending counts of the consumers in use.
+// readConsumers reads the pending counts of the consumers in use, within
+// one second in all and no longer than the bus runs: a server that stops
+// answering (hung, a partition that drops packets) still counts as
+// connected until the client's pings time out, minutes, and a read of
+// each consumer one after the other, a second each, held Close (and the
+// node's stop) a second a frontend. The gauges show what was read: none
+// while the bus is down (the last counts read before it went are gone by
+// now, and a dashboard's max over the instances takes them for a backlog),
+// and none for a consumer no longer in use.
 func (b *Bus) readConsumers() {
-	if b.m == nil || !b.Up() {
+	if b.m == nil {
+		return
+	}
+	if !b.Up() {
+		b.m.pending.Reset()
+		b.m.ackPending.Reset()
+		b.gauged = nil
 		return
 	}
 	b.mu.Lock()
@@ -406,15 +424,33 @@ func (b *Bus) readConsumers() {
 		cs[fe] = c
 	}
 	b.mu.Unlock()
-	for fe, c := range cs {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		info, err := c.Info(ctx)
-		cancel()
-		if err != nil {
-			continue
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	go func() {
+		select {
+		case <-b.stop:
+			cancel()
+		case <-ctx.Done():
 		}
+	}()
+	if b.gauged == nil {
+		b.gauged = map[string]bool{}
+	}
+	for fe, c := range cs {
+		info, err := c.Info(ctx)
+		if err != nil {
+			continue // its last counts stay: a read that failed once says nothing new
+		}
+		b.gauged[fe] = true
 		b.m.pending.WithLabelValues(fe).Set(float64(info.NumPending))
 		b.m.ackPending.WithLabelValues(fe).Set(float64(info.NumAckPending))
+	}
+	for fe := range b.gauged {
+		if _, ok := cs[fe]; !ok {
+			delete(b.gauged, fe)
+			b.m.pending.DeleteLabelValues(fe)
+			b.m.ackPending.DeleteLabelValues(fe)
+		}
 	}
 }
 

@@ -561,3 +561,106 @@ func TestACancelledFetchLosesNothing(t *testing.T) {
 		t.Fatalf("fetched %v again after the naks, want %v", again, want)
 	}
 }
+
+// TestConsumerGaugesDoNotOutliveTheBus: the consumer gauges kept the last
+// counts read while NATS was down, for as long as it was (a dashboard's max
+// over the instances took them for a backlog).
+func TestConsumerGaugesDoNotOutliveTheBus(t *testing.T) {
+	srv := bustest.Start(t)
+	reg := prometheus.NewRegistry()
+	m, err := bus.NewMetrics(reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := bus.DefaultConfig()
+	cfg.URL, cfg.Stream, cfg.Name = srv.URL(), "SWITCHBOARD_test", "t"
+	cfg.AckWait = time.Minute
+	cfg.CheckEvery = 100 * time.Millisecond
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	b, err := bus.Open(cfg, m, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	waitUp(t, b, true)
+	rows := []persistence.Relay{{Row: 1, MessageID: "m-1", Target: "fe"}, {Row: 2, MessageID: "m-2", Target: "fe"},
+		{Row: 3, MessageID: "m-3", Target: "fe"}}
+	if ok, err := b.Publish(context.Background(), rows); err != nil || len(ok) != 3 {
+		t.Fatalf("Publish: %v %v", ok, err)
+	}
+	var held []*bus.Msg
+	if err := b.Fetch(context.Background(), "fe", 1, time.Second, func(ms []*bus.Msg) { held = append(held, ms...) }); err != nil || len(held) != 1 {
+		t.Fatalf("Fetch: %d %v", len(held), err)
+	}
+	pending := func() (float64, float64) {
+		return gaugeOf(t, reg, "switchboard_bus_consumer_pending"), gaugeOf(t, reg, "switchboard_bus_consumer_ack_pending")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for p, a := pending(); p != 2 || a != 1; p, a = pending() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gauges %v/%v, want 2/1 while up", p, a)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	srv.Stop()
+	waitUp(t, b, false)
+	time.Sleep(10 * cfg.CheckEvery) // ten reads of the consumers' counts
+	if p, a := pending(); p != 0 || a != 0 {
+		t.Errorf("NATS down for 10 checks: switchboard_bus_consumer_pending=%v ack_pending=%v still reported (the last counts read before it went down)", p, a)
+	}
+}
+
+// gaugeOf is the value of the metric name's one series in reg (0 when
+// it has none).
+func gaugeOf(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, mt := range mf.GetMetric() {
+				return mt.GetGauge().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// TestCloseOnAnUnresponsiveServerIsBounded: a server that stops answering
+// still counts as connected until the client's pings time out, and the
+// keeper's read of the consumers' counts, one after the other a second
+// each, held Close (and the node's stop) a second a frontend.
+func TestCloseOnAnUnresponsiveServerIsBounded(t *testing.T) {
+	srv := bustest.Start(t)
+	px := srv.Proxy(t)
+	cfg := bus.DefaultConfig()
+	cfg.URL, cfg.Stream, cfg.Name = px.URL(), "SWITCHBOARD_test", "t"
+	cfg.CheckEvery = 100 * time.Millisecond
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	m, err := bus.NewMetrics(prometheus.NewRegistry(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := bus.Open(cfg, m, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUp(t, b, true)
+	const frontends = 12
+	for i := range frontends {
+		if err := b.Fetch(context.Background(), fmt.Sprintf("fe%d", i), 1, 50*time.Millisecond, func([]*bus.Msg) {}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	px.Hold(t)
+	defer px.Release(t)
+	time.Sleep(3 * cfg.CheckEvery) // the keeper's next read of the counts starts
+	start := time.Now()
+	b.Close()
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Close took %v with the server unresponsive and %d frontends (one 1 s Info call per frontend)", d.Round(100*time.Millisecond), frontends)
+	}
+}
