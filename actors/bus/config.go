@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/switchboard-dev/switchboard/field"
 	"github.com/switchboard-dev/switchboard/messages"
@@ -103,6 +104,28 @@ func DefaultConfig() Config {
 // barrier), only work.
 func (c Config) DuplicateWindow() time.Duration { return 2 * time.Minute }
 
+// validCreds reports why the file at path is no NATS user credentials
+// file (a user JWT and a user NKey seed, as nsc writes them). One that
+// is not was taken at start, and the bus stayed down for good with
+// nothing but "not connected" to say why.
+func validCreds(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	jwt, err := nkeys.ParseDecoratedJWT(data)
+	if err == nil && (jwt == "" || jwt == string(data) || strings.ContainsAny(jwt, " \n")) {
+		err = errors.New("no user JWT in it")
+	}
+	if err == nil {
+		_, err = nkeys.ParseDecoratedUserNKey(data)
+	}
+	if err != nil {
+		return fmt.Errorf("%s holds no NATS user credentials (a user JWT and its NKey seed, as nsc generate creds writes): %w", path, err)
+	}
+	return nil
+}
+
 // Validate reports every problem, each a *field.Error naming its field.
 func (c Config) Validate() error {
 	var errs []error
@@ -112,7 +135,7 @@ func (c Config) Validate() error {
 		errs = append(errs, field.Wrap("URL", err))
 	}
 	if c.Creds != "" {
-		if _, err := os.Stat(c.Creds); err != nil {
+		if err := validCreds(c.Creds); err != nil {
 			errs = append(errs, field.Wrap("Creds", err))
 		}
 	}

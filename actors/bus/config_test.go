@@ -1,8 +1,13 @@
 package bus
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
 )
 
 // TestURLSecretsAreNeverShown: a --nats-url may carry a user and password
@@ -33,5 +38,64 @@ func TestURLSecretsAreNeverShown(t *testing.T) {
 		if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "xxxxx") {
 			t.Errorf("ValidURL(%q) = %v, want an error naming the server with its secret as xxxxx", bad, err)
 		}
+	}
+}
+
+// TestCredsMustBeCredentials: --nats-creds naming a file that holds no
+// NATS user credentials (another file, a bare seed, a directory) was
+// taken at start: the bus then stayed down for good, saying only that it
+// was not connected. It is refused, naming the file; a credentials file
+// as nsc writes it is taken.
+func TestCredsMustBeCredentials(t *testing.T) {
+	dir := t.TempDir()
+	account, err := nkeys.CreateAccount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := user.PublicKey()
+	token, err := jwt.NewUserClaims(pub).Encode(account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, _ := user.Seed()
+	creds, err := jwt.FormatUserConfig(token, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("user.creds", creds)
+	// credsError is what Validate says of a config with the creds file at
+	// path (nil: nothing of the creds).
+	credsError := func(path string) error {
+		c := DefaultConfig()
+		c.URL, c.Stream, c.Name, c.Creds = "nats://n:4222", "SWITCHBOARD_test", "t", path
+		err := c.Validate()
+		if err != nil && strings.Contains(err.Error(), "Creds") {
+			return err
+		}
+		return nil
+	}
+	for name, path := range map[string]string{
+		"another file":   write("junk.creds", []byte("not a credentials file\n")),
+		"a bare seed":    write("seed.nk", append(seed, '\n')),
+		"a JWT, no seed": write("jwt.creds", []byte("-----BEGIN NATS USER JWT-----\n"+token+"\n------END NATS USER JWT------\n")),
+		"a directory":    dir,
+	} {
+		if err := credsError(path); err == nil {
+			t.Errorf("%s (%s): taken for credentials", name, path)
+		}
+	}
+	if err := credsError(good); err != nil {
+		t.Errorf("a credentials file as nsc writes it: %v", err)
 	}
 }
