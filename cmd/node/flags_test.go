@@ -145,8 +145,9 @@ var flagCases = []flagCase{
 	{flag: "nats-url", v1: "nats://127.0.0.1:4222", v2: "nats://a:4222,nats://b:4222", want1: "nats://127.0.0.1:4222", want2: "nats://a:4222,nats://b:4222",
 		get:            func(c switchboard.Config, _ logOptions) any { return c.NatsURL },
 		needsOtherFlag: []string{"--postgres", "postgres://db/x"}},
-	// The credentials file must exist: any file of this directory does.
-	{flag: "nats-creds", v1: "flags_test.go", v2: "flags.go", want1: "flags_test.go", want2: "flags.go",
+	// The credentials file must hold NATS user credentials: testdata's two
+	// (made for the tests with nkeys and jwt, for no server).
+	{flag: "nats-creds", v1: "testdata/a.creds", v2: "testdata/b.creds", want1: "testdata/a.creds", want2: "testdata/b.creds",
 		get:            func(c switchboard.Config, _ logOptions) any { return c.NatsCreds },
 		needsOtherFlag: []string{"--postgres", "postgres://db/x", "--nats-url", "nats://n:4222"}},
 	{flag: "nats-stream", v1: "SB_DC1", v2: "deliveries", want1: "SB_DC1", want2: "deliveries",
