@@ -367,3 +367,88 @@ func TestBusScheduledWorkWaitsInTheOutboxUntilDue(t *testing.T) {
 	// The relay published each as it fell due.
 	polltest.Until(t, 20*time.Second, "every message published", func() bool { return published() >= n+1 })
 }
+
+// TestBusWorkReachesPollsThatDoNotWait: a pull consumer that polls with
+// wait_ms 0 ("a poll with wait_ms 0 gets the messages due now",
+// docs/api.md) gets its messages on a Postgres site with --nats-url as it
+// does without the bus. Before, it never did: work accepted while no poll
+// waits goes to the bus; a pull worker fetched from it only for a waiting
+// poll, and a poll that does not wait was answered (empty) before the
+// fetch brought the message, which was then naked back to the stream; the
+// backstop claims from the store only with room, a poll waiting at its
+// 2 s tick, which such a consumer never has. The message waited in the
+// stream for good (until its validity ended). Now such a poll is served
+// from the store too; the message's bus copy finds its row leased or done
+// and is acked once the consumer acked, and the message is offered once.
+func TestBusWorkReachesPollsThatDoNotWait(t *testing.T) {
+	srv := bustest.Start(t)
+	for _, withBus := range []bool{false, true} {
+		name := map[bool]string{false: "without the bus", true: "with the bus"}[withBus]
+		t.Run(name, func(t *testing.T) {
+			url := ""
+			if withBus {
+				url = srv.URL()
+			}
+			hs := busSite(t, url, "z1")
+			if withBus {
+				waitBus(t, hs, "up")
+			}
+			hs[0].pullFrontend("fe", "44")
+			api := hs[0].api().API
+			time.Sleep(time.Second) // no poll waits: nothing to hand the work to in memory
+			id := hs[0].submit("nowait-1", "447000001")
+			const leaseMS = 2_000
+			poll := func() []messages.Outgoing {
+				ms, err := api.Poll(context.Background(), "fe", 10, 0, leaseMS)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return ms
+			}
+			start := time.Now()
+			var got []messages.Outgoing
+			for time.Since(start) < 30*time.Second {
+				if got = poll(); len(got) > 0 {
+					break
+				}
+				time.Sleep(500 * time.Millisecond)
+			}
+			if len(got) == 0 {
+				t.Fatalf("%s: %s was not offered to polls with wait_ms 0 (one every 500 ms) in 30 s", name, id)
+			}
+			if len(got) != 1 || got[0].ID != id {
+				t.Fatalf("polled %+v", got)
+			}
+			t.Logf("polled after %v", time.Since(start).Round(time.Millisecond))
+			out, err := api.Ack(context.Background(), "fe", messages.DeliveryResult{ID: id, Status: messages.Delivered})
+			if err != nil || len(out) != 1 || out[0].Outcome != "applied" {
+				t.Fatalf("ack = %+v, %v; want applied", out, err)
+			}
+			if !withBus {
+				return
+			}
+			// The bus copy of the work finds its row leased (naked until
+			// the lease ends) or done: it is acked, and the message is
+			// not offered again.
+			acked := func() float64 {
+				return metricValue(t, scrape(t, hs[0]), `switchboard_bus_settled_total{action="acked",frontend="fe"}`)
+			}
+			deadline := time.Now().Add(leaseMS*time.Millisecond + 15*time.Second)
+			for acked() < 1 {
+				if time.Now().After(deadline) {
+					t.Fatalf("the bus copy of %s was not acked %v after the consumer's ack", id, 15*time.Second+leaseMS*time.Millisecond)
+				}
+				if ms := poll(); len(ms) > 0 {
+					t.Fatalf("polled %+v again after it was acked", ms)
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			for range 5 {
+				if ms := poll(); len(ms) > 0 {
+					t.Fatalf("polled %+v again after it was acked", ms)
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+		})
+	}
+}

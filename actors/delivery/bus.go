@@ -66,6 +66,11 @@ const (
 const (
 	busFetchWait     = 5 * time.Second
 	busFetchWaitPull = time.Second
+	// busShortPoll: a pull poll that waits less is served from the store
+	// too (Dispatcher.shortPoll): a fetch and the claim by id of what it
+	// brings take a few milliseconds, a poll that waits less may be gone
+	// by then. A poll that waits longer is served by the bus alone.
+	busShortPoll = 50 * time.Millisecond
 	// busFetchRetry is the wait after a failed fetch.
 	busFetchRetry = time.Second
 	// busStopWait bounds how long a stopping worker waits for the fetch

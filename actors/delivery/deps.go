@@ -153,7 +153,7 @@ func (d *Deps) dispatcherConfig(fe messages.Frontend) DispatcherConfig {
 		Frontend: fe.Name, Pull: fe.Mode == messages.ModePull, Owner: d.Owner, Policy: d.Policy,
 		MaxInFlight: inFlight, MaxClaim: maxClaim,
 		PushLease: d.pushLease(), DeliveryTimeout: d.SendTimeout + time.Second,
-		Bus: d.Bus != nil, BusOverdue: busOverdue, BusBackstop: busBackstop,
+		Bus: d.Bus != nil, BusOverdue: busOverdue, BusBackstop: busBackstop, BusShortPoll: busShortPoll,
 	}
 }
 

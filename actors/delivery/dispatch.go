@@ -107,6 +107,11 @@ type DispatcherConfig struct {
 	// while it is down it claims from the store as without a bus.
 	Bus                     bool
 	BusOverdue, BusBackstop time.Duration
+	// BusShortPoll: while a poll that waits less than that waits (wait_ms
+	// 0: the messages due now), a pull dispatcher with the bus up claims
+	// from the store for the waiting polls too, as without a bus
+	// (shortPoll). Zero: never.
+	BusShortPoll time.Duration
 }
 
 type flight struct {
@@ -778,20 +783,40 @@ const (
 // changes nothing: a claim from the store or the backstop may still find
 // no room.
 func (d *Dispatcher) claimFrom(now time.Time, more bool) source {
+	due := more || (!d.nextDue.IsZero() && !d.nextDue.After(now))
 	switch {
 	case d.draining:
 		return noClaim
 	case d.cfg.Bus && d.busUp && len(d.named) > 0:
 		return fromNamed
+	case d.cfg.Bus && d.busUp && due && d.shortPoll():
+		return fromStore
 	case d.cfg.Bus && d.busUp:
 		if now.Before(d.backstopAt) {
 			return noClaim
 		}
 		return fromOverdue
-	case more || (!d.nextDue.IsZero() && !d.nextDue.After(now)):
+	case due:
 		return fromStore
 	}
 	return noClaim
+}
+
+// shortPoll reports whether a pull poll waits that waits less than
+// BusShortPoll (wait_ms 0 above all: "the messages due now"). Such a poll
+// is answered before the fetch started for it can be counted on to bring
+// its work (a fetch, then a claim by id), and the work the fetch brings
+// then finds no poll and goes back to the bus (Named), again at the next
+// poll: served only by the bus, a consumer that polls without waiting
+// never got the work that went through it, nor the backstop's, which
+// claims only at its own ticks. So such polls are served from the store
+// too, as without the bus. Nothing is taken twice: the row is leased, and
+// its bus message, claimed by id, finds it leased (naked until the lease
+// ends) or done (acked).
+func (d *Dispatcher) shortPoll() bool {
+	return d.cfg.Pull && slices.ContainsFunc(d.waiters.Items(), func(w Waiter[*messages.Poll]) bool {
+		return w.Poll.Wait < d.cfg.BusShortPoll && !gone(w.Poll.Done)
+	})
 }
 
 // claim is the claim due now, or nil.

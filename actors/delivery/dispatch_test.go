@@ -1240,3 +1240,55 @@ func TestCarriedLateVerdictOfTheRoundOutIsNotLateRefused(t *testing.T) {
 		t.Errorf("LateRefused %+v: the carried verdict's AlreadyRecorded is the earlier round's doing", e.LateRefused)
 	}
 }
+
+// TestBusPullClaimsFromTheStoreForPollsThatDoNotWait: with the bus up, a
+// poll that waits less than BusShortPoll (wait_ms 0 above all) is served
+// from the store, as without the bus: answered before a fetch could bring
+// its work, it got none of the work that went through the bus. A poll that
+// waits longer gets the backstop's claim (overdue work only), as before;
+// named messages are claimed first.
+func TestBusPullClaimsFromTheStoreForPollsThatDoNotWait(t *testing.T) {
+	newBusPull := func() *Dispatcher {
+		d := NewDispatcher(DispatcherConfig{Frontend: "fe", Pull: true, Owner: "me", Policy: dispatchPolicy, MaxClaim: 1000, Bus: true,
+			BusOverdue: time.Minute, BusBackstop: 10 * time.Second, BusShortPoll: 50 * time.Millisecond})
+		d.SetBus(true)
+		return d
+	}
+	d := newBusPull()
+	long := poll(2, defaultPollLease)
+	long.Wait = 50 * time.Millisecond
+	d.Poll(t0, long)
+	r, _ := d.Next(t0)
+	if r.Claim == nil || r.Claim.IDs != nil || !r.Claim.Now.Equal(t0.Add(-time.Minute)) {
+		t.Fatalf("claim for a poll that waits BusShortPoll = %+v, want the backstop's", r.Claim)
+	}
+	d.Done(t0, r, nil, &persistence.Claim{}, nil)
+
+	d = newBusPull()
+	p := poll(3, defaultPollLease)
+	p.Wait = 0
+	d.Poll(t0, p)
+	r, _ = d.Next(t0)
+	if r.Claim == nil || r.Claim.IDs != nil || !r.Claim.Now.Equal(t0) || r.Claim.Limit != 3 || r.Claim.Lease != defaultPollLease {
+		t.Fatalf("claim for a poll with wait 0 = %+v, want a claim of the work due now for its 3", r.Claim)
+	}
+	if e := d.Tick(t0, rng()); len(e.Answers) != 0 {
+		t.Fatalf("answers while its claim is out = %+v, want it held for the claim", e.Answers)
+	}
+	e := d.Done(t0, r, nil, &persistence.Claim{Work: work("s", 1, defaultPollLease)}, nil)
+	if len(e.Answers) != 1 || fmt.Sprint(ids(e.Answers[0].Reply.Messages)) != "[s0]" {
+		t.Fatalf("answers = %+v, want s0 from the store", e.Answers)
+	}
+
+	d = newBusPull()
+	d.Poll(t0, long)
+	d.Named("a")
+	d.Poll(t0, p)
+	if r, _ = d.Next(t0); r.Claim == nil || fmt.Sprint(r.Claim.IDs) != "[a]" {
+		t.Fatalf("claim = %+v, want the named message first", r.Claim)
+	}
+	d.Done(t0, r, nil, &persistence.Claim{}, nil)
+	if r, _ = d.Next(t0); r.Claim == nil || r.Claim.IDs != nil || !r.Claim.Now.Equal(t0) {
+		t.Fatalf("claim after the named one = %+v, want one from the store", r.Claim)
+	}
+}
