@@ -91,7 +91,11 @@ func TestSIGHUPDuringStartUpDoesNotKillTheNode(t *testing.T) {
 	case <-time.After(45 * time.Second):
 		t.Fatalf("the node did not stop within 45s of SIGTERM")
 	}
-	if !strings.Contains(stderr.String(), "SIGHUP during start-up") {
-		t.Errorf("the node does not log the SIGHUP it got while starting:\n%s", stderr.String())
+	// Go hands a signal to its channel on a goroutine of its own: one sent
+	// while the token file was read may reach it only once the node exists,
+	// and is then a reload of a node not running yet, which says so. Either
+	// way it is logged, and the node starts.
+	if log := stderr.String(); !strings.Contains(log, "SIGHUP during start-up") && !strings.Contains(log, "the node is not running") {
+		t.Errorf("the node does not log the SIGHUP it got while starting:\n%s", log)
 	}
 }
