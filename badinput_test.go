@@ -470,3 +470,25 @@ func TestMessageNotFoundQuotesTheID(t *testing.T) {
 		}
 	}
 }
+
+// TestFrontendNamesOfOneBusConsumerAreRefused: "a.b" and "a_b_108bf50c"
+// are valid frontend names that map to one delivery bus consumer
+// (bus.ConsumerName); both were taken, and on a site with the bus each
+// frontend's worker fetched the other's work while its own piled up. The
+// second is refused, naming the first, and nothing is stored.
+func TestFrontendNamesOfOneBusConsumerAreRefused(t *testing.T) {
+	h := startNode(t, testConfig(t))
+	h.must(200, "PUT", "/api/frontends/a.b", map[string]string{"mode": "pull"}, nil)
+	status, raw := h.do("PUT", "/api/frontends/a_b_108bf50c", map[string]string{"mode": "pull"})
+	body := string(raw)
+	if status != http.StatusBadRequest || !strings.Contains(body, `frontend name \"a_b_108bf50c\" would share its delivery bus consumer`) || !strings.Contains(body, `\"a.b\"`) {
+		t.Fatalf("PUT of a frontend whose bus consumer is a.b's: %d %s, want 400 naming a.b", status, body)
+	}
+	var list struct{ Frontends []messages.Frontend }
+	h.must(200, "GET", "/api/frontends", nil, &list)
+	for _, f := range list.Frontends {
+		if f.Name == "a_b_108bf50c" {
+			t.Errorf("the refused frontend was stored: %+v", list.Frontends)
+		}
+	}
+}
