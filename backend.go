@@ -261,9 +261,9 @@ func (g *gateway) Status(ctx context.Context) (httpapi.Status, error) {
 		TraceURL:          n.cfg.TraceURL,
 		Now:               n.clock.Now().UTC(),
 	}
-	if n.bus != nil {
-		state, why := n.bus.State()
-		doc.Bus = &httpapi.BusStatus{State: state, Stream: n.bus.Stream(), Reason: why}
+	if b := n.bus.Load(); b != nil {
+		state, why := b.State()
+		doc.Bus = &httpapi.BusStatus{State: state, Stream: b.Stream(), Reason: why}
 		if state == "up" {
 			doc.Delivery = "bus"
 		}

@@ -98,7 +98,7 @@ func (g *gateway) RingStatus(ctx context.Context) (messages.RingStatus, error) {
 		return messages.RingStatus{}, refused
 	}
 	st.Delivery = "ring"
-	if g.n.bus.Up() {
+	if g.n.bus.Load().Up() {
 		st.Delivery = "bus"
 	}
 	return st, nil

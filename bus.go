@@ -71,7 +71,7 @@ func (n *Node) startBus() error {
 	if err != nil {
 		return field.Rename(err, busFields)
 	}
-	n.bus = b
+	n.bus.Store(b)
 	n.relay = bus.StartRelay(b, n.store, n.clock, uint64(n.clock.Now().UnixNano()))
 	return nil
 }
@@ -93,17 +93,17 @@ func (n *Node) stopBus() {
 		n.relay.Stop()
 		n.relay = nil
 	}
-	if n.bus != nil {
-		n.bus.Close()
-		n.bus = nil
+	if b := n.bus.Swap(nil); b != nil {
+		b.Close()
 	}
 }
 
 // BusState is the bus's state for /readyz and /api/status: "off" without
 // NatsURL, else "up" or "down" (with why).
 func (n *Node) BusState() (state, why string) {
-	if n.bus == nil {
+	b := n.bus.Load()
+	if b == nil {
 		return "off", ""
 	}
-	return n.bus.State()
+	return b.State()
 }

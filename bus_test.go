@@ -452,3 +452,35 @@ func TestBusWorkReachesPollsThatDoNotWait(t *testing.T) {
 		})
 	}
 }
+
+// TestBusStateRacingStop: an embedder's health probe calling BusState while
+// the node stops raced with stopBus's write of the bus (go test -race).
+func TestBusStateRacingStop(t *testing.T) {
+	cfg := embeddedConfig(t)
+	cfg.Postgres, cfg.DataDir = pgtest.DSN(t), ""
+	cfg.NatsURL = "nats://127.0.0.1:1" // down: the node starts and waits for it
+	n, err := switchboard.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := n.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The prober runs on a clock of its own (no channel, no lock shared
+	// with Stop), as a health probe does, until well after Stop returned.
+	until := time.Now().Add(2 * time.Second)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for time.Now().Before(until) {
+			n.BusState()
+			time.Sleep(time.Millisecond)
+		}
+	})
+	time.Sleep(50 * time.Millisecond)
+	err = n.Stop(ctx)
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -124,7 +124,9 @@ type Node struct {
 	spaceRead  atomic.Int64
 
 	// the delivery bus (see bus.go; nil without --nats-url)
-	bus   *bus.Bus
+	// bus is the delivery bus (nil without --nats-url): an atomic, since
+	// an embedder's BusState may read it while Start or Stop sets it.
+	bus   atomic.Pointer[bus.Bus]
 	relay *bus.Relayer
 
 	// the ring (see ring.go)
@@ -523,7 +525,7 @@ func (n *Node) startActors() error {
 	deps := &delivery.Deps{
 		SMPP:  n.smpp,
 		Down:  &n.workersDown,
-		Bus:   n.bus,
+		Bus:   n.bus.Load(),
 		Fence: n.shares, Leader: n.shares,
 		Owner: n.cfg.InstanceID, Store: n.store, Clock: n.clock, Logger: n.log, Metrics: delMetrics,
 		Policy: delivery.Policy{
