@@ -77,7 +77,7 @@ func (g *gateway) Receive(c actor.Context) {
 	// the actor keeps the gateway stateless and correct across restarts.
 	if strings.Contains(m.Body, "busy") && m.Attempt < 2 {
 		fmt.Fprintf(g.carrier.out, "sms  %s  operator busy; asking for a retry (attempt %d)\n", m.ID, m.Attempt)
-		c.Respond(&messages.DeliveryResult{ID: m.ID, Status: messages.Retry, Reason: "operator busy"})
+		c.Respond(&messages.DeliveryResult{ID: m.ID, Attempt: m.Attempt, Status: messages.Retry, Reason: "operator busy"})
 		return
 	}
 	g.carrier.send(m)
@@ -89,5 +89,5 @@ func (g *gateway) Receive(c actor.Context) {
 	// block Receive: it would take sender := c.Sender() and
 	// system := c.ActorSystem() here, do the I/O on its own goroutine and
 	// answer with system.Root.Send(sender, result).
-	c.Respond(&messages.DeliveryResult{ID: m.ID, Status: messages.Delivered})
+	c.Respond(&messages.DeliveryResult{ID: m.ID, Attempt: m.Attempt, Status: messages.Delivered})
 }
