@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence/pgtest"
@@ -244,32 +242,15 @@ func TestRingInstanceLockTakenAgain(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	h := startNode(t, siteConfig(t, dsn, "d1"))
 	waitRing(t, []*harness{h}, "d1")
-	db, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = db.Close(context.Background()) }()
-	var schema string
-	if err := db.QueryRow(t.Context(), "SELECT current_schema()").Scan(&schema); err != nil {
-		t.Fatal(err)
-	}
+	sessions := pgtest.WatchSessions(t, dsn)
 	// The session holding the advisory lock of instance/d1.
-	key := postgres.LockKey(schema, "instance/d1")
-	holder := func() (pid int32) {
-		err := db.QueryRow(t.Context(), `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
-			AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = $1`, key).Scan(&pid)
-		if err != nil {
-			return 0
-		}
-		return pid
-	}
+	key := postgres.LockKey(sessions.Schema, "instance/d1")
+	holder := func() int32 { return sessions.Holder(key) }
 	old := holder()
 	if old == 0 {
 		t.Fatal("no session holds the instance lock of d1")
 	}
-	if _, err := db.Exec(t.Context(), "SELECT pg_terminate_backend($1)", old); err != nil {
-		t.Fatal(err)
-	}
+	sessions.End(old)
 	polltest.Eventually(t, 20*time.Second, func() error {
 		if pid := holder(); pid == 0 || pid == old {
 			return fmt.Errorf("instance lock held by session %d (the ended one was %d)", pid, old)
@@ -460,23 +441,9 @@ func TestRingInstanceLockLostToAnotherProcessStops(t *testing.T) {
 	first := startNode(t, cfg)
 	waitRing(t, []*harness{first}, "f1")
 
-	db, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = db.Close(context.Background()) }()
-	var schema string
-	if err := db.QueryRow(t.Context(), "SELECT current_schema()").Scan(&schema); err != nil {
-		t.Fatal(err)
-	}
-	key := postgres.LockKey(schema, "instance/f1")
-	holder := func() (pid int32) {
-		if err := db.QueryRow(t.Context(), `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
-			AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = $1`, key).Scan(&pid); err != nil {
-			return 0
-		}
-		return pid
-	}
+	sessions := pgtest.WatchSessions(t, dsn)
+	key := postgres.LockKey(sessions.Schema, "instance/f1")
+	holder := func() int32 { return sessions.Holder(key) }
 	old := holder()
 	if old == 0 {
 		t.Fatal("no session holds the instance lock of f1")
@@ -494,9 +461,7 @@ func TestRingInstanceLockLostToAnotherProcessStops(t *testing.T) {
 	t.Cleanup(func() { _ = second.Stop(context.Background()) })
 	time.Sleep(500 * time.Millisecond) // it is waiting now
 
-	if _, err := db.Exec(t.Context(), "SELECT pg_terminate_backend($1)", old); err != nil {
-		t.Fatal(err)
-	}
+	sessions.End(old)
 	polltest.Eventually(t, 20*time.Second, func() error {
 		if pid := holder(); pid == 0 || pid == old {
 			return fmt.Errorf("instance lock held by session %d (the ended one was %d)", pid, old)

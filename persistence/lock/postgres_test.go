@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/persistence/lock"
 	"github.com/switchboard-dev/switchboard/persistence/pgtest"
@@ -66,24 +64,9 @@ func TestPostgres(t *testing.T) {
 	}
 
 	// The server ends b's session: Keep takes the lock again.
-	db, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = db.Close(context.Background()) }()
-	var schema string
-	if err := db.QueryRow(t.Context(), "SELECT current_schema()").Scan(&schema); err != nil {
-		t.Fatal(err)
-	}
-	key := postgres.LockKey(schema, "instance/p")
-	holder := func() (pid int32) {
-		err := db.QueryRow(t.Context(), `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
-			AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = $1`, key).Scan(&pid)
-		if err != nil {
-			return 0
-		}
-		return pid
-	}
+	sessions := pgtest.WatchSessions(t, dsn)
+	key := postgres.LockKey(sessions.Schema, "instance/p")
+	holder := func() int32 { return sessions.Holder(key) }
 	old := holder()
 	if old == 0 {
 		t.Fatal("no session holds the lock")
@@ -91,9 +74,7 @@ func TestPostgres(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	kept := make(chan error, 1)
 	go func() { kept <- kb.Keep(ctx, got.h) }()
-	if _, err := db.Exec(t.Context(), "SELECT pg_terminate_backend($1)", old); err != nil {
-		t.Fatal(err)
-	}
+	sessions.End(old)
 	polltest.Until(t, 20*time.Second, "the lock taken again by another session", func() bool {
 		pid := holder()
 		return pid != 0 && pid != old

@@ -122,3 +122,47 @@ func withSearchPath(dsn, schema string) (string, error) {
 	}
 	return dsn + " search_path=" + schema, nil
 }
+
+// Sessions is a connection of a test's own to the database at a DSN, to
+// find and end the sessions that hold advisory locks (a store's Elector's:
+// postgres.LockKey(Schema, name) is a lock's key). Closed when the test
+// ends.
+type Sessions struct {
+	t      testing.TB
+	db     *pgx.Conn
+	Schema string
+}
+
+// WatchSessions connects to dsn for t.
+func WatchSessions(t testing.TB, dsn string) *Sessions {
+	t.Helper()
+	db, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close(context.Background()) })
+	s := &Sessions{t: t, db: db}
+	if err := db.QueryRow(context.Background(), "SELECT current_schema()").Scan(&s.Schema); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Holder is the pid of the session that holds the advisory lock of key
+// (0: none does).
+func (s *Sessions) Holder(key int64) int32 {
+	var pid int32
+	if err := s.db.QueryRow(context.Background(), `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
+		AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = $1`, key).Scan(&pid); err != nil {
+		return 0
+	}
+	return pid
+}
+
+// End ends the session pid, as the server does to a connection it drops.
+func (s *Sessions) End(pid int32) {
+	s.t.Helper()
+	if _, err := s.db.Exec(context.Background(), "SELECT pg_terminate_backend($1)", pid); err != nil {
+		s.t.Fatal(err)
+	}
+}
