@@ -29,6 +29,12 @@ func open(t *testing.T, url string) *bus.Bus { return openWith(t, url, nil) }
 // openWith is open with the configuration changed by set (nil: none).
 func openWith(t *testing.T, url string, set func(*bus.Config)) *bus.Bus {
 	t.Helper()
+	return openOn(t, url, prometheus.NewRegistry(), set)
+}
+
+// openOn is openWith with the bus's metrics on reg.
+func openOn(t *testing.T, url string, reg *prometheus.Registry, set func(*bus.Config)) *bus.Bus {
+	t.Helper()
 	cfg := bus.DefaultConfig()
 	cfg.URL, cfg.Stream, cfg.Name = url, "SWITCHBOARD_test", "t"
 	cfg.AckWait = time.Second // an unsettled message comes back soon
@@ -36,7 +42,7 @@ func openWith(t *testing.T, url string, set func(*bus.Config)) *bus.Bus {
 	if set != nil {
 		set(&cfg)
 	}
-	m, err := bus.NewMetrics(prometheus.NewRegistry(), nil)
+	m, err := bus.NewMetrics(reg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -568,21 +574,8 @@ func TestACancelledFetchLosesNothing(t *testing.T) {
 func TestConsumerGaugesDoNotOutliveTheBus(t *testing.T) {
 	srv := bustest.Start(t)
 	reg := prometheus.NewRegistry()
-	m, err := bus.NewMetrics(reg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := bus.DefaultConfig()
-	cfg.URL, cfg.Stream, cfg.Name = srv.URL(), "SWITCHBOARD_test", "t"
-	cfg.AckWait = time.Minute
-	cfg.CheckEvery = 100 * time.Millisecond
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	b, err := bus.Open(cfg, m, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	waitUp(t, b, true)
+	const check = 100 * time.Millisecond
+	b := openOn(t, srv.URL(), reg, func(c *bus.Config) { c.AckWait, c.CheckEvery = time.Minute, check })
 	rows := []persistence.Relay{{Row: 1, MessageID: "m-1", Target: "fe"}, {Row: 2, MessageID: "m-2", Target: "fe"},
 		{Row: 3, MessageID: "m-3", Target: "fe"}}
 	if ok, err := b.Publish(context.Background(), rows); err != nil || len(ok) != 3 {
@@ -605,7 +598,7 @@ func TestConsumerGaugesDoNotOutliveTheBus(t *testing.T) {
 
 	srv.Stop()
 	waitUp(t, b, false)
-	time.Sleep(10 * cfg.CheckEvery) // ten reads of the consumers' counts
+	time.Sleep(10 * check) // ten reads of the consumers' counts
 	if p, a := pending(); p != 0 || a != 0 {
 		t.Errorf("NATS down for 10 checks: switchboard_bus_consumer_pending=%v ack_pending=%v still reported (the last counts read before it went down)", p, a)
 	}
@@ -636,19 +629,8 @@ func gaugeOf(t *testing.T, reg *prometheus.Registry, name string) float64 {
 func TestCloseOnAnUnresponsiveServerIsBounded(t *testing.T) {
 	srv := bustest.Start(t)
 	px := srv.Proxy(t)
-	cfg := bus.DefaultConfig()
-	cfg.URL, cfg.Stream, cfg.Name = px.URL(), "SWITCHBOARD_test", "t"
-	cfg.CheckEvery = 100 * time.Millisecond
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	m, err := bus.NewMetrics(prometheus.NewRegistry(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := bus.Open(cfg, m, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitUp(t, b, true)
+	const check = 100 * time.Millisecond
+	b := openWith(t, px.URL(), func(c *bus.Config) { c.CheckEvery = check })
 	const frontends = 12
 	for i := range frontends {
 		if err := b.Fetch(context.Background(), fmt.Sprintf("fe%d", i), 1, 50*time.Millisecond, func([]*bus.Msg) {}); err != nil {
@@ -657,7 +639,7 @@ func TestCloseOnAnUnresponsiveServerIsBounded(t *testing.T) {
 	}
 	px.Hold(t)
 	defer px.Release(t)
-	time.Sleep(3 * cfg.CheckEvery) // the keeper's next read of the counts starts
+	time.Sleep(3 * check) // the keeper's next read of the counts starts
 	start := time.Now()
 	b.Close()
 	if d := time.Since(start); d > 3*time.Second {
