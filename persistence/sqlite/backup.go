@@ -115,13 +115,8 @@ const BackupReserve = 256 << 20
 // uses) would leave less than BackupReserve free where it is written.
 func roomForBackup(ctx context.Context, src *sql.DB, to string) error {
 	var pages, free, size int64
-	for _, p := range []struct {
-		pragma string
-		v      *int64
-	}{{"page_count", &pages}, {"freelist_count", &free}, {"page_size", &size}} {
-		if err := src.QueryRowContext(ctx, "PRAGMA "+p.pragma).Scan(p.v); err != nil {
-			return fmt.Errorf("sqlite: backup: %v", flatten(err))
-		}
+	if err := readPragmas(ctx, src, map[string]*int64{"page_count": &pages, "freelist_count": &free, "page_size": &size}); err != nil {
+		return fmt.Errorf("sqlite: backup: %v", flatten(err))
 	}
 	need := uint64(max(0, pages-free) * size)
 	avail, _, err := space.Usage(filepath.Dir(to))

@@ -186,15 +186,7 @@ func (s *Store) Compact(ctx context.Context, short bool) (int64, error) {
 	const op = "compact"
 	var mode, pages, free int64
 	err := s.read(ctx, op, func(tx *sql.Tx) error {
-		for _, p := range []struct {
-			pragma string
-			v      *int64
-		}{{"auto_vacuum", &mode}, {"page_count", &pages}, {"freelist_count", &free}} {
-			if err := tx.QueryRowContext(ctx, "PRAGMA "+p.pragma).Scan(p.v); err != nil {
-				return err
-			}
-		}
-		return nil
+		return readPragmas(ctx, tx, map[string]*int64{"auto_vacuum": &mode, "page_count": &pages, "freelist_count": &free})
 	})
 	if err != nil {
 		return 0, err
@@ -256,6 +248,18 @@ func fileSize(path string) (int64, error) {
 		return 0, err
 	}
 	return fi.Size(), nil
+}
+
+// readPragmas reads the integer pragmas named into their variables.
+func readPragmas(ctx context.Context, q interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}, into map[string]*int64) error {
+	for pragma, v := range into {
+		if err := q.QueryRowContext(ctx, "PRAGMA "+pragma).Scan(v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // scanEachQuery runs a query and reads (and drops) every row it returns.
