@@ -903,11 +903,7 @@ func noRoom(err error) bool {
 func probeWritable(dir string) error {
 	probe, err := os.MkdirTemp(dir, ".switchboard-probe-")
 	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			return pe.Err // the path is the caller's to say
-		}
-		return err
+		return withoutPath(err)
 	}
 	return os.Remove(probe)
 }
@@ -960,13 +956,19 @@ func (c Config) preflightCDRFile() []error {
 func openWritable(path string) error {
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			return pe.Err // the path is the caller's to say
-		}
-		return err
+		return withoutPath(err)
 	}
 	return f.Close()
+}
+
+// withoutPath is err without the path an *os.PathError names: the path
+// is the caller's to say.
+func withoutPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // dataDirFiles are the files the node keeps in its data directory: the
