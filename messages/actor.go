@@ -158,6 +158,12 @@ type PeerGone struct{ Node string }
 // the peers actor sends it when it restarted and lost its children.
 type PeerResync struct{}
 
+// PeerRediscover asks discovery for a full poll now: a peer actor found
+// another node answering at its peer's address (an address reused, or
+// handed back to its owner), so what discovery last listed is stale and a
+// poll interval is too long to wait. The peers actor passes it on.
+type PeerRediscover struct{}
+
 // PeerAddresses: discovery's listed addresses that have never answered an
 // identity call, after each of its rounds (and at its start). The peers
 // actor shows each as a peer named by its address until its name is

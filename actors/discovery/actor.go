@@ -15,9 +15,10 @@ import (
 )
 
 // Rediscover asks for a full poll now (at most one a second). The node
-// sends it when a node it does not know calls: usually a peer that has
-// just started. Send it as a value or a pointer.
-type Rediscover struct{}
+// sends it when a node it does not know calls (usually a peer that has
+// just started), and the peers actor when a peer's address answers as
+// another node (as *messages.PeerRediscover). Value or pointer.
+type Rediscover = messages.PeerRediscover
 
 // Resync asks the actor to send *PeerUp for every current peer again, for
 // a sink that restarted and lost what it was told (the peers actor sends

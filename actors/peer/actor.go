@@ -79,9 +79,11 @@ type (
 	checked      struct {
 		addr     string
 		identity *messages.Identity
-		health   messages.Health
-		latency  time.Duration
-		err      error
+		// other is the node that answered instead of the peer.
+		other   string
+		health  messages.Health
+		latency time.Duration
+		err     error
 	}
 	exchanged struct {
 		addr string
@@ -117,6 +119,9 @@ type Actor struct {
 	gone     bool
 	// goneFailed counts a gone peer's failed checks in a row (observe).
 	goneFailed int
+	// elsewhere is the node last found answering at the peer's address
+	// instead of it, until a check passes (answeredBy).
+	elsewhere string
 }
 
 // New returns the producer of a peer actor.
@@ -173,6 +178,24 @@ func (a *Actor) Receive(c actor.Context) {
 		}
 	case *messages.KickPeer:
 		c.Send(a.queue, m)
+	}
+}
+
+// answeredBy notes which node answered a check of the peer's address
+// instead of the peer ("" when the peer did, or nothing answered). When
+// another node newly does, the address has changed hands since discovery
+// last asked it (reused, or given back to its owner): discovery is asked
+// to poll now, not a poll interval later, so that the peer is found where
+// it is and the node at its address is known as itself. Once per change,
+// so that a lasting mix-up costs no more than the regular polls.
+func (a *Actor) answeredBy(c actor.Context, other string) {
+	if other == a.elsewhere {
+		return
+	}
+	a.elsewhere = other
+	if p := c.Parent(); other != "" && p != nil { // the peers actor passes it on
+		a.log.Info("another node answers at the peer's address: asking discovery to look again", "addr", a.addr(), "answered", other)
+		c.Send(p, &messages.PeerRediscover{})
 	}
 }
 
@@ -259,7 +282,7 @@ func (a *Actor) check(c actor.Context) {
 			case err != nil:
 				res.err = fmt.Errorf("identity: %w", err)
 			case id.Node != peerName:
-				res.err = fmt.Errorf("identity: %s answers as %q", addr, id.Node)
+				res.err, res.other = fmt.Errorf("identity: %s answers as %q", addr, id.Node), id.Node
 			case id.Validate() != nil:
 				res.err = fmt.Errorf("identity: %w", id.Validate())
 			default:
@@ -273,7 +296,7 @@ func (a *Actor) check(c actor.Context) {
 			switch {
 			case res.err != nil:
 			case res.health.Node != peerName:
-				res.err = fmt.Errorf("health: %s answers as %q", addr, res.health.Node)
+				res.err, res.other = fmt.Errorf("health: %s answers as %q", addr, res.health.Node), res.health.Node
 			case res.health.Status != messages.HealthOK:
 				res.err = fmt.Errorf("health: peer reports %q", res.health.Status)
 			}
@@ -291,6 +314,7 @@ func (a *Actor) checked(c actor.Context, r *checked) {
 		a.check(c)
 		return
 	}
+	a.answeredBy(c, r.other)
 	if r.identity != nil {
 		a.identity = r.identity
 	}
@@ -393,9 +417,10 @@ func (a *Actor) exchangeRegistry() {
 func (a *Actor) exchanged(c actor.Context, m *exchanged) {
 	a.exchange = false
 	var other error
+	by := m.reg.Node
 	switch {
 	case transport.Misdirected(m.err):
-		other = fmt.Errorf("registry: %s is another node: %w", m.addr, m.err)
+		other, by = fmt.Errorf("registry: %s is another node: %w", m.addr, m.err), "(misdirected)"
 	case m.err != nil:
 		a.log.Warn("registry exchange failed", "err", m.err)
 		return
@@ -405,6 +430,7 @@ func (a *Actor) exchanged(c actor.Context, m *exchanged) {
 	if other != nil {
 		a.log.Warn("registry answered by another node", "addr", m.addr, "err", other)
 		if m.addr == a.addr() { // else discovery moved the peer meanwhile
+			a.answeredBy(c, by)
 			a.failed(c, other)
 		}
 		return

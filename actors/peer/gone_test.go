@@ -9,6 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/transport"
 )
@@ -56,7 +58,7 @@ func (firstDownNet) Registry(context.Context, transport.Target, messages.Registr
 // failed one does: the link carried no capability.)
 func TestGonePeerReportsReachItsAnsweringInstance(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg, sys, sup, rec := startRecordingSupervisor(t, firstDownNet{})
+		cfg, sys, sup, rec := startRecordingSupervisor(t, firstDownNet{}, new(atomic.Pointer[actor.PID]))
 		inst := []messages.PeerInstance{{Address: "beta-0:8443", InstanceID: "beta-0"}, {Address: "beta-1:8443", InstanceID: "beta-1"}}
 		healthyAt := func() (bool, bool) { // healthy ordinary link, healthy gone link
 			rec.mu.Lock()

@@ -140,6 +140,10 @@ func (s *Supervisor) Receive(c actor.Context) {
 		s.parked(c, m)
 	case *supervision.Panicked:
 		m.Rethrow(s.cfg.Logger.With("component", "peer"), "parking a gone peer's messages")
+	case *messages.PeerRediscover:
+		if pid := s.discovery.Load(); pid != nil {
+			c.Send(pid, m)
+		}
 	case *messages.KickPeer:
 		if m.Peer == "" { // every peer
 			for _, pid := range s.children {

@@ -257,16 +257,16 @@ func (p *countingNet) Health(ctx context.Context, to transport.Target, h message
 }
 
 // startRecordingSupervisor spawns a peers actor over tr on an empty store,
-// its peers' queues recording the links they are sent (rec).
-func startRecordingSupervisor(t *testing.T, tr transport.Peer) (Config, *actor.ActorSystem, *actor.PID, *links) {
+// its peers' queues recording the links they are sent (rec), discovery
+// (unset: none) where it sends discovery's messages.
+func startRecordingSupervisor(t *testing.T, tr transport.Peer, discovery *atomic.Pointer[actor.PID]) (Config, *actor.ActorSystem, *actor.PID, *links) {
 	t.Helper()
 	rec := &links{}
 	cfg := testConfig(t, tr, NewBook())
 	cfg.Store = emptyStore{}
 	cfg.Queue = func(string) *actor.Props { return actor.PropsFromProducer(func() actor.Actor { return rec }) }
 	props := func(_ string, p actor.Producer) *actor.Props { return actor.PropsFromProducer(p) }
-	var discovery atomic.Pointer[actor.PID]
-	prod, err := NewSupervisor(cfg, props, &discovery)
+	prod, err := NewSupervisor(cfg, props, discovery)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +286,7 @@ func startRecordingSupervisor(t *testing.T, tr transport.Peer) (Config, *actor.A
 func TestSupervisorCallsAGonePeerBackForItsReports(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := &countingNet{versionNet: &versionNet{}}
-		cfg, sys, sup, rec := startRecordingSupervisor(t, tr)
+		cfg, sys, sup, rec := startRecordingSupervisor(t, tr, new(atomic.Pointer[actor.PID]))
 		book := cfg.Book
 		inst := []messages.PeerInstance{{Address: "beta:8443", InstanceID: "beta-0"}}
 		linkIs := func(when string, healthy, gone bool) {
@@ -334,6 +334,92 @@ func TestSupervisorCallsAGonePeerBackForItsReports(t *testing.T) {
 		linkIs("discovered again", true, false)
 		if !book.Healthy("beta") {
 			t.Error("discovered again, beta is not healthy in the book")
+		}
+		_ = sys.Root.StopFuture(sup).Wait()
+		sys.Shutdown()
+	})
+}
+
+// elsewhereNet is versionNet whose identity and health answers name the
+// node in as (beta when unset): another node holding beta's address.
+type elsewhereNet struct {
+	*versionNet
+	as atomic.Pointer[string]
+}
+
+func (p *elsewhereNet) rename(node string) string {
+	if as := p.as.Load(); as != nil {
+		return *as
+	}
+	return node
+}
+
+func (p *elsewhereNet) Identity(ctx context.Context, addr string) (messages.Identity, error) {
+	id, err := p.versionNet.Identity(ctx, addr)
+	id.Node = p.rename(id.Node)
+	return id, err
+}
+
+func (p *elsewhereNet) Health(ctx context.Context, to transport.Target, h messages.Health) (messages.Health, error) {
+	got, err := p.versionNet.Health(ctx, to, h)
+	got.Node = p.rename(got.Node)
+	return got, err
+}
+
+// rediscovers counts the PeerRediscovers discovery is sent.
+type rediscovers struct{ n *atomic.Int64 }
+
+func (r rediscovers) Receive(c actor.Context) {
+	if _, ok := c.Message().(*messages.PeerRediscover); ok {
+		r.n.Add(1)
+	}
+}
+
+// TestSupervisorAsksDiscoveryToLookAgainWhenAnotherNodeAnswers: another
+// node answering at a peer's address (the address reused, or given back
+// to its owner) left discovery's view stale until its next poll, up to
+// --dns-poll-interval later: meanwhile the peer's actor failed every
+// check, and the peer that was at the address (or is back at it) stayed
+// unknown. The actor asks discovery to poll now, once per node found
+// there, and again after the peer answered in between.
+func TestSupervisorAsksDiscoveryToLookAgainWhenAnotherNodeAnswers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &elsewhereNet{versionNet: &versionNet{batch: true}}
+		var asked atomic.Int64
+		var discovery atomic.Pointer[actor.PID]
+		cfg, sys, sup, rec := startRecordingSupervisor(t, tr, &discovery)
+		discovery.Store(sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return rediscovers{&asked} })))
+		sys.Root.Send(sup, &messages.PeerUp{Node: "beta", Instances: []messages.PeerInstance{{Address: "beta:8443", InstanceID: "beta-0"}}})
+		synctest.Wait()
+		if l := rec.last(); !l.Healthy {
+			t.Fatalf("first link %+v, want healthy", l)
+		}
+		if n := asked.Load(); n != 0 {
+			t.Fatalf("discovery asked to poll %d times while beta answers as itself", n)
+		}
+
+		gamma := "gamma"
+		tr.as.Store(&gamma)
+		time.Sleep(3 * cfg.HealthInterval) // checks (health, then identity) find gamma
+		synctest.Wait()
+		if rec.last().Healthy {
+			t.Fatalf("link %+v after gamma answered at beta's address, want unhealthy", rec.last())
+		}
+		if n := asked.Load(); n != 1 {
+			t.Fatalf("discovery asked to poll %d times after gamma answered at beta's address for three checks, want once", n)
+		}
+
+		tr.as.Store(nil)
+		time.Sleep(cfg.HealthInterval)
+		synctest.Wait()
+		if !rec.last().Healthy {
+			t.Fatalf("link %+v after beta answered again, want healthy", rec.last())
+		}
+		tr.as.Store(&gamma)
+		time.Sleep(cfg.HealthInterval)
+		synctest.Wait()
+		if n := asked.Load(); n != 2 {
+			t.Fatalf("discovery asked to poll %d times after gamma came back at beta's address, want twice", n)
 		}
 		_ = sys.Root.StopFuture(sup).Wait()
 		sys.Shutdown()
