@@ -23,7 +23,8 @@
 // message). Addresses that never answered are asked again every
 // min(PollInterval, 2s), so a peer that was down at our start is found
 // within seconds of coming up. Rediscover (sent by the node when an unknown
-// node calls) starts a poll at once, at most one a second. Ticks come from
+// node calls, and by the peers actor when another node answers at a peer's
+// address) starts a poll at once, at most one a second. Ticks come from
 // the Clock through one clock.Wakeup; a restart cancels it, cancels and
 // waits for the calls under way, and ignores messages of the instance
 // before it, so polls never double.
