@@ -63,7 +63,7 @@ func (n *Node) startBus() error {
 	if n.cfg.NatsURL == "" {
 		return nil
 	}
-	m, err := bus.NewMetrics(n.registry, siteLabels(n.cfg.Name))
+	m, err := bus.NewMetrics(n.metrics, siteLabels(n.cfg.Name))
 	if err != nil {
 		return err
 	}

@@ -312,7 +312,8 @@ type Config struct {
 	// Logger receives all logs; nil discards them.
 	Logger *slog.Logger
 	// Registry receives the node's metrics; nil creates a fresh one
-	// (see Node.Registry).
+	// (see Node.Registry). The node unregisters its collectors from a
+	// registry given here when it stops or its Start fails.
 	Registry *prometheus.Registry
 	// Store, when set, is used instead of opening one from DataDir/Postgres.
 	// The node does not close a store it was given.

@@ -90,11 +90,11 @@ func (n *Node) startFederation() error {
 		return err
 	}
 	n.transport = tr
-	fwdMetrics, err := forward.NewMetrics(n.registry)
+	fwdMetrics, err := forward.NewMetrics(n.metrics)
 	if err != nil {
 		return err
 	}
-	peerMetrics, err := peer.NewMetrics(n.registry, n.book)
+	peerMetrics, err := peer.NewMetrics(n.metrics, n.book)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package switchboard
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -139,4 +140,62 @@ func (c *statsCache) Collect(ch chan<- prometheus.Metric) {
 	for p, v := range depth {
 		ch <- prometheus.MustNewConstMetric(c.fwdQueue, prometheus.GaugeValue, float64(v), p)
 	}
+}
+
+// ownedMetrics is the registerer every collector of a node goes through.
+// It keeps what it registered, so that a node on an embedder's
+// Config.Registry (release) takes its collectors off it when it stops or
+// its Start fails: the registry can then carry the next node (a restart
+// in the same process), which would otherwise fail its Start with a
+// duplicate registration. A registry the node made itself keeps them:
+// Node.Registry still reads the final values after Stop.
+type ownedMetrics struct {
+	prometheus.Registerer
+	release bool
+
+	mu  sync.Mutex
+	own []prometheus.Collector
+}
+
+// Register registers c and keeps it.
+func (o *ownedMetrics) Register(c prometheus.Collector) error {
+	if err := o.Registerer.Register(c); err != nil {
+		return err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.own = append(o.own, c)
+	return nil
+}
+
+// MustRegister is Register, panicking on an error.
+func (o *ownedMetrics) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := o.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// Unregister unregisters c and forgets it.
+func (o *ownedMetrics) Unregister(c prometheus.Collector) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if i := slices.Index(o.own, c); i >= 0 {
+		o.own = slices.Delete(o.own, i, i+1)
+	}
+	return o.Registerer.Unregister(c)
+}
+
+// unregister takes every collector kept off an embedder's registry.
+func (o *ownedMetrics) unregister() {
+	if !o.release {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, c := range o.own {
+		o.Registerer.Unregister(c)
+	}
+	o.own = nil
 }

@@ -1,6 +1,7 @@
 package switchboard_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"regexp"
@@ -9,7 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/httpapi"
+	"github.com/switchboard-dev/switchboard/nodetest"
 	"github.com/switchboard-dev/switchboard/polltest"
 )
 
@@ -149,5 +154,66 @@ func TestStatusOutboxOldestIsSinceDueWorkHasWaited(t *testing.T) {
 	// what outbox_oldest's age is measured against.
 	if after := clk.Now(); st.Now.After(after) || st.Now.Before(after.Add(-10*time.Second)) {
 		t.Errorf("now = %v, want the node's clock (%v, a moment after the answer)", st.Now, after)
+	}
+}
+
+// TestNodeOnARegistryAnotherNodeLeft: a node never took its collectors
+// off the Config.Registry it was given, so an embedder restarting a node
+// in the same process on that registry (after a Stop, or after a Start
+// that failed) had the new node's Start fail with a duplicate
+// registration. Now both leave the registry as they found it, and the
+// next node registers and serves its metrics there.
+func TestNodeOnARegistryAnotherNodeLeft(t *testing.T) {
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	switchboardSeries := func() []string {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, mf := range mfs {
+			if strings.HasPrefix(mf.GetName(), "switchboard_") {
+				names = append(names, mf.GetName())
+			}
+		}
+		return names
+	}
+
+	// A Start that fails after the listeners and the store's first steps:
+	// another node holds the data directory.
+	holder := testConfig(t)
+	nodetest.Embedded(t, holder)
+	cfg := testConfig(t)
+	cfg.DataDir, cfg.Registry = holder.DataDir, reg
+	failed, err := switchboard.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := failed.Start(ctx); err == nil {
+		t.Fatal("Start on a data directory another node holds succeeded")
+	}
+	if got := switchboardSeries(); len(got) != 0 {
+		t.Errorf("after a failed Start the registry still has %v", got)
+	}
+
+	for round := 1; round <= 2; round++ {
+		cfg := testConfig(t)
+		cfg.Registry = reg
+		n, err := switchboard.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Start(ctx); err != nil {
+			t.Fatalf("round %d: Start on a registry a node left: %v", round, err)
+		}
+		if got := switchboardSeries(); !slices.Contains(got, "switchboard_messages") {
+			t.Errorf("round %d: the running node's registry has %v, no switchboard_messages", round, got)
+		}
+		nodetest.StopEmbedded(t, n)
+		if got := switchboardSeries(); len(got) != 0 {
+			t.Errorf("round %d: after Stop the registry still has %v", round, got)
+		}
 	}
 }

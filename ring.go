@@ -104,7 +104,7 @@ func (n *Node) sharedStore() bool {
 // newShares builds the fence the workers claim through; the coordinator
 // fills it.
 func (n *Node) newShares() error {
-	m, err := ring.NewMetrics(n.registry)
+	m, err := ring.NewMetrics(n.metrics)
 	if err != nil {
 		return err
 	}

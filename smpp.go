@@ -103,7 +103,7 @@ func (n *Node) startSMPP() error {
 		return nil
 	}
 	n.smppLn = nil
-	m, err := smsc.NewMetrics(n.registry)
+	m, err := smsc.NewMetrics(n.metrics)
 	if err != nil {
 		ln.Close()
 		return err

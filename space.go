@@ -47,7 +47,7 @@ func (n *Node) startSpace() error {
 		}))
 	}
 	for _, g := range gauges {
-		if err := n.registry.Register(g); err != nil {
+		if err := n.metrics.Register(g); err != nil {
 			return err
 		}
 	}

@@ -79,6 +79,10 @@ type Node struct {
 	log      *slog.Logger
 	clock    clock.Clock
 	registry *prometheus.Registry
+	// metrics registers the node's collectors on registry and keeps them,
+	// so that a node on an embedder's Config.Registry takes them off it
+	// when it stops (metrics.go).
+	metrics *ownedMetrics
 
 	store    persistence.Store
 	ownStore bool
@@ -284,6 +288,7 @@ func New(cfg Config) (*Node, error) {
 		n.registry = prometheus.NewRegistry()
 		n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
+	n.metrics = &ownedMetrics{Registerer: n.registry, release: cfg.Registry != nil}
 	return n, nil
 }
 
@@ -382,7 +387,7 @@ func (n *Node) openStore(ctx context.Context) error {
 			n.book.SetQueueDepths(st.ForwardQueue)
 		}
 	})
-	return n.registry.Register(n.stats)
+	return n.metrics.Register(n.stats)
 }
 
 // prepareStore takes back this instance's leases from its previous run and
@@ -497,11 +502,11 @@ func (n *Node) startActors() error {
 		opts = append(opts, actor.WithDeadLetterThrottleInterval(n.cfg.DeadLetterThrottle))
 	}
 	n.system = actor.NewActorSystem(opts...)
-	supMetrics, err := supervision.NewMetrics(n.registry)
+	supMetrics, err := supervision.NewMetrics(n.metrics)
 	if err != nil {
 		return err
 	}
-	delMetrics, err := delivery.NewMetrics(n.registry, &n.workersDown)
+	delMetrics, err := delivery.NewMetrics(n.metrics, &n.workersDown)
 	if err != nil {
 		return err
 	}
@@ -606,7 +611,7 @@ func (n *Node) startActors() error {
 
 // startRetention starts the cleaner (it purges on the ring's master only).
 func (n *Node) startRetention() error {
-	m, err := retention.NewMetrics(n.registry)
+	m, err := retention.NewMetrics(n.metrics)
 	if err != nil {
 		return err
 	}
@@ -664,7 +669,7 @@ func (n *Node) bind() error {
 		}
 		n.addr, n.httpsLn = ln.Addr().String(), tls.NewListener(ln, tc)
 		n.httpsTLS = tc
-		if err := n.registry.Register(newCertExpiry(n)); err != nil {
+		if err := n.metrics.Register(newCertExpiry(n)); err != nil {
 			return err
 		}
 	}
@@ -846,6 +851,7 @@ func (n *Node) teardown(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("close store: %w", err))
 		}
 	}
+	n.metrics.unregister() // after the last push, which read them
 	return errors.Join(errs...)
 }
 
@@ -887,7 +893,7 @@ func (n *Node) Store() persistence.Store {
 // and it waits --webhook-timeout for its dial, its bind and each
 // submit_sm_resp (docs/smpp.md).
 func (n *Node) newSMPPClients() error {
-	m, err := smppout.NewMetrics(n.registry)
+	m, err := smppout.NewMetrics(n.metrics)
 	if err != nil {
 		return err
 	}
