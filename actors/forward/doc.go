@@ -39,5 +39,10 @@
 // origin), and its lanes claim nothing until the next kick or tick. A
 // queue starts (and restarts) with the peer not healthy: it parks the
 // peer's pending messages until the peer actor's next check says
-// otherwise.
+// otherwise. A queue that stops (its peer gone from discovery, the node
+// stopping) gives back what it holds (stop.go): the results waiting to be
+// recorded are recorded, and the work of its rounds and requests, those
+// still out included, is recorded unsent, due at once, so that the queue
+// spawned when the peer is back claims it at once rather than when its
+// leases end.
 package forward

@@ -291,13 +291,12 @@ func (f *Flow) Sent(now time.Time, b Batch, forward []messages.ForwardResult, er
 	}
 	switch {
 	case err != nil:
-		for _, w := range b.Work {
-			o := f.policy.Unsent(now, f.peer, w, err)
+		for _, o := range f.Unsent(now, b.Work, err) {
 			if busy {
 				o.RetryAt = now.Add(max(f.policy.RetryInterval, transport.RetryAfterOf(err)))
 				o.Detail = fmt.Sprintf("%s is busy: %v", f.peer, err)
 			}
-			f.outcomes = append(f.outcomes, f.fenced(o, w))
+			f.outcomes = append(f.outcomes, o)
 		}
 	case b.Kind == persistence.WorkForward:
 		for i, w := range b.Work {
@@ -317,6 +316,30 @@ func (f *Flow) Sent(now time.Time, b Batch, forward []messages.ForwardResult, er
 		}
 	}
 	return closed
+}
+
+// Unsent is what records work claimed and not sent, or sent without an
+// answer (why): due again at once, unleased (Policy.Unsent), each
+// outcome fenced by its claim. It reads only what the flow was made with,
+// so the goroutines of a queue that stopped call it too (Leftover).
+func (f *Flow) Unsent(now time.Time, work []persistence.Work, why error) []persistence.Outcome {
+	out := make([]persistence.Outcome, len(work))
+	for i, w := range work {
+		out[i] = f.fenced(f.policy.Unsent(now, f.peer, w, why), w)
+	}
+	return out
+}
+
+// Leftover empties the flow of a queue that stops: the results waiting to
+// be recorded, and the handed-over forwards it has not sent, as Unsent
+// (why). Recorded, they leave nothing leased to a queue that is gone:
+// without them its work would wait for its leases to end (2x
+// --http-timeout + 10 s) before its next queue could claim it.
+func (f *Flow) Leftover(now time.Time, why error) ([]persistence.Outcome, []persistence.StatusUpdate) {
+	outcomes := append(f.outcomes, f.Unsent(now, f.handed, why)...)
+	updates := f.updates
+	f.outcomes, f.updates, f.handed, f.msgs = nil, nil, nil, map[string]messages.Message{}
+	return outcomes, updates
 }
 
 // fenced stamps an outcome with the claim it comes from: if the ring moved

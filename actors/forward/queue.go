@@ -40,6 +40,8 @@ type Queue struct {
 	// pageCancel ends it when the queue stops.
 	page       uint64
 	pageCancel context.CancelFunc
+	// gate carries this incarnation's goroutines' results (stop.go).
+	gate *gate
 }
 
 // New returns the producer of a forward queue actor.
@@ -62,6 +64,7 @@ func (q *Queue) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *actor.Started:
 		q.self, q.parent, q.sys = c.Self(), c.Parent(), c.ActorSystem()
+		q.gate = newGate()
 		if q.cfg.Board != nil {
 			// A queue spawned for a peer that was gone has the PID of the
 			// one before it (handover.Board.Forget).
@@ -80,6 +83,11 @@ func (q *Queue) Receive(c actor.Context) {
 		}
 		if q.board.Withdraw() {
 			q.cfg.Board.Offer(q.boardKey(), 0, q.cfg.lease(), q.self)
+		}
+		if _, final := m.(*actor.Stopping); final && q.gate != nil {
+			// A restart keeps the mailbox and the PID: the next
+			// incarnation reads what this one did not.
+			q.finish()
 		}
 		return
 	case *handover.Work:
@@ -116,6 +124,7 @@ func (q *Queue) Receive(c actor.Context) {
 		q.park(c, q.link.Paged(m.more, m.err))
 		return
 	case *sent:
+		q.gate.read(m)
 		if m.err != nil {
 			q.log.Warn("request to peer failed", "kind", m.batch.Kind, "messages", len(m.batch.Work), "err", m.err)
 		}
@@ -127,6 +136,7 @@ func (q *Queue) Receive(c actor.Context) {
 			c.Send(q.parent, messages.PeerContactFailed{Err: m.err})
 		}
 	case *roundDone:
+		q.gate.read(m)
 		if m.err != nil {
 			q.log.Error("recording forward results failed; the leases will run out and the work be retried", "err", m.err)
 		}
@@ -164,7 +174,7 @@ func (q *Queue) step() {
 		q.send(b)
 	}
 	if r, ok := q.flow.Next(q.cfg.Clock.Now(), q.cfg.lease()); ok {
-		go q.run(r)
+		go q.run(q.gate, r)
 	}
 	if n := q.flow.Offer(); q.board.Set(n, q.cfg.idlePoll()) {
 		q.cfg.Board.Offer(q.boardKey(), n, q.cfg.lease(), q.self)

@@ -25,7 +25,7 @@ type sent struct {
 // message, so Receive never waits on the network.
 func (q *Queue) send(b Batch) {
 	link, tr, timeout := q.link.Peer(), q.cfg.Transport, q.cfg.Timeout
-	self, root := q.self, q.sys.Root
+	g := q.gate
 	node, peerName, tracing := q.cfg.Node, q.cfg.Peer, q.cfg.Tracing
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -66,7 +66,7 @@ func (q *Queue) send(b Batch) {
 			}
 			endSpans(spans, res.err, func(int) *messages.Error { return nil })
 		}
-		root.Send(self, res)
+		q.deliver(g, res)
 	}()
 }
 

@@ -20,14 +20,14 @@ type roundDone struct {
 
 // run does one store round: the results and the claims in one Write, each
 // claim fenced by the ring.
-func (q *Queue) run(r *FlowRound) {
+func (q *Queue) run(g *gate, r *FlowRound) {
 	defer supervision.CarryPanic(q.sys.Root, q.self, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), q.cfg.StoreTimeout)
 	defer cancel()
 	res := &roundDone{round: r}
 	res.written, res.claims, res.err = ring.Write(ctx, q.cfg.Store, q.cfg.Fence, q.cfg.Clock.Now(),
 		persistence.Write{Outcomes: r.Outcomes, Statuses: r.Updates, Claims: r.Claims}, nil)
-	q.sys.Root.Send(q.self, res)
+	q.deliver(g, res)
 }
 
 // pageDone is a parking page's result, sent back by its goroutine.
