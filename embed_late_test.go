@@ -80,6 +80,64 @@ func TestActorLateRetryOfEarlierAttemptIsStale(t *testing.T) {
 	}
 }
 
+// TestActorAnswersWithoutAttemptAfterAPanic: an in-process frontend's
+// actor panics on attempt 1 (the node's guardian restarts it; the Delivery
+// is dropped) and answers the later attempts without naming them. The
+// attempt that panicked stayed the oldest not answered, and each answer
+// was taken for the attempt before its own: attempt 2's Retry was dropped
+// as late (its timeout recorded instead of its reason) and the next
+// Delivered recorded against the attempt before it. Attempt 2's Retry is
+// recorded now, with its reason (at its deadline: it might have been
+// attempt 1's, late), and each Delivered against its own attempt.
+func TestActorAnswersWithoutAttemptAfterAPanic(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		answers map[int]messages.DeliveryResult // by attempt; attempt 1 panics
+		want    string                          // the history's attempts
+	}{
+		{name: "retry, then delivered", answers: map[int]messages.DeliveryResult{
+			2: {Status: messages.Retry, Reason: "operator busy"}, 3: {Status: messages.Delivered}},
+			want: "[retry a1 timeout retry a2 operator busy delivered a3]"},
+		{name: "delivered", answers: map[int]messages.DeliveryResult{2: {Status: messages.Delivered}},
+			want: "[retry a1 timeout delivered a2]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := lateNode(t, 3, nil)
+			serveActor(t, n, "gw", "gw", "46", actorFunc(func(c actor.Context) {
+				d, ok := c.Message().(*messages.Delivery)
+				if !ok {
+					return
+				}
+				if d.Message.Attempt == 1 {
+					panic("gateway bug")
+				}
+				r := tc.answers[d.Message.Attempt]
+				r.ID = d.Message.ID
+				c.Respond(&r)
+			}))
+			if _, _, err := n.Submit(context.Background(), messages.Submission{ID: "pa", SourceMSISDN: "1", DestinationMSISDN: "467", Body: "x"}); err != nil {
+				t.Fatal(err)
+			}
+			m := finalMessage(t, n, "pa")
+			var got []string
+			for _, e := range m.History {
+				if e.Attempt == 0 {
+					continue // accepted
+				}
+				s := fmt.Sprintf("%s a%d", e.State, e.Attempt)
+				if _, reason, ok := strings.Cut(e.Detail, " failed: "); ok {
+					reason, _, _ = strings.Cut(reason, "; retry in")
+					s += " " + reason
+				}
+				got = append(got, s)
+			}
+			if fmt.Sprint(got) != tc.want || m.State != messages.StateDelivered {
+				t.Fatalf("state %s, history %s; want delivered, %s", m.State, got, tc.want)
+			}
+		})
+	}
+}
+
 // TestActorLateDeliveredAfterLastAttemptIsLogged: the last attempt timed
 // out and the message failed; the frontend's Delivered comes after. The
 // failure stands (a final state is never changed), and a warning names

@@ -45,7 +45,7 @@ type Dispatcher struct {
 	// asked are the attempts of each message sent to an in-process
 	// frontend's actor and not answered yet, oldest first (Asked,
 	// ActorVerdict): an answer that does not name its attempt answers the
-	// oldest.
+	// oldest, unless that one timed out and a later one is in flight.
 	asked    map[string][]int
 	owed     int       // rows the handover board granted that have not come (Owe; pull: only while retiring)
 	pending  []pending // verdicts to record
@@ -120,6 +120,12 @@ type flight struct {
 	// sent is the attempt handed to the frontend (work's, unless a claim
 	// since renewed the row: renew).
 	sent int
+	// held is an in-process frontend's Retry that did not name its
+	// attempt and came while an earlier attempt timed out unanswered: it
+	// is this attempt's, or that one's, late (ActorVerdict). It is this
+	// attempt's verdict at its deadline, unless another answer comes for
+	// it first.
+	held *messages.DeliveryResult
 }
 
 // pending is one verdict to record; ack is the ack waiting for it (nil for
@@ -581,11 +587,39 @@ func (d *Dispatcher) Asked(id string, attempt int) {
 // in flight is attempt 1's (taken as attempt 2's, a late Retry failed a
 // message that attempt 2 delivered). An answer to an attempt no longer in
 // flight is late (Verdict).
+//
+// Unless the oldest timed out and a later attempt is in flight: the
+// answer is then the oldest's, late (a slow frontend), or the one in
+// flight's, the oldest never to be answered (the frontend's actor
+// panicked on it, which drops it; taken as the oldest's, every later
+// answer went to the attempt before its own, the Retry of the one in
+// flight dropped as late and its Delivered recorded against the one
+// that panicked). Nothing here tells which. The answer takes the oldest
+// off the queue (one of the two is answered; the attempt in flight stays
+// queued for the other) and is decided by what it says:
+//   - Delivered or Failed is the attempt in flight's verdict: the message
+//     is final either way (a later answer finds it so, as a late one).
+//   - Retry (or an unknown status) is held on the attempt in flight
+//     (flight.held). Another answer that comes for it while it is in
+//     flight is its own, and the held one was the oldest's, late, and
+//     dropped as a late Retry is. If none comes, the held one is its
+//     verdict at its deadline (Tick), reason and RetryAfter kept: the
+//     message retries when the timeout would have retried it. Its queue
+//     entry stays (either attempt may still answer), so the next
+//     attempt's answers are in the same doubt. Applied at once, a slow
+//     frontend's late Retry took the place of the attempt in flight: the
+//     message retried while that attempt went on, and failed
+//     max_attempts on the last one, even if that one delivered.
+//
+// An answer that names its attempt is never in doubt.
 func (d *Dispatcher) ActorVerdict(now time.Time, r messages.DeliveryResult, rng *rand.Rand) {
 	q := d.asked[r.ID]
 	attempt := r.Attempt
+	f, inFlight := d.inflight[r.ID]
+	doubt := false
 	if attempt == 0 && len(q) > 0 {
 		attempt = q[0]
+		doubt = inFlight && attempt != f.sent && slices.Contains(q, f.sent)
 	}
 	if i := slices.Index(q, attempt); i >= 0 {
 		q = slices.Delete(q, i, i+1)
@@ -595,7 +629,15 @@ func (d *Dispatcher) ActorVerdict(now time.Time, r messages.DeliveryResult, rng 
 	} else {
 		d.asked[r.ID] = q
 	}
-	d.Verdict(now, r.ID, attempt, r, true, rng)
+	switch {
+	case !doubt:
+		d.Verdict(now, r.ID, attempt, r, true, rng)
+	case r.Status == messages.Delivered || r.Status == messages.Failed:
+		d.Verdict(now, r.ID, f.sent, r, true, rng)
+	default:
+		f.held = &r
+		d.inflight[r.ID] = f
+	}
 }
 
 // Verdict records a push frontend's verdict on a delivery. attempt is the
@@ -1215,20 +1257,25 @@ func (d *Dispatcher) heldForClaim(w Waiter[*messages.Poll]) bool {
 
 // Tick is the time passing: polls at their deadline are answered empty
 // (unless held for the claim out), push deliveries past theirs count as
-// retries (inherited ones, Inherit, are forgotten: their work is claimed
-// again when its lease ends), as are the rounds of earlier incarnations
-// past the time their result could come (Inherit), and work the store
-// said would be due by now is looked for. A drain that this completes is
-// Drained.
+// retries (with the Retry held on them, if any: ActorVerdict; inherited
+// ones, Inherit, are forgotten: their work is claimed again when its
+// lease ends), as are the rounds of earlier incarnations past the time
+// their result could come (Inherit), and work the store said would be due
+// by now is looked for. A drain that this completes is Drained.
 func (d *Dispatcher) Tick(now time.Time, rng *rand.Rand) Effects {
 	var e Effects
 	for _, p := range d.waiters.ExpireUnless(now, d.heldForClaim) {
 		e.Answers = append(e.Answers, Answer{Poll: p, Reply: messages.PollReply{Messages: []messages.Outgoing{}}})
 	}
 	for id, f := range d.inflight {
-		if !f.deadline.After(now) {
-			d.Verdict(now, id, f.sent, messages.DeliveryResult{ID: id, Status: messages.Retry, Reason: "timeout"}, false, rng)
+		if f.deadline.After(now) {
+			continue
 		}
+		r := messages.DeliveryResult{ID: id, Status: messages.Retry, Reason: "timeout"}
+		if f.held != nil {
+			r = *f.held // no other answer came for it (ActorVerdict)
+		}
+		d.Verdict(now, id, f.sent, r, false, rng)
 	}
 	maps.DeleteFunc(d.orphans, func(_ string, deadline time.Time) bool { return !deadline.After(now) })
 	maps.DeleteFunc(d.earlier, func(_ *Round, by time.Time) bool { return !by.After(now) })

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -516,21 +518,7 @@ func claimOf(r *Round) string {
 // 1's, late, and dropped, whether it names its attempt or not.
 func TestActorLateRetryOfEarlierAttempt(t *testing.T) {
 	for _, echo := range []bool{false, true} {
-		d := newPush(4)
-		r, _ := d.Next(t0)
-		d.Done(t0, r, nil, &persistence.Claim{Work: work("m", 1, time.Minute)}, nil)
-		d.Asked("m0", 1)
-		// Attempt 1 times out; its retry is recorded; attempt 2 goes out.
-		d.Tick(t0.Add(10*time.Second), rng())
-		now := t0.Add(11 * time.Second)
-		r, _ = d.Next(now)
-		if len(r.Outcomes) != 1 || r.Outcomes[0].Reason != "timeout" {
-			t.Fatalf("round %+v, want attempt 1's timeout", r)
-		}
-		again := work("m", 1, 2*time.Minute)
-		again[0].Message.Attempts = 2
-		d.Done(now, r, []persistence.Completion{persistence.Applied}, &persistence.Claim{Work: again}, nil)
-		d.Asked("m0", 2)
+		d, now := secondAttemptOut(t)
 		late := messages.DeliveryResult{ID: "m0", Status: messages.Retry, Reason: "about attempt 1"}
 		if echo {
 			late.Attempt = 1
@@ -544,6 +532,101 @@ func TestActorLateRetryOfEarlierAttempt(t *testing.T) {
 		if !ok || len(r.Outcomes) != 1 || r.Outcomes[0].Result != persistence.ResultDelivered || r.Outcomes[0].Detail != "delivered to fe (attempt 2)" {
 			t.Fatalf("echo %v: round %+v, want attempt 2 delivered", echo, r)
 		}
+	}
+}
+
+// secondAttemptOut is an in-process frontend's dispatcher whose attempt 1
+// of m0 was asked, timed out and its retry recorded, and whose attempt 2
+// is asked now, in flight until now + 10 s.
+func secondAttemptOut(t *testing.T) (*Dispatcher, time.Time) {
+	t.Helper()
+	d := newPush(4)
+	r, _ := d.Next(t0)
+	d.Done(t0, r, nil, &persistence.Claim{Work: work("m", 1, time.Minute)}, nil)
+	d.Asked("m0", 1)
+	d.Tick(t0.Add(10*time.Second), rng())
+	now := t0.Add(11 * time.Second)
+	r, _ = d.Next(now)
+	if len(r.Outcomes) != 1 || r.Outcomes[0].Reason != "timeout" {
+		t.Fatalf("round %+v, want attempt 1's timeout", r)
+	}
+	again := work("m", 1, 2*time.Minute)
+	again[0].Message.Attempts = 2
+	if e := d.Done(now, r, []persistence.Completion{persistence.Applied}, &persistence.Claim{Work: again}, nil); len(e.Start) != 1 {
+		t.Fatalf("started %+v, want attempt 2", e.Start)
+	}
+	d.Asked("m0", 2)
+	return d, now
+}
+
+// TestActorAnswerWithoutAttemptAfterATimeout: attempt 1 of m0 was never
+// answered in time (the frontend's actor panicked on it, or was slow) and
+// attempt 2 is in flight; then come answers that do not name their
+// attempt. They are either attempt 2's (attempt 1 panicked) or, the first
+// of them, attempt 1's, late (a slow frontend). Each was taken as attempt
+// 1's: after a panic, attempt 2's retry was dropped as late (the timeout
+// recorded for it at its deadline instead of its reason) and its delivered
+// or failed was recorded against attempt 1, late, with attempt 2 left in
+// flight until its deadline. A final answer is attempt 2's now (the
+// message is final either way), and a retry is held on attempt 2: dropped
+// if another answer comes for it, its verdict at its deadline if none does
+// (attempt 2's own retry after a panic; after a slow attempt 1, the time
+// attempt 2's timeout would have retried it).
+func TestActorAnswerWithoutAttemptAfterATimeout(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		answers []messages.DeliveryResult
+		want    []string // recorded as the answers came
+		// atDeadline: recorded when attempt 2's deadline passes (its
+		// timeout, unless it is answered by then)
+		atDeadline []string
+	}{
+		{name: "panicked, then retry", answers: []messages.DeliveryResult{{Status: messages.Retry, Reason: "busy"}},
+			atDeadline: []string{"retry a2 busy"}},
+		{name: "panicked, then delivered", answers: []messages.DeliveryResult{{Status: messages.Delivered}},
+			want: []string{"delivered a2"}},
+		{name: "panicked, then failed", answers: []messages.DeliveryResult{{Status: messages.Failed, Reason: "no such number"}},
+			want: []string{"failed a2 rejected: no such number"}},
+		{name: "panicked, then retry naming attempt 2", answers: []messages.DeliveryResult{{Status: messages.Retry, Reason: "busy", Attempt: 2}},
+			want: []string{"retry a2 busy"}},
+		{name: "slow: attempt 1's retry, then attempt 2's delivered",
+			answers: []messages.DeliveryResult{{Status: messages.Retry, Reason: "slow"}, {Status: messages.Delivered}},
+			want:    []string{"delivered a2"}},
+		{name: "slow: attempt 1's retry, then attempt 2's retry",
+			answers: []messages.DeliveryResult{{Status: messages.Retry, Reason: "slow"}, {Status: messages.Retry, Reason: "busy"}},
+			want:    []string{"retry a2 busy"}},
+		{name: "slow: attempt 1's retry, attempt 2 not answered", answers: []messages.DeliveryResult{{Status: messages.Retry, Reason: "slow"}},
+			atDeadline: []string{"retry a2 slow"}},
+		{name: "slow: attempt 1's failed, then attempt 2's delivered",
+			answers: []messages.DeliveryResult{{Status: messages.Failed, Reason: "no such number"}, {Status: messages.Delivered}},
+			want:    []string{"failed a2 rejected: no such number", "delivered a2 late"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, now := secondAttemptOut(t)
+			recorded := func() []string {
+				var out []string
+				for _, p := range d.pending {
+					s := []string{string(p.o.Result), fmt.Sprintf("a%d", p.o.Attempt), p.o.Reason}
+					if p.late {
+						s = append(s, "late")
+					}
+					out = append(out, strings.Join(slices.DeleteFunc(s, func(w string) bool { return w == "" }), " "))
+				}
+				d.pending = nil
+				return out
+			}
+			for i, r := range tc.answers {
+				r.ID = "m0"
+				d.ActorVerdict(now.Add(time.Duration(i+1)*time.Second), r, rng())
+			}
+			if got := recorded(); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("recorded %q as the answers came, want %q", got, tc.want)
+			}
+			d.Tick(now.Add(10*time.Second), rng())
+			if got := recorded(); fmt.Sprint(got) != fmt.Sprint(tc.atDeadline) {
+				t.Errorf("recorded %q at attempt 2's deadline, want %q", got, tc.atDeadline)
+			}
+		})
 	}
 }
 
