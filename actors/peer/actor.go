@@ -187,9 +187,11 @@ func (a *Actor) Receive(c actor.Context) {
 // last asked it (reused, or given back to its owner): discovery is asked
 // to poll now, not a poll interval later, so that the peer is found where
 // it is and the node at its address is known as itself. Once per change,
-// so that a lasting mix-up costs no more than the regular polls.
+// so that a lasting mix-up costs no more than the regular polls. Not in
+// gone mode: discovery lists the peer nowhere, so there is nothing of it
+// to look at again (and such an actor is spawned at each of its calls).
 func (a *Actor) answeredBy(c actor.Context, other string) {
-	if other == a.elsewhere {
+	if other == a.elsewhere || a.gone {
 		return
 	}
 	a.elsewhere = other
