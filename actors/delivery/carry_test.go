@@ -23,7 +23,8 @@ import (
 // verdict to record; its own round out, with a retry (a final verdict of
 // it would be carried as a verdict too, and the next incarnation would
 // hold its message for that, no longer for the round: a second carry that
-// differs, and keeps the message all the same); and its fetch out.
+// differs, and keeps the message all the same), a deferral (429), whose
+// run of deferrals the next one backs off from; and its fetch out.
 func TestRestartCarriesEverything(t *testing.T) {
 	earlierBy := t0.Add(20 * time.Second)
 	earlier := &Round{Outcomes: []persistence.Outcome{{MessageID: "e0", Result: persistence.ResultDelivered}}}
@@ -46,7 +47,7 @@ func TestRestartCarriesEverything(t *testing.T) {
 			t.Fatalf("%s naked as it was taken", id)
 		}
 	}
-	core.Verdict(t0, "f1", 1, messages.DeliveryResult{Status: messages.Retry, Reason: "503"}, false, rng())
+	core.Verdict(t0, "f1", 1, messages.DeliveryResult{Status: messages.Retry, Reason: "HTTP 429", Deferred: true}, false, rng())
 	if r, ok := core.Next(t0); !ok || len(r.Outcomes) != 1 {
 		t.Fatalf("round %+v, want f1's retry", r)
 	}

@@ -46,7 +46,11 @@ type Dispatcher struct {
 	// frontend's actor and not answered yet, oldest first (Asked,
 	// ActorVerdict): an answer that does not name its attempt answers the
 	// oldest, unless that one timed out and a later one is in flight.
-	asked    map[string][]int
+	asked map[string][]int
+	// deferred are the push frontend's deferrals in a row of one
+	// attempt of each message, by message id (Verdict): the next one
+	// backs off on from them (Policy.AfterDeferrals).
+	deferred map[string]deferrals
 	owed     int       // rows the handover board granted that have not come (Owe; pull: only while retiring)
 	pending  []pending // verdicts to record
 	round    *Round    // the store round in flight
@@ -127,6 +131,20 @@ type flight struct {
 	// it first.
 	held *messages.DeliveryResult
 }
+
+// deferrals counts the deferrals in a row of attempt `attempt` of a
+// message (Dispatcher.deferred). Once past until (its last retry due a
+// RetryMax ago) and not deferred again, the message went elsewhere
+// (another instance's claim, a final verdict there) and is forgotten
+// (Tick): its next deferral here backs off from its attempt's backoff.
+type deferrals struct {
+	attempt, n int
+	until      time.Time
+}
+
+// maxDeferrals caps a run's count: past RetryMin << 62 every backoff is
+// RetryMax, and attempt+n must not overflow.
+const maxDeferrals = 62
 
 // pending is one verdict to record; ack is the ack waiting for it (nil for
 // a push frontend's own verdict, which is retried until recorded).
@@ -267,7 +285,7 @@ const storeRetry = time.Second
 // NewDispatcher returns a Dispatcher that assumes work may be due.
 func NewDispatcher(cfg DispatcherConfig) *Dispatcher {
 	return &Dispatcher{cfg: cfg, inflight: map[string]flight{}, orphans: map[string]time.Time{}, earlier: map[*Round]time.Time{},
-		asked: map[string][]int{}, more: true}
+		asked: map[string][]int{}, deferred: map[string]deferrals{}, more: true}
 }
 
 // Outstanding reports whether the dispatcher may still record an outcome
@@ -343,13 +361,17 @@ type Carry struct {
 	// the state change published) went to a dead actor; a drain ended
 	// before the outcomes were committed.
 	rounds map[*Round]time.Time
+	// deferred are the deferrals in a row of each message (Verdict):
+	// lost, a restart set the backoff of a frontend that keeps answering
+	// busy back to its first.
+	deferred map[string]deferrals
 }
 
 // Carry is what the dispatcher hands its worker's next incarnation as the
 // worker restarts (Inherit); the result of the round out, if any, cannot
 // come after roundBy (its store call's timeout).
 func (d *Dispatcher) Carry(roundBy time.Time) Carry {
-	c := Carry{flights: maps.Clone(d.orphans), rounds: maps.Clone(d.earlier)}
+	c := Carry{flights: maps.Clone(d.orphans), rounds: maps.Clone(d.earlier), deferred: maps.Clone(d.deferred)}
 	for id, f := range d.inflight {
 		c.flights[id] = f.deadline
 	}
@@ -380,6 +402,7 @@ func (d *Dispatcher) Inherit(c Carry) {
 	maps.Copy(d.orphans, c.flights)
 	d.pending = append(d.pending, c.verdicts...)
 	maps.Copy(d.earlier, c.rounds)
+	maps.Copy(d.deferred, c.deferred)
 }
 
 // Kick says work may be due (a commit, a ring change).
@@ -646,7 +669,8 @@ func (d *Dispatcher) ActorVerdict(now time.Time, r messages.DeliveryResult, rng 
 // or the worker restarted), is late: still recorded when it is final (the
 // frontend has spoken; on a message already final it changes nothing,
 // Effects.LateRefused), dropped when it is a retry (the timeout already
-// scheduled one).
+// scheduled one). A deferral's wait backs off on from the deferrals of
+// the same attempt before it (deferred); any other verdict ends the run.
 func (d *Dispatcher) Verdict(now time.Time, id string, attempt int, r messages.DeliveryResult, actor bool, rng *rand.Rand) {
 	delete(d.orphans, id)
 	f, inFlight := d.inflight[id]
@@ -663,11 +687,21 @@ func (d *Dispatcher) Verdict(now time.Time, id string, attempt int, r messages.D
 	if !inFlight && (r.Status == messages.Retry || attempt == 0 && !actor) {
 		return
 	}
-	o := d.cfg.Policy.After(d.cfg.Frontend, id, attempt, r, now, rng)
+	run := d.deferred[id]
+	if run.attempt != attempt {
+		run = deferrals{attempt: attempt}
+	}
+	o := d.cfg.Policy.AfterDeferrals(d.cfg.Frontend, id, attempt, run.n, r, now, rng)
 	if inFlight {
 		o = fenced(o, f.work, d.cfg.Owner)
 	}
 	d.pending = append(d.pending, pending{o: o, late: !inFlight})
+	if o.Deferred {
+		run.n, run.until = min(run.n+1, maxDeferrals), o.RetryAt.Add(d.cfg.Policy.RetryMax)
+		d.deferred[id] = run
+	} else {
+		delete(d.deferred, id) // the run ends: the message was attempted
+	}
 }
 
 // fenced stamps an outcome of a delivery in flight (a push frontend's
@@ -1260,8 +1294,9 @@ func (d *Dispatcher) heldForClaim(w Waiter[*messages.Poll]) bool {
 // retries (with the Retry held on them, if any: ActorVerdict; inherited
 // ones, Inherit, are forgotten: their work is claimed again when its
 // lease ends), as are the rounds of earlier incarnations past the time
-// their result could come (Inherit), and work the store said would be due
-// by now is looked for. A drain that this completes is Drained.
+// their result could come (Inherit) and the runs of deferrals past theirs
+// (deferrals), and work the store said would be due by now is looked
+// for. A drain that this completes is Drained.
 func (d *Dispatcher) Tick(now time.Time, rng *rand.Rand) Effects {
 	var e Effects
 	for _, p := range d.waiters.ExpireUnless(now, d.heldForClaim) {
@@ -1279,6 +1314,7 @@ func (d *Dispatcher) Tick(now time.Time, rng *rand.Rand) Effects {
 	}
 	maps.DeleteFunc(d.orphans, func(_ string, deadline time.Time) bool { return !deadline.After(now) })
 	maps.DeleteFunc(d.earlier, func(_ *Round, by time.Time) bool { return !by.After(now) })
+	maps.DeleteFunc(d.deferred, func(_ string, run deferrals) bool { return !run.until.After(now) })
 	if !d.nextDue.IsZero() && !d.nextDue.After(now) {
 		d.more, d.nextDue = true, time.Time{}
 	}

@@ -1375,3 +1375,70 @@ func TestBusPullClaimsFromTheStoreForPollsThatDoNotWait(t *testing.T) {
 		t.Fatalf("claim after the named one = %+v, want one from the store", r.Claim)
 	}
 }
+
+// TestPushDeferralsBackOff: a push frontend that defers one message again
+// and again (a webhook's 429) is called again later each time, as retries
+// are: the k-th deferral in a row of an attempt waits as a retry of
+// attempt+k-1 would (doubling from RetryMin to RetryMax, jittered), or
+// what the frontend asked when longer (within RetryMax), whether or not
+// the worker restarted between. A verdict that is no deferral (here a 503,
+// which uses its attempt) ends the run; so does a run's message not seen
+// again within RetryMax of its retry falling due (Tick forgets it).
+func TestPushDeferralsBackOff(t *testing.T) {
+	d := newPush(1)
+	now, attempt := t0, 1
+	busy := messages.DeliveryResult{ID: "m0", Status: messages.Retry, Reason: "HTTP 429", Deferred: true}
+	for i, c := range []struct {
+		v        messages.DeliveryResult
+		min, max time.Duration
+		restart  bool // the worker restarts before this delivery
+	}{
+		{v: busy, min: 30 * time.Second, max: time.Minute},
+		{v: busy, min: time.Minute, max: 2 * time.Minute},
+		{v: messages.DeliveryResult{ID: "m0", Status: messages.Retry, Reason: "HTTP 429", Deferred: true, RetryAfter: 7 * time.Minute},
+			min: 7 * time.Minute, max: 7 * time.Minute},
+		{v: busy, min: 4 * time.Minute, max: 8 * time.Minute, restart: true},
+		{v: busy, min: 4 * time.Minute, max: 8 * time.Minute},
+		{v: messages.DeliveryResult{ID: "m0", Status: messages.Retry, Reason: "HTTP 429", Deferred: true, RetryAfter: time.Hour},
+			min: 8 * time.Minute, max: 8 * time.Minute},
+		{v: messages.DeliveryResult{ID: "m0", Status: messages.Retry, Reason: "HTTP 503"}, min: 30 * time.Second, max: time.Minute},
+		{v: busy, min: time.Minute, max: 2 * time.Minute}, // attempt 2: its own backoff again
+		{v: busy, min: 2 * time.Minute, max: 4 * time.Minute},
+	} {
+		if c.restart {
+			next := newPush(1)
+			next.Inherit(d.Carry(now))
+			d = next
+		}
+		wk := work("m", 1, time.Minute)
+		wk[0].LeaseUntil, wk[0].Message.Attempts = now.Add(time.Minute), attempt
+		if e := d.Handover(now, wk); len(e.Start) != 1 {
+			t.Fatalf("delivery %d: started %+v, want m0", i+1, e.Start)
+		}
+		d.Verdict(now, "m0", attempt, c.v, false, rng())
+		r, ok := d.Next(now)
+		if !ok || len(r.Outcomes) != 1 || r.Outcomes[0].Result != persistence.ResultRetry || r.Outcomes[0].Deferred != c.v.Deferred {
+			t.Fatalf("delivery %d (%s): round %+v, want its retry", i+1, c.v.Reason, r)
+		}
+		o := r.Outcomes[0]
+		if wait := o.RetryAt.Sub(now); wait < c.min || wait > c.max {
+			t.Errorf("delivery %d (attempt %d, %s, Retry-After %v): called again in %v, want in [%v, %v]",
+				i+1, attempt, c.v.Reason, c.v.RetryAfter, wait, c.min, c.max)
+		}
+		d.Done(now, r, []persistence.Completion{persistence.Applied}, &persistence.Claim{}, nil)
+		now = o.RetryAt
+		if !o.Deferred {
+			attempt++
+		}
+	}
+	// Not seen again until past RetryMax after it fell due: forgotten.
+	now = now.Add(dispatchPolicy.RetryMax + time.Second)
+	d.Tick(now, rng())
+	wk := work("m", 1, time.Minute)
+	wk[0].LeaseUntil, wk[0].Message.Attempts = now.Add(time.Minute), attempt
+	d.Handover(now, wk)
+	d.Verdict(now, "m0", attempt, busy, false, rng())
+	if r, ok := d.Next(now); !ok || len(r.Outcomes) != 1 || r.Outcomes[0].RetryAt.Sub(now) > 2*time.Minute {
+		t.Errorf("a deferral of attempt %d after the run was forgotten: round %+v, want a retry within 2m (its attempt's backoff)", attempt, r)
+	}
+}

@@ -7,6 +7,8 @@
 // frontend too busy to take the message (an SMSC's ESME_RTHROTTLED, a
 // webhook's 429) defers it: a retry that uses no attempt (the store gives
 // back the one its claim counted), bounded by the message's validity only.
+// Deferrals of an attempt in a row back off further each time, as
+// retries do (the Dispatcher counts them, Policy.AfterDeferrals).
 //
 //	claim (lease) ──Before──► attempt ──verdict──After──► outcome ──► group commit
 //	      ▲                                                              │

@@ -21,6 +21,10 @@ type Policy struct {
 	// the message (dead-letter, reason max_attempts). A deferred verdict
 	// (messages.DeliveryResult.Deferred: the frontend was busy) is no
 	// attempt: it is retried without using one, bounded by Validity alone.
+	// Deferrals of an attempt in a row back off as retries do: the k-th
+	// waits as a retry of attempt+k-1 would (AfterDeferrals), so that a
+	// frontend busy for long is called less and less often, not at the
+	// same rate for ever.
 	MaxAttempts int
 	// Validity counts from the message's submission; once it has passed the
 	// message fails with reason expired instead of being attempted.
@@ -83,9 +87,19 @@ func (p Policy) Before(w persistence.Work, now time.Time) (o persistence.Outcome
 }
 
 // After turns a frontend's verdict on attempt `attempt` of a message into
-// the outcome to record.
+// the outcome to record; a deferral is taken for the first of its attempt
+// (AfterDeferrals).
 func (p Policy) After(target, id string, attempt int, v messages.DeliveryResult, now time.Time, rng *rand.Rand) persistence.Outcome {
-	o := p.after(target, id, attempt, v, now, rng)
+	return p.AfterDeferrals(target, id, attempt, 0, v, now, rng)
+}
+
+// AfterDeferrals is After for a verdict that follows `deferred` deferrals
+// of the same attempt in a row: a deferral then waits as a retry of
+// attempt+deferred would (the backoff doubles on with each, up to
+// RetryMax), or what the frontend asked when longer. Other verdicts do
+// not read deferred.
+func (p Policy) AfterDeferrals(target, id string, attempt, deferred int, v messages.DeliveryResult, now time.Time, rng *rand.Rand) persistence.Outcome {
+	o := p.after(target, id, attempt, max(deferred, 0), v, now, rng)
 	o.Attempt = attempt // what the detail names, kept with its history entry
 	o.Named = v.Attempt // a pull ack's: the store tells a stale verdict by it
 	o.Resend = v.Resend
@@ -95,7 +109,7 @@ func (p Policy) After(target, id string, attempt int, v messages.DeliveryResult,
 	return o
 }
 
-func (p Policy) after(target, id string, attempt int, v messages.DeliveryResult, now time.Time, rng *rand.Rand) persistence.Outcome {
+func (p Policy) after(target, id string, attempt, deferred int, v messages.DeliveryResult, now time.Time, rng *rand.Rand) persistence.Outcome {
 	switch v.Status {
 	case messages.Delivered:
 		detail := "delivered to " + target
@@ -120,8 +134,11 @@ func (p Policy) after(target, id string, attempt int, v messages.DeliveryResult,
 		// does not apply; Before's expiry still does. The history names
 		// the attempt given back: the next claim counts it again, and a
 		// claim of another attempt after this entry follows a claim
-		// that left no verdict (smppout.ResendNote).
-		wait := p.retryWait(attempt, v, rng)
+		// that left no verdict (smppout.ResendNote). Its wait doubles
+		// on from the deferrals of the attempt before it: kept at the
+		// attempt's backoff, a frontend that keeps answering busy was
+		// called at that fixed rate for ever.
+		wait := p.retryWait(attempt+deferred, v, rng)
 		return persistence.Outcome{Kind: persistence.WorkDelivery, Target: target, MessageID: id,
 			Result: persistence.ResultRetry, RetryAt: now.Add(wait), Reason: v.Reason, Deferred: true,
 			Detail: fmt.Sprintf("not attempted (attempt %d given back): %s busy: %s; retry in %v",
@@ -137,11 +154,12 @@ func (p Policy) after(target, id string, attempt int, v messages.DeliveryResult,
 		Detail: fmt.Sprintf("attempt %d failed: %s; retry in %v", attempt, orNone(v.Reason), wait.Round(time.Millisecond))}
 }
 
-// retryWait is the wait before a retry verdict v on attempt `attempt` is
-// tried again: the backoff, or longer when the frontend asked for longer
+// retryWait is the wait before a retry verdict v is tried again: the
+// backoff after attempt `step` (a deferral's: its attempt plus the
+// deferrals of it before), or longer when the frontend asked for longer
 // (RetryAfter: a Retry-After, an SMSC's throttle), within RetryMax.
-func (p Policy) retryWait(attempt int, v messages.DeliveryResult, rng *rand.Rand) time.Duration {
-	wait := p.Backoff(attempt, rng)
+func (p Policy) retryWait(step int, v messages.DeliveryResult, rng *rand.Rand) time.Duration {
+	wait := p.Backoff(step, rng)
 	if asked := min(v.RetryAfter, p.RetryMax); asked > wait {
 		wait = asked
 	}
