@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchboard-dev/switchboard/actors/bus"
 	"github.com/switchboard-dev/switchboard/actors/discovery"
 	"github.com/switchboard-dev/switchboard/actors/forward"
 	"github.com/switchboard-dev/switchboard/actors/retention"
@@ -152,7 +153,10 @@ type Config struct {
 	// Routes and Webhooks are applied at start: they win, and each stored
 	// entry they change (one the API changed since, say) is logged at
 	// warn with both values; none is overwritten in silence. They are
-	// stored, so they also survive without being given again.
+	// stored, so they also survive without being given again. A webhook
+	// whose delivery bus consumer would be another frontend's
+	// (bus.OwnConsumer) is refused: by Validate beside another webhook,
+	// by Start beside a stored frontend.
 	Routes   []RouteSpec
 	Webhooks []WebhookSpec
 
@@ -490,11 +494,15 @@ func (c Config) Validate() error {
 		}
 	}
 	hooks := map[string]bool{}
+	var hookNames []string
 	for _, w := range c.Webhooks {
 		if hooks[w.Name] {
 			bad("Webhooks", "name %q given twice", w.Name)
+		} else if err := bus.OwnConsumer(w.Name, hookNames); err != nil {
+			bad("Webhooks", "%v", err) // as PUT /api/frontends refuses it
 		}
 		hooks[w.Name] = true
+		hookNames = append(hookNames, w.Name)
 		if !messages.ValidName(w.Name) {
 			bad("Webhooks", "name %q is not a valid name", w.Name)
 		}

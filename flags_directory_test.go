@@ -1,6 +1,8 @@
 package switchboard_test
 
 import (
+	"context"
+	"strings"
 	"testing"
 
 	"github.com/switchboard-dev/switchboard"
@@ -58,5 +60,37 @@ func TestDirectoryFlagsOverwriteLoudly(t *testing.T) {
 	}
 	if created := buf.Records(t, "route created from --route"); len(created) != 1 || created[0]["prefix"] != "1" {
 		t.Fatalf("created log lines %v, want one about 1", created)
+	}
+}
+
+// TestFrontendFlagOfAStoredFrontendsBusConsumerIsRefused: a --frontend
+// whose delivery bus consumer is that of a frontend registered through
+// the API ("a.b" and "a_b_108bf50c") was written to the store unchecked,
+// where PUT /api/frontends refuses it: with the bus, each frontend's
+// worker fetched the other's work. The start fails naming the flag and
+// both names, and the store keeps only a.b.
+func TestFrontendFlagOfAStoredFrontendsBusConsumerIsRefused(t *testing.T) {
+	cfg := testConfig(t)
+	h := startNode(t, cfg)
+	h.pullFrontend("a.b")
+	h.stop()
+
+	cfg.Webhooks = []switchboard.WebhookSpec{{Name: "a_b_108bf50c", URL: "https://flag.example/in"}}
+	n, err := switchboard.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(t.Context()); err == nil {
+		_ = n.Stop(context.Background())
+		t.Fatal("started with --frontend a_b_108bf50c beside the stored a.b, which share one bus consumer")
+	} else if msg := err.Error(); !strings.HasPrefix(msg, "Webhooks: ") || !strings.Contains(msg, `"a_b_108bf50c"`) || !strings.Contains(msg, `"a.b"`) {
+		t.Fatalf("Start: %v; want a Webhooks error naming a_b_108bf50c and a.b", err)
+	}
+	cfg.Webhooks = nil
+	h = startNode(t, cfg)
+	var fes struct{ Frontends []messages.Frontend }
+	h.must(200, "GET", "/api/frontends", nil, &fes)
+	if len(fes.Frontends) != 1 || fes.Frontends[0].Name != "a.b" {
+		t.Fatalf("frontends after the refused start: %+v, want a.b alone", fes.Frontends)
 	}
 }

@@ -398,7 +398,10 @@ func (n *Node) openStore(ctx context.Context) error {
 // store held otherwise (changed through the API since, or by an earlier
 // version of the flags) is logged at warn with the stored and the flag's
 // value, and one the store lacked at info. Entries the flags do not name
-// are left as they are.
+// are left as they are. A frontend whose delivery bus consumer would be a
+// stored one's (bus.OwnConsumer) fails the start before any is written,
+// as PUT /api/frontends refuses it (two flags of one consumer are
+// refused by Config.Validate).
 func (n *Node) prepareStore(ctx context.Context) error {
 	released, err := n.store.ReleaseLeases(ctx, n.cfg.InstanceID)
 	if err != nil {
@@ -413,8 +416,15 @@ func (n *Node) prepareStore(ctx context.Context) error {
 		return fmt.Errorf("read frontends: %w", err)
 	}
 	stored := map[string]messages.Frontend{}
+	storedNames := make([]string, 0, len(fes))
 	for _, f := range fes {
 		stored[f.Name] = f
+		storedNames = append(storedNames, f.Name)
+	}
+	for _, w := range n.cfg.Webhooks {
+		if err := bus.OwnConsumer(w.Name, storedNames); err != nil {
+			return field.Errorf("Webhooks", "%w", err)
+		}
 	}
 	for _, w := range n.cfg.Webhooks {
 		fe, err := w.Frontend()

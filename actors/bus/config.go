@@ -349,6 +349,23 @@ func ConsumerName(frontend string) string {
 	return fmt.Sprintf("delivery_%s_%08x", safe, h.Sum32())
 }
 
+// OwnConsumer refuses frontend name when its consumer (ConsumerName) is
+// one of others' (name itself aside): "a.b" and "a_b_108bf50c" are both
+// valid names and map to one consumer, whose filter the last worker to
+// make it set, so each frontend's worker fetched the other's work and its
+// own piled up unfetched (delivered by the backstop, late). Every way a
+// frontend is registered asks it (the API's PUT, --frontend), whether the
+// bus runs or not, so that a site can turn it on later.
+func OwnConsumer(name string, others []string) error {
+	c := ConsumerName(name)
+	for _, other := range others {
+		if other != name && ConsumerName(other) == c {
+			return fmt.Errorf("frontend name %q would share its delivery bus consumer (%s) with frontend %q: choose another name", name, c, other)
+		}
+	}
+	return nil
+}
+
 // options are the client's options: reconnect for good (a bus that is down
 // is waited for, never given up), and the credentials and TLS given.
 func (c Config) options(handlers ...nats.Option) []nats.Option {

@@ -117,19 +117,11 @@ func (a *Intake) deleteRoute(prefix string) error {
 	return nil
 }
 
-// ownConsumer refuses a frontend name whose delivery bus consumer
-// (bus.ConsumerName) is another frontend's: "a.b" and "a_b_108bf50c" are
-// both valid and map to one consumer, whose filter the last worker to
-// make it set, so each frontend's worker fetched the other's work and its
-// own piled up unfetched (delivered by the backstop, late). Refused
-// whether the bus runs or not, so that a site can turn it on later.
+// ownConsumer refuses a frontend name whose delivery bus consumer is
+// another frontend's (bus.OwnConsumer).
 func (a *Intake) ownConsumer(name string) error {
-	c := bus.ConsumerName(name)
-	for _, other := range a.table.LocalNames() {
-		if other != name && bus.ConsumerName(other) == c {
-			return messages.Errorf(messages.CodeInvalidRequest,
-				"frontend name %q would share its delivery bus consumer (%s) with frontend %q: choose another name", name, c, other)
-		}
+	if err := bus.OwnConsumer(name, a.table.LocalNames()); err != nil {
+		return messages.Errorf(messages.CodeInvalidRequest, "%v", err)
 	}
 	return nil
 }

@@ -168,6 +168,22 @@ func TestBinary(t *testing.T) {
 			t.Fatalf("a rejected start left %v in its working directory (%v)", entries, err)
 		}
 	})
+	// Two --frontend names that map to one delivery bus consumer ("a.b"
+	// and "a_b_108bf50c"): PUT /api/frontends refuses the second, but the
+	// flags were written to the store unchecked, and with the bus each
+	// frontend's worker fetched the other's work.
+	t.Run("frontends of one bus consumer", func(t *testing.T) {
+		dir := t.TempDir()
+		code, stdout, stderr := runIn(t, dir, nil, "run", "--name", "dc1", "--postgres", "postgres://sb@127.0.0.1:1/x", "--nats-url", "nats://127.0.0.1:1",
+			"--frontend", "a.b=https://gw1.example/sms", "--frontend", "a_b_108bf50c=https://gw2.example/sms")
+		if code != 2 || strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, "switchboard: --frontend: ") ||
+			!strings.Contains(stderr, `"a.b"`) || !strings.Contains(stderr, `"a_b_108bf50c"`) || stdout != "" {
+			t.Fatalf("exit code %d, stdout %q, stderr %q; want 2 and one line naming --frontend, a.b and a_b_108bf50c", code, stdout, stderr)
+		}
+		if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
+			t.Fatalf("a rejected start left %v in its working directory (%v)", entries, err)
+		}
+	})
 	t.Run("listen port taken", func(t *testing.T) {
 		taken, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
