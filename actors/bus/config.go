@@ -26,8 +26,9 @@ type Config struct {
 	URL string
 	// Creds is a NATS credentials file; empty: none.
 	Creds string
-	// TLSCA, TLSCert and TLSKey, when set, are used for a tls:// server
-	// (and only then): the node's own CA bundle, certificate and key.
+	// TLSCA, TLSCert and TLSKey, when set, are used for a TLS server
+	// (tls:// or wss://, the scheme in any case: usesTLS) and only then:
+	// the node's own CA bundle, certificate and key.
 	TLSCA, TLSCert, TLSKey string
 	// Stream is the JetStream stream (the node gives StreamName of its
 	// site when none is configured). Its subjects are Stream.<frontend>.
@@ -200,6 +201,22 @@ func ValidURL(u string) error {
 		return errors.New("mixes websocket (ws://, wss://) and plain (nats://, tls://) servers")
 	}
 	return nil
+}
+
+// usesTLS reports whether a server of u, a list as ValidURL takes it, is
+// a TLS one: tls://, or a websocket over TLS (wss://), the scheme in any
+// case, as the client takes it (it parses each URL, which lower-cases the
+// scheme). A look for "tls://" alone left the CA and the client
+// certificate off for TLS:// and wss://, and the server's certificate was
+// checked against the system roots only (unknown authority).
+func usesTLS(u string) bool {
+	for item := range strings.SplitSeq(u, ",") {
+		p, err := url.Parse(serverURL(strings.TrimSpace(item)))
+		if err == nil && (p.Scheme == "tls" || p.Scheme == "wss") {
+			return true
+		}
+	}
+	return false
 }
 
 // serverURL is one server of a URL list as the client takes it: a bare
@@ -378,7 +395,7 @@ func (c Config) options(handlers ...nats.Option) []nats.Option {
 	if c.Creds != "" {
 		opts = append(opts, nats.UserCredentials(c.Creds))
 	}
-	if strings.Contains(c.URL, "tls://") {
+	if usesTLS(c.URL) {
 		// Only for a TLS server: a CA given for federation must not make
 		// the client demand TLS of a plain nats:// server.
 		if c.TLSCA != "" {

@@ -60,7 +60,8 @@ func waitUp(t *testing.T, b *bus.Bus, up bool) {
 	deadline := time.Now().Add(10 * time.Second)
 	for b.Up() != up {
 		if time.Now().After(deadline) {
-			t.Fatalf("bus up = %v after 10s, want %v", b.Up(), up)
+			state, why := b.State()
+			t.Fatalf("bus up = %v after 10s (%s: %s), want %v", b.Up(), state, why, up)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

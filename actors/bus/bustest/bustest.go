@@ -4,10 +4,12 @@
 // engine on a machine with nothing installed. A server can be stopped and
 // started again on the same port with the same store, as a restart of
 // NATS in production; StartCluster runs several as one JetStream cluster,
-// for replicated streams.
+// for replicated streams; StartTLS one that requires TLS, on its client
+// port and on a websocket port.
 package bustest
 
 import (
+	"crypto/tls"
 	"fmt"
 	"os"
 	"strings"
@@ -34,6 +36,10 @@ type Server struct {
 	name    string
 	cluster int
 	routes  []string
+	// tls is the TLS configuration of a server that requires TLS
+	// (StartTLS), and ws its websocket port (wss://); nil and 0 otherwise.
+	tls *tls.Config
+	ws  int
 }
 
 // Start starts a server on a free loopback port with its store in a
@@ -45,6 +51,26 @@ func Start(t testing.TB) *Server {
 		t.Fatalf("bustest: free port: %v", err)
 	}
 	s := &Server{t: t, port: port, dir: t.TempDir()}
+	s.Restart()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// StartTLS is Start with a server that requires TLS, serving tc (its
+// certificate; with tc.ClientAuth and ClientCAs, the client certificates
+// it demands), on its client port (TLSURL) and on a websocket port
+// (WSSURL).
+func StartTLS(t testing.TB, tc *tls.Config) *Server {
+	t.Helper()
+	port, err := freeport.Port()
+	if err != nil {
+		t.Fatalf("bustest: free port: %v", err)
+	}
+	ws, err := freeport.Port()
+	if err != nil {
+		t.Fatalf("bustest: free port: %v", err)
+	}
+	s := &Server{t: t, port: port, dir: t.TempDir(), tls: tc, ws: ws}
 	s.Restart()
 	t.Cleanup(s.Stop)
 	return s
@@ -105,6 +131,12 @@ func ClusterURL(servers []*Server) string {
 // URL is the server's client URL.
 func (s *Server) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.port) }
 
+// TLSURL is the tls:// URL of a server of StartTLS.
+func (s *Server) TLSURL() string { return fmt.Sprintf("tls://127.0.0.1:%d", s.port) }
+
+// WSSURL is the websocket (wss://) URL of a server of StartTLS.
+func (s *Server) WSSURL() string { return fmt.Sprintf("wss://127.0.0.1:%d", s.ws) }
+
 // Stop shuts the server down (a no-op when stopped).
 func (s *Server) Stop() {
 	if s.srv == nil {
@@ -129,6 +161,11 @@ func (s *Server) Restart() {
 		opts.ServerName = s.name
 		opts.Cluster = server.ClusterOpts{Name: "bustest", Host: "127.0.0.1", Port: s.cluster}
 		opts.Routes = server.RoutesFromStr(strings.Join(s.routes, ","))
+	}
+	if s.tls != nil {
+		opts.TLS, opts.TLSConfig, opts.TLSTimeout = true, s.tls, 5
+		opts.TLSVerify = s.tls.ClientAuth == tls.RequireAndVerifyClientCert
+		opts.Websocket = server.WebsocketOpts{Host: "127.0.0.1", Port: s.ws, TLSConfig: s.tls, HandshakeTimeout: 5 * time.Second}
 	}
 	var err error
 	// The port was just freed (by us or the last incarnation): another
