@@ -1379,9 +1379,10 @@ func TestBusPullClaimsFromTheStoreForPollsThatDoNotWait(t *testing.T) {
 // TestPushDeferralsBackOff: a push frontend that defers one message again
 // and again (a webhook's 429) is called again later each time, as retries
 // are: the k-th deferral in a row of an attempt waits as a retry of
-// attempt+k-1 would (doubling from RetryMin to RetryMax, jittered), or
-// what the frontend asked when longer (within RetryMax), whether or not
-// the worker restarted between. A verdict that is no deferral (here a 503,
+// attempt+k-1 would (doubling from RetryMin to RetryMax, jittered),
+// whether or not the worker restarted between; one that names its wait
+// (Retry-After) waits that, or its attempt's backoff when longer (within
+// RetryMax). A verdict that is no deferral (here a 503,
 // which uses its attempt) ends the run; so does a run's message not seen
 // again within RetryMax of its retry falling due (Tick forgets it).
 func TestPushDeferralsBackOff(t *testing.T) {
@@ -1395,6 +1396,10 @@ func TestPushDeferralsBackOff(t *testing.T) {
 	}{
 		{v: busy, min: 30 * time.Second, max: time.Minute},
 		{v: busy, min: time.Minute, max: 2 * time.Minute},
+		// A wait it names is taken at its word (not doubled on): the
+		// attempt's own backoff when that is longer.
+		{v: messages.DeliveryResult{ID: "m0", Status: messages.Retry, Reason: "HTTP 429", Deferred: true, RetryAfter: 10 * time.Second},
+			min: 30 * time.Second, max: time.Minute},
 		{v: messages.DeliveryResult{ID: "m0", Status: messages.Retry, Reason: "HTTP 429", Deferred: true, RetryAfter: 7 * time.Minute},
 			min: 7 * time.Minute, max: 7 * time.Minute},
 		{v: busy, min: 4 * time.Minute, max: 8 * time.Minute, restart: true},

@@ -94,10 +94,11 @@ func (p Policy) After(target, id string, attempt int, v messages.DeliveryResult,
 }
 
 // AfterDeferrals is After for a verdict that follows `deferred` deferrals
-// of the same attempt in a row: a deferral then waits as a retry of
-// attempt+deferred would (the backoff doubles on with each, up to
-// RetryMax), or what the frontend asked when longer. Other verdicts do
-// not read deferred.
+// of the same attempt in a row: a deferral that names no wait
+// (RetryAfter) then waits as a retry of attempt+deferred would (the
+// backoff doubles on with each, up to RetryMax); one that names it waits
+// that, or the attempt's backoff when longer. Other verdicts do not read
+// deferred.
 func (p Policy) AfterDeferrals(target, id string, attempt, deferred int, v messages.DeliveryResult, now time.Time, rng *rand.Rand) persistence.Outcome {
 	o := p.after(target, id, attempt, max(deferred, 0), v, now, rng)
 	o.Attempt = attempt // what the detail names, kept with its history entry
@@ -134,11 +135,19 @@ func (p Policy) after(target, id string, attempt, deferred int, v messages.Deliv
 		// does not apply; Before's expiry still does. The history names
 		// the attempt given back: the next claim counts it again, and a
 		// claim of another attempt after this entry follows a claim
-		// that left no verdict (smppout.ResendNote). Its wait doubles
-		// on from the deferrals of the attempt before it: kept at the
-		// attempt's backoff, a frontend that keeps answering busy was
-		// called at that fixed rate for ever.
-		wait := p.retryWait(attempt+deferred, v, rng)
+		// that left no verdict (smppout.ResendNote). When the frontend
+		// names no wait, its wait doubles on from the deferrals of the
+		// attempt before it: kept at the attempt's backoff, a frontend
+		// that keeps answering busy was called at that fixed rate for
+		// ever. One that names it (a Retry-After, the SMSC's throttle
+		// pause, the submit rate's next slot) is taken at its word, as
+		// before: doubled on, a message that kept missing its pacing's
+		// slots would wait ever longer while slots went unused.
+		step := attempt
+		if v.RetryAfter <= 0 {
+			step += deferred
+		}
+		wait := p.retryWait(step, v, rng)
 		return persistence.Outcome{Kind: persistence.WorkDelivery, Target: target, MessageID: id,
 			Result: persistence.ResultRetry, RetryAt: now.Add(wait), Reason: v.Reason, Deferred: true,
 			Detail: fmt.Sprintf("not attempted (attempt %d given back): %s busy: %s; retry in %v",
