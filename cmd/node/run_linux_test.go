@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,36 +42,41 @@ func TestSIGHUPDuringStartUpDoesNotKillTheNode(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	time.Sleep(500 * time.Millisecond) // in the preflight, reading the token file
-	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
 	ended := func() {
 		t.Helper()
 		ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
 		t.Fatalf("a SIGHUP during start-up ended the node: signaled %v (%v), exit %d\n%s",
 			ws.Signaled(), ws.Signal(), cmd.ProcessState.ExitCode(), stderr.String())
 	}
-	// Let the read finish (a writer opens the FIFO), then put a regular
-	// file with the same token in the FIFO's place for the node's later
-	// reads (at its start, by its watch).
-	const token = "0123456789abcdef0123456789abcdef\n"
-	opened := make(chan struct{})
-	go func() {
-		f, err := os.OpenFile(fifo, os.O_WRONLY, 0) // until the node opens it too
-		close(opened)
-		if err == nil {
-			f.WriteString(token)
-			f.Close()
+	// The node is in the preflight, reading the token file, once the FIFO
+	// has a reader: a writer's non-blocking open fails with ENXIO until
+	// then. (A fixed sleep here sent the SIGHUP before the process had
+	// come that far when the machine was slow to start it.)
+	var w *os.File
+	for deadline := time.Now().Add(10 * time.Second); w == nil; {
+		f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		switch {
+		case err == nil:
+			w = f
+		case !errors.Is(err, syscall.ENXIO):
+			t.Fatal(err)
+		case time.Now().After(deadline):
+			t.Fatalf("the node did not open its token file within 10s\n%s", stderr.String())
+		default:
+			time.Sleep(10 * time.Millisecond)
 		}
-	}()
-	select {
-	case <-done:
-		ended()
-	case <-opened:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the node did not open its token file within 10s")
 	}
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	// Let the read finish, then put a regular file with the same token in
+	// the FIFO's place for the node's later reads (at its start, by its
+	// watch).
+	const token = "0123456789abcdef0123456789abcdef\n"
+	if _, err := w.WriteString(token); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
 	regular := filepath.Join(dir, "token.regular")
 	if err := os.WriteFile(regular, []byte(token), 0o600); err != nil {
 		t.Fatal(err)
