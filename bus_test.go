@@ -379,7 +379,7 @@ func TestBusScheduledWorkWaitsInTheOutboxUntilDue(t *testing.T) {
 // 2 s tick, which such a consumer never has. The message waited in the
 // stream for good (until its validity ended). Now such a poll is served
 // from the store too; the message's bus copy finds its row leased or done
-// and is acked once the consumer acked, and the message is offered once.
+// and is acked, and the message is offered once.
 func TestBusWorkReachesPollsThatDoNotWait(t *testing.T) {
 	srv := bustest.Start(t)
 	for _, withBus := range []bool{false, true} {
@@ -427,9 +427,9 @@ func TestBusWorkReachesPollsThatDoNotWait(t *testing.T) {
 			if !withBus {
 				return
 			}
-			// The bus copy of the work finds its row leased (naked until
-			// the lease ends) or done: it is acked, and the message is
-			// not offered again.
+			// The bus copy of the work finds its row leased or done: it
+			// is acked (a lease that ends within a second has it naked
+			// until then), and the message is not offered again.
 			acked := func() float64 {
 				return metricValue(t, scrape(t, hs[0]), `switchboard_bus_settled_total{action="acked",frontend="fe"}`)
 			}

@@ -46,19 +46,40 @@ type Decision struct {
 }
 
 // Claimed decides what a bus message becomes once its row was claimed by
-// id: claimed (the worker delivers it: Keep), not claimable before later
-// (another holder's lease, or a retry not yet due: Nak until then), or
-// without a row (its work is done or gone: Ack; the ledger is the barrier,
-// so a redelivery of recorded work is acked without a second delivery).
+// id: claimed (the worker delivers it: Keep), not claimable before later,
+// or without a row (its work is done or gone: Ack; the ledger is the
+// barrier, so a redelivery of recorded work is acked without a second
+// delivery).
+//
+// A row that becomes claimable within nakAhead (the end of a lease that
+// its holder let go, the due time of a relay whose clock runs ahead) has
+// its message naked until then, for its next holder. One that does not is
+// leased for longer (a claim from the store: a pull poll that does not
+// wait, the backstop; a holder that crashed or restarted mid-claim) or
+// due later (a retry written back since the message was published): its
+// message is acked. Naked until then, it held one of the consumer's
+// MaxAckPending the whole time, and copies of the work that polls without
+// waiting take from the store filled them all, leaving the frontend's
+// long polls nothing from the bus. The row stays the record: its holder
+// records an outcome (a retry is written back unrelayed, for the relay to
+// publish again when due), and should its lease end without one the row
+// is claimed from the store again (by a poll that does not wait, or by
+// the backstop once it is overdue).
 func Claimed(claimed bool, later time.Time, now time.Time) Decision {
 	switch {
 	case claimed:
 		return Decision{Action: Keep}
-	case !later.IsZero():
-		return Decision{Action: Nak, Delay: max(later.Sub(now), 0) + nakSlack}
+	case later.IsZero(), later.Sub(now) > nakAhead:
+		return Decision{Action: Ack}
 	}
-	return Decision{Action: Ack}
+	return Decision{Action: Nak, Delay: max(later.Sub(now), 0) + nakSlack}
 }
+
+// nakAhead is the longest a bus message is naked until its row becomes
+// claimable (Claimed): a second covers a handover at a lease's end (Back
+// naks at once) with the site's clocks a little apart, and a naked copy
+// holds one of the consumer's MaxAckPending for a second at most.
+const nakAhead = time.Second
 
 // nakSlack is added to a Nak until a store time: the consumer that gets the
 // message again finds the row claimable, also when its clock is a little
@@ -79,9 +100,11 @@ func Settled(o persistence.Outcome, c persistence.Completion) Decision {
 		// Recorded before (a redelivery), or no work left: nothing to do.
 		// A stale outcome (from the bus, whose claims are unfenced: a
 		// deferral whose row another instance claimed since) leaves the
-		// row to its newer holder: handed out again, the message waits
-		// for that holder's lease (Claimed). So does a pull frontend's
-		// verdict naming an older attempt than the one offered since.
+		// row to its newer holder: handed out again, the message finds
+		// that holder's lease (Claimed: naked until it ends within a
+		// second, acked otherwise, the row the record). So does a pull
+		// frontend's verdict naming an older attempt than the one offered
+		// since.
 		if c == persistence.StaleEpoch || c == persistence.Stale {
 			return Decision{Action: Nak}
 		}

@@ -22,7 +22,10 @@ func TestClaimed(t *testing.T) {
 		want    Decision
 	}{
 		{"claimed: delivered here", true, time.Time{}, Decision{Action: Keep}},
-		{"leased elsewhere or not due: back when claimable", false, t0.Add(3 * time.Second), Decision{Action: Nak, Delay: 3*time.Second + nakSlack}},
+		{"leased elsewhere or not due within a moment: back when claimable", false, t0.Add(nakAhead), Decision{Action: Nak, Delay: nakAhead + nakSlack}},
+		{"leased elsewhere (a claim from the store) or not due (a retry) for longer: the row is the record",
+			false, t0.Add(nakAhead + time.Millisecond), Decision{Action: Ack}},
+		{"a pull lease of 30 s: not one of MaxAckPending for its length", false, t0.Add(30 * time.Second), Decision{Action: Ack}},
 		{"claimable already (a race): back at once", false, t0.Add(-time.Second), Decision{Action: Nak, Delay: nakSlack}},
 		{"no row: done or gone, the ledger barrier", false, time.Time{}, Decision{Action: Ack}},
 	} {

@@ -17,8 +17,11 @@
 //     rows to the relay after the commit (Relayer.Publish): the hot path
 //     needs no take.
 //   - Claimed: what a bus message becomes once its row was claimed by id:
-//     delivered here (Keep), not claimable yet (Nak until it is), or gone
-//     (Ack: its work is recorded, or was never there).
+//     delivered here (Keep), claimable within a second (Nak until then),
+//     or not (Ack: its work is recorded, or was never there; or its row is
+//     leased by another claim, or due later, for longer, and the row in
+//     the store is the record: a naked copy held one of the consumer's
+//     MaxAckPending until then).
 //   - Settled: what it becomes once the outcome of its work is committed:
 //     delivered or already recorded (Ack), a retry (Ack: its commit wrote
 //     the row back unrelayed, and the relay publishes it when due), the

@@ -53,9 +53,10 @@ const busTouch = 10 * time.Second
 // the work due and unleased for busOverdue (10s: far longer than the bus
 // takes to hand out work it holds, unless it has a backlog): work that was
 // handed over to a worker that died or whose polls left (it was never
-// relayed), or whose bus message was lost (NATS lost its store). A claim
-// that takes work the bus still holds is harmless: the row is leased, and
-// the bus message finds it so (nak) or gone (ack).
+// relayed), or whose bus message was lost (NATS lost its store; or it was
+// acked for a lease that then ended without an outcome, bus.Claimed). A
+// claim that takes work the bus still holds is harmless: the row is
+// leased, and the bus message finds it so or gone (acked either way).
 const (
 	busOverdue  = 10 * time.Second
 	busBackstop = 2 * time.Second

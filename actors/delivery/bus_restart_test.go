@@ -19,6 +19,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard/actors/bus"
 	"github.com/switchboard-dev/switchboard/actors/bus/bustest"
+	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/persistence/sqlite/sqlitetest"
@@ -119,19 +120,38 @@ type busRig struct {
 const rigStream = "SWITCHBOARD_rig"
 
 // newBusRig starts NATS, the bus (a minute's AckWait), a store with n
-// messages for the frontend "hook", published to the bus, and the webhook;
-// gated holds each call until the test lets them go (letGo).
+// messages for the webhook frontend "hook", published to the bus, and the
+// webhook; gated holds each call until the test lets them go (letGo).
 func newBusRig(t *testing.T, n int, gated bool) *busRig {
+	t.Helper()
+	return newRig(t, rigSpec{n: n, gated: gated})
+}
+
+// rigSpec is what a busRig is made with: n messages, published; gated
+// webhook calls (letGo); a pull frontend instead of the webhook, whose
+// worker reads the real clock (leases end, polls are answered at their
+// deadline) rather than a frozen one; the consumer's MaxAckPending (0:
+// the bus's default).
+type rigSpec struct {
+	n             int
+	gated, pull   bool
+	maxAckPending int
+}
+
+func newRig(t *testing.T, spec rigSpec) *busRig {
 	t.Helper()
 	srv := bustest.Start(t)
 	r := &busRig{t: t, st: &namedClaimStore{Store: sqlitetest.Open(t)}, reg: prometheus.NewRegistry(),
 		hook: &gatedCalls{arrived: make(chan string, 64), calls: map[string]int{}}, restart: make(chan struct{}, 16)}
-	if gated {
+	if spec.gated {
 		r.hook.gate = make(chan struct{})
 	}
 	cfg := bus.DefaultConfig()
 	cfg.URL, cfg.Stream, cfg.Name = srv.URL(), rigStream, "n1"
 	cfg.AckWait = time.Minute
+	if spec.maxAckPending > 0 {
+		cfg.MaxAckPending = spec.maxAckPending
+	}
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	m, err := bus.NewMetrics(r.reg, nil)
 	if err != nil {
@@ -153,16 +173,22 @@ func newBusRig(t *testing.T, n int, gated bool) *busRig {
 
 	web := httptest.NewServer(r.hook)
 	t.Cleanup(web.Close)
-	if gated {
+	if spec.gated {
 		t.Cleanup(r.letGo) // before the server closes: it waits for the calls
 	}
-	clk := frozenClock{at: time.Now().UTC()}
+	var clk clock.Clock = frozenClock{at: time.Now().UTC()}
 	r.fe = messages.Frontend{Name: "hook", Mode: messages.ModeWebhook, URL: web.URL}
-	if err := r.st.PutFrontend(context.Background(), persistence.Frontend{Name: "hook", Mode: persistence.ModeWebhook, URL: web.URL,
-		CreatedAt: clk.at, UpdatedAt: clk.at}); err != nil {
+	stored := persistence.Frontend{Name: "hook", Mode: persistence.ModeWebhook, URL: web.URL}
+	if spec.pull {
+		clk = clock.Real{}
+		r.fe = messages.Frontend{Name: "hook", Mode: messages.ModePull}
+		stored = persistence.Frontend{Name: "hook", Mode: persistence.ModePull}
+	}
+	stored.CreatedAt, stored.UpdatedAt = clk.Now(), clk.Now()
+	if err := r.st.PutFrontend(context.Background(), stored); err != nil {
 		t.Fatal(err)
 	}
-	r.publish(r.accept(n, clk.at))
+	r.publish(r.accept(spec.n, clk.Now()))
 
 	r.d = (&Deps{
 		Owner: "n1", Store: r.st, Clock: clk, Bus: r.b, MaxInFlight: 8,
@@ -209,17 +235,24 @@ func (r *busRig) accept(n int, at time.Time) []persistence.Relay {
 	r.t.Helper()
 	var rows []persistence.Relay
 	for i := range n {
-		res, err := r.st.Accept(context.Background(), at, []persistence.NewMessage{{
-			ID: fmt.Sprintf("m-%d", i), SourceMSISDN: "15550001", DestinationMSISDN: "447700900001", Body: "hi",
-			State: messages.StatePending, Publish: true,
-			Work: &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: "hook", DueAt: at},
-		}})
-		if err != nil || len(res) != 1 || res[0].Relay == nil {
-			r.t.Fatalf("Accept m-%d = %+v, %v", i, res, err)
-		}
-		rows = append(rows, *res[0].Relay)
+		rows = append(rows, r.acceptID(fmt.Sprintf("m-%d", i), at))
 	}
 	return rows
+}
+
+// acceptID stores message id for the frontend, due at at, and returns its
+// row to publish.
+func (r *busRig) acceptID(id string, at time.Time) persistence.Relay {
+	r.t.Helper()
+	res, err := r.st.Accept(context.Background(), at, []persistence.NewMessage{{
+		ID: id, SourceMSISDN: "15550001", DestinationMSISDN: "447700900001", Body: "hi",
+		State: messages.StatePending, Publish: true,
+		Work: &persistence.WorkSpec{Kind: persistence.WorkDelivery, Target: "hook", DueAt: at},
+	}})
+	if err != nil || len(res) != 1 || res[0].Relay == nil {
+		r.t.Fatalf("Accept %s = %+v, %v", id, res, err)
+	}
+	return *res[0].Relay
 }
 
 // publish publishes rows to the bus.

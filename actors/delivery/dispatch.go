@@ -887,8 +887,9 @@ func (d *Dispatcher) claimFrom(now time.Time, more bool) source {
 // never got the work that went through it, nor the backstop's, which
 // claims only at its own ticks. So such polls are served from the store
 // too, as without the bus. Nothing is taken twice: the row is leased, and
-// its bus message, claimed by id, finds it leased (naked until the lease
-// ends) or done (acked).
+// its bus message, claimed by id, finds it leased or done, and is acked
+// (bus.Claimed): naked until the lease ended, the copies of such polls'
+// work filled the consumer's MaxAckPending and starved its long polls.
 func (d *Dispatcher) shortPoll() bool {
 	return d.cfg.Pull && slices.ContainsFunc(d.waiters.Items(), func(w Waiter[*messages.Poll]) bool {
 		return w.Poll.Wait < d.cfg.BusShortPoll && !gone(w.Poll.Done)
