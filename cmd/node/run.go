@@ -241,19 +241,34 @@ func storeKind(cfg switchboard.Config) string {
 }
 
 // newLogger builds the process logger: tint text (colour only in "auto" on
-// a terminal without NO_COLOR), or slog's JSON handler.
+// a terminal without NO_COLOR), or slog's JSON handler. Every error it
+// logs names flags, not Config fields (flagAttr): the node's own lines
+// too, such as the watch's warnings about a file it re-reads.
 func newLogger(w io.Writer, lo logOptions, terminal, noColor bool) *slog.Logger {
 	var h slog.Handler
 	switch {
 	case lo.Format == "json" || (lo.Format == "auto" && !terminal):
-		h = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lo.Level, ReplaceAttr: durationString})
+		h = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lo.Level, ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			return flagAttr(groups, durationString(groups, a))
+		}})
 	case lo.Format == "text":
 		// Full timestamps: plain text usually ends up in a file.
-		h = tint.NewTextHandler(w, &tint.Options{Level: lo.Level, NoColor: true, TimeFormat: "2006-01-02T15:04:05.000Z07:00"})
+		h = tint.NewTextHandler(w, &tint.Options{Level: lo.Level, NoColor: true, TimeFormat: "2006-01-02T15:04:05.000Z07:00", ReplaceAttr: flagAttr})
 	default: // auto on a terminal
-		h = tint.NewTextHandler(w, &tint.Options{Level: lo.Level, NoColor: noColor, TimeFormat: time.TimeOnly + ".000"})
+		h = tint.NewTextHandler(w, &tint.Options{Level: lo.Level, NoColor: noColor, TimeFormat: time.TimeOnly + ".000", ReplaceAttr: flagAttr})
 	}
 	return slog.New(h)
+}
+
+// flagAttr is an error with each Config field it names named by its flag
+// (flagErrors): the library logs the errors of its Config, which speak of
+// fields to an embedder ("APITokenFile: open ..."), and the operator of
+// the binary knows the flags ("--api-token-file: open ...").
+func flagAttr(_ []string, a slog.Attr) slog.Attr {
+	if err, ok := a.Value.Any().(error); ok && a.Value.Kind() == slog.KindAny {
+		a.Value = slog.AnyValue(flagErrors(err))
+	}
+	return a
 }
 
 // durationString writes a duration as Go prints it ("30s", "1m30s")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard"
+	"github.com/switchboard-dev/switchboard/field"
 	"github.com/switchboard-dev/switchboard/supervision/logtest"
 )
 
@@ -370,6 +372,17 @@ func TestNewLogger(t *testing.T) {
 	}
 	if err := json.Unmarshal(b.Bytes(), &rec); err != nil || rec.Timeout != "30s" || rec.Retry.Wait != "1.5s" {
 		t.Errorf("JSON durations: %q (%v), want \"30s\" and \"1.5s\"", b.String(), err)
+	}
+
+	// An error about a Config field names its flag, in every format (the
+	// end-to-end test is TestRunningNodeWarningsNameTheFlag).
+	for _, format := range []string{"json", "text"} {
+		b.Reset()
+		newLogger(&b, logOptions{slog.LevelInfo, format}, false, false).Warn("cannot check",
+			"err", fmt.Errorf("the credentials: %w", field.Errorf("APITokenFile", "given with %s", field.Ref("APIToken"))))
+		if out := b.String(); !strings.Contains(out, "the credentials: --api-token-file: given with --api-token") {
+			t.Errorf("%s: %q names Config fields, not the flags", format, out)
+		}
 	}
 }
 
