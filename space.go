@@ -25,7 +25,6 @@ const (
 // tells of a full disk by its errors), logs each change of the gate once and
 // feeds the storage metrics. It runs until the node stops.
 func (n *Node) startSpace() error {
-	n.space = space.NewGate(n.cfg.MinFreeSpace)
 	watch := n.cfg.Store == nil && n.cfg.Postgres == ""
 	n.spaceWatch = watch
 	gauges := []prometheus.Collector{prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -109,13 +108,24 @@ func (n *Node) roomForNew() error {
 	return nil
 }
 
-// noteFull shuts the gate when err says a commit found no room.
+// noSpace shuts the gate for space.Hold: a write of the store found no
+// room (err). The node's own stores call it for every write that does,
+// whatever made it (Config.OnNoSpace of sqlite and postgres): a delivery's
+// outcome, a claim, a peer's report, the cleaner's, as well as new work.
+func (n *Node) noSpace(err error) {
+	now := n.clock.Now()
+	n.space.Failed(now, err)
+	n.spaceChanged(now)
+}
+
+// noteFull shuts the gate when err, the answer to a submit or a forward,
+// says its commit found no room: the one sign an embedder's store
+// (Config.Store) gives. The node's own stores told noSpace already, with
+// the store's own words.
 func (n *Node) noteFull(err error) {
 	var e *messages.Error
-	if n.space != nil && errors.As(err, &e) && e.Code == messages.CodeStorageFull {
-		now := n.clock.Now()
-		n.space.Failed(now, errors.New(e.Message))
-		n.spaceChanged(now)
+	if !n.ownStore && n.space != nil && errors.As(err, &e) && e.Code == messages.CodeStorageFull {
+		n.noSpace(errors.New(e.Message))
 	}
 }
 

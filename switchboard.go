@@ -357,11 +357,14 @@ func (n *Node) Start(ctx context.Context) (err error) {
 }
 
 func (n *Node) openStore(ctx context.Context) error {
+	// The gate before the store: the node's own store tells it of every
+	// write that finds no room (noSpace), from its first call.
+	n.space = space.NewGate(n.cfg.MinFreeSpace)
 	if n.cfg.Store != nil {
 		n.store = n.cfg.Store
 	} else if n.cfg.Postgres != "" {
 		pc := postgres.DefaultConfig()
-		pc.DSN, pc.Logger = n.cfg.Postgres, n.log
+		pc.DSN, pc.Logger, pc.OnNoSpace = n.cfg.Postgres, n.log, n.noSpace
 		s, err := postgres.Open(ctx, pc)
 		if err != nil {
 			return field.Wrap("Postgres", err)
@@ -369,7 +372,7 @@ func (n *Node) openStore(ctx context.Context) error {
 		n.store, n.ownStore = s, true
 	} else {
 		sc := sqlite.DefaultConfig()
-		sc.Path, sc.Logger = filepath.Join(n.cfg.DataDir, "switchboard.db"), n.log
+		sc.Path, sc.Logger, sc.OnNoSpace = filepath.Join(n.cfg.DataDir, "switchboard.db"), n.log, n.noSpace
 		// A failed fsync stops the store: what is on disk is not known
 		// until a restart reads it back, so the node stops too.
 		sc.OnFatal = func(err error) { n.onFatal("store", err) }

@@ -24,6 +24,13 @@ type Config struct {
 	// this package's (ErrSchemaBehind), records another migration under
 	// one's version (ErrSchemaForeign), or has no schema (ErrNoSchema).
 	NoMigrate bool
+	// OnNoSpace, when set, is told of each call that failed for want of
+	// room on the server (its error is persistence.ErrNoSpace), whatever
+	// the call: a claim, an outcome, a report, the cleaner's, as well as
+	// new messages. Postgres tells of a full disk only so; a node shuts
+	// its gate on new work for it. It runs on the caller's goroutine and
+	// must not block.
+	OnNoSpace func(error)
 }
 
 // DefaultConfig returns a Config with every default filled in; only DSN is

@@ -28,6 +28,7 @@ type Store struct {
 	// arguments (see inTx); false when the DSN sets plan_cache_mode.
 	customPlans bool
 	closed      atomic.Bool
+	onNoSpace   func(error) // Config.OnNoSpace
 
 	// leaders are the leaderships TryLead handed out and not yet ended;
 	// Close releases them.
@@ -74,7 +75,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			return nil, err
 		}
 	}
-	s := &Store{pool: pool, log: log, customPlans: !planModeSet}
+	s := &Store{pool: pool, log: log, customPlans: !planModeSet, onNoSpace: cfg.OnNoSpace}
 	s.Calls = persistence.Calls{Writer: s}
 	return s, nil
 }
@@ -134,7 +135,7 @@ func (s *Store) precheck(op string, invalid error) error {
 // fail translates err from operation op for callers: nil stays nil, every
 // error of a closed store is ErrClosed, the persistence sentinels and context
 // errors stay matchable with errors.Is, and driver errors keep only their
-// text.
+// text. Every call's error passes here, so here Config.OnNoSpace is told.
 func (s *Store) fail(op string, err error) error {
 	if err == nil {
 		return nil
@@ -142,7 +143,11 @@ func (s *Store) fail(op string, err error) error {
 	if s.closed.Load() {
 		return fmt.Errorf("postgres: %s: %w", op, persistence.ErrClosed)
 	}
-	return fmt.Errorf("postgres: %s: %w", op, driverError(err))
+	err = fmt.Errorf("postgres: %s: %w", op, driverError(err))
+	if s.onNoSpace != nil && errors.Is(err, persistence.ErrNoSpace) {
+		s.onNoSpace(err)
+	}
+	return err
 }
 
 // driverError keeps what callers may branch on and flattens the rest to

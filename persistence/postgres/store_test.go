@@ -660,10 +660,12 @@ func TestFederationBatchesDoNotDeadlock(t *testing.T) {
 
 // TestDiskFullIsNoSpace: the server's disk_full error (raised for real by
 // the server, from a trigger: the shared server's disk is never filled) is
-// persistence.ErrNoSpace, nothing of the write stays, and the store writes
-// again once the server can.
+// persistence.ErrNoSpace, Config.OnNoSpace is told of it, nothing of the
+// write stays, and the store writes again once the server can.
 func TestDiskFullIsNoSpace(t *testing.T) {
 	s := withFE(t, open(t, pgtest.DSN(t)))
+	var told []error
+	s.onNoSpace = func(err error) { told = append(told, err) }
 	ctx := t.Context()
 	for _, q := range []string{
 		`CREATE FUNCTION disk_full() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -677,6 +679,9 @@ func TestDiskFullIsNoSpace(t *testing.T) {
 	_, err := s.Accept(ctx, t0, deliveries("full", "fe", 3))
 	if !errors.Is(err, persistence.ErrNoSpace) {
 		t.Fatalf("Accept on a full disk: %v, want ErrNoSpace", err)
+	}
+	if len(told) != 1 || told[0].Error() != err.Error() {
+		t.Errorf("OnNoSpace was told %v, want the Accept's error once", told)
 	}
 	if st, err := s.Stats(ctx); err != nil || st.ByState[messages.StatePending] != 0 || st.OutboxDepth != 0 {
 		t.Fatalf("after the refused write: %+v, %v", st, err)

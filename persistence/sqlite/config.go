@@ -37,6 +37,12 @@ type Config struct {
 	// store stopped because an fsync failed; every write then fails. The
 	// node stops: what the disk holds is not known until a restart reads it.
 	OnFatal func(error)
+	// OnNoSpace, when set, is told of each call that failed for want of
+	// room (its error is persistence.ErrNoSpace: a full disk, a file
+	// system gone read-only), whatever the call: a claim, an outcome, the
+	// cleaner's, as well as new messages. A node shuts its gate on new
+	// work for it. It runs on the caller's goroutine and must not block.
+	OnNoSpace func(error)
 }
 
 // DefaultConfig returns a Config with every default filled in; Path is left

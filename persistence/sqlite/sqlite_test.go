@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -579,13 +580,16 @@ func TestCompactStep(t *testing.T) {
 }
 
 // TestFullDiskIsNoSpaceAndRecovers: on a file system that fills up, a
-// write fails with persistence.ErrNoSpace and changes nothing; once space
-// is back the same store writes again, with nothing answered lost.
+// write fails with persistence.ErrNoSpace and changes nothing, and
+// Config.OnNoSpace is told of each such failure, an outcome's too; once
+// space is back the same store writes again, with nothing answered lost.
 func TestFullDiskIsNoSpaceAndRecovers(t *testing.T) {
 	ctx := context.Background()
 	dir := spacetest.Tmpfs(t, 24<<20)
 	filler := spacetest.Fill(t, dir, 12<<20) // the space an operator adds later
 	s := withFE(t, openAt(t, filepath.Join(dir, "full.db"), nil))
+	var told, refused []error // what OnNoSpace was told; the calls' ErrNoSpace
+	s.onNoSpace = func(err error) { told = append(told, err) }
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	msg := func(id string) persistence.NewMessage {
 		return persistence.NewMessage{ID: id, State: messages.StatePending, Frontend: "fe", Body: strings.Repeat("x", 4000),
@@ -604,6 +608,7 @@ func TestFullDiskIsNoSpaceAndRecovers(t *testing.T) {
 	if !errors.Is(full, persistence.ErrNoSpace) || len(accepted) == 0 {
 		t.Fatalf("filling the disk ended with %v, want ErrNoSpace (after %d messages)", full, len(accepted))
 	}
+	refused = append(refused, full)
 	if _, err := s.GetMessage(ctx, "m-refused"); !errors.Is(err, persistence.ErrNotFound) {
 		t.Errorf("reads on a full disk: %v", err)
 	}
@@ -612,6 +617,11 @@ func TestFullDiskIsNoSpaceAndRecovers(t *testing.T) {
 	if _, err := s.CompleteWork(ctx, now, []persistence.Outcome{{Kind: persistence.WorkDelivery, Target: "fe",
 		MessageID: accepted[0], Result: persistence.ResultDelivered}}); err != nil && !errors.Is(err, persistence.ErrNoSpace) {
 		t.Fatalf("an outcome on the full disk: %v", err)
+	} else if err != nil {
+		refused = append(refused, err)
+	}
+	if !reflect.DeepEqual(told, refused) {
+		t.Errorf("OnNoSpace was told %v; the calls that found no room: %v", told, refused)
 	}
 	// Room again (the operator removes a file): the writes that were
 	// answered are all there, and new ones go through, in the same store.

@@ -50,6 +50,7 @@ type Store struct {
 	commitSeq atomic.Uint64
 	brokenErr atomic.Pointer[error]
 	onFatal   func(error)
+	onNoSpace func(error) // Config.OnNoSpace
 
 	closed                   atomic.Bool
 	closing                  chan struct{} // closed by Close: the loops end
@@ -165,7 +166,7 @@ func open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %s: write-ahead log: %w", cfg.Path, err)
 	}
 	s := &Store{path: cfg.Path, log: log, wdb: wdb, rdb: rdb, cdb: cdb, stmts: newStmtCache(wdb, maxCachedStmts), wal: wal,
-		jobs: make(chan *job, maxJobs), commits: make(chan commit, 8), onFatal: cfg.OnFatal,
+		jobs: make(chan *job, maxJobs), commits: make(chan commit, 8), onFatal: cfg.OnFatal, onNoSpace: cfg.OnNoSpace,
 		closing: make(chan struct{}), syncDone: make(chan struct{}), checkpointDone: make(chan struct{})}
 	s.Calls = persistence.Calls{Writer: s}
 	go s.writeLoop()
@@ -358,7 +359,8 @@ func (s *Store) precheck(op string, invalid error) error {
 
 // fail turns an error from a store operation into what callers see: our
 // sentinels and the context's errors stay in the chain; driver errors are
-// flattened to text so nobody branches on a driver type.
+// flattened to text so nobody branches on a driver type. Every call's
+// error passes here, so here Config.OnNoSpace is told.
 func (s *Store) fail(ctx context.Context, op string, err error) error {
 	switch {
 	case s.closed.Load():
@@ -366,7 +368,11 @@ func (s *Store) fail(ctx context.Context, op string, err error) error {
 	case ctx.Err() != nil:
 		return fmt.Errorf("sqlite: %s: %w", op, ctx.Err())
 	}
-	return fmt.Errorf("sqlite: %s: %w", op, flatten(err))
+	err = fmt.Errorf("sqlite: %s: %w", op, flatten(err))
+	if s.onNoSpace != nil && errors.Is(err, persistence.ErrNoSpace) {
+		s.onNoSpace(err)
+	}
+	return err
 }
 
 // flatten replaces a driver error by its text; any other error (ours,
