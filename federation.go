@@ -114,6 +114,9 @@ func (n *Node) startFederation() error {
 			return props("forward", forward.New(c))
 		},
 	}
+	if n.peerClient != nil {
+		pcfg.Forget = n.peerClient.Forget // its pool for the peer goes with the peer's actor
+	}
 	if err := qcfg.Validate(); err != nil {
 		return err
 	}

@@ -83,6 +83,9 @@
 // for no node named, the node remembered for the address, identified
 // first when unknown). With InsecureSkipVerify nothing is verified, and
 // X-Federation-To alone keeps another node's answer from being taken.
+// With verification each node called has a pool of connections of its
+// own; Forget drops a node's (the node calls it when the peer's actor
+// stops), so that peers come and go without their pools piling up.
 //
 // Errors: an error document (or any non-2xx answer) is a *transport.CallError
 // whose Kind (kindOf, beside statusOf: the status and the code of the

@@ -160,7 +160,7 @@ type PeerClient struct {
 
 	mu    sync.Mutex
 	nodes map[string]string       // canonical address -> node its certificate must name
-	pools map[string]*http.Client // with verification: node -> its calls' pool (callsFor)
+	pools map[string]*http.Client // with verification: node -> its calls' pool (callsFor), until Forget
 }
 
 // NewPeerClient fills the zero fields of cfg from DefaultPeerClientConfig
@@ -265,6 +265,29 @@ func (c *PeerClient) closeIdle() {
 	}
 	c.mu.Unlock()
 	for _, p := range pools {
+		p.CloseIdleConnections()
+	}
+}
+
+// Forget drops what the client keeps for node: its pool, whose idle
+// connections it closes, and the addresses last identified as node's.
+// The node's owner calls it when nothing calls node any more (its peer
+// actor stopped: the peer left discovery, or a gone peer's actor ended),
+// so that a node that ever was a peer does not keep a transport and its
+// connections for good (pods replaced under new names). A later call for
+// node makes a new pool; a call under way keeps its connection, which
+// the dropped pool closes when it has been idle for IdleConnTimeout.
+func (c *PeerClient) Forget(node string) {
+	c.mu.Lock()
+	p := c.pools[node]
+	delete(c.pools, node)
+	for addr, n := range c.nodes {
+		if n == node {
+			delete(c.nodes, addr)
+		}
+	}
+	c.mu.Unlock()
+	if p != nil {
 		p.CloseIdleConnections()
 	}
 }

@@ -27,8 +27,9 @@ type peerSetup struct {
 	srv  *httptest.Server
 	hits *countPaths
 	addr string
-	// conns counts the connections the server accepted.
-	conns atomic.Int64
+	// conns counts the connections the server accepted; closed those
+	// that ended since.
+	conns, closed atomic.Int64
 }
 
 func newPeerSetup(t *testing.T, mtls bool) *peerSetup {
@@ -41,8 +42,11 @@ func newPeerSetup(t *testing.T, mtls bool) *peerSetup {
 	st.hits = &countPaths{h: s}
 	st.srv = startTLS(t, st.hits, st.p.serverTLS(t, homeNode, mtls), func(srv *httptest.Server) {
 		srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-			if s == http.StateNew {
+			switch s {
+			case http.StateNew:
 				st.conns.Add(1)
+			case http.StateClosed:
+				st.closed.Add(1)
 			}
 		}
 	})
@@ -720,4 +724,48 @@ func (p pki) verifyingClient(t *testing.T, node string) *PeerClient {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// TestPeerClientForgetDropsTheNodesPool: with verification each node
+// called gets a pool of its own (an http.Transport and its idle
+// connections), and nothing dropped one: a node that left the peers kept
+// it for good, so pods replaced under new names made them pile up. Forget
+// drops the node's pool and closes its idle connections; the other
+// nodes' pools stay, and a later call for the node makes a new one.
+func TestPeerClientForgetDropsTheNodesPool(t *testing.T) {
+	st := newPeerSetup(t, true)
+	c := st.client(t, false)
+	pools := func() int {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.pools)
+	}
+	before := pools()
+	if _, err := c.Health(ctxT(t), toHome(st.addr), health()); err != nil {
+		t.Fatal(err)
+	}
+	if n := pools(); n != before+1 || st.conns.Load() != 1 {
+		t.Fatalf("after a call for home: %d pools (before %d), %d connections, want one more pool and one connection", n, before, st.conns.Load())
+	}
+	c.Forget(peerB) // not called: nothing to drop
+	if n := pools(); n != before+1 {
+		t.Fatalf("Forget(%s) left %d pools, want %d (home's stays)", peerB, n, before+1)
+	}
+	c.Forget(homeNode)
+	if n := pools(); n != before {
+		t.Errorf("after Forget(%s): %d pools, want %d as before its call", homeNode, n, before)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for st.closed.Load() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle connection of home's pool was not closed after Forget (%d of %d closed)", st.closed.Load(), st.conns.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := c.Health(ctxT(t), toHome(st.addr), health()); err != nil {
+		t.Fatalf("a call for home after Forget: %v", err)
+	}
+	if n := pools(); n != before+1 || st.conns.Load() != 2 {
+		t.Errorf("a call for home after Forget: %d pools, %d connections; want a new pool and connection", n, st.conns.Load())
+	}
 }

@@ -54,6 +54,11 @@ type Config struct {
 	// discovered again gets an actor of its own instead (the peers actor
 	// stops this one).
 	Gone bool
+	// Forget, when set, is told the peer's name when its actor stops
+	// (the peer left discovery, a gone peer's actor ended, the node
+	// stops): nothing calls the peer until an actor of it starts again,
+	// so the transport drops what it keeps for it (its connections).
+	Forget func(peer string)
 }
 
 // Validate reports what is missing or wrong.
@@ -153,6 +158,11 @@ func (a *Actor) Receive(c actor.Context) {
 		a.scheduleRegistry()
 	case *actor.Restarting, *actor.Stopping:
 		a.stop()
+	case *actor.Stopped:
+		// After its queue, the other caller of the peer, has stopped.
+		if a.cfg.Forget != nil {
+			a.cfg.Forget(a.cfg.Peer)
+		}
 	case healthTick:
 		a.check(c)
 	case registryTick:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -258,13 +259,17 @@ func (p *countingNet) Health(ctx context.Context, to transport.Target, h message
 
 // startRecordingSupervisor spawns a peers actor over tr on an empty store,
 // its peers' queues recording the links they are sent (rec), discovery
-// (unset: none) where it sends discovery's messages.
-func startRecordingSupervisor(t *testing.T, tr transport.Peer, discovery *atomic.Pointer[actor.PID]) (Config, *actor.ActorSystem, *actor.PID, *links) {
+// (unset: none) where it sends discovery's messages; edit changes the
+// config first.
+func startRecordingSupervisor(t *testing.T, tr transport.Peer, discovery *atomic.Pointer[actor.PID], edit ...func(*Config)) (Config, *actor.ActorSystem, *actor.PID, *links) {
 	t.Helper()
 	rec := &links{}
 	cfg := testConfig(t, tr, NewBook())
 	cfg.Store = emptyStore{}
 	cfg.Queue = func(string) *actor.Props { return actor.PropsFromProducer(func() actor.Actor { return rec }) }
+	for _, e := range edit {
+		e(&cfg)
+	}
 	props := func(_ string, p actor.Producer) *actor.Props { return actor.PropsFromProducer(p) }
 	prod, err := NewSupervisor(cfg, props, discovery)
 	if err != nil {
@@ -335,6 +340,56 @@ func TestSupervisorCallsAGonePeerBackForItsReports(t *testing.T) {
 		if !book.Healthy("beta") {
 			t.Error("discovered again, beta is not healthy in the book")
 		}
+		_ = sys.Root.StopFuture(sup).Wait()
+		sys.Shutdown()
+	})
+}
+
+// TestSupervisorForgetsAPeerWhoseActorStopped: the transport kept what it
+// made for a peer (the HTTPS client's pool of connections) after the peer
+// left discovery, for good. Now each stop of a peer's actor, once its
+// queue has stopped, tells Config.Forget: a peer gone from discovery, and
+// a gone peer's actor that ended after its first failed check; nothing is
+// forgotten while an actor of the peer runs.
+func TestSupervisorForgetsAPeerWhoseActorStopped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var forgotten []string
+		forgot := func(when string, want ...string) {
+			t.Helper()
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.Equal(forgotten, want) {
+				t.Fatalf("%s: forgotten %q, want %q", when, forgotten, want)
+			}
+		}
+		tr := &countingNet{versionNet: &versionNet{}}
+		cfg, sys, sup, _ := startRecordingSupervisor(t, tr, new(atomic.Pointer[actor.PID]), func(c *Config) {
+			c.Forget = func(peer string) {
+				mu.Lock()
+				forgotten = append(forgotten, peer)
+				mu.Unlock()
+			}
+		})
+		inst := []messages.PeerInstance{{Address: "beta:8443", InstanceID: "beta-0"}}
+
+		sys.Root.Send(sup, &messages.PeerUp{Node: "beta", Instances: inst})
+		sys.Root.Send(sup, &messages.PeerUp{Node: "gamma", Instances: []messages.PeerInstance{{Address: "gamma:8443"}}})
+		synctest.Wait()
+		forgot("discovered")
+		sys.Root.Send(sup, &messages.PeerGone{Node: "beta"})
+		synctest.Wait()
+		forgot("beta gone from discovery", "beta")
+
+		// beta calls us: an actor in gone mode for its reports, which
+		// stops at its first failed check.
+		sys.Root.Send(sup, &messages.PeerContact{Peer: "beta"})
+		synctest.Wait()
+		forgot("beta's gone-mode actor running", "beta")
+		tr.set(true, false)
+		time.Sleep(cfg.HealthInterval)
+		synctest.Wait()
+		forgot("beta's gone-mode actor stopped", "beta", "beta")
 		_ = sys.Root.StopFuture(sup).Wait()
 		sys.Shutdown()
 	})
