@@ -2,6 +2,7 @@ package forward
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -138,27 +139,7 @@ func (f *Flow) Done(now time.Time, r *FlowRound, w persistence.Written, claims [
 		}
 		return nil, nil
 	}
-	var changes []messages.StateChanged
-	for i, o := range r.Outcomes {
-		state := persistence.StateAfter(o.Kind, o.Result)
-		m := r.msgs[o.MessageID]
-		if w.Completions[i] != persistence.Applied || state == "" || (state == m.State && o.Result == persistence.ResultRetry) {
-			continue
-		}
-		changes = append(changes, messages.StateChanged{ID: o.MessageID, State: state, Frontend: m.Frontend,
-			At: now, Detail: o.Detail, Reason: o.Reason})
-	}
-	for i, u := range r.Updates {
-		if w.Reported[i] != persistence.Applied {
-			continue
-		}
-		state := messages.StateDelivered
-		if u.Result == persistence.ResultFailed {
-			state = messages.StateFailed
-		}
-		changes = append(changes, messages.StateChanged{ID: u.ID, State: state, Frontend: r.msgs[u.ID].Frontend,
-			At: now, Detail: "reported by " + f.peer, Reason: u.Reason})
-	}
+	changes := r.Changes(now, f.peer, w)
 	var sends []Batch
 	for i, k := range r.Kinds {
 		lane := f.lanes[k]
@@ -330,16 +311,66 @@ func (f *Flow) Unsent(now time.Time, work []persistence.Work, why error) []persi
 	return out
 }
 
-// Leftover empties the flow of a queue that stops: the results waiting to
-// be recorded, and the handed-over forwards it has not sent, as Unsent
-// (why). Recorded, they leave nothing leased to a queue that is gone:
-// without them its work would wait for its leases to end (2x
-// --http-timeout + 10 s) before its next queue could claim it.
-func (f *Flow) Leftover(now time.Time, why error) ([]persistence.Outcome, []persistence.StatusUpdate) {
-	outcomes := append(f.outcomes, f.Unsent(now, f.handed, why)...)
-	updates := f.updates
+// GiveBack is the round that records work as Unsent (why), with the
+// messages its changes are published with (Changes); no claim. Like
+// Unsent, it reads only what the flow was made with.
+func (f *Flow) GiveBack(now time.Time, work []persistence.Work, why error) *FlowRound {
+	r := &FlowRound{Outcomes: f.Unsent(now, work, why), msgs: make(map[string]messages.Message, len(work))}
+	for _, w := range work {
+		r.msgs[w.MessageID] = w.Message
+	}
+	return r
+}
+
+// Leftover empties the flow of a queue that stops, into a round without
+// claims: the results waiting to be recorded, and the handed-over
+// forwards it has not sent, as Unsent (why). Recorded, they leave nothing
+// leased to a queue that is gone: without them its work would wait for
+// its leases to end (2x --http-timeout + 10 s) before its next queue
+// could claim it.
+func (f *Flow) Leftover(now time.Time, why error) *FlowRound {
+	r := f.GiveBack(now, f.handed, why)
+	r.Outcomes = append(f.outcomes, r.Outcomes...)
+	r.Updates = f.updates
+	maps.Copy(r.msgs, f.msgs)
 	f.outcomes, f.updates, f.handed, f.msgs = nil, nil, nil, map[string]messages.Message{}
-	return outcomes, updates
+	return r
+}
+
+// Add appends o's results (and its messages) to r's.
+func (r *FlowRound) Add(o *FlowRound) {
+	r.Outcomes = append(r.Outcomes, o.Outcomes...)
+	r.Updates = append(r.Updates, o.Updates...)
+	maps.Copy(r.msgs, o.msgs)
+}
+
+// Changes are the state changes r's results made, as its Write answered
+// (w), for the queue to publish: an outcome applied that moved its
+// message (a retry that leaves it where it was is none), and a peer's
+// report applied.
+func (r *FlowRound) Changes(now time.Time, peer string, w persistence.Written) []messages.StateChanged {
+	var changes []messages.StateChanged
+	for i, o := range r.Outcomes {
+		state := persistence.StateAfter(o.Kind, o.Result)
+		m := r.msgs[o.MessageID]
+		if w.Completions[i] != persistence.Applied || state == "" || (state == m.State && o.Result == persistence.ResultRetry) {
+			continue
+		}
+		changes = append(changes, messages.StateChanged{ID: o.MessageID, State: state, Frontend: m.Frontend,
+			At: now, Detail: o.Detail, Reason: o.Reason})
+	}
+	for i, u := range r.Updates {
+		if w.Reported[i] != persistence.Applied {
+			continue
+		}
+		state := messages.StateDelivered
+		if u.Result == persistence.ResultFailed {
+			state = messages.StateFailed
+		}
+		changes = append(changes, messages.StateChanged{ID: u.ID, State: state, Frontend: r.msgs[u.ID].Frontend,
+			At: now, Detail: "reported by " + peer, Reason: u.Reason})
+	}
+	return changes
 }
 
 // fenced stamps an outcome with the claim it comes from: if the ring moved

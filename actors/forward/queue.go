@@ -141,9 +141,7 @@ func (q *Queue) Receive(c actor.Context) {
 			q.log.Error("recording forward results failed; the leases will run out and the work be retried", "err", m.err)
 		}
 		sends, changes := q.flow.Done(q.cfg.Clock.Now(), m.round, m.written, m.claims, m.err)
-		for _, ch := range changes {
-			q.cfg.Publish(ch)
-		}
+		q.publish(changes)
 		for _, b := range sends {
 			q.send(b)
 		}

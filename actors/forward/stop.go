@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/switchboard-dev/switchboard/actors/ring"
+	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 )
 
@@ -82,41 +84,62 @@ func (g *gate) stop() []result {
 }
 
 // deliver sends a goroutine's result to the queue; when the queue has
-// stopped, the goroutine records the result's work as unsent instead.
+// stopped, the goroutine records what the result leaves itself.
 func (q *Queue) deliver(g *gate, r result) {
 	if !g.deliver(q.sys.Root, q.self, r) {
-		q.giveBack(q.flow.Unsent(q.cfg.Clock.Now(), r.unrecorded(), errStopped), nil)
+		q.giveBack(q.leftOf(q.cfg.Clock.Now(), r))
 	}
+}
+
+// leftOf is what a result the queue will not read leaves to record: the
+// work it holds, as unsent. A store round's own results are committed:
+// their changes are published here, as the queue would have.
+func (q *Queue) leftOf(now time.Time, r result) *FlowRound {
+	if d, ok := r.(*roundDone); ok && d.err == nil {
+		q.publish(d.round.Changes(now, q.cfg.Peer, d.written))
+	}
+	return q.flow.GiveBack(now, r.unrecorded(), errStopped)
 }
 
 // finish, when the queue stops, records what it holds unrecorded (the
-// flow's leftovers, and the results it was sent and has not read) on a
-// goroutine of its own.
+// flow's leftovers, and what the results it was sent and has not read
+// leave) on a goroutine of its own.
 func (q *Queue) finish() {
 	now := q.cfg.Clock.Now()
-	outcomes, updates := q.flow.Leftover(now, errStopped)
-	for _, r := range q.gate.stop() {
-		outcomes = append(outcomes, q.flow.Unsent(now, r.unrecorded(), errStopped)...)
+	r := q.flow.Leftover(now, errStopped)
+	for _, res := range q.gate.stop() {
+		r.Add(q.leftOf(now, res))
 	}
-	if len(outcomes)+len(updates) > 0 {
-		go q.giveBack(outcomes, updates)
+	if len(r.Outcomes)+len(r.Updates) > 0 {
+		go q.giveBack(r)
 	}
 }
 
-// giveBack records outcomes and updates of a queue that stopped. A
-// failure leaves their work to its leases, as a crash would.
-func (q *Queue) giveBack(outcomes []persistence.Outcome, updates []persistence.StatusUpdate) {
-	if len(outcomes)+len(updates) == 0 {
+// giveBack records the results of r for a queue that stopped and
+// publishes the changes they made. A failure leaves their work to its
+// leases, as a crash would.
+func (q *Queue) giveBack(r *FlowRound) {
+	if len(r.Outcomes)+len(r.Updates) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), q.cfg.StoreTimeout)
 	defer cancel()
-	_, _, err := ring.Write(ctx, q.cfg.Store, q.cfg.Fence, q.cfg.Clock.Now(),
-		persistence.Write{Outcomes: outcomes, Statuses: updates}, nil)
+	now := q.cfg.Clock.Now()
+	written, _, err := ring.Write(ctx, q.cfg.Store, q.cfg.Fence, now,
+		persistence.Write{Outcomes: r.Outcomes, Statuses: r.Updates}, nil)
 	switch {
 	case errors.Is(err, persistence.ErrClosed):
-		q.log.Debug("a stopped queue's work not given back: the store is closed; its leases run out", "work", len(outcomes)+len(updates))
+		q.log.Debug("a stopped queue's work not given back: the store is closed; its leases run out", "work", len(r.Outcomes)+len(r.Updates))
 	case err != nil:
-		q.log.Warn("a stopped queue's work not given back: its leases run out", "work", len(outcomes)+len(updates), "err", err)
+		q.log.Warn("a stopped queue's work not given back: its leases run out", "work", len(r.Outcomes)+len(r.Updates), "err", err)
+	default:
+		q.publish(r.Changes(now, q.cfg.Peer, written))
+	}
+}
+
+// publish publishes changes the queue's results made.
+func (q *Queue) publish(changes []messages.StateChanged) {
+	for _, ch := range changes {
+		q.cfg.Publish(ch)
 	}
 }
