@@ -46,10 +46,7 @@ type Server struct {
 // temporary directory of t; t's cleanup stops it.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	port, err := freeport.Port() // one no other connection is given meanwhile
-	if err != nil {
-		t.Fatalf("bustest: free port: %v", err)
-	}
+	port := freePort(t) // one no other connection is given meanwhile
 	s := &Server{t: t, port: port, dir: t.TempDir()}
 	s.Restart()
 	t.Cleanup(s.Stop)
@@ -62,14 +59,7 @@ func Start(t testing.TB) *Server {
 // (WSSURL).
 func StartTLS(t testing.TB, tc *tls.Config) *Server {
 	t.Helper()
-	port, err := freeport.Port()
-	if err != nil {
-		t.Fatalf("bustest: free port: %v", err)
-	}
-	ws, err := freeport.Port()
-	if err != nil {
-		t.Fatalf("bustest: free port: %v", err)
-	}
+	port, ws := freePort(t), freePort(t)
 	s := &Server{t: t, port: port, dir: t.TempDir(), tls: tc, ws: ws}
 	s.Restart()
 	t.Cleanup(s.Stop)
@@ -85,14 +75,7 @@ func StartCluster(t testing.TB, n int) []*Server {
 	servers := make([]*Server, n)
 	var routes []string
 	for i := range servers {
-		port, err := freeport.Port()
-		if err != nil {
-			t.Fatalf("bustest: free port: %v", err)
-		}
-		cluster, err := freeport.Port()
-		if err != nil {
-			t.Fatalf("bustest: free port: %v", err)
-		}
+		port, cluster := freePort(t), freePort(t)
 		servers[i] = &Server{t: t, port: port, dir: t.TempDir(), name: fmt.Sprintf("bustest-%d", i), cluster: cluster}
 		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", cluster))
 	}
@@ -189,3 +172,13 @@ func (s *Server) Restart() {
 // Shared is the server SWITCHBOARD_TEST_NATS names ("" when unset). Tests
 // may publish to it only under streams of their own, and never stop it.
 func Shared() string { return os.Getenv(EnvNATS) }
+
+// freePort is a free loopback port (freeport.Port); none fails t.
+func freePort(t testing.TB) int {
+	t.Helper()
+	port, err := freeport.Port()
+	if err != nil {
+		t.Fatalf("bustest: free port: %v", err)
+	}
+	return port
+}
