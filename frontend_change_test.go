@@ -865,13 +865,7 @@ func TestFrontendChangeLosesNoHandedOverWork(t *testing.T) {
 	}
 	var bad []string
 	for _, id := range ids {
-		var m messages.Message
-		polltest.Eventually(t, 30*time.Second, func() error {
-			if m = h.message(id); !m.State.Final() {
-				return fmt.Errorf("%s is %s", id, m.State)
-			}
-			return nil
-		})
+		m := h.final(id, 30*time.Second)
 		mu.Lock()
 		c := calls[id]
 		mu.Unlock()

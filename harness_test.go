@@ -2,6 +2,7 @@ package switchboard_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"github.com/switchboard-dev/switchboard/apiclient"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/nodetest"
+	"github.com/switchboard-dev/switchboard/polltest"
 )
 
 // harness is one node started through the embedding API with real HTTPS on
@@ -156,6 +158,19 @@ func (h *harness) message(id string) messages.Message {
 func (h *harness) waitState(id string, state messages.State) messages.Message {
 	h.t.Helper()
 	return h.api().WaitState(id, state)
+}
+
+// final polls the API until the message is final (or fails after within).
+func (h *harness) final(id string, within time.Duration) messages.Message {
+	h.t.Helper()
+	var m messages.Message
+	polltest.Eventually(h.t, within, func() error {
+		if m = h.message(id); !m.State.Final() {
+			return fmt.Errorf("%s %s after %d attempts", id, m.State, m.Attempts)
+		}
+		return nil
+	})
+	return m
 }
 
 func (h *harness) poll(fe string, max int, waitMS, leaseMS int64) []messages.Outgoing {

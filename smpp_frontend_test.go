@@ -301,13 +301,7 @@ func TestSMPPRatePacingUsesUpNoAttempt(t *testing.T) {
 	}
 	var bad []string
 	for _, id := range ids {
-		var m messages.Message
-		polltest.Eventually(t, 60*time.Second, func() error {
-			if m = h.message(id); !m.State.Final() {
-				return fmt.Errorf("%s %s", id, m.State)
-			}
-			return nil
-		})
+		m := h.final(id, 60*time.Second)
 		if m.State != messages.StateDelivered || m.Attempts != 1 || historyHas(m, "not attempted") {
 			bad = append(bad, fmt.Sprintf("%s %s after %d attempts: %s (held back: %v)", id, m.State, m.Attempts, m.LastDetail, historyHas(m, "not attempted")))
 		}
@@ -341,13 +335,7 @@ func TestSMPPRatePacingDefersWhatItHolds(t *testing.T) {
 	var deferrals int
 	var bad []string
 	for _, id := range ids {
-		var m messages.Message
-		polltest.Eventually(t, 60*time.Second, func() error {
-			if m = h.message(id); !m.State.Final() {
-				return fmt.Errorf("%s %s after %d attempts", id, m.State, m.Attempts)
-			}
-			return nil
-		})
+		m := h.final(id, 60*time.Second)
 		if m.State != messages.StateDelivered || m.Attempts != 1 {
 			bad = append(bad, fmt.Sprintf("%s %s after %d attempts: %s", id, m.State, m.Attempts, m.LastDetail))
 		}
@@ -382,13 +370,7 @@ func TestSMPPThrottlingUsesNoAttempt(t *testing.T) {
 	h.smppFrontend("smsc", "smpp://sb:pw@"+smsc.Addr, "33")
 	polltest.Until(t, 20*time.Second, "the bind", smsc.Bound)
 	id := h.submit("m-1", "33600000001")
-	var m messages.Message
-	polltest.Eventually(t, 30*time.Second, func() error {
-		if m = h.message(id); !m.State.Final() {
-			return fmt.Errorf("%s %s after %d attempts", id, m.State, m.Attempts)
-		}
-		return nil
-	})
+	m := h.final(id, 30*time.Second)
 	var deferrals, entries int
 	for _, e := range m.History {
 		if strings.HasPrefix(e.Detail, "not attempted (attempt 1 given back): smsc busy: ESME_RTHROTTLED (0x00000058); retry in ") {
