@@ -124,8 +124,14 @@ func (n *Node) notify(id uint64, fn func(messages.StateChanged), ev messages.Sta
 
 // Props builds supervised props for an actor an embedder's actor spawns as
 // its own child: the same panic logging, actor metrics (under kind) and
-// restart budget as the node's actors. Valid after Start.
+// restart budget as the node's actors. Valid after Start (and after Stop,
+// for the children of actors still stopping). Before Start it panics: the
+// node has no logger and no metrics yet: its props left their actor's
+// panics unlogged and the actor unmeasured, without a word.
 func (n *Node) Props(kind string, producer actor.Producer) *actor.Props {
+	if !n.supervised.Load() {
+		panic("switchboard: Props needs a started node (call it after Start)")
+	}
 	return supervision.Props(kind, producer, n.supOpts)
 }
 

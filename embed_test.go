@@ -643,6 +643,7 @@ func TestNodeCallsBeforeStartAndAfterStop(t *testing.T) {
 	if n.Handler() != nil {
 		t.Error("Handler() before Start is not nil")
 	}
+	propsBeforeStart(t, n)
 
 	ctx := context.Background()
 	if err := n.Start(ctx); err != nil {
@@ -656,6 +657,18 @@ func TestNodeCallsBeforeStartAndAfterStop(t *testing.T) {
 	if err := got["Poll"]; err != nil {
 		t.Errorf("Poll after Stop: %v, want an empty answer (docs: the node's stop answers it empty)", err)
 	}
+}
+
+// propsBeforeStart wants Props refused with a panic that says why: it used
+// to return props whose actor's panics went unlogged and unmeasured.
+func propsBeforeStart(t *testing.T, n *switchboard.Node) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "Props needs a started node") {
+			t.Errorf("Props before Start: panic %v, want \"Props needs a started node\"", r)
+		}
+	}()
+	n.Props("early", func() actor.Actor { return nil })
 }
 
 // Reads racing Start see the store whole or not at all (go test -race).

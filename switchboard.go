@@ -205,8 +205,11 @@ type Node struct {
 	// gathering is set once Start has set everything up, and stays set: the
 	// OTLP push gathers the registry only from then on (telemetry.go).
 	gathering atomic.Bool
-	inflight  atomic.Int64 // submits waiting for the intake (admission control)
-	stopping  chan struct{}
+	// supervised is set once Start has set supOpts, and stays set: Props
+	// reads supOpts only then (embed.go).
+	supervised atomic.Bool
+	inflight   atomic.Int64 // submits waiting for the intake (admission control)
+	stopping   chan struct{}
 
 	mu      sync.Mutex
 	started bool
@@ -525,6 +528,7 @@ func (n *Node) startActors() error {
 	}
 	n.stopRestarts = supervision.WatchRestarts(n.system, supMetrics, n.log.With("component", "supervision"))
 	n.supOpts = supervision.Options{Logger: n.log, Metrics: supMetrics, Budget: supervision.DefaultBudget()}
+	n.supervised.Store(true)
 	n.guardian, err = supervision.SpawnGuardian(n.system, supervision.GuardianOptions{
 		Logger: n.log, Metrics: supMetrics, Budget: supervision.DefaultBudget(), OnFatal: n.onFatal,
 	})
