@@ -93,6 +93,14 @@
 // it whole long after it has grown. Accept keeps cached plans: it only
 // inserts. Keys are COLLATE "C" (byte order, as in SQLite).
 //
+// # Sessions
+//
+// Unless the DSN sets them, the pool's sessions have the server end a
+// transaction left idle for 10 s (idle_in_transaction_session_timeout) and
+// probe a silent client (TCP keepalives: ~11 s): a claim left open by a
+// paused or cut-off instance would otherwise hold its locks, the ring's
+// state row among them, until the pause ends or TCP notices on its own.
+//
 // # Errors
 //
 // persistence.ErrNotFound, persistence.ErrClosed and persistence.ErrStaleEpoch are returned wrapped with

@@ -28,7 +28,7 @@ const (
 	leaderCloseTimeout = 5 * time.Second
 )
 
-// leaderKeepalives are the server's TCP keepalive settings of a lock's
+// sessionKeepalives are the server's TCP keepalive settings of a lock's
 // session (idle 5 s, then a probe every 2 s, 3 unanswered: ~11 s). A holder
 // whose host dies or is cut off without closing its connection sends
 // nothing more; the server ends the session, and frees the lock for the
@@ -36,7 +36,10 @@ const (
 // (tcp_keepalives_idle 0: Linux's two hours) that would leave the site
 // without a master, and the dead holder's ranges frozen, for over two
 // hours. The holder's own side gives up much sooner (leaderCheckTimeout).
-var leaderKeepalives = map[string]string{
+// The pool's sessions have them too, unless the DSN sets its own (Open),
+// so that the server also frees the slots and locks of a dead instance's
+// other sessions in seconds (see orphanSettings).
+var sessionKeepalives = map[string]string{
 	"tcp_keepalives_idle":     "5",
 	"tcp_keepalives_interval": "2",
 	"tcp_keepalives_count":    "3",
@@ -79,7 +82,7 @@ func (s *Store) TryLead(ctx context.Context, name string) (persistence.Leadershi
 		return nil, s.fail(op, persistence.ErrClosed)
 	}
 	cc := s.pool.Config().ConnConfig.Copy()
-	for k, v := range leaderKeepalives {
+	for k, v := range sessionKeepalives {
 		cc.RuntimeParams[k] = v
 	}
 	conn, err := pgx.ConnectConfig(ctx, cc)

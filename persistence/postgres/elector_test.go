@@ -133,7 +133,7 @@ func TestLeadershipLostWithItsConnection(t *testing.T) {
 }
 
 // TestLeadershipSessionKeepalives: the lock's session has the server probe
-// its client (leaderKeepalives), so a holder whose host dies silently frees
+// its client (sessionKeepalives), so a holder whose host dies silently frees
 // the lock in seconds, not in the operating system's two hours.
 func TestLeadershipSessionKeepalives(t *testing.T) {
 	s := open(t, pgtest.DSN(t))
@@ -147,7 +147,7 @@ func TestLeadershipSessionKeepalives(t *testing.T) {
 	if err := conn.QueryRow(t.Context(), "SELECT inet_client_addr() IS NOT NULL").Scan(&tcp); err != nil {
 		t.Fatal(err)
 	}
-	for name, want := range leaderKeepalives {
+	for name, want := range sessionKeepalives {
 		var got string
 		if err := conn.QueryRow(t.Context(), "SELECT current_setting($1)", name).Scan(&got); err != nil {
 			t.Fatal(err)

@@ -49,9 +49,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	pcfg.MaxConns = cfg.MaxConns
 	_, planModeSet := pcfg.ConnConfig.RuntimeParams["plan_cache_mode"]
-	for name, value := range plannerSettings {
-		if _, set := pcfg.ConnConfig.RuntimeParams[name]; !set {
-			pcfg.ConnConfig.RuntimeParams[name] = value
+	for _, settings := range []map[string]string{plannerSettings, sessionKeepalives, orphanSettings} {
+		for name, value := range settings {
+			if _, set := pcfg.ConnConfig.RuntimeParams[name]; !set {
+				pcfg.ConnConfig.RuntimeParams[name] = value
+			}
 		}
 	}
 	log := cfg.Logger.With("component", "store", "store", "postgres")
@@ -95,6 +97,25 @@ var plannerSettings = map[string]string{
 	"enable_hashjoin":  "off",
 	"enable_mergejoin": "off",
 	"random_page_cost": "1.1",
+}
+
+// orphanSettings end a transaction its client left open: one whose process
+// is paused (SIGSTOP, a VM frozen), or cut off from the server without its
+// connection closing, stays "idle in transaction" with its locks held. A
+// fenced claim holds a share lock on ring_state until it commits, and the
+// master's publication of the next assignment waits for every such lock:
+// one orphaned claim kept the ring at its epoch, and the ranges of a dead
+// or cut-off instance with their owner, for as long as the pause lasted or
+// until TCP noticed (two hours by the operating system's default; the
+// sessions' keepalives, sessionKeepalives, bring that to ~11 s). Every
+// transaction of this store is a few round trips with no waiting on the
+// client's side in between, and each caller gives up on a store call after
+// at most 10 s (the ring's DefaultStoreTimeout), so a session idle inside a
+// transaction for 10 s has been left: the server ends it, with its locks,
+// and the client's next statement on it fails. A DSN that sets it keeps
+// its own.
+var orphanSettings = map[string]string{
+	"idle_in_transaction_session_timeout": "10s",
 }
 
 // Kind implements persistence.Store.

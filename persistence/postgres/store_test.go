@@ -822,3 +822,65 @@ func (*ender) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQuery
 	return ctx
 }
 func (*ender) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TestPoolSessionsEndOrphanedTransactions: the pool's sessions have the
+// server end a transaction left idle for 10 s, and probe a silent client,
+// unless the DSN says otherwise (orphanSettings, sessionKeepalives). Without
+// them a claim left open by a paused or cut-off instance held its share
+// lock on ring_state until the pause ended or TCP noticed (two hours), and
+// no master could publish meanwhile: the ring froze at its epoch. The last
+// part shows the mechanism (with 1 s from the DSN): the orphan ends, and
+// the publication's UPDATE, which waited for it, goes through.
+func TestPoolSessionsEndOrphanedTransactions(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	setting := func(s *Store, name string) string {
+		t.Helper()
+		var got string
+		if err := s.pool.QueryRow(t.Context(), "SELECT current_setting($1)", name).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	s := open(t, dsn)
+	if got := setting(s, "idle_in_transaction_session_timeout"); got != "10s" {
+		t.Errorf("idle_in_transaction_session_timeout = %s on the pool's session, want 10s", got)
+	}
+	var tcp bool
+	if err := s.pool.QueryRow(t.Context(), "SELECT inet_client_addr() IS NOT NULL").Scan(&tcp); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range sessionKeepalives {
+		if !tcp {
+			want = "0" // Postgres ignores them on a Unix socket and shows 0
+		}
+		if got := setting(s, name); got != want {
+			t.Errorf("%s = %s on the pool's session, want %s (tcp %v)", name, got, want, tcp)
+		}
+	}
+
+	own := open(t, dsn+"&idle_in_transaction_session_timeout=1s&tcp_keepalives_idle=7")
+	if got := setting(own, "idle_in_transaction_session_timeout"); got != "1s" {
+		t.Errorf("idle_in_transaction_session_timeout = %s with 1s in the DSN, want the DSN's", got)
+	}
+	if got := setting(own, "tcp_keepalives_idle"); tcp && got != "7" {
+		t.Errorf("tcp_keepalives_idle = %s with 7 in the DSN, want the DSN's", got)
+	}
+
+	// A fenced claim's read of ring_state, left open by its client.
+	orphan, err := own.pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = orphan.Rollback(context.Background()) }()
+	if _, err := orphan.Exec(t.Context(), "SELECT epoch FROM ring_state WHERE id = 1 FOR SHARE"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if _, err := s.pool.Exec(ctx, "UPDATE ring_state SET epoch = epoch + 1 WHERE id = 1"); err != nil {
+		t.Fatalf("the publication's update behind an orphaned claim: %v", err)
+	}
+	if _, err := orphan.Exec(t.Context(), "SELECT 1"); err == nil {
+		t.Error("the orphaned transaction still runs after the server's timeout")
+	}
+}
