@@ -253,14 +253,52 @@ func TestReceipt(t *testing.T) {
 		t.Errorf("StateOfStat(UNDELIV) = %v %v", st, ok)
 	}
 	for _, bad := range []string{"", "hello", "id: sub:001 dlvrd:001 submit date:2612021200 done date:2612021201 stat:DELIVRD err:000",
-		"id:1 sub:x dlvrd:001 submit date:2612021200 done date:2612021201 stat:DELIVRD err:0",
-		"id:1 sub:001 dlvrd:001 submit date:26120 done date:2612021201 stat:DELIVRD err:0"} {
+		"id:1 sub:001 dlvrd:001 submit date:2612021200 done date:2612021201 stat: err:000",
+		"receipted_id:1 stat:DELIVRD", "id:1 text:stat:DELIVRD"} {
 		if _, err := ParseReceipt(bad); err == nil {
 			t.Errorf("ParseReceipt(%q) accepted", bad)
 		}
 	}
 	if !strings.Contains(StateEnroute.Stat(), "ENROUTE") || StateEnroute.Final() || MessageState(99).Final() {
 		t.Error("states")
+	}
+}
+
+// Only id and stat are required: SMSCs leave out other keys, order them
+// otherwise, write 4-digit years; a key missing, or a sub, dlvrd or date
+// that cannot be read, leaves its field unset, and the receipt is read.
+func TestParseReceiptNeedsOnlyIDAndStat(t *testing.T) {
+	at := func(y int, mo time.Month, d, h, mi, s int) time.Time {
+		return time.Date(y, mo, d, h, mi, s, 0, time.UTC)
+	}
+	for _, c := range []struct {
+		text string
+		want Receipt
+	}{
+		{"id:12345 stat:DELIVRD", Receipt{ID: "12345", Stat: "DELIVRD"}},
+		{"id:12345 sub:001 dlvrd:001 submit date:20261202112000 done date:20261202112130 stat:DELIVRD err:000 text:",
+			Receipt{ID: "12345", Submitted: 1, Delivered: 1, SubmitDate: at(2026, 12, 2, 11, 20, 0), DoneDate: at(2026, 12, 2, 11, 21, 30), Stat: "DELIVRD", Err: "000"}},
+		{"id:12345 submit date:202612021120 done date:202612021121 stat:DELIVRD",
+			Receipt{ID: "12345", SubmitDate: at(2026, 12, 2, 11, 20, 0), DoneDate: at(2026, 12, 2, 11, 21, 0), Stat: "DELIVRD"}},
+		{"id:12345 sub:001 dlvrd:001 submit date:2612021120 done date:2612021121 stat:DELIVRD",
+			Receipt{ID: "12345", Submitted: 1, Delivered: 1, SubmitDate: at(2026, 12, 2, 11, 20, 0), DoneDate: at(2026, 12, 2, 11, 21, 0), Stat: "DELIVRD"}},
+		{"id:12345 submit date:2612021120 done date:2612021121 stat:UNDELIV err:001 text:hi",
+			Receipt{ID: "12345", SubmitDate: at(2026, 12, 2, 11, 20, 0), DoneDate: at(2026, 12, 2, 11, 21, 0), Stat: "UNDELIV", Err: "001", Text: "hi"}},
+		{"id:12345 sub:001 dlvrd:001 submit date:2612021120 done date:2612021121 err:000 stat:delivrd text:",
+			Receipt{ID: "12345", Submitted: 1, Delivered: 1, SubmitDate: at(2026, 12, 2, 11, 20, 0), DoneDate: at(2026, 12, 2, 11, 21, 0), Stat: "DELIVRD", Err: "000"}},
+		{"stat:DELIVRD err:000 id:12345", Receipt{ID: "12345", Stat: "DELIVRD", Err: "000"}},
+		// The text is free-form: keys in it are its own.
+		{"id:12345 stat:DELIVRD text:your id:99 stat:x err:1", Receipt{ID: "12345", Stat: "DELIVRD", Text: "your id:99 stat:x err:1"}},
+		// Values that cannot be read: unset.
+		{"id:1 sub:x dlvrd:001 submit date:2612021200 done date:2612021201 stat:DELIVRD err:0",
+			Receipt{ID: "1", Delivered: 1, SubmitDate: at(2026, 12, 2, 12, 0, 0), DoneDate: at(2026, 12, 2, 12, 1, 0), Stat: "DELIVRD", Err: "0"}},
+		{"id:1 sub:001 dlvrd:001 submit date:26120 done date:2613021201 stat:DELIVRD err:0",
+			Receipt{ID: "1", Submitted: 1, Delivered: 1, Stat: "DELIVRD", Err: "0"}},
+	} {
+		r, err := ParseReceipt(c.text)
+		if err != nil || r != c.want {
+			t.Errorf("ParseReceipt(%q) = %+v, %v; want %+v", c.text, r, err, c.want)
+		}
 	}
 }
 
@@ -304,6 +342,8 @@ func TestParseReceiptNonASCIIBytes(t *testing.T) {
 func FuzzParseReceipt(f *testing.F) {
 	f.Add("id:sb-42 sub:001 dlvrd:001 submit date:2612021200 done date:2612021201 stat:DELIVRD err:000 text:Hello")
 	f.Add("id:1 stat:x")
+	f.Add("stat:DELIVRD err:000 submit date:20261202112000 ID:7 text:id:8 stat:x")
+	f.Add("receipted_id:1 xstat:x id:2 stat:y")
 	f.Add(strings.Repeat("\xff", 40) + "id:1 sub:001 dlvrd:001 submit date:2401010000 done date:2401010000 stat:DELIVRD err:000 text:x")
 	f.Add(strings.Repeat("\u212a", 40) + "id:1 sub:001 dlvrd:001 submit date:2401010000 done date:2401010000 stat:DELIVRD err:000 text:x")
 	f.Fuzz(func(t *testing.T, s string) {

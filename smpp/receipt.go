@@ -2,6 +2,7 @@ package smpp
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -66,8 +67,13 @@ type Receipt struct {
 	Text       string
 }
 
-// receiptTime is the layout of a receipt's dates (minutes; UTC here).
-const receiptTime = "0601021504"
+// receiptTime is the layout of a receipt's dates (minutes; UTC here);
+// receiptTimeCentury is the same with a 4-digit year, as some SMSCs
+// write it.
+const (
+	receiptTime        = "0601021504"
+	receiptTimeCentury = "200601021504"
+)
 
 // String is the receipt's text.
 func (r Receipt) String() string {
@@ -80,54 +86,82 @@ func (r Receipt) String() string {
 		r.Stat, errCode, r.Text)
 }
 
-// receiptKeys are the keys of a receipt's text, in order.
+// receiptKeys are the keys of a receipt's text; text: is the last,
+// free-form (it holds the start of the message, which may read like a
+// key).
 var receiptKeys = []string{"id:", "sub:", "dlvrd:", "submit date:", "done date:", "stat:", "err:", "text:"}
 
-// ParseReceipt reads a receipt's text. The keys are matched without
-// regard to ASCII case, "text:" and what follows it may be missing, and a
-// date of 12 digits (with seconds) is read too; id and stat are required.
-// Any bytes may come (an SMSC's Latin-1, binary junk): the text is read
-// as bytes, not as UTF-8.
+// ParseReceipt reads a receipt's text as SMSCs write it, not only as
+// Appendix B lays it out: each key is found on its own, in any order and
+// without regard to ASCII case, at the start of the text or after a byte
+// that is not a letter, a digit or '_' (so "receipted_id:" is not "id:"),
+// and its value runs to the next key found. "text:", when there, is last:
+// all that follows it is its value, keys or not. Only id and stat are
+// required: a key that is missing, or a sub, dlvrd or date that cannot be
+// read, leaves its field unset (0, the zero time) rather than losing the
+// receipt. Dates are YYMMDDhhmm, with or without seconds, or YYYYMMDDhhmm
+// (some SMSCs write the century), also with seconds; 12 digits are read
+// as YYMMDDhhmmss when they can be, else as YYYYMMDDhhmm. Any bytes may
+// come (an SMSC's Latin-1, binary junk): the text is read as bytes, not
+// as UTF-8.
 func ParseReceipt(s string) (Receipt, error) {
 	lower := asciiLower(s)
-	vals := make(map[string]string, len(receiptKeys))
-	at := 0
-	for i, k := range receiptKeys {
-		j := strings.Index(lower[at:], k)
-		if j < 0 {
-			if k == "text:" {
-				break
-			}
-			return Receipt{}, fmt.Errorf("smpp: receipt %q has no %q", s, k)
+	type found struct{ key, at int } // receiptKeys[key] starts at s[at]
+	var fs []found
+	end := len(s)
+	if at := keyAt(lower, "text:", len(s)); at >= 0 {
+		end = at
+		fs = append(fs, found{len(receiptKeys) - 1, at})
+	}
+	for i, k := range receiptKeys[:len(receiptKeys)-1] {
+		if at := keyAt(lower, k, end); at >= 0 {
+			fs = append(fs, found{i, at})
 		}
-		start := at + j + len(k)
-		end := len(s)
-		if i+1 < len(receiptKeys) && k != "text:" {
-			if n := strings.Index(lower[start:], " "+receiptKeys[i+1]); n >= 0 {
-				end = start + n
-			}
+	}
+	slices.SortFunc(fs, func(a, b found) int { return a.at - b.at })
+	vals := make(map[string]string, len(fs))
+	for i, f := range fs {
+		k := receiptKeys[f.key]
+		stop := len(s)
+		if i+1 < len(fs) {
+			stop = fs[i+1].at
 		}
-		vals[k] = strings.TrimSpace(s[start:end])
-		at = end
+		vals[k] = strings.TrimSpace(s[f.at+len(k) : stop])
 	}
 	r := Receipt{ID: vals["id:"], Stat: strings.ToUpper(vals["stat:"]), Err: vals["err:"], Text: vals["text:"]}
 	if r.ID == "" || r.Stat == "" {
 		return Receipt{}, fmt.Errorf("smpp: receipt %q has no id or no stat", s)
 	}
-	var err error
-	if r.Submitted, err = receiptInt(vals["sub:"]); err != nil {
-		return Receipt{}, fmt.Errorf("smpp: receipt sub: %w", err)
-	}
-	if r.Delivered, err = receiptInt(vals["dlvrd:"]); err != nil {
-		return Receipt{}, fmt.Errorf("smpp: receipt dlvrd: %w", err)
-	}
-	if r.SubmitDate, err = receiptDate(vals["submit date:"]); err != nil {
-		return Receipt{}, fmt.Errorf("smpp: receipt submit date: %w", err)
-	}
-	if r.DoneDate, err = receiptDate(vals["done date:"]); err != nil {
-		return Receipt{}, fmt.Errorf("smpp: receipt done date: %w", err)
-	}
+	r.Submitted, _ = strconv.Atoi(vals["sub:"])
+	r.Delivered, _ = strconv.Atoi(vals["dlvrd:"])
+	r.SubmitDate = receiptDate(vals["submit date:"])
+	r.DoneDate = receiptDate(vals["done date:"])
 	return r, nil
+}
+
+// keyAt is where key first starts in lower (an asciiLower'd text) before
+// end at a key's boundary: the start, or after a byte that is not an ASCII
+// letter, digit or '_'; -1 when it is not there. A key ends before end,
+// as its value is what follows it.
+func keyAt(lower, key string, end int) int {
+	for from := 0; from+len(key) <= end; {
+		i := strings.Index(lower[from:end], key)
+		if i < 0 {
+			return -1
+		}
+		at := from + i
+		if at == 0 || !isWordByte(lower[at-1]) {
+			return at
+		}
+		from = at + 1
+	}
+	return -1
+}
+
+// isWordByte reports whether c is an ASCII letter (lower case: the text
+// is lowered), digit or '_'.
+func isWordByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_'
 }
 
 // asciiLower is s with A-Z lowered, byte for byte: its offsets are s's.
@@ -145,21 +179,22 @@ func asciiLower(s string) string {
 	return string(b)
 }
 
-func receiptInt(s string) (int, error) {
-	if s == "" {
-		return 0, nil
-	}
-	return strconv.Atoi(s)
-}
-
-func receiptDate(s string) (time.Time, error) {
+// receiptDate reads a receipt's date (see ParseReceipt); the zero time
+// when s is none of its forms.
+func receiptDate(s string) time.Time {
+	var layouts []string
 	switch len(s) {
-	case 0:
-		return time.Time{}, nil
 	case 10:
-		return time.Parse(receiptTime, s)
+		layouts = []string{receiptTime}
 	case 12:
-		return time.Parse(receiptTime+"05", s)
+		layouts = []string{receiptTime + "05", receiptTimeCentury}
+	case 14:
+		layouts = []string{receiptTimeCentury + "05"}
 	}
-	return time.Time{}, fmt.Errorf("%q is not YYMMDDhhmm[ss]", s)
+	for _, l := range layouts {
+		if t, err := time.Parse(l, s); err == nil {
+			return t
+		}
+	}
+	return time.Time{}
 }

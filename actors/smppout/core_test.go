@@ -447,6 +447,22 @@ func TestReceiptOf(t *testing.T) {
 		{"TLVs without text", smpp.SM{ESMClass: smpp.ESMClassReceipt, TLVs: smpp.TLVs{
 			{Tag: smpp.TagReceiptedMessageID, Value: smpp.CStringValue("Q")}, {Tag: smpp.TagMessageState, Value: []byte{byte(smpp.StateExpired)}}}},
 			Receipt{ID: "Q", Stat: "EXPIRED", Err: "000"}, true, false},
+		// Texts from SMSCs that send no TLVs (SMPP v3.3 style) and write
+		// Appendix B their own way: only id and stat are needed.
+		{"text only, without err:", smpp.SM{ESMClass: smpp.ESMClassReceipt, ShortMessage: []byte("id:0123456789 sub:001 dlvrd:001 submit date:2612021120 done date:2612021121 stat:DELIVRD")},
+			Receipt{ID: "0123456789", Stat: "DELIVRD", Err: "000", Dated: true, Took: time.Minute}, true, false},
+		{"text only, without sub: and dlvrd:", smpp.SM{ESMClass: smpp.ESMClassReceipt, ShortMessage: []byte("id:0123456789 submit date:2612021120 done date:2612021121 stat:UNDELIV err:001 text:hello")},
+			Receipt{ID: "0123456789", Stat: "UNDELIV", Err: "001", Dated: true, Took: time.Minute}, true, false},
+		{"text only, err: before stat:", smpp.SM{ESMClass: smpp.ESMClassReceipt, ShortMessage: []byte("id:0123456789 sub:001 dlvrd:001 submit date:2612021120 done date:2612021121 err:000 stat:DELIVRD text:")},
+			Receipt{ID: "0123456789", Stat: "DELIVRD", Err: "000", Dated: true, Took: time.Minute}, true, false},
+		{"text only, 4-digit years", smpp.SM{ESMClass: smpp.ESMClassReceipt, ShortMessage: []byte("id:7 submit date:20261202112000 done date:20261202112200 stat:DELIVRD err:000")},
+			Receipt{ID: "7", Stat: "DELIVRD", Err: "000", Dated: true, Took: 2 * time.Minute}, true, false},
+		{"text only, a date that cannot be read", smpp.SM{ESMClass: smpp.ESMClassReceipt, ShortMessage: []byte("id:7 submit date:26120 done date:2612021122 stat:DELIVRD err:000")},
+			Receipt{ID: "7", Stat: "DELIVRD", Err: "000"}, true, false},
+		{"receipted_message_id alone, a text without err:", smpp.SM{ESMClass: smpp.ESMClassReceipt,
+			ShortMessage: []byte("id:77 sub:001 dlvrd:001 submit date:2612021120 done date:2612021121 stat:DELIVRD"),
+			TLVs:         smpp.TLVs{{Tag: smpp.TagReceiptedMessageID, Value: smpp.CStringValue("4D")}}},
+			Receipt{ID: "4D", Stat: "DELIVRD", Err: "000", Dated: true, Took: time.Minute}, true, false},
 		{"a mobile-originated message", smpp.SM{ShortMessage: []byte("hello")}, Receipt{}, false, false},
 		{"a receipt without its id", smpp.SM{ESMClass: smpp.ESMClassReceipt, ShortMessage: []byte("garbage")}, Receipt{}, true, true},
 		// An SMSC's Latin-1 before the text (invalid UTF-8): read, not a
