@@ -266,6 +266,38 @@ func TestClientHoldsReceiptsForTheirMessage(t *testing.T) {
 	}
 }
 
+// SMPP v3.4 lets an SMSC send a delivery receipt as a data_sm (SMSCs
+// whose default operation is data_sm do): it is read as a deliver_sm's
+// (the TLVs, or the text in message_payload), recorded, and answered
+// data_sm_resp ESME_ROK.
+func TestClientReadsReceiptsInDataSM(t *testing.T) {
+	smsc := smsctest.New(t, "pw", nil)
+	st := &fakeReceipts{known: map[string]bool{"4f1a": true, "4f1b": true}, lookups: map[string]int{}}
+	m := newMetrics(t)
+	boundClient(t, "smpp://sb@"+smsc.Addr, Config{Store: st, Metrics: m})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, d := range []*smpp.DataSMBody{
+		{ESMClass: smpp.ESMClassReceipt, TLVs: smpp.TLVs{{Tag: smpp.TagReceiptedMessageID, Value: smpp.CStringValue("4f1a")},
+			{Tag: smpp.TagMessageState, Value: []byte{byte(smpp.StateDelivered)}}}},
+		{ESMClass: smpp.ESMClassReceipt, TLVs: smpp.TLVs{{Tag: smpp.TagMessagePayload,
+			Value: []byte("id:4f1b sub:001 dlvrd:001 submit date:2612021120 done date:2612021121 stat:UNDELIV err:001")}}},
+	} {
+		call, err := smsc.Send(ctx, smpp.PDU{Command: smpp.DataSM, Body: d})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := call.Result()
+		if err != nil || resp.Command != smpp.DataSMResp || resp.Status != smpp.StatusOK {
+			t.Fatalf("a receipt in a data_sm answered %v %v, %v; want data_sm_resp ESME_ROK", resp.Command, resp.Status, err)
+		}
+	}
+	recorded := testutil.ToFloat64(m.receipts.WithLabelValues("smsc", "recorded"))
+	if st.looked("4f1a") != 1 || st.looked("4f1b") != 1 || recorded != 2 {
+		t.Fatalf("4f1a looked up %d times, 4f1b %d; %v recorded; want 1, 1, 2", st.looked("4f1a"), st.looked("4f1b"), recorded)
+	}
+}
+
 // The recent and committed ids are forgotten once older than
 // ReceiptWait, however few the client holds; an id the SMSC accepted
 // again is kept from its latest acceptance.

@@ -385,8 +385,9 @@ type Receipt struct {
 	Took  time.Duration
 }
 
-// ReceiptOf reads a deliver_sm as a delivery receipt: ok is false for one
-// that is not (a mobile-originated message). The receipted_message_id and
+// ReceiptOf reads a deliver_sm (or a data_sm made into one: smsc.ShortOf)
+// as a delivery receipt: ok is false for one that is not (a
+// mobile-originated message). The receipted_message_id and
 // message_state TLVs win over the text (SMPP v3.4 Appendix B), which
 // gives the rest; a receipt that names no id or no state is an error.
 func ReceiptOf(sm *smpp.SM) (r Receipt, ok bool, err error) {

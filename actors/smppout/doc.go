@@ -24,9 +24,10 @@
 // worker claims nothing: messages wait in the outbox, not burning their
 // attempts.
 //
-// With a transceiver bind the SMSC's delivery receipts (deliver_sm) come
-// back on the same connection: each is recorded in its message's history
-// (found by the SMSC's message id) before the deliver_sm_resp, so a
+// With a transceiver bind the SMSC's delivery receipts (deliver_sm, or
+// data_sm, which SMPP v3.4 allows too) come back on the same connection:
+// each is recorded in its message's history (found by the SMSC's message
+// id) before its response, so a
 // receipt the node could not record is sent again by the SMSC. One whose
 // id names no stored message yet (it came before the verdict's commit,
 // here or on another instance of the site) is answered and held in memory

@@ -8,6 +8,7 @@ import (
 	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/smpp"
+	"github.com/switchboard-dev/switchboard/smsc"
 )
 
 // DefaultReceiptWait is how long a receipt waits for its verdict's commit:
@@ -321,7 +322,9 @@ func (c *Client) Committed(ids []string) {
 	}
 }
 
-// handle answers the SMSC's requests: a delivery receipt is recorded
+// handle answers the SMSC's requests: a delivery receipt, in a
+// deliver_sm or a data_sm (SMPP v3.4 allows either; a data_sm is read as
+// the deliver_sm it would be, its message_payload the text), is recorded
 // (off the session's reading goroutine) and answered after its commit (or
 // held for its message's verdict, see store); a
 // mobile-originated message is refused (an outbound frontend has no
@@ -329,11 +332,12 @@ func (c *Client) Committed(ids []string) {
 // dropped (sending it again would not mend it).
 func (c *Client) handle(s *smpp.Session, p smpp.PDU) {
 	fe := c.cfg.Frontend.Name
-	sm, ok := p.Body.(*smpp.SM)
-	if p.Command != smpp.DeliverSM || !ok {
+	short, ok := smsc.ShortOf(p)
+	if p.Command != smpp.DeliverSM && p.Command != smpp.DataSM || !ok {
 		_ = s.Reply(p, smpp.StatusPermAppError, nil)
 		return
 	}
+	sm := short.SM
 	r, isReceipt, err := ReceiptOf(sm)
 	switch {
 	case !isReceipt:

@@ -262,6 +262,18 @@ func (s *SMSC) ReceiptOn(conn int, id, stat string) (smpp.Status, error) {
 	return receipt(sess, id, stat)
 }
 
+// Send sends request p on the bound connection (the latest bound) and
+// returns at once with its call (Result waits for the ESME's response):
+// for a request the test writes itself, such as a receipt in a data_sm,
+// or a burst of receipts in flight together.
+func (s *SMSC) Send(ctx context.Context, p smpp.PDU) (*smpp.Call, error) {
+	sess := s.bound()
+	if sess == nil {
+		return nil, fmt.Errorf("no bound connection")
+	}
+	return sess.Send(ctx, p)
+}
+
 // receipt sends the receipt for id with stat on sess.
 func receipt(sess *smpp.Session, id, stat string) (smpp.Status, error) {
 	state, ok := smpp.StateOfStat(stat)
