@@ -46,7 +46,8 @@ type SMPPOptions struct {
 	TLSCA      string
 	Bind       SMPPBind
 	SystemType string
-	// Window is the most submit_sm outstanding on the connection.
+	// Window is the most submit_sm outstanding on the connection, and the
+	// most of the SMSC's requests (its receipts) awaiting their answer.
 	Window int
 	// Rate is the frontend's submits per second, shared by the site's
 	// instances (0: unlimited).

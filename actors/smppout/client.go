@@ -335,7 +335,12 @@ func (c *Client) connect() (*smpp.Session, error) {
 		conn = tc
 	}
 	sc := smpp.DefaultSessionConfig(smpp.RoleESME)
-	sc.Window, sc.EnquireLink, sc.ResponseTimeout = c.opts.Window, c.opts.EnquireLink, c.cfg.ResponseTimeout
+	// The window bounds the SMSC's requests in flight too (its receipts,
+	// each awaiting its commit): an SMSC holds its deliver_sm to the
+	// window agreed with the ESME; one beyond it is answered
+	// ESME_RTHROTTLED.
+	sc.Window, sc.InWindow = c.opts.Window, c.opts.Window
+	sc.EnquireLink, sc.ResponseTimeout = c.opts.EnquireLink, c.cfg.ResponseTimeout
 	sc.Clock, sc.Logger, sc.Handler = c.cfg.Clock, c.log, c.handle
 	sc.Observe = func(sent bool, p smpp.PDU) {
 		c.cfg.Metrics.pdu(fe, sent, p)

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -295,6 +296,78 @@ func TestClientReadsReceiptsInDataSM(t *testing.T) {
 	recorded := testutil.ToFloat64(m.receipts.WithLabelValues("smsc", "recorded"))
 	if st.looked("4f1a") != 1 || st.looked("4f1b") != 1 || recorded != 2 {
 		t.Fatalf("4f1a looked up %d times, 4f1b %d; %v recorded; want 1, 1, 2", st.looked("4f1a"), st.looked("4f1b"), recorded)
+	}
+}
+
+// gatedReceipts is a receipt store whose calls wait for gate (a store
+// under load, its commits slow); entered counts the calls begun.
+type gatedReceipts struct {
+	fakeReceipts
+	gate    chan struct{}
+	entered atomic.Int32
+}
+
+func (g *gatedReceipts) RecordReceipts(ctx context.Context, now time.Time, rs []persistence.Receipt) ([]persistence.Completion, error) {
+	g.entered.Add(1)
+	<-g.gate
+	return g.fakeReceipts.RecordReceipts(ctx, now, rs)
+}
+
+// The frontend's window (agreed with the SMSC, which holds its deliver_sm
+// to it too) bounds the receipts in flight to the node as well: with
+// window=20, 20 receipts awaiting their commit are all taken, none
+// answered ESME_RTHROTTLED.
+func TestClientReceiptWindowIsTheFrontendsWindow(t *testing.T) {
+	smsc := smsctest.New(t, "pw", nil)
+	st := &gatedReceipts{fakeReceipts: fakeReceipts{known: map[string]bool{}, lookups: map[string]int{}}, gate: make(chan struct{})}
+	for i := range 20 {
+		st.known[fmt.Sprint("id-", i)] = true
+	}
+	var once sync.Once
+	release := func() { once.Do(func() { close(st.gate) }) }
+	boundClient(t, "smpp://sb@"+smsc.Addr+"?window=20", Config{Store: st, Metrics: newMetrics(t)})
+	t.Cleanup(release) // before the client's Close: cleanups run last first
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var calls []*smpp.Call
+	for i := range 20 {
+		c, err := smsc.Send(ctx, smpp.PDU{Command: smpp.DeliverSM, Body: &smpp.SM{ESMClass: smpp.ESMClassReceipt,
+			TLVs: smpp.TLVs{{Tag: smpp.TagReceiptedMessageID, Value: smpp.CStringValue(fmt.Sprint("id-", i))},
+				{Tag: smpp.TagMessageState, Value: []byte{byte(smpp.StateDelivered)}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls = append(calls, c)
+	}
+	// Each receipt is either at the store (held by the gate) or answered
+	// already (throttled): wait for all 20 to be one or the other.
+	answered := func() int {
+		n := 0
+		for _, c := range calls {
+			select {
+			case <-c.Done():
+				n++
+			default:
+			}
+		}
+		return n
+	}
+	polltest.Until(t, 20*time.Second, "every receipt at the store or answered", func() bool {
+		return int(st.entered.Load())+answered() == 20
+	})
+	release()
+	throttled := 0
+	for _, c := range calls {
+		resp, err := c.Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Status == smpp.StatusThrottled {
+			throttled++
+		}
+	}
+	if throttled > 0 {
+		t.Fatalf("%d of 20 receipts answered ESME_RTHROTTLED on a window=20 session", throttled)
 	}
 }
 

@@ -103,7 +103,9 @@ func (s *SMSC) accept() {
 			return
 		}
 		cfg := smpp.DefaultSessionConfig(smpp.RoleSMSC)
-		cfg.InWindow = 1000
+		// 1000 each way: the ESME's window is what a test checks, and a
+		// test sends as many receipts in flight as it needs (Send).
+		cfg.Window, cfg.InWindow = 1000, 1000
 		s.mu.Lock()
 		conn := len(s.conns) + 1
 		cfg.Handler = func(sess *smpp.Session, p smpp.PDU) { s.handle(sess, conn, p) }
