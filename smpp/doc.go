@@ -23,7 +23,9 @@
 // It numbers requests, keeps at most Window of them outstanding and
 // matches each response (or generic_nack) to its request, fails a request
 // without a response after ResponseTimeout, answers enquire_link and
-// unbind itself, refuses what the bind state does not allow (Allowed: a
+// unbind itself (the peer's unbind once the requests it sent before it
+// are answered, within ResponseTimeout; closed meanwhile to new requests),
+// refuses what the bind state does not allow (Allowed: a
 // pure table), throttles the peer's requests beyond InWindow, sends an
 // enquire_link after EnquireLink of silence and ends the session when it
 // is not answered. On failure every pending request fails with ErrClosed

@@ -33,7 +33,8 @@ type SessionConfig struct {
 	EnquireLink time.Duration
 	// ResponseTimeout is how long a request waits for its response; a
 	// request past it fails with ErrTimeout, and an enquire_link past it
-	// closes the session (the link is dead).
+	// closes the session (the link is dead). The peer's unbind waits as
+	// long, at most, for the answers to the requests it sent before it.
 	ResponseTimeout time.Duration
 	// WriteTimeout bounds one write to the connection; a write past it
 	// closes the session.
@@ -42,7 +43,8 @@ type SessionConfig struct {
 	// answered generic_nack ESME_RINVCMDLEN and closes the session.
 	MaxPDULen int
 	// Handler receives the peer's requests other than enquire_link and
-	// unbind (which the session answers), once Allowed lets them through
+	// unbind (which the session answers: an unbind once the requests
+	// handed on before it are answered), once Allowed lets them through
 	// in the session's state: binds (on the SMSC side), submit_sm,
 	// deliver_sm, data_sm, query_sm. It runs on the session's reading
 	// goroutine, so it must not block: it answers with Reply, at once or
@@ -147,6 +149,20 @@ type Session struct {
 	err      error
 	closing  bool
 	stopKeep func() bool
+	// replying is the number of Replies writing their response: taken
+	// off inbound, not yet on the wire.
+	replying int
+	// drain is the peer's unbind while requests it sent before it await
+	// their Reply (nil otherwise).
+	drain *drain
+}
+
+// drain is the peer's unbind held until every request it sent before it
+// is answered: its sequence number, and the stop of the ResponseTimeout
+// that bounds the wait.
+type drain struct {
+	seq  uint32
+	stop func() bool
 }
 
 // Call is a request sent on a session.
@@ -378,7 +394,8 @@ func (s *Session) finish(seq uint32, resp PDU, err error) bool {
 // Reply answers the peer's request req with status and body (nil for a
 // response without one: every error response, enquire_link, unbind). A
 // successful answer to a bind binds the session. A request answered
-// already, or never received, is an error.
+// already, or never received, is an error. The last answer the peer's
+// unbind waited for is followed by the unbind's response.
 func (s *Session) Reply(req PDU, status Status, body Body) error {
 	s.mu.Lock()
 	cmd, ok := s.inbound[req.Seq]
@@ -387,6 +404,7 @@ func (s *Session) Reply(req PDU, status Status, body Body) error {
 		return fmt.Errorf("smpp: %s #%d is not a request awaiting its response", req.Command, req.Seq)
 	}
 	delete(s.inbound, req.Seq)
+	s.replying++
 	s.mu.Unlock()
 	if status == StatusOK && req.Command.IsBind() {
 		st, _ := BoundState(req.Command)
@@ -395,7 +413,51 @@ func (s *Session) Reply(req PDU, status Status, body Body) error {
 	if status != StatusOK {
 		body = nil
 	}
-	return s.write(PDU{Command: req.Command.Response(), Status: status, Seq: req.Seq, Body: body})
+	err := s.write(PDU{Command: req.Command.Response(), Status: status, Seq: req.Seq, Body: body})
+	s.mu.Lock()
+	s.replying--
+	d := s.drained()
+	s.mu.Unlock()
+	if d != nil {
+		s.unbound(d)
+	}
+	return err
+}
+
+// drained takes the peer's unbind once nothing it sent before it awaits
+// its answer, on the wire included (s.mu held); nil while something does,
+// or when there is no such unbind.
+func (s *Session) drained() *drain {
+	d := s.drain
+	if d == nil || len(s.inbound) > 0 || s.replying > 0 {
+		return nil
+	}
+	s.drain = nil
+	return d
+}
+
+// unbound answers the peer's unbind d and ends the session.
+func (s *Session) unbound(d *drain) {
+	d.stop()
+	_ = s.write(PDU{Command: UnbindResp, Seq: d.seq})
+	s.setState(StateClosed)
+	s.end(ErrUnbound)
+}
+
+// drainTimedOut answers the peer's unbind that waited the ResponseTimeout
+// for the answers of the requests it sent before it: the session ends
+// without them.
+func (s *Session) drainTimedOut() {
+	s.mu.Lock()
+	d := s.drain
+	s.drain = nil
+	n := len(s.inbound) + s.replying
+	s.mu.Unlock()
+	if d == nil {
+		return
+	}
+	s.log.Warn("smpp unbind answered with requests of the peer unanswered", "unanswered", n, "waited", s.cfg.ResponseTimeout.String())
+	s.unbound(d)
 }
 
 // Unbind ends the session cleanly: unbind, its response (or the
@@ -438,9 +500,14 @@ func (s *Session) end(err error) {
 	}
 	s.closing, s.err = true, err
 	stop := s.stopKeep
+	d := s.drain
+	s.drain = nil
 	s.mu.Unlock()
 	if stop != nil {
 		stop()
+	}
+	if d != nil {
+		d.stop()
 	}
 	_ = s.conn.Close()
 }
@@ -573,6 +640,20 @@ func (s *Session) request(p PDU) bool {
 	st := Allowed(s.state, s.cfg.Role.Peer(), p.Command)
 	full := len(s.inbound) >= s.cfg.InWindow
 	if st == StatusOK && !(p.Command.IsBind() && s.bindAnswerPending()) {
+		if p.Command == Unbind && (len(s.inbound) > 0 || s.replying > 0) {
+			// An ESME that stops sends unbind right behind its last
+			// submits: answering it now, and closing, would lose their
+			// answers though their messages are stored, and the ESME
+			// would send them again. So the unbind waits for them (at
+			// most the ResponseTimeout), the session closed meanwhile to
+			// new requests both ways (ESME_RINVBNDSTS).
+			d := &drain{seq: p.Seq}
+			d.stop = s.cfg.Clock.AfterFunc(s.cfg.ResponseTimeout, s.drainTimedOut)
+			s.drain = d
+			s.mu.Unlock()
+			s.setState(StateClosed)
+			return true
+		}
 		if p.Command == EnquireLink || p.Command == Unbind {
 			s.mu.Unlock()
 			_ = s.write(PDU{Command: p.Command.Response(), Seq: p.Seq})

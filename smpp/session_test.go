@@ -634,3 +634,79 @@ func TestSessionUndecodableResponseKeepsItsHeader(t *testing.T) {
 		t.Fatalf("state %s, %d outstanding", esme.State(), esme.Outstanding())
 	}
 }
+
+// The peer's unbind right behind its submits (an ESME that stops) waits
+// for their answers: a request sent meanwhile is refused ESME_RINVBNDSTS,
+// each submit is answered as its Reply comes, and only then is the
+// unbind answered and the session ended.
+func TestSessionPeerUnbindWaitsForTheAnswersOwed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		subs := make(chan PDU, 10)
+		cfg := DefaultSessionConfig(RoleSMSC)
+		cfg.EnquireLink = -1
+		cfg.Handler = smscHandler(subs)
+		s, peer := pipeSession(t, cfg)
+		peer.send(PDU{Command: BindTransmitter, Seq: 1, Body: &Bind{SystemID: "me", Password: "pw"}})
+		peer.expect(BindTransmitterResp, StatusOK, 1)
+		peer.send(PDU{Command: SubmitSM, Seq: 2, Body: &SM{}})
+		peer.send(PDU{Command: SubmitSM, Seq: 3, Body: &SM{}})
+		peer.send(PDU{Command: Unbind, Seq: 4})
+		peer.send(PDU{Command: SubmitSM, Seq: 5, Body: &SM{}})
+		peer.expect(SubmitSMResp, StatusInvalidBindState, 5)
+		if s.State() != StateClosed {
+			t.Fatalf("state %s while the unbind waits, want closed", s.State())
+		}
+		if _, err := s.Send(context.Background(), PDU{Command: EnquireLink}); !isStatus(err, StatusInvalidBindState) {
+			t.Fatalf("a request of ours after the peer's unbind: %v", err)
+		}
+		first, second := <-subs, <-subs
+		if err := s.Reply(second, StatusOK, &SMResp{MessageID: "m3"}); err != nil {
+			t.Fatal(err)
+		}
+		peer.expect(SubmitSMResp, StatusOK, 3)
+		synctest.Wait()
+		if len(peer.in) != 0 {
+			t.Fatalf("%s written while a submit awaits its answer", (<-peer.in).Command)
+		}
+		if err := s.Reply(first, StatusOK, &SMResp{MessageID: "m2"}); err != nil {
+			t.Fatal(err)
+		}
+		if resp := peer.expect(SubmitSMResp, StatusOK, 2); resp.Body.(*SMResp).MessageID != "m2" {
+			t.Fatalf("message id %q", resp.Body.(*SMResp).MessageID)
+		}
+		peer.expect(UnbindResp, StatusOK, 4)
+		<-s.Done()
+		if !errors.Is(s.Err(), ErrUnbound) {
+			t.Fatalf("end: %v", s.Err())
+		}
+	})
+}
+
+// The peer's unbind waits at most the ResponseTimeout for the answers it
+// is owed: then it is answered and the session ends without them.
+func TestSessionPeerUnbindWaitIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		subs := make(chan PDU, 10)
+		cfg := DefaultSessionConfig(RoleSMSC)
+		cfg.EnquireLink = -1
+		cfg.Handler = smscHandler(subs)
+		s, peer := pipeSession(t, cfg)
+		peer.send(PDU{Command: BindTransmitter, Seq: 1, Body: &Bind{SystemID: "me", Password: "pw"}})
+		peer.expect(BindTransmitterResp, StatusOK, 1)
+		peer.send(PDU{Command: SubmitSM, Seq: 2, Body: &SM{}})
+		sub := <-subs
+		peer.send(PDU{Command: Unbind, Seq: 3})
+		mark := time.Now()
+		peer.expect(UnbindResp, StatusOK, 3)
+		if waited := time.Since(mark); waited != cfg.ResponseTimeout {
+			t.Fatalf("the unbind was answered after %v, want the response timeout %v", waited, cfg.ResponseTimeout)
+		}
+		<-s.Done()
+		if !errors.Is(s.Err(), ErrUnbound) {
+			t.Fatalf("end: %v", s.Err())
+		}
+		if err := s.Reply(sub, StatusOK, &SMResp{MessageID: "late"}); !errors.Is(err, ErrClosed) {
+			t.Fatalf("a late answer: %v", err)
+		}
+	})
+}

@@ -619,17 +619,25 @@ func (srv *Server) startPump(account string) {
 	}()
 }
 
-// receivers are the sessions of account that take receipts; none ends
-// its sender (under the lock, so that a bind starts a new one).
+// receivers are the sessions of account that take receipts: bound, not
+// one whose ESME has unbound and that waits for the answers it is owed
+// before it ends (a receipt sent there would be refused at once, and due
+// again at once). None ends its sender (under the lock, so that a bind
+// starts a new one).
 func (srv *Server) receivers(account string) []*conn {
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
-	list := srv.bound[account]
+	var list []*conn
+	for _, c := range srv.bound[account] {
+		if c.s.State().Bound() {
+			list = append(list, c)
+		}
+	}
 	if len(list) == 0 || srv.closed {
 		delete(srv.pumps, account)
 		return nil
 	}
-	return append([]*conn(nil), list...)
+	return list
 }
 
 // pump sends account's receipts while one of its sessions takes them:

@@ -130,7 +130,7 @@ func (r *receipts) results() []persistence.Outcome {
 }
 
 // serve starts a listener on ln, stopped with the test.
-func serve(t *testing.T, b *backend, r *receipts) (*pipeListener, *Metrics) {
+func serve(t *testing.T, b Backend, r *receipts) (*pipeListener, *Metrics) {
 	t.Helper()
 	ln := newPipeListener()
 	m, err := NewMetrics(prometheus.NewRegistry())
@@ -645,4 +645,63 @@ func TestLongTextSubunitOfEveryPart(t *testing.T) {
 			})
 		})
 	}
+}
+
+// gatedBackend is a backend whose Submit waits for gate (a commit that
+// takes a moment).
+type gatedBackend struct {
+	*backend
+	gate chan struct{}
+}
+
+func (g gatedBackend) Submit(ctx context.Context, s messages.Submission) (messages.Message, bool, error) {
+	<-g.gate
+	return g.backend.Submit(ctx, s)
+}
+
+// An ESME that sends unbind right behind its last submit_sm (Kannel,
+// jSMPP, Net::SMPP at shutdown do) gets the submit's answer, with its
+// message id, before the unbind_resp: the message is stored, and an ESME
+// that saw its submit fail would send it again (a duplicate). While the
+// unbind waits, the session takes no receipt: the receipt due then
+// stays due for the next bind.
+func TestServerAnswersTheSubmitsBeforeAnUnbindBehindThem(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &backend{}
+		g := gatedBackend{backend: b, gate: make(chan struct{})}
+		r := &receipts{due: map[string]time.Time{}}
+		ln, _ := serve(t, g, r)
+		s := esme(t, ln, smpp.BindTransceiver, nil)
+		ctx := context.Background()
+		call, err := s.Send(ctx, smpp.PDU{Command: smpp.SubmitSM, Body: &smpp.SM{Source: smpp.Address{Addr: "S"},
+			Dest: smpp.Address{Addr: "4477"}, ShortMessage: []byte("hi")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // the listener has read the submit_sm: its commit waits
+		unbound := make(chan error, 1)
+		go func() { unbound <- s.Unbind(ctx) }()
+		synctest.Wait() // the listener has read the unbind
+		r.mu.Lock()
+		r.due["r1"] = time.Now()
+		r.mu.Unlock()
+		time.Sleep(2 * DefaultConfig().ReceiptPoll) // the receipt sender looks for work
+		close(g.gate)                               // the commit completes
+		uerr := <-unbound
+		resp, rerr := call.Result()
+		synctest.Wait() // the commit is done, whatever became of its answer
+		if n := len(b.submissions()); n != 1 {
+			t.Fatalf("%d messages stored, want 1", n)
+		}
+		if rerr != nil || resp.Status != smpp.StatusOK || resp.Body.(*smpp.SMResp).MessageID != "m1" {
+			t.Fatalf("the stored message's submit_sm was answered %v, %v (unbind: %v); want ESME_ROK with its id before the unbind_resp",
+				resp.Status, rerr, uerr)
+		}
+		if uerr != nil {
+			t.Fatalf("unbind: %v", uerr)
+		}
+		if got := r.results(); len(got) != 0 {
+			t.Fatalf("receipts sent to the session that unbound: %+v", got)
+		}
+	})
 }
