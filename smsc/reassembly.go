@@ -32,13 +32,13 @@ type Held[T any] struct {
 }
 
 // Whole is a message whose every part came: its content in part order and
-// the data_coding of its parts, with every part held for it (its parts
-// and any repeat of one, each owed its answer).
+// what its parts asked for, with every part held for it (its parts and
+// any repeat of one, each owed its answer).
 type Whole[T any] struct {
-	Key        PartKey
-	Content    []byte
-	DataCoding byte
-	Parts      []Held[T]
+	Key     PartKey
+	Content []byte
+	Asks    Asks
+	Parts   []Held[T]
 }
 
 // Reassembly is the table of concatenated messages being put together: a
@@ -60,15 +60,24 @@ type partial[T any] struct {
 	first time.Time
 	parts []Held[T] // in arrival order; a seq may repeat
 	seen  map[byte]int
-	c     Coding
-	bytes int // the octets of the parts' data
+	asks  Asks // the first part's, with the strongest receipt of them all
+	bytes int  // the octets of the parts' data
 }
 
-// Coding is what every part of one message must say alike: its
-// data_coding, and its dest_addr_subunit (0 for none), which may ask for
-// a message class beside it.
-type Coding struct {
+// Asks is what a part asks for its message beside its data. Every part of
+// one message must ask alike for its data_coding, its dest_addr_subunit
+// (0 for none; it may ask for a message class beside the data_coding),
+// its validity_period and its schedule_delivery_time (the SMPP times as
+// given, "" for none): one that differs from the parts before it is
+// refused, since the message could not say which the ESME meant. A
+// receipt (registered_delivery) is asked for by any part: the message
+// gets the strongest any of its parts asked for (a receipt of the final
+// outcome over one of a failure only over none), whichever part
+// completes it. The times are kept once per message, not per part.
+type Asks struct {
 	DataCoding, Subunit byte
+	Validity, Schedule  string
+	RegisteredDelivery  byte
 }
 
 // MaxPartData is the most octets of data a part may carry: what a
@@ -97,24 +106,35 @@ var (
 	// other parts' (they would ask for different message classes, or some
 	// for one and some for none).
 	ErrMixedSubunit = fmt.Errorf("smsc: the parts of one message have different dest_addr_subunits")
+	// ErrMixedValidity: the part's validity_period is not its message's
+	// other parts' (one without any included).
+	ErrMixedValidity = fmt.Errorf("smsc: the parts of one message have different validity_periods")
+	// ErrMixedSchedule: the part's schedule_delivery_time is not its
+	// message's other parts' (one without any included).
+	ErrMixedSchedule = fmt.Errorf("smsc: the parts of one message have different schedule_delivery_times")
 	// ErrPartTooLong: the part carries more than MaxPartData octets
 	// (answer ESME_RINVMSGLEN: sending it again will not help).
 	ErrPartTooLong = fmt.Errorf("smsc: a part of a concatenated message carries at most %d octets", MaxPartData)
 )
 
-// Add holds part p of message k, of coding c, owed o, at now. When it
+// Add holds part p of message k, asking a, owed o, at now. When it
 // completes its message, the message is returned (and leaves the table).
 // The table keeps a copy of p.Data, not the buffer it was cut from.
-func (r *Reassembly[T]) Add(k PartKey, p smpp.Part, c Coding, o T, now time.Time) (*Whole[T], error) {
+func (r *Reassembly[T]) Add(k PartKey, p smpp.Part, a Asks, o T, now time.Time) (*Whole[T], error) {
 	if len(p.Data) > MaxPartData {
 		return nil, fmt.Errorf("%w (this one %d)", ErrPartTooLong, len(p.Data))
 	}
 	pt := r.pending[k]
 	switch {
-	case pt != nil && pt.c.DataCoding != c.DataCoding:
+	case pt == nil:
+	case pt.asks.DataCoding != a.DataCoding:
 		return nil, ErrMixedCoding
-	case pt != nil && pt.c.Subunit != c.Subunit:
+	case pt.asks.Subunit != a.Subunit:
 		return nil, ErrMixedSubunit
+	case pt.asks.Validity != a.Validity:
+		return nil, ErrMixedValidity
+	case pt.asks.Schedule != a.Schedule:
+		return nil, ErrMixedSchedule
 	}
 	if r.held >= r.maxHeld {
 		return nil, fmt.Errorf("%w (%d parts held, at most %d)", ErrTableFull, r.held, r.maxHeld)
@@ -123,8 +143,11 @@ func (r *Reassembly[T]) Add(k PartKey, p smpp.Part, c Coding, o T, now time.Time
 		return nil, fmt.Errorf("%w (%d octets of parts held, at most %d)", ErrTableFull, r.bytes, r.maxBytes)
 	}
 	if pt == nil {
-		pt = &partial[T]{first: now, seen: map[byte]int{}, c: c}
+		pt = &partial[T]{first: now, seen: map[byte]int{}, asks: a}
 		r.pending[k] = pt
+	}
+	if receiptAsked(a.RegisteredDelivery) > receiptAsked(pt.asks.RegisteredDelivery) {
+		pt.asks.RegisteredDelivery = a.RegisteredDelivery
 	}
 	pt.parts = append(pt.parts, Held[T]{Seq: p.Seq, Data: bytes.Clone(p.Data), Owed: o})
 	pt.seen[p.Seq]++
@@ -137,7 +160,7 @@ func (r *Reassembly[T]) Add(k PartKey, p smpp.Part, c Coding, o T, now time.Time
 	delete(r.pending, k)
 	r.held -= len(pt.parts)
 	r.bytes -= pt.bytes
-	w := &Whole[T]{Key: k, DataCoding: c.DataCoding, Parts: pt.parts}
+	w := &Whole[T]{Key: k, Asks: pt.asks, Parts: pt.parts}
 	// The content: each seq once, the latest copy of a repeated part.
 	last := map[byte][]byte{}
 	for _, h := range pt.parts {
@@ -156,7 +179,7 @@ func (r *Reassembly[T]) Expire(now time.Time) []Whole[T] {
 	var out []Whole[T]
 	for k, pt := range r.pending {
 		if now.Sub(pt.first) >= r.wait {
-			out = append(out, Whole[T]{Key: k, DataCoding: pt.c.DataCoding, Parts: pt.parts})
+			out = append(out, Whole[T]{Key: k, Asks: pt.asks, Parts: pt.parts})
 			r.held -= len(pt.parts)
 			r.bytes -= pt.bytes
 			delete(r.pending, k)

@@ -412,7 +412,8 @@ func (srv *Server) submit(c *conn, s *smpp.Session, req smpp.PDU) {
 	// would be held too, outside the table's byte budget.
 	o.req = smpp.PDU{Command: req.Command, Seq: req.Seq}
 	srv.mu.Lock()
-	whole, err := srv.table.Add(k, p, Coding{DataCoding: sh.DataCoding, Subunit: sh.Subunit}, o, now)
+	whole, err := srv.table.Add(k, p, Asks{DataCoding: sh.DataCoding, Subunit: sh.Subunit, Validity: sh.Validity, Schedule: sh.Schedule,
+		RegisteredDelivery: sh.RegisteredDelivery}, o, now)
 	srv.cfg.Metrics.partsHeld.Set(float64(srv.table.Held()))
 	srv.armExpiry()
 	srv.mu.Unlock()
@@ -423,10 +424,17 @@ func (srv *Server) submit(c *conn, s *smpp.Session, req smpp.PDU) {
 		srv.refuse(malformed(smpp.StatusInvalidMsgLen, "%v", err), o)
 	case errors.Is(err, ErrMixedSubunit):
 		srv.refuse(malformed(smpp.StatusInvalidTLVValue, "%v", err), o)
+	case errors.Is(err, ErrMixedValidity):
+		srv.refuse(malformed(smpp.StatusInvalidExpiry, "%v", err), o)
+	case errors.Is(err, ErrMixedSchedule):
+		srv.refuse(malformed(smpp.StatusInvalidSched, "%v", err), o)
 	case err != nil:
 		srv.refuse(malformed(smpp.StatusSubmitFailed, "%v", err), o)
 	case whole != nil:
-		srv.toIntake(who, sh, whole.Content, whole.DataCoding, partsOwed(*whole))
+		// The message is what all its parts asked for, not what the part
+		// that completed it did.
+		sh.RegisteredDelivery, sh.Validity, sh.Schedule = whole.Asks.RegisteredDelivery, whole.Asks.Validity, whole.Asks.Schedule
+		srv.toIntake(who, sh, whole.Content, whole.Asks.DataCoding, partsOwed(*whole))
 	}
 }
 

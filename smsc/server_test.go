@@ -705,3 +705,66 @@ func TestServerAnswersTheSubmitsBeforeAnUnbindBehindThem(t *testing.T) {
 		}
 	})
 }
+
+// Whether a long message gets a receipt does not depend on which part
+// completes it: the message asks for the strongest receipt any part
+// asked for. Its parts must give the same validity_period and
+// schedule_delivery_time: a part that differs is refused for it
+// (ESME_RINVEXPIRY, ESME_RINVSCHED), and the message is not stored.
+func TestServerLongMessageReceiptAskedOnAnyPart(t *testing.T) {
+	const final, failure = smpp.RegisteredFinal, smpp.RegisteredFailure
+	for _, tc := range []struct {
+		name               string
+		receipts           [2]byte
+		validity, schedule [2]string
+		want               [2]smpp.Status
+		// The receipt the message stored asks for: to whom ("" none),
+		// of a failure only.
+		receiptTo  string
+		failedOnly bool
+	}{
+		{name: "the first part asks, the second completes the message", receipts: [2]byte{final, 0},
+			want: [2]smpp.Status{smpp.StatusOK, smpp.StatusOK}, receiptTo: "acct"},
+		{name: "a failure only, then the final outcome", receipts: [2]byte{failure, final},
+			want: [2]smpp.Status{smpp.StatusOK, smpp.StatusOK}, receiptTo: "acct"},
+		{name: "the first part asks for a failure only", receipts: [2]byte{failure, 0},
+			want: [2]smpp.Status{smpp.StatusOK, smpp.StatusOK}, receiptTo: "acct", failedOnly: true},
+		{name: "none asks", want: [2]smpp.Status{smpp.StatusOK, smpp.StatusOK}},
+		{name: "a validity on the first part only", validity: [2]string{"000001000000000R", ""},
+			want: [2]smpp.Status{smpp.StatusSubmitFailed, smpp.StatusInvalidExpiry}},
+		{name: "the parts schedule differently", schedule: [2]string{"000000000500000R", "000000001000000R"},
+			want: [2]smpp.Status{smpp.StatusSubmitFailed, smpp.StatusInvalidSched}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := &backend{}
+				ln, _ := serve(t, b, &receipts{due: map[string]time.Time{}})
+				s := esme(t, ln, smpp.BindTransceiver, nil)
+				var calls []*smpp.Call
+				for i, text := range []string{"hello ", "world"} {
+					sm := partSM(3, 2, byte(i+1), text)
+					sm.RegisteredDelivery, sm.ValidityPeriod, sm.ScheduleDeliveryTime = tc.receipts[i], tc.validity[i], tc.schedule[i]
+					c, err := s.Send(context.Background(), smpp.PDU{Command: smpp.SubmitSM, Body: sm})
+					if err != nil {
+						t.Fatal(err)
+					}
+					calls = append(calls, c)
+				}
+				for i, c := range calls {
+					if resp, err := c.Result(); err != nil || resp.Status != tc.want[i] {
+						t.Errorf("part %d: %v, %v; want %v", i+1, resp.Status, err, tc.want[i])
+					}
+				}
+				subs := b.submissions()
+				switch {
+				case tc.want[1] != smpp.StatusOK:
+					if len(subs) != 0 {
+						t.Errorf("stored %+v; want nothing", subs)
+					}
+				case len(subs) != 1 || subs[0].ReceiptTo != tc.receiptTo || subs[0].ReceiptFailedOnly != tc.failedOnly:
+					t.Errorf("stored %+v; want one message, receipt_to %q, failed only %v", subs, tc.receiptTo, tc.failedOnly)
+				}
+			})
+		})
+	}
+}

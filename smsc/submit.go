@@ -125,13 +125,34 @@ func (s Short) Submission(content []byte, dc byte, account string, now time.Time
 		}
 		sub.DeliverAfter = &t
 	}
-	switch s.RegisteredDelivery & smpp.RegisteredMask {
-	case smpp.RegisteredFinal, smpp.RegisteredMask:
+	switch receiptAsked(s.RegisteredDelivery) {
+	case receiptFinal:
 		sub.ReceiptTo = account
-	case smpp.RegisteredFailure:
+	case receiptFailure:
 		sub.ReceiptTo, sub.ReceiptFailedOnly = account, true
 	}
 	return sub, nil
+}
+
+// The receipts a registered_delivery asks for, weakest first.
+const (
+	receiptNone    = iota
+	receiptFailure // 0x02: a receipt of a failure only
+	receiptFinal   // 0x01: a receipt of the final outcome, success or failure
+)
+
+// receiptAsked is the receipt registered_delivery rd asks for, by its
+// SMSC receipt bits (the intermediate-notification and SME-acknowledgement
+// bits are not read): 0x01 the final outcome, 0x02 a failure only, 0x03
+// (reserved) read as 0x01, the stronger of the two.
+func receiptAsked(rd byte) int {
+	switch rd & smpp.RegisteredMask {
+	case smpp.RegisteredFinal, smpp.RegisteredMask:
+		return receiptFinal
+	case smpp.RegisteredFailure:
+		return receiptFailure
+	}
+	return receiptNone
 }
 
 // class is the message class the submit asks for: by its data_coding
