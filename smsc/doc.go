@@ -27,8 +27,9 @@
 // carries (Refusal.Malformed) gives back the submit it took of its
 // account's rate, as the API does for a 400; a submit whose commit came
 // but whose answer was lost is stored (SMPP has no client id: each submit
-// is a new message); a part whose message stays incomplete for the
-// reassembly wait is refused (no part is answered before its message is
+// is a new message); a part whose message gets no next part for the
+// reassembly wait (from its latest part, plus the account's submit
+// interval) is refused (no part is answered before its message is
 // stored, so an ESME whose window is smaller than a message's parts can
 // never send it: the refusal says so when the session shows it); a
 // receipt not answered is sent again.

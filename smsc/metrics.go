@@ -39,7 +39,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		partsHeld: prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchboard_smpp_listen_parts_held",
 			Help: "Parts of concatenated messages held for the rest of their message."}),
 		incomplete: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_smpp_listen_incomplete_total",
-			Help: "Concatenated messages whose parts were refused because not every part came within the reassembly wait, by reason: window (the ESME sent the first parts and waited for their answers: its window is likely smaller than the message's parts) or timeout (parts missing otherwise)."},
+			Help: "Concatenated messages whose parts were refused because their next part did not come within the reassembly wait, by reason: window (the ESME sent the first parts and waited for their answers: its window is likely smaller than the message's parts) or timeout (parts missing otherwise)."},
 			[]string{"reason"}),
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchboard_smpp_listen_window_in_use",
 			Help: "submit_sm and data_sm of every session awaiting their answer (their commit, or their message's last part)."}),

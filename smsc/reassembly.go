@@ -43,9 +43,11 @@ type Whole[T any] struct {
 
 // Reassembly is the table of concatenated messages being put together: a
 // pure core (the listener's shell calls it under its lock and with its
-// clock's time). A message waits at most Wait for its missing parts from
-// its first part's arrival; Expire hands back what ran out, for its
-// senders to be refused. It holds at most maxHeld parts and maxBytes
+// clock's time). A message waits at most wait for its next part from its
+// latest part's arrival, plus the pace that part came with (the interval
+// at which its sender may submit, so that one that paces its parts at its
+// submit rate is not refused for it); Expire hands back what ran out, for
+// its senders to be refused. It holds at most maxHeld parts and maxBytes
 // octets of their data, and no part of more than MaxPartData octets.
 type Reassembly[T any] struct {
 	wait     time.Duration
@@ -57,7 +59,7 @@ type Reassembly[T any] struct {
 }
 
 type partial[T any] struct {
-	first time.Time
+	due   time.Time // when the wait for its next part runs out
 	parts []Held[T] // in arrival order; a seq may repeat
 	seen  map[byte]int
 	asks  Asks // the first part's, with the strongest receipt of them all
@@ -87,8 +89,8 @@ type Asks struct {
 const MaxPartData = smpp.MaxShortMessage
 
 // NewReassembly makes a table whose messages wait at most wait for their
-// parts, holding at most maxHeld parts and maxBytes octets of their data
-// in all.
+// next part, holding at most maxHeld parts and maxBytes octets of their
+// data in all.
 func NewReassembly[T any](wait time.Duration, maxHeld, maxBytes int) *Reassembly[T] {
 	return &Reassembly[T]{wait: wait, maxHeld: maxHeld, maxBytes: maxBytes, pending: map[PartKey]*partial[T]{}}
 }
@@ -117,10 +119,12 @@ var (
 	ErrPartTooLong = fmt.Errorf("smsc: a part of a concatenated message carries at most %d octets", MaxPartData)
 )
 
-// Add holds part p of message k, asking a, owed o, at now. When it
-// completes its message, the message is returned (and leaves the table).
-// The table keeps a copy of p.Data, not the buffer it was cut from.
-func (r *Reassembly[T]) Add(k PartKey, p smpp.Part, a Asks, o T, now time.Time) (*Whole[T], error) {
+// Add holds part p of message k, asking a, owed o, at now; its message
+// then waits for its next part the table's wait plus pace (0 for a
+// sender without a submit rate). When it completes its message, the
+// message is returned (and leaves the table). The table keeps a copy of
+// p.Data, not the buffer it was cut from.
+func (r *Reassembly[T]) Add(k PartKey, p smpp.Part, a Asks, o T, now time.Time, pace time.Duration) (*Whole[T], error) {
 	if len(p.Data) > MaxPartData {
 		return nil, fmt.Errorf("%w (this one %d)", ErrPartTooLong, len(p.Data))
 	}
@@ -143,8 +147,11 @@ func (r *Reassembly[T]) Add(k PartKey, p smpp.Part, a Asks, o T, now time.Time) 
 		return nil, fmt.Errorf("%w (%d octets of parts held, at most %d)", ErrTableFull, r.bytes, r.maxBytes)
 	}
 	if pt == nil {
-		pt = &partial[T]{first: now, seen: map[byte]int{}, asks: a}
+		pt = &partial[T]{seen: map[byte]int{}, asks: a}
 		r.pending[k] = pt
+	}
+	if due := now.Add(r.wait + pace); due.After(pt.due) {
+		pt.due = due
 	}
 	if receiptAsked(a.RegisteredDelivery) > receiptAsked(pt.asks.RegisteredDelivery) {
 		pt.asks.RegisteredDelivery = a.RegisteredDelivery
@@ -175,10 +182,17 @@ func (r *Reassembly[T]) Add(k PartKey, p smpp.Part, a Asks, o T, now time.Time) 
 // Expire removes the messages whose wait has run out at now and returns
 // them (in key order), their Content empty: what they hold is owed a
 // refusal.
-func (r *Reassembly[T]) Expire(now time.Time) []Whole[T] {
+func (r *Reassembly[T]) Expire(now time.Time) []Whole[T] { return r.remove(now, false) }
+
+// Flush removes every message held, as Expire does: the table is done
+// with (the listener stops).
+func (r *Reassembly[T]) Flush() []Whole[T] { return r.remove(time.Time{}, true) }
+
+// remove takes out the messages whose wait has run out at now, or all.
+func (r *Reassembly[T]) remove(now time.Time, all bool) []Whole[T] {
 	var out []Whole[T]
 	for k, pt := range r.pending {
-		if now.Sub(pt.first) >= r.wait {
+		if all || !now.Before(pt.due) {
 			out = append(out, Whole[T]{Key: k, Asks: pt.asks, Parts: pt.parts})
 			r.held -= len(pt.parts)
 			r.bytes -= pt.bytes
@@ -193,12 +207,15 @@ func (r *Reassembly[T]) Expire(now time.Time) []Whole[T] {
 func (r *Reassembly[T]) Next() time.Time {
 	var next time.Time
 	for _, pt := range r.pending {
-		if t := pt.first.Add(r.wait); next.IsZero() || t.Before(next) {
-			next = t
+		if next.IsZero() || pt.due.Before(next) {
+			next = pt.due
 		}
 	}
 	return next
 }
+
+// Holds reports whether a part of message k is held.
+func (r *Reassembly[T]) Holds(k PartKey) bool { return r.pending[k] != nil }
 
 // Held is the number of parts held.
 func (r *Reassembly[T]) Held() int { return r.held }

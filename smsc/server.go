@@ -48,7 +48,8 @@ type Config struct {
 	// one more is answered ESME_RTHROTTLED.
 	Window int
 	// ReassemblyWait bounds the wait of a concatenated message for its
-	// missing parts from its first part.
+	// next part from its latest part; an account with a submit rate r
+	// gets 1/r more (it may pace its parts at its rate).
 	ReassemblyWait time.Duration
 	// MaxHeldParts bounds the parts held in all; one more is answered
 	// ESME_RMSGQFUL.
@@ -90,8 +91,8 @@ func DefaultConfig() Config {
 		// long messages, which wait for their last part.
 		Window: 64,
 		// 5 s: a windowed ESME sends the parts within milliseconds, and
-		// gives up on a response after 10-30 s, so the refusal must reach
-		// it before that.
+		// gives up on a response after 10-30 s, so the refusal of a
+		// message whose parts stopped coming must reach it before that.
 		ReassemblyWait: 5 * time.Second,
 		// 10000 parts and 4 MiB of their data: 10000 parts of at most
 		// 254 octets are 2.5 MB of data, about 7 MB of memory with the
@@ -371,16 +372,26 @@ func (srv *Server) submit(c *conn, s *smpp.Session, req smpp.PDU) {
 		return
 	}
 	account, who := srv.account(c)
+	p, isPart, err := smpp.PartOf(sh.SM)
+	k := PartKey{Account: account, Source: sh.Source, Dest: sh.Dest, Ref: p.Ref, Total: p.Total}
 	if who.SubmitRate > 0 {
 		// Taken before the content is read and the node checks the
-		// times: a refusal of those gives it back (refuse).
-		if ok, _ := srv.limiter.Allow(account, who.SubmitRate, now); !ok {
-			srv.refuse(refuse(smpp.StatusThrottled, "the account's submit rate (%g/s) is used up", who.SubmitRate), o)
-			return
+		// times: a refusal of those gives it back (refuse). A part of a
+		// message held already is not refused by the rate: its message
+		// was let in, and refusing its later parts would let none of a
+		// long text through at a low rate. It takes its submit all the
+		// same, into debt: the account's next message waits for it.
+		switch {
+		case err == nil && isPart && p.Total > 1 && srv.holds(k):
+			srv.limiter.Take(account, who.SubmitRate, now)
+		default:
+			if ok, _ := srv.limiter.Allow(account, who.SubmitRate, now); !ok {
+				srv.refuse(refuse(smpp.StatusThrottled, "the account's submit rate (%g/s) is used up", who.SubmitRate), o)
+				return
+			}
 		}
 		o.account, o.rate = account, who.SubmitRate
 	}
-	p, isPart, err := smpp.PartOf(sh.SM)
 	switch {
 	case err != nil && sh.ESMClass&smpp.ESMClassUDHI != 0:
 		srv.refuse(malformed(smpp.StatusInvalidESMClass, "user data header: %v", err), o)
@@ -406,14 +417,13 @@ func (srv *Server) submit(c *conn, s *smpp.Session, req smpp.PDU) {
 		srv.refuse(r, o)
 		return
 	}
-	k := PartKey{Account: account, Source: sh.Source, Dest: sh.Dest, Ref: p.Ref, Total: p.Total}
 	// The table holds what the answer needs (the command and its sequence
 	// number) and a copy of the part's data, not the PDU: its other TLVs
 	// would be held too, outside the table's byte budget.
 	o.req = smpp.PDU{Command: req.Command, Seq: req.Seq}
 	srv.mu.Lock()
 	whole, err := srv.table.Add(k, p, Asks{DataCoding: sh.DataCoding, Subunit: sh.Subunit, Validity: sh.Validity, Schedule: sh.Schedule,
-		RegisteredDelivery: sh.RegisteredDelivery}, o, now)
+		RegisteredDelivery: sh.RegisteredDelivery}, o, now, pace(who.SubmitRate))
 	srv.cfg.Metrics.partsHeld.Set(float64(srv.table.Held()))
 	srv.armExpiry()
 	srv.mu.Unlock()
@@ -436,6 +446,23 @@ func (srv *Server) submit(c *conn, s *smpp.Session, req smpp.PDU) {
 		sh.RegisteredDelivery, sh.Validity, sh.Schedule = whole.Asks.RegisteredDelivery, whole.Asks.Validity, whole.Asks.Schedule
 		srv.toIntake(who, sh, whole.Content, whole.Asks.DataCoding, partsOwed(*whole))
 	}
+}
+
+// holds reports whether a part of message k is held.
+func (srv *Server) holds(k PartKey) bool {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	return srv.table.Holds(k)
+}
+
+// pace is the interval at which an account of submit rate r may submit
+// (0 without a rate): a message of its waits that much more for its next
+// part.
+func pace(r float64) time.Duration {
+	if r <= 0 {
+		return 0
+	}
+	return time.Duration(float64(time.Second) / r)
 }
 
 // partsOwed are the requests a message's parts are owed answers for.
@@ -530,7 +557,7 @@ func (srv *Server) expire() {
 	}
 	srv.mu.Unlock()
 	for _, w := range gone {
-		reason, why := "timeout", fmt.Sprintf("not every part came within %v", srv.cfg.ReassemblyWait)
+		reason, why := "timeout", fmt.Sprintf("its next part did not come within %v of its latest (plus the account's submit interval)", srv.cfg.ReassemblyWait)
 		if n, ok := windowBound(w); ok {
 			reason = "window"
 			why = fmt.Sprintf("the ESME sent parts 1-%d of %d, then nothing more while they waited for their answers "+
@@ -798,7 +825,7 @@ func (srv *Server) Close(ctx context.Context) error {
 	srv.routines.Wait()
 	// Parts still held: their messages never came whole.
 	srv.mu.Lock()
-	gone := srv.table.Expire(srv.cfg.Clock.Now().Add(srv.cfg.ReassemblyWait))
+	gone := srv.table.Flush()
 	srv.mu.Unlock()
 	for _, w := range gone {
 		// Their sessions are closed: the answers go nowhere, the counts

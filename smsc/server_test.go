@@ -768,3 +768,85 @@ func TestServerLongMessageReceiptAskedOnAnyPart(t *testing.T) {
 		})
 	}
 }
+
+// An account with a low submit rate sends long texts: an ESME that paces
+// its parts at the rate (one a second at 1/s) is never refused by the
+// reassembly wait, which runs from the latest part and grows by the
+// rate's interval; one that sends the parts at once is not refused by
+// the rate for the parts after the first (they go into debt), and its
+// next message waits the debt out.
+func TestSubmitRateLetsALongTextThrough(t *testing.T) {
+	creds := func() *auth.Set {
+		return auth.NewSet([]messages.Credential{{Name: "acct", Role: messages.RoleClient, TokenHash: auth.Hash("pw"), SMPP: true,
+			SubmitRate: 1}}, false)
+	}
+	send := func(t *testing.T, s *smpp.Session, sm *smpp.SM) *smpp.Call {
+		c, err := s.Send(context.Background(), smpp.PDU{Command: smpp.SubmitSM, Body: sm})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	answered := func(t *testing.T, c *smpp.Call) smpp.Status {
+		resp, err := c.Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Status
+	}
+	t.Run("paced at the rate", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			b := &backend{creds: creds()}
+			ln, _ := serve(t, b, &receipts{due: map[string]time.Time{}})
+			s := esme(t, ln, smpp.BindTransmitter, nil)
+			var calls []*smpp.Call
+			for seq := byte(1); seq <= 7; seq++ {
+				if seq > 1 {
+					time.Sleep(time.Second) // the ESME paces at the account's rate
+				}
+				calls = append(calls, send(t, s, partSM(4, 7, seq, "part ")))
+			}
+			for i, c := range calls {
+				if st := answered(t, c); st != smpp.StatusOK {
+					t.Errorf("part %d: %v; want ESME_ROK", i+1, st)
+				}
+			}
+			if n := len(b.submissions()); n != 1 {
+				t.Fatalf("%d messages stored, want 1", n)
+			}
+		})
+	})
+	t.Run("at once", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			b := &backend{creds: creds()}
+			ln, _ := serve(t, b, &receipts{due: map[string]time.Time{}})
+			s := esme(t, ln, smpp.BindTransmitter, nil)
+			var calls []*smpp.Call
+			for seq := byte(1); seq <= 7; seq++ {
+				calls = append(calls, send(t, s, partSM(5, 7, seq, "part ")))
+			}
+			for i, c := range calls {
+				if st := answered(t, c); st != smpp.StatusOK {
+					t.Errorf("part %d: %v; want ESME_ROK", i+1, st)
+				}
+			}
+			start := time.Now()
+			short := func(text string) *smpp.SM {
+				return &smpp.SM{Source: smpp.Address{Addr: "S"}, Dest: smpp.Address{Addr: "4477"}, ShortMessage: []byte(text)}
+			}
+			// Seven parts are seven seconds of the rate, six of them in
+			// debt: the next message waits for them.
+			time.Sleep(6 * time.Second)
+			if st := answered(t, send(t, s, short("too soon"))); st != smpp.StatusThrottled {
+				t.Fatalf("the next message %v after the text: %v; want ESME_RTHROTTLED", time.Since(start), st)
+			}
+			time.Sleep(time.Second)
+			if st := answered(t, send(t, s, short("in time"))); st != smpp.StatusOK {
+				t.Fatalf("the next message %v after the text: %v; want ESME_ROK", time.Since(start), st)
+			}
+			if n := len(b.submissions()); n != 2 {
+				t.Fatalf("%d messages stored, want the text and the message after it", n)
+			}
+		})
+	})
+}

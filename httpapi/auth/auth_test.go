@@ -216,6 +216,30 @@ func TestLimiterRefund(t *testing.T) {
 	}
 }
 
+// TestLimiterTakeGoesIntoDebt: a submit taken whatever the bucket holds
+// leaves it in debt, and the submits after it wait the debt out.
+func TestLimiterTakeGoesIntoDebt(t *testing.T) {
+	l := NewLimiter()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if ok, _ := l.Allow("app", 1, now); !ok {
+		t.Fatal("the first submit was refused")
+	}
+	for range 3 {
+		l.Take("app", 1, now)
+	}
+	ok, wait := l.Allow("app", 1, now.Add(3*time.Second))
+	if ok || wait != time.Second {
+		t.Fatalf("3 s after a debt of 3: %v, wait %v; want refused for 1s more", ok, wait)
+	}
+	if ok, _ := l.Allow("app", 1, now.Add(4*time.Second)); !ok {
+		t.Fatal("refused once the debt was paid")
+	}
+	l.Take("free", 0, now) // no rate: nothing to take
+	if ok, _ := l.Allow("free", 0, now); !ok {
+		t.Fatal("a credential without a rate was refused")
+	}
+}
+
 func FuzzCredentialsFile(f *testing.F) {
 	f.Add([]byte(`{"credentials":[{"name":"ops","role":"operator","token_sha256":"` + Hash("t") + `"}]}`))
 	f.Add([]byte(`{"credentials":[{"name":"gw","role":"frontend","token_sha256":"` + Hash("t") + `","frontends":["a"]}]}`))

@@ -33,19 +33,9 @@ func (l *Limiter) Allow(name string, rate float64, now time.Time) (bool, time.Du
 	if rate <= 0 {
 		return true, 0
 	}
-	burst := math.Max(1, rate)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b := l.buckets[name]
-	if b == nil || b.rate != rate {
-		// A new credential, or its rate changed: start full.
-		b = &bucket{rate: rate, tokens: burst, at: now}
-		l.buckets[name] = b
-	}
-	if now.After(b.at) {
-		b.tokens = math.Min(burst, b.tokens+now.Sub(b.at).Seconds()*rate)
-		b.at = now
-	}
+	b := l.refill(name, rate, now)
 	// A bucket that is full to within rounding is full: the wait we
 	// answer is rounded up, and the refill after it must count.
 	if b.tokens >= 1-1e-9 {
@@ -54,6 +44,36 @@ func (l *Limiter) Allow(name string, rate float64, now time.Time) (bool, time.Du
 	}
 	wait := time.Duration(math.Ceil((1 - b.tokens) / rate * float64(time.Second)))
 	return false, max(wait, time.Millisecond)
+}
+
+// Take takes one submit from name's bucket at now however few it holds:
+// an empty bucket goes into debt, which the submits after it wait out
+// (Allow refuses them until the bucket has refilled past it). For a
+// submit that must not be refused by the rate once the others it belongs
+// with were let in (a later part of a long message); the caller bounds
+// how many such submits there may be.
+func (l *Limiter) Take(name string, rate float64, now time.Time) {
+	if rate <= 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.refill(name, rate, now).tokens--
+}
+
+// refill is name's bucket at rate, refilled up to now (l.mu held).
+func (l *Limiter) refill(name string, rate float64, now time.Time) *bucket {
+	b := l.buckets[name]
+	if b == nil || b.rate != rate {
+		// A new credential, or its rate changed: start full.
+		b = &bucket{rate: rate, tokens: math.Max(1, rate), at: now}
+		l.buckets[name] = b
+	}
+	if now.After(b.at) {
+		b.tokens = math.Min(math.Max(1, rate), b.tokens+now.Sub(b.at).Seconds()*rate)
+		b.at = now
+	}
+	return b
 }
 
 // Refund gives back the submit a call of Allow at rate took from name's
