@@ -215,3 +215,17 @@ func TestMetricsLint(t *testing.T) {
 		t.Errorf("lint: %v %+v", err, problems)
 	}
 }
+
+// The wait a rate adds for a message's next part is its interval, at
+// most a minute, whatever the rate (one of 1e-12/s would overflow a
+// time.Duration).
+func TestPace(t *testing.T) {
+	for _, c := range []struct {
+		rate float64
+		want time.Duration
+	}{{0, 0}, {1, time.Second}, {4, 250 * time.Millisecond}, {1.0 / 60, time.Minute}, {0.001, time.Minute}, {1e-12, time.Minute}} {
+		if got := pace(c.rate); got != c.want {
+			t.Errorf("pace(%g) = %v, want %v", c.rate, got, c.want)
+		}
+	}
+}

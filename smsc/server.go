@@ -49,7 +49,8 @@ type Config struct {
 	Window int
 	// ReassemblyWait bounds the wait of a concatenated message for its
 	// next part from its latest part; an account with a submit rate r
-	// gets 1/r more (it may pace its parts at its rate).
+	// gets 1/r more, at most a minute (it may pace its parts at its
+	// rate).
 	ReassemblyWait time.Duration
 	// MaxHeldParts bounds the parts held in all; one more is answered
 	// ESME_RMSGQFUL.
@@ -455,14 +456,23 @@ func (srv *Server) holds(k PartKey) bool {
 	return srv.table.Holds(k)
 }
 
+// maxPace bounds pace: a minute, so that a message of an account with a
+// rate of a few a day is not held for hours (the table's room, and the
+// ESME's window, held with it); such an ESME sends a message's parts
+// together, which the rate does not refuse.
+const maxPace = time.Minute
+
 // pace is the interval at which an account of submit rate r may submit
-// (0 without a rate): a message of its waits that much more for its next
-// part.
+// (0 without a rate), at most maxPace: a message of its waits that much
+// more for its next part.
 func pace(r float64) time.Duration {
 	if r <= 0 {
 		return 0
 	}
-	return time.Duration(float64(time.Second) / r)
+	if d := float64(time.Second) / r; d < float64(maxPace) {
+		return time.Duration(d)
+	}
+	return maxPace
 }
 
 // partsOwed are the requests a message's parts are owed answers for.

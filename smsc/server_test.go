@@ -659,8 +659,8 @@ func (g gatedBackend) Submit(ctx context.Context, s messages.Submission) (messag
 	return g.backend.Submit(ctx, s)
 }
 
-// An ESME that sends unbind right behind its last submit_sm (Kannel,
-// jSMPP, Net::SMPP at shutdown do) gets the submit's answer, with its
+// An ESME that sends unbind right behind its last submit_sm (as ESMEs
+// do when they stop) gets the submit's answer, with its
 // message id, before the unbind_resp: the message is stored, and an ESME
 // that saw its submit fail would send it again (a duplicate). While the
 // unbind waits, the session takes no receipt: the receipt due then
