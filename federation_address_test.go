@@ -2,6 +2,7 @@ package switchboard_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"github.com/switchboard-dev/switchboard/httpapi/certs"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/nodetest"
+	"github.com/switchboard-dev/switchboard/polltest"
 )
 
 // TestAddressNowHoldingAnotherNode: b's
@@ -29,6 +31,7 @@ func TestAddressNowHoldingAnotherNode(t *testing.T) {
 	// Production-like check and poll intervals on a: the address change is
 	// noticed at a's next check, seconds later.
 	ca.HealthInterval, ca.DNSPollInterval = 10*time.Second, 30*time.Second
+	ca.ForwardMaxRetries = patientForwards
 	a := startFed(t, fn, ca)
 	b := startFed(t, fn, fedConfig(t, fn, "b", "a"))
 	c := startFed(t, fn, fedConfig(t, fn, "c", "a"))
@@ -68,16 +71,32 @@ func addressMoves(t *testing.T, fn *fedNet, a, b, c *harness, move func()) {
 	// b is back at its address: whatever a still owes it can go now.
 	fn.set("b", bReal)
 	a.waitPeer("b", messages.PeerHealthy)
-	time.Sleep(3 * time.Second)
-
-	if m := a.message(fwd); m.State == messages.StateForwardFailed {
+	var m messages.Message
+	polltest.Eventually(t, time.Minute, func() error {
+		if m = a.message(fwd); m.State != messages.StateForwarded && m.State != messages.StateForwardFailed {
+			return fmt.Errorf("a's message for b's frontend is %s", m.State)
+		}
+		return nil
+	})
+	if m.State == messages.StateForwardFailed {
 		t.Errorf("a's message for b's frontend ended forward_failed (%s) because b's address briefly reached c; history %+v", m.Reason, m.History)
 	}
-	if m := b.message(id); m.State != messages.StateDelivered {
-		t.Errorf("b's message %s is %s although a delivered it; a's outbox_depth=%d (the report was settled by c's no_work: lost)",
-			id, m.State, a.status().OutboxDepth)
-	}
+	polltest.Eventually(t, 20*time.Second, func() error {
+		if m := b.message(id); m.State != messages.StateDelivered {
+			return fmt.Errorf("b's message %s is %s although a delivered it; a's outbox_depth=%d (the report was settled by c's no_work: lost)",
+				id, m.State, a.status().OutboxDepth)
+		}
+		return nil
+	})
 }
+
+// patientForwards is a's --forward-max-retries in these tests: with the
+// harness's 100 ms interval, a minute in forward_queued before
+// forward_timeout. The tests are about whom a's calls reach, not about
+// that limit; with the harness's 50 (5 s), a loaded machine's slower
+// health checks and TLS handshakes after b's return failed a's message
+// for taking too long.
+const patientForwards = 600
 
 // dialHook, when set, hears every dial of the mtlsNode nodes.
 var dialHook atomic.Pointer[func(from, addr string)]
@@ -145,6 +164,7 @@ func TestAddressNowHoldingAnotherNodeUnderMutualTLS(t *testing.T) {
 	fn.set("d", hole.Addr().String())
 	a := mtlsNode(t, fn, dir, "a", func(c *switchboard.Config) {
 		c.HealthInterval, c.DNSPollInterval, c.HTTPTimeout = 10*time.Second, time.Second, 5*time.Second
+		c.ForwardMaxRetries = patientForwards
 	}, "b", "c", "d")
 	b := mtlsNode(t, fn, dir, "b", nil, "a")
 	c := mtlsNode(t, fn, dir, "c", nil, "a")
