@@ -147,7 +147,7 @@ func credentialsCommand(args []string, stdout, stderr io.Writer, env lookupEnv) 
 	src, err := openCredentialSource(file, pg, verb == "add")
 	if err != nil {
 		printErrorLines(stderr, err)
-		return 1
+		return failureCode(err)
 	}
 	defer src.close()
 	switch verb {

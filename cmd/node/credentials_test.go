@@ -156,6 +156,31 @@ func TestCredentialsFile(t *testing.T) {
 	}
 }
 
+// TestCredentialsPostgresSearchPathSchema: the first add on a DSN whose
+// search_path names a schema that is not there (docs/operations.md's
+// search_path=switchboard) creates it, as a node does; a role that may
+// not create it is told what to do, exit 2 (a configuration error).
+func TestCredentialsPostgresSearchPathSchema(t *testing.T) {
+	dsn, schema := pgtest.Absent(t, "")
+	run := func(dsn string, args ...string) (int, string, string) {
+		var out, errOut strings.Builder
+		code := mainCode(append([]string{"credentials"}, append(args, "--postgres", dsn)...), &out, &errOut, envMap(nil))
+		return code, out.String(), errOut.String()
+	}
+	id := pgx.Identifier{schema}.Sanitize()
+	if code, _, errOut := run(pgtest.Role(t, dsn), "add", "root", "--role", "admin"); code != 2 ||
+		!strings.Contains(errOut, "--postgres: postgres: no schema of the search_path can hold the tables: schema "+id+" does not exist") ||
+		!strings.Contains(errOut, "CREATE SCHEMA "+id) {
+		t.Errorf("add by a role that may not create the schema: exit %d %q", code, errOut)
+	}
+	if code, out, errOut := run(dsn, "add", "root", "--role", "admin"); code != 0 || printedToken.FindStringSubmatch(out) == nil {
+		t.Fatalf("add root: exit %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut := run(dsn, "list"); code != 0 || !strings.Contains(out, "root") {
+		t.Errorf("list: exit %d %q %q", code, out, errOut)
+	}
+}
+
 // TestCredentialsPostgres: the same commands edit a node's database, each
 // change recorded in its audit trail; the last credential stays.
 func TestCredentialsPostgres(t *testing.T) {

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/switchboard-dev/switchboard/persistence/pgtest"
 )
 
 func runMain(args ...string) (code int, stdout, stderr string) {
@@ -199,6 +201,19 @@ func TestBinary(t *testing.T) {
 		// The port is tried before the store is opened: no store was made.
 		if _, err := os.Stat(filepath.Join(dir, "data", "switchboard.db")); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("the store was opened before the port was bound: %v", err)
+		}
+	})
+	t.Run("postgres schema the role may not create", func(t *testing.T) {
+		// docs/operations.md's search_path=switchboard, a schema not made
+		// yet: a role that may create it gets it (persistence/postgres's
+		// tests); one that may not is told what to do, exit 2, so that the
+		// unit does not restart it over and over.
+		dsn, schema := pgtest.Absent(t, "")
+		code, _, stderr := run(t, nil, "run", "--name", "dc1", "--log-format", "text",
+			"--listen", "127.0.0.1:0", "--metrics-listen", "", "--postgres", pgtest.Role(t, dsn))
+		if code != 2 || !strings.Contains(stderr, `--postgres: postgres: no schema of the search_path can hold the tables: schema \"`+schema+`\" does not exist`) ||
+			!strings.Contains(stderr, `CREATE SCHEMA \"`+schema+`\"`) {
+			t.Fatalf("exit code %d, stderr %q; want 2 and the schema to create", code, stderr)
 		}
 	})
 	t.Run("bad value from the environment", func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"github.com/mattn/go-isatty"
 
 	"github.com/switchboard-dev/switchboard"
+	"github.com/switchboard-dev/switchboard/persistence/postgres"
 )
 
 // stopGrace is how long past --shutdown-timeout the command still waits for
@@ -159,7 +160,7 @@ func runNode(n node, cfg switchboard.Config, logger *slog.Logger, sigs <-chan os
 	}
 	if err != nil {
 		logger.Error("node failed to start", "err", flagErrors(err))
-		return 1
+		return failureCode(err)
 	}
 
 	logger.Info("node started",
@@ -181,6 +182,18 @@ func runNode(n node, cfg switchboard.Config, logger *slog.Logger, sigs <-chan os
 		code = 1
 	}
 	return stopNode(n, cfg, logger, sigs, first, code)
+}
+
+// failureCode is the exit code of a node's start, or a command's opening
+// of its store, that failed with err: 2, a configuration error (which the
+// unit does not restart), when only an operator can change it: the
+// --postgres search_path names a schema that the role may neither create
+// nor use. 1 otherwise: a restart may succeed.
+func failureCode(err error) int {
+	if errors.Is(err, postgres.ErrSearchPath) {
+		return 2
+	}
+	return 1
 }
 
 // repeated reports whether sig is first's repeat, to be ignored (logged

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -69,8 +70,86 @@ func DSN(t testing.TB) string {
 	return dsn
 }
 
-// drop removes the test's schema. It runs after the test's own cleanups
-// (registered later, run earlier), so the stores are closed by then.
+// Absent returns a DSN whose search_path names a schema of this test's
+// own that does not exist, and the schema's name: the test's schema name
+// (as DSN's) followed by suffix. A suffix that an unquoted identifier
+// cannot hold (upper case, a space) puts the name in search_path as a
+// quoted identifier. Whatever makes the schema, it is dropped (with
+// everything in it) when the test ends.
+func Absent(t testing.TB, suffix string) (dsn, schema string) {
+	t.Helper()
+	base := BaseDSN()
+	schema = schemaName(t.Name()) + suffix
+	if len(schema) > maxIdentifier {
+		t.Fatalf("pgtest: schema name %q is longer than Postgres's %d bytes", schema, maxIdentifier)
+	}
+	t.Cleanup(func() { drop(t, base, schema) })
+	path := schema
+	if !plainIdentifier.MatchString(schema) {
+		path = pgx.Identifier{schema}.Sanitize()
+	}
+	dsn, err := withSearchPath(base, path)
+	if err != nil {
+		t.Fatalf("pgtest: %s: %v", EnvDSN, err)
+	}
+	return dsn, schema
+}
+
+// Role returns dsn with a login role of this test's own as its user, one
+// with no privilege beyond PUBLIC's: it may connect, and neither create a
+// schema nor use one it was not granted. The role is dropped, with what it
+// owns and was granted in the database, when the test ends.
+func Role(t testing.TB, dsn string) string {
+	t.Helper()
+	base := BaseDSN()
+	role := schemaName(t.Name())
+	id := pgx.Identifier{role}.Sanitize()
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("pgtest: create role %s: %v", role, err)
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	if _, err := conn.Exec(ctx, "CREATE ROLE "+id+" LOGIN"); err != nil {
+		t.Fatalf("pgtest: create role %s: %v", role, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, base)
+		if err != nil {
+			t.Errorf("pgtest: drop role %s: %v", role, err)
+			return
+		}
+		defer func() { _ = conn.Close(context.Background()) }()
+		for _, q := range []string{"DROP OWNED BY " + id, "DROP ROLE " + id} {
+			if _, err := conn.Exec(ctx, q); err != nil {
+				t.Errorf("pgtest: %s: %v", q, err)
+			}
+		}
+	})
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatalf("pgtest: %v", err)
+		}
+		u.User = url.User(role)
+		return u.String()
+	}
+	return dsn + " user=" + role
+}
+
+// maxIdentifier is Postgres's longest identifier, in bytes (NAMEDATALEN-1):
+// a longer one is cut short.
+const maxIdentifier = 63
+
+// plainIdentifier matches the names that search_path holds unquoted.
+var plainIdentifier = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+
+// drop removes the test's schema, if it is there (Absent's may never have
+// been made). It runs after the test's own cleanups (registered later, run
+// earlier), so the stores are closed by then.
 func drop(t testing.TB, base, schema string) {
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
@@ -80,7 +159,7 @@ func drop(t testing.TB, base, schema string) {
 		return
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
-	if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
 		t.Errorf("pgtest: drop schema %s: %v", schema, err)
 	}
 }
@@ -107,20 +186,27 @@ func schemaName(test string) string {
 	return "t_" + b.String() + "_" + hex.EncodeToString(random[:])
 }
 
-// withSearchPath adds search_path to a URL or keyword/value DSN; pgx sends
-// unknown DSN settings to the server as run-time parameters.
-func withSearchPath(dsn, schema string) (string, error) {
+// withSearchPath adds search_path (its value as the server reads it) to a
+// URL or keyword/value DSN; pgx sends unknown DSN settings to the server
+// as run-time parameters.
+func withSearchPath(dsn, path string) (string, error) {
 	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
 		u, err := url.Parse(dsn)
 		if err != nil {
 			return "", err
 		}
 		q := u.Query()
-		q.Set("search_path", schema)
-		u.RawQuery = q.Encode()
+		q.Set("search_path", path)
+		// pgx reads a query's '+' as itself, not a space: spaces go as %20
+		// (Encode writes a '+' of the value as %2B).
+		u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
 		return u.String(), nil
 	}
-	return dsn + " search_path=" + schema, nil
+	if plainIdentifier.MatchString(path) {
+		return dsn + " search_path=" + path, nil
+	}
+	quoted := strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(path)
+	return dsn + " search_path='" + quoted + "'", nil
 }
 
 // Sessions is a connection of a test's own to the database at a DSN, to

@@ -12,7 +12,8 @@ import (
 type Config struct {
 	// DSN is a libpq-style connection string or postgres:// URL. The store's
 	// tables live in the connection's current schema: add search_path to the
-	// DSN to put them elsewhere than public.
+	// DSN to put them elsewhere than public. Open creates the schema it
+	// names when none of the search_path's exists (see the package doc).
 	DSN string
 	// Logger receives the store's few logs (migrations applied).
 	Logger *slog.Logger

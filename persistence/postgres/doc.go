@@ -10,7 +10,13 @@
 // one database, and only one of them migrates while the others wait and then
 // find nothing left to do. Every table lives in the connection's current
 // schema (search_path), so a DSN with search_path isolates a store; tests use
-// that (persistence/pgtest).
+// that (persistence/pgtest). When no schema of the search_path exists (the
+// server would refuse every CREATE TABLE with SQLSTATE 3F000), the same
+// transaction first creates the one it names, its first name that is not
+// $user, pg_catalog or a temp schema, read as the server reads it (quoted
+// names keep their case); a role that may not create it, or may not use
+// the one that is there, gets ErrSearchPath, which says what to run. A
+// search_path one of whose schemas exists is left alone.
 //
 // # Concurrency
 //

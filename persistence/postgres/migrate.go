@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -164,7 +165,13 @@ func migrate(ctx context.Context, cfg *pgx.ConnConfig, log *slog.Logger) (err er
 	}()
 
 	var done []migration
+	var created string
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		schema, err := ensureSchema(ctx, tx)
+		if err != nil {
+			return err
+		}
+		created = schema
 		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 			version    integer PRIMARY KEY,
 			name       text NOT NULL,
@@ -201,8 +208,157 @@ func migrate(ctx context.Context, cfg *pgx.ConnConfig, log *slog.Logger) (err er
 	if err != nil {
 		return err
 	}
+	if created != "" {
+		log.Info("created schema", "schema", created)
+	}
 	for _, m := range done {
 		log.Info("applied migration", "version", m.version, "name", m.name)
 	}
 	return nil
+}
+
+// ErrSearchPath is Open's error when no schema of the session's search_path
+// exists for the tables and the store may not make one: the schema it names
+// does not exist and the role may not create it, the role may not use it,
+// or it names none the store creates. A restart does not change that; the
+// database's owner does (or another DSN).
+var ErrSearchPath = errors.New("postgres: no schema of the search_path can hold the tables")
+
+// ensureSchema creates the schema that the session's search_path names
+// (searchPathSchema) when none of its schemas exists, which is when
+// Postgres has nowhere to create the tables (SQLSTATE 3F000), and returns
+// its name ("" when it made none). It runs in the migrations' transaction,
+// under their lock: instances that start at once on a new schema create it
+// once, and a migration that fails takes the schema back with it. A
+// search_path with a schema that exists is left alone, even when an earlier
+// one does not: the tables are where they were.
+func ensureSchema(ctx context.Context, tx pgx.Tx) (string, error) {
+	var current *string
+	var path, role string
+	if err := tx.QueryRow(ctx, "SELECT current_schema(), current_setting('search_path'), current_user").
+		Scan(&current, &path, &role); err != nil {
+		return "", err
+	}
+	if current != nil {
+		return "", nil
+	}
+	schema, ok := searchPathSchema(path)
+	if !ok {
+		return "", fmt.Errorf("%w: no schema of search_path %s exists, and it names none but $user, pg_catalog or temp schemas, which the store does not create: create one, or name a schema in the DSN's search_path",
+			ErrSearchPath, path)
+	}
+	id, roleID := pgx.Identifier{schema}.Sanitize(), pgx.Identifier{role}.Sanitize()
+	var exists bool
+	if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_namespace WHERE nspname = $1)", schema).Scan(&exists); err != nil {
+		return "", err
+	}
+	if exists {
+		// A schema the role may not use is not in its search path.
+		return "", fmt.Errorf("%w: schema %s exists, but the role %s may not use it: GRANT USAGE, CREATE ON SCHEMA %s TO %s",
+			ErrSearchPath, id, roleID, id, roleID)
+	}
+	if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+id); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42501" { // insufficient_privilege
+			return "", fmt.Errorf("%w: schema %s does not exist, and the role %s may not create it (%s, SQLSTATE %s): create it first (CREATE SCHEMA %s AUTHORIZATION %s) or grant the role CREATE on the database",
+				ErrSearchPath, id, roleID, pgErr.Message, pgErr.Code, id, roleID)
+		}
+		return "", fmt.Errorf("create schema %s: %w", id, err)
+	}
+	return schema, nil
+}
+
+// searchPathSchema is the schema search_path (the setting, as the server
+// holds it) names for the store to create: its first name that is not
+// $user, pg_catalog or a temp schema (pg_temp, pg_temp_N). ok is false
+// when it names none, or is not a list the server reads.
+func searchPathSchema(path string) (schema string, ok bool) {
+	names, ok := splitIdentifiers(path)
+	if !ok {
+		return "", false
+	}
+	for _, name := range names {
+		if name == "$user" || name == "pg_catalog" || name == "pg_temp" || strings.HasPrefix(name, "pg_temp_") {
+			continue
+		}
+		return name, true
+	}
+	return "", false
+}
+
+// identifierBlanks are the bytes the server's scanner takes for blanks.
+const identifierBlanks = " \t\n\r\f"
+
+// maxIdentifier is the server's longest identifier in bytes (NAMEDATALEN-1):
+// a longer one is cut short.
+const maxIdentifier = 63
+
+// splitIdentifiers splits a list of identifiers separated by commas as the
+// server does (SplitIdentifierString): blanks around a name are skipped; a
+// quoted name keeps its case and reads "" as "; an unquoted one runs to a
+// blank or a comma and has its ASCII letters folded to lower case (as the
+// server folds them in a UTF-8 database); each is cut to maxIdentifier
+// bytes. ok is false for an empty name or anything else the server refuses.
+func splitIdentifiers(list string) (names []string, ok bool) {
+	s := strings.TrimLeft(list, identifierBlanks)
+	if s == "" {
+		return nil, true
+	}
+	for {
+		var name string
+		if strings.HasPrefix(s, `"`) {
+			var b strings.Builder
+			rest := s[1:]
+			for {
+				end := strings.IndexByte(rest, '"')
+				if end < 0 {
+					return nil, false
+				}
+				b.WriteString(rest[:end])
+				rest = rest[end+1:]
+				if !strings.HasPrefix(rest, `"`) {
+					break
+				}
+				b.WriteByte('"')
+				rest = rest[1:]
+			}
+			name, s = b.String(), rest
+		} else {
+			end := strings.IndexAny(s, identifierBlanks+",")
+			if end < 0 {
+				end = len(s)
+			}
+			name = strings.Map(func(r rune) rune {
+				if r >= 'A' && r <= 'Z' {
+					return r + 'a' - 'A'
+				}
+				return r
+			}, s[:end])
+			s = s[end:]
+		}
+		if name == "" {
+			return nil, false
+		}
+		names = append(names, cutIdentifier(name))
+		s = strings.TrimLeft(s, identifierBlanks)
+		if s == "" {
+			return names, true
+		}
+		if s[0] != ',' {
+			return nil, false
+		}
+		s = strings.TrimLeft(s[1:], identifierBlanks)
+	}
+}
+
+// cutIdentifier cuts name to maxIdentifier bytes, not within a character.
+func cutIdentifier(name string) string {
+	if len(name) <= maxIdentifier {
+		return name
+	}
+	end := maxIdentifier
+	for end > 0 && !utf8.RuneStart(name[end]) {
+		end--
+	}
+	return name[:end]
 }

@@ -60,6 +60,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 
 	if !cfg.NoMigrate {
 		if err := migrate(ctx, pcfg.ConnConfig.Copy(), log); err != nil {
+			if errors.Is(err, ErrSearchPath) {
+				return nil, err // its text says all, and it holds no driver type
+			}
 			return nil, fmt.Errorf("postgres: migrate: %w", driverError(err))
 		}
 	}

@@ -254,8 +254,18 @@ func TestReopenAppliesNothingTwiceAndKeepsData(t *testing.T) {
 	}
 }
 
+// Instances of a site start at once: each opens, on a schema that is
+// there or on one the DSN's search_path names and none has made yet
+// (one of them creates it).
 func TestConcurrentOpensOnOneSchemaAllSucceed(t *testing.T) {
-	dsn := pgtest.DSN(t)
+	t.Run("existing", func(t *testing.T) { concurrentOpens(t, pgtest.DSN(t)) })
+	t.Run("missing", func(t *testing.T) {
+		dsn, _ := pgtest.Absent(t, "")
+		concurrentOpens(t, dsn)
+	})
+}
+
+func concurrentOpens(t *testing.T, dsn string) {
 	const n = 6
 	stores := make([]*Store, n)
 	errs := make([]error, n)

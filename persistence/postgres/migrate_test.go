@@ -1,0 +1,130 @@
+package postgres
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchboard-dev/switchboard/persistence"
+	"github.com/switchboard-dev/switchboard/persistence/pgtest"
+)
+
+func TestSearchPathSchema(t *testing.T) {
+	long := strings.Repeat("x", 62) + "é" // 64 bytes: cut before the é
+	for _, c := range []struct {
+		path  string
+		names []string // nil with ok: an empty list
+		ok    bool
+		want  string // searchPathSchema's; "" when it names none
+	}{
+		{"switchboard", []string{"switchboard"}, true, "switchboard"},
+		{"SwitchBoard", []string{"switchboard"}, true, "switchboard"},
+		{`"SwitchBoard"`, []string{"SwitchBoard"}, true, "SwitchBoard"},
+		{` "Ops ""Room""" , public `, []string{`Ops "Room"`, "public"}, true, `Ops "Room"`},
+		{`"$user", public`, []string{"$user", "public"}, true, "public"},
+		{`$user,pg_catalog,pg_temp,pg_temp_3,"Review Ops"`, []string{"$user", "pg_catalog", "pg_temp", "pg_temp_3", "Review Ops"}, true, "Review Ops"},
+		{"pg_temp_x, a", []string{"pg_temp_x", "a"}, true, "a"},
+		{"Ünïcode", []string{"Ünïcode"}, true, "Ünïcode"},
+		{long, []string{strings.Repeat("x", 62)}, true, strings.Repeat("x", 62)},
+		{`"$user"`, []string{"$user"}, true, ""},
+		{"", nil, true, ""},
+		{"  ", nil, true, ""},
+		{"a,", nil, false, ""},
+		{"a,,b", nil, false, ""},
+		{`""`, nil, false, ""},
+		{`"open`, nil, false, ""},
+		{"a b", nil, false, ""},
+		{`"a"b`, nil, false, ""},
+	} {
+		names, ok := splitIdentifiers(c.path)
+		if ok != c.ok || !slices.Equal(names, c.names) {
+			t.Errorf("splitIdentifiers(%q) = %q, %v; want %q, %v", c.path, names, ok, c.names, c.ok)
+		}
+		got, ok := searchPathSchema(c.path)
+		if got != c.want || ok != (c.want != "") {
+			t.Errorf("searchPathSchema(%q) = %q, %v; want %q", c.path, got, ok, c.want)
+		}
+	}
+}
+
+// A DSN whose search_path names a schema that does not exist yet (as in
+// docs/operations.md's search_path=switchboard) gets it: Open creates it
+// and migrates into it, its name quoted or not.
+func TestOpenCreatesTheSearchPathSchema(t *testing.T) {
+	for _, c := range []struct{ name, suffix string }{{"plain", ""}, {"quoted", "_Ops Room"}} {
+		t.Run(c.name, func(t *testing.T) {
+			dsn, schema := pgtest.Absent(t, c.suffix)
+			s := withFE(t, open(t, dsn))
+			wantAllVersions(t, s)
+			var current string
+			if err := s.pool.QueryRow(t.Context(), "SELECT current_schema()").Scan(&current); err != nil || current != schema {
+				t.Fatalf("current_schema() = %q, %v; want %q", current, err, schema)
+			}
+			if _, err := s.Accept(t.Context(), t0, []persistence.NewMessage{delivery("in-new-schema", "fe")}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			// Opened again, it finds the schema and the message.
+			s = open(t, dsn)
+			wantAllVersions(t, s)
+			if _, err := s.GetMessage(t.Context(), "in-new-schema"); err != nil {
+				t.Fatalf("after re-open: %v", err)
+			}
+		})
+	}
+}
+
+// A role that may not create the missing schema, or may not use the one
+// that is there, is refused with ErrSearchPath, naming the schema and
+// what to do; nothing is made.
+func TestOpenRefusesASearchPathSchemaItMayNotMakeOrUse(t *testing.T) {
+	check := func(t *testing.T, dsn, schema string, says ...string) {
+		t.Helper()
+		cfg := DefaultConfig()
+		cfg.DSN = dsn
+		s, err := Open(t.Context(), cfg)
+		if err == nil {
+			_ = s.Close()
+			t.Fatal("Open succeeded")
+		}
+		if !errors.Is(err, ErrSearchPath) {
+			t.Fatalf("Open: %v, want ErrSearchPath", err)
+		}
+		for _, w := range append(says, pgx.Identifier{schema}.Sanitize()) {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("the error %q does not say %s", err, w)
+			}
+		}
+	}
+	t.Run("missing", func(t *testing.T) {
+		dsn, schema := pgtest.Absent(t, "_Ops Room")
+		check(t, pgtest.Role(t, dsn), schema, "does not exist", "may not create it", "CREATE SCHEMA", "grant the role CREATE")
+		conn, err := pgx.Connect(t.Context(), pgtest.BaseDSN())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(t.Context())
+		var n int
+		if err := conn.QueryRow(t.Context(), "SELECT count(*) FROM pg_namespace WHERE nspname = $1", schema).Scan(&n); err != nil || n != 0 {
+			t.Errorf("%d schemas %q (%v), want none", n, schema, err)
+		}
+	})
+	t.Run("not usable", func(t *testing.T) {
+		dsn := pgtest.DSN(t)
+		conn, err := pgx.Connect(t.Context(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(t.Context())
+		var schema string
+		if err := conn.QueryRow(t.Context(), "SELECT current_schema()").Scan(&schema); err != nil {
+			t.Fatal(err)
+		}
+		check(t, pgtest.Role(t, dsn), schema, "may not use it", "GRANT USAGE, CREATE ON SCHEMA")
+	})
+}
