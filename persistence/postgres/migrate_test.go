@@ -80,8 +80,9 @@ func TestOpenCreatesTheSearchPathSchema(t *testing.T) {
 }
 
 // A role that may not create the missing schema, or may not use the one
-// that is there, is refused with ErrSearchPath, naming the schema and
-// what to do; nothing is made.
+// that is there, or whose search_path names no schema but $user (which
+// the store does not create), is refused with ErrSearchPath, naming the
+// schema or the search_path and what to do; nothing is made.
 func TestOpenRefusesASearchPathSchemaItMayNotMakeOrUse(t *testing.T) {
 	check := func(t *testing.T, dsn, schema string, says ...string) {
 		t.Helper()
@@ -112,6 +113,38 @@ func TestOpenRefusesASearchPathSchemaItMayNotMakeOrUse(t *testing.T) {
 		var n int
 		if err := conn.QueryRow(t.Context(), "SELECT count(*) FROM pg_namespace WHERE nspname = $1", schema).Scan(&n); err != nil || n != 0 {
 			t.Errorf("%d schemas %q (%v), want none", n, schema, err)
+		}
+	})
+	t.Run("only $user", func(t *testing.T) {
+		// The role's own search_path (ALTER ROLE ... SET), the DSN's
+		// naming none: the server's setting is what counts.
+		dsn := pgtest.Role(t, pgtest.BaseDSN())
+		conn, err := pgx.Connect(t.Context(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var role string
+		if err := conn.QueryRow(t.Context(), "SELECT current_user").Scan(&role); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.Close(t.Context())
+		admin, err := pgx.Connect(t.Context(), pgtest.BaseDSN())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer admin.Close(t.Context())
+		if _, err := admin.Exec(t.Context(), "ALTER ROLE "+pgx.Identifier{role}.Sanitize()+` SET search_path = "$user"`); err != nil {
+			t.Fatal(err)
+		}
+		cfg := DefaultConfig()
+		cfg.DSN = dsn
+		s, err := Open(t.Context(), cfg)
+		if err == nil {
+			_ = s.Close()
+			t.Fatal("Open succeeded")
+		}
+		if !errors.Is(err, ErrSearchPath) || !strings.Contains(err.Error(), `search_path "$user" exists`) {
+			t.Fatalf("Open: %v, want ErrSearchPath naming the search_path", err)
 		}
 	})
 	t.Run("not usable", func(t *testing.T) {
