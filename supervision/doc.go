@@ -14,7 +14,7 @@
 //
 //	node guardian            root actor, spawned with actor.WithGuardian
 //	├── intake               one for one, restart on panic, within the Budget
-//	├── peers/<name>         (each of these supervises its own children the
+//	├── peers/<peer>#<n>     (each of these supervises its own children the
 //	│   └── forward           same way, through Props)
 //	└── ...
 //

@@ -427,6 +427,9 @@ func (a *Actor) exchangeRegistry() {
 // the next health check would find, so that the queue stops sending there
 // now rather than a health interval later.
 func (a *Actor) exchanged(c actor.Context, m *exchanged) {
+	if a.gone {
+		return // it exchanges nothing: the answer to an actor before it
+	}
 	a.exchange = false
 	var other error
 	by := m.reg.Node
@@ -452,8 +455,12 @@ func (a *Actor) exchanged(c actor.Context, m *exchanged) {
 
 // learn stores and publishes the peer's frontends when they changed, and
 // takes them from the peers not discovered now that still claim them
-// (claim).
+// (claim). An actor in gone mode has no entry of the book to write: it
+// learns nothing.
 func (a *Actor) learn(frontends []string) {
+	if a.entry == nil {
+		return
+	}
 	defer a.claim()
 	frontends = sortedUnique(frontends)
 	if known, ok := a.cfg.Book.Frontends(a.cfg.Peer); ok && slices.Equal(known, frontends) {

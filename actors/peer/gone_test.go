@@ -102,3 +102,44 @@ func TestGonePeerReportsReachItsAnsweringInstance(t *testing.T) {
 		sys.Shutdown()
 	})
 }
+
+// TestGoneModeActorIgnoresARegistryAnswer: a gone-mode actor exchanges no
+// registry, yet one could get an answer (the exchange of an actor of the
+// peer before it, that answered to a PID it had come to hold): it wrote
+// the peer's frontends to the entry of the book it does not have, and
+// panicked. It ignores it now: the peer reads removed, claiming nothing.
+func TestGoneModeActorIgnoresARegistryAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &links{}
+		st := &regStore{}
+		cfg := testConfig(t, &versionNet{}, NewBook())
+		cfg.Store = st
+		cfg.Queue = func(string) *actor.Props { return actor.PropsFromProducer(func() actor.Actor { return rec }) }
+		cfg.Peer, cfg.Instances, cfg.Gone = "beta", []messages.PeerInstance{{Address: "beta:8443", InstanceID: "beta-0"}}, true
+		sys := newSystem()
+		var failures atomic.Int64
+		sys.EventStream.Subscribe(func(ev any) {
+			if _, ok := ev.(*actor.SupervisorEvent); ok {
+				failures.Add(1)
+			}
+		})
+		pid := sys.Root.Spawn(actor.PropsFromProducer(New(cfg)))
+		synctest.Wait()
+		if l := rec.last(); !l.Healthy || !l.Gone {
+			t.Fatalf("first link %+v, want healthy, gone", l)
+		}
+		sys.Root.Send(pid, &exchanged{addr: "beta:8443", reg: messages.Registry{Node: "beta", Frontends: []string{"fe-beta"}}})
+		synctest.Wait()
+		if n := failures.Load(); n > 0 {
+			t.Errorf("the gone-mode actor failed %d times on a registry answer", n)
+		}
+		if fe, ok := cfg.Book.Frontends("beta"); ok {
+			t.Errorf("the gone peer's frontends were learned: %q", fe)
+		}
+		if got := st.stored(); len(got) > 0 {
+			t.Errorf("the gone peer's registry was stored: %+v", got)
+		}
+		_ = sys.Root.StopFuture(pid).Wait()
+		sys.Shutdown()
+	})
+}

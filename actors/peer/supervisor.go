@@ -3,6 +3,7 @@ package peer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 
@@ -19,6 +20,12 @@ import (
 // that calls us gets an actor again, in gone mode (Config.Gone), for the
 // delivery_status reports owed to it: its queue is their only sender.
 // Build it with NewSupervisor.
+//
+// Each peer actor has a name of its own, "<peer>#<n>", never one an actor
+// before it had (see Names in the package doc), and one actor of a peer
+// runs at a time: the next is spawned once the last has stopped
+// (stopping), so that the last one's end (Config.Forget) never follows
+// the next one's start.
 type Supervisor struct {
 	cfg   Config
 	props func(kind string, p actor.Producer) *actor.Props
@@ -27,9 +34,16 @@ type Supervisor struct {
 	discovery *atomic.Pointer[actor.PID]
 	children  map[string]*actor.PID
 	// back are the peers announced again (PeerUp) while the actor of
-	// their last going was still stopping, by name (their actors are
-	// named after them): each is spawned when that one has stopped.
+	// their last going was still stopping (stopping), by peer: each is
+	// spawned when that one has stopped.
 	back map[string]*messages.PeerUp
+	// stopping are the actors this one told to stop that have not
+	// terminated yet, by peer.
+	stopping map[string]*actor.PID
+	// spawned numbers the peer actors (their names), shared by the
+	// supervisor's incarnations: a goroutine of an actor stopped by a
+	// restart may still send to it.
+	spawned *atomic.Uint64
 	// addresses are the health of the listed addresses that never
 	// answered (discovery's PeerAddresses), by address.
 	addresses map[string]*Health
@@ -70,9 +84,11 @@ func NewSupervisor(cfg Config, props func(kind string, p actor.Producer) *actor.
 		return nil, errors.New("peer: props and discovery are required")
 	}
 	var built atomic.Int64
+	spawned := new(atomic.Uint64)
 	return func() actor.Actor {
 		return &Supervisor{cfg: cfg, props: props, discovery: discovery, children: map[string]*actor.PID{},
 			addresses: map[string]*Health{}, parking: map[string]*goneParking{}, back: map[string]*messages.PeerUp{},
+			stopping: map[string]*actor.PID{}, spawned: spawned,
 			last: map[string][]messages.PeerInstance{}, gone: map[string]bool{}, restarted: built.Add(1) > 1}
 	}, nil
 }
@@ -84,6 +100,7 @@ func (s *Supervisor) Receive(c actor.Context) {
 		// The children are stopped with us; after the restart discovery
 		// announces every peer again (resync) and they are respawned.
 		s.children, s.back, s.gone = map[string]*actor.PID{}, map[string]*messages.PeerUp{}, map[string]bool{}
+		s.stopping = map[string]*actor.PID{}
 		s.stopParking()
 	case *actor.Stopping:
 		s.stopParking()
@@ -98,7 +115,7 @@ func (s *Supervisor) Receive(c actor.Context) {
 			// one (which may be stopping itself), once that has stopped.
 			delete(s.children, m.Node)
 			delete(s.gone, m.Node)
-			c.Stop(pid)
+			s.stop(c, m.Node, pid)
 			s.back[m.Node] = m
 			return
 		}
@@ -108,7 +125,10 @@ func (s *Supervisor) Receive(c actor.Context) {
 		}
 		s.spawn(c, m)
 	case *actor.Terminated:
-		name := strings.TrimPrefix(m.Who.Id, c.Self().Id+"/")
+		name := peerOf(c.Self(), m.Who)
+		if pid, ok := s.stopping[name]; ok && pid.Equal(m.Who) {
+			delete(s.stopping, name)
+		}
 		if pid, ok := s.children[name]; ok && s.gone[name] && pid.Equal(m.Who) {
 			// A gone peer's actor stopped itself: the peer did not
 			// answer. Its next call brings one back.
@@ -117,7 +137,7 @@ func (s *Supervisor) Receive(c actor.Context) {
 		}
 		// A peer back while the actor of its going was stopping is
 		// spawned now that it has.
-		if up, ok := s.back[name]; ok {
+		if up, ok := s.back[name]; ok && s.stopping[name] == nil {
 			delete(s.back, name)
 			s.spawn(c, up)
 		}
@@ -128,7 +148,7 @@ func (s *Supervisor) Receive(c actor.Context) {
 			return
 		}
 		delete(s.children, m.Node)
-		c.Stop(pid)
+		s.stop(c, m.Node, pid)
 		s.cfg.Book.Gone(m.Node)
 		s.cfg.Metrics.forget(m.Node)
 		s.park(c, m.Node)
@@ -265,15 +285,15 @@ func (s *Supervisor) stopParking() {
 }
 
 // spawn starts the actor of peer up.Node, or, when the actor of its last
-// going is still stopping (it has the name), once it has (Terminated).
+// going is still stopping, once it has (Terminated).
 func (s *Supervisor) spawn(c actor.Context, up *messages.PeerUp) {
-	cfg := s.cfg
-	cfg.Peer, cfg.Instances = up.Node, up.Instances
-	pid, err := c.SpawnNamed(s.props("peer", New(cfg)), up.Node)
-	if errors.Is(err, actor.ErrNameExists) {
+	if s.stopping[up.Node] != nil {
 		s.back[up.Node] = up
 		return
 	}
+	cfg := s.cfg
+	cfg.Peer, cfg.Instances = up.Node, up.Instances
+	pid, err := c.SpawnNamed(s.props("peer", New(cfg)), s.name(up.Node))
 	if err != nil {
 		s.cfg.Logger.Error("spawning peer actor failed", "component", "peer", "peer", up.Node, "err", err)
 		return
@@ -295,17 +315,43 @@ func (s *Supervisor) restore(c actor.Context, peerName string) {
 	if len(inst) == 0 || s.back[peerName] != nil {
 		return
 	}
+	if s.stopping[peerName] != nil {
+		return // the actor of its going is still stopping: its next call tries again
+	}
 	cfg := s.cfg
 	cfg.Peer, cfg.Instances, cfg.Gone = peerName, inst, true
-	pid, err := c.SpawnNamed(s.props("peer", New(cfg)), peerName)
+	pid, err := c.SpawnNamed(s.props("peer", New(cfg)), s.name(peerName))
 	if err != nil {
-		// The actor of its going is still stopping: its next call tries again.
+		s.cfg.Logger.Error("spawning a gone peer's actor failed", "component", "peer", "peer", peerName, "err", err)
 		return
 	}
 	s.children[peerName] = pid
 	s.gone[peerName] = true
 	s.cfg.Logger.Info("peer gone from discovery called: the reports owed to it go to its last instances while it answers",
 		"component", "peer", "peer", peerName)
+}
+
+// name is the name of the next actor of peer: "<peer>#<n>", never the
+// name of an actor before it (Supervisor).
+func (s *Supervisor) name(peer string) string {
+	return fmt.Sprintf("%s#%d", peer, s.spawned.Add(1))
+}
+
+// peerOf is the peer whose actor, a child of parent, is pid (its name
+// without "#<n>").
+func peerOf(parent, pid *actor.PID) string {
+	name := strings.TrimPrefix(pid.Id, parent.Id+"/")
+	if i := strings.LastIndexByte(name, '#'); i >= 0 {
+		name = name[:i]
+	}
+	return name
+}
+
+// stop stops peer's actor pid; the peer's next actor waits until it has
+// stopped (stopping).
+func (s *Supervisor) stop(c actor.Context, peer string, pid *actor.PID) {
+	c.Stop(pid)
+	s.stopping[peer] = pid
 }
 
 func (s *Supervisor) route(c actor.Context, peer string, m any) {

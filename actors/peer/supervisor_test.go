@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -205,7 +206,7 @@ func TestSupervisorParksAPeerGoneAgainAfterAFailedPage(t *testing.T) {
 
 // TestSupervisorSpawnsAPeerBackWhoseLastActorIsStopping: a peer back
 // (PeerUp) while the actor of its going (PeerGone) was still stopping was
-// not spawned ("spawn: name exists": the actor is named after the peer),
+// not spawned ("spawn: name exists": the actor was named after the peer),
 // and discovery announces a peer only when it changes, so it had no actor,
 // and its messages no forward queue, until its next change. It is spawned
 // once the stopping one has stopped, unless it went again meanwhile.
@@ -228,8 +229,8 @@ func TestSupervisorSpawnsAPeerBackWhoseLastActorIsStopping(t *testing.T) {
 		sys.Root.Send(sup, &messages.PeerUp{Node: "beta"})
 		sys.Root.Send(sup, &messages.PeerGone{Node: "beta"})
 		synctest.Wait()
-		if _, alive := sys.ProcessRegistry.GetLocal(sup.Id + "/beta"); alive {
-			t.Fatalf("beta has an actor after it went again (%d starts)", spawns.Load())
+		if alive := actorsOf(sys, sup, "beta"); len(alive) > 0 {
+			t.Fatalf("beta has an actor after it went again (%q, %d starts)", alive, spawns.Load())
 		}
 		if err := sys.Root.StopFuture(sup).Wait(); err != nil {
 			t.Fatal(err)
@@ -476,6 +477,86 @@ func TestSupervisorAsksDiscoveryToLookAgainWhenAnotherNodeAnswers(t *testing.T) 
 		if n := asked.Load(); n != 2 {
 			t.Fatalf("discovery asked to poll %d times after gamma came back at beta's address, want twice", n)
 		}
+		_ = sys.Root.StopFuture(sup).Wait()
+		sys.Shutdown()
+	})
+}
+
+// heldRegistryNet is beta at one address, healthy; its registry calls
+// wait until release is closed (the first one closes asked), then answer
+// beta's registry.
+type heldRegistryNet struct {
+	*versionNet
+	release, asked chan struct{}
+	once           sync.Once
+}
+
+func (p *heldRegistryNet) Registry(context.Context, transport.Target, messages.Registry) (messages.Registry, error) {
+	p.once.Do(func() { close(p.asked) })
+	<-p.release
+	return messages.Registry{Node: "beta", Frontends: []string{"fe-beta"}}, nil
+}
+
+// actorsOf lists the live peer actors of peer under the peers actor sup
+// (not their forward queues).
+func actorsOf(sys *actor.ActorSystem, sup *actor.PID, peer string) []string {
+	var ids []string
+	for _, bucket := range sys.ProcessRegistry.LocalPIDs.LocalPIDs {
+		for _, id := range bucket.Keys() {
+			if name, ok := strings.CutPrefix(id, sup.Id+"/"); ok && !strings.Contains(name, "/") && peerOf(sup, actor.NewPID(sup.Address, id)) == peer {
+				ids = append(ids, id)
+			}
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// TestSupervisorLateAnswerToAStoppedPeerActorReachesNoOther: beta's actor
+// has a registry exchange out when beta leaves discovery; beta then calls
+// us, and its gone-mode actor was spawned under the same name, beta: the
+// stopped actor's exchange answered to its PID, which now named the new
+// actor. That one took an answer it never asked for and panicked (a
+// gone-mode actor has no entry of the book to write), and a send racing
+// with its start could panic the answering goroutine and end the node.
+// Each actor of a peer has a name of its own now: the late answer goes to
+// the dead letters, and the gone-mode actor ignores a registry answer
+// anyway.
+func TestSupervisorLateAnswerToAStoppedPeerActorReachesNoOther(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &heldRegistryNet{versionNet: &versionNet{}, release: make(chan struct{}), asked: make(chan struct{})}
+		_, sys, sup, _ := startRecordingSupervisor(t, tr, new(atomic.Pointer[actor.PID]))
+		var mu sync.Mutex
+		var failures []any
+		sys.EventStream.Subscribe(func(ev any) {
+			if se, ok := ev.(*actor.SupervisorEvent); ok {
+				mu.Lock()
+				failures = append(failures, se.Reason)
+				mu.Unlock()
+			}
+		})
+		inst := []messages.PeerInstance{{Address: "beta:8443", InstanceID: "beta-0"}}
+		sys.Root.Send(sup, &messages.PeerUp{Node: "beta", Instances: inst})
+		<-tr.asked // healthy: its first registry exchange is out
+		synctest.Wait()
+		first := actorsOf(sys, sup, "beta")
+		sys.Root.Send(sup, &messages.PeerGone{Node: "beta"})
+		synctest.Wait()
+		sys.Root.Send(sup, &messages.PeerContact{Peer: "beta"}) // beta calls us: gone mode
+		synctest.Wait()
+		next := actorsOf(sys, sup, "beta")
+		if len(first) != 1 || len(next) != 1 || next[0] == first[0] {
+			t.Errorf("beta's actors: %q while discovered, %q in gone mode: want one each, the second not under the first one's name (its goroutines still send to it)", first, next)
+		}
+		close(tr.release) // the stopped actor's exchange answers
+		synctest.Wait()
+		time.Sleep(time.Second) // the dead letter's throttle
+		synctest.Wait()
+		mu.Lock()
+		if len(failures) > 0 {
+			t.Errorf("beta's gone-mode actor failed %d times after the answer to the registry exchange of the actor before it: %v", len(failures), failures)
+		}
+		mu.Unlock()
 		_ = sys.Root.StopFuture(sup).Wait()
 		sys.Shutdown()
 	})
