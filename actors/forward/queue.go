@@ -66,8 +66,8 @@ func (q *Queue) Receive(c actor.Context) {
 		q.self, q.parent, q.sys = c.Self(), c.Parent(), c.ActorSystem()
 		q.gate = newGate()
 		if q.cfg.Board != nil {
-			// A queue spawned for a peer that was gone has the PID of the
-			// one before it (handover.Board.Forget).
+			// A restarted queue has the PID of the one before it
+			// (handover.Board.Forget).
 			q.cfg.Board.Forget(q.boardKey(), q.self)
 		}
 		q.wake = clock.NewWakeup(q.cfg.Clock, func(uint64) { q.sys.Root.Send(q.self, tick{}) })
@@ -81,10 +81,17 @@ func (q *Queue) Receive(c actor.Context) {
 		if q.pageCancel != nil {
 			q.pageCancel()
 		}
-		if q.board.Withdraw() {
+		_, final := m.(*actor.Stopping)
+		switch {
+		case final && q.cfg.Board != nil:
+			// Stopped for good: no queue will have its PID again (each
+			// actor of a peer has a name of its own), so what the board
+			// owes it would never be settled (handover.Board.Forget).
+			q.cfg.Board.Forget(q.boardKey(), q.self)
+		case q.board.Withdraw():
 			q.cfg.Board.Offer(q.boardKey(), 0, q.cfg.lease(), q.self)
 		}
-		if _, final := m.(*actor.Stopping); final && q.gate != nil {
+		if final && q.gate != nil {
 			// A restart keeps the mailbox and the PID: the next
 			// incarnation reads what this one did not.
 			q.finish()

@@ -13,11 +13,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/switchboard-dev/switchboard/actors/handover"
 	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/persistence/sqlite"
 	"github.com/switchboard-dev/switchboard/persistence/sqlite/sqlitetest"
+	"github.com/switchboard-dev/switchboard/polltest"
 	"github.com/switchboard-dev/switchboard/transport"
 )
 
@@ -287,3 +289,39 @@ func TestGateHandsOverWhatTheQueueDidNotRead(t *testing.T) {
 type actorFunc func(actor.Context)
 
 func (f actorFunc) Receive(c actor.Context) { f(c) }
+
+// TestQueueThatStopsLeavesTheBoardOwingItNothing: a forward queue that
+// stopped with a grant of the handover board on its way left the board
+// owing it for good. Its successor used to have its PID (the peer's actor
+// was named after the peer) and drop that debt at its start; the actors
+// of a peer have names of their own now, so the queue drops it itself
+// when it stops: the Work sent to it is gone with its mailbox, and its
+// rows wait for their lease.
+func TestQueueThatStopsLeavesTheBoardOwingItNothing(t *testing.T) {
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	board := handover.NewBoard()
+	cfg := Config{Node: "a", Peer: "b", Owner: "a-0", Store: sqlitetest.Open(t), Transport: &holdingPeer{}, Clock: clock.Real{},
+		Policy: DefaultPolicy(), Timeout: time.Second, Logger: slog.New(slog.DiscardHandler), Metrics: m,
+		Publish: func(messages.StateChanged) {}, Board: board}
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(sys.Shutdown)
+	q := sys.Root.Spawn(actor.PropsFromProducer(New(cfg)))
+	sys.Root.Send(q, messages.PeerLink{Healthy: true, Addr: "b:1", ForwardBatch: true})
+	k := handover.Key{Kind: persistence.WorkForward, Target: "b"}
+	polltest.Until(t, 10*time.Second, "the queue's offer", func() bool {
+		n, _, _ := board.Take(k, 1) // granted: on its way to the queue
+		return n == 1
+	})
+	if err := sys.Root.StopFuture(q).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if n := board.Owed(k, q); n != 0 {
+		t.Errorf("the board owes the stopped queue %d rows", n)
+	}
+	if n, _, _ := board.Take(k, 1); n != 0 {
+		t.Errorf("the stopped queue's offer was taken up: %d rows granted", n)
+	}
+}

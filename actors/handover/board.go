@@ -169,10 +169,10 @@ func (b *Board) Revoke(k Key) {
 // Forget drops what the worker at to offered for k and what it is owed: a
 // worker starting (a new one, or one restarted) says so, and one that
 // stops for good. A worker spawned under the name of one that stopped has
-// its PID (a peer's forward queue always has), and the Work sent to the
-// stopped one is gone with its mailbox: what it was owed would never be
-// settled, and the new worker's room would stay that much smaller for
-// good.
+// its PID, and the Work sent to the stopped one is gone with its mailbox:
+// what it was owed would never be settled, and the new worker's room would
+// stay that much smaller for good; a worker that stops for good and has no
+// successor under its name (a peer's forward queue) would stay owed it.
 func (b *Board) Forget(k Key, to *actor.PID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
