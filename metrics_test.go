@@ -62,6 +62,56 @@ func TestActorKindsAreDocumented(t *testing.T) {
 	})
 }
 
+// documentedMetrics reads the metric names of the table of docs/metrics.md
+// that follows the paragraph starting with intro.
+func documentedMetrics(t *testing.T, intro string) []string {
+	t.Helper()
+	doc, err := os.ReadFile("docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "\n"+intro)
+	if !ok {
+		t.Fatalf("docs/metrics.md has no paragraph %q", intro)
+	}
+	_, table, _ := strings.Cut(rest, "\n\n") // the paragraph's end
+	table, _, _ = strings.Cut(table, "\n\n")
+	var names []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `(switchboard_[a-z_]+)`").FindAllStringSubmatch(table, -1) {
+		names = append(names, m[1])
+	}
+	if len(names) == 0 {
+		t.Fatalf("no metric in the table after docs/metrics.md's %q", intro)
+	}
+	return names
+}
+
+// TestFederationOnlyMetricsNeedFederation: the metrics docs/metrics.md
+// says are registered only with --federation are not on a node without
+// it, and the ring's, which it says every node has, are. (The ring's were
+// once listed as federation metrics, so an operator without federation
+// did not expect them on /metrics.)
+func TestFederationOnlyMetricsNeedFederation(t *testing.T) {
+	h := startNode(t, testConfig(t))
+	text := scrape(t, h)
+	for _, name := range documentedMetrics(t, "Federation metrics (registered only with `--federation`") {
+		if strings.Contains(text, "\n# TYPE "+name+" ") {
+			t.Errorf("%s is on /metrics of a node without federation; docs/metrics.md lists it as registered only with --federation", name)
+		}
+	}
+	// switchboard_ring_ranges has its series once the first assignment is made.
+	ring := documentedMetrics(t, "Ring metrics (every node")
+	polltest.Eventually(t, 10*time.Second, func() error {
+		text := scrape(t, h)
+		for _, name := range ring {
+			if !strings.Contains(text, "\n# TYPE "+name+" ") {
+				return fmt.Errorf("%s is not on /metrics of a node without federation; docs/metrics.md says every node has it", name)
+			}
+		}
+		return nil
+	})
+}
+
 // shiftedNode is a node on a shiftedClock moved by by, with the pull
 // frontend fe for prefix 44 (retryBody's destination).
 func shiftedNode(t *testing.T, by time.Duration) (*harness, *shiftedClock) {
