@@ -4,8 +4,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/switchboard-dev/switchboard/messages"
 )
 
 // tableSeparator is the line under a Markdown table's header: |---|:--:|.
@@ -44,6 +47,36 @@ func TestDocTablesAreWhole(t *testing.T) {
 			if !header && !inTable {
 				t.Errorf("%s:%d: a table row outside a table (after %q), rendered as text: %.80s", file, i+1, lines[i-1], l)
 			}
+		}
+	}
+}
+
+// TestPeerStatesAreDocumented: the row of switchboard_peer_state in
+// docs/metrics.md and docs/federation.md names every state the gauge has
+// (docs/federation.md once left out removed).
+func TestPeerStatesAreDocumented(t *testing.T) {
+	var want []string
+	for _, s := range messages.AllPeerStates {
+		want = append(want, string(s))
+	}
+	slices.Sort(want)
+	for _, file := range []string{"docs/metrics.md", "docs/federation.md"} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		row := regexp.MustCompile("(?m)^\\| `switchboard_peer_state` \\|.*current state \\(([^)]*)\\)").FindStringSubmatch(string(data))
+		if row == nil {
+			t.Errorf("%s: no row of switchboard_peer_state naming its states (\"current state (...)\")", file)
+			continue
+		}
+		var got []string
+		for _, m := range regexp.MustCompile("`([a-z_]+)`").FindAllStringSubmatch(row[1], -1) {
+			got = append(got, m[1])
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: switchboard_peer_state's states are %v, the gauge's %v", file, got, want)
 		}
 	}
 }
