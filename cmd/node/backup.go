@@ -65,10 +65,13 @@ Writes a consistent copy of the embedded store in DIR to FILE while the node
 runs (or not): one snapshot, compacted, synced to disk and checked before the
 command returns. FILE must not exist. Prints FILE, its messages and its size.
 
-To restore: stop the node, move FILE to DIR/switchboard.db, remove
-DIR/switchboard.db-wal and DIR/switchboard.db-shm, start the node. Messages
-delivered after the backup was taken are offered to their frontends again
-(with the same ids): see docs/operations.md.
+To restore: stop the node, then
+  mv FILE DIR/switchboard.db
+  rm -f DIR/switchboard.db-wal DIR/switchboard.db-shm
+and start the node. A clean stop leaves no -wal or -shm file; those a crash
+left belong to the old store and must go. Messages delivered after the
+backup was taken are offered to their frontends again (with the same ids):
+see docs/operations.md.
 
 A node on Postgres (--postgres) is backed up with Postgres's own tools.
 

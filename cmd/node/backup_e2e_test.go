@@ -75,19 +75,10 @@ func TestBackupAndRestore(t *testing.T) {
 	}
 	node.Stop()
 
-	// Restore into a new data directory and start a node on it.
-	restored := filepath.Join(t.TempDir(), "data")
-	if err := os.MkdirAll(restored, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(restored, "switchboard.db"), data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	again := singleNode(t, bin, "bak", restored)
+	// Restore over the stopped node's store as the help says, and start
+	// the node again.
+	restoreAsHelpSays(t, file, dataDir)
+	again := singleNode(t, bin, "bak", dataDir)
 	for _, id := range before {
 		var m messages.Message
 		if status, err := again.Call("GET", "/api/messages/"+id, nil, &m); err != nil || status != 200 {
@@ -96,6 +87,53 @@ func TestBackupAndRestore(t *testing.T) {
 		if want := map[bool]messages.State{true: messages.StateDelivered, false: messages.StatePending}[delivered[id]]; m.State != want {
 			t.Errorf("message %s on the restored node is %s, want %s", id, m.State, want)
 		}
+	}
+}
+
+// restoreAsHelpSays runs the restore commands of `switchboard backup
+// --help` (its lines "  mv ..." and "  rm ..."), with FILE and DIR
+// replaced, as a shell would: an rm without -f of a file that is not
+// there fails, as it did for the operator who followed an earlier help
+// after a clean stop, which leaves no -wal or -shm file.
+func restoreAsHelpSays(t *testing.T, file, dataDir string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	if code := mainCode([]string{"backup", "--help"}, &stdout, &stderr, func(string) (string, bool) { return "", false }); code != 0 {
+		t.Fatalf("backup --help: exit %d, %s", code, stderr.String())
+	}
+	ran := 0
+	for _, line := range strings.Split(stdout.String(), "\n") {
+		args := strings.Fields(line)
+		if !strings.HasPrefix(line, "  ") || len(args) == 0 || (args[0] != "mv" && args[0] != "rm") {
+			continue
+		}
+		for i, a := range args {
+			a = strings.ReplaceAll(a, "FILE", file)
+			args[i] = strings.ReplaceAll(a, "DIR", dataDir)
+		}
+		ran++
+		switch {
+		case args[0] == "mv" && len(args) == 3:
+			if err := os.Rename(args[1], args[2]); err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+		case args[0] == "rm":
+			force := len(args) > 1 && args[1] == "-f"
+			paths := args[1:]
+			if force {
+				paths = args[2:]
+			}
+			for _, p := range paths {
+				if err := os.Remove(p); err != nil && !(force && errors.Is(err, os.ErrNotExist)) {
+					t.Fatalf("%s: %v", strings.TrimSpace(line), err)
+				}
+			}
+		default:
+			t.Fatalf("backup --help: a restore command this test cannot run: %q", line)
+		}
+	}
+	if ran == 0 {
+		t.Fatalf("backup --help gives no restore commands:\n%s", stdout.String())
 	}
 }
 
