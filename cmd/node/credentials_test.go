@@ -322,3 +322,65 @@ func TestTokenFileIsReplacedWithMode0600(t *testing.T) {
 		t.Errorf("the link's target: %q, %v; want it unchanged", data, err)
 	}
 }
+
+// TestCLIDocCredentialsExamplesRun runs the example of docs/cli.md's
+// Credentials section line by line, as an operator pasting it into a shell
+// would (its paths moved to a temporary directory, and no
+// SWITCHBOARD_CREDENTIALS but the one it exports): each command succeeds,
+// and `list` prints the header its comment shows. Its commands without
+// --credentials once exited 2, and its header lacked "(UTC)".
+func TestCLIDocCredentialsExamplesRun(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "\n## Credentials\n")
+	if !ok {
+		t.Fatal("docs/cli.md has no section Credentials")
+	}
+	_, block, _ := strings.Cut(section, "```sh\n")
+	block, _, _ = strings.Cut(block, "```")
+	dir := t.TempDir()
+	local := func(s string) string { // an absolute path of the example, here
+		if strings.HasPrefix(s, "/") {
+			return filepath.Join(dir, filepath.Base(s))
+		}
+		return s
+	}
+	envs := map[string]string{}
+	env := func(k string) (string, bool) { v, ok := envs[k]; return v, ok }
+	ran := 0
+	for line := range strings.SplitSeq(block, "\n") {
+		command, comment, _ := strings.Cut(line, " #")
+		args := strings.Fields(command)
+		switch {
+		case len(args) == 0 || strings.HasPrefix(args[0], "#"):
+			continue
+		case args[0] == "export" && len(args) == 2:
+			k, v, _ := strings.Cut(args[1], "=")
+			envs[k] = local(v)
+			continue
+		case args[0] != "switchboard":
+			t.Fatalf("docs/cli.md: a line this test cannot run: %q", line)
+		}
+		for i := range args {
+			args[i] = local(args[i])
+		}
+		var stdout, stderr strings.Builder
+		if code := mainCode(args[1:], &stdout, &stderr, env); code != 0 {
+			t.Errorf("docs/cli.md: %s: exit %d: %s", strings.TrimSpace(command), code, stderr.String())
+			continue
+		}
+		ran++
+		if len(args) > 2 && args[2] == "list" {
+			want, _, _ := strings.Cut(comment, ":")
+			got, _, _ := strings.Cut(stdout.String(), "\n")
+			if strings.Join(strings.Fields(got), " ") != strings.Join(strings.Fields(want), " ") {
+				t.Errorf("docs/cli.md: list's header is %q, its comment says %q", got, strings.TrimSpace(want))
+			}
+		}
+	}
+	if ran == 0 {
+		t.Fatal("docs/cli.md: no credentials command ran")
+	}
+}
