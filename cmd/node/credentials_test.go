@@ -384,3 +384,33 @@ func TestCLIDocCredentialsExamplesRun(t *testing.T) {
 		t.Fatal("docs/cli.md: no credentials command ran")
 	}
 }
+
+// TestCredentialsLockFileHoldsNothing: what docs/operations.md says of
+// FILE.lock: add and revoke make it beside the file, empty, and leave it;
+// an edit works with it left there, and makes it again when it is gone.
+func TestCredentialsLockFileHoldsNothing(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "credentials.json")
+	run := func(args ...string) {
+		t.Helper()
+		var stdout, stderr strings.Builder
+		if code := mainCode(append([]string{"credentials"}, append(args, "--credentials", file)...), &stdout, &stderr,
+			func(string) (string, bool) { return "", false }); code != 0 {
+			t.Fatalf("credentials %v: exit %d: %s", args, code, stderr.String())
+		}
+	}
+	empty := func() {
+		t.Helper()
+		if fi, err := os.Stat(file + ".lock"); err != nil || fi.Size() != 0 {
+			t.Fatalf("%s.lock: %v, want an empty file", file, err)
+		}
+	}
+	run("add", "root", "--role", "admin")
+	empty()
+	run("add", "ops", "--role", "operator")
+	empty()
+	if err := os.Remove(file + ".lock"); err != nil {
+		t.Fatal(err)
+	}
+	run("revoke", "ops")
+	empty()
+}
