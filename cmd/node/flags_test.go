@@ -1103,3 +1103,39 @@ func TestParseRunBooleanFlagWithValueApart(t *testing.T) {
 		}
 	}
 }
+
+// TestMinFreeSpaceBoundIsDocumented: the largest percentage `run --help`
+// and docs/operations.md give for --min-free-space is the flag's: it is
+// taken, and a larger one is refused. (Neither once gave a bound.)
+func TestMinFreeSpaceBoundIsDocumented(t *testing.T) {
+	var help, stderr strings.Builder
+	mainCode([]string{"run", "--help"}, &help, &stderr, func(string) (string, bool) { return "", false })
+	ops, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := regexp.MustCompile("from `?0%`? to `?([0-9.]+)%")
+	for _, src := range []struct{ name, text string }{
+		{"run --help", help.String()},
+		{"docs/operations.md", string(ops)},
+	} {
+		var line string
+		for l := range strings.SplitSeq(src.text, "\n") {
+			if strings.Contains(l, "--min-free-space") && strings.Contains(l, "507") {
+				line = l
+				break
+			}
+		}
+		m := bound.FindStringSubmatch(line)
+		if m == nil {
+			t.Errorf("%s: --min-free-space's line gives no bound of its percentage (from 0%% to N%%): %q", src.name, line)
+			continue
+		}
+		if _, err := space.ParseReserve(m[1] + "%"); err != nil {
+			t.Errorf("%s: gives %s%% as --min-free-space's largest, which the flag refuses: %v", src.name, m[1], err)
+		}
+		if _, err := space.ParseReserve(m[1] + ".01%"); err == nil {
+			t.Errorf("%s: gives %s%% as --min-free-space's largest, but the flag takes %s.01%%", src.name, m[1], m[1])
+		}
+	}
+}
