@@ -744,6 +744,48 @@ func TestFederationAdmitsTheCallerBeforeReadingTheBody(t *testing.T) {
 	}
 }
 
+// TestFederationOffRefusesInTheGatewaysOrder: with federation off
+// (docs/federation.md, "Turning it on"), a federation call is still
+// checked as on any node before federation_disabled: no client
+// certificate (with mutual TLS) is 403 client_certificate_required, no
+// X-Federation-Node header 400 invalid_request, a header the certificate
+// does not name 403 node_mismatch; only a call that passes them is 403
+// federation_disabled. Identity is served.
+func TestFederationOffRefusesInTheGatewaysOrder(t *testing.T) {
+	p := newPKI(t, homeNode, peerA, peerB)
+	for _, mtls := range []bool{true, false} {
+		b := newFedBackend(homeNode, peerA)
+		b.set(func(b *fedBackend) { b.off = true })
+		srv := fedGateway(t, p, b, mtls)
+		withA, without := tlsClient(t, p, peerA), tlsClient(t, p, "")
+		type call struct {
+			name   string
+			c      *http.Client
+			from   string
+			status int
+			code   string
+		}
+		calls := []call{
+			{"no header", withA, "", 400, messages.CodeInvalidRequest},
+			{"a header", withA, peerA, 403, messages.CodeFederationOff},
+		}
+		if mtls {
+			calls = append(calls,
+				call{"no client certificate", without, peerA, 403, messages.CodeClientCertReq},
+				call{"another node's header", withA, peerB, 403, messages.CodeNodeMismatch})
+		}
+		for _, c := range calls {
+			status, code, raw := fedCall(t, c.c, srv, "POST", pathHealth, c.from, strings.NewReader(`{}`))
+			if status != c.status || code != c.code {
+				t.Errorf("mtls %v, %s, federation off: %d %s (%s), want %d %s", mtls, c.name, status, code, raw, c.status, c.code)
+			}
+		}
+		if status, _, raw := fedCall(t, withA, srv, "GET", pathIdentity, "", nil); status != 200 {
+			t.Errorf("mtls %v: identity with federation off: %d (%s), want 200", mtls, status, raw)
+		}
+	}
+}
+
 // countHandler counts the records of one message.
 type countHandler struct {
 	msg string
