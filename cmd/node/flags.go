@@ -93,7 +93,7 @@ var runFlags = []runFlag{
 	repeatable(valueFlag("route", "Routes", "PREFIX=FRONTEND", "initial route: destination prefix (digits) to frontend name; repeatable",
 		addRoute, nil)),
 	secret(repeatable(valueFlag("frontend", "Webhooks", "NAME=URL",
-		"webhook (https://...) or smpp (smpp://system_id:password@host:port?...) frontend registered at start; repeatable",
+		"webhook (https://..., or http://... in clear, credentials included) or smpp (smpp://system_id:password@host:port?...) frontend registered at start; repeatable",
 		addWebhook, nil)), true),
 	durationFlag("delivery-retry-min", "DeliveryRetryMin", "first local delivery retry wait (doubling, jittered)"),
 	durationFlag("delivery-retry-max", "DeliveryRetryMax", "longest local delivery retry wait"),
