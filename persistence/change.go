@@ -139,7 +139,8 @@ type WorkAdd struct {
 	MessageID string
 	Token     uint64
 	Spec      WorkSpec
-	// Lease, when set, writes the row leased (unfenced).
+	// Lease, when set, writes the row leased under epoch 0 (not
+	// ring-fenced).
 	Lease *Lease
 	// Publish writes the row marked relayed: its writer publishes it to
 	// the delivery bus (NewMessage.Publish).

@@ -73,13 +73,27 @@ func staleAck(o Outcome, m *Row) bool {
 // its retry or failed verdict naming an older attempt than the message's
 // latest (Stale, see staleAck: decided here, in the transaction that
 // would record it, since a claim may count another attempt between the
-// ack's read of the count and this), then the fence, then a retry
-// recorded already. Missing work before a final
-// message: an ack at frontend A about frontend B's message answered
-// already_recorded once B's was final, no_work before, telling A about B's
-// message. A fenced outcome (Epoch > 0) applies only while every row is
-// still leased to its Owner under its Epoch, whether or not the lease has
-// run out since, so that a claim made since speaks for the row.
+// ack's read of the count and this), then a deferral's claim given back
+// already, then the fence, then a retry recorded already. Missing work
+// before a final message: an ack at frontend A about frontend B's message
+// answered already_recorded once B's was final, no_work before, telling A
+// about B's message.
+//
+// An outcome that names its claim's Owner is fenced: it applies only
+// while every row is still leased to that Owner under its Epoch, whether
+// or not the lease has run out since, so that a claim made since speaks
+// for the row (StaleEpoch otherwise). Epoch 0 is fenced too: work handed
+// over leased by the intake, claimed by id for the bus, or claimed without
+// a ring is leased under epoch 0, and another instance may claim it under
+// the ring's epoch once its lease ran out; the first holder's late verdict
+// (a retry would unlease the new claim while its attempt is under way, a
+// failure would dead-letter a message the new holder delivers) is refused.
+// An outcome without an owner (a pull frontend's ack, a late verdict
+// whose delivery had left the flight) is unfenced: the frontend's word
+// stands whoever leased the row. The fence does not tell two claims of
+// the same owner under the same epoch apart; only a deferral's attempt
+// does (below): the delivery worker answers a claim of its own made while
+// the attempt is under way with that attempt (delivery.Dispatcher).
 //
 // A retry of delivery work whose rows a retry of the same attempt made due
 // again (WorkRow.RetriedAttempt: a pull frontend's client that sent its
@@ -93,12 +107,11 @@ func staleAck(o Outcome, m *Row) bool {
 // the claim whose attempt it gives back is still theirs. An unleased row
 // had its claim given back already (the same deferral again: applied
 // twice, it gave back an attempt that was made) or taken back (a retry
-// recorded, ReleaseLeases): AlreadyRecorded. A deferral that names its
-// claim's Owner (a push frontend's, at any epoch) applies only while they
-// are leased to that owner: a row leased to another was claimed again
-// since, also where the fence does not tell (a claim by id, epoch 0), and
-// that claim's attempt, under way, is not the deferral's to give back:
-// StaleEpoch. So is one whose attempt (Outcome.Attempt) is not the
+// recorded, ReleaseLeases): AlreadyRecorded, before the fence. A deferral
+// that names its claim's Owner (a push frontend's) is fenced as above: a
+// row leased to another owner or under another epoch was claimed again
+// since, and that claim's attempt, under way, is not the deferral's to
+// give back: StaleEpoch. So is one whose attempt (Outcome.Attempt) is not the
 // message's count: its owner's lease ran out and the owner claimed the
 // row again since, counting another attempt, which is under way (the
 // owner alone does not tell that claim from the deferral's). One without
@@ -119,22 +132,13 @@ func CompletionOf(o Outcome, m *Row, recorded bool, rows []WorkLease) Completion
 	case o.Ack && staleAck(o, m):
 		return Stale
 	}
-	if o.Epoch > 0 {
-		for _, r := range rows {
-			if r.Owner != o.Owner || r.Epoch != o.Epoch {
-				return StaleEpoch
-			}
-		}
-	}
-	if givesBack(o) {
-		switch {
-		case slices.ContainsFunc(rows, func(r WorkLease) bool { return r.Owner == "" }):
-			return AlreadyRecorded
-		case o.Owner != "" && slices.ContainsFunc(rows, func(r WorkLease) bool { return r.Owner != o.Owner }):
-			return StaleEpoch
-		case o.Owner != "" && o.Attempt > 0 && o.Attempt != m.Attempts:
-			return StaleEpoch
-		}
+	switch {
+	case givesBack(o) && slices.ContainsFunc(rows, func(r WorkLease) bool { return r.Owner == "" }):
+		return AlreadyRecorded
+	case o.Owner != "" && slices.ContainsFunc(rows, func(r WorkLease) bool { return r.Owner != o.Owner || r.Epoch != o.Epoch }):
+		return StaleEpoch
+	case givesBack(o) && o.Owner != "" && o.Attempt > 0 && o.Attempt != m.Attempts:
+		return StaleEpoch
 	}
 	if a := retriedAttempt(o, m); a > 0 && !slices.ContainsFunc(rows, func(r WorkLease) bool { return r.Retried != a }) {
 		return AlreadyRecorded

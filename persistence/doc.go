@@ -122,11 +122,13 @@
 // epoch, confirming the publisher's leader lock in the same transaction; a
 // ring-fenced claim (ClaimRequest.Ring) names the epoch and its ranges, is
 // refused with ErrStaleEpoch unless they are the stored epoch's and its
-// owner's, and leases rows with that epoch (lease_epoch). A fenced
-// outcome (Outcome.Epoch) applies only while its row is still leased to it
-// under that epoch; otherwise it is StaleEpoch: a newer claim speaks for the
-// row. CompletionOf decides it; SignedRanges and Covered hold the range
-// rules both stores' SQL uses.
+// owner's, and leases rows with that epoch (lease_epoch; 0 for work
+// leased otherwise: handed over at accept, claimed by id, claimed without
+// a ring). A fenced outcome (one naming its claim's Outcome.Owner, at any
+// epoch, 0 included) applies only while its row is still leased to that
+// owner under that epoch; otherwise it is StaleEpoch: a newer claim speaks
+// for the row. CompletionOf decides it; SignedRanges and Covered hold the
+// range rules both stores' SQL uses.
 //
 // # Time
 //

@@ -116,6 +116,7 @@ func TestRingStateValidate(t *testing.T) {
 func TestCompletionOf(t *testing.T) {
 	fenced := Outcome{Kind: WorkDelivery, Epoch: 4, Owner: "a"}
 	status := Outcome{Kind: WorkStatus, Epoch: 4, Owner: "a"}
+	ownerOnly := Outcome{Kind: WorkDelivery, Result: ResultRetry, Owner: "a"} // a claim under epoch 0: handed over, by id, or without a ring
 	ack := Outcome{Kind: WorkDelivery, Ack: true}
 	retry := Outcome{Kind: WorkDelivery, Result: ResultRetry, Ack: true}
 	deferralAck := Outcome{Kind: WorkDelivery, Result: ResultRetry, Deferred: true, Ack: true}
@@ -143,6 +144,11 @@ func TestCompletionOf(t *testing.T) {
 		{"another epoch", fenced, true, messages.StatePending, 1, false, []WorkLease{{Owner: "a", Epoch: 5}}, StaleEpoch},
 		{"unleased", fenced, true, messages.StateRetry, 1, false, []WorkLease{{}}, StaleEpoch},
 		{"unfenced", Outcome{Kind: WorkDelivery}, true, messages.StatePending, 1, false, []WorkLease{{Owner: "b", Epoch: 5}}, Applied},
+		{"epoch 0, leased to it", ownerOnly, true, messages.StatePending, 1, false, []WorkLease{{Owner: "a"}}, Applied},
+		{"epoch 0, another owner's claim under an epoch", ownerOnly, true, messages.StatePending, 2, false, []WorkLease{{Owner: "b", Epoch: 3}}, StaleEpoch},
+		{"epoch 0, another owner's claim by id", ownerOnly, true, messages.StatePending, 2, false, []WorkLease{{Owner: "b"}}, StaleEpoch},
+		{"epoch 0, its own claim under an epoch since", ownerOnly, true, messages.StatePending, 2, false, []WorkLease{{Owner: "a", Epoch: 3}}, StaleEpoch},
+		{"epoch 0, unleased", ownerOnly, true, messages.StateRetry, 1, false, []WorkLease{{}}, StaleEpoch},
 		{"ack, never offered", ack, true, messages.StatePending, 0, false, []WorkLease{{}}, NotOffered},
 		{"ack, lease ran out", ack, true, messages.StatePending, 1, false, []WorkLease{{}}, Applied},
 		{"ack, recorded before", ack, true, messages.StatePending, 0, true, []WorkLease{{}}, AlreadyRecorded},

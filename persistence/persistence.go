@@ -137,8 +137,9 @@ type NewMessage struct {
 	// Lease, when set (with Work), writes the work already leased: a
 	// worker that is ready takes it at once from the accepting commit
 	// (handed over in memory) instead of claiming it in a transaction of
-	// its own. The lease is unfenced (epoch 0); for delivery work the
-	// message's attempts count it, as a claim's would (1).
+	// its own. The lease is not ring-fenced (epoch 0), but its outcomes
+	// name its owner and are fenced by it (Outcome.Owner); for delivery
+	// work the message's attempts count it, as a claim's would (1).
 	Lease *Lease
 	// Publish, when set (with delivery work and no Lease), writes the work
 	// already marked relayed: the committing instance publishes it to the
@@ -229,7 +230,8 @@ type Work struct {
 	LeaseOwner string
 	LeaseUntil time.Time
 	// LeaseEpoch is the ring epoch the row was claimed under (0 when the
-	// claim was not ring-fenced). Outcomes of the work carry it.
+	// claim was not ring-fenced). Outcomes of the work carry it, with the
+	// lease's owner (Outcome.Epoch, Outcome.Owner).
 	LeaseEpoch uint64
 	CreatedAt  time.Time
 	// Message is the message as it stands after the claim. For delivery work
@@ -355,13 +357,14 @@ type Outcome struct {
 	Reason string
 	// Detail is the history detail of the transition.
 	Detail string
-	// Epoch and Owner, when Epoch is set, fence the outcome: it applies
+	// Epoch and Owner, when Owner is set, fence the outcome: it applies
 	// only while the outbox row is still leased to Owner under Epoch (the
-	// claim it came from). A row claimed again since (another owner, or a
-	// newer epoch) gives StaleEpoch and nothing changes: the newer claim
-	// speaks for the row. Epoch 0 is unfenced (a pull frontend's ack: the
-	// frontend's own verdict stands whoever offered the message). A
-	// deferral's Owner counts at any epoch (see Deferred).
+	// claim it came from: Epoch is the lease's, 0 for work handed over by
+	// the intake, claimed by id or claimed without a ring). A row claimed
+	// again since (another owner, or another epoch) gives StaleEpoch and
+	// nothing changes: the newer claim speaks for the row. An outcome
+	// without an Owner is unfenced (a pull frontend's ack: the frontend's
+	// own verdict stands whoever offered the message). See CompletionOf.
 	Epoch uint64
 	Owner string
 	// SMSCMessageIDs, with a delivered delivery of an smpp frontend, are
@@ -373,9 +376,9 @@ type Outcome struct {
 	// attempt its claim counted (the message's Attempts go down by one,
 	// so that the next claim counts the same attempt again). It applies
 	// only while the work's rows are leased, its claim not given back
-	// already; with Owner set (a push frontend's deferral, whatever the
-	// Epoch), only while they are leased to Owner, not to a claim made
-	// since (see CompletionOf).
+	// already; with Owner set (a push frontend's deferral), only while
+	// they are leased to Owner under Epoch, not to a claim made since (see
+	// CompletionOf).
 	Deferred bool
 	// Attempt is the delivery attempt the outcome speaks for (the one its
 	// Detail names), kept with its history entry
@@ -416,8 +419,9 @@ const (
 	AlreadyRecorded Completion = "already_recorded"
 	// NoWork: the message or its outbox row does not exist; nothing changed.
 	NoWork Completion = "no_work"
-	// StaleEpoch: a fenced outcome, or a deferral, whose row was claimed
-	// again since (see Outcome.Epoch, Outcome.Deferred); nothing changed.
+	// StaleEpoch: a fenced outcome (one naming its claim's owner), whose
+	// row was claimed again since (see Outcome.Epoch, Outcome.Deferred);
+	// nothing changed.
 	StaleEpoch Completion = "stale_epoch"
 	// NotOffered: a pull frontend's verdict (Outcome.Ack) on a message
 	// never offered to it; nothing changed.

@@ -98,9 +98,10 @@ const nakSlack = 50 * time.Millisecond
 func Settled(o persistence.Outcome, c persistence.Completion) Decision {
 	if c != persistence.Applied {
 		// Recorded before (a redelivery), or no work left: nothing to do.
-		// A stale outcome (from the bus, whose claims are unfenced: a
-		// deferral whose row another instance claimed since) leaves the
-		// row to its newer holder: handed out again, the message finds
+		// A stale outcome (a verdict or deferral of a claim by id, leased
+		// under epoch 0 and fenced by its owner, whose row another
+		// instance claimed since its lease ended) leaves the row to its
+		// newer holder: handed out again, the message finds
 		// that holder's lease (Claimed: naked until it ends within a
 		// second, acked otherwise, the row the record). So does a pull
 		// frontend's verdict naming an older attempt than the one offered

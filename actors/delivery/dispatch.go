@@ -708,10 +708,11 @@ func (d *Dispatcher) Verdict(now time.Time, id string, attempt int, r messages.D
 // verdict, delivered ones included, or a timeout) with the claim it comes
 // from: if our lease ran out and the ring's new owner of the token claimed
 // the row since, the store refuses it (StaleEpoch) and the new owner's
-// attempt, under the same Idempotency-Key, speaks for the message. A
-// claim by id (the bus) has no epoch, but its owner is named too: a
-// deferral applies only to its own claim (Outcome.Deferred), lest it give
-// back the attempt of a claim made since. A pull frontend's ack and a
+// attempt, under the same Idempotency-Key, speaks for the message. Work
+// claimed by id (the bus), handed over by the intake or claimed without a
+// ring is leased under epoch 0, and fenced by its owner all the same: a
+// late verdict whose row another instance claimed since is refused, not
+// applied over that claim's attempt under way. A pull frontend's ack and a
 // verdict arriving after its delivery left the flight are not fenced: the
 // frontend has spoken.
 func fenced(o persistence.Outcome, wk persistence.Work, owner string) persistence.Outcome {

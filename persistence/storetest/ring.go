@@ -26,6 +26,7 @@ func ringCases() []testCase {
 		{"FencedOutcomes", fencedOutcomes},
 		{"FencedOutcomeNewerEpochSameOwner", fencedOutcomeNewerEpochSameOwner},
 		{"FencedOutcomePrecedence", fencedOutcomePrecedence},
+		{"EpochZeroOutcomeRefusedOverAnotherClaim", epochZeroOutcomeRefusedOverAnotherClaim},
 		{"ClaimsRacePublish", claimsRacePublish},
 	}
 }
@@ -474,6 +475,58 @@ func fencedOutcomeNewerEpochSameOwner(f *fixture) {
 		fencedOutcome("y", persistence.ResultDelivered, 2, ownerA))
 	f.wantState("x", messages.StateDelivered)
 	f.wantState("y", messages.StateRetry)
+}
+
+// epochZeroOutcomeRefusedOverAnotherClaim: work leased under epoch 0 (handed
+// over by the intake, or claimed by id for the bus) whose lease ran out is
+// claimed by the ring's owner under its epoch; the first holder's late
+// verdict, naming its owner and epoch 0, changes nothing (StaleEpoch), and
+// the new claim's verdict applies. A verdict under its own epoch-0 lease
+// (a single instance's claims) applies, its lease run out or not.
+func epochZeroOutcomeRefusedOverAnotherClaim(f *fixture) {
+	f.publish(0, alone(1, ownerB))
+	handed := newMsg("ez-handed")
+	handed.Lease = &persistence.Lease{Owner: ownerA, Until: at(10 * time.Second)}
+	own := newMsg("ez-own")
+	own.Lease = &persistence.Lease{Owner: ownerA, Until: at(10 * time.Second)}
+	res := f.accept(base, handed, own, newMsg("ez-named"))
+	for _, r := range res[:2] {
+		if r.Work == nil || r.Work.LeaseOwner != ownerA || r.Work.LeaseEpoch != 0 {
+			f.Fatalf("accepted work = %+v, want a row leased to %s under epoch 0", r.Work, ownerA)
+		}
+	}
+	named := f.claim(persistence.ClaimRequest{Kind: persistence.WorkDelivery, Target: feA, Owner: ownerA,
+		Limit: 1, Now: base, Lease: 10 * time.Second, IDs: []string{"ez-named"}})
+	f.wantIDSet("A's claim by id", workIDs(named.Work), "ez-named")
+	// A's own lease, run out, nobody claimed since: A's verdict stands.
+	f.completeOne(at(11*time.Second), fencedOutcome("ez-own", persistence.ResultDelivered, 0, ownerA), persistence.Applied)
+
+	// A paused past its leases; B, the ring's owner, claims the rows.
+	f.wantIDSet("B's claim", workIDs(f.claim(fenced(persistence.WorkDelivery, feA, ownerB, at(11*time.Second), 1, wholeRing)).Work),
+		"ez-handed", "ez-named")
+	// A resumes with its attempts' verdicts, as its dispatcher fences
+	// them: its owner and the work's lease epoch, 0.
+	late := func(id string, r persistence.Result) persistence.Outcome {
+		o := fencedOutcome(id, r, 0, ownerA)
+		o.Attempt = 1
+		return o
+	}
+	for _, o := range []persistence.Outcome{late("ez-handed", persistence.ResultRetry), late("ez-named", persistence.ResultFailed)} {
+		if got := f.complete(at(12*time.Second), o); got[0] != persistence.StaleEpoch {
+			f.Errorf("A's late %s of %s (epoch 0) over B's claim under epoch 1 = %s, want %s", o.Result, o.MessageID, got[0], persistence.StaleEpoch)
+		}
+	}
+	// B's claims still stand: nothing claims the rows again, and B's
+	// verdicts apply.
+	if c := f.claimDelivery(feA, ownerA, at(13*time.Second), 10); len(c.Work) != 0 {
+		f.Errorf("claim after A's late verdicts took %v, want nothing (leased to B)", workIDs(c.Work))
+	}
+	f.completeAll(at(14*time.Second), []persistence.Completion{persistence.Applied, persistence.Applied},
+		fencedOutcome("ez-handed", persistence.ResultDelivered, 1, ownerB),
+		fencedOutcome("ez-named", persistence.ResultDelivered, 1, ownerB))
+	for _, id := range []string{"ez-handed", "ez-named", "ez-own"} {
+		f.wantState(id, messages.StateDelivered)
+	}
 }
 
 func fencedOutcomePrecedence(f *fixture) {
