@@ -742,7 +742,10 @@ func (srv *Server) pump(account string, kick chan struct{}) {
 		}
 		outcomes := make([]persistence.Outcome, 0, len(calls))
 		for _, x := range calls {
-			o := persistence.Outcome{Kind: persistence.WorkReceipt, Target: account, MessageID: x.w.MessageID}
+			// Fenced by its claim: once the lease ran out and another
+			// instance claimed the receipt, that claim speaks for it.
+			o := persistence.Outcome{Kind: persistence.WorkReceipt, Target: account, MessageID: x.w.MessageID,
+				Owner: srv.cfg.Owner, Epoch: x.w.LeaseEpoch}
 			var resp smpp.PDU
 			err := x.err
 			if err == nil {

@@ -436,7 +436,9 @@ func TestServerClosesAConnectionThatDoesNotBind(t *testing.T) {
 }
 
 // A receipt waits for a receiver; one the ESME refuses for now is sent
-// again after the retry wait, one it takes is recorded delivered.
+// again after the retry wait, one it takes is recorded delivered. Each
+// outcome is fenced by its claim: this instance's owner and the lease's
+// epoch.
 func TestServerSendsReceipts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := &receipts{due: map[string]time.Time{"m1": time.Now()}}
@@ -466,6 +468,11 @@ func TestServerSendsReceipts(t *testing.T) {
 		if len(got) != 2 || got[0].Result != persistence.ResultRetry || got[1].Result != persistence.ResultDelivered ||
 			got[0].Kind != persistence.WorkReceipt || got[0].Target != "acct" {
 			t.Fatalf("outcomes %+v", got)
+		}
+		for _, o := range got {
+			if o.Owner != "i0" || o.Epoch != 0 {
+				t.Errorf("%s outcome: owner %q, epoch %d; want fenced by its claim (i0, 0)", o.Result, o.Owner, o.Epoch)
+			}
 		}
 		mu.Lock()
 		defer mu.Unlock()

@@ -373,12 +373,13 @@ func (r *FlowRound) Changes(now time.Time, peer string, w persistence.Written) [
 	return changes
 }
 
-// fenced stamps an outcome with the claim it comes from: if the ring moved
-// the token and its new owner claimed the row since, this answer is not
-// ours to record any more.
+// fenced stamps an outcome with the claim it comes from, its lease epoch
+// and this queue's owner: if the ring moved the token and its new owner
+// claimed the row since, this answer is not ours to record any more. Work
+// leased under epoch 0 (handed over by the intake, or claimed without the
+// ring) is fenced by its owner too: another instance that claimed it once
+// the lease ran out speaks for it.
 func (f *Flow) fenced(o persistence.Outcome, w persistence.Work) persistence.Outcome {
-	if w.LeaseEpoch > 0 {
-		o.Epoch, o.Owner = w.LeaseEpoch, f.owner
-	}
+	o.Epoch, o.Owner = w.LeaseEpoch, f.owner
 	return o
 }

@@ -239,6 +239,35 @@ func TestFlowHandedOverForwardsShareRequests(t *testing.T) {
 	}
 }
 
+// TestFlowFencesHandedOverWorkByItsOwner: forwards handed over by the
+// intake are leased to this instance under epoch 0; their outcomes name
+// the owner and that epoch, so that the store refuses them once another
+// instance claimed the rows (their lease ran out).
+func TestFlowFencesHandedOverWorkByItsOwner(t *testing.T) {
+	f := NewFlow("b", "me", flowPolicy())
+	f.Lane(persistence.WorkForward).SetOpen(true)
+	work := claimed(persistence.WorkForward, 2).Work
+	for i := range work {
+		work[i].LeaseEpoch = 0
+	}
+	f.Handover(work)
+	out := f.HandedOut()
+	if len(out) != 1 {
+		t.Fatalf("handed out %d batches, want 1", len(out))
+	}
+	f.Sent(t0, out[0], []messages.ForwardResult{{ForwardReply: messages.ForwardReply{ID: "forward-0"}},
+		{ForwardReply: messages.ForwardReply{ID: "forward-1"}, Error: messages.Errorf(messages.CodeNotOurFrontend, "no")}}, nil)
+	r, ok := f.Next(t0, time.Minute)
+	if !ok || len(r.Outcomes) != 2 {
+		t.Fatalf("round %+v: want the two outcomes", r)
+	}
+	for _, o := range r.Outcomes {
+		if o.Epoch != 0 || o.Owner != "me" {
+			t.Errorf("outcome %s of %s: epoch %d, owner %q; want fenced by its lease (0, me)", o.Result, o.MessageID, o.Epoch, o.Owner)
+		}
+	}
+}
+
 // TestFlowBusyPeerKeepsTheLaneOpen: a peer that sheds load or has no room
 // for new work (429, 507) is up: the lane stays open, and the work waits a
 // retry interval, or the answer's Retry-After when that is longer.
