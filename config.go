@@ -271,7 +271,9 @@ type Config struct {
 	// ForwardMaxRetries is how many ticks a message spends forward_queued
 	// before it is forward_failed.
 	ForwardMaxRetries int
-	// HTTPTimeout bounds every outbound peer call.
+	// HTTPTimeout bounds every outbound HTTP request to a peer; a batch of
+	// forwards or reports split into several requests gives each its
+	// own, and the whole call at most forward.CallTimeout (twice it).
 	HTTPTimeout time.Duration
 	// APIPort is the port of an SRV target whose record says 0.
 	APIPort int
@@ -550,11 +552,13 @@ func (c Config) Validate() error {
 }
 
 // RedeliveryHorizon is how long after its origin first sent a message to
-// a peer it may still send it there: the first call's HTTPTimeout (a
-// message is queued for its peer when that call fails, at most that late),
-// the forward retries of ForwardMaxRetries x ForwardRetryInterval after it,
-// and the last call's HTTPTimeout. A node keeps a message it received at
-// least that long, so that a forward repeated because its answer was lost
+// a peer it may still send it there: the first call's bound (a message is
+// queued for its peer when that call fails, at most that late), the
+// forward retries of ForwardMaxRetries x ForwardRetryInterval after it,
+// and the last call's bound. A call's bound is forward.CallTimeout, twice
+// HTTPTimeout (a batch split into several requests, each bounded by
+// HTTPTimeout: the message may be in the last). A node keeps a message it
+// received at least that long, so that a forward repeated because its answer was lost
 // finds it (and is answered as a duplicate) instead of being accepted and
 // delivered again. It is this node's flags: the peers of a federation are
 // expected to run the same forward settings (docs/operations.md).
@@ -567,12 +571,16 @@ func (c Config) RedeliveryHorizon() time.Duration {
 	if !ok && wait != 0 {
 		return math.MaxInt64
 	}
+	if c.HTTPTimeout > math.MaxInt64/2 {
+		return math.MaxInt64
+	}
+	call := forward.CallTimeout(c.HTTPTimeout)
 	h := wait
 	for range 2 {
-		if c.HTTPTimeout > 0 && h > math.MaxInt64-c.HTTPTimeout {
+		if call > 0 && h > math.MaxInt64-call {
 			return math.MaxInt64
 		}
-		h += c.HTTPTimeout
+		h += call
 	}
 	return h
 }
@@ -630,7 +638,7 @@ func (c Config) validateRetention() []error {
 			errs = append(errs, field.Errorf(r.path, "must be at most %s (0 keeps messages forever), got %v", maxKeepText, r.d))
 		case r.d > 0 && horizonOK && r.d < horizon:
 			errs = append(errs, field.Errorf(r.path, "%v is shorter than a peer may still send a message again "+
-				"(%s %d x %s %v + 2 x %s %v = %v): a forward repeated after its purge would be delivered twice", r.d,
+				"(%s %d x %s %v + 4 x %s %v = %v): a forward repeated after its purge would be delivered twice", r.d,
 				field.Ref("ForwardMaxRetries"), c.ForwardMaxRetries, field.Ref("ForwardRetryInterval"), c.ForwardRetryInterval,
 				field.Ref("HTTPTimeout"), c.HTTPTimeout, horizon))
 		}

@@ -28,7 +28,7 @@ func TestValidateNamesConfigFields(t *testing.T) {
 		{"DeliveryRetryMax", func(c *switchboard.Config) { c.DeliveryRetryMax = time.Second },
 			"DeliveryRetryMax: must be at least DeliveryRetryMin (1m0s), got 1s"},
 		{"Retention", func(c *switchboard.Config) { c.Retention = time.Minute },
-			"(ForwardMaxRetries 50 x ForwardRetryInterval 5s + 2 x HTTPTimeout 5s = 4m20s)"},
+			"(ForwardMaxRetries 50 x ForwardRetryInterval 5s + 4 x HTTPTimeout 5s = 4m30s)"},
 		{"NatsStream", func(c *switchboard.Config) { c.NatsStream = "S" }, "NatsStream: given without NatsURL"},
 		{"NatsStream", func(c *switchboard.Config) {
 			c.Postgres, c.NatsURL, c.NatsStream = "postgres://db/x", "nats://n:4222", "a.b"
@@ -129,7 +129,7 @@ func TestValidateErrorsNameExistingFields(t *testing.T) {
 	}
 }
 
-// TestRedeliveryHorizonDoesNotWrap: retries x interval + 2 x the timeout
+// TestRedeliveryHorizonDoesNotWrap: retries x interval + 4 x the timeout
 // past a Duration's range is the longest duration, never a wrapped one (a
 // negative horizon let every retention pass its check).
 func TestRedeliveryHorizonDoesNotWrap(t *testing.T) {
@@ -146,11 +146,11 @@ func TestRedeliveryHorizonDoesNotWrap(t *testing.T) {
 		cfg := switchboard.DefaultConfig()
 		cfg.ForwardMaxRetries, cfg.ForwardRetryInterval, cfg.HTTPTimeout = tc.retries, tc.interval, tc.timeout
 		if h := cfg.RedeliveryHorizon(); h != math.MaxInt64 {
-			t.Errorf("%d x %v + 2 x %v: horizon %v, want the longest duration", tc.retries, tc.interval, tc.timeout, h)
+			t.Errorf("%d x %v + 4 x %v: horizon %v, want the longest duration", tc.retries, tc.interval, tc.timeout, h)
 		}
 	}
 	cfg := switchboard.DefaultConfig()
-	if h, want := cfg.RedeliveryHorizon(), 4*time.Minute+20*time.Second; h != want {
+	if h, want := cfg.RedeliveryHorizon(), 4*time.Minute+30*time.Second; h != want {
 		t.Errorf("default horizon %v, want %v", h, want)
 	}
 }

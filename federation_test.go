@@ -575,7 +575,13 @@ func TestFederationForwardNamingAnotherOriginRefused(t *testing.T) {
 // records every outcome.
 func TestFederationLongFailureReportsReachTheOrigin(t *testing.T) {
 	logs := map[string]*logtest.Buffer{}
-	fn, a, b := forwardingPair(t, func(c *switchboard.Config) { c.Logger, logs[c.Name] = logtest.New() })
+	fn, a, b := forwardingPair(t, func(c *switchboard.Config) {
+		c.Logger, logs[c.Name] = logtest.New()
+		// The subject is how the reports are split, not how fast a
+		// applies a request of 1 MiB: on a loaded machine that can take
+		// longer than these tests' usual 2 s.
+		c.HTTPTimeout = 10 * time.Second
+	})
 
 	const n = 200
 	var ids []string
@@ -603,7 +609,7 @@ func TestFederationLongFailureReportsReachTheOrigin(t *testing.T) {
 	b.waitState(ids[n-1], messages.StateFailed)
 	fn.setCut("a", "b", false)
 	a.waitPeer("b", messages.PeerHealthy)
-	polltest.Eventually(t, 20*time.Second, func() error {
+	polltest.Eventually(t, 60*time.Second, func() error {
 		for _, id := range ids {
 			if m := a.message(id); m.State != messages.StateFailed {
 				return fmt.Errorf("%s is %s at a, failed at b", id, m.State)

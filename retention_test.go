@@ -173,7 +173,7 @@ func metricValue(t *testing.T, text, series string) float64 {
 // still resend a forward is refused at New, naming the flags.
 func TestRetentionRefusesAShortWindow(t *testing.T) {
 	cfg := testConfig(t)
-	cfg.Retention = time.Minute // the default horizon is 50 x 5s + 2 x 5s
+	cfg.Retention = time.Minute // the default horizon is 50 x 5s + 4 x 5s
 	_, err := switchboard.New(cfg)
 	if err == nil || !strings.Contains(err.Error(), "Retention: 1m0s is shorter") || !strings.Contains(err.Error(), "ForwardMaxRetries 50") {
 		t.Fatalf("New with --retention 1m: %v", err)

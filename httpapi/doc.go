@@ -102,5 +102,12 @@
 // refusal of the caller (forbidden: unknown_peer, node_mismatch,
 // federation_disabled, client_certificate_required, 401), a path or method
 // the peer does not serve (404, 405) or any transient failure fails the
-// whole call, which the forward queue retries (forwards are idempotent).
+// call, which the forward queue retries (forwards are idempotent).
+//
+// A Forward or Status call may be several requests (the single form, or
+// a batch split to fit the peer's 1 MiB bound on a request body), each
+// bounded by the client's Timeout (--http-timeout). A call that fails
+// returns with its error the results of the requests that completed (the
+// others' have an empty ID): the forward queue records them and retries
+// only the rest.
 package httpapi

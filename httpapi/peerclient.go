@@ -40,9 +40,9 @@ type PeerClientConfig struct {
 	// every call. Required.
 	Node string
 	// Timeout bounds every HTTP request: a peer that does not answer
-	// within it counts as failed, and a batch of
-	// single forwards is several requests, each with its own bound. The
-	// caller's context bounds the whole call as well.
+	// within it counts as failed. A Forward or Status call of several
+	// requests (a batch split to fit MaxBody, or the single form) gives
+	// each its own bound; the caller's context bounds the whole call.
 	Timeout time.Duration
 	// RootCAs verifies peers' certificate chains (the node's CA bundle).
 	RootCAs *x509.CertPool
@@ -632,12 +632,15 @@ func messageRefusal(err error) (*messages.Error, bool) {
 
 // Forward implements transport.Peer. With batch it sends forward_batch
 // requests of at most MaxForwardBatch messages and MaxBody bytes (the
-// peer's bound on a request, forwardChunks); without, one forward
-// request per message, SingleConcurrency at a time. A message the peer
-// refuses (a 4xx about the message) gets its result's Error; any other
-// failure of any request fails the whole call, even when some messages
-// were accepted: the caller sends them all again, and forwards are
-// idempotent.
+// peer's bound on a request, forwardChunks), one after another; without,
+// one forward request per message, SingleConcurrency at a time. Each
+// request has its own Timeout; ctx bounds the whole call. A message the
+// peer refuses (a 4xx about the message) gets its result's Error; any
+// other failure of a request fails the call, and the requests not yet
+// started are not sent. The results of the requests that completed are
+// returned with the error (the others' have an empty ID): the caller
+// records them and sends only the rest again (forwards are idempotent
+// all the same).
 func (c *PeerClient) Forward(ctx context.Context, to transport.Target, batch bool, fs []messages.Forward) ([]messages.ForwardResult, error) {
 	addr := to.Addr
 	key, want, err := c.target(to)
@@ -659,11 +662,11 @@ func (c *PeerClient) Forward(ctx context.Context, to transport.Target, batch boo
 					}
 					continue
 				}
-				return nil, err
+				return results, err
 			}
 			if err := inInputOrder(addr, "forwards", out.Results, fs[lo:hi],
 				func(r messages.ForwardResult) string { return r.ID }, func(f messages.Forward) string { return f.ID }); err != nil {
-				return nil, err
+				return results, err
 			}
 			copy(results[lo:hi], out.Results)
 		}
@@ -679,13 +682,12 @@ func (c *PeerClient) Forward(ctx context.Context, to transport.Target, batch boo
 		if err == nil && out.ID != fs[i].ID {
 			return fmt.Errorf("%s answered the forward of %q for message %q", addr, fs[i].ID, out.ID)
 		}
-		results[i] = messages.ForwardResult{ForwardReply: out}
+		if err == nil {
+			results[i] = messages.ForwardResult{ForwardReply: out}
+		}
 		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return results, nil
+	return results, err
 }
 
 // inInputOrder checks a batch's answer: one result per item sent, in the
@@ -762,9 +764,13 @@ func bodyChunks[T any](items []T, limit, maxItems, envelope int, text func(T) in
 
 // Status implements transport.Peer: delivery_status_batch requests of at
 // most MaxStatusBatch reports and MaxBody bytes (the peer's bound on a
-// request, statusChunks) with batch, else one delivery_status request
-// per report, SingleConcurrency at a time. A StatusReply has no room for
-// an error, so any refused or failed request fails the whole call.
+// request, statusChunks) one after another with batch, else one
+// delivery_status request per report, SingleConcurrency at a time. Each
+// request has its own Timeout; ctx bounds the whole call. A StatusReply
+// has no room for an error, so a refused or failed request fails the
+// call, and the requests not yet started are not sent; the results of
+// those that completed are returned with the error (the others' have an
+// empty ID), so that only the rest is sent again.
 func (c *PeerClient) Status(ctx context.Context, to transport.Target, batch bool, rs []messages.StatusReport) ([]messages.StatusReply, error) {
 	addr := to.Addr
 	key, want, err := c.target(to)
@@ -777,27 +783,28 @@ func (c *PeerClient) Status(ctx context.Context, to transport.Target, batch bool
 			lo, hi := ch[0], ch[1]
 			var out messages.StatusBatchReply
 			if err := c.call(ctx, key, to.Node, want, pathStatusBatch, messages.StatusBatch{Statuses: rs[lo:hi]}, &out); err != nil {
-				return nil, err
+				return results, err
 			}
 			if err := inInputOrder(addr, "reports", out.Results, rs[lo:hi],
 				func(r messages.StatusReply) string { return r.ID }, func(r messages.StatusReport) string { return r.ID }); err != nil {
-				return nil, err
+				return results, err
 			}
 			copy(results[lo:hi], out.Results)
 		}
 		return results, nil
 	}
 	err = c.each(ctx, len(rs), func(ctx context.Context, i int) error {
-		err := c.call(ctx, key, to.Node, want, pathStatus, rs[i], &results[i])
-		if err == nil && results[i].ID != rs[i].ID {
-			return fmt.Errorf("%s answered the report of %q for message %q", addr, rs[i].ID, results[i].ID)
+		var out messages.StatusReply
+		err := c.call(ctx, key, to.Node, want, pathStatus, rs[i], &out)
+		if err == nil && out.ID != rs[i].ID {
+			return fmt.Errorf("%s answered the report of %q for message %q", addr, rs[i].ID, out.ID)
+		}
+		if err == nil {
+			results[i] = out
 		}
 		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return results, nil
+	return results, err
 }
 
 // each runs fn for 0..n-1, SingleConcurrency at a time. The first error

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -504,11 +505,7 @@ func TestPeerClientForwardBatchFitsTheBodyLimit(t *testing.T) {
 func TestPeerClientStatusBatchFitsTheBodyLimit(t *testing.T) {
 	st := newPeerSetup(t, true)
 	c := st.client(t, false)
-	ids := make([]string, 256)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("long-%03d", i)
-	}
-	rs := reports(ids...)
+	rs := reports(ids("long", 256)...)
 	for i := range rs {
 		rs[i].Status, rs[i].Reason = messages.ReportFailed, strings.Repeat("&", messages.MaxReasonLen)
 	}
@@ -768,4 +765,95 @@ func TestPeerClientForgetDropsTheNodesPool(t *testing.T) {
 	if n := pools(); n != before+1 || st.conns.Load() != 2 {
 		t.Errorf("a call for home after Forget: %d pools, %d connections; want a new pool and connection", n, st.conns.Load())
 	}
+}
+
+// TestPeerClientKeepsTheAnswersOfTheRequestsThatCompleted: a call split
+// into several requests (a batch over the body limit, or the single
+// form) whose second request stalls past Timeout fails, and returns with
+// the error the results of the request that completed (the others have
+// an empty ID): the caller records those and sends only the rest again,
+// instead of the same call timing out for ever.
+func TestPeerClientKeepsTheAnswersOfTheRequestsThatCompleted(t *testing.T) {
+	st := newPeerSetup(t, true)
+	c := st.client(t, false, func(cfg *PeerClientConfig) { cfg.Timeout, cfg.SingleConcurrency = 3*time.Second, 1 })
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) }) // before the server closes
+	var n atomic.Int64
+	stall := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			st.hits.h.ServeHTTP(w, r)
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body) // so that the client's giving up is seen
+		select {
+		case <-r.Context().Done():
+		case <-done:
+		}
+	})
+	st.hits.instead.Store(&stall)
+
+	rs := reports(ids("long", 200)...)
+	for i := range rs {
+		rs[i].Status, rs[i].Reason = messages.ReportFailed, strings.Repeat("&", messages.MaxReasonLen)
+	}
+	fs := forwards(ids("big", 4)...)
+	for i := range fs {
+		fs[i].Body = strings.Repeat("<", messages.MaxBodyLen)
+	}
+	for _, tc := range []struct {
+		name  string
+		first int // the items of the first request
+		call  func(context.Context) ([]string, error)
+	}{
+		{"status batch", statusChunks(rs, MaxBody)[0][1], func(ctx context.Context) ([]string, error) {
+			res, err := c.Status(ctx, toHome(st.addr), true, rs)
+			return replyIDs(res, func(r messages.StatusReply) string { return r.ID }), err
+		}},
+		{"forward batch", forwardChunks(fs, MaxBody)[0][1], func(ctx context.Context) ([]string, error) {
+			res, err := c.Forward(ctx, toHome(st.addr), true, fs)
+			return replyIDs(res, func(r messages.ForwardResult) string { return r.ID }), err
+		}},
+		{"status single", 1, func(ctx context.Context) ([]string, error) {
+			res, err := c.Status(ctx, toHome(st.addr), false, rs[:3])
+			return replyIDs(res, func(r messages.StatusReply) string { return r.ID }), err
+		}},
+		{"forward single", 1, func(ctx context.Context) ([]string, error) {
+			res, err := c.Forward(ctx, toHome(st.addr), false, fs[:3])
+			return replyIDs(res, func(r messages.ForwardResult) string { return r.ID }), err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n.Store(0)
+			got, err := tc.call(ctxT(t))
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("err = %v, want the second request's timeout", err)
+			}
+			if tc.first < 1 || tc.first >= len(got) {
+				t.Fatalf("%d results, the first request carried %d: want a call of several requests", len(got), tc.first)
+			}
+			for i, id := range got {
+				if answered := id != ""; answered != (i < tc.first) {
+					t.Errorf("result %d = %q: want the answers of the first request's %d items only", i, id, tc.first)
+				}
+			}
+		})
+	}
+}
+
+// ids is n message ids "prefix-000"...
+func ids(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%03d", prefix, i)
+	}
+	return out
+}
+
+// replyIDs is the ID of each result.
+func replyIDs[R any](res []R, id func(R) string) []string {
+	out := make([]string, len(res))
+	for i, r := range res {
+		out[i] = id(r)
+	}
+	return out
 }

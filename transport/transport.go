@@ -33,15 +33,19 @@ type Peer interface {
 	Health(ctx context.Context, to Target, h messages.Health) (messages.Health, error)
 	// Registry exchanges frontend registries (POST /api/federation/registry).
 	Registry(ctx context.Context, to Target, r messages.Registry) (messages.Registry, error)
-	// Forward hands messages to the peer. With batch, one forward_batch
-	// call carries them all; without, each goes in its own forward call.
+	// Forward hands messages to the peer. With batch, forward_batch
+	// requests carry them; without, each goes in its own forward request.
 	// Results are in input order; a message the peer refused has its
-	// result's Error set (a *messages.Error with the peer's code). An error
-	// return means no result is known for any message.
+	// result's Error set (a *messages.Error with the peer's code). With an
+	// error, the results are nil (none is known) or hold those of the
+	// requests that completed: a result with an empty ID is not known.
+	// Each request has its own bound (the transport's timeout); ctx bounds
+	// the whole call.
 	Forward(ctx context.Context, to Target, batch bool, fs []messages.Forward) ([]messages.ForwardResult, error)
 	// Status reports final delivery outcomes to the origin, one
 	// delivery_status_batch call with batch, else one call each. Results
-	// are in input order; an error return means none is known.
+	// are in input order and, with an error, as Forward's: nil, or those
+	// of the requests that completed (an empty ID: not known).
 	Status(ctx context.Context, to Target, batch bool, rs []messages.StatusReport) ([]messages.StatusReply, error)
 }
 

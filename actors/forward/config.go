@@ -25,7 +25,9 @@ type Config struct {
 	Transport transport.Peer
 	Clock     clock.Clock
 	Policy    Policy
-	// Timeout bounds one request to the peer.
+	// Timeout bounds one request to the peer (the transport's own bound
+	// on each request should be the same); a call of several requests is
+	// bounded by CallTimeout.
 	Timeout time.Duration
 	Logger  *slog.Logger
 	Metrics *Metrics
@@ -60,10 +62,22 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// CallTimeout bounds one call of a queue to its peer (Transport.Forward
+// or Status) whose requests are bounded by timeout each: a batch split
+// into several requests (to fit the peer's bound on a request body) may
+// take twice timeout in all. The requests the call had not finished by
+// then are retried; those that completed are recorded. A message may
+// leave in a call's last request, so the redelivery horizon counts this
+// bound rather than timeout.
+func CallTimeout(timeout time.Duration) time.Duration { return 2 * timeout }
+
+// callTimeout is CallTimeout(Timeout).
+func (c Config) callTimeout() time.Duration { return CallTimeout(c.Timeout) }
+
 // lease is how long a queue's claims lease their work: it outlives the
-// request it covers (Timeout plus the commit after it); a crash in between
-// lets another claim take the work after it.
-func (c Config) lease() time.Duration { return 2*c.Timeout + 10*time.Second }
+// call it covers (callTimeout plus the commit after it); a crash in
+// between lets another claim take the work after it.
+func (c Config) lease() time.Duration { return c.callTimeout() + 10*time.Second }
 
 // idlePoll is the fence's idle poll: 0 without a fence (the store is this
 // instance's alone).

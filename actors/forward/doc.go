@@ -11,10 +11,10 @@
 //   - Lane (lane.go): the flow control of one kind of work: open while
 //     the peer is healthy, at most InFlight requests, claims only while
 //     there may be due work.
-//   - Flow (flow.go): the two lanes, the results waiting to be recorded
-//     and the one store round at a time that records them and claims the
-//     next batches; forwards handed over by the intake; the queue's offer
-//     for the handover board.
+//   - Flow (flow.go): the two lanes and their batch sizes, the results
+//     waiting to be recorded and the one store round at a time that
+//     records them and claims the next batches; forwards handed over by
+//     the intake; the queue's offer for the handover board.
 //   - Link (link.go): the peer's link, as the peer actor last saw it, and
 //     when to park the peer's pending messages (to forward_queued, a page
 //     at a time): while it is not healthy, by peer.Parking, the rule the
@@ -30,13 +30,24 @@
 // (request.go) and a store round (store.go), each on a goroutine of its
 // own whose result comes back as a message, and the board's offer.
 //
+// Requests: a batch goes to the peer in one call of the transport, which
+// splits it into requests that fit the peer's bound on a request body and
+// sends them one after another. Each request is bounded by Timeout
+// (--http-timeout, the transport's own bound), the whole call by
+// CallTimeout (twice that; the claims' lease outlives it). When a request
+// fails, the answers to those before it are recorded as a whole call's
+// would be, and only the work without an answer is retried. A call that
+// timed out halves its lane's batch (Flow.Batch, down to 1); each that
+// succeeds doubles it back up to Policy.Batch.
+//
 // Failure: a request that did not complete closes its lane until the peer
 // is found healthy again (one failed check for the peer actor per broken
-// link) and its work waits forward_queued, due at once; a busy peer keeps
-// the lane open and its work waits a retry interval. A store round that
-// failed records nothing: the leases of its work run out and the work is
-// claimed again (forwards are idempotent at the peer, reports at the
-// origin), and its lanes claim nothing until the next kick or tick. A
+// link) and its work without an answer waits forward_queued, due at once;
+// a busy peer keeps the lane open and its work waits a retry interval. A
+// store round that failed records nothing: the leases of its work run out
+// and the work is claimed again (forwards are idempotent at the peer,
+// reports at the origin), and its lanes claim nothing until the next kick
+// or tick. A
 // queue starts (and restarts) with the peer not healthy: it parks the
 // peer's pending messages until the peer actor's next check says
 // otherwise. A queue that stops (its peer gone from discovery, the node

@@ -1,6 +1,8 @@
 package forward
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -31,6 +33,8 @@ type Flow struct {
 	// handed are forwards handed over by the intake, waiting for room in
 	// the forward lane.
 	handed []persistence.Work
+	// batch is each lane's batch now (Batch).
+	batch map[persistence.WorkKind]int
 }
 
 // kinds is the order lanes are served in.
@@ -45,6 +49,7 @@ type FlowRound struct {
 	Kinds    []persistence.WorkKind
 	Slots    []int
 	kicks    []int // each lane's Kicks() when the claim began
+	batches  []int // each lane's Batch when the claim began
 	msgs     map[string]messages.Message
 }
 
@@ -60,11 +65,32 @@ func NewFlow(peer, owner string, policy Policy) *Flow {
 		lanes: map[persistence.WorkKind]*Lane{
 			persistence.WorkForward: NewLane(policy.InFlight),
 			persistence.WorkStatus:  NewLane(policy.InFlight),
-		}}
+		},
+		batch: map[persistence.WorkKind]int{persistence.WorkForward: policy.Batch, persistence.WorkStatus: policy.Batch}}
 }
 
 // Lane is the lane of kind.
 func (f *Flow) Lane(k persistence.WorkKind) *Lane { return f.lanes[k] }
+
+// Batch is the most work of kind one request carries now: the policy's
+// Batch, halved (down to 1) by a request of that kind that timed out and
+// doubled back (up to Batch) by each that succeeded, so that a peer or
+// a link too slow for a full batch within the timeout still gets the work
+// a smaller batch at a time instead of the same batch timing out for ever.
+func (f *Flow) Batch(k persistence.WorkKind) int { return f.batch[k] }
+
+// resize adapts the batch of kind k to the result of a request of n
+// items (Batch): half n at most after a timeout (requests of the same size
+// in flight together, timing out together, halve it once), twice as large
+// after a success. A busy peer or a broken link says nothing of the size.
+func (f *Flow) resize(k persistence.WorkKind, n int, err error) {
+	switch {
+	case err == nil:
+		f.batch[k] = min(f.policy.Batch, 2*f.batch[k])
+	case errors.Is(err, context.DeadlineExceeded):
+		f.batch[k] = min(f.batch[k], max(1, n/2))
+	}
+}
 
 // SetHealthy opens the lanes (the peer is healthy) or closes them. A
 // closed lane opens whether a failed request closed it or the peer was not
@@ -107,10 +133,11 @@ func (f *Flow) Next(now time.Time, lease time.Duration) (*FlowRound, bool) {
 	for _, k := range kinds {
 		if n := f.lanes[k].Claims(); n > 0 {
 			r.Claims = append(r.Claims, persistence.ClaimRequest{Kind: k, Target: f.peer, Owner: f.owner,
-				Limit: n * f.policy.Batch, Now: now, Lease: lease})
+				Limit: n * f.batch[k], Now: now, Lease: lease})
 			r.Kinds = append(r.Kinds, k)
 			r.Slots = append(r.Slots, n)
 			r.kicks = append(r.kicks, f.lanes[k].Kicks())
+			r.batches = append(r.batches, f.batch[k])
 		}
 	}
 	if len(r.Claims)+len(r.Outcomes)+len(r.Updates) == 0 {
@@ -148,8 +175,8 @@ func (f *Flow) Done(now time.Time, r *FlowRound, w persistence.Written, claims [
 			work = claims[i].Work
 		}
 		for s := 0; s < r.Slots[i]; s++ {
-			n := min(len(work), f.policy.Batch)
-			if !lane.Claimed(n, f.policy.Batch, r.kicks[i]) {
+			n := min(len(work), r.batches[i])
+			if !lane.Claimed(n, r.batches[i], r.kicks[i]) {
 				break
 			}
 			send := f.sendable(now, work[:n:n])
@@ -234,7 +261,7 @@ func (f *Flow) Offer() int {
 	if !l.Open() || !l.Drained() || (f.round != nil && len(f.round.Claims) > 0) {
 		return 0
 	}
-	return max(max(f.policy.InFlight-l.InFlight(), 0)*f.policy.Batch-len(f.handed), 0)
+	return max(max(f.policy.InFlight-l.InFlight(), 0)*f.batch[persistence.WorkForward]-len(f.handed), 0)
 }
 
 // Handover takes forwards already leased to this queue (handed over by the
@@ -242,15 +269,15 @@ func (f *Flow) Offer() int {
 func (f *Flow) Handover(work []persistence.Work) { f.handed = append(f.handed, work...) }
 
 // HandedOut returns the batches of handed-over forwards to send now: while
-// the forward lane has room, Batch at a time, so that what came in several
-// small commits while requests were out leaves in one request. A lane that
-// closed meanwhile sends them anyway (they are leased to this queue; its
-// request fails like the others and records their retry).
+// the forward lane has room, Batch(forward) at a time, so that what came
+// in several small commits while requests were out leaves in one request.
+// A lane that closed meanwhile sends them anyway (they are leased to this
+// queue; its request fails like the others and records their retry).
 func (f *Flow) HandedOut() []Batch {
 	var out []Batch
 	l := f.lanes[persistence.WorkForward]
 	for len(f.handed) > 0 && (l.InFlight() < f.policy.InFlight || !l.Open()) {
-		n := min(len(f.handed), f.policy.Batch)
+		n := min(len(f.handed), f.batch[persistence.WorkForward])
 		l.Took()
 		out = append(out, Batch{Kind: persistence.WorkForward, Work: f.handed[:n:n]})
 		f.handed = f.handed[n:]
@@ -258,45 +285,64 @@ func (f *Flow) HandedOut() []Batch {
 	return out
 }
 
-// Sent takes a request's result: the lane learns whether the link works
-// (closed reports whether this request closed it: one failed check per
-// broken link), and the outcomes and status updates to record are queued.
-// A peer that sheds load or has no room (busy: transport.Busy, a 429 or a
-// 507) is up: the link stays open, and its work waits a retry interval, or
-// the answer's Retry-After when that is longer.
-func (f *Flow) Sent(now time.Time, b Batch, forward []messages.ForwardResult, err error) (closed bool) {
+// Sent takes a request's result (the call's: forward or status holds the
+// peer's answers, all of them when err is nil, else those of the requests
+// that completed, see forwardAnswered): the lane learns whether the link
+// works (closed reports whether this request closed it: one failed check
+// per broken link), the lane's Batch whether it was too large, and the
+// outcomes and status updates to record are queued: those of the answers,
+// and for the rest of the work a retry. A peer that sheds load or has no
+// room (busy: transport.Busy, a 429 or a 507) is up: the link stays open,
+// and its work waits a retry interval, or the answer's Retry-After when
+// that is longer.
+func (f *Flow) Sent(now time.Time, b Batch, forward []messages.ForwardResult, status []messages.StatusReply, err error) (closed bool) {
 	busy := transport.KindOf(err) == transport.Busy
 	closed = f.lanes[b.Kind].Done(err == nil || busy)
-	for _, w := range b.Work {
+	f.resize(b.Kind, len(b.Work), err)
+	var rest []persistence.Work
+	for i, w := range b.Work {
 		f.msgs[w.MessageID] = w.Message
-	}
-	switch {
-	case err != nil:
-		for _, o := range f.Unsent(now, b.Work, err) {
-			if busy {
-				o.RetryAt = now.Add(max(f.policy.RetryInterval, transport.RetryAfterOf(err)))
-				o.Detail = fmt.Sprintf("%s is busy: %v", f.peer, err)
-			}
-			f.outcomes = append(f.outcomes, o)
-		}
-	case b.Kind == persistence.WorkForward:
-		for i, w := range b.Work {
+		switch {
+		case b.Kind == persistence.WorkForward && forwardAnswered(forward, i, err):
 			v := f.policy.Judge(now, f.peer, w, forward[i])
 			if v.Status != nil {
 				f.updates = append(f.updates, *v.Status)
 			} else {
 				f.outcomes = append(f.outcomes, f.fenced(*v.Outcome, w))
 			}
-		}
-	default:
-		// Every answer is final for the report: applied, recorded before, or
-		// unknown to the origin (nothing more we can tell it).
-		for _, w := range b.Work {
+		case b.Kind == persistence.WorkStatus && statusAnswered(status, i, err):
+			// Every answer is final for the report: applied, recorded
+			// before, or unknown to the origin (nothing more we can tell it).
 			f.outcomes = append(f.outcomes, f.fenced(persistence.Outcome{Kind: persistence.WorkStatus, Target: f.peer,
 				MessageID: w.MessageID, Result: persistence.ResultDelivered, Detail: "reported to " + f.peer}, w))
+		default:
+			rest = append(rest, w)
 		}
 	}
+	if len(rest) == 0 {
+		return closed
+	}
+	for _, o := range f.Unsent(now, rest, err) {
+		if busy {
+			o.RetryAt = now.Add(max(f.policy.RetryInterval, transport.RetryAfterOf(err)))
+			o.Detail = fmt.Sprintf("%s is busy: %v", f.peer, err)
+		}
+		f.outcomes = append(f.outcomes, o)
+	}
 	return closed
+}
+
+// forwardAnswered reports whether a forward call that ended with err
+// answered its item i: every item when it succeeded; when it failed,
+// those of the requests that completed, whose results carry their ID
+// (the others' is empty, or rs is nil: transport.Peer).
+func forwardAnswered(rs []messages.ForwardResult, i int, err error) bool {
+	return err == nil || (i < len(rs) && rs[i].ID != "")
+}
+
+// statusAnswered is forwardAnswered for a delivery_status call.
+func statusAnswered(rs []messages.StatusReply, i int, err error) bool {
+	return err == nil || (i < len(rs) && rs[i].ID != "")
 }
 
 // Unsent is what records work claimed and not sent, or sent without an

@@ -1,6 +1,7 @@
 package forward
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -61,7 +62,7 @@ func TestFlowRecordsResultsWithTheNextClaims(t *testing.T) {
 		{ForwardReply: messages.ForwardReply{ID: "forward-1", Duplicate: true, State: messages.StateDelivered}},
 		{ForwardReply: messages.ForwardReply{ID: "forward-2"}, Error: messages.Errorf(messages.CodeNotOurFrontend, "no")},
 	}
-	if closed := f.Sent(t0, sends[0], results, nil); closed {
+	if closed := f.Sent(t0, sends[0], results, nil, nil); closed {
 		t.Fatal("a request that worked closed the lane")
 	}
 	f.Lane(persistence.WorkForward).Kick()
@@ -97,10 +98,10 @@ func TestFlowFailedRequestClosesTheLaneOnce(t *testing.T) {
 		t.Fatalf("sends %d, want 2", len(sends))
 	}
 	boom := errors.New("connection refused")
-	if !f.Sent(t0, sends[0], nil, boom) {
+	if !f.Sent(t0, sends[0], nil, nil, boom) {
 		t.Error("the first failed request did not close the lane")
 	}
-	if f.Sent(t0, sends[1], nil, boom) {
+	if f.Sent(t0, sends[1], nil, nil, boom) {
 		t.Error("the second failed request closed it again")
 	}
 	r, ok := f.Next(t0, time.Minute)
@@ -233,7 +234,7 @@ func TestFlowHandedOverForwardsShareRequests(t *testing.T) {
 	if n := f.Offer(); n != 0 {
 		t.Errorf("offer %d with the lane full", n)
 	}
-	f.Sent(t0, Batch{Kind: persistence.WorkForward, Work: out[0].Work}, make([]messages.ForwardResult, 10), nil)
+	f.Sent(t0, Batch{Kind: persistence.WorkForward, Work: out[0].Work}, make([]messages.ForwardResult, 10), nil, nil)
 	if out := f.HandedOut(); len(out) != 1 || len(out[0].Work) != 7 {
 		t.Fatalf("after a request ended: %+v, want the 7 waiting in one batch", out)
 	}
@@ -281,7 +282,7 @@ func TestFlowBusyPeerKeepsTheLaneOpen(t *testing.T) {
 		r, _ := f.Next(t0, time.Minute)
 		sends, _ := f.Done(t0, r, persistence.Written{}, []*persistence.Claim{claimed(persistence.WorkForward, 2)}, nil)
 		full := &transport.CallError{Kind: transport.Busy, Status: 507, Code: messages.CodeStorageFull, RetryAfter: c.retryAfter}
-		if f.Sent(t0, sends[0], nil, full) {
+		if f.Sent(t0, sends[0], nil, nil, full) {
 			t.Errorf("Retry-After %v: a busy peer closed the lane", c.retryAfter)
 		}
 		if !f.Lane(persistence.WorkForward).Open() {
@@ -393,5 +394,55 @@ func TestReportOfOnlyFinalStates(t *testing.T) {
 		if got := map[bool]string{true: rep.Status}[ok]; got != want || ok != (want != "") {
 			t.Errorf("ReportOf(%s) = %q, %v; want %q", state, rep.Status, ok, want)
 		}
+	}
+}
+
+// TestFlowHalvesTheBatchAfterATimeout: a request that timed out makes
+// the lane's next batches half its size (requests of one size timing out
+// together halve it once), claims and handed-over forwards alike; each
+// request that succeeds doubles it back up to the policy's; a busy peer
+// or a broken link leaves it as it is.
+func TestFlowHalvesTheBatchAfterATimeout(t *testing.T) {
+	timedOut := fmt.Errorf("Post \"https://b/api/federation/forward_batch\": %w", context.DeadlineExceeded)
+	f := NewFlow("b", "me", flowPolicy())
+	lane := f.Lane(persistence.WorkForward)
+	lane.SetOpen(true)
+	r, _ := f.Next(t0, time.Minute)
+	sends, _ := f.Done(t0, r, persistence.Written{}, []*persistence.Claim{claimed(persistence.WorkForward, 20)}, nil)
+	f.Sent(t0, sends[0], nil, nil, timedOut)
+	f.Sent(t0, sends[1], nil, nil, timedOut)
+	if got := f.Batch(persistence.WorkForward); got != 5 {
+		t.Fatalf("batch after two requests of 10 timed out: %d, want 5", got)
+	}
+	if got := f.Batch(persistence.WorkStatus); got != 10 {
+		t.Errorf("the status lane's batch %d, want 10: only the forward lane's requests timed out", got)
+	}
+	lane.SetOpen(true)
+	r, ok := f.Next(t0, time.Minute)
+	if !ok || len(r.Claims) != 1 || r.Claims[0].Limit != 10 {
+		t.Fatalf("claims %+v: want one of 2 x 5", r.Claims)
+	}
+	sends, _ = f.Done(t0, r, persistence.Written{Completions: make([]persistence.Completion, len(r.Outcomes))},
+		[]*persistence.Claim{claimed(persistence.WorkForward, 10)}, nil)
+	if len(sends) != 2 || len(sends[0].Work) != 5 || len(sends[1].Work) != 5 {
+		t.Fatalf("sends %+v: want two batches of 5", sends)
+	}
+	f.Sent(t0, sends[0], nil, nil, &transport.CallError{Kind: transport.Busy, Status: 429, Code: messages.CodeOverloaded})
+	f.Sent(t0, sends[1], nil, nil, errors.New("connection refused"))
+	if got := f.Batch(persistence.WorkForward); got != 5 {
+		t.Fatalf("batch after a busy answer and a refused connection: %d, want 5", got)
+	}
+	f.Handover(claimed(persistence.WorkForward, 7).Work)
+	out := f.HandedOut()
+	if len(out) != 2 || len(out[0].Work) != 5 {
+		t.Fatalf("handed out %+v: want batches of 5", out)
+	}
+	f.Sent(t0, out[0], make([]messages.ForwardResult, 5), nil, nil)
+	if got := f.Batch(persistence.WorkForward); got != 10 {
+		t.Errorf("batch after a success: %d, want 10", got)
+	}
+	f.Sent(t0, out[1], make([]messages.ForwardResult, 2), nil, nil)
+	if got := f.Batch(persistence.WorkForward); got != 10 {
+		t.Errorf("batch after another success: %d, want 10 (the policy's)", got)
 	}
 }

@@ -33,14 +33,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-// sent counts a request's result: failed when it did not complete, else
-// each forward the peer accepted.
+// sent counts a request's result: failed when it did not complete, and
+// each forward the peer accepted (in the requests that completed).
 func (m *Metrics) sent(peer string, kind persistence.WorkKind, forward []messages.ForwardResult, err error) {
 	if err != nil {
 		m.failedC.WithLabelValues(peer, string(kind)).Inc()
 	}
-	for _, f := range forward {
-		if f.Error == nil {
+	for i, f := range forward {
+		if forwardAnswered(forward, i, err) && f.Error == nil {
 			m.completedC.WithLabelValues(peer).Inc()
 		}
 	}

@@ -133,10 +133,10 @@ func (q *Queue) Receive(c actor.Context) {
 	case *sent:
 		q.gate.read(m)
 		if m.err != nil {
-			q.log.Warn("request to peer failed", "kind", m.batch.Kind, "messages", len(m.batch.Work), "err", m.err)
+			q.log.Warn("request to peer failed", "kind", m.batch.Kind, "messages", len(m.batch.Work), "answered", m.answered(), "err", m.err)
 		}
 		q.cfg.Metrics.sent(q.cfg.Peer, m.batch.Kind, m.forward, m.err)
-		if q.flow.Sent(q.cfg.Clock.Now(), m.batch, m.forward, m.err) {
+		if q.flow.Sent(q.cfg.Clock.Now(), m.batch, m.forward, m.status, m.err) {
 			// One failed check per broken link, not one per request that
 			// was in flight when it broke (a busy peer closes nothing: it
 			// is up).

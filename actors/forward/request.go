@@ -21,53 +21,79 @@ type sent struct {
 	err     error
 }
 
+// answered counts the work the peer answered (all of it unless the call
+// failed: then the answers to its requests that completed).
+func (s *sent) answered() int {
+	n := 0
+	for i := range s.batch.Work {
+		if s.batch.Kind == persistence.WorkForward && forwardAnswered(s.forward, i, s.err) ||
+			s.batch.Kind == persistence.WorkStatus && statusAnswered(s.status, i, s.err) {
+			n++
+		}
+	}
+	return n
+}
+
 // send runs one request in its own goroutine; its result comes back as a
 // message, so Receive never waits on the network.
 func (q *Queue) send(b Batch) {
-	link, tr, timeout := q.link.Peer(), q.cfg.Transport, q.cfg.Timeout
-	g := q.gate
-	node, peerName, tracing := q.cfg.Node, q.cfg.Peer, q.cfg.Tracing
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		res := &sent{batch: b}
-		if b.Kind == persistence.WorkForward {
-			spans := startSpans(tracing, telemetry.SpanForward, peerName, b.Work)
-			res.forward, res.err = sendForwards(ctx, tr, peerName, link, b.Work, spans)
-			endSpans(spans, res.err, func(i int) *messages.Error {
-				if res.forward == nil {
-					return nil
-				}
-				return res.forward[i].Error
-			})
-		} else {
-			spans := startSpans(tracing, telemetry.SpanStatus, peerName, b.Work)
-			rs := make([]messages.StatusReport, len(b.Work))
-			for i, w := range b.Work {
-				var ok bool
-				if rs[i], ok = ReportOf(node, w.Message); !ok {
-					// Flow.sendable holds such work back; never report a
-					// guess: the request fails and its work is retried.
-					res.err = fmt.Errorf("message %s is %s here: no final outcome to report", w.MessageID, w.Message.State)
-				}
-				if !link.MessageFields {
-					rs[i].Attempts = 0 // a field the peer did not announce
-				}
-				if link.TraceContext && spans != nil && spans[i] != nil {
-					// An untraced message shares the batch with traced ones.
-					rs[i].Traceparent = telemetry.Of(spans[i])
-				}
+	link, cfg, g := q.link.Peer(), q.cfg, q.gate
+	go func() { q.deliver(g, cfg.request(link, b)) }()
+}
+
+// request makes the call that sends b to the peer at link and returns its
+// result: the whole call is bounded by callTimeout, each of its requests
+// by the transport's own timeout, and the answers of the requests that
+// completed are kept when a later one fails (transport.Peer).
+func (c Config) request(link messages.PeerLink, b Batch) *sent {
+	ctx, cancel := context.WithTimeout(context.Background(), c.callTimeout())
+	defer cancel()
+	tr, node, peerName := c.Transport, c.Node, c.Peer
+	res := &sent{batch: b}
+	if b.Kind == persistence.WorkForward {
+		spans := startSpans(c.Tracing, telemetry.SpanForward, peerName, b.Work)
+		res.forward, res.err = sendForwards(ctx, tr, peerName, link, b.Work, spans)
+		endSpans(spans, func(i int) error {
+			if !forwardAnswered(res.forward, i, res.err) {
+				return res.err
 			}
-			if res.err == nil {
-				res.status, res.err = tr.Status(ctx, transport.Target{Node: peerName, Addr: link.Addr}, link.StatusBatch, rs)
+			if e := res.forward[i].Error; e != nil {
+				return e
 			}
-			if res.err == nil && len(res.status) != len(rs) {
-				res.err = fmt.Errorf("peer answered %d results for %d reports", len(res.status), len(rs))
-			}
-			endSpans(spans, res.err, func(int) *messages.Error { return nil })
+			return nil
+		})
+		return res
+	}
+	spans := startSpans(c.Tracing, telemetry.SpanStatus, peerName, b.Work)
+	rs := make([]messages.StatusReport, len(b.Work))
+	for i, w := range b.Work {
+		var ok bool
+		if rs[i], ok = ReportOf(node, w.Message); !ok {
+			// Flow.sendable holds such work back; never report a
+			// guess: the request fails and its work is retried.
+			res.err = fmt.Errorf("message %s is %s here: no final outcome to report", w.MessageID, w.Message.State)
 		}
-		q.deliver(g, res)
-	}()
+		if !link.MessageFields {
+			rs[i].Attempts = 0 // a field the peer did not announce
+		}
+		if link.TraceContext && spans != nil && spans[i] != nil {
+			// An untraced message shares the batch with traced ones.
+			rs[i].Traceparent = telemetry.Of(spans[i])
+		}
+	}
+	if res.err == nil {
+		res.status, res.err = tr.Status(ctx, transport.Target{Node: peerName, Addr: link.Addr}, link.StatusBatch, rs)
+	}
+	if (res.err == nil || res.status != nil) && len(res.status) != len(rs) {
+		res.status, res.err = nil, fmt.Errorf("peer answered %d results for %d reports", len(res.status), len(rs))
+	}
+	endSpans(spans, func(i int) error {
+		if !statusAnswered(res.status, i, res.err) {
+			return res.err
+		}
+		return nil
+	})
+	return res
 }
 
 // startSpans starts span name (a client span to peer) for each traced
@@ -90,19 +116,15 @@ func startSpans(t *telemetry.Tracing, name, peerName string, work []persistence.
 	return spans
 }
 
-// endSpans ends the spans of startSpans: failed with err (the request's),
-// else with the message's own error.
-func endSpans(spans []trace.Span, err error, of func(i int) *messages.Error) {
+// endSpans ends the spans of startSpans, each failed with errOf(i) (the
+// request's error for a message without an answer, else the message's
+// own) when that is not nil.
+func endSpans(spans []trace.Span, errOf func(i int) error) {
 	for i, s := range spans {
 		if s == nil {
 			continue
 		}
-		switch e := of(i); {
-		case err != nil:
-			telemetry.Fail(s, err)
-		case e != nil:
-			telemetry.Fail(s, e)
-		}
+		telemetry.Fail(s, errOf(i))
 		s.End()
 	}
 }
@@ -126,7 +148,9 @@ func missingCapability(o messages.Options, link messages.PeerLink) *messages.Err
 // sendForwards sends the forwards of work in one call to peerName and
 // returns a result for each, in order. A message the peer cannot take
 // (missingCapability) is not sent: its result is a capability_missing
-// error, which fails it (see Judge).
+// error, which fails it (see Judge). With an error, the results known are
+// returned all the same (those of the requests that completed, and the
+// messages not sent): see forwardAnswered.
 func sendForwards(ctx context.Context, tr transport.Peer, peerName string, link messages.PeerLink, work []persistence.Work, spans []trace.Span) ([]messages.ForwardResult, error) {
 	out := make([]messages.ForwardResult, len(work))
 	fs := make([]messages.Forward, 0, len(work))
@@ -147,16 +171,13 @@ func sendForwards(ctx context.Context, tr transport.Peer, peerName string, link 
 		return out, nil
 	}
 	res, err := tr.Forward(ctx, transport.Target{Node: peerName, Addr: link.Addr}, link.ForwardBatch, fs)
-	if err == nil && len(res) != len(fs) {
-		err = fmt.Errorf("peer answered %d results for %d forwards", len(res), len(fs))
+	if (err == nil || res != nil) && len(res) != len(fs) {
+		res, err = nil, fmt.Errorf("peer answered %d results for %d forwards", len(res), len(fs))
 	}
-	if err != nil {
-		return nil, err
-	}
-	for j, i := range at {
+	for j, i := range at[:len(res)] {
 		out[i] = res[j]
 	}
-	return out, nil
+	return out, err
 }
 
 // ReportOf is the delivery_status report of a message final at node, and

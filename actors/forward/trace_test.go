@@ -46,7 +46,7 @@ func TestTraceparentOnlyToPeersAnnouncingIt(t *testing.T) {
 		if _, err := sendForwards(context.Background(), tr, "b", messages.PeerLink{Addr: "b:1", TraceContext: announced}, work, spans); err != nil {
 			t.Fatal(err)
 		}
-		endSpans(spans, nil, func(int) *messages.Error { return nil })
+		endSpans(spans, func(int) error { return nil })
 		if len(tr.got) != 2 {
 			t.Fatalf("sent %d forwards", len(tr.got))
 		}

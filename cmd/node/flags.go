@@ -129,7 +129,7 @@ var runFlags = []runFlag{
 	durationFlag("registry-interval", "RegistryInterval", "frontend registry exchange with every healthy peer"),
 	durationFlag("forward-retry-interval", "ForwardRetryInterval", "forward worker tick"),
 	intFlag("forward-max-retries", "ForwardMaxRetries", "ticks a message may wait forward_queued before forward_failed"),
-	durationFlag("http-timeout", "HTTPTimeout", "bound on every outbound peer call"),
+	durationFlag("http-timeout", "HTTPTimeout", "bound on every outbound HTTP request to a peer (a batch of several: each)"),
 	intFlag("api-port", "APIPort", "port of an SRV target whose record port is 0"),
 	boolFlag("insecure-skip-verify", "InsecureSkipVerify", "development only: federate without verifying peers (logged as a warning)"),
 	stringFlag("ring-role", "RingRole", "ROLE", "master, slave, index (StatefulSet ordinal: 0 is master) or auto (Postgres advisory lock)"),

@@ -368,7 +368,7 @@ func TestParseRunBadValues(t *testing.T) {
 		{"max-pending-submits", "0", "at least 1", nil},
 		{"retention", "a day", "must be a duration", nil},
 		{"retention", "-1h", "must not be negative", nil},
-		{"retention", "4m", "shorter than a peer may still send a message again (--forward-max-retries 50 x --forward-retry-interval 5s + 2 x --http-timeout 5s = 4m20s)", nil},
+		{"retention", "4m", "shorter than a peer may still send a message again (--forward-max-retries 50 x --forward-retry-interval 5s + 4 x --http-timeout 5s = 4m30s)", nil},
 		{"retention-failed", "1m", "shorter than a peer may still send a message again", []string{"--retention", "1h"}},
 		{"retention", "10m", "--forward-max-retries 200", []string{"--forward-max-retries", "200"}},
 		{"min-free-space", "plenty", "must be a size such as 256MiB or a percentage", nil},
