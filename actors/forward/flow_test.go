@@ -257,7 +257,7 @@ func TestFlowFencesHandedOverWorkByItsOwner(t *testing.T) {
 		t.Fatalf("handed out %d batches, want 1", len(out))
 	}
 	f.Sent(t0, out[0], []messages.ForwardResult{{ForwardReply: messages.ForwardReply{ID: "forward-0"}},
-		{ForwardReply: messages.ForwardReply{ID: "forward-1"}, Error: messages.Errorf(messages.CodeNotOurFrontend, "no")}}, nil)
+		{ForwardReply: messages.ForwardReply{ID: "forward-1"}, Error: messages.Errorf(messages.CodeNotOurFrontend, "no")}}, nil, nil)
 	r, ok := f.Next(t0, time.Minute)
 	if !ok || len(r.Outcomes) != 2 {
 		t.Fatalf("round %+v: want the two outcomes", r)
