@@ -38,7 +38,7 @@
 // fails, the answers to those before it are recorded as a whole call's
 // would be, and only the work without an answer is retried. A call that
 // timed out halves its lane's batch (Flow.Batch, down to 1); each that
-// succeeds doubles it back up to Policy.Batch.
+// succeeds, cut at the batch as it is, doubles it back up to Policy.Batch.
 //
 // Failure: a request that did not complete closes its lane until the peer
 // is found healthy again (one failed check for the peer actor per broken

@@ -57,6 +57,8 @@ type FlowRound struct {
 type Batch struct {
 	Kind persistence.WorkKind
 	Work []persistence.Work
+	// cut is the lane's Batch when the request was cut (resize).
+	cut int
 }
 
 // NewFlow returns the flow of peer's queue, both lanes closed.
@@ -79,16 +81,21 @@ func (f *Flow) Lane(k persistence.WorkKind) *Lane { return f.lanes[k] }
 // a smaller batch at a time instead of the same batch timing out for ever.
 func (f *Flow) Batch(k persistence.WorkKind) int { return f.batch[k] }
 
-// resize adapts the batch of kind k to the result of a request of n
-// items (Batch): half n at most after a timeout (requests of the same size
-// in flight together, timing out together, halve it once), twice as large
-// after a success. A busy peer or a broken link says nothing of the size.
-func (f *Flow) resize(k persistence.WorkKind, n int, err error) {
+// resize adapts the batch of kind k to the result of request b: half its
+// size at most after a timeout (requests of the same size in flight
+// together, timing out together, halve it once), twice as large after a
+// success of a request cut at the batch as it is now. A success of one cut
+// at another batch says nothing new: one cut before a halving was in
+// flight with the request that timed out (it would undo the halving, and
+// the next full batch would time out again), one cut before a doubling is
+// smaller than the batch already is. A busy peer or a broken link says
+// nothing of the size.
+func (f *Flow) resize(k persistence.WorkKind, b Batch, err error) {
 	switch {
-	case err == nil:
+	case err == nil && b.cut == f.batch[k]:
 		f.batch[k] = min(f.policy.Batch, 2*f.batch[k])
 	case errors.Is(err, context.DeadlineExceeded):
-		f.batch[k] = min(f.batch[k], max(1, n/2))
+		f.batch[k] = min(f.batch[k], max(1, len(b.Work)/2))
 	}
 }
 
@@ -185,7 +192,7 @@ func (f *Flow) Done(now time.Time, r *FlowRound, w persistence.Written, claims [
 				lane.Done(true) // nothing to send: the slot is free again
 				continue
 			}
-			sends = append(sends, Batch{Kind: k, Work: send})
+			sends = append(sends, Batch{Kind: k, Work: send, cut: r.batches[i]})
 		}
 	}
 	return sends, changes
@@ -279,7 +286,7 @@ func (f *Flow) HandedOut() []Batch {
 	for len(f.handed) > 0 && (l.InFlight() < f.policy.InFlight || !l.Open()) {
 		n := min(len(f.handed), f.batch[persistence.WorkForward])
 		l.Took()
-		out = append(out, Batch{Kind: persistence.WorkForward, Work: f.handed[:n:n]})
+		out = append(out, Batch{Kind: persistence.WorkForward, Work: f.handed[:n:n], cut: f.batch[persistence.WorkForward]})
 		f.handed = f.handed[n:]
 	}
 	return out
@@ -298,7 +305,7 @@ func (f *Flow) HandedOut() []Batch {
 func (f *Flow) Sent(now time.Time, b Batch, forward []messages.ForwardResult, status []messages.StatusReply, err error) (closed bool) {
 	busy := transport.KindOf(err) == transport.Busy
 	closed = f.lanes[b.Kind].Done(err == nil || busy)
-	f.resize(b.Kind, len(b.Work), err)
+	f.resize(b.Kind, b, err)
 	var rest []persistence.Work
 	for i, w := range b.Work {
 		f.msgs[w.MessageID] = w.Message

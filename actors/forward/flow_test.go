@@ -446,3 +446,31 @@ func TestFlowHalvesTheBatchAfterATimeout(t *testing.T) {
 		t.Errorf("batch after another success: %d, want 10 (the policy's)", got)
 	}
 }
+
+// TestFlowHalvingOutlivesALateSuccessOfTheOldSize: of two requests of the
+// full batch in flight together, one times out and the other then gets
+// through; the success says nothing new of a size the peer just failed
+// at, so the batch stays halved (it went back to 10, and the next full
+// batches timed out again). A success of a request cut at the halved
+// batch doubles it.
+func TestFlowHalvingOutlivesALateSuccessOfTheOldSize(t *testing.T) {
+	timedOut := fmt.Errorf("Post \"https://b/api/federation/forward_batch\": %w", context.DeadlineExceeded)
+	f := NewFlow("b", "me", flowPolicy())
+	f.Lane(persistence.WorkForward).SetOpen(true)
+	r, _ := f.Next(t0, time.Minute)
+	sends, _ := f.Done(t0, r, persistence.Written{}, []*persistence.Claim{claimed(persistence.WorkForward, 20)}, nil)
+	f.Sent(t0, sends[0], nil, nil, timedOut)
+	f.Sent(t0, sends[1], make([]messages.ForwardResult, len(sends[1].Work)), nil, nil)
+	if got := f.Batch(persistence.WorkForward); got != 5 {
+		t.Fatalf("batch after a request of 10 timed out and another of 10 sent with it got through: %d, want 5", got)
+	}
+	f.Handover(claimed(persistence.WorkForward, 5).Work)
+	out := f.HandedOut()
+	if len(out) != 1 || len(out[0].Work) != 5 {
+		t.Fatalf("handed out %+v: want one batch of 5", out)
+	}
+	f.Sent(t0, out[0], make([]messages.ForwardResult, 5), nil, nil)
+	if got := f.Batch(persistence.WorkForward); got != 10 {
+		t.Errorf("batch after a success of a request cut at 5: %d, want 10", got)
+	}
+}
