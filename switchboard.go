@@ -162,6 +162,10 @@ type Node struct {
 
 	// tls is the node's certificate, key and CA, reloadable (tlsreload.go).
 	tls *certs.Reloader
+	// dirLock is the embedded store's lock, taken by lockDataDir before
+	// anything is written in the data directory and handed to the store
+	// by openStore (nil from then on).
+	dirLock *sqlite.Lock
 
 	// telemetry pushes metrics and spans over OTLP (telemetry.go);
 	// tracing is nil when no span is made.
@@ -309,7 +313,13 @@ func (n *Node) Start(ctx context.Context) (err error) {
 			n.teardown(context.Background())
 		}
 	}()
-	// The listeners first: a port that is taken (or a certificate that
+	// The data directory's lock first: a process refused it (another
+	// node runs on the directory) changes nothing there, the self-signed
+	// certificate that bind makes included.
+	if err := n.lockDataDir(); err != nil {
+		return err
+	}
+	// Then the listeners: a port that is taken (or a certificate that
 	// does not load) stops the start before the store is opened and
 	// migrated.
 	if err := n.bind(); err != nil {
@@ -359,6 +369,31 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	return nil
 }
 
+// lockDataDir makes the data directory when the node keeps something
+// there and takes the embedded store's lock (sqlite.TakeLock), which
+// openStore hands to the store. A node on Postgres or Config.Store has no
+// such lock.
+func (n *Node) lockDataDir() error {
+	if n.cfg.TLSCert == "" && n.cfg.DataDir != "" {
+		// 0700: it holds the self-signed certificate's key.
+		if err := os.MkdirAll(n.cfg.DataDir, 0o700); err != nil {
+			return field.Wrap("DataDir", err)
+		}
+	}
+	if n.cfg.Store != nil || n.cfg.Postgres != "" {
+		return nil
+	}
+	l, err := sqlite.TakeLock(n.storePath())
+	if err != nil {
+		return field.Wrap("DataDir", err)
+	}
+	n.dirLock = l
+	return nil
+}
+
+// storePath is the embedded store's database file.
+func (n *Node) storePath() string { return filepath.Join(n.cfg.DataDir, "switchboard.db") }
+
 func (n *Node) openStore(ctx context.Context) error {
 	// The gate before the store: the node's own store tells it of every
 	// write that finds no room (noSpace), from its first call.
@@ -375,7 +410,8 @@ func (n *Node) openStore(ctx context.Context) error {
 		n.store, n.ownStore = s, true
 	} else {
 		sc := sqlite.DefaultConfig()
-		sc.Path, sc.Logger, sc.OnNoSpace = filepath.Join(n.cfg.DataDir, "switchboard.db"), n.log, n.noSpace
+		sc.Path, sc.Logger, sc.OnNoSpace, sc.Lock = n.storePath(), n.log, n.noSpace, n.dirLock
+		n.dirLock = nil // the store's now, whether it opens or not
 		// A failed fsync stops the store: what is on disk is not known
 		// until a restart reads it back, so the node stops too.
 		sc.OnFatal = func(err error) { n.onFatal("store", err) }
@@ -740,11 +776,6 @@ func (n *Node) startHTTP() error {
 // --tls-key, or a self-signed development certificate in the data dir,
 // as the node's TLS material holds them at each handshake (tlsreload.go).
 func (n *Node) serverTLS() (*tls.Config, error) {
-	if n.cfg.TLSCert == "" && n.cfg.DataDir != "" {
-		if err := os.MkdirAll(n.cfg.DataDir, 0o700); err != nil {
-			return nil, field.Wrap("DataDir", err)
-		}
-	}
 	r, err := n.tlsMaterial()
 	if err != nil {
 		return nil, err
@@ -868,6 +899,7 @@ func (n *Node) teardown(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("close store: %w", err))
 		}
 	}
+	_ = n.dirLock.Close()  // a start that failed before openStore
 	n.metrics.unregister() // after the last push, which read them
 	return errors.Join(errs...)
 }

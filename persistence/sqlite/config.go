@@ -43,6 +43,10 @@ type Config struct {
 	// cleaner's, as well as new messages. A node shuts its gate on new
 	// work for it. It runs on the caller's goroutine and must not block.
 	OnNoSpace func(error)
+	// Lock, when set, is the lock of Path that TakeLock took: Open holds
+	// it instead of taking its own (and releases it when it fails). Nil:
+	// Open takes it.
+	Lock *Lock
 }
 
 // DefaultConfig returns a Config with every default filled in; Path is left

@@ -161,6 +161,43 @@ func TestOpenRefusesADatabaseOpenElsewhere(t *testing.T) {
 	openAt(t, path, nil)
 }
 
+// TestOpenHoldsATakenLock: the lock TakeLock took refuses TakeLock and
+// Open elsewhere until the store Open made with it (Config.Lock) is
+// closed. A node takes it before it writes its certificate beside the
+// store.
+func TestOpenHoldsATakenLock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "data", "switchboard.db")
+	l, err := TakeLock(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other, err := TakeLock(path); err == nil {
+		_ = other.Close()
+		t.Fatal("TakeLock of a lock taken succeeded")
+	}
+	cfg := DefaultConfig()
+	cfg.Path, cfg.Lock = path+"-other", l
+	if _, err := Open(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "is the lock of") {
+		t.Fatalf("Open of another path with the lock: %v, want it refused", err)
+	}
+	if l, err = TakeLock(path); err != nil { // the failed Open released it
+		t.Fatal(err)
+	}
+	cfg.Path, cfg.Lock = path, l
+	s, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other, err := TakeLock(path); err == nil {
+		_ = other.Close()
+		t.Fatal("TakeLock of an open store's lock succeeded")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	openAt(t, path, nil)
+}
+
 func TestReopenKeepsDataAndDoesNotReapplyMigrations(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "data", "switchboard.db")

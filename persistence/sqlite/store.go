@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,16 +64,23 @@ var errStoreClosed = persistence.ErrClosed
 // Open opens (creating when missing) the database at cfg.Path, applies
 // the migrations it lacks, makes them durable and starts the writer.
 // It holds the store's lock until Close (lockStore): a database another
-// running process has open is refused.
+// running process has open is refused. A Config.Lock is Open's from the
+// call on, whether it succeeds or not.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
+		_ = cfg.Lock.Close()
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o750); err != nil {
-		return nil, fmt.Errorf("sqlite: open: %w", err)
+	held := cfg.Lock
+	if held == nil {
+		var err error
+		if held, err = TakeLock(cfg.Path); err != nil {
+			return nil, err
+		}
 	}
-	lock, err := lockStore(cfg.Path)
+	lock, err := held.take(cfg.Path)
 	if err != nil {
+		_ = held.Close()
 		return nil, err
 	}
 	s, err := open(ctx, cfg)
