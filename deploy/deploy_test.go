@@ -617,15 +617,20 @@ func TestSystemdUnit(t *testing.T) {
 		t.Fatalf("%s: %v", unitPath, err)
 	}
 	want := map[string]string{
-		"Restart":          "on-failure",
-		"User":             "switchboard",
-		"StateDirectory":   "switchboard",
-		"NoNewPrivileges":  "yes",
-		"ProtectSystem":    "strict",
-		"ProtectHome":      "yes",
-		"PrivateTmp":       "yes",
-		"EnvironmentFile":  "/etc/switchboard/switchboard.env",
-		"WorkingDirectory": "/var/lib/switchboard",
+		"Restart": "on-failure",
+		// Configuration errors exit 2: restarting cannot help.
+		"RestartPreventExitStatus": "2",
+		// A SIGHUP (systemctl reload) before the node's handler is
+		// installed ends it, which on-failure alone takes for a clean end.
+		"RestartForceExitStatus": "SIGHUP",
+		"User":                   "switchboard",
+		"StateDirectory":         "switchboard",
+		"NoNewPrivileges":        "yes",
+		"ProtectSystem":          "strict",
+		"ProtectHome":            "yes",
+		"PrivateTmp":             "yes",
+		"EnvironmentFile":        "/etc/switchboard/switchboard.env",
+		"WorkingDirectory":       "/var/lib/switchboard",
 	}
 	for k, v := range want {
 		if got := u.get("Service", k); got != v {

@@ -30,10 +30,12 @@ func runCommand(args []string, stdout, stderr io.Writer, env lookupEnv) int {
 	// The SIGHUP handler comes first: systemctl reload (the unit's
 	// ExecReload) or a certificate renewal hook may send one while the
 	// flags and their files are read, and Go's default action for it would
-	// end the process, which systemd does not restart (SIGHUP is a clean
-	// end for Restart=on-failure). One that comes before the node exists is
-	// logged once the logger is made and has nothing more to do: the node
-	// reads the credentials and TLS files as it starts.
+	// end the process. One that comes before the node exists is logged
+	// once the logger is made and has nothing more to do: the node reads
+	// the credentials and TLS files as it starts. One before this line
+	// (the runtime's start and the package inits, milliseconds) still ends
+	// the process; the systemd unit restarts it (RestartForceExitStatus=
+	// SIGHUP: Restart=on-failure alone takes it for a clean end).
 	hups := make(chan os.Signal, 1)
 	signal.Notify(hups, syscall.SIGHUP)
 	defer signal.Stop(hups)
