@@ -152,7 +152,9 @@ type Config struct {
 
 	// Routes and Webhooks are applied at start: they win, and each stored
 	// entry they change (one the API changed since, say) is logged at
-	// warn with both values; none is overwritten in silence. They are
+	// warn with both values; none is overwritten in silence. Each entry
+	// they write is in the audit trail (route.put, frontend.put, actor
+	// "flags"), as the API's changes are. They are
 	// stored, so they also survive without being given again. A webhook
 	// whose delivery bus consumer would be another frontend's
 	// (bus.OwnConsumer) is refused: by Validate beside another webhook,

@@ -61,6 +61,27 @@ func TestDirectoryFlagsOverwriteLoudly(t *testing.T) {
 	if created := buf.Records(t, "route created from --route"); len(created) != 1 || created[0]["prefix"] != "1" {
 		t.Fatalf("created log lines %v, want one about 1", created)
 	}
+
+	// Each change the flags made is in the audit trail as the API's are,
+	// by "flags": the first start's three, the second's three (44 and
+	// hook taken back from the API, 1 created), and none of a start that
+	// changes nothing.
+	h.stop()
+	h = startNode(t, cfg)
+	var trail struct{ Entries []messages.AuditEntry }
+	h.must(200, "GET", "/api/audit?actor=flags", nil, &trail)
+	var audited []string
+	for _, e := range trail.Entries {
+		audited = append(audited, e.Remote+" "+e.Action+" "+e.Target+" "+e.Detail)
+	}
+	hook := `frontend.put hook mode webhook, url "https://flag.example/in", signed false`
+	want := []string{
+		"--route route.put 1 frontend hook", "--route route.put 44 frontend hook", "--frontend " + hook,
+		"--route route.put 33 frontend hook", "--route route.put 44 frontend hook", "--frontend " + hook,
+	}
+	if strings.Join(audited, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the flags' changes in the audit trail, newest first:\n%s\nwant\n%s", strings.Join(audited, "\n"), strings.Join(want, "\n"))
+	}
 }
 
 // TestFrontendFlagOfAStoredFrontendsBusConsumerIsRefused: a --frontend

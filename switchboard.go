@@ -432,6 +432,10 @@ func (n *Node) openStore(ctx context.Context) error {
 	return n.metrics.Register(n.stats)
 }
 
+// flagsActor is the audit trail's actor of the changes --route and
+// --frontend make at start (the entry's remote is the flag).
+const flagsActor = "flags"
+
 // prepareStore takes back this instance's leases from its previous run and
 // applies the routes and webhooks given as flags.
 //
@@ -439,7 +443,8 @@ func (n *Node) openStore(ctx context.Context) error {
 // name is written as they say. None is overwritten in silence: one the
 // store held otherwise (changed through the API since, or by an earlier
 // version of the flags) is logged at warn with the stored and the flag's
-// value, and one the store lacked at info. Entries the flags do not name
+// value, and one the store lacked at info; each write is in the audit
+// trail as the API's (route.put, frontend.put), its actor flagsActor. Entries the flags do not name
 // are left as they are. A frontend whose delivery bus consumer would be a
 // stored one's (bus.OwnConsumer) fails the start before any is written,
 // as PUT /api/frontends refuses it (two flags of one consumer are
@@ -492,6 +497,8 @@ func (n *Node) prepareStore(ctx context.Context) error {
 		if err := n.store.PutFrontend(ctx, fe); err != nil {
 			return field.Errorf("Webhooks", "%s: %w", w.Name, err)
 		}
+		n.audit(ctx, messages.AuditEntry{At: now, Actor: flagsActor, Remote: "--frontend", Action: messages.AuditFrontendPut,
+			Target: fe.Name, Detail: httpapi.FrontendAuditDetail(fe)})
 		stored[w.Name] = fe
 	}
 	names := make([]string, 0, len(stored))
@@ -526,9 +533,12 @@ func (n *Node) prepareStore(ctx context.Context) error {
 			n.log.Warn("route names a frontend that is not registered yet; its destinations get no_route until it registers",
 				"prefix", r.Prefix, "frontend", r.Frontend)
 		}
-		if err := n.store.PutRoute(ctx, messages.Route{Prefix: r.Prefix, Frontend: r.Frontend, UpdatedAt: now}); err != nil {
+		route := messages.Route{Prefix: r.Prefix, Frontend: r.Frontend, UpdatedAt: now}
+		if err := n.store.PutRoute(ctx, route); err != nil {
 			return field.Errorf("Routes", "%s=%s: %w", r.Prefix, r.Frontend, err)
 		}
+		n.audit(ctx, messages.AuditEntry{At: now, Actor: flagsActor, Remote: "--route", Action: messages.AuditRoutePut,
+			Target: r.Prefix, Detail: httpapi.RouteAuditDetail(route)})
 	}
 	return nil
 }

@@ -187,6 +187,18 @@ func auditQueryOf(v url.Values) (persistence.AuditQuery, error) {
 	return q, nil
 }
 
+// RouteAuditDetail is the detail of a route.put of r: its frontend. The
+// node records the changes its --route flags make with it.
+func RouteAuditDetail(r messages.Route) string { return auditDetail("frontend %s", r.Frontend) }
+
+// FrontendAuditDetail is the detail of a frontend.put of fe: its mode, its
+// URL with the password redacted and whether it is signed, never the
+// secret. The node records the changes its --frontend flags make with it.
+func FrontendAuditDetail(fe messages.Frontend) string {
+	shown := fe.Shown()
+	return auditDetail("mode %s, url %q, signed %v", shown.Mode, shown.URL, fe.Secret != "")
+}
+
 // auditDetail formats the detail of a change.
 func auditDetail(format string, args ...any) string {
 	d := fmt.Sprintf(format, args...)

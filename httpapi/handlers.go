@@ -433,7 +433,7 @@ func (s *Server) putRoute(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "frontend is required"))
 		return
 	}
-	detail := auditDetail("frontend %s", route.Frontend)
+	detail := RouteAuditDetail(route)
 	ctx, cancel := change(s, r, s.cfg.RequestTimeout, messages.AuditRoutePut, route.Prefix, known(detail))
 	defer cancel()
 	stored, err := s.cfg.Backend.PutRoute(ctx, route)
@@ -506,8 +506,7 @@ func (s *Server) putFrontend(w http.ResponseWriter, r *http.Request) {
 	}
 	// The secret and the URL's password are never returned nor recorded:
 	// only that there is a secret, and the URL with its password redacted.
-	shown := fe.Shown()
-	detail := auditDetail("mode %s, url %q, signed %v", shown.Mode, shown.URL, fe.Secret != "")
+	detail := FrontendAuditDetail(fe)
 	ctx, cancel := change(s, r, s.cfg.RequestTimeout, messages.AuditFrontendPut, fe.Name, known(detail))
 	defer cancel()
 	stored, err := s.cfg.Backend.PutFrontend(ctx, fe)
