@@ -198,6 +198,8 @@ type Config struct {
 	// delivered, then purges it with its history, outbox and ledger rows
 	// (its record lives on in CDRFile). A client's id deduplicates its
 	// submits for as long as the message is kept. 0 keeps them forever.
+	// With Federation, it and RetentionFailed are at least
+	// RedeliveryHorizon.
 	Retention time.Duration
 	// RetentionFailed does the same for failed and forward_failed
 	// messages. A forwarded message whose peer never reports is purged
@@ -559,8 +561,9 @@ func (c Config) Validate() error {
 // forward retries of ForwardMaxRetries x ForwardRetryInterval after it,
 // and the last call's bound. A call's bound is forward.CallTimeout, twice
 // HTTPTimeout (a batch split into several requests, each bounded by
-// HTTPTimeout: the message may be in the last). A node keeps a message it
-// received at least that long, so that a forward repeated because its answer was lost
+// HTTPTimeout: the message may be in the last). A federating node keeps a
+// message it received at least that long (Validate refuses a shorter
+// Retention or RetentionFailed with Federation), so that a forward repeated because its answer was lost
 // finds it (and is answered as a duplicate) instead of being accepted and
 // delivered again. It is this node's flags: the peers of a federation are
 // expected to run the same forward settings (docs/operations.md).
@@ -621,7 +624,9 @@ const (
 )
 
 // validateRetention checks the retention settings against the redelivery
-// horizon of the forward settings.
+// horizon of the forward settings, on a federating node: one without
+// Federation has no peer to send a message again (its federation API
+// refuses every caller), so any retention is its own.
 func (c Config) validateRetention() []error {
 	var errs []error
 	horizon := c.RedeliveryHorizon()
@@ -638,7 +643,7 @@ func (c Config) validateRetention() []error {
 			errs = append(errs, field.Errorf(r.path, "must not be negative (0 keeps messages forever), got %v", r.d))
 		case r.d > MaxKeep:
 			errs = append(errs, field.Errorf(r.path, "must be at most %s (0 keeps messages forever), got %v", maxKeepText, r.d))
-		case r.d > 0 && horizonOK && r.d < horizon:
+		case r.d > 0 && c.Federation && horizonOK && r.d < horizon:
 			errs = append(errs, field.Errorf(r.path, "%v is shorter than a peer may still send a message again "+
 				"(%s %d x %s %v + 4 x %s %v = %v): a forward repeated after its purge would be delivered twice", r.d,
 				field.Ref("ForwardMaxRetries"), c.ForwardMaxRetries, field.Ref("ForwardRetryInterval"), c.ForwardRetryInterval,

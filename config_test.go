@@ -27,7 +27,9 @@ func TestValidateNamesConfigFields(t *testing.T) {
 		{"MetricsListen", func(c *switchboard.Config) { c.Listen, c.MetricsListen = "127.0.0.1:1", "127.0.0.1:1" }, "is Listen too"},
 		{"DeliveryRetryMax", func(c *switchboard.Config) { c.DeliveryRetryMax = time.Second },
 			"DeliveryRetryMax: must be at least DeliveryRetryMin (1m0s), got 1s"},
-		{"Retention", func(c *switchboard.Config) { c.Retention = time.Minute },
+		{"Retention", func(c *switchboard.Config) {
+			c.Federation, c.InsecureSkipVerify, c.Peers, c.Retention = true, true, []string{"b:8443"}, time.Minute
+		},
 			"(ForwardMaxRetries 50 x ForwardRetryInterval 5s + 4 x HTTPTimeout 5s = 4m30s)"},
 		{"NatsStream", func(c *switchboard.Config) { c.NatsStream = "S" }, "NatsStream: given without NatsURL"},
 		{"NatsStream", func(c *switchboard.Config) {

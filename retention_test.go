@@ -169,10 +169,12 @@ func metricValue(t *testing.T, text, series string) float64 {
 	return v
 }
 
-// TestRetentionRefusesAShortWindow: a retention shorter than a peer may
-// still resend a forward is refused at New, naming the flags.
+// TestRetentionRefusesAShortWindow: on a federating node, a retention
+// shorter than a peer may still resend a forward is refused at New,
+// naming the flags.
 func TestRetentionRefusesAShortWindow(t *testing.T) {
 	cfg := testConfig(t)
+	cfg.Federation, cfg.InsecureSkipVerify, cfg.Peers = true, true, []string{"b:8443"}
 	cfg.Retention = time.Minute // the default horizon is 50 x 5s + 4 x 5s
 	_, err := switchboard.New(cfg)
 	if err == nil || !strings.Contains(err.Error(), "Retention: 1m0s is shorter") || !strings.Contains(err.Error(), "ForwardMaxRetries 50") {

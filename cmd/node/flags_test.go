@@ -318,6 +318,20 @@ func TestParseRunRepeatable(t *testing.T) {
 	}
 }
 
+// TestShortRetentionWithoutFederation: the retention's floor (what a peer
+// may still send again) is a federating node's; one without --federation
+// has no peer, and --retention 1m was refused naming forward flags that
+// do not apply to it.
+func TestShortRetentionWithoutFederation(t *testing.T) {
+	cfg, _, err := parseRun([]string{"--retention", "1m", "--retention-failed", "1m"}, noEnv)
+	if err != nil {
+		t.Fatalf("--retention 1m --retention-failed 1m without --federation: %v", err)
+	}
+	if cfg.Retention != time.Minute || cfg.RetentionFailed != time.Minute {
+		t.Errorf("retention %v, retention-failed %v, want 1m each", cfg.Retention, cfg.RetentionFailed)
+	}
+}
+
 func TestParseRunBadValues(t *testing.T) {
 	for _, tc := range []struct {
 		flag  string
@@ -368,9 +382,9 @@ func TestParseRunBadValues(t *testing.T) {
 		{"max-pending-submits", "0", "at least 1", nil},
 		{"retention", "a day", "must be a duration", nil},
 		{"retention", "-1h", "must not be negative", nil},
-		{"retention", "4m", "shorter than a peer may still send a message again (--forward-max-retries 50 x --forward-retry-interval 5s + 4 x --http-timeout 5s = 4m30s)", nil},
-		{"retention-failed", "1m", "shorter than a peer may still send a message again", []string{"--retention", "1h"}},
-		{"retention", "10m", "--forward-max-retries 200", []string{"--forward-max-retries", "200"}},
+		{"retention", "4m", "shorter than a peer may still send a message again (--forward-max-retries 50 x --forward-retry-interval 5s + 4 x --http-timeout 5s = 4m30s)", []string{"--federation", "--insecure-skip-verify", "--peers", "b:8443"}},
+		{"retention-failed", "1m", "shorter than a peer may still send a message again", []string{"--federation", "--insecure-skip-verify", "--peers", "b:8443", "--retention", "1h"}},
+		{"retention", "10m", "--forward-max-retries 200", []string{"--federation", "--insecure-skip-verify", "--peers", "b:8443", "--forward-max-retries", "200"}},
 		{"min-free-space", "plenty", "must be a size such as 256MiB or a percentage", nil},
 		{"min-free-space", "95%", "from 0% to 90%", nil},
 		// ParseFloat reads NaN, which every comparison is false with: it
@@ -749,10 +763,10 @@ func TestParseRunNamesEverySource(t *testing.T) {
 		want string
 	}{
 		// Only the second flag from the environment.
-		{[]string{"--retention", "5m"}, map[string]string{"SWITCHBOARD_FORWARD_MAX_RETRIES": "200"},
-			"(from SWITCHBOARD_FORWARD_MAX_RETRIES)"},
+		{[]string{"--retention", "5m", "--federation", "--insecure-skip-verify", "--peers", "b:8443"},
+			map[string]string{"SWITCHBOARD_FORWARD_MAX_RETRIES": "200"}, "(from SWITCHBOARD_FORWARD_MAX_RETRIES)"},
 		// Both, and a third the text names.
-		{nil, map[string]string{"SWITCHBOARD_RETENTION": "5m", "SWITCHBOARD_FORWARD_MAX_RETRIES": "200", "SWITCHBOARD_HTTP_TIMEOUT": "10s"},
+		{[]string{"--federation", "--insecure-skip-verify", "--peers", "b:8443"}, map[string]string{"SWITCHBOARD_RETENTION": "5m", "SWITCHBOARD_FORWARD_MAX_RETRIES": "200", "SWITCHBOARD_HTTP_TIMEOUT": "10s"},
 			"(from SWITCHBOARD_RETENTION, SWITCHBOARD_FORWARD_MAX_RETRIES, SWITCHBOARD_HTTP_TIMEOUT)"},
 		{[]string{"--delivery-retry-max", "30s"}, map[string]string{"SWITCHBOARD_DELIVERY_RETRY_MIN": "2m"},
 			"--delivery-retry-max: must be at least --delivery-retry-min (2m0s), got 30s (from SWITCHBOARD_DELIVERY_RETRY_MIN)"},
@@ -763,7 +777,7 @@ func TestParseRunNamesEverySource(t *testing.T) {
 		}
 	}
 	// No variable: no note.
-	if _, _, err := parseRun([]string{"--retention", "5m", "--forward-max-retries", "200"}, noEnv); err == nil || strings.Contains(err.Error(), "(from ") {
+	if _, _, err := parseRun([]string{"--retention", "5m", "--forward-max-retries", "200", "--federation", "--insecure-skip-verify", "--peers", "b:8443"}, noEnv); err == nil || strings.Contains(err.Error(), "(from ") {
 		t.Errorf("command line only: %v", err)
 	}
 }
