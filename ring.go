@@ -37,11 +37,17 @@ func (c Config) ringSettings() ring.Settings {
 }
 
 // validateRing checks the ring settings (the ring package's checks, and
-// RingAddress as every other address).
+// RingAddress as every other address), and that a slave by its settings
+// can call its master.
 func (c Config) validateRing() []error {
 	var errs []error
-	for _, err := range c.ringSettings().Check() {
+	settings := c.ringSettings()
+	for _, err := range settings.Check() {
 		errs = append(errs, field.Rename(err, ringFields))
+	}
+	if settings.Shared && settings.StartRole(false) == messages.RoleSlave && !c.callsPeers() {
+		errs = append(errs, field.Errorf("TLSCA", "%w (%s %s): give it the site's CA bundle (or %s, for development only)",
+			ring.ErrNoTransport, field.Ref("RingRole"), c.RingRole, field.Ref("InsecureSkipVerify")))
 	}
 	if c.RingAddress != "" {
 		if err := checkHostPort(c.RingAddress, false); err != nil {
@@ -49,6 +55,13 @@ func (c Config) validateRing() []error {
 		}
 	}
 	return errs
+}
+
+// callsPeers reports whether the node can call other nodes (its peers, a
+// ring master): with a CA bundle to verify them, with verification
+// switched off, or through Config.Transport.
+func (c Config) callsPeers() bool {
+	return c.Transport != nil || c.TLSCA != "" || c.InsecureSkipVerify
 }
 
 func (c Config) reconnect() ring.Reconnect {
@@ -170,7 +183,15 @@ func (n *Node) startRing() error {
 		MasterStopGrace: n.cfg.ShutdownTimeout + 10*time.Second,
 		Store:           n.store, Elector: elector, Clock: n.clock, Seed: uint64(n.clock.Now().UnixNano()),
 		Logger: n.log, Metrics: n.ringMetrics, Shares: n.shares, Roster: n.roster, Stopping: n.isStopping, Frontends: n.frontends, Peers: n.peers,
-		Fatal: func(err error) { n.onFatal("ring", field.Rename(err, ringFields)) },
+		Fatal: func(err error) {
+			err = field.Rename(err, ringFields)
+			if errors.Is(err, ring.ErrNoTransport) {
+				// An auto instance that found a master: it cannot be its
+				// slave without a way to call it (callsPeers).
+				err = configError{err}
+			}
+			n.onFatal("ring", err)
+		},
 	}
 	if n.sharedStore() {
 		// On a store of its own an instance changes the directory only
@@ -200,9 +221,10 @@ func (n *Node) startRing() error {
 // when it carries ring calls, else a peer client of its own.
 func (n *Node) ringTransport() (transport.Ring, error) {
 	if n.transport == nil {
-		if n.cfg.Transport == nil && n.cfg.TLSCA == "" && !n.cfg.InsecureSkipVerify {
+		if !n.cfg.callsPeers() {
 			// An auto instance that never becomes a slave needs none; one
-			// that does stops with this.
+			// that does stops with this (an explicit slave is refused by
+			// Validate).
 			return nil, nil
 		}
 		tr, err := n.newTransport()

@@ -800,6 +800,19 @@ func (n *Node) serve(name string, run func() error) {
 	}
 }
 
+// ErrConfig is (under errors.Is) the error of a node whose configuration
+// cannot work, found only once it runs (Validate finds every other): an
+// auto ring instance that found another master and has no way to call it
+// (no TLSCA). Fatal delivers it; no restart helps until the configuration
+// changes, and the command exits 2 for it, as for a refused flag.
+var ErrConfig = errors.New("switchboard: the configuration cannot work")
+
+// configError is an error of the configuration: errors.Is(err, ErrConfig).
+type configError struct{ error }
+
+func (e configError) Unwrap() error      { return e.error }
+func (configError) Is(target error) bool { return target == ErrConfig }
+
 func (n *Node) onFatal(child string, reason error) {
 	n.ready.Store(false)
 	n.fatalOnce.Do(func() {

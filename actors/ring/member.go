@@ -251,8 +251,13 @@ var (
 	errNoMaster = errors.New("no ring master has published its address yet")
 	// errNoTransport: the node gives a slave a Transport only when it can
 	// make peer calls (a CA bundle, or verification switched off).
-	errNoTransport = field.Errorf("Transport", "this instance is a ring slave and has no way to reach its master")
+	errNoTransport = field.Errorf("Transport", "%w", ErrNoTransport)
 )
+
+// ErrNoTransport is (under errors.Is) why an instance that is to be a
+// slave and has no Transport gives up: its configuration leaves it no way
+// to call a master, which no retry or restart changes.
+var ErrNoTransport = errors.New("this instance is a ring slave and has no way to reach its master")
 
 // Role is master or slave ("" before the first role is taken).
 func (m *Member) Role() string { return m.role }

@@ -472,6 +472,10 @@ func TestParseRunBadValues(t *testing.T) {
 		{"api-port", "0", "1-65535", nil},
 		{"ring-role", "leader", "must be master, slave, index or auto", nil},
 		{"ring-role", "slave", "needs --postgres", nil},
+		// Refused late (exit 1, restarted over and over) when its ring
+		// actor started.
+		{"tls-ca", "", "this instance is a ring slave and has no way to reach its master (--ring-role slave): give it the site's CA bundle (or --insecure-skip-verify",
+			[]string{"--postgres", "postgres://u@h/db", "--ring-role", "slave"}},
 		{"ring-master", "ftp://m:1", "must be https://host:port", nil},
 		{"ring-master", "ht!tp://x", "must be https://host:port", nil},
 		{"ring-address", "nohost", "not host:port", nil},

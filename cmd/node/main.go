@@ -34,7 +34,8 @@
 // the node fails (start-up, a fatal actor failure, an unclean stop, a second
 // signal while stopping, the first one repeated within a second aside) or a
 // command fails; 2 for usage and configuration errors, which are printed as
-// one line each, naming the flag.
+// one line each, naming the flag, and for a configuration the node finds
+// cannot work once it runs (switchboard.ErrConfig).
 //
 // The command wires flags and the environment into switchboard.Config and
 // runs switchboard.Node; it exports nothing. See the switchboard package for

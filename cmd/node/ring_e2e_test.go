@@ -781,3 +781,51 @@ func (c *ringCluster) finish() {
 func (c *ringCluster) checkStores(id string, p pair) error {
 	return checkStored(id, p, []string{"a", "b"}, c.message)
 }
+
+// TestRingSlaveWithoutCAExits2: an auto instance that finds another
+// instance leading its site and has neither --tls-ca nor
+// --insecure-skip-verify cannot be its slave: it stops with exit 2, the
+// configuration error systemd's unit does not restart, naming --tls-ca.
+// It exited 1 ("node cannot go on"), restarted every few seconds to fail
+// the same way.
+func TestRingSlaveWithoutCAExits2(t *testing.T) {
+	bin := nodetest.Binary(t)
+	dir, dsn := t.TempDir(), pgtest.DSN(t)
+	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
+	t.Cleanup(tr.CloseIdleConnections)
+	addr := nodetest.FreeAddr(t)
+	master := newE2ENode(t, bin, addr, &http.Client{Transport: tr, Timeout: 30 * time.Second}, "run",
+		"--name", "a", "--instance-id", "a-0", "--ring-role", "master", "--postgres", dsn, "--data-dir", filepath.Join(dir, "a-0"),
+		"--listen", addr, "--metrics-listen", "", "--log-format", "json")
+	master.Start()
+	t.Cleanup(master.End)
+	polltest.Until(t, 30*time.Second, "a-0 leads the ring", func() bool {
+		var st messages.RingStatus
+		status, err := master.Call("GET", "/api/ring/status", nil, &st)
+		return err == nil && status == 200 && st.Role == messages.RoleMaster
+	})
+
+	var logs bytes.Buffer
+	cmd := exec.Command(bin, "run", "--name", "a", "--instance-id", "a-1", "--postgres", dsn, "--data-dir", filepath.Join(dir, "a-1"),
+		"--listen", nodetest.FreeAddr(t), "--metrics-listen", "", "--log-format", "json")
+	cmd.Env = nodetest.Env()
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("a-1 still runs 60s after its start\n%s", tail(logs.String(), 3000))
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 2 {
+		t.Errorf("a-1 exited %d, want 2\n%s", code, tail(logs.String(), 3000))
+	}
+	if want := "--tls-ca: this instance is a ring slave and has no way to reach its master"; !strings.Contains(logs.String(), want) {
+		t.Errorf("a-1's log does not say %q\n%s", want, tail(logs.String(), 3000))
+	}
+}

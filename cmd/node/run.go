@@ -181,18 +181,20 @@ func runNode(n node, cfg switchboard.Config, logger *slog.Logger, sigs <-chan os
 		logger.Info("signal received; stopping", "signal", sig.String(), "timeout", cfg.ShutdownTimeout)
 	case err := <-n.Fatal():
 		logger.Error("node failed; stopping", "err", flagErrors(err), "timeout", cfg.ShutdownTimeout)
-		code = 1
+		code = failureCode(err)
 	}
 	return stopNode(n, cfg, logger, sigs, first, code)
 }
 
-// failureCode is the exit code of a node's start, or a command's opening
-// of its store, that failed with err: 2, a configuration error (which the
-// unit does not restart), when only an operator can change it: the
-// --postgres search_path names a schema that the role may neither create
-// nor use. 1 otherwise: a restart may succeed.
+// failureCode is the exit code of a node that failed (its start, or
+// later: Fatal), or of a command's opening of its store, with err: 2, a
+// configuration error (which the unit does not restart), when only an
+// operator can change it: the --postgres search_path names a schema that
+// the role may neither create nor use, or the configuration cannot work
+// (switchboard.ErrConfig, found once the node runs). 1 otherwise: a
+// restart may succeed.
 func failureCode(err error) int {
-	if errors.Is(err, postgres.ErrSearchPath) {
+	if errors.Is(err, postgres.ErrSearchPath) || errors.Is(err, switchboard.ErrConfig) {
 		return 2
 	}
 	return 1

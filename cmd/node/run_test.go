@@ -201,6 +201,24 @@ func TestRunNodeFatalStopsWithCode1(t *testing.T) {
 	}
 }
 
+// TestRunNodeFatalOfTheConfigurationExits2: a fatal error of a
+// configuration that cannot work (an auto ring instance that found a
+// master it has no way to call) exits 2, which systemd does not restart,
+// as for a refused flag; it exited 1, restarted every few seconds to fail
+// the same way.
+func TestRunNodeFatalOfTheConfigurationExits2(t *testing.T) {
+	n := newFakeNode()
+	h := startRun(t, n, testConfig())
+	wait(t, n.waiting, "runNode to wait")
+	n.fatal <- fmt.Errorf("ring: %w", switchboard.ErrConfig)
+	if code := wait(t, h.code, "exit code"); code != 2 {
+		t.Fatalf("exit code %d, want 2", code)
+	}
+	if !n.stopWasCalled() {
+		t.Fatal("Stop was not called after a fatal error")
+	}
+}
+
 func TestRunNodeStartFails(t *testing.T) {
 	n := newFakeNode()
 	n.startErr = errors.New("open store: disk full")
