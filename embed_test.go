@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -81,6 +83,19 @@ func embeddedConfig(t *testing.T) switchboard.Config {
 	cfg := testConfig(t)
 	cfg.Listen, cfg.MetricsListen = "", ""
 	return cfg
+}
+
+// TestNodeOnAGivenStoreMakesNoDataDir: a node given its store keeps
+// nothing in DataDir when it serves no HTTPS (no self-signed certificate
+// to make), so Start makes no DataDir (the default is ./data).
+func TestNodeOnAGivenStoreMakesNoDataDir(t *testing.T) {
+	cfg := embeddedConfig(t)
+	cfg.Store = newFaultyStore(t)
+	cfg.DataDir = filepath.Join(t.TempDir(), "data")
+	startNode(t, cfg)
+	if _, err := os.Stat(cfg.DataDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stat %s after Start: %v, want it not made", cfg.DataDir, err)
+	}
 }
 
 func TestEmbeddedActorFrontendAndSubscriptions(t *testing.T) {

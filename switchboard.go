@@ -369,19 +369,19 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	return nil
 }
 
-// lockDataDir makes the data directory when the node keeps something
-// there and takes the embedded store's lock (sqlite.TakeLock), which
-// openStore hands to the store. A node on Postgres or Config.Store has no
-// such lock.
+// lockDataDir takes the embedded store's lock (sqlite.TakeLock, which
+// makes the data directory when missing), which openStore hands to the
+// store. A node on Postgres or Config.Store has no such lock.
 func (n *Node) lockDataDir() error {
-	if n.cfg.TLSCert == "" && n.cfg.DataDir != "" {
-		// 0700: it holds the self-signed certificate's key.
+	if n.cfg.Store != nil || n.cfg.Postgres != "" {
+		return nil
+	}
+	if n.cfg.TLSCert == "" {
+		// 0700 rather than the store's 0750: it holds the self-signed
+		// certificate's key (certs.EnsureSelfSigned makes it so too).
 		if err := os.MkdirAll(n.cfg.DataDir, 0o700); err != nil {
 			return field.Wrap("DataDir", err)
 		}
-	}
-	if n.cfg.Store != nil || n.cfg.Postgres != "" {
-		return nil
 	}
 	l, err := sqlite.TakeLock(n.storePath())
 	if err != nil {
