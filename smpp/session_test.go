@@ -635,6 +635,19 @@ func TestSessionUndecodableResponseKeepsItsHeader(t *testing.T) {
 	}
 }
 
+// boundTransmitter is an SMSC-side session (no enquire_link) whose peer
+// has bound as a transmitter (sequence 1); its submits go to subs.
+func boundTransmitter(t *testing.T, subs chan<- PDU) (*Session, rawPeer, SessionConfig) {
+	t.Helper()
+	cfg := DefaultSessionConfig(RoleSMSC)
+	cfg.EnquireLink = -1
+	cfg.Handler = smscHandler(subs)
+	s, peer := pipeSession(t, cfg)
+	peer.send(PDU{Command: BindTransmitter, Seq: 1, Body: &Bind{SystemID: "me", Password: "pw"}})
+	peer.expect(BindTransmitterResp, StatusOK, 1)
+	return s, peer, cfg
+}
+
 // The peer's unbind right behind its submits (an ESME that stops) waits
 // for their answers: a request sent meanwhile is refused ESME_RINVBNDSTS,
 // each submit is answered as its Reply comes, and only then is the
@@ -642,12 +655,7 @@ func TestSessionUndecodableResponseKeepsItsHeader(t *testing.T) {
 func TestSessionPeerUnbindWaitsForTheAnswersOwed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		subs := make(chan PDU, 10)
-		cfg := DefaultSessionConfig(RoleSMSC)
-		cfg.EnquireLink = -1
-		cfg.Handler = smscHandler(subs)
-		s, peer := pipeSession(t, cfg)
-		peer.send(PDU{Command: BindTransmitter, Seq: 1, Body: &Bind{SystemID: "me", Password: "pw"}})
-		peer.expect(BindTransmitterResp, StatusOK, 1)
+		s, peer, _ := boundTransmitter(t, subs)
 		peer.send(PDU{Command: SubmitSM, Seq: 2, Body: &SM{}})
 		peer.send(PDU{Command: SubmitSM, Seq: 3, Body: &SM{}})
 		peer.send(PDU{Command: Unbind, Seq: 4})
@@ -687,12 +695,7 @@ func TestSessionPeerUnbindWaitsForTheAnswersOwed(t *testing.T) {
 func TestSessionPeerUnbindWaitIsBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		subs := make(chan PDU, 10)
-		cfg := DefaultSessionConfig(RoleSMSC)
-		cfg.EnquireLink = -1
-		cfg.Handler = smscHandler(subs)
-		s, peer := pipeSession(t, cfg)
-		peer.send(PDU{Command: BindTransmitter, Seq: 1, Body: &Bind{SystemID: "me", Password: "pw"}})
-		peer.expect(BindTransmitterResp, StatusOK, 1)
+		s, peer, cfg := boundTransmitter(t, subs)
 		peer.send(PDU{Command: SubmitSM, Seq: 2, Body: &SM{}})
 		sub := <-subs
 		peer.send(PDU{Command: Unbind, Seq: 3})
