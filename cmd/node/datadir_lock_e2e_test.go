@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -74,27 +73,13 @@ func TestRefusedNodeChangesNothingInTheDataDir(t *testing.T) {
 // one, with args, and returns its log once it exited 1, as it must.
 func refusedOnDataDir(t *testing.T, bin, dataDir string, args ...string) string {
 	t.Helper()
-	var logs bytes.Buffer
-	cmd := exec.Command(bin, append(append([]string{"run"}, args...), "--data-dir", dataDir,
-		"--listen", nodetest.FreeAddr(t), "--metrics-listen", "", "--log-format", "json")...)
-	cmd.Env = nodetest.Env()
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	code, logs := runToExit(t, bin, 30*time.Second, "a second node ran for 30s on the data directory of a running one",
+		append(append([]string{"run"}, args...), "--data-dir", dataDir,
+			"--listen", nodetest.FreeAddr(t), "--metrics-listen", "", "--log-format", "json")...)
+	if code != 1 {
+		t.Fatalf("the second node exited %d, want exit 1\n%s", code, tail(logs, 3000))
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err == nil || cmd.ProcessState.ExitCode() != 1 {
-			t.Fatalf("the second node exited %v, want exit 1\n%s", err, tail(logs.String(), 3000))
-		}
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-		t.Fatalf("a second node ran for 30s on the data directory of a running one\n%s", tail(logs.String(), 3000))
-	}
-	return logs.String()
+	return logs
 }
 
 // dataDirFiles is what the data directory holds that is not the running

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -389,6 +391,30 @@ func checkLogs(t *testing.T, logs string) {
 			t.Errorf("unexpected log record: %s", line)
 		}
 	}
+}
+
+// runToExit runs the binary with args and returns its exit code and its
+// log once it has exited; running, when it has not exited within, ends
+// the test (the process killed) with the log's tail.
+func runToExit(t *testing.T, bin string, within time.Duration, running string, args ...string) (int, string) {
+	t.Helper()
+	var logs bytes.Buffer
+	cmd := exec.Command(bin, args...)
+	cmd.Env = nodetest.Env()
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(within):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("%s\n%s", running, tail(logs.String(), 3000))
+	}
+	return cmd.ProcessState.ExitCode(), logs.String()
 }
 
 func tail(s string, n int) string {

@@ -805,27 +805,13 @@ func TestRingSlaveWithoutCAExits2(t *testing.T) {
 		return err == nil && status == 200 && st.Role == messages.RoleMaster
 	})
 
-	var logs bytes.Buffer
-	cmd := exec.Command(bin, "run", "--name", "a", "--instance-id", "a-1", "--postgres", dsn, "--data-dir", filepath.Join(dir, "a-1"),
+	code, logs := runToExit(t, bin, 60*time.Second, "a-1 still runs 60s after its start",
+		"run", "--name", "a", "--instance-id", "a-1", "--postgres", dsn, "--data-dir", filepath.Join(dir, "a-1"),
 		"--listen", nodetest.FreeAddr(t), "--metrics-listen", "", "--log-format", "json")
-	cmd.Env = nodetest.Env()
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	if code != 2 {
+		t.Errorf("a-1 exited %d, want 2\n%s", code, tail(logs, 3000))
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(60 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-		t.Fatalf("a-1 still runs 60s after its start\n%s", tail(logs.String(), 3000))
-	}
-	if code := cmd.ProcessState.ExitCode(); code != 2 {
-		t.Errorf("a-1 exited %d, want 2\n%s", code, tail(logs.String(), 3000))
-	}
-	if want := "--tls-ca: this instance is a ring slave and has no way to reach its master"; !strings.Contains(logs.String(), want) {
-		t.Errorf("a-1's log does not say %q\n%s", want, tail(logs.String(), 3000))
+	if want := "--tls-ca: this instance is a ring slave and has no way to reach its master"; !strings.Contains(logs, want) {
+		t.Errorf("a-1's log does not say %q\n%s", want, tail(logs, 3000))
 	}
 }
