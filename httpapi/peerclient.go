@@ -411,14 +411,23 @@ func (c *PeerClient) do(ctx context.Context, client *http.Client, timeout time.D
 	if err != nil {
 		return nil, err
 	}
+	return readAnswer(ctx, res, method, path, out)
+}
+
+// readAnswer reads res, the answer to a call bounded by ctx, and decodes a
+// 2xx answer into out, as do describes.
+func readAnswer(ctx context.Context, res *http.Response, method, path string, out any) (*tls.ConnectionState, error) {
+	// The call ended (Timeout or the caller) as the answer came. net/http
+	// hands over an answer that raced the cancellation, and closing the
+	// connection ends the request at the peer too, so the answer may be the
+	// peer's reaction to our giving up, not its answer to the call: an
+	// error status, or a handler that returned without a word (net/http
+	// answers 200 with an empty body for it). Only a complete 2xx document
+	// is the peer's answer; anything else is the call not completing.
+	gaveUp := func() error { return fmt.Errorf("%s %s: %w", method, path, context.Cause(ctx)) }
 	if (res.StatusCode < 200 || res.StatusCode > 299) && ctx.Err() != nil {
-		// The call ended (Timeout or the caller) as the answer came. net/http
-		// hands over an answer that raced the cancellation, and closing the
-		// connection ends the request at the peer too, so an error answer
-		// may be the peer's reaction to our giving up, not its answer to the
-		// call: the call did not complete. (A 2xx answer is the peer's.)
 		res.Body.Close()
-		return nil, fmt.Errorf("%s %s: %w", method, path, context.Cause(ctx))
+		return nil, gaveUp()
 	}
 	defer func() {
 		// Read what is left (bounded) so the connection can be reused.
@@ -427,6 +436,9 @@ func (c *PeerClient) do(ctx context.Context, client *http.Client, timeout time.D
 	}()
 	raw, err := io.ReadAll(io.LimitReader(res.Body, maxReply+1))
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, gaveUp() // cut short by the deadline
+		}
 		return nil, fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
 	}
 	if len(raw) > maxReply {
@@ -441,6 +453,9 @@ func (c *PeerClient) do(ctx context.Context, client *http.Client, timeout time.D
 		return res.TLS, nil
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
+		if ctx.Err() != nil {
+			return nil, gaveUp()
+		}
 		return nil, fmt.Errorf("%s %s: the peer answered %d with a document that is not the one expected: %w", method, path, res.StatusCode, err)
 	}
 	return res.TLS, nil

@@ -857,3 +857,47 @@ func replyIDs[R any](res []R, id func(R) string) []string {
 	}
 	return out
 }
+
+// TestAnswerThatRacedTheDeadlineIsTheCallNotCompleting: once the call's
+// deadline has struck, an answer net/http still hands over may be the
+// peer's reaction to our giving up. A handler that returns without a word
+// then answers 200 with an empty body, and a body may be cut short: the
+// call reports the deadline (so a batch is halved and the rest retried),
+// not a peer that answers nonsense. A complete 2xx document is the peer's
+// answer, whenever it came.
+func TestAnswerThatRacedTheDeadlineIsTheCallNotCompleting(t *testing.T) {
+	expired, cancel := context.WithTimeout(context.Background(), 0)
+	defer cancel()
+	<-expired.Done()
+	answer := func(status int, body string) *http.Response {
+		return &http.Response{StatusCode: status, Body: io.NopCloser(strings.NewReader(body)), Header: http.Header{}}
+	}
+	for _, tc := range []struct {
+		name, body string
+		status     int
+	}{
+		{"200 without a word", "", http.StatusOK},
+		{"200 cut short", `[{"id":"m-1","sta`, http.StatusOK},
+		{"an error answer", `{"error":{"code":"shutting_down"}}`, http.StatusServiceUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out []messages.StatusReply
+			if _, err := readAnswer(expired, answer(tc.status, tc.body), "POST", "/x", &out); !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("err = %v, want the deadline", err)
+			}
+		})
+	}
+	t.Run("a complete 200 document", func(t *testing.T) {
+		var out []messages.StatusReply
+		if _, err := readAnswer(expired, answer(http.StatusOK, `[{"id":"m-1"}]`), "POST", "/x", &out); err != nil || len(out) != 1 || out[0].ID != "m-1" {
+			t.Errorf("got %+v, %v; want the peer's answer", out, err)
+		}
+	})
+	t.Run("200 without a word, in time", func(t *testing.T) {
+		var out []messages.StatusReply
+		_, err := readAnswer(context.Background(), answer(http.StatusOK, ""), "POST", "/x", &out)
+		if err == nil || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "not the one expected") {
+			t.Errorf("err = %v, want a peer that answered a document that is not the one expected", err)
+		}
+	})
+}
