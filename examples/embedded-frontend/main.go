@@ -69,6 +69,10 @@ type options struct {
 	Out io.Writer
 	// Logger receives the node's logs and the state changes.
 	Logger *slog.Logger
+	// DeadLetterThrottle is the node's Config.DeadLetterThrottle: its
+	// goroutine outlives a stop by that long, so a test that checks for
+	// leaked goroutines sets it small. 0 keeps protoactor's 1s.
+	DeadLetterThrottle time.Duration
 }
 
 // summary is what the demo observed.
@@ -157,6 +161,7 @@ func run(ctx context.Context, o options) (sum summary, err error) {
 	cfg.Listen, cfg.MetricsListen = o.Listen, o.MetricsListen
 	cfg.DeliveryRetryMin, cfg.DeliveryRetryMax = o.RetryMin, 4*o.RetryMin
 	cfg.Logger = o.Logger
+	cfg.DeadLetterThrottle = o.DeadLetterThrottle
 
 	node, err := switchboard.New(cfg) // validates cfg; nothing runs yet
 	if err != nil {

@@ -23,6 +23,10 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
+// deadLetterThrottle keeps the dead-letter throttle's goroutine, which
+// outlives a stop by its interval (1s by default), within goleak's wait.
+const deadLetterThrottle = 10 * time.Millisecond
+
 // demoTimeout bounds a whole demo run; a hang is a failure, not a CI timeout.
 const demoTimeout = time.Minute
 
@@ -45,6 +49,8 @@ func TestDemoDeliversEveryMessage(t *testing.T) {
 				Once:     true,
 				Out:      &out,
 				Logger:   testLogger(t),
+
+				DeadLetterThrottle: deadLetterThrottle,
 			})
 			if err != nil {
 				t.Fatalf("run: %v\noutput:\n%s", err, out.String())
@@ -76,6 +82,7 @@ func TestDemoServesUntilCancelled(t *testing.T) {
 		defer close(done)
 		sum, err = run(serveCtx, options{
 			DataDir: t.TempDir(), RetryMin: 20 * time.Millisecond, Out: out, Logger: testLogger(t),
+			DeadLetterThrottle: deadLetterThrottle,
 		})
 	}()
 	select {
