@@ -11,9 +11,14 @@ import (
 // Embedded starts a node through the embedding API with cfg (it must be
 // ready within 30s) and stops it when the test ends (within 20s: a failed
 // stop fails the test). Stopping it earlier with StopEmbedded is fine:
-// a node stops once.
+// a node stops once. A cfg without a DeadLetterThrottle gets 10ms: the
+// throttle's goroutine outlives a stop by its interval (protoactor's 1s by
+// default), longer than a leak check after the test waits.
 func Embedded(t testing.TB, cfg switchboard.Config) *switchboard.Node {
 	t.Helper()
+	if cfg.DeadLetterThrottle == 0 {
+		cfg.DeadLetterThrottle = 10 * time.Millisecond
+	}
 	n, err := switchboard.New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
