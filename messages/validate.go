@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -58,7 +59,8 @@ func SearchableSource(s string) bool {
 	return key != "" && strings.TrimLeft(s, "+") == key && NumberKey(key) == key
 }
 
-// ValidWebhookURL reports why u cannot be a webhook frontend's URL. Its
+// ValidWebhookURL reports why u cannot be a webhook frontend's URL: not
+// http(s), no host, a port not from 1 to 65535. Its
 // password, or its user without a password, may not be RedactedPassword:
 // that is what the API shows in its place, and a URL read back from the
 // API and put again would overwrite the real one with it.
@@ -66,6 +68,13 @@ func ValidWebhookURL(u string) error {
 	p, err := url.Parse(u)
 	if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
 		return fmt.Errorf("%q is not an http(s) URL", RedactURL(u))
+	}
+	// url.Parse takes any digits for a port: 0 and 99999 would be stored,
+	// and every call to the frontend fail ("invalid port").
+	if port := p.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%q: port %s is not from 1 to 65535", RedactURL(u), port)
+		}
 	}
 	if pw, ok := p.User.Password(); ok && pw == RedactedPassword {
 		return fmt.Errorf("the password %q is what the API shows in place of the real one: give the real password", RedactedPassword)

@@ -1,6 +1,9 @@
 package messages
 
-import "testing"
+import (
+	"errors"
+	"testing"
+)
 
 // TestSearchableSource: a source is accepted only when the search of its
 // own value finds it: the stores compare it without its leading '+' with
@@ -69,5 +72,26 @@ func TestRedactURL(t *testing.T) {
 	f := Frontend{Name: "h", Mode: ModeWebhook, URL: "https://bob:secret@host/hook", Secret: "s"}.Shown()
 	if f.URL != "https://bob:xxxxx@host/hook" || f.Secret != "" {
 		t.Errorf("Shown: %+v", f)
+	}
+}
+
+// TestWebhookURLPort: a webhook URL's port is 1-65535. url.Parse takes any
+// digits, so https://h:99999/x and https://127.0.0.1:0/x were stored and
+// every delivery to them failed ("dial tcp: address 99999: invalid port").
+func TestWebhookURLPort(t *testing.T) {
+	for u, ok := range map[string]bool{
+		"https://h:99999/x": false, "https://127.0.0.1:0/x": false, "http://h:65536/": false, "https://[::1]:70000/x": false,
+		"https://h:00000/x": false,
+		"https://h:1/x":     true, "https://h:65535/x": true, "https://h/x": true, "http://[::1]:8080/x": true, "https://h:0443/x": true,
+	} {
+		err := ValidWebhookURL(u)
+		if (err == nil) != ok {
+			t.Errorf("ValidWebhookURL(%q) = %v, want valid %v", u, err, ok)
+		}
+		fe := Frontend{Name: "wh", Mode: ModeWebhook, URL: u}
+		var e *Error
+		if err := fe.Validate(); (err == nil) != ok || (!ok && (!errors.As(err, &e) || e.Code != CodeInvalidRequest)) {
+			t.Errorf("a webhook frontend with %q: %v, want valid %v (else invalid_request)", u, err, ok)
+		}
 	}
 }
