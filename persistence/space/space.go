@@ -69,6 +69,25 @@ func FormatSize(n int64) string {
 	return strconv.FormatInt(n, 10)
 }
 
+// HumanSize prints a size for people: in the largest binary unit it
+// reaches (B, KiB, MiB, GiB, TiB), whole when the unit divides it, else
+// with one decimal, cut rather than rounded (a size below another never
+// prints above it: 99.99MiB is 99.9MiB, not 100.0MiB). FormatSize prints
+// one exactly, for flags.
+func HumanSize(n int64) string {
+	for i := 3; i >= 0; i-- {
+		u := units[i]
+		switch {
+		case n < u.bytes:
+			continue
+		case n%u.bytes == 0:
+			return strconv.FormatInt(n/u.bytes, 10) + u.suffix
+		}
+		return strconv.FormatInt(n/u.bytes, 10) + "." + strconv.FormatInt(n%u.bytes*10/u.bytes, 10) + u.suffix
+	}
+	return strconv.FormatInt(n, 10) + "B"
+}
+
 // ParseReserve reads a reserve: a size (ParseSize) or a percentage of the
 // file system ("5%", up to 90%).
 func ParseReserve(v string) (Reserve, error) {
@@ -137,7 +156,7 @@ func (g *Gate) Observe(free, total uint64) {
 	switch {
 	case free < need:
 		g.low = fmt.Sprintf("%s free on the store's file system, below the reserve of %s (--min-free-space %s)",
-			FormatSize(int64(free)), FormatSize(int64(need)), g.reserve)
+			HumanSize(int64(free)), HumanSize(int64(need)), g.reserve)
 	case g.low != "" && free < need+margin:
 		// still short: keep the reason
 	default:

@@ -67,6 +67,32 @@ func TestGate(t *testing.T) {
 	step("after the hold", 500<<20, false, "")
 }
 
+// TestGateReasonIsInOneUnit: the reason printed the free space in the
+// largest unit dividing it and the reserve, when no unit divided it, in
+// bare bytes: "79031040KiB free on the store's file system, below the
+// reserve of 243497856614 (--min-free-space 90%)". Both are for people,
+// in one human unit each.
+func TestGateReasonIsInOneUnit(t *testing.T) {
+	g := NewGate(Reserve{Bytes: 243497856614})
+	g.Observe(79031040<<10, 1<<40)
+	want := "75.3GiB free on the store's file system, below the reserve of 226.7GiB (--min-free-space 243497856614)"
+	if _, why := g.Shut(time.Now()); why != want {
+		t.Errorf("reason %q, want %q", why, want)
+	}
+}
+
+func TestHumanSize(t *testing.T) {
+	for n, want := range map[int64]string{
+		0: "0B", 1023: "1023B", 1024: "1KiB", 1536: "1.5KiB", 100 << 20: "100MiB",
+		100<<20 - 1: "99.9MiB", 5<<30 + 1<<29: "5.5GiB", 3 << 40: "3TiB", 2048 << 40: "2048TiB",
+		1<<63 - 1: "8388607.9TiB",
+	} {
+		if got := HumanSize(n); got != want {
+			t.Errorf("HumanSize(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
 // TestGateHoldSurvivesAClockStepBack: a clock stepped back after a
 // failed write (NTP correcting a clock that ran ahead) shuts the gate for
 // Hold from the step, not for the step's length more (the sim found a

@@ -125,7 +125,7 @@ func roomForBackup(ctx context.Context, src *sql.DB, to string) error {
 	}
 	if avail < need+BackupReserve {
 		return fmt.Errorf("sqlite: backup: %s's file system has %s free; the copy needs about %s and leaves %s free beside it (a node on that file system refuses work below its --min-free-space): write it elsewhere",
-			to, space.FormatSize(int64(avail)), space.FormatSize(int64(need)), space.FormatSize(BackupReserve))
+			to, space.HumanSize(int64(avail)), space.HumanSize(int64(need)), space.HumanSize(BackupReserve))
 	}
 	return nil
 }
