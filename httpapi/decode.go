@@ -45,6 +45,24 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	return exactKeys(raw, reflect.TypeOf(v))
 }
 
+// givenString is a string field of a request body that tells one left
+// out (Given false) from one given as "" or null (Given true, Value ""):
+// a plain string reads all three as "".
+type givenString struct {
+	Given bool
+	Value string
+}
+
+// UnmarshalJSON is called for the field only when the body names it,
+// null included.
+func (g *givenString) UnmarshalJSON(b []byte) error {
+	g.Given = true
+	if string(b) == "null" {
+		return nil
+	}
+	return json.Unmarshal(b, &g.Value)
+}
+
 // decodePeer is decode for the federation and ring APIs: unknown fields are
 // ignored there, because the instances and peers that call them run
 // different versions during an upgrade (a newer peer's additions must not

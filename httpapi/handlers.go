@@ -35,11 +35,29 @@ type submitReply struct {
 	State messages.State `json:"state"`
 }
 
+// submitRequest is the body of a submit: a submission whose id left out
+// is one the node makes, and whose id given as "" or null is refused. It
+// was read as left out, so a client that sent "id": "" meaning an id had
+// each retry stored as another message.
+type submitRequest struct {
+	messages.Submission
+	ID givenString `json:"id"`
+}
+
 func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
-	var sub messages.Submission
-	if err := decode(w, r, &sub); err != nil {
+	var req submitRequest
+	if err := decode(w, r, &req); err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	sub := req.Submission
+	if req.ID.Given {
+		if req.ID.Value == "" {
+			s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest,
+				"id is given empty or null: give 1-128 letters, digits, '.', '_', ':' or '-', or leave id out for the node to make one"))
+			return
+		}
+		sub.ID = req.ID.Value
 	}
 	// A submit the node refuses as malformed uses none of the client's
 	// rate: the rate is taken only for a valid one, and given back when
