@@ -34,6 +34,24 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	if err != nil {
 		return err
 	}
+	return decodeStrict(raw, v)
+}
+
+// decodeNone is decode for a call that takes no body (a single resubmit,
+// a DELETE): none, or an empty object. Anything else is refused as decode
+// refuses it, before the call changes anything: it was ignored, so that
+// a field such as {"msg_id":"other"} was dropped in silence and the call
+// acted on its path alone.
+func decodeNone(w http.ResponseWriter, r *http.Request) error {
+	raw, err := readUpTo(w, r)
+	if err != nil || len(bytes.TrimSpace(raw)) == 0 {
+		return err
+	}
+	return decodeStrict(raw, &struct{}{})
+}
+
+// decodeStrict is decode of the body raw.
+func decodeStrict(raw []byte, v any) error {
 	if err := textError(raw); err != nil {
 		return err
 	}
@@ -86,8 +104,18 @@ func decodePeer(w http.ResponseWriter, r *http.Request, v any) error {
 var bodyWait = 30 * time.Second
 
 // readBody reads the whole body, at most MaxBody bytes (413 beyond),
-// within bodyWait.
+// within bodyWait; an empty one is refused.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	raw, err := readUpTo(w, r)
+	if err == nil && len(bytes.TrimSpace(raw)) == 0 {
+		return nil, messages.Errorf(messages.CodeInvalidJSON, "the request body is empty; a JSON object is required")
+	}
+	return raw, err
+}
+
+// readUpTo reads the whole body, at most MaxBody bytes (413 beyond),
+// within bodyWait.
+func readUpTo(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if r.ContentLength > MaxBody {
 		return nil, tooLarge(w)
 	}
@@ -110,8 +138,6 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 		return nil, messages.Errorf(messages.CodeInvalidJSON, "the request body did not come within %v", bodyWait)
 	case err != nil:
 		return nil, messages.Errorf(messages.CodeInvalidJSON, "the request body could not be read: %v", err)
-	case len(bytes.TrimSpace(raw)) == 0:
-		return nil, messages.Errorf(messages.CodeInvalidJSON, "the request body is empty; a JSON object is required")
 	}
 	return raw, nil
 }

@@ -350,6 +350,10 @@ func (s *Server) resubmit(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if err := decodeNone(w, r); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	ctx, cancel := change(s, r, s.cfg.RequestTimeout, messages.AuditResubmit, id, resubmitDetail)
 	defer cancel()
 	m, err := s.cfg.Backend.Resubmit(ctx, id)
@@ -471,6 +475,10 @@ func (s *Server) deleteRoute(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if err := decodeNone(w, r); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	ctx, cancel := change(s, r, s.cfg.RequestTimeout, messages.AuditRouteDelete, prefix, known(""))
 	defer cancel()
 	if err := s.cfg.Backend.DeleteRoute(ctx, prefix); err != nil {
@@ -541,6 +549,10 @@ func (s *Server) putFrontend(w http.ResponseWriter, r *http.Request) {
 func (s *Server) deleteFrontend(w http.ResponseWriter, r *http.Request) {
 	name, err := frontendName.of(r, "name")
 	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := decodeNone(w, r); err != nil {
 		s.fail(w, r, err)
 		return
 	}

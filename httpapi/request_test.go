@@ -37,6 +37,21 @@ func (b *recordingBackend) Submit(ctx context.Context, sub messages.Submission) 
 	return b.stubBackend.Submit(ctx, sub)
 }
 
+func (b *recordingBackend) Resubmit(ctx context.Context, id string) (messages.Message, error) {
+	b.note("resubmit " + id)
+	return b.stubBackend.Resubmit(ctx, id)
+}
+
+func (b *recordingBackend) DeleteRoute(_ context.Context, prefix string) error {
+	b.note("delete route " + prefix)
+	return nil
+}
+
+func (b *recordingBackend) DeleteFrontend(_ context.Context, name string) error {
+	b.note("delete frontend " + name)
+	return nil
+}
+
 // serve answers one request of an admin on a gateway over b.
 func serve(t *testing.T, b Backend, method, path, body string) *httptest.ResponseRecorder {
 	t.Helper()
@@ -82,5 +97,42 @@ func TestSubmitIDGivenEmptyIsRefused(t *testing.T) {
 	// A wrong type for id is refused as before.
 	if rec := serve(t, &recordingBackend{}, "POST", "/api/messages", `{"id":5,`+rest); rec.Code != http.StatusBadRequest {
 		t.Errorf(`a submit with "id": 5: %d %s, want 400`, rec.Code, rec.Body.String())
+	}
+}
+
+// TestBodylessCallsRefuseABody: a single resubmit and the DELETEs take no
+// body; one that is not empty nor {} is refused as every strict call
+// refuses it (an unknown field: 400 unknown_field) and nothing changes.
+// They ignored it and acted: {"msg_id":"other","bogus":true} resubmitted
+// the path's message.
+func TestBodylessCallsRefuseABody(t *testing.T) {
+	for _, c := range []struct{ method, path, change string }{
+		{"POST", "/api/messages/r1/resubmit", "resubmit r1"},
+		{"DELETE", "/api/routes/4412", "delete route 4412"},
+		{"DELETE", "/api/frontends/fa", "delete frontend fa"},
+	} {
+		for body, code := range map[string]string{
+			`{"msg_id":"other","bogus":true}`: "unknown_field",
+			`{"Bogus":1}`:                     "unknown_field",
+			`[]`:                              "invalid_json",
+			`{} x`:                            "invalid_json",
+			`"x"`:                             "invalid_json",
+		} {
+			b := &recordingBackend{}
+			rec := serve(t, b, c.method, c.path, body)
+			if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), `"code":"`+code+`"`) {
+				t.Errorf("%s %s with %s: %d %s, want 400 %s", c.method, c.path, body, rec.Code, strings.TrimSpace(rec.Body.String()), code)
+			}
+			if made := b.made(); len(made) != 0 {
+				t.Errorf("%s %s with %s changed %v", c.method, c.path, body, made)
+			}
+		}
+		for _, body := range []string{"", " ", "{}", " { } "} {
+			b := &recordingBackend{}
+			rec := serve(t, b, c.method, c.path, body)
+			if made := b.made(); rec.Code >= 300 || len(made) != 1 || made[0] != c.change {
+				t.Errorf("%s %s with %q: %d %s, changed %v; want %q done", c.method, c.path, body, rec.Code, strings.TrimSpace(rec.Body.String()), made, c.change)
+			}
+		}
 	}
 }
