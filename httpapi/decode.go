@@ -50,10 +50,15 @@ func decodeNone(w http.ResponseWriter, r *http.Request) error {
 	return decodeStrict(raw, &struct{}{})
 }
 
-// decodeStrict is decode of the body raw.
+// decodeStrict is decode of the body raw. A body of null is refused: a
+// decoder takes it for an object without fields in silence (a poll of
+// null polled with the defaults).
 func decodeStrict(raw []byte, v any) error {
 	if err := textError(raw); err != nil {
 		return err
+	}
+	if string(bytes.TrimSpace(raw)) == "null" {
+		return messages.Errorf(messages.CodeInvalidJSON, "the request body is null; a JSON object is required")
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -155,12 +160,14 @@ func decodeOne(dec *json.Decoder, v any) error {
 }
 
 // decodeError maps an error of encoding/json to the API's error: an
-// unknown field and a field's bad value name the field; the rest is
-// malformed JSON.
+// unknown field and a field's bad value name the field; a value of the
+// wrong JSON type names the field and the type wanted (typeError); the
+// rest is malformed JSON.
 func decodeError(err error) error {
 	var (
 		b64 base64.CorruptInputError
 		te  *time.ParseError
+		ute *json.UnmarshalTypeError
 	)
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		return messages.Errorf(messages.CodeUnknownField,
@@ -172,8 +179,62 @@ func decodeError(err error) error {
 			"message_body_base64 is not standard base64 (with padding): bad data at byte %d", int64(b64))
 	case errors.As(err, &te):
 		return messages.Errorf(messages.CodeInvalidRequest, "a time is not RFC 3339 (e.g. 2026-05-01T12:00:00Z): %q", te.Value)
+	case errors.As(err, &ute):
+		return typeError(ute)
+	case strings.HasPrefix(err.Error(), "Time.UnmarshalJSON: "):
+		return messages.Errorf(messages.CodeInvalidJSON, "a time is not a JSON string (RFC 3339, e.g. \"2026-05-01T12:00:00Z\")")
 	}
 	return messages.Errorf(messages.CodeInvalidJSON, "the request body is not valid JSON: %v", err)
+}
+
+// typeError is the invalid_json of a value of the wrong JSON type, in the
+// API's words: the field's JSON name and the JSON type it takes. The
+// decoder's own message names Go types ("cannot unmarshal array into Go
+// value of type struct { Max *int ... }", "Go struct field
+// Submission.destination_msisdn"), which tell a client nothing.
+func typeError(e *json.UnmarshalTypeError) error {
+	if e.Field == "" {
+		return messages.Errorf(messages.CodeInvalidJSON, "the request body is %s; a JSON object is required", jsonValue(e.Value))
+	}
+	return messages.Errorf(messages.CodeInvalidJSON, "%s must be %s, not %s", e.Field, jsonKind(e.Type), jsonValue(e.Value))
+}
+
+// jsonValue names a JSON value that encoding/json describes as v
+// ("array", "number", "number 1.5").
+func jsonValue(v string) string {
+	switch {
+	case strings.Contains(v, " "):
+		return "the " + v
+	case v == "array", v == "object":
+		return "an " + v
+	case v == "bool":
+		return "a boolean"
+	}
+	return "a " + v
+}
+
+// jsonKind names the JSON type that decodes into t.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "a base64 string"
+		}
+		return "an array"
+	}
+	return "an object"
 }
 
 // textError reports the first thing in the raw JSON raw that a decoder

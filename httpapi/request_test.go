@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -133,6 +134,40 @@ func TestBodylessCallsRefuseABody(t *testing.T) {
 			if made := b.made(); rec.Code >= 300 || len(made) != 1 || made[0] != c.change {
 				t.Errorf("%s %s with %q: %d %s, changed %v; want %q done", c.method, c.path, body, rec.Code, strings.TrimSpace(rec.Body.String()), made, c.change)
 			}
+		}
+	}
+}
+
+// TestBodyOfTheWrongShapeIsNamedInJSONTerms: a body of null is refused
+// where an object is expected (a poll of null polled with the defaults),
+// and a value of the wrong JSON type is refused with a message naming the
+// field and the JSON type it takes, not the decoder's Go types ("cannot
+// unmarshal array into Go value of type struct { Max *int ...}", "Go
+// struct field Submission.destination_msisdn").
+func TestBodyOfTheWrongShapeIsNamedInJSONTerms(t *testing.T) {
+	for _, c := range []struct{ method, path, body, message string }{
+		{"POST", "/api/frontends/fa/poll", `null`, "the request body is null; a JSON object is required"},
+		{"POST", "/api/frontends/fa/poll", " null\n", "the request body is null; a JSON object is required"},
+		{"POST", "/api/messages", `null`, "the request body is null; a JSON object is required"},
+		{"PUT", "/api/routes/44", `null`, "the request body is null; a JSON object is required"},
+		{"POST", "/api/messages/r1/resubmit", `null`, "the request body is null; a JSON object is required"},
+		{"POST", "/api/frontends/fa/poll", `[]`, "the request body is an array; a JSON object is required"},
+		{"POST", "/api/frontends/fa/poll", `"x"`, "the request body is a string; a JSON object is required"},
+		{"POST", "/api/frontends/fa/poll", `{"max":"10"}`, "max must be an integer, not a string"},
+		{"POST", "/api/frontends/fa/poll", `{"wait_ms":1.5}`, "wait_ms must be an integer, not the number 1.5"},
+		{"POST", "/api/messages", `{"source_msisdn":"1","destination_msisdn":4477,"message_body":"x"}`, "destination_msisdn must be a string, not a number"},
+		{"POST", "/api/messages", `{"id":["a"],"source_msisdn":"1","destination_msisdn":"4477","message_body":"x"}`, "id must be a string, not an array"},
+		{"POST", "/api/messages", `{"source_msisdn":"1","destination_msisdn":"4477","message_body":"x","validity_until":5}`, "a time is not a JSON string"},
+		{"POST", "/api/frontends/fa/ack", `{"results":[{"id":"a","status":true}]}`, "results.status must be a string, not a boolean"},
+		{"POST", "/api/frontends/fa/ack", `{"results":{}}`, "results must be an array, not an object"},
+		{"PUT", "/api/frontends/fa", `{"mode":"pull","url":{}}`, "url must be a string, not an object"},
+	} {
+		rec := serve(t, stubBackend{}, c.method, c.path, c.body)
+		var doc errorDoc
+		_ = json.Unmarshal(rec.Body.Bytes(), &doc)
+		if rec.Code != http.StatusBadRequest || doc.Error.Code != messages.CodeInvalidJSON || !strings.Contains(doc.Error.Message, c.message) ||
+			strings.Contains(doc.Error.Message, "Go ") {
+			t.Errorf("%s %s with %s: %d %s, want 400 invalid_json saying %q", c.method, c.path, c.body, rec.Code, strings.TrimSpace(rec.Body.String()), c.message)
 		}
 	}
 }
