@@ -322,10 +322,12 @@ func queryValues(r *http.Request) (url.Values, error) {
 }
 
 // paramsOnce refuses a query that names a parameter not in known
-// (unknown_field, like an unknown field of a body) or names one more than
+// (unknown_field, like an unknown field of a body), names one more than
 // once (invalid_request: url.Values.Get would read the first and ignore
-// the rest in silence). Names are checked in sorted order, so that the
-// answer does not depend on map order.
+// the rest in silence), or gives one empty (invalid_request, as a bad
+// value of it: "?state=" was read as no state, and a filtered list was
+// answered 200 with every message). Names are checked in sorted order, so
+// that the answer does not depend on map order.
 func paramsOnce(v url.Values, known []string) error {
 	for _, name := range slices.Sorted(maps.Keys(v)) {
 		if !slices.Contains(known, name) {
@@ -333,6 +335,9 @@ func paramsOnce(v url.Values, known []string) error {
 		}
 		if n := len(v[name]); n > 1 {
 			return messages.Errorf(messages.CodeInvalidRequest, "parameter %q is given %d times", name, n)
+		}
+		if v.Get(name) == "" {
+			return messages.Errorf(messages.CodeInvalidRequest, "parameter %q is given empty: give it a value, or leave it out", name)
 		}
 	}
 	return nil
