@@ -108,8 +108,28 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	s.router = s.routes()
-	s.handler = s.crossOrigin(s.router)
+	s.handler = s.crossOrigin(s.headAsGet(s.router))
 	return s, nil
+}
+
+// headAsGet serves a HEAD request of a path the router serves GET on as
+// that GET, guard and all (RFC 9110: HEAD is GET without the body;
+// net/http's server drops what a handler writes to a HEAD's body). The
+// routes name GET alone, and a HEAD of /healthz, /readyz or / (a load
+// balancer's or uptime monitor's check) was 405. A HEAD of a path served
+// without GET stays a HEAD: 405, naming HEAD.
+func (s *Server) headAsGet(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodHead {
+			get := r.WithContext(r.Context())
+			get.Method = http.MethodGet
+			var m mux.RouteMatch
+			if s.router.Match(get, &m) && m.MatchErr == nil {
+				r = get
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // crossOrigin refuses a browser's unsafe request (POST, PUT, DELETE) made

@@ -101,3 +101,62 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 		time.Sleep(2 * bodyWait)
 	}
 }
+
+// TestHeadIsServedWhereGetIs: HEAD of a path served on GET answers as the
+// GET does (status, type, token check) without a body; it was 405 on
+// every route, /healthz, /readyz and / included. A HEAD of a path served
+// without GET is 405 naming HEAD; of no path, 404.
+func TestHeadIsServedWhereGetIs(t *testing.T) {
+	srv := uiServer(t)
+	for _, c := range []struct {
+		path, token string
+		status      int
+	}{
+		{"/healthz", "", 200}, {"/readyz", "", 200}, {"/", "", 200}, {"/ui.js", "", 200},
+		{"/api/messages/m-1", stubToken, 200}, {"/api/messages?state=failed", stubToken, 200},
+		{"/api/openapi.json", stubToken, 200},
+		{"/api/messages/m-1", "", 401}, {"/api/messages/nope", stubToken, 404},
+		{"/api/routes/44", stubToken, 405}, {"/api/frontends/fa/poll", stubToken, 405}, {"/no/such", stubToken, 404},
+	} {
+		do := func(method string) (*http.Response, []byte) {
+			req, err := http.NewRequest(method, srv.URL+c.path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.token != "" {
+				req.Header.Set("Authorization", "Bearer "+c.token)
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			body, _ := io.ReadAll(res.Body)
+			return res, body
+		}
+		head, body := do(http.MethodHead)
+		if head.StatusCode != c.status || len(body) != 0 {
+			t.Errorf("HEAD %s: %d with %d bytes of body, want %d and none", c.path, head.StatusCode, len(body), c.status)
+		}
+		if c.status == http.StatusMethodNotAllowed {
+			continue
+		}
+		get, _ := do(http.MethodGet)
+		if get.StatusCode != head.StatusCode || get.Header.Get("Content-Type") != head.Header.Get("Content-Type") {
+			t.Errorf("HEAD %s: %d %q, GET: %d %q; want the same", c.path, head.StatusCode, head.Header.Get("Content-Type"),
+				get.StatusCode, get.Header.Get("Content-Type"))
+		}
+	}
+	// The 405 names the method asked.
+	s, err := New(Config{Backend: stubBackend{}, APIToken: stubToken, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodHead, "/api/routes/44", nil)
+	req.Header.Set("Authorization", "Bearer "+stubToken)
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, req)
+	if rec.Code != http.StatusMethodNotAllowed || !strings.Contains(rec.Body.String(), "method HEAD is not allowed") {
+		t.Errorf("HEAD /api/routes/44: %d %s, want 405 naming HEAD", rec.Code, rec.Body.String())
+	}
+}
