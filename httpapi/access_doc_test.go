@@ -104,3 +104,34 @@ func TestEveryRouteRequiresTheRolesTheDocsName(t *testing.T) {
 		}
 	}
 }
+
+// TestReadyzDocNamesWhatTheNodeAnswers: docs/api.md's /readyz names each
+// field of a ready node's answer (the OpenAPI Probe, held to the node by
+// TestOpenAPIAnswers) and each value of storage and of bus in its turn.
+// It gave storage the bus's values (off, up, down), where the node
+// answers ok or full with a storage_reason.
+func TestReadyzDocNamesWhatTheNodeAnswers(t *testing.T) {
+	_, text, ok := strings.Cut(apiDocSection(t, "Node"), "\n- `GET /healthz`")
+	if !ok {
+		t.Fatal("docs/api.md's section Node has no bullet for GET /healthz and /readyz")
+	}
+	text, _, _ = strings.Cut(text, "\n- ")
+	text, _, _ = strings.Cut(text, "\n\n")
+	storage, bus, ok := strings.Cut(text, "`bus`")
+	if !ok {
+		t.Fatalf("docs/api.md's /readyz does not name bus: %s", text)
+	}
+	probe := loadOpenAPI(t).schema("Probe")["properties"].(map[string]any)
+	for field, in := range map[string]string{"storage": storage, "bus": bus} {
+		for _, v := range probe[field].(map[string]any)["enum"].([]any) {
+			if !strings.Contains(in, "`"+v.(string)+"`") {
+				t.Errorf("docs/api.md's /readyz does not give %s the value %q: %s", field, v, in)
+			}
+		}
+	}
+	for field := range probe {
+		if !strings.Contains(text, "`"+field+"`") && !strings.Contains(text, `"`+field+`"`) {
+			t.Errorf("docs/api.md's /readyz does not name the field %s: %s", field, text)
+		}
+	}
+}
