@@ -135,3 +135,29 @@ func TestReadyzDocNamesWhatTheNodeAnswers(t *testing.T) {
 		}
 	}
 }
+
+// TestResubmitDocNamesItsErrors: docs/api.md's Resubmit names every error
+// the OpenAPI document lists for a single resubmit besides the common
+// ones (a bad body, the token, the role, the size, the node's own
+// trouble), with its status. It left out 422 no_route, which the node
+// answers for a message no route serves now.
+func TestResubmitDocNamesItsErrors(t *testing.T) {
+	_, section, ok := strings.Cut(apiDocSection(t, "Messages"), "\n### Resubmit\n")
+	if !ok {
+		t.Fatal("docs/api.md's section Messages has no Resubmit")
+	}
+	section, _, _ = strings.Cut(section, "\n### ")
+	d := loadOpenAPI(t)
+	for status, v := range d.operation("POST", "/api/messages/{id}/resubmit")["responses"].(map[string]any) {
+		if status < "400" || slices.Contains([]string{"400", "401", "403", "413", "500", "503"}, status) {
+			continue
+		}
+		code := docRoleName.FindStringSubmatch(v.(map[string]any)["description"].(string))
+		if code == nil {
+			t.Fatalf("the OpenAPI document's resubmit %s names no code", status)
+		}
+		if !strings.Contains(section, "`"+status+" "+code[1]+"`") {
+			t.Errorf("docs/api.md's Resubmit does not name %s %s", status, code[1])
+		}
+	}
+}
