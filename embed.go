@@ -25,13 +25,15 @@ func (n *Node) System() *actor.ActorSystem { return n.system }
 // within the restart budget (the panic is logged with its stack), measured
 // by the actor metrics under kind, and stopped with the node (after the
 // node's own actors have drained, since it was spawned later). A name is
-// unique among the guardian's children.
+// unique among the guardian's children, holds no "/" (protoactor's
+// separator of a child's name from its parent's) and is none of the
+// node's own actors' names.
 func (n *Node) Spawn(name, kind string, producer actor.Producer) (*actor.PID, error) {
 	if !n.ready.Load() {
 		return nil, errors.New("switchboard: spawn needs a started node")
 	}
-	if isNodeActor(name) {
-		return nil, fmt.Errorf("switchboard: %q is the name of one of the node's own actors", name)
+	if err := checkActorName(name); err != nil {
+		return nil, err
 	}
 	return n.guardian.Spawn(name, kind, producer)
 }
@@ -144,8 +146,8 @@ func (n *Node) StopActor(ctx context.Context, name string) error {
 	if !n.ready.Load() {
 		return errors.New("switchboard: stop actor needs a started node")
 	}
-	if isNodeActor(name) {
-		return fmt.Errorf("switchboard: %q is one of the node's own actors", name)
+	if err := checkActorName(name); err != nil {
+		return err
 	}
 	// Before the stop: deliveries already in its mailbox are answered as
 	// it drains, and no new one is sent to a PID about to die (it would

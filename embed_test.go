@@ -863,3 +863,36 @@ func TestNodeChangesOfTextPostgresRefuses(t *testing.T) {
 	wantCode(t, "DeleteRoute", n.DeleteRoute(ctx, "4\xff"), messages.CodeInvalidRequest)
 	wantCode(t, "DeleteFrontend", n.DeleteFrontend(ctx, "a\x00b"), messages.CodeInvalidRequest)
 }
+
+// TestSpawnRefusesNamesUnderOtherActors: protoactor names a child
+// "<parent>/<child>", so Spawn("frontends/gw#1") took the name of the
+// delivery worker the frontends supervisor gives frontend gw: that worker
+// could not start, the supervisor failed until its budget was gone, the
+// node failed and gw's messages stayed pending. Every name holding "/" is
+// refused, and the node goes on serving.
+func TestSpawnRefusesNamesUnderOtherActors(t *testing.T) {
+	n := startNode(t, embeddedConfig(t)).node
+	ctx := context.Background()
+	idle := func() actor.Actor { return actorFunc(func(actor.Context) {}) }
+	for _, name := range []string{"frontends/gw#0", "frontends/gw#1", "frontends/gw#2", "intake/x", "mine/child"} {
+		if _, err := n.Spawn(name, "test-idle", idle); err == nil {
+			t.Errorf("Spawn(%q) accepted a name under another actor's", name)
+		} else if !strings.Contains(err.Error(), "/") {
+			t.Errorf("Spawn(%q): %v, want the error to say why", name, err)
+		}
+		if err := n.StopActor(ctx, name); err == nil {
+			t.Errorf("StopActor(%q) accepted a name under another actor's", name)
+		}
+	}
+	got := make(chan string, 4)
+	serveActor(t, n, "gw", "gw", "46", deliveredBy("gw", got))
+	if _, _, err := n.Submit(ctx, messages.Submission{ID: "n1", SourceMSISDN: "Switchboard", DestinationMSISDN: "46701234567", Body: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, n, "n1", messages.StateDelivered)
+	select {
+	case err := <-n.Fatal():
+		t.Fatalf("the node failed: %v", err)
+	default:
+	}
+}

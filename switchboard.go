@@ -38,6 +38,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -251,6 +252,26 @@ func isNodeActor(name string) bool {
 		return true
 	}
 	return false
+}
+
+// checkActorName refuses a name Spawn and StopActor cannot take: one of
+// the node's own actors, or a name holding "/". protoactor names a child
+// "<parent>/<child>" in one flat registry, so "frontends/gw#1" is the
+// name the delivery supervisor gives gw's worker: spawned first, it left
+// that worker unable to start, and the node failed. Any "/" is refused,
+// not only under the node's names: "gw/link" would take the place of a
+// child of the embedder's own "gw" the same way.
+func checkActorName(name string) error {
+	if isNodeActor(name) {
+		return fmt.Errorf("switchboard: %q is the name of one of the node's own actors", name)
+	}
+	if first, _, ok := strings.Cut(name, "/"); ok {
+		if isNodeActor(first) {
+			return fmt.Errorf("switchboard: %q is under the name of one of the node's own actors (%q): a name holds no \"/\"", name, first)
+		}
+		return fmt.Errorf("switchboard: %q holds a \"/\": it would be the name of a child of actor %q", name, first)
+	}
+	return nil
 }
 
 // New validates cfg and prepares a node; nothing runs until Start.
