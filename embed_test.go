@@ -896,3 +896,33 @@ func TestSpawnRefusesNamesUnderOtherActors(t *testing.T) {
 	default:
 	}
 }
+
+// TestStopAfterTheWorkersSupervisorFailed: once the delivery workers'
+// supervisor is gone (the node failed), Stop's drain sent it a Drain that
+// nobody answered and waited all of ShutdownTimeout, then failed with
+// "delivery workers did not drain in time". A supervisor that is gone is
+// not waited for.
+func TestStopAfterTheWorkersSupervisorFailed(t *testing.T) {
+	cfg := embeddedConfig(t)
+	cfg.ShutdownTimeout = 5 * time.Second
+	n, err := switchboard.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Stopped behind the guardian's back, as a supervisor whose restart
+	// budget ran out is.
+	n.System().Root.Stop(actor.NewPID(n.System().Address(), "node/frontends"))
+	select {
+	case <-n.Fatal():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the supervisor's end did not make the node fail")
+	}
+	t0 := time.Now()
+	err = n.Stop(context.Background())
+	if took := time.Since(t0); took > cfg.ShutdownTimeout/2 || err != nil && strings.Contains(err.Error(), "drain") {
+		t.Errorf("Stop after the supervisor failed: %v, after %v", err, took.Round(time.Millisecond))
+	}
+}

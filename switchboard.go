@@ -880,10 +880,15 @@ func (n *Node) teardown(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	if n.frontends != nil {
+		// A supervisor already gone (its budget exhausted: the node
+		// failed) drains nothing and never answers: not waited for.
+		gone := n.guardian.Ended(n.frontends)
 		done, abandon := make(chan struct{}), make(chan struct{})
 		n.system.Root.Send(n.frontends, &messages.Drain{Done: done, Abandon: abandon})
 		select {
 		case <-done:
+		case <-gone:
+			n.log.Warn("delivery workers not drained: their supervisor is gone")
 		case <-ctx.Done():
 			errs = append(errs, errors.New("delivery workers did not drain in time"))
 		}

@@ -215,6 +215,27 @@ func (g *Guardian) Stop(ctx context.Context, name string) error {
 	}
 }
 
+// Ended is closed once the child pid has terminated, however it ended:
+// at once for a pid no live child has (it ended already, or was never
+// the guardian's), and once the guardian has stopped. A caller that
+// waits for a child's answer waits on it too, so that a child gone
+// before answering (its budget exhausted: OnFatal) is not waited for.
+func (g *Guardian) Ended(pid *actor.PID) <-chan struct{} {
+	select {
+	case <-g.done:
+		return g.done
+	default:
+	}
+	reply := make(chan (<-chan struct{}), 1)
+	g.system.Root.Send(g.pid, &endedRequest{id: pid.GetId(), reply: reply})
+	select {
+	case ended := <-reply:
+		return ended
+	case <-g.done:
+		return g.done
+	}
+}
+
 // escalate calls OnFatal on its own goroutine: it usually stops the node,
 // which waits for the guardian, so calling it on the guardian's goroutine
 // would deadlock.
@@ -235,6 +256,12 @@ type spawnReply struct {
 
 type stopAllRequest struct{}
 
+// endedRequest asks for the channel closed when child id has terminated.
+type endedRequest struct {
+	id    string
+	reply chan<- (<-chan struct{}) // buffered
+}
+
 // stopRequest retires one child on purpose: its end is not escalated.
 type stopRequest struct {
 	name  string
@@ -249,6 +276,8 @@ type child struct {
 	retired chan<- error
 	// lastFailure is the panic that made the supervisor stop the child.
 	lastFailure any
+	// ended is closed when the child has terminated (made by Ended).
+	ended chan struct{}
 }
 
 // guardianActor owns the children bookkeeping; only its goroutine touches it.
@@ -295,6 +324,18 @@ func (a *guardianActor) Receive(c actor.Context) {
 			ch.retired = msg.reply
 			c.Poison(ch.pid)
 		}
+	case *endedRequest:
+		ch, ok := a.byID[msg.id]
+		if !ok {
+			ended := make(chan struct{})
+			close(ended)
+			msg.reply <- ended
+			break
+		}
+		if ch.ended == nil {
+			ch.ended = make(chan struct{})
+		}
+		msg.reply <- ch.ended
 	case *actor.Terminated:
 		a.terminated(c, msg.Who)
 	case *actor.Stopping:
@@ -302,6 +343,11 @@ func (a *guardianActor) Receive(c actor.Context) {
 		// on timeout, or by guardianFailure.
 		a.stopping, a.halted, a.draining = true, true, nil
 	case *actor.Stopped:
+		for _, ch := range a.byID {
+			if ch.ended != nil { // its Terminated did not come: it is gone with the guardian
+				close(ch.ended)
+			}
+		}
 		close(a.g.done)
 	}
 }
@@ -371,6 +417,9 @@ func (a *guardianActor) terminated(c actor.Context, who *actor.PID) {
 	}
 	delete(a.byID, who.GetId())
 	delete(a.byName, ch.name)
+	if ch.ended != nil {
+		close(ch.ended)
+	}
 	for i, o := range a.order {
 		if o == ch {
 			a.order = append(a.order[:i], a.order[i+1:]...)

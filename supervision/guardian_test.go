@@ -412,3 +412,39 @@ func TestStopRetiresOneChildWithoutEscalating(t *testing.T) {
 		t.Fatalf("name not free after Stop: %v", err)
 	}
 }
+
+// TestEndedTellsAChildsEnd: Ended is closed when the child terminates
+// however it ends, at once for one already gone, and once the guardian
+// has stopped.
+func TestEndedTellsAChildsEnd(t *testing.T) {
+	system := newSystem(t)
+	m, _ := newMetrics(t)
+	logger, _ := logtest.New()
+	g, fatals := newGuardian(t, system, m, logger, Budget{})
+	pid, err := g.Spawn("short", "worker", func() actor.Actor { return &worker{seen: make(chan int, 1)} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := g.Ended(pid)
+	select {
+	case <-ended:
+		t.Fatal("Ended closed for a live child")
+	default:
+	}
+	system.Root.Stop(pid) // not through the guardian: fatal
+	recv(t, ended, "the child's end")
+	recv(t, fatals, "OnFatal")
+	recv(t, g.Ended(pid), "Ended of a child already gone")
+	other, err := g.Spawn("other", "worker", func() actor.Actor { return &worker{seen: make(chan int, 1)} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended = g.Ended(other)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := g.StopAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, ended, "the end of a child stopped with the guardian")
+	recv(t, g.Ended(other), "Ended after the guardian stopped")
+}
