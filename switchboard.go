@@ -320,11 +320,20 @@ func New(cfg Config) (*Node, error) {
 	return n, nil
 }
 
+// ErrStopped is Start's error on a node that Stop was called on: a node is
+// started once, and a stopped one (Stop before Start included) is never
+// started again; build a new one with New.
+var ErrStopped = errors.New("switchboard: node stopped: a node is started once, build a new one with New")
+
 // Start opens the store, starts the actors and the listeners. It returns once
-// the node serves. A node is started at most once.
+// the node serves. A node is started at most once, and never after Stop
+// (ErrStopped).
 func (n *Node) Start(ctx context.Context) (err error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.stopped {
+		return ErrStopped
+	}
 	if n.started {
 		return errors.New("switchboard: node already started")
 	}
@@ -845,11 +854,17 @@ func (n *Node) onFatal(child string, reason error) {
 
 // Stop stops accepting, lets in-flight requests and commits finish (within
 // ctx and at most Config.ShutdownTimeout), stops the actors leaves first and
-// closes the store. It may be called once; later calls return nil.
+// closes the store. It may be called once; later calls return nil. A node
+// is not started after Stop (Stop before Start included): Start returns
+// ErrStopped.
 func (n *Node) Stop(ctx context.Context) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if !n.started || n.stopped {
+	if !n.started {
+		n.stopped = true // a later Start refuses: the owner stopped it
+		return nil
+	}
+	if n.stopped {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.ShutdownTimeout)
