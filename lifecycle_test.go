@@ -3,7 +3,10 @@ package switchboard_test
 import (
 	"context"
 	"errors"
+	"net"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/switchboard-dev/switchboard"
 )
@@ -27,5 +30,108 @@ func TestStartAfterStopRefuses(t *testing.T) {
 	}
 	if n.Addr() != "" {
 		t.Errorf("Start after Stop bound %s", n.Addr())
+	}
+}
+
+// hangingPostgres accepts connections and never answers, as a Postgres
+// that hangs: a node's Start waits on it for as long as its ctx lasts.
+// accepted is closed at the first connection.
+func hangingPostgres(t *testing.T) (dsn string, accepted <-chan struct{}) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done, first := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			if conns = append(conns, c); len(conns) == 1 {
+				close(first)
+			}
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return "postgres://postgres@" + ln.Addr().String() + "/test?sslmode=disable&connect_timeout=30", first
+}
+
+// TestStopDuringStartCancelsIt: Stop called while Start waited for a
+// Postgres that never answers waited for the whole Start (they shared
+// one lock), its own ctx ignored: a Stop with 1 s returned after the
+// Start's 10 s. Stop now ends the Start's ctx and returns once the Start
+// has undone what it did, within its own ctx; the Start says it was
+// stopped, and the node stays stopped.
+func TestStopDuringStartCancelsIt(t *testing.T) {
+	cfg := embeddedConfig(t)
+	var accepted <-chan struct{}
+	cfg.Postgres, accepted = hangingPostgres(t)
+	n, err := switchboard.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	started := make(chan error, 1)
+	go func() { started <- n.Start(startCtx) }()
+	select { // Start waits for the store's answer from here on
+	case <-accepted:
+	case err := <-started:
+		t.Fatalf("Start did not wait for the store: %v", err)
+	}
+	stopCtx, cancelStop := context.WithTimeout(context.Background(), time.Second)
+	defer cancelStop()
+	t0 := time.Now()
+	err = n.Stop(stopCtx)
+	took := time.Since(t0)
+	serr := <-started
+	if took > 2*time.Second || err != nil {
+		t.Errorf("Stop(a ctx of 1s) during Start returned %v after %v", err, took.Round(time.Millisecond))
+	}
+	if !errors.Is(serr, switchboard.ErrStopped) {
+		t.Errorf("Start stopped during its wait: %v, want ErrStopped", serr)
+	}
+	if err := n.Start(context.Background()); !errors.Is(err, switchboard.ErrStopped) {
+		t.Errorf("Start again: %v, want ErrStopped", err)
+	}
+}
+
+// TestStopRacingStart: a Stop at any moment of a Start leaves the node
+// stopped, whole and once: Start succeeds (Stop then stops it) or says it
+// was stopped, and no goroutine is left behind (TestMain).
+func TestStopRacingStart(t *testing.T) {
+	for i := range 4 {
+		cfg := testConfig(t)
+		n, err := switchboard.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		started := make(chan error, 1)
+		go func() { started <- n.Start(context.Background()) }()
+		time.Sleep(time.Duration(i) * 20 * time.Millisecond) // the moment of the race, not a wait for something
+		if err := n.Stop(context.Background()); err != nil {
+			t.Errorf("Stop %d: %v", i, err)
+		}
+		if err := <-started; err != nil && !errors.Is(err, switchboard.ErrStopped) {
+			t.Errorf("Start %d: %v, want nil or ErrStopped", i, err)
+		}
+		if err := n.Start(context.Background()); !errors.Is(err, switchboard.ErrStopped) {
+			t.Errorf("Start %d again: %v, want ErrStopped", i, err)
+		}
 	}
 }

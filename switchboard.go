@@ -216,9 +216,16 @@ type Node struct {
 	inflight   atomic.Int64 // submits waiting for the intake (admission control)
 	stopping   chan struct{}
 
-	mu      sync.Mutex
-	started bool
-	stopped bool
+	// mu guards the lifecycle below, never held while Start or Stop
+	// waits: a Stop during Start cancels it (cancelStart) and waits for
+	// it to return (startDone) within its own ctx.
+	mu          sync.Mutex
+	started     bool
+	stopped     bool
+	running     bool                    // Start succeeded: Stop tears the node down
+	cancelStart context.CancelCauseFunc // ends the ctx of the Start under way
+	startDone   chan struct{}           // closed when Start has returned
+	stopDone    chan struct{}           // closed when the first Stop is done
 
 	fatal     chan error
 	fatalOnce sync.Once
@@ -328,21 +335,51 @@ var ErrStopped = errors.New("switchboard: node stopped: a node is started once, 
 // Start opens the store, starts the actors and the listeners. It returns once
 // the node serves. A node is started at most once, and never after Stop
 // (ErrStopped).
+//
+// A Stop called while Start runs ends Start's ctx (the steps that wait,
+// such as connecting to Postgres, give up) and Start returns an error
+// that wraps ErrStopped, once it has undone what it did.
 func (n *Node) Start(ctx context.Context) (err error) {
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	if n.stopped {
+		n.mu.Unlock()
 		return ErrStopped
 	}
 	if n.started {
+		n.mu.Unlock()
 		return errors.New("switchboard: node already started")
 	}
 	n.started = true
+	ctx, cancel := context.WithCancelCause(ctx)
+	n.cancelStart, n.startDone = cancel, make(chan struct{})
+	n.mu.Unlock()
 	defer func() {
-		if err != nil {
-			n.teardown(context.Background())
-		}
+		cancel(nil)
+		close(n.startDone)
 	}()
+	err = n.start(ctx)
+	n.mu.Lock()
+	if err == nil && n.stopped {
+		err = ErrStopped // Stop came once the last step was done
+	}
+	if err == nil {
+		n.running = true
+		n.serving.Store(&n.store)
+		n.ready.Store(true)
+	}
+	n.mu.Unlock()
+	if err != nil {
+		if errors.Is(context.Cause(ctx), ErrStopped) && !errors.Is(err, ErrStopped) {
+			err = fmt.Errorf("%w: stopped while starting: %w", ErrStopped, err)
+		}
+		n.teardown(context.Background())
+	}
+	return err
+}
+
+// start is Start's work: it ends with the node ready to serve, and Start
+// opens it to callers (ready) unless a Stop came meanwhile.
+func (n *Node) start(ctx context.Context) error {
 	// The data directory's lock first: a process refused it (another
 	// node runs on the directory) changes nothing there, the self-signed
 	// certificate that bind makes included.
@@ -374,7 +411,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err := n.startTelemetry(ctx); err != nil {
 		return err
 	}
-	if err := n.startActors(); err != nil {
+	if err := n.startActors(ctx); err != nil {
 		return err
 	}
 	if n.sharedStore() {
@@ -394,8 +431,6 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.startTimeline()
 	n.startWatch()
 	n.gathering.Store(true)
-	n.serving.Store(&n.store)
-	n.ready.Store(true)
 	return nil
 }
 
@@ -587,7 +622,7 @@ func commitDepth(kind string) int {
 	return 1
 }
 
-func (n *Node) startActors() error {
+func (n *Node) startActors(startCtx context.Context) error {
 	alog := n.log.With("lib", "protoactor")
 	opts := []actor.ConfigOption{actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return alog })}
 	if n.cfg.DeadLetterThrottle > 0 {
@@ -662,7 +697,7 @@ func (n *Node) startActors() error {
 	n.actors.OnChange(func() { n.system.Root.Send(inproc, &delivery.Rewatch{}) })
 	// Peers before the intake, so that a stop (in reverse order) ends
 	// intake first and the forward queues last.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(startCtx, 30*time.Second)
 	defer cancel()
 	if err := n.loadBook(ctx); err != nil {
 		return err
@@ -857,24 +892,58 @@ func (n *Node) onFatal(child string, reason error) {
 // closes the store. It may be called once; later calls return nil. A node
 // is not started after Stop (Stop before Start included): Start returns
 // ErrStopped.
+//
+// A Stop while Start runs cancels that Start, which undoes what it did,
+// and returns once it has (nil), or when ctx ends first (its error; the
+// Start goes on undoing on its own goroutine).
 func (n *Node) Stop(ctx context.Context) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if !n.started {
-		n.stopped = true // a later Start refuses: the owner stopped it
-		return nil
-	}
-	if n.stopped {
-		return nil
-	}
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.ShutdownTimeout)
 	defer cancel()
+	n.mu.Lock()
+	if n.stopped {
+		done := n.stopDone
+		n.mu.Unlock()
+		if done == nil { // stopped by its Start's failure
+			return nil
+		}
+		select { // a Stop under way: returns once it is done
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("switchboard: stop: waiting for the stop under way: %w", context.Cause(ctx))
+		}
+	}
+	n.stopped = true // a later Start refuses: the owner stopped it
+	n.stopDone = make(chan struct{})
+	defer close(n.stopDone)
+	started, startDone := n.started, n.startDone
+	if started {
+		n.cancelStart(ErrStopped)
+	}
+	n.mu.Unlock()
+	if !started {
+		return nil
+	}
+	select {
+	case <-startDone:
+	case <-ctx.Done():
+		return fmt.Errorf("switchboard: stop: the start under way did not end in time: %w", context.Cause(ctx))
+	}
+	n.mu.Lock()
+	running := n.running
+	n.mu.Unlock()
+	if !running { // the Start failed, or gave up for this Stop: it undid what it did
+		return nil
+	}
 	return n.teardown(ctx)
 }
 
-// teardown undoes whatever Start did, in reverse.
+// teardown undoes whatever Start did, in reverse. It runs once: in Start
+// when it fails, in Stop when it succeeded.
 func (n *Node) teardown(ctx context.Context) error {
+	n.mu.Lock()
 	n.stopped = true
+	n.mu.Unlock()
 	n.ready.Store(false)
 	n.serving.Store(nil)
 	close(n.stopping) // long-polls answer at once
