@@ -335,8 +335,10 @@ type Config struct {
 	// implements transport.Ring it carries the ring's calls too.
 	Transport transport.Peer
 	// Listener, when set, serves the HTTPS API (with the node's TLS, as
-	// Listen would) on it instead of binding Listen; the node closes it
-	// when it stops. The sim harness gives each node an in-memory one.
+	// Listen would) on it instead of binding Listen. The node owns it
+	// from Start on: it closes it when it stops, and when Start fails,
+	// wherever it failed (a Start after Stop, refused, included). The sim
+	// harness gives each node an in-memory one.
 	Listener net.Listener
 	// Dial, when set, opens every outbound connection of the node (peer
 	// and ring calls, webhook deliveries) instead of a TCP dial; TLS runs

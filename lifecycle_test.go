@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -133,5 +134,51 @@ func TestStopRacingStart(t *testing.T) {
 		if err := n.Start(context.Background()); !errors.Is(err, switchboard.ErrStopped) {
 			t.Errorf("Start %d again: %v, want ErrStopped", i, err)
 		}
+	}
+}
+
+// TestFailedStartClosesTheGivenListener: whether Config.Listener was
+// closed after a failed Start depended on where Start failed: closed after
+// bind (a call record file that cannot open), left open before it (the
+// data directory's lock held by another node). The node owns it from Start
+// on: a failed Start closes it wherever it failed, as Stop does.
+func TestFailedStartClosesTheGivenListener(t *testing.T) {
+	holder := startNode(t, embeddedConfig(t))
+	for _, tc := range []struct {
+		name string
+		mod  func(n *switchboard.Config)
+		stop bool // Stop before Start: Start refuses
+	}{
+		{name: "before bind: data directory locked", mod: func(c *switchboard.Config) { c.DataDir = holder.cfg.DataDir }},
+		{name: "after bind: call record file", mod: func(c *switchboard.Config) { c.CDRFile = filepath.Join(t.TempDir(), "missing", "cdr") }},
+		{name: "refused: stopped before", mod: func(*switchboard.Config) {}, stop: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			cfg := embeddedConfig(t)
+			cfg.Listener = ln
+			tc.mod(&cfg)
+			n, err := switchboard.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.stop {
+				if err := n.Stop(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := n.Start(context.Background()); err == nil {
+				n.Stop(context.Background())
+				t.Fatal("Start succeeded")
+			}
+			if c, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+				c.Close()
+				t.Errorf("Config.Listener still accepts after the failed Start")
+			}
+		})
 	}
 }

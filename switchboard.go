@@ -186,6 +186,10 @@ type Node struct {
 	httpsTLS           *tls.Config
 	addr               string
 	maddr              string
+	// givenLn is Config.Listener from Start on, until bind takes it: the
+	// node owns it then, and a Start that fails before bind closes it as
+	// one that fails after does.
+	givenLn net.Listener
 	// the SMPP listener (smpp.go): smppLn is bound by bind and served by
 	// startSMPP (nil once served); saddr is its address.
 	smppLn    net.Listener
@@ -342,7 +346,11 @@ var ErrStopped = errors.New("switchboard: node stopped: a node is started once, 
 func (n *Node) Start(ctx context.Context) (err error) {
 	n.mu.Lock()
 	if n.stopped {
+		never := !n.started
 		n.mu.Unlock()
+		if never && n.cfg.Listener != nil {
+			n.cfg.Listener.Close() // ours from Start on, as for any failed Start
+		}
 		return ErrStopped
 	}
 	if n.started {
@@ -350,6 +358,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return errors.New("switchboard: node already started")
 	}
 	n.started = true
+	n.givenLn = n.cfg.Listener
 	ctx, cancel := context.WithCancelCause(ctx)
 	n.cancelStart, n.startDone = cancel, make(chan struct{})
 	n.mu.Unlock()
@@ -782,8 +791,9 @@ func (n *Node) webhookClient() (*http.Client, error) {
 // bind opens the listeners (and loads the HTTPS certificate, making the
 // self-signed one when none is given); startHTTP serves them.
 func (n *Node) bind() error {
-	if n.cfg.Listen != "" || n.cfg.Listener != nil {
-		ln := n.cfg.Listener
+	if n.cfg.Listen != "" || n.givenLn != nil {
+		ln := n.givenLn
+		n.givenLn = nil // closed from here with httpsLn, or below
 		if ln == nil {
 			var err error
 			if ln, err = net.Listen("tcp", n.cfg.Listen); err != nil {
@@ -1002,8 +1012,9 @@ func (n *Node) teardown(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("metrics shutdown: %w", err))
 		}
 	}
-	// Listeners bound but never served (a start that failed after bind).
-	for _, ln := range []net.Listener{n.httpsLn, n.metricsLn} {
+	// Listeners bound but never served (a start that failed after bind),
+	// and Config.Listener when the start failed before bind took it.
+	for _, ln := range []net.Listener{n.givenLn, n.httpsLn, n.metricsLn} {
 		if ln != nil {
 			ln.Close()
 		}
