@@ -603,18 +603,7 @@ func TestActorAnswerWithoutAttemptAfterATimeout(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, now := secondAttemptOut(t)
-			recorded := func() []string {
-				var out []string
-				for _, p := range d.pending {
-					s := []string{string(p.o.Result), fmt.Sprintf("a%d", p.o.Attempt), p.o.Reason}
-					if p.late {
-						s = append(s, "late")
-					}
-					out = append(out, strings.Join(slices.DeleteFunc(s, func(w string) bool { return w == "" }), " "))
-				}
-				d.pending = nil
-				return out
-			}
+			recorded := func() []string { return takePending(d) }
 			for i, r := range tc.answers {
 				r.ID = "m0"
 				d.ActorVerdict(now.Add(time.Duration(i+1)*time.Second), r, rng())
@@ -627,6 +616,79 @@ func TestActorAnswerWithoutAttemptAfterATimeout(t *testing.T) {
 				t.Errorf("recorded %q at attempt 2's deadline, want %q", got, tc.atDeadline)
 			}
 		})
+	}
+}
+
+// takePending lists the verdicts d has to record ("<result> a<attempt>
+// <reason> [late]") and forgets them.
+func takePending(d *Dispatcher) []string {
+	var out []string
+	for _, p := range d.pending {
+		s := []string{string(p.o.Result), fmt.Sprintf("a%d", p.o.Attempt), p.o.Reason}
+		if p.late {
+			s = append(s, "late")
+		}
+		out = append(out, strings.Join(slices.DeleteFunc(s, func(w string) bool { return w == "" }), " "))
+	}
+	d.pending = nil
+	return out
+}
+
+// TestActorAnswerNamingAnAttemptNeverHandedOut: with attempts 1 (timed
+// out) and 2 (in flight) handed out, an answer naming attempt 3 (an
+// embedder's off-by-one) was taken as a late final verdict, recorded
+// unfenced against an attempt that never was. It is ignored (reported to
+// the worker), and attempt 2 waits for its own answer or its timeout.
+func TestActorAnswerNamingAnAttemptNeverHandedOut(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		answers []messages.DeliveryResult
+		unasked []bool
+		want    []string // recorded as the answers came
+		// atDeadline: recorded when attempt 2's deadline passes
+		atDeadline []string
+	}{
+		{name: "delivered naming 3", answers: []messages.DeliveryResult{{Status: messages.Delivered, Attempt: 3}},
+			unasked: []bool{true}, atDeadline: []string{"retry a2 timeout"}},
+		{name: "failed naming 3", answers: []messages.DeliveryResult{{Status: messages.Failed, Attempt: 3}},
+			unasked: []bool{true}, atDeadline: []string{"retry a2 timeout"}},
+		{name: "retry naming 3", answers: []messages.DeliveryResult{{Status: messages.Retry, Attempt: 3}},
+			unasked: []bool{true}, atDeadline: []string{"retry a2 timeout"}},
+		{name: "failed naming 3, then attempt 2's delivered",
+			answers: []messages.DeliveryResult{{Status: messages.Failed, Attempt: 3}, {Status: messages.Delivered, Attempt: 2}},
+			unasked: []bool{true, false}, want: []string{"delivered a2"}},
+		{name: "naming 2 and 1: handed out",
+			answers: []messages.DeliveryResult{{Status: messages.Retry, Attempt: 1}, {Status: messages.Delivered, Attempt: 2}},
+			unasked: []bool{false, false}, want: []string{"delivered a2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, now := secondAttemptOut(t)
+			var unasked []bool
+			for i, r := range tc.answers {
+				r.ID = "m0"
+				unasked = append(unasked, d.ActorVerdict(now.Add(time.Duration(i+1)*time.Second), r, rng()))
+			}
+			if fmt.Sprint(unasked) != fmt.Sprint(tc.unasked) {
+				t.Errorf("never handed out: %v, want %v", unasked, tc.unasked)
+			}
+			if got := takePending(d); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("recorded %q as the answers came, want %q", got, tc.want)
+			}
+			d.Tick(now.Add(10*time.Second), rng())
+			if got := takePending(d); fmt.Sprint(got) != fmt.Sprint(tc.atDeadline) {
+				t.Errorf("recorded %q at attempt 2's deadline, want %q", got, tc.atDeadline)
+			}
+		})
+	}
+	// Attempt 2 timed out too: an answer naming 3 is still not one.
+	d, now := secondAttemptOut(t)
+	d.Tick(now.Add(10*time.Second), rng())
+	takePending(d)
+	if !d.ActorVerdict(now.Add(11*time.Second), messages.DeliveryResult{ID: "m0", Status: messages.Delivered, Attempt: 3}, rng()) {
+		t.Error("an answer naming attempt 3 after attempt 2 timed out was taken")
+	}
+	if got := takePending(d); len(got) != 0 {
+		t.Errorf("recorded %q for an attempt never handed out", got)
 	}
 }
 
