@@ -182,3 +182,30 @@ func TestFailedStartClosesTheGivenListener(t *testing.T) {
 		})
 	}
 }
+
+// TestStopWithAnEndedCtxStillStops: a Stop given a ctx already cancelled
+// (an abrupt stop, as the sim's crash makes) of a node that started
+// stops it all the same, without draining; it once found its ctx ended
+// before it saw the Start done, at random, and returned without stopping
+// anything (the node's goroutines left running).
+func TestStopWithAnEndedCtxStillStops(t *testing.T) {
+	for i := range 8 {
+		cfg := testConfig(t)
+		cfg.MetricsListen = ""
+		n, err := switchboard.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = n.Stop(ctx) // reports what it did not finish
+		if c, err := net.Dial("tcp", n.Addr()); err == nil {
+			c.Close()
+			n.Stop(context.Background())
+			t.Fatalf("stop %d: the node still accepts on %s after Stop", i, n.Addr())
+		}
+	}
+}

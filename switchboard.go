@@ -916,12 +916,10 @@ func (n *Node) Stop(ctx context.Context) error {
 		if done == nil { // stopped by its Start's failure
 			return nil
 		}
-		select { // a Stop under way: returns once it is done
-		case <-done:
-			return nil
-		case <-ctx.Done():
+		if !await(ctx, done) { // a Stop under way: returns once it is done
 			return fmt.Errorf("switchboard: stop: waiting for the stop under way: %w", context.Cause(ctx))
 		}
+		return nil
 	}
 	n.stopped = true // a later Start refuses: the owner stopped it
 	n.stopDone = make(chan struct{})
@@ -934,9 +932,7 @@ func (n *Node) Stop(ctx context.Context) error {
 	if !started {
 		return nil
 	}
-	select {
-	case <-startDone:
-	case <-ctx.Done():
+	if !await(ctx, startDone) {
 		return fmt.Errorf("switchboard: stop: the start under way did not end in time: %w", context.Cause(ctx))
 	}
 	n.mu.Lock()
@@ -946,6 +942,24 @@ func (n *Node) Stop(ctx context.Context) error {
 		return nil
 	}
 	return n.teardown(ctx)
+}
+
+// await waits for done within ctx, and reports whether it is closed. A
+// done already closed wins over a ctx already ended: an abrupt stop (a
+// ctx cancelled before Stop) of a node that started long ago still
+// tears it down.
+func await(ctx context.Context, done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+	}
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // teardown undoes whatever Start did, in reverse. It runs once: in Start
