@@ -242,6 +242,26 @@ func RedactURL(u string) string {
 	return strings.Join(items, ",")
 }
 
+// redactSecrets is s, a client's error, with the secrets of u (a list
+// of servers as RedactURL takes it) replaced as RedactURL replaces them,
+// should the error quote a server's URL.
+func redactSecrets(s, u string) string {
+	for item := range strings.SplitSeq(u, ",") {
+		p, err := url.Parse(serverURL(strings.TrimSpace(item)))
+		if err != nil || p.User == nil {
+			continue
+		}
+		secret, has := p.User.Password()
+		if !has {
+			secret = p.User.Username() // a token
+		}
+		if secret != "" {
+			s = strings.ReplaceAll(s, secret, messages.RedactedPassword)
+		}
+	}
+	return s
+}
+
 // redactServer is RedactURL of one server, in the form it was given (a
 // bare host:port stays bare).
 func redactServer(item string) string {

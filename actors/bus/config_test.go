@@ -32,6 +32,10 @@ func TestURLSecretsAreNeverShown(t *testing.T) {
 			t.Errorf("State of a bus at %q not connected: %s %q", c.in, state, why)
 		}
 	}
+	// The client's errors, should one quote a server's URL.
+	if got := redactSecrets(`parse "nats://a:s3cret@n1:4222": x, tok`, "nats://a:s3cret@n1:4222,tls://tok@n2"); got != `parse "nats://a:xxxxx@n1:4222": x, xxxxx` {
+		t.Errorf("redactSecrets = %q", got)
+	}
 	for _, bad := range []string{"http://alice:s3cret@n:4222", "nats://alice:s3cret@n:99999", "nats://alice:s3cret@:4222",
 		"nats://s3cret@n:4222/path", "nats://n1,nats://alice:s3cret@n2:4222/%zz"} {
 		err := ValidURL(bad)

@@ -36,10 +36,14 @@ type Bus struct {
 	js jetstream.JetStream
 
 	up atomic.Bool
-	// checked says the keeper checked the connection once: a bus down at
-	// its first check (the first connect failed) is logged then, as it
-	// never goes from up to down. The keeper's alone.
-	checked bool
+	// logged says the bus was logged up or down once: a bus that starts
+	// down (the first connect failed) never goes from up to down, and is
+	// logged at the first check that knows why (the client reports its
+	// connect error a moment after Open, a second later for a server that
+	// refused the connection), or CheckEvery after opened without it. The
+	// keeper's alone.
+	logged bool
+	opened time.Time
 	// notReady is the error last logged for a stream that is not ready
 	// (a connection whose stream cannot be made or brought up to date):
 	// each check tries again, the log says so once per error, not at
@@ -62,7 +66,11 @@ type Bus struct {
 
 	mu        sync.Mutex
 	consumers map[string]jetstream.Consumer
-	lastErr   string
+	// lastErr is why the stream is not ready (the connection up).
+	lastErr string
+	// connErr is why the connection is not up: the client's last failed
+	// connect or the error it lost the connection with.
+	connErr string
 	// degradedWhy is why the bus is degraded: the last publish's error.
 	degradedWhy string
 }
@@ -99,17 +107,29 @@ func Open(cfg Config, m *Metrics, workers Sender) (*Bus, error) {
 	}
 	b := &Bus{cfg: cfg, log: cfg.Logger.With("component", "bus", "stream", cfg.Stream), m: m, workers: workers,
 		changed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		consumers: map[string]jetstream.Consumer{}}
-	signal := func(*nats.Conn) { b.signal() }
+		consumers: map[string]jetstream.Consumer{}, opened: time.Now()}
+	connected := func(nc *nats.Conn) {
+		b.mu.Lock()
+		b.connErr = ""
+		b.mu.Unlock()
+		b.recheck(nc)
+	}
 	nc, err := nats.Connect(cfg.URL, cfg.options(
-		nats.ConnectHandler(signal), nats.ReconnectHandler(b.recheck),
+		nats.ConnectHandler(connected), nats.ReconnectHandler(connected),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err != nil {
-				b.note(err)
-			}
+			b.connFailed(err)
 			b.recheck(nil)
 		}),
-		nats.ClosedHandler(signal),
+		// Each failed (re)connect, the first one too (RetryOnFailedConnect
+		// retries it in the background, and Connect returns no error).
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
+			b.connFailed(err)
+			b.signal()
+		}),
+		nats.ClosedHandler(func(nc *nats.Conn) {
+			b.connFailed(nc.LastError())
+			b.signal()
+		}),
 	)...)
 	if err != nil {
 		return nil, field.Wrap("URL", err)
@@ -148,6 +168,20 @@ func (b *Bus) note(err error) {
 	b.mu.Unlock()
 }
 
+// connFailed records why the connection is not up: err, a connect that
+// failed or the error a connection was lost with (nil: none, kept as it
+// was). ErrNoServers says nothing more than "not connected": the client
+// reports it for a first connect refused at every server, and the dial
+// error of its next attempt, a second later, says why.
+func (b *Bus) connFailed(err error) {
+	if err == nil || errors.Is(err, nats.ErrNoServers) {
+		return
+	}
+	b.mu.Lock()
+	b.connErr = redactSecrets(err.Error(), b.cfg.URL)
+	b.mu.Unlock()
+}
+
 // Up reports whether the bus is connected, its stream ready and its
 // publishes not failing (degraded): whether work should go through it.
 func (b *Bus) Up() bool { return b.connected() && !b.degraded.Load() }
@@ -158,8 +192,9 @@ func (b *Bus) Up() bool { return b.connected() && !b.degraded.Load() }
 func (b *Bus) connected() bool { return b != nil && b.up.Load() }
 
 // State is "up" or "down", with why it is down when known (degraded: why
-// the publishes fail). why is shown to anyone who asks /readyz: the URL in
-// it is redacted.
+// the publishes fail; not connected: the URL and the client's last connect
+// error). why is shown to anyone who asks /readyz: the URL in it and its
+// secrets in the errors are redacted.
 func (b *Bus) State() (state, why string) {
 	if b.Up() {
 		return "up", ""
@@ -169,10 +204,12 @@ func (b *Bus) State() (state, why string) {
 	switch {
 	case b.connected():
 		return "down", "degraded: publishes to the stream keep failing: " + b.degradedWhy
-	case b.lastErr == "":
+	case b.nc != nil && b.nc.IsConnected() && b.lastErr != "":
+		return "down", b.lastErr
+	case b.connErr == "":
 		return "down", "not connected to " + RedactURL(b.cfg.URL)
 	}
-	return "down", b.lastErr
+	return "down", "not connected to " + RedactURL(b.cfg.URL) + ": " + b.connErr
 }
 
 // Stream is the stream's name.
@@ -198,6 +235,9 @@ func (b *Bus) keep() {
 
 func (b *Bus) check() {
 	if !b.nc.IsConnected() {
+		// A handshake that failed after the dial (TLS, authorization) is
+		// reported by no handler when the client retries: it keeps it.
+		b.connFailed(b.nc.LastError())
 		b.set(false)
 		return
 	}
@@ -222,6 +262,9 @@ func (b *Bus) check() {
 		b.notReady = ""
 		b.log.Info("the delivery bus's stream is ready")
 	}
+	b.mu.Lock()
+	b.lastErr = "" // it no longer says why the bus is down
+	b.mu.Unlock()
 	if made {
 		// A stream made anew holds nothing: what the site had relayed
 		// and not done (the server lost its store, or a memory stream its
@@ -236,14 +279,16 @@ func (b *Bus) check() {
 }
 
 func (b *Bus) set(up bool) {
-	first := !b.checked
-	b.checked = true
 	if b.up.Swap(up) == up {
-		if first && !up {
-			b.logDown() // it starts down: the first connect failed
+		// It starts down (the first connect failed): logged once, with
+		// why when the client reported it.
+		if !b.logged && !up && (b.knowsWhy() || time.Since(b.opened) >= b.cfg.CheckEvery) {
+			b.logged = true
+			b.logDown()
 		}
 		return
 	}
+	b.logged = true
 	if up {
 		// Not ConnectedUrlRedacted: it shows a token (a user without a
 		// password).
@@ -255,6 +300,13 @@ func (b *Bus) set(up bool) {
 		b.forgetConsumers()
 	}
 	b.upChanged()
+}
+
+// knowsWhy reports whether the client reported why it is not connected.
+func (b *Bus) knowsWhy() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.connErr != ""
 }
 
 // logDown logs that the bus is down, with its URL (redacted) and why.

@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"crypto/tls"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/switchboard-dev/switchboard/actors/bus"
 	"github.com/switchboard-dev/switchboard/actors/bus/bustest"
 	"github.com/switchboard-dev/switchboard/httpapi/certs"
+	"github.com/switchboard-dev/switchboard/polltest"
 )
 
 // TestTLSServerOfEveryTLSScheme: the bus takes --tls-ca (and the node's
@@ -42,6 +44,83 @@ func TestTLSServerOfEveryTLSScheme(t *testing.T) {
 	} {
 		t.Run(url, func(t *testing.T) {
 			openWith(t, url, func(c *bus.Config) { c.TLSCA, c.TLSCert, c.TLSKey = ca, cert, key })
+		})
+	}
+}
+
+// TestABusThatCannotConnectSaysWhy: a bus whose first connect failed (a
+// TLS server that refuses the node's handshake, one that demands a client
+// certificate the node did not give, nats:// to a TLS server, a port
+// nothing listens on) said only "not connected to <url>" in /readyz,
+// /api/status and its down warning, never why: the client retries in the
+// background and nothing recorded its dial errors. Why is now the URL
+// (its password redacted) and the client's last connect error.
+func TestABusThatCannotConnectSaysWhy(t *testing.T) {
+	dir := t.TempDir()
+	if err := certs.InitCA(dir, []string{"nats", "sb"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := certs.CAFiles(dir)
+	srvCert, srvKey := certs.NodeFiles(dir, "nats")
+	cert, key := certs.NodeFiles(dir, "sb")
+	tc, err := certs.ServerConfig(srvCert, srvKey, ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc.ClientAuth = tls.RequireAndVerifyClientCert
+	srv := bustest.StartTLS(t, tc)
+	closed := bustest.Start(t)
+	closed.Stop()
+	other := t.TempDir() // a CA the server's certificate is not of
+	if err := certs.InitCA(other, []string{"x"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	otherCA, _ := certs.CAFiles(other)
+	withSecret := func(u string) string { return strings.Replace(u, "://", "://sb:hunter2@", 1) }
+	for _, c := range []struct {
+		name, url string
+		set       func(*bus.Config)
+		want      string
+	}{
+		{"handshake refused", withSecret(srv.TLSURL()), func(c *bus.Config) { c.TLSCA, c.TLSCert, c.TLSKey = otherCA, cert, key }, "certificate"},
+		// The client sees the server's refusal as its alert or as the
+		// connection closed after the handshake, as the timing falls.
+		{"no client certificate", withSecret(srv.TLSURL()), func(c *bus.Config) { c.TLSCA = ca }, "tls"},
+		{"nats:// to a TLS server", withSecret("nats://" + strings.TrimPrefix(srv.TLSURL(), "tls://")), nil, "certificate"},
+		{"closed port", withSecret(closed.URL()), nil, "connection refused"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			log := &lines{n: map[string]int{}}
+			cfg := bus.DefaultConfig()
+			cfg.URL, cfg.Stream, cfg.Name = c.url, "SWITCHBOARD_test", "t"
+			cfg.Logger = slog.New(log)
+			if c.set != nil {
+				c.set(&cfg)
+			}
+			b, err := bus.Open(cfg, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			prefix := "not connected to " + bus.RedactURL(c.url) + ": "
+			var why string
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				if _, why = b.State(); strings.HasPrefix(why, prefix) && strings.Contains(why, c.want) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the bus says why %q after 10s, want %q and the connect error (%s)", why, prefix, c.want)
+				}
+			}
+			t.Logf("why: %s", why)
+			if strings.Contains(why, "hunter2") {
+				t.Fatalf("why shows the URL's password: %s", why)
+			}
+			const down = "the delivery bus is down: submits are still accepted (the outbox holds the work) and delivery goes on from the store until it returns"
+			polltest.Until(t, 10*time.Second, "the down warning", func() bool { return log.count(down) > 0 })
+			if got := log.last(down)["why"]; !strings.HasPrefix(got, prefix) || !strings.Contains(got, c.want) {
+				t.Fatalf("the down warning says why %q, want %q and the connect error (%s)", got, prefix, c.want)
+			}
 		})
 	}
 }
