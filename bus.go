@@ -42,7 +42,7 @@ var busFields = field.Map(map[string]string{
 // busConfig is the bus's configuration from the node's.
 func (c Config) busConfig(n *Node) bus.Config {
 	bc := bus.DefaultConfig()
-	bc.URL, bc.Creds, bc.Stream, bc.Name = c.NatsURL, c.NatsCreds, c.NatsStream, c.InstanceID
+	bc.URL, bc.Creds, bc.Stream, bc.Name, bc.Site = c.NatsURL, c.NatsCreds, c.NatsStream, c.InstanceID, c.Name
 	if bc.Stream == "" {
 		bc.Stream = bus.StreamName(c.Name)
 	}

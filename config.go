@@ -226,7 +226,10 @@ type Config struct {
 	// NatsCreds is the NATS credentials file.
 	NatsCreds string
 	// NatsStream is the bus's stream; empty is SWITCHBOARD_<Name> with
-	// the characters a stream name may not hold replaced (bus.StreamName).
+	// the characters a stream name may not hold replaced (bus.StreamName),
+	// the same for names that differ only in them: a stream whose
+	// metadata names another site is not used (bus.ErrOtherSite,
+	// docs/nats.md).
 	NatsStream string
 	// NatsStorage is where the bus's stream keeps its messages, "memory"
 	// or "file"; empty is memory (bus.Config.Storage).

@@ -33,6 +33,10 @@ type Config struct {
 	// Stream is the JetStream stream (the node gives StreamName of its
 	// site when none is configured). Its subjects are Stream.<frontend>.
 	Stream string
+	// Site is the site's name, recorded in the metadata of the stream the
+	// bus makes (SiteMetadata): a stream another site's name is recorded
+	// in is refused (ErrOtherSite). Empty: none recorded or checked.
+	Site string
 	// Storage is where the stream keeps its messages: "memory" (the
 	// default) or "file". The outbox is the durable record either way; a
 	// server that restarts loses a memory stream's messages, and the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -361,10 +362,55 @@ func (b *Bus) kickWorkers() {
 	}
 }
 
+// SiteMetadata is the key of the stream's metadata that names the site
+// whose stream it is. Its description names it too (streamDescription):
+// a server before NATS 2.10 keeps no metadata.
+const SiteMetadata = "switchboard_site"
+
+// siteDescription starts the description of a stream that names its site.
+const siteDescription = "Switchboard delivery work of site "
+
+// streamDescription is the description of the stream of site ("": none
+// named).
+func streamDescription(site string) string {
+	if site == "" {
+		return "Switchboard delivery work (one subject per frontend)"
+	}
+	return siteDescription + strconv.Quote(site) + " (one subject per frontend)"
+}
+
+// streamSite is the site a stream's configuration names: its metadata's,
+// else its description's; "" when it names none.
+func streamSite(c jetstream.StreamConfig) string {
+	if site := c.Metadata[SiteMetadata]; site != "" {
+		return site
+	}
+	rest, ok := strings.CutPrefix(c.Description, siteDescription)
+	if !ok {
+		return ""
+	}
+	q, err := strconv.QuotedPrefix(rest)
+	if err != nil {
+		return ""
+	}
+	site, _ := strconv.Unquote(q)
+	return site
+}
+
+// ErrOtherSite is why a bus does not use a stream made by another site
+// (its metadata names it): two sites on one stream take each other's work.
+var ErrOtherSite = errors.New("the delivery bus's stream is another site's")
+
 // ensureStream creates the work-queue stream or brings its settings up to
 // date (each message is removed once acked or termed), and reports
 // whether it made it. A stream's storage cannot change: one made with the
 // other kind keeps it, with a warning (docs/nats.md says how to change it).
+// The stream's metadata and description name its site (Config.Site): a
+// stream that names another is refused (ErrOtherSite) and left as it is. Sites whose names
+// differ only in characters a stream name may not hold (dc1.example and
+// dc1_example) have one default stream, and each took the other's work:
+// its consumers' subjects are the same. A stream that names no site (made
+// before, or by hand) is taken and named this site's.
 func (b *Bus) ensureStream(ctx context.Context) (made bool, err error) {
 	storage, err := storageType(b.cfg.Storage)
 	if err != nil {
@@ -372,12 +418,15 @@ func (b *Bus) ensureStream(ctx context.Context) (made bool, err error) {
 	}
 	want := jetstream.StreamConfig{
 		Name:        b.cfg.Stream,
-		Description: "Switchboard delivery work (one subject per frontend)",
+		Description: streamDescription(b.cfg.Site),
 		Subjects:    []string{b.cfg.Stream + ".>"},
 		Retention:   jetstream.WorkQueuePolicy,
 		Storage:     storage,
 		Duplicates:  b.cfg.DuplicateWindow(),
 		Discard:     jetstream.DiscardNew,
+	}
+	if b.cfg.Site != "" {
+		want.Metadata = map[string]string{SiteMetadata: b.cfg.Site}
 	}
 	s, err := b.js.Stream(ctx, want.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -394,6 +443,19 @@ func (b *Bus) ensureStream(ctx context.Context) (made bool, err error) {
 		return false, err
 	}
 	have := s.CachedInfo().Config
+	if site := streamSite(have); b.cfg.Site != "" && site != "" && site != b.cfg.Site {
+		return false, fmt.Errorf("%w: stream %s was made by site %q, and this is site %q: sites on one stream take each other's work; give this site a stream of its own with --nats-stream",
+			ErrOtherSite, want.Name, site, b.cfg.Site)
+	}
+	// Metadata others set (the server's own, an operator's) is kept.
+	for k, v := range have.Metadata {
+		if _, ours := want.Metadata[k]; !ours {
+			if want.Metadata == nil {
+				want.Metadata = map[string]string{}
+			}
+			want.Metadata[k] = v
+		}
+	}
 	if have.Storage != want.Storage {
 		b.log.Warn("the delivery bus's stream keeps the storage it was made with; to change it, delete the stream (its work is in the outbox and is relayed again)",
 			"storage", strings.ToLower(have.Storage.String()), "configured", b.cfg.Storage)

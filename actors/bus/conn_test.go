@@ -647,3 +647,89 @@ func TestCloseOnAnUnresponsiveServerIsBounded(t *testing.T) {
 		t.Errorf("Close took %v with the server unresponsive and %d frontends (one 1 s Info call per frontend)", d.Round(100*time.Millisecond), frontends)
 	}
 }
+
+// TestASiteRefusesAnotherSitesStream: sites whose names differ only in a
+// character a stream name may not hold (--name dc1.example and
+// dc1_example) have one default stream, SWITCHBOARD_dc1_example, and
+// both buses used it: each site's workers fetched the other's work (its
+// own came late, from its store's backstop), and nothing said so. The
+// stream's metadata now names the site that made it; another site's bus
+// stays down on it, saying whose it is and to give this site its own with
+// --nats-stream, and the first site's bus is not disturbed. A stream that
+// names no site (made before, or by hand) is taken and named.
+func TestASiteRefusesAnotherSitesStream(t *testing.T) {
+	srv := bustest.Start(t)
+	ctx := context.Background()
+	stream := bus.StreamName("dc1.example")
+	first := openWith(t, srv.URL(), func(c *bus.Config) { c.Site, c.Stream = "dc1.example", stream })
+	s, err := jetStream(t, srv.URL()).Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.CachedInfo().Config.Metadata[bus.SiteMetadata]; got != "dc1.example" {
+		t.Fatalf("the stream's metadata names site %q, want dc1.example", got)
+	}
+	if got := s.CachedInfo().Config.Description; !strings.Contains(got, `"dc1.example"`) {
+		t.Fatalf("the stream's description %q does not name site dc1.example (a server before 2.10 keeps no metadata)", got)
+	}
+	cfg := bus.DefaultConfig()
+	cfg.URL, cfg.Stream, cfg.Name, cfg.Site = srv.URL(), stream, "t2", "dc1_example"
+	cfg.CheckEvery = 20 * time.Millisecond
+	second, err := bus.Open(cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	var why string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		_, why = second.State()
+		if strings.Contains(why, "--nats-stream") {
+			break
+		}
+		if second.Up() || time.Now().After(deadline) {
+			t.Fatalf("a second site on the first's stream: up %v, why %q; want down, naming --nats-stream", second.Up(), why)
+		}
+	}
+	for _, want := range []string{stream, `"dc1.example"`, `"dc1_example"`} {
+		if !strings.Contains(why, want) {
+			t.Errorf("why %q does not name %s", why, want)
+		}
+	}
+	time.Sleep(10 * cfg.CheckEvery) // the second's checks do not take the stream
+	if second.Up() || !first.Up() {
+		t.Fatalf("after the second site's checks: first up %v, second up %v; want the first alone", first.Up(), second.Up())
+	}
+
+	// A server before NATS 2.10 keeps no metadata: the description names
+	// the site there.
+	old := "SWITCHBOARD_old"
+	if _, err := jetStream(t, srv.URL()).CreateStream(ctx, jetstream.StreamConfig{Name: old, Subjects: []string{old + ".>"},
+		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.MemoryStorage,
+		Description: `Switchboard delivery work of site "dc1.example" (one subject per frontend)`}); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Stream, cfg.Name = old, "t3"
+	third, err := bus.Open(cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer third.Close()
+	polltest.Until(t, 10*time.Second, "site dc1_example refusing a stream whose description names dc1.example", func() bool {
+		_, why := third.State()
+		return strings.Contains(why, `made by site "dc1.example"`)
+	})
+
+	legacy := "SWITCHBOARD_legacy"
+	if _, err := jetStream(t, srv.URL()).CreateStream(ctx, jetstream.StreamConfig{Name: legacy, Subjects: []string{legacy + ".>"},
+		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.MemoryStorage, Metadata: map[string]string{"team": "sms"}}); err != nil {
+		t.Fatal(err)
+	}
+	openWith(t, srv.URL(), func(c *bus.Config) { c.Site, c.Stream = "legacy", legacy })
+	s, err = jetStream(t, srv.URL()).Stream(ctx, legacy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md := s.CachedInfo().Config.Metadata; md[bus.SiteMetadata] != "legacy" || md["team"] != "sms" {
+		t.Fatalf("a stream without a site taken by site legacy has metadata %v, want it named and the operator's kept", md)
+	}
+}

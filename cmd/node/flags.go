@@ -114,7 +114,7 @@ var runFlags = []runFlag{
 		func(_ space.Reserve, v string) (space.Reserve, error) { return space.ParseReserve(v) }, space.Reserve.String),
 	stringFlag("nats-url", "NatsURL", "URL", "NATS server(s) of the delivery bus, nats://host:4222[,...] (empty: no bus; needs --postgres)"),
 	stringFlag("nats-creds", "NatsCreds", "FILE", "NATS credentials file for --nats-url"),
-	stringFlag("nats-stream", "NatsStream", "NAME", "JetStream stream of the delivery bus (default: SWITCHBOARD_<name>)"),
+	stringFlag("nats-stream", "NatsStream", "NAME", "JetStream stream of the delivery bus (default: SWITCHBOARD_<name>; one another site made is not used)"),
 	stringFlag("nats-storage", "NatsStorage", "KIND", "where the bus's stream keeps its messages: memory or file (default: memory; the outbox is the durable record)"),
 	stringFlag("otlp-endpoint", "OTLPEndpoint", "URL", "OpenTelemetry collector, OTLP/HTTP base URL: metrics and traces are pushed there (the OTEL_EXPORTER_OTLP_* variables work too; this flag wins)"),
 	stringFlag("trace-url", "TraceURL", "URL", "web UI link to a message's trace, {trace_id} replaced, e.g. https://jaeger.example/trace/{trace_id}"),
