@@ -1077,8 +1077,16 @@ func (d *Dispatcher) pullRoom() (int, time.Duration) {
 }
 
 // nextLease is the lease of work taken for a poll that has not come yet:
-// the last poll's, at least the default.
-func (d *Dispatcher) nextLease() time.Duration { return max(d.lastLease, defaultPollLease) }
+// the last poll's (the default before any poll). It was at least the
+// default: a consumer polling with a shorter lease got such work leased
+// for 30 s, and what it did not ack came back only then, not after the
+// lease it asked for.
+func (d *Dispatcher) nextLease() time.Duration {
+	if d.lastLease > 0 {
+		return d.lastLease
+	}
+	return defaultPollLease
+}
 
 // pollRoom is how many rows the waiting polls that ask for the oldest
 // one's lease can take (up to MaxClaim, less the work at hand), and that
