@@ -408,13 +408,17 @@ func OwnConsumer(name string, others []string) error {
 }
 
 // options are the client's options: reconnect for good (a bus that is down
-// is waited for, never given up), and the credentials and TLS given.
+// is waited for, never given up, a server that refuses the credentials
+// too: by default the client gives up after the same authorization error
+// twice, and the bus stayed down after the server's users were put right),
+// and the credentials and TLS given.
 func (c Config) options(handlers ...nats.Option) []nats.Option {
 	opts := []nats.Option{
 		nats.Name(c.Name),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(time.Second),
+		nats.IgnoreAuthErrorAbort(),
 	}
 	if c.Creds != "" {
 		opts = append(opts, nats.UserCredentials(c.Creds))

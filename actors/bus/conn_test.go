@@ -733,3 +733,31 @@ func TestASiteRefusesAnotherSitesStream(t *testing.T) {
 		t.Fatalf("a stream without a site taken by site legacy has metadata %v, want it named and the operator's kept", md)
 	}
 }
+
+// TestABusRefusedItsCredentialsKeepsTrying: a server that refused the
+// bus's user and password twice in a row ended the client's reconnects
+// for good (nats.go closes the connection after the same authorization
+// error twice): the bus stayed down after the server's users were put
+// right, until the node restarted, where the docs say the client
+// reconnects for good. It keeps trying now, and says why meanwhile.
+func TestABusRefusedItsCredentialsKeepsTrying(t *testing.T) {
+	srv := bustest.Start(t)
+	srv.SetUser("sb", "old")
+	srv.Restart()
+	cfg := bus.DefaultConfig()
+	cfg.URL, cfg.Stream, cfg.Name = strings.Replace(srv.URL(), "nats://", "nats://sb:new@", 1), "SWITCHBOARD_test", "t"
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	b, err := bus.Open(cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	polltest.Until(t, 10*time.Second, "why: the server refused the credentials", func() bool {
+		_, why := b.State()
+		return strings.Contains(strings.ToLower(why), "authorization violation")
+	})
+	time.Sleep(3 * time.Second) // refused at every attempt, a second apart
+	srv.SetUser("sb", "new")    // the server's users put right
+	srv.Restart()
+	waitUp(t, b, true)
+}

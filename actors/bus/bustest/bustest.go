@@ -40,6 +40,9 @@ type Server struct {
 	// (StartTLS), and ws its websocket port (wss://); nil and 0 otherwise.
 	tls *tls.Config
 	ws  int
+	// user and password, when set (SetUser), are the only credentials the
+	// server takes from the next Restart on.
+	user, password string
 }
 
 // Start starts a server on a free loopback port with its store in a
@@ -130,6 +133,10 @@ func (s *Server) Stop() {
 	s.srv = nil
 }
 
+// SetUser has the server take only user and password from its next
+// Restart on (Restart it after).
+func (s *Server) SetUser(user, password string) { s.user, s.password = user, password }
+
 // Restart starts the server (again) on its port with its store: the
 // streams, their messages and the consumers survive, as across a restart
 // of a real server.
@@ -138,7 +145,7 @@ func (s *Server) Restart() {
 	s.Stop()
 	opts := &server.Options{
 		Host: "127.0.0.1", Port: s.port, JetStream: true, StoreDir: s.dir,
-		NoLog: true, NoSigs: true, ServerName: "bustest",
+		NoLog: true, NoSigs: true, ServerName: "bustest", Username: s.user, Password: s.password,
 	}
 	if s.cluster != 0 {
 		opts.ServerName = s.name
