@@ -21,19 +21,7 @@ import (
 // the server against the system roots only, and a server with a
 // certificate of the site's own CA was never reached (unknown authority).
 func TestTLSServerOfEveryTLSScheme(t *testing.T) {
-	dir := t.TempDir()
-	if err := certs.InitCA(dir, []string{"nats", "sb"}, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := certs.CAFiles(dir)
-	srvCert, srvKey := certs.NodeFiles(dir, "nats")
-	cert, key := certs.NodeFiles(dir, "sb")
-	tc, err := certs.ServerConfig(srvCert, srvKey, ca)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc.ClientAuth = tls.RequireAndVerifyClientCert // the node's certificate must be given too
-	srv := bustest.StartTLS(t, tc)
+	srv, ca, cert, key := mutualTLSServer(t)
 	tlsURL, wssURL := srv.TLSURL(), srv.WSSURL()
 	for _, url := range []string{
 		tlsURL,
@@ -56,19 +44,7 @@ func TestTLSServerOfEveryTLSScheme(t *testing.T) {
 // background and nothing recorded its dial errors. Why is now the URL
 // (its password redacted) and the client's last connect error.
 func TestABusThatCannotConnectSaysWhy(t *testing.T) {
-	dir := t.TempDir()
-	if err := certs.InitCA(dir, []string{"nats", "sb"}, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := certs.CAFiles(dir)
-	srvCert, srvKey := certs.NodeFiles(dir, "nats")
-	cert, key := certs.NodeFiles(dir, "sb")
-	tc, err := certs.ServerConfig(srvCert, srvKey, ca)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc.ClientAuth = tls.RequireAndVerifyClientCert
-	srv := bustest.StartTLS(t, tc)
+	srv, ca, cert, key := mutualTLSServer(t)
 	closed := bustest.Start(t)
 	closed.Stop()
 	other := t.TempDir() // a CA the server's certificate is not of
@@ -123,4 +99,24 @@ func TestABusThatCannotConnectSaysWhy(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mutualTLSServer starts a NATS server with a certificate of a new CA
+// that demands a client's certificate of it too, and returns the CA's
+// file and the node's certificate and key files, of that CA.
+func mutualTLSServer(t *testing.T) (srv *bustest.Server, ca, cert, key string) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := certs.InitCA(dir, []string{"nats", "sb"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	ca, _ = certs.CAFiles(dir)
+	srvCert, srvKey := certs.NodeFiles(dir, "nats")
+	cert, key = certs.NodeFiles(dir, "sb")
+	tc, err := certs.ServerConfig(srvCert, srvKey, ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc.ClientAuth = tls.RequireAndVerifyClientCert // the node's certificate must be given too
+	return bustest.StartTLS(t, tc), ca, cert, key
 }
