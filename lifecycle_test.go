@@ -209,3 +209,95 @@ func TestStopWithAnEndedCtxStillStops(t *testing.T) {
 		}
 	}
 }
+
+// stallingListener stalls in Close until release is closed: a teardown
+// under way is caught half way, with the node's store and data-directory
+// lock still held.
+type stallingListener struct {
+	net.Listener
+	once    sync.Once
+	closing chan struct{}
+	release chan struct{}
+}
+
+func newStallingListener(t *testing.T) *stallingListener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &stallingListener{Listener: ln, closing: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (l *stallingListener) Close() error {
+	l.once.Do(func() { close(l.closing) })
+	<-l.release
+	return l.Listener.Close()
+}
+
+// TestStopWaitsForTheStartUndoing: a Stop that comes while a Start is
+// undoing what it did (it failed, or it was cancelled by a Stop that then
+// ran out of time) returns once the Start has returned, so that the owner
+// may build a node on the same data directory at once. Both returned nil
+// at once: the first found the node stopped by its Start's failure, the
+// second found the first Stop done.
+func TestStopWaitsForTheStartUndoing(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// start makes the Start fail (or hang), and is done once the
+		// Start is undoing.
+		start func(t *testing.T, n *switchboard.Node, ln *stallingListener)
+	}{
+		{"its Start failed", func(_ *testing.T, _ *switchboard.Node, ln *stallingListener) {
+			<-ln.closing
+		}},
+		{"a Stop ran out of time", func(t *testing.T, n *switchboard.Node, ln *stallingListener) {
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			if err := n.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("the first Stop: %v, want its deadline (the Start is undoing)", err)
+			}
+			<-ln.closing
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln := newStallingListener(t)
+			cfg := embeddedConfig(t)
+			cfg.Listener = ln
+			var accepted <-chan struct{}
+			if tc.name == "its Start failed" {
+				cfg.CDRFile = filepath.Join(t.TempDir(), "missing", "cdr") // fails after bind
+			} else {
+				cfg.Postgres, accepted = hangingPostgres(t)
+			}
+			n, err := switchboard.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			started := make(chan error, 1)
+			go func() { started <- n.Start(context.Background()) }()
+			if accepted != nil {
+				<-accepted
+			}
+			tc.start(t, n, ln)
+			stopped := make(chan error, 1)
+			go func() { stopped <- n.Stop(context.Background()) }()
+			select {
+			case err := <-stopped:
+				t.Errorf("Stop returned %v while the Start was still undoing", err)
+				stopped <- err
+			case <-time.After(200 * time.Millisecond):
+			}
+			close(ln.release)
+			<-started
+			if err := <-stopped; err != nil {
+				t.Errorf("Stop: %v", err)
+			}
+			if cfg.Postgres == "" { // what an owner does once Stop returned
+				again := cfg
+				again.Listener, again.CDRFile = nil, ""
+				startNode(t, again)
+			}
+		})
+	}
+}

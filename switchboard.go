@@ -911,13 +911,17 @@ func (n *Node) Stop(ctx context.Context) error {
 	defer cancel()
 	n.mu.Lock()
 	if n.stopped {
-		done := n.stopDone
+		// Stopped already: by a Stop, or by its Start's failure. Either
+		// may still be undoing: a failed Start tears down before it
+		// returns, and a Stop that ran out of time left the cancelled
+		// Start undoing. Return once both are done (a nil channel: no
+		// Start, or no Stop, to wait for).
+		startDone, stopDone := n.startDone, n.stopDone
 		n.mu.Unlock()
-		if done == nil { // stopped by its Start's failure
-			return nil
-		}
-		if !await(ctx, done) { // a Stop under way: returns once it is done
-			return fmt.Errorf("switchboard: stop: waiting for the stop under way: %w", context.Cause(ctx))
+		for _, done := range []chan struct{}{startDone, stopDone} {
+			if done != nil && !await(ctx, done) {
+				return fmt.Errorf("switchboard: stop: waiting for the stop under way: %w", context.Cause(ctx))
+			}
 		}
 		return nil
 	}
