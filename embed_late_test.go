@@ -174,35 +174,3 @@ func TestActorLateDeliveredAfterLastAttemptIsLogged(t *testing.T) {
 		t.Fatalf("state %s after the late verdict, want failed", m.State)
 	}
 }
-
-// TestActorAnswerNamingAnAttemptNeverHandedOut: a frontend whose answers
-// name the attempt after the one it was handed (an off-by-one) had each
-// taken as a late final verdict on an attempt that never was: the message
-// was delivered (or failed) at once, its history recorded against the
-// phantom attempt. Such answers are ignored and logged: each attempt
-// times out, and the message fails max_attempts.
-func TestActorAnswerNamingAnAttemptNeverHandedOut(t *testing.T) {
-	for _, st := range []messages.DeliveryStatus{messages.Delivered, messages.Failed} {
-		t.Run(string(st), func(t *testing.T) {
-			logs := &logtest.Buffer{}
-			n := lateNode(t, 2, logs)
-			serveActor(t, n, "gw", "gw", "46", actorFunc(func(c actor.Context) {
-				if d, ok := c.Message().(*messages.Delivery); ok {
-					c.Respond(&messages.DeliveryResult{ID: d.Message.ID, Attempt: d.Message.Attempt + 1, Status: st})
-				}
-			}))
-			if _, _, err := n.Submit(context.Background(), messages.Submission{ID: "w1", SourceMSISDN: "1", DestinationMSISDN: "467", Body: "x"}); err != nil {
-				t.Fatal(err)
-			}
-			m := finalMessage(t, n, "w1")
-			if m.State != messages.StateFailed || m.Reason != messages.ReasonMaxAttempts {
-				last := m.History[len(m.History)-1]
-				t.Fatalf("w1 %s %q (attempts %d), last history %q of attempt %d; want failed max_attempts",
-					m.State, m.Reason, m.Attempts, last.Detail, last.Attempt)
-			}
-			if !strings.Contains(logs.String(), "answered an attempt never handed out") {
-				t.Error("the ignored answers were not logged")
-			}
-		})
-	}
-}

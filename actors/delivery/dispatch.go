@@ -634,22 +634,11 @@ func (d *Dispatcher) Asked(id string, attempt int) {
 //     message retried while that attempt went on, and failed
 //     max_attempts on the last one, even if that one delivered.
 //
-// An answer that names its attempt is never in doubt, but for one that
-// names an attempt later than any handed out to the actor (an
-// embedder's off-by-one, say): taken as a late final verdict, it was
-// recorded unfenced against an attempt that never was. It is ignored
-// (unasked is true: the worker logs it), and the attempt in flight waits
-// for its own answer or its timeout. Whether an attempt was handed out
-// is known while one of the message is in flight or unanswered; an
-// answer that comes when none is (the worker restarted since) is taken
-// as before.
-func (d *Dispatcher) ActorVerdict(now time.Time, r messages.DeliveryResult, rng *rand.Rand) (unasked bool) {
+// An answer that names its attempt is never in doubt.
+func (d *Dispatcher) ActorVerdict(now time.Time, r messages.DeliveryResult, rng *rand.Rand) {
 	q := d.asked[r.ID]
 	attempt := r.Attempt
 	f, inFlight := d.inflight[r.ID]
-	if latest := slices.Max(append([]int{0, f.sent}, q...)); latest > 0 && attempt > latest {
-		return true
-	}
 	doubt := false
 	if attempt == 0 && len(q) > 0 {
 		attempt = q[0]
@@ -672,7 +661,6 @@ func (d *Dispatcher) ActorVerdict(now time.Time, r messages.DeliveryResult, rng 
 		f.held = &r
 		d.inflight[r.ID] = f
 	}
-	return false
 }
 
 // Verdict records a push frontend's verdict on a delivery. attempt is the

@@ -1,7 +1,6 @@
 package delivery
 
 import (
-	"context"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -49,9 +48,6 @@ type Worker struct {
 	// stopped is set once this one stops itself (retired).
 	life    *workerLife
 	stopped bool
-	// unaskedLogged is set once an answer naming an attempt never handed
-	// out was logged at warn (actorVerdict): later ones go to debug.
-	unaskedLogged bool
 }
 
 // workerLife is what a worker keeps across its restarts (a panic builds a
@@ -174,9 +170,9 @@ func (w *Worker) Receive(c actor.Context) {
 	case *pushResult:
 		w.core.Verdict(now, m.id, m.attempt, m.result, false, w.rng)
 	case *messages.DeliveryResult:
-		w.actorVerdict(now, *m)
+		w.core.ActorVerdict(now, *m, w.rng)
 	case messages.DeliveryResult:
-		w.actorVerdict(now, m)
+		w.core.ActorVerdict(now, m, w.rng)
 	case *supervision.Panicked:
 		m.Rethrow(w.log, "store call")
 	case *roundDone:
@@ -259,21 +255,4 @@ func (w *Worker) read() reading {
 		r.pacedUntil, r.inFlight = w.smpp.PacedUntil(w.d.SendTimeout), w.smpp.InFlight(w.d.SendTimeout)
 	}
 	return r
-}
-
-// actorVerdict takes an in-process frontend's answer. One that names an
-// attempt never handed out is ignored by the core, and logged: at warn
-// the first time (the frontend's actor echoes attempts wrong, a bug to
-// fix on its side), then at debug, since such an actor makes one on
-// every delivery.
-func (w *Worker) actorVerdict(now time.Time, r messages.DeliveryResult) {
-	if !w.core.ActorVerdict(now, r, w.rng) {
-		return
-	}
-	level := slog.LevelDebug
-	if !w.unaskedLogged {
-		w.unaskedLogged, level = true, slog.LevelWarn
-	}
-	w.log.Log(context.Background(), level, "in-process frontend answered an attempt never handed out: ignored, the attempt in flight waits for its own answer",
-		"message", r.ID, "attempt", r.Attempt, "status", r.Status)
 }
