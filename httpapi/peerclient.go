@@ -450,6 +450,13 @@ func readAnswer(ctx context.Context, res *http.Response, method, path string, ou
 		return res.TLS, ce
 	}
 	if out == nil {
+		if len(raw) == 0 && ctx.Err() != nil {
+			// A call answered without a document (the ring's leave) has
+			// no document to tell the peer's answer from its handler
+			// returning once we gave up: taken as not completed (the
+			// caller tries again).
+			return nil, gaveUp()
+		}
 		return res.TLS, nil
 	}
 	if err := json.Unmarshal(raw, out); err != nil {

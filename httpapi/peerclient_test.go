@@ -887,6 +887,14 @@ func TestAnswerThatRacedTheDeadlineIsTheCallNotCompleting(t *testing.T) {
 			}
 		})
 	}
+	t.Run("204 of a call without a document", func(t *testing.T) {
+		if _, err := readAnswer(expired, answer(http.StatusNoContent, ""), "POST", "/x", nil); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("err = %v, want the deadline", err)
+		}
+		if _, err := readAnswer(context.Background(), answer(http.StatusNoContent, ""), "POST", "/x", nil); err != nil {
+			t.Errorf("in time: err = %v, want the peer's answer", err)
+		}
+	})
 	t.Run("a complete 200 document", func(t *testing.T) {
 		var out []messages.StatusReply
 		if _, err := readAnswer(expired, answer(http.StatusOK, `[{"id":"m-1"}]`), "POST", "/x", &out); err != nil || len(out) != 1 || out[0].ID != "m-1" {
