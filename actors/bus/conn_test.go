@@ -404,11 +404,7 @@ func TestTheBusKeepsTheStreamsReplicas(t *testing.T) {
 	url := bustest.ClusterURL(bustest.StartCluster(t, 3))
 	js := jetStream(t, url)
 	ctx := context.Background()
-	_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "SWITCHBOARD_test", Subjects: []string{"SWITCHBOARD_test.>"},
-		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.MemoryStorage, Replicas: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	workStream(t, url, jetstream.StreamConfig{Name: "SWITCHBOARD_test", Replicas: 3})
 	b := open(t, url)
 	s, err := js.Stream(ctx, "SWITCHBOARD_test")
 	if err != nil {
@@ -703,11 +699,8 @@ func TestASiteRefusesAnotherSitesStream(t *testing.T) {
 	// A server before NATS 2.10 keeps no metadata: the description names
 	// the site there.
 	old := "SWITCHBOARD_old"
-	if _, err := jetStream(t, srv.URL()).CreateStream(ctx, jetstream.StreamConfig{Name: old, Subjects: []string{old + ".>"},
-		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.MemoryStorage,
-		Description: `Switchboard delivery work of site "dc1.example" (one subject per frontend)`}); err != nil {
-		t.Fatal(err)
-	}
+	workStream(t, srv.URL(), jetstream.StreamConfig{Name: old,
+		Description: `Switchboard delivery work of site "dc1.example" (one subject per frontend)`})
 	cfg.Stream, cfg.Name = old, "t3"
 	third, err := bus.Open(cfg, nil, nil)
 	if err != nil {
@@ -720,10 +713,7 @@ func TestASiteRefusesAnotherSitesStream(t *testing.T) {
 	})
 
 	legacy := "SWITCHBOARD_legacy"
-	if _, err := jetStream(t, srv.URL()).CreateStream(ctx, jetstream.StreamConfig{Name: legacy, Subjects: []string{legacy + ".>"},
-		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.MemoryStorage, Metadata: map[string]string{"team": "sms"}}); err != nil {
-		t.Fatal(err)
-	}
+	workStream(t, srv.URL(), jetstream.StreamConfig{Name: legacy, Metadata: map[string]string{"team": "sms"}})
 	openWith(t, srv.URL(), func(c *bus.Config) { c.Site, c.Stream = "legacy", legacy })
 	s, err = jetStream(t, srv.URL()).Stream(ctx, legacy)
 	if err != nil {
@@ -760,4 +750,16 @@ func TestABusRefusedItsCredentialsKeepsTrying(t *testing.T) {
 	srv.SetUser("sb", "new")    // the server's users put right
 	srv.Restart()
 	waitUp(t, b, true)
+}
+
+// workStream makes the stream cfg names on the server at url, as the bus
+// makes its own (a work queue in memory over <name>.>), with cfg's other
+// settings.
+func workStream(t *testing.T, url string, cfg jetstream.StreamConfig) {
+	t.Helper()
+	cfg.Subjects = []string{cfg.Name + ".>"}
+	cfg.Retention, cfg.Storage = jetstream.WorkQueuePolicy, jetstream.MemoryStorage
+	if _, err := jetStream(t, url).CreateStream(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
 }
