@@ -1,17 +1,25 @@
 package switchboard_test
 
 import (
+	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence/pgtest"
+	"github.com/switchboard-dev/switchboard/polltest"
+	"github.com/switchboard-dev/switchboard/supervision/logtest"
 )
 
 // TestWebhookErrorBodyCutInsideACharacter: a webhook's error body is kept
@@ -112,5 +120,70 @@ func TestWebhookBrokenConnectionIsNotAReplay(t *testing.T) {
 	m := h.waitState(h.submit("", "49002"), messages.StateDelivered)
 	if m.Attempts != 2 {
 		t.Errorf("delivered after %d attempts, want 2 (the broken call, then the node's retry)", m.Attempts)
+	}
+}
+
+// TestWebhookKeyIsNeverShownWhenACallCannotConnect: a webhook URL's key
+// (https://API_KEY@host/hook, the Basic user) and password are never
+// shown (docs/api.md). A call that could not connect had net/http's
+// error, with the whole URL, as its reason: the key was in the message's
+// history and last_detail (which a client credential reads), in the
+// "message failed" log line and in the call record. They show the URL as
+// the API does, the key and password as xxxxx.
+func TestWebhookKeyIsNeverShownWhenACallCannotConnect(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens: every call is refused
+	var logs logtest.Buffer
+	cfg := testConfig(t)
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	cfg.DeliveryMaxAttempts = 2
+	cfg.ForwardMaxRetries, cfg.ForwardRetryInterval, cfg.HTTPTimeout = 2, 100*time.Millisecond, 200*time.Millisecond
+	cfg.Retention, cfg.RetentionFailed = time.Second, time.Second
+	cfg.CDRFile = filepath.Join(t.TempDir(), "cdr.jsonl")
+	h := startNode(t, cfg)
+	h.webhookFrontend("keyed", "http://SUPERSECRETAPIKEY42@"+addr+"/hook", "44")
+	h.webhookFrontend("basic", "http://bob:hunter2hunter2@"+addr+"/hook", "45")
+	for _, c := range []struct{ dest, shown string }{
+		{"44123", "http://xxxxx@" + addr + "/hook"},
+		{"45123", "http://bob:xxxxx@" + addr + "/hook"},
+	} {
+		id := h.submit("", c.dest)
+		m := h.waitState(id, messages.StateFailed)
+		// The message as a client reads it: history and last_detail.
+		status, body := h.do("GET", "/api/messages/"+id, nil)
+		if status != 200 || !strings.Contains(m.LastDetail, c.shown) {
+			t.Errorf("%s: GET %d, last_detail %q; want it to show %s", id, status, m.LastDetail, c.shown)
+		}
+		for _, secret := range []string{"SUPERSECRETAPIKEY42", "hunter2hunter2", "bob:***"} {
+			if strings.Contains(string(body), secret) {
+				t.Errorf("the message shows %q: %s", secret, body)
+			}
+		}
+		polltest.Eventually(t, 20*time.Second, func() error {
+			if _, ok := readRecords(t, cfg.CDRFile)[id]; !ok {
+				return fmt.Errorf("no call record of %s yet", id)
+			}
+			return nil
+		})
+	}
+	cdr, err := os.ReadFile(cfg.CDRFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for where, text := range map[string]string{"the logs": logs.String(), "the call records": string(cdr)} {
+		for _, secret := range []string{"SUPERSECRETAPIKEY42", "hunter2hunter2", "bob:***"} {
+			for line := range strings.Lines(text) {
+				if strings.Contains(line, secret) {
+					t.Errorf("%s show %q: %s", where, secret, line)
+				}
+			}
+		}
+	}
+	if !strings.Contains(logs.String(), "message failed") {
+		t.Errorf("no message failed line in the logs:\n%s", logs.String())
 	}
 }

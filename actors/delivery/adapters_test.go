@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -178,5 +179,52 @@ func TestWaiters(t *testing.T) {
 	w.Add("d", t0)
 	if got := w.All(); len(got) != 1 || got[0] != "d" || w.Len() != 0 {
 		t.Fatalf("All = %v", got)
+	}
+}
+
+// TestWebhookFailedCallShowsNoKeyOrPassword: a call to a URL carrying a
+// key as its user (https://API_KEY@host/hook) that could not connect had
+// net/http's error, the whole URL with the key in it, as its reason: the
+// message's history and last_detail, the "message failed" log line, the
+// call record and the attempt's span all showed the key; a password came
+// out as "***". The reason shows the URL as the node shows it everywhere
+// else (messages.RedactURL): the key or password is xxxxx.
+func TestWebhookFailedCallShowsNoKeyOrPassword(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens: the connection is refused
+	for _, c := range []struct{ url, secret, shown string }{
+		{"http://SUPERSECRETAPIKEY42@" + addr + "/hook", "SUPERSECRETAPIKEY42", "http://xxxxx@" + addr + "/hook"},
+		{"http://bob:hunter2hunter2@" + addr + "/hook", "hunter2hunter2", "http://bob:xxxxx@" + addr + "/hook"},
+	} {
+		r := Webhook{URL: c.url, Client: &http.Client{}}.Send(context.Background(), messages.Outgoing{ID: "m-1"})
+		if r.Status != messages.Retry || strings.Contains(r.Reason, c.secret) || !strings.Contains(r.Reason, c.shown) {
+			t.Errorf("%s: %+v, want a retry whose reason shows %s", c.shown, r, c.shown)
+		}
+	}
+}
+
+// TestWebhookRedirectShowsNoKeyOrPassword: a 3xx's reason names its
+// Location with the key or password there as xxxxx, a Location without
+// a scheme too; the rest (path, query) as the frontend sent it.
+func TestWebhookRedirectShowsNoKeyOrPassword(t *testing.T) {
+	for loc, want := range map[string]string{
+		"https://APIKEY1234567@other.example/login?next=%2Fhook": "HTTP 302 to https://xxxxx@other.example/login?next=%2Fhook",
+		"https://bob:hunter2hunter2@other.example/login":         "HTTP 302 to https://bob:xxxxx@other.example/login",
+		"//APIKEY1234567@other.example/login":                    "HTTP 302 to //xxxxx@other.example/login",
+		"/login?next=%2Fhook":                                    "HTTP 302 to /login?next=%2Fhook",
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Location", loc)
+			w.WriteHeader(http.StatusFound)
+		}))
+		r := Webhook{URL: srv.URL, Client: &http.Client{}}.Send(context.Background(), messages.Outgoing{ID: "m-1"})
+		srv.Close()
+		if r.Status != messages.Failed || r.Reason != want {
+			t.Errorf("Location %s: %+v, want failed %q", loc, r, want)
+		}
 	}
 }

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -58,7 +60,7 @@ func (w Webhook) Send(ctx context.Context, m messages.Outgoing) messages.Deliver
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(body))
 	if err != nil {
-		return messages.DeliveryResult{ID: m.ID, Status: messages.Failed, Reason: "bad webhook url: " + err.Error()}
+		return messages.DeliveryResult{ID: m.ID, Status: messages.Failed, Reason: "bad webhook url: " + redactedError(err)}
 	}
 	req.GetBody = nil
 	req.Header.Set("Content-Type", "application/json")
@@ -98,7 +100,7 @@ func (w Webhook) Send(ctx context.Context, m messages.Outgoing) messages.Deliver
 	if status != messages.Delivered {
 		reason = fmt.Sprintf("HTTP %d", resp.StatusCode)
 		if loc := resp.Header.Get("Location"); resp.StatusCode/100 == 3 && loc != "" {
-			reason += " to " + messages.RedactURL(loc)
+			reason += " to " + redactLocation(loc)
 		}
 		if s := bytes.TrimSpace(snippet); len(s) > 0 {
 			reason += ": " + string(s)
@@ -106,6 +108,20 @@ func (w Webhook) Send(ctx context.Context, m messages.Outgoing) messages.Deliver
 	}
 	return messages.DeliveryResult{ID: m.ID, Status: status, Reason: reason, RetryAfter: after,
 		Deferred: resp.StatusCode == http.StatusTooManyRequests}
+}
+
+// redactLocation is a redirect's Location as the node shows a frontend's
+// URL (messages.RedactURL): its password, or a user without one (a key),
+// as xxxxx; a Location without a scheme ("//KEY@host/login") too. Its
+// query is kept: it is where the frontend pointed, as it said it.
+func redactLocation(loc string) string {
+	if u, err := url.Parse(loc); err == nil && u.Scheme == "" && u.User != nil {
+		if _, has := u.User.Password(); !has {
+			u.User = url.User(messages.RedactedPassword)
+			return u.String()
+		}
+	}
+	return messages.RedactURL(loc)
 }
 
 // Classify maps a webhook's HTTP status to a verdict (docs/api.md, "Webhook frontends").
@@ -120,11 +136,30 @@ func Classify(code int) messages.DeliveryStatus {
 	}
 }
 
+// transportReason is a failed call's reason (history, last_detail, the
+// logs, the call record, the attempt's span).
 func transportReason(err error) string {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return "timeout"
 	}
-	return err.Error()
+	return redactedError(err)
+}
+
+// redactedError is err's text with the URL it quotes as the node shows a
+// frontend's URL (messages.RedactURL): net/http's *url.Error quotes the
+// whole URL, a key given as its user (https://API_KEY@host/hook) too, and
+// a password as "***" rather than the documented xxxxx.
+func redactedError(err error) string {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return err.Error()
+	}
+	redacted := &url.Error{Op: ue.Op, URL: messages.RedactURL(ue.URL), Err: ue.Err}
+	if ue == err {
+		return redacted.Error()
+	}
+	// Wrapped: its own text around the URL's.
+	return strings.Replace(err.Error(), ue.Error(), redacted.Error(), 1)
 }
 
 // sendWebhook makes one webhook call and sends its verdict to the worker.
