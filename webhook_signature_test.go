@@ -75,18 +75,19 @@ func (s *signedReceiver) serve(w http.ResponseWriter, r *http.Request) {
 
 // verify is the receiver's check, as the docs show it.
 func (s *signedReceiver) verify(header string, body []byte, now time.Time) string {
-	var ts, sig string
+	var ts string
+	var sigs []string
 	for _, part := range strings.Split(header, ",") {
 		k, v, _ := strings.Cut(part, "=")
 		switch k {
 		case "t":
 			ts = v
 		case "v1":
-			sig = v
+			sigs = append(sigs, v)
 		}
 	}
 	sec, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil || sig == "" {
+	if err != nil || len(sigs) == 0 {
 		return "malformed"
 	}
 	if d := now.Sub(time.Unix(sec, 0)); d > 5*time.Minute || d < -5*time.Minute {
@@ -95,7 +96,14 @@ func (s *signedReceiver) verify(header string, body []byte, now time.Time) strin
 	mac := hmac.New(sha256.New, []byte(s.secret))
 	mac.Write([]byte(ts + "."))
 	mac.Write(body)
-	if !hmac.Equal([]byte(hex.EncodeToString(mac.Sum(nil))), []byte(sig)) {
+	want := []byte(hex.EncodeToString(mac.Sum(nil)))
+	sig := ""
+	for _, s := range sigs { // any v1 that matches
+		if hmac.Equal(want, []byte(s)) {
+			sig = s
+		}
+	}
+	if sig == "" {
 		return "bad signature"
 	}
 	for old, at := range s.seen {

@@ -43,7 +43,8 @@ func TestSignAndVerify(t *testing.T) {
 			t.Errorf("%s: %v, want %v", name, err, c.want)
 		}
 	}
-	// During a secret's rotation a header may carry two v1: either passes.
+	// A header with two v1 (the node signs with one; a receiver accepts
+	// any that matches, docs/api.md): either passes.
 	two := "t=1767225600,v1=" + strings.Repeat("ab", 32) + "," + strings.TrimPrefix(sig, "t=1767225600,")
 	if _, err := Verify(secret, two, body, at, DefaultTolerance); err != nil {
 		t.Errorf("two v1, one good: %v", err)
