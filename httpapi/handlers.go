@@ -513,16 +513,25 @@ func (s *Server) putFrontend(w http.ResponseWriter, r *http.Request) {
 	if !s.bound(w, r, mux.Vars(r)["name"]) {
 		return
 	}
+	// A secret given as "" or null is refused, not read as one left out
+	// (an unsigned frontend): it is what "secret":"'$(cmd)'" sends when
+	// the command that makes the secret fails.
 	var req struct {
 		Mode   messages.FrontendMode `json:"mode"`
 		URL    string                `json:"url"`
-		Secret string                `json:"secret"`
+		Secret givenString           `json:"secret"`
 	}
 	if err := decode(w, r, &req); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	fe, err := messages.Frontend{Name: mux.Vars(r)["name"], Mode: req.Mode, URL: req.URL, Secret: req.Secret}.Normalized()
+	if req.Secret.Given && req.Secret.Value == "" {
+		s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest,
+			"secret is given empty or null: give the secret (a webhook's: %d-%d printable ASCII characters without blanks), or leave secret out for a frontend without one",
+			messages.MinWebhookSecret, messages.MaxWebhookSecret))
+		return
+	}
+	fe, err := messages.Frontend{Name: mux.Vars(r)["name"], Mode: req.Mode, URL: req.URL, Secret: req.Secret.Value}.Normalized()
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -46,6 +47,11 @@ func (b *recordingBackend) Resubmit(ctx context.Context, id string) (messages.Me
 func (b *recordingBackend) DeleteRoute(_ context.Context, prefix string) error {
 	b.note("delete route " + prefix)
 	return nil
+}
+
+func (b *recordingBackend) PutFrontend(ctx context.Context, f messages.Frontend) (messages.Frontend, error) {
+	b.note(fmt.Sprintf("put frontend %s %s secret=%q", f.Name, f.Mode, f.Secret))
+	return b.stubBackend.PutFrontend(ctx, f)
 }
 
 func (b *recordingBackend) DeleteFrontend(_ context.Context, name string) error {
@@ -98,6 +104,42 @@ func TestSubmitIDGivenEmptyIsRefused(t *testing.T) {
 	// A wrong type for id is refused as before.
 	if rec := serve(t, &recordingBackend{}, "POST", "/api/messages", `{"id":5,`+rest); rec.Code != http.StatusBadRequest {
 		t.Errorf(`a submit with "id": 5: %d %s, want 400`, rec.Code, rec.Body.String())
+	}
+}
+
+// TestFrontendSecretGivenEmptyIsRefused: a frontend's secret given as ""
+// or null (what "secret":"'$(openssl rand -hex 32)'" sends when the
+// command fails) is refused, 400 invalid_request naming secret, and
+// nothing reaches the node, whatever the mode; it was read as a secret
+// left out, and the webhook frontend was stored unsigned. A secret left
+// out is still a frontend without one.
+func TestFrontendSecretGivenEmptyIsRefused(t *testing.T) {
+	for _, mode := range []string{
+		`"mode":"webhook","url":"https://sms.example/in"`,
+		`"mode":"smpp","url":"smpp://acme@smsc.example:2775"`,
+		`"mode":"pull"`,
+	} {
+		for _, secret := range []string{`""`, `null`, ` null `} {
+			b := &recordingBackend{}
+			rec := serve(t, b, "PUT", "/api/frontends/fe", `{`+mode+`,"secret":`+secret+`}`)
+			if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), `"code":"invalid_request"`) ||
+				!strings.Contains(rec.Body.String(), `"message":"secret `) {
+				t.Errorf(`{%s, "secret": %s}: %d %s, want 400 invalid_request naming secret`, mode, secret, rec.Code, strings.TrimSpace(rec.Body.String()))
+			}
+			if made := b.made(); len(made) != 0 {
+				t.Errorf(`{%s, "secret": %s} reached the node: %v`, mode, secret, made)
+			}
+		}
+	}
+	for body, want := range map[string]string{
+		`{"mode":"webhook","url":"https://sms.example/in"}`:                                   `put frontend fe webhook secret=""`,
+		`{"mode":"webhook","url":"https://sms.example/in","secret":"whsec-6f1c0b2e9d8a4f7c"}`: `put frontend fe webhook secret="whsec-6f1c0b2e9d8a4f7c"`,
+	} {
+		b := &recordingBackend{}
+		rec := serve(t, b, "PUT", "/api/frontends/fe", body)
+		if made := b.made(); rec.Code != http.StatusOK || len(made) != 1 || made[0] != want {
+			t.Errorf("%s: %d %s, node asked %v; want 200 after %s", body, rec.Code, strings.TrimSpace(rec.Body.String()), made, want)
+		}
 	}
 }
 
