@@ -25,11 +25,12 @@ run: build ## run a node on the embedded store (RUN_FLAGS to change flags)
 demo: build ## three federated nodes on loopback with mTLS (scripts/demo.sh); Ctrl-C stops them
 	BIN=$(BIN) bash scripts/demo.sh
 
-test: ## all tests with -race (starts Postgres when it is down; installs Chromium and promtool when missing)
+test: ## all tests with -race (starts Postgres when it is down; installs Chromium, promtool and python3 when missing)
 	.ci/postgres
 	scripts/chromium.sh
 	scripts/debian-package.sh "SMPP interop tests" "perl -MNet::SMPP -e 1" libnet-smpp-perl
 	scripts/debian-package.sh "promtool checks of deploy/" "command -v promtool" prometheus
+	scripts/debian-package.sh "test of the docs' Python webhook receiver" "command -v python3" python3-minimal
 	$(GO) test -race -count=1 -timeout 25m ./...
 
 test-short: ## quick tests without -race
