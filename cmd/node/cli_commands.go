@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -138,9 +139,27 @@ address, zone, services and share of the tokens.`,
 			{
 				name:     "frontends set",
 				summary:  "register or change a frontend",
-				synopsis: "NAME pull | NAME webhook URL | NAME smpp URL",
-				about:    `Register or change a frontend: a pull frontend polls the node, a webhook frontend gets each message POSTed to URL (PUT /api/frontends/{name}).`,
-				run:      runFrontendsSet,
+				synopsis: "NAME pull | NAME webhook URL [--secret-file FILE | --no-secret] | NAME smpp URL [--secret-file FILE]",
+				about: `Register or change a frontend (PUT /api/frontends/{name}): a pull frontend
+polls the node; a webhook frontend gets each message POSTed to URL, signed
+with the secret of --secret-file when given; an smpp frontend binds to the
+SMSC of URL (smpp://SYSTEM_ID[:PASSWORD]@HOST:PORT[?OPTIONS]) and submits
+each message to it, with the password in URL or in --secret-file.
+
+A change is the whole frontend: a secret not given again is removed. So
+that a signed webhook frontend does not stop signing unnoticed, changing
+one without --secret-file is refused unless --no-secret says to remove its
+secret (the node never shows a secret: give it again). An smpp frontend's
+password is the one given now; without one it has none. The secret is
+read from a file, never from the command line, which others on the host
+may see in the process list.
+
+  switchboard frontends set hook webhook https://gw.example.com/sms --secret-file /etc/switchboard/hook.secret`,
+				flags: []cliFlag{
+					{name: "secret-file", arg: "FILE", usage: "the frontend's secret, FILE's one line: a webhook's signing secret (16-256 printable characters) or an smpp frontend's password"},
+					{name: "no-secret", boolean: true, usage: "change a signed webhook frontend without a secret: it stops signing"},
+				},
+				run: runFrontendsSet,
 			},
 			{
 				name:     "frontends delete",
@@ -619,9 +638,33 @@ func runFrontendsSet(inv *cliInvocation) error {
 	if err := cliFrontendName(args[0]); err != nil {
 		return err
 	}
+	mode := messages.FrontendMode(args[1])
+	noSecret, err := inv.boolValue("no-secret")
+	if err != nil {
+		return err
+	}
+	switch {
+	case inv.given("secret-file") && noSecret:
+		return usageErrorf("--secret-file and --no-secret: give one")
+	case inv.given("secret-file") && mode == messages.ModePull:
+		return usageErrorf("--secret-file: a pull frontend has no secret")
+	case noSecret && mode != messages.ModeWebhook:
+		return usageErrorf("--no-secret is for webhook frontends")
+	}
 	body := map[string]string{"mode": args[1]}
 	if len(args) == 3 {
 		body["url"] = args[2]
+	}
+	if inv.given("secret-file") {
+		secret, err := cliSecretFile(inv.value("secret-file"))
+		if err != nil {
+			return err
+		}
+		body["secret"] = secret
+	} else if mode == messages.ModeWebhook && !noSecret {
+		if err := cliKeepsSecret(inv, args[0]); err != nil {
+			return err
+		}
 	}
 	var f messages.Frontend
 	data, err := inv.api.doJSON(http.MethodPut, "/api/frontends/"+args[0], nil, body, &f, inv.api.timeout)
@@ -636,7 +679,48 @@ func runFrontendsSet(inv *cliInvocation) error {
 	if f.URL != "" {
 		fmt.Fprintf(inv.stdout, " %s", tableCell(f.URL))
 	}
+	if f.Mode == messages.ModeWebhook && f.SecretSet {
+		fmt.Fprint(inv.stdout, " (signed)")
+	}
 	fmt.Fprintln(inv.stdout)
+	return nil
+}
+
+// cliSecretFile reads a frontend's secret from --secret-file: its one
+// line, without the blanks around it.
+func cliSecretFile(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	var perr *os.PathError
+	switch {
+	case errors.As(err, &perr):
+		return "", usageErrorf("--secret-file: cannot read %s: %v", path, perr.Err)
+	case err != nil:
+		return "", usageErrorf("--secret-file: %v", err)
+	}
+	secret := strings.TrimSpace(string(data))
+	switch {
+	case secret == "":
+		return "", usageErrorf("--secret-file: %s is empty", path)
+	case strings.ContainsAny(secret, "\r\n"):
+		return "", usageErrorf("--secret-file: %s must hold one line", path)
+	}
+	return secret, nil
+}
+
+// cliKeepsSecret refuses to change the webhook frontend name without a
+// secret while it has one: the PUT is the whole frontend, so it would
+// stop signing, and nothing would say so.
+func cliKeepsSecret(inv *cliInvocation, name string) error {
+	const wayOut = "give its secret again (the node never shows it) with --secret-file FILE, or --no-secret to remove it"
+	var doc cliFrontendList
+	if _, err := inv.api.getJSON("/api/frontends", nil, &doc); err != nil {
+		return fmt.Errorf("cannot tell whether frontend %s is signed (a change without a secret would remove its secret): %v\n%s", name, err, wayOut)
+	}
+	for _, f := range doc.Frontends {
+		if f.Name == name && f.Mode == messages.ModeWebhook && f.SecretSet {
+			return fmt.Errorf("frontend %s is a signed webhook: a change without a secret would remove its secret and stop the signing\n%s", name, wayOut)
+		}
+	}
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -588,5 +589,101 @@ func TestCLISynopsesNameEveryFlag(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// frontend is the frontend name as GET /api/frontends shows it.
+func (n *cliNode) frontend(name string) messages.Frontend {
+	n.t.Helper()
+	var doc cliFrontendList
+	if err := json.Unmarshal(n.api("GET", "/api/frontends", nil), &doc); err != nil {
+		n.t.Fatal(err)
+	}
+	for _, f := range doc.Frontends {
+		if f.Name == name {
+			return f
+		}
+	}
+	n.t.Fatalf("no frontend %s in %+v", name, doc)
+	return messages.Frontend{}
+}
+
+// TestCLIFrontendsSetKeepsTheSecret: a PUT without a secret removes a
+// webhook frontend's secret, so 'frontends set NAME webhook URL' on a signed
+// frontend is refused unless --secret-file gives a secret or --no-secret
+// says to remove it ('frontends set' had no way to give a secret, and turned
+// the signing off in silence).
+func TestCLIFrontendsSetKeepsTheSecret(t *testing.T) {
+	t.Parallel()
+	n := startCLINode(t)
+	const secret = "0123456789abcdef0123456789abcdef"
+	n.api("PUT", "/api/frontends/hook", map[string]string{"mode": "webhook", "url": "http://127.0.0.1:9/a", "secret": secret})
+
+	r := n.run(1, "frontends", "set", "hook", "webhook", "http://127.0.0.1:9/b")
+	if !strings.Contains(r.stderr, "switchboard: frontend hook is a signed webhook") ||
+		!strings.Contains(r.stderr, "--secret-file FILE") || !strings.Contains(r.stderr, "--no-secret") || r.stdout != "" {
+		t.Errorf("re-pointing a signed webhook without a secret: stdout %q, stderr %q", r.stdout, r.stderr)
+	}
+	if f := n.frontend("hook"); f.URL != "http://127.0.0.1:9/a" || !f.SecretSet {
+		t.Fatalf("after the refusal: %+v, want it unchanged", f)
+	}
+
+	dir := t.TempDir()
+	file := filepath.Join(dir, "hook.secret")
+	if err := os.WriteFile(file, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out := n.run(0, "frontends", "set", "hook", "webhook", "http://127.0.0.1:9/b", "--secret-file", file).stdout; out != "frontend hook: webhook http://127.0.0.1:9/b (signed)\n" {
+		t.Errorf("--secret-file: %q", out)
+	}
+	if f := n.frontend("hook"); f.URL != "http://127.0.0.1:9/b" || !f.SecretSet {
+		t.Fatalf("after --secret-file: %+v", f)
+	}
+	if out := n.run(0, "frontends", "set", "hook", "webhook", "http://127.0.0.1:9/c", "--no-secret").stdout; out != "frontend hook: webhook http://127.0.0.1:9/c\n" {
+		t.Errorf("--no-secret: %q", out)
+	}
+	if f := n.frontend("hook"); f.URL != "http://127.0.0.1:9/c" || f.SecretSet {
+		t.Fatalf("after --no-secret: %+v", f)
+	}
+	// Unsigned now: no flag is needed.
+	n.run(0, "frontends", "set", "hook", "webhook", "http://127.0.0.1:9/d")
+	// A secret the node refuses: exit 1 with its words, nothing changed.
+	short := filepath.Join(dir, "short.secret")
+	if err := os.WriteFile(short, []byte("short\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := n.run(1, "frontends", "set", "hook", "webhook", "http://127.0.0.1:9/e", "--secret-file", short); !strings.Contains(r.stderr, "switchboard: invalid_request: secret: 16-256") {
+		t.Errorf("short secret: %q", r.stderr)
+	}
+	if err := os.WriteFile(short+"-blank", []byte(" \n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// An smpp frontend's password may come from the file.
+	pw := filepath.Join(dir, "smsc.pw")
+	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n.run(0, "frontends", "set", "smsc", "smpp", "smpp://acme@127.0.0.1:9", "--secret-file", pw)
+	if f := n.frontend("smsc"); !f.SecretSet || f.URL != "smpp://acme@127.0.0.1:9" {
+		t.Fatalf("smpp with --secret-file: %+v", f)
+	}
+
+	for _, tc := range []struct {
+		args   []string
+		stderr string
+	}{
+		{[]string{"hook", "webhook", "http://127.0.0.1:9/f", "--secret-file", file, "--no-secret"}, "--secret-file and --no-secret: give one"},
+		{[]string{"fe", "pull", "--secret-file", file}, "--secret-file: a pull frontend has no secret"},
+		{[]string{"smsc", "smpp", "smpp://acme@127.0.0.1:9", "--no-secret"}, "--no-secret is for webhook frontends"},
+		{[]string{"hook", "webhook", "http://127.0.0.1:9/f", "--secret-file", filepath.Join(dir, "none")}, "--secret-file: cannot read " + filepath.Join(dir, "none")},
+		{[]string{"hook", "webhook", "http://127.0.0.1:9/f", "--secret-file", short + "-blank"}, "--secret-file: " + short + "-blank is empty"},
+	} {
+		r := n.run(2, append([]string{"frontends", "set"}, tc.args...)...)
+		if !strings.Contains(r.stderr, "switchboard: "+tc.stderr) {
+			t.Errorf("%q: stderr %q, want %q", tc.args, r.stderr, tc.stderr)
+		}
+	}
+	if f := n.frontend("hook"); f.URL != "http://127.0.0.1:9/d" || f.SecretSet {
+		t.Fatalf("after the refusals: %+v, want it unchanged", f)
 	}
 }
