@@ -56,8 +56,10 @@ on stderr with the --cursor that fetches it; --all fetches every page (with
 				name:     "messages show",
 				summary:  "show messages with their history",
 				synopsis: "ID...",
-				about:    `Show a message with its history of transitions (GET /api/messages/{id}).`,
-				run:      runMessagesShow,
+				about: `Show a message with its history of transitions (GET /api/messages/{id}).
+With several ids each is tried: one the node refuses is a line on stderr,
+and the exit code is then 1.`,
+				run: runMessagesShow,
 			},
 			{
 				name:     "messages resubmit",
@@ -65,8 +67,9 @@ on stderr with the --cursor that fetches it; --all fetches every page (with
 				synopsis: "ID... | --state failed|forward_failed",
 				about: `Re-route failed or forward_failed messages: the messages named, or with
 --state every message in that state (POST /api/messages/{id}/resubmit,
-POST /api/messages/resubmit). A bulk resubmit may take up to ten times
---timeout.`,
+POST /api/messages/resubmit). Each id named is tried: one the node
+refuses is a line on stderr naming it and the error code, and the exit code
+is then 1. A bulk resubmit may take up to ten times --timeout.`,
 				flags: []cliFlag{
 					{name: "state", arg: "STATE", usage: "resubmit every message in STATE: failed or forward_failed"},
 				},
@@ -361,22 +364,55 @@ func runMessagesShow(inv *cliInvocation) error {
 	if err := cliMessageIDs(inv); err != nil {
 		return err
 	}
-	for i, id := range inv.args {
+	shown := 0
+	return cliEachID(inv, "shown", func(id string) error {
 		var m messages.Message
 		data, err := inv.api.getJSON("/api/messages/"+url.PathEscape(id), nil, &m)
 		if err != nil {
+			if len(inv.args) > 1 {
+				err = fmt.Errorf("%s: %w", id, err)
+			}
 			return err
 		}
 		if inv.json {
 			writeAPIDoc(inv.stdout, data)
-			continue
+			return nil
 		}
-		if i > 0 {
+		if shown > 0 {
 			fmt.Fprintln(inv.stdout)
 		}
+		shown++
 		printMessage(inv, m)
+		return nil
+	})
+}
+
+// cliEachID runs do for each id of the command line, all of them whatever
+// fails. One id's error is the command's; with several, each failure is a
+// line on stderr and the command's error names the ids that failed (done:
+// what the others were) with the hints of their failures.
+func cliEachID(inv *cliInvocation, done string, do func(id string) error) error {
+	var failed, hints []string
+	for _, id := range inv.args {
+		err := do(id)
+		if err == nil {
+			continue
+		}
+		if len(inv.args) == 1 {
+			return err
+		}
+		failed = append(failed, id)
+		printErrorLines(inv.stderr, err)
+		var h *hinted
+		if errors.As(err, &h) && !slices.Contains(hints, h.hint) {
+			hints = append(hints, h.hint)
+		}
 	}
-	return nil
+	if len(failed) == 0 {
+		return nil
+	}
+	lines := append([]string{fmt.Sprintf("%d of %d messages not %s: %s", len(failed), len(inv.args), done, strings.Join(failed, " "))}, hints...)
+	return errors.New(strings.Join(lines, "\n"))
 }
 
 func printMessage(inv *cliInvocation, m messages.Message) {
@@ -437,7 +473,7 @@ func runMessagesResubmit(inv *cliInvocation) error {
 	if err := cliMessageIDs(inv); err != nil {
 		return err
 	}
-	for _, id := range inv.args {
+	return cliEachID(inv, "resubmitted", func(id string) error {
 		var m messages.Message
 		data, err := inv.api.doJSON(http.MethodPost, "/api/messages/"+url.PathEscape(id)+"/resubmit", nil,
 			nil, &m, inv.api.timeout)
@@ -446,11 +482,11 @@ func runMessagesResubmit(inv *cliInvocation) error {
 		}
 		if inv.json {
 			writeAPIDoc(inv.stdout, data)
-			continue
+			return nil
 		}
 		fmt.Fprintf(inv.stdout, "resubmitted %s: now %s\n", tableCell(m.ID), tableCell(string(m.State)))
-	}
-	return nil
+		return nil
+	})
 }
 
 func runPeers(inv *cliInvocation) error {

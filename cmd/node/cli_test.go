@@ -687,3 +687,61 @@ func TestCLIFrontendsSetKeepsTheSecret(t *testing.T) {
 		t.Fatalf("after the refusals: %+v, want it unchanged", f)
 	}
 }
+
+// TestCLISeveralIDs: 'messages resubmit' and 'messages show' with several
+// ids try each of them: a refused id is a line on stderr naming it and the
+// error code, the others are done, and the exit code is 1 (resubmit
+// stopped at the first refused id, and nothing said the later ones were
+// not tried).
+func TestCLISeveralIDs(t *testing.T) {
+	t.Parallel()
+	n := startCLINode(t)
+	n.run(0, "frontends", "set", "fe", "pull")
+	n.run(0, "routes", "set", "4470", "fe")
+	n.submit("m1", "447001")
+	n.submit("m2", "447002")
+	n.pollAck(map[string]messages.DeliveryStatus{"m1": messages.Delivered, "m2": messages.Failed})
+
+	r := n.run(1, "messages", "resubmit", "m1", "nope", "m2")
+	if !strings.HasPrefix(r.stdout, "resubmitted m2: now ") || strings.Count(r.stdout, "\n") != 1 {
+		t.Errorf("resubmit m1 nope m2: stdout %q, want m2 resubmitted", r.stdout)
+	}
+	lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "switchboard: m1: invalid_state: ") ||
+		!strings.HasPrefix(lines[1], "switchboard: nope: not_found: ") ||
+		lines[2] != "switchboard: 2 of 3 messages not resubmitted: m1 nope" {
+		t.Errorf("resubmit m1 nope m2: stderr %q", r.stderr)
+	}
+	if m := n.message("m2"); m.State.Resubmittable() {
+		t.Errorf("m2 after the resubmit: %s", m.State)
+	}
+
+	r = n.run(1, "messages", "show", "nope", "m1", "m2", "--json")
+	if got := strings.Count(r.stdout, "\n"); got != 2 || !strings.Contains(r.stdout, `"id":"m1"`) || !strings.Contains(r.stdout, `"id":"m2"`) {
+		t.Errorf("show nope m1 m2 --json: stdout %q", r.stdout)
+	}
+	lines = strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "switchboard: nope: not_found: ") ||
+		lines[1] != "switchboard: 1 of 3 messages not shown: nope" {
+		t.Errorf("show nope m1 m2: stderr %q", r.stderr)
+	}
+	r = n.run(1, "messages", "show", "m1", "nope", "m2")
+	if len(regexp.MustCompile(`(?m)^id:`).FindAllString(r.stdout, -1)) != 2 || !strings.Contains(r.stdout, "m2\n") || !strings.Contains(r.stderr, "switchboard: nope: not_found: ") {
+		t.Errorf("show m1 nope m2: stdout %q, stderr %q", r.stdout, r.stderr)
+	}
+	// With a bad token every id fails; the hint comes once.
+	r = n.run(1, "messages", "show", "m1", "m2", "--token", "wrong")
+	if strings.Count(r.stderr, "unauthorized") != 2 || strings.Count(r.stderr, "is not the node's --api-token") != 1 || r.stdout != "" {
+		t.Errorf("show with a wrong token: %q", r.stderr)
+	}
+}
+
+// message is message id as the API shows it.
+func (n *cliNode) message(id string) messages.Message {
+	n.t.Helper()
+	var m messages.Message
+	if err := json.Unmarshal(n.api("GET", "/api/messages/"+id, nil), &m); err != nil {
+		n.t.Fatal(err)
+	}
+	return m
+}
