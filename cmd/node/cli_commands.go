@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -416,12 +417,25 @@ func cliEachID(inv *cliInvocation, done string, do func(id string) error) error 
 }
 
 func printMessage(inv *cliInvocation, m messages.Message) {
-	writeFields(inv.stdout, [][2]string{
+	body := tableCell(m.Body)
+	if m.DataCoding == messages.CodingBinary || m.Binary != nil {
+		body = "binary (base64): " + base64.StdEncoding.EncodeToString(m.Binary)
+	}
+	fields := [][2]string{
 		{"id", tableCell(m.ID)},
 		{"state", tableCell(string(m.State))},
 		{"source", tableCell(m.SourceMSISDN)},
 		{"destination", tableCell(m.DestinationMSISDN)},
-		{"body", tableCell(m.Body)},
+		{"body", body},
+	}
+	// The optional fields, each only when set.
+	if m.DataCoding != "" {
+		fields = append(fields, [2]string{"data_coding", tableCell(string(m.DataCoding))})
+	}
+	if m.MessageClass != nil {
+		fields = append(fields, [2]string{"message_class", strconv.Itoa(*m.MessageClass)})
+	}
+	fields = append(fields, [][2]string{
 		{"frontend", tableCell(m.Frontend)},
 		{"source_smsc", tableCell(m.SourceSMSC)},
 		{"dest_smsc", tableCell(m.DestSMSC)},
@@ -431,7 +445,19 @@ func printMessage(inv *cliInvocation, m messages.Message) {
 		{"submitted", tableTime(m.SubmittedAt)},
 		{"updated", tableTime(m.UpdatedAt)},
 		{"queued", tableTimePtr(m.QueuedAt)},
-	})
+	}...)
+	for _, t := range []struct {
+		name string
+		at   *time.Time
+	}{{"validity_until", m.ValidityUntil}, {"deliver_after", m.DeliverAfter}, {"next_attempt", m.NextAttemptAt}} {
+		if t.at != nil {
+			fields = append(fields, [2]string{t.name, tableTime(*t.at)})
+		}
+	}
+	if m.TraceID != "" {
+		fields = append(fields, [2]string{"trace_id", tableCell(m.TraceID)})
+	}
+	writeFields(inv.stdout, fields)
 	fmt.Fprintln(inv.stdout, "\nHistory:")
 	tw := newCLITable(inv.stdout)
 	fmt.Fprintln(tw, "AT\tSTATE\tDETAIL")

@@ -745,3 +745,60 @@ func (n *cliNode) message(id string) messages.Message {
 	}
 	return m
 }
+
+// TestCLIShowsEveryField: 'messages show' prints a binary message's body
+// (base64) and each optional field that is set (it printed 'body: -' for
+// a binary message and left out data_coding, message_class,
+// validity_until, deliver_after, the next attempt and the trace id).
+func TestCLIShowsEveryField(t *testing.T) {
+	t.Parallel()
+	n := startCLINode(t)
+	n.run(0, "frontends", "set", "fe", "pull")
+	n.run(0, "routes", "set", "4470", "fe")
+	now := time.Now().UTC().Truncate(time.Second)
+	after, until := now.Add(time.Hour), now.Add(2*time.Hour)
+	n.api("POST", "/api/messages", map[string]any{
+		"id": "bin", "source_msisdn": "+15550001", "destination_msisdn": "447001",
+		"data_coding": "binary", "message_body_base64": "AAH/Cg==", "message_class": 1,
+		"deliver_after": after, "validity_until": until,
+	})
+	m := n.message("bin")
+	if m.NextAttemptAt == nil {
+		t.Fatalf("the node gives no next_attempt_at for a scheduled message: %+v", m)
+	}
+	out := n.run(0, "messages", "show", "bin").stdout
+	fields := map[string]string{}
+	for _, line := range strings.Split(strings.SplitN(out, "\nHistory:", 2)[0], "\n") {
+		name, value, _ := strings.Cut(line, ":")
+		fields[name] = strings.TrimSpace(value)
+	}
+	for name, want := range map[string]string{
+		"body":           "binary (base64): AAH/Cg==",
+		"data_coding":    "binary",
+		"message_class":  "1",
+		"deliver_after":  after.Format(time.RFC3339),
+		"validity_until": until.Format(time.RFC3339),
+		"next_attempt":   m.NextAttemptAt.UTC().Format(time.RFC3339),
+	} {
+		if fields[name] != want {
+			t.Errorf("messages show: %s %q, want %q in\n%s", name, fields[name], want, out)
+		}
+	}
+	if _, ok := fields["trace_id"]; ok {
+		t.Errorf("messages show: a trace_id row for a message without one:\n%s", out)
+	}
+
+	// A text message shows none of the optional rows; a trace id is shown
+	// when there is one.
+	var buf bytes.Buffer
+	printMessage(&cliInvocation{stdout: &buf}, messages.Message{ID: "t", Body: "hi", TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"})
+	out = buf.String()
+	if !regexp.MustCompile(`(?m)^body: +hi$`).MatchString(out) || !regexp.MustCompile(`(?m)^trace_id: +4bf92f3577b34da6a3ce929d0e0e4736$`).MatchString(out) {
+		t.Errorf("printMessage of a text message with a trace id:\n%s", out)
+	}
+	for _, name := range []string{"data_coding", "message_class", "validity_until", "deliver_after", "next_attempt"} {
+		if strings.Contains(out, name+":") {
+			t.Errorf("printMessage of a text message: a %s row:\n%s", name, out)
+		}
+	}
+}
