@@ -60,7 +60,7 @@ var commonFlags = []cliFlag{
 	{name: "addr", arg: "ADDR", env: "SWITCHBOARD_ADDR",
 		usage: "the node's API: HOST[:PORT] (port 8443) or an https:// URL (default " + cliDefaultAddr + ")"},
 	{name: "token", arg: "TOKEN", env: "SWITCHBOARD_API_TOKEN",
-		usage: "API token (the node's --api-token), sent as 'Authorization: Bearer TOKEN'"},
+		usage: "API token: the node's --api-token, or a credential's token (its role decides what the command may do); sent as 'Authorization: Bearer TOKEN'"},
 	{name: "ca", arg: "FILE", env: "SWITCHBOARD_CA",
 		usage: "PEM CA bundle or certificate to trust for the node, e.g. DATA_DIR/selfsigned.pem (default: system roots)"},
 	{name: "insecure", env: "SWITCHBOARD_INSECURE", boolean: true,

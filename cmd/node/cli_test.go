@@ -802,3 +802,26 @@ func TestCLIShowsEveryField(t *testing.T) {
 		}
 	}
 }
+
+// TestCLIHelpSaysWhatDocsSay: the -h texts say what docs/cli.md says: a
+// --token may be a credential's, and 'frontends set' takes smpp URLs and
+// the secret flags (--token's help named only the node's --api-token, and
+// 'frontends set -h' described pull and webhook only).
+func TestCLIHelpSaysWhatDocsSay(t *testing.T) {
+	for args, wants := range map[string][]string{
+		"status -h":            {"the node's --api-token, or a credential's token"},
+		"frontends set -h":     {"the node's --api-token, or a credential's token", "NAME smpp URL", "an smpp frontend binds", "--secret-file FILE", "--no-secret"},
+		"messages show -h":     {"With several ids each is tried"},
+		"messages resubmit -h": {"Each id named is tried"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := mainCode(strings.Fields(args), &out, &errOut, envMap(nil)); code != 0 {
+			t.Fatalf("%s: exit %d: %s", args, code, errOut.String())
+		}
+		for _, want := range wants {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%s: no %q in\n%s", args, want, out.String())
+			}
+		}
+	}
+}
