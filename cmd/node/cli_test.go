@@ -825,3 +825,33 @@ func TestCLIHelpSaysWhatDocsSay(t *testing.T) {
 		}
 	}
 }
+
+// TestCLIDocFlagPlacement: docs/cli.md says where flags go as the parser
+// takes them: after the command and its verb (it said "before or after
+// the arguments", and a flag before the verb is refused).
+func TestCLIDocFlagPlacement(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(string(doc)), " ")
+	if !strings.Contains(text, "Flags come after the command and its verb") {
+		t.Errorf("docs/cli.md does not say that flags come after the command and its verb")
+	}
+	for _, tc := range []struct {
+		args   string
+		stderr string
+	}{
+		// Before the verb: the verb is an argument.
+		{"messages --limit 1 list", `unexpected argument "list"`},
+		// After it, before and after an argument: the flag is read.
+		{"messages list --limit 0", `--limit: invalid value "0"`},
+		{"routes set --timeout 0 4470 fe", `--timeout: invalid value "0"`},
+		{"routes set 4470 fe --timeout 0", `--timeout: invalid value "0"`},
+	} {
+		var out, errOut bytes.Buffer
+		if code := mainCode(strings.Fields(tc.args), &out, &errOut, envMap(nil)); code != 2 || !strings.Contains(errOut.String(), "switchboard: "+tc.stderr) {
+			t.Errorf("%s: exit %d, stderr %q; want 2 and %q", tc.args, code, errOut.String(), tc.stderr)
+		}
+	}
+}
