@@ -653,3 +653,51 @@ func TestUIMessageDetailShowsClassAndDeferrals(t *testing.T) {
 		t.Errorf("a message without a class shows the fields %v, want data coding and no message class", labels)
 	}
 }
+
+// TestUIReplaceFrontendWarnsOfItsSecret: replacing a frontend, the confirm
+// dialog warned that a "signing secret" goes with it for an smpp frontend
+// too (its SMSC password counts as secret_set). It warns so for a signed
+// webhook frontend only, and for an smpp frontend with a password says that
+// its password is the one in the new URL.
+func TestUIReplaceFrontendWarnsOfItsSecret(t *testing.T) {
+	needChromium(t)
+	h := startNode(t, testConfig(t))
+	h.must(200, "PUT", "/api/frontends/hook", map[string]string{
+		"mode": "webhook", "url": "http://127.0.0.1:9/a", "secret": "0123456789abcdef0123456789abcdef",
+	}, nil)
+	h.must(200, "PUT", "/api/frontends/smsc", map[string]string{"mode": "smpp", "url": "smpp://sb:pw@127.0.0.1:9"}, nil)
+
+	br := newBrowser(t)
+	br.do("open the UI", chromedp.Navigate(h.base+"/"),
+		waitJS("both frontends listed", `document.querySelectorAll('#fe-body tr').length === 2`))
+	dialog := func(name, mode, url string) string {
+		t.Helper()
+		br.do("replace "+name,
+			chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(() => {
+				document.getElementById('fe-name').value = %q;
+				const mode = document.getElementById('fe-mode');
+				mode.value = %q;
+				mode.dispatchEvent(new Event('change'));
+				document.getElementById('fe-url').value = %q;
+			})()`, name, mode, url)),
+			chromedp.Click(chromedp.CSS("#fe-form button[type=submit]")),
+			chromedp.WaitVisible(chromedp.CSS("#confirm-dialog[open] #confirm-cancel")))
+		text := value(br, "read the confirm dialog", chromedp.Text(chromedp.ID("confirm-body")))
+		br.do("cancel", chromedp.Click(chromedp.ID("confirm-cancel")), chromedp.WaitNotPresent(chromedp.CSS("#confirm-dialog[open]")))
+		return text
+	}
+	if text := dialog("hook", "webhook", "http://127.0.0.1:9/b"); !strings.Contains(text, "signing secret goes with it") || strings.Contains(text, "SMSC password") {
+		t.Errorf("replacing the signed webhook frontend, the dialog says %q; want its signing secret named", text)
+	}
+	if text := dialog("smsc", "smpp", "smpp://sb@127.0.0.1:10"); strings.Contains(text, "signing secret") ||
+		!strings.Contains(text, "Its SMSC password is the one in the new URL: a URL without one removes it.") {
+		t.Errorf("replacing the smpp frontend, the dialog says %q; want its SMSC password named, no signing secret", text)
+	}
+	var doc struct{ Frontends []messages.Frontend }
+	h.must(200, "GET", "/api/frontends", nil, &doc)
+	for _, f := range doc.Frontends {
+		if !f.SecretSet || !strings.HasSuffix(f.URL, ":9/a") && !strings.HasSuffix(f.URL, ":9") {
+			t.Errorf("after the cancelled replacements: %+v, want it unchanged", f)
+		}
+	}
+}

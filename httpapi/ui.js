@@ -940,8 +940,10 @@
     if (old && !await confirmDialog('Replace frontend ' + name + '?', [
       'Frontend ' + name + ' exists (' + describeFrontend(old.mode, old.url) + ').',
       'Saving replaces it with ' + describeFrontend(mode, url) + '.',
-      old.secret_set && !(mode === 'webhook' && secret)
+      old.secret_set && old.mode === 'webhook' && !(mode === 'webhook' && secret)
         ? 'Its signing secret goes with it: enter the secret again to keep its calls signed.' : '',
+      old.secret_set && old.mode === 'smpp' && mode === 'smpp'
+        ? 'Its SMSC password is the one in the new URL: a URL without one removes it.' : '',
     ].filter(Boolean), 'Replace')) return;
     const body = { mode };
     if (mode === 'webhook' || mode === 'smpp') body.url = url;
