@@ -37,7 +37,9 @@ type cliNode struct {
 	c    *nodetest.Client
 }
 
-func startCLINode(t *testing.T) *cliNode {
+// startCLINode starts the node; each of opts may change its configuration
+// first.
+func startCLINode(t *testing.T, opts ...func(*switchboard.Config)) *cliNode {
 	t.Helper()
 	cfg := switchboard.DefaultConfig()
 	cfg.Name = "cli-node"
@@ -48,6 +50,9 @@ func startCLINode(t *testing.T) *cliNode {
 	cfg.APIToken = cliTestToken
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	cfg.ShutdownTimeout = 10 * time.Second
+	for _, o := range opts {
+		o(&cfg)
+	}
 	n := nodetest.Embedded(t, cfg)
 	cn := &cliNode{t: t, addr: n.Addr(), ca: filepath.Join(cfg.DataDir, "selfsigned.pem")}
 	trust, err := apiclient.TrustFile(cn.ca, "")
@@ -685,6 +690,49 @@ func TestCLIFrontendsSetKeepsTheSecret(t *testing.T) {
 	}
 	if f := n.frontend("hook"); f.URL != "http://127.0.0.1:9/d" || f.SecretSet {
 		t.Fatalf("after the refusals: %+v, want it unchanged", f)
+	}
+}
+
+// TestCLIFrontendsSetAsAFrontend: a frontend credential may change its
+// frontend but not read GET /api/frontends, so 'frontends set NAME webhook
+// URL' cannot tell whether the frontend is signed: it is refused, naming
+// the ways out, unless --secret-file or --no-secret says what to do.
+func TestCLIFrontendsSetAsAFrontend(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	creds, tokFile := filepath.Join(dir, "credentials.json"), filepath.Join(dir, "gw.token")
+	if code, _, errOut := runMain("credentials", "add", "gw", "--role", "frontend", "--frontend", "hook",
+		"--token-file", tokFile, "--credentials", creds); code != 0 {
+		t.Fatalf("credentials add: exit %d: %s", code, errOut)
+	}
+	tok, err := os.ReadFile(tokFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := startCLINode(t, func(cfg *switchboard.Config) { cfg.Credentials = creds })
+	const secret = "0123456789abcdef0123456789abcdef"
+	n.api("PUT", "/api/frontends/hook", map[string]string{"mode": "webhook", "url": "http://127.0.0.1:9/a", "secret": secret})
+	env := n.env("SWITCHBOARD_API_TOKEN", strings.TrimSpace(string(tok)))
+
+	r := n.runEnv(env, 1, "frontends", "set", "hook", "webhook", "http://127.0.0.1:9/b")
+	if !strings.Contains(r.stderr, "switchboard: cannot tell whether frontend hook is signed") ||
+		!strings.Contains(r.stderr, "forbidden") || !strings.Contains(r.stderr, "--secret-file FILE, or --no-secret") {
+		t.Errorf("a frontend credential re-pointing its webhook: %q", r.stderr)
+	}
+	if f := n.frontend("hook"); f.URL != "http://127.0.0.1:9/a" || !f.SecretSet {
+		t.Fatalf("after the refusal: %+v, want it unchanged", f)
+	}
+	file := filepath.Join(dir, "hook.secret")
+	if err := os.WriteFile(file, []byte(secret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n.runEnv(env, 0, "frontends", "set", "hook", "webhook", "http://127.0.0.1:9/b", "--secret-file", file)
+	if f := n.frontend("hook"); f.URL != "http://127.0.0.1:9/b" || !f.SecretSet {
+		t.Fatalf("after --secret-file: %+v", f)
+	}
+	n.runEnv(env, 0, "frontends", "set", "hook", "webhook", "http://127.0.0.1:9/c", "--no-secret")
+	if f := n.frontend("hook"); f.URL != "http://127.0.0.1:9/c" || f.SecretSet {
+		t.Fatalf("after --no-secret: %+v", f)
 	}
 }
 
