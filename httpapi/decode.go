@@ -96,6 +96,17 @@ func decodePeer(w http.ResponseWriter, r *http.Request, v any) error {
 	if err != nil {
 		return err
 	}
+	return decodePeerBody(raw, v)
+}
+
+// decodePeerBody is decodePeer of the body raw. Text a decoder would
+// change is refused as the client API refuses it (textError: 400
+// invalid_request): decoded, a peer's invalid UTF-8 or lone surrogate
+// escape would be stored and delivered as U+FFFD.
+func decodePeerBody(raw []byte, v any) error {
+	if err := textError(raw); err != nil {
+		return err
+	}
 	return decodeOne(json.NewDecoder(bytes.NewReader(raw)), v)
 }
 

@@ -44,8 +44,10 @@
 //     another node (a reused address), and must not take our answer for
 //     that node's.
 //  3. The body: decodePeer (1 MiB, 413 over it; 400 invalid_json;
-//     unknown fields ignored, unlike the client API, so that a newer
-//     peer's additions do not break an older one), then the document's
+//     invalid UTF-8 and lone surrogate escapes 400 invalid_request, as on
+//     the client API, within one message of a forward_batch in its
+//     result; unknown fields ignored, unlike the client API, so that a
+//     newer peer's additions do not break an older one), then the document's
 //     Validate (400 invalid_request). A node field (health, registry,
 //     delivery_status) must equal the header (403 node_mismatch).
 //  4. The backend: federation_disabled (403) when federation is off,

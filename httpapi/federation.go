@@ -1,10 +1,13 @@
 package httpapi
 
 import (
+	"bytes"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/gorilla/mux"
 
@@ -243,16 +246,27 @@ func (s *Server) fedForward(w http.ResponseWriter, r *http.Request, from string)
 	writeJSON(w, http.StatusAccepted, res[0].ForwardReply)
 }
 
-// fedForwardBatch is the batch form. A message that fails validation is
-// refused alone, in its result, exactly as the single form would refuse it
-// (400 invalid_request there); the others go to the backend. Refusing the
-// whole batch instead would hold up to MaxForwardBatch good messages behind
-// one bad one, since the sender retries a refused request as a whole.
+// fedForwardBatch is the batch form. A message that fails validation, or
+// holds text a decoder would change (textError), is refused alone, in its
+// result, exactly as the single form would refuse it (400 invalid_request
+// there); the others go to the backend. Refusing the whole batch instead
+// would hold up to MaxForwardBatch good messages behind one bad one, since
+// the sender retries a refused request as a whole.
 func (s *Server) fedForwardBatch(w http.ResponseWriter, r *http.Request, from string) {
-	var b messages.ForwardBatch
-	if err := decodePeer(w, r, &b); err != nil {
+	raw, err := readBody(w, r)
+	if err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	var (
+		b       messages.ForwardBatch
+		badText map[int]error
+	)
+	if err := decodePeerBody(raw, &b); err != nil {
+		if b, badText, err = forwardsWithBadText(raw, err); err != nil {
+			s.fail(w, r, err)
+			return
+		}
 	}
 	if len(b.Messages) == 0 || len(b.Messages) > messages.MaxForwardBatch {
 		s.fail(w, r, messages.Errorf(messages.CodeInvalidRequest, "messages must hold 1 to %d forwards, got %d",
@@ -263,7 +277,10 @@ func (s *Server) fedForwardBatch(w http.ResponseWriter, r *http.Request, from st
 	valid := make([]messages.Forward, 0, len(b.Messages))
 	at := make([]int, 0, len(b.Messages)) // index in b.Messages of each valid one
 	for i, f := range b.Messages {
-		err := f.Validate()
+		err := badText[i]
+		if err == nil {
+			err = f.Validate()
+		}
 		if err == nil && f.SourceSMSC != from {
 			err = mismatch("source_smsc", f.SourceSMSC, from)
 			s.refusedMessage(r, from, err)
@@ -296,6 +313,39 @@ func (s *Server) fedForwardBatch(w http.ResponseWriter, r *http.Request, from st
 		}
 	}
 	writeJSON(w, http.StatusOK, messages.ForwardBatchReply{Results: results})
+}
+
+// forwardsWithBadText is the forward_batch raw, whose decoding failed
+// with err, decoded message by message when err is text a decoder would
+// change (textError) within some of its messages: with the text error of
+// each such message, which is refused alone. Anything else (bad text
+// outside the messages, a batch or message that does not decode) is err,
+// the whole batch's refusal.
+func forwardsWithBadText(raw []byte, err error) (messages.ForwardBatch, map[int]error, error) {
+	if textError(raw) == nil {
+		return messages.ForwardBatch{}, nil, err
+	}
+	var env struct {
+		Messages []json.RawMessage `json:"messages"`
+	}
+	if decodeOne(json.NewDecoder(bytes.NewReader(raw)), &env) != nil {
+		return messages.ForwardBatch{}, nil, err
+	}
+	b := messages.ForwardBatch{Messages: make([]messages.Forward, len(env.Messages))}
+	bad := map[int]error{}
+	for i, m := range env.Messages {
+		if decodeOne(json.NewDecoder(bytes.NewReader(m)), &b.Messages[i]) != nil {
+			return messages.ForwardBatch{}, nil, err
+		}
+		var me *messages.Error
+		if errors.As(textError(m), &me) {
+			bad[i] = messages.Errorf(me.Code, "%s", strings.Replace(me.Message, "the request body", "the message", 1))
+		}
+	}
+	if len(bad) == 0 {
+		return messages.ForwardBatch{}, nil, err
+	}
+	return b, bad, nil
 }
 
 // checkReport validates one delivery_status report from the caller.

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -528,6 +529,66 @@ func TestFederationForwardBatchSourceNotTheCaller(t *testing.T) {
 	}
 	if ids := fmt.Sprint(b.storedIDs()); strings.Contains(ids, "m-spoof") || !strings.Contains(ids, "m-own") {
 		t.Errorf("stored = %s, want m-own and no m-spoof", ids)
+	}
+}
+
+// TestFederationForwardInvalidTextIsRefused: a peer's text that a JSON
+// decoder would change (bytes that are not UTF-8, a \u escape of half a
+// UTF-16 surrogate pair: both become U+FFFD) is refused 400
+// invalid_request as the client API refuses it, not stored changed. The
+// single form refuses the request, a forward_batch the message alone (its
+// good ones are stored), every other peer call the request.
+func TestFederationForwardInvalidTextIsRefused(t *testing.T) {
+	p := newPKI(t, homeNode, peerA)
+	b := newFedBackend(homeNode, peerA)
+	srv := fedGateway(t, p, b, true)
+	c := tlsClient(t, p, peerA)
+	fwd := validBodies()[pathForward]
+	badText := map[string]func(string) string{
+		"invalid utf-8":  func(doc string) string { return strings.Replace(doc, `"hi"`, "\"h\xffi\"", 1) },
+		"lone surrogate": func(doc string) string { return strings.Replace(doc, `"hi"`, `"h\ud800i"`, 1) },
+	}
+	for name, bad := range badText {
+		id := "m-" + strings.ReplaceAll(name, " ", "-")
+		st, code, raw := fedCall(t, c, srv, "POST", pathForward, peerA,
+			strings.NewReader(bad(strings.Replace(fwd, `"m-1"`, strconv.Quote(id), 1))))
+		if st != 400 || code != messages.CodeInvalidRequest {
+			t.Errorf("forward with %s = %d %s %s, want 400 %s", name, st, code, raw, messages.CodeInvalidRequest)
+		}
+		if ids := fmt.Sprint(b.storedIDs()); strings.Contains(ids, id) {
+			t.Errorf("forward with %s: stored %s", name, ids)
+		}
+	}
+	good := strings.Replace(fwd, `"m-1"`, `"m-good"`, 1)
+	r, raw := forwardBatch(t, c, srv,
+		badText["invalid utf-8"](strings.Replace(fwd, `"m-1"`, `"m-bad-1"`, 1)), good,
+		badText["lone surrogate"](strings.Replace(fwd, `"m-1"`, `"m-bad-2"`, 1)))
+	if len(r.Results) != 3 || r.Results[1].Error != nil || r.Results[1].ID != "m-good" {
+		t.Fatalf("batch answer = %s", raw)
+	}
+	for _, i := range []int{0, 2} {
+		if e := r.Results[i].Error; e == nil || e.Code != messages.CodeInvalidRequest ||
+			!strings.HasPrefix(e.Message, fmt.Sprintf("messages[%d]: the message ", i)) || r.Results[i].ID != fmt.Sprintf("m-bad-%d", i/2+1) {
+			t.Errorf("batch result %d = %+v, want 400 %s for it alone", i, r.Results[i], messages.CodeInvalidRequest)
+		}
+	}
+	if ids := fmt.Sprint(b.storedIDs()); !strings.Contains(ids, "m-good") || strings.Contains(ids, "m-bad") {
+		t.Errorf("stored = %s, want m-good and no m-bad", ids)
+	}
+	// Bad text outside the messages (a field the callee does not know)
+	// refuses the batch whole, as it refuses any other peer call.
+	outside := `{"note":"` + "\xff" + `","messages":[` + strings.Replace(fwd, `"m-1"`, `"m-outside"`, 1) + `]}`
+	if st, code, _ := fedCall(t, c, srv, "POST", pathForwardBat, peerA, strings.NewReader(outside)); st != 400 || code != messages.CodeInvalidRequest {
+		t.Errorf("batch with bad text outside its messages = %d %s, want 400 %s", st, code, messages.CodeInvalidRequest)
+	}
+	for _, path := range []string{pathHealth, pathRegistry, pathStatus, pathStatusBatch} {
+		body := strings.Replace(validBodies()[path], `"peer-a"`, `"peer-a","note":"\udc00"`, 1)
+		if st, code, _ := fedCall(t, c, srv, "POST", path, peerA, strings.NewReader(body)); st != 400 || code != messages.CodeInvalidRequest {
+			t.Errorf("%s with a lone surrogate = %d %s, want 400 %s", path, st, code, messages.CodeInvalidRequest)
+		}
+	}
+	if ids := fmt.Sprint(b.storedIDs()); strings.Contains(ids, "m-outside") {
+		t.Errorf("stored = %s", ids)
 	}
 }
 

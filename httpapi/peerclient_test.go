@@ -457,6 +457,24 @@ func TestPeerClientForward(t *testing.T) {
 	})
 }
 
+// TestPeerClientForwardNeverSendsTextThePeerRefuses: a message holding
+// bytes that are not UTF-8 (a Go string may) goes as U+FFFD, as
+// encoding/json writes it, so no batch of ours is refused whole for its
+// text (400 invalid_request, which the sender would retry until the
+// messages waited too long).
+func TestPeerClientForwardNeverSendsTextThePeerRefuses(t *testing.T) {
+	st := newPeerSetup(t, true)
+	c := st.client(t, false)
+	for _, batch := range []bool{true, false} {
+		fs := forwards("m-text-1", "m-text-2")
+		fs[0].Body = "h\xffi\xed\xa0\x80" // not UTF-8; the second, a surrogate's encoding
+		res, err := c.Forward(ctxT(t), toHome(st.addr), batch, fs)
+		if err != nil || len(res) != 2 || res[0].Error != nil || res[1].Error != nil {
+			t.Errorf("batch=%v: Forward = %+v, %v; want both accepted", batch, res, err)
+		}
+	}
+}
+
 // TestPeerClientForwardBatchFitsTheBodyLimit: a batch whose messages
 // together pass the peer's 1 MiB request bound (bodies of 64 KiB of '<',
 // six bytes each in JSON) goes in several forward_batch requests that
