@@ -541,6 +541,70 @@ func TestFederationForwardAgainAfterFrontendGoneIsDuplicate(t *testing.T) {
 	}
 }
 
+// TestFederationForwardOfAStoredIDWithOtherContentIsAConflict: b holds a
+// message that a forwarded under id cc-1 (pending there). A forward from a
+// of that id with other content (a's id reused once a purged its copy, a
+// store restored from a backup) is another message: b refuses it 409
+// id_conflict and stores nothing, and a records its message
+// forward_failed (peer_rejected) instead of forwarded with the stored
+// copy's state. The same content sent again is a duplicate, whatever its
+// trace context.
+func TestFederationForwardOfAStoredIDWithOtherContentIsAConflict(t *testing.T) {
+	_, a, b := forwardingPair(t)
+	held := messages.Forward{ID: "cc-1", SourceMSISDN: "15550001", DestinationMSISDN: "2555", Body: "the first",
+		SourceSMSC: "a", DestSMSC: "b", Frontend: "fe-b"}
+	if st, out := postAs(t, b, "a", "/api/federation/forward", held); st != 202 || !strings.Contains(out, `"duplicate":false`) {
+		t.Fatalf("first forward of cc-1: %d %s", st, out)
+	}
+	held.Traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	if st, out := postAs(t, b, "a", "/api/federation/forward", held); st != 202 || !strings.Contains(out, `"duplicate":true`) {
+		t.Fatalf("the same forward again: %d %s, want 202 duplicate", st, out)
+	}
+	other := held
+	other.Body = "other content"
+	if st, out := postAs(t, b, "a", "/api/federation/forward", other); st != 409 || !strings.Contains(out, messages.CodeIDConflict) {
+		t.Fatalf("forward of cc-1 with another body: %d %s, want 409 %s", st, out, messages.CodeIDConflict)
+	}
+
+	id := a.submit("cc-1", "2555") // its body is "hello cc-1"
+	m := a.waitState(id, messages.StateForwardFailed)
+	if m.Reason != messages.ReasonPeerRejected || !strings.Contains(m.History[len(m.History)-1].Detail, messages.CodeIDConflict) {
+		t.Errorf("a's cc-1 is forward_failed with reason %q, history %+v; want %s for %s", m.Reason, m.History, messages.ReasonPeerRejected, messages.CodeIDConflict)
+	}
+	if slices.Contains(states(m), messages.StateForwarded) {
+		t.Errorf("a's history %v: b never took a's cc-1", states(m))
+	}
+	if got := b.message("cc-1"); got.Body != held.Body {
+		t.Errorf("b's cc-1 has body %q, want %q", got.Body, held.Body)
+	}
+}
+
+// TestFederationResubmitAtOriginForwardsTheSameContentAsADuplicate: a
+// message that failed at b is resubmitted at a and forwarded to b again
+// with the same content (a new attempt, another time): b answers it as a
+// duplicate, failed, and a records it failed again at once with b's reason
+// (docs/federation.md), not a conflict.
+func TestFederationResubmitAtOriginForwardsTheSameContentAsADuplicate(t *testing.T) {
+	_, a, b := forwardingPair(t)
+	id := a.submit("rso-1", "2555")
+	got := b.pollOne("fe-b")
+	b.ack("fe-b", messages.DeliveryResult{ID: got.ID, Status: messages.Failed, Reason: "no such subscriber", Attempt: got.Attempt})
+	a.waitState(id, messages.StateFailed)
+
+	a.must(200, "POST", "/api/messages/"+id+"/resubmit", nil, nil)
+	var m messages.Message
+	polltest.Eventually(t, 20*time.Second, func() error {
+		m = a.message(id)
+		if n := len(slices.DeleteFunc(states(m), func(s messages.State) bool { return s != messages.StateFailed })); n != 2 {
+			return fmt.Errorf("a's %s: %v", id, states(m))
+		}
+		return nil
+	})
+	if m.State != messages.StateFailed || !strings.HasSuffix(m.Reason, "no such subscriber") || slices.Contains(states(m), messages.StateForwardFailed) {
+		t.Errorf("a's %s after the resubmit: %s (%q), history %v; want failed with b's reason", id, m.State, m.Reason, states(m))
+	}
+}
+
 // TestFederationForwardNamingAnotherOriginRefused: c, a peer of b, forwards
 // a message under the id of a's message naming a as its source_smsc. b
 // refuses it (403 node_mismatch) and stores nothing, so a's own message

@@ -245,16 +245,19 @@ func Partial(known []Accepted, err error) error {
 }
 
 // Conflict names the first field of content (messages.ContentDiff) in
-// which nm, a client's submission, differs from stored, the message
-// already stored under its id; "" when they agree or nm came from a peer
-// (ReportTo set: a forward that arrives again is its origin's retry). An
-// id stored for another credential is "submitted_by" whatever the
-// content: a client never gets another's message back by naming its id.
+// which nm, a client's submission or a peer's forward, differs from
+// stored, the message already stored under its id; "" when they agree.
+// Only what the client said is compared, so a forward that arrives again
+// (its origin's retry after a lost answer, a crash or a resubmit, with
+// another trace context) is the stored message. An id stored for another
+// credential is "submitted_by" whatever the content: a client never gets
+// another's message back by naming its id. (A forward has no credential;
+// whether its origin is the stored message's is the caller's check, with
+// Accepted.ReportTo.)
 func Conflict(nm NewMessage, stored messages.Message) string {
-	if _, _, receipt := ReceiptTarget(nm.ReportTo); nm.ReportTo != "" && !receipt {
-		return ""
-	}
-	if nm.SubmittedBy != stored.SubmittedBy {
+	_, _, receipt := ReceiptTarget(nm.ReportTo)
+	forward := nm.ReportTo != "" && !receipt
+	if !forward && nm.SubmittedBy != stored.SubmittedBy {
 		return ConflictOwner
 	}
 	return messages.ContentDiff(NewRow(nm, stored.CreatedAt).Message, stored)

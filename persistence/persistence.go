@@ -153,7 +153,7 @@ type NewMessage struct {
 	Publish bool
 	// ReportTo, when set, names the peer that forwarded this message to us
 	// (its origin); when empty, or a receipt's (ReceiptReportTo), the
-	// message is a client's submission, whose id must not be reused with
+	// message is a client's submission. Neither may reuse a stored id with
 	// other content (Accepted.Conflict). A final outcome of its delivery
 	// work (delivered or failed, also by ExpireMessages) then writes status
 	// work {WorkStatus, ReportTo, due now} in the same transaction, so the
@@ -199,10 +199,11 @@ type Accepted struct {
 	// deleted the frontend): it reads the directory again and routes the
 	// message anew. An id already stored is a retry whatever its frontend.
 	FrontendGone bool
-	// Conflict, for a client's submission (no ReportTo) whose id was
+	// Conflict, for a client's submission or a peer's forward whose id was
 	// already stored with other content, names the first field that
-	// differs (messages.ContentDiff); nothing was written for it. A peer's
-	// forward of a stored id is never a conflict: it is a retry.
+	// differs (messages.ContentDiff); nothing was written for it. A
+	// forward of a stored id with the same content is its origin's retry
+	// (whatever its trace context), never a conflict.
 	Conflict string
 	// Work is the outbox row written leased for a created message whose
 	// NewMessage asked for a Lease, as a claim would return it; nil

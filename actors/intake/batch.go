@@ -113,9 +113,10 @@ func failAll(batch []entry, reports []*statusReq, err error) {
 }
 
 // answer replies to one entry: the stored message, or err. A client's
-// submission that reuses a stored id with other content is refused
-// (id_conflict): answering with the stored message would drop the new
-// content in silence.
+// submission or a peer's forward that reuses a stored id with other
+// content is refused (id_conflict): answering with the stored message
+// would drop the new content in silence (and give the origin the stored
+// message's state for one never delivered).
 func answer(e entry, acc persistence.Accepted, err error) {
 	if e.sub != nil {
 		switch {
@@ -153,6 +154,12 @@ func answer(e entry, acc persistence.Accepted, err error) {
 		// it, authenticated then (ReportTo), not what a body claims.
 		r.Error = messages.Errorf(messages.CodeInvalidState,
 			"id %q is already used here by a message not forwarded by %s", id, e.fwd.m.From)
+	case acc.Conflict != "":
+		// The origin's retry carries the same content; other content
+		// under the id is another message, which the stored one's state
+		// must not answer for.
+		r.Error = messages.Errorf(messages.CodeIDConflict,
+			"id %q is already used here by a message %s forwarded with another %s", id, e.fwd.m.From, acc.Conflict)
 	default:
 		r.Duplicate, r.State = !acc.Created, acc.Message.State
 		if acc.Message.State == messages.StateFailed {

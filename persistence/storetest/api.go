@@ -16,7 +16,7 @@ func apiCases() []testCase {
 		{"ReusedIDWithOtherContentConflicts", apiReusedIDConflicts},
 		{"ReusedIDWithSameContentDoesNotConflict", apiReusedIDSameContent},
 		{"RepeatInBatchWithOtherContentConflicts", apiRepeatInBatchConflicts},
-		{"ForwardOfStoredIDNeverConflicts", apiForwardNeverConflicts},
+		{"ForwardOfStoredIDConflictsOnlyOnContent", apiForwardConflictsOnlyOnContent},
 		{"AckOfMessageNeverOfferedChangesNothing", apiAckNotOffered},
 		{"AckAfterTheLeaseRanOutApplies", apiAckAfterLease},
 		{"AckNamingAnAttemptOfferedAgainIsStale", apiAckStale},
@@ -131,15 +131,27 @@ func apiRepeatInBatchConflicts(f *fixture) {
 	}
 }
 
-func apiForwardNeverConflicts(f *fixture) {
+// apiForwardConflictsOnlyOnContent: a peer's forward of a stored id with
+// the same content is its retry (another trace context included); with
+// other content it is a Conflict, as a client's submission is.
+func apiForwardConflictsOnlyOnContent(f *fixture) {
 	fwd := newMsg("api-fwd")
 	fwd.ReportTo = peerP
 	f.accept(base, fwd)
+	retry := newMsg("api-fwd")
+	retry.ReportTo = peerP
+	retry.Trace = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	if res := f.accept(at(time.Minute), retry); res[0].Created || res[0].Conflict != "" {
+		f.Errorf("a peer's forward of a stored id again: Created %v, Conflict %q; want a duplicate", res[0].Created, res[0].Conflict)
+	}
 	again := newMsg("api-fwd")
 	again.ReportTo = peerP
 	again.Body = "changed on the way"
-	if res := f.accept(at(time.Minute), again); res[0].Created || res[0].Conflict != "" {
-		f.Errorf("a peer's forward of a stored id: Created %v, Conflict %q; want a duplicate", res[0].Created, res[0].Conflict)
+	if res := f.accept(at(time.Minute), again); res[0].Created || res[0].Conflict != "message_body" {
+		f.Errorf("a peer's forward of a stored id with another body: Created %v, Conflict %q; want a message_body conflict", res[0].Created, res[0].Conflict)
+	}
+	if got := f.get("api-fwd").Body; got != fwd.Body {
+		f.Errorf("stored body %q, want the first's", got)
 	}
 }
 
