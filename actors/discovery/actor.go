@@ -381,8 +381,9 @@ func (a *Actor) onRound(c actor.Context, r *roundDone) {
 		if rf.Reason == RefusedOwnNode {
 			level = slog.LevelInfo // every node finds itself in a shared SRV name
 		}
+		// reported_node: the logger names this node as "node" already.
 		a.log.Log(context.Background(), level, "address refused", "address", rf.Address, "reason", rf.Reason,
-			"node", rf.Node, "instance_id", rf.InstanceID, "kept", rf.Kept, "detail", rf.Detail)
+			"reported_node", rf.Node, "instance_id", rf.InstanceID, "kept", rf.Kept, "detail", rf.Detail)
 	}
 
 	if a.again {

@@ -276,6 +276,7 @@ func TestActorDuplicateInstanceRefused(t *testing.T) {
 	f.tr.answer("10.0.0.10:8443", "alpha", "0")
 	cfg := f.config()
 	cfg.Static = []string{"10.0.0.10:8443", "10.0.0.9:8443"}
+	cfg.Logger = cfg.Logger.With("node", cfg.Node) // as the node's logger has it
 	f.start(cfg)
 	polltest.Until(t, waitTimeout, "alpha", func() bool { return f.sink.has("alpha", "10.0.0.9:8443") })
 	for i := range uint64(3) {
@@ -291,6 +292,12 @@ func TestActorDuplicateInstanceRefused(t *testing.T) {
 	if len(recs) != 1 || recs[0]["level"] != "WARN" || recs[0]["component"] != "discovery" ||
 		recs[0]["reason"] != string(RefusedDuplicate) || recs[0]["kept"] != "10.0.0.9:8443" {
 		t.Fatalf("refusal logs %v, want one warning", recs)
+	}
+	// The node reported at the address has a key of its own: a second
+	// "node" key would make the line's JSON name two values (most readers
+	// keep the last, so the log would seem to come from alpha).
+	if recs[0]["node"] != "self" || recs[0]["reported_node"] != "alpha" {
+		t.Fatalf("refusal log names node %v, reported_node %v; want self, alpha", recs[0]["node"], recs[0]["reported_node"])
 	}
 }
 
