@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,6 +68,10 @@ type Bus struct {
 
 	mu        sync.Mutex
 	consumers map[string]jetstream.Consumer
+	// served counts the workers of each frontend this instance runs
+	// (Serve): the keeper makes sure of their consumers, and reads their
+	// counts, whether they fetched yet or not.
+	served map[string]int
 	// lastErr is why the stream is not ready (the connection up).
 	lastErr string
 	// connErr is why the connection is not up: the client's last failed
@@ -108,7 +113,7 @@ func Open(cfg Config, m *Metrics, workers Sender) (*Bus, error) {
 	}
 	b := &Bus{cfg: cfg, log: cfg.Logger.With("component", "bus", "stream", cfg.Stream), m: m, workers: workers,
 		changed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		consumers: map[string]jetstream.Consumer{}, opened: time.Now()}
+		consumers: map[string]jetstream.Consumer{}, served: map[string]int{}, opened: time.Now()}
 	connected := func(nc *nats.Conn) {
 		b.mu.Lock()
 		b.connErr = ""
@@ -513,6 +518,31 @@ func (b *Bus) forget(frontend string) {
 	b.mu.Unlock()
 }
 
+// Serve says this instance runs a delivery worker of frontend until the
+// function it returns is called (once). The keeper makes sure of the
+// consumer of every frontend served, at its next read once the bus is up
+// (after a start and after every reconnect), so that its gauges show a
+// pull frontend's backlog before anyone polls it: only a fetch made sure
+// of it before, and a pull frontend's worker fetches only while a poll
+// waits. Once none serves it, its consumer is no longer in use here and
+// its gauges go.
+func (b *Bus) Serve(frontend string) (done func()) {
+	b.mu.Lock()
+	b.served[frontend]++
+	b.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			if b.served[frontend]--; b.served[frontend] <= 0 {
+				delete(b.served, frontend)
+				delete(b.consumers, frontend)
+			}
+		})
+	}
+}
+
 // readConsumers reads the pending counts of the consumers in use, within
 // one second in all and no longer than the bus runs: a server that stops
 // answering (hung, a partition that drops packets) still counts as
@@ -537,6 +567,12 @@ func (b *Bus) readConsumers() {
 	for fe, c := range b.consumers {
 		cs[fe] = c
 	}
+	var unmade []string
+	for fe := range b.served {
+		if _, ok := cs[fe]; !ok {
+			unmade = append(unmade, fe)
+		}
+	}
 	b.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
@@ -547,6 +583,14 @@ func (b *Bus) readConsumers() {
 		case <-ctx.Done():
 		}
 	}()
+	slices.Sort(unmade)
+	for _, fe := range unmade {
+		c, err := b.consumer(ctx, fe)
+		if err != nil {
+			continue // tried again at the next read, or by the next fetch
+		}
+		cs[fe] = c
+	}
 	if b.gauged == nil {
 		b.gauged = map[string]bool{}
 	}

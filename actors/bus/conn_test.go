@@ -601,6 +601,74 @@ func TestConsumerGaugesDoNotOutliveTheBus(t *testing.T) {
 	}
 }
 
+// TestConsumerGaugesOfAServedFrontendBeforeAnyFetch: a pull frontend's
+// worker fetches only while a poll waits, and the consumer gauges showed
+// only the consumers a fetch had made sure of: after a start, and after
+// every reconnect, a pull frontend's backlog had no gauge until someone
+// polled. The bus makes sure of the consumer of every frontend served and
+// reads it; once none serves it, its gauges go.
+func TestConsumerGaugesOfAServedFrontendBeforeAnyFetch(t *testing.T) {
+	srv := bustest.Start(t)
+	reg := prometheus.NewRegistry()
+	const check = 100 * time.Millisecond
+	b := openOn(t, srv.URL(), reg, func(c *bus.Config) { c.CheckEvery, c.Storage = check, bus.StorageFile })
+	done := b.Serve("pf")
+	rows := []persistence.Relay{{Row: 1, MessageID: "m-1", Target: "pf"}, {Row: 2, MessageID: "m-2", Target: "pf"},
+		{Row: 3, MessageID: "m-3", Target: "pf"}}
+	if ok, err := b.Publish(context.Background(), rows); err != nil || len(ok) != 3 {
+		t.Fatalf("Publish: %v %v", ok, err)
+	}
+	want := func(when string, p, a float64) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			gp, gok := gaugesOf(t, reg, "switchboard_bus_consumer_pending")["pf"]
+			ga, aok := gaugesOf(t, reg, "switchboard_bus_consumer_ack_pending")["pf"]
+			if gok == (p >= 0) && aok == (a >= 0) && (p < 0 || gp == p) && (a < 0 || ga == a) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: switchboard_bus_consumer_pending{frontend=pf} = %v (present %v), ack_pending = %v (present %v); want %v, %v (-1: absent)",
+					when, gp, gok, ga, aok, p, a)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	want("served, not fetched", 3, 0)
+
+	srv.Restart()
+	waitUp(t, b, false)
+	waitUp(t, b, true)
+	want("after a reconnect, not fetched", 3, 0)
+
+	done()
+	want("no longer served", -1, -1)
+}
+
+// gaugesOf is the values of the metric name's series in reg, by their
+// frontend label.
+func gaugesOf(t *testing.T, reg *prometheus.Registry, name string) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "frontend" {
+					out[l.GetValue()] = mt.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return out
+}
+
 // gaugeOf is the value of the metric name's one series in reg (0 when
 // it has none).
 func gaugeOf(t *testing.T, reg *prometheus.Registry, name string) float64 {

@@ -72,6 +72,9 @@ type workerLife struct {
 	// inbox is what the worker's fetches sent it and it has not taken yet.
 	inbox   *busInbox
 	started bool
+	// unserve ends the bus's Serve of the frontend, which lasts from the
+	// first incarnation's start to the last one's stop.
+	unserve func()
 }
 
 // wakeMsg is the worker's wake-up (its Wakeup fired).
@@ -107,6 +110,9 @@ func (w *Worker) Receive(c actor.Context) {
 		w.self, w.sys = c.Self(), c.ActorSystem()
 		w.seat = seatOf(w.d.Board, w.fe, w.self)
 		w.seat.started(w.life.started)
+		if !w.life.started && w.d.Bus != nil {
+			w.life.unserve = w.d.Bus.Serve(w.fe.Name)
+		}
 		w.life.started = true
 		w.wake = clock.NewWakeup(w.d.Clock, func(uint64) { w.sys.Root.Send(w.self, wakeMsg{}) })
 		w.smpp = w.life.smpp
@@ -138,6 +144,9 @@ func (w *Worker) Receive(c actor.Context) {
 		w.settle(let)
 		w.stopping(c)
 		w.seat.stopped()
+		if w.life.unserve != nil {
+			w.life.unserve()
+		}
 		if w.smpp != nil {
 			w.d.SMPP.Release(w.smpp)
 		}
