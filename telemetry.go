@@ -24,6 +24,11 @@ func (c Config) validateTelemetry() []error {
 	if err := telemetry.ValidateEndpoint(c.OTLPEndpoint); err != nil {
 		errs = append(errs, field.Wrap("OTLPEndpoint", err))
 	}
+	// The process's OTEL_* variables, as Start reads them: a bad one is
+	// refused with the flags, not found out later.
+	if err := telemetry.ValidateEnv(nil, c.OTLPEndpoint); err != nil {
+		errs = append(errs, err)
+	}
 	if c.TraceURL != "" {
 		u, err := url.Parse(strings.ReplaceAll(c.TraceURL, "{trace_id}", "0"))
 		switch {

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -70,11 +72,15 @@ func DefaultConfig() Config {
 	return Config{ErrorLogWindow: time.Minute}
 }
 
-// Validate reports every problem of c.
+// Validate reports every problem of c, and of the OTEL_* variables that
+// Start would use (ValidateEnv).
 func (c Config) Validate() error {
 	var errs []error
 	if err := ValidateEndpoint(c.Endpoint); err != nil {
 		errs = append(errs, field.Wrap("Endpoint", err))
+	}
+	if err := ValidateEnv(c.Getenv, c.Endpoint); err != nil {
+		errs = append(errs, err)
 	}
 	if c.ErrorLogWindow <= 0 {
 		errs = append(errs, errors.New("telemetry: ErrorLogWindow must be positive"))
@@ -110,6 +116,47 @@ func ValidateEndpoint(endpoint string) error {
 		return fmt.Errorf("%q must have no query or fragment: it is a base URL, /v1/metrics and /v1/traces are added to its path", endpoint)
 	}
 	return nil
+}
+
+// Samplers are the values of OTEL_TRACES_SAMPLER the SDK knows (the
+// OpenTelemetry specification's, without those it leaves to other
+// packages: jaeger_remote, parentbased_jaeger_remote, xray). The SDK
+// traced everything for any other, with no more than a line at info.
+var Samplers = []string{"always_on", "always_off", "traceidratio", "parentbased_always_on", "parentbased_always_off", "parentbased_traceidratio"}
+
+// ValidateEnv checks the OTEL_* variables Start reads itself or would hand
+// to the SDK with endpoint as Config.Endpoint (getenv nil: os.Getenv),
+// each error naming its variable: OTEL_TRACES_SAMPLER (one of Samplers)
+// and OTEL_TRACES_SAMPLER_ARG (a ratio from 0 to 1, for the ratio
+// samplers), when traces are exported. A value the SDK cannot use was
+// replaced by its own default, tracing every request. Nothing is checked
+// with OTEL_SDK_DISABLED=true.
+func ValidateEnv(getenv func(string) string, endpoint string) error {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
+		return nil
+	}
+	var errs []error
+	traces := endpoint != "" || getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+	if sampler := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER"))); traces && sampler != "" {
+		switch {
+		case !slices.Contains(Samplers, sampler):
+			errs = append(errs, field.Errorf("OTEL_TRACES_SAMPLER", "%q is not a sampler: one of %s",
+				getenv("OTEL_TRACES_SAMPLER"), strings.Join(Samplers, ", ")))
+		case strings.HasSuffix(sampler, "traceidratio"):
+			arg := strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER_ARG"))
+			if arg == "" {
+				break // 1, as the SDK has it
+			}
+			if r, err := strconv.ParseFloat(arg, 64); err != nil || !(r >= 0 && r <= 1) {
+				errs = append(errs, field.Errorf("OTEL_TRACES_SAMPLER_ARG", "%q is not a ratio from 0 to 1 (0.01 is 1%%) for the sampler %s",
+					getenv("OTEL_TRACES_SAMPLER_ARG"), sampler))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Telemetry is the running export of one node. Its zero value exports

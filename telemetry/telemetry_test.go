@@ -263,3 +263,56 @@ func TestTracingMasks(t *testing.T) {
 		}
 	}
 }
+
+// TestTheSamplerVariablesAreChecked: a sampler the SDK does not know
+// (always-on for always_on) or a ratio it cannot read (1%) had the SDK
+// trace every request, with no more than a line at info; they are
+// refused, naming the variable and its value. Unset, or with nothing
+// traced, they are not looked at.
+func TestTheSamplerVariablesAreChecked(t *testing.T) {
+	rcv := otlptest.New(t)
+	for _, tc := range []struct {
+		sampler, arg string
+		want         string // "": accepted
+	}{
+		{"", "", ""},
+		{"always_on", "", ""},
+		{" ParentBased_TraceIDRatio ", "0.5", ""},
+		{"traceidratio", "", ""},
+		{"traceidratio", "0", ""},
+		{"parentbased_traceidratio", "1", ""},
+		{"always_off", "1%", ""}, // not read by that sampler
+		{"always-on", "", `OTEL_TRACES_SAMPLER: "always-on" is not a sampler: one of always_on,`},
+		{"jaeger_remote", "", `OTEL_TRACES_SAMPLER: "jaeger_remote" is not a sampler`},
+		{"parentbased_traceidratio", "1%", `OTEL_TRACES_SAMPLER_ARG: "1%" is not a ratio from 0 to 1`},
+		{"traceidratio", "1.5", `OTEL_TRACES_SAMPLER_ARG: "1.5" is not a ratio from 0 to 1`},
+		{"traceidratio", "-0.1", `OTEL_TRACES_SAMPLER_ARG: "-0.1" is not a ratio`},
+		{"traceidratio", "NaN", `OTEL_TRACES_SAMPLER_ARG: "NaN" is not a ratio`},
+	} {
+		env := map[string]string{"OTEL_TRACES_SAMPLER": tc.sampler, "OTEL_TRACES_SAMPLER_ARG": tc.arg}
+		cfg := telemetry.DefaultConfig()
+		cfg.Endpoint, cfg.Gatherer = rcv.URL(), prometheus.NewRegistry()
+		cfg.Getenv = func(k string) string { return env[k] }
+		tel, err := telemetry.Start(context.Background(), cfg)
+		if err == nil {
+			_ = tel.Shutdown(context.Background())
+		}
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%q %q: %v", tc.sampler, tc.arg, err)
+		case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want) || strings.Contains(err.Error(), "\n")):
+			t.Errorf("%q %q: error %v, want one line starting %q", tc.sampler, tc.arg, err, tc.want)
+		}
+		if tc.want == "" {
+			continue
+		}
+		// Nothing traced: nothing to refuse.
+		if err := telemetry.ValidateEnv(cfg.Getenv, ""); err != nil {
+			t.Errorf("%q %q with no endpoint: %v", tc.sampler, tc.arg, err)
+		}
+		env["OTEL_SDK_DISABLED"] = "true"
+		if err := telemetry.ValidateEnv(cfg.Getenv, rcv.URL()); err != nil {
+			t.Errorf("%q %q with OTEL_SDK_DISABLED=true: %v", tc.sampler, tc.arg, err)
+		}
+	}
+}
