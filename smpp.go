@@ -111,6 +111,7 @@ func (n *Node) startSMPP() error {
 	cfg := smsc.DefaultConfig()
 	cfg.Listener, cfg.SystemID, cfg.Owner, cfg.Window = ln, n.cfg.Name, n.cfg.InstanceID, n.cfg.SMPPWindow
 	cfg.Backend, cfg.Store, cfg.Metrics, cfg.Clock, cfg.Logger = n.gw, n.store, m, n.clock, n.log
+	cfg.Tracing = n.tracing
 	if n.cfg.SMPPTLS {
 		tc, err := n.serverTLS()
 		if err != nil {

@@ -10,11 +10,15 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/httpapi/auth"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/smpp"
+	"github.com/switchboard-dev/switchboard/telemetry"
 )
 
 // Backend is the node as the listener needs it: the intake of POST
@@ -83,6 +87,10 @@ type Config struct {
 	Metrics *Metrics
 	Clock   clock.Clock
 	Logger  *slog.Logger
+	// Tracing, when set, starts each message's trace (as the sampler
+	// decides: the SMPP has no traceparent of its ESME's) with its submit's
+	// span (telemetry.SpanSubmitSMPP), the parent of its later spans.
+	Tracing *telemetry.Tracing
 }
 
 // DefaultConfig is a Config with the defaults of the durations and bounds.
@@ -517,22 +525,32 @@ func (srv *Server) toIntake(who auth.Principal, sh Short, content []byte, dc byt
 	srv.mu.Unlock()
 	go func() {
 		defer srv.accepts.Done()
+		// The message's trace starts here, as a submit's over the API
+		// starts at its request: a new one, as the sampler decides.
+		span := srv.cfg.Tracing.Start("", telemetry.SpanSubmitSMPP, trace.SpanKindServer,
+			attribute.String("smpp.command", owe[0].req.Command.String()), attribute.Int("switchboard.parts", len(owe)))
+		defer span.End()
 		now := srv.cfg.Clock.Now()
 		sub, r := sh.Submission(content, dc, account, now)
 		if r != nil {
+			refused(span, r)
 			srv.refuse(r, owe...)
 			return
 		}
 		if !srv.cfg.Backend.Credentials().Open() {
 			sub.SubmittedBy = account
 		}
+		sub.Trace = telemetry.Of(span)
 		ctx, cancel := context.WithTimeout(context.Background(), srv.cfg.SubmitTimeout)
 		defer cancel()
 		m, _, err := srv.cfg.Backend.Submit(ctx, sub)
 		if err != nil {
-			srv.refuse(refusalOf(err), owe...)
+			r := refusalOf(err)
+			refused(span, r)
+			srv.refuse(r, owe...)
 			return
 		}
+		span.SetAttributes(attribute.String("switchboard.message_id", m.ID))
 		srv.cfg.Metrics.submits.WithLabelValues(accountLabel(who)).Inc()
 		done := srv.cfg.Clock.Now()
 		for _, o := range owe {
@@ -540,6 +558,16 @@ func (srv *Server) toIntake(who auth.Principal, sh Short, content []byte, dc byt
 			srv.cfg.Metrics.submitTime.Observe(done.Sub(o.read).Seconds())
 		}
 	}()
+}
+
+// refused records on a submit's span the status its requests are refused
+// with; a refusal of the node's own (ESME_RSYSERR: unavailable, an
+// internal error), as an API submit's 5xx, fails it.
+func refused(span trace.Span, r *Refusal) {
+	span.SetAttributes(attribute.String("smpp.command_status", r.Status.String()))
+	if r.Status == smpp.StatusSystemError {
+		telemetry.Fail(span, errors.New(r.Why))
+	}
 }
 
 // armExpiry sets the timer of the reassembly table's next expiry (srv.mu

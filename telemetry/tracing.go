@@ -47,6 +47,10 @@ func (s linkSampler) Description() string {
 const (
 	// SpanSubmit is the submit's HTTP server span.
 	SpanSubmit = "POST /api/messages"
+	// SpanSubmitSMPP is a message's submit over the SMPP listener
+	// (server): its submit_sm or data_sm (the last part's, for a long
+	// message) to the commit; a new trace, as the sampler decides.
+	SpanSubmitSMPP = "switchboard.submit.smpp"
 	// SpanIntakeCommit is one group commit, linked to each message's trace.
 	SpanIntakeCommit = "switchboard.intake.commit"
 	// SpanForward is one forward to a peer (client), a child of the
