@@ -60,7 +60,7 @@ func (c Config) request(link messages.PeerLink, b Batch) *sent {
 			if e := res.forward[i].Error; e != nil {
 				return e
 			}
-			return nil
+			return settled(spans[i], peerName, res.forward[i].ForwardReply)
 		})
 		return res
 	}
@@ -114,6 +114,26 @@ func startSpans(t *telemetry.Tracing, name, peerName string, work []persistence.
 			attribute.String("switchboard.message_id", w.Message.ID), attribute.String("switchboard.peer", peerName))
 	}
 	return spans
+}
+
+// settled records on a forward's span the final state the peer answered
+// it with (a message it holds already and has delivered or failed: the
+// origin records that state as the peer's report, Policy.Judge) as
+// switchboard.outcome, and returns the error that fails the span when
+// that state is failed. Before, the span of such a forward showed nothing
+// of it, and no span showed the message's outcome.
+func settled(span trace.Span, peerName string, r messages.ForwardReply) error {
+	if r.State != messages.StateDelivered && r.State != messages.StateFailed {
+		return nil
+	}
+	span.SetAttributes(attribute.String("switchboard.outcome", string(r.State)), attribute.Bool("switchboard.duplicate", r.Duplicate))
+	if r.State != messages.StateFailed {
+		return nil
+	}
+	if r.Reason != "" {
+		return fmt.Errorf("%s holds the message already, failed: %s", peerName, r.Reason)
+	}
+	return fmt.Errorf("%s holds the message already, failed", peerName)
 }
 
 // endSpans ends the spans of startSpans, each failed with errOf(i) (the
