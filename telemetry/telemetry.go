@@ -13,8 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	promclient "github.com/prometheus/client_golang/prometheus"
 	promBridge "go.opentelemetry.io/contrib/bridges/prometheus"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -94,6 +96,13 @@ func (c Config) Validate() error {
 // ValidateEndpoint checks a collector's OTLP/HTTP base URL ("" is none).
 // The error says what is wrong with the value; the caller names its field.
 func ValidateEndpoint(endpoint string) error {
+	return validateURL(endpoint, true)
+}
+
+// validateURL checks an OTLP/HTTP URL ("" is none): a base URL (base: the
+// signals' paths are added to it), or a signal's own, which the exporter
+// uses as it is but for its query and fragment, dropped.
+func validateURL(endpoint string, base bool) error {
 	if endpoint == "" {
 		return nil
 	}
@@ -111,9 +120,11 @@ func ValidateEndpoint(endpoint string) error {
 		return fmt.Errorf("%q must be an http:// or https:// URL", endpoint)
 	case u.Host == "":
 		return fmt.Errorf("%q names no host", endpoint)
-	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+	case (u.RawQuery != "" || u.ForceQuery || u.Fragment != "") && base:
 		// /v1/metrics and /v1/traces are appended to it (joinPath).
 		return fmt.Errorf("%q must have no query or fragment: it is a base URL, /v1/metrics and /v1/traces are added to its path", endpoint)
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return fmt.Errorf("%q must have no query or fragment: the exporter sends to its host and path only", endpoint)
 	}
 	return nil
 }
@@ -126,11 +137,15 @@ var Samplers = []string{"always_on", "always_off", "traceidratio", "parentbased_
 
 // ValidateEnv checks the OTEL_* variables Start reads itself or would hand
 // to the SDK with endpoint as Config.Endpoint (getenv nil: os.Getenv),
-// each error naming its variable: OTEL_TRACES_SAMPLER (one of Samplers)
-// and OTEL_TRACES_SAMPLER_ARG (a ratio from 0 to 1, for the ratio
-// samplers), when traces are exported. A value the SDK cannot use was
-// replaced by its own default, tracing every request. Nothing is checked
-// with OTEL_SDK_DISABLED=true.
+// each error naming its variable: without endpoint, the endpoints
+// OTEL_EXPORTER_OTLP_ENDPOINT (a base URL, as Endpoint),
+// OTEL_EXPORTER_OTLP_METRICS_ENDPOINT and OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+// (http:// or https:// URLs: the SDK took "collector:4318" for a URL of
+// scheme "collector", or dropped it for its default, localhost); and when
+// traces are exported OTEL_TRACES_SAMPLER (one of Samplers) and
+// OTEL_TRACES_SAMPLER_ARG (a ratio from 0 to 1, for the ratio samplers):
+// a value the SDK cannot use was replaced by its own default, tracing
+// every request. Nothing is checked with OTEL_SDK_DISABLED=true.
 func ValidateEnv(getenv func(string) string, endpoint string) error {
 	if getenv == nil {
 		getenv = os.Getenv
@@ -139,6 +154,16 @@ func ValidateEnv(getenv func(string) string, endpoint string) error {
 		return nil
 	}
 	var errs []error
+	if endpoint == "" { // else the variables are not used
+		for _, v := range []struct {
+			name string
+			base bool
+		}{{"OTEL_EXPORTER_OTLP_ENDPOINT", true}, {"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", false}, {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", false}} {
+			if err := validateURL(getenv(v.name), v.base); err != nil {
+				errs = append(errs, field.Wrap(v.name, err))
+			}
+		}
+	}
 	traces := endpoint != "" || getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 	if sampler := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER"))); traces && sampler != "" {
 		switch {
@@ -186,6 +211,7 @@ func Start(ctx context.Context, cfg Config) (*Telemetry, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
+	routed := cfg.Logger != nil
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -199,6 +225,9 @@ func Start(ctx context.Context, cfg Config) (*Telemetry, error) {
 	traces := cfg.Endpoint != "" || getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 	if !metrics && !traces {
 		return t, nil
+	}
+	if routed {
+		routeSDKLog(log)
 	}
 	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(
 		attribute.String("service.name", ServiceName),
@@ -270,6 +299,18 @@ func Start(ctx context.Context, cfg Config) (*Telemetry, error) {
 		t.tracing = NewTracing(t.tracer, cfg.Mask)
 	}
 	return t, nil
+}
+
+// routeSDKLog sends the OpenTelemetry SDK's own lines to log, in the
+// node's format: its internal logger's (a setting it cannot read, say)
+// and the errors it hands the process-wide error handler. By default both
+// were printed as plain text on stderr, into a --log-format json stream.
+// They are the process's: the last node started in it gets them.
+func routeSDKLog(log *slog.Logger) {
+	otel.SetLogger(logr.FromSlogHandler(log.Handler()))
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		log.Warn("opentelemetry sdk error", "err", err)
+	}))
 }
 
 // joinPath appends path to the base URL's path.

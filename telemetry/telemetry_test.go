@@ -3,6 +3,7 @@ package telemetry_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
@@ -12,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -313,6 +316,89 @@ func TestTheSamplerVariablesAreChecked(t *testing.T) {
 		env["OTEL_SDK_DISABLED"] = "true"
 		if err := telemetry.ValidateEnv(cfg.Getenv, rcv.URL()); err != nil {
 			t.Errorf("%q %q with OTEL_SDK_DISABLED=true: %v", tc.sampler, tc.arg, err)
+		}
+	}
+}
+
+// TestTheEndpointVariablesAreChecked: the OTEL_EXPORTER_OTLP_*ENDPOINT
+// variables were handed to the SDK unchecked, which took a value without
+// a scheme ("collector:4318") for a URL of scheme "collector", or dropped
+// it for its default (localhost), in silence; they are refused as
+// --otlp-endpoint is, naming the variable. With Endpoint set they are not
+// used, and not looked at.
+func TestTheEndpointVariablesAreChecked(t *testing.T) {
+	for _, tc := range []struct{ name, value, want string }{
+		{"OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318", `OTEL_EXPORTER_OTLP_ENDPOINT: "collector:4318" must be an http:// or https:// URL`},
+		{"OTEL_EXPORTER_OTLP_ENDPOINT", "127.0.0.1:4318", `OTEL_EXPORTER_OTLP_ENDPOINT: is not a URL`},
+		{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318/otlp?x=1", "OTEL_EXPORTER_OTLP_ENDPOINT: \"http://c:4318/otlp?x=1\" must have no query or fragment: it is a base URL"},
+		{"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "collector:4318/v1/metrics", `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: "collector:4318/v1/metrics" must be an http:// or https:// URL`},
+		{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "https://u:p@c/v1/traces", `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "https://c/v1/traces" must carry no user or password`},
+		{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://", `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "http://" names no host`},
+		{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://c:4318/v1/traces", ""},
+		{"OTEL_EXPORTER_OTLP_ENDPOINT", "https://c/otlp/", ""},
+	} {
+		getenv := func(k string) string {
+			if k == tc.name {
+				return tc.value
+			}
+			return ""
+		}
+		err := telemetry.ValidateEnv(getenv, "")
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s=%q: %v", tc.name, tc.value, err)
+		case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want) || strings.Contains(err.Error(), "\n")):
+			t.Errorf("%s=%q: error %v, want one line starting %q", tc.name, tc.value, err, tc.want)
+		}
+		cfg := telemetry.DefaultConfig()
+		cfg.Gatherer, cfg.Getenv = prometheus.NewRegistry(), getenv
+		if tel, err := telemetry.Start(context.Background(), cfg); (err != nil) != (tc.want != "") {
+			t.Errorf("%s=%q: Start: %v", tc.name, tc.value, err)
+		} else if err == nil {
+			_ = tel.Shutdown(context.Background())
+		}
+		if err := telemetry.ValidateEnv(getenv, "http://c:4318"); err != nil {
+			t.Errorf("%s=%q with Endpoint set (the variable unused): %v", tc.name, tc.value, err)
+		}
+	}
+}
+
+// TestTheSDKLogsThroughTheNodesLog: the SDK's own lines (its logger's, and
+// the errors handed to the process-wide handler) were printed as plain
+// text on stderr, into a JSON log stream; they go to the node's logger.
+func TestTheSDKLogsThroughTheNodesLog(t *testing.T) {
+	t.Cleanup(func() {
+		otel.SetLogger(logr.Discard())
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(error) {}))
+	})
+	// A timeout the exporter cannot read: it logs that and goes on.
+	t.Setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "soon")
+	rcv := otlptest.New(t)
+	var logs logBuffer
+	cfg := telemetry.DefaultConfig()
+	cfg.Endpoint, cfg.Gatherer = rcv.URL(), prometheus.NewRegistry()
+	cfg.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	cfg.Getenv = func(string) string { return "" }
+	tel, err := telemetry.Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	otel.Handle(errors.New("an error the sdk could not return"))
+	logs.mu.Lock()
+	out := logs.b.String()
+	logs.mu.Unlock()
+	for _, want := range []string{"parse duration", "an error the sdk could not return"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the node's log has no line with %q:\n%s", want, out)
+		}
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Errorf("not a JSON line: %q", line)
+		} else if v["component"] != "telemetry" {
+			t.Errorf("line without component=telemetry: %q", line)
 		}
 	}
 }
