@@ -826,8 +826,10 @@ type Store interface {
 	// bytes it gave back (0 when it cannot tell). short says the node is
 	// short of space (it refuses new work for want of it): the embedded
 	// store then gives back the free pages it keeps for its next writes
-	// too, all but a minimal reserve, so that the file system sees them.
-	// The caller repeats it while it gives something back.
+	// too, all but a minimal reserve, and the space its write-ahead log's
+	// file holds (a TRUNCATE checkpoint, which never waits for a reader),
+	// so that the file system sees them. The caller repeats it while it
+	// gives something back.
 	Compact(ctx context.Context, short bool) (int64, error)
 
 	// RelayWork takes up to req.Limit delivery rows not yet relayed to the

@@ -3,6 +3,8 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"io/fs"
 	"maps"
 	"os"
 	"slices"
@@ -181,8 +183,20 @@ const autoVacuumIncremental = 2
 // the writer (the database must have been created with
 // auto_vacuum=INCREMENTAL, as this store creates them; an older one keeps
 // its free pages for reuse, see docs/operations.md), then a checkpoint, which
-// shrinks the file.
+// shrinks the file. Short of space, it ends by giving back the WAL too
+// (giveBackWAL).
 func (s *Store) Compact(ctx context.Context, short bool) (int64, error) {
+	freed, err := s.vacuumStep(ctx, short)
+	if err != nil || !short {
+		return freed, err
+	}
+	wal, err := s.giveBackWAL(ctx)
+	return freed + wal, err
+}
+
+// vacuumStep is Compact's incremental vacuum and checkpoint: the bytes
+// the database file gave back.
+func (s *Store) vacuumStep(ctx context.Context, short bool) (int64, error) {
 	const op = "compact"
 	var mode, pages, free int64
 	err := s.read(ctx, op, func(tx *sql.Tx) error {
@@ -226,6 +240,50 @@ func (s *Store) Compact(ctx context.Context, short bool) (int64, error) {
 		return 0, err
 	}
 	return max(0, before-after), nil
+}
+
+// giveBackWAL truncates the WAL to nothing (a TRUNCATE checkpoint) and
+// returns the bytes that gave back. A PASSIVE checkpoint never shrinks
+// the file: once a reader's snapshot (a backup's VACUUM INTO, a long
+// list) let it grow, SQLite writes from its start again but the file
+// keeps its size, up to journal_size_limit (64 MiB). Short of space that
+// is space the node refuses new work for want of while the cleaner has
+// purged everything, so Compact gives it back then; otherwise it is left
+// for the next writes, as the checkpointer leaves a WAL below
+// Config.WALLimit.
+//
+// The checkpointer's connection has no busy wait: a TRUNCATE checkpoint
+// that finds the writer in a transaction, or a reader still on a frame of
+// the WAL, copies what it can as a PASSIVE one would and leaves the file
+// as it is (the next upkeep tries again), so it never waits for a long
+// reader while it holds the writer back. When it gets through, the
+// checkpoints before it have copied nearly everything: the writer waits
+// only for the rest.
+func (s *Store) giveBackWAL(ctx context.Context) (int64, error) {
+	if s.cdb == nil || s.broken() != nil {
+		return 0, nil
+	}
+	before, err := fileSize(s.wal.path)
+	if err != nil || before == 0 {
+		return 0, ignoreMissing(err)
+	}
+	var busy, frames, done int64
+	if err := s.checkpointed(s.cdb.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &frames, &done)); err != nil {
+		return 0, s.fail(ctx, "compact", err)
+	}
+	after, err := fileSize(s.wal.path)
+	if err != nil {
+		return 0, ignoreMissing(err)
+	}
+	return max(0, before-after), nil
+}
+
+// ignoreMissing is err, nil when it says the file does not exist.
+func ignoreMissing(err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
 }
 
 // walHeld reports whether a checkpoint cannot copy the whole WAL back into
