@@ -71,7 +71,9 @@ func RecordOf(node string, m messages.Message, now time.Time) Record {
 }
 
 // Records appends call records to a file, one JSON line each, and makes
-// them durable before Append returns. A record that would take the file
+// them durable before Append returns. It follows the path: a file moved
+// aside or removed by the operator is followed by a new one at the path
+// (Append checks before each batch). A record that would take the file
 // past RotateBytes goes into a new one: the file is renamed to
 // PATH.<UTC time> first (rotated files are the operator's to ship and
 // remove). A batch is split across as many files as it needs, so no file
@@ -119,9 +121,6 @@ func OpenRecords(path string, rotateBytes int64) (*Records, error) {
 	if rotateBytes <= 0 {
 		return nil, fmt.Errorf("call records: rotate size %d must be positive", rotateBytes)
 	}
-	if err := CheckRecordFile(path); err != nil {
-		return nil, err
-	}
 	r := &Records{path: path, rotateBytes: rotateBytes, openFile: openAppend, rename: os.Rename}
 	if err := r.open(); err != nil {
 		return nil, err
@@ -165,7 +164,13 @@ func openAppend(path string) (recordFile, error) {
 	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
 }
 
+// open opens the file at the path, refusing one that holds something else
+// (CheckRecordFile): at start, and when the file was moved or removed,
+// since another program may have put one there.
 func (r *Records) open() error {
+	if err := CheckRecordFile(r.path); err != nil {
+		return err
+	}
 	f, err := r.openFile(r.path)
 	if err != nil {
 		return fmt.Errorf("call records: %w", err)
@@ -232,6 +237,9 @@ func (r *Records) Append(recs []Record, now time.Time) (n int, err error) {
 		buf = append(append(buf, line...), '\n')
 		at = append(at, len(buf))
 	}
+	if err := r.follow(); err != nil {
+		return 0, err
+	}
 	for n < len(recs) {
 		if r.f == nil {
 			if err := r.open(); err != nil {
@@ -256,6 +264,38 @@ func (r *Records) Append(recs []Record, now time.Time) (n int, err error) {
 		n = end
 	}
 	return n, nil
+}
+
+// follow closes the file when it is no longer the one at the path: the
+// operator (or logrotate) moved it aside or removed it, or cut it to
+// nothing in place (copytruncate). The next write opens the file at the
+// path then, creating it (open): records appended through the old handle
+// would go to a file nobody looks for, or be lost with one removed. What
+// a failed write left on the old file is cut off it first, if it can be.
+// A path that cannot be looked at (a directory not
+// searchable for the moment) leaves the file as it is.
+func (r *Records) follow() error {
+	if r.f == nil {
+		return nil
+	}
+	held, err := r.f.Stat()
+	if err != nil {
+		return nil
+	}
+	at, err := os.Stat(r.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return nil
+	case os.SameFile(at, held) && held.Size() >= r.good:
+		return nil
+	}
+	r.cut()
+	// Every record in the old file was synced by the write that put it
+	// there, so an error closing it loses nothing.
+	_ = r.f.Close()
+	r.f = nil
+	return nil
 }
 
 // write appends whole lines to the file and syncs it. On an error they are

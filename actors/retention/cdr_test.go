@@ -592,3 +592,68 @@ func TestRecordsCrashInASplitBatch(t *testing.T) {
 		}
 	}
 }
+
+// A record file the operator (or logrotate) moved or removed kept getting
+// the records through the handle the node held: those of a removed file
+// were lost with it, and a moved one grew on where nobody looked for it
+// (SIGHUP does not reopen it). Append follows the path: the next batch
+// goes into a new file there; one truncated in place (copytruncate) is
+// reopened too, so that its size is the file's.
+func TestRecordsFollowAMovedOrRemovedFile(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		move func(path string) error
+		old  string // where the first batch is found after the move ("" gone)
+	}{
+		{"renamed", func(p string) error { return os.Rename(p, p+".1") }, ".1"},
+		{"removed", os.Remove, ""},
+		{"truncated", func(p string) error { return os.Truncate(p, 0) }, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "cdr")
+			r := openRecords(t, path, 1<<20)
+			if _, err := r.Append([]Record{testRecord("a", now)}, now); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.move(path); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := r.Append([]Record{testRecord("b", now), testRecord("c", now)}, now); n != 2 || err != nil {
+				t.Fatalf("append after the file was %s: %d, %v", tc.name, n, err)
+			}
+			recs, bad := readRecordLines(t, path)
+			if len(recs) != 2 || recs["b"].ID != "b" || recs["c"].ID != "c" || bad != 0 {
+				t.Errorf("after the file was %s, %s holds %d records (%d bad lines): %v; want b and c", tc.name, path, len(recs), bad, recs)
+			}
+			if tc.old != "" {
+				if old, bad := readRecordLines(t, path+tc.old); len(old) != 1 || old["a"].ID != "a" || bad != 0 {
+					t.Errorf("the file moved aside holds %v (%d bad lines); want a alone", old, bad)
+				}
+			}
+		})
+	}
+}
+
+// A file of something else put at the moved file's path is refused as at
+// start: nothing is written into it, and the batch waits.
+func TestRecordsRefuseAnotherFileAtTheMovedPath(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	path := filepath.Join(t.TempDir(), "cdr")
+	r := openRecords(t, path, 1<<20)
+	if _, err := r.Append([]Record{testRecord("a", now)}, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("SQLite format 3\x00"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r.Append([]Record{testRecord("b", now)}, now); n != 0 || err == nil {
+		t.Fatalf("append with another file at the path: %d, %v; want it refused", n, err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "SQLite format 3\x00" {
+		t.Errorf("the other file was written into: %q", b)
+	}
+}
