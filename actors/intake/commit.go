@@ -1,6 +1,10 @@
 package intake
 
 import (
+	"context"
+	"errors"
+	"log/slog"
+
 	"github.com/asynkron/protoactor-go/actor"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -28,7 +32,13 @@ func (a *Intake) run(b *Batch) []persistence.WorkSpec {
 		span.End()
 	}
 	if err != nil {
-		a.log.Error("commit failed", "messages", len(b.Stored), "reports", len(b.Updates), "err", err)
+		// One for want of room fails every commit until there is room: the
+		// node logs the storage gate closing once (space.go).
+		level := slog.LevelError
+		if errors.Is(err, persistence.ErrNoSpace) {
+			level = slog.LevelDebug
+		}
+		a.log.Log(context.Background(), level, "commit failed", "messages", len(b.Stored), "reports", len(b.Updates), "err", err)
 	}
 	changes, kicks := b.settle(w, err)
 	a.again.add(b.Again)

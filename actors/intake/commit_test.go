@@ -3,13 +3,18 @@ package intake_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/switchboard-dev/switchboard/actors/intake"
+	"github.com/switchboard-dev/switchboard/clock"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/persistence/sqlite/sqlitetest"
@@ -106,5 +111,77 @@ func TestCommitThatStoredSomeAnswersEachEntry(t *testing.T) {
 
 	if r := <-submit("taken"); r.Err != nil || r.Created || r.Message.ID != "taken" {
 		t.Fatalf("taken again, with the same id: %+v, want the stored message", r)
+	}
+}
+
+// failingStore fails every Write with err.
+type failingStore struct {
+	persistence.Store
+	err error
+}
+
+func (s failingStore) Write(context.Context, time.Time, persistence.Write) (persistence.Written, error) {
+	return persistence.Written{}, s.err
+}
+
+// levels is a slog handler that keeps the level of each message it sees.
+type levels struct {
+	mu  sync.Mutex
+	got map[string][]slog.Level
+}
+
+func (l *levels) Enabled(context.Context, slog.Level) bool { return true }
+func (l *levels) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.got[r.Message] = append(l.got[r.Message], r.Level)
+	return nil
+}
+func (l *levels) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *levels) WithGroup(string) slog.Handler      { return l }
+
+// TestCommitFailedForWantOfRoomIsNotAnError: on a store with no room every
+// commit fails, and each logged an ERROR "commit failed" (265 lines in
+// 16 s on a full Postgres), where the storage gate already logs its one
+// line (space.Gate). One that failed for want of room is logged at debug;
+// any other failure stays an error.
+func TestCommitFailedForWantOfRoomIsNotAnError(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want slog.Level
+	}{
+		{"no room", fmt.Errorf("postgres: write: %w: could not extend file", persistence.ErrNoSpace), slog.LevelDebug},
+		{"other", errors.New("connection reset"), slog.LevelError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := sqlitetest.Open(t)
+			withFrontend(t, base, "44")
+			logs := &levels{got: map[string][]slog.Level{}}
+			sys := actor.NewActorSystem(
+				actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+			t.Cleanup(sys.Shutdown)
+			cfg := intake.Config{Node: "alpha", Store: failingStore{Store: base, err: tc.err}, Clock: clock.Real{}, Logger: slog.New(logs),
+				Frontends: sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return idle{} })),
+				NewID:     func() string { return "m-1" }, Publish: func(messages.StateChanged) {}}
+			pid := sys.Root.Spawn(actor.PropsFromProducer(intake.NewIntake(cfg)))
+			t.Cleanup(func() { _ = sys.Root.StopFuture(pid).Wait() })
+			reply := make(chan messages.SubmitReply, 1)
+			sys.Root.Send(pid, &messages.Submit{Submission: messages.Submission{ID: "x", SourceMSISDN: "15550001",
+				DestinationMSISDN: "447700900001", Body: "hi"}, Reply: reply})
+			select {
+			case r := <-reply:
+				if r.Err == nil {
+					t.Fatalf("submit on a failing store: %+v, want it refused", r)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("no answer")
+			}
+			logs.mu.Lock()
+			defer logs.mu.Unlock()
+			if got := logs.got["commit failed"]; len(got) != 1 || got[0] != tc.want {
+				t.Errorf("\"commit failed\" logged at %v, want once at %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package ring_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"reflect"
@@ -83,6 +84,8 @@ type heldStore struct {
 	// lose: the next PublishRing commits, then fails as if its answer
 	// had been lost on the way back.
 	lose bool
+	// fail, when set, fails every PublishRing.
+	fail error
 }
 
 // loseAnswer makes the next PublishRing commit and then fail.
@@ -130,9 +133,12 @@ func (h *heldStore) PublishRing(ctx context.Context, lead persistence.Leadership
 		return err
 	}
 	h.mu.Lock()
-	lose := h.lose
+	lose, fail := h.lose, h.fail
 	h.lose = false
 	h.mu.Unlock()
+	if fail != nil {
+		return fail
+	}
 	if err := h.Store.PublishRing(ctx, lead, prev, s); err != nil || !lose {
 		return err
 	}
@@ -717,4 +723,60 @@ func TestCoordinatorPublicationAfterTheLockIsLostIsRefused(t *testing.T) {
 			t.Fatalf("status: %+v, want a slave", st)
 		}
 	})
+}
+
+// levels is a slog handler that keeps the level of each message it sees.
+type levels struct {
+	mu  sync.Mutex
+	got map[string][]slog.Level
+}
+
+func (l *levels) Enabled(context.Context, slog.Level) bool { return true }
+func (l *levels) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.got[r.Message] = append(l.got[r.Message], r.Level)
+	return nil
+}
+func (l *levels) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *levels) WithGroup(string) slog.Handler      { return l }
+
+// TestCoordinatorPublicationFailedForWantOfRoomIsNotAnError: on a store
+// with no room the master's publication fails every second, and each
+// failure logged an ERROR line, where the node logs the storage gate
+// closing once. One that failed for want of room is logged at debug; any
+// other failure stays an error.
+func TestCoordinatorPublicationFailedForWantOfRoomIsNotAnError(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want slog.Level
+	}{
+		{"no room", fmt.Errorf("postgres: publish ring: %w: could not extend file", persistence.ErrNoSpace), slog.LevelDebug},
+		{"other", errors.New("connection reset"), slog.LevelError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				logs := &levels{got: map[string][]slog.Level{}}
+				sh := startShellWith(t, func(c *ring.Config) { c.Role, c.Logger = messages.RoleMaster, slog.New(logs) }, "PublishRing")
+				sh.store.mu.Lock()
+				sh.store.fail = tc.err
+				sh.store.mu.Unlock()
+				sh.store.release()
+				time.Sleep(3500 * time.Millisecond)
+				synctest.Wait()
+				logs.mu.Lock()
+				defer logs.mu.Unlock()
+				got := logs.got["publishing the ring assignment failed; trying again"]
+				if len(got) < 3 {
+					t.Fatalf("%d failed publications logged in 3.5 s, want one a second: %v", len(got), logs.got)
+				}
+				for _, l := range got {
+					if l != tc.want {
+						t.Fatalf("failed publications logged at %v, want %v", got, tc.want)
+					}
+				}
+			})
+		})
+	}
 }
