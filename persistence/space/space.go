@@ -158,7 +158,10 @@ func (g *Gate) Observe(free, total uint64) {
 		g.low = fmt.Sprintf("%s free on the store's file system, below the reserve of %s (--min-free-space %s)",
 			HumanSize(int64(free)), HumanSize(int64(need)), g.reserve)
 	case g.low != "" && free < need+margin:
-		// still short: keep the reason
+		// Still short until past the margin: the reason gives the free
+		// space now (a /readyz read while the cleaner frees space).
+		g.low = fmt.Sprintf("%s free on the store's file system, not yet above the reserve of %s plus its margin of %s (--min-free-space %s)",
+			HumanSize(int64(free)), HumanSize(int64(need)), HumanSize(int64(margin)), g.reserve)
 	default:
 		g.low = ""
 	}
