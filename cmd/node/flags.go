@@ -110,7 +110,7 @@ var runFlags = []runFlag{
 	valueFlag("cdr-rotate-size", "CDRRotateBytes", "SIZE", "rotate --cdr-file when it would grow past this size",
 		func(_ int64, v string) (int64, error) { return space.ParseSize(v) }, space.FormatSize),
 	valueFlag("min-free-space", "MinFreeSpace", "SIZE|N%",
-		"below this free space on --data-dir's file system new submits and forwards get 507 (a size, or a percentage from 0% to 90%)",
+		"below this free space on --data-dir's file system new submits and forwards get 507 (a size, or a percentage from 0% to 90%; embedded store only: with --postgres only the server's no-space errors refuse them)",
 		func(_ space.Reserve, v string) (space.Reserve, error) { return space.ParseReserve(v) }, space.Reserve.String),
 	stringFlag("nats-url", "NatsURL", "URL", "NATS server(s) of the delivery bus, nats://host:4222[,...] (empty: no bus; needs --postgres)"),
 	stringFlag("nats-creds", "NatsCreds", "FILE", "NATS credentials file for --nats-url"),
