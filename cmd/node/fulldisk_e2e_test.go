@@ -4,14 +4,18 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +23,8 @@ import (
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/nodetest"
 	"github.com/switchboard-dev/switchboard/persistence/space/spacetest"
+
+	_ "modernc.org/sqlite"
 )
 
 // The full-disk scenario of the storage issue, on the real binary with its
@@ -163,6 +169,93 @@ func runFullDisk(t *testing.T, reserve string) {
 		if status, _, _ := node.raw("GET", "/api/messages/"+id, nil); status != 200 {
 			t.Fatalf("acknowledged message %s: %d after the restart", id, status)
 		}
+	}
+}
+
+// TestFullDiskHeldWALRecovers: a reader's snapshot (a backup's VACUUM
+// INTO, a long list) held while the node took work let the store's
+// write-ahead log grow until the node refused new work (507). Once the
+// reader was done and the cleaner had purged every message, the node
+// stayed storage_full for good: a checkpoint never shrinks the WAL's file,
+// which kept the space. The cleaner's compaction short of space gives it
+// back, and the node takes new work again by itself.
+func TestFullDiskHeldWALRecovers(t *testing.T) {
+	bin := nodetest.Binary(t)
+	disk := spacetest.Tmpfs(t, 64<<20)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	defer hook.Close()
+	data := filepath.Join(disk, "data")
+	node := singleNode(t, bin, "walheld", data, "--min-free-space", "24MiB", "--retention", "2s", "--retention-failed", "2s",
+		"--frontend", "hook="+hook.URL+"/", "--route", "44=hook")
+
+	reader, err := sql.Open("sqlite", filepath.Join(data, "switchboard.db")+"?_pragma=busy_timeout(10000)&_pragma=query_only(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	tx, err := reader.BeginTx(context.Background(), &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := tx.QueryRow("SELECT count(*) FROM messages").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+
+	// Short bodies: the WAL grows by the commits' pages, and what the
+	// node writes after the first 507 (deliveries, purges) stays within
+	// the reserve.
+	body := "hello"
+	var wg sync.WaitGroup
+	var accepted atomic.Int64
+	for c := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				status, err := node.submitStatus(fmt.Sprintf("c%d-%06d", c, i), body)
+				if err != nil {
+					t.Errorf("submit: %v", err)
+					return
+				}
+				if status == 507 {
+					return
+				}
+				if status != 202 {
+					t.Errorf("submit: status %d", status)
+					return
+				}
+				accepted.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	wal, _ := os.Stat(filepath.Join(data, "switchboard.db-wal"))
+	t.Logf("%d messages accepted before the first 507; the WAL is %d bytes", accepted.Load(), wal.Size())
+	if err := tx.Rollback(); err != nil { // the reader is done
+		t.Fatal(err)
+	}
+
+	deadline := time.Now().Add(45 * time.Second)
+	for i := 0; ; i++ {
+		status, err := node.submitStatus(fmt.Sprintf("after-%d", i), "after")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if status == 202 {
+			break
+		}
+		if status != 507 || time.Now().After(deadline) {
+			wal, _ := os.Stat(filepath.Join(data, "switchboard.db-wal"))
+			_, _, ready := node.raw("GET", "/readyz", nil)
+			t.Fatalf("a submit 45 s after the reader was done: %d; the WAL is %d bytes; /readyz %s", status, wal.Size(), ready)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
