@@ -19,6 +19,7 @@ import (
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/persistence/sqlite/sqlitetest"
 	"github.com/switchboard-dev/switchboard/polltest"
+	"github.com/switchboard-dev/switchboard/supervision/logtest"
 )
 
 // partialStore holds its first Write until released (entered says it
@@ -124,22 +125,6 @@ func (s failingStore) Write(context.Context, time.Time, persistence.Write) (pers
 	return persistence.Written{}, s.err
 }
 
-// levels is a slog handler that keeps the level of each message it sees.
-type levels struct {
-	mu  sync.Mutex
-	got map[string][]slog.Level
-}
-
-func (l *levels) Enabled(context.Context, slog.Level) bool { return true }
-func (l *levels) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.got[r.Message] = append(l.got[r.Message], r.Level)
-	return nil
-}
-func (l *levels) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *levels) WithGroup(string) slog.Handler      { return l }
-
 // TestCommitFailedForWantOfRoomIsNotAnError: on a store with no room every
 // commit fails, and each logged an ERROR "commit failed" (265 lines in
 // 16 s on a full Postgres), where the storage gate already logs its one
@@ -157,11 +142,11 @@ func TestCommitFailedForWantOfRoomIsNotAnError(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			base := sqlitetest.Open(t)
 			withFrontend(t, base, "44")
-			logs := &levels{got: map[string][]slog.Level{}}
+			logger, logs := logtest.New()
 			sys := actor.NewActorSystem(
 				actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 			t.Cleanup(sys.Shutdown)
-			cfg := intake.Config{Node: "alpha", Store: failingStore{Store: base, err: tc.err}, Clock: clock.Real{}, Logger: slog.New(logs),
+			cfg := intake.Config{Node: "alpha", Store: failingStore{Store: base, err: tc.err}, Clock: clock.Real{}, Logger: logger,
 				Frontends: sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return idle{} })),
 				NewID:     func() string { return "m-1" }, Publish: func(messages.StateChanged) {}}
 			pid := sys.Root.Spawn(actor.PropsFromProducer(intake.NewIntake(cfg)))
@@ -177,10 +162,8 @@ func TestCommitFailedForWantOfRoomIsNotAnError(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("no answer")
 			}
-			logs.mu.Lock()
-			defer logs.mu.Unlock()
-			if got := logs.got["commit failed"]; len(got) != 1 || got[0] != tc.want {
-				t.Errorf("\"commit failed\" logged at %v, want once at %v", got, tc.want)
+			if got := logs.Records(t, "commit failed"); len(got) != 1 || got[0]["level"] != tc.want.String() {
+				t.Errorf("\"commit failed\" logged as %v, want once at %v", got, tc.want)
 			}
 		})
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/persistence/sqlite"
+	"github.com/switchboard-dev/switchboard/supervision/logtest"
 	"github.com/switchboard-dev/switchboard/transport"
 )
 
@@ -725,22 +726,6 @@ func TestCoordinatorPublicationAfterTheLockIsLostIsRefused(t *testing.T) {
 	})
 }
 
-// levels is a slog handler that keeps the level of each message it sees.
-type levels struct {
-	mu  sync.Mutex
-	got map[string][]slog.Level
-}
-
-func (l *levels) Enabled(context.Context, slog.Level) bool { return true }
-func (l *levels) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.got[r.Message] = append(l.got[r.Message], r.Level)
-	return nil
-}
-func (l *levels) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *levels) WithGroup(string) slog.Handler      { return l }
-
 // TestCoordinatorPublicationFailedForWantOfRoomIsNotAnError: on a store
 // with no room the master's publication fails every second, and each
 // failure logged an ERROR line, where the node logs the storage gate
@@ -757,23 +742,21 @@ func TestCoordinatorPublicationFailedForWantOfRoomIsNotAnError(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				logs := &levels{got: map[string][]slog.Level{}}
-				sh := startShellWith(t, func(c *ring.Config) { c.Role, c.Logger = messages.RoleMaster, slog.New(logs) }, "PublishRing")
+				logger, logs := logtest.New()
+				sh := startShellWith(t, func(c *ring.Config) { c.Role, c.Logger = messages.RoleMaster, logger }, "PublishRing")
 				sh.store.mu.Lock()
 				sh.store.fail = tc.err
 				sh.store.mu.Unlock()
 				sh.store.release()
 				time.Sleep(3500 * time.Millisecond)
 				synctest.Wait()
-				logs.mu.Lock()
-				defer logs.mu.Unlock()
-				got := logs.got["publishing the ring assignment failed; trying again"]
+				got := logs.Records(t, "publishing the ring assignment failed; trying again")
 				if len(got) < 3 {
-					t.Fatalf("%d failed publications logged in 3.5 s, want one a second: %v", len(got), logs.got)
+					t.Fatalf("%d failed publications logged in 3.5 s, want one a second: %s", len(got), logs)
 				}
-				for _, l := range got {
-					if l != tc.want {
-						t.Fatalf("failed publications logged at %v, want %v", got, tc.want)
+				for _, r := range got {
+					if r["level"] != tc.want.String() {
+						t.Fatalf("failed publications logged as %v, want at %v", got, tc.want)
 					}
 				}
 			})
