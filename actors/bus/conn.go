@@ -62,12 +62,17 @@ type Bus struct {
 	closeOnce sync.Once
 	done      chan struct{}
 
-	// gauged are the frontends whose consumer counts the gauges show
-	// (readConsumers', on the keeper's goroutine).
-	gauged map[string]bool
-
 	mu        sync.Mutex
 	consumers map[string]jetstream.Consumer
+	// making are the consumers being made sure of (consumer), by
+	// frontend: one that forget, forgetConsumers or the stop of the
+	// frontend's last worker drops while it is made is not kept in
+	// consumers (it came back after the frontend's last worker stopped,
+	// or was made before the failure or reconnect that dropped it).
+	making map[string]*making
+	// gauged are the frontends whose consumer counts the gauges show:
+	// only frontends served (set under mu, as served is).
+	gauged map[string]bool
 	// served counts the workers of each frontend this instance runs
 	// (Serve): the keeper makes sure of their consumers, and reads their
 	// counts, whether they fetched yet or not.
@@ -113,7 +118,8 @@ func Open(cfg Config, m *Metrics, workers Sender) (*Bus, error) {
 	}
 	b := &Bus{cfg: cfg, log: cfg.Logger.With("component", "bus", "stream", cfg.Stream), m: m, workers: workers,
 		changed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		consumers: map[string]jetstream.Consumer{}, served: map[string]int{}, opened: time.Now()}
+		consumers: map[string]jetstream.Consumer{}, making: map[string]*making{}, served: map[string]int{},
+		gauged: map[string]bool{}, opened: time.Now()}
 	connected := func(nc *nats.Conn) {
 		b.mu.Lock()
 		b.connErr = ""
@@ -473,11 +479,25 @@ func (b *Bus) ensureStream(ctx context.Context) (made bool, err error) {
 	return false, err
 }
 
+// making is one making sure of a frontend's consumer, shared by the
+// calls of consumer under way for it (n).
+type making struct{ n int }
+
 // consumer is the durable consumer of a frontend, created (or brought up
-// to date) on first use.
+// to date) on first use. It is kept for the next use unless the frontend's
+// consumer was dropped (forget, forgetConsumers, the stop of its last
+// worker) while it was made.
 func (b *Bus) consumer(ctx context.Context, frontend string) (jetstream.Consumer, error) {
 	b.mu.Lock()
 	c, ok := b.consumers[frontend]
+	mk := b.making[frontend]
+	if !ok {
+		if mk == nil {
+			mk = &making{}
+			b.making[frontend] = mk
+		}
+		mk.n++
+	}
 	b.mu.Unlock()
 	if ok {
 		return c, nil
@@ -492,12 +512,18 @@ func (b *Bus) consumer(ctx context.Context, frontend string) (jetstream.Consumer
 		MaxDeliver:    b.cfg.MaxDeliver,
 		MaxAckPending: b.cfg.MaxAckPending,
 	})
+	b.mu.Lock()
+	current := b.making[frontend] == mk
+	if mk.n--; current && mk.n == 0 {
+		delete(b.making, frontend)
+	}
+	if current && err == nil {
+		b.consumers[frontend] = c
+	}
+	b.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	b.mu.Lock()
-	b.consumers[frontend] = c
-	b.mu.Unlock()
 	b.m.frontend(frontend)
 	return c, nil
 }
@@ -507,6 +533,7 @@ func (b *Bus) consumer(ctx context.Context, frontend string) (jetstream.Consumer
 func (b *Bus) forgetConsumers() {
 	b.mu.Lock()
 	b.consumers = map[string]jetstream.Consumer{}
+	b.making = map[string]*making{}
 	b.mu.Unlock()
 }
 
@@ -515,6 +542,7 @@ func (b *Bus) forgetConsumers() {
 func (b *Bus) forget(frontend string) {
 	b.mu.Lock()
 	delete(b.consumers, frontend)
+	delete(b.making, frontend)
 	b.mu.Unlock()
 }
 
@@ -525,7 +553,7 @@ func (b *Bus) forget(frontend string) {
 // pull frontend's backlog before anyone polls it: only a fetch made sure
 // of it before, and a pull frontend's worker fetches only while a poll
 // waits. Once none serves it, its consumer is no longer in use here and
-// its gauges go.
+// its gauges go, before done returns.
 func (b *Bus) Serve(frontend string) (done func()) {
 	b.mu.Lock()
 	b.served[frontend]++
@@ -538,38 +566,44 @@ func (b *Bus) Serve(frontend string) (done func()) {
 			if b.served[frontend]--; b.served[frontend] <= 0 {
 				delete(b.served, frontend)
 				delete(b.consumers, frontend)
+				delete(b.making, frontend)
+				b.unGauge(frontend)
 			}
 		})
 	}
 }
 
-// readConsumers reads the pending counts of the consumers in use, within
-// one second in all and no longer than the bus runs: a server that stops
-// answering (hung, a partition that drops packets) still counts as
-// connected until the client's pings time out, minutes, and a read of
-// each consumer one after the other, a second each, held Close (and the
-// node's stop) a second a frontend. The gauges show what was read: none
-// while the bus is down (the last counts read before it went are gone by
-// now, and a dashboard's max over the instances takes them for a backlog),
-// and none for a consumer no longer in use.
+// readConsumers reads the pending counts of the consumers of the
+// frontends served (Serve), within one second in all and no longer than
+// the bus runs: a server that stops answering (hung, a partition that
+// drops packets) still counts as connected until the client's pings time
+// out, minutes, and a read of each consumer one after the other, a second
+// each, held Close (and the node's stop) a second a frontend. The gauges
+// show what was read: none while the bus is down (the last counts read
+// before it went are gone by now, and a dashboard's max over the
+// instances takes them for a backlog), and none for a frontend no longer
+// served. They are set under mu, and only for a frontend still served
+// then: the stop of a frontend's last worker (Serve's done) drops its
+// series, and a read that began before it does not set them again.
 func (b *Bus) readConsumers() {
 	if b.m == nil {
 		return
 	}
 	if !b.Up() {
+		b.mu.Lock()
 		b.m.pending.Reset()
 		b.m.ackPending.Reset()
-		b.gauged = nil
+		clear(b.gauged)
+		b.mu.Unlock()
 		return
 	}
 	b.mu.Lock()
-	cs := make(map[string]jetstream.Consumer, len(b.consumers))
-	for fe, c := range b.consumers {
-		cs[fe] = c
-	}
+	cs := make(map[string]jetstream.Consumer, len(b.served))
 	var unmade []string
 	for fe := range b.served {
-		if _, ok := cs[fe]; !ok {
+		if c, ok := b.consumers[fe]; ok {
+			cs[fe] = c
+		} else {
 			unmade = append(unmade, fe)
 		}
 	}
@@ -591,24 +625,37 @@ func (b *Bus) readConsumers() {
 		}
 		cs[fe] = c
 	}
-	if b.gauged == nil {
-		b.gauged = map[string]bool{}
-	}
+	read := make(map[string]*jetstream.ConsumerInfo, len(cs))
 	for fe, c := range cs {
 		info, err := c.Info(ctx)
 		if err != nil {
 			continue // its last counts stay: a read that failed once says nothing new
+		}
+		read[fe] = info
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for fe, info := range read {
+		if b.served[fe] <= 0 {
+			continue // its last worker stopped while it was read
 		}
 		b.gauged[fe] = true
 		b.m.pending.WithLabelValues(fe).Set(float64(info.NumPending))
 		b.m.ackPending.WithLabelValues(fe).Set(float64(info.NumAckPending))
 	}
 	for fe := range b.gauged {
-		if _, ok := cs[fe]; !ok {
-			delete(b.gauged, fe)
-			b.m.pending.DeleteLabelValues(fe)
-			b.m.ackPending.DeleteLabelValues(fe)
+		if b.served[fe] <= 0 {
+			b.unGauge(fe)
 		}
+	}
+}
+
+// unGauge drops a frontend's consumer gauges (b.mu held).
+func (b *Bus) unGauge(fe string) {
+	delete(b.gauged, fe)
+	if b.m != nil {
+		b.m.pending.DeleteLabelValues(fe)
+		b.m.ackPending.DeleteLabelValues(fe)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -573,6 +574,7 @@ func TestConsumerGaugesDoNotOutliveTheBus(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	const check = 100 * time.Millisecond
 	b := openOn(t, srv.URL(), reg, func(c *bus.Config) { c.AckWait, c.CheckEvery = time.Minute, check })
+	defer b.Serve("fe")() // the gauges are those of the frontends served
 	rows := []persistence.Relay{{Row: 1, MessageID: "m-1", Target: "fe"}, {Row: 2, MessageID: "m-2", Target: "fe"},
 		{Row: 3, MessageID: "m-3", Target: "fe"}}
 	if ok, err := b.Publish(context.Background(), rows); err != nil || len(ok) != 3 {
@@ -645,6 +647,53 @@ func TestConsumerGaugesOfAServedFrontendBeforeAnyFetch(t *testing.T) {
 	want("no longer served", -1, -1)
 }
 
+// TestConsumerGaugesGoWithTheLastWorker: the stop of a frontend's last
+// worker (Serve's done) dropped its consumer, and its gauges went at the
+// keeper's next read. A read under way then had the frontend served: it
+// made sure of its consumer again, kept it, and gauged it, and the gauges
+// stayed until the next reconnect (after a frontend served for a moment:
+// a worker that starts and stops, a frontend deleted right after it was
+// made). The gauges go as the last worker stops, and a read under way
+// sets none for a frontend no longer served.
+func TestConsumerGaugesGoWithTheLastWorker(t *testing.T) {
+	srv := bustest.Start(t)
+	t.Run("at once", func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		b := openOn(t, srv.URL(), reg, func(c *bus.Config) { c.Stream, c.CheckEvery = "SWITCHBOARD_once", 20*time.Millisecond })
+		done := b.Serve("pf")
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if _, ok := gaugesOf(t, reg, "switchboard_bus_consumer_pending")["pf"]; ok {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("a served frontend's consumer gauges did not appear")
+			}
+		}
+		done()
+		if g := gaugesOf(t, reg, "switchboard_bus_consumer_pending"); len(g) != 0 {
+			t.Errorf("pf's last worker stopped, yet switchboard_bus_consumer_pending has %v", g)
+		}
+	})
+	t.Run("a read under way", func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		b := openOn(t, srv.URL(), reg, func(c *bus.Config) { c.Stream, c.CheckEvery = "SWITCHBOARD_churn", time.Millisecond })
+		rng := rand.New(rand.NewPCG(1, 2))
+		for i := range 300 {
+			fe := fmt.Sprintf("f%d", i)
+			done := b.Serve(fe)
+			time.Sleep(time.Duration(rng.IntN(3000)) * time.Microsecond)
+			done()
+			if g, ok := gaugesOf(t, reg, "switchboard_bus_consumer_pending")[fe]; ok {
+				t.Fatalf("%s's last worker stopped, yet switchboard_bus_consumer_pending{frontend=%s} = %v", fe, fe, g)
+			}
+		}
+		time.Sleep(100 * time.Millisecond) // reads that were under way end
+		if g := gaugesOf(t, reg, "switchboard_bus_consumer_pending"); len(g) != 0 {
+			t.Errorf("no frontend is served, yet switchboard_bus_consumer_pending has %d series: %v", len(g), g)
+		}
+	})
+}
+
 // gaugesOf is the values of the metric name's series in reg, by their
 // frontend label.
 func gaugesOf(t *testing.T, reg *prometheus.Registry, name string) map[string]float64 {
@@ -698,6 +747,7 @@ func TestCloseOnAnUnresponsiveServerIsBounded(t *testing.T) {
 	b := openWith(t, px.URL(), func(c *bus.Config) { c.CheckEvery = check })
 	const frontends = 12
 	for i := range frontends {
+		b.Serve(fmt.Sprintf("fe%d", i)) // read by the keeper
 		if err := b.Fetch(context.Background(), fmt.Sprintf("fe%d", i), 1, 50*time.Millisecond, func([]*bus.Msg) {}); err != nil {
 			t.Fatal(err)
 		}
