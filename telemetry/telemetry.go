@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	stdlog "log"
 	"log/slog"
 	"net/url"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -191,6 +193,9 @@ type Telemetry struct {
 	tracer  *sdktrace.TracerProvider
 	tracing *Tracing
 	logs    []*ratelog.Log
+	// sdkLog is the logger the SDK's errors go to while this runs (nil
+	// when they are not routed).
+	sdkLog *slog.Logger
 	// stop ends the exports under way (a collector that is down or slow
 	// must not hold up a stop past its last flush).
 	stop, abort context.Context
@@ -203,8 +208,8 @@ type Telemetry struct {
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set. OTEL_SDK_DISABLED=true turns
 // both off. The rest of the OTEL_* variables (headers, timeout,
 // compression, intervals, OTEL_TRACES_SAMPLER) are read by the SDK.
-func Start(ctx context.Context, cfg Config) (*Telemetry, error) {
-	if err := cfg.Validate(); err != nil {
+func Start(ctx context.Context, cfg Config) (_ *Telemetry, err error) {
+	if err = cfg.Validate(); err != nil {
 		return nil, err
 	}
 	getenv := cfg.Getenv
@@ -227,7 +232,12 @@ func Start(ctx context.Context, cfg Config) (*Telemetry, error) {
 		return t, nil
 	}
 	if routed {
-		routeSDKLog(log)
+		t.sdkLog = routeSDKLog(log)
+		defer func() {
+			if err != nil {
+				unrouteSDKLog(log)
+			}
+		}()
 	}
 	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(
 		attribute.String("service.name", ServiceName),
@@ -305,12 +315,71 @@ func Start(ctx context.Context, cfg Config) (*Telemetry, error) {
 // node's format: its internal logger's (a setting it cannot read, say)
 // and the errors it hands the process-wide error handler. By default both
 // were printed as plain text on stderr, into a --log-format json stream.
-// They are the process's: the last node started in it gets them.
-func routeSDKLog(log *slog.Logger) {
+// They are the process's: the last node started in it (and not shut down)
+// gets them. The error handler the program had is put back once the last
+// one shuts down (unrouteSDKLog); the logger cannot be read back, and
+// stays the last node's.
+func routeSDKLog(log *slog.Logger) *slog.Logger {
 	otel.SetLogger(logr.FromSlogHandler(log.Handler()))
-	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
-		log.Warn("opentelemetry sdk error", "err", err)
-	}))
+	sdkErrors.Lock()
+	defer sdkErrors.Unlock()
+	if len(sdkErrors.logs) == 0 {
+		sdkErrors.before = otel.GetErrorHandler()
+		otel.SetErrorHandler(sdkErrorRouter)
+	}
+	sdkErrors.logs = append(sdkErrors.logs, log)
+	return log
+}
+
+// unrouteSDKLog ends routeSDKLog's routing of errors to log: they go to
+// the node started before it that still runs, else to the handler the
+// program had, unless the program set another since.
+func unrouteSDKLog(log *slog.Logger) {
+	sdkErrors.Lock()
+	defer sdkErrors.Unlock()
+	i := slices.Index(sdkErrors.logs, log)
+	if i < 0 {
+		return
+	}
+	sdkErrors.logs = slices.Delete(sdkErrors.logs, i, i+1)
+	if len(sdkErrors.logs) == 0 {
+		if otel.GetErrorHandler() == otel.ErrorHandler(sdkErrorRouter) {
+			otel.SetErrorHandler(sdkErrors.before)
+		}
+		sdkErrors.before = nil
+	}
+}
+
+// sdkErrors are the loggers of the nodes that take the SDK's errors, in
+// the order they started, and the process's error handler before the
+// first of them.
+var sdkErrors struct {
+	sync.Mutex
+	logs   []*slog.Logger
+	before otel.ErrorHandler
+}
+
+// sdkErrorRouter is the process-wide error handler while nodes run.
+var sdkErrorRouter = &errorRouter{}
+
+// errorRouter hands an error to the last node started that still runs.
+// With none it prints it as the SDK's default handler does: the default
+// hands its errors to the first handler set in the process for good, and
+// that may be this one, after it was put back.
+type errorRouter struct{ _ byte }
+
+func (*errorRouter) Handle(err error) {
+	sdkErrors.Lock()
+	var log *slog.Logger
+	if n := len(sdkErrors.logs); n > 0 {
+		log = sdkErrors.logs[n-1]
+	}
+	sdkErrors.Unlock()
+	if log == nil {
+		stdlog.Print(err)
+		return
+	}
+	log.Warn("opentelemetry sdk error", "err", err)
 }
 
 // joinPath appends path to the base URL's path.
@@ -369,6 +438,9 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 	}
 	for _, l := range t.logs {
 		l.Close()
+	}
+	if t.sdkLog != nil {
+		unrouteSDKLog(t.sdkLog)
 	}
 	return errors.Join(errs...)
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -400,5 +401,63 @@ func TestTheSDKLogsThroughTheNodesLog(t *testing.T) {
 		} else if v["component"] != "telemetry" {
 			t.Errorf("line without component=telemetry: %q", line)
 		}
+	}
+}
+
+// TestTheProgramsErrorHandlerIsPutBack: a node's Start replaced the
+// process's OpenTelemetry error handler with one that logs to the node's
+// Logger, and kept it after the node stopped: a program that embeds nodes
+// and set its own handler (for its own SDK use) lost its errors for good.
+// The errors go to the last node started that still runs, and to the
+// program's handler again once none does.
+func TestTheProgramsErrorHandlerIsPutBack(t *testing.T) {
+	t.Cleanup(func() {
+		otel.SetLogger(logr.Discard())
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(error) {}))
+	})
+	var mu sync.Mutex
+	var mine []string
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		mine = append(mine, err.Error())
+	}))
+	rcv := otlptest.New(t)
+	start := func(logs *logBuffer) *telemetry.Telemetry {
+		t.Helper()
+		cfg := telemetry.DefaultConfig()
+		cfg.Endpoint, cfg.Gatherer = rcv.URL(), prometheus.NewRegistry()
+		cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+		cfg.Getenv = func(string) string { return "" }
+		tel, err := telemetry.Start(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tel
+	}
+	var logsA, logsB logBuffer
+	a := start(&logsA)
+	b := start(&logsB)
+	otel.Handle(errors.New("error 1"))
+	if err := b.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	otel.Handle(errors.New("error 2"))
+	if err := a.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	otel.Handle(errors.New("error 3"))
+	if logsB.count("error 1") != 1 || logsB.count("error 2") != 0 {
+		t.Errorf("the last node started got %d of the errors handed while it ran and %d of those after it stopped, want 1, 0:\n%s",
+			logsB.count("error 1"), logsB.count("error 2"), logsB.b.String())
+	}
+	if logsA.count("error 1") != 0 || logsA.count("error 2") != 1 || logsA.count("error 3") != 0 {
+		t.Errorf("the node started first got errors 1, 2, 3 %d, %d, %d times, want 0, 1, 0:\n%s",
+			logsA.count("error 1"), logsA.count("error 2"), logsA.count("error 3"), logsA.b.String())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(mine, []string{"error 3"}) {
+		t.Errorf("the program's error handler got %q, want the error handed once no node runs: the nodes kept its place", mine)
 	}
 }
