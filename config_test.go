@@ -85,6 +85,10 @@ func TestValidateNamesConfigFields(t *testing.T) {
 // that a command can name each by its flag. The Config is wrong in every
 // way Validate checks at once.
 func TestValidateErrorsNameExistingFields(t *testing.T) {
+	// The process's OTEL_* variables are checked too: their errors are
+	// OTLPEndpoint's, naming the variable.
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318")
+	t.Setenv("OTEL_TRACES_SAMPLER", "always-on")
 	cfgs := []func(*switchboard.Config){
 		func(c *switchboard.Config) {
 			c.Name, c.InstanceID, c.Listen, c.MetricsListen, c.SMPPListen = "-", "-", "x", "x", "x"
@@ -127,6 +131,14 @@ func TestValidateErrorsNameExistingFields(t *testing.T) {
 	for path := range named {
 		if _, ok := config.FieldByName(path); !ok {
 			t.Errorf("an error names %q, which is no field of Config", path)
+		}
+	}
+	cfg := switchboard.DefaultConfig()
+	cfg.Name, cfg.DataDir = "n", t.TempDir()
+	err := cfg.Validate()
+	for _, want := range []string{`OTLPEndpoint: the process's OTEL_EXPORTER_OTLP_ENDPOINT: "collector:4318"`, `OTLPEndpoint: the process's OTEL_TRACES_SAMPLER: "always-on" is not a sampler`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("bad OTEL_* variables: Validate: %v; want an error %q", err, want)
 		}
 	}
 }

@@ -25,9 +25,11 @@ func (c Config) validateTelemetry() []error {
 		errs = append(errs, field.Wrap("OTLPEndpoint", err))
 	}
 	// The process's OTEL_* variables, as Start reads them: a bad one is
-	// refused with the flags, not found out later.
-	if err := telemetry.ValidateEnv(nil, c.OTLPEndpoint); err != nil {
-		errs = append(errs, err)
+	// refused with the flags, not found out later. Each is the field
+	// OTLPEndpoint's, the Config field of the export they configure, its
+	// text naming the variable (telemetry.EnvError).
+	for _, err := range telemetry.EnvErrors(nil, c.OTLPEndpoint) {
+		errs = append(errs, field.Errorf("OTLPEndpoint", "the process's %w", err))
 	}
 	if c.TraceURL != "" {
 		u, err := url.Parse(strings.ReplaceAll(c.TraceURL, "{trace_id}", "0"))

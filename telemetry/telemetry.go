@@ -186,6 +186,44 @@ func ValidateEnv(getenv func(string) string, endpoint string) error {
 	return errors.Join(errs...)
 }
 
+// EnvError is a bad OTEL_* variable of the process, as a configuration
+// that does not name the variables reports it: under its own field
+// (field.Errorf(path, "the process's %w", err)), naming the variable
+// (EnvErrors).
+type EnvError struct {
+	Var string
+	Err error
+}
+
+func (e *EnvError) Error() string { return e.Var + ": " + e.Err.Error() }
+
+func (e *EnvError) Unwrap() error { return e.Err }
+
+// EnvErrors are ValidateEnv's errors, each an *EnvError.
+func EnvErrors(getenv func(string) string, endpoint string) []error {
+	var out []error
+	for _, err := range unjoin(ValidateEnv(getenv, endpoint)) {
+		var fe *field.Error
+		if errors.As(err, &fe) {
+			err = &EnvError{Var: fe.Field, Err: fe.Err}
+		}
+		out = append(out, err)
+	}
+	return out
+}
+
+// unjoin is the errors errors.Join joined into err (err alone when it
+// joins none; none when nil).
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	if err == nil {
+		return nil
+	}
+	return []error{err}
+}
+
 // Telemetry is the running export of one node. Its zero value exports
 // nothing.
 type Telemetry struct {

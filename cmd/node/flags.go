@@ -18,6 +18,7 @@ import (
 	"github.com/switchboard-dev/switchboard/field"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence/space"
+	"github.com/switchboard-dev/switchboard/telemetry"
 )
 
 // logOptions are the run flags that shape the logger rather than the node.
@@ -572,8 +573,30 @@ var flagFields = func() map[string]string {
 // Config field it names named by its flag instead ("DeliveryRetryMax:
 // must be at least DeliveryRetryMin" -> "--delivery-retry-max: must be at
 // least --delivery-retry-min"). A field no flag sets keeps its name.
+//
+// A bad OTEL_* variable of the process (telemetry.EnvError, which the
+// library reports under OTLPEndpoint) is named by the variable alone: its
+// error is not --otlp-endpoint's.
 func flagErrors(err error) error {
-	return field.Rename(err, field.Map(flagFields))
+	return field.Rename(envVariables(err), field.Map(flagFields))
+}
+
+// envVariables is err with each field error that is a bad OTEL_* variable
+// of the process replaced by that variable's error.
+func envVariables(err error) error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		list := j.Unwrap()
+		out := make([]error, len(list))
+		for i, e := range list {
+			out[i] = envVariables(e)
+		}
+		return errors.Join(out...)
+	}
+	var env *telemetry.EnvError
+	if fe, ok := err.(*field.Error); ok && errors.As(fe.Err, &env) {
+		return env
+	}
+	return err
 }
 
 // annotateSources adds "(from SWITCHBOARD_X)" to each of flagErrors' field
