@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -459,5 +460,32 @@ func TestTheProgramsErrorHandlerIsPutBack(t *testing.T) {
 	defer mu.Unlock()
 	if !slices.Equal(mine, []string{"error 3"}) {
 		t.Errorf("the program's error handler got %q, want the error handed once no node runs: the nodes kept its place", mine)
+	}
+}
+
+// TestEndpointQueriesAreRefusedAsDocumented: docs/observability.md said
+// only OTEL_EXPORTER_OTLP_ENDPOINT must have no query, while a query (or
+// fragment) on the signals' own endpoints is refused too (the SDK sends
+// to their host and path only).
+func TestEndpointQueriesAreRefusedAsDocumented(t *testing.T) {
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
+		for _, value := range []string{"http://c:4318/v1/x?tenant=a", "http://c:4318/v1/x#a"} {
+			getenv := func(k string) string {
+				if k == name {
+					return value
+				}
+				return ""
+			}
+			if err := telemetry.ValidateEnv(getenv, ""); err == nil || !strings.Contains(err.Error(), "must have no query or fragment") {
+				t.Errorf("%s=%q: %v; want it refused for its query or fragment", name, value, err)
+			}
+		}
+	}
+	doc, err := os.ReadFile("../docs/observability.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := strings.Join(strings.Fields(string(doc)), " "); !strings.Contains(text, "none may have a query or fragment") {
+		t.Error("docs/observability.md does not say that none of the endpoint variables may have a query or fragment")
 	}
 }
