@@ -694,6 +694,37 @@ func TestConsumerGaugesGoWithTheLastWorker(t *testing.T) {
 	})
 }
 
+// TestAConsumerMadeAfterItsFrontendStoppedIsNotKept: a fetch that was
+// making sure of its frontend's consumer when the frontend's last worker
+// stopped kept the consumer it made, after that stop had dropped it: the
+// consumer deleted since (the frontend deleted, say), the next fetch of
+// that frontend was refused once, the bus sure it was there. It is made
+// sure of again.
+func TestAConsumerMadeAfterItsFrontendStoppedIsNotKept(t *testing.T) {
+	srv := bustest.Start(t)
+	px := srv.Proxy(t)
+	b := openWith(t, px.URL(), func(c *bus.Config) { c.CheckEvery = time.Minute })
+	done := b.Serve("fe")
+	px.Hold(t) // the server's answers wait: the fetch's making sure of the consumer is under way
+	fetched := make(chan error, 1)
+	go func() {
+		fetched <- b.Fetch(context.Background(), "fe", 1, 50*time.Millisecond, func([]*bus.Msg) {})
+	}()
+	time.Sleep(200 * time.Millisecond)
+	done()
+	px.Release(t)
+	if err := <-fetched; err != nil {
+		t.Fatalf("the fetch under way: %v", err)
+	}
+	ctx := context.Background()
+	if err := jetStream(t, srv.URL()).DeleteConsumer(ctx, "SWITCHBOARD_test", bus.ConsumerName("fe")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Fetch(ctx, "fe", 1, 50*time.Millisecond, func([]*bus.Msg) {}); err != nil {
+		t.Errorf("a fetch after the consumer made while fe's last worker stopped was deleted: %v", err)
+	}
+}
+
 // gaugesOf is the values of the metric name's series in reg, by their
 // frontend label.
 func gaugesOf(t *testing.T, reg *prometheus.Registry, name string) map[string]float64 {
