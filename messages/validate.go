@@ -94,7 +94,9 @@ const RedactedPassword = "xxxxx"
 // audit record and log line. An http(s) URL's user without a password is
 // replaced too: that is where a service's API key goes (basic auth with
 // the key as the user), as the delivery bus takes a NATS URL's user for a
-// token. Other URLs without a password are returned as given (an smpp
+// token; so is the user of a URL without a scheme ("//KEY@host/login", a
+// redirect's Location relative to the webhook's scheme). Other URLs
+// without a password are returned as given (an smpp
 // frontend's user is its system_id); one that does not parse is returned
 // without what could be its userinfo.
 func RedactURL(raw string) string {
@@ -108,7 +110,7 @@ func RedactURL(raw string) string {
 	if _, has := u.User.Password(); has {
 		return u.Redacted()
 	}
-	if u.User != nil && (u.Scheme == "http" || u.Scheme == "https") {
+	if u.User != nil && (u.Scheme == "http" || u.Scheme == "https" || u.Scheme == "") {
 		u.User = url.User(RedactedPassword)
 		return u.String()
 	}

@@ -100,7 +100,7 @@ func (w Webhook) Send(ctx context.Context, m messages.Outgoing) messages.Deliver
 	if status != messages.Delivered {
 		reason = fmt.Sprintf("HTTP %d", resp.StatusCode)
 		if loc := resp.Header.Get("Location"); resp.StatusCode/100 == 3 && loc != "" {
-			reason += " to " + redactLocation(loc)
+			reason += " to " + messages.RedactURL(loc)
 		}
 		if s := bytes.TrimSpace(snippet); len(s) > 0 {
 			reason += ": " + string(s)
@@ -108,20 +108,6 @@ func (w Webhook) Send(ctx context.Context, m messages.Outgoing) messages.Deliver
 	}
 	return messages.DeliveryResult{ID: m.ID, Status: status, Reason: reason, RetryAfter: after,
 		Deferred: resp.StatusCode == http.StatusTooManyRequests}
-}
-
-// redactLocation is a redirect's Location as the node shows a frontend's
-// URL (messages.RedactURL): its password, or a user without one (a key),
-// as xxxxx; a Location without a scheme ("//KEY@host/login") too. Its
-// query is kept: it is where the frontend pointed, as it said it.
-func redactLocation(loc string) string {
-	if u, err := url.Parse(loc); err == nil && u.Scheme == "" && u.User != nil {
-		if _, has := u.User.Password(); !has {
-			u.User = url.User(messages.RedactedPassword)
-			return u.String()
-		}
-	}
-	return messages.RedactURL(loc)
 }
 
 // Classify maps a webhook's HTTP status to a verdict (docs/api.md, "Webhook frontends").
