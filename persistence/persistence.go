@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -931,3 +932,14 @@ const Precision = time.Microsecond
 
 // Normalize returns t as the store keeps it: UTC, truncated to Precision.
 func Normalize(t time.Time) time.Time { return t.UTC().Truncate(Precision) }
+
+// FailureLevel is the level a failed write is logged at: debug when it
+// failed for want of room (ErrNoSpace), which fails every write until
+// there is room and which the node logs once, as its storage gate closes
+// (space.Gate); an error otherwise.
+func FailureLevel(err error) slog.Level {
+	if errors.Is(err, ErrNoSpace) {
+		return slog.LevelDebug
+	}
+	return slog.LevelError
+}

@@ -2,8 +2,6 @@ package intake
 
 import (
 	"context"
-	"errors"
-	"log/slog"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.opentelemetry.io/otel/attribute"
@@ -32,13 +30,7 @@ func (a *Intake) run(b *Batch) []persistence.WorkSpec {
 		span.End()
 	}
 	if err != nil {
-		// One for want of room fails every commit until there is room: the
-		// node logs the storage gate closing once (space.go).
-		level := slog.LevelError
-		if errors.Is(err, persistence.ErrNoSpace) {
-			level = slog.LevelDebug
-		}
-		a.log.Log(context.Background(), level, "commit failed", "messages", len(b.Stored), "reports", len(b.Updates), "err", err)
+		a.log.Log(context.Background(), persistence.FailureLevel(err), "commit failed", "messages", len(b.Stored), "reports", len(b.Updates), "err", err)
 	}
 	changes, kicks := b.settle(w, err)
 	a.again.add(b.Again)

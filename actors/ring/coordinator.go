@@ -634,13 +634,7 @@ func (co *Coordinator) onPublished(p published) {
 		co.feed(LeadLost{})
 		return
 	case p.err != nil:
-		// One for want of room fails every second until there is room: the
-		// node logs the storage gate closing once.
-		level := slog.LevelError
-		if errors.Is(p.err, persistence.ErrNoSpace) {
-			level = slog.LevelDebug
-		}
-		co.log.Log(context.Background(), level, "publishing the ring assignment failed; trying again", "epoch", p.a.Epoch, "err", p.err)
+		co.log.Log(context.Background(), persistence.FailureLevel(p.err), "publishing the ring assignment failed; trying again", "epoch", p.a.Epoch, "err", p.err)
 		co.answerJoins(true) // with the assignment there is
 		co.wake.Schedule(now.Add(time.Second))
 		return
