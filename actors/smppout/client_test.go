@@ -71,6 +71,12 @@ func boundClient(t *testing.T, url string, cfg Config) *Client {
 func submitHi(c *Client) messages.DeliveryResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	return submitHiWithin(ctx, c)
+}
+
+// submitHiWithin is submitHi under ctx: for a test that holds the answer
+// while it does other work, whose own waits bound it.
+func submitHiWithin(ctx context.Context, c *Client) messages.DeliveryResult {
 	return c.Submit(ctx, messages.Outgoing{ID: "m-1", SourceMSISDN: "+15550001", DestinationMSISDN: "+33600000001", Body: "hi"}, "")
 }
 

@@ -1,6 +1,7 @@
 package smppout
 
 import (
+	"context"
 	"math"
 	"strings"
 	"sync"
@@ -246,7 +247,12 @@ func TestWindowInUseAfterReplace(t *testing.T) {
 	cs := newClients(t, Config{Metrics: m})
 	c1 := getBound(t, cs, "smpp://sb@"+smsc.Addr+"?window=4", "the first bind")
 	done := make(chan messages.DeliveryResult, 1)
-	go func() { done <- submitHi(c1) }()
+	// The SMSC holds the answer until the second client has bound: the
+	// submit's deadline must outlast the test's own waits for that (20 s
+	// each), or a slow machine fails the submit instead (submitHi's 10 s).
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	go func() { done <- submitHiWithin(ctx, c1) }()
 	window := func() float64 { return testutil.ToFloat64(m.window.WithLabelValues("smsc")) }
 	polltest.Until(t, 20*time.Second, "the submit outstanding", func() bool { return window() == 1 })
 	getBound(t, cs, "smpp://sb@"+smsc.Addr+"?window=5", "the second bind")
