@@ -1,12 +1,16 @@
 package switchboard_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence/pgtest"
 )
 
 // search lists every message of a query of GET /api/messages, following
@@ -93,5 +97,56 @@ func TestSearchFindsEveryAcceptedSource(t *testing.T) {
 		if got := h.search("source=" + url.QueryEscape(src)); fmt.Sprint(got) != "["+id+"]" {
 			t.Errorf("source=%q (its exact value): %v, want [%s]", src, got, id)
 		}
+	}
+}
+
+// TestForgedTimeCursorIsRefused: the cursor of a time range carries an
+// acceptance time (123@<microseconds>); one whose time no message can
+// have (before the year 0 or after 9999) is a cursor the API never
+// returned, and is refused 400 invalid_request naming the cursor, on both
+// stores alike. SQLite answered it 200 (an empty page, or every message);
+// Postgres 400 in its own words ("postgres: list messages: ERROR:
+// timestamp out of range") or, for the smallest int64, 200 with the
+// newest messages: a page that follows nothing.
+func TestForgedTimeCursorIsRefused(t *testing.T) {
+	for _, store := range []string{"sqlite", "postgres"} {
+		t.Run(store, func(t *testing.T) {
+			cfg := testConfig(t)
+			if store == "postgres" {
+				cfg.Postgres = pgtest.DSN(t)
+			}
+			h := startNode(t, cfg)
+			h.pullFrontend("uk", "44")
+			h.submit("m1", "447700900001")
+			since := "since=2020-01-01T00:00:00Z&limit=1&cursor="
+			for _, micros := range []int64{math.MinInt64, -300_000_000_000_000_000, -62_167_219_200_000_001,
+				253_402_300_800_000_000, math.MaxInt64} {
+				path := fmt.Sprintf("/api/messages?%s1@%d", since, micros)
+				status, body := h.api().Do("GET", path, nil)
+				var doc struct {
+					Error struct{ Code, Message string }
+				}
+				_ = json.Unmarshal(body, &doc)
+				if status != 400 || doc.Error.Code != "invalid_request" || !strings.Contains(doc.Error.Message, "not a cursor this API returned") {
+					t.Errorf("GET %s: %d %s; want 400 invalid_request: not a cursor this API returned", path, status, strings.TrimSpace(string(body)))
+				}
+			}
+			// The bounds themselves are times a message may have.
+			for _, at := range []time.Time{time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC)} {
+				want := []string{}
+				if at.Year() == 9999 {
+					want = []string{"m1"}
+				}
+				var page struct{ Messages []messages.Message }
+				h.must(200, "GET", fmt.Sprintf("/api/messages?%s1@%d", since, at.UnixMicro()), nil, &page)
+				got := []string{}
+				for _, m := range page.Messages {
+					got = append(got, m.ID)
+				}
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Errorf("a cursor at %v: %v, want %v", at, got, want)
+				}
+			}
+		})
 	}
 }

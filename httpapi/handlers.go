@@ -262,7 +262,7 @@ func listQueryOf(v url.Values, submittedBy string) (persistence.ListQuery, error
 		if timed {
 			micros, err = strconv.ParseInt(at, 10, 64)
 		}
-		if err != nil || n < 1 || timed != q.ByTime() {
+		if err != nil || n < 1 || timed != q.ByTime() || (timed && (micros < cursorTimes[0] || micros >= cursorTimes[1])) {
 			return bad("cursor %q is not a cursor this API returned for this search", c)
 		}
 		q.Before = n
@@ -271,6 +271,18 @@ func listQueryOf(v url.Values, submittedBy string) (persistence.ListQuery, error
 		}
 	}
 	return q, nil
+}
+
+// cursorTimes bound the time of a cursor, in microseconds since the epoch:
+// the years of an RFC 3339 time (0000-9999), which every acceptance time
+// a page ends at is in. A forged time beyond them was read as no store
+// reads it: SQLite as the number it is, Postgres refused it ("timestamp
+// out of range", answered in the store's words) or, past the range of
+// its driver's arithmetic, as a time in the future (a page from the
+// newest message again).
+var cursorTimes = [2]int64{
+	time.Date(0, time.January, 1, 0, 0, 0, 0, time.UTC).UnixMicro(),
+	time.Date(10000, time.January, 1, 0, 0, 0, 0, time.UTC).UnixMicro(),
 }
 
 // limitOf reads the parameter limit of a list: 1 to maxListLimit, def
