@@ -184,6 +184,10 @@ func (q ListQuery) Validate() error {
 	if !q.BeforeAt.IsZero() && (!q.ByTime() || q.Before == 0) {
 		errs = append(errs, errors.New("list messages: a time cursor is for a time range without a number, with a seq"))
 	}
+	if q.ByTime() && q.Before > 0 && q.BeforeAt.IsZero() {
+		// Read as a cursor at the zero time, it gave an empty last page.
+		errs = append(errs, errors.New("list messages: the cursor of a time range is the page's NextAt (BeforeAt) with its Next"))
+	}
 	for name, m := range map[string]NumberMatch{"destination": q.Destination, "source": q.Source} {
 		if m.Key != messages.NumberKey(m.Key) || (m.Prefix && m.Key == "") {
 			errs = append(errs, fmt.Errorf("list messages: %s %q is not a number key", name, m.Key))

@@ -236,6 +236,9 @@ func searchInvalid(f *fixture) {
 		"a key with its +":        {Limit: 1, Destination: persistence.NumberMatch{Key: "+44"}},
 		"an empty prefix":         {Limit: 1, Source: persistence.NumberMatch{Prefix: true}},
 		"a time cursor by number": {Limit: 1, Before: 3, BeforeAt: base, Destination: persistence.NumberMatch{Key: "44"}},
+		// A time range's next page is (NextAt, Next): its seq alone read
+		// as a cursor at the zero time, an empty last page.
+		"a time range's cursor without its time": {Limit: 1, Since: base, Before: 3},
 	} {
 		if _, err := f.store.ListMessages(f.ctx, q); err == nil {
 			f.Errorf("%s: no error", name)
