@@ -823,8 +823,14 @@ func (n *Node) bind() error {
 
 func (n *Node) startHTTP() error {
 	var err error
-	n.api, err = httpapi.New(httpapi.Config{Backend: n.gw, Ring: n.gw, Credentials: n.creds, Now: n.clock.Now, Logger: n.log,
-		RequireClientCert: n.cfg.TLSCA != "", Tracing: n.tracing})
+	hc := httpapi.Config{Backend: n.gw, Ring: n.gw, Credentials: n.creds, Now: n.clock.Now, Logger: n.log,
+		RequireClientCert: n.cfg.TLSCA != "", Tracing: n.tracing}
+	if n.tls != nil && n.cfg.TLSCA != "" {
+		// A peer cut off by a reloaded CA bundle is refused on the
+		// connections it opened before too.
+		hc.ClientCAs = n.tls.Pool
+	}
+	n.api, err = httpapi.New(hc)
 	if err != nil {
 		return err
 	}

@@ -59,6 +59,11 @@ func (n *Node) reloadTLS(why string) error {
 	if err != nil || !changed {
 		return err
 	}
+	if n.peerClient != nil {
+		// Connections to peers were verified with the old CA bundle and
+		// show them the old certificate.
+		n.peerClient.Renew()
+	}
 	certFile, _, caFile := n.tls.Files()
 	leaf := n.tls.Certificate().Leaf
 	certEnd, caEnd := n.tls.Expiry()

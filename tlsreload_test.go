@@ -2,12 +2,16 @@ package switchboard_test
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/httpapi/certs"
+	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/polltest"
 )
 
 // TestStartRefusesAnotherNodesCertificate: with --tls-ca a node does not
@@ -34,5 +38,81 @@ func TestStartRefusesAnotherNodesCertificate(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), `does not name node "a"`) {
 		t.Fatalf("Start: %v; want the certificate refused for not naming a", err)
+	}
+}
+
+// TestAReloadedCABundleCutsOffAPeerOnItsOpenConnections: b's operator
+// cuts a off: b's CA bundle (and b's certificate) are replaced by a new
+// CA's, which did not sign a's certificate, and b reloads. From then on
+// b takes no federation call of a, also over the connections a opened
+// before (the health checks keep them alive for ever), and b calls a no
+// more over its own: a message a accepts for b's frontend afterwards never
+// reaches b, and each sees the other unhealthy.
+func TestAReloadedCABundleCutsOffAPeerOnItsOpenConnections(t *testing.T) {
+	dir, newDir, bDir := t.TempDir(), t.TempDir(), t.TempDir()
+	if err := certs.InitCA(dir, []string{"a", "b"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := certs.InitCA(newDir, []string{"b"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// b's files are copies of its own, replaced below.
+	put := func(from string) {
+		t.Helper()
+		fromCert, fromKey := certs.NodeFiles(from, "b")
+		fromCA, _ := certs.CAFiles(from)
+		toCert, toKey := certs.NodeFiles(bDir, "b")
+		toCA, _ := certs.CAFiles(bDir)
+		for _, p := range [][2]string{{fromKey, toKey}, {fromCert, toCert}, {fromCA, toCA}} {
+			data, err := os.ReadFile(p[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p[1]+".new", data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(p[1]+".new", p[1]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	put(dir)
+	fn := newFedNet()
+	a := mtlsNode(t, fn, dir, "a", nil, "b")
+	b := mtlsNode(t, fn, bDir, "b", nil, "a")
+	b.pullFrontend("fe-b", "2")
+	a.waitPeer("b", messages.PeerHealthy)
+	b.waitPeer("a", messages.PeerHealthy)
+	a.routeWhenKnown("2", "fe-b")
+	a.waitState(a.submit("before-cut", "2555"), messages.StateForwarded)
+
+	put(newDir)
+	if err := b.node.Reload(); err != nil {
+		t.Fatalf("b's reload: %v", err)
+	}
+	newCA, _ := certs.CAFiles(newDir)
+	b.client.CloseIdleConnections()
+	b.client = trustingClient(t, newCA) // b serves the new CA's certificate now
+	cut := a.api().Submit("after-cut", "2555").ID
+	unhealthy := func(h *harness, peer string) {
+		t.Helper()
+		polltest.Eventually(t, 30*time.Second, func() error {
+			var peers []messages.PeerInfo
+			h.must(200, "GET", "/api/peers", nil, &peers)
+			for _, p := range peers {
+				if p.Node == peer && p.State == messages.PeerHealthy {
+					return fmt.Errorf("%s still sees %s healthy (last success %s) after b's CA bundle no longer has a's CA", h.cfg.Name, peer, p.LastSuccess.Format(time.RFC3339Nano))
+				}
+			}
+			return nil
+		})
+	}
+	unhealthy(a, "b")
+	unhealthy(b, "a")
+	if m := a.message(cut); m.State == messages.StateForwarded {
+		t.Errorf("a's message submitted after the cut is %s: %s", m.State, m.LastDetail)
+	}
+	if status, body := b.do("GET", "/api/messages/"+cut, nil); status != 404 {
+		t.Errorf("b has a's message submitted after the cut: %d %s", status, body)
 	}
 }

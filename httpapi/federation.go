@@ -49,7 +49,9 @@ func (s *Server) federationRoutes(r *mux.Router) {
 }
 
 // clientCert returns the caller's verified client certificate, nil when
-// none is required, or client_certificate_required.
+// none is required, or client_certificate_required: also, with ClientCAs,
+// for a certificate the CA pool in force no longer verifies (reloaded, or
+// the certificate expired since the connection was opened).
 func (s *Server) clientCert(r *http.Request) (*x509.Certificate, error) {
 	if !s.cfg.RequireClientCert {
 		return nil, nil
@@ -62,7 +64,20 @@ func (s *Server) clientCert(r *http.Request) (*x509.Certificate, error) {
 		return nil, messages.Errorf(messages.CodeClientCertReq,
 			"the federation API needs a client certificate signed by this node's --tls-ca")
 	}
-	return r.TLS.VerifiedChains[0][0], nil
+	leaf := r.TLS.VerifiedChains[0][0]
+	if s.cfg.ClientCAs != nil {
+		inter := x509.NewCertPool()
+		for _, c := range r.TLS.PeerCertificates[1:] {
+			inter.AddCert(c)
+		}
+		// By the wall clock, as the handshake verified it.
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: s.cfg.ClientCAs(), Intermediates: inter,
+			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+			return nil, messages.Errorf(messages.CodeClientCertReq,
+				"the client certificate of this connection is not trusted by this node's --tls-ca now: %v", err)
+		}
+	}
+	return leaf, nil
 }
 
 // peerAuth authenticates a federation call: with RequireClientCert the

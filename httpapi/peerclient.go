@@ -292,6 +292,24 @@ func (c *PeerClient) Forget(node string) {
 	}
 }
 
+// Renew drops every node's pool, closing its idle connections, so that
+// the next call of every node opens a new connection with the TLS
+// material in force (TLS): the node calls it when it reloaded its
+// certificate or CA bundle, so that a peer the new bundle does not trust
+// is not called over a connection verified before, and peers are shown
+// the new certificate. A call under way keeps its connection, which the
+// dropped pool closes once it is idle (IdleConnTimeout).
+func (c *PeerClient) Renew() {
+	c.mu.Lock()
+	pools := c.pools
+	c.pools = map[string]*http.Client{}
+	c.mu.Unlock()
+	for _, p := range pools {
+		p.CloseIdleConnections()
+	}
+	c.calls.CloseIdleConnections()
+}
+
 // Close closes the idle connections. Calls under way finish; the client
 // may still be used (it opens new connections).
 func (c *PeerClient) Close() {

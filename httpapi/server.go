@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"crypto/x509"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -38,6 +39,15 @@ type Config struct {
 	// its CN or one of its DNS names. Without it the header is trusted
 	// (--insecure-skip-verify, development only).
 	RequireClientCert bool
+	// ClientCAs, with RequireClientCert, is the CA pool in force (the
+	// node's --tls-ca, reloaded while it runs): a client certificate
+	// verified at the handshake is verified against it again on every
+	// federation request (by the wall clock, as the handshake does), so
+	// that a connection opened before the bundle changed, or before the
+	// certificate expired, is not served for ever (403
+	// client_certificate_required). Nil: the handshake's verification
+	// stands for the connection's life.
+	ClientCAs func() *x509.CertPool
 	// Ring, when set, serves the ring API (/api/ring/...); without it those
 	// paths answer 404.
 	Ring RingBackend
