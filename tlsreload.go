@@ -24,7 +24,9 @@ import (
 // tlsMaterial returns the node's TLS material, reading it the first time:
 // --tls-cert, --tls-key and --tls-ca, or the self-signed development
 // certificate (made in the data directory when missing). With --tls-ca a
-// certificate that does not name the node is refused here too.
+// certificate that does not name the node is refused here too; one that
+// clients or peers would refuse otherwise (expired, not valid yet, not of
+// the CA) is served with a warning.
 func (n *Node) tlsMaterial() (*certs.Reloader, error) {
 	if n.tls != nil {
 		return n.tls, nil
@@ -44,6 +46,12 @@ func (n *Node) tlsMaterial() (*certs.Reloader, error) {
 	r, err := certs.NewReloader(certFile, keyFile, n.cfg.TLSCA, certs.WithClock(n.clock.Now), certs.WithNode(n.cfg.Name))
 	if err != nil {
 		return nil, field.Wrap("TLSCert", err)
+	}
+	if err := r.Usable(); err != nil {
+		// Served all the same: there is nothing else, and new files put in
+		// place mend it without a restart.
+		n.log.Warn("the TLS certificate served is refused by clients and peers until a new one is put in place",
+			"err", field.Wrap("TLSCert", err))
 	}
 	n.tls = r
 	return r, nil

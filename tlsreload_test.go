@@ -11,7 +11,9 @@ import (
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/httpapi/certs"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/nodetest"
 	"github.com/switchboard-dev/switchboard/polltest"
+	"github.com/switchboard-dev/switchboard/supervision/logtest"
 )
 
 // TestStartRefusesAnotherNodesCertificate: with --tls-ca a node does not
@@ -114,5 +116,62 @@ func TestAReloadedCABundleCutsOffAPeerOnItsOpenConnections(t *testing.T) {
 	}
 	if status, body := b.do("GET", "/api/messages/"+cut, nil); status != 404 {
 		t.Errorf("b has a's message submitted after the cut: %d %s", status, body)
+	}
+}
+
+// TestStartWarnsOfACertificateClientsWouldRefuse: a node takes at start
+// a certificate that clients and peers refuse (expired, not valid yet,
+// or, with --tls-ca, not of that CA): there is nothing else to serve, and
+// a new one put in place mends it without a restart. It said nothing of
+// it: the operator learnt it from the clients. It warns, naming the flag
+// and why; a good certificate makes no such line.
+func TestStartWarnsOfACertificateClientsWouldRefuse(t *testing.T) {
+	const msg = "the TLS certificate served is refused by clients and peers until a new one is put in place"
+	now := time.Now()
+	cases := []struct {
+		name string
+		made time.Time // when the CA and the certificate were made
+		// otherCA, when set, makes the certificate another CA's.
+		otherCA bool
+		want    string // in the warning's err; "" for no warning
+	}{
+		{"valid", now, false, ""},
+		{"expired", now.Add(-3 * 365 * 24 * time.Hour), false, "expired at"},
+		{"not valid yet", now.Add(3 * time.Hour), false, "is not valid before"},
+		{"another CA's", now, true, "not trusted by the CA bundle"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, certDir := t.TempDir(), t.TempDir()
+			if err := certs.InitCA(dir, []string{"a"}, tc.made); err != nil {
+				t.Fatal(err)
+			}
+			if !tc.otherCA {
+				certDir = dir
+			} else if err := certs.InitCA(certDir, []string{"a"}, tc.made); err != nil {
+				t.Fatal(err)
+			}
+			cfg := testConfig(t)
+			cfg.Name = "a"
+			cfg.TLSCert, cfg.TLSKey = certs.NodeFiles(certDir, "a")
+			cfg.TLSCA, _ = certs.CAFiles(dir)
+			log, logs := logtest.New()
+			cfg.Logger = log
+			n := nodetest.Embedded(t, cfg)
+			defer nodetest.StopEmbedded(t, n)
+			recs := logs.Records(t, msg)
+			if tc.want == "" {
+				if len(recs) != 0 {
+					t.Fatalf("a valid certificate warned: %v", recs)
+				}
+				return
+			}
+			if len(recs) != 1 {
+				t.Fatalf("%d lines %q at start, want 1", len(recs), msg)
+			}
+			if err, _ := recs[0]["err"].(string); !strings.HasPrefix(err, "TLSCert: ") || !strings.Contains(err, tc.want) {
+				t.Errorf("warning's err %q, want TLSCert's and %q", err, tc.want)
+			}
+		})
 	}
 }

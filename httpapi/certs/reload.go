@@ -54,9 +54,10 @@ type material struct {
 // NewReloader reads certFile and keyFile (required) and caFile (optional).
 // What it reads at the start is not checked against the clock or the CA
 // (there is nothing else to serve, and a rotation mends it without a
-// restart); Reload checks what would replace it. A certificate that does
-// not name the node (WithNode, with a CA file) is refused at the start too:
-// it is the wrong file, not one that has aged.
+// restart; Usable says why it would be refused); Reload checks what would
+// replace it. A certificate that does not name the node (WithNode, with a
+// CA file) is refused at the start too: it is the wrong file, not one
+// that has aged.
 func NewReloader(certFile, keyFile, caFile string, opts ...Option) (*Reloader, error) {
 	r := &Reloader{certFile: certFile, keyFile: keyFile, caFile: caFile, now: time.Now}
 	for _, o := range opts {
@@ -171,6 +172,13 @@ func (m *material) usable(now time.Time, certFile string) error {
 	}
 	return nil
 }
+
+// Usable reports why clients or peers would refuse the certificate in
+// force now (nil when they would not), as Reload checks what would
+// replace it: outside its validity period by the reloader's clock, or,
+// with a CA file, not issued under it for both server and client use.
+// NewReloader takes such a certificate (see there); its owner warns.
+func (r *Reloader) Usable() error { return r.cur.Load().usable(r.now(), r.certFile) }
 
 // namesNode reports, with a CA file and a node (WithNode), a certificate
 // that does not name the node: peers verify that the certificate they are
