@@ -29,7 +29,8 @@ func (g *gateway) Identity() messages.Identity {
 // --peers or from DNS still owes us the delivery_status of what we
 // forwarded to it, and needs our health answers for its queue to send
 // them. A node never seen is refused (unknown_peer); to cut a node off for
-// good, revoke its certificate.
+// good, the others stop trusting its certificate's CA (no revocation list
+// is checked).
 func (g *gateway) caller(from string) error {
 	n := g.n
 	if err := g.admit(from); err != nil {
