@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -25,6 +26,9 @@ type Reloader struct {
 	node                      string
 	now                       func() time.Time
 	cur                       atomic.Pointer[material]
+	// reloading makes Reloads one at a time: two at once (SIGHUP and the
+	// watch) would both take the same change.
+	reloading sync.Mutex
 }
 
 // Option configures a Reloader.
@@ -119,8 +123,11 @@ func (r *Reloader) read() (*material, error) {
 // The new certificate must be valid now and, with a CA file, chain to the
 // new CA bundle for server and for client use (the node presents it to
 // peers as its client certificate) and name the node (WithNode): one that
-// peers or clients would refuse does not replace the one in force.
+// peers or clients would refuse does not replace the one in force. Reloads
+// at once take turns: a change is reported by one of them.
 func (r *Reloader) Reload() (changed bool, err error) {
+	r.reloading.Lock()
+	defer r.reloading.Unlock()
 	sum, err := r.sum()
 	if err != nil {
 		return false, err

@@ -270,3 +270,47 @@ func TestNewReloaderRefusesAnotherNodesCertificate(t *testing.T) {
 		t.Fatalf("NewReloader without a CA file: %v", err)
 	}
 }
+
+// TestConcurrentReloadsTakeAChangeOnce: the node reloads from two places
+// at once (SIGHUP and the watch, which sees the same new files within a
+// second): one of them takes the change, the other finds nothing new.
+// Both took it, and the node logged the reload and wrote its tls.reload
+// audit entry twice.
+func TestConcurrentReloadsTakeAChangeOnce(t *testing.T) {
+	dir := t.TempDir()
+	if err := certs.InitCA(dir, []string{"a"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	cert, key := certs.NodeFiles(dir, "a")
+	caFile, _ := certs.CAFiles(dir)
+	r, err := certs.NewReloader(cert, key, caFile, certs.WithNode("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 20 {
+		certstest.Reissue(t, dir, cert, key, "a")
+		const reloaders = 4
+		start := make(chan struct{})
+		changed := make(chan bool, reloaders)
+		for range reloaders {
+			go func() {
+				<-start
+				c, err := r.Reload()
+				if err != nil {
+					t.Error(err)
+				}
+				changed <- c
+			}()
+		}
+		close(start)
+		took := 0
+		for range reloaders {
+			if <-changed {
+				took++
+			}
+		}
+		if took != 1 {
+			t.Fatalf("round %d: %d of %d concurrent reloads took the same new files, want 1", round, took, reloaders)
+		}
+	}
+}
