@@ -1,6 +1,8 @@
 package bus
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -17,6 +19,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/switchboard-dev/switchboard/field"
+	"github.com/switchboard-dev/switchboard/httpapi/certs"
 	"github.com/switchboard-dev/switchboard/messages"
 )
 
@@ -28,7 +31,8 @@ type Config struct {
 	Creds string
 	// TLSCA, TLSCert and TLSKey, when set, are used for a TLS server
 	// (tls:// or wss://, the scheme in any case: usesTLS) and only then:
-	// the node's own CA bundle, certificate and key.
+	// the node's own CA bundle (trusted beside the system roots),
+	// certificate and key.
 	TLSCA, TLSCert, TLSKey string
 	// Stream is the JetStream stream (the node gives StreamName of its
 	// site when none is configured). Its subjects are Stream.<frontend>.
@@ -427,11 +431,35 @@ func (c Config) options(handlers ...nats.Option) []nats.Option {
 		// Only for a TLS server: a CA given for federation must not make
 		// the client demand TLS of a plain nats:// server.
 		if c.TLSCA != "" {
-			opts = append(opts, nats.RootCAs(c.TLSCA))
+			opts = append(opts, rootCAs(c.TLSCA))
 		}
 		if c.TLSCert != "" && c.TLSKey != "" {
 			opts = append(opts, nats.ClientCert(c.TLSCert, c.TLSKey))
 		}
 	}
 	return append(opts, handlers...)
+}
+
+// rootCAs is nats.RootCAs with the system roots beside file: the server
+// may have a public CA's certificate (a hosted NATS) while --tls-ca is the
+// federation's own CA (docs/nats.md). As nats.RootCAs, it reads file at
+// each connect and refuses, at Open, one that holds no certificate.
+func rootCAs(file string) nats.Option {
+	return func(o *nats.Options) error {
+		load := func() (*x509.CertPool, error) {
+			tc, err := certs.ClientConfig("", "", file, false)
+			if err != nil {
+				return nil, err
+			}
+			return tc.RootCAs, nil
+		}
+		if _, err := load(); err != nil {
+			return err
+		}
+		if o.TLSConfig == nil {
+			o.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		o.RootCAsCB, o.Secure = load, true
+		return nil
+	}
 }

@@ -3,6 +3,8 @@ package bus_test
 import (
 	"crypto/tls"
 	"log/slog"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -119,4 +121,45 @@ func mutualTLSServer(t *testing.T) (srv *bustest.Server, ca, cert, key string) {
 	}
 	tc.ClientAuth = tls.RequireAndVerifyClientCert // the node's certificate must be given too
 	return bustest.StartTLS(t, tc), ca, cert, key
+}
+
+// systemRootsChild names, in the environment of the child process
+// TestTLSServerOfASystemRootWithTheFederationCA starts, the directory of
+// the CA the child's system roots (SSL_CERT_FILE) hold.
+const systemRootsChild = "SWITCHBOARD_TEST_SYSTEM_ROOTS_CA_DIR"
+
+// TestTLSServerOfASystemRootWithTheFederationCA: with --tls-ca (the
+// federation's CA) the bus trusts the system roots plus that CA, as
+// docs/nats.md says: a NATS server with a certificate of a public CA (a
+// hosted service) is reached from a node that federates with its own CA.
+// The client trusted --tls-ca alone and refused such a server (unknown
+// authority). Go reads the system roots once a process, so the check runs
+// in a child process whose SSL_CERT_FILE is the server's CA.
+func TestTLSServerOfASystemRootWithTheFederationCA(t *testing.T) {
+	dir := os.Getenv(systemRootsChild)
+	if dir == "" {
+		dir = t.TempDir()
+		if err := certs.InitCA(dir, []string{"nats"}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		ca, _ := certs.CAFiles(dir)
+		cmd := exec.Command(os.Args[0], "-test.run=^TestTLSServerOfASystemRootWithTheFederationCA$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), systemRootsChild+"="+dir, "SSL_CERT_FILE="+ca, "SSL_CERT_DIR="+t.TempDir())
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("the child with the server's CA as its system roots: %v\n%s", err, out)
+		}
+		return
+	}
+	srvCert, srvKey := certs.NodeFiles(dir, "nats")
+	tc, err := certs.ServerConfig(srvCert, srvKey, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := bustest.StartTLS(t, tc)
+	fed := t.TempDir()
+	if err := certs.InitCA(fed, []string{"sb"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	fedCA, _ := certs.CAFiles(fed)
+	openWith(t, srv.TLSURL(), func(c *bus.Config) { c.TLSCA = fedCA })
 }
