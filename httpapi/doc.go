@@ -34,7 +34,10 @@
 //  1. Client certificate (Config.RequireClientCert, set with --tls-ca): the
 //     TLS listener verifies a certificate when one is given
 //     (certs.ServerConfig); the gateway requires one on every federation
-//     path, identity included. None: 403 client_certificate_required.
+//     path, identity included, and with Config.ClientCAs verifies it
+//     again against the CA pool in force (a connection outlives a reload
+//     of the bundle, and the certificate's validity). None, or one the
+//     pool no longer verifies: 403 client_certificate_required.
 //  2. X-Federation-Node (every path but identity): required, a valid node
 //     name (400 invalid_request), and with a client certificate equal to
 //     its CN or one of its DNS SANs, exactly (403 node_mismatch). Without
