@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/gorilla/mux"
 
@@ -66,13 +67,8 @@ func (s *Server) clientCert(r *http.Request) (*x509.Certificate, error) {
 	}
 	leaf := r.TLS.VerifiedChains[0][0]
 	if s.cfg.ClientCAs != nil {
-		inter := x509.NewCertPool()
-		for _, c := range r.TLS.PeerCertificates[1:] {
-			inter.AddCert(c)
-		}
 		// By the wall clock, as the handshake verified it.
-		if _, err := leaf.Verify(x509.VerifyOptions{Roots: s.cfg.ClientCAs(), Intermediates: inter,
-			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		if err := s.clientCerts.verify(s.cfg.ClientCAs(), leaf, r.TLS.PeerCertificates[1:], time.Now()); err != nil {
 			return nil, messages.Errorf(messages.CodeClientCertReq,
 				"the client certificate of this connection is not trusted by this node's --tls-ca now: %v", err)
 		}

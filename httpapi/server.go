@@ -74,6 +74,8 @@ type Server struct {
 	// roles of each guarded route, by "METHOD /template".
 	roles map[string][]messages.Role
 	polls livePolls
+	// clientCerts verifies federation callers against ClientCAs.
+	clientCerts clientCerts
 }
 
 // DefaultRequestTimeout bounds a request's wait for the actors: 30 s, far
