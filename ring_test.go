@@ -275,6 +275,48 @@ func TestRingInstanceLockTakenAgain(t *testing.T) {
 	}
 }
 
+// TestRingLoneInstanceWithoutTLSCAOutlivesADatabaseBlip: an auto instance
+// on Postgres without --tls-ca (a node run on Postgres alone: it has no way
+// to follow another master) whose ring master lock is lost with its
+// database session, as in a blip of the server or the network, takes the
+// lock again and leads on, as one with --tls-ca does, rather than stopping
+// the node.
+func TestRingLoneInstanceWithoutTLSCAOutlivesADatabaseBlip(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	cfg := siteConfig(t, dsn, "g1")
+	cfg.InsecureSkipVerify = false // no --tls-ca either: no way to call a master
+	h := startNode(t, cfg)
+	waitRing(t, []*harness{h}, "g1")
+	first := h.ringStatus().Epoch
+
+	sessions := pgtest.WatchSessions(t, dsn)
+	key := postgres.LockKey(sessions.Schema, "ring-master")
+	old := sessions.Holder(key)
+	if old == 0 {
+		t.Fatal("no session holds the ring master lock")
+	}
+	sessions.End(old)
+	polltest.Eventually(t, 30*time.Second, func() error {
+		select {
+		case err := <-h.node.Fatal():
+			t.Fatalf("the node stopped after its ring master lock's session ended: %v", err)
+		default:
+		}
+		if pid := sessions.Holder(key); pid == 0 || pid == old {
+			return fmt.Errorf("ring master lock held by session %d (the ended one was %d)", pid, old)
+		}
+		if st := h.ringStatus(); st.Role != messages.RoleMaster || st.Epoch <= first || st.Coverage != 1 {
+			return fmt.Errorf("ring status %+v, want master past epoch %d with coverage 1", st, first)
+		}
+		return nil
+	})
+	select {
+	case err := <-h.node.Fatal():
+		t.Fatalf("the node stopped: %v", err)
+	default:
+	}
+}
+
 // TestRingRefusesForeignSlaves: a slave of another cluster or region, or
 // with a service its master lacks, is refused with the code that says why
 // and stops (the process exits non-zero); the master's ring is unchanged.

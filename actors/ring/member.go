@@ -560,10 +560,23 @@ func (m *Member) failedOn(now time.Time, err error) []Effect {
 // standDown ends this instance's mastership: its lock is lost, or another
 // master published over it. With role auto it goes on as a slave of
 // whoever leads now (its partitions cleared until that master's
-// assignment); an explicit master stops.
+// assignment); one that cannot call a master (no Transport: a lone
+// instance) waits for the lock instead, as a master that restarts does, so
+// that a lock lost with its database session (a blip) is taken again and
+// one another instance holds gives up after the reconnect policy. An
+// explicit master stops.
 func (m *Member) standDown(now time.Time) []Effect {
-	if m.cfg.Role != messages.RoleAuto || !m.cfg.CanCall {
+	switch {
+	case m.cfg.Role != messages.RoleAuto:
 		return m.giveUp(errors.New("this instance is no longer the ring master (its lock was lost or another master published); stopping so that another instance can lead"))
+	case !m.cfg.CanCall:
+		out := []Effect{
+			Log{Level: slog.LevelWarn, Msg: "no longer the ring master (lock lost or another master published); with no way to reach another master, waiting to take the lock again"},
+			StandDown{},
+		}
+		m.role, m.joined, m.masterAddr, m.failures, m.retryAt, m.masterStopping = "", false, "", 0, time.Time{}, time.Time{}
+		m.waitLead = true
+		return append(out, m.step(now)...)
 	}
 	out := []Effect{
 		Log{Level: slog.LevelWarn, Msg: "no longer the ring master (lock lost or another master published); going on as a slave"},

@@ -268,6 +268,44 @@ func TestMemberStepTable(t *testing.T) {
 	}
 }
 
+// TestMemberLoneAutoMasterWaitsForItsLock: an auto master that cannot call
+// another master (no Transport) and loses its lock does not stop: it
+// stands down and tries the lock again, leading again when it gets it; a
+// lock another session keeps makes it give up after the reconnect policy.
+func TestMemberLoneAutoMasterWaitsForItsLock(t *testing.T) {
+	lone := func() *Member {
+		return NewMember(MemberConfig{Role: messages.RoleAuto, Elects: true, Reconnect: testReconnect,
+			MasterStopGrace: time.Minute}, rand.New(rand.NewPCG(1, 2)))
+	}
+	lead := []step{
+		{0, Start{}, []string{"TryLead"}},
+		{0, LeadResult{Gen: 1, Won: true}, []string{"BecomeMaster"}},
+		{0, MasterReady{Gen: 2}, []string{"StepMaster"}},
+		{time.Second, LeadLost{}, []string{"log WARN", "StandDown", "TryLead"}},
+	}
+	m := lone()
+	runSteps(t, m, append(lead,
+		step{time.Second, LeadLost{}, nil}, // not the master now
+		step{time.Second, LeadResult{Gen: 3, Won: true}, []string{"BecomeMaster"}},
+		step{time.Second, MasterReady{Gen: 4}, []string{"StepMaster"}},
+	))
+	if m.Role() != messages.RoleMaster || m.Stopping() {
+		t.Fatalf("after taking the lock again: role %q, stopping %v; want the master", m.Role(), m.Stopping())
+	}
+
+	m = lone()
+	runSteps(t, m, append(lead,
+		step{time.Second, LeadResult{Gen: 3}, []string{"schedule +2s"}},
+		step{2 * time.Second, Wake{}, []string{"TryLead"}},
+		step{2 * time.Second, LeadResult{Gen: 4}, []string{"schedule +4s"}},
+		step{4 * time.Second, Wake{}, []string{"TryLead"}},
+		step{4 * time.Second, LeadResult{Gen: 5}, []string{"give up: Reconnect.MaxAttempts: the ring master lock is still held after 3 attempts"}},
+	))
+	if !m.Stopping() {
+		t.Fatal("a lone instance whose lock another session keeps did not give up")
+	}
+}
+
 // TestMemberWithoutElectionOrTransport: the embedded store (no election)
 // makes every role but slave the master; a slave without a transport
 // cannot reach its master and says so.
