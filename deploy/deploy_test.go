@@ -78,6 +78,10 @@ type variable struct {
 	Type       string          `json:"type"`
 	Query      json.RawMessage `json:"query"`
 	Datasource *datasourceRef  `json:"datasource"`
+	IncludeAll bool            `json:"includeAll"`
+	// AllValue is what Grafana sends for All; empty: the values the query
+	// found, as one regular expression.
+	AllValue string `json:"allValue"`
 }
 
 // query returns a variable's query, in its string or object form.
