@@ -208,8 +208,11 @@ type (
 // What the effects run off the mailbox return (besides the Member events
 // that need nothing of the shell: MasterAddr, StorePing).
 type (
-	leadTried struct{ lead *lock.Hold }
-	ringRead  struct {
+	leadTried struct {
+		lead *lock.Hold
+		err  error // the store did not answer (nil with lead, or when the lock is held)
+	}
+	ringRead struct {
 		stored persistence.RingState
 		err    error
 	}
@@ -446,7 +449,7 @@ func (co *Coordinator) done(gen uint64, v any) {
 			return
 		}
 		co.lead = v.lead
-		co.feed(LeadResult{Gen: gen, Won: v.lead != nil})
+		co.feed(LeadResult{Gen: gen, Won: v.lead != nil, Err: v.err})
 	case ringRead:
 		if !co.member.Awaits(gen) {
 			return
@@ -482,10 +485,15 @@ func (co *Coordinator) tryLead(gen uint64) {
 	co.off(gen, co.cfg.StoreTimeout, func(ctx context.Context) any {
 		lead, err := k.Take(ctx, nil)
 		if err != nil {
-			if !errors.Is(err, lock.ErrHeld) {
-				log.Warn("taking the ring master lock failed", "err", errors.Unwrap(err))
+			if errors.Is(err, lock.ErrHeld) {
+				return leadTried{}
 			}
-			return leadTried{}
+			cause := errors.Unwrap(err)
+			if cause == nil {
+				cause = err
+			}
+			log.Warn("taking the ring master lock failed", "err", cause)
+			return leadTried{err: cause}
 		}
 		go func() {
 			if lead.Wait(quit) {

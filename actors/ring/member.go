@@ -141,10 +141,12 @@ type (
 	// machine go on.
 	Wake struct{}
 	// LeadResult answers the TryLead of generation Gen: Won when this
-	// instance holds the lock now.
+	// instance holds the lock now; else Err when the store did not answer
+	// (nil: another session holds the lock).
 	LeadResult struct {
 		Gen uint64
 		Won bool
+		Err error
 	}
 	// MasterReady answers the BecomeMaster of generation Gen: Err when the
 	// stored assignment could not be read (the instance cannot lead).
@@ -319,7 +321,7 @@ func (m *Member) Step(now time.Time, ev Event) []Effect {
 		if !m.answered(e.Gen, leadAnswer) {
 			return nil
 		}
-		out = m.leadResult(now, e.Won)
+		out = m.leadResult(now, e.Won, e.Err)
 	case MasterReady:
 		if !m.answered(e.Gen, masterAnswer) {
 			return nil
@@ -378,9 +380,12 @@ func (m *Member) start(now time.Time) []Effect {
 	return []Effect{TryLead{Gen: m.ask(leadAnswer)}}
 }
 
-func (m *Member) leadResult(now time.Time, won bool) []Effect {
+func (m *Member) leadResult(now time.Time, won bool, err error) []Effect {
 	why := m.leadFor
 	m.leadFor = leadNone
+	if err == nil {
+		err = errLockHeld
+	}
 	switch {
 	case won && why == leadFailure:
 		m.failures, m.joined, m.failedErr = 0, false, nil
@@ -394,12 +399,12 @@ func (m *Member) leadResult(now time.Time, won bool) []Effect {
 		// holding the lock: wait for it like a slave for its master.
 		m.waitLead = true
 		out := []Effect{Log{Level: slog.LevelWarn, Msg: "the ring master lock is held by another session; waiting for it"}}
-		out = append(out, m.failed(now, errLockHeld)...)
+		out = append(out, m.failed(now, err)...)
 		return append(out, m.step(now)...)
 	case why == leadStart:
 		return m.becomeSlave(now)
 	case why == leadWait:
-		out := m.failed(now, errLockHeld)
+		out := m.failed(now, err)
 		if m.waitLead && !m.stopping {
 			out = append(out, Schedule{At: m.retryAt})
 		}
@@ -543,8 +548,11 @@ func (m *Member) failedOn(now time.Time, err error) []Effect {
 		m.masterAddr = "" // the master may have changed: read it again
 	}
 	if m.cfg.Reconnect.GiveUp(m.failures) {
-		if m.waitLead {
+		switch {
+		case m.waitLead && errors.Is(err, errLockHeld):
 			return m.giveUp(field.Errorf("Reconnect.MaxAttempts", "the ring master lock is still held after %d attempts: %w", m.failures, err))
+		case m.waitLead:
+			return m.giveUp(field.Errorf("Reconnect.MaxAttempts", "the ring master lock could not be taken after %d attempts: %w", m.failures, err))
 		}
 		return m.giveUp(field.Errorf("Reconnect.MaxAttempts", "the ring master is unreachable after %d attempts: %w", m.failures, err))
 	}

@@ -306,6 +306,28 @@ func TestMemberLoneAutoMasterWaitsForItsLock(t *testing.T) {
 	}
 }
 
+// TestMemberLockTriesTheStoreRefusedSayWhy: lock tries that failed
+// because the store did not answer (Postgres down) give up naming that
+// failure, not another session holding the lock, which would send an
+// operator after a second master that does not exist.
+func TestMemberLockTriesTheStoreRefusedSayWhy(t *testing.T) {
+	down := errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+	m := NewMember(MemberConfig{Role: messages.RoleAuto, Elects: true, Reconnect: testReconnect,
+		MasterStopGrace: time.Minute}, rand.New(rand.NewPCG(1, 2)))
+	runSteps(t, m, []step{
+		{0, Start{}, []string{"TryLead"}},
+		{0, LeadResult{Gen: 1, Won: true}, []string{"BecomeMaster"}},
+		{0, MasterReady{Gen: 2}, []string{"StepMaster"}},
+		{time.Second, LeadLost{}, []string{"log WARN", "StandDown", "TryLead"}},
+		{time.Second, LeadResult{Gen: 3, Err: down}, []string{"schedule +2s"}},
+		{2 * time.Second, Wake{}, []string{"TryLead"}},
+		{2 * time.Second, LeadResult{Gen: 4, Err: down}, []string{"schedule +4s"}},
+		{4 * time.Second, Wake{}, []string{"TryLead"}},
+		{4 * time.Second, LeadResult{Gen: 5, Err: down}, []string{
+			"give up: Reconnect.MaxAttempts: the ring master lock could not be taken after 3 attempts: dial tcp 127.0.0.1:5432: connect: connection refused"}},
+	})
+}
+
 // TestMemberWithoutElectionOrTransport: the embedded store (no election)
 // makes every role but slave the master; a slave without a transport
 // cannot reach its master and says so.
