@@ -336,6 +336,7 @@ func (co *Coordinator) request(m any) {
 		if w, ok := co.waiters[m.Request]; ok {
 			delete(co.waiters, m.Request)
 			co.master.PollClosed(co.cfg.Clock.Now(), w.id)
+			co.feed(Wake{}) // its grace runs from now: look again then
 		}
 	case *messages.RingLeaveRequest:
 		m.Reply <- co.leave(m.Leave)

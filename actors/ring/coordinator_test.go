@@ -763,3 +763,37 @@ func TestCoordinatorPublicationFailedForWantOfRoomIsNotAnError(t *testing.T) {
 		})
 	}
 }
+
+// TestCoordinatorDropsAMemberGraceAfterItsPollIsGone: a slave killed in the
+// middle of its subscription call (its connection closed, the handler
+// withdraws the poll) is dropped its grace later, min(publish interval,
+// 5 s), as docs/ring.md says, not when the master next happens to look
+// (its other subscriptions' deadlines or the next republish, up to a
+// publish interval later).
+func TestCoordinatorDropsAMemberGraceAfterItsPollIsGone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sh := startShell(t, messages.RoleMaster, nil, "")
+		synctest.Wait()
+		join := make(chan messages.RingAnswer, 1)
+		sh.sys.Root.Send(sh.pid, &messages.RingJoinRequest{Join: self("i-1"), Reply: join})
+		a := (<-join).Assignment
+		if a.Epoch != 2 || len(a.Members) != 2 {
+			t.Fatalf("assignment after the join: epoch %d, %d members", a.Epoch, len(a.Members))
+		}
+		poll := &messages.RingPollRequest{Poll: messages.RingPoll{InstanceID: "i-1", Epoch: 2, WaitMs: publish.Milliseconds()},
+			Reply: make(chan messages.RingAnswer, 1)}
+		sh.sys.Root.Send(sh.pid, poll)
+		time.Sleep(publish / 3) // i-1 is subscribed well past its join
+		synctest.Wait()
+
+		// i-1 dies: its call's connection closes and the poll is withdrawn.
+		sh.sys.Root.Send(sh.pid, &messages.RingPollGone{Request: poll})
+		grace := min(publish, 5*time.Second)
+		time.Sleep(grace + time.Second)
+		synctest.Wait()
+		if st := sh.status(t); len(st.Members) != 1 || st.Epoch != 3 {
+			t.Fatalf("status %v after i-1's subscription call was gone: epoch %d, members %+v (want i-1 dropped, epoch 3)",
+				grace+time.Second, st.Epoch, st.Members)
+		}
+	})
+}
