@@ -94,3 +94,53 @@ func (n *Node) releaseInstance() {
 	<-n.instanceDone
 	n.instanceStop = nil
 }
+
+// maxClockSkew is how far an instance's clock may be from the clock of the
+// server of the store it shares with the rest of its site. The instances
+// lease work to one another by their own clocks: a lease ends at the
+// leasing instance's time plus its length, and another instance takes the
+// work once its own clock has passed that. One whose clock runs ahead
+// takes work under a lease that has not ended (a pull poll's message
+// handed to a second consumer, a delivery under way made again); one that
+// runs behind holds its work past its leases. A second, checked against
+// the server's clock (so two instances may differ by twice that), is far
+// beyond what NTP keeps and below the shortest lease (a poll's 1 s).
+const maxClockSkew = time.Second
+
+// clockOffset is how far a clock read at before and after was from a
+// server's clock read in between: the server's time less the midpoint of
+// the two, and the uncertainty of that, half the time between them.
+func clockOffset(before, server, after time.Time) (offset, uncertainty time.Duration) {
+	half := after.Sub(before) / 2
+	return server.Sub(before.Add(half)), half
+}
+
+// checkClock refuses to start an instance of a shared store whose clock is
+// more than maxClockSkew off the store server's, beyond what the round
+// trip leaves unknown (see maxClockSkew); a store of one instance, or one
+// without a server clock, is not checked.
+func (n *Node) checkClock(ctx context.Context) error {
+	sc, ok := n.store.(persistence.ServerClock)
+	if !ok || n.elector() == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.HTTPTimeout)
+	defer cancel()
+	before := n.clock.Now()
+	server, err := sc.ServerNow(ctx)
+	after := n.clock.Now()
+	if err != nil {
+		return fmt.Errorf("reading the database server's clock: %w", err)
+	}
+	offset, uncertainty := clockOffset(before, server, after)
+	if offset.Abs()-uncertainty <= maxClockSkew {
+		return nil
+	}
+	way := "ahead of"
+	if offset > 0 {
+		way = "behind"
+	}
+	return fmt.Errorf("this instance's clock is %v %s the database server's (more than %v): the instances of a site lease work to one another by their clocks, "+
+		"and a skewed one would take work another holds (a message delivered twice) or hold its own too long; synchronise the clocks (NTP) and start it again",
+		offset.Abs().Round(time.Millisecond), way, maxClockSkew)
+}

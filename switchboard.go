@@ -407,6 +407,9 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.claimInstance(ctx); err != nil {
 		return err
 	}
+	if err := n.checkClock(ctx); err != nil {
+		return err
+	}
 	if err := n.prepareStore(ctx); err != nil {
 		return err
 	}

@@ -139,6 +139,14 @@ type Elector interface {
 	TryLead(ctx context.Context, name string) (Leadership, error)
 }
 
+// ServerClock is a store shared by the instances of a site whose server
+// keeps a clock of its own: the one clock they all reach, which each
+// instance's clock is checked against at start.
+type ServerClock interface {
+	// ServerNow is the server's clock now.
+	ServerNow(ctx context.Context) (time.Time, error)
+}
+
 // AbsentText is how a store keeps RingState.Absent: JSON, "" for none,
 // each time as a store keeps times (Normalize).
 func AbsentText(abs []AbsentMember) (string, error) {

@@ -124,6 +124,19 @@ var orphanSettings = map[string]string{
 // Kind implements persistence.Store.
 func (s *Store) Kind() string { return "postgres" }
 
+// ServerNow implements persistence.ServerClock: the server's
+// clock_timestamp().
+func (s *Store) ServerNow(ctx context.Context) (time.Time, error) {
+	if s.closed.Load() {
+		return time.Time{}, s.fail("server clock", persistence.ErrClosed)
+	}
+	var t time.Time
+	if err := s.pool.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&t); err != nil {
+		return time.Time{}, s.fail("server clock", err)
+	}
+	return t.UTC(), nil
+}
+
 // Ping implements persistence.Store.
 func (s *Store) Ping(ctx context.Context) error {
 	if s.closed.Load() {
