@@ -66,17 +66,23 @@ func (n *Node) claimInstance(ctx context.Context) error {
 	return nil
 }
 
-// instanceError is the configuration error of an instance lock not taken
-// (a *lock.Error): the id is in use, or the start stopped while it waited.
+// instanceError is the error of an instance lock not taken (a
+// *lock.Error): the id is in use (a configuration error), or the store
+// failed to give the lock (Postgres away: nothing the flag could change);
+// either, or the start stopped while it waited.
 func (n *Node) instanceError(err error) error {
 	var le *lock.Error
 	if !errors.As(err, &le) {
 		return err
 	}
-	why := fmt.Sprintf("another running process holds it (every instance of site %q needs an id of its own)", n.cfg.Name)
 	if !errors.Is(le.Err, lock.ErrHeld) {
-		why = "cannot take it: " + le.Err.Error()
+		if le.Stopped {
+			return fmt.Errorf("instance %q: stopped while waiting for the store to give its lock %q: %w", n.cfg.InstanceID, le.Name, le.Err)
+		}
+		return fmt.Errorf("instance %q: the store failed to give its lock %q: %w; gave up after %d attempts",
+			n.cfg.InstanceID, le.Name, le.Err, le.Attempts)
 	}
+	why := fmt.Sprintf("another running process holds it (every instance of site %q needs an id of its own)", n.cfg.Name)
 	if le.Stopped {
 		return field.Errorf("InstanceID", "%q: stopped while waiting for its lock (%s)", n.cfg.InstanceID, why)
 	}

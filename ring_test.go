@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/persistence/pgtest"
 	"github.com/switchboard-dev/switchboard/persistence/postgres"
 	"github.com/switchboard-dev/switchboard/polltest"
@@ -234,6 +236,37 @@ func TestRingInstanceIDInUse(t *testing.T) {
 	first.stop()
 	again := startNode(t, siteConfig(t, dsn, "c1"))
 	waitRing(t, []*harness{again}, "c1")
+}
+
+// unreachableElector is the elector of a store that does not answer.
+type unreachableElector struct{}
+
+func (unreachableElector) TryLead(context.Context, string) (persistence.Leadership, error) {
+	return nil, errors.New("failed to connect: connection refused")
+}
+
+// TestRingInstanceLockStoreFailureIsNotAnIDInUse: an instance whose store
+// does not give it its instance lock (Postgres away: at start, or for
+// longer than the reconnect policy while it runs) stopped saying
+// `--instance-id: "c1" is in use`, which sent the operator looking for a
+// second process instead of at the database. It says that the store
+// failed to give it.
+func TestRingInstanceLockStoreFailureIsNotAnIDInUse(t *testing.T) {
+	cfg := siteConfig(t, pgtest.DSN(t), "c1")
+	cfg.Elector = unreachableElector{}
+	cfg.RingReconnectMaxAttempts = 2
+	n, err := switchboard.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = n.Start(t.Context())
+	if err == nil {
+		_ = n.Stop(context.Background())
+		t.Fatal("started without its instance lock")
+	}
+	if strings.Contains(err.Error(), "in use") || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("Start: %v, want the store's failure, not an id in use", err)
+	}
 }
 
 // TestRingInstanceLockTakenAgain: an instance whose lock's connection is
