@@ -475,12 +475,20 @@ func (g *gateway) Storage() (state, why string) { return g.n.storageState() }
 // Credentials are the SMPP accounts' credentials in force (access.go).
 func (g *gateway) Credentials() *auth.Set { return g.n.creds.Current() }
 
+// readyPingWait bounds a readiness check's ping of the store: a store that
+// hangs (a Postgres that stopped answering without closing its
+// connections) is reported within the probes' timeouts (the StatefulSet's
+// is 3 s), not after the request's own.
+const readyPingWait = 2 * time.Second
+
 // Ready reports why the node cannot serve (nil when it can).
 func (g *gateway) Ready(ctx context.Context) error {
 	st, err := g.reads()
 	if !g.n.ready.Load() || err != nil {
 		return errors.New("the node is starting, stopping or failed")
 	}
+	ctx, cancel := context.WithTimeout(ctx, readyPingWait)
+	defer cancel()
 	if err := st.Ping(ctx); err != nil {
 		return errors.New("the store does not answer")
 	}
