@@ -98,7 +98,9 @@ is off.`,
 			summary: "the site's ring: role, master, epoch, coverage, members",
 			about: `Show this instance's view of its site's token ring (GET /api/ring/status):
 its role, the master, the assignment epoch and coverage, and each member's
-address, zone, services and share of the tokens.`,
+address, zone, services and share of the tokens, and on the master
+whether its subscription call is open now (SUBSCRIBED: a member that
+stays "no" lost its connection to the master).`,
 			run: runRing,
 		},
 	},
@@ -560,13 +562,27 @@ func runRing(inv *cliInvocation) error {
 		})
 		fmt.Fprintln(inv.stdout)
 		tw := newCLITable(inv.stdout)
-		fmt.Fprintln(tw, "MEMBER\tADDRESS\tZONE\tSERVICES\tRANGES\tSHARE")
+		fmt.Fprintln(tw, "MEMBER\tADDRESS\tZONE\tSERVICES\tRANGES\tSHARE\tSUBSCRIBED")
 		for _, m := range st.Members {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.1f%%\n", tableCell(m.InstanceID), tableCell(m.Address), tableCell(m.Zone),
-				tableCell(strings.Join(m.Services, ",")), len(m.Ranges), 100*ring.Fraction(m.Ranges))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.1f%%\t%s\n", tableCell(m.InstanceID), tableCell(m.Address), tableCell(m.Zone),
+				tableCell(strings.Join(m.Services, ",")), len(m.Ranges), 100*ring.Fraction(m.Ranges), subscribedCell(st, m.InstanceID))
 		}
 		tw.Flush()
 	})
+}
+
+// subscribedCell is the SUBSCRIBED cell of member id in st: on a master,
+// whether the member's subscription call is open now (yes or no); "-" for
+// the master itself and on a slave, which does not know.
+func subscribedCell(st messages.RingStatus, id string) string {
+	switch {
+	case st.Role != messages.RoleMaster || id == st.InstanceID:
+		return "-"
+	case slices.Contains(st.Subscribed, id):
+		return "yes"
+	default:
+		return "no"
+	}
 }
 
 // showList is a listing command: GET path into D, then the API's document
