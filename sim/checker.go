@@ -91,6 +91,11 @@ type History struct {
 	// the order they were made; a node's offset from the run's time is 0
 	// before its first.
 	Clocks map[string][]ClockMove
+	// Reported says, for each message of a remote frontend, whether its
+	// origin's store applied its destination's report that it was
+	// delivered (the only way such a message becomes delivered there); nil
+	// when the run did not record reports (then not judged).
+	Reported map[string]bool
 }
 
 // ClockMove is a node's clock set to read the run's time plus Offset, at
@@ -196,7 +201,11 @@ func (r Result) Tail() string {
 //     accepted submit) or its destination's is not, or delivered at its
 //     origin or its destination while no frontend acked it; when its
 //     hand-overs' acks are only unknown, the destination's store decides
-//     whether it was delivered, and the origin must say the same.
+//     whether it was delivered, and the origin must say the same. A
+//     message of a remote frontend delivered at its origin must have
+//     become so by its destination's report (History.Reported): an origin
+//     that calls it delivered on its own (when the peer accepted the
+//     forward, say) disagrees with its destination whatever the end.
 //   - stuck: not final (pending, retry, forwarded, forward_queued) at its
 //     origin or at its destination after the run, whatever its submit's
 //     answer (a maybe accepted submit its origin stored counts) and its
@@ -363,6 +372,9 @@ func (h History) disagreement(s Submit, n, unknown int) string {
 	case n == 0 && unknown > 0 && atDest && (dest.State == delivered) != (origin == delivered):
 		return fmt.Sprintf("disagreeing: %s's ack at %s unknown: %s at its destination %s but %s at its origin %s",
 			s.ID, s.Frontend, shown(dest.State), s.Target, shown(origin), s.Node)
+	case origin == delivered && s.Target != s.Node && h.Reported != nil && !h.Reported[s.ID]:
+		return fmt.Sprintf("disagreeing: %s delivered at its origin %s, which applied no report of its delivery from its destination %s",
+			s.ID, s.Node, s.Target)
 	}
 	return ""
 }

@@ -235,7 +235,7 @@ type Cluster struct {
 	mu      sync.Mutex
 	members []*member   // every instance
 	sites   [][]*member // the instances of each node
-	shared  []*shared   // per node; nil for a single instance
+	shared  []*shared   // per node: its store and claim log (a single instance's too)
 	closed  bool
 	rec     recorder
 	ring    ringCheck
@@ -1211,6 +1211,25 @@ func (c *Cluster) waits() (map[string]Waits, map[string][]ClockMove) {
 		_, clocks[nodeName(i)] = c.clocks[i].state()
 	}
 	return waits, clocks
+}
+
+// reported says, for each submitted message of a remote frontend,
+// whether its origin's store applied its destination's report that it
+// was delivered.
+func (c *Cluster) reported(subs []Submit) map[string]bool {
+	idx := map[string]int{}
+	for i := range c.sites {
+		idx[nodeName(i)] = i
+	}
+	out := map[string]bool{}
+	for _, s := range subs {
+		i, ok := idx[s.Node]
+		if !ok || s.Target == s.Node || c.shared[i] == nil {
+			continue
+		}
+		out[s.ID] = c.shared[i].log.reportedBy(s.ID, s.Target)
+	}
+	return out
 }
 
 // stored reads every submitted message's state and failure reason at its

@@ -292,6 +292,7 @@ func Run(seed int64, opts Options) (Report, error) {
 	h.Waits, h.Clocks = c.waits()
 	h.ReadAt = time.Now()
 	h.Origin, h.Reason, h.Dest = c.stored(h.Submits)
+	h.Reported = c.reported(h.Submits)
 	rep.Result = Check(h)
 	rep.Digest = h.digest()
 	c.mu.Lock()

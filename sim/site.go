@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -219,7 +220,7 @@ func (v *storeView) Write(ctx context.Context, now time.Time, w persistence.Writ
 		}
 	}
 	if len(w.Statuses) > 0 {
-		v.log.reported(w.Statuses, start)
+		v.log.reported(w.Statuses, got.Reported, err, start)
 	}
 	if err == nil && v.crashed(writePoints(w, got)) {
 		return persistence.Written{}, errCrashed
@@ -331,7 +332,7 @@ func (v *storeView) ApplyStatus(ctx context.Context, now time.Time, us []persist
 	}
 	start := time.Now()
 	cs, err := st.ApplyStatus(ctx, now, us)
-	v.log.reported(us, start)
+	v.log.reported(us, cs, err, start)
 	if err == nil && v.crashed(statusPoints(cs)) {
 		return nil, errCrashed
 	}
@@ -597,12 +598,15 @@ type claimLog struct {
 	releases map[string][]endRec // by owner
 	statuses map[string][]endRec // forward rows ended by a peer's status, by message
 	lost     map[workKey]int     // outcomes not recorded
-	n        int64
+	// delivered are the messages a peer's report moved to delivered
+	// (applied), with the peers that reported it.
+	delivered map[string][]string
+	n         int64
 }
 
 func newClaimLog() *claimLog {
 	return &claimLog{claims: map[workKey][]claimRec{}, ends: map[workKey][]endRec{},
-		releases: map[string][]endRec{}, statuses: map[string][]endRec{}, lost: map[workKey]int{}}
+		releases: map[string][]endRec{}, statuses: map[string][]endRec{}, lost: map[workKey]int{}, delivered: map[string][]string{}}
 }
 
 // unrecorded counts the outcomes of os that a write did not record: all
@@ -664,12 +668,26 @@ func (l *claimLog) released(owner string, at time.Time) {
 	l.releases[owner] = append(l.releases[owner], endRec{at: at})
 }
 
-func (l *claimLog) reported(us []persistence.StatusUpdate, at time.Time) {
+// reported logs a call that wrote peers' status updates us (cs their
+// completions, err the call's error): each may have ended its forward
+// row; those applied as delivered moved their message to delivered.
+func (l *claimLog) reported(us []persistence.StatusUpdate, cs []persistence.Completion, err error, at time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, u := range us {
+	for i, u := range us {
 		l.statuses[u.ID] = append(l.statuses[u.ID], endRec{at: at})
+		if err == nil && i < len(cs) && cs[i] == persistence.Applied && u.Result == persistence.ResultDelivered {
+			l.delivered[u.ID] = append(l.delivered[u.ID], u.From)
+		}
 	}
+}
+
+// reportedBy reports whether the site applied a report of peer that
+// message id was delivered.
+func (l *claimLog) reportedBy(id, peer string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Contains(l.delivered[id], peer)
 }
 
 // ended reports whether some end event began in the window [lo, hi]. The
