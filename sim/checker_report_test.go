@@ -4,7 +4,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
@@ -59,8 +58,8 @@ func TestClaimLogCountsOnlyAppliedDeliveredReports(t *testing.T) {
 		return persistence.StatusUpdate{ID: id, From: "n2", Result: r}
 	}
 	l.reported([]persistence.StatusUpdate{u("a", persistence.ResultDelivered), u("b", persistence.ResultDelivered), u("c", persistence.ResultFailed)},
-		[]persistence.Completion{persistence.Applied, persistence.AlreadyRecorded, persistence.Applied}, nil, time.Time{})
-	l.reported([]persistence.StatusUpdate{u("d", persistence.ResultDelivered)}, nil, errors.New("disk I/O error"), time.Time{})
+		[]persistence.Completion{persistence.Applied, persistence.AlreadyRecorded, persistence.Applied}, nil, 1, 2)
+	l.reported([]persistence.StatusUpdate{u("d", persistence.ResultDelivered)}, nil, errors.New("disk I/O error"), 3, 4)
 	for id, want := range map[string]bool{"a": true, "b": false, "c": false, "d": false} {
 		if got := l.reportedBy(id, "n2"); got != want {
 			t.Errorf("%s: reported delivered by n2 = %v, want %v", id, got, want)

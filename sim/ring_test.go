@@ -39,7 +39,7 @@ func TestClaimLogFlagsADoubleClaim(t *testing.T) {
 	claim := func(l *claimLog, owner string, ms int) {
 		req := persistence.ClaimRequest{Kind: persistence.WorkDelivery, Target: "f", Owner: owner, Now: at(ms)}
 		l.claimed(req, []persistence.Work{{ID: 7, Kind: persistence.WorkDelivery, Target: "f", MessageID: "m",
-			LeaseOwner: owner, LeaseUntil: at(ms + 1000), LeaseEpoch: 3}}, at(ms), at(ms+1))
+			LeaseOwner: owner, LeaseUntil: at(ms + 1000), LeaseEpoch: 3}}, int64(ms), int64(ms+1))
 	}
 	l := newClaimLog()
 	claim(l, "a", 0)
@@ -51,7 +51,7 @@ func TestClaimLogFlagsADoubleClaim(t *testing.T) {
 	l = newClaimLog()
 	claim(l, "a", 0)
 	l.completed([]persistence.Outcome{{Kind: persistence.WorkDelivery, Target: "f", MessageID: "m", Result: persistence.ResultRetry}},
-		[]persistence.Completion{persistence.Applied}, at(200))
+		[]persistence.Completion{persistence.Applied}, 200, 201)
 	claim(l, "b", 500)
 	if _, d := l.check("n1"); len(d) != 0 {
 		t.Fatalf("claim after an outcome flagged: %v", d)
@@ -60,7 +60,7 @@ func TestClaimLogFlagsADoubleClaim(t *testing.T) {
 	l = newClaimLog()
 	claim(l, "a", 0)
 	l.completed([]persistence.Outcome{{Kind: persistence.WorkDelivery, Target: "f", MessageID: "m", Epoch: 3, Owner: "a"}},
-		[]persistence.Completion{persistence.StaleEpoch}, at(200))
+		[]persistence.Completion{persistence.StaleEpoch}, 200, 201)
 	claim(l, "b", 500)
 	if _, d := l.check("n1"); len(d) != 1 {
 		t.Fatalf("a stale outcome ended the lease: %v", d)
@@ -71,7 +71,7 @@ func TestClaimLogFlagsADoubleClaim(t *testing.T) {
 	l = newClaimLog()
 	claim(l, "a", 0)
 	l.completed([]persistence.Outcome{{Kind: persistence.WorkDelivery, Target: "f", MessageID: "m", Result: persistence.ResultRetry, Named: 1, Ack: true}},
-		[]persistence.Completion{persistence.Stale}, at(200))
+		[]persistence.Completion{persistence.Stale}, 200, 201)
 	claim(l, "b", 500)
 	if _, d := l.check("n1"); len(d) != 1 {
 		t.Fatalf("a stale ack ended the lease: %v", d)
@@ -79,23 +79,23 @@ func TestClaimLogFlagsADoubleClaim(t *testing.T) {
 
 	l = newClaimLog()
 	claim(l, "a", 0)
-	l.released("a", at(300))
+	l.released("a", 300, 301)
 	claim(l, "b", 500)
 	if _, d := l.check("n1"); len(d) != 0 {
 		t.Fatalf("claim after a release flagged: %v", d)
 	}
 
-	// On virtual time a restarted owner's release and another's claim
-	// can fall on one instant, the claim's call ending there too: the
-	// release may have come first, so the pair is not flagged.
+	// A restarted owner's release and another's claim can run at once
+	// (on virtual time, at one instant: their calls overlap): the release
+	// may have committed first, so the pair is not flagged.
 	l = newClaimLog()
 	claim(l, "a", 0)
-	l.released("a", at(500))
 	l.claimed(persistence.ClaimRequest{Kind: persistence.WorkDelivery, Target: "f", Owner: "b", Now: at(500)},
 		[]persistence.Work{{ID: 7, Kind: persistence.WorkDelivery, Target: "f", MessageID: "m",
-			LeaseOwner: "b", LeaseUntil: at(1500), LeaseEpoch: 3}}, at(500), at(500))
+			LeaseOwner: "b", LeaseUntil: at(1500), LeaseEpoch: 3}}, 500, 503)
+	l.released("a", 501, 502)
 	if _, d := l.check("n1"); len(d) != 0 {
-		t.Fatalf("claim at the instant of a release flagged: %v", d)
+		t.Fatalf("claim overlapping a release flagged: %v", d)
 	}
 
 	l = newClaimLog()

@@ -202,25 +202,26 @@ func (v *storeView) Write(ctx context.Context, now time.Time, w persistence.Writ
 		v.log.unrecorded(w.Outcomes, nil, err)
 		return persistence.Written{}, err
 	}
-	start := time.Now()
+	start := v.log.stamp()
 	got, err := st.Write(ctx, now, w)
+	end := v.log.stamp()
 	v.log.unrecorded(w.Outcomes, got.Completions, err)
 	if err == nil {
 		for i, c := range got.Claims {
 			if !c.Refused {
-				v.log.claimed(w.Claims[i], c.Work, start, time.Now())
+				v.log.claimed(w.Claims[i], c.Work, start, end)
 			}
 		}
-		v.log.completed(w.Outcomes, got.Completions, start)
+		v.log.completed(w.Outcomes, got.Completions, start, end)
 		for _, acc := range got.Accepted {
 			if acc.Work != nil { // written leased: a claim made by the accepting commit
 				req := persistence.ClaimRequest{Kind: acc.Work.Kind, Target: acc.Work.Target, Owner: acc.Work.LeaseOwner}
-				v.log.claimed(req, []persistence.Work{*acc.Work}, start, time.Now())
+				v.log.claimed(req, []persistence.Work{*acc.Work}, start, end)
 			}
 		}
 	}
 	if len(w.Statuses) > 0 {
-		v.log.reported(w.Statuses, got.Reported, err, start)
+		v.log.reported(w.Statuses, got.Reported, err, start, end)
 	}
 	if err == nil && v.crashed(writePoints(w, got)) {
 		return persistence.Written{}, errCrashed
@@ -277,10 +278,10 @@ func (v *storeView) ClaimWork(ctx context.Context, req persistence.ClaimRequest)
 	if err != nil {
 		return persistence.Claim{}, err
 	}
-	start := time.Now()
+	start := v.log.stamp()
 	c, err := st.ClaimWork(ctx, req)
 	if err == nil {
-		v.log.claimed(req, c.Work, start, time.Now())
+		v.log.claimed(req, c.Work, start, v.log.stamp())
 		if v.crashed(claimPoints(req.Kind, c.Work)) {
 			return persistence.Claim{}, errCrashed
 		}
@@ -294,11 +295,12 @@ func (v *storeView) CompleteWork(ctx context.Context, now time.Time, os []persis
 		v.log.unrecorded(os, nil, err)
 		return nil, err
 	}
-	start := time.Now()
+	start := v.log.stamp()
 	cs, err := st.CompleteWork(ctx, now, os)
+	end := v.log.stamp()
 	v.log.unrecorded(os, cs, err)
 	if err == nil {
-		v.log.completed(os, cs, start)
+		v.log.completed(os, cs, start, end)
 		if v.crashed(outcomePoints(os, cs)) {
 			return nil, errCrashed
 		}
@@ -311,9 +313,9 @@ func (v *storeView) ReleaseLeases(ctx context.Context, owner string) (int64, err
 	if err != nil {
 		return 0, err
 	}
-	start := time.Now()
+	start := v.log.stamp()
 	n, err := st.ReleaseLeases(ctx, owner)
-	v.log.released(owner, start) // an error may still have released them
+	v.log.released(owner, start, v.log.stamp()) // an error may still have released them
 	return n, err
 }
 
@@ -330,9 +332,9 @@ func (v *storeView) ApplyStatus(ctx context.Context, now time.Time, us []persist
 	if err != nil {
 		return nil, err
 	}
-	start := time.Now()
+	start := v.log.stamp()
 	cs, err := st.ApplyStatus(ctx, now, us)
-	v.log.reported(us, cs, err, start)
+	v.log.reported(us, cs, err, start, v.log.stamp())
 	if err == nil && v.crashed(statusPoints(cs)) {
 		return nil, errCrashed
 	}
@@ -571,20 +573,21 @@ type workKey struct {
 }
 
 // claimRec is one claim of one outbox row: its lease [now, until) and the
-// wall-clock window of the call that took it.
+// stamps of the start and end of the call that took it (claimLog.stamp).
 type claimRec struct {
 	row            int64
 	owner          string
 	epoch          uint64
 	now, until     time.Time
-	callLo, callHi time.Time
+	callLo, callHi int64
 }
 
 // endRec is an event that ends a lease: an outcome recorded (not refused
 // as stale), a peer's status for a forward, or the owner's leases
-// released; at is when its call began (it committed after).
+// released; lo and hi stamp the start and end of its call (it committed
+// in between).
 type endRec struct {
-	at time.Time
+	lo, hi int64
 }
 
 // claimLog is the record of one site's claims, for the claim check made
@@ -598,6 +601,8 @@ type claimLog struct {
 	releases map[string][]endRec // by owner
 	statuses map[string][]endRec // forward rows ended by a peer's status, by message
 	lost     map[workKey]int     // outcomes not recorded
+	// seq is the last stamp given (stamp).
+	seq int64
 	// delivered are the messages a peer's report moved to delivered
 	// (applied), with the peers that reported it.
 	delivered map[string][]string
@@ -607,6 +612,18 @@ type claimLog struct {
 func newClaimLog() *claimLog {
 	return &claimLog{claims: map[workKey][]claimRec{}, ends: map[workKey][]endRec{},
 		releases: map[string][]endRec{}, statuses: map[string][]endRec{}, lost: map[workKey]int{}, delivered: map[string][]string{}}
+}
+
+// stamp is a point in the order of the calls the log records, taken
+// before and after each: stamps increase with every one taken. The
+// bubble's clock cannot order the calls: it moves only when every
+// goroutine is blocked, so the calls of a burst of work (a claim, another
+// instance's claim, an outcome) all happen at one instant.
+func (l *claimLog) stamp() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seq++
+	return l.seq
 }
 
 // unrecorded counts the outcomes of os that a write did not record: all
@@ -639,7 +656,7 @@ func (l *claimLog) unrecordedOf(k workKey) int {
 	return l.lost[k]
 }
 
-func (l *claimLog) claimed(req persistence.ClaimRequest, ws []persistence.Work, lo, hi time.Time) {
+func (l *claimLog) claimed(req persistence.ClaimRequest, ws []persistence.Work, lo, hi int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, w := range ws {
@@ -650,7 +667,7 @@ func (l *claimLog) claimed(req persistence.ClaimRequest, ws []persistence.Work, 
 	}
 }
 
-func (l *claimLog) completed(os []persistence.Outcome, cs []persistence.Completion, at time.Time) {
+func (l *claimLog) completed(os []persistence.Outcome, cs []persistence.Completion, lo, hi int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i, o := range os {
@@ -658,24 +675,24 @@ func (l *claimLog) completed(os []persistence.Outcome, cs []persistence.Completi
 			continue // refused: the lease stands
 		}
 		k := workKey{o.Kind, o.Target, o.MessageID}
-		l.ends[k] = append(l.ends[k], endRec{at: at})
+		l.ends[k] = append(l.ends[k], endRec{lo: lo, hi: hi})
 	}
 }
 
-func (l *claimLog) released(owner string, at time.Time) {
+func (l *claimLog) released(owner string, lo, hi int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.releases[owner] = append(l.releases[owner], endRec{at: at})
+	l.releases[owner] = append(l.releases[owner], endRec{lo: lo, hi: hi})
 }
 
 // reported logs a call that wrote peers' status updates us (cs their
 // completions, err the call's error): each may have ended its forward
 // row; those applied as delivered moved their message to delivered.
-func (l *claimLog) reported(us []persistence.StatusUpdate, cs []persistence.Completion, err error, at time.Time) {
+func (l *claimLog) reported(us []persistence.StatusUpdate, cs []persistence.Completion, err error, lo, hi int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i, u := range us {
-		l.statuses[u.ID] = append(l.statuses[u.ID], endRec{at: at})
+		l.statuses[u.ID] = append(l.statuses[u.ID], endRec{lo: lo, hi: hi})
 		if err == nil && i < len(cs) && cs[i] == persistence.Applied && u.Result == persistence.ResultDelivered {
 			l.delivered[u.ID] = append(l.delivered[u.ID], u.From)
 		}
@@ -690,13 +707,15 @@ func (l *claimLog) reportedBy(id, peer string) bool {
 	return slices.Contains(l.delivered[id], peer)
 }
 
-// ended reports whether some end event began in the window [lo, hi]. The
-// end is inclusive: on virtual time an end and the second call can share
-// an instant (a restarted owner releases its leases as another instance's
-// claim runs), and either may have come first.
-func ended(es []endRec, lo, hi time.Time) bool {
+// ended reports whether some end event's call overlapped the window of
+// stamps [lo, hi], both ends included: it may have committed inside it.
+// (Until 2026-12-06 the window and the ends were the bubble's instants,
+// and every call of one instant was in every window of that instant: a
+// double claim whose calls and a later outcome shared an instant, as a
+// burst of work does on virtual time, was never flagged.)
+func ended(es []endRec, lo, hi int64) bool {
 	for _, e := range es {
-		if !e.at.Before(lo) && !e.at.After(hi) {
+		if e.lo <= hi && e.hi >= lo {
 			return true
 		}
 	}
@@ -723,13 +742,7 @@ func (l *claimLog) check(site string) (claims int64, doubles []string) {
 				if !(a.now.Before(b.until) && b.now.Before(a.until)) {
 					continue // the leases do not overlap
 				}
-				lo, hi := a.callLo, b.callHi
-				if b.callLo.Before(lo) {
-					lo = b.callLo
-				}
-				if a.callHi.After(hi) {
-					hi = a.callHi
-				}
+				lo, hi := min(a.callLo, b.callLo), max(a.callHi, b.callHi)
 				if ended(l.ends[k], lo, hi) || ended(l.releases[a.owner], lo, hi) || ended(l.releases[b.owner], lo, hi) ||
 					(k.kind == persistence.WorkForward && ended(l.statuses[k.msgID], lo, hi)) {
 					continue
