@@ -134,7 +134,7 @@ func init() {
 	})
 	register(Scenario{
 		Name: "answer-lost",
-		Doc: "every forward answer is lost for 0.7 s, then half of them for 0.7 s (the forward ran and committed at the receiver): " +
+		Doc: "every forward answer is lost for 14 s, then half of them for 14 s (the forward ran and committed at the receiver): " +
 			"the origin retries, the receiver must not deliver twice",
 		Options: func(_ int64, nodes int) Options {
 			nodes = max(nodes, 3)
