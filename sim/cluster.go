@@ -603,7 +603,7 @@ func (c *Cluster) start(m *member) error {
 	if !closed {
 		go func() {
 			defer c.bg.Done()
-			c.watch(m, n, down)
+			c.watch(m, n, ep, down)
 		}()
 	}
 	return nil
@@ -612,9 +612,15 @@ func (c *Cluster) start(m *member) error {
 // watch restarts an incarnation that stopped itself (Node.Fatal: a ring
 // slave refused or out of attempts, a master that lost its lock or was
 // overtaken), as a process supervisor restarts a process that exited.
-func (c *Cluster) watch(m *member, n *switchboard.Node, down <-chan struct{}) {
+// An incarnation whose endpoint (ep) the sim killed is being crashed: the
+// fatal error of its HTTPS server, whose listener closed, is the crash's,
+// and the crash says when it comes back.
+func (c *Cluster) watch(m *member, n *switchboard.Node, ep *Endpoint, down <-chan struct{}) {
 	select {
 	case err := <-n.Fatal():
+		if ep.dead.Load() {
+			return
+		}
 		c.mu.Lock()
 		c.fatals = append(c.fatals, fmt.Sprintf("%s: %v", m.name, err))
 		c.mu.Unlock()
