@@ -148,7 +148,7 @@ func (r Report) Replay() string {
 	return cmd
 }
 
-// maxDetails bounds the violations a report prints.
+// maxDetails bounds the violations of one kind a report prints.
 const maxDetails = 30
 
 // String is the report of cmd/sim; its last line is the sim: line.
@@ -193,20 +193,32 @@ func (r Report) String() string {
 	return b.String()
 }
 
-// writeDetails lists up to maxDetails violations under title (nothing
-// when there are none).
+// writeDetails lists the violations under title (nothing when there are
+// none), up to maxDetails of each kind (a line's first word: lost,
+// disagreeing, ...; the kinds come together, the lines being sorted), so
+// that many of one kind do not hide the others.
 func writeDetails(b *strings.Builder, title string, details []string) {
 	if len(details) == 0 {
 		return
 	}
 	fmt.Fprintf(b, "%s (%d):\n", title, len(details))
-	for i, d := range details {
-		if i == maxDetails {
-			fmt.Fprintf(b, "  ... %d more\n", len(details)-maxDetails)
-			break
+	kind, n := "", 0
+	more := func() {
+		if n > maxDetails {
+			fmt.Fprintf(b, "  ... %d more %s\n", n-maxDetails, kind)
 		}
-		fmt.Fprintf(b, "  %s\n", d)
 	}
+	for _, d := range details {
+		k, _, _ := strings.Cut(d, " ")
+		if k = strings.TrimSuffix(k, ":"); k != kind {
+			more()
+			kind, n = k, 0
+		}
+		if n++; n <= maxDetails {
+			fmt.Fprintf(b, "  %s\n", d)
+		}
+	}
+	more()
 }
 
 // triggerGrace bounds how long the load outlasts its duration for the
