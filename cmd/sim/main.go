@@ -86,6 +86,17 @@ func parse(args []string, stderr io.Writer) (*command, int) {
 		fmt.Fprintf(stderr, "sim: unexpected argument %q\n", fs.Arg(0))
 		return nil, 2
 	}
+	// 0 would be the library's default (sim.Options) and a run other than
+	// the one asked for, with a replay command that names the default.
+	for _, f := range []struct {
+		name string
+		bad  bool
+	}{{"nodes", *nodes < 1}, {"duration", *duration <= 0}, {"clients", *clients < 1}, {"frontends", *frontends < 1}} {
+		if f.bad {
+			fmt.Fprintf(stderr, "sim: --%s: must be positive, got %s\n", f.name, fs.Lookup(f.name).Value)
+			return nil, 2
+		}
+	}
 	var instances []int
 	multi := false
 	if *instancesFlag != "" {

@@ -30,8 +30,15 @@ func TestRunEndsWithTheSimLine(t *testing.T) {
 	}
 }
 
+// TestBadFlagsExit2: bad flags make no run. --nodes, --duration,
+// --clients and --frontends of 0 ran one with the default instead (5
+// nodes, 5 min, 2 clients, 1 frontend), whose printed replay was another
+// run: with --nodes 0 the schedule drawn for 0 nodes ("(no faults)"),
+// the replay's --nodes 5 one drawn for 5.
 func TestBadFlagsExit2(t *testing.T) {
-	for _, args := range [][]string{{"--faults", "nope"}, {"--nodes", "x"}, {"extra"}, {"--instances", "0"}, {"--nodes", "1", "--instances", "3,1"}, {"--seeds", "2", "--jobs", "0"}} {
+	for _, args := range [][]string{{"--faults", "nope"}, {"--nodes", "x"}, {"extra"}, {"--instances", "0"}, {"--nodes", "1", "--instances", "3,1"}, {"--seeds", "2", "--jobs", "0"},
+		{"--nodes", "0", "--duration", "1s"}, {"--nodes", "-1", "--duration", "1s"}, {"--nodes", "2", "--duration", "0s"}, {"--nodes", "2", "--duration", "-1s"},
+		{"--nodes", "2", "--duration", "1s", "--clients", "0"}, {"--nodes", "2", "--duration", "1s", "--frontends", "0"}} {
 		var out, errb bytes.Buffer
 		if code := run(t, args, &out, &errb); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
