@@ -2,6 +2,7 @@ package intake
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.opentelemetry.io/otel/attribute"
@@ -30,7 +31,11 @@ func (a *Intake) run(b *Batch) []persistence.WorkSpec {
 		span.End()
 	}
 	if err != nil {
-		a.log.Log(context.Background(), persistence.FailureLevel(err), "commit failed", "messages", len(b.Stored), "reports", len(b.Updates), "err", err)
+		if level := persistence.FailureLevel(err); level < slog.LevelError {
+			a.log.Log(context.Background(), level, "commit failed", "messages", len(b.Stored), "reports", len(b.Updates), "err", err)
+		} else {
+			a.failures.Write("messages", len(b.Stored), "reports", len(b.Updates), "err", err)
+		}
 	}
 	changes, kicks := b.settle(w, err)
 	a.again.add(b.Again)

@@ -168,3 +168,50 @@ func TestCommitFailedForWantOfRoomIsNotAnError(t *testing.T) {
 		})
 	}
 }
+
+// TestCommitFailuresAreLoggedAtABoundedRate: while a store is away every
+// group commit fails, and each logged its own "commit failed" line (~8,000
+// in a 20 s Postgres outage at 100 submits a second). At most
+// commitFailureBurst lines a window are written now; the rest are counted,
+// and the count is logged when the intake stops.
+func TestCommitFailuresAreLoggedAtABoundedRate(t *testing.T) {
+	base := sqlitetest.Open(t)
+	withFrontend(t, base, "44")
+	logger, logs := logtest.New()
+	sys := actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(sys.Shutdown)
+	n := 0
+	cfg := intake.Config{Node: "alpha", Store: failingStore{Store: base, err: errors.New("connection reset")}, Clock: clock.Real{}, Logger: logger,
+		Frontends: sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return idle{} })),
+		NewID:     func() string { n++; return fmt.Sprintf("m-%d", n) }, Publish: func(messages.StateChanged) {}}
+	pid := sys.Root.Spawn(actor.PropsFromProducer(intake.NewIntake(cfg)))
+	const submits = 40
+	for i := range submits {
+		reply := make(chan messages.SubmitReply, 1)
+		sys.Root.Send(pid, &messages.Submit{Submission: messages.Submission{ID: fmt.Sprintf("x%d", i), SourceMSISDN: "15550001",
+			DestinationMSISDN: "447700900001", Body: "hi"}, Reply: reply})
+		select {
+		case r := <-reply:
+			if r.Err == nil {
+				t.Fatalf("submit %d on a failing store: %+v, want it refused", i, r)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("submit %d: no answer", i)
+		}
+	}
+	if err := sys.Root.StopFuture(pid).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	lines := logs.Records(t, "commit failed")
+	if len(lines) == 0 || len(lines) > 10 {
+		t.Fatalf("%d \"commit failed\" lines for %d failed commits, want 1 to 10", len(lines), submits)
+	}
+	summary := logs.Records(t, "commit failures not logged one by one")
+	if len(summary) != 1 {
+		t.Fatalf("summaries of the failures not logged: %v, want one at the stop", summary)
+	}
+	if got := fmt.Sprint(summary[0]["suppressed"]); got != fmt.Sprint(submits-len(lines)) {
+		t.Errorf("summary counts %s failures not logged, want %d (%d of %d logged)", got, submits-len(lines), len(lines), submits)
+	}
+}

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/supervision"
+	"github.com/switchboard-dev/switchboard/supervision/ratelog"
 )
 
 // Intake is the intake actor: the shell of a Pipeline of group commits,
@@ -37,7 +39,18 @@ type Intake struct {
 	resubmitPanic bool
 	self          *actor.PID
 	sys           *actor.ActorSystem
+	// failures logs the commits that fail, at a bounded rate: while a
+	// store is away every group commit fails (thousands a minute under
+	// load); across incarnations, like commits.
+	failures *ratelog.Log
 }
+
+// A store that fails logs at most commitFailureBurst "commit failed" lines
+// per commitFailureWindow, the rest counted.
+const (
+	commitFailureBurst  = 10
+	commitFailureWindow = time.Minute
+)
 
 // flush starts the next commit; it is sent to ourselves behind the work
 // already queued, so one transaction takes a whole mailbox drain.
@@ -51,9 +64,16 @@ func NewIntake(cfg Config) actor.Producer {
 	cfg = cfg.withDefaults()
 	commits, again := &sync.WaitGroup{}, &againQueue{}
 	resubmits, calls := &resubmitQueue{}, &sync.WaitGroup{}
+	log := cfg.Logger.With("component", "intake")
+	failures, err := ratelog.New(ratelog.Config{Logger: log, Level: slog.LevelError,
+		Msg: "commit failed", Summary: "commit failures not logged one by one",
+		Burst: commitFailureBurst, Window: commitFailureWindow, Now: cfg.Clock.Now, AfterFunc: cfg.Clock.AfterFunc})
+	if err != nil {
+		panic(err) // a Logger is required (Config), the rest is constant
+	}
 	return func() actor.Actor {
-		return &Intake{cfg: cfg, log: cfg.Logger.With("component", "intake"), commits: commits, again: again,
-			resubmits: resubmits, calls: calls,
+		return &Intake{cfg: cfg, log: log, commits: commits, again: again,
+			resubmits: resubmits, calls: calls, failures: failures,
 			pipe: Pipeline{Depth: cfg.CommitDepth, MaxBatch: cfg.MaxBatch, Shared: cfg.Shared}}
 	}
 }
@@ -102,6 +122,7 @@ func (a *Intake) Receive(c actor.Context) {
 			a.run(b)
 			a.pipe.Done()
 		}
+		a.failures.Close()
 	case *actor.Restarting:
 		// The work queued dies with this incarnation: answer it now so its
 		// senders retry at once rather than at their deadline. Commits out
