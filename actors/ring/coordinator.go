@@ -374,6 +374,7 @@ func (co *Coordinator) do(e Effect) {
 		}
 	case StandDown:
 		co.answerWaiters()
+		co.cfg.Metrics.setRole("") // no role until the next (BecameSlave, or the lock taken again)
 		if lead := co.lead; lead != nil {
 			go lead.Release() // lost already, or published over: nothing waits for it
 			co.lead = nil

@@ -16,6 +16,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/switchboard-dev/switchboard/actors/ring"
 	"github.com/switchboard-dev/switchboard/clock"
@@ -796,4 +797,47 @@ func TestCoordinatorDropsAMemberGraceAfterItsPollIsGone(t *testing.T) {
 				grace+time.Second, st.Epoch, st.Members)
 		}
 	})
+}
+
+// TestCoordinatorLoneMasterWaitingForItsLockIsNoMaster: an auto master
+// that cannot call another (no Transport) and loses its lock waits for it
+// with the reconnect policy, neither master nor slave (its status's role
+// is empty). switchboard_ring_role kept saying master meanwhile, so a
+// dashboard and the coverage alert, which selects the master by it, took
+// it for a master for the whole wait.
+func TestCoordinatorLoneMasterWaitingForItsLockIsNoMaster(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		el := &elector{}
+		reg := prometheus.NewRegistry()
+		sh := startShellWith(t, func(c *ring.Config) {
+			c.Role, c.Elector, c.Transport = messages.RoleAuto, el, nil
+			m, err := ring.NewMetrics(reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Metrics = m
+		})
+		synctest.Wait()
+		if err := wantRoles(reg, 1, 0); err != nil {
+			t.Fatalf("switchboard_ring_role while leading: %v", err)
+		}
+		el.refuseAll()
+		_ = el.granted()[0].Release(context.Background())
+		synctest.Wait()
+		if st := sh.status(t); st.Role != "" {
+			t.Fatalf("status while waiting for the lock: role %q, want none", st.Role)
+		}
+		if err := wantRoles(reg, 0, 0); err != nil {
+			t.Fatalf("switchboard_ring_role while waiting for the lock (status role \"\"), want master 0 and slave 0: %v", err)
+		}
+	})
+}
+
+// wantRoles compares switchboard_ring_role in reg with master and slave.
+func wantRoles(reg *prometheus.Registry, master, slave int) error {
+	return testutil.GatherAndCompare(reg, strings.NewReader(fmt.Sprintf(`# HELP switchboard_ring_role 1 on this instance's current ring role (master or slave).
+# TYPE switchboard_ring_role gauge
+switchboard_ring_role{role="master"} %d
+switchboard_ring_role{role="slave"} %d
+`, master, slave)), "switchboard_ring_role")
 }
