@@ -3,13 +3,13 @@ package switchboard_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/httpapi/certs"
+	"github.com/switchboard-dev/switchboard/httpapi/certs/certstest"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/nodetest"
 	"github.com/switchboard-dev/switchboard/polltest"
@@ -65,18 +65,7 @@ func TestAReloadedCABundleCutsOffAPeerOnItsOpenConnections(t *testing.T) {
 		fromCA, _ := certs.CAFiles(from)
 		toCert, toKey := certs.NodeFiles(bDir, "b")
 		toCA, _ := certs.CAFiles(bDir)
-		for _, p := range [][2]string{{fromKey, toKey}, {fromCert, toCert}, {fromCA, toCA}} {
-			data, err := os.ReadFile(p[0])
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(p[1]+".new", data, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Rename(p[1]+".new", p[1]); err != nil {
-				t.Fatal(err)
-			}
-		}
+		certstest.Replace(t, [2]string{fromKey, toKey}, [2]string{fromCert, toCert}, [2]string{fromCA, toCA})
 	}
 	put(dir)
 	fn := newFedNet()

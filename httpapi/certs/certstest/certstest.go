@@ -33,7 +33,15 @@ func Reissue(t testing.TB, caDir, certFile, keyFile, node string) {
 		t.Fatal(err)
 	}
 	newCert, newKey := certs.NodeFiles(other, node)
-	for _, p := range [][2]string{{newKey, keyFile}, {newCert, certFile}} {
+	Replace(t, [2]string{newKey, keyFile}, [2]string{newCert, certFile})
+}
+
+// Replace puts a copy of each pair's first file in place of its second,
+// in order: written aside, then renamed into place, as a deployment tool
+// does, so that a reload never reads a file half written.
+func Replace(t testing.TB, pairs ...[2]string) {
+	t.Helper()
+	for _, p := range pairs {
 		data, err := os.ReadFile(p[0])
 		if err != nil {
 			t.Fatal(err)
