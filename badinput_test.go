@@ -14,7 +14,6 @@ import (
 
 	"github.com/switchboard-dev/switchboard/httpapi/auth"
 	"github.com/switchboard-dev/switchboard/messages"
-	"github.com/switchboard-dev/switchboard/persistence/pgtest"
 )
 
 // snapshot is everything a rejected request must leave unchanged.
@@ -208,54 +207,47 @@ func TestBadInputIsRejectedAndStoresNothing(t *testing.T) {
 // recorded). The path is sent as written: the API client would escape
 // its '%'.
 func TestBadBytesInPathsAndAckIDsAreNotUnavailable(t *testing.T) {
-	for _, store := range []string{"sqlite", "postgres"} {
-		t.Run(store, func(t *testing.T) {
-			cfg := testConfig(t)
-			if store == "postgres" {
-				cfg.Postgres = pgtest.DSN(t)
+	onEachStore(t, func(t *testing.T, h *harness) {
+		h.pullFrontend("pullfe", "44")
+		h.submit("kept", "441")
+		if got := h.poll("pullfe", 1, 1000, 30000); len(got) != 1 {
+			t.Fatalf("polled %d messages, want 1", len(got))
+		}
+		raw := func(method, path, body string) (int, string) {
+			t.Helper()
+			req, err := http.NewRequest(method, h.base+path, strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
 			}
-			h := startNode(t, cfg)
-			h.pullFrontend("pullfe", "44")
-			h.submit("kept", "441")
-			if got := h.poll("pullfe", 1, 1000, 30000); len(got) != 1 {
-				t.Fatalf("polled %d messages, want 1", len(got))
+			res, err := h.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
 			}
-			raw := func(method, path, body string) (int, string) {
-				t.Helper()
-				req, err := http.NewRequest(method, h.base+path, strings.NewReader(body))
-				if err != nil {
-					t.Fatal(err)
-				}
-				res, err := h.client.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer res.Body.Close()
-				b, _ := io.ReadAll(res.Body)
-				var doc struct{ Error struct{ Code string } }
-				_ = json.Unmarshal(b, &doc)
-				return res.StatusCode, doc.Error.Code + " " + strings.TrimSpace(string(b))
+			defer res.Body.Close()
+			b, _ := io.ReadAll(res.Body)
+			var doc struct{ Error struct{ Code string } }
+			_ = json.Unmarshal(b, &doc)
+			return res.StatusCode, doc.Error.Code + " " + strings.TrimSpace(string(b))
+		}
+		for _, c := range []struct {
+			method, path, body string
+			status             int
+		}{
+			{"GET", "/api/messages/a%00b", "", 404},
+			{"GET", "/api/messages/a%ffb", "", 404},
+			{"POST", "/api/messages/a%00b/resubmit", "", 404},
+			{"POST", "/api/messages/a%ffb/resubmit", "", 404},
+			{"DELETE", "/api/routes/4%004", "", 404},
+			{"DELETE", "/api/routes/4%ff", "", 404},
+			{"DELETE", "/api/frontends/a%00b", "", 404},
+			{"DELETE", "/api/frontends/a%ffb", "", 404},
+			{"POST", "/api/frontends/pullfe/ack", `{"results":[{"id":"kept","status":"delivered"},{"id":"a\u0000b","status":"delivered"}]}`, 400},
+		} {
+			if status, doc := raw(c.method, c.path, c.body); status != c.status {
+				t.Errorf("%s %s %s: %d %s, want %d", c.method, c.path, c.body, status, doc, c.status)
 			}
-			for _, c := range []struct {
-				method, path, body string
-				status             int
-			}{
-				{"GET", "/api/messages/a%00b", "", 404},
-				{"GET", "/api/messages/a%ffb", "", 404},
-				{"POST", "/api/messages/a%00b/resubmit", "", 404},
-				{"POST", "/api/messages/a%ffb/resubmit", "", 404},
-				{"DELETE", "/api/routes/4%004", "", 404},
-				{"DELETE", "/api/routes/4%ff", "", 404},
-				{"DELETE", "/api/frontends/a%00b", "", 404},
-				{"DELETE", "/api/frontends/a%ffb", "", 404},
-				{"POST", "/api/frontends/pullfe/ack", `{"results":[{"id":"kept","status":"delivered"},{"id":"a\u0000b","status":"delivered"}]}`, 400},
-			} {
-				if status, doc := raw(c.method, c.path, c.body); status != c.status {
-					t.Errorf("%s %s %s: %d %s, want %d", c.method, c.path, c.body, status, doc, c.status)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // TestCrossSiteWritesAreRefused: a web page of another origin can make a

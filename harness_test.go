@@ -1,6 +1,7 @@
 package switchboard_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"github.com/switchboard-dev/switchboard/apiclient"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/nodetest"
+	"github.com/switchboard-dev/switchboard/persistence/pgtest"
 	"github.com/switchboard-dev/switchboard/polltest"
 )
 
@@ -63,6 +65,36 @@ type tWriter struct{ t *testing.T }
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+// startRefused starts a node of cfg and wants its Start to fail, which it
+// returns; a node that starts is stopped and the test fails with started.
+func startRefused(t *testing.T, cfg switchboard.Config, started string) error {
+	t.Helper()
+	n, err := switchboard.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = n.Start(t.Context())
+	if err == nil {
+		_ = n.Stop(context.Background())
+		t.Fatal(started)
+	}
+	return err
+}
+
+// onEachStore runs test once on a node of each store, the embedded one and
+// Postgres, as subtests named sqlite and postgres.
+func onEachStore(t *testing.T, test func(t *testing.T, h *harness)) {
+	for _, store := range []string{"sqlite", "postgres"} {
+		t.Run(store, func(t *testing.T) {
+			cfg := testConfig(t)
+			if store == "postgres" {
+				cfg.Postgres = pgtest.DSN(t)
+			}
+			test(t, startNode(t, cfg))
+		})
+	}
 }
 
 func startNode(t *testing.T, cfg switchboard.Config) *harness {

@@ -217,15 +217,7 @@ func TestRingInstanceIDInUse(t *testing.T) {
 
 	cfg := siteConfig(t, dsn, "c1")
 	cfg.RingReconnectMaxAttempts = 3
-	n, err := switchboard.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = n.Start(t.Context())
-	if err == nil {
-		_ = n.Stop(context.Background())
-		t.Fatal("a second process with instance id c1 started")
-	}
+	err := startRefused(t, cfg, "a second process with instance id c1 started")
 	if want := `InstanceID: "c1" is in use`; !strings.Contains(err.Error(), want) {
 		t.Fatalf("Start: %v, want it to say %s", err, want)
 	}
@@ -255,15 +247,7 @@ func TestRingInstanceLockStoreFailureIsNotAnIDInUse(t *testing.T) {
 	cfg := siteConfig(t, pgtest.DSN(t), "c1")
 	cfg.Elector = unreachableElector{}
 	cfg.RingReconnectMaxAttempts = 2
-	n, err := switchboard.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = n.Start(t.Context())
-	if err == nil {
-		_ = n.Stop(context.Background())
-		t.Fatal("started without its instance lock")
-	}
+	err := startRefused(t, cfg, "started without its instance lock")
 	if strings.Contains(err.Error(), "in use") || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("Start: %v, want the store's failure, not an id in use", err)
 	}
@@ -298,14 +282,7 @@ func TestRingInstanceLockTakenAgain(t *testing.T) {
 	}
 	cfg := siteConfig(t, dsn, "d1")
 	cfg.RingReconnectMaxAttempts = 2
-	n, err := switchboard.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Start(t.Context()); err == nil {
-		_ = n.Stop(context.Background())
-		t.Fatal("a second d1 started after the first took its lock again")
-	}
+	_ = startRefused(t, cfg, "a second d1 started after the first took its lock again")
 }
 
 // TestRingLoneInstanceWithoutTLSCAOutlivesADatabaseBlip: an auto instance

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/switchboard/messages"
-	"github.com/switchboard-dev/switchboard/persistence/pgtest"
 )
 
 // search lists every message of a query of GET /api/messages, following
@@ -109,44 +108,37 @@ func TestSearchFindsEveryAcceptedSource(t *testing.T) {
 // timestamp out of range") or, for the smallest int64, 200 with the
 // newest messages: a page that follows nothing.
 func TestForgedTimeCursorIsRefused(t *testing.T) {
-	for _, store := range []string{"sqlite", "postgres"} {
-		t.Run(store, func(t *testing.T) {
-			cfg := testConfig(t)
-			if store == "postgres" {
-				cfg.Postgres = pgtest.DSN(t)
+	onEachStore(t, func(t *testing.T, h *harness) {
+		h.pullFrontend("uk", "44")
+		h.submit("m1", "447700900001")
+		since := "since=2020-01-01T00:00:00Z&limit=1&cursor="
+		for _, micros := range []int64{math.MinInt64, -300_000_000_000_000_000, -62_167_219_200_000_001,
+			253_402_300_800_000_000, math.MaxInt64} {
+			path := fmt.Sprintf("/api/messages?%s1@%d", since, micros)
+			status, body := h.api().Do("GET", path, nil)
+			var doc struct {
+				Error struct{ Code, Message string }
 			}
-			h := startNode(t, cfg)
-			h.pullFrontend("uk", "44")
-			h.submit("m1", "447700900001")
-			since := "since=2020-01-01T00:00:00Z&limit=1&cursor="
-			for _, micros := range []int64{math.MinInt64, -300_000_000_000_000_000, -62_167_219_200_000_001,
-				253_402_300_800_000_000, math.MaxInt64} {
-				path := fmt.Sprintf("/api/messages?%s1@%d", since, micros)
-				status, body := h.api().Do("GET", path, nil)
-				var doc struct {
-					Error struct{ Code, Message string }
-				}
-				_ = json.Unmarshal(body, &doc)
-				if status != 400 || doc.Error.Code != "invalid_request" || !strings.Contains(doc.Error.Message, "not a cursor this API returned") {
-					t.Errorf("GET %s: %d %s; want 400 invalid_request: not a cursor this API returned", path, status, strings.TrimSpace(string(body)))
-				}
+			_ = json.Unmarshal(body, &doc)
+			if status != 400 || doc.Error.Code != "invalid_request" || !strings.Contains(doc.Error.Message, "not a cursor this API returned") {
+				t.Errorf("GET %s: %d %s; want 400 invalid_request: not a cursor this API returned", path, status, strings.TrimSpace(string(body)))
 			}
-			// The bounds themselves are times a message may have.
-			for _, at := range []time.Time{time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC)} {
-				want := []string{}
-				if at.Year() == 9999 {
-					want = []string{"m1"}
-				}
-				var page struct{ Messages []messages.Message }
-				h.must(200, "GET", fmt.Sprintf("/api/messages?%s1@%d", since, at.UnixMicro()), nil, &page)
-				got := []string{}
-				for _, m := range page.Messages {
-					got = append(got, m.ID)
-				}
-				if fmt.Sprint(got) != fmt.Sprint(want) {
-					t.Errorf("a cursor at %v: %v, want %v", at, got, want)
-				}
+		}
+		// The bounds themselves are times a message may have.
+		for _, at := range []time.Time{time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC)} {
+			want := []string{}
+			if at.Year() == 9999 {
+				want = []string{"m1"}
 			}
-		})
-	}
+			var page struct{ Messages []messages.Message }
+			h.must(200, "GET", fmt.Sprintf("/api/messages?%s1@%d", since, at.UnixMicro()), nil, &page)
+			got := []string{}
+			for _, m := range page.Messages {
+				got = append(got, m.ID)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("a cursor at %v: %v, want %v", at, got, want)
+			}
+		}
+	})
 }

@@ -1,13 +1,11 @@
 package switchboard_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/httpapi/certs"
 	"github.com/switchboard-dev/switchboard/httpapi/certs/certstest"
 	"github.com/switchboard-dev/switchboard/messages"
@@ -28,16 +26,7 @@ func TestStartRefusesAnotherNodesCertificate(t *testing.T) {
 	cfg.Name = "a"
 	cfg.TLSCert, cfg.TLSKey = certs.NodeFiles(dir, "b")
 	cfg.TLSCA, _ = certs.CAFiles(dir)
-	n, err := switchboard.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	err = n.Start(ctx)
-	if err == nil {
-		_ = n.Stop(ctx)
-		t.Fatal("a started with b's certificate")
-	}
+	err := startRefused(t, cfg, "a started with b's certificate")
 	if !strings.Contains(err.Error(), `does not name node "a"`) {
 		t.Fatalf("Start: %v; want the certificate refused for not naming a", err)
 	}

@@ -140,28 +140,9 @@ func TestCommitFailedForWantOfRoomIsNotAnError(t *testing.T) {
 		{"other", errors.New("connection reset"), slog.LevelError},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			base := sqlitetest.Open(t)
-			withFrontend(t, base, "44")
-			logger, logs := logtest.New()
-			sys := actor.NewActorSystem(
-				actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-			t.Cleanup(sys.Shutdown)
-			cfg := intake.Config{Node: "alpha", Store: failingStore{Store: base, err: tc.err}, Clock: clock.Real{}, Logger: logger,
-				Frontends: sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return idle{} })),
-				NewID:     func() string { return "m-1" }, Publish: func(messages.StateChanged) {}}
-			pid := sys.Root.Spawn(actor.PropsFromProducer(intake.NewIntake(cfg)))
+			sys, pid, logs := failingIntake(t, tc.err)
 			t.Cleanup(func() { _ = sys.Root.StopFuture(pid).Wait() })
-			reply := make(chan messages.SubmitReply, 1)
-			sys.Root.Send(pid, &messages.Submit{Submission: messages.Submission{ID: "x", SourceMSISDN: "15550001",
-				DestinationMSISDN: "447700900001", Body: "hi"}, Reply: reply})
-			select {
-			case r := <-reply:
-				if r.Err == nil {
-					t.Fatalf("submit on a failing store: %+v, want it refused", r)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("no answer")
-			}
+			submitRefused(t, sys, pid, "x")
 			if got := logs.Records(t, "commit failed"); len(got) != 1 || got[0]["level"] != tc.want.String() {
 				t.Errorf("\"commit failed\" logged as %v, want once at %v", got, tc.want)
 			}
@@ -175,30 +156,10 @@ func TestCommitFailedForWantOfRoomIsNotAnError(t *testing.T) {
 // commitFailureBurst lines a window are written now; the rest are counted,
 // and the count is logged when the intake stops.
 func TestCommitFailuresAreLoggedAtABoundedRate(t *testing.T) {
-	base := sqlitetest.Open(t)
-	withFrontend(t, base, "44")
-	logger, logs := logtest.New()
-	sys := actor.NewActorSystem(
-		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	t.Cleanup(sys.Shutdown)
-	n := 0
-	cfg := intake.Config{Node: "alpha", Store: failingStore{Store: base, err: errors.New("connection reset")}, Clock: clock.Real{}, Logger: logger,
-		Frontends: sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return idle{} })),
-		NewID:     func() string { n++; return fmt.Sprintf("m-%d", n) }, Publish: func(messages.StateChanged) {}}
-	pid := sys.Root.Spawn(actor.PropsFromProducer(intake.NewIntake(cfg)))
+	sys, pid, logs := failingIntake(t, errors.New("connection reset"))
 	const submits = 40
 	for i := range submits {
-		reply := make(chan messages.SubmitReply, 1)
-		sys.Root.Send(pid, &messages.Submit{Submission: messages.Submission{ID: fmt.Sprintf("x%d", i), SourceMSISDN: "15550001",
-			DestinationMSISDN: "447700900001", Body: "hi"}, Reply: reply})
-		select {
-		case r := <-reply:
-			if r.Err == nil {
-				t.Fatalf("submit %d on a failing store: %+v, want it refused", i, r)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatalf("submit %d: no answer", i)
-		}
+		submitRefused(t, sys, pid, fmt.Sprintf("x%d", i))
 	}
 	if err := sys.Root.StopFuture(pid).Wait(); err != nil {
 		t.Fatal(err)
@@ -213,5 +174,38 @@ func TestCommitFailuresAreLoggedAtABoundedRate(t *testing.T) {
 	}
 	if got := fmt.Sprint(summary[0]["suppressed"]); got != fmt.Sprint(submits-len(lines)) {
 		t.Errorf("summary counts %s failures not logged, want %d (%d of %d logged)", got, submits-len(lines), len(lines), submits)
+	}
+}
+
+// failingIntake starts an intake on a store whose writes fail with err;
+// its log is in logs. The caller stops it.
+func failingIntake(t *testing.T, err error) (*actor.ActorSystem, *actor.PID, *logtest.Buffer) {
+	t.Helper()
+	base := sqlitetest.Open(t)
+	withFrontend(t, base, "44")
+	logger, logs := logtest.New()
+	sys := actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(sys.Shutdown)
+	n := 0
+	cfg := intake.Config{Node: "alpha", Store: failingStore{Store: base, err: err}, Clock: clock.Real{}, Logger: logger,
+		Frontends: sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return idle{} })),
+		NewID:     func() string { n++; return fmt.Sprintf("m-%d", n) }, Publish: func(messages.StateChanged) {}}
+	return sys, sys.Root.Spawn(actor.PropsFromProducer(intake.NewIntake(cfg))), logs
+}
+
+// submitRefused submits id to the intake at pid and wants it refused.
+func submitRefused(t *testing.T, sys *actor.ActorSystem, pid *actor.PID, id string) {
+	t.Helper()
+	reply := make(chan messages.SubmitReply, 1)
+	sys.Root.Send(pid, &messages.Submit{Submission: messages.Submission{ID: id, SourceMSISDN: "15550001",
+		DestinationMSISDN: "447700900001", Body: "hi"}, Reply: reply})
+	select {
+	case r := <-reply:
+		if r.Err == nil {
+			t.Fatalf("submit %s on a failing store: %+v, want it refused", id, r)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("submit %s: no answer", id)
 	}
 }

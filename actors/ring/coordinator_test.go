@@ -169,6 +169,23 @@ func startShell(t *testing.T, role string, tr transport.Ring, master string, hel
 	return startShellWith(t, func(c *ring.Config) { c.Role, c.Transport, c.MasterAddr = role, tr, master }, held...)
 }
 
+// subscribe has i-1 join (the assignment of epoch 2, with two members)
+// and subscribe with a poll that waits a publish interval; it returns the
+// poll.
+func (sh *shell) subscribe(t *testing.T) *messages.RingPollRequest {
+	t.Helper()
+	join := make(chan messages.RingAnswer, 1)
+	sh.sys.Root.Send(sh.pid, &messages.RingJoinRequest{Join: self("i-1"), Reply: join})
+	a := (<-join).Assignment
+	if a.Epoch != 2 || len(a.Members) != 2 {
+		t.Fatalf("assignment after the join: epoch %d, %d members", a.Epoch, len(a.Members))
+	}
+	poll := &messages.RingPollRequest{Poll: messages.RingPoll{InstanceID: "i-1", Epoch: 2, WaitMs: publish.Milliseconds()},
+		Reply: make(chan messages.RingAnswer, 1)}
+	sh.sys.Root.Send(sh.pid, poll)
+	return poll
+}
+
 // startShellWith is startShell with the coordinator's Config set by set
 // (its role, transport, master, elector, member document).
 func startShellWith(t *testing.T, set func(*ring.Config), held ...string) *shell {
@@ -243,16 +260,7 @@ func TestCoordinatorMasterPublishesAdmitsAndDrops(t *testing.T) {
 			t.Fatalf("stored ring: %+v, %v", stored, err)
 		}
 
-		join := make(chan messages.RingAnswer, 1)
-		sh.sys.Root.Send(sh.pid, &messages.RingJoinRequest{Join: self("i-1"), Reply: join})
-		a := (<-join).Assignment
-		if a.Epoch != 2 || len(a.Members) != 2 {
-			t.Fatalf("assignment after the join: epoch %d, %d members", a.Epoch, len(a.Members))
-		}
-
-		poll := &messages.RingPollRequest{Poll: messages.RingPoll{InstanceID: "i-1", Epoch: 2, WaitMs: publish.Milliseconds()},
-			Reply: make(chan messages.RingAnswer, 1)}
-		sh.sys.Root.Send(sh.pid, poll)
+		poll := sh.subscribe(t)
 		time.Sleep(publish - time.Second)
 		synctest.Wait()
 		select {
@@ -775,15 +783,7 @@ func TestCoordinatorDropsAMemberGraceAfterItsPollIsGone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sh := startShell(t, messages.RoleMaster, nil, "")
 		synctest.Wait()
-		join := make(chan messages.RingAnswer, 1)
-		sh.sys.Root.Send(sh.pid, &messages.RingJoinRequest{Join: self("i-1"), Reply: join})
-		a := (<-join).Assignment
-		if a.Epoch != 2 || len(a.Members) != 2 {
-			t.Fatalf("assignment after the join: epoch %d, %d members", a.Epoch, len(a.Members))
-		}
-		poll := &messages.RingPollRequest{Poll: messages.RingPoll{InstanceID: "i-1", Epoch: 2, WaitMs: publish.Milliseconds()},
-			Reply: make(chan messages.RingAnswer, 1)}
-		sh.sys.Root.Send(sh.pid, poll)
+		poll := sh.subscribe(t)
 		time.Sleep(publish / 3) // i-1 is subscribed well past its join
 		synctest.Wait()
 
