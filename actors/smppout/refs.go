@@ -7,8 +7,8 @@ import "sync/atomic"
 // long text sent, from a rolling counter. A handset reassembles the parts
 // it receives by (sender, reference), so two long texts in flight to it
 // must not share one: taken from a counter, two long texts the frontend
-// sends one after the other share a reference only when 256 others went
-// between them (a reference derived from the message, as before, was
+// sends one after the other share a reference only when 255 others went
+// between them, the counter coming back to it every 256 (a reference derived from the message, as before, was
 // shared by two texts 1 time in 256). One Refs serves every session and
 // every client of a frontend on an instance (Clients gives it to each);
 // it starts at a random value (NewRefs), so that a restart does not begin
