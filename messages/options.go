@@ -24,8 +24,9 @@ const (
 	CodingUCS2 DataCoding = "ucs2"
 	// CodingBinary is 8-bit binary (SMPP data_coding 0x04): the body is
 	// bytes (message_body_base64), not text, sent without a user data
-	// header (esm_class 0), so not a WAP push or SIM OTA message, which
-	// needs one.
+	// header of its own (esm_class 0; over 140 octets in parts, each
+	// behind a concatenation header only), so not a WAP push or SIM OTA
+	// message, which needs one.
 	CodingBinary DataCoding = "binary"
 )
 
