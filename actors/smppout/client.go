@@ -536,7 +536,12 @@ func (c *Client) PacedUntil(timeout time.Duration) time.Time {
 // retried whole, and they would go into the pause.
 func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.DeliveryResult {
 	fe := c.cfg.Frontend.Name
-	sms, err := Submits(out, c.opts, c.cfg.Refs.Next)
+	// The parts, to count their slots. A long text takes its reference
+	// (Refs.Next) only once it goes, below: one our pacing keeps, or one
+	// not sent for want of a bind, takes none, so that the counter comes
+	// back to a reference only after 256 long texts sent.
+	long := false
+	sms, err := Submits(out, c.opts, func() byte { long = true; return 0 })
 	if err != nil {
 		return messages.DeliveryResult{Status: messages.Failed, Reason: "cannot be sent over SMPP: " + err.Error()}
 	}
@@ -583,6 +588,11 @@ func (c *Client) submit(ctx context.Context, out messages.Outgoing) messages.Del
 	c.mu.Unlock()
 	if !ok {
 		return c.kept(now, slotsBy.Sub(now), len(sms), share, paused, fits, ever)
+	}
+	if long {
+		if sms, err = Submits(out, c.opts, c.cfg.Refs.Next); err != nil {
+			return messages.DeliveryResult{Status: messages.Failed, Reason: "cannot be sent over SMPP: " + err.Error()}
+		}
 	}
 	parts := make([]Part, len(sms))
 	var unread error // why the body of an ESME_ROK could not be read

@@ -3,6 +3,7 @@ package smppout
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/switchboard-dev/switchboard/actors/smppout/smsctest"
 	"github.com/switchboard-dev/switchboard/gsm7"
 	"github.com/switchboard-dev/switchboard/messages"
+	"github.com/switchboard-dev/switchboard/polltest"
 	"github.com/switchboard-dev/switchboard/smpp"
 )
 
@@ -123,4 +125,50 @@ func TestClientsShareTheFrontendsRefs(t *testing.T) {
 	if len(starts) < 2 {
 		t.Errorf("8 seeds, first references %v: a restart starts where the last did", starts)
 	}
+}
+
+// A long text takes its reference when it goes, not when the frontend's
+// pacing keeps it: a text deferred (its slots not in its time) or given
+// up for its parts' slots takes none, so that the counter comes back to a
+// reference only after 256 long texts sent, whatever was kept meanwhile
+// (a backlog at a low rate defers texts over and over). At rate=0.5 (slots
+// 2 s apart) with 10 s for the slots, a text of 6 parts takes them up to
+// 10 s; the texts submitted behind it are kept.
+func TestPacingTakesNoReferenceForWhatItKeeps(t *testing.T) {
+	smsc := smsctest.New(t, "pw", nil)
+	clk := newManualClock()
+	refs := NewRefs(40)
+	c := boundClient(t, "smpp://sb@"+smsc.Addr+"?rate=0.5", Config{Clock: clk, Refs: refs})
+	out := func(id string, tens int) messages.Outgoing {
+		return messages.Outgoing{ID: id, SourceMSISDN: "+15550001", DestinationMSISDN: "+33600000001", Body: strings.Repeat("0123456789", tens)}
+	}
+	submit := func(o messages.Outgoing) <-chan messages.DeliveryResult {
+		v := make(chan messages.DeliveryResult, 1)
+		go func() {
+			ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(20*time.Second))
+			defer cancel()
+			v <- c.Submit(ctx, o, "")
+		}()
+		return v
+	}
+	long := submit(out("m-long", 80)) // 800 septets: 6 parts, slots at 0, 2, ... 10 s
+	polltest.Until(t, 20*time.Second, "m-long's first part sent, the wait for its second", func() bool {
+		return len(smsc.Submits()) == 1 && slices.Contains(clk.pending(time.Minute), 2*time.Second)
+	})
+	for i := range 3 {
+		if v := <-submit(out(fmt.Sprintf("m-kept-%d", i), 20)); v.Status != messages.Retry || !v.Deferred { // 2 parts
+			t.Fatalf("m-kept-%d, its slots after 10 s: %+v; want a deferred retry", i, v)
+		}
+	}
+	if v := <-submit(out("m-never", 100)); v.Status != messages.Retry || v.Deferred { // 7 parts: 12 s of slots
+		t.Fatalf("m-never, 7 parts that never fit in 10 s: %+v; want an ordinary retry", v)
+	}
+	if p, ok, err := smpp.PartOf(smsc.Submits()[0].SM); err != nil || !ok || p.Ref != 40 {
+		t.Fatalf("m-long's first part: %+v, %v, %v; want reference 40", p, ok, err)
+	}
+	if next := refs.Next(); next != 41 {
+		t.Errorf("the next reference is %d, want 41: the %d texts the pacing kept took references", next, next-41)
+	}
+	c.Close()
+	<-long
 }
