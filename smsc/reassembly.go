@@ -98,8 +98,9 @@ func NewReassembly[T any](wait time.Duration, maxHeld, maxBytes int) *Reassembly
 // Reasons Add refuses a part with.
 var (
 	// ErrTableFull: maxHeld parts, or maxBytes octets of them, are held
-	// already (answer ESME_RMSGQFUL: a temporary refusal). The error
-	// returned wraps it and says which.
+	// already (answer ESME_RMSGQFUL: a temporary refusal), and the part
+	// does not complete its message (one that does is always taken). The
+	// error returned wraps it and says which.
 	ErrTableFull = fmt.Errorf("smsc: too many parts of concatenated messages are waiting for the rest")
 	// ErrMixedCoding: the part's data_coding is not its message's other
 	// parts'.
@@ -140,10 +141,15 @@ func (r *Reassembly[T]) Add(k PartKey, p smpp.Part, a Asks, o T, now time.Time, 
 	case pt.asks.Schedule != a.Schedule:
 		return nil, ErrMixedSchedule
 	}
-	if r.held >= r.maxHeld {
+	// The part that completes its message passes the bounds: it leaves
+	// the table at once with the parts it completes, so it frees room.
+	// Refused, it would keep a full table full until the messages in it
+	// timed out, none of them able to complete.
+	completes := pt != nil && pt.seen[p.Seq] == 0 && len(pt.seen)+1 >= int(k.Total)
+	if r.held >= r.maxHeld && !completes {
 		return nil, fmt.Errorf("%w (%d parts held, at most %d)", ErrTableFull, r.held, r.maxHeld)
 	}
-	if r.bytes+len(p.Data) > r.maxBytes {
+	if r.bytes+len(p.Data) > r.maxBytes && !completes {
 		return nil, fmt.Errorf("%w (%d octets of parts held, at most %d)", ErrTableFull, r.bytes, r.maxBytes)
 	}
 	if pt == nil {

@@ -87,7 +87,11 @@ func TestReassemblyWaitIsBounded(t *testing.T) {
 	if _, err := r.Add(PartKey{Ref: 10, Total: 2}, part(1, "z"), Asks{}, "d", t0.Add(63*time.Second), 0); !errors.Is(err, ErrTableFull) {
 		t.Errorf("a fourth part: %v, want ErrTableFull", err)
 	}
-	if got := r.Expire(t0.Add(time.Hour)); len(got) != 3 || r.Held() != 0 || !r.Next().IsZero() {
+	// but not one that completes a message held: it frees room.
+	if w, err := r.Add(PartKey{Ref: 9, Total: 2}, part(2, "z"), Asks{}, "c2", t0.Add(64*time.Second), 0); err != nil || w == nil || r.Held() != 2 {
+		t.Errorf("a fourth part completing its message: %v, %v, held %d; want the message and 2 held", w, err, r.Held())
+	}
+	if got := r.Expire(t0.Add(time.Hour)); len(got) != 2 || r.Held() != 0 || !r.Next().IsZero() {
 		t.Errorf("expired %d, held %d, next %v", len(got), r.Held(), r.Next())
 	}
 }
@@ -122,11 +126,23 @@ func TestReassemblyBoundsTheBytesHeld(t *testing.T) {
 	if r.Held() != 3 || r.HeldBytes() != 3*MaxPartData {
 		t.Fatalf("held %d parts, %d octets; want 3 and %d", r.Held(), r.HeldBytes(), 3*MaxPartData)
 	}
-	// A message's last part is refused alike when it would pass the
-	// budget.
+	// A part that does not complete its message is refused alike, a
+	// repeat of one held too.
+	if _, err := r.Add(PartKey{Account: "a", Source: "S", Dest: "1", Ref: 1, Total: 3}, smpp.Part{Seq: 2, Data: []byte("x")}, Asks{}, 5, t0, 0); !errors.Is(err, ErrTableFull) {
+		t.Fatalf("a middle part over the budget: %v, want ErrTableFull", err)
+	}
+	if _, err := r.Add(key(1), smpp.Part{Seq: 1, Data: []byte("again")}, Asks{}, 5, t0, 0); !errors.Is(err, ErrTableFull) {
+		t.Fatalf("a repeated part over the budget: %v, want ErrTableFull", err)
+	}
+	// The part that completes a message is taken over the budget: it
+	// leaves with its message and frees room. Refused, a full table would
+	// stay full until every message in it timed out, none able to end.
 	w, err := r.Add(key(1), smpp.Part{Seq: 2, Data: []byte("end")}, Asks{}, 5, t0, 0)
-	if !errors.Is(err, ErrTableFull) || w != nil {
-		t.Fatalf("the last part over the budget: %v, %v", w, err)
+	if err != nil || w == nil || len(w.Content) != MaxPartData+3 {
+		t.Fatalf("the last part over the budget: %v, %v; want the whole message", w, err)
+	}
+	if r.Held() != 2 || r.HeldBytes() != 2*MaxPartData {
+		t.Fatalf("after the message: held %d parts, %d octets; want 2 and %d", r.Held(), r.HeldBytes(), 2*MaxPartData)
 	}
 	// A message made whole leaves the table with its octets.
 	r2 := NewReassembly[int](time.Minute, 100, 2*MaxPartData+3)
@@ -139,7 +155,7 @@ func TestReassemblyBoundsTheBytesHeld(t *testing.T) {
 	if r2.Held() != 0 || r2.HeldBytes() != 0 {
 		t.Fatalf("after the message: %d parts, %d octets held", r2.Held(), r2.HeldBytes())
 	}
-	if got := r.Expire(t0.Add(time.Minute)); len(got) != 3 || r.Held() != 0 || r.HeldBytes() != 0 {
+	if got := r.Expire(t0.Add(time.Minute)); len(got) != 2 || r.Held() != 0 || r.HeldBytes() != 0 {
 		t.Fatalf("expired %d; held %d parts, %d octets", len(got), r.Held(), r.HeldBytes())
 	}
 }
