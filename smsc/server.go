@@ -779,6 +779,15 @@ func (srv *Server) pump(account string, kick chan struct{}) {
 			if err == nil {
 				resp, err = x.call.Result()
 			}
+			var de *smpp.DecodeError
+			if errors.As(err, &de) && (resp.Command == smpp.DeliverSMResp || resp.Command == smpp.GenericNack) {
+				// The ESME answered, with its header's command_status;
+				// only the body could not be read (and a deliver_sm_resp's
+				// carries nothing of use). Taken for no answer, the
+				// receipt was sent again at once, and so answered again:
+				// a loop without a pause.
+				err = nil
+			}
 			switch {
 			case err != nil:
 				o.Result, o.RetryAt, o.Detail = persistence.ResultRetry, srv.cfg.Clock.Now(), "receipt not answered: "+err.Error()

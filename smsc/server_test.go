@@ -2,6 +2,7 @@ package smsc
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"net"
 	"sync"
@@ -856,4 +857,84 @@ func TestSubmitRateLetsALongTextThrough(t *testing.T) {
 			}
 		})
 	})
+}
+
+// rawESME binds a raw connection over ln as a receiver of acct: the test
+// reads and writes its PDUs itself (what no smpp.Session would send).
+func rawESME(t *testing.T, ln *pipeListener) net.Conn {
+	t.Helper()
+	nc := ln.dial()
+	t.Cleanup(func() { nc.Close() })
+	bind, err := smpp.PDU{Command: smpp.BindReceiver, Seq: 1, Body: &smpp.Bind{SystemID: "acct", Password: "pw",
+		InterfaceVersion: smpp.InterfaceVersion34}}.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Write(bind); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := smpp.ReadPDU(nc, 0); err != nil || p.Command != smpp.BindReceiverResp || p.Status != smpp.StatusOK {
+		t.Fatalf("bind: %+v %v", p, err)
+	}
+	return nc
+}
+
+// A deliver_sm_resp whose body does not decode (here a message_id without
+// its NUL) is the ESME's answer all the same: its command_status stands,
+// as the smpp frontend takes such a submit_sm_resp. It was taken for no
+// answer, and the receipt sent again at once: an ESME that always
+// answers so got the same receipt in a loop without a pause, and never
+// had it recorded.
+func TestServerTakesAnUndecodableReceiptAnswerAsItsStatus(t *testing.T) {
+	for _, c := range []struct {
+		status smpp.Status
+		want   persistence.Result
+	}{
+		{smpp.StatusOK, persistence.ResultDelivered},
+		{smpp.StatusPermAppError, persistence.ResultFailed},
+		{smpp.StatusTempAppError, persistence.ResultRetry},
+	} {
+		t.Run(c.status.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := &receipts{due: map[string]time.Time{"m1": time.Now()}}
+				ln, _ := serve(t, &backend{}, r)
+				nc := rawESME(t, ln)
+				var mu sync.Mutex
+				sent := 0
+				go func() {
+					for {
+						p, err := smpp.ReadPDU(nc, 0)
+						if err != nil {
+							return
+						}
+						if p.Command != smpp.DeliverSM {
+							continue
+						}
+						mu.Lock()
+						sent++
+						n := sent
+						mu.Unlock()
+						if n > 3 {
+							continue // the later ones go unanswered: the loop, if any, pauses
+						}
+						raw := binary.BigEndian.AppendUint32(nil, smpp.HeaderLen+3)
+						raw = binary.BigEndian.AppendUint32(raw, uint32(smpp.DeliverSMResp))
+						raw = binary.BigEndian.AppendUint32(raw, uint32(c.status))
+						raw = binary.BigEndian.AppendUint32(raw, p.Seq)
+						if _, err := nc.Write(append(raw, "abc"...)); err != nil {
+							return
+						}
+					}
+				}()
+				time.Sleep(20 * time.Second) // less than the retry wait of a temporary refusal
+				got := r.results()
+				mu.Lock()
+				defer mu.Unlock()
+				if len(got) != 1 || got[0].Result != c.want || sent != 1 {
+					t.Fatalf("receipt answered %s with a body that does not decode: sent %d times, outcomes %+v; want it sent once, %s",
+						c.status, sent, got, c.want)
+				}
+			})
+		})
+	}
 }
