@@ -208,6 +208,7 @@ func (srv *Server) Addr() net.Addr { return srv.cfg.Listener.Addr() }
 func (srv *Server) Serve() error {
 	srv.routines.Add(1)
 	defer srv.routines.Done()
+	var pause time.Duration // after an accept that failed for now
 	for {
 		nc, err := srv.cfg.Listener.Accept()
 		if err != nil {
@@ -220,8 +221,26 @@ func (srv *Server) Serve() error {
 			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
+			if errors.As(err, &ne) && ne.Temporary() {
+				// Out of file descriptors (EMFILE, ENFILE: a flood of
+				// connections), a connection aborted before it was
+				// accepted: tried again after a pause (5 ms doubling to
+				// 1 s), as net/http does. Serve's end would end the node.
+				pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+				srv.log.Warn("smpp connection not accepted", "err", err, "retry_in", pause.String())
+				waited := make(chan struct{})
+				stopTimer := srv.cfg.Clock.AfterFunc(pause, func() { close(waited) })
+				select {
+				case <-waited:
+				case <-srv.stop:
+					stopTimer()
+					return nil
+				}
+				continue
+			}
 			return fmt.Errorf("smpp listener: %w", err)
 		}
+		pause = 0
 		if srv.cfg.TLS != nil {
 			nc = tls.Server(nc, srv.cfg.TLS)
 		}

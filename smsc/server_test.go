@@ -5,7 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"net"
+	"os"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -134,6 +137,14 @@ func (r *receipts) results() []persistence.Outcome {
 func serve(t *testing.T, b Backend, r *receipts) (*pipeListener, *Metrics) {
 	t.Helper()
 	ln := newPipeListener()
+	return ln, serveOn(t, ln, b, r, nil)
+}
+
+// serveOn starts a listener on ln, stopped with the test; Serve's end is
+// sent to ended when it is not nil, else checked to be nil at the stop.
+// Each of set changes the configuration first.
+func serveOn(t *testing.T, ln net.Listener, b Backend, r *receipts, ended chan<- error, set ...func(*Config)) *Metrics {
+	t.Helper()
 	m, err := NewMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
@@ -143,21 +154,30 @@ func serve(t *testing.T, b Backend, r *receipts) (*pipeListener, *Metrics) {
 	// No keepalive: a net.Pipe has no buffer, and two ends writing at once
 	// (an enquire_link each way) would wait for each other for ever.
 	cfg.Session.EnquireLink = -1
+	for _, f := range set {
+		f(&cfg)
+	}
 	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve() }()
+	go func() {
+		err := srv.Serve()
+		if ended != nil {
+			ended <- err
+		}
+		done <- err
+	}()
 	t.Cleanup(func() {
 		if err := srv.Close(context.Background()); err != nil {
 			t.Error(err)
 		}
-		if err := <-done; err != nil {
+		if err := <-done; err != nil && ended == nil {
 			t.Error(err)
 		}
 	})
-	return ln, m
+	return m
 }
 
 // esme binds a session over ln as the account acct; its deliver_sm go to
@@ -937,4 +957,47 @@ func TestServerTakesAnUndecodableReceiptAnswerAsItsStatus(t *testing.T) {
 			})
 		})
 	}
+}
+
+// failingListener fails its first accepts as a process out of file
+// descriptors does (EMFILE), then hands out pipes.
+type failingListener struct {
+	*pipeListener
+	fails atomic.Int32 // the accepts still to fail
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	if l.fails.Add(-1) >= 0 {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.pipeListener.Accept()
+}
+
+// An accept that fails for now (EMFILE, ENFILE: a flood of connections
+// used up the file descriptors; a connection aborted before it was
+// accepted) is tried again after a pause, as net/http does. It ended
+// Serve, and the node takes the end of a listener for fatal: a flood of
+// connections, before any bind, stopped the whole node.
+func TestServerGoesOnAfterAnAcceptFailedForNow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ln := &failingListener{pipeListener: newPipeListener()}
+		ln.fails.Store(20)
+		ended := make(chan error, 1)
+		serveOn(t, ln, &backend{}, &receipts{due: map[string]time.Time{}}, ended)
+		time.Sleep(time.Minute)
+		select {
+		case err := <-ended:
+			t.Fatalf("Serve ended after accepts failed with EMFILE: %v", err)
+		default:
+		}
+		if ln.fails.Load() >= 0 {
+			t.Fatalf("%d failing accepts not tried", ln.fails.Load()+1)
+		}
+		s := esme(t, ln.pipeListener, smpp.BindTransmitter, nil)
+		resp, err := s.Request(context.Background(), smpp.PDU{Command: smpp.SubmitSM, Body: &smpp.SM{Source: smpp.Address{Addr: "S"},
+			Dest: smpp.Address{Addr: "4477"}, ShortMessage: []byte("hi")}})
+		if err != nil || resp.Status != smpp.StatusOK {
+			t.Fatalf("submit_sm after the failed accepts: %v, %v", resp.Status, err)
+		}
+	})
 }
