@@ -153,6 +153,10 @@ type conn struct {
 	// stopBindTimer stops the timer that closes the connection if it has
 	// not bound within the BindTimeout.
 	stopBindTimer func() bool
+	// refused: a bind was refused, and the connection is closing; nothing
+	// it sent behind the bind is taken (on the session's reading
+	// goroutine only).
+	refused bool
 }
 
 // owed is a request owed its answer: a submit_sm or data_sm (or each part
@@ -327,6 +331,12 @@ func errString(err error) string {
 // handle receives an ESME's request on the session's reading goroutine:
 // nothing here blocks.
 func (srv *Server) handle(c *conn, s *smpp.Session, req smpp.PDU) {
+	if c.refused {
+		// Read before the close took effect: a bind behind the refused
+		// one is another guess of a password, which would cost no
+		// connection. Left unanswered.
+		return
+	}
 	switch {
 	case req.Command.IsBind():
 		// Answered here, before the next request is read: a credential
@@ -357,6 +367,7 @@ func (srv *Server) bind(c *conn, s *smpp.Session, req smpp.PDU) {
 		srv.cfg.Metrics.bindRefused.WithLabelValues(st.String()).Inc()
 		srv.log.Warn("smpp bind refused", "system_id", b.SystemID, "remote", s.RemoteAddr().String(), "status", st.String())
 		srv.reply(s, req, st, nil)
+		c.refused = true
 		go s.Close() // not on the reading goroutine, which Close waits for
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"sync"
@@ -1000,4 +1001,55 @@ func TestServerGoesOnAfterAnAcceptFailedForNow(t *testing.T) {
 			t.Fatalf("submit_sm after the failed accepts: %v, %v", resp.Status, err)
 		}
 	})
+}
+
+// A refused bind is the last thing its connection is used for: binds
+// sent behind it in one write (a client guessing passwords) are not
+// checked. The reading goroutine went on reading while the close it had
+// started was on its way, and checked the binds already read, several
+// guesses a connection where the documentation promises one.
+func TestServerChecksOneBindOfARefusedConnection(t *testing.T) {
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &backend{creds: auth.NewSet([]messages.Credential{{Name: "acct", Role: messages.RoleClient, TokenHash: auth.Hash("pw"), SMPP: true}}, false)}
+	m := serveOn(t, tcp, b, &receipts{due: map[string]time.Time{}}, nil)
+	nc, err := net.Dial("tcp", tcp.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	const guesses = 200
+	var burst []byte
+	for i := range guesses {
+		if burst, err = (smpp.PDU{Command: smpp.BindTransmitter, Seq: uint32(i + 1), Body: &smpp.Bind{SystemID: "acct",
+			Password: fmt.Sprintf("g%d", i), InterfaceVersion: smpp.InterfaceVersion34}}).AppendTo(burst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := nc.Write(burst); err != nil {
+		t.Fatal(err)
+	}
+	// A bound on a broken listener's wait, not a synchronisation: the
+	// connection ends on its own.
+	_ = nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	answered := 0
+	for {
+		p, err := smpp.ReadPDU(nc, 0)
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Fatal("the connection of a refused bind was not closed")
+			}
+			break
+		}
+		if p.Command == smpp.BindTransmitterResp && p.Status == smpp.StatusInvalidPassword {
+			answered++
+		}
+	}
+	if n := testutil.ToFloat64(m.bindRefused.WithLabelValues(smpp.StatusInvalidPassword.String())); answered != 1 || n != 1 {
+		t.Fatalf("%d binds sent in one write on one connection: %d answered ESME_RINVPASWD, %v counted; want one checked",
+			guesses, answered, n)
+	}
 }
