@@ -128,6 +128,9 @@ func DefaultConfig() Config {
 type Server struct {
 	cfg Config
 	log *slog.Logger
+	// peer bounds the lines an ESME's input makes (the sessions' own
+	// included): at most 10 a minute of each kind, then counted.
+	peer *peerLogs
 
 	mu       sync.Mutex
 	conns    map[*conn]bool
@@ -200,7 +203,8 @@ func New(cfg Config) (*Server, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg, log: cfg.Logger.With("component", "smpp-listen"), conns: map[*conn]bool{},
+	log := cfg.Logger.With("component", "smpp-listen")
+	return &Server{cfg: cfg, log: log, peer: newPeerLogs(log, cfg.Clock), conns: map[*conn]bool{},
 		bound: map[string][]*conn{}, pumps: map[string]chan struct{}{}, table: NewReassembly[owed](cfg.ReassemblyWait, cfg.MaxHeldParts, cfg.MaxHeldBytes),
 		limiter: auth.NewLimiter(), stop: make(chan struct{})}, nil
 }
@@ -256,7 +260,7 @@ func (srv *Server) Serve() error {
 func (srv *Server) open(nc net.Conn) {
 	c := &conn{}
 	sc := srv.cfg.Session
-	sc.Role, sc.InWindow, sc.Clock, sc.Logger = smpp.RoleSMSC, srv.cfg.Window, srv.cfg.Clock, srv.log
+	sc.Role, sc.InWindow, sc.Clock, sc.Logger = smpp.RoleSMSC, srv.cfg.Window, srv.cfg.Clock, slog.New(srv.peer.handler())
 	sc.Handler = func(s *smpp.Session, req smpp.PDU) { srv.handle(c, s, req) }
 	sc.Observe = srv.cfg.Metrics.observe
 	s, err := smpp.NewSession(nc, sc)
@@ -293,7 +297,7 @@ func (srv *Server) bindTimeout(c *conn, s *smpp.Session) {
 	if bound || s.State().Bound() {
 		return
 	}
-	srv.log.Warn("smpp connection closed: no bind in time", "remote", s.RemoteAddr().String(), "bind_timeout", srv.cfg.BindTimeout.String())
+	srv.peer.write(slog.LevelWarn, "smpp connection closed: no bind in time", "remote", s.RemoteAddr().String(), "bind_timeout", srv.cfg.BindTimeout.String())
 	s.Close()
 }
 
@@ -365,7 +369,7 @@ func (srv *Server) bind(c *conn, s *smpp.Session, req smpp.PDU) {
 	who, st := Authenticate(srv.cfg.Backend.Credentials(), b.SystemID, b.Password)
 	if st != smpp.StatusOK {
 		srv.cfg.Metrics.bindRefused.WithLabelValues(st.String()).Inc()
-		srv.log.Warn("smpp bind refused", "system_id", b.SystemID, "remote", s.RemoteAddr().String(), "status", st.String())
+		srv.peer.write(slog.LevelWarn, "smpp bind refused", "system_id", b.SystemID, "remote", s.RemoteAddr().String(), "status", st.String())
 		srv.reply(s, req, st, nil)
 		c.refused = true
 		go s.Close() // not on the reading goroutine, which Close waits for
@@ -536,7 +540,7 @@ func (srv *Server) refuse(r *Refusal, owe ...owed) {
 		if r.Malformed {
 			srv.limiter.Refund(o.account, o.rate)
 		}
-		srv.log.Info("smpp submit refused", "command", o.req.Command.String(), "seq", o.req.Seq, "status", r.Status.String(), "why", r.Why)
+		srv.peer.write(slog.LevelInfo, "smpp submit refused", "command", o.req.Command.String(), "seq", o.req.Seq, "status", r.Status.String(), "why", r.Why)
 		srv.answer(o, r.Status, nil)
 	}
 }
@@ -912,5 +916,6 @@ func (srv *Server) Close(ctx context.Context) error {
 		// come right.
 		srv.refuse(refuse(smpp.StatusSystemError, "%s: the node stopped before every part came", w.Key), partsOwed(w)...)
 	}
+	srv.peer.close()
 	return err
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/smpp"
+	"github.com/switchboard-dev/switchboard/supervision/logtest"
 )
 
 // pipeListener hands out the server ends of in-memory connections.
@@ -1052,4 +1053,54 @@ func TestServerChecksOneBindOfARefusedConnection(t *testing.T) {
 		t.Fatalf("%d binds sent in one write on one connection: %d answered ESME_RINVPASWD, %v counted; want one checked",
 			guesses, answered, n)
 	}
+}
+
+// The lines an ESME's input makes are bounded as the API's refusals are:
+// each kind at most 10 a minute over all sessions, then a count. A
+// client that had not bound wrote a Warn line for each PDU it sent that
+// did not decode, and one for each bind refused: as many lines as it
+// could send PDUs or open connections.
+func TestServerBoundsTheLinesOfWhatESMEsSend(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log, buf := logtest.New()
+		ln := newPipeListener()
+		b := &backend{creds: auth.NewSet([]messages.Credential{{Name: "acct", Role: messages.RoleClient, TokenHash: auth.Hash("pw"), SMPP: true}}, false)}
+		serveOn(t, ln, b, &receipts{due: map[string]time.Time{}}, nil, func(c *Config) { c.Logger = log })
+		const n = 100
+		nc := ln.dial()
+		defer nc.Close()
+		for i := range n {
+			raw := binary.BigEndian.AppendUint32(nil, smpp.HeaderLen)
+			raw = binary.BigEndian.AppendUint32(raw, 0x21) // submit_multi, which the listener does not read
+			raw = binary.BigEndian.AppendUint32(raw, 0)
+			raw = binary.BigEndian.AppendUint32(raw, uint32(i+1))
+			if _, err := nc.Write(raw); err != nil {
+				t.Fatal(err)
+			}
+			if p, err := smpp.ReadPDU(nc, 0); err != nil || p.Command != smpp.GenericNack || p.Status != smpp.StatusInvalidCmdID {
+				t.Fatalf("PDU %d: %+v %v", i+1, p, err)
+			}
+		}
+		for range n {
+			cfg := smpp.DefaultSessionConfig(smpp.RoleESME)
+			cfg.EnquireLink = -1
+			s, err := smpp.NewSession(ln.dial(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Bind(context.Background(), smpp.BindTransmitter, smpp.Bind{SystemID: "acct", Password: "guess"}); err == nil {
+				t.Fatal("a wrong password bound")
+			}
+			s.Close()
+		}
+		time.Sleep(peerLogWindow + time.Second) // the counts are written once their window has passed
+		synctest.Wait()
+		for _, msg := range []string{"smpp pdu refused", "smpp bind refused"} {
+			lines, sums := buf.Records(t, msg), buf.Records(t, msg+": lines not logged one by one")
+			if len(lines) != peerLogBurst || len(sums) != 1 || sums[0]["suppressed"] != float64(n-peerLogBurst) {
+				t.Errorf("%d of %q: %d lines, counts %v; want %d lines and a count of the %d others",
+					n, msg, len(lines), sums, peerLogBurst, n-peerLogBurst)
+			}
+		}
+	})
 }
