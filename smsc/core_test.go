@@ -119,6 +119,13 @@ func TestShortToSubmission(t *testing.T) {
 		{Short{Source: "ACME ", Dest: "1"}, nil, 0, smpp.StatusInvalidSrcAddr},
 		{Short{Source: " Bank", Dest: "1"}, nil, 0, smpp.StatusInvalidSrcAddr},
 		{Short{Source: "+ 5", Dest: "1"}, nil, 0, smpp.StatusInvalidSrcAddr},
+		// What the node refuses in a source_msisdn: not UTF-8, a control
+		// character. It was let through to the node, which refused it as a
+		// bad request: ESME_RSUBMITFAIL, not the source's status.
+		{Short{Source: "\xFF\xFEbank", Dest: "1"}, []byte("x"), 0, smpp.StatusInvalidSrcAddr},
+		{Short{Source: "Ba\x01nk", Dest: "1"}, []byte("x"), 0, smpp.StatusInvalidSrcAddr},
+		{Short{Source: "Bank\x7F", Dest: "1"}, []byte("x"), 0, smpp.StatusInvalidSrcAddr},
+		{Short{Source: "Café", Dest: "1"}, []byte("x"), 0, smpp.StatusOK},
 		{Short{Source: "ACME Bank", Dest: "1"}, []byte("x"), 0, smpp.StatusOK},
 		{Short{Source: "S", Dest: "1", ESMClass: smpp.ESMClassReceipt}, nil, 0, smpp.StatusInvalidESMClass},
 		{Short{Source: "S", Dest: "1"}, []byte("x"), 0x09, smpp.StatusSubmitFailed},

@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/smpp"
@@ -74,8 +77,8 @@ func malformed(st smpp.Status, format string, args ...any) *Refusal {
 
 // Check refuses what the node does not take before any content is read:
 // a message type other than a plain one (esm_class bits 2-5), a missing
-// source or one the API would refuse for its blanks, a destination that
-// is not a number.
+// source or one the API would refuse (too long, not printable UTF-8, its
+// blanks), a destination that is not a number.
 func (s Short) Check() *Refusal {
 	switch {
 	case s.ESMClass&smpp.ESMClassTypeMask != 0:
@@ -84,6 +87,10 @@ func (s Short) Check() *Refusal {
 		return malformed(smpp.StatusInvalidSrcAddr, "source_addr is empty")
 	case len(s.Source) > messages.MaxSourceLen:
 		return malformed(smpp.StatusInvalidSrcAddr, "source_addr is longer than %d characters", messages.MaxSourceLen)
+	case !utf8.ValidString(s.Source) || strings.ContainsFunc(s.Source, unicode.IsControl):
+		// The node's rule for source_msisdn (Submission.Validate), which
+		// refused it as a bad request (ESME_RSUBMITFAIL).
+		return malformed(smpp.StatusInvalidSrcAddr, "source_addr %q is not printable UTF-8 text", s.Source)
 	case !messages.SearchableSource(s.Source):
 		return malformed(smpp.StatusInvalidSrcAddr, "source_addr %q has a blank at either end or after its leading '+'", s.Source)
 	}
