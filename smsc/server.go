@@ -465,6 +465,11 @@ func (srv *Server) submit(c *conn, s *smpp.Session, req smpp.PDU) {
 	// would be held too, outside the table's byte budget.
 	o.req = smpp.PDU{Command: req.Command, Seq: req.Seq}
 	srv.mu.Lock()
+	if srv.closed {
+		srv.mu.Unlock()
+		srv.refuse(refuse(smpp.StatusSystemError, "the node is stopping"), o)
+		return
+	}
 	whole, err := srv.table.Add(k, p, Asks{DataCoding: sh.DataCoding, Subunit: sh.Subunit, Validity: sh.Validity, Schedule: sh.Schedule,
 		RegisteredDelivery: sh.RegisteredDelivery}, o, now, pace(who.SubmitRate))
 	srv.cfg.Metrics.partsHeld.Set(float64(srv.table.Held()))
@@ -865,9 +870,10 @@ func (srv *Server) sleep(ctx context.Context, kick chan struct{}, d time.Duratio
 	return true
 }
 
-// Close stops the listener: no new connection; submissions on their way
-// to the intake get their commit and their answer (within ctx); then
-// every session is unbound and closed, and the receipt senders stop.
+// Close stops the listener: no new connection; the parts of long
+// messages held are refused (ESME_RSYSERR); submissions on their way to
+// the intake get their commit and their answer (within ctx); then every
+// session is unbound and closed, and the receipt senders stop.
 func (srv *Server) Close(ctx context.Context) error {
 	srv.mu.Lock()
 	if srv.closed {
@@ -878,7 +884,15 @@ func (srv *Server) Close(ctx context.Context) error {
 	if srv.stopExp != nil {
 		srv.stopExp()
 	}
+	// Parts still held: their messages cannot come whole now (a part
+	// that comes from now on is refused as it comes). Refused before
+	// their sessions are unbound, so that the ESME hears of them.
+	gone := srv.table.Flush()
+	srv.cfg.Metrics.partsHeld.Set(0)
 	srv.mu.Unlock()
+	for _, w := range gone {
+		srv.refuse(refuse(smpp.StatusSystemError, "%s: the node is stopping before every part came", w.Key), partsOwed(w)...)
+	}
 	close(srv.stop)
 	err := srv.cfg.Listener.Close()
 	done := make(chan struct{})
@@ -907,15 +921,6 @@ func (srv *Server) Close(ctx context.Context) error {
 	}
 	wg.Wait()
 	srv.routines.Wait()
-	// Parts still held: their messages never came whole.
-	srv.mu.Lock()
-	gone := srv.table.Flush()
-	srv.mu.Unlock()
-	for _, w := range gone {
-		// Their sessions are closed: the answers go nowhere, the counts
-		// come right.
-		srv.refuse(refuse(smpp.StatusSystemError, "%s: the node stopped before every part came", w.Key), partsOwed(w)...)
-	}
 	srv.peer.close()
 	return err
 }

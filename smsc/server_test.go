@@ -139,13 +139,13 @@ func (r *receipts) results() []persistence.Outcome {
 func serve(t *testing.T, b Backend, r *receipts) (*pipeListener, *Metrics) {
 	t.Helper()
 	ln := newPipeListener()
-	return ln, serveOn(t, ln, b, r, nil)
+	return ln, serveOn(t, ln, b, r, nil).cfg.Metrics
 }
 
 // serveOn starts a listener on ln, stopped with the test; Serve's end is
 // sent to ended when it is not nil, else checked to be nil at the stop.
 // Each of set changes the configuration first.
-func serveOn(t *testing.T, ln net.Listener, b Backend, r *receipts, ended chan<- error, set ...func(*Config)) *Metrics {
+func serveOn(t *testing.T, ln net.Listener, b Backend, r *receipts, ended chan<- error, set ...func(*Config)) *Server {
 	t.Helper()
 	m, err := NewMetrics(prometheus.NewRegistry())
 	if err != nil {
@@ -179,7 +179,7 @@ func serveOn(t *testing.T, ln net.Listener, b Backend, r *receipts, ended chan<-
 			t.Error(err)
 		}
 	})
-	return m
+	return srv
 }
 
 // esme binds a session over ln as the account acct; its deliver_sm go to
@@ -1015,7 +1015,7 @@ func TestServerChecksOneBindOfARefusedConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := &backend{creds: auth.NewSet([]messages.Credential{{Name: "acct", Role: messages.RoleClient, TokenHash: auth.Hash("pw"), SMPP: true}}, false)}
-	m := serveOn(t, tcp, b, &receipts{due: map[string]time.Time{}}, nil)
+	m := serveOn(t, tcp, b, &receipts{due: map[string]time.Time{}}, nil).cfg.Metrics
 	nc, err := net.Dial("tcp", tcp.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -1101,6 +1101,42 @@ func TestServerBoundsTheLinesOfWhatESMEsSend(t *testing.T) {
 				t.Errorf("%d of %q: %d lines, counts %v; want %d lines and a count of the %d others",
 					n, msg, len(lines), sums, peerLogBurst, n-peerLogBurst)
 			}
+		}
+	})
+}
+
+// A stop refuses the parts of long messages still waiting for the rest
+// (ESME_RSYSERR: the ESME sends the message again later) before it
+// unbinds their sessions, as it answers the submits on their way to the
+// intake: nothing of such a message is stored. They were answered only
+// after their sessions had been closed: the ESME got the unbind with its
+// parts unanswered.
+func TestServerStopRefusesThePartsItHolds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &backend{}
+		ln := newPipeListener()
+		srv := serveOn(t, ln, b, &receipts{due: map[string]time.Time{}}, nil)
+		s := esme(t, ln, smpp.BindTransmitter, nil)
+		call, err := s.Send(context.Background(), smpp.PDU{Command: smpp.SubmitSM, Body: partSM(9, 2, 1, "hello ")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // the part is held
+		if err := srv.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := call.Result()
+		if err != nil || resp.Status != smpp.StatusSystemError {
+			t.Fatalf("a part held at the stop: %v, %v; want ESME_RSYSERR before the unbind", resp.Status, err)
+		}
+		if !errors.Is(s.Err(), smpp.ErrUnbound) {
+			t.Errorf("the session ended with %v, want the listener's unbind", s.Err())
+		}
+		if n := len(b.submissions()); n != 0 {
+			t.Errorf("%d messages stored", n)
+		}
+		if n := testutil.ToFloat64(srv.cfg.Metrics.pending); n != 0 {
+			t.Errorf("window_in_use %v after the stop", n)
 		}
 	})
 }
