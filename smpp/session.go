@@ -599,7 +599,14 @@ func (s *Session) refuse(header PDU, de *DecodeError) bool {
 		return false
 	case de.Command.IsResponse():
 		// A response we cannot read still ends its request, with what its
-		// header says (the peer's command_status).
+		// header says (the peer's command_status), when it is that
+		// request's response, as response checks for one it can read.
+		s.mu.Lock()
+		c, ok := s.pending[de.Seq]
+		s.mu.Unlock()
+		if !ok || (de.Command != GenericNack && de.Command != c.Req.Command.Response()) {
+			return true // logged above; the request waits for its own
+		}
 		header.Body = nil
 		s.finish(de.Seq, header, de)
 	case !de.Command.Known() || de.Seq > MaxSeq:

@@ -635,6 +635,33 @@ func TestSessionUndecodableResponseKeepsItsHeader(t *testing.T) {
 	}
 }
 
+// A response that cannot be decoded ends its request only when it is
+// that request's response (or a generic_nack), as a decoded one does: a
+// response of another command, one this codec does not know included
+// (0x80000099), is dropped, and the request waits for its own. It ended
+// the request with the stray header: the listener's receipt sender took
+// it for no answer and sent the receipt again at once, to be answered the
+// same way, in a loop.
+func TestSessionUndecodableResponseOfAnotherCommandIsDropped(t *testing.T) {
+	esme, peer := boundTCPTransmitter(t)
+	c, err := esme.Send(context.Background(), PDU{Command: SubmitSM, Body: &SM{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := peer.read()
+	for _, cmd := range []CommandID{0x80000099, DeliverSMResp} {
+		raw := binary.BigEndian.AppendUint32(nil, 16+3)
+		raw = binary.BigEndian.AppendUint32(raw, uint32(cmd))
+		raw = binary.BigEndian.AppendUint32(raw, uint32(StatusOK))
+		raw = binary.BigEndian.AppendUint32(raw, s.Seq)
+		peer.sendRaw(append(raw, "abc"...)) // no NUL: does not decode
+	}
+	peer.send(PDU{Command: SubmitSMResp, Status: StatusThrottled, Seq: s.Seq})
+	if resp, err := c.Result(); err != nil || resp.Command != SubmitSMResp || resp.Status != StatusThrottled {
+		t.Fatalf("the submit_sm after two stray responses of its sequence number: %+v %v; want its own submit_sm_resp", resp, err)
+	}
+}
+
 // boundTransmitter is an SMSC-side session (no enquire_link) whose peer
 // has bound as a transmitter (sequence 1); its submits go to subs.
 func boundTransmitter(t *testing.T, subs chan<- PDU) (*Session, rawPeer, SessionConfig) {
