@@ -235,7 +235,7 @@ func (srv *Server) Serve() error {
 				// accepted: tried again after a pause (5 ms doubling to
 				// 1 s), as net/http does. Serve's end would end the node.
 				pause = min(max(2*pause, 5*time.Millisecond), time.Second)
-				srv.log.Warn("smpp connection not accepted", "err", err, "retry_in", pause.String())
+				srv.peer.write(slog.LevelWarn, "smpp connection not accepted", "err", err, "retry_in", pause.String())
 				waited := make(chan struct{})
 				stopTimer := srv.cfg.Clock.AfterFunc(pause, func() { close(waited) })
 				select {

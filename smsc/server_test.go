@@ -985,7 +985,8 @@ func TestServerGoesOnAfterAnAcceptFailedForNow(t *testing.T) {
 		ln := &failingListener{pipeListener: newPipeListener()}
 		ln.fails.Store(20)
 		ended := make(chan error, 1)
-		serveOn(t, ln, &backend{}, &receipts{due: map[string]time.Time{}}, ended)
+		log, buf := logtest.New()
+		serveOn(t, ln, &backend{}, &receipts{due: map[string]time.Time{}}, ended, func(c *Config) { c.Logger = log })
 		time.Sleep(time.Minute)
 		select {
 		case err := <-ended:
@@ -994,6 +995,11 @@ func TestServerGoesOnAfterAnAcceptFailedForNow(t *testing.T) {
 		}
 		if ln.fails.Load() >= 0 {
 			t.Fatalf("%d failing accepts not tried", ln.fails.Load()+1)
+		}
+		// Each failed accept is a line, within the bound of the lines a
+		// flood of connections makes: it may last.
+		if n := len(buf.Records(t, "smpp connection not accepted")); n != peerLogBurst {
+			t.Errorf("20 accepts failed within a minute: %d lines; want %d, then a count", n, peerLogBurst)
 		}
 		s := esme(t, ln.pipeListener, smpp.BindTransmitter, nil)
 		resp, err := s.Request(context.Background(), smpp.PDU{Command: smpp.SubmitSM, Body: &smpp.SM{Source: smpp.Address{Addr: "S"},
