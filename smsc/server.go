@@ -648,6 +648,33 @@ func (srv *Server) expire() {
 	}
 }
 
+// refuseEach refuses the parts of messages gone (ESME_RSYSERR, why),
+// each session's on a goroutine of its own, and returns once all are
+// answered: an ESME that does not read holds back its own answers (up to
+// the write timeout), not another's.
+func (srv *Server) refuseEach(gone []Whole[owed], why string) {
+	type part struct {
+		r *Refusal
+		o owed
+	}
+	bySession := map[*smpp.Session][]part{}
+	for _, w := range gone {
+		r := refuse(smpp.StatusSystemError, "%s: %s", w.Key, why)
+		for _, o := range partsOwed(w) {
+			bySession[o.s] = append(bySession[o.s], part{r, o})
+		}
+	}
+	var wg sync.WaitGroup
+	for _, parts := range bySession {
+		wg.Go(func() {
+			for _, p := range parts {
+				srv.refuse(p.r, p.o)
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // windowBound is whether the parts of an incomplete message stopped
 // coming because the ESME's window is full of them, and how many came:
 // they came on one session, in order from the first (1..n), and every
@@ -890,9 +917,7 @@ func (srv *Server) Close(ctx context.Context) error {
 	gone := srv.table.Flush()
 	srv.cfg.Metrics.partsHeld.Set(0)
 	srv.mu.Unlock()
-	for _, w := range gone {
-		srv.refuse(refuse(smpp.StatusSystemError, "%s: the node is stopping before every part came", w.Key), partsOwed(w)...)
-	}
+	srv.refuseEach(gone, "the node is stopping before every part came")
 	close(srv.stop)
 	err := srv.cfg.Listener.Close()
 	done := make(chan struct{})

@@ -1135,6 +1135,7 @@ func TestServerStopRefusesThePartsItHolds(t *testing.T) {
 		if err != nil || resp.Status != smpp.StatusSystemError {
 			t.Fatalf("a part held at the stop: %v, %v; want ESME_RSYSERR before the unbind", resp.Status, err)
 		}
+		<-s.Done()
 		if !errors.Is(s.Err(), smpp.ErrUnbound) {
 			t.Errorf("the session ended with %v, want the listener's unbind", s.Err())
 		}
@@ -1143,6 +1144,54 @@ func TestServerStopRefusesThePartsItHolds(t *testing.T) {
 		}
 		if n := testutil.ToFloat64(srv.cfg.Metrics.pending); n != 0 {
 			t.Errorf("window_in_use %v after the stop", n)
+		}
+	})
+}
+
+// The refusals of the parts held at a stop go to each session on its
+// own: an ESME that does not read (its answers wait for the write
+// timeout) holds back its own, not another's. They were written one
+// after the other, every ESME behind such a one waiting its 10 s.
+func TestServerStopRefusesEachSessionsPartsOnItsOwn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ln := newPipeListener()
+		srv := serveOn(t, ln, &backend{}, &receipts{due: map[string]time.Time{}}, nil)
+		// A: bound, one part held (ref 1, refused first), then it reads
+		// nothing more.
+		deaf := ln.dial()
+		defer deaf.Close()
+		for i, p := range []smpp.PDU{
+			{Command: smpp.BindTransmitter, Seq: 1, Body: &smpp.Bind{SystemID: "acct", Password: "pw", InterfaceVersion: smpp.InterfaceVersion34}},
+			{Command: smpp.SubmitSM, Seq: 2, Body: partSM(1, 2, 1, "hello ")},
+		} {
+			raw, err := p.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := deaf.Write(raw); err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 {
+				if r, err := smpp.ReadPDU(deaf, 0); err != nil || r.Status != smpp.StatusOK {
+					t.Fatalf("bind: %+v %v", r, err)
+				}
+			}
+		}
+		// B: one part held (ref 2), reading.
+		s := esme(t, ln, smpp.BindTransmitter, nil)
+		call, err := s.Send(context.Background(), smpp.PDU{Command: smpp.SubmitSM, Body: partSM(2, 2, 1, "hello ")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // both parts are held
+		start := time.Now()
+		go srv.Close(context.Background())
+		resp, err := call.Result()
+		if err != nil || resp.Status != smpp.StatusSystemError {
+			t.Fatalf("B's part at the stop: %v, %v; want ESME_RSYSERR", resp.Status, err)
+		}
+		if waited := time.Since(start); waited != 0 {
+			t.Fatalf("B's part refused %v into the stop, behind A's answer that A does not read; want at once", waited)
 		}
 	})
 }
