@@ -64,6 +64,29 @@ func TestParseTime(t *testing.T) {
 	}
 }
 
+// TestParseTimeOnlyDigits: every position of an SMPP time but the last
+// is a decimal digit, and a relative time's "tnn" is "000" (SMPP v3.4
+// 7.1.1.2). Before, a field was read with strconv.Atoi, which takes a
+// sign: "26120112-000000+" (a minute of "-0") was read as 12:00 and
+// "+1120112..." as the year 2001; and a relative time's tenths and
+// offset were not read at all. Each is refused (ESME_RINVEXPIRY,
+// ESME_RINVSCHED), not read as another time.
+func TestParseTimeOnlyDigits(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	for _, in := range []string{
+		"26120112-000000+", // minute "-0"
+		"+11201120000000+", // year "+1"
+		"2612011200000+4+", // offset "+4"
+		"000001+10000000R", // relative hours "+1"
+		"000001000000123R", // relative tenths and offset not 000
+		"000001000000004R",
+	} {
+		if got, err := ParseTime(in, now); err == nil {
+			t.Errorf("ParseTime(%q) = %v; want it refused", in, got)
+		}
+	}
+}
+
 func TestShortToSubmission(t *testing.T) {
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	ok := Short{Source: "Shop", Dest: "+447700900001", RegisteredDelivery: 1, Validity: "000000010000000R"}

@@ -215,10 +215,14 @@ func StatusOf(err error) smpp.Status {
 // ParseTime reads an SMPP v3.4 time (section 7.1.1): absolute
 // "YYMMDDhhmmsstnnp" (tenths t, nn quarter hours from UTC, p '+' or '-')
 // or relative "YYMMDDhhmmss000R" from now (years of 365 days, months of
-// 30, as SMSCs count them).
+// 30, as SMSCs count them). Every position but the last is a decimal
+// digit (strconv.Atoi alone would take a sign: "-0" a minute).
 func ParseTime(s string, now time.Time) (time.Time, error) {
 	if len(s) != 16 {
 		return time.Time{}, fmt.Errorf("%q is not 16 characters", s)
+	}
+	if i := strings.IndexFunc(s[:15], func(r rune) bool { return r < '0' || r > '9' }); i >= 0 {
+		return time.Time{}, fmt.Errorf("%q: character %d is not a digit", s, i+1)
 	}
 	var f [7]int
 	for i := range 6 {
@@ -230,6 +234,9 @@ func ParseTime(s string, now time.Time) (time.Time, error) {
 	}
 	switch p := s[15]; p {
 	case 'R':
+		if s[12:15] != "000" {
+			return time.Time{}, fmt.Errorf("%q: a relative time's tenths and offset (tnn) are 000", s)
+		}
 		d := time.Duration(f[0])*365*24*time.Hour + time.Duration(f[1])*30*24*time.Hour + time.Duration(f[2])*24*time.Hour +
 			time.Duration(f[3])*time.Hour + time.Duration(f[4])*time.Minute + time.Duration(f[5])*time.Second
 		return now.Add(d), nil
