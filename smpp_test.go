@@ -263,3 +263,47 @@ func esmeSession(t *testing.T, h *harness) *smpp.Session {
 	}
 	return s
 }
+
+// TestSMPPTimesTheNodeRefuses: a validity_period or schedule_delivery_time
+// that reads well but that the node refuses against its clock and
+// --message-validity is answered ESME_RINVEXPIRY or ESME_RINVSCHED (SMPP
+// v3.4 table 5-2), not the generic ESME_RSUBMITFAIL, which does not tell
+// the ESME which of its times to change; nothing is stored.
+func TestSMPPTimesTheNodeRefuses(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.SMPPListen = "127.0.0.1:0"
+	cfg.MessageValidity = time.Hour
+	cfg.APIToken = "root-token-0123456789"
+	cfg.SMPPAccounts = []switchboard.SMPPAccount{{SystemID: "esme9", Password: "pw123456"}}
+	h := startNode(t, cfg)
+	h.token = cfg.APIToken
+	h.pullFrontend("pf", "44")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s := esmeSession(t, h)
+	defer s.Close()
+	if _, err := s.Bind(ctx, smpp.BindTransceiver, smpp.Bind{SystemID: "esme9", Password: "pw123456"}); err != nil {
+		t.Fatalf("bind: %v", err)
+	}
+	passed := time.Now().Add(-time.Hour).UTC().Format("060102150405") + "000+"
+	for _, c := range []struct {
+		name               string
+		validity, schedule string
+		want               smpp.Status
+	}{
+		{"a validity that has passed", passed, "", smpp.StatusInvalidExpiry},
+		{"a validity past --message-validity (1h)", "000000020000000R", "", smpp.StatusInvalidExpiry},
+		{"a schedule past --message-validity", "", "000000020000000R", smpp.StatusInvalidSched},
+		{"a schedule after the validity", "000000003000000R", "000000004000000R", smpp.StatusInvalidSched},
+		{"both within it", "000000004000000R", "000000003000000R", smpp.StatusOK},
+	} {
+		resp, err := s.Request(ctx, smpp.PDU{Command: smpp.SubmitSM, Body: &smpp.SM{Source: smpp.Address{Addr: "Shop"},
+			Dest: smpp.Address{Addr: "447700900002"}, ShortMessage: []byte("hi"), ValidityPeriod: c.validity, ScheduleDeliveryTime: c.schedule}})
+		if err != nil || resp.Status != c.want {
+			t.Errorf("%s: %v %s, want %s", c.name, err, resp.Status, c.want)
+		}
+	}
+	if n := h.status().Counts[string(messages.StatePending)]; n != 1 {
+		t.Errorf("%d messages pending, want the one submit taken", n)
+	}
+}

@@ -10,6 +10,24 @@ import (
 type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Field names the submission field a refusal of its time is about
+	// (FieldValidityUntil, FieldDeliverAfter), for a caller that answers
+	// by it (the SMPP listener: ESME_RINVEXPIRY, ESME_RINVSCHED); empty
+	// otherwise. It is not part of the JSON error document.
+	Field string `json:"-"`
+}
+
+// The fields an Error of the times names (Error.Field).
+const (
+	FieldValidityUntil = "validity_until"
+	FieldDeliverAfter  = "deliver_after"
+)
+
+// timeError is a refusal of field's time.
+func timeError(field, format string, args ...any) *Error {
+	e := Errorf(CodeInvalidRequest, format, args...)
+	e.Field = field
+	return e
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }

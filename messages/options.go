@@ -156,7 +156,7 @@ func (o Options) validateBody(text string) error {
 // clock: see CheckTimes).
 func (o Options) validateTimes() error {
 	if o.ValidityUntil != nil && o.DeliverAfter != nil && !o.DeliverAfter.Before(*o.ValidityUntil) {
-		return Errorf(CodeInvalidRequest, "deliver_after (%s) must be before validity_until (%s)",
+		return timeError(FieldDeliverAfter, "deliver_after (%s) must be before validity_until (%s)",
 			o.DeliverAfter.UTC().Format(time.RFC3339), o.ValidityUntil.UTC().Format(time.RFC3339))
 	}
 	return nil
@@ -172,15 +172,15 @@ func (o Options) CheckTimes(now time.Time, validity time.Duration) error {
 	if v := o.ValidityUntil; v != nil {
 		switch {
 		case !v.After(now):
-			return Errorf(CodeInvalidRequest, "validity_until %s has passed", v.UTC().Format(time.RFC3339))
+			return timeError(FieldValidityUntil, "validity_until %s has passed", v.UTC().Format(time.RFC3339))
 		case v.After(end):
-			return Errorf(CodeInvalidRequest, "validity_until %s is later than this node's validity allows (%s, --message-validity %v): it can only shorten it",
+			return timeError(FieldValidityUntil, "validity_until %s is later than this node's validity allows (%s, --message-validity %v): it can only shorten it",
 				v.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339), validity)
 		}
 		end = *v
 	}
 	if d := o.DeliverAfter; d != nil && !d.Before(end) {
-		return Errorf(CodeInvalidRequest, "deliver_after %s is not before the message would expire (%s)",
+		return timeError(FieldDeliverAfter, "deliver_after %s is not before the message would expire (%s)",
 			d.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339))
 	}
 	return nil

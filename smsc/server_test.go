@@ -553,7 +553,11 @@ func TestServerMetricsAccountLabel(t *testing.T) {
 // after the rate was taken (a bad esm_class, sar_* TLVs, content or SMPP
 // time read by the listener; a validity or schedule the node's clock
 // refuses) gives its submit back, each part of a long message too. The
-// rate still holds for the submits taken.
+// rate still holds for the submits taken. A validity the node refuses
+// (passed, past --message-validity) is ESME_RINVEXPIRY, a schedule it
+// refuses (not before the message would expire) ESME_RINVSCHED, as an
+// unreadable one is: before, both were the generic ESME_RSUBMITFAIL, and
+// the ESME could not tell which of its times to change.
 func TestRefusedSubmitsDoNotUseTheSubmitRate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		creds := auth.NewSet([]messages.Credential{{Name: "acct", Role: messages.RoleClient, TokenHash: auth.Hash("pw"), SMPP: true,
@@ -585,12 +589,16 @@ func TestRefusedSubmitsDoNotUseTheSubmitRate(t *testing.T) {
 			{"empty message", []*smpp.SM{sm("", nil)}, smpp.StatusInvalidMsgLen},
 			{"odd UCS-2", []*smpp.SM{sm("abc", func(m *smpp.SM) { m.DataCoding = smpp.DCUCS2 })}, smpp.StatusSubmitFailed},
 			{"validity_period unreadable", []*smpp.SM{sm("hi", func(m *smpp.SM) { m.ValidityPeriod = "soon" })}, smpp.StatusInvalidExpiry},
-			{"validity passed (the node's clock)", []*smpp.SM{expired(sm("hi", nil))}, smpp.StatusSubmitFailed},
+			{"validity passed (the node's clock)", []*smpp.SM{expired(sm("hi", nil))}, smpp.StatusInvalidExpiry},
+			{"validity past the node's (48h)", []*smpp.SM{sm("hi", func(m *smpp.SM) { m.ValidityPeriod = "000003000000000R" })},
+				smpp.StatusInvalidExpiry},
 			{"schedule after the validity (the node's checks)", []*smpp.SM{sm("hi", func(m *smpp.SM) {
 				m.ScheduleDeliveryTime, m.ValidityPeriod = "000000020000000R", "000000010000000R"
-			})}, smpp.StatusSubmitFailed},
+			})}, smpp.StatusInvalidSched},
+			{"schedule after the node's validity (48h)", []*smpp.SM{sm("hi", func(m *smpp.SM) { m.ScheduleDeliveryTime = "000003000000000R" })},
+				smpp.StatusInvalidSched},
 			{"long message whose validity passed", []*smpp.SM{expired(partSM(5, 2, 1, "hello ")), expired(partSM(5, 2, 2, "world"))},
-				smpp.StatusSubmitFailed},
+				smpp.StatusInvalidExpiry},
 		} {
 			calls := make([]*smpp.Call, len(c.parts))
 			for i, p := range c.parts {

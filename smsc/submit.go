@@ -191,11 +191,21 @@ func refusalOf(err error) *Refusal {
 
 // StatusOf is the command_status of the node's refusal of a submission
 // (an error of Backend.Submit): a full or busy node is a temporary
-// refusal, a bad message a permanent one.
+// refusal, a bad message a permanent one; a validity or schedule the
+// node refuses against its clock and --message-validity is
+// ESME_RINVEXPIRY or ESME_RINVSCHED, as one the listener cannot read.
 func StatusOf(err error) smpp.Status {
 	var me *messages.Error
 	if !errors.As(err, &me) {
 		return smpp.StatusSystemError
+	}
+	switch {
+	case me.Field == messages.FieldValidityUntil:
+		// A validity that has passed or is past --message-validity.
+		return smpp.StatusInvalidExpiry
+	case me.Field == messages.FieldDeliverAfter:
+		// A schedule not before the message would expire.
+		return smpp.StatusInvalidSched
 	}
 	switch me.Code {
 	case messages.CodeNoRoute, messages.CodeUnknownFrontend:
