@@ -190,7 +190,7 @@ func TestShortToSubmission(t *testing.T) {
 func TestReceiptOf(t *testing.T) {
 	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	m := messages.Message{ID: "01a2367c-689b-7720-9a6a-69d4a7304aba", SourceMSISDN: "PerlTest", DestinationMSISDN: "+33600000001",
-		Body: "Prix: 5€ $ {ok} and more", State: messages.StateDelivered, CreatedAt: at, UpdatedAt: at.Add(time.Minute)}
+		Body: "Prix: 5€ $ {ok} and more", State: messages.StateDelivered, CreatedAt: at, UpdatedAt: at.Add(time.Hour)}
 	for _, c := range []struct {
 		state  messages.State
 		reason string
@@ -204,7 +204,7 @@ func TestReceiptOf(t *testing.T) {
 		{messages.StateForwardFailed, messages.ReasonForwardTimeout, smpp.StateUndeliverable},
 	} {
 		m.State, m.Reason = c.state, c.reason
-		p := ReceiptOf(m)
+		p := ReceiptOf(m, at.Add(time.Minute))
 		b, err := p.Marshal()
 		if err != nil {
 			t.Fatal(err)

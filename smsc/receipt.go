@@ -2,6 +2,7 @@ package smsc
 
 import (
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/switchboard-dev/switchboard/messages"
@@ -36,10 +37,14 @@ const maxAddr = 20
 // that submitted it: from the message's destination to its source,
 // esm_class "SMSC delivery receipt", the Appendix B text in
 // short_message (ASCII, data_coding 0), the message's id in
-// receipted_message_id and its state in message_state.
-func ReceiptOf(m messages.Message) smpp.PDU {
+// receipted_message_id and its state in message_state. Its submit date
+// is the message's acceptance (created_at), its done date done: when the
+// message became final, which the receipt's outbox row was made at
+// (persistence.Work.CreatedAt). Not updated_at: that moves on after, an
+// SMSC's receipt for the message added to its history touches it.
+func ReceiptOf(m messages.Message, done time.Time) smpp.PDU {
 	st := StateOf(m)
-	r := smpp.Receipt{ID: m.ID, Submitted: 1, SubmitDate: m.CreatedAt, DoneDate: m.UpdatedAt, Stat: st.Stat(), Err: "000",
+	r := smpp.Receipt{ID: m.ID, Submitted: 1, SubmitDate: m.CreatedAt, DoneDate: done, Stat: st.Stat(), Err: "000",
 		Text: asciiPrefix(m.Body, receiptTextLen)}
 	if st == smpp.StateDelivered {
 		r.Delivered = 1

@@ -832,7 +832,7 @@ func (srv *Server) pump(account string, kick chan struct{}) {
 			c := list[turn%len(list)]
 			turn++
 			calls[i].w = w
-			calls[i].call, calls[i].err = c.s.Send(ctx, ReceiptOf(w.Message))
+			calls[i].call, calls[i].err = c.s.Send(ctx, ReceiptOf(w.Message, w.CreatedAt))
 		}
 		outcomes := make([]persistence.Outcome, 0, len(calls))
 		for _, x := range calls {

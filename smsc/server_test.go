@@ -95,6 +95,9 @@ type receipts struct {
 	mu       sync.Mutex
 	due      map[string]time.Time // message id -> due
 	outcomes []persistence.Outcome
+	// made is when each row was made (the message became final);
+	// created and updated are the message's created_at and updated_at.
+	made, created, updated time.Time
 }
 
 func (r *receipts) ClaimWork(_ context.Context, req persistence.ClaimRequest) (persistence.Claim, error) {
@@ -109,8 +112,9 @@ func (r *receipts) ClaimWork(_ context.Context, req persistence.ClaimRequest) (p
 			continue
 		}
 		r.due[id] = req.Now.Add(req.Lease)
-		c.Work = append(c.Work, persistence.Work{Kind: req.Kind, Target: req.Target, MessageID: id,
-			Message: messages.Message{ID: id, SourceMSISDN: "S", DestinationMSISDN: "1", State: messages.StateDelivered}})
+		c.Work = append(c.Work, persistence.Work{Kind: req.Kind, Target: req.Target, MessageID: id, CreatedAt: r.made,
+			Message: messages.Message{ID: id, SourceMSISDN: "S", DestinationMSISDN: "1", State: messages.StateDelivered,
+				CreatedAt: r.created, UpdatedAt: r.updated}})
 	}
 	return c, nil
 }
@@ -454,6 +458,37 @@ func TestServerClosesAConnectionThatDoesNotBind(t *testing.T) {
 		}
 		if _, err := bound.Request(context.Background(), smpp.PDU{Command: smpp.EnquireLink}); err != nil {
 			t.Fatalf("the bound session after the bind timeout: %v", err)
+		}
+	})
+}
+
+// TestReceiptDoneDateIsWhenTheMessageBecameFinal: a receipt's done date
+// is when the message became final (its receipt row was made then), its
+// submit date when it was accepted. Before, the done date was the
+// message's updated_at, which moves on after it is final: an SMSC's
+// receipt for it (dlr: DELIVRD) is a history entry that touches it, so a
+// receipt sent once the ESME bound a receiver, after such a dlr, gave the
+// dlr's time as the time the message was done.
+func TestReceiptDoneDateIsWhenTheMessageBecameFinal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		final := time.Now().UTC().Add(-time.Hour)
+		r := &receipts{due: map[string]time.Time{"m1": time.Now()}, made: final, created: final.Add(-5 * time.Minute),
+			updated: final.Add(10 * time.Minute)}
+		ln, _ := serve(t, &backend{}, r)
+		texts := make(chan string, 4)
+		esme(t, ln, smpp.BindReceiver, func(s *smpp.Session, p smpp.PDU) {
+			texts <- string(p.Body.(*smpp.SM).ShortMessage)
+			_ = s.Reply(p, smpp.StatusOK, &smpp.SMResp{})
+		})
+		rc, err := smpp.ParseReceipt(<-texts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := final.Truncate(time.Minute); !rc.DoneDate.Equal(want) {
+			t.Errorf("done date %v, want %v (when the message became final; its updated_at is %v)", rc.DoneDate, want, r.updated)
+		}
+		if want := r.created.Truncate(time.Minute); !rc.SubmitDate.Equal(want) {
+			t.Errorf("submit date %v, want %v", rc.SubmitDate, want)
 		}
 	})
 }
