@@ -720,9 +720,21 @@ func (srv *Server) query(c *conn, s *smpp.Session, req smpp.PDU) {
 	resp := &smpp.QueryResp{MessageID: m.ID, MessageState: smpp.StateEnroute}
 	if m.State.Final() {
 		resp.MessageState = StateOf(m)
-		resp.FinalDate = smppTime(m.UpdatedAt)
+		resp.FinalDate = smppTime(finalAt(m))
 	}
 	srv.reply(s, req, smpp.StatusOK, resp)
+}
+
+// finalAt is when final message m reached its state: the first entry of
+// the last run of its history in that state (an SMSC's receipt noted
+// after it is one more entry in the same state), its updated_at when it
+// has no history. Not updated_at alone: such a note moves it on.
+func finalAt(m messages.Message) time.Time {
+	at := m.UpdatedAt
+	for i := len(m.History) - 1; i >= 0 && m.History[i].State == m.State; i-- {
+		at = m.History[i].At
+	}
+	return at
 }
 
 // smppTime is t as an absolute SMPP time in UTC.

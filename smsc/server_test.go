@@ -58,6 +58,8 @@ type backend struct {
 	mu    sync.Mutex
 	subs  []messages.Submission
 	creds *auth.Set
+	// stored are the messages Message reads.
+	stored map[string]messages.Message
 }
 
 func (b *backend) Submit(_ context.Context, s messages.Submission) (messages.Message, bool, error) {
@@ -74,7 +76,10 @@ func (b *backend) Submit(_ context.Context, s messages.Submission) (messages.Mes
 	b.subs = append(b.subs, s)
 	return messages.Message{ID: "m" + string(rune('0'+len(b.subs)))}, true, nil
 }
-func (b *backend) Message(context.Context, string) (messages.Message, error) {
+func (b *backend) Message(_ context.Context, id string) (messages.Message, error) {
+	if m, ok := b.stored[id]; ok {
+		return m, nil
+	}
 	return messages.Message{}, errors.New("none")
 }
 func (b *backend) Credentials() *auth.Set {
@@ -489,6 +494,32 @@ func TestReceiptDoneDateIsWhenTheMessageBecameFinal(t *testing.T) {
 		}
 		if want := r.created.Truncate(time.Minute); !rc.SubmitDate.Equal(want) {
 			t.Errorf("submit date %v, want %v", rc.SubmitDate, want)
+		}
+	})
+}
+
+// TestQueryFinalDateIsWhenTheMessageBecameFinal: query_sm_resp's
+// final_date is when the message reached its final state (SMPP v3.4
+// 4.8.2), the first entry of its history in that state. Before, it was
+// its updated_at, which an SMSC's receipt for the message, noted in its
+// history minutes later, moves on.
+func TestQueryFinalDateIsWhenTheMessageBecameFinal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+		m := messages.Message{ID: "m1", SourceMSISDN: "S", DestinationMSISDN: "4477", State: messages.StateDelivered,
+			CreatedAt: at, UpdatedAt: at.Add(10 * time.Minute), History: []messages.HistoryEntry{
+				{State: messages.StatePending, At: at, Detail: "accepted"},
+				{State: messages.StateDelivered, At: at.Add(2*time.Second + 300*time.Millisecond), Detail: "delivered to fe"},
+				{State: messages.StateDelivered, At: at.Add(10 * time.Minute), Detail: "dlr: DELIVRD err:000"},
+			}}
+		ln, _ := serve(t, &backend{stored: map[string]messages.Message{"m1": m}}, &receipts{due: map[string]time.Time{}})
+		s := esme(t, ln, smpp.BindTransceiver, nil)
+		resp, err := s.Request(context.Background(), smpp.PDU{Command: smpp.QuerySM, Body: &smpp.Query{MessageID: "m1"}})
+		if err != nil || resp.Status != smpp.StatusOK {
+			t.Fatalf("query_sm: %v %v", resp.Status, err)
+		}
+		if got, want := resp.Body.(*smpp.QueryResp).FinalDate, "261201100002300+"; got != want {
+			t.Errorf("final_date %q, want %q (when it was delivered, not its updated_at)", got, want)
 		}
 	})
 }
