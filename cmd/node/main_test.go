@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"database/sql"
 	"errors"
 	"net"
 	"os"
@@ -12,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/switchboard-dev/switchboard/persistence/pgtest"
+	"github.com/switchboard-dev/switchboard/persistence/sqlite"
 )
 
 func runMain(args ...string) (code int, stdout, stderr string) {
@@ -214,6 +217,67 @@ func TestBinary(t *testing.T) {
 		if code != 2 || !strings.Contains(stderr, `--postgres: postgres: no schema of the search_path can hold the tables: schema \"`+schema+`\" does not exist`) ||
 			!strings.Contains(stderr, `CREATE SCHEMA \"`+schema+`\"`) {
 			t.Fatalf("exit code %d, stderr %q; want 2 and the schema to create", code, stderr)
+		}
+	})
+	// A downgrade: an embedded store a newer version migrated. It was
+	// refused with exit code 1 (the unit restarted it every 5 s for ever)
+	// and "database is at schema version N, this binary knows up to M",
+	// which says neither what happened nor what to do.
+	t.Run("embedded store of a newer version", func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "data", "switchboard.db")
+		cfg := sqlite.DefaultConfig()
+		cfg.Path = path
+		st, err := sqlite.Open(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
+		db, err := sql.Open("sqlite", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(`INSERT INTO schema_migrations (version, name) SELECT MAX(version) + 1, 'future.sql' FROM schema_migrations`); err != nil {
+			t.Fatal(err)
+		}
+		dump := func() string {
+			t.Helper()
+			var b strings.Builder
+			rows, err := db.Query(`SELECT type, name, COALESCE(sql, '') FROM sqlite_schema ORDER BY name`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var kind, name, text string
+				if err := rows.Scan(&kind, &name, &text); err != nil {
+					t.Fatal(err)
+				}
+				b.WriteString(kind + " " + name + " " + text + "\n")
+			}
+			var n int
+			if err := db.QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return b.String() + strings.Repeat("m", n)
+		}
+		before := dump()
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		code, _, stderr := runIn(t, dir, nil, "run", "--name", "dc1", "--log-format", "text",
+			"--listen", "127.0.0.1:0", "--metrics-listen", "", "--data-dir", "data")
+		if code != 2 || !strings.Contains(stderr, "a newer switchboard migrated it") || !strings.Contains(stderr, "restore the backup") {
+			t.Fatalf("exit code %d, stderr %q; want 2, the cause and what to do", code, stderr)
+		}
+		if db, err = sql.Open("sqlite", path); err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if after := dump(); after != before {
+			t.Fatalf("the refused start changed the schema:\n%s\nwas\n%s", after, before)
 		}
 	})
 	t.Run("bad value from the environment", func(t *testing.T) {

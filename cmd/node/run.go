@@ -18,6 +18,7 @@ import (
 
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/persistence/postgres"
+	"github.com/switchboard-dev/switchboard/persistence/sqlite"
 )
 
 // stopGrace is how long past --shutdown-timeout the command still waits for
@@ -190,11 +191,12 @@ func runNode(n node, cfg switchboard.Config, logger *slog.Logger, sigs <-chan os
 // later: Fatal), or of a command's opening of its store, with err: 2, a
 // configuration error (which the unit does not restart), when only an
 // operator can change it: the --postgres search_path names a schema that
-// the role may neither create nor use, or the configuration cannot work
-// (switchboard.ErrConfig, found once the node runs). 1 otherwise: a
-// restart may succeed.
+// the role may neither create nor use, the embedded store was migrated by
+// a newer version (sqlite.ErrSchemaNewer: a downgrade), or the
+// configuration cannot work (switchboard.ErrConfig, found once the node
+// runs). 1 otherwise: a restart may succeed.
 func failureCode(err error) int {
-	if errors.Is(err, postgres.ErrSearchPath) || errors.Is(err, switchboard.ErrConfig) {
+	if errors.Is(err, postgres.ErrSearchPath) || errors.Is(err, sqlite.ErrSchemaNewer) || errors.Is(err, switchboard.ErrConfig) {
 		return 2
 	}
 	return 1

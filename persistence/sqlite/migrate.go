@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -64,6 +65,13 @@ func loadMigrations(fsys fs.FS) ([]migration, error) {
 	return ms, nil
 }
 
+// ErrSchemaNewer is Open's error for a database a newer version of the
+// store migrated (a downgrade): its schema records migrations this binary
+// does not have, and it is left as it is. A restart does not change that;
+// running that version again, or restoring the backup taken before the
+// upgrade, does.
+var ErrSchemaNewer = errors.New("sqlite: the database's schema is newer than this switchboard's")
+
 // migrate applies, in version order, each migration of fsys that
 // schema_migrations does not record, each in its own transaction together
 // with its record. It returns the versions it applied. A database that
@@ -85,7 +93,8 @@ func migrate(ctx context.Context, db *sql.DB, fsys fs.FS, log *slog.Logger) ([]i
 		return nil, fmt.Errorf("sqlite: migrate: %v", flatten(err))
 	}
 	if len(ms) > 0 && newest > ms[len(ms)-1].version {
-		return nil, fmt.Errorf("sqlite: migrate: database is at schema version %d, this binary knows up to %d", newest, ms[len(ms)-1].version)
+		return nil, fmt.Errorf("%w: it is at schema version %d, this binary knows up to %d: a newer switchboard migrated it; run that version (or a later one) on it, or restore the backup taken before the upgrade",
+			ErrSchemaNewer, newest, ms[len(ms)-1].version)
 	}
 	var applied []int
 	for _, m := range ms {
