@@ -135,14 +135,36 @@ func compareMigrations(all, recorded []migration) error {
 	return errors.Join(errs...)
 }
 
+// migrationLockTimeout bounds each wait of a migration for a table's lock
+// (lock_timeout), and migrationRetry is the pause before it tries again.
+// A migration that alters a table waits for every transaction using it
+// to end, and while it waits every later statement on that table, those
+// of the instances of the earlier version still running in a rolling
+// upgrade included, queues behind it: without a bound, one long read (a
+// pg_dump) stopped the whole site until it ended. Bounded, the site's
+// statements wait at most migrationLockTimeout at a time, and the
+// starting instance tries again until its start is called off.
+var (
+	migrationLockTimeout = time.Second
+	migrationRetry       = 2 * time.Second
+)
+
 // migrate applies the migrations not yet recorded, on a connection of its
 // own that holds migrationLockKey throughout. Closing that connection ends
 // the session and with it the lock, whatever happened before.
-func migrate(ctx context.Context, cfg *pgx.ConnConfig, log *slog.Logger) (err error) {
+func migrate(ctx context.Context, cfg *pgx.ConnConfig, log *slog.Logger) error {
 	all, err := loadMigrations()
 	if err != nil {
 		return err
 	}
+	return applyMigrations(ctx, cfg, all, log)
+}
+
+// applyMigrations is migrate of the migrations all. When a migration
+// cannot take a table's lock within migrationLockTimeout (another
+// session's transaction holds it), the transaction is rolled back and
+// tried again after migrationRetry, until ctx ends.
+func applyMigrations(ctx context.Context, cfg *pgx.ConnConfig, all []migration, log *slog.Logger) (err error) {
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return err
@@ -166,7 +188,40 @@ func migrate(ctx context.Context, cfg *pgx.ConnConfig, log *slog.Logger) (err er
 
 	var done []migration
 	var created string
+	for {
+		done, created, err = applyOnce(ctx, conn, all)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "55P03" { // lock_not_available
+			break
+		}
+		log.Warn("migration waits for a table another session's transaction holds (a long transaction or a pg_dump); trying again",
+			"err", err, "in", migrationRetry)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (while waiting: %w)", ctx.Err(), err)
+		case <-time.After(migrationRetry):
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if created != "" {
+		log.Info("created schema", "schema", created)
+	}
+	for _, m := range done {
+		log.Info("applied migration", "version", m.version, "name", m.name)
+	}
+	return nil
+}
+
+// applyOnce applies, in one transaction on conn, the migrations of all not
+// yet recorded, each lock wait bounded by migrationLockTimeout. It returns
+// those it applied and the schema it created ("" for none).
+func applyOnce(ctx context.Context, conn *pgx.Conn, all []migration) (done []migration, created string, err error) {
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", migrationLockTimeout.Milliseconds())); err != nil {
+			return err
+		}
 		schema, err := ensureSchema(ctx, tx)
 		if err != nil {
 			return err
@@ -206,15 +261,9 @@ func migrate(ctx context.Context, cfg *pgx.ConnConfig, log *slog.Logger) (err er
 		return nil
 	})
 	if err != nil {
-		return err
+		return nil, "", err
 	}
-	if created != "" {
-		log.Info("created schema", "schema", created)
-	}
-	for _, m := range done {
-		log.Info("applied migration", "version", m.version, "name", m.name)
-	}
-	return nil
+	return done, created, nil
 }
 
 // ErrSearchPath is Open's error when no schema of the session's search_path

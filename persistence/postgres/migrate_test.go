@@ -1,15 +1,19 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/switchboard-dev/switchboard/persistence"
 	"github.com/switchboard-dev/switchboard/persistence/pgtest"
+	"github.com/switchboard-dev/switchboard/polltest"
+	"github.com/switchboard-dev/switchboard/supervision/logtest"
 )
 
 func TestSearchPathSchema(t *testing.T) {
@@ -156,4 +160,76 @@ func TestOpenRefusesASearchPathSchemaItMayNotMakeOrUse(t *testing.T) {
 		}
 		check(t, pgtest.Role(t, dsn), schema, "may not use it", "GRANT USAGE, CREATE ON SCHEMA")
 	})
+}
+
+// A migration that alters a table waits for the transactions using it to
+// end, and every later statement on that table queues behind it: those of
+// the instances of the earlier version that still run in a rolling
+// upgrade. One long transaction (a pg_dump of the site) held the upgraded
+// instance's migration, and so the whole site, until it ended: a submit
+// to an instance of the earlier version hung for as long as the dump ran.
+// The migration's waits are bounded now: it gives way and tries again,
+// and the site's statements go on meanwhile.
+func TestMigrationDoesNotStallTheSiteBehindALongTransaction(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	open(t, dsn)
+	ctx := t.Context()
+	dump, err := pgx.Connect(ctx, dsn) // a pg_dump: a read transaction on every table
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dump.Close(context.Background())
+	tx, err := dump.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, "SELECT count(*) FROM messages"); err != nil {
+		t.Fatal(err)
+	}
+
+	all, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := migration{version: all[len(all)-1].version + 1, name: "lock_test", sql: "ALTER TABLE messages ADD COLUMN lock_test integer"}
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	migrating, cancel := context.WithCancel(ctx)
+	defer cancel()
+	log, logs := logtest.New()
+	applied := make(chan error, 1)
+	go func() { applied <- applyMigrations(migrating, cfg, append(all, next), log) }()
+
+	// Wait until the migration has asked for the table's lock.
+	site, err := pgx.Connect(ctx, dsn) // an instance of the earlier version
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer site.Close(context.Background())
+	polltest.Until(t, 30*time.Second, "the migration asks for the lock of messages", func() bool {
+		var waits bool
+		err := site.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_locks WHERE relation = 'messages'::regclass AND NOT granted)").Scan(&waits)
+		return err == nil && waits || len(logs.Records(t, "migration waits for a table another session's transaction holds (a long transaction or a pg_dump); trying again")) > 0
+	})
+	// The site's statements on the table are not held up by it for as
+	// long as the dump runs.
+	reading, stop := context.WithTimeout(ctx, 20*time.Second)
+	defer stop()
+	var n int
+	if err := site.QueryRow(reading, "SELECT count(*) FROM messages").Scan(&n); err != nil {
+		t.Fatalf("a statement of the site on messages, while the migration waits for the dump: %v", err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-applied; err != nil {
+		t.Fatalf("the migration, once the dump ended: %v", err)
+	}
+	var recorded bool
+	if err := site.QueryRow(ctx, "SELECT EXISTS (SELECT FROM schema_migrations WHERE version = $1)", next.version).Scan(&recorded); err != nil || !recorded {
+		t.Fatalf("migration %d recorded: %v, %v", next.version, recorded, err)
+	}
 }
