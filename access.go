@@ -227,6 +227,11 @@ func (c *credentials) load(ctx context.Context, why string) error {
 	} else {
 		c.set.Store(next)
 	}
+	if c.n.smppIn != nil {
+		// SMPP sessions bound as an account the new credentials no
+		// longer let bind are unbound, as the API's calls stop.
+		c.n.smppIn.CredentialsChanged(next)
+	}
 	c.token.Store(&token)
 	c.report(old, next, why)
 	return errors.Join(errs...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -306,4 +307,83 @@ func TestSMPPTimesTheNodeRefuses(t *testing.T) {
 	if n := h.status().Counts[string(messages.StatePending)]; n != 1 {
 		t.Errorf("%d messages pending, want the one submit taken", n)
 	}
+}
+
+// TestRevokedSMPPAccountLosesItsBoundSessions: an SMPP account revoked
+// (or given a new password) while an ESME is bound as it is unbound from
+// the node within a second, as a revoked API token stops at once: its
+// session went on submitting (and receiving receipts) until the ESME
+// unbound by itself, days later for an ESME that keeps its link up. An
+// account whose submit rate changes keeps its session, at its new rate.
+func TestRevokedSMPPAccountLosesItsBoundSessions(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.SMPPListen = "127.0.0.1:0"
+	cfg.Credentials = filepath.Join(cfg.DataDir, "credentials.json")
+	rootTok, rootHash := auth.NewToken()
+	pw1, hash1 := auth.NewSMPPPassword()
+	pw2, hash2 := auth.NewSMPPPassword()
+	root := messages.Credential{Name: "root", Role: messages.RoleAdmin, TokenHash: rootHash}
+	esme := func(name, hash string, rate float64) messages.Credential {
+		return messages.Credential{Name: name, Role: messages.RoleClient, TokenHash: hash, SMPP: true, SubmitRate: rate}
+	}
+	writeCredentials(t, cfg.Credentials, auth.File{Credentials: []messages.Credential{root, esme("esme1", hash1, 0), esme("esme2", hash2, 0)}})
+	h := startNode(t, cfg)
+	h.token = rootTok
+	h.pullFrontend("pf", "44")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	bound := func(name, pw string) *smpp.Session {
+		s := esmeSession(t, h)
+		t.Cleanup(func() { s.Close() })
+		if _, err := s.Bind(ctx, smpp.BindTransceiver, smpp.Bind{SystemID: name, Password: pw}); err != nil {
+			t.Fatalf("bind %s: %v", name, err)
+		}
+		return s
+	}
+	submit := func(s *smpp.Session) smpp.Status {
+		resp, err := s.Request(ctx, smpp.PDU{Command: smpp.SubmitSM, Body: &smpp.SM{Source: smpp.Address{Addr: "Shop"},
+			Dest: smpp.Address{Addr: "447700900001"}, ShortMessage: []byte("hi")}})
+		if err != nil {
+			return smpp.StatusSystemError
+		}
+		return resp.Status
+	}
+	s1, s2 := bound("esme1", pw1), bound("esme2", pw2)
+	if st1, st2 := submit(s1), submit(s2); st1 != smpp.StatusOK || st2 != smpp.StatusOK {
+		t.Fatalf("submits before the change: %s %s", st1, st2)
+	}
+
+	// esme1 revoked, esme2 given a submit rate of 1 a second.
+	writeCredentials(t, cfg.Credentials, auth.File{Credentials: []messages.Credential{root, esme("esme2", hash2, 1)}})
+	polltest.Eventually(t, 10*time.Second, func() error {
+		select {
+		case <-s1.Done():
+			return nil
+		default:
+			return fmt.Errorf("the revoked account's session is still bound (a submit on it: %s)", submit(s1))
+		}
+	})
+	polltest.Eventually(t, 10*time.Second, func() error {
+		if a, b := submit(s2), submit(s2); b != smpp.StatusThrottled {
+			return fmt.Errorf("two submits at once on esme2's session: %s %s, want the second %s at its new rate", a, b, smpp.StatusThrottled)
+		}
+		return nil
+	})
+	select {
+	case <-s2.Done():
+		t.Fatalf("esme2's session ended (%v): a change of its rate is no revocation", s2.Err())
+	default:
+	}
+
+	// esme2's password changed: its session bound with the old one ends.
+	_, hash3 := auth.NewSMPPPassword()
+	writeCredentials(t, cfg.Credentials, auth.File{Credentials: []messages.Credential{root, esme("esme2", hash3, 1)}})
+	polltest.Eventually(t, 10*time.Second, func() error {
+		select {
+		case <-s2.Done():
+			return nil
+		default:
+			return errors.New("the session bound with esme2's old password is still bound")
+		}
+	})
 }

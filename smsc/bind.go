@@ -28,3 +28,21 @@ func Authenticate(creds *auth.Set, systemID, password string) (auth.Principal, s
 	}
 	return p, smpp.StatusOK
 }
+
+// StillBound decides, when the credentials in force change to creds,
+// whether a session bound as account stays bound: hash is the token hash
+// of the credential it bound with ("" when it bound to a node without
+// credentials). It stays while account is an SMPP account of that
+// password (a revocation, a new password or a credential no longer
+// flagged smpp ends it), or while creds are open; the principal is the
+// account's now (its submit rate may have changed).
+func StillBound(creds *auth.Set, account, hash string) (auth.Principal, bool) {
+	if creds.Open() {
+		return auth.Principal{Name: account, Role: auth.Anonymous.Role}, true
+	}
+	c, ok := creds.Credential(account)
+	if !ok || !c.SMPP || hash == "" || c.TokenHash != hash {
+		return auth.Principal{}, false
+	}
+	return auth.Principal{Name: c.Name, Role: c.Role, Frontends: c.Frontends, SubmitRate: c.SubmitRate, SMPP: true}, true
+}

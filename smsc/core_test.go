@@ -40,6 +40,38 @@ func TestAuthenticate(t *testing.T) {
 	}
 }
 
+// TestStillBound: a session stays bound while its account is the SMPP
+// account of the password it bound with, or the node is open; one bound
+// to an open node ends once the node has credentials.
+func TestStillBound(t *testing.T) {
+	_, h := auth.NewSMPPPassword()
+	_, other := auth.NewSMPPPassword()
+	esme := messages.Credential{Name: "esme1", Role: messages.RoleClient, TokenHash: h, SMPP: true, SubmitRate: 5}
+	api := esme
+	api.SMPP = false
+	for _, c := range []struct {
+		name  string
+		creds *auth.Set
+		hash  string
+		want  bool
+	}{
+		{"the same account", auth.NewSet([]messages.Credential{esme}, true), h, true},
+		{"revoked", auth.NewSet(nil, true), h, false},
+		{"a new password", auth.NewSet([]messages.Credential{esme}, true), other, false},
+		{"no longer an smpp account", auth.NewSet([]messages.Credential{api}, true), h, false},
+		{"bound open, now closed", auth.NewSet([]messages.Credential{esme}, true), "", false},
+		{"open", auth.NewSet(nil, false), "", true},
+	} {
+		p, ok := StillBound(c.creds, "esme1", c.hash)
+		if ok != c.want || ok && p.Name != "esme1" {
+			t.Errorf("%s: %+v, %v; want %v", c.name, p, ok, c.want)
+		}
+		if ok && !c.creds.Open() && (p.SubmitRate != 5 || !p.SMPP) {
+			t.Errorf("%s: %+v, want the account's rate and smpp", c.name, p)
+		}
+	}
+}
+
 func TestParseTime(t *testing.T) {
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	for _, c := range []struct {

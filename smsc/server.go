@@ -153,6 +153,12 @@ type conn struct {
 	account string
 	who     auth.Principal
 	state   smpp.BindState
+	// hash is the token hash of the credential it bound with ("" on a
+	// node without credentials); revoked is set once the credentials in
+	// force no longer let it be bound (StillBound): it is being unbound,
+	// and its requests are refused meanwhile.
+	hash    string
+	revoked bool
 	// stopBindTimer stops the timer that closes the connection if it has
 	// not bound within the BindTimeout.
 	stopBindTimer func() bool
@@ -366,7 +372,8 @@ func (srv *Server) reply(s *smpp.Session, req smpp.PDU, st smpp.Status, body smp
 // a connection); nothing else happens.
 func (srv *Server) bind(c *conn, s *smpp.Session, req smpp.PDU) {
 	b, _ := req.Body.(*smpp.Bind)
-	who, st := Authenticate(srv.cfg.Backend.Credentials(), b.SystemID, b.Password)
+	creds := srv.cfg.Backend.Credentials()
+	who, st := Authenticate(creds, b.SystemID, b.Password)
 	if st != smpp.StatusOK {
 		srv.cfg.Metrics.bindRefused.WithLabelValues(st.String()).Inc()
 		srv.peer.write(slog.LevelWarn, "smpp bind refused", "system_id", b.SystemID, "remote", s.RemoteAddr().String(), "status", st.String())
@@ -384,6 +391,9 @@ func (srv *Server) bind(c *conn, s *smpp.Session, req smpp.PDU) {
 		return
 	}
 	c.s, c.account, c.who, c.state = s, who.Name, who, state // c.s too: a bind may come before open has set it
+	if cr, ok := creds.Credential(who.Name); ok && !creds.Open() {
+		c.hash = cr.TokenHash
+	}
 	if c.stopBindTimer != nil {
 		c.stopBindTimer()
 	}
@@ -393,13 +403,65 @@ func (srv *Server) bind(c *conn, s *smpp.Session, req smpp.PDU) {
 		srv.bound[c.account] = append(srv.bound[c.account], c)
 		srv.startPump(c.account)
 	}
+	// The credentials may have changed since creds was read, their
+	// change (CredentialsChanged) done before this session was listed.
+	if _, ok := StillBound(srv.cfg.Backend.Credentials(), c.account, c.hash); !ok {
+		srv.unbindRevoked(c)
+	}
 }
 
-// account is who c is bound as.
-func (srv *Server) account(c *conn) (string, auth.Principal) {
+// CredentialsChanged puts creds, the credentials now in force, to the
+// sessions bound already, as the HTTP API puts them to every request: a
+// session whose account creds no longer let bind with the password it
+// bound with (revoked, its password changed, no longer an SMPP account)
+// is unbound and closed, its requests refused meanwhile; the others take
+// their account's settings of now (its submit rate), but on a node whose
+// credentials are all gone (open), where they keep theirs (and their
+// metrics' account label). The node calls it once creds are in force,
+// so that a bind either saw them or is ended.
+func (srv *Server) CredentialsChanged(creds *auth.Set) {
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
-	return c.account, c.who
+	for c := range srv.conns {
+		if !c.state.Bound() || c.revoked {
+			continue
+		}
+		who, ok := StillBound(creds, c.account, c.hash)
+		switch {
+		case ok && !creds.Open():
+			c.who = who
+		case !ok:
+			srv.unbindRevoked(c)
+		}
+	}
+}
+
+// unbindRevoked unbinds c, whose account's credential no longer lets it
+// be bound, and closes it (srv.mu held).
+func (srv *Server) unbindRevoked(c *conn) {
+	c.revoked = true
+	if srv.closed {
+		return // Close unbinds every session
+	}
+	srv.log.Warn("smpp session unbound: its account's credential was revoked or changed", "account", c.account,
+		"remote", c.s.RemoteAddr().String())
+	s := c.s
+	srv.routines.Add(1)
+	go func() {
+		defer srv.routines.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = s.Unbind(ctx)
+		s.Close()
+	}()
+}
+
+// account is who c is bound as; revoked is set once its account's
+// credential no longer lets it be bound (it is being unbound).
+func (srv *Server) account(c *conn) (account string, who auth.Principal, revoked bool) {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	return c.account, c.who, c.revoked
 }
 
 // submit takes a submit_sm or data_sm: a whole message goes to the
@@ -414,7 +476,11 @@ func (srv *Server) submit(c *conn, s *smpp.Session, req smpp.PDU) {
 		srv.refuse(r, o)
 		return
 	}
-	account, who := srv.account(c)
+	account, who, revoked := srv.account(c)
+	if revoked {
+		srv.refuse(refuse(smpp.StatusInvalidBindState, "the account's credential was revoked or changed: the session is being unbound"), o)
+		return
+	}
 	p, isPart, err := smpp.PartOf(sh.SM)
 	k := PartKey{Account: account, Source: sh.Source, Dest: sh.Dest, Ref: p.Ref, Total: p.Total}
 	if who.SubmitRate > 0 {
@@ -705,7 +771,11 @@ func windowBound(w Whole[owed]) (int, bool) {
 // query answers a query_sm about a message the account submitted.
 func (srv *Server) query(c *conn, s *smpp.Session, req smpp.PDU) {
 	q, _ := req.Body.(*smpp.Query)
-	account, _ := srv.account(c)
+	account, _, revoked := srv.account(c)
+	if revoked {
+		srv.reply(s, req, smpp.StatusInvalidBindState, nil)
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), srv.cfg.SubmitTimeout)
 	defer cancel()
 	m, err := srv.cfg.Backend.Message(ctx, q.MessageID)
