@@ -301,8 +301,13 @@ func (c *credentials) report(old, next *auth.Set, why string) {
 			if c.notOfTheFile(name) {
 				continue // --api-token-file, --smpp-account: not credentials of the file
 			}
+			// The role of the credential added, or of the one revoked.
+			from := next
+			if list.action == messages.AuditCredentialRevoke {
+				from = old
+			}
 			detail := ""
-			if cr, ok := next.Credential(name); ok && list.action == messages.AuditCredentialAdd {
+			if cr, ok := from.Credential(name); ok {
 				detail = "role " + string(cr.Role)
 			}
 			entries = append(entries, messages.AuditEntry{At: now, Actor: "credentials-file", Remote: c.n.cfg.Credentials + " (" + why + ")",

@@ -90,7 +90,8 @@ func TestCredentialsFileAndTokenFileReload(t *testing.T) {
 	var trail struct{ Entries []messages.AuditEntry }
 	polltest.Eventually(t, 5*time.Second, func() error {
 		h.must(200, "GET", "/api/audit?actor=credentials-file", nil, &trail)
-		if len(trail.Entries) != 3 || trail.Entries[0].Action != messages.AuditCredentialRevoke || trail.Entries[1].Action != messages.AuditCredentialAdd ||
+		if len(trail.Entries) != 3 || trail.Entries[0].Action != messages.AuditCredentialRevoke || trail.Entries[0].Detail != "role operator" ||
+			trail.Entries[1].Action != messages.AuditCredentialAdd ||
 			trail.Entries[1].Target != "ops" || !strings.HasPrefix(trail.Entries[1].Remote, cfg.Credentials) || trail.Entries[2].Target != "root" {
 			return fmt.Errorf("the audit trail of the file's changes: %+v", trail.Entries)
 		}
@@ -219,7 +220,7 @@ func TestCredentialsChangedWhileStoppedAreRecorded(t *testing.T) {
 	writeCredentials(t, cfg.Credentials, file)
 	h = startNode(t, cfg)
 	h.token = opsTok
-	want := []string{"credential.add ops role admin", "credential.revoke root ", "credential.add root role admin"}
+	want := []string{"credential.add ops role admin", "credential.revoke root role admin", "credential.add root role admin"}
 	if got := trail(h); !slices.Equal(got, want) {
 		t.Errorf("after ops replaced root while the node was stopped: %q, want %q", got, want)
 	}

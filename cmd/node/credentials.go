@@ -476,7 +476,16 @@ func (c credentialStore) add(cr messages.Credential) (bool, error) {
 func (c credentialStore) revoke(name string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := c.s.RevokeCredential(ctx, name, cliAudit(messages.AuditCredentialRevoke, name, ""))
+	// The record names the role revoked, as an add's names the role added.
+	creds, err := c.s.Credentials(ctx)
+	if err != nil {
+		return err
+	}
+	detail := ""
+	if i := slices.IndexFunc(creds, func(cr messages.Credential) bool { return cr.Name == name }); i >= 0 {
+		detail = "role " + string(creds[i].Role)
+	}
+	err = c.s.RevokeCredential(ctx, name, cliAudit(messages.AuditCredentialRevoke, name, detail))
 	switch {
 	case errors.Is(err, persistence.ErrNotFound):
 		return fmt.Errorf("no credential %q in the store", name)

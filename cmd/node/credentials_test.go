@@ -414,3 +414,36 @@ func TestCredentialsLockFileHoldsNothing(t *testing.T) {
 	run("revoke", "ops")
 	empty()
 }
+
+// TestCredentialsRevokeRecordsTheRole: `credentials revoke` on a database
+// records the role of the credential it revoked, as its add does and as
+// api.md's table of the audit trail says (detail: its role): the entry
+// said only its name, so the trail did not tell an admin's revocation
+// from a client's.
+func TestCredentialsRevokeRecordsTheRole(t *testing.T) {
+	env := envMap(map[string]string{"SWITCHBOARD_POSTGRES": pgtest.DSN(t)})
+	run := func(args ...string) {
+		t.Helper()
+		var out, errOut strings.Builder
+		if code := mainCode(append([]string{"credentials"}, args...), &out, &errOut, env); code != 0 {
+			t.Fatalf("%v: exit %d %q", args, code, errOut.String())
+		}
+	}
+	run("add", "root", "--role", "admin")
+	run("add", "gw", "--role", "frontend", "--frontend", "sms-uk")
+	run("revoke", "gw")
+	cfg := postgres.DefaultConfig()
+	cfg.DSN, _ = env("SWITCHBOARD_POSTGRES")
+	s, err := postgres.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	page, err := s.ListAudit(context.Background(), persistence.AuditQuery{Limit: 10, Action: messages.AuditCredentialRevoke})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Entries) != 1 || page.Entries[0].Target != "gw" || page.Entries[0].Detail != "role frontend" {
+		t.Errorf("the revocation's record: %+v, want gw with detail %q", page.Entries, "role frontend")
+	}
+}
