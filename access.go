@@ -262,10 +262,11 @@ func (c *credentials) ringToken() string {
 }
 
 // report logs what changed, and records in the audit trail the changes of
-// the credentials file (a store's changes are recorded by whoever made
-// them, in the transaction that made them). At start the file's changes
-// are those since the node last recorded it (seen): made while it was
-// stopped, or before its first start.
+// the credentials file and the rotations of the --api-token-file's token
+// (a store's changes are recorded by whoever made them, in the
+// transaction that made them). At start the file's changes are those
+// since the node last recorded it (seen): made while it was stopped, or
+// before its first start; the token file's are not known then.
 func (c *credentials) report(old, next *auth.Set, why string) {
 	log := c.n.log.With("component", "credentials")
 	if old == nil {
@@ -288,9 +289,6 @@ func (c *credentials) report(old, next *auth.Set, why string) {
 		return
 	}
 	log.Info("credentials changed", "why", why, "source", c.source(), "added", added, "removed", removed, "credentials", next.Len())
-	if c.n.cfg.Credentials == "" {
-		return
-	}
 	now := c.n.clock.Now()
 	var entries []messages.AuditEntry
 	for _, list := range []struct {
@@ -298,8 +296,14 @@ func (c *credentials) report(old, next *auth.Set, why string) {
 		names  []string
 	}{{messages.AuditCredentialRevoke, removed}, {messages.AuditCredentialAdd, added}} {
 		for _, name := range list.names {
-			if c.notOfTheFile(name) {
-				continue // --api-token-file, --smpp-account: not credentials of the file
+			actor, remote := "credentials-file", c.n.cfg.Credentials
+			switch {
+			case name == messages.ReservedCredential && c.n.cfg.APITokenFile != "":
+				// A rotation of the token file's token (--api-token's
+				// changes only with a restart).
+				actor, remote = "api-token-file", c.n.cfg.APITokenFile
+			case c.notOfTheFile(name) || c.n.cfg.Credentials == "":
+				continue // --smpp-account, the store's: recorded by no one here
 			}
 			// The role of the credential added, or of the one revoked.
 			from := next
@@ -310,14 +314,16 @@ func (c *credentials) report(old, next *auth.Set, why string) {
 			if cr, ok := from.Credential(name); ok {
 				detail = "role " + string(cr.Role)
 			}
-			entries = append(entries, messages.AuditEntry{At: now, Actor: "credentials-file", Remote: c.n.cfg.Credentials + " (" + why + ")",
+			entries = append(entries, messages.AuditEntry{At: now, Actor: actor, Remote: remote + " (" + why + ")",
 				Action: list.action, Target: name, Detail: detail})
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c.n.audit(ctx, entries...)
-	c.remember(next)
+	if c.n.cfg.Credentials != "" {
+		c.remember(next)
+	}
 }
 
 // seenFile, in DataDir, holds the credentials file's credentials as the

@@ -709,3 +709,50 @@ func TestWebhookURLPasswordIsNeverShown(t *testing.T) {
 		t.Errorf("the logs show the webhook password:\n%s", logs.String())
 	}
 }
+
+// TestTokenFileRotationIsRecorded: a new token in the --api-token-file,
+// put in force by a reload (SIGHUP) or the watch, is a change of the
+// admin credential api-token, recorded in the audit trail (actor
+// api-token-file) like a change of the credentials file: the node logged
+// it, but the trail, which holds every credential change, had no entry,
+// with or without a credentials file beside it.
+func TestTokenFileRotationIsRecorded(t *testing.T) {
+	for _, withFile := range []bool{false, true} {
+		t.Run(fmt.Sprintf("credentials-file=%v", withFile), func(t *testing.T) {
+			cfg := testConfig(t)
+			cfg.APITokenFile = filepath.Join(cfg.DataDir, "token")
+			if withFile {
+				cfg.Credentials = filepath.Join(cfg.DataDir, "credentials.json")
+				writeCredentials(t, cfg.Credentials, auth.File{})
+			}
+			oldTok, newTok := "file-token-0123456789abcdef", "file-token-fedcba9876543210"
+			if err := os.WriteFile(cfg.APITokenFile, []byte(oldTok+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			h := startNode(t, cfg)
+			h.token = oldTok
+			if err := os.WriteFile(cfg.APITokenFile, []byte(newTok+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.node.Reload(); err != nil {
+				t.Fatalf("Reload: %v", err)
+			}
+			h.token = newTok
+			var trail struct{ Entries []messages.AuditEntry }
+			h.must(200, "GET", "/api/audit?actor=api-token-file", nil, &trail)
+			var got []string
+			for _, e := range trail.Entries {
+				got = append(got, e.Action+" "+e.Target+" "+e.Detail)
+				if e.Remote != cfg.APITokenFile+" (reload)" {
+					t.Errorf("%+v: want the token file and the reload as its remote", e)
+				}
+			}
+			if want := []string{"credential.add api-token role admin", "credential.revoke api-token role admin"}; !slices.Equal(got, want) {
+				t.Errorf("the rotation's records: %q, want %q", got, want)
+			}
+			if h.must(200, "GET", "/api/audit?actor=credentials-file", nil, &trail); len(trail.Entries) != 0 {
+				t.Errorf("the token file's rotation recorded as the credentials file's: %+v", trail.Entries)
+			}
+		})
+	}
+}
