@@ -131,8 +131,8 @@ type Config struct {
 	// Who may do what (docs/api.md, "Roles"; docs/operations.md, "Credentials").
 
 	// APITokenFile holds the API token instead of APIToken, so that it
-	// stays out of the process list; it is read at start and again on
-	// Reload.
+	// stays out of the process list; it is read at start, again on
+	// Reload, and when it changes (the watch, every WatchInterval).
 	APITokenFile string
 	// Credentials is the credentials file: named tokens with roles,
 	// re-read on Reload (SIGHUP) and when it changes. Without it the

@@ -80,7 +80,7 @@ var runFlags = []runFlag{
 	stringFlag("tls-key", "TLSKey", "FILE", "PEM private key of --tls-cert"),
 	stringFlag("tls-ca", "TLSCA", "FILE", "CA bundle: verify peers and require their client certificates on /api/federation/*"),
 	stringFlag("api-token", "APIToken", "TOKEN", "when set, non-federation /api/* calls need 'Authorization: Bearer TOKEN' (one admin credential; 16-512 printable ASCII characters without blanks)"),
-	stringFlag("api-token-file", "APITokenFile", "FILE", "read --api-token from FILE, its one line (keeps it out of the process list); re-read on SIGHUP"),
+	stringFlag("api-token-file", "APITokenFile", "FILE", "read --api-token from FILE, its one line (keeps it out of the process list); re-read on SIGHUP and on change"),
 	stringFlag("credentials", "Credentials", "FILE", "credentials file (named, hashed tokens with roles; 'switchboard credentials'); re-read on SIGHUP and on change"),
 	valueFlag("redact", "Redact", "off|on", "on: mask numbers (first 5 digits kept) and drop message bodies in logs and the audit trail",
 		func(_ string, v string) (string, error) {
