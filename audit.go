@@ -2,7 +2,9 @@ package switchboard
 
 import (
 	"context"
+	"time"
 
+	"github.com/switchboard-dev/switchboard/httpapi"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/supervision/redact"
 )
@@ -31,4 +33,33 @@ func (n *Node) audit(ctx context.Context, entries ...messages.AuditEntry) {
 	if err := n.store.AppendAudit(ctx, entries); err != nil {
 		log.Error("the audit trail could not store a change; its log line above is its record", "entries", len(entries), "err", err)
 	}
+}
+
+// embeddingActor is the trail's actor of the changes a program embedding
+// the node makes through its Go API (PutRoute, PutFrontend, DeleteRoute,
+// DeleteFrontend, Resubmit, ResubmitBulk); embeddingRemote is where
+// they come from.
+const (
+	embeddingActor  = "embedding"
+	embeddingRemote = "the embedding Go API"
+)
+
+// embeddedChange records a change of the Go API as the HTTP API records
+// its callers' (httpapi/audit.go), each action's detail by the same
+// formatter: it returns the call's context, which carries the
+// httpapi.LateChange that records a change whose answer came after ctx
+// ended (when the answer comes), and record, which the method calls with
+// the call's result when its change was made.
+func embeddedChange[T any](n *Node, ctx context.Context, action, target string, detail func(T) string) (context.Context, func(T)) {
+	record := func(v T) {
+		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		n.audit(rctx, messages.AuditEntry{At: n.clock.Now(), Actor: embeddingActor, Remote: embeddingRemote,
+			Action: action, Target: target, Detail: detail(v)})
+	}
+	late := func(result any) {
+		v, _ := result.(T)
+		record(v)
+	}
+	return httpapi.WithLateChange(ctx, late), record
 }

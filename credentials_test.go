@@ -756,3 +756,62 @@ func TestTokenFileRotationIsRecorded(t *testing.T) {
 		})
 	}
 }
+
+// TestEmbeddingAPIChangesAreRecorded: the changes a program embedding the
+// node makes through the Go API (PutFrontend, PutRoute, Resubmit,
+// ResubmitBulk, DeleteRoute, DeleteFrontend) are in the audit trail like
+// the HTTP API's, actor embedding: they changed routing and resubmitted
+// messages with no record at all, while operations.md says every change
+// of state made by a person or a tool is recorded. A refused change is
+// not recorded.
+func TestEmbeddingAPIChangesAreRecorded(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.APIToken = "root-token-0123456789"
+	h := startNode(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	hook := newWebhook(t, 400, 400, 400, 400)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := h.node.PutFrontend(ctx, messages.Frontend{Name: "fe", Mode: messages.ModeWebhook, URL: hook.srv.URL, Secret: "0123456789abcdef0123"})
+	must(err)
+	_, err = h.node.PutRoute(ctx, messages.Route{Prefix: "44", Frontend: "fe"})
+	must(err)
+	if _, err := h.node.PutRoute(ctx, messages.Route{Prefix: "45", Frontend: "nowhere"}); err == nil {
+		t.Fatal("a route to an unknown frontend was taken")
+	}
+	id := h.submit("", "441")
+	h.waitState(id, messages.StateFailed)
+	_, err = h.node.Resubmit(ctx, id)
+	must(err)
+	h.waitState(id, messages.StateFailed)
+	_, err = h.node.ResubmitBulk(ctx, messages.StateFailed)
+	must(err)
+	must(h.node.DeleteRoute(ctx, "44"))
+	must(h.node.DeleteFrontend(ctx, "fe"))
+
+	var trail struct{ Entries []messages.AuditEntry }
+	h.must(200, "GET", "/api/audit", nil, &trail)
+	var got []string
+	for _, e := range trail.Entries {
+		got = append(got, e.Action+" "+e.Target+" "+e.Detail)
+		if e.Actor != "embedding" || e.Role != "" || e.Remote == "" {
+			t.Errorf("entry %+v: want actor embedding, no role, a remote", e)
+		}
+	}
+	want := []string{
+		"frontend.delete fe ",
+		"route.delete 44 ",
+		"message.resubmit_bulk failed 1 resubmitted, 0 skipped",
+		"message.resubmit " + id + " to frontend fe, now pending",
+		"route.put 44 frontend fe",
+		fmt.Sprintf("frontend.put fe mode webhook, url %q, signed true", hook.srv.URL),
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the audit trail, newest first:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

@@ -197,14 +197,26 @@ func (n *Node) Message(ctx context.Context, id string) (messages.Message, error)
 // PutRoute creates or replaces a route; its frontend must be registered.
 // It returns the route as stored.
 func (n *Node) PutRoute(ctx context.Context, r messages.Route) (messages.Route, error) {
-	return n.gw.PutRoute(ctx, r)
+	detail := httpapi.RouteAuditDetail(r)
+	ctx, record := embeddedChange(n, ctx, messages.AuditRoutePut, r.Prefix, func(any) string { return detail })
+	stored, err := n.gw.PutRoute(ctx, r)
+	if err == nil || errors.Is(err, httpapi.ErrNotReadBack) {
+		record(nil)
+	}
+	return stored, err
 }
 
 // PutFrontend registers (or changes) a pull or webhook frontend (an
 // in-process one registers with RegisterFrontend). It returns the
 // frontend as stored.
 func (n *Node) PutFrontend(ctx context.Context, f messages.Frontend) (messages.Frontend, error) {
-	return n.gw.PutFrontend(ctx, f)
+	detail := httpapi.FrontendAuditDetail(f)
+	ctx, record := embeddedChange(n, ctx, messages.AuditFrontendPut, f.Name, func(any) string { return detail })
+	stored, err := n.gw.PutFrontend(ctx, f)
+	if err == nil || errors.Is(err, httpapi.ErrNotReadBack) {
+		record(nil)
+	}
+	return stored, err
 }
 
 // Poll is a pull frontend's long-poll: up to max messages, waiting up to
@@ -233,7 +245,12 @@ func (n *Node) Routes(ctx context.Context) ([]messages.Route, error) { return n.
 
 // DeleteRoute removes the route of prefix (not_found when none).
 func (n *Node) DeleteRoute(ctx context.Context, prefix string) error {
-	return n.gw.DeleteRoute(ctx, prefix)
+	ctx, record := embeddedChange(n, ctx, messages.AuditRouteDelete, prefix, func(any) string { return "" })
+	err := n.gw.DeleteRoute(ctx, prefix)
+	if err == nil {
+		record(nil)
+	}
+	return err
 }
 
 // Frontends lists the local frontends.
@@ -245,7 +262,12 @@ func (n *Node) Frontends(ctx context.Context) ([]messages.Frontend, error) {
 // while one does; not_found when there is none). An in-process frontend's
 // actor is unregistered with it.
 func (n *Node) DeleteFrontend(ctx context.Context, name string) error {
-	return n.gw.DeleteFrontend(ctx, name)
+	ctx, record := embeddedChange(n, ctx, messages.AuditFrontendDelete, name, func(any) string { return "" })
+	err := n.gw.DeleteFrontend(ctx, name)
+	if err == nil {
+		record(nil)
+	}
+	return err
 }
 
 // Status is the document of GET /api/status: counts by state, queue
@@ -255,11 +277,21 @@ func (n *Node) Status(ctx context.Context) (httpapi.Status, error) { return n.gw
 // Resubmit routes a failed or forward_failed message again, as a new
 // attempt series; it returns the message as committed.
 func (n *Node) Resubmit(ctx context.Context, id string) (messages.Message, error) {
-	return n.gw.Resubmit(ctx, id)
+	ctx, record := embeddedChange(n, ctx, messages.AuditResubmit, id, httpapi.ResubmitAuditDetail)
+	m, err := n.gw.Resubmit(ctx, id)
+	if err == nil || errors.Is(err, httpapi.ErrNotReadBack) {
+		record(m)
+	}
+	return m, err
 }
 
 // ResubmitBulk routes every message in state (failed or forward_failed)
 // again.
 func (n *Node) ResubmitBulk(ctx context.Context, state messages.State) (messages.BulkReply, error) {
-	return n.gw.ResubmitBulk(ctx, state)
+	ctx, record := embeddedChange(n, ctx, messages.AuditResubmitBulk, string(state), httpapi.BulkAuditDetail)
+	res, err := n.gw.ResubmitBulk(ctx, state)
+	if err == nil || res.Resubmitted > 0 {
+		record(res) // one that failed part of the way resubmitted the pages before
+	}
+	return res, err
 }

@@ -68,7 +68,8 @@ func WithLateChange(ctx context.Context, late func(result any)) context.Context 
 // messages.BulkReply of a ResubmitBulk, nil for the directory's changes.
 // It records the change with the detail an answered call's record has
 // (what a resubmit set, how many a bulk resubmit moved). Nil on a context
-// that carries none (the embedding API's calls).
+// that carries none (the HTTP handlers' and the embedding API's changes
+// carry one).
 func LateChange(ctx context.Context) func(result any) {
 	f, _ := ctx.Value(lateKey{}).(func(any))
 	return f
@@ -96,15 +97,16 @@ func known(detail string) func(any) string {
 	return func(any) string { return detail }
 }
 
-// resubmitDetail is a single resubmit's: where it sent the message. One
-// not read back still says what it set (messages.ResubmitReply).
-func resubmitDetail(m messages.Message) string {
+// ResubmitAuditDetail is the detail of a single resubmit's record: where
+// it sent the message. One not read back still says what it set
+// (messages.ResubmitReply). The embedding API's records use it too.
+func ResubmitAuditDetail(m messages.Message) string {
 	return auditDetail("to frontend %s, now %s", m.Frontend, m.State)
 }
 
-// bulkDetail is a bulk resubmit's: how many it moved, and how many it
-// left without a route.
-func bulkDetail(res messages.BulkReply) string {
+// BulkAuditDetail is the detail of a bulk resubmit's record: how many it
+// moved, and how many it left without a route.
+func BulkAuditDetail(res messages.BulkReply) string {
 	return auditDetail("%d resubmitted, %d skipped", res.Resubmitted, res.Skipped)
 }
 

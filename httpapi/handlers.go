@@ -371,11 +371,11 @@ func (s *Server) resubmit(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	ctx, cancel := change(s, r, s.cfg.RequestTimeout, messages.AuditResubmit, id, resubmitDetail)
+	ctx, cancel := change(s, r, s.cfg.RequestTimeout, messages.AuditResubmit, id, ResubmitAuditDetail)
 	defer cancel()
 	m, err := s.cfg.Backend.Resubmit(ctx, id)
 	if made(err) {
-		s.record(r, messages.AuditResubmit, id, resubmitDetail(m))
+		s.record(r, messages.AuditResubmit, id, ResubmitAuditDetail(m))
 	}
 	if err != nil {
 		s.fail(w, r, err)
@@ -397,12 +397,12 @@ func (s *Server) resubmitBulk(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A bulk resubmit may page through many messages: give it longer.
-	ctx, cancel := change(s, r, 10*s.cfg.RequestTimeout, messages.AuditResubmitBulk, string(req.State), bulkDetail)
+	ctx, cancel := change(s, r, 10*s.cfg.RequestTimeout, messages.AuditResubmitBulk, string(req.State), BulkAuditDetail)
 	defer cancel()
 	res, err := s.cfg.Backend.ResubmitBulk(ctx, req.State)
 	if err == nil || res.Resubmitted > 0 {
 		// One that failed part of the way resubmitted the pages before.
-		s.record(r, messages.AuditResubmitBulk, string(req.State), bulkDetail(res))
+		s.record(r, messages.AuditResubmitBulk, string(req.State), BulkAuditDetail(res))
 	}
 	if err != nil {
 		s.fail(w, r, err)
