@@ -3,6 +3,7 @@ package switchboard
 import (
 	"context"
 	"time"
+	"unicode/utf8"
 
 	"github.com/switchboard-dev/switchboard/httpapi"
 	"github.com/switchboard-dev/switchboard/messages"
@@ -26,9 +27,14 @@ func (n *Node) audit(ctx context.Context, entries ...messages.AuditEntry) {
 			// A client chooses its message ids, and a number is an id
 			// like any other.
 			e.Target, e.Detail = redact.Text(e.Target), redact.Text(e.Detail)
-			entries[i] = e
 		}
 		log.Info("audit", "actor", e.Actor, "role", e.Role, "remote", e.Remote, "action", e.Action, "target", e.Target, "detail", e.Detail)
+		// The store bounds each text (a long credentials file's or
+		// certificate's path would refuse the whole batch): what is
+		// stored is cut to fit, the log line above keeps it whole.
+		e.Actor, e.Remote = clipText(e.Actor, messages.MaxAuditActor), clipText(e.Remote, messages.MaxAuditRemote)
+		e.Target, e.Detail = clipText(e.Target, messages.MaxAuditTarget), clipText(e.Detail, messages.MaxAuditDetail)
+		entries[i] = e
 	}
 	if err := n.store.AppendAudit(ctx, entries); err != nil {
 		log.Error("the audit trail could not store a change; its log line above is its record", "entries", len(entries), "err", err)
@@ -62,4 +68,13 @@ func embeddedChange[T any](n *Node, ctx context.Context, action, target string, 
 		record(v)
 	}
 	return httpapi.WithLateChange(ctx, late), record
+}
+
+// clipText is s cut to at most max bytes, at a character's boundary.
+func clipText(s string, max int) string {
+	for len(s) > max {
+		_, size := utf8.DecodeLastRuneInString(s)
+		s = s[:len(s)-size]
+	}
+	return s
 }

@@ -815,3 +815,27 @@ func TestEmbeddingAPIChangesAreRecorded(t *testing.T) {
 		t.Errorf("the audit trail, newest first:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestAuditOfALongPathIsStored: a change of a credentials file whose path
+// (with the why the node adds) is longer than an audit entry's remote
+// (256 bytes) is still stored: the store refused the whole batch for its
+// length, and the file's changes were in the log alone (the same for a
+// certificate reloaded from a long path, its target).
+func TestAuditOfALongPathIsStored(t *testing.T) {
+	cfg := testConfig(t)
+	dir := filepath.Join(cfg.DataDir, strings.Repeat("d", 100), strings.Repeat("e", 100), strings.Repeat("f", 100))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Credentials = filepath.Join(dir, "credentials.json")
+	rootTok, rootHash := auth.NewToken()
+	writeCredentials(t, cfg.Credentials, auth.File{Credentials: []messages.Credential{{Name: "root", Role: messages.RoleAdmin, TokenHash: rootHash}}})
+	h := startNode(t, cfg)
+	h.token = rootTok
+	var trail struct{ Entries []messages.AuditEntry }
+	h.must(200, "GET", "/api/audit?actor=credentials-file", nil, &trail)
+	if len(trail.Entries) != 1 || trail.Entries[0].Target != "root" || len(trail.Entries[0].Remote) > messages.MaxAuditRemote ||
+		!strings.HasPrefix(trail.Entries[0].Remote, cfg.Credentials[:100]) {
+		t.Errorf("the start's record of root, from a file at a path of %d bytes: %+v", len(cfg.Credentials), trail.Entries)
+	}
+}
