@@ -243,6 +243,10 @@ func secret(f runFlag, url bool) runFlag {
 	f.shown = func(v string) string {
 		name, rest, ok := strings.Cut(v, "=")
 		switch {
+		case !ok && !url:
+			// A piece of the environment's list, split at a comma the
+			// password held: its tail.
+			return messages.RedactedPassword
 		case !ok:
 			return v
 		case url:

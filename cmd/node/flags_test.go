@@ -563,6 +563,17 @@ func TestParseRunBadValuesHideTheirPasswords(t *testing.T) {
 			}
 		}
 	}
+	// The environment's list is split at commas: a password holding one
+	// (which the flag takes) is cut in two, and the piece after the comma,
+	// no SYSTEM_ID=PASSWORD, was shown as it is: the password's tail.
+	for _, tc := range []struct{ flag, value, hidden, shown string }{
+		{"smpp-account", "esme1=ab,cd3fgh", "cd3fgh", `"xxxxx"`},
+	} {
+		_, _, err := parseRun(nil, envMap(map[string]string{envName(tc.flag): tc.value}))
+		if err == nil || strings.Contains(err.Error(), tc.hidden) || !strings.Contains(err.Error(), tc.shown) {
+			t.Errorf("%s=%q in the environment: error %v: want the piece after the comma shown as %s", envName(tc.flag), tc.value, err, tc.shown)
+		}
+	}
 }
 
 // TestParseRunDataDirOnAFullDisk: a data directory on a full disk (where
