@@ -139,6 +139,10 @@ type credentials struct {
 	fileToken string                // --api-token-file's token
 	listed    []messages.Credential // the credentials file's, or the store's valid ones
 	storeRows bool                  // whether the store holds any credential row, valid or not
+	// invalid is the store's invalid rows as last read, by their
+	// problem: each is logged when first found, not at each read (every
+	// WatchInterval).
+	invalid map[string]bool
 }
 
 var _ httpapi.Credentials = (*credentials)(nil)
@@ -239,16 +243,22 @@ func (c *credentials) load(ctx context.Context, why string) error {
 
 // validStored is the store's credentials the node takes: checked by the
 // store on the way in, a row an older or foreign writer left invalid is
-// left out, loudly.
+// left out, loudly: logged when first found (c.mu held).
 func (c *credentials) validStored(rows []messages.Credential) []messages.Credential {
 	valid := make([]messages.Credential, 0, len(rows))
+	invalid := map[string]bool{}
 	for _, cr := range rows {
 		if err := cr.Validate(); err != nil {
-			c.n.log.Error("a stored credential is invalid and is ignored", "err", err)
+			why := err.Error()
+			if !c.invalid[why] {
+				c.n.log.Error("a stored credential is invalid and is ignored", "err", err)
+			}
+			invalid[why] = true
 			continue
 		}
 		valid = append(valid, cr)
 	}
+	c.invalid = invalid
 	return valid
 }
 

@@ -839,3 +839,47 @@ func TestAuditOfALongPathIsStored(t *testing.T) {
 		t.Errorf("the start's record of root, from a file at a path of %d bytes: %+v", len(cfg.Credentials), trail.Entries)
 	}
 }
+
+// TestInvalidStoredCredentialIsLoggedOnce: a stored credential the node
+// finds invalid is logged when it is first found, not at every read of
+// the store's credentials: each instance reads them every second, and
+// logged an error a second for each such row (86,400 lines a day) for as
+// long as it stayed.
+func TestInvalidStoredCredentialIsLoggedOnce(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	cfg := siteConfig(t, dsn, "site-a-0")
+	var logs *logtest.Buffer
+	cfg.Logger, logs = logtest.New()
+	h := startNode(t, cfg)
+	ctx := context.Background()
+	db, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	_, hash := auth.NewToken()
+	if _, err := db.Exec(ctx, `INSERT INTO credentials (name, role, token_sha256, created_at) VALUES ('auditor', 'auditor', $1, now())`, hash); err != nil {
+		t.Fatal(err)
+	}
+	const line = "a stored credential is invalid and is ignored"
+	for range 5 {
+		if err := h.node.Reload(); err != nil {
+			t.Fatalf("Reload: %v", err)
+		}
+	}
+	if n := strings.Count(logs.String(), line); n != 1 {
+		t.Errorf("%d lines %q after 5 reads of the same invalid row, want 1", n, line)
+	}
+	// Another invalid row is logged, once.
+	if _, err := db.Exec(ctx, `INSERT INTO credentials (name, role, token_sha256, created_at) VALUES ('viewer2', 'viewer', $1, now())`, strings.Repeat("a", 64)); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := h.node.Reload(); err != nil {
+			t.Fatalf("Reload: %v", err)
+		}
+	}
+	if n, viewer := strings.Count(logs.String(), line), strings.Count(logs.String(), `viewer2`); n != 2 || viewer != 1 {
+		t.Errorf("%d lines %q (%d naming viewer2) after a second invalid row, want 2 (1)", n, line, viewer)
+	}
+}
