@@ -463,25 +463,10 @@ func TestAuditTrailOfChanges(t *testing.T) {
 
 	var trail struct{ Entries []messages.AuditEntry }
 	h.must(200, "GET", "/api/audit", nil, &trail)
-	var got []string
-	for _, e := range trail.Entries {
-		got = append(got, e.Action+" "+e.Target+" "+e.Detail)
-		if e.Actor != messages.ReservedCredential || e.Role != messages.RoleAdmin || !strings.HasPrefix(e.Remote, "127.0.0.1:") ||
-			e.At.Before(start) || e.At.After(time.Now()) {
-			t.Errorf("entry %+v: want actor api-token, role admin, a loopback address and a time of this test", e)
-		}
-	}
-	want := []string{
-		"frontend.delete fe ",
-		"route.delete 44 ",
-		"message.resubmit_bulk failed 1 resubmitted, 0 skipped",
-		"message.resubmit " + id + " to frontend fe, now pending",
-		"route.put 44 frontend fe",
-		fmt.Sprintf("frontend.put fe mode webhook, url %q, signed true", hook.srv.URL),
-	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("the audit trail, newest first:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	checkChangesTrail(t, trail.Entries, id, hook.srv.URL, func(e messages.AuditEntry) bool {
+		return e.Actor == messages.ReservedCredential && e.Role == messages.RoleAdmin && strings.HasPrefix(e.Remote, "127.0.0.1:") &&
+			!e.At.Before(start) && !e.At.After(time.Now())
+	}, "actor api-token, role admin, a loopback address and a time of this test")
 	h.must(200, "GET", "/api/audit?action=route.put", nil, &trail)
 	if len(trail.Entries) != 1 || trail.Entries[0].Target != "44" {
 		t.Errorf("filtered by action: %+v", trail.Entries)
@@ -796,11 +781,23 @@ func TestEmbeddingAPIChangesAreRecorded(t *testing.T) {
 
 	var trail struct{ Entries []messages.AuditEntry }
 	h.must(200, "GET", "/api/audit", nil, &trail)
+	checkChangesTrail(t, trail.Entries, id, hook.srv.URL, func(e messages.AuditEntry) bool {
+		return e.Actor == "embedding" && e.Role == "" && e.Remote != ""
+	}, "actor embedding, no role, a remote")
+}
+
+// checkChangesTrail checks the audit trail (newest first) of the changes
+// TestAuditTrailOfChanges and TestEmbeddingAPIChangesAreRecorded make:
+// webhook frontend fe at hookURL, route 44 to it, message id resubmitted
+// alone and then in bulk, the route and the frontend deleted; each entry
+// by whom the test made them (who, described by whoWant).
+func checkChangesTrail(t *testing.T, entries []messages.AuditEntry, id, hookURL string, who func(messages.AuditEntry) bool, whoWant string) {
+	t.Helper()
 	var got []string
-	for _, e := range trail.Entries {
+	for _, e := range entries {
 		got = append(got, e.Action+" "+e.Target+" "+e.Detail)
-		if e.Actor != "embedding" || e.Role != "" || e.Remote == "" {
-			t.Errorf("entry %+v: want actor embedding, no role, a remote", e)
+		if !who(e) {
+			t.Errorf("entry %+v: want %s", e, whoWant)
 		}
 	}
 	want := []string{
@@ -809,7 +806,7 @@ func TestEmbeddingAPIChangesAreRecorded(t *testing.T) {
 		"message.resubmit_bulk failed 1 resubmitted, 0 skipped",
 		"message.resubmit " + id + " to frontend fe, now pending",
 		"route.put 44 frontend fe",
-		fmt.Sprintf("frontend.put fe mode webhook, url %q, signed true", hook.srv.URL),
+		fmt.Sprintf("frontend.put fe mode webhook, url %q, signed true", hookURL),
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("the audit trail, newest first:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
