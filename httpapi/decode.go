@@ -62,7 +62,7 @@ func decodeStrict(raw []byte, v any) error {
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	if err := decodeOne(dec, v); err != nil {
+	if err := decodeOne(raw, dec, v); err != nil {
 		return err
 	}
 	return exactKeys(raw, reflect.TypeOf(v))
@@ -107,7 +107,7 @@ func decodePeerBody(raw []byte, v any) error {
 	if err := textError(raw); err != nil {
 		return err
 	}
-	return decodeOne(json.NewDecoder(bytes.NewReader(raw)), v)
+	return decodeOne(raw, json.NewDecoder(bytes.NewReader(raw)), v)
 }
 
 // bodyWait bounds the reading of a request's body: 30 s, 35 KB/s for a
@@ -158,11 +158,11 @@ func readUpTo(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	return raw, nil
 }
 
-// decodeOne decodes one document from dec into v and refuses anything after
-// it, mapping the decoder's errors to the API's.
-func decodeOne(dec *json.Decoder, v any) error {
+// decodeOne decodes one document from dec, a decoder of raw, into v and
+// refuses anything after it, mapping the decoder's errors to the API's.
+func decodeOne(raw []byte, dec *json.Decoder, v any) error {
 	if err := dec.Decode(v); err != nil {
-		return decodeError(err)
+		return decodeError(err, raw)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return messages.Errorf(messages.CodeInvalidJSON, "the request body has data after the JSON object")
@@ -170,11 +170,12 @@ func decodeOne(dec *json.Decoder, v any) error {
 	return nil
 }
 
-// decodeError maps an error of encoding/json to the API's error: an
-// unknown field and a field's bad value name the field; a value of the
-// wrong JSON type names the field and the type wanted (typeError); the
-// rest is malformed JSON.
-func decodeError(err error) error {
+// decodeError maps an error of encoding/json decoding raw to the API's
+// error: an unknown field and a field's bad value name the field (a time
+// that does not parse: the field raw gives it in, stringField); a value
+// of the wrong JSON type names the field and the type wanted (typeError);
+// the rest is malformed JSON.
+func decodeError(err error, raw []byte) error {
 	var (
 		b64 base64.CorruptInputError
 		te  *time.ParseError
@@ -189,13 +190,49 @@ func decodeError(err error) error {
 		return messages.Errorf(messages.CodeInvalidRequest,
 			"message_body_base64 is not standard base64 (with padding): bad data at byte %d", int64(b64))
 	case errors.As(err, &te):
-		return messages.Errorf(messages.CodeInvalidRequest, "a time is not RFC 3339 (e.g. 2026-05-01T12:00:00Z): %q", te.Value)
+		field := "a time"
+		if name := stringField(raw, te.Value); name != "" {
+			field = name
+		}
+		return messages.Errorf(messages.CodeInvalidRequest, "%s is not RFC 3339 (e.g. 2026-05-01T12:00:00Z): %q", field, te.Value)
 	case errors.As(err, &ute):
 		return typeError(ute)
 	case strings.HasPrefix(err.Error(), "Time.UnmarshalJSON: "):
 		return messages.Errorf(messages.CodeInvalidJSON, "a time is not a JSON string (RFC 3339, e.g. \"2026-05-01T12:00:00Z\")")
 	}
 	return messages.Errorf(messages.CodeInvalidJSON, "the request body is not valid JSON: %v", err)
+}
+
+// stringField is the name of the one member of raw's objects, at any
+// depth, whose value is the JSON string value ("" when none is, or more
+// than one: the decoder's time error gives the value, not its field).
+func stringField(raw []byte, value string) string {
+	var names []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, m := range v {
+				if s, ok := m.(string); ok && s == value {
+					names = append(names, k)
+				}
+				walk(m)
+			}
+		case []any:
+			for _, m := range v {
+				walk(m)
+			}
+		}
+	}
+	var doc any
+	if json.Unmarshal(raw, &doc) != nil {
+		return ""
+	}
+	walk(doc)
+	if len(names) != 1 {
+		return ""
+	}
+	return names[0]
 }
 
 // typeError is the invalid_json of a value of the wrong JSON type, in the

@@ -339,13 +339,13 @@ func forwardsWithBadText(raw []byte, err error) (messages.ForwardBatch, map[int]
 	var env struct {
 		Messages []json.RawMessage `json:"messages"`
 	}
-	if decodeOne(json.NewDecoder(bytes.NewReader(raw)), &env) != nil {
+	if decodeOne(raw, json.NewDecoder(bytes.NewReader(raw)), &env) != nil {
 		return messages.ForwardBatch{}, nil, err
 	}
 	b := messages.ForwardBatch{Messages: make([]messages.Forward, len(env.Messages))}
 	bad := map[int]error{}
 	for i, m := range env.Messages {
-		if decodeOne(json.NewDecoder(bytes.NewReader(m)), &b.Messages[i]) != nil {
+		if decodeOne(m, json.NewDecoder(bytes.NewReader(m)), &b.Messages[i]) != nil {
 			return messages.ForwardBatch{}, nil, err
 		}
 		var me *messages.Error

@@ -96,7 +96,7 @@ func FuzzExactKeys(f *testing.F) {
 		var ref messages.Submission
 		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.DisallowUnknownFields()
-		if len(body) > MaxBody || len(bytes.TrimSpace(body)) == 0 || textError(body) != nil || decodeOne(dec, &ref) != nil {
+		if len(body) > MaxBody || len(bytes.TrimSpace(body)) == 0 || textError(body) != nil || decodeOne(body, dec, &ref) != nil {
 			if err == nil {
 				t.Fatalf("decode accepted %q, which encoding/json refuses", body)
 			}

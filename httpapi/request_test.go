@@ -213,3 +213,25 @@ func TestBodyOfTheWrongShapeIsNamedInJSONTerms(t *testing.T) {
 		}
 	}
 }
+
+// TestATimeThatDoesNotParseIsNamedByItsField: a time that is a string but
+// not RFC 3339 is refused 400 invalid_request naming its field, as every
+// other bad value is: the decoder's error gives the value alone, and the
+// answer said "a time is not RFC 3339", leaving a client with two time
+// fields to guess. When the same bad value stands in two fields, neither
+// is named.
+func TestATimeThatDoesNotParseIsNamedByItsField(t *testing.T) {
+	const sub = `{"source_msisdn":"1","destination_msisdn":"4477","message_body":"x",`
+	for _, c := range []struct{ body, message string }{
+		{sub + `"validity_until":"tomorrow"}`, `validity_until is not RFC 3339 (e.g. 2026-05-01T12:00:00Z): "tomorrow"`},
+		{sub + `"validity_until":"2026-05-01T12:00:00Z","deliver_after":"2026-05-01 11:00"}`, `deliver_after is not RFC 3339 (e.g. 2026-05-01T12:00:00Z): "2026-05-01 11:00"`},
+		{sub + `"deliver_after":"soon","validity_until":"soon"}`, `a time is not RFC 3339 (e.g. 2026-05-01T12:00:00Z): "soon"`},
+	} {
+		rec := serve(t, stubBackend{}, "POST", "/api/messages", c.body)
+		var doc errorDoc
+		_ = json.Unmarshal(rec.Body.Bytes(), &doc)
+		if rec.Code != http.StatusBadRequest || doc.Error.Code != messages.CodeInvalidRequest || doc.Error.Message != c.message {
+			t.Errorf("POST /api/messages with %s: %d %s, want 400 invalid_request saying %q", c.body, rec.Code, strings.TrimSpace(rec.Body.String()), c.message)
+		}
+	}
+}
