@@ -480,6 +480,8 @@ func (n *Node) openStore(ctx context.Context) error {
 	} else if n.cfg.Postgres != "" {
 		pc := postgres.DefaultConfig()
 		pc.DSN, pc.Logger, pc.OnNoSpace = n.cfg.Postgres, n.log, n.noSpace
+		// The instance first: the server keeps 63 bytes of the name.
+		pc.ApplicationName = "switchboard " + n.cfg.InstanceID + " of " + n.cfg.Name
 		s, err := postgres.Open(ctx, pc)
 		if err != nil {
 			return field.Wrap("Postgres", err)

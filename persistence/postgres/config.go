@@ -19,6 +19,12 @@ type Config struct {
 	Logger *slog.Logger
 	// MaxConns bounds the connection pool.
 	MaxConns int32
+	// ApplicationName is the application_name of every session the store
+	// opens (the pool's, a leadership's, the migration's), so that an
+	// operator tells the instances of a site apart in pg_stat_activity
+	// and the server's logs; a DSN that sets application_name keeps its
+	// own. Empty: none. The server keeps its first 63 bytes.
+	ApplicationName string
 	// NoMigrate opens the store without applying migrations (a tool that
 	// reads or edits a few rows of a node's database must not change its
 	// schema): Open then refuses a database that lacks a migration of
@@ -44,6 +50,8 @@ func DefaultConfig() Config {
 		// a site of several instances stays well under Postgres's default
 		// max_connections of 100.
 		MaxConns: 10,
+		// A node names its instance (Node.openStore); a tool keeps this.
+		ApplicationName: "switchboard",
 		// Quiet unless the node passes its logger: a package never writes to
 		// the process's default logger behind the caller's back.
 		Logger: slog.New(slog.DiscardHandler),

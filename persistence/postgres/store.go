@@ -56,6 +56,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			}
 		}
 	}
+	if _, set := pcfg.ConnConfig.RuntimeParams["application_name"]; !set && cfg.ApplicationName != "" {
+		pcfg.ConnConfig.RuntimeParams["application_name"] = cfg.ApplicationName
+	}
 	log := cfg.Logger.With("component", "store", "store", "postgres")
 
 	if !cfg.NoMigrate {

@@ -894,3 +894,53 @@ func TestPoolSessionsEndOrphanedTransactions(t *testing.T) {
 		t.Error("the orphaned transaction still runs after the server's timeout")
 	}
 }
+
+// TestSessionsCarryTheApplicationName: every session of a store, its pool's
+// and a leadership's, shows Config.ApplicationName in pg_stat_activity, so
+// that an operator tells a site's instances apart there; a DSN that sets
+// application_name keeps its own. Without it the sessions of all instances
+// showed an empty application_name.
+func TestSessionsCarryTheApplicationName(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	cfg := DefaultConfig()
+	cfg.DSN, cfg.ApplicationName = dsn, "switchboard i-2 of "+t.Name()
+	s, err := Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	var got string
+	if err := s.pool.QueryRow(t.Context(), "SELECT application_name FROM pg_stat_activity WHERE pid = pg_backend_pid()").Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if want := cfg.ApplicationName; got != want {
+		t.Errorf("the pool's session shows application_name %q, want %q", got, want)
+	}
+	l, err := s.TryLead(t.Context(), "ring-master")
+	if err != nil || l == nil {
+		t.Fatalf("TryLead: %v, %v", l, err)
+	}
+	defer func() { _ = l.Release(context.Background()) }()
+	var leaders int
+	if err := s.pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity a
+		WHERE application_name = $1 AND EXISTS (SELECT 1 FROM pg_locks k WHERE k.pid = a.pid AND k.locktype = 'advisory')`,
+		cfg.ApplicationName).Scan(&leaders); err != nil {
+		t.Fatal(err)
+	}
+	if leaders != 1 {
+		t.Errorf("%d sessions holding an advisory lock show the store's application_name, want the leadership's 1", leaders)
+	}
+
+	cfg.DSN = dsn + "&application_name=mine"
+	own, err := Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = own.Close() }()
+	if err := own.pool.QueryRow(t.Context(), "SELECT current_setting('application_name')").Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got != "mine" {
+		t.Errorf("application_name = %q with mine in the DSN, want the DSN's", got)
+	}
+}
