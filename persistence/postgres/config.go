@@ -17,7 +17,8 @@ type Config struct {
 	DSN string
 	// Logger receives the store's few logs (migrations applied).
 	Logger *slog.Logger
-	// MaxConns bounds the connection pool.
+	// MaxConns bounds the connection pool, unless the DSN sets pgxpool's
+	// pool_max_conns.
 	MaxConns int32
 	// ApplicationName is the application_name of every session the store
 	// opens (the pool's, a leadership's, the migration's), so that an

@@ -47,7 +47,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, errors.New("postgres: DSN does not parse as a connection string or URL")
 	}
-	pcfg.MaxConns = cfg.MaxConns
+	// pgxpool's own pool_max_conns, when the DSN gives it, is the
+	// operator's: a node has no flag for the pool's size.
+	if cc, err := pgconn.ParseConfig(cfg.DSN); err != nil || cc.RuntimeParams["pool_max_conns"] == "" {
+		pcfg.MaxConns = cfg.MaxConns
+	}
 	_, planModeSet := pcfg.ConnConfig.RuntimeParams["plan_cache_mode"]
 	for _, settings := range []map[string]string{plannerSettings, sessionKeepalives, orphanSettings} {
 		for name, value := range settings {

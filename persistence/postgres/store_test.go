@@ -944,3 +944,16 @@ func TestSessionsCarryTheApplicationName(t *testing.T) {
 		t.Errorf("application_name = %q with mine in the DSN, want the DSN's", got)
 	}
 }
+
+// TestDSNSizesThePool: pgxpool's pool_max_conns in the DSN sizes the pool,
+// the one way an operator has to size a node's (it has no flag); Open used
+// to overwrite it with Config.MaxConns.
+func TestDSNSizesThePool(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	if got := open(t, dsn).pool.Config().MaxConns; got != DefaultConfig().MaxConns {
+		t.Errorf("pool of %d connections without pool_max_conns, want Config.MaxConns %d", got, DefaultConfig().MaxConns)
+	}
+	if got := open(t, dsn+"&pool_max_conns=3").pool.Config().MaxConns; got != 3 {
+		t.Errorf("pool of %d connections with pool_max_conns=3 in the DSN, want 3", got)
+	}
+}
