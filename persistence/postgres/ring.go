@@ -3,7 +3,10 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"time"
 
@@ -20,18 +23,48 @@ const ringSQL = `
 SELECT s.epoch, s.master, s.master_address, s.members, s.absent, s.published_at, o.service, o.lo, o.hi, o.owner
 FROM ring_state s LEFT JOIN ring_owners o ON true WHERE s.id = 1`
 
-// Ring implements persistence.RingStore.
+// Ring implements persistence.RingStore. A read on a session the server
+// had ended (sessionEnded) is made again, once, on a fresh one: a node
+// reads the assignment when it has just taken the master lock, and cannot
+// lead without it; when the lock was lost because the server ended the
+// node's sessions (pg_terminate_backend, a failover), the pool's were
+// ended too, and the one it handed out failed the read.
 func (s *Store) Ring(ctx context.Context) (persistence.RingState, error) {
 	if s.closed.Load() {
 		return persistence.RingState{}, s.fail("ring", persistence.ErrClosed)
 	}
+	st, err := s.ring(ctx)
+	if err != nil && sessionEnded(err) && ctx.Err() == nil {
+		s.pool.Reset() // its other sessions were most likely ended with it
+		st, err = s.ring(ctx)
+	}
+	if err != nil {
+		return persistence.RingState{}, s.fail("ring", err)
+	}
+	return st, nil
+}
+
+// sessionEnded reports whether err is the server's end of the session it
+// ran on (a FATAL error: pg_terminate_backend's 57P01, a shutdown, an idle
+// transaction's timeout), or the loss of its connection: a statement that
+// failed so may run again on another session.
+func sessionEnded(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Severity == "FATAL"
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
+}
+
+// ring reads the assignment (Ring) and returns the driver's error.
+func (s *Store) ring(ctx context.Context) (persistence.RingState, error) {
 	var (
 		st              persistence.RingState
 		members, absent string
 	)
 	rows, err := s.pool.Query(ctx, ringSQL)
 	if err != nil {
-		return persistence.RingState{}, s.fail("ring", err)
+		return persistence.RingState{}, err
 	}
 	for rows.Next() {
 		var (
@@ -42,7 +75,7 @@ func (s *Store) Ring(ctx context.Context) (persistence.RingState, error) {
 		)
 		if err := rows.Scan(&epoch, &st.Master, &st.MasterAddress, &members, &absent, &published, &service, &lo, &hi, &owner); err != nil {
 			rows.Close()
-			return persistence.RingState{}, s.fail("ring", err)
+			return persistence.RingState{}, err
 		}
 		st.Epoch, st.PublishedAt = uint64(epoch), utcOrZero(published)
 		if service != nil {
@@ -51,13 +84,13 @@ func (s *Store) Ring(ctx context.Context) (persistence.RingState, error) {
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return persistence.RingState{}, s.fail("ring", err)
+		return persistence.RingState{}, err
 	}
 	if err := json.Unmarshal([]byte(members), &st.Members); err != nil {
-		return persistence.RingState{}, s.fail("ring", fmt.Errorf("stored members: %w", err))
+		return persistence.RingState{}, fmt.Errorf("stored members: %w", err)
 	}
 	if st.Absent, err = persistence.AbsentOf(absent); err != nil {
-		return persistence.RingState{}, s.fail("ring", err)
+		return persistence.RingState{}, err
 	}
 	persistence.SortOwners(st.Owners)
 	return st, nil

@@ -957,3 +957,60 @@ func TestDSNSizesThePool(t *testing.T) {
 		t.Errorf("pool of %d connections with pool_max_conns=3 in the DSN, want 3", got)
 	}
 }
+
+// TestRingReadOutlivesSessionsTheServerEnded: the read of the stored ring
+// assignment that a node makes when it has just taken the master lock
+// again (the lock's session was ended with the others: pg_terminate_backend
+// of the node's sessions, a failover) goes through on a fresh session. It
+// took a pooled connection the server had ended, failed with 57P01, and
+// the node, which cannot lead without it, stopped.
+func TestRingReadOutlivesSessionsTheServerEnded(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	cfg := DefaultConfig()
+	cfg.DSN, cfg.ApplicationName = dsn, "switchboard ended of "+t.Name()
+	s, err := Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	// Three sessions in the pool, used a moment ago (none is pinged).
+	var held []*pgxpool.Conn
+	for range 3 {
+		c, err := s.pool.Acquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	for _, c := range held {
+		c.Release()
+	}
+	admin, err := pgx.Connect(t.Context(), pgtest.BaseDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = admin.Close(context.Background()) }()
+	const sessions = "FROM pg_stat_activity WHERE application_name = $1"
+	if _, err := admin.Exec(t.Context(), "SELECT pg_terminate_backend(pid) "+sessions, cfg.ApplicationName); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var left int
+		if err := admin.QueryRow(t.Context(), "SELECT count(*) "+sessions, cfg.ApplicationName).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sessions left after pg_terminate_backend", left)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := s.Ring(t.Context()); err != nil {
+		t.Fatalf("Ring after the server ended the pool's sessions: %v", err)
+	}
+	if _, err := s.Ring(t.Context()); err != nil {
+		t.Fatalf("the second Ring after the server ended the pool's sessions: %v", err)
+	}
+}
