@@ -214,6 +214,11 @@ func driverError(err error) error {
 			if err == keep {
 				return err
 			}
+			// Its text already ends with keep's (pgconn's "timeout:
+			// context deadline exceeded") unless it was wrapped in more.
+			if text := err.Error(); strings.HasSuffix(text, keep.Error()) {
+				return fmt.Errorf("%s%w", strings.TrimSuffix(text, keep.Error()), keep)
+			}
 			return fmt.Errorf("%s: %w", err.Error(), keep)
 		}
 	}

@@ -1014,3 +1014,22 @@ func TestRingReadOutlivesSessionsTheServerEnded(t *testing.T) {
 		t.Fatalf("the second Ring after the server ended the pool's sessions: %v", err)
 	}
 }
+
+// TestDriverErrorSaysItsCauseOnce: a driver error that already ends with
+// the text of the error it is kept matchable for (pgconn's "timeout:
+// context deadline exceeded") keeps its text as it is. The log of every
+// call that timed out read "timeout: context deadline exceeded: context
+// deadline exceeded".
+func TestDriverErrorSaysItsCauseOnce(t *testing.T) {
+	for _, cause := range []error{context.DeadlineExceeded, context.Canceled, persistence.ErrNotFound} {
+		in := fmt.Errorf("error preprocessing batch (prepare): timeout: %w", cause)
+		got := driverError(in)
+		if got.Error() != in.Error() || !errors.Is(got, cause) {
+			t.Errorf("driverError(%q) = %q (errors.Is %v), want the same text, matching %v", in, got, errors.Is(got, cause), cause)
+		}
+	}
+	in := fmt.Errorf("lookup: %w", fmt.Errorf("%w (no row)", persistence.ErrNotFound))
+	if got := driverError(in); got.Error() != in.Error()+": "+persistence.ErrNotFound.Error() || !errors.Is(got, persistence.ErrNotFound) {
+		t.Errorf("driverError(%q) = %q, want its text and the sentinel's", in, got)
+	}
+}
