@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/switchboard-dev/switchboard"
 	"github.com/switchboard-dev/switchboard/messages"
 	"github.com/switchboard-dev/switchboard/persistence"
@@ -313,6 +315,59 @@ func TestRingLoneInstanceWithoutTLSCAOutlivesADatabaseBlip(t *testing.T) {
 		default:
 		}
 		if pid := sessions.Holder(key); pid == 0 || pid == old {
+			return fmt.Errorf("ring master lock held by session %d (the ended one was %d)", pid, old)
+		}
+		if st := h.ringStatus(); st.Role != messages.RoleMaster || st.Epoch <= first || st.Coverage != 1 {
+			return fmt.Errorf("ring status %+v, want master past epoch %d with coverage 1", st, first)
+		}
+		return nil
+	})
+	select {
+	case err := <-h.node.Fatal():
+		t.Fatalf("the node stopped: %v", err)
+	default:
+	}
+}
+
+// TestRingLoneInstanceOutlivesTheEndOfAllItsSessions: the server ends
+// every session of a lone auto instance (pg_terminate_backend of those
+// its application_name names, as a DBA does before maintenance): it
+// takes its ring master lock again and leads on. It read the stored
+// assignment on a pooled session the server had ended too, and stopped.
+func TestRingLoneInstanceOutlivesTheEndOfAllItsSessions(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	cfg := siteConfig(t, dsn, "g1")
+	cfg.InsecureSkipVerify = false // no --tls-ca either: no way to call a master
+	h := startNode(t, cfg)
+	waitRing(t, []*harness{h}, "g1")
+	first := h.ringStatus().Epoch
+
+	admin := pgtest.WatchSessions(t, dsn)
+	key := postgres.LockKey(admin.Schema, "ring-master")
+	old := admin.Holder(key)
+	name := "switchboard g1 of " + cfg.Name
+	db, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = db.Close(context.Background()) }()
+	var ended int
+	for range 3 {
+		h.must(200, "GET", "/api/messages", nil, nil) // the pool's sessions, used a moment ago
+	}
+	if err := db.QueryRow(t.Context(), "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1", name).Scan(&ended); err != nil {
+		t.Fatal(err)
+	}
+	if ended < 3 { // the locks' two and the pool's
+		t.Fatalf("%d sessions show the application_name %q, want the instance's", ended, name)
+	}
+	polltest.Eventually(t, 30*time.Second, func() error {
+		select {
+		case err := <-h.node.Fatal():
+			t.Fatalf("the node stopped after the server ended its sessions: %v", err)
+		default:
+		}
+		if pid := admin.Holder(key); pid == 0 || pid == old {
 			return fmt.Errorf("ring master lock held by session %d (the ended one was %d)", pid, old)
 		}
 		if st := h.ringStatus(); st.Role != messages.RoleMaster || st.Epoch <= first || st.Coverage != 1 {
