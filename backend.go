@@ -111,6 +111,21 @@ func (g *gateway) reads() (persistence.Store, error) {
 	return nil, notRunning()
 }
 
+// slot waits for one of the node's read slots (Node.readSlots) for a read
+// of the API and returns its release; unavailable when ctx ends first.
+func (g *gateway) slot(ctx context.Context) (release func(), err error) {
+	slots := g.n.readSlots
+	if slots == nil {
+		return func() {}, nil
+	}
+	select {
+	case slots <- struct{}{}:
+		return func() { <-slots }, nil
+	case <-ctx.Done():
+		return nil, unavailable("the message store is busy: no answer in time")
+	}
+}
+
 func unavailable(why string) error { return messages.Errorf(messages.CodeUnavailable, "%s", why) }
 
 // storeErr turns a store error of a read into an API error. A read the
@@ -192,6 +207,11 @@ func (g *gateway) Message(ctx context.Context, id string) (messages.Message, err
 	if err != nil {
 		return messages.Message{}, err
 	}
+	release, err := g.slot(ctx)
+	if err != nil {
+		return messages.Message{}, err
+	}
+	defer release()
 	m, err := st.GetMessage(ctx, id)
 	if err != nil {
 		return m, g.storeErr("get message", err, fmt.Sprintf("no message with id %q", id))
@@ -205,6 +225,11 @@ func (g *gateway) Messages(ctx context.Context, q persistence.ListQuery) (persis
 	if err != nil {
 		return persistence.Page{}, err
 	}
+	release, err := g.slot(ctx)
+	if err != nil {
+		return persistence.Page{}, err
+	}
+	defer release()
 	p, err := st.ListMessages(ctx, q)
 	if err != nil {
 		return p, g.storeErr("list messages", err, "")
@@ -459,6 +484,11 @@ func (g *gateway) AuditTrail(ctx context.Context, q persistence.AuditQuery) (per
 	if err != nil {
 		return persistence.AuditPage{}, err
 	}
+	release, err := g.slot(ctx)
+	if err != nil {
+		return persistence.AuditPage{}, err
+	}
+	defer release()
 	p, err := st.ListAudit(ctx, q)
 	if err != nil {
 		return p, g.storeErr("list audit", err, "")

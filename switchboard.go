@@ -87,6 +87,12 @@ type Node struct {
 
 	store    persistence.Store
 	ownStore bool
+	// readSlots bound the API's reads of messages and of the audit trail
+	// in flight on a Postgres store the node opened (gateway.slot): half
+	// its pool, so that reads a lock holds up (LOCK TABLE, a long DDL)
+	// cannot take every connection from the node's own work and its
+	// readiness check. Nil: no bound (the embedded store, an embedder's).
+	readSlots chan struct{}
 	// serving is store once Start has succeeded, until Stop begins: the
 	// gateway's reads (and Node.Store) load it, so that a read before
 	// Start or after Stop answers unavailable instead of using a store
@@ -487,6 +493,7 @@ func (n *Node) openStore(ctx context.Context) error {
 			return field.Wrap("Postgres", err)
 		}
 		n.store, n.ownStore = s, true
+		n.readSlots = make(chan struct{}, max(1, s.PoolSize()/2))
 	} else {
 		sc := sqlite.DefaultConfig()
 		sc.Path, sc.Logger, sc.OnNoSpace, sc.Lock = n.storePath(), n.log, n.noSpace, n.dirLock

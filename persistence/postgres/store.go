@@ -128,6 +128,10 @@ var orphanSettings = map[string]string{
 	"idle_in_transaction_session_timeout": "10s",
 }
 
+// PoolSize is the most connections the store's pool holds at once
+// (Config.MaxConns, or the DSN's pool_max_conns).
+func (s *Store) PoolSize() int { return int(s.pool.Config().MaxConns) }
+
 // Kind implements persistence.Store.
 func (s *Store) Kind() string { return "postgres" }
 
