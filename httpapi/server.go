@@ -173,8 +173,20 @@ func (s *Server) Close() {
 	s.peerRefused.Close()
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. A request with a body gets its
+// bodyWait before any handler runs: net/http reads what is left of a body
+// its handler did not read (a 401, 404, GET /healthz) before it writes
+// the answer, with no deadline once the headers are in, so a client that
+// sent a Content-Length and no body held its connection for ever. A
+// handler that reads the body sets its own (readUpTo); one that does not
+// leaves this one, and its answer goes out when the body came or the
+// wait ran out (the connection is then closed).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength != 0 {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyWait))
+	}
+	s.handler.ServeHTTP(w, r)
+}
 
 // Router exposes the routes (for route inventory tests and the OpenAPI check).
 func (s *Server) Router() *mux.Router { return s.router }

@@ -160,3 +160,52 @@ func TestHeadIsServedWhereGetIs(t *testing.T) {
 		t.Errorf("HEAD /api/routes/44: %d %s, want 405 naming HEAD", rec.Code, rec.Body.String())
 	}
 }
+
+// TestUnreadBodyIsCutOff: a request whose body does not come, on a path
+// whose handler never reads it (an unauthenticated POST answered 401, a
+// GET /healthz, an unknown path), is answered within bodyWait and its
+// connection let go. net/http reads what is left of such a body before it
+// writes the answer, with no deadline once the headers are in: a client
+// that sent a Content-Length and no body got no answer and held its
+// connection, and a goroutine, for ever, without a token (a few hundred
+// of them used up the node's file descriptors).
+func TestUnreadBodyIsCutOff(t *testing.T) {
+	defer func(d time.Duration) { bodyWait = d }(bodyWait)
+	bodyWait = 300 * time.Millisecond
+	s, err := New(Config{Backend: stubBackend{}, APIToken: stubToken, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	for _, c := range []struct {
+		method, path string
+		chunked      bool
+		status       int
+	}{
+		{"POST", "/api/messages", false, http.StatusUnauthorized},
+		{"POST", "/api/messages", true, http.StatusUnauthorized},
+		{"GET", "/healthz", false, http.StatusOK},
+		{"POST", "/no/such", false, http.StatusNotFound},
+	} {
+		conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		framing := "Content-Length: 200"
+		if c.chunked {
+			framing = "Transfer-Encoding: chunked"
+		}
+		if _, err := fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: x\r\n%s\r\n\r\n", c.method, c.path, framing); err != nil {
+			t.Fatal(err)
+		}
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Errorf("%s %s (%s) and no body: no answer: %v", c.method, c.path, framing, err)
+		} else if res.StatusCode != c.status || !res.Close {
+			t.Errorf("%s %s (%s) and no body: %d (close %v), want %d and the connection closed", c.method, c.path, framing, res.StatusCode, res.Close, c.status)
+		}
+		conn.Close()
+	}
+}
