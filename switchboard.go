@@ -869,11 +869,23 @@ func (n *Node) startHTTP() error {
 		n.metricsLn = nil
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(n.registry, promhttp.HandlerOpts{}))
-		n.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		n.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout: metricsWait, WriteTimeout: metricsWait, IdleTimeout: metricsIdle}
 		go n.serve("metrics", func() error { return n.metricsSrv.Serve(ln) })
 	}
 	return nil
 }
+
+// The metrics listener's bounds (tests shorten them): metricsWait on a
+// request, its body's reading and its answer's writing (a scrape of the
+// whole registry takes milliseconds; Prometheus gives up after 10 s by
+// default), metricsIdle on a connection kept alive between scrapes (past
+// the usual 15 s to 1 min interval). It bounded the headers alone: a
+// connection left idle, or a body that never came, was held for ever.
+var (
+	metricsWait = 30 * time.Second
+	metricsIdle = 2 * time.Minute
+)
 
 // serverTLS is the HTTPS listener's TLS configuration: --tls-cert and
 // --tls-key, or a self-signed development certificate in the data dir,
