@@ -119,6 +119,13 @@ func decodePeerBody(raw []byte, v any) error {
 // request context.)
 var bodyWait = 30 * time.Second
 
+// answerWait bounds the writing of an answer, from its first byte (tests
+// shorten it): a client that asked and did not read the answer held its
+// connection, a goroutine and the socket's buffers for ever once they
+// were full (the server bounds no write: its WriteTimeout would count from
+// the request's headers, and cut long-polls and bulk changes short).
+var answerWait = 30 * time.Second
+
 // readBody reads the whole body, at most MaxBody bytes (413 beyond),
 // within bodyWait; an empty one is refused.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {

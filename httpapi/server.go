@@ -181,12 +181,49 @@ func (s *Server) Close() {
 // handler that reads the body sets its own (readUpTo); one that does not
 // leaves this one, and its answer goes out when the body came or the
 // wait ran out (the connection is then closed).
+//
+// The answer gets answerWait from its first byte (boundedAnswer); until
+// then no write deadline stands (one a previous answer on the connection
+// left would fail a 100 Continue).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
 	if r.ContentLength != 0 {
-		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyWait))
+		_ = rc.SetReadDeadline(time.Now().Add(bodyWait))
 	}
-	s.handler.ServeHTTP(w, r)
+	_ = rc.SetWriteDeadline(time.Time{})
+	s.handler.ServeHTTP(&boundedAnswer{ResponseWriter: w, rc: rc}, r)
 }
+
+// boundedAnswer sets answerWait as the write deadline when its handler
+// starts the answer (its header, or its body's first bytes).
+type boundedAnswer struct {
+	http.ResponseWriter
+	rc      *http.ResponseController
+	started bool
+}
+
+func (b *boundedAnswer) start() {
+	if !b.started {
+		b.started = true
+		_ = b.rc.SetWriteDeadline(time.Now().Add(answerWait))
+	}
+}
+
+func (b *boundedAnswer) WriteHeader(code int) {
+	if code >= 200 { // an informational answer (1xx) is not the answer
+		b.start()
+	}
+	b.ResponseWriter.WriteHeader(code)
+}
+
+func (b *boundedAnswer) Write(p []byte) (int, error) {
+	b.start()
+	return b.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection (deadlines,
+// flushes, full duplex).
+func (b *boundedAnswer) Unwrap() http.ResponseWriter { return b.ResponseWriter }
 
 // Router exposes the routes (for route inventory tests and the OpenAPI check).
 func (s *Server) Router() *mux.Router { return s.router }

@@ -209,3 +209,43 @@ func TestUnreadBodyIsCutOff(t *testing.T) {
 		conn.Close()
 	}
 }
+
+// TestUnreadAnswerIsCutOff: a client that asks and never reads the answer
+// (here: the public /ui.js, asked 200 times on one connection, more than
+// the kernel's buffers hold) loses its connection once an answer has
+// waited answerWait to be written. The node bounded no write: the
+// handler's write blocked for ever, holding the connection, a goroutine
+// and megabytes of socket buffer past the idle timeout, without a token.
+func TestUnreadAnswerIsCutOff(t *testing.T) {
+	defer func(d time.Duration) { answerWait = d }(answerWait)
+	answerWait = 300 * time.Millisecond
+	s, err := New(Config{Backend: stubBackend{}, APIToken: stubToken, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(s)
+	closed := make(chan struct{})
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateClosed {
+			close(closed)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.(*net.TCPConn).SetReadBuffer(4096); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := fmt.Fprint(conn, strings.Repeat("GET /ui.js HTTP/1.1\r\nHost: x\r\n\r\n", 200)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the node still holds a connection whose answers were not read 10 s on, want it closed after answerWait")
+	}
+}
