@@ -10,8 +10,9 @@ import (
 // CA pool in force on every request (Config.ClientCAs), and remembers each
 // verdict for that pool until the verified chain's first certificate
 // expires: a caller's requests then cost a map lookup, not a signature
-// check each. A new pool (a reload) forgets every verdict, so the map holds
-// at most the certificates seen under the pool in force.
+// check each. A new pool (a reload) forgets every verdict, and a new
+// verdict the expired ones, so the map holds at most the unexpired
+// certificates seen under the pool in force.
 type clientCerts struct {
 	mu   sync.Mutex
 	pool *x509.CertPool
@@ -54,6 +55,13 @@ func (c *clientCerts) verify(pool *x509.CertPool, leaf *x509.Certificate, sent [
 	}
 	c.mu.Lock()
 	if c.pool == pool {
+		// A new verdict is rare (a new or renewed certificate): the
+		// expired ones go then, so that renewals do not grow the map.
+		for k, u := range c.until {
+			if !now.Before(u) {
+				delete(c.until, k)
+			}
+		}
 		c.until[key] = end
 	}
 	c.mu.Unlock()

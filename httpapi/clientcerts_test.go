@@ -56,3 +56,47 @@ func TestClientCertVerdictsFollowThePoolAndTheClock(t *testing.T) {
 		t.Errorf("under the pool of its CA again: %v", err)
 	}
 }
+
+// TestExpiredClientCertVerdictsAreForgotten: a verdict whose certificate
+// has expired is dropped when the next certificate is verified. They were
+// kept until the CA bundle changed, one per certificate ever seen: with
+// short-lived peer certificates (renewed daily, say) and a CA bundle that
+// never changes, the map grew for the node's life.
+func TestExpiredClientCertVerdictsAreForgotten(t *testing.T) {
+	now := time.Now()
+	dir := t.TempDir()
+	leaf := func(node string, at time.Time) *x509.Certificate {
+		t.Helper()
+		if err := certs.InitCA(dir, []string{node}, at); err != nil {
+			t.Fatal(err)
+		}
+		certFile, _ := certs.NodeFiles(dir, node)
+		raw, err := os.ReadFile(certFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		block, _ := pem.Decode(raw)
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	old, renewed := leaf("n1", now), leaf("n1-renewed", now.Add(24*time.Hour))
+	caFile, _ := certs.CAFiles(dir)
+	pool, err := certs.LoadPool(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c clientCerts
+	if err := c.verify(pool, old, nil, now); err != nil {
+		t.Fatal(err)
+	}
+	later := old.NotAfter.Add(time.Second)
+	if err := c.verify(pool, renewed, nil, later); err != nil {
+		t.Fatalf("the renewed certificate at %v: %v", later, err)
+	}
+	if len(c.until) != 1 {
+		t.Errorf("%d verdicts remembered after the first certificate expired, want 1 (the renewed one's)", len(c.until))
+	}
+}
