@@ -857,6 +857,7 @@ func (n *Node) startHTTP() error {
 			Handler:           h,
 			TLSConfig:         n.httpsTLS,
 			ReadHeaderTimeout: 10 * time.Second,
+			MaxHeaderBytes:    maxHeaderBytes,
 			IdleTimeout:       2 * time.Minute,
 			// HTTP/1.1 only: on these loads keep-alive HTTP/1.1 serves about
 			// twice the requests of HTTP/2 per connection (docs/performance.md).
@@ -870,7 +871,7 @@ func (n *Node) startHTTP() error {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(n.registry, promhttp.HandlerOpts{}))
 		n.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
-			ReadTimeout: metricsWait, WriteTimeout: metricsWait, IdleTimeout: metricsIdle}
+			ReadTimeout: metricsWait, WriteTimeout: metricsWait, IdleTimeout: metricsIdle, MaxHeaderBytes: maxHeaderBytes}
 		go n.serve("metrics", func() error { return n.metricsSrv.Serve(ln) })
 	}
 	return nil
@@ -886,6 +887,13 @@ var (
 	metricsWait = 30 * time.Second
 	metricsIdle = 2 * time.Minute
 )
+
+// maxHeaderBytes bounds a request's headers on both listeners (431
+// beyond): a token, a traceparent and a federation call's headers take
+// under a kilobyte. net/http's default, 1 MiB, let a client without a
+// token make the node hold a megabyte and more for each connection it
+// kept sending headers on, for the 10 s of ReadHeaderTimeout.
+const maxHeaderBytes = 64 << 10
 
 // serverTLS is the HTTPS listener's TLS configuration: --tls-cert and
 // --tls-key, or a self-signed development certificate in the data dir,
