@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -65,4 +67,68 @@ func TestListenersBoundTheHeaders(t *testing.T) {
 		}
 		conn.Close()
 	}
+}
+
+// TestHTTPAcceptFailuresAreWarned: a connection an HTTP listener could
+// not accept (the process out of file descriptors) is logged "http
+// connection not accepted" at warn, at most 10 a minute, naming the
+// listener; a failed handshake stays at debug. The HTTPS listener's were
+// at debug (an operator saw nothing while the node took no connection),
+// the metrics listener's at info, once a second for as long as it lasted.
+func TestHTTPAcceptFailuresAreWarned(t *testing.T) {
+	rec := &records{}
+	cfg := DefaultConfig()
+	cfg.Name, cfg.InstanceID = "accept-node", "accept-node-0"
+	cfg.DataDir = t.TempDir()
+	cfg.Logger = slog.New(rec)
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, listener := range []string{"https", "metrics"} {
+		l := n.httpErrors(listener)
+		for range 10 {
+			l.Printf("http: Accept error: accept tcp 127.0.0.1:8443: accept4: too many open files; retrying in 1s")
+		}
+		l.Printf("http: TLS handshake error from 192.0.2.1:4711: EOF")
+	}
+	n.notAccepted.Close()
+	var warned, debug, summed int
+	for _, r := range rec.all() {
+		switch {
+		case r.Message == "http connection not accepted" && r.Level == slog.LevelWarn:
+			warned++
+		case strings.HasPrefix(r.Message, "http: TLS handshake error") && r.Level == slog.LevelDebug:
+			debug++
+		case r.Message == "http connections not accepted not logged one by one":
+			summed++
+		case strings.Contains(r.Message, "ccept"):
+			t.Errorf("logged %q at %v", r.Message, r.Level)
+		}
+	}
+	if warned != 10 || summed != 1 || debug != 2 {
+		t.Errorf("%d accept failures at warn, %d counts of the rest, %d handshake failures at debug; want 10 (the rate's burst), 1 and 2",
+			warned, summed, debug)
+	}
+}
+
+// records is a slog.Handler that keeps every record.
+type records struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (h *records) Enabled(context.Context, slog.Level) bool { return true }
+func (h *records) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.recs = append(h.recs, r)
+	return nil
+}
+func (h *records) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *records) WithGroup(string) slog.Handler      { return h }
+func (h *records) all() []slog.Record {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.recs)
 }

@@ -32,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -209,6 +210,9 @@ type Node struct {
 	// subPanics logs the panics of Subscribe callbacks, at a bounded rate
 	// (a callback that panics on every event would flood the log).
 	subPanics *ratelog.Log
+	// notAccepted logs the connections the HTTP listeners could not
+	// accept, at a bounded rate (httpErrors).
+	notAccepted *ratelog.Log
 	// events and timeline are the UI's live chart (timeline.go).
 	events          eventCounts
 	timeline        timeline
@@ -327,6 +331,11 @@ func New(cfg Config) (*Node, error) {
 	if n.subPanics, err = ratelog.New(ratelog.Config{Logger: n.log.With("component", "subscribe"), Level: slog.LevelError,
 		Msg: "state change subscriber panicked", Summary: "subscriber panics not logged one by one",
 		Burst: failureLogBurst, Window: failureLogWindow, Now: n.clock.Now, AfterFunc: n.clock.AfterFunc}); err != nil {
+		return nil, err
+	}
+	if n.notAccepted, err = ratelog.New(ratelog.Config{Logger: n.log.With("component", "http"), Level: slog.LevelWarn,
+		Msg: "http connection not accepted", Summary: "http connections not accepted not logged one by one",
+		Burst: 10, Window: time.Minute, Now: n.clock.Now, AfterFunc: n.clock.AfterFunc}); err != nil {
 		return nil, err
 	}
 	if n.registry == nil {
@@ -862,7 +871,7 @@ func (n *Node) startHTTP() error {
 			// HTTP/1.1 only: on these loads keep-alive HTTP/1.1 serves about
 			// twice the requests of HTTP/2 per connection (docs/performance.md).
 			TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
-			ErrorLog:     slog.NewLogLogger(n.log.With("component", "https").Handler(), slog.LevelDebug),
+			ErrorLog:     n.httpErrors("https"),
 		}
 		go n.serve("https", func() error { return n.https.Serve(ln) })
 	}
@@ -871,7 +880,8 @@ func (n *Node) startHTTP() error {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(n.registry, promhttp.HandlerOpts{}))
 		n.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
-			ReadTimeout: metricsWait, WriteTimeout: metricsWait, IdleTimeout: metricsIdle, MaxHeaderBytes: maxHeaderBytes}
+			ReadTimeout: metricsWait, WriteTimeout: metricsWait, IdleTimeout: metricsIdle, MaxHeaderBytes: maxHeaderBytes,
+			ErrorLog: n.httpErrors("metrics")}
 		go n.serve("metrics", func() error { return n.metricsSrv.Serve(ln) })
 	}
 	return nil
@@ -904,6 +914,34 @@ func (n *Node) serverTLS() (*tls.Config, error) {
 		return nil, err
 	}
 	return r.ServerConfig(), nil
+}
+
+// httpErrors is the ErrorLog of the HTTP server of listener (https or
+// metrics). A connection net/http could not accept (the process out of
+// file descriptors, which it tries again after a pause of up to 1 s) is
+// logged "http connection not accepted" at warn, at most 10 a minute, as
+// the SMPP listener's are: the HTTPS listener's were at debug, unseen, and
+// the metrics listener's at info once a second for as long as it lasted.
+// The rest (handshakes that failed: scanners, probes) stays at debug.
+func (n *Node) httpErrors(listener string) *log.Logger {
+	return log.New(httpErrorLog{listener: listener, notAccepted: n.notAccepted,
+		debug: n.log.With("component", listener)}, "", 0)
+}
+
+type httpErrorLog struct {
+	listener    string
+	notAccepted *ratelog.Log
+	debug       *slog.Logger
+}
+
+func (h httpErrorLog) Write(p []byte) (int, error) {
+	line := strings.TrimSpace(string(p))
+	if err, ok := strings.CutPrefix(line, "http: Accept error: "); ok {
+		h.notAccepted.Write("listener", h.listener, "err", err)
+	} else {
+		h.debug.Debug(line)
+	}
+	return len(p), nil
 }
 
 // serve runs a listener; its unexpected end is fatal for the node.
@@ -1079,6 +1117,7 @@ func (n *Node) teardown(ctx context.Context) error {
 	n.watch.stop()
 	n.failures.Close()
 	n.subPanics.Close()
+	n.notAccepted.Close()
 	if n.api != nil {
 		n.api.Close()
 	}
