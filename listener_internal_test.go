@@ -21,23 +21,7 @@ import (
 // the node hold a megabyte and more for each connection it kept sending
 // headers on (200 of them took the node from 45 MB to 324 MB resident).
 func TestListenersBoundTheHeaders(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Name, cfg.InstanceID = "headers-node", "headers-node-0"
-	cfg.DataDir = t.TempDir()
-	cfg.Listen, cfg.MetricsListen = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	n, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := n.Stop(context.Background()); err != nil {
-			t.Error(err)
-		}
-	}()
+	n := startListening(t, "headers-node", "127.0.0.1:0", "127.0.0.1:0")
 	pad := strings.Repeat("X-Pad: "+strings.Repeat("a", 1000)+"\r\n", 2*maxHeaderBytes/1000)
 	for _, l := range []struct {
 		name, path string
@@ -131,4 +115,29 @@ func (h *records) all() []slog.Record {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return slices.Clone(h.recs)
+}
+
+// startListening starts a node called name on the embedded store with
+// the listeners listen and metricsListen ("" for none), its logs
+// discarded; it is stopped when the test ends.
+func startListening(t *testing.T, name, listen, metricsListen string) *Node {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Name, cfg.InstanceID = name, name+"-0"
+	cfg.DataDir = t.TempDir()
+	cfg.Listen, cfg.MetricsListen = listen, metricsListen
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := n.Stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return n
 }

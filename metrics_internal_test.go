@@ -2,10 +2,8 @@ package switchboard
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"testing"
@@ -22,23 +20,7 @@ import (
 func TestMetricsListenerLetsClientsGo(t *testing.T) {
 	defer func(idle, wait time.Duration) { metricsIdle, metricsWait = idle, wait }(metricsIdle, metricsWait)
 	metricsIdle, metricsWait = 300*time.Millisecond, 300*time.Millisecond
-	cfg := DefaultConfig()
-	cfg.Name, cfg.InstanceID = "metrics-node", "metrics-node-0"
-	cfg.DataDir = t.TempDir()
-	cfg.Listen, cfg.MetricsListen = "", "127.0.0.1:0"
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	n, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := n.Stop(context.Background()); err != nil {
-			t.Error(err)
-		}
-	}()
+	n := startListening(t, "metrics-node", "", "127.0.0.1:0")
 	for _, c := range []struct {
 		what, request string
 		scrape        bool

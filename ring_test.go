@@ -294,39 +294,12 @@ func TestRingInstanceLockTakenAgain(t *testing.T) {
 // lock again and leads on, as one with --tls-ca does, rather than stopping
 // the node.
 func TestRingLoneInstanceWithoutTLSCAOutlivesADatabaseBlip(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	cfg := siteConfig(t, dsn, "g1")
-	cfg.InsecureSkipVerify = false // no --tls-ca either: no way to call a master
-	h := startNode(t, cfg)
-	waitRing(t, []*harness{h}, "g1")
-	first := h.ringStatus().Epoch
-
-	sessions := pgtest.WatchSessions(t, dsn)
-	key := postgres.LockKey(sessions.Schema, "ring-master")
-	old := sessions.Holder(key)
-	if old == 0 {
+	r := startLoneRing(t)
+	if r.old == 0 {
 		t.Fatal("no session holds the ring master lock")
 	}
-	sessions.End(old)
-	polltest.Eventually(t, 30*time.Second, func() error {
-		select {
-		case err := <-h.node.Fatal():
-			t.Fatalf("the node stopped after its ring master lock's session ended: %v", err)
-		default:
-		}
-		if pid := sessions.Holder(key); pid == 0 || pid == old {
-			return fmt.Errorf("ring master lock held by session %d (the ended one was %d)", pid, old)
-		}
-		if st := h.ringStatus(); st.Role != messages.RoleMaster || st.Epoch <= first || st.Coverage != 1 {
-			return fmt.Errorf("ring status %+v, want master past epoch %d with coverage 1", st, first)
-		}
-		return nil
-	})
-	select {
-	case err := <-h.node.Fatal():
-		t.Fatalf("the node stopped: %v", err)
-	default:
-	}
+	r.sessions.End(r.old)
+	r.leadsOn(t)
 }
 
 // TestRingLoneInstanceOutlivesTheEndOfAllItsSessions: the server ends
@@ -335,25 +308,16 @@ func TestRingLoneInstanceWithoutTLSCAOutlivesADatabaseBlip(t *testing.T) {
 // takes its ring master lock again and leads on. It read the stored
 // assignment on a pooled session the server had ended too, and stopped.
 func TestRingLoneInstanceOutlivesTheEndOfAllItsSessions(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	cfg := siteConfig(t, dsn, "g1")
-	cfg.InsecureSkipVerify = false // no --tls-ca either: no way to call a master
-	h := startNode(t, cfg)
-	waitRing(t, []*harness{h}, "g1")
-	first := h.ringStatus().Epoch
-
-	admin := pgtest.WatchSessions(t, dsn)
-	key := postgres.LockKey(admin.Schema, "ring-master")
-	old := admin.Holder(key)
-	name := "switchboard g1 of " + cfg.Name
-	db, err := pgx.Connect(t.Context(), dsn)
+	r := startLoneRing(t)
+	name := "switchboard g1 of " + r.cfg.Name
+	db, err := pgx.Connect(t.Context(), r.dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = db.Close(context.Background()) }()
 	var ended int
 	for range 3 {
-		h.must(200, "GET", "/api/messages", nil, nil) // the pool's sessions, used a moment ago
+		r.h.must(200, "GET", "/api/messages", nil, nil) // the pool's sessions, used a moment ago
 	}
 	if err := db.QueryRow(t.Context(), "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1", name).Scan(&ended); err != nil {
 		t.Fatal(err)
@@ -361,22 +325,58 @@ func TestRingLoneInstanceOutlivesTheEndOfAllItsSessions(t *testing.T) {
 	if ended < 3 { // the locks' two and the pool's
 		t.Fatalf("%d sessions show the application_name %q, want the instance's", ended, name)
 	}
+	r.leadsOn(t)
+}
+
+// loneRing is a lone auto instance g1 on Postgres without --tls-ca (a
+// node run on Postgres alone: it has no way to follow another master),
+// leading: old is the session of its ring master lock (key), first the
+// epoch it leads at.
+type loneRing struct {
+	dsn      string
+	cfg      switchboard.Config
+	h        *harness
+	sessions *pgtest.Sessions
+	key      int64
+	old      int32
+	first    uint64
+}
+
+func startLoneRing(t *testing.T) *loneRing {
+	t.Helper()
+	r := &loneRing{dsn: pgtest.DSN(t)}
+	r.cfg = siteConfig(t, r.dsn, "g1")
+	r.cfg.InsecureSkipVerify = false // no --tls-ca either: no way to call a master
+	r.h = startNode(t, r.cfg)
+	waitRing(t, []*harness{r.h}, "g1")
+	r.first = r.h.ringStatus().Epoch
+	r.sessions = pgtest.WatchSessions(t, r.dsn)
+	r.key = postgres.LockKey(r.sessions.Schema, "ring-master")
+	r.old = r.sessions.Holder(r.key)
+	return r
+}
+
+// leadsOn waits for the instance, whose lock's session the server ended,
+// to hold the lock again on another session and lead on past its first
+// epoch with every token, failing the test if the node stops.
+func (r *loneRing) leadsOn(t *testing.T) {
+	t.Helper()
 	polltest.Eventually(t, 30*time.Second, func() error {
 		select {
-		case err := <-h.node.Fatal():
-			t.Fatalf("the node stopped after the server ended its sessions: %v", err)
+		case err := <-r.h.node.Fatal():
+			t.Fatalf("the node stopped after its sessions ended: %v", err)
 		default:
 		}
-		if pid := admin.Holder(key); pid == 0 || pid == old {
-			return fmt.Errorf("ring master lock held by session %d (the ended one was %d)", pid, old)
+		if pid := r.sessions.Holder(r.key); pid == 0 || pid == r.old {
+			return fmt.Errorf("ring master lock held by session %d (the ended one was %d)", pid, r.old)
 		}
-		if st := h.ringStatus(); st.Role != messages.RoleMaster || st.Epoch <= first || st.Coverage != 1 {
-			return fmt.Errorf("ring status %+v, want master past epoch %d with coverage 1", st, first)
+		if st := r.h.ringStatus(); st.Role != messages.RoleMaster || st.Epoch <= r.first || st.Coverage != 1 {
+			return fmt.Errorf("ring status %+v, want master past epoch %d with coverage 1", st, r.first)
 		}
 		return nil
 	})
 	select {
-	case err := <-h.node.Fatal():
+	case err := <-r.h.node.Fatal():
 		t.Fatalf("the node stopped: %v", err)
 	default:
 	}

@@ -92,10 +92,7 @@ func TestChangeCredentialsEndsPollsItNoLongerAllows(t *testing.T) {
 // client or proxy that sends "bearer <token>" with the right token must
 // not be answered 401 "the API token is not valid".
 func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
-	s, err := New(Config{Backend: stubBackend{}, APIToken: stubToken, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := stubServer(t)
 	for scheme, want := range map[string]int{
 		"bearer ": http.StatusOK, "BEARER ": http.StatusOK, "Bearer   ": http.StatusOK,
 		// Another scheme, or none parted from the token, is no Bearer token.

@@ -401,10 +401,7 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 // TestOpenAPIServed: GET /api/openapi.json answers the embedded document,
 // behind the API token like the rest of /api/.
 func TestOpenAPIServed(t *testing.T) {
-	s, err := New(Config{Backend: stubBackend{}, APIToken: stubToken, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := stubServer(t)
 	get := func(token string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodGet, "/api/openapi.json", nil)
 		if token != "" {

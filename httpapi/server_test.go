@@ -20,10 +20,7 @@ import (
 // error document), not a bare 301 to another route: the empty id's
 // single resubmit was sent to the bulk resubmit's path.
 func TestUncleanPathsAreNotFoundNotRedirected(t *testing.T) {
-	s, err := New(Config{Backend: stubBackend{}, APIToken: stubToken, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := stubServer(t)
 	for _, c := range []struct{ method, path string }{
 		{"POST", "/api/messages//resubmit"},
 		{"DELETE", "/api/routes//44"},
@@ -49,10 +46,7 @@ func TestUncleanPathsAreNotFoundNotRedirected(t *testing.T) {
 func TestSlowBodyIsCutOff(t *testing.T) {
 	defer func(d time.Duration) { bodyWait = d }(bodyWait)
 	bodyWait = 300 * time.Millisecond
-	s, err := New(Config{Backend: stubBackend{}, APIToken: stubToken, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := stubServer(t)
 	srv := httptest.NewServer(s)
 	defer srv.Close()
 	send := func(c net.Conn, body string, length int) {
@@ -148,10 +142,7 @@ func TestHeadIsServedWhereGetIs(t *testing.T) {
 		}
 	}
 	// The 405 names the method asked.
-	s, err := New(Config{Backend: stubBackend{}, APIToken: stubToken, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := stubServer(t)
 	req := httptest.NewRequest(http.MethodHead, "/api/routes/44", nil)
 	req.Header.Set("Authorization", "Bearer "+stubToken)
 	rec := httptest.NewRecorder()
@@ -172,10 +163,7 @@ func TestHeadIsServedWhereGetIs(t *testing.T) {
 func TestUnreadBodyIsCutOff(t *testing.T) {
 	defer func(d time.Duration) { bodyWait = d }(bodyWait)
 	bodyWait = 300 * time.Millisecond
-	s, err := New(Config{Backend: stubBackend{}, APIToken: stubToken, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := stubServer(t)
 	srv := httptest.NewServer(s)
 	defer srv.Close()
 	for _, c := range []struct {
@@ -219,10 +207,7 @@ func TestUnreadBodyIsCutOff(t *testing.T) {
 func TestUnreadAnswerIsCutOff(t *testing.T) {
 	defer func(d time.Duration) { answerWait = d }(answerWait)
 	answerWait = 300 * time.Millisecond
-	s, err := New(Config{Backend: stubBackend{}, APIToken: stubToken, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := stubServer(t)
 	srv := httptest.NewUnstartedServer(s)
 	closed := make(chan struct{})
 	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
@@ -248,4 +233,15 @@ func TestUnreadAnswerIsCutOff(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the node still holds a connection whose answers were not read 10 s on, want it closed after answerWait")
 	}
+}
+
+// stubServer is a Server on stubBackend, admitting stubToken, its logs
+// discarded.
+func stubServer(t *testing.T) *Server {
+	t.Helper()
+	s, err := New(Config{Backend: stubBackend{}, APIToken: stubToken, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
