@@ -2,6 +2,7 @@ package switchboard
 
 import (
 	"context"
+	"errors"
 	"time"
 	"unicode/utf8"
 
@@ -68,6 +69,19 @@ func embeddedChange[T any](n *Node, ctx context.Context, action, target string, 
 		record(v)
 	}
 	return httpapi.WithLateChange(ctx, late), record
+}
+
+// embeddedCall runs call, a change of the Go API, with the context of
+// embeddedChange, and records it when it was made: its error nil, or
+// ErrNotReadBack (made, and not read back), the HTTP API's rule.
+func embeddedCall[T any](n *Node, ctx context.Context, action, target string, detail func(T) string,
+	call func(context.Context) (T, error)) (T, error) {
+	ctx, record := embeddedChange(n, ctx, action, target, detail)
+	v, err := call(ctx)
+	if err == nil || errors.Is(err, messages.ErrNotReadBack) {
+		record(v)
+	}
+	return v, err
 }
 
 // clipText is s cut to at most max bytes, at a character's boundary.

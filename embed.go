@@ -198,12 +198,8 @@ func (n *Node) Message(ctx context.Context, id string) (messages.Message, error)
 // It returns the route as stored.
 func (n *Node) PutRoute(ctx context.Context, r messages.Route) (messages.Route, error) {
 	detail := httpapi.RouteAuditDetail(r)
-	ctx, record := embeddedChange(n, ctx, messages.AuditRoutePut, r.Prefix, func(any) string { return detail })
-	stored, err := n.gw.PutRoute(ctx, r)
-	if err == nil || errors.Is(err, httpapi.ErrNotReadBack) {
-		record(nil)
-	}
-	return stored, err
+	return embeddedCall(n, ctx, messages.AuditRoutePut, r.Prefix, func(messages.Route) string { return detail },
+		func(ctx context.Context) (messages.Route, error) { return n.gw.PutRoute(ctx, r) })
 }
 
 // PutFrontend registers (or changes) a pull or webhook frontend (an
@@ -211,12 +207,8 @@ func (n *Node) PutRoute(ctx context.Context, r messages.Route) (messages.Route, 
 // frontend as stored.
 func (n *Node) PutFrontend(ctx context.Context, f messages.Frontend) (messages.Frontend, error) {
 	detail := httpapi.FrontendAuditDetail(f)
-	ctx, record := embeddedChange(n, ctx, messages.AuditFrontendPut, f.Name, func(any) string { return detail })
-	stored, err := n.gw.PutFrontend(ctx, f)
-	if err == nil || errors.Is(err, httpapi.ErrNotReadBack) {
-		record(nil)
-	}
-	return stored, err
+	return embeddedCall(n, ctx, messages.AuditFrontendPut, f.Name, func(messages.Frontend) string { return detail },
+		func(ctx context.Context) (messages.Frontend, error) { return n.gw.PutFrontend(ctx, f) })
 }
 
 // Poll is a pull frontend's long-poll: up to max messages, waiting up to
@@ -245,11 +237,8 @@ func (n *Node) Routes(ctx context.Context) ([]messages.Route, error) { return n.
 
 // DeleteRoute removes the route of prefix (not_found when none).
 func (n *Node) DeleteRoute(ctx context.Context, prefix string) error {
-	ctx, record := embeddedChange(n, ctx, messages.AuditRouteDelete, prefix, func(any) string { return "" })
-	err := n.gw.DeleteRoute(ctx, prefix)
-	if err == nil {
-		record(nil)
-	}
+	_, err := embeddedCall(n, ctx, messages.AuditRouteDelete, prefix, func(struct{}) string { return "" },
+		func(ctx context.Context) (struct{}, error) { return struct{}{}, n.gw.DeleteRoute(ctx, prefix) })
 	return err
 }
 
@@ -262,11 +251,8 @@ func (n *Node) Frontends(ctx context.Context) ([]messages.Frontend, error) {
 // while one does; not_found when there is none). An in-process frontend's
 // actor is unregistered with it.
 func (n *Node) DeleteFrontend(ctx context.Context, name string) error {
-	ctx, record := embeddedChange(n, ctx, messages.AuditFrontendDelete, name, func(any) string { return "" })
-	err := n.gw.DeleteFrontend(ctx, name)
-	if err == nil {
-		record(nil)
-	}
+	_, err := embeddedCall(n, ctx, messages.AuditFrontendDelete, name, func(struct{}) string { return "" },
+		func(ctx context.Context) (struct{}, error) { return struct{}{}, n.gw.DeleteFrontend(ctx, name) })
 	return err
 }
 
@@ -277,12 +263,8 @@ func (n *Node) Status(ctx context.Context) (httpapi.Status, error) { return n.gw
 // Resubmit routes a failed or forward_failed message again, as a new
 // attempt series; it returns the message as committed.
 func (n *Node) Resubmit(ctx context.Context, id string) (messages.Message, error) {
-	ctx, record := embeddedChange(n, ctx, messages.AuditResubmit, id, httpapi.ResubmitAuditDetail)
-	m, err := n.gw.Resubmit(ctx, id)
-	if err == nil || errors.Is(err, httpapi.ErrNotReadBack) {
-		record(m)
-	}
-	return m, err
+	return embeddedCall(n, ctx, messages.AuditResubmit, id, httpapi.ResubmitAuditDetail,
+		func(ctx context.Context) (messages.Message, error) { return n.gw.Resubmit(ctx, id) })
 }
 
 // ResubmitBulk routes every message in state (failed or forward_failed)
