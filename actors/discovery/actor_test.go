@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"log/slog"
+	"net"
 	"reflect"
 	"slices"
 	"strings"
@@ -519,4 +520,46 @@ func TestActorRealClock(t *testing.T) {
 	polltest.Until(t, waitTimeout, "beta", func() bool { return f.sink.has("beta", "127.0.0.3:8443") })
 	z.Remove(t, srvName+" 60 IN SRV 10 10 8443 a.example.test.")
 	polltest.Until(t, waitTimeout, "alpha gone", func() bool { return f.sink.hasNot("alpha") })
+}
+
+func TestActorDNSServerDownLoggedOnce(t *testing.T) {
+	// A DNS server that is down (its port closed: the exchange is refused)
+	// or lost (it never answers: the exchange times out) fails every poll
+	// the same way: one warning for the outage, not one a poll. The errors
+	// of the exchange name the local port, a new one each poll.
+	refused, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusedAddr := refused.LocalAddr().String()
+	refused.Close()
+	silent, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { silent.Close() })
+	for _, tc := range []struct{ name, server string }{
+		{"refused", refusedAddr},
+		{"no answer", silent.LocalAddr().String()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.tr.answer("10.0.0.2:8443", "alpha", "0")
+			cfg := f.config()
+			cfg.SRV, cfg.DNSServer, cfg.Static = srvName, tc.server, []string{"10.0.0.2:8443"}
+			cfg.DNSTimeout = 50 * time.Millisecond
+			f.start(cfg)
+			f.waitPolls(1)
+			for n := uint64(2); n <= 4; n++ {
+				f.clock.advance(poll)
+				f.waitPolls(n)
+			}
+			if s := f.snapshot(); s.DNSError == "" || len(s.Peers) != 1 {
+				t.Fatalf("dns error %q peers %+v; want an error and the static peer", s.DNSError, s.Peers)
+			}
+			if recs := f.logs.Records(t, "dns lookup failed; keeping the last address list"); len(recs) != 1 {
+				t.Errorf("%d dns failure logs over 4 polls of one outage, want 1: %v", len(recs), recs)
+			}
+		})
+	}
 }

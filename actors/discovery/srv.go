@@ -185,5 +185,13 @@ func (r *resolver) exchange(ctx context.Context, network, server string, m *dns.
 	if err != nil && ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
+	// A socket error names our end too ("read udp 127.0.0.1:41577->...:
+	// i/o timeout"), a new ephemeral port each exchange: the actor logs a
+	// failure once per distinct error, and a DNS server down for an hour
+	// would be a warning every poll. The server's address stays.
+	var op *net.OpError
+	if errors.As(err, &op) {
+		op.Source = nil
+	}
 	return resp, err
 }
