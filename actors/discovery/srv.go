@@ -100,16 +100,16 @@ func glue(extra []dns.RR, target string) []net.IP {
 	return ips
 }
 
-// hostIPs asks for the A and AAAA records of host.
+// hostIPs asks for the A and AAAA records of host. NXDOMAIN for one type
+// is no record of that type, not the end: some servers answer so for the
+// type a name lacks (AAAA of an IPv4-only name), and a name changed between
+// the two queries does too; the other type's addresses are the target's.
 func (r *resolver) hostIPs(ctx context.Context, servers []string, host string) ([]net.IP, error) {
 	var ips []net.IP
 	for _, t := range []uint16{dns.TypeA, dns.TypeAAAA} {
 		resp, err := r.query(ctx, servers, host, t)
 		if err != nil {
 			return nil, err
-		}
-		if resp.Rcode == dns.RcodeNameError {
-			return nil, nil
 		}
 		for _, rr := range resp.Answer {
 			switch a := rr.(type) {

@@ -177,3 +177,28 @@ func TestResolverServersFromResolvConf(t *testing.T) {
 		t.Fatalf("servers = %v, %v", got, err)
 	}
 }
+
+func TestResolverTargetNXDOMAINForOneTypeKeepsTheOther(t *testing.T) {
+	// Some servers answer NXDOMAIN for the type a name does not have (an
+	// IPv4-only name's AAAA, an IPv6-only name's A), and a name changed
+	// between the two queries does too: what the other type answered is
+	// the target's addresses, not nothing.
+	for _, tc := range []struct {
+		name   string
+		qtype  uint16
+		record string
+		want   string
+	}{
+		{"AAAA NXDOMAIN", dns.TypeAAAA, "a.example.test. 60 IN A 127.0.0.2", "127.0.0.2:8443"},
+		{"A NXDOMAIN", dns.TypeA, "a.example.test. 60 IN AAAA 2001:db8::2", "[2001:db8::2]:8443"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			z := dnstest.Start(t, srvName+" 60 IN SRV 10 10 8443 a.example.test.", tc.record)
+			z.SetTypeRcode(tc.qtype, dns.RcodeNameError)
+			got, err := newResolver(z.Addr).lookup(context.Background(), srvName)
+			if err != nil || !reflect.DeepEqual(got, []string{tc.want}) {
+				t.Fatalf("lookup = %v, %v; want [%s]", got, err, tc.want)
+			}
+		})
+	}
+}

@@ -27,6 +27,9 @@ type Zone struct {
 	truncate bool
 	// rcode, when not success, is every answer's.
 	rcode int
+	// typeRcode, by query type, is the answer code of that type's queries
+	// (a server that fails or denies one type only).
+	typeRcode map[uint16]int
 
 	// UDP and TCP count the queries received over each.
 	UDP, TCP atomic.Int64
@@ -130,6 +133,18 @@ func (z *Zone) SetRcode(rc int) {
 	z.mu.Unlock()
 }
 
+// SetTypeRcode makes every answer to a query of type qtype carry rc
+// (dns.RcodeSuccess restores): a server broken for one type only, as some
+// answer AAAA queries for an IPv4-only name NXDOMAIN or SERVFAIL.
+func (z *Zone) SetTypeRcode(qtype uint16, rc int) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if z.typeRcode == nil {
+		z.typeRcode = map[uint16]int{}
+	}
+	z.typeRcode[qtype] = rc
+}
+
 func mustRR(t testing.TB, s string) dns.RR {
 	t.Helper()
 	rr, err := dns.NewRR(s)
@@ -155,6 +170,10 @@ func (z *Zone) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	defer func() { _ = w.WriteMsg(m) }()
 	if z.rcode != dns.RcodeSuccess {
 		m.Rcode = z.rcode
+		return
+	}
+	if rc := z.typeRcode[req.Question[0].Qtype]; rc != dns.RcodeSuccess {
+		m.Rcode = rc
 		return
 	}
 	if z.truncate && !tcp {
