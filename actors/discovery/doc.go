@@ -9,7 +9,9 @@
 //
 // DNS SRV (--dns-srv): the SRV name is resolved with miekg/dns against
 // --dns-server, or when none is given against the nameservers of
-// /etc/resolv.conf in turn. Each target's addresses come from the answer's
+// /etc/resolv.conf in turn. A name without a final dot goes through the
+// search list and ndots of /etc/resolv.conf, as the system resolver takes
+// it. Each target's addresses come from the answer's
 // additional section when it holds A/AAAA records for the target, else from
 // A and AAAA queries. A target port of 0 means --api-port. A truncated UDP
 // answer is asked again over TCP. Addresses are "ip:port" ("[v6]:port").

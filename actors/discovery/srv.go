@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -49,9 +50,14 @@ func (r *resolver) lookup(ctx context.Context, name string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := r.query(ctx, servers, name, dns.TypeSRV)
-	if err != nil {
-		return nil, err
+	var resp *dns.Msg
+	for _, n := range r.names(name) {
+		if resp, err = r.query(ctx, servers, n, dns.TypeSRV); err != nil {
+			return nil, err
+		}
+		if resp.Rcode == dns.RcodeSuccess && slices.ContainsFunc(resp.Answer, func(rr dns.RR) bool { return rr.Header().Rrtype == dns.TypeSRV }) {
+			break
+		}
 	}
 	if resp.Rcode == dns.RcodeNameError {
 		return nil, fmt.Errorf("srv %s: no such name (NXDOMAIN)", name)
@@ -121,6 +127,23 @@ func (r *resolver) hostIPs(ctx context.Context, servers []string, host string) (
 		}
 	}
 	return ips, nil
+}
+
+// names returns the names to ask for name, in order: name itself when it
+// ends with a dot, else the forms the search list and ndots of resolvConf
+// give, as the system resolver (and dig +search) tries them: in
+// Kubernetes, "_smsc._tcp.switchboard" is the service of the pod's
+// namespace. Without a readable resolvConf (a --dns-server given), name
+// as is.
+func (r *resolver) names(name string) []string {
+	if dns.IsFqdn(name) {
+		return []string{name}
+	}
+	cc, err := dns.ClientConfigFromFile(r.resolvConf)
+	if err != nil {
+		return []string{dns.Fqdn(name)}
+	}
+	return cc.NameList(name)
 }
 
 // servers returns the servers to ask, in order.

@@ -202,3 +202,37 @@ func TestResolverTargetNXDOMAINForOneTypeKeepsTheOther(t *testing.T) {
 		})
 	}
 }
+
+func TestResolverRelativeNameUsesTheSearchList(t *testing.T) {
+	// A name without a final dot is relative, as the system resolver (and
+	// dig +search) takes it: in Kubernetes "_smsc._tcp.switchboard" is the
+	// headless service of the pod's namespace, through the search list and
+	// ndots:5 of /etc/resolv.conf. A name with a final dot is asked as is.
+	z := dnstest.Start(t,
+		"_smsc._tcp.switchboard.ns.svc.test. 60 IN SRV 10 10 8443 a.example.test.",
+		srvName+" 60 IN SRV 10 10 8443 b.example.test.",
+		"a.example.test. 60 IN A 127.0.0.2",
+		"b.example.test. 60 IN A 127.0.0.3")
+	path := filepath.Join(t.TempDir(), "resolv.conf")
+	conf := "nameserver 127.0.0.1\nsearch other.test ns.svc.test\noptions ndots:5\n"
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := newResolver(z.Addr)
+	r.resolvConf = path
+	for _, tc := range []struct{ name, want string }{
+		{"_smsc._tcp.switchboard", "127.0.0.2:8443"},
+		{strings.TrimSuffix(srvName, "."), "127.0.0.3:8443"}, // found as is after the search list
+		{srvName, "127.0.0.3:8443"},
+	} {
+		if got, err := r.lookup(context.Background(), tc.name); err != nil || !reflect.DeepEqual(got, []string{tc.want}) {
+			t.Errorf("lookup(%q) = %v, %v; want [%s]", tc.name, got, err, tc.want)
+		}
+	}
+	// The search list never hides a failure: a name whose every form is
+	// missing is NXDOMAIN, the name given.
+	if _, err := r.lookup(context.Background(), "_smsc._tcp.missing"); err == nil || !strings.Contains(err.Error(), `_smsc._tcp.missing`) ||
+		!strings.Contains(err.Error(), "NXDOMAIN") {
+		t.Errorf("lookup of a missing name = %v; want NXDOMAIN naming it", err)
+	}
+}
