@@ -9,7 +9,8 @@
 //
 // DNS SRV (--dns-srv): the SRV name is resolved with miekg/dns against
 // --dns-server, or when none is given against the nameservers of
-// /etc/resolv.conf in turn. A name without a final dot goes through the
+// /etc/resolv.conf in turn (within a lookup, the one that answered
+// first). A name without a final dot goes through the
 // search list and ndots of /etc/resolv.conf, as the system resolver takes
 // it. Each target's addresses come from the answer's
 // additional section when it holds A/AAAA records for the target, else from

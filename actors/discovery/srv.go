@@ -50,7 +50,16 @@ func (r *resolver) lookup(ctx context.Context, name string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var resp *dns.Msg
+	return r.lookupAt(ctx, servers, name)
+}
+
+// lookupAt is lookup against servers (asked in turn; the order changes:
+// see query).
+func (r *resolver) lookupAt(ctx context.Context, servers []string, name string) ([]string, error) {
+	var (
+		resp *dns.Msg
+		err  error
+	)
 	for _, n := range r.names(name) {
 		if resp, err = r.query(ctx, servers, n, dns.TypeSRV); err != nil {
 			return nil, err
@@ -168,13 +177,17 @@ func (r *resolver) servers() ([]string, error) {
 // query asks the servers in turn until one answers NOERROR or NXDOMAIN
 // (both are answers; anything else, like SERVFAIL or a timeout, moves on
 // to the next server). A truncated UDP answer is asked again over TCP.
+// The server that answered is moved to the front of servers: a lookup is
+// one query a target and more, and a lost first server (resolv.conf's
+// first nameserver down) would otherwise cost its timeout on every one of
+// them, long enough with a few targets to fail the whole lookup.
 func (r *resolver) query(ctx context.Context, servers []string, name string, qtype uint16) (*dns.Msg, error) {
 	m := new(dns.Msg)
 	m.SetQuestion(dns.Fqdn(name), qtype)
 	m.RecursionDesired = true
 	m.SetEdns0(ednsSize, false)
 	var errs []error
-	for _, s := range servers {
+	for i, s := range servers {
 		resp, err := r.exchange(ctx, "udp", s, m)
 		if err == nil && resp.Truncated {
 			resp, err = r.exchange(ctx, "tcp", s, m)
@@ -183,6 +196,8 @@ func (r *resolver) query(ctx context.Context, servers []string, name string, qty
 			err = fmt.Errorf("answer %s", dns.RcodeToString[resp.Rcode])
 		}
 		if err == nil {
+			copy(servers[1:i+1], servers[:i])
+			servers[0] = s
 			return resp, nil
 		}
 		errs = append(errs, fmt.Errorf("%s %s from %s: %w", dns.TypeToString[qtype], name, s, err))

@@ -3,17 +3,20 @@ package discovery
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
 
 	"github.com/switchboard-dev/switchboard/actors/discovery/dnstest"
+	"github.com/switchboard-dev/switchboard/polltest"
 )
 
 const srvName = "_smsc._tcp.example.test."
@@ -234,5 +237,55 @@ func TestResolverRelativeNameUsesTheSearchList(t *testing.T) {
 	if _, err := r.lookup(context.Background(), "_smsc._tcp.missing"); err == nil || !strings.Contains(err.Error(), `_smsc._tcp.missing`) ||
 		!strings.Contains(err.Error(), "NXDOMAIN") {
 		t.Errorf("lookup of a missing name = %v; want NXDOMAIN naming it", err)
+	}
+}
+
+func TestResolverLostServerAskedOncePerLookup(t *testing.T) {
+	// The first nameserver of resolv.conf is lost (it never answers), the
+	// second works. One lookup is 1 + 2 queries a target without glue;
+	// had each asked the lost server first and waited out its timeout, six
+	// targets would take 13 timeouts (26 s with the default 2 s, near the
+	// 30 s bound of a lookup): it is asked once, then the server that
+	// answered is asked first.
+	silent, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { silent.Close() })
+	var asked atomic.Int64
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			if _, _, err := silent.ReadFrom(buf); err != nil {
+				return
+			}
+			asked.Add(1)
+		}
+	}()
+	records := []string{}
+	var want []string
+	for i := range 6 {
+		target := fmt.Sprintf("t%d.example.test.", i)
+		records = append(records, fmt.Sprintf("%s 60 IN SRV 10 10 8443 %s", srvName, target),
+			fmt.Sprintf("%s 60 IN A 127.0.0.%d", target, i+2))
+		want = append(want, fmt.Sprintf("127.0.0.%d:8443", i+2))
+	}
+	z := dnstest.Start(t, records...)
+	r := newResolver("")
+	r.timeout = 50 * time.Millisecond
+	servers := []string{silent.LocalAddr().String(), z.Addr}
+	got, err := r.lookupAt(context.Background(), servers, srvName)
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("lookup = %v, %v; want %v", got, err, want)
+	}
+	if q := z.UDP.Load(); q != 13 {
+		t.Fatalf("the working server was asked %d queries, want 13", q)
+	}
+	// The lost server's reads are counted by its goroutine: wait for the
+	// count to settle on what it got (it cannot get more once the lookup
+	// has returned).
+	polltest.Until(t, waitTimeout, "the lost server's queries counted", func() bool { return asked.Load() >= 1 })
+	if n := asked.Load(); n != 1 {
+		t.Fatalf("the lost server was asked %d times in one lookup, want once", n)
 	}
 }
