@@ -48,7 +48,8 @@ type Snapshot struct {
 	// Unreachable are listed addresses whose last identity call failed,
 	// by address (a known peer among them is still a peer).
 	Unreachable []Unreachable
-	// DNSError is the last lookup's error; empty when it succeeded.
+	// DNSError is the last lookup's error, or that of its targets that
+	// kept their last addresses; empty when it fully succeeded.
 	DNSError string
 	// Polls counts the full polls completed since the actor started;
 	// LastPoll is when the last one completed.
@@ -73,8 +74,11 @@ type (
 		// listing, or the last good one when listErr is set.
 		asked   []string
 		listErr error
-		learned map[string]messages.Identity
-		failed  map[string]error
+		// targetErr is the failure of some SRV targets' lookups (they
+		// kept their last addresses) in a listing that worked.
+		targetErr error
+		learned   map[string]messages.Identity
+		failed    map[string]error
 	}
 )
 
@@ -127,14 +131,16 @@ type Actor struct {
 	// rounds tracks the goroutines of rounds under way.
 	rounds sync.WaitGroup
 
-	running     bool // a round is under way
-	again       bool // a full poll was asked for meanwhile
-	nextFull    time.Time
-	lastFull    time.Time // start of the last full poll
-	dnsErr      string
-	unreachable map[string]string
-	polls       uint64
-	lastPoll    time.Time
+	running  bool // a round is under way
+	again    bool // a full poll was asked for meanwhile
+	nextFull time.Time
+	lastFull time.Time // start of the last full poll
+	dnsErr   string
+	// dnsTargetsOnly: dnsErr is the failure of some targets only.
+	dnsTargetsOnly bool
+	unreachable    map[string]string
+	polls          uint64
+	lastPoll       time.Time
 }
 
 // New validates cfg and returns the producer of the discovery actor. Use
@@ -280,7 +286,7 @@ func (a *Actor) startRound(full bool) {
 		defer a.rounds.Done()
 		r := &roundDone{session: session, full: full, asked: targets}
 		if full {
-			if r.asked, r.listErr = a.list(ctx); r.listErr != nil {
+			if r.asked, r.targetErr, r.listErr = a.list(ctx); r.listErr != nil {
 				r.asked = fallback
 			}
 		}
@@ -289,20 +295,21 @@ func (a *Actor) startRound(full bool) {
 	}()
 }
 
-// list returns the static addresses and those of the SRV name. It runs in
-// a round's goroutine.
-func (a *Actor) list(ctx context.Context) ([]string, error) {
-	addrs := slices.Clone(a.cfg.Static)
+// list returns the static addresses and those of the SRV name, and the
+// failure of the SRV targets that kept their last addresses (see
+// resolver.lookup). It runs in a round's goroutine.
+func (a *Actor) list(ctx context.Context) (addrs []string, targetErr, err error) {
+	addrs = slices.Clone(a.cfg.Static)
 	if a.cfg.SRV != "" {
 		ctx, cancel := context.WithTimeout(ctx, max(a.cfg.PollInterval, a.cfg.DNSTimeout))
 		defer cancel()
-		srv, err := a.res.lookup(ctx, a.cfg.SRV)
+		srv, targetErr, err := a.res.lookup(ctx, a.cfg.SRV)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		addrs = append(addrs, srv...)
+		return normalize(append(addrs, srv...)), targetErr, nil
 	}
-	return normalize(addrs), nil
+	return normalize(addrs), nil, nil
 }
 
 // identify asks every address who it is, concurrently. It runs in a
@@ -338,7 +345,7 @@ func (a *Actor) onRound(c actor.Context, r *roundDone) {
 	if r.full {
 		a.polls++
 		a.lastPoll = now
-		a.noteDNS(r.listErr, r.asked)
+		a.noteDNS(r.listErr, r.targetErr, r.asked)
 	}
 	before := map[string]bool{}
 	for _, p := range a.set.Peers() {
@@ -394,19 +401,30 @@ func (a *Actor) onRound(c actor.Context, r *roundDone) {
 	a.schedule(now)
 }
 
-// noteDNS logs a lookup's failure or recovery, once per change.
-func (a *Actor) noteDNS(err error, kept []string) {
-	if err == nil {
+// noteDNS logs a lookup's failure (err: the last list is kept), its
+// targets' (targetErr: those targets kept their last addresses) or its
+// recovery, once per change.
+func (a *Actor) noteDNS(err, targetErr error, kept []string) {
+	if err == nil && targetErr == nil {
 		if a.dnsErr != "" {
 			a.log.Info("dns lookup recovered", "srv", a.cfg.SRV)
 		}
-		a.dnsErr = ""
+		a.dnsErr, a.dnsTargetsOnly = "", false
 		return
 	}
-	if msg := err.Error(); msg != a.dnsErr {
-		a.log.Warn("dns lookup failed; keeping the last address list", "srv", a.cfg.SRV,
-			"err", err, "addresses", len(kept))
-		a.dnsErr = msg
+	targetsOnly := err == nil
+	if targetsOnly {
+		err = targetErr
+	}
+	if msg := err.Error(); msg != a.dnsErr || targetsOnly != a.dnsTargetsOnly {
+		if targetsOnly {
+			a.log.Warn("dns lookup of a target failed; keeping its last addresses", "srv", a.cfg.SRV,
+				"err", err, "addresses", len(kept))
+		} else {
+			a.log.Warn("dns lookup failed; keeping the last address list", "srv", a.cfg.SRV,
+				"err", err, "addresses", len(kept))
+		}
+		a.dnsErr, a.dnsTargetsOnly = msg, targetsOnly
 	}
 }
 

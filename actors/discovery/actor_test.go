@@ -563,3 +563,75 @@ func TestActorDNSServerDownLoggedOnce(t *testing.T) {
 		})
 	}
 }
+
+func TestActorFailingTargetDoesNotFreezeDiscovery(t *testing.T) {
+	// One target's addresses cannot be looked up (its zone's servers fail:
+	// SERVFAIL): that target keeps the addresses it had, and the other
+	// targets' changes still count. Before, the whole lookup failed and
+	// the last list was kept at every poll: a site added was never found,
+	// one removed never went, for as long as the target stayed broken.
+	const (
+		srvA = srvName + " 60 IN SRV 10 10 8443 a.example.test."
+		srvB = srvName + " 60 IN SRV 10 10 8443 b.example.test."
+		srvC = srvName + " 60 IN SRV 10 10 8443 c.example.test."
+		srvD = srvName + " 60 IN SRV 10 10 8443 d.example.test."
+	)
+	z := dnstest.Start(t, srvA, srvB,
+		"a.example.test. 60 IN A 127.0.0.2",
+		"b.example.test. 60 IN A 127.0.0.3",
+		"c.example.test. 60 IN A 127.0.0.4",
+		"d.example.test. 60 IN A 127.0.0.5")
+	f := newFixture(t)
+	f.tr.answer("127.0.0.2:8443", "alpha", "0")
+	f.tr.answer("127.0.0.3:8443", "beta", "0")
+	f.tr.answer("127.0.0.4:8443", "gamma", "0")
+	f.tr.answer("127.0.0.5:8443", "delta", "0")
+	cfg := f.config()
+	cfg.SRV, cfg.DNSServer = srvName, z.Addr
+	f.start(cfg)
+	polltest.Until(t, waitTimeout, "alpha and beta", func() bool {
+		return f.sink.has("alpha", "127.0.0.2:8443") && f.sink.has("beta", "127.0.0.3:8443")
+	})
+	f.waitPolls(1)
+
+	// beta's target breaks; gamma is added, alpha removed; delta is added
+	// broken from the start (never looked up: it contributes nothing yet).
+	z.SetRcodeFor("b.example.test.", 0, dns.RcodeServerFailure)
+	z.SetRcodeFor("d.example.test.", 0, dns.RcodeServerFailure)
+	z.Add(t, srvC)
+	z.Add(t, srvD)
+	z.Remove(t, srvA)
+	f.clock.advance(poll)
+	polltest.Until(t, waitTimeout, "gamma found and alpha gone while beta's target fails", func() bool {
+		return f.sink.has("gamma", "127.0.0.4:8443") && f.sink.hasNot("alpha")
+	})
+	s := f.waitPolls(2)
+	if !f.sink.has("beta", "127.0.0.3:8443") || !f.sink.hasNot("delta") {
+		t.Fatalf("peers %+v: beta must keep its last address, delta (never looked up) is not one yet", s.Peers)
+	}
+	if !strings.Contains(s.DNSError, "b.example.test") || !strings.Contains(s.DNSError, "SERVFAIL") {
+		t.Fatalf("dns error %q, want beta's target failure", s.DNSError)
+	}
+	f.clock.advance(poll)
+	f.waitPolls(3)
+	if recs := f.logs.Records(t, "dns lookup of a target failed; keeping its last addresses"); len(recs) != 1 {
+		t.Errorf("%d target failure logs over 2 polls, want 1: %v", len(recs), recs)
+	}
+
+	// Fixed: delta is found, and the recovery is logged.
+	z.SetRcodeFor("b.example.test.", 0, dns.RcodeSuccess)
+	z.SetRcodeFor("d.example.test.", 0, dns.RcodeSuccess)
+	f.clock.advance(poll)
+	polltest.Until(t, waitTimeout, "delta", func() bool { return f.sink.has("delta", "127.0.0.5:8443") })
+	if s := f.waitPolls(4); s.DNSError != "" {
+		t.Fatalf("dns error %q after the targets recovered", s.DNSError)
+	}
+	if n := len(f.logs.Records(t, "dns lookup recovered")); n != 1 {
+		t.Errorf("%d dns recovery logs, want 1", n)
+	}
+	want := []string{"up alpha 127.0.0.2:8443=0", "up beta 127.0.0.3:8443=0", "gone alpha", "up gamma 127.0.0.4:8443=0",
+		"up delta 127.0.0.5:8443=0"}
+	if got := f.sink.effects(); !slices.Equal(got, want) {
+		t.Fatalf("effects %q, want %q", got, want)
+	}
+}

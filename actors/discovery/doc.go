@@ -59,10 +59,13 @@
 // # Failures
 //
 // A DNS failure (timeout, SERVFAIL, NXDOMAIN for the SRV name, an answer
-// that yields no address, a failed lookup of any target) keeps the last good
-// address list, and the identity calls go to it: a DNS hiccup never drops a
-// peer. It is logged at warn once per distinct error, and at info when
-// lookups succeed again; GetSnapshot shows the last error. An unreachable
+// that yields no address) keeps the last good address list, and the
+// identity calls go to it: a DNS hiccup never drops a peer. A failed
+// lookup of one target keeps that target's last addresses (none if it
+// never had one) while the other targets' changes count: one broken
+// target does not freeze discovery. Either is logged at warn once per
+// distinct error, and at info when lookups succeed again; GetSnapshot
+// shows the last error. An unreachable
 // address is logged once when it has never answered. A restart of the actor
 // keeps the peer set the sink was told (the memory lives in the producer),
 // so that the first poll after it reports only changes; Resync re-sends

@@ -38,40 +38,47 @@ type resolver struct {
 	apiPort int
 	// timeout bounds one exchange with one server.
 	timeout time.Duration
+	// known are the addresses of each target (lower case) of the last
+	// lookup that got an SRV answer: those of a target whose own lookup
+	// fails next time. One lookup runs at a time (the actor's rounds do).
+	known map[string][]net.IP
 }
 
 // lookup returns the addresses ("ip:port", sorted, without duplicates) of
-// every target of the SRV name. Any failure to learn a target's addresses
-// (a server error, a timeout) fails the whole lookup, so that a hiccup
-// never shrinks the list; a target that does not exist (NXDOMAIN) or has
-// no address just contributes none.
-func (r *resolver) lookup(ctx context.Context, name string) ([]string, error) {
+// every target of the SRV name. A failure of the SRV query (a server
+// error, a timeout, NXDOMAIN) fails the whole lookup, so that a hiccup
+// never shrinks the list. A failure to learn one target's addresses does
+// not: that target keeps the addresses its last lookup found (none if it
+// never had one: it is no peer yet), the others count, and the failure is
+// returned as targetErr beside the addresses; one broken target must not
+// freeze discovery, a site added never found and one removed never gone.
+// Only when no target has an address is it a failure. A target that does
+// not exist (NXDOMAIN) or has no address contributes none.
+func (r *resolver) lookup(ctx context.Context, name string) (addrs []string, targetErr, err error) {
 	servers, err := r.servers()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	return r.lookupAt(ctx, servers, name)
 }
 
 // lookupAt is lookup against servers (asked in turn; the order changes:
 // see query).
-func (r *resolver) lookupAt(ctx context.Context, servers []string, name string) ([]string, error) {
-	var (
-		resp *dns.Msg
-		err  error
-	)
+func (r *resolver) lookupAt(ctx context.Context, servers []string, name string) (addrs []string, targetErr, err error) {
+	var resp *dns.Msg
 	for _, n := range r.names(name) {
 		if resp, err = r.query(ctx, servers, n, dns.TypeSRV); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if resp.Rcode == dns.RcodeSuccess && slices.ContainsFunc(resp.Answer, func(rr dns.RR) bool { return rr.Header().Rrtype == dns.TypeSRV }) {
 			break
 		}
 	}
 	if resp.Rcode == dns.RcodeNameError {
-		return nil, fmt.Errorf("srv %s: no such name (NXDOMAIN)", name)
+		return nil, nil, fmt.Errorf("srv %s: no such name (NXDOMAIN)", name)
 	}
-	var addrs []string
+	known := map[string][]net.IP{}
+	var failed []error
 	for _, rr := range resp.Answer {
 		srv, ok := rr.(*dns.SRV)
 		if !ok || srv.Target == "." { // "." : the service is decidedly not available there
@@ -81,21 +88,36 @@ func (r *resolver) lookupAt(ctx context.Context, servers []string, name string) 
 		if port == 0 {
 			port = r.apiPort
 		}
-		ips := glue(resp.Extra, srv.Target)
-		if len(ips) == 0 {
+		target := strings.ToLower(srv.Target)
+		ips, looked := known[target]
+		if !looked {
+			ips = glue(resp.Extra, srv.Target)
+		}
+		if !looked && len(ips) == 0 {
 			if ips, err = r.hostIPs(ctx, servers, srv.Target); err != nil {
-				return nil, err
+				if ctx.Err() != nil { // the lookup's time is up: every target would fail
+					return nil, nil, err
+				}
+				failed = append(failed, err)
+				ips = r.known[target] // its last addresses, if it ever had some
 			}
 		}
+		known[target] = ips
 		for _, ip := range ips {
 			addrs = append(addrs, net.JoinHostPort(ip.String(), strconv.Itoa(port)))
 		}
 	}
+	// The targets of this answer only: a target gone from it is forgotten.
+	r.known = known
+	targetErr = errors.Join(failed...)
 	addrs = normalize(addrs)
 	if len(addrs) == 0 {
-		return nil, fmt.Errorf("srv %s: %w", name, errNoRecords)
+		if targetErr != nil {
+			return nil, nil, targetErr
+		}
+		return nil, nil, fmt.Errorf("srv %s: %w", name, errNoRecords)
 	}
-	return addrs, nil
+	return addrs, targetErr, nil
 }
 
 // glue returns the A and AAAA records for target in an additional section.

@@ -65,15 +65,15 @@ func TestResolverLookup(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			z := dnstest.Start(t, tc.records...)
 			z.Configure(tc.glue, tc.truncate)
-			got, err := newResolver(z.Addr).lookup(context.Background(), srvName)
+			got, targetErr, err := newResolver(z.Addr).lookup(context.Background(), srvName)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("lookup = %v, %v; want an error with %q", got, err, tc.err)
 				}
 				return
 			}
-			if err != nil || !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("lookup = %v, %v; want %v", got, err, tc.want)
+			if err != nil || targetErr != nil || !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("lookup = %v, %v, %v; want %v", got, targetErr, err, tc.want)
 			}
 			if tc.usesTCP && z.TCP.Load() == 0 {
 				t.Fatal("no query came over TCP")
@@ -88,23 +88,38 @@ func TestResolverLookup(t *testing.T) {
 func TestResolverServerFailure(t *testing.T) {
 	z := dnstest.Start(t, srvName+" 60 IN SRV 10 10 8443 a.example.test.", "a.example.test. 60 IN A 127.0.0.2")
 	z.SetRcode(dns.RcodeServerFailure)
-	if got, err := newResolver(z.Addr).lookup(context.Background(), srvName); err == nil || !strings.Contains(err.Error(), "SERVFAIL") {
+	if got, _, err := newResolver(z.Addr).lookup(context.Background(), srvName); err == nil || !strings.Contains(err.Error(), "SERVFAIL") {
 		t.Fatalf("lookup = %v, %v; want SERVFAIL", got, err)
 	}
 }
 
-func TestResolverTargetFailureFailsTheLookup(t *testing.T) {
-	// The SRV answer is fine but a target's lookup fails: the list must not
-	// shrink by that target, so the whole lookup fails.
-	good := dnstest.Start(t, srvName+" 60 IN SRV 10 10 8443 a.example.test.", "a.example.test. 60 IN A 127.0.0.2")
-	r := newResolver(good.Addr)
-	servers, _ := r.servers()
-	if _, err := r.query(context.Background(), servers, srvName, dns.TypeSRV); err != nil {
-		t.Fatal(err)
+func TestResolverTargetFailureKeepsItsLastAddresses(t *testing.T) {
+	// The SRV answer is fine but a target's lookup fails: that target
+	// keeps the addresses of the last lookup (none if it never had one),
+	// the others count, and the failure is told beside them. Only when no
+	// target has an address does the lookup fail.
+	z := dnstest.Start(t, srvName+" 60 IN SRV 10 10 8443 a.example.test.", srvName+" 60 IN SRV 10 10 8443 b.example.test.",
+		"a.example.test. 60 IN A 127.0.0.2", "b.example.test. 60 IN A 127.0.0.3")
+	both := []string{"127.0.0.2:8443", "127.0.0.3:8443"}
+	r := newResolver(z.Addr)
+	if got, targetErr, err := r.lookup(context.Background(), srvName); err != nil || targetErr != nil || !reflect.DeepEqual(got, both) {
+		t.Fatalf("lookup = %v, %v, %v; want %v", got, targetErr, err, both)
 	}
-	good.SetRcode(dns.RcodeRefused)
-	if _, err := r.hostIPs(context.Background(), servers, "a.example.test."); err == nil {
-		t.Fatal("hostIPs succeeded against a refusing server")
+	z.SetRcodeFor("b.example.test.", 0, dns.RcodeRefused)
+	got, targetErr, err := r.lookup(context.Background(), srvName)
+	if err != nil || !reflect.DeepEqual(got, both) || targetErr == nil || !strings.Contains(targetErr.Error(), "b.example.test") ||
+		!strings.Contains(targetErr.Error(), "REFUSED") {
+		t.Fatalf("lookup with b failing = %v, %v, %v; want %v and b's failure", got, targetErr, err, both)
+	}
+	// A resolver that never looked b up has nothing to keep for it.
+	fresh := newResolver(z.Addr)
+	if got, targetErr, err := fresh.lookup(context.Background(), srvName); err != nil || targetErr == nil ||
+		!reflect.DeepEqual(got, []string{"127.0.0.2:8443"}) {
+		t.Fatalf("first lookup with b failing = %v, %v, %v; want a alone and b's failure", got, targetErr, err)
+	}
+	z.SetRcodeFor("a.example.test.", 0, dns.RcodeRefused)
+	if got, _, err := newResolver(z.Addr).lookup(context.Background(), srvName); err == nil || !strings.Contains(err.Error(), "REFUSED") {
+		t.Fatalf("lookup with every target failing = %v, %v; want REFUSED", got, err)
 	}
 }
 
@@ -141,7 +156,7 @@ func TestResolverCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := r.lookup(ctx, srvName)
+		_, _, err := r.lookup(ctx, srvName)
 		done <- err
 	}()
 	buf := make([]byte, 512)
@@ -197,8 +212,8 @@ func TestResolverTargetNXDOMAINForOneTypeKeepsTheOther(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			z := dnstest.Start(t, srvName+" 60 IN SRV 10 10 8443 a.example.test.", tc.record)
-			z.SetTypeRcode(tc.qtype, dns.RcodeNameError)
-			got, err := newResolver(z.Addr).lookup(context.Background(), srvName)
+			z.SetRcodeFor("", tc.qtype, dns.RcodeNameError)
+			got, _, err := newResolver(z.Addr).lookup(context.Background(), srvName)
 			if err != nil || !reflect.DeepEqual(got, []string{tc.want}) {
 				t.Fatalf("lookup = %v, %v; want [%s]", got, err, tc.want)
 			}
@@ -228,13 +243,13 @@ func TestResolverRelativeNameUsesTheSearchList(t *testing.T) {
 		{strings.TrimSuffix(srvName, "."), "127.0.0.3:8443"}, // found as is after the search list
 		{srvName, "127.0.0.3:8443"},
 	} {
-		if got, err := r.lookup(context.Background(), tc.name); err != nil || !reflect.DeepEqual(got, []string{tc.want}) {
+		if got, _, err := r.lookup(context.Background(), tc.name); err != nil || !reflect.DeepEqual(got, []string{tc.want}) {
 			t.Errorf("lookup(%q) = %v, %v; want [%s]", tc.name, got, err, tc.want)
 		}
 	}
 	// The search list never hides a failure: a name whose every form is
 	// missing is NXDOMAIN, the name given.
-	if _, err := r.lookup(context.Background(), "_smsc._tcp.missing"); err == nil || !strings.Contains(err.Error(), `_smsc._tcp.missing`) ||
+	if _, _, err := r.lookup(context.Background(), "_smsc._tcp.missing"); err == nil || !strings.Contains(err.Error(), `_smsc._tcp.missing`) ||
 		!strings.Contains(err.Error(), "NXDOMAIN") {
 		t.Errorf("lookup of a missing name = %v; want NXDOMAIN naming it", err)
 	}
@@ -274,7 +289,7 @@ func TestResolverLostServerAskedOncePerLookup(t *testing.T) {
 	r := newResolver("")
 	r.timeout = 50 * time.Millisecond
 	servers := []string{silent.LocalAddr().String(), z.Addr}
-	got, err := r.lookupAt(context.Background(), servers, srvName)
+	got, _, err := r.lookupAt(context.Background(), servers, srvName)
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("lookup = %v, %v; want %v", got, err, want)
 	}

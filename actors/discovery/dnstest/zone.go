@@ -27,9 +27,9 @@ type Zone struct {
 	truncate bool
 	// rcode, when not success, is every answer's.
 	rcode int
-	// typeRcode, by query type, is the answer code of that type's queries
-	// (a server that fails or denies one type only).
-	typeRcode map[uint16]int
+	// rcodeFor are answer codes of some queries only (a server broken for
+	// one name or type), by name ("" any) and type (0 any).
+	rcodeFor map[rcodeKey]int
 
 	// UDP and TCP count the queries received over each.
 	UDP, TCP atomic.Int64
@@ -133,16 +133,26 @@ func (z *Zone) SetRcode(rc int) {
 	z.mu.Unlock()
 }
 
-// SetTypeRcode makes every answer to a query of type qtype carry rc
-// (dns.RcodeSuccess restores): a server broken for one type only, as some
-// answer AAAA queries for an IPv4-only name NXDOMAIN or SERVFAIL.
-func (z *Zone) SetTypeRcode(qtype uint16, rc int) {
+// rcodeKey is a name (lower case, fully qualified; "" any) and a type (0 any).
+type rcodeKey struct {
+	name  string
+	qtype uint16
+}
+
+// SetRcodeFor makes every answer to a query for name ("" any) of type
+// qtype (0 any) carry rc (dns.RcodeSuccess restores): a server broken for
+// one name or one type only, as some answer AAAA queries for an IPv4-only
+// name NXDOMAIN or SERVFAIL.
+func (z *Zone) SetRcodeFor(name string, qtype uint16, rc int) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	if z.typeRcode == nil {
-		z.typeRcode = map[uint16]int{}
+	if z.rcodeFor == nil {
+		z.rcodeFor = map[rcodeKey]int{}
 	}
-	z.typeRcode[qtype] = rc
+	if name != "" {
+		name = strings.ToLower(dns.Fqdn(name))
+	}
+	z.rcodeFor[rcodeKey{name, qtype}] = rc
 }
 
 func mustRR(t testing.TB, s string) dns.RR {
@@ -172,9 +182,15 @@ func (z *Zone) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		m.Rcode = z.rcode
 		return
 	}
-	if rc := z.typeRcode[req.Question[0].Qtype]; rc != dns.RcodeSuccess {
-		m.Rcode = rc
-		return
+	for _, k := range []rcodeKey{
+		{strings.ToLower(req.Question[0].Name), req.Question[0].Qtype},
+		{strings.ToLower(req.Question[0].Name), 0},
+		{"", req.Question[0].Qtype},
+	} {
+		if rc := z.rcodeFor[k]; rc != dns.RcodeSuccess {
+			m.Rcode = rc
+			return
+		}
 	}
 	if z.truncate && !tcp {
 		m.Truncated = true
