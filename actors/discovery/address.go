@@ -58,7 +58,18 @@ func parseHostPort(s string, defaultPort int) (string, error) {
 	host, port, err := net.SplitHostPort(s)
 	if err != nil {
 		// No port: a host name, an IPv4 address, a bare or bracketed IPv6.
-		bare := strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
+		// Brackets hold an IPv6 address and are closed: "[2001:db8::1:8443"
+		// (a "]" forgotten) is a typo to refuse, not the address
+		// 2001:db8::1:8443 on the default port.
+		bare := s
+		if strings.HasPrefix(s, "[") || strings.HasSuffix(s, "]") {
+			inner, opened := strings.CutPrefix(s, "[")
+			inner, closed := strings.CutSuffix(inner, "]")
+			if a, err := netip.ParseAddr(inner); !opened || !closed || err != nil || !a.Is6() {
+				return "", fmt.Errorf("%q is not host:port", s)
+			}
+			bare = inner
+		}
 		_, ipErr := netip.ParseAddr(bare)
 		if defaultPort == 0 || (strings.Contains(s, ":") && ipErr != nil) {
 			return "", fmt.Errorf("%q is not host:port", s)

@@ -33,6 +33,12 @@ func TestParsePeers(t *testing.T) {
 		{in: "-bad-.example", err: "is not a host name"},
 		{in: "a b:1", err: "is not a host name"},
 		{in: "https://a:1", err: "is not host:port"},
+		// Brackets hold an IPv6 address, closed: a missing "]" is a typo
+		// (the port would have been taken as the address's last group).
+		{in: "[2001:db8::1:8443", err: `"[2001:db8::1:8443" is not host:port`},
+		{in: "2001:db8::1]", err: "is not host:port"},
+		{in: "[a.example]", err: `"[a.example]" is not host:port`},
+		{in: "[10.0.0.1]", err: "is not host:port"},
 	}
 	for _, tc := range cases {
 		got, err := ParsePeers(tc.in, DefaultAPIPort)
