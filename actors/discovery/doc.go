@@ -60,10 +60,11 @@
 //
 // A DNS failure (timeout, SERVFAIL, NXDOMAIN for the SRV name, an answer
 // that yields no address) keeps the last good address list, and the
-// identity calls go to it: a DNS hiccup never drops a peer. A failed
-// lookup of one target keeps that target's last addresses (none if it
-// never had one) while the other targets' changes count: one broken
-// target does not freeze discovery. Either is logged at warn once per
+// identity calls go to it: a DNS hiccup never drops a peer. A failed A or
+// AAAA query of one target keeps that target's last addresses of that
+// family (none if it never had one) while what its other query answered
+// and the other targets' changes count: one broken target, or a server
+// that fails every AAAA query, does not freeze discovery. Either is logged at warn once per
 // distinct error, and at info when lookups succeed again; GetSnapshot
 // shows the last error. An unreachable
 // address is logged once when it has never answered. A restart of the actor

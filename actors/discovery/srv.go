@@ -48,8 +48,10 @@ type resolver struct {
 // every target of the SRV name. A failure of the SRV query (a server
 // error, a timeout, NXDOMAIN) fails the whole lookup, so that a hiccup
 // never shrinks the list. A failure to learn one target's addresses does
-// not: that target keeps the addresses its last lookup found (none if it
-// never had one: it is no peer yet), the others count, and the failure is
+// not: a query of the target that fails (A or AAAA) gives the addresses of
+// that family its last lookup found (none if it never had one: it is no
+// peer yet), what the other query answered counts, so do the other
+// targets, and the failure is
 // returned as targetErr beside the addresses; one broken target must not
 // freeze discovery, a site added never found and one removed never gone.
 // Only when no target has an address is it a failure. A target that does
@@ -94,12 +96,11 @@ func (r *resolver) lookupAt(ctx context.Context, servers []string, name string) 
 			ips = glue(resp.Extra, srv.Target)
 		}
 		if !looked && len(ips) == 0 {
-			if ips, err = r.hostIPs(ctx, servers, srv.Target); err != nil {
+			if ips, err = r.hostIPs(ctx, servers, srv.Target, r.known[target]); err != nil {
 				if ctx.Err() != nil { // the lookup's time is up: every target would fail
 					return nil, nil, err
 				}
 				failed = append(failed, err)
-				ips = r.known[target] // its last addresses, if it ever had some
 			}
 		}
 		known[target] = ips
@@ -141,12 +142,24 @@ func glue(extra []dns.RR, target string) []net.IP {
 // is no record of that type, not the end: some servers answer so for the
 // type a name lacks (AAAA of an IPv4-only name), and a name changed between
 // the two queries does too; the other type's addresses are the target's.
-func (r *resolver) hostIPs(ctx context.Context, servers []string, host string) ([]net.IP, error) {
-	var ips []net.IP
+// A type whose query fails (some servers SERVFAIL or drop every AAAA query)
+// gives last, the host's addresses of that family from its last lookup, and
+// the failure is returned with the addresses: the other type still counts.
+func (r *resolver) hostIPs(ctx context.Context, servers []string, host string, last []net.IP) ([]net.IP, error) {
+	var (
+		ips  []net.IP
+		errs []error
+	)
 	for _, t := range []uint16{dns.TypeA, dns.TypeAAAA} {
 		resp, err := r.query(ctx, servers, host, t)
 		if err != nil {
-			return nil, err
+			errs = append(errs, err)
+			for _, ip := range last {
+				if (ip.To4() != nil) == (t == dns.TypeA) {
+					ips = append(ips, ip)
+				}
+			}
+			continue
 		}
 		for _, rr := range resp.Answer {
 			switch a := rr.(type) {
@@ -157,7 +170,7 @@ func (r *resolver) hostIPs(ctx context.Context, servers []string, host string) (
 			}
 		}
 	}
-	return ips, nil
+	return ips, errors.Join(errs...)
 }
 
 // names returns the names to ask for name, in order: name itself when it

@@ -304,3 +304,28 @@ func TestResolverLostServerAskedOncePerLookup(t *testing.T) {
 		t.Fatalf("the lost server was asked %d times in one lookup, want once", n)
 	}
 }
+
+func TestResolverTargetFailingForOneFamily(t *testing.T) {
+	// A server that fails one type only (some load balancers drop or
+	// SERVFAIL every AAAA query of their IPv4-only names): the other
+	// type's answer counts, and the failed type keeps the target's last
+	// addresses of that family.
+	z := dnstest.Start(t, srvName+" 60 IN SRV 10 10 8443 a.example.test.",
+		"a.example.test. 60 IN A 127.0.0.2", "a.example.test. 60 IN AAAA 2001:db8::2")
+	r := newResolver(z.Addr)
+	if got, _, err := r.lookup(context.Background(), srvName); err != nil || len(got) != 2 {
+		t.Fatalf("lookup = %v, %v; want both addresses", got, err)
+	}
+	z.SetRcodeFor("", dns.TypeAAAA, dns.RcodeServerFailure)
+	z.Set(t, srvName+" 60 IN SRV 10 10 8443 a.example.test.", "a.example.test. 60 IN A 127.0.0.3")
+	got, targetErr, err := r.lookup(context.Background(), srvName)
+	if want := []string{"127.0.0.3:8443", "[2001:db8::2]:8443"}; err != nil || !reflect.DeepEqual(got, want) ||
+		targetErr == nil || !strings.Contains(targetErr.Error(), "AAAA a.example.test.") {
+		t.Fatalf("lookup = %v, %v, %v; want %v (the new A, the last AAAA) and the AAAA failure", got, targetErr, err, want)
+	}
+	// Broken from the first lookup: the A addresses alone.
+	if got, targetErr, err := newResolver(z.Addr).lookup(context.Background(), srvName); err != nil || targetErr == nil ||
+		!reflect.DeepEqual(got, []string{"127.0.0.3:8443"}) {
+		t.Fatalf("first lookup = %v, %v, %v; want the A address and the AAAA failure", got, targetErr, err)
+	}
+}
