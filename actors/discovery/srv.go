@@ -51,11 +51,11 @@ type resolver struct {
 // not: a query of the target that fails (A or AAAA) gives the addresses of
 // that family its last lookup found (none if it never had one: it is no
 // peer yet), what the other query answered counts, so do the other
-// targets, and the failure is
-// returned as targetErr beside the addresses; one broken target must not
-// freeze discovery, a site added never found and one removed never gone.
-// Only when no target has an address is it a failure. A target that does
-// not exist (NXDOMAIN) or has no address contributes none.
+// targets, and the failure is returned as targetErr beside the addresses:
+// one broken target must not freeze discovery, a site added never found
+// and one removed never gone. Only when no target has an address is it a
+// failure. A target that does not exist (NXDOMAIN) or has no address
+// contributes none.
 func (r *resolver) lookup(ctx context.Context, name string) (addrs []string, targetErr, err error) {
 	servers, err := r.servers()
 	if err != nil {
