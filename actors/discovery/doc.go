@@ -12,7 +12,7 @@
 // /etc/resolv.conf in turn (within a lookup, the one that answered
 // first). A name without a final dot goes through the
 // search list and ndots of /etc/resolv.conf, as the system resolver takes
-// it. Each target's addresses come from the answer's
+// it (a form whose query fails moves on to the next). Each target's addresses come from the answer's
 // additional section when it holds A/AAAA records for the target, else from
 // A and AAAA queries. A target port of 0 means --api-port. A truncated UDP
 // answer is asked again over TCP. Addresses are "ip:port" ("[v6]:port").

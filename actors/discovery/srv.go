@@ -67,14 +67,31 @@ func (r *resolver) lookup(ctx context.Context, name string) (addrs []string, tar
 // lookupAt is lookup against servers (asked in turn; the order changes:
 // see query).
 func (r *resolver) lookupAt(ctx context.Context, servers []string, name string) (addrs []string, targetErr, err error) {
+	// The forms of the name are asked in turn until one answers SRV
+	// records. One that fails (a search domain's server broken or slow)
+	// moves on to the next, as the system resolver does: in Kubernetes an
+	// absolute name written without its final dot is asked with every
+	// search domain first, and a failure there must not hide the answer of
+	// the name itself. When none answers records and one failed, the
+	// lookup fails (the last list is kept): the failed form may hold them.
 	var resp *dns.Msg
+	var formErrs []error
 	for _, n := range r.names(name) {
-		if resp, err = r.query(ctx, servers, n, dns.TypeSRV); err != nil {
-			return nil, nil, err
+		got, qerr := r.query(ctx, servers, n, dns.TypeSRV)
+		if qerr != nil {
+			if ctx.Err() != nil {
+				return nil, nil, qerr
+			}
+			formErrs = append(formErrs, qerr)
+			continue
 		}
-		if resp.Rcode == dns.RcodeSuccess && slices.ContainsFunc(resp.Answer, func(rr dns.RR) bool { return rr.Header().Rrtype == dns.TypeSRV }) {
+		if resp = got; resp.Rcode == dns.RcodeSuccess && slices.ContainsFunc(resp.Answer, func(rr dns.RR) bool { return rr.Header().Rrtype == dns.TypeSRV }) {
+			formErrs = nil
 			break
 		}
+	}
+	if len(formErrs) > 0 {
+		return nil, nil, errors.Join(formErrs...)
 	}
 	if resp.Rcode == dns.RcodeNameError {
 		return nil, nil, fmt.Errorf("srv %s: no such name (NXDOMAIN)", name)

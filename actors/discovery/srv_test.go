@@ -247,6 +247,19 @@ func TestResolverRelativeNameUsesTheSearchList(t *testing.T) {
 			t.Errorf("lookup(%q) = %v, %v; want [%s]", tc.name, got, err, tc.want)
 		}
 	}
+	// A form that fails moves on to the next: a search domain's server
+	// failing (here other.test's) does not hide the name's own answer. With
+	// no form answering records, the failure is the lookup's (the last list
+	// is kept), not NXDOMAIN.
+	z.SetRcodeFor(strings.TrimSuffix(srvName, ".")+".other.test.", dns.TypeSRV, dns.RcodeServerFailure)
+	if got, _, err := r.lookup(context.Background(), strings.TrimSuffix(srvName, ".")); err != nil || !reflect.DeepEqual(got, []string{"127.0.0.3:8443"}) {
+		t.Errorf("lookup with a search domain failing = %v, %v; want [127.0.0.3:8443]", got, err)
+	}
+	z.SetRcodeFor("_smsc._tcp.missing.other.test.", dns.TypeSRV, dns.RcodeServerFailure)
+	if _, _, err := r.lookup(context.Background(), "_smsc._tcp.missing"); err == nil || !strings.Contains(err.Error(), "SERVFAIL") {
+		t.Errorf("lookup of a missing name with a search domain failing = %v; want the failure", err)
+	}
+	z.SetRcodeFor("_smsc._tcp.missing.other.test.", dns.TypeSRV, dns.RcodeSuccess)
 	// The search list never hides a failure: a name whose every form is
 	// missing is NXDOMAIN, the name given.
 	if _, _, err := r.lookup(context.Background(), "_smsc._tcp.missing"); err == nil || !strings.Contains(err.Error(), `_smsc._tcp.missing`) ||
