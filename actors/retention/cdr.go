@@ -139,8 +139,24 @@ var recordStart = []byte(`{"record":"` + RecordKind + `"`)
 // Opened as a record file, its bytes after its last newline would be
 // taken for a line a crash left half written and cut off, and records
 // appended to it: a database named so was corrupt after the first batch.
-// A missing or empty file passes (a new one is begun there).
+// It reports one too when the file there is no regular file (a device
+// such as /dev/null, a pipe such as /dev/stdout's in a container, a
+// socket): a sync fails on it, so every batch failed and nothing was ever
+// purged, and a rotation renamed the device aside and made a plain file
+// in its place; a pipe's open waits for its other end, so it is looked at
+// before it is opened. A missing or empty file passes (a new one is begun
+// there).
 func CheckRecordFile(path string) error {
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("call records: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("call records: %s is not a regular file but %s: records are synced, and the file renamed aside to rotate it, which only a regular file allows", path, fileKind(fi.Mode()))
+	}
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -158,6 +174,21 @@ func CheckRecordFile(path string) error {
 		return fmt.Errorf("call records: %s holds something else than call records (it does not begin with %s): name a new file, or one this node wrote", path, recordStart)
 	}
 	return nil
+}
+
+// fileKind names the kind of file that is not a regular one.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "a special file"
 }
 
 func openAppend(path string) (recordFile, error) {

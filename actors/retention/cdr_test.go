@@ -326,8 +326,8 @@ func TestRecordsAfterACrashMidLine(t *testing.T) {
 }
 
 // TestOpenRecordsRefusesAnotherFile: a file there that holds something
-// else than records (the node's own database named by mistake) is
-// refused and left as it is; one a crash left with its first line cut
+// else than records (the node's own database named by mistake), or that
+// is no regular file (a device, a pipe), is refused and left as it is; one a crash left with its first line cut
 // short is taken, as are the record line's start and no file.
 func TestOpenRecordsRefusesAnotherFile(t *testing.T) {
 	dir := t.TempDir()
@@ -351,6 +351,9 @@ func TestOpenRecordsRefusesAnotherFile(t *testing.T) {
 			t.Errorf("%s: the file became %q", name, got)
 		}
 	}
+	// A device cannot hold records: a sync fails on it, and a rotation
+	// would rename it aside (a pipe: TestOpenRecordsRefusesAPipe).
+	refuseIrregular(t, os.DevNull)
 	for name, content := range map[string]string{"empty": "", "cut short": `{"record":"swi`} {
 		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
 		if err := os.WriteFile(path, []byte(content), 0o640); err != nil {
@@ -359,6 +362,18 @@ func TestOpenRecordsRefusesAnotherFile(t *testing.T) {
 		openRecords(t, path, 1<<20)
 	}
 	openRecords(t, filepath.Join(dir, "new"), 1<<20)
+}
+
+// refuseIrregular wants OpenRecords to refuse path as no regular file.
+func refuseIrregular(t *testing.T, path string) {
+	t.Helper()
+	r, err := OpenRecords(path, 1<<20)
+	if err == nil {
+		_ = r.Close()
+		t.Errorf("%s: opened as a record file", path)
+	} else if !strings.Contains(err.Error(), "is not a regular file") {
+		t.Errorf("%s: %v, want it named as no regular file", path, err)
+	}
 }
 
 // openRecords opens the record file at path for a test, closed when the

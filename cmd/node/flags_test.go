@@ -659,6 +659,10 @@ func TestParseRunChecksFiles(t *testing.T) {
 		{[]string{"--cdr-file", filepath.Join(dir, "missing", "cdr.jsonl")}, "--cdr-file: the directory of " + filepath.Join(dir, "missing", "cdr.jsonl") + ": "},
 		{[]string{"--cdr-file", filepath.Join(notDir, "cdr.jsonl")}, "--cdr-file: the directory of " + filepath.Join(notDir, "cdr.jsonl") + ", " + notDir + ", is not a directory"},
 		{[]string{"--cdr-file", dir}, "--cdr-file: " + dir + " is a directory, not a file"},
+		// A device (/dev/null) was taken: every batch failed its sync
+		// (nothing was purged), and a rotation renamed the device aside
+		// and made a plain file in its place. A pipe: TestParseRunRefusesAPipeForCallRecords.
+		{[]string{"--cdr-file", "/dev/null"}, "--cdr-file: call records: /dev/null is not a regular file"},
 		// A file of something else, and the node's own database (there
 		// or still to be made): the cleaner took the bytes after its last
 		// newline for a half-written line, cut them off and appended

@@ -105,3 +105,17 @@ func TestSIGHUPDuringStartUpDoesNotKillTheNode(t *testing.T) {
 		t.Errorf("the node does not log the SIGHUP it got while starting:\n%s", log)
 	}
 }
+
+// TestParseRunRefusesAPipeForCallRecords: a --cdr-file that is a pipe
+// (/dev/stdout in a container) hung start-up, the preflight's open waiting
+// for a reader; it is refused before any open, as a device is.
+func TestParseRunRefusesAPipeForCallRecords(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := "--cdr-file: call records: " + fifo + " is not a regular file but a pipe"
+	if _, _, err := parseStart([]string{"--cdr-file", fifo}, noEnv); err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("--cdr-file %s: %v, want %q", fifo, err, want)
+	}
+}
