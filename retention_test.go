@@ -181,3 +181,70 @@ func TestRetentionRefusesAShortWindow(t *testing.T) {
 		t.Fatalf("New with --retention 1m: %v", err)
 	}
 }
+
+// TestRetentionCallRecordsOfForwardedMessages: a forwarded message has a
+// record at each node: at its origin with the peer it was forwarded to,
+// the outcome and attempts the peer reported; at the peer with the origin.
+// A forward_failed message (it never reached the peer) names in peer the
+// node it was to be forwarded to, as its dest_smsc does.
+func TestRetentionCallRecordsOfForwardedMessages(t *testing.T) {
+	fn, a, b := forwardingPair(t, func(c *switchboard.Config) {
+		// Retention the shortest the redelivery horizon allows.
+		c.HTTPTimeout, c.ForwardMaxRetries = 200*time.Millisecond, 3
+		c.Retention, c.RetentionFailed = 2*time.Second, 2*time.Second
+		c.CDRFile = filepath.Join(t.TempDir(), "cdr.jsonl")
+	})
+	b.waitPeer("a", messages.PeerHealthy)
+	del, fail := a.submit("fwd-delivered", "2555"), a.submit("fwd-failed", "2556")
+	for range 2 {
+		got := b.pollOne("fe-b")
+		res := messages.DeliveryResult{ID: got.ID, Status: messages.Delivered, Attempt: got.Attempt}
+		if got.ID == fail {
+			res.Status, res.Reason = messages.Failed, `unknown, "subscriber"`
+		}
+		b.ack("fe-b", res)
+	}
+	a.waitState(del, messages.StateDelivered)
+	a.waitState(fail, messages.StateFailed)
+	ff := a.queueDuringCut(fn, "b", "ff", 1)[0]
+	a.waitState(ff, messages.StateForwardFailed)
+
+	type want struct {
+		state              messages.State
+		source, dest, peer string
+		attempts           int
+		reason             string
+	}
+	for h, wants := range map[*harness]map[string]want{
+		a: {
+			del:  {messages.StateDelivered, "a", "b", "b", 1, ""},
+			fail: {messages.StateFailed, "a", "b", "b", 1, `rejected: unknown, "subscriber"`},
+			ff:   {messages.StateForwardFailed, "a", "b", "b", 0, string(messages.ReasonForwardTimeout)},
+		},
+		b: {
+			del:  {messages.StateDelivered, "a", "b", "a", 1, ""},
+			fail: {messages.StateFailed, "a", "b", "a", 1, `rejected: unknown, "subscriber"`},
+		},
+	} {
+		for id := range wants {
+			polltest.Eventually(t, 20*time.Second, func() error {
+				if status, _ := h.do("GET", "/api/messages/"+id, nil); status != 404 {
+					return fmt.Errorf("message %s still at %s (%d)", id, h.cfg.Name, status)
+				}
+				return nil
+			})
+		}
+		recs := readRecords(t, h.cfg.CDRFile)
+		for id, w := range wants {
+			r, ok := recs[id]
+			if !ok {
+				t.Errorf("%s purged %s with no record", h.cfg.Name, id)
+				continue
+			}
+			got := want{r.State, r.SourceSMSC, r.DestSMSC, r.Peer, r.Attempts, r.Reason}
+			if got != w || r.Node != h.cfg.Name || r.Frontend != "fe-b" || r.FinalAt.IsZero() || r.FinalAt.Location() != time.UTC {
+				t.Errorf("%s's record of %s: %+v, want %+v", h.cfg.Name, id, r, w)
+			}
+		}
+	}
+}
