@@ -939,11 +939,11 @@ func probeWritable(dir string) error {
 
 // preflightCDRFile checks that the call records file can be what the
 // cleaner opens at start: a file (made when missing) in a directory that
-// exists, none of the files the node keeps in its data directory (they
+// exists and the node can write, none of the files the node keeps in its data directory (they
 // may not be there yet), and, when there, one that holds call records
 // (retention.CheckRecordFile).
 func (c Config) preflightCDRFile() []error {
-	path := c.CDRFile
+	path, dir := c.CDRFile, filepath.Dir(c.CDRFile)
 	for _, own := range c.dataDirFiles() {
 		if samePath(path, own) {
 			return []error{field.Errorf("CDRFile", "%s is the node's own %s: call records need a file of their own", path, own)}
@@ -959,20 +959,23 @@ func (c Config) preflightCDRFile() []error {
 		if err := openWritable(path); err != nil {
 			return []error{field.Errorf("CDRFile", "%s: %w", path, err)}
 		}
-		return nil
-	}
-	dir := filepath.Dir(path)
-	fi, err := os.Stat(dir)
-	switch {
-	case err != nil:
-		return []error{field.Errorf("CDRFile", "the directory of %s: %w", path, err)}
-	case !fi.IsDir():
-		return []error{field.Errorf("CDRFile", "the directory of %s, %s, is not a directory", path, dir)}
+	} else {
+		fi, err := os.Stat(dir)
+		switch {
+		case err != nil:
+			return []error{field.Errorf("CDRFile", "the directory of %s: %w", path, err)}
+		case !fi.IsDir():
+			return []error{field.Errorf("CDRFile", "the directory of %s, %s, is not a directory", path, dir)}
+		}
 	}
 	// The node makes the file there at start, after the store: one it
 	// cannot make stopped it then (exit 1, the store made and migrated,
-	// restarted over and over by systemd). A full file system still makes
-	// an empty file.
+	// restarted over and over by systemd). A file there already is renamed
+	// aside there at its first rotation, and made again after logrotate
+	// moved it: in a directory the node cannot write (systemd's
+	// ReadWritePaths= naming the file alone) it ran until then, days maybe,
+	// and from then on purged nothing. A full file system still makes an
+	// empty file.
 	if err := probeWritable(dir); err != nil && !noRoom(err) {
 		return []error{field.Errorf("CDRFile", "the directory of %s, %s, is not writable: %w", path, dir, err)}
 	}

@@ -70,7 +70,7 @@ func startAsNobody(t *testing.T, bin string, args ...string) (int, string) {
 }
 
 // TestStartRefusesFilesItsUserCannotWrite: the node's user must write its
-// --cdr-file (its directory, when the file is still to be made) and the
+// --cdr-file and its directory (it makes and rotates the file there) and the
 // store in its --data-dir. Both passed the checks before anything opens;
 // the node then made and migrated the store and exited 1 at the call
 // records' file (systemd restarts that every 5 s), or exited 1 with
@@ -92,6 +92,16 @@ func TestStartRefusesFilesItsUserCannotWrite(t *testing.T) {
 	if err := os.WriteFile(rootFile, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The node's own file in root's directory (systemd's ReadWritePaths=
+	// naming the file, not its directory): it was taken, and the first
+	// rotation, days later, could not rename it aside, nor make a new file
+	// after logrotate moved it: nothing was purged from then on.
+	ownFile := filepath.Join(rootDir, "cdr-of-nobody.jsonl")
+	if err := os.WriteFile(ownFile, nil, 0o644); err == nil {
+		err = os.Chown(ownFile, nobody, nobody)
+	} else {
+		t.Fatal(err)
+	}
 	run := []string{"run", "--name", "dc1", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--metrics-listen", "", "--log-format", "json"}
 	for _, tc := range []struct {
 		name, cdr, want string
@@ -99,6 +109,8 @@ func TestStartRefusesFilesItsUserCannotWrite(t *testing.T) {
 		{"a file still to be made in root's directory", filepath.Join(rootDir, "cdr.jsonl"),
 			"switchboard: --cdr-file: the directory of " + filepath.Join(rootDir, "cdr.jsonl") + ", " + rootDir + ", is not writable: permission denied"},
 		{"root's file", rootFile, "switchboard: --cdr-file: " + rootFile + ": permission denied"},
+		{"its file in root's directory", ownFile,
+			"switchboard: --cdr-file: the directory of " + ownFile + ", " + rootDir + ", is not writable: permission denied"},
 	} {
 		code, stderr := startAsNobody(t, bin, append(run, "--cdr-file", tc.cdr)...)
 		_, dbErr := os.Stat(filepath.Join(dataDir, "switchboard.db"))
