@@ -103,11 +103,17 @@ type Records struct {
 	// midLine: the bytes past good end inside a line, so the next write
 	// must start with a newline if they cannot be cut first.
 	midLine bool
+	// mode is the mode of the file last held (0: none yet), that a file
+	// made in its place takes (open): the operator may have given it one a
+	// shipper of another user needs (0644), and a new file made 0640 at
+	// each rotation would shut that shipper out from then on.
+	mode fs.FileMode
 }
 
 // recordFile is what Records needs of its file (an *os.File).
 type recordFile interface {
 	Write(b []byte) (int, error)
+	Chmod(mode os.FileMode) error
 	Sync() error
 	Truncate(size int64) error
 	Stat() (os.FileInfo, error)
@@ -202,9 +208,17 @@ func (r *Records) open() error {
 	if err := CheckRecordFile(r.path); err != nil {
 		return err
 	}
+	_, err := os.Lstat(r.path)
+	made := errors.Is(err, fs.ErrNotExist)
 	f, err := r.openFile(r.path)
 	if err != nil {
 		return fmt.Errorf("call records: %w", err)
+	}
+	// A file made in place of one held (rotated aside, or moved away by
+	// logrotate) takes its mode. The records wait for nothing on it: a
+	// mode that cannot be set leaves the default.
+	if made && r.mode != 0 {
+		_ = f.Chmod(r.mode)
 	}
 	fi, err := f.Stat()
 	if err != nil {
@@ -322,6 +336,7 @@ func (r *Records) follow() error {
 		return nil
 	}
 	r.cut()
+	r.mode = held.Mode().Perm()
 	// Every record in the old file was synced by the write that put it
 	// there, so an error closing it loses nothing.
 	_ = r.f.Close()
@@ -370,6 +385,9 @@ func (r *Records) rotate(now time.Time) error {
 	}
 	if err != nil {
 		return fmt.Errorf("call records: rotate: %w", err)
+	}
+	if fi, err := r.f.Stat(); err == nil {
+		r.mode = fi.Mode().Perm()
 	}
 	// Every record in the old file was synced by the write that put it
 	// there, so an error closing it loses nothing.

@@ -672,3 +672,49 @@ func TestRecordsRefuseAnotherFileAtTheMovedPath(t *testing.T) {
 		t.Errorf("the other file was written into: %q", b)
 	}
 }
+
+// The mode the operator gave the record file (0644, say, for a shipper
+// of another user to read it) was lost at the first rotation: the new file
+// was made 0640, and the shipper got "permission denied" from then on.
+// A file the node makes in place of one it held, rotated aside or moved
+// away by logrotate, takes that file's mode; the first keeps the default.
+func TestRecordsNewFileKeepsTheMode(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	line := recordLineSize(t, now)
+	for _, tc := range []struct {
+		name string
+		next func(r *Records, path string) error
+	}{
+		{"rotated", func(r *Records, _ string) error {
+			_, err := r.Append([]Record{testRecord("b", now)}, now)
+			return err
+		}},
+		{"moved", func(r *Records, path string) error {
+			if err := os.Rename(path, path+".1"); err != nil {
+				return err
+			}
+			_, err := r.Append([]Record{testRecord("b", now)}, now)
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "cdr")
+			r := openRecords(t, path, line) // one record a file (made 0640, less the umask)
+			if err := os.Chmod(path, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.Append([]Record{testRecord("a", now)}, now); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.next(r, path); err != nil {
+				t.Fatal(err)
+			}
+			if recs, _ := readRecordLines(t, path); recs["b"].ID != "b" {
+				t.Fatalf("%s holds %v, want b", path, recs)
+			}
+			if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644 {
+				t.Errorf("the file made after the one %s: mode %v (%v), want 0644 as the operator gave that one", tc.name, fi.Mode(), err)
+			}
+		})
+	}
+}
