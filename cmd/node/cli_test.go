@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -901,5 +902,56 @@ func TestCLIDocFlagPlacement(t *testing.T) {
 		if code := mainCode(strings.Fields(tc.args), &out, &errOut, envMap(nil)); code != 2 || !strings.Contains(errOut.String(), "switchboard: "+tc.stderr) {
 			t.Errorf("%s: exit %d, stderr %q; want 2 and %q", tc.args, code, errOut.String(), tc.stderr)
 		}
+	}
+}
+
+// fullDisk is stdout redirected to a file on a full disk (or /dev/full):
+// every write fails.
+type fullDisk struct{}
+
+func (fullDisk) Write([]byte) (int, error) { return 0, syscall.ENOSPC }
+
+// A command whose output could not be written fails: a script running
+// 'switchboard messages list --all --json > ids.json' on a full disk got
+// exit 0 and an empty file, and 'credentials add ... > token.txt' lost the
+// only copy of the token with exit 0.
+func TestCLIOutputNotWrittenFails(t *testing.T) {
+	t.Parallel()
+	n := startCLINode(t)
+	n.run(0, "frontends", "set", "fe", "pull")
+	n.run(0, "routes", "set", "44", "fe")
+	n.submit("m-1", "+447700900001")
+	for _, args := range [][]string{
+		{"messages", "list", "--all", "--json"},
+		{"messages", "list"},
+		{"messages", "show", "m-1"},
+		{"status"},
+		{"routes", "list", "--json"},
+		{"version"},
+		{"help", "admin"},
+	} {
+		var errOut bytes.Buffer
+		code := mainCode(args, fullDisk{}, &errOut, n.env())
+		if code != 1 || !strings.Contains(errOut.String(), "switchboard: the output could not be written: no space left on device") {
+			t.Errorf("switchboard %s with stdout on a full disk: exit %d, stderr %q; want 1 and the write error", strings.Join(args, " "), code, errOut.String())
+		}
+	}
+
+	file := filepath.Join(t.TempDir(), "credentials.json")
+	for _, args := range [][]string{
+		{"credentials", "add", "root", "--role", "admin", "--credentials", file},
+		{"credentials", "add", "ops", "--role", "operator", "--json", "--credentials", file},
+	} {
+		var errOut bytes.Buffer
+		code := mainCode(args, fullDisk{}, &errOut, noEnv)
+		want := fmt.Sprintf("the credential %s was added and its token is lost: revoke it, or add another", args[2])
+		if code != 1 || !strings.Contains(errOut.String(), want) {
+			t.Errorf("switchboard %s with stdout on a full disk: exit %d, stderr %q; want 1 and %q", strings.Join(args, " "), code, errOut.String(), want)
+		}
+	}
+	// What the error says is so: both were added.
+	out := n.runEnv(noEnv, 0, "credentials", "list", "--credentials", file).stdout
+	if rows := cliTableRows(out); len(rows) != 3 {
+		t.Errorf("credentials list after the two adds: %q, want root and ops", out)
 	}
 }

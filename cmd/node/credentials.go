@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -188,7 +189,9 @@ func (l *listFlag) Set(v string) error {
 // on a terminal or in a shell's scroll-back. The file is replaced whole
 // (atomicfile): a file already there keeps neither its mode (a loose one
 // would show the token to others) nor, if it is a symbolic link, its
-// target.
+// target. Stdout that cannot take the token (a full disk under
+// '> FILE') is an error that says the credential was added all the same:
+// its token is lost, and only a revoke undoes it.
 func showToken(c messages.Credential, token, tokenFile string, stdout io.Writer, asJSON bool) error {
 	if tokenFile != "" {
 		if err := atomicfile.Write(tokenFile, []byte(token+"\n"), 0o600); err != nil {
@@ -196,6 +199,7 @@ func showToken(c messages.Credential, token, tokenFile string, stdout io.Writer,
 		}
 		token = ""
 	}
+	var out bytes.Buffer
 	if asJSON {
 		doc := map[string]any{"name": c.Name, "role": c.Role, "frontends": c.Frontends, "created_at": c.CreatedAt}
 		if c.SMPP {
@@ -206,17 +210,25 @@ func showToken(c messages.Credential, token, tokenFile string, stdout io.Writer,
 		} else {
 			doc["token_file"] = tokenFile
 		}
-		return json.NewEncoder(stdout).Encode(doc)
-	}
-	fmt.Fprintf(stdout, "added %s (role %s)\n", c.Name, c.Role)
-	if c.SMPP && token != "" {
-		fmt.Fprintf(stdout, "SMPP account: system_id %s, password: %s\nThis is the only time the password is shown: only its hash is kept.\n", c.Name, token)
-		return nil
-	}
-	if token != "" {
-		fmt.Fprintf(stdout, "token: %s\nThis is the only time the token is shown: only its hash is kept.\n", token)
+		if err := json.NewEncoder(&out).Encode(doc); err != nil {
+			return err
+		}
 	} else {
-		fmt.Fprintf(stdout, "token written to %s (only its hash is kept)\n", tokenFile)
+		fmt.Fprintf(&out, "added %s (role %s)\n", c.Name, c.Role)
+		switch {
+		case c.SMPP && token != "":
+			fmt.Fprintf(&out, "SMPP account: system_id %s, password: %s\nThis is the only time the password is shown: only its hash is kept.\n", c.Name, token)
+		case token != "":
+			fmt.Fprintf(&out, "token: %s\nThis is the only time the token is shown: only its hash is kept.\n", token)
+		default:
+			fmt.Fprintf(&out, "token written to %s (only its hash is kept)\n", tokenFile)
+		}
+	}
+	if _, err := stdout.Write(out.Bytes()); err != nil {
+		if token != "" {
+			return fmt.Errorf("the token could not be written to stdout: %w (the credential %s was added and its token is lost: revoke it, or add another)", err, c.Name)
+		}
+		return fmt.Errorf("stdout: %w (the credential %s was added, its token written to %s)", err, c.Name, tokenFile)
 	}
 	return nil
 }

@@ -60,7 +60,36 @@ func main() {
 }
 
 // mainCode runs the subcommand named by args[0] and returns the exit code.
+// A command whose output could not all be written (stdout a file on a full
+// disk) has failed, whatever it did besides: a script that reads the output
+// must not take a cut one, with exit code 0, for the whole.
 func mainCode(args []string, stdout, stderr io.Writer, env lookupEnv) int {
+	out := &outputWriter{w: stdout}
+	code := commandCode(args, out, stderr, env)
+	if code == 0 && out.err != nil {
+		fmt.Fprintf(stderr, "switchboard: the output could not be written: %v\n", out.err)
+		return 1
+	}
+	return code
+}
+
+// outputWriter is stdout, keeping the first write error: the commands print
+// with fmt.Fprint*, whose errors they do not check each.
+type outputWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (o *outputWriter) Write(p []byte) (int, error) {
+	n, err := o.w.Write(p)
+	if err != nil && o.err == nil {
+		o.err = err
+	}
+	return n, err
+}
+
+// commandCode runs the subcommand named by args[0] and returns its exit code.
+func commandCode(args []string, stdout, stderr io.Writer, env lookupEnv) int {
 	if len(args) == 0 {
 		printUsage(stderr)
 		return 2
