@@ -397,6 +397,11 @@ func parseCLIAddr(addr string) (*url.URL, error) {
 		return nil, errors.New("has no host")
 	case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
 		return nil, errors.New("must be HOST[:PORT] or a URL without user, query or fragment")
+	case strings.HasSuffix(u.Host, ":"):
+		// "HOST:" would dial the scheme's port, 443, not the 8443 that a
+		// HOST without a port gets: an empty port is a typo (HOST:$PORT
+		// with PORT unset), not a choice.
+		return nil, errors.New("the port after ':' is empty")
 	}
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {

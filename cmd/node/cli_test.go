@@ -572,7 +572,9 @@ func TestCLIParseAddr(t *testing.T) {
 			t.Errorf("parseAddr(%q) = %v, %v; want %s", addr, u, err, want)
 		}
 	}
-	for _, addr := range []string{"", "ftp://x", "https://", "https://u:p@x", "https://x?q=1", "x:0", "x:http"} {
+	for _, addr := range []string{"", "ftp://x", "https://", "https://u:p@x", "https://x?q=1", "x:0", "x:http",
+		// An empty port dialled 443 (the URL's scheme's), not 8443.
+		"localhost:", "https://localhost:", "[::1]:"} {
 		if u, err := parseCLIAddr(addr); err == nil {
 			t.Errorf("parseAddr(%q) = %v, want an error", addr, u)
 		}
