@@ -518,6 +518,10 @@ func (c *apiClient) connError(ne *apiclient.NoAnswerError, timeout time.Duration
 		hint = " (trust the node's certificate with --ca FILE, e.g. its DATA_DIR/selfsigned.pem, or use --insecure in development)"
 	case errors.As(err, &rerr):
 		hint = " (the address does not speak TLS: is it the node's --listen address?)"
+	case errors.Is(err, http.ErrSchemeMismatch):
+		// net/http turns the RecordHeaderError of an HTTP server's answer
+		// into this error: the likely slip is the node's metrics port.
+		hint = " (the address speaks plain HTTP, not TLS: is it the node's --metrics-listen? The API is on its --listen)"
 	}
 	return fmt.Errorf("cannot reach the node at %s: %s %s: %v%s", c.Base().Host, ne.Method, ne.URL, err, hint)
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -537,6 +538,13 @@ func TestCLIErrors(t *testing.T) {
 	n.runEnv(env, 0, "status", "--insecure")
 	n.runEnv(env, 0, "status", "--ca", n.ca)
 	n.runEnv(env, 0, "status", "--addr", "https://"+n.addr+"/", "--ca", n.ca)
+	// A plain HTTP server (the node's metrics port) gets a hint too.
+	plain := httptest.NewServer(http.NotFoundHandler())
+	defer plain.Close()
+	plainAddr := strings.TrimPrefix(plain.URL, "http://")
+	if r := n.run(1, "status", "--addr", plainAddr); !strings.Contains(r.stderr, "server gave HTTP response to HTTPS client (the address speaks plain HTTP, not TLS: is it the node's --metrics-listen?") {
+		t.Errorf("plain HTTP server: %q", r.stderr)
+	}
 	closed := cliClosedAddr(t)
 	r = n.run(1, "peers", "--addr", closed)
 	if !strings.Contains(r.stderr, "cannot reach the node at "+closed) {
