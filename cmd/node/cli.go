@@ -238,7 +238,8 @@ func parseCLI(c *cliCommand, args []string, env lookupEnv) (*cliInvocation, erro
 	fs := flag.NewFlagSet("switchboard "+c.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	vals := make(map[string]*rawValue)
-	for _, f := range append(append([]cliFlag(nil), commonFlags...), c.flags...) {
+	flags := append(append([]cliFlag(nil), commonFlags...), c.flags...)
+	for _, f := range flags {
 		vals[f.name] = &rawValue{boolean: f.boolean}
 		fs.Var(vals[f.name], f.name, f.usage)
 	}
@@ -260,6 +261,19 @@ func parseCLI(c *cliCommand, args []string, env lookupEnv) (*cliInvocation, erro
 		}
 		pos = append(pos, left[0])
 		rest = left[1:]
+	}
+	// A flag that takes a value, given twice, is refused as run refuses
+	// it: keeping the last value would drop the first in silence, and
+	// 'messages list --state failed --state retry' listed the retry
+	// messages alone, as if none had failed. A boolean twice is harmless.
+	var twice []error
+	for _, f := range flags {
+		if vals[f.name].twice && !f.boolean {
+			twice = append(twice, fmt.Errorf("--%s: given twice; it takes one value", f.name))
+		}
+	}
+	if len(twice) > 0 {
+		return nil, &usageError{errors.Join(twice...)}
 	}
 
 	inv := &cliInvocation{cmd: c, args: pos, vals: vals}

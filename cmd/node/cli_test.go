@@ -492,6 +492,10 @@ func TestCLIErrors(t *testing.T) {
 		{args: []string{"status"}, env: []string{"SWITCHBOARD_ADDR", "host:99999"}, stderr: `--addr: invalid value "host:99999": port "99999" must be from 1 to 65535 (from SWITCHBOARD_ADDR)`},
 		{args: []string{"status", "--ca", filepath.Join(t.TempDir(), "none.pem")}, stderr: "--ca: cannot read"},
 		{args: []string{"peers", "--json=maybe"}, stderr: `--json: invalid value "maybe": must be true or false`},
+		// The first value was dropped in silence: only the retry messages were listed.
+		{args: []string{"messages", "list", "--state", "failed", "--state", "retry"}, stderr: "--state: given twice; it takes one value"},
+		{args: []string{"messages", "list", "--to", "4470", "extra", "--to", "4471"}, stderr: "--to: given twice; it takes one value"},
+		{args: []string{"status", "--timeout", "5s", "--timeout", "10s"}, stderr: "--timeout: given twice; it takes one value"},
 	} {
 		r := n.runEnv(n.env(tc.env...), 2, tc.args...)
 		if !strings.Contains(r.stderr, "switchboard: "+tc.stderr) || r.stdout != "" {
