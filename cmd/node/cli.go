@@ -554,15 +554,22 @@ func newCLITable(w io.Writer) *tabwriter.Writer {
 
 // tableCell makes a value safe for one table cell: "-" when empty, and quoted
 // when it holds control characters (tabs or newlines would break the table;
-// escape sequences in a message body must not reach the terminal).
+// escape sequences in a message body must not reach the terminal) or
+// bidirectional controls (U+202E and its kin, which the node lets through
+// in a body or a frontend's answer, make a terminal draw the rest of the
+// line right to left: a row would read otherwise than it is).
 func tableCell(s string) string {
 	if s == "" {
 		return "-"
 	}
-	if strings.ContainsFunc(s, unicode.IsControl) {
+	if strings.ContainsFunc(s, unsafeInCell) {
 		return strconv.Quote(s)
 	}
 	return s
+}
+
+func unsafeInCell(r rune) bool {
+	return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r)
 }
 
 // tableTime prints a time in RFC 3339, UTC, to the second.

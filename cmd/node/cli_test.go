@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -967,5 +968,30 @@ func TestCLIOutputNotWrittenFails(t *testing.T) {
 	out := n.runEnv(noEnv, 0, "credentials", "list", "--credentials", file).stdout
 	if rows := cliTableRows(out); len(rows) != 3 {
 		t.Errorf("credentials list after the two adds: %q, want root and ops", out)
+	}
+}
+
+// TestCLIQuotesWhatWouldFoolTheTerminal: a value the node stores as sent
+// (a body, a frontend's answer in the reason) is printed quoted when it
+// holds characters a terminal acts on: control characters, and the
+// bidirectional controls (U+202E drew the rest of the line right to left:
+// 'messages show' printed the body raw).
+func TestCLIQuotesWhatWouldFoolTheTerminal(t *testing.T) {
+	t.Parallel()
+	n := startCLINode(t)
+	n.run(0, "frontends", "set", "fe", "pull")
+	n.run(0, "routes", "set", "4470", "fe")
+	for id, body := range map[string]string{
+		"crlf":     "line one\r\nline two",
+		"override": "pay 10 EUR to \u202e0001 tnuocca",
+		"isolate":  "from \u2067evil\u2069 ok",
+	} {
+		n.api("POST", "/api/messages", map[string]string{
+			"id": id, "source_msisdn": "+15550001", "destination_msisdn": "447001", "message_body": body,
+		})
+		out := n.run(0, "messages", "show", id).stdout
+		if want := `(?m)^body: +` + regexp.QuoteMeta(strconv.Quote(body)) + `$`; !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("messages show %s: want the body quoted, %s, in\n%s", id, strconv.Quote(body), out)
+		}
 	}
 }
