@@ -139,6 +139,11 @@ func credentialsCommand(args []string, stdout, stderr io.Writer, env lookupEnv) 
 		if err := c.Validate(); err != nil {
 			errs = append(errs, err)
 		}
+		if *tokenFile != "" {
+			if err := checkTokenFile(*tokenFile); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	if len(errs) > 0 {
 		printErrorLines(stderr, errors.Join(errs...))
@@ -231,6 +236,57 @@ func showToken(c messages.Credential, token, tokenFile string, stdout io.Writer,
 		return fmt.Errorf("stdout: %w (the credential %s was added, its token written to %s)", err, c.Name, tokenFile)
 	}
 	return nil
+}
+
+// checkTokenFile refuses, before the credential is added, a --token-file
+// that cannot hold the token as a file of its own: a path in a directory
+// that does not exist (the credential was added, then its token lost), or
+// one where something else than a regular file is, or a symbolic link to
+// something else. showToken replaces the path whole, so --token-file
+// /dev/stdout or /dev/null, run as root, replaced the device's link or
+// node with a regular file holding the token, for every program of the
+// host. A symbolic link to a regular file, or to nothing, is replaced as
+// docs/cli.md says, not followed.
+func checkTokenFile(path string) error {
+	if dir := filepath.Dir(path); !isDir(dir) {
+		return fmt.Errorf("--token-file: %s: the directory %s does not exist", path, dir)
+	}
+	fi, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("--token-file: %w", err)
+	case fi.Mode()&os.ModeSymlink != 0:
+		target, err := os.Stat(path)
+		if err != nil || target.Mode().IsRegular() {
+			return nil
+		}
+		fi = target
+	case fi.Mode().IsRegular():
+		return nil
+	}
+	return fmt.Errorf("--token-file: %s is %s: the token is written to a file of its own, which replaces what is at the path (leave --token-file out to have the token printed)", path, fileKind(fi.Mode()))
+}
+
+func isDir(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
+}
+
+// fileKind names what a path that is not a regular file is.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	}
+	return "not a file (" + m.Type().String() + ")"
 }
 
 func listCredentials(src credentialSource, stdout io.Writer, asJSON bool) error {

@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -259,5 +260,45 @@ func TestCredentialsEditByAnotherUser(t *testing.T) {
 	st = fi.Sys().(*syscall.Stat_t)
 	if st.Uid != other || st.Gid != other || fi.Mode().Perm() != 0o600 {
 		t.Errorf("after the owner's revoke: uid %d gid %d mode %v; want %d, %d, 0600", st.Uid, st.Gid, fi.Mode().Perm(), other, other)
+	}
+}
+
+// TestTokenFileMustBeAFile: --token-file naming a device (through a link,
+// as /dev/stdout is one), a named pipe or a directory, or a path in a
+// directory that does not exist, is a usage error before anything is
+// added. The token file is replaced whole: 'credentials add ... --token-file
+// /dev/stdout' (or /dev/null), run as root, replaced the device's link (or
+// node) with a regular file holding the token, exit 0; a missing directory
+// or a directory there lost the token of a credential added all the same.
+func TestTokenFileMustBeAFile(t *testing.T) {
+	dir := t.TempDir()
+	creds := filepath.Join(dir, "credentials.json")
+	fifo, toDevice, missing := filepath.Join(dir, "fifo"), filepath.Join(dir, "stdout"), filepath.Join(dir, "none")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(os.DevNull, toDevice); err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range []struct{ path, want string }{
+		{toDevice, toDevice + " is a device: "},
+		{fifo, fifo + " is a named pipe: "},
+		{dir, dir + " is a directory: "},
+		{filepath.Join(missing, "token"), filepath.Join(missing, "token") + ": the directory " + missing + " does not exist"},
+	} {
+		name := fmt.Sprintf("gw%d", i)
+		code, out, errOut := runMain("credentials", "add", name, "--role", "admin", "--credentials", creds, "--token-file", tc.path)
+		if code != 2 || out != "" || !strings.Contains(errOut, "switchboard: --token-file: "+tc.want) {
+			t.Errorf("--token-file %s: exit %d, stdout %q, stderr %q; want 2 and %q", tc.path, code, out, errOut, tc.want)
+		}
+	}
+	if _, err := os.Stat(creds); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the credentials file after the refused adds: %v; want none made", err)
+	}
+	if fi, err := os.Lstat(toDevice); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link to %s after the refused add: %v, %v; want it left a link", os.DevNull, fi.Mode(), err)
+	}
+	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("the named pipe after the refused add: %v, %v; want it left a pipe", fi.Mode(), err)
 	}
 }
