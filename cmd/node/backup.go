@@ -27,6 +27,7 @@ func backupCommand(args []string, stdout, stderr io.Writer, env lookupEnv) int {
 	fs.StringVar(&dataDir, "data-dir", dataDir, "")
 	fs.StringVar(&pg, "postgres", pg, "")
 	to := fs.String("to", "", "")
+	twice := onceEach(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printBackupUsage(stdout)
@@ -36,6 +37,9 @@ func backupCommand(args []string, stdout, stderr io.Writer, env lookupEnv) int {
 		return 2
 	}
 	var errs []error
+	if err := twice(); err != nil {
+		errs = append(errs, err)
+	}
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected argument %q (see 'switchboard backup -h')", fs.Arg(0)))
 	}

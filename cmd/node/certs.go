@@ -38,6 +38,7 @@ func certsInit(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard)
 	dir := fs.String("dir", "", "")
 	nodeList := fs.String("nodes", "", "")
+	twice := onceEach(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printCertsUsage(stdout)
@@ -47,6 +48,9 @@ func certsInit(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	var errs []error
+	if err := twice(); err != nil {
+		errs = append(errs, err)
+	}
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected argument %q (see 'switchboard certs -h')", fs.Arg(0)))
 	}

@@ -57,6 +57,7 @@ func credentialsCommand(args []string, stdout, stderr io.Writer, env lookupEnv) 
 	smpp := fs.Bool("smpp", false, "")
 	var fes listFlag
 	fs.Var(&fes, "frontend", "")
+	twice := onceEach(fs, "frontend")
 	// Flags may follow the name: parse, take a positional, parse again.
 	var pos []string
 	for rest := rest; ; {
@@ -74,6 +75,9 @@ func credentialsCommand(args []string, stdout, stderr io.Writer, env lookupEnv) 
 		pos, rest = append(pos, fs.Arg(0)), fs.Args()[1:]
 	}
 	var errs []error
+	if err := twice(); err != nil {
+		errs = append(errs, err)
+	}
 	switch {
 	case file != "" && strings.TrimSpace(pg) != "":
 		errs = append(errs, errors.New("--credentials: give the node's credentials file or its --postgres DSN, not both"))

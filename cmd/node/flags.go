@@ -388,6 +388,45 @@ func (r *rawValue) Set(v string) error {
 	return nil
 }
 
+// onceEach makes the flags of fs that take a value, but for the repeatable
+// ones named, count how often they are set, and returns the error of those
+// given more than once, to call after fs.Parse: as run does, a command that
+// takes a flag's last value drops the first in silence ('credentials add
+// --role operator --role admin' added an admin; 'certs init --nodes a
+// --nodes b' made b's certificate alone). A boolean given twice is harmless.
+func onceEach(fs *flag.FlagSet, repeatable ...string) func() error {
+	var counts []*countedValue
+	fs.VisitAll(func(f *flag.Flag) {
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); (ok && b.IsBoolFlag()) || slices.Contains(repeatable, f.Name) {
+			return
+		}
+		c := &countedValue{Value: f.Value, name: f.Name}
+		f.Value = c
+		counts = append(counts, c)
+	})
+	return func() error {
+		var errs []error
+		for _, c := range counts {
+			if c.n > 1 {
+				errs = append(errs, fmt.Errorf("--%s: given twice; it takes one value", c.name))
+			}
+		}
+		return errors.Join(errs...)
+	}
+}
+
+// countedValue is a flag's value that counts its settings.
+type countedValue struct {
+	flag.Value
+	name string
+	n    int
+}
+
+func (c *countedValue) Set(v string) error {
+	c.n++
+	return c.Value.Set(v)
+}
+
 // boolValueApart reports whether the first of the left arguments of args
 // (the last left of them) is a boolean's value given apart from its flag
 // (--federation false), and that flag's name: package flag takes a

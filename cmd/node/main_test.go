@@ -24,6 +24,7 @@ func runMain(args ...string) (code int, stdout, stderr string) {
 }
 
 func TestMainCommands(t *testing.T) {
+	tmp := t.TempDir() // for a command that should refuse, should it not
 	for _, tc := range []struct {
 		args   []string
 		code   int
@@ -47,6 +48,12 @@ func TestMainCommands(t *testing.T) {
 		{args: []string{"certs", "init"}, code: 2, stderr: "switchboard: --dir: required\nswitchboard: --nodes: required"},
 		{args: []string{"certs", "init", "--dir", "x", "--nodes", "a,-b"}, code: 2, stderr: `switchboard: --nodes: invalid value "-b"`},
 		{args: []string{"certs", "init", "--bogus"}, code: 2, stderr: "flag provided but not defined"},
+		// A flag given twice took its last value: b's certificate alone, an
+		// admin for an operator.
+		{args: []string{"certs", "init", "--dir", tmp, "--nodes", "a", "--nodes", "b"}, code: 2, stderr: "switchboard: --nodes: given twice; it takes one value"},
+		{args: []string{"backup", "--data-dir", tmp, "--to", filepath.Join(tmp, "a.db"), "--to", filepath.Join(tmp, "b.db")}, code: 2, stderr: "switchboard: --to: given twice; it takes one value"},
+		{args: []string{"credentials", "add", "ops", "--role", "operator", "--role", "admin", "--credentials", filepath.Join(tmp, "c.json")}, code: 2,
+			stderr: "switchboard: --role: given twice; it takes one value"},
 		{args: []string{"run", "--delivery-max-attempts", "x"}, code: 2,
 			stderr: "switchboard: --delivery-max-attempts: invalid value \"x\": must be an integer\n"},
 	} {
