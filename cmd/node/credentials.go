@@ -30,11 +30,14 @@ import (
 // node running or not, so the first admin credential can be made before
 // anyone can call the API.
 func credentialsCommand(args []string, stdout, stderr io.Writer, env lookupEnv) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
+		// A usage error, as 'switchboard' and 'switchboard certs' alone:
+		// the usage goes to stderr, not into the output a script reads.
+		printCredentialsUsage(stderr)
+		return 2
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		printCredentialsUsage(stdout)
-		if len(args) == 0 {
-			return 2
-		}
 		return 0
 	}
 	verb, rest := args[0], args[1:]

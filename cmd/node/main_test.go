@@ -44,6 +44,9 @@ func TestMainCommands(t *testing.T) {
 		// Was the general help, exit 0: a script's typo passed.
 		{args: []string{"help", "nope"}, code: 2, stderr: "switchboard: unknown help topic \"nope\"\n\nUsage:"},
 		{args: []string{"certs"}, code: 2, stderr: "Usage: switchboard certs init"},
+		// Was the usage on stdout, exit 2.
+		{args: []string{"credentials"}, code: 2, stderr: "Usage: switchboard credentials add NAME"},
+		{args: []string{"credentials", "-h"}, code: 0, stdout: "Usage: switchboard credentials add NAME"},
 		{args: []string{"certs", "burn"}, code: 2, stderr: "unknown certs command \"burn\""},
 		{args: []string{"certs", "init"}, code: 2, stderr: "switchboard: --dir: required\nswitchboard: --nodes: required"},
 		{args: []string{"certs", "init", "--dir", "x", "--nodes", "a,-b"}, code: 2, stderr: `switchboard: --nodes: invalid value "-b"`},
