@@ -106,6 +106,10 @@ func commandCode(args []string, stdout, stderr io.Writer, env lookupEnv) int {
 	case "messages", "peers", "ring", "routes", "frontends", "status":
 		return cliMain(cmd, rest, stdout, stderr, env)
 	case "version", "-version", "--version":
+		if len(rest) == 1 && isHelpFlag(rest[0]) {
+			printUsage(stdout)
+			return 0
+		}
 		if len(rest) > 0 {
 			fmt.Fprintf(stderr, "switchboard: version takes no arguments\n")
 			return 2
@@ -130,6 +134,10 @@ func commandCode(args []string, stdout, stderr io.Writer, env lookupEnv) int {
 			case "admin":
 				printCLIUsage(stdout)
 				return 0
+			case "version", "help":
+				// Listed among the commands; the general help is theirs.
+				printUsage(stdout)
+				return 0
 			}
 			if t := cliTopicNamed(rest[0]); t != nil {
 				if t.cmd != nil {
@@ -151,6 +159,12 @@ func commandCode(args []string, stdout, stderr io.Writer, env lookupEnv) int {
 		printUsage(stderr)
 		return 2
 	}
+}
+
+// isHelpFlag reports whether arg asks for help, as -h and --help do for
+// every command.
+func isHelpFlag(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--help"
 }
 
 func printUsage(w io.Writer) {

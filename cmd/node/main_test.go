@@ -40,6 +40,11 @@ func TestMainCommands(t *testing.T) {
 		{args: []string{"run", "-h"}, code: 0, stdout: "Usage: switchboard run [flags]"},
 		{args: []string{"version"}, code: 0, stdout: "switchboard " + version + "\n"},
 		{args: []string{"version", "x"}, code: 2, stderr: "takes no arguments"},
+		// Two commands the general help lists: 'help version' was an unknown
+		// topic and 'version -h' an argument, exit 2.
+		{args: []string{"help", "version"}, code: 0, stdout: "version                            print the version"},
+		{args: []string{"help", "help"}, code: 0, stdout: "help [COMMAND]"},
+		{args: []string{"version", "-h"}, code: 0, stdout: "version                            print the version"},
 		{args: []string{"frobnicate"}, code: 2, stderr: "switchboard: unknown command \"frobnicate\"\n\nUsage:"},
 		// Was the general help, exit 0: a script's typo passed.
 		{args: []string{"help", "nope"}, code: 2, stderr: "switchboard: unknown help topic \"nope\"\n\nUsage:"},
