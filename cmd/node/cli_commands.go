@@ -265,13 +265,25 @@ func runMessagesList(inv *cliInvocation) error {
 			q.Set(param, inv.value(flag))
 		}
 	}
+	now := time.Now()
+	window := map[string]time.Time{}
 	for _, flag := range []string{"since", "until"} {
 		if inv.given(flag) {
-			t, err := cliTime(inv.value(flag), time.Now())
+			t, err := cliTime(inv.value(flag), now)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("--%s: invalid value %q: %v", flag, inv.value(flag), err))
+			} else {
+				window[flag] = t
 			}
 			q.Set(flag, t.Format(time.RFC3339Nano))
+		}
+	}
+	// An empty window is a slip of the command line (durations are ago:
+	// --since 48h --until 24h), which the node would refuse with exit 1.
+	if since, ok := window["since"]; ok {
+		if until, ok := window["until"]; ok && !since.Before(until) {
+			errs = append(errs, fmt.Errorf("--since: %s is not before --until %s (a duration is that long ago: --since 48h --until 24h is the day before the last)",
+				since.Format(time.RFC3339), until.Format(time.RFC3339)))
 		}
 	}
 	all, err := inv.boolValue("all")

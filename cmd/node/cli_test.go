@@ -474,6 +474,10 @@ func TestCLIErrors(t *testing.T) {
 		{args: []string{"messages", "list", "--bogus"}, stderr: "--bogus: unknown flag"},
 		{args: []string{"messages", "list", "--since", "yesterday"}, stderr: `--since: invalid value "yesterday": must be an RFC 3339 time`},
 		{args: []string{"messages", "list", "--to", ""}, stderr: "--to: must not be empty"},
+		// Was the node's invalid_request, exit 1.
+		{args: []string{"messages", "list", "--since", "1h", "--until", "2h"}, stderr: "--since: "},
+		{args: []string{"messages", "list", "--since", "2026-05-01T12:00:00Z", "--until", "2026-05-01T13:00:00+01:00"},
+			stderr: "--since: 2026-05-01T12:00:00Z is not before --until 2026-05-01T12:00:00Z"},
 		{args: []string{"messages", "list", "--cursor"}, stderr: "--cursor: needs a value"},
 		{args: []string{"messages", "list", "--all=maybe"}, stderr: `--all: invalid value "maybe"`},
 		{args: []string{"messages", "list", "extra"}, stderr: `unexpected argument "extra"`},
