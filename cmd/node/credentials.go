@@ -409,6 +409,10 @@ func (f credentialsFile) read() (auth.File, error) {
 func (f credentialsFile) add(c messages.Credential) (created bool, err error) {
 	_, statErr := os.Stat(f.path)
 	created = errors.Is(statErr, os.ErrNotExist)
+	if dir := filepath.Dir(f.path); created && !isDir(dir) {
+		// Named as the flag's, rather than the lock file's open error.
+		return false, fmt.Errorf("--credentials: %s: the directory %s does not exist (check the path, or make the directory)", f.path, dir)
+	}
 	err = f.edit(func(file *auth.File) error {
 		for _, old := range file.Credentials {
 			if old.Name == c.Name {

@@ -136,6 +136,13 @@ func TestCredentialsFile(t *testing.T) {
 	if entries, _ := os.ReadDir(filepath.Dir(typo)); len(entries) != 0 {
 		t.Errorf("list/revoke of a missing file left %v", entries)
 	}
+	// add makes a missing file, not its directory: the error named the
+	// lock file ("open .../none/c.json.lock: no such file or directory").
+	inNone := filepath.Join(filepath.Dir(typo), "none", "c.json")
+	if code, out, errOut := runMain("credentials", "add", "x", "--role", "admin", "--credentials", inNone); code != 1 || out != "" ||
+		!strings.Contains(errOut, "switchboard: --credentials: "+inNone+": the directory "+filepath.Dir(inNone)+" does not exist") {
+		t.Errorf("add to a file in a missing directory: exit %d %q %q", code, out, errOut)
+	}
 	if after, _ := os.ReadFile(file); string(after) != string(before) {
 		t.Error("a refused command changed the file")
 	}
