@@ -144,7 +144,7 @@ func credentialsCommand(args []string, stdout, stderr io.Writer, env lookupEnv) 
 			}
 		}
 		if err := c.Validate(); err != nil {
-			errs = append(errs, err)
+			errs = append(errs, credentialFlagErrors(c.Name, err)...)
 		}
 		if *tokenFile != "" {
 			if err := checkTokenFile(*tokenFile); err != nil {
@@ -185,6 +185,29 @@ func credentialsCommand(args []string, stdout, stderr io.Writer, env lookupEnv) 
 		return 1
 	}
 	return 0
+}
+
+// credentialFlags are the flags of add that set a credential's fields, by
+// the fields' names in messages.Credential.Validate's problems.
+var credentialFlags = map[string]string{"name": "NAME", "frontends": "--frontend", "submit_rate": "--submit-rate", "smpp": "--smpp"}
+
+// credentialFlagErrors is err of c.Validate, one line a problem, each
+// named by the flag (or argument) that set the field rather than by the
+// field ("frontends: a frontend credential must be bound to at least one
+// frontend" -> "--frontend: ..."): the operator typed flags.
+func credentialFlagErrors(name string, err error) []error {
+	msg, ok := strings.CutPrefix(err.Error(), fmt.Sprintf("credential %q: ", name))
+	if !ok {
+		return []error{err}
+	}
+	var errs []error
+	for _, p := range strings.Split(msg, "; ") {
+		if field, rest, ok := strings.Cut(p, ": "); ok && credentialFlags[field] != "" {
+			p = credentialFlags[field] + ": " + rest
+		}
+		errs = append(errs, errors.New(p))
+	}
+	return errs
 }
 
 // listFlag collects a repeatable flag, each value possibly a comma list.

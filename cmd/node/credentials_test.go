@@ -106,8 +106,13 @@ func TestCredentialsFile(t *testing.T) {
 		{[]string{"add", "root", "--role", "admin"}, 1, `"root" exists already`},
 		{[]string{"add", "x", "--role", "root"}, 2, `switchboard: --role: invalid value "root": want one of admin, operator, client, frontend` + "\n"},
 		{[]string{"add", "x"}, 2, "switchboard: --role: required: one of admin, operator, client, frontend (or --smpp)\n"},
-		{[]string{"add", "x", "--role", "frontend"}, 2, "bound to at least one frontend"},
-		{[]string{"add", "x", "--role", "operator", "--submit-rate", "5"}, 2, "only a client credential"},
+		// The credential's problems are named by the flags that set its
+		// fields (they read 'credential "x": frontends: ...; submit_rate: ...').
+		{[]string{"add", "x", "--role", "frontend"}, 2, "switchboard: --frontend: a frontend credential must be bound to at least one frontend\n"},
+		{[]string{"add", "x", "--role", "operator", "--submit-rate", "5", "--frontend", "fe"}, 2,
+			"switchboard: --frontend: only a frontend credential is bound to frontends\nswitchboard: --submit-rate: only a client credential has a submit rate\n"},
+		{[]string{"add", "esme-with-a-long-name", "--smpp"}, 2, "switchboard: --smpp: the name is the account's system_id: at most 15 characters\n"},
+		{[]string{"add", "_x", "--role", "admin"}, 2, "switchboard: NAME: 1-63 letters"},
 		{[]string{"add", "x", "--role", "client", "--submit-rate", "fast"}, 2, "--submit-rate"},
 		{[]string{"add", "api-token", "--role", "admin"}, 2, "--api-token credential's"},
 		{[]string{"add", "--role", "admin"}, 2, "one NAME"},
