@@ -165,7 +165,7 @@ func credentialsCommand(args []string, stdout, stderr io.Writer, env lookupEnv) 
 	defer src.close()
 	switch verb {
 	case "list":
-		err = listCredentials(src, stdout, *asJSON)
+		err = listCredentials(src, stdout, stderr, *asJSON)
 	case "add":
 		var created bool
 		if created, err = src.add(c); err == nil {
@@ -319,10 +319,23 @@ func fileKind(m os.FileMode) string {
 	return "not a file (" + m.Type().String() + ")"
 }
 
-func listCredentials(src credentialSource, stdout io.Writer, asJSON bool) error {
+// listCredentials prints the credentials of src. A row of a database that
+// is not a valid credential (written by hand, or by another program) is
+// listed too, but the node leaves it out: each such row is named on stderr
+// with why (and "invalid" in --json), so that its name in the list is not
+// taken for a credential in force, and its values are quoted as any cell
+// from elsewhere is.
+func listCredentials(src credentialSource, stdout, stderr io.Writer, asJSON bool) error {
 	cs, err := src.list()
 	if err != nil {
 		return err
+	}
+	invalid := make([]string, len(cs))
+	for i, c := range cs {
+		if err := c.Validate(); err != nil {
+			invalid[i] = err.Error()
+			fmt.Fprintf(stderr, "switchboard: %s: the node ignores it (a row written by something else than this command or a node)\n", tableCell(invalid[i]))
+		}
 	}
 	if asJSON {
 		type shown struct {
@@ -332,25 +345,29 @@ func listCredentials(src credentialSource, stdout io.Writer, asJSON bool) error 
 			SubmitRate float64       `json:"submit_rate,omitempty"`
 			SMPP       bool          `json:"smpp,omitempty"`
 			CreatedAt  time.Time     `json:"created_at"`
+			Invalid    string        `json:"invalid,omitempty"`
 		}
 		out := make([]shown, len(cs))
 		for i, c := range cs {
-			out[i] = shown{c.Name, c.Role, c.Frontends, c.SubmitRate, c.SMPP, c.CreatedAt}
+			out[i] = shown{c.Name, c.Role, c.Frontends, c.SubmitRate, c.SMPP, c.CreatedAt, invalid[i]}
 		}
 		return json.NewEncoder(stdout).Encode(map[string]any{"credentials": out})
 	}
 	tw := newCLITable(stdout)
 	fmt.Fprintln(tw, "NAME\tROLE\tFRONTENDS\tSUBMIT RATE\tCREATED (UTC)")
-	for _, c := range cs {
+	for i, c := range cs {
 		r := "-"
 		if c.SubmitRate > 0 {
 			r = strconv.FormatFloat(c.SubmitRate, 'g', -1, 64) + "/s"
 		}
-		role := string(c.Role)
+		role := tableCell(string(c.Role))
 		if c.SMPP {
 			role += " (smpp)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Name, role, tableCell(strings.Join(c.Frontends, ",")), r, tableTime(c.CreatedAt))
+		if invalid[i] != "" {
+			role += " (invalid: ignored)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", tableCell(c.Name), role, tableCell(strings.Join(c.Frontends, ",")), r, tableTime(c.CreatedAt))
 	}
 	return tw.Flush()
 }

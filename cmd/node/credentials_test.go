@@ -459,3 +459,52 @@ func TestCredentialsRevokeRecordsTheRole(t *testing.T) {
 		t.Errorf("the revocation's record: %+v, want gw with detail %q", page.Entries, "role frontend")
 	}
 }
+
+// TestCredentialsListNamesWhatTheNodeIgnores: a row of the database that
+// is not a valid credential (written by hand) is left out by the node, and
+// list says so of it; its values are quoted. list printed it as any other,
+// its name raw (an escape sequence reached the terminal), as if in force.
+func TestCredentialsListNamesWhatTheNodeIgnores(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	env := envMap(map[string]string{"SWITCHBOARD_POSTGRES": dsn})
+	run := func(args ...string) (int, string, string) {
+		var out, errOut strings.Builder
+		code := mainCode(append([]string{"credentials"}, args...), &out, &errOut, env)
+		return code, out.String(), errOut.String()
+	}
+	if code, _, errOut := run("add", "root", "--role", "admin"); code != 0 {
+		t.Fatalf("add root: exit %d %q", code, errOut)
+	}
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), `INSERT INTO credentials (name, role, token_sha256, created_at)
+		VALUES ($1, 'superuser', 'not-a-hash', now())`, "ops\x1b[31m"); err != nil {
+		t.Fatal(err)
+	}
+
+	code, out, errOut := run("list")
+	if code != 0 {
+		t.Fatalf("list: exit %d %q", code, errOut)
+	}
+	if strings.Contains(out, "\x1b") || !strings.Contains(out, `"ops\x1b[31m"  superuser (invalid: ignored)`) {
+		t.Errorf("list: the hand-written row is not quoted and marked ignored:\n%s", out)
+	}
+	if !strings.Contains(errOut, `switchboard: credential "ops\x1b[31m": `) || !strings.Contains(errOut, "the node ignores it") {
+		t.Errorf("list: stderr %q; want the invalid row named, and why", errOut)
+	}
+	code, out, _ = run("list", "--json")
+	var doc struct {
+		Credentials []struct{ Name, Invalid string }
+	}
+	if err := json.Unmarshal([]byte(out), &doc); code != 0 || err != nil || len(doc.Credentials) != 2 {
+		t.Fatalf("list --json: exit %d, %v: %q", code, err, out)
+	}
+	for _, c := range doc.Credentials {
+		if (c.Name == "root") != (c.Invalid == "") {
+			t.Errorf("list --json: %s's invalid %q", c.Name, c.Invalid)
+		}
+	}
+}
