@@ -197,12 +197,7 @@ func TestCredentialsPostgresSearchPathSchema(t *testing.T) {
 // change recorded in its audit trail; the last credential stays.
 func TestCredentialsPostgres(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	env := envMap(map[string]string{"SWITCHBOARD_POSTGRES": dsn})
-	run := func(args ...string) (int, string, string) {
-		var out, errOut strings.Builder
-		code := mainCode(append([]string{"credentials"}, args...), &out, &errOut, env)
-		return code, out.String(), errOut.String()
-	}
+	run := credentialsOn(dsn)
 	// list and revoke do not migrate: a database without the schema is
 	// refused, and still has none after.
 	for _, args := range [][]string{{"list"}, {"revoke", "ops"}} {
@@ -466,12 +461,7 @@ func TestCredentialsRevokeRecordsTheRole(t *testing.T) {
 // its name raw (an escape sequence reached the terminal), as if in force.
 func TestCredentialsListNamesWhatTheNodeIgnores(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	env := envMap(map[string]string{"SWITCHBOARD_POSTGRES": dsn})
-	run := func(args ...string) (int, string, string) {
-		var out, errOut strings.Builder
-		code := mainCode(append([]string{"credentials"}, args...), &out, &errOut, env)
-		return code, out.String(), errOut.String()
-	}
+	run := credentialsOn(dsn)
 	if code, _, errOut := run("add", "root", "--role", "admin"); code != 0 {
 		t.Fatalf("add root: exit %d %q", code, errOut)
 	}
@@ -506,5 +496,17 @@ func TestCredentialsListNamesWhatTheNodeIgnores(t *testing.T) {
 		if (c.Name == "root") != (c.Invalid == "") {
 			t.Errorf("list --json: %s's invalid %q", c.Name, c.Invalid)
 		}
+	}
+}
+
+// credentialsOn runs 'switchboard credentials ARGS' against the database
+// at dsn (SWITCHBOARD_POSTGRES) and returns its exit code, stdout and
+// stderr.
+func credentialsOn(dsn string) func(args ...string) (int, string, string) {
+	env := envMap(map[string]string{"SWITCHBOARD_POSTGRES": dsn})
+	return func(args ...string) (int, string, string) {
+		var out, errOut strings.Builder
+		code := mainCode(append([]string{"credentials"}, args...), &out, &errOut, env)
+		return code, out.String(), errOut.String()
 	}
 }
