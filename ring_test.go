@@ -1,16 +1,15 @@
 package switchboard_test
 
 import (
-	"bufio"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -438,6 +437,23 @@ func TestRingSlaveGivesUpOnAnUnreachableMaster(t *testing.T) {
 	}
 }
 
+// ownedBy is an id whose token is in the ranges of instance in st.
+func ownedBy(t *testing.T, st messages.RingStatus, instance string) string {
+	t.Helper()
+	for i := range 1 << 16 {
+		id := fmt.Sprintf("owned-%d", i)
+		for _, mem := range st.Members {
+			for _, r := range mem.Ranges {
+				if mem.InstanceID == instance && r.Contains(messages.TokenOf(id)) {
+					return id
+				}
+			}
+		}
+	}
+	t.Fatalf("no id found in the ranges of %s: %+v", instance, st.Members)
+	return ""
+}
+
 // TestRingSlaveWaitsForAStoppingMaster: a master's graceful stop can take
 // up to its --shutdown-timeout (requests under way finish, deliveries
 // drain) before it lets the lock go. Its slave, told that it is stopping,
@@ -445,7 +461,9 @@ func TestRingSlaveGivesUpOnAnUnreachableMaster(t *testing.T) {
 // where it used to give up after --ring-reconnect-max-attempts and exit.
 func TestRingSlaveWaitsForAStoppingMaster(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	m := startNode(t, siteConfig(t, dsn, "m1"))
+	mcfg := siteConfig(t, dsn, "m1")
+	mcfg.WebhookTimeout = time.Minute // the drain waits for the held call
+	m := startNode(t, mcfg)
 	scfg := siteConfig(t, dsn, "s1")
 	scfg.RingReconnectMaxAttempts = 3 // at 50-200 ms apart: given up within a second
 	s := startNode(t, scfg)
@@ -460,31 +478,29 @@ func TestRingSlaveWaitsForAStoppingMaster(t *testing.T) {
 		return slices.Contains(m.ringStatus().Subscribed, "s1")
 	})
 
-	// A submit whose body is still on its way holds m's stop in its HTTP
-	// shutdown, as a slow client would (HTTP/1.1 on a connection of our
-	// own, so that what is written is sent).
-	body := `{"id":"slow","destination_msisdn":"4470000001","message_body":"hi"}`
-	tr := m.client.Transport.(*http.Transport)
-	conn, err := tls.Dial("tcp", strings.TrimPrefix(m.base, "https://"), tr.TLSClientConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	head := fmt.Sprintf("POST /api/messages HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\nExpect: 100-continue\r\n", len(body))
-	if m.token != "" {
-		head += "Authorization: Bearer " + m.token + "\r\n"
-	}
-	if _, err := io.WriteString(conn, head+"\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	// The node asks for the body ("100 Continue") when the handler first
-	// reads it: from then on the request is under way.
-	answers := bufio.NewReader(conn)
-	if line, err := answers.ReadString('\n'); err != nil || !strings.Contains(line, " 100 ") {
-		t.Fatalf("waiting for 100 Continue: %q, %v", line, err)
-	}
-	if _, err := answers.ReadString('\n'); err != nil {
-		t.Fatal(err)
+	// A delivery under way holds m's stop in its drain, as a slow frontend
+	// would (a request's body on its way no longer does: the stop cuts
+	// it): a webhook that answers once released, called for a message m
+	// delivers, one whose token is in m's ranges.
+	release := make(chan struct{})
+	called := make(chan struct{}, 1)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case called <- struct{}{}:
+		default:
+		}
+		<-release
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer hook.Close()
+	answer := sync.OnceFunc(func() { close(release) })
+	defer answer() // before hook.Close, which waits for the call
+	m.webhookFrontend("held", hook.URL, "4470")
+	m.submit(ownedBy(t, m.ringStatus(), "m1"), "4470000001")
+	select {
+	case <-called:
+	case <-time.After(10 * time.Second):
+		t.Fatal("m did not call the webhook")
 	}
 
 	stopped := make(chan struct{})
@@ -501,11 +517,7 @@ func TestRingSlaveWaitsForAStoppingMaster(t *testing.T) {
 		t.Fatal("m stopped while a request was still under way")
 	case <-time.After(3 * time.Second):
 	}
-	if _, err := io.WriteString(conn, body); err != nil {
-		t.Fatal(err)
-	}
-	line, err := answers.ReadString('\n')
-	t.Logf("the slow submit was answered %q (%v)", strings.TrimSpace(line), err)
+	answer()
 	<-stopped
 
 	if master := waitRing(t, []*harness{s}, "s1"); master != "s1" {

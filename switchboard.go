@@ -872,6 +872,9 @@ func (n *Node) startHTTP() error {
 			// twice the requests of HTTP/2 per connection (docs/performance.md).
 			TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
 			ErrorLog:     n.httpErrors("https"),
+			// Carries the stop to the reading of request bodies: the
+			// stop does not wait for a body that may never come.
+			BaseContext: n.api.BaseContext,
 		}
 		go n.serve("https", func() error { return n.https.Serve(ln) })
 	}
@@ -1059,7 +1062,11 @@ func (n *Node) teardown(ctx context.Context) error {
 	var errs []error
 	if n.https != nil {
 		// No new connections; requests under way (submits waiting for their
-		// commit) finish.
+		// commit) finish, but for those still reading their body: a client
+		// that stopped sending (a peer cut off mid-forward) would hold the
+		// stop for the body's 30 s, past --shutdown-timeout's default, and
+		// leave the drain of the delivery workers no time.
+		n.api.Stopping()
 		if err := n.https.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("https shutdown: %w", err))
 		}

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding"
 	"encoding/base64"
 	"encoding/json"
@@ -142,9 +143,17 @@ func readUpTo(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if r.ContentLength > MaxBody {
 		return nil, tooLarge(w)
 	}
+	stop, _ := r.Context().Value(stopKey{}).(context.Context)
+	if stop != nil && stop.Err() != nil {
+		return nil, stopping(w)
+	}
 	rc := http.NewResponseController(w)
 	limited := rc.SetReadDeadline(time.Now().Add(bodyWait)) == nil
+	cut := cutOnStop(stop, rc)
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if cut() {
+		return nil, stopping(w)
+	}
 	if err == nil && limited {
 		_ = rc.SetReadDeadline(time.Time{})
 	}
@@ -163,6 +172,43 @@ func readUpTo(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 		return nil, messages.Errorf(messages.CodeInvalidJSON, "the request body could not be read: %v", err)
 	}
 	return raw, nil
+}
+
+// stopKey is the key of the context a server's Stopping ends, in the
+// base context of its requests (Server.BaseContext).
+type stopKey struct{}
+
+// cutOnStop makes stop's end cut the body read under way with rc short
+// (its read deadline set to now: the read fails at once). The function
+// it returns, called once the read has returned, reports whether it was
+// cut; then the body, whole or not, must not be used: the deadline may
+// have come after the read's end and failed the server's background read
+// of the connection, which cancels the request's context. A nil stop (a
+// server without BaseContext) never cuts.
+func cutOnStop(stop context.Context, rc *http.ResponseController) func() bool {
+	if stop == nil {
+		return func() bool { return false }
+	}
+	done := make(chan struct{})
+	keep := context.AfterFunc(stop, func() {
+		_ = rc.SetReadDeadline(time.Now())
+		close(done)
+	})
+	return func() bool {
+		if keep() {
+			return false
+		}
+		<-done // the handler may not use rc once it returns
+		return true
+	}
+}
+
+// stopping is the answer to a request whose body the node's stop no longer
+// waits for: nothing was done for it, and its connection is closed (what
+// is left of the body is not read).
+func stopping(w http.ResponseWriter) error {
+	w.Header().Set("Connection", "close")
+	return messages.Errorf(messages.CodeUnavailable, "the node is stopping: send the request again (to another instance of the site, or once the node is back)")
 }
 
 // decodeOne decodes one document from dec, a decoder of raw, into v and

@@ -1,9 +1,11 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/x509"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 
@@ -76,6 +78,11 @@ type Server struct {
 	polls livePolls
 	// clientCerts verifies federation callers against ClientCAs.
 	clientCerts clientCerts
+	// base is the base context of the requests of an http.Server that
+	// serves s with BaseContext: it carries stop, which Stopping ends, to
+	// the reading of request bodies (readUpTo).
+	base       context.Context
+	endReading context.CancelFunc
 }
 
 // DefaultRequestTimeout bounds a request's wait for the actors: 30 s, far
@@ -96,6 +103,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "httpapi"), creds: cfg.Credentials,
 		limiter: auth.NewLimiter(), roles: map[string][]messages.Role{}}
+	stop, end := context.WithCancel(context.Background())
+	s.base, s.endReading = context.WithValue(context.Background(), stopKey{}, stop), end
 	if s.creds == nil {
 		var creds []messages.Credential
 		if cfg.APIToken != "" {
@@ -163,6 +172,19 @@ func (s *Server) crossOrigin(h http.Handler) http.Handler {
 	}))
 	return c.Handler(h)
 }
+
+// BaseContext is the http.Server's BaseContext for a server of s: its
+// requests' bodies are then read until Stopping at most.
+func (s *Server) BaseContext(net.Listener) context.Context { return s.base }
+
+// Stopping ends the reading of request bodies (the node's stop calls it
+// before the server's Shutdown, which waits for the requests under way): a
+// body still coming is no longer waited for (up to bodyWait, 30 s, for a
+// client that stopped sending, a peer cut off mid-request), and its
+// request, nothing done for it yet, is answered 503 unavailable and its
+// connection closed; so is a request whose body comes from now on. A
+// request whose body came goes on (a submit gets its commit and its 202).
+func (s *Server) Stopping() { s.endReading() }
 
 // Close reports what the rate-limited logs still count (the node calls it
 // when it stops).
