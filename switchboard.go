@@ -858,6 +858,7 @@ func (n *Node) startHTTP() error {
 	n.serveErrs = make(chan error, 2)
 	if ln := n.httpsLn; ln != nil {
 		n.httpsLn = nil // served: the server closes it
+		unasked := &newConns{}
 		var h http.Handler = n.api
 		if n.cfg.Intercept != nil {
 			h = n.cfg.Intercept(h)
@@ -875,7 +876,9 @@ func (n *Node) startHTTP() error {
 			// Carries the stop to the reading of request bodies: the
 			// stop does not wait for a body that may never come.
 			BaseContext: n.api.BaseContext,
+			ConnState:   unasked.track,
 		}
+		n.https.RegisterOnShutdown(unasked.close)
 		go n.serve("https", func() error { return n.https.Serve(ln) })
 	}
 	if ln := n.metricsLn; ln != nil {
@@ -917,6 +920,35 @@ func (n *Node) serverTLS() (*tls.Config, error) {
 		return nil, err
 	}
 	return r.ServerConfig(), nil
+}
+
+// newConns are the HTTPS connections on which no request has begun
+// (http.StateNew: in their TLS handshake, or nothing sent yet: a
+// load balancer's or a scanner's connection, a client's preconnect). The
+// server's Shutdown takes such a connection for idle, and closes it, only
+// once it is 5 s old, so one of them held every stop for up to 5 s, past
+// a --shutdown-timeout below that. The stop closes them at once
+// (RegisterOnShutdown, once the listener is closed): nothing was asked on
+// them, or a request whose headers were just read is refused (its body
+// is no longer read: httpapi's Stopping came first) and nothing was done
+// for it.
+type newConns struct{ m sync.Map }
+
+// track is the server's ConnState hook.
+func (c *newConns) track(conn net.Conn, st http.ConnState) {
+	if st == http.StateNew {
+		c.m.Store(conn, struct{}{})
+	} else if st != http.StateIdle { // idle comes after active, which took it out
+		c.m.Delete(conn)
+	}
+}
+
+// close closes the connections on which no request has begun.
+func (c *newConns) close() {
+	c.m.Range(func(conn, _ any) bool {
+		_ = conn.(net.Conn).Close()
+		return true
+	})
 }
 
 // httpErrors is the ErrorLog of the HTTP server of listener (https or

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -69,4 +70,40 @@ func TestStopDoesNotWaitForAStalledBody(t *testing.T) {
 	if res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"code":"unavailable"`) {
 		t.Errorf("the stalled request: %d %s, want 503 unavailable", res.StatusCode, body)
 	}
+}
+
+// TestStopClosesConnectionsThatAskedNothing: a connection on which no
+// request had begun (a load balancer's TCP check, a scanner, a client's
+// preconnect; here one that sent nothing) held a graceful stop for 5 s:
+// the HTTPS server's shutdown takes such a connection for idle only
+// once it is 5 s old. With a --shutdown-timeout below that the stop ran
+// out of time, left the delivery workers no drain and exited 1. Now the
+// stop closes such connections at once and exits 0.
+func TestStopClosesConnectionsThatAskedNothing(t *testing.T) {
+	bin := nodetest.Binary(t)
+	dir := t.TempDir()
+	certDir, pool := nodetest.DevCerts(t, bin, dir, "e2e")
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "e2e"}}
+	defer tr.CloseIdleConnections()
+	addr := nodetest.FreeAddr(t)
+	node := newE2ENode(t, bin, addr, &http.Client{Transport: tr, Timeout: 30 * time.Second}, "run",
+		"--name", "e2e", "--data-dir", filepath.Join(dir, "data"),
+		"--listen", addr, "--metrics-listen", "127.0.0.1:0",
+		"--tls-cert", filepath.Join(certDir, "e2e.pem"), "--tls-key", filepath.Join(certDir, "e2e.key"),
+		"--shutdown-timeout", "2s", // below the server's 5 s for a new connection
+		"--log-format", "json")
+	defer node.End()
+	node.Start()
+
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// The node has accepted it once a request on another connection,
+	// made after it, is answered.
+	node.Must(200, "GET", "/api/status", nil, nil)
+
+	node.Signal(syscall.SIGTERM)
+	node.WaitStopped() // exit 0
 }
