@@ -25,23 +25,9 @@ import (
 // cuts the body's wait: the request, nothing done for it, is answered
 // 503 unavailable, and the node exits 0.
 func TestStopDoesNotWaitForAStalledBody(t *testing.T) {
-	bin := nodetest.Binary(t)
-	dir := t.TempDir()
-	certDir, pool := nodetest.DevCerts(t, bin, dir, "e2e")
-	tlsConf := &tls.Config{RootCAs: pool, ServerName: "e2e"}
-	tr := &http.Transport{TLSClientConfig: tlsConf}
-	defer tr.CloseIdleConnections()
-	addr := nodetest.FreeAddr(t)
-	node := newE2ENode(t, bin, addr, &http.Client{Transport: tr, Timeout: 30 * time.Second}, "run",
-		"--name", "e2e", "--data-dir", filepath.Join(dir, "data"),
-		"--listen", addr, "--metrics-listen", "127.0.0.1:0",
-		"--tls-cert", filepath.Join(certDir, "e2e.pem"), "--tls-key", filepath.Join(certDir, "e2e.key"),
-		// Longer than the test needs, shorter than the body's 30 s: a
-		// stop that waits for the body runs out of it.
-		"--shutdown-timeout", "10s",
-		"--log-format", "json")
-	defer node.End()
-	node.Start()
+	// Longer than the test needs, shorter than the body's 30 s: a stop
+	// that waits for the body runs out of it.
+	node, addr, tlsConf := startStoppingNode(t, "10s")
 
 	conn, err := tls.Dial("tcp", addr, tlsConf)
 	if err != nil {
@@ -80,20 +66,7 @@ func TestStopDoesNotWaitForAStalledBody(t *testing.T) {
 // out of time, left the delivery workers no drain and exited 1. Now the
 // stop closes such connections at once and exits 0.
 func TestStopClosesConnectionsThatAskedNothing(t *testing.T) {
-	bin := nodetest.Binary(t)
-	dir := t.TempDir()
-	certDir, pool := nodetest.DevCerts(t, bin, dir, "e2e")
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "e2e"}}
-	defer tr.CloseIdleConnections()
-	addr := nodetest.FreeAddr(t)
-	node := newE2ENode(t, bin, addr, &http.Client{Transport: tr, Timeout: 30 * time.Second}, "run",
-		"--name", "e2e", "--data-dir", filepath.Join(dir, "data"),
-		"--listen", addr, "--metrics-listen", "127.0.0.1:0",
-		"--tls-cert", filepath.Join(certDir, "e2e.pem"), "--tls-key", filepath.Join(certDir, "e2e.key"),
-		"--shutdown-timeout", "2s", // below the server's 5 s for a new connection
-		"--log-format", "json")
-	defer node.End()
-	node.Start()
+	node, addr, _ := startStoppingNode(t, "2s") // below the server's 5 s for a new connection
 
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -106,4 +79,26 @@ func TestStopClosesConnectionsThatAskedNothing(t *testing.T) {
 
 	node.Signal(syscall.SIGTERM)
 	node.WaitStopped() // exit 0
+}
+
+// startStoppingNode starts the binary on its dev certificates with
+// --shutdown-timeout given, ended at the test's end; it returns the node,
+// its API address and a TLS configuration that trusts it.
+func startStoppingNode(t *testing.T, shutdownTimeout string) (*e2eNode, string, *tls.Config) {
+	t.Helper()
+	bin := nodetest.Binary(t)
+	dir := t.TempDir()
+	certDir, pool := nodetest.DevCerts(t, bin, dir, "e2e")
+	tlsConf := &tls.Config{RootCAs: pool, ServerName: "e2e"}
+	tr := &http.Transport{TLSClientConfig: tlsConf}
+	t.Cleanup(tr.CloseIdleConnections)
+	addr := nodetest.FreeAddr(t)
+	node := newE2ENode(t, bin, addr, &http.Client{Transport: tr, Timeout: 30 * time.Second}, "run",
+		"--name", "e2e", "--data-dir", filepath.Join(dir, "data"),
+		"--listen", addr, "--metrics-listen", "127.0.0.1:0",
+		"--tls-cert", filepath.Join(certDir, "e2e.pem"), "--tls-key", filepath.Join(certDir, "e2e.key"),
+		"--shutdown-timeout", shutdownTimeout, "--log-format", "json")
+	t.Cleanup(node.End)
+	node.Start()
+	return node, addr, tlsConf
 }
