@@ -269,7 +269,7 @@ func parseCLI(c *cliCommand, args []string, env lookupEnv) (*cliInvocation, erro
 	var twice []error
 	for _, f := range flags {
 		if vals[f.name].twice && !f.boolean {
-			twice = append(twice, fmt.Errorf("--%s: given twice; it takes one value", f.name))
+			twice = append(twice, errTakesOne(f.name))
 		}
 	}
 	if len(twice) > 0 {

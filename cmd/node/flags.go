@@ -408,7 +408,7 @@ func onceEach(fs *flag.FlagSet, repeatable ...string) func() error {
 		var errs []error
 		for _, c := range counts {
 			if c.n > 1 {
-				errs = append(errs, fmt.Errorf("--%s: given twice; it takes one value", c.name))
+				errs = append(errs, errTakesOne(c.name))
 			}
 		}
 		return errors.Join(errs...)
@@ -475,10 +475,17 @@ func givenTwice(raws []*rawValue) error {
 		case f.isList():
 			errs = append(errs, fmt.Errorf("--%s: given twice; a list is comma-separated (--%s a,b)", f.name, f.name))
 		default:
-			errs = append(errs, fmt.Errorf("--%s: given twice; it takes one value", f.name))
+			errs = append(errs, errTakesOne(f.name))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// errTakesOne is the error of a flag that takes one value given more than
+// once: every command of the binary refuses that rather than keep its last
+// value in silence.
+func errTakesOne(name string) error {
+	return fmt.Errorf("--%s: given twice; it takes one value", name)
 }
 
 // parseRun turns the arguments of `switchboard run` and the environment into
