@@ -142,17 +142,22 @@ func (r *resolver) lookupAt(ctx context.Context, servers []string, name string) 
 func glue(extra []dns.RR, target string) []net.IP {
 	var ips []net.IP
 	for _, rr := range extra {
-		if !strings.EqualFold(rr.Header().Name, target) {
-			continue
-		}
-		switch a := rr.(type) {
-		case *dns.A:
-			ips = append(ips, a.A)
-		case *dns.AAAA:
-			ips = append(ips, a.AAAA)
+		if ip := addressOf(rr); ip != nil && strings.EqualFold(rr.Header().Name, target) {
+			ips = append(ips, ip)
 		}
 	}
 	return ips
+}
+
+// addressOf is the address an A or AAAA record holds (nil for another).
+func addressOf(rr dns.RR) net.IP {
+	switch a := rr.(type) {
+	case *dns.A:
+		return a.A
+	case *dns.AAAA:
+		return a.AAAA
+	}
+	return nil
 }
 
 // hostIPs asks for the A and AAAA records of host. NXDOMAIN for one type
@@ -179,11 +184,8 @@ func (r *resolver) hostIPs(ctx context.Context, servers []string, host string, l
 			continue
 		}
 		for _, rr := range resp.Answer {
-			switch a := rr.(type) {
-			case *dns.A:
-				ips = append(ips, a.A)
-			case *dns.AAAA:
-				ips = append(ips, a.AAAA)
+			if ip := addressOf(rr); ip != nil {
+				ips = append(ips, ip)
 			}
 		}
 	}
